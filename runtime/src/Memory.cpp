@@ -52,6 +52,10 @@ void *zrt::alignedAlloc(int64_t bytes) {
   return p;
 }
 
+void zrt::accountScratch(int64_t delta) {
+  raise(scratchPeak, scratchInUse.fetch_add(delta) + delta);
+}
+
 Scratch::Scratch(int64_t bytes) : bytes(bytes) {
   if (bytes <= 0)
     return;

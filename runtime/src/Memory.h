@@ -31,6 +31,10 @@ private:
   int64_t bytes = 0;
 };
 
+/// Adds delta bytes (negative: releases) to the scratch in use and raises
+/// its peak: for backends whose scratch is not a Scratch (device memory).
+void accountScratch(int64_t delta);
+
 /// 64-byte aligned allocation; aborts when out of memory.
 void *alignedAlloc(int64_t bytes);
 

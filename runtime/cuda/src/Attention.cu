@@ -1,0 +1,1 @@
+// Attention.cu: being written.

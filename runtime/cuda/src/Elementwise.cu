@@ -1,0 +1,1 @@
+// Elementwise.cu: being written.

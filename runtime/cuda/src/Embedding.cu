@@ -1,0 +1,1 @@
+// Embedding.cu: being written.

@@ -1,0 +1,1 @@
+// LayerNorm.cu: being written.

@@ -1,0 +1,1 @@
+// Layout.cu: being written.

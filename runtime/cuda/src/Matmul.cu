@@ -1,0 +1,1 @@
+// Matmul.cu: being written.

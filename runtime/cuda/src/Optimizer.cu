@@ -1,0 +1,1 @@
+// Optimizer.cu: being written.

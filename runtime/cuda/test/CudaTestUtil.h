@@ -1,0 +1,87 @@
+//===- CudaTestUtil.h - Helpers of the CUDA backend's tests -----*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// The GPU tests compare each CUDA kernel with the CPU backend's zrt_* kernel
+// on the same inputs. Without a usable GPU they skip with the reason.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_CUDA_TEST_UTIL_H
+#define ZERO_RT_CUDA_TEST_UTIL_H
+
+#include "CudaKernels.h"
+#include "CudaSupport.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace zrt {
+namespace cuda {
+namespace test {
+
+/// Empty when a GPU is usable, else why not.
+inline std::string gpuUnavailableReason() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess)
+    return std::string("no usable CUDA GPU (") + cudaGetErrorString(err) + ")";
+  if (count == 0)
+    return "no CUDA GPU";
+  return "";
+}
+
+#define ZRT_REQUIRE_GPU()                                                      \
+  do {                                                                         \
+    std::string why = ::zrt::cuda::test::gpuUnavailableReason();               \
+    if (!why.empty())                                                          \
+      GTEST_SKIP() << why;                                                     \
+  } while (0)
+
+/// A device buffer of `bytes` bytes, freed on destruction.
+class DeviceBuffer {
+public:
+  explicit DeviceBuffer(size_t bytes) : bytes(bytes) {
+    ZRT_CUDA_CHECK(cudaMalloc(&ptr, bytes ? bytes : 1));
+  }
+  template <typename T>
+  explicit DeviceBuffer(const std::vector<T> &host)
+      : DeviceBuffer(host.size() * sizeof(T)) {
+    upload(host);
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+
+  template <typename T = void>
+  T *get() const {
+    return static_cast<T *>(ptr);
+  }
+  template <typename T>
+  void upload(const std::vector<T> &host) {
+    ZRT_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T),
+                              cudaMemcpyHostToDevice));
+  }
+  /// Waits for the compute stream, then copies everything back.
+  template <typename T>
+  std::vector<T> download() const {
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+    std::vector<T> host(bytes / sizeof(T));
+    ZRT_CUDA_CHECK(cudaMemcpy(host.data(), ptr, host.size() * sizeof(T),
+                              cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+private:
+  void *ptr = nullptr;
+  size_t bytes = 0;
+};
+
+} // namespace test
+} // namespace cuda
+} // namespace zrt
+
+#endif // ZERO_RT_CUDA_TEST_UTIL_H

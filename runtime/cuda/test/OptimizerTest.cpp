@@ -1,0 +1,3 @@
+// Being written.
+#include "CudaTestUtil.h"
+TEST(Placeholder, Gpu) { ZRT_REQUIRE_GPU(); }
