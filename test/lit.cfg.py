@@ -1,6 +1,7 @@
 # -*- Python -*-
 import os
 import shutil
+import subprocess
 import sys
 
 import lit.formats
@@ -32,6 +33,27 @@ if mpirun:
     config.available_features.add("mpirun")
     config.substitutions.append(
         ("%mpirun", mpirun + " --allow-run-as-root --oversubscribe"))
+
+# The CUDA backend: `cuda-backend` when it was built (zero-compile --target
+# cuda links), `cuda-gpu` when a GPU is usable here too, `cuda-gpus-2` with
+# two or more (NCCL runs one rank per GPU). GPU tests skip without them.
+if config.zero_have_cuda.upper() in ("ON", "TRUE", "1", "YES"):
+    config.available_features.add("cuda-backend")
+    smi = shutil.which("nvidia-smi")
+    gpus = 0
+    if smi:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True,
+                                 timeout=60)
+            if out.returncode == 0:
+                gpus = sum(1 for line in out.stdout.splitlines()
+                           if line.startswith("GPU "))
+        except (OSError, subprocess.SubprocessError):
+            gpus = 0
+    if gpus >= 1:
+        config.available_features.add("cuda-gpu")
+    if gpus >= 2:
+        config.available_features.add("cuda-gpus-2")
 
 tool_dirs = [config.zero_tools_dir, config.llvm_tools_dir]
 tools = ["zero-opt", "zero-model-gen", "zero-estimate", "zero-compile"]

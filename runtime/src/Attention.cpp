@@ -342,12 +342,6 @@ extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
   });
 }
 
-extern "C" int64_t zrt_attention_grad_scratch_bytes(int64_t batch,
-                                                    int64_t heads, int64_t seq,
-                                                    int64_t headDim) {
-  return zrt_scratch_attention_grad(batch, heads, seq, headDim);
-}
-
 extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
                                    const void *v, const void *o, const void *dO,
                                    void *dq, void *dk, void *dv, int64_t batch,

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
+#include "Device.h"
 #include "Support.h"
 
 #include <mpi.h>
@@ -366,16 +367,18 @@ public:
   ~TokenData() override { ::munmap(map, bytes); }
 
   void load(zrt_ctx &ctx, int64_t first) override {
-    char *x = ctx.step + m.inputs[0].offset;
-    char *y = ctx.step + m.inputs[1].offset;
+    const InputInfo &xi = m.inputs[0], &yi = m.inputs[1];
+    x.resize(size_t(xi.numel() * xi.elementBytes()));
+    y.resize(size_t(yi.numel() * yi.elementBytes()));
     for (int64_t r = 0; r < rows; ++r) {
       int64_t start = ((first + r) % length) * seq % length;
       for (int64_t t = 0; t < seq; ++t) {
-        storeIndex(m.inputs[0], x, r * seq + t, tokens[(start + t) % length]);
-        storeIndex(m.inputs[1], y, r * seq + t,
-                   tokens[(start + t + 1) % length]);
+        storeIndex(xi, x.data(), r * seq + t, tokens[(start + t) % length]);
+        storeIndex(yi, y.data(), r * seq + t, tokens[(start + t + 1) % length]);
       }
     }
+    device::upload(ctx.step + xi.offset, x.data(), int64_t(x.size()));
+    device::upload(ctx.step + yi.offset, y.data(), int64_t(y.size()));
   }
   int64_t itemsPerRow() const override { return seq; }
   const char *unit() const override { return "tok/s"; }
@@ -386,6 +389,8 @@ private:
   void *map = nullptr;
   size_t bytes = 0;
   const uint16_t *tokens = nullptr;
+  /// Host staging of the inputs (the arena may be device memory).
+  std::vector<char> x, y;
 };
 
 /// Features [N, ...] and labels [N] from .npy files; row k is sample k % N.
@@ -429,14 +434,16 @@ public:
 
   void load(zrt_ctx &ctx, int64_t first) override {
     const InputInfo &xi = m.inputs[0], &yi = m.inputs[1];
-    char *xo = ctx.step + xi.offset, *yo = ctx.step + yi.offset;
     int32_t dtype = xi.dtype == "f32"    ? ZRT_F32
                     : xi.dtype == "bf16" ? ZRT_BF16
                                          : ZRT_F16;
+    xs.resize(size_t(rows * rowSize));
+    ys.resize(size_t(yi.numel() * yi.elementBytes()));
+    char *yo = ys.data();
     for (int64_t r = 0; r < rows; ++r) {
       int64_t k = (first + r) % samples;
-      zrt_cast(ZRT_F32, x.data.data() + k * rowSize * 4, dtype,
-               xo + r * rowSize * xi.elementBytes(), rowSize);
+      std::memcpy(xs.data() + r * rowSize, x.data.data() + k * rowSize * 4,
+                  size_t(rowSize) * 4);
       int64_t label;
       if (y.itemSize == 4) {
         int32_t v;
@@ -447,6 +454,8 @@ public:
       }
       storeIndex(yi, yo, r, label);
     }
+    device::uploadCast(xs.data(), dtype, ctx.step + xi.offset, rows * rowSize);
+    device::upload(ctx.step + yi.offset, ys.data(), int64_t(ys.size()));
   }
   int64_t itemsPerRow() const override { return 1; }
   const char *unit() const override { return "samples/s"; }
@@ -462,6 +471,9 @@ private:
   const Manifest &m;
   NpyArray x, y;
   int64_t rows = 0, rowSize = 0, samples = 0;
+  /// Host staging of the inputs (the arena may be device memory).
+  std::vector<float> xs;
+  std::vector<char> ys;
 };
 
 //===----------------------------------------------------------------------===//
@@ -798,6 +810,18 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   if (!checkWorld())
     return false;
   chooseThreads();
+  // The backend's device (a GPU per rank on a node for CUDA), before any
+  // tensor memory exists.
+  if (!everywhere([&] {
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx.rank,
+                            MPI_INFO_NULL, &node);
+        int localRank = 0;
+        MPI_Comm_rank(node, &localRank);
+        MPI_Comm_free(&node);
+        device::initialize(localRank);
+      }))
+    return false;
 
   const Manifest &m = manifest;
   ctx.manifest = &manifest;
@@ -815,8 +839,8 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
       zrt_arena_at(ctx.persistentArena, 0, m.persistentBytes));
   ctx.step = static_cast<char *>(zrt_arena_at(ctx.stepArena, 0, m.arenaBytes));
   // Deterministic contents: nothing may depend on what malloc returned.
-  std::memset(ctx.persistent, 0, size_t(m.persistentBytes));
-  std::memset(ctx.step, 0, size_t(m.arenaBytes));
+  device::zero(ctx.persistent, m.persistentBytes);
+  device::zero(ctx.step, m.arenaBytes);
 
   bool ok = everywhere([&] {
     int64_t rowsPerStep =
@@ -1014,6 +1038,11 @@ bool Driver::trainSteps() {
         std::fprintf(stderr, "zrt: warning: the program left collectives "
                              "unwaited at the end of a step; completed "
                              "them\n");
+    }
+    {
+      // A GPU backend has only enqueued the step so far.
+      WaitScope watched(ctx.waitState, "the step's device work");
+      device::finishStep(ctx);
     }
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)

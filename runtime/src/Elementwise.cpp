@@ -161,3 +161,12 @@ extern "C" void zrt_reduce_sum(int32_t dtype, const void *in, void *out,
         });
   });
 }
+
+extern "C" void zrt_copy(void *dst, const void *src, int64_t bytes) {
+  if (bytes < 0)
+    fatal("zrt_copy: negative size");
+  parallelFor(bytes, int64_t(1) << 20, [&](int64_t begin, int64_t end) {
+    std::memcpy(static_cast<char *>(dst) + begin,
+                static_cast<const char *>(src) + begin, size_t(end - begin));
+  });
+}

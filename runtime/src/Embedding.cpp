@@ -43,11 +43,6 @@ extern "C" void zrt_embedding(int32_t dtype, const void *table, int32_t idType,
   });
 }
 
-extern "C" int64_t
-zrt_embedding_grad_scratch_bytes(int64_t numIds, int64_t vocab, int64_t dim) {
-  return zrt_scratch_embedding_grad(numIds, vocab, dim);
-}
-
 extern "C" void zrt_embedding_grad(int32_t dtype, const void *dy,
                                    int32_t idType, const void *ids,
                                    void *dtable, int64_t numIds, int64_t vocab,

@@ -71,11 +71,6 @@ extern "C" void zrt_layer_norm(int32_t dtype, const void *x, const void *w,
   });
 }
 
-extern "C" int64_t zrt_layer_norm_grad_scratch_bytes(int64_t rows,
-                                                     int64_t cols) {
-  return zrt_scratch_layer_norm_grad(rows, cols);
-}
-
 extern "C" void zrt_layer_norm_grad(int32_t dtype, const void *x, const void *w,
                                     const void *dy, void *dx, void *dw,
                                     void *db, int64_t rows, int64_t cols,

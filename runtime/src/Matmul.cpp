@@ -183,16 +183,6 @@ void zrt::useSingleThreadedBlas() {
   (void)once;
 }
 
-extern "C" int64_t zrt_matmul_scratch_bytes(int32_t dtype, int64_t batch,
-                                            int64_t m, int64_t n, int64_t k,
-                                            int32_t transposeA,
-                                            int32_t transposeB,
-                                            int32_t bIsBatched) {
-  (void)transposeB;
-  return zrt_scratch_matmul(dtypeSize(dtype) == 4 ? 0 : dtype, batch, m, n, k,
-                            transposeA, bIsBatched);
-}
-
 extern "C" void zrt_matmul(int32_t dtype, const void *a, const void *b, void *c,
                            int64_t batch, int64_t m, int64_t n, int64_t k,
                            int32_t transposeA, int32_t transposeB,

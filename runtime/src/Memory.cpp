@@ -11,8 +11,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "Memory.h"
+#include "Device.h"
 #include "Parallel.h"
 #include "Support.h"
+#include "Types.h"
+#include "zero_rt/scratch.h"
 #include "zero_rt/zrt.h"
 
 #include <atomic>
@@ -74,7 +77,7 @@ extern "C" zrt_arena *zrt_arena_create(int64_t bytes) {
   if (bytes < 0)
     fatal("zrt_arena_create: negative size %lld", (long long)bytes);
   auto *arena = new zrt_arena;
-  arena->base = static_cast<char *>(alignedAlloc(bytes));
+  arena->base = static_cast<char *>(device::allocate(bytes));
   arena->size = bytes;
   arena->highWater = 0;
   return arena;
@@ -84,7 +87,7 @@ extern "C" void zrt_arena_destroy(zrt_arena *arena) {
   if (!arena)
     return;
   arenaInUse.fetch_sub(arena->highWater.load());
-  std::free(arena->base);
+  device::release(arena->base);
   delete arena;
 }
 
@@ -127,11 +130,31 @@ extern "C" void zrt_memory_reset_peak(void) {
   scratchPeak = scratchInUse.load();
 }
 
-extern "C" void zrt_copy(void *dst, const void *src, int64_t bytes) {
-  if (bytes < 0)
-    fatal("zrt_copy: negative size");
-  parallelFor(bytes, int64_t(1) << 20, [&](int64_t begin, int64_t end) {
-    std::memcpy(static_cast<char *>(dst) + begin,
-                static_cast<const char *>(src) + begin, size_t(end - begin));
-  });
+// The kernels' scratch, as the compiler plans it (zero_rt/scratch.h); every
+// backend allocates exactly this.
+
+extern "C" int64_t zrt_matmul_scratch_bytes(int32_t dtype, int64_t batch,
+                                            int64_t m, int64_t n, int64_t k,
+                                            int32_t transposeA,
+                                            int32_t transposeB,
+                                            int32_t bIsBatched) {
+  (void)transposeB;
+  return zrt_scratch_matmul(dtypeSize(dtype) == 4 ? 0 : dtype, batch, m, n, k,
+                            transposeA, bIsBatched);
+}
+
+extern "C" int64_t zrt_layer_norm_grad_scratch_bytes(int64_t rows,
+                                                     int64_t cols) {
+  return zrt_scratch_layer_norm_grad(rows, cols);
+}
+
+extern "C" int64_t zrt_attention_grad_scratch_bytes(int64_t batch,
+                                                    int64_t heads, int64_t seq,
+                                                    int64_t headDim) {
+  return zrt_scratch_attention_grad(batch, heads, seq, headDim);
+}
+
+extern "C" int64_t
+zrt_embedding_grad_scratch_bytes(int64_t numIds, int64_t vocab, int64_t dim) {
+  return zrt_scratch_embedding_grad(numIds, vocab, dim);
 }

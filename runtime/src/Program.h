@@ -195,4 +195,38 @@ struct zrt_ctx {
   int drainSlots();
 };
 
+namespace zrt {
+
+// Helpers of the backends' zrt_ctx_* calls (Manifest.cpp).
+
+/// Partition `p`; aborts naming `call` if it does not exist.
+const PartitionInfo &partition(zrt_ctx *ctx, int32_t p, const char *call);
+/// Rank `rank`'s owned part of [begin, end).
+Range ownedPart(zrt_ctx *ctx, const PartitionInfo &p, int rank, int64_t begin,
+                int64_t end);
+/// Aborts unless [begin, end) lies in [0, limit).
+void checkRange(const PartitionInfo &p, int64_t begin, int64_t end,
+                int64_t limit, const char *call);
+/// n as an int; aborts if it does not fit (MPI and NCCL counts).
+int mpiInt(int64_t n, const char *call);
+/// Per-rank counts (and displacements from `begin`) of the owned parts of
+/// [begin, end).
+void splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
+                  int64_t end, std::vector<int> &counts,
+                  std::vector<int> &displs, const char *call);
+/// Records a collective's tokens in `slot` and runs `done` after
+/// zrt_ctx_wait has waited for them (or now, after waiting, when slot < 0).
+void launch(zrt_ctx *ctx, int32_t slot, const char *what,
+            std::vector<int64_t> tokens, std::function<void()> done);
+/// The first gradient element this rank owns and how many: the owned range
+/// of the full buffer at stages 0-1, the front of the shard at 2-3.
+std::pair<char *, int64_t> ownedGrads(zrt_ctx *ctx, int32_t p,
+                                      const PartitionInfo &part);
+/// The loss-scale update of a step from the all-reduced host stats
+/// {overflow flag, squared norm}: records them in the context, applies the
+/// overflow test hook, and returns 1 when the step is skipped.
+int32_t updateLossScale(zrt_ctx *ctx, const float *stats);
+
+} // namespace zrt
+
 #endif // ZERO_RT_PROGRAM_IMPL_H

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
+#include "Device.h"
 #include "Support.h"
 
 #include <mpi.h>
@@ -53,7 +54,7 @@ void castOwnedParams(zrt_ctx &ctx, int32_t p) {
 void zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
   const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
   int64_t bytes = part.counts[kind] * (kind <= kGrads ? ctx.computeBytes : 4);
-  std::memset(ctx.buffer(p, kind), 0, size_t(bytes));
+  device::zero(ctx.buffer(p, kind), bytes);
 }
 
 } // namespace
@@ -106,11 +107,11 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
     }
     for (BufferKind kind : {kParams, kGrads, kMaster, kExpAvg, kExpAvgSq})
       zeroBuffer(ctx, p, kind);
-    std::memcpy(ctx.buffer<float>(p, kMaster),
-                values.data() + (own.begin - need.begin),
-                size_t(own.size()) * sizeof(float));
-    zrt_cast(ZRT_F32, values.data(), m.computeDtype, ctx.buffer(p, kParams),
-             need.size());
+    device::upload(ctx.buffer<float>(p, kMaster),
+                   values.data() + (own.begin - need.begin),
+                   own.size() * int64_t(sizeof(float)));
+    device::uploadCast(values.data(), m.computeDtype, ctx.buffer(p, kParams),
+                       need.size());
   }
 }
 
@@ -122,8 +123,11 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
     const float *master = ctx.buffer<float>(int32_t(p), kMaster);
     std::vector<float> &full = layouts[p];
     if (m.stage == 0) {
-      if (ctx.rank == 0)
-        full.assign(master, master + part.numel);
+      if (ctx.rank == 0) {
+        full.resize(size_t(part.numel));
+        device::download(full.data(), master,
+                         part.numel * int64_t(sizeof(float)));
+      }
       continue;
     }
     if (part.shardNumel > std::numeric_limits<int>::max())
@@ -132,7 +136,7 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
     // Each rank's owned masters padded to a full shard.
     std::vector<float> shard(size_t(part.shardNumel), 0.0f);
     Range own = m.owned(part, ctx.rank);
-    std::memcpy(shard.data(), master, size_t(own.size()) * sizeof(float));
+    device::download(shard.data(), master, own.size() * int64_t(sizeof(float)));
     if (ctx.rank == 0)
       full.resize(size_t(part.shardNumel) * size_t(ctx.world));
     MPI_Gather(shard.data(), int(part.shardNumel), MPI_FLOAT, full.data(),
@@ -298,7 +302,9 @@ SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
                           {"buffer", kBufferNames[kind]},
                           {"offset", file.payload.size()},
                           {"bytes", bytes}});
-      file.payload.append(ctx.buffer(int32_t(p), kind), size_t(bytes));
+      size_t at = file.payload.size();
+      file.payload.resize(at + size_t(bytes));
+      device::download(&file.payload[at], ctx.buffer(int32_t(p), kind), bytes);
     }
   json header = {{"format", kCheckpointFormat},
                  {"rank", ctx.rank},
@@ -428,8 +434,8 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
             offset + size > file.payload.size())
           fail(name + ": buffer " + kBufferNames[kind] + " of '" + part.name +
                "' has the wrong size");
-        std::memcpy(ctx.buffer(int32_t(p), kind), file.payload.data() + offset,
-                    size_t(size));
+        device::upload(ctx.buffer(int32_t(p), kind),
+                       file.payload.data() + offset, int64_t(size));
       }
     ctx.scaler = scalerFromJson(header.at("loss_scaler"));
     ctx.adamSteps = header.at("adam_steps").get<int64_t>();

@@ -28,6 +28,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
@@ -112,8 +113,13 @@ int main(int argc, char **argv) {
     return fail("--emit must be exe, obj, llvm or mlir, got '" + emit + "'");
   if (target != "cpu" && target != "cuda")
     return fail("--target must be cpu or cuda, got '" + target + "'");
-  if (target == "cuda")
-    return fail("the CUDA backend is not built yet (--target cuda); use "
+  std::string libDir = ZERO_RUNTIME_LIBRARY_DIR;
+  // The CUDA backend's link line is written by its CMake (it is only built
+  // where a CUDA toolkit was found).
+  std::string cudaLinkFile = libDir + "/zero_runtime_cuda.link";
+  if (target == "cuda" && !sys::fs::exists(cudaLinkFile))
+    return fail("this zero-compile was built without the CUDA backend "
+                "(ZERO_ENABLE_CUDA=OFF, or no CUDA toolkit was found); use "
                 "--target cpu");
 
   mlir::DialectRegistry registry;
@@ -208,15 +214,21 @@ int main(int argc, char **argv) {
   auto linker = sys::findProgramByName("mpicxx");
   if (!linker)
     return fail("mpicxx not found on PATH (install openmpi-bin)");
-  std::string libDir = ZERO_RUNTIME_LIBRARY_DIR;
-  std::vector<std::string> args = {*linker,
-                                   objPath,
-                                   libDir + "/libzero_runtime_main.a",
-                                   libDir + "/libzero_runtime.a",
-                                   "-lopenblas",
-                                   "-fopenmp",
-                                   "-o",
-                                   outputFile};
+  std::vector<std::string> args = {*linker, objPath,
+                                   libDir + "/libzero_runtime_main.a"};
+  if (target == "cuda") {
+    auto linkLine = MemoryBuffer::getFile(cudaLinkFile);
+    if (!linkLine)
+      return fail("cannot read '" + cudaLinkFile + "'");
+    SmallVector<StringRef> flags;
+    (*linkLine)->getBuffer().split(flags, ' ', -1, /*KeepEmpty=*/false);
+    for (StringRef flag : flags)
+      args.push_back(flag.trim().str());
+  } else {
+    args.insert(args.end(),
+                {libDir + "/libzero_runtime.a", "-lopenblas", "-fopenmp"});
+  }
+  args.insert(args.end(), {"-o", outputFile});
   std::vector<StringRef> argRefs(args.begin(), args.end());
   std::string linkError;
   int rc = sys::ExecuteAndWait(*linker, argRefs, std::nullopt, {}, 0, 0,

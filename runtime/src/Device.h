@@ -1,0 +1,52 @@
+//===- Device.h - Where a backend keeps tensors -----------------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// The driver, the checkpoints and the arenas are shared by the CPU and CUDA
+// backends; they reach tensor memory only through these functions, which
+// each backend implements (DeviceCpu.cpp, cuda/src/DeviceCuda.cpp). On the
+// CPU they are plain memory operations.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_DEVICE_H
+#define ZERO_RT_DEVICE_H
+
+#include <cstdint>
+
+struct zrt_ctx;
+
+namespace zrt {
+namespace device {
+
+/// "cpu" or "cuda".
+const char *backendName();
+
+/// Picks the device of a rank (the CUDA backend: GPU localRank modulo the
+/// visible GPUs). Throws std::runtime_error with a one-line reason when the
+/// backend cannot run here (no usable GPU).
+void initialize(int localRank);
+
+/// Memory of the planned arenas: at least 64-byte aligned.
+void *allocate(int64_t bytes);
+void release(void *ptr);
+
+/// Host <-> tensor memory copies, ordered after every kernel enqueued so far
+/// (the host buffer may be reused once they return).
+void upload(void *dst, const void *src, int64_t bytes);
+void download(void *dst, const void *src, int64_t bytes);
+void zero(void *dst, int64_t bytes);
+
+/// Host fp32 values to tensor memory of `dtype` (rounded to nearest even).
+void uploadCast(const float *src, int32_t dtype, void *dst, int64_t n);
+/// Tensor memory of `dtype` to host fp32 values.
+void downloadCast(const void *src, int32_t dtype, float *dst, int64_t n);
+
+/// Ends a step: waits for its kernels and collectives, reports errors the
+/// device found, and completes the context's step results (the loss).
+void finishStep(zrt_ctx &ctx);
+
+} // namespace device
+} // namespace zrt
+
+#endif // ZERO_RT_DEVICE_H
