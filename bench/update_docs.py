@@ -6,7 +6,7 @@ Each generated part sits between `<!-- bench:NAME -->` and
 `<!-- /bench:NAME -->`; only those parts are rewritten, the prose around
 them is kept. A part whose results file is missing is left as it is.
 
-  bench/update_docs.py [--results DIR] [--doc FILE]
+  bench/update_docs.py [--results DIR] [--doc FILE] [--only NAME,...]
 """
 
 import argparse
@@ -313,6 +313,85 @@ def sec_cost_model(r):
     return "\n".join(out)
 
 
+def sec_gpu(r):
+    """The GPU run of bench/gpu/run.sh: the CUDA optimizer kernels against a
+    device copy, and a GPT-2 step in PyTorch eager and from zero-mlir."""
+    kern = load(r, "gpu_kernels.json")
+    torch = load(r, "gpu_gpt2_torch.json")
+    zero = load(r, "gpu_gpt2_zero.json")
+    machine = load(r, "gpu_machine.json")
+    parts = [d for d in (kern, torch, zero) if d]
+    if not parts:
+        return None
+    if all("skipped" in d for d in parts):
+        return "GPU: unmeasured (%s)." % "; ".join(d["skipped"] for d in parts)
+    out = []
+    if kern and "skipped" not in kern:
+        m, c = kern["machine"], kern["copy"]
+        out += ["%s (%d SMs, compute capability %s, %.0f GiB, %.0f GB/s "
+                "theoretical from the memory clock and bus width)%s. "
+                "Reference: `cudaMemcpyAsync` device to device of %d MiB, "
+                "%.0f GB/s counting read + write (%.0f%% of theoretical). "
+                "Medians of %d launches after %d warm-up ones, CUDA events; "
+                "ratio = the kernel's GB/s over the copy's." % (
+                    m["device"], m["sms"], m["compute_capability"],
+                    m["memory_bytes"] / 2.0**30, m["theoretical_gbps"],
+                    ", measured %s" % machine["date"] if machine else "",
+                    c["bytes"] >> 20, c["gbps"],
+                    100 * c["fraction_of_theoretical"], kern["reps"],
+                    kern["warmup"]), "",
+                "| kernel | params | bytes/param | ms | G params/s | GB/s | "
+                "/ copy |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for e in kern["kernels"]:
+            if "skipped" in e:
+                out.append("| `%s` | 2^%d | %d | not run (%s) | | | |" % (
+                    e["name"], e["log2_params"], e["bytes_per_param"],
+                    e["skipped"]))
+                continue
+            out.append("| `%s` | 2^%d | %d | %.3f | %.1f | %.0f | %.3f |" % (
+                e["name"], e["log2_params"], e["bytes_per_param"],
+                e["ms_median"], e["params_per_s"] / 1e9, e["gbps"],
+                e["ratio_to_copy"]))
+    elif kern:
+        out.append("Kernels: not measured (%s)." % kern["skipped"])
+    rows = []
+    for label, d in (("PyTorch eager (`bench/gpu/gpt2_torch.py`)", torch),
+                     ("zero-mlir `--target cuda`", zero)):
+        if not d:
+            continue
+        if "skipped" in d:
+            rows.append("| %s | not measured: %s | | | | |" % (
+                label, d["skipped"]))
+            continue
+        rows.append("| %s | %s | %d x %d | %.2f | %.0f | %.3f -> %.3f |" % (
+            label, d["dtype"], d["batch"], d["seq"], d["step_ms_median"],
+            d["tokens_per_s"], d["loss_first"], d["loss_last"]))
+    if rows:
+        if out:
+            out.append("")
+        out += ["GPT-2 124M (12 layers, 768 wide, 12 heads, vocab 50257), "
+                "one training step with AdamW, median of the timed steps "
+                "after the warm-up:", "",
+                "| implementation | dtype | batch x seq | step ms | tokens/s "
+                "| loss, first -> last timed step |",
+                "|---|---|---|---:|---:|---|"] + rows
+        ok_t = torch and "skipped" not in torch
+        ok_z = zero and "skipped" not in zero
+        if ok_t and ok_z:
+            out += ["", "zero-mlir step time / PyTorch step time: %.3f." % (
+                zero["step_ms_median"] / torch["step_ms_median"])]
+    return "\n".join(out)
+
+
+# What a section without results says when the doc holds no measured table
+# yet (results are not committed: a table measured once stays until new
+# results replace it).
+UNMEASURED = {
+    "gpu": "GPU: unmeasured. No GPU was lent to the sessions that ran the "
+           "benchmarks; `bench/gpu/run.sh` on a machine with an NVIDIA GPU "
+           "writes `bench/results/gpu_*.json` and fills this section.",
+}
+
 SECTIONS = {
     "machine": sec_machine,
     "compile_time": sec_compile_time,
@@ -321,6 +400,7 @@ SECTIONS = {
     "e2e": sec_e2e,
     "calibration": sec_calibration,
     "cost_model": sec_cost_model,
+    "gpu": sec_gpu,
 }
 
 
@@ -329,10 +409,15 @@ def main():
     p.add_argument("--results", default=os.path.join(HERE, "results"))
     p.add_argument("--doc", default=os.path.join(ROOT, "docs",
                                                  "benchmarks.md"))
+    p.add_argument("--only", help="comma-separated sections to render "
+                   "(default: all), e.g. gpu from a GPU machine's results")
     args = p.parse_args()
+    only = set(args.only.split(",")) if args.only else set(SECTIONS)
     with open(args.doc) as f:
         text = f.read()
     for name, fn in SECTIONS.items():
+        if name not in only:
+            continue
         pattern = re.compile(r"(<!-- bench:%s -->\n)(.*?)(<!-- /bench:%s -->)"
                              % (name, name), re.S)
         if not pattern.search(text):
@@ -340,6 +425,9 @@ def main():
                   file=sys.stderr)
             continue
         body = fn(args.results)
+        if body is None and name in UNMEASURED and \
+                "|" not in pattern.search(text).group(2):
+            body = UNMEASURED[name]
         if body is None:
             print("update_docs: no results for '%s'; left as is" % name,
                   file=sys.stderr)

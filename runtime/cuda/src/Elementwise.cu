@@ -1,1 +1,321 @@
-// Elementwise.cu: being written.
+//===- Elementwise.cu - Pointwise kernels, casts, fill and reduce_sum -----===//
+//
+// Part of the zero-mlir project.
+//
+// Grid-stride loops over 16-byte packs when every pointer allows it (scalar
+// otherwise, and for the tail), fp32 arithmetic with the CPU backend's
+// formulas: the results equal the CPU's except for FMA contraction in GELU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+#include "DeviceUtil.cuh"
+#include "Support.h"
+
+#include <type_traits>
+
+using namespace zrt;
+using namespace zrt::cuda;
+
+namespace {
+
+constexpr int kThreads = 256;
+
+struct AddOp {
+  __device__ float operator()(float x, float y) const { return x + y; }
+};
+struct MulOp {
+  __device__ float operator()(float x, float y) const { return x * y; }
+};
+struct ScaleOp {
+  float factor;
+  __device__ float operator()(float x) const { return x * factor; }
+};
+struct GeluOp {
+  __device__ float operator()(float x) const { return geluF32(x); }
+};
+struct GeluGradOp {
+  __device__ float operator()(float x, float g) const {
+    return geluGradF32(x) * g;
+  }
+};
+// Written so that NaN propagates (as torch.relu and the CPU backend).
+struct ReluOp {
+  __device__ float operator()(float x) const { return x < 0.0f ? 0.0f : x; }
+};
+struct ReluGradOp {
+  __device__ float operator()(float y, float g) const {
+    return y <= 0.0f ? 0.0f : g;
+  }
+};
+
+/// out[i] = op(in[i]); out may alias in (each element is read, then
+/// written, by the same thread).
+template <typename T, int W, typename Op>
+__global__ void __launch_bounds__(kThreads)
+    unaryKernel(const T *in, T *out, int64_t n, Op op) {
+  int64_t packs = n / W;
+  for (int64_t p = globalThread(); p < packs; p += globalThreads()) {
+    float v[W];
+    loadPack<W>(in + p * W, v);
+#pragma unroll
+    for (int e = 0; e < W; ++e)
+      v[e] = op(v[e]);
+    storePack<W>(out + p * W, v);
+  }
+  for (int64_t i = packs * W + globalThread(); i < n; i += globalThreads())
+    out[i] = fromF32<T>(op(toF32(in[i])));
+}
+
+/// How a binary kernel reads rhs: at the same index, as packs of a
+/// broadcast rhs whose length is a multiple of the pack, or element by
+/// element with wrap-around.
+enum RhsMode { kSame, kRhsPack, kRhsScalar };
+
+/// out[i] = op(lhs[i], rhs[i % rhsN]); out may alias lhs.
+template <typename T, int W, RhsMode kMode, typename Op>
+__global__ void __launch_bounds__(kThreads)
+    binaryKernel(const T *lhs, const T *rhs, T *out, int64_t n, int64_t rhsN,
+                 Op op) {
+  int64_t packs = n / W;
+  for (int64_t p = globalThread(); p < packs; p += globalThreads()) {
+    int64_t i = p * W;
+    float a[W], b[W];
+    loadPack<W>(lhs + i, a);
+    if constexpr (kMode == kSame) {
+      loadPack<W>(rhs + i, b);
+    } else if constexpr (kMode == kRhsPack) {
+      loadPack<W>(rhs + i % rhsN, b);
+    } else {
+      int64_t j = i % rhsN;
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        b[e] = toF32(rhs[j]);
+        j = j + 1 == rhsN ? 0 : j + 1;
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < W; ++e)
+      a[e] = op(a[e], b[e]);
+    storePack<W>(out + i, a);
+  }
+  for (int64_t i = packs * W + globalThread(); i < n; i += globalThreads()) {
+    int64_t j = kMode == kSame ? i : i % rhsN;
+    out[i] = fromF32<T>(op(toF32(lhs[i]), toF32(rhs[j])));
+  }
+}
+
+template <typename S, typename D, int W>
+__global__ void __launch_bounds__(kThreads)
+    castKernel(const S *in, D *out, int64_t n) {
+  int64_t packs = n / W;
+  for (int64_t p = globalThread(); p < packs; p += globalThreads()) {
+    float v[W];
+    loadPack<W>(in + p * W, v);
+    storePack<W>(out + p * W, v);
+  }
+  for (int64_t i = packs * W + globalThread(); i < n; i += globalThreads())
+    out[i] = fromF32<D>(toF32(in[i]));
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(kThreads)
+    fillKernel(T *out, int64_t n, float value) {
+  float v[W];
+#pragma unroll
+  for (int e = 0; e < W; ++e)
+    v[e] = value;
+  int64_t packs = n / W;
+  for (int64_t p = globalThread(); p < packs; p += globalThreads())
+    storePack<W>(out + p * W, v);
+  for (int64_t i = packs * W + globalThread(); i < n; i += globalThreads())
+    out[i] = fromF32<T>(value);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kColumnThreads)
+    reduceSumKernel(const T *in, T *out, int64_t rows, int64_t cols) {
+  columnReduce<1>(
+      rows, cols,
+      [&](int64_t r, int64_t c, float *acc) {
+        acc[0] += toF32(in[r * cols + c]);
+      },
+      [&](int64_t c, const float *sums) { out[c] = fromF32<T>(sums[0]); });
+}
+
+unsigned packGrid(int64_t n, int w) {
+  return gridFor((n + w - 1) / w, kThreads);
+}
+
+template <typename Op>
+void unary(const char *kernel, int32_t dtype, const void *in, void *out,
+           int64_t n, Op op) {
+  checkDims(kernel, n);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kW = vecWidth<T>();
+    if (n == 0)
+      return;
+    const T *x = static_cast<const T *>(in);
+    T *y = static_cast<T *>(out);
+    cudaStream_t stream = computeStream();
+    if (isAligned(x, 16) && isAligned(y, 16))
+      unaryKernel<T, kW><<<packGrid(n, kW), kThreads, 0, stream>>>(x, y, n, op);
+    else
+      unaryKernel<T, 1><<<packGrid(n, 1), kThreads, 0, stream>>>(x, y, n, op);
+    checkLaunch(kernel);
+  });
+}
+
+/// kBroadcast: rhs may be shorter than lhs (add, mul); otherwise rhsN == n
+/// (the gradients), and only the same-index kernels are built.
+template <bool kBroadcast, typename Op>
+void binary(const char *kernel, int32_t dtype, const void *lhs, const void *rhs,
+            void *out, int64_t n, int64_t rhsN, Op op) {
+  checkDims(kernel, n, rhsN);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kW = vecWidth<T>();
+    if (n == 0)
+      return;
+    if (rhsN == 0 || n % rhsN != 0)
+      fatal("%s: %lld elements do not broadcast over %lld", kernel,
+            (long long)n, (long long)rhsN);
+    const T *a = static_cast<const T *>(lhs);
+    const T *b = static_cast<const T *>(rhs);
+    T *o = static_cast<T *>(out);
+    cudaStream_t stream = computeStream();
+    bool packed = isAligned(a, 16) && isAligned(o, 16);
+    if (!kBroadcast || rhsN == n) {
+      if (packed && isAligned(b, 16))
+        binaryKernel<T, kW, kSame>
+            <<<packGrid(n, kW), kThreads, 0, stream>>>(a, b, o, n, rhsN, op);
+      else
+        binaryKernel<T, 1, kSame>
+            <<<packGrid(n, 1), kThreads, 0, stream>>>(a, b, o, n, rhsN, op);
+    } else if constexpr (kBroadcast) {
+      // Packs of rhs start at multiples of kW when rhsN is one.
+      bool rhsPacked = isAligned(b, 16) && rhsN % kW == 0;
+      if (packed && rhsPacked)
+        binaryKernel<T, kW, kRhsPack>
+            <<<packGrid(n, kW), kThreads, 0, stream>>>(a, b, o, n, rhsN, op);
+      else if (packed)
+        binaryKernel<T, kW, kRhsScalar>
+            <<<packGrid(n, kW), kThreads, 0, stream>>>(a, b, o, n, rhsN, op);
+      else
+        binaryKernel<T, 1, kRhsScalar>
+            <<<packGrid(n, 1), kThreads, 0, stream>>>(a, b, o, n, rhsN, op);
+    }
+    checkLaunch(kernel);
+  });
+}
+
+} // namespace
+
+void zrt::cuda::copy(void *dst, const void *src, int64_t bytes) {
+  if (bytes < 0)
+    fatal("zrt_copy: negative size");
+  if (bytes == 0)
+    return;
+  ZRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),
+                                 cudaMemcpyDeviceToDevice, computeStream()));
+}
+
+void zrt::cuda::cast(int32_t srcDtype, const void *src, int32_t dstDtype,
+                     void *dst, int64_t n) {
+  checkDims("zrt_cast", n);
+  if (srcDtype == dstDtype) {
+    copy(dst, src, n * elementSize(srcDtype, "zrt_cast"));
+    return;
+  }
+  dispatch(srcDtype, "zrt_cast", [&](auto srcTag) {
+    dispatch(dstDtype, "zrt_cast", [&](auto dstTag) {
+      using S = decltype(srcTag);
+      using D = decltype(dstTag);
+      // Eight elements: whole uint4s on both sides (one or two).
+      constexpr int kW = 8;
+      // Equal dtypes were copied above.
+      if constexpr (!std::is_same_v<S, D>) {
+        if (n == 0)
+          return;
+        const S *in = static_cast<const S *>(src);
+        D *out = static_cast<D *>(dst);
+        cudaStream_t stream = computeStream();
+        if (isAligned(in, 16) && isAligned(out, 16))
+          castKernel<S, D, kW>
+              <<<packGrid(n, kW), kThreads, 0, stream>>>(in, out, n);
+        else
+          castKernel<S, D, 1>
+              <<<packGrid(n, 1), kThreads, 0, stream>>>(in, out, n);
+        checkLaunch("zrt_cast");
+      }
+    });
+  });
+}
+
+void zrt::cuda::fill(int32_t dtype, void *dst, int64_t n, double value) {
+  checkDims("zrt_fill", n);
+  dispatch(dtype, "zrt_fill", [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kW = vecWidth<T>();
+    if (n == 0)
+      return;
+    T *out = static_cast<T *>(dst);
+    cudaStream_t stream = computeStream();
+    if (isAligned(out, 16))
+      fillKernel<T, kW>
+          <<<packGrid(n, kW), kThreads, 0, stream>>>(out, n, float(value));
+    else
+      fillKernel<T, 1>
+          <<<packGrid(n, 1), kThreads, 0, stream>>>(out, n, float(value));
+    checkLaunch("zrt_fill");
+  });
+}
+
+void zrt::cuda::add(int32_t dtype, const void *lhs, const void *rhs, void *out,
+                    int64_t n, int64_t rhsN) {
+  binary<true>("zrt_add", dtype, lhs, rhs, out, n, rhsN, AddOp{});
+}
+
+void zrt::cuda::mul(int32_t dtype, const void *lhs, const void *rhs, void *out,
+                    int64_t n, int64_t rhsN) {
+  binary<true>("zrt_mul", dtype, lhs, rhs, out, n, rhsN, MulOp{});
+}
+
+void zrt::cuda::scale(int32_t dtype, const void *in, void *out, int64_t n,
+                      double factor) {
+  unary("zrt_scale", dtype, in, out, n, ScaleOp{float(factor)});
+}
+
+void zrt::cuda::gelu(int32_t dtype, const void *x, void *y, int64_t n) {
+  unary("zrt_gelu", dtype, x, y, n, GeluOp{});
+}
+
+void zrt::cuda::geluGrad(int32_t dtype, const void *x, const void *dy, void *dx,
+                         int64_t n) {
+  binary<false>("zrt_gelu_grad", dtype, x, dy, dx, n, n, GeluGradOp{});
+}
+
+void zrt::cuda::relu(int32_t dtype, const void *x, void *y, int64_t n) {
+  unary("zrt_relu", dtype, x, y, n, ReluOp{});
+}
+
+void zrt::cuda::reluGrad(int32_t dtype, const void *y, const void *dy, void *dx,
+                         int64_t n) {
+  binary<false>("zrt_relu_grad", dtype, y, dy, dx, n, n, ReluGradOp{});
+}
+
+void zrt::cuda::reduceSum(int32_t dtype, const void *in, void *out,
+                          int64_t rows, int64_t cols) {
+  checkDims("zrt_reduce_sum", rows, cols);
+  dispatch(dtype, "zrt_reduce_sum", [&](auto tag) {
+    using T = decltype(tag);
+    if (cols == 0)
+      return;
+    int64_t tiles = (cols + kColTile - 1) / kColTile;
+    reduceSumKernel<T>
+        <<<gridFor(tiles, 1), dim3(kColTile, kRowLanes), 0, computeStream()>>>(
+            static_cast<const T *>(in), static_cast<T *>(out), rows, cols);
+    checkLaunch("zrt_reduce_sum");
+  });
+}

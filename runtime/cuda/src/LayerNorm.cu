@@ -1,1 +1,327 @@
-// LayerNorm.cu: being written.
+//===- LayerNorm.cu - Layer normalization over the last dimension ---------===//
+//
+// Part of the zero-mlir project.
+//
+// Two-pass mean and biased variance in fp32 per row (a warp per row held in
+// registers up to kWarpCols elements, else a block per row). The backward
+// keeps each row's mean and rstd in the planned scratch (8 bytes per row)
+// for the dw/db column sums, which a column-tiled kernel adds in a fixed
+// order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+#include "DeviceUtil.cuh"
+#include "Support.h"
+#include "zero_rt/scratch.h"
+
+using namespace zrt;
+using namespace zrt::cuda;
+
+namespace {
+
+constexpr int kWarpThreads = 128; // four rows per block
+constexpr int kMaxThreads = 1024;
+
+/// Mean and 1/sqrt(biased variance + eps) of a warp-held row (padding is
+/// zero and skipped).
+template <typename T, int kIters>
+__device__ inline float2 warpMoments(const float *v, int64_t cols, int lane,
+                                     float eps) {
+  constexpr int kVec = vecWidth<T>();
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kIters * kVec; ++i)
+    sum += v[i];
+  float mean = warpSum(sum) / float(cols);
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kIters; ++k)
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      if (warpCol<T>(k, lane, e) < cols) {
+        float d = v[k * kVec + e] - mean;
+        sq += d * d;
+      }
+  return make_float2(mean, 1.0f / sqrtf(warpSum(sq) / float(cols) + eps));
+}
+
+template <bool kAligned, typename T>
+__device__ inline float2 blockMoments(const T *row, int64_t cols, float eps,
+                                      float *red) {
+  constexpr int kVec = vecWidth<T>();
+  float sum = 0.0f;
+  forBlockRow<kAligned>(row, cols, [&](int64_t, const float *v) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      sum += v[e];
+  });
+  float mean = blockSum(sum, red) / float(cols);
+  float sq = 0.0f;
+  forBlockRow<kAligned>(row, cols, [&](int64_t c, const float *v) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      if (c + e < cols) {
+        float d = v[e] - mean;
+        sq += d * d;
+      }
+  });
+  return make_float2(mean, 1.0f / sqrtf(blockSum(sq, red) / float(cols) + eps));
+}
+
+template <typename T, int kIters, bool kAligned>
+__global__ void __launch_bounds__(kWarpThreads)
+    layerNormWarpKernel(const T *x, const T *w, const T *b, T *y, int64_t rows,
+                        int64_t cols, float eps) {
+  constexpr int kVec = vecWidth<T>();
+  int lane = threadIdx.x % 32;
+  for (int64_t r = globalThread() / 32; r < rows; r += globalThreads() / 32) {
+    float v[kIters * kVec];
+    warpLoadRow<kIters, kAligned>(x + r * cols, cols, lane, v);
+    float2 mo = warpMoments<T, kIters>(v, cols, lane, eps);
+#pragma unroll
+    for (int k = 0; k < kIters; ++k) {
+      float ws[kVec], bs[kVec];
+      int64_t c = warpCol<T>(k, lane, 0);
+      loadSpan<kVec, kAligned>(w, c, cols, ws);
+      loadSpan<kVec, kAligned>(b, c, cols, bs);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        v[k * kVec + e] = (v[k * kVec + e] - mo.x) * mo.y * ws[e] + bs[e];
+    }
+    warpStoreRow<kIters, kAligned>(y + r * cols, cols, lane, v);
+  }
+}
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kMaxThreads)
+    layerNormBlockKernel(const T *x, const T *w, const T *b, T *y, int64_t rows,
+                         int64_t cols, float eps) {
+  constexpr int kVec = vecWidth<T>();
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    float2 mo = blockMoments<kAligned>(xr, cols, eps, red);
+    forBlockRow<kAligned>(xr, cols, [&](int64_t c, const float *v) {
+      float ws[kVec], bs[kVec], o[kVec];
+      loadSpan<kVec, kAligned>(w, c, cols, ws);
+      loadSpan<kVec, kAligned>(b, c, cols, bs);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        o[e] = (v[e] - mo.x) * mo.y * ws[e] + bs[e];
+      storeSpan<kVec, kAligned>(yr, c, cols, o);
+    });
+  }
+}
+
+// dx = rstd * (w dy - mean(w dy) - xhat * mean(w dy xhat)), row by row, as
+// the CPU backend; each row's moments go to `moments` for dw and db.
+
+template <typename T, int kIters, bool kAligned>
+__global__ void __launch_bounds__(kWarpThreads)
+    layerNormGradWarpKernel(const T *x, const T *w, const T *dy, T *dx,
+                            float2 *moments, int64_t rows, int64_t cols,
+                            float eps) {
+  constexpr int kVec = vecWidth<T>();
+  int lane = threadIdx.x % 32;
+  for (int64_t r = globalThread() / 32; r < rows; r += globalThreads() / 32) {
+    float xv[kIters * kVec], gv[kIters * kVec];
+    warpLoadRow<kIters, kAligned>(x + r * cols, cols, lane, xv);
+    warpLoadRow<kIters, kAligned>(dy + r * cols, cols, lane, gv);
+    float2 mo = warpMoments<T, kIters>(xv, cols, lane, eps);
+    if (lane == 0)
+      moments[r] = mo;
+    // Padding has w = dy = 0, so it adds nothing.
+    float sumWg = 0.0f, sumWgXhat = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kIters; ++k) {
+      float ws[kVec];
+      loadSpan<kVec, kAligned>(w, warpCol<T>(k, lane, 0), cols, ws);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        float wg = ws[e] * gv[k * kVec + e];
+        sumWg += wg;
+        sumWgXhat += wg * (xv[k * kVec + e] - mo.x) * mo.y;
+      }
+    }
+    float meanWg = warpSum(sumWg) / float(cols);
+    float meanWgXhat = warpSum(sumWgXhat) / float(cols);
+#pragma unroll
+    for (int k = 0; k < kIters; ++k) {
+      float ws[kVec];
+      loadSpan<kVec, kAligned>(w, warpCol<T>(k, lane, 0), cols, ws);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        int i = k * kVec + e;
+        float xhat = (xv[i] - mo.x) * mo.y;
+        xv[i] = mo.y * (ws[e] * gv[i] - meanWg - xhat * meanWgXhat);
+      }
+    }
+    warpStoreRow<kIters, kAligned>(dx + r * cols, cols, lane, xv);
+  }
+}
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kMaxThreads)
+    layerNormGradBlockKernel(const T *x, const T *w, const T *dy, T *dx,
+                             float2 *moments, int64_t rows, int64_t cols,
+                             float eps) {
+  constexpr int kVec = vecWidth<T>();
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols, *gr = dy + r * cols;
+    T *dxr = dx + r * cols;
+    float2 mo = blockMoments<kAligned>(xr, cols, eps, red);
+    if (threadIdx.x == 0)
+      moments[r] = mo;
+    float sumWg = 0.0f, sumWgXhat = 0.0f;
+    forBlockRow<kAligned>(xr, cols, [&](int64_t c, const float *v) {
+      float ws[kVec], gs[kVec];
+      loadSpan<kVec, kAligned>(w, c, cols, ws);
+      loadSpan<kVec, kAligned>(gr, c, cols, gs);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        float wg = ws[e] * gs[e];
+        sumWg += wg;
+        sumWgXhat += wg * (v[e] - mo.x) * mo.y;
+      }
+    });
+    float meanWg = blockSum(sumWg, red) / float(cols);
+    float meanWgXhat = blockSum(sumWgXhat, red) / float(cols);
+    forBlockRow<kAligned>(xr, cols, [&](int64_t c, const float *v) {
+      float ws[kVec], gs[kVec], o[kVec];
+      loadSpan<kVec, kAligned>(w, c, cols, ws);
+      loadSpan<kVec, kAligned>(gr, c, cols, gs);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        float xhat = (v[e] - mo.x) * mo.y;
+        o[e] = mo.y * (ws[e] * gs[e] - meanWg - xhat * meanWgXhat);
+      }
+      storeSpan<kVec, kAligned>(dxr, c, cols, o);
+    });
+  }
+}
+
+/// dw = sum_rows dy * xhat, db = sum_rows dy.
+template <typename T>
+__global__ void __launch_bounds__(kColumnThreads)
+    layerNormParamGradKernel(const T *x, const T *dy, const float2 *moments,
+                             T *dw, T *db, int64_t rows, int64_t cols) {
+  columnReduce<2>(
+      rows, cols,
+      [&](int64_t r, int64_t c, float *acc) {
+        float2 mo = moments[r];
+        float g = toF32(dy[r * cols + c]);
+        acc[0] += g * (toF32(x[r * cols + c]) - mo.x) * mo.y;
+        acc[1] += g;
+      },
+      [&](int64_t c, const float *sums) {
+        dw[c] = fromF32<T>(sums[0]);
+        db[c] = fromF32<T>(sums[1]);
+      });
+}
+
+template <typename T>
+int blockThreadsFor(int64_t cols) {
+  return rowThreads((cols + vecWidth<T>() - 1) / vecWidth<T>());
+}
+
+} // namespace
+
+void zrt::cuda::layerNorm(int32_t dtype, const void *x, const void *w,
+                          const void *b, void *y, int64_t rows, int64_t cols,
+                          double eps) {
+  checkDims("zrt_layer_norm", rows, cols);
+  dispatch(dtype, "zrt_layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    if (rows == 0 || cols == 0)
+      return;
+    const T *xv = static_cast<const T *>(x);
+    const T *wv = static_cast<const T *>(w);
+    const T *bv = static_cast<const T *>(b);
+    T *yv = static_cast<T *>(y);
+    bool aligned = rowsAligned<T>(cols, {xv, wv, bv, yv});
+    cudaStream_t stream = computeStream();
+    float e = float(eps);
+    if (cols <= kWarpCols) {
+      unsigned grid = gridFor(rows, kWarpThreads / 32);
+      dispatchWarpIters<T>(cols, [&](auto iters) {
+        constexpr int kIters = decltype(iters)::value;
+        if (aligned)
+          layerNormWarpKernel<T, kIters, true>
+              <<<grid, kWarpThreads, 0, stream>>>(xv, wv, bv, yv, rows, cols,
+                                                  e);
+        else
+          layerNormWarpKernel<T, kIters, false>
+              <<<grid, kWarpThreads, 0, stream>>>(xv, wv, bv, yv, rows, cols,
+                                                  e);
+      });
+    } else {
+      int threads = blockThreadsFor<T>(cols);
+      unsigned grid = gridFor(rows, 1);
+      if (aligned)
+        layerNormBlockKernel<T, true>
+            <<<grid, threads, 0, stream>>>(xv, wv, bv, yv, rows, cols, e);
+      else
+        layerNormBlockKernel<T, false>
+            <<<grid, threads, 0, stream>>>(xv, wv, bv, yv, rows, cols, e);
+    }
+    checkLaunch("zrt_layer_norm");
+  });
+}
+
+void zrt::cuda::layerNormGrad(int32_t dtype, const void *x, const void *w,
+                              const void *dy, void *dx, void *dw, void *db,
+                              int64_t rows, int64_t cols, double eps) {
+  const char *kernel = "zrt_layer_norm_grad";
+  checkDims(kernel, rows, cols);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    if (cols == 0)
+      return;
+    // Exactly the planned scratch: the mean and rstd of each row.
+    DeviceScratch scratch(zrt_scratch_layer_norm_grad(rows, cols));
+    float2 *moments = scratch.as<float2>();
+    const T *xv = static_cast<const T *>(x);
+    const T *wv = static_cast<const T *>(w);
+    const T *gv = static_cast<const T *>(dy);
+    T *dxv = static_cast<T *>(dx);
+    cudaStream_t stream = computeStream();
+    float e = float(eps);
+    if (rows > 0) {
+      bool aligned = rowsAligned<T>(cols, {xv, wv, gv, dxv});
+      if (cols <= kWarpCols) {
+        unsigned grid = gridFor(rows, kWarpThreads / 32);
+        dispatchWarpIters<T>(cols, [&](auto iters) {
+          constexpr int kIters = decltype(iters)::value;
+          if (aligned)
+            layerNormGradWarpKernel<T, kIters, true>
+                <<<grid, kWarpThreads, 0, stream>>>(xv, wv, gv, dxv, moments,
+                                                    rows, cols, e);
+          else
+            layerNormGradWarpKernel<T, kIters, false>
+                <<<grid, kWarpThreads, 0, stream>>>(xv, wv, gv, dxv, moments,
+                                                    rows, cols, e);
+        });
+      } else {
+        int threads = blockThreadsFor<T>(cols);
+        unsigned grid = gridFor(rows, 1);
+        if (aligned)
+          layerNormGradBlockKernel<T, true><<<grid, threads, 0, stream>>>(
+              xv, wv, gv, dxv, moments, rows, cols, e);
+        else
+          layerNormGradBlockKernel<T, false><<<grid, threads, 0, stream>>>(
+              xv, wv, gv, dxv, moments, rows, cols, e);
+      }
+      checkLaunch(kernel);
+    }
+    // With no rows, dw and db are zero.
+    int64_t tiles = (cols + kColTile - 1) / kColTile;
+    layerNormParamGradKernel<T>
+        <<<gridFor(tiles, 1), dim3(kColTile, kRowLanes), 0, stream>>>(
+            xv, gv, moments, static_cast<T *>(dw), static_cast<T *>(db), rows,
+            cols);
+    checkLaunch(kernel);
+  });
+}

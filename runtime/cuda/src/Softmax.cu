@@ -1,1 +1,386 @@
-// Softmax.cu: being written.
+//===- Softmax.cu - Softmax and softmax cross-entropy ---------------------===//
+//
+// Part of the zero-mlir project.
+//
+// Row-wise kernels in fp32 with max subtraction and the CPU backend's exp:
+// rows up to kWarpCols elements take a warp each and stay in registers,
+// longer rows take a block each and are read again from cache for every
+// pass. No scratch: the cross-entropy mean is reduced through a fixed array
+// of per-block partial sums in device memory, in a fixed order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+#include "DeviceUtil.cuh"
+#include "Support.h"
+
+using namespace zrt;
+using namespace zrt::cuda;
+
+namespace {
+
+constexpr int kWarpThreads = 128; // four rows per block
+constexpr int kMaxThreads = 1024;
+/// Blocks of the cross-entropy loss: min(rows, this), a function of the
+/// shape, so the order of the final sum is fixed.
+constexpr int kLossBlocks = 1024;
+
+/// Per-block partial sums of the loss and the count of blocks done: the
+/// last block to finish adds the partials in a fixed order and resets the
+/// count. Launches on the compute stream never overlap, so one set (8 KiB
+/// of static device memory, not scratch) suffices.
+__device__ double lossPartials[kLossBlocks];
+__device__ unsigned lossBlocksDone;
+
+struct RowStats {
+  float max;
+  float sum; // of exp(x - max)
+};
+
+/// The maximum (a select that skips NaN, as the CPU backend) and the sum of
+/// exponentials of a row, on a whole block.
+template <bool kAligned, typename T>
+__device__ RowStats blockRowStats(const T *row, int64_t cols, float *red) {
+  constexpr int kVec = vecWidth<T>();
+  float m = -INFINITY;
+  forBlockRow<kAligned>(row, cols, [&](int64_t c, const float *v) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      if (c + e < cols)
+        m = v[e] > m ? v[e] : m;
+  });
+  m = blockMax(m, red);
+  float s = 0.0f;
+  forBlockRow<kAligned>(row, cols, [&](int64_t c, const float *v) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      if (c + e < cols)
+        s += expApprox(v[e] - m);
+  });
+  return {m, blockSum(s, red)};
+}
+
+template <typename T, int kIters, bool kAligned>
+__global__ void __launch_bounds__(kWarpThreads)
+    softmaxWarpKernel(const T *x, T *y, int64_t rows, int64_t cols) {
+  constexpr int kVec = vecWidth<T>();
+  int lane = threadIdx.x % 32;
+  for (int64_t r = globalThread() / 32; r < rows; r += globalThreads() / 32) {
+    float v[kIters * kVec];
+    warpLoadRow<kIters, kAligned>(x + r * cols, cols, lane, v);
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kIters; ++k)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        if (warpCol<T>(k, lane, e) < cols)
+          m = v[k * kVec + e] > m ? v[k * kVec + e] : m;
+    m = warpMax(m);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kIters; ++k)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        if (warpCol<T>(k, lane, e) < cols) {
+          v[k * kVec + e] = expApprox(v[k * kVec + e] - m);
+          s += v[k * kVec + e];
+        }
+    float scale = 1.0f / warpSum(s);
+#pragma unroll
+    for (int i = 0; i < kIters * kVec; ++i)
+      v[i] *= scale;
+    warpStoreRow<kIters, kAligned>(y + r * cols, cols, lane, v);
+  }
+}
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kMaxThreads)
+    softmaxBlockKernel(const T *x, T *y, int64_t rows, int64_t cols) {
+  constexpr int kVec = vecWidth<T>();
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    RowStats st = blockRowStats<kAligned>(xr, cols, red);
+    float scale = 1.0f / st.sum;
+    forBlockRow<kAligned>(xr, cols, [&](int64_t c, const float *v) {
+      float o[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        o[e] = expApprox(v[e] - st.max) * scale;
+      storeSpan<kVec, kAligned>(yr, c, cols, o);
+    });
+  }
+}
+
+template <typename T, int kIters, bool kAligned>
+__global__ void __launch_bounds__(kWarpThreads)
+    softmaxGradWarpKernel(const T *y, const T *dy, T *dx, int64_t rows,
+                          int64_t cols) {
+  constexpr int kVec = vecWidth<T>();
+  int lane = threadIdx.x % 32;
+  for (int64_t r = globalThread() / 32; r < rows; r += globalThreads() / 32) {
+    float p[kIters * kVec], g[kIters * kVec];
+    warpLoadRow<kIters, kAligned>(y + r * cols, cols, lane, p);
+    warpLoadRow<kIters, kAligned>(dy + r * cols, cols, lane, g);
+    // Padding is zero in both, so it adds nothing.
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kIters * kVec; ++i)
+      dot += p[i] * g[i];
+    dot = warpSum(dot);
+#pragma unroll
+    for (int i = 0; i < kIters * kVec; ++i)
+      p[i] = p[i] * (g[i] - dot);
+    warpStoreRow<kIters, kAligned>(dx + r * cols, cols, lane, p);
+  }
+}
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kMaxThreads)
+    softmaxGradBlockKernel(const T *y, const T *dy, T *dx, int64_t rows,
+                           int64_t cols) {
+  constexpr int kVec = vecWidth<T>();
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *yr = y + r * cols, *gr = dy + r * cols;
+    T *dxr = dx + r * cols;
+    float dot = 0.0f;
+    forBlockRow<kAligned>(yr, cols, [&](int64_t c, const float *p) {
+      float g[kVec];
+      loadSpan<kVec, kAligned>(gr, c, cols, g);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        dot += p[e] * g[e];
+    });
+    dot = blockSum(dot, red);
+    forBlockRow<kAligned>(yr, cols, [&](int64_t c, const float *p) {
+      float g[kVec], o[kVec];
+      loadSpan<kVec, kAligned>(gr, c, cols, g);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        o[e] = p[e] * (g[e] - dot);
+      storeSpan<kVec, kAligned>(dxr, c, cols, o);
+    });
+  }
+}
+
+/// The loss: each block adds the terms of rows blockIdx.x, + gridDim.x, ...
+/// in order (in double, as the CPU backend), the last block to finish adds
+/// the block partials in a fixed tree.
+template <typename T, typename I, bool kAligned>
+__global__ void __launch_bounds__(kMaxThreads)
+    crossEntropyKernel(const T *logits, const I *labels, float *loss,
+                       int64_t rows, int64_t classes, int *error) {
+  __shared__ float red[32];
+  __shared__ double redTotal[32];
+  __shared__ bool lastBlock;
+  double partial = 0.0;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *row = logits + r * classes;
+    RowStats st = blockRowStats<kAligned>(row, classes, red);
+    if (threadIdx.x == 0) {
+      int64_t label = int64_t(labels[r]);
+      if (label < 0 || label >= classes)
+        reportDeviceError(error, kLabelOutOfRange);
+      else
+        partial +=
+            log(double(st.sum)) + double(st.max) - double(toF32(row[label]));
+    }
+  }
+  if (threadIdx.x == 0) {
+    lossPartials[blockIdx.x] = partial;
+    // Publish the partial before counting this block as done.
+    __threadfence();
+    lastBlock = atomicAdd(&lossBlocksDone, 1u) == gridDim.x - 1;
+    if (lastBlock)
+      __threadfence();
+  }
+  __syncthreads();
+  if (!lastBlock)
+    return;
+  double total = 0.0;
+  for (int64_t b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+    total += __ldcg(&lossPartials[b]);
+  total = blockSum(total, redTotal);
+  if (threadIdx.x == 0) {
+    *loss = float(total / double(rows));
+    lossBlocksDone = 0;
+  }
+}
+
+template <typename T, typename I, bool kAligned>
+__global__ void __launch_bounds__(kMaxThreads)
+    crossEntropyGradKernel(const T *logits, const I *labels, const float *dloss,
+                           T *dlogits, int64_t rows, int64_t classes,
+                           int *error) {
+  constexpr int kVec = vecWidth<T>();
+  __shared__ float red[32];
+  float g = float(double(*dloss) / double(rows));
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *row = logits + r * classes;
+    T *out = dlogits + r * classes;
+    int64_t label = int64_t(labels[r]);
+    if (label < 0 || label >= classes) {
+      // Reported; the row is written without its one-hot term.
+      if (threadIdx.x == 0)
+        reportDeviceError(error, kLabelOutOfRange);
+      label = -1;
+    }
+    RowStats st = blockRowStats<kAligned>(row, classes, red);
+    float scale = g / st.sum;
+    forBlockRow<kAligned>(row, classes, [&](int64_t c, const float *v) {
+      float o[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        o[e] = expApprox(v[e] - st.max) * scale;
+        if (c + e == label)
+          o[e] -= g;
+      }
+      storeSpan<kVec, kAligned>(out, c, classes, o);
+    });
+  }
+}
+
+/// Threads of a block-per-row kernel over rows of `cols` elements of T.
+template <typename T>
+int blockThreadsFor(int64_t cols) {
+  return rowThreads((cols + vecWidth<T>() - 1) / vecWidth<T>());
+}
+
+} // namespace
+
+void zrt::cuda::softmax(int32_t dtype, const void *x, void *y, int64_t rows,
+                        int64_t cols) {
+  checkDims("zrt_softmax", rows, cols);
+  dispatch(dtype, "zrt_softmax", [&](auto tag) {
+    using T = decltype(tag);
+    if (rows == 0 || cols == 0)
+      return;
+    const T *in = static_cast<const T *>(x);
+    T *out = static_cast<T *>(y);
+    bool aligned = rowsAligned<T>(cols, {in, out});
+    cudaStream_t stream = computeStream();
+    if (cols <= kWarpCols) {
+      unsigned grid = gridFor(rows, kWarpThreads / 32);
+      dispatchWarpIters<T>(cols, [&](auto iters) {
+        constexpr int kIters = decltype(iters)::value;
+        if (aligned)
+          softmaxWarpKernel<T, kIters, true>
+              <<<grid, kWarpThreads, 0, stream>>>(in, out, rows, cols);
+        else
+          softmaxWarpKernel<T, kIters, false>
+              <<<grid, kWarpThreads, 0, stream>>>(in, out, rows, cols);
+      });
+    } else {
+      int threads = blockThreadsFor<T>(cols);
+      if (aligned)
+        softmaxBlockKernel<T, true>
+            <<<gridFor(rows, 1), threads, 0, stream>>>(in, out, rows, cols);
+      else
+        softmaxBlockKernel<T, false>
+            <<<gridFor(rows, 1), threads, 0, stream>>>(in, out, rows, cols);
+    }
+    checkLaunch("zrt_softmax");
+  });
+}
+
+void zrt::cuda::softmaxGrad(int32_t dtype, const void *y, const void *dy,
+                            void *dx, int64_t rows, int64_t cols) {
+  checkDims("zrt_softmax_grad", rows, cols);
+  dispatch(dtype, "zrt_softmax_grad", [&](auto tag) {
+    using T = decltype(tag);
+    if (rows == 0 || cols == 0)
+      return;
+    const T *yv = static_cast<const T *>(y);
+    const T *gv = static_cast<const T *>(dy);
+    T *out = static_cast<T *>(dx);
+    bool aligned = rowsAligned<T>(cols, {yv, gv, out});
+    cudaStream_t stream = computeStream();
+    if (cols <= kWarpCols) {
+      unsigned grid = gridFor(rows, kWarpThreads / 32);
+      dispatchWarpIters<T>(cols, [&](auto iters) {
+        constexpr int kIters = decltype(iters)::value;
+        if (aligned)
+          softmaxGradWarpKernel<T, kIters, true>
+              <<<grid, kWarpThreads, 0, stream>>>(yv, gv, out, rows, cols);
+        else
+          softmaxGradWarpKernel<T, kIters, false>
+              <<<grid, kWarpThreads, 0, stream>>>(yv, gv, out, rows, cols);
+      });
+    } else {
+      int threads = blockThreadsFor<T>(cols);
+      unsigned grid = gridFor(rows, 1);
+      if (aligned)
+        softmaxGradBlockKernel<T, true>
+            <<<grid, threads, 0, stream>>>(yv, gv, out, rows, cols);
+      else
+        softmaxGradBlockKernel<T, false>
+            <<<grid, threads, 0, stream>>>(yv, gv, out, rows, cols);
+    }
+    checkLaunch("zrt_softmax_grad");
+  });
+}
+
+void zrt::cuda::softmaxCrossEntropy(int32_t dtype, const void *logits,
+                                    int32_t labelType, const void *labels,
+                                    float *loss, int64_t rows,
+                                    int64_t classes) {
+  const char *kernel = "zrt_softmax_cross_entropy";
+  checkDims(kernel, rows, classes);
+  if (rows > 0 && classes == 0)
+    fatal("%s: no classes", kernel);
+  dispatch(dtype, kernel, [&](auto tag) {
+    dispatchIndex(labelType, kernel, [&](auto labelTag) {
+      using T = decltype(tag);
+      using I = decltype(labelTag);
+      cudaStream_t stream = computeStream();
+      if (rows == 0) {
+        ZRT_CUDA_CHECK(cudaMemsetAsync(loss, 0, sizeof(float), stream));
+        return;
+      }
+      const T *x = static_cast<const T *>(logits);
+      const I *l = static_cast<const I *>(labels);
+      unsigned grid = unsigned(rows < kLossBlocks ? rows : kLossBlocks);
+      int threads = blockThreadsFor<T>(classes);
+      if (rowsAligned<T>(classes, {x}))
+        crossEntropyKernel<T, I, true><<<grid, threads, 0, stream>>>(
+            x, l, loss, rows, classes, deviceErrorWord());
+      else
+        crossEntropyKernel<T, I, false><<<grid, threads, 0, stream>>>(
+            x, l, loss, rows, classes, deviceErrorWord());
+      checkLaunch(kernel);
+    });
+  });
+}
+
+void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
+                                        int32_t labelType, const void *labels,
+                                        const float *dloss, void *dlogits,
+                                        int64_t rows, int64_t classes) {
+  const char *kernel = "zrt_softmax_cross_entropy_grad";
+  checkDims(kernel, rows, classes);
+  if (rows > 0 && classes == 0)
+    fatal("%s: no classes", kernel);
+  dispatch(dtype, kernel, [&](auto tag) {
+    dispatchIndex(labelType, kernel, [&](auto labelTag) {
+      using T = decltype(tag);
+      using I = decltype(labelTag);
+      if (rows == 0)
+        return;
+      const T *x = static_cast<const T *>(logits);
+      const I *l = static_cast<const I *>(labels);
+      T *out = static_cast<T *>(dlogits);
+      cudaStream_t stream = computeStream();
+      unsigned grid = gridFor(rows, 1);
+      int threads = blockThreadsFor<T>(classes);
+      if (rowsAligned<T>(classes, {x, out}))
+        crossEntropyGradKernel<T, I, true><<<grid, threads, 0, stream>>>(
+            x, l, dloss, out, rows, classes, deviceErrorWord());
+      else
+        crossEntropyGradKernel<T, I, false><<<grid, threads, 0, stream>>>(
+            x, l, dloss, out, rows, classes, deviceErrorWord());
+      checkLaunch(kernel);
+    });
+  });
+}

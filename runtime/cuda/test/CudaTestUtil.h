@@ -64,6 +64,9 @@ public:
   void upload(const std::vector<T> &host) {
     ZRT_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T),
                               cudaMemcpyHostToDevice));
+    // A pageable cudaMemcpy may return before its DMA lands, and the legacy
+    // stream does not order the non-blocking compute stream.
+    ZRT_CUDA_CHECK(cudaDeviceSynchronize());
   }
   /// Waits for the compute stream, then copies everything back.
   template <typename T>

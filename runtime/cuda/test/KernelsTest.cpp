@@ -1,3 +1,874 @@
-// Being written.
+//===- KernelsTest.cpp - CUDA kernels against the CPU backend -------------===//
+//
+// Part of the zero-mlir project.
+//
+// The kernels of Elementwise.cu, Layout.cu, Softmax.cu, LayerNorm.cu and
+// Embedding.cu against the CPU backend's zrt_* kernels on the same inputs,
+// for f32, bf16 and f16: odd sizes, broadcasts, aliasing, empty tensors, and
+// pointers one element off alignment (the scalar paths, which must give
+// bitwise the results of the 16-byte paths).
+//
+// Tolerances. Kernels that move data or apply one fp32 operation per element
+// (copy, cast, fill, add, mul, scale, relu and its gradient, layout,
+// embedding) must match bitwise (any NaN matches any NaN: the backends quiet
+// NaNs differently). Everything else is computed in fp32 by both from the
+// same inputs, in another summation order (and GELU with another FMA
+// contraction). runtime/test/KernelTest.cpp bounds the CPU's error against a
+// double reference with an fp32 term per kernel; the GPU's summation chains
+// are shorter than the CPU's, so it is within the same term, and the two
+// differ by at most twice it. A 16-bit result may differ by one more ulp
+// where the two fp32 values straddle a rounding boundary: 2u relative to
+// the result plus the subnormal spacing. Reductions must also be bitwise
+// reproducible: run twice, and aligned against misaligned.
+//
+//===----------------------------------------------------------------------===//
+
 #include "CudaTestUtil.h"
-TEST(Placeholder, Gpu) { ZRT_REQUIRE_GPU(); }
+#include "TestUtil.h"
+#include "zero_rt/scratch.h"
+#include "zero_rt/zrt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace zrt::cuda;
+using namespace zrt::cuda::test;
+using zrt_test::Buffer;
+using zrt_test::dtypeName;
+using zrt_test::randomBuffer;
+
+namespace {
+
+constexpr double kF32 = 0x1p-24;
+
+int64_t elemSize(int32_t dtype) { return zrt_dtype_size(dtype); }
+
+/// Waits for everything on the device: cudaMemcpy runs on the legacy
+/// stream, which does not order the non-blocking compute stream.
+void settle() { ZRT_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+/// A device tensor `offset` elements past the start of its allocation
+/// (cudaMalloc aligns to 256 bytes): offset 1 rules out every 16-byte pack.
+class DeviceTensor {
+public:
+  DeviceTensor(int32_t dtype, int64_t n, int64_t offset = 0)
+      : dtype(dtype), n(n), offset(offset),
+        mem(size_t((n + offset) * elemSize(dtype))) {}
+  explicit DeviceTensor(const Buffer &host, int64_t offset = 0)
+      : DeviceTensor(host.dtype, host.size(), offset) {
+    upload(host);
+  }
+
+  void *get() const { return mem.get<char>() + offset * elemSize(dtype); }
+
+  void upload(const Buffer &host) {
+    ZRT_CUDA_CHECK(
+        cudaMemcpy(get(), host.data(), bytes(), cudaMemcpyHostToDevice));
+    settle();
+  }
+
+  Buffer download() const {
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+    Buffer host(dtype, n);
+    ZRT_CUDA_CHECK(
+        cudaMemcpy(host.data(), get(), bytes(), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+private:
+  size_t bytes() const { return size_t(n * elemSize(dtype)); }
+
+  int32_t dtype;
+  int64_t n, offset;
+  DeviceBuffer mem;
+};
+
+/// A device copy of host ids or labels.
+template <typename T>
+std::unique_ptr<DeviceBuffer> deviceCopy(const std::vector<T> &host) {
+  auto d = std::make_unique<DeviceBuffer>(host);
+  settle();
+  return d;
+}
+
+/// Bitwise equality, except that any NaN matches any NaN.
+void expectSame(const Buffer &got, const Buffer &want,
+                const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int64_t size = elemSize(got.dtype);
+  int failures = 0;
+  for (int64_t i = 0; i < got.size(); ++i) {
+    const char *g = static_cast<const char *>(got.data()) + i * size;
+    const char *w = static_cast<const char *>(want.data()) + i * size;
+    if (std::memcmp(g, w, size_t(size)) == 0 ||
+        (std::isnan(got.get(i)) && std::isnan(want.get(i))))
+      continue;
+    ADD_FAILURE() << what << ": element " << i << " is " << got.get(i)
+                  << ", expected " << want.get(i);
+    if (++failures == 5)
+      return;
+  }
+}
+
+/// Exact equality of the bits (two runs, or two code paths, of the GPU).
+void expectBitwise(const Buffer &a, const Buffer &b, const std::string &what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(
+      0, std::memcmp(a.data(), b.data(), size_t(a.size() * elemSize(a.dtype))))
+      << what << " is not bitwise reproducible";
+}
+
+/// |got - want| <= atol + rtol |want|, plus one ulp of a 16-bit result.
+void expectNear(const Buffer &got, const Buffer &want, double rtol, double atol,
+                const std::string &what) {
+  bool f32 = got.dtype == ZRT_F32;
+  double ulpRel = f32 ? 0.0 : 2 * zrt_test::unitRoundoff(got.dtype);
+  double ulpAbs = f32 ? 0.0 : 2 * zrt_test::subnormalRoundoff(got.dtype);
+  zrt_test::expectClose(got.values(), want.values(), rtol + ulpRel,
+                        atol + ulpAbs, what);
+}
+
+double maxAbs(const Buffer &b) {
+  double m = 0;
+  for (int64_t i = 0; i < b.size(); ++i)
+    m = std::max(m, std::fabs(b.get(i)));
+  return m;
+}
+
+std::string label(const char *kernel, int32_t dtype, int64_t a, int64_t b = -1,
+                  int64_t offset = 0) {
+  std::string s =
+      std::string(kernel) + " " + dtypeName(dtype) + " " + std::to_string(a);
+  if (b >= 0)
+    s += "x" + std::to_string(b);
+  if (offset)
+    s += " misaligned";
+  return s;
+}
+
+class CudaKernelsTest : public ::testing::TestWithParam<int32_t> {
+protected:
+  int32_t dtype() const { return GetParam(); }
+  std::mt19937 rng{2024};
+};
+
+//===----------------------------------------------------------------------===//
+// Copy, cast, fill
+//===----------------------------------------------------------------------===//
+
+TEST(CudaCopyCastTest, CopyAndEveryCast) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(7);
+  std::vector<uint8_t> bytes(1001);
+  for (uint8_t &b : bytes)
+    b = uint8_t(rng());
+  auto src = deviceCopy(bytes);
+  DeviceBuffer dst(bytes.size());
+  copy(dst.get(), src->get(), int64_t(bytes.size()));
+  copy(dst.get(), src->get(), 0);
+  EXPECT_EQ(dst.download<uint8_t>(), bytes);
+
+  const int32_t dtypes[] = {ZRT_F32, ZRT_BF16, ZRT_F16};
+  for (int32_t from : dtypes) {
+    for (int32_t to : dtypes) {
+      for (int64_t n : {0, 1, 7, 8, 4099}) {
+        for (int64_t offset : {0, 1}) {
+          // Overflow to f16 infinity, ties, subnormals of every type.
+          Buffer in = randomBuffer(from, rng, n, -70000, 70000);
+          const double specials[] = {INFINITY, -INFINITY,    NAN,  1e-6,
+                                     65519.0,  65520.0,      3e-8, -0.0,
+                                     1e-40,    1.00048828125};
+          for (int64_t i = 0; i < n && i < 10; ++i)
+            in.set(i, specials[i]);
+          Buffer want(to, n);
+          zrt_cast(from, in.data(), to, want.data(), n);
+          DeviceTensor din(in, offset), dout(to, n, offset);
+          cast(from, din.get(), to, dout.get(), n);
+          expectSame(dout.download(), want,
+                     std::string("cast ") + dtypeName(from) + " -> " +
+                         dtypeName(to) + " n " + std::to_string(n) +
+                         (offset ? " misaligned" : ""));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CudaKernelsTest, Fill) {
+  ZRT_REQUIRE_GPU();
+  for (int64_t n : {0, 1, 9, 4099}) {
+    for (int64_t offset : {0, 1}) {
+      for (double value : {0.1, -3.5, 1e10}) {
+        Buffer want(dtype(), n);
+        zrt_fill(dtype(), want.data(), n, value);
+        DeviceTensor d(dtype(), n, offset);
+        fill(dtype(), d.get(), n, value);
+        expectSame(d.download(), want, label("fill", dtype(), n, -1, offset));
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Pointwise
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernelsTest, AddMulBroadcastAndInPlace) {
+  ZRT_REQUIRE_GPU();
+  struct Case {
+    int64_t n, rhsN;
+  };
+  struct Offsets {
+    int64_t lhs, rhs;
+  };
+  // Same shape, rhs lengths that are and are not multiples of a pack, a
+  // scalar rhs, and n = 0.
+  for (Case c : {Case{1, 1}, Case{7, 7}, Case{7, 1}, Case{1000, 1000},
+                 Case{4104, 4104}, Case{4104, 8}, Case{4104, 24}, Case{4104, 3},
+                 Case{4104, 1}, Case{999, 333}, Case{4096, 1024}, Case{0, 5}}) {
+    // Everything aligned, everything misaligned, and only rhs misaligned.
+    for (Offsets off : {Offsets{0, 0}, Offsets{1, 1}, Offsets{0, 1}}) {
+      for (bool inPlace : {false, true}) {
+        for (bool isAdd : {true, false}) {
+          Buffer lhs = randomBuffer(dtype(), rng, c.n);
+          Buffer rhs = randomBuffer(dtype(), rng, c.rhsN);
+          Buffer want(dtype(), c.n);
+          (isAdd ? zrt_add : zrt_mul)(dtype(), lhs.data(), rhs.data(),
+                                      want.data(), c.n, c.rhsN);
+          DeviceTensor dl(lhs, off.lhs), dr(rhs, off.rhs),
+              dout(dtype(), c.n, off.lhs);
+          void *out = inPlace ? dl.get() : dout.get();
+          (isAdd ? add : mul)(dtype(), dl.get(), dr.get(), out, c.n, c.rhsN);
+          std::string what = label(isAdd ? "add" : "mul", dtype(), c.n, c.rhsN,
+                                   off.lhs + off.rhs) +
+                             (inPlace ? " in place" : "");
+          expectSame(inPlace ? dl.download() : dout.download(), want, what);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CudaKernelsTest, ScaleReluExact) {
+  ZRT_REQUIRE_GPU();
+  for (int64_t n : {1, 7, 5003}) {
+    Buffer x = randomBuffer(dtype(), rng, n, -6, 6);
+    // NaN propagates through relu; relu_grad passes dy where y is NaN.
+    const double specials[] = {NAN, INFINITY, -INFINITY, -0.0, 0.0};
+    for (int64_t i = 0; i < n && i < 5; ++i)
+      x.set(i, specials[i]);
+    Buffer dy = randomBuffer(dtype(), rng, n);
+    Buffer wantScale(dtype(), n), wantRelu(dtype(), n), wantGrad(dtype(), n);
+    zrt_scale(dtype(), x.data(), wantScale.data(), n, 0.3);
+    zrt_relu(dtype(), x.data(), wantRelu.data(), n);
+    zrt_relu_grad(dtype(), wantRelu.data(), dy.data(), wantGrad.data(), n);
+    for (int64_t offset : {0, 1}) {
+      DeviceTensor dx(x, offset), dout(dtype(), n, offset);
+      scale(dtype(), dx.get(), dout.get(), n, 0.3);
+      expectSame(dout.download(), wantScale,
+                 label("scale", dtype(), n, -1, offset));
+      relu(dtype(), dx.get(), dout.get(), n);
+      expectSame(dout.download(), wantRelu,
+                 label("relu", dtype(), n, -1, offset));
+      DeviceTensor dyv(dy, offset);
+      reluGrad(dtype(), dout.get(), dyv.get(), dyv.get(), n); // in place
+      expectSame(dyv.download(), wantGrad,
+                 label("relu_grad", dtype(), n, -1, offset));
+      scale(dtype(), dx.get(), dx.get(), n, 0.3); // in place
+      expectSame(dx.download(), wantScale,
+                 label("scale in place", dtype(), n, -1, offset));
+    }
+  }
+  scale(dtype(), nullptr, nullptr, 0, 2.0);
+  relu(dtype(), nullptr, nullptr, 0);
+}
+
+// GELU: the same fp32 formula; FMA contraction of u may differ, which the
+// exponential amplifies by |2u| <= 20 ulp over [-5, 5]: 4e-6 relative is
+// twice the CPU test's 1e-6 with room for that. The gradient cancels near
+// x = -0.75, hence an absolute term as in the CPU test (2 * 1e-6).
+TEST_P(CudaKernelsTest, GeluAndGrad) {
+  ZRT_REQUIRE_GPU();
+  for (int64_t n : {1, 7, 5003}) {
+    Buffer x = randomBuffer(dtype(), rng, n, -5, 5);
+    const double extremes[] = {100.0, -100.0, 30.0, -30.0};
+    for (int64_t i = 0; i < n && i < 4; ++i)
+      x.set(n - 1 - i, extremes[i]);
+    Buffer dy = randomBuffer(dtype(), rng, n);
+    Buffer wantY(dtype(), n), wantDx(dtype(), n);
+    zrt_gelu(dtype(), x.data(), wantY.data(), n);
+    zrt_gelu_grad(dtype(), x.data(), dy.data(), wantDx.data(), n);
+    for (int64_t offset : {0, 1}) {
+      DeviceTensor dx(x, offset), dg(dy, offset), dout(dtype(), n, offset);
+      gelu(dtype(), dx.get(), dout.get(), n);
+      expectNear(dout.download(), wantY, 4e-6, 2e-7,
+                 label("gelu", dtype(), n, -1, offset));
+      geluGrad(dtype(), dx.get(), dg.get(), dout.get(), n);
+      expectNear(dout.download(), wantDx, 4e-6, 2e-6,
+                 label("gelu_grad", dtype(), n, -1, offset));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// reduce_sum
+//===----------------------------------------------------------------------===//
+
+// The CPU test allows 4 * rows * 2^-24 absolute (inputs in [-1, 1]); twice
+// that here.
+TEST_P(CudaKernelsTest, ReduceSum) {
+  ZRT_REQUIRE_GPU();
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1},
+                            {1, 37},
+                            {37, 1},
+                            {129, 77},
+                            {1000, 16},
+                            {333, 1030},
+                            {2048, 300},
+                            {5000, 3},
+                            {0, 5},
+                            {5, 0}}) {
+    Buffer in = randomBuffer(dtype(), rng, rows * cols);
+    Buffer want(dtype(), cols);
+    zrt_reduce_sum(dtype(), in.data(), want.data(), rows, cols);
+    DeviceTensor din(in), dout(dtype(), cols);
+    // Garbage first: rows = 0 must still write zeros.
+    dout.upload(randomBuffer(dtype(), rng, cols));
+    reduceSum(dtype(), din.get(), dout.get(), rows, cols);
+    Buffer got = dout.download();
+    std::string what = label("reduce_sum", dtype(), rows, cols);
+    expectNear(got, want, 0, 8 * rows * kF32, what);
+    reduceSum(dtype(), din.get(), dout.get(), rows, cols);
+    expectBitwise(dout.download(), got, what);
+    DeviceTensor din1(in, 1), dout1(dtype(), cols, 1);
+    reduceSum(dtype(), din1.get(), dout1.get(), rows, cols);
+    expectBitwise(dout1.download(), got, what + " misaligned");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Layout
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernelsTest, Transpose) {
+  ZRT_REQUIRE_GPU();
+  struct Case {
+    std::vector<int64_t> shape, perm;
+  };
+  // Tiled (2-D and batched), contiguous runs of 16-byte and narrower words,
+  // size-1 dims, identity, rank 0 and rank 8, empty.
+  const Case cases[] = {
+      {{37, 53}, {1, 0}},
+      {{3, 40, 70}, {0, 2, 1}},
+      {{3, 4, 5}, {2, 1, 0}},
+      {{5, 6, 8}, {1, 0, 2}},
+      {{5, 6, 3}, {1, 0, 2}},
+      {{2, 3, 4, 5}, {3, 1, 0, 2}},
+      {{2, 3, 4, 5}, {2, 0, 1, 3}},
+      {{2, 3, 4, 5}, {0, 2, 1, 3}},
+      {{4, 64, 12, 16}, {0, 2, 1, 3}},
+      {{1, 4, 1, 6, 7}, {3, 0, 4, 2, 1}},
+      {{5, 1, 7, 1}, {3, 2, 1, 0}},
+      {{4, 6}, {0, 1}},
+      {{}, {}},
+      {{2, 1, 2, 3, 1, 2, 2, 3}, {7, 2, 0, 5, 1, 3, 6, 4}},
+      {{3, 0, 2}, {2, 1, 0}},
+  };
+  for (const Case &c : cases) {
+    int64_t n = 1;
+    for (int64_t d : c.shape)
+      n *= d;
+    int32_t rank = int32_t(c.shape.size());
+    Buffer in = randomBuffer(dtype(), rng, n), want(dtype(), n);
+    zrt_transpose(dtype(), in.data(), want.data(), rank, c.shape.data(),
+                  c.perm.data());
+    for (int64_t offset : {0, 1}) {
+      DeviceTensor din(in, offset), dout(dtype(), n, offset);
+      transpose(dtype(), din.get(), dout.get(), rank, c.shape.data(),
+                c.perm.data());
+      std::string what = "transpose " + std::string(dtypeName(dtype())) +
+                         " rank " + std::to_string(rank) + " n " +
+                         std::to_string(n) + (offset ? " misaligned" : "");
+      expectBitwise(dout.download(), want, what);
+    }
+  }
+}
+
+TEST_P(CudaKernelsTest, SplitConcat) {
+  ZRT_REQUIRE_GPU();
+  struct Case {
+    int64_t outer, inner;
+    std::vector<int64_t> sizes;
+  };
+  for (const Case &c :
+       {Case{3, 5, {4, 7, 2}}, Case{1, 3, {1000, 24}}, Case{64, 1, {8, 8, 8}},
+        Case{2, 8, {2, 0, 3}}, Case{5, 16, {1, 3}}, Case{0, 4, {1, 2}},
+        Case{3, 4, {}}}) {
+    int64_t total = std::accumulate(c.sizes.begin(), c.sizes.end(), int64_t(0));
+    int32_t num = int32_t(c.sizes.size());
+    Buffer whole = randomBuffer(dtype(), rng, c.outer * total * c.inner);
+    std::vector<Buffer> want;
+    std::vector<void *> hostOuts;
+    for (int64_t s : c.sizes)
+      want.emplace_back(dtype(), c.outer * s * c.inner);
+    for (Buffer &w : want)
+      hostOuts.push_back(w.data());
+    zrt_split(dtype(), whole.data(), hostOuts.data(), c.sizes.data(), num,
+              c.outer, c.inner);
+    for (int64_t offset : {0, 1}) {
+      std::string what = label("split", dtype(), c.outer, c.inner, offset);
+      DeviceTensor dwhole(whole, offset);
+      std::vector<std::unique_ptr<DeviceTensor>> parts;
+      std::vector<void *> outs;
+      for (int64_t s : c.sizes) {
+        parts.push_back(std::make_unique<DeviceTensor>(
+            dtype(), c.outer * s * c.inner, offset));
+        outs.push_back(parts.back()->get());
+      }
+      split(dtype(), dwhole.get(), outs.data(), c.sizes.data(), num, c.outer,
+            c.inner);
+      for (int32_t p = 0; p < num; ++p)
+        expectBitwise(parts[p]->download(), want[p],
+                      what + " part " + std::to_string(p));
+      DeviceTensor back(dtype(), c.outer * total * c.inner, offset);
+      std::vector<const void *> ins(outs.begin(), outs.end());
+      concat(dtype(), ins.data(), c.sizes.data(), num, back.get(), c.outer,
+             c.inner);
+      expectBitwise(back.download(), whole, what + " concat");
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and cross-entropy
+//===----------------------------------------------------------------------===//
+
+const std::pair<int64_t, int64_t> kRowShapes[] = {
+    {1, 1},   {3, 7},    {17, 32},  {64, 10},  {5, 100},  {9, 257},
+    {4, 768}, {4, 1024}, {3, 1025}, {5, 1500}, {2, 3001}, {0, 5}};
+
+// Softmax: the CPU test allows 1e-5 relative (the sum of exponentials);
+// twice that. Its gradient cancels in dy - sum(y dy): the CPU test's
+// 1e-6 * max|dx| absolute term, twice.
+TEST_P(CudaKernelsTest, SoftmaxAndGrad) {
+  ZRT_REQUIRE_GPU();
+  for (auto [rows, cols] : kRowShapes) {
+    Buffer x = randomBuffer(dtype(), rng, rows * cols, -8, 8);
+    if (rows * cols > 2)
+      x.set(1, -INFINITY);
+    Buffer y(dtype(), rows * cols);
+    zrt_softmax(dtype(), x.data(), y.data(), rows, cols);
+    Buffer dy = randomBuffer(dtype(), rng, rows * cols);
+    Buffer dx(dtype(), rows * cols);
+    zrt_softmax_grad(dtype(), y.data(), dy.data(), dx.data(), rows, cols);
+
+    std::string what = label("softmax", dtype(), rows, cols);
+    Buffer got(dtype(), 0), gotGrad(dtype(), 0);
+    for (int64_t offset : {0, 1}) {
+      DeviceTensor dxv(x, offset), dyv(dtype(), rows * cols, offset);
+      softmax(dtype(), dxv.get(), dyv.get(), rows, cols);
+      DeviceTensor yv(y, offset), gv(dy, offset),
+          out(dtype(), rows * cols, offset);
+      softmaxGrad(dtype(), yv.get(), gv.get(), out.get(), rows, cols);
+      if (offset == 0) {
+        got = dyv.download();
+        gotGrad = out.download();
+        expectNear(got, y, 2e-5, 2e-9, what);
+        expectNear(gotGrad, dx, 2e-5, 2e-6 * maxAbs(dx), what + " grad");
+      } else {
+        expectBitwise(dyv.download(), got, what + " misaligned");
+        expectBitwise(out.download(), gotGrad, what + " grad misaligned");
+      }
+    }
+  }
+}
+
+// The loss: 1e-5 relative in the CPU test, twice. The gradient: as the
+// softmax (the CPU test's 1e-5 relative and 1e-6 * max absolute, twice).
+TEST_P(CudaKernelsTest, SoftmaxCrossEntropyAndGrad) {
+  ZRT_REQUIRE_GPU();
+  for (auto [rows, classes] : {std::pair<int64_t, int64_t>{1, 1},
+                               {7, 10},
+                               {100, 10},
+                               {7, 1500},
+                               {3, 5000},
+                               {1100, 37},
+                               {0, 3}}) {
+    Buffer logits = randomBuffer(dtype(), rng, rows * classes, -5, 5);
+    std::vector<int64_t> labels(static_cast<size_t>(rows));
+    std::uniform_int_distribution<int64_t> pick(0, classes - 1);
+    for (int64_t &l : labels)
+      l = pick(rng);
+    std::vector<int32_t> labels32(labels.begin(), labels.end());
+    auto dLabels64 = deviceCopy(labels);
+    auto dLabels32 = deviceCopy(labels32);
+    auto dLoss = deviceCopy(std::vector<float>{5.0f});
+    auto dDloss = deviceCopy(std::vector<float>{1.7f});
+    float dloss = 1.7f;
+    for (int32_t labelType : {ZRT_I32, ZRT_I64}) {
+      const void *hostLabels = labelType == ZRT_I32
+                                   ? static_cast<const void *>(labels32.data())
+                                   : labels.data();
+      const void *devLabels =
+          labelType == ZRT_I32 ? dLabels32->get() : dLabels64->get();
+      float wantLoss = 0;
+      zrt_softmax_cross_entropy(dtype(), logits.data(), labelType, hostLabels,
+                                &wantLoss, rows, classes);
+      Buffer wantGrad(dtype(), rows * classes);
+      zrt_softmax_cross_entropy_grad(dtype(), logits.data(), labelType,
+                                     hostLabels, &dloss, wantGrad.data(), rows,
+                                     classes);
+      std::string what =
+          label("softmax_cross_entropy", dtype(), rows, classes) +
+          (labelType == ZRT_I32 ? " i32" : " i64");
+      float gotLoss = 0;
+      Buffer gotGrad(dtype(), 0);
+      for (int64_t offset : {0, 1}) {
+        DeviceTensor dx(logits, offset), dg(dtype(), rows * classes, offset);
+        softmaxCrossEntropy(dtype(), dx.get(), labelType, devLabels,
+                            dLoss->get<float>(), rows, classes);
+        float loss = dLoss->download<float>()[0];
+        softmaxCrossEntropyGrad(dtype(), dx.get(), labelType, devLabels,
+                                dDloss->get<float>(), dg.get(), rows, classes);
+        Buffer grad = dg.download();
+        if (offset == 0) {
+          gotLoss = loss;
+          gotGrad = grad;
+          EXPECT_NEAR(loss, wantLoss, 2e-5 * std::fabs(wantLoss) + 1e-7)
+              << what;
+          expectNear(grad, wantGrad, 2e-5, 2e-6 * maxAbs(wantGrad),
+                     what + " grad");
+          softmaxCrossEntropy(dtype(), dx.get(), labelType, devLabels,
+                              dLoss->get<float>(), rows, classes);
+          EXPECT_EQ(dLoss->download<float>()[0], gotLoss)
+              << what << " is not bitwise reproducible";
+        } else {
+          EXPECT_EQ(loss, gotLoss) << what << " misaligned";
+          expectBitwise(grad, gotGrad, what + " grad misaligned");
+        }
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Layer norm
+//===----------------------------------------------------------------------===//
+
+// y: the CPU test's 1e-5 absolute, twice. dx cancels: the CPU test's 1e-4
+// * max|dx|, twice. dw, db: column sums over rows, the CPU test's rows *
+// 1e-6, twice.
+TEST_P(CudaKernelsTest, LayerNormAndGrad) {
+  ZRT_REQUIRE_GPU();
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {1, 1},    {3, 7},    {70, 64},  {5, 768}, {9, 1000}, {4, 1024},
+      {3, 1025}, {6, 1100}, {2, 2049}, {0, 8},   {4, 0}};
+  double eps = 1e-5;
+  for (auto [rows, cols] : shapes) {
+    Buffer x = randomBuffer(dtype(), rng, rows * cols, 1, 4);
+    Buffer w = randomBuffer(dtype(), rng, cols, 0.5, 1.5);
+    Buffer b = randomBuffer(dtype(), rng, cols);
+    Buffer dy = randomBuffer(dtype(), rng, rows * cols);
+    Buffer y(dtype(), rows * cols), dx(dtype(), rows * cols), dw(dtype(), cols),
+        db(dtype(), cols);
+    zrt_layer_norm(dtype(), x.data(), w.data(), b.data(), y.data(), rows, cols,
+                   eps);
+    zrt_layer_norm_grad(dtype(), x.data(), w.data(), dy.data(), dx.data(),
+                        dw.data(), db.data(), rows, cols, eps);
+    std::string what = label("layer_norm", dtype(), rows, cols);
+    std::vector<Buffer> got;
+    for (int64_t offset : {0, 1}) {
+      DeviceTensor dxv(x, offset), dwv(w, offset), dbv(b, offset),
+          dyv(dy, offset), out(dtype(), rows * cols, offset),
+          gx(dtype(), rows * cols, offset), gw(dtype(), cols, offset),
+          gb(dtype(), cols, offset);
+      // Garbage first: with no rows, dw and db must become zero.
+      gw.upload(randomBuffer(dtype(), rng, cols));
+      gb.upload(randomBuffer(dtype(), rng, cols));
+      layerNorm(dtype(), dxv.get(), dwv.get(), dbv.get(), out.get(), rows, cols,
+                eps);
+      layerNormGrad(dtype(), dxv.get(), dwv.get(), dyv.get(), gx.get(),
+                    gw.get(), gb.get(), rows, cols, eps);
+      Buffer now[4] = {out.download(), gx.download(), gw.download(),
+                       gb.download()};
+      if (cols == 0)
+        continue;
+      if (offset == 0) {
+        expectNear(now[0], y, 0, 2e-5, what);
+        expectNear(now[1], dx, 0, 2e-4 * maxAbs(dx), what + " dx");
+        expectNear(now[2], dw, 0, 2e-6 * double(rows), what + " dw");
+        expectNear(now[3], db, 0, 2e-6 * double(rows), what + " db");
+        got.assign(now, now + 4);
+      } else {
+        const char *names[] = {" y", " dx", " dw", " db"};
+        for (int i = 0; i < 4; ++i)
+          expectBitwise(now[i], got[i], what + names[i] + " misaligned");
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernelsTest, Embedding) {
+  ZRT_REQUIRE_GPU();
+  int64_t vocab = 50, numIds = 40;
+  std::vector<int64_t> ids(static_cast<size_t>(numIds));
+  std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
+  for (int64_t &id : ids)
+    id = pick(rng);
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  auto dIds64 = deviceCopy(ids);
+  auto dIds32 = deviceCopy(ids32);
+  for (int64_t dim : {1030, 1, 7, 8, 64}) {
+    Buffer table = randomBuffer(dtype(), rng, vocab * dim);
+    for (int32_t idType : {ZRT_I32, ZRT_I64}) {
+      const void *hostIds = idType == ZRT_I32
+                                ? static_cast<const void *>(ids32.data())
+                                : ids.data();
+      const void *devIds = idType == ZRT_I32 ? dIds32->get() : dIds64->get();
+      Buffer want(dtype(), numIds * dim);
+      zrt_embedding(dtype(), table.data(), idType, hostIds, want.data(), numIds,
+                    vocab, dim);
+      for (int64_t offset : {0, 1}) {
+        DeviceTensor dt(table, offset), dout(dtype(), numIds * dim, offset);
+        embedding(dtype(), dt.get(), idType, devIds, dout.get(), numIds, vocab,
+                  dim);
+        expectSame(dout.download(), want,
+                   label("embedding", dtype(), numIds, dim, offset));
+      }
+    }
+  }
+  embedding(dtype(), nullptr, ZRT_I64, nullptr, nullptr, 0, vocab, 8);
+  ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+  checkDeviceErrors();
+}
+
+// Per-id sums of dy rows: the CPU test allows numIds * 2^-24 absolute
+// (inputs in [-1, 1]); four times that, as one id here takes 3000 of
+// 5000 rows and so a long sum on both sides.
+TEST_P(CudaKernelsTest, EmbeddingGrad) {
+  ZRT_REQUIRE_GPU();
+  struct Case {
+    int64_t vocab, dim, numIds;
+    // Ids: hot takes the first hotCount positions, shuffled among the
+    // others, which are uniform in [0, vocab).
+    int64_t hot, hotCount;
+  };
+  // Short buckets (a thread per column), a bucket split over warps and
+  // sorted in shared memory, one sorted in place in the scratch (> 2048),
+  // odd dims, a single id, and no ids.
+  for (Case c : {Case{50, 1030, 40, 5, 10}, Case{300, 24, 5000, 7, 3000},
+                 Case{300, 24, 500, 3, 100}, Case{5, 1, 77, 0, 0},
+                 Case{1, 9, 33, 0, 33}, Case{40, 16, 0, 0, 0}}) {
+    std::vector<int64_t> ids(static_cast<size_t>(c.numIds));
+    std::uniform_int_distribution<int64_t> pick(0, c.vocab - 1);
+    for (int64_t i = 0; i < c.numIds; ++i)
+      ids[i] = i < c.hotCount ? c.hot : pick(rng);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    std::vector<int32_t> ids32(ids.begin(), ids.end());
+    auto dIds64 = deviceCopy(ids);
+    auto dIds32 = deviceCopy(ids32);
+    Buffer dy = randomBuffer(dtype(), rng, c.numIds * c.dim);
+    for (int32_t idType : {ZRT_I32, ZRT_I64}) {
+      const void *hostIds = idType == ZRT_I32
+                                ? static_cast<const void *>(ids32.data())
+                                : ids.data();
+      const void *devIds = idType == ZRT_I32 ? dIds32->get() : dIds64->get();
+      Buffer want(dtype(), c.vocab * c.dim);
+      zrt_embedding_grad(dtype(), dy.data(), idType, hostIds, want.data(),
+                         c.numIds, c.vocab, c.dim);
+      std::string what = label("embedding_grad", dtype(), c.numIds, c.dim) +
+                         (idType == ZRT_I32 ? " i32" : " i64");
+      Buffer got(dtype(), 0);
+      for (int64_t offset : {0, 1}) {
+        DeviceTensor dg(dy, offset), dt(dtype(), c.vocab * c.dim, offset);
+        // Garbage first: every row must be written (zero when unused).
+        dt.upload(randomBuffer(dtype(), rng, c.vocab * c.dim));
+        embeddingGrad(dtype(), dg.get(), idType, devIds, dt.get(), c.numIds,
+                      c.vocab, c.dim);
+        Buffer now = dt.download();
+        if (offset == 0) {
+          got = now;
+          expectNear(now, want, 0, 4 * double(c.numIds) * kF32, what);
+          embeddingGrad(dtype(), dg.get(), idType, devIds, dt.get(), c.numIds,
+                        c.vocab, c.dim);
+          expectBitwise(dt.download(), got, what);
+        } else {
+          expectBitwise(now, got, what + " misaligned");
+        }
+      }
+    }
+  }
+  ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+  checkDeviceErrors();
+}
+
+//===----------------------------------------------------------------------===//
+// Scratch accounting and errors
+//===----------------------------------------------------------------------===//
+
+/// The scratch peak a kernel causes (it must be freed when it returns).
+template <typename Fn>
+int64_t scratchOf(const Fn &kernel) {
+  ZRT_CUDA_CHECK(cudaDeviceSynchronize());
+  zrt_memory_reset_peak();
+  kernel();
+  EXPECT_EQ(zrt_scratch_bytes_in_use(), 0);
+  ZRT_CUDA_CHECK(cudaDeviceSynchronize());
+  return zrt_scratch_peak_bytes();
+}
+
+TEST(CudaScratchTest, ExactlyThePlannedScratch) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(3);
+  int32_t dt = ZRT_BF16;
+  int64_t rows = 9, cols = 1100, vocab = 50, numIds = 40;
+  DeviceTensor x(randomBuffer(dt, rng, rows * cols)),
+      w(randomBuffer(dt, rng, cols)), b(randomBuffer(dt, rng, cols)),
+      g(randomBuffer(dt, rng, rows * cols)), out(dt, rows * cols), dw(dt, cols),
+      db(dt, cols), table(dt, vocab * cols);
+  std::vector<int64_t> ids(static_cast<size_t>(numIds));
+  for (int64_t i = 0; i < numIds; ++i)
+    ids[i] = i % 7;
+  auto dIds = deviceCopy(ids);
+  auto loss = deviceCopy(std::vector<float>{0.0f});
+
+  EXPECT_EQ(scratchOf([&] {
+              layerNormGrad(dt, x.get(), w.get(), g.get(), out.get(), dw.get(),
+                            db.get(), rows, cols, 1e-5);
+            }),
+            zrt_layer_norm_grad_scratch_bytes(rows, cols));
+  EXPECT_EQ(scratchOf([&] {
+              embeddingGrad(dt, g.get(), ZRT_I64, dIds->get(), table.get(),
+                            numIds, vocab, 8);
+            }),
+            zrt_embedding_grad_scratch_bytes(numIds, vocab, 8));
+  EXPECT_EQ(scratchOf([&] {
+              embeddingGrad(dt, g.get(), ZRT_I64, dIds->get(), table.get(), 0,
+                            vocab, 8);
+            }),
+            zrt_embedding_grad_scratch_bytes(0, vocab, 8));
+  // Everything else allocates none.
+  EXPECT_EQ(
+      scratchOf([&] {
+        layerNorm(dt, x.get(), w.get(), b.get(), out.get(), rows, cols, 1e-5);
+        softmax(dt, x.get(), out.get(), rows, cols);
+        softmaxGrad(dt, x.get(), g.get(), out.get(), rows, cols);
+        softmaxCrossEntropy(dt, x.get(), ZRT_I64, dIds->get(),
+                            loss->get<float>(), rows, cols);
+        softmaxCrossEntropyGrad(dt, x.get(), ZRT_I64, dIds->get(),
+                                loss->get<float>(), out.get(), rows, cols);
+        reduceSum(dt, x.get(), dw.get(), rows, cols);
+        embedding(dt, table.get(), ZRT_I64, dIds->get(), out.get(), rows, vocab,
+                  8);
+        int64_t shape[] = {rows, cols}, perm[] = {1, 0};
+        transpose(dt, x.get(), out.get(), 2, shape, perm);
+        gelu(dt, x.get(), out.get(), rows * cols);
+        add(dt, x.get(), w.get(), out.get(), rows * cols, cols);
+        cast(dt, x.get(), ZRT_F16, out.get(), rows * cols);
+      }),
+      0);
+  ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+  checkDeviceErrors();
+}
+
+// Ids and labels are checked on the device: the kernel skips the element
+// and sets the error word, which checkDeviceErrors turns into the usual
+// fatal error after a synchronization. Death tests run in a fresh process
+// ("threadsafe"): a forked child cannot use the parent's CUDA context.
+TEST(CudaKernelsDeathTest, IdsAndLabelsOutOfRange) {
+  ZRT_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int32_t dt = ZRT_F32;
+  int64_t vocab = 10, dim = 4, numIds = 3;
+  std::mt19937 rng(5);
+  DeviceTensor table(randomBuffer(dt, rng, vocab * dim)), out(dt, numIds * dim),
+      grad(dt, vocab * dim);
+  auto good = deviceCopy(std::vector<int64_t>{0, 9, 3});
+  auto high = deviceCopy(std::vector<int64_t>{0, 10, 3});
+  auto low = deviceCopy(std::vector<int32_t>{0, -1, 3});
+  auto loss = deviceCopy(std::vector<float>{1.0f});
+  auto sync = [] {
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+    checkDeviceErrors();
+  };
+  embedding(dt, table.get(), ZRT_I64, good->get(), out.get(), numIds, vocab,
+            dim);
+  embeddingGrad(dt, out.get(), ZRT_I64, good->get(), grad.get(), numIds, vocab,
+                dim);
+  softmaxCrossEntropy(dt, table.get(), ZRT_I64, good->get(), loss->get<float>(),
+                      numIds, vocab);
+  sync();
+  EXPECT_DEATH(
+      {
+        embedding(dt, table.get(), ZRT_I64, high->get(), out.get(), numIds,
+                  vocab, dim);
+        sync();
+      },
+      "id is out of range");
+  EXPECT_DEATH(
+      {
+        embeddingGrad(dt, out.get(), ZRT_I32, low->get(), grad.get(), numIds,
+                      vocab, dim);
+        sync();
+      },
+      "id is out of range");
+  EXPECT_DEATH(
+      {
+        softmaxCrossEntropy(dt, table.get(), ZRT_I64, high->get(),
+                            loss->get<float>(), numIds, vocab);
+        sync();
+      },
+      "label is out of range");
+  EXPECT_DEATH(
+      {
+        softmaxCrossEntropyGrad(dt, table.get(), ZRT_I32, low->get(),
+                                loss->get<float>(), grad.get(), numIds, vocab);
+        sync();
+      },
+      "label is out of range");
+}
+
+TEST(CudaKernelsDeathTest, InvalidArguments) {
+  ZRT_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  DeviceBuffer a(64), b(64);
+  int64_t shape[] = {2, 3}, badPerm[] = {0, 0}, negative[] = {2, -1};
+  EXPECT_DEATH(add(ZRT_F32, a.get(), b.get(), a.get(), 6, 4),
+               "do not broadcast");
+  EXPECT_DEATH(mul(ZRT_BF16, a.get(), b.get(), a.get(), 6, 0),
+               "do not broadcast");
+  EXPECT_DEATH(copy(a.get(), b.get(), -1), "negative size");
+  EXPECT_DEATH(cast(ZRT_F32, a.get(), ZRT_F16, b.get(), -2),
+               "negative dimension");
+  EXPECT_DEATH(fill(7, a.get(), 4, 1.0), "unknown dtype");
+  EXPECT_DEATH(transpose(ZRT_F32, a.get(), b.get(), 2, shape, badPerm),
+               "invalid permutation");
+  EXPECT_DEATH(transpose(ZRT_F32, a.get(), b.get(), 9, shape, badPerm),
+               "rank 9");
+  void *outs[] = {a.get(), b.get()};
+  EXPECT_DEATH(split(ZRT_F32, a.get(), outs, negative, 2, 1, 1),
+               "negative part size");
+  EXPECT_DEATH(softmaxCrossEntropy(ZRT_F32, a.get(), ZRT_I64, b.get(),
+                                   a.get<float>(), 2, 0),
+               "no classes");
+  EXPECT_DEATH(embedding(ZRT_F32, a.get(), 5, b.get(), a.get(), 1, 1, 1),
+               "unknown index type");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, CudaKernelsTest,
+                         ::testing::Values(ZRT_F32, ZRT_BF16, ZRT_F16),
+                         [](const auto &info) {
+                           return std::string(dtypeName(info.param));
+                         });
+
+} // namespace

@@ -1,3 +1,584 @@
-// Being written.
+//===- OptimizerTest.cpp - CUDA overflow check and Adam vs the CPU --------===//
+//
+// Part of the zero-mlir project.
+//
+// cuda::checkOverflow and cuda::adam against zrt_check_overflow and
+// zrt_adam on the same inputs, for every dtype, Adam and AdamW, with and
+// without clipping, loss scales other than 1, sizes that leave a scalar
+// tail, pointers off 16-byte alignment, skipped steps and empty shards.
+//
+//===----------------------------------------------------------------------===//
+
 #include "CudaTestUtil.h"
-TEST(Placeholder, Gpu) { ZRT_REQUIRE_GPU(); }
+#include "TestUtil.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+
+using namespace zrt::cuda;
+using zrt::cuda::test::DeviceBuffer;
+using zrt_test::Buffer;
+using zrt_test::dtypeName;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+int64_t elemSize(int32_t dtype) { return zrt_dtype_size(dtype); }
+
+/// A device copy of a host buffer that starts `offset` elements into its
+/// allocation (cudaMalloc returns 256-byte aligned memory, so offset 1 puts
+/// the data off 16-byte alignment).
+class DeviceArray {
+public:
+  DeviceArray(int32_t dtype, int64_t n, int64_t offset)
+      : dtype(dtype), n(n), offset(offset),
+        mem(size_t((n + offset + 8) * elemSize(dtype))) {}
+  DeviceArray(const Buffer &host, int64_t offset)
+      : DeviceArray(host.dtype, host.size(), offset) {
+    upload(host);
+  }
+
+  void *get() const { return mem.get<char>() + offset * elemSize(dtype); }
+  template <typename T>
+  T *as() const {
+    return static_cast<T *>(get());
+  }
+  void upload(const Buffer &host) {
+    ZRT_CUDA_CHECK(cudaMemcpy(get(), host.data(), size_t(n * elemSize(dtype)),
+                              cudaMemcpyHostToDevice));
+  }
+  /// Waits for the compute stream first.
+  Buffer download() const {
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+    Buffer host(dtype, n);
+    ZRT_CUDA_CHECK(cudaMemcpy(host.data(), get(), size_t(n * elemSize(dtype)),
+                              cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+private:
+  int32_t dtype;
+  int64_t n, offset;
+  DeviceBuffer mem;
+};
+
+/// Device fp32 scalars (stats, loss scale).
+class DeviceFloats {
+public:
+  explicit DeviceFloats(const std::vector<float> &v)
+      : mem(v.size() * sizeof(float)) {
+    mem.upload(v);
+  }
+  float *get() const { return mem.get<float>(); }
+  std::vector<float> download() const { return mem.download<float>(); }
+
+private:
+  DeviceBuffer mem;
+};
+
+bool sameBits(double a, double b) {
+  float x = float(a), y = float(b);
+  return std::memcmp(&x, &y, sizeof(float)) == 0;
+}
+
+/// Spacing of the 16-bit dtype's values at |x|: the most one rounding step
+/// can move a value.
+double ulp16(int32_t dtype, double x) {
+  int mantissa = dtype == ZRT_BF16 ? 7 : 10;
+  int minExp = dtype == ZRT_BF16 ? -126 : -14;
+  int e = minExp;
+  if (x != 0) {
+    std::frexp(std::fabs(x), &e);
+    e = std::max(e - 1, minExp);
+  }
+  return std::ldexp(1.0, e - mantissa);
+}
+
+//===----------------------------------------------------------------------===//
+// Overflow check
+//===----------------------------------------------------------------------===//
+
+// Tolerance of the squared norm, the same for every dtype: bf16 and f16
+// widen to fp32 exactly, so only the sums round. Both add non-negative squares
+// in fp32 (exact products up to one rounding per fused multiply-add) and
+// combine partials in fp64, so each sum's relative error is at most
+// (longest fp32 addition chain) * 2^-24. The CPU's chains are at most 1024
+// / 32 + 10 = 42 long (a block of kBlock over 32 lanes, then the lane
+// tree); the GPU's are a thread's elements (8 per unit, 4 accumulators,
+// under 70 units per thread at these sizes: at most ~150 additions) plus 13
+// tree levels. With the final fp32 roundings that bounds the difference by
+// ~210 * 2^-24 = 1.3e-5 in the worst case; rounding errors of random
+// signs make it far smaller (~1e-7), so 2e-5 is safe. That cannot see one
+// element missed or counted twice among millions: OverflowSumIsExact checks
+// coverage with sums that are exact in fp32.
+constexpr double kNormRtol = 2e-5;
+
+/// The CPU's stats of one or more buffers.
+std::vector<float> cpuStats(int32_t dtype, const std::vector<Buffer *> &bufs,
+                            float scale) {
+  std::vector<const void *> ptrs;
+  std::vector<int64_t> counts;
+  for (Buffer *b : bufs) {
+    ptrs.push_back(b->data());
+    counts.push_back(b->size());
+  }
+  std::vector<float> stats(2, -1.0f);
+  zrt_check_overflow(dtype, ptrs.data(), counts.data(), int32_t(bufs.size()),
+                     scale, stats.data());
+  return stats;
+}
+
+void expectStatsMatch(const std::vector<float> &gpu,
+                      const std::vector<float> &cpu, const std::string &what) {
+  EXPECT_EQ(gpu[0], cpu[0]) << what << ": overflow flag";
+  if (std::isnan(cpu[1]) || std::isinf(cpu[1])) {
+    EXPECT_EQ(std::isnan(gpu[1]), std::isnan(cpu[1])) << what << ": " << gpu[1];
+    EXPECT_EQ(std::isinf(gpu[1]), std::isinf(cpu[1])) << what << ": " << gpu[1];
+    return;
+  }
+  EXPECT_NEAR(gpu[1], cpu[1], kNormRtol * std::fabs(cpu[1]))
+      << what << ": squared norm";
+}
+
+/// Gradients of a model trained with loss scale `scale`: |g| up to 8 *
+/// scale, all of comparable size.
+Buffer randomGrads(int32_t dtype, std::mt19937 &rng, int64_t n, double scale) {
+  std::uniform_real_distribution<double> mag(0.5, 8.0);
+  std::bernoulli_distribution sign(0.5);
+  Buffer b(dtype, n);
+  for (int64_t i = 0; i < n; ++i)
+    b.set(i, (sign(rng) ? -1 : 1) * mag(rng) * scale);
+  return b;
+}
+
+struct OverflowRun {
+  int32_t dtype;
+  int64_t offset = 0;
+  float lossScale = 1.0f;
+  double divisor = 1.0;
+};
+
+/// GPU stats of `grads` (first = 1) next to the CPU's.
+void compareOverflow(const OverflowRun &r, Buffer &grads,
+                     const std::string &what) {
+  DeviceArray d(grads, r.offset);
+  DeviceFloats scale({r.lossScale});
+  DeviceFloats stats({-7.0f, -7.0f});
+  checkOverflow(r.dtype, d.get(), grads.size(), scale.get(), r.divisor, 1,
+                stats.get());
+  std::vector<float> gpu = stats.download();
+  std::vector<float> cpu =
+      cpuStats(r.dtype, {&grads}, float(r.lossScale * r.divisor));
+  expectStatsMatch(gpu, cpu, what);
+}
+
+class CudaOptimizerTest : public ::testing::TestWithParam<int32_t> {
+protected:
+  int32_t dtype() const { return GetParam(); }
+  std::mt19937 rng{20240611};
+};
+
+TEST_P(CudaOptimizerTest, OverflowMatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  // Sizes below one 16-byte unit, with a tail, and large enough that the
+  // grid-stride loop wraps (3M elements: more than one pass of a grid that
+  // fills a 132-multiprocessor device).
+  for (int64_t n :
+       {int64_t(1), int64_t(7), int64_t(8), int64_t(100003), int64_t(3000001)})
+    for (int64_t offset : {0, 1})
+      for (auto [lossScale, divisor] :
+           {std::pair<float, double>{1.0f, 1.0}, {1024.0f, 4.0}}) {
+        OverflowRun r{dtype(), offset, lossScale, divisor};
+        Buffer g = randomGrads(dtype(), rng, n, lossScale * divisor / 64);
+        compareOverflow(r, g,
+                        std::string(dtypeName(dtype())) +
+                            " n=" + std::to_string(n) +
+                            " offset=" + std::to_string(offset) +
+                            " scale=" + std::to_string(lossScale));
+      }
+}
+
+TEST_P(CudaOptimizerTest, OverflowSumIsExact) {
+  ZRT_REQUIRE_GPU();
+  // Values in {-2, ..., 2}: every partial sum is an integer below 2^24, so
+  // both backends are exact and any element skipped or read twice shows.
+  for (int64_t n : {int64_t(1), int64_t(9), int64_t(100003), int64_t(3000001)})
+    for (int64_t offset : {0, 1, 3}) {
+      Buffer g(dtype(), n);
+      int64_t want = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t v = (i * 7) % 5 - 2;
+        g.set(i, double(v));
+        want += v * v;
+      }
+      DeviceArray d(g, offset);
+      DeviceFloats scale({4.0f}), stats({0.0f, 0.0f});
+      checkOverflow(dtype(), d.get(), n, scale.get(), 0.5, 1, stats.get());
+      std::vector<float> gpu = stats.download();
+      std::vector<float> cpu = cpuStats(dtype(), {&g}, 2.0f);
+      EXPECT_EQ(gpu[0], 0.0f);
+      EXPECT_EQ(gpu[1], float(double(want) / 4.0))
+          << "n=" << n << " offset=" << offset;
+      EXPECT_EQ(cpu[1], gpu[1]) << "n=" << n;
+    }
+}
+
+TEST_P(CudaOptimizerTest, OverflowDetectsInfAndNaN) {
+  ZRT_REQUIRE_GPU();
+  const int64_t n = 100003;
+  for (int64_t offset : {0, 1})
+    // The scalar head (index 0 when misaligned), a vector unit, the tail.
+    for (int64_t where : {int64_t(0), int64_t(5), n / 2, n - 1})
+      for (double bad : {kInf, -kInf, kNaN}) {
+        Buffer g = randomGrads(dtype(), rng, n, 1.0);
+        g.set(where, bad);
+        compareOverflow({dtype(), offset, 1.0f, 1.0}, g,
+                        std::string(dtypeName(dtype())) + " " +
+                            std::to_string(bad) + " at " +
+                            std::to_string(where) +
+                            " offset=" + std::to_string(offset));
+      }
+}
+
+TEST_P(CudaOptimizerTest, OverflowIgnoresFiniteSquaresThatOverflow) {
+  ZRT_REQUIRE_GPU();
+  if (dtype() == ZRT_F16)
+    GTEST_SKIP() << "f16 squares cannot overflow fp32";
+  // 1e20^2 is inf in fp32, but no element is: the flag stays 0 and the norm
+  // is inf, as on the CPU.
+  Buffer g = randomGrads(dtype(), rng, 4099, 1.0);
+  g.set(4000, 1e20);
+  compareOverflow({dtype(), 0, 1.0f, 1.0}, g, "large finite");
+}
+
+TEST_P(CudaOptimizerTest, OverflowAccumulatesWhenNotFirst) {
+  ZRT_REQUIRE_GPU();
+  DeviceFloats scale({256.0f});
+  const double divisor = 2.0;
+  for (int64_t badIn : {-1, 0, 1}) {
+    Buffer a = randomGrads(dtype(), rng, 70001, 8.0);
+    Buffer b = randomGrads(dtype(), rng, 33, 8.0);
+    if (badIn == 0)
+      a.set(12, kInf);
+    if (badIn == 1)
+      b.set(32, kNaN);
+    DeviceArray da(a, 1), db(b, 0);
+    DeviceFloats stats({-3.0f, -3.0f});
+    checkOverflow(dtype(), da.get(), a.size(), scale.get(), divisor, 1,
+                  stats.get());
+    checkOverflow(dtype(), db.get(), b.size(), scale.get(), divisor, 0,
+                  stats.get());
+    std::vector<float> cpu = cpuStats(dtype(), {&a, &b}, 512.0f);
+    expectStatsMatch(stats.download(), cpu,
+                     "two buffers, bad in " + std::to_string(badIn));
+  }
+  // first = 0 keeps a flag that is already set and adds to the norm.
+  Buffer c = randomGrads(dtype(), rng, 1000, 1.0);
+  DeviceArray dc(c, 0);
+  DeviceFloats stats({1.0f, 2.5f});
+  checkOverflow(dtype(), dc.get(), c.size(), nullptr, 1.0, 0, stats.get());
+  std::vector<float> cpu = cpuStats(dtype(), {&c}, 1.0f);
+  std::vector<float> gpu = stats.download();
+  EXPECT_EQ(gpu[0], 1.0f);
+  EXPECT_NEAR(gpu[1], 2.5f + cpu[1], kNormRtol * (2.5f + cpu[1]));
+}
+
+TEST_P(CudaOptimizerTest, OverflowIsDeterministic) {
+  ZRT_REQUIRE_GPU();
+  // The same bits on every launch: the partials are combined in a fixed
+  // order whichever block finishes last, and the block count resets.
+  Buffer g = randomGrads(dtype(), rng, 2000003, 1.0);
+  DeviceArray d(g, 3);
+  std::vector<float> first;
+  for (int run = 0; run < 4; ++run) {
+    DeviceFloats stats({0.0f, 0.0f});
+    checkOverflow(dtype(), d.get(), g.size(), nullptr, 1.0, 1, stats.get());
+    std::vector<float> s = stats.download();
+    if (run == 0)
+      first = s;
+    EXPECT_TRUE(sameBits(s[0], first[0]) && sameBits(s[1], first[1]))
+        << "run " << run << ": " << s[1] << " vs " << first[1];
+  }
+}
+
+TEST_P(CudaOptimizerTest, OverflowOfNothing) {
+  ZRT_REQUIRE_GPU();
+  DeviceFloats stats({5.0f, 6.0f});
+  checkOverflow(dtype(), nullptr, 0, nullptr, 1.0, 0, stats.get());
+  EXPECT_EQ(stats.download(), (std::vector<float>{5.0f, 6.0f}));
+  checkOverflow(dtype(), nullptr, 0, nullptr, 1.0, 1, stats.get());
+  EXPECT_EQ(stats.download(), (std::vector<float>{0.0f, 0.0f}));
+}
+
+//===----------------------------------------------------------------------===//
+// Adam
+//===----------------------------------------------------------------------===//
+
+// Tolerances of Adam. The kernel replays zrt_adam's fp32 operations one
+// for one, fused multiply-adds where GCC contracts the CPU's loop and
+// correctly rounded division and sqrt elsewhere, so with the GCC-built CPU
+// backend the results are bitwise equal. A CPU compiled with other
+// contractions differs by at most one rounding per operation, i.e. 2^-23
+// of the largest operand's magnitude; over the <= 6 operations on a value's
+// path we allow 16 * 2^-23 of these magnitudes (in fp64 below):
+//   m: |m_old| + a,   v: |v_old| + a^2,   where a = |g * scale| (+ |wd * w|
+//      for adam's L2 term) bounds the gradient term;
+//   master: 4 ulp of |w| for its own rounding, plus the update's error
+//      lr / bc1 * (|m_old| + a) / denom;
+// a 16-bit parameter copy may then round to the neighbouring value: one ulp
+// of its dtype. A wrong formula (a missing bias correction, a doubled decay)
+// is off by orders of magnitude more.
+constexpr double kAdamUlps = 16 * FLT_EPSILON;
+
+struct AdamRun {
+  int32_t dtype;
+  int32_t adamw = 1;
+  bool clip = false;
+  float lossScale = 1.0f;
+  double divisor = 1.0;
+  int64_t n = 100003;
+  // Element offsets of grad, master, exp_avg, exp_avg_sq, param.
+  int64_t offsets[5] = {0, 0, 0, 0, 0};
+  bool paramIsMaster = false; // f32 only
+  int32_t skip = 0;
+};
+
+constexpr int64_t kStep = 7;
+constexpr double kLr = 1e-3, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8,
+                 kWeightDecay = 0.1;
+
+std::string describe(const AdamRun &r) {
+  std::string s = std::string(dtypeName(r.dtype)) +
+                  (r.adamw ? " adamw" : " adam") + (r.clip ? " clip" : "") +
+                  " scale=" + std::to_string(r.lossScale) +
+                  " divisor=" + std::to_string(r.divisor) +
+                  " n=" + std::to_string(r.n) + " offsets=";
+  for (int64_t o : r.offsets)
+    s += std::to_string(o);
+  if (r.paramIsMaster)
+    s += " param=master";
+  if (r.skip)
+    s += " skip";
+  return s;
+}
+
+/// Counts values that are not bitwise equal and fails the ones outside the
+/// tolerance tol(i).
+template <typename Tol>
+void expectAdamClose(const Buffer &gpu, const Buffer &cpu, Tol tol,
+                     const std::string &what) {
+  int failures = 0;
+  int64_t differ = 0;
+  for (int64_t i = 0; i < cpu.size(); ++i) {
+    double x = gpu.get(i), want = cpu.get(i);
+    if (sameBits(x, want))
+      continue;
+    ++differ;
+    if (!(std::fabs(x - want) <= tol(i)) && failures++ < 5)
+      ADD_FAILURE() << what << ": element " << i << " is " << x
+                    << ", the CPU's " << want << " (tolerance " << tol(i)
+                    << ")";
+  }
+  if (differ)
+    std::printf("note: %s: %lld of %lld values differ from the CPU's in the "
+                "last bits (a CPU build with other FMA contractions?)\n",
+                what.c_str(), (long long)differ, (long long)cpu.size());
+}
+
+void runAdam(const AdamRun &r, std::mt19937 &rng) {
+  SCOPED_TRACE(describe(r));
+  const int64_t n = r.n;
+  const double scale = double(r.lossScale) * r.divisor;
+  // Unscaled gradients ~1e-2, stored scaled; weights ~0.02; moments of a
+  // run that has taken a few steps.
+  std::normal_distribution<double> normal(0.0, 1.0);
+  Buffer grad(r.dtype, n), master(ZRT_F32, n), m(ZRT_F32, n), v(ZRT_F32, n);
+  for (int64_t i = 0; i < n; ++i) {
+    double g = 1e-2 * normal(rng);
+    grad.set(i, g * scale);
+    master.set(i, 0.02 * normal(rng));
+    m.set(i, 0.5 * g + 1e-3 * normal(rng));
+    double s = 1e-2 * normal(rng);
+    v.set(i, s * s + 1e-6);
+  }
+  Buffer param(r.dtype, n);
+  for (int64_t i = 0; i < n; ++i)
+    param.set(i, -99.0); // overwritten by both backends
+
+  // The stats the schedule would hand over: the CPU's, for both backends.
+  std::vector<float> stats = cpuStats(r.dtype, {&grad}, float(scale));
+  double maxNorm = r.clip ? 0.5 * std::sqrt(double(stats[1])) : 0.0;
+
+  // GPU.
+  DeviceArray dGrad(grad, r.offsets[0]), dMaster(master, r.offsets[1]),
+      dM(m, r.offsets[2]), dV(v, r.offsets[3]), dParam(param, r.offsets[4]);
+  DeviceFloats dStats(stats), dScale({r.lossScale});
+  void *paramPtr = r.paramIsMaster ? dMaster.get() : dParam.get();
+  adam(r.dtype, r.skip ? nullptr : dGrad.get(), dMaster.as<float>(),
+       dM.as<float>(), dV.as<float>(), paramPtr, n, kStep, kLr, kBeta1, kBeta2,
+       kEps, kWeightDecay, r.adamw, maxNorm, r.skip ? nullptr : dStats.get(),
+       r.skip ? nullptr : dScale.get(), r.divisor, r.skip);
+  Buffer gMaster = dMaster.download(), gM = dM.download(), gV = dV.download();
+  Buffer gParam = r.paramIsMaster ? gMaster : dParam.download();
+
+  // CPU.
+  Buffer cMaster = master, cM = m, cV = v, cParam = param;
+  zrt_adam(r.dtype, grad.data(), static_cast<float *>(cMaster.data()),
+           static_cast<float *>(cM.data()), static_cast<float *>(cV.data()),
+           r.paramIsMaster ? cMaster.data() : cParam.data(), n, kStep, kLr,
+           kBeta1, kBeta2, kEps, kWeightDecay, r.adamw, maxNorm, stats.data(),
+           float(scale), r.skip);
+  if (r.paramIsMaster)
+    cParam = cMaster;
+
+  if (r.skip) {
+    // Master and moments untouched, bit for bit; the copy is the master's.
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(sameBits(gMaster.get(i), master.get(i))) << i;
+      ASSERT_TRUE(sameBits(gM.get(i), m.get(i))) << i;
+      ASSERT_TRUE(sameBits(gV.get(i), v.get(i))) << i;
+      ASSERT_TRUE(sameBits(gParam.get(i), cParam.get(i))) << i;
+    }
+    return;
+  }
+
+  double gs = double(zrt_clip_coefficient(stats.data(), maxNorm)) / scale;
+  double bc1 = 1.0 - std::pow(kBeta1, double(kStep));
+  double bc2Sqrt = std::sqrt(1.0 - std::pow(kBeta2, double(kStep)));
+  auto gradTerm = [&](int64_t i) {
+    double a = std::fabs(grad.get(i) * gs);
+    if (!r.adamw)
+      a += std::fabs(kWeightDecay * master.get(i));
+    return a;
+  };
+  expectAdamClose(
+      gM, cM,
+      [&](int64_t i) {
+        return kAdamUlps * (std::fabs(m.get(i)) + gradTerm(i));
+      },
+      "exp_avg");
+  expectAdamClose(
+      gV, cV,
+      [&](int64_t i) {
+        double a = gradTerm(i);
+        return kAdamUlps * (std::fabs(v.get(i)) + a * a);
+      },
+      "exp_avg_sq");
+  auto masterTol = [&](int64_t i) {
+    double denom = std::sqrt(cV.get(i)) / bc2Sqrt + kEps;
+    return 4 * FLT_EPSILON * std::fabs(cMaster.get(i)) +
+           kAdamUlps * kLr / bc1 * (std::fabs(m.get(i)) + gradTerm(i)) / denom;
+  };
+  expectAdamClose(gMaster, cMaster, masterTol, "master");
+  if (r.dtype == ZRT_F32)
+    expectAdamClose(gParam, cParam, masterTol, "param");
+  else
+    expectAdamClose(
+        gParam, cParam,
+        [&](int64_t i) { return ulp16(r.dtype, cParam.get(i)); }, "param");
+  // Whatever the CPU does, the copy is this kernel's master rounded.
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_TRUE(
+        sameBits(gParam.get(i), zrt_test::roundTo(r.dtype, gMaster.get(i))))
+        << "param " << i;
+}
+
+TEST_P(CudaOptimizerTest, AdamMatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  for (int32_t adamw : {0, 1})
+    for (bool clip : {false, true})
+      for (auto [lossScale, divisor] :
+           {std::pair<float, double>{1.0f, 1.0}, {1024.0f, 4.0}}) {
+        AdamRun r{dtype()};
+        r.adamw = adamw;
+        r.clip = clip;
+        r.lossScale = lossScale;
+        r.divisor = divisor;
+        runAdam(r, rng);
+      }
+}
+
+TEST_P(CudaOptimizerTest, AdamSmallAndEmpty) {
+  ZRT_REQUIRE_GPU();
+  for (int64_t n : {1, 3, 4, 5, 8, 13}) {
+    AdamRun r{dtype()};
+    r.n = n;
+    r.clip = true;
+    runAdam(r, rng);
+    r.offsets[0] = r.offsets[1] = r.offsets[2] = r.offsets[3] = r.offsets[4] =
+        1;
+    runAdam(r, rng);
+  }
+  // n = 0 touches nothing (and reads no buffer).
+  float canary = 42.0f;
+  DeviceFloats buf({canary}), stats({0.0f, 4.0f});
+  adam(dtype(), nullptr, buf.get(), buf.get(), buf.get(), nullptr, 0, kStep,
+       kLr, kBeta1, kBeta2, kEps, kWeightDecay, 1, 1.0, stats.get(), nullptr,
+       1.0, 0);
+  EXPECT_EQ(buf.download()[0], canary);
+}
+
+TEST_P(CudaOptimizerTest, AdamMisaligned) {
+  ZRT_REQUIRE_GPU();
+  // Every pointer one element off: the vectorized path after a scalar head.
+  AdamRun all{dtype()};
+  for (int64_t &o : all.offsets)
+    o = 1;
+  runAdam(all, rng);
+  // Pointers that disagree (only one of them off): the scalar path.
+  for (int which = 0; which < 5; ++which) {
+    AdamRun one{dtype()};
+    one.adamw = which % 2;
+    one.offsets[which] = 1;
+    runAdam(one, rng);
+  }
+}
+
+TEST_P(CudaOptimizerTest, AdamGridStride) {
+  ZRT_REQUIRE_GPU();
+  // More units than one pass of the grid over a 132-multiprocessor device
+  // covers, with a tail.
+  AdamRun r{dtype()};
+  r.n = 5000011;
+  r.clip = true;
+  r.lossScale = 65536.0f;
+  runAdam(r, rng);
+}
+
+TEST_P(CudaOptimizerTest, AdamSkippedStep) {
+  ZRT_REQUIRE_GPU();
+  for (int64_t offset : {0, 1}) {
+    AdamRun r{dtype()};
+    r.skip = 1;
+    r.offsets[4] = offset;
+    runAdam(r, rng);
+  }
+}
+
+TEST(CudaOptimizerF32Test, AdamParamIsMaster) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (int32_t adamw : {0, 1}) {
+    AdamRun r{ZRT_F32};
+    r.adamw = adamw;
+    r.paramIsMaster = true;
+    r.lossScale = 8.0f;
+    runAdam(r, rng);
+    r.skip = 1;
+    runAdam(r, rng);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOptimizerTest,
+                         ::testing::Values(ZRT_F32, ZRT_BF16, ZRT_F16),
+                         [](const ::testing::TestParamInfo<int32_t> &info) {
+                           return std::string(dtypeName(info.param));
+                         });
+
+} // namespace

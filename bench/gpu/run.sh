@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# The GPU benchmarks of docs/benchmarks.md (not a test; needs an NVIDIA GPU),
+# all on the same GPU in one run:
+#   kernels  zrt-cuda-bench: the CUDA fused Adam and overflow check against a
+#            device-to-device copy -> bench/results/gpu_kernels.json
+#   torch    bench/gpu/gpt2_torch.py: a GPT-2 124M training step in PyTorch
+#            eager -> bench/results/gpu_gpt2_torch.json
+#   zero     the same step from zero-model-gen gpt2 | zero-compile --target
+#            cuda, trained with --log-json -> bench/results/gpu_gpt2_zero.json
+# then re-renders the docs' gpu table (bench/update_docs.py --only gpu). With
+# RESULTS=$OUT on a lent GPU machine, copy the gpu_*.json files it returns
+# into bench/results/ and run `bench/update_docs.py --only gpu` here.
+#
+#   bench/gpu/run.sh [build-dir]
+#
+# build-dir (default build/) must be configured with
+# -DZRT_BUILD_BENCHMARKS=ON; without a build.ninja there it is configured
+# here (Release, benchmarks on). The targets each part needs are built
+# first; a part whose tools are not in the build (e.g. no MLIR on the GPU
+# machine, so no zero-compile) records why it was skipped and the others
+# still run.
+#
+# Environment: ONLY (a subset of "kernels torch zero"), DTYPE (bf16 or fp32,
+# default bf16), BATCH (8), SEQ (1024), STEPS (timed steps, 20), WARMUP (3),
+# LOG2_PARAMS (kernel sizes, 24,28), REPS (20), RESULTS (bench/results).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+results=${RESULTS:-$root/bench/results}
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+only=${ONLY:-kernels torch zero}
+want() { [[ " $only " == *" $1 "* ]]; }
+dtype=${DTYPE:-bf16}
+batch=${BATCH:-8}
+seq=${SEQ:-1024}
+steps=${STEPS:-20}
+warmup=${WARMUP:-3}
+case $dtype in
+  bf16) gen_dtype=bf16 ;;
+  fp32) gen_dtype=f32 ;;
+  *) echo "run.sh: DTYPE must be bf16 or fp32, not '$dtype'" >&2; exit 1 ;;
+esac
+
+if ! gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total \
+    --format=csv,noheader 2>/dev/null) || [[ -z $gpu ]]; then
+  echo "run.sh: no NVIDIA GPU here (nvidia-smi found none); nothing measured" >&2
+  exit 2
+fi
+echo "== GPU: $gpu"
+cat >"$results/gpu_machine.json" <<JSON
+{
+  "gpu": "$(echo "$gpu" | head -1 | tr -d '"')",
+  "gpus": $(echo "$gpu" | wc -l),
+  "cpu": "$(lscpu | sed -n 's/^Model name: *//p' | head -1)",
+  "date": "$(date -u +%Y-%m-%d)"
+}
+JSON
+
+build=$(cd "${1:-$root/build}" 2>/dev/null && pwd || echo "${1:-$root/build}")
+if [[ ! -f $build/build.ninja ]]; then
+  echo "== configuring $build"
+  cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DZRT_BUILD_BENCHMARKS=ON -DZERO_ENABLE_CUDA=ON || exit 1
+fi
+targets=$(ninja -C "$build" -t targets all 2>/dev/null | sed 's/:.*//')
+have_target() { grep -qx "$1" <<<"$targets"; }
+build_targets() {
+  local t missing=()
+  for t in "$@"; do
+    have_target "$t" || missing+=("$t")
+  done
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "not in the build: ${missing[*]}"
+    return 1
+  fi
+  ninja -C "$build" -j"$(nproc)" "$@" >&2 || { echo "build failed"; return 1; }
+}
+
+# skipped FILE REASON: the part's result file says why it was not measured.
+skipped() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+json.dump({"skipped": sys.argv[2]}, open(sys.argv[1], "w"), indent=2)
+PY
+  echo "-- skipped: $2" >&2
+}
+
+failed=()
+
+if want kernels; then
+  echo "== optimizer kernels vs device copy"
+  rm -f "$results/gpu_kernels.json"
+  if why=$(build_targets zrt-cuda-bench); then
+    bin=$(find "$build" -name zrt-cuda-bench -type f -perm -u+x | head -1)
+    if ! "$bin" \
+        --log2-params "${LOG2_PARAMS:-24,28}" --reps "${REPS:-20}" \
+        --json "$results/gpu_kernels.json"; then
+      failed+=(kernels)
+    fi
+  else
+    skipped "$results/gpu_kernels.json" "zrt-cuda-bench: $why"
+  fi
+fi
+
+if want torch; then
+  echo "== GPT-2 step, PyTorch eager"
+  rm -f "$results/gpu_gpt2_torch.json"
+  if ! python3 "$here/gpt2_torch.py" --batch "$batch" --seq "$seq" \
+      --steps "$steps" --warmup "$warmup" --dtype "$dtype" \
+      --json "$results/gpu_gpt2_torch.json"; then
+    failed+=(torch)
+  fi
+fi
+
+# zero_step WORK: generates, compiles and trains the zero-mlir GPT-2 step in
+# WORK and writes its result file.
+zero_step() {
+  local work=$1
+  "$build/bin/zero-model-gen" gpt2 --layers 12 --hidden 768 --heads 12 \
+    --vocab 50257 --seq "$seq" --batch "$batch" --dtype "$gen_dtype" \
+    -o "$work/gpt2.mlir" || return 1
+  "$build/bin/zero-compile" --target cuda "$work/gpt2.mlir" \
+    -o "$work/gpt2-cuda" || return 1
+  # Random tokens in nanoGPT's train.bin format (uint16).
+  python3 - "$work/tokens.bin" "$((batch * seq * 4 + 1))" <<'PY' || return 1
+import random, struct, sys
+n = max(int(sys.argv[2]), 1 << 20)
+rng = random.Random(0)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<%dH" % n, *(rng.randrange(50257) for _ in range(n))))
+PY
+  "$work/gpt2-cuda" --steps "$((warmup + steps))" --data "$work/tokens.bin" \
+    --log-json "$work/log.jsonl" --quiet || return 1
+  # The median step_ms (slowest rank) of the steps after the warm-up.
+  python3 - "$work/log.jsonl" "$results/gpu_gpt2_zero.json" "$warmup" \
+    "$batch" "$seq" "$dtype" <<'PY'
+import json, math, statistics, sys
+log, out, warmup, batch, seq, dtype = sys.argv[1:]
+warmup, batch, seq = int(warmup), int(batch), int(seq)
+lines = [json.loads(l) for l in open(log) if l.strip()]
+timed = lines[warmup:]
+if not timed:
+    sys.exit("no steps after the warm-up in " + log)
+ms = [l["step_ms"] for l in timed]
+losses = [l["loss"] for l in timed]
+if not all(math.isfinite(x) for x in losses):
+    sys.exit("non-finite loss: %s" % losses)
+median = statistics.median(ms)
+json.dump({
+    "model": "gpt2", "layers": 12, "hidden": 768, "heads": 12,
+    "vocab": 50257, "batch": batch, "seq": seq, "dtype": dtype,
+    "target": "cuda", "warmup": warmup, "steps": len(timed),
+    "step_ms_median": median, "step_ms": ms,
+    "tokens_per_s": batch * seq / (median / 1000.0),
+    "loss_first": losses[0], "loss_last": losses[-1],
+    "skipped_steps": sum(1 for l in timed if l.get("skipped")),
+    "peak_bytes": max(l.get("peak_bytes", 0) for l in timed),
+}, open(out, "w"), indent=2)
+print("zero-mlir: median step %.2f ms" % median)
+PY
+}
+
+if want zero; then
+  echo "== GPT-2 step, zero-mlir --target cuda"
+  rm -f "$results/gpu_gpt2_zero.json"
+  # The CUDA runtime libraries that an executable of --target cuda links,
+  # whichever of them this build defines.
+  cuda_libs=()
+  for t in zero_runtime_cuda zero_runtime_cuda_kernels; do
+    have_target "$t" && cuda_libs+=("$t")
+  done
+  if why=$(build_targets zero-model-gen zero-compile zero_runtime \
+      zero_runtime_main "${cuda_libs[@]}"); then
+    work=$(mktemp -d)
+    zero_step "$work" || failed+=(zero)
+    rm -rf "$work"
+  else
+    skipped "$results/gpu_gpt2_zero.json" "zero-mlir GPT-2: $why"
+  fi
+fi
+
+# Only the gpu table: the other tables' results come from the CPU runs.
+python3 "$root/bench/update_docs.py" --results "$results" --only gpu
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "run.sh: failed: ${failed[*]}" >&2
+  exit 1
+fi
