@@ -15,12 +15,12 @@ the warm-up, then the median over rounds. Exposed communication: from the
 rank traces, the time spent in `wait ...` spans (the compute thread blocked
 on a collective) inside each measured step span, over the step span.
 
-The rank traces record only the waits of asynchronous collectives (the
-prefetched stage-3 gathers, and reductions with overlap-comm); collectives
-issued synchronously (the default gradient all-reduce / reduce-scatters) are
-inside the "micro step" and "boundary" spans. So the exposed communication
-is also estimated without the trace: each world size N > 1 gets a
-communication-free reference: the same model with the per-rank batch
+The rank traces record the waits of asynchronous collectives (the
+prefetched stage-3 gathers, reductions with overlap-comm) and, as `wait ...`
+spans too, the collectives issued synchronously (the default gradient
+all-reduce / reduce-scatters), so the trace's share is the exposed
+communication. It is cross-checked without the trace: each world size N > 1
+gets a communication-free reference: the same model with the per-rank batch
 (global batch / N) compiled for one rank, N copies started together as
 plain processes (so they share the cores as the N ranks do), same threads
 per rank, in the same rounds; exposed ~= step(N ranks) - step(reference),

@@ -13,6 +13,7 @@
 
 #include "Collectives.h"
 #include "Kernels.h"
+#include "Mpi.h"
 
 #include <mpi.h>
 
@@ -209,14 +210,7 @@ extern "C" zrt_comm *zrt_comm_world(void) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.world)
     return s.world;
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    // Kernels thread with OpenMP, but only the calling thread talks to MPI.
-    int provided;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-    s.ownsMpi = true;
-  }
+  s.ownsMpi = initializeMpi();
   auto *world = new zrt_comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &world->comm);
   MPI_Comm_rank(world->comm, &world->rank);

@@ -20,6 +20,7 @@
 
 #include "Driver.h"
 #include "Device.h"
+#include "Mpi.h"
 #include "Support.h"
 
 #include <mpi.h>
@@ -757,12 +758,8 @@ void Driver::chooseThreads() {
   if (std::getenv("OMP_NUM_THREADS"))
     return;
   // Ranks on one node share its cores.
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx.rank,
-                      MPI_INFO_NULL, &node);
-  int local = 1;
-  MPI_Comm_size(node, &local);
-  MPI_Comm_free(&node);
+  int localRank = 0, local = 1;
+  nodeRank(MPI_COMM_WORLD, localRank, local);
   int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   zrt_set_num_threads(std::max(1, cores / local));
 }
@@ -813,12 +810,8 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   // The backend's device (a GPU per rank on a node for CUDA), before any
   // tensor memory exists.
   if (!everywhere([&] {
-        MPI_Comm node;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx.rank,
-                            MPI_INFO_NULL, &node);
-        int localRank = 0;
-        MPI_Comm_rank(node, &localRank);
-        MPI_Comm_free(&node);
+        int localRank = 0, localSize = 1;
+        nodeRank(MPI_COMM_WORLD, localRank, localSize);
         device::initialize(localRank);
       }))
     return false;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Permutation.h"
 
 #include <cstring>
 
@@ -15,55 +16,7 @@ using namespace zrt;
 
 namespace {
 
-constexpr int kMaxRank = 8;
 constexpr int64_t kTile = 32;
-
-/// A permuted copy reduced to its essentials: output dims (row-major,
-/// contiguous) with the input stride of each, size-1 dims dropped and dims
-/// merged where they are contiguous in the input too.
-struct Permutation {
-  int rank = 0;
-  int64_t size[kMaxRank];
-  int64_t inStride[kMaxRank];
-  int64_t outStride[kMaxRank];
-};
-
-Permutation simplify(int rank, const int64_t *inShape, const int64_t *perm) {
-  if (rank < 0 || rank > kMaxRank)
-    fatal("zrt_transpose: rank %d is not in [0, %d]", rank, kMaxRank);
-  int64_t stride[kMaxRank];
-  bool seen[kMaxRank] = {};
-  int64_t s = 1;
-  for (int i = rank - 1; i >= 0; --i) {
-    if (inShape[i] < 0)
-      fatal("zrt_transpose: negative dimension");
-    stride[i] = s;
-    s *= inShape[i];
-  }
-  Permutation p;
-  for (int i = 0; i < rank; ++i) {
-    if (perm[i] < 0 || perm[i] >= rank || seen[perm[i]])
-      fatal("zrt_transpose: invalid permutation");
-    seen[perm[i]] = true;
-    int64_t size = inShape[perm[i]], st = stride[perm[i]];
-    if (size == 1)
-      continue;
-    if (p.rank > 0 && p.inStride[p.rank - 1] == st * size) {
-      p.size[p.rank - 1] *= size;
-      p.inStride[p.rank - 1] = st;
-      continue;
-    }
-    p.size[p.rank] = size;
-    p.inStride[p.rank] = st;
-    ++p.rank;
-  }
-  s = 1;
-  for (int i = p.rank - 1; i >= 0; --i) {
-    p.outStride[i] = s;
-    s *= p.size[i];
-  }
-  return p;
-}
 
 /// Input offset of the output element whose index in the dims other than
 /// `skipA` and `skipB` is `linear` (row-major over those dims).
@@ -174,7 +127,7 @@ void segmentCopy(int64_t elemSize, char *whole, char *const *parts,
 extern "C" void zrt_transpose(int32_t dtype, const void *in, void *out,
                               int32_t rank, const int64_t *inShape,
                               const int64_t *perm) {
-  Permutation p = simplify(rank, inShape, perm);
+  Permutation p = simplifyPermutation(rank, inShape, perm);
   int64_t n = 1;
   for (int i = 0; i < rank; ++i)
     n *= inShape[i];

@@ -344,11 +344,18 @@ void zrt::splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
 void zrt::launch(zrt_ctx *ctx, int32_t slot, const char *what,
             std::vector<int64_t> tokens, std::function<void()> done) {
   if (slot < 0) {
-    WaitScope watched(ctx->waitState, what);
-    for (int64_t t : tokens)
-      zrt_wait(t);
+    // A synchronous collective: the whole call is exposed communication.
+    double start = ctx->tracing ? ctx->nowUs() : 0.0;
+    {
+      WaitScope watched(ctx->waitState, what);
+      for (int64_t t : tokens)
+        zrt_wait(t);
+    }
     if (done)
       done();
+    if (ctx->tracing)
+      ctx->trace.push_back(
+          {std::string("wait ") + what, start, ctx->nowUs() - start});
     return;
   }
   if (size_t(slot) >= ctx->slots.size())

@@ -11,9 +11,8 @@
 
 #include "CommCuda.h"
 #include "CudaSupport.h"
+#include "Mpi.h"
 #include "Support.h"
-
-#include <mpi.h>
 
 #include <mutex>
 #include <stdexcept>
@@ -57,17 +56,6 @@ size_t elementSize(int32_t dtype) { return size_t(zrt_dtype_size(dtype)); }
 
 char *at(void *base, int64_t elements, int32_t dtype) {
   return static_cast<char *>(base) + size_t(elements) * elementSize(dtype);
-}
-
-int localRankOf(MPI_Comm comm) {
-  MPI_Comm node;
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
-  return local;
 }
 
 void createNccl(zrt_comm *comm) {
@@ -122,8 +110,11 @@ void zrt::cuda::initializeWorld(int localRank) {
 }
 
 ncclComm_t zrt::cuda::ncclOf(zrt_comm *comm) {
-  if (!comm->nccl)
-    initializeWorld(localRankOf(comm->comm));
+  if (!comm->nccl) {
+    int localRank, localSize;
+    nodeRank(comm->comm, localRank, localSize);
+    initializeWorld(localRank);
+  }
   return comm->nccl;
 }
 
@@ -223,13 +214,7 @@ extern "C" zrt_comm *zrt_comm_world(void) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.world)
     return s.world;
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-    s.ownsMpi = true;
-  }
+  s.ownsMpi = initializeMpi();
   auto *world = new zrt_comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &world->comm);
   MPI_Comm_rank(world->comm, &world->rank);

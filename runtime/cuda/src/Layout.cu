@@ -10,6 +10,7 @@
 
 #include "CudaKernels.h"
 #include "DeviceUtil.cuh"
+#include "Permutation.h"
 #include "Support.h"
 
 #include <initializer_list>
@@ -19,70 +20,18 @@ using namespace zrt::cuda;
 
 namespace {
 
-constexpr int kMaxRank = 8;
 constexpr int kThreads = 256;
 constexpr int kTile = 32;
 constexpr int kTileRows = 8;
 constexpr int kTileThreads = kTile * kTileRows;
-
-/// A permuted copy reduced to its essentials, as the CPU backend does:
-/// output dims (row-major, contiguous) with the input stride of each, size-1
-/// dims dropped and dims merged where they are contiguous in the input too.
-struct Permutation {
-  int rank = 0;
-  int64_t size[kMaxRank] = {};
-  int64_t inStride[kMaxRank] = {};
-  int64_t outStride[kMaxRank] = {};
-};
-
-void computeOutStrides(Permutation &p) {
-  int64_t s = 1;
-  for (int i = p.rank - 1; i >= 0; --i) {
-    p.outStride[i] = s;
-    s *= p.size[i];
-  }
-}
-
-Permutation simplify(int rank, const int64_t *inShape, const int64_t *perm) {
-  if (rank < 0 || rank > kMaxRank)
-    fatal("zrt_transpose: rank %d is not in [0, %d]", rank, kMaxRank);
-  int64_t stride[kMaxRank];
-  bool seen[kMaxRank] = {};
-  int64_t s = 1;
-  for (int i = rank - 1; i >= 0; --i) {
-    if (inShape[i] < 0)
-      fatal("zrt_transpose: negative dimension");
-    stride[i] = s;
-    s *= inShape[i];
-  }
-  Permutation p;
-  for (int i = 0; i < rank; ++i) {
-    if (perm[i] < 0 || perm[i] >= rank || seen[perm[i]])
-      fatal("zrt_transpose: invalid permutation");
-    seen[perm[i]] = true;
-    int64_t size = inShape[perm[i]], st = stride[perm[i]];
-    if (size == 1)
-      continue;
-    if (p.rank > 0 && p.inStride[p.rank - 1] == st * size) {
-      p.size[p.rank - 1] *= size;
-      p.inStride[p.rank - 1] = st;
-      continue;
-    }
-    p.size[p.rank] = size;
-    p.inStride[p.rank] = st;
-    ++p.rank;
-  }
-  computeOutStrides(p);
-  return p;
-}
 
 /// Sizes and input strides of a gather in Idx arithmetic (32-bit when the
 /// tensor allows: 64-bit division is several times slower).
 template <typename Idx>
 struct GatherArgs {
   int rank;
-  Idx size[kMaxRank];
-  Idx inStride[kMaxRank];
+  Idx size[kMaxTransposeRank];
+  Idx inStride[kMaxTransposeRank];
 };
 
 /// out[o] = in[offset of o]: writes are contiguous, reads follow the
@@ -94,7 +43,7 @@ __global__ void __launch_bounds__(kThreads)
   for (Idx o = Idx(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += stride) {
     Idx rem = o, off = 0;
 #pragma unroll
-    for (int i = kMaxRank - 1; i >= 0; --i) {
+    for (int i = kMaxTransposeRank - 1; i >= 0; --i) {
       if (i < a.rank) {
         off += (rem % a.size[i]) * a.inStride[i];
         rem /= a.size[i];
@@ -266,7 +215,7 @@ void segmentCopy(int64_t elemSize, char *whole, char *const *parts,
 void zrt::cuda::transpose(int32_t dtype, const void *in, void *out,
                           int32_t rank, const int64_t *inShape,
                           const int64_t *perm) {
-  Permutation p = simplify(rank, inShape, perm);
+  Permutation p = simplifyPermutation(rank, inShape, perm);
   int64_t elemSize = elementSize(dtype, "zrt_transpose");
   int64_t n = 1;
   for (int i = 0; i < rank; ++i)
