@@ -66,6 +66,23 @@ using namespace mlir::zero;
 // the whole machine instead (2-thread 2048^3 sgemm 414 GFLOP/s, STREAM triad
 // 27.8 GB/s, idle Open MPI busbw 2.2 GB/s, 0.18 us per step): the numbers of
 // a single large rank, 3-10x off for the small models trained here.
+// A rank's share of the machine moves every rate (one rank owns both cores
+// and gets ~3x the GEMM rate and memory bandwidth per process of a rank
+// beside another), so the `cpu` preset also carries rows by ranks per node,
+// which simulateStep uses instead of the 2-rank medians above: the
+// zrt-bench-calibrate run with 1, 2 and 4 ranks of 2026-11-22 01:45
+// (docs/benchmarks.md, calibration table).
+static const RankShare kCpuShares[] = {
+    {/*ranks=*/1, /*gemmFlops=*/117.5e9, /*memoryBandwidth=*/32.77e9,
+     /*kernelOverhead=*/0.088e-6},
+    {/*ranks=*/2, /*gemmFlops=*/32.5e9, /*memoryBandwidth=*/7.96e9,
+     /*kernelOverhead=*/0.090e-6, /*linkBandwidth=*/1.072e9,
+     /*collectiveLatency=*/0.393e-3},
+    {/*ranks=*/4, /*gemmFlops=*/24.7e9, /*memoryBandwidth=*/9.09e9,
+     /*kernelOverhead=*/0.086e-6, /*linkBandwidth=*/1.057e9,
+     /*collectiveLatency=*/0.335e-3},
+};
+
 static const HardwarePreset kPresets[] = {
     {"h100-sxm",
      "NVIDIA H100 SXM 80GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
@@ -88,8 +105,30 @@ static const HardwarePreset kPresets[] = {
      "between ranks on shared cores",
      /*gemmFlops16=*/36e9, /*gemmFlops32=*/36e9,
      /*memoryBandwidth=*/11e9, /*linkBandwidth=*/0.86e9,
-     /*collectiveLatency=*/0.41e-3, /*kernelOverhead=*/0.22e-6},
+     /*collectiveLatency=*/0.41e-3, /*kernelOverhead=*/0.22e-6,
+     /*shares=*/kCpuShares},
 };
+
+HardwarePreset HardwarePreset::forWorldSize(int64_t worldSize) const {
+  HardwarePreset hw = *this;
+  const RankShare *row = nullptr;
+  for (const RankShare &share : shares)
+    if (share.ranks <= worldSize)
+      row = &share;
+  if (!row)
+    return hw;
+  // Beyond the last calibrated row, more processes divide the same cores.
+  double crowd = worldSize > row->ranks ? double(row->ranks) / worldSize : 1;
+  hw.gemmFlops16 = hw.gemmFlops32 = row->gemmFlops * crowd;
+  hw.memoryBandwidth = row->memoryBandwidth * crowd;
+  hw.kernelOverhead = row->kernelOverhead;
+  if (row->linkBandwidth > 0)
+    hw.linkBandwidth = row->linkBandwidth;
+  if (row->collectiveLatency > 0)
+    hw.collectiveLatency = row->collectiveLatency;
+  hw.shares = {};
+  return hw;
+}
 
 ArrayRef<HardwarePreset> mlir::zero::getHardwarePresets() { return kPresets; }
 
@@ -412,7 +451,8 @@ FailureOr<StepTimeline> Simulator::run() {
 
 FailureOr<StepTimeline> mlir::zero::simulateStep(const StepSchedule &schedule,
                                                  const HardwarePreset &hw) {
-  return Simulator(schedule, hw).run();
+  HardwarePreset rates = hw.forWorldSize(schedule.getWorldSize());
+  return Simulator(schedule, rates).run();
 }
 
 //===----------------------------------------------------------------------===//

@@ -22,6 +22,19 @@
 
 namespace mlir::zero {
 
+/// The rates of one rank while `ranks` ranks share a node's cores (the
+/// `cpu` preset: its ranks are processes on one machine, so each gets less
+/// of it the more there are).
+struct RankShare {
+  int64_t ranks = 1;
+  double gemmFlops = 0;
+  double memoryBandwidth = 0;
+  double kernelOverhead = 0;
+  /// 0: the preset's (a single rank has no collectives to calibrate).
+  double linkBandwidth = 0;
+  double collectiveLatency = 0;
+};
+
 /// Machine parameters of the cost model.
 struct HardwarePreset {
   StringRef name;
@@ -38,6 +51,14 @@ struct HardwarePreset {
   double collectiveLatency = 0;
   /// Fixed cost of launching one kernel, seconds.
   double kernelOverhead = 0;
+  /// Calibrated per-rank rates by ranks per node, ascending (empty: the
+  /// rates above hold for any world size, one device per rank).
+  ArrayRef<RankShare> shares = {};
+
+  /// The rates of a rank in a world of `worldSize` ranks: the share row of
+  /// the largest calibrated `ranks` <= worldSize, its compute rates divided
+  /// further when more ranks than that share the node.
+  HardwarePreset forWorldSize(int64_t worldSize) const;
 };
 
 /// The known presets (h100-sxm, h200-sxm, cpu).
