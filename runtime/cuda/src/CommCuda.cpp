@@ -98,13 +98,23 @@ void zrt::cuda::initializeWorld(int localRank) {
     return;
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0)
+  if (err == cudaSuccess && count > 0)
+    err = cudaSetDevice(localRank % count);
+  bool usable = err == cudaSuccess && count > 0;
+  // Agree before NCCL's bootstrap: a rank without a GPU must not leave the
+  // others blocked in the unique id's broadcast or in ncclCommInitRank.
+  int mine = usable ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm->comm);
+  if (!usable)
     throw std::runtime_error(
         std::string("no usable CUDA GPU (") +
         (err != cudaSuccess ? cudaGetErrorString(err) : "no device found") +
         "); this program was compiled with --target cuda, recompile it "
         "with --target cpu to run without a GPU");
-  ZRT_CUDA_CHECK(cudaSetDevice(localRank % count));
+  // Another rank has no GPU and reports it; this one creates nothing (its
+  // caller ends every rank after the same agreement).
+  if (!all)
+    return;
   s.deviceChosen = true;
   createNccl(comm);
 }
@@ -114,6 +124,8 @@ ncclComm_t zrt::cuda::ncclOf(zrt_comm *comm) {
     int localRank, localSize;
     nodeRank(comm->comm, localRank, localSize);
     initializeWorld(localRank);
+    if (!comm->nccl)
+      fatal("NCCL: no communicator (a rank has no usable CUDA GPU)");
   }
   return comm->nccl;
 }

@@ -271,8 +271,10 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x != 0)
     return;
   // As zrt_check_overflow: the sum of squares over the squared scale, in
-  // fp64.
-  double scale = (lossScale ? double(*lossScale) : 1.0) * divisor;
+  // fp64; the scale is rounded to fp32 first, as the CPU's zrt_ctx_* calls
+  // pass float(loss scale * divisor).
+  double scale =
+      double(float((lossScale ? double(*lossScale) : 1.0) * divisor));
   float sq = float(total / (scale * scale));
   float flag = anyBad ? 1.0f : 0.0f;
   if (first) {
@@ -338,7 +340,10 @@ __device__ inline float gradScale(const AdamArgs &a) {
     // As torch's clamp(max=1): a NaN norm stays NaN.
     clip = coef >= 1.0 ? 1.0 : double(float(coef));
   }
-  double scale = (a.lossScale ? double(*a.lossScale) : 1.0) * a.divisor;
+  // Rounded to fp32 first, as the CPU's zrt_ctx_adam passes
+  // float(loss scale * divisor) to zrt_adam.
+  double scale =
+      double(float((a.lossScale ? double(*a.lossScale) : 1.0) * a.divisor));
   return float(clip / scale);
 }
 

@@ -19,6 +19,7 @@
 #include "Program.h"
 #include "Support.h"
 
+#include <algorithm>
 #include <mutex>
 
 using namespace zrt;
@@ -39,6 +40,29 @@ LossSlots &lossSlots() {
 
 char *elements(char *base, int64_t n, const zrt_ctx *ctx) {
   return base + n * ctx->computeBytes;
+}
+
+/// memmove on the compute stream: cudaMemcpyAsync forbids overlapping
+/// ranges, so overlapping ones move in stream-ordered pieces no longer than
+/// the distance between them (front first when moving down, back first
+/// when moving up), each piece free of overlap.
+void moveBytes(char *dst, const char *src, int64_t bytes) {
+  if (bytes <= 0 || dst == src)
+    return;
+  int64_t gap = dst > src ? dst - src : src - dst;
+  if (gap >= bytes) {
+    cuda::copy(dst, src, bytes);
+    return;
+  }
+  if (dst < src) {
+    for (int64_t at = 0; at < bytes; at += gap)
+      cuda::copy(dst + at, src + at, std::min(gap, bytes - at));
+  } else {
+    for (int64_t end = bytes; end > 0; end -= gap) {
+      int64_t at = std::max<int64_t>(0, end - gap);
+      cuda::copy(dst + at, src + at, end - at);
+    }
+  }
 }
 
 } // namespace
@@ -123,9 +147,9 @@ extern "C" void zrt_ctx_bucket_add(zrt_ctx *ctx, void *bucket, int64_t at,
   if (at < 0 || count < 0)
     fatal("zrt_ctx_bucket_add: negative offset or count");
   char *dst = elements(static_cast<char *>(bucket), at, ctx);
-  // Contiguous gradients were computed in the bucket already.
-  if (dst != src)
-    cuda::copy(dst, src, count * ctx->computeBytes);
+  // Contiguous gradients were computed in the bucket already. The CPU
+  // backend moves (memmove); so does this one.
+  moveBytes(dst, static_cast<const char *>(src), count * ctx->computeBytes);
 }
 
 extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
