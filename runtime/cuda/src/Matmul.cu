@@ -1,1 +1,262 @@
-// Matmul.cu: being written.
+//===- Matmul.cu - (Batched) matrix products through cuBLASLt -------------===//
+//
+// Part of the zero-mlir project.
+//
+// zrt_matmul on the device. cuBLASLt is column-major, so the row-major
+// product C = op(A) op(B) runs as C^T = op(B)^T op(A)^T: the stored rhs is
+// cuBLASLt's A and the stored lhs its B, each with its transpose flag
+// unchanged. The batch folds into the rows when the rhs is shared and A is
+// not transposed (one large product), else it is a strided batch whose rhs
+// stride is 0 when the rhs is shared. Accumulation is true fp32
+// (CUBLAS_COMPUTE_32F, never TF32) so results compare with the CPU backend.
+//
+// The workspace is the scratch zero_rt/scratch.h plans for zrt_matmul, so
+// the measured peak matches the plan: 0 bytes for f32, the CPU backend's
+// panel bytes for 16-bit types. Descriptors and the heuristic's choice are
+// cached per shape and operand alignment: a training step repeats the same
+// shapes every iteration.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+#include "CudaSupport.h"
+#include "Support.h"
+
+#include "zero_rt/scratch.h"
+
+#include <cublasLt.h>
+
+#include <climits>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+using namespace zrt;
+using namespace zrt::cuda;
+
+namespace {
+
+#define ZRT_CUBLASLT_CHECK(expr)                                               \
+  do {                                                                         \
+    cublasStatus_t zrtStatus_ = (expr);                                        \
+    if (zrtStatus_ != CUBLAS_STATUS_SUCCESS)                                   \
+      ::zrt::fatal("cuBLASLt: %s failed: %s", #expr,                           \
+                   cublasLtGetStatusName(zrtStatus_));                         \
+  } while (0)
+
+/// The process's cuBLASLt handle. Never destroyed: it may be used by
+/// static destructors of other objects and the driver frees it at exit.
+cublasLtHandle_t handle() {
+  static cublasLtHandle_t h = [] {
+    computeStream(); // selects the device and creates its context
+    cublasLtHandle_t created = nullptr;
+    ZRT_CUBLASLT_CHECK(cublasLtCreate(&created));
+    return created;
+  }();
+  return h;
+}
+
+/// Everything the heuristic's choice depends on.
+struct PlanKey {
+  int32_t dtype;
+  bool ta, tb;
+  int64_t batch, rows, n, k; // rows: m, or batch * m when folded
+  // Elements between batch items (0 for a shared rhs) and byte alignments
+  // of the stored lhs, rhs and output.
+  int64_t strideLhs, strideRhs;
+  uint32_t alignLhs, alignRhs, alignOut;
+
+  bool operator<(const PlanKey &o) const {
+    return std::tie(dtype, ta, tb, batch, rows, n, k, strideLhs, strideRhs,
+                    alignLhs, alignRhs, alignOut) <
+           std::tie(o.dtype, o.ta, o.tb, o.batch, o.rows, o.n, o.k, o.strideLhs,
+                    o.strideRhs, o.alignLhs, o.alignRhs, o.alignOut);
+  }
+};
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  // In cuBLASLt's roles: a is the stored rhs, b the stored lhs.
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+};
+
+void destroyPlan(Plan &p) {
+  cublasLtMatrixLayoutDestroy(p.c);
+  cublasLtMatrixLayoutDestroy(p.b);
+  cublasLtMatrixLayoutDestroy(p.a);
+  cublasLtMatmulDescDestroy(p.desc);
+}
+
+cudaDataType_t cudaType(int32_t dtype) {
+  return dtype == ZRT_F32    ? CUDA_R_32F
+         : dtype == ZRT_BF16 ? CUDA_R_16BF
+                             : CUDA_R_16F;
+}
+
+/// A column-major layout of rows x cols with leading dimension ld and
+/// `batch` items `stride` elements apart.
+cublasLtMatrixLayout_t makeLayout(cudaDataType_t type, int64_t rows,
+                                  int64_t cols, int64_t ld, int64_t batch,
+                                  int64_t stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  ZRT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows),
+                                                uint64_t(cols), ld));
+  if (batch > 1) {
+    int32_t count = int32_t(batch);
+    ZRT_CUBLASLT_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    ZRT_CUBLASLT_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+        sizeof(stride)));
+  }
+  return layout;
+}
+
+Plan makePlan(const PlanKey &key, int64_t workspaceBytes) {
+  cudaDataType_t type = cudaType(key.dtype);
+  Plan p;
+  ZRT_CUBLASLT_CHECK(
+      cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // cuBLASLt's A is the stored rhs: [k, n] row-major is column-major
+  // [n, k] (ld n); stored transposed, [n, k] row-major is [k, n] (ld k).
+  cublasOperation_t opA = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // cuBLASLt's B is the stored lhs: [m, k] row-major is column-major
+  // [k, m] (ld k); stored transposed, [k, m] row-major is [m, k] (ld m).
+  cublasOperation_t opB = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  ZRT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+  ZRT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  int64_t m = key.rows, n = key.n, k = key.k;
+  p.a = key.tb ? makeLayout(type, k, n, k, key.batch, key.strideRhs)
+               : makeLayout(type, n, k, n, key.batch, key.strideRhs);
+  p.b = key.ta ? makeLayout(type, m, k, m, key.batch, key.strideLhs)
+               : makeLayout(type, k, m, k, key.batch, key.strideLhs);
+  p.c = makeLayout(type, n, m, n, key.batch, m * n);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  ZRT_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t maxWorkspace = uint64_t(workspaceBytes);
+  ZRT_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &maxWorkspace,
+      sizeof(maxWorkspace)));
+  // The heuristic assumes 256-byte aligned operands unless told otherwise;
+  // arena offsets and batch strides can be less aligned.
+  uint32_t alignA = key.alignRhs, alignB = key.alignLhs, alignC = key.alignOut;
+  ZRT_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA,
+      sizeof(alignA)));
+  ZRT_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB,
+      sizeof(alignB)));
+  ZRT_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC,
+      sizeof(alignC)));
+  ZRT_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC,
+      sizeof(alignC)));
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  ZRT_CUBLASLT_CHECK(cublasLtMatmulAlgoGetHeuristic(
+      handle(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (found == 0)
+    fatal("zrt_matmul: cuBLASLt has no algorithm for batch %lld, m %lld, "
+          "n %lld, k %lld (dtype %d)",
+          (long long)key.batch, (long long)m, (long long)n, (long long)k,
+          int(key.dtype));
+  p.algo = result.algo;
+  return p;
+}
+
+/// Plans are kept for the process; a program with unboundedly many shapes
+/// would grow the cache forever, so it starts over past this size.
+constexpr size_t kMaxPlans = 1024;
+
+struct PlanCache {
+  std::mutex mutex;
+  std::map<PlanKey, Plan> plans;
+};
+
+PlanCache &planCache() {
+  static PlanCache *cache = new PlanCache; // outlives static destructors
+  return *cache;
+}
+
+/// The largest power of two (at most 256) dividing the address and every
+/// batch item's offset.
+uint32_t alignment(const void *ptr, int64_t strideBytes) {
+  uint64_t bits =
+      uint64_t(reinterpret_cast<uintptr_t>(ptr)) | uint64_t(strideBytes) | 256;
+  return uint32_t(bits & (~bits + 1));
+}
+
+} // namespace
+
+void zrt::cuda::matmul(int32_t dtype, const void *a, const void *b, void *c,
+                       int64_t batch, int64_t m, int64_t n, int64_t k,
+                       int32_t transposeA, int32_t transposeB,
+                       int32_t bIsBatched) {
+  checkDims("zrt_matmul", batch, m, n, k);
+  if (batch == 0 || m == 0 || n == 0)
+    return;
+  int64_t elem = 0;
+  dispatch(dtype, "zrt_matmul", [&](auto tag) { elem = sizeof(tag); });
+  if (k == 0) {
+    ZRT_CUDA_CHECK(
+        cudaMemsetAsync(c, 0, size_t(batch * m * n * elem), computeStream()));
+    return;
+  }
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+    fatal("zrt_matmul: dimensions exceed the cuBLASLt int range");
+
+  bool ta = transposeA != 0, tb = transposeB != 0, bBatched = bIsBatched != 0;
+  // The same fold as the CPU backend (and the scratch formula), while the
+  // folded rows still fit cuBLASLt's int32 dimensions.
+  bool fold = !ta && !bBatched && batch * m <= INT32_MAX;
+  PlanKey key{};
+  key.dtype = dtype;
+  key.ta = ta;
+  key.tb = tb;
+  key.batch = fold ? 1 : batch;
+  key.rows = fold ? batch * m : m;
+  key.n = n;
+  key.k = k;
+  key.strideLhs = key.rows * k;
+  key.strideRhs = bBatched ? k * n : 0;
+  if (key.batch > INT32_MAX)
+    fatal("zrt_matmul: batch %lld exceeds the cuBLASLt int range",
+          (long long)batch);
+  bool batched = key.batch > 1;
+  key.alignLhs = alignment(a, batched ? key.strideLhs * elem : 0);
+  key.alignRhs = alignment(b, batched ? key.strideRhs * elem : 0);
+  key.alignOut = alignment(c, batched ? key.rows * n * elem : 0);
+
+  // Exactly the planned scratch; a workspace of 0 bytes for f32.
+  DeviceScratch workspace(
+      zrt_scratch_matmul(dtype, batch, m, n, k, transposeA, bIsBatched));
+  {
+    PlanCache &cache = planCache();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.plans.find(key);
+    if (it == cache.plans.end()) {
+      if (cache.plans.size() >= kMaxPlans) {
+        // Descriptors are host objects that enqueued launches no longer
+        // reference.
+        for (auto &entry : cache.plans)
+          destroyPlan(entry.second);
+        cache.plans.clear();
+      }
+      it = cache.plans.emplace(key, makePlan(key, workspace.size())).first;
+    }
+    const Plan &plan = it->second;
+    float alpha = 1.0f, beta = 0.0f;
+    // Under the lock: another thread may clear the cache and destroy the
+    // descriptors.
+    ZRT_CUBLASLT_CHECK(
+        cublasLtMatmul(handle(), plan.desc, &alpha, b, plan.a, a, plan.b, &beta,
+                       c, plan.c, c, plan.c, &plan.algo, workspace.as(),
+                       size_t(workspace.size()), computeStream()));
+  }
+}

@@ -1,3 +1,435 @@
-// Being written.
+//===- MatmulAttentionTest.cpp - CUDA matmul and attention vs the CPU -----===//
+//
+// Part of the zero-mlir project.
+//
+// cuda::matmul, cuda::attention and cuda::attentionGrad against zrt_matmul,
+// zrt_attention and zrt_attention_grad on the same inputs: every dtype, all
+// transpose combinations, batches with shared and batched rhs, odd sizes,
+// k = 0 and empty products, causal and full attention with head dims that
+// take each kernel path (64, 128, padded 40 and 72, unaligned 37, chunked
+// 200 and 260), pointers off alignment, determinism, and the scratch the
+// compiler plans for both.
+//
+// Tolerances. Both backends compute in fp32 from the same stored inputs;
+// only the summation order (and the exponential) differ.
+//  * matmul: a k-term fp32 dot product in any order is within
+//    k * 2^-24 * sum_l |a_l b_l| of the exact value (gamma_k), twice that
+//    for tensor cores that truncate instead of rounding; the two results are
+//    within the sum of both bounds, 4 k 2^-24 sum_l |a_l b_l| with margin.
+//    16-bit results are those fp32 values rounded once more on each side:
+//    at most one ulp (2u |c|) apart on top, checked as 3u |c|.
+//  * attention: every output sums at most K = max(seq, head_dim) terms of
+//    values (probabilities, dS) that themselves carry a few fp32 roundings;
+//    the difference grows like sqrt(K) 2^-24 relative to the largest output.
+//    1e-5 sqrt(K) max|want| leaves a margin of about 40 over that estimate,
+//    while a wrong mask, tile or chunk is off by O(max|want|). dQ and dK
+//    come from dS = P (dP - delta), which cancels (exactly for one key, where
+//    o = v): they may be pure rounding noise of size about
+//    2^-24 scale head_dim max|dO| (max|v| + max|o|) max(|q|, |k|), allowed
+//    8 times over. 16-bit adds the final rounding, 3u |want| as for
+//    matmul.
+//
+//===----------------------------------------------------------------------===//
+
 #include "CudaTestUtil.h"
-TEST(Placeholder, Gpu) { ZRT_REQUIRE_GPU(); }
+#include "TestUtil.h"
+
+#include "zero_rt/scratch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace zrt::cuda;
+using zrt::cuda::test::DeviceBuffer;
+using zrt_test::Buffer;
+using zrt_test::dtypeName;
+using zrt_test::randomBuffer;
+using zrt_test::subnormalRoundoff;
+using zrt_test::unitRoundoff;
+
+namespace {
+
+constexpr int32_t kDtypes[] = {ZRT_F32, ZRT_BF16, ZRT_F16};
+const double kF32 = std::ldexp(1.0, -24);
+
+int64_t elemSize(int32_t dtype) { return zrt_dtype_size(dtype); }
+
+/// A device copy of a host buffer that starts `offset` elements into its
+/// allocation (cudaMalloc returns 256-byte aligned memory, so offset 1 puts
+/// the data off every vector alignment).
+class DeviceArray {
+public:
+  DeviceArray(const Buffer &host, int64_t offset = 0)
+      : dtype(host.dtype), n(host.size()), offset(offset),
+        mem(size_t((n + offset + 1) * elemSize(dtype))) {
+    ZRT_CUDA_CHECK(cudaMemcpy(get(), host.data(), size_t(n * elemSize(dtype)),
+                              cudaMemcpyHostToDevice));
+  }
+
+  void *get() const { return mem.get<char>() + offset * elemSize(dtype); }
+  /// Waits for the compute stream first.
+  Buffer download() const {
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+    Buffer host(dtype, n);
+    ZRT_CUDA_CHECK(cudaMemcpy(host.data(), get(), size_t(n * elemSize(dtype)),
+                              cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+private:
+  int32_t dtype;
+  int64_t n, offset;
+  DeviceBuffer mem;
+};
+
+Buffer filled(int32_t dtype, int64_t n, double value) {
+  return Buffer(dtype, std::vector<double>(size_t(n), value));
+}
+
+double maxAbs(const std::vector<double> &v) {
+  double m = 0;
+  for (double x : v)
+    m = std::max(m, std::fabs(x));
+  return m;
+}
+
+/// Expects |got - want| <= tol(i) everywhere; reports the first few misses.
+template <typename Tol>
+void expectWithin(const Buffer &got, const Buffer &want, const Tol &tol,
+                  const std::string &what) {
+  std::vector<double> g = got.values(), w = want.values();
+  ASSERT_EQ(g.size(), w.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    double t = tol(i, w[i]);
+    if (!(std::fabs(g[i] - w[i]) <= t)) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i]
+                    << ", the CPU has " << w[i] << " (tolerance " << t << ")";
+      if (++failures == 5)
+        return;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+struct MatmulCase {
+  int64_t batch, m, n, k;
+  int32_t bBatched;
+};
+
+std::string describe(int32_t dtype, const MatmulCase &c, int32_t ta,
+                     int32_t tb) {
+  return std::string("matmul ") + dtypeName(dtype) + " batch " +
+         std::to_string(c.batch) + " m " + std::to_string(c.m) + " n " +
+         std::to_string(c.n) + " k " + std::to_string(c.k) + " ta " +
+         std::to_string(ta) + " tb " + std::to_string(tb) + " b_batched " +
+         std::to_string(c.bBatched);
+}
+
+/// Runs both backends on random inputs and compares within the bound of the
+/// header comment, computed per element from sum_l |a_l b_l|.
+void checkMatmul(int32_t dtype, const MatmulCase &c, int32_t ta, int32_t tb,
+                 std::mt19937 &rng, int64_t offset = 0) {
+  int64_t m = c.m, n = c.n, k = c.k;
+  int64_t aN = c.batch * m * k, bN = (c.bBatched ? c.batch : 1) * k * n,
+          cN = c.batch * m * n;
+  Buffer a = randomBuffer(dtype, rng, aN), b = randomBuffer(dtype, rng, bN);
+  Buffer want(dtype, cN);
+  zrt_matmul(dtype, a.data(), b.data(), want.data(), c.batch, m, n, k, ta, tb,
+             c.bBatched);
+  DeviceArray da(a, offset), db(b, offset), dc(filled(dtype, cN, 7.0), offset);
+  matmul(dtype, da.get(), db.get(), dc.get(), c.batch, m, n, k, ta, tb,
+         c.bBatched);
+  Buffer got = dc.download();
+
+  std::vector<double> av = a.values(), bv = b.values();
+  std::vector<double> bound(static_cast<size_t>(cN));
+  for (int64_t i = 0; i < c.batch; ++i) {
+    const double *ai = av.data() + i * m * k;
+    const double *bi = bv.data() + (c.bBatched ? i * k * n : 0);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t l = 0; l < k; ++l)
+          s += std::fabs(ta ? ai[l * m + r] : ai[r * k + l]) *
+               std::fabs(tb ? bi[j * k + l] : bi[l * n + j]);
+        bound[size_t((i * m + r) * n + j)] = s;
+      }
+  }
+  double u = dtype == ZRT_F32 ? 0.0 : unitRoundoff(dtype);
+  expectWithin(
+      got, want,
+      [&](size_t i, double w) {
+        return 4.0 * double(k) * kF32 * bound[i] + 3.0 * u * std::fabs(w) +
+               2.0 * subnormalRoundoff(dtype);
+      },
+      describe(dtype, c, ta, tb));
+}
+
+TEST(CudaMatmul, MatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(1);
+  // Odd sizes, batches that fold (shared rhs, lhs not transposed) and that
+  // do not, a long reduction, and single elements.
+  const MatmulCase cases[] = {
+      {1, 37, 29, 53, 0},  {3, 17, 33, 40, 0}, {3, 17, 33, 40, 1},
+      {2, 64, 128, 96, 1}, {1, 5, 7, 300, 0},  {4, 1, 1, 1, 1},
+      {2, 70, 9, 130, 0},
+  };
+  for (int32_t dtype : kDtypes)
+    for (const MatmulCase &c : cases)
+      for (int32_t ta = 0; ta < 2; ++ta)
+        for (int32_t tb = 0; tb < 2; ++tb)
+          checkMatmul(dtype, c, ta, tb, rng);
+}
+
+TEST(CudaMatmul, LargeProducts) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(2);
+  // Beyond the CPU backend's 512-row panels, where cuBLASLt picks its large
+  // tiles (and may split k through the workspace).
+  for (int32_t dtype : kDtypes) {
+    checkMatmul(dtype, {1, 520, 600, 700, 0}, 0, 0, rng);
+    checkMatmul(dtype, {2, 300, 260, 530, 1}, 1, 1, rng);
+  }
+}
+
+TEST(CudaMatmul, UnalignedPointers) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(3);
+  for (int32_t dtype : kDtypes)
+    for (int32_t ta = 0; ta < 2; ++ta)
+      for (int32_t tb = 0; tb < 2; ++tb) {
+        checkMatmul(dtype, {2, 33, 17, 45, 1}, ta, tb, rng, 1);
+        checkMatmul(dtype, {3, 31, 18, 24, 0}, ta, tb, rng, 1);
+      }
+}
+
+TEST(CudaMatmul, EmptyAndZeroK) {
+  ZRT_REQUIRE_GPU();
+  for (int32_t dtype : kDtypes) {
+    // k = 0: c is all zeros, as an empty sum.
+    Buffer a(dtype, 1), b(dtype, 1);
+    DeviceArray da(a), db(b), dc(filled(dtype, 2 * 3 * 4, 7.0));
+    matmul(dtype, da.get(), db.get(), dc.get(), 2, 3, 4, 0, 0, 1, 0);
+    EXPECT_EQ(dc.download().values(), std::vector<double>(24, 0.0))
+        << dtypeName(dtype);
+    // An empty c: nothing is written.
+    DeviceArray untouched(filled(dtype, 4, 7.0));
+    matmul(dtype, da.get(), db.get(), untouched.get(), 0, 3, 4, 5, 0, 0, 1);
+    matmul(dtype, da.get(), db.get(), untouched.get(), 2, 0, 4, 5, 1, 0, 0);
+    matmul(dtype, da.get(), db.get(), untouched.get(), 2, 3, 0, 5, 0, 1, 0);
+    EXPECT_EQ(untouched.download().values(), std::vector<double>(4, 7.0))
+        << dtypeName(dtype);
+  }
+}
+
+TEST(CudaMatmul, ScratchIsThePlannedWorkspace) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(4);
+  for (int32_t dtype : kDtypes)
+    for (int32_t ta = 0; ta < 2; ++ta) {
+      int64_t batch = 3, m = 100, n = 50, k = 70;
+      Buffer a = randomBuffer(dtype, rng, batch * m * k),
+             b = randomBuffer(dtype, rng, k * n);
+      DeviceArray da(a), db(b), dc(Buffer(dtype, batch * m * n));
+      ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+      ASSERT_EQ(zrt_scratch_bytes_in_use(), 0);
+      zrt_memory_reset_peak();
+      matmul(dtype, da.get(), db.get(), dc.get(), batch, m, n, k, ta, 0, 0);
+      ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+      int64_t planned = zrt_scratch_matmul(dtype, batch, m, n, k, ta, 0);
+      EXPECT_EQ(planned == 0, dtype == ZRT_F32);
+      EXPECT_EQ(zrt_scratch_peak_bytes(), planned)
+          << dtypeName(dtype) << " ta " << ta;
+      EXPECT_EQ(zrt_scratch_bytes_in_use(), 0);
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+struct AttnCase {
+  int64_t batch, heads, seq, dim;
+  double scale;
+};
+
+struct AttnData {
+  Buffer q, k, v, dO;
+};
+
+AttnData randomAttn(int32_t dtype, const AttnCase &c, std::mt19937 &rng) {
+  int64_t n = c.batch * c.heads * c.seq * c.dim;
+  // Scores of a few units: peaked but not one-hot softmax rows.
+  return {randomBuffer(dtype, rng, n, -2, 2),
+          randomBuffer(dtype, rng, n, -2, 2), randomBuffer(dtype, rng, n),
+          randomBuffer(dtype, rng, n)};
+}
+
+std::string describe(int32_t dtype, const AttnCase &c, int32_t causal) {
+  return std::string("attention ") + dtypeName(dtype) + " batch " +
+         std::to_string(c.batch) + " heads " + std::to_string(c.heads) +
+         " seq " + std::to_string(c.seq) + " head_dim " +
+         std::to_string(c.dim) + " causal " + std::to_string(causal);
+}
+
+/// The tolerance of the header comment; `noise` is the cancellation term
+/// of dQ and dK.
+void expectAttnClose(const Buffer &got, const Buffer &want, const AttnCase &c,
+                     const std::string &what, double noise = 0) {
+  double floor =
+      1e-5 * std::sqrt(double(std::max(c.seq, c.dim))) * maxAbs(want.values()) +
+      noise;
+  double u = want.dtype == ZRT_F32 ? 0.0 : unitRoundoff(want.dtype);
+  expectWithin(
+      got, want,
+      [&](size_t, double w) {
+        return floor + 3.0 * u * std::fabs(w) +
+               2.0 * subnormalRoundoff(want.dtype);
+      },
+      what);
+}
+
+/// Forward and backward of both backends on the same inputs; the backward
+/// gets the CPU's o on both sides so that its comparison stands alone.
+void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
+                    std::mt19937 &rng, int64_t offset = 0) {
+  int64_t n = c.batch * c.heads * c.seq * c.dim;
+  AttnData in = randomAttn(dtype, c, rng);
+  std::string what = describe(dtype, c, causal);
+  Buffer o(dtype, n), dq(dtype, n), dk(dtype, n), dv(dtype, n);
+  zrt_attention(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(), c.batch,
+                c.heads, c.seq, c.dim, causal, c.scale);
+  zrt_attention_grad(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
+                     in.dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
+                     c.heads, c.seq, c.dim, causal, c.scale);
+
+  DeviceArray gq(in.q, offset), gk(in.k, offset), gv(in.v, offset),
+      gdO(in.dO, offset), go(o, offset);
+  Buffer junk = filled(dtype, n, 7.0);
+  DeviceArray gout(junk, offset), gdq(junk, offset), gdk(junk, offset),
+      gdv(junk, offset);
+  attention(dtype, gq.get(), gk.get(), gv.get(), gout.get(), c.batch, c.heads,
+            c.seq, c.dim, causal, c.scale);
+  attentionGrad(dtype, gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
+                gdq.get(), gdk.get(), gdv.get(), c.batch, c.heads, c.seq, c.dim,
+                causal, c.scale);
+  expectAttnClose(gout.download(), o, c, what + " o");
+  double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.dim));
+  double noise = 8.0 * kF32 * scale * double(c.dim) * maxAbs(in.dO.values()) *
+                 (maxAbs(in.v.values()) + maxAbs(o.values())) *
+                 std::max(maxAbs(in.q.values()), maxAbs(in.k.values()));
+  expectAttnClose(gdq.download(), dq, c, what + " dq", noise);
+  expectAttnClose(gdk.download(), dk, c, what + " dk", noise);
+  expectAttnClose(gdv.download(), dv, c, what + " dv");
+}
+
+TEST(CudaAttention, MatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  // Head dims: 64 and 128 (one chunk), 40 and 72 (zero-padded chunk), 37
+  // (scalar loads), 200 and 260 (two and three 128-column chunks, one
+  // output chunk per block). Sequences: partial tiles, a single row, a
+  // multiple of the tile. Explicit scales besides 1/sqrt(head_dim).
+  const AttnCase cases[] = {
+      {2, 3, 100, 64, 0},  {1, 2, 130, 128, 0}, {1, 2, 77, 40, 0},
+      {1, 2, 64, 72, 0.3}, {2, 1, 33, 37, 0},   {1, 1, 70, 200, 0.1},
+      {1, 1, 50, 260, 0},  {1, 3, 1, 64, 0},    {1, 1, 192, 16, 1.0},
+  };
+  for (int32_t dtype : kDtypes)
+    for (const AttnCase &c : cases)
+      for (int32_t causal = 0; causal < 2; ++causal)
+        checkAttention(dtype, c, causal, rng);
+}
+
+TEST(CudaAttention, UnalignedPointers) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(6);
+  // head_dim 64 with every tensor one element off: the scalar load path.
+  for (int32_t dtype : kDtypes)
+    for (int32_t causal = 0; causal < 2; ++causal)
+      checkAttention(dtype, {1, 2, 90, 64, 0}, causal, rng, 1);
+}
+
+TEST(CudaAttention, Deterministic) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(7);
+  AttnCase c{2, 2, 150, 64, 0};
+  int64_t n = c.batch * c.heads * c.seq * c.dim;
+  for (int32_t dtype : kDtypes) {
+    AttnData in = randomAttn(dtype, c, rng);
+    DeviceArray q(in.q), k(in.k), v(in.v), dO(in.dO);
+    DeviceArray o(Buffer(dtype, n));
+    attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
+              c.seq, c.dim, 1, c.scale);
+    std::vector<double> first[3];
+    for (int run = 0; run < 2; ++run) {
+      DeviceArray dq(Buffer(dtype, n)), dk(Buffer(dtype, n)),
+          dv(Buffer(dtype, n));
+      attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
+                    dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.seq,
+                    c.dim, 1, c.scale);
+      std::vector<double> now[3] = {dq.download().values(),
+                                    dk.download().values(),
+                                    dv.download().values()};
+      for (int t = 0; t < 3; ++t) {
+        if (run == 0)
+          first[t] = now[t];
+        else
+          EXPECT_EQ(now[t], first[t]) << dtypeName(dtype) << " output " << t;
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, ScratchIsThePlannedRowTerms) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(8);
+  AttnCase c{2, 3, 45, 32, 0};
+  int64_t n = c.batch * c.heads * c.seq * c.dim;
+  for (int32_t dtype : kDtypes) {
+    AttnData in = randomAttn(dtype, c, rng);
+    DeviceArray q(in.q), k(in.k), v(in.v), dO(in.dO), o(Buffer(dtype, n)),
+        dq(Buffer(dtype, n)), dk(Buffer(dtype, n)), dv(Buffer(dtype, n));
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+    ASSERT_EQ(zrt_scratch_bytes_in_use(), 0);
+    zrt_memory_reset_peak();
+    attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
+              c.seq, c.dim, 0, c.scale);
+    EXPECT_EQ(zrt_scratch_peak_bytes(), 0) << dtypeName(dtype);
+    attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(), dq.get(),
+                  dk.get(), dv.get(), c.batch, c.heads, c.seq, c.dim, 0,
+                  c.scale);
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+    EXPECT_EQ(zrt_scratch_peak_bytes(),
+              zrt_scratch_attention_grad(c.batch, c.heads, c.seq, c.dim))
+        << dtypeName(dtype);
+    EXPECT_EQ(zrt_scratch_bytes_in_use(), 0);
+  }
+}
+
+TEST(CudaMatmulAttentionDeathTest, InvalidArguments) {
+  ZRT_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(matmul(ZRT_F32, nullptr, nullptr, nullptr, 1, -1, 2, 3, 0, 0, 0),
+               "negative dimension");
+  EXPECT_DEATH(matmul(7, nullptr, nullptr, nullptr, 1, 1, 1, 1, 0, 0, 0),
+               "unknown dtype");
+  EXPECT_DEATH(
+      attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 1, -2, 8, 0, 0),
+      "negative dimension");
+  EXPECT_DEATH(attentionGrad(ZRT_BF16, nullptr, nullptr, nullptr, nullptr,
+                             nullptr, nullptr, nullptr, nullptr, 1, 1, 4, 5462,
+                             1, 0),
+               "head_dim 5462 exceeds");
+}
+
+} // namespace
