@@ -66,21 +66,24 @@ using namespace mlir::zero;
 // the whole machine instead (2-thread 2048^3 sgemm 414 GFLOP/s, STREAM triad
 // 27.8 GB/s, idle Open MPI busbw 2.2 GB/s, 0.18 us per step): the numbers of
 // a single large rank, 3-10x off for the small models trained here.
-// A rank's share of the machine moves every rate (one rank owns both cores
-// and gets ~3x the GEMM rate and memory bandwidth per process of a rank
-// beside another), so the `cpu` preset also carries rows by ranks per node,
-// which simulateStep uses instead of the 2-rank medians above: the
-// zrt-bench-calibrate run with 1, 2 and 4 ranks of 2026-11-22 01:45
-// (docs/benchmarks.md, calibration table).
+// A rank's share of the machine moves every rate: 1 and 2 ranks get a core
+// each, 4 ranks share 2 cores, and the wait for the slowest rank at a
+// blocking collective grows with the ranks per core. So the `cpu` preset
+// also carries rows by ranks per node, which simulateStep uses instead of
+// the medians above: the zrt-bench-calibrate run with 1, 2 and 4 ranks
+// (one thread each) of 2026-11-22 03:53 (docs/benchmarks.md, calibration
+// table). The machine is shared: under load the same calibration gave 3.5x
+// lower 2-rank rates and 100x the 2-rank collective latency (01:45 run:
+// 32.5 GFLOP/s, 393 us per ring step).
 static const RankShare kCpuShares[] = {
-    {/*ranks=*/1, /*gemmFlops=*/117.5e9, /*memoryBandwidth=*/32.77e9,
+    {/*ranks=*/1, /*gemmFlops=*/118.0e9, /*memoryBandwidth=*/32.43e9,
      /*kernelOverhead=*/0.088e-6},
-    {/*ranks=*/2, /*gemmFlops=*/32.5e9, /*memoryBandwidth=*/7.96e9,
-     /*kernelOverhead=*/0.090e-6, /*linkBandwidth=*/1.072e9,
-     /*collectiveLatency=*/0.393e-3},
-    {/*ranks=*/4, /*gemmFlops=*/24.7e9, /*memoryBandwidth=*/9.09e9,
-     /*kernelOverhead=*/0.086e-6, /*linkBandwidth=*/1.057e9,
-     /*collectiveLatency=*/0.335e-3},
+    {/*ranks=*/2, /*gemmFlops=*/117.8e9, /*memoryBandwidth=*/32.18e9,
+     /*kernelOverhead=*/0.090e-6, /*linkBandwidth=*/4.22e9,
+     /*collectiveLatency=*/4.0e-6},
+    {/*ranks=*/4, /*gemmFlops=*/60.3e9, /*memoryBandwidth=*/32.63e9,
+     /*kernelOverhead=*/0.084e-6, /*linkBandwidth=*/2.91e9,
+     /*collectiveLatency=*/87.3e-6},
 };
 
 static const HardwarePreset kPresets[] = {

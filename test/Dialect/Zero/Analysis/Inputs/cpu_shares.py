@@ -5,16 +5,24 @@ import sys
 d = sys.argv[1]
 
 
-def get(name):
-    r = json.load(open(os.path.join(d, name + ".json")))
-    return r["predicted_step_ms"] - r["exposed_comm_ms"]
+def adam_us(name):
+    """Predicted time of rank 0's zero.adam spans (stage 0: every rank
+    updates all parameters, so the work does not depend on the world size;
+    only the rates do)."""
+    trace = json.load(open(os.path.join(d, name + ".json")))
+    return sum(e["dur"] for e in trace["traceEvents"]
+               if e.get("cat") == "compute" and e.get("pid") == 0 and
+               e["name"].startswith("zero.adam"))
 
 
-c1, c2, c4, c8 = get("c1"), get("c2"), get("c4"), get("c8")
-assert c1 * 2 < c2, (c1, c2)
-print("cpu: 1 rank faster than 2 by more than 2x")
-assert c8 > c4, (c4, c8)
-print("cpu: 8 ranks slower than 4")
-g1, g2 = get("g1"), get("g2")
-assert abs(g1 - g2) <= 0.05 * g1, (g1, g2)
-print("h100-sxm: compute independent of the world size")
+c4, c8 = adam_us("c4"), adam_us("c8")
+# Beyond the last calibrated row (4 ranks), twice the ranks share the same
+# cores: half the memory bandwidth each.
+assert 1.9 * c4 < c8 < 2.1 * c4, (c4, c8)
+print("cpu: 8 ranks get half the 4-rank bandwidth")
+c1, c2 = adam_us("c1"), adam_us("c2")
+assert c1 > 0 and c2 > 0, (c1, c2)
+print("cpu: rows for 1 and 2 ranks")
+g1, g2 = adam_us("g1"), adam_us("g2")
+assert abs(g1 - g2) <= 0.01 * g1, (g1, g2)
+print("h100-sxm: rates independent of the world size")
