@@ -269,22 +269,28 @@ def sec_calibration(r):
         doc = load(r, "calibration_np%d.json" % n)
         if doc:
             link = n > 1
+            att = doc.get("attention_flops")
             parts.append(
-                "| %d | %.1f | %.2f | %.3f | %s | %s | %s |" % (
+                "| %d | %.1f | %s | %.2f | %.3f | %s | %s | %s |" % (
                     n, doc["gemm_flops"] / 1e9,
+                    "%.1f" % (att / 1e9) if att else "",
                     doc["memory_bandwidth"] / 1e9,
                     doc["kernel_overhead_s"] * 1e6,
                     "%.3f" % (doc["link_bandwidth"] / 1e9) if link else "",
                     "%.2f" % (doc["collective_latency_s"] * 1e6)
                     if link else "",
-                    "%.0f" % (doc["sync_latency_s"] * 1e6) if link else ""))
+                    ("%.0f" % (doc["sync_latency_s"] * 1e6) +
+                     (" (after %.2f ms)" % (doc["sync_compute_s"] * 1e3)
+                      if doc.get("sync_compute_s") else ""))
+                    if link else ""))
     if not parts:
         return None
     return "\n".join([
-        "| ranks | GEMM GFLOP/s | streaming GB/s | kernel overhead us "
+        "| ranks | GEMM GFLOP/s | attention GFLOP/s | streaming GB/s "
+        "| kernel overhead us "
         "| all-reduce busbw GB/s | latency us / ring step, back to back "
         "| latency us / ring step, after compute |",
-        "|---:|---:|---:|---:|---:|---:|---:|"] + parts)
+        "|---:|---:|---:|---:|---:|---:|---:|---:|"] + parts)
 
 
 def sec_cost_model(r):

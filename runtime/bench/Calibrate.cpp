@@ -13,6 +13,8 @@
 //   gemm        zrt_matmul f32 at the shapes of gpt2-tiny (256 tokens per
 //               rank: forward, and the transposed backward products) and
 //               the mlp: total FLOPs / total time.
+//   attention   zrt_attention and zrt_attention_grad at gpt2-tiny's
+//               per-rank shapes, FLOPs as the cost model counts them.
 //   memory      the runtime's streaming kernels at those sizes (bias add,
 //               GELU and its gradient, layer norm, softmax, Adam over the
 //               gpt2-tiny parameters), bytes as the cost model counts them
@@ -157,6 +159,28 @@ int main(int argc, char **argv) {
                   measureRate(one, 3, 20) / 1e9);
     }
 
+  // --- fused attention at gpt2-tiny's per-rank shapes (4 x 4 heads x 64
+  // tokens x 32, causal), FLOPs as the cost model counts them: QK^T and PV
+  // halved by the mask, 2.5x that for the backward.
+  std::vector<Item> attention;
+  const int64_t ab = 4, ah = 4, at = 64, ad = 32;
+  const int64_t aelems = ab * ah * at * ad;
+  auto q = filled(aelems, 0.5f), kk = filled(aelems, 0.5f),
+       vv = filled(aelems, 0.5f), o = filled(aelems), dO = filled(aelems),
+       dq = filled(aelems), dk = filled(aelems), dv = filled(aelems);
+  const double attFlops = 4.0 * double(aelems) * double(at) / 2;
+  attention.push_back({attFlops, [&] {
+                         zrt_attention(ZRT_F32, q.data(), kk.data(), vv.data(),
+                                       o.data(), ab, ah, at, ad, 1, 0.0);
+                       }});
+  attention.push_back({2.5 * attFlops, [&] {
+                         zrt_attention_grad(ZRT_F32, q.data(), kk.data(),
+                                            vv.data(), o.data(), dO.data(),
+                                            dq.data(), dk.data(), dv.data(), ab,
+                                            ah, at, ad, 1, 0.0);
+                       }});
+  double attentionFlops = measureRate(attention, rounds, 20);
+
   // --- streaming kernels
   // ------------------------------------------------------
   std::vector<Item> streams;
@@ -212,7 +236,7 @@ int main(int argc, char **argv) {
 
   // --- link
   // ---------------------------------------------------------------------
-  double linkBandwidth = 0, latency = 0, syncLatency = 0;
+  double linkBandwidth = 0, latency = 0, syncLatency = 0, syncCompute = 0;
   if (world > 1) {
     const int64_t count = int64_t(1) << 20; // 4 MiB of f32
     auto in = filled(count), out = filled(count);
@@ -244,14 +268,16 @@ int main(int argc, char **argv) {
     // other processes are rarely in step: a blocking collective issued
     // after compute also waits for the slowest rank. Time an 8-byte
     // all-reduce after ~1 ms of GEMMs, as a step issues them.
-    std::vector<double> sync;
+    std::vector<double> sync, between;
     for (int r = 0; r < rounds; ++r) {
       MPI_Barrier(MPI_COMM_WORLD);
-      double total = 0;
+      double total = 0, computed = 0;
       const int iters = 50;
       for (int i = 0; i < iters; ++i) {
+        double c0 = MPI_Wtime();
         for (int k = 0; k < 3; ++k)
           gemms[k].run();
+        computed += MPI_Wtime() - c0;
         double t0 = MPI_Wtime();
         zrt_wait(
             zrt_all_reduce(comm, ZRT_F32, ZRT_SUM, in.data(), out.data(), 2));
@@ -260,8 +286,10 @@ int main(int argc, char **argv) {
       double t = total / iters, mean;
       MPI_Allreduce(&t, &mean, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
       sync.push_back(mean / world / (2.0 * (world - 1)));
+      between.push_back(computed / iters);
     }
     syncLatency = median(sync);
+    syncCompute = median(between);
   }
 
   if (rank == 0) {
@@ -270,6 +298,9 @@ int main(int argc, char **argv) {
     std::printf("  gemmFlops       %8.1f GFLOP/s (zrt_matmul f32, small-model "
                 "shapes)\n",
                 gemmFlops / 1e9);
+    std::printf("  attentionFlops  %8.1f GFLOP/s (zrt_attention and its "
+                "gradient f32, gpt2-tiny shapes)\n",
+                attentionFlops / 1e9);
     std::printf("  memoryBandwidth %8.2f GB/s (streaming kernels, model's "
                 "byte count)\n",
                 memoryBandwidth / 1e9);
@@ -280,20 +311,24 @@ int main(int argc, char **argv) {
                   "  latency         %8.2f us per ring step (8-byte "
                   "all-reduce / 2(n-1))\n"
                   "  syncLatency     %8.2f us per ring step (the same after "
-                  "~1 ms of compute, mean over ranks)\n",
-                  linkBandwidth / 1e9, latency * 1e6, syncLatency * 1e6);
+                  "%.2f ms of compute, mean over ranks)\n",
+                  linkBandwidth / 1e9, latency * 1e6, syncLatency * 1e6,
+                  syncCompute * 1e3);
     if (!json.empty()) {
       FILE *f = std::fopen(json.c_str(), "w");
       if (f) {
         std::fprintf(f,
                      "{\n  \"ranks\": %d,\n  \"rounds\": %d,\n"
-                     "  \"gemm_flops\": %.6g,\n  \"memory_bandwidth\": %.6g,\n"
+                     "  \"gemm_flops\": %.6g,\n  \"attention_flops\": %.6g,\n"
+                     "  \"memory_bandwidth\": %.6g,\n"
                      "  \"kernel_overhead_s\": %.6g,\n"
                      "  \"link_bandwidth\": %.6g,\n"
                      "  \"collective_latency_s\": %.6g,\n"
-                     "  \"sync_latency_s\": %.6g\n}\n",
-                     world, rounds, gemmFlops, memoryBandwidth, kernelOverhead,
-                     linkBandwidth, latency, syncLatency);
+                     "  \"sync_latency_s\": %.6g,\n"
+                     "  \"sync_compute_s\": %.6g\n}\n",
+                     world, rounds, gemmFlops, attentionFlops,
+                     memoryBandwidth, kernelOverhead,
+                     linkBandwidth, latency, syncLatency, syncCompute);
         std::fclose(f);
       }
     }

@@ -71,19 +71,23 @@ using namespace mlir::zero;
 // blocking collective grows with the ranks per core. So the `cpu` preset
 // also carries rows by ranks per node, which simulateStep uses instead of
 // the medians above: the zrt-bench-calibrate run with 1, 2 and 4 ranks
-// (one thread each) of 2026-11-22 03:53 (docs/benchmarks.md, calibration
-// table). The machine is shared: under load the same calibration gave 3.5x
+// (one thread each) of 2026-11-22 04:07 (docs/benchmarks.md, calibration
+// table). The CPU's fused attention runs at about 1/6 of the GEMM rate at
+// gpt2-tiny's shapes (64 x 32 heads), so it has its own rate. The machine is shared: under load the same calibration gave 3.5x
 // lower 2-rank rates and 100x the 2-rank collective latency (01:45 run:
 // 32.5 GFLOP/s, 393 us per ring step).
 static const RankShare kCpuShares[] = {
-    {/*ranks=*/1, /*gemmFlops=*/118.0e9, /*memoryBandwidth=*/32.43e9,
-     /*kernelOverhead=*/0.088e-6},
-    {/*ranks=*/2, /*gemmFlops=*/117.8e9, /*memoryBandwidth=*/32.18e9,
-     /*kernelOverhead=*/0.090e-6, /*linkBandwidth=*/4.22e9,
-     /*collectiveLatency=*/4.0e-6},
-    {/*ranks=*/4, /*gemmFlops=*/60.3e9, /*memoryBandwidth=*/32.63e9,
-     /*kernelOverhead=*/0.084e-6, /*linkBandwidth=*/2.91e9,
-     /*collectiveLatency=*/87.3e-6},
+    {/*ranks=*/1, /*gemmFlops=*/122.7e9, /*memoryBandwidth=*/32.31e9,
+     /*kernelOverhead=*/0.113e-6, /*linkBandwidth=*/0,
+     /*collectiveLatency=*/0, /*attentionFlops=*/19.27e9},
+    {/*ranks=*/2, /*gemmFlops=*/119.3e9, /*memoryBandwidth=*/33.17e9,
+     /*kernelOverhead=*/0.083e-6, /*linkBandwidth=*/4.19e9,
+     /*collectiveLatency=*/3.23e-6, /*attentionFlops=*/18.99e9,
+     /*backToBackLatency=*/0.50e-6, /*skewCompute=*/0.49e-3},
+    {/*ranks=*/4, /*gemmFlops=*/53.96e9, /*memoryBandwidth=*/16.83e9,
+     /*kernelOverhead=*/0.084e-6, /*linkBandwidth=*/2.84e9,
+     /*collectiveLatency=*/89.5e-6, /*attentionFlops=*/9.48e9,
+     /*backToBackLatency=*/0.98e-6, /*skewCompute=*/0.50e-3},
 };
 
 static const HardwarePreset kPresets[] = {
@@ -129,6 +133,9 @@ HardwarePreset HardwarePreset::forWorldSize(int64_t worldSize) const {
     hw.linkBandwidth = row->linkBandwidth;
   if (row->collectiveLatency > 0)
     hw.collectiveLatency = row->collectiveLatency;
+  hw.attentionFlops = row->attentionFlops * crowd;
+  hw.backToBackLatency = row->backToBackLatency;
+  hw.skewCompute = row->skewCompute;
   hw.shares = {};
   return hw;
 }
@@ -173,6 +180,8 @@ struct Work {
   Type gemmType;
   /// Collectives: ring steps per (n-1) and bandwidth factor per (n-1)/n.
   unsigned ringPasses = 1;
+  /// Kernels: a fused attention (its own FLOP rate where the preset has one).
+  bool attention = false;
 
   static Work kernel(double bytes, double flops = 0, Type gemmType = {}) {
     Work w;
@@ -219,6 +228,9 @@ private:
   int64_t n;
   int64_t microStep = 0;
   double computeFree = 0, commFree = 0;
+  /// Compute-stream time when the last collective was issued, and the
+  /// compute since then at the collective being timed (the ranks' skew).
+  double lastCollective = 0, computeSinceCollective = 0;
   llvm::DenseMap<Value, double> tokenDone;
   StepTimeline timeline;
 };
@@ -254,14 +266,20 @@ Work Simulator::getNNWork(Operation *op) const {
     double flops = 4.0 * q.getNumElements() * t;
     return causal ? flops / 2 : flops;
   };
-  if (auto att = dyn_cast<nn::AttentionOp>(op))
-    return Work::kernel(bytes, attentionFlops(att.getQuery(), att.getCausal()),
-                        getElementType(att.getQuery()));
-  if (auto att = dyn_cast<nn::AttentionGradOp>(op))
+  if (auto att = dyn_cast<nn::AttentionOp>(op)) {
+    Work w = Work::kernel(bytes, attentionFlops(att.getQuery(), att.getCausal()),
+                          getElementType(att.getQuery()));
+    w.attention = true;
+    return w;
+  }
+  if (auto att = dyn_cast<nn::AttentionGradOp>(op)) {
     // Recomputes QK^T and computes dV, dP, dQ, dK: ~2.5x the forward.
-    return Work::kernel(bytes,
-                        2.5 * attentionFlops(att.getQuery(), att.getCausal()),
-                        getElementType(att.getQuery()));
+    Work w = Work::kernel(bytes,
+                          2.5 * attentionFlops(att.getQuery(), att.getCausal()),
+                          getElementType(att.getQuery()));
+    w.attention = true;
+    return w;
+  }
   if (auto emb = dyn_cast<nn::EmbeddingOp>(op))
     // Reads only the looked-up rows of the table.
     return Work::kernel(valueBytes(emb.getIds()) +
@@ -344,6 +362,8 @@ double Simulator::seconds(const Work &w) const {
     double rate = hw.gemmFlops32;
     if (w.gemmType && w.gemmType.getIntOrFloatBitWidth() <= 16)
       rate = hw.gemmFlops16;
+    if (w.attention && hw.attentionFlops > 0)
+      rate = hw.attentionFlops;
     double compute = w.flops > 0 ? w.flops / rate : 0;
     return hw.kernelOverhead + std::max(compute, w.bytes / hw.memoryBandwidth);
   }
@@ -352,7 +372,12 @@ double Simulator::seconds(const Work &w) const {
       return 0;
     double steps = double(w.ringPasses) * (n - 1);
     double volume = double(w.ringPasses) * (n - 1) / n * w.bytes;
-    return steps * hw.collectiveLatency + volume / hw.linkBandwidth;
+    double latency = hw.collectiveLatency;
+    if (hw.skewCompute > 0 && hw.collectiveLatency > hw.backToBackLatency)
+      latency = hw.backToBackLatency +
+                (hw.collectiveLatency - hw.backToBackLatency) *
+                    std::min(1.0, computeSinceCollective / hw.skewCompute);
+    return steps * latency + volume / hw.linkBandwidth;
   }
   }
   llvm_unreachable("unknown work kind");
@@ -405,6 +430,10 @@ LogicalResult Simulator::step(Operation *op) {
   FailureOr<Work> work = getWork(op);
   if (failed(work))
     return failure();
+  if (work->kind == Work::Collective) {
+    computeSinceCollective = computeFree - lastCollective;
+    lastCollective = computeFree;
+  }
   double d = seconds(*work);
   if (work->kind == Work::Kernel) {
     record(op, describe(op), *work, "compute", 0, computeFree, d);

@@ -33,6 +33,12 @@ struct RankShare {
   /// 0: the preset's (a single rank has no collectives to calibrate).
   double linkBandwidth = 0;
   double collectiveLatency = 0;
+  /// Fused attention FLOP rate (0: the GEMM rate).
+  double attentionFlops = 0;
+  /// Latency of a ring step issued back to back, and the compute time after
+  /// which `collectiveLatency` was measured (see HardwarePreset).
+  double backToBackLatency = 0;
+  double skewCompute = 0;
 };
 
 /// Machine parameters of the cost model.
@@ -54,6 +60,16 @@ struct HardwarePreset {
   /// Calibrated per-rank rates by ranks per node, ascending (empty: the
   /// rates above hold for any world size, one device per rank).
   ArrayRef<RankShare> shares = {};
+  /// FLOP rate of the fused attention kernels (0: the GEMM rate), as the
+  /// model counts their FLOPs (QK^T and PV; 2.5x that backward).
+  double attentionFlops = 0;
+  /// Ranks that share cores drift apart while they compute, and a blocking
+  /// collective waits for the slowest: `collectiveLatency` was measured
+  /// after `skewCompute` seconds of compute. A collective issued after less
+  /// compute than that (since the previous one) pays the back-to-back
+  /// latency plus that fraction of the difference. 0: a constant latency.
+  double backToBackLatency = 0;
+  double skewCompute = 0;
 
   /// The rates of a rank in a world of `worldSize` ranks: the share row of
   /// the largest calibrated `ranks` <= worldSize, its compute rates divided
