@@ -26,3 +26,20 @@ print("cpu: rows for 1 and 2 ranks")
 g1, g2 = adam_us("g1"), adam_us("g2")
 assert abs(g1 - g2) <= 0.01 * g1, (g1, g2)
 print("h100-sxm: rates independent of the world size")
+
+
+def rate(trace, prefix):
+    """FLOPs per microsecond of rank 0's compute spans named `prefix`."""
+    flops = us = 0.0
+    for e in trace["traceEvents"]:
+        if (e.get("cat") == "compute" and e.get("pid") == 0 and
+                e["name"].split()[0] == prefix):
+            flops += e["args"]["flops"]
+            us += e["dur"]
+    return flops / us
+
+
+gc = json.load(open(os.path.join(d, "gc.json")))
+assert rate(gc, "nn.attention") < 0.5 * rate(gc, "nn.matmul"), (
+    rate(gc, "nn.attention"), rate(gc, "nn.matmul"))
+print("cpu: attention FLOPs at their own, slower rate")
