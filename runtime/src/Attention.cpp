@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Trace.h"
 #include "zero_rt/scratch.h"
 
 #include <limits>
@@ -332,6 +333,7 @@ extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
                               const void *v, void *o, int64_t batch,
                               int64_t heads, int64_t seq, int64_t headDim,
                               int32_t causal, double scale) {
+  KernelSpan span("zrt_attention");
   Attn a = makeAttn("zrt_attention", batch, heads, seq, headDim, causal, scale);
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
@@ -347,6 +349,7 @@ extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
                                    void *dq, void *dk, void *dv, int64_t batch,
                                    int64_t heads, int64_t seq, int64_t headDim,
                                    int32_t causal, double scale) {
+  KernelSpan span("zrt_attention_grad");
   Attn a =
       makeAttn("zrt_attention_grad", batch, heads, seq, headDim, causal, scale);
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)

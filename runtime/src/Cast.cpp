@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Trace.h"
 
 #include <algorithm>
 
@@ -12,6 +13,7 @@ using namespace zrt;
 
 extern "C" void zrt_cast(int32_t srcDtype, const void *src, int32_t dstDtype,
                          void *dst, int64_t n) {
+  KernelSpan span("zrt_cast");
   checkDims("zrt_cast", n);
   if (srcDtype == dstDtype) {
     zrt_copy(dst, src, n * dtypeSize(srcDtype));
@@ -35,6 +37,7 @@ extern "C" void zrt_cast(int32_t srcDtype, const void *src, int32_t dstDtype,
 }
 
 extern "C" void zrt_fill(int32_t dtype, void *dst, int64_t n, double value) {
+  KernelSpan span("zrt_fill");
   checkDims("zrt_fill", n);
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);

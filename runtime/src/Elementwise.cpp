@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Trace.h"
 
 using namespace zrt;
 
@@ -80,6 +81,7 @@ void broadcastMap(const char *kernel, const void *lhsPtr, const void *rhsPtr,
 
 extern "C" void zrt_add(int32_t dtype, const void *lhs, const void *rhs,
                         void *out, int64_t n, int64_t rhsN) {
+  KernelSpan span("zrt_add");
   dispatchFloat(dtype, [&](auto tag) {
     broadcastMap<decltype(tag)>("zrt_add", lhs, rhs, out, n, rhsN,
                                 [](float x, float y) { return x + y; });
@@ -88,6 +90,7 @@ extern "C" void zrt_add(int32_t dtype, const void *lhs, const void *rhs,
 
 extern "C" void zrt_mul(int32_t dtype, const void *lhs, const void *rhs,
                         void *out, int64_t n, int64_t rhsN) {
+  KernelSpan span("zrt_mul");
   dispatchFloat(dtype, [&](auto tag) {
     broadcastMap<decltype(tag)>("zrt_mul", lhs, rhs, out, n, rhsN,
                                 [](float x, float y) { return x * y; });
@@ -96,6 +99,7 @@ extern "C" void zrt_mul(int32_t dtype, const void *lhs, const void *rhs,
 
 extern "C" void zrt_scale(int32_t dtype, const void *in, void *out, int64_t n,
                           double factor) {
+  KernelSpan span("zrt_scale");
   checkDims("zrt_scale", n);
   float f = float(factor);
   dispatchFloat(dtype, [&](auto tag) {
@@ -104,6 +108,7 @@ extern "C" void zrt_scale(int32_t dtype, const void *in, void *out, int64_t n,
 }
 
 extern "C" void zrt_gelu(int32_t dtype, const void *x, void *y, int64_t n) {
+  KernelSpan span("zrt_gelu");
   checkDims("zrt_gelu", n);
   dispatchFloat(dtype, [&](auto tag) {
     unaryMap<decltype(tag)>(x, y, n, [](float v) { return gelu(v); });
@@ -112,6 +117,7 @@ extern "C" void zrt_gelu(int32_t dtype, const void *x, void *y, int64_t n) {
 
 extern "C" void zrt_gelu_grad(int32_t dtype, const void *x, const void *dy,
                               void *dx, int64_t n) {
+  KernelSpan span("zrt_gelu_grad");
   dispatchFloat(dtype, [&](auto tag) {
     broadcastMap<decltype(tag)>(
         "zrt_gelu_grad", x, dy, dx, n, n,
@@ -120,6 +126,7 @@ extern "C" void zrt_gelu_grad(int32_t dtype, const void *x, const void *dy,
 }
 
 extern "C" void zrt_relu(int32_t dtype, const void *x, void *y, int64_t n) {
+  KernelSpan span("zrt_relu");
   checkDims("zrt_relu", n);
   dispatchFloat(dtype, [&](auto tag) {
     // Written so that NaN propagates (as torch.relu) and overflow checks see
@@ -131,6 +138,7 @@ extern "C" void zrt_relu(int32_t dtype, const void *x, void *y, int64_t n) {
 
 extern "C" void zrt_relu_grad(int32_t dtype, const void *y, const void *dy,
                               void *dx, int64_t n) {
+  KernelSpan span("zrt_relu_grad");
   dispatchFloat(dtype, [&](auto tag) {
     broadcastMap<decltype(tag)>(
         "zrt_relu_grad", y, dy, dx, n, n,
@@ -140,6 +148,7 @@ extern "C" void zrt_relu_grad(int32_t dtype, const void *y, const void *dy,
 
 extern "C" void zrt_reduce_sum(int32_t dtype, const void *in, void *out,
                                int64_t rows, int64_t cols) {
+  KernelSpan span("zrt_reduce_sum");
   checkDims("zrt_reduce_sum", rows, cols);
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -163,6 +172,7 @@ extern "C" void zrt_reduce_sum(int32_t dtype, const void *in, void *out,
 }
 
 extern "C" void zrt_copy(void *dst, const void *src, int64_t bytes) {
+  KernelSpan span("zrt_copy");
   if (bytes < 0)
     fatal("zrt_copy: negative size");
   parallelFor(bytes, int64_t(1) << 20, [&](int64_t begin, int64_t end) {

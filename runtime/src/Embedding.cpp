@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Trace.h"
 #include "zero_rt/scratch.h"
 
 #include <cstring>
@@ -27,6 +28,7 @@ int64_t checkedId(const I *ids, int64_t i, int64_t vocab, const char *kernel) {
 extern "C" void zrt_embedding(int32_t dtype, const void *table, int32_t idType,
                               const void *ids, void *out, int64_t numIds,
                               int64_t vocab, int64_t dim) {
+  KernelSpan span("zrt_embedding");
   checkDims("zrt_embedding", numIds, vocab, dim);
   int64_t rowBytes = dim * dtypeSize(dtype);
   dispatchIndex(idType, [&](auto idTag) {
@@ -47,6 +49,7 @@ extern "C" void zrt_embedding_grad(int32_t dtype, const void *dy,
                                    int32_t idType, const void *ids,
                                    void *dtable, int64_t numIds, int64_t vocab,
                                    int64_t dim) {
+  KernelSpan span("zrt_embedding_grad");
   checkDims("zrt_embedding_grad", numIds, vocab, dim);
   // Grouping positions by id lets each table row be summed by one thread in
   // fp32 and stored once: no atomics, no 16-bit partial sums, and a fixed

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Trace.h"
 #include "zero_rt/scratch.h"
 
 using namespace zrt;
@@ -40,6 +41,7 @@ Moments rowMoments(const T *row, int64_t n, float eps, float *buf) {
 extern "C" void zrt_layer_norm(int32_t dtype, const void *x, const void *w,
                                const void *b, void *y, int64_t rows,
                                int64_t cols, double eps) {
+  KernelSpan span("zrt_layer_norm");
   checkDims("zrt_layer_norm", rows, cols);
   if (cols == 0)
     return;
@@ -75,6 +77,7 @@ extern "C" void zrt_layer_norm_grad(int32_t dtype, const void *x, const void *w,
                                     const void *dy, void *dx, void *dw,
                                     void *db, int64_t rows, int64_t cols,
                                     double eps) {
+  KernelSpan span("zrt_layer_norm_grad");
   checkDims("zrt_layer_norm_grad", rows, cols);
   if (cols == 0)
     return;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Trace.h"
 #include "Permutation.h"
 
 #include <cstring>
@@ -127,6 +128,7 @@ void segmentCopy(int64_t elemSize, char *whole, char *const *parts,
 extern "C" void zrt_transpose(int32_t dtype, const void *in, void *out,
                               int32_t rank, const int64_t *inShape,
                               const int64_t *perm) {
+  KernelSpan span("zrt_transpose");
   Permutation p = simplifyPermutation(rank, inShape, perm);
   int64_t n = 1;
   for (int i = 0; i < rank; ++i)
@@ -144,6 +146,7 @@ extern "C" void zrt_transpose(int32_t dtype, const void *in, void *out,
 extern "C" void zrt_split(int32_t dtype, const void *in, void *const *outs,
                           const int64_t *sizes, int32_t num, int64_t outer,
                           int64_t inner) {
+  KernelSpan span("zrt_split");
   segmentCopy(dtypeSize(dtype), static_cast<char *>(const_cast<void *>(in)),
               reinterpret_cast<char *const *>(outs), sizes, num, outer, inner,
               true, "zrt_split");
@@ -152,6 +155,7 @@ extern "C" void zrt_split(int32_t dtype, const void *in, void *const *outs,
 extern "C" void zrt_concat(int32_t dtype, const void *const *ins,
                            const int64_t *sizes, int32_t num, void *out,
                            int64_t outer, int64_t inner) {
+  KernelSpan span("zrt_concat");
   segmentCopy(
       dtypeSize(dtype), static_cast<char *>(out),
       const_cast<char *const *>(reinterpret_cast<const char *const *>(ins)),

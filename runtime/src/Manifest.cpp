@@ -351,11 +351,12 @@ void zrt::launch(zrt_ctx *ctx, int32_t slot, const char *what,
       for (int64_t t : tokens)
         zrt_wait(t);
     }
-    if (done)
-      done();
+    // The span is the wait; the completion is compute.
     if (ctx->tracing)
       ctx->trace.push_back(
           {std::string("wait ") + what, start, ctx->nowUs() - start});
+    if (done)
+      done();
     return;
   }
   if (size_t(slot) >= ctx->slots.size())
@@ -411,11 +412,12 @@ extern "C" void zrt_ctx_wait(zrt_ctx *ctx, int32_t slot) {
     for (int64_t t : pending.tokens)
       zrt_wait(t);
   }
-  if (pending.done)
-    pending.done();
+  // The span is the wait; the completion is compute.
   if (ctx->tracing)
     ctx->trace.push_back(
         {std::string("wait ") + pending.what, start, ctx->nowUs() - start});
+  if (pending.done)
+    pending.done();
   pending = zrt_ctx::Pending();
   --ctx->liveSlots;
 }

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Trace.h"
 
 #include "zero_rt/scratch.h"
 
@@ -187,6 +188,7 @@ extern "C" void zrt_matmul(int32_t dtype, const void *a, const void *b, void *c,
                            int64_t batch, int64_t m, int64_t n, int64_t k,
                            int32_t transposeA, int32_t transposeB,
                            int32_t bIsBatched) {
+  KernelSpan span("zrt_matmul");
   checkDims("zrt_matmul", batch, m, n, k);
   if (batch == 0 || m == 0 || n == 0)
     return;

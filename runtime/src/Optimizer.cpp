@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Trace.h"
 
 #include <cfloat>
 
@@ -230,6 +231,7 @@ void adamStep(const T *grad, float *master, float *m, float *v, T *param,
 extern "C" void zrt_check_overflow(int32_t dtype, const void *const *grads,
                                    const int64_t *counts, int32_t num,
                                    float lossScale, float *stats) {
+  KernelSpan span("zrt_check_overflow");
   int64_t total = 0;
   for (int32_t b = 0; b < num; ++b) {
     checkDims("zrt_check_overflow", counts[b]);
@@ -264,6 +266,7 @@ extern "C" void zrt_adam(int32_t dtype, const void *grad, float *master,
                          double eps, double weightDecay, int32_t adamw,
                          double maxGradNorm, const float *stats,
                          float lossScale, int32_t skip) {
+  KernelSpan span("zrt_adam");
   checkDims("zrt_adam", n);
   if (!skip && step < 1)
     fatal("zrt_adam: step %lld must be >= 1", (long long)step);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Trace.h"
 
 #include <limits>
 
@@ -75,6 +76,7 @@ int64_t checkedLabel(const I *labels, int64_t row, int64_t classes,
 
 extern "C" void zrt_softmax(int32_t dtype, const void *x, void *y, int64_t rows,
                             int64_t cols) {
+  KernelSpan span("zrt_softmax");
   checkDims("zrt_softmax", rows, cols);
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -93,6 +95,7 @@ extern "C" void zrt_softmax(int32_t dtype, const void *x, void *y, int64_t rows,
 
 extern "C" void zrt_softmax_grad(int32_t dtype, const void *y, const void *dy,
                                  void *dx, int64_t rows, int64_t cols) {
+  KernelSpan span("zrt_softmax_grad");
   checkDims("zrt_softmax_grad", rows, cols);
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -130,6 +133,7 @@ extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
                                           int32_t labelType, const void *labels,
                                           float *loss, int64_t rows,
                                           int64_t classes) {
+  KernelSpan span("zrt_softmax_cross_entropy");
   checkDims("zrt_softmax_cross_entropy", rows, classes);
   if (rows > 0 && classes == 0)
     fatal("zrt_softmax_cross_entropy: no classes");
@@ -161,6 +165,7 @@ extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
 extern "C" void zrt_softmax_cross_entropy_grad(
     int32_t dtype, const void *logits, int32_t labelType, const void *labels,
     const float *dloss, void *dlogits, int64_t rows, int64_t classes) {
+  KernelSpan span("zrt_softmax_cross_entropy_grad");
   checkDims("zrt_softmax_cross_entropy_grad", rows, classes);
   if (rows == 0)
     return;

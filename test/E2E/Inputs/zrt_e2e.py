@@ -327,6 +327,29 @@ def cmd_trace(args):
                                        for e in doc["traceEvents"]):
         fail("unexpected trace events: %r" % names[:20])
     print("trace: %d step spans, %d events" % (len(steps), len(names)))
+    # Kernel spans (the CPU backend's entry points) lie inside the steps and
+    # never overlap a collective wait of the same rank.
+    events = doc["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    step_spans = [e for e in events if e["name"].startswith("step ")]
+    waits = [e for e in events if e["name"].startswith("wait ")]
+    eps = 1.0  # us: spans are rounded to microseconds and clocks differ
+    for k in kernels:
+        if not any(s["ts"] - eps <= k["ts"] and
+                   k["ts"] + k["dur"] <= s["ts"] + s["dur"] + eps
+                   for s in step_spans):
+            fail("kernel span %r outside every step" % k["name"])
+        for w in waits:
+            if (k["ts"] + eps < w["ts"] + w["dur"] and
+                    w["ts"] + eps < k["ts"] + k["dur"]):
+                fail("kernel span %r overlaps %r" % (k["name"], w["name"]))
+    if not kernels or not waits:
+        fail("no kernel spans (%d) or no collective waits (%d)" %
+             (len(kernels), len(waits)))
+    print("kernels: %d spans of %d entry points inside the steps, "
+          "%d collective waits" % (len(kernels),
+                                   len(set(k["name"] for k in kernels)),
+                                   len(waits)))
 
 
 def main():
