@@ -158,14 +158,24 @@ Plan makePlan(const PlanKey &key, int64_t workspaceBytes) {
       sizeof(alignC)));
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
-  ZRT_CUBLASLT_CHECK(cublasLtMatmulAlgoGetHeuristic(
-      handle(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
+  // With no algorithm for the configuration the heuristic reports
+  // CUBLAS_STATUS_NOT_SUPPORTED (and no results) rather than success with 0
+  // results: both get the same clear error.
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (found == 0)
-    fatal("zrt_matmul: cuBLASLt has no algorithm for batch %lld, m %lld, "
-          "n %lld, k %lld (dtype %d)",
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
+    fatal("cuBLASLt: cublasLtMatmulAlgoGetHeuristic failed: %s",
+          cublasLtGetStatusName(status));
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0 ||
+      result.state != CUBLAS_STATUS_SUCCESS)
+    fatal("zrt_matmul: cuBLASLt has no algorithm for %lld product(s) of "
+          "%lld x %lld x %lld (dtype %d, transpose_a %d, transpose_b %d, "
+          "alignments %u/%u/%u bytes, workspace %lld bytes)",
           (long long)key.batch, (long long)m, (long long)n, (long long)k,
-          int(key.dtype));
+          int(key.dtype), int(key.ta), int(key.tb), unsigned(key.alignLhs),
+          unsigned(key.alignRhs), unsigned(key.alignOut),
+          (long long)workspaceBytes);
   p.algo = result.algo;
   return p;
 }

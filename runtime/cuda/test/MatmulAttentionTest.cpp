@@ -68,6 +68,9 @@ public:
         mem(size_t((n + offset + 1) * elemSize(dtype))) {
     ZRT_CUDA_CHECK(cudaMemcpy(get(), host.data(), size_t(n * elemSize(dtype)),
                               cudaMemcpyHostToDevice));
+    // A pageable cudaMemcpy may return before its DMA lands, and the legacy
+    // stream does not order the non-blocking compute stream.
+    ZRT_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
   void *get() const { return mem.get<char>() + offset * elemSize(dtype); }
