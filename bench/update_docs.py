@@ -270,10 +270,12 @@ def sec_calibration(r):
         if doc:
             link = n > 1
             att = doc.get("attention_flops")
+            activ = doc.get("activation_elements")
             parts.append(
-                "| %d | %.1f | %s | %.2f | %.3f | %s | %s | %s |" % (
+                "| %d | %.1f | %s | %s | %.2f | %.3f | %s | %s | %s |" % (
                     n, doc["gemm_flops"] / 1e9,
                     "%.1f" % (att / 1e9) if att else "",
+                    "%.0f" % (activ / 1e6) if activ else "",
                     doc["memory_bandwidth"] / 1e9,
                     doc["kernel_overhead_s"] * 1e6,
                     "%.3f" % (doc["link_bandwidth"] / 1e9) if link else "",
@@ -286,11 +288,12 @@ def sec_calibration(r):
     if not parts:
         return None
     return "\n".join([
-        "| ranks | GEMM GFLOP/s | attention GFLOP/s | streaming GB/s "
+        "| ranks | GEMM GFLOP/s | attention GFLOP/s "
+        "| GELU / layer-norm backward M elements/s | streaming GB/s "
         "| kernel overhead us "
         "| all-reduce busbw GB/s | latency us / ring step, back to back "
         "| latency us / ring step, after compute |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|"] + parts)
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"] + parts)
 
 
 def sec_cost_model(r):

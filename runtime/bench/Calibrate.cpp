@@ -15,6 +15,8 @@
 //               the mlp: total FLOPs / total time.
 //   attention   zrt_attention and zrt_attention_grad at gpt2-tiny's
 //               per-rank shapes, FLOPs as the cost model counts them.
+//   activation  output elements per second of GELU, its gradient and the
+//               layer-norm backward (compute-bound on one core).
 //   memory      the runtime's streaming kernels at those sizes (bias add,
 //               GELU and its gradient, layer norm, softmax, Adam over the
 //               gpt2-tiny parameters), bytes as the cost model counts them
@@ -219,6 +221,25 @@ int main(int argc, char **argv) {
                      }});
   double memoryBandwidth = measureRate(streams, rounds, 20);
 
+  // --- compute-bound pointwise and normalization kernels: output elements
+  // per second of GELU, its gradient and the layer-norm backward (a tanh
+  // polynomial, or row statistics, per element).
+  std::vector<Item> activations;
+  auto lndx = filled(tok * h), lndw = filled(h), lndb = filled(h);
+  activations.push_back(
+      {double(act), [&] { zrt_gelu(ZRT_F32, x.data(), y.data(), act); }});
+  activations.push_back({double(act), [&] {
+                           zrt_gelu_grad(ZRT_F32, x.data(), dy.data(),
+                                         y.data(), act);
+                         }});
+  activations.push_back({double(tok * h), [&] {
+                           zrt_layer_norm_grad(ZRT_F32, lnx.data(), lnw.data(),
+                                               lny.data(), lndx.data(),
+                                               lndw.data(), lndb.data(), tok,
+                                               h, 1e-5);
+                         }});
+  double activationElements = measureRate(activations, rounds, 20);
+
   // --- per-kernel overhead
   // ------------------------------------------------------
   std::vector<double> overheads;
@@ -301,6 +322,9 @@ int main(int argc, char **argv) {
     std::printf("  attentionFlops  %8.1f GFLOP/s (zrt_attention and its "
                 "gradient f32, gpt2-tiny shapes)\n",
                 attentionFlops / 1e9);
+    std::printf("  activation      %8.1f M elements/s (gelu, gelu_grad, "
+                "layer_norm_grad)\n",
+                activationElements / 1e6);
     std::printf("  memoryBandwidth %8.2f GB/s (streaming kernels, model's "
                 "byte count)\n",
                 memoryBandwidth / 1e9);
@@ -320,6 +344,7 @@ int main(int argc, char **argv) {
         std::fprintf(f,
                      "{\n  \"ranks\": %d,\n  \"rounds\": %d,\n"
                      "  \"gemm_flops\": %.6g,\n  \"attention_flops\": %.6g,\n"
+                     "  \"activation_elements\": %.6g,\n"
                      "  \"memory_bandwidth\": %.6g,\n"
                      "  \"kernel_overhead_s\": %.6g,\n"
                      "  \"link_bandwidth\": %.6g,\n"
@@ -327,7 +352,7 @@ int main(int argc, char **argv) {
                      "  \"sync_latency_s\": %.6g,\n"
                      "  \"sync_compute_s\": %.6g\n}\n",
                      world, rounds, gemmFlops, attentionFlops,
-                     memoryBandwidth, kernelOverhead,
+                     activationElements, memoryBandwidth, kernelOverhead,
                      linkBandwidth, latency, syncLatency, syncCompute);
         std::fclose(f);
       }

@@ -71,23 +71,28 @@ using namespace mlir::zero;
 // blocking collective grows with the ranks per core. So the `cpu` preset
 // also carries rows by ranks per node, which simulateStep uses instead of
 // the medians above: the zrt-bench-calibrate run with 1, 2 and 4 ranks
-// (one thread each) of 2026-11-22 04:07 (docs/benchmarks.md, calibration
+// (one thread each) of 2026-11-22 04:35 (docs/benchmarks.md, calibration
 // table). The CPU's fused attention runs at about 1/6 of the GEMM rate at
-// gpt2-tiny's shapes (64 x 32 heads), so it has its own rate. The machine is shared: under load the same calibration gave 3.5x
+// gpt2-tiny's shapes (64 x 32 heads), and GELU and the layer-norm backward
+// are compute-bound, so they have rates of their own. The machine is shared: under load the same calibration gave 3.5x
 // lower 2-rank rates and 100x the 2-rank collective latency (01:45 run:
 // 32.5 GFLOP/s, 393 us per ring step).
 static const RankShare kCpuShares[] = {
-    {/*ranks=*/1, /*gemmFlops=*/122.7e9, /*memoryBandwidth=*/32.31e9,
-     /*kernelOverhead=*/0.113e-6, /*linkBandwidth=*/0,
-     /*collectiveLatency=*/0, /*attentionFlops=*/19.27e9},
-    {/*ranks=*/2, /*gemmFlops=*/119.3e9, /*memoryBandwidth=*/33.17e9,
-     /*kernelOverhead=*/0.083e-6, /*linkBandwidth=*/4.19e9,
-     /*collectiveLatency=*/3.23e-6, /*attentionFlops=*/18.99e9,
-     /*backToBackLatency=*/0.50e-6, /*skewCompute=*/0.49e-3},
-    {/*ranks=*/4, /*gemmFlops=*/53.96e9, /*memoryBandwidth=*/16.83e9,
-     /*kernelOverhead=*/0.084e-6, /*linkBandwidth=*/2.84e9,
-     /*collectiveLatency=*/89.5e-6, /*attentionFlops=*/9.48e9,
-     /*backToBackLatency=*/0.98e-6, /*skewCompute=*/0.50e-3},
+    {/*ranks=*/1, /*gemmFlops=*/112.3e9, /*memoryBandwidth=*/30.35e9,
+     /*kernelOverhead=*/0.09617e-6, /*linkBandwidth=*/0e9,
+     /*collectiveLatency=*/0e-6, /*attentionFlops=*/18.38e9,
+     /*activationElements=*/1039e6, /*backToBackLatency=*/0e-6,
+     /*skewCompute=*/0e-3},
+    {/*ranks=*/2, /*gemmFlops=*/108e9, /*memoryBandwidth=*/28.29e9,
+     /*kernelOverhead=*/0.08955e-6, /*linkBandwidth=*/4.217e9,
+     /*collectiveLatency=*/4.098e-6, /*attentionFlops=*/17.79e9,
+     /*activationElements=*/1105e6, /*backToBackLatency=*/0.4747e-6,
+     /*skewCompute=*/0.5093e-3},
+    {/*ranks=*/4, /*gemmFlops=*/51.37e9, /*memoryBandwidth=*/16.38e9,
+     /*kernelOverhead=*/0.09112e-6, /*linkBandwidth=*/2.612e9,
+     /*collectiveLatency=*/105.8e-6, /*attentionFlops=*/9.259e9,
+     /*activationElements=*/626.9e6, /*backToBackLatency=*/0.8212e-6,
+     /*skewCompute=*/0.5677e-3},
 };
 
 static const HardwarePreset kPresets[] = {
@@ -134,6 +139,7 @@ HardwarePreset HardwarePreset::forWorldSize(int64_t worldSize) const {
   if (row->collectiveLatency > 0)
     hw.collectiveLatency = row->collectiveLatency;
   hw.attentionFlops = row->attentionFlops * crowd;
+  hw.activationElements = row->activationElements * crowd;
   hw.backToBackLatency = row->backToBackLatency;
   hw.skewCompute = row->skewCompute;
   hw.shares = {};
@@ -182,6 +188,9 @@ struct Work {
   unsigned ringPasses = 1;
   /// Kernels: a fused attention (its own FLOP rate where the preset has one).
   bool attention = false;
+  /// Kernels: output elements of a compute-bound pointwise or normalization
+  /// kernel (timed at the preset's activation rate where it has one).
+  double activationElements = 0;
 
   static Work kernel(double bytes, double flops = 0, Type gemmType = {}) {
     Work w;
@@ -280,6 +289,12 @@ Work Simulator::getNNWork(Operation *op) const {
     w.attention = true;
     return w;
   }
+  if (isa<nn::GeluOp, nn::GeluGradOp, nn::LayerNormGradOp>(op)) {
+    Work w = Work::kernel(bytes);
+    w.activationElements =
+        cast<RankedTensorType>(op->getResult(0).getType()).getNumElements();
+    return w;
+  }
   if (auto emb = dyn_cast<nn::EmbeddingOp>(op))
     // Reads only the looked-up rows of the table.
     return Work::kernel(valueBytes(emb.getIds()) +
@@ -365,6 +380,8 @@ double Simulator::seconds(const Work &w) const {
     if (w.attention && hw.attentionFlops > 0)
       rate = hw.attentionFlops;
     double compute = w.flops > 0 ? w.flops / rate : 0;
+    if (w.activationElements > 0 && hw.activationElements > 0)
+      compute = std::max(compute, w.activationElements / hw.activationElements);
     return hw.kernelOverhead + std::max(compute, w.bytes / hw.memoryBandwidth);
   }
   case Work::Collective: {

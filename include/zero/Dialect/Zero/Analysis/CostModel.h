@@ -35,6 +35,9 @@ struct RankShare {
   double collectiveLatency = 0;
   /// Fused attention FLOP rate (0: the GEMM rate).
   double attentionFlops = 0;
+  /// Output elements per second of the compute-bound pointwise and
+  /// normalization kernels (0: bandwidth-bound only).
+  double activationElements = 0;
   /// Latency of a ring step issued back to back, and the compute time after
   /// which `collectiveLatency` was measured (see HardwarePreset).
   double backToBackLatency = 0;
@@ -63,6 +66,10 @@ struct HardwarePreset {
   /// FLOP rate of the fused attention kernels (0: the GEMM rate), as the
   /// model counts their FLOPs (QK^T and PV; 2.5x that backward).
   double attentionFlops = 0;
+  /// Output elements per second of GELU, its gradient and the layer-norm
+  /// backward, which a tanh polynomial or row statistics per element make
+  /// compute-bound on a CPU core (0: their bytes at memoryBandwidth only).
+  double activationElements = 0;
   /// Ranks that share cores drift apart while they compute, and a blocking
   /// collective waits for the slowest: `collectiveLatency` was measured
   /// after `skewCompute` seconds of compute. A collective issued after less
