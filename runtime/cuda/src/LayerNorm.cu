@@ -8,6 +8,10 @@
 // for the dw/db column sums, which a column-tiled kernel adds in a fixed
 // order.
 //
+// The arithmetic pins every rounding (__fmul_rn, fmaf): the aligned and
+// misaligned instantiations of a kernel must give the same bits, and with
+// plain `a * b + c` ptxas decides per instantiation whether to fuse.
+//
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernels.h"
@@ -41,9 +45,25 @@ __device__ inline float2 warpMoments(const float *v, int64_t cols, int lane,
     for (int e = 0; e < kVec; ++e)
       if (warpCol<T>(k, lane, e) < cols) {
         float d = v[k * kVec + e] - mean;
-        sq += d * d;
+        sq = fmaf(d, d, sq);
       }
   return make_float2(mean, 1.0f / sqrtf(warpSum(sq) / float(cols) + eps));
+}
+
+/// (x - mean) * rstd.
+__device__ inline float xhatOf(float x, float2 mo) {
+  return __fmul_rn(x - mo.x, mo.y);
+}
+
+/// xhat * w + b.
+__device__ inline float normalize(float x, float2 mo, float w, float b) {
+  return fmaf(xhatOf(x, mo), w, b);
+}
+
+/// rstd * (w dy - mean(w dy) - xhat * mean(w dy xhat)).
+__device__ inline float gradOf(float x, float2 mo, float wg, float meanWg,
+                               float meanWgXhat) {
+  return __fmul_rn(mo.y, fmaf(-xhatOf(x, mo), meanWgXhat, wg - meanWg));
 }
 
 template <bool kAligned, typename T>
@@ -63,7 +83,7 @@ __device__ inline float2 blockMoments(const T *row, int64_t cols, float eps,
     for (int e = 0; e < kVec; ++e)
       if (c + e < cols) {
         float d = v[e] - mean;
-        sq += d * d;
+        sq = fmaf(d, d, sq);
       }
   });
   return make_float2(mean, 1.0f / sqrtf(blockSum(sq, red) / float(cols) + eps));
@@ -87,7 +107,7 @@ __global__ void __launch_bounds__(kWarpThreads)
       loadSpan<kVec, kAligned>(b, c, cols, bs);
 #pragma unroll
       for (int e = 0; e < kVec; ++e)
-        v[k * kVec + e] = (v[k * kVec + e] - mo.x) * mo.y * ws[e] + bs[e];
+        v[k * kVec + e] = normalize(v[k * kVec + e], mo, ws[e], bs[e]);
     }
     warpStoreRow<kIters, kAligned>(y + r * cols, cols, lane, v);
   }
@@ -109,7 +129,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       loadSpan<kVec, kAligned>(b, c, cols, bs);
 #pragma unroll
       for (int e = 0; e < kVec; ++e)
-        o[e] = (v[e] - mo.x) * mo.y * ws[e] + bs[e];
+        o[e] = normalize(v[e], mo, ws[e], bs[e]);
       storeSpan<kVec, kAligned>(yr, c, cols, o);
     });
   }
@@ -140,9 +160,9 @@ __global__ void __launch_bounds__(kWarpThreads)
       loadSpan<kVec, kAligned>(w, warpCol<T>(k, lane, 0), cols, ws);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        float wg = ws[e] * gv[k * kVec + e];
+        float wg = __fmul_rn(ws[e], gv[k * kVec + e]);
         sumWg += wg;
-        sumWgXhat += wg * (xv[k * kVec + e] - mo.x) * mo.y;
+        sumWgXhat = fmaf(wg, xhatOf(xv[k * kVec + e], mo), sumWgXhat);
       }
     }
     float meanWg = warpSum(sumWg) / float(cols);
@@ -154,8 +174,7 @@ __global__ void __launch_bounds__(kWarpThreads)
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         int i = k * kVec + e;
-        float xhat = (xv[i] - mo.x) * mo.y;
-        xv[i] = mo.y * (ws[e] * gv[i] - meanWg - xhat * meanWgXhat);
+        xv[i] = gradOf(xv[i], mo, __fmul_rn(ws[e], gv[i]), meanWg, meanWgXhat);
       }
     }
     warpStoreRow<kIters, kAligned>(dx + r * cols, cols, lane, xv);
@@ -182,9 +201,9 @@ __global__ void __launch_bounds__(kMaxThreads)
       loadSpan<kVec, kAligned>(gr, c, cols, gs);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        float wg = ws[e] * gs[e];
+        float wg = __fmul_rn(ws[e], gs[e]);
         sumWg += wg;
-        sumWgXhat += wg * (v[e] - mo.x) * mo.y;
+        sumWgXhat = fmaf(wg, xhatOf(v[e], mo), sumWgXhat);
       }
     });
     float meanWg = blockSum(sumWg, red) / float(cols);
@@ -194,10 +213,8 @@ __global__ void __launch_bounds__(kMaxThreads)
       loadSpan<kVec, kAligned>(w, c, cols, ws);
       loadSpan<kVec, kAligned>(gr, c, cols, gs);
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        float xhat = (v[e] - mo.x) * mo.y;
-        o[e] = mo.y * (ws[e] * gs[e] - meanWg - xhat * meanWgXhat);
-      }
+      for (int e = 0; e < kVec; ++e)
+        o[e] = gradOf(v[e], mo, __fmul_rn(ws[e], gs[e]), meanWg, meanWgXhat);
       storeSpan<kVec, kAligned>(dxr, c, cols, o);
     });
   }
@@ -213,7 +230,7 @@ __global__ void __launch_bounds__(kColumnThreads)
       [&](int64_t r, int64_t c, float *acc) {
         float2 mo = moments[r];
         float g = toF32(dy[r * cols + c]);
-        acc[0] += g * (toF32(x[r * cols + c]) - mo.x) * mo.y;
+        acc[0] = fmaf(g, xhatOf(toF32(x[r * cols + c]), mo), acc[0]);
         acc[1] += g;
       },
       [&](int64_t c, const float *sums) {
