@@ -272,13 +272,16 @@ def sec_calibration(r):
             att = doc.get("attention_flops")
             activ = doc.get("activation_elements")
             parts.append(
-                "| %d | %.1f | %s | %s | %.2f | %.3f | %s | %s | %s |" % (
+                "| %d | %.1f | %s | %s | %.2f | %.3f | %s | %s | %s | %s |" % (
                     n, doc["gemm_flops"] / 1e9,
                     "%.1f" % (att / 1e9) if att else "",
                     "%.0f" % (activ / 1e6) if activ else "",
                     doc["memory_bandwidth"] / 1e9,
                     doc["kernel_overhead_s"] * 1e6,
                     "%.3f" % (doc["link_bandwidth"] / 1e9) if link else "",
+                    "%.3f / %.3f" % (doc["reduce_scatter_bandwidth"] / 1e9,
+                                     doc["all_gather_bandwidth"] / 1e9)
+                    if link and "reduce_scatter_bandwidth" in doc else "",
                     "%.2f" % (doc["collective_latency_s"] * 1e6)
                     if link else "",
                     ("%.0f" % (doc["sync_latency_s"] * 1e6) +
@@ -291,9 +294,10 @@ def sec_calibration(r):
         "| ranks | GEMM GFLOP/s | attention GFLOP/s "
         "| GELU / layer-norm backward M elements/s | streaming GB/s "
         "| kernel overhead us "
-        "| all-reduce busbw GB/s | latency us / ring step, back to back "
+        "| all-reduce busbw GB/s | reduce-scatter / all-gather busbw GB/s "
+        "| latency us / ring step, back to back "
         "| latency us / ring step, after compute |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"] + parts)
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"] + parts)
 
 
 def sec_cost_model(r):
@@ -322,14 +326,17 @@ def sec_cost_model(r):
     return "\n".join(out)
 
 
+GPU_DTYPES = ("bf16", "fp32")
+
+
 def sec_gpu(r):
     """The GPU run of bench/gpu/run.sh: the CUDA optimizer kernels against a
     device copy, and a GPT-2 step in PyTorch eager and from zero-mlir."""
     kern = load(r, "gpu_kernels.json")
-    torch = load(r, "gpu_gpt2_torch.json")
-    zero = load(r, "gpu_gpt2_zero.json")
+    runs = [(dt, load(r, "gpu_gpt2_torch_%s.json" % dt),
+             load(r, "gpu_gpt2_zero_%s.json" % dt)) for dt in GPU_DTYPES]
     machine = load(r, "gpu_machine.json")
-    parts = [d for d in (kern, torch, zero) if d]
+    parts = [d for d in [kern] + [x for _, t, z in runs for x in (t, z)] if d]
     if not parts:
         return None
     if all("skipped" in d for d in parts):
@@ -363,33 +370,71 @@ def sec_gpu(r):
                 e["ratio_to_copy"]))
     elif kern:
         out.append("Kernels: not measured (%s)." % kern["skipped"])
-    rows = []
-    for label, d in (("PyTorch eager (`bench/gpu/gpt2_torch.py`)", torch),
-                     ("zero-mlir `--target cuda`", zero)):
-        if not d:
-            continue
-        if "skipped" in d:
-            rows.append("| %s | not measured: %s | | | | |" % (
-                label, d["skipped"]))
-            continue
-        rows.append("| %s | %s | %d x %d | %.2f | %.0f | %.3f -> %.3f |" % (
-            label, d["dtype"], d["batch"], d["seq"], d["step_ms_median"],
-            d["tokens_per_s"], d["loss_first"], d["loss_last"]))
+    rows, ratios = [], []
+    for dt, torch, zero in runs:
+        for label, d in (("PyTorch eager (`bench/gpu/gpt2_torch.py`)", torch),
+                         ("zero-mlir `--target cuda`", zero)):
+            if not d:
+                continue
+            if "skipped" in d:
+                rows.append("| %s | %s | not measured: %s | | | | |" % (
+                    label, dt, d["skipped"]))
+                continue
+            rows.append("| %s | %s | %d x %d | %.2f | %.0f | %.3f -> %.3f |"
+                        % (label, d["dtype"], d["batch"], d["seq"],
+                           d["step_ms_median"], d["tokens_per_s"],
+                           d["loss_first"], d["loss_last"]))
+        if torch and zero and "skipped" not in torch and "skipped" not in zero:
+            ratios.append("%s %.3f" % (dt, zero["step_ms_median"] /
+                                       torch["step_ms_median"]))
     if rows:
         if out:
             out.append("")
         out += ["GPT-2 124M (12 layers, 768 wide, 12 heads, vocab 50257), "
-                "one training step with AdamW, median of the timed steps "
-                "after the warm-up:", "",
+                "one training step with AdamW on the same tokens (the bytes "
+                "of this repository's docs and sources), median of the timed "
+                "steps after the warm-up:", "",
                 "| implementation | dtype | batch x seq | step ms | tokens/s "
                 "| loss, first -> last timed step |",
                 "|---|---|---|---:|---:|---|"] + rows
-        ok_t = torch and "skipped" not in torch
-        ok_z = zero and "skipped" not in zero
-        if ok_t and ok_z:
-            out += ["", "zero-mlir step time / PyTorch step time: %.3f." % (
-                zero["step_ms_median"] / torch["step_ms_median"])]
+        if ratios:
+            out += ["", "zero-mlir step time / PyTorch step time: %s." %
+                    ", ".join(ratios)]
     return "\n".join(out)
+
+
+def sec_gpu_profile(r):
+    """bench/gpu/kernel_table.py's per-step kernel times of both GPT-2
+    steps, by kind of kernel, and zero-mlir's largest kernels."""
+    doc = load(r, "gpu_profile.json")
+    if not doc:
+        return None
+    out = []
+    for dt, e in doc["dtypes"].items():
+        z, t = e["zero"], e.get("torch")
+        kinds = list(z["kinds"])
+        if t:
+            kinds += [k for k in t["kinds"] if k not in kinds]
+        out += ["%s, GPU time per step (ms; Nsight Compute for zero-mlir, "
+                "torch.profiler for PyTorch, each over %d steps):" % (
+                    dt, doc["steps_profiled"]), "",
+                "| kind of kernel | zero-mlir | PyTorch |",
+                "|---|---:|---:|"]
+        for k in kinds:
+            out.append("| %s | %.2f | %s |" % (
+                k, z["kinds"].get(k, 0.0),
+                "%.2f" % t["kinds"].get(k, 0.0) if t else "n/a"))
+        out.append("| **all kernels** (launches) | **%.2f** (%d) | %s |" % (
+            z["total_ms"], z["launches"],
+            "**%.2f** (%d)" % (t["total_ms"], t["launches"]) if t else "n/a"))
+        out += ["", "zero-mlir's largest kernels, %s:" % dt, "",
+                "| kernel | kind | launches per step | ms per step |",
+                "|---|---|---:|---:|"]
+        for k in z["top"]:
+            out.append("| `%s` | %s | %g | %.2f |" % (
+                k["kernel"][:90], k["kind"], k["calls"], k["ms"]))
+        out.append("")
+    return "\n".join(out).rstrip()
 
 
 # What a section without results says when the doc holds no measured table
@@ -410,6 +455,7 @@ SECTIONS = {
     "calibration": sec_calibration,
     "cost_model": sec_cost_model,
     "gpu": sec_gpu,
+    "gpu_profile": sec_gpu_profile,
 }
 
 

@@ -23,9 +23,12 @@
 //               (operands + results; Adam 24 + 2 * 4 = 32 B per f32
 //               parameter): total bytes / time.
 //   overhead    one call of a tiny kernel (zrt_add of 64 elements).
-//   link        with 2+ ranks: zrt_all_reduce busbw on the gpt2-tiny
-//               gradient size (4 MiB) and per-step latency of an 8-byte
-//               all-reduce, as the preset's alpha-beta ring model uses them.
+//   link        with 2+ ranks: zrt_all_reduce, zrt_reduce_scatter and
+//               zrt_all_gather busbw on the gpt2-tiny gradient size (4 MiB
+//               of f32; Open MPI's non-blocking reduce-scatter runs slower
+//               than its all-reduce here) and per-step latency of an
+//               8-byte all-reduce, as the preset's alpha-beta ring model
+//               uses them.
 //
 // Every number is the median of interleaved rounds, so that it carries the
 // same background load as the step times it is compared with.
@@ -228,15 +231,14 @@ int main(int argc, char **argv) {
   auto lndx = filled(tok * h), lndw = filled(h), lndb = filled(h);
   activations.push_back(
       {double(act), [&] { zrt_gelu(ZRT_F32, x.data(), y.data(), act); }});
-  activations.push_back({double(act), [&] {
-                           zrt_gelu_grad(ZRT_F32, x.data(), dy.data(),
-                                         y.data(), act);
-                         }});
+  activations.push_back(
+      {double(act),
+       [&] { zrt_gelu_grad(ZRT_F32, x.data(), dy.data(), y.data(), act); }});
   activations.push_back({double(tok * h), [&] {
                            zrt_layer_norm_grad(ZRT_F32, lnx.data(), lnw.data(),
                                                lny.data(), lndx.data(),
-                                               lndw.data(), lndb.data(), tok,
-                                               h, 1e-5);
+                                               lndw.data(), lndb.data(), tok, h,
+                                               1e-5);
                          }});
   double activationElements = measureRate(activations, rounds, 20);
 
@@ -258,32 +260,52 @@ int main(int argc, char **argv) {
   // --- link
   // ---------------------------------------------------------------------
   double linkBandwidth = 0, latency = 0, syncLatency = 0, syncCompute = 0;
+  double reduceScatterBandwidth = 0, allGatherBandwidth = 0;
   if (world > 1) {
     const int64_t count = int64_t(1) << 20; // 4 MiB of f32
     auto in = filled(count), out = filled(count);
-    auto timed = [&](int64_t n, int calls) {
+    enum { AllReduce, ReduceScatter, AllGather };
+    // Slowest rank's time per call of a collective over `n` elements of the
+    // full array (split over the ranks for reduce-scatter and all-gather).
+    auto timed = [&](int kind, int64_t n, int calls) {
+      int64_t part = std::max<int64_t>(1, n / world);
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
-      for (int i = 0; i < calls; ++i)
-        zrt_wait(
-            zrt_all_reduce(comm, ZRT_F32, ZRT_SUM, in.data(), out.data(), n));
+      for (int i = 0; i < calls; ++i) {
+        int64_t token =
+            kind == AllReduce ? zrt_all_reduce(comm, ZRT_F32, ZRT_SUM,
+                                               in.data(), out.data(), n)
+            : kind == ReduceScatter
+                ? zrt_reduce_scatter(comm, ZRT_F32, in.data(), out.data(), part)
+                : zrt_all_gather(comm, ZRT_F32, in.data(), out.data(), part);
+        zrt_wait(token);
+      }
       double t = (MPI_Wtime() - t0) / calls, slowest;
       MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       return slowest;
     };
-    timed(count, 2);
-    timed(2, 100);
-    std::vector<double> bw, lat;
-    for (int r = 0; r < rounds; ++r) {
-      double tBig = timed(count, 5);
-      double tSmall = timed(2, 200);
-      lat.push_back(tSmall / (2.0 * (world - 1)));
-      // all_reduce(B) = 2(n-1) alpha + 2(n-1)/n B / busbw
-      double beta = tBig - tSmall; // minus the 2(n-1) latency steps
-      bw.push_back(2.0 * (world - 1) / world * 4.0 * count /
-                   std::max(beta, 1e-9));
+    for (int kind : {AllReduce, ReduceScatter, AllGather}) {
+      timed(kind, count, 2);
+      timed(kind, 2 * world, 100);
     }
-    linkBandwidth = median(bw);
+    // Ring passes: all-reduce 2, reduce-scatter and all-gather 1.
+    std::vector<double> bw[3], lat;
+    for (int r = 0; r < rounds; ++r) {
+      for (int kind : {AllReduce, ReduceScatter, AllGather}) {
+        double passes = kind == AllReduce ? 2.0 : 1.0;
+        double tBig = timed(kind, count, 5);
+        double tSmall = timed(kind, 2 * world, 200);
+        if (kind == AllReduce)
+          lat.push_back(tSmall / (2.0 * (world - 1)));
+        // T(B) = p(n-1) alpha + p(n-1)/n B / busbw
+        double beta = tBig - tSmall; // minus the p(n-1) latency steps
+        bw[kind].push_back(passes * (world - 1) / world * 4.0 * count /
+                           std::max(beta, 1e-9));
+      }
+    }
+    linkBandwidth = median(bw[AllReduce]);
+    reduceScatterBandwidth = median(bw[ReduceScatter]);
+    allGatherBandwidth = median(bw[AllGather]);
     latency = median(lat);
     // Between kernels, ranks that share cores with each other and with
     // other processes are rarely in step: a blocking collective issued
@@ -332,11 +354,15 @@ int main(int argc, char **argv) {
                 kernelOverhead * 1e6);
     if (world > 1)
       std::printf("  linkBandwidth   %8.3f GB/s (zrt_all_reduce 4 MiB busbw)\n"
+                  "  reduceScatter   %8.3f GB/s (zrt_reduce_scatter 4 MiB "
+                  "busbw)\n"
+                  "  allGather       %8.3f GB/s (zrt_all_gather 4 MiB busbw)\n"
                   "  latency         %8.2f us per ring step (8-byte "
                   "all-reduce / 2(n-1))\n"
                   "  syncLatency     %8.2f us per ring step (the same after "
                   "%.2f ms of compute, mean over ranks)\n",
-                  linkBandwidth / 1e9, latency * 1e6, syncLatency * 1e6,
+                  linkBandwidth / 1e9, reduceScatterBandwidth / 1e9,
+                  allGatherBandwidth / 1e9, latency * 1e6, syncLatency * 1e6,
                   syncCompute * 1e3);
     if (!json.empty()) {
       FILE *f = std::fopen(json.c_str(), "w");
@@ -348,12 +374,15 @@ int main(int argc, char **argv) {
                      "  \"memory_bandwidth\": %.6g,\n"
                      "  \"kernel_overhead_s\": %.6g,\n"
                      "  \"link_bandwidth\": %.6g,\n"
+                     "  \"reduce_scatter_bandwidth\": %.6g,\n"
+                     "  \"all_gather_bandwidth\": %.6g,\n"
                      "  \"collective_latency_s\": %.6g,\n"
                      "  \"sync_latency_s\": %.6g,\n"
                      "  \"sync_compute_s\": %.6g\n}\n",
                      world, rounds, gemmFlops, attentionFlops,
                      activationElements, memoryBandwidth, kernelOverhead,
-                     linkBandwidth, latency, syncLatency, syncCompute);
+                     linkBandwidth, reduceScatterBandwidth, allGatherBandwidth,
+                     latency, syncLatency, syncCompute);
         std::fclose(f);
       }
     }

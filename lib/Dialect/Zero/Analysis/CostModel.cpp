@@ -70,30 +70,40 @@ using namespace mlir::zero;
 // each, 4 ranks share 2 cores, and the wait for the slowest rank at a
 // blocking collective grows with the ranks per core. So the `cpu` preset
 // also carries rows by ranks per node, which simulateStep uses instead of
-// the medians above: the zrt-bench-calibrate run with 1, 2 and 4 ranks
-// (one thread each) of 2026-11-22 04:35 (docs/benchmarks.md, calibration
-// table). The CPU's fused attention runs at about 1/6 of the GEMM rate at
-// gpt2-tiny's shapes (64 x 32 heads), and GELU and the layer-norm backward
-// are compute-bound, so they have rates of their own. The machine is shared: under load the same calibration gave 3.5x
-// lower 2-rank rates and 100x the 2-rank collective latency (01:45 run:
-// 32.5 GFLOP/s, 393 us per ring step).
+// the medians above: the last zrt-bench-calibrate run with 1, 2 and 4 ranks
+// (one thread each; docs/benchmarks.md, calibration table). The CPU's fused
+// attention runs at about 1/6 of the GEMM rate at gpt2-tiny's shapes (64 x
+// 32 heads), and GELU and the layer-norm backward are compute-bound, so
+// they have rates of their own. Open MPI's non-blocking reduce-scatter
+// (coll/libnbc) moves 4 MiB at about 0.6x the all-reduce's bus bandwidth
+// and its all-gather at about 1.5x, so each kind has its own. The machine
+// is shared: under load the same calibration gave 3.5x lower 2-rank rates
+// and 100x the 2-rank collective latency (a run of 2026-11-22 01:45: 32.5
+// GFLOP/s, 393 us per ring step).
+// The rows between the markers are written by bench/cpu_preset.py from
+// bench/results/calibration_np{1,2,4}.json.
+// bench:cpu-shares
 static const RankShare kCpuShares[] = {
-    {/*ranks=*/1, /*gemmFlops=*/112.3e9, /*memoryBandwidth=*/30.35e9,
-     /*kernelOverhead=*/0.09617e-6, /*linkBandwidth=*/0e9,
-     /*collectiveLatency=*/0e-6, /*attentionFlops=*/18.38e9,
-     /*activationElements=*/1039e6, /*backToBackLatency=*/0e-6,
-     /*skewCompute=*/0e-3},
-    {/*ranks=*/2, /*gemmFlops=*/108e9, /*memoryBandwidth=*/28.29e9,
-     /*kernelOverhead=*/0.08955e-6, /*linkBandwidth=*/4.217e9,
-     /*collectiveLatency=*/4.098e-6, /*attentionFlops=*/17.79e9,
-     /*activationElements=*/1105e6, /*backToBackLatency=*/0.4747e-6,
-     /*skewCompute=*/0.5093e-3},
-    {/*ranks=*/4, /*gemmFlops=*/51.37e9, /*memoryBandwidth=*/16.38e9,
-     /*kernelOverhead=*/0.09112e-6, /*linkBandwidth=*/2.612e9,
-     /*collectiveLatency=*/105.8e-6, /*attentionFlops=*/9.259e9,
-     /*activationElements=*/626.9e6, /*backToBackLatency=*/0.8212e-6,
-     /*skewCompute=*/0.5677e-3},
+    {/*ranks=*/1, /*gemmFlops=*/1.189e+11, /*memoryBandwidth=*/3.183e+10,
+     /*kernelOverhead=*/8.836e-08, /*linkBandwidth=*/0,
+     /*collectiveLatency=*/0, /*attentionFlops=*/1.929e+10,
+     /*activationElements=*/1.142e+09, /*backToBackLatency=*/0,
+     /*skewCompute=*/0, /*reduceScatterBandwidth=*/0,
+     /*allGatherBandwidth=*/0},
+    {/*ranks=*/2, /*gemmFlops=*/1.211e+11, /*memoryBandwidth=*/3.314e+10,
+     /*kernelOverhead=*/8.739e-08, /*linkBandwidth=*/4.314e+09,
+     /*collectiveLatency=*/3.385e-06, /*attentionFlops=*/1.936e+10,
+     /*activationElements=*/1.145e+09, /*backToBackLatency=*/4.64e-07,
+     /*skewCompute=*/0.0004863, /*reduceScatterBandwidth=*/2.603e+09,
+     /*allGatherBandwidth=*/6.303e+09},
+    {/*ranks=*/4, /*gemmFlops=*/5.69e+10, /*memoryBandwidth=*/1.696e+10,
+     /*kernelOverhead=*/9.2e-08, /*linkBandwidth=*/2.755e+09,
+     /*collectiveLatency=*/9.483e-05, /*attentionFlops=*/9.382e+09,
+     /*activationElements=*/5.48e+08, /*backToBackLatency=*/9.638e-07,
+     /*skewCompute=*/0.0005264, /*reduceScatterBandwidth=*/1.329e+09,
+     /*allGatherBandwidth=*/3.577e+09},
 };
+// /bench:cpu-shares
 
 static const HardwarePreset kPresets[] = {
     {"h100-sxm",
@@ -142,6 +152,8 @@ HardwarePreset HardwarePreset::forWorldSize(int64_t worldSize) const {
   hw.activationElements = row->activationElements * crowd;
   hw.backToBackLatency = row->backToBackLatency;
   hw.skewCompute = row->skewCompute;
+  hw.reduceScatterBandwidth = row->reduceScatterBandwidth;
+  hw.allGatherBandwidth = row->allGatherBandwidth;
   hw.shares = {};
   return hw;
 }
@@ -186,6 +198,12 @@ struct Work {
   Type gemmType;
   /// Collectives: ring steps per (n-1) and bandwidth factor per (n-1)/n.
   unsigned ringPasses = 1;
+  /// Collectives: which bus bandwidth of the preset they move at.
+  enum Pattern { AllReduce, ReduceScatter, AllGather } pattern = AllReduce;
+  /// Collectives: bytes of the kernel the compute stream runs once the
+  /// collective is complete (a bucket reduction's add into the gradient
+  /// shard), at its wait.
+  double completionBytes = 0;
   /// Kernels: a fused attention (its own FLOP rate where the preset has one).
   bool attention = false;
   /// Kernels: output elements of a compute-bound pointwise or normalization
@@ -200,11 +218,12 @@ struct Work {
     w.gemmType = gemmType;
     return w;
   }
-  static Work collective(double bytes, unsigned passes) {
+  static Work collective(double bytes, unsigned passes, Pattern pattern) {
     Work w;
     w.kind = Collective;
     w.bytes = bytes;
     w.ringPasses = passes;
+    w.pattern = pattern;
     return w;
   }
 };
@@ -225,6 +244,9 @@ private:
   /// stages 0-1, the shard accumulator at 2-3; its optimizer shard).
   double getOwnedElements(SymbolRefAttr ref) const;
   double seconds(const Work &w) const;
+  /// Runs the completion kernel of collective `op` (if any) on the compute
+  /// stream, now that it is done.
+  void complete(Operation *op, const Work &w);
   void record(Operation *op, std::string name, const Work &w,
               StringRef category, unsigned stream, double start,
               double duration);
@@ -241,6 +263,8 @@ private:
   /// compute since then at the collective being timed (the ranks' skew).
   double lastCollective = 0, computeSinceCollective = 0;
   llvm::DenseMap<Value, double> tokenDone;
+  /// The collectives whose completion kernel runs at their token's wait.
+  llvm::DenseMap<Value, std::pair<Operation *, Work>> tokenCompletion;
   StepTimeline timeline;
 };
 
@@ -276,8 +300,9 @@ Work Simulator::getNNWork(Operation *op) const {
     return causal ? flops / 2 : flops;
   };
   if (auto att = dyn_cast<nn::AttentionOp>(op)) {
-    Work w = Work::kernel(bytes, attentionFlops(att.getQuery(), att.getCausal()),
-                          getElementType(att.getQuery()));
+    Work w =
+        Work::kernel(bytes, attentionFlops(att.getQuery(), att.getCausal()),
+                     getElementType(att.getQuery()));
     w.attention = true;
     return w;
   }
@@ -313,29 +338,38 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
   };
   if (auto ag = dyn_cast<AllGatherOp>(op)) {
     if (ag.getResult())
-      return Work::collective(valueBytes(ag.getResult()), 1);
+      return Work::collective(valueBytes(ag.getResult()), 1, Work::AllGather);
     if (!ag.getBegin() || !ag.getEnd())
       return op->emitOpError(
           "cost model: all_gather without a range or result");
     return Work::collective(
-        rangeBytes(ag.getGroupAttr(), *ag.getBegin(), *ag.getEnd()), 1);
+        rangeBytes(ag.getGroupAttr(), *ag.getBegin(), *ag.getEnd()), 1,
+        Work::AllGather);
   }
   if (auto pf = dyn_cast<PrefetchOp>(op))
-    return Work::collective(valueBytes(pf.getResult()), 1);
+    return Work::collective(valueBytes(pf.getResult()), 1, Work::AllGather);
+  // A bucket reduction of stages 2-3 ends with the add of this rank's sum
+  // into its gradient shard (read both, write one) once complete.
+  auto bucketReduction = [&](SymbolRefAttr group, int64_t begin, int64_t end) {
+    Work w =
+        Work::collective(rangeBytes(group, begin, end), 1, Work::ReduceScatter);
+    if (schedule.getStage() >= 2)
+      w.completionBytes = 3.0 * rangeBytes(group, begin, end) / double(n);
+    return w;
+  };
   // A reduce to each owner moves what a reduce-scatter does.
   if (auto rs = dyn_cast<ReduceScatterOp>(op))
-    return Work::collective(
-        rangeBytes(rs.getGroupAttr(), rs.getBegin(), rs.getEnd()), 1);
+    return bucketReduction(rs.getGroupAttr(), rs.getBegin(), rs.getEnd());
   if (auto r = dyn_cast<ReduceOp>(op))
-    return Work::collective(
-        rangeBytes(r.getGroupAttr(), r.getBegin(), r.getEnd()), 1);
+    return bucketReduction(r.getGroupAttr(), r.getBegin(), r.getEnd());
   if (auto ar = dyn_cast<AllReduceOp>(op)) {
     if (ar.getInput())
-      return Work::collective(valueBytes(ar.getInput()), 2);
+      return Work::collective(valueBytes(ar.getInput()), 2, Work::AllReduce);
     if (!ar.getBegin() || !ar.getEnd())
       return op->emitOpError("cost model: all_reduce without a range or input");
     return Work::collective(
-        rangeBytes(ar.getGroupAttr(), *ar.getBegin(), *ar.getEnd()), 2);
+        rangeBytes(ar.getGroupAttr(), *ar.getBegin(), *ar.getEnd()), 2,
+        Work::AllReduce);
   }
 
   if (auto grad = dyn_cast<GradOp>(op)) {
@@ -357,9 +391,13 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
   }
   if (auto adam = dyn_cast<AdamOp>(op)) {
     // Read and write the fp32 master, m and v (24 B), read the gradient and
-    // write the parameter in the compute type: 28 B/param at 16 bits.
-    int64_t c = getGroupElementBytes(adam.getGroupAttr());
-    return Work::kernel(getOwnedElements(adam.getGroupAttr()) * (24 + 2 * c));
+    // write the parameter in the compute type: 28 B/param at 16 bits. The
+    // runtime then zeroes the rank's gradient buffer for the next step.
+    SymbolRefAttr group = adam.getGroupAttr();
+    int64_t c = getGroupElementBytes(group);
+    const PartitionBuffers *p = schedule.lookupPartition(group);
+    double grads = p ? p->numel[static_cast<unsigned>(BufferKind::grads)] : 0;
+    return Work::kernel(getOwnedElements(group) * (24 + 2 * c) + grads * c);
   }
   // zero.cast, zero.update_loss_scale and anything unknown: memory-bound;
   // an op without tensors is host-side scalar work.
@@ -394,7 +432,12 @@ double Simulator::seconds(const Work &w) const {
       latency = hw.backToBackLatency +
                 (hw.collectiveLatency - hw.backToBackLatency) *
                     std::min(1.0, computeSinceCollective / hw.skewCompute);
-    return steps * latency + volume / hw.linkBandwidth;
+    double bandwidth = hw.linkBandwidth;
+    if (w.pattern == Work::ReduceScatter && hw.reduceScatterBandwidth > 0)
+      bandwidth = hw.reduceScatterBandwidth;
+    if (w.pattern == Work::AllGather && hw.allGatherBandwidth > 0)
+      bandwidth = hw.allGatherBandwidth;
+    return steps * latency + volume / bandwidth;
   }
   }
   llvm_unreachable("unknown work kind");
@@ -424,6 +467,16 @@ void Simulator::record(Operation *op, std::string name, const Work &w,
   timeline.events.push_back(std::move(e));
 }
 
+void Simulator::complete(Operation *op, const Work &w) {
+  if (w.completionBytes <= 0 || n <= 1)
+    return;
+  Work add = Work::kernel(w.completionBytes);
+  double d = seconds(add);
+  record(op, "complete " + describe(op), add, "compute", 0, computeFree, d);
+  computeFree += d;
+  timeline.computeMs += d * 1e3;
+}
+
 void Simulator::blockUntil(Operation *op, std::string name, double until) {
   if (until <= computeFree)
     return;
@@ -441,6 +494,9 @@ LogicalResult Simulator::step(Operation *op) {
                              "collective produced");
     blockUntil(op, "wait " + describe(wait.getToken().getDefiningOp()),
                it->second);
+    auto done = tokenCompletion.find(wait.getToken());
+    if (done != tokenCompletion.end())
+      complete(done->second.first, done->second.second);
     return success();
   }
 
@@ -474,10 +530,12 @@ LogicalResult Simulator::step(Operation *op) {
     token = op->getResults().back();
   if (token) {
     tokenDone[token] = end;
+    tokenCompletion[token] = {op, *work};
     return success();
   }
   // Synchronous: the compute stream blocks until it is done.
   blockUntil(op, "wait " + describe(op), end);
+  complete(op, *work);
   return success();
 }
 

@@ -7,15 +7,18 @@
 //   nn.gelu of 256x1024 bf16:  3 + 1048576 B / 2.97 TB/s = 3.3531 us
 //   reduce_scatter of 2 MiB over 4 ranks: 3 x 1.8 + 3/4 x 2097152 / 365e9
 //                              = 9.7092 us
+//   its completion at stage 2, the add of the rank's quarter into its
+//   gradient shard: 3 + 3 x 524288 B / 2.97 TB/s = 3.5296 us
 // RUN: zero-opt %s -split-input-file --zero-report -o /dev/null | FileCheck %s
 
 zero.param @w : tensor<1024x1024xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 4 alignment 2 numel 1048576 padded 1048576 params [@w] offsets [0]
 
-// Synchronous: the compute stream waits for the whole reduce-scatter, so the
-// step is the sum 4.0592 + 3.0000 + 4.0592 + 9.7092 + 3.3531 = 24.1806 us.
+// Synchronous: the compute stream waits for the whole reduce-scatter and
+// then adds, so the step is the sum 4.0592 + 3.0000 + 4.0592 + 9.7092 +
+// 3.5296 + 3.3531 = 27.7102 us.
 // CHECK: "exposed_comm_ms": 0.009709{{[0-9]*}},
-// CHECK: "predicted_step_ms": 0.024180{{[0-9]*}},
+// CHECK: "predicted_step_ms": 0.027710{{[0-9]*}},
 zero.train_step @sync(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16> {
@@ -36,10 +39,11 @@ zero.param @w : tensor<1024x1024xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 4 alignment 2 numel 1048576 padded 1048576 params [@w] offsets [0]
 
 // Asynchronous: the gelu runs while the reduce-scatter is in flight; the wait
-// blocks for 9.7092 - 3.3531 = 6.3561 us and the step ends with the
-// collective at 11.1183 + 9.7092 = 20.8276 us.
+// blocks for 9.7092 - 3.3531 = 6.3561 us until the collective ends at
+// 11.1183 + 9.7092 = 20.8276 us, and the step ends with the add after it,
+// 20.8276 + 3.5296 = 24.3572 us.
 // CHECK: "exposed_comm_ms": 0.006356{{[0-9]*}},
-// CHECK: "predicted_step_ms": 0.020827{{[0-9]*}},
+// CHECK: "predicted_step_ms": 0.024357{{[0-9]*}},
 zero.train_step @async(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16> {
@@ -60,7 +64,8 @@ zero.train_step @async(%x: tensor<256x1024xbf16>)
 zero.param @w : tensor<1024x1024xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 1 alignment 2 numel 1048576 padded 1048576 params [@w] offsets [0]
 
-// One rank: collectives cost nothing; the step is the compute alone,
+// One rank: collectives (and their completions) cost nothing; the step is
+// the compute alone,
 // 4.0592 + 3.0000 + 4.0592 + 3.3531 = 14.4714 us.
 // CHECK: "exposed_comm_ms": 0,
 // CHECK: "predicted_step_ms": 0.014471{{[0-9]*}},
@@ -90,11 +95,13 @@ zero.partition @flat stage 1 world_size 4 alignment 2 numel 1048576 padded 10485
 // Boundary: reduce_scatter 9.7092 (synchronous), check_overflow over the
 // 262144-element shard (3 + 524288 B / 2.97 TB/s = 3.1765), the 8-byte
 // overflow_norm all_reduce (6 x 1.8 us + 1.5 x 8 B / 365 GB/s = 10.8000),
-// update_loss_scale (3.0000), Adam at 28 B per owned parameter
-// (3 + 7340032 B / 2.97 TB/s = 5.4714): 2 x 16.2367 + 32.1571 = 64.6305 us,
-// of which 9.7092 + 10.8000 = 20.5092 us exposed.
+// update_loss_scale (3.0000), Adam at 28 B per owned parameter and the
+// zeroing of the stage-1 rank's full gradient buffer after it
+// (3 + (7340032 + 2097152) B / 2.97 TB/s = 6.1775; no add completes a
+// stage-1 reduce-scatter): 2 x 16.2367 + 32.8632 = 65.3366 us, of which
+// 9.7092 + 10.8000 = 20.5092 us exposed.
 // CHECK: "exposed_comm_ms": 0.020509{{[0-9]*}},
-// CHECK: "predicted_step_ms": 0.064630{{[0-9]*}},
+// CHECK: "predicted_step_ms": 0.065336{{[0-9]*}},
 zero.train_step @accumulate(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16> attributes {zero.accumulation_steps = 2 : i64} {

@@ -42,6 +42,10 @@ struct RankShare {
   /// which `collectiveLatency` was measured (see HardwarePreset).
   double backToBackLatency = 0;
   double skewCompute = 0;
+  /// Bus bandwidth of reduce-scatters and all-gathers (0: linkBandwidth,
+  /// which all-reduces use).
+  double reduceScatterBandwidth = 0;
+  double allGatherBandwidth = 0;
 };
 
 /// Machine parameters of the cost model.
@@ -77,6 +81,11 @@ struct HardwarePreset {
   /// latency plus that fraction of the difference. 0: a constant latency.
   double backToBackLatency = 0;
   double skewCompute = 0;
+  /// Bus bandwidth of reduce-scatters (and reduces to owners) and of
+  /// all-gathers, where the collective library runs them slower or faster
+  /// than all-reduces (0: linkBandwidth).
+  double reduceScatterBandwidth = 0;
+  double allGatherBandwidth = 0;
 
   /// The rates of a rank in a world of `worldSize` ranks: the share row of
   /// the largest calibrated `ranks` <= worldSize, its compute rates divided

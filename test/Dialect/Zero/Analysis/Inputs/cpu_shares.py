@@ -43,3 +43,29 @@ gc = json.load(open(os.path.join(d, "gc.json")))
 assert rate(gc, "nn.attention") < 0.5 * rate(gc, "nn.matmul"), (
     rate(gc, "nn.attention"), rate(gc, "nn.matmul"))
 print("cpu: attention FLOPs at their own, slower rate")
+
+
+def busbw(trace, prefix, passes, n=2):
+    """Bus bandwidth of rank 0's collectives named `prefix` (bytes moved
+    per ring over their predicted time, latency included)."""
+    moved = us = 0.0
+    for e in trace["traceEvents"]:
+        if (e.get("cat") == "comm" and e.get("pid") == 0 and
+                e["name"].split()[0] == prefix):
+            moved += passes * (n - 1) / n * e["args"]["bytes"]
+            us += e["dur"]
+    return moved / us
+
+
+s2 = json.load(open(os.path.join(d, "s2.json")))
+c2 = json.load(open(os.path.join(d, "c2.json")))
+rs, ar = busbw(s2, "zero.reduce_scatter", 1), busbw(c2, "zero.all_reduce", 2)
+assert 0 < rs < 0.9 * ar, (rs, ar)
+print("cpu: reduce-scatters at their own, slower bus bandwidth")
+names = [e["name"] for e in s2["traceEvents"]
+         if e.get("pid") == 0 and e.get("ph") == "X"]
+reductions = [i for i, x in enumerate(names)
+              if x.startswith("zero.reduce_scatter")]
+completions = [x for x in names if x.startswith("complete zero.reduce_scatter")]
+assert reductions and len(completions) == len(reductions), names
+print("cpu: each stage-2 reduce-scatter completes with an add")
