@@ -16,10 +16,14 @@ parameters, gradients and AdamW state (zero-mlir keeps an fp32 master,
 moments and 16-bit parameter and gradient copies); fp32 runs in fp32 (TF32
 matmuls only with --tf32).
 
-A step is zero_grad, forward, backward and optimizer.step on a fixed batch
-of random tokens; it is timed with CUDA events, and the median over --steps
-steps after --warmup untimed ones is reported as JSON (stdout, and --json
-FILE).
+A step is zero_grad, forward, backward and optimizer.step; it is timed with
+CUDA events, and the median over --steps steps after --warmup untimed ones
+is reported as JSON (stdout, and --json FILE). With --data FILE (nanoGPT's
+uint16 tokens) each step takes the batch the zero-mlir driver takes from the
+same file (row k is the window of T tokens at k * T, wrapping around; the
+targets are shifted by one), uploaded inside the timed step as the driver
+does, so the two runs see the same data and their losses compare; without
+it every step trains on one fixed batch of random tokens.
 """
 
 import argparse
@@ -96,6 +100,10 @@ def main():
     p.add_argument("--tf32", action="store_true",
                    help="allow TF32 matmuls in fp32 (default: off, as torch)")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--data", help="uint16 token file (nanoGPT train.bin)")
+    p.add_argument("--profile", help="after the timed steps, profile two "
+                   "more with torch.profiler and write the GPU kernel "
+                   "table to this file")
     p.add_argument("--json", help="also write the result to this file")
     args = p.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.hidden % args.heads:
@@ -115,12 +123,35 @@ def main():
     model = build(torch, args).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95),
                             eps=1e-8, weight_decay=0.1, fused=False)
-    tokens = torch.randint(args.vocab, (args.batch, args.seq + 1), device=dev)
-    x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    B, T = args.batch, args.seq
+    if args.data:
+        import numpy as np
+        data = np.fromfile(args.data, dtype=np.uint16).astype(np.int64)
+        if data.size < B * T + 1:
+            sys.exit("gpt2_torch: %s holds %d tokens, a batch needs %d" %
+                     (args.data, data.size, B * T + 1))
+        if int(data.max()) >= args.vocab:
+            sys.exit("gpt2_torch: %s has token ids >= --vocab" % args.data)
+        offsets = np.arange(T + 1)
+
+        def batch(i):
+            k = i * B + np.arange(B)
+            start = (k % data.size) * T % data.size
+            w = torch.from_numpy(
+                data[(start[:, None] + offsets[None, :]) % data.size])
+            w = w.pin_memory().to(dev, non_blocking=True)
+            return w[:, :-1].contiguous(), w[:, 1:].contiguous()
+    else:
+        tokens = torch.randint(args.vocab, (B, T + 1), device=dev)
+        fixed = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+        def batch(i):
+            return fixed
     autocast = torch.autocast("cuda", dtype=torch.bfloat16,
                               enabled=args.dtype == "bf16")
 
-    def step():
+    def step(i):
+        x, y = batch(i)
         opt.zero_grad(set_to_none=True)
         with autocast:
             loss = model(x, y)
@@ -133,12 +164,26 @@ def main():
         start = torch.cuda.Event(enable_timing=True)
         stop = torch.cuda.Event(enable_timing=True)
         start.record()
-        loss = step()
+        loss = step(i)
         stop.record()
         stop.synchronize()
         if i >= args.warmup:
             times.append(start.elapsed_time(stop))
             losses.append(loss.item())
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for i in range(2):
+                step(args.warmup + args.steps + i)
+            torch.cuda.synchronize()
+        events = prof.key_averages()
+        try:
+            table = events.table(sort_by="self_device_time_total",
+                                 row_limit=40)
+        except (AttributeError, KeyError, ValueError):
+            table = events.table(sort_by="self_cuda_time_total", row_limit=40)
+        with open(args.profile, "w") as f:
+            f.write("two steps\n" + table + "\n")
     if not all(math.isfinite(l) for l in losses):
         sys.exit("gpt2_torch: non-finite loss %s" % losses)
 
@@ -160,6 +205,7 @@ def main():
         "step_ms_median": median,
         "step_ms": times,
         "tokens_per_s": args.batch * args.seq / (median / 1000.0),
+        "data": args.data or "one fixed batch of random tokens",
         "loss_first": losses[0], "loss_last": losses[-1],
         "device": props.name, "torch": torch.__version__,
         "cuda": torch.version.cuda,

@@ -4,9 +4,10 @@
 #   kernels  zrt-cuda-bench: the CUDA fused Adam and overflow check against a
 #            device-to-device copy -> bench/results/gpu_kernels.json
 #   torch    bench/gpu/gpt2_torch.py: a GPT-2 124M training step in PyTorch
-#            eager -> bench/results/gpu_gpt2_torch.json
+#            eager -> bench/results/gpu_gpt2_torch_DTYPE.json
 #   zero     the same step from zero-model-gen gpt2 | zero-compile --target
-#            cuda, trained with --log-json -> bench/results/gpu_gpt2_zero.json
+#            cuda, trained with --log-json on the same tokens ->
+#            bench/results/gpu_gpt2_zero_DTYPE.json
 # then re-renders the docs' gpu table (bench/update_docs.py --only gpu). With
 # RESULTS=$OUT on a lent GPU machine, copy the gpu_*.json files it returns
 # into bench/results/ and run `bench/update_docs.py --only gpu` here.
@@ -20,9 +21,13 @@
 # machine, so no zero-compile) records why it was skipped and the others
 # still run.
 #
-# Environment: ONLY (a subset of "kernels torch zero"), DTYPE (bf16 or fp32,
-# default bf16), BATCH (8), SEQ (1024), STEPS (timed steps, 20), WARMUP (3),
+# Environment: ONLY (a subset of "kernels torch zero"), DTYPES (of bf16 and
+# fp32, default both), BATCH (8), SEQ (1024), STEPS (timed steps, 20), WARMUP (3),
 # LOG2_PARAMS (kernel sizes, 24,28), REPS (20), RESULTS (bench/results).
+# On a GPU machine without the toolchain, PREBUILT=DIR takes the programs
+# from an unpacked scripts/gpu-bundle.sh archive instead of a build:
+# DIR/bin/zrt-cuda-bench and DIR/gpt2/gpt2_{bf16,f32} (GPT-2 124M, batch 8,
+# seq 1024).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,16 +37,19 @@ mkdir -p "$results"
 results=$(cd "$results" && pwd)
 only=${ONLY:-kernels torch zero}
 want() { [[ " $only " == *" $1 "* ]]; }
-dtype=${DTYPE:-bf16}
+dtypes=${DTYPES:-bf16 fp32}
 batch=${BATCH:-8}
 seq=${SEQ:-1024}
 steps=${STEPS:-20}
 warmup=${WARMUP:-3}
-case $dtype in
-  bf16) gen_dtype=bf16 ;;
-  fp32) gen_dtype=f32 ;;
-  *) echo "run.sh: DTYPE must be bf16 or fp32, not '$dtype'" >&2; exit 1 ;;
-esac
+gen_dtype() {
+  case $1 in
+    bf16) echo bf16 ;;
+    fp32) echo f32 ;;
+    *) echo "run.sh: DTYPES are bf16 and fp32, not '$1'" >&2; return 1 ;;
+  esac
+}
+for dtype in $dtypes; do gen_dtype "$dtype" >/dev/null || exit 1; done
 
 if ! gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total \
     --format=csv,noheader 2>/dev/null) || [[ -z $gpu ]]; then
@@ -58,13 +66,18 @@ cat >"$results/gpu_machine.json" <<JSON
 }
 JSON
 
+prebuilt=${PREBUILT:-}
 build=$(cd "${1:-$root/build}" 2>/dev/null && pwd || echo "${1:-$root/build}")
-if [[ ! -f $build/build.ninja ]]; then
+if [[ -n $prebuilt ]]; then
+  echo "== programs from $prebuilt"
+elif [[ ! -f $build/build.ninja ]]; then
   echo "== configuring $build"
   cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
     -DZRT_BUILD_BENCHMARKS=ON -DZERO_ENABLE_CUDA=ON || exit 1
 fi
-targets=$(ninja -C "$build" -t targets all 2>/dev/null | sed 's/:.*//')
+targets=""
+[[ -z $prebuilt ]] &&
+  targets=$(ninja -C "$build" -t targets all 2>/dev/null | sed 's/:.*//')
 have_target() { grep -qx "$1" <<<"$targets"; }
 build_targets() {
   local t missing=()
@@ -89,10 +102,31 @@ PY
 
 failed=()
 
+# The training data of both GPT-2 runs: the bytes of this repository's docs
+# and sources as uint16 tokens (ids < 256 of the 50257), so that the loss
+# falls and the two runs' losses compare.
+data=$(mktemp -d)
+trap 'rm -rf "$data"' EXIT
+python3 - "$data/tokens.bin" "$root" <<'PY' || exit 1
+import pathlib, struct, sys
+root = pathlib.Path(sys.argv[2])
+text = b"".join(p.read_bytes() for pat in ("docs/*.md", "runtime/src/*.cpp")
+                for p in sorted(root.glob(pat)))
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<%dH" % len(text), *text))
+PY
+
 if want kernels; then
   echo "== optimizer kernels vs device copy"
   rm -f "$results/gpu_kernels.json"
-  if why=$(build_targets zrt-cuda-bench); then
+  if [[ -n $prebuilt ]]; then
+    bin=$prebuilt/bin/zrt-cuda-bench
+    if ! "$bin" \
+        --log2-params "${LOG2_PARAMS:-24,28}" --reps "${REPS:-20}" \
+        --json "$results/gpu_kernels.json"; then
+      failed+=(kernels)
+    fi
+  elif why=$(build_targets zrt-cuda-bench); then
     bin=$(find "$build" -name zrt-cuda-bench -type f -perm -u+x | head -1)
     if ! "$bin" \
         --log2-params "${LOG2_PARAMS:-24,28}" --reps "${REPS:-20}" \
@@ -104,37 +138,28 @@ if want kernels; then
   fi
 fi
 
-if want torch; then
-  echo "== GPT-2 step, PyTorch eager"
-  rm -f "$results/gpu_gpt2_torch.json"
-  if ! python3 "$here/gpt2_torch.py" --batch "$batch" --seq "$seq" \
-      --steps "$steps" --warmup "$warmup" --dtype "$dtype" \
-      --json "$results/gpu_gpt2_torch.json"; then
-    failed+=(torch)
-  fi
-fi
-
-# zero_step WORK: generates, compiles and trains the zero-mlir GPT-2 step in
-# WORK and writes its result file.
+# zero_step WORK DTYPE: generates, compiles and trains the zero-mlir GPT-2
+# step in WORK and writes its result file.
 zero_step() {
-  local work=$1
-  "$build/bin/zero-model-gen" gpt2 --layers 12 --hidden 768 --heads 12 \
-    --vocab 50257 --seq "$seq" --batch "$batch" --dtype "$gen_dtype" \
-    -o "$work/gpt2.mlir" || return 1
-  "$build/bin/zero-compile" --target cuda "$work/gpt2.mlir" \
-    -o "$work/gpt2-cuda" || return 1
-  # Random tokens in nanoGPT's train.bin format (uint16).
-  python3 - "$work/tokens.bin" "$((batch * seq * 4 + 1))" <<'PY' || return 1
-import random, struct, sys
-n = max(int(sys.argv[2]), 1 << 20)
-rng = random.Random(0)
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<%dH" % n, *(rng.randrange(50257) for _ in range(n))))
-PY
-  "$work/gpt2-cuda" --steps "$((warmup + steps))" --data "$work/tokens.bin" \
+  local work=$1 dtype=$2 gen_dtype
+  gen_dtype=$(gen_dtype "$2")
+  if [[ -n $prebuilt ]]; then
+    if [[ $batch != 8 || $seq != 1024 ]]; then
+      echo "PREBUILT has GPT-2 at batch 8, seq 1024 only" >&2
+      return 1
+    fi
+    cp "$prebuilt/gpt2/gpt2_$gen_dtype" "$work/gpt2-cuda" || return 1
+  else
+    "$build/bin/zero-model-gen" gpt2 --layers 12 --hidden 768 --heads 12 \
+      --vocab 50257 --seq "$seq" --batch "$batch" --dtype "$gen_dtype" \
+      -o "$work/gpt2.mlir" || return 1
+    "$build/bin/zero-compile" --target cuda "$work/gpt2.mlir" \
+      -o "$work/gpt2-cuda" || return 1
+  fi
+  "$work/gpt2-cuda" --steps "$((warmup + steps))" --data "$data/tokens.bin" \
     --log-json "$work/log.jsonl" --quiet || return 1
   # The median step_ms (slowest rank) of the steps after the warm-up.
-  python3 - "$work/log.jsonl" "$results/gpu_gpt2_zero.json" "$warmup" \
+  python3 - "$work/log.jsonl" "$results/gpu_gpt2_zero_$dtype.json" "$warmup" \
     "$batch" "$seq" "$dtype" <<'PY'
 import json, math, statistics, sys
 log, out, warmup, batch, seq, dtype = sys.argv[1:]
@@ -157,29 +182,42 @@ json.dump({
     "loss_first": losses[0], "loss_last": losses[-1],
     "skipped_steps": sum(1 for l in timed if l.get("skipped")),
     "peak_bytes": max(l.get("peak_bytes", 0) for l in timed),
+    "data": "repository text",
 }, open(out, "w"), indent=2)
 print("zero-mlir: median step %.2f ms" % median)
 PY
 }
 
-if want zero; then
-  echo "== GPT-2 step, zero-mlir --target cuda"
-  rm -f "$results/gpu_gpt2_zero.json"
-  # The CUDA runtime libraries that an executable of --target cuda links,
-  # whichever of them this build defines.
-  cuda_libs=()
-  for t in zero_runtime_cuda zero_runtime_cuda_kernels; do
-    have_target "$t" && cuda_libs+=("$t")
-  done
-  if why=$(build_targets zero-model-gen zero-compile zero_runtime \
-      zero_runtime_main "${cuda_libs[@]}"); then
-    work=$(mktemp -d)
-    zero_step "$work" || failed+=(zero)
-    rm -rf "$work"
-  else
-    skipped "$results/gpu_gpt2_zero.json" "zero-mlir GPT-2: $why"
+for dtype in $dtypes; do
+  if want torch; then
+    echo "== GPT-2 step, PyTorch eager, $dtype"
+    rm -f "$results/gpu_gpt2_torch_$dtype.json"
+    if ! python3 "$here/gpt2_torch.py" --batch "$batch" --seq "$seq" \
+        --steps "$steps" --warmup "$warmup" --dtype "$dtype" \
+        --data "$data/tokens.bin" \
+        --json "$results/gpu_gpt2_torch_$dtype.json"; then
+      failed+=("torch $dtype")
+    fi
   fi
-fi
+  if want zero; then
+    echo "== GPT-2 step, zero-mlir --target cuda, $dtype"
+    rm -f "$results/gpu_gpt2_zero_$dtype.json"
+    # The CUDA runtime libraries that an executable of --target cuda links,
+    # whichever of them this build defines.
+    cuda_libs=()
+    for t in zero_runtime_cuda zero_runtime_cuda_kernels; do
+      have_target "$t" && cuda_libs+=("$t")
+    done
+    if [[ -n $prebuilt ]] || why=$(build_targets zero-model-gen zero-compile \
+        zero_runtime zero_runtime_main "${cuda_libs[@]}"); then
+      work=$(mktemp -d)
+      zero_step "$work" "$dtype" || failed+=("zero $dtype")
+      rm -rf "$work"
+    else
+      skipped "$results/gpu_gpt2_zero_$dtype.json" "zero-mlir GPT-2: $why"
+    fi
+  fi
+done
 
 # Only the gpu table: the other tables' results come from the CPU runs.
 python3 "$root/bench/update_docs.py" --results "$results" --only gpu

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Packs what the GPU checks need into one archive, for a GPU machine that has
+# the NVIDIA driver, CUDA's cuBLASLt and NCCL but neither MLIR nor Open MPI
+# nor OpenBLAS (a bare cloud GPU image). scripts/gpu-check.sh runs it there.
+#
+#   scripts/gpu-bundle.sh [build-dir] OUT.tar.xz
+#
+# build-dir (default build/) must have the CUDA backend and
+# -DZRT_BUILD_BENCHMARKS=ON. The archive holds:
+#   bin/    the GPU unit tests (runtime/cuda/test) and zrt-cuda-bench
+#   e2e/    the steps of test/E2E/cuda compiled here with --target cuda
+#           (zero-compile links with mpicxx, which the GPU machine lacks),
+#           their tokens, and the CPU backend's reference logs run here;
+#           also GPT-2 124M's widths on a short batch (wide_*)
+#   gpt2/   GPT-2 124M compiled with --target cuda (bf16 and fp32), the
+#           zero-mlir side of bench/gpu/run.sh
+#   lib/    every shared library those programs load that is not part of
+#           glibc, libstdc++ or the CUDA/NCCL stack (Open MPI with its MCA
+#           components, OpenBLAS, libgomp, ...), found with ldd here
+# The CUDA libraries (libcublasLt, libnccl) are the GPU machine's own:
+# gpu-check.sh looks for them there.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ $# -eq 1 ]; then BUILD="$ROOT/build"; OUTFILE=$1
+elif [ $# -eq 2 ]; then BUILD=$1; OUTFILE=$2
+else echo "usage: scripts/gpu-bundle.sh [build-dir] OUT.tar.xz" >&2; exit 2; fi
+BUILD=$(cd "$BUILD" && pwd)
+OUTFILE=$(realpath -m "$OUTFILE")
+BIN=$BUILD/bin
+for t in zero-model-gen zero-compile; do
+  [ -x "$BIN/$t" ] || { echo "gpu-bundle: $BIN/$t is missing" >&2; exit 1; }
+done
+for t in runtime/cuda/test/zrt-cuda-kernels-test \
+         runtime/cuda/test/zrt-cuda-matmul-attention-test \
+         runtime/cuda/test/zrt-cuda-optimizer-test \
+         runtime/cuda/bench/zrt-cuda-bench; do
+  [ -x "$BUILD/$t" ] || { echo "gpu-bundle: $BUILD/$t is missing (CUDA" \
+    "backend and -DZRT_BUILD_BENCHMARKS=ON needed)" >&2; exit 1; }
+done
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+B=$stage/bundle
+mkdir -p "$B/bin" "$B/e2e" "$B/gpt2" "$B/lib"
+for t in runtime/cuda/test/zrt-cuda-kernels-test \
+         runtime/cuda/test/zrt-cuda-matmul-attention-test \
+         runtime/cuda/test/zrt-cuda-optimizer-test \
+         runtime/cuda/bench/zrt-cuda-bench; do
+  cp "$BUILD/$t" "$B/bin/"
+done
+
+# --- test/E2E/cuda, compiled here ----------------------------------------
+E2E=$ROOT/test/E2E/Inputs/zrt_e2e.py
+gen() { "$BIN/zero-model-gen" gpt2 --layers 2 --heads 2 "$@"; }
+python3 "$E2E" tokens "$B/e2e/tokens64.bin" "$ROOT/docs/Architecture.md" \
+  --vocab 64 >/dev/null
+gen --hidden 64 --vocab 64 --seq 32 --batch 8 --dtype f32 -o "$stage/f32.mlir"
+gen --hidden 64 --vocab 64 --seq 32 --batch 8 --dtype bf16 -o "$stage/bf16.mlir"
+gen --hidden 32 --vocab 64 --seq 16 --batch 8 --dtype f16 -o "$stage/f16.mlir"
+export OMPI_MCA_ess_singleton_isolated=1 OMP_NUM_THREADS=1
+for dt in f32 bf16; do
+  "$BIN/zero-compile" "$stage/$dt.mlir" --stage 0 --world-size 1 \
+    -o "$stage/cpu_$dt"
+  "$stage/cpu_$dt" --quiet --steps 10 --data "$B/e2e/tokens64.bin" \
+    --log-json "$B/e2e/cpu_$dt.json" >/dev/null
+  for s in 0 1 2 3; do
+    "$BIN/zero-compile" --target cuda "$stage/$dt.mlir" --stage $s \
+      --world-size 1 -o "$B/e2e/${dt}_s$s"
+  done
+done
+"$BIN/zero-compile" "$stage/f16.mlir" --target cuda --stage 2 --world-size 1 \
+  --config "$ROOT/test/E2E/Inputs/fp16-hysteresis1.json" -o "$B/e2e/f16_s2"
+
+# GPT-2 124M's widths (hidden 768, 12 heads, vocab 50257) on a short batch:
+# the CPU backend's 5 steps here, the CUDA backend's there.
+python3 "$E2E" tokens "$B/e2e/tokens50257.bin" "$ROOT"/docs/*.md \
+  --vocab 50257 >/dev/null
+for dt in f32 bf16; do
+  "$BIN/zero-model-gen" gpt2 --layers 12 --hidden 768 --heads 12 \
+    --vocab 50257 --seq 64 --batch 2 --dtype $dt -o "$stage/wide_$dt.mlir"
+  "$BIN/zero-compile" "$stage/wide_$dt.mlir" --stage 3 --world-size 1 \
+    -o "$stage/cpu_wide_$dt"
+  OMP_NUM_THREADS=$(nproc) "$stage/cpu_wide_$dt" --quiet --steps 5 \
+    --data "$B/e2e/tokens50257.bin" --log-json "$B/e2e/cpu_wide_$dt.json" \
+    >/dev/null
+  "$BIN/zero-compile" --target cuda "$stage/wide_$dt.mlir" --stage 3 \
+    --world-size 1 -o "$B/e2e/wide_${dt}_s3"
+done
+
+# --- GPT-2 124M for bench/gpu/run.sh ---------------------------------------
+for dt in bf16 f32; do
+  "$BIN/zero-model-gen" gpt2 --layers 12 --hidden 768 --heads 12 \
+    --vocab 50257 --seq 1024 --batch 8 --dtype $dt -o "$stage/gpt2_$dt.mlir"
+  "$BIN/zero-compile" --target cuda "$stage/gpt2_$dt.mlir" \
+    -o "$B/gpt2/gpt2_$dt"
+done
+
+# --- shared libraries -------------------------------------------------------
+# glibc, the C++ runtime (the GPU machine's is newer) and the CUDA stack (the
+# GPU machine's driver decides which of those work) are not carried.
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libnccl|libcublas|libcudart)'
+ompi=$(dirname "$(readlink -f "$(ldd "$B/e2e/f32_s0" |
+  awk '/libmpi\.so/ {print $3}')")")
+mkdir -p "$B/lib/openmpi3"
+cp "$ompi"/openmpi/lib/openmpi3/*.so "$B/lib/openmpi3/" 2>/dev/null ||
+  cp /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so "$B/lib/openmpi3/"
+mkdir -p "$B/share"
+cp -r /usr/share/openmpi "$B/share/openmpi"
+for f in "$B"/bin/* "$B"/e2e/*_s? "$B"/gpt2/* "$B"/lib/openmpi3/*.so; do
+  ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if ! [[ $name =~ $skip ]] && [ ! -e "$B/lib/$name" ]; then
+    cp -L "$path" "$B/lib/$name"
+  fi
+done
+strip --strip-unneeded "$B"/bin/* "$B"/e2e/*_s? "$B"/gpt2/* 2>/dev/null || true
+cat >"$B/MANIFEST" <<EOF
+built $(date -u +%FT%TZ) from $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) on $(uname -m)
+EOF
+mkdir -p "$(dirname "$OUTFILE")"
+# xz with a 64 MiB window: the programs share the same ~25 MB of CUDA
+# kernels, which it then stores once.
+(cd "$stage" && find bundle -type f | sort | XZ_OPT=-9 tar -cJf "$OUTFILE" -T -)
+echo "gpu-bundle: $OUTFILE ($(du -h "$OUTFILE" | cut -f1))"

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Runs the GPU checks of a scripts/gpu-bundle.sh archive on a machine with an
+# NVIDIA GPU but no build toolchain, and collects everything it measured:
+#
+#   scripts/gpu-check.sh BUNDLE-DIR RESULTS-DIR [part ...]
+#
+# parts (default all): unit (the GPU unit tests, gtest JSON), e2e (the steps
+# of test/E2E/cuda on the bundle's precompiled programs; the checks of their
+# logs run afterwards on the build machine: scripts/gpu-verify.sh), bench
+# (bench/gpu/run.sh with PREBUILT, bf16 and fp32), profile (Nsight Compute's
+# time of every kernel of two GPT-2 124M steps, and torch.profiler's of the
+# PyTorch baseline; bench/gpu/kernel_table.py sums them). One rank: Open MPI starts
+# as an isolated singleton, so no mpirun is needed. Exits non-zero if any
+# part failed; RESULTS-DIR/summary.txt says which.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ $# -lt 2 ]; then
+  echo "usage: scripts/gpu-check.sh BUNDLE-DIR RESULTS-DIR [unit|e2e|bench ...]" >&2
+  exit 2
+fi
+BUNDLE=$(cd "$1" && pwd)
+R=$2
+mkdir -p "$R"
+R=$(cd "$R" && pwd)
+shift 2
+parts=${*:-unit e2e bench profile}
+want() { [[ " $parts " == *" $1 "* ]]; }
+
+# The GPU machine's CUDA libraries: the toolkit's, else the ones pip installed
+# beside PyTorch (nvidia-cublas, nvidia-nccl).
+cuda_dirs=()
+for lib in libcublasLt.so.13 libnccl.so.2; do
+  d=""
+  for c in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu; do
+    [ -e "$c/$lib" ] && { d=$c; break; }
+  done
+  if [ -z "$d" ]; then
+    f=$(find / -xdev -name "$lib" -not -path "*/proc/*" 2>/dev/null | head -1)
+    [ -n "$f" ] && d=$(dirname "$f")
+  fi
+  if [ -z "$d" ]; then echo "gpu-check: $lib not found on this machine" >&2
+  elif [[ " ${cuda_dirs[*]} " != *" $d "* ]]; then cuda_dirs+=("$d"); fi
+done
+export LD_LIBRARY_PATH="$BUNDLE/lib$(printf ':%s' "${cuda_dirs[@]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMPI_MCA_mca_base_component_path=$BUNDLE/lib/openmpi3
+export OPAL_PKGDATADIR=$BUNDLE/share/openmpi
+export OMPI_MCA_ess_singleton_isolated=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+summary=$R/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
+    --format=csv,noheader
+  lscpu | sed -n 's/^Model name: *//p' | head -1
+  echo "nproc $(nproc)"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  for lib in libcublasLt.so.13 libnccl.so.2; do
+    for d in "${cuda_dirs[@]}"; do
+      [ -e "$d/$lib" ] && echo "$lib: $(readlink -f "$d/$lib")"
+    done
+  done
+  cat "$BUNDLE/MANIFEST"
+} >"$R/machine.txt" 2>&1
+cat "$R/machine.txt"
+
+if want unit; then
+  for t in zrt-cuda-kernels-test zrt-cuda-matmul-attention-test \
+           zrt-cuda-optimizer-test; do
+    if "$BUNDLE/bin/$t" --gtest_output="json:$R/$t.json" >"$R/$t.log" 2>&1; then
+      note "PASS unit $t: $(grep -E '^\[  PASSED  \]' "$R/$t.log")" \
+        "$(grep -E '^\[  SKIPPED \]' "$R/$t.log" | head -1)"
+    else
+      note "FAIL unit $t (exit $?):"
+      grep -E '^\[  FAILED  \]|Failure|error' "$R/$t.log" | head -20 | tee -a "$summary"
+    fi
+  done
+fi
+
+# run NAME CMD...: one program run of the E2E steps, its output kept.
+e2e_run() {
+  local name=$1; shift
+  if "$@" >"$R/e2e/$name.out" 2>&1; then
+    note "RAN e2e $name"
+  else
+    note "FAIL e2e $name (exit $?): $(tail -3 "$R/e2e/$name.out" | tr '\n' ' ')"
+  fi
+}
+if want e2e; then
+  mkdir -p "$R/e2e"
+  E=$BUNDLE/e2e
+  cp "$E"/cpu_*.json "$R/e2e/"
+  for dt in f32 bf16; do
+    for s in 0 1 2 3; do
+      e2e_run "${dt}_s$s" "$E/${dt}_s$s" --quiet --steps 10 \
+        --data "$E/tokens64.bin" --log-json "$R/e2e/${dt}_s$s.json"
+    done
+  done
+  for dt in f32 bf16; do
+    e2e_run "wide_${dt}_s3" "$E/wide_${dt}_s3" --quiet --steps 5 \
+      --data "$E/tokens50257.bin" --log-json "$R/e2e/wide_${dt}_s3.json"
+  done
+  # test/E2E/cuda/fp16-overflow.test
+  work=$(mktemp -d)
+  e2e_run f16_30 "$E/f16_s2" --data "$E/tokens64.bin" --steps 30 \
+    --log-json "$R/e2e/f16_30.json" --quiet
+  e2e_run f16_save "$E/f16_s2" --data "$E/tokens64.bin" --steps 2 \
+    --save "$work/ck" --quiet
+  e2e_run f16_skip "$E/f16_s2" --data "$E/tokens64.bin" --steps 6 \
+    --inject-overflow-step 3 --save "$work/ck" --save-every 3 \
+    --log-json "$R/e2e/f16_skip.json"
+  if python3 "$ROOT/test/E2E/Inputs/zrt_e2e.py" same-state "$work/ck/step_2" \
+      "$work/ck/step_3" >"$R/e2e/f16_same_state.out" 2>&1; then
+    note "RAN e2e f16_same_state: $(cat "$R/e2e/f16_same_state.out")"
+  else
+    note "FAIL e2e f16_same_state: $(tail -2 "$R/e2e/f16_same_state.out")"
+  fi
+  rm -rf "$work"
+fi
+
+if want bench; then
+  mkdir -p "$R/bench"
+  if DTYPES="bf16 fp32" PREBUILT=$BUNDLE RESULTS=$R/bench \
+      "$ROOT/bench/gpu/run.sh" >"$R/bench/run.log" 2>&1; then
+    note "RAN bench: $(grep -E 'median step' "$R/bench/run.log" | tr '\n' ' ')"
+  else
+    note "FAIL bench: $(tail -5 "$R/bench/run.log" | tr '\n' ' ')"
+  fi
+fi
+
+if want profile; then
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu \
+    /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  for dt in bf16 f32; do
+    if [ -z "$ncu" ]; then note "FAIL profile: no ncu"; break; fi
+    if "$ncu" --csv --metrics gpu__time_duration.sum --clock-control none \
+        "$BUNDLE/gpt2/gpt2_$dt" --steps 2 --quiet \
+        --data "$BUNDLE/e2e/tokens50257.bin" >"$R/ncu_gpt2_$dt.csv" \
+        2>"$R/ncu_gpt2_$dt.err"; then
+      note "RAN profile ncu gpt2_$dt: $(grep -c gpu__time_duration "$R/ncu_gpt2_$dt.csv") kernels"
+    else
+      note "FAIL profile ncu gpt2_$dt: $(tail -3 "$R/ncu_gpt2_$dt.err" | tr '\n' ' ')"
+    fi
+  done
+  for dt in bf16 fp32; do
+    if python3 "$ROOT/bench/gpu/gpt2_torch.py" --dtype $dt --steps 3 \
+        --warmup 2 --data "$BUNDLE/e2e/tokens50257.bin" \
+        --profile "$R/torch_profile_$dt.txt" >"$R/torch_profile_$dt.log" 2>&1; then
+      note "RAN profile torch $dt"
+    else
+      note "FAIL profile torch $dt: $(tail -3 "$R/torch_profile_$dt.log" | tr '\n' ' ')"
+    fi
+  done
+  mkdir -p "$R/bench"
+  python3 "$ROOT/bench/gpu/kernel_table.py" "$R" -o "$R/bench/gpu_profile.json" ||
+    note "FAIL profile: kernel_table.py"
+fi
+
+! grep -q '^FAIL' "$summary"
