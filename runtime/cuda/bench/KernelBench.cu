@@ -10,8 +10,10 @@
 // then cuda::adam and cuda::checkOverflow over flat shards of 2^k
 // parameters, and prints one JSON object (stdout, and FILE): the device, the
 // copy's GB/s, and per kernel its bytes per parameter, median time, params/s,
-// GB/s and ratio over the copy. Times are CUDA events around each launch on
-// the compute stream, the median of --reps after --warmup launches. Inputs
+// GB/s and ratio over the copy. Times are CUDA events on the compute
+// stream around runs of back-to-back launches of about 2 ms (per-launch
+// overheads amortized), the median of --reps runs after --warmup launches
+// and at least 50 ms of warm-up work. Inputs
 // are random, never zeros; where one call's buffers would fit in L2, the
 // launches rotate over enough buffer sets that each reads from HBM. Exits
 // with status 2 and a one-line reason when no GPU is usable.
@@ -22,6 +24,7 @@
 #include "CudaSupport.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -133,26 +136,37 @@ private:
   void *ptr = nullptr;
 };
 
-/// Median milliseconds of `reps` timed calls of fn(rep) after `warmup`
-/// untimed ones, each between two events on the compute stream.
+/// Median milliseconds per call of fn(call) over `reps` samples, after
+/// `warmup` untimed calls and at least 50 ms of untimed work (clocks up).
+/// A sample is a run of back-to-back calls between two events on the
+/// compute stream, as many as take about 2 ms, so that launch and event
+/// overheads do not count against kernels of a few microseconds.
 template <typename Fn>
 double medianMs(const Options &o, Fn &&fn) {
   cudaStream_t s = computeStream();
   cudaEvent_t start, stop;
   ZRT_CUDA_CHECK(cudaEventCreate(&start));
   ZRT_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int r = 0; r < o.warmup; ++r)
-    fn(r);
-  std::vector<double> ms;
-  for (int r = 0; r < o.reps; ++r) {
+  auto timed = [&](int first, int calls) {
     ZRT_CUDA_CHECK(cudaEventRecord(start, s));
-    fn(o.warmup + r);
+    for (int c = 0; c < calls; ++c)
+      fn(first + c);
     ZRT_CUDA_CHECK(cudaEventRecord(stop, s));
     ZRT_CUDA_CHECK(cudaEventSynchronize(stop));
     float t = 0;
     ZRT_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
+    return double(t);
+  };
+  int call = 0;
+  for (; call < o.warmup; ++call)
+    fn(call);
+  double one = timed(call++, 1);
+  for (double spent = one; spent < 50.0; spent += one)
+    one = timed(call++, 1);
+  int calls = int(std::min(100.0, std::max(1.0, std::ceil(2.0 / one))));
+  std::vector<double> ms;
+  for (int r = 0; r < o.reps; ++r, call += calls)
+    ms.push_back(timed(call, calls) / calls);
   ZRT_CUDA_CHECK(cudaEventDestroy(start));
   ZRT_CUDA_CHECK(cudaEventDestroy(stop));
   std::sort(ms.begin(), ms.end());

@@ -152,37 +152,70 @@ struct OverflowPartial {
 __device__ OverflowPartial gOverflowPartials[kMaxOverflowBlocks];
 __device__ unsigned int gOverflowBlocksDone;
 
-/// Sum of squares and the largest exponent field of the values.
+/// Sums of squares, or (Check) the largest exponent field of the values.
+/// The hot pass only sums: squares are >= 0, so an inf or NaN makes a sum
+/// inf or NaN, and only a thread whose sums are not finite scans its
+/// values again for an all-ones exponent (inf and NaN, and only they,
+/// have one; finite values whose squares overflow do not count). That
+/// keeps 16-bit gradients at one shift or mask and one FMA per value.
+template <bool Check>
 struct SquareAcc {
   float sum[kOverflowIlp] = {};
   uint32_t maxExponent = 0;
 
   __device__ void add(float x, int k) {
-    sum[k] = __fmaf_rn(x, x, sum[k]);
-    // inf and NaN, and only they, have an all-ones exponent; the maximum
-    // of the masked fields keeps that bit pattern if any value has it
-    // (finite values whose squares overflow do not count).
-    uint32_t e = __float_as_uint(x) & 0x7f800000u;
-    maxExponent = e > maxExponent ? e : maxExponent;
+    if (Check) {
+      uint32_t e = __float_as_uint(x) & 0x7f800000u;
+      maxExponent = e > maxExponent ? e : maxExponent;
+    } else {
+      sum[k] = __fmaf_rn(x, x, sum[k]);
+    }
   }
   template <typename T>
   __device__ void addUnit(uint4 u, int k) {
-    uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    if constexpr (std::is_same_v<T, float>) {
+      add(__uint_as_float(u.x), k);
+      add(__uint_as_float(u.y), k);
+      add(__uint_as_float(u.z), k);
+      add(__uint_as_float(u.w), k);
+    } else {
+      uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 f = unpack(w[i], T());
-      add(f.x, k);
-      add(f.y, k);
+      for (int i = 0; i < 4; ++i) {
+        float2 f = unpack(w[i], T());
+        add(f.x, k);
+        add(f.y, k);
+      }
     }
   }
 };
 
-template <>
-__device__ void SquareAcc::addUnit<float>(uint4 u, int k) {
-  add(__uint_as_float(u.x), k);
-  add(__uint_as_float(u.y), k);
-  add(__uint_as_float(u.z), k);
-  add(__uint_as_float(u.w), k);
+/// This thread's share of the pass (see overflowKernel) into acc.
+template <typename T, bool Check>
+__device__ void overflowScan(const T *grad, int64_t n, int64_t head,
+                             int64_t units, int64_t tid, int64_t threads,
+                             SquareAcc<Check> &acc) {
+  constexpr int64_t kPer = 16 / sizeof(T);
+  const int64_t tail = head + units * kPer;
+  if (tid < head)
+    acc.add(toF32(grad[tid]), 0);
+  if (tid < n - tail)
+    acc.add(toF32(grad[tail + tid]), 1);
+
+  const uint4 *body = reinterpret_cast<const uint4 *>(grad + head);
+  int64_t u = tid;
+  for (; u + (kOverflowIlp - 1) * threads < units;
+       u += kOverflowIlp * threads) {
+    uint4 v[kOverflowIlp];
+#pragma unroll
+    for (int k = 0; k < kOverflowIlp; ++k)
+      v[k] = __ldg(body + u + k * threads);
+#pragma unroll
+    for (int k = 0; k < kOverflowIlp; ++k)
+      acc.template addUnit<T>(v[k], k);
+  }
+  for (; u < units; u += threads)
+    acc.template addUnit<T>(__ldg(body + u), 0);
 }
 
 /// The block's sum in a fixed order (warp butterflies, then warp 0 over
@@ -215,38 +248,23 @@ __global__ void __launch_bounds__(kThreads)
     overflowKernel(const T *grad, int64_t n, int64_t head, int64_t units,
                    const float *lossScale, double divisor, int32_t first,
                    float *stats) {
-  constexpr int64_t kPer = 16 / sizeof(T);
   const int64_t tid = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   const int64_t threads = int64_t(gridDim.x) * kThreads;
-  SquareAcc acc;
-
-  const int64_t tail = head + units * kPer;
-  if (tid < head)
-    acc.add(toF32(grad[tid]), 0);
-  if (tid < n - tail)
-    acc.add(toF32(grad[tail + tid]), 1);
-
-  const uint4 *body = reinterpret_cast<const uint4 *>(grad + head);
-  int64_t u = tid;
-  for (; u + (kOverflowIlp - 1) * threads < units;
-       u += kOverflowIlp * threads) {
-    uint4 v[kOverflowIlp];
-#pragma unroll
-    for (int k = 0; k < kOverflowIlp; ++k)
-      v[k] = __ldg(body + u + k * threads);
-#pragma unroll
-    for (int k = 0; k < kOverflowIlp; ++k)
-      acc.addUnit<T>(v[k], k);
-  }
-  for (; u < units; u += threads)
-    acc.addUnit<T>(__ldg(body + u), 0);
+  SquareAcc<false> acc;
+  overflowScan(grad, n, head, units, tid, threads, acc);
 
   __shared__ float sumShared[kWarps];
   __shared__ double totalShared[kWarps];
   __shared__ bool isLast;
   float sum = (acc.sum[0] + acc.sum[1]) + (acc.sum[2] + acc.sum[3]);
+  bool threadBad = false;
+  if (!isfinite(sum)) {
+    SquareAcc<true> check;
+    overflowScan(grad, n, head, units, tid, threads, check);
+    threadBad = check.maxExponent == 0x7f800000u;
+  }
   sum = blockSum(sum, sumShared);
-  int bad = __syncthreads_or(acc.maxExponent == 0x7f800000u);
+  int bad = __syncthreads_or(threadBad);
   if (threadIdx.x == 0) {
     gOverflowPartials[blockIdx.x] = {sum, uint32_t(bad)};
     // Publishes the partial before the count says it is there.
