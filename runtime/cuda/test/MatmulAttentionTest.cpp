@@ -7,8 +7,9 @@
 // transpose combinations, batches with shared and batched rhs, odd sizes,
 // k = 0 and empty products, causal and full attention with head dims that
 // take each kernel path (64, 128, padded 40 and 72, unaligned 37, chunked
-// 200 and 260), pointers off alignment, determinism, and the scratch the
-// compiler plans for both.
+// 200 and 260), GPT-2's sequence length, a dS beyond f16's range, pointers
+// off alignment (which must not change a bit), determinism, and the scratch
+// the compiler plans for both.
 //
 // Tolerances. Both backends compute in fp32 from the same stored inputs;
 // only the summation order (and the exponential) differ.
@@ -27,7 +28,10 @@
 //    o = v): they may be pure rounding noise of size about
 //    2^-24 scale head_dim max|dO| (max|v| + max|o|) max(|q|, |k|), allowed
 //    8 times over. 16-bit adds the final rounding, 3u |want| as for
-//    matmul.
+//    matmul. The CUDA backend's 16-bit tensor-core kernels multiply P and
+//    dS as the sum of two 16-bit values, 16 (bf16) or 22 (f16) significant
+//    bits: a relative error of at most 2^-17 per term, well inside the
+//    1e-5 sqrt(K) floor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -304,9 +308,8 @@ void expectAttnClose(const Buffer &got, const Buffer &want, const AttnCase &c,
 /// Forward and backward of both backends on the same inputs; the backward
 /// gets the CPU's o on both sides so that its comparison stands alone.
 void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
-                    std::mt19937 &rng, int64_t offset = 0) {
+                    const AttnData &in, int64_t offset = 0) {
   int64_t n = c.batch * c.heads * c.seq * c.dim;
-  AttnData in = randomAttn(dtype, c, rng);
   std::string what = describe(dtype, c, causal);
   Buffer o(dtype, n), dq(dtype, n), dk(dtype, n), dv(dtype, n);
   zrt_attention(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(), c.batch,
@@ -335,6 +338,11 @@ void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
   expectAttnClose(gdv.download(), dv, c, what + " dv");
 }
 
+void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
+                    std::mt19937 &rng, int64_t offset = 0) {
+  checkAttention(dtype, c, causal, randomAttn(dtype, c, rng), offset);
+}
+
 TEST(CudaAttention, MatchesCpu) {
   ZRT_REQUIRE_GPU();
   std::mt19937 rng(5);
@@ -353,6 +361,38 @@ TEST(CudaAttention, MatchesCpu) {
         checkAttention(dtype, c, causal, rng);
 }
 
+TEST(CudaAttention, LongSequences) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(9);
+  // GPT-2's heads (seq 1024, head_dim 64): many key and query steps; and
+  // 128-column heads over several steps of each kernel.
+  const AttnCase cases[] = {{1, 2, 1024, 64, 0}, {1, 1, 300, 128, 0}};
+  for (int32_t dtype : kDtypes)
+    for (const AttnCase &c : cases)
+      for (int32_t causal = 0; causal < 2; ++causal)
+        checkAttention(dtype, c, causal, rng);
+}
+
+TEST(CudaAttention, LargeGradients) {
+  ZRT_REQUIRE_GPU();
+  // dS = P (dP - delta) reaches 2^17 here, beyond f16's range, while every
+  // output fits it: q = 0 makes P = 1/2 for both keys of the second query,
+  // v = +-1 and dO = 4096 make dP = +-2^18 with delta = 0. dQ = -4096 in
+  // its first column, dK = 0.
+  AttnCase c{1, 1, 2, 64, 0};
+  std::vector<double> q(128, 0.0), k(128, 0.0), v(128), dO(128, 4096.0);
+  k[64] = 0.25;
+  for (int d = 0; d < 64; ++d) {
+    v[d] = 1.0;
+    v[64 + d] = -1.0;
+  }
+  for (int32_t dtype : kDtypes)
+    for (int32_t causal = 0; causal < 2; ++causal)
+      checkAttention(dtype, c, causal,
+                     {Buffer(dtype, q), Buffer(dtype, k), Buffer(dtype, v),
+                      Buffer(dtype, dO)});
+}
+
 TEST(CudaAttention, UnalignedPointers) {
   ZRT_REQUIRE_GPU();
   std::mt19937 rng(6);
@@ -360,6 +400,39 @@ TEST(CudaAttention, UnalignedPointers) {
   for (int32_t dtype : kDtypes)
     for (int32_t causal = 0; causal < 2; ++causal)
       checkAttention(dtype, {1, 2, 90, 64, 0}, causal, rng, 1);
+}
+
+TEST(CudaAttention, AlignmentKeepsBits) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(10);
+  // Vector loads (aligned) and element loads (one element off) fill the
+  // same tiles: every output has the same bits either way.
+  const AttnCase cases[] = {{1, 2, 100, 64, 0}, {1, 1, 70, 128, 0}};
+  for (int32_t dtype : kDtypes)
+    for (const AttnCase &c : cases)
+      for (int32_t causal = 0; causal < 2; ++causal) {
+        int64_t n = c.batch * c.heads * c.seq * c.dim;
+        AttnData in = randomAttn(dtype, c, rng);
+        std::vector<double> out[2][4];
+        for (int64_t offset = 0; offset < 2; ++offset) {
+          DeviceArray q(in.q, offset), k(in.k, offset), v(in.v, offset),
+              dO(in.dO, offset), o(Buffer(dtype, n), offset),
+              dq(Buffer(dtype, n), offset), dk(Buffer(dtype, n), offset),
+              dv(Buffer(dtype, n), offset);
+          attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
+                    c.seq, c.dim, causal, c.scale);
+          attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
+                        dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.seq,
+                        c.dim, causal, c.scale);
+          out[offset][0] = o.download().values();
+          out[offset][1] = dq.download().values();
+          out[offset][2] = dk.download().values();
+          out[offset][3] = dv.download().values();
+        }
+        for (int t = 0; t < 4; ++t)
+          EXPECT_EQ(out[0][t], out[1][t])
+              << describe(dtype, c, causal) << " output " << t;
+      }
 }
 
 TEST(CudaAttention, Deterministic) {
