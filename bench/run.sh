@@ -23,7 +23,7 @@
 # Other settings (environment): ONLY (a subset of "machine compile_time
 # kernels comm calibrate e2e"), BENCH_PARAMS (elements per array of the
 # kernel benchmark, 64M), BENCH_ROUNDS (15), COMM_COUNT (full-array
-# elements of the collective benchmark, 8M), COMM_ROUNDS (15), E2E_ROUNDS
+# elements of the collective benchmark, 8M), COMM_ROUNDS (40), E2E_ROUNDS
 # (5), E2E_STEPS (40), MPIRUN (mpirun --allow-run-as-root --oversubscribe).
 # A full run takes about 8 minutes on the 2-core development machine.
 set -euo pipefail
@@ -120,7 +120,7 @@ if want comm; then
     echo "== collectives, $np ranks"
     # shellcheck disable=SC2086
     OMP_NUM_THREADS=1 $mpirun_cmd -np $np "$comm" \
-      --count "${COMM_COUNT:-8388608}" --rounds "${COMM_ROUNDS:-15}" \
+      --count "${COMM_COUNT:-8388608}" --rounds "${COMM_ROUNDS:-40}" \
       --json "$out/comm_np$np.json"
   done
 fi

@@ -4,7 +4,8 @@
 //
 // Times each runtime collective (zrt_all_gather, zrt_reduce_scatter,
 // zrt_all_reduce, zrt_reduce, each followed by zrt_wait) against bare MPI
-// calls on the same buffers, interleaved round by round, and reports the
+// calls on the same buffers, interleaved round by round (each variant in
+// every place of the round equally often), and reports the
 // median over rounds of the per-round time ratio (baseline time / runtime
 // time = runtime bandwidth / baseline bandwidth; 1 means the runtime adds
 // nothing). A sample is the slowest rank's time of a few calls between
@@ -268,14 +269,20 @@ int main(int argc, char **argv) {
     double t = timed(cases[ci].variants[0], 1);
     calls[ci] = std::clamp(int(0.03 / std::max(t, 1e-7)), 1, 1000);
   }
+  // A variant's time depends on its place in the round (the one after a
+  // switch of buffers or communicator runs differently), so every variant
+  // takes every place equally often: round r rotates the order by r and
+  // reverses it every other cycle of rotations.
   for (int r = 0; r < rounds; ++r)
     for (size_t ci = 0; ci < cases.size(); ++ci) {
       auto &vs = cases[ci].variants;
-      std::vector<size_t> order(vs.size());
-      for (size_t i = 0; i < vs.size(); ++i)
-        order[i] = r % 2 ? vs.size() - 1 - i : i;
-      for (size_t i : order)
-        vs[i].seconds.push_back(timed(vs[i], calls[ci]));
+      size_t k = vs.size();
+      bool reverse = (r / int(k)) % 2;
+      for (size_t i = 0; i < k; ++i) {
+        size_t at = (i + size_t(r)) % k;
+        size_t v = reverse ? k - 1 - at : at;
+        vs[v].seconds.push_back(timed(vs[v], calls[ci]));
+      }
     }
 
   if (rank == 0) {
