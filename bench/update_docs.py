@@ -348,8 +348,10 @@ def sec_gpu(r):
                 "theoretical from the memory clock and bus width)%s. "
                 "Reference: `cudaMemcpyAsync` device to device of %d MiB, "
                 "%.0f GB/s counting read + write (%.0f%% of theoretical). "
-                "Medians of %d launches after %d warm-up ones, CUDA events; "
-                "ratio = the kernel's GB/s over the copy's." % (
+                "Medians of %d runs of back-to-back launches (about 2 ms "
+                "each) after %d warm-up launches and at least 50 ms of "
+                "warm-up work, CUDA events; ratio = the kernel's GB/s over "
+                "the copy's." % (
                     m["device"], m["sms"], m["compute_capability"],
                     m["memory_bytes"] / 2.0**30, m["theoretical_gbps"],
                     ", measured %s" % machine["date"] if machine else "",

@@ -179,9 +179,9 @@ def main():
         events = prof.key_averages()
         try:
             table = events.table(sort_by="self_device_time_total",
-                                 row_limit=40)
+                                 row_limit=200)
         except (AttributeError, KeyError, ValueError):
-            table = events.table(sort_by="self_cuda_time_total", row_limit=40)
+            table = events.table(sort_by="self_cuda_time_total", row_limit=200)
         with open(args.profile, "w") as f:
             f.write("two steps\n" + table + "\n")
     if not all(math.isfinite(l) for l in losses):
