@@ -78,6 +78,8 @@ def torch_table(path):
             continue
         v = re.match(r"^([0-9.]+)(ms|us|s)$", cols[6])
         ms = float(v.group(1)) * unit[v.group(2)] / STEPS
+        if ms <= 0:
+            continue  # runtime API calls (cudaLaunchKernel, ...), no kernel
         calls = int(cols[10]) / STEPS
         # Names are cut to 55 characters: rows that share one add up.
         c, t = by_name.get(cols[0], (0, 0.0))
