@@ -30,10 +30,11 @@ BIN=$BUILD/bin
 for t in zero-model-gen zero-compile; do
   [ -x "$BIN/$t" ] || { echo "gpu-bundle: $BIN/$t is missing" >&2; exit 1; }
 done
-for t in runtime/cuda/test/zrt-cuda-kernels-test \
-         runtime/cuda/test/zrt-cuda-matmul-attention-test \
-         runtime/cuda/test/zrt-cuda-optimizer-test \
-         runtime/cuda/bench/zrt-cuda-bench; do
+GPU_PROGRAMS=(runtime/cuda/test/zrt-cuda-kernels-test
+              runtime/cuda/test/zrt-cuda-matmul-attention-test
+              runtime/cuda/test/zrt-cuda-optimizer-test
+              runtime/cuda/bench/zrt-cuda-bench)
+for t in "${GPU_PROGRAMS[@]}"; do
   [ -x "$BUILD/$t" ] || { echo "gpu-bundle: $BUILD/$t is missing (CUDA" \
     "backend and -DZRT_BUILD_BENCHMARKS=ON needed)" >&2; exit 1; }
 done
@@ -42,10 +43,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 B=$stage/bundle
 mkdir -p "$B/bin" "$B/e2e" "$B/gpt2" "$B/lib"
-for t in runtime/cuda/test/zrt-cuda-kernels-test \
-         runtime/cuda/test/zrt-cuda-matmul-attention-test \
-         runtime/cuda/test/zrt-cuda-optimizer-test \
-         runtime/cuda/bench/zrt-cuda-bench; do
+for t in "${GPU_PROGRAMS[@]}"; do
   cp "$BUILD/$t" "$B/bin/"
 done
 

@@ -6,16 +6,17 @@
 #
 # parts (default all): unit (the GPU unit tests, gtest JSON), e2e (the steps
 # of test/E2E/cuda on the bundle's precompiled programs; the checks of their
-# logs run afterwards on the build machine: scripts/gpu-verify.sh), bench
+# logs run afterwards on the build machine: scripts/gpu-verify.py), bench
 # (bench/gpu/run.sh with PREBUILT, bf16 and fp32), profile (Nsight Compute's
 # time of every kernel of two GPT-2 124M steps, and torch.profiler's of the
-# PyTorch baseline; bench/gpu/kernel_table.py sums them). One rank: Open MPI starts
-# as an isolated singleton, so no mpirun is needed. Exits non-zero if any
-# part failed; RESULTS-DIR/summary.txt says which.
+# PyTorch baseline; bench/gpu/kernel_table.py sums them). One rank: Open MPI
+# starts as an isolated singleton, so no mpirun is needed. Exits non-zero if
+# any part failed; RESULTS-DIR/summary.txt says which.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ $# -lt 2 ]; then
-  echo "usage: scripts/gpu-check.sh BUNDLE-DIR RESULTS-DIR [unit|e2e|bench ...]" >&2
+  echo "usage: scripts/gpu-check.sh BUNDLE-DIR RESULTS-DIR" \
+    "[unit|e2e|bench|profile ...]" >&2
   exit 2
 fi
 BUNDLE=$(cd "$1" && pwd)

@@ -22,8 +22,8 @@
 # still run.
 #
 # Environment: ONLY (a subset of "kernels torch zero"), DTYPES (of bf16 and
-# fp32, default both), BATCH (8), SEQ (1024), STEPS (timed steps, 20), WARMUP (3),
-# LOG2_PARAMS (kernel sizes, 24,28), REPS (20), RESULTS (bench/results).
+# fp32, default both), BATCH (8), SEQ (1024), STEPS (timed steps, 20),
+# WARMUP (3), LOG2_PARAMS (kernel sizes, 24,28), REPS (20), RESULTS (bench/results).
 # On a GPU machine without the toolchain, PREBUILT=DIR takes the programs
 # from an unpacked scripts/gpu-bundle.sh archive instead of a build:
 # DIR/bin/zrt-cuda-bench and DIR/gpt2/gpt2_{bf16,f32} (GPT-2 124M, batch 8,
@@ -119,15 +119,13 @@ PY
 if want kernels; then
   echo "== optimizer kernels vs device copy"
   rm -f "$results/gpu_kernels.json"
+  bin=""
   if [[ -n $prebuilt ]]; then
     bin=$prebuilt/bin/zrt-cuda-bench
-    if ! "$bin" \
-        --log2-params "${LOG2_PARAMS:-24,28}" --reps "${REPS:-20}" \
-        --json "$results/gpu_kernels.json"; then
-      failed+=(kernels)
-    fi
   elif why=$(build_targets zrt-cuda-bench); then
     bin=$(find "$build" -name zrt-cuda-bench -type f -perm -u+x | head -1)
+  fi
+  if [[ -n $bin ]]; then
     if ! "$bin" \
         --log2-params "${LOG2_PARAMS:-24,28}" --reps "${REPS:-20}" \
         --json "$results/gpu_kernels.json"; then
