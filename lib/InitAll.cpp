@@ -11,6 +11,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Transforms/Passes.h"
 #include "zero/Conversion/Passes.h"
+#include "zero/Conversion/ZeroToRuntime.h"
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
@@ -21,6 +22,7 @@ void zero::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::zero::ZeroDialect, mlir::nn::NNDialect,
                   mlir::func::FuncDialect, mlir::scf::SCFDialect,
                   mlir::arith::ArithDialect>();
+  mlir::zero::registerRuntimeKernelModels(registry);
 }
 
 void zero::registerAllPasses() {

@@ -11,11 +11,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Conversion/Passes.h"
+#include "zero/Conversion/ZeroToRuntime.h"
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Interfaces/RuntimeKernelOpInterface.h"
+
+#include "zero_rt/program.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/ADT/StringMap.h"
@@ -32,20 +36,6 @@ using namespace mlir;
 using namespace mlir::zero;
 
 namespace {
-
-/// Must match runtime/include/zero_rt/program.h.
-constexpr int32_t kProgramVersion = 1;
-
-/// zrt_dtype / zrt_index_type codes.
-int32_t dtypeCode(Type t) {
-  if (t.isBF16())
-    return 1;
-  if (t.isF16())
-    return 2;
-  if (t.isInteger(64))
-    return 1;
-  return 0; // f32, i32
-}
 
 StringRef dtypeName(Type t) {
   if (t.isBF16())
@@ -64,7 +54,6 @@ RankedTensorType tensorType(Value v) {
 }
 int64_t numel(Value v) { return tensorType(v).getNumElements(); }
 Type elemType(Value v) { return tensorType(v).getElementType(); }
-int64_t innerDim(Value v) { return tensorType(v).getShape().back(); }
 
 /// Where a value's bytes live.
 struct Storage {
@@ -82,10 +71,12 @@ public:
 
 private:
   // Declarations and constants.
-  LLVM::LLVMFuncOp declare(StringRef name, Type result, ArrayRef<Type> args);
-  Value call(StringRef name, Type result, ArrayRef<Value> args);
+  /// Calls runtime function `name`, declared with the type of the runtime's
+  /// ABI table; a call the table does not allow is an error on the op being
+  /// lowered.
+  FailureOr<Value> call(StringRef name, ArrayRef<Value> args);
   void callVoid(StringRef name, ArrayRef<Value> args) {
-    call(name, Type(), args);
+    (void)call(name, args);
   }
   Value i32(int64_t v) {
     return LLVM::ConstantOp::create(b, loc, b.getI32Type(),
@@ -98,6 +89,15 @@ private:
   Value f64(double v) {
     return LLVM::ConstantOp::create(b, loc, b.getF64Type(),
                                     b.getF64FloatAttr(v));
+  }
+  Value dtype(Type elementType) {
+    if (elementType.isBF16())
+      return i32(ZRT_BF16);
+    if (elementType.isF16())
+      return i32(ZRT_F16);
+    if (elementType.isInteger(64))
+      return i32(ZRT_I64);
+    return i32(ZRT_F32); // and ZRT_I32
   }
   Value i64Array(ArrayRef<int64_t> values);
   Value ptrArray(ArrayRef<Value> ptrs);
@@ -113,7 +113,7 @@ private:
   /// it (zero.reduce_scatter from sources, or zero.reduce).
   template <typename OpT>
   LogicalResult lowerBucketReduction(OpT op, bool toOwners);
-  LogicalResult lowerCompute(Operation *op);
+  LogicalResult lowerCompute(RuntimeKernelOpInterface op);
   int32_t partitionIndex(SymbolRefAttr ref);
   int32_t slotOf(Value token);
 
@@ -132,31 +132,79 @@ private:
   DenseMap<Value, int32_t> slots;
   llvm::StringMap<LLVM::LLVMFuncOp> decls;
   unsigned numGlobals = 0;
+  /// The op being lowered (for diagnostics).
+  Operation *current = nullptr;
+  bool callFailed = false;
+
+  friend class KernelCalls;
+};
+
+/// A compute op's view of the lowering: its planned buffers and the checked
+/// runtime calls.
+class KernelCalls : public KernelCallBuilder {
+public:
+  KernelCalls(Lowering &l, ArrayRef<Value> in, ArrayRef<Value> out)
+      : l(l), in(in), out(out) {}
+  Value operand(unsigned i) override { return in[i]; }
+  Value result(unsigned i) override { return out[i]; }
+  ArrayRef<Value> operands() override { return in; }
+  ArrayRef<Value> results() override { return out; }
+  Value i32(int64_t v) override { return l.i32(v); }
+  Value i64(int64_t v) override { return l.i64(v); }
+  Value f64(double v) override { return l.f64(v); }
+  Value dtype(Type elementType) override { return l.dtype(elementType); }
+  Value i64Array(ArrayRef<int64_t> values) override {
+    return l.i64Array(values);
+  }
+  Value ptrArray(ArrayRef<Value> ptrs) override { return l.ptrArray(ptrs); }
+  LogicalResult call(StringRef callee, ArrayRef<Value> args) override {
+    return l.call(callee, args);
+  }
+
+private:
+  Lowering &l;
+  ArrayRef<Value> in, out;
 };
 
 } // namespace
 
-LLVM::LLVMFuncOp Lowering::declare(StringRef name, Type result,
-                                   ArrayRef<Type> args) {
-  auto it = decls.find(name);
-  if (it != decls.end())
-    return it->second;
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToEnd(module.getBody());
-  Type ret = result ? result : LLVM::LLVMVoidType::get(b.getContext());
-  auto fn = LLVM::LLVMFuncOp::create(b, loc, name,
-                                     LLVM::LLVMFunctionType::get(ret, args));
-  decls[name] = fn;
-  return fn;
-}
-
-Value Lowering::call(StringRef name, Type result, ArrayRef<Value> args) {
-  SmallVector<Type> types;
-  for (Value a : args)
-    types.push_back(a.getType());
-  LLVM::LLVMFuncOp fn = declare(name, result, types);
+FailureOr<Value> Lowering::call(StringRef name, ArrayRef<Value> args) {
+  auto fail = [&]() -> InFlightDiagnostic {
+    callFailed = true;
+    return current ? current->emitOpError()
+                   : emitError(loc) << "the lowering ";
+  };
+  LLVM::LLVMFunctionType type =
+      getRuntimeFunctionType(b.getContext(), name);
+  if (!type) {
+    fail() << "calls '" << name
+           << "', which the runtime's ABI table (zero_rt/abi.def) does not "
+              "list as callable from generated code";
+    return failure();
+  }
+  if (type.getNumParams() != args.size()) {
+    fail() << "calls '" << name << "' with " << args.size()
+           << " arguments; the runtime's ABI table has "
+           << type.getNumParams();
+    return failure();
+  }
+  for (auto [i, a] : llvm::enumerate(args))
+    if (a.getType() != type.getParamType(i)) {
+      fail() << "calls '" << name << "' with " << a.getType()
+             << " as argument " << i << "; the runtime's ABI table has "
+             << type.getParamType(i);
+      return failure();
+    }
+  LLVM::LLVMFuncOp &fn = decls[name];
+  if (!fn) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToEnd(module.getBody());
+    fn = LLVM::LLVMFuncOp::create(b, loc, name, type);
+  }
   auto c = LLVM::CallOp::create(b, loc, fn, args);
-  return result ? c.getResult() : Value();
+  if (isa<LLVM::LLVMVoidType>(type.getReturnType()))
+    return Value();
+  return c.getResult();
 }
 
 Value Lowering::i64Array(ArrayRef<int64_t> values) {
@@ -189,8 +237,8 @@ Value Lowering::ptrArray(ArrayRef<Value> ptrs) {
 }
 
 Value Lowering::ctxPtr(bool persistent, int64_t offset) {
-  return call(persistent ? "zrt_ctx_persistent" : "zrt_ctx_step", ptrType(),
-              {ctx, i64(offset)});
+  return *call(persistent ? "zrt_ctx_persistent" : "zrt_ctx_step",
+               {ctx, i64(offset)});
 }
 
 int32_t Lowering::partitionIndex(SymbolRefAttr ref) {
@@ -224,8 +272,6 @@ FailureOr<Storage> Lowering::storageOf(Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v))
     return Storage{false, inputOffsets[arg.getArgNumber()]};
   Operation *def = v.getDefiningOp();
-  if (auto reshape = dyn_cast<nn::ReshapeOp>(def))
-    return storageOf(reshape.getInput());
   if (auto get = dyn_cast<GetParamOp>(def)) {
     const ParamLocation *loc = s.lookupParam(get.getParam());
     if (!loc)
@@ -244,6 +290,8 @@ FailureOr<Storage> Lowering::storageOf(Value v) {
                                           BufferKind::params) +
                              loc->offset * eb};
   }
+  if (auto view = dyn_cast<ViewLikeOpInterface>(def))
+    return storageOf(view.getViewSource());
   for (Operation *user : v.getUsers())
     if (auto g = dyn_cast<GradOp>(user); g && s.isGradientInPlace(g)) {
       const ParamLocation *loc = s.lookupParam(g.getParam());
@@ -271,7 +319,7 @@ FailureOr<Value> Lowering::ptr(Value v) {
   return p;
 }
 
-LogicalResult Lowering::lowerCompute(Operation *op) {
+LogicalResult Lowering::lowerCompute(RuntimeKernelOpInterface op) {
   SmallVector<Value> in, out;
   for (Value v : op->getOperands()) {
     FailureOr<Value> p = ptr(v);
@@ -285,200 +333,8 @@ LogicalResult Lowering::lowerCompute(Operation *op) {
       return failure();
     out.push_back(*p);
   }
-  auto dt = [&](Value v) { return i32(dtypeCode(elemType(v))); };
-  return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](nn::MatmulOp m) {
-        auto a = tensorType(m.getLhs()), w = tensorType(m.getRhs());
-        int64_t r = a.getRank();
-        int64_t batch = a.getNumElements() / (a.getDimSize(r - 1) *
-                                              a.getDimSize(r - 2));
-        int64_t mm = a.getDimSize(r - 2), k = a.getDimSize(r - 1);
-        if (m.getTransposeLhs())
-          std::swap(mm, k);
-        int64_t n = m.getTransposeRhs() ? w.getShape()[w.getRank() - 2]
-                                        : w.getShape().back();
-        callVoid("zrt_matmul",
-                 {dt(m.getLhs()), in[0], in[1], out[0], i64(batch), i64(mm),
-                  i64(n), i64(k), i32(m.getTransposeLhs()),
-                  i32(m.getTransposeRhs()), i32(w.getRank() == r)});
-        return success();
-      })
-      .Case([&](nn::AddOp o) {
-        callVoid("zrt_add", {dt(o.getLhs()), in[0], in[1], out[0],
-                             i64(numel(o.getLhs())), i64(numel(o.getRhs()))});
-        return success();
-      })
-      .Case([&](nn::MulOp o) {
-        callVoid("zrt_mul", {dt(o.getLhs()), in[0], in[1], out[0],
-                             i64(numel(o.getLhs())), i64(numel(o.getRhs()))});
-        return success();
-      })
-      .Case([&](nn::ScaleOp o) {
-        callVoid("zrt_scale", {dt(o.getInput()), in[0], out[0],
-                               i64(numel(o.getInput())),
-                               f64(o.getFactor().convertToDouble())});
-        return success();
-      })
-      .Case([&](nn::GeluOp o) {
-        callVoid("zrt_gelu",
-                 {dt(o.getInput()), in[0], out[0], i64(numel(o.getInput()))});
-        return success();
-      })
-      .Case([&](nn::ReluOp o) {
-        callVoid("zrt_relu",
-                 {dt(o.getInput()), in[0], out[0], i64(numel(o.getInput()))});
-        return success();
-      })
-      .Case([&](nn::SoftmaxOp o) {
-        int64_t cols = innerDim(o.getInput());
-        callVoid("zrt_softmax", {dt(o.getInput()), in[0], out[0],
-                                 i64(numel(o.getInput()) / cols), i64(cols)});
-        return success();
-      })
-      .Case([&](nn::GeluGradOp o) {
-        callVoid("zrt_gelu_grad", {dt(o.getForward()), in[0], in[1], out[0],
-                                   i64(numel(o.getForward()))});
-        return success();
-      })
-      .Case([&](nn::ReluGradOp o) {
-        callVoid("zrt_relu_grad", {dt(o.getForward()), in[0], in[1], out[0],
-                                   i64(numel(o.getForward()))});
-        return success();
-      })
-      .Case([&](nn::SoftmaxGradOp o) {
-        int64_t cols = innerDim(o.getForward());
-        callVoid("zrt_softmax_grad",
-                 {dt(o.getForward()), in[0], in[1], out[0],
-                  i64(numel(o.getForward()) / cols), i64(cols)});
-        return success();
-      })
-      .Case([&](nn::LayerNormOp o) {
-        int64_t cols = innerDim(o.getInput());
-        callVoid("zrt_layer_norm",
-                 {dt(o.getInput()), in[0], in[1], in[2], out[0],
-                  i64(numel(o.getInput()) / cols), i64(cols),
-                  f64(o.getEps().convertToDouble())});
-        return success();
-      })
-      .Case([&](nn::LayerNormGradOp o) {
-        int64_t cols = innerDim(o.getInput());
-        callVoid("zrt_layer_norm_grad",
-                 {dt(o.getInput()), in[0], in[1], in[2], out[0], out[1],
-                  out[2], i64(numel(o.getInput()) / cols), i64(cols),
-                  f64(o.getEps().convertToDouble())});
-        return success();
-      })
-      .Case([&](nn::AttentionOp o) {
-        ArrayRef<int64_t> sh = tensorType(o.getQuery()).getShape();
-        callVoid("zrt_attention",
-                 {dt(o.getQuery()), in[0], in[1], in[2], out[0], i64(sh[0]),
-                  i64(sh[1]), i64(sh[2]), i64(sh[3]), i32(o.getCausal()),
-                  f64(o.getScaleValue())});
-        return success();
-      })
-      .Case([&](nn::AttentionGradOp o) {
-        ArrayRef<int64_t> sh = tensorType(o.getQuery()).getShape();
-        callVoid("zrt_attention_grad",
-                 {dt(o.getQuery()), in[0], in[1], in[2], in[3], in[4], out[0],
-                  out[1], out[2], i64(sh[0]), i64(sh[1]), i64(sh[2]),
-                  i64(sh[3]), i32(o.getCausal()),
-                  f64(o.getScale().convertToDouble())});
-        return success();
-      })
-      .Case([&](nn::EmbeddingOp o) {
-        auto t = tensorType(o.getTable());
-        callVoid("zrt_embedding",
-                 {dt(o.getTable()), in[0], dt(o.getIds()), in[1], out[0],
-                  i64(numel(o.getIds())), i64(t.getDimSize(0)),
-                  i64(t.getDimSize(1))});
-        return success();
-      })
-      .Case([&](nn::EmbeddingGradOp o) {
-        auto t = tensorType(o.getResult());
-        callVoid("zrt_embedding_grad",
-                 {dt(o.getResult()), in[0], dt(o.getIds()), in[1], out[0],
-                  i64(numel(o.getIds())), i64(t.getDimSize(0)),
-                  i64(t.getDimSize(1))});
-        return success();
-      })
-      .Case([&](nn::SoftmaxCrossEntropyOp o) {
-        int64_t cols = innerDim(o.getLogits());
-        callVoid("zrt_softmax_cross_entropy",
-                 {dt(o.getLogits()), in[0], dt(o.getLabels()), in[1], out[0],
-                  i64(numel(o.getLogits()) / cols), i64(cols)});
-        return success();
-      })
-      .Case([&](nn::SoftmaxCrossEntropyGradOp o) {
-        int64_t cols = innerDim(o.getLogits());
-        callVoid("zrt_softmax_cross_entropy_grad",
-                 {dt(o.getLogits()), in[0], dt(o.getLabels()), in[1], in[2],
-                  out[0], i64(numel(o.getLogits()) / cols), i64(cols)});
-        return success();
-      })
-      .Case([&](nn::CastOp o) {
-        callVoid("zrt_cast", {dt(o.getInput()), in[0], dt(o.getResult()),
-                              out[0], i64(numel(o.getInput()))});
-        return success();
-      })
-      .Case([&](CastOp o) {
-        callVoid("zrt_cast", {dt(o.getInput()), in[0], dt(o.getResult()),
-                              out[0], i64(numel(o.getInput()))});
-        return success();
-      })
-      .Case([&](nn::FillOp o) {
-        callVoid("zrt_fill", {dt(o.getResult()), out[0],
-                              i64(numel(o.getResult())),
-                              f64(o.getValue().convertToDouble())});
-        return success();
-      })
-      .Case([&](nn::ReduceSumOp o) {
-        int64_t cols = numel(o.getResult());
-        callVoid("zrt_reduce_sum", {dt(o.getInput()), in[0], out[0],
-                                    i64(numel(o.getInput()) / cols), i64(cols)});
-        return success();
-      })
-      .Case([&](nn::TransposeOp o) {
-        auto t = tensorType(o.getInput());
-        callVoid("zrt_transpose",
-                 {dt(o.getInput()), in[0], out[0], i32(t.getRank()),
-                  i64Array(t.getShape()), i64Array(o.getPermutation())});
-        return success();
-      })
-      .Case([&](nn::SplitOp o) {
-        auto t = tensorType(o.getInput());
-        int64_t axis = o.getAxis();
-        int64_t outer = 1, inner = 1;
-        for (int64_t d = 0; d < axis; ++d)
-          outer *= t.getDimSize(d);
-        for (int64_t d = axis + 1; d < t.getRank(); ++d)
-          inner *= t.getDimSize(d);
-        SmallVector<int64_t> sizes;
-        for (Value r : o.getResults())
-          sizes.push_back(tensorType(r).getDimSize(axis));
-        callVoid("zrt_split", {dt(o.getInput()), in[0], ptrArray(out),
-                               i64Array(sizes), i32(sizes.size()), i64(outer),
-                               i64(inner)});
-        return success();
-      })
-      .Case([&](nn::ConcatOp o) {
-        auto t = tensorType(o.getResult());
-        int64_t axis = o.getAxis();
-        int64_t outer = 1, inner = 1;
-        for (int64_t d = 0; d < axis; ++d)
-          outer *= t.getDimSize(d);
-        for (int64_t d = axis + 1; d < t.getRank(); ++d)
-          inner *= t.getDimSize(d);
-        SmallVector<int64_t> sizes;
-        for (Value v : o.getInputs())
-          sizes.push_back(tensorType(v).getDimSize(axis));
-        callVoid("zrt_concat", {dt(o.getResult()), ptrArray(in),
-                                i64Array(sizes), i32(sizes.size()), out[0],
-                                i64(outer), i64(inner)});
-        return success();
-      })
-      .Default([&](Operation *op) {
-        return op->emitOpError("has no lowering to the runtime");
-      });
+  KernelCalls calls(*this, in, out);
+  return op.buildKernelCall(calls);
 }
 
 template <typename OpT>
@@ -505,11 +361,15 @@ LogicalResult Lowering::lowerBucketReduction(OpT op, bool toOwners) {
 
 LogicalResult Lowering::lowerOp(Operation *op) {
   loc = op->getLoc();
-  if (isa<nn::ReshapeOp, GetParamOp, FreeOp>(op))
+  current = op;
+  if (isViewOp(op) || isa<FreeOp>(op))
     return success();
-  if (op->getDialect() == module.getContext()->getLoadedDialect("nn") ||
-      isa<CastOp>(op))
-    return lowerCompute(op);
+  if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
+    return lowerCompute(kernel);
+  if (!isa<ZeroDialect>(op->getDialect()))
+    return op->emitOpError(
+        "has no runtime kernel model (RuntimeKernelOpInterface), so "
+        "convert-zero-to-runtime cannot lower it");
   auto p = [&](Value v) -> Value {
     FailureOr<Value> r = ptr(v);
     return succeeded(r) ? *r : Value();
@@ -623,9 +483,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         Value stats = p(o.getStats());
         if (!stats)
           return failure();
-        Value skip = call("zrt_ctx_update_loss_scale", b.getI32Type(),
-                          {ctx, stats});
-        ptrCache[o.getSkip()] = skip;
+        FailureOr<Value> skip =
+            call("zrt_ctx_update_loss_scale", {ctx, stats});
+        if (failed(skip))
+          return failure();
+        ptrCache[o.getSkip()] = *skip;
         return success();
       })
       .Case([&](AdamOp o) -> LogicalResult {
@@ -706,7 +568,7 @@ std::string Lowering::buildManifest() {
     globalBatch = gb.getInt();
   PartitionOp first = s.getPartitions().front().partition;
   Object manifest{
-      {"version", kProgramVersion},
+      {"version", ZRT_PROGRAM_VERSION},
       {"stage", s.getStage()},
       {"world_size", s.getWorldSize()},
       {"accumulation_steps", s.getAccumulationSteps()},
@@ -796,7 +658,7 @@ LogicalResult Lowering::run() {
         opBoundary = false;
       if (opBoundary != isBoundary)
         continue;
-      if (failed(lowerOp(&op)))
+      if (failed(lowerOp(&op)) || callFailed)
         return failure();
     }
     loc = step.getLoc();
@@ -821,7 +683,7 @@ LogicalResult Lowering::run() {
   Block *init = b.createBlock(&program.getInitializerRegion());
   b.setInsertionPointToStart(init);
   Value v = LLVM::UndefOp::create(b, loc, programType);
-  v = LLVM::InsertValueOp::create(b, loc, v, i32(kProgramVersion),
+  v = LLVM::InsertValueOp::create(b, loc, v, i32(ZRT_PROGRAM_VERSION),
                                   ArrayRef<int64_t>{0});
   v = LLVM::InsertValueOp::create(
       b, loc, v, LLVM::AddressOfOp::create(b, loc, ptrType(), "zero_manifest"),

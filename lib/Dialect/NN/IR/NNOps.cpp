@@ -264,6 +264,8 @@ LogicalResult EmbeddingGradOp::verify() {
 // Shape ops
 //===----------------------------------------------------------------------===//
 
+Value ReshapeOp::getViewSource() { return getInput(); }
+
 LogicalResult ReshapeOp::verify() {
   auto in = ranked(getInput()), out = ranked(getResult());
   if (in.getElementType() != out.getElementType())

@@ -16,6 +16,7 @@
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Interfaces/RuntimeKernelOpInterface.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -26,146 +27,6 @@
 
 using namespace mlir;
 using namespace mlir::zero;
-
-//===----------------------------------------------------------------------===//
-// Presets
-//===----------------------------------------------------------------------===//
-
-// GPU numbers: ../shared/design/anchors/performance.md (outside the
-// repository) and the sources it cites, unless noted.
-// - GEMM: 989 TFLOP/s dense BF16 tensor-core peak (NVIDIA Hopper whitepaper)
-//   times 0.8, the maximum achievable matmul FLOPS measured on H100 SXM
-//   (stas00/ml-engineering MAMF table: 792.1 TFLOP/s, 80.1%); H200 has the
-//   same die and clocks. fp32: the 66.9 TFLOP/s non-tensor FMA peak times the
-//   same 0.8 (cuBLAS without TF32).
-// - Memory: the measured STREAM triad (Azure ND H100 v5 / ND H200 v5).
-// - Link: ring all-gather / reduce-scatter bus bandwidth on 8 GPUs over
-//   NVLink4 (NVIDIA/nccl-tests #212: ~370 GB/s on H100; stas00 H200 table:
-//   361-363 GB/s), i.e. ~81% of the 450 GB/s line rate.
-// - Latency: the ~25.6 us (H100) / ~30 us (H200) small-message all-reduce
-//   floor of the 8-GPU sweeps divided by its 2(n-1) = 14 ring steps.
-// - Kernel overhead: an assumed 3 us per launch (no citable number).
-//
-// `cpu`: one rank of the 2-core development machine (Xeon, AVX-512, KVM,
-// shared with other builds) while another rank runs on the other core,
-// measured by zrt-bench-calibrate (runtime/bench/Calibrate.cpp; bench/run.sh
-// runs it and docs/benchmarks.md shows the numbers of the last run) with
-// `OMP_NUM_THREADS=1 mpirun -np 2`, medians over rounds and of three runs:
-//   zrt_matmul f32 at gpt2-tiny / mlp shapes, 1 thread     36 GFLOP/s
-//   streaming kernels (bias add, GELU, layer norm, softmax, Adam) at those
-//     sizes, bytes as the model counts them                  11 GB/s
-//   one tiny kernel call                                       0.22 us
-//   zrt_all_reduce 4 MiB, 2 ranks: bus bandwidth               0.86 GB/s
-//   8-byte zrt_all_reduce issued after ~1 ms of compute on each rank:
-//     0.41 ms per ring step. Back to back the same all-reduce takes ~1 us
-//     per step; in a step the ranks reach a blocking collective out of step
-//     (cores shared with each other and other processes), and the wait for
-//     the slowest is what a step pays, so the latency is that one.
-// The runtime converts 16-bit GEMM operands to fp32 panels and calls sgemm,
-// so both GEMM rates are the sgemm rate. bench/calibrate_cpu.cpp measures
-// the whole machine instead (2-thread 2048^3 sgemm 414 GFLOP/s, STREAM triad
-// 27.8 GB/s, idle Open MPI busbw 2.2 GB/s, 0.18 us per step): the numbers of
-// a single large rank, 3-10x off for the small models trained here.
-// A rank's share of the machine moves every rate: 1 and 2 ranks get a core
-// each, 4 ranks share 2 cores, and the wait for the slowest rank at a
-// blocking collective grows with the ranks per core. So the `cpu` preset
-// also carries rows by ranks per node, which simulateStep uses instead of
-// the medians above: the last zrt-bench-calibrate run with 1, 2 and 4 ranks
-// (one thread each; docs/benchmarks.md, calibration table). The CPU's fused
-// attention runs at about 1/6 of the GEMM rate at gpt2-tiny's shapes (64 x
-// 32 heads), and GELU and the layer-norm backward are compute-bound, so
-// they have rates of their own. Open MPI's non-blocking reduce-scatter
-// (coll/libnbc) moves 4 MiB at about 0.6x the all-reduce's bus bandwidth
-// and its all-gather at about 1.5x, so each kind has its own. The machine
-// is shared: under load the same calibration gave 3.5x lower 2-rank rates
-// and 100x the 2-rank collective latency (a run of 2026-11-22 01:45: 32.5
-// GFLOP/s, 393 us per ring step).
-// The rows between the markers are written by bench/cpu_preset.py from
-// bench/results/calibration_np{1,2,4}.json.
-// bench:cpu-shares
-static const RankShare kCpuShares[] = {
-    {/*ranks=*/1, /*gemmFlops=*/1.189e+11, /*memoryBandwidth=*/3.183e+10,
-     /*kernelOverhead=*/8.836e-08, /*linkBandwidth=*/0,
-     /*collectiveLatency=*/0, /*attentionFlops=*/1.929e+10,
-     /*activationElements=*/1.142e+09, /*backToBackLatency=*/0,
-     /*skewCompute=*/0, /*reduceScatterBandwidth=*/0,
-     /*allGatherBandwidth=*/0},
-    {/*ranks=*/2, /*gemmFlops=*/1.211e+11, /*memoryBandwidth=*/3.314e+10,
-     /*kernelOverhead=*/8.739e-08, /*linkBandwidth=*/4.314e+09,
-     /*collectiveLatency=*/3.385e-06, /*attentionFlops=*/1.936e+10,
-     /*activationElements=*/1.145e+09, /*backToBackLatency=*/4.64e-07,
-     /*skewCompute=*/0.0004863, /*reduceScatterBandwidth=*/2.603e+09,
-     /*allGatherBandwidth=*/6.303e+09},
-    {/*ranks=*/4, /*gemmFlops=*/5.69e+10, /*memoryBandwidth=*/1.696e+10,
-     /*kernelOverhead=*/9.2e-08, /*linkBandwidth=*/2.755e+09,
-     /*collectiveLatency=*/9.483e-05, /*attentionFlops=*/9.382e+09,
-     /*activationElements=*/5.48e+08, /*backToBackLatency=*/9.638e-07,
-     /*skewCompute=*/0.0005264, /*reduceScatterBandwidth=*/1.329e+09,
-     /*allGatherBandwidth=*/3.577e+09},
-};
-// /bench:cpu-shares
-
-static const HardwarePreset kPresets[] = {
-    {"h100-sxm",
-     "NVIDIA H100 SXM 80GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
-     "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3 bandwidth, "
-     "NCCL ring busbw 365 GB/s",
-     /*gemmFlops16=*/0.8 * 989e12, /*gemmFlops32=*/0.8 * 66.9e12,
-     /*memoryBandwidth=*/2.97e12, /*linkBandwidth=*/365e9,
-     /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6},
-    {"h200-sxm",
-     "NVIDIA H200 SXM 141GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
-     "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3e bandwidth, "
-     "NCCL ring busbw 362 GB/s",
-     /*gemmFlops16=*/0.8 * 989e12, /*gemmFlops32=*/0.8 * 66.9e12,
-     /*memoryBandwidth=*/4.15e12, /*linkBandwidth=*/362e9,
-     /*collectiveLatency=*/2.1e-6, /*kernelOverhead=*/3e-6},
-    {"cpu",
-     "One rank of this 2-core development machine beside a second rank "
-     "(measured by zrt-bench-calibrate): small-model zrt_matmul and "
-     "streaming kernels on one thread, Open MPI shared-memory collectives "
-     "between ranks on shared cores",
-     /*gemmFlops16=*/36e9, /*gemmFlops32=*/36e9,
-     /*memoryBandwidth=*/11e9, /*linkBandwidth=*/0.86e9,
-     /*collectiveLatency=*/0.41e-3, /*kernelOverhead=*/0.22e-6,
-     /*shares=*/kCpuShares},
-};
-
-HardwarePreset HardwarePreset::forWorldSize(int64_t worldSize) const {
-  HardwarePreset hw = *this;
-  const RankShare *row = nullptr;
-  for (const RankShare &share : shares)
-    if (share.ranks <= worldSize)
-      row = &share;
-  if (!row)
-    return hw;
-  // Beyond the last calibrated row, more processes divide the same cores.
-  double crowd = worldSize > row->ranks ? double(row->ranks) / worldSize : 1;
-  hw.gemmFlops16 = hw.gemmFlops32 = row->gemmFlops * crowd;
-  hw.memoryBandwidth = row->memoryBandwidth * crowd;
-  hw.kernelOverhead = row->kernelOverhead;
-  if (row->linkBandwidth > 0)
-    hw.linkBandwidth = row->linkBandwidth;
-  if (row->collectiveLatency > 0)
-    hw.collectiveLatency = row->collectiveLatency;
-  hw.attentionFlops = row->attentionFlops * crowd;
-  hw.activationElements = row->activationElements * crowd;
-  hw.backToBackLatency = row->backToBackLatency;
-  hw.skewCompute = row->skewCompute;
-  hw.reduceScatterBandwidth = row->reduceScatterBandwidth;
-  hw.allGatherBandwidth = row->allGatherBandwidth;
-  hw.shares = {};
-  return hw;
-}
-
-ArrayRef<HardwarePreset> mlir::zero::getHardwarePresets() { return kPresets; }
-
-const HardwarePreset *mlir::zero::lookupHardwarePreset(StringRef name) {
-  for (const HardwarePreset &hw : kPresets)
-    if (hw.name == name)
-      return &hw;
-  return nullptr;
-}
 
 //===----------------------------------------------------------------------===//
 // Simulation
@@ -181,10 +42,6 @@ static double sumBytes(ValueRange values) {
   for (Value v : values)
     bytes += valueBytes(v);
   return bytes;
-}
-
-static Type getElementType(Value v) {
-  return cast<RankedTensorType>(v.getType()).getElementType();
 }
 
 namespace {
@@ -237,7 +94,7 @@ public:
 
 private:
   FailureOr<Work> getWork(Operation *op) const;
-  Work getNNWork(Operation *op) const;
+  static Work getKernelWork(RuntimeKernelOpInterface op);
   /// Element bytes of group `ref`'s compute type.
   int64_t getGroupElementBytes(SymbolRefAttr ref) const;
   /// Elements of group `ref` this rank owns (its gradients' owned range at
@@ -281,57 +138,27 @@ double Simulator::getOwnedElements(SymbolRefAttr ref) const {
   return p ? p->numel[static_cast<unsigned>(BufferKind::master)] : 0;
 }
 
-Work Simulator::getNNWork(Operation *op) const {
-  double bytes = sumBytes(op->getOperands()) + sumBytes(op->getResults());
-  if (auto mm = dyn_cast<nn::MatmulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-    int64_t rank = lhs.getRank();
-    int64_t k = lhs.getDimSize(mm.getTransposeLhs() ? rank - 2 : rank - 1);
-    // The result holds batch * M * N elements.
-    double flops =
-        2.0 * cast<RankedTensorType>(mm.getType()).getNumElements() * k;
-    return Work::kernel(bytes, flops, lhs.getElementType());
-  }
-  auto attentionFlops = [](Value query, bool causal) {
-    // QK^T and PV: 2 * (2 B H T T D); a causal mask skips half.
-    auto q = cast<RankedTensorType>(query.getType());
-    int64_t t = q.getDimSize(2);
-    double flops = 4.0 * q.getNumElements() * t;
-    return causal ? flops / 2 : flops;
-  };
-  if (auto att = dyn_cast<nn::AttentionOp>(op)) {
-    Work w =
-        Work::kernel(bytes, attentionFlops(att.getQuery(), att.getCausal()),
-                     getElementType(att.getQuery()));
-    w.attention = true;
-    return w;
-  }
-  if (auto att = dyn_cast<nn::AttentionGradOp>(op)) {
-    // Recomputes QK^T and computes dV, dP, dQ, dK: ~2.5x the forward.
-    Work w = Work::kernel(bytes,
-                          2.5 * attentionFlops(att.getQuery(), att.getCausal()),
-                          getElementType(att.getQuery()));
-    w.attention = true;
-    return w;
-  }
-  if (isa<nn::GeluOp, nn::GeluGradOp, nn::LayerNormGradOp>(op)) {
-    Work w = Work::kernel(bytes);
-    w.activationElements =
-        cast<RankedTensorType>(op->getResult(0).getType()).getNumElements();
-    return w;
-  }
-  if (auto emb = dyn_cast<nn::EmbeddingOp>(op))
-    // Reads only the looked-up rows of the table.
-    return Work::kernel(valueBytes(emb.getIds()) +
-                        2 * valueBytes(emb.getResult()));
-  return Work::kernel(bytes);
+Work Simulator::getKernelWork(RuntimeKernelOpInterface op) {
+  KernelCost cost = op.getKernelCost();
+  Work w = Work::kernel(cost.bytes, cost.flops,
+                        cost.kind == KernelCost::Kind::Gemm ||
+                                cost.kind == KernelCost::Kind::Attention
+                            ? cost.computeType
+                            : Type());
+  w.attention = cost.kind == KernelCost::Kind::Attention;
+  w.activationElements = cost.activationElements;
+  return w;
 }
 
 FailureOr<Work> Simulator::getWork(Operation *op) const {
   if (isViewOp(op) || isa<FreeOp, WaitOp, ReturnOp, LossScaleOp>(op))
     return Work();
-  if (op->getDialect() && isa<nn::NNDialect>(op->getDialect()))
-    return getNNWork(op);
+  if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
+    return getKernelWork(kernel);
+  if (!isa<ZeroDialect>(op->getDialect()))
+    return op->emitOpError(
+        "has no runtime kernel model (RuntimeKernelOpInterface), so the cost "
+        "model cannot time it");
 
   auto rangeBytes = [&](SymbolRefAttr group, int64_t begin, int64_t end) {
     return double(end - begin) * getGroupElementBytes(group);
@@ -399,7 +226,7 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     double grads = p ? p->numel[static_cast<unsigned>(BufferKind::grads)] : 0;
     return Work::kernel(getOwnedElements(group) * (24 + 2 * c) + grads * c);
   }
-  // zero.cast, zero.update_loss_scale and anything unknown: memory-bound;
+  // zero.update_loss_scale and other zero ops: memory-bound;
   // an op without tensors is host-side scalar work.
   double bytes = sumBytes(op->getOperands()) + sumBytes(op->getResults());
   if (bytes == 0)
@@ -560,303 +387,4 @@ FailureOr<StepTimeline> mlir::zero::simulateStep(const StepSchedule &schedule,
                                                  const HardwarePreset &hw) {
   HardwarePreset rates = hw.forWorldSize(schedule.getWorldSize());
   return Simulator(schedule, rates).run();
-}
-
-//===----------------------------------------------------------------------===//
-// Chrome trace
-//===----------------------------------------------------------------------===//
-
-/// Perfetto and chrome://tracing slow down with many processes; every rank
-/// runs the same timeline, so a few of them show it.
-static constexpr int64_t kMaxTraceRanks = 64;
-
-void mlir::zero::writeChromeTrace(const StepTimeline &timeline,
-                                  int64_t worldSize, llvm::raw_ostream &os) {
-  int64_t ranks = std::clamp<int64_t>(worldSize, 1, kMaxTraceRanks);
-  llvm::json::OStream j(os);
-  auto metadata = [&](StringRef name, int64_t pid, int64_t tid,
-                      llvm::json::Value value, StringRef key = "name") {
-    j.object([&] {
-      j.attribute("name", name);
-      j.attribute("ph", "M");
-      j.attribute("pid", pid);
-      j.attribute("tid", tid);
-      j.attributeObject("args", [&] { j.attribute(key, std::move(value)); });
-    });
-  };
-  j.object([&] {
-    j.attribute("displayTimeUnit", "ms");
-    j.attributeObject("otherData", [&] {
-      j.attribute("world_size", worldSize);
-      j.attribute("ranks_shown", ranks);
-      j.attribute("step_ms", timeline.stepMs);
-      j.attribute("exposed_comm_ms", timeline.exposedCommMs);
-      j.attribute("compute_ms", timeline.computeMs);
-      j.attribute("comm_ms", timeline.commMs);
-    });
-    j.attributeArray("traceEvents", [&] {
-      for (int64_t rank = 0; rank < ranks; ++rank) {
-        std::string label = "rank " + std::to_string(rank);
-        if (rank == 0 && ranks < worldSize)
-          label += " (first " + std::to_string(ranks) + " of " +
-                   std::to_string(worldSize) + " ranks shown; all alike)";
-        metadata("process_name", rank, 0, label);
-        metadata("process_sort_index", rank, 0, rank, "sort_index");
-        metadata("thread_name", rank, 0, "compute");
-        metadata("thread_name", rank, 1, "communication");
-        for (const TimelineEvent &e : timeline.events) {
-          j.object([&] {
-            j.attribute("name", e.name);
-            j.attribute("cat", e.category);
-            j.attribute("ph", "X");
-            j.attribute("ts", e.startUs);
-            j.attribute("dur", e.durationUs);
-            j.attribute("pid", rank);
-            j.attribute("tid", int64_t(e.stream));
-            j.attributeObject("args", [&] {
-              if (e.bytes > 0)
-                j.attribute("bytes", e.bytes);
-              if (e.flops > 0)
-                j.attribute("flops", e.flops);
-              j.attribute("micro_step", e.microStep);
-            });
-          });
-        }
-      }
-    });
-  });
-  os << "\n";
-}
-
-//===----------------------------------------------------------------------===//
-// Memory picture
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-/// A binary byte unit for axis labels.
-struct ByteUnit {
-  double scale;
-  StringRef name;
-};
-
-ByteUnit pickUnit(double bytes) {
-  if (bytes >= double(1ll << 30))
-    return {double(1ll << 30), "GiB"};
-  if (bytes >= double(1 << 20))
-    return {double(1 << 20), "MiB"};
-  if (bytes >= 1024)
-    return {1024, "KiB"};
-  return {1, "B"};
-}
-
-std::string formatBytes(double bytes) {
-  ByteUnit u = pickUnit(bytes);
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << llvm::format("%.2f ", bytes / u.scale) << u.name;
-  return s;
-}
-
-/// A 1-2-5 step giving about `count` intervals over [0, max].
-double niceStep(double max, int count) {
-  double raw = max / count;
-  double p = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0})
-    if (m * p >= raw)
-      return m * p;
-  return 10 * p;
-}
-
-std::string escapeXml(StringRef s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-    case '&':
-      out += "&amp;";
-      break;
-    case '<':
-      out += "&lt;";
-      break;
-    case '>':
-      out += "&gt;";
-      break;
-    case '"':
-      out += "&quot;";
-      break;
-    default:
-      out += c;
-    }
-  }
-  return out;
-}
-
-// Tableau-like palette, one color per MemoryCategory.
-constexpr const char *kCategoryColors[kNumMemoryCategories] = {
-    "#4e79a7", "#59a14f", "#f28e2b", "#e15759", "#b07aa1", "#9c755f",
-    "#76b7b2", "#edc948", "#ff9da7", "#17becf", "#bab0ac"};
-
-} // namespace
-
-void mlir::zero::writeMemorySvg(const MemoryPlan &plan,
-                                const StepSchedule &schedule,
-                                llvm::raw_ostream &os) {
-  constexpr double width = 1060, height = 580;
-  constexpr double left = 90, right = 270, top = 50, bottom = 60;
-  constexpr double plotW = width - left - right, plotH = height - top - bottom;
-  const int64_t numOps = plan.ops.size();
-
-  // Downsample to at most one bin per pixel; a bin shows its op with the most
-  // live bytes so that no peak is lost.
-  int64_t bins = std::min<int64_t>(numOps, int64_t(plotW));
-  struct Bin {
-    int64_t lo, hi; // op index range [lo, hi)
-    std::array<int64_t, kNumMemoryCategories> live;
-  };
-  std::vector<Bin> binned;
-  double maxArena = 0;
-  for (int64_t b = 0; b < bins; ++b) {
-    int64_t lo = b * numOps / bins, hi = (b + 1) * numOps / bins;
-    int64_t best = lo, bestTotal = -1;
-    for (int64_t i = lo; i < hi; ++i) {
-      int64_t total = 0;
-      for (int64_t v : plan.liveByCategory[i])
-        total += v;
-      if (total > bestTotal) {
-        best = i;
-        bestTotal = total;
-      }
-    }
-    binned.push_back({lo, hi, plan.liveByCategory[best]});
-    maxArena = std::max(maxArena, double(bestTotal));
-  }
-
-  double persistentTotal = 0;
-  for (int64_t v : plan.persistentByCategory)
-    persistentTotal += v;
-  double yMax =
-      std::max({double(plan.peakBytes), persistentTotal + maxArena, 1.0}) * 1.1;
-  ByteUnit unit = pickUnit(yMax);
-  auto xOf = [&](double opIndex) {
-    return left + (numOps ? opIndex / numOps : 0) * plotW;
-  };
-  auto yOf = [&](double bytes) { return top + plotH * (1 - bytes / yMax); };
-  auto num = [](double v) { return llvm::format("%.1f", v); };
-
-  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(width)
-     << "\" height=\"" << num(height) << "\" viewBox=\"0 0 " << num(width)
-     << " " << num(height)
-     << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  os << "<text x=\"" << num(left) << "\" y=\"24\" font-size=\"15\" "
-     << "font-weight=\"bold\">Memory per rank: @"
-     << escapeXml(schedule.getStep().getSymName()) << " (ZeRO stage "
-     << schedule.getStage() << ", " << schedule.getWorldSize()
-     << " ranks)</text>\n";
-
-  // Grid and y axis.
-  double step = niceStep(yMax / unit.scale, 8);
-  for (double v = 0; v * unit.scale <= yMax; v += step) {
-    double y = yOf(v * unit.scale);
-    os << "<line x1=\"" << num(left) << "\" y1=\"" << num(y) << "\" x2=\""
-       << num(left + plotW) << "\" y2=\"" << num(y)
-       << "\" stroke=\"#e0e0e0\"/>\n";
-    os << "<text x=\"" << num(left - 6) << "\" y=\"" << num(y + 4)
-       << "\" text-anchor=\"end\">" << llvm::format("%g", v) << "</text>\n";
-  }
-  os << "<text transform=\"translate(20," << num(top + plotH / 2)
-     << ") rotate(-90)\" text-anchor=\"middle\">bytes per rank (" << unit.name
-     << ")</text>\n";
-
-  // x axis.
-  if (numOps > 0) {
-    double xs = std::max(1.0, niceStep(double(numOps), 8));
-    for (double i = 0; i <= numOps; i += xs)
-      os << "<text x=\"" << num(xOf(i)) << "\" y=\"" << num(top + plotH + 18)
-         << "\" text-anchor=\"middle\">" << int64_t(i) << "</text>\n";
-  }
-  os << "<text x=\"" << num(left + plotW / 2) << "\" y=\"" << num(height - 16)
-     << "\" text-anchor=\"middle\">op index in the step (program order; "
-     << numOps << " ops)</text>\n";
-
-  // Persistent bands at the bottom, then the stacked step arena.
-  struct LegendEntry {
-    unsigned category;
-    bool persistent;
-    double bytes;
-  };
-  std::vector<LegendEntry> legend;
-  double base = 0;
-  for (unsigned c = 0; c < kNumMemoryCategories; ++c) {
-    double bytes = plan.persistentByCategory[c];
-    if (bytes <= 0)
-      continue;
-    os << "<rect x=\"" << num(left) << "\" y=\"" << num(yOf(base + bytes))
-       << "\" width=\"" << num(plotW) << "\" height=\""
-       << num(yOf(base) - yOf(base + bytes)) << "\" fill=\""
-       << kCategoryColors[c] << "\" fill-opacity=\"0.55\"/>\n";
-    base += bytes;
-    legend.push_back({c, true, bytes});
-  }
-  std::vector<double> below(binned.size(), base);
-  for (unsigned c = 0; c < kNumMemoryCategories; ++c) {
-    if (plan.peakByCategory[c] <= 0)
-      continue;
-    // Step outline: each bin holds its value over [lo, hi).
-    std::string d;
-    llvm::raw_string_ostream path(d);
-    std::vector<double> above(binned.size());
-    for (auto [b, bin] : llvm::enumerate(binned)) {
-      above[b] = below[b] + bin.live[c];
-      path << (b ? " L" : "M") << num(xOf(bin.lo)) << "," << num(yOf(above[b]))
-           << " L" << num(xOf(bin.hi)) << "," << num(yOf(above[b]));
-    }
-    for (size_t b = binned.size(); b-- > 0;)
-      path << " L" << num(xOf(binned[b].hi)) << "," << num(yOf(below[b]))
-           << " L" << num(xOf(binned[b].lo)) << "," << num(yOf(below[b]));
-    os << "<path d=\"" << d << " Z\" fill=\"" << kCategoryColors[c]
-       << "\" fill-opacity=\"0.85\" stroke=\"none\"/>\n";
-    below = std::move(above);
-    legend.push_back({c, false, double(plan.peakByCategory[c])});
-  }
-  os << "<rect x=\"" << num(left) << "\" y=\"" << num(top) << "\" width=\""
-     << num(plotW) << "\" height=\"" << num(plotH)
-     << "\" fill=\"none\" stroke=\"#444\"/>\n";
-
-  // Backward start and peak.
-  if (plan.backwardStart >= 0 && numOps > 0) {
-    double x = xOf(plan.backwardStart);
-    os << "<line x1=\"" << num(x) << "\" y1=\"" << num(top) << "\" x2=\""
-       << num(x) << "\" y2=\"" << num(top + plotH)
-       << "\" stroke=\"#333\" stroke-dasharray=\"6,4\"/>\n";
-    os << "<text x=\"" << num(x + 4) << "\" y=\"" << num(top + 14)
-       << "\" fill=\"#333\">backward</text>\n";
-  }
-  double py = yOf(plan.peakBytes);
-  os << "<line x1=\"" << num(left) << "\" y1=\"" << num(py) << "\" x2=\""
-     << num(left + plotW) << "\" y2=\"" << num(py)
-     << "\" stroke=\"#d62728\" stroke-width=\"1.5\" "
-        "stroke-dasharray=\"8,4\"/>\n";
-  os << "<text x=\"" << num(left + plotW - 4) << "\" y=\"" << num(py - 6)
-     << "\" text-anchor=\"end\" fill=\"#d62728\">peak "
-     << formatBytes(plan.peakBytes) << " (persistent "
-     << formatBytes(plan.persistentBytes) << " + arena "
-     << formatBytes(plan.arenaBytes) << ")</text>\n";
-
-  // Legend.
-  double lx = left + plotW + 20, ly = top;
-  for (const LegendEntry &e : legend) {
-    os << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly) << "\" width=\"14\" "
-       << "height=\"14\" fill=\"" << kCategoryColors[e.category]
-       << "\" fill-opacity=\"" << (e.persistent ? "0.55" : "0.85") << "\"/>\n";
-    os << "<text x=\"" << num(lx + 20) << "\" y=\"" << num(ly + 11) << "\">"
-       << stringifyMemoryCategory(static_cast<MemoryCategory>(e.category))
-       << "</text>\n";
-    os << "<text x=\"" << num(lx + 20) << "\" y=\"" << num(ly + 25)
-       << "\" fill=\"#666\" font-size=\"10\">"
-       << (e.persistent ? "persistent " : "step arena, max ")
-       << formatBytes(e.bytes) << "</text>\n";
-    ly += 32;
-  }
-  os << "</svg>\n";
 }

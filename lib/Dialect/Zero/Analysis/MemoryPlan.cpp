@@ -14,7 +14,7 @@
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 
-#include "zero_rt/scratch.h"
+#include "zero/Interfaces/RuntimeKernelOpInterface.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -362,8 +362,15 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   // Every offset, live sum and the peak below are at most the persistent
   // bytes plus the aligned sizes of all buffers plus the kernel scratch: if
   // that fits, nothing below overflows.
-  for (Operation *op : plan.ops)
-    plan.scratchBytes = std::max(plan.scratchBytes, getKernelScratchBytes(op));
+  for (Operation *op : plan.ops) {
+    if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
+      plan.scratchBytes =
+          std::max(plan.scratchBytes, kernel.getKernelScratchBytes());
+    else if (!isa<ZeroDialect>(op->getDialect()) && !isViewOp(op))
+      return op->emitOpError(
+          "has no runtime kernel model (RuntimeKernelOpInterface), so its "
+          "kernel scratch cannot be planned");
+  }
   int64_t bound = plan.persistentBytes;
   bool overflow = __builtin_add_overflow(bound, plan.scratchBytes, &bound);
   for (const ArenaBuffer &b : plan.buffers)
@@ -406,41 +413,6 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   plan.arenaBytes = alignTo64(arena.getHighWater());
   plan.peakBytes = plan.persistentBytes + plan.arenaBytes + plan.scratchBytes;
   return success();
-}
-
-int64_t mlir::zero::getKernelScratchBytes(Operation *op) {
-  auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
-  auto dtype = [&](Value v) -> int32_t {
-    Type et = type(v).getElementType();
-    return et.isF32() ? 0 : et.isBF16() ? 1 : 2;
-  };
-  if (auto m = dyn_cast<nn::MatmulOp>(op)) {
-    auto a = type(m.getLhs()), w = type(m.getRhs());
-    int64_t r = a.getRank();
-    int64_t rows = a.getDimSize(r - 2), k = a.getDimSize(r - 1);
-    int64_t batch = a.getNumElements() / (rows * k);
-    if (m.getTransposeLhs())
-      std::swap(rows, k);
-    int64_t n = m.getTransposeRhs() ? w.getShape()[w.getRank() - 2]
-                                    : w.getShape().back();
-    return zrt_scratch_matmul(dtype(m.getLhs()), batch, rows, n, k,
-                              m.getTransposeLhs(), w.getRank() == r);
-  }
-  if (auto ln = dyn_cast<nn::LayerNormGradOp>(op)) {
-    int64_t cols = type(ln.getInput()).getShape().back();
-    return zrt_scratch_layer_norm_grad(
-        type(ln.getInput()).getNumElements() / cols, cols);
-  }
-  if (auto at = dyn_cast<nn::AttentionGradOp>(op)) {
-    ArrayRef<int64_t> s = type(at.getQuery()).getShape();
-    return zrt_scratch_attention_grad(s[0], s[1], s[2], s[3]);
-  }
-  if (auto e = dyn_cast<nn::EmbeddingGradOp>(op)) {
-    auto t = type(e.getResult());
-    return zrt_scratch_embedding_grad(type(e.getIds()).getNumElements(),
-                                      t.getDimSize(0), t.getDimSize(1));
-  }
-  return 0;
 }
 
 FailureOr<MemoryPlan> mlir::zero::computeMemoryPlan(const StepSchedule &schedule) {

@@ -123,22 +123,17 @@ bool StepSchedule::isGradientInPlace(GradOp grad) const {
 }
 
 bool mlir::zero::isViewOp(Operation *op) {
-  return isa<nn::ReshapeOp, GetParamOp>(op);
+  return isa<ViewLikeOpInterface>(op);
 }
 
 Value mlir::zero::getViewRoot(Value value) {
   while (Operation *def = value.getDefiningOp()) {
-    if (auto reshape = dyn_cast<nn::ReshapeOp>(def)) {
-      value = reshape.getInput();
-      continue;
-    }
-    if (auto get = dyn_cast<GetParamOp>(def)) {
-      if (!get.getSource())
-        return Value();
-      value = get.getSource();
-      continue;
-    }
-    break;
+    auto view = dyn_cast<ViewLikeOpInterface>(def);
+    if (!view)
+      break;
+    value = view.getViewSource();
+    if (!value)
+      return Value();
   }
   return value;
 }

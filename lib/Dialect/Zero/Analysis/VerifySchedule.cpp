@@ -26,9 +26,9 @@ using namespace mlir::zero;
 
 namespace {
 
-using Range = std::pair<int64_t, int64_t>; // [begin, end)
+using ElementRange = std::pair<int64_t, int64_t>; // [begin, end)
 
-bool overlaps(Range a, Range b) { return a.first < b.second && b.first < a.second; }
+bool overlaps(ElementRange a, ElementRange b) { return a.first < b.second && b.first < a.second; }
 
 bool isCollective(Operation *op) {
   return isa<AllGatherOp, ReduceScatterOp, ReduceOp, AllReduceOp, PrefetchOp>(op);
@@ -51,7 +51,7 @@ Value getToken(Operation *op) {
 /// One gradient reduction or parameter gather over a layout range.
 struct RangeOp {
   Operation *op;
-  Range range;
+  ElementRange range;
 };
 
 class ScheduleVerifier {
@@ -67,9 +67,9 @@ private:
   LogicalResult checkPlan();
 
   /// Describes layout elements [b, e) of a partition by parameter names.
-  std::string describe(PartitionOp p, Range r);
+  std::string describe(PartitionOp p, ElementRange r);
   /// The source ranges (elements of each source value) a reduction reads.
-  SmallVector<std::pair<Value, Range>> sourceReads(Operation *op);
+  SmallVector<std::pair<Value, ElementRange>> sourceReads(Operation *op);
 
   const StepSchedule &schedule;
   DenseMap<Operation *, int64_t> index;
@@ -77,7 +77,7 @@ private:
 
 } // namespace
 
-std::string ScheduleVerifier::describe(PartitionOp p, Range r) {
+std::string ScheduleVerifier::describe(PartitionOp p, ElementRange r) {
   std::string s;
   llvm::raw_string_ostream os(s);
   os << "elements [" << r.first << ", " << r.second << ") of partition @"
@@ -109,8 +109,8 @@ LogicalResult ScheduleVerifier::checkControlFlow() {
   return failure(result.wasInterrupted());
 }
 
-SmallVector<std::pair<Value, Range>> ScheduleVerifier::sourceReads(Operation *op) {
-  SmallVector<std::pair<Value, Range>> reads;
+SmallVector<std::pair<Value, ElementRange>> ScheduleVerifier::sourceReads(Operation *op) {
+  SmallVector<std::pair<Value, ElementRange>> reads;
   ValueRange sources;
   ArrayRef<int64_t> offsets;
   int64_t total = 0;
@@ -139,7 +139,7 @@ LogicalResult ScheduleVerifier::checkTokens() {
     Operation *op;
     PartitionOp group;
     std::optional<BufferKind> buffer; // persistent buffer written or read
-    Range range;                      // of the layout
+    ElementRange range;                      // of the layout
   };
   SmallVector<Pending> pending;
   DenseMap<Value, Operation *> resultPendingUntil; // value -> its collective
@@ -163,7 +163,7 @@ LogicalResult ScheduleVerifier::checkTokens() {
       }
     }
     // Accesses to persistent buffers or sources of collectives in flight.
-    auto conflict = [&](PartitionOp group, BufferKind kind, Range r,
+    auto conflict = [&](PartitionOp group, BufferKind kind, ElementRange r,
                         StringRef what) -> LogicalResult {
       for (Pending &p : pending) {
         if (p.group != group || !p.buffer)
@@ -195,7 +195,7 @@ LogicalResult ScheduleVerifier::checkTokens() {
           return failure();
     } else if (auto adam = dyn_cast<AdamOp>(op)) {
       PartitionOp g = findGroup(adam.getGroupAttr());
-      Range all = {0, g.getNumelValue()};
+      ElementRange all = {0, g.getNumelValue()};
       if (failed(conflict(g, BufferKind::grads, all, "reads the gradients of")) ||
           failed(conflict(g, BufferKind::params, all, "updates")))
         return failure();
@@ -208,7 +208,7 @@ LogicalResult ScheduleVerifier::checkTokens() {
       }
     } else if (auto f = dyn_cast<FreeOp>(op)) {
       Value root = getViewRoot(f.getBuffer());
-      Range freedRange = {0, INT64_MAX};
+      ElementRange freedRange = {0, INT64_MAX};
       if (f.getOffset() && root == f.getBuffer())
         freedRange = {static_cast<int64_t>(*f.getOffset()),
                       static_cast<int64_t>(*f.getOffset() + *f.getSize())};
@@ -290,7 +290,7 @@ LogicalResult ScheduleVerifier::checkTokens() {
 
 LogicalResult ScheduleVerifier::checkFrees() {
   Block &body = schedule.getStep().getBodyBlock();
-  DenseMap<Value, SmallVector<std::pair<Range, FreeOp>>> freed;
+  DenseMap<Value, SmallVector<std::pair<ElementRange, FreeOp>>> freed;
   for (Operation &op : body) {
     if (auto f = dyn_cast<FreeOp>(op)) {
       Value root = getViewRoot(f.getBuffer());
@@ -298,7 +298,7 @@ LogicalResult ScheduleVerifier::checkFrees() {
         return op.emitOpError("frees persistent memory (a parameter view of "
                               "the persistent buffers)");
       int64_t n = cast<RankedTensorType>(f.getBuffer().getType()).getNumElements();
-      Range r = {0, n};
+      ElementRange r = {0, n};
       if (f.getOffset())
         r = {static_cast<int64_t>(*f.getOffset()),
              static_cast<int64_t>(*f.getOffset() + *f.getSize())};
@@ -315,7 +315,7 @@ LogicalResult ScheduleVerifier::checkFrees() {
       continue;
     }
     // What each operand reads.
-    SmallVector<std::pair<Value, Range>> reads = sourceReads(&op);
+    SmallVector<std::pair<Value, ElementRange>> reads = sourceReads(&op);
     for (Value operand : op.getOperands()) {
       if (llvm::any_of(reads, [&](auto &r) { return r.first == operand; }))
         continue;
@@ -331,7 +331,7 @@ LogicalResult ScheduleVerifier::checkFrees() {
         continue;
       for (auto [prev, prevOp] : it->second) {
         // Views cover all of their root.
-        Range used = root == v ? r : Range{0, INT64_MAX};
+        ElementRange used = root == v ? r : ElementRange{0, INT64_MAX};
         if (!overlaps(prev, used))
           continue;
         InFlightDiagnostic d = op.emitOpError("uses a buffer after zero.free");
@@ -379,7 +379,7 @@ LogicalResult ScheduleVerifier::checkCoverage() {
     }
     // Source-form reductions must read the gradients of the parameters at
     // their layout positions.
-    SmallVector<std::pair<Value, Range>> reads = sourceReads(&op);
+    SmallVector<std::pair<Value, ElementRange>> reads = sourceReads(&op);
     for (auto [src, r] : reads) {
       if (!gradsOf.count(src))
         return op.emitOpError("reduces a value that is not bound to a "
@@ -392,7 +392,7 @@ LogicalResult ScheduleVerifier::checkCoverage() {
       for (auto [src, r] : reads) {
         // A value bound to several parameters may be reduced for any of them.
         SmallVector<GradOp, 1> grads = gradsOf.find(src)->second;
-        Range range = r;
+        ElementRange range = r;
         auto at = [&](GradOp g) -> int64_t {
           const ParamLocation *loc = schedule.lookupParam(g.getParam());
           return loc ? loc->offset + range.first : -1;

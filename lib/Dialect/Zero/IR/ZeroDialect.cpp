@@ -362,6 +362,10 @@ void GetParamOp::print(OpAsmPrinter &p) {
   p << getResult().getType();
 }
 
+/// The gathered buffer it views at stage 3; null where it views the
+/// persistent `params` buffer (no SSA value holds that).
+Value GetParamOp::getViewSource() { return getSource(); }
+
 LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto param = lookupParam(*this, tables, getParamAttr());
   if (failed(param))

@@ -15,6 +15,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "zero/Interfaces/DerivativeInterface.h"
 
 #include "zero/Dialect/NN/IR/NNOpsDialect.h.inc"

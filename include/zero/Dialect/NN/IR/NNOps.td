@@ -11,6 +11,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 include "zero/Interfaces/DerivativeInterface.td"
 
 def NN_Dialect : Dialect {
@@ -212,9 +213,12 @@ def NN_EmbeddingOp : NN_Op<"embedding", [
   }];
 }
 
-def NN_ReshapeOp : NN_Op<"reshape", [DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+def NN_ReshapeOp : NN_Op<"reshape", [DeclareOpInterfaceMethods<DerivativeOpInterface>,
+    DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
   let summary = "Change of shape keeping the element count and order";
   let description = [{
+    A view of its input's buffer: no kernel runs.
+
     ```mlir
     %h = nn.reshape %x : tensor<8x64x768xf32> -> tensor<8x64x12x64xf32>
     ```

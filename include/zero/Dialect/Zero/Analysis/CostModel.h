@@ -133,10 +133,6 @@ FailureOr<StepTimeline> simulateStep(const StepSchedule &schedule,
 void writeChromeTrace(const StepTimeline &timeline, int64_t worldSize,
                       llvm::raw_ostream &os);
 
-/// A stacked-area picture of the step-arena and persistent memory over the
-/// step, by category, with the peak marked.
-void writeMemorySvg(const MemoryPlan &plan, const StepSchedule &schedule,
-                    llvm::raw_ostream &os);
 
 } // namespace mlir::zero
 

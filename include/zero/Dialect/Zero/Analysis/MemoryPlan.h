@@ -9,6 +9,8 @@
 
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 
+#include "llvm/Support/raw_ostream.h"
+
 #include <array>
 #include <vector>
 
@@ -90,14 +92,17 @@ struct MemoryPlan {
 /// Alignment of every arena offset.
 constexpr int64_t kArenaAlignment = 64;
 
-/// Heap scratch the runtime kernel of `op` allocates (0 for most ops).
-int64_t getKernelScratchBytes(Operation *op);
 
 /// Plans `step`. Diagnostics go to the step.
 FailureOr<MemoryPlan> computeMemoryPlan(const StepSchedule &schedule);
 
 /// Records the plan in the IR (see zero-plan-memory's description).
 void recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step);
+
+/// A stacked-area picture of the step-arena and persistent memory over the
+/// step, by category, with the peak marked.
+void writeMemorySvg(const MemoryPlan &plan, const StepSchedule &schedule,
+                    llvm::raw_ostream &os);
 
 } // namespace mlir::zero
 

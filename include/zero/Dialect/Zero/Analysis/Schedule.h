@@ -83,8 +83,9 @@ private:
   llvm::StringMap<ParamLocation> params;
 };
 
-/// Ops whose results alias memory they do not own: `nn.reshape` (of its
-/// input) and `zero.get_param` (of a persistent or gathered buffer).
+/// Ops whose results alias memory they do not own (ViewLikeOpInterface):
+/// `nn.reshape` (of its input) and `zero.get_param` (of a persistent or
+/// gathered buffer).
 bool isViewOp(Operation *op);
 
 /// The value whose memory `value` aliases through views, or `value` itself;

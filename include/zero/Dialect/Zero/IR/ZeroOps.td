@@ -14,6 +14,7 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 
 //===----------------------------------------------------------------------===//
 // Dialect
@@ -264,7 +265,8 @@ def Zero_ReturnOp : Zero_Op<"return", [Pure, Terminator, HasParent<"TrainStepOp"
 }
 
 def Zero_GetParamOp : Zero_Op<"get_param", [
-    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
   let summary = "The value of a parameter inside a train step";
   let description = [{
     Yields the full parameter in its compute type: at stages 0-2 a view of

@@ -1,0 +1,98 @@
+//===- RuntimeKernelOpInterface.h - An op's runtime kernel ------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_INTERFACES_RUNTIMEKERNELOPINTERFACE_H
+#define ZERO_INTERFACES_RUNTIMEKERNELOPINTERFACE_H
+
+#include "mlir/IR/OpDefinition.h"
+
+namespace mlir::zero {
+
+/// The work of one kernel, as the cost model times it.
+struct KernelCost {
+  enum class Kind {
+    /// Memory-bound: `bytes` at the preset's memory bandwidth.
+    Memory,
+    /// Compute-bound GEMM: `flops` at the rate of `computeType`.
+    Gemm,
+    /// Fused attention: `flops` at the preset's attention rate, if any.
+    Attention,
+    /// Compute-bound pointwise or normalization kernel:
+    /// `activationElements` outputs at the preset's activation rate, if any.
+    Activation,
+  };
+  Kind kind = Kind::Memory;
+  /// Bytes read and written.
+  double bytes = 0;
+  double flops = 0;
+  /// GEMM and attention: the element type (selects the FLOP rate).
+  Type computeType;
+  double activationElements = 0;
+
+  static KernelCost memory(double bytes) {
+    KernelCost c;
+    c.bytes = bytes;
+    return c;
+  }
+  static KernelCost compute(Kind kind, double bytes, double flops,
+                            Type computeType) {
+    KernelCost c;
+    c.kind = kind;
+    c.bytes = bytes;
+    c.flops = flops;
+    c.computeType = computeType;
+    return c;
+  }
+  static KernelCost activation(double bytes, double elements) {
+    KernelCost c;
+    c.kind = Kind::Activation;
+    c.bytes = bytes;
+    c.activationElements = elements;
+    return c;
+  }
+};
+
+/// Bytes of a ranked-tensor value; 0 for other values (flags, tokens).
+double getValueBytes(Value value);
+/// Bytes of the op's ranked-tensor operands and results.
+double getOperandAndResultBytes(Operation *op);
+
+/// What a kernel model emits its call with. The lowering implements it: the
+/// pointers are the planned buffers of the op's operands and results, and
+/// `call` checks the callee and its argument types against the runtime's ABI
+/// table, so a model cannot link a call with a wrong signature.
+class KernelCallBuilder {
+public:
+  virtual ~KernelCallBuilder();
+
+  /// Pointer to the buffer of operand / result `i`.
+  virtual Value operand(unsigned i) = 0;
+  virtual Value result(unsigned i) = 0;
+  /// Pointers of all results, in order.
+  virtual ArrayRef<Value> results() = 0;
+  /// Pointers of all operands, in order.
+  virtual ArrayRef<Value> operands() = 0;
+
+  /// Constants of the C types int32_t, int64_t and double.
+  virtual Value i32(int64_t value) = 0;
+  virtual Value i64(int64_t value) = 0;
+  virtual Value f64(double value) = 0;
+  /// The zrt_dtype (float) or zrt_index_type (integer) code of an element
+  /// type, as an int32_t.
+  virtual Value dtype(Type elementType) = 0;
+  /// A constant int64_t array / an array of pointers, passed by address.
+  virtual Value i64Array(ArrayRef<int64_t> values) = 0;
+  virtual Value ptrArray(ArrayRef<Value> pointers) = 0;
+
+  /// Calls runtime function `callee` (returning void) with `args`.
+  virtual LogicalResult call(StringRef callee, ArrayRef<Value> args) = 0;
+};
+
+} // namespace mlir::zero
+
+#include "zero/Interfaces/RuntimeKernelOpInterface.h.inc"
+
+#endif // ZERO_INTERFACES_RUNTIMEKERNELOPINTERFACE_H

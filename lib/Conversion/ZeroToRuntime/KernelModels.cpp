@@ -1,0 +1,386 @@
+//===- KernelModels.cpp - The runtime kernel of each compute op -----------===//
+//
+// Part of the zero-mlir project.
+//
+// One RuntimeKernelOpInterface model per compute op: the zrt_* kernel that
+// computes it with its arguments, the kernel's heap scratch (zero_rt/
+// scratch.h, which the runtime allocates by) and its work for the cost
+// model. The lowering, the memory planner and the cost model read these and
+// nothing else about compute ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Conversion/ZeroToRuntime.h"
+
+#include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Interfaces/RuntimeKernelOpInterface.h"
+
+#include "zero_rt/scratch.h"
+#include "zero_rt/zrt.h"
+
+using namespace mlir;
+using namespace mlir::zero;
+
+namespace {
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+int64_t numel(Value v) { return tensorType(v).getNumElements(); }
+Type elemType(Value v) { return tensorType(v).getElementType(); }
+int64_t innerDim(Value v) { return tensorType(v).getShape().back(); }
+
+int32_t dtypeCode(Type t) {
+  if (t.isBF16())
+    return ZRT_BF16;
+  if (t.isF16())
+    return ZRT_F16;
+  return ZRT_F32;
+}
+
+//===----------------------------------------------------------------------===//
+// Per-op models. Each op gets a `buildCall`; `scratchBytes` and `cost`
+// default to none and to one pass over the operands and results.
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+int64_t scratchBytes(OpT) {
+  return 0;
+}
+template <typename OpT>
+KernelCost cost(OpT op) {
+  return KernelCost::memory(getOperandAndResultBytes(op));
+}
+
+/// A kernel over `n` elements: (dtype, in..., out..., n).
+LogicalResult pointwise(KernelCallBuilder &b, StringRef callee, Value typed,
+                        unsigned numInputs) {
+  SmallVector<Value> args{b.dtype(elemType(typed))};
+  for (unsigned i = 0; i < numInputs; ++i)
+    args.push_back(b.operand(i));
+  args.push_back(b.result(0));
+  args.push_back(b.i64(numel(typed)));
+  return b.call(callee, args);
+}
+
+/// A kernel over the rows of the last dimension: (dtype, in..., out, rows,
+/// cols).
+LogicalResult rowwise(KernelCallBuilder &b, StringRef callee, Value typed,
+                      unsigned numInputs) {
+  int64_t cols = innerDim(typed);
+  SmallVector<Value> args{b.dtype(elemType(typed))};
+  for (unsigned i = 0; i < numInputs; ++i)
+    args.push_back(b.operand(i));
+  args.push_back(b.result(0));
+  args.push_back(b.i64(numel(typed) / cols));
+  args.push_back(b.i64(cols));
+  return b.call(callee, args);
+}
+
+// Matmul.
+
+struct MatmulShape {
+  int64_t batch, m, n, k;
+  bool rhsBatched;
+};
+MatmulShape getMatmulShape(nn::MatmulOp op) {
+  auto a = tensorType(op.getLhs()), w = tensorType(op.getRhs());
+  int64_t r = a.getRank();
+  MatmulShape s;
+  s.m = a.getDimSize(r - 2);
+  s.k = a.getDimSize(r - 1);
+  s.batch = a.getNumElements() / (s.m * s.k);
+  if (op.getTransposeLhs())
+    std::swap(s.m, s.k);
+  s.n = op.getTransposeRhs() ? w.getShape()[w.getRank() - 2]
+                             : w.getShape().back();
+  s.rhsBatched = w.getRank() == r;
+  return s;
+}
+LogicalResult buildCall(nn::MatmulOp op, KernelCallBuilder &b) {
+  MatmulShape s = getMatmulShape(op);
+  return b.call("zrt_matmul",
+                {b.dtype(elemType(op.getLhs())), b.operand(0), b.operand(1),
+                 b.result(0), b.i64(s.batch), b.i64(s.m), b.i64(s.n),
+                 b.i64(s.k), b.i32(op.getTransposeLhs()),
+                 b.i32(op.getTransposeRhs()), b.i32(s.rhsBatched)});
+}
+int64_t scratchBytes(nn::MatmulOp op) {
+  MatmulShape s = getMatmulShape(op);
+  return zrt_scratch_matmul(dtypeCode(elemType(op.getLhs())), s.batch, s.m,
+                            s.n, s.k, op.getTransposeLhs(), s.rhsBatched);
+}
+KernelCost cost(nn::MatmulOp op) {
+  auto lhs = tensorType(op.getLhs());
+  int64_t rank = lhs.getRank();
+  int64_t k = lhs.getDimSize(op.getTransposeLhs() ? rank - 2 : rank - 1);
+  // The result holds batch * M * N elements.
+  double flops = 2.0 * numel(op.getResult()) * k;
+  return KernelCost::compute(KernelCost::Kind::Gemm,
+                             getOperandAndResultBytes(op), flops,
+                             lhs.getElementType());
+}
+
+// Elementwise.
+
+LogicalResult broadcastBinary(KernelCallBuilder &b, StringRef callee,
+                              Value lhs, Value rhs) {
+  return b.call(callee, {b.dtype(elemType(lhs)), b.operand(0), b.operand(1),
+                         b.result(0), b.i64(numel(lhs)), b.i64(numel(rhs))});
+}
+LogicalResult buildCall(nn::AddOp op, KernelCallBuilder &b) {
+  return broadcastBinary(b, "zrt_add", op.getLhs(), op.getRhs());
+}
+LogicalResult buildCall(nn::MulOp op, KernelCallBuilder &b) {
+  return broadcastBinary(b, "zrt_mul", op.getLhs(), op.getRhs());
+}
+LogicalResult buildCall(nn::ScaleOp op, KernelCallBuilder &b) {
+  return b.call("zrt_scale", {b.dtype(elemType(op.getInput())), b.operand(0),
+                              b.result(0), b.i64(numel(op.getInput())),
+                              b.f64(op.getFactor().convertToDouble())});
+}
+
+/// GELU and its derivative are compute-bound (a tanh per element).
+KernelCost activationCost(Operation *op) {
+  return KernelCost::activation(getOperandAndResultBytes(op),
+                                numel(op->getResult(0)));
+}
+LogicalResult buildCall(nn::GeluOp op, KernelCallBuilder &b) {
+  return pointwise(b, "zrt_gelu", op.getInput(), 1);
+}
+KernelCost cost(nn::GeluOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::GeluGradOp op, KernelCallBuilder &b) {
+  return pointwise(b, "zrt_gelu_grad", op.getForward(), 2);
+}
+KernelCost cost(nn::GeluGradOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::ReluOp op, KernelCallBuilder &b) {
+  return pointwise(b, "zrt_relu", op.getInput(), 1);
+}
+LogicalResult buildCall(nn::ReluGradOp op, KernelCallBuilder &b) {
+  return pointwise(b, "zrt_relu_grad", op.getForward(), 2);
+}
+LogicalResult buildCall(nn::SoftmaxOp op, KernelCallBuilder &b) {
+  return rowwise(b, "zrt_softmax", op.getInput(), 1);
+}
+LogicalResult buildCall(nn::SoftmaxGradOp op, KernelCallBuilder &b) {
+  return rowwise(b, "zrt_softmax_grad", op.getForward(), 2);
+}
+
+// Casts and fills.
+
+LogicalResult buildCast(KernelCallBuilder &b, Value in, Value out) {
+  return b.call("zrt_cast", {b.dtype(elemType(in)), b.operand(0),
+                             b.dtype(elemType(out)), b.result(0),
+                             b.i64(numel(in))});
+}
+LogicalResult buildCall(nn::CastOp op, KernelCallBuilder &b) {
+  return buildCast(b, op.getInput(), op.getResult());
+}
+LogicalResult buildCall(zero::CastOp op, KernelCallBuilder &b) {
+  return buildCast(b, op.getInput(), op.getResult());
+}
+LogicalResult buildCall(nn::FillOp op, KernelCallBuilder &b) {
+  return b.call("zrt_fill", {b.dtype(elemType(op.getResult())), b.result(0),
+                             b.i64(numel(op.getResult())),
+                             b.f64(op.getValue().convertToDouble())});
+}
+
+// Normalization.
+
+LogicalResult buildCall(nn::LayerNormOp op, KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getInput());
+  return b.call("zrt_layer_norm",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.operand(2), b.result(0), b.i64(numel(op.getInput()) / cols),
+                 b.i64(cols), b.f64(op.getEps().convertToDouble())});
+}
+LogicalResult buildCall(nn::LayerNormGradOp op, KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getInput());
+  return b.call("zrt_layer_norm_grad",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.operand(2), b.result(0), b.result(1), b.result(2),
+                 b.i64(numel(op.getInput()) / cols), b.i64(cols),
+                 b.f64(op.getEps().convertToDouble())});
+}
+int64_t scratchBytes(nn::LayerNormGradOp op) {
+  int64_t cols = innerDim(op.getInput());
+  return zrt_scratch_layer_norm_grad(numel(op.getInput()) / cols, cols);
+}
+KernelCost cost(nn::LayerNormGradOp op) { return activationCost(op); }
+
+// Attention.
+
+/// QK^T and PV: 2 * (2 B H T T D); a causal mask skips half.
+double attentionFlops(Value query, bool causal) {
+  auto q = tensorType(query);
+  int64_t t = q.getDimSize(2);
+  double flops = 4.0 * q.getNumElements() * t;
+  return causal ? flops / 2 : flops;
+}
+LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
+  ArrayRef<int64_t> sh = tensorType(op.getQuery()).getShape();
+  return b.call("zrt_attention",
+                {b.dtype(elemType(op.getQuery())), b.operand(0), b.operand(1),
+                 b.operand(2), b.result(0), b.i64(sh[0]), b.i64(sh[1]),
+                 b.i64(sh[2]), b.i64(sh[3]), b.i32(op.getCausal()),
+                 b.f64(op.getScaleValue())});
+}
+KernelCost cost(nn::AttentionOp op) {
+  return KernelCost::compute(KernelCost::Kind::Attention,
+                             getOperandAndResultBytes(op),
+                             attentionFlops(op.getQuery(), op.getCausal()),
+                             elemType(op.getQuery()));
+}
+LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
+  ArrayRef<int64_t> sh = tensorType(op.getQuery()).getShape();
+  return b.call("zrt_attention_grad",
+                {b.dtype(elemType(op.getQuery())), b.operand(0), b.operand(1),
+                 b.operand(2), b.operand(3), b.operand(4), b.result(0),
+                 b.result(1), b.result(2), b.i64(sh[0]), b.i64(sh[1]),
+                 b.i64(sh[2]), b.i64(sh[3]), b.i32(op.getCausal()),
+                 b.f64(op.getScale().convertToDouble())});
+}
+int64_t scratchBytes(nn::AttentionGradOp op) {
+  ArrayRef<int64_t> s = tensorType(op.getQuery()).getShape();
+  return zrt_scratch_attention_grad(s[0], s[1], s[2], s[3]);
+}
+KernelCost cost(nn::AttentionGradOp op) {
+  // Recomputes QK^T and computes dV, dP, dQ, dK: ~2.5x the forward.
+  return KernelCost::compute(
+      KernelCost::Kind::Attention, getOperandAndResultBytes(op),
+      2.5 * attentionFlops(op.getQuery(), op.getCausal()),
+      elemType(op.getQuery()));
+}
+
+// Embedding and loss.
+
+LogicalResult buildCall(nn::EmbeddingOp op, KernelCallBuilder &b) {
+  auto t = tensorType(op.getTable());
+  return b.call("zrt_embedding",
+                {b.dtype(elemType(op.getTable())), b.operand(0),
+                 b.dtype(elemType(op.getIds())), b.operand(1), b.result(0),
+                 b.i64(numel(op.getIds())), b.i64(t.getDimSize(0)),
+                 b.i64(t.getDimSize(1))});
+}
+KernelCost cost(nn::EmbeddingOp op) {
+  // Reads only the looked-up rows of the table.
+  return KernelCost::memory(getValueBytes(op.getIds()) +
+                            2 * getValueBytes(op.getResult()));
+}
+LogicalResult buildCall(nn::EmbeddingGradOp op, KernelCallBuilder &b) {
+  auto t = tensorType(op.getResult());
+  return b.call("zrt_embedding_grad",
+                {b.dtype(elemType(op.getResult())), b.operand(0),
+                 b.dtype(elemType(op.getIds())), b.operand(1), b.result(0),
+                 b.i64(numel(op.getIds())), b.i64(t.getDimSize(0)),
+                 b.i64(t.getDimSize(1))});
+}
+int64_t scratchBytes(nn::EmbeddingGradOp op) {
+  auto t = tensorType(op.getResult());
+  return zrt_scratch_embedding_grad(numel(op.getIds()), t.getDimSize(0),
+                                    t.getDimSize(1));
+}
+LogicalResult buildCall(nn::SoftmaxCrossEntropyOp op, KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getLogits());
+  return b.call("zrt_softmax_cross_entropy",
+                {b.dtype(elemType(op.getLogits())), b.operand(0),
+                 b.dtype(elemType(op.getLabels())), b.operand(1), b.result(0),
+                 b.i64(numel(op.getLogits()) / cols), b.i64(cols)});
+}
+LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
+                        KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getLogits());
+  return b.call("zrt_softmax_cross_entropy_grad",
+                {b.dtype(elemType(op.getLogits())), b.operand(0),
+                 b.dtype(elemType(op.getLabels())), b.operand(1), b.operand(2),
+                 b.result(0), b.i64(numel(op.getLogits()) / cols),
+                 b.i64(cols)});
+}
+
+// Reductions and layout.
+
+LogicalResult buildCall(nn::ReduceSumOp op, KernelCallBuilder &b) {
+  int64_t cols = numel(op.getResult());
+  return b.call("zrt_reduce_sum",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.result(0),
+                 b.i64(numel(op.getInput()) / cols), b.i64(cols)});
+}
+LogicalResult buildCall(nn::TransposeOp op, KernelCallBuilder &b) {
+  auto t = tensorType(op.getInput());
+  return b.call("zrt_transpose",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.result(0),
+                 b.i32(t.getRank()), b.i64Array(t.getShape()),
+                 b.i64Array(op.getPermutation())});
+}
+/// The [outer, axis, inner] view of `full` around `axis`.
+std::pair<int64_t, int64_t> outerInner(Value full, int64_t axis) {
+  auto t = tensorType(full);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= t.getDimSize(d);
+  for (int64_t d = axis + 1; d < t.getRank(); ++d)
+    inner *= t.getDimSize(d);
+  return {outer, inner};
+}
+LogicalResult buildCall(nn::SplitOp op, KernelCallBuilder &b) {
+  int64_t axis = op.getAxis();
+  auto [outer, inner] = outerInner(op.getInput(), axis);
+  SmallVector<int64_t> sizes;
+  for (Value r : op.getResults())
+    sizes.push_back(tensorType(r).getDimSize(axis));
+  return b.call("zrt_split",
+                {b.dtype(elemType(op.getInput())), b.operand(0),
+                 b.ptrArray(b.results()), b.i64Array(sizes),
+                 b.i32(sizes.size()), b.i64(outer), b.i64(inner)});
+}
+LogicalResult buildCall(nn::ConcatOp op, KernelCallBuilder &b) {
+  int64_t axis = op.getAxis();
+  auto [outer, inner] = outerInner(op.getResult(), axis);
+  SmallVector<int64_t> sizes;
+  for (Value v : op.getInputs())
+    sizes.push_back(tensorType(v).getDimSize(axis));
+  return b.call("zrt_concat",
+                {b.dtype(elemType(op.getResult())), b.ptrArray(b.operands()),
+                 b.i64Array(sizes), b.i32(sizes.size()), b.result(0),
+                 b.i64(outer), b.i64(inner)});
+}
+
+//===----------------------------------------------------------------------===//
+// Registration
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+struct KernelModel
+    : public RuntimeKernelOpInterface::ExternalModel<KernelModel<OpT>, OpT> {
+  LogicalResult buildKernelCall(Operation *op,
+                                KernelCallBuilder &builder) const {
+    return buildCall(cast<OpT>(op), builder);
+  }
+  int64_t getKernelScratchBytes(Operation *op) const {
+    return scratchBytes(cast<OpT>(op));
+  }
+  KernelCost getKernelCost(Operation *op) const { return cost(cast<OpT>(op)); }
+};
+
+template <typename... OpTs>
+void attach(MLIRContext *context) {
+  (OpTs::template attachInterface<KernelModel<OpTs>>(*context), ...);
+}
+
+} // namespace
+
+void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *context, nn::NNDialect *) {
+    attach<nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::GeluOp,
+           nn::GeluGradOp, nn::ReluOp, nn::ReluGradOp, nn::SoftmaxOp,
+           nn::SoftmaxGradOp, nn::CastOp, nn::FillOp, nn::LayerNormOp,
+           nn::LayerNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
+           nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
+           nn::SoftmaxCrossEntropyGradOp, nn::ReduceSumOp, nn::TransposeOp,
+           nn::SplitOp, nn::ConcatOp>(context);
+  });
+  registry.addExtension(+[](MLIRContext *context, ZeroDialect *) {
+    attach<CastOp>(context);
+  });
+}
