@@ -564,8 +564,8 @@ std::string Lowering::buildManifest() {
   OptimizerAttr opt = step.getOptimizer();
   PrecisionAttr prec = step.getPrecision();
   int64_t globalBatch = 0;
-  if (auto gb = step->getAttrOfType<IntegerAttr>("zero.global_batch"))
-    globalBatch = gb.getInt();
+  if (ScheduleAttr schedule = step.getScheduleAttr())
+    globalBatch = schedule.getGlobalBatch();
   PartitionOp first = s.getPartitions().front().partition;
   Object manifest{
       {"version", ZRT_PROGRAM_VERSION},

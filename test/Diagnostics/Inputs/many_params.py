@@ -18,12 +18,12 @@ for i in range(n):
     print(f"zero.param @p{i} : tensor<{side}x{side}xf32> init zeros")
 print(f"zero.partition @flat stage 0 world_size 1 alignment 1 numel {numel} "
       f"padded {numel} params [{names}] offsets [{offsets}]")
-attrs = "zero.stage = 0 : i64, zero.world_size = 1 : i64"
+schedule = f"stage = 0, world_size = 1, global_batch = {max(acc, 1)}"
 if acc:
-    attrs += f", zero.accumulation_steps = {acc} : i64"
+    schedule += f", accumulation_steps = {acc}"
 print("zero.train_step @train() optimizer #zero.optimizer<kind = adam, "
-      "lr = 1.0e-3> precision #zero.precision<kind = fp32> attributes {"
-      + attrs + "} {")
+      "lr = 1.0e-3> precision #zero.precision<kind = fp32> schedule "
+      "#zero.schedule<" + schedule + "> {")
 if acc:
     print(f"  zero.all_reduce sum group @flat in grads [0, {numel})")
 print("  %l = nn.fill 0.0 : tensor<f32>")

@@ -1576,3 +1576,67 @@ func.func @f(%ga: tensor<10x10xbf16>, %gc: tensor<21xbf16>, %stats: tensor<2xf32
   %0 = zero.cast %gc : tensor<21xbf16> to tensor<20xf32>
   return
 }
+
+// -----
+
+// Checks that the schedule's stage is 0-3.
+zero.train_step @bad_stage(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{stage must be 0, 1, 2 or 3, got 4}}
+    schedule #zero.schedule<stage = 4, world_size = 2, global_batch = 8> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that the global batch divides over world size x accumulation steps.
+zero.train_step @bad_global_batch(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{global_batch 12 must be a positive multiple of world_size x accumulation_steps = 8}}
+    schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 12, accumulation_steps = 2> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that the inputs hold one micro batch of the schedule's global batch.
+// expected-error @+1 {{'zero.train_step' op inputs hold a batch of 4, but the schedule's global batch 16 over world size 2 x 1 accumulation steps is 8 per micro step}}
+zero.train_step @bad_micro_batch(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 16> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that the schedule agrees with the partitions (one source of truth
+// for stage and world size).
+zero.param @w : tensor<4xf32> init zeros
+zero.partition @g stage 2 world_size 2 alignment 2 numel 4 padded 4 params [@w] offsets [0]
+// expected-error @+1 {{'zero.train_step' op schedule has stage 1 and world size 2, but zero.partition @g has stage 2 and world size 2}}
+zero.train_step @disagrees(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 8> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that a partitioned module's step records its schedule.
+zero.param @w : tensor<4xf32> init zeros
+zero.partition @g stage 2 world_size 2 alignment 2 numel 4 padded 4 params [@w] offsets [0]
+// expected-error @+1 {{'zero.train_step' op has no #zero.schedule, but the module has zero.partition @g (zero-partition records both)}}
+zero.train_step @unscheduled(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}

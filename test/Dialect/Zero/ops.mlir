@@ -40,21 +40,65 @@ zero.train_step @train(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
 
 // -----
 
-// Schedule ops of stages 0-2 on one flat partition.
+// In-place gradient reduction and parameter gather of stage 1.
+
+zero.param @a : tensor<10x10xbf16> init zeros
+zero.param @c : tensor<21xbf16> init ones
+
+// CHECK: zero.partition @s1 stage 1 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
+zero.partition @s1 stage 1 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
+
+// CHECK-LABEL: zero.train_step @stage1
+// CHECK-SAME: schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 32, accumulation_steps = 2>
+zero.train_step @stage1(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 32, accumulation_steps = 2> {
+  // CHECK: zero.reduce_scatter group @s1 in grads [0, 121)
+  zero.reduce_scatter group @s1 in grads [0, 121)
+  // CHECK: zero.all_gather group @s1 in params [0, 121) -> !zero.token
+  %t2 = zero.all_gather group @s1 in params [0, 121) -> !zero.token
+  zero.wait %t2
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// The in-place all-reduce of stage 0 (alignment 1: nothing is sharded).
+
+zero.param @a : tensor<10x10xbf16> init zeros
+zero.param @c : tensor<21xbf16> init ones
+
+// CHECK: zero.partition @s0 stage 0 world_size 4 alignment 1 numel 121 padded 121 params [@a, @c] offsets [0, 100]
+zero.partition @s0 stage 0 world_size 4 alignment 1 numel 121 padded 121 params [@a, @c] offsets [0, 100]
+
+// CHECK-LABEL: zero.train_step @stage0
+zero.train_step @stage0(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 0, world_size = 4, global_batch = 16> {
+  // CHECK: zero.all_reduce sum group @s0 in grads [0, 121) token !zero.token
+  %t0 = zero.all_reduce sum group @s0 in grads [0, 121) token !zero.token
+  zero.wait %t0
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Schedule ops of stage 2 on one flat partition.
 
 zero.param @a : tensor<10x10xbf16> init zeros
 zero.param @c : tensor<21xbf16> init ones
 
 // CHECK: zero.partition @flat stage 2 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
 zero.partition @flat stage 2 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
-// CHECK: zero.partition @s1 stage 1 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
-zero.partition @s1 stage 1 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
-// CHECK: zero.partition @s0 stage 0 world_size 4 alignment 1 numel 121 padded 121 params [@a, @c] offsets [0, 100]
-zero.partition @s0 stage 0 world_size 4 alignment 1 numel 121 padded 121 params [@a, @c] offsets [0, 100]
 
 zero.train_step @sched(%x: tensor<4x1xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 4, global_batch = 16> {
   %ga = nn.fill 1.0 : tensor<10x10xbf16>
   %gc = nn.fill 1.0 : tensor<21xbf16>
   // CHECK: %[[T:.*]] = zero.reduce_scatter group @flat [21, 121) from %{{.*}}, %{{.*}} at [0, 0] : tensor<21xbf16>, tensor<10x10xbf16> -> !zero.token
@@ -67,11 +111,6 @@ zero.train_step @sched(%x: tensor<4x1xf32>)
   zero.free %gc : tensor<21xbf16>
   // CHECK: zero.reduce group @flat [0, 21) from %{{.*}} at [50] : tensor<10x10xbf16>
   zero.reduce group @flat [0, 21) from %ga at [50] : tensor<10x10xbf16>
-  // CHECK: zero.reduce_scatter group @s1 in grads [0, 121)
-  zero.reduce_scatter group @s1 in grads [0, 121)
-  // CHECK: zero.all_reduce sum group @s0 in grads [0, 121) token !zero.token
-  %t0 = zero.all_reduce sum group @s0 in grads [0, 121) token !zero.token
-  zero.wait %t0
   %s = zero.loss_scale : tensor<f32>
   // CHECK: zero.check_overflow groups [@flat] scale %{{.*}} divisor 4.000000e+00 : tensor<2xf32>
   %stats = zero.check_overflow groups [@flat] scale %s divisor 4.0 : tensor<2xf32>
@@ -83,9 +122,6 @@ zero.train_step @sched(%x: tensor<4x1xf32>)
   zero.adam group @flat stats %gstats scale %s skip %skip divisor 4.0 : tensor<2xf32>
   // CHECK: zero.all_gather group @flat in params [0, 64)
   zero.all_gather group @flat in params [0, 64)
-  // CHECK: zero.all_gather group @s1 in params [0, 121) -> !zero.token
-  %t2 = zero.all_gather group @s1 in params [0, 121) -> !zero.token
-  zero.wait %t2
   %f32 = nn.fill 1.0 : tensor<16xf32>
   %flat = nn.reshape %f32 : tensor<16xf32> -> tensor<16xf32>
   // CHECK: zero.cast %{{.*}} : tensor<16xf32> to tensor<16xbf16>
@@ -107,7 +143,8 @@ zero.partition @layer0 stage 3 world_size 2 alignment 2 numel 15 padded 16 param
 // CHECK-LABEL: zero.train_step @stage3
 zero.train_step @stage3(%x: tensor<8x4xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 16> {
   // CHECK: %[[F:.*]] = zero.all_gather group @layer0 : tensor<16xbf16>
   %full = zero.all_gather group @layer0 : tensor<16xbf16>
   // CHECK: zero.get_param @w from %[[F]] : tensor<16xbf16> -> tensor<4x3xbf16>

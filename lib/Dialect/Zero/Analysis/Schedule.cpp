@@ -25,12 +25,8 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   StepSchedule s;
   s.step = step;
   auto module = step->getParentOfType<ModuleOp>();
-  if (auto k = step->getAttrOfType<IntegerAttr>("zero.accumulation_steps")) {
-    s.accumulationSteps = k.getInt();
-    if (s.accumulationSteps < 1 || s.accumulationSteps > kMaxAccumulationSteps)
-      return step.emitOpError("zero.accumulation_steps must be between 1 and ")
-             << kMaxAccumulationSteps << ", got " << s.accumulationSteps;
-  }
+  if (ScheduleAttr schedule = step.getScheduleAttr())
+    s.accumulationSteps = schedule.getAccumulationSteps();
   // One symbol table: a lookup per parameter must not scan the module.
   SymbolTable symbols(module);
   bool first = true;

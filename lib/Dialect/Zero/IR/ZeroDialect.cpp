@@ -56,6 +56,27 @@ void ZeroDialect::registerTypes() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult
+ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     int64_t stage, int64_t worldSize, int64_t globalBatch,
+                     int64_t accumulationSteps) {
+  if (stage < 0 || stage > 3)
+    return emitError() << "stage must be 0, 1, 2 or 3, got " << stage;
+  if (worldSize < 1 || worldSize > kMaxWorldSize)
+    return emitError() << "world_size must be between 1 and " << kMaxWorldSize
+                       << ", got " << worldSize;
+  if (accumulationSteps < 1 || accumulationSteps > kMaxAccumulationSteps)
+    return emitError() << "accumulation_steps must be between 1 and "
+                       << kMaxAccumulationSteps << ", got "
+                       << accumulationSteps;
+  if (globalBatch < 1 || globalBatch % (worldSize * accumulationSteps) != 0)
+    return emitError() << "global_batch " << globalBatch
+                       << " must be a positive multiple of world_size x "
+                          "accumulation_steps = "
+                       << worldSize * accumulationSteps;
+  return success();
+}
+
+LogicalResult
 OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       OptimizerKind kind, APFloat lrF, APFloat beta1F,
                       APFloat beta2F, APFloat epsF, APFloat weightDecayF) {
@@ -204,6 +225,12 @@ ParseResult TrainStepOp::parse(OpAsmParser &parser, OperationState &result) {
     result.addAttribute(getGradientClippingAttrName(result.name),
                         parser.getBuilder().getF64FloatAttr(clip));
   }
+  if (succeeded(parser.parseOptionalKeyword("schedule"))) {
+    ScheduleAttr schedule;
+    if (parser.parseCustomAttributeWithFallback(schedule))
+      return failure();
+    result.addAttribute(getScheduleAttrName(result.name), schedule);
+  }
   if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
     return failure();
   Region *body = result.addRegion();
@@ -225,10 +252,12 @@ void TrainStepOp::print(OpAsmPrinter &p) {
   p << ") optimizer " << getOptimizer() << " precision " << getPrecision();
   if (getGradientClipping().convertToDouble() != 0.0)
     p << " gradient_clipping " << getGradientClipping();
+  if (ScheduleAttr schedule = getScheduleAttr())
+    p << " schedule " << schedule;
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(),
       {getSymNameAttrName(), getOptimizerAttrName(), getPrecisionAttrName(),
-       getGradientClippingAttrName()});
+       getGradientClippingAttrName(), getScheduleAttrName()});
   p << ' ';
   p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
                 /*printBlockTerminators=*/true);
@@ -319,6 +348,35 @@ LogicalResult TrainStepOp::verify() {
                << batch << ", input #" << arg.getArgNumber() << " "
                << arg.getType() << " has batch "
                << cast<RankedTensorType>(arg.getType()).getDimSize(0);
+    if (ScheduleAttr schedule = getScheduleAttr();
+        schedule && batch != schedule.getMicroBatch())
+      return emitOpError("inputs hold a batch of ")
+             << batch << ", but the schedule's global batch "
+             << schedule.getGlobalBatch() << " over world size "
+             << schedule.getWorldSize() << " x " << schedule.getAccumulationSteps()
+             << " accumulation steps is " << schedule.getMicroBatch()
+             << " per micro step";
+  }
+  return verifySchedulePartitions();
+}
+
+LogicalResult TrainStepOp::verifySchedulePartitions() {
+  ScheduleAttr schedule = getScheduleAttr();
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  if (!module)
+    return success();
+  for (PartitionOp p : module.getOps<PartitionOp>()) {
+    if (!schedule)
+      return emitOpError("has no #zero.schedule, but the module has ")
+             << "zero.partition @" << p.getSymName()
+             << " (zero-partition records both)";
+    if (p.getStageValue() != schedule.getStage() ||
+        p.getWorldSizeValue() != schedule.getWorldSize())
+      return emitOpError("schedule has stage ")
+             << schedule.getStage() << " and world size "
+             << schedule.getWorldSize() << ", but zero.partition @"
+             << p.getSymName() << " has stage " << p.getStageValue()
+             << " and world size " << p.getWorldSizeValue();
   }
   return success();
 }

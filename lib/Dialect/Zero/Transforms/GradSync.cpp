@@ -258,7 +258,14 @@ struct ZeroGradSyncPass
       auto info = getStepInfo(step, "zero-grad-sync");
       if (failed(info))
         return signalPassFailure();
-      if (step->hasAttr(kAccumulationAttr)) {
+      // Gradient reductions (not the optimizer's all-reduce of its stats).
+      bool synchronized = false;
+      step.getBodyBlock().walk([&](Operation *op) {
+        auto allReduce = dyn_cast<AllReduceOp>(op);
+        synchronized |= isa<ReduceScatterOp, ReduceOp>(op) ||
+                        (allReduce && !allReduce.getInput());
+      });
+      if (synchronized) {
         mlir::emitError(step.getLoc())
             << "train step @" << step.getSymName() << " "
             << ("gradients are already synchronized");
@@ -266,7 +273,8 @@ struct ZeroGradSyncPass
       }
       // Each micro step sees 1/K of the rank's batch.
       int64_t k = gradientAccumulationSteps;
-      int64_t global = getI64Attr(step, kGlobalBatchAttr).value_or(0);
+      ScheduleAttr schedule = step.getScheduleAttr();
+      int64_t global = schedule.getGlobalBatch();
       if (global % (info->worldSize * k) != 0) {
         mlir::emitError(step.getLoc())
             << "train step @" << step.getSymName() << " " << ("global batch ")
@@ -277,9 +285,9 @@ struct ZeroGradSyncPass
       }
       if (failed(divideBatch(step, k)))
         return signalPassFailure();
-      setI64Attr(step, kAccumulationAttr, k);
-      step->setAttr(kContiguousGradsAttr,
-                    BoolAttr::get(&getContext(), contiguousGradients));
+      step.setScheduleAttr(ScheduleAttr::get(
+          &getContext(), schedule.getStage(), schedule.getWorldSize(), global,
+          k));
       info->accumulation = k;
       if (failed(StepSync(step, *info, reduceBucketSize, reduceScatter,
                           overlapComm)

@@ -89,7 +89,7 @@ struct ZeroPartitionPass
 
     // Data parallelism: every rank runs the step on its slice of the batch.
     for (TrainStepOp step : module.getOps<TrainStepOp>()) {
-      if (step->hasAttr(kStageAttr)) {
+      if (step.getScheduleAttr()) {
         mlir::emitError(step.getLoc()) << "train step @" << step.getSymName()
                                        << " " << ("is already partitioned");
         return signalPassFailure();
@@ -108,9 +108,9 @@ struct ZeroPartitionPass
       }
       if (failed(divideBatch(step, worldSize)))
         return signalPassFailure();
-      setI64Attr(step, kStageAttr, stage);
-      setI64Attr(step, kWorldSizeAttr, worldSize);
-      setI64Attr(step, kGlobalBatchAttr, batch);
+      step.setScheduleAttr(
+          ScheduleAttr::get(&getContext(), stage, worldSize, batch,
+                            /*accumulation_steps=*/1));
     }
 
     // Groups: [first, last) ranges of `params` with their names.

@@ -26,13 +26,6 @@
 namespace mlir::zero::schedule {
 
 // Discardable attributes shared by the passes.
-inline constexpr llvm::StringLiteral kStageAttr = "zero.stage";
-inline constexpr llvm::StringLiteral kWorldSizeAttr = "zero.world_size";
-inline constexpr llvm::StringLiteral kGlobalBatchAttr = "zero.global_batch";
-inline constexpr llvm::StringLiteral kAccumulationAttr =
-    "zero.accumulation_steps";
-inline constexpr llvm::StringLiteral kContiguousGradsAttr =
-    "zero.contiguous_gradients";
 /// Runs only in the last micro step of an accumulation window.
 inline constexpr llvm::StringLiteral kBoundaryAttr = "zero.boundary";
 /// Belongs after the optimizer (post-step gathers, persistent frees).
@@ -46,43 +39,20 @@ struct StepInfo {
   int64_t accumulation = 1;
 };
 
-inline std::optional<int64_t> getI64Attr(Operation *op, llvm::StringRef name) {
-  if (auto a = op->getAttrOfType<IntegerAttr>(name))
-    return a.getInt();
-  return std::nullopt;
-}
-
-/// The stage and world size of a partitioned step; an error naming `pass`
-/// when zero-partition has not run.
+/// The stage and world size of a partitioned step (its verified
+/// #zero.schedule); an error naming `pass` when zero-partition has not run.
 inline FailureOr<StepInfo> getStepInfo(TrainStepOp step, llvm::StringRef pass) {
-  auto stage = getI64Attr(step, kStageAttr);
-  auto ws = getI64Attr(step, kWorldSizeAttr);
-  if (!stage || !ws)
+  ScheduleAttr schedule = step.getScheduleAttr();
+  if (!schedule)
     return mlir::emitError(step.getLoc())
            << "train step @" << step.getSymName() << ": " << pass
            << " needs a partitioned train step (run "
               "zero-partition first)";
   StepInfo info;
-  info.stage = *stage;
-  info.worldSize = *ws;
-  info.accumulation = getI64Attr(step, kAccumulationAttr).value_or(1);
-  // The attributes may be hand-written: the passes divide by them.
-  if (info.stage < 0 || info.stage > 3 || info.worldSize < 1 ||
-      info.worldSize > kMaxWorldSize || info.accumulation < 1 ||
-      info.accumulation > kMaxAccumulationSteps)
-    return mlir::emitError(step.getLoc())
-           << "train step @" << step.getSymName() << ": " << pass
-           << ": invalid " << kStageAttr << " " << info.stage << ", "
-           << kWorldSizeAttr << " " << info.worldSize << " or "
-           << kAccumulationAttr << " " << info.accumulation
-           << " (expected 0-3, 1-" << kMaxWorldSize << " and 1-"
-           << kMaxAccumulationSteps << ")";
+  info.stage = schedule.getStage();
+  info.worldSize = schedule.getWorldSize();
+  info.accumulation = schedule.getAccumulationSteps();
   return info;
-}
-
-inline void setI64Attr(Operation *op, llvm::StringRef name, int64_t v) {
-  op->setAttr(name,
-              IntegerAttr::get(IntegerType::get(op->getContext(), 64), v));
 }
 
 inline void markBoundary(Operation *op) {

@@ -21,7 +21,8 @@ zero.partition @flat stage 2 world_size 4 alignment 2 numel 1048576 padded 10485
 // CHECK: "predicted_step_ms": 0.027710{{[0-9]*}},
 zero.train_step @sync(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 4, global_batch = 1024> {
   %w = zero.get_param @w : tensor<1024x1024xbf16>
   %h = nn.matmul %x, %w : tensor<256x1024xbf16>, tensor<1024x1024xbf16> -> tensor<256x1024xbf16>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -46,7 +47,8 @@ zero.partition @flat stage 2 world_size 4 alignment 2 numel 1048576 padded 10485
 // CHECK: "predicted_step_ms": 0.024357{{[0-9]*}},
 zero.train_step @async(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 4, global_batch = 1024> {
   %w = zero.get_param @w : tensor<1024x1024xbf16>
   %h = nn.matmul %x, %w : tensor<256x1024xbf16>, tensor<1024x1024xbf16> -> tensor<256x1024xbf16>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -71,7 +73,8 @@ zero.partition @flat stage 2 world_size 1 alignment 2 numel 1048576 padded 10485
 // CHECK: "predicted_step_ms": 0.014471{{[0-9]*}},
 zero.train_step @single(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 1, global_batch = 256> {
   %w = zero.get_param @w : tensor<1024x1024xbf16>
   %h = nn.matmul %x, %w : tensor<256x1024xbf16>, tensor<1024x1024xbf16> -> tensor<256x1024xbf16>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -104,7 +107,8 @@ zero.partition @flat stage 1 world_size 4 alignment 2 numel 1048576 padded 10485
 // CHECK: "predicted_step_ms": 0.065336{{[0-9]*}},
 zero.train_step @accumulate(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> attributes {zero.accumulation_steps = 2 : i64} {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 2048, accumulation_steps = 2> {
   %w = zero.get_param @w : tensor<1024x1024xbf16>
   %h = nn.matmul %x, %w : tensor<256x1024xbf16>, tensor<1024x1024xbf16> -> tensor<256x1024xbf16>
   %loss = nn.fill 0.0 : tensor<f32>

@@ -17,7 +17,8 @@ zero.partition @flat stage 2 world_size 2 alignment 4 numel 68 padded 72 params 
 // CHECK-SAME: zero.plan = {arena_bytes = 576 : i64, peak_bytes = 1472 : i64, persistent_bytes = 896 : i64, scratch_bytes = 0 : i64}
 zero.train_step @step(%x: tensor<2x32xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   // CHECK: zero.get_param @b : tensor<2x32xbf16>
   // CHECK-NEXT: nn.mul %{{.*}}, %{{.*}} {zero.alloc = array<i64: 192>}
   %b = zero.get_param @b : tensor<2x32xbf16>

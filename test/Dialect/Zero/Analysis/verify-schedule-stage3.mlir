@@ -8,7 +8,8 @@ zero.param @w : tensor<2x2xf32> init zeros compute bf16
 zero.partition @l0 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@w] offsets [0]
 zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> {
   // expected-note @+1 {{collective issued here}}
   %full, %t = zero.prefetch group @l0 : tensor<4xbf16>
   // expected-error @+1 {{'zero.get_param' op uses the result of an asynchronous collective before its zero.wait}}
@@ -27,7 +28,8 @@ zero.param @w : tensor<2x2xf32> init zeros compute bf16
 zero.partition @l0 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@w] offsets [0]
 zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> {
   %full = zero.all_gather group @l0 : tensor<4xbf16>
   %w = zero.get_param @w from %full : tensor<4xbf16> -> tensor<2x2xbf16>
   // expected-note @+1 {{freed here}}
@@ -45,7 +47,8 @@ zero.param @w : tensor<2x2xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 4 padded 4 params [@w] offsets [0]
 zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %w = zero.get_param @w : tensor<2x2xbf16>
   // expected-error @+1 {{'zero.free' op frees persistent memory (a parameter view of the persistent buffers)}}
   zero.free %w : tensor<2x2xbf16>
@@ -61,7 +64,8 @@ zero.param @w : tensor<2x2xf32> init zeros compute bf16
 zero.partition @flat stage 0 world_size 2 alignment 1 numel 4 padded 4 params [@w] offsets [0]
 zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
   %w = zero.get_param @w : tensor<2x2xbf16>
   %y = nn.matmul %x, %w : tensor<2x2xbf16>, tensor<2x2xbf16> -> tensor<2x2xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x2xbf16>, tensor<2xi64> -> tensor<f32>
@@ -88,7 +92,8 @@ zero.param @v : tensor<2xf32> init zeros compute bf16
 zero.partition @flat stage 0 world_size 2 alignment 1 numel 6 padded 6 params [@w, @v] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
   %w = zero.get_param @w : tensor<2x2xbf16>
   %y = nn.matmul %x, %w : tensor<2x2xbf16>, tensor<2x2xbf16> -> tensor<2x2xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x2xbf16>, tensor<2xi64> -> tensor<f32>
@@ -119,6 +124,7 @@ zero.partition @flat stage 0 world_size 1 alignment 1 numel 4 padded 4 params [@
 zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 2>
     attributes {zero.input_offsets = array<i64: 0, 64>,
                 zero.plan = {arena_bytes = 256 : i64, peak_bytes = 512 : i64, persistent_bytes = 256 : i64}} {
   %w = zero.get_param @w : tensor<2x2xbf16>

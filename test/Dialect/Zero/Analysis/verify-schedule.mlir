@@ -9,7 +9,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -41,7 +42,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -77,7 +79,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -111,7 +114,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -143,7 +147,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -177,7 +182,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -211,7 +217,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -246,7 +253,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -281,7 +289,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -316,7 +325,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -347,7 +357,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -381,7 +392,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -412,7 +424,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
@@ -447,7 +460,8 @@ zero.param @b : tensor<2x3xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
 zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-    precision #zero.precision<kind = bf16> {
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %b = zero.get_param @b : tensor<2x3xbf16>
   %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
   %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>

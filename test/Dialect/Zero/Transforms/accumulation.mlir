@@ -9,7 +9,7 @@
 // collectives and waits are tagged zero.boundary; the optimizer divides by
 // world size x K = 8.
 // S1: zero.train_step @train(%{{.*}}: tensor<8x784xf32>, %{{.*}}: tensor<8xi64>)
-// S1-SAME: zero.accumulation_steps = 2 : i64
+// S1-SAME: schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 64, accumulation_steps = 2>
 // S1: nn.matmul %{{.*}}, %{{.*}} : tensor<8x784xf32>, tensor<784x256xf32> -> tensor<8x256xf32>
 // S1: zero.grad @fc1.weight
 // S1-NEXT: zero.reduce_scatter group @flat in grads [0, 269322) {zero.boundary}

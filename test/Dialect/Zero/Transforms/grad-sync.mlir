@@ -17,7 +17,7 @@
 // soon as fc2.weight's gradient is complete, before fc1's backward; fc1.weight
 // (200704 elements) spans three buckets and is freed slice by slice.
 // S2-LABEL: zero.train_step
-// S2-SAME: zero.contiguous_gradients = true
+// S2-SAME: schedule #zero.schedule<stage = 2, world_size = 4, global_batch = 64>
 // S2: zero.grad @fc3.bias, %[[G3B:[0-9]+]]
 // S2: zero.grad @fc3.weight, %[[G3W:[0-9]+]]
 // S2: zero.grad @fc2.bias, %[[G2B:[0-9]+]]
@@ -93,7 +93,6 @@
 // Stage 1: gradients stay whole until the backward is done, then in-place
 // reduce-scatter of the full buffer in buckets.
 // S1-LABEL: zero.train_step
-// S1-SAME: zero.contiguous_gradients = false
 // S1-NOT: zero.reduce_scatter
 // S1: zero.grad @fc1.weight
 // S1-NEXT: zero.reduce_scatter group @flat in grads [0, 100000) {zero.boundary}

@@ -14,7 +14,7 @@
 // Data parallelism: the batch of 64 becomes 16 per rank, and every value
 // derived from it follows; parameters and their gradients keep their shapes.
 // S0: zero.train_step @train(%{{.*}}: tensor<16x784xf32>, %{{.*}}: tensor<16xi64>)
-// S0-SAME: zero.global_batch = 64 : i64, zero.stage = 0 : i64, zero.world_size = 4 : i64
+// S0-SAME: schedule #zero.schedule<stage = 0, world_size = 4, global_batch = 64>
 // S0: nn.matmul %{{.*}}, %{{.*}} : tensor<16x784xf32>, tensor<784x256xf32> -> tensor<16x256xf32>
 // S0: nn.softmax_cross_entropy %{{.*}}, %{{.*}} : tensor<16x10xf32>, tensor<16xi64> -> tensor<f32>
 // S0: nn.reduce_sum %{{.*}} : tensor<16x10xf32> -> tensor<10xf32>

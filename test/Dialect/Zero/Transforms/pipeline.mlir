@@ -101,7 +101,7 @@
 // CFG-DAG: warning: {{.*}}ds_config.json: unsupported key 'zero_optimization.offload_optimizer' is ignored
 // CFG: zero.partition @flat stage 2
 // CFG: zero.train_step @train(%{{.*}}: tensor<8x784xf32>, %{{.*}}: tensor<8xi64>) optimizer #zero.optimizer<kind = adamw, lr = 3.000000e-04, beta2 = 0.9{{.*}}, weight_decay = 1.000000e-01> precision #zero.precision<kind = fp16, initial_scale_power = 12, loss_scale_window = 500, hysteresis = 3> gradient_clipping 1.000000e+00
-// CFG-SAME: zero.accumulation_steps = 2
+// CFG-SAME: schedule #zero.schedule<stage = 2, world_size = 4, global_batch = 64, accumulation_steps = 2>
 // CFG: nn.matmul {{.*}} : tensor<8x784xf16>, tensor<784x256xf16>
 // CFG: zero.reduce group @flat [169322, 269322) from {{.*}} -> !zero.token
 // CFG: zero.wait

@@ -147,6 +147,35 @@ def Zero_PrecisionAttr : Zero_Attr<"Precision", "precision"> {
   let genVerifyDecl = 1;
 }
 
+def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
+  let summary = "The step-wide facts of a ZeRO schedule";
+  let description = [{
+    What `zero-partition` and `zero-grad-sync` decided for a train step, the
+    one place every later pass, analysis and the lowering read it from:
+    the ZeRO `stage` (0-3), the data-parallel `world_size`, the
+    `global_batch` (samples per optimizer step over all ranks) and the
+    `accumulation_steps` K (micro steps per optimizer step; each rank's
+    inputs hold one micro batch of global_batch / (world_size * K) samples).
+
+    ```mlir
+    #zero.schedule<stage = 3, world_size = 8, global_batch = 512, accumulation_steps = 2>
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$stage,
+    "int64_t":$world_size,
+    "int64_t":$global_batch,
+    DefaultValuedParameter<"int64_t", "1">:$accumulation_steps);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Samples of one micro step on one rank.
+    int64_t getMicroBatch() const {
+      return getGlobalBatch() / (getWorldSize() * getAccumulationSteps());
+    }
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Types
 //===----------------------------------------------------------------------===//
@@ -220,7 +249,9 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     dimension by the world size), the forward computation uses parameters
     through `zero.get_param`, and `zero.return` yields the scalar fp32 loss.
     Later passes add the backward, the collectives and the optimizer step to
-    the same body.
+    the same body; `zero-partition` records the step-wide facts of the
+    schedule (`#zero.schedule`), which must agree with the module's
+    `zero.partition`s and the inputs' batch.
 
     Every tensor of the step (inputs, results of the ops in the body, block
     arguments of nested regions) has a static shape with positive dimensions
@@ -235,12 +266,19 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
       ...
       zero.return %loss : tensor<f32>
     }
+    zero.train_step @train(%x: tensor<4x784xf32>, %y: tensor<4xi64>)
+        optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
+        precision #zero.precision<kind = fp32>
+        schedule #zero.schedule<stage = 2, world_size = 8, global_batch = 64, accumulation_steps = 2> {
+      ...
+    }
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        Zero_OptimizerAttr:$optimizer,
                        Zero_PrecisionAttr:$precision,
-                       DefaultValuedAttr<F64Attr, "0.0">:$gradient_clipping);
+                       DefaultValuedAttr<F64Attr, "0.0">:$gradient_clipping,
+                       OptionalAttr<Zero_ScheduleAttr>:$schedule);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -249,6 +287,8 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     ::mlir::zero::ReturnOp getReturnOp();
     /// The scalar loss returned by the step.
     ::mlir::Value getLoss();
+    /// The schedule agrees with every zero.partition of the module.
+    ::llvm::LogicalResult verifySchedulePartitions();
   }];
 }
 
