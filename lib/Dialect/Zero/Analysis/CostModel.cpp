@@ -160,43 +160,35 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
         "has no runtime kernel model (RuntimeKernelOpInterface), so the cost "
         "model cannot time it");
 
-  auto rangeBytes = [&](SymbolRefAttr group, int64_t begin, int64_t end) {
-    return double(end - begin) * getGroupElementBytes(group);
-  };
-  if (auto ag = dyn_cast<AllGatherOp>(op)) {
-    if (ag.getResult())
-      return Work::collective(valueBytes(ag.getResult()), 1, Work::AllGather);
-    if (!ag.getBegin() || !ag.getEnd())
-      return op->emitOpError(
-          "cost model: all_gather without a range or result");
-    return Work::collective(
-        rangeBytes(ag.getGroupAttr(), *ag.getBegin(), *ag.getEnd()), 1,
-        Work::AllGather);
-  }
-  if (auto pf = dyn_cast<PrefetchOp>(op))
-    return Work::collective(valueBytes(pf.getResult()), 1, Work::AllGather);
-  // A bucket reduction of stages 2-3 ends with the add of this rank's sum
-  // into its gradient shard (read both, write one) once complete.
-  auto bucketReduction = [&](SymbolRefAttr group, int64_t begin, int64_t end) {
-    Work w =
-        Work::collective(rangeBytes(group, begin, end), 1, Work::ReduceScatter);
-    if (schedule.getStage() >= 2)
-      w.completionBytes = 3.0 * rangeBytes(group, begin, end) / double(n);
-    return w;
-  };
-  // A reduce to each owner moves what a reduce-scatter does.
-  if (auto rs = dyn_cast<ReduceScatterOp>(op))
-    return bucketReduction(rs.getGroupAttr(), rs.getBegin(), rs.getEnd());
-  if (auto r = dyn_cast<ReduceOp>(op))
-    return bucketReduction(r.getGroupAttr(), r.getBegin(), r.getEnd());
-  if (auto ar = dyn_cast<AllReduceOp>(op)) {
-    if (ar.getInput())
-      return Work::collective(valueBytes(ar.getInput()), 2, Work::AllReduce);
-    if (!ar.getBegin() || !ar.getEnd())
-      return op->emitOpError("cost model: all_reduce without a range or input");
-    return Work::collective(
-        rangeBytes(ar.getGroupAttr(), *ar.getBegin(), *ar.getEnd()), 2,
-        Work::AllReduce);
+  if (auto collective = dyn_cast<CollectiveOpInterface>(op)) {
+    // The full array: a layout range in the group's compute type, or the
+    // tensor moved.
+    double bytes;
+    if (std::optional<std::pair<int64_t, int64_t>> range =
+            collective.getElementRange())
+      bytes = double(range->second - range->first) *
+              getGroupElementBytes(collective.getGroupAttr());
+    else if (Value moved = collective.getMovedValue())
+      bytes = valueBytes(moved);
+    else
+      return op->emitOpError("cost model: a collective without a range or "
+                             "a value");
+    switch (collective.getCollectiveKind()) {
+    case CollectiveKind::all_gather:
+      return Work::collective(bytes, 1, Work::AllGather);
+    case CollectiveKind::all_reduce:
+      return Work::collective(bytes, 2, Work::AllReduce);
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::reduce: {
+      // A reduce to each owner moves what a reduce-scatter does. A bucket
+      // reduction of stages 2-3 ends with the add of this rank's sum into
+      // its gradient shard (read both, write one) once complete.
+      Work w = Work::collective(bytes, 1, Work::ReduceScatter);
+      if (schedule.getStage() >= 2)
+        w.completionBytes = 3.0 * bytes / double(n);
+      return w;
+    }
+    }
   }
 
   if (auto grad = dyn_cast<GradOp>(op)) {

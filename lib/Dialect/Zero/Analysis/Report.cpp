@@ -117,72 +117,61 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   int64_t n = s.getWorldSize();
   for (Operation &op : step.getBodyBlock()) {
     int64_t times = multiplicity(&op, s);
+    auto collective = dyn_cast<CollectiveOpInterface>(op);
+    if (!collective)
+      continue;
     int64_t volume = 0, sent = 0;
-    StringRef kind;
-    auto groupOf = [&](SymbolRefAttr ref) {
-      return s.lookupPartition(ref)->partition;
-    };
-    auto elemBytes = [&](SymbolRefAttr ref) {
-      return getElementBytes(s.lookupPartition(ref)->computeType);
-    };
-    if (auto ag = dyn_cast<AllGatherOp>(op)) {
-      kind = "all_gather";
-      PartitionOp p = groupOf(ag.getGroupAttr());
-      int64_t eb = elemBytes(ag.getGroupAttr());
-      if (ag.getBuffer()) {
-        volume = *ag.getEnd() - *ag.getBegin();
+    CollectiveKind kind = collective.getCollectiveKind();
+    PartitionOp p = s.lookupPartition(collective.getGroupAttr())->partition;
+    int64_t eb = getElementBytes(
+        s.lookupPartition(collective.getGroupAttr())->computeType);
+    std::optional<std::pair<int64_t, int64_t>> range =
+        collective.getElementRange();
+    switch (kind) {
+    case CollectiveKind::all_gather:
+      if (range) {
+        volume = range->second - range->first;
         sent = c.mul(
-            ringSendBytes(layoutChunks(p, *ag.getBegin(), *ag.getEnd()), 1, c),
+            ringSendBytes(layoutChunks(p, range->first, range->second), 1, c),
             eb);
       } else {
+        // A whole group (stage 3): the padded shards.
         volume = p.getNumelValue();
         sent = c.mul(
             ringSendBytes(evenChunks(p.getPaddedNumelValue(), n), 1, c), eb);
       }
-    } else if (auto pf = dyn_cast<PrefetchOp>(op)) {
-      kind = "all_gather";
-      PartitionOp p = groupOf(pf.getGroupAttr());
-      volume = p.getNumelValue();
-      sent = c.mul(ringSendBytes(evenChunks(p.getPaddedNumelValue(), n), 1, c),
-                   elemBytes(pf.getGroupAttr()));
-    } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
-      kind = "reduce_scatter";
-      volume = rs.getEnd() - rs.getBegin();
-      sent = c.mul(ringSendBytes(layoutChunks(groupOf(rs.getGroupAttr()),
-                                              rs.getBegin(), rs.getEnd()),
-                                 1, c),
-                   elemBytes(rs.getGroupAttr()));
-    } else if (auto rd = dyn_cast<ReduceOp>(op)) {
-      kind = "reduce";
-      volume = rd.getEnd() - rd.getBegin();
-      // One reduce per owner: a rank sends every part but its own.
-      sent = c.mul(ringSendBytes(layoutChunks(groupOf(rd.getGroupAttr()),
-                                              rd.getBegin(), rd.getEnd()),
-                                 1, c),
-                   elemBytes(rd.getGroupAttr()));
-    } else if (auto ar = dyn_cast<AllReduceOp>(op)) {
-      kind = "all_reduce";
-      if (ar.getBuffer()) {
-        volume = c.mul(2, *ar.getEnd() - *ar.getBegin());
+      break;
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::reduce:
+      // A reduce per owner: a rank sends every part but its own, as in a
+      // reduce-scatter.
+      volume = range->second - range->first;
+      sent = c.mul(
+          ringSendBytes(layoutChunks(p, range->first, range->second), 1, c),
+          eb);
+      break;
+    case CollectiveKind::all_reduce:
+      if (range) {
+        volume = c.mul(2, range->second - range->first);
         sent = c.mul(
-            ringSendBytes(evenChunks(*ar.getEnd() - *ar.getBegin(), n), 2, c),
-            elemBytes(ar.getGroupAttr()));
+            ringSendBytes(evenChunks(range->second - range->first, n), 2, c),
+            eb);
       } else {
-        auto t = cast<RankedTensorType>(ar.getInput().getType());
+        auto t = cast<RankedTensorType>(collective.getMovedValue().getType());
         volume = 2 * t.getNumElements();
         sent = c.mul(ringSendBytes(evenChunks(t.getNumElements(), n), 2, c),
                      getElementBytes(t.getElementType()));
         r.constantVolumeElements =
             c.add(r.constantVolumeElements, c.mul(volume, times));
       }
-    } else {
-      continue;
+      break;
     }
     if (n == 1)
       sent = 0;
     r.volumeElements = c.add(r.volumeElements, c.mul(volume, times));
     r.bytesPerRank = c.add(r.bytesPerRank, c.mul(sent, times));
-    r.collectives[kind.str()] = c.add(r.collectives[kind.str()], times);
+    std::string name = stringifyCollectiveKind(kind).str();
+    r.collectives[name] = c.add(r.collectives[name], times);
   }
   if (c.overflow)
     return step.emitOpError("report: parameter or communication counts "

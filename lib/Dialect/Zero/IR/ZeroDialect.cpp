@@ -20,6 +20,7 @@ using namespace mlir;
 using namespace mlir::zero;
 
 #include "zero/Dialect/Zero/IR/ZeroEnums.cpp.inc"
+#include "zero/Dialect/Zero/IR/ZeroOpInterfaces.cpp.inc"
 #include "zero/Dialect/Zero/IR/ZeroOpsDialect.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
@@ -380,6 +381,71 @@ LogicalResult TrainStepOp::verifySchedulePartitions() {
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// CollectiveOpInterface
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+static std::optional<std::pair<int64_t, int64_t>> optionalRange(OpT op) {
+  if (!op.getBegin() || !op.getEnd())
+    return std::nullopt;
+  return std::make_pair(static_cast<int64_t>(*op.getBegin()),
+                        static_cast<int64_t>(*op.getEnd()));
+}
+
+CollectiveKind AllGatherOp::getCollectiveKind() {
+  return CollectiveKind::all_gather;
+}
+std::optional<std::pair<int64_t, int64_t>> AllGatherOp::getElementRange() {
+  return optionalRange(*this);
+}
+std::optional<BufferKind> AllGatherOp::getInPlaceBuffer() {
+  return getBuffer();
+}
+Value AllGatherOp::getMovedValue() { return getResult(); }
+
+CollectiveKind PrefetchOp::getCollectiveKind() {
+  return CollectiveKind::all_gather;
+}
+std::optional<std::pair<int64_t, int64_t>> PrefetchOp::getElementRange() {
+  return std::nullopt;
+}
+std::optional<BufferKind> PrefetchOp::getInPlaceBuffer() {
+  return std::nullopt;
+}
+Value PrefetchOp::getMovedValue() { return getResult(); }
+
+CollectiveKind ReduceScatterOp::getCollectiveKind() {
+  return CollectiveKind::reduce_scatter;
+}
+std::optional<std::pair<int64_t, int64_t>> ReduceScatterOp::getElementRange() {
+  return std::make_pair(static_cast<int64_t>(getBegin()),
+                        static_cast<int64_t>(getEnd()));
+}
+std::optional<BufferKind> ReduceScatterOp::getInPlaceBuffer() {
+  return getBuffer();
+}
+Value ReduceScatterOp::getMovedValue() { return Value(); }
+
+CollectiveKind ReduceOp::getCollectiveKind() { return CollectiveKind::reduce; }
+std::optional<std::pair<int64_t, int64_t>> ReduceOp::getElementRange() {
+  return std::make_pair(static_cast<int64_t>(getBegin()),
+                        static_cast<int64_t>(getEnd()));
+}
+std::optional<BufferKind> ReduceOp::getInPlaceBuffer() { return getBuffer(); }
+Value ReduceOp::getMovedValue() { return Value(); }
+
+CollectiveKind AllReduceOp::getCollectiveKind() {
+  return CollectiveKind::all_reduce;
+}
+std::optional<std::pair<int64_t, int64_t>> AllReduceOp::getElementRange() {
+  return optionalRange(*this);
+}
+std::optional<BufferKind> AllReduceOp::getInPlaceBuffer() {
+  return getBuffer();
+}
+Value AllReduceOp::getMovedValue() { return getInput(); }
 
 //===----------------------------------------------------------------------===//
 // GetParamOp / GradOp

@@ -45,6 +45,8 @@ constexpr int64_t kMaxAccumulationSteps = int64_t(1) << 16;
 #define GET_TYPEDEF_CLASSES
 #include "zero/Dialect/Zero/IR/ZeroOpsTypes.h.inc"
 
+#include "zero/Dialect/Zero/IR/ZeroOpInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "zero/Dialect/Zero/IR/ZeroOps.h.inc"
 

@@ -422,9 +422,51 @@ def Zero_BufferKind : I32EnumAttr<"BufferKind", "persistent buffer of a partitio
 }
 def Zero_BufferKindAttr : EnumAttr<Zero_Dialect, Zero_BufferKind, "buffer">;
 
+def Zero_CollectiveKind : I32EnumAttr<"CollectiveKind", "collective pattern", [
+    I32EnumAttrCase<"all_gather", 0>, I32EnumAttrCase<"reduce_scatter", 1>,
+    I32EnumAttrCase<"reduce", 2>, I32EnumAttrCase<"all_reduce", 3>]> {
+  let cppNamespace = "::mlir::zero";
+  let genSpecializedAttr = 0;
+}
+
+def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
+  let cppNamespace = "::mlir::zero";
+  let description = [{
+    What every consumer needs to know about a collective, whatever op
+    carries it: the partition whose data-parallel world runs it, its
+    pattern, what it moves (an element range of the group's flat layout, in
+    place in a persistent buffer or from sources, or a tensor value), and
+    its completion token. The memory planner, the verifier, the report and
+    the cost model read collectives through it.
+  }];
+  let methods = [
+    InterfaceMethod<"The partition (group) the collective runs over.",
+      "::mlir::FlatSymbolRefAttr", "getGroupAttr">,
+    InterfaceMethod<"Its communication pattern.",
+      "::mlir::zero::CollectiveKind", "getCollectiveKind">,
+    InterfaceMethod<[{
+        The element range [begin, end) of the group's flat layout it moves,
+        or none when it moves a whole tensor value (see getMovedValue).
+      }],
+      "std::optional<std::pair<int64_t, int64_t>>", "getElementRange">,
+    InterfaceMethod<"The persistent buffer it works in place on, if any.",
+      "std::optional<::mlir::zero::BufferKind>", "getInPlaceBuffer">,
+    InterfaceMethod<[{
+        The tensor it moves when it has no element range (a gathered group,
+        the optimizer's statistics); null otherwise.
+      }],
+      "::mlir::Value", "getMovedValue">,
+    InterfaceMethod<"Its completion token, or null when it is synchronous.",
+      "::mlir::Value", "getToken">,
+  ];
+}
+
 class Zero_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Zero_Op<mnemonic, !listconcat(traits, [
-        DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+        DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
+            ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
+             "getMovedValue"]>])> {
   let hasVerifier = 1;
   code commonDescription = [{
     Collectives run over all ranks of the data-parallel world of partition
@@ -469,6 +511,9 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
 }
 
 def Zero_PrefetchOp : Zero_Op<"prefetch", [
+    DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
+        ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
+         "getMovedValue"]>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Asynchronous stage-3 gather of a group ahead of its use";
   let description = [{
