@@ -108,8 +108,8 @@ LogicalResult buildCall(nn::MatmulOp op, KernelCallBuilder &b) {
 }
 int64_t scratchBytes(nn::MatmulOp op) {
   MatmulShape s = getMatmulShape(op);
-  return zrt_scratch_matmul(dtypeCode(elemType(op.getLhs())), s.batch, s.m,
-                            s.n, s.k, op.getTransposeLhs(), s.rhsBatched);
+  return zrt_scratch_matmul(dtypeCode(elemType(op.getLhs())), s.batch, s.m, s.n,
+                            s.k, op.getTransposeLhs(), s.rhsBatched);
 }
 KernelCost cost(nn::MatmulOp op) {
   auto lhs = tensorType(op.getLhs());
@@ -124,8 +124,8 @@ KernelCost cost(nn::MatmulOp op) {
 
 // Elementwise.
 
-LogicalResult broadcastBinary(KernelCallBuilder &b, StringRef callee,
-                              Value lhs, Value rhs) {
+LogicalResult broadcastBinary(KernelCallBuilder &b, StringRef callee, Value lhs,
+                              Value rhs) {
   return b.call(callee, {b.dtype(elemType(lhs)), b.operand(0), b.operand(1),
                          b.result(0), b.i64(numel(lhs)), b.i64(numel(rhs))});
 }
@@ -170,9 +170,9 @@ LogicalResult buildCall(nn::SoftmaxGradOp op, KernelCallBuilder &b) {
 // Casts and fills.
 
 LogicalResult buildCast(KernelCallBuilder &b, Value in, Value out) {
-  return b.call("zrt_cast", {b.dtype(elemType(in)), b.operand(0),
-                             b.dtype(elemType(out)), b.result(0),
-                             b.i64(numel(in))});
+  return b.call("zrt_cast",
+                {b.dtype(elemType(in)), b.operand(0), b.dtype(elemType(out)),
+                 b.result(0), b.i64(numel(in))});
 }
 LogicalResult buildCall(nn::CastOp op, KernelCallBuilder &b) {
   return buildCast(b, op.getInput(), op.getResult());
@@ -227,10 +227,9 @@ LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
                  b.f64(op.getScaleValue())});
 }
 KernelCost cost(nn::AttentionOp op) {
-  return KernelCost::compute(KernelCost::Kind::Attention,
-                             getOperandAndResultBytes(op),
-                             attentionFlops(op.getQuery(), op.getCausal()),
-                             elemType(op.getQuery()));
+  return KernelCost::compute(
+      KernelCost::Kind::Attention, getOperandAndResultBytes(op),
+      attentionFlops(op.getQuery(), op.getCausal()), elemType(op.getQuery()));
 }
 LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
   ArrayRef<int64_t> sh = tensorType(op.getQuery()).getShape();
@@ -329,10 +328,9 @@ LogicalResult buildCall(nn::SplitOp op, KernelCallBuilder &b) {
   SmallVector<int64_t> sizes;
   for (Value r : op.getResults())
     sizes.push_back(tensorType(r).getDimSize(axis));
-  return b.call("zrt_split",
-                {b.dtype(elemType(op.getInput())), b.operand(0),
-                 b.ptrArray(b.results()), b.i64Array(sizes),
-                 b.i32(sizes.size()), b.i64(outer), b.i64(inner)});
+  return b.call("zrt_split", {b.dtype(elemType(op.getInput())), b.operand(0),
+                              b.ptrArray(b.results()), b.i64Array(sizes),
+                              b.i32(sizes.size()), b.i64(outer), b.i64(inner)});
 }
 LogicalResult buildCall(nn::ConcatOp op, KernelCallBuilder &b) {
   int64_t axis = op.getAxis();
@@ -380,7 +378,6 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::SoftmaxCrossEntropyGradOp, nn::ReduceSumOp, nn::TransposeOp,
            nn::SplitOp, nn::ConcatOp>(context);
   });
-  registry.addExtension(+[](MLIRContext *context, ZeroDialect *) {
-    attach<CastOp>(context);
-  });
+  registry.addExtension(
+      +[](MLIRContext *context, ZeroDialect *) { attach<CastOp>(context); });
 }

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "zero/Conversion/Passes.h"
 #include "zero/Conversion/ZeroToRuntime.h"
+#include "zero/Conversion/Passes.h"
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
@@ -171,11 +171,9 @@ private:
 FailureOr<Value> Lowering::call(StringRef name, ArrayRef<Value> args) {
   auto fail = [&]() -> InFlightDiagnostic {
     callFailed = true;
-    return current ? current->emitOpError()
-                   : emitError(loc) << "the lowering ";
+    return current ? current->emitOpError() : emitError(loc) << "the lowering ";
   };
-  LLVM::LLVMFunctionType type =
-      getRuntimeFunctionType(b.getContext(), name);
+  LLVM::LLVMFunctionType type = getRuntimeFunctionType(b.getContext(), name);
   if (!type) {
     fail() << "calls '" << name
            << "', which the runtime's ABI table (zero_rt/abi.def) does not "
@@ -184,15 +182,13 @@ FailureOr<Value> Lowering::call(StringRef name, ArrayRef<Value> args) {
   }
   if (type.getNumParams() != args.size()) {
     fail() << "calls '" << name << "' with " << args.size()
-           << " arguments; the runtime's ABI table has "
-           << type.getNumParams();
+           << " arguments; the runtime's ABI table has " << type.getNumParams();
     return failure();
   }
   for (auto [i, a] : llvm::enumerate(args))
     if (a.getType() != type.getParamType(i)) {
-      fail() << "calls '" << name << "' with " << a.getType()
-             << " as argument " << i << "; the runtime's ABI table has "
-             << type.getParamType(i);
+      fail() << "calls '" << name << "' with " << a.getType() << " as argument "
+             << i << "; the runtime's ABI table has " << type.getParamType(i);
       return failure();
     }
   LLVM::LLVMFuncOp &fn = decls[name];
@@ -483,8 +479,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         Value stats = p(o.getStats());
         if (!stats)
           return failure();
-        FailureOr<Value> skip =
-            call("zrt_ctx_update_loss_scale", {ctx, stats});
+        FailureOr<Value> skip = call("zrt_ctx_update_loss_scale", {ctx, stats});
         if (failed(skip))
           return failure();
         ptrCache[o.getSkip()] = *skip;

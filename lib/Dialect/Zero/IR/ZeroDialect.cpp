@@ -56,10 +56,10 @@ void ZeroDialect::registerTypes() {
 // Attributes
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     int64_t stage, int64_t worldSize, int64_t globalBatch,
-                     int64_t accumulationSteps) {
+LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t stage, int64_t worldSize,
+                                   int64_t globalBatch,
+                                   int64_t accumulationSteps) {
   if (stage < 0 || stage > 3)
     return emitError() << "stage must be 0, 1, 2 or 3, got " << stage;
   if (worldSize < 1 || worldSize > kMaxWorldSize)
@@ -354,9 +354,9 @@ LogicalResult TrainStepOp::verify() {
       return emitOpError("inputs hold a batch of ")
              << batch << ", but the schedule's global batch "
              << schedule.getGlobalBatch() << " over world size "
-             << schedule.getWorldSize() << " x " << schedule.getAccumulationSteps()
-             << " accumulation steps is " << schedule.getMicroBatch()
-             << " per micro step";
+             << schedule.getWorldSize() << " x "
+             << schedule.getAccumulationSteps() << " accumulation steps is "
+             << schedule.getMicroBatch() << " per micro step";
   }
   return verifySchedulePartitions();
 }

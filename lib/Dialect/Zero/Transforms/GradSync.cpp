@@ -285,9 +285,9 @@ struct ZeroGradSyncPass
       }
       if (failed(divideBatch(step, k)))
         return signalPassFailure();
-      step.setScheduleAttr(ScheduleAttr::get(
-          &getContext(), schedule.getStage(), schedule.getWorldSize(), global,
-          k));
+      step.setScheduleAttr(ScheduleAttr::get(&getContext(), schedule.getStage(),
+                                             schedule.getWorldSize(), global,
+                                             k));
       info->accumulation = k;
       if (failed(StepSync(step, *info, reduceBucketSize, reduceScatter,
                           overlapComm)

@@ -108,9 +108,9 @@ struct ZeroPartitionPass
       }
       if (failed(divideBatch(step, worldSize)))
         return signalPassFailure();
-      step.setScheduleAttr(
-          ScheduleAttr::get(&getContext(), stage, worldSize, batch,
-                            /*accumulation_steps=*/1));
+      step.setScheduleAttr(ScheduleAttr::get(&getContext(), stage, worldSize,
+                                             batch,
+                                             /*accumulation_steps=*/1));
     }
 
     // Groups: [first, last) ranges of `params` with their names.

@@ -133,7 +133,6 @@ FailureOr<StepTimeline> simulateStep(const StepSchedule &schedule,
 void writeChromeTrace(const StepTimeline &timeline, int64_t worldSize,
                       llvm::raw_ostream &os);
 
-
 } // namespace mlir::zero
 
 #endif // ZERO_DIALECT_ZERO_ANALYSIS_COSTMODEL_H

@@ -92,7 +92,6 @@ struct MemoryPlan {
 /// Alignment of every arena offset.
 constexpr int64_t kArenaAlignment = 64;
 
-
 /// Plans `step`. Diagnostics go to the step.
 FailureOr<MemoryPlan> computeMemoryPlan(const StepSchedule &schedule);
 

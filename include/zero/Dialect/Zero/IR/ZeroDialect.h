@@ -22,7 +22,6 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
-
 namespace mlir::zero {
 /// The most elements a tensor of a train step may have (2^48, a PiB of
 /// fp32). Element and byte counts, their sums in the memory plan and the
