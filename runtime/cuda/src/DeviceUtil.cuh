@@ -203,8 +203,7 @@ __device__ inline float blockMax(float v, float *shared) {
 /// row lanes. term(r, c, acc) adds element (r, c); store(c, sums) writes.
 /// Without scratch the grid is one block per 16 columns (48 for GPT-2's
 /// 768), so each block is as wide as a block goes: 64 row lanes keep twice
-/// the loads in flight of 32 (GPT-2 124M, bf16, on an H100: layer norm's
-/// dw/db 2.70 -> 2.10 ms a step, the bias gradients 1.79 -> 1.74 ms).
+/// the loads in flight of 32 (docs/benchmarks.md, GPU, has the times).
 constexpr int kColTile = 16;
 constexpr int kRowLanes = 64;
 constexpr int kColumnThreads = kColTile * kRowLanes;
