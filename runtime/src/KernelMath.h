@@ -12,7 +12,8 @@
 //
 // Formulas stay out of here where a backend computes differently on
 // purpose: the CUDA attention's exp2 on the SFU and pinned roundings
-// (__fmul_rn, fmaf), reductions whose order is backend-specific.
+// (__fmul_rn, fmaf), the Adam update (see below), reductions whose order is
+// backend-specific.
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,6 +91,40 @@ ZRT_HOST_DEVICE inline float relu(float x) { return x < 0.0f ? 0.0f : x; }
 /// From the forward result y.
 ZRT_HOST_DEVICE inline float reluGrad(float y, float dy) {
   return y <= 0.0f ? 0.0f : dy;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+/// The fp32 constants of one Adam/AdamW step (host code), computed in double
+/// as torch does in Python and rounded once. The per-element update itself
+/// stays per backend: the CUDA kernel pins with intrinsics the roundings that
+/// GCC's contractions give the CPU loop, the same arithmetic spelled twice.
+struct AdamConstants {
+  float decay;       // adamw: 1 - lr * weight_decay
+  float weightDecay; // adam: L2 coefficient
+  float oneMinusBeta1;
+  float beta2;
+  float oneMinusBeta2;
+  float negStepSize; // -lr / (1 - beta1^t)
+  float bc2Sqrt;     // sqrt(1 - beta2^t)
+  float eps;
+};
+
+inline AdamConstants adamConstants(double lr, double beta1, double beta2,
+                                   double eps, double weightDecay,
+                                   int64_t step) {
+  AdamConstants c;
+  c.decay = float(1.0 - lr * weightDecay);
+  c.weightDecay = float(weightDecay);
+  c.oneMinusBeta1 = float(1.0 - beta1);
+  c.beta2 = float(beta2);
+  c.oneMinusBeta2 = float(1.0 - beta2);
+  c.negStepSize = float(-(lr / (1.0 - std::pow(beta1, double(step)))));
+  c.bc2Sqrt = float(std::sqrt(1.0 - std::pow(beta2, double(step))));
+  c.eps = float(eps);
+  return c;
 }
 
 } // namespace zrt
