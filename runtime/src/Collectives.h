@@ -1,10 +1,16 @@
-//===- Collectives.h - Collectives with per-rank counts ---------*- C++ -*-===//
+//===- Collectives.h - The communicator of both backends --------*- C++ -*-===//
 //
 // Part of the zero-mlir project.
 //
-// The variable-count forms the training context needs for layout ranges
-// that split unevenly over ranks (the last shard is clipped to numel).
-// Tokens are consumed by zrt_wait like those of zrt.h's collectives.
+// The zrt_ctx_* calls (Program.cpp) and the world's lifetime (World.cpp) are
+// written once; what differs between MPI and NCCL is behind these functions,
+// which each backend implements (Comm.cpp, cuda/src/CommCuda.cpp). Every
+// collective returns the tokens zrt_wait consumes, one or more: MPI starts a
+// request per call, NCCL groups the calls and records one event.
+//
+// Layout ranges split unevenly over ranks (the last shard is clipped to
+// numel), so the in-place forms take per-rank counts: buf holds every rank's
+// segment of counts[r] elements at displs[r], consecutive in rank order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,21 +19,68 @@
 
 #include "zero_rt/zrt.h"
 
+#include <mpi.h>
+
+#include <cstdint>
 #include <vector>
 
 namespace zrt {
+/// What a backend keeps per communicator besides MPI's (the CUDA backend's
+/// NCCL communicator and stream); each backend defines it.
+struct CommBackend;
+} // namespace zrt
 
-/// In place: buf holds every rank's contribution as consecutive segments of
-/// counts[r] elements in rank order; afterwards buf[0, counts[rank]) holds
-/// the sum of segment `rank` and the rest of buf is undefined.
-int64_t reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
-                             const std::vector<int> &counts);
+/// The data-parallel world: MPI carries the bootstrap and the driver's host
+/// agreements, the backend moves tensors.
+struct zrt_comm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  zrt::CommBackend *backend = nullptr;
+};
 
-/// In place: rank r's counts[r] elements already sit at buf + displs[r];
-/// afterwards every rank has all of them.
-int64_t allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
-                         const std::vector<int> &counts,
-                         const std::vector<int> &displs);
+namespace zrt {
+
+using Tokens = std::vector<int64_t>;
+
+//===----------------------------------------------------------------------===//
+// Implemented by each backend
+//===----------------------------------------------------------------------===//
+
+/// Sets up and tears down the backend's part of the world (zrt_comm_world,
+/// zrt_finalize after every token was waited for).
+void startBackend(zrt_comm *world);
+void stopBackend(zrt_comm *world);
+
+/// Sums segment r over ranks into rank r. `sumAt` is where this rank's sum
+/// lands, in elements from buf: the front over MPI (the in-place
+/// MPI_Ireduce_scatter), its own segment displs[rank] over NCCL.
+Tokens reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
+                            const std::vector<int> &counts,
+                            const std::vector<int> &displs, int64_t &sumAt);
+/// One reduce per owner (DeepSpeed's reduce-to-owner buckets): segment r is
+/// summed in place at rank r, so this rank's sum is at displs[rank].
+Tokens reduceToOwners(zrt_comm *comm, int32_t dtype, void *buf,
+                      const std::vector<int> &counts,
+                      const std::vector<int> &displs);
+/// Every rank's segment to every rank.
+Tokens allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
+                        const std::vector<int> &counts,
+                        const std::vector<int> &displs);
+/// The overflow statistics (fp32 {flag, squared norm}): the flag by max,
+/// the norm by sum.
+Tokens allReduceStats(zrt_comm *comm, const float *in, float *out);
+
+//===----------------------------------------------------------------------===//
+// Shared (World.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Aborts, naming `call`, unless there is a count and a displacement per
+/// rank.
+void checkPerRank(const zrt_comm *comm, const std::vector<int> &counts,
+                  const std::vector<int> &displs, const char *call);
+/// Aborts unless `root` is a rank of `comm`.
+void checkRoot(const zrt_comm *comm, int32_t root, const char *call);
 
 } // namespace zrt
 

@@ -13,7 +13,7 @@
 
 #include "Collectives.h"
 #include "Kernels.h"
-#include "Mpi.h"
+#include "Tokens.h"
 
 #include <mpi.h>
 
@@ -28,27 +28,12 @@
 
 using namespace zrt;
 
-struct zrt_comm {
-  MPI_Comm comm;
-  int rank;
-  int size;
-};
-
 namespace {
 
-struct Slot {
-  MPI_Request request = MPI_REQUEST_NULL;
-  bool live = false;
-};
-
 struct CommState {
-  std::mutex mutex;
-  zrt_comm *world = nullptr;
-  bool ownsMpi = false;
   MPI_Op sumBf16 = MPI_OP_NULL, maxBf16 = MPI_OP_NULL;
   MPI_Op sumF16 = MPI_OP_NULL, maxF16 = MPI_OP_NULL;
-  std::vector<Slot> slots; // indexed by token
-  std::vector<int64_t> freeTokens;
+  TokenTable<MPI_Request> tokens;
 };
 
 CommState &state() {
@@ -145,18 +130,7 @@ int mpiCount(int64_t count, const char *kernel) {
 
 /// Registers a started request and returns its token.
 int64_t track(MPI_Request request) {
-  CommState &s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  int64_t token;
-  if (s.freeTokens.empty()) {
-    token = int64_t(s.slots.size());
-    s.slots.emplace_back();
-  } else {
-    token = s.freeTokens.back();
-    s.freeTokens.pop_back();
-  }
-  s.slots[token] = {request, true};
-  return token;
+  return state().tokens.start([&](MPI_Request &slot, bool) { slot = request; });
 }
 
 /// Completes a request. MPI_Wait spins in Open MPI's progress loop without
@@ -205,28 +179,19 @@ void waitRequest(MPI_Request *request) {
 
 } // namespace
 
-extern "C" zrt_comm *zrt_comm_world(void) {
+void zrt::startBackend(zrt_comm *) {
   CommState &s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.world)
-    return s.world;
-  s.ownsMpi = initializeMpi();
-  auto *world = new zrt_comm;
-  MPI_Comm_dup(MPI_COMM_WORLD, &world->comm);
-  MPI_Comm_rank(world->comm, &world->rank);
-  MPI_Comm_size(world->comm, &world->size);
   MPI_Op_create(sumOp<BF16>, /*commute=*/1, &s.sumBf16);
   MPI_Op_create(maxOp<BF16>, 1, &s.maxBf16);
   MPI_Op_create(sumOp<F16>, 1, &s.sumF16);
   MPI_Op_create(maxOp<F16>, 1, &s.maxF16);
-  s.world = world;
-  return world;
 }
 
-extern "C" int32_t zrt_comm_rank(const zrt_comm *comm) { return comm->rank; }
-extern "C" int32_t zrt_comm_size(const zrt_comm *comm) { return comm->size; }
-
-extern "C" void zrt_comm_barrier(zrt_comm *comm) { MPI_Barrier(comm->comm); }
+void zrt::stopBackend(zrt_comm *) {
+  CommState &s = state();
+  for (MPI_Op *op : {&s.sumBf16, &s.maxBf16, &s.sumF16, &s.maxF16})
+    MPI_Op_free(op);
+}
 
 extern "C" int64_t zrt_all_gather(zrt_comm *comm, int32_t dtype, const void *in,
                                   void *out, int64_t count) {
@@ -258,8 +223,7 @@ extern "C" int64_t zrt_reduce_scatter(zrt_comm *comm, int32_t dtype,
 extern "C" int64_t zrt_reduce(zrt_comm *comm, int32_t dtype, const void *in,
                               void *out, int64_t count, int32_t root) {
   int n = mpiCount(count, "zrt_reduce");
-  if (root < 0 || root >= comm->size)
-    fatal("zrt_reduce: root %d outside a world of %d", int(root), comm->size);
+  checkRoot(comm, root, "zrt_reduce");
   Typed t = typed(dtype, ZRT_SUM);
   const void *send = comm->rank == root && in == out ? MPI_IN_PLACE : in;
   MPI_Request request;
@@ -279,93 +243,69 @@ extern "C" int64_t zrt_all_reduce(zrt_comm *comm, int32_t dtype, int32_t op,
 
 extern "C" void zrt_wait(int64_t token) {
   CommState &s = state();
-  MPI_Request request;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    if (token < 0 || token >= int64_t(s.slots.size()) || !s.slots[token].live)
-      fatal("zrt_wait: token %lld is not outstanding", (long long)token);
-    request = s.slots[token].request;
-  }
+  MPI_Request request = s.tokens.handle(token);
   waitRequest(&request);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  s.slots[token] = Slot();
-  s.freeTokens.push_back(token);
+  s.tokens.finish(token);
 }
 
-extern "C" void zrt_wait_all(void) {
-  CommState &s = state();
-  int64_t n;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    n = int64_t(s.slots.size());
-  }
-  for (int64_t token = 0; token < n; ++token) {
-    bool live;
-    {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      live = s.slots[token].live;
-    }
-    if (live)
-      zrt_wait(token);
-  }
-}
+extern "C" void zrt_wait_all(void) { state().tokens.waitAll(zrt_wait); }
 
 extern "C" void zrt_progress(void) {
-  CommState &s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
   // MPI_Test completes what it can; a completed request becomes
   // MPI_REQUEST_NULL, which the token's zrt_wait then returns at once.
-  for (Slot &slot : s.slots) {
-    if (slot.live && slot.request != MPI_REQUEST_NULL) {
+  state().tokens.forEachLive([](MPI_Request &request) {
+    if (request != MPI_REQUEST_NULL) {
       int done;
-      MPI_Test(&slot.request, &done, MPI_STATUS_IGNORE);
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     }
-  }
-}
-
-extern "C" void zrt_finalize(void) {
-  CommState &s = state();
-  if (!s.world)
-    return;
-  zrt_wait_all();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  for (MPI_Op *op : {&s.sumBf16, &s.maxBf16, &s.sumF16, &s.maxF16})
-    MPI_Op_free(op);
-  MPI_Comm_free(&s.world->comm);
-  delete s.world;
-  s.world = nullptr;
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (s.ownsMpi && !finalized)
-    MPI_Finalize();
-  s.ownsMpi = false;
+  });
 }
 
 //===----------------------------------------------------------------------===//
-// Per-rank counts (Collectives.h)
+// The communicator interface (Collectives.h)
 //===----------------------------------------------------------------------===//
 
-int64_t zrt::reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
-                                  const std::vector<int> &counts) {
-  if (int(counts.size()) != comm->size)
-    fatal("reduceScatterInPlace: %zu counts for %d ranks", counts.size(),
-          comm->size);
+Tokens zrt::reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
+                                 const std::vector<int> &counts,
+                                 const std::vector<int> &displs,
+                                 int64_t &sumAt) {
+  checkPerRank(comm, counts, displs, "reduceScatterInPlace");
   Typed t = typed(dtype, ZRT_SUM);
   MPI_Request request;
   MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts.data(), t.type, t.op,
                       comm->comm, &request);
-  return track(request);
+  sumAt = 0;
+  return {track(request)};
 }
 
-int64_t zrt::allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
-                              const std::vector<int> &counts,
-                              const std::vector<int> &displs) {
-  if (int(counts.size()) != comm->size || int(displs.size()) != comm->size)
-    fatal("allGatherInPlace: %zu counts for %d ranks", counts.size(),
-          comm->size);
+Tokens zrt::reduceToOwners(zrt_comm *comm, int32_t dtype, void *buf,
+                           const std::vector<int> &counts,
+                           const std::vector<int> &displs) {
+  checkPerRank(comm, counts, displs, "reduceToOwners");
+  int64_t elemSize = typed(dtype, ZRT_SUM).elemSize;
+  Tokens tokens;
+  for (int r = 0; r < comm->size; ++r)
+    if (counts[size_t(r)] > 0) {
+      char *slice = static_cast<char *>(buf) + displs[size_t(r)] * elemSize;
+      tokens.push_back(
+          zrt_reduce(comm, dtype, slice, slice, counts[size_t(r)], r));
+    }
+  return tokens;
+}
+
+Tokens zrt::allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
+                             const std::vector<int> &counts,
+                             const std::vector<int> &displs) {
+  checkPerRank(comm, counts, displs, "allGatherInPlace");
   Typed t = typed(dtype, ZRT_SUM);
   MPI_Request request;
   MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(),
                   displs.data(), t.type, comm->comm, &request);
-  return track(request);
+  return {track(request)};
+}
+
+Tokens zrt::allReduceStats(zrt_comm *comm, const float *in, float *out) {
+  int64_t flag = zrt_all_reduce(comm, ZRT_F32, ZRT_MAX, in, out, 1);
+  int64_t norm = zrt_all_reduce(comm, ZRT_F32, ZRT_SUM, in + 1, out + 1, 1);
+  return {flag, norm};
 }

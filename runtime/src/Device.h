@@ -42,9 +42,32 @@ void uploadCast(const float *src, int32_t dtype, void *dst, int64_t n);
 /// Tensor memory of `dtype` to host fp32 values.
 void downloadCast(const void *src, int32_t dtype, float *dst, int64_t n);
 
+/// memmove in tensor memory (the ranges may overlap), ordered like upload.
+void move(void *dst, const void *src, int64_t bytes);
+/// One fp32 value to tensor memory, without waiting for the device.
+void storeF32(float *dst, float value);
+
 /// Ends a step: waits for its kernels and collectives, reports errors the
 /// device found, and completes the context's step results (the loss).
 void finishStep(zrt_ctx &ctx);
+/// Counts a micro step's loss (fp32 in tensor memory) into ctx.lossSum and
+/// ctx.lossCount, by finishStep at the latest.
+void recordLoss(zrt_ctx &ctx, const float *loss);
+
+// The optimizer's kernels with the loss scale in tensor memory, as the
+// schedule computes it (the CPU reads it, the GPU keeps it on the device):
+// zrt_check_overflow and zrt_adam unscaled by (*lossScale) * divisor.
+
+/// Accumulates grad's overflow flag (max) and squared norm (sum) into stats,
+/// starting from {0, 0} when `first`.
+void checkOverflow(int32_t dtype, const void *grad, int64_t n,
+                   const float *lossScale, double divisor, int32_t first,
+                   float *stats);
+void adam(int32_t dtype, const void *grad, float *master, float *expAvg,
+          float *expAvgSq, void *param, int64_t n, int64_t step, double lr,
+          double beta1, double beta2, double eps, double weightDecay,
+          int32_t adamw, double maxGradNorm, const float *stats,
+          const float *lossScale, double divisor, int32_t skip);
 
 } // namespace device
 } // namespace zrt

@@ -11,6 +11,7 @@
 #include "Memory.h"
 #include "Program.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -39,8 +40,7 @@ void device::zero(void *dst, int64_t bytes) {
     std::memset(dst, 0, size_t(bytes));
 }
 
-void device::uploadCast(const float *src, int32_t dtype, void *dst,
-                        int64_t n) {
+void device::uploadCast(const float *src, int32_t dtype, void *dst, int64_t n) {
   zrt_cast(ZRT_F32, src, dtype, dst, n);
 }
 
@@ -49,4 +49,40 @@ void device::downloadCast(const void *src, int32_t dtype, float *dst,
   zrt_cast(dtype, src, ZRT_F32, dst, n);
 }
 
+void device::move(void *dst, const void *src, int64_t bytes) {
+  if (bytes > 0 && dst != src)
+    std::memmove(dst, src, size_t(bytes));
+}
+
+void device::storeF32(float *dst, float value) { *dst = value; }
+
 void device::finishStep(zrt_ctx &) {}
+
+void device::recordLoss(zrt_ctx &ctx, const float *loss) {
+  ctx.lossSum += double(*loss);
+  ++ctx.lossCount;
+}
+
+void device::checkOverflow(int32_t dtype, const void *grad, int64_t n,
+                           const float *lossScale, double divisor,
+                           int32_t first, float *stats) {
+  if (first)
+    stats[0] = stats[1] = 0.0f;
+  const void *buffers[1] = {grad};
+  float local[2];
+  zrt_check_overflow(dtype, buffers, &n, 1, float(double(*lossScale) * divisor),
+                     local);
+  stats[0] = std::max(stats[0], local[0]);
+  stats[1] += local[1];
+}
+
+void device::adam(int32_t dtype, const void *grad, float *master, float *expAvg,
+                  float *expAvgSq, void *param, int64_t n, int64_t step,
+                  double lr, double beta1, double beta2, double eps,
+                  double weightDecay, int32_t adamw, double maxGradNorm,
+                  const float *stats, const float *lossScale, double divisor,
+                  int32_t skip) {
+  zrt_adam(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
+           beta2, eps, weightDecay, adamw, maxGradNorm, stats,
+           float(double(*lossScale) * divisor), skip);
+}

@@ -121,7 +121,7 @@ extern "C" void zrt_gelu_grad(int32_t dtype, const void *x, const void *dy,
   dispatchFloat(dtype, [&](auto tag) {
     broadcastMap<decltype(tag)>(
         "zrt_gelu_grad", x, dy, dx, n, n,
-        [](float v, float g) { return geluGrad(v) * g; });
+        [](float v, float g) { return geluGrad(v, g); });
   });
 }
 
@@ -129,10 +129,7 @@ extern "C" void zrt_relu(int32_t dtype, const void *x, void *y, int64_t n) {
   KernelSpan span("zrt_relu");
   checkDims("zrt_relu", n);
   dispatchFloat(dtype, [&](auto tag) {
-    // Written so that NaN propagates (as torch.relu) and overflow checks see
-    // it.
-    unaryMap<decltype(tag)>(x, y, n,
-                            [](float v) { return v < 0.0f ? 0.0f : v; });
+    unaryMap<decltype(tag)>(x, y, n, [](float v) { return relu(v); });
   });
 }
 
@@ -142,7 +139,7 @@ extern "C" void zrt_relu_grad(int32_t dtype, const void *y, const void *dy,
   dispatchFloat(dtype, [&](auto tag) {
     broadcastMap<decltype(tag)>(
         "zrt_relu_grad", y, dy, dx, n, n,
-        [](float v, float g) { return v <= 0.0f ? 0.0f : g; });
+        [](float v, float g) { return reluGrad(v, g); });
   });
 }
 

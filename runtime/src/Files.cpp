@@ -22,11 +22,9 @@
 
 using namespace zrt;
 
-namespace {
+void zrt::fail(const std::string &msg) { throw std::runtime_error(msg); }
 
-[[noreturn]] void fail(const std::string &msg) {
-  throw std::runtime_error(msg);
-}
+namespace {
 
 std::string errnoText() { return std::strerror(errno); }
 

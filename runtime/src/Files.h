@@ -20,6 +20,9 @@
 
 namespace zrt {
 
+/// Throws std::runtime_error(msg): how the driver's local parts report.
+[[noreturn]] void fail(const std::string &msg);
+
 /// The whole content of a file.
 std::string readFile(const std::string &path);
 

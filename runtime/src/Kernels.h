@@ -7,6 +7,7 @@
 #ifndef ZERO_RT_KERNELS_H
 #define ZERO_RT_KERNELS_H
 
+#include "KernelMath.h"
 #include "Memory.h"
 #include "Parallel.h"
 #include "Support.h"
@@ -42,53 +43,6 @@ void forBlocks(const T *src, int64_t n, float *buf, const Fn &fn) {
     int64_t len = std::min(kBlock, n - off);
     fn(loadF32(src + off, len, buf), off, len);
   }
-}
-
-//===----------------------------------------------------------------------===//
-// Vectorizable math
-//===----------------------------------------------------------------------===//
-
-/// exp(x) for fp32 in plain arithmetic so that `omp simd` loops vectorize it
-/// (libm calls do not): 2^n * p(r) with |r| <= ln2/2 and the Cephes
-/// polynomial, about 2 ulp. NaN propagates, x < -87.3 gives 0, large x inf.
-inline float expApprox(float x) {
-  constexpr float kLo = -87.33654f, kHi = 88.72283f;
-  float xc = std::min(std::max(x, kLo), kHi);
-  // nearbyint, not floor(x + 0.5): GCC 12 does not vectorize floor when
-  // AVX512-FP16 is enabled.
-  float n = std::nearbyint(xc * 1.44269504088896341f);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  // A NaN input keeps n NaN; converting that to int is undefined, and the
-  // polynomial already carries the NaN to the result.
-  int32_t ni = n == n ? int32_t(n) : 0;
-  float scale = bitsFloat(uint32_t(ni + 127) << 23);
-  return x < kLo ? 0.0f : p * scale;
-}
-
-// GELU with the tanh approximation, written as x * sigmoid(2u) because
-// 0.5 * (1 + tanh(u)) == sigmoid(2u) and the sigmoid form has no
-// cancellation in either tail.
-constexpr float kGeluC = 0.7978845608028654f; // sqrt(2 / pi)
-constexpr float kGeluA = 0.044715f;
-
-inline float gelu(float x) {
-  float u = kGeluC * (x + kGeluA * x * x * x);
-  return x / (1.0f + expApprox(-2.0f * u));
-}
-
-inline float geluGrad(float x) {
-  float u = kGeluC * (x + kGeluA * x * x * x);
-  float du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
-  float s = 1.0f / (1.0f + expApprox(-2.0f * u));
-  return s + 2.0f * x * s * (1.0f - s) * du;
 }
 
 //===----------------------------------------------------------------------===//

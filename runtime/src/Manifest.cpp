@@ -5,8 +5,8 @@
 // What every backend shares about a compiled program: the manifest, the
 // per-rank layout arithmetic (rank r owns [r * shard, (r + 1) * shard) of a
 // partition's layout clipped to numel, everything at stage 0), the
-// deterministic initializer, and the context's token slots. The collectives
-// and optimizer calls are the backend's (Program.cpp, cuda/src/ProgramCuda.cpp).
+// deterministic initializer, and the context's token slots. The zrt_ctx_*
+// collectives and optimizer calls are in Program.cpp.
 //
 //===----------------------------------------------------------------------===//
 

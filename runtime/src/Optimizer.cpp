@@ -182,15 +182,8 @@ OverflowStats chunkedScan(int64_t n, const Fn &fn) {
 }
 
 struct AdamScalars {
-  float gradScale;   // clip coefficient / loss scale
-  float decay;       // adamw: 1 - lr * weight_decay
-  float weightDecay; // adam: L2 coefficient
-  float oneMinusBeta1;
-  float beta2;
-  float oneMinusBeta2;
-  float negStepSize; // -lr / (1 - beta1^t)
-  float bc2Sqrt;     // sqrt(1 - beta2^t)
-  float eps;
+  float gradScale; // clip coefficient / loss scale
+  AdamConstants k;
 };
 
 /// torch.optim.Adam/AdamW's single-tensor step, operation for operation.
@@ -209,13 +202,13 @@ void adamStep(const T *grad, float *master, float *m, float *v, T *param,
         float gt = g[t] * s.gradScale;
         float wt = w[t];
         if constexpr (kDecoupled)
-          wt *= s.decay;
+          wt *= s.k.decay;
         else
-          gt = gt + s.weightDecay * wt;
-        float mt = mi[t] + s.oneMinusBeta1 * (gt - mi[t]); // lerp_
-        float vt = vi[t] * s.beta2 + s.oneMinusBeta2 * gt * gt;
-        float denom = std::sqrt(vt) / s.bc2Sqrt + s.eps;
-        wt = wt + s.negStepSize * mt / denom; // addcdiv_
+          gt = gt + s.k.weightDecay * wt;
+        float mt = mi[t] + s.k.oneMinusBeta1 * (gt - mi[t]); // lerp_
+        float vt = vi[t] * s.k.beta2 + s.k.oneMinusBeta2 * gt * gt;
+        float denom = std::sqrt(vt) / s.k.bc2Sqrt + s.k.eps;
+        wt = wt + s.k.negStepSize * mt / denom; // addcdiv_
         mi[t] = mt;
         vi[t] = vt;
         w[t] = wt;
@@ -274,14 +267,7 @@ extern "C" void zrt_adam(int32_t dtype, const void *grad, float *master,
   if (!skip) {
     double clip = zrt_clip_coefficient(stats, maxGradNorm);
     s.gradScale = float(clip / double(lossScale));
-    s.decay = float(1.0 - lr * weightDecay);
-    s.weightDecay = float(weightDecay);
-    s.oneMinusBeta1 = float(1.0 - beta1);
-    s.beta2 = float(beta2);
-    s.oneMinusBeta2 = float(1.0 - beta2);
-    s.negStepSize = float(-(lr / (1.0 - std::pow(beta1, double(step)))));
-    s.bc2Sqrt = float(std::sqrt(1.0 - std::pow(beta2, double(step))));
-    s.eps = float(eps);
+    s.k = adamConstants(lr, beta1, beta2, eps, weightDecay, step);
   }
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -27,10 +27,6 @@ using nlohmann::json;
 
 namespace {
 
-[[noreturn]] void fail(const std::string &msg) {
-  throw std::runtime_error(msg);
-}
-
 std::string shapeText(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)

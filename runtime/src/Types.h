@@ -12,6 +12,7 @@
 #ifndef ZERO_RT_TYPES_H
 #define ZERO_RT_TYPES_H
 
+#include "Half.h"
 #include "Support.h"
 #include "zero_rt/zrt.h"
 
@@ -33,73 +34,9 @@ struct F16 {
   uint16_t bits;
 };
 
-inline uint32_t floatBits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  return u;
-}
-inline float bitsFloat(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof(x));
-  return x;
-}
-
 //===----------------------------------------------------------------------===//
-// Scalar conversions
+// Scalar conversions (exact ones in Half.h)
 //===----------------------------------------------------------------------===//
-
-inline float bf16ToFloat(uint16_t h) { return bitsFloat(uint32_t(h) << 16); }
-
-inline uint16_t floatToBf16(float x) {
-  uint32_t u = floatBits(x);
-  // A NaN keeps its sign and top payload bits and is made quiet so that the
-  // truncation cannot turn it into an infinity.
-  uint32_t nan = (u >> 16) | 0x40u;
-  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
-/// IEEE binary16 conversions in software (the reference for the F16C path
-/// and the fallback without it). NaNs are quieted as F16C does.
-inline float f16ToFloatSoft(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f)
-    return bitsFloat(sign | 0x7f800000u | (mant << 13) |
-                     (mant ? 0x400000u : 0));
-  if (exp == 0) {
-    float f = float(mant) * 0x1p-24f; // Exact: zero or subnormal.
-    return sign ? -f : f;
-  }
-  return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
-}
-
-inline uint16_t floatToF16Soft(float x) {
-  uint32_t u = floatBits(x);
-  uint32_t sign = (u >> 16) & 0x8000u;
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) // NaN
-    return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-  if (a >= 0x477ff000u) // >= 65520 rounds (ties to even) to infinity.
-    return uint16_t(sign | 0x7c00u);
-  if (a >= 0x38800000u) { // Normal half: round at bit 13, rebias by 112.
-    uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
-    return uint16_t(sign | (r >> 13));
-  }
-  uint32_t e = a >> 23;
-  if (e < 102) // Below 2^-25: rounds to zero.
-    return uint16_t(sign);
-  // Subnormal half: the value in units of 2^-24, rounded to nearest even.
-  uint32_t m = (a & 0x7fffffu) | 0x800000u;
-  uint32_t shift = 126 - e;
-  uint32_t q = m >> shift;
-  uint32_t rem = m & ((1u << shift) - 1);
-  uint32_t half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (q & 1u)))
-    ++q;
-  return uint16_t(sign | q);
-}
 
 inline float f16ToFloat(uint16_t h) {
 #if defined(__F16C__)

@@ -3,9 +3,11 @@
 // Part of the zero-mlir project.
 //
 // The C symbols generated code calls, mapped onto the device kernels of
-// CudaKernels.h. Every tensor pointer is device memory; arrays of pointers
-// and shapes stay on the host. Scalars the ABI passes by value (a loss
-// scale) become the kernels' host-side divisor.
+// CudaKernels.h: generated from zero_rt/abi.def, except the entries with
+// logic of their own (argument checks, host arrays, host scalars). Every
+// tensor pointer is device memory; arrays of pointers and shapes stay on the
+// host. Scalars the ABI passes by value (a loss scale) become the kernels'
+// host-side divisor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,145 +23,10 @@ extern "C" void zrt_copy(void *dst, const void *src, int64_t bytes) {
   cuda::copy(dst, src, bytes);
 }
 
-extern "C" void zrt_cast(int32_t srcDtype, const void *src, int32_t dstDtype,
-                         void *dst, int64_t n) {
-  cuda::cast(srcDtype, src, dstDtype, dst, n);
-}
-
-extern "C" void zrt_fill(int32_t dtype, void *dst, int64_t n, double value) {
-  cuda::fill(dtype, dst, n, value);
-}
-
-extern "C" void zrt_add(int32_t dtype, const void *lhs, const void *rhs,
-                        void *out, int64_t n, int64_t rhsN) {
-  cuda::add(dtype, lhs, rhs, out, n, rhsN);
-}
-
-extern "C" void zrt_mul(int32_t dtype, const void *lhs, const void *rhs,
-                        void *out, int64_t n, int64_t rhsN) {
-  cuda::mul(dtype, lhs, rhs, out, n, rhsN);
-}
-
-extern "C" void zrt_scale(int32_t dtype, const void *in, void *out, int64_t n,
-                          double factor) {
-  cuda::scale(dtype, in, out, n, factor);
-}
-
-extern "C" void zrt_gelu(int32_t dtype, const void *x, void *y, int64_t n) {
-  cuda::gelu(dtype, x, y, n);
-}
-
-extern "C" void zrt_gelu_grad(int32_t dtype, const void *x, const void *dy,
-                              void *dx, int64_t n) {
-  cuda::geluGrad(dtype, x, dy, dx, n);
-}
-
-extern "C" void zrt_relu(int32_t dtype, const void *x, void *y, int64_t n) {
-  cuda::relu(dtype, x, y, n);
-}
-
-extern "C" void zrt_relu_grad(int32_t dtype, const void *y, const void *dy,
-                              void *dx, int64_t n) {
-  cuda::reluGrad(dtype, y, dy, dx, n);
-}
-
-extern "C" void zrt_reduce_sum(int32_t dtype, const void *in, void *out,
-                               int64_t rows, int64_t cols) {
-  cuda::reduceSum(dtype, in, out, rows, cols);
-}
-
-extern "C" void zrt_transpose(int32_t dtype, const void *in, void *out,
-                              int32_t rank, const int64_t *inShape,
-                              const int64_t *perm) {
-  cuda::transpose(dtype, in, out, rank, inShape, perm);
-}
-
-extern "C" void zrt_split(int32_t dtype, const void *in, void *const *outs,
-                          const int64_t *sizes, int32_t num, int64_t outer,
-                          int64_t inner) {
-  cuda::split(dtype, in, outs, sizes, num, outer, inner);
-}
-
-extern "C" void zrt_concat(int32_t dtype, const void *const *ins,
-                           const int64_t *sizes, int32_t num, void *out,
-                           int64_t outer, int64_t inner) {
-  cuda::concat(dtype, ins, sizes, num, out, outer, inner);
-}
-
-extern "C" void zrt_matmul(int32_t dtype, const void *a, const void *b, void *c,
-                           int64_t batch, int64_t m, int64_t n, int64_t k,
-                           int32_t transposeA, int32_t transposeB,
-                           int32_t bIsBatched) {
-  cuda::matmul(dtype, a, b, c, batch, m, n, k, transposeA, transposeB,
-               bIsBatched);
-}
-
-extern "C" void zrt_softmax(int32_t dtype, const void *x, void *y,
-                            int64_t rows, int64_t cols) {
-  cuda::softmax(dtype, x, y, rows, cols);
-}
-
-extern "C" void zrt_softmax_grad(int32_t dtype, const void *y, const void *dy,
-                                 void *dx, int64_t rows, int64_t cols) {
-  cuda::softmaxGrad(dtype, y, dy, dx, rows, cols);
-}
-
-extern "C" void zrt_layer_norm(int32_t dtype, const void *x, const void *w,
-                               const void *b, void *y, int64_t rows,
-                               int64_t cols, double eps) {
-  cuda::layerNorm(dtype, x, w, b, y, rows, cols, eps);
-}
-
-extern "C" void zrt_layer_norm_grad(int32_t dtype, const void *x, const void *w,
-                                    const void *dy, void *dx, void *dw,
-                                    void *db, int64_t rows, int64_t cols,
-                                    double eps) {
-  cuda::layerNormGrad(dtype, x, w, dy, dx, dw, db, rows, cols, eps);
-}
-
-extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
-                              const void *v, void *o, int64_t batch,
-                              int64_t heads, int64_t seq, int64_t headDim,
-                              int32_t causal, double scale) {
-  cuda::attention(dtype, q, k, v, o, batch, heads, seq, headDim, causal, scale);
-}
-
-extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
-                                   const void *v, const void *o, const void *dO,
-                                   void *dq, void *dk, void *dv, int64_t batch,
-                                   int64_t heads, int64_t seq, int64_t headDim,
-                                   int32_t causal, double scale) {
-  cuda::attentionGrad(dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq,
-                      headDim, causal, scale);
-}
-
-extern "C" void zrt_embedding(int32_t dtype, const void *table, int32_t idType,
-                              const void *ids, void *out, int64_t numIds,
-                              int64_t vocab, int64_t dim) {
-  cuda::embedding(dtype, table, idType, ids, out, numIds, vocab, dim);
-}
-
-extern "C" void zrt_embedding_grad(int32_t dtype, const void *dy,
-                                   int32_t idType, const void *ids,
-                                   void *dtable, int64_t numIds, int64_t vocab,
-                                   int64_t dim) {
-  cuda::embeddingGrad(dtype, dy, idType, ids, dtable, numIds, vocab, dim);
-}
-
-extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
-                                          int32_t labelType, const void *labels,
-                                          float *loss, int64_t rows,
-                                          int64_t classes) {
-  cuda::softmaxCrossEntropy(dtype, logits, labelType, labels, loss, rows,
-                            classes);
-}
-
-extern "C" void zrt_softmax_cross_entropy_grad(
-    int32_t dtype, const void *logits, int32_t labelType, const void *labels,
-    const float *dloss, void *dlogits, int64_t rows, int64_t classes) {
-  cuda::softmaxCrossEntropyGrad(dtype, logits, labelType, labels, dloss,
-                                dlogits, rows, classes);
-}
+// Every kernel is a plain call of its device implementation.
+#define ZRT_KERNEL(name, impl, ret, params, args)                              \
+  extern "C" ret name params { return cuda::impl args; }
+#include "zero_rt/abi.def"
 
 extern "C" void zrt_check_overflow(int32_t dtype, const void *const *grads,
                                    const int64_t *counts, int32_t num,

@@ -13,6 +13,7 @@
 #include "CudaSupport.h"
 #include "Mpi.h"
 #include "Support.h"
+#include "Tokens.h"
 
 #include <mutex>
 #include <stdexcept>
@@ -21,10 +22,7 @@
 using namespace zrt;
 using namespace zrt::cuda;
 
-struct zrt_comm {
-  MPI_Comm comm = MPI_COMM_NULL;
-  int rank = 0;
-  int size = 1;
+struct zrt::CommBackend {
   ncclComm_t nccl = nullptr;
   cudaStream_t stream = nullptr;
   /// Marks the compute stream's position for commAfterCompute.
@@ -33,18 +31,12 @@ struct zrt_comm {
 
 namespace {
 
-struct Token {
-  cudaEvent_t event = nullptr;
-  bool live = false;
-};
-
 struct CommState {
   std::mutex mutex;
   zrt_comm *world = nullptr;
-  bool ownsMpi = false;
   bool deviceChosen = false;
-  std::vector<Token> tokens;
-  std::vector<int64_t> freeTokens;
+  /// A token's event, recorded again when the token is reused.
+  TokenTable<cudaEvent_t> tokens;
 };
 
 CommState &state() {
@@ -59,14 +51,26 @@ char *at(void *base, int64_t elements, int32_t dtype) {
 }
 
 void createNccl(zrt_comm *comm) {
+  CommBackend &b = *comm->backend;
   ncclUniqueId id;
   if (comm->rank == 0)
     ZRT_NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_Bcast(&id, int(sizeof(id)), MPI_BYTE, 0, comm->comm);
-  ZRT_NCCL_CHECK(ncclCommInitRank(&comm->nccl, comm->size, id, comm->rank));
-  ZRT_CUDA_CHECK(cudaStreamCreateWithFlags(&comm->stream, cudaStreamNonBlocking));
+  ZRT_NCCL_CHECK(ncclCommInitRank(&b.nccl, comm->size, id, comm->rank));
+  ZRT_CUDA_CHECK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
   ZRT_CUDA_CHECK(
-      cudaEventCreateWithFlags(&comm->computeDone, cudaEventDisableTiming));
+      cudaEventCreateWithFlags(&b.computeDone, cudaEventDisableTiming));
+}
+
+/// Whether segment r of every rank is counts[0] elements at r * counts[0]
+/// (NCCL's collectives), not clipped.
+bool evenSegments(const zrt_comm *comm, const std::vector<int> &counts,
+                  const std::vector<int> &displs) {
+  bool even = true;
+  for (int r = 0; r < comm->size; ++r)
+    even &=
+        counts[size_t(r)] == counts[0] && displs[size_t(r)] == r * counts[0];
+  return even;
 }
 
 } // namespace
@@ -120,125 +124,157 @@ void zrt::cuda::initializeWorld(int localRank) {
 }
 
 ncclComm_t zrt::cuda::ncclOf(zrt_comm *comm) {
-  if (!comm->nccl) {
+  if (!comm->backend->nccl) {
     int localRank, localSize;
     nodeRank(comm->comm, localRank, localSize);
     initializeWorld(localRank);
-    if (!comm->nccl)
+    if (!comm->backend->nccl)
       fatal("NCCL: no communicator (a rank has no usable CUDA GPU)");
   }
-  return comm->nccl;
+  return comm->backend->nccl;
 }
 
 cudaStream_t zrt::cuda::commStream(zrt_comm *comm) {
   ncclOf(comm);
-  return comm->stream;
+  return comm->backend->stream;
 }
 
 void zrt::cuda::commAfterCompute(zrt_comm *comm) {
   cudaStream_t stream = commStream(comm);
-  ZRT_CUDA_CHECK(cudaEventRecord(comm->computeDone, computeStream()));
-  ZRT_CUDA_CHECK(cudaStreamWaitEvent(stream, comm->computeDone, 0));
+  cudaEvent_t computeDone = comm->backend->computeDone;
+  ZRT_CUDA_CHECK(cudaEventRecord(computeDone, computeStream()));
+  ZRT_CUDA_CHECK(cudaStreamWaitEvent(stream, computeDone, 0));
 }
 
 int64_t zrt::cuda::recordToken(zrt_comm *comm) {
-  CommState &s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  int64_t token;
-  if (s.freeTokens.empty()) {
-    token = int64_t(s.tokens.size());
-    s.tokens.emplace_back();
-    ZRT_CUDA_CHECK(cudaEventCreateWithFlags(&s.tokens.back().event,
-                                            cudaEventDisableTiming));
-  } else {
-    token = s.freeTokens.back();
-    s.freeTokens.pop_back();
-  }
-  Token &t = s.tokens[size_t(token)];
-  ZRT_CUDA_CHECK(cudaEventRecord(t.event, comm->stream));
-  t.live = true;
-  return token;
+  return state().tokens.start([&](cudaEvent_t &event, bool fresh) {
+    if (fresh)
+      ZRT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    ZRT_CUDA_CHECK(cudaEventRecord(event, comm->backend->stream));
+  });
 }
 
-void zrt::cuda::reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
-                                     const std::vector<int> &counts,
-                                     const std::vector<int> &displs) {
-  const char *call = "reduceScatterInPlace";
-  if (int(counts.size()) != comm->size || int(displs.size()) != comm->size)
-    fatal("%s: %zu counts for %d ranks", call, counts.size(), comm->size);
-  ncclComm_t nccl = ncclOf(comm);
-  ncclDataType_t type = ncclType(dtype, call);
-  bool even = true;
-  for (int r = 0; r < comm->size; ++r)
-    even &= counts[size_t(r)] == counts[0] && displs[size_t(r)] == r * counts[0];
-  if (even) {
-    // NCCL's in-place form: the result lands in this rank's own segment.
-    if (counts[0] > 0)
-      ZRT_NCCL_CHECK(ncclReduceScatter(
-          buf, at(buf, int64_t(comm->rank) * counts[0], dtype),
-          size_t(counts[0]), type, ncclSum, nccl, comm->stream));
-    return;
+//===----------------------------------------------------------------------===//
+// The communicator interface (Collectives.h)
+//===----------------------------------------------------------------------===//
+
+void zrt::startBackend(zrt_comm *world) {
+  // NCCL starts on first use, once the driver has chosen the GPU.
+  world->backend = new CommBackend;
+  CommState &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.world = world;
+}
+
+void zrt::stopBackend(zrt_comm *world) {
+  CommBackend &b = *world->backend;
+  if (b.nccl) {
+    ZRT_CUDA_CHECK(cudaDeviceSynchronize());
+    ncclCommDestroy(b.nccl);
+    cudaStreamDestroy(b.stream);
+    cudaEventDestroy(b.computeDone);
   }
+  CommState &s = state();
+  s.tokens.clear([](cudaEvent_t event) { cudaEventDestroy(event); });
+  delete world->backend;
+  world->backend = nullptr;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.world = nullptr;
+}
+
+/// Segment r summed in place at rank r, one ncclReduce per owner, grouped so
+/// that NCCL runs them as one operation.
+static void reduceEach(zrt_comm *comm, int32_t dtype, void *buf,
+                       const std::vector<int> &counts,
+                       const std::vector<int> &displs, ncclDataType_t type,
+                       cudaStream_t stream) {
   ZRT_NCCL_CHECK(ncclGroupStart());
   for (int r = 0; r < comm->size; ++r)
     if (counts[size_t(r)] > 0) {
       char *segment = at(buf, displs[size_t(r)], dtype);
       ZRT_NCCL_CHECK(ncclReduce(segment, segment, size_t(counts[size_t(r)]),
-                                type, ncclSum, r, nccl, comm->stream));
+                                type, ncclSum, r, ncclOf(comm), stream));
     }
   ZRT_NCCL_CHECK(ncclGroupEnd());
 }
 
-void zrt::cuda::allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
+Tokens zrt::reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
                                  const std::vector<int> &counts,
-                                 const std::vector<int> &displs) {
-  const char *call = "allGatherInPlace";
-  if (int(counts.size()) != comm->size || int(displs.size()) != comm->size)
-    fatal("%s: %zu counts for %d ranks", call, counts.size(), comm->size);
+                                 const std::vector<int> &displs,
+                                 int64_t &sumAt) {
+  const char *call = "reduceScatterInPlace";
+  checkPerRank(comm, counts, displs, call);
   ncclComm_t nccl = ncclOf(comm);
   ncclDataType_t type = ncclType(dtype, call);
-  bool even = true;
-  for (int r = 0; r < comm->size; ++r)
-    even &= counts[size_t(r)] == counts[0] && displs[size_t(r)] == r * counts[0];
-  if (even) {
+  cudaStream_t stream = commStream(comm);
+  commAfterCompute(comm);
+  // NCCL's in-place forms leave the result in this rank's own segment.
+  sumAt = displs[size_t(comm->rank)];
+  if (evenSegments(comm, counts, displs)) {
     if (counts[0] > 0)
-      ZRT_NCCL_CHECK(ncclAllGather(
-          at(buf, int64_t(comm->rank) * counts[0], dtype), buf,
-          size_t(counts[0]), type, nccl, comm->stream));
-    return;
+      ZRT_NCCL_CHECK(ncclReduceScatter(
+          buf, at(buf, int64_t(comm->rank) * counts[0], dtype),
+          size_t(counts[0]), type, ncclSum, nccl, stream));
+  } else {
+    reduceEach(comm, dtype, buf, counts, displs, type, stream);
+  }
+  return {recordToken(comm)};
+}
+
+Tokens zrt::reduceToOwners(zrt_comm *comm, int32_t dtype, void *buf,
+                           const std::vector<int> &counts,
+                           const std::vector<int> &displs) {
+  const char *call = "reduceToOwners";
+  checkPerRank(comm, counts, displs, call);
+  ncclDataType_t type = ncclType(dtype, call);
+  cudaStream_t stream = commStream(comm);
+  commAfterCompute(comm);
+  reduceEach(comm, dtype, buf, counts, displs, type, stream);
+  return {recordToken(comm)};
+}
+
+Tokens zrt::allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
+                             const std::vector<int> &counts,
+                             const std::vector<int> &displs) {
+  const char *call = "allGatherInPlace";
+  checkPerRank(comm, counts, displs, call);
+  ncclComm_t nccl = ncclOf(comm);
+  ncclDataType_t type = ncclType(dtype, call);
+  cudaStream_t stream = commStream(comm);
+  commAfterCompute(comm);
+  if (evenSegments(comm, counts, displs)) {
+    if (counts[0] > 0)
+      ZRT_NCCL_CHECK(
+          ncclAllGather(at(buf, int64_t(comm->rank) * counts[0], dtype), buf,
+                        size_t(counts[0]), type, nccl, stream));
+    return {recordToken(comm)};
   }
   ZRT_NCCL_CHECK(ncclGroupStart());
   for (int r = 0; r < comm->size; ++r)
     if (counts[size_t(r)] > 0) {
       char *segment = at(buf, displs[size_t(r)], dtype);
       ZRT_NCCL_CHECK(ncclBroadcast(segment, segment, size_t(counts[size_t(r)]),
-                                   type, r, nccl, comm->stream));
+                                   type, r, nccl, stream));
     }
   ZRT_NCCL_CHECK(ncclGroupEnd());
+  return {recordToken(comm)};
+}
+
+Tokens zrt::allReduceStats(zrt_comm *comm, const float *in, float *out) {
+  ncclComm_t nccl = ncclOf(comm);
+  cudaStream_t stream = commStream(comm);
+  commAfterCompute(comm);
+  ZRT_NCCL_CHECK(ncclGroupStart());
+  ZRT_NCCL_CHECK(ncclAllReduce(in, out, 1, ncclFloat32, ncclMax, nccl, stream));
+  ZRT_NCCL_CHECK(
+      ncclAllReduce(in + 1, out + 1, 1, ncclFloat32, ncclSum, nccl, stream));
+  ZRT_NCCL_CHECK(ncclGroupEnd());
+  return {recordToken(comm)};
 }
 
 //===----------------------------------------------------------------------===//
 // zrt.h
 //===----------------------------------------------------------------------===//
-
-extern "C" zrt_comm *zrt_comm_world(void) {
-  CommState &s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.world)
-    return s.world;
-  s.ownsMpi = initializeMpi();
-  auto *world = new zrt_comm;
-  MPI_Comm_dup(MPI_COMM_WORLD, &world->comm);
-  MPI_Comm_rank(world->comm, &world->rank);
-  MPI_Comm_size(world->comm, &world->size);
-  s.world = world;
-  return world;
-}
-
-extern "C" int32_t zrt_comm_rank(const zrt_comm *comm) { return comm->rank; }
-extern "C" int32_t zrt_comm_size(const zrt_comm *comm) { return comm->size; }
-
-extern "C" void zrt_comm_barrier(zrt_comm *comm) { MPI_Barrier(comm->comm); }
 
 extern "C" int64_t zrt_all_gather(zrt_comm *comm, int32_t dtype, const void *in,
                                   void *out, int64_t count) {
@@ -247,7 +283,7 @@ extern "C" int64_t zrt_all_gather(zrt_comm *comm, int32_t dtype, const void *in,
   commAfterCompute(comm);
   if (count > 0)
     ZRT_NCCL_CHECK(ncclAllGather(in, out, size_t(count), type, ncclOf(comm),
-                                 comm->stream));
+                                 comm->backend->stream));
   return recordToken(comm);
 }
 
@@ -265,20 +301,19 @@ extern "C" int64_t zrt_reduce_scatter(zrt_comm *comm, int32_t dtype,
   commAfterCompute(comm);
   if (count > 0)
     ZRT_NCCL_CHECK(ncclReduceScatter(in, out, size_t(count), type, ncclSum,
-                                     ncclOf(comm), comm->stream));
+                                     ncclOf(comm), comm->backend->stream));
   return recordToken(comm);
 }
 
 extern "C" int64_t zrt_reduce(zrt_comm *comm, int32_t dtype, const void *in,
                               void *out, int64_t count, int32_t root) {
   checkDims("zrt_reduce", count);
-  if (root < 0 || root >= comm->size)
-    fatal("zrt_reduce: root %d outside a world of %d", int(root), comm->size);
+  checkRoot(comm, root, "zrt_reduce");
   ncclDataType_t type = ncclType(dtype, "zrt_reduce");
   commAfterCompute(comm);
   if (count > 0)
     ZRT_NCCL_CHECK(ncclReduce(in, out, size_t(count), type, ncclSum, root,
-                              ncclOf(comm), comm->stream));
+                              ncclOf(comm), comm->backend->stream));
   return recordToken(comm);
 }
 
@@ -292,69 +327,26 @@ extern "C" int64_t zrt_all_reduce(zrt_comm *comm, int32_t dtype, int32_t op,
   if (count > 0)
     ZRT_NCCL_CHECK(ncclAllReduce(in, out, size_t(count), type,
                                  op == ZRT_SUM ? ncclSum : ncclMax,
-                                 ncclOf(comm), comm->stream));
+                                 ncclOf(comm), comm->backend->stream));
   return recordToken(comm);
 }
 
 extern "C" void zrt_wait(int64_t token) {
   CommState &s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (token < 0 || token >= int64_t(s.tokens.size()) ||
-      !s.tokens[size_t(token)].live)
-    fatal("zrt_wait: token %lld is not outstanding", (long long)token);
-  Token &t = s.tokens[size_t(token)];
   // The compute stream waits, not the host: the event's current record is
   // captured now, so the event can be recorded again for another token.
-  ZRT_CUDA_CHECK(cudaStreamWaitEvent(computeStream(), t.event, 0));
-  t.live = false;
-  s.freeTokens.push_back(token);
+  ZRT_CUDA_CHECK(
+      cudaStreamWaitEvent(computeStream(), s.tokens.handle(token), 0));
+  s.tokens.finish(token);
 }
 
 extern "C" void zrt_wait_all(void) {
   CommState &s = state();
-  int64_t n;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    n = int64_t(s.tokens.size());
-  }
-  for (int64_t token = 0; token < n; ++token) {
-    bool live;
-    {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      live = s.tokens[size_t(token)].live;
-    }
-    if (live)
-      zrt_wait(token);
-  }
-  if (s.world && s.world->stream)
-    ZRT_CUDA_CHECK(cudaStreamSynchronize(s.world->stream));
+  s.tokens.waitAll(zrt_wait);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.world && s.world->backend->stream)
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(s.world->backend->stream));
 }
 
 // NCCL progresses on the GPU: nothing to drive from the host.
 extern "C" void zrt_progress(void) {}
-
-extern "C" void zrt_finalize(void) {
-  CommState &s = state();
-  if (!s.world)
-    return;
-  zrt_wait_all();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.world->nccl) {
-    ZRT_CUDA_CHECK(cudaDeviceSynchronize());
-    ncclCommDestroy(s.world->nccl);
-    cudaStreamDestroy(s.world->stream);
-    cudaEventDestroy(s.world->computeDone);
-  }
-  for (Token &t : s.tokens)
-    cudaEventDestroy(t.event);
-  s.tokens.clear();
-  s.freeTokens.clear();
-  MPI_Comm_free(&s.world->comm);
-  delete s.world;
-  s.world = nullptr;
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (s.ownsMpi && !finalized)
-    MPI_Finalize();
-  s.ownsMpi = false;
-}

@@ -7,14 +7,15 @@
 // stream. A collective first makes the communication stream wait for the
 // compute work enqueued so far (its inputs), then records a CUDA event after
 // itself: the event is the schedule's token, and zrt_wait makes the compute
-// stream wait for it. Neither blocks the host.
+// stream wait for it. Neither blocks the host. The collectives the zrt_ctx_*
+// calls need are Collectives.h's, implemented in CommCuda.cpp.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef ZERO_RT_CUDA_COMM_H
 #define ZERO_RT_CUDA_COMM_H
 
-#include "zero_rt/zrt.h"
+#include "Collectives.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -50,21 +51,6 @@ int64_t recordToken(zrt_comm *comm);
   } while (0)
 
 ncclDataType_t ncclType(int32_t dtype, const char *call);
-
-/// In place over buf, which holds every rank's contribution as segments of
-/// counts[r] elements at displs[r] (consecutive, in rank order): afterwards
-/// segment `rank` holds the sum of everyone's segment `rank`. Equal counts
-/// use ncclReduceScatter; uneven ones (clipped last shards) one ncclReduce
-/// per owner in a group.
-void reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
-                          const std::vector<int> &counts,
-                          const std::vector<int> &displs);
-/// In place: rank r's counts[r] elements sit at buf + displs[r]; afterwards
-/// every rank has all of them (ncclAllGather, or one ncclBroadcast per
-/// owner when the counts differ).
-void allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
-                      const std::vector<int> &counts,
-                      const std::vector<int> &displs);
 
 } // namespace cuda
 } // namespace zrt

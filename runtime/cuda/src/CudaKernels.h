@@ -6,9 +6,9 @@
 // semantics (see zero_rt/zrt.h and runtime/README.md): every pointer is
 // device memory, except the arrays of pointers and shapes, which are host
 // arrays. Each function enqueues its work on computeStream() and returns
-// without waiting. AbiCuda.cpp maps the zrt_* symbols onto them; keeping them
-// in a namespace lets the GPU tests link them beside the CPU backend and
-// compare the two.
+// without waiting. AbiCuda.cpp defines the zrt_* symbols as calls of them,
+// both from zero_rt/abi.def; keeping them in a namespace lets the GPU tests
+// link them beside the CPU backend and compare the two.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,72 +20,17 @@
 namespace zrt {
 namespace cuda {
 
-// Elementwise, casts and layout (Elementwise.cu, Layout.cu).
+// The kernels of zrt.h, one for each ZRT_KERNEL entry of abi.def, named by
+// its `impl` field and taking its parameters (Elementwise.cu, Layout.cu,
+// Matmul.cu, Softmax.cu, LayerNorm.cu, Embedding.cu, Attention*.cu). The
+// matmul's cuBLASLt workspace is the scratch zero_rt/scratch.h plans for
+// zrt_matmul; softmaxCrossEntropy writes its mean to device memory, and
+// softmaxCrossEntropyGrad reads `dloss` from there.
+#define ZRT_KERNEL(name, impl, ret, params, args) ret impl params;
+#include "zero_rt/abi.def"
+
+/// zrt_copy without its argument check (Elementwise.cu).
 void copy(void *dst, const void *src, int64_t bytes);
-void cast(int32_t srcDtype, const void *src, int32_t dstDtype, void *dst,
-          int64_t n);
-void fill(int32_t dtype, void *dst, int64_t n, double value);
-void add(int32_t dtype, const void *lhs, const void *rhs, void *out, int64_t n,
-         int64_t rhsN);
-void mul(int32_t dtype, const void *lhs, const void *rhs, void *out, int64_t n,
-         int64_t rhsN);
-void scale(int32_t dtype, const void *in, void *out, int64_t n, double factor);
-void gelu(int32_t dtype, const void *x, void *y, int64_t n);
-void geluGrad(int32_t dtype, const void *x, const void *dy, void *dx,
-              int64_t n);
-void relu(int32_t dtype, const void *x, void *y, int64_t n);
-void reluGrad(int32_t dtype, const void *y, const void *dy, void *dx,
-              int64_t n);
-void reduceSum(int32_t dtype, const void *in, void *out, int64_t rows,
-               int64_t cols);
-void transpose(int32_t dtype, const void *in, void *out, int32_t rank,
-               const int64_t *inShape, const int64_t *perm);
-void split(int32_t dtype, const void *in, void *const *outs,
-           const int64_t *sizes, int32_t num, int64_t outer, int64_t inner);
-void concat(int32_t dtype, const void *const *ins, const int64_t *sizes,
-            int32_t num, void *out, int64_t outer, int64_t inner);
-
-// Matmul (Matmul.cu, cuBLASLt with fp32 accumulation; its workspace is the
-// scratch zero_rt/scratch.h plans for zrt_matmul).
-void matmul(int32_t dtype, const void *a, const void *b, void *c,
-            int64_t batch, int64_t m, int64_t n, int64_t k, int32_t transposeA,
-            int32_t transposeB, int32_t bIsBatched);
-
-// Softmax, layer norm, losses, embedding (Softmax.cu, LayerNorm.cu,
-// Embedding.cu).
-void softmax(int32_t dtype, const void *x, void *y, int64_t rows,
-             int64_t cols);
-void softmaxGrad(int32_t dtype, const void *y, const void *dy, void *dx,
-                 int64_t rows, int64_t cols);
-void layerNorm(int32_t dtype, const void *x, const void *w, const void *b,
-               void *y, int64_t rows, int64_t cols, double eps);
-void layerNormGrad(int32_t dtype, const void *x, const void *w,
-                   const void *dy, void *dx, void *dw, void *db, int64_t rows,
-                   int64_t cols, double eps);
-void embedding(int32_t dtype, const void *table, int32_t idType,
-               const void *ids, void *out, int64_t numIds, int64_t vocab,
-               int64_t dim);
-void embeddingGrad(int32_t dtype, const void *dy, int32_t idType,
-                   const void *ids, void *dtable, int64_t numIds,
-                   int64_t vocab, int64_t dim);
-/// *loss (device fp32) = mean over rows.
-void softmaxCrossEntropy(int32_t dtype, const void *logits, int32_t labelType,
-                         const void *labels, float *loss, int64_t rows,
-                         int64_t classes);
-/// dloss: device fp32 scalar.
-void softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
-                             int32_t labelType, const void *labels,
-                             const float *dloss, void *dlogits, int64_t rows,
-                             int64_t classes);
-
-// Attention (Attention.cu).
-void attention(int32_t dtype, const void *q, const void *k, const void *v,
-               void *o, int64_t batch, int64_t heads, int64_t seq,
-               int64_t headDim, int32_t causal, double scale);
-void attentionGrad(int32_t dtype, const void *q, const void *k, const void *v,
-                   const void *o, const void *dO, void *dq, void *dk, void *dv,
-                   int64_t batch, int64_t heads, int64_t seq, int64_t headDim,
-                   int32_t causal, double scale);
 
 // Optimizer (Optimizer.cu). Scalars that the schedule computes live on the
 // device, so no launch waits for the host.

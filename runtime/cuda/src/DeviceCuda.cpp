@@ -13,13 +13,30 @@
 #include "CudaKernels.h"
 #include "CudaSupport.h"
 #include "Device.h"
+#include "Program.h"
 #include "Support.h"
 #include "Types.h"
 
+#include <algorithm>
 #include <vector>
 
 using namespace zrt;
 using namespace zrt::cuda;
+
+namespace {
+
+/// Pinned host slots the micro steps' losses are copied into.
+struct LossSlots {
+  float *host = nullptr;
+  int32_t capacity = 0;
+};
+
+LossSlots &lossSlots() {
+  static LossSlots s;
+  return s;
+}
+
+} // namespace
 
 const char *device::backendName() { return "cuda"; }
 
@@ -60,8 +77,7 @@ void device::zero(void *dst, int64_t bytes) {
     ZRT_CUDA_CHECK(cudaMemsetAsync(dst, 0, size_t(bytes), computeStream()));
 }
 
-void device::uploadCast(const float *src, int32_t dtype, void *dst,
-                        int64_t n) {
+void device::uploadCast(const float *src, int32_t dtype, void *dst, int64_t n) {
   if (dtype == ZRT_F32) {
     upload(dst, src, n * 4);
     return;
@@ -88,4 +104,82 @@ void device::downloadCast(const void *src, int32_t dtype, float *dst,
   for (int64_t i = 0; i < n; ++i)
     dst[i] = dtype == ZRT_BF16 ? bf16ToFloat(bits[size_t(i)])
                                : f16ToFloat(bits[size_t(i)]);
+}
+
+/// cudaMemcpyAsync forbids overlapping ranges, so overlapping ones move in
+/// stream-ordered pieces no longer than the distance between them (front
+/// first when moving down, back first when moving up), each piece free of
+/// overlap.
+void device::move(void *dstV, const void *srcV, int64_t bytes) {
+  char *dst = static_cast<char *>(dstV);
+  const char *src = static_cast<const char *>(srcV);
+  if (bytes <= 0 || dst == src)
+    return;
+  int64_t gap = dst > src ? dst - src : src - dst;
+  if (gap >= bytes) {
+    cuda::copy(dst, src, bytes);
+    return;
+  }
+  if (dst < src) {
+    for (int64_t at = 0; at < bytes; at += gap)
+      cuda::copy(dst + at, src + at, std::min(gap, bytes - at));
+  } else {
+    for (int64_t end = bytes; end > 0; end -= gap) {
+      int64_t at = std::max<int64_t>(0, end - gap);
+      cuda::copy(dst + at, src + at, end - at);
+    }
+  }
+}
+
+void device::storeF32(float *dst, float value) {
+  cuda::fill(ZRT_F32, dst, 1, double(value));
+}
+
+void device::finishStep(zrt_ctx &ctx) {
+  ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+  ZRT_CUDA_CHECK(cudaStreamSynchronize(commStream(ctx.comm)));
+  checkDeviceErrors();
+  const LossSlots &s = lossSlots();
+  for (int32_t i = 0; i < ctx.lossCount && i < s.capacity; ++i)
+    ctx.lossSum += double(s.host[i]);
+}
+
+/// The loss is copied to pinned memory asynchronously and summed by
+/// finishStep.
+void device::recordLoss(zrt_ctx &ctx, const float *loss) {
+  LossSlots &s = lossSlots();
+  if (ctx.lossCount >= s.capacity) {
+    // Pending copies target the old slots: let them land first.
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+    int32_t grown = std::max<int32_t>(64, 2 * s.capacity);
+    float *host = nullptr;
+    ZRT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void **>(&host),
+                                  size_t(grown) * sizeof(float)));
+    for (int32_t i = 0; i < s.capacity; ++i)
+      host[i] = s.host[i];
+    if (s.host)
+      ZRT_CUDA_CHECK(cudaFreeHost(s.host));
+    s.host = host;
+    s.capacity = grown;
+  }
+  ZRT_CUDA_CHECK(cudaMemcpyAsync(s.host + ctx.lossCount, loss, sizeof(float),
+                                 cudaMemcpyDeviceToHost, computeStream()));
+  ++ctx.lossCount;
+}
+
+void device::checkOverflow(int32_t dtype, const void *grad, int64_t n,
+                           const float *lossScale, double divisor,
+                           int32_t first, float *stats) {
+  cuda::checkOverflow(dtype, grad, n, lossScale, divisor, first, stats);
+}
+
+void device::adam(int32_t dtype, const void *grad, float *master, float *expAvg,
+                  float *expAvgSq, void *param, int64_t n, int64_t step,
+                  double lr, double beta1, double beta2, double eps,
+                  double weightDecay, int32_t adamw, double maxGradNorm,
+                  const float *stats, const float *lossScale, double divisor,
+                  int32_t skip) {
+  cuda::adam(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
+             beta2, eps, weightDecay, adamw, maxGradNorm, stats, lossScale,
+             divisor, skip);
 }

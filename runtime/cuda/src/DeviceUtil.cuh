@@ -2,11 +2,11 @@
 //
 // Part of the zero-mlir project.
 //
-// Packed 16-byte accesses, the fp32 math of the CPU backend (the same exp
-// polynomial and GELU formulas, so both backends agree to a few ulp) and
-// reductions whose order depends on the problem shape only: results are
-// bitwise reproducible and do not change with pointer alignment (aligned
-// rows are only loaded differently, not split differently).
+// Packed 16-byte accesses and reductions whose order depends on the problem
+// shape only: results are bitwise reproducible and do not change with
+// pointer alignment (aligned rows are only loaded differently, not split
+// differently). The per-element formulas shared with the CPU backend are in
+// src/KernelMath.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 #define ZERO_RT_CUDA_DEVICE_UTIL_CUH
 
 #include "CudaSupport.h"
+#include "KernelMath.h"
 
 #include <cmath>
 #include <cstdint>
@@ -147,48 +148,6 @@ __device__ inline void storeSpan(T *row, int64_t c, int64_t n,
 }
 
 //===----------------------------------------------------------------------===//
-// fp32 math of the CPU backend (runtime/src/Kernels.h)
-//===----------------------------------------------------------------------===//
-
-/// exp(x) as the CPU backend's expApprox: 2^n * p(r) with the Cephes
-/// polynomial, about 2 ulp. NaN propagates (the clamps are selects, not
-/// fminf/fmaxf, which would drop it), x < -87.3 gives 0, large x inf.
-__device__ inline float expApprox(float x) {
-  constexpr float kLo = -87.33654f, kHi = 88.72283f;
-  float xc = x < kLo ? kLo : x;
-  xc = kHi < xc ? kHi : xc;
-  float n = rintf(xc * 1.44269504088896341f);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  int ni = n == n ? int(n) : 0;
-  float scale = __uint_as_float(uint32_t(ni + 127) << 23);
-  return x < kLo ? 0.0f : p * scale;
-}
-
-constexpr float kGeluC = 0.7978845608028654f; // sqrt(2 / pi)
-constexpr float kGeluA = 0.044715f;
-
-/// GELU (tanh approximation) as x * sigmoid(2u), as the CPU backend.
-__device__ inline float geluF32(float x) {
-  float u = kGeluC * (x + kGeluA * x * x * x);
-  return x / (1.0f + expApprox(-2.0f * u));
-}
-
-__device__ inline float geluGradF32(float x) {
-  float u = kGeluC * (x + kGeluA * x * x * x);
-  float du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
-  float s = 1.0f / (1.0f + expApprox(-2.0f * u));
-  return s + 2.0f * x * s * (1.0f - s) * du;
-}
-
-//===----------------------------------------------------------------------===//
 // Reductions: fixed butterfly and tree shapes, no atomics
 //===----------------------------------------------------------------------===//
 
@@ -244,8 +203,7 @@ __device__ inline float blockMax(float v, float *shared) {
 /// row lanes. term(r, c, acc) adds element (r, c); store(c, sums) writes.
 /// Without scratch the grid is one block per 16 columns (48 for GPT-2's
 /// 768), so each block is as wide as a block goes: 64 row lanes keep twice
-/// the loads in flight of 32 (GPT-2 124M, bf16, on an H100: layer norm's
-/// dw/db 2.70 -> 2.10 ms a step, the bias gradients 1.79 -> 1.74 ms).
+/// the loads in flight of 32 (docs/benchmarks.md, GPU, has the times).
 constexpr int kColTile = 16;
 constexpr int kRowLanes = 64;
 constexpr int kColumnThreads = kColTile * kRowLanes;

@@ -31,21 +31,22 @@ struct ScaleOp {
   float factor;
   __device__ float operator()(float x) const { return x * factor; }
 };
+// The formulas of KernelMath.h, shared with the CPU backend (qualified:
+// cuda::gelu and the others are the kernels).
 struct GeluOp {
-  __device__ float operator()(float x) const { return geluF32(x); }
+  __device__ float operator()(float x) const { return zrt::gelu(x); }
 };
 struct GeluGradOp {
   __device__ float operator()(float x, float g) const {
-    return geluGradF32(x) * g;
+    return zrt::geluGrad(x, g);
   }
 };
-// Written so that NaN propagates (as torch.relu and the CPU backend).
 struct ReluOp {
-  __device__ float operator()(float x) const { return x < 0.0f ? 0.0f : x; }
+  __device__ float operator()(float x) const { return zrt::relu(x); }
 };
 struct ReluGradOp {
   __device__ float operator()(float y, float g) const {
-    return y <= 0.0f ? 0.0f : g;
+    return zrt::reluGrad(y, g);
   }
 };
 

@@ -23,6 +23,7 @@
 
 #include "CudaKernels.h"
 #include "CudaSupport.h"
+#include "KernelMath.h"
 #include "Support.h"
 
 #include <cmath>
@@ -334,15 +335,7 @@ constexpr int kAdamIlp = 2;
 /// zrt_adam's step constants, rounded to fp32 on the host as the CPU does;
 /// the gradient's factor is computed on the device from stats and
 /// lossScale.
-struct AdamArgs {
-  float decay;       // adamw: 1 - lr * weight_decay
-  float weightDecay; // adam: L2 coefficient
-  float oneMinusBeta1;
-  float beta2;
-  float oneMinusBeta2;
-  float negStepSize; // -lr / (1 - beta1^t)
-  float bc2Sqrt;     // sqrt(1 - beta2^t)
-  float eps;
+struct AdamArgs : AdamConstants {
   double maxGradNorm;
   double divisor;
   const float *stats;
@@ -575,14 +568,8 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
     }
     // The same fp32 rounding of the step's constants as zrt_adam.
     AdamArgs a;
-    a.decay = float(1.0 - lr * weightDecay);
-    a.weightDecay = float(weightDecay);
-    a.oneMinusBeta1 = float(1.0 - beta1);
-    a.beta2 = float(beta2);
-    a.oneMinusBeta2 = float(1.0 - beta2);
-    a.negStepSize = float(-(lr / (1.0 - std::pow(beta1, double(step)))));
-    a.bc2Sqrt = float(std::sqrt(1.0 - std::pow(beta2, double(step))));
-    a.eps = float(eps);
+    static_cast<AdamConstants &>(a) =
+        adamConstants(lr, beta1, beta2, eps, weightDecay, step);
     a.maxGradNorm = maxGradNorm;
     a.divisor = divisor;
     a.stats = stats;

@@ -36,7 +36,7 @@ typedef struct zrt_arena zrt_arena;
 /* The data-parallel communicator. */
 typedef struct zrt_comm zrt_comm;
 
-/* DeepSpeed's DynamicLossScaler (deepspeed/runtime/fp16/loss_scaler.py). */
+/* DeepSpeed's DynamicLossScaler (see runtime/README.md, "Optimizer"). */
 typedef struct zrt_loss_scaler {
   double cur_scale;
   double min_scale;

@@ -1,0 +1,126 @@
+//===- Attention.cuh - The attention kernels' shared pieces -----*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// What the attention files share (see Attention.cu): the problem's shape,
+// the launch helpers, and the entry points of the two implementations,
+// CUDA cores (AttentionSimt.cu) and tensor cores (AttentionTcForward.cu,
+// AttentionTcGrad.cu, with AttentionFragments.cuh).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_CUDA_ATTENTION_CUH
+#define ZERO_RT_CUDA_ATTENTION_CUH
+
+#include "CudaSupport.h"
+#include "Support.h"
+
+#include <cstdint>
+
+namespace zrt {
+namespace cuda {
+namespace attn {
+
+constexpr int kThreads = 256;
+/// Rows a block owns: queries (forward, dQ) or keys (dK, dV).
+constexpr int kRowTile = 64;
+
+struct Shape {
+  int64_t seq;
+  int dim;
+  int64_t tiles; // row tiles per head
+  bool causal;
+  float scale;     // of the scores
+  float scaleLog2; // scale * log2(e)
+  bool vec;        // dim % 4 == 0 and every tensor 4-element aligned
+  bool vec8;       // dim % 8 == 0 and every tensor 16-byte aligned
+};
+
+struct Attn {
+  int64_t heads; // batch * heads
+  int64_t seq;
+  int64_t dim;
+  bool causal;
+  float scale;
+};
+
+/// Bit patterns of 16-bit storage types.
+/// Bit patterns of 16-bit storage types.
+__device__ inline unsigned short bitsOf(__nv_bfloat16 x) {
+  return __bfloat16_as_ushort(x);
+}
+__device__ inline unsigned short bitsOf(__half x) {
+  return __half_as_ushort(x);
+}
+
+/// The head and row tile of this block. With a causal mask, tiles of late
+/// queries have the most keys: heavyLast runs them first.
+__device__ inline void blockTile(const Shape &s, bool heavyLast, int64_t &head,
+                                 int64_t &tile) {
+  int64_t x = blockIdx.x;
+  head = x / s.tiles;
+  tile = x % s.tiles;
+  if (s.causal && heavyLast)
+    tile = s.tiles - 1 - tile;
+}
+
+/// Whether query i sees key j.
+__device__ inline bool visible(const Shape &s, int64_t i, int64_t j) {
+  return i < s.seq && j < s.seq && (!s.causal || j <= i);
+}
+
+//===----------------------------------------------------------------------===//
+// Host side
+//===----------------------------------------------------------------------===//
+
+/// The device's opt-in shared memory per block (Attention.cu).
+int maxSharedPerBlock();
+
+/// Launches a kernel with `smem` bytes of dynamic shared memory, opting in
+/// above the 48 KiB default once per kernel.
+template <auto kKernel, int kBlock = kThreads, typename... Args>
+void launch(const char *name, dim3 grid, size_t smem, Args... args) {
+  static const bool optedIn = [&] {
+    ZRT_CUDA_CHECK(cudaFuncSetAttribute(
+        kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    return true;
+  }();
+  (void)optedIn;
+  kKernel<<<grid, kBlock, smem, computeStream()>>>(args...);
+  checkLaunch(name);
+}
+
+inline dim3 gridOf(const Attn &a, const Shape &s, int kD, bool allChunks) {
+  return dim3(unsigned(a.heads * s.tiles),
+              allChunks ? unsigned(ceilDiv(a.dim, kD)) : 1u);
+}
+
+// CUDA cores, any dtype (AttentionSimt.cu). With kStats the forward only
+// writes the log2-domain log-sum-exp of each row (`o` unused).
+template <bool kStats, typename T>
+void simtForward(const Attn &a, const Shape &s, const T *q, const T *k,
+                 const T *v, T *o, float *lse);
+template <typename T>
+void simtGrads(const Attn &a, const Shape &s, const T *q, const T *k,
+               const T *v, const T *dO, const float *lse, const float *delta,
+               T *dq, T *dk, T *dv);
+
+// Tensor cores, 16-bit dtypes (AttentionTcForward.cu, AttentionTcGrad.cu).
+/// The tensor-core kernels' chunk for 16-bit inputs (64 or 128 columns), or
+/// 0 where they do not apply: wider heads, or a device without the shared
+/// memory (every sm_80+ part has it for 64).
+int tcChunk(int dim);
+template <bool kStats, typename T>
+void tcForward(const Attn &a, const Shape &s, int chunk, const T *q, const T *k,
+               const T *v, T *o, float *lse);
+/// Also computes the log-sum-exp (into `lse`).
+template <typename T>
+void tcGrads(const Attn &a, const Shape &s, int chunk, const T *q, const T *k,
+             const T *v, const T *dO, float *lse, const float *delta, T *dq,
+             T *dk, T *dv);
+
+} // namespace attn
+} // namespace cuda
+} // namespace zrt
+
+#endif // ZERO_RT_CUDA_ATTENTION_CUH

@@ -1,0 +1,43 @@
+//===- DataSource.h - The training driver's input data ----------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_DATA_SOURCE_H
+#define ZERO_RT_DATA_SOURCE_H
+
+#include "Program.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace zrt {
+
+/// A stream of rows (samples or token windows) that wraps around; rank r of
+/// a micro batch takes `rows` consecutive rows at its offset.
+class DataSource {
+public:
+  virtual ~DataSource() = default;
+  /// Writes rows [first, first + local batch) into the inputs.
+  virtual void load(zrt_ctx &ctx, int64_t first) = 0;
+  /// Items (tokens or samples) per row, and their name for throughput.
+  virtual int64_t itemsPerRow() const = 0;
+  virtual const char *unit() const = 0;
+};
+
+/// `rowsPerStep`: the rows of one global batch (every rank, micro step).
+/// Both throw std::runtime_error when the files do not fit the model.
+/// --data: nanoGPT's uint16 token files.
+std::unique_ptr<DataSource>
+openTokenData(const Manifest &m, const std::string &path, int64_t rowsPerStep);
+/// --inputs/--labels: .npy features and labels.
+std::unique_ptr<DataSource> openArrayData(const Manifest &m,
+                                          const std::string &xPath,
+                                          const std::string &yPath,
+                                          int64_t rowsPerStep);
+
+} // namespace zrt
+
+#endif // ZERO_RT_DATA_SOURCE_H

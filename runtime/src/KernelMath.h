@@ -1,0 +1,132 @@
+//===- KernelMath.h - Scalar formulas of the kernels ------------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// The fp32 formulas both backends' kernels apply per element, written once
+// and compiled for the host (the CPU kernels' `omp simd` loops) and the
+// device (the CUDA functors), so the two agree to the bit up to how each
+// compiler contracts multiply-adds. Each takes and returns fp32; a
+// pointwise op adds its forward formula `op(x)` and its derivative
+// `opGrad(x, dy)` (dx from the forward input or result and the incoming
+// gradient) next to the others.
+//
+// Formulas stay out of here where a backend computes differently on
+// purpose: the CUDA attention's exp2 on the SFU and pinned roundings
+// (__fmul_rn, fmaf), the Adam update (see below), reductions whose order is
+// backend-specific.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_KERNEL_MATH_H
+#define ZERO_RT_KERNEL_MATH_H
+
+#include "HostDevice.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace zrt {
+
+/// exp(x) in plain arithmetic so that `omp simd` loops vectorize it (libm
+/// calls do not): 2^n * p(r) with |r| <= ln2/2 and the Cephes polynomial,
+/// about 2 ulp. NaN propagates (the clamps are selects, not fminf/fmaxf,
+/// which would drop it), x < -87.3 gives 0, large x inf.
+ZRT_HOST_DEVICE inline float expApprox(float x) {
+  constexpr float kLo = -87.33654f, kHi = 88.72283f;
+  // The same clamp and rounding on both sides, each in the form its code
+  // was tuned with (GCC vectorizes std::min/max; nvcc keeps selects).
+#ifdef __CUDA_ARCH__
+  float xc = x < kLo ? kLo : x;
+  xc = kHi < xc ? kHi : xc;
+  float n = rintf(xc * 1.44269504088896341f);
+#else
+  float xc = std::min(std::max(x, kLo), kHi);
+  // nearbyint, not floor(x + 0.5): GCC 12 does not vectorize floor when
+  // AVX512-FP16 is enabled.
+  float n = std::nearbyint(xc * 1.44269504088896341f);
+#endif
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  // A NaN input keeps n NaN; converting that to int is undefined, and the
+  // polynomial already carries the NaN to the result.
+  int32_t ni = n == n ? int32_t(n) : 0;
+  float scale = bitsFloat(uint32_t(ni + 127) << 23);
+  return x < kLo ? 0.0f : p * scale;
+}
+
+//===----------------------------------------------------------------------===//
+// Pointwise ops: op(x) and opGrad(x or y, dy)
+//===----------------------------------------------------------------------===//
+
+// GELU with the tanh approximation, written as x * sigmoid(2u) because
+// 0.5 * (1 + tanh(u)) == sigmoid(2u) and the sigmoid form has no
+// cancellation in either tail.
+constexpr float kGeluC = 0.7978845608028654f; // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+
+ZRT_HOST_DEVICE inline float gelu(float x) {
+  float u = kGeluC * (x + kGeluA * x * x * x);
+  return x / (1.0f + expApprox(-2.0f * u));
+}
+
+/// From the forward input x.
+ZRT_HOST_DEVICE inline float geluGrad(float x, float dy) {
+  float u = kGeluC * (x + kGeluA * x * x * x);
+  float du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+  float s = 1.0f / (1.0f + expApprox(-2.0f * u));
+  return (s + 2.0f * x * s * (1.0f - s) * du) * dy;
+}
+
+// Written so that NaN propagates (as torch.relu) and overflow checks see it.
+ZRT_HOST_DEVICE inline float relu(float x) { return x < 0.0f ? 0.0f : x; }
+
+/// From the forward result y.
+ZRT_HOST_DEVICE inline float reluGrad(float y, float dy) {
+  return y <= 0.0f ? 0.0f : dy;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+/// The fp32 constants of one Adam/AdamW step (host code), computed in double
+/// as torch does in Python and rounded once. The per-element update itself
+/// stays per backend: the CUDA kernel pins with intrinsics the roundings that
+/// GCC's contractions give the CPU loop, the same arithmetic spelled twice.
+struct AdamConstants {
+  float decay;       // adamw: 1 - lr * weight_decay
+  float weightDecay; // adam: L2 coefficient
+  float oneMinusBeta1;
+  float beta2;
+  float oneMinusBeta2;
+  float negStepSize; // -lr / (1 - beta1^t)
+  float bc2Sqrt;     // sqrt(1 - beta2^t)
+  float eps;
+};
+
+inline AdamConstants adamConstants(double lr, double beta1, double beta2,
+                                   double eps, double weightDecay,
+                                   int64_t step) {
+  AdamConstants c;
+  c.decay = float(1.0 - lr * weightDecay);
+  c.weightDecay = float(weightDecay);
+  c.oneMinusBeta1 = float(1.0 - beta1);
+  c.beta2 = float(beta2);
+  c.oneMinusBeta2 = float(1.0 - beta2);
+  c.negStepSize = float(-(lr / (1.0 - std::pow(beta1, double(step)))));
+  c.bc2Sqrt = float(std::sqrt(1.0 - std::pow(beta2, double(step))));
+  c.eps = float(eps);
+  return c;
+}
+
+} // namespace zrt
+
+#endif // ZERO_RT_KERNEL_MATH_H

@@ -1,0 +1,230 @@
+//===- Options.cpp - The training driver's command line -------------------===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Options.h"
+#include "Files.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+
+using namespace zrt;
+
+const char *const zrt::kUsage =
+    "usage: %s [options]   (under mpirun -np <world size> for several ranks)\n"
+    "\n"
+    "Trains the compiled step. Options:\n"
+    "  --steps N               train until step N (default 10; counts the\n"
+    "                          steps of a resumed checkpoint)\n"
+    "  --seed S                initialization seed (default 1234)\n"
+    "  --data FILE             uint16 token file (nanoGPT train.bin) for a\n"
+    "                          model with inputs tokens and targets [B, T]\n"
+    "  --inputs X.npy --labels Y.npy\n"
+    "                          float32 features [N, ...] and int32/int64\n"
+    "                          labels [N] for a classifier\n"
+    "  --log-json FILE         one JSON object per step (rank 0)\n"
+    "  --init-from FILE        initial weights from fp32 safetensors\n"
+    "  --export FILE           write the fp32 weights as safetensors at the\n"
+    "                          end (--steps 0: the initial weights)\n"
+    "  --save DIR              write a sharded checkpoint at the end\n"
+    "  --save-every K          ... and every K steps (needs --save)\n"
+    "  --resume DIR            continue from DIR/latest or a step directory\n"
+    "  --trace FILE            Chrome trace per rank (FILE.rank<R>.json)\n"
+    "  --threads N             OpenMP threads per rank (default: cores /\n"
+    "                          ranks on the node, or OMP_NUM_THREADS)\n"
+    "  --collective-timeout-s S\n"
+    "                          abort every rank when a collective of a\n"
+    "                          training step waits longer than S seconds\n"
+    "                          (a peer rank is stuck or lost; default 60,\n"
+    "                          0: never)\n"
+    "  --on-min-loss-scale stop|continue\n"
+    "                          fp16: a gradient overflow when the loss scale\n"
+    "                          already is at min_loss_scale stops training\n"
+    "                          as DeepSpeed does (default stop), or skips\n"
+    "                          the step and goes on (continue)\n"
+    "  --quiet                 no per-step progress lines\n"
+    "  --help                  this text\n"
+    "Test hooks (fault injection):\n"
+    "  --inject-overflow-step K | K-L | K-\n"
+    "                          a gradient overflow at step K (at steps K to\n"
+    "                          L, at every step from K)\n"
+    "  --inject-kill-rank R --inject-kill-step K\n"
+    "                          rank R kills itself (SIGKILL) at the start\n"
+    "                          of step K\n"
+    "  --inject-kill-during-save K [--inject-kill-rank R]\n"
+    "      [--inject-kill-at rank-file|latest]\n"
+    "                          rank R (default 0) kills itself while saving\n"
+    "                          step K's checkpoint: with its rank file\n"
+    "                          written but not renamed (rank-file, the\n"
+    "                          default), or (rank 0) with manifest.json in\n"
+    "                          place but latest not updated (latest)\n"
+    "  --inject-hang-rank R --inject-hang-step K\n"
+    "                          rank R stops making progress (sleeps\n"
+    "                          forever) at the start of step K\n";
+
+namespace {
+
+int64_t parseCount(const std::string &opt, const std::string &text) {
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < 0)
+    fail("option " + opt + " needs a non-negative integer, got '" + text + "'");
+  return v;
+}
+
+/// K (one step), K-L (steps K to L) or K- (every step from K), K >= 1.
+void parseStepRange(const std::string &opt, const std::string &text,
+                    int64_t &first, int64_t &last) {
+  auto number = [](const std::string &t, int64_t &v) {
+    errno = 0;
+    char *end = nullptr;
+    long long x = std::strtoll(t.c_str(), &end, 10);
+    if (t.empty() || *end != '\0' || errno == ERANGE || x < 1)
+      return false;
+    v = x;
+    return true;
+  };
+  size_t dash = text.find('-');
+  bool ok;
+  if (dash == std::string::npos) {
+    ok = number(text, first);
+    last = first;
+  } else {
+    ok = number(text.substr(0, dash), first);
+    last = INT64_MAX;
+    if (ok && dash + 1 < text.size())
+      ok = number(text.substr(dash + 1), last) && last >= first;
+  }
+  if (!ok)
+    fail("option " + opt + " needs a step K >= 1, a range K-L or K-, got '" +
+         text + "'");
+}
+
+} // namespace
+
+Options zrt::parseOptions(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0)
+      fail("unexpected argument '" + arg + "' (options start with --)");
+    std::string name = arg, value;
+    bool inlineValue = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inlineValue = true;
+    }
+    auto flag = [&](bool &target) {
+      if (inlineValue)
+        fail("option " + name + " takes no value");
+      target = true;
+    };
+    auto next = [&]() -> std::string {
+      if (inlineValue)
+        return value;
+      if (i + 1 >= argc)
+        fail("option " + name + " needs a value");
+      return argv[++i];
+    };
+    auto text = [&](std::string &target) {
+      target = next();
+      if (target.empty())
+        fail("option " + name + " needs a non-empty value");
+    };
+    if (name == "--help")
+      flag(o.help);
+    else if (name == "--quiet")
+      flag(o.quiet);
+    else if (name == "--steps")
+      o.steps = parseCount(name, next());
+    else if (name == "--seed")
+      o.seed = uint64_t(parseCount(name, next()));
+    else if (name == "--save-every")
+      o.saveEvery = parseCount(name, next());
+    else if (name == "--inject-overflow-step")
+      parseStepRange(name, next(), o.injectOverflowFirst, o.injectOverflowLast);
+    else if (name == "--inject-kill-rank")
+      o.injectKillRank = parseCount(name, next());
+    else if (name == "--inject-kill-step")
+      o.injectKillStep = parseCount(name, next());
+    else if (name == "--inject-kill-during-save")
+      o.injectKillDuringSave = parseCount(name, next());
+    else if (name == "--inject-kill-at") {
+      o.injectKillAt = next();
+      if (o.injectKillAt != "rank-file" && o.injectKillAt != "latest")
+        fail("option --inject-kill-at needs rank-file or latest, got '" +
+             o.injectKillAt + "'");
+    } else if (name == "--inject-hang-rank")
+      o.injectHangRank = parseCount(name, next());
+    else if (name == "--inject-hang-step")
+      o.injectHangStep = parseCount(name, next());
+    else if (name == "--collective-timeout-s")
+      o.collectiveTimeoutS = parseCount(name, next());
+    else if (name == "--on-min-loss-scale") {
+      std::string v = next();
+      if (v != "stop" && v != "continue")
+        fail("option --on-min-loss-scale needs stop or continue, got '" + v +
+             "'");
+      o.stopAtMinLossScale = v == "stop";
+    } else if (name == "--threads") {
+      int64_t t = parseCount(name, next());
+      if (t < 1 || t > 4096)
+        fail("option --threads needs a count in [1, 4096]");
+      o.threads = int(t);
+    } else if (name == "--data")
+      text(o.data);
+    else if (name == "--inputs")
+      text(o.inputs);
+    else if (name == "--labels")
+      text(o.labels);
+    else if (name == "--log-json")
+      text(o.logJson);
+    else if (name == "--init-from")
+      text(o.initFrom);
+    else if (name == "--export")
+      text(o.exportPath);
+    else if (name == "--save")
+      text(o.save);
+    else if (name == "--resume")
+      text(o.resume);
+    else if (name == "--trace")
+      text(o.trace);
+    else
+      fail("unknown option '" + name + "' (see --help)");
+  }
+  if (o.help)
+    return o;
+  if (!o.data.empty() && (!o.inputs.empty() || !o.labels.empty()))
+    fail("--data (tokens) and --inputs/--labels (features) exclude each other");
+  if (o.inputs.empty() != o.labels.empty())
+    fail("--inputs and --labels go together");
+  if (o.saveEvery > 0 && o.save.empty())
+    fail("--save-every needs --save DIR");
+  if (!o.initFrom.empty() && !o.resume.empty())
+    fail("--init-from and --resume exclude each other");
+  if (o.injectKillStep > 0 && o.injectKillRank < 0)
+    fail("--inject-kill-step needs --inject-kill-rank R");
+  if (o.injectKillRank >= 0 && o.injectKillStep == 0 &&
+      o.injectKillDuringSave == 0)
+    fail("--inject-kill-rank needs --inject-kill-step K or "
+         "--inject-kill-during-save K");
+  if (o.injectKillDuringSave > 0 && o.save.empty())
+    fail("--inject-kill-during-save needs --save DIR");
+  if (o.injectKillDuringSave > 0 && o.injectKillRank < 0)
+    o.injectKillRank = 0;
+  if (o.injectKillAt == "latest" && o.injectKillDuringSave == 0)
+    fail("--inject-kill-at needs --inject-kill-during-save K");
+  if (o.injectKillAt == "latest" && o.injectKillRank != 0)
+    fail("--inject-kill-at latest needs --inject-kill-rank 0 (rank 0 writes "
+         "latest)");
+  if ((o.injectHangRank >= 0) != (o.injectHangStep > 0))
+    fail("--inject-hang-rank and --inject-hang-step go together");
+  if (o.collectiveTimeoutS > 1000000000)
+    fail("option --collective-timeout-s needs at most 1e9 seconds");
+  return o;
+}

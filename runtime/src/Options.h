@@ -1,0 +1,41 @@
+//===- Options.h - The training driver's command line -----------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_OPTIONS_H
+#define ZERO_RT_OPTIONS_H
+
+#include <cstdint>
+#include <string>
+
+namespace zrt {
+
+/// --help's text; a printf format taking the program name.
+extern const char *const kUsage;
+
+struct Options {
+  int64_t steps = 10;
+  uint64_t seed = 1234;
+  std::string data, inputs, labels, logJson, initFrom, exportPath, save, resume,
+      trace;
+  int64_t saveEvery = 0;
+  int64_t collectiveTimeoutS = 60;
+  bool stopAtMinLossScale = true;
+  // Test hooks; rank -1 and step 0 mean none.
+  int64_t injectOverflowFirst = 0, injectOverflowLast = 0;
+  int64_t injectKillRank = -1, injectKillStep = 0, injectKillDuringSave = 0;
+  std::string injectKillAt = "rank-file";
+  int64_t injectHangRank = -1, injectHangStep = 0;
+  int threads = 0;
+  bool quiet = false;
+  bool help = false;
+};
+
+/// Parses and cross-checks the command line; throws std::runtime_error.
+Options parseOptions(int argc, char **argv);
+
+} // namespace zrt
+
+#endif // ZERO_RT_OPTIONS_H
