@@ -1,4 +1,4 @@
-//===- ZeroToRuntime.h - Lowering to the runtime ---------------*- C++ -*-===//
+//===- ZeroToRuntime.h - Lowering to the runtime ----------------*- C++ -*-===//
 //
 // Part of the zero-mlir project.
 //
