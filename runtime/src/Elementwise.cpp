@@ -125,6 +125,24 @@ extern "C" void zrt_gelu_grad(int32_t dtype, const void *x, const void *dy,
   });
 }
 
+extern "C" void zrt_silu(int32_t dtype, const void *x, void *y, int64_t n) {
+  KernelSpan span("zrt_silu");
+  checkDims("zrt_silu", n);
+  dispatchFloat(dtype, [&](auto tag) {
+    unaryMap<decltype(tag)>(x, y, n, [](float v) { return silu(v); });
+  });
+}
+
+extern "C" void zrt_silu_grad(int32_t dtype, const void *x, const void *dy,
+                              void *dx, int64_t n) {
+  KernelSpan span("zrt_silu_grad");
+  dispatchFloat(dtype, [&](auto tag) {
+    broadcastMap<decltype(tag)>(
+        "zrt_silu_grad", x, dy, dx, n, n,
+        [](float v, float g) { return siluGrad(v, g); });
+  });
+}
+
 extern "C" void zrt_relu(int32_t dtype, const void *x, void *y, int64_t n) {
   KernelSpan span("zrt_relu");
   checkDims("zrt_relu", n);

@@ -85,6 +85,17 @@ ZRT_HOST_DEVICE inline float geluGrad(float x, float dy) {
   return (s + 2.0f * x * s * (1.0f - s) * du) * dy;
 }
 
+/// SiLU (swish): x * sigmoid(x), written as a quotient so that no product
+/// overflows for large |x|.
+ZRT_HOST_DEVICE inline float silu(float x) {
+  return x / (1.0f + expApprox(-x));
+}
+/// From the forward input x: sigmoid(x) * (1 + x * (1 - sigmoid(x))).
+ZRT_HOST_DEVICE inline float siluGrad(float x, float dy) {
+  float s = 1.0f / (1.0f + expApprox(-x));
+  return s * (1.0f + x * (1.0f - s)) * dy;
+}
+
 // Written so that NaN propagates (as torch.relu) and overflow checks see it.
 ZRT_HOST_DEVICE inline float relu(float x) { return x < 0.0f ? 0.0f : x; }
 

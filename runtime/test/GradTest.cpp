@@ -206,7 +206,7 @@ TEST_F(GradTest, BroadcastAddMulScale) {
       w, dx, rng);
 }
 
-TEST_F(GradTest, GeluRelu) {
+TEST_F(GradTest, GeluSiluRelu) {
   int64_t n = 200;
   Floats x = randomFloats(rng, n, -4, 4);
   // Keep relu inputs away from its kink by more than the step.
@@ -225,6 +225,8 @@ TEST_F(GradTest, GeluRelu) {
   };
   zrt_gelu_grad(ZRT_F32, x.data(), dy.data(), dx.data(), n);
   checkGradient("gelu", x, unary(zrt_gelu), w, dx, rng, 1e-3);
+  zrt_silu_grad(ZRT_F32, x.data(), dy.data(), dx.data(), n);
+  checkGradient("silu", x, unary(zrt_silu), w, dx, rng, 1e-3);
   zrt_relu(ZRT_F32, x.data(), y.data(), n);
   zrt_relu_grad(ZRT_F32, y.data(), dy.data(), dx.data(), n);
   checkGradient("relu", x, unary(zrt_relu), w, dx, rng, 1e-3);

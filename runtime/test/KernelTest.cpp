@@ -115,6 +115,16 @@ TEST_P(KernelTest, PointwiseForwardAndGrad) {
     want[i] = ref::geluGrad(xv[i]) * dyv[i];
   expectClose(dx, want, u() + 1e-6, 1e-6, "gelu_grad");
 
+  // SiLU: one expApprox as in GELU; the gradient crosses zero near
+  // x = -1.28, hence the same absolute term.
+  zrt_silu(dtype(), x.data(), y.data(), n);
+  std::transform(xv.begin(), xv.end(), want.begin(), ref::silu);
+  expectClose(y, want, u() + 1e-6, 1e-7, "silu");
+  zrt_silu_grad(dtype(), x.data(), dy.data(), dx.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    want[i] = ref::siluGrad(xv[i]) * dyv[i];
+  expectClose(dx, want, u() + 1e-6, 1e-6, "silu_grad");
+
   zrt_relu(dtype(), x.data(), y.data(), n);
   std::transform(xv.begin(), xv.end(), want.begin(),
                  [](double v) { return v > 0 ? v : 0.0; });

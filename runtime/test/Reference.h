@@ -68,6 +68,13 @@ inline double geluGrad(double x) {
          0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
+inline double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+inline double siluGrad(double x) {
+  double s = 1.0 / (1.0 + std::exp(-x));
+  return s * (1.0 + x * (1.0 - s));
+}
+
 inline Vec softmax(const Vec &x, int64_t rows, int64_t cols) {
   Vec y(x.size());
   for (int64_t r = 0; r < rows; ++r) {

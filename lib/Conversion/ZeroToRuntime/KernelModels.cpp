@@ -141,7 +141,8 @@ LogicalResult buildCall(nn::ScaleOp op, KernelCallBuilder &b) {
                               b.f64(op.getFactor().convertToDouble())});
 }
 
-/// GELU and its derivative are compute-bound (a tanh per element).
+/// GELU, SiLU and their derivatives are compute-bound (an exponential per
+/// element).
 KernelCost activationCost(Operation *op) {
   return KernelCost::activation(getOperandAndResultBytes(op),
                                 numel(op->getResult(0)));
@@ -154,6 +155,14 @@ LogicalResult buildCall(nn::GeluGradOp op, KernelCallBuilder &b) {
   return pointwise(b, "zrt_gelu_grad", op.getForward(), 2);
 }
 KernelCost cost(nn::GeluGradOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::SiluOp op, KernelCallBuilder &b) {
+  return pointwise(b, "zrt_silu", op.getInput(), 1);
+}
+KernelCost cost(nn::SiluOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::SiluGradOp op, KernelCallBuilder &b) {
+  return pointwise(b, "zrt_silu_grad", op.getForward(), 2);
+}
+KernelCost cost(nn::SiluGradOp op) { return activationCost(op); }
 LogicalResult buildCall(nn::ReluOp op, KernelCallBuilder &b) {
   return pointwise(b, "zrt_relu", op.getInput(), 1);
 }
@@ -371,7 +380,7 @@ void attach(MLIRContext *context) {
 void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, nn::NNDialect *) {
     attach<nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::GeluOp,
-           nn::GeluGradOp, nn::ReluOp, nn::ReluGradOp, nn::SoftmaxOp,
+           nn::GeluGradOp, nn::SiluOp, nn::SiluGradOp, nn::ReluOp, nn::ReluGradOp, nn::SoftmaxOp,
            nn::SoftmaxGradOp, nn::CastOp, nn::FillOp, nn::LayerNormOp,
            nn::LayerNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
            nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,

@@ -41,6 +41,14 @@ struct GeluGradOp {
     return zrt::geluGrad(x, g);
   }
 };
+struct SiluOp {
+  __device__ float operator()(float x) const { return zrt::silu(x); }
+};
+struct SiluGradOp {
+  __device__ float operator()(float x, float g) const {
+    return zrt::siluGrad(x, g);
+  }
+};
 struct ReluOp {
   __device__ float operator()(float x) const { return zrt::relu(x); }
 };
@@ -295,6 +303,15 @@ void zrt::cuda::gelu(int32_t dtype, const void *x, void *y, int64_t n) {
 void zrt::cuda::geluGrad(int32_t dtype, const void *x, const void *dy, void *dx,
                          int64_t n) {
   binary<false>("zrt_gelu_grad", dtype, x, dy, dx, n, n, GeluGradOp{});
+}
+
+void zrt::cuda::silu(int32_t dtype, const void *x, void *y, int64_t n) {
+  unary("zrt_silu", dtype, x, y, n, SiluOp{});
+}
+
+void zrt::cuda::siluGrad(int32_t dtype, const void *x, const void *dy, void *dx,
+                         int64_t n) {
+  binary<false>("zrt_silu_grad", dtype, x, dy, dx, n, n, SiluGradOp{});
 }
 
 void zrt::cuda::relu(int32_t dtype, const void *x, void *y, int64_t n) {

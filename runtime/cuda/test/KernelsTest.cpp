@@ -331,6 +331,32 @@ TEST_P(CudaKernelsTest, GeluAndGrad) {
   }
 }
 
+// SiLU: the same fp32 formula as the CPU; one exponential of -x (|x| <= 5
+// here, 100 at the extremes, where both saturate), so the GELU tolerances
+// hold with room.
+TEST_P(CudaKernelsTest, SiluAndGrad) {
+  ZRT_REQUIRE_GPU();
+  for (int64_t n : {1, 7, 5003}) {
+    Buffer x = randomBuffer(dtype(), rng, n, -5, 5);
+    const double extremes[] = {100.0, -100.0, 30.0, -30.0};
+    for (int64_t i = 0; i < n && i < 4; ++i)
+      x.set(n - 1 - i, extremes[i]);
+    Buffer dy = randomBuffer(dtype(), rng, n);
+    Buffer wantY(dtype(), n), wantDx(dtype(), n);
+    zrt_silu(dtype(), x.data(), wantY.data(), n);
+    zrt_silu_grad(dtype(), x.data(), dy.data(), wantDx.data(), n);
+    for (int64_t offset : {0, 1}) {
+      DeviceTensor dx(x, offset), dg(dy, offset), dout(dtype(), n, offset);
+      silu(dtype(), dx.get(), dout.get(), n);
+      expectNear(dout.download(), wantY, 4e-6, 2e-7,
+                 label("silu", dtype(), n, -1, offset));
+      siluGrad(dtype(), dx.get(), dg.get(), dout.get(), n);
+      expectNear(dout.download(), wantDx, 4e-6, 2e-6,
+                 label("silu_grad", dtype(), n, -1, offset));
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // reduce_sum
 //===----------------------------------------------------------------------===//

@@ -552,6 +552,24 @@ func.func @reduce_sum_element_type(%x: tensor<2x4x8xf32>) {
 
 // -----
 
+// Checks that silu keeps its operand's type.
+func.func @silu_result_type(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'nn.silu' op requires the same type for all operands and results}}
+  %0 = "nn.silu"(%x) : (tensor<2x4xf32>) -> tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+// Checks that silu_grad rejects a gradient of another shape.
+func.func @silu_grad_types(%x: tensor<2x4xf32>, %dy: tensor<4x2xf32>) {
+  // expected-error @+1 {{'nn.silu_grad' op failed to verify that all of {forward, result_grad, result} have same type}}
+  %0 = "nn.silu_grad"(%x, %dy) : (tensor<2x4xf32>, tensor<4x2xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 // Checks that gelu_grad rejects a gradient of another element type.
 func.func @gelu_grad_types(%x: tensor<2x4xf32>, %dy: tensor<2x4xbf16>) {
   // expected-error @+1 {{'nn.gelu_grad' op failed to verify that all of {forward, result_grad, result} have same type}}

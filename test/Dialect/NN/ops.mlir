@@ -43,8 +43,10 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %m = nn.reshape %back : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
   // CHECK: nn.gelu %{{.*}} : tensor<2x4x8xf32>
   %gl = nn.gelu %m : tensor<2x4x8xf32>
+  // CHECK: nn.silu %{{.*}} : tensor<2x4x8xf32>
+  %sl = nn.silu %gl : tensor<2x4x8xf32>
   // CHECK: nn.relu %{{.*}} : tensor<2x4x8xf32>
-  %r = nn.relu %gl : tensor<2x4x8xf32>
+  %r = nn.relu %sl : tensor<2x4x8xf32>
   // CHECK: nn.concat %{{.*}}, %{{.*}} axis 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x16xf32>
   %cat = nn.concat %r, %h axis 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x16xf32>
   // CHECK: nn.cast %{{.*}} : tensor<2x4x16xf32> to tensor<2x4x16xbf16>
@@ -68,6 +70,8 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %db = nn.reduce_sum %dy : tensor<2x4x8xf32> -> tensor<8xf32>
   // CHECK: nn.gelu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %g = nn.gelu_grad %x, %dy : tensor<2x4x8xf32>
+  // CHECK: nn.silu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
+  %sg = nn.silu_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.relu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %r = nn.relu_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.softmax_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """An independent numpy implementation of what a compiled MLP executable
-does: the zero-model-gen MLP (x @ W + b, ReLU between layers, mean softmax
-cross-entropy), float64 forward and backward, and torch.optim.Adam/AdamW's
-update rule, on the same data order (consecutive rows of the global batch,
+does: the zero-model-gen MLP (x @ W + b, ReLU between layers or SiLU with
+--activation silu, mean softmax cross-entropy), float64 forward and
+backward, and torch.optim.Adam/AdamW's update rule, on the same data order (consecutive rows of the global batch,
 wrapping). Reads the initial weights with its own safetensors parser and
 compares the losses of --log and the weights of --final."""
 
@@ -49,6 +49,7 @@ def main():
     p.add_argument("--log", required=True)
     p.add_argument("--final", required=True)
     p.add_argument("--tol", type=float, default=1e-5)
+    p.add_argument("--activation", choices=("relu", "silu"), default="relu")
     args = p.parse_args()
 
     kind, lr, beta1, beta2, eps, wd = optimizer(open(args.model).read())
@@ -72,7 +73,12 @@ def main():
         for k, i in enumerate(layers):
             z = h @ params["fc%d.weight" % i] + params["fc%d.bias" % i]
             cache.append((h, z))
-            h = np.maximum(z, 0) if k + 1 < len(layers) else z
+            if k + 1 == len(layers):
+                h = z
+            elif args.activation == "silu":
+                h = z / (1 + np.exp(-z))
+            else:
+                h = np.maximum(z, 0)
         z = h - h.max(axis=1, keepdims=True)
         logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         loss = -logp[np.arange(len(y)), y].mean()
@@ -84,7 +90,10 @@ def main():
         for k in reversed(range(len(layers))):
             i = layers[k]
             h_in, z_k = cache[k]
-            if k + 1 < len(layers):
+            if k + 1 < len(layers) and args.activation == "silu":
+                s = 1 / (1 + np.exp(-z_k))
+                dz = dz * s * (1 + z_k * (1 - s))
+            elif k + 1 < len(layers):
                 dz = dz * (z_k > 0)
             grads["fc%d.weight" % i] = h_in.T @ dz
             grads["fc%d.bias" % i] = dz.sum(axis=0)

@@ -115,6 +115,13 @@ LogicalResult GeluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult SiluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                      SmallVectorImpl<Value> &out) {
+  out.push_back(grads[0] ? SiluGradOp::create(b, getLoc(), getInput(), grads[0])
+                         : Value());
+  return success();
+}
+
 LogicalResult ReluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   // The mask comes from the result, so the input need not stay alive.

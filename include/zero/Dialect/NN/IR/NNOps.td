@@ -123,6 +123,15 @@ def NN_GeluOp : NN_UnaryOp<"gelu", "GELU, tanh approximation (as GPT-2)"> {
     ```
   }];
 }
+def NN_SiluOp : NN_UnaryOp<"silu", "SiLU (swish), as Llama's feed-forward"> {
+  let description = [{
+    `x * sigmoid(x)`.
+
+    ```mlir
+    %y = nn.silu %x : tensor<8x64x11008xbf16>
+    ```
+  }];
+}
 def NN_ReluOp : NN_UnaryOp<"relu", "Rectified linear unit"> {
   let description = [{
     ```mlir
@@ -365,6 +374,7 @@ class NN_PointwiseGradOp<string mnemonic, string fwd, string firstName>
 }
 
 def NN_GeluGradOp : NN_PointwiseGradOp<"gelu_grad", "gelu", "input">;
+def NN_SiluGradOp : NN_PointwiseGradOp<"silu_grad", "silu", "input">;
 def NN_ReluGradOp : NN_PointwiseGradOp<"relu_grad", "relu", "result">;
 def NN_SoftmaxGradOp : NN_PointwiseGradOp<"softmax_grad", "softmax", "result"> {
   let hasVerifier = 1;
