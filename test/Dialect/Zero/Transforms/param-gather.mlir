@@ -3,6 +3,9 @@
 // RUN: zero-opt %s -split-input-file --zero-param-gather="param-persistence-threshold=22" | FileCheck %s --check-prefix=T22
 // RUN: zero-opt %s -split-input-file --zero-param-gather="param-persistence-threshold=21 max-reuse-distance=23" | FileCheck %s --check-prefix=R23
 // RUN: zero-opt %s -split-input-file --zero-param-gather="param-persistence-threshold=21 max-reuse-distance=24" | FileCheck %s --check-prefix=R24
+// RUN: not zero-opt %s -split-input-file --zero-param-gather="allgather-bucket-size=0" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// BAD: error: zero-param-gather: allgather-bucket-size must be positive, got 0
 
 // Stages 1-2: after the optimizer step, the updated parameters (51 elements
 // of the two-layer MLP) are gathered in place in buckets of
