@@ -1,123 +1,317 @@
-// Layout of the MLP (784,256,256,10): fc1.weight [0, 200704), fc1.bias
-// [200704, 200960), fc2.weight [200960, 266496), fc2.bias [266496, 266752),
-// fc3.weight [266752, 269312), fc3.bias [269312, 269322). Gradients complete
-// in reverse order; fc3.* + fc2.* hold 68362 elements.
+// RUN: zero-opt %s -split-input-file --zero-grad-sync="reduce-bucket-size=21" | FileCheck %s --check-prefix=B21
+// contiguous-gradients is a hint to the memory planner: the schedule is the same.
+// RUN: zero-opt %s -split-input-file --zero-grad-sync="reduce-bucket-size=21 contiguous-gradients=false" | FileCheck %s --check-prefix=B21
+// RUN: zero-opt %s -split-input-file --zero-grad-sync | FileCheck %s --check-prefix=BIG
+// RUN: zero-opt %s -split-input-file --zero-grad-sync="reduce-bucket-size=21 reduce-scatter=false" | FileCheck %s --check-prefix=REDUCE
+// RUN: zero-opt %s -split-input-file --zero-grad-sync="reduce-bucket-size=21 overlap-comm=true" | FileCheck %s --check-prefix=OVERLAP
+// RUN: zero-opt %s -split-input-file --zero-grad-sync="gradient-accumulation-steps=2 overlap-comm=true" | FileCheck %s --check-prefix=ACC
 
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=2 world-size=4" --zero-grad-sync="reduce-bucket-size=68362" | FileCheck %s --check-prefix=S2
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=2 world-size=4" --zero-grad-sync="reduce-bucket-size=68362 reduce-scatter=false" | FileCheck %s --check-prefix=REDUCE
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=2 world-size=4" --zero-grad-sync | FileCheck %s --check-prefix=BIG
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=2 world-size=4" --zero-grad-sync="reduce-bucket-size=68362 overlap-comm=true" | FileCheck %s --check-prefix=OVERLAP
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=0 world-size=4" --zero-grad-sync="reduce-bucket-size=68362" | FileCheck %s --check-prefix=S0
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=1 world-size=4" --zero-grad-sync="reduce-bucket-size=100000 contiguous-gradients=false" | FileCheck %s --check-prefix=S1
-// RUN: zero-model-gen gpt2 --layers 2 --hidden 64 --heads 4 --vocab 256 --seq 32 --batch 8 | zero-opt --zero-autodiff --zero-partition="stage=3 world-size=4" --zero-grad-sync | FileCheck %s --check-prefix=S3
-// RUN: zero-model-gen mlp --sizes 8,4 --batch 8 | not zero-opt --zero-autodiff --zero-partition="stage=2 world-size=4" --zero-grad-sync="reduce-bucket-size=0" 2>&1 | FileCheck %s --check-prefix=ZERO
-// RUN: zero-model-gen mlp --sizes 8,4 --batch 8 | not zero-opt --zero-autodiff --zero-grad-sync 2>&1 | FileCheck %s --check-prefix=UNPART
+// Inputs: a two-layer MLP after autodiff and zero-partition on 2 ranks
+// (global batch 8, 4 per rank). Layout: fc1.weight [0, 24), fc1.bias
+// [24, 30), fc2.weight [30, 48), fc2.bias [48, 51). Gradients complete in
+// reverse order, so buckets fill downward: with 21 elements per bucket, fc2.*
+// is [30, 51), then fc1.bias + the top 15 of fc1.weight is [9, 30), then the
+// rest of fc1.weight [0, 9).
 
-// Stage 2, bucket = fc3.* + fc2.*: the first bucket is reduced and freed as
-// soon as fc2.weight's gradient is complete, before fc1's backward; fc1.weight
-// (200704 elements) spans three buckets and is freed slice by slice.
-// S2-LABEL: zero.train_step
-// S2-SAME: schedule #zero.schedule<stage = 2, world_size = 4, global_batch = 64>
-// S2: zero.grad @fc3.bias, %[[G3B:[0-9]+]]
-// S2: zero.grad @fc3.weight, %[[G3W:[0-9]+]]
-// S2: zero.grad @fc2.bias, %[[G2B:[0-9]+]]
-// S2: zero.grad @fc2.weight, %[[G2W:[0-9]+]]
-// S2-NEXT: zero.reduce_scatter group @flat [200960, 269322) from %[[G2W]], %[[G2B]], %[[G3W]], %[[G3B]] at [0, 0, 0, 0] :
-// S2-NEXT: zero.free %[[G2W]] :
-// S2-NEXT: zero.free %[[G2B]] :
-// S2-NEXT: zero.free %[[G3W]] :
-// S2-NEXT: zero.free %[[G3B]] :
-// S2-NEXT: nn.relu_grad
-// S2: zero.grad @fc1.bias, %[[G1B:[0-9]+]]
-// S2: nn.matmul
-// S2-NEXT: zero.grad @fc1.weight, %[[G1W:[0-9]+]]
-// S2-NEXT: zero.reduce_scatter group @flat [132598, 200960) from %[[G1W]], %[[G1B]] at [132598, 0] :
-// S2-NEXT: zero.free %[[G1W]][132598, 68106] : tensor<784x256xf32>
-// S2-NEXT: zero.free %[[G1B]] :
-// S2-NEXT: zero.reduce_scatter group @flat [64236, 132598) from %[[G1W]] at [64236] :
-// S2-NEXT: zero.free %[[G1W]][64236, 68362] : tensor<784x256xf32>
-// S2-NEXT: zero.reduce_scatter group @flat [0, 64236) from %[[G1W]] at [0] :
-// S2-NEXT: zero.free %[[G1W]][0, 64236] : tensor<784x256xf32>
-// S2-NEXT: zero.return
-// S2-NOT: zero.boundary
+// Stage 2: each bucket is reduce-scattered from the gradient values as soon
+// as it fills and exactly the elements it consumed are freed.
+zero.param @fc1.weight : tensor<4x6xf32> init normal std 0.5
+zero.param @fc1.bias : tensor<6xf32> init zeros
+zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
+zero.param @fc2.bias : tensor<3xf32> init zeros
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 51 padded 52 params [@fc1.weight, @fc1.bias, @fc2.weight, @fc2.bias] offsets [0, 24, 30, 48]
+// B21-LABEL: zero.train_step @stage2
+// B21-SAME: schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8>
+// B21: zero.grad @fc2.weight, %[[G2W:.*]] :
+// B21-NEXT: zero.reduce_scatter group @flat [30, 51) from %[[G2W]], %[[G2B:.*]] at [0, 0] : tensor<6x3xf32>, tensor<3xf32>{{$}}
+// B21-NEXT: zero.free %[[G2W]] : tensor<6x3xf32>
+// B21-NEXT: zero.free %[[G2B]] : tensor<3xf32>
+// B21-NEXT: nn.relu_grad
+// B21: zero.grad @fc1.weight, %[[G1W:.*]] :
+// B21-NEXT: zero.reduce_scatter group @flat [9, 30) from %[[G1W]], %[[G1B:.*]] at [9, 0] :
+// B21-NEXT: zero.free %[[G1W]][9, 15] : tensor<4x6xf32>
+// B21-NEXT: zero.free %[[G1B]] : tensor<6xf32>
+// B21-NEXT: zero.reduce_scatter group @flat [0, 9) from %[[G1W]] at [0] :
+// B21-NEXT: zero.free %[[G1W]][0, 9] : tensor<4x6xf32>
+// B21-NEXT: zero.return
+// B21-NOT: zero.boundary
 
+// The default bucket (5e8) holds the whole model: one reduction at the end.
+// BIG-LABEL: zero.train_step @stage2
+// BIG: zero.grad @fc1.weight
+// BIG-NEXT: zero.reduce_scatter group @flat [0, 51) from %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} at [0, 0, 0, 0] :
+// BIG-COUNT-4: zero.free
+// BIG-NEXT: zero.return
+
+// reduce-scatter=false: one zero.reduce per bucket instead.
+// REDUCE-LABEL: zero.train_step @stage2
 // REDUCE-NOT: zero.reduce_scatter
 // REDUCE: zero.grad @fc2.weight
-// REDUCE-NEXT: zero.reduce group @flat [200960, 269322) from
-// REDUCE: zero.reduce group @flat [132598, 200960) from
-// REDUCE: zero.reduce group @flat [64236, 132598) from
-// REDUCE: zero.reduce group @flat [0, 64236) from
+// REDUCE-NEXT: zero.reduce group @flat [30, 51) from
+// REDUCE: zero.reduce group @flat [9, 30) from
+// REDUCE: zero.reduce group @flat [0, 9) from
 // REDUCE-NOT: zero.reduce_scatter
 
-// The default bucket (5e8, DeepSpeed's) holds the whole model: one reduction
-// after the last gradient.
-// BIG: zero.grad @fc1.weight
-// BIG-NEXT: zero.reduce_scatter group @flat [0, 269322) from %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} at [0, 0, 0, 0, 0, 0]
-// BIG-NOT: zero.reduce_scatter
-
-// overlap-comm: asynchronous reductions on two alternating buffers: the wait
-// of bucket 0 comes right before bucket 2 is issued, then its frees.
-// OVERLAP: zero.grad @fc2.weight, %[[G2W:[0-9]+]]
-// OVERLAP-NEXT: %[[T0:.*]] = zero.reduce_scatter group @flat [200960, 269322) {{.*}} -> !zero.token
+// overlap-comm: each reduction returns a token; with two alternating bucket
+// buffers, bucket 0 is waited for right before bucket 2 is issued, its frees
+// follow its wait, and the last ones are waited for at the end.
+// OVERLAP-LABEL: zero.train_step @stage2
+// OVERLAP: zero.grad @fc2.weight, %[[G2W:.*]] :
+// OVERLAP-NEXT: %[[T0:.*]] = zero.reduce_scatter group @flat [30, 51) {{.*}} -> !zero.token
 // OVERLAP-NOT: zero.free
-// OVERLAP: zero.grad @fc1.weight, %[[G1W:[0-9]+]]
-// OVERLAP-NEXT: %[[T1:.*]] = zero.reduce_scatter group @flat [132598, 200960) {{.*}} -> !zero.token
+// OVERLAP: zero.grad @fc1.weight, %[[G1W:.*]] :
+// OVERLAP-NEXT: %[[T1:.*]] = zero.reduce_scatter group @flat [9, 30) {{.*}} -> !zero.token
 // OVERLAP-NEXT: zero.wait %[[T0]]
 // OVERLAP-NEXT: zero.free %[[G2W]] :
-// OVERLAP-COUNT-3: zero.free
-// OVERLAP-NEXT: %[[T2:.*]] = zero.reduce_scatter group @flat [64236, 132598) {{.*}} -> !zero.token
-// OVERLAP-NEXT: zero.wait %[[T1]]
-// OVERLAP-NEXT: zero.free %[[G1W]][132598, 68106]
 // OVERLAP-NEXT: zero.free
-// OVERLAP-NEXT: %[[T3:.*]] = zero.reduce_scatter group @flat [0, 64236) {{.*}} -> !zero.token
+// OVERLAP-NEXT: %[[T2:.*]] = zero.reduce_scatter group @flat [0, 9) {{.*}} -> !zero.token
+// OVERLAP-NEXT: zero.wait %[[T1]]
+// OVERLAP-NEXT: zero.free %[[G1W]][9, 15]
+// OVERLAP-NEXT: zero.free
 // OVERLAP-NEXT: zero.wait %[[T2]]
-// OVERLAP-NEXT: zero.free %[[G1W]][64236, 68362]
-// OVERLAP-NEXT: zero.wait %[[T3]]
-// OVERLAP-NEXT: zero.free %[[G1W]][0, 64236]
+// OVERLAP-NEXT: zero.free %[[G1W]][0, 9]
 // OVERLAP-NEXT: zero.return
 
-// Stage 0: in-place all-reduce of the full gradient buffer as buckets fill,
-// no frees (the gradients live in the persistent buffer), boundary-only.
-// S0-NOT: zero.reduce_scatter
-// S0: zero.grad @fc2.weight
-// S0-NEXT: zero.all_reduce sum group @flat in grads [200960, 269322) {zero.boundary}
-// S0-NEXT: nn.relu_grad
-// S0: zero.grad @fc1.weight
-// S0-NEXT: zero.all_reduce sum group @flat in grads [132598, 200960) {zero.boundary}
-// S0-NEXT: zero.all_reduce sum group @flat in grads [64236, 132598) {zero.boundary}
-// S0-NEXT: zero.all_reduce sum group @flat in grads [0, 64236) {zero.boundary}
-// S0-NEXT: zero.return
-// S0-NOT: zero.free
-// S0-NOT: zero.all_gather
+// gradient-accumulation-steps=2: the inputs become one micro batch of one
+// rank (8 / 2 ranks / 2 = 2 rows) and every value carrying it follows; at
+// stage 2 every micro step reduces into the owner's accumulator, so nothing
+// is tagged zero.boundary.
+// ACC-LABEL: zero.train_step @stage2(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2xi64>)
+// ACC-SAME: schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
+// ACC: nn.matmul %{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<4x6xf32> -> tensor<2x6xf32>
+// ACC: nn.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<2x4xf32>, tensor<2x6xf32> -> tensor<4x6xf32>
+// ACC-NEXT: zero.grad @fc1.weight
+// ACC-NEXT: %[[T:.*]] = zero.reduce_scatter group @flat [0, 51) from {{[^{]*}} -> !zero.token{{$}}
+// ACC-NEXT: zero.wait %[[T]]{{$}}
+// ACC-NOT: zero.boundary
+zero.train_step @stage2(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8> {
+  %0 = zero.get_param @fc1.weight : tensor<4x6xf32>
+  %1 = nn.matmul %x, %0 : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  %2 = zero.get_param @fc1.bias : tensor<6xf32>
+  %3 = nn.add %1, %2 : tensor<4x6xf32>, tensor<6xf32>
+  %4 = nn.relu %3 : tensor<4x6xf32>
+  %5 = zero.get_param @fc2.weight : tensor<6x3xf32>
+  %6 = nn.matmul %4, %5 : tensor<4x6xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+  %7 = zero.get_param @fc2.bias : tensor<3xf32>
+  %8 = nn.add %6, %7 : tensor<4x3xf32>, tensor<3xf32>
+  %loss = nn.softmax_cross_entropy %8, %y : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+  %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+  %11 = nn.softmax_cross_entropy_grad %8, %y, %seed : tensor<4x3xf32>, tensor<4xi64>, tensor<f32>
+  %g2b = nn.reduce_sum %11 : tensor<4x3xf32> -> tensor<3xf32>
+  zero.grad @fc2.bias, %g2b : tensor<3xf32>
+  %13 = nn.matmul %11, %5 transpose_rhs : tensor<4x3xf32>, tensor<6x3xf32> -> tensor<4x6xf32>
+  %g2w = nn.matmul %4, %11 transpose_lhs : tensor<4x6xf32>, tensor<4x3xf32> -> tensor<6x3xf32>
+  zero.grad @fc2.weight, %g2w : tensor<6x3xf32>
+  %15 = nn.relu_grad %4, %13 : tensor<4x6xf32>
+  %g1b = nn.reduce_sum %15 : tensor<4x6xf32> -> tensor<6xf32>
+  zero.grad @fc1.bias, %g1b : tensor<6xf32>
+  %g1w = nn.matmul %x, %15 transpose_lhs : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  zero.grad @fc1.weight, %g1w : tensor<4x6xf32>
+  zero.return %loss : tensor<f32>
+}
 
-// Stage 1: gradients stay whole until the backward is done, then in-place
-// reduce-scatter of the full buffer in buckets.
-// S1-LABEL: zero.train_step
-// S1-NOT: zero.reduce_scatter
-// S1: zero.grad @fc1.weight
-// S1-NEXT: zero.reduce_scatter group @flat in grads [0, 100000) {zero.boundary}
-// S1-NEXT: zero.reduce_scatter group @flat in grads [100000, 200000) {zero.boundary}
-// S1-NEXT: zero.reduce_scatter group @flat in grads [200000, 269322) {zero.boundary}
-// S1-NEXT: zero.return
-// S1-NOT: zero.free
+// -----
 
-// Stage 3: buckets never span groups. A layer norm completes its weight
-// gradient before its bias, so ln_2.weight is not adjacent to the bucket
-// below c_fc.weight: that bucket is flushed and a new one starts.
-// S3: zero.grad @ln_f.bias
-// S3-NEXT: zero.reduce_scatter group @ln_f [0, 128) from
-// S3: zero.grad @h.1.mlp.c_fc.weight
-// S3-NEXT: zero.reduce_scatter group @h.1 [16896, 49984) from
-// S3: zero.grad @h.1.attn.c_attn.weight
-// S3-NEXT: zero.reduce_scatter group @h.1 [128, 16896) from
-// S3: zero.grad @h.1.ln_1.bias
-// S3-NEXT: zero.reduce_scatter group @h.1 [0, 128) from
-// S3: zero.grad @h.0.ln_1.bias
-// S3-NEXT: zero.reduce_scatter group @h.0 [0, 128) from
-// S3: zero.grad @wpe
-// S3-NEXT: zero.reduce_scatter group @wpe_1 [0, 2048) from
-// S3: zero.grad @wte
-// S3-NEXT: zero.reduce_scatter group @wte_1 [0, 16384) from
+// Stage 0: in-place all-reduce of the persistent gradient buffer as buckets
+// fill, during the backward; no frees (zero.grad accumulates into `grads`).
+// Stages 0-1 communicate only at the accumulation boundary, so their
+// collectives (and waits) are tagged zero.boundary.
+zero.param @fc1.weight : tensor<4x6xf32> init normal std 0.5
+zero.param @fc1.bias : tensor<6xf32> init zeros
+zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
+zero.param @fc2.bias : tensor<3xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 51 padded 51 params [@fc1.weight, @fc1.bias, @fc2.weight, @fc2.bias] offsets [0, 24, 30, 48]
+// B21-LABEL: zero.train_step @stage0
+// B21: zero.grad @fc2.weight
+// B21-NEXT: zero.all_reduce sum group @flat in grads [30, 51) {zero.boundary}
+// B21-NEXT: nn.relu_grad
+// B21: zero.grad @fc1.weight
+// B21-NEXT: zero.all_reduce sum group @flat in grads [9, 30) {zero.boundary}
+// B21-NEXT: zero.all_reduce sum group @flat in grads [0, 9) {zero.boundary}
+// B21-NEXT: zero.return
+// B21-NOT: zero.free
 
-// ZERO: zero-grad-sync: reduce-bucket-size must be positive, got 0
-// UNPART: error: train step @train: zero-grad-sync needs a partitioned train step (run zero-partition first)
+// OVERLAP-LABEL: zero.train_step @stage0
+// OVERLAP: zero.grad @fc2.weight
+// OVERLAP-NEXT: %[[T0:.*]] = zero.all_reduce sum group @flat in grads [30, 51) {zero.boundary} token !zero.token
+
+// ACC-LABEL: zero.train_step @stage0(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2xi64>)
+// ACC-SAME: schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 8, accumulation_steps = 2>
+// ACC: zero.grad @fc1.weight
+// ACC-NEXT: %[[T:.*]] = zero.all_reduce sum group @flat in grads [0, 51) {zero.boundary} token !zero.token
+// ACC-NEXT: zero.wait %[[T]] {zero.boundary}
+// ACC-NEXT: zero.return
+zero.train_step @stage0(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 8> {
+  %0 = zero.get_param @fc1.weight : tensor<4x6xf32>
+  %1 = nn.matmul %x, %0 : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  %2 = zero.get_param @fc1.bias : tensor<6xf32>
+  %3 = nn.add %1, %2 : tensor<4x6xf32>, tensor<6xf32>
+  %4 = nn.relu %3 : tensor<4x6xf32>
+  %5 = zero.get_param @fc2.weight : tensor<6x3xf32>
+  %6 = nn.matmul %4, %5 : tensor<4x6xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+  %7 = zero.get_param @fc2.bias : tensor<3xf32>
+  %8 = nn.add %6, %7 : tensor<4x3xf32>, tensor<3xf32>
+  %loss = nn.softmax_cross_entropy %8, %y : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+  %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+  %11 = nn.softmax_cross_entropy_grad %8, %y, %seed : tensor<4x3xf32>, tensor<4xi64>, tensor<f32>
+  %g2b = nn.reduce_sum %11 : tensor<4x3xf32> -> tensor<3xf32>
+  zero.grad @fc2.bias, %g2b : tensor<3xf32>
+  %13 = nn.matmul %11, %5 transpose_rhs : tensor<4x3xf32>, tensor<6x3xf32> -> tensor<4x6xf32>
+  %g2w = nn.matmul %4, %11 transpose_lhs : tensor<4x6xf32>, tensor<4x3xf32> -> tensor<6x3xf32>
+  zero.grad @fc2.weight, %g2w : tensor<6x3xf32>
+  %15 = nn.relu_grad %4, %13 : tensor<4x6xf32>
+  %g1b = nn.reduce_sum %15 : tensor<4x6xf32> -> tensor<6xf32>
+  zero.grad @fc1.bias, %g1b : tensor<6xf32>
+  %g1w = nn.matmul %x, %15 transpose_lhs : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  zero.grad @fc1.weight, %g1w : tensor<4x6xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Stage 1: gradients stay whole until the backward is done, then the full
+// buffer is reduce-scattered in place, in buckets going up the layout.
+zero.param @fc1.weight : tensor<4x6xf32> init normal std 0.5
+zero.param @fc1.bias : tensor<6xf32> init zeros
+zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
+zero.param @fc2.bias : tensor<3xf32> init zeros
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 51 padded 52 params [@fc1.weight, @fc1.bias, @fc2.weight, @fc2.bias] offsets [0, 24, 30, 48]
+// B21-LABEL: zero.train_step @stage1
+// B21-NOT: zero.reduce_scatter
+// B21: zero.grad @fc1.weight
+// B21-NEXT: zero.reduce_scatter group @flat in grads [0, 21) {zero.boundary}
+// B21-NEXT: zero.reduce_scatter group @flat in grads [21, 42) {zero.boundary}
+// B21-NEXT: zero.reduce_scatter group @flat in grads [42, 51) {zero.boundary}
+// B21-NEXT: zero.return
+// B21-NOT: zero.free
+
+// REDUCE-LABEL: zero.train_step @stage1
+// REDUCE: zero.grad @fc1.weight
+// REDUCE-NEXT: zero.reduce group @flat in grads [0, 21) {zero.boundary}
+
+// ACC-LABEL: zero.train_step @stage1(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2xi64>)
+// ACC: zero.grad @fc1.weight
+// ACC-NEXT: %[[T:.*]] = zero.reduce_scatter group @flat in grads [0, 51) {zero.boundary} -> !zero.token
+// ACC-NEXT: zero.wait %[[T]] {zero.boundary}
+zero.train_step @stage1(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 8> {
+  %0 = zero.get_param @fc1.weight : tensor<4x6xf32>
+  %1 = nn.matmul %x, %0 : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  %2 = zero.get_param @fc1.bias : tensor<6xf32>
+  %3 = nn.add %1, %2 : tensor<4x6xf32>, tensor<6xf32>
+  %4 = nn.relu %3 : tensor<4x6xf32>
+  %5 = zero.get_param @fc2.weight : tensor<6x3xf32>
+  %6 = nn.matmul %4, %5 : tensor<4x6xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+  %7 = zero.get_param @fc2.bias : tensor<3xf32>
+  %8 = nn.add %6, %7 : tensor<4x3xf32>, tensor<3xf32>
+  %loss = nn.softmax_cross_entropy %8, %y : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+  %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+  %11 = nn.softmax_cross_entropy_grad %8, %y, %seed : tensor<4x3xf32>, tensor<4xi64>, tensor<f32>
+  %g2b = nn.reduce_sum %11 : tensor<4x3xf32> -> tensor<3xf32>
+  zero.grad @fc2.bias, %g2b : tensor<3xf32>
+  %13 = nn.matmul %11, %5 transpose_rhs : tensor<4x3xf32>, tensor<6x3xf32> -> tensor<4x6xf32>
+  %g2w = nn.matmul %4, %11 transpose_lhs : tensor<4x6xf32>, tensor<4x3xf32> -> tensor<6x3xf32>
+  zero.grad @fc2.weight, %g2w : tensor<6x3xf32>
+  %15 = nn.relu_grad %4, %13 : tensor<4x6xf32>
+  %g1b = nn.reduce_sum %15 : tensor<4x6xf32> -> tensor<6xf32>
+  zero.grad @fc1.bias, %g1b : tensor<6xf32>
+  %g1w = nn.matmul %x, %15 transpose_lhs : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  zero.grad @fc1.weight, %g1w : tensor<4x6xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Stage 3: buckets never span groups; each group is reduced from the top of
+// its own layout (fc2 [0, 21) fits one bucket, fc1 [0, 30) needs two).
+zero.param @fc1.weight : tensor<4x6xf32> init normal std 0.5
+zero.param @fc1.bias : tensor<6xf32> init zeros
+zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
+zero.param @fc2.bias : tensor<3xf32> init zeros
+zero.partition @fc1 stage 3 world_size 2 alignment 2 numel 30 padded 32 params [@fc1.weight, @fc1.bias] offsets [0, 24]
+zero.partition @fc2 stage 3 world_size 2 alignment 2 numel 21 padded 24 params [@fc2.weight, @fc2.bias] offsets [0, 18]
+// B21-LABEL: zero.train_step @stage3
+// B21: zero.grad @fc2.weight, %[[G2W:.*]] :
+// B21-NEXT: zero.reduce_scatter group @fc2 [0, 21) from %[[G2W]], %{{.*}} at [0, 0] :
+// B21: zero.grad @fc1.weight, %[[G1W:.*]] :
+// B21-NEXT: zero.reduce_scatter group @fc1 [9, 30) from %[[G1W]], %{{.*}} at [9, 0] :
+// B21-NEXT: zero.free %[[G1W]][9, 15]
+// B21-NEXT: zero.free
+// B21-NEXT: zero.reduce_scatter group @fc1 [0, 9) from %[[G1W]] at [0] :
+// B21-NEXT: zero.free %[[G1W]][0, 9]
+// B21-NEXT: zero.return
+
+// Even with one bucket large enough for the model, the groups are reduced
+// separately as each completes.
+// BIG-LABEL: zero.train_step @stage3
+// BIG: zero.grad @fc2.weight
+// BIG-NEXT: zero.reduce_scatter group @fc2 [0, 21) from
+// BIG: zero.grad @fc1.weight
+// BIG-NEXT: zero.reduce_scatter group @fc1 [0, 30) from
+zero.train_step @stage3(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 8> {
+  %0 = zero.get_param @fc1.weight : tensor<4x6xf32>
+  %1 = nn.matmul %x, %0 : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  %2 = zero.get_param @fc1.bias : tensor<6xf32>
+  %3 = nn.add %1, %2 : tensor<4x6xf32>, tensor<6xf32>
+  %4 = nn.relu %3 : tensor<4x6xf32>
+  %5 = zero.get_param @fc2.weight : tensor<6x3xf32>
+  %6 = nn.matmul %4, %5 : tensor<4x6xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+  %7 = zero.get_param @fc2.bias : tensor<3xf32>
+  %8 = nn.add %6, %7 : tensor<4x3xf32>, tensor<3xf32>
+  %loss = nn.softmax_cross_entropy %8, %y : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+  %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+  %11 = nn.softmax_cross_entropy_grad %8, %y, %seed : tensor<4x3xf32>, tensor<4xi64>, tensor<f32>
+  %g2b = nn.reduce_sum %11 : tensor<4x3xf32> -> tensor<3xf32>
+  zero.grad @fc2.bias, %g2b : tensor<3xf32>
+  %13 = nn.matmul %11, %5 transpose_rhs : tensor<4x3xf32>, tensor<6x3xf32> -> tensor<4x6xf32>
+  %g2w = nn.matmul %4, %11 transpose_lhs : tensor<4x6xf32>, tensor<4x3xf32> -> tensor<6x3xf32>
+  zero.grad @fc2.weight, %g2w : tensor<6x3xf32>
+  %15 = nn.relu_grad %4, %13 : tensor<4x6xf32>
+  %g1b = nn.reduce_sum %15 : tensor<4x6xf32> -> tensor<6xf32>
+  zero.grad @fc1.bias, %g1b : tensor<6xf32>
+  %g1w = nn.matmul %x, %15 transpose_lhs : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  zero.grad @fc1.weight, %g1w : tensor<4x6xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// A gradient that is not adjacent to the bucket being filled flushes it:
+// l.c [8, 12) completes first and the next one, l.a [0, 4), does not touch it,
+// so [8, 12) is reduced at once; l.b [4, 8) then extends l.a's bucket to [0, 8).
+zero.param @l.a : tensor<4xf32> init ones
+zero.param @l.b : tensor<4xf32> init zeros
+zero.param @l.c : tensor<4xf32> init zeros
+zero.partition @l stage 3 world_size 2 alignment 2 numel 12 padded 12 params [@l.a, @l.b, @l.c] offsets [0, 4, 8]
+// BIG-LABEL: zero.train_step @tied
+// BIG: zero.grad @l.c, %[[GC:.*]] :
+// BIG-NEXT: zero.reduce_scatter group @l [8, 12) from %[[GC]] at [0] :
+// BIG-NEXT: zero.free %[[GC]]
+// BIG: zero.grad @l.a, %[[GA:.*]] :
+// BIG-NOT: zero.reduce_scatter
+// BIG: zero.grad @l.b, %[[GB:.*]] :
+// BIG-NEXT: zero.reduce_scatter group @l [0, 8) from %[[GA]], %[[GB]] at [0, 0] :
+zero.train_step @tied(%x: tensor<2x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %gc = nn.fill 1.0 : tensor<4xf32>
+  zero.grad @l.c, %gc : tensor<4xf32>
+  %ga = nn.fill 1.0 : tensor<4xf32>
+  zero.grad @l.a, %ga : tensor<4xf32>
+  %gb = nn.fill 1.0 : tensor<4xf32>
+  zero.grad @l.b, %gb : tensor<4xf32>
+  zero.return %loss : tensor<f32>
+}

@@ -1,42 +1,129 @@
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 --gradient-clipping 1.0 | zero-opt --zero-autodiff --zero-mixed-precision=dtype=fp16 --zero-partition="stage=2 world-size=4" --zero-grad-sync="overlap-comm=true reduce-bucket-size=100000" --zero-optimizer | FileCheck %s --check-prefix=S2
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 --gradient-clipping 1.0 | zero-opt --zero-autodiff --zero-partition="stage=2 world-size=4" --zero-grad-sync --zero-optimizer="gradient-clipping=0.5" | FileCheck %s --check-prefix=CLIP
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=0 world-size=4" --zero-grad-sync --zero-optimizer | FileCheck %s --check-prefix=S0
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=3 world-size=8" --zero-grad-sync --zero-param-gather --zero-optimizer | FileCheck %s --check-prefix=S3
-// RUN: zero-model-gen mlp --sizes 8,4 --batch 8 | not zero-opt --zero-autodiff --zero-optimizer 2>&1 | FileCheck %s --check-prefix=UNPART
-// RUN: zero-model-gen mlp --sizes 8,4 --batch 8 | not zero-opt --zero-autodiff --zero-partition --zero-optimizer --zero-optimizer 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: zero-opt %s -split-input-file --zero-optimizer | FileCheck %s
+// RUN: zero-opt %s -split-input-file --zero-optimizer="gradient-clipping=0.5" | FileCheck %s --check-prefix=CLIP
+// RUN: zero-opt %s -split-input-file --zero-optimizer="gradient-clipping=0.0" | FileCheck %s --check-prefix=NOCLIP
 
-// After the last wait: loss scale, one read-only overflow/norm pass, one
-// small all-reduce (flag max, norm sum), the scaler update, fused Adam.
-// S2-LABEL: zero.train_step
-// S2-SAME: gradient_clipping 1.000000e+00
-// S2: zero.grad @fc1.weight
-// S2: zero.wait
-// S2: zero.wait
-// S2-NOT: zero.reduce_scatter
-// S2: %[[S:.*]] = zero.loss_scale {zero.boundary} : tensor<f32>
-// S2-NEXT: %[[ST:.*]] = zero.check_overflow groups [@flat] scale %[[S]] divisor 4.000000e+00 {zero.boundary} : tensor<2xf32>
-// S2-NEXT: %[[G:.*]] = zero.all_reduce overflow_norm %[[ST]] group @flat {zero.boundary} : tensor<2xf32> -> tensor<2xf32>
-// S2-NEXT: %[[SKIP:.*]] = zero.update_loss_scale %[[G]] {zero.boundary} : tensor<2xf32> -> i1
-// S2-NEXT: zero.adam group @flat stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 4.000000e+00 {zero.boundary} : tensor<2xf32>
-// S2-NEXT: zero.return
+// Stage 2 at fp16 after an overlapped zero-grad-sync on 2 ranks: after the
+// last wait come the loss scale, one read-only overflow/norm pass over the
+// owned gradients, one small all-reduce (flag max, norm sum), the scaler
+// update and fused Adam, all tagged zero.boundary. The divisor is world size
+// x accumulation steps = 2.
+zero.param @a : tensor<4xf32> init zeros compute f16
+zero.param @b : tensor<4xf32> init zeros compute f16
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@a, @b] offsets [0, 4]
+// CHECK-LABEL: zero.train_step @stage2
+// CHECK-SAME: gradient_clipping 1.000000e+00
+// CHECK: zero.wait
+// CHECK-NEXT: zero.free
+// CHECK-NEXT: zero.free
+// CHECK-NEXT: %[[S:.*]] = zero.loss_scale {zero.boundary} : tensor<f32>
+// CHECK-NEXT: %[[ST:.*]] = zero.check_overflow groups [@flat] scale %[[S]] divisor 2.000000e+00 {zero.boundary} : tensor<2xf32>
+// CHECK-NEXT: %[[G:.*]] = zero.all_reduce overflow_norm %[[ST]] group @flat {zero.boundary} : tensor<2xf32> -> tensor<2xf32>
+// CHECK-NEXT: %[[SKIP:.*]] = zero.update_loss_scale %[[G]] {zero.boundary} : tensor<2xf32> -> i1
+// CHECK-NEXT: zero.adam group @flat stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 2.000000e+00 {zero.boundary} : tensor<2xf32>
+// CHECK-NEXT: zero.return
+// gradient-clipping >= 0 overrides the step's value; 0 disables clipping.
+// CLIP-LABEL: zero.train_step @stage2
+// CLIP-SAME: gradient_clipping 5.000000e-01
+// NOCLIP-LABEL: zero.train_step @stage2
+// NOCLIP-NOT: gradient_clipping
+// NOCLIP: zero.adam
+zero.train_step @stage2(%x: tensor<2x4xf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp16>
+    gradient_clipping 1.0
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %gb = nn.fill 1.0 : tensor<4xf16>
+  zero.grad @b, %gb : tensor<4xf16>
+  %ga = nn.fill 1.0 : tensor<4xf16>
+  zero.grad @a, %ga : tensor<4xf16>
+  %t = zero.reduce_scatter group @flat [0, 8) from %ga, %gb at [0, 0] : tensor<4xf16>, tensor<4xf16> -> !zero.token
+  zero.wait %t
+  zero.free %ga : tensor<4xf16>
+  zero.free %gb : tensor<4xf16>
+  zero.return %loss : tensor<f32>
+}
 
-// CLIP: gradient_clipping 5.000000e-01
+// -----
 
-// Stage 0: every rank holds the reduced gradients: no stats all-reduce.
-// S0: %[[ST:.*]] = zero.check_overflow groups [@flat]
-// S0-NOT: overflow_norm
-// S0-NEXT: zero.update_loss_scale %[[ST]]
+// Stage 0: every rank already holds the fully reduced gradients, so the
+// stats are not all-reduced (that would count the norm world-size times).
+zero.param @a : tensor<4xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 4 padded 4 params [@a] offsets [0]
+// CHECK-LABEL: zero.train_step @stage0
+// CHECK: %[[ST:.*]] = zero.check_overflow groups [@flat] scale %{{.*}} divisor 2.000000e+00
+// CHECK-NOT: overflow_norm
+// CHECK-NEXT: zero.update_loss_scale %[[ST]]
+// CHECK-NEXT: zero.adam group @flat stats %[[ST]]
+zero.train_step @stage0(%x: tensor<2x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %ga = nn.fill 1.0 : tensor<4xf32>
+  zero.grad @a, %ga : tensor<4xf32>
+  zero.all_reduce sum group @flat in grads [0, 4) {zero.boundary}
+  zero.return %loss : tensor<f32>
+}
 
-// Stage 3: one Adam per layer group, stats reduced over the first group;
-// the persistent buffers are freed after the optimizer.
-// S3: zero.check_overflow groups [@fc1, @fc2, @fc3] {{.*}} divisor 8.000000e+00
-// S3-NEXT: zero.all_reduce overflow_norm %{{.*}} group @fc1
-// S3-NEXT: zero.update_loss_scale
-// S3-NEXT: zero.adam group @fc1
-// S3-NEXT: zero.adam group @fc2
-// S3-NEXT: zero.adam group @fc3
-// S3-NEXT: zero.free %{{.*}} {zero.post_step}
-// S3-NOT: zero.all_gather
+// -----
 
-// UNPART: zero-optimizer needs a partitioned train step
-// TWICE: already has an optimizer step
+// Stage 1 with 2 accumulation steps on 2 ranks (global batch 8 = 2 rows x
+// 2 ranks x 2): the divisor is 2 x 2 = 4, and the step goes before the
+// post-step gather that zero-param-gather already emitted.
+zero.param @a : tensor<4xf32> init zeros
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 4 padded 4 params [@a] offsets [0]
+// CHECK-LABEL: zero.train_step @accumulate
+// CHECK: zero.reduce_scatter group @flat in grads [0, 4) {zero.boundary}
+// CHECK-NEXT: zero.loss_scale
+// CHECK-NEXT: zero.check_overflow {{.*}} divisor 4.000000e+00 {zero.boundary}
+// CHECK: zero.adam group @flat {{.*}} divisor 4.000000e+00 {zero.boundary}
+// CHECK-NEXT: zero.all_gather group @flat in params [0, 4) {zero.boundary, zero.post_step}
+// CHECK-NEXT: zero.return
+zero.train_step @accumulate(%x: tensor<2x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 8, accumulation_steps = 2> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %ga = nn.fill 1.0 : tensor<4xf32>
+  zero.grad @a, %ga : tensor<4xf32>
+  zero.reduce_scatter group @flat in grads [0, 4) {zero.boundary}
+  zero.all_gather group @flat in params [0, 4) {zero.boundary, zero.post_step}
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Stage 3: one overflow pass over every group, the stats reduced over the
+// first group, one Adam per group, all before the post-step free of a
+// persistent gather.
+zero.param @l0.w : tensor<4xf32> init zeros
+zero.param @l1.w : tensor<4xf32> init zeros
+zero.partition @l0 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@l0.w] offsets [0]
+zero.partition @l1 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@l1.w] offsets [0]
+// CHECK-LABEL: zero.train_step @stage3
+// CHECK: zero.check_overflow groups [@l0, @l1] scale %{{.*}} divisor 2.000000e+00
+// CHECK-NEXT: zero.all_reduce overflow_norm %{{.*}} group @l0
+// CHECK-NEXT: zero.update_loss_scale
+// CHECK-NEXT: zero.adam group @l0
+// CHECK-NEXT: zero.adam group @l1
+// CHECK-NEXT: zero.free %{{.*}} {zero.post_step}
+// CHECK-NEXT: zero.return
+zero.train_step @stage3(%x: tensor<2x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> {
+  %full = zero.all_gather group @l0 {zero.persistent} : tensor<4xf32>
+  %w = zero.get_param @l0.w from %full : tensor<4xf32> -> tensor<4xf32>
+  %loss = nn.fill 0.0 : tensor<f32>
+  %g1 = nn.fill 1.0 : tensor<4xf32>
+  zero.grad @l1.w, %g1 : tensor<4xf32>
+  zero.reduce_scatter group @l1 [0, 4) from %g1 at [0] : tensor<4xf32>
+  zero.free %g1 : tensor<4xf32>
+  %g0 = nn.fill 1.0 : tensor<4xf32>
+  zero.grad @l0.w, %g0 : tensor<4xf32>
+  zero.reduce_scatter group @l0 [0, 4) from %g0 at [0] : tensor<4xf32>
+  zero.free %g0 : tensor<4xf32>
+  zero.free %full {zero.post_step} : tensor<4xf32>
+  zero.return %loss : tensor<f32>
+}

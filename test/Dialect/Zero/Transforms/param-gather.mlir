@@ -1,95 +1,269 @@
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=2 world-size=4" --zero-grad-sync --zero-optimizer --zero-param-gather="allgather-bucket-size=100000" | FileCheck %s --check-prefix=S2
-// The optimizer may also run after the gathers: it goes before them.
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=1 world-size=4" --zero-grad-sync --zero-param-gather="allgather-bucket-size=100000" --zero-optimizer | FileCheck %s --check-prefix=S2
-// RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-autodiff --zero-partition="stage=0 world-size=4" --zero-grad-sync --zero-param-gather --zero-optimizer | FileCheck %s --check-prefix=S0
-// RUN: zero-model-gen gpt2 --layers 2 --hidden 64 --heads 4 --vocab 256 --seq 32 --batch 8 | zero-opt --zero-autodiff --zero-partition="stage=3 world-size=4" --zero-param-gather | FileCheck %s --check-prefix=PERSIST
-// RUN: zero-model-gen gpt2 --layers 2 --hidden 64 --heads 4 --vocab 256 --seq 32 --batch 8 | zero-opt --zero-autodiff --zero-partition="stage=3 world-size=4" --zero-param-gather="param-persistence-threshold=1000 max-reuse-distance=0" | FileCheck %s --check-prefix=REGATHER
-// RUN: zero-model-gen gpt2 --layers 2 --hidden 64 --heads 4 --vocab 256 --seq 32 --batch 8 | zero-opt --zero-autodiff --zero-partition="stage=3 world-size=4" --zero-param-gather="param-persistence-threshold=1000 max-reuse-distance=60000" | FileCheck %s --check-prefix=REUSE
-// RUN: zero-model-gen gpt2 --layers 2 --hidden 64 --heads 4 --vocab 256 --seq 32 --batch 8 | zero-opt --zero-autodiff --zero-partition="stage=3 world-size=4" --zero-param-gather="param-persistence-threshold=1000" | FileCheck %s --check-prefix=KEEP
+// RUN: zero-opt %s -split-input-file --zero-param-gather | FileCheck %s --check-prefix=DEF
+// RUN: zero-opt %s -split-input-file --zero-param-gather="allgather-bucket-size=20" | FileCheck %s --check-prefix=B20
+// RUN: zero-opt %s -split-input-file --zero-param-gather="param-persistence-threshold=22" | FileCheck %s --check-prefix=T22
+// RUN: zero-opt %s -split-input-file --zero-param-gather="param-persistence-threshold=21 max-reuse-distance=23" | FileCheck %s --check-prefix=R23
+// RUN: zero-opt %s -split-input-file --zero-param-gather="param-persistence-threshold=21 max-reuse-distance=24" | FileCheck %s --check-prefix=R24
+// RUN: not zero-opt %s -split-input-file --zero-param-gather="allgather-bucket-size=0" 2>&1 | FileCheck %s --check-prefix=BAD
 
-// Stages 1-2: the updated 16-bit parameters are gathered in place after the
-// optimizer step, in buckets of allgather-bucket-size.
-// S2: zero.grad @fc1.weight
-// S2-NOT: zero.all_gather
-// S2: zero.adam group @flat
-// S2-NEXT: zero.all_gather group @flat in params [0, 100000) {zero.boundary, zero.post_step}
-// S2-NEXT: zero.all_gather group @flat in params [100000, 200000) {zero.boundary, zero.post_step}
-// S2-NEXT: zero.all_gather group @flat in params [200000, 269322) {zero.boundary, zero.post_step}
-// S2-NEXT: zero.return
+// BAD: error: zero-param-gather: allgather-bucket-size must be positive, got 0
 
-// S0-NOT: zero.all_gather
-// S0: zero.adam
-// S0-NOT: zero.all_gather
+// Stages 1-2: after the optimizer step, the updated parameters (51 elements
+// of the two-layer MLP) are gathered in place in buckets of
+// allgather-bucket-size, tagged post-step and boundary. Input: after
+// zero-grad-sync and zero-optimizer.
+zero.param @fc1.weight : tensor<4x6xf32> init normal std 0.5
+zero.param @fc1.bias : tensor<6xf32> init zeros
+zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
+zero.param @fc2.bias : tensor<3xf32> init zeros
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 51 padded 52 params [@fc1.weight, @fc1.bias, @fc2.weight, @fc2.bias] offsets [0, 24, 30, 48]
+// DEF-LABEL: zero.train_step @stage2
+// DEF: zero.adam group @flat
+// DEF-NEXT: zero.all_gather group @flat in params [0, 51) {zero.boundary, zero.post_step}
+// DEF-NEXT: zero.return
+// B20-LABEL: zero.train_step @stage2
+// B20-NOT: zero.all_gather
+// B20: zero.adam group @flat
+// B20-NEXT: zero.all_gather group @flat in params [0, 20) {zero.boundary, zero.post_step}
+// B20-NEXT: zero.all_gather group @flat in params [20, 40) {zero.boundary, zero.post_step}
+// B20-NEXT: zero.all_gather group @flat in params [40, 51) {zero.boundary, zero.post_step}
+// B20-NEXT: zero.return
+zero.train_step @stage2(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8> {
+  %0 = zero.get_param @fc1.weight : tensor<4x6xf32>
+  %1 = nn.matmul %x, %0 : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  %2 = zero.get_param @fc1.bias : tensor<6xf32>
+  %3 = nn.add %1, %2 : tensor<4x6xf32>, tensor<6xf32>
+  %4 = nn.relu %3 : tensor<4x6xf32>
+  %5 = zero.get_param @fc2.weight : tensor<6x3xf32>
+  %6 = nn.matmul %4, %5 : tensor<4x6xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+  %7 = zero.get_param @fc2.bias : tensor<3xf32>
+  %8 = nn.add %6, %7 : tensor<4x3xf32>, tensor<3xf32>
+  %loss = nn.softmax_cross_entropy %8, %y : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+  %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+  %11 = nn.softmax_cross_entropy_grad %8, %y, %seed : tensor<4x3xf32>, tensor<4xi64>, tensor<f32>
+  %g2b = nn.reduce_sum %11 : tensor<4x3xf32> -> tensor<3xf32>
+  zero.grad @fc2.bias, %g2b : tensor<3xf32>
+  %13 = nn.matmul %11, %5 transpose_rhs : tensor<4x3xf32>, tensor<6x3xf32> -> tensor<4x6xf32>
+  %g2w = nn.matmul %4, %11 transpose_lhs : tensor<4x6xf32>, tensor<4x3xf32> -> tensor<6x3xf32>
+  zero.grad @fc2.weight, %g2w : tensor<6x3xf32>
+  %15 = nn.relu_grad %4, %13 : tensor<4x6xf32>
+  %g1b = nn.reduce_sum %15 : tensor<4x6xf32> -> tensor<6xf32>
+  zero.grad @fc1.bias, %g1b : tensor<6xf32>
+  %g1w = nn.matmul %x, %15 transpose_lhs : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  zero.grad @fc1.weight, %g1w : tensor<4x6xf32>
+  zero.reduce_scatter group @flat [0, 51) from %g1w, %g1b, %g2w, %g2b at [0, 0, 0, 0] : tensor<4x6xf32>, tensor<6xf32>, tensor<6x3xf32>, tensor<3xf32>
+  zero.free %g1w : tensor<4x6xf32>
+  zero.free %g1b : tensor<6xf32>
+  zero.free %g2w : tensor<6x3xf32>
+  zero.free %g2b : tensor<3xf32>
+  %s = zero.loss_scale {zero.boundary} : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 {zero.boundary} : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat {zero.boundary} : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g {zero.boundary} : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
+  zero.return %loss : tensor<f32>
+}
 
-// Stage 3 defaults: every group of this small model is below DeepSpeed's
-// persistence threshold (1e5): gathered once at the top, freed at the end.
-// PERSIST: zero.train_step
-// PERSIST-NEXT: %[[WTE:.*]] = zero.all_gather group @wte_1 {zero.persistent} : tensor<16384xf32>
-// PERSIST-NEXT: %[[WPE:.*]] = zero.all_gather group @wpe_1 {zero.persistent}
-// PERSIST-NEXT: %[[H0:.*]] = zero.all_gather group @h.0 {zero.persistent} : tensor<49984xf32>
-// PERSIST-NEXT: %[[H1:.*]] = zero.all_gather group @h.1 {zero.persistent}
-// PERSIST-NEXT: %[[LNF:.*]] = zero.all_gather group @ln_f {zero.persistent}
-// PERSIST-NEXT: zero.get_param @wte from %[[WTE]] : tensor<16384xf32> -> tensor<256x64xf32>
-// PERSIST-NOT: zero.all_gather
-// PERSIST-NOT: zero.free %[[H0]]
-// PERSIST: zero.grad @wte
-// PERSIST: zero.free %[[LNF]] {zero.post_step}
-// PERSIST-NEXT: zero.free %[[H1]] {zero.post_step}
-// PERSIST-NEXT: zero.free %[[H0]] {zero.post_step}
-// PERSIST-NEXT: zero.free %[[WPE]] {zero.post_step}
-// PERSIST-NEXT: zero.free %[[WTE]] {zero.post_step}
-// PERSIST-NEXT: zero.return
+// -----
 
-// max-reuse-distance=0: each layer is gathered before its first forward use,
-// freed after its last forward use, and gathered again in the backward with
-// fresh views. The tied wte is gathered for the embedding and again for the
-// LM head; ln_f (128 elements) stays persistent.
-// REGATHER: %[[LNF:.*]] = zero.all_gather group @ln_f {zero.persistent}
-// REGATHER-NEXT: %[[WTE0:.*]] = zero.all_gather group @wte_1 :
-// REGATHER-NEXT: zero.get_param @wte from %[[WTE0]]
-// REGATHER-NEXT: nn.embedding
-// REGATHER-NEXT: zero.free %[[WTE0]]
-// REGATHER: %[[H0:.*]] = zero.all_gather group @h.0 :
-// REGATHER-NEXT: zero.get_param @h.0.ln_1.weight from %[[H0]]
-// REGATHER: zero.get_param @h.0.mlp.c_proj.bias from %[[H0]]
-// REGATHER-NEXT: nn.add
-// REGATHER-NEXT: zero.free %[[H0]]
-// REGATHER-NEXT: nn.add
-// REGATHER-NEXT: %[[H1:.*]] = zero.all_gather group @h.1 :
-// REGATHER: zero.free %[[H1]]
-// REGATHER: zero.get_param @ln_f.weight from %[[LNF]]
-// REGATHER: %[[WTE1:.*]] = zero.all_gather group @wte_1 :
-// REGATHER-NEXT: zero.get_param @wte from %[[WTE1]]
-// REGATHER-NEXT: nn.matmul
-// REGATHER: nn.fill 1.000000e+00 {zero.loss_seed}
-// The LM head's backward follows at once: same buffer.
-// REGATHER: nn.matmul %{{.*}}, %{{.*}} :
-// REGATHER-NEXT: zero.free %[[WTE1]]
-// REGATHER: zero.grad @h.1.mlp.c_proj.bias
-// REGATHER-NEXT: %[[H1B:.*]] = zero.all_gather group @h.1 :
-// REGATHER-NEXT: %[[V:.*]] = zero.get_param @h.1.mlp.c_proj.weight from %[[H1B]]
-// REGATHER: nn.matmul %{{.*}}, %[[V]] transpose_rhs
-// REGATHER: zero.free %[[H1B]]
-// REGATHER: %[[H0B:.*]] = zero.all_gather group @h.0 :
-// REGATHER: zero.free %[[H0B]]
-// REGATHER-NOT: zero.all_gather
-// REGATHER: zero.free %[[LNF]] {zero.post_step}
-// REGATHER-NEXT: zero.return
+// Stage 1 before the optimizer has been emitted: the gathers go right before
+// zero.return (zero-optimizer will put its step in front of them).
+zero.param @fc1.weight : tensor<4x6xf32> init normal std 0.5
+zero.param @fc1.bias : tensor<6xf32> init zeros
+zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
+zero.param @fc2.bias : tensor<3xf32> init zeros
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 51 padded 52 params [@fc1.weight, @fc1.bias, @fc2.weight, @fc2.bias] offsets [0, 24, 30, 48]
+// B20-LABEL: zero.train_step @stage1
+// B20: zero.reduce_scatter group @flat in grads [0, 51) {zero.boundary}
+// B20-NEXT: zero.all_gather group @flat in params [0, 20) {zero.boundary, zero.post_step}
+// B20-NEXT: zero.all_gather group @flat in params [20, 40) {zero.boundary, zero.post_step}
+// B20-NEXT: zero.all_gather group @flat in params [40, 51) {zero.boundary, zero.post_step}
+// B20-NEXT: zero.return
+zero.train_step @stage1(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 8> {
+  %0 = zero.get_param @fc1.weight : tensor<4x6xf32>
+  %1 = nn.matmul %x, %0 : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  %2 = zero.get_param @fc1.bias : tensor<6xf32>
+  %3 = nn.add %1, %2 : tensor<4x6xf32>, tensor<6xf32>
+  %4 = nn.relu %3 : tensor<4x6xf32>
+  %5 = zero.get_param @fc2.weight : tensor<6x3xf32>
+  %6 = nn.matmul %4, %5 : tensor<4x6xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+  %7 = zero.get_param @fc2.bias : tensor<3xf32>
+  %8 = nn.add %6, %7 : tensor<4x3xf32>, tensor<3xf32>
+  %loss = nn.softmax_cross_entropy %8, %y : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+  %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+  %11 = nn.softmax_cross_entropy_grad %8, %y, %seed : tensor<4x3xf32>, tensor<4xi64>, tensor<f32>
+  %g2b = nn.reduce_sum %11 : tensor<4x3xf32> -> tensor<3xf32>
+  zero.grad @fc2.bias, %g2b : tensor<3xf32>
+  %13 = nn.matmul %11, %5 transpose_rhs : tensor<4x3xf32>, tensor<6x3xf32> -> tensor<4x6xf32>
+  %g2w = nn.matmul %4, %11 transpose_lhs : tensor<4x6xf32>, tensor<4x3xf32> -> tensor<6x3xf32>
+  zero.grad @fc2.weight, %g2w : tensor<6x3xf32>
+  %15 = nn.relu_grad %4, %13 : tensor<4x6xf32>
+  %g1b = nn.reduce_sum %15 : tensor<4x6xf32> -> tensor<6xf32>
+  zero.grad @fc1.bias, %g1b : tensor<6xf32>
+  %g1w = nn.matmul %x, %15 transpose_lhs : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  zero.grad @fc1.weight, %g1w : tensor<4x6xf32>
+  zero.reduce_scatter group @flat in grads [0, 51) {zero.boundary}
+  zero.return %loss : tensor<f32>
+}
 
-// max-reuse-distance=60000: between h.1's last forward use and its first
-// backward use only wte (16384) is used, so h.1 stays gathered; h.0 sees
-// h.1 + wte = 66368 > 60000 elements in between and is gathered again.
-// REUSE: %[[H0:.*]] = zero.all_gather group @h.0 :
-// REUSE: zero.free %[[H0]]
-// REUSE: %[[H1:.*]] = zero.all_gather group @h.1 :
-// REUSE-NOT: zero.free %[[H1]]
-// REUSE: nn.fill 1.000000e+00 {zero.loss_seed}
-// REUSE-NOT: zero.all_gather group @h.1
-// REUSE: zero.free %[[H1]]
-// REUSE: %[[H0B:.*]] = zero.all_gather group @h.0 :
-// REUSE: zero.free %[[H0B]]
+// -----
 
-// DeepSpeed's default reuse distance (1e9) keeps every layer of this model
-// alive from its forward to its backward: one gather per group.
-// KEEP-COUNT-5: zero.all_gather
-// KEEP-NOT: zero.all_gather
+// Stage 0: every rank holds every parameter: nothing to gather.
+zero.param @fc1.weight : tensor<4x6xf32> init normal std 0.5
+zero.param @fc1.bias : tensor<6xf32> init zeros
+zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
+zero.param @fc2.bias : tensor<3xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 51 padded 51 params [@fc1.weight, @fc1.bias, @fc2.weight, @fc2.bias] offsets [0, 24, 30, 48]
+// DEF-LABEL: zero.train_step @stage0
+// DEF-NOT: zero.all_gather
+// DEF: zero.return
+// B20-LABEL: zero.train_step @stage0
+// B20-NOT: zero.all_gather
+zero.train_step @stage0(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 8> {
+  %0 = zero.get_param @fc1.weight : tensor<4x6xf32>
+  %1 = nn.matmul %x, %0 : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  %2 = zero.get_param @fc1.bias : tensor<6xf32>
+  %3 = nn.add %1, %2 : tensor<4x6xf32>, tensor<6xf32>
+  %4 = nn.relu %3 : tensor<4x6xf32>
+  %5 = zero.get_param @fc2.weight : tensor<6x3xf32>
+  %6 = nn.matmul %4, %5 : tensor<4x6xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+  %7 = zero.get_param @fc2.bias : tensor<3xf32>
+  %8 = nn.add %6, %7 : tensor<4x3xf32>, tensor<3xf32>
+  %loss = nn.softmax_cross_entropy %8, %y : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+  %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+  %11 = nn.softmax_cross_entropy_grad %8, %y, %seed : tensor<4x3xf32>, tensor<4xi64>, tensor<f32>
+  %g2b = nn.reduce_sum %11 : tensor<4x3xf32> -> tensor<3xf32>
+  zero.grad @fc2.bias, %g2b : tensor<3xf32>
+  %13 = nn.matmul %11, %5 transpose_rhs : tensor<4x3xf32>, tensor<6x3xf32> -> tensor<4x6xf32>
+  %g2w = nn.matmul %4, %11 transpose_lhs : tensor<4x6xf32>, tensor<4x3xf32> -> tensor<6x3xf32>
+  zero.grad @fc2.weight, %g2w : tensor<6x3xf32>
+  %15 = nn.relu_grad %4, %13 : tensor<4x6xf32>
+  %g1b = nn.reduce_sum %15 : tensor<4x6xf32> -> tensor<6xf32>
+  zero.grad @fc1.bias, %g1b : tensor<6xf32>
+  %g1w = nn.matmul %x, %15 transpose_lhs : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  zero.grad @fc1.weight, %g1w : tensor<4x6xf32>
+  zero.all_reduce sum group @flat in grads [0, 51) {zero.boundary}
+  %s = zero.loss_scale {zero.boundary} : tensor<f32>
+  %g = zero.check_overflow groups [@flat] scale %s divisor 2.0 {zero.boundary} : tensor<2xf32>
+  %skip = zero.update_loss_scale %g {zero.boundary} : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Stage 3 on a three-layer MLP after autodiff and zero-partition (groups
+// fc1 30 elements padded to 32, fc2 42 -> 44, fc3 21 -> 24). fc1 is used in
+// the forward only (the input gradient is not computed); fc3 and fc2 are
+// used again in the backward (the input gradients of their layers).
+zero.param @fc1.weight : tensor<4x6xf32> init normal std 0.5
+zero.param @fc1.bias : tensor<6xf32> init zeros
+zero.param @fc2.weight : tensor<6x6xf32> init normal std 0.4
+zero.param @fc2.bias : tensor<6xf32> init zeros
+zero.param @fc3.weight : tensor<6x3xf32> init normal std 0.4
+zero.param @fc3.bias : tensor<3xf32> init zeros
+zero.partition @fc1 stage 3 world_size 2 alignment 2 numel 30 padded 32 params [@fc1.weight, @fc1.bias] offsets [0, 24]
+zero.partition @fc2 stage 3 world_size 2 alignment 2 numel 42 padded 44 params [@fc2.weight, @fc2.bias] offsets [0, 36]
+zero.partition @fc3 stage 3 world_size 2 alignment 2 numel 21 padded 24 params [@fc3.weight, @fc3.bias] offsets [0, 18]
+// Defaults: every group is below DeepSpeed's persistence threshold (1e5):
+// each is gathered once at the top and freed after the step.
+// DEF-LABEL: zero.train_step @stage3
+// DEF-NEXT: %[[F1:.*]] = zero.all_gather group @fc1 {zero.persistent} : tensor<32xf32>
+// DEF-NEXT: %[[F2:.*]] = zero.all_gather group @fc2 {zero.persistent} : tensor<44xf32>
+// DEF-NEXT: %[[F3:.*]] = zero.all_gather group @fc3 {zero.persistent} : tensor<24xf32>
+// DEF-NEXT: zero.get_param @fc1.weight from %[[F1]] : tensor<32xf32> -> tensor<4x6xf32>
+// DEF-NOT: zero.all_gather
+// DEF-NOT: zero.free
+// DEF: zero.grad @fc1.weight
+// DEF-NEXT: zero.free %[[F3]] {zero.post_step}
+// DEF-NEXT: zero.free %[[F2]] {zero.post_step}
+// DEF-NEXT: zero.free %[[F1]] {zero.post_step}
+// DEF-NEXT: zero.return
+
+// Threshold 22: only fc3 (21 elements) is persistent; fc1 and fc2 are
+// gathered before their first use and freed after their last (the default
+// reuse distance keeps fc2 from its forward to its backward).
+// T22-LABEL: zero.train_step @stage3
+// T22-NEXT: %[[F3:.*]] = zero.all_gather group @fc3 {zero.persistent}
+// T22-NEXT: %[[F1:.*]] = zero.all_gather group @fc1 : tensor<32xf32>
+// T22-NEXT: zero.get_param @fc1.weight from %[[F1]]
+// T22: zero.get_param @fc1.bias from %[[F1]]
+// T22-NEXT: nn.add
+// T22-NEXT: zero.free %[[F1]] : tensor<32xf32>
+// T22: %[[F2:.*]] = zero.all_gather group @fc2 : tensor<44xf32>
+// T22-NOT: zero.all_gather
+// T22: nn.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<4x6xf32>, tensor<6x6xf32>
+// T22: zero.free %[[F2]] : tensor<44xf32>
+// T22: zero.free %[[F3]] {zero.post_step}
+// T22-NEXT: zero.return
+
+// Threshold 21: nothing is persistent. Between fc2's last forward use and
+// its first backward use only fc3 (24 gathered elements) is used: a reuse
+// distance of 23 frees fc2 and gathers it again with fresh views, 24 keeps it.
+// R23-LABEL: zero.train_step @stage3
+// R23-NOT: zero.persistent
+// R23: %[[F2:.*]] = zero.all_gather group @fc2 : tensor<44xf32>
+// R23: zero.get_param @fc2.bias from %[[F2]]
+// R23-NEXT: nn.add
+// R23-NEXT: zero.free %[[F2]]
+// R23: %[[F3:.*]] = zero.all_gather group @fc3 : tensor<24xf32>
+// R23: zero.free %[[F3]]
+// R23: %[[F2B:.*]] = zero.all_gather group @fc2 : tensor<44xf32>
+// R23-NEXT: %[[V:.*]] = zero.get_param @fc2.weight from %[[F2B]]
+// R23-NEXT: nn.matmul %{{.*}}, %[[V]] transpose_rhs
+// R23-NEXT: zero.free %[[F2B]]
+// R23-NOT: zero.all_gather
+// R23: zero.return
+// R24-LABEL: zero.train_step @stage3
+// R24-COUNT-3: zero.all_gather
+// R24-NOT: zero.all_gather
+// R24: zero.return
+// Stage 3 has no post-step gathers.
+// B20-LABEL: zero.train_step @stage3
+zero.train_step @stage3(%arg0: tensor<4x4xf32>, %arg1: tensor<4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 8> {
+  %0 = zero.get_param @fc1.weight : tensor<4x6xf32>
+  %1 = nn.matmul %arg0, %0 : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  %2 = zero.get_param @fc1.bias : tensor<6xf32>
+  %3 = nn.add %1, %2 : tensor<4x6xf32>, tensor<6xf32>
+  %4 = nn.relu %3 : tensor<4x6xf32>
+  %5 = zero.get_param @fc2.weight : tensor<6x6xf32>
+  %6 = nn.matmul %4, %5 : tensor<4x6xf32>, tensor<6x6xf32> -> tensor<4x6xf32>
+  %7 = zero.get_param @fc2.bias : tensor<6xf32>
+  %8 = nn.add %6, %7 : tensor<4x6xf32>, tensor<6xf32>
+  %9 = nn.relu %8 : tensor<4x6xf32>
+  %10 = zero.get_param @fc3.weight : tensor<6x3xf32>
+  %11 = nn.matmul %9, %10 : tensor<4x6xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+  %12 = zero.get_param @fc3.bias : tensor<3xf32>
+  %13 = nn.add %11, %12 : tensor<4x3xf32>, tensor<3xf32>
+  %14 = nn.softmax_cross_entropy %13, %arg1 : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+  %15 = nn.fill 1.000000e+00 {zero.loss_seed} : tensor<f32>
+  %16 = nn.softmax_cross_entropy_grad %13, %arg1, %15 : tensor<4x3xf32>, tensor<4xi64>, tensor<f32>
+  %17 = nn.reduce_sum %16 : tensor<4x3xf32> -> tensor<3xf32>
+  zero.grad @fc3.bias, %17 : tensor<3xf32>
+  %18 = nn.matmul %16, %10 transpose_rhs : tensor<4x3xf32>, tensor<6x3xf32> -> tensor<4x6xf32>
+  %19 = nn.matmul %9, %16 transpose_lhs : tensor<4x6xf32>, tensor<4x3xf32> -> tensor<6x3xf32>
+  zero.grad @fc3.weight, %19 : tensor<6x3xf32>
+  %20 = nn.relu_grad %9, %18 : tensor<4x6xf32>
+  %21 = nn.reduce_sum %20 : tensor<4x6xf32> -> tensor<6xf32>
+  zero.grad @fc2.bias, %21 : tensor<6xf32>
+  %22 = nn.matmul %20, %5 transpose_rhs : tensor<4x6xf32>, tensor<6x6xf32> -> tensor<4x6xf32>
+  %23 = nn.matmul %4, %20 transpose_lhs : tensor<4x6xf32>, tensor<4x6xf32> -> tensor<6x6xf32>
+  zero.grad @fc2.weight, %23 : tensor<6x6xf32>
+  %24 = nn.relu_grad %4, %22 : tensor<4x6xf32>
+  %25 = nn.reduce_sum %24 : tensor<4x6xf32> -> tensor<6xf32>
+  zero.grad @fc1.bias, %25 : tensor<6xf32>
+  %26 = nn.matmul %arg0, %24 transpose_lhs : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+  zero.grad @fc1.weight, %26 : tensor<4x6xf32>
+  zero.return %14 : tensor<f32>
+}
