@@ -808,15 +808,16 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary) {
   };
   auto closeChunk = [&](bool more) {
     loc = step.getLoc();
-    for (Operation *op : chunkOps)
-      for (Value r : op->getResults()) {
-        auto it = ptrCache.find(r);
-        if (!more || it == ptrCache.end() ||
-            isa<LLVM::LLVMPointerType>(it->second.getType()))
-          continue;
-        LLVM::StoreOp::create(b, loc, it->second, slot(carried.size()));
-        carried.push_back({r, it->second.getType()});
-      }
+    if (more)
+      for (Operation *op : chunkOps)
+        for (Value r : op->getResults()) {
+          auto it = ptrCache.find(r);
+          if (it == ptrCache.end() ||
+              isa<LLVM::LLVMPointerType>(it->second.getType()))
+            continue;
+          LLVM::StoreOp::create(b, loc, it->second, slot(carried.size()));
+          carried.push_back({r, it->second.getType()});
+        }
     LLVM::ReturnOp::create(b, loc, ValueRange());
   };
 
@@ -941,6 +942,12 @@ struct ConvertZeroToRuntimePass
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (maxFunctionOps < 0) {
+      module.emitError("convert-zero-to-runtime: max-function-ops must be "
+                       ">= 0, got ")
+          << maxFunctionOps.getValue();
+      return signalPassFailure();
+    }
     auto steps = llvm::to_vector(module.getOps<TrainStepOp>());
     if (steps.size() != 1) {
       module.emitError("convert-zero-to-runtime: expected exactly one "
@@ -954,12 +961,6 @@ struct ConvertZeroToRuntimePass
     FailureOr<MemoryPlan> plan = computeMemoryPlan(*schedule);
     if (failed(plan))
       return signalPassFailure();
-    if (maxFunctionOps < 0) {
-      module.emitError("convert-zero-to-runtime: max-function-ops must be "
-                       ">= 0, got ")
-          << maxFunctionOps.getValue();
-      return signalPassFailure();
-    }
     if (failed(Lowering(module, *schedule, *plan, maxFunctionOps).run()))
       return signalPassFailure();
     // The model and its step now live in the program and its manifest.
