@@ -98,6 +98,26 @@ def sec_compile_time(r):
             "cost is part of every point)." % (
                 ops, t, exponent,
                 "linear" if exponent < 1.15 else "**superlinear**"))
+    goals = doc.get("goals")
+    if goals:
+        what = {
+            "params-10k": "`zero-opt --zero-pipeline=\"stage=3 world-size=8\"`"
+                          ", 10,000 parameter tensors",
+            "ops-20k": "`zero-compile --stage 3 --world-size 8` to an "
+                       "executable (pipeline, plan, verifier, lowering, LLVM "
+                       "code generation, link)",
+            "bucket-1": "`zero-verify-schedule` after `zero-plan-memory`, "
+                        "one gradient element per bucket"}
+        out += ["", "Cases with a goal (best of three runs, wall seconds; "
+                "for the verifier, its own time from `--mlir-timing`):",
+                "", "| case | step | ops in the step | seconds | goal | met |",
+                "|---|---|---:|---:|---:|---|"]
+        for g in goals:
+            goal = g.get("goal_seconds")
+            out.append("| %s | `%s` | %d | %.3f | %s | %s |" % (
+                what.get(g["case"], g["case"]), g["args"], g["step_ops"],
+                g["seconds"], "%g s" % goal if goal else "O(n log n)",
+                ok(goal, g["seconds"]) if goal else "-"))
     return "\n".join(out)
 
 

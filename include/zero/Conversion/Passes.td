@@ -28,7 +28,22 @@ def ConvertZeroToRuntimePass : Pass<"convert-zero-to-runtime", "::mlir::ModuleOp
 
     Views (`nn.reshape`, `zero.get_param`) become pointers; `zero.free` and
     `zero.grad` of in-place gradients emit nothing.
+
+    A phase longer than `max-function-ops` LLVM operations is split into
+    internal functions `zero_micro_step_<k>(ctx, carry)` (and
+    `zero_boundary_<k>`) of about that size, which the entry function calls
+    in order: LLVM's register allocator is superlinear in the size of a
+    function, so this keeps compile time linear in the step. Each function
+    recomputes its pointers; `carry` passes the few other values a later
+    function reads (the loss-scale skip flag). The calls run the same kernels
+    in the same order.
   }];
+  let options = [
+    Option<"maxFunctionOps", "max-function-ops", "int64_t",
+           /*default=*/"1000",
+           "LLVM operations per function before a phase is continued in the "
+           "next internal function (0: one function per phase)">,
+  ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 

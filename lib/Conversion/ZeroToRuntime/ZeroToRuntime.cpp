@@ -64,12 +64,17 @@ struct Storage {
 class Lowering {
 public:
   Lowering(ModuleOp module, const StepSchedule &schedule,
-           const MemoryPlan &plan)
-      : module(module), s(schedule), plan(plan), b(module.getContext()) {}
+           const MemoryPlan &plan, int64_t maxFunctionOps)
+      : module(module), s(schedule), plan(plan), maxFunctionOps(maxFunctionOps),
+        b(module.getContext()) {}
 
   LogicalResult run();
 
 private:
+  /// Lowers the ops of one phase (micro step or boundary) into `entry`,
+  /// through internal functions of about `maxFunctionOps` operations each.
+  LogicalResult lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary);
+
   // Declarations and constants.
   /// Calls runtime function `name`, declared with the type of the runtime's
   /// ABI table; a call the table does not allow is an error on the op being
@@ -122,6 +127,7 @@ private:
   ModuleOp module;
   const StepSchedule &s;
   const MemoryPlan &plan;
+  int64_t maxFunctionOps;
   OpBuilder b;
   Location loc = UnknownLoc::get(module.getContext());
   Value ctx;
@@ -609,6 +615,115 @@ std::string Lowering::buildManifest() {
   return out;
 }
 
+namespace {
+/// Counts the operations a builder inserts.
+struct OpCounter : public OpBuilder::Listener {
+  void notifyOperationInserted(Operation *, OpBuilder::InsertPoint) override {
+    ++count;
+  }
+  int64_t count = 0;
+};
+} // namespace
+
+LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary) {
+  // LLVM's register allocator is superlinear in the size of a function, so a
+  // long phase becomes a sequence of internal functions `<entry>_<k>(ctx,
+  // carry)` that the entry calls in order. Pointers are recomputed in each
+  // function; other lowered values a later function reads (the loss-scale
+  // skip flag) are passed through `carry`, one 8-byte slot each.
+  TrainStepOp step = s.getStep();
+  Block *entryBody = &entry.getBody().front();
+  auto chunkType = LLVM::LLVMFunctionType::get(
+      LLVM::LLVMVoidType::get(b.getContext()), {ptrType(), ptrType()});
+  SmallVector<LLVM::LLVMFuncOp> chunks;
+  SmallVector<std::pair<Value, Type>> carried;
+  SmallVector<Operation *> chunkOps;
+  Value carry;
+  auto slot = [&](size_t i) -> Value {
+    return LLVM::GEPOp::create(b, loc, ptrType(), b.getI64Type(), carry,
+                               ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(i)});
+  };
+  OpCounter counter;
+  b.setListener(&counter);
+  auto openChunk = [&] {
+    b.setInsertionPointToEnd(module.getBody());
+    auto fn = LLVM::LLVMFuncOp::create(
+        b, step.getLoc(), (entry.getName() + "_" + Twine(chunks.size())).str(),
+        chunkType, LLVM::Linkage::Internal);
+    chunks.push_back(fn);
+    Block *body = fn.addEntryBlock(b);
+    b.setInsertionPointToEnd(body);
+    ctx = body->getArgument(0);
+    carry = body->getArgument(1);
+    ptrCache.clear();
+    chunkOps.clear();
+    loc = step.getLoc();
+    for (auto [i, value] : llvm::enumerate(carried))
+      ptrCache[value.first] =
+          LLVM::LoadOp::create(b, loc, value.second, slot(i));
+    counter.count = 0;
+  };
+  auto closeChunk = [&](bool more) {
+    loc = step.getLoc();
+    if (more)
+      for (Operation *op : chunkOps)
+        for (Value r : op->getResults()) {
+          auto it = ptrCache.find(r);
+          if (it == ptrCache.end() ||
+              isa<LLVM::LLVMPointerType>(it->second.getType()))
+            continue;
+          LLVM::StoreOp::create(b, loc, it->second, slot(carried.size()));
+          carried.push_back({r, it->second.getType()});
+        }
+    LLVM::ReturnOp::create(b, loc, ValueRange());
+  };
+
+  // The loss is recorded by the micro step; the terminator's position in the
+  // boundary function does not matter.
+  openChunk();
+  for (Operation &op : step.getBodyBlock()) {
+    bool opBoundary = op.hasAttr("zero.boundary");
+    if (isa<ReturnOp>(op))
+      opBoundary = false;
+    if (opBoundary != isBoundary)
+      continue;
+    if (maxFunctionOps > 0 && counter.count >= maxFunctionOps) {
+      closeChunk(/*more=*/true);
+      openChunk();
+    }
+    if (failed(lowerOp(&op)) || callFailed) {
+      b.setListener(nullptr);
+      return failure();
+    }
+    chunkOps.push_back(&op);
+  }
+  closeChunk(/*more=*/false);
+  b.setListener(nullptr);
+
+  // A phase that fits in one function is emitted as the entry itself.
+  loc = step.getLoc();
+  if (chunks.size() == 1) {
+    Block &body = chunks.front().getBody().front();
+    body.getArgument(0).replaceAllUsesWith(entryBody->getArgument(0));
+    entryBody->getOperations().splice(entryBody->end(), body.getOperations());
+    chunks.front().erase();
+    return success();
+  }
+  b.setInsertionPointToEnd(entryBody);
+  Value carryArray;
+  if (carried.empty()) {
+    carryArray = LLVM::ZeroOp::create(b, loc, ptrType());
+  } else {
+    auto arrayType = LLVM::LLVMArrayType::get(b.getI64Type(), carried.size());
+    carryArray = LLVM::AllocaOp::create(b, loc, ptrType(), arrayType, i64(1));
+  }
+  for (LLVM::LLVMFuncOp fn : chunks)
+    LLVM::CallOp::create(b, loc, fn,
+                         ValueRange{entryBody->getArgument(0), carryArray});
+  LLVM::ReturnOp::create(b, loc, ValueRange());
+  return success();
+}
+
 LogicalResult Lowering::run() {
   TrainStepOp step = s.getStep();
   for (const ArenaBuffer &buf : plan.buffers) {
@@ -637,28 +752,11 @@ LogicalResult Lowering::run() {
                                         fnType);
   auto boundary = LLVM::LLVMFuncOp::create(b, step.getLoc(), "zero_boundary",
                                            fnType);
-  Block *microBody = micro.addEntryBlock(b);
-  Block *boundaryBody = boundary.addEntryBlock(b);
-
-  // The loss is recorded by the micro step; the terminator's position in the
-  // boundary function does not matter.
-  for (bool isBoundary : {false, true}) {
-    Block *body = isBoundary ? boundaryBody : microBody;
-    b.setInsertionPointToEnd(body);
-    ctx = body->getArgument(0);
-    ptrCache.clear();
-    for (Operation &op : step.getBodyBlock()) {
-      bool opBoundary = op.hasAttr("zero.boundary");
-      if (isa<ReturnOp>(op))
-        opBoundary = false;
-      if (opBoundary != isBoundary)
-        continue;
-      if (failed(lowerOp(&op)) || callFailed)
-        return failure();
-    }
-    loc = step.getLoc();
-    LLVM::ReturnOp::create(b, loc, ValueRange());
-  }
+  micro.addEntryBlock(b);
+  boundary.addEntryBlock(b);
+  if (failed(lowerPhase(micro, /*isBoundary=*/false)) ||
+      failed(lowerPhase(boundary, /*isBoundary=*/true)))
+    return failure();
 
   // The manifest and the program descriptor.
   std::string manifest = buildManifest();
@@ -701,6 +799,12 @@ struct ConvertZeroToRuntimePass
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (maxFunctionOps < 0) {
+      module.emitError("convert-zero-to-runtime: max-function-ops must be "
+                       ">= 0, got ")
+          << maxFunctionOps.getValue();
+      return signalPassFailure();
+    }
     auto steps = llvm::to_vector(module.getOps<TrainStepOp>());
     if (steps.size() != 1) {
       module.emitError("convert-zero-to-runtime: expected exactly one "
@@ -714,7 +818,7 @@ struct ConvertZeroToRuntimePass
     FailureOr<MemoryPlan> plan = computeMemoryPlan(*schedule);
     if (failed(plan))
       return signalPassFailure();
-    if (failed(Lowering(module, *schedule, *plan).run()))
+    if (failed(Lowering(module, *schedule, *plan, maxFunctionOps).run()))
       return signalPassFailure();
     // The model and its step now live in the program and its manifest.
     for (Operation &op : llvm::make_early_inc_range(*module.getBody()))

@@ -253,7 +253,8 @@ LogicalResult Planner::run(MemoryPlan &plan) {
     if (value)
       elemBytes = getElementBytes(
           cast<RankedTensorType>(value.getType()).getElementType());
-    SmallVector<std::pair<int64_t, int64_t>> freed; // [begin, end) in bytes
+    // [begin, end) in bytes, disjoint and non-empty: a slice is freed once.
+    std::map<int64_t, int64_t> freed;
     auto it = value ? frees.find(value) : frees.end();
     if (it != frees.end()) {
       for (auto [f, at] : it->second) {
@@ -264,29 +265,30 @@ LogicalResult Planner::run(MemoryPlan &plan) {
         }
         // Slices already freed are skipped (the verifier rejects double
         // frees); the remainder of this range ends here.
-        SmallVector<std::pair<int64_t, int64_t>> rest = {{fb, fe}};
-        for (auto [ob, oe] : freed) {
-          SmallVector<std::pair<int64_t, int64_t>> next;
-          for (auto [rb, re] : rest) {
-            if (oe <= rb || ob >= re) {
-              next.push_back({rb, re});
-              continue;
-            }
-            if (rb < ob)
-              next.push_back({rb, ob});
-            if (oe < re)
-              next.push_back({oe, re});
-          }
-          rest = next;
+        auto o = freed.upper_bound(fb);
+        if (o != freed.begin() && std::prev(o)->second > fb)
+          --o;
+        if (fb == fe) {
+          // An empty buffer's free: one empty piece.
+          b.pieces.push_back({fb, 0, start, at});
+          continue;
         }
+        SmallVector<std::pair<int64_t, int64_t>> rest;
+        int64_t cursor = fb;
+        for (; o != freed.end() && o->first < fe; ++o) {
+          if (o->first > cursor)
+            rest.push_back({cursor, o->first});
+          cursor = std::max(cursor, o->second);
+        }
+        if (cursor < fe)
+          rest.push_back({cursor, fe});
         for (auto [rb, re] : rest) {
           b.pieces.push_back({rb, re - rb, start, at});
-          freed.push_back({rb, re});
+          freed[rb] = re;
         }
       }
     }
     // What was never freed explicitly ends at the last use.
-    llvm::sort(freed);
     int64_t cursor = 0;
     for (auto [fb, fe] : freed) {
       if (fb > cursor)

@@ -12,6 +12,7 @@
 #include "zero/Dialect/Zero/Analysis/Passes.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <map>
@@ -141,7 +142,20 @@ LogicalResult ScheduleVerifier::checkTokens() {
     std::optional<BufferKind> buffer; // persistent buffer written or read
     ElementRange range;                      // of the layout
   };
+  // In issue order; a waited entry is cleared, not erased, so that indices
+  // stay valid.
   SmallVector<Pending> pending;
+  DenseMap<Operation *, size_t> pendingIndex;
+  // Entries on each persistent buffer, and the source reads of each root, so
+  // that an access looks only at the collectives it could conflict with.
+  DenseMap<std::pair<Operation *, unsigned>, SmallVector<size_t, 2>>
+      pendingOnBuffer;
+  struct SourceRead {
+    size_t pending;
+    Value source;
+    ElementRange range;
+  };
+  DenseMap<Value, SmallVector<SourceRead, 2>> pendingReadsOf;
   DenseMap<Value, Operation *> resultPendingUntil; // value -> its collective
 
   auto findGroup = [&](SymbolRefAttr ref) {
@@ -165,11 +179,13 @@ LogicalResult ScheduleVerifier::checkTokens() {
     // Accesses to persistent buffers or sources of collectives in flight.
     auto conflict = [&](PartitionOp group, BufferKind kind, ElementRange r,
                         StringRef what) -> LogicalResult {
-      for (Pending &p : pending) {
-        if (p.group != group || !p.buffer)
-          continue;
-        bool sameBuffer = *p.buffer == kind;
-        if (sameBuffer && overlaps(p.range, r)) {
+      auto it = pendingOnBuffer.find(
+          {group.getOperation(), static_cast<unsigned>(kind)});
+      if (it == pendingOnBuffer.end())
+        return success();
+      for (size_t i : it->second) {
+        Pending &p = pending[i];
+        if (overlaps(p.range, r)) {
           InFlightDiagnostic d = op.emitOpError()
                                  << what << " " << describe(group, r)
                                  << " while an asynchronous collective on "
@@ -212,14 +228,15 @@ LogicalResult ScheduleVerifier::checkTokens() {
       if (f.getOffset() && root == f.getBuffer())
         freedRange = {static_cast<int64_t>(*f.getOffset()),
                       static_cast<int64_t>(*f.getOffset() + *f.getSize())};
-      for (Pending &p : pending)
-        for (auto [src, r] : sourceReads(p.op))
-          if (getViewRoot(src) == root &&
-              (src != root || overlaps(r, freedRange))) {
+      auto reads = pendingReadsOf.find(root);
+      if (reads != pendingReadsOf.end())
+        for (const SourceRead &read : reads->second)
+          if (read.source != root || overlaps(read.range, freedRange)) {
             InFlightDiagnostic d = op.emitOpError(
                 "frees a gradient that an asynchronous reduction still reads "
                 "(free it after the zero.wait of its token)");
-            d.attachNote(p.op->getLoc()) << "reduction issued here";
+            d.attachNote(pending[read.pending].op->getLoc())
+                << "reduction issued here";
             return failure();
           }
       if (resultPendingUntil.count(root)) {
@@ -230,7 +247,20 @@ LogicalResult ScheduleVerifier::checkTokens() {
 
     if (auto wait = dyn_cast<WaitOp>(op)) {
       Operation *issuer = wait.getToken().getDefiningOp();
-      llvm::erase_if(pending, [&](Pending &p) { return p.op == issuer; });
+      auto it = pendingIndex.find(issuer);
+      if (it != pendingIndex.end()) {
+        size_t i = it->second;
+        Pending &p = pending[i];
+        if (p.buffer)
+          llvm::erase(pendingOnBuffer[{p.group.getOperation(),
+                                       static_cast<unsigned>(*p.buffer)}],
+                      i);
+        for (auto [src, r] : sourceReads(p.op))
+          llvm::erase_if(
+              pendingReadsOf[getViewRoot(src)],
+              [&](const SourceRead &read) { return read.pending == i; });
+        pendingIndex.erase(it);
+      }
       for (Value r : issuer->getResults())
         resultPendingUntil.erase(r);
       continue;
@@ -283,14 +313,54 @@ LogicalResult ScheduleVerifier::checkTokens() {
       p.buffer = BufferKind::grads;
       p.range = {0, p.group.getNumelValue()};
     }
+    size_t i = pending.size();
+    pendingIndex[&op] = i;
+    if (p.buffer)
+      pendingOnBuffer[{p.group.getOperation(),
+                       static_cast<unsigned>(*p.buffer)}]
+          .push_back(i);
+    for (auto [src, r] : sourceReads(&op))
+      pendingReadsOf[getViewRoot(src)].push_back({i, src, r});
     pending.push_back(p);
   }
   return success();
 }
 
+namespace {
+/// The ranges of one buffer freed so far. They are disjoint (a second free of
+/// an element is rejected), so those overlapping a range are found in
+/// O(log n) by their begin.
+class FreedRanges {
+public:
+  struct Freed {
+    ElementRange range;
+    mutable FreeOp op;
+    size_t order;
+  };
+  /// The earliest free overlapping `r`, or null.
+  const Freed *findFirstOverlap(ElementRange r) const {
+    auto it = byBegin.upper_bound(r.first);
+    if (it != byBegin.begin())
+      --it;
+    const Freed *first = nullptr;
+    for (; it != byBegin.end() && it->first < r.second; ++it)
+      if (overlaps(it->second.range, r) &&
+          (!first || it->second.order < first->order))
+        first = &it->second;
+    return first;
+  }
+  void add(ElementRange r, FreeOp op) {
+    byBegin.insert({r.first, Freed{r, op, byBegin.size()}});
+  }
+
+private:
+  std::multimap<int64_t, Freed> byBegin;
+};
+} // namespace
+
 LogicalResult ScheduleVerifier::checkFrees() {
   Block &body = schedule.getStep().getBodyBlock();
-  DenseMap<Value, SmallVector<std::pair<ElementRange, FreeOp>>> freed;
+  DenseMap<Value, FreedRanges> freed;
   for (Operation &op : body) {
     if (auto f = dyn_cast<FreeOp>(op)) {
       Value root = getViewRoot(f.getBuffer());
@@ -302,22 +372,25 @@ LogicalResult ScheduleVerifier::checkFrees() {
       if (f.getOffset())
         r = {static_cast<int64_t>(*f.getOffset()),
              static_cast<int64_t>(*f.getOffset() + *f.getSize())};
-      for (auto [prev, prevOp] : freed[root])
-        if (overlaps(prev, r)) {
-          InFlightDiagnostic d = op.emitOpError("frees elements [")
-                                 << std::max(prev.first, r.first) << ", "
-                                 << std::min(prev.second, r.second)
-                                 << ") a second time";
-          d.attachNote(prevOp.getLoc()) << "first freed here";
-          return failure();
-        }
-      freed[root].push_back({r, f});
+      FreedRanges &ranges = freed[root];
+      if (const FreedRanges::Freed *prev = ranges.findFirstOverlap(r)) {
+        InFlightDiagnostic d = op.emitOpError("frees elements [")
+                               << std::max(prev->range.first, r.first) << ", "
+                               << std::min(prev->range.second, r.second)
+                               << ") a second time";
+        d.attachNote(prev->op.getLoc()) << "first freed here";
+        return failure();
+      }
+      ranges.add(r, f);
       continue;
     }
     // What each operand reads.
     SmallVector<std::pair<Value, ElementRange>> reads = sourceReads(&op);
+    llvm::SmallDenseSet<Value, 8> seen;
+    for (auto &read : reads)
+      seen.insert(read.first);
     for (Value operand : op.getOperands()) {
-      if (llvm::any_of(reads, [&](auto &r) { return r.first == operand; }))
+      if (!seen.insert(operand).second)
         continue;
       int64_t n = isa<RankedTensorType>(operand.getType())
                       ? cast<RankedTensorType>(operand.getType()).getNumElements()
@@ -329,13 +402,11 @@ LogicalResult ScheduleVerifier::checkFrees() {
       auto it = root ? freed.find(root) : freed.end();
       if (it == freed.end())
         continue;
-      for (auto [prev, prevOp] : it->second) {
-        // Views cover all of their root.
-        ElementRange used = root == v ? r : ElementRange{0, INT64_MAX};
-        if (!overlaps(prev, used))
-          continue;
+      // Views cover all of their root.
+      ElementRange used = root == v ? r : ElementRange{0, INT64_MAX};
+      if (const FreedRanges::Freed *prev = it->second.findFirstOverlap(used)) {
         InFlightDiagnostic d = op.emitOpError("uses a buffer after zero.free");
-        d.attachNote(prevOp.getLoc()) << "freed here";
+        d.attachNote(prev->op.getLoc()) << "freed here";
         return failure();
       }
     }
@@ -439,12 +510,30 @@ LogicalResult ScheduleVerifier::checkCoverage() {
                       "are never reduced in this step")))
         return failure();
     // Gradients must be complete before an in-place reduction reads them.
-    if (stage <= 1)
-      for (RangeOp &r : reductions[p])
-        for (auto [ref, off] : llvm::zip(p.getParams(), p.getOffsets())) {
-          StringAttr name = cast<SymbolRefAttr>(ref).getLeafReference();
-          const ParamLocation *loc = schedule.lookupParam(name.getValue());
-          if (!overlaps({off, off + loc->numel}, r.range))
+    if (stage <= 1) {
+      SmallVector<StringAttr> names;
+      SmallVector<int64_t> begins, ends;
+      for (auto [ref, off] : llvm::zip(p.getParams(), p.getOffsets())) {
+        names.push_back(cast<SymbolRefAttr>(ref).getLeafReference());
+        begins.push_back(off);
+        ends.push_back(off + schedule.lookupParam(names.back())->numel);
+      }
+      // The layout is in offset order, so the parameters a reduction covers
+      // are found by binary search.
+      bool sorted = llvm::is_sorted(begins) && llvm::is_sorted(ends);
+      for (RangeOp &r : reductions[p]) {
+        size_t lo = 0, hi = names.size();
+        if (sorted) {
+          lo = llvm::partition_point(
+                   ends, [&](int64_t e) { return e <= r.range.first; }) -
+               ends.begin();
+          hi = llvm::partition_point(
+                   begins, [&](int64_t b) { return b < r.range.second; }) -
+               begins.begin();
+        }
+        for (size_t i = lo; i < hi; ++i) {
+          StringAttr name = names[i];
+          if (!overlaps({begins[i], ends[i]}, r.range))
             continue;
           auto it = gradWrittenAt.find(name);
           if (it == gradWrittenAt.end() || it->second > index[r.op])
@@ -452,6 +541,8 @@ LogicalResult ScheduleVerifier::checkCoverage() {
                    << name.getValue()
                    << " before its zero.grad (or it has none)";
         }
+      }
+    }
     SmallVector<AdamOp> &ups = updates[p];
     if (ups.empty())
       return p.emitOpError("is never updated: no zero.adam for partition @")

@@ -51,6 +51,10 @@ struct GroupUses {
   SmallVector<int64_t> positions;
   /// Index into `events` where each live interval starts.
   SmallVector<size_t> intervalStarts;
+  /// The group's get_param ops, in program order.
+  SmallVector<GetParamOp> gets;
+  /// The element type of the gathered buffer.
+  Type elementType;
 };
 
 class Stage3Gather {
@@ -72,6 +76,10 @@ private:
   llvm::DenseMap<Operation *, int64_t> position;
   llvm::MapVector<Operation *, GroupUses> groups;      // PartitionOp -> uses
   llvm::DenseMap<Operation *, Operation *> groupOfGet; // GetParamOp -> group
+  /// Where the next persistent gather and its free go; kept across groups
+  /// so that placing each is O(1) instead of a scan of the step.
+  Operation *lastPersistentGather = nullptr;
+  Operation *postStepPoint = nullptr;
 };
 
 } // namespace
@@ -128,45 +136,46 @@ void Stage3Gather::computeIntervals() {
 
 void Stage3Gather::emitPersistent(GroupUses &g) {
   Block &body = step.getBodyBlock();
-  auto module = step->getParentOfType<ModuleOp>();
   OpBuilder b = OpBuilder::atBlockBegin(&body);
   // Keep persistent gathers in group order at the top of the step.
-  for (Operation &op : body) {
-    auto gather = dyn_cast<AllGatherOp>(op);
-    if (!gather || !gather->hasAttr("zero.persistent"))
-      break;
-    b.setInsertionPointAfter(gather);
-  }
-  auto type = RankedTensorType::get({g.group.getPaddedNumelValue()},
-                                    getComputeElementType(module, g.group));
+  if (lastPersistentGather)
+    b.setInsertionPointAfter(lastPersistentGather);
+  auto type =
+      RankedTensorType::get({g.group.getPaddedNumelValue()}, g.elementType);
   auto gather =
       AllGatherOp::create(b, g.group.getLoc(), type, Type(),
                           FlatSymbolRefAttr::get(g.group.getSymNameAttr()),
                           BufferKindAttr(), IntegerAttr(), IntegerAttr());
   gather->setAttr("zero.persistent", b.getUnitAttr());
-  for (auto &[get, grp] : groupOfGet)
-    if (grp == g.group.getOperation())
-      cast<GetParamOp>(get).getSourceMutable().assign(gather.getResult());
-  b.setInsertionPoint(getOptimizerInsertionPoint(body));
+  lastPersistentGather = gather;
+  for (GetParamOp get : g.gets)
+    get.getSourceMutable().assign(gather.getResult());
+  // Each free goes before the first post-step op, which is then this free.
+  if (!postStepPoint)
+    postStepPoint = getOptimizerInsertionPoint(body);
+  b.setInsertionPoint(postStepPoint);
   auto free = FreeOp::create(b, g.group.getLoc(), gather.getResult(),
                              IntegerAttr(), IntegerAttr());
   free->setAttr(kPostStepAttr, b.getUnitAttr());
+  postStepPoint = free;
 }
 
 void Stage3Gather::emitIntervals(GroupUses &g) {
-  auto module = step->getParentOfType<ModuleOp>();
-  auto type = RankedTensorType::get({g.group.getPaddedNumelValue()},
-                                    getComputeElementType(module, g.group));
+  auto type =
+      RankedTensorType::get({g.group.getPaddedNumelValue()}, g.elementType);
   auto groupRef = FlatSymbolRefAttr::get(g.group.getSymNameAttr());
   OpBuilder b(step.getContext());
   // The first user of each get_param of the group decides which interval
   // owns it (and may keep it as its view).
   size_t numIntervals = g.intervalStarts.size();
-  auto intervalOf = [&](int64_t pos) {
-    size_t k = 0;
-    while (k + 1 < numIntervals && g.positions[g.intervalStarts[k + 1]] <= pos)
-      ++k;
-    return k;
+  // The last interval starting at or before `pos` (the first if none).
+  auto intervalOf = [&](int64_t pos) -> size_t {
+    auto it =
+        llvm::upper_bound(g.intervalStarts, pos, [&](int64_t p, size_t start) {
+          return p < g.positions[start];
+        });
+    size_t k = it - g.intervalStarts.begin();
+    return k == 0 ? 0 : k - 1;
   };
   llvm::DenseMap<Operation *, size_t> owner;
   llvm::DenseMap<Operation *, int64_t> firstUse;
@@ -175,6 +184,13 @@ void Stage3Gather::emitIntervals(GroupUses &g) {
       if (auto get = v.getDefiningOp<GetParamOp>();
           get && groupOfGet.lookup(get) == g.group.getOperation())
         firstUse.try_emplace(get, g.positions[i]);
+  // The get_params whose first use falls in each interval.
+  std::vector<SmallVector<GetParamOp, 2>> firstUsedIn(numIntervals);
+  for (GetParamOp get : g.gets) {
+    auto it = firstUse.find(get);
+    if (it != firstUse.end())
+      firstUsedIn[intervalOf(it->second)].push_back(get);
+  }
   for (size_t k = 0; k < numIntervals; ++k) {
     size_t first = g.intervalStarts[k];
     size_t last = k + 1 < numIntervals ? g.intervalStarts[k + 1] - 1
@@ -184,9 +200,9 @@ void Stage3Gather::emitIntervals(GroupUses &g) {
     // if it sits after the previous interval.
     Operation *start = g.events[first];
     SmallVector<GetParamOp> owned;
-    for (auto &[get, pos] : firstUse)
-      if (intervalOf(pos) == k && position.lookup(get) > prevEnd) {
-        owned.push_back(cast<GetParamOp>(get));
+    for (GetParamOp get : firstUsedIn[k])
+      if (position.lookup(get) > prevEnd) {
+        owned.push_back(get);
         owner[get] = k;
         if (position.lookup(get) < position.lookup(start))
           start = get;
@@ -226,9 +242,21 @@ LogicalResult Stage3Gather::run() {
   auto module = step->getParentOfType<ModuleOp>();
   auto slots = getParamSlots(module);
   position = numberOps(body);
+  for (Operation &op : body) {
+    auto gather = dyn_cast<AllGatherOp>(op);
+    if (!gather || !gather->hasAttr("zero.persistent"))
+      break;
+    lastPersistentGather = gather;
+  }
+  // One symbol table: a lookup per group must not scan the module.
+  SymbolTable symbols(module);
   for (PartitionOp part : module.getOps<PartitionOp>()) {
     GroupUses &g = groups[part];
     g.group = part;
+    auto first = cast<SymbolRefAttr>(part.getParams()[0]);
+    g.elementType = symbols.lookup<ParamOp>(first.getLeafReference())
+                        .getComputeTensorType()
+                        .getElementType();
     g.persistent = part.getNumelValue() < persistenceThreshold;
   }
   SmallVector<GetParamOp> unused;
@@ -240,6 +268,7 @@ LogicalResult Stage3Gather::run() {
       return get.emitOpError("parameter ")
              << get.getParamAttr() << " is in no zero.partition";
     groupOfGet[get] = it->second.group;
+    groups[it->second.group].gets.push_back(get);
     if (get.use_empty())
       unused.push_back(get);
   }

@@ -19,6 +19,58 @@ using namespace mlir::zero::schedule;
 
 namespace {
 
+/// Per-point values with range add and a search for the last point over a
+/// limit, each O(log n): a step's gathers may span most of it.
+class RangeMax {
+public:
+  explicit RangeMax(int64_t n)
+      : n(n), maxOf(4 * n + 4, 0), pending(4 * n + 4, 0) {}
+  /// Adds `v` to every point in [lo, hi).
+  void add(int64_t lo, int64_t hi, int64_t v) { add(1, 0, n, lo, hi, v); }
+  /// The last point j in [lo, hi) with value(j) + extra > limit, or -1.
+  int64_t lastAbove(int64_t lo, int64_t hi, int64_t extra, int64_t limit) {
+    return lastAbove(1, 0, n, lo, hi, extra, limit);
+  }
+
+private:
+  void push(size_t node) {
+    for (size_t c : {2 * node, 2 * node + 1}) {
+      maxOf[c] += pending[node];
+      pending[c] += pending[node];
+    }
+    pending[node] = 0;
+  }
+  void add(size_t node, int64_t l, int64_t r, int64_t lo, int64_t hi,
+           int64_t v) {
+    if (hi <= l || r <= lo)
+      return;
+    if (lo <= l && r <= hi) {
+      maxOf[node] += v;
+      pending[node] += v;
+      return;
+    }
+    push(node);
+    int64_t m = (l + r) / 2;
+    add(2 * node, l, m, lo, hi, v);
+    add(2 * node + 1, m, r, lo, hi, v);
+    maxOf[node] = std::max(maxOf[2 * node], maxOf[2 * node + 1]);
+  }
+  int64_t lastAbove(size_t node, int64_t l, int64_t r, int64_t lo, int64_t hi,
+                    int64_t extra, int64_t limit) {
+    if (hi <= l || r <= lo || maxOf[node] + extra <= limit)
+      return -1;
+    if (r - l == 1)
+      return l;
+    push(node);
+    int64_t m = (l + r) / 2;
+    int64_t j = lastAbove(2 * node + 1, m, r, lo, hi, extra, limit);
+    return j >= 0 ? j : lastAbove(2 * node, l, m, lo, hi, extra, limit);
+  }
+
+  int64_t n;
+  std::vector<int64_t> maxOf, pending;
+};
+
 /// One stage-3 gather and the positions (op indices) that bound it.
 struct Gather {
   AllGatherOp op;
@@ -97,30 +149,30 @@ struct ZeroPrefetchPass
       return std::lower_bound(coords.begin(), coords.end(), pos) -
              coords.begin();
     };
-    std::vector<int64_t> live(coords.size(), 0), inflight(coords.size(), 0);
+    RangeMax live(coords.size()), inflight(coords.size());
     // Every buffer is live from its gather to its free in any case.
     for (const Gather &g : gathers)
-      for (int64_t k = idx(g.at), e = idx(g.free + 1); k < e; ++k)
-        live[k] += g.size;
+      live.add(idx(g.at), idx(g.free + 1), g.size);
 
     int64_t prevIssue = 0;
     for (Gather &g : gathers) {
       g.lower = std::max(g.lower, prevIssue);
       int64_t at = idx(g.at), waitEnd = idx(g.firstUse + 1);
-      bool fits = true;
-      for (int64_t k = at; k < waitEnd; ++k)
-        fits &= inflight[k] + g.size <= prefetchBucketSize;
+      bool fits =
+          inflight.lastAbove(at, waitEnd, g.size, prefetchBucketSize) < 0;
       int64_t k = at;
-      if (fits)
-        while (k > 0 && coords[k - 1] >= g.lower &&
-               live[k - 1] + g.size <= maxLiveParameters &&
-               inflight[k - 1] + g.size <= prefetchBucketSize)
-          --k;
+      // Hoist to the start of the run of pieces before `at` that are at or
+      // after `lower` and have room for the buffer.
+      if (fits) {
+        int64_t first = idx(g.lower);
+        int64_t full =
+            std::max(live.lastAbove(first, at, g.size, maxLiveParameters),
+                     inflight.lastAbove(first, at, g.size, prefetchBucketSize));
+        k = std::min(at, std::max(first, full + 1));
+      }
       g.issue = k == at ? g.at : coords[k];
-      for (int64_t j = k; j < at; ++j)
-        live[j] += g.size;
-      for (int64_t j = k; j < waitEnd; ++j)
-        inflight[j] += g.size;
+      live.add(k, at, g.size);
+      inflight.add(k, waitEnd, g.size);
       prevIssue = g.issue;
     }
 

@@ -283,6 +283,44 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
 
 // -----
 
+// A slice overlapping two earlier slices: the diagnostic names the earlier
+// free (in program order), not the nearer one.
+zero.param @a : tensor<4xf32> init zeros compute bf16
+zero.param @b : tensor<2x3xf32> init zeros compute bf16
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
+zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
+  %b = zero.get_param @b : tensor<2x3xbf16>
+  %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
+  %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
+  %seed = nn.fill 1.0 : tensor<f32>
+  %dy = nn.softmax_cross_entropy_grad %y, %lbl, %seed : tensor<2x3xbf16>, tensor<2xi64>, tensor<f32>
+  %db = nn.mul %dy, %x : tensor<2x3xbf16>, tensor<2x3xbf16>
+  zero.grad @b, %db : tensor<2x3xbf16>
+  %t = zero.reduce_scatter group @flat [4, 10) from %db at [0] : tensor<2x3xbf16> -> !zero.token
+  %da = nn.fill 0.0 : tensor<4xbf16>
+  zero.grad @a, %da : tensor<4xbf16>
+  zero.reduce_scatter group @flat [0, 4) from %da at [0] : tensor<4xbf16>
+  zero.free %da : tensor<4xbf16>
+  zero.wait %t
+  // expected-note @+1 {{first freed here}}
+  zero.free %db[4, 2] : tensor<2x3xbf16>
+  zero.free %db[0, 2] : tensor<2x3xbf16>
+  // expected-error @+1 {{'zero.free' op frees elements [4, 5) a second time}}
+  zero.free %db[1, 4] : tensor<2x3xbf16>
+  %s = zero.loss_scale : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10)
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // A gradient reduced twice.
 zero.param @a : tensor<4xf32> init zeros compute bf16
 zero.param @b : tensor<2x3xf32> init zeros compute bf16
