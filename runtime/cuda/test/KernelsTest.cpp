@@ -304,55 +304,45 @@ TEST_P(CudaKernelsTest, ScaleReluExact) {
   relu(dtype(), nullptr, nullptr, 0);
 }
 
-// GELU: the same fp32 formula; FMA contraction of u may differ, which the
-// exponential amplifies by |2u| <= 20 ulp over [-5, 5]: 4e-6 relative is
-// twice the CPU test's 1e-6 with room for that. The gradient cancels near
-// x = -0.75, hence an absolute term as in the CPU test (2 * 1e-6).
-TEST_P(CudaKernelsTest, GeluAndGrad) {
+// GELU and SiLU: the same fp32 formulas (KernelMath.h); FMA contraction may
+// differ, which the exponential amplifies by |2u| <= 20 ulp over [-5, 5]
+// (GELU; |x| for SiLU): 4e-6 relative is twice the CPU test's 1e-6 with room
+// for that. The gradients cross zero (GELU near x = -0.75, SiLU near -1.28),
+// hence an absolute term as in the CPU test (2 * 1e-6).
+TEST_P(CudaKernelsTest, ActivationsAndGrads) {
   ZRT_REQUIRE_GPU();
-  for (int64_t n : {1, 7, 5003}) {
-    Buffer x = randomBuffer(dtype(), rng, n, -5, 5);
-    const double extremes[] = {100.0, -100.0, 30.0, -30.0};
-    for (int64_t i = 0; i < n && i < 4; ++i)
-      x.set(n - 1 - i, extremes[i]);
-    Buffer dy = randomBuffer(dtype(), rng, n);
-    Buffer wantY(dtype(), n), wantDx(dtype(), n);
-    zrt_gelu(dtype(), x.data(), wantY.data(), n);
-    zrt_gelu_grad(dtype(), x.data(), dy.data(), wantDx.data(), n);
-    for (int64_t offset : {0, 1}) {
-      DeviceTensor dx(x, offset), dg(dy, offset), dout(dtype(), n, offset);
-      gelu(dtype(), dx.get(), dout.get(), n);
-      expectNear(dout.download(), wantY, 4e-6, 2e-7,
-                 label("gelu", dtype(), n, -1, offset));
-      geluGrad(dtype(), dx.get(), dg.get(), dout.get(), n);
-      expectNear(dout.download(), wantDx, 4e-6, 2e-6,
-                 label("gelu_grad", dtype(), n, -1, offset));
-    }
-  }
-}
-
-// SiLU: the same fp32 formula as the CPU; one exponential of -x (|x| <= 5
-// here, 100 at the extremes, where both saturate), so the GELU tolerances
-// hold with room.
-TEST_P(CudaKernelsTest, SiluAndGrad) {
-  ZRT_REQUIRE_GPU();
-  for (int64_t n : {1, 7, 5003}) {
-    Buffer x = randomBuffer(dtype(), rng, n, -5, 5);
-    const double extremes[] = {100.0, -100.0, 30.0, -30.0};
-    for (int64_t i = 0; i < n && i < 4; ++i)
-      x.set(n - 1 - i, extremes[i]);
-    Buffer dy = randomBuffer(dtype(), rng, n);
-    Buffer wantY(dtype(), n), wantDx(dtype(), n);
-    zrt_silu(dtype(), x.data(), wantY.data(), n);
-    zrt_silu_grad(dtype(), x.data(), dy.data(), wantDx.data(), n);
-    for (int64_t offset : {0, 1}) {
-      DeviceTensor dx(x, offset), dg(dy, offset), dout(dtype(), n, offset);
-      silu(dtype(), dx.get(), dout.get(), n);
-      expectNear(dout.download(), wantY, 4e-6, 2e-7,
-                 label("silu", dtype(), n, -1, offset));
-      siluGrad(dtype(), dx.get(), dg.get(), dout.get(), n);
-      expectNear(dout.download(), wantDx, 4e-6, 2e-6,
-                 label("silu_grad", dtype(), n, -1, offset));
+  using Kernel = void (*)(int32_t, const void *, void *, int64_t);
+  using GradKernel = void (*)(int32_t, const void *, const void *, void *,
+                              int64_t);
+  struct Activation {
+    const char *name;
+    Kernel cpu, gpu;
+    GradKernel cpuGrad, gpuGrad;
+  };
+  const Activation activations[] = {
+      {"gelu", zrt_gelu, gelu, zrt_gelu_grad, geluGrad},
+      {"silu", zrt_silu, silu, zrt_silu_grad, siluGrad},
+  };
+  for (const Activation &a : activations) {
+    std::string grad = std::string(a.name) + "_grad";
+    for (int64_t n : {1, 7, 5003}) {
+      Buffer x = randomBuffer(dtype(), rng, n, -5, 5);
+      const double extremes[] = {100.0, -100.0, 30.0, -30.0};
+      for (int64_t i = 0; i < n && i < 4; ++i)
+        x.set(n - 1 - i, extremes[i]);
+      Buffer dy = randomBuffer(dtype(), rng, n);
+      Buffer wantY(dtype(), n), wantDx(dtype(), n);
+      a.cpu(dtype(), x.data(), wantY.data(), n);
+      a.cpuGrad(dtype(), x.data(), dy.data(), wantDx.data(), n);
+      for (int64_t offset : {0, 1}) {
+        DeviceTensor dx(x, offset), dg(dy, offset), dout(dtype(), n, offset);
+        a.gpu(dtype(), dx.get(), dout.get(), n);
+        expectNear(dout.download(), wantY, 4e-6, 2e-7,
+                   label(a.name, dtype(), n, -1, offset));
+        a.gpuGrad(dtype(), dx.get(), dg.get(), dout.get(), n);
+        expectNear(dout.download(), wantDx, 4e-6, 2e-6,
+                   label(grad.c_str(), dtype(), n, -1, offset));
+      }
     }
   }
 }
