@@ -39,7 +39,7 @@
 // S2-NEXT: zero.reduce_scatter group @flat [0, 64236) from %[[G1W]] at [0] :
 // S2-NEXT: zero.free %[[G1W]][0, 64236] : tensor<784x256xf32>
 // S2-NEXT: zero.return
-// S2-NOT: zero.boundary
+// S2-NOT: phase boundary
 
 // REDUCE-NOT: zero.reduce_scatter
 // REDUCE: zero.grad @fc2.weight
@@ -80,12 +80,12 @@
 // no frees (the gradients live in the persistent buffer), boundary-only.
 // S0-NOT: zero.reduce_scatter
 // S0: zero.grad @fc2.weight
-// S0-NEXT: zero.all_reduce sum group @flat in grads [200960, 269322) {zero.boundary}
+// S0-NEXT: zero.all_reduce sum group @flat in grads [200960, 269322) phase boundary
 // S0-NEXT: nn.relu_grad
 // S0: zero.grad @fc1.weight
-// S0-NEXT: zero.all_reduce sum group @flat in grads [132598, 200960) {zero.boundary}
-// S0-NEXT: zero.all_reduce sum group @flat in grads [64236, 132598) {zero.boundary}
-// S0-NEXT: zero.all_reduce sum group @flat in grads [0, 64236) {zero.boundary}
+// S0-NEXT: zero.all_reduce sum group @flat in grads [132598, 200960) phase boundary
+// S0-NEXT: zero.all_reduce sum group @flat in grads [64236, 132598) phase boundary
+// S0-NEXT: zero.all_reduce sum group @flat in grads [0, 64236) phase boundary
 // S0-NEXT: zero.return
 // S0-NOT: zero.free
 // S0-NOT: zero.all_gather
@@ -95,9 +95,9 @@
 // S1-LABEL: zero.train_step
 // S1-NOT: zero.reduce_scatter
 // S1: zero.grad @fc1.weight
-// S1-NEXT: zero.reduce_scatter group @flat in grads [0, 100000) {zero.boundary}
-// S1-NEXT: zero.reduce_scatter group @flat in grads [100000, 200000) {zero.boundary}
-// S1-NEXT: zero.reduce_scatter group @flat in grads [200000, 269322) {zero.boundary}
+// S1-NEXT: zero.reduce_scatter group @flat in grads [0, 100000) phase boundary
+// S1-NEXT: zero.reduce_scatter group @flat in grads [100000, 200000) phase boundary
+// S1-NEXT: zero.reduce_scatter group @flat in grads [200000, 269322) phase boundary
 // S1-NEXT: zero.return
 // S1-NOT: zero.free
 

@@ -13,11 +13,11 @@
 // S2: zero.wait
 // S2: zero.wait
 // S2-NOT: zero.reduce_scatter
-// S2: %[[S:.*]] = zero.loss_scale {zero.boundary} : tensor<f32>
-// S2-NEXT: %[[ST:.*]] = zero.check_overflow groups [@flat] scale %[[S]] divisor 4.000000e+00 {zero.boundary} : tensor<2xf32>
-// S2-NEXT: %[[G:.*]] = zero.all_reduce overflow_norm %[[ST]] group @flat {zero.boundary} : tensor<2xf32> -> tensor<2xf32>
-// S2-NEXT: %[[SKIP:.*]] = zero.update_loss_scale %[[G]] {zero.boundary} : tensor<2xf32> -> i1
-// S2-NEXT: zero.adam group @flat stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 4.000000e+00 {zero.boundary} : tensor<2xf32>
+// S2: %[[S:.*]] = zero.loss_scale phase boundary : tensor<f32>
+// S2-NEXT: %[[ST:.*]] = zero.check_overflow groups [@flat] scale %[[S]] divisor 4.000000e+00 phase boundary : tensor<2xf32>
+// S2-NEXT: %[[G:.*]] = zero.all_reduce overflow_norm %[[ST]] group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+// S2-NEXT: %[[SKIP:.*]] = zero.update_loss_scale %[[G]] phase boundary : tensor<2xf32> -> i1
+// S2-NEXT: zero.adam group @flat stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 4.000000e+00 phase boundary : tensor<2xf32>
 // S2-NEXT: zero.return
 
 // CLIP: gradient_clipping 5.000000e-01
@@ -35,7 +35,7 @@
 // S3-NEXT: zero.adam group @fc1
 // S3-NEXT: zero.adam group @fc2
 // S3-NEXT: zero.adam group @fc3
-// S3-NEXT: zero.free %{{.*}} {zero.post_step}
+// S3-NEXT: zero.free %{{.*}} phase step_end
 // S3-NOT: zero.all_gather
 
 // UNPART: zero-optimizer needs a partitioned train step

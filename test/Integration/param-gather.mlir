@@ -12,9 +12,9 @@
 // S2: zero.grad @fc1.weight
 // S2-NOT: zero.all_gather
 // S2: zero.adam group @flat
-// S2-NEXT: zero.all_gather group @flat in params [0, 100000) {zero.boundary, zero.post_step}
-// S2-NEXT: zero.all_gather group @flat in params [100000, 200000) {zero.boundary, zero.post_step}
-// S2-NEXT: zero.all_gather group @flat in params [200000, 269322) {zero.boundary, zero.post_step}
+// S2-NEXT: zero.all_gather group @flat in params [0, 100000) phase post_step
+// S2-NEXT: zero.all_gather group @flat in params [100000, 200000) phase post_step
+// S2-NEXT: zero.all_gather group @flat in params [200000, 269322) phase post_step
 // S2-NEXT: zero.return
 
 // S0-NOT: zero.all_gather
@@ -24,27 +24,27 @@
 // Stage 3 defaults: every group of this small model is below DeepSpeed's
 // persistence threshold (1e5): gathered once at the top, freed at the end.
 // PERSIST: zero.train_step
-// PERSIST-NEXT: %[[WTE:.*]] = zero.all_gather group @wte_1 {zero.persistent} : tensor<16384xf32>
-// PERSIST-NEXT: %[[WPE:.*]] = zero.all_gather group @wpe_1 {zero.persistent}
-// PERSIST-NEXT: %[[H0:.*]] = zero.all_gather group @h.0 {zero.persistent} : tensor<49984xf32>
-// PERSIST-NEXT: %[[H1:.*]] = zero.all_gather group @h.1 {zero.persistent}
-// PERSIST-NEXT: %[[LNF:.*]] = zero.all_gather group @ln_f {zero.persistent}
+// PERSIST-NEXT: %[[WTE:.*]] = zero.all_gather group @wte_1 persistent : tensor<16384xf32>
+// PERSIST-NEXT: %[[WPE:.*]] = zero.all_gather group @wpe_1 persistent
+// PERSIST-NEXT: %[[H0:.*]] = zero.all_gather group @h.0 persistent : tensor<49984xf32>
+// PERSIST-NEXT: %[[H1:.*]] = zero.all_gather group @h.1 persistent
+// PERSIST-NEXT: %[[LNF:.*]] = zero.all_gather group @ln_f persistent
 // PERSIST-NEXT: zero.get_param @wte from %[[WTE]] : tensor<16384xf32> -> tensor<256x64xf32>
 // PERSIST-NOT: zero.all_gather
 // PERSIST-NOT: zero.free %[[H0]]
 // PERSIST: zero.grad @wte
-// PERSIST: zero.free %[[LNF]] {zero.post_step}
-// PERSIST-NEXT: zero.free %[[H1]] {zero.post_step}
-// PERSIST-NEXT: zero.free %[[H0]] {zero.post_step}
-// PERSIST-NEXT: zero.free %[[WPE]] {zero.post_step}
-// PERSIST-NEXT: zero.free %[[WTE]] {zero.post_step}
+// PERSIST: zero.free %[[LNF]] phase step_end
+// PERSIST-NEXT: zero.free %[[H1]] phase step_end
+// PERSIST-NEXT: zero.free %[[H0]] phase step_end
+// PERSIST-NEXT: zero.free %[[WPE]] phase step_end
+// PERSIST-NEXT: zero.free %[[WTE]] phase step_end
 // PERSIST-NEXT: zero.return
 
 // max-reuse-distance=0: each layer is gathered before its first forward use,
 // freed after its last forward use, and gathered again in the backward with
 // fresh views. The tied wte is gathered for the embedding and again for the
 // LM head; ln_f (128 elements) stays persistent.
-// REGATHER: %[[LNF:.*]] = zero.all_gather group @ln_f {zero.persistent}
+// REGATHER: %[[LNF:.*]] = zero.all_gather group @ln_f persistent
 // REGATHER-NEXT: %[[WTE0:.*]] = zero.all_gather group @wte_1 :
 // REGATHER-NEXT: zero.get_param @wte from %[[WTE0]]
 // REGATHER-NEXT: nn.embedding
@@ -73,7 +73,7 @@
 // REGATHER: %[[H0B:.*]] = zero.all_gather group @h.0 :
 // REGATHER: zero.free %[[H0B]]
 // REGATHER-NOT: zero.all_gather
-// REGATHER: zero.free %[[LNF]] {zero.post_step}
+// REGATHER: zero.free %[[LNF]] phase step_end
 // REGATHER-NEXT: zero.return
 
 // max-reuse-distance=60000: between h.1's last forward use and its first

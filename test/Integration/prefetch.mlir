@@ -10,7 +10,7 @@
 // DeepSpeed's budgets (5e7 in flight, 1e9 live) hoist the whole forward to
 // the top; a re-gather never rises above the free of its previous buffer.
 // DEFAULT-NOT: zero.all_gather
-// DEFAULT: zero.prefetch group @ln_f {zero.persistent}
+// DEFAULT: zero.prefetch group @ln_f persistent
 // DEFAULT-NEXT: %[[WTE:.*]], %[[TWTE:.*]] = zero.prefetch group @wte_1
 // DEFAULT-NEXT: zero.prefetch group @wpe_1
 // DEFAULT-NEXT: zero.prefetch group @h.0

@@ -682,7 +682,7 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary) {
   // boundary function does not matter.
   openChunk();
   for (Operation &op : step.getBodyBlock()) {
-    bool opBoundary = op.hasAttr("zero.boundary");
+    bool opBoundary = runsAtBoundary(getStepPhase(&op));
     if (isa<ReturnOp>(op))
       opBoundary = false;
     if (opBoundary != isBoundary)

@@ -4,7 +4,7 @@ and the report.
 
 usage: many_params.py N [accumulation_steps]
 With accumulation_steps, the step also all-reduces the whole layout once per
-micro step (no zero.boundary), which the report multiplies by the steps.
+micro step (in no boundary phase), which the report multiplies by the steps.
 """
 import sys
 

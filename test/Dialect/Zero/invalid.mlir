@@ -1579,6 +1579,15 @@ func.func @f(%ga: tensor<10x10xbf16>, %gc: tensor<21xbf16>, %stats: tensor<2xf32
 
 // -----
 
+// Checks that zero.free's phase is one of the four.
+func.func @bad_phase(%b: tensor<4xf32>) {
+  // expected-error @+1 {{expected a phase (micro_step, step_end, boundary or post_step), got 'later'}}
+  zero.free %b phase later : tensor<4xf32>
+  return
+}
+
+// -----
+
 // Checks that the schedule's stage is 0-3.
 zero.train_step @bad_stage(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>

@@ -54,11 +54,12 @@ zero.train_step @stage1(%x: tensor<4x1xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 32, accumulation_steps = 2> {
-  // CHECK: zero.reduce_scatter group @s1 in grads [0, 121)
-  zero.reduce_scatter group @s1 in grads [0, 121)
-  // CHECK: zero.all_gather group @s1 in params [0, 121) -> !zero.token
-  %t2 = zero.all_gather group @s1 in params [0, 121) -> !zero.token
-  zero.wait %t2
+  // CHECK: zero.reduce_scatter group @s1 in grads [0, 121) phase boundary
+  zero.reduce_scatter group @s1 in grads [0, 121) phase boundary
+  // CHECK: %[[T:.*]] = zero.all_gather group @s1 in params [0, 121) phase post_step -> !zero.token
+  %t2 = zero.all_gather group @s1 in params [0, 121) phase post_step -> !zero.token
+  // CHECK: zero.wait %[[T]] phase post_step
+  zero.wait %t2 phase post_step
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -145,12 +146,17 @@ zero.train_step @stage3(%x: tensor<8x4xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 16> {
+  // A persistent gather, kept to the end of every micro step.
+  // CHECK: %[[K:.*]] = zero.all_gather group @layer0 persistent : tensor<16xbf16>
+  %kept = zero.all_gather group @layer0 persistent : tensor<16xbf16>
   // CHECK: %[[F:.*]] = zero.all_gather group @layer0 : tensor<16xbf16>
   %full = zero.all_gather group @layer0 : tensor<16xbf16>
   // CHECK: zero.get_param @w from %[[F]] : tensor<16xbf16> -> tensor<4x3xbf16>
   %w = zero.get_param @w from %full : tensor<16xbf16> -> tensor<4x3xbf16>
   %h = nn.matmul %x, %w : tensor<8x4xbf16>, tensor<4x3xbf16> -> tensor<8x3xbf16>
   zero.free %full : tensor<16xbf16>
+  // CHECK: zero.free %[[K]] phase step_end : tensor<16xbf16>
+  zero.free %kept phase step_end : tensor<16xbf16>
   // CHECK: %[[P:.*]], %[[T:.*]] = zero.prefetch group @layer0 : tensor<16xbf16>
   %p, %t = zero.prefetch group @layer0 : tensor<16xbf16>
   zero.wait %t

@@ -361,11 +361,11 @@ LogicalResult Simulator::step(Operation *op) {
 FailureOr<StepTimeline> Simulator::run() {
   Block &body = schedule.getStep().getBodyBlock();
   // Micro steps of an accumulation window: the whole body each time except
-  // the ops tagged zero.boundary, which run in the last one only.
+  // the ops of the boundary phases, which run in the last one only.
   int64_t k = std::max<int64_t>(1, schedule.getAccumulationSteps());
   for (microStep = 0; microStep < k; ++microStep) {
     for (Operation &op : body) {
-      if (microStep + 1 < k && op.hasAttr("zero.boundary"))
+      if (microStep + 1 < k && runsAtBoundary(getStepPhase(&op)))
         continue;
       if (failed(step(&op)))
         return failure();

@@ -27,7 +27,7 @@ using namespace mlir::zero;
 /// How often an op runs per optimizer step: micro-step ops run once per
 /// accumulation step, boundary ops once.
 static int64_t multiplicity(Operation *op, const StepSchedule &s) {
-  return op->hasAttr("zero.boundary") ? 1 : s.getAccumulationSteps();
+  return runsAtBoundary(getStepPhase(op)) ? 1 : s.getAccumulationSteps();
 }
 
 namespace {

@@ -66,6 +66,7 @@ private:
   LogicalResult checkFrees();
   LogicalResult checkCoverage();
   LogicalResult checkPlan();
+  LogicalResult checkPhases();
 
   /// Describes layout elements [b, e) of a partition by parameter names.
   std::string describe(PartitionOp p, ElementRange r);
@@ -648,13 +649,83 @@ LogicalResult ScheduleVerifier::checkPlan() {
   return success();
 }
 
+/// The lowering emits the ops that run in every micro step and those that
+/// run only in the last one (the boundary) into two functions, and the
+/// optimizer updates each shard once per optimizer step, so the phases must
+/// agree with what the ops do.
+LogicalResult ScheduleVerifier::checkPhases() {
+  Block &body = schedule.getStep().getBodyBlock();
+  Operation *afterOptimizer = nullptr;
+  for (Operation &op : body) {
+    Phase phase = getStepPhase(&op);
+    bool once = runsAtBoundary(phase);
+    auto collective = dyn_cast<CollectiveOpInterface>(&op);
+    bool optimizer =
+        isa<CheckOverflowOp, UpdateLossScaleOp, AdamOp>(op) ||
+        (isa_and_nonnull<AllReduceOp>(&op) && collective.getMovedValue());
+    if (optimizer && phase != Phase::boundary)
+      return op.emitOpError("belongs to the optimizer, which runs once per "
+                            "optimizer step: its phase must be boundary, not ")
+             << stringifyPhase(phase);
+    if (optimizer && afterOptimizer) {
+      InFlightDiagnostic d = op.emitOpError(
+          "belongs to the optimizer but comes after an op of phase ")
+                             << stringifyPhase(getStepPhase(afterOptimizer));
+      d.attachNote(afterOptimizer->getLoc()) << "that op";
+      return failure();
+    }
+    if (isAfterOptimizer(phase) && !afterOptimizer)
+      afterOptimizer = &op;
+    if (collective && collective.getInPlaceBuffer() == BufferKind::grads &&
+        !once)
+      return op.emitOpError("reduces the accumulated gradients in place, "
+                            "which happens once per optimizer step: its phase "
+                            "must be boundary, not ")
+             << stringifyPhase(phase);
+    if (collective && collective.getInPlaceBuffer() == BufferKind::params &&
+        phase != Phase::post_step)
+      return op.emitOpError("gathers the updated parameters in place, after "
+                            "the optimizer: its phase must be post_step, not ")
+             << stringifyPhase(phase);
+    if (auto wait = dyn_cast<WaitOp>(op)) {
+      Operation *issue = wait.getToken().getDefiningOp();
+      if (issue && runsAtBoundary(getStepPhase(issue)) != once) {
+        InFlightDiagnostic d = op.emitOpError("runs in phase ")
+                               << stringifyPhase(phase)
+                               << " but waits for a collective of phase "
+                               << stringifyPhase(getStepPhase(issue))
+                               << ": one runs in every micro step, the other "
+                                  "once per optimizer step";
+        d.attachNote(issue->getLoc()) << "the collective";
+        return failure();
+      }
+      continue;
+    }
+    if (once)
+      continue;
+    for (Value v : op.getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (!def || def->getBlock() != &body ||
+          !runsAtBoundary(getStepPhase(def)))
+        continue;
+      InFlightDiagnostic d =
+          op.emitOpError("runs in every micro step but uses a value that "
+                         "only the last micro step computes (phase ")
+          << stringifyPhase(getStepPhase(def)) << ")";
+      d.attachNote(def->getLoc()) << "computed here";
+      return failure();
+    }
+  }
+  return success();
+}
+
 LogicalResult ScheduleVerifier::run() {
   int64_t i = 0;
   for (Operation &op : schedule.getStep().getBodyBlock())
     index[&op] = i++;
   return failure(failed(checkControlFlow()) || failed(checkTokens()) ||
                  failed(checkFrees()) || failed(checkCoverage()) ||
-                 failed(checkPlan()));
+                 failed(checkPlan()) || failed(checkPhases()));
 }
 
 namespace {

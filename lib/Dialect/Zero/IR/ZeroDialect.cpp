@@ -880,6 +880,19 @@ ParseResult FreeOp::parse(OpAsmParser &parser, OperationState &result) {
     result.addAttribute(getOffsetAttrName(result.name), b.getI64IntegerAttr(offset));
     result.addAttribute(getSizeAttrName(result.name), b.getI64IntegerAttr(size));
   }
+  if (succeeded(parser.parseOptionalKeyword("phase"))) {
+    StringRef keyword;
+    SMLoc at = parser.getCurrentLocation();
+    if (parser.parseKeyword(&keyword))
+      return failure();
+    std::optional<Phase> phase = symbolizePhase(keyword);
+    if (!phase)
+      return parser.emitError(at, "expected a phase (micro_step, step_end, "
+                                  "boundary or post_step), got '")
+             << keyword << "'";
+    result.addAttribute(getPhaseAttrName(result.name),
+                        PhaseAttr::get(parser.getContext(), *phase));
+  }
   Type type;
   if (parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
       parser.parseType(type) ||
@@ -892,8 +905,11 @@ void FreeOp::print(OpAsmPrinter &p) {
   p << ' ' << getBuffer();
   if (getOffset())
     p << '[' << *getOffset() << ", " << *getSize() << ']';
-  p.printOptionalAttrDict((*this)->getAttrs(),
-                          {getOffsetAttrName(), getSizeAttrName()});
+  if (getPhase() != Phase::micro_step)
+    p << " phase " << stringifyPhase(getPhase());
+  p.printOptionalAttrDict(
+      (*this)->getAttrs(),
+      {getOffsetAttrName(), getSizeAttrName(), getPhaseAttrName()});
   p << " : " << getBuffer().getType();
 }
 

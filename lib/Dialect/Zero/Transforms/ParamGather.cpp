@@ -146,7 +146,7 @@ void Stage3Gather::emitPersistent(GroupUses &g) {
       AllGatherOp::create(b, g.group.getLoc(), type, Type(),
                           FlatSymbolRefAttr::get(g.group.getSymNameAttr()),
                           BufferKindAttr(), IntegerAttr(), IntegerAttr());
-  gather->setAttr("zero.persistent", b.getUnitAttr());
+  gather.setPersistent(true);
   lastPersistentGather = gather;
   for (GetParamOp get : g.gets)
     get.getSourceMutable().assign(gather.getResult());
@@ -156,7 +156,7 @@ void Stage3Gather::emitPersistent(GroupUses &g) {
   b.setInsertionPoint(postStepPoint);
   auto free = FreeOp::create(b, g.group.getLoc(), gather.getResult(),
                              IntegerAttr(), IntegerAttr());
-  free->setAttr(kPostStepAttr, b.getUnitAttr());
+  free.setPhase(Phase::step_end);
   postStepPoint = free;
 }
 
@@ -244,7 +244,7 @@ LogicalResult Stage3Gather::run() {
   position = numberOps(body);
   for (Operation &op : body) {
     auto gather = dyn_cast<AllGatherOp>(op);
-    if (!gather || !gather->hasAttr("zero.persistent"))
+    if (!gather || !gather.getPersistent())
       break;
     lastPersistentGather = gather;
   }
@@ -363,8 +363,7 @@ struct ZeroParamGatherPass
             b, step.getLoc(), Type(), Type(),
             FlatSymbolRefAttr::get(group.getSymNameAttr()), params,
             b.getI64IntegerAttr(lo), b.getI64IntegerAttr(hi));
-        op->setAttr(kPostStepAttr, b.getUnitAttr());
-        markBoundary(op);
+        op.setPhase(Phase::post_step);
       }
   }
 };

@@ -183,6 +183,7 @@ struct ZeroPrefetchPass
       auto prefetch =
           PrefetchOp::create(b, g.op.getLoc(), g.op.getResult().getType(),
                              tokenType, g.op.getGroupAttr());
+      prefetch.setPersistent(g.op.getPersistent());
       for (NamedAttribute attr : g.op->getDiscardableAttrs())
         prefetch->setAttr(attr.getName(), attr.getValue());
       b.setInsertionPoint(ops[g.firstUse]);

@@ -26,10 +26,6 @@
 namespace mlir::zero::schedule {
 
 // Discardable attributes shared by the passes.
-/// Runs only in the last micro step of an accumulation window.
-inline constexpr llvm::StringLiteral kBoundaryAttr = "zero.boundary";
-/// Belongs after the optimizer (post-step gathers, persistent frees).
-inline constexpr llvm::StringLiteral kPostStepAttr = "zero.post_step";
 inline constexpr llvm::StringLiteral kLossSeedAttr = "zero.loss_seed";
 
 /// What zero-partition recorded on a train step.
@@ -55,8 +51,9 @@ inline FailureOr<StepInfo> getStepInfo(TrainStepOp step, llvm::StringRef pass) {
   return info;
 }
 
+/// Runs only in the last micro step of an accumulation window.
 inline void markBoundary(Operation *op) {
-  op->setAttr(kBoundaryAttr, UnitAttr::get(op->getContext()));
+  cast<StepPhaseOpInterface>(op).setPhase(Phase::boundary);
 }
 
 /// Where a parameter lives in the layout.
@@ -95,11 +92,11 @@ inline Operation *findBackwardStart(Block &body) {
   return nullptr;
 }
 
-/// Ops that belong after the optimizer are tagged; the optimizer goes before
-/// the first of them, or before the terminator.
+/// The optimizer goes before the first op whose phase places it after the
+/// optimizer, or before the terminator.
 inline Operation *getOptimizerInsertionPoint(Block &body) {
   for (Operation &op : body)
-    if (op.hasAttr(kPostStepAttr))
+    if (isAfterOptimizer(getStepPhase(&op)))
       return &op;
   return body.getTerminator();
 }

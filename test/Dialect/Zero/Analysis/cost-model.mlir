@@ -93,7 +93,7 @@ zero.param @w : tensor<1024x1024xf32> init zeros compute bf16
 zero.partition @flat stage 1 world_size 4 alignment 2 numel 1048576 padded 1048576 params [@w] offsets [0]
 
 // Gradient accumulation over 2 micro steps: the unmarked ops run twice, the
-// zero.boundary ones once. Micro step: 4.0592 + 3.0000 + 4.0592 + (zero.grad
+// boundary-phase ones once. Micro step: 4.0592 + 3.0000 + 4.0592 + (zero.grad
 // accumulating 2 MiB: 3 + 3 x 2097152 B / 2.97 TB/s = 5.1183) = 16.2367 us.
 // Boundary: reduce_scatter 9.7092 (synchronous), check_overflow over the
 // 262144-element shard (3 + 524288 B / 2.97 TB/s = 3.1765), the 8-byte
@@ -114,11 +114,11 @@ zero.train_step @accumulate(%x: tensor<256x1024xbf16>)
   %loss = nn.fill 0.0 : tensor<f32>
   %g = nn.matmul %x, %h transpose_lhs : tensor<256x1024xbf16>, tensor<256x1024xbf16> -> tensor<1024x1024xbf16>
   zero.grad @w, %g : tensor<1024x1024xbf16>
-  zero.reduce_scatter group @flat in grads [0, 1048576) {zero.boundary}
-  %s = zero.loss_scale {zero.boundary} : tensor<f32>
-  %stats = zero.check_overflow groups [@flat] scale %s divisor 8.0 {zero.boundary} : tensor<2xf32>
-  %r = zero.all_reduce overflow_norm %stats group @flat {zero.boundary} : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %r {zero.boundary} : tensor<2xf32> -> i1
-  zero.adam group @flat stats %r scale %s skip %skip divisor 8.0 {zero.boundary} : tensor<2xf32>
+  zero.reduce_scatter group @flat in grads [0, 1048576) phase boundary
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %stats = zero.check_overflow groups [@flat] scale %s divisor 8.0 phase boundary : tensor<2xf32>
+  %r = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %r phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %r scale %s skip %skip divisor 8.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }

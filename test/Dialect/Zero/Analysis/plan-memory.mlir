@@ -52,12 +52,12 @@ zero.train_step @step(%x: tensor<2x32xbf16>, %lbl: tensor<2xi64>)
   zero.reduce_scatter group @flat [0, 36) from %da, %db at [0, 0] : tensor<4xbf16>, tensor<2x32xbf16>
   zero.free %da : tensor<4xbf16>
   zero.free %db[0, 32] : tensor<2x32xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 68)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 68) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -82,8 +82,8 @@ zero.partition @flat stage 0 world_size 2 alignment 2 numel 24 padded 24 params 
 // CHECK-NEXT: nn.fill 0.000000e+00 : tensor<8xf32>
 // CHECK-NEXT: zero.grad @a
 // The optimizer's small values reuse the inputs' bytes.
-// CHECK: zero.loss_scale {zero.alloc = array<i64: 0>, zero.boundary}
-// CHECK-NEXT: zero.check_overflow {{.*}} {zero.alloc = array<i64: 64>, zero.boundary}
+// CHECK: zero.loss_scale phase boundary {zero.alloc = array<i64: 0>}
+// CHECK-NEXT: zero.check_overflow {{.*}} phase boundary {zero.alloc = array<i64: 64>}
 zero.train_step @direct(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
@@ -97,11 +97,11 @@ zero.train_step @direct(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
   zero.grad @b, %db : tensor<2x8xf32>
   %da = nn.fill 0.0 : tensor<8xf32>
   zero.grad @a, %da : tensor<8xf32>
-  zero.all_reduce sum group @flat in grads [0, 24) {zero.boundary}
-  %s = zero.loss_scale {zero.boundary} : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 {zero.boundary} : tensor<2xf32>
-  %skip = zero.update_loss_scale %st {zero.boundary} : tensor<2xf32> -> i1
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
+  zero.all_reduce sum group @flat in grads [0, 24) phase boundary
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -132,11 +132,11 @@ zero.train_step @accumulate(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
   zero.grad @b, %db : tensor<2x8xf32>
   %da = nn.fill 0.0 : tensor<8xf32>
   zero.grad @a, %da : tensor<8xf32>
-  zero.all_reduce sum group @flat in grads [0, 24) {zero.boundary}
-  %s = zero.loss_scale {zero.boundary} : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 {zero.boundary} : tensor<2xf32>
-  %skip = zero.update_loss_scale %st {zero.boundary} : tensor<2xf32> -> i1
-  zero.adam group @flat stats %st scale %s skip %skip divisor 4.0 {zero.boundary} : tensor<2xf32>
+  zero.all_reduce sum group @flat in grads [0, 24) phase boundary
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
+  %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %st scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -185,10 +185,10 @@ zero.train_step @stage3(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
   zero.reduce_scatter group @l [0, 24) from %dw, %dv at [0, 0] : tensor<2x8xf32>, tensor<8xf32>
   zero.free %dw : tensor<2x8xf32>
   zero.free %dv : tensor<8xf32>
-  %s = zero.loss_scale {zero.boundary} : tensor<f32>
-  %st = zero.check_overflow groups [@l] scale %s divisor 2.0 {zero.boundary} : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @l {zero.boundary} : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g {zero.boundary} : tensor<2xf32> -> i1
-  zero.adam group @l stats %g scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@l] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @l phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @l stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }

@@ -25,12 +25,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %da : tensor<4xbf16>
   zero.wait %t
   zero.free %db : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -62,12 +62,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %da : tensor<4xbf16>
   zero.wait %t
   zero.free %db : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -97,12 +97,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.wait %t
   zero.wait %t
   zero.free %db : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -130,12 +130,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.reduce_scatter group @flat [0, 4) from %da at [0] : tensor<4xbf16>
   zero.free %da : tensor<4xbf16>
   zero.free %db : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -165,12 +165,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   // expected-error @+1 {{'zero.free' op frees a gradient that an asynchronous reduction still reads (free it after the zero.wait of its token)}}
   zero.free %db : tensor<2x3xbf16>
   zero.wait %t
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -197,15 +197,15 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.grad @a, %da : tensor<4xbf16>
   zero.reduce_scatter group @flat [0, 4) from %da at [0] : tensor<4xbf16>
   zero.free %da : tensor<4xbf16>
-  %s = zero.loss_scale : tensor<f32>
+  %s = zero.loss_scale phase boundary : tensor<f32>
   // expected-error @+1 {{'zero.check_overflow' op reads the gradients of elements [0, 10) of partition @flat (@a, @b) while an asynchronous collective on grads is in flight (wait for its token first)}}
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.wait %t
   zero.free %db : tensor<2x3xbf16>
-  zero.all_gather group @flat in params [0, 10)
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -236,12 +236,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %db : tensor<2x3xbf16>
   // expected-error @+1 {{'nn.mul' op uses a buffer after zero.free}}
   %late = nn.mul %db, %db : tensor<2x3xbf16>, tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -272,12 +272,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %db[0, 4] : tensor<2x3xbf16>
   // expected-error @+1 {{'zero.free' op frees elements [2, 4) a second time}}
   zero.free %db[2, 4] : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -310,12 +310,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %db[0, 2] : tensor<2x3xbf16>
   // expected-error @+1 {{'zero.free' op frees elements [4, 5) a second time}}
   zero.free %db[1, 4] : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -345,12 +345,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %da : tensor<4xbf16>
   zero.wait %t
   zero.free %db : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -378,12 +378,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %da : tensor<4xbf16>
   zero.wait %t
   zero.free %db : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -412,12 +412,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %da : tensor<4xbf16>
   zero.wait %t
   zero.free %db : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -446,11 +446,11 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %da : tensor<4xbf16>
   zero.wait %t
   zero.free %db : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.all_gather group @flat in params [0, 10)
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -478,15 +478,15 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %da : tensor<4xbf16>
   zero.wait %t
   zero.free %db : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
   // expected-note @+1 {{first updated here}}
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   // expected-error @+1 {{'zero.adam' op updates partition @flat a second time in this step}}
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
-  zero.all_gather group @flat in params [0, 10)
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -514,12 +514,12 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.free %da : tensor<4xbf16>
   zero.wait %t
   zero.free %db : tensor<2x3xbf16>
-  %s = zero.loss_scale : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
   // expected-error @+1 {{'zero.all_gather' op gathers parameters of @flat before their zero.adam update}}
-  zero.all_gather group @flat in params [0, 10)
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }

@@ -34,7 +34,7 @@ zero.partition @flat stage 2 world_size 2 alignment 2 numel 51 padded 52 params 
 // B21-NEXT: zero.reduce_scatter group @flat [0, 9) from %[[G1W]] at [0] :
 // B21-NEXT: zero.free %[[G1W]][0, 9] : tensor<4x6xf32>
 // B21-NEXT: zero.return
-// B21-NOT: zero.boundary
+// B21-NOT: phase boundary
 
 // The default bucket (5e8) holds the whole model: one reduction at the end.
 // BIG-LABEL: zero.train_step @stage2
@@ -75,7 +75,7 @@ zero.partition @flat stage 2 world_size 2 alignment 2 numel 51 padded 52 params 
 // gradient-accumulation-steps=2: the inputs become one micro batch of one
 // rank (8 / 2 ranks / 2 = 2 rows) and every value carrying it follows; at
 // stage 2 every micro step reduces into the owner's accumulator, so nothing
-// is tagged zero.boundary.
+// is in the boundary phase.
 // ACC-LABEL: zero.train_step @stage2(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2xi64>)
 // ACC-SAME: schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
 // ACC: nn.matmul %{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<4x6xf32> -> tensor<2x6xf32>
@@ -83,7 +83,7 @@ zero.partition @flat stage 2 world_size 2 alignment 2 numel 51 padded 52 params 
 // ACC-NEXT: zero.grad @fc1.weight
 // ACC-NEXT: %[[T:.*]] = zero.reduce_scatter group @flat [0, 51) from {{[^{]*}} -> !zero.token{{$}}
 // ACC-NEXT: zero.wait %[[T]]{{$}}
-// ACC-NOT: zero.boundary
+// ACC-NOT: phase boundary
 zero.train_step @stage2(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
@@ -118,7 +118,7 @@ zero.train_step @stage2(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
 // Stage 0: in-place all-reduce of the persistent gradient buffer as buckets
 // fill, during the backward; no frees (zero.grad accumulates into `grads`).
 // Stages 0-1 communicate only at the accumulation boundary, so their
-// collectives (and waits) are tagged zero.boundary.
+// collectives (and waits) are in the boundary phase.
 zero.param @fc1.weight : tensor<4x6xf32> init normal std 0.5
 zero.param @fc1.bias : tensor<6xf32> init zeros
 zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
@@ -126,23 +126,23 @@ zero.param @fc2.bias : tensor<3xf32> init zeros
 zero.partition @flat stage 0 world_size 2 alignment 2 numel 51 padded 51 params [@fc1.weight, @fc1.bias, @fc2.weight, @fc2.bias] offsets [0, 24, 30, 48]
 // B21-LABEL: zero.train_step @stage0
 // B21: zero.grad @fc2.weight
-// B21-NEXT: zero.all_reduce sum group @flat in grads [30, 51) {zero.boundary}
+// B21-NEXT: zero.all_reduce sum group @flat in grads [30, 51) phase boundary
 // B21-NEXT: nn.relu_grad
 // B21: zero.grad @fc1.weight
-// B21-NEXT: zero.all_reduce sum group @flat in grads [9, 30) {zero.boundary}
-// B21-NEXT: zero.all_reduce sum group @flat in grads [0, 9) {zero.boundary}
+// B21-NEXT: zero.all_reduce sum group @flat in grads [9, 30) phase boundary
+// B21-NEXT: zero.all_reduce sum group @flat in grads [0, 9) phase boundary
 // B21-NEXT: zero.return
 // B21-NOT: zero.free
 
 // OVERLAP-LABEL: zero.train_step @stage0
 // OVERLAP: zero.grad @fc2.weight
-// OVERLAP-NEXT: %[[T0:.*]] = zero.all_reduce sum group @flat in grads [30, 51) {zero.boundary} token !zero.token
+// OVERLAP-NEXT: %[[T0:.*]] = zero.all_reduce sum group @flat in grads [30, 51) phase boundary token !zero.token
 
 // ACC-LABEL: zero.train_step @stage0(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2xi64>)
 // ACC-SAME: schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 8, accumulation_steps = 2>
 // ACC: zero.grad @fc1.weight
-// ACC-NEXT: %[[T:.*]] = zero.all_reduce sum group @flat in grads [0, 51) {zero.boundary} token !zero.token
-// ACC-NEXT: zero.wait %[[T]] {zero.boundary}
+// ACC-NEXT: %[[T:.*]] = zero.all_reduce sum group @flat in grads [0, 51) phase boundary token !zero.token
+// ACC-NEXT: zero.wait %[[T]] phase boundary
 // ACC-NEXT: zero.return
 zero.train_step @stage0(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
@@ -185,20 +185,20 @@ zero.partition @flat stage 1 world_size 2 alignment 2 numel 51 padded 52 params 
 // B21-LABEL: zero.train_step @stage1
 // B21-NOT: zero.reduce_scatter
 // B21: zero.grad @fc1.weight
-// B21-NEXT: zero.reduce_scatter group @flat in grads [0, 21) {zero.boundary}
-// B21-NEXT: zero.reduce_scatter group @flat in grads [21, 42) {zero.boundary}
-// B21-NEXT: zero.reduce_scatter group @flat in grads [42, 51) {zero.boundary}
+// B21-NEXT: zero.reduce_scatter group @flat in grads [0, 21) phase boundary
+// B21-NEXT: zero.reduce_scatter group @flat in grads [21, 42) phase boundary
+// B21-NEXT: zero.reduce_scatter group @flat in grads [42, 51) phase boundary
 // B21-NEXT: zero.return
 // B21-NOT: zero.free
 
 // REDUCE-LABEL: zero.train_step @stage1
 // REDUCE: zero.grad @fc1.weight
-// REDUCE-NEXT: zero.reduce group @flat in grads [0, 21) {zero.boundary}
+// REDUCE-NEXT: zero.reduce group @flat in grads [0, 21) phase boundary
 
 // ACC-LABEL: zero.train_step @stage1(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2xi64>)
 // ACC: zero.grad @fc1.weight
-// ACC-NEXT: %[[T:.*]] = zero.reduce_scatter group @flat in grads [0, 51) {zero.boundary} -> !zero.token
-// ACC-NEXT: zero.wait %[[T]] {zero.boundary}
+// ACC-NEXT: %[[T:.*]] = zero.reduce_scatter group @flat in grads [0, 51) phase boundary -> !zero.token
+// ACC-NEXT: zero.wait %[[T]] phase boundary
 zero.train_step @stage1(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>

@@ -25,10 +25,10 @@ zero.train_step @train(%x: tensor<2x4xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   %ga = nn.fill 1.0 : tensor<4xf32>
   zero.grad @a, %ga : tensor<4xf32>
-  zero.all_reduce sum group @flat in grads [0, 4) {zero.boundary}
-  %s = zero.loss_scale {zero.boundary} : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 {zero.boundary} : tensor<2xf32>
-  %skip = zero.update_loss_scale %st {zero.boundary} : tensor<2xf32> -> i1
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
+  zero.all_reduce sum group @flat in grads [0, 4) phase boundary
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }

@@ -5,7 +5,7 @@
 // Stage 2 at fp16 after an overlapped zero-grad-sync on 2 ranks: after the
 // last wait come the loss scale, one read-only overflow/norm pass over the
 // owned gradients, one small all-reduce (flag max, norm sum), the scaler
-// update and fused Adam, all tagged zero.boundary. The divisor is world size
+// update and fused Adam, all in the boundary phase. The divisor is world size
 // x accumulation steps = 2.
 zero.param @a : tensor<4xf32> init zeros compute f16
 zero.param @b : tensor<4xf32> init zeros compute f16
@@ -15,11 +15,11 @@ zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@
 // CHECK: zero.wait
 // CHECK-NEXT: zero.free
 // CHECK-NEXT: zero.free
-// CHECK-NEXT: %[[S:.*]] = zero.loss_scale {zero.boundary} : tensor<f32>
-// CHECK-NEXT: %[[ST:.*]] = zero.check_overflow groups [@flat] scale %[[S]] divisor 2.000000e+00 {zero.boundary} : tensor<2xf32>
-// CHECK-NEXT: %[[G:.*]] = zero.all_reduce overflow_norm %[[ST]] group @flat {zero.boundary} : tensor<2xf32> -> tensor<2xf32>
-// CHECK-NEXT: %[[SKIP:.*]] = zero.update_loss_scale %[[G]] {zero.boundary} : tensor<2xf32> -> i1
-// CHECK-NEXT: zero.adam group @flat stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 2.000000e+00 {zero.boundary} : tensor<2xf32>
+// CHECK-NEXT: %[[S:.*]] = zero.loss_scale phase boundary : tensor<f32>
+// CHECK-NEXT: %[[ST:.*]] = zero.check_overflow groups [@flat] scale %[[S]] divisor 2.000000e+00 phase boundary : tensor<2xf32>
+// CHECK-NEXT: %[[G:.*]] = zero.all_reduce overflow_norm %[[ST]] group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+// CHECK-NEXT: %[[SKIP:.*]] = zero.update_loss_scale %[[G]] phase boundary : tensor<2xf32> -> i1
+// CHECK-NEXT: zero.adam group @flat stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 2.000000e+00 phase boundary : tensor<2xf32>
 // CHECK-NEXT: zero.return
 // gradient-clipping >= 0 overrides the step's value; 0 disables clipping.
 // CLIP-LABEL: zero.train_step @stage2
@@ -62,7 +62,7 @@ zero.train_step @stage0(%x: tensor<2x4xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   %ga = nn.fill 1.0 : tensor<4xf32>
   zero.grad @a, %ga : tensor<4xf32>
-  zero.all_reduce sum group @flat in grads [0, 4) {zero.boundary}
+  zero.all_reduce sum group @flat in grads [0, 4) phase boundary
   zero.return %loss : tensor<f32>
 }
 
@@ -74,11 +74,11 @@ zero.train_step @stage0(%x: tensor<2x4xf32>)
 zero.param @a : tensor<4xf32> init zeros
 zero.partition @flat stage 1 world_size 2 alignment 2 numel 4 padded 4 params [@a] offsets [0]
 // CHECK-LABEL: zero.train_step @accumulate
-// CHECK: zero.reduce_scatter group @flat in grads [0, 4) {zero.boundary}
+// CHECK: zero.reduce_scatter group @flat in grads [0, 4) phase boundary
 // CHECK-NEXT: zero.loss_scale
-// CHECK-NEXT: zero.check_overflow {{.*}} divisor 4.000000e+00 {zero.boundary}
-// CHECK: zero.adam group @flat {{.*}} divisor 4.000000e+00 {zero.boundary}
-// CHECK-NEXT: zero.all_gather group @flat in params [0, 4) {zero.boundary, zero.post_step}
+// CHECK-NEXT: zero.check_overflow {{.*}} divisor 4.000000e+00 phase boundary
+// CHECK: zero.adam group @flat {{.*}} divisor 4.000000e+00 phase boundary
+// CHECK-NEXT: zero.all_gather group @flat in params [0, 4) phase post_step
 // CHECK-NEXT: zero.return
 zero.train_step @accumulate(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
@@ -87,8 +87,8 @@ zero.train_step @accumulate(%x: tensor<2x4xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   %ga = nn.fill 1.0 : tensor<4xf32>
   zero.grad @a, %ga : tensor<4xf32>
-  zero.reduce_scatter group @flat in grads [0, 4) {zero.boundary}
-  zero.all_gather group @flat in params [0, 4) {zero.boundary, zero.post_step}
+  zero.reduce_scatter group @flat in grads [0, 4) phase boundary
+  zero.all_gather group @flat in params [0, 4) phase post_step
   zero.return %loss : tensor<f32>
 }
 
@@ -107,13 +107,13 @@ zero.partition @l1 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@l1
 // CHECK-NEXT: zero.update_loss_scale
 // CHECK-NEXT: zero.adam group @l0
 // CHECK-NEXT: zero.adam group @l1
-// CHECK-NEXT: zero.free %{{.*}} {zero.post_step}
+// CHECK-NEXT: zero.free %{{.*}} phase step_end
 // CHECK-NEXT: zero.return
 zero.train_step @stage3(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> {
-  %full = zero.all_gather group @l0 {zero.persistent} : tensor<4xf32>
+  %full = zero.all_gather group @l0 persistent : tensor<4xf32>
   %w = zero.get_param @l0.w from %full : tensor<4xf32> -> tensor<4xf32>
   %loss = nn.fill 0.0 : tensor<f32>
   %g1 = nn.fill 1.0 : tensor<4xf32>
@@ -124,6 +124,6 @@ zero.train_step @stage3(%x: tensor<2x4xf32>)
   zero.grad @l0.w, %g0 : tensor<4xf32>
   zero.reduce_scatter group @l0 [0, 4) from %g0 at [0] : tensor<4xf32>
   zero.free %g0 : tensor<4xf32>
-  zero.free %full {zero.post_step} : tensor<4xf32>
+  zero.free %full phase step_end : tensor<4xf32>
   zero.return %loss : tensor<f32>
 }

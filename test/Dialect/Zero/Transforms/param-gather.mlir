@@ -18,14 +18,14 @@ zero.param @fc2.bias : tensor<3xf32> init zeros
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 51 padded 52 params [@fc1.weight, @fc1.bias, @fc2.weight, @fc2.bias] offsets [0, 24, 30, 48]
 // DEF-LABEL: zero.train_step @stage2
 // DEF: zero.adam group @flat
-// DEF-NEXT: zero.all_gather group @flat in params [0, 51) {zero.boundary, zero.post_step}
+// DEF-NEXT: zero.all_gather group @flat in params [0, 51) phase post_step
 // DEF-NEXT: zero.return
 // B20-LABEL: zero.train_step @stage2
 // B20-NOT: zero.all_gather
 // B20: zero.adam group @flat
-// B20-NEXT: zero.all_gather group @flat in params [0, 20) {zero.boundary, zero.post_step}
-// B20-NEXT: zero.all_gather group @flat in params [20, 40) {zero.boundary, zero.post_step}
-// B20-NEXT: zero.all_gather group @flat in params [40, 51) {zero.boundary, zero.post_step}
+// B20-NEXT: zero.all_gather group @flat in params [0, 20) phase post_step
+// B20-NEXT: zero.all_gather group @flat in params [20, 40) phase post_step
+// B20-NEXT: zero.all_gather group @flat in params [40, 51) phase post_step
 // B20-NEXT: zero.return
 zero.train_step @stage2(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
@@ -58,11 +58,11 @@ zero.train_step @stage2(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
   zero.free %g1b : tensor<6xf32>
   zero.free %g2w : tensor<6x3xf32>
   zero.free %g2b : tensor<3xf32>
-  %s = zero.loss_scale {zero.boundary} : tensor<f32>
-  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 {zero.boundary} : tensor<2xf32>
-  %g = zero.all_reduce overflow_norm %st group @flat {zero.boundary} : tensor<2xf32> -> tensor<2xf32>
-  %skip = zero.update_loss_scale %g {zero.boundary} : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -76,10 +76,10 @@ zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
 zero.param @fc2.bias : tensor<3xf32> init zeros
 zero.partition @flat stage 1 world_size 2 alignment 2 numel 51 padded 52 params [@fc1.weight, @fc1.bias, @fc2.weight, @fc2.bias] offsets [0, 24, 30, 48]
 // B20-LABEL: zero.train_step @stage1
-// B20: zero.reduce_scatter group @flat in grads [0, 51) {zero.boundary}
-// B20-NEXT: zero.all_gather group @flat in params [0, 20) {zero.boundary, zero.post_step}
-// B20-NEXT: zero.all_gather group @flat in params [20, 40) {zero.boundary, zero.post_step}
-// B20-NEXT: zero.all_gather group @flat in params [40, 51) {zero.boundary, zero.post_step}
+// B20: zero.reduce_scatter group @flat in grads [0, 51) phase boundary
+// B20-NEXT: zero.all_gather group @flat in params [0, 20) phase post_step
+// B20-NEXT: zero.all_gather group @flat in params [20, 40) phase post_step
+// B20-NEXT: zero.all_gather group @flat in params [40, 51) phase post_step
 // B20-NEXT: zero.return
 zero.train_step @stage1(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
@@ -107,7 +107,7 @@ zero.train_step @stage1(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
   zero.grad @fc1.bias, %g1b : tensor<6xf32>
   %g1w = nn.matmul %x, %15 transpose_lhs : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
   zero.grad @fc1.weight, %g1w : tensor<4x6xf32>
-  zero.reduce_scatter group @flat in grads [0, 51) {zero.boundary}
+  zero.reduce_scatter group @flat in grads [0, 51) phase boundary
   zero.return %loss : tensor<f32>
 }
 
@@ -150,11 +150,11 @@ zero.train_step @stage0(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
   zero.grad @fc1.bias, %g1b : tensor<6xf32>
   %g1w = nn.matmul %x, %15 transpose_lhs : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
   zero.grad @fc1.weight, %g1w : tensor<4x6xf32>
-  zero.all_reduce sum group @flat in grads [0, 51) {zero.boundary}
-  %s = zero.loss_scale {zero.boundary} : tensor<f32>
-  %g = zero.check_overflow groups [@flat] scale %s divisor 2.0 {zero.boundary} : tensor<2xf32>
-  %skip = zero.update_loss_scale %g {zero.boundary} : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
+  zero.all_reduce sum group @flat in grads [0, 51) phase boundary
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %g = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -176,23 +176,23 @@ zero.partition @fc3 stage 3 world_size 2 alignment 2 numel 21 padded 24 params [
 // Defaults: every group is below DeepSpeed's persistence threshold (1e5):
 // each is gathered once at the top and freed after the step.
 // DEF-LABEL: zero.train_step @stage3
-// DEF-NEXT: %[[F1:.*]] = zero.all_gather group @fc1 {zero.persistent} : tensor<32xf32>
-// DEF-NEXT: %[[F2:.*]] = zero.all_gather group @fc2 {zero.persistent} : tensor<44xf32>
-// DEF-NEXT: %[[F3:.*]] = zero.all_gather group @fc3 {zero.persistent} : tensor<24xf32>
+// DEF-NEXT: %[[F1:.*]] = zero.all_gather group @fc1 persistent : tensor<32xf32>
+// DEF-NEXT: %[[F2:.*]] = zero.all_gather group @fc2 persistent : tensor<44xf32>
+// DEF-NEXT: %[[F3:.*]] = zero.all_gather group @fc3 persistent : tensor<24xf32>
 // DEF-NEXT: zero.get_param @fc1.weight from %[[F1]] : tensor<32xf32> -> tensor<4x6xf32>
 // DEF-NOT: zero.all_gather
 // DEF-NOT: zero.free
 // DEF: zero.grad @fc1.weight
-// DEF-NEXT: zero.free %[[F3]] {zero.post_step}
-// DEF-NEXT: zero.free %[[F2]] {zero.post_step}
-// DEF-NEXT: zero.free %[[F1]] {zero.post_step}
+// DEF-NEXT: zero.free %[[F3]] phase step_end
+// DEF-NEXT: zero.free %[[F2]] phase step_end
+// DEF-NEXT: zero.free %[[F1]] phase step_end
 // DEF-NEXT: zero.return
 
 // Threshold 22: only fc3 (21 elements) is persistent; fc1 and fc2 are
 // gathered before their first use and freed after their last (the default
 // reuse distance keeps fc2 from its forward to its backward).
 // T22-LABEL: zero.train_step @stage3
-// T22-NEXT: %[[F3:.*]] = zero.all_gather group @fc3 {zero.persistent}
+// T22-NEXT: %[[F3:.*]] = zero.all_gather group @fc3 persistent
 // T22-NEXT: %[[F1:.*]] = zero.all_gather group @fc1 : tensor<32xf32>
 // T22-NEXT: zero.get_param @fc1.weight from %[[F1]]
 // T22: zero.get_param @fc1.bias from %[[F1]]
@@ -202,14 +202,14 @@ zero.partition @fc3 stage 3 world_size 2 alignment 2 numel 21 padded 24 params [
 // T22-NOT: zero.all_gather
 // T22: nn.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<4x6xf32>, tensor<6x6xf32>
 // T22: zero.free %[[F2]] : tensor<44xf32>
-// T22: zero.free %[[F3]] {zero.post_step}
+// T22: zero.free %[[F3]] phase step_end
 // T22-NEXT: zero.return
 
 // Threshold 21: nothing is persistent. Between fc2's last forward use and
 // its first backward use only fc3 (24 gathered elements) is used: a reuse
 // distance of 23 frees fc2 and gathers it again with fresh views, 24 keeps it.
 // R23-LABEL: zero.train_step @stage3
-// R23-NOT: zero.persistent
+// R23-NOT:  persistent
 // R23: %[[F2:.*]] = zero.all_gather group @fc2 : tensor<44xf32>
 // R23: zero.get_param @fc2.bias from %[[F2]]
 // R23-NEXT: nn.add

@@ -131,13 +131,13 @@ zero.param @w : tensor<4xf32> init zeros
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 4 padded 4 params [@w] offsets [0]
 // DEF-LABEL: zero.train_step @stage2
 // DEF-NOT: zero.prefetch
-// DEF: zero.all_gather group @flat in params [0, 4) {zero.boundary, zero.post_step}
+// DEF: zero.all_gather group @flat in params [0, 4) phase post_step
 // DEF-NOT: zero.prefetch
 zero.train_step @stage2(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
   %loss = nn.fill 0.0 : tensor<f32>
-  zero.all_gather group @flat in params [0, 4) {zero.boundary, zero.post_step}
+  zero.all_gather group @flat in params [0, 4) phase post_step
   zero.return %loss : tensor<f32>
 }

@@ -58,7 +58,13 @@ def ZeroVerifySchedulePass : Pass<"zero-verify-schedule", "::mlir::ModuleOp"> {
       (`zero-plan-memory`), when there is one;
     * a parameter's gradient is reduced zero or two times in a step (every
       element of every partition exactly once);
-    * a shard is updated zero or two times (`zero.adam` once per partition).
+    * a shard is updated zero or two times (`zero.adam` once per partition);
+    * the phases disagree with what the ops do (`StepPhaseOpInterface`): the
+      optimizer not at the boundary or after an op placed after it, an
+      in-place gradient reduction not at the boundary, an in-place parameter
+      gather not post_step, a wait in another phase than its collective
+      (one runs every micro step, the other once), or an op of every micro
+      step reading a value only the last micro step computes.
 
     It runs at the end of `zero-pipeline` by default.
   }];

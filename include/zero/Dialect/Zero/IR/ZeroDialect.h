@@ -49,4 +49,23 @@ constexpr int64_t kMaxAccumulationSteps = int64_t(1) << 16;
 #define GET_OP_CLASSES
 #include "zero/Dialect/Zero/IR/ZeroOps.h.inc"
 
+namespace mlir::zero {
+/// The phase of an op of a train step; ops without one (compute ops) run in
+/// every micro step, before the optimizer.
+inline Phase getStepPhase(Operation *op) {
+  if (auto phased = dyn_cast<StepPhaseOpInterface>(op))
+    return phased.getPhase();
+  return Phase::micro_step;
+}
+/// Whether ops of `phase` run once per optimizer step, in its last micro
+/// step.
+inline bool runsAtBoundary(Phase phase) {
+  return phase == Phase::boundary || phase == Phase::post_step;
+}
+/// Whether ops of `phase` come after the optimizer.
+inline bool isAfterOptimizer(Phase phase) {
+  return phase == Phase::step_end || phase == Phase::post_step;
+}
+} // namespace mlir::zero
+
 #endif // ZERO_DIALECT_ZERO_IR_ZERODIALECT_H

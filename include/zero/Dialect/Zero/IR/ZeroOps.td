@@ -205,6 +205,42 @@ def Zero_ScalarF32 : Type<
     "0-d f32 tensor", "::mlir::RankedTensorType">,
   BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
 
+def Zero_Phase : I32EnumAttr<"Phase",
+    "when a schedule op runs within an optimizer step", [
+    I32EnumAttrCase<"micro_step", 0>, I32EnumAttrCase<"step_end", 1>,
+    I32EnumAttrCase<"boundary", 2>, I32EnumAttrCase<"post_step", 3>]> {
+  let cppNamespace = "::mlir::zero";
+  let genSpecializedAttr = 0;
+}
+def Zero_PhaseAttr : EnumAttr<Zero_Dialect, Zero_Phase, "phase">;
+
+def Zero_StepPhaseOpInterface : OpInterface<"StepPhaseOpInterface"> {
+  let cppNamespace = "::mlir::zero";
+  let description = [{
+    When a schedule op runs within an optimizer step of K micro steps
+    (gradient accumulation), an inherent `phase` of the op:
+
+    * `micro_step` (the default, not printed): in every micro step, before
+      the optimizer;
+    * `step_end`: in every micro step, after the optimizer's place (the
+      stage-3 free of a persistent gathered buffer);
+    * `boundary`: in the last micro step only (stage 0-1 gradient
+      reductions and their waits, the optimizer);
+    * `post_step`: in the last micro step only, after the optimizer (stage
+      1-2 parameter all-gathers).
+
+    The lowering emits `micro_step`/`step_end` ops into the program's micro
+    step and `boundary`/`post_step` ops into its boundary function; the
+    optimizer is inserted before the first `step_end`/`post_step` op;
+    `zero-verify-schedule` checks that the phases are consistent.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's phase.", "::mlir::zero::Phase", "getPhase">,
+    InterfaceMethod<"Sets the op's phase.", "void", "setPhase",
+      (ins "::mlir::zero::Phase":$phase)>,
+  ];
+}
+
 def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let summary = "A trainable parameter";
   let description = [{
@@ -340,7 +376,7 @@ def Zero_GradOp : Zero_Op<"grad", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
   let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
 }
 
-def Zero_LossScaleOp : Zero_Op<"loss_scale", [Pure]> {
+def Zero_LossScaleOp : Zero_Op<"loss_scale", [Pure, Zero_StepPhaseOpInterface]> {
   let summary = "The current dynamic loss scale";
   let description = [{
     Reads the loss scaler's state (which lives across steps) as a scalar.
@@ -350,8 +386,10 @@ def Zero_LossScaleOp : Zero_Op<"loss_scale", [Pure]> {
     %s = zero.loss_scale : tensor<f32>
     ```
   }];
+  let arguments = (ins
+      DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs Zero_ScalarF32:$result);
-  let assemblyFormat = "attr-dict `:` type($result)";
+  let assemblyFormat = "(`phase` $phase^)? attr-dict `:` type($result)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -466,7 +504,8 @@ class Zero_CollectiveOp<string mnemonic, list<Trait> traits = []>
         DeclareOpInterfaceMethods<SymbolUserOpInterface>,
         DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
             ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
-             "getMovedValue"]>])> {
+             "getMovedValue"]>,
+        Zero_StepPhaseOpInterface])> {
   let hasVerifier = 1;
   code commonDescription = [{
     Collectives run over all ranks of the data-parallel world of partition
@@ -492,7 +531,8 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
 
     Value form (stage 3): gathers the persistent `params` shards of the group
     into a new full buffer of `padded_numel` elements, released by
-    `zero.free`.
+    `zero.free`. A `persistent` gather (a group below the persistence
+    threshold) is issued once at the top of the step and kept to its end.
 
     ```mlir
     zero.all_gather group @flat in params [0, 4096)
@@ -501,11 +541,14 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
   }];
   let arguments = (ins FlatSymbolRefAttr:$group,
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
-                       OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end);
+                       OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
+                       UnitAttr:$persistent,
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs Optional<Zero_FlatTensor>:$result,
                       Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
-    `group` $group (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)? attr-dict
+    `group` $group (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)?
+    (`persistent` $persistent^)? (`phase` $phase^)? attr-dict
     (`:` type($result)^)? (`->` type($token)^)?
   }];
 }
@@ -525,9 +568,10 @@ def Zero_PrefetchOp : Zero_Op<"prefetch", [
     zero.wait %t
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$group);
+  let arguments = (ins FlatSymbolRefAttr:$group, UnitAttr:$persistent);
   let results = (outs Zero_FlatTensor:$result, Zero_TokenType:$token);
-  let assemblyFormat = "`group` $group attr-dict `:` type($result)";
+  let assemblyFormat =
+      "`group` $group (`persistent` $persistent^)? attr-dict `:` type($result)";
 }
 
 class Zero_GradReductionOp<string mnemonic> : Zero_CollectiveOp<mnemonic> {
@@ -535,12 +579,13 @@ class Zero_GradReductionOp<string mnemonic> : Zero_CollectiveOp<mnemonic> {
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
                        I64Attr:$begin, I64Attr:$end,
                        Variadic<Zero_FloatTensor>:$sources,
-                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$source_offsets);
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$source_offsets,
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
     `group` $group (`in` `` $buffer^)? ` ` `[` $begin `,` $end `)`
     (`from` $sources^ `at` $source_offsets `:` type($sources))?
-    attr-dict (`->` type($token)^)?
+    (`phase` $phase^)? attr-dict (`->` type($token)^)?
   }];
   code reductionDescription = [{
 
@@ -598,27 +643,29 @@ def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]
   let arguments = (ins Zero_ReduceKindAttr:$kind, Optional<Zero_FlatTensor>:$input,
                        FlatSymbolRefAttr:$group,
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
-                       OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end);
+                       OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs Optional<Zero_FlatTensor>:$result,
                       Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
-    `` $kind ($input^)? `group` $group (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)? attr-dict
+    `` $kind ($input^)? `group` $group (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)?
+    (`phase` $phase^)? attr-dict
     (`:` type($input)^ `->` type($result))? (`token` type($token)^)?
   }];
 }
 
-def Zero_WaitOp : Zero_Op<"wait"> {
+def Zero_WaitOp : Zero_Op<"wait", [Zero_StepPhaseOpInterface]> {
   let summary = "Wait for an asynchronous collective";
   let description = [{
     ```mlir
     zero.wait %t
     ```
   }];
-  let arguments = (ins Zero_TokenType:$token);
-  let assemblyFormat = "$token attr-dict";
+  let arguments = (ins Zero_TokenType:$token, DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
+  let assemblyFormat = "$token (`phase` $phase^)? attr-dict";
 }
 
-def Zero_FreeOp : Zero_Op<"free"> {
+def Zero_FreeOp : Zero_Op<"free", [Zero_StepPhaseOpInterface]> {
   let summary = "End of a buffer's (or a slice's) lifetime";
   let description = [{
     Releases `buffer`, or only its elements `[offset, offset + size)` when a
@@ -632,7 +679,7 @@ def Zero_FreeOp : Zero_Op<"free"> {
     ```
   }];
   let arguments = (ins AnyRankedTensor:$buffer, OptionalAttr<I64Attr>:$offset,
-                       OptionalAttr<I64Attr>:$size);
+                       OptionalAttr<I64Attr>:$size, DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
 }
@@ -642,7 +689,8 @@ def Zero_FreeOp : Zero_Op<"free"> {
 //===----------------------------------------------------------------------===//
 
 def Zero_CheckOverflowOp : Zero_Op<"check_overflow", [
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    Zero_StepPhaseOpInterface]> {
   let summary = "Inf/NaN flag and squared norm of local gradients in one pass";
   let description = [{
     One read-only pass over this rank's owned gradients of every partition in
@@ -658,15 +706,17 @@ def Zero_CheckOverflowOp : Zero_Op<"check_overflow", [
     ```
   }];
   let arguments = (ins SymbolRefArrayAttr:$groups, Zero_ScalarF32:$loss_scale,
-                       F64Attr:$divisor);
+                       F64Attr:$divisor, DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs 1DTensorOf<[F32]>:$result);
   let assemblyFormat = [{
-    `groups` $groups `scale` $loss_scale `divisor` $divisor attr-dict `:` type($result)
+    `groups` $groups `scale` $loss_scale `divisor` $divisor (`phase` $phase^)?
+    attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }
 
-def Zero_UpdateLossScaleOp : Zero_Op<"update_loss_scale"> {
+def Zero_UpdateLossScaleOp : Zero_Op<"update_loss_scale",
+    [Zero_StepPhaseOpInterface]> {
   let summary = "DeepSpeed's dynamic loss-scale update; yields the skip flag";
   let description = [{
     Takes the global overflow flag (element 0 of the reduced
@@ -680,13 +730,15 @@ def Zero_UpdateLossScaleOp : Zero_Op<"update_loss_scale"> {
     %skip = zero.update_loss_scale %stats : tensor<2xf32> -> i1
     ```
   }];
-  let arguments = (ins 1DTensorOf<[F32]>:$stats);
+  let arguments = (ins 1DTensorOf<[F32]>:$stats, DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs I1:$skip);
-  let assemblyFormat = "$stats attr-dict `:` type($stats) `->` type($skip)";
+  let assemblyFormat =
+      "$stats (`phase` $phase^)? attr-dict `:` type($stats) `->` type($skip)";
   let hasVerifier = 1;
 }
 
-def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    Zero_StepPhaseOpInterface]> {
   let summary = "Fused Adam/AdamW on this rank's shard of a partition";
   let description = [{
     Unless `skip` is true, updates this rank's owned part of partition
@@ -703,10 +755,11 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, 1DTensorOf<[F32]>:$stats,
-                       Zero_ScalarF32:$loss_scale, I1:$skip, F64Attr:$divisor);
+                       Zero_ScalarF32:$loss_scale, I1:$skip, F64Attr:$divisor,
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let assemblyFormat = [{
     `group` $group `stats` $stats `scale` $loss_scale `skip` $skip
-    `divisor` $divisor attr-dict `:` type($stats)
+    `divisor` $divisor (`phase` $phase^)? attr-dict `:` type($stats)
   }];
   let hasVerifier = 1;
 }
