@@ -10,15 +10,21 @@
 include "mlir/Pass/PassBase.td"
 
 def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
-  let summary = "Static arena offsets for every buffer of a scheduled step";
+  let summary = "Record the memory plan of every scheduled step in the IR";
   let description = [{
-    Computes the liveness of every buffer of each scheduled `zero.train_step`
-    and gives it a static offset in one of two arenas per rank:
+    Records the memory plan (the analysis `computeMemoryPlan`) of each
+    scheduled `zero.train_step` in the typed attributes the `zero` dialect
+    declares and verifies, so that `zero-verify-schedule` can check a plan
+    that travels with the IR against the buffers' liveness, and a plan can be
+    hand-written in tests. The lowering and the report compute the plan
+    themselves.
+
+    The plan gives every buffer a static offset in one of two arenas per rank:
 
     * the persistent arena (lives across steps): for every partition its
       `params`, `grads`, `master`, `exp_avg` and `exp_avg_sq` buffers, sized
       by the stage (see `zero.partition`), recorded on the partition as
-      `zero.buffers = {params = offset, ...}`;
+      `zero.buffers = #zero.buffer_offsets<params = offset, ...>`;
     * the step arena: the input batch, activations kept for backward,
       gradients, temporaries, gathered parameter buffers (stage 3) and bucket
       buffers of source-form reductions, placed in program order by a
@@ -32,8 +38,9 @@ def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
     `nn.reshape` and `zero.get_param` are views and take no memory. At stages
     0-1 without gradient accumulation a gradient bound by `zero.grad` is
     computed directly into its slot of the persistent `grads` buffer.
-    The train step gets `zero.plan = {persistent_bytes, arena_bytes,
-    scratch_bytes, peak_bytes}`; the peak is the persistent size plus the step
+    The train step gets `zero.input_offsets` (the offset of each input) and
+    `zero.plan = #zero.memory_plan<persistent_bytes, arena_bytes,
+    scratch_bytes, peak_bytes>`; the peak is the persistent size plus the step
     arena's high-water mark plus the largest heap scratch of one runtime
     kernel (the runtime's own formulas, `zero_rt/scratch.h`), which is what
     the runtime allocates and measures.
