@@ -17,7 +17,8 @@ def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
     declares and verifies, so that `zero-verify-schedule` can check a plan
     that travels with the IR against the buffers' liveness, and a plan can be
     hand-written in tests. The lowering and the report compute the plan
-    themselves.
+    themselves; to read a plan in a test, `zero-print-memory-plan` prints it
+    without changing the IR.
 
     The plan gives every buffer a static offset in one of two arenas per rank:
 
@@ -95,6 +96,37 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     Option<"memorySvg", "memory-svg", "std::string", /*default=*/"\"\"",
            "Also write a per-rank memory-over-time picture (SVG)">,
   ];
+}
+
+def ZeroPrintMemoryPlanPass
+    : Pass<"zero-print-memory-plan", "::mlir::ModuleOp"> {
+  let summary = "Print the memory plan of every scheduled step (for tests)";
+  let description = [{
+    Prints to stdout the memory plan (`computeMemoryPlan`, what
+    `zero-plan-memory` records) of each scheduled `zero.train_step`, one fact
+    per line, and leaves the IR unchanged:
+
+    ```
+    zero.train_step @step
+      persistent_bytes 896, arena_bytes 576, scratch_bytes 0, peak_bytes 1472
+      persistent @flat params offset 0 bytes 136
+      ...
+      arena input #0 offset 0 bytes 128 live [-1, 7] inputs
+      arena op 1 nn.mul result #0 offset 192 bytes 128 live [1, 6] activations
+      ...
+      arena op 7 nn.mul result #0 offset 192 bytes 128 live [7, 16] gradients
+        piece offset 256 bytes 64 live [7, 11]
+        piece offset 192 bytes 64 live [7, 16]
+      arena op 9 zero.reduce_scatter bucket offset 0 bytes 64 live [9, 10] reduce_buckets
+    ```
+
+    Persistent buffers come per partition in the order of the arena. Arena
+    buffers come in program order (inputs first), each with its op (by index
+    in the step's body) and result, or `bucket` for the bucket buffer of a
+    source-form reduction, its offset and bytes, the first and last op index
+    at which it is live (-1: an input, live before the first op) and its
+    category. A buffer freed slice by slice lists its pieces.
+  }];
 }
 
 #endif // ZERO_DIALECT_ZERO_ANALYSIS_PASSES
