@@ -1649,3 +1649,239 @@ zero.train_step @unscheduled(%x: tensor<4x2xf32>)
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
+
+// -----
+
+// Checks that zero.plan holds a #zero.memory_plan.
+// expected-error @+1 {{'zero.train_step' op attribute 'zero.plan' must be a #zero.memory_plan, got {arena_bytes = 0 : i64}}}
+zero.train_step @plan_untyped(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.plan = {arena_bytes = 0 : i64}} {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that zero.plan is only on a train step.
+zero.train_step @plan_on_op(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'nn.fill' op attribute 'zero.plan' is only valid on zero.train_step}}
+  %l = nn.fill 0.0 {zero.plan = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0>} : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that the plan's byte counts are non-negative.
+// expected-error @+1 {{memory_plan byte counts must be non-negative}}
+#neg = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = -1, peak_bytes = -1>
+
+// -----
+
+// Checks that the arenas' sizes are multiples of their alignment.
+// expected-error @+1 {{memory_plan persistent_bytes and arena_bytes must be multiples of 64 (the arenas' alignment)}}
+#unaligned = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 100, scratch_bytes = 0, peak_bytes = 100>
+
+// -----
+
+// Checks that the plan's total fits in int64.
+// expected-error @+1 {{memory_plan byte counts overflow int64}}
+#overflow = #zero.memory_plan<persistent_bytes = 9223372036854775744, arena_bytes = 64, scratch_bytes = 0, peak_bytes = 0>
+
+// -----
+
+// Checks that the peak is the sum of the arenas and the kernel scratch.
+// expected-error @+1 {{memory_plan peak_bytes 512 must be persistent_bytes + arena_bytes + scratch_bytes = 544}}
+#peak = #zero.memory_plan<persistent_bytes = 256, arena_bytes = 256, scratch_bytes = 32, peak_bytes = 512>
+
+// -----
+
+// Checks that zero.buffers holds a #zero.buffer_offsets.
+zero.param @w : tensor<4xf32> init zeros
+// expected-error @+1 {{'zero.partition' op attribute 'zero.buffers' must be a #zero.buffer_offsets, got {params = 0 : i64}}}
+zero.partition @g stage 0 world_size 1 alignment 1 numel 4 padded 4 params [@w] offsets [0] {zero.buffers = {params = 0 : i64}}
+
+// -----
+
+// Checks that zero.buffers is only on a partition.
+// expected-error @+1 {{'zero.param' op attribute 'zero.buffers' is only valid on zero.partition}}
+zero.param @w : tensor<4xf32> init zeros {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, master = 128, exp_avg = 192, exp_avg_sq = 256>}
+
+// -----
+
+// Checks that every persistent buffer is 64-byte aligned.
+// expected-error @+1 {{buffer_offsets grads must be a non-negative multiple of 64, got 32}}
+#buffers = #zero.buffer_offsets<params = 0, grads = 32, master = 128, exp_avg = 192, exp_avg_sq = 256>
+
+// -----
+
+// Checks that zero.input_offsets is an i64 array.
+// expected-error @+1 {{'zero.train_step' op attribute 'zero.input_offsets' must be an array<i64: ...>, got [0]}}
+zero.train_step @inputs_untyped(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.input_offsets = [0]} {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that zero.input_offsets is only on a train step.
+zero.train_step @inputs_on_op(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'nn.fill' op attribute 'zero.input_offsets' is only valid on zero.train_step}}
+  %l = nn.fill 0.0 {zero.input_offsets = array<i64: 0>} : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that there is one offset per input.
+// expected-error @+1 {{'zero.train_step' op attribute 'zero.input_offsets' has 2 offsets, but the step has 1 inputs (one offset per input)}}
+zero.train_step @inputs_count(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.input_offsets = array<i64: 0, 64>} {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that every input has a 64-byte aligned offset.
+// expected-error @+1 {{'zero.train_step' op attribute 'zero.input_offsets' offset of input #0 must be a non-negative multiple of 64, got -64}}
+zero.train_step @inputs_negative(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.input_offsets = array<i64: -64>} {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that zero.alloc is an i64 array.
+zero.train_step @alloc_untyped(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'nn.fill' op attribute 'zero.alloc' must be an array<i64: ...>, got 64 : i64}}
+  %l = nn.fill 0.0 {zero.alloc = 64} : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that zero.alloc is only on the ops of a train step.
+// expected-error @+1 {{'zero.param' op attribute 'zero.alloc' is only valid on an op of a zero.train_step's body}}
+zero.param @w : tensor<4xf32> init zeros {zero.alloc = array<i64>}
+
+// -----
+
+// Checks that there is one offset per result.
+zero.train_step @alloc_count(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'nn.fill' op attribute 'zero.alloc' has 2 offsets, but the op has 1 results (one offset per result)}}
+  %l = nn.fill 0.0 {zero.alloc = array<i64: 0, 64>} : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that an offset is -1 or 64-byte aligned.
+zero.train_step @alloc_unaligned(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'nn.fill' op attribute 'zero.alloc' offset of result #0 must be -1 or a non-negative multiple of 64, got 32}}
+  %l = nn.fill 0.0 {zero.alloc = array<i64: 32>} : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that a tensor result that is neither a view nor a gradient bound by
+// zero.grad has step memory.
+zero.train_step @alloc_missing(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'nn.fill' op attribute 'zero.alloc' offset of result #0 is -1, but only views, gradients bound by zero.grad and values that are not tensors own no step memory}}
+  %l = nn.fill 0.0 {zero.alloc = array<i64: -1>} : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that a view owns no step memory.
+zero.train_step @alloc_view(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'nn.reshape' op attribute 'zero.alloc' offset of result #0 must be -1: a view owns no step memory}}
+  %r = nn.reshape %x {zero.alloc = array<i64: 0>} : tensor<2x2xf32> -> tensor<4xf32>
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that a value that is not a tensor owns no step memory.
+zero.train_step @alloc_flag(%x: tensor<2x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %st = nn.fill 0.0 : tensor<2xf32>
+  // expected-error @+1 {{'zero.update_loss_scale' op attribute 'zero.alloc' offset of result #0 must be -1: a value that is not a tensor owns no step memory}}
+  %skip = zero.update_loss_scale %st {zero.alloc = array<i64: 0>} : tensor<2xf32> -> i1
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that zero.temp is an i64.
+zero.param @w : tensor<2x8xf32> init zeros
+zero.partition @l stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w] offsets [0]
+zero.train_step @temp_untyped(%x: tensor<2x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> {
+  %dw = nn.fill 0.0 : tensor<2x8xf32>
+  // expected-error @+1 {{'zero.reduce_scatter' op attribute 'zero.temp' must be an i64 integer, got 0 : i32}}
+  zero.reduce_scatter group @l [0, 16) from %dw at [0] : tensor<2x8xf32> {zero.temp = 0 : i32}
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that zero.temp is only on a reduction with a bucket buffer.
+zero.param @w : tensor<2x8xf32> init zeros
+zero.partition @l stage 1 world_size 2 alignment 2 numel 16 padded 16 params [@w] offsets [0]
+zero.train_step @temp_in_place(%x: tensor<2x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4> {
+  // expected-error @+1 {{'zero.reduce_scatter' op attribute 'zero.temp' is only valid on a zero.reduce_scatter or zero.reduce of gradient values (`from`), which has a bucket buffer}}
+  zero.reduce_scatter group @l in grads [0, 16) {zero.temp = 0}
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that a bucket buffer is 64-byte aligned.
+zero.param @w : tensor<2x8xf32> init zeros
+zero.partition @l stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w] offsets [0]
+zero.train_step @temp_unaligned(%x: tensor<2x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> {
+  %dw = nn.fill 0.0 : tensor<2x8xf32>
+  // expected-error @+1 {{'zero.reduce_scatter' op attribute 'zero.temp' must be a non-negative multiple of 64, got 96}}
+  zero.reduce_scatter group @l [0, 16) from %dw at [0] : tensor<2x8xf32> {zero.temp = 96}
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}

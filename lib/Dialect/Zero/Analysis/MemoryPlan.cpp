@@ -426,7 +426,9 @@ FailureOr<MemoryPlan> mlir::zero::computeMemoryPlan(const StepSchedule &schedule
 }
 
 void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
-  Builder b(step.getContext());
+  MLIRContext *ctx = step.getContext();
+  auto *dialect = ctx->getLoadedDialect<ZeroDialect>();
+  Builder b(ctx);
   DenseMap<Operation *, SmallVector<int64_t>> results;
   SmallVector<int64_t> inputs(step.getBodyBlock().getNumArguments(), -1);
   for (const ArenaBuffer &buf : plan.buffers) {
@@ -435,31 +437,30 @@ void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
       continue;
     }
     if (buf.resultIndex < 0) {
-      buf.op->setAttr("zero.temp", b.getI64IntegerAttr(buf.offset));
+      dialect->getTempAttrHelper().setAttr(buf.op,
+                                           b.getI64IntegerAttr(buf.offset));
       continue;
     }
     auto &offsets = results[buf.op];
     offsets.resize(buf.op->getNumResults(), -1);
     offsets[buf.resultIndex] = buf.offset;
   }
+  auto alloc = dialect->getAllocAttrHelper();
   for (Operation *op : plan.ops) {
-    op->removeAttr("zero.alloc");
+    op->removeAttr(alloc.getName());
     auto it = results.find(op);
     if (it != results.end())
-      op->setAttr("zero.alloc", b.getDenseI64ArrayAttr(it->second));
+      alloc.setAttr(op, b.getDenseI64ArrayAttr(it->second));
   }
-  step->setAttr("zero.input_offsets", b.getDenseI64ArrayAttr(inputs));
-  DenseMap<Operation *, SmallVector<NamedAttribute>> partitions;
+  dialect->getInputOffsetsAttrHelper().setAttr(step,
+                                               b.getDenseI64ArrayAttr(inputs));
+  DenseMap<Operation *, std::array<int64_t, 5>> partitions;
   for (const PersistentBuffer &p : plan.persistent)
-    partitions[p.partition].push_back(
-        b.getNamedAttr(stringifyBufferKind(p.kind), b.getI64IntegerAttr(p.offset)));
-  for (auto &[op, attrs] : partitions)
-    op->setAttr("zero.buffers", b.getDictionaryAttr(attrs));
-  step->setAttr(
-      "zero.plan",
-      b.getDictionaryAttr(
-          {b.getNamedAttr("persistent_bytes", b.getI64IntegerAttr(plan.persistentBytes)),
-           b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(plan.arenaBytes)),
-           b.getNamedAttr("scratch_bytes", b.getI64IntegerAttr(plan.scratchBytes)),
-           b.getNamedAttr("peak_bytes", b.getI64IntegerAttr(plan.peakBytes))}));
+    partitions[p.partition][static_cast<unsigned>(p.kind)] = p.offset;
+  for (auto &[op, o] : partitions)
+    dialect->getBuffersAttrHelper().setAttr(
+        op, BufferOffsetsAttr::get(ctx, o[0], o[1], o[2], o[3], o[4]));
+  dialect->getPlanAttrHelper().setAttr(
+      step, MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
+                                plan.scratchBytes, plan.peakBytes));
 }

@@ -574,12 +574,15 @@ LogicalResult ScheduleVerifier::checkCoverage() {
 
 LogicalResult ScheduleVerifier::checkPlan() {
   TrainStepOp step = schedule.getStep();
-  if (!step->hasAttr("zero.plan"))
+  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
+  if (!dialect->getPlanAttrHelper().isAttrPresent(step))
     return success();
   FailureOr<MemoryPlan> plan = computeMemoryPlan(schedule);
   if (failed(plan))
     return failure();
-  auto inputs = step->getAttrOfType<DenseI64ArrayAttr>("zero.input_offsets");
+  DenseI64ArrayAttr inputs = dialect->getInputOffsetsAttrHelper().getAttr(step);
+  auto temp = dialect->getTempAttrHelper();
+  auto alloc = dialect->getAllocAttrHelper();
   struct Placed {
     int64_t begin, end, start, stop;
     const ArenaBuffer *buffer;
@@ -591,9 +594,9 @@ LogicalResult ScheduleVerifier::checkPlan() {
       if (inputs && b.argIndex < static_cast<int>(inputs.size()))
         base = inputs[b.argIndex];
     } else if (b.resultIndex < 0) {
-      if (auto t = b.op->getAttrOfType<IntegerAttr>("zero.temp"))
+      if (IntegerAttr t = temp.getAttr(b.op))
         base = t.getInt();
-    } else if (auto a = b.op->getAttrOfType<DenseI64ArrayAttr>("zero.alloc")) {
+    } else if (DenseI64ArrayAttr a = alloc.getAttr(b.op)) {
       if (b.resultIndex < static_cast<int>(a.size()))
         base = a[b.resultIndex];
     }

@@ -986,5 +986,178 @@ LogicalResult CastOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Memory plan attributes
+//===----------------------------------------------------------------------===//
+
+static bool isPlanOffset(int64_t offset) {
+  return offset >= 0 && offset % kArenaAlignment == 0;
+}
+
+LogicalResult
+MemoryPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       int64_t persistentBytes, int64_t arenaBytes,
+                       int64_t scratchBytes, int64_t peakBytes) {
+  if (persistentBytes < 0 || arenaBytes < 0 || scratchBytes < 0)
+    return emitError() << "memory_plan byte counts must be non-negative";
+  if (persistentBytes % kArenaAlignment || arenaBytes % kArenaAlignment)
+    return emitError() << "memory_plan persistent_bytes and arena_bytes must "
+                          "be multiples of "
+                       << kArenaAlignment << " (the arenas' alignment)";
+  int64_t sum;
+  if (__builtin_add_overflow(persistentBytes, arenaBytes, &sum) ||
+      __builtin_add_overflow(sum, scratchBytes, &sum))
+    return emitError() << "memory_plan byte counts overflow int64";
+  if (peakBytes != sum)
+    return emitError() << "memory_plan peak_bytes " << peakBytes
+                       << " must be persistent_bytes + arena_bytes + "
+                          "scratch_bytes = "
+                       << sum;
+  return success();
+}
+
+LogicalResult
+BufferOffsetsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                          int64_t params, int64_t grads, int64_t master,
+                          int64_t expAvg, int64_t expAvgSq) {
+  int64_t offsets[] = {params, grads, master, expAvg, expAvgSq};
+  for (auto [kind, offset] : llvm::enumerate(offsets))
+    if (!isPlanOffset(offset))
+      return emitError() << "buffer_offsets "
+                         << stringifyBufferKind(static_cast<BufferKind>(kind))
+                         << " must be a non-negative multiple of "
+                         << kArenaAlignment << ", got " << offset;
+  return success();
+}
+
+int64_t BufferOffsetsAttr::getOffset(BufferKind kind) const {
+  switch (kind) {
+  case BufferKind::params:
+    return getParams();
+  case BufferKind::grads:
+    return getGrads();
+  case BufferKind::master:
+    return getMaster();
+  case BufferKind::exp_avg:
+    return getExpAvg();
+  case BufferKind::exp_avg_sq:
+    return getExpAvgSq();
+  }
+  llvm_unreachable("unknown buffer kind");
+}
+
+using EmitFn = function_ref<InFlightDiagnostic()>;
+
+static LogicalResult verifyInputOffsets(Operation *op, Attribute value,
+                                        EmitFn emit) {
+  auto offsets = dyn_cast<DenseI64ArrayAttr>(value);
+  if (!offsets)
+    return emit() << "must be an array<i64: ...>, got " << value;
+  auto step = dyn_cast<TrainStepOp>(op);
+  if (!step)
+    return emit() << "is only valid on zero.train_step";
+  int64_t numInputs =
+      step.getBody().empty() ? 0 : step.getBodyBlock().getNumArguments();
+  if (offsets.size() != numInputs)
+    return emit() << "has " << offsets.size() << " offsets, but the step has "
+                  << numInputs << " inputs (one offset per input)";
+  for (auto [i, offset] : llvm::enumerate(offsets.asArrayRef()))
+    if (!isPlanOffset(offset))
+      return emit() << "offset of input #" << i
+                    << " must be a non-negative multiple of " << kArenaAlignment
+                    << ", got " << offset;
+  return success();
+}
+
+/// A gradient computed into the persistent `grads` buffer owns no step
+/// memory; only a value bound by zero.grad can be one.
+static bool isBoundGradient(Value v) {
+  return llvm::any_of(v.getUsers(),
+                      [](Operation *user) { return isa<GradOp>(user); });
+}
+
+static LogicalResult verifyAlloc(Operation *op, Attribute value, EmitFn emit) {
+  auto offsets = dyn_cast<DenseI64ArrayAttr>(value);
+  if (!offsets)
+    return emit() << "must be an array<i64: ...>, got " << value;
+  if (!isa_and_nonnull<TrainStepOp>(op->getParentOp()))
+    return emit() << "is only valid on an op of a zero.train_step's body";
+  if (offsets.size() != op->getNumResults())
+    return emit() << "has " << offsets.size() << " offsets, but the op has "
+                  << op->getNumResults() << " results (one offset per result)";
+  bool view = isa<ViewLikeOpInterface>(op);
+  for (auto [i, offset] : llvm::enumerate(offsets.asArrayRef())) {
+    Value result = op->getResult(i);
+    bool ownsNothing = view || !isa<RankedTensorType>(result.getType());
+    if (offset == -1) {
+      if (!ownsNothing && !isBoundGradient(result))
+        return emit() << "offset of result #" << i
+                      << " is -1, but only views, gradients bound by "
+                         "zero.grad and values that are not tensors own no "
+                         "step memory";
+      continue;
+    }
+    if (!isPlanOffset(offset))
+      return emit() << "offset of result #" << i
+                    << " must be -1 or a non-negative multiple of "
+                    << kArenaAlignment << ", got " << offset;
+    if (ownsNothing)
+      return emit() << "offset of result #" << i << " must be -1: "
+                    << (view ? "a view" : "a value that is not a tensor")
+                    << " owns no step memory";
+  }
+  return success();
+}
+
+static LogicalResult verifyTemp(Operation *op, Attribute value, EmitFn emit) {
+  auto offset = dyn_cast<IntegerAttr>(value);
+  if (!offset || !offset.getType().isSignlessInteger(64))
+    return emit() << "must be an i64 integer, got " << value;
+  bool fromSources = false;
+  if (auto rs = dyn_cast<ReduceScatterOp>(op))
+    fromSources = !rs.getSources().empty();
+  else if (auto r = dyn_cast<ReduceOp>(op))
+    fromSources = !r.getSources().empty();
+  if (!fromSources)
+    return emit() << "is only valid on a zero.reduce_scatter or zero.reduce "
+                     "of gradient values (`from`), which has a bucket buffer";
+  if (!isPlanOffset(offset.getInt()))
+    return emit() << "must be a non-negative multiple of " << kArenaAlignment
+                  << ", got " << offset.getInt();
+  return success();
+}
+
+LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringAttr name = attr.getName();
+  Attribute value = attr.getValue();
+  auto emit = [&] {
+    return op->emitOpError("attribute '") << name.getValue() << "' ";
+  };
+  if (name == getPlanAttrHelper().getName()) {
+    if (!isa<MemoryPlanAttr>(value))
+      return emit() << "must be a #zero.memory_plan, got " << value;
+    if (!isa<TrainStepOp>(op))
+      return emit() << "is only valid on zero.train_step";
+    return success();
+  }
+  if (name == getBuffersAttrHelper().getName()) {
+    if (!isa<BufferOffsetsAttr>(value))
+      return emit() << "must be a #zero.buffer_offsets, got " << value;
+    if (!isa<PartitionOp>(op))
+      return emit() << "is only valid on zero.partition";
+    return success();
+  }
+  if (name == getInputOffsetsAttrHelper().getName())
+    return verifyInputOffsets(op, value, emit);
+  if (name == getAllocAttrHelper().getName())
+    return verifyAlloc(op, value, emit);
+  if (name == getTempAttrHelper().getName())
+    return verifyTemp(op, value, emit);
+  // The dialect's other discardable attributes are checked where they are
+  // read.
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "zero/Dialect/Zero/IR/ZeroOps.cpp.inc"

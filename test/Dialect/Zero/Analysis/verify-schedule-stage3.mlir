@@ -126,7 +126,7 @@ zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 2>
     attributes {zero.input_offsets = array<i64: 0, 64>,
-                zero.plan = {arena_bytes = 256 : i64, peak_bytes = 512 : i64, persistent_bytes = 256 : i64}} {
+                zero.plan = #zero.memory_plan<persistent_bytes = 256, arena_bytes = 256, scratch_bytes = 0, peak_bytes = 512>} {
   %w = zero.get_param @w : tensor<2x2xbf16>
   // expected-note @+1 {{the other buffer}}
   %y = nn.matmul %x, %w {zero.alloc = array<i64: 128>} : tensor<2x2xbf16>, tensor<2x2xbf16> -> tensor<2x2xbf16>

@@ -89,9 +89,6 @@ struct MemoryPlan {
   int64_t backwardStart = -1;
 };
 
-/// Alignment of every arena offset.
-constexpr int64_t kArenaAlignment = 64;
-
 /// Plans `step`. Diagnostics go to the step.
 FailureOr<MemoryPlan> computeMemoryPlan(const StepSchedule &schedule);
 

@@ -10,15 +10,22 @@
 include "mlir/Pass/PassBase.td"
 
 def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
-  let summary = "Static arena offsets for every buffer of a scheduled step";
+  let summary = "Record the memory plan of every scheduled step in the IR";
   let description = [{
-    Computes the liveness of every buffer of each scheduled `zero.train_step`
-    and gives it a static offset in one of two arenas per rank:
+    Records the memory plan (the analysis `computeMemoryPlan`) of each
+    scheduled `zero.train_step` in the typed attributes the `zero` dialect
+    declares and verifies, so that `zero-verify-schedule` can check a plan
+    that travels with the IR against the buffers' liveness, and a plan can be
+    hand-written in tests. The lowering and the report compute the plan
+    themselves; to read a plan in a test, `zero-print-memory-plan` prints it
+    without changing the IR.
+
+    The plan gives every buffer a static offset in one of two arenas per rank:
 
     * the persistent arena (lives across steps): for every partition its
       `params`, `grads`, `master`, `exp_avg` and `exp_avg_sq` buffers, sized
       by the stage (see `zero.partition`), recorded on the partition as
-      `zero.buffers = {params = offset, ...}`;
+      `zero.buffers = #zero.buffer_offsets<params = offset, ...>`;
     * the step arena: the input batch, activations kept for backward,
       gradients, temporaries, gathered parameter buffers (stage 3) and bucket
       buffers of source-form reductions, placed in program order by a
@@ -32,8 +39,9 @@ def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
     `nn.reshape` and `zero.get_param` are views and take no memory. At stages
     0-1 without gradient accumulation a gradient bound by `zero.grad` is
     computed directly into its slot of the persistent `grads` buffer.
-    The train step gets `zero.plan = {persistent_bytes, arena_bytes,
-    scratch_bytes, peak_bytes}`; the peak is the persistent size plus the step
+    The train step gets `zero.input_offsets` (the offset of each input) and
+    `zero.plan = #zero.memory_plan<persistent_bytes, arena_bytes,
+    scratch_bytes, peak_bytes>`; the peak is the persistent size plus the step
     arena's high-water mark plus the largest heap scratch of one runtime
     kernel (the runtime's own formulas, `zero_rt/scratch.h`), which is what
     the runtime allocates and measures.
@@ -94,6 +102,37 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     Option<"memorySvg", "memory-svg", "std::string", /*default=*/"\"\"",
            "Also write a per-rank memory-over-time picture (SVG)">,
   ];
+}
+
+def ZeroPrintMemoryPlanPass
+    : Pass<"zero-print-memory-plan", "::mlir::ModuleOp"> {
+  let summary = "Print the memory plan of every scheduled step (for tests)";
+  let description = [{
+    Prints to stdout the memory plan (`computeMemoryPlan`, what
+    `zero-plan-memory` records) of each scheduled `zero.train_step`, one fact
+    per line, and leaves the IR unchanged:
+
+    ```
+    zero.train_step @step
+      persistent_bytes 896, arena_bytes 576, scratch_bytes 0, peak_bytes 1472
+      persistent @flat params offset 0 bytes 136
+      ...
+      arena input #0 offset 0 bytes 128 live [-1, 7] inputs
+      arena op 1 nn.mul result #0 offset 192 bytes 128 live [1, 6] activations
+      ...
+      arena op 7 nn.mul result #0 offset 192 bytes 128 live [7, 16] gradients
+        piece offset 256 bytes 64 live [7, 11]
+        piece offset 192 bytes 64 live [7, 16]
+      arena op 9 zero.reduce_scatter bucket offset 0 bytes 64 live [9, 10] reduce_buckets
+    ```
+
+    Persistent buffers come per partition in the order of the arena. Arena
+    buffers come in program order (inputs first), each with its op (by index
+    in the step's body) and result, or `bucket` for the bucket buffer of a
+    source-form reduction, its offset and bytes, the first and last op index
+    at which it is live (-1: an input, live before the first op) and its
+    category. A buffer freed slice by slice lists its pieces.
+  }];
 }
 
 #endif // ZERO_DIALECT_ZERO_ANALYSIS_PASSES

@@ -33,13 +33,17 @@ constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
 /// The most micro steps per optimizer step (2^16); the cost model simulates
 /// every one of them.
 constexpr int64_t kMaxAccumulationSteps = int64_t(1) << 16;
+/// Alignment of every byte offset of the memory plan, in both arenas.
+constexpr int64_t kArenaAlignment = 64;
 } // namespace mlir::zero
 
-#include "zero/Dialect/Zero/IR/ZeroOpsDialect.h.inc"
 #include "zero/Dialect/Zero/IR/ZeroEnums.h.inc"
 
+// Before the dialect: its discardable-attribute helpers name these classes.
 #define GET_ATTRDEF_CLASSES
 #include "zero/Dialect/Zero/IR/ZeroAttrs.h.inc"
+
+#include "zero/Dialect/Zero/IR/ZeroOpsDialect.h.inc"
 
 #define GET_TYPEDEF_CLASSES
 #include "zero/Dialect/Zero/IR/ZeroOpsTypes.h.inc"

@@ -39,7 +39,30 @@ def Zero_Dialect : Dialect {
     whose data depend on the rank (shards) name the partition they belong to;
     the rank itself never appears in the IR, which is what lets
     `zero-verify-schedule` prove that all ranks issue the same collectives.
+
+    `zero-plan-memory` records the memory plan in discardable attributes that
+    this dialect declares and verifies (byte offsets are 64-byte aligned):
+
+    * `zero.plan = #zero.memory_plan<...>` on `zero.train_step`: the totals;
+    * `zero.input_offsets = array<i64: ...>` on `zero.train_step`: the
+      step-arena offset of each input;
+    * `zero.buffers = #zero.buffer_offsets<...>` on `zero.partition`: the
+      persistent-arena offset of each of its buffers;
+    * `zero.alloc = array<i64: ...>` on an op of a train step's body: the
+      step-arena offset of each result, -1 for a result that owns no step
+      memory (a view, a gradient computed into the persistent `grads`
+      buffer, a value that is not a tensor);
+    * `zero.temp = N` on a source-form `zero.reduce_scatter` or `zero.reduce`:
+      the step-arena offset of its bucket buffer.
   }];
+  let hasOperationAttrVerify = 1;
+  let discardableAttrs = (ins
+    "::mlir::zero::MemoryPlanAttr":$plan,
+    "::mlir::DenseI64ArrayAttr":$input_offsets,
+    "::mlir::zero::BufferOffsetsAttr":$buffers,
+    "::mlir::DenseI64ArrayAttr":$alloc,
+    "::mlir::IntegerAttr":$temp
+  );
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
   let extraClassDeclaration = [{
@@ -775,6 +798,50 @@ def Zero_CastOp : Zero_Op<"cast", [Pure]> {
   let results = (outs Zero_FlatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Memory plan
+//===----------------------------------------------------------------------===//
+
+def Zero_MemoryPlanAttr : Zero_Attr<"MemoryPlan", "memory_plan"> {
+  let summary = "The byte totals of a train step's memory plan on one rank";
+  let description = [{
+    Recorded as `zero.plan` on `zero.train_step` by `zero-plan-memory`:
+    the persistent arena (`persistent_bytes`), the high-water mark of the
+    step arena (`arena_bytes`), both multiples of 64, the largest heap
+    scratch of one runtime kernel (`scratch_bytes`), and their sum, what a
+    rank allocates (`peak_bytes`).
+
+    ```mlir
+    #zero.memory_plan<persistent_bytes = 896, arena_bytes = 576, scratch_bytes = 0, peak_bytes = 1472>
+    ```
+  }];
+  let parameters = (ins "int64_t":$persistent_bytes, "int64_t":$arena_bytes,
+                        "int64_t":$scratch_bytes, "int64_t":$peak_bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
+  let summary = "Persistent-arena offsets of a partition's buffers";
+  let description = [{
+    Recorded as `zero.buffers` on `zero.partition` by `zero-plan-memory`:
+    the byte offset, a multiple of 64, of each persistent buffer of the
+    partition in the persistent arena of a rank.
+
+    ```mlir
+    #zero.buffer_offsets<params = 0, grads = 192, master = 320, exp_avg = 512, exp_avg_sq = 704>
+    ```
+  }];
+  let parameters = (ins "int64_t":$params, "int64_t":$grads, "int64_t":$master,
+                        "int64_t":$exp_avg, "int64_t":$exp_avg_sq);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The offset of the buffer of kind `kind`.
+    int64_t getOffset(::mlir::zero::BufferKind kind) const;
+  }];
 }
 
 #endif // ZERO_DIALECT_ZERO_IR_ZEROOPS
