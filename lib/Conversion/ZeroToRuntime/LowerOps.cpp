@@ -126,10 +126,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (!src)
           return failure();
         callVoid("zrt_ctx_store_grad",
-                 {ctx,
-                  i32(partitionIndex(
-                      FlatSymbolRefAttr::get(pl->partition.getSymNameAttr()))),
-                  i64(pl->offset), src, i64(numel(g.getGrad()))});
+                 {ctx, i32(partitionIndex(pl->partition)), i64(pl->offset), src,
+                  i64(numel(g.getGrad()))});
         return success();
       })
       .Case([&](LossScaleOp o) -> LogicalResult {

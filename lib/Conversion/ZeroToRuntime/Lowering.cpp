@@ -17,6 +17,14 @@ using namespace mlir;
 using namespace mlir::zero;
 using namespace mlir::zero::lowering;
 
+Lowering::Lowering(ModuleOp module, const StepSchedule &schedule,
+                   const MemoryPlan &plan, int64_t maxFunctionOps)
+    : module(module), s(schedule), plan(plan), maxFunctionOps(maxFunctionOps),
+      b(module.getContext()) {
+  for (auto [i, p] : llvm::enumerate(s.getPartitions()))
+    partitionIndices.try_emplace(p.partition.getSymNameAttr(), i);
+}
+
 //===----------------------------------------------------------------------===//
 // Runtime calls and constants
 //===----------------------------------------------------------------------===//
@@ -86,18 +94,8 @@ Value Lowering::ptrArray(ArrayRef<Value> ptrs) {
 }
 
 //===----------------------------------------------------------------------===//
-// Partitions and token slots
+// Token slots
 //===----------------------------------------------------------------------===//
-
-int32_t Lowering::partitionIndex(SymbolRefAttr ref) {
-  StringRef name = ref.getLeafReference().getValue();
-  for (auto [i, p] : llvm::enumerate(s.getPartitions())) {
-    PartitionOp op = p.partition;
-    if (op.getSymName() == name)
-      return i;
-  }
-  return -1;
-}
 
 int32_t Lowering::slotOf(Value token) {
   if (!token)

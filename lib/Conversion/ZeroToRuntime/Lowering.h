@@ -50,9 +50,7 @@ int64_t persistentOffset(const MemoryPlan &plan, PartitionOp p,
 class Lowering {
 public:
   Lowering(ModuleOp module, const StepSchedule &schedule,
-           const MemoryPlan &plan, int64_t maxFunctionOps)
-      : module(module), s(schedule), plan(plan), maxFunctionOps(maxFunctionOps),
-        b(module.getContext()) {}
+           const MemoryPlan &plan, int64_t maxFunctionOps);
 
   LogicalResult run();
 
@@ -105,7 +103,13 @@ private:
   template <typename OpT>
   LogicalResult lowerBucketReduction(OpT op, bool toOwners);
   LogicalResult lowerCompute(RuntimeKernelOpInterface op);
-  int32_t partitionIndex(SymbolRefAttr ref);
+  /// The index of a partition in the schedule (and the manifest), or -1.
+  int32_t partitionIndex(SymbolRefAttr ref) {
+    return partitionIndices.lookup_or(ref.getLeafReference(), -1);
+  }
+  int32_t partitionIndex(PartitionOp p) {
+    return partitionIndices.lookup_or(p.getSymNameAttr(), -1);
+  }
   int32_t slotOf(Value token);
 
   std::string buildManifest();
@@ -127,6 +131,8 @@ private:
   DenseMap<Value, int32_t> slots;
   llvm::StringMap<LLVM::LLVMFuncOp> decls;
   unsigned numGlobals = 0;
+  /// The index of each partition by name.
+  DenseMap<StringAttr, int32_t> partitionIndices;
   /// The op being lowered (for diagnostics).
   Operation *current = nullptr;
   bool callFailed = false;

@@ -49,9 +49,7 @@ std::string Lowering::buildManifest() {
              {"numel", p.getNumElements()},
              {"init", stringifyInitKind(p.getInit())},
              {"std", p.getStd() ? p.getStd()->convertToDouble() : 0.0},
-             {"partition", loc ? partitionIndex(FlatSymbolRefAttr::get(
-                                     loc->partition.getSymNameAttr()))
-                               : -1},
+             {"partition", loc ? partitionIndex(loc->partition) : -1},
              {"offset", loc ? loc->offset : -1}};
     params.push_back(std::move(o));
   }
