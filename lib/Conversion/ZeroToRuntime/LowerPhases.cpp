@@ -83,9 +83,7 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary) {
   // boundary function does not matter.
   openChunk();
   for (Operation &op : step.getBodyBlock()) {
-    bool opBoundary = op.hasAttr("zero.boundary");
-    if (isa<ReturnOp>(op))
-      opBoundary = false;
+    bool opBoundary = !isa<ReturnOp>(op) && op.hasAttr("zero.boundary");
     if (opBoundary != isBoundary)
       continue;
     if (maxFunctionOps > 0 && counter.count >= maxFunctionOps) {
