@@ -23,6 +23,8 @@ Lowering::Lowering(ModuleOp module, const StepSchedule &schedule,
       b(module.getContext()) {
   for (auto [i, p] : llvm::enumerate(s.getPartitions()))
     partitionIndices.try_emplace(p.partition.getSymNameAttr(), i);
+  for (const PersistentBuffer &buf : plan.persistent)
+    persistentOffsets.try_emplace({buf.partition, buf.kind}, buf.offset);
 }
 
 //===----------------------------------------------------------------------===//
@@ -108,16 +110,6 @@ int32_t Lowering::slotOf(Value token) {
 // Storage of values
 //===----------------------------------------------------------------------===//
 
-int64_t lowering::persistentOffset(const MemoryPlan &plan, PartitionOp p,
-                                   BufferKind kind) {
-  for (const PersistentBuffer &buf : plan.persistent) {
-    PartitionOp q = buf.partition;
-    if (q == p && buf.kind == kind)
-      return buf.offset;
-  }
-  return -1;
-}
-
 FailureOr<Storage> Lowering::storageOf(Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v))
     return Storage{false, inputOffsets[arg.getArgNumber()]};
@@ -136,9 +128,8 @@ FailureOr<Storage> Lowering::storageOf(Value v) {
     }
     if (s.getStage() == 3)
       return get.emitOpError("stage-3 parameters must be read from a gather");
-    return Storage{true,
-                   persistentOffset(plan, loc->partition, BufferKind::params) +
-                       loc->offset * eb};
+    return Storage{true, persistentOffset(loc->partition, BufferKind::params) +
+                             loc->offset * eb};
   }
   if (auto view = dyn_cast<ViewLikeOpInterface>(def))
     return storageOf(view.getViewSource());
@@ -147,9 +138,8 @@ FailureOr<Storage> Lowering::storageOf(Value v) {
       const ParamLocation *loc = s.lookupParam(g.getParam());
       const PartitionBuffers *pb =
           s.lookupPartition(loc->partition.getSymName());
-      return Storage{true,
-                     persistentOffset(plan, loc->partition, BufferKind::grads) +
-                         loc->offset * getElementBytes(pb->computeType)};
+      return Storage{true, persistentOffset(loc->partition, BufferKind::grads) +
+                               loc->offset * getElementBytes(pb->computeType)};
     }
   auto it = resultOffsets.find({def, cast<OpResult>(v).getResultNumber()});
   if (it == resultOffsets.end())

@@ -42,11 +42,6 @@ struct Storage {
   int64_t offset = -1;
 };
 
-/// The byte offset of buffer `kind` of partition `p` in the persistent arena,
-/// or -1 if the plan has none.
-int64_t persistentOffset(const MemoryPlan &plan, PartitionOp p,
-                         BufferKind kind);
-
 class Lowering {
 public:
   Lowering(ModuleOp module, const StepSchedule &schedule,
@@ -111,6 +106,11 @@ private:
     return partitionIndices.lookup_or(p.getSymNameAttr(), -1);
   }
   int32_t slotOf(Value token);
+  /// The byte offset of buffer `kind` of partition `p` in the persistent
+  /// arena, or -1 if the plan has none.
+  int64_t persistentOffset(PartitionOp p, BufferKind kind) {
+    return persistentOffsets.lookup_or({p, kind}, -1);
+  }
 
   std::string buildManifest();
   /// Emits the manifest as the global `zero_manifest` and the `zrt_program`
@@ -133,6 +133,8 @@ private:
   unsigned numGlobals = 0;
   /// The index of each partition by name.
   DenseMap<StringAttr, int32_t> partitionIndices;
+  /// The plan's offset of each persistent buffer.
+  DenseMap<std::pair<Operation *, BufferKind>, int64_t> persistentOffsets;
   /// The op being lowered (for diagnostics).
   Operation *current = nullptr;
   bool callFailed = false;

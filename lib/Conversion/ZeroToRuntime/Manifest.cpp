@@ -58,7 +58,7 @@ std::string Lowering::buildManifest() {
     Object buffers, sizes;
     for (unsigned k = 0; k < 5; ++k) {
       auto kind = static_cast<BufferKind>(k);
-      buffers[stringifyBufferKind(kind)] = persistentOffset(plan, p, kind);
+      buffers[stringifyBufferKind(kind)] = persistentOffset(p, kind);
       sizes[stringifyBufferKind(kind)] = pb.numel[k];
     }
     Array names;
