@@ -56,7 +56,7 @@ std::string Lowering::buildManifest() {
   for (const PartitionBuffers &pb : s.getPartitions()) {
     PartitionOp p = pb.partition;
     Object buffers, sizes;
-    for (unsigned k = 0; k < 5; ++k) {
+    for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
       auto kind = static_cast<BufferKind>(k);
       buffers[stringifyBufferKind(kind)] = persistentOffset(p, kind);
       sizes[stringifyBufferKind(kind)] = pb.numel[k];
