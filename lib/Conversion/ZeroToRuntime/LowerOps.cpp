@@ -1,0 +1,250 @@
+//===- LowerOps.cpp - The runtime call of each op of the step -------------===//
+//
+// Part of the zero-mlir project.
+//
+// A compute op is lowered by its RuntimeKernelOpInterface model over the
+// pointers of its operands and results; the ZeRO ops (gradient stores,
+// collectives, token waits, the loss scaler, the optimizer) are lowered to
+// the `zrt_ctx_*` calls of the runtime's context. Views and frees emit
+// nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::zero;
+using namespace mlir::zero::lowering;
+
+//===----------------------------------------------------------------------===//
+// Compute ops
+//===----------------------------------------------------------------------===//
+
+namespace mlir::zero::lowering {
+
+/// A compute op's view of the lowering: its planned buffers and the checked
+/// runtime calls.
+class KernelCalls : public KernelCallBuilder {
+public:
+  KernelCalls(Lowering &l, ArrayRef<Value> in, ArrayRef<Value> out)
+      : l(l), in(in), out(out) {}
+  Value operand(unsigned i) override { return in[i]; }
+  Value result(unsigned i) override { return out[i]; }
+  ArrayRef<Value> operands() override { return in; }
+  ArrayRef<Value> results() override { return out; }
+  Value i32(int64_t v) override { return l.i32(v); }
+  Value i64(int64_t v) override { return l.i64(v); }
+  Value f64(double v) override { return l.f64(v); }
+  Value dtype(Type elementType) override { return l.dtype(elementType); }
+  Value i64Array(ArrayRef<int64_t> values) override {
+    return l.i64Array(values);
+  }
+  Value ptrArray(ArrayRef<Value> ptrs) override { return l.ptrArray(ptrs); }
+  LogicalResult call(StringRef callee, ArrayRef<Value> args) override {
+    return l.call(callee, args);
+  }
+
+private:
+  Lowering &l;
+  ArrayRef<Value> in, out;
+};
+
+} // namespace mlir::zero::lowering
+
+LogicalResult Lowering::lowerCompute(RuntimeKernelOpInterface op) {
+  SmallVector<Value> in, out;
+  for (Value v : op->getOperands()) {
+    FailureOr<Value> p = ptr(v);
+    if (failed(p))
+      return failure();
+    in.push_back(*p);
+  }
+  for (Value v : op->getResults()) {
+    FailureOr<Value> p = ptr(v);
+    if (failed(p))
+      return failure();
+    out.push_back(*p);
+  }
+  KernelCalls calls(*this, in, out);
+  return op.buildKernelCall(calls);
+}
+
+//===----------------------------------------------------------------------===//
+// ZeRO ops
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+LogicalResult Lowering::lowerBucketReduction(OpT op, bool toOwners) {
+  Value bucket = ctxPtr(false, tempOffsets.lookup(op));
+  int64_t at = 0, total = op.getEnd() - op.getBegin();
+  for (auto [src, off] : llvm::zip(op.getSources(), op.getSourceOffsets())) {
+    int64_t take = std::min(numel(src) - off, total - at);
+    FailureOr<Value> base = ptr(src);
+    if (failed(base))
+      return failure();
+    Value from = LLVM::GEPOp::create(
+        b, loc, ptrType(), b.getI8Type(), *base,
+        ArrayRef<LLVM::GEPArg>{i64(off * getElementBytes(elemType(src)))});
+    callVoid("zrt_ctx_bucket_add", {ctx, bucket, i64(at), from, i64(take)});
+    at += take;
+  }
+  callVoid("zrt_ctx_reduce_bucket",
+           {ctx, i32(partitionIndex(op.getGroupAttr())), i64(op.getBegin()),
+            i64(op.getEnd()), bucket, i32(toOwners),
+            i32(slotOf(op.getToken()))});
+  return success();
+}
+
+LogicalResult Lowering::lowerOp(Operation *op) {
+  loc = op->getLoc();
+  current = op;
+  if (isViewOp(op) || isa<FreeOp>(op))
+    return success();
+  if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
+    return lowerCompute(kernel);
+  if (!isa<ZeroDialect>(op->getDialect()))
+    return op->emitOpError(
+        "has no runtime kernel model (RuntimeKernelOpInterface), so "
+        "convert-zero-to-runtime cannot lower it");
+  auto p = [&](Value v) -> Value {
+    FailureOr<Value> r = ptr(v);
+    return succeeded(r) ? *r : Value();
+  };
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](GradOp g) -> LogicalResult {
+        if (s.getStage() >= 2 || s.isGradientInPlace(g))
+          return success();
+        const ParamLocation *pl = s.lookupParam(g.getParam());
+        const PartitionBuffers *pb =
+            s.lookupPartition(pl->partition.getSymName());
+        if (elemType(g.getGrad()) != pb->computeType)
+          return g.emitOpError("gradient element type differs from the "
+                               "partition's compute type");
+        Value src = p(g.getGrad());
+        if (!src)
+          return failure();
+        callVoid("zrt_ctx_store_grad",
+                 {ctx, i32(partitionIndex(pl->partition)), i64(pl->offset), src,
+                  i64(numel(g.getGrad()))});
+        return success();
+      })
+      .Case([&](LossScaleOp o) -> LogicalResult {
+        Value out = p(o.getResult());
+        if (!out)
+          return failure();
+        callVoid("zrt_ctx_loss_scale", {ctx, out});
+        return success();
+      })
+      .Case([&](ReduceScatterOp o) -> LogicalResult {
+        if (o.getBuffer()) {
+          callVoid("zrt_ctx_reduce_scatter_grads",
+                   {ctx, i32(partitionIndex(o.getGroupAttr())),
+                    i64(o.getBegin()), i64(o.getEnd()),
+                    i32(slotOf(o.getToken()))});
+          return success();
+        }
+        return lowerBucketReduction(o, /*toOwners=*/false);
+      })
+      .Case([&](ReduceOp o) -> LogicalResult {
+        // In place (stage 1 with reduce-scatter=false) the owners end up with
+        // the same sums as with a reduce-scatter of the range, which is how
+        // the runtime delivers them.
+        if (o.getBuffer()) {
+          callVoid("zrt_ctx_reduce_scatter_grads",
+                   {ctx, i32(partitionIndex(o.getGroupAttr())),
+                    i64(o.getBegin()), i64(o.getEnd()),
+                    i32(slotOf(o.getToken()))});
+          return success();
+        }
+        return lowerBucketReduction(o, /*toOwners=*/true);
+      })
+      .Case([&](AllReduceOp o) -> LogicalResult {
+        int32_t slot = slotOf(o.getToken());
+        if (o.getBuffer()) {
+          callVoid("zrt_ctx_all_reduce_grads",
+                   {ctx, i32(partitionIndex(o.getGroupAttr())),
+                    i64(*o.getBegin()), i64(*o.getEnd()), i32(slot)});
+          return success();
+        }
+        if (o.getKind() != ReduceKind::overflow_norm)
+          return o.emitOpError("only the overflow_norm value form lowers to "
+                               "the runtime");
+        Value in = p(o.getInput()), out = p(o.getResult());
+        if (!in || !out)
+          return failure();
+        callVoid("zrt_ctx_all_reduce_stats", {ctx, in, out, i32(slot)});
+        return success();
+      })
+      .Case([&](AllGatherOp o) -> LogicalResult {
+        int32_t part = partitionIndex(o.getGroupAttr());
+        int32_t slot = slotOf(o.getToken());
+        if (o.getBuffer()) {
+          callVoid("zrt_ctx_all_gather_params",
+                   {ctx, i32(part), i64(*o.getBegin()), i64(*o.getEnd()),
+                    i32(slot)});
+          return success();
+        }
+        Value out = p(o.getResult());
+        if (!out)
+          return failure();
+        callVoid("zrt_ctx_gather_partition", {ctx, i32(part), out, i32(slot)});
+        return success();
+      })
+      .Case([&](PrefetchOp o) -> LogicalResult {
+        Value out = p(o.getResult());
+        if (!out)
+          return failure();
+        callVoid("zrt_ctx_gather_partition",
+                 {ctx, i32(partitionIndex(o.getGroupAttr())), out,
+                  i32(slotOf(o.getToken()))});
+        return success();
+      })
+      .Case([&](WaitOp o) -> LogicalResult {
+        callVoid("zrt_ctx_wait", {ctx, i32(slotOf(o.getToken()))});
+        return success();
+      })
+      .Case([&](CheckOverflowOp o) -> LogicalResult {
+        Value scale = p(o.getLossScale()), out = p(o.getResult());
+        if (!scale || !out)
+          return failure();
+        for (auto [i, g] : llvm::enumerate(o.getGroups()))
+          callVoid("zrt_ctx_check_overflow",
+                   {ctx, i32(partitionIndex(cast<SymbolRefAttr>(g))),
+                    i32(i == 0), scale, f64(o.getDivisor().convertToDouble()),
+                    out});
+        return success();
+      })
+      .Case([&](UpdateLossScaleOp o) -> LogicalResult {
+        Value stats = p(o.getStats());
+        if (!stats)
+          return failure();
+        FailureOr<Value> skip = call("zrt_ctx_update_loss_scale", {ctx, stats});
+        if (failed(skip))
+          return failure();
+        ptrCache[o.getSkip()] = *skip;
+        return success();
+      })
+      .Case([&](AdamOp o) -> LogicalResult {
+        Value stats = p(o.getStats()), scale = p(o.getLossScale());
+        auto skip = ptrCache.find(o.getSkip());
+        if (!stats || !scale || skip == ptrCache.end())
+          return o.emitOpError("needs its zero.update_loss_scale in the same "
+                               "function (both run at the step boundary)");
+        callVoid("zrt_ctx_adam",
+                 {ctx, i32(partitionIndex(o.getGroupAttr())), stats, scale,
+                  skip->second, f64(o.getDivisor().convertToDouble())});
+        return success();
+      })
+      .Case([&](ReturnOp o) -> LogicalResult {
+        Value loss = p(o.getLoss());
+        if (!loss)
+          return failure();
+        callVoid("zrt_ctx_set_loss", {ctx, loss});
+        return success();
+      })
+      .Default([&](Operation *op) {
+        return op->emitOpError("has no lowering to the runtime");
+      });
+}

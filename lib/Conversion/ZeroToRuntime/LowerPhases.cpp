@@ -1,0 +1,163 @@
+//===- LowerPhases.cpp - The step's phases as bounded functions -----------===//
+//
+// Part of the zero-mlir project.
+//
+// The step becomes two entry points of the runtime's `zrt_program`:
+// `zero_micro_step` (the ops of every micro step) and `zero_boundary` (the
+// ops that run once per optimizer step). A phase longer than
+// `max-function-ops` LLVM operations is emitted as internal functions that
+// its entry calls in order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+using namespace mlir;
+using namespace mlir::zero;
+using namespace mlir::zero::lowering;
+
+namespace {
+/// Counts the operations a builder inserts.
+struct OpCounter : public OpBuilder::Listener {
+  void notifyOperationInserted(Operation *, OpBuilder::InsertPoint) override {
+    ++count;
+  }
+  int64_t count = 0;
+};
+} // namespace
+
+LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary) {
+  // LLVM's register allocator is superlinear in the size of a function, so a
+  // long phase becomes a sequence of internal functions `<entry>_<k>(ctx,
+  // carry)` that the entry calls in order. Pointers are recomputed in each
+  // function; other lowered values a later function reads (the loss-scale
+  // skip flag) are passed through `carry`, one 8-byte slot each.
+  TrainStepOp step = s.getStep();
+  Block *entryBody = &entry.getBody().front();
+  auto chunkType = LLVM::LLVMFunctionType::get(
+      LLVM::LLVMVoidType::get(b.getContext()), {ptrType(), ptrType()});
+  SmallVector<LLVM::LLVMFuncOp> chunks;
+  SmallVector<std::pair<Value, Type>> carried;
+  SmallVector<Operation *> chunkOps;
+  Value carry;
+  auto slot = [&](size_t i) -> Value {
+    return LLVM::GEPOp::create(b, loc, ptrType(), b.getI64Type(), carry,
+                               ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(i)});
+  };
+  OpCounter counter;
+  b.setListener(&counter);
+  auto openChunk = [&] {
+    b.setInsertionPointToEnd(module.getBody());
+    auto fn = LLVM::LLVMFuncOp::create(
+        b, step.getLoc(), (entry.getName() + "_" + Twine(chunks.size())).str(),
+        chunkType, LLVM::Linkage::Internal);
+    chunks.push_back(fn);
+    Block *body = fn.addEntryBlock(b);
+    b.setInsertionPointToEnd(body);
+    ctx = body->getArgument(0);
+    carry = body->getArgument(1);
+    ptrCache.clear();
+    chunkOps.clear();
+    loc = step.getLoc();
+    for (auto [i, value] : llvm::enumerate(carried))
+      ptrCache[value.first] =
+          LLVM::LoadOp::create(b, loc, value.second, slot(i));
+    counter.count = 0;
+  };
+  auto closeChunk = [&](bool more) {
+    loc = step.getLoc();
+    if (more)
+      for (Operation *op : chunkOps)
+        for (Value r : op->getResults()) {
+          auto it = ptrCache.find(r);
+          if (it == ptrCache.end() ||
+              isa<LLVM::LLVMPointerType>(it->second.getType()))
+            continue;
+          LLVM::StoreOp::create(b, loc, it->second, slot(carried.size()));
+          carried.push_back({r, it->second.getType()});
+        }
+    LLVM::ReturnOp::create(b, loc, ValueRange());
+  };
+
+  // The loss is recorded by the micro step; the terminator's position in the
+  // boundary function does not matter.
+  openChunk();
+  for (Operation &op : step.getBodyBlock()) {
+    bool opBoundary = !isa<ReturnOp>(op) && runsAtBoundary(getStepPhase(&op));
+    if (opBoundary != isBoundary)
+      continue;
+    if (maxFunctionOps > 0 && counter.count >= maxFunctionOps) {
+      closeChunk(/*more=*/true);
+      openChunk();
+    }
+    if (failed(lowerOp(&op)) || callFailed) {
+      b.setListener(nullptr);
+      return failure();
+    }
+    chunkOps.push_back(&op);
+  }
+  closeChunk(/*more=*/false);
+  b.setListener(nullptr);
+
+  // A phase that fits in one function is emitted as the entry itself.
+  loc = step.getLoc();
+  if (chunks.size() == 1) {
+    Block &body = chunks.front().getBody().front();
+    body.getArgument(0).replaceAllUsesWith(entryBody->getArgument(0));
+    entryBody->getOperations().splice(entryBody->end(), body.getOperations());
+    chunks.front().erase();
+    return success();
+  }
+  b.setInsertionPointToEnd(entryBody);
+  Value carryArray;
+  if (carried.empty()) {
+    carryArray = LLVM::ZeroOp::create(b, loc, ptrType());
+  } else {
+    auto arrayType = LLVM::LLVMArrayType::get(b.getI64Type(), carried.size());
+    carryArray = LLVM::AllocaOp::create(b, loc, ptrType(), arrayType, i64(1));
+  }
+  for (LLVM::LLVMFuncOp fn : chunks)
+    LLVM::CallOp::create(b, loc, fn,
+                         ValueRange{entryBody->getArgument(0), carryArray});
+  LLVM::ReturnOp::create(b, loc, ValueRange());
+  return success();
+}
+
+LogicalResult Lowering::run() {
+  TrainStepOp step = s.getStep();
+  for (const ArenaBuffer &buf : plan.buffers) {
+    if (buf.argIndex >= 0) {
+      if (inputOffsets.size() <= static_cast<size_t>(buf.argIndex))
+        inputOffsets.resize(buf.argIndex + 1, -1);
+      inputOffsets[buf.argIndex] = buf.offset;
+    } else if (buf.resultIndex < 0) {
+      tempOffsets[buf.op] = buf.offset;
+    } else {
+      resultOffsets[{buf.op, buf.resultIndex}] = buf.offset;
+    }
+  }
+  inputOffsets.resize(step.getBodyBlock().getNumArguments(), -1);
+
+  // Token slots in program order (also for the manifest).
+  for (Operation &op : step.getBodyBlock())
+    for (Value r : op.getResults())
+      if (isa<TokenType>(r.getType()))
+        slotOf(r);
+
+  auto voidType = LLVM::LLVMVoidType::get(b.getContext());
+  auto fnType = LLVM::LLVMFunctionType::get(voidType, {ptrType()});
+  b.setInsertionPointToEnd(module.getBody());
+  auto micro =
+      LLVM::LLVMFuncOp::create(b, step.getLoc(), "zero_micro_step", fnType);
+  auto boundary =
+      LLVM::LLVMFuncOp::create(b, step.getLoc(), "zero_boundary", fnType);
+  micro.addEntryBlock(b);
+  boundary.addEntryBlock(b);
+  if (failed(lowerPhase(micro, /*isBoundary=*/false)) ||
+      failed(lowerPhase(boundary, /*isBoundary=*/true)))
+    return failure();
+
+  // The manifest and the program descriptor.
+  emitProgramDescriptor(buildManifest());
+  return success();
+}

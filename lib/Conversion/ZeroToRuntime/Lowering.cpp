@@ -1,0 +1,164 @@
+//===- Lowering.cpp - Values and runtime calls of the lowering ------------===//
+//
+// Part of the zero-mlir project.
+//
+// Every value of the step becomes a pointer into the persistent arena or the
+// step arena at the offset the memory plan gives it (views point into what
+// they view), and every runtime function is declared and called with the
+// type of the runtime's ABI table.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+#include "zero/Conversion/ZeroToRuntime.h"
+
+using namespace mlir;
+using namespace mlir::zero;
+using namespace mlir::zero::lowering;
+
+Lowering::Lowering(ModuleOp module, const StepSchedule &schedule,
+                   const MemoryPlan &plan, int64_t maxFunctionOps)
+    : module(module), s(schedule), plan(plan), maxFunctionOps(maxFunctionOps),
+      b(module.getContext()) {
+  for (auto [i, p] : llvm::enumerate(s.getPartitions()))
+    partitionIndices.try_emplace(p.partition.getSymNameAttr(), i);
+  for (const PersistentBuffer &buf : plan.persistent)
+    persistentOffsets.try_emplace({buf.partition, buf.kind}, buf.offset);
+}
+
+//===----------------------------------------------------------------------===//
+// Runtime calls and constants
+//===----------------------------------------------------------------------===//
+
+FailureOr<Value> Lowering::call(StringRef name, ArrayRef<Value> args) {
+  auto fail = [&]() -> InFlightDiagnostic {
+    callFailed = true;
+    return current ? current->emitOpError() : emitError(loc) << "the lowering ";
+  };
+  LLVM::LLVMFunctionType type = getRuntimeFunctionType(b.getContext(), name);
+  if (!type) {
+    fail() << "calls '" << name
+           << "', which the runtime's ABI table (zero_rt/abi.def) does not "
+              "list as callable from generated code";
+    return failure();
+  }
+  if (type.getNumParams() != args.size()) {
+    fail() << "calls '" << name << "' with " << args.size()
+           << " arguments; the runtime's ABI table has " << type.getNumParams();
+    return failure();
+  }
+  for (auto [i, a] : llvm::enumerate(args))
+    if (a.getType() != type.getParamType(i)) {
+      fail() << "calls '" << name << "' with " << a.getType() << " as argument "
+             << i << "; the runtime's ABI table has " << type.getParamType(i);
+      return failure();
+    }
+  LLVM::LLVMFuncOp &fn = decls[name];
+  if (!fn) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToEnd(module.getBody());
+    fn = LLVM::LLVMFuncOp::create(b, loc, name, type);
+  }
+  auto c = LLVM::CallOp::create(b, loc, fn, args);
+  if (isa<LLVM::LLVMVoidType>(type.getReturnType()))
+    return Value();
+  return c.getResult();
+}
+
+Value Lowering::i64Array(ArrayRef<int64_t> values) {
+  auto arrayType = LLVM::LLVMArrayType::get(b.getI64Type(), values.size());
+  std::string name = "zero_const_" + std::to_string(numGlobals++);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto attr = DenseElementsAttr::get(
+        RankedTensorType::get({static_cast<int64_t>(values.size())},
+                              b.getI64Type()),
+        values);
+    LLVM::GlobalOp::create(b, loc, arrayType, /*isConstant=*/true,
+                           LLVM::Linkage::Internal, name, attr);
+  }
+  return LLVM::AddressOfOp::create(b, loc, ptrType(), name);
+}
+
+Value Lowering::ptrArray(ArrayRef<Value> ptrs) {
+  auto arrayType = LLVM::LLVMArrayType::get(ptrType(), ptrs.size());
+  Value count = i64(1);
+  Value array = LLVM::AllocaOp::create(b, loc, ptrType(), arrayType, count);
+  for (auto [i, p] : llvm::enumerate(ptrs)) {
+    Value slot =
+        LLVM::GEPOp::create(b, loc, ptrType(), arrayType, array,
+                            ArrayRef<LLVM::GEPArg>{0, static_cast<int32_t>(i)});
+    LLVM::StoreOp::create(b, loc, p, slot);
+  }
+  return array;
+}
+
+//===----------------------------------------------------------------------===//
+// Token slots
+//===----------------------------------------------------------------------===//
+
+int32_t Lowering::slotOf(Value token) {
+  if (!token)
+    return -1;
+  auto [it, inserted] = slots.try_emplace(token, slots.size());
+  return it->second;
+}
+
+//===----------------------------------------------------------------------===//
+// Storage of values
+//===----------------------------------------------------------------------===//
+
+FailureOr<Storage> Lowering::storageOf(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return Storage{false, inputOffsets[arg.getArgNumber()]};
+  Operation *def = v.getDefiningOp();
+  if (auto get = dyn_cast<GetParamOp>(def)) {
+    const ParamLocation *loc = s.lookupParam(get.getParam());
+    if (!loc)
+      return get.emitOpError("parameter is in no partition");
+    const PartitionBuffers *pb = s.lookupPartition(loc->partition.getSymName());
+    int64_t eb = getElementBytes(pb->computeType);
+    if (get.getSource()) {
+      FailureOr<Storage> src = storageOf(get.getSource());
+      if (failed(src))
+        return failure();
+      return Storage{src->persistent, src->offset + loc->offset * eb};
+    }
+    if (s.getStage() == 3)
+      return get.emitOpError("stage-3 parameters must be read from a gather");
+    return Storage{true, persistentOffset(loc->partition, BufferKind::params) +
+                             loc->offset * eb};
+  }
+  if (auto view = dyn_cast<ViewLikeOpInterface>(def))
+    return storageOf(view.getViewSource());
+  for (Operation *user : v.getUsers())
+    if (auto g = dyn_cast<GradOp>(user); g && s.isGradientInPlace(g)) {
+      const ParamLocation *loc = s.lookupParam(g.getParam());
+      const PartitionBuffers *pb =
+          s.lookupPartition(loc->partition.getSymName());
+      return Storage{true, persistentOffset(loc->partition, BufferKind::grads) +
+                               loc->offset * getElementBytes(pb->computeType)};
+    }
+  auto it = resultOffsets.find({def, cast<OpResult>(v).getResultNumber()});
+  if (it == resultOffsets.end())
+    return def->emitOpError("result has no buffer in the memory plan");
+  return Storage{false, it->second};
+}
+
+FailureOr<Value> Lowering::ptr(Value v) {
+  auto it = ptrCache.find(v);
+  if (it != ptrCache.end())
+    return it->second;
+  FailureOr<Storage> st = storageOf(v);
+  if (failed(st))
+    return failure();
+  Value p = ctxPtr(st->persistent, st->offset);
+  ptrCache[v] = p;
+  return p;
+}
+Value Lowering::ctxPtr(bool persistent, int64_t offset) {
+  return *call(persistent ? "zrt_ctx_persistent" : "zrt_ctx_step",
+               {ctx, i64(offset)});
+}

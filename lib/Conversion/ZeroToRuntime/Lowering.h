@@ -1,0 +1,147 @@
+//===- Lowering.h - State of the lowering of one step -----------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Private to convert-zero-to-runtime. The lowering of one scheduled, planned
+// step: where each value lives (Lowering.cpp), the call of each op
+// (LowerOps.cpp), the step's phases as bounded functions (LowerPhases.cpp),
+// the manifest (Manifest.cpp) and the `zero_program` descriptor
+// (ProgramDescriptor.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_LIB_CONVERSION_ZEROTORUNTIME_LOWERING_H
+#define ZERO_LIB_CONVERSION_ZEROTORUNTIME_LOWERING_H
+
+#include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
+#include "zero/Dialect/Zero/Analysis/Schedule.h"
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Interfaces/RuntimeKernelOpInterface.h"
+
+#include "zero_rt/zrt.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+
+namespace mlir::zero::lowering {
+
+inline RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+inline int64_t numel(Value v) { return tensorType(v).getNumElements(); }
+inline Type elemType(Value v) { return tensorType(v).getElementType(); }
+
+/// Where a value's bytes live.
+struct Storage {
+  bool persistent = false;
+  int64_t offset = -1;
+};
+
+class Lowering {
+public:
+  Lowering(ModuleOp module, const StepSchedule &schedule,
+           const MemoryPlan &plan, int64_t maxFunctionOps);
+
+  LogicalResult run();
+
+private:
+  /// Lowers the ops of one phase (micro step or boundary) into `entry`,
+  /// through internal functions of about `maxFunctionOps` operations each.
+  LogicalResult lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary);
+
+  // Declarations and constants.
+  /// Calls runtime function `name`, declared with the type of the runtime's
+  /// ABI table; a call the table does not allow is an error on the op being
+  /// lowered.
+  FailureOr<Value> call(StringRef name, ArrayRef<Value> args);
+  void callVoid(StringRef name, ArrayRef<Value> args) {
+    (void)call(name, args);
+  }
+  Value i32(int64_t v) {
+    return LLVM::ConstantOp::create(b, loc, b.getI32Type(),
+                                    b.getI32IntegerAttr(v));
+  }
+  Value i64(int64_t v) {
+    return LLVM::ConstantOp::create(b, loc, b.getI64Type(),
+                                    b.getI64IntegerAttr(v));
+  }
+  Value f64(double v) {
+    return LLVM::ConstantOp::create(b, loc, b.getF64Type(),
+                                    b.getF64FloatAttr(v));
+  }
+  Value dtype(Type elementType) {
+    if (elementType.isBF16())
+      return i32(ZRT_BF16);
+    if (elementType.isF16())
+      return i32(ZRT_F16);
+    if (elementType.isInteger(64))
+      return i32(ZRT_I64);
+    return i32(ZRT_F32); // and ZRT_I32
+  }
+  Value i64Array(ArrayRef<int64_t> values);
+  Value ptrArray(ArrayRef<Value> ptrs);
+  Type ptrType() { return LLVM::LLVMPointerType::get(b.getContext()); }
+
+  // Storage of values.
+  FailureOr<Storage> storageOf(Value v);
+  FailureOr<Value> ptr(Value v);
+  Value ctxPtr(bool persistent, int64_t offset);
+
+  LogicalResult lowerOp(Operation *op);
+  /// Packs the source gradients of a reduction into its bucket and reduces
+  /// it (zero.reduce_scatter from sources, or zero.reduce).
+  template <typename OpT>
+  LogicalResult lowerBucketReduction(OpT op, bool toOwners);
+  LogicalResult lowerCompute(RuntimeKernelOpInterface op);
+  /// The index of a partition in the schedule (and the manifest), or -1.
+  int32_t partitionIndex(SymbolRefAttr ref) {
+    return partitionIndices.lookup_or(ref.getLeafReference(), -1);
+  }
+  int32_t partitionIndex(PartitionOp p) {
+    return partitionIndices.lookup_or(p.getSymNameAttr(), -1);
+  }
+  int32_t slotOf(Value token);
+  /// The byte offset of buffer `kind` of partition `p` in the persistent
+  /// arena, or -1 if the plan has none.
+  int64_t persistentOffset(PartitionOp p, BufferKind kind) {
+    return persistentOffsets.lookup_or({p, kind}, -1);
+  }
+
+  std::string buildManifest();
+  /// Emits the manifest as the global `zero_manifest` and the `zrt_program`
+  /// descriptor `zero_program` that points to it and to the step's phases.
+  void emitProgramDescriptor(std::string manifest);
+
+  ModuleOp module;
+  const StepSchedule &s;
+  const MemoryPlan &plan;
+  int64_t maxFunctionOps;
+  OpBuilder b;
+  Location loc = UnknownLoc::get(module.getContext());
+  Value ctx;
+  DenseMap<Value, Value> ptrCache;
+  DenseMap<std::pair<Operation *, int>, int64_t> resultOffsets;
+  DenseMap<Operation *, int64_t> tempOffsets;
+  SmallVector<int64_t> inputOffsets;
+  DenseMap<Value, int32_t> slots;
+  llvm::StringMap<LLVM::LLVMFuncOp> decls;
+  unsigned numGlobals = 0;
+  /// The index of each partition by name.
+  DenseMap<StringAttr, int32_t> partitionIndices;
+  /// The plan's offset of each persistent buffer.
+  DenseMap<std::pair<Operation *, BufferKind>, int64_t> persistentOffsets;
+  /// The op being lowered (for diagnostics).
+  Operation *current = nullptr;
+  bool callFailed = false;
+
+  friend class KernelCalls;
+};
+
+} // namespace mlir::zero::lowering
+
+#endif // ZERO_LIB_CONVERSION_ZEROTORUNTIME_LOWERING_H

@@ -1,0 +1,134 @@
+//===- Manifest.cpp - The JSON manifest of a lowered step -----------------===//
+//
+// Part of the zero-mlir project.
+//
+// What the runtime's driver needs to know about the program besides its
+// code: the layout of the parameters and partitions, the initializers, the
+// inputs, the optimizer and loss scaler, the plan's arena sizes and a hash
+// of the schedule. The runtime reads it in runtime/src/Manifest.cpp;
+// runtime/README.md ("Training executables") lists the keys it reads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+#include "zero_rt/program.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/xxhash.h"
+
+using namespace mlir;
+using namespace mlir::zero;
+using namespace mlir::zero::lowering;
+
+static StringRef dtypeName(Type t) {
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (t.isF32())
+    return "f32";
+  if (t.isInteger(32))
+    return "i32";
+  return "i64";
+}
+
+std::string Lowering::buildManifest() {
+  TrainStepOp step = s.getStep();
+  using llvm::json::Array;
+  using llvm::json::Object;
+  Array params, partitions, inputs;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    const ParamLocation *loc = s.lookupParam(p.getSymName());
+    Array shape;
+    for (int64_t d : p.getTensorType().getShape())
+      shape.push_back(d);
+    Object o{{"name", p.getSymName()},
+             {"shape", std::move(shape)},
+             {"numel", p.getNumElements()},
+             {"init", stringifyInitKind(p.getInit())},
+             {"std", p.getStd() ? p.getStd()->convertToDouble() : 0.0},
+             {"partition", loc ? partitionIndex(loc->partition) : -1},
+             {"offset", loc ? loc->offset : -1}};
+    params.push_back(std::move(o));
+  }
+  for (const PartitionBuffers &pb : s.getPartitions()) {
+    PartitionOp p = pb.partition;
+    Object buffers, sizes;
+    for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
+      auto kind = static_cast<BufferKind>(k);
+      buffers[stringifyBufferKind(kind)] = persistentOffset(p, kind);
+      sizes[stringifyBufferKind(kind)] = pb.numel[k];
+    }
+    Array names;
+    for (Attribute a : p.getParams())
+      names.push_back(cast<SymbolRefAttr>(a).getLeafReference().getValue());
+    partitions.push_back(Object{{"name", p.getSymName()},
+                                {"numel", p.getNumelValue()},
+                                {"padded_numel", p.getPaddedNumelValue()},
+                                {"shard_numel", p.getShardNumel()},
+                                {"params", std::move(names)},
+                                {"buffers", std::move(buffers)},
+                                {"buffer_numel", std::move(sizes)}});
+  }
+  for (BlockArgument arg : step.getBodyBlock().getArguments()) {
+    Array shape;
+    for (int64_t d : tensorType(arg).getShape())
+      shape.push_back(d);
+    inputs.push_back(Object{{"shape", std::move(shape)},
+                            {"dtype", dtypeName(elemType(arg))},
+                            {"offset", inputOffsets[arg.getArgNumber()]}});
+  }
+  OptimizerAttr opt = step.getOptimizer();
+  PrecisionAttr prec = step.getPrecision();
+  int64_t globalBatch = 0;
+  if (ScheduleAttr schedule = step.getScheduleAttr())
+    globalBatch = schedule.getGlobalBatch();
+  PartitionOp first = s.getPartitions().front().partition;
+  Object manifest{
+      {"version", ZRT_PROGRAM_VERSION},
+      {"stage", s.getStage()},
+      {"world_size", s.getWorldSize()},
+      {"accumulation_steps", s.getAccumulationSteps()},
+      {"global_batch", globalBatch},
+      {"compute_dtype", dtypeName(s.getPartitions().front().computeType)},
+      {"precision",
+       Object{{"kind", stringifyPrecisionKind(prec.getKind())},
+              {"initial_scale_power", prec.getInitialScalePower()},
+              {"loss_scale_window", prec.getLossScaleWindow()},
+              {"hysteresis", prec.getHysteresis()},
+              {"min_loss_scale", prec.getMinLossScale().convertToDouble()}}},
+      {"optimizer",
+       Object{{"kind", stringifyOptimizerKind(opt.getKind())},
+              {"lr", opt.getLr().convertToDouble()},
+              {"beta1", opt.getBeta1().convertToDouble()},
+              {"beta2", opt.getBeta2().convertToDouble()},
+              {"eps", opt.getEps().convertToDouble()},
+              {"weight_decay", opt.getWeightDecay().convertToDouble()}}},
+      {"gradient_clipping", step.getGradientClipping().convertToDouble()},
+      {"alignment", static_cast<int64_t>(first.getAlignment())},
+      {"token_slots", static_cast<int64_t>(slots.size())},
+      {"inputs", std::move(inputs)},
+      {"params", std::move(params)},
+      {"partitions", std::move(partitions)},
+      {"plan", Object{{"persistent_bytes", plan.persistentBytes},
+                      {"arena_bytes", plan.arenaBytes},
+                      {"scratch_bytes", plan.scratchBytes},
+                      {"peak_bytes", plan.peakBytes}}},
+  };
+  // The hash covers the manifest and the schedule itself, so executables
+  // compiled from different schedules refuse to run together.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(Object(manifest));
+  std::string ir;
+  llvm::raw_string_ostream irs(ir);
+  step->print(irs, OpPrintingFlags().elideLargeElementsAttrs());
+  uint64_t hash = llvm::xxh3_64bits(StringRef(text + ir));
+  manifest["hash"] = llvm::formatv("{0:x16}", hash).str();
+  std::string out;
+  llvm::raw_string_ostream mos(out);
+  mos << llvm::json::Value(std::move(manifest));
+  return out;
+}
