@@ -25,23 +25,17 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   StepSchedule s;
   s.step = step;
   auto module = step->getParentOfType<ModuleOp>();
-  if (ScheduleAttr schedule = step.getScheduleAttr())
-    s.accumulationSteps = schedule.getAccumulationSteps();
+  // The step's verified #zero.schedule is the one source of stage, world
+  // size and accumulation steps; its verifier checked the partitions agree.
+  ScheduleAttr schedule = step.getScheduleAttr();
+  if (!schedule)
+    return step.emitOpError("has no partitions: run zero-partition first");
+  s.stage = schedule.getStage();
+  s.worldSize = schedule.getWorldSize();
+  s.accumulationSteps = schedule.getAccumulationSteps();
   // One symbol table: a lookup per parameter must not scan the module.
   SymbolTable symbols(module);
-  bool first = true;
   for (PartitionOp p : module.getOps<PartitionOp>()) {
-    if (first) {
-      s.stage = p.getStageValue();
-      s.worldSize = p.getWorldSizeValue();
-      first = false;
-    } else if (p.getStageValue() != s.stage ||
-               p.getWorldSizeValue() != s.worldSize) {
-      return p.emitOpError("stage ")
-             << p.getStageValue() << " / world size " << p.getWorldSizeValue()
-             << " disagrees with the first partition's " << s.stage << " / "
-             << s.worldSize;
-    }
     PartitionBuffers buffers;
     buffers.partition = p;
     for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {

@@ -47,16 +47,16 @@ struct Pending {
 
 class StepSync {
 public:
-  StepSync(TrainStepOp step, const StepInfo &info, int64_t bucketSize,
+  StepSync(TrainStepOp step, const StepSchedule &schedule, int64_t bucketSize,
            bool reduceScatter, bool overlap)
-      : step(step), info(info), bucketSize(bucketSize),
+      : step(step), schedule(schedule), bucketSize(bucketSize),
         reduceScatter(reduceScatter), overlap(overlap), b(step.getContext()) {}
 
   LogicalResult run();
 
 private:
   /// Adds the gradient of `gradOp` to the bucket, flushing as it fills.
-  void addGradient(GradOp gradOp, const ParamSlot &slot);
+  void addGradient(GradOp gradOp, const ParamLocation &slot);
   void flush();
   /// Issues one collective on [lo, hi) at the builder's insertion point.
   void issue(PartitionOp group, int64_t lo, int64_t hi, ArrayRef<Piece> pieces);
@@ -64,12 +64,12 @@ private:
   void emitFrees(ArrayRef<Piece> pieces);
   void tag(Operation *op) {
     // Stages 0-1 communicate only at the accumulation boundary.
-    if (info.stage <= 1)
+    if (schedule.getStage() <= 1)
       markBoundary(op);
   }
 
   TrainStepOp step;
-  StepInfo info;
+  const StepSchedule &schedule;
   int64_t bucketSize;
   bool reduceScatter, overlap;
   OpBuilder b;
@@ -113,7 +113,7 @@ void StepSync::issue(PartitionOp group, int64_t lo, int64_t hi,
   auto begin = b.getI64IntegerAttr(lo), end = b.getI64IntegerAttr(hi);
   auto grads = BufferKindAttr::get(b.getContext(), BufferKind::grads);
   Operation *op;
-  if (info.stage == 0) {
+  if (schedule.getStage() == 0) {
     op = AllReduceOp::create(
         b, loc, Type(), tokenType,
         ReduceKindAttr::get(b.getContext(), ReduceKind::sum), Value(), groupRef,
@@ -125,7 +125,7 @@ void StepSync::issue(PartitionOp group, int64_t lo, int64_t hi,
       sources.push_back(p.grad);
       offsets.push_back(p.offset);
     }
-    BufferKindAttr buffer = info.stage == 1 ? grads : BufferKindAttr();
+    BufferKindAttr buffer = schedule.getStage() == 1 ? grads : BufferKindAttr();
     auto offsetsAttr = b.getDenseI64ArrayAttr(offsets);
     if (reduceScatter)
       op = ReduceScatterOp::create(b, loc, tokenType, groupRef, buffer, begin,
@@ -135,7 +135,8 @@ void StepSync::issue(PartitionOp group, int64_t lo, int64_t hi,
                             sources, offsetsAttr);
   }
   tag(op);
-  SmallVector<Piece> frees(info.stage >= 2 ? pieces : ArrayRef<Piece>());
+  SmallVector<Piece> frees(schedule.getStage() >= 2 ? pieces
+                                                    : ArrayRef<Piece>());
   if (overlap)
     pending.push_back({op->getResult(op->getNumResults() - 1), frees});
   else
@@ -149,12 +150,12 @@ void StepSync::flush() {
   bucket = Bucket();
 }
 
-void StepSync::addGradient(GradOp gradOp, const ParamSlot &slot) {
+void StepSync::addGradient(GradOp gradOp, const ParamLocation &slot) {
   int64_t a = slot.offset, e = slot.offset + slot.numel;
   bool adjacentBelow =
-      !bucket.empty() && bucket.group == slot.group && e == bucket.lo;
+      !bucket.empty() && bucket.group == slot.partition && e == bucket.lo;
   bool adjacentAbove =
-      !bucket.empty() && bucket.group == slot.group && a == bucket.hi;
+      !bucket.empty() && bucket.group == slot.partition && a == bucket.hi;
   // Reduction ranges are contiguous: a gradient that does not extend the
   // bucket (tied weights, another group) closes it where the last one ended.
   if (!bucket.empty() && !adjacentBelow && !adjacentAbove)
@@ -165,7 +166,7 @@ void StepSync::addGradient(GradOp gradOp, const ParamSlot &slot) {
   bool downward = !adjacentAbove;
   while (a < e) {
     if (bucket.empty()) {
-      bucket.group = slot.group;
+      bucket.group = slot.partition;
       bucket.lo = bucket.hi = downward ? e : a;
     }
     int64_t take = std::min(bucketSize - bucket.size(), e - a);
@@ -186,7 +187,6 @@ void StepSync::addGradient(GradOp gradOp, const ParamSlot &slot) {
 
 LogicalResult StepSync::run() {
   auto module = step->getParentOfType<ModuleOp>();
-  auto slots = getParamSlots(module);
   Block &body = step.getBodyBlock();
   SmallVector<GradOp> grads(body.getOps<GradOp>());
   if (grads.empty())
@@ -195,7 +195,7 @@ LogicalResult StepSync::run() {
            << ("has no zero.grad: run zero-autodiff before "
                "zero-grad-sync");
   for (GradOp g : grads) {
-    if (!slots.count(g.getParamAttr().getAttr()))
+    if (!schedule.lookupParam(g.getParamAttr().getValue()))
       return g.emitOpError("parameter ")
              << g.getParamAttr() << " is in no zero.partition";
     for (Operation *user : g.getGrad().getUsers())
@@ -203,7 +203,7 @@ LogicalResult StepSync::run() {
         sharedGrads.insert(g.getGrad());
   }
 
-  if (info.stage == 1) {
+  if (schedule.getStage() == 1) {
     // Gradients stay whole in the full buffer until the backward is done.
     b.setInsertionPointAfter(grads.back());
     for (PartitionOp group : module.getOps<PartitionOp>())
@@ -214,7 +214,7 @@ LogicalResult StepSync::run() {
       }
   } else {
     for (GradOp g : grads)
-      addGradient(g, slots.lookup(g.getParamAttr().getAttr()));
+      addGradient(g, *schedule.lookupParam(g.getParamAttr().getValue()));
     flush();
   }
   // The optimizer reads the reduced gradients: wait for everything first.
@@ -255,8 +255,7 @@ struct ZeroGradSyncPass
       return signalPassFailure();
     }
     for (TrainStepOp step : module.getOps<TrainStepOp>()) {
-      auto info = getStepInfo(step, "zero-grad-sync");
-      if (failed(info))
+      if (failed(getPartitionedSchedule(step, "zero-grad-sync")))
         return signalPassFailure();
       // Gradient reductions (not the optimizer's all-reduce of its stats).
       bool synchronized = false;
@@ -273,25 +272,23 @@ struct ZeroGradSyncPass
       }
       // Each micro step sees 1/K of the rank's batch.
       int64_t k = gradientAccumulationSteps;
-      ScheduleAttr schedule = step.getScheduleAttr();
-      int64_t global = schedule.getGlobalBatch();
-      if (global % (info->worldSize * k) != 0) {
+      ScheduleAttr attr = step.getScheduleAttr();
+      int64_t global = attr.getGlobalBatch(), n = attr.getWorldSize();
+      if (global % (n * k) != 0) {
         mlir::emitError(step.getLoc())
             << "train step @" << step.getSymName() << " " << ("global batch ")
-            << global << " is not divisible by world-size " << info->worldSize
-            << " x gradient-accumulation-steps " << k << " = "
-            << info->worldSize * k;
+            << global << " is not divisible by world-size " << n
+            << " x gradient-accumulation-steps " << k << " = " << n * k;
         return signalPassFailure();
       }
       if (failed(divideBatch(step, k)))
         return signalPassFailure();
-      step.setScheduleAttr(ScheduleAttr::get(&getContext(), schedule.getStage(),
-                                             schedule.getWorldSize(), global,
-                                             k));
-      info->accumulation = k;
-      if (failed(StepSync(step, *info, reduceBucketSize, reduceScatter,
-                          overlapComm)
-                     .run()))
+      step.setScheduleAttr(
+          ScheduleAttr::get(&getContext(), attr.getStage(), n, global, k));
+      FailureOr<StepSchedule> schedule = StepSchedule::get(step);
+      if (failed(schedule) || failed(StepSync(step, *schedule, reduceBucketSize,
+                                              reduceScatter, overlapComm)
+                                         .run()))
         return signalPassFailure();
     }
   }

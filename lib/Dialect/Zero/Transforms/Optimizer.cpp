@@ -36,8 +36,9 @@ struct ZeroOptimizerPass
     for (PartitionOp part : module.getOps<PartitionOp>())
       groups.push_back(FlatSymbolRefAttr::get(part.getSymNameAttr()));
     for (TrainStepOp step : module.getOps<TrainStepOp>()) {
-      auto info = getStepInfo(step, "zero-optimizer");
-      if (failed(info))
+      FailureOr<StepSchedule> schedule =
+          getPartitionedSchedule(step, "zero-optimizer");
+      if (failed(schedule))
         return signalPassFailure();
       if (groups.empty()) {
         mlir::emitError(step.getLoc())
@@ -54,18 +55,18 @@ struct ZeroOptimizerPass
       if (gradientClipping >= 0.0)
         step.setGradientClippingAttr(
             FloatAttr::get(Float64Type::get(&getContext()), gradientClipping));
-      emit(step, *info, groups);
+      emit(step, *schedule, groups);
     }
   }
 
-  void emit(TrainStepOp step, const StepInfo &info,
+  void emit(TrainStepOp step, const StepSchedule &schedule,
             ArrayRef<Attribute> groups) {
     Block &body = step.getBodyBlock();
     OpBuilder b(getOptimizerInsertionPoint(body));
     Location loc = step.getLoc();
     // Reductions sum over ranks and micro steps; Adam needs the mean.
-    auto divisor = b.getF64FloatAttr(
-        static_cast<double>(info.worldSize * info.accumulation));
+    auto divisor = b.getF64FloatAttr(static_cast<double>(
+        schedule.getWorldSize() * schedule.getAccumulationSteps()));
     auto f32 = b.getF32Type();
     auto stats = RankedTensorType::get({2}, f32);
     auto scale = LossScaleOp::create(b, loc, RankedTensorType::get({}, f32));
@@ -75,7 +76,7 @@ struct ZeroOptimizerPass
     SmallVector<Operation *> created = {scale, check};
     // At stage 0 every rank already holds the fully reduced gradients (and
     // owns all of them): summing the norms over ranks would be wrong.
-    if (info.stage != 0) {
+    if (schedule.getStage() != 0) {
       auto reduce = AllReduceOp::create(
           b, loc, stats, Type(),
           ReduceKindAttr::get(b.getContext(), ReduceKind::overflow_norm),

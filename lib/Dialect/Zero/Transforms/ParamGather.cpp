@@ -59,9 +59,10 @@ struct GroupUses {
 
 class Stage3Gather {
 public:
-  Stage3Gather(TrainStepOp step, int64_t persistenceThreshold,
+  Stage3Gather(const StepSchedule &schedule, int64_t persistenceThreshold,
                int64_t maxReuseDistance)
-      : step(step), persistenceThreshold(persistenceThreshold),
+      : schedule(schedule), step(schedule.getStep()),
+        persistenceThreshold(persistenceThreshold),
         maxReuseDistance(maxReuseDistance) {}
   LogicalResult run();
 
@@ -71,6 +72,7 @@ private:
   void emitPersistent(GroupUses &g);
   void emitIntervals(GroupUses &g);
 
+  const StepSchedule &schedule;
   TrainStepOp step;
   int64_t persistenceThreshold, maxReuseDistance;
   llvm::DenseMap<Operation *, int64_t> position;
@@ -240,7 +242,6 @@ void Stage3Gather::emitIntervals(GroupUses &g) {
 LogicalResult Stage3Gather::run() {
   Block &body = step.getBodyBlock();
   auto module = step->getParentOfType<ModuleOp>();
-  auto slots = getParamSlots(module);
   position = numberOps(body);
   for (Operation &op : body) {
     auto gather = dyn_cast<AllGatherOp>(op);
@@ -263,12 +264,13 @@ LogicalResult Stage3Gather::run() {
   for (GetParamOp get : body.getOps<GetParamOp>()) {
     if (get.getSource())
       return get.emitOpError("is already a view of a gathered buffer");
-    auto it = slots.find(get.getParamAttr().getAttr());
-    if (it == slots.end())
+    const ParamLocation *loc =
+        schedule.lookupParam(get.getParamAttr().getValue());
+    if (!loc)
       return get.emitOpError("parameter ")
              << get.getParamAttr() << " is in no zero.partition";
-    groupOfGet[get] = it->second.group;
-    groups[it->second.group].gets.push_back(get);
+    groupOfGet[get] = loc->partition;
+    groups[loc->partition].gets.push_back(get);
     if (get.use_empty())
       unused.push_back(get);
   }
@@ -327,17 +329,18 @@ struct ZeroParamGatherPass
       return signalPassFailure();
     }
     for (TrainStepOp step : module.getOps<TrainStepOp>()) {
-      auto info = getStepInfo(step, "zero-param-gather");
-      if (failed(info))
+      FailureOr<StepSchedule> schedule =
+          getPartitionedSchedule(step, "zero-param-gather");
+      if (failed(schedule))
         return signalPassFailure();
-      if (info->stage == 3) {
-        if (failed(
-                Stage3Gather(step, paramPersistenceThreshold, maxReuseDistance)
-                    .run()))
+      if (schedule->getStage() == 3) {
+        if (failed(Stage3Gather(*schedule, paramPersistenceThreshold,
+                                maxReuseDistance)
+                       .run()))
           return signalPassFailure();
         continue;
       }
-      if (info->stage == 0)
+      if (schedule->getStage() == 0)
         continue;
       emitPostStepGathers(module, step);
     }

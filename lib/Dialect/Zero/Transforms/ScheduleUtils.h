@@ -6,9 +6,9 @@
 //===----------------------------------------------------------------------===//
 //
 // Private helpers shared by zero-partition, zero-grad-sync, zero-param-gather,
-// zero-prefetch and zero-optimizer: the step attributes recorded by
-// zero-partition, the parameter -> layout slot map, the forward/backward
-// split point, and the re-inference of batch-carrying types.
+// zero-prefetch and zero-optimizer: the schedule of a partitioned step, the
+// phase marker, the forward/backward split point, and the re-inference of
+// batch-carrying types.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,7 @@
 #define ZERO_LIB_DIALECT_ZERO_TRANSFORMS_SCHEDULEUTILS_H
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -28,59 +29,22 @@ namespace mlir::zero::schedule {
 // Discardable attributes shared by the passes.
 inline constexpr llvm::StringLiteral kLossSeedAttr = "zero.loss_seed";
 
-/// What zero-partition recorded on a train step.
-struct StepInfo {
-  int64_t stage = 0;
-  int64_t worldSize = 1;
-  int64_t accumulation = 1;
-};
-
-/// The stage and world size of a partitioned step (its verified
-/// #zero.schedule); an error naming `pass` when zero-partition has not run.
-inline FailureOr<StepInfo> getStepInfo(TrainStepOp step, llvm::StringRef pass) {
-  ScheduleAttr schedule = step.getScheduleAttr();
-  if (!schedule)
+/// The schedule of a partitioned step (StepSchedule: its #zero.schedule,
+/// partitions and parameter locations); an error naming `pass` when
+/// zero-partition has not run.
+inline FailureOr<StepSchedule> getPartitionedSchedule(TrainStepOp step,
+                                                      llvm::StringRef pass) {
+  if (!step.getScheduleAttr())
     return mlir::emitError(step.getLoc())
            << "train step @" << step.getSymName() << ": " << pass
            << " needs a partitioned train step (run "
               "zero-partition first)";
-  StepInfo info;
-  info.stage = schedule.getStage();
-  info.worldSize = schedule.getWorldSize();
-  info.accumulation = schedule.getAccumulationSteps();
-  return info;
+  return StepSchedule::get(step);
 }
 
 /// Runs only in the last micro step of an accumulation window.
 inline void markBoundary(Operation *op) {
   cast<StepPhaseOpInterface>(op).setPhase(Phase::boundary);
-}
-
-/// Where a parameter lives in the layout.
-struct ParamSlot {
-  PartitionOp group;
-  int64_t offset = 0;
-  int64_t numel = 0;
-};
-
-inline llvm::DenseMap<StringAttr, ParamSlot> getParamSlots(ModuleOp module) {
-  llvm::DenseMap<StringAttr, ParamSlot> slots;
-  llvm::DenseMap<StringAttr, int64_t> numels;
-  for (ParamOp p : module.getOps<ParamOp>())
-    numels[p.getSymNameAttr()] = p.getNumElements();
-  for (PartitionOp part : module.getOps<PartitionOp>())
-    for (auto [ref, off] : llvm::zip(part.getParams(), part.getOffsets())) {
-      StringAttr name = cast<SymbolRefAttr>(ref).getRootReference();
-      slots[name] = ParamSlot{part, off, numels.lookup(name)};
-    }
-  return slots;
-}
-
-/// The compute element type of a group (the type of its gathered buffer).
-inline Type getComputeElementType(ModuleOp module, PartitionOp group) {
-  auto first = cast<SymbolRefAttr>(group.getParams()[0]);
-  auto p = SymbolTable::lookupSymbolIn(module, first);
-  return cast<ParamOp>(p).getComputeTensorType().getElementType();
 }
 
 /// The first op of the backward: the loss seed (`nn.fill {zero.loss_seed}`,

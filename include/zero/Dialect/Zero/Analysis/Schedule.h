@@ -45,8 +45,8 @@ struct PartitionBuffers {
 /// Facts about a train step after zero-partition.
 class StepSchedule {
 public:
-  /// Collects the schedule of `step`; fails with a diagnostic if the module
-  /// has no partitions or they disagree on stage or world size.
+  /// Collects the schedule of `step` (its #zero.schedule, partitions and
+  /// parameter locations); fails with a diagnostic if it is not partitioned.
   static FailureOr<StepSchedule> get(TrainStepOp step);
 
   TrainStepOp getStep() const { return step; }
