@@ -1885,3 +1885,12 @@ zero.train_step @temp_unaligned(%x: tensor<2x8xf32>)
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
+
+// -----
+
+// Checks that zero.loss_seed marks a scalar: the backward's seed dL/dL.
+func.func @seed_not_scalar() {
+  // expected-error @+1 {{'nn.fill' op attribute 'zero.loss_seed' marks the backward's seed: a unit attribute on an op with one scalar tensor result}}
+  %0 = nn.fill 1.0 {zero.loss_seed} : tensor<4xf32>
+  return
+}

@@ -1154,6 +1154,16 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
     return verifyAlloc(op, value, emit);
   if (name == getTempAttrHelper().getName())
     return verifyTemp(op, value, emit);
+  if (name == getLossSeedAttrHelper().getName()) {
+    // zero-autodiff seeds the backward with d(loss)/d(loss) = 1.
+    auto scalar = op->getNumResults() == 1
+                      ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+                      : RankedTensorType();
+    if (!isa<UnitAttr>(value) || !scalar || scalar.getRank() != 0)
+      return emit() << "marks the backward's seed: a unit attribute on an op "
+                       "with one scalar tensor result";
+    return success();
+  }
   // The dialect's other discardable attributes are checked where they are
   // read.
   return success();

@@ -151,7 +151,10 @@ LogicalResult StepDifferentiator::run() {
                                b.getF64FloatAttr(1.0))
                 .getOperation();
   if (!scaled)
-    seed->setAttr("zero.loss_seed", b.getUnitAttr());
+    b.getContext()
+        ->getLoadedDialect<ZeroDialect>()
+        ->getLossSeedAttrHelper()
+        .setAttr(seed, b.getUnitAttr());
   grads[loss] = seed->getResult(0);
 
   for (Operation *op : llvm::reverse(forward)) {

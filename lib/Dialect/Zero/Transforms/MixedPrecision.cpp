@@ -118,7 +118,7 @@ struct ZeroMixedPrecisionPass
     }
     if (prec.getKind() == PrecisionKind::fp16) {
       for (Operation &op : llvm::make_early_inc_range(body)) {
-        if (!op.hasAttr("zero.loss_seed"))
+        if (!isLossSeed(&op))
           continue;
         OpBuilder sb(&op);
         auto scale =

@@ -26,8 +26,6 @@
 
 namespace mlir::zero::schedule {
 
-// Discardable attributes shared by the passes.
-inline constexpr llvm::StringLiteral kLossSeedAttr = "zero.loss_seed";
 
 /// The schedule of a partitioned step (StepSchedule: its #zero.schedule,
 /// partitions and parameter locations); an error naming `pass` when
@@ -51,7 +49,7 @@ inline void markBoundary(Operation *op) {
 /// or the `zero.loss_scale` that replaced it at fp16). Null before autodiff.
 inline Operation *findBackwardStart(Block &body) {
   for (Operation &op : body)
-    if (op.hasAttr(kLossSeedAttr) || isa<LossScaleOp>(op))
+    if (isLossSeed(&op) || isa<LossScaleOp>(op))
       return &op;
   return nullptr;
 }

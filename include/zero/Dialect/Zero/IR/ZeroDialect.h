@@ -66,6 +66,12 @@ inline Phase getStepPhase(Operation *op) {
 inline bool runsAtBoundary(Phase phase) {
   return phase == Phase::boundary || phase == Phase::post_step;
 }
+/// Whether `op` is the seed of the backward that zero-autodiff emits (it
+/// carries the dialect's `zero.loss_seed`).
+inline bool isLossSeed(Operation *op) {
+  auto *dialect = op->getContext()->getLoadedDialect<ZeroDialect>();
+  return dialect && dialect->getLossSeedAttrHelper().isAttrPresent(op);
+}
 /// Whether ops of `phase` come after the optimizer.
 inline bool isAfterOptimizer(Phase phase) {
   return phase == Phase::step_end || phase == Phase::post_step;

@@ -61,7 +61,8 @@ def Zero_Dialect : Dialect {
     "::mlir::DenseI64ArrayAttr":$input_offsets,
     "::mlir::zero::BufferOffsetsAttr":$buffers,
     "::mlir::DenseI64ArrayAttr":$alloc,
-    "::mlir::IntegerAttr":$temp
+    "::mlir::IntegerAttr":$temp,
+    "::mlir::UnitAttr":$loss_seed
   );
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
