@@ -23,6 +23,6 @@
 // BOTH: error: {{.*}}ds_fp16_bf16.json: fp16.enabled and bf16.enabled are both true
 // TBS: error: train step @train: {{.*}}ds_bad_batch.json: train_batch_size 32 does not match the train step's global batch 64
 // MICRO: error: train step @train: {{.*}}ds_bad_micro.json: train_micro_batch_size_per_gpu 4 x gradient_accumulation_steps 2 x world size 4 = 32 does not match the global batch 64 (train_batch_size)
-// JSON: error: {{.*}}ds_not_json.json: is not valid JSON
+// JSON: error: {{.*}}ds_not_json.json:1:35: is not valid JSON: expected object key
 // SGD: error: {{.*}}ds_sgd.json: optimizer.type: 'SGD' is not supported (expected Adam or AdamW)
 // MISSING: error: {{.*}}missing.json: cannot read the file: {{.*}}

@@ -101,6 +101,7 @@ struct ZeroPipelineOptions : public PassPipelineOptions<ZeroPipelineOptions> {
 
 /// The keys of a DeepSpeed ds_config.json that zero-mlir understands.
 struct DeepSpeedConfig {
+  /// The file as diagnostics name it: file:line:col when it is not valid JSON.
   std::string path;
   /// Problems found while reading; reported by the pipeline as diagnostics.
   std::vector<std::string> errors, warnings;
