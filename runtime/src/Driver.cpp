@@ -362,13 +362,19 @@ bool Driver::exportWeights() {
   return true;
 }
 
-void Driver::writeTrace() {
-  std::string path = opts.trace;
-  std::string suffix = ".rank" + std::to_string(ctx.rank);
+/// Where rank `rank` writes the trace asked for with --trace `base`.
+static std::string tracePath(const std::string &base, int rank) {
+  std::string path = base;
+  std::string suffix = ".rank" + std::to_string(rank);
   if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
     path.insert(path.size() - 5, suffix);
   else
     path += suffix + ".json";
+  return path;
+}
+
+void Driver::writeTrace() {
+  std::string path = tracePath(opts.trace, ctx.rank);
   nlohmann::json events = nlohmann::json::array();
   for (const TraceEvent &e : ctx.trace)
     events.push_back({{"name", e.name},
@@ -397,7 +403,14 @@ void Driver::writeTrace() {
     writeFileAtomic(path, doc.dump() + "\n");
   } catch (const std::exception &e) {
     error(std::string("cannot write the trace: ") + e.what());
+    return;
   }
+  int ranks = manifest.worldSize;
+  if (ranks == 1)
+    info("wrote the trace to %s\n", path.c_str());
+  else
+    info("wrote one trace per rank: %s ... %s\n", path.c_str(),
+         tracePath(opts.trace, ranks - 1).c_str());
 }
 
 bool Driver::train() {

@@ -32,28 +32,28 @@ static cl::opt<std::string> modelKind(cl::Positional, cl::Required,
 static cl::opt<std::string> outputFile("o", cl::desc("Output file (- for stdout)"),
                                        cl::init("-"), cl::cat(genCat));
 static cl::opt<std::string> sizes("sizes",
-                                  cl::desc("MLP layer widths, input first (e.g. 784,256,256,10)"),
+                                  cl::desc("MLP layer widths, input first (default: 784,256,256,10)"),
                                   cl::init("784,256,256,10"), cl::cat(genCat));
-static cl::opt<int64_t> batch("batch", cl::desc("Global batch size"),
+static cl::opt<int64_t> batch("batch", cl::desc("Global batch size (default: 8)"),
                               cl::init(8), cl::cat(genCat));
-static cl::opt<int64_t> layers("layers", cl::desc("GPT-2 transformer blocks"),
+static cl::opt<int64_t> layers("layers", cl::desc("GPT-2 transformer blocks (default: 12, GPT-2 124M)"),
                                cl::init(12), cl::cat(genCat));
-static cl::opt<int64_t> hidden("hidden", cl::desc("GPT-2 hidden size"),
+static cl::opt<int64_t> hidden("hidden", cl::desc("GPT-2 hidden size (default: 768)"),
                                cl::init(768), cl::cat(genCat));
-static cl::opt<int64_t> heads("heads", cl::desc("GPT-2 attention heads"),
+static cl::opt<int64_t> heads("heads", cl::desc("GPT-2 attention heads (default: 12)"),
                               cl::init(12), cl::cat(genCat));
-static cl::opt<int64_t> vocab("vocab", cl::desc("GPT-2 vocabulary size"),
+static cl::opt<int64_t> vocab("vocab", cl::desc("GPT-2 vocabulary size (default: 50257)"),
                               cl::init(50257), cl::cat(genCat));
-static cl::opt<int64_t> seq("seq", cl::desc("GPT-2 sequence length (= positions)"),
+static cl::opt<int64_t> seq("seq", cl::desc("GPT-2 sequence length (= positions; default: 1024)"),
                             cl::init(1024), cl::cat(genCat));
 static cl::opt<bool> untied("untied",
                             cl::desc("GPT-2: separate lm_head.weight instead of "
                                      "the tied token embedding"),
                             cl::init(false), cl::cat(genCat));
 static cl::opt<std::string> dtype("dtype",
-                                  cl::desc("Training precision: f32, bf16 or f16"),
+                                  cl::desc("Training precision: f32 (default), bf16 or f16"),
                                   cl::init("f32"), cl::cat(genCat));
-static cl::opt<std::string> optimizer("optimizer", cl::desc("adam or adamw"),
+static cl::opt<std::string> optimizer("optimizer", cl::desc("adam or adamw (default: adam MLP, adamw GPT-2)"),
                                       cl::init(""), cl::cat(genCat));
 static cl::opt<double> lr("lr", cl::desc("Learning rate (default: 1e-3 MLP, 6e-4 GPT-2)"),
                           cl::init(0.0), cl::cat(genCat));
@@ -64,7 +64,7 @@ static cl::opt<double> clip("gradient-clipping",
                             cl::desc("Global gradient-norm clipping (0 = off)"),
                             cl::init(0.0), cl::cat(genCat));
 static cl::opt<std::string> labelType("label-type",
-                                      cl::desc("Integer type of labels/tokens: i32 or i64"),
+                                      cl::desc("Integer type of labels/tokens: i32 or i64 (default: i64 MLP, i32 GPT-2)"),
                                       cl::init(""), cl::cat(genCat));
 
 namespace {
