@@ -18,6 +18,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "zero/Dialect/Zero/Transforms/Pipeline.h"
 #include "zero/InitAll.h"
 #include "zero/Support/Nesting.h"
 
@@ -45,7 +46,7 @@
 using namespace llvm;
 
 static cl::OptionCategory compileCat("zero-compile options");
-static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
+static cl::opt<std::string> inputFile(cl::Positional, cl::Optional,
                                       cl::desc("<model.mlir>"),
                                       cl::cat(compileCat));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
@@ -75,6 +76,7 @@ int main(int argc, char **argv) {
   // cl::ParseCommandLineOptions, the rest becomes the pipeline's options.
   std::vector<const char *> own = {argv[0]};
   std::string pipelineOptions;
+  bool help = false;
   llvm::StringSet<> ownSet;
   for (const char *f : ownFlags)
     ownSet.insert(f);
@@ -87,6 +89,11 @@ int main(int argc, char **argv) {
     StringRef body = arg.ltrim('-');
     auto [name, value] = body.split('=');
     bool hasValue = body.contains('=');
+    if (name == "help") {
+      // Printed below, with the zero-pipeline options.
+      help = true;
+      continue;
+    }
     if (ownSet.contains(name)) {
       own.push_back(argv[i]);
       if (!hasValue && name != "help" && name != "help-hidden" &&
@@ -109,6 +116,17 @@ int main(int argc, char **argv) {
       "  zero-compile model.mlir --stage 2 --world-size 4 [--config "
       "ds_config.json] [--target cpu|cuda] [--<zero-pipeline option> value] "
       "-o train\n");
+  if (help) {
+    cl::PrintHelpMessage();
+    outs() << "\nzero-pipeline options (--name value, or --name=value):\n\n";
+    mlir::zero::ZeroPipelineOptions options;
+    // The descriptions start past the longest option name.
+    options.printHelp(2, options.getOptionWidth() + 4);
+    return 0;
+  }
+  if (inputFile.empty())
+    return fail("no input file (zero-compile model.mlir ...; --help lists "
+                "the options)");
   if (emit != "exe" && emit != "obj" && emit != "llvm" && emit != "mlir")
     return fail("--emit must be exe, obj, llvm or mlir, got '" + emit + "'");
   if (target != "cpu" && target != "cuda")
