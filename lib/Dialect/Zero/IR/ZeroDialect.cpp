@@ -712,7 +712,8 @@ static LogicalResult verifyStage3Gather(Operation *op, PartitionOp group,
   if (group.getStageValue() != 3)
     return op->emitOpError(wrongStage)
            << group.getSymName() << " is stage " << group.getStageValue();
-  if (result.getType().getNumElements() != group.getPaddedNumelValue())
+  if (!result.getType().hasStaticShape() ||
+      result.getType().getNumElements() != group.getPaddedNumelValue())
     return op->emitOpError("result ")
            << result.getType() << " must hold the "
            << group.getPaddedNumelValue()
