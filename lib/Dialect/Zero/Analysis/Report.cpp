@@ -241,9 +241,10 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   os << "ZeRO stage " << r.stage << " on " << n << " ranks: " << S
      << " parameters in " << r.paramTensors << " tensors (largest " << r.largestParam
      << "), " << Sp << " after padding\n\n";
-  os << "Per-rank memory                      bytes            size\n";
+  // The label column fits the longest label, the peak row's.
+  os << llvm::format("%-37s %16s  %12s\n", "Per-rank memory", "bytes", "size");
   auto row = [&](StringRef name, int64_t v) {
-    os << llvm::format("  %-32s %16lld  %12s\n", name.str().c_str(),
+    os << llvm::format("  %-35s %16lld  %12s\n", name.str().c_str(),
                        static_cast<long long>(v), bytesStr(v).c_str());
   };
   row("16-bit parameters", r.params16);
