@@ -362,6 +362,36 @@ bool Driver::exportWeights() {
   return true;
 }
 
+/// A duration in the unit that fits it, so that small steps do not print
+/// as 0.0 ms.
+static std::string formatDuration(double ms) {
+  char buf[32];
+  if (ms < 1.0)
+    std::snprintf(buf, sizeof(buf), "%.1f \u00b5s", ms * 1e3);
+  else if (ms < 1e4)
+    std::snprintf(buf, sizeof(buf), "%.1f ms", ms);
+  else
+    std::snprintf(buf, sizeof(buf), "%.2f s", ms / 1e3);
+  return buf;
+}
+
+/// Bytes in the binary unit that fits them (B, KiB, MiB, GiB).
+static std::string formatBytes(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0)
+    std::snprintf(buf, sizeof(buf), "%lld B", (long long)bytes);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f %s", v, units[u]);
+  return buf;
+}
+
 /// Where rank `rank` writes the trace asked for with --trace `base`.
 static std::string tracePath(const std::string &base, int rank) {
   std::string path = base;
@@ -530,10 +560,9 @@ bool Driver::trainSteps() {
               " (learning rate too high, or fp16 without loss scaling?)");
       return false;
     }
-    info("step %lld | loss %.4f | scale %g | %.1f ms | %.0f %s | peak %.1f "
-         "MiB\n",
-         (long long)step, loss, double(scale), ms, rate, data->unit(),
-         double(peak) / (1 << 20));
+    info("step %lld | loss %.4f | scale %g | %s | %.0f %s | peak %s\n",
+         (long long)step, loss, double(scale), formatDuration(ms).c_str(),
+         rate, data->unit(), formatBytes(peak).c_str());
     if (ctx.skipped && ctx.rank == 0) {
       // Never silent, not even with --quiet.
       if (ctx.scaler.dynamic)
