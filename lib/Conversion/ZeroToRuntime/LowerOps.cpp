@@ -137,7 +137,10 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         callVoid("zrt_ctx_loss_scale", {ctx, out});
         return success();
       })
-      .Case([&](ReduceScatterOp o) -> LogicalResult {
+      .Case<ReduceScatterOp, ReduceOp>([&](auto o) -> LogicalResult {
+        // In place (stage 1; with reduce-scatter=false too, since the owners
+        // end up with the same sums) the runtime reduce-scatters the range of
+        // the persistent grads buffer.
         if (o.getBuffer()) {
           callVoid("zrt_ctx_reduce_scatter_grads",
                    {ctx, i32(partitionIndex(o.getGroupAttr())),
@@ -145,20 +148,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                     i32(slotOf(o.getToken()))});
           return success();
         }
-        return lowerBucketReduction(o, /*toOwners=*/false);
-      })
-      .Case([&](ReduceOp o) -> LogicalResult {
-        // In place (stage 1 with reduce-scatter=false) the owners end up with
-        // the same sums as with a reduce-scatter of the range, which is how
-        // the runtime delivers them.
-        if (o.getBuffer()) {
-          callVoid("zrt_ctx_reduce_scatter_grads",
-                   {ctx, i32(partitionIndex(o.getGroupAttr())),
-                    i64(o.getBegin()), i64(o.getEnd()),
-                    i32(slotOf(o.getToken()))});
-          return success();
-        }
-        return lowerBucketReduction(o, /*toOwners=*/true);
+        return lowerBucketReduction(
+            o, /*toOwners=*/std::is_same_v<decltype(o), ReduceOp>);
       })
       .Case([&](AllReduceOp o) -> LogicalResult {
         int32_t slot = slotOf(o.getToken());
