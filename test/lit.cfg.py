@@ -23,6 +23,9 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 config.substitutions.append(("%zero_src", config.zero_src_root))
+# Where the built tools are, for scripts that run several of them
+# (scripts/update-report-doc.py).
+config.substitutions.append(("%zero_tools_dir", config.zero_tools_dir))
 # Some configurations leave Python3_EXECUTABLE empty: use lit's own.
 config.python_executable = config.python_executable or sys.executable
 config.substitutions.append(("%python", config.python_executable))

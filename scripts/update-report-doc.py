@@ -1,0 +1,407 @@
+#!/usr/bin/env python3
+"""Regenerates docs/Report.md from the built tools, or checks that it is
+current (--check: prints a unified diff and exits 1 when it is not).
+
+The page says what to run and what to fill in with HTML comments, which
+Markdown does not render:
+
+  <!-- report:run -->            a ```sh block whose commands are run, in
+  ```sh ... ```                  order, in one scratch directory (the model
+  <!-- /report:run -->           files the other commands read)
+
+  <!-- report:output NAME: CMD -->   CMD's output, as a ``` block headed by
+  ...                                "$ CMD"; rewritten from a fresh run
+  <!-- /report:output -->
+
+  <!-- report:data NAME: CMD -->     CMD run for its numbers only; commands
+                                     may be chained with &&
+
+  <!--=EXPR-->TEXT<!--/-->           inline: TEXT is rewritten as EXPR's value
+  <!--?EXPR-->TEXT<!--/-->           inline: TEXT is a claim that EXPR must
+                                     hold (never rewritten; a false claim is
+                                     an error only the prose can fix)
+
+EXPR is a Python expression over the runs by NAME: `stage2_8.peak_bytes`
+reads the JSON report of the same command with format=json, `.row('Adam m')`
+a byte count from the text table, `.text` the whole output; `gen` holds the
+options of the page's zero-model-gen command, `runs` every output and data
+run, and n(), size(), gib(), mib() and fixed() format numbers.
+
+Beyond the rewrite, the check fails when a number in the prose is neither
+generated nor inside a claim, and when the page's table of JSON keys and the
+keys of the JSON report differ.
+"""
+
+import argparse
+import difflib
+import fractions
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DOC = os.path.join(ROOT, "docs", "Report.md")
+
+BLOCK = re.compile(
+    r"^<!-- report:(run|output)(?: ([A-Za-z_]\w*): (.*?))? -->\n(.*?)"
+    r"^<!-- /report:\1 -->$", re.S | re.M)
+DATA = re.compile(r"^<!-- report:data ([A-Za-z_]\w*): (.*?) -->$", re.M)
+INLINE = re.compile(r"<!--([=?])((?:(?!-->)[^\n])*)-->((?:(?!<!--).)*?)<!--/-->",
+                    re.S)
+# The JSON keys whose objects map names to counts (one key per collective
+# kind): the table describes the object, not each name.
+MAP_KEYS = {"comm.collectives"}
+# Words with digits that name things rather than state quantities.
+NAMES = re.compile(r"GPT-2(?: 124M| 1\.5B)?|fp32|bf16|16-bit|32-bit|"
+                   r"\b[Ss]tages?[- ]\d(?:-\d)?\b|\brank 0\b")
+
+
+class Failure(Exception):
+    pass
+
+
+def show(path):
+    """A path as the repository names it, or absolute outside it."""
+    path = os.path.abspath(path)
+    inside = os.path.commonpath([path, ROOT]) == ROOT
+    return os.path.relpath(path, ROOT) if inside else path
+
+
+def where(text, pos):
+    return "%s:%d" % (show(DOC_PATH), text.count("\n", 0, pos) + 1)
+
+
+class Obj(dict):
+    """A JSON object whose keys read as attributes."""
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError("no JSON key '%s' (keys: %s)" %
+                                 (key, ", ".join(sorted(self))))
+
+
+class Run:
+    """One command's text output and, for a report, its JSON twin."""
+
+    def __init__(self, name, cmd, text, data):
+        self.name, self.cmd, self.text, self.json = name, cmd, text, data
+
+    def __getattr__(self, key):
+        if key.startswith("__") or self.json is None:
+            raise AttributeError(key)
+        return getattr(self.json, key)
+
+    def row(self, label):
+        """Bytes of the text table's row whose label starts with `label`."""
+        rows = [int(m.group(2)) for m in re.finditer(
+            r"^  (\S.*?)\s+(\d+)\s+\d+\.\d+ [KMGT]?i?B$", self.text, re.M)
+            if m.group(1).startswith(label)]
+        if len(rows) != 1:
+            raise Failure("%s: %d rows start with '%s' in the output of %s" %
+                          (self.name, len(rows), label, self.cmd))
+        return rows[0]
+
+    def formula(self):
+        """The model-state formula the text report prints."""
+        m = re.search(r"^Model states follow (.*?) \(S = ", self.text, re.M)
+        if not m:
+            raise Failure("%s: no 'Model states follow' line" % self.name)
+        return m.group(1)
+
+    def formula_holds(self):
+        """The model-state bytes are the printed formula's value."""
+        expr = re.sub(r"(\d*)S('?)", lambda m: "(%s*%s)" % (
+            m.group(1) or "1", "Sp" if m.group(2) else "S"), self.formula())
+        return eval(expr, {"__builtins__": {}}, {
+            "S": self.param_count, "Sp": self.padded_param_count,
+            "n": fractions.Fraction(self.world_size)}) == self.model_state_bytes
+
+
+class Runner:
+    def __init__(self, tools, workdir):
+        self.tools, self.workdir, self.done = tools, workdir, {}
+
+    def argv(self, words):
+        tool = os.path.join(self.tools, words[0])
+        if "/" in words[0] or not os.access(tool, os.X_OK):
+            raise Failure("'%s' is not a tool in %s" % (words[0], self.tools))
+        return [tool] + words[1:]
+
+    def __call__(self, words):
+        key = tuple(words)
+        if key not in self.done:
+            p = subprocess.run(self.argv(words), cwd=self.workdir,
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                raise Failure("'%s' failed (exit %d):\n%s" % (
+                    shlex.join(words), p.returncode, p.stderr))
+            self.done[key] = p.stdout
+        return self.done[key]
+
+    def chain(self, cmd):
+        """Runs `a && b && ...`; the last command's output."""
+        words, out = shlex.split(cmd), ""
+        while words:
+            i = words.index("&&") if "&&" in words else len(words)
+            out = self(words[:i])
+            words = words[i + 1:]
+        return out
+
+    def report(self, name, cmd):
+        text = self.chain(cmd)
+        # The same command with format=json gives the numbers by key.
+        words = shlex.split(cmd)
+        last = len(words) - 1 - words[::-1].index("&&") if "&&" in words \
+            else -1
+        tail = words[last + 1:]
+        data = None
+        for i, w in enumerate(tail):
+            if w.startswith("--zero-report=") and "format=text" in w:
+                tail = tail[:i] + [w.replace("format=text", "format=json")] + \
+                    tail[i + 1:]
+                data = json.loads(self(tail), object_hook=Obj)
+        return Run(name, cmd, text, data)
+
+
+def sh_commands(body, text, pos):
+    m = re.search(r"```sh\n(.*?)```", body, re.S)
+    if not m:
+        raise Failure("%s: a report:run block holds no ```sh block" %
+                      where(text, pos))
+    return [c.strip() for c in re.sub(r"\\\n", " ", m.group(1)).splitlines()
+            if c.strip()]
+
+
+def n(x):
+    return "{:,}".format(x)
+
+
+def fixed(x, digits=0):
+    return "%.*f" % (digits, x)
+
+
+def gib(b, digits=2):
+    return "%.*f GiB" % (digits, b / 2.0**30)
+
+
+def mib(b, digits=2):
+    return "%.*f MiB" % (digits, b / 2.0**20)
+
+
+def size(b, digits=2):
+    """As the text report prints sizes."""
+    return gib(b, digits) if b >= 2**30 else mib(b, digits)
+
+
+def expand(text, runner):
+    """The page with its outputs and values regenerated, and the list of
+    problems only the prose can fix."""
+    env = {"__builtins__": {}, "n": n, "fixed": fixed, "gib": gib, "mib": mib,
+           "size": size, "all": all, "any": any, "min": min, "max": max,
+           "abs": abs, "round": round, "int": int, "len": len, "sum": sum}
+    runs, problems = [], []
+    pieces, last = [], 0
+    for m in BLOCK.finditer(text):
+        kind, name, cmd, body = m.groups()
+        if kind == "run":
+            for c in sh_commands(body, text, m.start()):
+                if c.split()[0] == "zero-model-gen":
+                    words = shlex.split(c)
+                    env["gen"] = Obj(
+                        (w[2:], int(v) if v.isdigit() else v)
+                        for w, v in zip(words, words[1:] + [""])
+                        if w.startswith("--"))
+                runner.chain(c)
+            continue
+        run = runner.report(name, cmd)
+        env[name] = run
+        runs.append(run)
+        pieces += [text[last:m.start(4)],
+                   "```\n$ %s\n%s```\n" % (cmd, run.text)]
+        last = m.end(4)
+    pieces.append(text[last:])
+    text = "".join(pieces)
+    for m in DATA.finditer(text):
+        env[m.group(1)] = runner.report(m.group(1), m.group(2))
+        runs.append(env[m.group(1)])
+    env["runs"] = runs
+
+    def value(m):
+        kind, expr, old = m.groups()
+        if "--" in expr:
+            # CommonMark ends an inline comment at "--": it would show.
+            problems.append("%s: '--' in the marker '%s'" % (
+                where(text, m.start()), expr))
+        line = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+        if re.fullmatch(r"\s*(?:(?:[*+>-]|\d+\.)\s+)*", line):
+            problems.append("%s: an inline marker starts the line, which "
+                            "Markdown would show as HTML" %
+                            where(text, m.start()))
+        try:
+            v = eval(expr, env)
+        except Failure as e:
+            raise Failure("%s: %s" % (where(text, m.start()), e))
+        except Exception as e:
+            raise Failure("%s: cannot evaluate '%s': %s" % (
+                where(text, m.start()), expr, e))
+        if kind == "?":
+            if not v:
+                problems.append("%s: the claim '%s' (%s) is false with the "
+                                "tools' output; the prose must change" % (
+                                    where(text, m.start()), old, expr))
+            return m.group(0)
+        return "<!--=%s-->%s<!--/-->" % (expr, v)
+
+    text = INLINE.sub(value, text)
+    for m in re.finditer(r"<!--[=?]", INLINE.sub("", text)):
+        problems.append("%s: a marker without its <!--/-->" %
+                        where(text, m.start()))
+    problems += unchecked_numbers(text)
+    problems += key_table(text, [r.json for r in runs if r.json is not None])
+    return text, problems
+
+
+def unchecked_numbers(text):
+    """Numbers in the prose that no marker generates or checks."""
+    problems = []
+    for pattern in (r"^<!--.*?-->$", r"^```.*?^```$", INLINE.pattern,
+                    r"`[^`\n]*`", NAMES.pattern):
+        text = re.sub(pattern, lambda m: re.sub(r"[^\n]", " ", m.group(0)),
+                      text, flags=re.S | re.M)
+    for m in re.finditer(r"\d+(?:[.,]\d+)*", text):
+        problems.append("%s: the number %s is neither generated "
+                        "(<!--=EXPR-->%s<!--/-->) nor checked "
+                        "(<!--?EXPR-->...<!--/-->)" % (
+                            where(text, m.start()), m.group(0), m.group(0)))
+    return problems
+
+
+def key_table(text, reports):
+    """The table headed `| JSON key | meaning |` names every key of the JSON
+    report and no other."""
+    m = re.search(r"^\| JSON key \| meaning \|\n\|---\|---\|\n((?:\|.*\n)+)",
+                  text, re.M)
+    if not m:
+        return ["%s: no '| JSON key | meaning |' table" % show(DOC_PATH)]
+    rows = []
+    for line in m.group(1).splitlines():
+        cells = line.strip("|").split("|", 1)
+        keys = re.findall(r"`([^`]+)`", cells[0])
+        rows.append((keys, set(re.findall(r"`(\w+)`", cells[1]))))
+    problems, seen = [], set()
+
+    def lookup(doc, path):
+        for part in path.split("."):
+            if not isinstance(doc, dict) or part not in doc:
+                return None
+            doc = doc[part]
+        return doc
+
+    listed = {k for keys, _ in rows for k in keys}
+    for keys, meaning in rows:
+        for k in keys:
+            found = [lookup(r, k) for r in reports]
+            if all(f is None for f in found):
+                problems.append("%s: the table lists `%s`, which the JSON "
+                                "report does not have" % (
+                                    where(text, m.start()), k))
+                continue
+            seen.add(k)
+            obj = next(f for f in found if f is not None)
+            # An object described in one row names its keys in the meaning.
+            if isinstance(obj, dict) and k not in MAP_KEYS and \
+                    not any(x.startswith(k + ".") for x in listed):
+                if meaning != set(obj):
+                    problems.append("%s: the row of `%s` names %s; the JSON "
+                                    "object has %s" % (
+                                        where(text, m.start()), k,
+                                        sorted(meaning), sorted(obj)))
+                seen.update(k + "." + x for x in obj)
+
+    def walk(doc, prefix):
+        for key, v in doc.items():
+            path = prefix + key
+            if path in seen or path in MAP_KEYS:
+                continue
+            if isinstance(v, dict) and any(
+                    x.startswith(path + ".") for x in listed):
+                walk(v, path + ".")
+            else:
+                yield path
+
+    missing = sorted({p for r in reports for p in walk(r, "")})
+    for p in missing:
+        problems.append("%s: the JSON report's key `%s` is not in the table" %
+                        (where(text, m.start()), p))
+    return problems
+
+
+def main():
+    global DOC_PATH
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--check", action="store_true",
+                   help="change nothing; exit 1 with a diff if the page is "
+                        "not what the tools print")
+    p.add_argument("--tools", default=os.path.join(ROOT, "build", "bin"),
+                   help="the built zero-opt and zero-model-gen "
+                        "(default: build/bin)")
+    p.add_argument("--doc", default=DOC,
+                   help="the page (default: docs/Report.md)")
+    p.add_argument("--workdir", help="scratch directory for the model files "
+                   "(default: a temporary one)")
+    args = p.parse_args()
+    DOC_PATH = args.doc
+    with open(args.doc) as f:
+        old = f.read()
+    regen = "python3 scripts/update-report-doc.py"
+    if os.path.abspath(args.tools) != os.path.join(ROOT, "build", "bin"):
+        regen += " --tools " + show(args.tools)
+    if os.path.abspath(args.doc) != DOC:
+        regen += " --doc " + show(args.doc)
+    try:
+        if args.workdir:
+            os.makedirs(args.workdir, exist_ok=True)
+            new, problems = expand(old, Runner(args.tools, args.workdir))
+        else:
+            with tempfile.TemporaryDirectory() as d:
+                new, problems = expand(old, Runner(args.tools, d))
+    except Failure as e:
+        print("update-report-doc: %s" % e, file=sys.stderr)
+        return 2
+    status = 0
+    if new != old:
+        if args.check:
+            sys.stdout.writelines(difflib.unified_diff(
+                old.splitlines(True), new.splitlines(True),
+                show(args.doc), "what the tools print now"))
+            sys.stdout.flush()
+            print("%s differs from the tools' output; regenerate it with\n"
+                  "  %s\n(from the repository root)" % (show(args.doc), regen),
+                  file=sys.stderr)
+            status = 1
+        else:
+            with open(args.doc, "w") as f:
+                f.write(new)
+            print("updated %s" % args.doc)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        print("%d problem(s) in the prose of %s: regeneration cannot fix "
+              "them, edit the page" % (len(problems),
+                                       show(args.doc)),
+              file=sys.stderr)
+        status = 1
+    return status
+
+
+if __name__ == "__main__":
+    DOC_PATH = DOC
+    sys.exit(main())
