@@ -3,12 +3,27 @@
 // Part of the zero-mlir project.
 //
 // Answers DeepSpeed's estimate_zero{2,3}_model_states_mem_needs question for
-// a model that exists only as numbers, beside our exact per-rank accounting
-// of the same inputs (the buffers zero-partition and zero-plan-memory create)
-// and a line-by-line explanation of every difference. It needs no MLIR: a
-// real step gets the exact peak from `zero-opt --zero-report`.
+// a model given as numbers (--params, --largest-layer-params) or as a model
+// file (S and the largest stage-3 group read off its zero.params), beside our
+// per-rank accounting of the same inputs (the buffers zero-partition and
+// zero-plan-memory create) and a line-by-line explanation of every
+// difference, and whether that fits a device. A real step gets the exact
+// peak from `zero-opt --zero-report`.
 //
 //===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
+#include "zero/Dialect/Zero/Analysis/Schedule.h"
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/InitAll.h"
+#include "zero/Support/Nesting.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -16,6 +31,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -27,11 +43,19 @@ using namespace llvm;
 
 static cl::OptionCategory estimateCat("zero-estimate options");
 
-static cl::opt<int64_t> params("params", cl::desc("Total parameters S"),
+static cl::opt<std::string>
+    inputFile(cl::Positional,
+              cl::desc("[model.mlir: S and L are read off its zero.params]"),
+              cl::init(""), cl::cat(estimateCat));
+
+static cl::opt<int64_t> params("params",
+                               cl::desc("Total parameters S (without a model "
+                                        "file)"),
                                cl::init(-1), cl::cat(estimateCat));
 static cl::opt<int64_t> largestLayer(
     "largest-layer-params",
-    cl::desc("Parameters of the largest layer L (required at stage 3)"),
+    cl::desc("Parameters of the largest layer L, the largest stage-3 gather "
+             "group (required at stage 3 without a model file)"),
     cl::init(0), cl::cat(estimateCat));
 static cl::opt<int64_t> gpusPerNode("gpus-per-node", cl::desc("GPUs per node"),
                                     cl::init(1), cl::cat(estimateCat));
@@ -66,6 +90,18 @@ static cl::opt<bool> overlapComm(
     "overlap-comm",
     cl::desc("Two alternating bucket buffers (DeepSpeed overlap_comm)"),
     cl::init(false), cl::cat(estimateCat));
+static cl::opt<std::string>
+    hardware("hardware",
+             cl::desc("Hardware preset whose device memory the fit verdict "
+                      "uses: a100-40gb, a100-80gb, l4, rtx-4090, h100-sxm, "
+                      "h100-pcie, h200-sxm (or h200), mi300x or cpu (none)"),
+             cl::init(""), cl::cat(estimateCat));
+static cl::opt<std::string> deviceMemory(
+    "device-memory",
+    cl::desc("Device memory of one GPU for the fit verdict, overriding the "
+             "preset's: B, KiB, MiB, GiB, TiB or decimal KB, MB, GB, TB "
+             "(e.g. 24GiB)"),
+    cl::init(""), cl::cat(estimateCat));
 static cl::opt<std::string> outputFormat("format",
                                          cl::desc("Output: text or json"),
                                          cl::init("text"),
@@ -78,12 +114,32 @@ constexpr int64_t kMaxParams = int64_t(1) << 58;
 
 int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+/// Bytes per parameter of the fp32 master copy: none at fp32, where the
+/// parameters themselves are the masters.
+int64_t masterBytes(int64_t c) { return c == 4 ? 0 : 4; }
+
+/// Our model-state bytes per parameter kept whole on every rank and per
+/// parameter sharded over the ranks: params and grads (c bytes each) are
+/// whole or sharded by stage, the master copy and Adam's m and v are sharded
+/// from stage 1 on.
+std::pair<int64_t, int64_t> modelStateSplit(int64_t c) {
+  int64_t optimizer = masterBytes(c) + 8;
+  switch (stage) {
+  case 0:
+    return {2 * c + optimizer, 0};
+  case 1:
+    return {2 * c, optimizer};
+  case 2:
+    return {c, c + optimizer};
+  default:
+    return {0, 2 * c + optimizer};
+  }
+}
+
 /// Our model-state bytes per rank with `sharded` parameters split over the
-/// n ranks: the 16-bit params and grads are full or sharded by stage, the
-/// fp32 master, m and v (12 bytes) are sharded from stage 1 on.
+/// n ranks.
 int64_t modelStateBytes(int64_t s, int64_t sharded, int64_t n, int64_t c) {
-  int64_t full = stage == 0 ? 2 * c + 12 : c * ((stage < 3) + (stage < 2));
-  int64_t shard = stage == 0 ? 0 : 12 + c * ((stage >= 2) + (stage == 3));
+  auto [full, shard] = modelStateSplit(c);
   return full * s + shard * sharded / n;
 }
 
@@ -95,12 +151,30 @@ struct Line {
   std::optional<int64_t> bytes; ///< none: no such estimator
 };
 
+/// S and L as the model file gives them.
+struct ModelCounts {
+  int64_t params = 0, paramTensors = 0, largestParam = 0;
+  /// The largest stage-3 gather group (zero-partition's per-layer groups) and
+  /// its name.
+  int64_t largestGroup = 0;
+  std::string largestGroupName;
+  /// The compiler's plan of the step at the estimate's stage, ranks, dtype
+  /// and bucket options (stages 2-3, where gradients go through bucket
+  /// buffers): its largest bucket in elements and the peak bytes of bucket
+  /// buffers, or why there is none.
+  int64_t planLargestBucket = 0, planBucketPeakBytes = 0;
+  std::string planPipeline, planError;
+};
+
 struct Estimate {
   int64_t s, l, n, c, sPadded, lPadded;
   Line deepspeed, deepspeedDocs, paper;
   SmallVector<Line> ours;
   int64_t ourStates = 0, ourTotal = 0;
   SmallVector<std::string> differences;
+  /// The verdict for the device memory of --hardware / --device-memory.
+  std::optional<mlir::zero::FitVerdict> fit;
+  std::string deviceMemorySource;
 };
 
 /// Bytes in the largest binary unit that keeps them >= 1.
@@ -127,9 +201,15 @@ std::string signedHuman(int64_t bytes) {
 
 /// The first problem with the options, if any.
 std::optional<std::string> validate() {
-  if (params.getNumOccurrences() == 0)
-    return std::string("--params is required (total parameters S)");
-  if (params <= 0 || params > kMaxParams)
+  if (!inputFile.empty() &&
+      (params.getNumOccurrences() || largestLayer.getNumOccurrences()))
+    return "--params and --largest-layer-params describe a hypothetical "
+           "model; with a model file ('" +
+           inputFile + "') S and L are read from it, so give one or the other";
+  if (inputFile.empty() && params.getNumOccurrences() == 0)
+    return std::string("--params or a model file is required (total "
+                       "parameters S)");
+  if (params.getNumOccurrences() && (params <= 0 || params > kMaxParams))
     return "--params must be between 1 and " + std::to_string(kMaxParams) +
            " (got " + std::to_string(params) + ")";
   if (stage.getNumOccurrences() == 0)
@@ -143,10 +223,10 @@ std::optional<std::string> validate() {
     return "--nodes must be at least 1 (got " + std::to_string(nodes) + ")";
   if (gpusPerNode > (int64_t(1) << 20) || nodes > (int64_t(1) << 20))
     return std::string("--gpus-per-node and --nodes must be at most 2^20");
-  if (largestLayer < 0 || largestLayer > params)
+  if (inputFile.empty() && (largestLayer < 0 || largestLayer > params))
     return "--largest-layer-params must be between 0 and --params (got " +
            std::to_string(largestLayer) + ")";
-  if (stage == 3 && largestLayer == 0)
+  if (inputFile.empty() && stage == 3 && largestLayer == 0)
     return std::string("--largest-layer-params is required at stage 3 "
                        "(DeepSpeed's estimator counts 4 bytes per parameter "
                        "of the largest layer)");
@@ -164,13 +244,133 @@ std::optional<std::string> validate() {
            std::to_string(prefetchBucketSize) + ")";
   if (outputFormat != "text" && outputFormat != "json")
     return "--format must be text or json (got '" + outputFormat + "')";
+  if (!hardware.empty() && !mlir::zero::lookupHardwarePreset(hardware))
+    return "--hardware: unknown preset '" + hardware +
+           "' (known: " + mlir::zero::getHardwarePresetNames() + ")";
+  if (!deviceMemory.empty() && !mlir::zero::parseByteSize(deviceMemory))
+    return "--device-memory: bad byte count '" + deviceMemory +
+           "' (expected a positive count with an optional unit B, KiB, MiB, "
+           "GiB, TiB, KB, MB, GB or TB, e.g. 24GiB)";
   return std::nullopt;
 }
 
-Estimate estimate() {
+/// Runs zero-pipeline on `module` with the estimate's options and records
+/// the plan's buckets in `counts` (or, where the pipeline refuses the model,
+/// its first error, e.g. a batch that the ranks do not divide).
+void planBuckets(mlir::ModuleOp module, ModelCounts &counts) {
+  std::string options;
+  raw_string_ostream os(options);
+  os << "stage=" << stage << " world-size=" << gpusPerNode * nodes
+     << " alignment=" << alignment << " dtype=" << dtype
+     << " reduce-bucket-size=" << reduceBucketSize
+     << " overlap-comm=" << (overlapComm ? "true" : "false");
+  counts.planPipeline = options;
+  mlir::MLIRContext *context = module.getContext();
+  mlir::ScopedDiagnosticHandler capture(context, [&](mlir::Diagnostic &d) {
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Error &&
+        counts.planError.empty())
+      counts.planError = d.str();
+    return mlir::success();
+  });
+  mlir::PassManager pm(context);
+  if (failed(mlir::parsePassPipeline("zero-pipeline{" + options + "}", pm,
+                                     errs())) ||
+      failed(pm.run(module))) {
+    if (counts.planError.empty())
+      counts.planError = "zero-pipeline failed";
+    return;
+  }
+  if (module.getOps<mlir::zero::TrainStepOp>().empty()) {
+    counts.planError = "the model has no train step";
+    return;
+  }
+  for (auto step : module.getOps<mlir::zero::TrainStepOp>()) {
+    FailureOr<mlir::zero::StepSchedule> schedule =
+        mlir::zero::StepSchedule::get(step);
+    if (failed(schedule))
+      return;
+    FailureOr<mlir::zero::MemoryPlan> plan =
+        mlir::zero::computeMemoryPlan(*schedule);
+    if (failed(plan))
+      return;
+    counts.planBucketPeakBytes =
+        std::max(counts.planBucketPeakBytes,
+                 plan->peakByCategory[static_cast<unsigned>(
+                     mlir::zero::MemoryCategory::ReduceBuckets)]);
+    step.walk([&](mlir::Operation *op) {
+      int64_t size = 0;
+      if (auto rs = dyn_cast<mlir::zero::ReduceScatterOp>(op);
+          rs && !rs.getSources().empty())
+        size = rs.getEnd() - rs.getBegin();
+      else if (auto r = dyn_cast<mlir::zero::ReduceOp>(op);
+               r && !r.getSources().empty())
+        size = r.getEnd() - r.getBegin();
+      counts.planLargestBucket = std::max(counts.planLargestBucket, size);
+    });
+  }
+}
+
+/// S and the largest stage-3 group of the model in `path`, as zero-partition
+/// forms the groups (it runs on the parsed module at stage 3 on one rank);
+/// diagnostics name the file and place.
+std::optional<ModelCounts> readModel(StringRef path) {
+  mlir::DialectRegistry registry;
+  zero::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  std::string error;
+  std::unique_ptr<MemoryBuffer> file = mlir::openInputFile(path, &error);
+  if (!file) {
+    WithColor::error(errs(), "zero-estimate") << error << "\n";
+    return std::nullopt;
+  }
+  if (failed(zero::checkNesting(*file)))
+    return std::nullopt;
+  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return std::nullopt;
+  ModelCounts counts;
+  mlir::OwningOpRef<mlir::ModuleOp> planned = module->clone();
+  for (auto p : module->getOps<mlir::zero::ParamOp>()) {
+    ++counts.paramTensors;
+    counts.largestParam = std::max(counts.largestParam, p.getNumElements());
+    if (__builtin_add_overflow(counts.params, p.getNumElements(),
+                               &counts.params) ||
+        counts.params > kMaxParams) {
+      p.emitError("zero-estimate: the model has more than ")
+          << kMaxParams << " parameters";
+      return std::nullopt;
+    }
+  }
+  mlir::PassManager pm(&context);
+  if (failed(mlir::parsePassPipeline("zero-partition{stage=3 world-size=1}", pm,
+                                     errs())) ||
+      failed(pm.run(*module)))
+    return std::nullopt;
+  for (auto group : module->getOps<mlir::zero::PartitionOp>())
+    if (group.getNumelValue() > counts.largestGroup) {
+      counts.largestGroup = group.getNumelValue();
+      // A group of one parameter is named after it (the partition's own
+      // symbol then carries a suffix).
+      auto refs = group.getParams();
+      counts.largestGroupName =
+          refs.size() == 1
+              ? cast<mlir::FlatSymbolRefAttr>(refs[0]).getValue().str()
+              : group.getSymName().str();
+    }
+  if (stage >= 2)
+    planBuckets(*planned, counts);
+  return counts;
+}
+
+Estimate estimate(int64_t sParams, int64_t lParams,
+                  const std::optional<ModelCounts> &model) {
   Estimate e;
-  e.s = params;
-  e.l = largestLayer;
+  e.s = sParams;
+  e.l = lParams;
   e.n = gpusPerNode * nodes;
   e.c = dtype == "fp32" ? 4 : 2;
   // Stage 0 shards nothing, so it pads nothing.
@@ -216,27 +416,22 @@ Estimate estimate() {
   e.ours.push_back({"grads_16bit", "ours: grads_16bit",
                     cs + (stage >= 2 ? shardName : "S"),
                     c * (stage >= 2 ? shard : s)});
-  for (auto [key, label] :
-       {std::pair{"master_params_32bit", "ours: master_params_32bit"},
-        std::pair{"adam_m", "ours: adam_m"},
-        std::pair{"adam_v", "ours: adam_v"}})
+  // At fp32 the parameters are the masters: no separate copy.
+  int64_t mst = masterBytes(c);
+  e.ours.push_back({"master_params_32bit", "ours: master_params_32bit",
+                    mst ? "4" + shardName : "0 (fp32 params are the masters)",
+                    mst * shard});
+  for (auto [key, label] : {std::pair{"adam_m", "ours: adam_m"},
+                            std::pair{"adam_v", "ours: adam_v"}})
     e.ours.push_back({key, label, "4" + shardName, 4 * shard});
   e.ourStates = modelStateBytes(s, sp, n, c);
+  auto [fullBytes, shardBytes] = modelStateSplit(c);
   std::string statesFormula;
-  switch (stage) {
-  case 0:
-    statesFormula = std::to_string(2 * c + 12) + "S";
-    break;
-  case 1:
-    statesFormula = std::to_string(2 * c) + "S + 12S'/n";
-    break;
-  case 2:
-    statesFormula = cs + "S + " + std::to_string(c + 12) + "S'/n";
-    break;
-  case 3:
-    statesFormula = std::to_string(2 * c + 12) + "S'/n";
-    break;
-  }
+  if (fullBytes)
+    statesFormula = std::to_string(fullBytes) + "S";
+  if (shardBytes)
+    statesFormula +=
+        (fullBytes ? " + " : "") + std::to_string(shardBytes) + "S'/n";
   e.ours.push_back(
       {"model_states", "ours: model states", statesFormula, e.ourStates});
 
@@ -244,12 +439,12 @@ Estimate estimate() {
   int64_t buffers = overlapComm ? 2 : 1;
   int64_t bucket = std::min<int64_t>(reduceBucketSize, sp);
   int64_t bucketBytes = stage >= 2 ? buffers * bucket * c : 0;
-  e.ours.push_back({"reduce_buckets", "ours: reduce buckets",
-                    stage >= 2
-                        ? std::string(overlapComm ? "2 x " : "") +
-                              "min(reduce_bucket_size, S') x " + cs + " B"
-                        : "0 (in place in grads)",
-                    bucketBytes});
+  e.ours.push_back(
+      {"reduce_buckets", "ours: reduce buckets",
+       stage >= 2 ? std::string("at most ") + (overlapComm ? "2 x " : "") +
+                        "min(reduce_bucket_size, S') x " + cs + " B"
+                  : "0 (in place in grads)",
+       bucketBytes});
   int64_t gatherBytes = stage == 3 ? c * (e.lPadded + prefetchBucketSize) : 0;
   e.ours.push_back(
       {"gather_buffers", "ours: gather buffers",
@@ -268,32 +463,43 @@ Estimate estimate() {
                   human(e.ourStates) + " + buffers) against DeepSpeed's " +
                   human(*e.deepspeed.bytes) + ": " +
                   signedHuman(e.ourTotal - *e.deepspeed.bytes) + ".");
-  if (dtype == "fp32")
-    why.push_back("DeepSpeed's estimators assume fp16/bf16 mixed precision; "
-                  "at fp32 our compute copies (params, grads) take 4 bytes "
-                  "per parameter and its figure is not comparable.");
+  bool fp32 = dtype == "fp32";
+  if (fp32)
+    why.push_back("fp32: the parameters are the fp32 masters (no separate "
+                  "copy): 4 (params) + 4 (grads) + 8 (Adam m, v) = 16 bytes "
+                  "per parameter as in mixed precision (2 + 2 + 12), split "
+                  "differently over the stages: 16S, 8S + 8S'/n, "
+                  "4S + 12S'/n, 16S'/n (mixed precision: 16S, 4S + 12S'/n, "
+                  "2S + 14S'/n, 16S'/n). DeepSpeed's estimators and the "
+                  "paper assume fp16/bf16 mixed precision; their figures are "
+                  "not comparable.");
   if (stage <= 1)
     why.push_back(
         stage == 0
-            ? "DeepSpeed has no estimator for stage 0 (plain data "
-              "parallelism); the ZeRO paper counts 16 bytes per parameter: "
-              "2 (16-bit params) + 2 (16-bit grads) + 12 (fp32 master, m, v)."
-            : "DeepSpeed has no estimator for ZeRO-1 (deepspeedai/DeepSpeed "
-              "issue #5102); the paper's 4S + 12S/n is ours without padding.");
-  if (stage >= 2) {
+            ? std::string("DeepSpeed has no estimator for stage 0 (plain "
+                          "data parallelism); the ZeRO paper counts 16 bytes "
+                          "per parameter: 2 (16-bit params) + 2 (16-bit "
+                          "grads) + 12 (fp32 master, m, v).")
+            : std::string("DeepSpeed has no estimator for ZeRO-1 "
+                          "(deepspeedai/DeepSpeed issue #5102); the paper's "
+                          "4S + 12S/n is ") +
+                  (fp32 ? "the mixed-precision split."
+                        : "ours without padding."));
+  if (stage >= 2 && !fp32) {
     // DeepSpeed's 18 bytes per sharded parameter against our c + 12 (stage
     // 2) or 2c + 12 (stage 3).
     int64_t dsShard = 18 * s / n;
-    int64_t ourShard = (stage == 2 ? c + 12 : 2 * c + 12) * s / n;
+    int64_t ourShard = shardBytes * s / n;
     why.push_back(
-        std::string("18 vs ") +
-        std::to_string(stage == 2 ? c + 12 : 2 * c + 12) +
+        std::string("18 vs ") + std::to_string(shardBytes) +
         " bytes per sharded parameter: DeepSpeed counts an fp32 gradient "
         "copy (4 bytes) that we do not keep (the 16-bit gradient is unscaled "
         "and clipped inside the fused Adam)" +
         (stage == 3 ? ", and no 16-bit gradient shard, which we keep (2 bytes)"
                     : "") +
         ": " + signedHuman(ourShard - dsShard) + " for us.");
+  }
+  if (stage >= 2) {
     if (stage == 3)
       why.push_back(
           "4L: DeepSpeed adds 2 bytes of gathered 16-bit parameters and 2 of "
@@ -320,16 +526,38 @@ Estimate estimate() {
                       "separately, so a real model pads a little "
                       "more)."
                     : "."));
-  if (stage >= 2)
-    why.push_back("Reduce buckets (" + human(bucketBytes) +
-                  "): DeepSpeed's estimator "
-                  "ignores its " +
-                  std::string(overlapComm ? "two " : "") +
-                  "reduce_bucket_size buffer" + (overlapComm ? "s" : "") +
-                  "; we plan " + std::to_string(buffers) + " x min(" +
-                  std::to_string(reduceBucketSize) + ", S') elements of " + cs +
-                  " bytes.");
-  else
+  if (stage >= 2) {
+    std::string text =
+        "Reduce buckets (" + human(bucketBytes) + "): an upper bound, " +
+        std::to_string(buffers) +
+        " x min(reduce_bucket_size = " + std::to_string(reduceBucketSize) +
+        ", S') elements of " + cs + " bytes, the buffer" +
+        (overlapComm ? "s" : "") +
+        " DeepSpeed allocates and its estimator ignores. The compiler's plan "
+        "closes a bucket at reduce_bucket_size elements or earlier, when the "
+        "next gradient to complete is not adjacent in the layout (a bias "
+        "whose gradient completes before its weight's, tied weights, another "
+        "stage-3 group), so its buckets follow the model's layers and are "
+        "usually far smaller";
+    if (model && model->planError.empty())
+      text += ": this model's plan (zero-pipeline " + model->planPipeline +
+              ") has buckets of at most " +
+              std::to_string(model->planLargestBucket) +
+              " elements and a bucket-buffer peak of " +
+              human(model->planBucketPeakBytes) + ", " +
+              signedHuman(model->planBucketPeakBytes - bucketBytes) +
+              " against this line.";
+    else if (model)
+      text += "; this model's plan could not be formed at these options (" +
+              model->planError + ").";
+    else
+      text += " (GPT-2 1.5B on 8 ranks at stage 2: 82052800 elements, the "
+              "tied token embedding's gradient with the position embedding's "
+              "and the first layer norm's, 156.50 MiB against 0.93 GiB "
+              "here); `zero-estimate model.mlir` or `zero-opt --zero-report` "
+              "gives a real model's.";
+    why.push_back(text);
+  } else
     why.push_back("Reduce buckets: at stages 0-1 gradients are reduced in "
                   "place in the persistent grads buffer, so there are none.");
   if (stage >= 1 && stage <= 2)
@@ -345,15 +573,47 @@ Estimate estimate() {
   why.push_back("Neither counts activations, temporaries or NCCL buffers; "
                 "`zero-opt --zero-report` gives the exact peak of a real "
                 "step.");
+
+  // The verdict for the device: our total, whose biggest line is the
+  // largest item.
+  const mlir::zero::HardwarePreset *hw =
+      hardware.empty() ? nullptr : mlir::zero::lookupHardwarePreset(hardware);
+  int64_t device = hw ? hw->deviceMemoryBytes : 0;
+  if (hw && device)
+    e.deviceMemorySource = hw->name.str();
+  if (!deviceMemory.empty()) {
+    device = *mlir::zero::parseByteSize(deviceMemory);
+    e.deviceMemorySource = "device-memory=" + deviceMemory;
+  }
+  if (device) {
+    mlir::zero::FitVerdict fit;
+    fit.deviceMemoryBytes = device;
+    fit.freeBytes = device - e.ourTotal;
+    fit.fits = fit.freeBytes >= 0;
+    for (const Line &line : e.ours)
+      if (line.key != "model_states" && line.key != "total" && line.bytes &&
+          *line.bytes > fit.largestItemBytes) {
+        fit.largestItem = line.key;
+        fit.largestItemBytes = *line.bytes;
+      }
+    e.fit = fit;
+  }
   return e;
 }
 
-void printText(const Estimate &e, raw_ostream &os) {
+void printText(const Estimate &e, const std::optional<ModelCounts> &model,
+               raw_ostream &os) {
   os << "zero-estimate: S = " << e.s << " params";
   if (e.l)
     os << " (largest layer L = " << e.l << ")";
   os << ", " << nodes << " node(s) x " << gpusPerNode << " GPU(s) = n = " << e.n
      << " ranks, ZeRO stage " << stage << ", " << dtype << "\n";
+  if (model)
+    os << "read from " << inputFile << ": S = the elements of its "
+       << model->paramTensors << " zero.params, L = its largest stage-3 "
+       << "group '" << model->largestGroupName
+       << "' (the unit stage 3 gathers; the largest single parameter has "
+       << model->largestParam << " elements)\n";
   if (stage > 0) {
     os << "padded: S' = " << e.sPadded;
     if (e.l)
@@ -386,12 +646,19 @@ void printText(const Estimate &e, raw_ostream &os) {
       os << right_justify("n/a", 15) << "  " << right_justify("n/a", 9);
     os << "\n";
   }
+  if (e.fit) {
+    os << "\ndevice memory (" << e.deviceMemorySource
+       << "): " << e.fit->deviceMemoryBytes
+       << " bytes; the verdict counts our total, not activations:\n";
+    mlir::zero::printFitVerdict(*e.fit, os);
+  }
   os << "\ndifferences:\n";
   for (const std::string &d : e.differences)
     os << "  - " << d << "\n";
 }
 
-void printJson(const Estimate &e, raw_ostream &os) {
+void printJson(const Estimate &e, const std::optional<ModelCounts> &model,
+               raw_ostream &os) {
   json::OStream j(os, 2);
   auto line = [&](const Line &l) {
     j.attributeObject(l.key, [&] {
@@ -416,6 +683,11 @@ void printJson(const Estimate &e, raw_ostream &os) {
       j.attribute("overlap_comm", bool(overlapComm));
       j.attribute("padded_params", e.sPadded);
       j.attribute("padded_largest_layer_params", e.lPadded);
+      j.attribute("model_file", model ? json::Value(inputFile) : nullptr);
+      j.attribute("largest_layer_group",
+                  model ? json::Value(model->largestGroupName) : nullptr);
+      j.attribute("hardware", hardware.empty() ? json::Value(nullptr)
+                                               : json::Value(hardware));
     });
     line(e.deepspeed);
     if (e.deepspeedDocs.bytes)
@@ -425,6 +697,18 @@ void printJson(const Estimate &e, raw_ostream &os) {
       for (const Line &l : e.ours)
         line(l);
     });
+    if (e.fit)
+      j.attributeObject("fit", [&] {
+        j.attribute("device_memory_bytes", e.fit->deviceMemoryBytes);
+        j.attribute("free_bytes", e.fit->freeBytes);
+        j.attribute("fits", e.fit->fits);
+        j.attributeObject("largest_item", [&] {
+          j.attribute("name", e.fit->largestItem);
+          j.attribute("bytes", e.fit->largestItemBytes);
+        });
+      });
+    else
+      j.attribute("fit", nullptr);
     j.attributeArray("differences", [&] {
       for (const std::string &d : e.differences)
         j.value(d);
@@ -440,16 +724,28 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(estimateCat);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "DeepSpeed's model-state memory estimate beside zero-mlir's exact "
-      "per-rank accounting\n");
+      "DeepSpeed's model-state memory estimate beside zero-mlir's per-rank "
+      "accounting, for a model file (zero-estimate model.mlir --stage 3 ...) "
+      "or numbers (--params, --largest-layer-params), and whether it fits "
+      "a device (--hardware, --device-memory)\n");
   if (std::optional<std::string> error = validate()) {
     WithColor::error(errs(), "zero-estimate") << *error << "\n";
     return 1;
   }
-  Estimate e = estimate();
+  std::optional<ModelCounts> model;
+  int64_t s = params, l = largestLayer;
+  if (!inputFile.empty()) {
+    zero::registerAllPasses();
+    model = readModel(inputFile);
+    if (!model)
+      return 1;
+    s = model->params;
+    l = model->largestGroup;
+  }
+  Estimate e = estimate(s, l, model);
   if (outputFormat == "json")
-    printJson(e, outs());
+    printJson(e, model, outs());
   else
-    printText(e, outs());
+    printText(e, model, outs());
   return 0;
 }

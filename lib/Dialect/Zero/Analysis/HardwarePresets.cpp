@@ -6,6 +6,12 @@
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+
+#include <cstdlib>
+#include <string>
+
 using namespace mlir;
 using namespace mlir::zero;
 
@@ -21,21 +27,76 @@ static const RankShare kCpuShares[] = {
 #include "CpuPresetShares.inc"
 };
 
+// Presets without our own measurements derive their rates from the data
+// sheet with the ratios measured on H100/H200 (docs/HardwarePresets.md):
+// GEMM at 0.8 of the dense peak, memory at 0.88 of the data-sheet bandwidth,
+// collectives at 0.81 of the per-direction link rate a ring can use.
+constexpr double kGemm = 0.8, kStream = 0.88, kBusbw = 0.81;
+
 static const HardwarePreset kPresets[] = {
+    {"a100-40gb",
+     "NVIDIA A100 SXM 40GB, 8 GPUs on NVLink3/NVSwitch (data sheet: 312 "
+     "TFLOP/s dense bf16, 19.5 TFLOP/s fp32, 1555 GB/s HBM2, 600 GB/s "
+     "NVLink)",
+     /*gemmFlops16=*/kGemm * 312e12, /*gemmFlops32=*/kGemm * 19.5e12,
+     /*memoryBandwidth=*/kStream * 1555e9, /*linkBandwidth=*/kBusbw * 300e9,
+     /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
+     /*deviceMemoryBytes=*/40'000'000'000},
+    {"a100-80gb",
+     "NVIDIA A100 SXM 80GB, 8 GPUs on NVLink3/NVSwitch (data sheet: 312 "
+     "TFLOP/s dense bf16, 19.5 TFLOP/s fp32, 2039 GB/s HBM2e, 600 GB/s "
+     "NVLink)",
+     /*gemmFlops16=*/kGemm * 312e12, /*gemmFlops32=*/kGemm * 19.5e12,
+     /*memoryBandwidth=*/kStream * 2039e9, /*linkBandwidth=*/kBusbw * 300e9,
+     /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
+     /*deviceMemoryBytes=*/80'000'000'000},
+    {"l4",
+     "NVIDIA L4 24GB, 8 GPUs on PCIe Gen4 x16 (data sheet: 121 TFLOP/s dense "
+     "bf16, 30.3 TFLOP/s fp32, 300 GB/s GDDR6, 64 GB/s PCIe)",
+     /*gemmFlops16=*/kGemm * 121e12, /*gemmFlops32=*/kGemm * 30.3e12,
+     /*memoryBandwidth=*/kStream * 300e9, /*linkBandwidth=*/kBusbw * 32e9,
+     /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
+     /*deviceMemoryBytes=*/24'000'000'000},
+    {"rtx-4090",
+     "NVIDIA GeForce RTX 4090 24GB, 8 GPUs on PCIe Gen4 x16 (Ada whitepaper: "
+     "165.2 TFLOP/s dense bf16 with fp32 accumulate, 82.6 TFLOP/s fp32, "
+     "1008 GB/s GDDR6X)",
+     /*gemmFlops16=*/kGemm * 165.2e12, /*gemmFlops32=*/kGemm * 82.6e12,
+     /*memoryBandwidth=*/kStream * 1008e9, /*linkBandwidth=*/kBusbw * 32e9,
+     /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
+     /*deviceMemoryBytes=*/24'000'000'000},
     {"h100-sxm",
      "NVIDIA H100 SXM 80GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
      "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3 bandwidth, "
      "NCCL ring busbw 365 GB/s",
      /*gemmFlops16=*/0.8 * 989e12, /*gemmFlops32=*/0.8 * 66.9e12,
      /*memoryBandwidth=*/2.97e12, /*linkBandwidth=*/365e9,
-     /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6},
+     /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
+     /*deviceMemoryBytes=*/80'000'000'000},
+    {"h100-pcie",
+     "NVIDIA H100 PCIe 80GB, 8 GPUs on PCIe Gen5 x16 (data sheet: 756 "
+     "TFLOP/s dense bf16, 51 TFLOP/s fp32, 2000 GB/s HBM2e, 128 GB/s PCIe; "
+     "the NVLink bridge joins pairs only)",
+     /*gemmFlops16=*/kGemm * 756e12, /*gemmFlops32=*/kGemm * 51e12,
+     /*memoryBandwidth=*/kStream * 2000e9, /*linkBandwidth=*/kBusbw * 64e9,
+     /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
+     /*deviceMemoryBytes=*/80'000'000'000},
     {"h200-sxm",
      "NVIDIA H200 SXM 141GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
      "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3e bandwidth, "
      "NCCL ring busbw 362 GB/s",
      /*gemmFlops16=*/0.8 * 989e12, /*gemmFlops32=*/0.8 * 66.9e12,
      /*memoryBandwidth=*/4.15e12, /*linkBandwidth=*/362e9,
-     /*collectiveLatency=*/2.1e-6, /*kernelOverhead=*/3e-6},
+     /*collectiveLatency=*/2.1e-6, /*kernelOverhead=*/3e-6,
+     /*deviceMemoryBytes=*/141'000'000'000},
+    {"mi300x",
+     "AMD Instinct MI300X 192GB, 8 GPUs on Infinity Fabric (data sheet: "
+     "1307.4 TFLOP/s dense bf16, 163.4 TFLOP/s fp32, 5.3 TB/s HBM3, 7 links "
+     "of 128 GB/s)",
+     /*gemmFlops16=*/kGemm * 1307.4e12, /*gemmFlops32=*/kGemm * 163.4e12,
+     /*memoryBandwidth=*/kStream * 5.3e12, /*linkBandwidth=*/kBusbw * 448e9,
+     /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
+     /*deviceMemoryBytes=*/192'000'000'000},
     {"cpu",
      "One rank of this 2-core development machine beside a second rank "
      "(measured by zrt-bench-calibrate): small-model zrt_matmul and "
@@ -44,8 +105,12 @@ static const HardwarePreset kPresets[] = {
      /*gemmFlops16=*/36e9, /*gemmFlops32=*/36e9,
      /*memoryBandwidth=*/11e9, /*linkBandwidth=*/0.86e9,
      /*collectiveLatency=*/0.41e-3, /*kernelOverhead=*/0.22e-6,
-     /*shares=*/kCpuShares},
+     /*deviceMemoryBytes=*/0, /*shares=*/kCpuShares},
 };
+
+/// Other names of presets.
+static const std::pair<StringRef, StringRef> kAliases[] = {
+    {"h200", "h200-sxm"}};
 
 HardwarePreset HardwarePreset::forWorldSize(int64_t worldSize) const {
   HardwarePreset hw = *this;
@@ -77,8 +142,87 @@ HardwarePreset HardwarePreset::forWorldSize(int64_t worldSize) const {
 ArrayRef<HardwarePreset> mlir::zero::getHardwarePresets() { return kPresets; }
 
 const HardwarePreset *mlir::zero::lookupHardwarePreset(StringRef name) {
+  for (auto [alias, preset] : kAliases)
+    if (name == alias)
+      name = preset;
   for (const HardwarePreset &hw : kPresets)
     if (hw.name == name)
       return &hw;
   return nullptr;
+}
+
+std::string mlir::zero::getHardwarePresetNames() {
+  std::string names;
+  for (const HardwarePreset &hw : kPresets)
+    names += (names.empty() ? "" : ", ") + hw.name.str();
+  return names;
+}
+
+//===----------------------------------------------------------------------===//
+// Device memory
+//===----------------------------------------------------------------------===//
+
+std::optional<int64_t> mlir::zero::parseByteSize(StringRef text) {
+  StringRef s = text.trim();
+  size_t digits = s.find_first_not_of("0123456789.");
+  StringRef number = s.take_front(digits), unit = s.drop_front(number.size());
+  unit = unit.trim();
+  // One decimal point at most, and a digit before it.
+  if (number.empty() || !llvm::isDigit(number.front()) ||
+      number.count('.') > 1 || number.back() == '.')
+    return std::nullopt;
+  static const std::pair<StringRef, double> kUnits[] = {
+      {"", 1},         {"b", 1},        {"kib", 0x1p10}, {"mib", 0x1p20},
+      {"gib", 0x1p30}, {"tib", 0x1p40}, {"kb", 1e3},     {"mb", 1e6},
+      {"gb", 1e9},     {"tb", 1e12}};
+  std::string lower = unit.lower();
+  const double *scale = nullptr;
+  for (const auto &[name, factor] : kUnits)
+    if (lower == name)
+      scale = &factor;
+  if (!scale)
+    return std::nullopt;
+  // Whole part and fraction separately, so that `80GB` and `24GiB` are
+  // exact; only a fraction of a unit goes through floating point.
+  auto [whole, frac] = number.split('.');
+  uint64_t w = 0;
+  if (whole.getAsInteger(10, w) || w > (uint64_t(1) << 62))
+    return std::nullopt;
+  long double bytes = static_cast<long double>(w) * *scale;
+  if (!frac.empty())
+    bytes += std::strtold(("0." + frac).str().c_str(), nullptr) * *scale;
+  if (bytes < 1 || bytes > 0x1p62)
+    return std::nullopt;
+  return static_cast<int64_t>(bytes);
+}
+
+std::string mlir::zero::formatByteSize(int64_t bytes) {
+  static const char *const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (bytes < 0)
+    os << "-";
+  uint64_t b = bytes < 0 ? -static_cast<uint64_t>(bytes) : bytes;
+  if (b < 1024) {
+    os << b << " B";
+    return s;
+  }
+  double v = static_cast<double>(b);
+  unsigned u = 0;
+  while (u < 4 && v >= 1024) {
+    v /= 1024;
+    ++u;
+  }
+  os << llvm::format("%.2f ", v) << kUnits[u];
+  return s;
+}
+
+void mlir::zero::printFitVerdict(const FitVerdict &fit, llvm::raw_ostream &os) {
+  if (fit.fits)
+    os << "fits: " << formatByteSize(fit.freeBytes) << " free of "
+       << formatByteSize(fit.deviceMemoryBytes) << "\n";
+  else
+    os << "does not fit by " << formatByteSize(-fit.freeBytes)
+       << "; largest item: " << fit.largestItem << " "
+       << formatByteSize(fit.largestItemBytes) << "\n";
 }

@@ -187,11 +187,59 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   return r;
 }
 
+FitVerdict mlir::zero::computeFitVerdict(const MemoryPlan &plan,
+                                         int64_t deviceMemoryBytes) {
+  FitVerdict fit;
+  fit.deviceMemoryBytes = deviceMemoryBytes;
+  fit.freeBytes = deviceMemoryBytes - plan.peakBytes;
+  fit.fits = fit.freeBytes >= 0;
+  auto consider = [&](StringRef name, int64_t bytes) {
+    if (bytes > fit.largestItemBytes) {
+      fit.largestItem = name.str();
+      fit.largestItemBytes = bytes;
+    }
+  };
+  for (auto c :
+       {MemoryCategory::Params16, MemoryCategory::Grads16,
+        MemoryCategory::Master32, MemoryCategory::AdamM, MemoryCategory::AdamV})
+    consider(stringifyMemoryCategory(c),
+             plan.persistentByCategory[static_cast<unsigned>(c)]);
+  // The op after which the step arena holds the most live bytes.
+  const std::array<int64_t, kNumMemoryCategories> *atPeak = nullptr;
+  int64_t most = -1;
+  for (const auto &live : plan.liveByCategory) {
+    int64_t sum = 0;
+    for (int64_t bytes : live)
+      sum += bytes;
+    if (sum > most) {
+      most = sum;
+      atPeak = &live;
+    }
+  }
+  if (atPeak)
+    for (unsigned c = 0; c < kNumMemoryCategories; ++c)
+      if (c > static_cast<unsigned>(MemoryCategory::AdamV))
+        consider(stringifyMemoryCategory(static_cast<MemoryCategory>(c)),
+                 (*atPeak)[c]);
+  consider("kernel_scratch", plan.scratchBytes);
+  return fit;
+}
+
 llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
   llvm::json::Object collectives;
   for (auto &[k, v] : r.collectives)
     collectives[k] = v;
+  llvm::json::Value fit = nullptr;
+  if (r.fit)
+    fit = llvm::json::Object{
+        {"device_memory_bytes", r.fit->deviceMemoryBytes},
+        {"free_bytes", r.fit->freeBytes},
+        {"fits", r.fit->fits},
+        {"largest_item",
+         llvm::json::Object{{"name", r.fit->largestItem},
+                            {"bytes", r.fit->largestItemBytes}}}};
   return llvm::json::Object{
+      {"fit", std::move(fit)},
       {"stage", r.stage},
       {"world_size", r.worldSize},
       {"gradient_accumulation_steps", r.accumulationSteps},
@@ -271,6 +319,10 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     if (!c.overflow)
       row("DeepSpeed estimate (4L+18S/n)", est);
   }
+  if (r.fit) {
+    os << "\n";
+    printFitVerdict(*r.fit, os);
+  }
   static const char *formulas[] = {"16S", "4S + 12S'/n", "2S + 14S'/n", "16S'/n"};
   os << "\nModel states follow " << formulas[r.stage] << " (S = " << S
      << ", S' = " << Sp << ", n = " << n
@@ -307,12 +359,21 @@ struct ZeroReportPass
     ModuleOp module = getOperation();
     const HardwarePreset *hw = lookupHardwarePreset(hardware);
     if (!hw) {
-      std::string names;
-      for (const HardwarePreset &p : getHardwarePresets())
-        names += (names.empty() ? "" : ", ") + p.name.str();
       module.emitError("zero-report: unknown hardware preset '")
-          << hardware << "' (known: " << names << ")";
+          << hardware << "' (known: " << getHardwarePresetNames() << ")";
       return signalPassFailure();
+    }
+    int64_t deviceMemoryBytes = hw->deviceMemoryBytes;
+    if (!deviceMemory.empty()) {
+      std::optional<int64_t> bytes = parseByteSize(deviceMemory);
+      if (!bytes) {
+        module.emitError("zero-report: bad device-memory '")
+            << deviceMemory
+            << "' (expected a positive byte count with an optional unit B, "
+               "KiB, MiB, GiB, TiB, KB, MB, GB or TB, e.g. 24GiB)";
+        return signalPassFailure();
+      }
+      deviceMemoryBytes = *bytes;
     }
     if (format != "json" && format != "text") {
       module.emitError("zero-report: unknown format '")
@@ -329,6 +390,8 @@ struct ZeroReportPass
       FailureOr<StepReport> report = computeReport(*schedule, *plan, *hw);
       if (failed(report))
         return signalPassFailure();
+      if (deviceMemoryBytes > 0)
+        report->fit = computeFitVerdict(*plan, deviceMemoryBytes);
       LogicalResult ok = writeFile(out, step, [&](llvm::raw_ostream &os) {
         if (format == "json")
           os << llvm::formatv("{0:2}", reportToJson(*report)) << "\n";

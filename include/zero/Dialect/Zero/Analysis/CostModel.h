@@ -17,6 +17,7 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ struct HardwarePreset {
   double collectiveLatency = 0;
   /// Fixed cost of launching one kernel, seconds.
   double kernelOverhead = 0;
+  /// Device memory one rank may use, in bytes: the data sheet's capacity in
+  /// decimal units (80 GB = 80e9 B; see docs/HardwarePresets.md). 0: none
+  /// known (`cpu`), so a report gives no fit verdict unless told one.
+  int64_t deviceMemoryBytes = 0;
   /// Calibrated per-rank rates by ranks per node, ascending (empty: the
   /// rates above hold for any world size, one device per rank).
   ArrayRef<RankShare> shares = {};
@@ -93,10 +98,36 @@ struct HardwarePreset {
   HardwarePreset forWorldSize(int64_t worldSize) const;
 };
 
-/// The known presets (h100-sxm, h200-sxm, cpu).
+/// The known presets (a100-40gb, ..., mi300x, cpu).
 ArrayRef<HardwarePreset> getHardwarePresets();
-/// The preset named `name`, or null.
+/// The preset named `name` (or one of its aliases), or null.
 const HardwarePreset *lookupHardwarePreset(StringRef name);
+/// The preset names, comma-separated, for diagnostics and help.
+std::string getHardwarePresetNames();
+
+/// A byte count such as `24GiB`, `80 GB`, `1.5MiB` or `4096`: a decimal
+/// number and an optional unit, binary (KiB, MiB, GiB, TiB) or decimal (B,
+/// KB, MB, GB, TB), case-insensitive. A fractional result is rounded down.
+/// None for a malformed, zero or negative count, or one above 2^62 bytes.
+std::optional<int64_t> parseByteSize(StringRef text);
+
+/// `bytes` in the largest binary unit that keeps the number >= 1, with two
+/// decimals (`512 B`, `1.50 KiB`, `37.25 GiB`).
+std::string formatByteSize(int64_t bytes);
+
+/// Whether a step whose peak is `peakBytes` fits in `deviceMemoryBytes`.
+struct FitVerdict {
+  int64_t deviceMemoryBytes = 0;
+  /// deviceMemoryBytes - peakBytes: negative when it does not fit.
+  int64_t freeBytes = 0;
+  bool fits = false;
+  /// The biggest contributor to the peak and its bytes.
+  std::string largestItem;
+  int64_t largestItemBytes = 0;
+};
+
+/// "fits: X free of Y" or "does not fit by X; largest item: NAME SIZE".
+void printFitVerdict(const FitVerdict &fit, llvm::raw_ostream &os);
 
 /// One interval of the predicted timeline.
 struct TimelineEvent {

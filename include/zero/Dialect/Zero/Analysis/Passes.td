@@ -89,6 +89,15 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     array, an all-reduce counting twice), the bytes one rank sends with ring
     algorithms, the number of collectives of each kind, and the step time and
     exposed communication predicted by the cost model for a hardware preset.
+
+    After the memory table comes the fit verdict: whether the peak fits the
+    device memory of the preset (its data sheet's capacity in decimal units,
+    80 GB = 80e9 bytes) or of `device-memory`, which overrides it
+    ("fits: X free of Y", or "does not fit by X; largest item: NAME SIZE",
+    the largest item being the biggest of the model states, the step-arena
+    categories live when the arena holds the most, and the kernel scratch).
+    The JSON has it under `fit`; null where no device memory is known (the
+    `cpu` preset without `device-memory`).
   }];
   let options = [
     Option<"out", "out", "std::string", /*default=*/"\"-\"",
@@ -96,7 +105,13 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     Option<"format", "format", "std::string", /*default=*/"\"json\"",
            "Report format: json or text">,
     Option<"hardware", "hardware", "std::string", /*default=*/"\"h100-sxm\"",
-           "Hardware preset of the cost model: h100-sxm, h200-sxm or cpu">,
+           "Hardware preset of the cost model: a100-40gb, a100-80gb, l4, "
+           "rtx-4090, h100-sxm, h100-pcie, h200-sxm (or h200), mi300x or "
+           "cpu">,
+    Option<"deviceMemory", "device-memory", "std::string", /*default=*/"\"\"",
+           "Device memory of one rank for the fit verdict, overriding the "
+           "preset's: a count with a unit, B, KiB, MiB, GiB, TiB or decimal "
+           "KB, MB, GB, TB (e.g. 24GiB)">,
     Option<"trace", "trace", "std::string", /*default=*/"\"\"",
            "Also write the predicted timeline as Chrome-trace JSON (Perfetto)">,
     Option<"memorySvg", "memory-svg", "std::string", /*default=*/"\"\"",

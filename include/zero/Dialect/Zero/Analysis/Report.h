@@ -12,6 +12,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace mlir::zero {
@@ -36,11 +37,17 @@ struct StepReport {
   std::string hardware;
   double predictedStepMs = 0, exposedCommMs = 0;
   StepTimeline timeline;
+  /// Whether the peak fits the device memory (none: no device memory known).
+  std::optional<FitVerdict> fit;
 };
 
 FailureOr<StepReport> computeReport(const StepSchedule &schedule,
                                     const MemoryPlan &plan,
                                     const HardwarePreset &hw);
+/// The fit verdict of `plan` in `deviceMemoryBytes`: its largest item is
+/// the biggest of the persistent model states, the step-arena categories
+/// live at the moment the arena holds the most, and the kernel scratch.
+FitVerdict computeFitVerdict(const MemoryPlan &plan, int64_t deviceMemoryBytes);
 llvm::json::Value reportToJson(const StepReport &report);
 void printTextReport(const StepReport &report, llvm::raw_ostream &os);
 

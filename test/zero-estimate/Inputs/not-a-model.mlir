@@ -1,0 +1,2 @@
+module {
+  zero.param @w : tensor<4xf32> init zeros
