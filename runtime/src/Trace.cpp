@@ -120,6 +120,8 @@ struct MemoryTracker {
   }
   /// Adds [begin, end); bytes already live are counted once.
   void revive(int64_t begin, int64_t end) {
+    if (end <= begin)
+      return;
     kill(begin, end);
     live[begin] = end;
     liveBytes += end - begin;

@@ -196,6 +196,7 @@ TEST(MemoryTraceTest, SamplesLiveBytesAndScratch) {
   zrt_ctx_trace_op(&ctx, 3);
   zrt_ctx_trace_live(&ctx, 128, 256); // [128, 384)
   zrt_ctx_trace_live(&ctx, 128, 256); // the same bytes again: counted once
+  zrt_ctx_trace_live(&ctx, 500, 0);   // no bytes
   {
     zrt::Scratch scratch(40);
     zrt_ctx_trace_dead(&ctx, 200, 100); // a slice: [128, 200) + [300, 384)
@@ -209,10 +210,10 @@ TEST(MemoryTraceTest, SamplesLiveBytesAndScratch) {
   struct Expect {
     int64_t position, live, scratch;
   };
-  std::vector<Expect> expect = {{-1, 0, 0},   {-1, 64, 0}, {3, 64, 0},
-                                {3, 320, 0},  {3, 320, 0}, {3, 320, 40},
-                                {3, 220, 40}, {3, 220, 0}, {4, 220, 0},
-                                {4, 0, 0},    {-1, 0, 0}};
+  std::vector<Expect> expect = {{-1, 0, 0},   {-1, 64, 0},  {3, 64, 0},
+                                {3, 320, 0},  {3, 320, 0},  {3, 320, 0},
+                                {3, 320, 40}, {3, 220, 40}, {3, 220, 0},
+                                {4, 220, 0},  {4, 0, 0},    {-1, 0, 0}};
   std::vector<zrt::MemorySample> got = zrt::takeMemorySamples();
   ASSERT_EQ(got.size(), expect.size());
   for (size_t i = 0; i < got.size(); ++i) {
