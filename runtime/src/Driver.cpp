@@ -418,6 +418,30 @@ void Driver::writeTrace() {
   int64_t originNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          ctx.traceStart.time_since_epoch())
                          .count();
+  // Memory over time as counter tracks: "memory" stacks what the rank holds
+  // (both arenas, allocated whole, the step arena split into its live and
+  // unused bytes, and the kernel scratch in use), so its top is the
+  // allocated total whose maximum is the measured peak; "op index" is the
+  // position in the step of each sample, to align it with the plan.
+  const Manifest &m = manifest;
+  setMemoryTracing(false);
+  for (const MemorySample &s : takeMemorySamples()) {
+    double ts = double(s.ns - originNs) / 1e3;
+    events.push_back({{"name", "memory"},
+                      {"ph", "C"},
+                      {"ts", ts},
+                      {"pid", ctx.rank},
+                      {"args",
+                       {{"persistent", m.persistentBytes},
+                        {"step_arena_live", s.arenaLiveBytes},
+                        {"step_arena_unused", m.arenaBytes - s.arenaLiveBytes},
+                        {"kernel_scratch", s.scratchBytes}}}});
+    events.push_back({{"name", "op index"},
+                      {"ph", "C"},
+                      {"ts", ts},
+                      {"pid", ctx.rank},
+                      {"args", {{"op", s.position}}}});
+  }
   for (const KernelSpanRecord &k : takeKernelSpans())
     events.push_back({{"name", k.name},
                       {"cat", "kernel"},
@@ -429,6 +453,20 @@ void Driver::writeTrace() {
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
   if (int64_t dropped = droppedKernelSpans())
     doc["droppedKernelSpans"] = dropped;
+  if (int64_t dropped = droppedMemorySamples())
+    doc["droppedMemorySamples"] = dropped;
+  // The compiler's plan over the step, what scripts/memory-plot.py draws
+  // the measurement against.
+  if (!m.plannedLiveBytes.empty())
+    doc["zeroMemoryPlan"] = {{"rank", ctx.rank},
+                             {"schedule", m.hashText},
+                             {"persistent_bytes", m.persistentBytes},
+                             {"arena_bytes", m.arenaBytes},
+                             {"scratch_bytes", m.scratchBytes},
+                             {"peak_bytes", m.peakBytes},
+                             {"backward_start", m.backwardStart},
+                             {"live_bytes", m.plannedLiveBytes},
+                             {"op_scratch_bytes", m.plannedScratchBytes}};
   try {
     writeFileAtomic(path, doc.dump() + "\n");
   } catch (const std::exception &e) {
@@ -460,6 +498,11 @@ bool Driver::trainSteps() {
   ctx.tracing = !opts.trace.empty();
   ctx.traceStart = std::chrono::steady_clock::now();
   setKernelTracing(ctx.tracing);
+  setMemoryTracing(ctx.tracing);
+  // What the driver writes into the step arena before each micro step.
+  std::vector<std::pair<int64_t, int64_t>> inputBytes;
+  for (const InputInfo &in : m.inputs)
+    inputBytes.push_back({in.offset, in.numel() * in.elementBytes()});
   bool warnedSlots = false;
   bool warnedMinScale = false;
   for (int64_t step = progress.step + 1; step <= opts.steps; ++step) {
@@ -484,6 +527,7 @@ bool Driver::trainSteps() {
     for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
       ctx.micro = micro;
       double microStart = ctx.tracing ? ctx.nowUs() : 0.0;
+      traceMicroStep(inputBytes);
       data->load(ctx, progress.dataPosition + micro * rowsPerMicro +
                           ctx.rank * localRows);
       program->micro_step(&ctx);

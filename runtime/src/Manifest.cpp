@@ -155,6 +155,12 @@ Manifest Manifest::parse(const std::string &text) {
     m.arenaBytes = plan.at("arena_bytes").get<int64_t>();
     m.peakBytes = plan.at("peak_bytes").get<int64_t>();
     m.scratchBytes = plan.value("scratch_bytes", int64_t(0));
+    if (j.contains("memory_timeline")) {
+      const json &t = j.at("memory_timeline");
+      m.plannedLiveBytes = t.at("live_bytes").get<std::vector<int64_t>>();
+      m.plannedScratchBytes = t.at("scratch_bytes").get<std::vector<int64_t>>();
+      m.backwardStart = t.at("backward_start").get<int64_t>();
+    }
   } catch (const json::exception &e) {
     invalid(e.what());
   } catch (const std::logic_error &e) { // std::stoull
@@ -208,6 +214,19 @@ Manifest Manifest::parse(const std::string &text) {
       invalid("parameter '" + p.name + "' lies outside partition '" +
               part.name + "'");
   }
+  size_t ops = m.plannedLiveBytes.size();
+  if (m.plannedScratchBytes.size() != ops)
+    invalid("memory_timeline has " + std::to_string(ops) + " live_bytes but " +
+            std::to_string(m.plannedScratchBytes.size()) + " scratch_bytes");
+  for (size_t i = 0; i < ops; ++i)
+    if (m.plannedLiveBytes[i] < 0 || m.plannedLiveBytes[i] > m.arenaBytes ||
+        m.plannedScratchBytes[i] < 0 ||
+        m.plannedScratchBytes[i] > m.scratchBytes)
+      invalid("memory_timeline at op " + std::to_string(i) +
+              " exceeds the plan's step arena or scratch");
+  if (m.backwardStart < -1 || m.backwardStart > int64_t(ops))
+    invalid("memory_timeline.backward_start " +
+            std::to_string(m.backwardStart) + " is not an op index");
   for (const InputInfo &in : m.inputs)
     if (in.offset < 0 ||
         in.offset + in.numel() * in.elementBytes() > m.arenaBytes)

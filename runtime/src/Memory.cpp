@@ -14,6 +14,7 @@
 #include "Device.h"
 #include "Parallel.h"
 #include "Support.h"
+#include "Trace.h"
 #include "Types.h"
 #include "zero_rt/scratch.h"
 #include "zero_rt/zrt.h"
@@ -56,21 +57,25 @@ void *zrt::alignedAlloc(int64_t bytes) {
 }
 
 void zrt::accountScratch(int64_t delta) {
-  raise(scratchPeak, scratchInUse.fetch_add(delta) + delta);
+  int64_t inUse = scratchInUse.fetch_add(delta) + delta;
+  raise(scratchPeak, inUse);
+  traceScratch(inUse);
 }
 
 Scratch::Scratch(int64_t bytes) : bytes(bytes) {
   if (bytes <= 0)
     return;
   ptr = alignedAlloc(bytes);
-  raise(scratchPeak, scratchInUse.fetch_add(bytes) + bytes);
+  int64_t inUse = scratchInUse.fetch_add(bytes) + bytes;
+  raise(scratchPeak, inUse);
+  traceScratch(inUse);
 }
 
 Scratch::~Scratch() {
   if (!ptr)
     return;
   std::free(ptr);
-  scratchInUse.fetch_sub(bytes);
+  traceScratch(scratchInUse.fetch_sub(bytes) - bytes);
 }
 
 extern "C" zrt_arena *zrt_arena_create(int64_t bytes) {

@@ -91,6 +91,11 @@ struct Manifest {
   std::vector<PartitionInfo> partitions;
   /// The plan: peak = persistent + arena + the largest kernel scratch.
   int64_t persistentBytes = 0, arenaBytes = 0, scratchBytes = 0, peakBytes = 0;
+  /// The plan over the step (memory_timeline; empty when absent): live
+  /// step-arena bytes and kernel scratch by op index, and the index of the
+  /// first backward op (-1: none). --trace copies it next to the measurement.
+  std::vector<int64_t> plannedLiveBytes, plannedScratchBytes;
+  int64_t backwardStart = -1;
 
   /// Parses and validates a manifest; throws std::runtime_error.
   static Manifest parse(const std::string &text);

@@ -1,12 +1,15 @@
-//===- Trace.cpp - Kernel spans for the driver's --trace ------------------===//
+//===- Trace.cpp - Kernel spans and memory of --trace ---------------------===//
 //
 // Part of the zero-mlir project.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Trace.h"
+#include "Program.h"
+#include "Support.h"
 
 #include <chrono>
+#include <map>
 #include <mutex>
 
 using namespace zrt;
@@ -75,4 +78,153 @@ void KernelSpan::end() {
     return;
   }
   b.spans.push_back({name, startNs, endNs});
+}
+
+//===----------------------------------------------------------------------===//
+// Memory over time
+//===----------------------------------------------------------------------===//
+
+std::atomic<bool> zrt::memoryTracing{false};
+
+namespace {
+
+/// The step arena's live ranges (disjoint [begin, end) by begin) and the
+/// samples taken so far.
+struct MemoryTracker {
+  std::mutex mutex;
+  std::map<int64_t, int64_t> live;
+  int64_t liveBytes = 0;
+  int64_t position = -1;
+  int64_t scratch = 0;
+  std::vector<MemorySample> samples;
+  int64_t dropped = 0;
+
+  /// Removes [begin, end) from the live ranges.
+  void kill(int64_t begin, int64_t end) {
+    auto it = live.upper_bound(begin);
+    if (it != live.begin() && std::prev(it)->second > begin)
+      --it;
+    while (it != live.end() && it->first < end) {
+      int64_t b = it->first, e = it->second;
+      it = live.erase(it);
+      liveBytes -= e - b;
+      if (b < begin) {
+        live[b] = begin;
+        liveBytes += begin - b;
+      }
+      if (e > end) {
+        live[end] = e;
+        liveBytes += e - end;
+      }
+    }
+  }
+  /// Adds [begin, end); bytes already live are counted once.
+  void revive(int64_t begin, int64_t end) {
+    if (end <= begin)
+      return;
+    kill(begin, end);
+    live[begin] = end;
+    liveBytes += end - begin;
+  }
+  void sample() {
+    if (int64_t(samples.size()) >= kMaxMemorySamples) {
+      ++dropped;
+      return;
+    }
+    samples.push_back({nowNs(), position, liveBytes, scratch});
+  }
+};
+
+MemoryTracker &tracker() {
+  static MemoryTracker t;
+  return t;
+}
+
+bool tracingMemory() { return memoryTracing.load(std::memory_order_relaxed); }
+
+} // namespace
+
+void zrt::setMemoryTracing(bool on) {
+  MemoryTracker &t = tracker();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  memoryTracing.store(on, std::memory_order_relaxed);
+  if (!on)
+    return;
+  t.scratch = zrt_scratch_bytes_in_use();
+  t.sample();
+}
+
+void zrt::traceMicroStep(
+    const std::vector<std::pair<int64_t, int64_t>> &inputs) {
+  if (!tracingMemory())
+    return;
+  MemoryTracker &t = tracker();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.live.clear();
+  t.liveBytes = 0;
+  t.position = -1;
+  for (auto [offset, bytes] : inputs)
+    if (bytes > 0)
+      t.revive(offset, offset + bytes);
+  t.sample();
+}
+
+void zrt::recordScratch(int64_t inUse) {
+  MemoryTracker &t = tracker();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.scratch = inUse;
+  t.sample();
+}
+
+std::vector<MemorySample> zrt::takeMemorySamples() {
+  MemoryTracker &t = tracker();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  std::vector<MemorySample> out;
+  out.swap(t.samples);
+  return out;
+}
+
+int64_t zrt::droppedMemorySamples() {
+  MemoryTracker &t = tracker();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  return t.dropped;
+}
+
+extern "C" void zrt_ctx_trace_op(zrt_ctx *, int64_t position) {
+  if (!tracingMemory())
+    return;
+  MemoryTracker &t = tracker();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.position = position;
+  t.sample();
+}
+
+extern "C" void zrt_ctx_trace_live(zrt_ctx *ctx, int64_t offset,
+                                   int64_t bytes) {
+  if (!tracingMemory())
+    return;
+  if (offset < 0 || bytes < 0 || offset > ctx->manifest->arenaBytes - bytes)
+    fatal("zrt_ctx_trace_live: [%lld, %lld) is outside the step arena of "
+          "%lld bytes",
+          (long long)offset, (long long)(offset + bytes),
+          (long long)ctx->manifest->arenaBytes);
+  MemoryTracker &t = tracker();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.revive(offset, offset + bytes);
+  t.sample();
+}
+
+extern "C" void zrt_ctx_trace_dead(zrt_ctx *ctx, int64_t offset,
+                                   int64_t bytes) {
+  if (!tracingMemory())
+    return;
+  if (offset < 0 || bytes < 0 || offset > ctx->manifest->arenaBytes - bytes)
+    fatal("zrt_ctx_trace_dead: [%lld, %lld) is outside the step arena of "
+          "%lld bytes",
+          (long long)offset, (long long)(offset + bytes),
+          (long long)ctx->manifest->arenaBytes);
+  MemoryTracker &t = tracker();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.kill(offset, offset + bytes);
+  t.sample();
 }

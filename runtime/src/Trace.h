@@ -1,10 +1,14 @@
-//===- Trace.h - Kernel spans for the driver's --trace ----------*- C++ -*-===//
+//===- Trace.h - Kernel spans and memory of --trace -------------*- C++ -*-===//
 //
 // Part of the zero-mlir project.
 //
 // Generated code calls the kernels directly, so the driver cannot see them;
 // each kernel entry point opens a KernelSpan instead, which costs one
 // relaxed load unless the driver turned kernel tracing on (--trace).
+//
+// Memory over time is sampled the same way: whenever the step arena's live
+// bytes or the kernel scratch in use change, one relaxed load decides
+// whether a MemorySample is recorded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace zrt {
@@ -55,6 +60,37 @@ private:
   const char *name = nullptr;
   int64_t startNs = 0;
 };
+
+/// The memory a rank has in use at one moment of a traced run: the live
+/// bytes of the step arena (as the generated code declares them with
+/// zrt_ctx_trace_live/dead) and the kernel scratch in use, at op `position`
+/// of the step (-1: before its first op).
+struct MemorySample {
+  int64_t ns;
+  int64_t position;
+  int64_t arenaLiveBytes;
+  int64_t scratchBytes;
+};
+
+extern std::atomic<bool> memoryTracing;
+
+/// Turns memory sampling on or off (the driver, for --trace); turning it on
+/// takes a first sample.
+void setMemoryTracing(bool on);
+/// A micro step starts: nothing of the previous one is live in the step
+/// arena but the input batch, [offset, offset + bytes) for each input.
+void traceMicroStep(const std::vector<std::pair<int64_t, int64_t>> &inputs);
+void recordScratch(int64_t inUse);
+/// Records the scratch now in use (Memory.cpp, after each change).
+inline void traceScratch(int64_t inUse) {
+  if (memoryTracing.load(std::memory_order_relaxed))
+    recordScratch(inUse);
+}
+/// Takes the samples recorded so far (at most kMaxMemorySamples are kept).
+std::vector<MemorySample> takeMemorySamples();
+/// Samples dropped because the buffer was full.
+int64_t droppedMemorySamples();
+constexpr int64_t kMaxMemorySamples = int64_t(1) << 21;
 
 } // namespace zrt
 

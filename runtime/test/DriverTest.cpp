@@ -495,4 +495,39 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
             std::string::npos);
 }
 
+TEST(ManifestTest, ReadsTheMemoryTimeline) {
+  nlohmann::json j = tinyManifest(1, 4);
+  Manifest none = Manifest::parse(j.dump());
+  EXPECT_TRUE(none.plannedLiveBytes.empty());
+  EXPECT_EQ(none.backwardStart, -1);
+  j["plan"]["scratch_bytes"] = 16;
+  j["memory_timeline"] = {{"live_bytes", {48, 64, 0}},
+                          {"scratch_bytes", {0, 16, 0}},
+                          {"backward_start", 1}};
+  Manifest m = Manifest::parse(j.dump());
+  EXPECT_EQ(m.plannedLiveBytes, (std::vector<int64_t>{48, 64, 0}));
+  EXPECT_EQ(m.plannedScratchBytes, (std::vector<int64_t>{0, 16, 0}));
+  EXPECT_EQ(m.backwardStart, 1);
+
+  auto error = [](nlohmann::json j) {
+    return errorOf([&] { Manifest::parse(j.dump()); });
+  };
+  nlohmann::json bad = j;
+  bad["memory_timeline"]["scratch_bytes"] = {0, 16};
+  EXPECT_NE(error(bad).find("3 live_bytes but 2 scratch_bytes"),
+            std::string::npos);
+  bad = j;
+  bad["memory_timeline"]["live_bytes"][1] = 65; // the arena has 64 bytes
+  EXPECT_NE(error(bad).find("at op 1 exceeds"), std::string::npos);
+  bad = j;
+  bad["memory_timeline"]["scratch_bytes"][2] = -1;
+  EXPECT_NE(error(bad).find("at op 2 exceeds"), std::string::npos);
+  bad = j;
+  bad["memory_timeline"]["backward_start"] = 4;
+  EXPECT_NE(error(bad).find("backward_start 4"), std::string::npos);
+  bad = j;
+  bad["memory_timeline"].erase("live_bytes");
+  EXPECT_NE(error(bad).find("invalid program manifest"), std::string::npos);
+}
+
 } // namespace

@@ -4,7 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Memory.h"
+#include "Program.h"
 #include "TestUtil.h"
+#include "Trace.h"
 
 #include <cstring>
 
@@ -175,6 +178,64 @@ TEST_P(ScratchTest, PeakIsArenaPlusScratch) {
   EXPECT_EQ(zrt_memory_peak_bytes(),
             4096 + zrt_matmul_scratch_bytes(dtype(), 1, m, n, k, 0, 0, 1));
   zrt_arena_destroy(arena);
+}
+
+TEST(MemoryTraceTest, SamplesLiveBytesAndScratch) {
+  zrt::Manifest manifest;
+  manifest.arenaBytes = 1024;
+  zrt_ctx ctx;
+  ctx.manifest = &manifest;
+  // Off: nothing is recorded.
+  zrt::takeMemorySamples();
+  zrt_ctx_trace_op(&ctx, 0);
+  zrt_ctx_trace_live(&ctx, 0, 100);
+  EXPECT_TRUE(zrt::takeMemorySamples().empty());
+
+  zrt::setMemoryTracing(true);
+  zrt::traceMicroStep({{0, 64}, {64, 0}});
+  zrt_ctx_trace_op(&ctx, 3);
+  zrt_ctx_trace_live(&ctx, 128, 256); // [128, 384)
+  zrt_ctx_trace_live(&ctx, 128, 256); // the same bytes again: counted once
+  zrt_ctx_trace_live(&ctx, 500, 0);   // no bytes
+  {
+    zrt::Scratch scratch(40);
+    zrt_ctx_trace_dead(&ctx, 200, 100); // a slice: [128, 200) + [300, 384)
+  }
+  zrt_ctx_trace_op(&ctx, 4);
+  zrt_ctx_trace_dead(&ctx, 0, 1024); // everything
+  zrt::traceMicroStep({});
+  zrt::setMemoryTracing(false);
+  zrt_ctx_trace_live(&ctx, 0, 8);
+
+  struct Expect {
+    int64_t position, live, scratch;
+  };
+  std::vector<Expect> expect = {{-1, 0, 0},   {-1, 64, 0},  {3, 64, 0},
+                                {3, 320, 0},  {3, 320, 0},  {3, 320, 0},
+                                {3, 320, 40}, {3, 220, 40}, {3, 220, 0},
+                                {4, 220, 0},  {4, 0, 0},    {-1, 0, 0}};
+  std::vector<zrt::MemorySample> got = zrt::takeMemorySamples();
+  ASSERT_EQ(got.size(), expect.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].position, expect[i].position) << "sample " << i;
+    EXPECT_EQ(got[i].arenaLiveBytes, expect[i].live) << "sample " << i;
+    EXPECT_EQ(got[i].scratchBytes, expect[i].scratch) << "sample " << i;
+    if (i > 0)
+      EXPECT_GE(got[i].ns, got[i - 1].ns);
+  }
+  EXPECT_EQ(zrt::droppedMemorySamples(), 0);
+}
+
+TEST(MemoryTraceTest, RangesOutsideTheArenaAbort) {
+  zrt::Manifest manifest;
+  manifest.arenaBytes = 1024;
+  zrt_ctx ctx;
+  ctx.manifest = &manifest;
+  zrt::setMemoryTracing(true);
+  EXPECT_DEATH(zrt_ctx_trace_live(&ctx, 1000, 25), "outside the step arena");
+  EXPECT_DEATH(zrt_ctx_trace_dead(&ctx, -1, 2), "outside the step arena");
+  zrt::setMemoryTracing(false);
+  zrt::takeMemorySamples();
 }
 
 TEST_P(ScratchTest, ReductionsIndependentOfThreadCount) {

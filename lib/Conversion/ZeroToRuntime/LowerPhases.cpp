@@ -82,7 +82,7 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary) {
   // The loss is recorded by the micro step; the terminator's position in the
   // boundary function does not matter.
   openChunk();
-  for (Operation &op : step.getBodyBlock()) {
+  for (auto [index, op] : llvm::enumerate(step.getBodyBlock())) {
     bool opBoundary = !isa<ReturnOp>(op) && runsAtBoundary(getStepPhase(&op));
     if (opBoundary != isBoundary)
       continue;
@@ -90,10 +90,12 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary) {
       closeChunk(/*more=*/true);
       openChunk();
     }
+    traceMemory(index, /*before=*/true);
     if (failed(lowerOp(&op)) || callFailed) {
       b.setListener(nullptr);
       return failure();
     }
+    traceMemory(index, /*before=*/false);
     chunkOps.push_back(&op);
   }
   closeChunk(/*more=*/false);
@@ -123,6 +125,32 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary) {
   return success();
 }
 
+void Lowering::traceMemory(int64_t index, bool before) {
+  if (plan.ops.size() <= static_cast<size_t>(index))
+    return;
+  Operation *op = plan.ops[index];
+  ArrayRef<std::pair<int64_t, int64_t>> ranges =
+      before ? liveAt[index] : deadAt[index];
+  // Every op that runs something marks its position; views and frees only
+  // when bytes change there.
+  bool mark = before && ((!isViewOp(op) && !isa<FreeOp>(op)) ||
+                         !liveAt[index].empty() || !deadAt[index].empty());
+  if (ranges.empty() && !mark)
+    return;
+  loc = op->getLoc();
+  current = op;
+  // Straight-line calls with constant arguments: not counted toward
+  // max-function-ops, so a phase splits where it would without them.
+  OpBuilder::Listener *listener = b.getListener();
+  b.setListener(nullptr);
+  if (mark)
+    callVoid("zrt_ctx_trace_op", {ctx, i64(index)});
+  for (auto [offset, bytes] : ranges)
+    callVoid(before ? "zrt_ctx_trace_live" : "zrt_ctx_trace_dead",
+             {ctx, i64(offset), i64(bytes)});
+  b.setListener(listener);
+}
+
 LogicalResult Lowering::run() {
   TrainStepOp step = s.getStep();
   for (const ArenaBuffer &buf : plan.buffers) {
@@ -137,6 +165,22 @@ LogicalResult Lowering::run() {
     }
   }
   inputOffsets.resize(step.getBodyBlock().getNumArguments(), -1);
+
+  // Lifetimes for memory tracing. Inputs become live before the first op
+  // (the driver declares them when it loads the batch).
+  liveAt.assign(plan.ops.size(), {});
+  deadAt.assign(plan.ops.size(), {});
+  for (const ArenaBuffer &buf : plan.buffers) {
+    if (buf.bytes <= 0 || buf.pieces.empty())
+      continue;
+    // Every piece of a buffer starts with it.
+    if (int64_t start = buf.pieces.front().start; start >= 0)
+      liveAt[start].push_back({buf.offset, buf.bytes});
+    for (const ArenaPiece &piece : buf.pieces)
+      if (piece.bytes > 0)
+        deadAt[std::max<int64_t>(piece.end, 0)].push_back(
+            {piece.offset, piece.bytes});
+  }
 
   // Token slots in program order (also for the manifest).
   for (Operation &op : step.getBodyBlock())

@@ -93,6 +93,10 @@ private:
   Value ctxPtr(bool persistent, int64_t offset);
 
   LogicalResult lowerOp(Operation *op);
+  /// The memory-tracing calls around op `index` of the step: its position
+  /// and the step-arena bytes that become live before it runs (`before`) or
+  /// dead after it.
+  void traceMemory(int64_t index, bool before);
   /// Packs the source gradients of a reduction into its bucket and reduces
   /// it (zero.reduce_scatter from sources, or zero.reduce).
   template <typename OpT>
@@ -128,6 +132,9 @@ private:
   DenseMap<std::pair<Operation *, int>, int64_t> resultOffsets;
   DenseMap<Operation *, int64_t> tempOffsets;
   SmallVector<int64_t> inputOffsets;
+  /// By op index: the [offset, bytes) of the step arena that become live
+  /// when it runs and dead after it.
+  std::vector<SmallVector<std::pair<int64_t, int64_t>, 2>> liveAt, deadAt;
   DenseMap<Value, int32_t> slots;
   llvm::StringMap<LLVM::LLVMFuncOp> decls;
   unsigned numGlobals = 0;

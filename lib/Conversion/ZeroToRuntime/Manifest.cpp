@@ -4,9 +4,10 @@
 //
 // What the runtime's driver needs to know about the program besides its
 // code: the layout of the parameters and partitions, the initializers, the
-// inputs, the optimizer and loss scaler, the plan's arena sizes and a hash
-// of the schedule. The runtime reads it in runtime/src/Manifest.cpp;
-// runtime/README.md ("Training executables") lists the keys it reads.
+// inputs, the optimizer and loss scaler, the plan's arena sizes and its
+// memory over the step, and a hash of the schedule. The runtime reads it in
+// runtime/src/Manifest.cpp; runtime/README.md ("Training executables") lists
+// the keys it reads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +87,18 @@ std::string Lowering::buildManifest() {
   if (ScheduleAttr schedule = step.getScheduleAttr())
     globalBatch = schedule.getGlobalBatch();
   PartitionOp first = s.getPartitions().front().partition;
+  // The plan over the step, for plotting the runtime's measured memory
+  // (--trace) against it: live step-arena bytes and kernel scratch by op
+  // index.
+  Array liveBytes, scratchBytes;
+  for (const auto &live : plan.liveByCategory) {
+    int64_t sum = 0;
+    for (int64_t v : live)
+      sum += v;
+    liveBytes.push_back(sum);
+  }
+  for (int64_t v : plan.scratchByOp)
+    scratchBytes.push_back(v);
   Object manifest{
       {"version", ZRT_PROGRAM_VERSION},
       {"stage", s.getStage()},
@@ -112,6 +125,9 @@ std::string Lowering::buildManifest() {
       {"inputs", std::move(inputs)},
       {"params", std::move(params)},
       {"partitions", std::move(partitions)},
+      {"memory_timeline", Object{{"live_bytes", std::move(liveBytes)},
+                                 {"scratch_bytes", std::move(scratchBytes)},
+                                 {"backward_start", plan.backwardStart}}},
       {"plan", Object{{"persistent_bytes", plan.persistentBytes},
                       {"arena_bytes", plan.arenaBytes},
                       {"scratch_bytes", plan.scratchBytes},

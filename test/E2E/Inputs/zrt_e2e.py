@@ -323,13 +323,16 @@ def cmd_trace(args):
     doc = json.load(open(args.file))
     names = [e["name"] for e in doc["traceEvents"]]
     steps = [n for n in names if n.startswith("step ")]
-    if len(steps) != args.steps or any(e["ph"] != "X"
-                                       for e in doc["traceEvents"]):
+    # Spans, and the memory counter tracks (see cmd_memory_track).
+    if len(steps) != args.steps or any(
+            e["ph"] != "X" and not (e["ph"] == "C" and
+                                    e["name"] in ("memory", "op index"))
+            for e in doc["traceEvents"]):
         fail("unexpected trace events: %r" % names[:20])
     print("trace: %d step spans, %d events" % (len(steps), len(names)))
     # Kernel spans (the CPU backend's entry points) lie inside the steps and
     # never overlap a collective wait of the same rank.
-    events = doc["traceEvents"]
+    events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     step_spans = [e for e in events if e["name"].startswith("step ")]
     waits = [e for e in events if e["name"].startswith("wait ")]
@@ -350,6 +353,54 @@ def cmd_trace(args):
           "%d collective waits" % (len(kernels),
                                    len(set(k["name"] for k in kernels)),
                                    len(waits)))
+
+
+def cmd_memory_track(args):
+    """The "memory" counter track of a rank's trace against the peak line
+    the run printed: the largest allocated total (the stacked args: both
+    arenas whole plus the scratch in use) is the measured peak, which is
+    the planned peak; the live part never exceeds it."""
+    out = open(args.output).read()
+    m = re.search(r"peak memory: measured (\d+) bytes \(kernel scratch "
+                  r"(\d+)\), planned (\d+) bytes", out)
+    if not m:
+        fail("no 'peak memory:' line in %s" % args.output)
+    measured, scratch, planned = (int(g) for g in m.groups())
+    doc = json.load(open(args.file))
+    events = doc["traceEvents"]
+    memory = [e for e in events if e["ph"] == "C" and e["name"] == "memory"]
+    ops = [e for e in events if e["ph"] == "C" and e["name"] == "op index"]
+    if not memory or len(ops) != len(memory):
+        fail("%d memory samples, %d op index samples" %
+             (len(memory), len(ops)))
+    plan = doc["zeroMemoryPlan"]
+    total = max(sum(e["args"].values()) for e in memory)
+    live = max(e["args"]["persistent"] + e["args"]["step_arena_live"] +
+               e["args"]["kernel_scratch"] for e in memory)
+    top_scratch = max(e["args"]["kernel_scratch"] for e in memory)
+    arena = {e["args"]["step_arena_live"] + e["args"]["step_arena_unused"]
+             for e in memory}
+    if arena != {plan["arena_bytes"]}:
+        fail("the step arena is not the planned %d bytes: %r" %
+             (plan["arena_bytes"], sorted(arena)))
+    if total != measured or measured != planned:
+        fail("memory track max %d, measured peak %d, planned peak %d" %
+             (total, measured, planned))
+    if top_scratch != scratch:
+        fail("largest scratch in the track %d, printed %d" %
+             (top_scratch, scratch))
+    if not 0 < live <= total:
+        fail("live bytes %d outside (0, %d]" % (live, total))
+    # The op index of every sample lies in the plan (-1: before the first
+    # op).
+    n = len(plan["live_bytes"])
+    bad = [e["args"]["op"] for e in ops if not -1 <= e["args"]["op"] < n]
+    if bad:
+        fail("op indices outside the plan's %d ops: %r" % (n, bad[:5]))
+    print("rank %d: %d memory samples over %d ops; track max %d == measured "
+          "peak %d == planned peak %d; scratch max %d; live max %d" %
+          (plan["rank"], len(memory), n, total, measured, planned,
+           top_scratch, live))
 
 
 def main():
@@ -431,6 +482,10 @@ def main():
     s.add_argument("file")
     s.add_argument("--steps", type=int, required=True)
     s.set_defaults(fn=cmd_trace)
+    s = sub.add_parser("memory-track")
+    s.add_argument("file")
+    s.add_argument("--output", required=True)
+    s.set_defaults(fn=cmd_memory_track)
     args = p.parse_args()
     args.fn(args)
 

@@ -364,11 +364,12 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   // Every offset, live sum and the peak below are at most the persistent
   // bytes plus the aligned sizes of all buffers plus the kernel scratch: if
   // that fits, nothing below overflows.
-  for (Operation *op : plan.ops) {
-    if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
-      plan.scratchBytes =
-          std::max(plan.scratchBytes, kernel.getKernelScratchBytes());
-    else if (!isa<ZeroDialect>(op->getDialect()) && !isViewOp(op))
+  plan.scratchByOp.assign(numOps, 0);
+  for (auto [i, op] : llvm::enumerate(plan.ops)) {
+    if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op)) {
+      plan.scratchByOp[i] = kernel.getKernelScratchBytes();
+      plan.scratchBytes = std::max(plan.scratchBytes, plan.scratchByOp[i]);
+    } else if (!isa<ZeroDialect>(op->getDialect()) && !isViewOp(op))
       return op->emitOpError(
           "has no runtime kernel model (RuntimeKernelOpInterface), so its "
           "kernel scratch cannot be planned");

@@ -81,6 +81,8 @@ struct MemoryPlan {
   std::vector<Operation *> ops;
   /// Live step-arena bytes by category after each op (index = op index).
   std::vector<std::array<int64_t, kNumMemoryCategories>> liveByCategory;
+  /// The heap scratch of each op's runtime kernel (index = op index).
+  std::vector<int64_t> scratchByOp;
   /// Maximum over time of the live bytes of each category.
   std::array<int64_t, kNumMemoryCategories> peakByCategory{};
   /// Exact (unaligned) persistent bytes by category.
