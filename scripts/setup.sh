@@ -7,7 +7,7 @@ BUILD="${ZERO_BUILD_DIR:-$ROOT/build}"
 
 PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 clang-22
-  cmake ninja-build g++ python3 python3-numpy
+  cmake ninja-build g++ python3 python3-numpy python3-torch
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev
   libbenchmark-dev libgtest-dev
 )

@@ -262,8 +262,12 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
       return;
     }
     std::vector<Tensor> tensors;
-    if (!opts.initFrom.empty())
-      tensors = parseSafetensors(readFile(opts.initFrom), opts.initFrom);
+    if (!opts.initFrom.empty()) {
+      std::vector<WantedTensor> wanted;
+      for (const ParamInfo &p : m.params)
+        wanted.push_back({p.name, p.shape});
+      tensors = readWeights(readFile(opts.initFrom), wanted, opts.initFrom);
+    }
     initializeParameters(ctx, opts.seed,
                          opts.initFrom.empty() ? nullptr : &tensors);
   });
@@ -353,9 +357,12 @@ bool Driver::save(const Progress &at) {
 
 bool Driver::exportWeights() {
   std::vector<Tensor> tensors = gatherParameters(ctx);
+  // "format": "pt" as torch's safetensors writer marks its files.
+  std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"step", std::to_string(progress.step)}};
   if (!everywhere([&] {
         if (ctx.rank == 0)
-          writeFileAtomic(opts.exportPath, writeSafetensors(tensors));
+          writeFileAtomic(opts.exportPath, writeSafetensors(tensors, metadata));
       }))
     return false;
   info("exported %zu tensors to %s\n", tensors.size(), opts.exportPath.c_str());

@@ -5,16 +5,21 @@
 //===----------------------------------------------------------------------===//
 
 #include "Files.h"
+#include "Half.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <sys/stat.h>
@@ -327,8 +332,12 @@ std::string zrt::writeNpy(const NpyArray &array) {
 // safetensors
 //===----------------------------------------------------------------------===//
 
-std::string zrt::writeSafetensors(const std::vector<Tensor> &tensors) {
+std::string
+zrt::writeSafetensors(const std::vector<Tensor> &tensors,
+                      const std::map<std::string, std::string> &metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty())
+    header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const Tensor &t : tensors) {
     uint64_t bytes = t.data.size() * sizeof(float);
@@ -351,8 +360,9 @@ std::string zrt::writeSafetensors(const std::vector<Tensor> &tensors) {
   return out;
 }
 
-std::vector<Tensor> zrt::parseSafetensors(const std::string &bytes,
-                                          const std::string &name) {
+std::vector<Tensor>
+zrt::parseSafetensors(const std::string &bytes, const std::string &name,
+                      const std::function<bool(const std::string &)> &skip) {
   if (bytes.size() < 8)
     fail(name + ": not a safetensors file (shorter than 8 bytes)");
   uint64_t len = 0;
@@ -373,13 +383,19 @@ std::vector<Tensor> zrt::parseSafetensors(const std::string &bytes,
   const char *data = bytes.data() + 8 + len;
   std::vector<Tensor> tensors;
   for (auto &[key, entry] : header.items()) {
-    if (key == "__metadata__")
+    if (key == "__metadata__" || (skip && skip(key)))
       continue;
     std::string where = name + ": tensor '" + key + "'";
     try {
       std::string dtype = entry.at("dtype").get<std::string>();
-      if (dtype != "F32")
-        fail(where + " has dtype " + dtype + "; only F32 is supported");
+      size_t itemSize = 0;
+      if (dtype == "F32")
+        itemSize = 4;
+      else if (dtype == "BF16" || dtype == "F16")
+        itemSize = 2;
+      else
+        fail(where + " has dtype " + dtype +
+             "; only F32, BF16 and F16 are supported");
       Tensor t;
       t.name = key;
       t.shape = entry.at("shape").get<std::vector<int64_t>>();
@@ -393,18 +409,175 @@ std::vector<Tensor> zrt::parseSafetensors(const std::string &bytes,
       if (offsets.size() != 2 || offsets[0] > offsets[1] ||
           offsets[1] > dataSize)
         fail(where + " has data_offsets outside the data section");
-      if (offsets[1] - offsets[0] != uint64_t(numel) * sizeof(float))
+      if (offsets[1] - offsets[0] != uint64_t(numel) * itemSize)
         fail(where + ": data_offsets span " +
              std::to_string(offsets[1] - offsets[0]) +
-             " bytes, the shape needs " + std::to_string(numel * 4));
+             " bytes, the shape needs " +
+             std::to_string(uint64_t(numel) * itemSize));
       t.data.resize(size_t(numel));
-      std::memcpy(t.data.data(), data + offsets[0], size_t(numel) * 4);
+      const char *src = data + offsets[0];
+      if (itemSize == 4) {
+        std::memcpy(t.data.data(), src, size_t(numel) * 4);
+      } else {
+        // Both widen to fp32 exactly.
+        bool bf16 = dtype == "BF16";
+        for (size_t e = 0; e < size_t(numel); ++e) {
+          uint16_t h;
+          std::memcpy(&h, src + 2 * e, 2);
+          t.data[e] = bf16 ? bf16ToFloat(h) : f16ToFloatSoft(h);
+        }
+      }
       tensors.push_back(std::move(t));
     } catch (const nlohmann::json::exception &e) {
       fail(where + " is malformed: " + e.what());
     }
   }
   return tensors;
+}
+
+size_t zrt::editDistance(const std::string &a, const std::string &b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1,
+                                     std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j)
+    d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+namespace {
+
+constexpr char kTransformerPrefix[] = "transformer.";
+
+/// `name` without Hugging Face's `transformer.` prefix, or empty.
+std::string baseModelName(const std::string &name) {
+  size_t n = sizeof(kTransformerPrefix) - 1;
+  return name.compare(0, n, kTransformerPrefix) == 0 ? name.substr(n) : "";
+}
+
+/// Whether `name` is a GPT-2 attention-mask buffer: [transformer.]h.N.attn.
+/// bias or masked_bias (constants, not parameters).
+bool isAttentionBuffer(const std::string &name) {
+  std::string base = baseModelName(name);
+  const std::string &s = base.empty() ? name : base;
+  if (s.compare(0, 2, "h.") != 0)
+    return false;
+  size_t i = 2;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])))
+    ++i;
+  if (i == 2)
+    return false;
+  std::string rest = s.substr(i);
+  return rest == ".attn.bias" || rest == ".attn.masked_bias";
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+} // namespace
+
+std::vector<Tensor> zrt::matchWeights(std::vector<Tensor> tensors,
+                                      const std::vector<WantedTensor> &wanted,
+                                      const std::string &file) {
+  std::map<std::string, size_t> byName;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!byName.emplace(tensors[i].name, i).second)
+      fail(file + ": tensor '" + tensors[i].name + "' appears twice");
+  std::vector<size_t> pick(wanted.size(), SIZE_MAX);
+  std::vector<bool> used(tensors.size(), false);
+  for (size_t w = 0; w < wanted.size(); ++w) {
+    auto it = byName.find(wanted[w].name);
+    if (it == byName.end()) {
+      std::string base = baseModelName(wanted[w].name);
+      if (!base.empty())
+        it = byName.find(base);
+    }
+    if (it != byName.end() && !used[it->second]) {
+      pick[w] = it->second;
+      used[it->second] = true;
+    }
+  }
+  for (size_t w = 0; w < wanted.size(); ++w) {
+    if (pick[w] != SIZE_MAX)
+      continue;
+    // The closest name nothing else took is most likely the one meant.
+    const std::string &name = wanted[w].name;
+    std::string base = baseModelName(name);
+    const std::string *closest = nullptr;
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (used[i] || isAttentionBuffer(tensors[i].name))
+        continue;
+      size_t d = editDistance(name, tensors[i].name);
+      if (!base.empty())
+        d = std::min(d, editDistance(base, tensors[i].name));
+      if (d < best) {
+        best = d;
+        closest = &tensors[i].name;
+      }
+    }
+    fail(file + ": the weights have no tensor '" + name + "'" +
+         (closest ? "; closest: '" + *closest + "'" : std::string()));
+  }
+  for (size_t w = 0; w < wanted.size(); ++w) {
+    const Tensor &t = tensors[pick[w]];
+    if (t.shape != wanted[w].shape)
+      fail(file + ": tensor '" + t.name + "' has shape " + shapeText(t.shape) +
+           ", the program's parameter '" + wanted[w].name + "' has shape " +
+           shapeText(wanted[w].shape));
+  }
+  // A tied head saved next to the embedding it shares.
+  const Tensor *wte = nullptr;
+  bool wantsHead = false;
+  for (size_t w = 0; w < wanted.size(); ++w) {
+    wantsHead |= wanted[w].name == "lm_head.weight";
+    if (wanted[w].name == "transformer.wte.weight")
+      wte = &tensors[pick[w]];
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor &t = tensors[i];
+    if (used[i] || isAttentionBuffer(t.name))
+      continue;
+    if (t.name == "lm_head.weight" && !wantsHead && wte &&
+        t.shape == wte->shape &&
+        std::memcmp(t.data.data(), wte->data.data(),
+                    t.data.size() * sizeof(float)) == 0)
+      continue;
+    fail(file + ": the weights have tensor '" + t.name +
+         "', which is no parameter of the program");
+  }
+  std::vector<Tensor> out;
+  out.reserve(wanted.size());
+  for (size_t w = 0; w < wanted.size(); ++w) {
+    out.push_back(std::move(tensors[pick[w]]));
+    out.back().name = wanted[w].name;
+  }
+  return out;
+}
+
+std::vector<Tensor> zrt::readWeights(const std::string &bytes,
+                                     const std::vector<WantedTensor> &wanted,
+                                     const std::string &file) {
+  std::set<std::string> names;
+  for (const WantedTensor &w : wanted)
+    names.insert(w.name);
+  auto skip = [&](const std::string &name) {
+    return isAttentionBuffer(name) && !names.count(name) &&
+           !names.count(kTransformerPrefix + name);
+  };
+  return matchWeights(parseSafetensors(bytes, file, skip), wanted, file);
 }
 
 //===----------------------------------------------------------------------===//

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -74,13 +75,46 @@ struct Tensor {
 };
 
 /// The bytes of a safetensors file holding `tensors` as F32 in this order:
-/// an 8-byte little-endian header length, the JSON header padded with
-/// spaces to a multiple of 8, then the data.
-std::string writeSafetensors(const std::vector<Tensor> &tensors);
-/// Parses a safetensors file in header order; only F32 tensors are
-/// accepted.
-std::vector<Tensor> parseSafetensors(const std::string &bytes,
-                                     const std::string &name);
+/// an 8-byte little-endian header length, the JSON header (`metadata`, when
+/// given, first as "__metadata__") padded with spaces to a multiple of 8,
+/// then the data.
+std::string
+writeSafetensors(const std::vector<Tensor> &tensors,
+                 const std::map<std::string, std::string> &metadata = {});
+/// Parses a safetensors file in header order; F32, BF16 and F16 tensors are
+/// accepted, the 16-bit ones widened to fp32 (exactly). Tensors for which
+/// `skip` returns true are left out unread, whatever their dtype.
+std::vector<Tensor>
+parseSafetensors(const std::string &bytes, const std::string &name,
+                 const std::function<bool(const std::string &)> &skip = {});
+
+/// A tensor a weights file must supply.
+struct WantedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+/// One tensor of `tensors` (read from `file`) per entry of `wanted`, in that
+/// order and named as there. Besides exact names it takes Hugging Face's
+/// spellings of GPT-2: a wanted `transformer.X` is also found as `X` (the
+/// base model's state dict, as the hub's gpt2 files hold it), the attention
+/// masks older files store as `h.N.attn.bias` and `h.N.attn.masked_bias` are
+/// buffers and skipped, and so is an `lm_head.weight` equal to the tied
+/// `transformer.wte.weight` when no such parameter is wanted. Throws, naming
+/// `file`, for a missing tensor (with the closest unused name), a shape that
+/// differs, or a tensor nothing wants.
+std::vector<Tensor> matchWeights(std::vector<Tensor> tensors,
+                                 const std::vector<WantedTensor> &wanted,
+                                 const std::string &file);
+/// matchWeights of the safetensors file `bytes`, whose attention-mask
+/// buffers are skipped unread (older files store them as bool or uint8).
+std::vector<Tensor> readWeights(const std::string &bytes,
+                                const std::vector<WantedTensor> &wanted,
+                                const std::string &file);
+
+/// The optimal string alignment distance: insertions, deletions,
+/// substitutions and swaps of adjacent characters each count one.
+size_t editDistance(const std::string &a, const std::string &b);
 
 //===----------------------------------------------------------------------===//
 // Checkpoint rank files

@@ -174,6 +174,116 @@ TEST(SafetensorsTest, RoundTripAndLayout) {
   }
 }
 
+TEST(SafetensorsTest, MetadataFirst) {
+  std::string bytes =
+      writeSafetensors({{"w", {1}, {1}}}, {{"format", "pt"}, {"step", "7"}});
+  uint64_t len = 0;
+  std::memcpy(&len, bytes.data(), 8);
+  EXPECT_EQ(len % 8, 0u);
+  auto header = nlohmann::ordered_json::parse(bytes.substr(8, len));
+  EXPECT_EQ(header.begin().key(), "__metadata__");
+  EXPECT_EQ(header["__metadata__"].dump(), R"({"format":"pt","step":"7"})");
+  ASSERT_EQ(parseSafetensors(bytes, "m").size(), 1u);
+}
+
+TEST(SafetensorsTest, WidensHalfPrecision) {
+  // bf16 1.0, -2.5, 2^-133 (subnormal), inf; f16 1.0, -2.5, 2^-24
+  // (smallest subnormal), 65504 (largest finite).
+  const uint16_t bf16[] = {0x3f80, 0xc020, 0x0001, 0x7f80};
+  const uint16_t f16[] = {0x3c00, 0xc100, 0x0001, 0x7bff};
+  std::string header =
+      R"({"__metadata__":{"format":"pt"},)"
+      R"("a":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]},)"
+      R"("b":{"dtype":"F16","shape":[4],"data_offsets":[8,16]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string s(8, '\0');
+  uint64_t len = header.size();
+  std::memcpy(&s[0], &len, 8);
+  s += header;
+  s.append(reinterpret_cast<const char *>(bf16), 8);
+  s.append(reinterpret_cast<const char *>(f16), 8);
+  std::vector<Tensor> t = parseSafetensors(s, "half");
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(t[0].data[0], 1.0f);
+  EXPECT_EQ(t[0].data[1], -2.5f);
+  EXPECT_EQ(t[0].data[2], std::ldexp(1.0f, -133));
+  EXPECT_TRUE(std::isinf(t[0].data[3]));
+  EXPECT_EQ(t[1].data,
+            (std::vector<float>{1.0f, -2.5f, std::ldexp(1.0f, -24), 65504.0f}));
+}
+
+TEST(SafetensorsTest, MatchesHuggingFaceNames) {
+  std::vector<WantedTensor> wanted = {
+      {"transformer.wte.weight", {2, 1}},
+      {"transformer.h.0.attn.c_attn.weight", {1, 3}},
+      {"transformer.ln_f.bias", {1}}};
+  // Base-model names, a mask buffer, a tied head and a different order.
+  std::vector<Tensor> base = {{"h.0.attn.bias", {1, 1, 2, 2}, {1, 0, 1, 1}},
+                              {"ln_f.bias", {1}, {5}},
+                              {"h.0.attn.c_attn.weight", {1, 3}, {2, 3, 4}},
+                              {"h.0.attn.masked_bias", {}, {-1e4f}},
+                              {"wte.weight", {2, 1}, {6, 7}},
+                              {"lm_head.weight", {2, 1}, {6, 7}}};
+  std::vector<Tensor> got = matchWeights(base, wanted, "base.safetensors");
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(got[i].name, wanted[i].name);
+  EXPECT_EQ(got[0].data, (std::vector<float>{6, 7}));
+  EXPECT_EQ(got[1].data, (std::vector<float>{2, 3, 4}));
+
+  // A head that is not the embedding is a parameter the program lacks.
+  base.back().data = {6, 8};
+  EXPECT_EQ(errorOf([&] { matchWeights(base, wanted, "f"); }),
+            "f: the weights have tensor 'lm_head.weight', which is no "
+            "parameter of the program");
+
+  // The closest unused name, not the equally close one already taken (wpe).
+  std::vector<Tensor> typo = {
+      {"transformer.wte.weigth", {2, 1}, {0, 0}},
+      {"transformer.wpe.weight", {2, 1}, {0, 0}},
+      {"transformer.h.0.attn.c_attn.weight", {1, 3}, {0, 0, 0}},
+      {"transformer.ln_f.bias", {1}, {0}}};
+  std::vector<WantedTensor> withWpe = wanted;
+  withWpe.insert(withWpe.begin() + 1, {"transformer.wpe.weight", {2, 1}});
+  EXPECT_EQ(errorOf([&] { matchWeights(typo, withWpe, "t.safetensors"); }),
+            "t.safetensors: the weights have no tensor "
+            "'transformer.wte.weight'; closest: 'transformer.wte.weigth'");
+  typo[0].name = "transformer.wte.weight";
+  typo[2].shape = {3, 1};
+  EXPECT_EQ(errorOf([&] { matchWeights(typo, withWpe, "t.safetensors"); }),
+            "t.safetensors: tensor 'transformer.h.0.attn.c_attn.weight' has "
+            "shape [3, 1], the program's parameter "
+            "'transformer.h.0.attn.c_attn.weight' has shape [1, 3]");
+}
+
+TEST(SafetensorsTest, SkipsMaskBuffersUnread) {
+  // A bool mask beside an F32 weight, base-model names.
+  std::string header =
+      R"({"h.0.attn.bias":{"dtype":"BOOL","shape":[1,1,2,2],"data_offsets":[0,4]},)"
+      R"("h.0.ln_1.bias":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+  std::string s(8, '\0');
+  uint64_t len = header.size();
+  std::memcpy(&s[0], &len, 8);
+  float v = 0.5f;
+  s += header + std::string("\1\0\1\1", 4);
+  s.append(reinterpret_cast<const char *>(&v), 4);
+  std::vector<Tensor> t =
+      readWeights(s, {{"transformer.h.0.ln_1.bias", {1}}}, "mask");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].data, std::vector<float>{0.5f});
+  // Without the skip the dtype is refused.
+  EXPECT_NE(errorOf([&] { parseSafetensors(s, "mask"); }).find("dtype BOOL"),
+            std::string::npos);
+}
+
+TEST(SafetensorsTest, EditDistance) {
+  EXPECT_EQ(editDistance("", "abc"), 3u);
+  EXPECT_EQ(editDistance("weight", "weigth"), 1u); // adjacent swap
+  EXPECT_EQ(editDistance("wte", "wpe"), 1u);
+  EXPECT_EQ(editDistance("kitten", "sitting"), 3u);
+}
+
 TEST(SafetensorsTest, RejectsBadFiles) {
   auto file = [](const std::string &header, size_t dataBytes) {
     std::string s(8, '\0');
@@ -185,13 +295,22 @@ TEST(SafetensorsTest, RejectsBadFiles) {
       R"({"__metadata__":{"format":"pt"},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
       4);
   EXPECT_EQ(parseSafetensors(withMeta, "ok").size(), 1u);
+  EXPECT_EQ(
+      errorOf([&] {
+        parseSafetensors(
+            file(R"({"x":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})",
+                 16),
+            "h.safetensors");
+      }),
+      "h.safetensors: tensor 'x' has dtype I64; only F32, BF16 and F16 are "
+      "supported");
   EXPECT_NE(
       errorOf([&] {
         parseSafetensors(
-            file(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})",
+            file(R"({"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})",
                  4),
-            "h");
-      }).find("only F32"),
+            "b");
+      }).find("the shape needs 6"),
       std::string::npos);
   EXPECT_NE(
       errorOf([&] {

@@ -21,27 +21,27 @@
 // RUN: zero-model-gen gpt2 --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --batch 2 | zero-opt --zero-autodiff | FileCheck %s --check-prefix=GPT
 // GPT-LABEL: zero.train_step @train
 // GPT-NOT: zero.grad
-// GPT: zero.grad @ln_f.weight
-// GPT-NEXT: zero.grad @ln_f.bias
-// GPT: zero.grad @h.1.mlp.c_proj.bias
-// GPT: zero.grad @h.1.mlp.c_proj.weight
-// GPT: zero.grad @h.1.mlp.c_fc.bias
-// GPT: zero.grad @h.1.mlp.c_fc.weight
-// GPT: zero.grad @h.1.ln_2.weight
-// GPT: zero.grad @h.1.ln_2.bias
-// GPT: zero.grad @h.1.attn.c_proj.bias
-// GPT: zero.grad @h.1.attn.c_proj.weight
+// GPT: zero.grad @transformer.ln_f.weight
+// GPT-NEXT: zero.grad @transformer.ln_f.bias
+// GPT: zero.grad @transformer.h.1.mlp.c_proj.bias
+// GPT: zero.grad @transformer.h.1.mlp.c_proj.weight
+// GPT: zero.grad @transformer.h.1.mlp.c_fc.bias
+// GPT: zero.grad @transformer.h.1.mlp.c_fc.weight
+// GPT: zero.grad @transformer.h.1.ln_2.weight
+// GPT: zero.grad @transformer.h.1.ln_2.bias
+// GPT: zero.grad @transformer.h.1.attn.c_proj.bias
+// GPT: zero.grad @transformer.h.1.attn.c_proj.weight
 // GPT: nn.attention_grad
-// GPT: zero.grad @h.1.attn.c_attn.bias
-// GPT: zero.grad @h.1.attn.c_attn.weight
-// GPT: zero.grad @h.1.ln_1.weight
-// GPT: zero.grad @h.1.ln_1.bias
-// GPT: zero.grad @h.0.mlp.c_proj.bias
-// GPT: zero.grad @h.0.ln_1.bias
-// GPT: zero.grad @wpe
+// GPT: zero.grad @transformer.h.1.attn.c_attn.bias
+// GPT: zero.grad @transformer.h.1.attn.c_attn.weight
+// GPT: zero.grad @transformer.h.1.ln_1.weight
+// GPT: zero.grad @transformer.h.1.ln_1.bias
+// GPT: zero.grad @transformer.h.0.mlp.c_proj.bias
+// GPT: zero.grad @transformer.h.0.ln_1.bias
+// GPT: zero.grad @transformer.wpe.weight
 // GPT-NEXT: %[[EMB:.*]] = nn.embedding_grad
 // GPT-NEXT: %[[SUM:.*]] = nn.add %{{.*}}, %[[EMB]] : tensor<64x32xf32>, tensor<64x32xf32>
-// GPT-NEXT: zero.grad @wte, %[[SUM]]
+// GPT-NEXT: zero.grad @transformer.wte.weight, %[[SUM]]
 // GPT-NEXT: zero.return
 
 // Exactly one zero.grad per parameter: 2 + 12 per layer + 2.

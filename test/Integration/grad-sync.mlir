@@ -104,20 +104,20 @@
 // Stage 3: buckets never span groups. A layer norm completes its weight
 // gradient before its bias, so ln_2.weight is not adjacent to the bucket
 // below c_fc.weight: that bucket is flushed and a new one starts.
-// S3: zero.grad @ln_f.bias
-// S3-NEXT: zero.reduce_scatter group @ln_f [0, 128) from
-// S3: zero.grad @h.1.mlp.c_fc.weight
-// S3-NEXT: zero.reduce_scatter group @h.1 [16896, 49984) from
-// S3: zero.grad @h.1.attn.c_attn.weight
-// S3-NEXT: zero.reduce_scatter group @h.1 [128, 16896) from
-// S3: zero.grad @h.1.ln_1.bias
-// S3-NEXT: zero.reduce_scatter group @h.1 [0, 128) from
-// S3: zero.grad @h.0.ln_1.bias
-// S3-NEXT: zero.reduce_scatter group @h.0 [0, 128) from
-// S3: zero.grad @wpe
-// S3-NEXT: zero.reduce_scatter group @wpe_1 [0, 2048) from
-// S3: zero.grad @wte
-// S3-NEXT: zero.reduce_scatter group @wte_1 [0, 16384) from
+// S3: zero.grad @transformer.ln_f.bias
+// S3-NEXT: zero.reduce_scatter group @transformer.ln_f [0, 128) from
+// S3: zero.grad @transformer.h.1.mlp.c_fc.weight
+// S3-NEXT: zero.reduce_scatter group @transformer.h.1 [16896, 49984) from
+// S3: zero.grad @transformer.h.1.attn.c_attn.weight
+// S3-NEXT: zero.reduce_scatter group @transformer.h.1 [128, 16896) from
+// S3: zero.grad @transformer.h.1.ln_1.bias
+// S3-NEXT: zero.reduce_scatter group @transformer.h.1 [0, 128) from
+// S3: zero.grad @transformer.h.0.ln_1.bias
+// S3-NEXT: zero.reduce_scatter group @transformer.h.0 [0, 128) from
+// S3: zero.grad @transformer.wpe.weight
+// S3-NEXT: zero.reduce_scatter group @transformer.wpe [0, 2048) from
+// S3: zero.grad @transformer.wte.weight
+// S3-NEXT: zero.reduce_scatter group @transformer.wte [0, 16384) from
 
 // ZERO: zero-grad-sync: reduce-bucket-size must be positive, got 0
 // UNPART: error: train step @train: zero-grad-sync needs a partitioned train step (run zero-partition first)

@@ -33,16 +33,17 @@
 // MLP3-NEXT: zero.partition @fc3 stage 3 world_size 4 alignment 2 numel 2570 padded 2576 params [@fc3.weight, @fc3.bias] offsets [0, 2560]
 // MLP3-NEXT: zero.train_step
 
-// `h.3.attn.c_attn.weight` -> `h.3`, `ln_f.weight` -> `ln_f`; a single
-// component (`wte`) is its own key, renamed because @wte is the parameter.
-// GPT3: zero.partition @wte_1 stage 3 world_size 4 alignment 2 numel 32768 padded 32768 params [@wte] offsets [0]
-// GPT3-NEXT: zero.partition @wpe_1 stage 3 {{.*}} params [@wpe] offsets [0]
-// GPT3-NEXT: zero.partition @h.0 stage 3 world_size 4 alignment 2 numel 198272 padded 198272 params [@h.0.ln_1.weight, @h.0.ln_1.bias, @h.0.attn.c_attn.weight, @h.0.attn.c_attn.bias, @h.0.attn.c_proj.weight, @h.0.attn.c_proj.bias, @h.0.ln_2.weight, @h.0.ln_2.bias, @h.0.mlp.c_fc.weight, @h.0.mlp.c_fc.bias, @h.0.mlp.c_proj.weight, @h.0.mlp.c_proj.bias] offsets [0, 128, 256, 49408, 49792, 66176, 66304, 66432, 66560, 132096, 132608, 198144]
-// GPT3-NEXT: zero.partition @h.1 stage 3
-// GPT3-NEXT: zero.partition @h.2 stage 3
-// GPT3-NEXT: zero.partition @h.3 stage 3
-// GPT3-NEXT: zero.partition @h.4 stage 3
-// GPT3-NEXT: zero.partition @ln_f stage 3 world_size 4 alignment 2 numel 256 padded 256 params [@ln_f.weight, @ln_f.bias] offsets [0, 128]
+// Layer keys of Hugging Face's names: `transformer.h.3.attn.c_attn.weight`
+// -> `transformer.h.3`, `transformer.ln_f.weight` -> `transformer.ln_f`,
+// `transformer.wte.weight` -> `transformer.wte`.
+// GPT3: zero.partition @transformer.wte stage 3 world_size 4 alignment 2 numel 32768 padded 32768 params [@transformer.wte.weight] offsets [0]
+// GPT3-NEXT: zero.partition @transformer.wpe stage 3 {{.*}} params [@transformer.wpe.weight] offsets [0]
+// GPT3-NEXT: zero.partition @transformer.h.0 stage 3 world_size 4 alignment 2 numel 198272 padded 198272 params [@transformer.h.0.ln_1.weight, @transformer.h.0.ln_1.bias, @transformer.h.0.attn.c_attn.weight, @transformer.h.0.attn.c_attn.bias, @transformer.h.0.attn.c_proj.weight, @transformer.h.0.attn.c_proj.bias, @transformer.h.0.ln_2.weight, @transformer.h.0.ln_2.bias, @transformer.h.0.mlp.c_fc.weight, @transformer.h.0.mlp.c_fc.bias, @transformer.h.0.mlp.c_proj.weight, @transformer.h.0.mlp.c_proj.bias] offsets [0, 128, 256, 49408, 49792, 66176, 66304, 66432, 66560, 132096, 132608, 198144]
+// GPT3-NEXT: zero.partition @transformer.h.1 stage 3
+// GPT3-NEXT: zero.partition @transformer.h.2 stage 3
+// GPT3-NEXT: zero.partition @transformer.h.3 stage 3
+// GPT3-NEXT: zero.partition @transformer.h.4 stage 3
+// GPT3-NEXT: zero.partition @transformer.ln_f stage 3 world_size 4 alignment 2 numel 256 padded 256 params [@transformer.ln_f.weight, @transformer.ln_f.bias] offsets [0, 128]
 // GPT3-NEXT: zero.train_step @train(%{{.*}}: tensor<2x64xi32>, %{{.*}}: tensor<2x64xi32>)
 // Reshapes that flatten the batch into rows divide their leading dimension.
 // GPT3: nn.reshape %{{.*}} : tensor<2x64x128xf32> -> tensor<2x64x4x32xf32>

@@ -29,9 +29,9 @@
 // Stage 1: every reduce-scatter after the last zero.grad, the gathers after
 // zero.adam.
 // S1-NOT: zero.reduce_scatter
-// S1: zero.grad @h.4.ln_1.bias
+// S1: zero.grad @transformer.h.4.ln_1.bias
 // S1-NOT: zero.reduce_scatter
-// S1: zero.grad @wte
+// S1: zero.grad @transformer.wte.weight
 // S1-NOT: zero.grad
 // S1: zero.reduce_scatter group @flat in grads [0, 400000)
 // S1-NEXT: zero.reduce_scatter group @flat in grads [400000, 800000)
@@ -67,29 +67,29 @@
 // forward uses, frees after the last uses, the first layers gathered again
 // in the backward (the last ones are reused within max-reuse-distance), and
 // nothing gathered after the step.
-// S3: %[[H0:.*]], %[[T0:.*]] = zero.prefetch group @h.0
+// S3: %[[H0:.*]], %[[T0:.*]] = zero.prefetch group @transformer.h.0
 // S3: zero.wait %[[T0]]
-// S3-NEXT: zero.get_param @h.0.ln_1.weight from %[[H0]]
-// S3: zero.get_param @h.0.mlp.c_proj.bias from %[[H0]]
+// S3-NEXT: zero.get_param @transformer.h.0.ln_1.weight from %[[H0]]
+// S3: zero.get_param @transformer.h.0.mlp.c_proj.bias from %[[H0]]
 // S3-NEXT: nn.add
 // S3-NEXT: zero.free %[[H0]]
-// S3: %[[H4:.*]], %{{.*}} = zero.prefetch group @h.4
+// S3: %[[H4:.*]], %{{.*}} = zero.prefetch group @transformer.h.4
 // S3-NOT: zero.free %[[H4]]
 // S3: nn.fill 1.000000e+00 {zero.loss_seed}
 // S3-NOT: zero.free %[[H4]]
-// S3: zero.grad @h.4.mlp.c_proj.bias
+// S3: zero.grad @transformer.h.4.mlp.c_proj.bias
 // S3: zero.free %[[H4]]
-// S3: %[[H1B:.*]], %[[T1B:.*]] = zero.prefetch group @h.1
-// S3: zero.grad @h.1.mlp.c_proj.bias
+// S3: %[[H1B:.*]], %[[T1B:.*]] = zero.prefetch group @transformer.h.1
+// S3: zero.grad @transformer.h.1.mlp.c_proj.bias
 // S3-NEXT: zero.wait %[[T1B]]
 // S3: zero.free %[[H1B]]
-// S3: zero.grad @h.1.ln_1.bias
-// S3: %[[H0B:.*]] = zero.get_param @h.0.mlp.c_proj.weight from
+// S3: zero.grad @transformer.h.1.ln_1.bias
+// S3: %[[H0B:.*]] = zero.get_param @transformer.h.0.mlp.c_proj.weight from
 // S3: zero.free
-// S3: zero.grad @h.0.ln_1.bias
+// S3: zero.grad @transformer.h.0.ln_1.bias
 // S3-NOT: zero.prefetch
 // S3-NOT: zero.all_gather
-// S3: zero.adam group @h.0
+// S3: zero.adam group @transformer.h.0
 // S3-NOT: zero.prefetch
 // S3-NOT: zero.all_gather
 // S3: zero.return

@@ -215,10 +215,12 @@ bool genGPT2(raw_ostream &os) {
   std::string f = "f32";
   Emitter e(os);
   double projStd = 0.02 / std::sqrt(2.0 * static_cast<double>(L));
-  e.param("wte", {V, C}, "normal", 0.02);
-  e.param("wpe", {T, C}, "normal", 0.01);
+  // Hugging Face GPT2LMHeadModel's state-dict names; the Conv1D weights are
+  // [in, out] as there, so exported files load into it unchanged.
+  e.param("transformer.wte.weight", {V, C}, "normal", 0.02);
+  e.param("transformer.wpe.weight", {T, C}, "normal", 0.01);
   for (int64_t l = 0; l < L; ++l) {
-    std::string p = "h." + std::to_string(l) + ".";
+    std::string p = "transformer.h." + std::to_string(l) + ".";
     e.param(p + "ln_1.weight", {C}, "ones");
     e.param(p + "ln_1.bias", {C}, "zeros");
     e.param(p + "attn.c_attn.weight", {C, 3 * C}, "normal", 0.02);
@@ -232,8 +234,8 @@ bool genGPT2(raw_ostream &os) {
     e.param(p + "mlp.c_proj.weight", {4 * C, C}, "normal", projStd);
     e.param(p + "mlp.c_proj.bias", {C}, "zeros");
   }
-  e.param("ln_f.weight", {C}, "ones");
-  e.param("ln_f.bias", {C}, "zeros");
+  e.param("transformer.ln_f.weight", {C}, "ones");
+  e.param("transformer.ln_f.bias", {C}, "zeros");
   if (untied)
     e.param("lm_head.weight", {V, C}, "normal", 0.02);
 
@@ -263,17 +265,17 @@ bool genGPT2(raw_ostream &os) {
     return z;
   };
 
-  std::string wte = e.getParam("wte");
+  std::string wte = e.getParam("transformer.wte.weight");
   std::string tok = e.fresh("tok");
   b << "    " << tok << " = nn.embedding " << wte << "[%tokens] : "
     << tensor({V, C}, f) << ", " << tensor({B, T}, lt) << " -> " << xt << "\n";
-  std::string wpe = e.getParam("wpe");
+  std::string wpe = e.getParam("transformer.wpe.weight");
   std::string x = e.fresh("x");
   b << "    " << x << " = nn.add " << tok << ", " << wpe << " : " << xt << ", "
     << tensor({T, C}, f) << "\n";
   std::string headT = tensor({B, T, H, D}, f), bhtd = tensor({B, H, T, D}, f);
   for (int64_t l = 0; l < L; ++l) {
-    std::string p = "h." + std::to_string(l) + ".";
+    std::string p = "transformer.h." + std::to_string(l) + ".";
     std::string h = layerNorm(x, p + "ln_1");
     std::string qkv = linear(h, p + "attn.c_attn", C, 3 * C);
     std::string q = e.fresh("q"), k = e.fresh("k"), v = e.fresh("v");
@@ -314,8 +316,9 @@ bool genGPT2(raw_ostream &os) {
       << xt << "\n";
     x = r2;
   }
-  std::string xf = layerNorm(x, "ln_f");
-  std::string head = e.getParam(untied ? "lm_head.weight" : "wte");
+  std::string xf = layerNorm(x, "transformer.ln_f");
+  std::string head =
+      e.getParam(untied ? "lm_head.weight" : "transformer.wte.weight");
   std::string logitsT = tensor({B, T, V}, f);
   b << "    %logits = nn.matmul " << xf << ", " << head << " transpose_rhs : "
     << xt << ", " << tensor({V, C}, f) << " -> " << logitsT << "\n";

@@ -217,6 +217,27 @@ def cmd_same_state(args):
     print("%d rank files: masters and moments bitwise equal" % len(files))
 
 
+def read_safetensors(path):
+    data = open(path, "rb").read()
+    (length,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + length])
+    metadata = header.pop("__metadata__", {})
+    return metadata, header, data[8 + length:]
+
+
+def cmd_same_weights(args):
+    """Two exported safetensors hold the same tensors bitwise (names, dtypes,
+    shapes and data); their metadata (the step) may differ."""
+    ma, ha, da = read_safetensors(args.a)
+    mb, hb, db = read_safetensors(args.b)
+    if list(ha.items()) != list(hb.items()):
+        fail("the tensor headers differ")
+    if da != db:
+        fail("the tensor data differ")
+    print("%d tensors bitwise equal (steps %s and %s)" %
+          (len(ha), ma.get("step"), mb.get("step")))
+
+
 def cmd_corrupt(args):
     """Damages a file: inverts the byte at --offset (default), truncates it
     to --truncate bytes, or flips the lowest bit of the last digit of the
@@ -453,6 +474,10 @@ def main():
     s.add_argument("a")
     s.add_argument("b")
     s.set_defaults(fn=cmd_same_state)
+    s = sub.add_parser("same-weights")
+    s.add_argument("a")
+    s.add_argument("b")
+    s.set_defaults(fn=cmd_same_weights)
     s = sub.add_parser("corrupt")
     s.add_argument("file")
     s.add_argument("--offset", type=int, default=100)

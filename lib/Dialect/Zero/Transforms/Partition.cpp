@@ -23,8 +23,9 @@ using namespace mlir::zero::schedule;
 namespace {
 
 /// The stage-3 group of a parameter: up to and including the first all-digit
-/// component (`h.3.attn.w` -> `h.3`), else all but the last component
-/// (`ln_f.weight` -> `ln_f`), else the whole name (`wte`).
+/// component (`transformer.h.3.attn.c_attn.weight` -> `transformer.h.3`),
+/// else all but the last component (`transformer.ln_f.weight` ->
+/// `transformer.ln_f`), else the whole name (`scale`).
 std::string layerKey(StringRef name) {
   SmallVector<StringRef> parts;
   name.split(parts, '.');

@@ -165,15 +165,15 @@ zero.train_step @split_unused(%y: tensor<4xi64>)
 // A parameter used twice (tied embedding): both contributions are summed
 // before its single zero.grad, which comes after the earliest use's
 // derivative (the embedding), i.e. at the very end of the backward.
-zero.param @wte : tensor<16x8xf32> init normal std 0.02
+zero.param @transformer.wte.weight : tensor<16x8xf32> init normal std 0.02
 // CHECK-LABEL: zero.train_step @tied
 zero.train_step @tied(%ids: tensor<2x3xi32>, %y: tensor<2x3xi32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32> {
-  %wte = zero.get_param @wte : tensor<16x8xf32>
+  %wte = zero.get_param @transformer.wte.weight : tensor<16x8xf32>
   %e = nn.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x3xi32> -> tensor<2x3x8xf32>
   %r = nn.relu %e : tensor<2x3x8xf32>
-  %wte2 = zero.get_param @wte : tensor<16x8xf32>
+  %wte2 = zero.get_param @transformer.wte.weight : tensor<16x8xf32>
   %logits = nn.matmul %r, %wte2 transpose_rhs : tensor<2x3x8xf32>, tensor<16x8xf32> -> tensor<2x3x16xf32>
   %loss = nn.softmax_cross_entropy %logits, %y : tensor<2x3x16xf32>, tensor<2x3xi32> -> tensor<f32>
   // CHECK-NOT: zero.grad
@@ -181,7 +181,7 @@ zero.train_step @tied(%ids: tensor<2x3xi32>, %y: tensor<2x3xi32>)
   // CHECK-NOT: zero.grad
   // CHECK: %[[EMB:.*]] = nn.embedding_grad
   // CHECK-NEXT: %[[SUM:.*]] = nn.add %[[HEAD]], %[[EMB]] : tensor<16x8xf32>, tensor<16x8xf32>
-  // CHECK-NEXT: zero.grad @wte, %[[SUM]] : tensor<16x8xf32>
+  // CHECK-NEXT: zero.grad @transformer.wte.weight, %[[SUM]] : tensor<16x8xf32>
   // CHECK-NEXT: zero.return
   zero.return %loss : tensor<f32>
 }

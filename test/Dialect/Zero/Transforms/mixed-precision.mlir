@@ -73,8 +73,8 @@ zero.train_step @linear(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
 
 // dtype=auto on a bf16 step: bf16 compute, the seed kept (no loss scaling);
 // integer token ids are not cast.
-zero.param @wte : tensor<16x4xf32> init normal std 0.02
-// AUTO: zero.param @wte : tensor<16x4xf32> init normal std 2.000000e-02 compute bf16
+zero.param @transformer.wte.weight : tensor<16x4xf32> init normal std 0.02
+// AUTO: zero.param @transformer.wte.weight : tensor<16x4xf32> init normal std 2.000000e-02 compute bf16
 // AUTO-LABEL: zero.train_step @tokens
 // AUTO-SAME: precision #zero.precision<kind = bf16>
 // AUTO-NOT: nn.cast
@@ -85,12 +85,12 @@ zero.param @wte : tensor<16x4xf32> init normal std 0.02
 zero.train_step @tokens(%x: tensor<2x3xi32>, %y: tensor<2x3xi32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16> {
-  %e = zero.get_param @wte : tensor<16x4xf32>
+  %e = zero.get_param @transformer.wte.weight : tensor<16x4xf32>
   %h = nn.embedding %e[%x] : tensor<16x4xf32>, tensor<2x3xi32> -> tensor<2x3x4xf32>
   %loss = nn.softmax_cross_entropy %h, %y : tensor<2x3x4xf32>, tensor<2x3xi32> -> tensor<f32>
   %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
   %dh = nn.softmax_cross_entropy_grad %h, %y, %seed : tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<f32>
   %de = nn.embedding_grad %dh[%x] : tensor<2x3x4xf32>, tensor<2x3xi32> -> tensor<16x4xf32>
-  zero.grad @wte, %de : tensor<16x4xf32>
+  zero.grad @transformer.wte.weight, %de : tensor<16x4xf32>
   zero.return %loss : tensor<f32>
 }

@@ -275,8 +275,8 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     `zero-mixed-precision`; absent means the master type).
 
     ```mlir
-    zero.param @wte : tensor<50257x768xf32> init normal std 2.000000e-02
-    zero.param @ln_f.bias : tensor<768xf32> init zeros compute bf16
+    zero.param @transformer.wte.weight : tensor<50257x768xf32> init normal std 2.000000e-02
+    zero.param @transformer.ln_f.bias : tensor<768xf32> init zeros compute bf16
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
@@ -560,7 +560,7 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
 
     ```mlir
     zero.all_gather group @flat in params [0, 4096)
-    %full = zero.all_gather group @h.0 : tensor<7087872xbf16>
+    %full = zero.all_gather group @transformer.h.0 : tensor<7087872xbf16>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$group,
@@ -588,7 +588,7 @@ def Zero_PrefetchOp : Zero_Op<"prefetch", [
     gathered buffer may be used only after the `zero.wait` of the token.
 
     ```mlir
-    %full, %t = zero.prefetch group @h.0 : tensor<7087872xbf16>
+    %full, %t = zero.prefetch group @transformer.h.0 : tensor<7087872xbf16>
     zero.wait %t
     ```
   }];

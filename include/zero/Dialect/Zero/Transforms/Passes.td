@@ -70,12 +70,12 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
       `[r * shard, (r + 1) * shard)`.
     - Stage 3: one group per layer. The layer key of a parameter is its name
       up to and including the first all-digit dot-component
-      (`h.3.attn.c_attn.weight` -> `h.3`); without one, the name without its
-      last component (`ln_f.weight` -> `ln_f`), or the whole name if it has a
-      single component (`wte`). Consecutive parameters with the same key form
-      one group named by the key; if that name is already a symbol (a
-      parameter `@wte`, or the same key further down), `_1`, `_2`, ... is
-      appended.
+      (`transformer.h.3.attn.c_attn.weight` -> `transformer.h.3`); without
+      one, the name without its last component (`transformer.ln_f.weight` ->
+      `transformer.ln_f`), or the whole name if it has a single component
+      (`scale`). Consecutive parameters with the same key form one group
+      named by the key; if that name is already a symbol (a parameter
+      `@scale`, or the same key further down), `_1`, `_2`, ... is appended.
 
     Data parallelism: the batch dimension (dim 0) of every train step input
     is divided by `world-size`, and the types of every value that carries the
