@@ -1,4 +1,4 @@
-//===- zero-model-gen.cpp - Write MLP and GPT-2 training steps as .mlir ---===//
+//===- zero-model-gen.cpp - MLP, GPT-2 and Llama training steps as .mlir --===//
 //
 // Part of the zero-mlir project.
 //
@@ -25,46 +25,168 @@
 
 using namespace llvm;
 
+namespace {
+
+/// The Llama configurations --preset names: Hugging Face config.json values.
+struct LlamaPreset {
+  const char *name;
+  int64_t layers, hidden, heads, kvHeads, ffn, vocab, seq, batch;
+  double ropeTheta, normEps;
+  bool tied;
+};
+
+// The default batch is one sequence per device of a cluster on which the
+// model's mixed-precision training state (16 bytes a parameter) fits at
+// stage 3 on 80 GB devices: one 8-device node up to 8B, eight for 70B.
+constexpr LlamaPreset llamaPresets[] = {
+    {"tinyllama-1.1b", 22, 2048, 32, 4, 5632, 32000, 2048, 8, 1e4, 1e-5, false},
+    {"llama-3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, 8, 5e5, 1e-5, false},
+    {"llama-3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, 64, 5e5, 1e-5, false},
+};
+constexpr int numLlamaPresets = std::size(llamaPresets);
+
+/// Parameters of a Llama: the token embedding, per layer two norms, the
+/// q/k/v/o projections and the three MLP projections, the final norm and
+/// the head unless it is tied.
+int64_t llamaParams(int64_t L, int64_t C, int64_t H, int64_t KV, int64_t F,
+                    int64_t V, bool tied) {
+  int64_t kvDim = C / H * KV;
+  int64_t layer = 2 * C + 2 * C * C + 2 * C * kvDim + 3 * C * F;
+  return V * C + L * layer + C + (tied ? 0 : V * C);
+}
+
+std::string withCommas(int64_t n) {
+  std::string digits = std::to_string(n), s;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      s += ',';
+    s += digits[i];
+  }
+  return s;
+}
+
+/// The --preset help lines, built once before the option that points at
+/// them.
+const std::vector<std::string> &presetDescriptions() {
+  static const std::vector<std::string> descs = [] {
+    std::vector<std::string> d;
+    for (const LlamaPreset &p : llamaPresets) {
+      std::string s;
+      raw_string_ostream os(s);
+      os << p.layers << " layers, hidden " << p.hidden << ", " << p.heads
+         << " heads, " << p.kvHeads << " kv heads, ffn " << p.ffn << ", vocab "
+         << p.vocab << ", rope theta " << static_cast<int64_t>(p.ropeTheta)
+         << ", seq " << p.seq << ", batch " << p.batch << ", "
+         << (p.tied ? "tied" : "untied") << ": "
+         << withCommas(llamaParams(p.layers, p.hidden, p.heads, p.kvHeads,
+                                   p.ffn, p.vocab, p.tied))
+         << " parameters";
+      d.push_back(s);
+    }
+    return d;
+  }();
+  return descs;
+}
+
+/// Indices into llamaPresets.
+enum class PresetId { TinyLlama, Llama3_8B, Llama3_70B };
+static_assert(static_cast<int>(PresetId::Llama3_70B) + 1 == numLlamaPresets);
+
+cl::OptionEnumValue presetValue(PresetId id) {
+  int i = static_cast<int>(id);
+  return {llamaPresets[i].name, i, presetDescriptions()[i]};
+}
+
+} // namespace
+
 static cl::OptionCategory genCat("zero-model-gen options");
 
 static cl::opt<std::string> modelKind(cl::Positional, cl::Required,
-                                      cl::desc("<mlp|gpt2>"), cl::cat(genCat));
+                                      cl::desc("<mlp|gpt2|llama>"),
+                                      cl::cat(genCat));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file (- for stdout)"),
                                        cl::init("-"), cl::cat(genCat));
 static cl::opt<std::string> sizes("sizes",
                                   cl::desc("MLP layer widths, input first (default: 784,256,256,10)"),
                                   cl::init("784,256,256,10"), cl::cat(genCat));
-static cl::opt<int64_t> batch("batch", cl::desc("Global batch size (default: 8)"),
+static cl::opt<int64_t> batch("batch",
+                              cl::desc("Global batch size (default: 8; llama: "
+                                       "the preset's)"),
                               cl::init(8), cl::cat(genCat));
-static cl::opt<int64_t> layers("layers", cl::desc("GPT-2 transformer blocks (default: 12, GPT-2 124M)"),
+static cl::opt<int64_t> layers("layers",
+                               cl::desc("Transformer blocks (default: 12, "
+                                        "GPT-2 124M; llama: the preset's)"),
                                cl::init(12), cl::cat(genCat));
-static cl::opt<int64_t> hidden("hidden", cl::desc("GPT-2 hidden size (default: 768)"),
+static cl::opt<int64_t> hidden("hidden",
+                               cl::desc("Hidden size (default: 768; llama: "
+                                        "the preset's)"),
                                cl::init(768), cl::cat(genCat));
-static cl::opt<int64_t> heads("heads", cl::desc("GPT-2 attention heads (default: 12)"),
+static cl::opt<int64_t> heads("heads",
+                              cl::desc("Attention heads (default: 12; llama: "
+                                       "the preset's)"),
                               cl::init(12), cl::cat(genCat));
-static cl::opt<int64_t> vocab("vocab", cl::desc("GPT-2 vocabulary size (default: 50257)"),
+static cl::opt<int64_t> vocab("vocab",
+                              cl::desc("Vocabulary size (default: 50257; "
+                                       "llama: the preset's)"),
                               cl::init(50257), cl::cat(genCat));
-static cl::opt<int64_t> seq("seq", cl::desc("GPT-2 sequence length (= positions; default: 1024)"),
+static cl::opt<int64_t> seq("seq",
+                            cl::desc("Sequence length (GPT-2: = positions; "
+                                     "default: 1024; llama: the preset's)"),
                             cl::init(1024), cl::cat(genCat));
 static cl::opt<bool> untied("untied",
                             cl::desc("GPT-2: separate lm_head.weight instead of "
                                      "the tied token embedding"),
                             cl::init(false), cl::cat(genCat));
+static cl::opt<PresetId>
+    preset("preset",
+           cl::desc("Llama configuration; explicit options override its values "
+                    "(default: tinyllama-1.1b)"),
+           cl::values(presetValue(PresetId::TinyLlama),
+                      presetValue(PresetId::Llama3_8B),
+                      presetValue(PresetId::Llama3_70B)),
+           cl::init(PresetId::TinyLlama), cl::cat(genCat));
+static cl::opt<int64_t> kvHeads("kv-heads",
+                                cl::desc("Llama: key/value heads, dividing "
+                                         "--heads (default: the preset's)"),
+                                cl::init(0), cl::cat(genCat));
+static cl::opt<int64_t> ffn("ffn",
+                            cl::desc("Llama: MLP intermediate size (default: "
+                                     "the preset's)"),
+                            cl::init(0), cl::cat(genCat));
+static cl::opt<double> ropeTheta("rope-theta",
+                                 cl::desc("Llama: RoPE base (default: the "
+                                          "preset's, 10000 or 500000)"),
+                                 cl::init(0.0), cl::cat(genCat));
+static cl::opt<double> normEps("norm-eps",
+                               cl::desc("Llama: RMSNorm epsilon (default: "
+                                        "1e-5)"),
+                               cl::init(0.0), cl::cat(genCat));
+static cl::opt<bool> tied("tied",
+                          cl::desc("Llama: lm_head is the token embedding "
+                                   "(model.embed_tokens.weight)"),
+                          cl::init(false), cl::cat(genCat));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Training precision: f32 (default), bf16 or f16"),
                                   cl::init("f32"), cl::cat(genCat));
-static cl::opt<std::string> optimizer("optimizer", cl::desc("adam or adamw (default: adam MLP, adamw GPT-2)"),
+static cl::opt<std::string> optimizer("optimizer",
+                                      cl::desc("adam or adamw (default: adam "
+                                               "MLP, adamw GPT-2 and llama)"),
                                       cl::init(""), cl::cat(genCat));
-static cl::opt<double> lr("lr", cl::desc("Learning rate (default: 1e-3 MLP, 6e-4 GPT-2)"),
+static cl::opt<double> lr("lr",
+                          cl::desc("Learning rate (default: 1e-3 MLP, 6e-4 "
+                                   "GPT-2, 3e-4 llama)"),
                           cl::init(0.0), cl::cat(genCat));
 static cl::opt<double> weightDecay("weight-decay",
-                                   cl::desc("Weight decay (default: 0 MLP, 0.1 GPT-2)"),
+                                   cl::desc("Weight decay (default: 0 MLP, 0.1 "
+                                            "GPT-2 and llama)"),
                                    cl::init(-1.0), cl::cat(genCat));
 static cl::opt<double> clip("gradient-clipping",
                             cl::desc("Global gradient-norm clipping (0 = off)"),
                             cl::init(0.0), cl::cat(genCat));
 static cl::opt<std::string> labelType("label-type",
-                                      cl::desc("Integer type of labels/tokens: i32 or i64 (default: i64 MLP, i32 GPT-2)"),
+                                      cl::desc("Integer type of labels/tokens: "
+                                               "i32 or i64 (default: i64 MLP, "
+                                               "i32 GPT-2 and llama)"),
                                       cl::init(""), cl::cat(genCat));
 
 namespace {
@@ -131,13 +253,13 @@ void emitStep(raw_ostream &os, Emitter &e, StringRef args, StringRef opt,
 }
 
 std::string optimizerAttr(StringRef defKind, double defLr, double beta2,
-                          double defWd) {
+                          double defWd, double eps = 1e-8) {
   std::string kind = optimizer.empty() ? defKind.str() : optimizer.getValue();
   double l = lr > 0 ? lr.getValue() : defLr;
   double wd = weightDecay >= 0 ? weightDecay.getValue() : defWd;
   return "#zero.optimizer<kind = " + kind + ", lr = " + fmt(l) +
          ", beta1 = " + fmt(0.9) + ", beta2 = " + fmt(beta2) +
-         ", eps = " + fmt(1e-8) + ", weight_decay = " + fmt(wd) + ">";
+         ", eps = " + fmt(eps) + ", weight_decay = " + fmt(wd) + ">";
 }
 
 std::string precisionAttr() {
@@ -331,6 +453,181 @@ bool genGPT2(raw_ostream &os) {
   return true;
 }
 
+/// A value given on the command line, else the preset's.
+template <typename T, typename U>
+T pick(const cl::opt<T> &opt, U presetValue) {
+  return opt.getNumOccurrences() ? opt.getValue() : static_cast<T>(presetValue);
+}
+
+/// Hugging Face's LlamaForCausalLM, with its state-dict names and [out, in]
+/// projection weights, so that exported files load into it unchanged.
+bool genLlama(raw_ostream &os) {
+  const LlamaPreset &pr = llamaPresets[static_cast<int>(preset.getValue())];
+  int64_t B = pick(batch, pr.batch), T = pick(seq, pr.seq);
+  int64_t C = pick(hidden, pr.hidden), H = pick(heads, pr.heads);
+  int64_t KV = pick(kvHeads, pr.kvHeads), F = pick(ffn, pr.ffn);
+  int64_t V = pick(vocab, pr.vocab), L = pick(layers, pr.layers);
+  double theta = pick(ropeTheta, pr.ropeTheta);
+  double eps = pick(normEps, pr.normEps);
+  bool isTied = pick(tied, pr.tied);
+  struct {
+    const char *flag;
+    int64_t value;
+  } dims[] = {{"--batch", B}, {"--seq", T},       {"--hidden", C},
+              {"--heads", H}, {"--kv-heads", KV}, {"--ffn", F},
+              {"--vocab", V}, {"--layers", L}};
+  for (const auto &d : dims)
+    if (d.value <= 0) {
+      WithColor::error() << d.flag << " must be positive, got " << d.value
+                         << "\n";
+      return false;
+    }
+  if (C % H != 0) {
+    WithColor::error() << "--hidden " << C << " is not divisible by --heads "
+                       << H << "\n";
+    return false;
+  }
+  if (H % KV != 0) {
+    WithColor::error() << "--kv-heads " << KV << " does not divide --heads "
+                       << H << "\n";
+    return false;
+  }
+  int64_t D = C / H;
+  if (D % 2 != 0) {
+    WithColor::error() << "the head dimension --hidden / --heads = " << C
+                       << " / " << H << " = " << D
+                       << " is odd; rope rotates pairs\n";
+    return false;
+  }
+  if (!(theta > 0 && std::isfinite(theta))) {
+    WithColor::error() << "--rope-theta must be positive, got " << theta
+                       << "\n";
+    return false;
+  }
+  if (!(eps > 0 && std::isfinite(eps))) {
+    WithColor::error() << "--norm-eps must be positive, got " << eps << "\n";
+    return false;
+  }
+  std::string lt = labelType.empty() ? "i32" : labelType.getValue();
+  std::string f = "f32";
+  Emitter e(os);
+  // In the order of Hugging Face's state dict; initializer_range 0.02.
+  e.param("model.embed_tokens.weight", {V, C}, "normal", 0.02);
+  for (int64_t l = 0; l < L; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    e.param(p + "self_attn.q_proj.weight", {C, C}, "normal", 0.02);
+    e.param(p + "self_attn.k_proj.weight", {KV * D, C}, "normal", 0.02);
+    e.param(p + "self_attn.v_proj.weight", {KV * D, C}, "normal", 0.02);
+    e.param(p + "self_attn.o_proj.weight", {C, C}, "normal", 0.02);
+    e.param(p + "mlp.gate_proj.weight", {F, C}, "normal", 0.02);
+    e.param(p + "mlp.up_proj.weight", {F, C}, "normal", 0.02);
+    e.param(p + "mlp.down_proj.weight", {C, F}, "normal", 0.02);
+    e.param(p + "input_layernorm.weight", {C}, "ones");
+    e.param(p + "post_attention_layernorm.weight", {C}, "ones");
+  }
+  e.param("model.norm.weight", {C}, "ones");
+  if (!isTied)
+    e.param("lm_head.weight", {V, C}, "normal", 0.02);
+
+  std::string xt = tensor({B, T, C}, f);
+  auto &b = e.body;
+  auto rmsNorm = [&](const std::string &x, const std::string &name) {
+    std::string w = e.getParam(name + ".weight");
+    std::string y = e.fresh("norm");
+    b << "    " << y << " = nn.rms_norm " << x << ", " << w << " eps "
+      << fmt(eps) << " : " << xt << ", " << tensor({C}, f) << "\n";
+    return y;
+  };
+  // nn.Linear without bias: x @ W^T with W [out, in].
+  auto linear = [&](const std::string &x, const std::string &name, int64_t in,
+                    int64_t out) {
+    std::string w = e.getParam(name + ".weight");
+    std::string y = e.fresh("mm");
+    b << "    " << y << " = nn.matmul " << x << ", " << w
+      << " transpose_rhs : " << tensor({B, T, in}, f) << ", "
+      << tensor({out, in}, f) << " -> " << tensor({B, T, out}, f) << "\n";
+    return y;
+  };
+  // [B, T, n * D] -> [B, n, T, D].
+  auto toHeads = [&](const std::string &x, int64_t n) {
+    std::string btnd = tensor({B, T, n, D}, f);
+    std::string r = e.fresh("heads");
+    b << "    " << r << " = nn.reshape " << x << " : "
+      << tensor({B, T, n * D}, f) << " -> " << btnd << "\n";
+    std::string t = e.fresh("bhtd");
+    b << "    " << t << " = nn.transpose " << r << " [0, 2, 1, 3] : " << btnd
+      << " -> " << tensor({B, n, T, D}, f) << "\n";
+    return t;
+  };
+  auto rope = [&](const std::string &x, int64_t n) {
+    std::string y = e.fresh("rope");
+    b << "    " << y << " = nn.rope " << x << " theta " << fmt(theta) << " : "
+      << tensor({B, n, T, D}, f) << "\n";
+    return y;
+  };
+
+  std::string embed = e.getParam("model.embed_tokens.weight");
+  std::string x = e.fresh("x");
+  b << "    " << x << " = nn.embedding " << embed
+    << "[%tokens] : " << tensor({V, C}, f) << ", " << tensor({B, T}, lt)
+    << " -> " << xt << "\n";
+  std::string qT = tensor({B, H, T, D}, f), kvT = tensor({B, KV, T, D}, f);
+  std::string ffT = tensor({B, T, F}, f);
+  for (int64_t l = 0; l < L; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    std::string h = rmsNorm(x, p + "input_layernorm");
+    std::string q = linear(h, p + "self_attn.q_proj", C, C);
+    std::string k = linear(h, p + "self_attn.k_proj", C, KV * D);
+    std::string v = linear(h, p + "self_attn.v_proj", C, KV * D);
+    std::string qr = rope(toHeads(q, H), H);
+    std::string kr = rope(toHeads(k, KV), KV);
+    std::string vh = toHeads(v, KV);
+    std::string att = e.fresh("att");
+    b << "    " << att << " = nn.attention " << qr << ", " << kr << ", " << vh
+      << " causal : " << qT;
+    if (KV != H)
+      b << ", " << kvT;
+    b << "\n";
+    std::string headT = tensor({B, T, H, D}, f);
+    std::string back = e.fresh("bthd");
+    b << "    " << back << " = nn.transpose " << att << " [0, 2, 1, 3] : " << qT
+      << " -> " << headT << "\n";
+    std::string merged = e.fresh("merged");
+    b << "    " << merged << " = nn.reshape " << back << " : " << headT
+      << " -> " << xt << "\n";
+    std::string o = linear(merged, p + "self_attn.o_proj", C, C);
+    std::string r1 = e.fresh("res");
+    b << "    " << r1 << " = nn.add " << x << ", " << o << " : " << xt << ", "
+      << xt << "\n";
+    std::string h2 = rmsNorm(r1, p + "post_attention_layernorm");
+    std::string gate = linear(h2, p + "mlp.gate_proj", C, F);
+    std::string up = linear(h2, p + "mlp.up_proj", C, F);
+    std::string act = e.fresh("swiglu");
+    b << "    " << act << " = nn.swiglu " << gate << ", " << up << " : " << ffT
+      << "\n";
+    std::string down = linear(act, p + "mlp.down_proj", F, C);
+    std::string r2 = e.fresh("res");
+    b << "    " << r2 << " = nn.add " << r1 << ", " << down << " : " << xt
+      << ", " << xt << "\n";
+    x = r2;
+  }
+  std::string xf = rmsNorm(x, "model.norm");
+  std::string head =
+      e.getParam(isTied ? "model.embed_tokens.weight" : "lm_head.weight");
+  std::string logitsT = tensor({B, T, V}, f);
+  b << "    %logits = nn.matmul " << xf << ", " << head
+    << " transpose_rhs : " << xt << ", " << tensor({V, C}, f) << " -> "
+    << logitsT << "\n";
+  b << "    %loss = nn.softmax_cross_entropy %logits, %targets : " << logitsT
+    << ", " << tensor({B, T}, lt) << " -> tensor<f32>\n";
+  std::string args =
+      "%tokens: " + tensor({B, T}, lt) + ", %targets: " + tensor({B, T}, lt);
+  // The Llama 2 paper's AdamW: beta2 0.95, eps 1e-5, weight decay 0.1.
+  emitStep(os, e, args, optimizerAttr("adamw", 3e-4, 0.95, 0.1, 1e-5),
+           precisionAttr(), "%loss");
+  return true;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -338,10 +635,12 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(genCat);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "zero-model-gen: write an MLP or GPT-2 training step as .mlir\n\n"
+      "zero-model-gen: write an MLP, GPT-2 or Llama training step as .mlir\n\n"
       "  zero-model-gen mlp --sizes 784,256,256,10 --batch 64 -o mlp.mlir\n"
       "  zero-model-gen gpt2 --layers 12 --hidden 768 --heads 12 --vocab 50257 "
-      "--seq 1024 --batch 8 -o gpt2.mlir\n");
+      "--seq 1024 --batch 8 -o gpt2.mlir\n"
+      "  zero-model-gen llama --preset llama-3-8b --seq 4096 --dtype bf16 "
+      "-o llama.mlir\n");
   if (dtype != "f32" && dtype != "bf16" && dtype != "f16") {
     WithColor::error() << "--dtype must be f32, bf16 or f16, got '" << dtype
                        << "'\n";
@@ -376,6 +675,19 @@ int main(int argc, char **argv) {
                        << clip << "\n";
     return 1;
   }
+  // Options of one model family are errors for the others, not ignored.
+  if (modelKind != "llama")
+    for (cl::Option *o : std::initializer_list<cl::Option *>{
+             &preset, &kvHeads, &ffn, &ropeTheta, &normEps, &tied})
+      if (o->getNumOccurrences()) {
+        WithColor::error() << "--" << o->ArgStr << " is a llama option\n";
+        return 1;
+      }
+  if (modelKind == "llama" && untied.getNumOccurrences()) {
+    WithColor::error() << "--untied is a gpt2 option (llama is untied unless "
+                          "--tied)\n";
+    return 1;
+  }
   std::error_code ec;
   ToolOutputFile out(outputFile, ec, sys::fs::OF_None);
   if (ec) {
@@ -388,9 +700,11 @@ int main(int argc, char **argv) {
     ok = genMLP(out.os());
   else if (modelKind == "gpt2")
     ok = genGPT2(out.os());
+  else if (modelKind == "llama")
+    ok = genLlama(out.os());
   else {
     WithColor::error() << "unknown model '" << modelKind
-                       << "' (expected mlp or gpt2)\n";
+                       << "' (expected mlp, gpt2 or llama)\n";
     return 1;
   }
   if (!ok)
