@@ -30,8 +30,9 @@ struct Progress {
   int64_t dataPosition = 0;
 };
 
-/// Local: fills the fp32 masters this rank owns and its params buffers (full
-/// at stages 0-2, the shard at stage 3) from the deterministic initializer,
+/// Local: fills the fp32 masters this rank owns (unless the fp32 params are
+/// the masters) and its params buffers (full at stages 0-2, the shard at
+/// stage 3) from the deterministic initializer,
 /// or from `tensors` when given (every parameter by name, F32, same shape);
 /// zeroes moments and gradients.
 void initializeParameters(zrt_ctx &ctx, uint64_t seed,

@@ -143,7 +143,12 @@ Manifest Manifest::parse(const std::string &text) {
       info.paddedNumel = p.at("padded_numel").get<int64_t>();
       info.shardNumel = p.at("shard_numel").get<int64_t>();
       info.params = p.at("params").get<std::vector<std::string>>();
+      // fp32 parameters are their own masters: no "master" entry.
+      info.paramsAreMasters = !p.at("buffers").contains("master");
       for (int k = 0; k < kNumBufferKinds; ++k) {
+        info.offsets[k] = -1;
+        if (!info.hasBuffer(BufferKind(k)))
+          continue;
         info.offsets[k] = p.at("buffers").at(kBufferNames[k]).get<int64_t>();
         info.counts[k] =
             p.at("buffer_numel").at(kBufferNames[k]).get<int64_t>();
@@ -181,7 +186,15 @@ Manifest Manifest::parse(const std::string &text) {
     if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
         (m.stage > 0 && p.shardNumel * m.worldSize < p.numel))
       invalid("partition '" + p.name + "' has an inconsistent layout");
+    // The Adam kernels keep fp32 masters: an fp32 compute copy is one.
+    if (p.paramsAreMasters != (m.computeDtype == ZRT_F32))
+      invalid("partition '" + p.name + "' " +
+              (p.paramsAreMasters ? "has no" : "has a") +
+              " master buffer with compute dtype " + m.computeDtypeName +
+              " (exactly f32 parameters are their own masters)");
     for (int k = 0; k < kNumBufferKinds; ++k) {
+      if (!p.hasBuffer(BufferKind(k)))
+        continue;
       int64_t bytes = p.counts[k] * (k <= kGrads ? computeBytes : 4);
       if (p.offsets[k] < 0 || p.counts[k] < 0 ||
           p.offsets[k] + bytes > m.persistentBytes)
@@ -201,8 +214,9 @@ Manifest Manifest::parse(const std::string &text) {
     };
     need(kParams, fullParams);
     need(kGrads, fullGrads);
-    for (int k : {kMaster, kExpAvg, kExpAvgSq})
-      need(k, fullMaster);
+    for (BufferKind k : {kMaster, kExpAvg, kExpAvgSq})
+      if (p.hasBuffer(k))
+        need(k, fullMaster);
     if (m.stage == 3 && p.counts[kParams] != p.shardNumel)
       invalid("stage-3 params shard of '" + p.name + "' is not shard_numel");
   }
@@ -389,6 +403,21 @@ void zrt::launch(zrt_ctx *ctx, int32_t slot, const char *what,
   pending.what = what;
   pending.tokens = std::move(tokens);
   pending.done = std::move(done);
+}
+
+char *zrt::ownedParams(const zrt_ctx &ctx, int32_t p) {
+  const Manifest &m = *ctx.manifest;
+  char *params = ctx.buffer(p, kParams);
+  if (m.stage <= 2)
+    params +=
+        m.owned(m.partitions[size_t(p)], ctx.rank).begin * ctx.computeBytes;
+  return params;
+}
+
+float *zrt::ownedMasters(const zrt_ctx &ctx, int32_t p) {
+  if (ctx.manifest->partitions[size_t(p)].paramsAreMasters)
+    return reinterpret_cast<float *>(ownedParams(ctx, p));
+  return ctx.buffer<float>(p, kMaster);
 }
 
 std::pair<char *, int64_t> zrt::ownedGrads(zrt_ctx *ctx, int32_t p,

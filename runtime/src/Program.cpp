@@ -194,17 +194,15 @@ extern "C" void zrt_ctx_adam(zrt_ctx *ctx, int32_t p, const float *stats,
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_adam");
   const Manifest &m = *ctx->manifest;
   auto [grads, n] = ownedGrads(ctx, p, part);
-  Range o = m.owned(part, ctx->rank);
   // Masters and moments hold the owned range: at offset 0 of the full
   // buffers at stage 0 (everything is owned) and of the shards otherwise.
-  char *params = ctx->buffer(p, kParams);
-  if (m.stage <= 2)
-    params = element(params, o.begin, ctx);
-  device::adam(m.computeDtype, grads, ctx->buffer<float>(p, kMaster),
+  // fp32 params are their own masters, updated in place (the kernels allow
+  // the alias).
+  device::adam(m.computeDtype, grads, ownedMasters(*ctx, p),
                ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
-               params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
-               m.weightDecay, m.adamw, m.gradientClipping, stats, lossScale,
-               divisor, skip);
+               ownedParams(*ctx, p), n, ctx->adamSteps, m.lr, m.beta1, m.beta2,
+               m.eps, m.weightDecay, m.adamw, m.gradientClipping, stats,
+               lossScale, divisor, skip);
   // Stage 2-3 shards accumulate; stage 0-1 slots are overwritten by the
   // next step, but an unused parameter's slot must not keep stale values.
   zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);

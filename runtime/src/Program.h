@@ -53,7 +53,15 @@ struct PartitionInfo {
   int64_t numel = 0, paddedNumel = 0, shardNumel = 0;
   std::vector<std::string> params;
   /// Byte offsets in the persistent arena and element counts, by BufferKind.
+  /// A buffer the partition lacks has offset -1 and count 0.
   std::array<int64_t, kNumBufferKinds> offsets{}, counts{};
+  /// fp32 parameters are their own masters: there is no master buffer and
+  /// the owned part of params is what Adam updates, exports and saves.
+  bool paramsAreMasters = false;
+
+  bool hasBuffer(BufferKind kind) const {
+    return kind != kMaster || !paramsAreMasters;
+  }
 };
 
 struct InputInfo {
@@ -223,6 +231,12 @@ void splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
 /// zrt_ctx_wait has waited for them (or now, after waiting, when slot < 0).
 void launch(zrt_ctx *ctx, int32_t slot, const char *what,
             std::vector<int64_t> tokens, std::function<void()> done);
+/// This rank's owned parameters in the compute type: the owned slice of the
+/// full params buffer at stages 0-2, the front of the shard at stage 3.
+char *ownedParams(const zrt_ctx &ctx, int32_t p);
+/// This rank's fp32 masters (as many as it owns): the master buffer, or its
+/// owned params when those are the masters.
+float *ownedMasters(const zrt_ctx &ctx, int32_t p);
 /// The first gradient element this rank owns and how many: the owned range
 /// of the full buffer at stages 0-1, the front of the shard at 2-3.
 std::pair<char *, int64_t> ownedGrads(zrt_ctx *ctx, int32_t p,

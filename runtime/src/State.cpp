@@ -5,7 +5,10 @@
 // The 16-bit params are always the cast of the fp32 masters (initialization
 // writes both, Adam writes the copy even for skipped steps), so checkpoints
 // hold only each rank's master and moment shards; resuming casts them back
-// and re-gathers the params as the step's post-step all-gather would.
+// and re-gathers the params as the step's post-step all-gather would. fp32
+// params are their own masters: their owned part is saved as the "master"
+// section (padded to the shard with zeros, as a master buffer's padding
+// is) and restored in place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,20 +38,21 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 }
 
 /// Casts this rank's owned masters into its params (the owned slice of the
-/// full buffer at stages 0-2, the shard at stage 3).
+/// full buffer at stages 0-2, the shard at stage 3), unless they are the
+/// params.
 void castOwnedParams(zrt_ctx &ctx, int32_t p) {
   const Manifest &m = *ctx.manifest;
   const PartitionInfo &part = m.partitions[size_t(p)];
-  Range own = m.owned(part, ctx.rank);
-  char *params = ctx.buffer(p, kParams);
-  if (m.stage <= 2)
-    params += own.begin * ctx.computeBytes;
-  zrt_cast(ZRT_F32, ctx.buffer<float>(p, kMaster), m.computeDtype, params,
-           own.size());
+  if (part.paramsAreMasters)
+    return;
+  zrt_cast(ZRT_F32, ctx.buffer<float>(p, kMaster), m.computeDtype,
+           ownedParams(ctx, p), m.owned(part, ctx.rank).size());
 }
 
 void zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
   const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
+  if (!part.hasBuffer(kind))
+    return;
   int64_t bytes = part.counts[kind] * (kind <= kGrads ? ctx.computeBytes : 4);
   device::zero(ctx.buffer(p, kind), bytes);
 }
@@ -103,9 +107,11 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
     }
     for (BufferKind kind : {kParams, kGrads, kMaster, kExpAvg, kExpAvgSq})
       zeroBuffer(ctx, p, kind);
-    device::upload(ctx.buffer<float>(p, kMaster),
-                   values.data() + (own.begin - need.begin),
-                   own.size() * int64_t(sizeof(float)));
+    // fp32 params are their own masters, written below.
+    if (!part.paramsAreMasters)
+      device::upload(ctx.buffer<float>(p, kMaster),
+                     values.data() + (own.begin - need.begin),
+                     own.size() * int64_t(sizeof(float)));
     device::uploadCast(values.data(), m.computeDtype, ctx.buffer(p, kParams),
                        need.size());
   }
@@ -116,7 +122,7 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
   std::vector<std::vector<float>> layouts(m.partitions.size());
   for (size_t p = 0; p < m.partitions.size(); ++p) {
     const PartitionInfo &part = m.partitions[p];
-    const float *master = ctx.buffer<float>(int32_t(p), kMaster);
+    const float *master = ownedMasters(ctx, int32_t(p));
     std::vector<float> &full = layouts[p];
     if (m.stage == 0) {
       if (ctx.rank == 0) {
@@ -157,7 +163,8 @@ namespace {
 
 /// 2: manifest.json carries its own checksum (manifest_crc32).
 constexpr int kCheckpointFormat = 2;
-/// The buffers a checkpoint keeps; params are re-derived from the masters.
+/// The buffers a checkpoint keeps; params are re-derived from the masters
+/// (or are the masters).
 constexpr BufferKind kSavedBuffers[] = {kMaster, kExpAvg, kExpAvgSq};
 constexpr const char *kManifestCrcKey = "manifest_crc32";
 
@@ -199,7 +206,8 @@ json layoutJson(const Manifest &m) {
   for (const PartitionInfo &p : m.partitions) {
     json counts;
     for (int k = 0; k < kNumBufferKinds; ++k)
-      counts[kBufferNames[k]] = p.counts[k];
+      if (p.hasBuffer(BufferKind(k)))
+        counts[kBufferNames[k]] = p.counts[k];
     parts.push_back({{"name", p.name},
                      {"numel", p.numel},
                      {"padded_numel", p.paddedNumel},
@@ -209,8 +217,23 @@ json layoutJson(const Manifest &m) {
   return parts;
 }
 
+/// The bytes of a saved fp32 buffer; masters are the padded shard (the
+/// whole group at stage 0) also when the params are the masters.
 int64_t sectionBytes(const PartitionInfo &p, BufferKind kind) {
-  return p.counts[kind] * 4; // fp32 masters and moments
+  return (kind == kMaster ? p.shardNumel : p.counts[kind]) * 4;
+}
+
+/// Where a saved buffer lives on this rank and how many of its bytes: the
+/// owned params when they are the masters (the rest of the section is
+/// padding), else the whole buffer.
+std::pair<char *, int64_t> savedBuffer(const zrt_ctx &ctx, int32_t p,
+                                       BufferKind kind) {
+  const Manifest &m = *ctx.manifest;
+  const PartitionInfo &part = m.partitions[size_t(p)];
+  if (kind == kMaster && part.paramsAreMasters)
+    return {reinterpret_cast<char *>(ownedMasters(ctx, p)),
+            m.owned(part, ctx.rank).size() * int64_t(sizeof(float))};
+  return {ctx.buffer(p, kind), sectionBytes(part, kind)};
 }
 
 /// The CRC-32 of a rank file without its trailer (which is this value): a
@@ -300,7 +323,8 @@ SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
                           {"bytes", bytes}});
       size_t at = file.payload.size();
       file.payload.resize(at + size_t(bytes));
-      device::download(&file.payload[at], ctx.buffer(int32_t(p), kind), bytes);
+      auto [src, have] = savedBuffer(ctx, int32_t(p), kind);
+      device::download(&file.payload[at], src, have);
     }
   json header = {{"format", kCheckpointFormat},
                  {"rank", ctx.rank},
@@ -412,6 +436,12 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
       fail(name + " belongs to another rank, schedule or step: " +
            file.header.substr(0, 200));
 
+    // The params are re-derived from the masters (or restored in place as
+    // the masters) and re-gathered; the gradients start from zero.
+    for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p) {
+      zeroBuffer(ctx, p, kGrads);
+      zeroBuffer(ctx, p, kParams);
+    }
     // Every saved buffer, exactly once.
     std::map<std::pair<std::string, std::string>, json> sections;
     for (const json &s : header.at("sections"))
@@ -430,8 +460,8 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
             offset + size > file.payload.size())
           fail(name + ": buffer " + kBufferNames[kind] + " of '" + part.name +
                "' has the wrong size");
-        device::upload(ctx.buffer(int32_t(p), kind),
-                       file.payload.data() + offset, int64_t(size));
+        auto [dst, have] = savedBuffer(ctx, int32_t(p), kind);
+        device::upload(dst, file.payload.data() + offset, have);
       }
     ctx.scaler = scalerFromJson(header.at("loss_scaler"));
     ctx.adamSteps = header.at("adam_steps").get<int64_t>();
@@ -441,10 +471,7 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
     fail(where + ": malformed checkpoint metadata: " + e.what());
   }
 
-  for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p) {
-    zeroBuffer(ctx, p, kGrads);
-    zeroBuffer(ctx, p, kParams);
+  for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p)
     castOwnedParams(ctx, p);
-  }
   return progress;
 }

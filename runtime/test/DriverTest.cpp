@@ -508,6 +508,7 @@ TEST(InitTest, StandardNormal) {
 
 nlohmann::json tinyManifest(int stage, int world) {
   // One partition of 10 elements: shards of 3 leave rank 3 a single one.
+  // fp32 parameters are their own masters: no master buffer.
   int64_t shard = stage == 0 ? 10 : 3, full = 10;
   auto n = [&](bool isFull) { return isFull ? full : shard; };
   return {
@@ -558,13 +559,11 @@ nlohmann::json tinyManifest(int stage, int world) {
          {"buffers",
           {{"params", 0},
            {"grads", 64},
-           {"master", 128},
            {"exp_avg", 192},
            {"exp_avg_sq", 256}}},
          {"buffer_numel",
           {{"params", n(stage <= 2)},
            {"grads", n(stage <= 1)},
-           {"master", n(stage == 0)},
            {"exp_avg", n(stage == 0)},
            {"exp_avg_sq", n(stage == 0)}}}}}},
       {"plan",
@@ -581,7 +580,11 @@ TEST(ManifestTest, ParsesAndSplitsUnevenly) {
   EXPECT_EQ(m.params[1].init, InitKind::Zeros);
   EXPECT_EQ(m.inputs[1].elementBytes(), 8);
   const PartitionInfo &p = m.partitions[0];
-  EXPECT_EQ(p.offsets[kMaster], 128);
+  EXPECT_TRUE(p.paramsAreMasters);
+  EXPECT_FALSE(p.hasBuffer(kMaster));
+  EXPECT_EQ(p.offsets[kMaster], -1);
+  EXPECT_EQ(p.counts[kMaster], 0);
+  EXPECT_EQ(p.offsets[kExpAvg], 192);
   int64_t expect[4][2] = {{0, 3}, {3, 6}, {6, 9}, {9, 10}};
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(m.owned(p, r).begin, expect[r][0]);
@@ -607,6 +610,20 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
   j = tinyManifest(1, 4);
   j["params"][1]["offset"] = 9;
   EXPECT_NE(error(j).find("outside partition"), std::string::npos);
+  // Exactly f32 parameters are their own masters.
+  j = tinyManifest(1, 4);
+  j["partitions"][0]["buffers"]["master"] = 128;
+  j["partitions"][0]["buffer_numel"]["master"] = 3;
+  EXPECT_NE(error(j).find("has a master buffer with compute dtype f32"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["compute_dtype"] = "bf16";
+  j["precision"]["kind"] = "bf16";
+  EXPECT_NE(error(j).find("has no master buffer with compute dtype bf16"),
+            std::string::npos);
+  j["partitions"][0]["buffers"]["master"] = 128;
+  j["partitions"][0]["buffer_numel"]["master"] = 3;
+  EXPECT_NO_THROW(Manifest::parse(j.dump()));
   j = tinyManifest(1, 4);
   j.erase("plan");
   EXPECT_NE(error(j).find("invalid program manifest"), std::string::npos);

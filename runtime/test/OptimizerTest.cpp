@@ -7,6 +7,7 @@
 #include "TestUtil.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 using namespace zrt_test;
@@ -181,6 +182,30 @@ TEST(AdamTest, F32ParamMayAliasMaster) {
            0);
   EXPECT_EQ(master, copy);
   EXPECT_EQ(master, param);
+
+  // fp32 parameters that are their own masters: many blocks, AdamW with
+  // decay and clipping, then a skipped step that must leave them as they
+  // are.
+  const int64_t n = 5000;
+  std::vector<float> w(n), g(n), m1(n, 0.0f), v1(n, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    w[size_t(i)] = std::sin(0.37f * float(i));
+    g[size_t(i)] = std::cos(0.11f * float(i));
+  }
+  std::vector<float> w2 = w, m2 = m1, v2 = v1, p2(n);
+  float big[2] = {0, 1e4f};
+  zrt_adam(ZRT_F32, g.data(), w.data(), m1.data(), v1.data(), w.data(), n, 1,
+           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, big, 1.0f, 0);
+  zrt_adam(ZRT_F32, g.data(), w2.data(), m2.data(), v2.data(), p2.data(), n, 1,
+           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, big, 1.0f, 0);
+  EXPECT_EQ(w, w2);
+  EXPECT_EQ(w, p2);
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(v1, v2);
+  std::vector<float> before = w;
+  zrt_adam(ZRT_F32, g.data(), w.data(), m1.data(), v1.data(), w.data(), n, 2,
+           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, big, 1.0f, 1);
+  EXPECT_EQ(w, before);
 }
 
 /// Runs the scaler over `overflows` and checks the scale and hysteresis

@@ -42,9 +42,9 @@
 // SVG: bytes per rank ({{KiB|MiB}})
 // SVG: >backward</text>
 // SVG: >peak {{[0-9.]+ [KM]iB}} (persistent {{[0-9.]+ [KM]iB}} + arena {{[0-9.]+ [KM]iB}})</text>
-// SVG: >params_16bit</text>
-// SVG: >grads_16bit</text>
-// SVG: >master_params_32bit</text>
+// SVG: >params</text>
+// SVG: >grads</text>
+// SVG: >master_params</text>
 // SVG: >adam_m</text>
 // SVG: >adam_v</text>
 // SVG: >activations</text>

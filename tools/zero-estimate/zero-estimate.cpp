@@ -410,15 +410,15 @@ Estimate estimate(int64_t sParams, int64_t lParams,
   std::string cs = std::to_string(c);
   int64_t shard = stage == 0 ? s : sp / n;
   std::string shardName = stage == 0 ? "S" : "S'/n";
-  e.ours.push_back({"params_16bit", "ours: params_16bit",
+  e.ours.push_back({"params", "ours: params",
                     cs + (stage == 3 ? shardName : "S"),
                     c * (stage == 3 ? shard : s)});
-  e.ours.push_back({"grads_16bit", "ours: grads_16bit",
+  e.ours.push_back({"grads", "ours: grads",
                     cs + (stage >= 2 ? shardName : "S"),
                     c * (stage >= 2 ? shard : s)});
   // At fp32 the parameters are the masters: no separate copy.
   int64_t mst = masterBytes(c);
-  e.ours.push_back({"master_params_32bit", "ours: master_params_32bit",
+  e.ours.push_back({"master_params", "ours: master_params",
                     mst ? "4" + shardName : "0 (fp32 params are the masters)",
                     mst * shard});
   for (auto [key, label] : {std::pair{"adam_m", "ours: adam_m"},

@@ -57,8 +57,11 @@ std::string Lowering::buildManifest() {
   for (const PartitionBuffers &pb : s.getPartitions()) {
     PartitionOp p = pb.partition;
     Object buffers, sizes;
+    // fp32 parameters are their own masters: no "master" entry.
     for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
       auto kind = static_cast<BufferKind>(k);
+      if (!pb.hasBuffer(kind))
+        continue;
       buffers[stringifyBufferKind(kind)] = persistentOffset(p, kind);
       sizes[stringifyBufferKind(kind)] = pb.numel[k];
     }

@@ -20,8 +20,9 @@
 extern "C" {
 #endif
 
-/* Bumped on any incompatible change of zrt_program or the zrt_ctx_* calls. */
-#define ZRT_PROGRAM_VERSION 1
+/* Bumped on any incompatible change of zrt_program or the zrt_ctx_* calls.
+ * 2: fp32 programs have no master buffer (the params are the masters). */
+#define ZRT_PROGRAM_VERSION 2
 
 typedef struct zrt_ctx zrt_ctx;
 

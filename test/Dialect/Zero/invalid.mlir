@@ -1718,6 +1718,29 @@ zero.param @w : tensor<4xf32> init zeros {zero.buffers = #zero.buffer_offsets<pa
 
 // -----
 
+// Checks that the optional master buffer is aligned too.
+// expected-error @+1 {{buffer_offsets master must be a non-negative multiple of 64, got 100}}
+#buffers = #zero.buffer_offsets<params = 0, grads = 64, master = 100, exp_avg = 192, exp_avg_sq = 256>
+
+// -----
+
+// Checks that fp32 parameters have no master buffer: they are their own
+// masters.
+zero.param @w : tensor<4xf32> init zeros
+// expected-error @+1 {{'zero.partition' op buffers #zero.buffer_offsets<params = 0, grads = 64, master = 128, exp_avg = 192, exp_avg_sq = 256> have a master buffer, but parameter @w computes in 'f32' (fp32 parameters are their own masters)}}
+zero.partition @g stage 0 world_size 1 alignment 1 numel 4 padded 4 params [@w] offsets [0]
+    {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, master = 128, exp_avg = 192, exp_avg_sq = 256>}
+
+// -----
+
+// Checks that 16-bit parameters have their fp32 master buffer.
+zero.param @w : tensor<4xf32> init zeros compute bf16
+// expected-error @+1 {{'zero.partition' op buffers #zero.buffer_offsets<params = 0, grads = 64, exp_avg = 128, exp_avg_sq = 192> lack a master buffer, but parameter @w computes in 'bf16' (16-bit parameters need fp32 masters)}}
+zero.partition @g stage 0 world_size 1 alignment 1 numel 4 padded 4 params [@w] offsets [0]
+    {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, exp_avg = 128, exp_avg_sq = 192>}
+
+// -----
+
 // Checks that zero.input_offsets is an i64 array.
 // expected-error @+1 {{'zero.train_step' op attribute 'zero.input_offsets' must be an array<i64: ...>, got [0]}}
 zero.train_step @inputs_untyped(%x: tensor<2x2xf32>)

@@ -173,22 +173,23 @@ zero.train_step @stage3(%x: tensor<8x4xbf16>)
 // -----
 
 // A recorded memory plan round-trips: the totals, the partition's buffer
-// offsets, the inputs' offsets, one offset per result (-1 for a view, a
-// gradient bound by zero.grad and a token) and a bucket buffer.
+// offsets (no master buffer: fp32 parameters are their own masters), the
+// inputs' offsets, one offset per result (-1 for a view, a gradient bound by
+// zero.grad and a token) and a bucket buffer.
 
 zero.param @w : tensor<2x8xf32> init zeros
 zero.param @v : tensor<8xf32> init zeros
-// CHECK: zero.partition @l stage 3 {{.*}} {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, master = 128, exp_avg = 192, exp_avg_sq = 256>}
+// CHECK: zero.partition @l stage 3 {{.*}} {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, exp_avg = 128, exp_avg_sq = 192>}
 zero.partition @l stage 3 world_size 2 alignment 2 numel 24 padded 24 params [@w, @v] offsets [0, 16]
-    {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, master = 128, exp_avg = 192, exp_avg_sq = 256>}
+    {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, exp_avg = 128, exp_avg_sq = 192>}
 // CHECK-LABEL: zero.train_step @planned
-// CHECK-SAME: attributes {zero.input_offsets = array<i64: 0>, zero.plan = #zero.memory_plan<persistent_bytes = 320, arena_bytes = 448, scratch_bytes = 32, peak_bytes = 800>}
+// CHECK-SAME: attributes {zero.input_offsets = array<i64: 0>, zero.plan = #zero.memory_plan<persistent_bytes = 256, arena_bytes = 448, scratch_bytes = 32, peak_bytes = 736>}
 zero.train_step @planned(%x: tensor<2x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
     attributes {zero.input_offsets = array<i64: 0>,
-                zero.plan = #zero.memory_plan<persistent_bytes = 320, arena_bytes = 448, scratch_bytes = 32, peak_bytes = 800>} {
+                zero.plan = #zero.memory_plan<persistent_bytes = 256, arena_bytes = 448, scratch_bytes = 32, peak_bytes = 736>} {
   // CHECK: zero.all_gather group @l {zero.alloc = array<i64: 128, -1>} : tensor<24xf32> -> !zero.token
   %full, %t = zero.all_gather group @l {zero.alloc = array<i64: 128, -1>} : tensor<24xf32> -> !zero.token
   zero.wait %t

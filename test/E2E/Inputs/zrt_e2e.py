@@ -5,6 +5,7 @@ training executables write. Standard library only; every check prints what
 it compared and exits non-zero on a mismatch."""
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -238,6 +239,15 @@ def cmd_same_weights(args):
           (len(ha), ma.get("step"), mb.get("step")))
 
 
+def cmd_payloads(args):
+    """The SHA-256 of each rank file's payload (its saved buffers, without
+    the header)."""
+    for f in sorted(f for f in os.listdir(args.dir) if f.startswith("rank_")):
+        _, payload = read_checkpoint(os.path.join(args.dir, f))
+        print("%s: %d bytes, sha256 %s" %
+              (f, len(payload), hashlib.sha256(payload).hexdigest()))
+
+
 def cmd_corrupt(args):
     """Damages a file: inverts the byte at --offset (default), truncates it
     to --truncate bytes, or flips the lowest bit of the last digit of the
@@ -336,6 +346,69 @@ def cmd_repeat(args):
             fail("stage %d: a non-finite gradient norm" % stage)
         print("stage %d, world %d: %d steps, loss and grad_norm bitwise "
               "identical in both runs" % (stage, args.world, args.steps))
+    print("OK")
+
+
+def cmd_fp32_states(args):
+    """fp32 training, where the parameters are their own masters: for every
+    stage and world size, the report's model states follow 16S, 8S + 8S'/n,
+    4S + 12S'/n or 16S'/n exactly (S and S' as reported, no master buffer),
+    the runtime measures the planned peak, and the losses, gradient norms
+    and exported weights are bitwise those of --ref (recorded when fp32
+    training still kept a separate master copy)."""
+    os.makedirs(args.work, exist_ok=True)
+    ref = {(r["model"], r["stage"], r["world"]): r
+           for r in json.load(open(args.ref))}
+    formulas = [("16S", 16, 0), ("8S + 8S'/n", 8, 8), ("4S + 12S'/n", 4, 12),
+                ("16S'/n", 0, 16)]
+    for world in [int(w) for w in args.worlds.split(",")]:
+        for stage in [int(s) for s in args.stages.split(",")]:
+            what = "%s stage %d, world %d" % (args.name, stage, world)
+            name = os.path.join(args.work, "%s_s%d_w%d" % (args.name, stage,
+                                                           world))
+            report = json.loads(run([
+                args.opt, args.model, "--zero-pipeline=stage=%d world-size=%d "
+                "dtype=fp32" % (stage, world),
+                "--zero-report=format=json hardware=cpu", "-o", os.devnull]))
+            S, Sp = report["param_count"], report["padded_param_count"]
+            text, full, shard = formulas[stage]
+            if Sp % world:
+                fail("%s: S' = %d is no multiple of n" % (what, Sp))
+            want = full * S + shard * Sp // world
+            states = report["model_state_bytes"]
+            parts = report["model_state_breakdown"]
+            if states != want or sum(parts.values()) != states or \
+                    parts["master_params"] != 0 or \
+                    report["param_dtype"] != "fp32":
+                fail("%s: model states %d, %s = %d (S = %d, S' = %d): %r" %
+                     (what, states, text, want, S, Sp, report))
+            run([args.compiler, args.model, "--stage", str(stage),
+                 "--world-size", str(world), "--dtype", "fp32", "-o", name])
+            out = run(shlex.split(args.mpirun) + [
+                "-np", str(world), name, "--quiet", "--steps", str(args.steps),
+                "--log-json", name + ".json", "--export",
+                name + ".safetensors"] + shlex.split(args.train_args))
+            m = re.search(r"peak memory: measured (\d+) bytes .*, planned "
+                          r"(\d+) bytes", out)
+            if not m or m.group(1) != m.group(2) or \
+                    int(m.group(2)) != report["peak_bytes"]:
+                fail("%s: peak line %r, report peak %d" %
+                     (what, m and m.group(0), report["peak_bytes"]))
+            log = read_log(name + ".json")
+            r = ref[(args.name, stage, world)]
+            for key in ["loss", "grad_norm"]:
+                got = [l[key] for l in log]
+                if got != r[key]:
+                    fail("%s: %s %r, reference %r" % (what, key, got, r[key]))
+            # The tensor data: the header names the tensors and the step.
+            sha = hashlib.sha256(
+                read_safetensors(name + ".safetensors")[2]).hexdigest()
+            if sha != r["export_data_sha256"]:
+                fail("%s: exported weights differ from the reference" % what)
+            print("%s: model states %d = %s (S = %d, S' = %d); peak %s "
+                  "measured == planned; %d losses and exported weights "
+                  "bitwise equal to the reference" %
+                  (what, states, text, S, Sp, m.group(1), len(log)))
     print("OK")
 
 
@@ -478,6 +551,10 @@ def main():
     s.add_argument("a")
     s.add_argument("b")
     s.set_defaults(fn=cmd_same_weights)
+    s = sub.add_parser("payloads")
+    s.add_argument("dir")
+    s.set_defaults(fn=cmd_payloads)
+
     s = sub.add_parser("corrupt")
     s.add_argument("file")
     s.add_argument("--offset", type=int, default=100)
@@ -503,6 +580,19 @@ def main():
     s.add_argument("--first-args", default="")
     s.add_argument("--second-args", default="")
     s.set_defaults(fn=cmd_repeat)
+    s = sub.add_parser("fp32-states")
+    s.add_argument("--compiler", required=True)
+    s.add_argument("--opt", required=True)
+    s.add_argument("--mpirun", required=True)
+    s.add_argument("--model", required=True)
+    s.add_argument("--name", required=True)
+    s.add_argument("--work", required=True)
+    s.add_argument("--ref", required=True)
+    s.add_argument("--stages", default="0,1,2,3")
+    s.add_argument("--worlds", default="1,2,4")
+    s.add_argument("--steps", type=int, default=4)
+    s.add_argument("--train-args", default="")
+    s.set_defaults(fn=cmd_fp32_states)
     s = sub.add_parser("trace")
     s.add_argument("file")
     s.add_argument("--steps", type=int, required=True)

@@ -134,8 +134,8 @@ int64_t Simulator::getGroupElementBytes(SymbolRefAttr ref) const {
 
 double Simulator::getOwnedElements(SymbolRefAttr ref) const {
   const PartitionBuffers *p = schedule.lookupPartition(ref);
-  // The fp32 master buffer is exactly the owned shard.
-  return p ? p->numel[static_cast<unsigned>(BufferKind::master)] : 0;
+  // The Adam moments are exactly the owned shard.
+  return p ? p->getOptimizerNumel() : 0;
 }
 
 Work Simulator::getKernelWork(RuntimeKernelOpInterface op) {
@@ -209,14 +209,16 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     return Work::kernel(bytes);
   }
   if (auto adam = dyn_cast<AdamOp>(op)) {
-    // Read and write the fp32 master, m and v (24 B), read the gradient and
-    // write the parameter in the compute type: 28 B/param at 16 bits. The
-    // runtime then zeroes the rank's gradient buffer for the next step.
+    // Read and write the fp32 master, m and v (24 B) and read the gradient
+    // in the compute type; a 16-bit parameter copy is written too (28 B/param
+    // at 16 bits), while fp32 parameters are the masters themselves (28 B).
+    // The runtime then zeroes the rank's gradient buffer for the next step.
     SymbolRefAttr group = adam.getGroupAttr();
     int64_t c = getGroupElementBytes(group);
     const PartitionBuffers *p = schedule.lookupPartition(group);
     double grads = p ? p->numel[static_cast<unsigned>(BufferKind::grads)] : 0;
-    return Work::kernel(getOwnedElements(group) * (24 + 2 * c) + grads * c);
+    int64_t copy = p && p->areParamsMasters() ? 0 : c;
+    return Work::kernel(getOwnedElements(group) * (24 + c + copy) + grads * c);
   }
   // zero.update_loss_scale and other zero ops: memory-bound;
   // an op without tensors is host-side scalar work.

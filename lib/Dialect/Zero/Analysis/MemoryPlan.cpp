@@ -26,12 +26,12 @@ using namespace mlir::zero;
 
 StringRef mlir::zero::stringifyMemoryCategory(MemoryCategory c) {
   switch (c) {
-  case MemoryCategory::Params16:
-    return "params_16bit";
-  case MemoryCategory::Grads16:
-    return "grads_16bit";
-  case MemoryCategory::Master32:
-    return "master_params_32bit";
+  case MemoryCategory::Params:
+    return "params";
+  case MemoryCategory::Grads:
+    return "grads";
+  case MemoryCategory::MasterParams:
+    return "master_params";
   case MemoryCategory::AdamM:
     return "adam_m";
   case MemoryCategory::AdamV:
@@ -135,11 +135,11 @@ struct Planner {
 static MemoryCategory persistentCategory(BufferKind k) {
   switch (k) {
   case BufferKind::params:
-    return MemoryCategory::Params16;
+    return MemoryCategory::Params;
   case BufferKind::grads:
-    return MemoryCategory::Grads16;
+    return MemoryCategory::Grads;
   case BufferKind::master:
-    return MemoryCategory::Master32;
+    return MemoryCategory::MasterParams;
   case BufferKind::exp_avg:
     return MemoryCategory::AdamM;
   case BufferKind::exp_avg_sq:
@@ -175,6 +175,8 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   for (const PartitionBuffers &p : schedule.getPartitions()) {
     for (unsigned k = 0; k < 5; ++k) {
       auto kind = static_cast<BufferKind>(k);
+      if (!p.hasBuffer(kind))
+        continue;
       offset = alignTo64(offset);
       plan.persistent.push_back({p.partition, kind, offset, p.bytes[k]});
       plan.persistentByCategory[static_cast<unsigned>(persistentCategory(kind))] +=
@@ -455,12 +457,12 @@ void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
   }
   dialect->getInputOffsetsAttrHelper().setAttr(step,
                                                b.getDenseI64ArrayAttr(inputs));
-  DenseMap<Operation *, std::array<int64_t, 5>> partitions;
+  DenseMap<Operation *, std::array<std::optional<int64_t>, 5>> partitions;
   for (const PersistentBuffer &p : plan.persistent)
     partitions[p.partition][static_cast<unsigned>(p.kind)] = p.offset;
   for (auto &[op, o] : partitions)
     dialect->getBuffersAttrHelper().setAttr(
-        op, BufferOffsetsAttr::get(ctx, o[0], o[1], o[2], o[3], o[4]));
+        op, BufferOffsetsAttr::get(ctx, *o[0], *o[1], o[2], *o[3], *o[4]));
   dialect->getPlanAttrHelper().setAttr(
       step, MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
                                 plan.scratchBytes, plan.peakBytes));

@@ -97,12 +97,18 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   auto cat = [&](MemoryCategory c) {
     return plan.persistentByCategory[static_cast<unsigned>(c)];
   };
-  r.params16 = cat(MemoryCategory::Params16);
-  r.grads16 = cat(MemoryCategory::Grads16);
-  r.master32 = cat(MemoryCategory::Master32);
+  r.params = cat(MemoryCategory::Params);
+  r.grads = cat(MemoryCategory::Grads);
+  r.masterParams = cat(MemoryCategory::MasterParams);
   r.adamM = cat(MemoryCategory::AdamM);
   r.adamV = cat(MemoryCategory::AdamV);
-  r.modelStateBytes = r.params16 + r.grads16 + r.master32 + r.adamM + r.adamV;
+  r.modelStateBytes = r.params + r.grads + r.masterParams + r.adamM + r.adamV;
+  Type compute = s.getPartitions().front().computeType;
+  r.paramDtype = compute.isF32() ? "fp32" : compute.isBF16() ? "bf16" : "fp16";
+  r.paramsAreMasters =
+      llvm::all_of(s.getPartitions(), [](const PartitionBuffers &p) {
+        return p.areParamsMasters();
+      });
   auto peak = [&](MemoryCategory c) {
     return plan.peakByCategory[static_cast<unsigned>(c)];
   };
@@ -200,8 +206,8 @@ FitVerdict mlir::zero::computeFitVerdict(const MemoryPlan &plan,
     }
   };
   for (auto c :
-       {MemoryCategory::Params16, MemoryCategory::Grads16,
-        MemoryCategory::Master32, MemoryCategory::AdamM, MemoryCategory::AdamV})
+       {MemoryCategory::Params, MemoryCategory::Grads,
+        MemoryCategory::MasterParams, MemoryCategory::AdamM, MemoryCategory::AdamV})
     consider(stringifyMemoryCategory(c),
              plan.persistentByCategory[static_cast<unsigned>(c)]);
   // The op after which the step arena holds the most live bytes.
@@ -248,10 +254,11 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"param_tensors", r.paramTensors},
       {"largest_param", r.largestParam},
       {"model_state_bytes", r.modelStateBytes},
+      {"param_dtype", r.paramDtype},
       {"model_state_breakdown",
-       llvm::json::Object{{"params_16bit", r.params16},
-                          {"grads_16bit", r.grads16},
-                          {"master_params_32bit", r.master32},
+       llvm::json::Object{{"params", r.params},
+                          {"grads", r.grads},
+                          {"master_params", r.masterParams},
                           {"adam_m", r.adamM},
                           {"adam_v", r.adamV}}},
       {"buffer_bytes",
@@ -262,11 +269,11 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"step_arena_bytes", r.arenaBytes},
       {"kernel_scratch_bytes", r.scratchBytes},
       {"peak_bytes", r.peakBytes},
-      {"comm",
-       llvm::json::Object{{"volume_elements", r.volumeElements},
-                          {"constant_volume_elements", r.constantVolumeElements},
-                          {"bytes_per_rank", r.bytesPerRank},
-                          {"collectives", std::move(collectives)}}},
+      {"comm", llvm::json::Object{{"volume_elements", r.volumeElements},
+                                  {"constant_volume_elements",
+                                   r.constantVolumeElements},
+                                  {"bytes_per_rank", r.bytesPerRank},
+                                  {"collectives", std::move(collectives)}}},
       {"hardware", r.hardware},
       {"predicted_step_ms", r.predictedStepMs},
       {"exposed_comm_ms", r.exposedCommMs},
@@ -295,9 +302,12 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     os << llvm::format("  %-35s %16lld  %12s\n", name.str().c_str(),
                        static_cast<long long>(v), bytesStr(v).c_str());
   };
-  row("16-bit parameters", r.params16);
-  row("16-bit gradients", r.grads16);
-  row("fp32 master parameters", r.master32);
+  // Parameters and gradients in their compute type; fp32 parameters are
+  // their own masters, so only 16-bit ones have a master row.
+  row(r.paramDtype + " parameters", r.params);
+  row(r.paramDtype + " gradients", r.grads);
+  if (!r.paramsAreMasters)
+    row("fp32 master parameters", r.masterParams);
   row("Adam m", r.adamM);
   row("Adam v", r.adamV);
   row("= model states", r.modelStateBytes);
@@ -323,12 +333,24 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     os << "\n";
     printFitVerdict(*r.fit, os);
   }
-  static const char *formulas[] = {"16S", "4S + 12S'/n", "2S + 14S'/n", "16S'/n"};
-  os << "\nModel states follow " << formulas[r.stage] << " (S = " << S
-     << ", S' = " << Sp << ", n = " << n
-     << "); DeepSpeed's estimator adds an fp32 gradient copy (18 bytes per "
-        "parameter) that this schedule never allocates, and ignores buckets, "
-        "gathered parameters and activations, which are counted above.\n\n";
+  // Bytes per parameter of params + grads (full or shard) + master, m, v.
+  static const char *mixedFormulas[] = {"16S", "4S + 12S'/n", "2S + 14S'/n",
+                                        "16S'/n"};
+  static const char *fp32Formulas[] = {"16S", "8S + 8S'/n", "4S + 12S'/n",
+                                       "16S'/n"};
+  os << "\nModel states follow "
+     << (r.paramsAreMasters ? fp32Formulas : mixedFormulas)[r.stage]
+     << " (S = " << S << ", S' = " << Sp << ", n = " << n << ")";
+  if (r.paramsAreMasters)
+    os << ", the fp32 parameters being their own masters; DeepSpeed's "
+          "estimator assumes mixed precision (16-bit parameters and "
+          "gradients, an fp32 gradient copy: 18 bytes per parameter) even "
+          "for fp32 training,";
+  else
+    os << "; DeepSpeed's estimator adds an fp32 gradient copy (18 bytes per "
+          "parameter) that this schedule never allocates,";
+  os << " and ignores buckets, gathered parameters and activations, which "
+        "are counted above.\n\n";
   os << "Communication: " << r.volumeElements << " elements ("
      << r.constantVolumeElements << " of them the overflow/norm reduction), "
      << r.bytesPerRank << " bytes sent by rank 0 per step\n";

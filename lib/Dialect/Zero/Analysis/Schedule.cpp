@@ -56,9 +56,11 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
         shardedParams ? shard : numel;
     buffers.numel[static_cast<unsigned>(BufferKind::grads)] =
         shardedGrads ? shard : numel;
+    // fp32 parameters are their own masters: no master buffer.
     for (BufferKind k :
          {BufferKind::master, BufferKind::exp_avg, BufferKind::exp_avg_sq})
-      buffers.numel[static_cast<unsigned>(k)] = shard;
+      if (buffers.hasBuffer(k))
+        buffers.numel[static_cast<unsigned>(k)] = shard;
     int64_t cbytes = getElementBytes(buffers.computeType);
     bool overflow = false;
     for (unsigned k = 0; k < 5; ++k)

@@ -634,6 +634,25 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (next != static_cast<int64_t>(getNumel()))
     return emitOpError("parameters hold ")
            << next << " elements but numel is " << getNumel();
+  // The memory plan's buffers: a master copy exactly when the parameters
+  // are not their own masters.
+  auto *dialect = getContext()->getLoadedDialect<ZeroDialect>();
+  if (BufferOffsetsAttr buffers =
+          dialect->getBuffersAttrHelper().getAttr(*this)) {
+    for (Attribute ref : getParams()) {
+      auto param =
+          tables.lookupSymbolIn<ParamOp>(module, cast<SymbolRefAttr>(ref));
+      Type compute = param.getComputeTensorType().getElementType();
+      bool masters = areParamsMasters(compute);
+      if (masters == buffers.getMaster().has_value())
+        return emitOpError("buffers ")
+               << buffers << (masters ? " have" : " lack")
+               << " a master buffer, but parameter " << ref << " computes in "
+               << compute
+               << (masters ? " (fp32 parameters are their own masters)"
+                           : " (16-bit parameters need fp32 masters)");
+    }
+  }
   return success();
 }
 
@@ -1017,21 +1036,20 @@ MemoryPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-LogicalResult
-BufferOffsetsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                          int64_t params, int64_t grads, int64_t master,
-                          int64_t expAvg, int64_t expAvgSq) {
-  int64_t offsets[] = {params, grads, master, expAvg, expAvgSq};
+LogicalResult BufferOffsetsAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t params, int64_t grads,
+    std::optional<int64_t> master, int64_t expAvg, int64_t expAvgSq) {
+  std::optional<int64_t> offsets[] = {params, grads, master, expAvg, expAvgSq};
   for (auto [kind, offset] : llvm::enumerate(offsets))
-    if (!isPlanOffset(offset))
+    if (offset && !isPlanOffset(*offset))
       return emitError() << "buffer_offsets "
                          << stringifyBufferKind(static_cast<BufferKind>(kind))
                          << " must be a non-negative multiple of "
-                         << kArenaAlignment << ", got " << offset;
+                         << kArenaAlignment << ", got " << *offset;
   return success();
 }
 
-int64_t BufferOffsetsAttr::getOffset(BufferKind kind) const {
+std::optional<int64_t> BufferOffsetsAttr::getOffset(BufferKind kind) const {
   switch (kind) {
   case BufferKind::params:
     return getParams();

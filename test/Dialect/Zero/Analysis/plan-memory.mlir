@@ -68,13 +68,14 @@ zero.train_step @step(%x: tensor<2x32xbf16>, %lbl: tensor<2xi64>)
 // by zero.grad is computed straight into its slot of `grads` (no zero.alloc).
 zero.param @a : tensor<8xf32> init zeros
 zero.param @b : tensor<2x8xf32> init zeros
-// CHECK: zero.partition @flat stage 0 {{.*}} {zero.buffers = #zero.buffer_offsets<params = 0, grads = 128, master = 256, exp_avg = 384, exp_avg_sq = 512>}
+// fp32 parameters are their own masters: no master buffer.
+// CHECK: zero.partition @flat stage 0 {{.*}} {zero.buffers = #zero.buffer_offsets<params = 0, grads = 128, exp_avg = 256, exp_avg_sq = 384>}
 zero.partition @flat stage 0 world_size 2 alignment 2 numel 24 padded 24 params [@a, @b] offsets [0, 8]
 // CHECK-LABEL: zero.train_step @direct
 // Step arena: x (64 bytes) at 0, labels at 64, y at 128, loss at 192, seed
 // at 256, dy at 320: 384 bytes; peak 640 + 384 = 1024.
 // CHECK-SAME: zero.input_offsets = array<i64: 0, 64>
-// CHECK-SAME: zero.plan = #zero.memory_plan<persistent_bytes = 640, arena_bytes = 384, scratch_bytes = 0, peak_bytes = 1024>
+// CHECK-SAME: zero.plan = #zero.memory_plan<persistent_bytes = 512, arena_bytes = 384, scratch_bytes = 0, peak_bytes = 896>
 // CHECK: nn.mul %{{.*}}, %{{.*}} {zero.alloc = array<i64: 128>}
 // CHECK: nn.softmax_cross_entropy_grad {{.*}} {zero.alloc = array<i64: 320>}
 // CHECK-NEXT: nn.mul %{{.*}}, %{{.*}} : tensor<2x8xf32>
@@ -114,7 +115,7 @@ zero.param @a : tensor<8xf32> init zeros
 zero.param @b : tensor<2x8xf32> init zeros
 zero.partition @flat stage 0 world_size 2 alignment 2 numel 24 padded 24 params [@a, @b] offsets [0, 8]
 // CHECK-LABEL: zero.train_step @accumulate
-// CHECK-SAME: zero.plan = #zero.memory_plan<persistent_bytes = 640, arena_bytes = 384, scratch_bytes = 0, peak_bytes = 1024>
+// CHECK-SAME: zero.plan = #zero.memory_plan<persistent_bytes = 512, arena_bytes = 384, scratch_bytes = 0, peak_bytes = 896>
 // CHECK: nn.softmax_cross_entropy_grad {{.*}} {zero.alloc = array<i64: 320>}
 // CHECK-NEXT: nn.mul %{{.*}}, %{{.*}} {zero.alloc = array<i64: 128>}
 // CHECK-NEXT: zero.grad @b
@@ -147,14 +148,14 @@ zero.train_step @accumulate(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
 // the step arena from its all-gather to its free.
 zero.param @w : tensor<2x8xf32> init zeros
 zero.param @v : tensor<8xf32> init zeros
-// CHECK: zero.partition @l stage 3 {{.*}} {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, master = 128, exp_avg = 192, exp_avg_sq = 256>}
+// CHECK: zero.partition @l stage 3 {{.*}} {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, exp_avg = 128, exp_avg_sq = 192>}
 zero.partition @l stage 3 world_size 2 alignment 2 numel 24 padded 24 params [@w, @v] offsets [0, 16]
 // Arena: x at 0, labels at 64, the gathered buffer at 128 (to 224), y at
 // 256; after the free, the loss and seed take 128 and 192, dy 320, dw
 // reuses y's 256, dv the inputs' 0, and the bucket buffer (96 bytes) dy's
 // 320: high-water 416, 448 aligned; peak 320 + 448 = 768.
 // CHECK-LABEL: zero.train_step @stage3
-// CHECK-SAME: zero.plan = #zero.memory_plan<persistent_bytes = 320, arena_bytes = 448, scratch_bytes = 0, peak_bytes = 768>
+// CHECK-SAME: zero.plan = #zero.memory_plan<persistent_bytes = 256, arena_bytes = 448, scratch_bytes = 0, peak_bytes = 704>
 // CHECK-NEXT: zero.all_gather group @l {zero.alloc = array<i64: 128>}
 // CHECK-NEXT: zero.get_param @w from
 // CHECK-NEXT: nn.mul %{{.*}}, %{{.*}} {zero.alloc = array<i64: 256>}

@@ -91,18 +91,18 @@ zero.train_step @step(%x: tensor<2x32xbf16>, %lbl: tensor<2xi64>)
 
 // Stage 0 without accumulation: the gradients db (op 5) and da (op 7) are
 // computed into the persistent `grads` buffer and have no arena buffer.
-// Persistent: five full buffers of 24 f32 (96 bytes, 128 aligned) at 0, 128,
-// 256, 384, 512; 640 bytes.
+// Persistent: four full buffers of 24 f32 (96 bytes, 128 aligned) at 0, 128,
+// 256, 384 (fp32 parameters are their own masters: no master buffer); 512
+// bytes.
 // Arena: x (64) at 0 to db at 5, labels (16) at 64 to 4, y (64) at 128, the
 // loss at 192, the seed at 256, dy (64) at 320: 384. After op 5 [0, 80) is
-// free: loss_scale at 0, check_overflow at 64. Peak 640 + 384 = 1024.
+// free: loss_scale at 0, check_overflow at 64. Peak 512 + 384 = 896.
 // CHECK-LABEL: zero.train_step @direct
-// CHECK-NEXT: persistent_bytes 640, arena_bytes 384, scratch_bytes 0, peak_bytes 1024
+// CHECK-NEXT: persistent_bytes 512, arena_bytes 384, scratch_bytes 0, peak_bytes 896
 // CHECK-NEXT: persistent @flat params offset 0 bytes 96
 // CHECK-NEXT: persistent @flat grads offset 128 bytes 96
-// CHECK-NEXT: persistent @flat master offset 256 bytes 96
-// CHECK-NEXT: persistent @flat exp_avg offset 384 bytes 96
-// CHECK-NEXT: persistent @flat exp_avg_sq offset 512 bytes 96
+// CHECK-NEXT: persistent @flat exp_avg offset 256 bytes 96
+// CHECK-NEXT: persistent @flat exp_avg_sq offset 384 bytes 96
 // CHECK-NEXT: arena input #0 offset 0 bytes 64 live [-1, 5] inputs
 // CHECK-NEXT: arena input #1 offset 64 bytes 16 live [-1, 4] inputs
 // CHECK-NEXT: arena op 1 nn.mul result #0 offset 128 bytes 64 live [1, 4] activations
@@ -140,21 +140,21 @@ zero.train_step @direct(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
 
 // Stage 3: the gathered group lives in the step arena from its all-gather
 // to its free, and the bucket grows the arena past its top.
-// Persistent: five shards of 12 f32 (48 bytes, 64 aligned): 320 bytes.
+// Persistent: four shards of 12 f32 (48 bytes, 64 aligned; no master
+// buffer): 256 bytes.
 // Arena: x at 0 (to 7), labels at 64 (to 6), the gathered buffer (96) at 128
 // until its free at 3, y (64) at 256 (top 224 rounded up). The loss and the
 // seed take 128 and 192 in the freed group; dy (64) does not fit in
 // [196, 224) and goes to the top, 320. dw reuses y's 256, dv (32) x's 0. The
 // bucket (24 f32 = 96) fits in no free range, but the free [320, 384) ends at
 // the top, so it starts there: high-water 416, 448 aligned. loss_scale 0,
-// check_overflow 64, all_reduce 192 (in [132, 224)). Peak 320 + 448 = 768.
+// check_overflow 64, all_reduce 192 (in [132, 224)). Peak 256 + 448 = 704.
 // CHECK-LABEL: zero.train_step @stage3
-// CHECK-NEXT: persistent_bytes 320, arena_bytes 448, scratch_bytes 0, peak_bytes 768
+// CHECK-NEXT: persistent_bytes 256, arena_bytes 448, scratch_bytes 0, peak_bytes 704
 // CHECK-NEXT: persistent @l params offset 0 bytes 48
 // CHECK-NEXT: persistent @l grads offset 64 bytes 48
-// CHECK-NEXT: persistent @l master offset 128 bytes 48
-// CHECK-NEXT: persistent @l exp_avg offset 192 bytes 48
-// CHECK-NEXT: persistent @l exp_avg_sq offset 256 bytes 48
+// CHECK-NEXT: persistent @l exp_avg offset 128 bytes 48
+// CHECK-NEXT: persistent @l exp_avg_sq offset 192 bytes 48
 // CHECK-NEXT: arena input #0 offset 0 bytes 64 live [-1, 7] inputs
 // CHECK-NEXT: arena input #1 offset 64 bytes 16 live [-1, 6] inputs
 // CHECK-NEXT: arena op 0 zero.all_gather result #0 offset 128 bytes 96 live [0, 3] gather_buffers

@@ -18,9 +18,9 @@ namespace mlir::zero {
 
 /// What a buffer holds; the report and the memory picture sum by category.
 enum class MemoryCategory : unsigned {
-  Params16,      ///< persistent 16-bit (compute) parameters
-  Grads16,       ///< persistent gradients
-  Master32,      ///< fp32 master parameters
+  Params,        ///< persistent parameters in the compute type
+  Grads,         ///< persistent gradients in the compute type
+  MasterParams,  ///< fp32 master parameters (none with fp32 compute)
   AdamM,         ///< fp32 first moments
   AdamV,         ///< fp32 second moments
   Inputs,        ///< the step's input batch

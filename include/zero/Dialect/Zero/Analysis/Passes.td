@@ -23,9 +23,11 @@ def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
     The plan gives every buffer a static offset in one of two arenas per rank:
 
     * the persistent arena (lives across steps): for every partition its
-      `params`, `grads`, `master`, `exp_avg` and `exp_avg_sq` buffers, sized
-      by the stage (see `zero.partition`), recorded on the partition as
-      `zero.buffers = #zero.buffer_offsets<params = offset, ...>`;
+      `params`, `grads`, `master` (only with 16-bit compute: fp32
+      parameters are their own masters), `exp_avg` and `exp_avg_sq`
+      buffers, sized by the stage (see `zero.partition`), recorded on the
+      partition as `zero.buffers = #zero.buffer_offsets<params = offset,
+      ...>`;
     * the step arena: the input batch, activations kept for backward,
       gradients, temporaries, gathered parameter buffers (stage 3) and bucket
       buffers of source-form reductions, placed in program order by a

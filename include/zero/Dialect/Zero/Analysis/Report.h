@@ -23,7 +23,12 @@ struct StepReport {
   int64_t paramCount = 0, paddedParamCount = 0, paramTensors = 0,
           largestParam = 0;
   int64_t modelStateBytes = 0;
-  int64_t params16 = 0, grads16 = 0, master32 = 0, adamM = 0, adamV = 0;
+  /// Model states by buffer; params and grads are in the compute type.
+  int64_t params = 0, grads = 0, masterParams = 0, adamM = 0, adamV = 0;
+  /// The compute type of the parameters and gradients: fp32, bf16 or fp16.
+  std::string paramDtype;
+  /// Whether the fp32 parameters are their own masters (no master buffer).
+  bool paramsAreMasters = false;
   int64_t reduceBucketBytes = 0, gatherBufferBytes = 0, activationBytes = 0;
   int64_t persistentBytes = 0, arenaBytes = 0, scratchBytes = 0, peakBytes = 0;
   /// Sum over collectives of the full array's elements (all-reduce twice).

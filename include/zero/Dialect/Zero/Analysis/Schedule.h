@@ -40,6 +40,19 @@ struct PartitionBuffers {
   int64_t numel[5] = {0, 0, 0, 0, 0};
   /// Bytes of each buffer kind.
   int64_t bytes[5] = {0, 0, 0, 0, 0};
+
+  /// Whether the fp32 parameters are their own masters (fp32 compute): the
+  /// partition then has no `master` buffer.
+  bool areParamsMasters() const { return zero::areParamsMasters(computeType); }
+  /// Whether the partition has a buffer of kind `kind`.
+  bool hasBuffer(BufferKind kind) const {
+    return kind != BufferKind::master || !areParamsMasters();
+  }
+  /// Elements of the owned shard that Adam updates (padded; the whole
+  /// group at stage 0).
+  int64_t getOptimizerNumel() const {
+    return numel[static_cast<unsigned>(BufferKind::exp_avg)];
+  }
 };
 
 /// Facts about a train step after zero-partition.

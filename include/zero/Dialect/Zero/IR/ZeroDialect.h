@@ -72,6 +72,10 @@ inline bool isLossSeed(Operation *op) {
   auto *dialect = op->getContext()->getLoadedDialect<ZeroDialect>();
   return dialect && dialect->getLossSeedAttrHelper().isAttrPresent(op);
 }
+/// Whether parameters whose compute copy has element type `computeType` are
+/// their own fp32 masters: Adam then updates them in place and their
+/// partition has no `master` buffer.
+inline bool areParamsMasters(Type computeType) { return computeType.isF32(); }
 /// Whether ops of `phase` come after the optimizer.
 inline bool isAfterOptimizer(Phase phase) {
   return phase == Phase::step_end || phase == Phase::post_step;

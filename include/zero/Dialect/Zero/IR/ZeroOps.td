@@ -150,7 +150,8 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
 def Zero_PrecisionAttr : Zero_Attr<"Precision", "precision"> {
   let summary = "Training precision and DeepSpeed's dynamic loss scaler";
   let description = [{
-    `fp32`: everything in fp32. `bf16`: bf16 compute copies of the fp32 master
+    `fp32`: everything in fp32; the parameters are their own masters (no
+    separate master copy). `bf16`: bf16 compute copies of the fp32 master
     parameters, no loss scaling. `fp16`: fp16 compute copies and DeepSpeed's
     DynamicLossScaler: the scale starts at `2^initial_scale_power`, is halved
     on an overflow once `hysteresis` overflows have been absorbed, doubled
@@ -430,10 +431,12 @@ def Zero_PartitionOp : Zero_Op<"partition", [
     `padded_numel`, a multiple of `world_size * alignment` (`world_size` is
     at most 2^20). Rank `r` owns
     elements `[r * shard, (r + 1) * shard)` with
-    `shard = padded_numel / world_size` (its fp32 master and Adam moments are
-    that padded shard; elements past `numel` are padding). At stage 0 nothing
-    is sharded: `padded_numel == numel` and every rank owns everything. The
-    layout is identical on every rank.
+    `shard = padded_numel / world_size` (its Adam moments and, with 16-bit
+    compute, its fp32 masters are that padded shard; elements past `numel`
+    are padding). With fp32 compute the parameters are their own masters:
+    Adam updates the owned part of the fp32 parameters in place. At stage 0
+    nothing is sharded: `padded_numel == numel` and every rank owns
+    everything. The layout is identical on every rank.
 
     ```mlir
     zero.partition @group0 stage 2 world_size 4 alignment 2 numel 1000 padded 1008
@@ -536,12 +539,14 @@ class Zero_CollectiveOp<string mnemonic, list<Trait> traits = []>
     `group`. Ranges `[begin, end)` are element ranges of the group's flat
     layout, identical on every rank; the runtime derives each rank's part from
     the layout (rank `r` owns `[r * shard, (r + 1) * shard)`), so no attribute
-    depends on the rank. Each partition has persistent per-rank buffers:
-    `params` (16-bit compute copy: full at stages 0-2, this rank's shard at
-    stage 3), `grads` (full at stages 0-1, this rank's shard accumulator at
-    stages 2-3), and the fp32 `master`, `exp_avg` and `exp_avg_sq` (this
-    rank's shard; full at stage 0). With a `!zero.token` result the collective
-    is asynchronous and completes at the `zero.wait` of its token.
+    depends on the rank. Each partition has persistent per-rank buffers in
+    the compute type, `params` (full at stages 0-2, this rank's shard at
+    stage 3) and `grads` (full at stages 0-1, this rank's shard accumulator
+    at stages 2-3), and in fp32 `exp_avg`, `exp_avg_sq` and, when the compute
+    type is 16-bit, the `master` parameters (this rank's shard; full at stage
+    0). With fp32 compute there is no `master` buffer: the owned part of
+    `params` is the master. With a `!zero.token` result the collective is
+    asynchronous and completes at the `zero.wait` of its token.
   }];
 }
 
@@ -766,12 +771,14 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
   let summary = "Fused Adam/AdamW on this rank's shard of a partition";
   let description = [{
     Unless `skip` is true, updates this rank's owned part of partition
-    `group`: reads the 16-bit `grads`, unscales them by
+    `group`: reads the `grads` (in the compute type), unscales them by
     `loss_scale * divisor` and clips them by the global norm from `stats`
-    (`gradient_clipping` of the train step) in registers, applies Adam/AdamW
-    with bias correction (the train step's `#zero.optimizer`) to the fp32
-    `master`, `exp_avg` and `exp_avg_sq`, and writes the updated parameters in
-    the compute type into `params`. No fp32 gradient buffer exists. The
+    (`gradient_clipping` of the train step) in registers, and applies
+    Adam/AdamW with bias correction (the train step's `#zero.optimizer`) to
+    the fp32 masters, `exp_avg` and `exp_avg_sq`. With 16-bit compute the
+    masters are the `master` buffer and the updated parameters are written,
+    rounded, into `params`; with fp32 compute the masters are the owned part
+    of `params`, updated in place. No fp32 gradient buffer exists. The
     gradients are then cleared for the next step (also when skipped).
 
     ```mlir
@@ -829,19 +836,25 @@ def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
   let description = [{
     Recorded as `zero.buffers` on `zero.partition` by `zero-plan-memory`:
     the byte offset, a multiple of 64, of each persistent buffer of the
-    partition in the persistent arena of a rank.
+    partition in the persistent arena of a rank. `master` is present exactly
+    when the partition's compute type is 16-bit; with fp32 compute the
+    parameters are their own masters and the partition has no `master`
+    buffer (the partition's verifier checks this).
 
     ```mlir
     #zero.buffer_offsets<params = 0, grads = 192, master = 320, exp_avg = 512, exp_avg_sq = 704>
+    #zero.buffer_offsets<params = 0, grads = 384, exp_avg = 768, exp_avg_sq = 1152>
     ```
   }];
-  let parameters = (ins "int64_t":$params, "int64_t":$grads, "int64_t":$master,
+  let parameters = (ins "int64_t":$params, "int64_t":$grads,
+                        OptionalParameter<"std::optional<int64_t>">:$master,
                         "int64_t":$exp_avg, "int64_t":$exp_avg_sq);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// The offset of the buffer of kind `kind`.
-    int64_t getOffset(::mlir::zero::BufferKind kind) const;
+    /// The offset of the buffer of kind `kind`, or none when the partition
+    /// has no such buffer (`master` with fp32 compute).
+    std::optional<int64_t> getOffset(::mlir::zero::BufferKind kind) const;
   }];
 }
 

@@ -266,7 +266,8 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     all-reduce is omitted (it would count the norm `world_size` times).
     `zero.update_loss_scale` applies DeepSpeed's DynamicLossScaler and yields
     the skip flag; `zero.adam` (one per partition) skips on overflow, else
-    unscales, clips, steps Adam/AdamW and writes the 16-bit parameters. The
+    unscales, clips, steps Adam/AdamW and writes the 16-bit parameters (fp32
+    parameters are their own masters, updated in place). The
     divisor is `world_size * accumulation_steps`. `gradient-clipping` >= 0
     overrides the train step's `gradient_clipping` (0 disables clipping).
   }];
