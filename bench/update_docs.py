@@ -134,6 +134,10 @@ def sec_kernels(r):
         "overflow_bf16": ("`zrt_check_overflow` bf16", "2 B/param"),
         "overflow_f16": ("`zrt_check_overflow` f16", "2 B/param"),
         "overflow_f32": ("`zrt_check_overflow` f32", "4 B/param"),
+        "swiglu_bf16": ("`zrt_swiglu` bf16", "6 B/element"),
+        "swiglu_grad_bf16": ("`zrt_swiglu_grad` bf16", "10 B/element"),
+        "rope_bf16": ("`zrt_rope` bf16, head_dim 128", "4 B/element"),
+        "rope_f32": ("`zrt_rope` f32, head_dim 128", "8 B/element"),
         "read_f32": ("fp32 sum of squares, `omp simd` (read reference)",
                      "4 B/element"),
     }
@@ -152,7 +156,8 @@ def sec_kernels(r):
            "| 1 thread: / triad |" % GOAL_BANDWIDTH,
            "|---|---|---:|---:|---|---:|"]
     for name in ["triad", "copy", "adam_bf16", "adam_f32", "overflow_bf16",
-                 "overflow_f16", "overflow_f32", "read_f32"]:
+                 "overflow_f16", "overflow_f32", "swiglu_bf16",
+                 "swiglu_grad_bf16", "rope_bf16", "rope_f32", "read_f32"]:
         if name not in k:
             continue
         e = k[name]

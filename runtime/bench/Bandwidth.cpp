@@ -3,7 +3,8 @@
 // Part of the zero-mlir project.
 //
 // Achieved bandwidth of the bandwidth-bound optimizer kernels (zrt_adam,
-// zrt_check_overflow) divided by that of a STREAM triad measured in the same
+// zrt_check_overflow) and elementwise kernels (zrt_swiglu, zrt_swiglu_grad,
+// zrt_rope) divided by that of a STREAM triad measured in the same
 // process, on the same threads, interleaved with it: each round times every
 // kernel once (in alternating order), the ratio of a round is the kernel's
 // bytes/s over the triad's bytes/s of that round, and the reported ratio is
@@ -196,6 +197,33 @@ int main(int argc, char **argv) {
   overflow("overflow_bf16", ZRT_BF16, gradBf16->data);
   overflow("overflow_f16", ZRT_F16, gradF16->data);
   overflow("overflow_f32", ZRT_F32, gradF32->data);
+  // Llama's fused elementwise kernels on bf16 activations: SwiGLU reads gate
+  // and up and writes y (6 B/element), its gradient reads gate, up and dy
+  // and writes dgate and dup (10 B/element); the rotary embedding reads and
+  // writes [batch * heads = 32, seq, head_dim = 128] (4 B/element, 8 in
+  // f32), its cosines and sines computed once per position.
+  auto dyBf16 = randomTyped(ZRT_BF16, n), outBf16 = randomTyped(ZRT_BF16, n),
+       out2Bf16 = randomTyped(ZRT_BF16, n);
+  kernels.push_back({"swiglu_bf16", 6.0 * double(n), [&] {
+                       zrt_swiglu(ZRT_BF16, gradBf16->data, paramBf16->data,
+                                  outBf16->data, n);
+                     }});
+  kernels.push_back({"swiglu_grad_bf16", 10.0 * double(n), [&] {
+                       zrt_swiglu_grad(ZRT_BF16, gradBf16->data,
+                                       paramBf16->data, dyBf16->data,
+                                       outBf16->data, out2Bf16->data, n);
+                     }});
+  const int64_t ropeRows = 32, ropeDim = 128;
+  const int64_t ropeSeq = n / (ropeRows * ropeDim);
+  const double ropeElems = double(ropeRows * ropeSeq * ropeDim);
+  kernels.push_back({"rope_bf16", 4.0 * ropeElems, [&] {
+                       zrt_rope(ZRT_BF16, paramBf16->data, outBf16->data, 1,
+                                ropeRows, ropeSeq, ropeDim, 1e4, 0);
+                     }});
+  kernels.push_back({"rope_f32", 8.0 * ropeElems, [&] {
+                       zrt_rope(ZRT_F32, gradF32->data, ta.data, 1, ropeRows,
+                                ropeSeq, ropeDim, 1e4, 0);
+                     }});
   // A plain read-only reduction (sum of squares of fp32 data, 4 B/element):
   // the read bandwidth the overflow check could reach at best.
   kernels.push_back({"read_f32", 4.0 * double(n), [&] {
@@ -248,7 +276,7 @@ int main(int argc, char **argv) {
                      ",\n  \"kernels\": [";
   std::printf("%d threads, %lld elements per array, %d rounds (median)\n",
               threads, (long long)n, o.rounds);
-  std::printf("%-14s %12s %10s %14s\n", "kernel", "bytes/call", "GB/s",
+  std::printf("%-16s %12s %10s %14s\n", "kernel", "bytes/call", "GB/s",
               "ratio to triad");
   bool first = true;
   for (const Kernel &k : kernels) {
@@ -261,7 +289,7 @@ int main(int argc, char **argv) {
     std::vector<double> sorted = ratio;
     std::sort(sorted.begin(), sorted.end());
     double q1 = sorted[sorted.size() / 4], q3 = sorted[(3 * sorted.size()) / 4];
-    std::printf("%-14s %12.0f %10.2f %14.3f  [%.3f, %.3f]\n", k.name.c_str(),
+    std::printf("%-16s %12.0f %10.2f %14.3f  [%.3f, %.3f]\n", k.name.c_str(),
                 k.bytes, median(gbps), median(ratio), q1, q3);
     char buf[512];
     std::snprintf(buf, sizeof buf,

@@ -77,6 +77,35 @@ void broadcastMap(const char *kernel, const void *lhsPtr, const void *rhsPtr,
   });
 }
 
+/// (outA[i], outB[i]) = op(a[i], b[i], c[i]); each output may alias an
+/// input (every index is read before it is written).
+template <typename T, typename Op>
+void ternaryMap2(const void *aPtr, const void *bPtr, const void *cPtr,
+                 void *outAPtr, void *outBPtr, int64_t n, const Op &op) {
+  const T *a = static_cast<const T *>(aPtr);
+  const T *b = static_cast<const T *>(bPtr);
+  const T *c = static_cast<const T *>(cPtr);
+  T *outA = static_cast<T *>(outAPtr);
+  T *outB = static_cast<T *>(outBPtr);
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    alignas(64) float bufA[kBlock], bufB[kBlock], bufC[kBlock], bufOutA[kBlock],
+        bufOutB[kBlock];
+    for (int64_t i = begin; i < end; i += kBlock) {
+      int64_t len = std::min(kBlock, end - i);
+      const float *x = loadF32(a + i, len, bufA);
+      const float *y = loadF32(b + i, len, bufB);
+      const float *z = loadF32(c + i, len, bufC);
+      float *u = outF32(outA + i, bufOutA);
+      float *v = outF32(outB + i, bufOutB);
+#pragma omp simd
+      for (int64_t t = 0; t < len; ++t)
+        op(x[t], y[t], z[t], u[t], v[t]);
+      storeF32(u, outA + i, len);
+      storeF32(v, outB + i, len);
+    }
+  });
+}
+
 } // namespace
 
 extern "C" void zrt_add(int32_t dtype, const void *lhs, const void *rhs,
@@ -140,6 +169,27 @@ extern "C" void zrt_silu_grad(int32_t dtype, const void *x, const void *dy,
     broadcastMap<decltype(tag)>(
         "zrt_silu_grad", x, dy, dx, n, n,
         [](float v, float g) { return siluGrad(v, g); });
+  });
+}
+
+extern "C" void zrt_swiglu(int32_t dtype, const void *gate, const void *up,
+                           void *y, int64_t n) {
+  KernelSpan span("zrt_swiglu");
+  dispatchFloat(dtype, [&](auto tag) {
+    broadcastMap<decltype(tag)>("zrt_swiglu", gate, up, y, n, n,
+                                [](float g, float u) { return swiglu(g, u); });
+  });
+}
+
+extern "C" void zrt_swiglu_grad(int32_t dtype, const void *gate, const void *up,
+                                const void *dy, void *dgate, void *dup,
+                                int64_t n) {
+  KernelSpan span("zrt_swiglu_grad");
+  checkDims("zrt_swiglu_grad", n);
+  dispatchFloat(dtype, [&](auto tag) {
+    ternaryMap2<decltype(tag)>(gate, up, dy, dgate, dup, n,
+                               [](float g, float u, float d, float &dg,
+                                  float &du) { swigluGrad(g, u, d, dg, du); });
   });
 }
 

@@ -96,12 +96,79 @@ ZRT_HOST_DEVICE inline float siluGrad(float x, float dy) {
   return s * (1.0f + x * (1.0f - s)) * dy;
 }
 
+/// SwiGLU: silu(gate) * up, rounded once.
+ZRT_HOST_DEVICE inline float swiglu(float gate, float up) {
+  return silu(gate) * up;
+}
+/// From the forward operands: dgate = dy * up * silu'(gate), dup = dy *
+/// silu(gate), sharing one exponential.
+ZRT_HOST_DEVICE inline void swigluGrad(float gate, float up, float dy,
+                                       float &dgate, float &dup) {
+  float d = 1.0f + expApprox(-gate);
+  float s = 1.0f / d;
+  dgate = s * (1.0f + gate * (1.0f - s)) * (dy * up);
+  dup = gate / d * dy;
+}
+
 // Written so that NaN propagates (as torch.relu) and overflow checks see it.
 ZRT_HOST_DEVICE inline float relu(float x) { return x < 0.0f ? 0.0f : x; }
 
 /// From the forward result y.
 ZRT_HOST_DEVICE inline float reluGrad(float y, float dy) {
   return y <= 0.0f ? 0.0f : dy;
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+// The fp32 steps of Hugging Face's LlamaRotaryEmbedding and
+// apply_rotary_pos_emb, in their order: inv_freq = 1 / theta^(2i / dim),
+// freqs = pos * inv_freq, cos and sin of freqs, x * cos + rotate_half(x) *
+// sin. Where torch rounds an fp32 operation (pow, cos, sin) to within an
+// ulp, these round the double result once, which is exact on both backends
+// but for near-ties; every other step is one fp32 operation, rounded as in
+// torch: host callers must be compiled without multiply-add contraction.
+
+/// inv_freq of pair i of a head of `headDim`.
+ZRT_HOST_DEVICE inline float ropeInvFreq(double theta, int64_t i,
+                                         int64_t headDim) {
+  float exponent = float(2 * i) / float(headDim);
+#ifdef __CUDA_ARCH__
+  float power = float(::pow(double(float(theta)), double(exponent)));
+#else
+  float power = float(std::pow(double(float(theta)), double(exponent)));
+#endif
+  return 1.0f / power;
+}
+
+/// cos and sin of the fp32 angle pos * invFreq.
+ZRT_HOST_DEVICE inline void ropeCosSin(int64_t pos, float invFreq, float &c,
+                                       float &s) {
+#ifdef __CUDA_ARCH__
+  double angle = __fmul_rn(float(pos), invFreq), sd, cd;
+  ::sincos(angle, &sd, &cd);
+  c = float(cd);
+  s = float(sd);
+#else
+  double angle = float(pos) * invFreq;
+  c = float(std::cos(angle));
+  s = float(std::sin(angle));
+#endif
+}
+
+/// Rotates the pair (x1, x2) = (x[i], x[i + head_dim / 2]): y1 = x1 * c -
+/// x2 * s, y2 = x2 * c + x1 * s, each product rounded, then the sum. The
+/// inverse rotation passes -s.
+ZRT_HOST_DEVICE inline void ropeRotate(float x1, float x2, float c, float s,
+                                       float &y1, float &y2) {
+#ifdef __CUDA_ARCH__
+  y1 = __fadd_rn(__fmul_rn(x1, c), -__fmul_rn(x2, s));
+  y2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+#else
+  y1 = x1 * c - x2 * s;
+  y2 = x2 * c + x1 * s;
+#endif
 }
 
 //===----------------------------------------------------------------------===//

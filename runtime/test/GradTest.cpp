@@ -232,6 +232,48 @@ TEST_F(GradTest, GeluSiluRelu) {
   checkGradient("relu", x, unary(zrt_relu), w, dx, rng, 1e-3);
 }
 
+TEST_F(GradTest, Swiglu) {
+  int64_t n = 200;
+  Floats gate = randomFloats(rng, n, -4, 4), up = randomFloats(rng, n, -2, 2);
+  std::vector<double> w = weights(rng, n);
+  Floats dy = asFloats(w), dgate(static_cast<size_t>(n)),
+         dup(static_cast<size_t>(n));
+  zrt_swiglu_grad(ZRT_F32, gate.data(), up.data(), dy.data(), dgate.data(),
+                  dup.data(), n);
+  auto swiglu = [&](const Floats &g, const Floats &u) {
+    Floats out(static_cast<size_t>(n));
+    zrt_swiglu(ZRT_F32, g.data(), u.data(), out.data(), n);
+    return out;
+  };
+  checkGradient(
+      "swiglu dgate", gate, [&](const Floats &v) { return swiglu(v, up); }, w,
+      dgate, rng, 1e-3);
+  checkGradient(
+      "swiglu dup", up, [&](const Floats &v) { return swiglu(gate, v); }, w,
+      dup, rng, 1e-3);
+}
+
+// rope's backward is the inverse rope of dy, and the inverse rope's the rope.
+TEST_F(GradTest, Rope) {
+  int64_t batch = 2, heads = 2, seq = 9, dim = 8, n = batch * heads * seq * dim;
+  for (int inverse = 0; inverse < 2; ++inverse) {
+    Floats x = randomFloats(rng, n);
+    std::vector<double> w = weights(rng, n);
+    Floats dy = asFloats(w), dx(static_cast<size_t>(n));
+    zrt_rope(ZRT_F32, dy.data(), dx.data(), batch, heads, seq, dim, 1e4,
+             !inverse);
+    checkGradient(
+        std::string("rope") + (inverse ? " inverse" : ""), x,
+        [&](const Floats &v) {
+          Floats out(static_cast<size_t>(n));
+          zrt_rope(ZRT_F32, v.data(), out.data(), batch, heads, seq, dim, 1e4,
+                   inverse);
+          return out;
+        },
+        w, dx, rng);
+  }
+}
+
 TEST_F(GradTest, Softmax) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6, 9}, {2, 1100}}) {
     int64_t n = rows * cols;

@@ -135,6 +135,106 @@ TEST_P(KernelTest, PointwiseForwardAndGrad) {
   expectClose(dx, want, 0, 0, "relu_grad");
 }
 
+// SwiGLU: the SiLU terms above times up (in [-2, 2], hence twice the
+// absolute terms); the outputs may alias the inputs.
+TEST_P(KernelTest, SwigluAndGrad) {
+  int64_t n = 5000;
+  Buffer gate = randomBuffer(dtype(), rng, n, -6, 6);
+  Buffer up = randomBuffer(dtype(), rng, n, -2, 2);
+  Buffer dy = randomBuffer(dtype(), rng, n);
+  ref::Vec g = gate.values(), uv = up.values(), d = dy.values();
+  Buffer y(dtype(), n), dgate(dtype(), n), dup(dtype(), n);
+  ref::Vec want(g.size()), wantDgate(g.size()), wantDup(g.size());
+  for (int64_t i = 0; i < n; ++i) {
+    want[i] = ref::silu(g[i]) * uv[i];
+    wantDgate[i] = ref::siluGrad(g[i]) * uv[i] * d[i];
+    wantDup[i] = ref::silu(g[i]) * d[i];
+  }
+  zrt_swiglu(dtype(), gate.data(), up.data(), y.data(), n);
+  expectClose(y, want, u() + 1e-6, 2e-7, "swiglu");
+  zrt_swiglu_grad(dtype(), gate.data(), up.data(), dy.data(), dgate.data(),
+                  dup.data(), n);
+  expectClose(dgate, wantDgate, u() + 1e-6, 2e-6, "swiglu_grad dgate");
+  expectClose(dup, wantDup, u() + 1e-6, 2e-7, "swiglu_grad dup");
+  // In place: dgate over gate, dup over dy.
+  zrt_swiglu_grad(dtype(), gate.data(), up.data(), dy.data(), gate.data(),
+                  dy.data(), n);
+  expectClose(gate, dgate.values(), 0, 0, "swiglu_grad dgate in place");
+  expectClose(dy, dup.values(), 0, 0, "swiglu_grad dup in place");
+  zrt_swiglu(dtype(), nullptr, nullptr, nullptr, 0);
+  zrt_swiglu_grad(dtype(), nullptr, nullptr, nullptr, nullptr, nullptr, 0);
+}
+
+// Rotary embedding against exact arithmetic. The kernel's angle is the fp32
+// product of an fp32 inverse frequency (<= 1) and the position, within
+// 3 * 2^-24 * pos of the exact one, and the rotation adds five roundings:
+// 2^-24 (3 pos + 5) (|x1| + |x2|) bounds the fp32 error.
+TEST_P(KernelTest, RopeAndInverse) {
+  struct Case {
+    int64_t batch, heads, seq, dim;
+    double theta;
+  };
+  // Several rows per position, one pair, and a head_dim over two blocks.
+  for (Case c : {Case{2, 3, 37, 16, 1e4}, Case{1, 2, 70, 128, 5e5},
+                 Case{3, 1, 5, 2, 1e4}, Case{1, 2, 3, 2060, 1e4}}) {
+    int64_t rows = c.batch * c.heads, n = rows * c.seq * c.dim;
+    Buffer x = randomBuffer(dtype(), rng, n);
+    double atol = kF32 * (3 * c.seq + 5) * 2 * maxAbs(x.values());
+    std::string what = std::string("rope ") + dtypeName(dtype()) + " seq " +
+                       std::to_string(c.seq) + " dim " + std::to_string(c.dim);
+    for (int inverse = 0; inverse < 2; ++inverse) {
+      Buffer y(dtype(), n);
+      zrt_rope(dtype(), x.data(), y.data(), c.batch, c.heads, c.seq, c.dim,
+               c.theta, inverse);
+      ref::Vec want =
+          ref::rope(x.values(), rows, c.seq, c.dim, c.theta, inverse != 0);
+      expectClose(y, want, u(), atol,
+                  what + (inverse ? " inverse" : " forward"));
+      // In place gives the same bits.
+      Buffer z(dtype(), x.values());
+      zrt_rope(dtype(), z.data(), z.data(), c.batch, c.heads, c.seq, c.dim,
+               c.theta, inverse);
+      expectClose(z, y.values(), 0, 0, what + " in place");
+    }
+  }
+  zrt_rope(dtype(), nullptr, nullptr, 0, 4, 8, 16, 1e4, 0);
+}
+
+// f32 rope performs Hugging Face's fp32 steps in their order, bit for bit:
+// inv_freq = 1 / theta ** (arange(0, dim, 2).float() / dim), freqs = pos *
+// inv_freq, emb = cat(freqs, freqs), x * emb.cos() + rotate_half(x) *
+// emb.sin(), each product and the sum rounded (no multiply-add). Where torch
+// rounds pow, cos and sin to within an ulp, the kernel rounds them
+// correctly, as here.
+TEST(RopeTest, HuggingFaceFp32Steps) {
+  std::mt19937 rng(99);
+  int64_t heads = 3, seq = 300, dim = 64;
+  double theta = 5e5;
+  std::vector<double> xv = randomValues(rng, heads * seq * dim, -3, 3);
+  std::vector<float> x(xv.begin(), xv.end()), y(x.size()), want(x.size());
+  int64_t half = dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    float exponent = float(2 * i) / float(dim);
+    float invFreq =
+        1.0f / float(std::pow(double(float(theta)), double(exponent)));
+    for (int64_t p = 0; p < seq; ++p) {
+      float freq = float(p) * invFreq;
+      float c = float(std::cos(double(freq)));
+      float s = float(std::sin(double(freq)));
+      for (int64_t h = 0; h < heads; ++h) {
+        size_t at = size_t((h * seq + p) * dim + i);
+        volatile float x1c = x[at] * c, x2s = x[at + half] * s;
+        volatile float x2c = x[at + half] * c, x1s = x[at] * s;
+        want[at] = x1c - x2s;
+        want[at + half] = x2c + x1s;
+      }
+    }
+  }
+  zrt_rope(ZRT_F32, x.data(), y.data(), 1, heads, seq, dim, theta, 0);
+  for (size_t k = 0; k < x.size(); ++k)
+    ASSERT_EQ(y[k], want[k]) << "element " << k;
+}
+
 TEST_P(KernelTest, SoftmaxAndGrad) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 1500}, {64, 10}}) {
     Buffer x = randomBuffer(dtype(), rng, rows * cols, -8, 8);

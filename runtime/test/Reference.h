@@ -75,6 +75,26 @@ inline double siluGrad(double x) {
   return s * (1.0 + x * (1.0 - s));
 }
 
+/// Rotary embedding of [rows, seq, dim] x (rows = batch * heads) in exact
+/// arithmetic: angle pos / theta^(2i / dim) for pair (i, i + dim / 2).
+inline Vec rope(const Vec &x, int64_t rows, int64_t seq, int64_t dim,
+                double theta, bool inverse) {
+  Vec y(x.size());
+  int64_t half = dim / 2;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t p = 0; p < seq; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = double(p) / std::pow(theta, double(2 * i) / double(dim));
+        double c = std::cos(angle),
+               s = inverse ? -std::sin(angle) : std::sin(angle);
+        size_t at = static_cast<size_t>((r * seq + p) * dim + i);
+        double x1 = x[at], x2 = x[at + half];
+        y[at] = x1 * c - x2 * s;
+        y[at + half] = x2 * c + x1 * s;
+      }
+  return y;
+}
+
 inline Vec softmax(const Vec &x, int64_t rows, int64_t cols) {
   Vec y(x.size());
   for (int64_t r = 0; r < rows; ++r) {

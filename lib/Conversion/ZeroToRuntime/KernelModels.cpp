@@ -163,6 +163,17 @@ LogicalResult buildCall(nn::SiluGradOp op, KernelCallBuilder &b) {
   return pointwise(b, "zrt_silu_grad", op.getForward(), 2);
 }
 KernelCost cost(nn::SiluGradOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::SwigluOp op, KernelCallBuilder &b) {
+  return pointwise(b, "zrt_swiglu", op.getGate(), 2);
+}
+KernelCost cost(nn::SwigluOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::SwigluGradOp op, KernelCallBuilder &b) {
+  return b.call("zrt_swiglu_grad",
+                {b.dtype(elemType(op.getGate())), b.operand(0), b.operand(1),
+                 b.operand(2), b.result(0), b.result(1),
+                 b.i64(numel(op.getGate()))});
+}
+KernelCost cost(nn::SwigluGradOp op) { return activationCost(op); }
 LogicalResult buildCall(nn::ReluOp op, KernelCallBuilder &b) {
   return pointwise(b, "zrt_relu", op.getInput(), 1);
 }
@@ -174,6 +185,17 @@ LogicalResult buildCall(nn::SoftmaxOp op, KernelCallBuilder &b) {
 }
 LogicalResult buildCall(nn::SoftmaxGradOp op, KernelCallBuilder &b) {
   return rowwise(b, "zrt_softmax_grad", op.getForward(), 2);
+}
+/// The default cost, one pass over the input and the result, holds: the
+/// kernel computes the cosines and sines once per position and pair, not per
+/// element.
+LogicalResult buildCall(nn::RopeOp op, KernelCallBuilder &b) {
+  ArrayRef<int64_t> sh = tensorType(op.getInput()).getShape();
+  return b.call("zrt_rope",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.result(0),
+                 b.i64(sh[0]), b.i64(sh[1]), b.i64(sh[2]), b.i64(sh[3]),
+                 b.f64(op.getTheta().convertToDouble()),
+                 b.i32(op.getInverse())});
 }
 
 // Casts and fills.
@@ -380,12 +402,14 @@ void attach(MLIRContext *context) {
 void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, nn::NNDialect *) {
     attach<nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::GeluOp,
-           nn::GeluGradOp, nn::SiluOp, nn::SiluGradOp, nn::ReluOp, nn::ReluGradOp, nn::SoftmaxOp,
-           nn::SoftmaxGradOp, nn::CastOp, nn::FillOp, nn::LayerNormOp,
-           nn::LayerNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
-           nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
-           nn::SoftmaxCrossEntropyGradOp, nn::ReduceSumOp, nn::TransposeOp,
-           nn::SplitOp, nn::ConcatOp>(context);
+           nn::GeluGradOp, nn::SiluOp, nn::SiluGradOp, nn::SwigluOp,
+           nn::SwigluGradOp, nn::ReluOp, nn::ReluGradOp, nn::SoftmaxOp,
+           nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp,
+           nn::LayerNormOp, nn::LayerNormGradOp, nn::AttentionOp,
+           nn::AttentionGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp,
+           nn::SoftmaxCrossEntropyOp, nn::SoftmaxCrossEntropyGradOp,
+           nn::ReduceSumOp, nn::TransposeOp, nn::SplitOp, nn::ConcatOp>(
+        context);
   });
   registry.addExtension(
       +[](MLIRContext *context, ZeroDialect *) { attach<CastOp>(context); });

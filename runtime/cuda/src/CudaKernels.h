@@ -22,10 +22,11 @@ namespace cuda {
 
 // The kernels of zrt.h, one for each ZRT_KERNEL entry of abi.def, named by
 // its `impl` field and taking its parameters (Elementwise.cu, Layout.cu,
-// Matmul.cu, Softmax.cu, LayerNorm.cu, Embedding.cu, Attention*.cu). The
-// matmul's cuBLASLt workspace is the scratch zero_rt/scratch.h plans for
-// zrt_matmul; softmaxCrossEntropy writes its mean to device memory, and
-// softmaxCrossEntropyGrad reads `dloss` from there.
+// Matmul.cu, Softmax.cu, Rope.cu, LayerNorm.cu, Embedding.cu,
+// Attention*.cu). The matmul's cuBLASLt workspace is the scratch
+// zero_rt/scratch.h plans for zrt_matmul; softmaxCrossEntropy writes its
+// mean to device memory, and softmaxCrossEntropyGrad reads `dloss` from
+// there.
 #define ZRT_KERNEL(name, impl, ret, params, args) ret impl params;
 #include "zero_rt/abi.def"
 

@@ -4,7 +4,8 @@
 //
 // Grid-stride loops over 16-byte packs when every pointer allows it (scalar
 // otherwise, and for the tail), fp32 arithmetic with the CPU backend's
-// formulas: the results equal the CPU's except for FMA contraction in GELU.
+// formulas: the results equal the CPU's except for FMA contraction in GELU
+// and the SiLU gradients.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,6 +48,11 @@ struct SiluOp {
 struct SiluGradOp {
   __device__ float operator()(float x, float g) const {
     return zrt::siluGrad(x, g);
+  }
+};
+struct SwigluOp {
+  __device__ float operator()(float g, float u) const {
+    return zrt::swiglu(g, u);
   }
 };
 struct ReluOp {
@@ -111,6 +117,33 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t i = packs * W + globalThread(); i < n; i += globalThreads()) {
     int64_t j = kMode == kSame ? i : i % rhsN;
     out[i] = fromF32<T>(op(toF32(lhs[i]), toF32(rhs[j])));
+  }
+}
+
+/// (dgate[i], dup[i]) = swigluGrad(gate[i], up[i], dy[i]); the outputs may
+/// alias the inputs (each index is read, then written, by one thread).
+template <typename T, int W>
+__global__ void __launch_bounds__(kThreads)
+    swigluGradKernel(const T *gate, const T *up, const T *dy, T *dgate, T *dup,
+                     int64_t n) {
+  int64_t packs = n / W;
+  for (int64_t p = globalThread(); p < packs; p += globalThreads()) {
+    int64_t i = p * W;
+    float g[W], u[W], d[W];
+    loadPack<W>(gate + i, g);
+    loadPack<W>(up + i, u);
+    loadPack<W>(dy + i, d);
+#pragma unroll
+    for (int e = 0; e < W; ++e)
+      zrt::swigluGrad(g[e], u[e], d[e], g[e], u[e]);
+    storePack<W>(dgate + i, g);
+    storePack<W>(dup + i, u);
+  }
+  for (int64_t i = packs * W + globalThread(); i < n; i += globalThreads()) {
+    float dg, du;
+    zrt::swigluGrad(toF32(gate[i]), toF32(up[i]), toF32(dy[i]), dg, du);
+    dgate[i] = fromF32<T>(dg);
+    dup[i] = fromF32<T>(du);
   }
 }
 
@@ -312,6 +345,36 @@ void zrt::cuda::silu(int32_t dtype, const void *x, void *y, int64_t n) {
 void zrt::cuda::siluGrad(int32_t dtype, const void *x, const void *dy, void *dx,
                          int64_t n) {
   binary<false>("zrt_silu_grad", dtype, x, dy, dx, n, n, SiluGradOp{});
+}
+
+void zrt::cuda::swiglu(int32_t dtype, const void *gate, const void *up, void *y,
+                       int64_t n) {
+  binary<false>("zrt_swiglu", dtype, gate, up, y, n, n, SwigluOp{});
+}
+
+void zrt::cuda::swigluGrad(int32_t dtype, const void *gate, const void *up,
+                           const void *dy, void *dgate, void *dup, int64_t n) {
+  checkDims("zrt_swiglu_grad", n);
+  dispatch(dtype, "zrt_swiglu_grad", [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kW = vecWidth<T>();
+    if (n == 0)
+      return;
+    const T *g = static_cast<const T *>(gate);
+    const T *u = static_cast<const T *>(up);
+    const T *d = static_cast<const T *>(dy);
+    T *dg = static_cast<T *>(dgate);
+    T *du = static_cast<T *>(dup);
+    cudaStream_t stream = computeStream();
+    if (isAligned(g, 16) && isAligned(u, 16) && isAligned(d, 16) &&
+        isAligned(dg, 16) && isAligned(du, 16))
+      swigluGradKernel<T, kW>
+          <<<packGrid(n, kW), kThreads, 0, stream>>>(g, u, d, dg, du, n);
+    else
+      swigluGradKernel<T, 1>
+          <<<packGrid(n, 1), kThreads, 0, stream>>>(g, u, d, dg, du, n);
+    checkLaunch("zrt_swiglu_grad");
+  });
 }
 
 void zrt::cuda::relu(int32_t dtype, const void *x, void *y, int64_t n) {

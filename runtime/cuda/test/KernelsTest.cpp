@@ -2,8 +2,8 @@
 //
 // Part of the zero-mlir project.
 //
-// The kernels of Elementwise.cu, Layout.cu, Softmax.cu, LayerNorm.cu and
-// Embedding.cu against the CPU backend's zrt_* kernels on the same inputs,
+// The kernels of Elementwise.cu, Layout.cu, Softmax.cu, Rope.cu, LayerNorm.cu
+// and Embedding.cu against the CPU backend's zrt_* kernels on the same inputs,
 // for f32, bf16 and f16: odd sizes, broadcasts, aliasing, empty tensors, and
 // pointers one element off alignment (the scalar paths, which must give
 // bitwise the results of the 16-byte paths).
@@ -347,6 +347,44 @@ TEST_P(CudaKernelsTest, ActivationsAndGrads) {
   }
 }
 
+// SwiGLU: SiLU's formula times up (in [-2, 2]), so the tolerances above
+// with twice the absolute terms; the outputs may alias the inputs.
+TEST_P(CudaKernelsTest, SwigluAndGrad) {
+  ZRT_REQUIRE_GPU();
+  for (int64_t n : {0, 1, 7, 5003}) {
+    Buffer gate = randomBuffer(dtype(), rng, n, -5, 5);
+    const double extremes[] = {100.0, -100.0, 30.0, -30.0};
+    for (int64_t i = 0; i < n && i < 4; ++i)
+      gate.set(n - 1 - i, extremes[i]);
+    Buffer up = randomBuffer(dtype(), rng, n, -2, 2);
+    Buffer dy = randomBuffer(dtype(), rng, n);
+    Buffer wantY(dtype(), n), wantDg(dtype(), n), wantDu(dtype(), n);
+    zrt_swiglu(dtype(), gate.data(), up.data(), wantY.data(), n);
+    zrt_swiglu_grad(dtype(), gate.data(), up.data(), dy.data(), wantDg.data(),
+                    wantDu.data(), n);
+    for (int64_t offset : {0, 1}) {
+      DeviceTensor dg(gate, offset), du(up, offset), ddy(dy, offset),
+          out(dtype(), n, offset), out2(dtype(), n, offset);
+      swiglu(dtype(), dg.get(), du.get(), out.get(), n);
+      expectNear(out.download(), wantY, 4e-6, 4e-7,
+                 label("swiglu", dtype(), n, -1, offset));
+      swigluGrad(dtype(), dg.get(), du.get(), ddy.get(), out.get(), out2.get(),
+                 n);
+      expectNear(out.download(), wantDg, 4e-6, 4e-6,
+                 label("swiglu_grad dgate", dtype(), n, -1, offset));
+      expectNear(out2.download(), wantDu, 4e-6, 4e-7,
+                 label("swiglu_grad dup", dtype(), n, -1, offset));
+      // In place: dgate over gate, dup over up.
+      swigluGrad(dtype(), dg.get(), du.get(), ddy.get(), dg.get(), du.get(), n);
+      expectBitwise(
+          dg.download(), out.download(),
+          label("swiglu_grad dgate in place", dtype(), n, -1, offset));
+      expectBitwise(du.download(), out2.download(),
+                    label("swiglu_grad dup in place", dtype(), n, -1, offset));
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // reduce_sum
 //===----------------------------------------------------------------------===//
@@ -516,6 +554,49 @@ TEST_P(CudaKernelsTest, SoftmaxAndGrad) {
         expectBitwise(dyv.download(), got, what + " misaligned");
         expectBitwise(out.download(), gotGrad, what + " grad misaligned");
       }
+    }
+  }
+}
+
+// Rotary embedding: both backends round the same fp32 steps (the products
+// pinned on the GPU, uncontracted on the CPU) from cosines, sines and powers
+// rounded once from double, so they agree but where a double result lies
+// within its own error of an fp32 rounding boundary: one fp32 ulp of a
+// cosine or sine, or of an inverse frequency times the position. 4 * 2^-24
+// * (seq + 2) * max|x| bounds that; a 16-bit result may take one more ulp.
+TEST_P(CudaKernelsTest, Rope) {
+  ZRT_REQUIRE_GPU();
+  struct Case {
+    int64_t batch, heads, seq, dim;
+    double theta;
+  };
+  // Fewer and more rows than a block takes, a head_dim over the shared
+  // table, one pair, a long sequence (large angles), empty.
+  const Case cases[] = {{2, 3, 37, 16, 1e4},   {1, 40, 9, 128, 5e5},
+                        {3, 1, 5, 2, 1e4},     {1, 2, 3, 2060, 1e4},
+                        {1, 1, 4097, 64, 1e4}, {0, 2, 3, 8, 1e4},
+                        {2, 2, 0, 8, 1e4}};
+  for (const Case &c : cases) {
+    int64_t n = c.batch * c.heads * c.seq * c.dim;
+    Buffer x = randomBuffer(dtype(), rng, n, -2, 2);
+    for (int inverse = 0; inverse < 2; ++inverse) {
+      Buffer want(dtype(), n);
+      zrt_rope(dtype(), x.data(), want.data(), c.batch, c.heads, c.seq, c.dim,
+               c.theta, inverse);
+      std::string what =
+          label(inverse ? "rope inverse" : "rope", dtype(), c.seq, c.dim);
+      DeviceTensor dx(x), dy(dtype(), n);
+      rope(dtype(), dx.get(), dy.get(), c.batch, c.heads, c.seq, c.dim, c.theta,
+           inverse);
+      Buffer got = dy.download();
+      expectNear(got, want, 0, 4 * kF32 * double(c.seq + 2) * 2, what);
+      rope(dtype(), dx.get(), dy.get(), c.batch, c.heads, c.seq, c.dim, c.theta,
+           inverse);
+      expectBitwise(dy.download(), got, what + " rerun");
+      DeviceTensor in1(x, 1);
+      rope(dtype(), in1.get(), in1.get(), c.batch, c.heads, c.seq, c.dim,
+           c.theta, inverse);
+      expectBitwise(in1.download(), got, what + " in place misaligned");
     }
   }
 }
@@ -900,6 +981,10 @@ TEST(CudaKernelsDeathTest, InvalidArguments) {
                "no classes");
   EXPECT_DEATH(embedding(ZRT_F32, a.get(), 5, b.get(), a.get(), 1, 1, 1),
                "unknown index type");
+  EXPECT_DEATH(rope(ZRT_F32, a.get(), b.get(), 1, 1, 2, 3, 1e4, 0),
+               "head_dim 3 is odd");
+  EXPECT_DEATH(rope(ZRT_BF16, a.get(), b.get(), 1, 1, 2, 4, 0.0, 1),
+               "theta 0 is not positive");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, CudaKernelsTest,

@@ -570,6 +570,88 @@ func.func @silu_grad_types(%x: tensor<2x4xf32>, %dy: tensor<4x2xf32>) {
 
 // -----
 
+// Checks that swiglu takes gate and up of one type.
+func.func @swiglu_operand_types(%g: tensor<2x4xf32>, %u: tensor<2x4xbf16>) {
+  // expected-error @+1 {{'nn.swiglu' op requires the same type for all operands and results}}
+  %0 = "nn.swiglu"(%g, %u) : (tensor<2x4xf32>, tensor<2x4xbf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Checks that swiglu's custom form names one type for both operands.
+// expected-note @+1 {{prior use here}}
+func.func @swiglu_operand_shapes(%g: tensor<2x4xf32>, %u: tensor<4x2xf32>) {
+  // expected-error @+1 {{use of value '%u' expects different type than prior uses: 'tensor<2x4xf32>' vs 'tensor<4x2xf32>'}}
+  %0 = nn.swiglu %g, %u : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Checks that swiglu_grad rejects a gradient of another shape.
+func.func @swiglu_grad_types(%g: tensor<2x4xf32>, %dy: tensor<4x2xf32>) {
+  // expected-error @+1 {{'nn.swiglu_grad' op failed to verify that all of {gate, up, result_grad, gate_grad, up_grad} have same type}}
+  %0:2 = "nn.swiglu_grad"(%g, %g, %dy) : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x2xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+// Checks that rope rejects an odd head_dim.
+func.func @rope_odd_head_dim(%x: tensor<1x2x4x7xf32>) {
+  // expected-error @+1 {{'nn.rope' op head_dim must be even (its halves are rotated in pairs), got 7}}
+  %0 = nn.rope %x theta 1.000000e+04 : tensor<1x2x4x7xf32>
+  return
+}
+
+// -----
+
+// Checks that rope rejects a tensor without the [batch, heads, seq, head_dim] rank.
+func.func @rope_rank(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op input must have rank 4 [batch, heads, seq, head_dim], got rank 3}}
+  %0 = nn.rope %x theta 1.000000e+04 : tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that rope rejects a zero base.
+func.func @rope_theta_zero(%x: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op theta must be positive and finite, got 0}}
+  %0 = nn.rope %x theta 0.0 : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that rope rejects a negative base, also on its inverse.
+func.func @rope_theta_negative(%x: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op theta must be positive and finite, got -1.000000e+04}}
+  %0 = nn.rope %x theta -1.000000e+04 inverse : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that rope rejects a dynamic head_dim.
+func.func @rope_dynamic_head_dim(%x: tensor<1x2x4x?xf32>) {
+  // expected-error @+1 {{'nn.rope' op head_dim must be static}}
+  %0 = nn.rope %x theta 1.000000e+04 : tensor<1x2x4x?xf32>
+  return
+}
+
+// -----
+
+// Checks that rope keeps its operand's type.
+func.func @rope_result_type(%x: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op requires the same type for all operands and results}}
+  %0 = "nn.rope"(%x) {theta = 1.0e4 : f64} : (tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xbf16>
+  return
+}
+
+// -----
+
 // Checks that gelu_grad rejects a gradient of another element type.
 func.func @gelu_grad_types(%x: tensor<2x4xf32>, %dy: tensor<2x4xbf16>) {
   // expected-error @+1 {{'nn.gelu_grad' op failed to verify that all of {forward, result_grad, result} have same type}}

@@ -36,17 +36,24 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %ss = nn.scale %s by 0.5 : tensor<2x2x4x4xf32>
   // CHECK: nn.softmax %{{.*}} : tensor<2x2x4x4xf32>
   %p = nn.softmax %ss : tensor<2x2x4x4xf32>
+  // CHECK: nn.rope %{{.*}} theta 1.000000e+04 : tensor<2x2x4x4xf32>
+  %qr = nn.rope %qt theta 1.000000e+04 : tensor<2x2x4x4xf32>
+  // CHECK: nn.rope %{{.*}} theta 5.000000e+05 inverse : tensor<2x2x4x4xf32>
+  %qi = nn.rope %qr theta 500000.0 inverse : tensor<2x2x4x4xf32>
   // CHECK: nn.mul %{{.*}}, %{{.*}} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
   %pm = nn.mul %p, %a2 : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
-  %pa = nn.add %pm, %a : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+  %pa0 = nn.add %pm, %a : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+  %pa = nn.add %pa0, %qi : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
   %back = nn.transpose %pa [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
   %m = nn.reshape %back : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
   // CHECK: nn.gelu %{{.*}} : tensor<2x4x8xf32>
   %gl = nn.gelu %m : tensor<2x4x8xf32>
   // CHECK: nn.silu %{{.*}} : tensor<2x4x8xf32>
   %sl = nn.silu %gl : tensor<2x4x8xf32>
+  // CHECK: nn.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
+  %sw = nn.swiglu %sl, %gl : tensor<2x4x8xf32>
   // CHECK: nn.relu %{{.*}} : tensor<2x4x8xf32>
-  %r = nn.relu %sl : tensor<2x4x8xf32>
+  %r = nn.relu %sw : tensor<2x4x8xf32>
   // CHECK: nn.concat %{{.*}}, %{{.*}} axis 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x16xf32>
   %cat = nn.concat %r, %h axis 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x16xf32>
   // CHECK: nn.cast %{{.*}} : tensor<2x4x16xf32> to tensor<2x4x16xbf16>
@@ -72,6 +79,8 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %g = nn.gelu_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.silu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %sg = nn.silu_grad %x, %dy : tensor<2x4x8xf32>
+  // CHECK: nn.swiglu_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
+  %dgate, %dup = nn.swiglu_grad %x, %sg, %dy : tensor<2x4x8xf32>
   // CHECK: nn.relu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %r = nn.relu_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.softmax_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
@@ -88,10 +97,15 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
 }
 
 // CHECK-LABEL: func.func @sixteen_bit
-func.func @sixteen_bit(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %h: tensor<4x8xf16>) -> (tensor<4x2xbf16>, tensor<4x8xf16>) {
+func.func @sixteen_bit(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %h: tensor<4x8xf16>,
+                       %q: tensor<1x2x3x8xbf16>) -> (tensor<4x2xbf16>, tensor<4x8xf16>, tensor<4x8xf16>, tensor<1x2x3x8xbf16>) {
   // CHECK: nn.matmul %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8x2xbf16> -> tensor<4x2xbf16>
   %0 = nn.matmul %a, %b : tensor<4x8xbf16>, tensor<8x2xbf16> -> tensor<4x2xbf16>
   // CHECK: nn.gelu %{{.*}} : tensor<4x8xf16>
   %1 = nn.gelu %h : tensor<4x8xf16>
-  return %0, %1 : tensor<4x2xbf16>, tensor<4x8xf16>
+  // CHECK: nn.swiglu %{{.*}}, %{{.*}} : tensor<4x8xf16>
+  %2 = nn.swiglu %h, %1 : tensor<4x8xf16>
+  // CHECK: nn.rope %{{.*}} theta 1.000000e+04 : tensor<1x2x3x8xbf16>
+  %3 = nn.rope %q theta 1.000000e+04 : tensor<1x2x3x8xbf16>
+  return %0, %1, %2, %3 : tensor<4x2xbf16>, tensor<4x8xf16>, tensor<4x8xf16>, tensor<1x2x3x8xbf16>
 }

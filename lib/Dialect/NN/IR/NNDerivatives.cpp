@@ -122,6 +122,18 @@ LogicalResult SiluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult SwigluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                        SmallVectorImpl<Value> &out) {
+  if (!grads[0]) {
+    out.append({Value(), Value()});
+    return success();
+  }
+  auto g = SwigluGradOp::create(b, getLoc(), getGate(), getUp(), grads[0]);
+  out.push_back(g.getGateGrad());
+  out.push_back(g.getUpGrad());
+  return success();
+}
+
 LogicalResult ReluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   // The mask comes from the result, so the input need not stay alive.
@@ -135,6 +147,17 @@ LogicalResult SoftmaxOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   out.push_back(grads[0]
                     ? SoftmaxGradOp::create(b, getLoc(), getResult(), grads[0])
                     : Value());
+  return success();
+}
+
+LogicalResult RopeOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                      SmallVectorImpl<Value> &out) {
+  // A rotation's adjoint is its inverse: rotate the gradient back. Neither
+  // the input nor the result stays alive for the backward.
+  out.push_back(
+      grads[0] ? RopeOp::create(b, getLoc(), grads[0], getThetaAttr(),
+                                getInverse() ? UnitAttr() : b.getUnitAttr())
+               : Value());
   return success();
 }
 

@@ -389,6 +389,27 @@ LogicalResult SoftmaxGradOp::verify() {
   return success();
 }
 
+/// The rotation pairs the two halves of the innermost (head) dimension of a
+/// [batch, heads, seq, head_dim] tensor and takes positions along seq.
+LogicalResult RopeOp::verify() {
+  auto in = ranked(getInput());
+  if (in.getRank() != 4)
+    return emitOpError("input must have rank 4 [batch, heads, seq, head_dim], "
+                       "got rank ")
+           << in.getRank();
+  int64_t headDim = in.getDimSize(3);
+  if (ShapedType::isDynamic(headDim))
+    return emitOpError("head_dim must be static");
+  if (headDim % 2 != 0)
+    return emitOpError("head_dim must be even (its halves are rotated in "
+                       "pairs), got ")
+           << headDim;
+  double theta = getTheta().convertToDouble();
+  if (!(theta > 0.0) || !std::isfinite(theta))
+    return emitOpError("theta must be positive and finite, got ") << theta;
+  return success();
+}
+
 LogicalResult ScaleOp::verify() {
   if (!std::isfinite(getFactor().convertToDouble()))
     return emitOpError("factor must be finite, got ")

@@ -88,6 +88,35 @@ zero.train_step @pointwise(%y: tensor<4xi64>)
 
 // -----
 
+// Llama's SwiGLU and rotary embedding. swiglu_grad yields both operands'
+// gradients from the forward operands; the derivative of a rope is the
+// inverse rope of the gradient and that of an inverse rope the rope, so
+// neither keeps its input alive.
+zero.param @q : tensor<1x2x4x8xf32> init normal std 0.1
+zero.param @u : tensor<1x2x4x8xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @llama
+zero.train_step @llama(%y: tensor<1x2x4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %q = zero.get_param @q : tensor<1x2x4x8xf32>
+  %u = zero.get_param @u : tensor<1x2x4x8xf32>
+  %r = nn.rope %q theta 1.000000e+04 : tensor<1x2x4x8xf32>
+  %i = nn.rope %r theta 5.000000e+05 inverse : tensor<1x2x4x8xf32>
+  %s = nn.swiglu %i, %u : tensor<1x2x4x8xf32>
+  %loss = nn.softmax_cross_entropy %s, %y : tensor<1x2x4x8xf32>, tensor<1x2x4xi64> -> tensor<f32>
+  // CHECK: %[[U:.*]] = zero.get_param @u
+  // CHECK: %[[I:.*]] = nn.rope %{{.*}} theta 5.000000e+05 inverse : tensor<1x2x4x8xf32>
+  // CHECK: %[[DS:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DG:.*]], %[[DU:.*]] = nn.swiglu_grad %[[I]], %[[U]], %[[DS]] : tensor<1x2x4x8xf32>
+  // CHECK-NEXT: zero.grad @u, %[[DU]] : tensor<1x2x4x8xf32>
+  // CHECK-NEXT: %[[DR:.*]] = nn.rope %[[DG]] theta 5.000000e+05 : tensor<1x2x4x8xf32>
+  // CHECK-NEXT: %[[DQ:.*]] = nn.rope %[[DR]] theta 1.000000e+04 inverse : tensor<1x2x4x8xf32>
+  // CHECK-NEXT: zero.grad @q, %[[DQ]] : tensor<1x2x4x8xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Layer norm: one backward op yields the input, weight and bias gradients.
 zero.param @w : tensor<8xf32> init ones
 zero.param @b : tensor<8xf32> init zeros

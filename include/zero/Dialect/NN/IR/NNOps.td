@@ -132,6 +132,21 @@ def NN_SiluOp : NN_UnaryOp<"silu", "SiLU (swish), as Llama's feed-forward"> {
     ```
   }];
 }
+def NN_SwigluOp : NN_Op<"swiglu", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "SwiGLU gating, as Llama's feed-forward";
+  let description = [{
+    `silu(gate) * up`, fused: one pass computing in fp32 and rounding once,
+    instead of `nn.silu` followed by `nn.mul`.
+
+    ```mlir
+    %y = nn.swiglu %gate, %up : tensor<8x64x11008xbf16>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$gate, NN_FloatTensor:$up);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate)";
+}
 def NN_ReluOp : NN_UnaryOp<"relu", "Rectified linear unit"> {
   let description = [{
     ```mlir
@@ -147,6 +162,43 @@ def NN_SoftmaxOp : NN_UnaryOp<"softmax", "Softmax over the last dimension"> {
     ```mlir
     %p = nn.softmax %x : tensor<8x12x64x64xf32>
     ```
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_RopeOp : NN_Op<"rope", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Rotary position embedding (Hugging Face Llama convention)";
+  let description = [{
+    Rotates the `[batch, heads, seq, head_dim]` input by the position of each
+    row along `seq` (0, 1, ...): with `h = head_dim / 2` (head_dim even),
+    `inv_freq[i] = 1 / theta^(2i / head_dim)` for `i < h` and
+    `angle = pos * inv_freq[i]`,
+
+    ```
+    y[i]     = x[i] * cos(angle) - x[i + h] * sin(angle)
+    y[i + h] = x[i + h] * cos(angle) + x[i] * sin(angle)
+    ```
+
+    which is Hugging Face's `x * cos + rotate_half(x) * sin` with
+    `emb = cat(freqs, freqs)`. The angle, cosine and sine are fp32 as there;
+    16-bit inputs are rotated in fp32 and rounded once.
+
+    `inverse` rotates by the negative angle. The rotation is orthogonal, so
+    that is also its adjoint: the derivative of `nn.rope` is `nn.rope ...
+    inverse` of the result's gradient (and the other way around), which
+    needs neither the input nor the result.
+
+    ```mlir
+    %q2 = nn.rope %q theta 1.000000e+04 : tensor<8x32x2048x128xbf16>
+    %dq = nn.rope %dq2 theta 1.000000e+04 inverse : tensor<8x32x2048x128xbf16>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, F64Attr:$theta,
+                       UnitAttr:$inverse);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
 }
@@ -375,6 +427,25 @@ class NN_PointwiseGradOp<string mnemonic, string fwd, string firstName>
 
 def NN_GeluGradOp : NN_PointwiseGradOp<"gelu_grad", "gelu", "input">;
 def NN_SiluGradOp : NN_PointwiseGradOp<"silu_grad", "silu", "input">;
+def NN_SwigluGradOp : NN_Op<"swiglu_grad", [
+    AllTypesMatch<["gate", "up", "result_grad", "gate_grad", "up_grad"]>]> {
+  let summary = "Backward of `nn.swiglu`";
+  let description = [{
+    From the forward operands and the gradient `dy` of the result:
+    `gate_grad = dy * up * silu'(gate)` and `up_grad = dy * silu(gate)`, in
+    one pass.
+
+    ```mlir
+    %dgate, %dup = nn.swiglu_grad %gate, %up, %dy : tensor<8x64x11008xbf16>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$gate, NN_FloatTensor:$up,
+                       NN_FloatTensor:$result_grad);
+  let results = (outs NN_FloatTensor:$gate_grad, NN_FloatTensor:$up_grad);
+  let assemblyFormat = [{
+    $gate `,` $up `,` $result_grad attr-dict `:` type($gate)
+  }];
+}
 def NN_ReluGradOp : NN_PointwiseGradOp<"relu_grad", "relu", "result">;
 def NN_SoftmaxGradOp : NN_PointwiseGradOp<"softmax_grad", "softmax", "result"> {
   let hasVerifier = 1;

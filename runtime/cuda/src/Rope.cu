@@ -1,0 +1,90 @@
+//===- Rope.cu - Rotary position embedding --------------------------------===//
+//
+// Part of the zero-mlir project.
+//
+// A block takes one position and a group of rows there: it computes the
+// cosines and sines of the position once into shared memory (KernelMath.h,
+// as the CPU backend), then rotates the pairs of its rows, consecutive
+// threads on consecutive pairs. The rotation pins its roundings, so the
+// results equal the CPU's but for a near-tie in a double cosine, sine or
+// power.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+#include "DeviceUtil.cuh"
+#include "Support.h"
+
+#include <algorithm>
+
+using namespace zrt;
+using namespace zrt::cuda;
+
+namespace {
+
+constexpr int kThreads = 256;
+/// Pairs whose cosines and sines a block holds at once (8 KiB).
+constexpr int kPairs = 1024;
+/// Most rows per block, so that the table is reused over several rows.
+constexpr int64_t kRowsPerBlock = 16;
+constexpr int64_t kMaxGridY = 65535;
+
+/// Rows [blockIdx.y * rowsPerBlock, ...) at position blockIdx.x; y may
+/// alias x (each pair is read, then written, by one thread).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    ropeKernel(const T *x, T *y, int64_t rows, int64_t seq, int64_t headDim,
+               int64_t rowsPerBlock, double theta, bool inverse) {
+  __shared__ float cosT[kPairs], sinT[kPairs];
+  int64_t pos = blockIdx.x;
+  int64_t r0 = int64_t(blockIdx.y) * rowsPerBlock;
+  int64_t nr = rows - r0 < rowsPerBlock ? rows - r0 : rowsPerBlock;
+  int64_t half = headDim / 2;
+  for (int64_t c0 = 0; c0 < half; c0 += kPairs) {
+    int len = int(half - c0 < kPairs ? half - c0 : kPairs);
+    for (int i = threadIdx.x; i < len; i += blockDim.x) {
+      float c, s;
+      ropeCosSin(pos, ropeInvFreq(theta, c0 + i, headDim), c, s);
+      cosT[i] = c;
+      sinT[i] = inverse ? -s : s;
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < int(nr) * len; k += blockDim.x) {
+      int r = k / len, i = k % len;
+      int64_t offset = ((r0 + r) * seq + pos) * headDim + c0 + i;
+      float a, b;
+      ropeRotate(toF32(x[offset]), toF32(x[offset + half]), cosT[i], sinT[i], a,
+                 b);
+      y[offset] = fromF32<T>(a);
+      y[offset + half] = fromF32<T>(b);
+    }
+    __syncthreads();
+  }
+}
+
+} // namespace
+
+void zrt::cuda::rope(int32_t dtype, const void *x, void *y, int64_t batch,
+                     int64_t heads, int64_t seq, int64_t headDim, double theta,
+                     int32_t inverse) {
+  checkDims("zrt_rope", batch, heads, seq, headDim);
+  if (headDim % 2 != 0)
+    fatal("zrt_rope: head_dim %lld is odd", (long long)headDim);
+  if (!(theta > 0.0) || !std::isfinite(theta))
+    fatal("zrt_rope: theta %g is not positive and finite", theta);
+  int64_t rows = batch * heads;
+  if (rows == 0 || seq == 0 || headDim == 0)
+    return;
+  if (seq > int64_t(0x7fffffff))
+    fatal("zrt_rope: seq %lld exceeds the grid", (long long)seq);
+  int64_t rowsPerBlock =
+      std::max(std::min(rows, kRowsPerBlock), ceilDiv(rows, kMaxGridY));
+  dim3 grid(unsigned(seq), unsigned(ceilDiv(rows, rowsPerBlock)));
+  dispatch(dtype, "zrt_rope", [&](auto tag) {
+    using T = decltype(tag);
+    ropeKernel<T><<<grid, kThreads, 0, computeStream()>>>(
+        static_cast<const T *>(x), static_cast<T *>(y), rows, seq, headDim,
+        rowsPerBlock, theta, inverse != 0);
+    checkLaunch("zrt_rope");
+  });
+}

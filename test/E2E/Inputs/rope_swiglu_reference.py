@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""A PyTorch implementation of Inputs/rope-swiglu.mlir in float64 with
+Hugging Face Llama's rotary embedding (LlamaRotaryEmbedding's fp32 inverse
+frequencies, angles, cosines and sines, then apply_rotary_pos_emb), a SwiGLU
+feed-forward (silu(gate) * up) and torch.optim.Adam, on the executable's data
+order (consecutive rows of the global batch, wrapping). Compares the losses
+of --log and the weights of --final, starting from --init."""
+
+import argparse
+import json
+import re
+import struct
+import sys
+
+import numpy as np
+import torch
+
+
+def load_safetensors(path):
+    data = open(path, "rb").read()
+    (length,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + length])
+    base = 8 + length
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        assert entry["dtype"] == "F32", entry
+        begin, end = entry["data_offsets"]
+        tensors[name] = np.frombuffer(data[base + begin:base + end],
+                                      dtype="<f4").reshape(entry["shape"])
+    return tensors
+
+
+def rotate_half(x):
+    x1 = x[..., :x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotary_cos_sin(dim, base, seq, dtype):
+    """LlamaRotaryEmbedding: fp32 throughout, then cast to the input dtype."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64)
+                                .float() / dim))
+    position_ids = torch.arange(seq)[None, :]
+    inv_freq_expanded = inv_freq[None, :, None].float().expand(1, -1, 1)
+    freqs = (inv_freq_expanded.float()
+             @ position_ids[:, None, :].float()).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    p.add_argument("--init", required=True)
+    p.add_argument("--x", required=True)
+    p.add_argument("--y", required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--final", required=True)
+    p.add_argument("--tol", type=float, default=1e-5)
+    args = p.parse_args()
+
+    text = open(args.model).read()
+    lr = float(re.search(r"lr = ([0-9.e+-]+)", text).group(1))
+    batch, features = map(int, re.search(
+        r"%x: tensor<(\d+)x(\d+)xf32>", text).groups())
+    _, heads, seq, dim = map(int, re.search(
+        r"nn.rope %\w+ theta [0-9.e+-]+ : tensor<(\d+)x(\d+)x(\d+)x(\d+)xf32>",
+        text).groups())
+    theta = float(re.search(r"nn.rope %\w+ theta ([0-9.e+-]+)", text).group(1))
+
+    init = load_safetensors(args.init)
+    names = ["proj.weight", "gate.weight", "up.weight", "head.weight"]
+    params = {n: torch.tensor(init[n], dtype=torch.float64,
+                              requires_grad=True) for n in names}
+    opt = torch.optim.Adam(params.values(), lr=lr)
+    cos, sin = rotary_cos_sin(dim, theta, seq, torch.float64)
+    x_all = torch.tensor(np.load(args.x), dtype=torch.float64)
+    y_all = torch.tensor(np.load(args.y).astype(np.int64))
+    log = [json.loads(line) for line in open(args.log)]
+
+    worst = 0.0
+    for step, entry in enumerate(log, start=1):
+        rows = [((step - 1) * batch + i) % len(x_all) for i in range(batch)]
+        x, y = x_all[rows], y_all[rows]
+        h = (x @ params["proj.weight"]).view(batch, heads, seq, dim)
+        r = (h * cos + rotate_half(h) * sin).reshape(batch, features)
+        s = (torch.nn.functional.silu(r @ params["gate.weight"])
+             * (r @ params["up.weight"]))
+        loss = torch.nn.functional.cross_entropy(s @ params["head.weight"], y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        diff = abs(entry["loss"] - loss.item()) / abs(loss.item())
+        worst = max(worst, diff)
+        if diff > args.tol:
+            print("FAIL: step %d: loss %.9g, reference %.9g" %
+                  (step, entry["loss"], loss.item()))
+            sys.exit(1)
+
+    final = load_safetensors(args.final)
+    worst_weight = max(
+        np.abs(final[n] - params[n].detach().numpy()).max() for n in names)
+    if worst_weight > args.tol:
+        print("FAIL: weights differ from the reference by %g" % worst_weight)
+        sys.exit(1)
+    print("%d steps match the PyTorch reference: losses within %g relative, "
+          "weights within %g" % (len(log), args.tol, args.tol))
+    print("worst loss difference %.2g relative, weight difference %.2g" %
+          (worst, worst_weight))
+
+
+if __name__ == "__main__":
+    main()
