@@ -105,6 +105,35 @@ ZRT_HOST_DEVICE inline float reluGrad(float y, float dy) {
 }
 
 //===----------------------------------------------------------------------===//
+// RMS norm (Llama): the per-row scale and the input gradient
+//===----------------------------------------------------------------------===//
+
+/// rsqrt(mean(x^2) + eps) of a row from its fp32 sum of squares, as Hugging
+/// Face's `torch.rsqrt(variance + eps)` in fp32 (a division by the count,
+/// then an IEEE square root and reciprocal). The normalized value is then
+/// x * rstd, rounded to the storage type before the weight multiplies it.
+ZRT_HOST_DEVICE inline float rmsNormRstd(float sumSq, int64_t cols, float eps) {
+#ifdef __CUDA_ARCH__
+  return 1.0f / sqrtf(sumSq / float(cols) + eps);
+#else
+  return 1.0f / std::sqrt(sumSq / float(cols) + eps);
+#endif
+}
+
+/// dx = rstd * (w dy - n * mean(w dy n)) with n = x * rstd, from the
+/// normalized value n, wg = w * dy and the row's mean(w dy n). The device
+/// pins the one contraction the host compiler makes (-march with FMA), so
+/// that every instantiation of a CUDA kernel rounds the same way.
+ZRT_HOST_DEVICE inline float rmsNormGrad(float n, float wg, float meanWgN,
+                                         float rstd) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(rstd, fmaf(-n, meanWgN, wg));
+#else
+  return rstd * (wg - n * meanWgN);
+#endif
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//
 

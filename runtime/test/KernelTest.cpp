@@ -174,6 +174,66 @@ TEST_P(KernelTest, LayerNormAndGrad) {
   }
 }
 
+// RMS norm, y = w * round(n) with n = x * rsqrt(mean(x^2) + eps) and round
+// to the dtype, as Hugging Face's LlamaRMSNorm. For 16-bit dtypes w *
+// round(n) is exact in fp32 (8- or 11-bit significands), so y must be the
+// reference's round(w * round(n)) bit for bit except where the kernel's
+// fp32 n and the double n round to neighbouring values (n within a few fp32
+// ulps of a rounding boundary: rare, and then one ulp of the dtype apart).
+// Rounding only once, round(w * n), would differ in many more elements; the
+// test checks that these inputs tell the two apart.
+TEST_P(KernelTest, RmsNormAndGrad) {
+  const std::pair<int64_t, int64_t> shapes[] = {{6, 1100}, {70, 64}, {0, 8}};
+  for (auto [rows, cols] : shapes) {
+    double eps = 1e-5;
+    int64_t n = rows * cols;
+    Buffer x = randomBuffer(dtype(), rng, n, -3, 3);
+    Buffer w = randomBuffer(dtype(), rng, cols, 0.5, 1.5);
+    Buffer dy = randomBuffer(dtype(), rng, n);
+    Buffer y(dtype(), n), dx(dtype(), n), dw = randomBuffer(dtype(), rng, cols);
+    std::string what = std::string("rms_norm ") + dtypeName(dtype()) + " " +
+                       std::to_string(rows) + "x" + std::to_string(cols);
+    zrt_rms_norm(dtype(), x.data(), w.data(), y.data(), rows, cols, eps);
+    ref::Vec normed = ref::rmsNormalized(x.values(), rows, cols, eps);
+    ref::Vec wv = w.values();
+    auto round = [&](double v) {
+      return dtype() == ZRT_F32 ? v : roundTo(dtype(), v);
+    };
+    ref::Vec want(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = round(round(normed[i]) * wv[i % cols]);
+    if (dtype() == ZRT_F32) {
+      // rstd from an fp32 sum of squares, then two products.
+      expectClose(y, want, u() + 1e-6, 1e-7, what);
+    } else {
+      int64_t differ = 0, onceDiffers = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        onceDiffers += roundTo(dtype(), normed[i] * wv[i % cols]) != want[i];
+        if (y.get(i) == want[i])
+          continue;
+        ++differ;
+        EXPECT_NEAR(y.get(i), want[i],
+                    2 * u() * std::fabs(want[i]) +
+                        2 * subnormalRoundoff(dtype()))
+            << what << " at " << i;
+      }
+      EXPECT_LE(differ, n / 500 + 1) << what;
+      if (n > 0)
+        EXPECT_GE(onceDiffers, n / 20) << what;
+    }
+
+    zrt_rms_norm_grad(dtype(), x.data(), w.data(), dy.data(), dx.data(),
+                      dw.data(), rows, cols, eps);
+    ref::Vec wantDx, wantDw;
+    ref::rmsNormGrad(x.values(), wv, dy.values(), rows, cols, eps, wantDx,
+                     wantDw, round);
+    expectClose(dx, wantDx, u(), 1e-4 * maxAbs(wantDx), what + " dx");
+    // dw sums dy * round(n) in fp32; a rare n rounded to the neighbouring
+    // value moves one term by an ulp of the dtype.
+    expectClose(dw, wantDw, u(), rows * 1e-6 + 4 * u(), what + " dw");
+  }
+}
+
 TEST_P(KernelTest, AttentionAndGrad) {
   struct Case {
     int64_t batch, heads, seq, dim;
