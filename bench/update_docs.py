@@ -136,6 +136,11 @@ def sec_kernels(r):
         "overflow_f32": ("`zrt_check_overflow` f32", "4 B/param"),
         "read_f32": ("fp32 sum of squares, `omp simd` (read reference)",
                      "4 B/element"),
+        "rms_norm_bf16": ("`zrt_rms_norm` bf16, 4096 columns",
+                          "4 B/element"),
+        "rms_norm_f32": ("`zrt_rms_norm` f32, 4096 columns", "8 B/element"),
+        "rms_norm_grad_bf16": ("`zrt_rms_norm_grad` bf16, 4096 columns",
+                               "6 B/element"),
     }
     goals = {"adam_bf16", "overflow_bf16"}
     one = load(r, "kernels_1t.json")
@@ -152,7 +157,8 @@ def sec_kernels(r):
            "| 1 thread: / triad |" % GOAL_BANDWIDTH,
            "|---|---|---:|---:|---|---:|"]
     for name in ["triad", "copy", "adam_bf16", "adam_f32", "overflow_bf16",
-                 "overflow_f16", "overflow_f32", "read_f32"]:
+                 "overflow_f16", "overflow_f32", "read_f32", "rms_norm_bf16",
+                 "rms_norm_f32", "rms_norm_grad_bf16"]:
         if name not in k:
             continue
         e = k[name]
