@@ -109,9 +109,10 @@ ZRT_HOST_DEVICE inline float reluGrad(float y, float dy) {
 //===----------------------------------------------------------------------===//
 
 /// rsqrt(mean(x^2) + eps) of a row from its fp32 sum of squares, as Hugging
-/// Face's `torch.rsqrt(variance + eps)` in fp32 (a division by the count,
-/// then an IEEE square root and reciprocal). The normalized value is then
-/// x * rstd, rounded to the storage type before the weight multiplies it.
+/// Face's `torch.rsqrt(variance + eps)` in fp32 on the CPU (a division by
+/// the count, then an IEEE square root and reciprocal). The normalized value
+/// is then x * rstd, rounded to the storage type before the weight
+/// multiplies it.
 ZRT_HOST_DEVICE inline float rmsNormRstd(float sumSq, int64_t cols, float eps) {
 #ifdef __CUDA_ARCH__
   return 1.0f / sqrtf(sumSq / float(cols) + eps);
@@ -122,8 +123,9 @@ ZRT_HOST_DEVICE inline float rmsNormRstd(float sumSq, int64_t cols, float eps) {
 
 /// dx = rstd * (w dy - n * mean(w dy n)) with n = x * rstd, from the
 /// normalized value n, wg = w * dy and the row's mean(w dy n). The device
-/// pins the one contraction the host compiler makes (-march with FMA), so
-/// that every instantiation of a CUDA kernel rounds the same way.
+/// pins its roundings (one fused multiply-add) so that every instantiation
+/// of a CUDA kernel gives the same bits; the host compiler may contract
+/// differently, within the tests' fp32 terms.
 ZRT_HOST_DEVICE inline float rmsNormGrad(float n, float wg, float meanWgN,
                                          float rstd) {
 #ifdef __CUDA_ARCH__
