@@ -22,10 +22,10 @@ def NN_Dialect : Dialect {
     The `nn` dialect holds the compute of one training step on value-semantic
     ranked tensors: the forward ops a user writes (matmul, bias add, GELU,
     layer norm, RMS norm, causal attention, embedding, softmax cross-entropy,
-    ...) and the backward ops that `zero-autodiff` emits from each forward op's derivative
-    rule (`DerivativeOpInterface`). Element types are `f32`, `f16` and `bf16`;
-    kernels store 16-bit values and accumulate in fp32. Token ids and labels
-    are `i32` or `i64` tensors.
+    ...) and the backward ops that `zero-autodiff` emits from each forward
+    op's derivative rule (`DerivativeOpInterface`). Element types are `f32`,
+    `f16` and `bf16`; kernels store 16-bit values and accumulate in fp32.
+    Token ids and labels are `i32` or `i64` tensors.
 
     The ZeRO passes do not look inside these ops: they only see parameter
     values, their uses in program order and the gradients.
