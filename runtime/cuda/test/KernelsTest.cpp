@@ -669,7 +669,8 @@ double maxRmsRstd(const Buffer &x, int64_t rows, int64_t cols, double eps) {
 
 // y: both backends round the same fp32 formula, from sums of squares added
 // in another order; a 16-bit normalized value can round to the neighbouring
-// value (one more ulp before the weight). dx as the layer norm's (a row of
+// value (2u relative before the weight, then each side rounds its product:
+// 6u relative in all with expectNear's 2u). dx as the layer norm's (a row of
 // one column cancels to about rstd |w dy| ulps), dw the CPU test's
 // rows * 1e-6 + 4u, twice.
 TEST_P(CudaKernelsTest, RmsNormAndGrad) {
@@ -703,7 +704,7 @@ TEST_P(CudaKernelsTest, RmsNormAndGrad) {
       if (cols == 0)
         continue;
       if (offset == 0) {
-        expectNear(now[0], y, f32 ? 4e-6 : 2 * u, 0, what);
+        expectNear(now[0], y, f32 ? 4e-6 : 4 * u, 0, what);
         double termScale =
             maxRmsRstd(x, rows, cols, eps) * maxAbs(w) * maxAbs(dy);
         expectNear(now[1], dx, 0, 2e-4 * maxAbs(dx) + 1e-6 * termScale,
