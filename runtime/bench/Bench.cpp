@@ -160,6 +160,32 @@ BENCHMARK(BM_LayerNorm)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+/// At a Llama-7B width (4096).
+void BM_RmsNorm(benchmark::State &state) {
+  int32_t dtype = int32_t(state.range(0));
+  bool backward = state.range(1);
+  int64_t rows = 8 * 256, cols = 4096, n = rows * cols;
+  auto x = randomBytes(dtype, n), w = randomBytes(dtype, cols),
+       y = randomBytes(dtype, n), dx = randomBytes(dtype, n),
+       dw = randomBytes(dtype, cols);
+  for (auto _ : state) {
+    if (backward)
+      zrt_rms_norm_grad(dtype, x.data(), w.data(), y.data(), dx.data(),
+                        dw.data(), rows, cols, 1e-5);
+    else
+      zrt_rms_norm(dtype, x.data(), w.data(), y.data(), rows, cols, 1e-5);
+  }
+  state.SetBytesProcessed(state.iterations() * n * zrt_dtype_size(dtype) *
+                          (backward ? 3 : 2));
+}
+BENCHMARK(BM_RmsNorm)
+    ->Args({ZRT_F32, 0})
+    ->Args({ZRT_BF16, 0})
+    ->Args({ZRT_F32, 1})
+    ->Args({ZRT_BF16, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 void BM_Gelu(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
   int64_t n = 8 * 256 * 3072;

@@ -321,6 +321,31 @@ TEST_F(GradTest, LayerNorm) {
   }
 }
 
+TEST_F(GradTest, RmsNorm) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 7}, {2, 1100}}) {
+    int64_t n = rows * cols;
+    double eps = 1e-5;
+    Floats x = randomFloats(rng, n, -2, 3),
+           wt = randomFloats(rng, cols, 0.5, 1.5);
+    std::vector<double> w = weights(rng, n);
+    Floats dy = asFloats(w), dx(static_cast<size_t>(n)),
+           dw(static_cast<size_t>(cols));
+    zrt_rms_norm_grad(ZRT_F32, x.data(), wt.data(), dy.data(), dx.data(),
+                      dw.data(), rows, cols, eps);
+    auto rms = [&](const Floats &xs, const Floats &ws) {
+      Floats out(static_cast<size_t>(n));
+      zrt_rms_norm(ZRT_F32, xs.data(), ws.data(), out.data(), rows, cols, eps);
+      return out;
+    };
+    checkGradient(
+        "rms_norm dx", x, [&](const Floats &v) { return rms(v, wt); }, w, dx,
+        rng);
+    checkGradient(
+        "rms_norm dw", wt, [&](const Floats &v) { return rms(x, v); }, w, dw,
+        rng);
+  }
+}
+
 TEST_F(GradTest, Attention) {
   struct Case {
     int64_t batch, heads, seq, dim;

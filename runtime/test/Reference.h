@@ -171,6 +171,48 @@ inline void layerNormGrad(const Vec &x, const Vec &w, const Vec &dy,
   }
 }
 
+inline double rmsRstd(const double *x, int64_t n, double eps) {
+  double sq = 0;
+  for (int64_t c = 0; c < n; ++c)
+    sq += x[c] * x[c];
+  return 1.0 / std::sqrt(sq / double(n) + eps);
+}
+
+/// The normalized values x * rsqrt(mean(x^2) + eps) of an RMS norm, before
+/// any rounding and before the weight.
+inline Vec rmsNormalized(const Vec &x, int64_t rows, int64_t cols, double eps) {
+  Vec n(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double rstd = rmsRstd(x.data() + r * cols, cols, eps);
+    for (int64_t c = 0; c < cols; ++c)
+      n[r * cols + c] = x[r * cols + c] * rstd;
+  }
+  return n;
+}
+
+/// dx and dw of y = w * round(n), the rounding taken as the identity in the
+/// derivative (as autograd does): dw = sum over rows of dy * round(n).
+template <typename Round>
+inline void rmsNormGrad(const Vec &x, const Vec &w, const Vec &dy, int64_t rows,
+                        int64_t cols, double eps, Vec &dx, Vec &dw,
+                        const Round &round) {
+  dx.assign(x.size(), 0.0);
+  dw.assign(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *xr = x.data() + r * cols;
+    double rstd = rmsRstd(xr, cols, eps);
+    // dn = w dy; dx = rstd dn - x rstd^3 mean(dn x).
+    double dot = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      dot += w[c] * dy[r * cols + c] * xr[c];
+      dw[c] += dy[r * cols + c] * round(xr[c] * rstd);
+    }
+    for (int64_t c = 0; c < cols; ++c)
+      dx[r * cols + c] = rstd * w[c] * dy[r * cols + c] -
+                         xr[c] * rstd * rstd * rstd * dot / double(cols);
+  }
+}
+
 /// Probabilities of one head: p[i * t + j].
 inline Vec attentionProbs(const double *q, const double *k, int64_t t,
                           int64_t d, bool causal, double scale) {

@@ -239,6 +239,27 @@ int64_t scratchBytes(nn::LayerNormGradOp op) {
   return zrt_scratch_layer_norm_grad(numel(op.getInput()) / cols, cols);
 }
 KernelCost cost(nn::LayerNormGradOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::RmsNormOp op, KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getInput());
+  return b.call("zrt_rms_norm",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.result(0), b.i64(numel(op.getInput()) / cols), b.i64(cols),
+                 b.f64(op.getEps().convertToDouble())});
+}
+LogicalResult buildCall(nn::RmsNormGradOp op, KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getInput());
+  return b.call("zrt_rms_norm_grad",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.operand(2), b.result(0), b.result(1),
+                 b.i64(numel(op.getInput()) / cols), b.i64(cols),
+                 b.f64(op.getEps().convertToDouble())});
+}
+int64_t scratchBytes(nn::RmsNormGradOp op) {
+  int64_t cols = innerDim(op.getInput());
+  return zrt_scratch_rms_norm_grad(numel(op.getInput()) / cols, cols);
+}
+/// Like the layer-norm backward: a row pass for dx and a column pass for dw.
+KernelCost cost(nn::RmsNormGradOp op) { return activationCost(op); }
 
 // Attention.
 
@@ -405,11 +426,11 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::GeluGradOp, nn::SiluOp, nn::SiluGradOp, nn::SwigluOp,
            nn::SwigluGradOp, nn::ReluOp, nn::ReluGradOp, nn::SoftmaxOp,
            nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp,
-           nn::LayerNormOp, nn::LayerNormGradOp, nn::AttentionOp,
-           nn::AttentionGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp,
-           nn::SoftmaxCrossEntropyOp, nn::SoftmaxCrossEntropyGradOp,
-           nn::ReduceSumOp, nn::TransposeOp, nn::SplitOp, nn::ConcatOp>(
-        context);
+           nn::LayerNormOp, nn::LayerNormGradOp, nn::RmsNormOp,
+           nn::RmsNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
+           nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
+           nn::SoftmaxCrossEntropyGradOp, nn::ReduceSumOp, nn::TransposeOp,
+           nn::SplitOp, nn::ConcatOp>(context);
   });
   registry.addExtension(
       +[](MLIRContext *context, ZeroDialect *) { attach<CastOp>(context); });

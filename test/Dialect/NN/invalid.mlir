@@ -202,6 +202,89 @@ func.func @layer_norm_scalar(%x: tensor<f32>, %w: tensor<8xf32>) {
 
 // -----
 
+// Checks that rms_norm rejects a negative eps.
+func.func @rms_norm_negative_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{eps must be positive, got -1.000000e-06}}
+  %0 = nn.rms_norm %x, %w eps -1.0e-6 : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects a zero eps.
+func.func @rms_norm_zero_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{eps must be positive, got 0.000000e+00}}
+  %0 = nn.rms_norm %x, %w eps 0.0 : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects an infinite eps.
+func.func @rms_norm_inf_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{eps must be positive, got INF}}
+  %0 = nn.rms_norm %x, %w eps 0x7FF0000000000000 : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects a weight that does not match the last dimension.
+func.func @rms_norm_weight_size(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{weight must have shape [8], got [4]}}
+  %0 = nn.rms_norm %x, %w eps 1.0e-5 : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects a weight that is not 1-D.
+func.func @rms_norm_weight_rank(%x: tensor<2x8xf32>, %w: tensor<1x8xf32>) {
+  // expected-error @+1 {{weight must have shape [8], got [1, 8]}}
+  %0 = nn.rms_norm %x, %w eps 1.0e-5 : tensor<2x8xf32>, tensor<1x8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects a weight of another element type (Hugging
+// Face's fp32 weight under a bf16 input needs an explicit nn.cast).
+func.func @rms_norm_weight_type(%x: tensor<2x8xbf16>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{weight element type 'f32' differs from input element type 'bf16'}}
+  %0 = nn.rms_norm %x, %w eps 1.0e-5 : tensor<2x8xbf16>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects a 0-d input.
+func.func @rms_norm_scalar(%x: tensor<f32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %0 = nn.rms_norm %x, %w eps 1.0e-5 : tensor<f32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm's result has the input's type.
+func.func @rms_norm_result_type(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+2 {{'nn.rms_norm' op inferred type(s) 'tensor<2x8xf32>' are incompatible with return type(s) of operation 'tensor<2x8xbf16>'}}
+  // expected-error @+1 {{'nn.rms_norm' op failed to infer returned types}}
+  %0 = "nn.rms_norm"(%x, %w) {eps = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xbf16>
+  return
+}
+
+// -----
+
+// Checks that rms_norm accepts only f32, f16 and bf16 tensors.
+func.func @rms_norm_integer(%x: tensor<2x8xi32>, %w: tensor<8xi32>) {
+  // expected-error @+1 {{'nn.rms_norm' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<2x8xi32>'}}
+  %0 = nn.rms_norm %x, %w eps 1.0e-5 : tensor<2x8xi32>, tensor<8xi32>
+  return
+}
+
+// -----
+
 // Checks that attention rejects operands that are not rank 4.
 func.func @attention_rank(%q: tensor<2x4x8xf32>) {
   // expected-error @+1 {{'nn.attention' op query must have rank 4 [batch, heads, seq, head_dim], got rank 3}}
@@ -773,6 +856,51 @@ func.func @layer_norm_grad_input_types(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %
 func.func @layer_norm_grad_weight_types(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
   // expected-error @+1 {{'nn.layer_norm_grad' op failed to verify that all of {weight, weight_grad, bias_grad} have same type}}
   %0:3 = "nn.layer_norm_grad"(%x, %w, %x) {eps = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf16>)
+  return
+}
+
+// -----
+
+// Checks that rms_norm_grad rejects a zero eps.
+func.func @rms_norm_grad_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op eps must be positive, got 0.000000e+00}}
+  %0:2 = nn.rms_norm_grad %x, %w, %x eps 0.0 : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm_grad rejects a weight that does not match the last dimension.
+func.func @rms_norm_grad_weight(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op weight must have shape [8], got [4]}}
+  %0:2 = nn.rms_norm_grad %x, %w, %x eps 1.0e-5 : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm_grad rejects a weight of another element type.
+func.func @rms_norm_grad_weight_type(%x: tensor<2x8xf16>, %w: tensor<8xbf16>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op weight element type 'bf16' differs from input element type 'f16'}}
+  %0:2 = nn.rms_norm_grad %x, %w, %x eps 1.0e-5 : tensor<2x8xf16>, tensor<8xbf16>
+  return
+}
+
+// -----
+
+// Checks that rms_norm_grad rejects a result gradient of another type than the input.
+func.func @rms_norm_grad_input_types(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op failed to verify that all of {input, result_grad, input_grad} have same type}}
+  %0:2 = "nn.rms_norm_grad"(%x, %w, %dy) {eps = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x4xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Checks that rms_norm_grad returns a weight gradient of the weight's type.
+func.func @rms_norm_grad_weight_grad_type(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op failed to verify that all of {weight, weight_grad} have same type}}
+  %0:2 = "nn.rms_norm_grad"(%x, %w, %x) {eps = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
   return
 }
 

@@ -145,11 +145,16 @@ LogicalResult MulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
 }
 
 //===----------------------------------------------------------------------===//
-// LayerNormOp
+// LayerNormOp / RmsNormOp
 //===----------------------------------------------------------------------===//
 
+/// Checks the input rank, eps and the per-column `params` (1-D of the
+/// innermost size, the input's element type). `shapeName` and `typeName`
+/// name the params in the two diagnostics.
 static LogicalResult checkNormParams(EmitErrorFn emitError, Value input,
-                                     ArrayRef<Value> params, double eps) {
+                                     ArrayRef<Value> params, double eps,
+                                     StringRef shapeName = "weight and bias",
+                                     StringRef typeName = "weight/bias") {
   auto in = ranked(input);
   if (in.getRank() < 1)
     return emitError() << "input must have rank >= 1";
@@ -159,10 +164,10 @@ static LogicalResult checkNormParams(EmitErrorFn emitError, Value input,
   for (Value p : params) {
     auto t = ranked(p);
     if (t.getRank() != 1 || t.getDimSize(0) != c)
-      return emitError() << "weight and bias must have shape [" << c
-                         << "], got " << shapeStr(t.getShape());
+      return emitError() << shapeName << " must have shape [" << c << "], got "
+                         << shapeStr(t.getShape());
     if (t.getElementType() != in.getElementType())
-      return emitError() << "weight/bias element type " << t.getElementType()
+      return emitError() << typeName << " element type " << t.getElementType()
                          << " differs from input element type "
                          << in.getElementType();
   }
@@ -184,6 +189,24 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
 LogicalResult LayerNormGradOp::verify() {
   return checkNormParams([&] { return emitOpError(); }, getInput(),
                          {getWeight()}, getEps().convertToDouble());
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  if (failed(checkNormParams(
+          optionalEmitter(loc), adaptor.getInput(), {adaptor.getWeight()},
+          adaptor.getEps().convertToDouble(), "weight", "weight")))
+    return failure();
+  inferred.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return checkNormParams([&] { return emitOpError(); }, getInput(),
+                         {getWeight()}, getEps().convertToDouble(), "weight",
+                         "weight");
 }
 
 //===----------------------------------------------------------------------===//

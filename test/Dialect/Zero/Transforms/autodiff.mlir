@@ -142,6 +142,35 @@ zero.train_step @norm(%ids: tensor<2x3xi32>, %y: tensor<2x3xi32>)
 
 // -----
 
+// RMS norm: one backward op, from the forward input and weight, yields the
+// input gradient and the weight gradient already summed over the leading
+// dimensions (no nn.reduce_sum follows). The norm's gradient of a bf16
+// input stays bf16.
+zero.param @w : tensor<8xbf16> init ones
+zero.param @emb : tensor<16x8xbf16> init normal std 0.02
+// CHECK-LABEL: zero.train_step @rms_norm
+zero.train_step @rms_norm(%ids: tensor<2x3xi32>, %y: tensor<2x3xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %emb = zero.get_param @emb : tensor<16x8xbf16>
+  %e = nn.embedding %emb[%ids] : tensor<16x8xbf16>, tensor<2x3xi32> -> tensor<2x3x8xbf16>
+  %w = zero.get_param @w : tensor<8xbf16>
+  %n = nn.rms_norm %e, %w eps 1.0e-5 : tensor<2x3x8xbf16>, tensor<8xbf16>
+  %f = nn.cast %n : tensor<2x3x8xbf16> to tensor<2x3x8xf32>
+  %loss = nn.softmax_cross_entropy %f, %y : tensor<2x3x8xf32>, tensor<2x3xi32> -> tensor<f32>
+  // CHECK: %[[E:.*]] = nn.embedding
+  // CHECK-NEXT: %[[W:.*]] = zero.get_param @w
+  // CHECK: %[[DF:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DN:.*]] = nn.cast %[[DF]] : tensor<2x3x8xf32> to tensor<2x3x8xbf16>
+  // CHECK-NEXT: %[[DX:.*]], %[[DW:.*]] = nn.rms_norm_grad %[[E]], %[[W]], %[[DN]] eps 1.000000e-05 : tensor<2x3x8xbf16>, tensor<8xbf16>
+  // CHECK-NEXT: zero.grad @w, %[[DW]] : tensor<8xbf16>
+  // CHECK-NEXT: %[[DE:.*]] = nn.embedding_grad %[[DX]][%{{.*}}] : tensor<2x3x8xbf16>, tensor<2x3xi32> -> tensor<16x8xbf16>
+  // CHECK-NEXT: zero.grad @emb, %[[DE]] : tensor<16x8xbf16>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Attention through split, reshape and transpose: the adjoints are concat,
 // reshape and the inverse permutation.
 zero.param @qkv : tensor<2x4x24xf32> init normal std 0.1

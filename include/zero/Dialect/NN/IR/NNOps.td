@@ -21,11 +21,11 @@ def NN_Dialect : Dialect {
   let description = [{
     The `nn` dialect holds the compute of one training step on value-semantic
     ranked tensors: the forward ops a user writes (matmul, bias add, GELU,
-    layer norm, causal attention, embedding, softmax cross-entropy, ...) and the
-    backward ops that `zero-autodiff` emits from each forward op's derivative
-    rule (`DerivativeOpInterface`). Element types are `f32`, `f16` and `bf16`;
-    kernels store 16-bit values and accumulate in fp32. Token ids and labels
-    are `i32` or `i64` tensors.
+    layer norm, RMS norm, causal attention, embedding, softmax cross-entropy,
+    ...) and the backward ops that `zero-autodiff` emits from each forward
+    op's derivative rule (`DerivativeOpInterface`). Element types are `f32`,
+    `f16` and `bf16`; kernels store 16-bit values and accumulate in fp32.
+    Token ids and labels are `i32` or `i64` tensors.
 
     The ZeRO passes do not look inside these ops: they only see parameter
     values, their uses in program order and the gradients.
@@ -221,6 +221,31 @@ def NN_LayerNormOp : NN_Op<"layer_norm", [
   let assemblyFormat = [{
     $input `,` $weight `,` $bias `eps` $eps attr-dict `:` type($input) `,`
     type($weight) `,` type($bias)
+  }];
+}
+
+def NN_RmsNormOp : NN_Op<"rms_norm", [
+    InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "RMS normalization over the last dimension (Llama)";
+  let description = [{
+    `weight * round(x * rsqrt(mean(x^2) + eps))` over the innermost
+    dimension, as Hugging Face's `LlamaRMSNorm`: the mean, the inverse square
+    root and the normalized value are computed in fp32, and for 16-bit
+    inputs the normalized value is rounded to the input's element type
+    before the multiplication by `weight` (1-D of the innermost size, same
+    element type). `eps` must be positive. There is no bias and no mean
+    subtraction.
+
+    ```mlir
+    %y = nn.rms_norm %x, %w eps 1.000000e-05 : tensor<8x64x4096xbf16>, tensor<4096xbf16>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       F64Attr:$eps);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `eps` $eps attr-dict `:` type($input) `,` type($weight)
   }];
 }
 
@@ -467,6 +492,30 @@ def NN_LayerNormGradOp : NN_Op<"layer_norm_grad", [
                        NN_FloatTensor:$result_grad, F64Attr:$eps);
   let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad,
                       NN_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $result_grad `eps` $eps attr-dict `:` type($input) `,`
+    type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_RmsNormGradOp : NN_Op<"rms_norm_grad", [
+    AllTypesMatch<["input", "result_grad", "input_grad"]>,
+    AllTypesMatch<["weight", "weight_grad"]>]> {
+  let summary = "Backward of `nn.rms_norm`";
+  let description = [{
+    Recomputes the inverse root mean square of each row from `input` and
+    returns the gradients of input and weight; the weight gradient is summed
+    over every leading dimension. The rounding of the normalized value is
+    treated as the identity, as autograd does.
+
+    ```mlir
+    %dx, %dw = nn.rms_norm_grad %x, %w, %dy eps 1.000000e-05 : tensor<8x64x4096xbf16>, tensor<4096xbf16>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       NN_FloatTensor:$result_grad, F64Attr:$eps);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad);
   let assemblyFormat = [{
     $input `,` $weight `,` $result_grad `eps` $eps attr-dict `:` type($input) `,`
     type($weight)
