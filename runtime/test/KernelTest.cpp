@@ -393,41 +393,126 @@ TEST(RmsNormTest, MatchesHuggingFaceBitForBit) {
 
 TEST_P(KernelTest, AttentionAndGrad) {
   struct Case {
-    int64_t batch, heads, seq, dim;
+    int64_t batch, heads, kvHeads, seq, dim;
     double scale;
   };
   // Sequences longer than one block, a head_dim that shrinks the block, and
-  // explicit scales (1 reads f32 queries in place).
-  for (Case c : {Case{2, 3, 37, 16, 0}, Case{1, 2, 100, 72, 0},
-                 Case{1, 1, 67, 8, 0.3}, Case{1, 2, 33, 8, 1.0}}) {
+  // explicit scales (1 reads f32 queries in place); grouped-query (2 and 3
+  // query heads per key/value head) and multi-query (one key/value head)
+  // attention, also over several key and query blocks.
+  for (Case c : {Case{2, 3, 3, 37, 16, 0}, Case{1, 2, 2, 100, 72, 0},
+                 Case{1, 1, 1, 67, 8, 0.3}, Case{1, 2, 2, 33, 8, 1.0},
+                 Case{2, 4, 2, 70, 16, 0}, Case{1, 6, 2, 37, 8, 0.5},
+                 Case{2, 3, 1, 29, 16, 0}, Case{1, 4, 1, 100, 72, 0}}) {
     for (int causal = 0; causal < 2; ++causal) {
-      int64_t heads = c.batch * c.heads, n = heads * c.seq * c.dim;
+      int64_t n = c.batch * c.heads * c.seq * c.dim,
+              nkv = c.batch * c.kvHeads * c.seq * c.dim;
       double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.dim));
       Buffer q = randomBuffer(dtype(), rng, n, -2, 2),
-             k = randomBuffer(dtype(), rng, n, -2, 2),
-             v = randomBuffer(dtype(), rng, n),
+             k = randomBuffer(dtype(), rng, nkv, -2, 2),
+             v = randomBuffer(dtype(), rng, nkv),
              dO = randomBuffer(dtype(), rng, n);
-      Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), n), dv(dtype(), n);
+      Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
       zrt_attention(dtype(), q.data(), k.data(), v.data(), o.data(), c.batch,
-                    c.heads, c.seq, c.dim, causal, c.scale);
-      std::string what = std::string("attention ") + dtypeName(dtype()) +
-                         " seq " + std::to_string(c.seq) + " causal " +
-                         std::to_string(causal);
+                    c.heads, c.kvHeads, c.seq, c.dim, causal, c.scale);
+      std::string what =
+          std::string("attention ") + dtypeName(dtype()) + " heads " +
+          std::to_string(c.heads) + "/" + std::to_string(c.kvHeads) + " seq " +
+          std::to_string(c.seq) + " causal " + std::to_string(causal);
       expectClose(o,
-                  ref::attention(q.values(), k.values(), v.values(), heads,
-                                 c.seq, c.dim, causal, scale),
+                  ref::attention(q.values(), k.values(), v.values(), c.batch,
+                                 c.heads, c.kvHeads, c.seq, c.dim, causal,
+                                 scale),
                   u(), 1e-5, what);
       zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
                          dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
-                         c.heads, c.seq, c.dim, causal, c.scale);
+                         c.heads, c.kvHeads, c.seq, c.dim, causal, c.scale);
       ref::Vec wantQ, wantK, wantV, ov = o.values();
-      ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(), heads,
-                         c.seq, c.dim, causal, scale, wantQ, wantK, wantV, &ov);
+      ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(),
+                         c.batch, c.heads, c.kvHeads, c.seq, c.dim, causal,
+                         scale, wantQ, wantK, wantV, &ov);
       expectClose(dq, wantQ, u(), 1e-4 * maxAbs(wantQ), what + " dq");
       expectClose(dk, wantK, u(), 1e-4 * maxAbs(wantK), what + " dk");
       expectClose(dv, wantV, u(), 1e-4 * maxAbs(wantV), what + " dv");
     }
   }
+}
+
+TEST_P(KernelTest, GroupedAttentionIsRepeatedHeads) {
+  // Grouped-query attention is multi-head attention on k and v with each
+  // head repeated over its group (Hugging Face's repeat_kv): o and dq have
+  // the same bits either way, and dk, dv are the repeated heads' gradients
+  // summed over the group. Two runs give the same bits.
+  int64_t batch = 2, heads = 6, kvHeads = 2, group = heads / kvHeads, seq = 90,
+          dim = 24;
+  int64_t n = batch * heads * seq * dim, nkv = batch * kvHeads * seq * dim,
+          headSize = seq * dim;
+  Buffer q = randomBuffer(dtype(), rng, n, -2, 2),
+         k = randomBuffer(dtype(), rng, nkv, -2, 2),
+         v = randomBuffer(dtype(), rng, nkv),
+         dO = randomBuffer(dtype(), rng, n);
+  Buffer kr(dtype(), n), vr(dtype(), n);
+  for (int64_t h = 0; h < batch * heads; ++h)
+    for (int64_t e = 0; e < headSize; ++e) {
+      kr.set(h * headSize + e, k.get((h / group) * headSize + e));
+      vr.set(h * headSize + e, v.get((h / group) * headSize + e));
+    }
+  for (int causal = 0; causal < 2; ++causal) {
+    std::string what = std::string("attention ") + dtypeName(dtype()) +
+                       " causal " + std::to_string(causal);
+    Buffer o(dtype(), n), or_(dtype(), n), dq(dtype(), n), dqr(dtype(), n),
+        dk(dtype(), nkv), dv(dtype(), nkv), dkr(dtype(), n), dvr(dtype(), n);
+    zrt_attention(dtype(), q.data(), k.data(), v.data(), o.data(), batch, heads,
+                  kvHeads, seq, dim, causal, 0);
+    zrt_attention(dtype(), q.data(), kr.data(), vr.data(), or_.data(), batch,
+                  heads, heads, seq, dim, causal, 0);
+    EXPECT_EQ(o.values(), or_.values()) << what << " o";
+    zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
+                       dO.data(), dq.data(), dk.data(), dv.data(), batch, heads,
+                       kvHeads, seq, dim, causal, 0);
+    zrt_attention_grad(dtype(), q.data(), kr.data(), vr.data(), o.data(),
+                       dO.data(), dqr.data(), dkr.data(), dvr.data(), batch,
+                       heads, heads, seq, dim, causal, 0);
+    EXPECT_EQ(dq.values(), dqr.values()) << what << " dq";
+    ref::Vec sumK(static_cast<size_t>(nkv), 0.0),
+        sumV(static_cast<size_t>(nkv), 0.0);
+    std::vector<double> dkrv = dkr.values(), dvrv = dvr.values();
+    for (int64_t h = 0; h < batch * heads; ++h)
+      for (int64_t e = 0; e < headSize; ++e) {
+        size_t to = size_t((h / group) * headSize + e),
+               from = size_t(h * headSize + e);
+        sumK[to] += dkrv[from];
+        sumV[to] += dvrv[from];
+      }
+    // The sides round differently: each repeated head's gradient is rounded
+    // to the dtype before the sum (u per term), the grouped one once (u of
+    // the sum), and their fp32 sums run in different orders.
+    double tolK = group * (u() + 1e-5) * maxAbs(dkrv),
+           tolV = group * (u() + 1e-5) * maxAbs(dvrv);
+    expectClose(dk, sumK, u(), tolK, what + " dk");
+    expectClose(dv, sumV, u(), tolV, what + " dv");
+    Buffer dq2(dtype(), n), dk2(dtype(), nkv), dv2(dtype(), nkv);
+    zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
+                       dO.data(), dq2.data(), dk2.data(), dv2.data(), batch,
+                       heads, kvHeads, seq, dim, causal, 0);
+    EXPECT_EQ(dq2.values(), dq.values()) << what << " dq rerun";
+    EXPECT_EQ(dk2.values(), dk.values()) << what << " dk rerun";
+    EXPECT_EQ(dv2.values(), dv.values()) << what << " dv rerun";
+  }
+}
+
+TEST(AttentionDeathTest, KvHeadsMustDivideHeads) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(zrt_attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 4,
+                             3, 8, 16, 1, 0),
+               "zrt_attention: kv_heads 3 does not divide heads 4");
+  EXPECT_DEATH(zrt_attention_grad(ZRT_BF16, nullptr, nullptr, nullptr, nullptr,
+                                  nullptr, nullptr, nullptr, nullptr, 2, 2, 4,
+                                  8, 16, 0, 0),
+               "zrt_attention_grad: kv_heads 4 does not divide heads 2");
+  EXPECT_DEATH(zrt_attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 4,
+                             0, 8, 16, 1, 0),
+               "zrt_attention: kv_heads 0 does not divide heads 4");
 }
 
 TEST_P(KernelTest, EmbeddingAndGrad) {

@@ -103,7 +103,8 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
   EXPECT_EQ(scratchOf([&] {
               zrt_attention_grad(dtype(), q.data(), q.data(), q.data(),
                                  q.data(), q.data(), o.data(), g.data(),
-                                 dx.data(), batch, heads, seq, dim, 1, 0);
+                                 dx.data(), batch, heads, heads, seq, dim, 1,
+                                 0);
             }),
             zrt_attention_grad_scratch_bytes(batch, heads, seq, dim));
 
@@ -147,7 +148,7 @@ TEST_P(ScratchTest, OtherKernelsUseNoScratch) {
         zrt_layer_norm(dtype(), x.data(), w.data(), b.data(), z.data(), rows,
                        cols, 1e-5);
         zrt_rms_norm(dtype(), x.data(), w.data(), z.data(), rows, cols, 1e-5);
-        zrt_attention(dtype(), x.data(), y.data(), x.data(), z.data(), 2, 2,
+        zrt_attention(dtype(), x.data(), y.data(), x.data(), z.data(), 2, 2, 2,
                       110, 100, 1, 0);
         zrt_embedding(dtype(), x.data(), ZRT_I64, labels.data(), z.data(), rows,
                       rows, cols);

@@ -236,51 +236,68 @@ inline Vec attentionProbs(const double *q, const double *k, int64_t t,
   return p;
 }
 
-inline Vec attention(const Vec &q, const Vec &k, const Vec &v, int64_t heads,
-                     int64_t t, int64_t d, bool causal, double scale) {
+/// Grouped-query attention as Hugging Face's repeat_kv: q, o are
+/// [batch, heads, t, d] and k, v [batch, kvHeads, t, d]; query head hq of
+/// batch b reads key/value head hq / (heads / kvHeads) of batch b.
+inline Vec attention(const Vec &q, const Vec &k, const Vec &v, int64_t batch,
+                     int64_t heads, int64_t kvHeads, int64_t t, int64_t d,
+                     bool causal, double scale) {
   Vec o(q.size(), 0.0);
-  for (int64_t h = 0; h < heads; ++h) {
-    size_t off = static_cast<size_t>(h * t * d);
-    Vec p = attentionProbs(q.data() + off, k.data() + off, t, d, causal, scale);
-    for (int64_t i = 0; i < t; ++i)
-      for (int64_t j = 0; j < t; ++j)
-        for (int64_t e = 0; e < d; ++e)
-          o[off + i * d + e] += p[i * t + j] * v[off + j * d + e];
+  int64_t group = heads / kvHeads;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t hq = 0; hq < heads; ++hq) {
+      size_t off = static_cast<size_t>((b * heads + hq) * t * d);
+      size_t kvOff = static_cast<size_t>((b * kvHeads + hq / group) * t * d);
+      Vec p =
+          attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal, scale);
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = 0; j < t; ++j)
+          for (int64_t e = 0; e < d; ++e)
+            o[off + i * d + e] += p[i * t + j] * v[kvOff + j * d + e];
+    }
   }
   return o;
 }
 
-/// With `o`, delta_i = dO_i . o_i uses the given forward output (as the
-/// kernel does) instead of the exact one.
+/// The gradients of grouped-query attention (shapes as above): dq has q's
+/// shape, dk and dv k's, each the sum over the query heads sharing the
+/// key/value head. With `o`, delta_i = dO_i . o_i uses the given forward
+/// output (as the kernel does) instead of the exact one.
 inline void attentionGrad(const Vec &q, const Vec &k, const Vec &v,
-                          const Vec &dO, int64_t heads, int64_t t, int64_t d,
-                          bool causal, double scale, Vec &dq, Vec &dk, Vec &dv,
+                          const Vec &dO, int64_t batch, int64_t heads,
+                          int64_t kvHeads, int64_t t, int64_t d, bool causal,
+                          double scale, Vec &dq, Vec &dk, Vec &dv,
                           const Vec *o = nullptr) {
   dq.assign(q.size(), 0.0);
-  dk.assign(q.size(), 0.0);
-  dv.assign(q.size(), 0.0);
-  for (int64_t h = 0; h < heads; ++h) {
-    size_t off = static_cast<size_t>(h * t * d);
-    Vec p = attentionProbs(q.data() + off, k.data() + off, t, d, causal, scale);
-    for (int64_t i = 0; i < t; ++i) {
-      Vec dp(static_cast<size_t>(t), 0.0);
-      double delta = 0;
-      for (int64_t j = 0; j < t; ++j) {
-        for (int64_t e = 0; e < d; ++e)
-          dp[j] += dO[off + i * d + e] * v[off + j * d + e];
-        delta += p[i * t + j] * dp[j];
-      }
-      if (o) {
-        delta = 0;
-        for (int64_t e = 0; e < d; ++e)
-          delta += dO[off + i * d + e] * (*o)[off + i * d + e];
-      }
-      for (int64_t j = 0; j < t; ++j) {
-        double ds = p[i * t + j] * (dp[j] - delta);
-        for (int64_t e = 0; e < d; ++e) {
-          dv[off + j * d + e] += p[i * t + j] * dO[off + i * d + e];
-          dq[off + i * d + e] += scale * ds * k[off + j * d + e];
-          dk[off + j * d + e] += scale * ds * q[off + i * d + e];
+  dk.assign(k.size(), 0.0);
+  dv.assign(v.size(), 0.0);
+  int64_t group = heads / kvHeads;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t hq = 0; hq < heads; ++hq) {
+      size_t off = static_cast<size_t>((b * heads + hq) * t * d);
+      size_t kvOff = static_cast<size_t>((b * kvHeads + hq / group) * t * d);
+      Vec p =
+          attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal, scale);
+      for (int64_t i = 0; i < t; ++i) {
+        Vec dp(static_cast<size_t>(t), 0.0);
+        double delta = 0;
+        for (int64_t j = 0; j < t; ++j) {
+          for (int64_t e = 0; e < d; ++e)
+            dp[j] += dO[off + i * d + e] * v[kvOff + j * d + e];
+          delta += p[i * t + j] * dp[j];
+        }
+        if (o) {
+          delta = 0;
+          for (int64_t e = 0; e < d; ++e)
+            delta += dO[off + i * d + e] * (*o)[off + i * d + e];
+        }
+        for (int64_t j = 0; j < t; ++j) {
+          double ds = p[i * t + j] * (dp[j] - delta);
+          for (int64_t e = 0; e < d; ++e) {
+            dv[kvOff + j * d + e] += p[i * t + j] * dO[off + i * d + e];
+            dq[off + i * d + e] += scale * ds * k[kvOff + j * d + e];
+            dk[kvOff + j * d + e] += scale * ds * q[off + i * d + e];
+          }
         }
       }
     }

@@ -294,10 +294,92 @@ func.func @attention_rank(%q: tensor<2x4x8xf32>) {
 
 // -----
 
-// Checks that attention rejects query, key and value of different types.
+// Checks that attention rejects a key and a value of different types.
 func.func @attention_types(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x4xf32>) {
-  // expected-error @+1 {{'nn.attention' op failed to verify that all of {query, key, value, result} have same type}}
+  // expected-error @+1 {{'nn.attention' op failed to verify that all of {key, value} have same type}}
   %0 = "nn.attention"(%q, %k, %q) : (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a value with other heads than the key.
+func.func @attention_kv_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op failed to verify that all of {key, value} have same type}}
+  %0 = "nn.attention"(%q, %k, %v) : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a result of other than the query's type.
+func.func @attention_result(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op failed to verify that all of {query, result} have same type}}
+  %0 = "nn.attention"(%q, %k, %k) : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects key/value heads that do not divide the
+// query heads.
+func.func @attention_group(%q: tensor<1x4x4x8xf32>, %k: tensor<1x3x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value heads 3 must divide the query heads 4}}
+  %0 = nn.attention %q, %k, %k causal : tensor<1x4x4x8xf32>, tensor<1x3x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects more key/value heads than query heads.
+func.func @attention_more_kv_heads(%q: tensor<1x2x4x8xf32>, %k: tensor<1x4x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value heads 4 must divide the query heads 2}}
+  %0 = nn.attention %q, %k, %k : tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a key of another batch.
+func.func @attention_batch(%q: tensor<2x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value batch 1 differs from the query's 2 (key [1, 2, 4, 8], query [2, 4, 4, 8])}}
+  %0 = nn.attention %q, %k, %k : tensor<2x4x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a key of another sequence length.
+func.func @attention_seq(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x6x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value seq 6 differs from the query's 4 (key [1, 2, 6, 8], query [1, 4, 4, 8])}}
+  %0 = nn.attention %q, %k, %k causal : tensor<1x4x4x8xf32>, tensor<1x2x6x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a key of another head_dim.
+func.func @attention_head_dim(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value head_dim 16 differs from the query's 8 (key [1, 2, 4, 16], query [1, 4, 4, 8])}}
+  %0 = nn.attention %q, %k, %k : tensor<1x4x4x8xf32>, tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a key of another element type.
+func.func @attention_element_type(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xbf16>) {
+  // expected-error @+1 {{'nn.attention' op key and value element type 'bf16' differs from the query's 'f32'}}
+  %0 = nn.attention %q, %k, %k : tensor<1x4x4x8xf32>, tensor<1x2x4x8xbf16>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a key that is not rank 4.
+func.func @attention_key_rank(%q: tensor<1x4x4x8xf32>, %k: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value must have rank 4 [batch, kv_heads, seq, head_dim], got rank 3}}
+  %0 = nn.attention %q, %k, %k : tensor<1x4x4x8xf32>, tensor<2x4x8xf32>
   return
 }
 
@@ -924,10 +1006,49 @@ func.func @attention_grad_scale(%q: tensor<1x2x4x8xf32>) {
 
 // -----
 
-// Checks that attention_grad rejects operands of different types.
+// Checks that attention_grad rejects an output of other than the query's
+// type.
 func.func @attention_grad_types(%q: tensor<1x2x4x8xf32>, %o: tensor<1x2x4x8xbf16>) {
-  // expected-error @+1 {{'nn.attention_grad' op failed to verify that all of {query, key, value, output, output_grad, query_grad, key_grad, value_grad} have same type}}
+  // expected-error @+1 {{'nn.attention_grad' op failed to verify that all of {query, output, output_grad, query_grad} have same type}}
   %0:3 = "nn.attention_grad"(%q, %q, %q, %o, %q) {scale = 0.5 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  return
+}
+
+// -----
+
+// Checks that attention_grad rejects key and value gradients of other than
+// the key's shape (grouped-query: the group's sum has the key's shape).
+func.func @attention_grad_kv_grads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op failed to verify that all of {key, value, key_grad, value_grad} have same type}}
+  %0:3 = "nn.attention_grad"(%q, %k, %k, %q, %q) {scale = 0.5 : f64} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>)
+  return
+}
+
+// -----
+
+// Checks that attention_grad rejects key/value heads that do not divide the
+// query heads.
+func.func @attention_grad_group(%q: tensor<1x6x4x8xf32>, %k: tensor<1x4x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op key and value heads 4 must divide the query heads 6}}
+  %0:3 = nn.attention_grad %q, %k, %k, %q, %q causal scale 0.5 : tensor<1x6x4x8xf32>, tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention_grad rejects a key of another head_dim.
+func.func @attention_grad_head_dim(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op key and value head_dim 4 differs from the query's 8 (key [1, 2, 4, 4], query [1, 4, 4, 8])}}
+  %0:3 = nn.attention_grad %q, %k, %k, %q, %q scale 0.5 : tensor<1x4x4x8xf32>, tensor<1x2x4x4xf32>
+  return
+}
+
+// -----
+
+// Checks that attention_grad rejects a key of another element type.
+func.func @attention_grad_element_type(%q: tensor<1x4x4x8xbf16>, %k: tensor<1x2x4x8xf16>) {
+  // expected-error @+1 {{'nn.attention_grad' op key and value element type 'f16' differs from the query's 'bf16'}}
+  %0:3 = nn.attention_grad %q, %k, %k, %q, %q scale 0.5 : tensor<1x4x4x8xbf16>, tensor<1x2x4x8xf16>
   return
 }
 

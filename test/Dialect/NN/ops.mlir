@@ -100,6 +100,25 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   return
 }
 
+// Grouped-query (2 query heads per key/value head) and multi-query
+// attention write the key's type after the query's; with equal types one
+// type stands for all, printed alone.
+// CHECK-LABEL: func.func @grouped_query
+func.func @grouped_query(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x2x8x16xbf16>,
+                         %k1: tensor<2x1x8x16xbf16>) {
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} causal : tensor<2x4x8x16xbf16>, tensor<2x2x8x16xbf16>{{$}}
+  %o = nn.attention %q, %k, %k causal : tensor<2x4x8x16xbf16>, tensor<2x2x8x16xbf16>
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} scale 2.500000e-01 : tensor<2x4x8x16xbf16>, tensor<2x1x8x16xbf16>{{$}}
+  %m = nn.attention %q, %k1, %k1 scale 0.25 : tensor<2x4x8x16xbf16>, tensor<2x1x8x16xbf16>
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} causal : tensor<2x4x8x16xbf16>{{$}}
+  %h = nn.attention %q, %q, %q causal : tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 2.500000e-01 : tensor<2x4x8x16xbf16>, tensor<2x2x8x16xbf16>{{$}}
+  %dq, %dk, %dv = nn.attention_grad %q, %k, %k, %o, %q causal scale 0.25 : tensor<2x4x8x16xbf16>, tensor<2x2x8x16xbf16>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale 2.500000e-01 : tensor<2x4x8x16xbf16>{{$}}
+  %dq2, %dk2, %dv2 = nn.attention_grad %q, %q, %q, %h, %q scale 0.25 : tensor<2x4x8x16xbf16>
+  return
+}
+
 // CHECK-LABEL: func.func @sixteen_bit
 func.func @sixteen_bit(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %h: tensor<4x8xf16>,
                        %q: tensor<1x2x3x8xbf16>, %bw: tensor<8xbf16>) -> (tensor<4x2xbf16>, tensor<4x8xf16>, tensor<4x8xf16>, tensor<1x2x3x8xbf16>) {

@@ -213,14 +213,60 @@ LogicalResult RmsNormGradOp::verify() {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-/// Operand types are checked by AllTypesMatch; this checks the rest.
+/// `: type(q)` when the key has the query's type (multi-head attention),
+/// else `: type(q), type(k)`. The value's type is the key's and the
+/// result's the query's (AllTypesMatch).
+static ParseResult parseAttentionTypes(OpAsmParser &parser, Type &query,
+                                       Type &key) {
+  if (parser.parseType(query))
+    return failure();
+  if (failed(parser.parseOptionalComma())) {
+    key = query;
+    return success();
+  }
+  return parser.parseType(key);
+}
+
+static void printAttentionTypes(OpAsmPrinter &printer, Operation *, Type query,
+                                Type key) {
+  printer << query;
+  if (key != query)
+    printer << ", " << key;
+}
+
+/// Key/value against query: rank 4, one element type, equal batch, seq and
+/// head_dim, and kv_heads dividing heads. Key against value and query
+/// against result (and the gradients) are checked by AllTypesMatch.
 static LogicalResult checkAttention(EmitErrorFn emitError, Value query,
-                                    std::optional<double> scale) {
+                                    Value key, std::optional<double> scale) {
   auto q = ranked(query);
+  auto k = ranked(key);
   if (q.getRank() != 4)
     return emitError()
            << "query must have rank 4 [batch, heads, seq, head_dim], got rank "
            << q.getRank();
+  if (k.getRank() != 4)
+    return emitError() << "key and value must have rank 4 [batch, kv_heads, "
+                          "seq, head_dim], got rank "
+                       << k.getRank();
+  if (k.getElementType() != q.getElementType())
+    return emitError() << "key and value element type " << k.getElementType()
+                       << " differs from the query's " << q.getElementType();
+  static constexpr std::pair<unsigned, StringLiteral> kSameDims[] = {
+      {0, "batch"}, {2, "seq"}, {3, "head_dim"}};
+  for (auto [dim, name] : kSameDims) {
+    int64_t qd = q.getDimSize(dim), kd = k.getDimSize(dim);
+    if (!ShapedType::isDynamic(qd) && !ShapedType::isDynamic(kd) && qd != kd)
+      return emitError() << "key and value " << name << " " << kd
+                         << " differs from the query's " << qd << " (key "
+                         << shapeStr(k.getShape()) << ", query "
+                         << shapeStr(q.getShape()) << ")";
+  }
+  int64_t heads = q.getDimSize(1), kvHeads = k.getDimSize(1);
+  if (!ShapedType::isDynamic(heads) && !ShapedType::isDynamic(kvHeads) &&
+      (kvHeads == 0 ? heads != 0 : heads % kvHeads != 0))
+    return emitError() << "key and value heads " << kvHeads
+                       << " must divide the query heads " << heads;
   if (scale && (!(*scale > 0.0) || !std::isfinite(*scale)))
     return emitError() << "scale must be positive, got " << *scale;
   return success();
@@ -230,7 +276,8 @@ LogicalResult AttentionOp::verify() {
   std::optional<double> scale;
   if (auto s = getScaleAttr())
     scale = s.getValueAsDouble();
-  return checkAttention([&] { return emitOpError(); }, getQuery(), scale);
+  return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
+                        scale);
 }
 
 double AttentionOp::getScaleValue() {
@@ -241,7 +288,7 @@ double AttentionOp::getScaleValue() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  return checkAttention([&] { return emitOpError(); }, getQuery(),
+  return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
                         getScale().convertToDouble());
 }
 

@@ -201,6 +201,42 @@ zero.train_step @attention(%y: tensor<2x4xi32>)
 
 // -----
 
+// Grouped-query attention (two query heads, one key/value head): the key
+// and value gradients have the key's shape, [2, 1, 4, 4], and flow back
+// through its transpose and reshape into the key/value projection.
+zero.param @wq : tensor<2x4x8xf32> init normal std 0.1
+zero.param @wkv : tensor<2x4x8xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @grouped_query_attention
+zero.train_step @grouped_query_attention(%y: tensor<2x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %q = zero.get_param @wq : tensor<2x4x8xf32>
+  %kv = zero.get_param @wkv : tensor<2x4x8xf32>
+  %k, %v = nn.split %kv axis 2 : tensor<2x4x8xf32> -> tensor<2x4x4xf32>, tensor<2x4x4xf32>
+  %q4 = nn.reshape %q : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %k4 = nn.reshape %k : tensor<2x4x4xf32> -> tensor<2x4x1x4xf32>
+  %v4 = nn.reshape %v : tensor<2x4x4xf32> -> tensor<2x4x1x4xf32>
+  %qt = nn.transpose %q4 [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %kt = nn.transpose %k4 [0, 2, 1, 3] : tensor<2x4x1x4xf32> -> tensor<2x1x4x4xf32>
+  %vt = nn.transpose %v4 [0, 2, 1, 3] : tensor<2x4x1x4xf32> -> tensor<2x1x4x4xf32>
+  %o = nn.attention %qt, %kt, %vt causal : tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>
+  %ot = nn.transpose %o [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
+  %m = nn.reshape %ot : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
+  %loss = nn.softmax_cross_entropy %m, %y : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<f32>
+  // CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 5.000000e-01 : tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>
+  // CHECK-DAG: nn.transpose %[[DQ]] [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
+  // CHECK-DAG: %[[DKT:.*]] = nn.transpose %[[DK]] [0, 2, 1, 3] : tensor<2x1x4x4xf32> -> tensor<2x4x1x4xf32>
+  // CHECK-DAG: %[[DVT:.*]] = nn.transpose %[[DV]] [0, 2, 1, 3] : tensor<2x1x4x4xf32> -> tensor<2x4x1x4xf32>
+  // CHECK-DAG: %[[DKR:.*]] = nn.reshape %[[DKT]] : tensor<2x4x1x4xf32> -> tensor<2x4x4xf32>
+  // CHECK-DAG: %[[DVR:.*]] = nn.reshape %[[DVT]] : tensor<2x4x1x4xf32> -> tensor<2x4x4xf32>
+  // CHECK-DAG: %[[DKV:.*]] = nn.concat %[[DKR]], %[[DVR]] axis 2 : tensor<2x4x4xf32>, tensor<2x4x4xf32> -> tensor<2x4x8xf32>
+  // CHECK-DAG: zero.grad @wkv, %[[DKV]]
+  // CHECK-DAG: zero.grad @wq
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // A split part that does not reach the loss contributes a zero gradient to
 // the concatenation.
 zero.param @p : tensor<4x6xf32> init normal std 0.1

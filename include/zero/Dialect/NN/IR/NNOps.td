@@ -250,19 +250,27 @@ def NN_RmsNormOp : NN_Op<"rms_norm", [
 }
 
 def NN_AttentionOp : NN_Op<"attention", [
-    AllTypesMatch<["query", "key", "value", "result"]>,
+    AllTypesMatch<["query", "result"]>, AllTypesMatch<["key", "value"]>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Scaled dot-product attention (causal for GPT)";
   let description = [{
-    `softmax(q k^T * scale + mask) v` for `q`, `k`, `v` of shape
-    `[batch, heads, seq, head_dim]`, where `mask` hides future positions when
-    `causal` is set. `scale` defaults to `1/sqrt(head_dim)`. One fused op (as
-    flash attention) rather than matmul + mask + softmax + matmul, so that the
-    backward recomputes the probabilities instead of keeping a
+    `softmax(q k^T * scale + mask) v` for `q` of shape
+    `[batch, heads, seq, head_dim]` and `k`, `v` of shape
+    `[batch, kv_heads, seq, head_dim]`, where `mask` hides future positions
+    when `causal` is set. `scale` defaults to `1/sqrt(head_dim)`. One fused
+    op (as flash attention) rather than matmul + mask + softmax + matmul, so
+    that the backward recomputes the probabilities instead of keeping a
     `[batch, heads, seq, seq]` activation alive.
+
+    `kv_heads` divides `heads`: grouped-query attention, where query head
+    `h` reads key/value head `h / (heads / kv_heads)` (Hugging Face's
+    `repeat_kv`); one key/value head is multi-query attention. The type of
+    `k` and `v` follows the query's when it differs; with `kv_heads ==
+    heads` one type stands for all four.
 
     ```mlir
     %o = nn.attention %q, %k, %v causal : tensor<8x12x64x64xf32>
+    %g = nn.attention %q, %k, %v causal : tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
@@ -271,7 +279,7 @@ def NN_AttentionOp : NN_Op<"attention", [
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`scale` $scale^)? attr-dict
-    `:` type($query)
+    `:` custom<AttentionTypes>(type($query), type($key))
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -524,13 +532,15 @@ def NN_RmsNormGradOp : NN_Op<"rms_norm_grad", [
 }
 
 def NN_AttentionGradOp : NN_Op<"attention_grad", [
-    AllTypesMatch<["query", "key", "value", "output", "output_grad",
-                   "query_grad", "key_grad", "value_grad"]>]> {
+    AllTypesMatch<["query", "output", "output_grad", "query_grad"]>,
+    AllTypesMatch<["key", "value", "key_grad", "value_grad"]>]> {
   let summary = "Backward of `nn.attention`";
   let description = [{
     Recomputes the attention probabilities from `query` and `key` and returns
     the gradients of query, key and value, given the forward output and its
-    gradient.
+    gradient. With grouped-query attention the key and value gradients have
+    the key's shape: each sums the gradients of the query heads that share
+    the key/value head. Types as for `nn.attention`.
 
     ```mlir
     %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal scale 1.250000e-01 : tensor<8x12x64x64xf32>
@@ -544,7 +554,8 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
                       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $output_grad
-    (`causal` $causal^)? `scale` $scale attr-dict `:` type($query)
+    (`causal` $causal^)? `scale` $scale attr-dict `:`
+    custom<AttentionTypes>(type($query), type($key))
   }];
   let hasVerifier = 1;
 }
