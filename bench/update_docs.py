@@ -140,6 +140,11 @@ def sec_kernels(r):
         "rope_f32": ("`zrt_rope` f32, head_dim 128", "8 B/element"),
         "read_f32": ("fp32 sum of squares, `omp simd` (read reference)",
                      "4 B/element"),
+        "rms_norm_bf16": ("`zrt_rms_norm` bf16, 4096 columns",
+                          "4 B/element"),
+        "rms_norm_f32": ("`zrt_rms_norm` f32, 4096 columns", "8 B/element"),
+        "rms_norm_grad_bf16": ("`zrt_rms_norm_grad` bf16, 4096 columns",
+                               "6 B/element"),
     }
     goals = {"adam_bf16", "overflow_bf16"}
     one = load(r, "kernels_1t.json")
@@ -157,7 +162,8 @@ def sec_kernels(r):
            "|---|---|---:|---:|---|---:|"]
     for name in ["triad", "copy", "adam_bf16", "adam_f32", "overflow_bf16",
                  "overflow_f16", "overflow_f32", "swiglu_bf16",
-                 "swiglu_grad_bf16", "rope_bf16", "rope_f32", "read_f32"]:
+                 "swiglu_grad_bf16", "rope_bf16", "rope_f32", "rms_norm_bf16",
+                 "rms_norm_f32", "rms_norm_grad_bf16", "read_f32"]:
         if name not in k:
             continue
         e = k[name]

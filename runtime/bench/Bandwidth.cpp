@@ -1,10 +1,11 @@
-//===- Bandwidth.cpp - Optimizer kernels against a STREAM triad -----------===//
+//===- Bandwidth.cpp - Streaming kernels against a STREAM triad -----------===//
 //
 // Part of the zero-mlir project.
 //
 // Achieved bandwidth of the bandwidth-bound optimizer kernels (zrt_adam,
-// zrt_check_overflow) and elementwise kernels (zrt_swiglu, zrt_swiglu_grad,
-// zrt_rope) divided by that of a STREAM triad measured in the same
+// zrt_check_overflow), elementwise kernels (zrt_swiglu, zrt_swiglu_grad,
+// zrt_rope) and row normalizations (zrt_rms_norm and its gradient) divided
+// by that of a STREAM triad measured in the same
 // process, on the same threads, interleaved with it: each round times every
 // kernel once (in alternating order), the ratio of a round is the kernel's
 // bytes/s over the triad's bytes/s of that round, and the reported ratio is
@@ -13,7 +14,9 @@
 //
 // Bytes follow the STREAM convention: what the kernel reads plus what it
 // writes, no write-allocate traffic (triad 12 B/element, Adam 28 B/param with
-// 16-bit gradients and parameter copies, the overflow check 2 B/param).
+// 16-bit gradients and parameter copies, the overflow check 2 B/param, the
+// RMS norm x and y, its gradient x, dy and dx: 2 and 3 elements per element,
+// the per-column weight and dw not counted).
 //
 //   zrt-bench-bandwidth [--params N] [--rounds R] [--only KERNEL]
 //                       [--json FILE]
@@ -237,6 +240,30 @@ int main(int argc, char **argv) {
                        sink = s;
                      }});
 
+  // RMS norm over rows of a Llama-7B width (4096), forward and backward:
+  // x is the gradient buffer, dy the parameter copy.
+  const int64_t normCols = 4096, normRows = n / normCols;
+  auto normW = randomTyped(ZRT_BF16, normCols),
+       normDw = randomTyped(ZRT_BF16, normCols);
+  auto normWF32 = randomTyped(ZRT_F32, normCols);
+  auto normOut = randomTyped(ZRT_BF16, normRows * normCols);
+  auto normOutF32 = randomTyped(ZRT_F32, normRows * normCols);
+  double normElems = double(normRows * normCols);
+  kernels.push_back({"rms_norm_bf16", 4.0 * normElems, [&] {
+                       zrt_rms_norm(ZRT_BF16, gradBf16->data, normW->data,
+                                    normOut->data, normRows, normCols, 1e-5);
+                     }});
+  kernels.push_back({"rms_norm_f32", 8.0 * normElems, [&] {
+                       zrt_rms_norm(ZRT_F32, gradF32->data, normWF32->data,
+                                    normOutF32->data, normRows, normCols, 1e-5);
+                     }});
+  kernels.push_back({"rms_norm_grad_bf16", 6.0 * normElems, [&] {
+                       zrt_rms_norm_grad(ZRT_BF16, gradBf16->data, normW->data,
+                                         paramBf16->data, normOut->data,
+                                         normDw->data, normRows, normCols,
+                                         1e-5);
+                     }});
+
   if (!o.only.empty()) {
     std::vector<Kernel> keep;
     for (Kernel &k : kernels)
@@ -276,7 +303,7 @@ int main(int argc, char **argv) {
                      ",\n  \"kernels\": [";
   std::printf("%d threads, %lld elements per array, %d rounds (median)\n",
               threads, (long long)n, o.rounds);
-  std::printf("%-16s %12s %10s %14s\n", "kernel", "bytes/call", "GB/s",
+  std::printf("%-18s %12s %10s %14s\n", "kernel", "bytes/call", "GB/s",
               "ratio to triad");
   bool first = true;
   for (const Kernel &k : kernels) {
@@ -289,7 +316,7 @@ int main(int argc, char **argv) {
     std::vector<double> sorted = ratio;
     std::sort(sorted.begin(), sorted.end());
     double q1 = sorted[sorted.size() / 4], q3 = sorted[(3 * sorted.size()) / 4];
-    std::printf("%-16s %12.0f %10.2f %14.3f  [%.3f, %.3f]\n", k.name.c_str(),
+    std::printf("%-18s %12.0f %10.2f %14.3f  [%.3f, %.3f]\n", k.name.c_str(),
                 k.bytes, median(gbps), median(ratio), q1, q3);
     char buf[512];
     std::snprintf(buf, sizeof buf,

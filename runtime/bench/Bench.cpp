@@ -106,31 +106,35 @@ BENCHMARK(BM_Matmul)
 void BM_Attention(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
   bool backward = state.range(1);
-  int64_t b = 8, h = 12, t = 256, d = 64, n = b * h * t * d;
-  auto q = randomBytes(dtype, n), k = randomBytes(dtype, n),
-       v = randomBytes(dtype, n), o = randomBytes(dtype, n),
+  // Key/value heads: 12 is multi-head attention, 4 groups of 3 query heads.
+  int64_t b = 8, h = 12, kvh = state.range(2), t = 256, d = 64,
+          n = b * h * t * d, nkv = b * kvh * t * d;
+  auto q = randomBytes(dtype, n), k = randomBytes(dtype, nkv),
+       v = randomBytes(dtype, nkv), o = randomBytes(dtype, n),
        g = randomBytes(dtype, n), dq = randomBytes(dtype, n),
-       dk = randomBytes(dtype, n), dv = randomBytes(dtype, n);
-  zrt_attention(dtype, q.data(), k.data(), v.data(), o.data(), b, h, t, d, 1,
-                0);
+       dk = randomBytes(dtype, nkv), dv = randomBytes(dtype, nkv);
+  zrt_attention(dtype, q.data(), k.data(), v.data(), o.data(), b, h, kvh, t, d,
+                1, 0);
   for (auto _ : state) {
     if (backward)
       zrt_attention_grad(dtype, q.data(), k.data(), v.data(), o.data(),
-                         g.data(), dq.data(), dk.data(), dv.data(), b, h, t, d,
-                         1, 0);
+                         g.data(), dq.data(), dk.data(), dv.data(), b, h, kvh,
+                         t, d, 1, 0);
     else
-      zrt_attention(dtype, q.data(), k.data(), v.data(), o.data(), b, h, t, d,
-                    1, 0);
+      zrt_attention(dtype, q.data(), k.data(), v.data(), o.data(), b, h, kvh, t,
+                    d, 1, 0);
   }
   // Causal: half of the 2 (forward) or 5 (backward) t x t x d products.
   state.SetItemsProcessed(state.iterations() * (backward ? 5 : 2) * b * h * t *
                           t * d);
 }
 BENCHMARK(BM_Attention)
-    ->Args({ZRT_F32, 0})
-    ->Args({ZRT_BF16, 0})
-    ->Args({ZRT_F32, 1})
-    ->Args({ZRT_BF16, 1})
+    ->Args({ZRT_F32, 0, 12})
+    ->Args({ZRT_BF16, 0, 12})
+    ->Args({ZRT_F32, 1, 12})
+    ->Args({ZRT_BF16, 1, 12})
+    ->Args({ZRT_BF16, 0, 4})
+    ->Args({ZRT_BF16, 1, 4})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -153,6 +157,32 @@ void BM_LayerNorm(benchmark::State &state) {
                           (backward ? 3 : 2));
 }
 BENCHMARK(BM_LayerNorm)
+    ->Args({ZRT_F32, 0})
+    ->Args({ZRT_BF16, 0})
+    ->Args({ZRT_F32, 1})
+    ->Args({ZRT_BF16, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+/// At a Llama-7B width (4096).
+void BM_RmsNorm(benchmark::State &state) {
+  int32_t dtype = int32_t(state.range(0));
+  bool backward = state.range(1);
+  int64_t rows = 8 * 256, cols = 4096, n = rows * cols;
+  auto x = randomBytes(dtype, n), w = randomBytes(dtype, cols),
+       y = randomBytes(dtype, n), dx = randomBytes(dtype, n),
+       dw = randomBytes(dtype, cols);
+  for (auto _ : state) {
+    if (backward)
+      zrt_rms_norm_grad(dtype, x.data(), w.data(), y.data(), dx.data(),
+                        dw.data(), rows, cols, 1e-5);
+    else
+      zrt_rms_norm(dtype, x.data(), w.data(), y.data(), rows, cols, 1e-5);
+  }
+  state.SetBytesProcessed(state.iterations() * n * zrt_dtype_size(dtype) *
+                          (backward ? 3 : 2));
+}
+BENCHMARK(BM_RmsNorm)
     ->Args({ZRT_F32, 0})
     ->Args({ZRT_BF16, 0})
     ->Args({ZRT_F32, 1})

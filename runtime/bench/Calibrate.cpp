@@ -176,13 +176,13 @@ int main(int argc, char **argv) {
   const double attFlops = 4.0 * double(aelems) * double(at) / 2;
   attention.push_back({attFlops, [&] {
                          zrt_attention(ZRT_F32, q.data(), kk.data(), vv.data(),
-                                       o.data(), ab, ah, at, ad, 1, 0.0);
+                                       o.data(), ab, ah, ah, at, ad, 1, 0.0);
                        }});
   attention.push_back({2.5 * attFlops, [&] {
                          zrt_attention_grad(ZRT_F32, q.data(), kk.data(),
                                             vv.data(), o.data(), dO.data(),
                                             dq.data(), dk.data(), dv.data(), ab,
-                                            ah, at, ad, 1, 0.0);
+                                            ah, ah, at, ad, 1, 0.0);
                        }});
   double attentionFlops = measureRate(attention, rounds, 20);
 

@@ -17,6 +17,12 @@
 // per-thread copies, deterministic results. This recomputes q k^T and
 // dO v^T once more than a single pass with shared accumulators would.
 //
+// Grouped-query attention: query head h (of batch * heads) reads key/value
+// head h / group, group = heads / kv_heads. The item that owns a key block
+// of a key/value head walks the group's query heads in order inside its
+// loop, so the group's sum of dK and dV keeps one owner and a fixed order
+// (and needs no scratch). With group 1 this is the multi-head loop.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
@@ -39,6 +45,7 @@ constexpr int64_t kMaxHeadDim = (kWorkspaceFloats - 2) / 6;
 
 struct Attn {
   int64_t heads; // batch * heads
+  int64_t group; // query heads per key/value head
   int64_t seq;
   int64_t dim;
   bool causal;
@@ -128,8 +135,9 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
   parallelForEach(a.heads * blocks, itemWork(a, bs, 2), [&](int64_t item) {
     int64_t h = item / blocks, i0 = (item % blocks) * bs;
     int64_t nr = std::min(bs, a.seq - i0);
-    const T *qh = q + h * a.seq * d, *kh = k + h * a.seq * d,
-            *vh = v + h * a.seq * d;
+    int64_t kvh = h / a.group;
+    const T *qh = q + h * a.seq * d, *kh = k + kvh * a.seq * d,
+            *vh = v + kvh * a.seq * d;
     alignas(64) float ws[kWorkspaceFloats];
     float *qBuf = ws, *kBuf = qBuf + bs * d, *vBuf = kBuf + bs * d;
     float *ob = vBuf + bs * d, *s = ob + bs * d, *rowMax = s + bs * bs,
@@ -194,7 +202,7 @@ void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
     int64_t h = item / blocks, i0 = (item % blocks) * bs;
     int64_t nr = std::min(bs, a.seq - i0);
     int64_t row0 = h * a.seq + i0;
-    const T *kh = k + h * a.seq * d;
+    const T *kh = k + h / a.group * a.seq * d;
     alignas(64) float ws[kWorkspaceFloats];
     float *qBuf = ws, *kBuf = qBuf + bs * d, *oBuf = kBuf + bs * d,
           *gBuf = oBuf + d;
@@ -235,44 +243,50 @@ void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
   });
 }
 
-/// dK and dV of each key block, summed over the query blocks that see it.
+/// dK and dV of each key block of a key/value head, summed over the query
+/// blocks that see it of each query head of its group, in order.
 template <typename T>
 void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
               const float *lse, const float *delta, T *dk, T *dv) {
   int64_t d = a.dim;
   int64_t bs = blockSize([&](int64_t b) { return 6 * b * d + 2 * b * b; });
   int64_t blocks = ceilDiv(a.seq, bs);
-  parallelForEach(a.heads * blocks, itemWork(a, bs, 4), [&](int64_t item) {
-    int64_t h = item / blocks, j0 = (item % blocks) * bs;
+  // Each item sums over the group's query heads.
+  int64_t kvHeads = a.heads / a.group, work = a.group * itemWork(a, bs, 4);
+  parallelForEach(kvHeads * blocks, work, [&](int64_t item) {
+    int64_t hk = item / blocks, j0 = (item % blocks) * bs;
     int64_t nc = std::min(bs, a.seq - j0);
-    int64_t base = h * a.seq;
+    int64_t kvBase = hk * a.seq;
     alignas(64) float ws[kWorkspaceFloats];
     float *kBuf = ws, *vBuf = kBuf + bs * d, *dkb = vBuf + bs * d,
           *dvb = dkb + bs * d, *qBuf = dvb + bs * d, *gBuf = qBuf + bs * d,
           *p = gBuf + bs * d, *dp = p + bs * bs;
-    const float *kb = loadRows(k + (base + j0) * d, nc, d, kBuf);
-    const float *vb = loadRows(v + (base + j0) * d, nc, d, vBuf);
+    const float *kb = loadRows(k + (kvBase + j0) * d, nc, d, kBuf);
+    const float *vb = loadRows(v + (kvBase + j0) * d, nc, d, vBuf);
     std::fill(dkb, dkb + 2 * bs * d, 0.0f);
-    // Causal: queries before j0 see none of these keys.
-    for (int64_t i0 = a.causal ? j0 : 0; i0 < a.seq; i0 += bs) {
-      int64_t nr = std::min(bs, a.seq - i0);
-      const float *qb = loadRows(q + (base + i0) * d, nr, d, qBuf, a.scale);
-      const float *gb = loadRows(dO + (base + i0) * d, nr, d, gBuf);
-      dotRows(qb, nr, kb, nc, d, p, bs);
-      probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
-      accumulate(p, bs, true, nc, nr, gb, d, dvb);
-      dotRows(gb, nr, vb, nc, d, dp, bs);
-      for (int64_t r = 0; r < nr; ++r) {
-        float dl = delta[base + i0 + r];
+    for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h) {
+      int64_t base = h * a.seq;
+      // Causal: queries before j0 see none of these keys.
+      for (int64_t i0 = a.causal ? j0 : 0; i0 < a.seq; i0 += bs) {
+        int64_t nr = std::min(bs, a.seq - i0);
+        const float *qb = loadRows(q + (base + i0) * d, nr, d, qBuf, a.scale);
+        const float *gb = loadRows(dO + (base + i0) * d, nr, d, gBuf);
+        dotRows(qb, nr, kb, nc, d, p, bs);
+        probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
+        accumulate(p, bs, true, nc, nr, gb, d, dvb);
+        dotRows(gb, nr, vb, nc, d, dp, bs);
+        for (int64_t r = 0; r < nr; ++r) {
+          float dl = delta[base + i0 + r];
 #pragma omp simd
-        for (int64_t c = 0; c < nc; ++c)
-          dp[r * bs + c] = p[r * bs + c] * (dp[r * bs + c] - dl);
+          for (int64_t c = 0; c < nc; ++c)
+            dp[r * bs + c] = p[r * bs + c] * (dp[r * bs + c] - dl);
+        }
+        // qb holds scale * q, so this is scale * dS^T q.
+        accumulate(dp, bs, true, nc, nr, qb, d, dkb);
       }
-      // qb holds scale * q, so this is scale * dS^T q.
-      accumulate(dp, bs, true, nc, nr, qb, d, dkb);
     }
-    fromFloat(dkb, dk + (base + j0) * d, nc * d);
-    fromFloat(dvb, dv + (base + j0) * d, nc * d);
+    fromFloat(dkb, dk + (kvBase + j0) * d, nc * d);
+    fromFloat(dvb, dv + (kvBase + j0) * d, nc * d);
   });
 }
 
@@ -286,7 +300,7 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
   parallelForEach(a.heads * blocks, itemWork(a, bs, 3), [&](int64_t item) {
     int64_t h = item / blocks, i0 = (item % blocks) * bs;
     int64_t nr = std::min(bs, a.seq - i0);
-    int64_t base = h * a.seq;
+    int64_t base = h * a.seq, kvBase = h / a.group * a.seq;
     alignas(64) float ws[kWorkspaceFloats];
     float *qBuf = ws, *gBuf = qBuf + bs * d, *dqb = gBuf + bs * d,
           *kBuf = dqb + bs * d, *vBuf = kBuf + bs * d, *p = vBuf + bs * d,
@@ -296,8 +310,8 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
     std::fill(dqb, dqb + nr * d, 0.0f);
     for (int64_t j0 = 0, end = keyEnd(a, i0, nr); j0 < end; j0 += bs) {
       int64_t nc = std::min(bs, end - j0);
-      const float *kb = loadRows(k + (base + j0) * d, nc, d, kBuf);
-      const float *vb = loadRows(v + (base + j0) * d, nc, d, vBuf);
+      const float *kb = loadRows(k + (kvBase + j0) * d, nc, d, kBuf);
+      const float *vb = loadRows(v + (kvBase + j0) * d, nc, d, vBuf);
       dotRows(qb, nr, kb, nc, d, p, bs);
       probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
       dotRows(gb, nr, vb, nc, d, dp, bs);
@@ -316,25 +330,28 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
   });
 }
 
-Attn makeAttn(const char *kernel, int64_t batch, int64_t heads, int64_t seq,
-              int64_t dim, int32_t causal, double scale) {
+Attn makeAttn(const char *kernel, int64_t batch, int64_t heads, int64_t kvHeads,
+              int64_t seq, int64_t dim, int32_t causal, double scale) {
   checkDims(kernel, batch, heads, seq, dim);
+  checkKvHeads(kernel, heads, kvHeads);
   useSingleThreadedBlas();
   if (dim > kMaxHeadDim)
     fatal("%s: head_dim %lld exceeds the supported %lld", kernel,
           (long long)dim, (long long)kMaxHeadDim);
   float s = scale > 0 ? float(scale) : float(1.0 / std::sqrt(double(dim)));
-  return {batch * heads, seq, dim, causal != 0, s};
+  int64_t group = heads == 0 ? 1 : heads / kvHeads;
+  return {batch * heads, group, seq, dim, causal != 0, s};
 }
 
 } // namespace
 
 extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
                               const void *v, void *o, int64_t batch,
-                              int64_t heads, int64_t seq, int64_t headDim,
-                              int32_t causal, double scale) {
+                              int64_t heads, int64_t kvHeads, int64_t seq,
+                              int64_t headDim, int32_t causal, double scale) {
   KernelSpan span("zrt_attention");
-  Attn a = makeAttn("zrt_attention", batch, heads, seq, headDim, causal, scale);
+  Attn a = makeAttn("zrt_attention", batch, heads, kvHeads, seq, headDim,
+                    causal, scale);
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
@@ -347,11 +364,12 @@ extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
 extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
                                    const void *v, const void *o, const void *dO,
                                    void *dq, void *dk, void *dv, int64_t batch,
-                                   int64_t heads, int64_t seq, int64_t headDim,
-                                   int32_t causal, double scale) {
+                                   int64_t heads, int64_t kvHeads, int64_t seq,
+                                   int64_t headDim, int32_t causal,
+                                   double scale) {
   KernelSpan span("zrt_attention_grad");
-  Attn a =
-      makeAttn("zrt_attention_grad", batch, heads, seq, headDim, causal, scale);
+  Attn a = makeAttn("zrt_attention_grad", batch, heads, kvHeads, seq, headDim,
+                    causal, scale);
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   Scratch scratch(zrt_attention_grad_scratch_bytes(batch, heads, seq, headDim));

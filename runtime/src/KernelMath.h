@@ -172,6 +172,37 @@ ZRT_HOST_DEVICE inline void ropeRotate(float x1, float x2, float c, float s,
 }
 
 //===----------------------------------------------------------------------===//
+// RMS norm (Llama): the per-row scale and the input gradient
+//===----------------------------------------------------------------------===//
+
+/// rsqrt(mean(x^2) + eps) of a row from its fp32 sum of squares, as Hugging
+/// Face's `torch.rsqrt(variance + eps)` in fp32 on the CPU (a division by
+/// the count, then an IEEE square root and reciprocal). The normalized value
+/// is then x * rstd, rounded to the storage type before the weight
+/// multiplies it.
+ZRT_HOST_DEVICE inline float rmsNormRstd(float sumSq, int64_t cols, float eps) {
+#ifdef __CUDA_ARCH__
+  return 1.0f / sqrtf(sumSq / float(cols) + eps);
+#else
+  return 1.0f / std::sqrt(sumSq / float(cols) + eps);
+#endif
+}
+
+/// dx = rstd * (w dy - n * mean(w dy n)) with n = x * rstd, from the
+/// normalized value n, wg = w * dy and the row's mean(w dy n). The device
+/// pins its roundings (one fused multiply-add) so that every instantiation
+/// of a CUDA kernel gives the same bits; the host compiler may contract
+/// differently, within the tests' fp32 terms.
+ZRT_HOST_DEVICE inline float rmsNormGrad(float n, float wg, float meanWgN,
+                                         float rstd) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(rstd, fmaf(-n, meanWgN, wg));
+#else
+  return rstd * (wg - n * meanWgN);
+#endif
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//
 

@@ -153,6 +153,10 @@ extern "C" int64_t zrt_layer_norm_grad_scratch_bytes(int64_t rows,
   return zrt_scratch_layer_norm_grad(rows, cols);
 }
 
+extern "C" int64_t zrt_rms_norm_grad_scratch_bytes(int64_t rows, int64_t cols) {
+  return zrt_scratch_rms_norm_grad(rows, cols);
+}
+
 extern "C" int64_t zrt_attention_grad_scratch_bytes(int64_t batch,
                                                     int64_t heads, int64_t seq,
                                                     int64_t headDim) {

@@ -26,6 +26,16 @@ inline void checkDims(const char *kernel, int64_t a, int64_t b = 0,
     fatal("%s: negative dimension", kernel);
 }
 
+/// Aborts unless attention's key/value heads divide its query heads (zero
+/// only with zero query heads).
+inline void checkKvHeads(const char *kernel, int64_t heads, int64_t kvHeads) {
+  if (kvHeads < 0)
+    fatal("%s: negative dimension", kernel);
+  if (kvHeads == 0 ? heads != 0 : heads % kvHeads != 0)
+    fatal("%s: kv_heads %lld does not divide heads %lld", kernel,
+          (long long)kvHeads, (long long)heads);
+}
+
 } // namespace zrt
 
 #endif // ZERO_RT_SUPPORT_H

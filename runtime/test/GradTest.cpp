@@ -321,33 +321,64 @@ TEST_F(GradTest, LayerNorm) {
   }
 }
 
+TEST_F(GradTest, RmsNorm) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 7}, {2, 1100}}) {
+    int64_t n = rows * cols;
+    double eps = 1e-5;
+    Floats x = randomFloats(rng, n, -2, 3),
+           wt = randomFloats(rng, cols, 0.5, 1.5);
+    std::vector<double> w = weights(rng, n);
+    Floats dy = asFloats(w), dx(static_cast<size_t>(n)),
+           dw(static_cast<size_t>(cols));
+    zrt_rms_norm_grad(ZRT_F32, x.data(), wt.data(), dy.data(), dx.data(),
+                      dw.data(), rows, cols, eps);
+    auto rms = [&](const Floats &xs, const Floats &ws) {
+      Floats out(static_cast<size_t>(n));
+      zrt_rms_norm(ZRT_F32, xs.data(), ws.data(), out.data(), rows, cols, eps);
+      return out;
+    };
+    checkGradient(
+        "rms_norm dx", x, [&](const Floats &v) { return rms(v, wt); }, w, dx,
+        rng);
+    checkGradient(
+        "rms_norm dw", wt, [&](const Floats &v) { return rms(x, v); }, w, dw,
+        rng);
+  }
+}
+
 TEST_F(GradTest, Attention) {
   struct Case {
-    int64_t batch, heads, seq, dim;
+    int64_t batch, heads, kvHeads, seq, dim;
   };
-  // A small case and one with several key/query blocks.
-  for (Case c : {Case{1, 2, 5, 4}, Case{1, 1, 70, 8}}) {
+  // A small case and one with several key/query blocks; grouped-query (two
+  // query heads per key/value head, over two batches) and multi-query
+  // attention, whose dK and dV sum over the group.
+  for (Case c : {Case{1, 2, 2, 5, 4}, Case{1, 1, 1, 70, 8}, Case{2, 4, 2, 6, 4},
+                 Case{1, 3, 1, 7, 4}, Case{1, 2, 1, 70, 8}}) {
     for (int causal = 0; causal < 2; ++causal) {
-      int64_t n = c.batch * c.heads * c.seq * c.dim;
-      Floats q = randomFloats(rng, n), k = randomFloats(rng, n),
-             v = randomFloats(rng, n);
+      int64_t n = c.batch * c.heads * c.seq * c.dim,
+              nkv = c.batch * c.kvHeads * c.seq * c.dim;
+      Floats q = randomFloats(rng, n), k = randomFloats(rng, nkv),
+             v = randomFloats(rng, nkv);
       std::vector<double> w = weights(rng, n);
       Floats dO = asFloats(w), o(static_cast<size_t>(n)),
-             dq(static_cast<size_t>(n)), dk(static_cast<size_t>(n)),
-             dv(static_cast<size_t>(n));
+             dq(static_cast<size_t>(n)), dk(static_cast<size_t>(nkv)),
+             dv(static_cast<size_t>(nkv));
       auto attention = [&](const Floats &qs, const Floats &ks,
                            const Floats &vs) {
         Floats out(static_cast<size_t>(n));
         zrt_attention(ZRT_F32, qs.data(), ks.data(), vs.data(), out.data(),
-                      c.batch, c.heads, c.seq, c.dim, causal, 0);
+                      c.batch, c.heads, c.kvHeads, c.seq, c.dim, causal, 0);
         return out;
       };
       o = attention(q, k, v);
       zrt_attention_grad(ZRT_F32, q.data(), k.data(), v.data(), o.data(),
                          dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
-                         c.heads, c.seq, c.dim, causal,
+                         c.heads, c.kvHeads, c.seq, c.dim, causal,
                          1.0 / std::sqrt(double(c.dim)));
-      std::string what = "attention seq " + std::to_string(c.seq) + " causal " +
+      std::string what = "attention heads " + std::to_string(c.heads) + "/" +
+                         std::to_string(c.kvHeads) + " seq " +
+                         std::to_string(c.seq) + " causal " +
                          std::to_string(causal);
       checkGradient(
           what + " dq", q, [&](const Floats &x) { return attention(x, k, v); },

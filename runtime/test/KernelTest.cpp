@@ -274,43 +274,245 @@ TEST_P(KernelTest, LayerNormAndGrad) {
   }
 }
 
+// RMS norm, y = w * round(n) with n = x * rsqrt(mean(x^2) + eps) and round
+// to the dtype, as Hugging Face's LlamaRMSNorm. For 16-bit dtypes w *
+// round(n) is exact in fp32 (8- or 11-bit significands), so y must be the
+// reference's round(w * round(n)) bit for bit except where the kernel's
+// fp32 n and the double n round to neighbouring values (n within a few fp32
+// ulps of a rounding boundary: rare, and then one ulp of the dtype apart).
+// Rounding only once, round(w * n), would differ in many more elements; the
+// test checks that these inputs tell the two apart.
+TEST_P(KernelTest, RmsNormAndGrad) {
+  const std::pair<int64_t, int64_t> shapes[] = {{6, 1100}, {70, 64}, {0, 8}};
+  for (auto [rows, cols] : shapes) {
+    double eps = 1e-5;
+    int64_t n = rows * cols;
+    Buffer x = randomBuffer(dtype(), rng, n, -3, 3);
+    Buffer w = randomBuffer(dtype(), rng, cols, 0.5, 1.5);
+    Buffer dy = randomBuffer(dtype(), rng, n);
+    Buffer y(dtype(), n), dx(dtype(), n), dw = randomBuffer(dtype(), rng, cols);
+    std::string what = std::string("rms_norm ") + dtypeName(dtype()) + " " +
+                       std::to_string(rows) + "x" + std::to_string(cols);
+    zrt_rms_norm(dtype(), x.data(), w.data(), y.data(), rows, cols, eps);
+    ref::Vec normed = ref::rmsNormalized(x.values(), rows, cols, eps);
+    ref::Vec wv = w.values();
+    auto round = [&](double v) {
+      return dtype() == ZRT_F32 ? v : roundTo(dtype(), v);
+    };
+    ref::Vec want(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = round(round(normed[i]) * wv[i % cols]);
+    if (dtype() == ZRT_F32) {
+      // rstd from an fp32 sum of squares, then two products.
+      expectClose(y, want, u() + 1e-6, 1e-7, what);
+    } else {
+      int64_t differ = 0, onceDiffers = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        onceDiffers += roundTo(dtype(), normed[i] * wv[i % cols]) != want[i];
+        if (y.get(i) == want[i])
+          continue;
+        ++differ;
+        EXPECT_NEAR(y.get(i), want[i],
+                    2 * u() * std::fabs(want[i]) +
+                        2 * subnormalRoundoff(dtype()))
+            << what << " at " << i;
+      }
+      EXPECT_LE(differ, n / 500 + 1) << what;
+      if (n > 0)
+        EXPECT_GE(onceDiffers, n / 20) << what;
+    }
+
+    zrt_rms_norm_grad(dtype(), x.data(), w.data(), dy.data(), dx.data(),
+                      dw.data(), rows, cols, eps);
+    ref::Vec wantDx, wantDw;
+    ref::rmsNormGrad(x.values(), wv, dy.values(), rows, cols, eps, wantDx,
+                     wantDw, round);
+    expectClose(dx, wantDx, u(), 1e-4 * maxAbs(wantDx), what + " dx");
+    // dw sums dy * round(n) in fp32; a rare n rounded to the neighbouring
+    // value moves one term by an ulp of the dtype.
+    expectClose(dw, wantDw, u(), rows * 1e-6 + 4 * u(), what + " dw");
+  }
+}
+
+// Bit for bit the output of Hugging Face's LlamaRMSNorm forward (its code,
+// run with PyTorch 1.13 on the CPU) in bf16 and f16, on inputs exactly
+// representable in both: x[i] = ((37 i) % 101 - 50) / 16 over [2, 64],
+// w[c] = 0.5 + ((13 c) % 17) / 16, eps 1e-5. The tables were printed by
+//   h = x.float(); h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)
+//   (w * h.to(x.dtype)).view(torch.int16)
+// Rounding w * n only once differs from them in 30 (bf16) and 32 (f16) of
+// the 128 elements.
+TEST(RmsNormTest, MatchesHuggingFaceBitForBit) {
+  const int64_t rows = 2, cols = 64;
+  const uint16_t bf16[] = {
+      0xbf59, 0xbf14, 0x3f5d, 0xbf8d, 0xbd6a, 0x3fca, 0xbf92, 0x3e55, 0x3f6f,
+      0xbf79, 0x3f2f, 0xbfbf, 0xbe6e, 0x3fb0, 0xbfc8, 0x0000, 0x3f70, 0xbeea,
+      0x3ee3, 0x3fd9, 0xbeef, 0x3ec3, 0xc003, 0xbe89, 0x3f64, 0xbf38, 0x3e16,
+      0x3fcd, 0xbf43, 0x3e9b, 0x4023, 0xbf18, 0x3f47, 0xbf86, 0xbd8b, 0x3fbc,
+      0xbf8e, 0x3e29, 0x3f51, 0xbf7a, 0x3f1c, 0xbfb6, 0xbe6f, 0x3fa2, 0xbfc4,
+      0xbd02, 0x3f56, 0xbfb6, 0x3ec3, 0x3fc7, 0xbeea, 0x3ea5, 0xc000, 0xbe94,
+      0x3f4c, 0xbf2b, 0x3dbf, 0x3fbe, 0xbf3e, 0x3e82, 0x4018, 0xbf1a, 0x3f33,
+      0xbf7a, 0xbdb2, 0x3fba, 0xbf97, 0x3e11, 0x3f52, 0xbf86, 0x3f16, 0xbfbf,
+      0xbe85, 0x3fa0, 0xbfcd, 0xbd85, 0x3f56, 0xbfc2, 0x3eb2, 0x3fc8, 0xbefe,
+      0x3ea0, 0xc006, 0xbeaa, 0x3f4a, 0xbf34, 0x3d43, 0x3fbe, 0xbf4a, 0x3e74,
+      0x4019, 0xbf29, 0x3f2f, 0xbf83, 0xbea0, 0x3fac, 0xbf93, 0x3dd5, 0x3f36,
+      0xbf86, 0x3f04, 0xbfb4, 0xbe82, 0x3f92, 0xbfc8, 0xbdba, 0x3f3d, 0xbfbf,
+      0x3e94, 0x3fb7, 0xbef5, 0x3f62, 0xc003, 0xbeb2, 0x3f34, 0xbf24, 0x0000,
+      0x3fae, 0xbf43, 0x3e48, 0x4010, 0xbf2a, 0x3f1c, 0xbf74, 0xbeb3, 0x3f9e,
+      0xbf8e, 0x3d92};
+  const uint16_t f16[] = {
+      0xbac5, 0xb89f, 0x3ae8, 0xbc66, 0xab50, 0x3e54, 0xbc92, 0x32a2, 0x3b72,
+      0xbbc8, 0x3977, 0xbdf7, 0xb372, 0x3d7c, 0xbe42, 0x0000, 0x3b83, 0xb750,
+      0x371b, 0x3ec3, 0xb77a, 0x3617, 0xc018, 0xb444, 0x3b1c, 0xb9c0, 0x30ac,
+      0x3e6e, 0xba18, 0x34d7, 0x4114, 0xb8bd, 0x3a3a, 0xbc2a, 0xac55, 0x3dde,
+      0xbc75, 0x3148, 0x3a8c, 0xbbd2, 0x38e0, 0xbdb0, 0xb372, 0x3d0f, 0xbe1c,
+      0xa810, 0x3ab4, 0xbdb0, 0x3618, 0x3e3a, 0xb750, 0x3525, 0xc000, 0xb49a,
+      0x3a61, 0xb955, 0x2df5, 0x3df1, 0xb9ec, 0x3410, 0x40c4, 0xb8d3, 0x3996,
+      0xbbd2, 0xad8e, 0x3dd4, 0xbcb8, 0x3083, 0x3a90, 0xbc33, 0x38af, 0xbdf4,
+      0xb42a, 0x3cfd, 0xbe6e, 0xac2a, 0x3aae, 0xbe0a, 0x358d, 0x3e3f, 0xb7ea,
+      0x3500, 0xc031, 0xb550, 0x3a51, 0xb9a0, 0x2a1b, 0x3df0, 0xba51, 0x33a3,
+      0x40ca, 0xb946, 0x3978, 0xbc1a, 0xb500, 0x3d62, 0xbc95, 0x2eaa, 0x39b1,
+      0xbc31, 0x3821, 0xbda4, 0xb410, 0x3c95, 0xbe40, 0xadd5, 0x39e6, 0xbdfc,
+      0x349e, 0x3dba, 0xb7a3, 0x3b14, 0xc014, 0xb58e, 0x399f, 0xb923, 0x0000,
+      0x3d75, 0xba17, 0x3240, 0x407d, 0xb94f, 0x38dc, 0xbba3, 0xb596, 0x3cf2,
+      0xbc6c, 0x2c95};
+  for (int32_t dtype : {ZRT_BF16, ZRT_F16}) {
+    const uint16_t *want = dtype == ZRT_BF16 ? bf16 : f16;
+    Buffer x(dtype, rows * cols), w(dtype, cols), y(dtype, rows * cols);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      x.set(i, double((37 * i) % 101 - 50) / 16);
+    for (int64_t c = 0; c < cols; ++c)
+      w.set(c, 0.5 + double((13 * c) % 17) / 16);
+    zrt_rms_norm(dtype, x.data(), w.data(), y.data(), rows, cols, 1e-5);
+    const uint16_t *got = static_cast<const uint16_t *>(y.data());
+    for (int64_t i = 0; i < rows * cols; ++i)
+      EXPECT_EQ(got[i], want[i])
+          << dtypeName(dtype) << " element " << i << ": " << y.get(i);
+  }
+}
+
 TEST_P(KernelTest, AttentionAndGrad) {
   struct Case {
-    int64_t batch, heads, seq, dim;
+    int64_t batch, heads, kvHeads, seq, dim;
     double scale;
   };
   // Sequences longer than one block, a head_dim that shrinks the block, and
-  // explicit scales (1 reads f32 queries in place).
-  for (Case c : {Case{2, 3, 37, 16, 0}, Case{1, 2, 100, 72, 0},
-                 Case{1, 1, 67, 8, 0.3}, Case{1, 2, 33, 8, 1.0}}) {
+  // explicit scales (1 reads f32 queries in place); grouped-query (2 and 3
+  // query heads per key/value head) and multi-query (one key/value head)
+  // attention, also over several key and query blocks.
+  for (Case c : {Case{2, 3, 3, 37, 16, 0}, Case{1, 2, 2, 100, 72, 0},
+                 Case{1, 1, 1, 67, 8, 0.3}, Case{1, 2, 2, 33, 8, 1.0},
+                 Case{2, 4, 2, 70, 16, 0}, Case{1, 6, 2, 37, 8, 0.5},
+                 Case{2, 3, 1, 29, 16, 0}, Case{1, 4, 1, 100, 72, 0}}) {
     for (int causal = 0; causal < 2; ++causal) {
-      int64_t heads = c.batch * c.heads, n = heads * c.seq * c.dim;
+      int64_t n = c.batch * c.heads * c.seq * c.dim,
+              nkv = c.batch * c.kvHeads * c.seq * c.dim;
       double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.dim));
       Buffer q = randomBuffer(dtype(), rng, n, -2, 2),
-             k = randomBuffer(dtype(), rng, n, -2, 2),
-             v = randomBuffer(dtype(), rng, n),
+             k = randomBuffer(dtype(), rng, nkv, -2, 2),
+             v = randomBuffer(dtype(), rng, nkv),
              dO = randomBuffer(dtype(), rng, n);
-      Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), n), dv(dtype(), n);
+      Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
       zrt_attention(dtype(), q.data(), k.data(), v.data(), o.data(), c.batch,
-                    c.heads, c.seq, c.dim, causal, c.scale);
-      std::string what = std::string("attention ") + dtypeName(dtype()) +
-                         " seq " + std::to_string(c.seq) + " causal " +
-                         std::to_string(causal);
+                    c.heads, c.kvHeads, c.seq, c.dim, causal, c.scale);
+      std::string what =
+          std::string("attention ") + dtypeName(dtype()) + " heads " +
+          std::to_string(c.heads) + "/" + std::to_string(c.kvHeads) + " seq " +
+          std::to_string(c.seq) + " causal " + std::to_string(causal);
       expectClose(o,
-                  ref::attention(q.values(), k.values(), v.values(), heads,
-                                 c.seq, c.dim, causal, scale),
+                  ref::attention(q.values(), k.values(), v.values(), c.batch,
+                                 c.heads, c.kvHeads, c.seq, c.dim, causal,
+                                 scale),
                   u(), 1e-5, what);
       zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
                          dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
-                         c.heads, c.seq, c.dim, causal, c.scale);
+                         c.heads, c.kvHeads, c.seq, c.dim, causal, c.scale);
       ref::Vec wantQ, wantK, wantV, ov = o.values();
-      ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(), heads,
-                         c.seq, c.dim, causal, scale, wantQ, wantK, wantV, &ov);
+      ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(),
+                         c.batch, c.heads, c.kvHeads, c.seq, c.dim, causal,
+                         scale, wantQ, wantK, wantV, &ov);
       expectClose(dq, wantQ, u(), 1e-4 * maxAbs(wantQ), what + " dq");
       expectClose(dk, wantK, u(), 1e-4 * maxAbs(wantK), what + " dk");
       expectClose(dv, wantV, u(), 1e-4 * maxAbs(wantV), what + " dv");
     }
   }
+}
+
+TEST_P(KernelTest, GroupedAttentionIsRepeatedHeads) {
+  // Grouped-query attention is multi-head attention on k and v with each
+  // head repeated over its group (Hugging Face's repeat_kv): o and dq have
+  // the same bits either way, and dk, dv are the repeated heads' gradients
+  // summed over the group. Two runs give the same bits.
+  int64_t batch = 2, heads = 6, kvHeads = 2, group = heads / kvHeads, seq = 90,
+          dim = 24;
+  int64_t n = batch * heads * seq * dim, nkv = batch * kvHeads * seq * dim,
+          headSize = seq * dim;
+  Buffer q = randomBuffer(dtype(), rng, n, -2, 2),
+         k = randomBuffer(dtype(), rng, nkv, -2, 2),
+         v = randomBuffer(dtype(), rng, nkv),
+         dO = randomBuffer(dtype(), rng, n);
+  Buffer kr(dtype(), n), vr(dtype(), n);
+  for (int64_t h = 0; h < batch * heads; ++h)
+    for (int64_t e = 0; e < headSize; ++e) {
+      kr.set(h * headSize + e, k.get((h / group) * headSize + e));
+      vr.set(h * headSize + e, v.get((h / group) * headSize + e));
+    }
+  for (int causal = 0; causal < 2; ++causal) {
+    std::string what = std::string("attention ") + dtypeName(dtype()) +
+                       " causal " + std::to_string(causal);
+    Buffer o(dtype(), n), or_(dtype(), n), dq(dtype(), n), dqr(dtype(), n),
+        dk(dtype(), nkv), dv(dtype(), nkv), dkr(dtype(), n), dvr(dtype(), n);
+    zrt_attention(dtype(), q.data(), k.data(), v.data(), o.data(), batch, heads,
+                  kvHeads, seq, dim, causal, 0);
+    zrt_attention(dtype(), q.data(), kr.data(), vr.data(), or_.data(), batch,
+                  heads, heads, seq, dim, causal, 0);
+    EXPECT_EQ(o.values(), or_.values()) << what << " o";
+    zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
+                       dO.data(), dq.data(), dk.data(), dv.data(), batch, heads,
+                       kvHeads, seq, dim, causal, 0);
+    zrt_attention_grad(dtype(), q.data(), kr.data(), vr.data(), o.data(),
+                       dO.data(), dqr.data(), dkr.data(), dvr.data(), batch,
+                       heads, heads, seq, dim, causal, 0);
+    EXPECT_EQ(dq.values(), dqr.values()) << what << " dq";
+    ref::Vec sumK(static_cast<size_t>(nkv), 0.0),
+        sumV(static_cast<size_t>(nkv), 0.0);
+    std::vector<double> dkrv = dkr.values(), dvrv = dvr.values();
+    for (int64_t h = 0; h < batch * heads; ++h)
+      for (int64_t e = 0; e < headSize; ++e) {
+        size_t to = size_t((h / group) * headSize + e),
+               from = size_t(h * headSize + e);
+        sumK[to] += dkrv[from];
+        sumV[to] += dvrv[from];
+      }
+    // The sides round differently: each repeated head's gradient is rounded
+    // to the dtype before the sum (u per term), the grouped one once (u of
+    // the sum), and their fp32 sums run in different orders.
+    double tolK = group * (u() + 1e-5) * maxAbs(dkrv),
+           tolV = group * (u() + 1e-5) * maxAbs(dvrv);
+    expectClose(dk, sumK, u(), tolK, what + " dk");
+    expectClose(dv, sumV, u(), tolV, what + " dv");
+    Buffer dq2(dtype(), n), dk2(dtype(), nkv), dv2(dtype(), nkv);
+    zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
+                       dO.data(), dq2.data(), dk2.data(), dv2.data(), batch,
+                       heads, kvHeads, seq, dim, causal, 0);
+    EXPECT_EQ(dq2.values(), dq.values()) << what << " dq rerun";
+    EXPECT_EQ(dk2.values(), dk.values()) << what << " dk rerun";
+    EXPECT_EQ(dv2.values(), dv.values()) << what << " dv rerun";
+  }
+}
+
+TEST(AttentionDeathTest, KvHeadsMustDivideHeads) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(zrt_attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 4,
+                             3, 8, 16, 1, 0),
+               "zrt_attention: kv_heads 3 does not divide heads 4");
+  EXPECT_DEATH(zrt_attention_grad(ZRT_BF16, nullptr, nullptr, nullptr, nullptr,
+                                  nullptr, nullptr, nullptr, nullptr, 2, 2, 4,
+                                  8, 16, 0, 0),
+               "zrt_attention_grad: kv_heads 4 does not divide heads 2");
+  EXPECT_DEATH(zrt_attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 4,
+                             0, 8, 16, 1, 0),
+               "zrt_attention: kv_heads 0 does not divide heads 4");
 }
 
 TEST_P(KernelTest, EmbeddingAndGrad) {

@@ -90,6 +90,12 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
                                   1e-5);
             }),
             zrt_layer_norm_grad_scratch_bytes(rows, cols));
+  EXPECT_EQ(scratchOf([&] {
+              zrt_rms_norm_grad(dtype(), x.data(), w.data(), dy.data(),
+                                dx.data(), dw.data(), rows, cols, 1e-5);
+            }),
+            zrt_rms_norm_grad_scratch_bytes(rows, cols));
+  EXPECT_EQ(zrt_rms_norm_grad_scratch_bytes(rows, cols), 4 * rows);
 
   int64_t batch = 2, heads = 3, seq = 40, dim = 8,
           n = batch * heads * seq * dim;
@@ -97,7 +103,8 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
   EXPECT_EQ(scratchOf([&] {
               zrt_attention_grad(dtype(), q.data(), q.data(), q.data(),
                                  q.data(), q.data(), o.data(), g.data(),
-                                 dx.data(), batch, heads, seq, dim, 1, 0);
+                                 dx.data(), batch, heads, heads, seq, dim, 1,
+                                 0);
             }),
             zrt_attention_grad_scratch_bytes(batch, heads, seq, dim));
 
@@ -140,7 +147,8 @@ TEST_P(ScratchTest, OtherKernelsUseNoScratch) {
         zrt_softmax_grad(dtype(), x.data(), y.data(), z.data(), rows, cols);
         zrt_layer_norm(dtype(), x.data(), w.data(), b.data(), z.data(), rows,
                        cols, 1e-5);
-        zrt_attention(dtype(), x.data(), y.data(), x.data(), z.data(), 2, 2,
+        zrt_rms_norm(dtype(), x.data(), w.data(), z.data(), rows, cols, 1e-5);
+        zrt_attention(dtype(), x.data(), y.data(), x.data(), z.data(), 2, 2, 2,
                       110, 100, 1, 0);
         zrt_embedding(dtype(), x.data(), ZRT_I64, labels.data(), z.data(), rows,
                       rows, cols);
@@ -244,14 +252,16 @@ TEST_P(ScratchTest, ReductionsIndependentOfThreadCount) {
   std::vector<int32_t> labels(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r)
     labels[r] = int32_t(r % cols);
-  auto run = [&](int32_t threads, Buffer &sums, Buffer &dw, float *loss,
-                 float *stats) {
+  auto run = [&](int32_t threads, Buffer &sums, Buffer &dw, Buffer &rmsDw,
+                 float *loss, float *stats) {
     int32_t saved = zrt_num_threads();
     zrt_set_num_threads(threads);
     Buffer dx(dtype(), n), db(dtype(), cols);
     zrt_reduce_sum(dtype(), x.data(), sums.data(), rows, cols);
     zrt_layer_norm_grad(dtype(), x.data(), x.data(), x.data(), dx.data(),
                         dw.data(), db.data(), rows, cols, 1e-5);
+    zrt_rms_norm_grad(dtype(), x.data(), x.data(), x.data(), dx.data(),
+                      rmsDw.data(), rows, cols, 1e-5);
     zrt_softmax_cross_entropy(dtype(), x.data(), ZRT_I32, labels.data(), loss,
                               rows, cols);
     const void *g[] = {x.data()};
@@ -259,12 +269,13 @@ TEST_P(ScratchTest, ReductionsIndependentOfThreadCount) {
     zrt_set_num_threads(saved);
   };
   Buffer s1(dtype(), cols), s3(dtype(), cols), w1(dtype(), cols),
-      w3(dtype(), cols);
+      w3(dtype(), cols), r1(dtype(), cols), r3(dtype(), cols);
   float l1, l3, st1[2], st3[2];
-  run(1, s1, w1, &l1, st1);
-  run(3, s3, w3, &l3, st3);
+  run(1, s1, w1, r1, &l1, st1);
+  run(3, s3, w3, r3, &l3, st3);
   EXPECT_EQ(s1.values(), s3.values());
   EXPECT_EQ(w1.values(), w3.values());
+  EXPECT_EQ(r1.values(), r3.values());
   EXPECT_EQ(l1, l3);
   EXPECT_EQ(st1[1], st3[1]);
 }

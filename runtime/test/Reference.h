@@ -171,6 +171,48 @@ inline void layerNormGrad(const Vec &x, const Vec &w, const Vec &dy,
   }
 }
 
+inline double rmsRstd(const double *x, int64_t n, double eps) {
+  double sq = 0;
+  for (int64_t c = 0; c < n; ++c)
+    sq += x[c] * x[c];
+  return 1.0 / std::sqrt(sq / double(n) + eps);
+}
+
+/// The normalized values x * rsqrt(mean(x^2) + eps) of an RMS norm, before
+/// any rounding and before the weight.
+inline Vec rmsNormalized(const Vec &x, int64_t rows, int64_t cols, double eps) {
+  Vec n(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double rstd = rmsRstd(x.data() + r * cols, cols, eps);
+    for (int64_t c = 0; c < cols; ++c)
+      n[r * cols + c] = x[r * cols + c] * rstd;
+  }
+  return n;
+}
+
+/// dx and dw of y = w * round(n), the rounding taken as the identity in the
+/// derivative (as autograd does): dw = sum over rows of dy * round(n).
+template <typename Round>
+inline void rmsNormGrad(const Vec &x, const Vec &w, const Vec &dy, int64_t rows,
+                        int64_t cols, double eps, Vec &dx, Vec &dw,
+                        const Round &round) {
+  dx.assign(x.size(), 0.0);
+  dw.assign(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *xr = x.data() + r * cols;
+    double rstd = rmsRstd(xr, cols, eps);
+    // dn = w dy; dx = rstd dn - x rstd^3 mean(dn x).
+    double dot = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      dot += w[c] * dy[r * cols + c] * xr[c];
+      dw[c] += dy[r * cols + c] * round(xr[c] * rstd);
+    }
+    for (int64_t c = 0; c < cols; ++c)
+      dx[r * cols + c] = rstd * w[c] * dy[r * cols + c] -
+                         xr[c] * rstd * rstd * rstd * dot / double(cols);
+  }
+}
+
 /// Probabilities of one head: p[i * t + j].
 inline Vec attentionProbs(const double *q, const double *k, int64_t t,
                           int64_t d, bool causal, double scale) {
@@ -194,51 +236,68 @@ inline Vec attentionProbs(const double *q, const double *k, int64_t t,
   return p;
 }
 
-inline Vec attention(const Vec &q, const Vec &k, const Vec &v, int64_t heads,
-                     int64_t t, int64_t d, bool causal, double scale) {
+/// Grouped-query attention as Hugging Face's repeat_kv: q, o are
+/// [batch, heads, t, d] and k, v [batch, kvHeads, t, d]; query head hq of
+/// batch b reads key/value head hq / (heads / kvHeads) of batch b.
+inline Vec attention(const Vec &q, const Vec &k, const Vec &v, int64_t batch,
+                     int64_t heads, int64_t kvHeads, int64_t t, int64_t d,
+                     bool causal, double scale) {
   Vec o(q.size(), 0.0);
-  for (int64_t h = 0; h < heads; ++h) {
-    size_t off = static_cast<size_t>(h * t * d);
-    Vec p = attentionProbs(q.data() + off, k.data() + off, t, d, causal, scale);
-    for (int64_t i = 0; i < t; ++i)
-      for (int64_t j = 0; j < t; ++j)
-        for (int64_t e = 0; e < d; ++e)
-          o[off + i * d + e] += p[i * t + j] * v[off + j * d + e];
+  int64_t group = heads / kvHeads;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t hq = 0; hq < heads; ++hq) {
+      size_t off = static_cast<size_t>((b * heads + hq) * t * d);
+      size_t kvOff = static_cast<size_t>((b * kvHeads + hq / group) * t * d);
+      Vec p =
+          attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal, scale);
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = 0; j < t; ++j)
+          for (int64_t e = 0; e < d; ++e)
+            o[off + i * d + e] += p[i * t + j] * v[kvOff + j * d + e];
+    }
   }
   return o;
 }
 
-/// With `o`, delta_i = dO_i . o_i uses the given forward output (as the
-/// kernel does) instead of the exact one.
+/// The gradients of grouped-query attention (shapes as above): dq has q's
+/// shape, dk and dv k's, each the sum over the query heads sharing the
+/// key/value head. With `o`, delta_i = dO_i . o_i uses the given forward
+/// output (as the kernel does) instead of the exact one.
 inline void attentionGrad(const Vec &q, const Vec &k, const Vec &v,
-                          const Vec &dO, int64_t heads, int64_t t, int64_t d,
-                          bool causal, double scale, Vec &dq, Vec &dk, Vec &dv,
+                          const Vec &dO, int64_t batch, int64_t heads,
+                          int64_t kvHeads, int64_t t, int64_t d, bool causal,
+                          double scale, Vec &dq, Vec &dk, Vec &dv,
                           const Vec *o = nullptr) {
   dq.assign(q.size(), 0.0);
-  dk.assign(q.size(), 0.0);
-  dv.assign(q.size(), 0.0);
-  for (int64_t h = 0; h < heads; ++h) {
-    size_t off = static_cast<size_t>(h * t * d);
-    Vec p = attentionProbs(q.data() + off, k.data() + off, t, d, causal, scale);
-    for (int64_t i = 0; i < t; ++i) {
-      Vec dp(static_cast<size_t>(t), 0.0);
-      double delta = 0;
-      for (int64_t j = 0; j < t; ++j) {
-        for (int64_t e = 0; e < d; ++e)
-          dp[j] += dO[off + i * d + e] * v[off + j * d + e];
-        delta += p[i * t + j] * dp[j];
-      }
-      if (o) {
-        delta = 0;
-        for (int64_t e = 0; e < d; ++e)
-          delta += dO[off + i * d + e] * (*o)[off + i * d + e];
-      }
-      for (int64_t j = 0; j < t; ++j) {
-        double ds = p[i * t + j] * (dp[j] - delta);
-        for (int64_t e = 0; e < d; ++e) {
-          dv[off + j * d + e] += p[i * t + j] * dO[off + i * d + e];
-          dq[off + i * d + e] += scale * ds * k[off + j * d + e];
-          dk[off + j * d + e] += scale * ds * q[off + i * d + e];
+  dk.assign(k.size(), 0.0);
+  dv.assign(v.size(), 0.0);
+  int64_t group = heads / kvHeads;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t hq = 0; hq < heads; ++hq) {
+      size_t off = static_cast<size_t>((b * heads + hq) * t * d);
+      size_t kvOff = static_cast<size_t>((b * kvHeads + hq / group) * t * d);
+      Vec p =
+          attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal, scale);
+      for (int64_t i = 0; i < t; ++i) {
+        Vec dp(static_cast<size_t>(t), 0.0);
+        double delta = 0;
+        for (int64_t j = 0; j < t; ++j) {
+          for (int64_t e = 0; e < d; ++e)
+            dp[j] += dO[off + i * d + e] * v[kvOff + j * d + e];
+          delta += p[i * t + j] * dp[j];
+        }
+        if (o) {
+          delta = 0;
+          for (int64_t e = 0; e < d; ++e)
+            delta += dO[off + i * d + e] * (*o)[off + i * d + e];
+        }
+        for (int64_t j = 0; j < t; ++j) {
+          double ds = p[i * t + j] * (dp[j] - delta);
+          for (int64_t e = 0; e < d; ++e) {
+            dv[kvOff + j * d + e] += p[i * t + j] * dO[off + i * d + e];
+            dq[off + i * d + e] += scale * ds * k[kvOff + j * d + e];
+            dk[kvOff + j * d + e] += scale * ds * q[off + i * d + e];
+          }
         }
       }
     }

@@ -239,23 +239,51 @@ int64_t scratchBytes(nn::LayerNormGradOp op) {
   return zrt_scratch_layer_norm_grad(numel(op.getInput()) / cols, cols);
 }
 KernelCost cost(nn::LayerNormGradOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::RmsNormOp op, KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getInput());
+  return b.call("zrt_rms_norm",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.result(0), b.i64(numel(op.getInput()) / cols), b.i64(cols),
+                 b.f64(op.getEps().convertToDouble())});
+}
+LogicalResult buildCall(nn::RmsNormGradOp op, KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getInput());
+  return b.call("zrt_rms_norm_grad",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.operand(2), b.result(0), b.result(1),
+                 b.i64(numel(op.getInput()) / cols), b.i64(cols),
+                 b.f64(op.getEps().convertToDouble())});
+}
+int64_t scratchBytes(nn::RmsNormGradOp op) {
+  int64_t cols = innerDim(op.getInput());
+  return zrt_scratch_rms_norm_grad(numel(op.getInput()) / cols, cols);
+}
+/// Like the layer-norm backward: a row pass for dx and a column pass for dw.
+KernelCost cost(nn::RmsNormGradOp op) { return activationCost(op); }
 
 // Attention.
 
-/// QK^T and PV: 2 * (2 B H T T D); a causal mask skips half.
+/// QK^T and PV: 2 * (2 B H T T D) over the query heads, whatever the
+/// number of key/value heads they share; a causal mask skips half.
 double attentionFlops(Value query, bool causal) {
   auto q = tensorType(query);
   int64_t t = q.getDimSize(2);
   double flops = 4.0 * q.getNumElements() * t;
   return causal ? flops / 2 : flops;
 }
+/// (batch, heads, kv_heads, seq, head_dim) of a query and key.
+SmallVector<Value> attentionDims(KernelCallBuilder &b, Value query, Value key) {
+  ArrayRef<int64_t> q = tensorType(query).getShape();
+  return {b.i64(q[0]), b.i64(q[1]), b.i64(tensorType(key).getDimSize(1)),
+          b.i64(q[2]), b.i64(q[3])};
+}
 LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
-  ArrayRef<int64_t> sh = tensorType(op.getQuery()).getShape();
-  return b.call("zrt_attention",
-                {b.dtype(elemType(op.getQuery())), b.operand(0), b.operand(1),
-                 b.operand(2), b.result(0), b.i64(sh[0]), b.i64(sh[1]),
-                 b.i64(sh[2]), b.i64(sh[3]), b.i32(op.getCausal()),
-                 b.f64(op.getScaleValue())});
+  SmallVector<Value> args{b.dtype(elemType(op.getQuery())), b.operand(0),
+                          b.operand(1), b.operand(2), b.result(0)};
+  llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
+  args.push_back(b.i32(op.getCausal()));
+  args.push_back(b.f64(op.getScaleValue()));
+  return b.call("zrt_attention", args);
 }
 KernelCost cost(nn::AttentionOp op) {
   return KernelCost::compute(
@@ -263,15 +291,23 @@ KernelCost cost(nn::AttentionOp op) {
       attentionFlops(op.getQuery(), op.getCausal()), elemType(op.getQuery()));
 }
 LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
-  ArrayRef<int64_t> sh = tensorType(op.getQuery()).getShape();
-  return b.call("zrt_attention_grad",
-                {b.dtype(elemType(op.getQuery())), b.operand(0), b.operand(1),
-                 b.operand(2), b.operand(3), b.operand(4), b.result(0),
-                 b.result(1), b.result(2), b.i64(sh[0]), b.i64(sh[1]),
-                 b.i64(sh[2]), b.i64(sh[3]), b.i32(op.getCausal()),
-                 b.f64(op.getScale().convertToDouble())});
+  SmallVector<Value> args{b.dtype(elemType(op.getQuery())),
+                          b.operand(0),
+                          b.operand(1),
+                          b.operand(2),
+                          b.operand(3),
+                          b.operand(4),
+                          b.result(0),
+                          b.result(1),
+                          b.result(2)};
+  llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
+  args.push_back(b.i32(op.getCausal()));
+  args.push_back(b.f64(op.getScale().convertToDouble()));
+  return b.call("zrt_attention_grad", args);
 }
 int64_t scratchBytes(nn::AttentionGradOp op) {
+  // One log-sum-exp and delta per query row; a group's dK and dV sums need
+  // none (one block owns each key tile of a key/value head).
   ArrayRef<int64_t> s = tensorType(op.getQuery()).getShape();
   return zrt_scratch_attention_grad(s[0], s[1], s[2], s[3]);
 }
@@ -405,11 +441,11 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::GeluGradOp, nn::SiluOp, nn::SiluGradOp, nn::SwigluOp,
            nn::SwigluGradOp, nn::ReluOp, nn::ReluGradOp, nn::SoftmaxOp,
            nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp,
-           nn::LayerNormOp, nn::LayerNormGradOp, nn::AttentionOp,
-           nn::AttentionGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp,
-           nn::SoftmaxCrossEntropyOp, nn::SoftmaxCrossEntropyGradOp,
-           nn::ReduceSumOp, nn::TransposeOp, nn::SplitOp, nn::ConcatOp>(
-        context);
+           nn::LayerNormOp, nn::LayerNormGradOp, nn::RmsNormOp,
+           nn::RmsNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
+           nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
+           nn::SoftmaxCrossEntropyGradOp, nn::ReduceSumOp, nn::TransposeOp,
+           nn::SplitOp, nn::ConcatOp>(context);
   });
   registry.addExtension(
       +[](MLIRContext *context, ZeroDialect *) { attach<CastOp>(context); });

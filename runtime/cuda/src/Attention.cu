@@ -19,6 +19,13 @@
 // output element has one owner, so there are no atomics and results are
 // deterministic. The forward allocates nothing.
 //
+// Grouped-query attention: query head h (of batch * heads) reads key/value
+// head h / group, group = heads / kv_heads. The dK/dV kernels' grid covers
+// the key tiles of the key/value heads, and each block walks the query
+// tiles of its group's query heads in order, one after the other: a
+// group's sum keeps one owner and a fixed order (no atomics, no scratch),
+// and with group 1 the walk is the multi-head one.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Attention.cuh"
@@ -62,14 +69,16 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-Attn makeAttn(const char *kernel, int64_t batch, int64_t heads, int64_t seq,
-              int64_t dim, int32_t causal, double scale) {
+Attn makeAttn(const char *kernel, int64_t batch, int64_t heads, int64_t kvHeads,
+              int64_t seq, int64_t dim, int32_t causal, double scale) {
   checkDims(kernel, batch, heads, seq, dim);
+  checkKvHeads(kernel, heads, kvHeads);
   if (dim > kMaxHeadDim)
     fatal("%s: head_dim %lld exceeds the supported %lld", kernel,
           (long long)dim, (long long)kMaxHeadDim);
   float s = scale > 0 ? float(scale) : float(1.0 / std::sqrt(double(dim)));
-  return {batch * heads, seq, dim, causal != 0, s};
+  int64_t group = heads == 0 ? 1 : heads / kvHeads;
+  return {batch * heads, group, seq, dim, causal != 0, s};
 }
 
 bool aligned4(const void *p, size_t elem) {
@@ -81,6 +90,7 @@ Shape makeShape(const char *kernel, const Attn &a, size_t elem,
                 std::initializer_list<const void *> ptrs) {
   Shape s;
   s.seq = a.seq;
+  s.group = int(a.group);
   s.dim = int(a.dim);
   s.tiles = ceilDiv(a.seq, kRowTile);
   s.causal = a.causal;
@@ -114,9 +124,10 @@ int attn::maxSharedPerBlock() {
 
 void zrt::cuda::attention(int32_t dtype, const void *q, const void *k,
                           const void *v, void *o, int64_t batch, int64_t heads,
-                          int64_t seq, int64_t headDim, int32_t causal,
-                          double scale) {
-  Attn a = makeAttn("zrt_attention", batch, heads, seq, headDim, causal, scale);
+                          int64_t kvHeads, int64_t seq, int64_t headDim,
+                          int32_t causal, double scale) {
+  Attn a = makeAttn("zrt_attention", batch, heads, kvHeads, seq, headDim,
+                    causal, scale);
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   dispatch(dtype, "zrt_attention", [&](auto tag) {
@@ -138,10 +149,10 @@ void zrt::cuda::attention(int32_t dtype, const void *q, const void *k,
 void zrt::cuda::attentionGrad(int32_t dtype, const void *q, const void *k,
                               const void *v, const void *o, const void *dO,
                               void *dq, void *dk, void *dv, int64_t batch,
-                              int64_t heads, int64_t seq, int64_t headDim,
-                              int32_t causal, double scale) {
-  Attn a =
-      makeAttn("zrt_attention_grad", batch, heads, seq, headDim, causal, scale);
+                              int64_t heads, int64_t kvHeads, int64_t seq,
+                              int64_t headDim, int32_t causal, double scale) {
+  Attn a = makeAttn("zrt_attention_grad", batch, heads, kvHeads, seq, headDim,
+                    causal, scale);
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   dispatch(dtype, "zrt_attention_grad", [&](auto tag) {

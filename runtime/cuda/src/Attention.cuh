@@ -27,6 +27,7 @@ constexpr int kRowTile = 64;
 
 struct Shape {
   int64_t seq;
+  int group; // query heads per key/value head
   int dim;
   int64_t tiles; // row tiles per head
   bool causal;
@@ -38,13 +39,15 @@ struct Shape {
 
 struct Attn {
   int64_t heads; // batch * heads
+  int64_t group; // query heads per key/value head
   int64_t seq;
   int64_t dim;
   bool causal;
   float scale;
+
+  int64_t kvHeads() const { return heads / group; } // batch * kv_heads
 };
 
-/// Bit patterns of 16-bit storage types.
 /// Bit patterns of 16-bit storage types.
 __device__ inline unsigned short bitsOf(__nv_bfloat16 x) {
   return __bfloat16_as_ushort(x);
@@ -62,6 +65,12 @@ __device__ inline void blockTile(const Shape &s, bool heavyLast, int64_t &head,
   tile = x % s.tiles;
   if (s.causal && heavyLast)
     tile = s.tiles - 1 - tile;
+}
+
+/// The key/value head that query head `head` reads (both counted over
+/// batch * heads; grid.x bounds them, so they fit an int).
+__device__ inline int64_t kvHeadOf(const Shape &s, int64_t head) {
+  return int(head) / s.group;
 }
 
 /// Whether query i sees key j.
@@ -90,9 +99,12 @@ void launch(const char *name, dim3 grid, size_t smem, Args... args) {
   checkLaunch(name);
 }
 
-inline dim3 gridOf(const Attn &a, const Shape &s, int kD, bool allChunks) {
-  return dim3(unsigned(a.heads * s.tiles),
-              allChunks ? unsigned(ceilDiv(a.dim, kD)) : 1u);
+/// A block per row tile of each of `heads` heads (a.heads for the kernels
+/// that own query rows, a.kvHeads() for those that own key rows), times
+/// the output chunks when allChunks.
+inline dim3 gridOf(int64_t heads, const Shape &s, int kD, bool allChunks) {
+  return dim3(unsigned(heads * s.tiles),
+              allChunks ? unsigned(ceilDiv(int64_t(s.dim), kD)) : 1u);
 }
 
 // CUDA cores, any dtype (AttentionSimt.cu). With kStats the forward only

@@ -272,9 +272,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t i0 = tile * kRowTile;
   const int c0 = int(blockIdx.y) * kD;
   const int64_t headOffset = head * s.seq * s.dim;
+  const int64_t kvOffset = kvHeadOf(s, head) * s.seq * s.dim;
   q += headOffset;
-  k += headOffset;
-  v += headOffset;
+  k += kvOffset;
+  v += kvOffset;
 
   float acc[4][kD / 16] = {};
   float m[4], l[4];
@@ -352,14 +353,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-/// dK and dV of one 64-key tile, output columns [blockIdx.y * kD, + kD),
-/// summed over the 32-query tiles that see it.
-template <int kD, typename T>
+/// dK and dV of one 64-key tile of a key/value head, output columns
+/// [blockIdx.y * kD, + kD), summed over the 32-query tiles that see it of
+/// each query head of its group, in order (kGrouped; else of its own
+/// query head).
+template <int kD, bool kGrouped, typename T>
 __global__ void __launch_bounds__(kThreads, 1)
-    keyGradKernel(const T *__restrict__ q, const T *__restrict__ k,
-                  const T *__restrict__ v, const T *__restrict__ dO,
-                  const float *__restrict__ lse,
-                  const float *__restrict__ delta, T *__restrict__ dk,
+    keyGradKernel(const T *__restrict__ q0, const T *__restrict__ k,
+                  const T *__restrict__ v, const T *__restrict__ dO0,
+                  const float *__restrict__ lse0,
+                  const float *__restrict__ delta0, T *__restrict__ dk,
                   T *__restrict__ dv, Shape s) {
   constexpr int kLd = rowStride(kD);
   extern __shared__ float4 smem[];
@@ -370,17 +373,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   float *pt = gs + kColTile * kLd;
   float *dst = pt + kRowTile * scoreStride();
   const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
-  int64_t head, tile;
-  blockTile(s, false, head, tile);
+  int64_t kvHead, tile;
+  blockTile(s, false, kvHead, tile);
   const int64_t j0 = tile * kRowTile;
   const int c0 = int(blockIdx.y) * kD;
-  const int64_t headOffset = head * s.seq * s.dim;
-  q += headOffset;
-  k += headOffset;
-  v += headOffset;
-  dO += headOffset;
-  lse += head * s.seq;
-  delta += head * s.seq;
+  const int64_t kvOffset = kvHead * s.seq * s.dim;
+  k += kvOffset;
+  v += kvOffset;
 
   float accK[4][kD / 16] = {}, accV[4][kD / 16] = {};
   const bool resident = s.dim <= kD;
@@ -389,47 +388,56 @@ __global__ void __launch_bounds__(kThreads, 1)
     loadTile<kRowTile, kD>(ks, k, j0, s, 0);
     loadTile<kRowTile, kD>(vs, v, j0, s, 0);
   }
-  // Causal: queries before j0 see none of these keys (j0 is a multiple of
-  // kColTile).
-  for (int64_t i0 = s.causal ? j0 : 0; i0 < s.seq; i0 += kColTile) {
-    float sc[4][2] = {}, dp[4][2] = {};
-    for (int dc = 0; dc < s.dim; dc += kD) {
-      __syncthreads();
-      if (!resident) {
-        loadTile<kRowTile, kD>(ks, k, j0, s, dc);
-        loadTile<kRowTile, kD>(vs, v, j0, s, dc);
+  const int group = kGrouped ? s.group : 1;
+  for (int g = 0; g < group; ++g) {
+    const int64_t head = kvHead * group + g;
+    const int64_t headOffset = head * s.seq * s.dim;
+    const T *__restrict__ q = q0 + headOffset;
+    const T *__restrict__ dO = dO0 + headOffset;
+    const float *__restrict__ lse = lse0 + head * s.seq;
+    const float *__restrict__ delta = delta0 + head * s.seq;
+    // Causal: queries before j0 see none of these keys (j0 is a multiple of
+    // kColTile).
+    for (int64_t i0 = s.causal ? j0 : 0; i0 < s.seq; i0 += kColTile) {
+      float sc[4][2] = {}, dp[4][2] = {};
+      for (int dc = 0; dc < s.dim; dc += kD) {
+        __syncthreads();
+        if (!resident) {
+          loadTile<kRowTile, kD>(ks, k, j0, s, dc);
+          loadTile<kRowTile, kD>(vs, v, j0, s, dc);
+        }
+        loadTile<kColTile, kD>(qs, q, i0, s, dc);
+        loadTile<kColTile, kD>(gs, dO, i0, s, dc);
+        __syncthreads();
+        int len = chunkLength<kD>(s, dc);
+        dotTile<kLd>(sc, ks, qs, len, ty, tx);
+        dotTile<kLd>(dp, vs, gs, len, ty, tx);
       }
-      loadTile<kColTile, kD>(qs, q, i0, s, dc);
-      loadTile<kColTile, kD>(gs, dO, i0, s, dc);
-      __syncthreads();
-      int len = chunkLength<kD>(s, dc);
-      dotTile<kLd>(sc, ks, qs, len, ty, tx);
-      dotTile<kLd>(dp, vs, gs, len, ty, tx);
-    }
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int64_t i = i0 + tx + 16 * c;
-      const float rowLse = i < s.seq ? lse[i] : 0.0f;
-      const float rowDelta = i < s.seq ? delta[i] : 0.0f;
+      for (int c = 0; c < 2; ++c) {
+        const int64_t i = i0 + tx + 16 * c;
+        const float rowLse = i < s.seq ? lse[i] : 0.0f;
+        const float rowDelta = i < s.seq ? delta[i] : 0.0f;
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        bool ok = visible(s, i, j0 + 4 * ty + r);
-        float p = ok ? exp2f(sc[r][c] * s.scaleLog2 - rowLse) : 0.0f;
-        int at = (4 * ty + r) * scoreStride() + tx + 16 * c;
-        pt[at] = p;
-        dst[at] = p * (dp[r][c] - rowDelta);
+        for (int r = 0; r < 4; ++r) {
+          bool ok = visible(s, i, j0 + 4 * ty + r);
+          float p = ok ? exp2f(sc[r][c] * s.scaleLog2 - rowLse) : 0.0f;
+          int at = (4 * ty + r) * scoreStride() + tx + 16 * c;
+          pt[at] = p;
+          dst[at] = p * (dp[r][c] - rowDelta);
+        }
       }
-    }
-    if (lastChunk != c0) {
-      // The products below need this block's output columns of q and dO.
+      if (lastChunk != c0) {
+        // The products below need this block's output columns of q and dO.
+        __syncthreads();
+        loadTile<kColTile, kD>(qs, q, i0, s, c0);
+        loadTile<kColTile, kD>(gs, dO, i0, s, c0);
+      }
       __syncthreads();
-      loadTile<kColTile, kD>(qs, q, i0, s, c0);
-      loadTile<kColTile, kD>(gs, dO, i0, s, c0);
+      accumulateTile<kD>(accV, pt, gs, ty, tx);
+      // qs holds q unscaled: dK = scale * dS^T q, applied at the store.
+      accumulateTile<kD>(accK, dst, qs, ty, tx);
     }
-    __syncthreads();
-    accumulateTile<kD>(accV, pt, gs, ty, tx);
-    // qs holds q unscaled: dK = scale * dS^T q, applied at the store.
-    accumulateTile<kD>(accK, dst, qs, ty, tx);
   }
 
 #pragma unroll
@@ -437,14 +445,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t j = j0 + 4 * ty + r;
     if (j >= s.seq)
       continue;
-    storeRow<kD>(dk + headOffset + j * s.dim, accK[r], s.scale, c0, tx, s);
-    storeRow<kD>(dv + headOffset + j * s.dim, accV[r], 1.0f, c0, tx, s);
+    storeRow<kD>(dk + kvOffset + j * s.dim, accK[r], s.scale, c0, tx, s);
+    storeRow<kD>(dv + kvOffset + j * s.dim, accV[r], 1.0f, c0, tx, s);
   }
 }
 
 /// dQ of one 64-query tile, output columns [blockIdx.y * kD, + kD), summed
-/// over the 32-key tiles it sees.
-template <int kD, typename T>
+/// over the 32-key tiles it sees (of its key/value head when kGrouped).
+template <int kD, bool kGrouped, typename T>
 __global__ void __launch_bounds__(kThreads, 2)
     queryGradKernel(const T *__restrict__ q, const T *__restrict__ k,
                     const T *__restrict__ v, const T *__restrict__ dO,
@@ -464,9 +472,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t i0 = tile * kRowTile;
   const int c0 = int(blockIdx.y) * kD;
   const int64_t headOffset = head * s.seq * s.dim;
+  const int64_t kvOffset =
+      kGrouped ? kvHeadOf(s, head) * s.seq * s.dim : headOffset;
   q += headOffset;
-  k += headOffset;
-  v += headOffset;
+  k += kvOffset;
+  v += kvOffset;
   dO += headOffset;
   lse += head * s.seq;
   delta += head * s.seq;
@@ -543,8 +553,9 @@ template <int kD, bool kStats, typename T>
 void launchForward(const Attn &a, const Shape &s, const T *q, const T *k,
                    const T *v, T *o, float *lse) {
   launch<forwardKernel<kD, kStats, T>>(
-      kStats ? "attention_grad (lse)" : "attention", gridOf(a, s, kD, !kStats),
-      forwardSmem(kD, kStats), q, k, v, o, lse, s);
+      kStats ? "attention_grad (lse)" : "attention",
+      gridOf(a.heads, s, kD, !kStats), forwardSmem(kD, kStats), q, k, v, o, lse,
+      s);
 }
 
 } // namespace
@@ -560,15 +571,29 @@ void attn::simtForward(const Attn &a, const Shape &s, const T *q, const T *k,
 
 namespace {
 
+template <int kD, bool kGrouped, typename T>
+void launchGradKernels(const Attn &a, const Shape &s, const T *q, const T *k,
+                       const T *v, const T *dO, const float *lse,
+                       const float *delta, T *dq, T *dk, T *dv) {
+  launch<keyGradKernel<kD, kGrouped, T>>(
+      "attention_grad (dk, dv)", gridOf(a.kvHeads(), s, kD, true),
+      keyGradSmem(kD), q, k, v, dO, lse, delta, dk, dv, s);
+  launch<queryGradKernel<kD, kGrouped, T>>(
+      "attention_grad (dq)", gridOf(a.heads, s, kD, true), queryGradSmem(kD), q,
+      k, v, dO, lse, delta, dq, s);
+}
+
+/// The multi-head instantiation keeps the code multi-head attention had: a
+/// second head offset live across the loops would cost registers (spills
+/// at the dQ kernels' cap, a block per multiprocessor less for dK/dV).
 template <int kD, typename T>
 void launchGrads(const Attn &a, const Shape &s, const T *q, const T *k,
                  const T *v, const T *dO, const float *lse, const float *delta,
                  T *dq, T *dk, T *dv) {
-  dim3 grid = gridOf(a, s, kD, true);
-  launch<keyGradKernel<kD, T>>("attention_grad (dk, dv)", grid, keyGradSmem(kD),
-                               q, k, v, dO, lse, delta, dk, dv, s);
-  launch<queryGradKernel<kD, T>>("attention_grad (dq)", grid, queryGradSmem(kD),
-                                 q, k, v, dO, lse, delta, dq, s);
+  if (s.group > 1)
+    launchGradKernels<kD, true>(a, s, q, k, v, dO, lse, delta, dq, dk, dv);
+  else
+    launchGradKernels<kD, false>(a, s, q, k, v, dO, lse, delta, dq, dk, dv);
 }
 
 } // namespace

@@ -35,9 +35,10 @@ __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
   blockTile(s, true, head, tile);
   const int64_t i0 = tile * kRowTile;
   const int64_t headOffset = head * s.seq * s.dim;
+  const int64_t kvOffset = kvHeadOf(s, head) * s.seq * s.dim;
   q += headOffset;
-  k += headOffset;
-  v += headOffset;
+  k += kvOffset;
+  v += kvOffset;
   // This thread's accumulator rows are row0 and row0 + 8, its columns
   // col, col + 1 of every 8.
   const int64_t wrow0 = i0 + 16 * warp, row0 = wrow0 + (lane >> 2);
@@ -160,8 +161,9 @@ template <int kD, bool kStats, typename T>
 void launchTcForward(const Attn &a, const Shape &s, const T *q, const T *k,
                      const T *v, T *o, float *lse) {
   launch<tcForwardKernel<kD, kStats, T>, kTcThreads>(
-      kStats ? "attention_grad (lse)" : "attention", gridOf(a, s, kD, false),
-      tcForwardSmem(kD, kStats), q, k, v, o, lse, s);
+      kStats ? "attention_grad (lse)" : "attention",
+      gridOf(a.heads, s, kD, false), tcForwardSmem(kD, kStats), q, k, v, o, lse,
+      s);
 }
 
 } // namespace

@@ -15,10 +15,13 @@ using namespace zrt::cuda::attn;
 
 namespace {
 
-/// dK and dV of one 64-key tile, a warp per 16 keys, summed over the
-/// 32-query tiles that see it: S^T = K Q^T, dP^T = V dO^T, dV += P^T dO and
-/// dK += dS^T Q on tensor cores, Q, dO, lse and delta pipelined.
-template <int kD, typename T>
+/// dK and dV of one 64-key tile of a key/value head, a warp per 16 keys,
+/// summed over the 32-query tiles that see it of each query head of its
+/// group in order (kGrouped; else of its own query head): S^T = K Q^T,
+/// dP^T = V dO^T, dV += P^T dO and dK += dS^T Q on tensor cores, Q, dO, lse
+/// and delta pipelined (across the group's heads: the steps of head
+/// h0 + g follow those of h0 + g - 1).
+template <int kD, bool kGrouped, typename T>
 __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
     tcKeyGradKernel(const T *__restrict__ q, const T *__restrict__ k,
                     const T *__restrict__ v, const T *__restrict__ dO,
@@ -33,29 +36,37 @@ __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
   T *gs = qs + kStages * kN * kLd;
   float *terms = reinterpret_cast<float *>(gs + kStages * kN * kLd);
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
-  int64_t head, tile;
-  blockTile(s, false, head, tile);
+  int64_t kvHead, tile;
+  blockTile(s, false, kvHead, tile);
   const int64_t j0 = tile * kRowTile;
-  const int64_t headOffset = head * s.seq * s.dim;
-  q += headOffset;
-  k += headOffset;
-  v += headOffset;
-  dO += headOffset;
-  lse += head * s.seq;
-  delta += head * s.seq;
+  const int64_t kvOffset = kvHead * s.seq * s.dim;
+  k += kvOffset;
+  v += kvOffset;
   // Accumulator rows (keys) row0 and row0 + 8, columns col, col + 1 of 8.
   const int64_t wrow0 = j0 + 16 * warp, row0 = wrow0 + (lane >> 2);
   const int col = 2 * (lane & 3);
-  // Causal: queries before j0 see none of these keys.
+  // Causal: queries before j0 see none of these keys. j0 < seq, so every
+  // query head has at least one step.
   const int64_t first = s.causal ? j0 : 0;
-  const int steps = int((s.seq - first + kN - 1) / kN);
+  const int headSteps = int((s.seq - first + kN - 1) / kN);
+  const int group = kGrouped ? s.group : 1;
+  const int steps = headSteps * group;
+  // Step `step` covers queries [i0, i0 + kN) of query head h0 + step /
+  // headSteps, i0 = first + (step % headSteps) kN.
+  const int64_t h0 = kvHead * group;
+  auto queryRow0 = [&](int step) {
+    return first + int64_t(kGrouped ? step % headSteps : step) * kN;
+  };
   auto load = [&](int step) {
     if (step < steps) {
-      const int64_t i0 = first + int64_t(step) * kN;
+      const int64_t head = kGrouped ? h0 + step / headSteps : h0;
+      const int64_t i0 = queryRow0(step);
+      const int64_t headOffset = head * s.seq * s.dim;
       const int buf = step % kStages;
-      tcLoadTile<kN, kD>(qs + buf * kN * kLd, q, i0, s);
-      tcLoadTile<kN, kD>(gs + buf * kN * kLd, dO, i0, s);
-      tcLoadRowTerms<kN>(terms + buf * 2 * kN, lse, delta, i0, s);
+      tcLoadTile<kN, kD>(qs + buf * kN * kLd, q + headOffset, i0, s);
+      tcLoadTile<kN, kD>(gs + buf * kN * kLd, dO + headOffset, i0, s);
+      tcLoadRowTerms<kN>(terms + buf * 2 * kN, lse + head * s.seq,
+                         delta + head * s.seq, i0, s);
     }
     cpAsyncCommit();
   };
@@ -69,7 +80,7 @@ __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
   float accK[kD / 8][4] = {}, accV[kD / 8][4] = {};
   int kExp[2] = {126, 126}; // f16: accK rows hold 2^kExp dK / scale
   for (int step = 0; step < steps; ++step) {
-    const int64_t i0 = first + int64_t(step) * kN;
+    const int64_t i0 = queryRow0(step);
     const int buf = step % kStages;
     load(step + kStages - 1);
     cpAsyncWait<kStages - 1>();
@@ -132,7 +143,7 @@ __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
     float mulK = s.scale, mulV = 1.0f / kProbScale<T>;
     if constexpr (std::is_same_v<T, __half>)
       mulK *= pow2(-kExp[h]);
-    T *outK = dk + headOffset + j * s.dim, *outV = dv + headOffset + j * s.dim;
+    T *outK = dk + kvOffset + j * s.dim, *outV = dv + kvOffset + j * s.dim;
 #pragma unroll
     for (int nd = 0; nd < kD / 8; ++nd) {
       storePair(outK, 8 * nd + col, accK[nd][2 * h] * mulK,
@@ -144,9 +155,9 @@ __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
 }
 
 /// dQ of one 64-query tile, a warp per 16 queries, summed over the 64-key
-/// tiles it sees: S = Q K^T, dP = dO V^T and dQ += dS K on tensor cores, K
-/// and V pipelined.
-template <int kD, typename T>
+/// tiles it sees (of its key/value head when kGrouped): S = Q K^T,
+/// dP = dO V^T and dQ += dS K on tensor cores, K and V pipelined.
+template <int kD, bool kGrouped, typename T>
 __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
     tcQueryGradKernel(const T *__restrict__ q, const T *__restrict__ k,
                       const T *__restrict__ v, const T *__restrict__ dO,
@@ -164,9 +175,11 @@ __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
   blockTile(s, true, head, tile);
   const int64_t i0 = tile * kRowTile;
   const int64_t headOffset = head * s.seq * s.dim;
+  const int64_t kvOffset =
+      kGrouped ? kvHeadOf(s, head) * s.seq * s.dim : headOffset;
   q += headOffset;
-  k += headOffset;
-  v += headOffset;
+  k += kvOffset;
+  v += kvOffset;
   dO += headOffset;
   lse += head * s.seq;
   delta += head * s.seq;
@@ -258,18 +271,30 @@ __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
   }
 }
 
+template <int kD, bool kGrouped, typename T>
+void launchTcGradKernels(const Attn &a, const Shape &s, const T *q, const T *k,
+                         const T *v, const T *dO, const float *lse,
+                         const float *delta, T *dq, T *dk, T *dv) {
+  launch<tcKeyGradKernel<kD, kGrouped, T>, kTcThreads>(
+      "attention_grad (dk, dv)", gridOf(a.kvHeads(), s, kD, false),
+      tcKeyGradSmem(kD), q, k, v, dO, lse, delta, dk, dv, s);
+  launch<tcQueryGradKernel<kD, kGrouped, T>, kTcThreads>(
+      "attention_grad (dq)", gridOf(a.heads, s, kD, false), tcQueryGradSmem(kD),
+      q, k, v, dO, lse, delta, dq, s);
+}
+
+/// The multi-head instantiation keeps the code multi-head attention had: a
+/// second head offset live across the dQ kernel's loop spills at its
+/// register cap.
 template <int kD, typename T>
 void launchTcGrads(const Attn &a, const Shape &s, const T *q, const T *k,
                    const T *v, const T *dO, float *lse, const float *delta,
                    T *dq, T *dk, T *dv) {
-  dim3 grid = gridOf(a, s, kD, false);
   tcForward<true>(a, s, kD, q, k, v, static_cast<T *>(nullptr), lse);
-  launch<tcKeyGradKernel<kD, T>, kTcThreads>(
-      "attention_grad (dk, dv)", grid, tcKeyGradSmem(kD), q, k, v, dO,
-      static_cast<const float *>(lse), delta, dk, dv, s);
-  launch<tcQueryGradKernel<kD, T>, kTcThreads>(
-      "attention_grad (dq)", grid, tcQueryGradSmem(kD), q, k, v, dO,
-      static_cast<const float *>(lse), delta, dq, s);
+  if (s.group > 1)
+    launchTcGradKernels<kD, true>(a, s, q, k, v, dO, lse, delta, dq, dk, dv);
+  else
+    launchTcGradKernels<kD, false>(a, s, q, k, v, dO, lse, delta, dq, dk, dv);
 }
 
 } // namespace

@@ -1,4 +1,4 @@
-//===- LayerNorm.cu - Layer normalization over the last dimension ---------===//
+//===- LayerNorm.cu - Layer and RMS normalization over the last dim ------===//
 //
 // Part of the zero-mlir project.
 //
@@ -6,7 +6,8 @@
 // registers up to kWarpCols elements, else a block per row). The backward
 // keeps each row's mean and rstd in the planned scratch (8 bytes per row)
 // for the dw/db column sums, which a column-tiled kernel adds in a fixed
-// order.
+// order. The RMS norm (Llama) has the same structure with one statistic:
+// the sum of squares, its rstd kept in 4 bytes per row for the dw sums.
 //
 // The arithmetic pins every rounding (__fmul_rn, fmaf): the aligned and
 // misaligned instantiations of a kernel must give the same bits, and with
@@ -239,6 +240,178 @@ __global__ void __launch_bounds__(kColumnThreads)
       });
 }
 
+//===----------------------------------------------------------------------===//
+// RMS norm
+//===----------------------------------------------------------------------===//
+
+/// rsqrt(mean(x^2) + eps) of a warp-held row (padding is zero).
+template <typename T, int kIters>
+__device__ inline float warpRmsRstd(const float *v, int64_t cols, float eps) {
+  constexpr int kVec = vecWidth<T>();
+  float sq = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kIters * kVec; ++i)
+    sq = fmaf(v[i], v[i], sq);
+  return rmsNormRstd(warpSum(sq), cols, eps);
+}
+
+template <bool kAligned, typename T>
+__device__ inline float blockRmsRstd(const T *row, int64_t cols, float eps,
+                                     float *red) {
+  constexpr int kVec = vecWidth<T>();
+  float sq = 0.0f;
+  forBlockRow<kAligned>(row, cols, [&](int64_t, const float *v) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      sq = fmaf(v[e], v[e], sq);
+  });
+  return rmsNormRstd(blockSum(sq, red), cols, eps);
+}
+
+/// x * rstd rounded to T (the identity for float), the value the forward
+/// multiplies by the weight.
+template <typename T>
+__device__ inline float rmsNormalized(float x, float rstd) {
+  return toF32(fromF32<T>(__fmul_rn(x, rstd)));
+}
+
+template <typename T, int kIters, bool kAligned>
+__global__ void __launch_bounds__(kWarpThreads)
+    rmsNormWarpKernel(const T *x, const T *w, T *y, int64_t rows, int64_t cols,
+                      float eps) {
+  constexpr int kVec = vecWidth<T>();
+  int lane = threadIdx.x % 32;
+  for (int64_t r = globalThread() / 32; r < rows; r += globalThreads() / 32) {
+    float v[kIters * kVec];
+    warpLoadRow<kIters, kAligned>(x + r * cols, cols, lane, v);
+    float rstd = warpRmsRstd<T, kIters>(v, cols, eps);
+#pragma unroll
+    for (int k = 0; k < kIters; ++k) {
+      float ws[kVec];
+      loadSpan<kVec, kAligned>(w, warpCol<T>(k, lane, 0), cols, ws);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        v[k * kVec + e] = rmsNormalized<T>(v[k * kVec + e], rstd) * ws[e];
+    }
+    warpStoreRow<kIters, kAligned>(y + r * cols, cols, lane, v);
+  }
+}
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kMaxThreads)
+    rmsNormBlockKernel(const T *x, const T *w, T *y, int64_t rows, int64_t cols,
+                       float eps) {
+  constexpr int kVec = vecWidth<T>();
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    float rstd = blockRmsRstd<kAligned>(xr, cols, eps, red);
+    forBlockRow<kAligned>(xr, cols, [&](int64_t c, const float *v) {
+      float ws[kVec], o[kVec];
+      loadSpan<kVec, kAligned>(w, c, cols, ws);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        o[e] = rmsNormalized<T>(v[e], rstd) * ws[e];
+      storeSpan<kVec, kAligned>(yr, c, cols, o);
+    });
+  }
+}
+
+// dx = rstd * (w dy - n * mean(w dy n)) with n = x * rstd, row by row, as
+// the CPU backend (zrt::rmsNormGrad); each row's rstd goes to `rstds` for dw.
+
+template <typename T, int kIters, bool kAligned>
+__global__ void __launch_bounds__(kWarpThreads)
+    rmsNormGradWarpKernel(const T *x, const T *w, const T *dy, T *dx,
+                          float *rstds, int64_t rows, int64_t cols, float eps) {
+  constexpr int kVec = vecWidth<T>();
+  int lane = threadIdx.x % 32;
+  for (int64_t r = globalThread() / 32; r < rows; r += globalThreads() / 32) {
+    float xv[kIters * kVec], gv[kIters * kVec];
+    warpLoadRow<kIters, kAligned>(x + r * cols, cols, lane, xv);
+    warpLoadRow<kIters, kAligned>(dy + r * cols, cols, lane, gv);
+    float rstd = warpRmsRstd<T, kIters>(xv, cols, eps);
+    if (lane == 0)
+      rstds[r] = rstd;
+    // Padding has x = w = dy = 0, so it adds nothing.
+    float sumWgN = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kIters; ++k) {
+      float ws[kVec];
+      loadSpan<kVec, kAligned>(w, warpCol<T>(k, lane, 0), cols, ws);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        int i = k * kVec + e;
+        sumWgN = fmaf(__fmul_rn(ws[e], gv[i]), __fmul_rn(xv[i], rstd), sumWgN);
+      }
+    }
+    float meanWgN = warpSum(sumWgN) / float(cols);
+#pragma unroll
+    for (int k = 0; k < kIters; ++k) {
+      float ws[kVec];
+      loadSpan<kVec, kAligned>(w, warpCol<T>(k, lane, 0), cols, ws);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        int i = k * kVec + e;
+        xv[i] = rmsNormGrad(__fmul_rn(xv[i], rstd), __fmul_rn(ws[e], gv[i]),
+                            meanWgN, rstd);
+      }
+    }
+    warpStoreRow<kIters, kAligned>(dx + r * cols, cols, lane, xv);
+  }
+}
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kMaxThreads)
+    rmsNormGradBlockKernel(const T *x, const T *w, const T *dy, T *dx,
+                           float *rstds, int64_t rows, int64_t cols,
+                           float eps) {
+  constexpr int kVec = vecWidth<T>();
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols, *gr = dy + r * cols;
+    T *dxr = dx + r * cols;
+    float rstd = blockRmsRstd<kAligned>(xr, cols, eps, red);
+    if (threadIdx.x == 0)
+      rstds[r] = rstd;
+    float sumWgN = 0.0f;
+    forBlockRow<kAligned>(xr, cols, [&](int64_t c, const float *v) {
+      float ws[kVec], gs[kVec];
+      loadSpan<kVec, kAligned>(w, c, cols, ws);
+      loadSpan<kVec, kAligned>(gr, c, cols, gs);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        sumWgN = fmaf(__fmul_rn(ws[e], gs[e]), __fmul_rn(v[e], rstd), sumWgN);
+    });
+    float meanWgN = blockSum(sumWgN, red) / float(cols);
+    forBlockRow<kAligned>(xr, cols, [&](int64_t c, const float *v) {
+      float ws[kVec], gs[kVec], o[kVec];
+      loadSpan<kVec, kAligned>(w, c, cols, ws);
+      loadSpan<kVec, kAligned>(gr, c, cols, gs);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        o[e] = rmsNormGrad(__fmul_rn(v[e], rstd), __fmul_rn(ws[e], gs[e]),
+                           meanWgN, rstd);
+      storeSpan<kVec, kAligned>(dxr, c, cols, o);
+    });
+  }
+}
+
+/// dw = sum_rows dy * n, with n rounded to T as the forward used it.
+template <typename T>
+__global__ void __launch_bounds__(kColumnThreads)
+    rmsNormWeightGradKernel(const T *x, const T *dy, const float *rstds, T *dw,
+                            int64_t rows, int64_t cols) {
+  columnReduce<1>(
+      rows, cols,
+      [&](int64_t r, int64_t c, float *acc) {
+        float n = rmsNormalized<T>(toF32(x[r * cols + c]), rstds[r]);
+        acc[0] = fmaf(toF32(dy[r * cols + c]), n, acc[0]);
+      },
+      [&](int64_t c, const float *sums) { dw[c] = fromF32<T>(sums[0]); });
+}
+
 template <typename T>
 int blockThreadsFor(int64_t cols) {
   return rowThreads((cols + vecWidth<T>() - 1) / vecWidth<T>());
@@ -339,6 +512,98 @@ void zrt::cuda::layerNormGrad(int32_t dtype, const void *x, const void *w,
         <<<gridFor(tiles, 1), dim3(kColTile, kRowLanes), 0, stream>>>(
             xv, gv, moments, static_cast<T *>(dw), static_cast<T *>(db), rows,
             cols);
+    checkLaunch(kernel);
+  });
+}
+
+void zrt::cuda::rmsNorm(int32_t dtype, const void *x, const void *w, void *y,
+                        int64_t rows, int64_t cols, double eps) {
+  checkDims("zrt_rms_norm", rows, cols);
+  dispatch(dtype, "zrt_rms_norm", [&](auto tag) {
+    using T = decltype(tag);
+    if (rows == 0 || cols == 0)
+      return;
+    const T *xv = static_cast<const T *>(x);
+    const T *wv = static_cast<const T *>(w);
+    T *yv = static_cast<T *>(y);
+    bool aligned = rowsAligned<T>(cols, {xv, wv, yv});
+    cudaStream_t stream = computeStream();
+    float e = float(eps);
+    if (cols <= kWarpCols) {
+      unsigned grid = gridFor(rows, kWarpThreads / 32);
+      dispatchWarpIters<T>(cols, [&](auto iters) {
+        constexpr int kIters = decltype(iters)::value;
+        if (aligned)
+          rmsNormWarpKernel<T, kIters, true>
+              <<<grid, kWarpThreads, 0, stream>>>(xv, wv, yv, rows, cols, e);
+        else
+          rmsNormWarpKernel<T, kIters, false>
+              <<<grid, kWarpThreads, 0, stream>>>(xv, wv, yv, rows, cols, e);
+      });
+    } else {
+      int threads = blockThreadsFor<T>(cols);
+      unsigned grid = gridFor(rows, 1);
+      if (aligned)
+        rmsNormBlockKernel<T, true>
+            <<<grid, threads, 0, stream>>>(xv, wv, yv, rows, cols, e);
+      else
+        rmsNormBlockKernel<T, false>
+            <<<grid, threads, 0, stream>>>(xv, wv, yv, rows, cols, e);
+    }
+    checkLaunch("zrt_rms_norm");
+  });
+}
+
+void zrt::cuda::rmsNormGrad(int32_t dtype, const void *x, const void *w,
+                            const void *dy, void *dx, void *dw, int64_t rows,
+                            int64_t cols, double eps) {
+  const char *kernel = "zrt_rms_norm_grad";
+  checkDims(kernel, rows, cols);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    if (cols == 0)
+      return;
+    // Exactly the planned scratch: the rstd of each row.
+    DeviceScratch scratch(zrt_scratch_rms_norm_grad(rows, cols));
+    float *rstds = scratch.as<float>();
+    const T *xv = static_cast<const T *>(x);
+    const T *wv = static_cast<const T *>(w);
+    const T *gv = static_cast<const T *>(dy);
+    T *dxv = static_cast<T *>(dx);
+    cudaStream_t stream = computeStream();
+    float e = float(eps);
+    if (rows > 0) {
+      bool aligned = rowsAligned<T>(cols, {xv, wv, gv, dxv});
+      if (cols <= kWarpCols) {
+        unsigned grid = gridFor(rows, kWarpThreads / 32);
+        dispatchWarpIters<T>(cols, [&](auto iters) {
+          constexpr int kIters = decltype(iters)::value;
+          if (aligned)
+            rmsNormGradWarpKernel<T, kIters, true>
+                <<<grid, kWarpThreads, 0, stream>>>(xv, wv, gv, dxv, rstds,
+                                                    rows, cols, e);
+          else
+            rmsNormGradWarpKernel<T, kIters, false>
+                <<<grid, kWarpThreads, 0, stream>>>(xv, wv, gv, dxv, rstds,
+                                                    rows, cols, e);
+        });
+      } else {
+        int threads = blockThreadsFor<T>(cols);
+        unsigned grid = gridFor(rows, 1);
+        if (aligned)
+          rmsNormGradBlockKernel<T, true><<<grid, threads, 0, stream>>>(
+              xv, wv, gv, dxv, rstds, rows, cols, e);
+        else
+          rmsNormGradBlockKernel<T, false><<<grid, threads, 0, stream>>>(
+              xv, wv, gv, dxv, rstds, rows, cols, e);
+      }
+      checkLaunch(kernel);
+    }
+    // With no rows, dw is zero.
+    int64_t tiles = (cols + kColTile - 1) / kColTile;
+    rmsNormWeightGradKernel<T>
+        <<<gridFor(tiles, 1), dim3(kColTile, kRowLanes), 0, stream>>>(
+            xv, gv, rstds, static_cast<T *>(dw), rows, cols);
     checkLaunch(kernel);
   });
 }

@@ -733,6 +733,78 @@ TEST_P(CudaKernelsTest, LayerNormAndGrad) {
 }
 
 //===----------------------------------------------------------------------===//
+// RMS norm
+//===----------------------------------------------------------------------===//
+
+/// The largest rsqrt(mean(x^2) + eps) over the rows of x, in double.
+double maxRmsRstd(const Buffer &x, int64_t rows, int64_t cols, double eps) {
+  double m = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double sq = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      sq += x.get(r * cols + c) * x.get(r * cols + c);
+    m = std::max(m, 1.0 / std::sqrt(sq / double(cols) + eps));
+  }
+  return m;
+}
+
+// y: both backends round the same fp32 formula, from sums of squares added
+// in another order; a 16-bit normalized value can round to the neighbouring
+// value (2u relative before the weight, then each side rounds its product:
+// 6u relative in all with expectNear's 2u). dx as the layer norm's (a row of
+// one column cancels to about rstd |w dy| ulps), dw the CPU test's
+// rows * 1e-6 + 4u, twice.
+TEST_P(CudaKernelsTest, RmsNormAndGrad) {
+  ZRT_REQUIRE_GPU();
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {1, 1},    {3, 7},    {70, 64},  {5, 768}, {9, 1000}, {4, 1024},
+      {3, 1025}, {6, 1100}, {2, 4096}, {0, 8},   {4, 0}};
+  double eps = 1e-6;
+  bool f32 = dtype() == ZRT_F32;
+  double u = zrt_test::unitRoundoff(dtype());
+  for (auto [rows, cols] : shapes) {
+    Buffer x = randomBuffer(dtype(), rng, rows * cols, -3, 3);
+    Buffer w = randomBuffer(dtype(), rng, cols, 0.5, 1.5);
+    Buffer dy = randomBuffer(dtype(), rng, rows * cols);
+    Buffer y(dtype(), rows * cols), dx(dtype(), rows * cols), dw(dtype(), cols);
+    zrt_rms_norm(dtype(), x.data(), w.data(), y.data(), rows, cols, eps);
+    zrt_rms_norm_grad(dtype(), x.data(), w.data(), dy.data(), dx.data(),
+                      dw.data(), rows, cols, eps);
+    std::string what = label("rms_norm", dtype(), rows, cols);
+    std::vector<Buffer> got;
+    for (int64_t offset : {0, 1}) {
+      DeviceTensor dxv(x, offset), dwv(w, offset), dyv(dy, offset),
+          out(dtype(), rows * cols, offset), gx(dtype(), rows * cols, offset),
+          gw(dtype(), cols, offset);
+      // Garbage first: with no rows, dw must become zero.
+      gw.upload(randomBuffer(dtype(), rng, cols));
+      rmsNorm(dtype(), dxv.get(), dwv.get(), out.get(), rows, cols, eps);
+      rmsNormGrad(dtype(), dxv.get(), dwv.get(), dyv.get(), gx.get(), gw.get(),
+                  rows, cols, eps);
+      Buffer now[3] = {out.download(), gx.download(), gw.download()};
+      if (cols == 0)
+        continue;
+      if (offset == 0) {
+        expectNear(now[0], y, f32 ? 4e-6 : 4 * u, 0, what);
+        double termScale =
+            maxRmsRstd(x, rows, cols, eps) * maxAbs(w) * maxAbs(dy);
+        expectNear(now[1], dx, 0, 2e-4 * maxAbs(dx) + 1e-6 * termScale,
+                   what + " dx");
+        expectNear(now[2], dw, 0, 2e-6 * double(rows) + (f32 ? 0 : 8 * u),
+                   what + " dw");
+        got.assign(now, now + 3);
+      } else {
+        const char *names[] = {" y", " dx", " dw"};
+        for (int i = 0; i < 3; ++i)
+          expectBitwise(now[i], got[i], what + names[i] + " misaligned");
+      }
+    }
+  }
+  ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+  checkDeviceErrors();
+}
+
+//===----------------------------------------------------------------------===//
 // Embedding
 //===----------------------------------------------------------------------===//
 
@@ -866,6 +938,11 @@ TEST(CudaScratchTest, ExactlyThePlannedScratch) {
             }),
             zrt_layer_norm_grad_scratch_bytes(rows, cols));
   EXPECT_EQ(scratchOf([&] {
+              rmsNormGrad(dt, x.get(), w.get(), g.get(), out.get(), dw.get(),
+                          rows, cols, 1e-5);
+            }),
+            zrt_rms_norm_grad_scratch_bytes(rows, cols));
+  EXPECT_EQ(scratchOf([&] {
               embeddingGrad(dt, g.get(), ZRT_I64, dIds->get(), table.get(),
                             numIds, vocab, 8);
             }),
@@ -879,6 +956,7 @@ TEST(CudaScratchTest, ExactlyThePlannedScratch) {
   EXPECT_EQ(
       scratchOf([&] {
         layerNorm(dt, x.get(), w.get(), b.get(), out.get(), rows, cols, 1e-5);
+        rmsNorm(dt, x.get(), w.get(), out.get(), rows, cols, 1e-5);
         softmax(dt, x.get(), out.get(), rows, cols);
         softmaxGrad(dt, x.get(), g.get(), out.get(), rows, cols);
         softmaxCrossEntropy(dt, x.get(), ZRT_I64, dIds->get(),

@@ -9,7 +9,9 @@
 // take each kernel path (64, 128, padded 40 and 72, unaligned 37, chunked
 // 200 and 260), GPT-2's sequence length, a dS beyond f16's range, pointers
 // off alignment (which must not change a bit), determinism, and the scratch
-// the compiler plans for both.
+// the compiler plans for both. Grouped-query and multi-query attention on
+// every path: against the CPU, and against multi-head attention on the
+// key/value heads repeated over their groups (the same bits for o and dQ).
 //
 // Tolerances. Both backends compute in fp32 from the same stored inputs;
 // only the summation order (and the exponential) differ.
@@ -28,10 +30,12 @@
 //    o = v): they may be pure rounding noise of size about
 //    2^-24 scale head_dim max|dO| (max|v| + max|o|) max(|q|, |k|), allowed
 //    8 times over. 16-bit adds the final rounding, 3u |want| as for
-//    matmul. The CUDA backend's 16-bit tensor-core kernels multiply P and
-//    dS as the sum of two 16-bit values, 16 (bf16) or 22 (f16) significant
-//    bits: a relative error of at most 2^-17 per term, well inside the
-//    1e-5 sqrt(K) floor.
+//    matmul. With grouped-query attention dK and dV sum over the group's
+//    query heads too: K = max(group * seq, head_dim), and the cancellation
+//    term is allowed group times. The CUDA backend's 16-bit tensor-core kernels
+//    multiply P and dS as the sum of two 16-bit values, 16 (bf16) or 22 (f16)
+//    significant bits: a relative error of at most 2^-17 per term, well inside
+//    the 1e-5 sqrt(K) floor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -267,6 +271,13 @@ TEST(CudaMatmul, ScratchIsThePlannedWorkspace) {
 struct AttnCase {
   int64_t batch, heads, seq, dim;
   double scale;
+  /// Key/value heads; 0: heads (multi-head attention).
+  int64_t kvHeads = 0;
+
+  int64_t kv() const { return kvHeads ? kvHeads : heads; }
+  int64_t group() const { return heads / kv(); }
+  int64_t numel() const { return batch * heads * seq * dim; }
+  int64_t kvNumel() const { return batch * kv() * seq * dim; }
 };
 
 struct AttnData {
@@ -274,27 +285,30 @@ struct AttnData {
 };
 
 AttnData randomAttn(int32_t dtype, const AttnCase &c, std::mt19937 &rng) {
-  int64_t n = c.batch * c.heads * c.seq * c.dim;
+  int64_t n = c.numel(), nkv = c.kvNumel();
   // Scores of a few units: peaked but not one-hot softmax rows.
   return {randomBuffer(dtype, rng, n, -2, 2),
-          randomBuffer(dtype, rng, n, -2, 2), randomBuffer(dtype, rng, n),
+          randomBuffer(dtype, rng, nkv, -2, 2), randomBuffer(dtype, rng, nkv),
           randomBuffer(dtype, rng, n)};
 }
 
 std::string describe(int32_t dtype, const AttnCase &c, int32_t causal) {
   return std::string("attention ") + dtypeName(dtype) + " batch " +
          std::to_string(c.batch) + " heads " + std::to_string(c.heads) +
-         " seq " + std::to_string(c.seq) + " head_dim " +
-         std::to_string(c.dim) + " causal " + std::to_string(causal);
+         " kv_heads " + std::to_string(c.kv()) + " seq " +
+         std::to_string(c.seq) + " head_dim " + std::to_string(c.dim) +
+         " causal " + std::to_string(causal);
 }
 
-/// The tolerance of the header comment; `noise` is the cancellation term
-/// of dQ and dK.
+/// The tolerance of the header comment for sums of `terms` terms; `noise`
+/// is the cancellation term of dQ and dK.
 void expectAttnClose(const Buffer &got, const Buffer &want, const AttnCase &c,
-                     const std::string &what, double noise = 0) {
-  double floor =
-      1e-5 * std::sqrt(double(std::max(c.seq, c.dim))) * maxAbs(want.values()) +
-      noise;
+                     const std::string &what, double noise = 0,
+                     int64_t terms = 0) {
+  double floor = 1e-5 *
+                     std::sqrt(double(std::max(terms ? terms : c.seq, c.dim))) *
+                     maxAbs(want.values()) +
+                 noise;
   double u = want.dtype == ZRT_F32 ? 0.0 : unitRoundoff(want.dtype);
   expectWithin(
       got, want,
@@ -309,33 +323,35 @@ void expectAttnClose(const Buffer &got, const Buffer &want, const AttnCase &c,
 /// gets the CPU's o on both sides so that its comparison stands alone.
 void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
                     const AttnData &in, int64_t offset = 0) {
-  int64_t n = c.batch * c.heads * c.seq * c.dim;
+  int64_t n = c.numel(), nkv = c.kvNumel();
   std::string what = describe(dtype, c, causal);
-  Buffer o(dtype, n), dq(dtype, n), dk(dtype, n), dv(dtype, n);
+  Buffer o(dtype, n), dq(dtype, n), dk(dtype, nkv), dv(dtype, nkv);
   zrt_attention(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(), c.batch,
-                c.heads, c.seq, c.dim, causal, c.scale);
+                c.heads, c.kv(), c.seq, c.dim, causal, c.scale);
   zrt_attention_grad(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
                      in.dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
-                     c.heads, c.seq, c.dim, causal, c.scale);
+                     c.heads, c.kv(), c.seq, c.dim, causal, c.scale);
 
   DeviceArray gq(in.q, offset), gk(in.k, offset), gv(in.v, offset),
       gdO(in.dO, offset), go(o, offset);
-  Buffer junk = filled(dtype, n, 7.0);
-  DeviceArray gout(junk, offset), gdq(junk, offset), gdk(junk, offset),
-      gdv(junk, offset);
+  Buffer junk = filled(dtype, n, 7.0), kvJunk = filled(dtype, nkv, 7.0);
+  DeviceArray gout(junk, offset), gdq(junk, offset), gdk(kvJunk, offset),
+      gdv(kvJunk, offset);
   attention(dtype, gq.get(), gk.get(), gv.get(), gout.get(), c.batch, c.heads,
-            c.seq, c.dim, causal, c.scale);
+            c.kv(), c.seq, c.dim, causal, c.scale);
   attentionGrad(dtype, gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
-                gdq.get(), gdk.get(), gdv.get(), c.batch, c.heads, c.seq, c.dim,
-                causal, c.scale);
+                gdq.get(), gdk.get(), gdv.get(), c.batch, c.heads, c.kv(),
+                c.seq, c.dim, causal, c.scale);
   expectAttnClose(gout.download(), o, c, what + " o");
   double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.dim));
   double noise = 8.0 * kF32 * scale * double(c.dim) * maxAbs(in.dO.values()) *
                  (maxAbs(in.v.values()) + maxAbs(o.values())) *
                  std::max(maxAbs(in.q.values()), maxAbs(in.k.values()));
+  int64_t groupTerms = c.group() * c.seq;
   expectAttnClose(gdq.download(), dq, c, what + " dq", noise);
-  expectAttnClose(gdk.download(), dk, c, what + " dk", noise);
-  expectAttnClose(gdv.download(), dv, c, what + " dv");
+  expectAttnClose(gdk.download(), dk, c, what + " dk", c.group() * noise,
+                  groupTerms);
+  expectAttnClose(gdv.download(), dv, c, what + " dv", 0, groupTerms);
 }
 
 void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
@@ -373,6 +389,95 @@ TEST(CudaAttention, LongSequences) {
         checkAttention(dtype, c, causal, rng);
 }
 
+TEST(CudaAttention, GroupedQueryMatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  // Grouped-query (2, 3 and 4 query heads per key/value head) and
+  // multi-query attention on each path: tensor cores at head_dim 64 and
+  // 128 for 16-bit inputs (CUDA cores for f32), a zero-padded chunk (40),
+  // scalar loads (37), chunked heads (200), a single row, and sequences of
+  // several key and query tiles, with batches whose key/value heads must
+  // not be mixed up.
+  const AttnCase cases[] = {
+      {2, 4, 100, 64, 0, 2},   {1, 8, 130, 128, 0, 2}, {2, 6, 77, 40, 0.3, 3},
+      {1, 4, 70, 200, 0.1, 1}, {2, 3, 33, 37, 0, 1},   {1, 4, 1, 64, 0, 2},
+      {1, 4, 300, 128, 0, 1},  {2, 8, 256, 64, 0, 2},  {1, 4, 192, 16, 1.0, 1},
+  };
+  for (int32_t dtype : kDtypes)
+    for (const AttnCase &c : cases)
+      for (int32_t causal = 0; causal < 2; ++causal)
+        checkAttention(dtype, c, causal, rng);
+}
+
+TEST(CudaAttention, GroupedQueryIsRepeatedHeads) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(12);
+  // Against multi-head attention on the device with each key/value head
+  // repeated over its group (Hugging Face's repeat_kv): o and dQ read the
+  // same values in the same order, so they have the same bits; dK and dV
+  // are the repeated heads' gradients summed over the group (rounded once
+  // instead of per head). Both tensor-core chunks and the CUDA-core path.
+  const AttnCase cases[] = {{2, 4, 100, 64, 0, 2},
+                            {1, 6, 90, 128, 0, 2},
+                            {1, 4, 70, 72, 0, 1},
+                            {1, 2, 40, 200, 0, 1}};
+  for (int32_t dtype : kDtypes)
+    for (const AttnCase &c : cases)
+      for (int32_t causal = 0; causal < 2; ++causal) {
+        std::string what = describe(dtype, c, causal);
+        int64_t n = c.numel(), nkv = c.kvNumel(), head = c.seq * c.dim;
+        AttnData in = randomAttn(dtype, c, rng);
+        Buffer kr(dtype, n), vr(dtype, n);
+        for (int64_t h = 0; h < c.batch * c.heads; ++h)
+          for (int64_t e = 0; e < head; ++e) {
+            kr.set(h * head + e, in.k.get(h / c.group() * head + e));
+            vr.set(h * head + e, in.v.get(h / c.group() * head + e));
+          }
+        DeviceArray q(in.q), k(in.k), v(in.v), dO(in.dO), krd(kr), vrd(vr);
+        DeviceArray o(Buffer(dtype, n)), orep(Buffer(dtype, n)),
+            dq(Buffer(dtype, n)), dqrep(Buffer(dtype, n)),
+            dk(Buffer(dtype, nkv)), dv(Buffer(dtype, nkv)),
+            dkrep(Buffer(dtype, n)), dvrep(Buffer(dtype, n));
+        attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
+                  c.kv(), c.seq, c.dim, causal, c.scale);
+        attention(dtype, q.get(), krd.get(), vrd.get(), orep.get(), c.batch,
+                  c.heads, c.heads, c.seq, c.dim, causal, c.scale);
+        attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
+                      dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
+                      c.seq, c.dim, causal, c.scale);
+        attentionGrad(dtype, q.get(), krd.get(), vrd.get(), o.get(), dO.get(),
+                      dqrep.get(), dkrep.get(), dvrep.get(), c.batch, c.heads,
+                      c.heads, c.seq, c.dim, causal, c.scale);
+        EXPECT_EQ(o.download().values(), orep.download().values())
+            << what << " o";
+        EXPECT_EQ(dq.download().values(), dqrep.download().values())
+            << what << " dq";
+        std::vector<double> dkr = dkrep.download().values(),
+                            dvr = dvrep.download().values();
+        std::vector<double> sumK(size_t(nkv), 0.0), sumV(size_t(nkv), 0.0);
+        for (int64_t h = 0; h < c.batch * c.heads; ++h)
+          for (int64_t e = 0; e < head; ++e) {
+            sumK[size_t(h / c.group() * head + e)] += dkr[size_t(h * head + e)];
+            sumV[size_t(h / c.group() * head + e)] += dvr[size_t(h * head + e)];
+          }
+        // Each repeated head's gradient is rounded to the dtype (u of it),
+        // the grouped one once (u of the sum), and the fp32 sums run in
+        // other orders: 1e-5 of the terms as the CPU comparison allows.
+        double u = dtype == ZRT_F32 ? kF32 : unitRoundoff(dtype);
+        double tolK = double(c.group()) * (u + 1e-5) * maxAbs(dkr),
+               tolV = double(c.group()) * (u + 1e-5) * maxAbs(dvr);
+        Buffer wantK(ZRT_F32, sumK), wantV(ZRT_F32, sumV);
+        expectWithin(
+            dk.download(), wantK,
+            [&](size_t, double w) { return tolK + u * std::fabs(w); },
+            what + " dk");
+        expectWithin(
+            dv.download(), wantV,
+            [&](size_t, double w) { return tolV + u * std::fabs(w); },
+            what + " dv");
+      }
+}
+
 TEST(CudaAttention, LargeGradients) {
   ZRT_REQUIRE_GPU();
   // dS = P (dP - delta) reaches 2^17 here, beyond f16's range, while every
@@ -396,10 +501,13 @@ TEST(CudaAttention, LargeGradients) {
 TEST(CudaAttention, UnalignedPointers) {
   ZRT_REQUIRE_GPU();
   std::mt19937 rng(6);
-  // head_dim 64 with every tensor one element off: the scalar load path.
+  // head_dim 64 with every tensor one element off: the scalar load path,
+  // also with grouped-query attention.
+  const AttnCase cases[] = {{1, 2, 90, 64, 0}, {1, 4, 90, 64, 0, 2}};
   for (int32_t dtype : kDtypes)
-    for (int32_t causal = 0; causal < 2; ++causal)
-      checkAttention(dtype, {1, 2, 90, 64, 0}, causal, rng, 1);
+    for (const AttnCase &c : cases)
+      for (int32_t causal = 0; causal < 2; ++causal)
+        checkAttention(dtype, c, causal, rng, 1);
 }
 
 TEST(CudaAttention, AlignmentKeepsBits) {
@@ -407,23 +515,24 @@ TEST(CudaAttention, AlignmentKeepsBits) {
   std::mt19937 rng(10);
   // Vector loads (aligned) and element loads (one element off) fill the
   // same tiles: every output has the same bits either way.
-  const AttnCase cases[] = {{1, 2, 100, 64, 0}, {1, 1, 70, 128, 0}};
+  const AttnCase cases[] = {
+      {1, 2, 100, 64, 0}, {1, 1, 70, 128, 0}, {1, 4, 70, 128, 0, 2}};
   for (int32_t dtype : kDtypes)
     for (const AttnCase &c : cases)
       for (int32_t causal = 0; causal < 2; ++causal) {
-        int64_t n = c.batch * c.heads * c.seq * c.dim;
+        int64_t n = c.numel(), nkv = c.kvNumel();
         AttnData in = randomAttn(dtype, c, rng);
         std::vector<double> out[2][4];
         for (int64_t offset = 0; offset < 2; ++offset) {
           DeviceArray q(in.q, offset), k(in.k, offset), v(in.v, offset),
               dO(in.dO, offset), o(Buffer(dtype, n), offset),
-              dq(Buffer(dtype, n), offset), dk(Buffer(dtype, n), offset),
-              dv(Buffer(dtype, n), offset);
+              dq(Buffer(dtype, n), offset), dk(Buffer(dtype, nkv), offset),
+              dv(Buffer(dtype, nkv), offset);
           attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
-                    c.seq, c.dim, causal, c.scale);
+                    c.kv(), c.seq, c.dim, causal, c.scale);
           attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
-                        dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.seq,
-                        c.dim, causal, c.scale);
+                        dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
+                        c.seq, c.dim, causal, c.scale);
           out[offset][0] = o.download().values();
           out[offset][1] = dq.download().values();
           out[offset][2] = dk.download().values();
@@ -438,58 +547,65 @@ TEST(CudaAttention, AlignmentKeepsBits) {
 TEST(CudaAttention, Deterministic) {
   ZRT_REQUIRE_GPU();
   std::mt19937 rng(7);
-  AttnCase c{2, 2, 150, 64, 0};
-  int64_t n = c.batch * c.heads * c.seq * c.dim;
-  for (int32_t dtype : kDtypes) {
-    AttnData in = randomAttn(dtype, c, rng);
-    DeviceArray q(in.q), k(in.k), v(in.v), dO(in.dO);
-    DeviceArray o(Buffer(dtype, n));
-    attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
-              c.seq, c.dim, 1, c.scale);
-    std::vector<double> first[3];
-    for (int run = 0; run < 2; ++run) {
-      DeviceArray dq(Buffer(dtype, n)), dk(Buffer(dtype, n)),
-          dv(Buffer(dtype, n));
-      attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
-                    dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.seq,
-                    c.dim, 1, c.scale);
-      std::vector<double> now[3] = {dq.download().values(),
-                                    dk.download().values(),
-                                    dv.download().values()};
-      for (int t = 0; t < 3; ++t) {
-        if (run == 0)
-          first[t] = now[t];
-        else
-          EXPECT_EQ(now[t], first[t]) << dtypeName(dtype) << " output " << t;
+  // Multi-head, grouped-query (each dK/dV a sum over 4 query heads) and
+  // multi-query attention at 64 and 128 columns.
+  const AttnCase cases[] = {
+      {2, 2, 150, 64, 0}, {2, 8, 150, 64, 0, 2}, {1, 4, 150, 128, 0, 1}};
+  for (const AttnCase &c : cases)
+    for (int32_t dtype : kDtypes) {
+      int64_t n = c.numel(), nkv = c.kvNumel();
+      AttnData in = randomAttn(dtype, c, rng);
+      DeviceArray q(in.q), k(in.k), v(in.v), dO(in.dO);
+      DeviceArray o(Buffer(dtype, n));
+      attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
+                c.kv(), c.seq, c.dim, 1, c.scale);
+      std::vector<double> first[3];
+      for (int run = 0; run < 2; ++run) {
+        DeviceArray dq(Buffer(dtype, n)), dk(Buffer(dtype, nkv)),
+            dv(Buffer(dtype, nkv));
+        attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
+                      dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
+                      c.seq, c.dim, 1, c.scale);
+        std::vector<double> now[3] = {dq.download().values(),
+                                      dk.download().values(),
+                                      dv.download().values()};
+        for (int t = 0; t < 3; ++t) {
+          if (run == 0)
+            first[t] = now[t];
+          else
+            EXPECT_EQ(now[t], first[t])
+                << describe(dtype, c, 1) << " output " << t;
+        }
       }
     }
-  }
 }
 
 TEST(CudaAttention, ScratchIsThePlannedRowTerms) {
   ZRT_REQUIRE_GPU();
   std::mt19937 rng(8);
-  AttnCase c{2, 3, 45, 32, 0};
-  int64_t n = c.batch * c.heads * c.seq * c.dim;
-  for (int32_t dtype : kDtypes) {
-    AttnData in = randomAttn(dtype, c, rng);
-    DeviceArray q(in.q), k(in.k), v(in.v), dO(in.dO), o(Buffer(dtype, n)),
-        dq(Buffer(dtype, n)), dk(Buffer(dtype, n)), dv(Buffer(dtype, n));
-    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
-    ASSERT_EQ(zrt_scratch_bytes_in_use(), 0);
-    zrt_memory_reset_peak();
-    attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
-              c.seq, c.dim, 0, c.scale);
-    EXPECT_EQ(zrt_scratch_peak_bytes(), 0) << dtypeName(dtype);
-    attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(), dq.get(),
-                  dk.get(), dv.get(), c.batch, c.heads, c.seq, c.dim, 0,
-                  c.scale);
-    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
-    EXPECT_EQ(zrt_scratch_peak_bytes(),
-              zrt_scratch_attention_grad(c.batch, c.heads, c.seq, c.dim))
-        << dtypeName(dtype);
-    EXPECT_EQ(zrt_scratch_bytes_in_use(), 0);
-  }
+  // Per query row, with or without shared key/value heads.
+  const AttnCase cases[] = {{2, 3, 45, 32, 0}, {2, 6, 45, 64, 0, 2}};
+  for (const AttnCase &c : cases)
+    for (int32_t dtype : kDtypes) {
+      int64_t n = c.numel(), nkv = c.kvNumel();
+      AttnData in = randomAttn(dtype, c, rng);
+      DeviceArray q(in.q), k(in.k), v(in.v), dO(in.dO), o(Buffer(dtype, n)),
+          dq(Buffer(dtype, n)), dk(Buffer(dtype, nkv)), dv(Buffer(dtype, nkv));
+      ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+      ASSERT_EQ(zrt_scratch_bytes_in_use(), 0);
+      zrt_memory_reset_peak();
+      attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
+                c.kv(), c.seq, c.dim, 0, c.scale);
+      EXPECT_EQ(zrt_scratch_peak_bytes(), 0) << describe(dtype, c, 0);
+      attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
+                    dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
+                    c.seq, c.dim, 0, c.scale);
+      ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+      EXPECT_EQ(zrt_scratch_peak_bytes(),
+                zrt_scratch_attention_grad(c.batch, c.heads, c.seq, c.dim))
+          << describe(dtype, c, 0);
+      EXPECT_EQ(zrt_scratch_bytes_in_use(), 0);
+    }
 }
 
 TEST(CudaMatmulAttentionDeathTest, InvalidArguments) {
@@ -499,13 +615,20 @@ TEST(CudaMatmulAttentionDeathTest, InvalidArguments) {
                "negative dimension");
   EXPECT_DEATH(matmul(7, nullptr, nullptr, nullptr, 1, 1, 1, 1, 0, 0, 0),
                "unknown dtype");
-  EXPECT_DEATH(
-      attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 1, -2, 8, 0, 0),
-      "negative dimension");
+  EXPECT_DEATH(attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 1, 1,
+                         -2, 8, 0, 0),
+               "negative dimension");
   EXPECT_DEATH(attentionGrad(ZRT_BF16, nullptr, nullptr, nullptr, nullptr,
-                             nullptr, nullptr, nullptr, nullptr, 1, 1, 4, 5462,
-                             1, 0),
+                             nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 4,
+                             5462, 1, 0),
                "head_dim 5462 exceeds");
+  EXPECT_DEATH(attention(ZRT_BF16, nullptr, nullptr, nullptr, nullptr, 1, 4, 3,
+                         8, 64, 1, 0),
+               "zrt_attention: kv_heads 3 does not divide heads 4");
+  EXPECT_DEATH(attentionGrad(ZRT_F32, nullptr, nullptr, nullptr, nullptr,
+                             nullptr, nullptr, nullptr, nullptr, 1, 4, 0, 8, 64,
+                             1, 0),
+               "zrt_attention_grad: kv_heads 0 does not divide heads 4");
 }
 
 } // namespace

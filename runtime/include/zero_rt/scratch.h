@@ -45,6 +45,11 @@ static inline int64_t zrt_scratch_layer_norm_grad(int64_t rows, int64_t cols) {
   return cols > 0 ? rows * 8 : 0;
 }
 
+/* zrt_rms_norm_grad: the per-row rsqrt(mean(x^2) + eps) (one float). */
+static inline int64_t zrt_scratch_rms_norm_grad(int64_t rows, int64_t cols) {
+  return cols > 0 ? rows * 4 : 0;
+}
+
 /* zrt_attention_grad: log-sum-exp and delta, one float each per query row. */
 static inline int64_t zrt_scratch_attention_grad(int64_t batch, int64_t heads,
                                                  int64_t seq,

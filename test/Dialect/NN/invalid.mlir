@@ -202,6 +202,89 @@ func.func @layer_norm_scalar(%x: tensor<f32>, %w: tensor<8xf32>) {
 
 // -----
 
+// Checks that rms_norm rejects a negative eps.
+func.func @rms_norm_negative_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{eps must be positive, got -1.000000e-06}}
+  %0 = nn.rms_norm %x, %w eps -1.0e-6 : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects a zero eps.
+func.func @rms_norm_zero_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{eps must be positive, got 0.000000e+00}}
+  %0 = nn.rms_norm %x, %w eps 0.0 : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects an infinite eps.
+func.func @rms_norm_inf_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{eps must be positive, got INF}}
+  %0 = nn.rms_norm %x, %w eps 0x7FF0000000000000 : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects a weight that does not match the last dimension.
+func.func @rms_norm_weight_size(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{weight must have shape [8], got [4]}}
+  %0 = nn.rms_norm %x, %w eps 1.0e-5 : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects a weight that is not 1-D.
+func.func @rms_norm_weight_rank(%x: tensor<2x8xf32>, %w: tensor<1x8xf32>) {
+  // expected-error @+1 {{weight must have shape [8], got [1, 8]}}
+  %0 = nn.rms_norm %x, %w eps 1.0e-5 : tensor<2x8xf32>, tensor<1x8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects a weight of another element type (Hugging
+// Face's fp32 weight under a bf16 input needs an explicit nn.cast).
+func.func @rms_norm_weight_type(%x: tensor<2x8xbf16>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{weight element type 'f32' differs from input element type 'bf16'}}
+  %0 = nn.rms_norm %x, %w eps 1.0e-5 : tensor<2x8xbf16>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm rejects a 0-d input.
+func.func @rms_norm_scalar(%x: tensor<f32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %0 = nn.rms_norm %x, %w eps 1.0e-5 : tensor<f32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm's result has the input's type.
+func.func @rms_norm_result_type(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+2 {{'nn.rms_norm' op inferred type(s) 'tensor<2x8xf32>' are incompatible with return type(s) of operation 'tensor<2x8xbf16>'}}
+  // expected-error @+1 {{'nn.rms_norm' op failed to infer returned types}}
+  %0 = "nn.rms_norm"(%x, %w) {eps = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xbf16>
+  return
+}
+
+// -----
+
+// Checks that rms_norm accepts only f32, f16 and bf16 tensors.
+func.func @rms_norm_integer(%x: tensor<2x8xi32>, %w: tensor<8xi32>) {
+  // expected-error @+1 {{'nn.rms_norm' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<2x8xi32>'}}
+  %0 = nn.rms_norm %x, %w eps 1.0e-5 : tensor<2x8xi32>, tensor<8xi32>
+  return
+}
+
+// -----
+
 // Checks that attention rejects operands that are not rank 4.
 func.func @attention_rank(%q: tensor<2x4x8xf32>) {
   // expected-error @+1 {{'nn.attention' op query must have rank 4 [batch, heads, seq, head_dim], got rank 3}}
@@ -211,10 +294,92 @@ func.func @attention_rank(%q: tensor<2x4x8xf32>) {
 
 // -----
 
-// Checks that attention rejects query, key and value of different types.
+// Checks that attention rejects a key and a value of different types.
 func.func @attention_types(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x4xf32>) {
-  // expected-error @+1 {{'nn.attention' op failed to verify that all of {query, key, value, result} have same type}}
+  // expected-error @+1 {{'nn.attention' op failed to verify that all of {key, value} have same type}}
   %0 = "nn.attention"(%q, %k, %q) : (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a value with other heads than the key.
+func.func @attention_kv_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op failed to verify that all of {key, value} have same type}}
+  %0 = "nn.attention"(%q, %k, %v) : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a result of other than the query's type.
+func.func @attention_result(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op failed to verify that all of {query, result} have same type}}
+  %0 = "nn.attention"(%q, %k, %k) : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects key/value heads that do not divide the
+// query heads.
+func.func @attention_group(%q: tensor<1x4x4x8xf32>, %k: tensor<1x3x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value heads 3 must divide the query heads 4}}
+  %0 = nn.attention %q, %k, %k causal : tensor<1x4x4x8xf32>, tensor<1x3x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects more key/value heads than query heads.
+func.func @attention_more_kv_heads(%q: tensor<1x2x4x8xf32>, %k: tensor<1x4x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value heads 4 must divide the query heads 2}}
+  %0 = nn.attention %q, %k, %k : tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a key of another batch.
+func.func @attention_batch(%q: tensor<2x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value batch 1 differs from the query's 2 (key [1, 2, 4, 8], query [2, 4, 4, 8])}}
+  %0 = nn.attention %q, %k, %k : tensor<2x4x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a key of another sequence length.
+func.func @attention_seq(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x6x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value seq 6 differs from the query's 4 (key [1, 2, 6, 8], query [1, 4, 4, 8])}}
+  %0 = nn.attention %q, %k, %k causal : tensor<1x4x4x8xf32>, tensor<1x2x6x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a key of another head_dim.
+func.func @attention_head_dim(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value head_dim 16 differs from the query's 8 (key [1, 2, 4, 16], query [1, 4, 4, 8])}}
+  %0 = nn.attention %q, %k, %k : tensor<1x4x4x8xf32>, tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a key of another element type.
+func.func @attention_element_type(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xbf16>) {
+  // expected-error @+1 {{'nn.attention' op key and value element type 'bf16' differs from the query's 'f32'}}
+  %0 = nn.attention %q, %k, %k : tensor<1x4x4x8xf32>, tensor<1x2x4x8xbf16>
+  return
+}
+
+// -----
+
+// Checks that attention rejects a key that is not rank 4.
+func.func @attention_key_rank(%q: tensor<1x4x4x8xf32>, %k: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op key and value must have rank 4 [batch, kv_heads, seq, head_dim], got rank 3}}
+  %0 = nn.attention %q, %k, %k : tensor<1x4x4x8xf32>, tensor<2x4x8xf32>
   return
 }
 
@@ -778,6 +943,51 @@ func.func @layer_norm_grad_weight_types(%x: tensor<2x8xf32>, %w: tensor<8xf32>) 
 
 // -----
 
+// Checks that rms_norm_grad rejects a zero eps.
+func.func @rms_norm_grad_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op eps must be positive, got 0.000000e+00}}
+  %0:2 = nn.rms_norm_grad %x, %w, %x eps 0.0 : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm_grad rejects a weight that does not match the last dimension.
+func.func @rms_norm_grad_weight(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op weight must have shape [8], got [4]}}
+  %0:2 = nn.rms_norm_grad %x, %w, %x eps 1.0e-5 : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Checks that rms_norm_grad rejects a weight of another element type.
+func.func @rms_norm_grad_weight_type(%x: tensor<2x8xf16>, %w: tensor<8xbf16>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op weight element type 'bf16' differs from input element type 'f16'}}
+  %0:2 = nn.rms_norm_grad %x, %w, %x eps 1.0e-5 : tensor<2x8xf16>, tensor<8xbf16>
+  return
+}
+
+// -----
+
+// Checks that rms_norm_grad rejects a result gradient of another type than the input.
+func.func @rms_norm_grad_input_types(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op failed to verify that all of {input, result_grad, input_grad} have same type}}
+  %0:2 = "nn.rms_norm_grad"(%x, %w, %dy) {eps = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x4xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Checks that rms_norm_grad returns a weight gradient of the weight's type.
+func.func @rms_norm_grad_weight_grad_type(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op failed to verify that all of {weight, weight_grad} have same type}}
+  %0:2 = "nn.rms_norm_grad"(%x, %w, %x) {eps = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
 // Checks that attention_grad rejects operands that are not rank 4.
 func.func @attention_grad_rank(%q: tensor<2x4x8xf32>) {
   // expected-error @+1 {{'nn.attention_grad' op query must have rank 4 [batch, heads, seq, head_dim], got rank 3}}
@@ -796,10 +1006,49 @@ func.func @attention_grad_scale(%q: tensor<1x2x4x8xf32>) {
 
 // -----
 
-// Checks that attention_grad rejects operands of different types.
+// Checks that attention_grad rejects an output of other than the query's
+// type.
 func.func @attention_grad_types(%q: tensor<1x2x4x8xf32>, %o: tensor<1x2x4x8xbf16>) {
-  // expected-error @+1 {{'nn.attention_grad' op failed to verify that all of {query, key, value, output, output_grad, query_grad, key_grad, value_grad} have same type}}
+  // expected-error @+1 {{'nn.attention_grad' op failed to verify that all of {query, output, output_grad, query_grad} have same type}}
   %0:3 = "nn.attention_grad"(%q, %q, %q, %o, %q) {scale = 0.5 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  return
+}
+
+// -----
+
+// Checks that attention_grad rejects key and value gradients of other than
+// the key's shape (grouped-query: the group's sum has the key's shape).
+func.func @attention_grad_kv_grads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op failed to verify that all of {key, value, key_grad, value_grad} have same type}}
+  %0:3 = "nn.attention_grad"(%q, %k, %k, %q, %q) {scale = 0.5 : f64} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>)
+  return
+}
+
+// -----
+
+// Checks that attention_grad rejects key/value heads that do not divide the
+// query heads.
+func.func @attention_grad_group(%q: tensor<1x6x4x8xf32>, %k: tensor<1x4x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op key and value heads 4 must divide the query heads 6}}
+  %0:3 = nn.attention_grad %q, %k, %k, %q, %q causal scale 0.5 : tensor<1x6x4x8xf32>, tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention_grad rejects a key of another head_dim.
+func.func @attention_grad_head_dim(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op key and value head_dim 4 differs from the query's 8 (key [1, 2, 4, 4], query [1, 4, 4, 8])}}
+  %0:3 = nn.attention_grad %q, %k, %k, %q, %q scale 0.5 : tensor<1x4x4x8xf32>, tensor<1x2x4x4xf32>
+  return
+}
+
+// -----
+
+// Checks that attention_grad rejects a key of another element type.
+func.func @attention_grad_element_type(%q: tensor<1x4x4x8xbf16>, %k: tensor<1x2x4x8xf16>) {
+  // expected-error @+1 {{'nn.attention_grad' op key and value element type 'f16' differs from the query's 'bf16'}}
+  %0:3 = nn.attention_grad %q, %k, %k, %q, %q scale 0.5 : tensor<1x4x4x8xbf16>, tensor<1x2x4x8xf16>
   return
 }
 

@@ -13,6 +13,8 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %e2 = nn.add %e, %pos : tensor<2x4x8xf32>, tensor<4x8xf32>
   // CHECK: nn.layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
   %h = nn.layer_norm %e2, %g, %g eps 1.0e-5 : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  // CHECK: nn.rms_norm %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x4x8xf32>, tensor<8xf32>
+  %rn = nn.rms_norm %e2, %g eps 1.0e-5 : tensor<2x4x8xf32>, tensor<8xf32>
   // CHECK: nn.matmul %{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<8x24xf32> -> tensor<2x4x24xf32>
   %qkv0 = nn.matmul %h, %w : tensor<2x4x8xf32>, tensor<8x24xf32> -> tensor<2x4x24xf32>
   %qkv = nn.add %qkv0, %b : tensor<2x4x24xf32>, tensor<24xf32>
@@ -87,6 +89,8 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %s = nn.softmax_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x4x8xf32>, tensor<8xf32>
   %dx, %dw, %dbb = nn.layer_norm_grad %x, %w, %dy eps 1.0e-5 : tensor<2x4x8xf32>, tensor<8xf32>
+  // CHECK: nn.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 1.250000e-01 : tensor<2x4x8xf32>, tensor<8xf32>
+  %rdx, %rdw = nn.rms_norm_grad %x, %w, %dy eps 0.125 : tensor<2x4x8xf32>, tensor<8xf32>
   // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 5.000000e-01 : tensor<2x2x4x4xf32>
   %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %q, %q causal scale 0.5 : tensor<2x2x4x4xf32>
   // CHECK: nn.embedding_grad %{{.*}}[%{{.*}}] : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
@@ -96,9 +100,28 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   return
 }
 
+// Grouped-query (2 query heads per key/value head) and multi-query
+// attention write the key's type after the query's; with equal types one
+// type stands for all, printed alone.
+// CHECK-LABEL: func.func @grouped_query
+func.func @grouped_query(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x2x8x16xbf16>,
+                         %k1: tensor<2x1x8x16xbf16>) {
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} causal : tensor<2x4x8x16xbf16>, tensor<2x2x8x16xbf16>{{$}}
+  %o = nn.attention %q, %k, %k causal : tensor<2x4x8x16xbf16>, tensor<2x2x8x16xbf16>
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} scale 2.500000e-01 : tensor<2x4x8x16xbf16>, tensor<2x1x8x16xbf16>{{$}}
+  %m = nn.attention %q, %k1, %k1 scale 0.25 : tensor<2x4x8x16xbf16>, tensor<2x1x8x16xbf16>
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} causal : tensor<2x4x8x16xbf16>{{$}}
+  %h = nn.attention %q, %q, %q causal : tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 2.500000e-01 : tensor<2x4x8x16xbf16>, tensor<2x2x8x16xbf16>{{$}}
+  %dq, %dk, %dv = nn.attention_grad %q, %k, %k, %o, %q causal scale 0.25 : tensor<2x4x8x16xbf16>, tensor<2x2x8x16xbf16>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale 2.500000e-01 : tensor<2x4x8x16xbf16>{{$}}
+  %dq2, %dk2, %dv2 = nn.attention_grad %q, %q, %q, %h, %q scale 0.25 : tensor<2x4x8x16xbf16>
+  return
+}
+
 // CHECK-LABEL: func.func @sixteen_bit
 func.func @sixteen_bit(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %h: tensor<4x8xf16>,
-                       %q: tensor<1x2x3x8xbf16>) -> (tensor<4x2xbf16>, tensor<4x8xf16>, tensor<4x8xf16>, tensor<1x2x3x8xbf16>) {
+                       %q: tensor<1x2x3x8xbf16>, %bw: tensor<8xbf16>) -> (tensor<4x2xbf16>, tensor<4x8xf16>, tensor<4x8xf16>, tensor<1x2x3x8xbf16>) {
   // CHECK: nn.matmul %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8x2xbf16> -> tensor<4x2xbf16>
   %0 = nn.matmul %a, %b : tensor<4x8xbf16>, tensor<8x2xbf16> -> tensor<4x2xbf16>
   // CHECK: nn.gelu %{{.*}} : tensor<4x8xf16>
@@ -107,5 +130,7 @@ func.func @sixteen_bit(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %h: tensor<4x
   %2 = nn.swiglu %h, %1 : tensor<4x8xf16>
   // CHECK: nn.rope %{{.*}} theta 1.000000e+04 : tensor<1x2x3x8xbf16>
   %3 = nn.rope %q theta 1.000000e+04 : tensor<1x2x3x8xbf16>
+  // CHECK: nn.rms_norm %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<4x8xbf16>, tensor<8xbf16>
+  %rms = nn.rms_norm %a, %bw eps 1.0e-5 : tensor<4x8xbf16>, tensor<8xbf16>
   return %0, %1, %2, %3 : tensor<4x2xbf16>, tensor<4x8xf16>, tensor<4x8xf16>, tensor<1x2x3x8xbf16>
 }

@@ -175,6 +175,21 @@ LogicalResult LayerNormOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult RmsNormOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                         SmallVectorImpl<Value> &out) {
+  if (!grads[0]) {
+    out.append(2, Value());
+    return success();
+  }
+  // One op: the weight gradient is summed over the leading dimensions inside
+  // the kernel, from the per-row scale it computes for dx anyway.
+  auto g = RmsNormGradOp::create(b, getLoc(), getInput(), getWeight(), grads[0],
+                                 getEpsAttr());
+  out.push_back(g.getInputGrad());
+  out.push_back(g.getWeightGrad());
+  return success();
+}
+
 LogicalResult AttentionOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                            SmallVectorImpl<Value> &out) {
   if (!grads[0]) {

@@ -145,11 +145,16 @@ LogicalResult MulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
 }
 
 //===----------------------------------------------------------------------===//
-// LayerNormOp
+// LayerNormOp / RmsNormOp
 //===----------------------------------------------------------------------===//
 
+/// Checks the input rank, eps and the per-column `params` (1-D of the
+/// innermost size, the input's element type). `shapeName` and `typeName`
+/// name the params in the two diagnostics.
 static LogicalResult checkNormParams(EmitErrorFn emitError, Value input,
-                                     ArrayRef<Value> params, double eps) {
+                                     ArrayRef<Value> params, double eps,
+                                     StringRef shapeName = "weight and bias",
+                                     StringRef typeName = "weight/bias") {
   auto in = ranked(input);
   if (in.getRank() < 1)
     return emitError() << "input must have rank >= 1";
@@ -159,10 +164,10 @@ static LogicalResult checkNormParams(EmitErrorFn emitError, Value input,
   for (Value p : params) {
     auto t = ranked(p);
     if (t.getRank() != 1 || t.getDimSize(0) != c)
-      return emitError() << "weight and bias must have shape [" << c
-                         << "], got " << shapeStr(t.getShape());
+      return emitError() << shapeName << " must have shape [" << c << "], got "
+                         << shapeStr(t.getShape());
     if (t.getElementType() != in.getElementType())
-      return emitError() << "weight/bias element type " << t.getElementType()
+      return emitError() << typeName << " element type " << t.getElementType()
                          << " differs from input element type "
                          << in.getElementType();
   }
@@ -186,18 +191,82 @@ LogicalResult LayerNormGradOp::verify() {
                          {getWeight()}, getEps().convertToDouble());
 }
 
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  if (failed(checkNormParams(
+          optionalEmitter(loc), adaptor.getInput(), {adaptor.getWeight()},
+          adaptor.getEps().convertToDouble(), "weight", "weight")))
+    return failure();
+  inferred.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return checkNormParams([&] { return emitOpError(); }, getInput(),
+                         {getWeight()}, getEps().convertToDouble(), "weight",
+                         "weight");
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-/// Operand types are checked by AllTypesMatch; this checks the rest.
+/// `: type(q)` when the key has the query's type (multi-head attention),
+/// else `: type(q), type(k)`. The value's type is the key's and the
+/// result's the query's (AllTypesMatch).
+static ParseResult parseAttentionTypes(OpAsmParser &parser, Type &query,
+                                       Type &key) {
+  if (parser.parseType(query))
+    return failure();
+  if (failed(parser.parseOptionalComma())) {
+    key = query;
+    return success();
+  }
+  return parser.parseType(key);
+}
+
+static void printAttentionTypes(OpAsmPrinter &printer, Operation *, Type query,
+                                Type key) {
+  printer << query;
+  if (key != query)
+    printer << ", " << key;
+}
+
+/// Key/value against query: rank 4, one element type, equal batch, seq and
+/// head_dim, and kv_heads dividing heads. Key against value and query
+/// against result (and the gradients) are checked by AllTypesMatch.
 static LogicalResult checkAttention(EmitErrorFn emitError, Value query,
-                                    std::optional<double> scale) {
+                                    Value key, std::optional<double> scale) {
   auto q = ranked(query);
+  auto k = ranked(key);
   if (q.getRank() != 4)
     return emitError()
            << "query must have rank 4 [batch, heads, seq, head_dim], got rank "
            << q.getRank();
+  if (k.getRank() != 4)
+    return emitError() << "key and value must have rank 4 [batch, kv_heads, "
+                          "seq, head_dim], got rank "
+                       << k.getRank();
+  if (k.getElementType() != q.getElementType())
+    return emitError() << "key and value element type " << k.getElementType()
+                       << " differs from the query's " << q.getElementType();
+  static constexpr std::pair<unsigned, StringLiteral> kSameDims[] = {
+      {0, "batch"}, {2, "seq"}, {3, "head_dim"}};
+  for (auto [dim, name] : kSameDims) {
+    int64_t qd = q.getDimSize(dim), kd = k.getDimSize(dim);
+    if (!ShapedType::isDynamic(qd) && !ShapedType::isDynamic(kd) && qd != kd)
+      return emitError() << "key and value " << name << " " << kd
+                         << " differs from the query's " << qd << " (key "
+                         << shapeStr(k.getShape()) << ", query "
+                         << shapeStr(q.getShape()) << ")";
+  }
+  int64_t heads = q.getDimSize(1), kvHeads = k.getDimSize(1);
+  if (!ShapedType::isDynamic(heads) && !ShapedType::isDynamic(kvHeads) &&
+      (kvHeads == 0 ? heads != 0 : heads % kvHeads != 0))
+    return emitError() << "key and value heads " << kvHeads
+                       << " must divide the query heads " << heads;
   if (scale && (!(*scale > 0.0) || !std::isfinite(*scale)))
     return emitError() << "scale must be positive, got " << *scale;
   return success();
@@ -207,7 +276,8 @@ LogicalResult AttentionOp::verify() {
   std::optional<double> scale;
   if (auto s = getScaleAttr())
     scale = s.getValueAsDouble();
-  return checkAttention([&] { return emitOpError(); }, getQuery(), scale);
+  return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
+                        scale);
 }
 
 double AttentionOp::getScaleValue() {
@@ -218,7 +288,7 @@ double AttentionOp::getScaleValue() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  return checkAttention([&] { return emitOpError(); }, getQuery(),
+  return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
                         getScale().convertToDouble());
 }
 

@@ -1,7 +1,7 @@
 // Compute ops GPT-2 does not use: relu, silu, swiglu, elementwise
-// multiplication, scaling, a rotary embedding and a row softmax (their
-// derivatives add relu_grad, silu_grad, swiglu_grad, mul, scale, the inverse
-// rope and softmax_grad).
+// multiplication, scaling, a rotary embedding, an RMS norm and a row softmax
+// (their derivatives add relu_grad, silu_grad, swiglu_grad, mul, scale, the
+// inverse rope, rms_norm_grad and softmax_grad).
 zero.param @w : tensor<4x6xf32> init normal std 0.1
 zero.param @g : tensor<6xf32> init ones
 zero.train_step @step(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
@@ -18,7 +18,8 @@ zero.train_step @step(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
   %s4 = nn.reshape %s : tensor<8x6xf32> -> tensor<4x1x2x6xf32>
   %ro = nn.rope %s4 theta 1.000000e+04 : tensor<4x1x2x6xf32>
   %s2 = nn.reshape %ro : tensor<4x1x2x6xf32> -> tensor<8x6xf32>
-  %p = nn.softmax %s2 : tensor<8x6xf32>
+  %rn = nn.rms_norm %s2, %g eps 1.0e-5 : tensor<8x6xf32>, tensor<6xf32>
+  %p = nn.softmax %rn : tensor<8x6xf32>
   %loss = nn.softmax_cross_entropy %p, %y : tensor<8x6xf32>, tensor<8xi64> -> tensor<f32>
   zero.return %loss : tensor<f32>
 }

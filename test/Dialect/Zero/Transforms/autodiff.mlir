@@ -142,6 +142,35 @@ zero.train_step @norm(%ids: tensor<2x3xi32>, %y: tensor<2x3xi32>)
 
 // -----
 
+// RMS norm: one backward op, from the forward input and weight, yields the
+// input gradient and the weight gradient already summed over the leading
+// dimensions (no nn.reduce_sum follows). The norm's gradient of a bf16
+// input stays bf16.
+zero.param @w : tensor<8xbf16> init ones
+zero.param @emb : tensor<16x8xbf16> init normal std 0.02
+// CHECK-LABEL: zero.train_step @rms_norm
+zero.train_step @rms_norm(%ids: tensor<2x3xi32>, %y: tensor<2x3xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %emb = zero.get_param @emb : tensor<16x8xbf16>
+  %e = nn.embedding %emb[%ids] : tensor<16x8xbf16>, tensor<2x3xi32> -> tensor<2x3x8xbf16>
+  %w = zero.get_param @w : tensor<8xbf16>
+  %n = nn.rms_norm %e, %w eps 1.0e-5 : tensor<2x3x8xbf16>, tensor<8xbf16>
+  %f = nn.cast %n : tensor<2x3x8xbf16> to tensor<2x3x8xf32>
+  %loss = nn.softmax_cross_entropy %f, %y : tensor<2x3x8xf32>, tensor<2x3xi32> -> tensor<f32>
+  // CHECK: %[[E:.*]] = nn.embedding
+  // CHECK-NEXT: %[[W:.*]] = zero.get_param @w
+  // CHECK: %[[DF:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DN:.*]] = nn.cast %[[DF]] : tensor<2x3x8xf32> to tensor<2x3x8xbf16>
+  // CHECK-NEXT: %[[DX:.*]], %[[DW:.*]] = nn.rms_norm_grad %[[E]], %[[W]], %[[DN]] eps 1.000000e-05 : tensor<2x3x8xbf16>, tensor<8xbf16>
+  // CHECK-NEXT: zero.grad @w, %[[DW]] : tensor<8xbf16>
+  // CHECK-NEXT: %[[DE:.*]] = nn.embedding_grad %[[DX]][%{{.*}}] : tensor<2x3x8xbf16>, tensor<2x3xi32> -> tensor<16x8xbf16>
+  // CHECK-NEXT: zero.grad @emb, %[[DE]] : tensor<16x8xbf16>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Attention through split, reshape and transpose: the adjoints are concat,
 // reshape and the inverse permutation.
 zero.param @qkv : tensor<2x4x24xf32> init normal std 0.1
@@ -167,6 +196,42 @@ zero.train_step @attention(%y: tensor<2x4xi32>)
   // CHECK-NEXT: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[DO]] causal scale 5.000000e-01 : tensor<2x2x4x4xf32>
   // CHECK: nn.concat %{{.*}}, %{{.*}}, %{{.*}} axis 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x24xf32>
   // CHECK-NEXT: zero.grad @qkv
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Grouped-query attention (two query heads, one key/value head): the key
+// and value gradients have the key's shape, [2, 1, 4, 4], and flow back
+// through its transpose and reshape into the key/value projection.
+zero.param @wq : tensor<2x4x8xf32> init normal std 0.1
+zero.param @wkv : tensor<2x4x8xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @grouped_query_attention
+zero.train_step @grouped_query_attention(%y: tensor<2x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %q = zero.get_param @wq : tensor<2x4x8xf32>
+  %kv = zero.get_param @wkv : tensor<2x4x8xf32>
+  %k, %v = nn.split %kv axis 2 : tensor<2x4x8xf32> -> tensor<2x4x4xf32>, tensor<2x4x4xf32>
+  %q4 = nn.reshape %q : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %k4 = nn.reshape %k : tensor<2x4x4xf32> -> tensor<2x4x1x4xf32>
+  %v4 = nn.reshape %v : tensor<2x4x4xf32> -> tensor<2x4x1x4xf32>
+  %qt = nn.transpose %q4 [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %kt = nn.transpose %k4 [0, 2, 1, 3] : tensor<2x4x1x4xf32> -> tensor<2x1x4x4xf32>
+  %vt = nn.transpose %v4 [0, 2, 1, 3] : tensor<2x4x1x4xf32> -> tensor<2x1x4x4xf32>
+  %o = nn.attention %qt, %kt, %vt causal : tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>
+  %ot = nn.transpose %o [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
+  %m = nn.reshape %ot : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
+  %loss = nn.softmax_cross_entropy %m, %y : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<f32>
+  // CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 5.000000e-01 : tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>
+  // CHECK-DAG: nn.transpose %[[DQ]] [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
+  // CHECK-DAG: %[[DKT:.*]] = nn.transpose %[[DK]] [0, 2, 1, 3] : tensor<2x1x4x4xf32> -> tensor<2x4x1x4xf32>
+  // CHECK-DAG: %[[DVT:.*]] = nn.transpose %[[DV]] [0, 2, 1, 3] : tensor<2x1x4x4xf32> -> tensor<2x4x1x4xf32>
+  // CHECK-DAG: %[[DKR:.*]] = nn.reshape %[[DKT]] : tensor<2x4x1x4xf32> -> tensor<2x4x4xf32>
+  // CHECK-DAG: %[[DVR:.*]] = nn.reshape %[[DVT]] : tensor<2x4x1x4xf32> -> tensor<2x4x4xf32>
+  // CHECK-DAG: %[[DKV:.*]] = nn.concat %[[DKR]], %[[DVR]] axis 2 : tensor<2x4x4xf32>, tensor<2x4x4xf32> -> tensor<2x4x8xf32>
+  // CHECK-DAG: zero.grad @wkv, %[[DKV]]
+  // CHECK-DAG: zero.grad @wq
   zero.return %loss : tensor<f32>
 }
 

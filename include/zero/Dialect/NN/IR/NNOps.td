@@ -21,11 +21,11 @@ def NN_Dialect : Dialect {
   let description = [{
     The `nn` dialect holds the compute of one training step on value-semantic
     ranked tensors: the forward ops a user writes (matmul, bias add, GELU,
-    layer norm, causal attention, embedding, softmax cross-entropy, ...) and the
-    backward ops that `zero-autodiff` emits from each forward op's derivative
-    rule (`DerivativeOpInterface`). Element types are `f32`, `f16` and `bf16`;
-    kernels store 16-bit values and accumulate in fp32. Token ids and labels
-    are `i32` or `i64` tensors.
+    layer norm, RMS norm, causal attention, embedding, softmax cross-entropy,
+    ...) and the backward ops that `zero-autodiff` emits from each forward
+    op's derivative rule (`DerivativeOpInterface`). Element types are `f32`,
+    `f16` and `bf16`; kernels store 16-bit values and accumulate in fp32.
+    Token ids and labels are `i32` or `i64` tensors.
 
     The ZeRO passes do not look inside these ops: they only see parameter
     values, their uses in program order and the gradients.
@@ -224,20 +224,53 @@ def NN_LayerNormOp : NN_Op<"layer_norm", [
   }];
 }
 
+def NN_RmsNormOp : NN_Op<"rms_norm", [
+    InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "RMS normalization over the last dimension (Llama)";
+  let description = [{
+    `weight * round(x * rsqrt(mean(x^2) + eps))` over the innermost
+    dimension, as Hugging Face's `LlamaRMSNorm`: the mean, the inverse square
+    root and the normalized value are computed in fp32, and for 16-bit
+    inputs the normalized value is rounded to the input's element type
+    before the multiplication by `weight` (1-D of the innermost size, same
+    element type). `eps` must be positive. There is no bias and no mean
+    subtraction.
+
+    ```mlir
+    %y = nn.rms_norm %x, %w eps 1.000000e-05 : tensor<8x64x4096xbf16>, tensor<4096xbf16>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       F64Attr:$eps);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `eps` $eps attr-dict `:` type($input) `,` type($weight)
+  }];
+}
+
 def NN_AttentionOp : NN_Op<"attention", [
-    AllTypesMatch<["query", "key", "value", "result"]>,
+    AllTypesMatch<["query", "result"]>, AllTypesMatch<["key", "value"]>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Scaled dot-product attention (causal for GPT)";
   let description = [{
-    `softmax(q k^T * scale + mask) v` for `q`, `k`, `v` of shape
-    `[batch, heads, seq, head_dim]`, where `mask` hides future positions when
-    `causal` is set. `scale` defaults to `1/sqrt(head_dim)`. One fused op (as
-    flash attention) rather than matmul + mask + softmax + matmul, so that the
-    backward recomputes the probabilities instead of keeping a
+    `softmax(q k^T * scale + mask) v` for `q` of shape
+    `[batch, heads, seq, head_dim]` and `k`, `v` of shape
+    `[batch, kv_heads, seq, head_dim]`, where `mask` hides future positions
+    when `causal` is set. `scale` defaults to `1/sqrt(head_dim)`. One fused
+    op (as flash attention) rather than matmul + mask + softmax + matmul, so
+    that the backward recomputes the probabilities instead of keeping a
     `[batch, heads, seq, seq]` activation alive.
+
+    `kv_heads` divides `heads`: grouped-query attention, where query head
+    `h` reads key/value head `h / (heads / kv_heads)` (Hugging Face's
+    `repeat_kv`); one key/value head is multi-query attention. The type of
+    `k` and `v` follows the query's when it differs; with `kv_heads ==
+    heads` one type stands for all four.
 
     ```mlir
     %o = nn.attention %q, %k, %v causal : tensor<8x12x64x64xf32>
+    %g = nn.attention %q, %k, %v causal : tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
@@ -246,7 +279,7 @@ def NN_AttentionOp : NN_Op<"attention", [
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`scale` $scale^)? attr-dict
-    `:` type($query)
+    `:` custom<AttentionTypes>(type($query), type($key))
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -474,14 +507,40 @@ def NN_LayerNormGradOp : NN_Op<"layer_norm_grad", [
   let hasVerifier = 1;
 }
 
+def NN_RmsNormGradOp : NN_Op<"rms_norm_grad", [
+    AllTypesMatch<["input", "result_grad", "input_grad"]>,
+    AllTypesMatch<["weight", "weight_grad"]>]> {
+  let summary = "Backward of `nn.rms_norm`";
+  let description = [{
+    Recomputes the inverse root mean square of each row from `input` and
+    returns the gradients of input and weight; the weight gradient is summed
+    over every leading dimension. The rounding of the normalized value is
+    treated as the identity, as autograd does.
+
+    ```mlir
+    %dx, %dw = nn.rms_norm_grad %x, %w, %dy eps 1.000000e-05 : tensor<8x64x4096xbf16>, tensor<4096xbf16>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       NN_FloatTensor:$result_grad, F64Attr:$eps);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $result_grad `eps` $eps attr-dict `:` type($input) `,`
+    type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
 def NN_AttentionGradOp : NN_Op<"attention_grad", [
-    AllTypesMatch<["query", "key", "value", "output", "output_grad",
-                   "query_grad", "key_grad", "value_grad"]>]> {
+    AllTypesMatch<["query", "output", "output_grad", "query_grad"]>,
+    AllTypesMatch<["key", "value", "key_grad", "value_grad"]>]> {
   let summary = "Backward of `nn.attention`";
   let description = [{
     Recomputes the attention probabilities from `query` and `key` and returns
     the gradients of query, key and value, given the forward output and its
-    gradient.
+    gradient. With grouped-query attention the key and value gradients have
+    the key's shape: each sums the gradients of the query heads that share
+    the key/value head. Types as for `nn.attention`.
 
     ```mlir
     %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal scale 1.250000e-01 : tensor<8x12x64x64xf32>
@@ -495,7 +554,8 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
                       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $output_grad
-    (`causal` $causal^)? `scale` $scale attr-dict `:` type($query)
+    (`causal` $causal^)? `scale` $scale attr-dict `:`
+    custom<AttentionTypes>(type($query), type($key))
   }];
   let hasVerifier = 1;
 }
