@@ -479,6 +479,25 @@ bool isAttentionBuffer(const std::string &name) {
   return rest == ".attn.bias" || rest == ".attn.masked_bias";
 }
 
+/// Whether `name` is a buffer Hugging Face files may hold beside the
+/// parameters: GPT-2's attention masks or Llama's rotary inverse frequencies
+/// (model.layers.N.self_attn.rotary_emb.inv_freq, model.rotary_emb.inv_freq),
+/// constants the program computes itself.
+bool isConstantBuffer(const std::string &name) {
+  static const std::string kInvFreq = "rotary_emb.inv_freq";
+  if (name.size() >= kInvFreq.size() &&
+      name.compare(name.size() - kInvFreq.size(), kInvFreq.size(),
+                   kInvFreq) == 0)
+    return true;
+  return isAttentionBuffer(name);
+}
+
+/// The token embeddings a tied `lm_head.weight` shares (GPT-2, Llama).
+bool isTiedEmbedding(const std::string &name) {
+  return name == "transformer.wte.weight" ||
+         name == "model.embed_tokens.weight";
+}
+
 std::string shapeText(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -518,7 +537,7 @@ std::vector<Tensor> zrt::matchWeights(std::vector<Tensor> tensors,
     const std::string *closest = nullptr;
     size_t best = SIZE_MAX;
     for (size_t i = 0; i < tensors.size(); ++i) {
-      if (used[i] || isAttentionBuffer(tensors[i].name))
+      if (used[i] || isConstantBuffer(tensors[i].name))
         continue;
       size_t d = editDistance(name, tensors[i].name);
       if (!base.empty())
@@ -543,12 +562,12 @@ std::vector<Tensor> zrt::matchWeights(std::vector<Tensor> tensors,
   bool wantsHead = false;
   for (size_t w = 0; w < wanted.size(); ++w) {
     wantsHead |= wanted[w].name == "lm_head.weight";
-    if (wanted[w].name == "transformer.wte.weight")
+    if (isTiedEmbedding(wanted[w].name))
       wte = &tensors[pick[w]];
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor &t = tensors[i];
-    if (used[i] || isAttentionBuffer(t.name))
+    if (used[i] || isConstantBuffer(t.name))
       continue;
     if (t.name == "lm_head.weight" && !wantsHead && wte &&
         t.shape == wte->shape &&
@@ -574,7 +593,7 @@ std::vector<Tensor> zrt::readWeights(const std::string &bytes,
   for (const WantedTensor &w : wanted)
     names.insert(w.name);
   auto skip = [&](const std::string &name) {
-    return isAttentionBuffer(name) && !names.count(name) &&
+    return isConstantBuffer(name) && !names.count(name) &&
            !names.count(kTransformerPrefix + name);
   };
   return matchWeights(parseSafetensors(bytes, file, skip), wanted, file);

@@ -96,18 +96,19 @@ struct WantedTensor {
 
 /// One tensor of `tensors` (read from `file`) per entry of `wanted`, in that
 /// order and named as there. Besides exact names it takes Hugging Face's
-/// spellings of GPT-2: a wanted `transformer.X` is also found as `X` (the
-/// base model's state dict, as the hub's gpt2 files hold it), the attention
-/// masks older files store as `h.N.attn.bias` and `h.N.attn.masked_bias` are
-/// buffers and skipped, and so is an `lm_head.weight` equal to the tied
-/// `transformer.wte.weight` when no such parameter is wanted. Throws, naming
-/// `file`, for a missing tensor (with the closest unused name), a shape that
-/// differs, or a tensor nothing wants.
+/// spellings: a wanted `transformer.X` is also found as `X` (GPT-2's base
+/// model state dict, as the hub's gpt2 files hold it); the buffers files may
+/// hold beside the parameters (GPT-2's attention masks `h.N.attn.bias` and
+/// `h.N.attn.masked_bias`, Llama's `rotary_emb.inv_freq`) are skipped, and so
+/// is an `lm_head.weight` equal to the tied embedding
+/// (`transformer.wte.weight` or `model.embed_tokens.weight`) when no such
+/// parameter is wanted. Throws, naming `file`, for a missing tensor (with the
+/// closest unused name), a shape that differs, or a tensor nothing wants.
 std::vector<Tensor> matchWeights(std::vector<Tensor> tensors,
                                  const std::vector<WantedTensor> &wanted,
                                  const std::string &file);
-/// matchWeights of the safetensors file `bytes`, whose attention-mask
-/// buffers are skipped unread (older files store them as bool or uint8).
+/// matchWeights of the safetensors file `bytes`, whose buffers are skipped
+/// unread (older files store the attention masks as bool or uint8).
 std::vector<Tensor> readWeights(const std::string &bytes,
                                 const std::vector<WantedTensor> &wanted,
                                 const std::string &file);

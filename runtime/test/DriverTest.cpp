@@ -257,6 +257,32 @@ TEST(SafetensorsTest, MatchesHuggingFaceNames) {
             "'transformer.h.0.attn.c_attn.weight' has shape [1, 3]");
 }
 
+TEST(SafetensorsTest, MatchesHuggingFaceLlamaNames) {
+  std::vector<WantedTensor> wanted = {
+      {"model.embed_tokens.weight", {2, 1}},
+      {"model.layers.0.self_attn.q_proj.weight", {1, 1}},
+      {"model.norm.weight", {1}}};
+  // Rotary buffers of older and newer files and a tied head saved anyway.
+  std::vector<Tensor> file = {
+      {"model.layers.0.self_attn.rotary_emb.inv_freq", {1}, {1}},
+      {"model.rotary_emb.inv_freq", {1}, {1}},
+      {"model.norm.weight", {1}, {5}},
+      {"model.layers.0.self_attn.q_proj.weight", {1, 1}, {3}},
+      {"model.embed_tokens.weight", {2, 1}, {6, 7}},
+      {"lm_head.weight", {2, 1}, {6, 7}}};
+  std::vector<Tensor> got = matchWeights(file, wanted, "llama.safetensors");
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].data, (std::vector<float>{6, 7}));
+  EXPECT_EQ(got[1].data, (std::vector<float>{3}));
+  EXPECT_EQ(got[2].data, (std::vector<float>{5}));
+
+  // An untied head is a parameter the tied program lacks.
+  file.back().data = {6, 8};
+  EXPECT_EQ(errorOf([&] { matchWeights(file, wanted, "f"); }),
+            "f: the weights have tensor 'lm_head.weight', which is no "
+            "parameter of the program");
+}
+
 TEST(SafetensorsTest, SkipsMaskBuffersUnread) {
   // A bool mask beside an F32 weight, base-model names.
   std::string header =
