@@ -57,7 +57,8 @@ INLINE = re.compile(r"<!--([=?])((?:(?!-->)[^\n])*)-->((?:(?!<!--).)*?)<!--/-->"
 # kind): the table describes the object, not each name.
 MAP_KEYS = {"comm.collectives"}
 # Words with digits that name things rather than state quantities.
-NAMES = re.compile(r"GPT-2(?: 124M| 1\.5B)?|fp32|bf16|16-bit|32-bit|"
+NAMES = re.compile(r"GPT-2(?: 124M| 1\.5B)?|Llama-3(?: 8B| 70B)?|\b(?:8B|70B)\b|H100|"
+                   r"fp32|bf16|16-bit|32-bit|"
                    r"\b[Ss]tages?[- ]\d(?:-\d)?\b|\brank 0\b")
 
 
@@ -200,11 +201,19 @@ def size(b, digits=2):
     return gib(b, digits) if b >= 2**30 else mib(b, digits)
 
 
+def verdict(run):
+    """The fit verdict of a run, short enough for a table cell."""
+    fit = run.fit
+    if fit.fits:
+        return "fits, %s free" % size(fit.free_bytes)
+    return "short by %s" % size(-fit.free_bytes)
+
+
 def expand(text, runner):
     """The page with its outputs and values regenerated, and the list of
     problems only the prose can fix."""
     env = {"__builtins__": {}, "n": n, "fixed": fixed, "gib": gib, "mib": mib,
-           "size": size, "all": all, "any": any, "min": min, "max": max,
+           "size": size, "verdict": verdict, "all": all, "any": any, "min": min, "max": max,
            "abs": abs, "round": round, "int": int, "len": len, "sum": sum}
     runs, problems = [], []
     pieces, last = [], 0
