@@ -85,8 +85,8 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
   let description = [{
     Writes the report of each scheduled train step: parameter counts, model
     state bytes per rank by category, bucket and gather buffer bytes,
-    activation bytes and the exact peak of the memory plan (run
-    `zero-plan-memory` first, or the report plans on its own), the
+    activation bytes and the exact peak of the memory plan (the report
+    plans the step itself, with the planner `zero-plan-memory` runs), the
     communication volume (sum over collectives of the elements of the full
     array, an all-reduce counting twice), the bytes one rank sends with ring
     algorithms, the number of collectives of each kind, and the step time and
