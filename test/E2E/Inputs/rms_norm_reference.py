@@ -11,12 +11,15 @@ the executable exported and compares the losses of --log and the weights of
 
 import argparse
 import json
+import os
 import re
-import struct
 import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mlp_reference import load_safetensors  # noqa: E402
 
 
 class LlamaRMSNorm(torch.nn.Module):
@@ -35,22 +38,6 @@ class LlamaRMSNorm(torch.nn.Module):
         hidden_states = hidden_states * torch.rsqrt(variance +
                                                     self.variance_epsilon)
         return self.weight * hidden_states.to(input_dtype)
-
-
-def load_safetensors(path):
-    data = open(path, "rb").read()
-    (length,) = struct.unpack_from("<Q", data, 0)
-    header = json.loads(data[8:8 + length])
-    base = 8 + length
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        assert entry["dtype"] == "F32", entry
-        begin, end = entry["data_offsets"]
-        tensors[name] = np.frombuffer(data[base + begin:base + end],
-                                      dtype="<f4").reshape(entry["shape"])
-    return tensors
 
 
 def main():

@@ -8,28 +8,15 @@ of --log and the weights of --final, starting from --init."""
 
 import argparse
 import json
+import os
 import re
-import struct
 import sys
 
 import numpy as np
 import torch
 
-
-def load_safetensors(path):
-    data = open(path, "rb").read()
-    (length,) = struct.unpack_from("<Q", data, 0)
-    header = json.loads(data[8:8 + length])
-    base = 8 + length
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        assert entry["dtype"] == "F32", entry
-        begin, end = entry["data_offsets"]
-        tensors[name] = np.frombuffer(data[base + begin:base + end],
-                                      dtype="<f4").reshape(entry["shape"])
-    return tensors
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mlp_reference import load_safetensors  # noqa: E402
 
 
 def rotate_half(x):
