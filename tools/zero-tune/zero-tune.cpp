@@ -227,6 +227,17 @@ int main(int argc, char **argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
 
+  std::string summary =
+      formatv("searched {0} configurations in {1} groups (stage x "
+              "accumulation): {2} skipped by their model states, {3} pruned "
+              "by bounds; {4:f2} s",
+              result->evaluated, result->groups, result->prunedByModelStates,
+              result->prunedByBounds, seconds)
+          .str();
+  // Beside a JSON array or an error, the summary goes to stderr.
+  if (outputFormat == "json" || result->ranked.empty())
+    errs() << "zero-tune: " << summary << "\n";
+
   if (result->ranked.empty()) {
     if (budget < result->minModelStateBytes)
       return fail(formatv("the memory budget {0} is below the model states "
@@ -268,12 +279,7 @@ int main(int argc, char **argv) {
                     "batch {3} ({4} tokens per step)\n",
                     worldSize, hw->name, bytesText(budget), result->globalBatch,
                     result->tokensPerStep);
-  outs() << formatv("searched {0} configurations in {1} groups (stage x "
-                    "accumulation): {2} skipped by their model states, {3} "
-                    "pruned by bounds; {4:f2} s\n\n",
-                    result->evaluated, result->groups,
-                    result->prunedByModelStates, result->prunedByBounds,
-                    seconds);
+  outs() << summary << "\n\n";
   printTable(*result, outs());
   outs() << "\nbest: " << describe(best.config) << "; peak "
          << bytesText(best.peakBytes)
