@@ -223,6 +223,9 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
       if (ev.stream == 0 && ev.category == "compute" &&
           !isa_and_nonnull<CollectiveOpInterface>(ev.op))
         e.computeBoundMs += ev.durationUs * 1e-3;
+    // Summed here, accumulated along the stream there: no rounding may lift
+    // the bound above a step it bounds.
+    e.computeBoundMs *= 1 - 1e-9;
     e.memoryBound =
         plan->persistentBytes + plan->peakByCategory[static_cast<unsigned>(
                                     MemoryCategory::Activations)];

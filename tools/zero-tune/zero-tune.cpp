@@ -54,10 +54,11 @@ static cl::opt<std::string> memoryBudget(
              "MiB, GiB, TiB or decimal KB, MB, GB, TB, without a space "
              "(e.g. 40GiB); default: the preset's device memory"),
     cl::cat(tuneCat));
-static cl::opt<int64_t> top("top",
-                            cl::desc("How many configurations to rank "
-                                     "(default 10)"),
-                            cl::init(10), cl::cat(tuneCat));
+static cl::opt<int64_t>
+    top("top",
+        cl::desc("How many (stage, accumulation) groups to rank, each by its "
+                 "best configuration (default 10)"),
+        cl::init(10), cl::cat(tuneCat));
 static cl::opt<std::string>
     outputFormat("format",
                  cl::desc("Output: text (a table) or json "
