@@ -185,6 +185,9 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
       return success();
     });
     PassManager pm(ctx);
+    // The op verifier after every pass costs a third of a candidate; the
+    // winner is re-run with it and with the schedule verifier.
+    pm.enableVerifier(verify);
     ZeroPipelineOptions pipeline;
     config.applyTo(pipeline);
     pipeline.worldSize = options.worldSize;
