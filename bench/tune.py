@@ -94,6 +94,20 @@ def time_llama(bindir, work, world, seq, batch, hardware):
             "message": proc.stderr.strip().splitlines()[-1]}
 
 
+def machine():
+    """The CPU model (lscpu) and the core count."""
+    cpu = "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "nproc": os.cpu_count()}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
@@ -124,9 +138,12 @@ def main():
     for model in args.models.split(","):
         src = os.path.join(ROOT, "examples", model + ".mlir")
         for world in (int(w) for w in args.worlds.split(",")):
-            out = e2e.run([tune, src, "--world-size", str(world), "--hardware",
-                           "cpu", "--memory-budget", args.budget, "--top",
-                           str(args.top), "--format", "json"])
+            # The array is on stdout, the search summary on stderr.
+            out = subprocess.run(
+                [tune, src, "--world-size", str(world), "--hardware", "cpu",
+                 "--memory-budget", args.budget, "--top", str(args.top),
+                 "--format", "json"], check=True, stdout=subprocess.PIPE,
+                text=True).stdout
             configs = []
             for c in json.loads(out):
                 name = "%s-w%d-r%d" % (model, world, c["rank"])
@@ -188,7 +205,8 @@ def main():
 
     doc = {"steps": args.steps, "warmup": args.warmup, "rounds": args.rounds,
            "threads_per_rank": args.threads, "budget": args.budget,
-           "top": args.top, "loadavg": open("/proc/loadavg").read().split()[:3],
+           "top": args.top, "machine": machine(),
+           "loadavg": open("/proc/loadavg").read().split()[:3],
            "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
            "results": results, "llama": llama}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

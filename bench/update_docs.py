@@ -361,7 +361,10 @@ def sec_tune(r):
     doc = load(r, "tune.json")
     if not doc:
         return None
-    out = ["`zero-tune --hardware cpu --memory-budget %s --top %d`, then "
+    m = doc.get("machine", {})
+    out = ["Machine: %s cores, `%s` (lscpu model name)." % (
+               m.get("nproc", "?"), m.get("cpu", "unknown")), "",
+           "`zero-tune --hardware cpu --memory-budget %s --top %d`, then "
            "each ranked configuration compiled from its ds_config and "
            "trained: `--steps %d --threads %d`, median `step_ms` after %d "
            "warm-up steps, median over %d rounds (run of %s UTC, load "
