@@ -113,10 +113,10 @@ def main():
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--out", default=os.path.join(HERE, "results", "tune.json"))
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--top", type=int, default=6,
+    p.add_argument("--top", type=int, default=12,
                    help="configurations per model and world size")
     p.add_argument("--budget", default="1GiB")
     p.add_argument("--models", default="mlp,gpt2-tiny")
