@@ -497,6 +497,83 @@ def cmd_memory_track(args):
            top_scratch, live))
 
 
+def cmd_evaluation(args):
+    """Evaluation (--eval-*) of a compiled executable against its training:
+    a run that evaluates every --every steps and after the last step logs
+    eval_loss exactly there and otherwise the same values bit for bit as a
+    run without (loss, grad_norm, loss scales, skips, Adam steps, measured
+    == planned peak) and exports the same weights; the first training batch
+    evaluated before step 1 (--steps 0) gives the training loss of step 1,
+    bitwise; with --shifted-args (held-out data that start at the second
+    training batch) the evaluation after step 1 gives the training loss of
+    step 2, bitwise, and two batches evaluated together give the mean of the
+    two evaluated alone (1e-6)."""
+    os.makedirs(args.work, exist_ok=True)
+    w = lambda name: os.path.join(args.work, name)
+    exe = shlex.split(args.mpirun) + ["-np", str(args.np), args.exe, "--quiet"]
+    train = shlex.split(args.train_args)
+
+    def train_log(name, extra):
+        run(exe + train + extra + ["--log-json", w(name + ".json")],
+            log=w(name + ".out"))
+        return read_log(w(name + ".json"))
+
+    steps = args.steps
+    base = train_log("base", ["--steps", str(steps), "--export", w("base.st")])
+    ev = train_log("eval", shlex.split(args.eval_args) + [
+        "--steps", str(steps), "--eval-every", str(args.every),
+        "--eval-batches", str(args.batches), "--export", w("eval.st")])
+    if len(base) != steps or len(ev) != steps:
+        fail("%d and %d log lines for %d steps" % (len(base), len(ev), steps))
+    check_peak(ev, "with evaluation")
+    expected = [s for s in range(1, steps + 1)
+                if s % args.every == 0 or s == steps]
+    evaluated = [l["step"] for l in ev if "eval_loss" in l]
+    if evaluated != expected:
+        fail("eval_loss at steps %s, expected %s" % (evaluated, expected))
+    for a, b in zip(base, ev):
+        for key in sorted(set(a) | set(b)):
+            if key in ("step_ms", "eval_loss"):
+                continue
+            if a.get(key) != b.get(key):
+                fail("step %d: %s %r without evaluation, %r with" %
+                     (a["step"], key, a.get(key), b.get(key)))
+    if open(w("base.st"), "rb").read() != open(w("eval.st"), "rb").read():
+        fail("the exported weights differ")
+    print("%d steps evaluated at steps %s (eval_loss %s): every other field "
+          "and the exported weights bitwise those of training alone" %
+          (steps, ", ".join(map(str, expected)),
+           ", ".join("%.4f" % l["eval_loss"] for l in ev if "eval_loss" in l)))
+
+    first = train_log("first", shlex.split(args.same_args) + [
+        "--steps", "0", "--eval-batches", "1"])
+    if len(first) != 1 or first[0]["step"] != 0 or \
+            first[0]["eval_loss"] != base[0]["loss"]:
+        fail("the first batch evaluated before step 1: %r, training loss of "
+             "step 1: %r" % (first, base[0]["loss"]))
+    print("before step 1, the first training batch: eval_loss %r == the "
+          "loss of step 1" % first[0]["eval_loss"])
+    if not args.shifted_args:
+        return
+    after = train_log("after", shlex.split(args.shifted_args) + [
+        "--steps", "1", "--eval-batches", "1"])
+    if after[0].get("eval_loss") != base[1]["loss"]:
+        fail("the second batch evaluated after step 1: %r, training loss of "
+             "step 2: %r" % (after[0].get("eval_loss"), base[1]["loss"]))
+    print("after step 1, the second training batch: eval_loss %r == the "
+          "loss of step 2" % after[0]["eval_loss"])
+    alone = train_log("alone", shlex.split(args.shifted_args) + [
+        "--steps", "0", "--eval-batches", "1"])
+    both = train_log("both", shlex.split(args.same_args) + [
+        "--steps", "0", "--eval-batches", "2"])
+    mean = (first[0]["eval_loss"] + alone[0]["eval_loss"]) / 2
+    if rel_diff(mean, both[0]["eval_loss"]) > 1e-6:
+        fail("two batches: eval_loss %r, the mean of each alone %r" %
+             (both[0]["eval_loss"], mean))
+    print("two batches: eval_loss %.6f, the mean of each alone %.6f" %
+          (both[0]["eval_loss"], mean))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -597,6 +674,19 @@ def main():
     s.add_argument("file")
     s.add_argument("--steps", type=int, required=True)
     s.set_defaults(fn=cmd_trace)
+    s = sub.add_parser("evaluation")
+    s.add_argument("--mpirun", required=True)
+    s.add_argument("--exe", required=True)
+    s.add_argument("--np", type=int, default=1)
+    s.add_argument("--work", required=True)
+    s.add_argument("--steps", type=int, default=5)
+    s.add_argument("--every", type=int, default=2)
+    s.add_argument("--batches", type=int, default=3)
+    s.add_argument("--train-args", required=True)
+    s.add_argument("--eval-args", required=True)
+    s.add_argument("--same-args", required=True)
+    s.add_argument("--shifted-args", default="")
+    s.set_defaults(fn=cmd_evaluation)
     s = sub.add_parser("memory-track")
     s.add_argument("file")
     s.add_argument("--output", required=True)
