@@ -413,22 +413,25 @@ def cmd_fp32_states(args):
 
 
 def cmd_trace(args):
-    """A Chrome trace with one span per step."""
+    """A Chrome trace with one span per step (and per evaluation)."""
     doc = json.load(open(args.file))
     names = [e["name"] for e in doc["traceEvents"]]
     steps = [n for n in names if n.startswith("step ")]
     # Spans, and the memory counter tracks (see cmd_memory_track).
-    if len(steps) != args.steps or any(
+    if len(steps) != args.steps or names.count("eval") != args.evals or any(
             e["ph"] != "X" and not (e["ph"] == "C" and
                                     e["name"] in ("memory", "op index"))
             for e in doc["traceEvents"]):
         fail("unexpected trace events: %r" % names[:20])
     print("trace: %d step spans, %d events" % (len(steps), len(names)))
-    # Kernel spans (the CPU backend's entry points) lie inside the steps and
-    # never overlap a collective wait of the same rank.
+    if args.evals:
+        print("trace: %d evaluation spans" % args.evals)
+    # Kernel spans (the CPU backend's entry points) lie inside the steps (or
+    # evaluations) and never overlap a collective wait of the same rank.
     events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
-    step_spans = [e for e in events if e["name"].startswith("step ")]
+    step_spans = [e for e in events
+                  if e["name"].startswith("step ") or e["name"] == "eval"]
     waits = [e for e in events if e["name"].startswith("wait ")]
     eps = 1.0  # us: spans are rounded to microseconds and clocks differ
     for k in kernels:
@@ -673,6 +676,7 @@ def main():
     s = sub.add_parser("trace")
     s.add_argument("file")
     s.add_argument("--steps", type=int, required=True)
+    s.add_argument("--evals", type=int, default=0)
     s.set_defaults(fn=cmd_trace)
     s = sub.add_parser("evaluation")
     s.add_argument("--mpirun", required=True)
