@@ -5,9 +5,10 @@
 // Every rank runs the same loop: load its slice of each micro batch into the
 // step arena (DataSource.cpp), run the compiled micro step, then the compiled
 // boundary; with evaluation data, every K steps and after the last, the
-// compiled evaluation step (the forward only) over the held-out batches. All decisions that could differ between ranks (option errors,
-// file errors, NaN losses) are agreed on collectively, so a failure ends
-// every rank with a message and a non-zero exit instead of a hang.
+// compiled evaluation step (the forward only) over the held-out batches. All
+// decisions that could differ between ranks (option errors, file errors, NaN
+// losses) are agreed on collectively, so a failure ends every rank with a
+// message and a non-zero exit instead of a hang.
 //
 // Faults outside the program's control: a rank that dies is noticed by the
 // launcher (Open MPI's mpirun names it and kills the others); a rank that
@@ -269,8 +270,8 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
     if (!opts.evalData.empty())
       evalData = openTokenData(m, opts.evalData, rowsPerStep, "--eval-data");
     else if (!opts.evalInputs.empty())
-      evalData = openArrayData(m, opts.evalInputs, opts.evalLabels,
-                               rowsPerStep, "--eval-inputs/--eval-labels");
+      evalData = openArrayData(m, opts.evalInputs, opts.evalLabels, rowsPerStep,
+                               "--eval-inputs/--eval-labels");
     if (evalData) {
       // Batches are laid out as the training stream's, without wrapping.
       int64_t whole = evalData->wholeRows() / rowsPerStep;
@@ -643,7 +644,8 @@ bool Driver::trainSteps() {
     double sum[2];
     bool last = step == opts.steps;
     bool evaluating =
-        evalData && (last || (opts.evalEvery > 0 && step % opts.evalEvery == 0));
+        evalData &&
+        (last || (opts.evalEvery > 0 && step % opts.evalEvery == 0));
     double evalLoss = evaluating ? evaluate() : 0.0;
     int64_t peak = zrt_memory_peak_bytes();
     {
@@ -758,7 +760,9 @@ int Driver::run(int argc, char **argv) {
     writeTrace();
   if (log)
     std::fclose(log);
-  if (ok && ctx.rank == 0 && opts.steps > 0) {
+  // After a run that trained: an evaluation alone runs only the forward's
+  // part of the plan.
+  if (ok && ctx.rank == 0 && maxPeak > 0) {
     int64_t scratch = zrt_scratch_peak_bytes();
     std::printf(
         "peak memory: measured %lld bytes (kernel scratch %lld), "

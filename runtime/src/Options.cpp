@@ -169,8 +169,7 @@ Options zrt::parseOptions(int argc, char **argv) {
         fail("option " + name + " needs a count >= 1, got " +
              std::to_string(v));
       (name == "--eval-every" ? o.evalEvery : o.evalBatches) = v;
-    }
-    else if (name == "--inject-overflow-step")
+    } else if (name == "--inject-overflow-step")
       parseStepRange(name, next(), o.injectOverflowFirst, o.injectOverflowLast);
     else if (name == "--inject-kill-rank")
       o.injectKillRank = parseCount(name, next());

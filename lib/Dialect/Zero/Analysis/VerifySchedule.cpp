@@ -739,9 +739,10 @@ LogicalResult ScheduleVerifier::run() {
   }
   // The evaluation step runs the forward's collectives without the rest of
   // the step, so they must be complete and waited on their own.
-  return failure(failed(checkControlFlow()) || failed(checkTokens(ops, "the step")) ||
-                 failed(checkFrees()) || failed(checkCoverage()) ||
-                 failed(checkPlan()) || failed(checkPhases()) ||
+  return failure(failed(checkControlFlow()) ||
+                 failed(checkTokens(ops, "the step")) || failed(checkFrees()) ||
+                 failed(checkCoverage()) || failed(checkPlan()) ||
+                 failed(checkPhases()) ||
                  failed(checkTokens(getEvaluationOps(schedule.getStep()),
                                     "the evaluation step")));
 }
