@@ -140,11 +140,10 @@ int inspect(const std::string &path) {
     uint64_t bytes = entry.at("bytes").get<uint64_t>();
     total += bytes;
     std::string problem = ckpt.check(r);
-    char crc[16];
-    std::snprintf(crc, sizeof(crc), "%08x", entry.at("crc32").get<uint32_t>());
-    std::printf("  %s: %llu bytes, crc32 %s: %s\n",
+    // The CRC as manifest.json records it (decimal).
+    std::printf("  %s: %llu bytes, crc32 %u: %s\n",
                 entry.at("file").get<std::string>().c_str(),
-                (unsigned long long)bytes, crc,
+                (unsigned long long)bytes, entry.at("crc32").get<uint32_t>(),
                 problem.empty() ? "ok" : "FAILED");
     if (!problem.empty()) {
       std::fprintf(stderr, "zero-ckpt: error: %s\n", problem.c_str());

@@ -250,6 +250,14 @@ def cmd_same_weights(args):
           (len(ha), ma.get("step"), mb.get("step")))
 
 
+def cmd_safetensors_names(args):
+    """Each tensor's name and shape in file order, then the metadata."""
+    metadata, header, _ = read_safetensors(args.file)
+    for name, info in header.items():
+        print("%s [%s]" % (name, ", ".join(str(d) for d in info["shape"])))
+    print("metadata: " + " ".join("%s=%s" % kv for kv in sorted(metadata.items())))
+
+
 def cmd_payloads(args):
     """The SHA-256 of each rank file's payload (its saved buffers, without
     the header)."""
@@ -563,6 +571,10 @@ def main():
     s.add_argument("a")
     s.add_argument("b")
     s.set_defaults(fn=cmd_same_weights)
+    s = sub.add_parser("safetensors-names")
+    s.add_argument("file")
+    s.set_defaults(fn=cmd_safetensors_names)
+
     s = sub.add_parser("payloads")
     s.add_argument("dir")
     s.set_defaults(fn=cmd_payloads)
