@@ -449,25 +449,29 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
          std::to_string(n + 1) + " of " + std::to_string(m.params.size()) +
          " '" + m.params[n].name + "' is beyond the checkpoint's " +
          std::to_string(saved.size()) + " parameters");
-  if (ckpt.computeDtype != m.computeDtypeName)
-    fail(where + " was saved with compute dtype " + ckpt.computeDtype +
-         ", this program's is " + m.computeDtypeName +
-         " (export and --init-from move weights between dtypes)");
-  const json &saved_opt = ckpt.manifest().at("optimizer");
-  json mine = optimizerJson(m);
-  static const std::pair<const char *, const char *> kNames[] = {
-      {"kind", "optimizer"}, {"lr", "learning rate"},
-      {"beta1", "beta1"},    {"beta2", "beta2"},
-      {"eps", "eps"},        {"weight_decay", "weight decay"}};
-  for (auto [key, what] : kNames) {
-    const json &a = saved_opt.at(key);
-    const json &b = mine.at(key);
-    if (a.is_number() && b.is_number() ? a.get<double>() != b.get<double>()
-                                       : a != b)
-      fail(where + " was saved with " + what + " " +
-           (a.is_number() ? numberText(a.get<double>()) : a.dump()) +
-           ", this program's is " +
-           (b.is_number() ? numberText(b.get<double>()) : b.dump()));
+  try {
+    if (ckpt.computeDtype != m.computeDtypeName)
+      fail(where + " was saved with compute dtype " + ckpt.computeDtype +
+           ", this program's is " + m.computeDtypeName +
+           " (export and --init-from move weights between dtypes)");
+    const json &savedOptimizer = ckpt.manifest().at("optimizer");
+    json mine = optimizerJson(m);
+    static const std::pair<const char *, const char *> kNames[] = {
+        {"kind", "optimizer"}, {"lr", "learning rate"},
+        {"beta1", "beta1"},    {"beta2", "beta2"},
+        {"eps", "eps"},        {"weight_decay", "weight decay"}};
+    for (auto [key, what] : kNames) {
+      const json &a = savedOptimizer.at(key);
+      const json &b = mine.at(key);
+      if (a.is_number() && b.is_number() ? a.get<double>() != b.get<double>()
+                                         : a != b)
+        fail(where + " was saved with " + what + " " +
+             (a.is_number() ? numberText(a.get<double>()) : a.dump()) +
+             ", this program's is " +
+             (b.is_number() ? numberText(b.get<double>()) : b.dump()));
+    }
+  } catch (const json::exception &e) {
+    fail(where + ": malformed checkpoint metadata: " + e.what());
   }
 }
 
