@@ -12,8 +12,10 @@
 //       the fp32 master weights by parameter name, as --export writes them
 //       (DeepSpeed's zero_to_fp32); with the Adam moments as well.
 //   zero-ckpt reshard DIR (--for PROGRAM | --manifest FILE) -o NEWDIR
+//   zero-ckpt reshard DIR --world-size M [--stage S] -o NEWDIR
 //       the same state in another program's layout (world size, stage,
-//       grouping), which `PROGRAM --resume NEWDIR` continues.
+//       grouping), which `PROGRAM --resume NEWDIR` continues, or in the
+//       checkpoint's own groups split for M ranks.
 //
 // DIR is a step directory or a save directory (its `latest`).
 //
@@ -25,7 +27,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -42,6 +46,7 @@ const char *const kUsage =
     "usage: zero-ckpt inspect DIR\n"
     "       zero-ckpt consolidate DIR -o OUT.safetensors [--optimizer-states]\n"
     "       zero-ckpt reshard DIR (--for PROGRAM | --manifest FILE) -o NEWDIR\n"
+    "       zero-ckpt reshard DIR --world-size M [--stage S] -o NEWDIR\n"
     "\n"
     "DIR is a checkpoint step directory or a --save directory (its latest).\n"
     "  inspect       step, world size, stage, dtype, groups and sizes, and\n"
@@ -55,11 +60,26 @@ const char *const kUsage =
     "                of PROGRAM, a training executable (or of FILE, the\n"
     "                manifest `PROGRAM --print-manifest` prints), which\n"
     "                `PROGRAM --resume NEWDIR` continues; the step, data\n"
-    "                position, Adam step count and loss scaler carry over\n";
+    "                position, Adam step count and loss scaler carry over.\n"
+    "                --world-size M [--stage S] keeps the checkpoint's groups\n"
+    "                and splits each into M even shards at stage S (default\n"
+    "                the saved one); any program of the model resumes it\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// An integer option in [lo, hi].
+int64_t count(const std::string &opt, const std::string &text, int64_t lo,
+              int64_t hi) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+    throw UsageError(opt + " needs an integer in [" + std::to_string(lo) +
+                     ", " + std::to_string(hi) + "], got '" + text + "'");
+  return v;
+}
 
 std::string quoted(const std::string &s) {
   std::string q = "'";
@@ -208,10 +228,67 @@ int consolidate(const std::string &path, const std::string &out,
   return 0;
 }
 
-int reshard(const std::string &path, const std::string &manifestText,
-            const std::string &from, const std::string &outRoot) {
+/// The layout of `ckpt`'s model and groups on `world` ranks at `stage`: each
+/// group split into even shards (the last ones may own fewer elements).
+/// --resume reads any layout, so no compiler's padding rule is needed.
+Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
+  if (ckpt.format < 3)
+    fail(ckpt.where() + " has format 2, which records no parameters; "
+                        "reshard it --for the program that resumes it");
+  Manifest m;
+  m.stage = stage;
+  m.worldSize = world;
+  m.computeDtypeName = ckpt.computeDtype;
+  m.computeDtype = ckpt.computeDtype == "f32"    ? ZRT_F32
+                   : ckpt.computeDtype == "bf16" ? ZRT_BF16
+                                                 : ZRT_F16;
+  try {
+    const json &saved = ckpt.manifest();
+    m.precision = saved.at("precision").get<std::string>();
+    const json &opt = saved.at("optimizer");
+    m.adamw = opt.at("kind").get<std::string>() == "adamw";
+    m.lr = opt.at("lr").get<double>();
+    m.beta1 = opt.at("beta1").get<double>();
+    m.beta2 = opt.at("beta2").get<double>();
+    m.eps = opt.at("eps").get<double>();
+    m.weightDecay = opt.at("weight_decay").get<double>();
+  } catch (const json::exception &e) {
+    fail(ckpt.where() + ": malformed checkpoint metadata: " + e.what());
+  }
+  // The values are those the saved schedule trained.
+  m.hashText = ckpt.scheduleHash;
+  for (const SavedGroup &g : ckpt.groups) {
+    PartitionInfo part;
+    part.name = g.name;
+    part.numel = g.numel;
+    part.shardNumel = stage == 0 ? g.numel : (g.numel + world - 1) / world;
+    part.paddedNumel = stage == 0 ? g.numel : part.shardNumel * world;
+    part.paramsAreMasters = m.computeDtype == ZRT_F32;
+    auto count = [&](bool full) { return full ? g.numel : part.shardNumel; };
+    part.counts[kParams] = count(stage <= 2);
+    part.counts[kGrads] = count(stage <= 1);
+    for (BufferKind k : kSavedBuffers)
+      part.counts[k] = part.hasBuffer(k) ? count(stage == 0) : 0;
+    m.partitions.push_back(part);
+  }
+  for (const SavedParam &p : ckpt.params) {
+    ParamInfo info;
+    info.name = p.name;
+    info.shape = p.shape;
+    info.numel = p.numel;
+    info.partition = p.group;
+    info.offset = p.offset;
+    m.partitions[size_t(p.group)].params.push_back(p.name);
+    m.params.push_back(info);
+  }
+  return m;
+}
+
+int reshard(const std::string &path,
+            const std::function<Manifest(const CheckpointReader &)> &layout,
+            const std::string &outRoot) {
   CheckpointReader ckpt(path);
-  Manifest target = parseProgram(manifestText, from);
+  Manifest target = layout(ckpt);
   checkSameModel(ckpt, target);
   std::string dir = checkpointDir(outRoot, ckpt.step);
   struct stat st;
@@ -256,6 +333,7 @@ int run(int argc, char **argv) {
   }
   std::string command = args[0], dir, out, program, manifestFile;
   bool optimizerStates = false;
+  int64_t world = 0, stage = -1;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string &a = args[i];
     auto value = [&]() -> std::string {
@@ -269,6 +347,10 @@ int run(int argc, char **argv) {
       program = value();
     else if (a == "--manifest" && command == "reshard")
       manifestFile = value();
+    else if (a == "--world-size" && command == "reshard")
+      world = count(a, value(), 1, 1 << 20);
+    else if (a == "--stage" && command == "reshard")
+      stage = count(a, value(), 0, 3);
     else if (a == "--optimizer-states" && command == "consolidate")
       optimizerStates = true;
     else if (a.rfind("-", 0) == 0)
@@ -291,12 +373,25 @@ int run(int argc, char **argv) {
     throw UsageError(command + " needs -o");
   if (command == "consolidate")
     return consolidate(dir, out, optimizerStates);
-  if (program.empty() == manifestFile.empty())
-    throw UsageError("reshard needs the target layout: --for PROGRAM or "
-                     "--manifest FILE (one of them)");
-  if (!program.empty())
-    return reshard(dir, programManifest(program), "'" + program + "'", out);
-  return reshard(dir, readFile(manifestFile), manifestFile, out);
+  if (stage >= 0 && world == 0)
+    throw UsageError("--stage needs --world-size");
+  if (int(!program.empty()) + int(!manifestFile.empty()) + int(world > 0) != 1)
+    throw UsageError("reshard needs the target layout: --for PROGRAM, "
+                     "--manifest FILE or --world-size M (one of them)");
+  if (world > 0)
+    return reshard(
+        dir,
+        [&](const CheckpointReader &ckpt) {
+          return splitLayout(ckpt, int(world),
+                             stage >= 0 ? int(stage) : ckpt.stage);
+        },
+        out);
+  std::string text =
+      program.empty() ? readFile(manifestFile) : programManifest(program);
+  std::string from = program.empty() ? manifestFile : "'" + program + "'";
+  return reshard(
+      dir, [&](const CheckpointReader &) { return parseProgram(text, from); },
+      out);
 }
 
 } // namespace
