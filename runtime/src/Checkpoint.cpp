@@ -298,6 +298,11 @@ std::string CheckpointReader::rankPath(int rank) const {
 }
 
 std::string CheckpointReader::check(int rank) const {
+  CheckpointFile file;
+  return verify(rank, file);
+}
+
+std::string CheckpointReader::verify(int rank, CheckpointFile &file) const {
   try {
     std::string name = rankPath(rank);
     std::string bytes = readFile(name);
@@ -309,7 +314,7 @@ std::string CheckpointReader::check(int rank) const {
              std::to_string(bytes.size()) + " bytes, crc32 " +
              std::to_string(crc) + "; manifest: " + entry.dump() +
              "); the checkpoint is corrupt or mixed from two saves";
-    CheckpointFile file = unpackCheckpoint(bytes, name);
+    file = unpackCheckpoint(bytes, name);
     json header = json::parse(file.header);
     if (header.at("rank").get<int>() != rank ||
         header.at("schedule_hash") != json_.at("schedule_hash") ||
@@ -328,11 +333,11 @@ CheckpointReader::RankFile &CheckpointReader::load(int rank) {
   auto found = ranks.find(rank);
   if (found != ranks.end())
     return found->second;
-  std::string problem = check(rank);
+  CheckpointFile file;
+  std::string problem = verify(rank, file);
   if (!problem.empty())
     fail(problem);
   std::string name = rankPath(rank);
-  CheckpointFile file = unpackCheckpoint(readFile(name), name);
   RankFile loaded;
   try {
     loaded.header = json::parse(file.header);

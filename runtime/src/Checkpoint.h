@@ -151,6 +151,8 @@ private:
     std::map<std::pair<int32_t, int>, std::pair<uint64_t, uint64_t>> sections;
   };
   RankFile &load(int rank);
+  /// check(), keeping the file it read (when sound) in `file`.
+  std::string verify(int rank, CheckpointFile &file) const;
 
   std::string stepDir, whereText;
   nlohmann::json json_;
