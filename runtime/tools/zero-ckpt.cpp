@@ -144,8 +144,13 @@ int inspect(const std::string &path) {
   int64_t elements = 0;
   for (const SavedParam &p : ckpt.params)
     elements += p.numel;
-  std::printf("  model: %zu parameters, %lld elements, in %zu group(s)\n",
-              ckpt.params.size(), (long long)elements, ckpt.groups.size());
+  if (ckpt.format < 3)
+    std::printf("  model: %zu group(s); format 2 records no parameter table "
+                "(only the program that saved it resumes it)\n",
+                ckpt.groups.size());
+  else
+    std::printf("  model: %zu parameters, %lld elements, in %zu group(s)\n",
+                ckpt.params.size(), (long long)elements, ckpt.groups.size());
   for (const SavedGroup &g : ckpt.groups)
     std::printf("    group '%s': %lld elements, %lld per rank\n",
                 g.name.c_str(), (long long)g.numel,
