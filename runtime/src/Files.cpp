@@ -14,14 +14,18 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -205,7 +209,14 @@ public:
         ++i;
       if (start == i)
         error("expected a dimension");
-      dims.push_back(std::stoll(s.substr(start, i - start)));
+      std::string digits = s.substr(start, i - start);
+      int64_t d = 0;
+      for (char c : digits)
+        if (__builtin_mul_overflow(d, int64_t(10), &d) ||
+            __builtin_add_overflow(d, int64_t(c - '0'), &d))
+          fail(name + ": the .npy header's 'shape' has a dimension " + digits +
+               " beyond 2^63");
+      dims.push_back(d);
       if (!consume(',')) {
         expect(')');
         break;
@@ -302,7 +313,16 @@ NpyArray zrt::parseNpy(const std::string &bytes, const std::string &name) {
     fail(name + ": unsupported dtype '" + d + "'");
 
   size_t dataStart = headerStart + headerLen;
-  int64_t expected = array.numel() * array.itemSize;
+  // The product must not wrap: a wrapped count could match the data size.
+  int64_t expected = array.itemSize;
+  for (int64_t dim : array.shape)
+    if (__builtin_mul_overflow(expected, dim, &expected)) {
+      std::string shape;
+      for (size_t k = 0; k < array.shape.size(); ++k)
+        shape += (k ? ", " : "") + std::to_string(array.shape[k]);
+      fail(name + ": the .npy header's 'shape' (" + shape +
+           ") has more bytes than a file can hold");
+    }
   if (int64_t(bytes.size() - dataStart) != expected)
     fail(name + ": expected " + std::to_string(expected) +
          " data bytes for the shape in the header, found " +
@@ -360,6 +380,37 @@ zrt::writeSafetensors(const std::vector<Tensor> &tensors,
   return out;
 }
 
+namespace {
+
+/// The JSON text of a value, shortened for a message.
+std::string shortDump(const nlohmann::ordered_json &v) {
+  std::string text = v.dump();
+  return text.size() > 80 ? text.substr(0, 77) + "..." : text;
+}
+
+/// A non-negative integer of a safetensors header field ("shape",
+/// "data_offsets"): JSON integers only, so that 8.9 or 1e300 is refused
+/// rather than truncated.
+uint64_t headerCount(const nlohmann::ordered_json &v, const std::string &where,
+                     const char *field) {
+  if (v.is_number_unsigned())
+    return v.get<uint64_t>();
+  if (v.is_number_integer())
+    fail(where + ": " + field + " has a negative entry " + v.dump());
+  fail(where + ": " + field + " has an entry " + shortDump(v) +
+       " that is not an integer");
+}
+
+/// One header entry, checked against the format's rules.
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+} // namespace
+
 std::vector<Tensor>
 zrt::parseSafetensors(const std::string &bytes, const std::string &name,
                       const std::function<bool(const std::string &)> &skip) {
@@ -371,66 +422,151 @@ zrt::parseSafetensors(const std::string &bytes, const std::string &name,
   if (len > bytes.size() - 8)
     fail(name + ": not a safetensors file (header length " +
          std::to_string(len) + " exceeds the file)");
+  // JSON allows duplicate keys (the last one wins); the format does not: a
+  // tensor named twice would be read from one of two places.
+  std::vector<std::set<std::string>> keysOfOpenObjects;
+  std::string duplicate;
+  auto checkKeys = [&](int, nlohmann::ordered_json::parse_event_t event,
+                       nlohmann::ordered_json &parsed) {
+    using Event = nlohmann::ordered_json::parse_event_t;
+    if (event == Event::object_start)
+      keysOfOpenObjects.emplace_back();
+    else if (event == Event::object_end)
+      keysOfOpenObjects.pop_back();
+    else if (event == Event::key && duplicate.empty() &&
+             !keysOfOpenObjects.back().insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.substr(8, len));
+    header = nlohmann::ordered_json::parse(bytes.substr(8, len), checkKeys);
   } catch (const nlohmann::json::exception &e) {
     fail(name + ": malformed safetensors header: " + e.what());
   }
+  if (!duplicate.empty())
+    fail(name + ": the safetensors header has the key '" + duplicate +
+         "' twice in one object (names and fields must be unique)");
   if (!header.is_object())
     fail(name + ": the safetensors header is not a JSON object");
   uint64_t dataSize = bytes.size() - 8 - len;
   const char *data = bytes.data() + 8 + len;
-  std::vector<Tensor> tensors;
+
+  // Every entry first, read or skipped: the format requires the tensors to
+  // cover the data section exactly, without overlaps or holes.
+  std::vector<SafetensorsEntry> entries;
   for (auto &[key, entry] : header.items()) {
-    if (key == "__metadata__" || (skip && skip(key)))
+    if (key == "__metadata__") {
+      if (!entry.is_object())
+        fail(name + ": __metadata__ is not a JSON object");
       continue;
+    }
     std::string where = name + ": tensor '" + key + "'";
-    try {
-      std::string dtype = entry.at("dtype").get<std::string>();
-      size_t itemSize = 0;
-      if (dtype == "F32")
+    if (!entry.is_object())
+      fail(where + " is not a JSON object");
+    for (const char *field : {"dtype", "shape", "data_offsets"})
+      if (!entry.contains(field))
+        fail(where + " lacks \"" + field + "\"");
+    SafetensorsEntry e;
+    e.name = key;
+    if (!entry["dtype"].is_string())
+      fail(where + ": dtype " + shortDump(entry["dtype"]) +
+           " is not a string");
+    e.dtype = entry["dtype"].get<std::string>();
+    const auto &shape = entry["shape"];
+    if (!shape.is_array())
+      fail(where + ": shape " + shortDump(shape) + " is not an array");
+    // Element count and bytes, refusing overflow (a shape whose product
+    // wraps could otherwise match small data_offsets).
+    uint64_t numel = 1;
+    for (const auto &d : shape) {
+      uint64_t v = headerCount(d, where, "shape");
+      if (v > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, v, &numel) ||
+          numel > uint64_t(INT64_MAX))
+        fail(where + ": shape " + shortDump(shape) +
+             " has more elements than a file can hold");
+      e.shape.push_back(int64_t(v));
+    }
+    const auto &offsets = entry["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2)
+      fail(where + ": data_offsets " + shortDump(offsets) +
+           " is not a pair [begin, end]");
+    e.begin = headerCount(offsets[0], where, "data_offsets");
+    e.end = headerCount(offsets[1], where, "data_offsets");
+    if (e.begin > e.end || e.end > dataSize)
+      fail(where + " has data_offsets " + offsets.dump() +
+           " outside the data section (" + std::to_string(dataSize) +
+           " bytes)");
+    bool skipped = skip && skip(key);
+    if (!skipped) {
+      uint64_t itemSize = 0;
+      if (e.dtype == "F32")
         itemSize = 4;
-      else if (dtype == "BF16" || dtype == "F16")
+      else if (e.dtype == "BF16" || e.dtype == "F16")
         itemSize = 2;
       else
-        fail(where + " has dtype " + dtype +
+        fail(where + " has dtype " + e.dtype +
              "; only F32, BF16 and F16 are supported");
-      Tensor t;
-      t.name = key;
-      t.shape = entry.at("shape").get<std::vector<int64_t>>();
-      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      int64_t numel = 1;
-      for (int64_t d : t.shape) {
-        if (d < 0)
-          fail(where + " has a negative dimension");
-        numel *= d;
-      }
-      if (offsets.size() != 2 || offsets[0] > offsets[1] ||
-          offsets[1] > dataSize)
-        fail(where + " has data_offsets outside the data section");
-      if (offsets[1] - offsets[0] != uint64_t(numel) * itemSize)
-        fail(where + ": data_offsets span " +
-             std::to_string(offsets[1] - offsets[0]) +
+      uint64_t need;
+      if (__builtin_mul_overflow(numel, itemSize, &need) ||
+          e.end - e.begin != need)
+        fail(where + ": data_offsets span " + std::to_string(e.end - e.begin) +
              " bytes, the shape needs " +
-             std::to_string(uint64_t(numel) * itemSize));
-      t.data.resize(size_t(numel));
-      const char *src = data + offsets[0];
-      if (itemSize == 4) {
-        std::memcpy(t.data.data(), src, size_t(numel) * 4);
-      } else {
-        // Both widen to fp32 exactly.
-        bool bf16 = dtype == "BF16";
-        for (size_t e = 0; e < size_t(numel); ++e) {
-          uint16_t h;
-          std::memcpy(&h, src + 2 * e, 2);
-          t.data[e] = bf16 ? bf16ToFloat(h) : f16ToFloatSoft(h);
-        }
-      }
-      tensors.push_back(std::move(t));
-    } catch (const nlohmann::json::exception &e) {
-      fail(where + " is malformed: " + e.what());
+             (need / itemSize == numel ? std::to_string(need)
+                                       : std::string("more than 2^64")));
     }
+    entries.push_back(std::move(e));
+  }
+  std::vector<const SafetensorsEntry *> byOffset;
+  for (const SafetensorsEntry &e : entries)
+    byOffset.push_back(&e);
+  std::stable_sort(byOffset.begin(), byOffset.end(),
+                   [](const SafetensorsEntry *a, const SafetensorsEntry *b) {
+                     return a->begin < b->begin;
+                   });
+  uint64_t covered = 0;
+  const SafetensorsEntry *previous = nullptr;
+  for (const SafetensorsEntry *e : byOffset) {
+    if (e->begin < covered)
+      fail(name + ": tensors '" + previous->name + "' (data_offsets [" +
+           std::to_string(previous->begin) + ", " +
+           std::to_string(previous->end) + "]) and '" + e->name + "' ([" +
+           std::to_string(e->begin) + ", " + std::to_string(e->end) +
+           "]) overlap");
+    if (e->begin > covered)
+      fail(name + ": bytes [" + std::to_string(covered) + ", " +
+           std::to_string(e->begin) +
+           ") of the data section belong to no tensor (the format allows "
+           "no holes)");
+    covered = e->end;
+    previous = e;
+  }
+  if (covered != dataSize)
+    fail(name + ": the data section has " + std::to_string(dataSize) +
+         " bytes, the tensors end at byte " + std::to_string(covered));
+
+  std::vector<Tensor> tensors;
+  for (const SafetensorsEntry &e : entries) {
+    if (skip && skip(e.name))
+      continue;
+    Tensor t;
+    t.name = e.name;
+    t.shape = e.shape;
+    size_t numel = size_t((e.end - e.begin) / (e.dtype == "F32" ? 4 : 2));
+    t.data.resize(numel);
+    const char *src = data + e.begin;
+    if (e.dtype == "F32") {
+      std::memcpy(t.data.data(), src, numel * 4);
+    } else {
+      // Both widen to fp32 exactly.
+      bool bf16 = e.dtype == "BF16";
+      for (size_t k = 0; k < numel; ++k) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * k, 2);
+        t.data[k] = bf16 ? bf16ToFloat(h) : f16ToFloatSoft(h);
+      }
+    }
+    tensors.push_back(std::move(t));
   }
   return tensors;
 }
