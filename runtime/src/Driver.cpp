@@ -252,11 +252,11 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
         (m.inputs.empty() || m.inputs[0].shape.empty() ? 0
                                                        : m.inputs[0].shape[0]) *
         ctx.world * m.accumulationSteps;
+    DataShard shard{ctx.rank, ctx.world};
     if (!opts.data.empty())
-      data = openTokenData(m, opts.data, rowsPerStep);
+      data = openTokenData(m, opts.data, rowsPerStep, shard);
     else if (!opts.inputs.empty())
-      data =
-          openArrayData(m, opts.inputs, opts.labels, rowsPerStep);
+      data = openArrayData(m, opts.inputs, opts.labels, rowsPerStep, shard);
     if (!opts.resume.empty()) {
       progress = readCheckpoint(ctx, opts.resume);
       return;

@@ -732,7 +732,16 @@ std::vector<Tensor> zrt::readWeights(const std::string &bytes,
     return isConstantBuffer(name) && !names.count(name) &&
            !names.count(kTransformerPrefix + name);
   };
-  return matchWeights(parseSafetensors(bytes, file, skip), wanted, file);
+  std::vector<Tensor> tensors =
+      matchWeights(parseSafetensors(bytes, file, skip), wanted, file);
+  // A non-finite initial weight makes the first loss NaN or inf.
+  for (const Tensor &t : tensors)
+    for (size_t k = 0; k < t.data.size(); ++k)
+      if (!std::isfinite(t.data[k]))
+        fail(file + ": tensor '" + t.name + "' element " + std::to_string(k) +
+             " is " + (std::isnan(t.data[k]) ? "NaN" : "infinite") +
+             "; initial weights must be finite");
+  return tensors;
 }
 
 //===----------------------------------------------------------------------===//

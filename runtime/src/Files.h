@@ -108,7 +108,8 @@ std::vector<Tensor> matchWeights(std::vector<Tensor> tensors,
                                  const std::vector<WantedTensor> &wanted,
                                  const std::string &file);
 /// matchWeights of the safetensors file `bytes`, whose buffers are skipped
-/// unread (older files store the attention masks as bool or uint8).
+/// unread (older files store the attention masks as bool or uint8). Throws
+/// for a NaN or infinite weight, naming the tensor and element.
 std::vector<Tensor> readWeights(const std::string &bytes,
                                 const std::vector<WantedTensor> &wanted,
                                 const std::string &file);
