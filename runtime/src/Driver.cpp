@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -51,6 +52,17 @@ namespace {
 // The driver
 //===----------------------------------------------------------------------===//
 
+/// Where rank `rank` writes the trace asked for with --trace `base`.
+std::string tracePath(const std::string &base, int rank) {
+  std::string path = base;
+  std::string suffix = ".rank" + std::to_string(rank);
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    path.insert(path.size() - 5, suffix);
+  else
+    path += suffix + ".json";
+  return path;
+}
+
 class Driver {
 public:
   explicit Driver(const zrt_program *program) : program(program) {}
@@ -69,6 +81,8 @@ private:
   void info(const char *fmt, ...) const __attribute__((format(printf, 2, 3)));
 
   bool setUp(int argc, char **argv, int &exitCode);
+  void checkOutputs();
+  void openLog();
   bool checkWorld();
   void chooseThreads();
   bool train();
@@ -92,6 +106,8 @@ private:
   Watchdog watchdog;
   /// The step whose checkpoint is being written (0: none), for test hooks.
   int64_t savingStep = 0;
+  /// Rank 0's lock of the --save directory.
+  DirectoryLock saveLock;
 };
 
 template <typename Fn>
@@ -228,6 +244,16 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
       }))
     return false;
 
+  // Every output is checked before any work, so that a path that cannot be
+  // written does not lose the training (rank 0 also locks --save).
+  if (!everywhere([&] { checkOutputs(); }))
+    return false;
+  if (ctx.rank == 0 && !saveLock.takenOver().empty())
+    std::fprintf(stderr,
+                 "zrt: warning: took over the lock of '%s' from %s, which "
+                 "has ended (a run that crashed or was killed)\n",
+                 opts.save.c_str(), saveLock.takenOver().c_str());
+
   const Manifest &m = manifest;
   ctx.manifest = &manifest;
   ctx.computeBytes = zrt_dtype_size(m.computeDtype);
@@ -288,13 +314,7 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
     info("resumed from '%s' at step %lld\n", opts.resume.c_str(),
          (long long)progress.step);
 
-  if (!opts.logJson.empty() && ctx.rank == 0 &&
-      !(log = std::fopen(opts.logJson.c_str(), "w"))) {
-    error("cannot write '" + opts.logJson + "': " + std::strerror(errno));
-  }
-  int logOk = ctx.rank != 0 || opts.logJson.empty() || log;
-  MPI_Bcast(&logOk, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!logOk)
+  if (!everywhere([&] { openLog(); }))
     return false;
 
   int64_t numel = 0;
@@ -305,6 +325,68 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
        m.stage, m.worldSize, m.precision.c_str(), m.accumulationSteps,
        (long long)numel, m.partitions.size(), m.hashText.c_str());
   return true;
+}
+
+void Driver::checkOutputs() {
+  if (!opts.save.empty()) {
+    checkWritableDir(opts.save, "--save");
+    if (ctx.rank == 0) {
+      saveLock.acquire(opts.save);
+      // A new run saving over another run's checkpoints would overwrite
+      // some and move `latest` back, so that a later --resume continues
+      // the wrong run.
+      if (!resumesFrom(opts.resume, opts.save) && hasCheckpoints(opts.save)) {
+        std::string latest;
+        try {
+          latest = readFile(opts.save + "/latest");
+        } catch (const std::exception &) {
+        }
+        while (!latest.empty() &&
+               std::isspace(static_cast<unsigned char>(latest.back())))
+          latest.pop_back();
+        std::string which =
+            latest.empty() ? "" : " (latest: " + latest + ")";
+        if (!opts.overwrite)
+          fail("'" + opts.save + "' holds the checkpoints of another run" +
+               which + ": --resume " + opts.save +
+               " continues that run, --overwrite replaces its checkpoints, "
+               "or --save another directory");
+        int removed = removeCheckpoints(opts.save);
+        std::fprintf(stderr,
+                     "zrt: --overwrite: removed %d checkpoint(s) of an "
+                     "earlier run from '%s'%s\n",
+                     removed, opts.save.c_str(), which.c_str());
+      }
+    }
+  }
+  if (!opts.exportPath.empty() && ctx.rank == 0)
+    checkWritableFile(opts.exportPath, "--export");
+  if (!opts.logJson.empty() && ctx.rank == 0)
+    checkWritableFile(opts.logJson, "--log-json");
+  if (!opts.trace.empty())
+    checkWritableFile(tracePath(opts.trace, ctx.rank), "--trace");
+}
+
+void Driver::openLog() {
+  if (opts.logJson.empty() || ctx.rank != 0)
+    return;
+  // A resumed run continues the log: the lines of the steps up to the
+  // checkpoint are kept, those after it (logged by a run that went on
+  // past the checkpoint and crashed) dropped, so that the log stays one
+  // line per step.
+  bool append = !opts.resume.empty() && isRegularFile(opts.logJson);
+  if (append) {
+    LogTrim trim = keepLogUpTo(opts.logJson, progress.step);
+    if (trim.dropped > 0)
+      std::fprintf(stderr,
+                   "zrt: --log-json: dropped %lld line(s) of '%s' after step "
+                   "%lld, the checkpoint's\n",
+                   (long long)trim.dropped, opts.logJson.c_str(),
+                   (long long)progress.step);
+  }
+  log = std::fopen(opts.logJson.c_str(), append ? "a" : "w");
+  if (!log)
+    fail("cannot write '" + opts.logJson + "': " + std::strerror(errno));
 }
 
 void Driver::installSaveHook() {
@@ -397,17 +479,6 @@ static std::string formatBytes(int64_t bytes) {
   else
     std::snprintf(buf, sizeof(buf), "%.1f %s", v, units[u]);
   return buf;
-}
-
-/// Where rank `rank` writes the trace asked for with --trace `base`.
-static std::string tracePath(const std::string &base, int rank) {
-  std::string path = base;
-  std::string suffix = ".rank" + std::to_string(rank);
-  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
-    path.insert(path.size() - 5, suffix);
-  else
-    path += suffix + ".json";
-  return path;
 }
 
 void Driver::writeTrace() {

@@ -124,6 +124,207 @@ void zrt::makeDirs(const std::string &path) {
     fail("'" + path + "' is not a directory");
 }
 
+namespace {
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/// Creates and removes a file in `dir`: the only test that also sees
+/// read-only file systems and, for root, every other reason.
+void probeDirectory(const std::string &dir, const std::string &what) {
+  std::string probe = dir + "/.zrt-write-test." + std::to_string(::getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    fail(what + ": cannot create a file in '" + dir + "': " + errnoText());
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+/// step_N for N >= 0 (what checkpointDir names).
+bool isStepName(const char *name) {
+  if (std::strncmp(name, "step_", 5) != 0 || !name[5])
+    return false;
+  for (const char *p = name + 5; *p; ++p)
+    if (!std::isdigit(static_cast<unsigned char>(*p)))
+      return false;
+  return true;
+}
+
+std::vector<std::string> stepDirectories(const std::string &dir) {
+  std::vector<std::string> steps;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return steps;
+  while (dirent *e = ::readdir(d))
+    if (isStepName(e->d_name) && isDirectory(dir + "/" + e->d_name))
+      steps.push_back(e->d_name);
+  ::closedir(d);
+  return steps;
+}
+
+std::string hostName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0)
+    return "?";
+  return host;
+}
+
+} // namespace
+
+void zrt::checkWritableFile(const std::string &path,
+                            const std::string &option) {
+  std::string what = "cannot write " + option + " '" + path + "'";
+  if (isDirectory(path))
+    fail(what + ": it is a directory");
+  std::string dir = dirOf(path);
+  if (!isDirectory(dir))
+    fail(what + ": '" + dir + "' is not a directory");
+  probeDirectory(dir, what);
+}
+
+void zrt::checkWritableDir(const std::string &dir, const std::string &option) {
+  std::string what = "cannot write " + option + " '" + dir + "'";
+  try {
+    makeDirs(dir);
+  } catch (const std::runtime_error &e) {
+    fail(what + ": " + e.what());
+  }
+  probeDirectory(dir, what);
+}
+
+bool zrt::isRegularFile(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool zrt::resumesFrom(const std::string &resume, const std::string &save) {
+  if (resume.empty())
+    return false;
+  auto canonical = [](const std::string &path) {
+    char *real = ::realpath(path.c_str(), nullptr);
+    std::string out = real ? real : "";
+    std::free(real);
+    return out;
+  };
+  std::string from = canonical(resume), to = canonical(save);
+  if (from.empty() || to.empty())
+    return false;
+  return from == to || dirOf(from) == to;
+}
+
+LogTrim zrt::keepLogUpTo(const std::string &path, int64_t step) {
+  std::istringstream in(readFile(path));
+  std::string line, kept;
+  LogTrim trim;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr,
+                                             /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() <= step) {
+      kept += line + "\n";
+      ++trim.kept;
+    } else {
+      ++trim.dropped;
+    }
+  }
+  if (trim.dropped > 0)
+    writeFileAtomic(path, kept);
+  return trim;
+}
+
+bool zrt::hasCheckpoints(const std::string &dir) {
+  struct stat st;
+  return ::stat((dir + "/latest").c_str(), &st) == 0 ||
+         !stepDirectories(dir).empty();
+}
+
+int zrt::removeCheckpoints(const std::string &dir) {
+  std::vector<std::string> steps = stepDirectories(dir);
+  for (const std::string &step : steps) {
+    std::string path = dir + "/" + step;
+    // A step directory holds files only (manifest, rank files, temporaries).
+    DIR *d = ::opendir(path.c_str());
+    if (!d)
+      fail("cannot remove '" + path + "': " + errnoText());
+    std::vector<std::string> files;
+    while (dirent *e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        files.push_back(path + "/" + e->d_name);
+    ::closedir(d);
+    for (const std::string &f : files)
+      if (::unlink(f.c_str()) != 0)
+        fail("cannot remove '" + f + "': " + errnoText());
+    if (::rmdir(path.c_str()) != 0)
+      fail("cannot remove '" + path + "': " + errnoText());
+  }
+  std::string latest = dir + "/latest";
+  if (::unlink(latest.c_str()) != 0 && errno != ENOENT)
+    fail("cannot remove '" + latest + "': " + errnoText());
+  return int(steps.size());
+}
+
+void zrt::DirectoryLock::acquire(const std::string &dir) {
+  release();
+  std::string path = dir + "/lock";
+  int f = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (f < 0)
+    fail("cannot create the lock file '" + path + "': " + errnoText());
+  // What the last holder wrote: empty when it released the lock.
+  std::string owner;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(f, buf, sizeof(buf))) > 0)
+    owner.append(buf, size_t(n));
+  while (!owner.empty() && std::isspace(static_cast<unsigned char>(owner.back())))
+    owner.pop_back();
+  if (::flock(f, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(f);
+    if (err != EWOULDBLOCK)
+      fail("cannot lock '" + path + "': " + std::strerror(err));
+    fail("'" + dir + "' is in use by another run (" +
+         (owner.empty() ? std::string("owner unknown") : owner) +
+         ", lock file '" + path +
+         "'): two runs saving into one directory would mix their "
+         "checkpoints; wait for it to end or save elsewhere");
+  }
+  // Read again under the lock: the holder may have changed meanwhile.
+  owner.clear();
+  ::lseek(f, 0, SEEK_SET);
+  while ((n = ::read(f, buf, sizeof(buf))) > 0)
+    owner.append(buf, size_t(n));
+  while (!owner.empty() && std::isspace(static_cast<unsigned char>(owner.back())))
+    owner.pop_back();
+  previousOwner = owner;
+  std::string mine = "process " + std::to_string(::getpid()) + " on host " +
+                     hostName() + "\n";
+  if (::ftruncate(f, 0) != 0 || ::lseek(f, 0, SEEK_SET) != 0) {
+    int err = errno;
+    ::close(f);
+    fail("cannot write the lock file '" + path + "': " + std::strerror(err));
+  }
+  try {
+    writeAll(f, mine.data(), mine.size(), path);
+  } catch (...) {
+    ::close(f);
+    throw;
+  }
+  fd = f;
+}
+
+void zrt::DirectoryLock::release() {
+  if (fd < 0)
+    return;
+  // Emptied, not removed: another run may have opened this inode already.
+  // Should emptying fail, the next owner reports a taken-over lock.
+  int ignored = ::ftruncate(fd, 0);
+  (void)ignored;
+  ::close(fd);
+  fd = -1;
+}
+
 uint32_t zrt::crc32(const void *data, size_t size, uint32_t crc) {
   static const auto table = [] {
     std::array<uint32_t, 256> t{};

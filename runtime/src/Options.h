@@ -31,6 +31,8 @@ struct Options {
   int threads = 0;
   bool quiet = false;
   bool help = false;
+  /// Replace the checkpoints of an earlier run in the --save directory.
+  bool overwrite = false;
 };
 
 /// Parses and cross-checks the command line; throws std::runtime_error.
