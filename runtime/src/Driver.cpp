@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -42,6 +43,7 @@
 #include <memory>
 #include <stdexcept>
 #include <thread>
+#include <time.h>
 #include <unistd.h>
 
 using namespace zrt;
@@ -90,7 +92,8 @@ private:
   void installSaveHook();
   bool save(const Progress &progress);
   bool exportWeights();
-  void writeTrace();
+  bool writeTrace();
+  void noteProgress(int64_t step);
 
   const zrt_program *program;
   Options opts;
@@ -108,7 +111,63 @@ private:
   int64_t savingStep = 0;
   /// Rank 0's lock of the --save directory.
   DirectoryLock saveLock;
+  /// The last checkpoint this run saved or resumed from (empty: none).
+  std::string lastCheckpoint;
+  /// Whether this run trained any step (the peak line reports those).
+  bool trained = false;
 };
+
+//===----------------------------------------------------------------------===//
+// SIGINT and SIGTERM
+//===----------------------------------------------------------------------===//
+
+/// What rank 0 prints when SIGINT or SIGTERM ends the run (mpirun sends
+/// SIGTERM to every rank when it is interrupted): the step and the last
+/// checkpoint. Formatted outside the handler (which may only write(2)) into
+/// the buffer the handler is not reading, then published.
+struct InterruptNote {
+  char text[2][1024] = {};
+  size_t length[2] = {};
+  std::atomic<int> current{-1};
+};
+InterruptNote interruptNote;
+
+void setInterruptNote(const std::string &text) {
+  int next = interruptNote.current.load() == 0 ? 1 : 0;
+  size_t n = std::min(text.size(), sizeof(interruptNote.text[0]) - 1);
+  std::memcpy(interruptNote.text[next], text.data(), n);
+  interruptNote.length[next] = n;
+  interruptNote.current.store(next);
+}
+
+extern "C" void onInterrupt(int sig) {
+  int c = interruptNote.current.load();
+  if (c < 0) {
+    // Not rank 0: let rank 0 end first. mpirun forwards the signal to every
+    // rank and, once one has ended, stops forwarding output, which would
+    // lose rank 0's line when another rank happened to end before it.
+    struct timespec delay = {1, 0};
+    ::nanosleep(&delay, nullptr);
+  } else {
+    const char *name = sig == SIGINT ? "zrt: interrupted (SIGINT) "
+                                     : "zrt: terminated (SIGTERM) ";
+    ssize_t ignored = ::write(STDERR_FILENO, name, std::strlen(name));
+    ignored = ::write(STDERR_FILENO, interruptNote.text[c],
+                      interruptNote.length[c]);
+    (void)ignored;
+  }
+  // The default action ends the process with the signal's status.
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void installInterruptHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = onInterrupt;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
 
 template <typename Fn>
 bool Driver::everywhere(const Fn &fn) {
@@ -285,6 +344,7 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
       data = openArrayData(m, opts.inputs, opts.labels, rowsPerStep, shard);
     if (!opts.resume.empty()) {
       progress = readCheckpoint(ctx, opts.resume);
+      lastCheckpoint = opts.resume;
       return;
     }
     std::vector<Tensor> tensors;
@@ -389,6 +449,18 @@ void Driver::openLog() {
     fail("cannot write '" + opts.logJson + "': " + std::strerror(errno));
 }
 
+void Driver::noteProgress(int64_t step) {
+  std::string note = "during step " + std::to_string(step) + "; ";
+  if (lastCheckpoint.empty())
+    note += "no checkpoint saved";
+  else if (opts.save.empty() || lastCheckpoint == opts.resume)
+    note += "resumed from '" + lastCheckpoint + "'";
+  else
+    note += "last checkpoint '" + lastCheckpoint + "' (--resume " + opts.save +
+            " continues from it)";
+  setInterruptNote(note + "\n");
+}
+
 void Driver::installSaveHook() {
   if (opts.injectKillDuringSave <= 0 || ctx.rank != opts.injectKillRank)
     return;
@@ -434,6 +506,7 @@ bool Driver::save(const Progress &at) {
       }))
     return false;
   info("saved checkpoint %s\n", dir.c_str());
+  lastCheckpoint = dir;
   return true;
 }
 
@@ -481,7 +554,7 @@ static std::string formatBytes(int64_t bytes) {
   return buf;
 }
 
-void Driver::writeTrace() {
+bool Driver::writeTrace() {
   std::string path = tracePath(opts.trace, ctx.rank);
   nlohmann::json events = nlohmann::json::array();
   for (const TraceEvent &e : ctx.trace)
@@ -549,7 +622,7 @@ void Driver::writeTrace() {
     writeFileAtomic(path, doc.dump() + "\n");
   } catch (const std::exception &e) {
     error(std::string("cannot write the trace: ") + e.what());
-    return;
+    return false;
   }
   int ranks = manifest.worldSize;
   if (ranks == 1)
@@ -557,6 +630,7 @@ void Driver::writeTrace() {
   else
     info("wrote one trace per rank: %s ... %s\n", path.c_str(),
          tracePath(opts.trace, ranks - 1).c_str());
+  return true;
 }
 
 bool Driver::train() {
@@ -595,6 +669,8 @@ bool Driver::trainSteps() {
       for (;;)
         ::pause();
     watchdog.beginStep(step);
+    if (ctx.rank == 0)
+      noteProgress(step);
     ctx.stepIndex = step;
     ctx.lossSum = 0.0;
     ctx.lossCount = 0;
@@ -638,6 +714,7 @@ bool Driver::trainSteps() {
           {"step " + std::to_string(step), stepStart, ctx.nowUs() - stepStart});
     progress.step = step;
     progress.dataPosition += rowsPerStep;
+    trained = true;
 
     // Global values: the mean of the ranks' losses, the slowest rank's
     // time, the largest peak.
@@ -739,17 +816,27 @@ int Driver::run(int argc, char **argv) {
   if (!setUp(argc, argv, exitCode))
     return exitCode;
   bool ok = true;
+  installInterruptHandlers();
+  if (ctx.rank == 0)
+    noteProgress(progress.step + 1);
   if (opts.steps > progress.step)
     ok = train();
   else if (!opts.save.empty() && opts.resume.empty() && opts.steps == 0)
     ok = save(progress);
+  else if (!opts.resume.empty() && ctx.rank == 0)
+    // --steps counts from the start of training, not from the checkpoint.
+    std::fprintf(stderr,
+                 "zrt: warning: nothing to train: the checkpoint is at step "
+                 "%lld and --steps %lld is not beyond it (--steps counts "
+                 "the checkpoint's steps)\n",
+                 (long long)progress.step, (long long)opts.steps);
   if (ok && !opts.exportPath.empty())
     ok = exportWeights();
-  if (!opts.trace.empty())
-    writeTrace();
+  if (!opts.trace.empty() && !writeTrace())
+    ok = false;
   if (log)
     std::fclose(log);
-  if (ok && ctx.rank == 0 && opts.steps > 0) {
+  if (ok && ctx.rank == 0 && trained) {
     int64_t scratch = zrt_scratch_peak_bytes();
     std::printf(
         "peak memory: measured %lld bytes (kernel scratch %lld), "
