@@ -133,8 +133,9 @@ public:
         if (tokens[i] >= bound)
           fail("'" + path + "': token " + std::to_string(tokens[i]) +
                " at offset " + std::to_string(i) + " (byte " +
-               std::to_string(2 * i) + ") is outside the model's vocabulary "
-               "[0, " + std::to_string(bound) + ")");
+               std::to_string(2 * i) +
+               ") is outside the model's vocabulary [0, " +
+               std::to_string(bound) + ")");
     }
   }
   ~TokenData() override {
@@ -162,10 +163,9 @@ public:
 
 private:
   void watchForTruncation(const std::string &path, DataShard shard) {
-    std::string who = shard.world > 1
-                          ? "zrt: error: rank " + std::to_string(shard.rank) +
-                                ": "
-                          : "zrt: error: ";
+    std::string who = shard.world > 1 ? "zrt: error: rank " +
+                                            std::to_string(shard.rank) + ": "
+                                      : "zrt: error: ";
     std::string msg =
         who + "the token file '" + path + "' shrank below its " +
         std::to_string(bytes) +
@@ -317,9 +317,10 @@ std::unique_ptr<DataSource> zrt::openTokenData(const Manifest &m,
   return std::make_unique<TokenData>(m, path, rowsPerStep, shard);
 }
 
-std::unique_ptr<DataSource>
-zrt::openArrayData(const Manifest &m, const std::string &xPath,
-                   const std::string &yPath, int64_t rowsPerStep,
-                   DataShard shard) {
+std::unique_ptr<DataSource> zrt::openArrayData(const Manifest &m,
+                                               const std::string &xPath,
+                                               const std::string &yPath,
+                                               int64_t rowsPerStep,
+                                               DataShard shard) {
   return std::make_unique<ArrayData>(m, xPath, yPath, rowsPerStep, shard);
 }

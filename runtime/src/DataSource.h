@@ -42,9 +42,10 @@ std::unique_ptr<DataSource> openTokenData(const Manifest &m,
                                           const std::string &path,
                                           int64_t rowsPerStep, DataShard shard);
 /// --inputs/--labels: .npy features and labels.
-std::unique_ptr<DataSource>
-openArrayData(const Manifest &m, const std::string &xPath,
-              const std::string &yPath, int64_t rowsPerStep, DataShard shard);
+std::unique_ptr<DataSource> openArrayData(const Manifest &m,
+                                          const std::string &xPath,
+                                          const std::string &yPath,
+                                          int64_t rowsPerStep, DataShard shard);
 
 } // namespace zrt
 

@@ -152,8 +152,8 @@ extern "C" void onInterrupt(int sig) {
     const char *name = sig == SIGINT ? "zrt: interrupted (SIGINT) "
                                      : "zrt: terminated (SIGTERM) ";
     ssize_t ignored = ::write(STDERR_FILENO, name, std::strlen(name));
-    ignored = ::write(STDERR_FILENO, interruptNote.text[c],
-                      interruptNote.length[c]);
+    ignored =
+        ::write(STDERR_FILENO, interruptNote.text[c], interruptNote.length[c]);
     (void)ignored;
   }
   // The default action ends the process with the signal's status.
@@ -404,8 +404,7 @@ void Driver::checkOutputs() {
         while (!latest.empty() &&
                std::isspace(static_cast<unsigned char>(latest.back())))
           latest.pop_back();
-        std::string which =
-            latest.empty() ? "" : " (latest: " + latest + ")";
+        std::string which = latest.empty() ? "" : " (latest: " + latest + ")";
         if (!opts.overwrite)
           fail("'" + opts.save + "' holds the checkpoints of another run" +
                which + ": --resume " + opts.save +

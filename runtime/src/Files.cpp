@@ -277,7 +277,8 @@ void zrt::DirectoryLock::acquire(const std::string &dir) {
   ssize_t n;
   while ((n = ::read(f, buf, sizeof(buf))) > 0)
     owner.append(buf, size_t(n));
-  while (!owner.empty() && std::isspace(static_cast<unsigned char>(owner.back())))
+  while (!owner.empty() &&
+         std::isspace(static_cast<unsigned char>(owner.back())))
     owner.pop_back();
   if (::flock(f, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
@@ -295,11 +296,12 @@ void zrt::DirectoryLock::acquire(const std::string &dir) {
   ::lseek(f, 0, SEEK_SET);
   while ((n = ::read(f, buf, sizeof(buf))) > 0)
     owner.append(buf, size_t(n));
-  while (!owner.empty() && std::isspace(static_cast<unsigned char>(owner.back())))
+  while (!owner.empty() &&
+         std::isspace(static_cast<unsigned char>(owner.back())))
     owner.pop_back();
   previousOwner = owner;
-  std::string mine = "process " + std::to_string(::getpid()) + " on host " +
-                     hostName() + "\n";
+  std::string mine =
+      "process " + std::to_string(::getpid()) + " on host " + hostName() + "\n";
   if (::ftruncate(f, 0) != 0 || ::lseek(f, 0, SEEK_SET) != 0) {
     int err = errno;
     ::close(f);
@@ -671,8 +673,7 @@ zrt::parseSafetensors(const std::string &bytes, const std::string &name,
     SafetensorsEntry e;
     e.name = key;
     if (!entry["dtype"].is_string())
-      fail(where + ": dtype " + shortDump(entry["dtype"]) +
-           " is not a string");
+      fail(where + ": dtype " + shortDump(entry["dtype"]) + " is not a string");
     e.dtype = entry["dtype"].get<std::string>();
     const auto &shape = entry["shape"];
     if (!shape.is_array())

@@ -393,7 +393,8 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
            (name.empty() ? std::string("is empty")
                          : "names '" + name + "', not a step directory") +
            "; it should name the newest complete checkpoint (e.g. step_10): "
-           "--resume a step directory of '" + dir + "' instead");
+           "--resume a step directory of '" +
+           dir + "' instead");
     dir += "/" + name;
   }
   std::string where = "checkpoint '" + dir + "'";

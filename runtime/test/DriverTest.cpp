@@ -409,11 +409,10 @@ TEST(SafetensorsTest, StrictToTheFormat) {
     return errorOf([&] { parseSafetensors(file(header, dataBytes), "w"); });
   };
   // Overlapping data_offsets used to be read twice.
-  EXPECT_EQ(
-      error(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-            12),
-      "w: tensors 'a' (data_offsets [0, 8]) and 'b' ([4, 12]) overlap");
+  EXPECT_EQ(error(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                  12),
+            "w: tensors 'a' (data_offsets [0, 8]) and 'b' ([4, 12]) overlap");
   EXPECT_EQ(
       error(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
       "w: bytes [0, 4) of the data section belong to no tensor (the format "
@@ -428,8 +427,7 @@ TEST(SafetensorsTest, StrictToTheFormat) {
       "w: tensor 'a': shape has an entry 8.9 that is not an integer");
   // 1e300 used to be reported as "negative".
   EXPECT_EQ(
-      error(R"({"a":{"dtype":"F32","shape":[1e300],"data_offsets":[0,4]}})",
-            4),
+      error(R"({"a":{"dtype":"F32","shape":[1e300],"data_offsets":[0,4]}})", 4),
       "w: tensor 'a': shape has an entry 1e+300 that is not an integer");
   EXPECT_EQ(
       error(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4),
@@ -454,12 +452,11 @@ TEST(SafetensorsTest, StrictToTheFormat) {
             8),
       "w: the safetensors header has the key 'a' twice in one object (names "
       "and fields must be unique)");
-  EXPECT_EQ(
-      error(R"({"a":{"dtype":"F32","dtype":"F16","shape":[1],)"
-            R"("data_offsets":[0,4]}})",
-            4),
-      "w: the safetensors header has the key 'dtype' twice in one object "
-      "(names and fields must be unique)");
+  EXPECT_EQ(error(R"({"a":{"dtype":"F32","dtype":"F16","shape":[1],)"
+                  R"("data_offsets":[0,4]}})",
+                  4),
+            "w: the safetensors header has the key 'dtype' twice in one object "
+            "(names and fields must be unique)");
   EXPECT_EQ(error(R"({"a":{"dtype":"F32","shape":[1]}})", 4),
             "w: tensor 'a' lacks \"data_offsets\"");
   EXPECT_EQ(
