@@ -9,6 +9,7 @@
 #include "Files.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -51,25 +52,27 @@ int64_t tokenBound(const Manifest &m) {
   return bound;
 }
 
-/// The token file's mapping, for the SIGBUS handler: reading a page of a
-/// mapped file that was truncated after mmap raises SIGBUS, which would
-/// otherwise end the rank without a word.
+/// The token files' mappings (training and held-out data), for the SIGBUS
+/// handler: reading a page of a mapped file that was truncated after mmap
+/// raises SIGBUS, which would otherwise end the rank without a word.
 struct BusErrorInfo {
-  const char *begin = nullptr;
+  std::atomic<const char *> begin{nullptr};
   size_t bytes = 0;
   char message[640] = {};
   size_t length = 0;
 };
-BusErrorInfo busError;
+BusErrorInfo busErrors[4];
 struct sigaction previousBusAction;
 
 void onBusError(int, siginfo_t *info, void *) {
   const char *addr = static_cast<const char *>(info->si_addr);
-  if (busError.begin && addr >= busError.begin &&
-      addr < busError.begin + busError.bytes) {
-    ssize_t ignored = ::write(STDERR_FILENO, busError.message, busError.length);
-    (void)ignored;
-    ::_exit(1);
+  for (BusErrorInfo &e : busErrors) {
+    const char *begin = e.begin.load();
+    if (begin && addr >= begin && addr < begin + e.bytes) {
+      ssize_t ignored = ::write(STDERR_FILENO, e.message, e.length);
+      (void)ignored;
+      ::_exit(1);
+    }
   }
   // Not ours: the previous action (by default, the signal's) on return.
   ::sigaction(SIGBUS, &previousBusAction, nullptr);
@@ -81,13 +84,14 @@ class TokenData : public DataSource {
 public:
   /// `rowsPerStep`: the rows of one global batch (every rank, micro step).
   TokenData(const Manifest &m, const std::string &path, int64_t rowsPerStep,
-            DataShard shard)
+            DataShard shard, const char *option)
       : m(m) {
     if (m.inputs.size() != 2 || !isIndexType(m.inputs[0].dtype) ||
         !isIndexType(m.inputs[1].dtype) || m.inputs[0].shape.size() != 2 ||
         m.inputs[0].shape != m.inputs[1].shape)
-      fail("--data needs a model whose inputs are integer tokens and "
-           "targets of the same shape [B, T]");
+      fail(std::string(option) +
+           " needs a model whose inputs are integer tokens and targets of "
+           "the same shape [B, T]");
     rows = m.inputs[0].shape[0];
     seq = m.inputs[0].shape[1];
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -139,8 +143,8 @@ public:
     }
   }
   ~TokenData() override {
-    busError.begin = nullptr;
-    ::sigaction(SIGBUS, &previousBusAction, nullptr);
+    if (watch)
+      watch->begin.store(nullptr);
     ::munmap(map, bytes);
   }
 
@@ -158,6 +162,8 @@ public:
     device::upload(ctx.step + xi.offset, x.data(), int64_t(x.size()));
     device::upload(ctx.step + yi.offset, y.data(), int64_t(y.size()));
   }
+  /// Windows of T tokens and the target after them.
+  int64_t wholeRows() const override { return (length - 1) / seq; }
   int64_t itemsPerRow() const override { return seq; }
   const char *unit() const override { return "tok/s"; }
 
@@ -171,17 +177,30 @@ private:
         std::to_string(bytes) +
         " bytes while training (SIGBUS reading it); restore the file and "
         "--resume from the last checkpoint\n";
-    msg.resize(std::min(msg.size(), sizeof(busError.message) - 1));
-    std::memcpy(busError.message, msg.data(), msg.size());
-    busError.length = msg.size();
-    busError.bytes = bytes;
-    busError.begin = static_cast<const char *>(map);
+    for (BusErrorInfo &e : busErrors)
+      if (!e.begin.load()) {
+        watch = &e;
+        break;
+      }
+    if (!watch)
+      return;
+    msg.resize(std::min(msg.size(), sizeof(watch->message) - 1));
+    std::memcpy(watch->message, msg.data(), msg.size());
+    watch->length = msg.size();
+    watch->bytes = bytes;
+    watch->begin.store(static_cast<const char *>(map));
+    static bool installed = false;
+    if (installed)
+      return;
+    installed = true;
     struct sigaction action = {};
     action.sa_sigaction = onBusError;
     action.sa_flags = SA_SIGINFO;
     sigemptyset(&action.sa_mask);
     ::sigaction(SIGBUS, &action, &previousBusAction);
   }
+
+  BusErrorInfo *watch = nullptr;
 
   const Manifest &m;
   int64_t rows = 0, seq = 0, length = 0;
@@ -196,14 +215,16 @@ private:
 class ArrayData : public DataSource {
 public:
   ArrayData(const Manifest &m, const std::string &xPath,
-            const std::string &yPath, int64_t rowsPerStep, DataShard shard)
+            const std::string &yPath, int64_t rowsPerStep, DataShard shard,
+            const char *option)
       : m(m) {
     if (m.inputs.size() != 2 || isIndexType(m.inputs[0].dtype) ||
         !isIndexType(m.inputs[1].dtype) || m.inputs[0].shape.empty() ||
         m.inputs[1].shape.size() != 1 ||
         m.inputs[0].shape[0] != m.inputs[1].shape[0])
-      fail("--inputs/--labels need a model whose inputs are float features "
-           "[B, ...] and integer labels [B]");
+      fail(std::string(option) +
+           " need a model whose inputs are float features [B, ...] and "
+           "integer labels [B]");
     rows = m.inputs[0].shape[0];
     rowSize = m.inputs[0].numel() / std::max<int64_t>(rows, 1);
     x = parseNpy(readFile(xPath), xPath);
@@ -249,6 +270,7 @@ public:
     device::uploadCast(xs.data(), dtype, ctx.step + xi.offset, rows * rowSize);
     device::upload(ctx.step + yi.offset, ys.data(), int64_t(ys.size()));
   }
+  int64_t wholeRows() const override { return samples; }
   int64_t itemsPerRow() const override { return 1; }
   const char *unit() const override { return "samples/s"; }
 
@@ -313,14 +335,17 @@ private:
 std::unique_ptr<DataSource> zrt::openTokenData(const Manifest &m,
                                                const std::string &path,
                                                int64_t rowsPerStep,
-                                               DataShard shard) {
-  return std::make_unique<TokenData>(m, path, rowsPerStep, shard);
+                                               DataShard shard,
+                                               const char *option) {
+  return std::make_unique<TokenData>(m, path, rowsPerStep, shard, option);
 }
 
 std::unique_ptr<DataSource> zrt::openArrayData(const Manifest &m,
                                                const std::string &xPath,
                                                const std::string &yPath,
                                                int64_t rowsPerStep,
-                                               DataShard shard) {
-  return std::make_unique<ArrayData>(m, xPath, yPath, rowsPerStep, shard);
+                                               DataShard shard,
+                                               const char *option) {
+  return std::make_unique<ArrayData>(m, xPath, yPath, rowsPerStep, shard,
+                                     option);
 }
