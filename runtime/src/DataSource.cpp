@@ -332,20 +332,16 @@ private:
 
 } // namespace
 
-std::unique_ptr<DataSource> zrt::openTokenData(const Manifest &m,
-                                               const std::string &path,
-                                               int64_t rowsPerStep,
-                                               DataShard shard,
-                                               const char *option) {
+std::unique_ptr<DataSource>
+zrt::openTokenData(const Manifest &m, const std::string &path,
+                   int64_t rowsPerStep, DataShard shard, const char *option) {
   return std::make_unique<TokenData>(m, path, rowsPerStep, shard, option);
 }
 
-std::unique_ptr<DataSource> zrt::openArrayData(const Manifest &m,
-                                               const std::string &xPath,
-                                               const std::string &yPath,
-                                               int64_t rowsPerStep,
-                                               DataShard shard,
-                                               const char *option) {
+std::unique_ptr<DataSource>
+zrt::openArrayData(const Manifest &m, const std::string &xPath,
+                   const std::string &yPath, int64_t rowsPerStep,
+                   DataShard shard, const char *option) {
   return std::make_unique<ArrayData>(m, xPath, yPath, rowsPerStep, shard,
                                      option);
 }

@@ -351,8 +351,8 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
     else if (!opts.inputs.empty())
       data = openArrayData(m, opts.inputs, opts.labels, rowsPerStep, shard);
     if (!opts.evalData.empty())
-      evalData = openTokenData(m, opts.evalData, rowsPerStep, shard,
-                               "--eval-data");
+      evalData =
+          openTokenData(m, opts.evalData, rowsPerStep, shard, "--eval-data");
     else if (!opts.evalInputs.empty())
       evalData = openArrayData(m, opts.evalInputs, opts.evalLabels, rowsPerStep,
                                shard, "--eval-inputs/--eval-labels");
