@@ -98,12 +98,21 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult LoggingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  int64_t stepsPerPrint,
+                                  bool wallClockBreakdown) {
+  if (stepsPerPrint < 1)
+    return emitError() << "steps_per_print must be >= 1, got " << stepsPerPrint;
+  return success();
+}
+
 LogicalResult
 PrecisionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       PrecisionKind kind, int64_t initialScalePower,
                       int64_t lossScaleWindow, int64_t hysteresis,
-                      APFloat minLossScaleF) {
+                      APFloat minLossScaleF, APFloat lossScaleF) {
   double minLossScale = minLossScaleF.convertToDouble();
+  double lossScale = lossScaleF.convertToDouble();
   if (initialScalePower < 0 || initialScalePower > 64)
     return emitError() << "initial_scale_power must be in [0, 64], got "
                        << initialScalePower;
@@ -115,6 +124,10 @@ PrecisionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!(minLossScale > 0.0))
     return emitError() << "min_loss_scale must be positive, got "
                        << minLossScale;
+  if (!(lossScale >= 0.0) || !std::isfinite(lossScale))
+    return emitError() << "loss_scale must be 0 (dynamic) or a positive "
+                          "static scale, got "
+                       << lossScale;
   return success();
 }
 
@@ -1165,6 +1178,13 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
       return emit() << "must be a #zero.buffer_offsets, got " << value;
     if (!isa<PartitionOp>(op))
       return emit() << "is only valid on zero.partition";
+    return success();
+  }
+  if (name == getLoggingAttrHelper().getName()) {
+    if (!isa<LoggingAttr>(value))
+      return emit() << "must be a #zero.logging, got " << value;
+    if (!isa<TrainStepOp>(op))
+      return emit() << "is only valid on zero.train_step";
     return success();
   }
   if (name == getInputOffsetsAttrHelper().getName())
