@@ -1166,27 +1166,24 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
   auto emit = [&] {
     return op->emitOpError("attribute '") << name.getValue() << "' ";
   };
-  if (name == getPlanAttrHelper().getName()) {
-    if (!isa<MemoryPlanAttr>(value))
-      return emit() << "must be a #zero.memory_plan, got " << value;
-    if (!isa<TrainStepOp>(op))
-      return emit() << "is only valid on zero.train_step";
+  // An attribute of one kind on one kind of op.
+  auto expect = [&](bool isAttr, StringRef attrKind, bool isOp,
+                    StringRef opName) -> LogicalResult {
+    if (!isAttr)
+      return emit() << "must be a " << attrKind << ", got " << value;
+    if (!isOp)
+      return emit() << "is only valid on " << opName;
     return success();
-  }
-  if (name == getBuffersAttrHelper().getName()) {
-    if (!isa<BufferOffsetsAttr>(value))
-      return emit() << "must be a #zero.buffer_offsets, got " << value;
-    if (!isa<PartitionOp>(op))
-      return emit() << "is only valid on zero.partition";
-    return success();
-  }
-  if (name == getLoggingAttrHelper().getName()) {
-    if (!isa<LoggingAttr>(value))
-      return emit() << "must be a #zero.logging, got " << value;
-    if (!isa<TrainStepOp>(op))
-      return emit() << "is only valid on zero.train_step";
-    return success();
-  }
+  };
+  if (name == getPlanAttrHelper().getName())
+    return expect(isa<MemoryPlanAttr>(value), "#zero.memory_plan",
+                  isa<TrainStepOp>(op), "zero.train_step");
+  if (name == getBuffersAttrHelper().getName())
+    return expect(isa<BufferOffsetsAttr>(value), "#zero.buffer_offsets",
+                  isa<PartitionOp>(op), "zero.partition");
+  if (name == getLoggingAttrHelper().getName())
+    return expect(isa<LoggingAttr>(value), "#zero.logging",
+                  isa<TrainStepOp>(op), "zero.train_step");
   if (name == getInputOffsetsAttrHelper().getName())
     return verifyInputOffsets(op, value, emit);
   if (name == getAllocAttrHelper().getName())

@@ -528,19 +528,7 @@ public:
 
   /// A number; null reads as absent. "auto" is taken where `autoAllowed`.
   DeepSpeedValue<double> number(StringRef key, bool autoAllowed = false) {
-    DeepSpeedValue<double> r;
-    const json::Value *v = get(key);
-    if (!v || v->kind() == json::Value::Null)
-      return r;
-    locate(key, r);
-    if (autoAllowed && isAutoValue(*v)) {
-      r.isAuto = true;
-      return r;
-    }
-    r.value = v->getAsNumber();
-    if (!r.value)
-      error(key, "expected a number, got " + dump(*v) + autoHint(*v));
-    return r;
+    return scalar(key, autoAllowed, &json::Value::getAsNumber, "a number");
   }
 
   DeepSpeedValue<int64_t> integer(StringRef key, bool autoAllowed = false) {
@@ -579,7 +567,22 @@ public:
 
   /// A boolean; null reads as absent.
   DeepSpeedValue<bool> boolean(StringRef key, bool autoAllowed = false) {
-    DeepSpeedValue<bool> r;
+    return scalar(key, autoAllowed, &json::Value::getAsBoolean,
+                  "true or false");
+  }
+
+private:
+  Section(DeepSpeedConfig &cfg, const Positions &positions,
+          const json::Object &obj, std::string prefix, std::string path)
+      : cfg(cfg), positions(positions), obj(obj), prefix(std::move(prefix)),
+        path(std::move(path)) {}
+
+  /// The value at `key` as `read` takes it, with its place.
+  template <typename T>
+  DeepSpeedValue<T> scalar(StringRef key, bool autoAllowed,
+                           std::optional<T> (json::Value::*read)() const,
+                           StringRef expected) {
+    DeepSpeedValue<T> r;
     const json::Value *v = get(key);
     if (!v || v->kind() == json::Value::Null)
       return r;
@@ -588,17 +591,11 @@ public:
       r.isAuto = true;
       return r;
     }
-    r.value = v->getAsBoolean();
+    r.value = (v->*read)();
     if (!r.value)
-      error(key, "expected true or false, got " + dump(*v) + autoHint(*v));
+      error(key, "expected " + expected + ", got " + dump(*v) + autoHint(*v));
     return r;
   }
-
-private:
-  Section(DeepSpeedConfig &cfg, const Positions &positions,
-          const json::Object &obj, std::string prefix, std::string path)
-      : cfg(cfg), positions(positions), obj(obj), prefix(std::move(prefix)),
-        path(std::move(path)) {}
 
   template <typename T>
   void locate(StringRef key, DeepSpeedValue<T> &v) const {

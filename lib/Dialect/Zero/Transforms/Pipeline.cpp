@@ -437,94 +437,79 @@ struct ApplyDeepSpeedConfigPass
   // The train step's attributes
   //===--------------------------------------------------------------------===//
 
-  /// Writes the file's optimizer and precision into `step`. Each value is
-  /// checked alone by the attribute's verifier, so that an error names the
-  /// place of the value that is wrong.
+  /// Sets `field` of `result` to the file's value `v`, if it gives one,
+  /// after `make` has checked that value alone in `original` (the
+  /// attributes' verifiers check each parameter by itself), so that an
+  /// error names the place of the value that is wrong.
+  template <typename Params, typename Field, typename T, typename Make>
+  bool take(const DeepSpeedValue<T> &v, const Params &original, Params &result,
+            Field Params::*field, Make make) {
+    if (!v.value)
+      return true;
+    Params alone = original;
+    alone.*field = Field(*v.value);
+    if (!make([&] { return errorAt(v); }, alone))
+      return false;
+    result.*field = Field(*v.value);
+    return true;
+  }
+
+  /// Writes the file's optimizer, precision and logging into `step`.
   LogicalResult apply(TrainStepOp step) {
     MLIRContext *ctx = step.getContext();
+    auto stepError = [&] { return step.emitOpError(); };
     OptimizerAttr opt = step.getOptimizer();
-    struct {
+    struct OptParams {
       OptimizerKind kind;
       APFloat lr, beta1, beta2, eps, weightDecay;
     } o{opt.getKind(),  opt.getLr(),  opt.getBeta1(),
         opt.getBeta2(), opt.getEps(), opt.getWeightDecay()};
-    auto makeOpt = [&](auto emitError, auto p) {
+    auto makeOpt = [&](auto emitError, const OptParams &p) {
       return OptimizerAttr::getChecked(emitError, ctx, p.kind, p.lr, p.beta1,
                                        p.beta2, p.eps, p.weightDecay);
     };
-    bool ok = true;
-    auto tryOpt = [&](const DeepSpeedValue<double> &v,
-                      APFloat decltype(o)::*field) {
-      if (!v.value)
-        return;
-      auto p = o;
-      p.*field = APFloat(*v.value);
-      ok &= !!makeOpt([&] { return errorAt(v); }, p);
-    };
-    tryOpt(cfg->lr, &decltype(o)::lr);
-    tryOpt(cfg->beta1, &decltype(o)::beta1);
-    tryOpt(cfg->beta2, &decltype(o)::beta2);
-    tryOpt(cfg->eps, &decltype(o)::eps);
-    tryOpt(cfg->weightDecay, &decltype(o)::weightDecay);
-    if (!ok)
-      return failure();
-    if (cfg->adamW.value)
-      o.kind = *cfg->adamW.value ? OptimizerKind::adamw : OptimizerKind::adam;
-    auto pick = [](const DeepSpeedValue<double> &v, APFloat old) {
-      return v.value ? APFloat(*v.value) : old;
-    };
-    step.setOptimizerAttr(OptimizerAttr::get(
-        ctx, o.kind, pick(cfg->lr, o.lr), pick(cfg->beta1, o.beta1),
-        pick(cfg->beta2, o.beta2), pick(cfg->eps, o.eps),
-        pick(cfg->weightDecay, o.weightDecay)));
+    OptParams newOpt = o;
+    bool ok = take(cfg->lr, o, newOpt, &OptParams::lr, makeOpt);
+    ok &= take(cfg->beta1, o, newOpt, &OptParams::beta1, makeOpt);
+    ok &= take(cfg->beta2, o, newOpt, &OptParams::beta2, makeOpt);
+    ok &= take(cfg->eps, o, newOpt, &OptParams::eps, makeOpt);
+    ok &= take(cfg->weightDecay, o, newOpt, &OptParams::weightDecay, makeOpt);
 
     PrecisionAttr prec = step.getPrecision();
-    struct {
+    struct PrecParams {
       PrecisionKind kind;
       int64_t initialScalePower, lossScaleWindow, hysteresis;
       APFloat minLossScale, lossScale;
     } p{dtype.value_or(prec.getKind()), prec.getInitialScalePower(),
         prec.getLossScaleWindow(),      prec.getHysteresis(),
         prec.getMinLossScale(),         prec.getLossScale()};
-    auto makePrec = [&](auto emitError, auto q) {
+    auto makePrec = [&](auto emitError, const PrecParams &q) {
       return PrecisionAttr::getChecked(
           emitError, ctx, q.kind, q.initialScalePower, q.lossScaleWindow,
           q.hysteresis, q.minLossScale, q.lossScale);
     };
-    auto tryInt = [&](const DeepSpeedValue<int64_t> &v,
-                      int64_t decltype(p)::*field) {
-      if (!v.value)
-        return;
-      auto q = p;
-      q.*field = *v.value;
-      ok &= !!makePrec([&] { return errorAt(v); }, q);
-    };
-    auto tryDouble = [&](const DeepSpeedValue<double> &v,
-                         APFloat decltype(p)::*field) {
-      if (!v.value)
-        return;
-      auto q = p;
-      q.*field = APFloat(*v.value);
-      ok &= !!makePrec([&] { return errorAt(v); }, q);
-    };
-    tryInt(cfg->initialScalePower, &decltype(p)::initialScalePower);
-    tryInt(cfg->lossScaleWindow, &decltype(p)::lossScaleWindow);
-    tryInt(cfg->hysteresis, &decltype(p)::hysteresis);
-    tryDouble(cfg->minLossScale, &decltype(p)::minLossScale);
-    tryDouble(cfg->lossScale, &decltype(p)::lossScale);
+    PrecParams newPrec = p;
+    ok &= take(cfg->initialScalePower, p, newPrec,
+               &PrecParams::initialScalePower, makePrec);
+    ok &= take(cfg->lossScaleWindow, p, newPrec, &PrecParams::lossScaleWindow,
+               makePrec);
+    ok &= take(cfg->hysteresis, p, newPrec, &PrecParams::hysteresis, makePrec);
+    ok &= take(cfg->minLossScale, p, newPrec, &PrecParams::minLossScale,
+               makePrec);
+    ok &= take(cfg->lossScale, p, newPrec, &PrecParams::lossScale, makePrec);
     if (!ok)
       return failure();
+
+    if (cfg->adamW.value)
+      newOpt.kind =
+          *cfg->adamW.value ? OptimizerKind::adamw : OptimizerKind::adam;
+    step.setOptimizerAttr(makeOpt(stepError, newOpt));
+    step.setPrecisionAttr(makePrec(stepError, newPrec));
     if (cfg->stepsPerPrint.value || cfg->wallClockBreakdown.value)
       ctx->getLoadedDialect<ZeroDialect>()->getLoggingAttrHelper().setAttr(
           step,
           LoggingAttr::get(ctx, cfg->stepsPerPrint.value.value_or(1),
                            cfg->wallClockBreakdown.value.value_or(false)));
-    step.setPrecisionAttr(PrecisionAttr::get(
-        ctx, p.kind, cfg->initialScalePower.value.value_or(p.initialScalePower),
-        cfg->lossScaleWindow.value.value_or(p.lossScaleWindow),
-        cfg->hysteresis.value.value_or(p.hysteresis),
-        pick(cfg->minLossScale, p.minLossScale),
-        pick(cfg->lossScale, p.lossScale)));
     return success();
   }
 
