@@ -334,8 +334,12 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   ctx.injectOverflowFirst = opts.injectOverflowFirst;
   ctx.injectOverflowLast = opts.injectOverflowLast;
   installSaveHook();
-  zrt_loss_scaler_init(&ctx.scaler, m.precision == "fp16", m.initialScalePower,
-                       m.lossScaleWindow, m.hysteresis, m.minLossScale);
+  // fp16.loss_scale > 0: DeepSpeed's static LossScaler.
+  bool fp16 = m.precision == "fp16";
+  zrt_loss_scaler_init(&ctx.scaler, fp16 && m.lossScale == 0,
+                       m.initialScalePower, m.lossScaleWindow, m.hysteresis,
+                       m.minLossScale,
+                       fp16 && m.lossScale > 0 ? m.lossScale : 1.0);
   // The plan's sizes are high-water marks of its allocator: count each arena
   // whole, so the measured peak is comparable with plan.peak_bytes.
   ctx.persistentArena = zrt_arena_create(m.persistentBytes);
@@ -767,6 +771,7 @@ bool Driver::trainSteps() {
         ctx.trace.push_back({"micro step " + std::to_string(micro), microStart,
                              ctx.nowUs() - microStart});
     }
+    auto microEnd = std::chrono::steady_clock::now();
     double boundaryStart = ctx.tracing ? ctx.nowUs() : 0.0;
     program->boundary(&ctx);
     if (ctx.tracing)
@@ -784,9 +789,14 @@ bool Driver::trainSteps() {
       WaitScope watched(ctx.waitState, "the step's device work");
       device::finishStep(ctx);
     }
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+    auto end = std::chrono::steady_clock::now();
+    double ms = std::chrono::duration<double, std::milli>(end - start).count();
+    // wall_clock_breakdown: the host's clock, which on a GPU backend sees the
+    // micro steps enqueued and the boundary wait for the step's end.
+    double microMs =
+        std::chrono::duration<double, std::milli>(microEnd - start).count();
+    double boundaryMs =
+        std::chrono::duration<double, std::milli>(end - microEnd).count();
     if (ctx.tracing)
       ctx.trace.push_back(
           {"step " + std::to_string(step), stepStart, ctx.nowUs() - stepStart});
@@ -794,9 +804,10 @@ bool Driver::trainSteps() {
     progress.dataPosition += rowsPerStep;
 
     // Global values: the mean of the ranks' losses, the slowest rank's
-    // time, the largest peak.
-    double local[2] = {ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, ms};
-    double sum[2];
+    // times, the largest peak.
+    double local[4] = {ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, ms,
+                       microMs, boundaryMs};
+    double sum[4];
     bool last = step == opts.steps;
     bool evaluating =
         evalData &&
@@ -806,13 +817,15 @@ bool Driver::trainSteps() {
     {
       WaitScope watched(ctx.waitState, "the step's loss/time/peak all-reduce");
       MPI_Allreduce(local, sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      MPI_Allreduce(local + 1, sum + 1, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(local + 1, sum + 1, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX,
                     MPI_COMM_WORLD);
     }
     maxPeak = std::max(maxPeak, peak);
     double loss = sum[0] / ctx.world;
     ms = sum[1];
+    microMs = sum[2];
+    boundaryMs = sum[3];
     double gradNorm = std::sqrt(double(ctx.stats[1]));
     double rate = double(rowsPerStep * data->itemsPerRow()) / (ms / 1000.0);
     float nextScale = zrt_loss_scaler_scale(&ctx.scaler);
@@ -831,6 +844,10 @@ bool Driver::trainSteps() {
                              {"scratch_peak_bytes", zrt_scratch_peak_bytes()},
                              {"planned_scratch_bytes", m.scratchBytes},
                              {"adam_steps", ctx.adamSteps}};
+      if (m.wallClockBreakdown) {
+        line["micro_steps_ms"] = microMs;
+        line["boundary_ms"] = boundaryMs;
+      }
       if (evaluating)
         line["eval_loss"] = evalLoss;
       std::fprintf(log, "%s\n", line.dump().c_str());
@@ -843,24 +860,37 @@ bool Driver::trainSteps() {
               " (learning rate too high, or fp16 without loss scaling?)");
       return false;
     }
-    char evalText[48] = "";
-    if (evaluating)
-      std::snprintf(evalText, sizeof(evalText), " | eval loss %.4f", evalLoss);
-    info("step %lld | loss %.4f%s | scale %g | %s | %.0f %s | peak %s\n",
-         (long long)step, loss, evalText, double(scale),
-         formatDuration(ms).c_str(), rate, data->unit(),
-         formatBytes(peak).c_str());
+    // An evaluation's loss is printed whatever steps_per_print says.
+    if (step % m.stepsPerPrint == 0 || evaluating) {
+      char evalText[48] = "";
+      if (evaluating)
+        std::snprintf(evalText, sizeof(evalText), " | eval loss %.4f",
+                      evalLoss);
+      std::string breakdown;
+      if (m.wallClockBreakdown)
+        breakdown = " | micro steps " + formatDuration(microMs) +
+                    " | boundary " + formatDuration(boundaryMs);
+      info("step %lld | loss %.4f%s | scale %g | %s | %.0f %s | peak %s%s\n",
+           (long long)step, loss, evalText, double(scale),
+           formatDuration(ms).c_str(), rate, data->unit(),
+           formatBytes(peak).c_str(), breakdown.c_str());
+    }
     if (ctx.skipped && ctx.rank == 0) {
       // Never silent, not even with --quiet.
+      bool staticScale = m.precision == "fp16" && !ctx.scaler.dynamic;
       if (ctx.scaler.dynamic)
         std::printf("step %lld skipped: gradient overflow, loss scale %g -> "
                     "%g\n",
                     (long long)step, double(scale), double(nextScale));
+      else if (staticScale)
+        std::printf("step %lld skipped: gradient overflow, static loss scale "
+                    "%g unchanged\n",
+                    (long long)step, double(scale));
       else
         std::printf("step %lld SKIPPED: non-finite gradients (inf/NaN) at %s "
                     "precision; parameters unchanged\n",
                     (long long)step, m.precision.c_str());
-      if (!ctx.scaler.dynamic && nonFiniteSkips++ == 0)
+      if (!ctx.scaler.dynamic && !staticScale && nonFiniteSkips++ == 0)
         firstNonFiniteSkip = step;
       std::fflush(stdout);
     }

@@ -90,6 +90,10 @@ struct Manifest {
   std::string precision; // fp32, bf16, fp16
   int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
   double minLossScale = 1.0;
+  double lossScale = 0.0; // > 0: a static fp16 loss scale
+  // DeepSpeed's steps_per_print and wall_clock_breakdown.
+  int64_t stepsPerPrint = 1;
+  bool wallClockBreakdown = false;
   bool adamw = false;
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   double gradientClipping = 0;

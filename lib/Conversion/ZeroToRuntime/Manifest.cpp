@@ -108,6 +108,12 @@ std::string Lowering::buildManifest() {
   }
   for (int64_t v : plan.scratchByOp)
     scratchBytes.push_back(v);
+  auto logging = step->getContext()
+                     ->getLoadedDialect<ZeroDialect>()
+                     ->getLoggingAttrHelper()
+                     .getAttr(step);
+  if (!logging)
+    logging = LoggingAttr::get(step->getContext(), 1, false);
   Object manifest{
       {"version", ZRT_PROGRAM_VERSION},
       {"stage", s.getStage()},
@@ -120,7 +126,8 @@ std::string Lowering::buildManifest() {
               {"initial_scale_power", prec.getInitialScalePower()},
               {"loss_scale_window", prec.getLossScaleWindow()},
               {"hysteresis", prec.getHysteresis()},
-              {"min_loss_scale", prec.getMinLossScale().convertToDouble()}}},
+              {"min_loss_scale", prec.getMinLossScale().convertToDouble()},
+              {"loss_scale", prec.getLossScale().convertToDouble()}}},
       {"optimizer",
        Object{{"kind", stringifyOptimizerKind(opt.getKind())},
               {"lr", opt.getLr().convertToDouble()},
@@ -129,6 +136,9 @@ std::string Lowering::buildManifest() {
               {"eps", opt.getEps().convertToDouble()},
               {"weight_decay", opt.getWeightDecay().convertToDouble()}}},
       {"gradient_clipping", step.getGradientClipping().convertToDouble()},
+      {"logging",
+       Object{{"steps_per_print", logging.getStepsPerPrint()},
+              {"wall_clock_breakdown", logging.getWallClockBreakdown()}}},
       {"alignment", static_cast<int64_t>(first.getAlignment())},
       {"token_slots", static_cast<int64_t>(slots.size())},
       {"inputs", std::move(inputs)},
