@@ -36,38 +36,59 @@ def _single_use(g, sym):
 # -- RMS norm --------------------------------------------------------------
 
 
+def _rms_parts(g, r):
+    """(x, eps) when rsqrt op r computes rsqrt(mean(x ** 2, -1) + eps)."""
+    add = _producer(r.operands[0], "add_scalar")
+    mean = add and _producer(add.operands[0], "mean_last")
+    if not mean or add.attrs["value"] <= 0:
+        return None, None
+    sq = mean.operands[0]
+    if _producer(sq, "square"):
+        return sq.op.operands[0], add.attrs["value"]
+    if _producer(sq, "mul") and sq.op.operands[0] is sq.op.operands[1]:
+        return sq.op.operands[0], add.attrs["value"]
+    return None, None
+
+
+def _weight_of(mul, value, x):
+    """The 1-D parameter that op `mul` multiplies `value` by, if any."""
+    if mul.kind != "mul" or len(mul.operands) != 2:
+        return None
+    w = mul.operands[1] if mul.operands[0] is value else mul.operands[0]
+    if w is value or w.param is None or w.shape != (x.shape[-1],):
+        return None
+    return w
+
+
+def _replace(g, old_op, kind, operands, attrs, shape):
+    op = g.emit(kind, operands, attrs, [(shape, "f32")], old_op.where)
+    g.ops.remove(op)
+    g.ops.insert(g.ops.index(old_op), op)
+    g.replace_uses(old_op.results[0], op.results[0])
+    return op
+
+
 def fuse_rms_norm(g):
     for r in [op for op in g.ops if op.kind == "rsqrt"]:
-        add = _producer(r.operands[0], "add_scalar")
-        mean = add and _producer(add.operands[0], "mean_last")
-        if not mean:
-            continue
-        sq = mean.operands[0]
-        x = None
-        if _producer(sq, "square"):
-            x = sq.op.operands[0]
-        elif _producer(sq, "mul") and sq.op.operands[0] is sq.op.operands[1]:
-            x = sq.op.operands[0]
-        if x is None or add.attrs["value"] <= 0:
-            continue
+        x, eps = _rms_parts(g, r)
         rs = r.results[0]
-        norm = [u for u in g.users(rs) if u.kind == "mul_bcast" and
-                set(map(id, u.operands)) == {id(x), id(rs)}]
-        if len(norm) != 1 or len(g.users(rs)) != 1:
+        users = g.users(rs)
+        if x is None or len(users) != 1 or users[0].kind != "mul_bcast":
             continue
-        n = norm[0].results[0]
-        users = g.users(n)
-        if len(users) != 1 or users[0].kind != "mul":
-            continue
-        mul = users[0]
-        w = mul.operands[1] if mul.operands[0] is n else mul.operands[0]
-        if w.param is None or w.shape != (x.shape[-1],):
-            continue
-        op = g.emit("rms_norm", [x, w], {"eps": add.attrs["value"]},
-                    [(x.shape, "f32")], mul.where)
-        g.ops.remove(op)
-        g.ops.insert(g.ops.index(mul), op)
-        g.replace_uses(mul.results[0], op.results[0])
+        u = users[0]
+        other = u.operands[1] if u.operands[0] is rs else u.operands[0]
+        if other is x:
+            # (x * rsqrt(...)) * w
+            n = u.results[0]
+            nu = g.users(n)
+            w = _weight_of(nu[0], n, x) if len(nu) == 1 else None
+            if w is not None:
+                _replace(g, nu[0], "rms_norm", [x, w], {"eps": eps}, x.shape)
+        elif other.op is not None and len(g.users(other)) == 1:
+            # (w * x) * rsqrt(...)
+            w = _weight_of(other.op, x, x)
+            if w is not None and x in other.op.operands:
+                _replace(g, u, "rms_norm", [x, w], {"eps": eps}, x.shape)
 
 
 # -- rotary embedding --------------------------------------------------------
