@@ -159,7 +159,14 @@ class ConcreteTracer(fx.Tracer):
         node = p.node
         node.meta["zi_path"] = self.path_stack[-1] if self.path_stack else ""
         node.meta["zi_source"] = user_source(traceback.extract_stack())
-        node.meta["zi_op"] = op_name(kind, target)
+        if kind == "call_module":
+            cls = type(self.root.get_submodule(target))
+            prefix = "nn." if cls.__module__.startswith("torch.nn") else ""
+            node.meta["zi_op"] = prefix + cls.__name__
+        elif kind in ("call_function", "call_method"):
+            node.meta["zi_op"] = op_name(kind, target)
+        else:
+            node.meta["zi_op"] = None
         if kind == "output":
             return p
         cargs, ckwargs = _concrete(args), _concrete(kwargs)
@@ -221,7 +228,7 @@ def trace(module, example_args):
     for node in graph.nodes:
         if node.op == "get_attr" and "zi_value" not in node.meta:
             node.meta["zi_value"] = resolve_attr(module, node.target)
-            node.meta.setdefault("zi_op", "getattr")
+            node.meta.setdefault("zi_op", None)
     if tracer.placeholders < len(example_args):
         raise ImportFailure(
             "make() gave %d example arguments; forward() takes %d" % (
