@@ -217,3 +217,17 @@ def make(kv_heads=2):
 
 def make_mqa():
     return make(kv_heads=1)
+
+
+def make_torch_rmsnorm():
+    """The same Llama with torch.nn.RMSNorm (PyTorch 2.4 and later) for each
+    norm."""
+    model, args = make()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for name in ("input_layernorm", "post_attention_layernorm"):
+                old = getattr(layer, name)
+                new = nn.RMSNorm(old.weight.shape[0], eps=1e-5)
+                new.weight.copy_(old.weight)
+                setattr(layer, name, new)
+    return model, args
