@@ -104,6 +104,12 @@ def main(argv=None):
         print("zero-import: error: %s: %s" % (e.filename, e.strerror),
               file=sys.stderr)
         return 1
+    except Exception as e:  # a bug here, not the user's: say so, exit 2
+        import traceback
+        traceback.print_exc()
+        print("zero-import: internal error: %s: %s" % (type(e).__name__, e),
+              file=sys.stderr)
+        return 2
     total = sum(w.size for _, w in weights)
     print("zero-import: %s: %d parameters in %d tensors, %d ops; weights in "
           "%s" % (args.output, total, len(weights), len(g.ops),

@@ -81,6 +81,10 @@ def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
     return q_embed, k_embed
 
 
+# repeat_interleave(n, dim=1) in place of repeat_kv (make_interleave).
+INTERLEAVE = False
+
+
 def repeat_kv(hidden_states, n_rep):
     batch, num_key_value_heads, slen, head_dim = hidden_states.shape
     if n_rep == 1:
@@ -118,8 +122,14 @@ class LlamaAttention(nn.Module):
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(
             query_states, key_states, cos, sin)
-        key_states = repeat_kv(key_states, self.num_key_value_groups)
-        value_states = repeat_kv(value_states, self.num_key_value_groups)
+        if INTERLEAVE:
+            key_states = key_states.repeat_interleave(
+                self.num_key_value_groups, dim=1)
+            value_states = torch.repeat_interleave(
+                value_states, self.num_key_value_groups, dim=1)
+        else:
+            key_states = repeat_kv(key_states, self.num_key_value_groups)
+            value_states = repeat_kv(value_states, self.num_key_value_groups)
         attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) \
             * self.scaling
         attn_weights = attn_weights + attention_mask
@@ -231,3 +241,10 @@ def make_torch_rmsnorm():
                 new.weight.copy_(old.weight)
                 setattr(layer, name, new)
     return model, args
+
+
+def make_interleave():
+    """Key/value heads repeated with repeat_interleave instead."""
+    global INTERLEAVE
+    INTERLEAVE = True
+    return make()
