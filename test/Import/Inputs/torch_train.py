@@ -14,11 +14,17 @@ example arguments.
 import argparse
 import importlib.util
 import json
+import os
 import re
 import sys
 
 import numpy as np
 import torch
+
+# The runtime's token windows, as the E2E references read them.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "E2E", "Inputs"))
+import llama_reference  # noqa: E402
 
 
 def fail(msg):
@@ -42,17 +48,8 @@ def model_settings(text):
 
 
 def token_batches(path, B, T, dtype, steps):
-    tokens = np.fromfile(path, dtype="<u2").astype(np.int64)
-    n = len(tokens)
-    for step in range(1, steps + 1):
-        first = (step - 1) * B
-        x = np.empty((B, T), np.int64)
-        y = np.empty((B, T), np.int64)
-        for r in range(B):
-            start = ((first + r) % n) * T % n
-            idx = (start + np.arange(T + 1)) % n
-            x[r], y[r] = tokens[idx[:-1]], tokens[idx[1:]]
-        yield torch.from_numpy(x).to(dtype), torch.from_numpy(y).to(dtype)
+    for x, y in llama_reference.batches(path, B, T, steps):
+        yield x.to(dtype), y.to(dtype)
 
 
 def npy_batches(xpath, ypath, B, ydtype, steps):
