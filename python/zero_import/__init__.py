@@ -13,3 +13,5 @@ module path and the user's source line.
 """
 
 from .errors import ImportFailure  # noqa: F401
+
+__all__ = ["ImportFailure"]

@@ -448,15 +448,18 @@ class Lowering:
     def broadcast(self, kind, a, b, value, where):
         """nn.add/nn.mul broadcast the rhs over leading dimensions."""
         out = tuple(value.shape)
-        for lhs, rhs in ((a, b), (b, a)):
+
+        def is_suffix(shape):
+            return out[len(out) - len(shape):] == shape
+
+        for lhs, rhs in ((a, b), (b, a)):  # both ops commute
             if lhs.shape != out:
                 continue
             rs = rhs.shape
-            while rs and rs[0] == 1 and len(rs) > 0:
-                if out[len(out) - len(rs):] == rs:
-                    break
+            # [1, T, C] over [B, T, C] is [T, C] broadcast.
+            while rs and rs[0] == 1 and not is_suffix(rs):
                 rs = rs[1:]
-            if out[len(out) - len(rs):] == rs:
+            if is_suffix(rs):
                 if rs != rhs.shape:
                     rhs = self.emit("reshape", [rhs], {}, [rs], where)
                 return self.emit(kind, [lhs, rhs], {}, [out], where)
@@ -483,16 +486,22 @@ class Lowering:
         if not is_sym(w) or w.param is None or len(w.shape) != 2:
             where.fail("an embedding whose table is not a 2-D parameter")
         if isinstance(ids, Const):
-            v = ids.value
-            # Positions 0..P-1 of a P-row table read the whole table (a
-            # learned positional embedding; nn.add broadcasts it).
-            if torch.is_tensor(v) and v.dim() == 1 and \
-                    v.numel() == w.shape[0] and torch.equal(
-                        v.cpu(), torch.arange(w.shape[0], dtype=v.dtype)):
-                return w
-            where.fail("an embedding of constant ids other than "
-                       "arange(num_embeddings) (positions 0..%d) has no "
-                       "equivalent" % (w.shape[0] - 1))
+            # Positions 0..T-1 of a P-row table (a learned positional
+            # embedding; nn.add broadcasts it): the whole table, or its
+            # first of P / T equal parts.
+            v, rows = ids.value, w.shape[0]
+            t = v.numel() if torch.is_tensor(v) and v.dim() == 1 else 0
+            if t and rows % t == 0 and torch.equal(
+                    v.cpu(), torch.arange(t, dtype=v.dtype)):
+                if t == rows:
+                    return w
+                op = self.g.emit("split", [w], {"axis": 0},
+                                 [((t, w.shape[1]), "f32")] * (rows // t),
+                                 where)
+                return op.results[0]
+            where.fail("an embedding of constant ids other than the "
+                       "positions 0..T-1, T dividing the table's %d rows, "
+                       "has no equivalent" % rows)
         ids = self.int_view(ids, where)
         return self.emit("embedding", [w, ids], {}, [value.shape], where)
 

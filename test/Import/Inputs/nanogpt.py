@@ -173,3 +173,10 @@ def make(batch=8, flash=False, **config):
 
 def make_flash():
     return make(flash=True)
+
+
+def make_short():
+    """Sequences of 32 tokens with a block size (position table) of 64."""
+    model, (idx, _) = make(block_size=64)
+    idx = idx[:, :32].contiguous()
+    return model, (idx, idx)
