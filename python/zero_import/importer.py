@@ -121,6 +121,9 @@ def import_model(spec, loss_output=-1):
     low = Lowering(module, g_fx)
     g = low.run()
     out = low.output
+    if isinstance(out, dict):
+        raise ImportFailure("forward() returns a dict; return the loss, or a "
+                            "tuple holding it (--loss-output)")
     if isinstance(out, (tuple, list)):
         if not -len(out) <= loss_output < len(out):
             raise ImportFailure("--loss-output %d: forward() returns %d "

@@ -81,6 +81,9 @@ class Lowering:
         name = self.param_names.get(id(p))
         if name is None:
             where.fail("a parameter that is not one of the module's")
+        if not p.requires_grad:
+            where.fail("parameter '%s' is frozen (requires_grad=False); the "
+                       "step trains every parameter" % name)
         if p.dtype != torch.float32:
             where.fail("parameter '%s' is %s; the importer takes float32 "
                        "modules (train in bf16 or f16 with --dtype)" % (

@@ -169,6 +169,12 @@ class ConcreteTracer(fx.Tracer):
             node.meta["zi_op"] = None
         if kind == "output":
             return p
+        if not torch.is_grad_enabled() and kind != "placeholder":
+            raise ImportFailure(
+                "%s runs with gradients disabled (torch.no_grad() or "
+                "inference mode inside forward()); the step differentiates "
+                "everything" % node.meta["zi_op"], op=node.meta["zi_op"],
+                path=node.meta["zi_path"], source=node.meta["zi_source"])
         cargs, ckwargs = _concrete(args), _concrete(kwargs)
         try:
             self.concrete_mode = True

@@ -183,3 +183,29 @@ def make_logits_only():
 
 def make_not_a_pair():
     return nn.Linear(2, 2)
+
+
+def make_no_grad():
+    """A layer run under torch.no_grad(): PyTorch would not train it."""
+    def body(self, h):
+        with torch.no_grad():
+            return self.extra(h)
+    return _make(body, extra=nn.Linear(8, 8))
+
+
+def make_frozen():
+    """A frozen parameter: PyTorch would not train it either."""
+    model, args = _make(lambda self, h: h)
+    model.fc.bias.requires_grad_(False)
+    return model, args
+
+
+def make_dict_output():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, x, y):
+            return {"loss": F.cross_entropy(self.fc(x), y)}
+    return M(), (torch.randn(4, 8), torch.randint(0, 4, (4,)))
