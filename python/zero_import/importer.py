@@ -117,6 +117,9 @@ def read_ds_config(path):
 def import_model(spec, loss_output=-1):
     """(Graph, loss Sym, [(name, float32 array)]) of make()'s module."""
     module, args = call_make(load_make(spec), spec)
+    # The weights as make() left them, whatever the trace runs.
+    state = {name: p.detach().cpu().clone()
+             for name, p in module.named_parameters()}
     g_fx = trace(module, args)
     low = Lowering(module, g_fx)
     g = low.run()
@@ -150,7 +153,7 @@ def import_model(spec, loss_output=-1):
             print("zero-import: warning: parameter '%s' does not reach the "
                   "loss; it is left out" % name, file=sys.stderr)
             continue
-        t = p.detach().cpu()
+        t = state[name]
         g.params.append((name, tuple(t.shape), init_text(t)))
         weights.append((name, t.numpy()))
     for a in g.args:

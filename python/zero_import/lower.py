@@ -163,8 +163,23 @@ class Lowering:
         if not any_sym(args) and not any_sym(kwargs):
             return Const(value)
         if node.op == "call_function":
+            if node.target in _IN_PLACE:
+                self.check_in_place(node, where)
             return self.lower_function(node.target, args, kwargs, value, where)
         return self.lower_method(node.target, args, kwargs, value, where)
+
+    def check_in_place(self, node, where):
+        """x += y is x + y unless x is read again afterwards: PyTorch would
+        read the updated tensor there, through every alias."""
+        target = node.args[0]
+        if not isinstance(target, torch.fx.Node):
+            return
+        order = {n: i for i, n in enumerate(self.fx.nodes)}
+        later = [u for u in target.users if u is not node and
+                 order[u] > order[node]]
+        if later:
+            where.fail("an in-place update of a tensor that is used again "
+                       "afterwards (write x = x + y)")
 
     # -- modules --------------------------------------------------------
 
@@ -228,13 +243,13 @@ class Lowering:
                 return a[i]
             return kw.get(name, default)
 
-        if fn in (operator.add, torch.add):
+        if fn in (operator.add, operator.iadd, torch.add):
             return self.arith("add", a[0], a[1], value, where)
-        if fn in (operator.sub, torch.sub):
+        if fn in (operator.sub, operator.isub, torch.sub):
             return self.arith("sub", a[0], a[1], value, where)
-        if fn in (operator.mul, torch.mul):
+        if fn in (operator.mul, operator.imul, torch.mul):
             return self.arith("mul", a[0], a[1], value, where)
-        if fn in (operator.truediv, torch.div):
+        if fn in (operator.truediv, operator.itruediv, torch.div):
             if kw.get("rounding_mode") is not None:
                 where.fail("division with rounding has no equivalent")
             return self.arith("div", a[0], a[1], value, where)
@@ -733,6 +748,9 @@ class Lowering:
         return self.emit("attention", [q, k, v],
                          {"causal": bool(causal), "scale": scale},
                          [q.shape], where)
+
+
+_IN_PLACE = (operator.iadd, operator.isub, operator.imul, operator.itruediv)
 
 
 def _swaps_last_two(perm):

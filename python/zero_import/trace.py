@@ -9,6 +9,7 @@ Control flow on tensor *values* stays an error, as in torch.fx.
 Tested with torch 1.13 (Debian 12's python3-torch).
 """
 
+import operator
 import os
 import traceback
 
@@ -55,6 +56,11 @@ def op_name(kind, target):
     return str(target)
 
 
+_OUT_OF_PLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
+                 operator.imul: operator.mul,
+                 operator.itruediv: operator.truediv}
+
+
 class ConcreteProxy(fx.Proxy):
     """A Proxy whose shape, dtype and device are those of its value."""
 
@@ -96,6 +102,24 @@ class ConcreteProxy(fx.Proxy):
         if isinstance(v, (tuple, list)) or torch.is_tensor(v):
             return iter([self[i] for i in range(len(v))])
         return super().__iter__()
+
+    # x += y on a proxy would silently become x = x + y; as a node of its
+    # own, the lowering can check that no alias of x is read afterwards.
+    def _in_place(self, fn, other):
+        return self.tracer.create_proxy("call_function", fn, (self, other),
+                                        {})
+
+    def __iadd__(self, other):
+        return self._in_place(operator.iadd, other)
+
+    def __isub__(self, other):
+        return self._in_place(operator.isub, other)
+
+    def __imul__(self, other):
+        return self._in_place(operator.imul, other)
+
+    def __itruediv__(self, other):
+        return self._in_place(operator.itruediv, other)
 
     def __bool__(self):
         raise ImportFailure(
@@ -208,7 +232,9 @@ class ConcreteTracer(fx.Tracer):
         if kind == "get_attr":
             return resolve_attr(self.root, target)
         if kind == "call_function":
-            return target(*args, **kwargs)
+            # x += y is x + y here: the traced values are not the module's
+            # to change.
+            return _OUT_OF_PLACE.get(target, target)(*args, **kwargs)
         if kind == "call_method":
             return getattr(args[0], target)(*args[1:], **kwargs)
         if kind == "call_module":

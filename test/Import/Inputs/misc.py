@@ -1,6 +1,7 @@
 """A classifier exercising the tensor plumbing the importer maps one for one:
 chunk/split, cat, permute, transpose, view/reshape, contiguous, + - * /
-with scalars and broadcasting, unary minus, F.gelu (tanh), F.silu, ReLU,
+with scalars and broadcasting, -= on a tensor read nowhere after, unary
+minus, F.gelu (tanh), F.silu, ReLU,
 softmax, dropout with p = 0, a parameter broadcast over the batch."""
 
 import torch
@@ -28,6 +29,7 @@ class Mixer(nn.Module):
         p, q = torch.split(h, self.hidden, dim=1)
         h = torch.cat((F.silu(p), -F.relu(q)), 1)
         h = h * F.softmax(h, dim=-1) * 4.0 + h
+        h -= 0.125
         h = self.drop(h).view(B, 2, self.hidden).transpose(1, 2)
         h = torch.reshape(h, (B, -1))
         return F.cross_entropy(self.out(h), y)

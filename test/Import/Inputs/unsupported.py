@@ -209,3 +209,12 @@ def make_dict_output():
         def forward(self, x, y):
             return {"loss": F.cross_entropy(self.fc(x), y)}
     return M(), (torch.randn(4, 8), torch.randint(0, 4, (4,)))
+
+
+def make_in_place_alias():
+    """h += x while r, the same tensor, is read afterwards."""
+    def body(self, h):
+        r = h
+        h += 1.0
+        return h * r
+    return _make(body)
