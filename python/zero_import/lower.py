@@ -401,9 +401,11 @@ class Lowering:
                          where)
 
     def dropout(self, x, p, training, where):
-        if training and p > 0:
-            where.fail("dropout with p = %g in training mode: the importer "
-                       "has no dropout op (use p = 0)" % p)
+        # The step is training: a module left in eval mode would apply its
+        # dropout when PyTorch trains it, so p > 0 is refused either way.
+        if p > 0:
+            where.fail("dropout with p = %g: the importer has no dropout op "
+                       "(use p = 0)" % p)
         return x
 
     def convert(self, x, value, where):

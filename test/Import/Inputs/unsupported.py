@@ -51,6 +51,11 @@ def make_dropout():
     return _make(lambda self, h: self.extra(h), extra=nn.Dropout(0.1))
 
 
+def make_dropout_eval():
+    model, args = make_dropout()
+    return model.eval(), args
+
+
 def make_value_branch():
     def body(self, h):
         if h.sum() > 0:
