@@ -124,6 +124,17 @@ def NN_GeluOp : NN_UnaryOp<"gelu", "GELU, tanh approximation (as GPT-2)"> {
     ```
   }];
 }
+def NN_GeluErfOp : NN_UnaryOp<"gelu_erf", "GELU, exact (erf) form"> {
+  let description = [{
+    `0.5 * x * (1 + erf(x / sqrt(2)))`: PyTorch's `nn.GELU()` and
+    `F.gelu(x)` (`approximate='none'`), as nanoGPT uses it. `nn.gelu` is
+    the tanh approximation.
+
+    ```mlir
+    %y = nn.gelu_erf %x : tensor<8x64x3072xf32>
+    ```
+  }];
+}
 def NN_SiluOp : NN_UnaryOp<"silu", "SiLU (swish), as Llama's feed-forward"> {
   let description = [{
     `x * sigmoid(x)`.
@@ -462,6 +473,8 @@ class NN_PointwiseGradOp<string mnemonic, string fwd, string firstName>
 }
 
 def NN_GeluGradOp : NN_PointwiseGradOp<"gelu_grad", "gelu", "input">;
+def NN_GeluErfGradOp
+    : NN_PointwiseGradOp<"gelu_erf_grad", "gelu_erf", "input">;
 def NN_SiluGradOp : NN_PointwiseGradOp<"silu_grad", "silu", "input">;
 def NN_SwigluGradOp : NN_Op<"swiglu_grad", [
     AllTypesMatch<["gate", "up", "result_grad", "gate_grad", "up_grad"]>]> {
