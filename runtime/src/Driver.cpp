@@ -586,6 +586,13 @@ bool Driver::trainSteps() {
     double gradNorm = std::sqrt(double(ctx.stats[1]));
     double rate = double(rowsPerStep * data->itemsPerRow()) / (ms / 1000.0);
     float nextScale = zrt_loss_scaler_scale(&ctx.scaler);
+    // The learning rate this step applied, or would have (a skipped step
+    // does not advance the schedule, as in DeepSpeed's engine).
+    bool scheduled = m.schedule.kind != ZRT_LR_CONSTANT;
+    double beta1 = m.beta1, beta2 = m.beta2;
+    double lr =
+        zrt_lr_at(scheduled ? &m.schedule : nullptr, m.lr, &beta1, &beta2,
+                  ctx.skipped ? ctx.adamSteps + 1 : ctx.adamSteps);
 
     if (log) {
       nlohmann::json line = {{"step", step},
@@ -600,7 +607,12 @@ bool Driver::trainSteps() {
                              {"planned_peak_bytes", m.peakBytes},
                              {"scratch_peak_bytes", zrt_scratch_peak_bytes()},
                              {"planned_scratch_bytes", m.scratchBytes},
-                             {"adam_steps", ctx.adamSteps}};
+                             {"adam_steps", ctx.adamSteps},
+                             {"lr", lr}};
+      if (m.schedule.kind == ZRT_LR_ONE_CYCLE && m.schedule.cycle_momentum) {
+        line["beta1"] = beta1;
+        line["beta2"] = beta2;
+      }
       std::fprintf(log, "%s\n", line.dump().c_str());
       std::fflush(log);
     }
@@ -611,9 +623,12 @@ bool Driver::trainSteps() {
               " (learning rate too high, or fp16 without loss scaling?)");
       return false;
     }
-    info("step %lld | loss %.4f | scale %g | %s | %.0f %s | peak %s\n",
-         (long long)step, loss, double(scale), formatDuration(ms).c_str(),
-         rate, data->unit(), formatBytes(peak).c_str());
+    char lrText[48] = "";
+    if (scheduled)
+      std::snprintf(lrText, sizeof(lrText), " | lr %.4g", lr);
+    info("step %lld | loss %.4f | scale %g | %s | %.0f %s | peak %s%s\n",
+         (long long)step, loss, double(scale), formatDuration(ms).c_str(), rate,
+         data->unit(), formatBytes(peak).c_str(), lrText);
     if (ctx.skipped && ctx.rank == 0) {
       // Never silent, not even with --quiet.
       if (ctx.scaler.dynamic)

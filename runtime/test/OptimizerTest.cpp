@@ -123,7 +123,8 @@ TEST_P(OptimizerTest, AdamMatchesTorchSemantics) {
                         float(clip));
         zrt_adam(dtype(), grad[0].data(), master.data(), m.data(), v.data(),
                  param.data(), n, t, ref.lr, ref.beta1, ref.beta2, ref.eps,
-                 ref.wd, adamw, maxNorm, stats.data(), float(lossScale), 0);
+                 ref.wd, adamw, 1, nullptr, nullptr, nullptr, 0, maxNorm,
+                 stats.data(), float(lossScale), 0);
         ref.step(grad[0].values(), t, lossScale, clip);
       }
       std::string what = std::string(adamw ? "adamw" : "adam") + " clip " +
@@ -153,8 +154,8 @@ TEST_P(OptimizerTest, AdamSkipWritesCopyOnly) {
   Buffer grad = randomBuffer(dtype(), rng, n), param(dtype(), n);
   float stats[2] = {1.0f, 0.0f};
   zrt_adam(dtype(), grad.data(), master.data(), m.data(), v.data(),
-           param.data(), n, 3, 1e-3, 0.9, 0.999, 1e-8, 0.0, 1, 1.0, stats, 1.0f,
-           1);
+           param.data(), n, 3, 1e-3, 0.9, 0.999, 1e-8, 0.0, 1, 1, nullptr,
+           nullptr, nullptr, 0, 1.0, stats, 1.0f, 1);
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(master[i], 0.3f);
     EXPECT_EQ(m[i], 0.1f);
@@ -175,11 +176,11 @@ TEST(AdamTest, F32ParamMayAliasMaster) {
   std::vector<float> copy = master, mc(2, 0), vc(2, 0), param(2);
   float stats[2] = {0, 0.3125f};
   zrt_adam(ZRT_F32, grad.data(), master.data(), m.data(), v.data(),
-           master.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 0.0, stats, 1.0f,
-           0);
+           master.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 1, nullptr,
+           nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
   zrt_adam(ZRT_F32, grad.data(), copy.data(), mc.data(), vc.data(),
-           param.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 0.0, stats, 1.0f,
-           0);
+           param.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 1, nullptr,
+           nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
   EXPECT_EQ(master, copy);
   EXPECT_EQ(master, param);
 
@@ -195,16 +196,19 @@ TEST(AdamTest, F32ParamMayAliasMaster) {
   std::vector<float> w2 = w, m2 = m1, v2 = v1, p2(n);
   float big[2] = {0, 1e4f};
   zrt_adam(ZRT_F32, g.data(), w.data(), m1.data(), v1.data(), w.data(), n, 1,
-           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, big, 1.0f, 0);
+           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
+           big, 1.0f, 0);
   zrt_adam(ZRT_F32, g.data(), w2.data(), m2.data(), v2.data(), p2.data(), n, 1,
-           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, big, 1.0f, 0);
+           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
+           big, 1.0f, 0);
   EXPECT_EQ(w, w2);
   EXPECT_EQ(w, p2);
   EXPECT_EQ(m1, m2);
   EXPECT_EQ(v1, v2);
   std::vector<float> before = w;
   zrt_adam(ZRT_F32, g.data(), w.data(), m1.data(), v1.data(), w.data(), n, 2,
-           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, big, 1.0f, 1);
+           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
+           big, 1.0f, 1);
   EXPECT_EQ(w, before);
 }
 

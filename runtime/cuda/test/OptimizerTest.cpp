@@ -432,8 +432,8 @@ void runAdam(const AdamRun &r, std::mt19937 &rng) {
   zrt_adam(r.dtype, grad.data(), static_cast<float *>(cMaster.data()),
            static_cast<float *>(cM.data()), static_cast<float *>(cV.data()),
            r.paramIsMaster ? cMaster.data() : cParam.data(), n, kStep, kLr,
-           kBeta1, kBeta2, kEps, kWeightDecay, r.adamw, maxNorm, stats.data(),
-           float(scale), r.skip);
+           kBeta1, kBeta2, kEps, kWeightDecay, r.adamw, 1, nullptr, nullptr,
+           nullptr, 0, maxNorm, stats.data(), float(scale), r.skip);
   if (r.paramIsMaster)
     cParam = cMaster;
 

@@ -153,7 +153,7 @@ def cmd_compare(args):
     for s in steps:
         if s not in a or s not in b:
             fail("step %d is missing" % s)
-        for key in ["loss", "loss_scale", "grad_norm", "skipped"] if \
+        for key in ["loss", "loss_scale", "grad_norm", "skipped", "lr"] if \
                 args.exact else ["loss"]:
             x, y = a[s][key], b[s][key]
             if args.exact and x != y:

@@ -424,6 +424,44 @@ private:
   llvm::StringSet<> seen;
 };
 
+/// The `scheduler` section: DeepSpeed's type and params, kept as text for
+/// buildLrSchedule (which knows each type's parameters); "auto" is resolved
+/// against the train step by the pipeline.
+void readScheduler(Section &sch, DeepSpeedConfig &cfg) {
+  const json::Value *t = sch.get("type");
+  std::optional<StringRef> type = t ? t->getAsString() : std::nullopt;
+  if (!type) {
+    sch.error("type", t ? "expected a string, got " + dump(*t)
+                        : std::string("is missing"));
+    return;
+  }
+  cfg.schedulerType = type->str();
+  const json::Value *params = sch.get("params");
+  if (!params)
+    return;
+  const json::Object *obj = params->getAsObject();
+  if (!obj) {
+    sch.error("params", "expected an object, got " + dump(*params));
+    return;
+  }
+  for (StringRef key : sortedKeys(*obj)) {
+    const json::Value &v = *obj->get(key);
+    std::string text;
+    if (std::optional<StringRef> str = v.getAsString())
+      text = str->str();
+    else if (std::optional<bool> b = v.getAsBoolean())
+      text = *b ? "true" : "false";
+    else if (v.getAsNumber())
+      text = dump(v);
+    else {
+      sch.error("params." + key.str(),
+                "expected a number, a string or true/false, got " + dump(v));
+      continue;
+    }
+    cfg.schedulerParams.emplace_back(key.str(), std::move(text));
+  }
+}
+
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
 /// one zero-pipeline option (see buildZeroPipeline).
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
@@ -475,6 +513,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
                 "'" + type + "' is not supported (expected Adam or AdamW)");
     }
     o.section("params", [&](Section &p) {
+      cfg.biasCorrection = p.boolean("bias_correction");
       cfg.lr = p.number("lr");
       cfg.eps = p.number("eps");
       cfg.weightDecay = p.number("weight_decay");
@@ -490,6 +529,8 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
       }
     });
   });
+
+  top.section("scheduler", [&](Section &s) { readScheduler(s, cfg); });
 
   cfg.gradientClipping = top.number("gradient_clipping");
   if (cfg.gradientClipping && (!(*cfg.gradientClipping >= 0.0) ||

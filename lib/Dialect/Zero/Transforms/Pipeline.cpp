@@ -6,10 +6,12 @@
 
 #include "zero/Dialect/Zero/Transforms/Pipeline.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
+#include "zero/Dialect/Zero/Transforms/LrSchedule.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
 
+#include <cstdio>
 #include <memory>
 
 using namespace mlir;
@@ -93,11 +95,16 @@ struct ApplyDeepSpeedConfigPass
       diag << "train step @" << step.getSymName() << ": " << cfg->path << ": ";
       return diag;
     };
+    APFloat lr = pick(cfg->lr, opt.getLr());
+    LrScheduleAttr sched = opt.getSchedule();
+    if (cfg->schedulerType &&
+        !(sched = readSchedule(ctx, lr.convertToDouble(), emitError)))
+      return failure();
     auto newOpt = OptimizerAttr::getChecked(
-        emitError, ctx, kind, pick(cfg->lr, opt.getLr()),
-        pick(cfg->beta1, opt.getBeta1()), pick(cfg->beta2, opt.getBeta2()),
-        pick(cfg->eps, opt.getEps()),
-        pick(cfg->weightDecay, opt.getWeightDecay()));
+        emitError, ctx, kind, lr, pick(cfg->beta1, opt.getBeta1()),
+        pick(cfg->beta2, opt.getBeta2()), pick(cfg->eps, opt.getEps()),
+        pick(cfg->weightDecay, opt.getWeightDecay()),
+        cfg->biasCorrection.value_or(opt.getBiasCorrection()), sched);
     if (!newOpt)
       return failure();
     step.setOptimizerAttr(newOpt);
@@ -113,6 +120,43 @@ struct ApplyDeepSpeedConfigPass
       return failure();
     step.setPrecisionAttr(newPrec);
     return success();
+  }
+
+  /// The `scheduler` section with "auto" resolved as Hugging Face's
+  /// DeepSpeed integration does: warmup_min_lr 0, warmup_max_lr the
+  /// optimizer's lr, warmup_num_steps its default warmup of 0 steps.
+  LrScheduleAttr readSchedule(MLIRContext *ctx, double lr,
+                              function_ref<InFlightDiagnostic()> emitError) {
+    std::vector<LrScheduleParam> params;
+    for (auto [name, value] : cfg->schedulerParams) {
+      if (value == "auto") {
+        if (name == "warmup_min_lr" || name == "warmup_num_steps") {
+          value = "0";
+        } else if (name == "warmup_max_lr") {
+          char text[32];
+          std::snprintf(text, sizeof(text), "%.17g", lr);
+          value = text;
+        } else if (name == "total_num_steps") {
+          emitError() << "scheduler.params.total_num_steps: \"auto\" is the "
+                         "length of the run, which Hugging Face's Trainer "
+                         "knows and a compiled step does not; give the "
+                         "number of optimizer steps";
+          return {};
+        } else {
+          emitError() << "scheduler.params." << name
+                      << ": \"auto\" is only resolved for warmup_min_lr, "
+                         "warmup_max_lr, warmup_num_steps (as Hugging Face "
+                         "does); give a value";
+          return {};
+        }
+      }
+      params.emplace_back(name, value);
+    }
+    return buildLrSchedule(ctx, *cfg->schedulerType, params, [&]() {
+      InFlightDiagnostic d = emitError();
+      d << "scheduler: ";
+      return d;
+    });
   }
 
   std::shared_ptr<const DeepSpeedConfig> cfg;
@@ -182,6 +226,10 @@ void mlir::zero::buildZeroPipeline(OpPassManager &pm,
 
   ZeroOptimizerPassOptions opt;
   opt.gradientClipping = choose(o.gradientClipping, cfg->gradientClipping);
+  opt.lrSchedule = o.lrSchedule;
+  opt.biasCorrection = o.biasCorrection;
+  opt.noDecayBiasNorm = o.noDecayBiasNorm;
+  opt.noDecayEmbeddings = o.noDecayEmbeddings;
   pm.addPass(createZeroOptimizerPass(opt));
   if (o.verify)
     pm.addPass(createZeroVerifySchedulePass());

@@ -93,6 +93,25 @@ struct ZeroPipelineOptions : public PassPipelineOptions<ZeroPipelineOptions> {
       llvm::cl::desc("Global-norm clipping; -1 keeps the train step's value "
                      "(gradient_clipping)"),
       llvm::cl::init(-1.0)};
+  Option<std::string> lrSchedule{
+      *this, "lr-schedule",
+      llvm::cl::desc("Learning-rate schedule TYPE[:name=value,...] with "
+                     "DeepSpeed's scheduler names (WarmupLR, WarmupDecayLR, "
+                     "WarmupCosineLR, OneCycle, LRRangeTest; scheduler); "
+                     "none removes it")};
+  Option<std::string> biasCorrection{
+      *this, "bias-correction",
+      llvm::cl::desc("Adam bias correction: true or false "
+                     "(optimizer.params.bias_correction)")};
+  Option<bool> noDecayBiasNorm{
+      *this, "no-decay-bias-norm",
+      llvm::cl::desc("No weight decay for 1-D parameters (biases, norm "
+                     "weights)"),
+      llvm::cl::init(false)};
+  Option<bool> noDecayEmbeddings{
+      *this, "no-decay-embeddings",
+      llvm::cl::desc("No weight decay for embedding tables"),
+      llvm::cl::init(false)};
   Option<bool> verify{
       *this, "verify",
       llvm::cl::desc("Run zero-verify-schedule at the end of the pipeline"),
@@ -117,6 +136,11 @@ struct DeepSpeedConfig {
   std::optional<std::string> optimizerType; // "adam" or "adamw"
   std::optional<double> lr, beta1, beta2, eps, weightDecay;
   std::optional<double> gradientClipping;
+  std::optional<bool> biasCorrection;
+  /// The `scheduler` section: its type and params as text (numbers, words,
+  /// "auto"), resolved by the pipeline against the train step.
+  std::optional<std::string> schedulerType;
+  std::vector<std::pair<std::string, std::string>> schedulerParams;
 };
 
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.
