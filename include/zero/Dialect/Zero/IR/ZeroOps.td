@@ -853,8 +853,10 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     `group`: reads the `grads` (in the compute type), unscales them by
     `loss_scale * divisor` and clips them by the global norm from `stats`
     (`gradient_clipping` of the train step) in registers, and applies
-    Adam/AdamW with bias correction (the train step's `#zero.optimizer`) to
-    the fp32 masters, `exp_avg` and `exp_avg_sq`. With 16-bit compute the
+    Adam/AdamW (the train step's `#zero.optimizer`: bias correction, the
+    learning rate of its schedule at the optimizer step counter, and each
+    parameter's own `weight_decay` on its elements of the shard) to the
+    fp32 masters, `exp_avg` and `exp_avg_sq`. With 16-bit compute the
     masters are the `master` buffer and the updated parameters are written,
     rounded, into `params`; with fp32 compute the masters are the owned part
     of `params`, updated in place. No fp32 gradient buffer exists. The
