@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DecayRanges.h"
 #include "Kernels.h"
 #include "Trace.h"
 
@@ -320,15 +321,11 @@ extern "C" void zrt_adam(int32_t dtype, const void *grad, float *master,
     lr = zrt_lr_at(schedule, lr, &beta1, &beta2, step);
     s.k = adamConstants(lr, beta1, beta2, eps, weightDecay, step,
                         biasCorrection != 0);
+    checkDecayRanges("zrt_adam", decayRanges, rangeDecays, numDecayRanges,
+                     n);
     s.runs.reserve(size_t(std::max(numDecayRanges, 0)));
-    int64_t last = 0;
     for (int32_t r = 0; r < numDecayRanges; ++r) {
       int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
-      if (b < last || e < b || e > n || !(rangeDecays[r] >= 0.0))
-        fatal("zrt_adam: weight-decay range %d [%lld, %lld) with decay %g "
-              "is not sorted, disjoint and within the %lld elements",
-              int(r), (long long)b, (long long)e, rangeDecays[r], (long long)n);
-      last = e;
       if (b < e)
         s.runs.push_back({b, e, withDecay(s.k, lr, rangeDecays[r])});
     }

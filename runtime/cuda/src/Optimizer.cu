@@ -23,6 +23,7 @@
 
 #include "CudaKernels.h"
 #include "CudaSupport.h"
+#include "DecayRanges.h"
 #include "KernelMath.h"
 #include "Support.h"
 
@@ -603,13 +604,10 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
           launchAdam<T, false, false>(g, w, m, v, pp, len, 0, args);
       }
     };
+    checkDecayRanges("adam", decayRanges, rangeDecays, numDecayRanges, n);
     int64_t at = 0;
     for (int32_t r = 0; r < numDecayRanges; ++r) {
       int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
-      if (b < at || e < b || e > n || !(rangeDecays[r] >= 0.0))
-        fatal("adam: weight-decay range %d [%lld, %lld) is not sorted, "
-              "disjoint and within the %lld elements",
-              int(r), (long long)b, (long long)e, (long long)n);
       launch(at, b, a);
       AdamArgs own = a;
       static_cast<AdamConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
