@@ -37,8 +37,12 @@ def optimizer(model_text):
     values = dict(kv.split(" = ") for kv in attr.split(", "))
     get = lambda k, d: float(values.get(k, d))
     return (values["kind"], get("lr", 1e-3), get("beta1", 0.9),
-            get("beta2", 0.999), get("eps", 1e-8), get("weight_decay", 0.0),
-            values.get("bias_correction", "true") == "true")
+            get("beta2", 0.999), get("eps", 1e-8), get("weight_decay", 0.0))
+
+
+def bias_correction(model_text):
+    """False when the optimizer sets bias_correction = false."""
+    return "bias_correction = false" not in model_text
 
 
 def own_decays(model_text):
@@ -63,7 +67,8 @@ def main():
     args = p.parse_args()
 
     text = open(args.model).read()
-    kind, base_lr, beta1, beta2, eps, wd, bias_correction = optimizer(text)
+    kind, base_lr, beta1, beta2, eps, wd = optimizer(text)
+    corrected = bias_correction(text)
     decays = own_decays(text)
     sched = None
     if args.schedule:
@@ -117,8 +122,8 @@ def main():
         # torch.optim.Adam / AdamW, single-tensor, one group per weight
         # decay; without bias correction as DeepSpeed's Adam.
         lr = sched.lr if sched else base_lr
-        bc1 = 1 - beta1**step if bias_correction else 1.0
-        bc2 = 1 - beta2**step if bias_correction else 1.0
+        bc1 = 1 - beta1**step if corrected else 1.0
+        bc2 = 1 - beta2**step if corrected else 1.0
         for n in names:
             g = grads[n]
             decay = decays.get(n, wd)
