@@ -146,8 +146,10 @@ Manifest Manifest::parse(const std::string &text) {
     m.eps = opt.at("eps").get<double>();
     m.weightDecay = opt.at("weight_decay").get<double>();
     m.biasCorrection = opt.value("bias_correction", true);
-    if (opt.contains("schedule"))
+    if (opt.contains("schedule")) {
       m.schedule = parseSchedule(opt.at("schedule"));
+      m.scheduleText = opt.at("schedule").dump();
+    }
     m.gradientClipping = j.value("gradient_clipping", 0.0);
     m.tokenSlots = j.value("token_slots", int64_t(0));
 

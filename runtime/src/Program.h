@@ -92,8 +92,10 @@ struct Manifest {
   bool adamw = false;
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool biasCorrection = true;
-  /// The learning-rate schedule (kind ZRT_LR_CONSTANT without one).
+  /// The learning-rate schedule (kind ZRT_LR_CONSTANT without one), and
+  /// the manifest's text of it (empty without one) that checkpoints record.
   zrt_lr_schedule schedule{};
+  std::string scheduleText;
   double gradientClipping = 0;
   int64_t tokenSlots = 0;
   /// The schedule hash the compiler embedded, and its text ("0x...").
