@@ -33,6 +33,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -43,6 +45,7 @@
 #include <memory>
 #include <stdexcept>
 #include <thread>
+#include <time.h>
 #include <unistd.h>
 
 using namespace zrt;
@@ -52,6 +55,17 @@ namespace {
 //===----------------------------------------------------------------------===//
 // The driver
 //===----------------------------------------------------------------------===//
+
+/// Where rank `rank` writes the trace asked for with --trace `base`.
+std::string tracePath(const std::string &base, int rank) {
+  std::string path = base;
+  std::string suffix = ".rank" + std::to_string(rank);
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    path.insert(path.size() - 5, suffix);
+  else
+    path += suffix + ".json";
+  return path;
+}
 
 class Driver {
 public:
@@ -71,6 +85,8 @@ private:
   void info(const char *fmt, ...) const __attribute__((format(printf, 2, 3)));
 
   bool setUp(int argc, char **argv, int &exitCode);
+  void checkOutputs();
+  void openLog();
   bool checkWorld();
   void chooseThreads();
   bool train();
@@ -84,7 +100,8 @@ private:
   void installSaveHook();
   bool save(const Progress &progress);
   bool exportWeights();
-  void writeTrace();
+  bool writeTrace();
+  void noteProgress(int64_t step);
 
   const zrt_program *program;
   Options opts;
@@ -102,7 +119,63 @@ private:
   Watchdog watchdog;
   /// The step whose checkpoint is being written (0: none), for test hooks.
   int64_t savingStep = 0;
+  /// Rank 0's lock of the --save directory.
+  DirectoryLock saveLock;
+  /// The last checkpoint this run saved or resumed from (empty: none).
+  std::string lastCheckpoint;
 };
+
+//===----------------------------------------------------------------------===//
+// SIGINT and SIGTERM
+//===----------------------------------------------------------------------===//
+
+/// What rank 0 prints when SIGINT or SIGTERM ends the run (mpirun sends
+/// SIGTERM to every rank when it is interrupted): the step and the last
+/// checkpoint. Formatted outside the handler (which may only write(2)) into
+/// the buffer the handler is not reading, then published.
+struct InterruptNote {
+  char text[2][1024] = {};
+  size_t length[2] = {};
+  std::atomic<int> current{-1};
+};
+InterruptNote interruptNote;
+
+void setInterruptNote(const std::string &text) {
+  int next = interruptNote.current.load() == 0 ? 1 : 0;
+  size_t n = std::min(text.size(), sizeof(interruptNote.text[0]) - 1);
+  std::memcpy(interruptNote.text[next], text.data(), n);
+  interruptNote.length[next] = n;
+  interruptNote.current.store(next);
+}
+
+extern "C" void onInterrupt(int sig) {
+  int c = interruptNote.current.load();
+  if (c < 0) {
+    // Not rank 0: let rank 0 end first. mpirun forwards the signal to every
+    // rank and, once one has ended, stops forwarding output, which would
+    // lose rank 0's line when another rank happened to end before it.
+    struct timespec delay = {1, 0};
+    ::nanosleep(&delay, nullptr);
+  } else {
+    const char *name = sig == SIGINT ? "zrt: interrupted (SIGINT) "
+                                     : "zrt: terminated (SIGTERM) ";
+    ssize_t ignored = ::write(STDERR_FILENO, name, std::strlen(name));
+    ignored =
+        ::write(STDERR_FILENO, interruptNote.text[c], interruptNote.length[c]);
+    (void)ignored;
+  }
+  // The default action ends the process with the signal's status.
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void installInterruptHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = onInterrupt;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
 
 template <typename Fn>
 bool Driver::everywhere(const Fn &fn) {
@@ -245,6 +318,16 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
       }))
     return false;
 
+  // Every output is checked before any work, so that a path that cannot be
+  // written does not lose the training (rank 0 also locks --save).
+  if (!everywhere([&] { checkOutputs(); }))
+    return false;
+  if (ctx.rank == 0 && !saveLock.takenOver().empty())
+    std::fprintf(stderr,
+                 "zrt: warning: took over the lock of '%s' from %s, which "
+                 "has ended (a run that crashed or was killed)\n",
+                 opts.save.c_str(), saveLock.takenOver().c_str());
+
   const Manifest &m = manifest;
   ctx.manifest = &manifest;
   ctx.computeBytes = zrt_dtype_size(m.computeDtype);
@@ -269,16 +352,17 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
         (m.inputs.empty() || m.inputs[0].shape.empty() ? 0
                                                        : m.inputs[0].shape[0]) *
         ctx.world * m.accumulationSteps;
+    DataShard shard{ctx.rank, ctx.world};
     if (!opts.data.empty())
-      data = openTokenData(m, opts.data, rowsPerStep);
+      data = openTokenData(m, opts.data, rowsPerStep, shard);
     else if (!opts.inputs.empty())
-      data =
-          openArrayData(m, opts.inputs, opts.labels, rowsPerStep);
+      data = openArrayData(m, opts.inputs, opts.labels, rowsPerStep, shard);
     if (!opts.evalData.empty())
-      evalData = openTokenData(m, opts.evalData, rowsPerStep, "--eval-data");
+      evalData =
+          openTokenData(m, opts.evalData, rowsPerStep, shard, "--eval-data");
     else if (!opts.evalInputs.empty())
       evalData = openArrayData(m, opts.evalInputs, opts.evalLabels, rowsPerStep,
-                               "--eval-inputs/--eval-labels");
+                               shard, "--eval-inputs/--eval-labels");
     if (evalData) {
       // Batches are laid out as the training stream's, without wrapping.
       int64_t whole = evalData->wholeRows() / rowsPerStep;
@@ -293,6 +377,7 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
     }
     if (!opts.resume.empty()) {
       progress = readCheckpoint(ctx, opts.resume);
+      lastCheckpoint = opts.resume;
       return;
     }
     std::vector<Tensor> tensors;
@@ -325,13 +410,7 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
              ? ""
              : (" (resharded: " + progress.resharded + ")").c_str());
 
-  if (!opts.logJson.empty() && ctx.rank == 0 &&
-      !(log = std::fopen(opts.logJson.c_str(), "w"))) {
-    error("cannot write '" + opts.logJson + "': " + std::strerror(errno));
-  }
-  int logOk = ctx.rank != 0 || opts.logJson.empty() || log;
-  MPI_Bcast(&logOk, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!logOk)
+  if (!everywhere([&] { openLog(); }))
     return false;
 
   int64_t numel = 0;
@@ -342,6 +421,79 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
        m.stage, m.worldSize, m.precision.c_str(), m.accumulationSteps,
        (long long)numel, m.partitions.size(), m.hashText.c_str());
   return true;
+}
+
+void Driver::checkOutputs() {
+  if (!opts.save.empty()) {
+    checkWritableDir(opts.save, "--save");
+    if (ctx.rank == 0) {
+      saveLock.acquire(opts.save);
+      // A new run saving over another run's checkpoints would overwrite
+      // some and move `latest` back, so that a later --resume continues
+      // the wrong run.
+      if (!resumesFrom(opts.resume, opts.save) && hasCheckpoints(opts.save)) {
+        std::string latest;
+        try {
+          latest = readFile(opts.save + "/latest");
+        } catch (const std::exception &) {
+        }
+        while (!latest.empty() &&
+               std::isspace(static_cast<unsigned char>(latest.back())))
+          latest.pop_back();
+        std::string which = latest.empty() ? "" : " (latest: " + latest + ")";
+        if (!opts.overwrite)
+          fail("'" + opts.save + "' holds the checkpoints of another run" +
+               which + ": --resume " + opts.save +
+               " continues that run, --overwrite replaces its checkpoints, "
+               "or --save another directory");
+        int removed = removeCheckpoints(opts.save);
+        std::fprintf(stderr,
+                     "zrt: --overwrite: removed %d checkpoint(s) of an "
+                     "earlier run from '%s'%s\n",
+                     removed, opts.save.c_str(), which.c_str());
+      }
+    }
+  }
+  if (!opts.exportPath.empty() && ctx.rank == 0)
+    checkWritableFile(opts.exportPath, "--export");
+  if (!opts.logJson.empty() && ctx.rank == 0)
+    checkWritableFile(opts.logJson, "--log-json");
+  if (!opts.trace.empty())
+    checkWritableFile(tracePath(opts.trace, ctx.rank), "--trace");
+}
+
+void Driver::openLog() {
+  if (opts.logJson.empty() || ctx.rank != 0)
+    return;
+  // A resumed run continues the log: the lines of the steps up to the
+  // checkpoint are kept, those after it (logged by a run that went on
+  // past the checkpoint and crashed) dropped, so that the log stays one
+  // line per step.
+  bool append = !opts.resume.empty() && isRegularFile(opts.logJson);
+  if (append) {
+    LogTrim trim = keepLogUpTo(opts.logJson, progress.step);
+    if (trim.dropped > 0)
+      std::fprintf(stderr,
+                   "zrt: --log-json: dropped %lld line(s) of '%s' after step "
+                   "%lld, the checkpoint's\n",
+                   (long long)trim.dropped, opts.logJson.c_str(),
+                   (long long)progress.step);
+  }
+  log = std::fopen(opts.logJson.c_str(), append ? "a" : "w");
+  if (!log)
+    fail("cannot write '" + opts.logJson + "': " + std::strerror(errno));
+}
+
+void Driver::noteProgress(int64_t step) {
+  std::string note = "during step " + std::to_string(step) + "; ";
+  if (lastCheckpoint.empty())
+    note += "no checkpoint saved";
+  else if (opts.save.empty() || lastCheckpoint == opts.resume)
+    note += "resumed from '" + lastCheckpoint + "'";
+  else
+    note += "last checkpoint '" + lastCheckpoint + "' (--resume " + opts.save +
+            " continues from it)";
+  setInterruptNote(note + "\n");
 }
 
 void Driver::installSaveHook() {
@@ -389,6 +541,7 @@ bool Driver::save(const Progress &at) {
       }))
     return false;
   info("saved checkpoint %s\n", dir.c_str());
+  lastCheckpoint = dir;
   return true;
 }
 
@@ -436,18 +589,7 @@ static std::string formatBytes(int64_t bytes) {
   return buf;
 }
 
-/// Where rank `rank` writes the trace asked for with --trace `base`.
-static std::string tracePath(const std::string &base, int rank) {
-  std::string path = base;
-  std::string suffix = ".rank" + std::to_string(rank);
-  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
-    path.insert(path.size() - 5, suffix);
-  else
-    path += suffix + ".json";
-  return path;
-}
-
-void Driver::writeTrace() {
+bool Driver::writeTrace() {
   std::string path = tracePath(opts.trace, ctx.rank);
   nlohmann::json events = nlohmann::json::array();
   for (const TraceEvent &e : ctx.trace)
@@ -515,7 +657,7 @@ void Driver::writeTrace() {
     writeFileAtomic(path, doc.dump() + "\n");
   } catch (const std::exception &e) {
     error(std::string("cannot write the trace: ") + e.what());
-    return;
+    return false;
   }
   int ranks = manifest.worldSize;
   if (ranks == 1)
@@ -523,6 +665,7 @@ void Driver::writeTrace() {
   else
     info("wrote one trace per rank: %s ... %s\n", path.c_str(),
          tracePath(opts.trace, ranks - 1).c_str());
+  return true;
 }
 
 double Driver::evaluate() {
@@ -604,6 +747,8 @@ bool Driver::trainSteps() {
       for (;;)
         ::pause();
     watchdog.beginStep(step);
+    if (ctx.rank == 0)
+      noteProgress(step);
     ctx.stepIndex = step;
     ctx.lossSum = 0.0;
     ctx.lossCount = 0;
@@ -772,7 +917,17 @@ int Driver::run(int argc, char **argv) {
   if (!setUp(argc, argv, exitCode))
     return exitCode;
   bool ok = true;
+  installInterruptHandlers();
+  if (ctx.rank == 0)
+    noteProgress(progress.step + 1);
   bool training = opts.steps > progress.step;
+  if (!training && !evalData && !opts.resume.empty() && ctx.rank == 0)
+    // --steps counts from the start of training, not from the checkpoint.
+    std::fprintf(stderr,
+                 "zrt: warning: nothing to train: the checkpoint is at step "
+                 "%lld and --steps %lld is not beyond it (--steps counts "
+                 "the checkpoint's steps)\n",
+                 (long long)progress.step, (long long)opts.steps);
   if (training || evalData)
     ok = train();
   if (ok && !training && !opts.save.empty() && opts.resume.empty() &&
@@ -780,8 +935,8 @@ int Driver::run(int argc, char **argv) {
     ok = save(progress);
   if (ok && !opts.exportPath.empty())
     ok = exportWeights();
-  if (!opts.trace.empty())
-    writeTrace();
+  if (!opts.trace.empty() && !writeTrace())
+    ok = false;
   if (log)
     std::fclose(log);
   // After a run that trained: an evaluation alone runs only the forward's

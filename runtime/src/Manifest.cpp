@@ -164,7 +164,12 @@ Manifest Manifest::parse(const std::string &text) {
       info.shape = in.at("shape").get<std::vector<int64_t>>();
       info.dtype = in.at("dtype").get<std::string>();
       info.offset = in.at("offset").get<int64_t>();
+      info.indexBound = in.value("index_bound", int64_t(-1));
       dtypeBytes(info.dtype);
+      if (in.contains("index_bound") &&
+          (info.indexBound < 1 || (info.dtype != "i32" && info.dtype != "i64")))
+        invalid("index_bound " + std::to_string(info.indexBound) + " on a " +
+                info.dtype + " input");
       m.inputs.push_back(std::move(info));
     }
     for (const json &p : j.at("params")) {

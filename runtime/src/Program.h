@@ -72,6 +72,9 @@ struct InputInfo {
   /// "f32", "bf16", "f16", "i32" or "i64".
   std::string dtype;
   int64_t offset = 0;
+  /// Integer inputs read as indices (token ids, labels): their values must
+  /// lie in [0, indexBound); -1 when the program puts no bound on them.
+  int64_t indexBound = -1;
 
   int64_t numel() const;
   int64_t elementBytes() const;

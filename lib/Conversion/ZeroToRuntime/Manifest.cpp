@@ -13,6 +13,7 @@
 
 #include "Lowering.h"
 
+#include "zero/Interfaces/IndexOperandOpInterface.h"
 #include "zero_rt/program.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -122,9 +123,14 @@ std::string Lowering::buildManifest() {
     Array shape;
     for (int64_t d : tensorType(arg).getShape())
       shape.push_back(d);
-    inputs.push_back(Object{{"shape", std::move(shape)},
-                            {"dtype", dtypeName(elemType(arg))},
-                            {"offset", inputOffsets[arg.getArgNumber()]}});
+    Object input{{"shape", std::move(shape)},
+                 {"dtype", dtypeName(elemType(arg))},
+                 {"offset", inputOffsets[arg.getArgNumber()]}};
+    // Token ids and labels: the range the data must lie in, checked by
+    // the driver before the first step.
+    if (std::optional<int64_t> bound = getIndexBound(arg))
+      input["index_bound"] = *bound;
+    inputs.push_back(std::move(input));
   }
   OptimizerAttr opt = step.getOptimizer();
   PrecisionAttr prec = step.getPrecision();

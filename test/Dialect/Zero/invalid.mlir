@@ -461,6 +461,18 @@ func.func @f(%full: tensor<8xbf16>) {
 
 // -----
 
+// Checks that a dynamically shaped source is no gathered buffer (the
+// verifier asked it for its element count: an assertion).
+zero.param @w : tensor<4x3xf32> init zeros compute bf16
+zero.partition @g stage 3 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [0]
+func.func @f(%full: tensor<?xbf16>) {
+  // expected-error @+1 {{'zero.get_param' op source 'tensor<?xbf16>' is not the gathered buffer of partition @g (12 elements)}}
+  %w = zero.get_param @w from %full : tensor<?xbf16> -> tensor<4x3xbf16>
+  return
+}
+
+// -----
+
 // Checks that only stage-3 parameters are read from a gathered buffer.
 zero.param @w : tensor<4x3xf32> init zeros compute bf16
 zero.partition @g stage 2 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [0]

@@ -643,7 +643,10 @@ LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &tables) {
              << getParamAttr() << " from a gathered buffer, but its partition @"
              << group.getSymName() << " is stage " << group.getStageValue()
              << " (only stage 3 gathers)";
-    if (sourceType.getNumElements() != group.getPaddedNumelValue())
+    // A dynamic shape has no element count (an assertion, and garbage in
+    // a build without assertions).
+    if (!sourceType.hasStaticShape() ||
+        sourceType.getNumElements() != group.getPaddedNumelValue())
       return emitOpError("source ")
              << sourceType << " is not the gathered buffer of partition @"
              << group.getSymName() << " (" << group.getPaddedNumelValue()

@@ -172,6 +172,53 @@ T choose(const mlir::detail::PassOptions::Option<T> &opt,
   return static_cast<T>(*v);
 }
 
+/// The passes after mixed precision: what the ZeRO options decide. The
+/// explicit options win over `cfg`'s values.
+void addSchedulePasses(OpPassManager &pm, const ZeroPipelineOptions &o,
+                       const DeepSpeedConfig &cfg, int64_t accumulation) {
+  ZeroPartitionPassOptions part;
+  part.stage = choose(o.stage, cfg.stage);
+  part.worldSize = o.worldSize;
+  part.alignment = o.alignment;
+  pm.addPass(createZeroPartitionPass(part));
+
+  ZeroGradSyncPassOptions sync;
+  sync.reduceBucketSize = choose(o.reduceBucketSize, cfg.reduceBucketSize);
+  sync.reduceScatter = choose(o.reduceScatter, cfg.reduceScatter);
+  sync.overlapComm = choose(o.overlapComm, cfg.overlapComm);
+  sync.contiguousGradients =
+      choose(o.contiguousGradients, cfg.contiguousGradients);
+  sync.gradientAccumulationSteps = accumulation;
+  pm.addPass(createZeroGradSyncPass(sync));
+
+  ZeroParamGatherPassOptions gather;
+  gather.allgatherBucketSize =
+      choose(o.allgatherBucketSize, cfg.allgatherBucketSize);
+  gather.paramPersistenceThreshold =
+      choose(o.paramPersistenceThreshold, cfg.paramPersistenceThreshold);
+  gather.maxReuseDistance = choose(o.maxReuseDistance, cfg.maxReuseDistance);
+  pm.addPass(createZeroParamGatherPass(gather));
+
+  if (part.stage == 3) {
+    ZeroPrefetchPassOptions prefetch;
+    prefetch.prefetchBucketSize =
+        choose(o.prefetchBucketSize, cfg.prefetchBucketSize);
+    prefetch.maxLiveParameters =
+        choose(o.maxLiveParameters, cfg.maxLiveParameters);
+    pm.addPass(createZeroPrefetchPass(prefetch));
+  }
+
+  ZeroOptimizerPassOptions opt;
+  opt.gradientClipping = choose(o.gradientClipping, cfg.gradientClipping);
+  opt.lrSchedule = o.lrSchedule;
+  opt.biasCorrection = o.biasCorrection;
+  opt.noDecayBiasNorm = o.noDecayBiasNorm;
+  opt.noDecayEmbeddings = o.noDecayEmbeddings;
+  pm.addPass(createZeroOptimizerPass(opt));
+  if (o.verify)
+    pm.addPass(createZeroVerifySchedulePass());
+}
+
 } // namespace
 
 void mlir::zero::buildZeroPipeline(OpPassManager &pm,
@@ -191,48 +238,12 @@ void mlir::zero::buildZeroPipeline(OpPassManager &pm,
   ZeroMixedPrecisionPassOptions mp;
   mp.dtype = choose(o.dtype, cfg->dtype);
   pm.addPass(createZeroMixedPrecisionPass(mp));
+  addSchedulePasses(pm, o, *cfg, accumulation);
+}
 
-  ZeroPartitionPassOptions part;
-  part.stage = choose(o.stage, cfg->stage);
-  part.worldSize = worldSize;
-  part.alignment = o.alignment;
-  pm.addPass(createZeroPartitionPass(part));
-
-  ZeroGradSyncPassOptions sync;
-  sync.reduceBucketSize = choose(o.reduceBucketSize, cfg->reduceBucketSize);
-  sync.reduceScatter = choose(o.reduceScatter, cfg->reduceScatter);
-  sync.overlapComm = choose(o.overlapComm, cfg->overlapComm);
-  sync.contiguousGradients =
-      choose(o.contiguousGradients, cfg->contiguousGradients);
-  sync.gradientAccumulationSteps = accumulation;
-  pm.addPass(createZeroGradSyncPass(sync));
-
-  ZeroParamGatherPassOptions gather;
-  gather.allgatherBucketSize =
-      choose(o.allgatherBucketSize, cfg->allgatherBucketSize);
-  gather.paramPersistenceThreshold =
-      choose(o.paramPersistenceThreshold, cfg->paramPersistenceThreshold);
-  gather.maxReuseDistance = choose(o.maxReuseDistance, cfg->maxReuseDistance);
-  pm.addPass(createZeroParamGatherPass(gather));
-
-  if (part.stage == 3) {
-    ZeroPrefetchPassOptions prefetch;
-    prefetch.prefetchBucketSize =
-        choose(o.prefetchBucketSize, cfg->prefetchBucketSize);
-    prefetch.maxLiveParameters =
-        choose(o.maxLiveParameters, cfg->maxLiveParameters);
-    pm.addPass(createZeroPrefetchPass(prefetch));
-  }
-
-  ZeroOptimizerPassOptions opt;
-  opt.gradientClipping = choose(o.gradientClipping, cfg->gradientClipping);
-  opt.lrSchedule = o.lrSchedule;
-  opt.biasCorrection = o.biasCorrection;
-  opt.noDecayBiasNorm = o.noDecayBiasNorm;
-  opt.noDecayEmbeddings = o.noDecayEmbeddings;
-  pm.addPass(createZeroOptimizerPass(opt));
-  if (o.verify)
-    pm.addPass(createZeroVerifySchedulePass());
+void mlir::zero::buildZeroSchedulePipeline(OpPassManager &pm,
+                                           const ZeroPipelineOptions &o) {
+  addSchedulePasses(pm, o, DeepSpeedConfig(), o.gradientAccumulationSteps);
 }
 
 void mlir::zero::registerZeroPipeline() {

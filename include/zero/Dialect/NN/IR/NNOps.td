@@ -13,6 +13,7 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ViewLikeInterface.td"
 include "zero/Interfaces/DerivativeInterface.td"
+include "zero/Interfaces/IndexOperandOpInterface.td"
 
 def NN_Dialect : Dialect {
   let name = "nn";
@@ -290,6 +291,7 @@ def NN_AttentionOp : NN_Op<"attention", [
 
 def NN_EmbeddingOp : NN_Op<"embedding", [
     InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Row lookup in an embedding table";
   let description = [{
@@ -375,6 +377,7 @@ def NN_ConcatOp : NN_Op<"concat", [
 
 def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [
     InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Mean softmax cross-entropy with integer labels";
   let description = [{
@@ -560,7 +563,8 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
   let hasVerifier = 1;
 }
 
-def NN_EmbeddingGradOp : NN_Op<"embedding_grad"> {
+def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>]> {
   let summary = "Backward of `nn.embedding` (scatter-add into the table's shape)";
   let description = [{
     ```mlir
@@ -576,7 +580,8 @@ def NN_EmbeddingGradOp : NN_Op<"embedding_grad"> {
 }
 
 def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad", [
-    AllTypesMatch<["logits", "result"]>]> {
+    AllTypesMatch<["logits", "result"]>,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>]> {
   let summary = "Backward of `nn.softmax_cross_entropy`";
   let description = [{
     `(softmax(logits) - onehot(labels)) * loss_grad / count`, where `count` is
