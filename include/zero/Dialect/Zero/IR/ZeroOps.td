@@ -54,6 +54,9 @@ def Zero_Dialect : Dialect {
       buffer, a value that is not a tensor);
     * `zero.temp = N` on a source-form `zero.reduce_scatter` or `zero.reduce`:
       the step-arena offset of its bucket buffer.
+
+    `zero-remat` marks the forward ops it cloned into the backward with the
+    unit attribute `zero.recompute` (only on `nn` ops of a train step's body).
   }];
   let hasOperationAttrVerify = 1;
   let discardableAttrs = (ins
@@ -62,7 +65,8 @@ def Zero_Dialect : Dialect {
     "::mlir::zero::BufferOffsetsAttr":$buffers,
     "::mlir::DenseI64ArrayAttr":$alloc,
     "::mlir::IntegerAttr":$temp,
-    "::mlir::UnitAttr":$loss_seed
+    "::mlir::UnitAttr":$loss_seed,
+    "::mlir::UnitAttr":$recompute
   );
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
