@@ -5,10 +5,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/Transforms/Pipeline.h"
+#include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
+#include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
+#include "zero/Dialect/Zero/Transforms/Remat.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <memory>
 
@@ -128,6 +134,277 @@ T choose(const mlir::detail::PassOptions::Option<T> &opt,
   return static_cast<T>(*v);
 }
 
+/// The resolved options of the passes after zero-mixed-precision.
+struct ScheduleOptions {
+  ZeroPartitionPassOptions part;
+  ZeroGradSyncPassOptions sync;
+  ZeroParamGatherPassOptions gather;
+  ZeroPrefetchPassOptions prefetch;
+  ZeroOptimizerPassOptions opt;
+};
+
+/// What zero-remat recomputes: `layer` on blocks [0, layerBlocks), then
+/// `selective` on the next `selectiveBlocks` (early blocks first: their
+/// activations live longest).
+struct RematChoice {
+  int64_t layerBlocks = 0, selectiveBlocks = 0;
+};
+
+SmallVector<int64_t> blockRange(int64_t begin, int64_t end) {
+  SmallVector<int64_t> blocks;
+  for (int64_t b = begin; b < end; ++b)
+    blocks.push_back(b);
+  return blocks;
+}
+
+/// zero-remat as `remat` says, then partition, gradient sync, gathers,
+/// prefetch (stage 3) and the optimizer.
+void addSchedulePasses(OpPassManager &pm, const ScheduleOptions &o,
+                       const RematChoice &remat) {
+  if (remat.layerBlocks > 0) {
+    ZeroRematPassOptions r;
+    r.policy = "layer";
+    r.blocks = blockRange(0, remat.layerBlocks);
+    pm.addPass(createZeroRematPass(r));
+  }
+  if (remat.selectiveBlocks > 0) {
+    ZeroRematPassOptions r;
+    r.policy = "selective";
+    r.blocks = blockRange(remat.layerBlocks,
+                          remat.layerBlocks + remat.selectiveBlocks);
+    pm.addPass(createZeroRematPass(r));
+  }
+  pm.addPass(createZeroPartitionPass(o.part));
+  pm.addPass(createZeroGradSyncPass(o.sync));
+  pm.addPass(createZeroParamGatherPass(o.gather));
+  if (o.part.stage == 3)
+    pm.addPass(createZeroPrefetchPass(o.prefetch));
+  pm.addPass(createZeroOptimizerPass(o.opt));
+}
+
+/// Fits the plan's peak within a memory budget: the schedule passes run on
+/// a copy of the module for each candidate (recomputation first, then
+/// smaller buckets and prefetch windows), the planner and the cost model
+/// judge it, and the fastest candidate that fits is applied. Created only
+/// by zero-pipeline (with memory-budget or remat=auto).
+struct FitMemoryBudgetPass
+    : public PassWrapper<FitMemoryBudgetPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FitMemoryBudgetPass)
+
+  FitMemoryBudgetPass(ScheduleOptions options, std::string policy,
+                      bool policyGiven, std::string budget,
+                      std::string hardware)
+      : options(std::move(options)), policy(std::move(policy)),
+        policyGiven(policyGiven), budgetText(std::move(budget)),
+        hardware(std::move(hardware)) {}
+
+  StringRef getArgument() const override { return "zero-fit-memory-budget"; }
+  StringRef getDescription() const override {
+    return "Fit the plan in a memory budget (zero-pipeline)";
+  }
+
+  struct Candidate {
+    RematChoice remat;
+    /// Bucket sizes, prefetch window and live-parameter cap divided by this.
+    int64_t divisor = 1;
+  };
+  struct Outcome {
+    Candidate candidate;
+    int64_t peakBytes = 0, modelStateBytes = 0;
+    double stepMs = 0;
+    FitVerdict fit;
+    /// The scheduled copy of the module.
+    std::shared_ptr<OwningOpRef<ModuleOp>> module;
+  };
+
+  ScheduleOptions optionsOf(const Candidate &c) const {
+    ScheduleOptions o = options;
+    auto shrink = [&](int64_t v) {
+      return std::max<int64_t>(1, v / c.divisor);
+    };
+    o.sync.reduceBucketSize = shrink(o.sync.reduceBucketSize);
+    o.gather.allgatherBucketSize = shrink(o.gather.allgatherBucketSize);
+    o.prefetch.prefetchBucketSize = shrink(o.prefetch.prefetchBucketSize);
+    o.prefetch.maxLiveParameters = shrink(o.prefetch.maxLiveParameters);
+    return o;
+  }
+
+  /// Schedules a copy of `module` as `c` says, then plans and costs it.
+  FailureOr<Outcome> evaluate(ModuleOp module, const Candidate &c) {
+    auto copy = std::make_shared<OwningOpRef<ModuleOp>>(module.clone());
+    // A copy is not nested under the module, so it gets a pass manager of
+    // its own.
+    PassManager pm(&getContext(), ModuleOp::getOperationName());
+    addSchedulePasses(pm, optionsOf(c), c.remat);
+    if (failed(pm.run(**copy)))
+      return failure();
+    Outcome out;
+    out.candidate = c;
+    out.module = copy;
+    for (TrainStepOp step : (**copy).getOps<TrainStepOp>()) {
+      FailureOr<StepSchedule> schedule = StepSchedule::get(step);
+      if (failed(schedule))
+        return failure();
+      FailureOr<MemoryPlan> plan = computeMemoryPlan(*schedule);
+      if (failed(plan))
+        return failure();
+      FailureOr<StepTimeline> timeline = simulateStep(*schedule, *hw);
+      if (failed(timeline))
+        return failure();
+      if (plan->peakBytes >= out.peakBytes) {
+        out.peakBytes = plan->peakBytes;
+        out.fit = computeFitVerdict(*plan, budget);
+      }
+      out.modelStateBytes =
+          std::max(out.modelStateBytes, plan->persistentBytes);
+      out.stepMs += timeline->stepMs;
+    }
+    return out;
+  }
+
+  static std::string describe(const Candidate &c, int64_t numBlocks) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    const RematChoice &r = c.remat;
+    auto range = [&](int64_t begin, int64_t end) {
+      if (begin == 0 && end == numBlocks)
+        os << "all " << numBlocks << " blocks";
+      else if (end - begin == 1)
+        os << "block " << begin;
+      else
+        os << "blocks " << begin << "-" << end - 1;
+    };
+    if (r.layerBlocks == 0 && r.selectiveBlocks == 0)
+      os << "remat none";
+    if (r.layerBlocks > 0) {
+      os << "remat layer on ";
+      range(0, r.layerBlocks);
+    }
+    if (r.selectiveBlocks > 0) {
+      os << (r.layerBlocks > 0 ? ", selective on " : "remat selective on ");
+      range(r.layerBlocks, r.layerBlocks + r.selectiveBlocks);
+    }
+    if (c.divisor > 1)
+      os << ", buckets, prefetch window and live parameters / " << c.divisor;
+    return s;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&]() -> InFlightDiagnostic {
+      InFlightDiagnostic d = mlir::emitError(module.getLoc());
+      d << "zero-pipeline: ";
+      return d;
+    };
+    if (policy != "auto" && policy != "none" && policy != "layer" &&
+        policy != "selective") {
+      fail() << "remat must be none, layer, selective or auto, got '" << policy
+             << "'";
+      return signalPassFailure();
+    }
+    if (budgetText.empty()) {
+      fail() << "remat=auto picks the cheapest recomputation that fits a "
+                "memory budget: give memory-budget (--memory-budget 40GiB)";
+      return signalPassFailure();
+    }
+    llvm::Expected<int64_t> parsed = parseMemoryBudget(budgetText);
+    if (!parsed) {
+      fail() << llvm::toString(parsed.takeError());
+      return signalPassFailure();
+    }
+    budget = *parsed;
+    hw = lookupHardwarePreset(hardware);
+    if (!hw) {
+      fail() << "unknown hardware '" << hardware << "' (known: "
+             << getHardwarePresetNames() << ")";
+      return signalPassFailure();
+    }
+    int64_t numBlocks = 0;
+    for (TrainStepOp step : module.getOps<TrainStepOp>())
+      numBlocks = std::max<int64_t>(numBlocks, getRematBlocks(step).size());
+
+    // The recomputations to try, cheapest first: none, selective on more
+    // and more blocks, then layer on more and more of them (selective on
+    // the rest). An explicit remat policy is the only one tried.
+    SmallVector<Candidate> chain;
+    bool search = !policyGiven || policy == "auto";
+    if (search || policy == "none" || numBlocks == 0)
+      chain.push_back({});
+    for (int64_t k = 1; k <= numBlocks; ++k)
+      if (search || (k == numBlocks && policy == "selective"))
+        chain.push_back({{0, k}});
+    for (int64_t k = 1; k <= numBlocks; ++k)
+      if (search || (k == numBlocks && policy == "layer"))
+        chain.push_back({{k, numBlocks - k}});
+
+    std::optional<Outcome> chosen, smallest;
+    for (const Candidate &c : chain) {
+      FailureOr<Outcome> out = evaluate(module, c);
+      if (failed(out))
+        return signalPassFailure();
+      if (out->modelStateBytes > budget) {
+        fail() << "memory budget " << budgetText << " (" << budget
+               << " bytes) is below the model states alone: "
+               << out->modelStateBytes
+               << " bytes per rank of parameters, gradients and optimizer "
+                  "states at stage "
+               << options.part.stage << " on " << options.part.worldSize
+               << " ranks, which no recomputation, bucket or prefetch "
+                  "setting reduces (a higher stage or more ranks does)";
+        return signalPassFailure();
+      }
+      if (!smallest || out->peakBytes < smallest->peakBytes)
+        smallest = *out;
+      if (out->peakBytes <= budget && (!chosen || out->stepMs < chosen->stepMs))
+        chosen = *out;
+    }
+    // Then smaller buckets, prefetch window and live parameters on the
+    // recomputation that needs the least memory.
+    for (int64_t divisor = 4; !chosen && divisor <= (int64_t(1) << 30);
+         divisor *= 4) {
+      Candidate c{smallest->candidate.remat, divisor};
+      FailureOr<Outcome> out = evaluate(module, c);
+      if (failed(out))
+        return signalPassFailure();
+      if (out->peakBytes < smallest->peakBytes)
+        smallest = *out;
+      if (out->peakBytes <= budget)
+        chosen = *out;
+    }
+    if (!chosen) {
+      const Outcome &best = *smallest;
+      fail() << "memory budget " << budgetText << " (" << budget
+             << " bytes) cannot be met: the best plan ("
+             << describe(best.candidate, numBlocks) << ") needs "
+             << best.peakBytes << " bytes per rank, "
+             << best.peakBytes - budget << " bytes ("
+             << formatByteSize(best.peakBytes - budget)
+             << ") over; largest item: " << best.fit.largestItem << " "
+             << best.fit.largestItemBytes << " bytes";
+      return signalPassFailure();
+    }
+
+    // The chosen copy replaces the module's contents.
+    Block *body = module.getBody();
+    body->clear();
+    body->getOperations().splice(body->end(),
+                                 (**chosen->module).getBody()->getOperations());
+    mlir::emitRemark(module.getLoc())
+        << "memory budget " << budgetText << ": "
+        << describe(chosen->candidate, numBlocks) << "; peak "
+        << chosen->peakBytes << " bytes per rank ("
+        << budget - chosen->peakBytes << " bytes free), predicted step "
+        << llvm::formatv("{0:F3}", chosen->stepMs).str() << " ms on " << hw->name;
+  }
+
+  ScheduleOptions options;
+  std::string policy;
+  bool policyGiven;
+  std::string budgetText, hardware;
+  int64_t budget = 0;
+  const HardwarePreset *hw = nullptr;
+};
+
 } // namespace
 
 void mlir::zero::buildZeroPipeline(OpPassManager &pm,
@@ -148,41 +425,46 @@ void mlir::zero::buildZeroPipeline(OpPassManager &pm,
   mp.dtype = choose(o.dtype, cfg->dtype);
   pm.addPass(createZeroMixedPrecisionPass(mp));
 
-  ZeroPartitionPassOptions part;
-  part.stage = choose(o.stage, cfg->stage);
-  part.worldSize = worldSize;
-  part.alignment = o.alignment;
-  pm.addPass(createZeroPartitionPass(part));
+  ScheduleOptions sched;
+  sched.part.stage = choose(o.stage, cfg->stage);
+  sched.part.worldSize = worldSize;
+  sched.part.alignment = o.alignment;
 
-  ZeroGradSyncPassOptions sync;
-  sync.reduceBucketSize = choose(o.reduceBucketSize, cfg->reduceBucketSize);
-  sync.reduceScatter = choose(o.reduceScatter, cfg->reduceScatter);
-  sync.overlapComm = choose(o.overlapComm, cfg->overlapComm);
-  sync.contiguousGradients =
+  sched.sync.reduceBucketSize =
+      choose(o.reduceBucketSize, cfg->reduceBucketSize);
+  sched.sync.reduceScatter = choose(o.reduceScatter, cfg->reduceScatter);
+  sched.sync.overlapComm = choose(o.overlapComm, cfg->overlapComm);
+  sched.sync.contiguousGradients =
       choose(o.contiguousGradients, cfg->contiguousGradients);
-  sync.gradientAccumulationSteps = accumulation;
-  pm.addPass(createZeroGradSyncPass(sync));
+  sched.sync.gradientAccumulationSteps = accumulation;
 
-  ZeroParamGatherPassOptions gather;
-  gather.allgatherBucketSize =
+  sched.gather.allgatherBucketSize =
       choose(o.allgatherBucketSize, cfg->allgatherBucketSize);
-  gather.paramPersistenceThreshold =
+  sched.gather.paramPersistenceThreshold =
       choose(o.paramPersistenceThreshold, cfg->paramPersistenceThreshold);
-  gather.maxReuseDistance = choose(o.maxReuseDistance, cfg->maxReuseDistance);
-  pm.addPass(createZeroParamGatherPass(gather));
+  sched.gather.maxReuseDistance =
+      choose(o.maxReuseDistance, cfg->maxReuseDistance);
 
-  if (part.stage == 3) {
-    ZeroPrefetchPassOptions prefetch;
-    prefetch.prefetchBucketSize =
-        choose(o.prefetchBucketSize, cfg->prefetchBucketSize);
-    prefetch.maxLiveParameters =
-        choose(o.maxLiveParameters, cfg->maxLiveParameters);
-    pm.addPass(createZeroPrefetchPass(prefetch));
+  sched.prefetch.prefetchBucketSize =
+      choose(o.prefetchBucketSize, cfg->prefetchBucketSize);
+  sched.prefetch.maxLiveParameters =
+      choose(o.maxLiveParameters, cfg->maxLiveParameters);
+
+  sched.opt.gradientClipping =
+      choose(o.gradientClipping, cfg->gradientClipping);
+
+  std::string remat = o.remat;
+  if (!o.memoryBudget.empty() || remat == "auto") {
+    pm.addPass(std::make_unique<FitMemoryBudgetPass>(
+        sched, remat, o.remat.hasValue(), o.memoryBudget, o.hardware));
+  } else {
+    if (remat != "none") {
+      ZeroRematPassOptions r;
+      r.policy = remat;
+      pm.addPass(createZeroRematPass(r));
+    }
+    addSchedulePasses(pm, sched, RematChoice());
   }
-
-  ZeroOptimizerPassOptions opt;
-  opt.gradientClipping = choose(o.gradientClipping, cfg->gradientClipping);
-  pm.addPass(createZeroOptimizerPass(opt));
   if (o.verify)
     pm.addPass(createZeroVerifySchedulePass());
 }

@@ -15,6 +15,7 @@
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 
+#include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -110,6 +111,12 @@ std::string getHardwarePresetNames();
 /// KB, MB, GB, TB), case-insensitive. A fractional result is rounded down.
 /// None for a malformed, zero or negative count, or one above 2^62 bytes.
 std::optional<int64_t> parseByteSize(StringRef text);
+
+/// A memory budget (`memory-budget=40GiB`, `--memory-budget 40GiB`): a
+/// byte count as parseByteSize reads it, written without spaces (`40GiB`,
+/// `1.5TB`, `4096`). The error says what is wrong with `text` (a space
+/// inside, a sign, an unknown unit, zero) and how to write it.
+llvm::Expected<int64_t> parseMemoryBudget(StringRef text);
 
 /// `bytes` in the largest binary unit that keeps the number >= 1, with two
 /// decimals (`512 B`, `1.50 KiB`, `37.25 GiB`).
