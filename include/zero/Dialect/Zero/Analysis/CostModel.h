@@ -159,6 +159,9 @@ struct StepTimeline {
   double exposedCommMs = 0;
   double computeMs = 0;
   double commMs = 0;
+  /// Compute time of the ops zero-remat cloned (`zero.recompute`), part of
+  /// computeMs.
+  double recomputeMs = 0;
   std::vector<TimelineEvent> events;
 };
 
