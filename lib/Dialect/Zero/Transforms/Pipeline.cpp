@@ -205,7 +205,8 @@ struct FitMemoryBudgetPass
 
   struct Candidate {
     RematChoice remat;
-    /// Bucket sizes, prefetch window and live-parameter cap divided by this.
+    /// Bucket sizes, prefetch window and live-parameter cap, each at most
+    /// the model's elements, divided by this.
     int64_t divisor = 1;
   };
   struct Outcome {
@@ -219,8 +220,11 @@ struct FitMemoryBudgetPass
 
   ScheduleOptions optionsOf(const Candidate &c) const {
     ScheduleOptions o = options;
+    if (c.divisor == 1)
+      return o;
+    // Sizes above the model's elements all act alike.
     auto shrink = [&](int64_t v) {
-      return std::max<int64_t>(1, v / c.divisor);
+      return std::max<int64_t>(1, std::min(v, modelElements) / c.divisor);
     };
     o.sync.reduceBucketSize = shrink(o.sync.reduceBucketSize);
     o.gather.allgatherBucketSize = shrink(o.gather.allgatherBucketSize);
@@ -319,6 +323,9 @@ struct FitMemoryBudgetPass
              << getHardwarePresetNames() << ")";
       return signalPassFailure();
     }
+    modelElements = 0;
+    for (ParamOp p : module.getOps<ParamOp>())
+      modelElements += cast<ShapedType>(p.getType()).getNumElements();
     int64_t numBlocks = 0;
     for (TrainStepOp step : module.getOps<TrainStepOp>())
       numBlocks = std::max<int64_t>(numBlocks, getRematBlocks(step).size());
@@ -359,8 +366,9 @@ struct FitMemoryBudgetPass
         chosen = *out;
     }
     // Then smaller buckets, prefetch window and live parameters on the
-    // recomputation that needs the least memory.
-    for (int64_t divisor = 4; !chosen && divisor <= (int64_t(1) << 30);
+    // recomputation that needs the least memory, down to 1/256 of the model
+    // (smaller ones only multiply the collectives).
+    for (int64_t divisor = 4; !chosen && divisor <= kMaxDivisor;
          divisor *= 4) {
       Candidate c{smallest->candidate.remat, divisor};
       FailureOr<Outcome> out = evaluate(module, c);
@@ -401,8 +409,9 @@ struct FitMemoryBudgetPass
   std::string policy;
   bool policyGiven;
   std::string budgetText, hardware;
-  int64_t budget = 0;
+  int64_t budget = 0, modelElements = 0;
   const HardwarePreset *hw = nullptr;
+  static constexpr int64_t kMaxDivisor = 256;
 };
 
 } // namespace
