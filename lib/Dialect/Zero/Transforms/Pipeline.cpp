@@ -205,8 +205,8 @@ struct FitMemoryBudgetPass
 
   struct Candidate {
     RematChoice remat;
-    /// Bucket sizes, prefetch window and live-parameter cap, each at most
-    /// the model's elements, divided by this.
+    /// Bucket sizes, prefetch window, live-parameter cap and reuse
+    /// distance, each at most the model's elements, divided by this.
     int64_t divisor = 1;
   };
   struct Outcome {
@@ -230,6 +230,7 @@ struct FitMemoryBudgetPass
     o.gather.allgatherBucketSize = shrink(o.gather.allgatherBucketSize);
     o.prefetch.prefetchBucketSize = shrink(o.prefetch.prefetchBucketSize);
     o.prefetch.maxLiveParameters = shrink(o.prefetch.maxLiveParameters);
+    o.gather.maxReuseDistance = shrink(o.gather.maxReuseDistance);
     return o;
   }
 
@@ -289,7 +290,8 @@ struct FitMemoryBudgetPass
       range(r.layerBlocks, r.layerBlocks + r.selectiveBlocks);
     }
     if (c.divisor > 1)
-      os << ", buckets, prefetch window and live parameters / " << c.divisor;
+      os << ", buckets, prefetch, live parameters and reuse distance / "
+         << c.divisor;
     return s;
   }
 
@@ -365,7 +367,8 @@ struct FitMemoryBudgetPass
       if (out->peakBytes <= budget && (!chosen || out->stepMs < chosen->stepMs))
         chosen = *out;
     }
-    // Then smaller buckets, prefetch window and live parameters on the
+    // Then smaller buckets, prefetch window, live parameters and reuse
+    // distance (stage 3 gathers again rather than keep) on the
     // recomputation that needs the least memory, down to 1/256 of the model
     // (smaller ones only multiply the collectives).
     for (int64_t divisor = 4; !chosen && divisor <= kMaxDivisor;
