@@ -39,13 +39,15 @@ void storeIndex(const InputInfo &in, char *base, int64_t i, int64_t v) {
 class TokenData : public DataSource {
 public:
   /// `rowsPerStep`: the rows of one global batch (every rank, micro step).
-  TokenData(const Manifest &m, const std::string &path, int64_t rowsPerStep)
+  TokenData(const Manifest &m, const std::string &path, int64_t rowsPerStep,
+            const char *option)
       : m(m) {
     if (m.inputs.size() != 2 || !isIndexType(m.inputs[0].dtype) ||
         !isIndexType(m.inputs[1].dtype) || m.inputs[0].shape.size() != 2 ||
         m.inputs[0].shape != m.inputs[1].shape)
-      fail("--data needs a model whose inputs are integer tokens and "
-           "targets of the same shape [B, T]");
+      fail(std::string(option) +
+           " needs a model whose inputs are integer tokens and targets of "
+           "the same shape [B, T]");
     rows = m.inputs[0].shape[0];
     seq = m.inputs[0].shape[1];
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -98,6 +100,8 @@ public:
     device::upload(ctx.step + xi.offset, x.data(), int64_t(x.size()));
     device::upload(ctx.step + yi.offset, y.data(), int64_t(y.size()));
   }
+  /// Windows of T tokens and the target after them.
+  int64_t wholeRows() const override { return (length - 1) / seq; }
   int64_t itemsPerRow() const override { return seq; }
   const char *unit() const override { return "tok/s"; }
 
@@ -115,14 +119,15 @@ private:
 class ArrayData : public DataSource {
 public:
   ArrayData(const Manifest &m, const std::string &xPath,
-            const std::string &yPath, int64_t rowsPerStep)
+            const std::string &yPath, int64_t rowsPerStep, const char *option)
       : m(m) {
     if (m.inputs.size() != 2 || isIndexType(m.inputs[0].dtype) ||
         !isIndexType(m.inputs[1].dtype) || m.inputs[0].shape.empty() ||
         m.inputs[1].shape.size() != 1 ||
         m.inputs[0].shape[0] != m.inputs[1].shape[0])
-      fail("--inputs/--labels need a model whose inputs are float features "
-           "[B, ...] and integer labels [B]");
+      fail(std::string(option) +
+           " need a model whose inputs are float features [B, ...] and "
+           "integer labels [B]");
     rows = m.inputs[0].shape[0];
     rowSize = m.inputs[0].numel() / std::max<int64_t>(rows, 1);
     x = parseNpy(readFile(xPath), xPath);
@@ -175,6 +180,7 @@ public:
     device::uploadCast(xs.data(), dtype, ctx.step + xi.offset, rows * rowSize);
     device::upload(ctx.step + yi.offset, ys.data(), int64_t(ys.size()));
   }
+  int64_t wholeRows() const override { return samples; }
   int64_t itemsPerRow() const override { return 1; }
   const char *unit() const override { return "samples/s"; }
 
@@ -198,13 +204,15 @@ private:
 
 std::unique_ptr<DataSource> zrt::openTokenData(const Manifest &m,
                                                const std::string &path,
-                                               int64_t rowsPerStep) {
-  return std::make_unique<TokenData>(m, path, rowsPerStep);
+                                               int64_t rowsPerStep,
+                                               const char *option) {
+  return std::make_unique<TokenData>(m, path, rowsPerStep, option);
 }
 
 std::unique_ptr<DataSource> zrt::openArrayData(const Manifest &m,
                                                const std::string &xPath,
                                                const std::string &yPath,
-                                               int64_t rowsPerStep) {
-  return std::make_unique<ArrayData>(m, xPath, yPath, rowsPerStep);
+                                               int64_t rowsPerStep,
+                                               const char *option) {
+  return std::make_unique<ArrayData>(m, xPath, yPath, rowsPerStep, option);
 }

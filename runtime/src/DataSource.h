@@ -22,21 +22,27 @@ public:
   virtual ~DataSource() = default;
   /// Writes rows [first, first + local batch) into the inputs.
   virtual void load(zrt_ctx &ctx, int64_t first) = 0;
+  /// The rows it holds before wrapping around.
+  virtual int64_t wholeRows() const = 0;
   /// Items (tokens or samples) per row, and their name for throughput.
   virtual int64_t itemsPerRow() const = 0;
   virtual const char *unit() const = 0;
 };
 
 /// `rowsPerStep`: the rows of one global batch (every rank, micro step).
-/// Both throw std::runtime_error when the files do not fit the model.
-/// --data: nanoGPT's uint16 token files.
+/// Both throw std::runtime_error when the files do not fit the model;
+/// `option` names the files' option in the messages.
+/// --data (--eval-data): nanoGPT's uint16 token files.
+std::unique_ptr<DataSource> openTokenData(const Manifest &m,
+                                          const std::string &path,
+                                          int64_t rowsPerStep,
+                                          const char *option = "--data");
+/// --inputs/--labels (--eval-inputs/--eval-labels): .npy features and
+/// labels.
 std::unique_ptr<DataSource>
-openTokenData(const Manifest &m, const std::string &path, int64_t rowsPerStep);
-/// --inputs/--labels: .npy features and labels.
-std::unique_ptr<DataSource> openArrayData(const Manifest &m,
-                                          const std::string &xPath,
-                                          const std::string &yPath,
-                                          int64_t rowsPerStep);
+openArrayData(const Manifest &m, const std::string &xPath,
+              const std::string &yPath, int64_t rowsPerStep,
+              const char *option = "--inputs/--labels");
 
 } // namespace zrt
 

@@ -4,9 +4,11 @@
 //
 // Every rank runs the same loop: load its slice of each micro batch into the
 // step arena (DataSource.cpp), run the compiled micro step, then the compiled
-// boundary. All decisions that could differ between ranks (option errors,
-// file errors, NaN losses) are agreed on collectively, so a failure ends
-// every rank with a message and a non-zero exit instead of a hang.
+// boundary; with evaluation data, every K steps and after the last, the
+// compiled evaluation step (the forward only) over the held-out batches. All
+// decisions that could differ between ranks (option errors, file errors, NaN
+// losses) are agreed on collectively, so a failure ends every rank with a
+// message and a non-zero exit instead of a hang.
 //
 // Faults outside the program's control: a rank that dies is noticed by the
 // launcher (Open MPI's mpirun names it and kills the others); a rank that
@@ -73,6 +75,12 @@ private:
   void chooseThreads();
   bool train();
   bool trainSteps();
+  /// The mean loss of the evaluation step over the held-out batches, their
+  /// micro steps and the ranks (collective).
+  double evaluate();
+  /// Evaluates the initial or resumed weights when there is no step to
+  /// train, and logs it as the current step.
+  bool evaluateOnly();
   void installSaveHook();
   bool save(const Progress &progress);
   bool exportWeights();
@@ -82,7 +90,9 @@ private:
   Options opts;
   Manifest manifest;
   zrt_ctx ctx;
-  std::unique_ptr<DataSource> data;
+  std::unique_ptr<DataSource> data, evalData;
+  /// Global batches of evalData that an evaluation runs.
+  int64_t evalBatches = 0;
   Progress progress;
   std::FILE *log = nullptr;
   int64_t maxPeak = 0;
@@ -257,6 +267,23 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
     else if (!opts.inputs.empty())
       data =
           openArrayData(m, opts.inputs, opts.labels, rowsPerStep);
+    if (!opts.evalData.empty())
+      evalData = openTokenData(m, opts.evalData, rowsPerStep, "--eval-data");
+    else if (!opts.evalInputs.empty())
+      evalData = openArrayData(m, opts.evalInputs, opts.evalLabels, rowsPerStep,
+                               "--eval-inputs/--eval-labels");
+    if (evalData) {
+      // Batches are laid out as the training stream's, without wrapping.
+      int64_t whole = evalData->wholeRows() / rowsPerStep;
+      evalBatches = opts.evalBatches > 0 ? opts.evalBatches : whole;
+      if (evalBatches > whole)
+        fail("--eval-batches " + std::to_string(evalBatches) +
+             " exceeds what '" +
+             (opts.evalData.empty() ? opts.evalInputs : opts.evalData) +
+             "' holds: " + std::to_string(whole) + " global batch(es) of " +
+             std::to_string(rowsPerStep) + " rows (" +
+             std::to_string(evalData->wholeRows()) + " rows)");
+    }
     if (!opts.resume.empty()) {
       progress = readCheckpoint(ctx, opts.resume);
       return;
@@ -488,9 +515,52 @@ void Driver::writeTrace() {
          tracePath(opts.trace, ranks - 1).c_str());
 }
 
+double Driver::evaluate() {
+  const Manifest &m = manifest;
+  int64_t localRows = m.inputs.empty() ? 0 : m.inputs[0].shape[0];
+  int64_t rowsPerMicro = localRows * ctx.world;
+  int64_t rowsPerStep = rowsPerMicro * m.accumulationSteps;
+  double start = ctx.tracing ? ctx.nowUs() : 0.0;
+  // The training step's loss of this step was read already; the next step
+  // starts from zero again.
+  ctx.lossSum = 0.0;
+  ctx.lossCount = 0;
+  for (int64_t batch = 0; batch < evalBatches; ++batch)
+    for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
+      evalData->load(ctx, batch * rowsPerStep + micro * rowsPerMicro +
+                              ctx.rank * localRows);
+      program->eval_step(&ctx);
+    }
+  {
+    WaitScope watched(ctx.waitState, "the evaluation's device work");
+    device::finishStep(ctx);
+  }
+  // The same arithmetic as the training loss, so that a batch evaluated
+  // before a step gives that step's loss bit for bit.
+  double local = ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, sum = 0.0;
+  {
+    WaitScope watched(ctx.waitState, "the evaluation loss all-reduce");
+    MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  }
+  if (ctx.tracing)
+    ctx.trace.push_back({"eval", start, ctx.nowUs() - start});
+  return sum / ctx.world;
+}
+
+bool Driver::evaluateOnly() {
+  double loss = evaluate();
+  if (log) {
+    nlohmann::json line = {{"step", progress.step}, {"eval_loss", loss}};
+    std::fprintf(log, "%s\n", line.dump().c_str());
+    std::fflush(log);
+  }
+  info("step %lld | eval loss %.4f\n", (long long)progress.step, loss);
+  return true;
+}
+
 bool Driver::train() {
   watchdog.start(ctx, opts.collectiveTimeoutS);
-  bool ok = trainSteps();
+  bool ok = opts.steps > progress.step ? trainSteps() : evaluateOnly();
   // Every rank leaves trainSteps at the same step (its decisions are
   // collective), so the ring can be wound down collectively.
   watchdog.stop();
@@ -572,6 +642,11 @@ bool Driver::trainSteps() {
     // time, the largest peak.
     double local[2] = {ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, ms};
     double sum[2];
+    bool last = step == opts.steps;
+    bool evaluating =
+        evalData &&
+        (last || (opts.evalEvery > 0 && step % opts.evalEvery == 0));
+    double evalLoss = evaluating ? evaluate() : 0.0;
     int64_t peak = zrt_memory_peak_bytes();
     {
       WaitScope watched(ctx.waitState, "the step's loss/time/peak all-reduce");
@@ -601,6 +676,8 @@ bool Driver::trainSteps() {
                              {"scratch_peak_bytes", zrt_scratch_peak_bytes()},
                              {"planned_scratch_bytes", m.scratchBytes},
                              {"adam_steps", ctx.adamSteps}};
+      if (evaluating)
+        line["eval_loss"] = evalLoss;
       std::fprintf(log, "%s\n", line.dump().c_str());
       std::fflush(log);
     }
@@ -611,9 +688,13 @@ bool Driver::trainSteps() {
               " (learning rate too high, or fp16 without loss scaling?)");
       return false;
     }
-    info("step %lld | loss %.4f | scale %g | %s | %.0f %s | peak %s\n",
-         (long long)step, loss, double(scale), formatDuration(ms).c_str(),
-         rate, data->unit(), formatBytes(peak).c_str());
+    char evalText[48] = "";
+    if (evaluating)
+      std::snprintf(evalText, sizeof(evalText), " | eval loss %.4f", evalLoss);
+    info("step %lld | loss %.4f%s | scale %g | %s | %.0f %s | peak %s\n",
+         (long long)step, loss, evalText, double(scale),
+         formatDuration(ms).c_str(), rate, data->unit(),
+         formatBytes(peak).c_str());
     if (ctx.skipped && ctx.rank == 0) {
       // Never silent, not even with --quiet.
       if (ctx.scaler.dynamic)
@@ -654,7 +735,6 @@ bool Driver::trainSteps() {
       }
       warnedMinScale = true;
     }
-    bool last = step == opts.steps;
     if (!opts.save.empty() &&
         ((opts.saveEvery > 0 && step % opts.saveEvery == 0) || last))
       if (!save(progress))
@@ -668,9 +748,11 @@ int Driver::run(int argc, char **argv) {
   if (!setUp(argc, argv, exitCode))
     return exitCode;
   bool ok = true;
-  if (opts.steps > progress.step)
+  bool training = opts.steps > progress.step;
+  if (training || evalData)
     ok = train();
-  else if (!opts.save.empty() && opts.resume.empty() && opts.steps == 0)
+  if (ok && !training && !opts.save.empty() && opts.resume.empty() &&
+      opts.steps == 0)
     ok = save(progress);
   if (ok && !opts.exportPath.empty())
     ok = exportWeights();
@@ -678,7 +760,9 @@ int Driver::run(int argc, char **argv) {
     writeTrace();
   if (log)
     std::fclose(log);
-  if (ok && ctx.rank == 0 && opts.steps > 0) {
+  // After a run that trained: an evaluation alone runs only the forward's
+  // part of the plan.
+  if (ok && ctx.rank == 0 && maxPeak > 0) {
     int64_t scratch = zrt_scratch_peak_bytes();
     std::printf(
         "peak memory: measured %lld bytes (kernel scratch %lld), "

@@ -25,6 +25,17 @@ const char *const zrt::kUsage =
     "  --inputs X.npy --labels Y.npy\n"
     "                          float32 features [N, ...] and int32/int64\n"
     "                          labels [N] for a classifier\n"
+    "  --eval-data FILE        held-out tokens (the --data format): runs the\n"
+    "                          forward step only on them after the last step\n"
+    "                          and logs eval_loss (mean over batches and\n"
+    "                          ranks); without steps to train, evaluates the\n"
+    "                          initial or resumed weights\n"
+    "  --eval-inputs X.npy --eval-labels Y.npy\n"
+    "                          held-out features and labels (the --inputs\n"
+    "                          format), evaluated the same way\n"
+    "  --eval-every K          ... also every K optimizer steps\n"
+    "  --eval-batches M        ... on the first M global batches of the\n"
+    "                          held-out data (default: every whole one)\n"
     "  --log-json FILE         one JSON object per step (rank 0)\n"
     "  --init-from FILE        initial weights from safetensors (F32, BF16\n"
     "                          or F16; Hugging Face GPT-2 names accepted)\n"
@@ -152,7 +163,13 @@ Options zrt::parseOptions(int argc, char **argv) {
       o.seed = uint64_t(parseCount(name, next()));
     else if (name == "--save-every")
       o.saveEvery = parseCount(name, next());
-    else if (name == "--inject-overflow-step")
+    else if (name == "--eval-every" || name == "--eval-batches") {
+      int64_t v = parseCount(name, next());
+      if (v < 1)
+        fail("option " + name + " needs a count >= 1, got " +
+             std::to_string(v));
+      (name == "--eval-every" ? o.evalEvery : o.evalBatches) = v;
+    } else if (name == "--inject-overflow-step")
       parseStepRange(name, next(), o.injectOverflowFirst, o.injectOverflowLast);
     else if (name == "--inject-kill-rank")
       o.injectKillRank = parseCount(name, next());
@@ -188,6 +205,12 @@ Options zrt::parseOptions(int argc, char **argv) {
       text(o.inputs);
     else if (name == "--labels")
       text(o.labels);
+    else if (name == "--eval-data")
+      text(o.evalData);
+    else if (name == "--eval-inputs")
+      text(o.evalInputs);
+    else if (name == "--eval-labels")
+      text(o.evalLabels);
     else if (name == "--log-json")
       text(o.logJson);
     else if (name == "--init-from")
@@ -209,6 +232,22 @@ Options zrt::parseOptions(int argc, char **argv) {
     fail("--data (tokens) and --inputs/--labels (features) exclude each other");
   if (o.inputs.empty() != o.labels.empty())
     fail("--inputs and --labels go together");
+  if (!o.evalData.empty() && (!o.evalInputs.empty() || !o.evalLabels.empty()))
+    fail("--eval-data (tokens) and --eval-inputs/--eval-labels (features) "
+         "exclude each other");
+  if (o.evalInputs.empty() != o.evalLabels.empty())
+    fail("--eval-inputs and --eval-labels go together");
+  bool evaluating = !o.evalData.empty() || !o.evalInputs.empty();
+  if (!evaluating && (o.evalEvery > 0 || o.evalBatches > 0))
+    fail(std::string(o.evalEvery > 0 ? "--eval-every" : "--eval-batches") +
+         " needs --eval-data FILE or --eval-inputs X.npy --eval-labels "
+         "Y.npy");
+  if (!o.evalData.empty() && !o.inputs.empty())
+    fail("--eval-data holds tokens but the training data are features "
+         "(--inputs/--labels): evaluate with --eval-inputs/--eval-labels");
+  if (!o.evalInputs.empty() && !o.data.empty())
+    fail("--eval-inputs/--eval-labels hold features but the training data "
+         "are tokens (--data): evaluate with --eval-data");
   if (o.saveEvery > 0 && o.save.empty())
     fail("--save-every needs --save DIR");
   if (!o.initFrom.empty() && !o.resume.empty())

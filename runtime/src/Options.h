@@ -21,6 +21,11 @@ struct Options {
   std::string data, inputs, labels, logJson, initFrom, exportPath, save, resume,
       trace;
   int64_t saveEvery = 0;
+  /// Evaluation: --eval-data (tokens) or --eval-inputs/--eval-labels
+  /// (features), every K steps (0: after the last step only) on M global
+  /// batches (0: every whole batch the files hold).
+  std::string evalData, evalInputs, evalLabels;
+  int64_t evalEvery = 0, evalBatches = 0;
   int64_t collectiveTimeoutS = 60;
   bool stopAtMinLossScale = true;
   // Test hooks; rank -1 and step 0 mean none.

@@ -2,9 +2,10 @@
 //
 // Part of the zero-mlir project.
 //
-// The step becomes two entry points of the runtime's `zrt_program`:
-// `zero_micro_step` (the ops of every micro step) and `zero_boundary` (the
-// ops that run once per optimizer step). A phase longer than
+// The step becomes three entry points of the runtime's `zrt_program`:
+// `zero_micro_step` (the ops of every micro step), `zero_boundary` (the
+// ops that run once per optimizer step) and `zero_eval_step` (the forward
+// cut at the loss, getEvaluationOps). A phase longer than
 // `max-function-ops` LLVM operations is emitted as internal functions that
 // its entry calls in order.
 //
@@ -26,7 +27,8 @@ struct OpCounter : public OpBuilder::Listener {
 };
 } // namespace
 
-LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary) {
+LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry,
+                                   ArrayRef<Operation *> ops, bool trace) {
   // LLVM's register allocator is superlinear in the size of a function, so a
   // long phase becomes a sequence of internal functions `<entry>_<k>(ctx,
   // carry)` that the entry calls in order. Pointers are recomputed in each
@@ -79,24 +81,22 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary) {
     LLVM::ReturnOp::create(b, loc, ValueRange());
   };
 
-  // The loss is recorded by the micro step; the terminator's position in the
-  // boundary function does not matter.
   openChunk();
-  for (auto [index, op] : llvm::enumerate(step.getBodyBlock())) {
-    bool opBoundary = !isa<ReturnOp>(op) && runsAtBoundary(getStepPhase(&op));
-    if (opBoundary != isBoundary)
-      continue;
+  for (Operation *op : ops) {
     if (maxFunctionOps > 0 && counter.count >= maxFunctionOps) {
       closeChunk(/*more=*/true);
       openChunk();
     }
-    traceMemory(index, /*before=*/true);
-    if (failed(lowerOp(&op)) || callFailed) {
+    int64_t index = opIndices.lookup(op);
+    if (trace)
+      traceMemory(index, /*before=*/true);
+    if (failed(lowerOp(op)) || callFailed) {
       b.setListener(nullptr);
       return failure();
     }
-    traceMemory(index, /*before=*/false);
-    chunkOps.push_back(&op);
+    if (trace)
+      traceMemory(index, /*before=*/false);
+    chunkOps.push_back(op);
   }
   closeChunk(/*more=*/false);
   b.setListener(nullptr);
@@ -188,6 +188,18 @@ LogicalResult Lowering::run() {
       if (isa<TokenType>(r.getType()))
         slotOf(r);
 
+  // The ops of each entry point. The loss is recorded by the micro step
+  // (the terminator's position in the boundary function would not matter)
+  // and at the end of the evaluation step.
+  SmallVector<Operation *> microOps, boundaryOps;
+  for (auto [index, op] : llvm::enumerate(step.getBodyBlock())) {
+    opIndices[&op] = index;
+    bool atBoundary = !isa<ReturnOp>(op) && runsAtBoundary(getStepPhase(&op));
+    (atBoundary ? boundaryOps : microOps).push_back(&op);
+  }
+  SmallVector<Operation *> evalOps = getEvaluationOps(step);
+  evalOps.push_back(step.getReturnOp());
+
   auto voidType = LLVM::LLVMVoidType::get(b.getContext());
   auto fnType = LLVM::LLVMFunctionType::get(voidType, {ptrType()});
   b.setInsertionPointToEnd(module.getBody());
@@ -195,10 +207,16 @@ LogicalResult Lowering::run() {
       LLVM::LLVMFuncOp::create(b, step.getLoc(), "zero_micro_step", fnType);
   auto boundary =
       LLVM::LLVMFuncOp::create(b, step.getLoc(), "zero_boundary", fnType);
+  auto eval =
+      LLVM::LLVMFuncOp::create(b, step.getLoc(), "zero_eval_step", fnType);
   micro.addEntryBlock(b);
   boundary.addEntryBlock(b);
-  if (failed(lowerPhase(micro, /*isBoundary=*/false)) ||
-      failed(lowerPhase(boundary, /*isBoundary=*/true)))
+  eval.addEntryBlock(b);
+  // The evaluation step traces no memory: its buffers end where the
+  // training step's do, after ops it does not run.
+  if (failed(lowerPhase(micro, microOps, /*trace=*/true)) ||
+      failed(lowerPhase(boundary, boundaryOps, /*trace=*/true)) ||
+      failed(lowerPhase(eval, evalOps, /*trace=*/false)))
     return failure();
 
   // The manifest and the program descriptor.

@@ -50,9 +50,12 @@ public:
   LogicalResult run();
 
 private:
-  /// Lowers the ops of one phase (micro step or boundary) into `entry`,
-  /// through internal functions of about `maxFunctionOps` operations each.
-  LogicalResult lowerPhase(LLVM::LLVMFuncOp entry, bool isBoundary);
+  /// Lowers `ops` (the micro step, the boundary or the evaluation step, in
+  /// program order) into `entry`, through internal functions of about
+  /// `maxFunctionOps` operations each; with `trace`, with the memory-tracing
+  /// calls of the plan.
+  LogicalResult lowerPhase(LLVM::LLVMFuncOp entry, ArrayRef<Operation *> ops,
+                           bool trace);
 
   // Declarations and constants.
   /// Calls runtime function `name`, declared with the type of the runtime's
@@ -136,6 +139,8 @@ private:
   /// when it runs and dead after it.
   std::vector<SmallVector<std::pair<int64_t, int64_t>, 2>> liveAt, deadAt;
   DenseMap<Value, int32_t> slots;
+  /// The index of each op of the step (its position in the plan).
+  DenseMap<Operation *, int64_t> opIndices;
   llvm::StringMap<LLVM::LLVMFuncOp> decls;
   unsigned numGlobals = 0;
   /// The index of each partition by name.

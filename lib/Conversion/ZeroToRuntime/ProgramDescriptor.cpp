@@ -3,8 +3,8 @@
 // Part of the zero-mlir project.
 //
 // The `zrt_program` (runtime/include/zero_rt/program.h) that the runtime's
-// `main` trains with: the ABI version, the manifest and the two entry points
-// of the step.
+// `main` trains with: the ABI version, the manifest and the three entry
+// points of the step (micro step, boundary, evaluation step).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +24,8 @@ void Lowering::emitProgramDescriptor(std::string manifest) {
                          LLVM::Linkage::Internal, "zero_manifest",
                          b.getStringAttr(manifest));
   auto programType = LLVM::LLVMStructType::getLiteral(
-      b.getContext(), {b.getI32Type(), ptrType(), ptrType(), ptrType()});
+      b.getContext(),
+      {b.getI32Type(), ptrType(), ptrType(), ptrType(), ptrType()});
   auto program =
       LLVM::GlobalOp::create(b, loc, programType,
                              /*isConstant=*/true, LLVM::Linkage::External,
@@ -44,5 +45,8 @@ void Lowering::emitProgramDescriptor(std::string manifest) {
   v = LLVM::InsertValueOp::create(
       b, loc, v, LLVM::AddressOfOp::create(b, loc, ptrType(), "zero_boundary"),
       ArrayRef<int64_t>{3});
+  v = LLVM::InsertValueOp::create(
+      b, loc, v, LLVM::AddressOfOp::create(b, loc, ptrType(), "zero_eval_step"),
+      ArrayRef<int64_t>{4});
   LLVM::ReturnOp::create(b, loc, v);
 }

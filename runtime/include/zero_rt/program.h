@@ -21,8 +21,9 @@ extern "C" {
 #endif
 
 /* Bumped on any incompatible change of zrt_program or the zrt_ctx_* calls.
- * 2: fp32 programs have no master buffer (the params are the masters). */
-#define ZRT_PROGRAM_VERSION 2
+ * 2: fp32 programs have no master buffer (the params are the masters).
+ * 3: eval_step, the forward-only step. */
+#define ZRT_PROGRAM_VERSION 3
 
 typedef struct zrt_ctx zrt_ctx;
 
@@ -43,6 +44,11 @@ typedef struct zrt_program {
   /* The ops that run once per optimizer step (stage 0-1 gradient
    * reductions, the optimizer, post-step gathers). */
   void (*boundary)(zrt_ctx *ctx);
+  /* The forward only, cut at the loss (--eval-data): the ops the loss
+   * depends on, with their parameter gathers and waits, at the offsets of
+   * the training step's plan; records the loss with zrt_ctx_set_loss and
+   * writes no gradient, optimizer state or loss scale. */
+  void (*eval_step)(zrt_ctx *ctx);
 } zrt_program;
 
 /* The driver: parses the command line (--steps, --seed, data, --log-json,

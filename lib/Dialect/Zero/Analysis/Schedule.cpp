@@ -8,6 +8,8 @@
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
+
 using namespace mlir;
 using namespace mlir::zero;
 
@@ -128,4 +130,37 @@ Value mlir::zero::getViewRoot(Value value) {
       return Value();
   }
   return value;
+}
+
+SmallVector<Operation *> mlir::zero::getEvaluationOps(TrainStepOp step) {
+  Block &body = step.getBodyBlock();
+  llvm::SmallPtrSet<Operation *, 32> needed;
+  SmallVector<Operation *> work;
+  auto need = [&](Operation *op) {
+    // Values defined inside an op's regions belong to that op.
+    while (op && op->getBlock() != &body)
+      op = op->getParentOp();
+    if (op && needed.insert(op).second)
+      work.push_back(op);
+  };
+  need(step.getLoss().getDefiningOp());
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    op->walk([&](Operation *nested) {
+      for (Value v : nested->getOperands())
+        need(v.getDefiningOp());
+    });
+    // A collective the loss depends on completes before the loss is
+    // recorded, as in training.
+    for (Value r : op->getResults())
+      if (isa<TokenType>(r.getType()))
+        for (Operation *user : r.getUsers())
+          if (isa<WaitOp>(user))
+            need(user);
+  }
+  SmallVector<Operation *> ops;
+  for (Operation &op : body)
+    if (needed.contains(&op))
+      ops.push_back(&op);
+  return ops;
 }

@@ -62,7 +62,9 @@ public:
 
 private:
   LogicalResult checkControlFlow();
-  LogicalResult checkTokens();
+  /// The token rules over `ops`, a sequence that runs on every rank: the
+  /// whole step, or the forward-only evaluation step cut from it.
+  LogicalResult checkTokens(ArrayRef<Operation *> ops, StringRef what);
   LogicalResult checkFrees();
   LogicalResult checkCoverage();
   LogicalResult checkPlan();
@@ -134,8 +136,8 @@ SmallVector<std::pair<Value, ElementRange>> ScheduleVerifier::sourceReads(Operat
   return reads;
 }
 
-LogicalResult ScheduleVerifier::checkTokens() {
-  Block &body = schedule.getStep().getBodyBlock();
+LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
+                                            StringRef what) {
   // Pending asynchronous operations and what they touch.
   struct Pending {
     Operation *op;
@@ -164,7 +166,8 @@ LogicalResult ScheduleVerifier::checkTokens() {
     return p ? p->partition : PartitionOp();
   };
 
-  for (Operation &op : body) {
+  for (Operation *opPtr : ops) {
+    Operation &op = *opPtr;
     // Uses of results of collectives still in flight.
     for (Value operand : op.getOperands()) {
       Value root = getViewRoot(operand);
@@ -324,6 +327,11 @@ LogicalResult ScheduleVerifier::checkTokens() {
       pendingReadsOf[getViewRoot(src)].push_back({i, src, r});
     pending.push_back(p);
   }
+  for (const Pending &p : pending)
+    if (pendingIndex.count(p.op))
+      return p.op->emitOpError("is asynchronous but its zero.wait does not "
+                               "run in ")
+             << what << " (it must be a top-level op of the step)";
   return success();
 }
 
@@ -724,11 +732,19 @@ LogicalResult ScheduleVerifier::checkPhases() {
 
 LogicalResult ScheduleVerifier::run() {
   int64_t i = 0;
-  for (Operation &op : schedule.getStep().getBodyBlock())
+  SmallVector<Operation *> ops;
+  for (Operation &op : schedule.getStep().getBodyBlock()) {
     index[&op] = i++;
-  return failure(failed(checkControlFlow()) || failed(checkTokens()) ||
-                 failed(checkFrees()) || failed(checkCoverage()) ||
-                 failed(checkPlan()) || failed(checkPhases()));
+    ops.push_back(&op);
+  }
+  // The evaluation step runs the forward's collectives without the rest of
+  // the step, so they must be complete and waited on their own.
+  return failure(failed(checkControlFlow()) ||
+                 failed(checkTokens(ops, "the step")) || failed(checkFrees()) ||
+                 failed(checkCoverage()) || failed(checkPlan()) ||
+                 failed(checkPhases()) ||
+                 failed(checkTokens(getEvaluationOps(schedule.getStep()),
+                                    "the evaluation step")));
 }
 
 namespace {

@@ -23,6 +23,26 @@ zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
 
 // -----
 
+// A wait under control flow might not run, leaving the gather in flight
+// after the step.
+zero.param @w : tensor<2x2xf32> init zeros compute bf16
+zero.partition @l0 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@w] offsets [0]
+zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> {
+  // expected-error @+1 {{'zero.prefetch' op is asynchronous but its zero.wait does not run in the step (it must be a top-level op of the step)}}
+  %full, %t = zero.prefetch group @l0 : tensor<4xbf16>
+  %c = arith.constant true
+  scf.if %c {
+    zero.wait %t
+  }
+  %loss = nn.softmax_cross_entropy %x, %lbl : tensor<2x2xbf16>, tensor<2xi64> -> tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // A parameter view used after its gathered buffer was freed.
 zero.param @w : tensor<2x2xf32> init zeros compute bf16
 zero.partition @l0 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@w] offsets [0]

@@ -105,6 +105,15 @@ bool isViewOp(Operation *op);
 /// null when it aliases persistent memory.
 Value getViewRoot(Value value);
 
+/// The forward-only (evaluation) step of `step`: the top-level ops its loss
+/// depends on, through operands and views, with the zero.wait of every
+/// asynchronous collective among them, in program order (the terminator
+/// excluded). It is a subsequence of the micro step that reads every value
+/// where the training step wrote it, so it runs at the training plan's
+/// offsets: it writes no gradient, optimizer state or loss scale, and its
+/// live memory at each op is part of the training step's.
+SmallVector<Operation *> getEvaluationOps(TrainStepOp step);
+
 } // namespace mlir::zero
 
 #endif // ZERO_DIALECT_ZERO_ANALYSIS_SCHEDULE_H
