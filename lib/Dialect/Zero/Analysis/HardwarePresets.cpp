@@ -206,8 +206,8 @@ llvm::Expected<int64_t> mlir::zero::parseMemoryBudget(StringRef text) {
   if (text.empty())
     return error(Twine("is empty") + kHow);
   if (text.find_first_of(" \t\n\r") != StringRef::npos)
-    return error(Twine("has a space") + kHow + " (no space between the number "
-                                                "and the unit)");
+    return error(Twine("has a space") + kHow +
+                 " (no space between the number and the unit)");
   if (text.front() == '-')
     return error("is negative");
   if (text.front() == '+')
@@ -215,8 +215,8 @@ llvm::Expected<int64_t> mlir::zero::parseMemoryBudget(StringRef text) {
   std::optional<int64_t> bytes = parseByteSize(text);
   if (!bytes) {
     // parseByteSize also refuses zero and counts above 2^62 bytes.
-    StringRef digits = text.take_while(
-        [](char c) { return llvm::isDigit(c) || c == '.'; });
+    StringRef digits =
+        text.take_while([](char c) { return llvm::isDigit(c) || c == '.'; });
     if (!digits.empty() && digits.find_first_not_of("0.") == StringRef::npos &&
         parseByteSize(("1" + text.drop_front(digits.size())).str()))
       return error("is zero");

@@ -321,8 +321,8 @@ struct FitMemoryBudgetPass
     budget = *parsed;
     hw = lookupHardwarePreset(hardware);
     if (!hw) {
-      fail() << "unknown hardware '" << hardware << "' (known: "
-             << getHardwarePresetNames() << ")";
+      fail() << "unknown hardware '" << hardware
+             << "' (known: " << getHardwarePresetNames() << ")";
       return signalPassFailure();
     }
     modelElements = 0;
@@ -371,8 +371,7 @@ struct FitMemoryBudgetPass
     // distance (stage 3 gathers again rather than keep) on the
     // recomputation that needs the least memory, down to 1/256 of the model
     // (smaller ones only multiply the collectives).
-    for (int64_t divisor = 4; !chosen && divisor <= kMaxDivisor;
-         divisor *= 4) {
+    for (int64_t divisor = 4; !chosen && divisor <= kMaxDivisor; divisor *= 4) {
       Candidate c{smallest->candidate.remat, divisor};
       FailureOr<Outcome> out = evaluate(module, c);
       if (failed(out))
@@ -387,9 +386,8 @@ struct FitMemoryBudgetPass
       fail() << "memory budget " << budgetText << " (" << budget
              << " bytes) cannot be met: the best plan ("
              << describe(best.candidate, numBlocks) << ") needs "
-             << best.peakBytes << " bytes per rank, "
-             << best.peakBytes - budget << " bytes ("
-             << formatByteSize(best.peakBytes - budget)
+             << best.peakBytes << " bytes per rank, " << best.peakBytes - budget
+             << " bytes (" << formatByteSize(best.peakBytes - budget)
              << ") over; largest item: " << best.fit.largestItem << " "
              << best.fit.largestItemBytes << " bytes";
       return signalPassFailure();
@@ -405,7 +403,8 @@ struct FitMemoryBudgetPass
         << describe(chosen->candidate, numBlocks) << "; peak "
         << chosen->peakBytes << " bytes per rank ("
         << budget - chosen->peakBytes << " bytes free), predicted step "
-        << llvm::formatv("{0:F3}", chosen->stepMs).str() << " ms on " << hw->name;
+        << llvm::formatv("{0:F3}", chosen->stepMs).str() << " ms on "
+        << hw->name;
   }
 
   ScheduleOptions options;

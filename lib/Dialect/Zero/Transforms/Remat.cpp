@@ -57,7 +57,8 @@ SmallVector<Segment> getSegments(Block &body, Operation *backwardStart) {
 
 enum class Policy { none, layer, selective };
 
-struct ZeroRematPass : public mlir::zero::impl::ZeroRematPassBase<ZeroRematPass> {
+struct ZeroRematPass
+    : public mlir::zero::impl::ZeroRematPassBase<ZeroRematPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -192,8 +193,7 @@ LogicalResult ZeroRematPass::runOnStep(TrainStepOp step, Policy p) {
       ++numRecomputedOps;
       for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
         from.replaceUsesWithIf(to, [&](OpOperand &use) {
-          return !forward.contains(use.getOwner()) &&
-                 use.getOwner() != clone;
+          return !forward.contains(use.getOwner()) && use.getOwner() != clone;
         });
     }
   }

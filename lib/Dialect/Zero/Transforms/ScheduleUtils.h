@@ -27,7 +27,6 @@
 
 namespace mlir::zero::schedule {
 
-
 /// The stage-3 group of a parameter: up to and including the first all-digit
 /// component (`transformer.h.3.attn.c_attn.weight` -> `transformer.h.3`),
 /// else all but the last component (`transformer.ln_f.weight` ->
