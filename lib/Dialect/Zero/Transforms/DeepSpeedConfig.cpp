@@ -491,6 +491,17 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
     });
   });
 
+  // Checkpointing whole transformer layers is zero-remat's layer policy;
+  // the runtime knobs of DeepSpeed's implementation stay unsupported keys.
+  top.section("activation_checkpointing", [&](Section &a) {
+    cfg.remat = "layer";
+    cfg.rematBlocks = a.integerIn("number_checkpoints", 1);
+    for (StringRef key : {"partition_activations", "cpu_checkpointing"})
+      if (a.boolean(key).value_or(false))
+        a.error(key, "is not implemented: recomputed activations stay whole "
+                     "on each rank, in device memory");
+  });
+
   cfg.gradientClipping = top.number("gradient_clipping");
   if (cfg.gradientClipping && (!(*cfg.gradientClipping >= 0.0) ||
                                !std::isfinite(*cfg.gradientClipping))) {

@@ -192,11 +192,11 @@ struct FitMemoryBudgetPass
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FitMemoryBudgetPass)
 
   FitMemoryBudgetPass(ScheduleOptions options, std::string policy,
-                      bool policyGiven, std::string budget,
-                      std::string hardware)
+                      bool policyGiven, int64_t firstBlocks,
+                      std::string budget, std::string hardware)
       : options(std::move(options)), policy(std::move(policy)),
-        policyGiven(policyGiven), budgetText(std::move(budget)),
-        hardware(std::move(hardware)) {}
+        policyGiven(policyGiven), firstBlocks(firstBlocks),
+        budgetText(std::move(budget)), hardware(std::move(hardware)) {}
 
   StringRef getArgument() const override { return "zero-fit-memory-budget"; }
   StringRef getDescription() const override {
@@ -334,17 +334,20 @@ struct FitMemoryBudgetPass
 
     // The recomputations to try, cheapest first: none, selective on more
     // and more blocks, then layer on more and more of them (selective on
-    // the rest). An explicit remat policy is the only one tried.
+    // the rest). An explicit remat policy (on its first-blocks) is the only
+    // one tried.
     SmallVector<Candidate> chain;
     bool search = !policyGiven || policy == "auto";
-    if (search || policy == "none" || numBlocks == 0)
+    int64_t given = firstBlocks < 0 ? numBlocks
+                                    : std::min(firstBlocks, numBlocks);
+    if (search || policy == "none" || given == 0)
       chain.push_back({});
     for (int64_t k = 1; k <= numBlocks; ++k)
-      if (search || (k == numBlocks && policy == "selective"))
+      if (search || (k == given && policy == "selective"))
         chain.push_back({{0, k}});
     for (int64_t k = 1; k <= numBlocks; ++k)
-      if (search || (k == numBlocks && policy == "layer"))
-        chain.push_back({{k, numBlocks - k}});
+      if (search || (k == given && policy == "layer"))
+        chain.push_back({{k, search ? numBlocks - k : 0}});
 
     std::optional<Outcome> chosen, smallest;
     for (const Candidate &c : chain) {
@@ -410,6 +413,7 @@ struct FitMemoryBudgetPass
   ScheduleOptions options;
   std::string policy;
   bool policyGiven;
+  int64_t firstBlocks;
   std::string budgetText, hardware;
   int64_t budget = 0, modelElements = 0;
   const HardwarePreset *hw = nullptr;
@@ -464,14 +468,17 @@ void mlir::zero::buildZeroPipeline(OpPassManager &pm,
   sched.opt.gradientClipping =
       choose(o.gradientClipping, cfg->gradientClipping);
 
-  std::string remat = o.remat;
+  std::string remat = choose(o.remat, cfg->remat);
+  bool rematGiven = o.remat.hasValue() || cfg->remat;
+  int64_t firstBlocks = o.remat.hasValue() ? -1 : cfg->rematBlocks.value_or(-1);
   if (!o.memoryBudget.empty() || remat == "auto") {
     pm.addPass(std::make_unique<FitMemoryBudgetPass>(
-        sched, remat, o.remat.hasValue(), o.memoryBudget, o.hardware));
+        sched, remat, rematGiven, firstBlocks, o.memoryBudget, o.hardware));
   } else {
     if (remat != "none") {
       ZeroRematPassOptions r;
       r.policy = remat;
+      r.firstBlocks = firstBlocks;
       pm.addPass(createZeroRematPass(r));
     }
     addSchedulePasses(pm, sched, RematChoice());

@@ -113,8 +113,20 @@ LogicalResult ZeroRematPass::runOnStep(TrainStepOp step, Policy p) {
            "named like transformer.h.N) to recompute";
     return success();
   }
+  if (firstBlocks < -1)
+    return mlir::emitError(step.getLoc())
+           << "train step @" << step.getSymName()
+           << ": zero-remat: first-blocks must be >= 0 (or -1: unset), got "
+           << firstBlocks.getValue();
+  if (firstBlocks >= 0 && !this->blocks.empty())
+    return mlir::emitError(step.getLoc())
+           << "train step @" << step.getSymName()
+           << ": zero-remat: give blocks or first-blocks, not both";
   SmallVector<Segment *> chosen;
-  if (this->blocks.empty())
+  if (firstBlocks >= 0)
+    chosen.assign(blocks.begin(),
+                  blocks.begin() + std::min<int64_t>(firstBlocks, blocks.size()));
+  else if (this->blocks.empty())
     chosen = blocks;
   for (int64_t b : this->blocks) {
     if (b < 0 || b >= static_cast<int64_t>(blocks.size()))

@@ -3,6 +3,8 @@
 // RUN: not zero-opt %s -split-input-file --zero-remat=policy=full 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not zero-opt %s -split-input-file --zero-remat=policy=auto 2>&1 | FileCheck %s --check-prefix=AUTO
 // RUN: not zero-opt %s -split-input-file --zero-remat="policy=layer blocks=0,2" 2>&1 | FileCheck %s --check-prefix=BLOCK
+// RUN: not zero-opt %s -split-input-file --zero-remat="policy=layer blocks=0 first-blocks=1" 2>&1 | FileCheck %s --check-prefix=BOTH
+// RUN: not zero-opt %s -split-input-file --zero-remat="policy=layer first-blocks=-2" 2>&1 | FileCheck %s --check-prefix=FIRST
 
 // POLICY: error: zero-remat: policy must be none, layer or selective, got 'full'
 // AUTO: error: zero-remat: policy must be none, layer or selective, got 'auto' (auto is zero-pipeline's remat=auto, which needs a memory-budget)
@@ -61,6 +63,8 @@ zero.train_step @mlp(%x: tensor<2x4xf32>)
 // -----
 
 // CHECK-NOT: error
+// BOTH: error: train step @two: zero-remat: give blocks or first-blocks, not both
+// FIRST: error: train step @two: zero-remat: first-blocks must be >= 0 (or -1: unset), got -2
 // BLOCK: remat-invalid.mlir:[[# @LINE + 3]]:1: error: train step @two: zero-remat: block 2 does not exist (the step has 2 blocks, 0-1)
 zero.param @h.0.w : tensor<4xf32> init zeros
 zero.param @h.1.w : tensor<4xf32> init zeros

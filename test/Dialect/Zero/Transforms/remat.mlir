@@ -1,6 +1,8 @@
 // RUN: zero-opt %s -split-input-file --zero-remat=policy=layer | FileCheck %s --check-prefix=LAYER
 // RUN: zero-opt %s -split-input-file --zero-remat=policy=selective | FileCheck %s --check-prefix=SEL
 // RUN: zero-opt %s -split-input-file --zero-remat="policy=layer blocks=1" | FileCheck %s --check-prefix=ONE
+// RUN: zero-opt %s -split-input-file --zero-remat="policy=layer first-blocks=1" | FileCheck %s --check-prefix=FIRST
+// RUN: zero-opt %s -split-input-file --zero-remat="policy=layer first-blocks=5" | FileCheck %s --check-prefix=LAYER
 // RUN: zero-opt %s -split-input-file --zero-remat=policy=none | FileCheck %s --check-prefix=NONE
 // RUN: zero-opt %s -split-input-file --zero-remat=policy=layer --zero-partition="stage=3 world-size=2" \
 // RUN:   --zero-grad-sync --zero-param-gather="param-persistence-threshold=0 max-reuse-distance=0" \
@@ -62,6 +64,15 @@
 // ONE-NEXT: nn.gelu_grad
 // ONE-NOT: {zero.recompute}
 // ONE: zero.return
+
+// first-blocks=1: only the first block (more than the step has: all).
+// FIRST-LABEL: zero.train_step @blocks
+// FIRST: zero.grad @h.1.norm
+// FIRST-NOT: zero.grad
+// FIRST-COUNT-2: {zero.recompute}
+// FIRST-NEXT: nn.gelu_grad
+// FIRST-NOT: {zero.recompute}
+// FIRST: zero.return
 
 // NONE-LABEL: zero.train_step @blocks
 // NONE-NOT: zero.recompute

@@ -84,7 +84,7 @@ def ZeroRematPass : Pass<"zero-remat", "::mlir::ModuleOp"> {
       recompute).
 
     `blocks` restricts the policy to those blocks (0-based, in forward order;
-    empty: all). Recomputing an early block saves more than a late one: the
+    empty: all), `first-blocks=N` to the first N. Recomputing an early block saves more than a late one: the
     last block's backward comes right after the forward. At stage 3 the
     clones use the block's parameters again in the backward, so
     `zero-param-gather` gathers them for the recompute. `remat=auto` of
@@ -96,6 +96,10 @@ def ZeroRematPass : Pass<"zero-remat", "::mlir::ModuleOp"> {
     ListOption<"blocks", "blocks", "int64_t",
                "Blocks (0-based, forward order) the policy applies to; "
                "empty: every block">,
+    Option<"firstBlocks", "first-blocks", "int64_t", /*default=*/"-1",
+           "Only the first N blocks (-1: as `blocks` says; more than the "
+           "step has: all; DeepSpeed: activation_checkpointing."
+           "number_checkpoints)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
   let statistics = [

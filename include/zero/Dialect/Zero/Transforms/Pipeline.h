@@ -134,6 +134,11 @@ struct DeepSpeedConfig {
   std::optional<std::string> optimizerType; // "adam" or "adamw"
   std::optional<double> lr, beta1, beta2, eps, weightDecay;
   std::optional<double> gradientClipping;
+  /// activation_checkpointing: "layer" when present (each checkpointed
+  /// transformer layer keeps only its input); number_checkpoints limits it
+  /// to the first N blocks.
+  std::optional<std::string> remat;
+  std::optional<int64_t> rematBlocks;
 };
 
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.
