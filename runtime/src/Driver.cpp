@@ -208,6 +208,13 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
     exitCode = 0;
     return false;
   }
+  if (opts.printManifest) {
+    // What zero-ckpt reshard --for reads: the layout of this program.
+    if (ctx.rank == 0)
+      std::printf("%s\n", program->manifest);
+    exitCode = 0;
+    return false;
+  }
   for (int64_t r : {opts.injectKillRank, opts.injectHangRank})
     if (r >= ctx.world) {
       if (ctx.rank == 0)
@@ -312,8 +319,11 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
       zrt_ctx_all_gather_params(&ctx, p, 0, m.partitions[size_t(p)].numel, -1);
   }
   if (!opts.resume.empty())
-    info("resumed from '%s' at step %lld\n", opts.resume.c_str(),
-         (long long)progress.step);
+    info("resumed from '%s' at step %lld%s\n", opts.resume.c_str(),
+         (long long)progress.step,
+         progress.resharded.empty()
+             ? ""
+             : (" (resharded: " + progress.resharded + ")").c_str());
 
   if (!opts.logJson.empty() && ctx.rank == 0 &&
       !(log = std::fopen(opts.logJson.c_str(), "w"))) {

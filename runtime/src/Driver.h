@@ -12,6 +12,7 @@
 #ifndef ZERO_RT_DRIVER_H
 #define ZERO_RT_DRIVER_H
 
+#include "Checkpoint.h"
 #include "Files.h"
 #include "Program.h"
 
@@ -28,6 +29,8 @@ struct Progress {
   int64_t step = 0;
   /// Global batch rows consumed from the data stream.
   int64_t dataPosition = 0;
+  /// After a resume from another layout: what saved it (else empty).
+  std::string resharded;
 };
 
 /// Local: fills the fp32 masters this rank owns (unless the fp32 params are
@@ -42,14 +45,6 @@ void initializeParameters(zrt_ctx &ctx, uint64_t seed,
 /// on rank 0 (empty elsewhere).
 std::vector<Tensor> gatherParameters(zrt_ctx &ctx);
 
-/// A checkpoint rank file as written, for the checkpoint manifest.
-struct SavedFile {
-  uint32_t crc = 0;
-  uint64_t bytes = 0;
-};
-
-/// DIR/step_N, the directory of step N's checkpoint under `root`.
-std::string checkpointDir(const std::string &root, int64_t step);
 /// Local: writes DIR/rank_R.bin atomically.
 SavedFile writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
                               const Progress &progress);
@@ -57,15 +52,10 @@ SavedFile writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
 void writeCheckpointManifest(const zrt_ctx &ctx, const std::string &root,
                              const std::string &dir, const Progress &progress,
                              const std::vector<SavedFile> &files);
-/// The text of a checkpoint manifest.json: `manifest` plus "manifest_crc32",
-/// the CRC-32 of the compact JSON dump of everything else.
-std::string sealManifest(nlohmann::json manifest);
-/// Parses a manifest.json and verifies its format and checksum; returns it
-/// without the checksum. Throws a message starting with `where`.
-nlohmann::json openManifest(const std::string &text, const std::string &where);
-
 /// Local: the step directory `path` names (itself, or what path/latest
-/// names), verified against this program; loads this rank's state.
+/// names), verified to be of this program's model, dtype and optimizer;
+/// loads this rank's owned ranges from whichever ranks saved them (any
+/// world size, stage or grouping).
 Progress readCheckpoint(zrt_ctx &ctx, const std::string &path);
 
 } // namespace zrt

@@ -498,14 +498,14 @@ bool isTiedEmbedding(const std::string &name) {
          name == "model.embed_tokens.weight";
 }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
+} // namespace
+
+std::string zrt::shapeText(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
     s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
-
-} // namespace
 
 std::vector<Tensor> zrt::matchWeights(std::vector<Tensor> tensors,
                                       const std::vector<WantedTensor> &wanted,

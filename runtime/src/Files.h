@@ -37,6 +37,9 @@ void writeFileAtomic(const std::string &path, const std::string &data);
 /// An empty function removes it.
 void setBeforeRenameHook(std::function<void(const std::string &path)> hook);
 
+/// A shape as messages print it: "[2, 3]".
+std::string shapeText(const std::vector<int64_t> &shape);
+
 /// Creates a directory and its parents (like mkdir -p).
 void makeDirs(const std::string &path);
 

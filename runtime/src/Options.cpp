@@ -44,6 +44,8 @@ const char *const zrt::kUsage =
     "  --save DIR              write a sharded checkpoint at the end\n"
     "  --save-every K          ... and every K steps (needs --save)\n"
     "  --resume DIR            continue from DIR/latest or a step directory\n"
+    "                          (of the same model, dtype and optimizer; any\n"
+    "                          world size, stage or grouping: resharded)\n"
     "  --trace FILE.json       a Chrome trace per rank R, written to\n"
     "                          FILE.rank<R>.json (a FILE not ending in .json\n"
     "                          gets .rank<R>.json appended): spans of steps,\n"
@@ -63,6 +65,8 @@ const char *const zrt::kUsage =
     "                          as DeepSpeed does (default stop), or skips\n"
     "                          the step and goes on (continue)\n"
     "  --quiet                 no per-step progress lines\n"
+    "  --print-manifest        print the program's manifest (its layout, as\n"
+    "                          zero-ckpt reshard --for reads it) and exit\n"
     "  --help                  this text\n"
     "Test hooks (fault injection):\n"
     "  --inject-overflow-step K | K-L | K-\n"
@@ -155,6 +159,8 @@ Options zrt::parseOptions(int argc, char **argv) {
     };
     if (name == "--help")
       flag(o.help);
+    else if (name == "--print-manifest")
+      flag(o.printManifest);
     else if (name == "--quiet")
       flag(o.quiet);
     else if (name == "--steps")

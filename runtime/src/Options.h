@@ -36,6 +36,7 @@ struct Options {
   int threads = 0;
   bool quiet = false;
   bool help = false;
+  bool printManifest = false;
 };
 
 /// Parses and cross-checks the command line; throws std::runtime_error.

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
+#include "Checkpoint.h"
 #include "Files.h"
 #include "Program.h"
 
@@ -450,7 +451,7 @@ TEST(CheckpointManifestTest, EverySingleBitFlipIsCaught) {
   // A format-1 manifest (no checksum) and a missing checksum.
   EXPECT_NE(errorOf([&] {
               openManifest(R"({"format": 1, "step": 3})", "ck");
-            }).find("ck has format 1, this runtime reads format 2"),
+            }).find("ck has format 1, this runtime reads formats 2 and 3"),
             std::string::npos);
   EXPECT_NE(errorOf([&] {
               openManifest(R"({"format": 2, "step": 3})", "ck");
@@ -690,6 +691,200 @@ TEST(ManifestTest, ReadsTheMemoryTimeline) {
   bad = j;
   bad["memory_timeline"].erase("live_bytes");
   EXPECT_NE(error(bad).find("invalid program manifest"), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Universal checkpoints
+//===----------------------------------------------------------------------===//
+
+/// Saves a checkpoint of `m` on its world size under `root` in which element
+/// e of the group layout holds 1000 * kind + e (the padding 0), as the
+/// driver's ranks would, each its owned range.
+void saveSynthetic(const Manifest &m, const std::string &root, int64_t step) {
+  std::string dir = checkpointDir(root, step);
+  makeDirs(dir);
+  TrainingState state{step, 40, step - 1, {{"cur_scale", 2048.0}}};
+  std::vector<SavedFile> files;
+  for (int r = 0; r < m.worldSize; ++r) {
+    std::string bytes =
+        packRankFile(m, r, m.worldSize, state,
+                     [&](int32_t p, BufferKind kind, char *dst, int64_t size) {
+                       Range own = m.owned(m.partitions[size_t(p)], r);
+                       ASSERT_LE(own.size() * 4, size);
+                       for (int64_t e = own.begin; e < own.end; ++e) {
+                         float v = float(1000 * kind + e);
+                         std::memcpy(dst + (e - own.begin) * 4, &v, 4);
+                       }
+                     });
+    writeFileAtomic(dir + "/" + rankFileName(r), bytes);
+    files.push_back({rankFileCrc(bytes), bytes.size()});
+  }
+  writeFileAtomic(dir + "/manifest.json",
+                  checkpointManifest(m, m.worldSize, step, files));
+  writeFileAtomic(root + "/latest", "step_" + std::to_string(step) + "\n");
+}
+
+/// tinyManifest's model (w [2, 4], b [2]) regrouped at stage 3 on 3 ranks:
+/// b alone in group "b" (shards of 1, rank 2 owns nothing), then w in group
+/// "w" (shards of 3, rank 2 owns 2).
+Manifest regrouped() {
+  Manifest m = Manifest::parse(tinyManifest(0, 1).dump());
+  m.stage = 3;
+  m.worldSize = 3;
+  PartitionInfo b = m.partitions[0], w = m.partitions[0];
+  b.name = "b";
+  b.numel = 2;
+  b.paddedNumel = 3;
+  b.shardNumel = 1;
+  w.name = "w";
+  w.numel = 8;
+  w.paddedNumel = 9;
+  w.shardNumel = 3;
+  for (PartitionInfo *g : {&b, &w})
+    for (int k = 0; k < kNumBufferKinds; ++k)
+      g->counts[k] = g->shardNumel;
+  m.partitions = {b, w};
+  m.params[0].partition = 1; // w
+  m.params[0].offset = 0;
+  m.params[1].partition = 0; // b
+  m.params[1].offset = 0;
+  return m;
+}
+
+TEST(UniversalCheckpointTest, RemapsBetweenLayouts) {
+  std::string root = tempDir();
+  // Saved at stage 2 on 4 ranks (rank 3 holds one element).
+  Manifest saved = Manifest::parse(tinyManifest(2, 4).dump());
+  saveSynthetic(saved, root, 7);
+  CheckpointReader ckpt(root);
+  EXPECT_EQ(ckpt.step, 7);
+  EXPECT_EQ(ckpt.world, 4);
+  ASSERT_EQ(ckpt.params.size(), 2u);
+  EXPECT_EQ(ckpt.params[1].name, "b");
+  EXPECT_EQ(ckpt.params[1].offset, 8);
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(ckpt.check(r), "");
+  TrainingState state = ckpt.state(0);
+  EXPECT_EQ(state.dataPosition, 40);
+  EXPECT_EQ(state.adamSteps, 6);
+  EXPECT_EQ(state.lossScaler.at("cur_scale"), 2048.0);
+
+  // Into one rank at stage 0: everything, in order.
+  Manifest one = Manifest::parse(tinyManifest(0, 1).dump());
+  checkSameModel(ckpt, one);
+  std::vector<float> values;
+  for (BufferKind kind : kSavedBuffers) {
+    remapOwned(ckpt, one, 0, 0, kind, values);
+    ASSERT_EQ(values.size(), 10u);
+    for (int e = 0; e < 10; ++e)
+      EXPECT_EQ(values[size_t(e)], float(1000 * kind + e));
+  }
+
+  // Into another grouping on 3 ranks: each owned range by name.
+  Manifest three = regrouped();
+  checkSameModel(ckpt, three);
+  // b: rank 0 owns its element 0, rank 1 element 1, rank 2 nothing.
+  remapOwned(ckpt, three, 0, 0, kExpAvg, values);
+  EXPECT_EQ(values, (std::vector<float>{1000 * kExpAvg + 8}));
+  remapOwned(ckpt, three, 0, 1, kExpAvg, values);
+  EXPECT_EQ(values, (std::vector<float>{1000 * kExpAvg + 9}));
+  remapOwned(ckpt, three, 0, 2, kExpAvg, values);
+  EXPECT_TRUE(values.empty());
+  // w: rank 2 owns its elements 6 and 7 (saved by ranks 2 and 3).
+  remapOwned(ckpt, three, 1, 2, kExpAvgSq, values);
+  EXPECT_EQ(values,
+            (std::vector<float>{1000 * kExpAvgSq + 6, 1000 * kExpAvgSq + 7}));
+
+  // Round trip: the regrouped checkpoint read back into stage 0.
+  std::string root2 = tempDir();
+  CheckpointReader again(root);
+  std::string dir2 = checkpointDir(root2, 7);
+  makeDirs(dir2);
+  std::vector<SavedFile> files;
+  for (int r = 0; r < 3; ++r) {
+    std::string bytes =
+        packRankFile(three, r, 3, again.state(0),
+                     [&](int32_t p, BufferKind kind, char *dst, int64_t) {
+                       remapOwned(again, three, p, r, kind, values);
+                       std::memcpy(dst, values.data(), values.size() * 4);
+                     });
+    writeFileAtomic(dir2 + "/" + rankFileName(r), bytes);
+    files.push_back({rankFileCrc(bytes), bytes.size()});
+  }
+  writeFileAtomic(dir2 + "/manifest.json",
+                  checkpointManifest(three, 3, 7, files));
+  CheckpointReader back(dir2);
+  EXPECT_EQ(back.stage, 3);
+  checkSameModel(back, one);
+  for (BufferKind kind : kSavedBuffers) {
+    remapOwned(back, one, 0, 0, kind, values);
+    for (int e = 0; e < 10; ++e)
+      EXPECT_EQ(values[size_t(e)], float(1000 * kind + e));
+  }
+  std::system(("rm -rf " + root + " " + root2).c_str());
+}
+
+TEST(UniversalCheckpointTest, RefusesAnotherModelNamingWhatDiffers) {
+  std::string root = tempDir();
+  saveSynthetic(Manifest::parse(tinyManifest(2, 4).dump()), root, 3);
+  CheckpointReader ckpt(root);
+  auto error = [&](nlohmann::json j) {
+    Manifest m = Manifest::parse(j.dump());
+    return errorOf([&] { checkSameModel(ckpt, m); });
+  };
+  nlohmann::json j = tinyManifest(1, 4);
+  EXPECT_EQ(error(j), "");
+  j["params"][1]["name"] = "bias";
+  j["partitions"][0]["params"][1] = "bias";
+  EXPECT_NE(error(j).find("is of another model: its parameter 2 of 2 is 'b' "
+                          "[2], this program's parameter 2 of 2 is 'bias' [2]"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["params"][0]["shape"] = {4, 2};
+  EXPECT_NE(error(j).find("its parameter 'w' has shape [2, 4], this "
+                          "program's [4, 2]"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["optimizer"]["lr"] = 3e-4;
+  EXPECT_NE(error(j).find("was saved with learning rate 0.001, this "
+                          "program's is 0.0003"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["optimizer"]["kind"] = "adam";
+  EXPECT_NE(error(j).find("was saved with optimizer \"adamw\", this "
+                          "program's is \"adam\""),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["optimizer"]["weight_decay"] = 0.1;
+  EXPECT_NE(error(j).find("weight decay 0.0, this program's is 0.1"),
+            std::string::npos);
+  std::system(("rm -rf " + root).c_str());
+}
+
+TEST(UniversalCheckpointTest, Format2LoadsOnlyIntoItsOwnProgram) {
+  // A format-2 manifest records no parameters.
+  std::string root = tempDir();
+  Manifest m = Manifest::parse(tinyManifest(2, 4).dump());
+  saveSynthetic(m, root, 3);
+  std::string path = checkpointDir(root, 3) + "/manifest.json";
+  nlohmann::json j = openManifest(readFile(path), "ck");
+  j["format"] = 2;
+  j.erase("params");
+  writeFileAtomic(path, sealManifest(j));
+  CheckpointReader same(root);
+  EXPECT_EQ(same.format, 2);
+  EXPECT_TRUE(same.params.empty());
+  checkSameModel(same, m);
+  std::vector<float> values;
+  remapOwned(same, m, 0, 3, kMaster, values);
+  EXPECT_EQ(values, (std::vector<float>{float(1000 * kMaster + 9)}));
+  CheckpointReader other(root);
+  Manifest moved = Manifest::parse(tinyManifest(1, 4).dump());
+  EXPECT_NE(errorOf([&] {
+              checkSameModel(other, moved);
+            }).find("has format 2, which records no parameters"),
+            std::string::npos);
+  std::system(("rm -rf " + root).c_str());
 }
 
 } // namespace

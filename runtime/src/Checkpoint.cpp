@@ -1,0 +1,501 @@
+//===- Checkpoint.cpp - Universal sharded checkpoints ---------------------===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Checkpoint.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <dirent.h>
+#include <sstream>
+#include <sys/stat.h>
+
+using namespace zrt;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *kManifestCrcKey = "manifest_crc32";
+
+bool isFile(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/// Whether `dir` holds rank files or their temporaries.
+bool hasRankFiles(const std::string &dir) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return false;
+  bool found = false;
+  while (dirent *e = ::readdir(d))
+    if (std::strncmp(e->d_name, "rank_", 5) == 0)
+      found = true;
+  ::closedir(d);
+  return found;
+}
+
+/// The layout a checkpoint was saved with, as its manifest records it.
+json layoutJson(const Manifest &m) {
+  json parts = json::array();
+  for (const PartitionInfo &p : m.partitions) {
+    json counts;
+    for (int k = 0; k < kNumBufferKinds; ++k)
+      if (p.hasBuffer(BufferKind(k)))
+        counts[kBufferNames[k]] = p.counts[k];
+    parts.push_back({{"name", p.name},
+                     {"numel", p.numel},
+                     {"padded_numel", p.paddedNumel},
+                     {"shard_numel", p.shardNumel},
+                     {"buffer_numel", counts}});
+  }
+  return parts;
+}
+
+json optimizerJson(const Manifest &m) {
+  return {{"kind", m.adamw ? "adamw" : "adam"},
+          {"lr", m.lr},
+          {"beta1", m.beta1},
+          {"beta2", m.beta2},
+          {"eps", m.eps},
+          {"weight_decay", m.weightDecay}};
+}
+
+/// The bytes of a saved buffer's section: masters are the padded shard (the
+/// whole group at stage 0), also when the params are the masters.
+int64_t sectionBytes(const PartitionInfo &p, BufferKind kind) {
+  return (kind == kMaster ? p.shardNumel : p.counts[kind]) * 4;
+}
+
+/// A double as the shortest text that reads back as itself.
+std::string numberText(double v) { return json(v).dump(); }
+
+} // namespace
+
+std::string zrt::checkpointDir(const std::string &root, int64_t step) {
+  return root + "/step_" + std::to_string(step);
+}
+
+std::string zrt::rankFileName(int rank) {
+  return "rank_" + std::to_string(rank) + ".bin";
+}
+
+uint32_t zrt::rankFileCrc(const std::string &bytes) {
+  // A CRC over data and its own CRC is a constant, useless in the manifest.
+  return crc32(bytes.data(), bytes.size() >= 4 ? bytes.size() - 4 : 0);
+}
+
+std::string zrt::sealManifest(nlohmann::json manifest) {
+  manifest.erase(kManifestCrcKey);
+  std::string body = manifest.dump();
+  manifest[kManifestCrcKey] = crc32(body.data(), body.size());
+  return manifest.dump(2) + "\n";
+}
+
+nlohmann::json zrt::openManifest(const std::string &text,
+                                 const std::string &where) {
+  json manifest;
+  try {
+    manifest = json::parse(text);
+  } catch (const json::exception &e) {
+    fail(where +
+         ": malformed manifest.json (corrupt or truncated): " + e.what());
+  }
+  if (!manifest.is_object())
+    fail(where + ": manifest.json is not a JSON object");
+  auto it = manifest.find(kManifestCrcKey);
+  if (it == manifest.end() || !it->is_number_unsigned()) {
+    // Format 1 had no checksum: say so rather than "corrupt".
+    auto format = manifest.find("format");
+    if (format != manifest.end() && format->is_number_integer() && *format < 2)
+      fail(where + " has format " + format->dump() +
+           ", this runtime reads formats 2 and " +
+           std::to_string(kCheckpointFormat));
+    fail(where + ": manifest.json has no " + kManifestCrcKey +
+         " checksum; the file is corrupt");
+  }
+  uint32_t recorded = it->get<uint32_t>();
+  // The checksum covers the compact dump of everything else: any change of
+  // a key or value (a flipped bit that leaves valid JSON) changes it.
+  json rest = manifest;
+  rest.erase(kManifestCrcKey);
+  std::string body = rest.dump();
+  uint32_t actual = crc32(body.data(), body.size());
+  if (actual != recorded || it->get<uint64_t>() != recorded)
+    fail(where + ": manifest.json fails its checksum (crc32 " +
+         std::to_string(actual) + ", recorded " + it->dump() +
+         "); the manifest is corrupt");
+  return rest;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+std::string zrt::packRankFile(
+    const Manifest &m, int rank, int world, const TrainingState &state,
+    const std::function<void(int32_t, BufferKind, char *, int64_t)> &fill) {
+  CheckpointFile file;
+  json sections = json::array();
+  for (size_t p = 0; p < m.partitions.size(); ++p)
+    for (BufferKind kind : kSavedBuffers) {
+      const PartitionInfo &part = m.partitions[p];
+      int64_t bytes = sectionBytes(part, kind);
+      sections.push_back({{"partition", part.name},
+                          {"buffer", kBufferNames[kind]},
+                          {"offset", file.payload.size()},
+                          {"bytes", bytes}});
+      size_t at = file.payload.size();
+      file.payload.resize(at + size_t(bytes));
+      fill(int32_t(p), kind, &file.payload[at], bytes);
+    }
+  json header = {{"format", kCheckpointFormat},
+                 {"rank", rank},
+                 {"world_size", world},
+                 {"stage", m.stage},
+                 {"schedule_hash", m.hashText},
+                 {"step", state.step},
+                 {"data_position", state.dataPosition},
+                 {"adam_steps", state.adamSteps},
+                 {"loss_scaler", state.lossScaler},
+                 {"sections", sections}};
+  file.header = header.dump();
+  return packCheckpoint(file);
+}
+
+std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
+                                    const std::vector<SavedFile> &files) {
+  json list = json::array();
+  for (size_t r = 0; r < files.size(); ++r)
+    list.push_back({{"rank", r},
+                    {"file", rankFileName(int(r))},
+                    {"bytes", files[r].bytes},
+                    {"crc32", files[r].crc}});
+  json params = json::array();
+  for (const SavedParam &p : savedParams(m))
+    params.push_back({{"name", p.name},
+                      {"shape", p.shape},
+                      {"partition", p.group},
+                      {"offset", p.offset}});
+  json manifest = {{"format", kCheckpointFormat},
+                   {"schedule_hash", m.hashText},
+                   {"world_size", world},
+                   {"stage", m.stage},
+                   {"compute_dtype", m.computeDtypeName},
+                   {"precision", m.precision},
+                   {"optimizer", optimizerJson(m)},
+                   {"step", step},
+                   {"partitions", layoutJson(m)},
+                   {"params", params},
+                   {"files", list}};
+  return sealManifest(manifest);
+}
+
+std::vector<SavedParam> zrt::savedParams(const Manifest &m) {
+  std::vector<SavedParam> params;
+  for (const ParamInfo &p : m.params)
+    params.push_back({p.name, p.shape, p.numel, p.partition, p.offset});
+  return params;
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+CheckpointReader::CheckpointReader(const std::string &path) {
+  std::string dir = path;
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  if (!isFile(dir + "/manifest.json")) {
+    if (!isFile(dir + "/latest")) {
+      if (hasRankFiles(dir))
+        fail("'" + path +
+             "' is an incomplete checkpoint: it has rank files but no "
+             "manifest.json (its save was interrupted); resume from the "
+             "checkpoint directory (its latest) or an earlier step");
+      fail("'" + path +
+           "' is no checkpoint: it has neither manifest.json "
+           "nor latest");
+    }
+    std::string name = readFile(dir + "/latest");
+    while (!name.empty() &&
+           std::isspace(static_cast<unsigned char>(name.back())))
+      name.pop_back();
+    dir += "/" + name;
+  }
+  stepDir = dir;
+  whereText = "checkpoint '" + dir + "'";
+  json_ = openManifest(readFile(dir + "/manifest.json"), whereText);
+  try {
+    format = json_.at("format").get<int>();
+    if (format != 2 && format != kCheckpointFormat)
+      fail(whereText + " has format " + json_.at("format").dump() +
+           ", this runtime reads formats 2 and " +
+           std::to_string(kCheckpointFormat));
+    scheduleHash = json_.at("schedule_hash").get<std::string>();
+    world = json_.at("world_size").get<int>();
+    stage = json_.at("stage").get<int>();
+    step = json_.at("step").get<int64_t>();
+    computeDtype = json_.at("compute_dtype").get<std::string>();
+    if (world < 1 || stage < 0 || stage > 3)
+      fail(whereText + ": manifest.json has world size " +
+           std::to_string(world) + " and stage " + std::to_string(stage));
+    const json &files = json_.at("files");
+    if (!files.is_array() || files.size() != size_t(world))
+      fail(whereText + ": manifest.json lists " + std::to_string(files.size()) +
+           " rank files for " + std::to_string(world) + " ranks");
+    for (const json &g : json_.at("partitions")) {
+      SavedGroup group{g.at("name").get<std::string>(),
+                       g.at("numel").get<int64_t>(),
+                       g.at("shard_numel").get<int64_t>()};
+      if (group.numel < 0 || group.shardNumel < 0 ||
+          (stage > 0 && group.shardNumel * world < group.numel))
+        fail(whereText + ": group '" + group.name +
+             "' has an inconsistent layout");
+      groups.push_back(group);
+    }
+    // Format 2 did not record the parameters; only the program that saved
+    // it can load it (checkSameModel).
+    if (format >= 3)
+      for (const json &p : json_.at("params")) {
+        SavedParam param{p.at("name").get<std::string>(),
+                         p.at("shape").get<std::vector<int64_t>>(), 1,
+                         p.at("partition").get<int32_t>(),
+                         p.at("offset").get<int64_t>()};
+        for (int64_t d : param.shape)
+          param.numel *= d;
+        if (param.group < 0 || param.group >= int32_t(groups.size()) ||
+            param.offset < 0 ||
+            param.offset + param.numel > groups[size_t(param.group)].numel)
+          fail(whereText + ": parameter '" + param.name +
+               "' lies outside its group");
+        byName[param.name] = params.size();
+        params.push_back(std::move(param));
+      }
+  } catch (const json::exception &e) {
+    fail(whereText + ": malformed checkpoint metadata: " + e.what());
+  }
+}
+
+void CheckpointReader::setParams(std::vector<SavedParam> table) {
+  params = std::move(table);
+  byName.clear();
+  for (size_t i = 0; i < params.size(); ++i)
+    byName[params[i].name] = i;
+}
+
+int64_t CheckpointReader::find(const std::string &name) const {
+  auto it = byName.find(name);
+  return it == byName.end() ? -1 : int64_t(it->second);
+}
+
+std::string CheckpointReader::rankPath(int rank) const {
+  return stepDir + "/" +
+         json_.at("files").at(size_t(rank)).at("file").get<std::string>();
+}
+
+std::string CheckpointReader::check(int rank) const {
+  CheckpointFile file;
+  return verify(rank, file);
+}
+
+std::string CheckpointReader::verify(int rank, CheckpointFile &file) const {
+  try {
+    std::string name = rankPath(rank);
+    std::string bytes = readFile(name);
+    const json &entry = json_.at("files").at(size_t(rank));
+    uint32_t crc = rankFileCrc(bytes);
+    if (bytes.size() != entry.at("bytes").get<uint64_t>() ||
+        crc != entry.at("crc32").get<uint32_t>())
+      return name + " does not match manifest.json (" +
+             std::to_string(bytes.size()) + " bytes, crc32 " +
+             std::to_string(crc) + "; manifest: " + entry.dump() +
+             "); the checkpoint is corrupt or mixed from two saves";
+    file = unpackCheckpoint(bytes, name);
+    json header = json::parse(file.header);
+    if (header.at("rank").get<int>() != rank ||
+        header.at("schedule_hash") != json_.at("schedule_hash") ||
+        header.at("step") != json_.at("step"))
+      return name + " belongs to another rank, schedule or step: " +
+             file.header.substr(0, 200);
+  } catch (const std::runtime_error &e) {
+    return e.what();
+  } catch (const json::exception &e) {
+    return whereText + ": malformed checkpoint metadata: " + e.what();
+  }
+  return "";
+}
+
+CheckpointReader::RankFile &CheckpointReader::load(int rank) {
+  auto found = ranks.find(rank);
+  if (found != ranks.end())
+    return found->second;
+  CheckpointFile file;
+  std::string problem = verify(rank, file);
+  if (!problem.empty())
+    fail(problem);
+  std::string name = rankPath(rank);
+  RankFile loaded;
+  try {
+    loaded.header = json::parse(file.header);
+    std::map<std::string, int32_t> groupIndex;
+    for (size_t g = 0; g < groups.size(); ++g)
+      groupIndex[groups[g].name] = int32_t(g);
+    for (const json &s : loaded.header.at("sections")) {
+      auto g = groupIndex.find(s.at("partition").get<std::string>());
+      std::string buffer = s.at("buffer").get<std::string>();
+      int kind = -1;
+      for (BufferKind k : kSavedBuffers)
+        if (buffer == kBufferNames[k])
+          kind = k;
+      uint64_t offset = s.at("offset").get<uint64_t>();
+      uint64_t bytes = s.at("bytes").get<uint64_t>();
+      if (g == groupIndex.end() || kind < 0 || offset > file.payload.size() ||
+          bytes > file.payload.size() - offset)
+        fail(name + ": section " + s.dump() +
+             " names no saved buffer of a group or lies outside the file");
+      loaded.sections[{g->second, kind}] = {offset, bytes};
+    }
+  } catch (const json::exception &e) {
+    fail(name + ": malformed checkpoint header: " + e.what());
+  }
+  loaded.payload = std::move(file.payload);
+  return ranks[rank] = std::move(loaded);
+}
+
+TrainingState CheckpointReader::state(int rank) {
+  const json &h = load(rank).header;
+  TrainingState s;
+  try {
+    s.step = h.at("step").get<int64_t>();
+    s.dataPosition = h.at("data_position").get<int64_t>();
+    s.adamSteps = h.at("adam_steps").get<int64_t>();
+    s.lossScaler = h.at("loss_scaler");
+  } catch (const json::exception &e) {
+    fail(rankPath(rank) + ": malformed checkpoint header: " + e.what());
+  }
+  return s;
+}
+
+void CheckpointReader::read(size_t param, BufferKind kind, int64_t begin,
+                            int64_t end, float *out, int prefer) {
+  const SavedParam &p = params.at(param);
+  const SavedGroup &g = groups[size_t(p.group)];
+  int64_t pos = p.offset + begin, stop = p.offset + end;
+  while (pos < stop) {
+    // The rank that holds `pos`, and where its range starts.
+    int rank = prefer >= 0 && prefer < world ? prefer : 0;
+    int64_t base = 0, limit = stop;
+    if (stage > 0) {
+      rank = int(pos / g.shardNumel);
+      base = rank * g.shardNumel;
+      limit = std::min(stop, base + g.shardNumel);
+    }
+    RankFile &file = load(rank);
+    auto it = file.sections.find({p.group, int(kind)});
+    if (it == file.sections.end())
+      fail(rankPath(rank) + " lacks buffer " + kBufferNames[kind] + " of '" +
+           g.name + "'");
+    auto [offset, bytes] = it->second;
+    if (uint64_t(limit - base) * 4 > bytes)
+      fail(rankPath(rank) + ": buffer " + kBufferNames[kind] + " of '" +
+           g.name + "' has the wrong size");
+    std::memcpy(out, file.payload.data() + offset + (pos - base) * 4,
+                size_t(limit - pos) * 4);
+    out += limit - pos;
+    pos = limit;
+  }
+}
+
+void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
+  const std::string &where = ckpt.where();
+  if (ckpt.format < 3) {
+    // No parameter table: only the very layout that saved it.
+    if (ckpt.scheduleHash != m.hashText || ckpt.world != m.worldSize ||
+        ckpt.stage != m.stage ||
+        ckpt.manifest().at("partitions") != layoutJson(m))
+      fail(where +
+           " has format 2, which records no parameters: only the "
+           "program that saved it (schedule " +
+           ckpt.scheduleHash + ", stage " + std::to_string(ckpt.stage) +
+           " on " + std::to_string(ckpt.world) +
+           " ranks) can resume it; resume with that program and save again "
+           "to move it");
+    ckpt.setParams(savedParams(m));
+    return;
+  }
+  const std::vector<SavedParam> &saved = ckpt.params;
+  size_t n = std::min(saved.size(), m.params.size());
+  for (size_t i = 0; i < n; ++i) {
+    const SavedParam &s = saved[i];
+    const ParamInfo &p = m.params[i];
+    std::string nth = std::to_string(i + 1) + " of ";
+    if (s.name != p.name)
+      fail(where + " is of another model: its parameter " + nth +
+           std::to_string(saved.size()) + " is '" + s.name + "' " +
+           shapeText(s.shape) + ", this program's parameter " + nth +
+           std::to_string(m.params.size()) + " is '" + p.name + "' " +
+           shapeText(p.shape));
+    if (s.shape != p.shape)
+      fail(where + " is of another model: its parameter '" + s.name +
+           "' has shape " + shapeText(s.shape) + ", this program's " +
+           shapeText(p.shape));
+  }
+  if (saved.size() > n)
+    fail(where + " is of another model: its parameter " +
+         std::to_string(n + 1) + " of " + std::to_string(saved.size()) + " '" +
+         saved[n].name + "' is beyond this program's " +
+         std::to_string(m.params.size()) + " parameters");
+  if (m.params.size() > n)
+    fail(where + " is of another model: this program's parameter " +
+         std::to_string(n + 1) + " of " + std::to_string(m.params.size()) +
+         " '" + m.params[n].name + "' is beyond the checkpoint's " +
+         std::to_string(saved.size()) + " parameters");
+  try {
+    if (ckpt.computeDtype != m.computeDtypeName)
+      fail(where + " was saved with compute dtype " + ckpt.computeDtype +
+           ", this program's is " + m.computeDtypeName +
+           " (export and --init-from move weights between dtypes)");
+    const json &savedOptimizer = ckpt.manifest().at("optimizer");
+    json mine = optimizerJson(m);
+    static const std::pair<const char *, const char *> kNames[] = {
+        {"kind", "optimizer"}, {"lr", "learning rate"},
+        {"beta1", "beta1"},    {"beta2", "beta2"},
+        {"eps", "eps"},        {"weight_decay", "weight decay"}};
+    for (auto [key, what] : kNames) {
+      const json &a = savedOptimizer.at(key);
+      const json &b = mine.at(key);
+      if (a.is_number() && b.is_number() ? a.get<double>() != b.get<double>()
+                                         : a != b)
+        fail(where + " was saved with " + what + " " +
+             (a.is_number() ? numberText(a.get<double>()) : a.dump()) +
+             ", this program's is " +
+             (b.is_number() ? numberText(b.get<double>()) : b.dump()));
+    }
+  } catch (const json::exception &e) {
+    fail(where + ": malformed checkpoint metadata: " + e.what());
+  }
+}
+
+void zrt::remapOwned(CheckpointReader &ckpt, const Manifest &m, int32_t p,
+                     int rank, BufferKind kind, std::vector<float> &out) {
+  const PartitionInfo &part = m.partitions[size_t(p)];
+  Range own = m.owned(part, rank);
+  out.assign(size_t(own.size()), 0.0f);
+  for (const ParamInfo &param : m.params) {
+    if (param.partition != p)
+      continue;
+    int64_t lo = std::max(own.begin, param.offset);
+    int64_t hi = std::min(own.end, param.offset + param.numel);
+    if (lo >= hi)
+      continue;
+    int64_t src = ckpt.find(param.name);
+    if (src < 0)
+      fail(ckpt.where() + " has no parameter '" + param.name + "'");
+    ckpt.read(size_t(src), kind, lo - param.offset, hi - param.offset,
+              out.data() + (lo - own.begin), rank);
+  }
+}

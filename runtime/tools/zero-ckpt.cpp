@@ -1,0 +1,414 @@
+//===- zero-ckpt.cpp - Inspect, consolidate and reshard checkpoints -------===//
+//
+// Part of the zero-mlir project.
+//
+// A checkpoint of a training executable (--save) is one file per rank. This
+// tool reads them without MPI or a device:
+//
+//   zero-ckpt inspect DIR
+//       what the checkpoint holds (step, world size, stage, dtype, groups,
+//       sizes) and the CRC-32 check of every file; exit 1 if one fails.
+//   zero-ckpt consolidate DIR -o model.safetensors [--optimizer-states]
+//       the fp32 master weights by parameter name, as --export writes them
+//       (DeepSpeed's zero_to_fp32); with the Adam moments as well.
+//   zero-ckpt reshard DIR (--for PROGRAM | --manifest FILE) -o NEWDIR
+//   zero-ckpt reshard DIR --world-size M [--stage S] -o NEWDIR
+//       the same state in another program's layout (world size, stage,
+//       grouping), which `PROGRAM --resume NEWDIR` continues, or in the
+//       checkpoint's own groups split for M ranks.
+//
+// DIR is a step directory or a save directory (its `latest`).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <vector>
+
+using namespace zrt;
+using nlohmann::json;
+
+namespace {
+
+const char *const kUsage =
+    "usage: zero-ckpt inspect DIR\n"
+    "       zero-ckpt consolidate DIR -o OUT.safetensors [--optimizer-states]\n"
+    "       zero-ckpt reshard DIR (--for PROGRAM | --manifest FILE) -o NEWDIR\n"
+    "       zero-ckpt reshard DIR --world-size M [--stage S] -o NEWDIR\n"
+    "\n"
+    "DIR is a checkpoint step directory or a --save directory (its latest).\n"
+    "  inspect       step, world size, stage, dtype, groups and sizes, and\n"
+    "                the CRC-32 check of every rank file (exit 1 if one\n"
+    "                fails)\n"
+    "  consolidate   the fp32 weights by parameter name as safetensors, as\n"
+    "                --export writes them; --optimizer-states adds each\n"
+    "                parameter's Adam moments as NAME.exp_avg and\n"
+    "                NAME.exp_avg_sq\n"
+    "  reshard       writes NEWDIR/step_N (and NEWDIR/latest) in the layout\n"
+    "                of PROGRAM, a training executable (or of FILE, the\n"
+    "                manifest `PROGRAM --print-manifest` prints), which\n"
+    "                `PROGRAM --resume NEWDIR` continues; the step, data\n"
+    "                position, Adam step count and loss scaler carry over.\n"
+    "                --world-size M [--stage S] keeps the checkpoint's groups\n"
+    "                and splits each into M even shards at stage S (default\n"
+    "                the saved one); any program of the model resumes it\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// An integer option in [lo, hi].
+int64_t count(const std::string &opt, const std::string &text, int64_t lo,
+              int64_t hi) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+    throw UsageError(opt + " needs an integer in [" + std::to_string(lo) +
+                     ", " + std::to_string(hi) + "], got '" + text + "'");
+  return v;
+}
+
+std::string quoted(const std::string &s) {
+  std::string q = "'";
+  for (char c : s)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+/// The manifest a training executable prints with --print-manifest.
+std::string programManifest(const std::string &program) {
+  std::string cmd = quoted(program) + " --print-manifest";
+  FILE *pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe)
+    fail("cannot run '" + program + "': " + std::strerror(errno));
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0)
+    text.append(buf, n);
+  int status = ::pclose(pipe);
+  if (status != 0 || text.empty())
+    fail("'" + program + " --print-manifest' failed (exit status " +
+         std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+         "); --for takes a training executable of zero-compile");
+  return text;
+}
+
+Manifest parseProgram(const std::string &text, const std::string &from) {
+  try {
+    return Manifest::parse(text);
+  } catch (const std::exception &e) {
+    fail(from + ": " + e.what());
+  }
+}
+
+std::string humanBytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes < 10 * 1024)
+    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)bytes);
+  else if (bytes < 10ull * 1024 * 1024)
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", double(bytes) / 1024);
+  else if (bytes < 10ull * 1024 * 1024 * 1024)
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", double(bytes) / (1 << 20));
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f GiB", double(bytes) / (1 << 30));
+  return buf;
+}
+
+int inspect(const std::string &path) {
+  CheckpointReader ckpt(path);
+  const json &m = ckpt.manifest();
+  std::printf("%s\n", ckpt.where().c_str());
+  std::printf("  format %d, step %lld\n", ckpt.format, (long long)ckpt.step);
+  std::printf("  saved by: stage %d on %d rank(s), compute dtype %s, "
+              "schedule %s\n",
+              ckpt.stage, ckpt.world, ckpt.computeDtype.c_str(),
+              ckpt.scheduleHash.c_str());
+  if (m.contains("optimizer"))
+    std::printf("  precision %s, optimizer %s\n",
+                m.value("precision", std::string("?")).c_str(),
+                m.at("optimizer").dump().c_str());
+  int64_t elements = 0;
+  for (const SavedParam &p : ckpt.params)
+    elements += p.numel;
+  if (ckpt.format < 3)
+    std::printf("  model: %zu group(s); format 2 records no parameter table "
+                "(only the program that saved it resumes it)\n",
+                ckpt.groups.size());
+  else
+    std::printf("  model: %zu parameters, %lld elements, in %zu group(s)\n",
+                ckpt.params.size(), (long long)elements, ckpt.groups.size());
+  for (const SavedGroup &g : ckpt.groups)
+    std::printf("    group '%s': %lld elements, %lld per rank\n",
+                g.name.c_str(), (long long)g.numel,
+                (long long)(ckpt.stage == 0 ? g.numel : g.shardNumel));
+
+  int bad = 0;
+  uint64_t total = 0;
+  bool haveState = false;
+  TrainingState state;
+  for (int r = 0; r < ckpt.world; ++r) {
+    const json &entry = m.at("files").at(size_t(r));
+    uint64_t bytes = entry.at("bytes").get<uint64_t>();
+    total += bytes;
+    std::string problem = ckpt.check(r);
+    // The CRC as manifest.json records it (decimal).
+    std::printf("  %s: %llu bytes, crc32 %u: %s\n",
+                entry.at("file").get<std::string>().c_str(),
+                (unsigned long long)bytes, entry.at("crc32").get<uint32_t>(),
+                problem.empty() ? "ok" : "FAILED");
+    if (!problem.empty()) {
+      std::fprintf(stderr, "zero-ckpt: error: %s\n", problem.c_str());
+      ++bad;
+    } else if (!haveState) {
+      state = ckpt.state(r);
+      ckpt.release();
+      haveState = true;
+    }
+  }
+  std::printf("  total: %llu bytes (%s) in %d rank file(s)\n",
+              (unsigned long long)total, humanBytes(total).c_str(), ckpt.world);
+  if (haveState)
+    std::printf("  state: data position %lld rows, %lld Adam steps, loss "
+                "scale %s\n",
+                (long long)state.dataPosition, (long long)state.adamSteps,
+                state.lossScaler.contains("cur_scale")
+                    ? state.lossScaler.at("cur_scale").dump().c_str()
+                    : "?");
+  if (bad) {
+    std::fprintf(stderr,
+                 "zero-ckpt: error: %d of %d rank file(s) fail their "
+                 "check\n",
+                 bad, ckpt.world);
+    return 1;
+  }
+  std::printf("  every file matches its CRC-32\n");
+  return 0;
+}
+
+int consolidate(const std::string &path, const std::string &out,
+                bool optimizerStates) {
+  CheckpointReader ckpt(path);
+  if (ckpt.format < 3)
+    fail(ckpt.where() + " has format 2, which records no parameter names; "
+                        "resume it and --export instead");
+  std::vector<Tensor> tensors;
+  std::vector<BufferKind> kinds = {kMaster};
+  if (optimizerStates)
+    kinds = {kMaster, kExpAvg, kExpAvgSq};
+  for (BufferKind kind : kinds)
+    for (size_t i = 0; i < ckpt.params.size(); ++i) {
+      const SavedParam &p = ckpt.params[i];
+      Tensor t{p.name, p.shape, std::vector<float>(size_t(p.numel))};
+      if (kind != kMaster)
+        t.name += std::string(".") + kBufferNames[kind];
+      ckpt.read(i, kind, 0, p.numel, t.data.data());
+      tensors.push_back(std::move(t));
+    }
+  // The metadata --export writes, so that the files are equal byte for byte.
+  std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"step", std::to_string(ckpt.step)}};
+  if (optimizerStates) {
+    TrainingState s = ckpt.state(0);
+    metadata["adam_steps"] = std::to_string(s.adamSteps);
+    metadata["data_position"] = std::to_string(s.dataPosition);
+    metadata["loss_scaler"] = s.lossScaler.dump();
+  }
+  writeFileAtomic(out, writeSafetensors(tensors, metadata));
+  std::printf("consolidated %zu tensors of step %lld into %s\n", tensors.size(),
+              (long long)ckpt.step, out.c_str());
+  return 0;
+}
+
+/// The layout of `ckpt`'s model and groups on `world` ranks at `stage`: each
+/// group split into even shards (the last ones may own fewer elements).
+/// --resume reads any layout, so no compiler's padding rule is needed.
+Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
+  if (ckpt.format < 3)
+    fail(ckpt.where() + " has format 2, which records no parameters; "
+                        "reshard it --for the program that resumes it");
+  Manifest m;
+  m.stage = stage;
+  m.worldSize = world;
+  m.computeDtypeName = ckpt.computeDtype;
+  m.computeDtype = ckpt.computeDtype == "f32"    ? ZRT_F32
+                   : ckpt.computeDtype == "bf16" ? ZRT_BF16
+                                                 : ZRT_F16;
+  try {
+    const json &saved = ckpt.manifest();
+    m.precision = saved.at("precision").get<std::string>();
+    const json &opt = saved.at("optimizer");
+    m.adamw = opt.at("kind").get<std::string>() == "adamw";
+    m.lr = opt.at("lr").get<double>();
+    m.beta1 = opt.at("beta1").get<double>();
+    m.beta2 = opt.at("beta2").get<double>();
+    m.eps = opt.at("eps").get<double>();
+    m.weightDecay = opt.at("weight_decay").get<double>();
+  } catch (const json::exception &e) {
+    fail(ckpt.where() + ": malformed checkpoint metadata: " + e.what());
+  }
+  // The values are those the saved schedule trained.
+  m.hashText = ckpt.scheduleHash;
+  for (const SavedGroup &g : ckpt.groups) {
+    PartitionInfo part;
+    part.name = g.name;
+    part.numel = g.numel;
+    part.shardNumel = stage == 0 ? g.numel : (g.numel + world - 1) / world;
+    part.paddedNumel = stage == 0 ? g.numel : part.shardNumel * world;
+    part.paramsAreMasters = m.computeDtype == ZRT_F32;
+    auto count = [&](bool full) { return full ? g.numel : part.shardNumel; };
+    part.counts[kParams] = count(stage <= 2);
+    part.counts[kGrads] = count(stage <= 1);
+    for (BufferKind k : kSavedBuffers)
+      part.counts[k] = part.hasBuffer(k) ? count(stage == 0) : 0;
+    m.partitions.push_back(part);
+  }
+  for (const SavedParam &p : ckpt.params) {
+    ParamInfo info;
+    info.name = p.name;
+    info.shape = p.shape;
+    info.numel = p.numel;
+    info.partition = p.group;
+    info.offset = p.offset;
+    m.partitions[size_t(p.group)].params.push_back(p.name);
+    m.params.push_back(info);
+  }
+  return m;
+}
+
+int reshard(const std::string &path,
+            const std::function<Manifest(const CheckpointReader &)> &layout,
+            const std::string &outRoot) {
+  CheckpointReader ckpt(path);
+  Manifest target = layout(ckpt);
+  checkSameModel(ckpt, target);
+  std::string dir = checkpointDir(outRoot, ckpt.step);
+  struct stat st;
+  if (::stat((dir + "/manifest.json").c_str(), &st) == 0)
+    fail("'" + dir + "' already holds a checkpoint; choose another -o");
+  makeDirs(dir);
+  TrainingState state = ckpt.state(0);
+  int world = target.worldSize;
+  std::vector<SavedFile> files;
+  std::vector<float> values;
+  for (int r = 0; r < world; ++r) {
+    std::string bytes = packRankFile(
+        target, r, world, state,
+        [&](int32_t p, BufferKind kind, char *dst, int64_t size) {
+          remapOwned(ckpt, target, p, r, kind, values);
+          if (int64_t(values.size() * sizeof(float)) > size)
+            fail("group '" + target.partitions[size_t(p)].name +
+                 "': the owned range exceeds its buffer");
+          std::memcpy(dst, values.data(), values.size() * sizeof(float));
+        });
+    writeFileAtomic(dir + "/" + rankFileName(r), bytes);
+    files.push_back({rankFileCrc(bytes), bytes.size()});
+  }
+  writeFileAtomic(dir + "/manifest.json",
+                  checkpointManifest(target, world, ckpt.step, files));
+  writeFileAtomic(outRoot + "/latest",
+                  dir.substr(dir.find_last_of('/') + 1) + "\n");
+  std::printf("resharded step %lld from stage %d on %d rank(s) to stage %d "
+              "on %d rank(s): %s\n",
+              (long long)ckpt.step, ckpt.stage, ckpt.world, target.stage, world,
+              dir.c_str());
+  return 0;
+}
+
+int run(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty())
+    throw UsageError("no command");
+  if (args[0] == "--help" || args[0] == "-h") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  std::string command = args[0], dir, out, program, manifestFile;
+  bool optimizerStates = false;
+  int64_t world = 0, stage = -1;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size())
+        throw UsageError("option " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "-o")
+      out = value();
+    else if (a == "--for" && command == "reshard")
+      program = value();
+    else if (a == "--manifest" && command == "reshard")
+      manifestFile = value();
+    else if (a == "--world-size" && command == "reshard")
+      world = count(a, value(), 1, 1 << 20);
+    else if (a == "--stage" && command == "reshard")
+      stage = count(a, value(), 0, 3);
+    else if (a == "--optimizer-states" && command == "consolidate")
+      optimizerStates = true;
+    else if (a.rfind("-", 0) == 0)
+      throw UsageError("unknown option '" + a + "' for " + command);
+    else if (dir.empty())
+      dir = a;
+    else
+      throw UsageError("unexpected argument '" + a + "'");
+  }
+  if (command != "inspect" && command != "consolidate" && command != "reshard")
+    throw UsageError("unknown command '" + command + "'");
+  if (dir.empty())
+    throw UsageError(command + " needs a checkpoint directory");
+  if (command == "inspect") {
+    if (!out.empty())
+      throw UsageError("inspect writes nothing (no -o)");
+    return inspect(dir);
+  }
+  if (out.empty())
+    throw UsageError(command + " needs -o");
+  if (command == "consolidate")
+    return consolidate(dir, out, optimizerStates);
+  if (stage >= 0 && world == 0)
+    throw UsageError("--stage needs --world-size");
+  if (int(!program.empty()) + int(!manifestFile.empty()) + int(world > 0) != 1)
+    throw UsageError("reshard needs the target layout: --for PROGRAM, "
+                     "--manifest FILE or --world-size M (one of them)");
+  if (world > 0)
+    return reshard(
+        dir,
+        [&](const CheckpointReader &ckpt) {
+          return splitLayout(ckpt, int(world),
+                             stage >= 0 ? int(stage) : ckpt.stage);
+        },
+        out);
+  std::string text =
+      program.empty() ? readFile(manifestFile) : programManifest(program);
+  std::string from = program.empty() ? manifestFile : "'" + program + "'";
+  return reshard(
+      dir, [&](const CheckpointReader &) { return parseProgram(text, from); },
+      out);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return run(argc, argv);
+  } catch (const UsageError &e) {
+    std::fprintf(stderr, "zero-ckpt: error: %s\n%s", e.what(), kUsage);
+    return 2;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "zero-ckpt: error: %s\n", e.what());
+    return 1;
+  }
+}
