@@ -21,10 +21,10 @@
 #   ninja -C /tmp/old/build zrt-bench-bandwidth
 #
 # Other settings (environment): ONLY (a subset of "machine compile_time
-# kernels comm calibrate e2e"), BENCH_PARAMS (elements per array of the
+# kernels comm calibrate e2e tune"), BENCH_PARAMS (elements per array of the
 # kernel benchmark, 64M), BENCH_ROUNDS (15), COMM_COUNT (full-array
 # elements of the collective benchmark, 8M), COMM_ROUNDS (40), E2E_ROUNDS
-# (5), E2E_STEPS (40), MPIRUN (mpirun --allow-run-as-root --oversubscribe).
+# (5), E2E_STEPS (40), TUNE_ROUNDS (3), MPIRUN (mpirun --allow-run-as-root --oversubscribe).
 # A full run takes about 8 minutes on the 2-core development machine.
 set -euo pipefail
 
@@ -33,10 +33,10 @@ root=$(cd "$here/.." && pwd)
 out=$here/results
 mkdir -p "$out"
 mpirun_cmd=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
-only=${ONLY:-machine compile_time kernels comm calibrate e2e}
+only=${ONLY:-machine compile_time kernels comm calibrate e2e tune}
 want() { [[ " $only " == *" $1 "* ]]; }
 
-targets=(zero-opt zero-compile zero-model-gen zero_runtime zero_runtime_main
+targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main
          zrt-bench-bandwidth zrt-bench-comm zrt-bench-calibrate)
 if [[ $# -ge 1 ]]; then
   build=$(cd "$1" && pwd)
@@ -144,6 +144,12 @@ if want e2e; then
   python3 "$here/e2e.py" --build "$build" --out "$out/e2e.json" \
     --rounds "${E2E_ROUNDS:-5}" --steps "${E2E_STEPS:-40}" \
     --mpirun "$mpirun_cmd"
+fi
+
+if want tune; then
+  echo "== zero-tune's ranking against measured steps"
+  python3 "$here/tune.py" --build "$build" --out "$out/tune.json" \
+    --rounds "${TUNE_ROUNDS:-3}" --mpirun "$mpirun_cmd"
 fi
 
 python3 "$here/update_docs.py" --results "$out"

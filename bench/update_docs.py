@@ -357,6 +357,71 @@ def sec_cost_model(r):
     return "\n".join(out)
 
 
+def sec_tune(r):
+    doc = load(r, "tune.json")
+    if not doc:
+        return None
+    m = doc.get("machine", {})
+    out = ["Machine: %s cores, `%s` (lscpu model name)." % (
+               m.get("nproc", "?"), m.get("cpu", "unknown")), "",
+           "`zero-tune --hardware cpu --memory-budget %s --top %d`, then "
+           "each ranked configuration compiled from its ds_config and "
+           "trained: `--steps %d --threads %d`, median `step_ms` after %d "
+           "warm-up steps, median over %d rounds (run of %s UTC, load "
+           "average %s at the start)." % (
+               doc["budget"], doc["top"], doc["steps"],
+               doc["threads_per_rank"], doc["warmup"], doc["rounds"],
+               doc["date"], " ".join(doc["loadavg"])), "",
+           "| model | ranks | tuner's rank | configuration | peak bytes | "
+           "predicted ms | measured ms |",
+           "|---|---:|---:|---|---:|---:|---:|"]
+    for res in doc["results"]:
+        fastest = min(x["measured_step_ms"] for x in res["rows"])
+        for x in res["rows"]:
+            best = x["measured_step_ms"] == fastest
+            out.append("| %s | %d | %d | %s | %d | %.2f | %s |" % (
+                res["model"], res["world"], x["rank"], x["config"],
+                x["peak_bytes"], x["predicted_step_ms"],
+                ("**%.2f**" if best else "%.2f") % x["measured_step_ms"]))
+    out += ["", "| model | ranks | configurations | Spearman (predicted, "
+            "measured) | goal >= 0.8 | measured fastest: tuner's rank | "
+            "among the top 3 |", "|---|---:|---:|---:|---|---:|---|"]
+    for res in doc["results"]:
+        out.append("| %s | %d | %d | %.2f | %s | %d | %s |" % (
+            res["model"], res["world"], len(res["rows"]), res["spearman"],
+            ok(res["spearman"], 0.8), res["measured_best_rank"],
+            "yes" if res["measured_best_rank"] <= 3 else "**no**"))
+    out += ["", "The tuner's own run time (wall clock, this machine) on "
+            "Llama-3-70B-shaped steps (`zero-model-gen llama --preset "
+            "llama-3-70b --seq S --batch B --dtype bf16`), the budget the "
+            "preset's 80 GB:", "",
+            "| ranks | sequence | global batch | hardware | configurations "
+            "searched | seconds | result |",
+            "|---:|---:|---:|---|---:|---:|---|"]
+    for l in doc["llama"]:
+        if l["best"]:
+            b = l["best"]
+            what = ("stage %d, accumulation %d, peak %.1f GiB, predicted "
+                    "step %.0f ms" % (b["stage"],
+                                      b["gradient_accumulation_steps"],
+                                      b["peak_bytes"] / 2**30,
+                                      b["predicted_step_ms"]))
+        else:
+            m = re.search(r"smallest peak found, (.*), is (\d+) bytes.*"
+                          r"largest item is (\w+): (\d+) bytes",
+                          l["message"])
+            what = ("nothing fits; the smallest peak (%s) is %.1f GiB, "
+                    "%s %.1f GiB of it" % (m.group(1),
+                                           int(m.group(2)) / 2**30,
+                                           m.group(3),
+                                           int(m.group(4)) / 2**30)
+                    if m else l["message"])
+        out.append("| %d | %d | %d | %s | %s | %.2f | %s |" % (
+            l["world"], l["seq"], l["batch"], l["hardware"],
+            l.get("evaluated", "?"), l["seconds"], what))
+    return "\n".join(out)
+
+
 GPU_DTYPES = ("bf16", "fp32")
 
 
@@ -487,6 +552,7 @@ SECTIONS = {
     "e2e": sec_e2e,
     "calibration": sec_calibration,
     "cost_model": sec_cost_model,
+    "tune": sec_tune,
     "gpu": sec_gpu,
     "gpu_profile": sec_gpu_profile,
 }

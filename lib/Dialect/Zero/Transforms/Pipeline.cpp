@@ -420,6 +420,61 @@ struct FitMemoryBudgetPass
   static constexpr int64_t kMaxDivisor = 256;
 };
 
+
+/// The passes after mixed precision, what the ZeRO options decide:
+/// zero-remat and partition to optimizer, or the memory-budget search over
+/// them, then the verifier. The explicit options win over `cfg`'s values.
+void addPassesAfterMixedPrecision(OpPassManager &pm,
+                                  const ZeroPipelineOptions &o,
+                                  const DeepSpeedConfig &cfg,
+                                  int64_t accumulation) {
+  ScheduleOptions sched;
+  sched.part.stage = choose(o.stage, cfg.stage);
+  sched.part.worldSize = o.worldSize;
+  sched.part.alignment = o.alignment;
+
+  sched.sync.reduceBucketSize =
+      choose(o.reduceBucketSize, cfg.reduceBucketSize);
+  sched.sync.reduceScatter = choose(o.reduceScatter, cfg.reduceScatter);
+  sched.sync.overlapComm = choose(o.overlapComm, cfg.overlapComm);
+  sched.sync.contiguousGradients =
+      choose(o.contiguousGradients, cfg.contiguousGradients);
+  sched.sync.gradientAccumulationSteps = accumulation;
+
+  sched.gather.allgatherBucketSize =
+      choose(o.allgatherBucketSize, cfg.allgatherBucketSize);
+  sched.gather.paramPersistenceThreshold =
+      choose(o.paramPersistenceThreshold, cfg.paramPersistenceThreshold);
+  sched.gather.maxReuseDistance =
+      choose(o.maxReuseDistance, cfg.maxReuseDistance);
+
+  sched.prefetch.prefetchBucketSize =
+      choose(o.prefetchBucketSize, cfg.prefetchBucketSize);
+  sched.prefetch.maxLiveParameters =
+      choose(o.maxLiveParameters, cfg.maxLiveParameters);
+
+  sched.opt.gradientClipping =
+      choose(o.gradientClipping, cfg.gradientClipping);
+
+  std::string remat = choose(o.remat, cfg.remat);
+  bool rematGiven = o.remat.hasValue() || cfg.remat;
+  int64_t firstBlocks = o.remat.hasValue() ? -1 : cfg.rematBlocks.value_or(-1);
+  if (!o.memoryBudget.empty() || remat == "auto") {
+    pm.addPass(std::make_unique<FitMemoryBudgetPass>(
+        sched, remat, rematGiven, firstBlocks, o.memoryBudget, o.hardware));
+  } else {
+    if (remat != "none") {
+      ZeroRematPassOptions r;
+      r.policy = remat;
+      r.firstBlocks = firstBlocks;
+      pm.addPass(createZeroRematPass(r));
+    }
+    addSchedulePasses(pm, sched, RematChoice());
+  }
+  if (o.verify)
+    pm.addPass(createZeroVerifySchedulePass());
+}
+
 } // namespace
 
 void mlir::zero::buildZeroPipeline(OpPassManager &pm,
@@ -439,52 +494,13 @@ void mlir::zero::buildZeroPipeline(OpPassManager &pm,
   ZeroMixedPrecisionPassOptions mp;
   mp.dtype = choose(o.dtype, cfg->dtype);
   pm.addPass(createZeroMixedPrecisionPass(mp));
+  addPassesAfterMixedPrecision(pm, o, *cfg, accumulation);
+}
 
-  ScheduleOptions sched;
-  sched.part.stage = choose(o.stage, cfg->stage);
-  sched.part.worldSize = worldSize;
-  sched.part.alignment = o.alignment;
-
-  sched.sync.reduceBucketSize =
-      choose(o.reduceBucketSize, cfg->reduceBucketSize);
-  sched.sync.reduceScatter = choose(o.reduceScatter, cfg->reduceScatter);
-  sched.sync.overlapComm = choose(o.overlapComm, cfg->overlapComm);
-  sched.sync.contiguousGradients =
-      choose(o.contiguousGradients, cfg->contiguousGradients);
-  sched.sync.gradientAccumulationSteps = accumulation;
-
-  sched.gather.allgatherBucketSize =
-      choose(o.allgatherBucketSize, cfg->allgatherBucketSize);
-  sched.gather.paramPersistenceThreshold =
-      choose(o.paramPersistenceThreshold, cfg->paramPersistenceThreshold);
-  sched.gather.maxReuseDistance =
-      choose(o.maxReuseDistance, cfg->maxReuseDistance);
-
-  sched.prefetch.prefetchBucketSize =
-      choose(o.prefetchBucketSize, cfg->prefetchBucketSize);
-  sched.prefetch.maxLiveParameters =
-      choose(o.maxLiveParameters, cfg->maxLiveParameters);
-
-  sched.opt.gradientClipping =
-      choose(o.gradientClipping, cfg->gradientClipping);
-
-  std::string remat = choose(o.remat, cfg->remat);
-  bool rematGiven = o.remat.hasValue() || cfg->remat;
-  int64_t firstBlocks = o.remat.hasValue() ? -1 : cfg->rematBlocks.value_or(-1);
-  if (!o.memoryBudget.empty() || remat == "auto") {
-    pm.addPass(std::make_unique<FitMemoryBudgetPass>(
-        sched, remat, rematGiven, firstBlocks, o.memoryBudget, o.hardware));
-  } else {
-    if (remat != "none") {
-      ZeroRematPassOptions r;
-      r.policy = remat;
-      r.firstBlocks = firstBlocks;
-      pm.addPass(createZeroRematPass(r));
-    }
-    addSchedulePasses(pm, sched, RematChoice());
-  }
-  if (o.verify)
-    pm.addPass(createZeroVerifySchedulePass());
+void mlir::zero::buildZeroSchedulePipeline(OpPassManager &pm,
+                                           const ZeroPipelineOptions &o) {
+  addPassesAfterMixedPrecision(pm, o, DeepSpeedConfig(),
+                               o.gradientAccumulationSteps);
 }
 
 void mlir::zero::registerZeroPipeline() {

@@ -147,6 +147,13 @@ DeepSpeedConfig parseDeepSpeedConfig(llvm::StringRef path);
 /// Adds the passes of zero-pipeline to `pm`.
 void buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &options);
 
+/// Adds the passes of zero-pipeline that follow autodiff and mixed
+/// precision (partition to optimizer, and the verifier), with `options` and
+/// no config file: the part the ZeRO configuration decides. zero-tune runs
+/// it on clones of one differentiated step.
+void buildZeroSchedulePipeline(OpPassManager &pm,
+                               const ZeroPipelineOptions &options);
+
 /// Registers `zero-pipeline`.
 void registerZeroPipeline();
 

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""zero-tune's ranking against measured step times (not a test; bench/run.sh
+runs it with ONLY=tune).
+
+For examples/mlp.mlir and examples/gpt2-tiny.mlir on 2 and 4 ranks:
+`zero-tune --hardware cpu --format json --top TOP` ranks the best
+configuration of each (stage, accumulation) group; each ranked candidate's
+ds_config is compiled with `zero-compile --config` and trained with mpirun
+(`--threads 1 --log-json`). Every configuration runs once per round, all of
+a round back to back in an order that alternates between rounds. Measured
+step: the median `step_ms` (slowest rank) after the warm-up, then the median
+over rounds.
+
+Per (model, ranks): the Spearman rank correlation of predicted and measured
+steps, and the tuner's rank of the measured fastest configuration. Then the
+tuner's own run time on Llama-3-70B-shaped steps on 512 ranks
+(`zero-model-gen llama --preset llama-3-70b`, bf16) for an H100.
+
+Writes bench/results/tune.json (or --out); bench/update_docs.py turns it
+into the table of docs/benchmarks.md.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import e2e  # noqa: E402  (make_data, run, read_json_lines)
+
+
+def ranks_of(values):
+    """1-based ranks, ties sharing their average rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(xs, ys):
+    """Pearson correlation of the ranks."""
+    rx, ry = ranks_of(xs), ranks_of(ys)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    vx = sum((a - mx) ** 2 for a in rx)
+    vy = sum((b - my) ** 2 for b in ry)
+    return cov / (vx * vy) ** 0.5 if vx and vy else float("nan")
+
+
+def describe(c):
+    cfg = c["ds_config"]["zero_optimization"]
+    s = "stage %d, accum %d, bucket %d%s" % (
+        c["stage"], c["gradient_accumulation_steps"],
+        cfg["reduce_bucket_size"], ", overlap" if cfg["overlap_comm"] else "")
+    if c["stage"] == 3:
+        s += ", prefetch %d, live %d, persist %d" % (
+            cfg["stage3_prefetch_bucket_size"],
+            cfg["stage3_max_live_parameters"],
+            cfg["stage3_param_persistence_threshold"])
+    return s
+
+
+def time_llama(bindir, work, world, seq, batch, hardware):
+    """Generates the Llama-3-70B-shaped step and times zero-tune on it."""
+    model = os.path.join(work, "llama-3-70b-%d-%d.mlir" % (seq, batch))
+    e2e.run([os.path.join(bindir, "zero-model-gen"), "llama", "--preset",
+             "llama-3-70b", "--seq", str(seq), "--batch", str(batch),
+             "--dtype", "bf16", "-o", model])
+    cmd = [os.path.join(bindir, "zero-tune"), model, "--world-size",
+           str(world), "--hardware", hardware, "--format", "json", "--top",
+           "3"]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    best = json.loads(proc.stdout)[0] if proc.returncode == 0 else None
+    m = re.search(r"searched (\d+) configurations", proc.stderr)
+    return {"evaluated": int(m.group(1)) if m else None,"world": world, "seq": seq, "batch": batch, "hardware": hardware,
+            "seconds": seconds, "fits": best is not None,
+            "best": best,
+            "message": proc.stderr.strip().splitlines()[-1]}
+
+
+def machine():
+    """The CPU model (lscpu) and the core count."""
+    cpu = "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "nproc": os.cpu_count()}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--out", default=os.path.join(HERE, "results", "tune.json"))
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--top", type=int, default=12,
+                   help="configurations per model and world size")
+    p.add_argument("--budget", default="1GiB")
+    p.add_argument("--models", default="mlp,gpt2-tiny")
+    p.add_argument("--worlds", default="2,4")
+    p.add_argument("--mpirun",
+                   default="mpirun --allow-run-as-root --oversubscribe")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--keep", help="keep the work directory here")
+    args = p.parse_args()
+
+    bindir = os.path.join(args.build, "bin")
+    tune = os.path.join(bindir, "zero-tune")
+    compiler = os.path.join(bindir, "zero-compile")
+    work = args.keep or tempfile.mkdtemp(prefix="zero-tune-bench-")
+    os.makedirs(work, exist_ok=True)
+    data = e2e.make_data(work)
+
+    sets = []
+    for model in args.models.split(","):
+        src = os.path.join(ROOT, "examples", model + ".mlir")
+        for world in (int(w) for w in args.worlds.split(",")):
+            # The array is on stdout, the search summary on stderr.
+            out = subprocess.run(
+                [tune, src, "--world-size", str(world), "--hardware", "cpu",
+                 "--memory-budget", args.budget, "--top", str(args.top),
+                 "--format", "json"], check=True, stdout=subprocess.PIPE,
+                text=True).stdout
+            configs = []
+            for c in json.loads(out):
+                name = "%s-w%d-r%d" % (model, world, c["rank"])
+                cfg = os.path.join(work, name + ".json")
+                with open(cfg, "w") as f:
+                    json.dump(c["ds_config"], f, indent=2)
+                exe = os.path.join(work, name)
+                e2e.run([compiler, src, "--config", cfg, "--world-size",
+                         str(world), "-o", exe])
+                configs.append({"model": model, "world": world, "exe": exe,
+                                "tuned": c, "runs": []})
+            sets.append({"model": model, "world": world, "configs": configs})
+    every = [c for s in sets for c in s["configs"]]
+    print("compiled %d configurations in %s" % (len(every), work), flush=True)
+
+    env = dict(os.environ)
+    env.pop("OMP_NUM_THREADS", None)
+    for r in range(args.rounds):
+        order = every if r % 2 == 0 else list(reversed(every))
+        for c in order:
+            log = "%s-round%d.log.json" % (c["exe"], r)
+            cmd = args.mpirun.split() + [
+                "-np", str(c["world"]), c["exe"], "--quiet", "--steps",
+                str(args.steps), "--log-json", log,
+                "--threads", str(args.threads)] + data[c["model"]]
+            e2e.run(cmd, env=env)
+            steps = [l["step_ms"] for l in e2e.read_json_lines(log)]
+            c["runs"].append(statistics.median(steps[args.warmup:]))
+            print("round %d %-9s %d ranks, tuner's #%d: %.3f ms (predicted "
+                  "%.3f)" % (r, c["model"], c["world"], c["tuned"]["rank"],
+                             c["runs"][-1],
+                             c["tuned"]["predicted_step_ms"]), flush=True)
+
+    results = []
+    for s in sets:
+        rows = []
+        for c in s["configs"]:
+            rows.append({"rank": c["tuned"]["rank"],
+                         "config": describe(c["tuned"]),
+                         "ds_config": c["tuned"]["ds_config"],
+                         "peak_bytes": c["tuned"]["peak_bytes"],
+                         "predicted_step_ms": c["tuned"]["predicted_step_ms"],
+                         "measured_step_ms": statistics.median(c["runs"]),
+                         "step_ms_per_round": c["runs"]})
+        predicted = [x["predicted_step_ms"] for x in rows]
+        measured = [x["measured_step_ms"] for x in rows]
+        fastest = min(rows, key=lambda x: x["measured_step_ms"])
+        results.append({"model": s["model"], "world": s["world"],
+                        "rows": rows,
+                        "spearman": spearman(predicted, measured),
+                        "measured_best_rank": fastest["rank"]})
+
+    llama = [time_llama(bindir, work, 512, seq, batch, "h100-sxm")
+             for seq, batch in ((8192, 512), (8192, 2048), (2048, 2048))]
+    for l in llama:
+        print("llama-3-70b, seq %d, batch %d on %d ranks: %.2f s, %s" % (
+            l["seq"], l["batch"], l["world"], l["seconds"],
+            describe(l["best"]) if l["best"] else l["message"]), flush=True)
+
+    doc = {"steps": args.steps, "warmup": args.warmup, "rounds": args.rounds,
+           "threads_per_rank": args.threads, "budget": args.budget,
+           "top": args.top, "machine": machine(),
+           "loadavg": open("/proc/loadavg").read().split()[:3],
+           "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+           "results": results, "llama": llama}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=2)
+    for res in results:
+        print("%-9s %d ranks: Spearman %.3f over %d configurations; measured "
+              "fastest is the tuner's #%d" % (
+                  res["model"], res["world"], res["spearman"],
+                  len(res["rows"]), res["measured_best_rank"]))
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()

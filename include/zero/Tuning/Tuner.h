@@ -1,0 +1,125 @@
+//===- Tuner.h - The fastest ZeRO configuration that fits -------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// zero-tune's search: the compiler run many times, cheaply. The step is
+// differentiated and cast to its compute precision once; each candidate
+// configuration runs the rest of zero-pipeline on a clone, and the memory
+// planner and the cost model judge it. Bounds prune: a stage whose model
+// states exceed the budget is never scheduled, and a (stage, accumulation)
+// group whose activations cannot fit, or whose compute alone is slower than
+// the configurations already found, is not searched further.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_TUNING_TUNER_H
+#define ZERO_TUNING_TUNER_H
+
+#include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/Dialect/Zero/Transforms/Pipeline.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace mlir::zero {
+
+/// The zero-pipeline options zero-tune searches; the others keep their
+/// defaults. Fields a stage does not use hold their defaults.
+struct TuneConfig {
+  int64_t stage = 0;
+  int64_t accumulationSteps = 1;
+  int64_t reduceBucketSize = 500000000;
+  bool overlapComm = false;
+  /// Stages 1-2: the post-step all-gathers.
+  int64_t allgatherBucketSize = 500000000;
+  /// Stage 3: the prefetch window, the live gathered elements and the
+  /// groups gathered once per step.
+  int64_t prefetchBucketSize = 50000000;
+  int64_t maxLiveParameters = 1000000000;
+  int64_t paramPersistenceThreshold = 100000;
+
+  /// Sets the corresponding options (not the world size).
+  void applyTo(ZeroPipelineOptions &options) const;
+
+  auto key() const {
+    return std::make_tuple(stage, accumulationSteps, reduceBucketSize,
+                           overlapComm, allgatherBucketSize, prefetchBucketSize,
+                           maxLiveParameters, paramPersistenceThreshold);
+  }
+  bool operator<(const TuneConfig &o) const { return key() < o.key(); }
+  bool operator==(const TuneConfig &o) const { return key() == o.key(); }
+};
+
+/// One configuration as the planner and the cost model see it.
+struct TuneCandidate {
+  TuneConfig config;
+  /// The rank's micro batch: global batch / (world size x accumulation).
+  int64_t microBatch = 0;
+  int64_t peakBytes = 0;
+  /// The model states and other persistent buffers.
+  int64_t persistentBytes = 0;
+  double predictedStepMs = 0;
+  double exposedCommMs = 0;
+  /// Tokens (positions of the loss) per second over the world.
+  double tokensPerSecond = 0;
+  bool fits = false;
+  /// The biggest contributor to the peak.
+  FitVerdict fit;
+};
+
+struct TuneOptions {
+  int64_t worldSize = 1;
+  const HardwarePreset *hardware = nullptr;
+  int64_t memoryBudget = 0;
+  /// How many groups to rank; the bounds prune against the slowest of them.
+  int64_t top = 10;
+};
+
+struct TuneResult {
+  /// The best fitting configuration of each (stage, accumulation) group,
+  /// fastest first (ties: smaller peak), at most `top` of them.
+  std::vector<TuneCandidate> ranked;
+  /// When nothing fits: the configuration with the smallest peak found.
+  std::optional<TuneCandidate> closest;
+  int64_t globalBatch = 0;
+  /// Positions the loss is computed over per optimizer step (tokens for a
+  /// language model, samples for a classifier).
+  int64_t tokensPerStep = 0;
+  /// The smallest model states of any stage (zero-partition's persistent
+  /// buffers), and its stage.
+  int64_t minModelStateBytes = 0;
+  int64_t minModelStateStage = 0;
+  /// Configurations planned and costed; (stage, accumulation) groups, those
+  /// skipped because the stage's model states exceed the budget and those
+  /// pruned by a memory or time bound.
+  int64_t evaluated = 0;
+  int64_t groups = 0;
+  int64_t prunedByModelStates = 0;
+  int64_t prunedByBounds = 0;
+};
+
+/// Searches the configurations of the single train step of `module` (an
+/// undifferentiated model, left unchanged). Fails with a diagnostic when the
+/// step cannot be scheduled at all.
+FailureOr<TuneResult> tuneTrainStep(ModuleOp module,
+                                    const TuneOptions &options);
+
+/// The DeepSpeed ds_config.json from which zero-pipeline (with the world
+/// size) builds `config`'s schedule for a step of `globalBatch`.
+llvm::json::Value toDeepSpeedConfig(const TuneConfig &config,
+                                    int64_t globalBatch, int64_t worldSize);
+
+/// A memory budget: a whole or decimal number of bytes, optionally followed
+/// without a space by KiB, MiB, GiB, TiB or decimal KB, MB, GB, TB (or B).
+/// On failure `error` says what is wrong with `text`.
+std::optional<int64_t> parseMemoryBudget(StringRef text, std::string &error);
+
+} // namespace mlir::zero
+
+#endif // ZERO_TUNING_TUNER_H

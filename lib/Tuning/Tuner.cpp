@@ -1,0 +1,517 @@
+//===- Tuner.cpp - The fastest ZeRO configuration that fits ---------------===//
+//
+// Part of the zero-mlir project.
+//
+// The search, for a world size, a hardware preset and a memory budget:
+//
+//  1. Autodiff and mixed precision run once; every candidate is a clone of
+//     that module through the rest of zero-pipeline
+//     (buildZeroSchedulePipeline), planned (computeMemoryPlan) and costed
+//     (computeReport).
+//  2. Each stage's model states are read off zero-partition alone; a stage
+//     whose states exceed the budget is skipped whole.
+//  3. Every (stage, accumulation) group is evaluated once at its base
+//     configuration (DeepSpeed's defaults, buckets capped at the model).
+//     Two bounds hold for every configuration of the group, since the knobs
+//     only move communication: the peak is at least the persistent buffers
+//     plus the activations at their peak (the same values live over the
+//     same compute ops), and the step at least the compute stream's kernels
+//     other than the completions of collectives.
+//  4. Groups are searched in the order of their time bound: a group whose
+//     memory bound exceeds the budget, or whose time bound is no faster than
+//     the `top`-th configuration found so far, is pruned; the others descend
+//     coordinate-wise over their knobs (bucket sizes, overlap, and at stage 3
+//     the prefetch window, the live parameters and the persistence
+//     threshold), each value tried with the others held, twice over.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Tuning/Tuner.h"
+
+#include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
+#include "zero/Dialect/Zero/Analysis/Report.h"
+#include "zero/Dialect/Zero/Analysis/Schedule.h"
+#include "zero/Dialect/Zero/Transforms/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::zero;
+
+void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
+  o.stage = stage;
+  o.gradientAccumulationSteps = accumulationSteps;
+  o.reduceBucketSize = reduceBucketSize;
+  o.overlapComm = overlapComm;
+  o.allgatherBucketSize = allgatherBucketSize;
+  o.prefetchBucketSize = prefetchBucketSize;
+  o.maxLiveParameters = maxLiveParameters;
+  o.paramPersistenceThreshold = paramPersistenceThreshold;
+}
+
+namespace {
+
+/// `v` rounded up to two significant digits, so that the values a ladder
+/// tries read well in a ds_config and never fall below what they bound.
+int64_t roundUpNice(double v) {
+  if (v <= 1)
+    return 1;
+  double unit = std::pow(10.0, std::floor(std::log10(v)) - 1);
+  return static_cast<int64_t>(std::ceil(v / unit - 1e-9) * unit);
+}
+
+/// The configuration and what the group's bounds need of it.
+struct Evaluation {
+  TuneCandidate candidate;
+  /// Empty when the pipeline and the analyses succeeded.
+  std::string error;
+  /// A lower bound on the step of any configuration of its group: the
+  /// compute stream's kernels other than the completions of collectives.
+  double computeBoundMs = 0;
+  /// A lower bound on the peak of any configuration of its group.
+  int64_t memoryBound = 0;
+  /// Elements of each partition (the stage-3 groups), for the knobs' ladders.
+  SmallVector<int64_t> groupNumels;
+
+  bool ok() const { return error.empty(); }
+};
+
+/// Whether `a` is the better configuration: one that fits over one that does
+/// not, then the faster (the smaller peak on a tie), or, when neither fits,
+/// the smaller peak.
+bool isBetter(const Evaluation &a, const Evaluation &b) {
+  if (a.ok() != b.ok())
+    return a.ok();
+  const TuneCandidate &x = a.candidate, &y = b.candidate;
+  if (x.fits != y.fits)
+    return x.fits;
+  if (!x.fits)
+    return x.peakBytes < y.peakBytes;
+  if (x.predictedStepMs != y.predictedStepMs)
+    return x.predictedStepMs < y.predictedStepMs;
+  return x.peakBytes < y.peakBytes;
+}
+
+/// The group of a configuration: what the knobs do not change.
+std::pair<int64_t, int64_t> groupOf(const TuneConfig &c) {
+  return {c.stage, c.accumulationSteps};
+}
+
+/// One knob of the coordinate descent: the values it tries and how to set it.
+struct Knob {
+  std::vector<int64_t> values;
+  std::function<void(TuneConfig &, int64_t)> set;
+};
+
+class Tuner {
+public:
+  Tuner(ModuleOp front, const TuneOptions &options, TuneResult &result)
+      : front(front), ctx(front.getContext()), options(options),
+        result(result) {}
+
+  LogicalResult run();
+
+private:
+  /// The persistent bytes zero-partition gives `stage` and the padded
+  /// parameter count, or the partition's error.
+  FailureOr<std::pair<int64_t, int64_t>> partitionStage(int64_t stage);
+  const Evaluation &evaluate(const TuneConfig &config, bool verify = false);
+  /// The group's knobs, their ladders derived from the base evaluation.
+  std::vector<Knob> getKnobs(const TuneConfig &base, const Evaluation &e) const;
+  void descend(const TuneConfig &base);
+  /// The step of the `top`-th fastest group so far, or infinity.
+  double getPruneMs() const;
+
+  ModuleOp front;
+  MLIRContext *ctx;
+  const TuneOptions &options;
+  TuneResult &result;
+  std::map<TuneConfig, Evaluation> memo;
+  /// The fastest fitting step of each group found so far.
+  std::map<std::pair<int64_t, int64_t>, double> groupBestMs;
+};
+
+} // namespace
+
+FailureOr<std::pair<int64_t, int64_t>> Tuner::partitionStage(int64_t stage) {
+  OwningOpRef<ModuleOp> module = front.clone();
+  PassManager pm(ctx);
+  ZeroPartitionPassOptions part;
+  part.stage = stage;
+  part.worldSize = options.worldSize;
+  pm.addPass(createZeroPartitionPass(part));
+  if (failed(pm.run(*module)))
+    return failure();
+  TrainStepOp step = *module->getOps<TrainStepOp>().begin();
+  FailureOr<StepSchedule> schedule = StepSchedule::get(step);
+  if (failed(schedule))
+    return failure();
+  int64_t bytes = 0;
+  for (const PartitionBuffers &p : schedule->getPartitions())
+    for (int64_t b : p.bytes)
+      bytes += b;
+  return std::make_pair(bytes, schedule->getPaddedParamCount());
+}
+
+const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
+  // A copy: `configRef` may be the memoized entry that is re-evaluated.
+  TuneConfig config = configRef;
+  auto it = memo.find(config);
+  if (it != memo.end() && !verify)
+    return it->second;
+  if (it == memo.end())
+    ++result.evaluated;
+  Evaluation &e = memo[config];
+  e = Evaluation();
+  e.candidate.config = config;
+
+  OwningOpRef<ModuleOp> module = front.clone();
+  std::string error;
+  {
+    // A candidate the passes reject is recorded, not reported.
+    ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
+      if (diag.getSeverity() == DiagnosticSeverity::Error && error.empty())
+        error = diag.str();
+      return success();
+    });
+    PassManager pm(ctx);
+    // The op verifier after every pass costs a third of a candidate; the
+    // winner is re-run with it and with the schedule verifier.
+    pm.enableVerifier(verify);
+    ZeroPipelineOptions pipeline;
+    config.applyTo(pipeline);
+    pipeline.worldSize = options.worldSize;
+    pipeline.verify = verify;
+    buildZeroSchedulePipeline(pm, pipeline);
+    bool ok = succeeded(pm.run(*module));
+    FailureOr<StepSchedule> schedule = failure();
+    FailureOr<MemoryPlan> plan = failure();
+    FailureOr<StepReport> report = failure();
+    if (ok)
+      schedule = StepSchedule::get(*module->getOps<TrainStepOp>().begin());
+    if (succeeded(schedule))
+      plan = computeMemoryPlan(*schedule);
+    if (succeeded(plan))
+      report = computeReport(*schedule, *plan, *options.hardware);
+    if (failed(report)) {
+      e.error = error.empty() ? "the pipeline failed" : error;
+      return e;
+    }
+
+    TuneCandidate &c = e.candidate;
+    c.microBatch =
+        result.globalBatch / (options.worldSize * config.accumulationSteps);
+    c.peakBytes = plan->peakBytes;
+    c.persistentBytes = plan->persistentBytes;
+    c.predictedStepMs = report->predictedStepMs;
+    c.exposedCommMs = report->exposedCommMs;
+    c.tokensPerSecond =
+        report->predictedStepMs > 0
+            ? result.tokensPerStep * 1e3 / report->predictedStepMs
+            : 0;
+    c.fit = computeFitVerdict(*plan, options.memoryBudget);
+    c.fits = c.fit.fits;
+
+    for (const TimelineEvent &ev : report->timeline.events)
+      if (ev.stream == 0 && ev.category == "compute" &&
+          !isa_and_nonnull<CollectiveOpInterface>(ev.op))
+        e.computeBoundMs += ev.durationUs * 1e-3;
+    // Summed here, accumulated along the stream there: no rounding may lift
+    // the bound above a step it bounds.
+    e.computeBoundMs *= 1 - 1e-9;
+    e.memoryBound =
+        plan->persistentBytes + plan->peakByCategory[static_cast<unsigned>(
+                                    MemoryCategory::Activations)];
+    for (const PartitionBuffers &p : schedule->getPartitions())
+      e.groupNumels.push_back(p.partition.getNumelValue());
+  }
+  if (e.candidate.fits) {
+    auto [slot, inserted] =
+        groupBestMs.try_emplace(groupOf(config), e.candidate.predictedStepMs);
+    if (!inserted)
+      slot->second = std::min(slot->second, e.candidate.predictedStepMs);
+  }
+  return e;
+}
+
+double Tuner::getPruneMs() const {
+  if (static_cast<int64_t>(groupBestMs.size()) < options.top)
+    return INFINITY;
+  std::vector<double> ms;
+  for (const auto &[group, best] : groupBestMs)
+    ms.push_back(best);
+  std::nth_element(ms.begin(), ms.begin() + (options.top - 1), ms.end());
+  return ms[options.top - 1];
+}
+
+std::vector<Knob> Tuner::getKnobs(const TuneConfig &base,
+                                  const Evaluation &e) const {
+  // Bucket sizes from the whole model down by 4x: fewer, larger collectives
+  // against smaller bucket buffers.
+  std::vector<int64_t> buckets;
+  for (int64_t b = base.reduceBucketSize, i = 0; i < 4; ++i, b /= 4)
+    buckets.push_back(roundUpNice(std::max<int64_t>(b, 1)));
+  std::vector<Knob> knobs;
+  knobs.push_back(
+      {buckets, [](TuneConfig &c, int64_t v) { c.reduceBucketSize = v; }});
+  knobs.push_back(
+      {{0, 1}, [](TuneConfig &c, int64_t v) { c.overlapComm = v != 0; }});
+  if (base.stage == 1 || base.stage == 2)
+    knobs.push_back(
+        {buckets, [](TuneConfig &c, int64_t v) { c.allgatherBucketSize = v; }});
+  if (base.stage != 3)
+    return knobs;
+
+  // Stage 3: windows in units of the largest group G (none, one, two, four
+  // groups ahead), and persistence thresholds that change which groups are
+  // gathered once per step.
+  int64_t g = 1;
+  for (int64_t n : e.groupNumels)
+    g = std::max(g, n);
+  TuneConfig defaults;
+  std::vector<int64_t> prefetch = {1, roundUpNice(g), roundUpNice(2.0 * g),
+                                   roundUpNice(4.0 * g),
+                                   defaults.prefetchBucketSize};
+  std::vector<int64_t> live = {roundUpNice(g), roundUpNice(2.0 * g),
+                               roundUpNice(4.0 * g),
+                               defaults.maxLiveParameters};
+  std::vector<int64_t> persistence;
+  std::set<int64_t> persistentSets;
+  for (int64_t t : {int64_t(0), defaults.paramPersistenceThreshold,
+                    int64_t(1000000), roundUpNice(g + 1.0)}) {
+    int64_t count =
+        llvm::count_if(e.groupNumels, [&](int64_t n) { return n < t; });
+    if (persistentSets.insert(count).second)
+      persistence.push_back(t);
+  }
+  knobs.push_back(
+      {prefetch, [](TuneConfig &c, int64_t v) { c.prefetchBucketSize = v; }});
+  knobs.push_back(
+      {live, [](TuneConfig &c, int64_t v) { c.maxLiveParameters = v; }});
+  knobs.push_back({persistence, [](TuneConfig &c, int64_t v) {
+                     c.paramPersistenceThreshold = v;
+                   }});
+  return knobs;
+}
+
+void Tuner::descend(const TuneConfig &base) {
+  TuneConfig current = base;
+  const Evaluation *best = &evaluate(current);
+  std::vector<Knob> knobs = getKnobs(base, *best);
+  for (int pass = 0; pass < 2; ++pass) {
+    bool moved = false;
+    for (const Knob &knob : knobs) {
+      for (int64_t v : knob.values) {
+        TuneConfig c = current;
+        knob.set(c, v);
+        if (c == current)
+          continue;
+        const Evaluation &e = evaluate(c);
+        if (isBetter(e, *best)) {
+          current = c;
+          best = &e;
+          moved = true;
+        }
+      }
+    }
+    if (!moved)
+      break;
+  }
+}
+
+LogicalResult Tuner::run() {
+  TrainStepOp step = *front.getOps<TrainStepOp>().begin();
+  int64_t perRank = result.globalBatch / options.worldSize;
+
+  // Stages whose model states fit; the padded parameter count caps the
+  // buckets (one bucket holds the whole model).
+  struct Group {
+    TuneConfig base;
+    const Evaluation *eval;
+  };
+  std::vector<Group> groups;
+  bool anyStage = false;
+  for (int64_t stage = 0; stage <= 3; ++stage) {
+    FailureOr<std::pair<int64_t, int64_t>> states = partitionStage(stage);
+    if (failed(states))
+      return failure();
+    auto [bytes, padded] = *states;
+    if (!anyStage || bytes < result.minModelStateBytes) {
+      result.minModelStateBytes = bytes;
+      result.minModelStateStage = stage;
+    }
+    anyStage = true;
+    for (int64_t k = 1; k <= std::min(perRank, kMaxAccumulationSteps); ++k) {
+      if (perRank % k != 0)
+        continue;
+      ++result.groups;
+      if (bytes > options.memoryBudget) {
+        ++result.prunedByModelStates;
+        continue;
+      }
+      TuneConfig base;
+      base.stage = stage;
+      base.accumulationSteps = k;
+      base.reduceBucketSize =
+          std::min(base.reduceBucketSize, roundUpNice(double(padded)));
+      if (stage == 1 || stage == 2)
+        base.allgatherBucketSize = base.reduceBucketSize;
+      groups.push_back({base, nullptr});
+    }
+  }
+
+  for (Group &g : groups)
+    g.eval = &evaluate(g.base);
+  if (!groups.empty() &&
+      llvm::none_of(groups, [](const Group &g) { return g.eval->ok(); }))
+    return step.emitError("zero-tune: no configuration could be "
+                          "scheduled; the first: ")
+           << groups.front().eval->error;
+  llvm::stable_sort(groups, [](const Group &a, const Group &b) {
+    return a.eval->computeBoundMs < b.eval->computeBoundMs;
+  });
+  for (const Group &g : groups) {
+    if (!g.eval->ok())
+      continue;
+    if (g.eval->memoryBound > options.memoryBudget ||
+        g.eval->computeBoundMs >= getPruneMs()) {
+      ++result.prunedByBounds;
+      continue;
+    }
+    descend(g.base);
+  }
+
+  // The best configuration of each group, and the smallest peak.
+  std::map<std::pair<int64_t, int64_t>, const Evaluation *> winners;
+  const Evaluation *closest = nullptr;
+  for (auto &[config, e] : memo) {
+    if (!e.ok())
+      continue;
+    const Evaluation *&winner = winners[groupOf(config)];
+    if (e.candidate.fits && (!winner || isBetter(e, *winner)))
+      winner = &e;
+    if (!closest || e.candidate.peakBytes < closest->candidate.peakBytes)
+      closest = &e;
+  }
+  std::vector<const Evaluation *> fitting;
+  for (auto &[group, e] : winners)
+    if (e)
+      fitting.push_back(e);
+  llvm::stable_sort(fitting, [](const Evaluation *a, const Evaluation *b) {
+    return isBetter(*a, *b);
+  });
+  if (static_cast<int64_t>(fitting.size()) > options.top)
+    fitting.resize(options.top);
+  if (fitting.empty()) {
+    if (closest)
+      result.closest = closest->candidate;
+    return success();
+  }
+  // The winner is checked by the schedule verifier, as zero-compile will.
+  const Evaluation &verified = evaluate(fitting.front()->candidate.config,
+                                        /*verify=*/true);
+  if (!verified.ok())
+    return step.emitError("zero-tune: the best configuration fails the "
+                          "schedule verifier: ")
+           << verified.error;
+  for (const Evaluation *e : fitting)
+    result.ranked.push_back(e->candidate);
+  return success();
+}
+
+FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
+                                                const TuneOptions &options) {
+  auto steps = module.getOps<TrainStepOp>();
+  if (steps.empty())
+    return module.emitError("zero-tune: the module has no zero.train_step");
+  if (std::next(steps.begin()) != steps.end())
+    return module.emitError("zero-tune: the module has more than one "
+                            "zero.train_step");
+  TrainStepOp step = *steps.begin();
+
+  TuneResult result;
+  if (step.getBodyBlock().getNumArguments() != 0)
+    result.globalBatch =
+        cast<RankedTensorType>(step.getBodyBlock().getArgument(0).getType())
+            .getDimSize(0);
+  if (result.globalBatch < 1 || result.globalBatch % options.worldSize != 0)
+    return step.emitError("zero-tune: the global batch ")
+           << result.globalBatch << " of train step @" << step.getSymName()
+           << " is not divisible by the world size " << options.worldSize;
+  step.walk([&](nn::SoftmaxCrossEntropyOp loss) {
+    result.tokensPerStep += loss.getLabels().getType().getNumElements();
+  });
+  if (result.tokensPerStep == 0)
+    result.tokensPerStep = result.globalBatch;
+
+  // Autodiff and mixed precision once, for every candidate.
+  OwningOpRef<ModuleOp> front = module.clone();
+  PassManager pm(module.getContext());
+  pm.addPass(createZeroAutodiffPass());
+  pm.addPass(createZeroMixedPrecisionPass());
+  if (failed(pm.run(*front)))
+    return failure();
+
+  Tuner tuner(*front, options, result);
+  if (failed(tuner.run()))
+    return failure();
+  return result;
+}
+
+llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
+                                                int64_t globalBatch,
+                                                int64_t worldSize) {
+  llvm::json::Object zero{
+      {"stage", c.stage},
+      {"reduce_bucket_size", c.reduceBucketSize},
+      {"overlap_comm", c.overlapComm},
+      {"reduce_scatter", true},
+      {"contiguous_gradients", true},
+  };
+  if (c.stage == 1 || c.stage == 2)
+    zero["allgather_bucket_size"] = c.allgatherBucketSize;
+  if (c.stage == 3) {
+    zero["stage3_prefetch_bucket_size"] = c.prefetchBucketSize;
+    zero["stage3_max_live_parameters"] = c.maxLiveParameters;
+    zero["stage3_param_persistence_threshold"] = c.paramPersistenceThreshold;
+  }
+  return llvm::json::Object{
+      {"train_batch_size", globalBatch},
+      {"train_micro_batch_size_per_gpu",
+       globalBatch / (worldSize * c.accumulationSteps)},
+      {"gradient_accumulation_steps", c.accumulationSteps},
+      {"zero_optimization", std::move(zero)},
+  };
+}
+
+std::optional<int64_t> mlir::zero::parseMemoryBudget(StringRef text,
+                                                     std::string &error) {
+  if (text.empty()) {
+    error = "empty";
+    return std::nullopt;
+  }
+  if (text.find_first_of(" \t\r\n") != StringRef::npos) {
+    error = "a space in it; write the unit right after the number, as in "
+            "40GB or 40GiB";
+    return std::nullopt;
+  }
+  if (text.starts_with("-")) {
+    error = "negative; a budget is a positive number of bytes";
+    return std::nullopt;
+  }
+  std::optional<int64_t> bytes = parseByteSize(text);
+  if (!bytes)
+    error = "expected a positive number of bytes, optionally followed by "
+            "KiB, MiB, GiB, TiB or decimal KB, MB, GB, TB (e.g. 40GiB)";
+  return bytes;
+}

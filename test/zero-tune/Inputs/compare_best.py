@@ -1,0 +1,28 @@
+"""zero-tune's best candidate against what its ds_config compiled to.
+
+  compare_best.py TUNE.json REPORT.json [LOG.jsonl]
+
+REPORT.json: zero-report of the step zero-compile --config scheduled;
+LOG.jsonl: the --log-json of the compiled executable, whose measured peak at
+every step must be the tuner's peak. Exact equality throughout.
+"""
+
+import json
+import sys
+
+best = json.load(open(sys.argv[1]))[0]
+report = json.load(open(sys.argv[2]))
+for key in ("peak_bytes", "predicted_step_ms", "exposed_comm_ms", "stage",
+            "gradient_accumulation_steps"):
+    if report[key] != best[key]:
+        sys.exit("%s: compiled %r, tuned %r" % (key, report[key], best[key]))
+print("compiled: peak %d, predicted step %r ms, as tuned" %
+      (report["peak_bytes"], report["predicted_step_ms"]))
+if len(sys.argv) > 3:
+    log = [json.loads(line) for line in open(sys.argv[3])]
+    for line in log:
+        if line["peak_bytes"] != best["peak_bytes"]:
+            sys.exit("step %d: measured peak %d, tuned %d" %
+                     (line["step"], line["peak_bytes"], best["peak_bytes"]))
+    print("measured: peak %d at each of %d steps" %
+          (best["peak_bytes"], len(log)))

@@ -1,0 +1,292 @@
+//===- zero-tune.cpp - The fastest ZeRO configuration that fits -----------===//
+//
+// Part of the zero-mlir project.
+//
+// Searches stage x accumulation (at the model's global batch) x bucket
+// sizes x overlap x the stage-3 prefetch, live and persistence thresholds
+// with the memory planner and the cost model (lib/Tuning), prints the
+// fastest configurations that fit the budget, and writes the best as a
+// DeepSpeed ds_config.json that `zero-compile --config` compiles to the same
+// plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/InitAll.h"
+#include "zero/Support/Nesting.h"
+#include "zero/Tuning/Tuner.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/Timer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+#include <chrono>
+#include <string>
+
+using namespace llvm;
+using namespace mlir::zero;
+
+static cl::OptionCategory tuneCat("zero-tune options");
+static cl::list<std::string>
+    inputFiles(cl::Positional, cl::desc("<model.mlir>"), cl::cat(tuneCat));
+static cl::opt<int64_t> worldSize("world-size",
+                                  cl::desc("Number of data-parallel ranks"),
+                                  cl::init(0), cl::cat(tuneCat));
+static cl::opt<std::string>
+    hardware("hardware",
+             cl::desc("Hardware preset of the cost model (a100-40gb, "
+                      "a100-80gb, l4, rtx-4090, h100-sxm, h100-pcie, "
+                      "h200-sxm, mi300x, cpu)"),
+             cl::cat(tuneCat));
+static cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("Bytes one rank may use: a number and an optional unit KiB, "
+             "MiB, GiB, TiB or decimal KB, MB, GB, TB, without a space "
+             "(e.g. 40GiB); default: the preset's device memory"),
+    cl::cat(tuneCat));
+static cl::opt<int64_t>
+    top("top",
+        cl::desc("How many (stage, accumulation) groups to rank, each by its "
+                 "best configuration (default 10)"),
+        cl::init(10), cl::cat(tuneCat));
+static cl::opt<std::string>
+    outputFormat("format",
+                 cl::desc("Output: text (a table) or json "
+                          "(an array, best first)"),
+                 cl::init("text"), cl::cat(tuneCat));
+static cl::opt<std::string>
+    outputFile("o",
+               cl::desc("Write the best configuration as a DeepSpeed "
+                        "ds_config.json"),
+               cl::cat(tuneCat));
+
+static int fail(const Twine &msg) {
+  WithColor::error(errs(), "zero-tune") << msg << "\n";
+  return 1;
+}
+
+/// `bytes` exactly and in a readable unit.
+static std::string bytesText(int64_t bytes) {
+  return formatv("{0} bytes ({1})", bytes, formatByteSize(bytes)).str();
+}
+
+/// The configuration in words, for messages.
+static std::string describe(const TuneConfig &c) {
+  std::string s =
+      formatv("stage {0}, {1} accumulation step{2}, reduce "
+              "bucket {3}, overlap_comm {4}",
+              c.stage, c.accumulationSteps, c.accumulationSteps == 1 ? "" : "s",
+              c.reduceBucketSize, c.overlapComm)
+          .str();
+  if (c.stage == 1 || c.stage == 2)
+    s += formatv(", all-gather bucket {0}", c.allgatherBucketSize).str();
+  if (c.stage == 3)
+    s += formatv(", prefetch {0}, max live {1}, persistence {2}",
+                 c.prefetchBucketSize, c.maxLiveParameters,
+                 c.paramPersistenceThreshold)
+             .str();
+  return s;
+}
+
+static json::Value toJson(const TuneCandidate &c, int64_t rank,
+                          int64_t globalBatch) {
+  return json::Object{
+      {"rank", rank},
+      {"stage", c.config.stage},
+      {"gradient_accumulation_steps", c.config.accumulationSteps},
+      {"micro_batch_per_rank", c.microBatch},
+      {"peak_bytes", c.peakBytes},
+      {"persistent_bytes", c.persistentBytes},
+      {"predicted_step_ms", c.predictedStepMs},
+      {"exposed_comm_ms", c.exposedCommMs},
+      {"tokens_per_second", c.tokensPerSecond},
+      {"largest_item", json::Object{{"name", c.fit.largestItem},
+                                    {"bytes", c.fit.largestItemBytes}}},
+      {"ds_config", toDeepSpeedConfig(c.config, globalBatch, worldSize)},
+  };
+}
+
+static void printTable(const TuneResult &r, raw_ostream &os) {
+  os << format("%4s %5s %5s %5s %12s %7s %12s %12s %12s %11s %16s %10s "
+               "%11s %12s %11s\n",
+               "rank", "stage", "accum", "micro", "reduce_bkt", "overlap",
+               "allgather", "prefetch", "max_live", "persistence", "peak_bytes",
+               "peak", "step_ms", "tokens/s", "exposed_ms");
+  auto knob = [](bool used, int64_t v) {
+    return used ? std::to_string(v) : std::string("-");
+  };
+  int64_t rank = 0;
+  for (const TuneCandidate &c : r.ranked) {
+    const TuneConfig &k = c.config;
+    bool gathers = k.stage == 1 || k.stage == 2, stage3 = k.stage == 3;
+    os << format("%4lld %5lld %5lld %5lld %12lld %7s %12s %12s %12s %11s "
+                 "%16lld %10s %11.3f %12.0f %11.3f\n",
+                 static_cast<long long>(++rank),
+                 static_cast<long long>(k.stage),
+                 static_cast<long long>(k.accumulationSteps),
+                 static_cast<long long>(c.microBatch),
+                 static_cast<long long>(k.reduceBucketSize),
+                 k.overlapComm ? "yes" : "no",
+                 knob(gathers, k.allgatherBucketSize).c_str(),
+                 knob(stage3, k.prefetchBucketSize).c_str(),
+                 knob(stage3, k.maxLiveParameters).c_str(),
+                 knob(stage3, k.paramPersistenceThreshold).c_str(),
+                 static_cast<long long>(c.peakBytes),
+                 formatByteSize(c.peakBytes).c_str(), c.predictedStepMs,
+                 c.tokensPerSecond, c.exposedCommMs);
+  }
+}
+
+int main(int argc, char **argv) {
+  InitLLVM y(argc, argv);
+  cl::HideUnrelatedOptions(tuneCat);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "zero-tune: the ZeRO configuration that fits a memory budget and runs "
+      "fastest, by the memory planner and the cost model\n\n"
+      "  zero-tune model.mlir --world-size N --hardware PRESET "
+      "[--memory-budget B] [--top K] [--format text|json] [-o best.json]\n");
+
+  if (inputFiles.empty())
+    return fail("no input file (zero-tune model.mlir --world-size N "
+                "--hardware PRESET ...; --help lists the options)");
+  if (inputFiles.size() > 1) {
+    // `--memory-budget 40 GB` leaves the unit behind as an argument.
+    std::string hint;
+    if (parseByteSize("1" + inputFiles[1]))
+      hint = " (a memory budget is written without a space, as in 40GB)";
+    return fail("one input file expected, got '" + inputFiles[0] + "' and '" +
+                inputFiles[1] + "'" + hint);
+  }
+  const std::string &inputFile = inputFiles.front();
+  if (worldSize < 1)
+    return fail(worldSize.getNumOccurrences()
+                    ? "--world-size must be >= 1, got " + Twine(worldSize)
+                    : Twine("--world-size N is required"));
+  if (hardware.empty())
+    return fail("--hardware PRESET is required (known: " +
+                getHardwarePresetNames() + ")");
+  const HardwarePreset *hw = lookupHardwarePreset(hardware);
+  if (!hw)
+    return fail("unknown hardware preset '" + hardware +
+                "' (known: " + getHardwarePresetNames() + ")");
+  int64_t budget = hw->deviceMemoryBytes;
+  if (memoryBudget.getNumOccurrences()) {
+    std::string why;
+    std::optional<int64_t> bytes = parseMemoryBudget(memoryBudget, why);
+    if (!bytes)
+      return fail("bad --memory-budget '" + memoryBudget + "': " + why);
+    budget = *bytes;
+  } else if (budget == 0) {
+    return fail("--memory-budget is required with the " + hw->name +
+                " preset, which has no device memory");
+  }
+  if (top < 1)
+    return fail("--top must be >= 1, got " + Twine(top));
+  if (outputFormat != "text" && outputFormat != "json")
+    return fail("--format must be text or json, got '" + outputFormat + "'");
+
+  mlir::DialectRegistry registry;
+  zero::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false);
+  SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  std::string error;
+  auto file = mlir::openInputFile(inputFile, &error);
+  if (!file)
+    return fail(error);
+  if (failed(zero::checkNesting(*file)))
+    return 1;
+  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  TuneOptions options;
+  options.worldSize = worldSize;
+  options.hardware = hw;
+  options.memoryBudget = budget;
+  options.top = top;
+  auto start = std::chrono::steady_clock::now();
+  mlir::FailureOr<TuneResult> result = tuneTrainStep(*module, options);
+  if (failed(result))
+    return 1;
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+
+  std::string summary =
+      formatv("searched {0} configurations in {1} groups (stage x "
+              "accumulation): {2} skipped by their model states, {3} pruned "
+              "by bounds; {4:f2} s",
+              result->evaluated, result->groups, result->prunedByModelStates,
+              result->prunedByBounds, seconds)
+          .str();
+  // Beside a JSON array or an error, the summary goes to stderr.
+  if (outputFormat == "json" || result->ranked.empty())
+    errs() << "zero-tune: " << summary << "\n";
+
+  if (result->ranked.empty()) {
+    if (budget < result->minModelStateBytes)
+      return fail(formatv("the memory budget {0} is below the model states "
+                          "of every stage: the smallest, stage {1}'s on {2} "
+                          "ranks, take {3}",
+                          bytesText(budget), result->minModelStateStage,
+                          worldSize, bytesText(result->minModelStateBytes)));
+    const TuneCandidate &c = *result->closest;
+    return fail(formatv("no configuration fits the memory budget {0}: the "
+                        "smallest peak found, {1}, is {2}, {3} over; its "
+                        "largest item is {4}: {5}",
+                        bytesText(budget), describe(c.config),
+                        bytesText(c.peakBytes), bytesText(c.peakBytes - budget),
+                        c.fit.largestItem, bytesText(c.fit.largestItemBytes)));
+  }
+
+  const TuneCandidate &best = result->ranked.front();
+  if (!outputFile.empty()) {
+    std::error_code ec;
+    ToolOutputFile out(outputFile, ec, sys::fs::OF_Text);
+    if (ec)
+      return fail("cannot write '" + outputFile + "': " + ec.message());
+    out.os() << formatv("{0:2}",
+                        toDeepSpeedConfig(best.config, result->globalBatch,
+                                          worldSize))
+             << "\n";
+    out.keep();
+  }
+
+  if (outputFormat == "json") {
+    json::Array array;
+    int64_t rank = 0;
+    for (const TuneCandidate &c : result->ranked)
+      array.push_back(toJson(c, ++rank, result->globalBatch));
+    outs() << formatv("{0:2}", json::Value(std::move(array))) << "\n";
+    return 0;
+  }
+  outs() << formatv("zero-tune: {0} ranks on {1}, memory budget {2}, global "
+                    "batch {3} ({4} tokens per step)\n",
+                    worldSize, hw->name, bytesText(budget), result->globalBatch,
+                    result->tokensPerStep);
+  outs() << summary << "\n\n";
+  printTable(*result, outs());
+  outs() << "\nbest: " << describe(best.config) << "; peak "
+         << bytesText(best.peakBytes)
+         << formatv(", predicted step {0:f3} ms", best.predictedStepMs);
+  if (!outputFile.empty())
+    outs() << "; written to " << outputFile;
+  outs() << "\n";
+  return 0;
+}
