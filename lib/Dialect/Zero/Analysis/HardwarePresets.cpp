@@ -196,33 +196,26 @@ std::optional<int64_t> mlir::zero::parseByteSize(StringRef text) {
   return static_cast<int64_t>(bytes);
 }
 
-llvm::Expected<int64_t> mlir::zero::parseMemoryBudget(StringRef text) {
-  auto error = [&](const Twine &why) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "memory budget '" + text + "' " + why);
-  };
-  const char *kHow = ": write bytes or a number with KiB, MiB, GiB, TiB "
-                     "(binary) or KB, MB, GB, TB (decimal), as 40GiB";
-  if (text.empty())
-    return error(Twine("is empty") + kHow);
-  if (text.find_first_of(" \t\n\r") != StringRef::npos)
-    return error(Twine("has a space") + kHow +
-                 " (no space between the number and the unit)");
-  if (text.front() == '-')
-    return error("is negative");
-  if (text.front() == '+')
-    return error(Twine("has a sign") + kHow);
-  std::optional<int64_t> bytes = parseByteSize(text);
-  if (!bytes) {
-    // parseByteSize also refuses zero and counts above 2^62 bytes.
-    StringRef digits =
-        text.take_while([](char c) { return llvm::isDigit(c) || c == '.'; });
-    if (!digits.empty() && digits.find_first_not_of("0.") == StringRef::npos &&
-        parseByteSize(("1" + text.drop_front(digits.size())).str()))
-      return error("is zero");
-    return error(Twine("is not a byte count") + kHow);
+std::optional<int64_t> mlir::zero::parseMemoryBudget(StringRef text,
+                                                     std::string &error) {
+  if (text.empty()) {
+    error = "empty";
+    return std::nullopt;
   }
-  return *bytes;
+  if (text.find_first_of(" \t\r\n") != StringRef::npos) {
+    error = "a space in it; write the unit right after the number, as in "
+            "40GB or 40GiB";
+    return std::nullopt;
+  }
+  if (text.starts_with("-")) {
+    error = "negative; a budget is a positive number of bytes";
+    return std::nullopt;
+  }
+  std::optional<int64_t> bytes = parseByteSize(text);
+  if (!bytes)
+    error = "expected a positive number of bytes, optionally followed by "
+            "KiB, MiB, GiB, TiB or decimal KB, MB, GB, TB (e.g. 40GiB)";
+  return bytes;
 }
 
 std::string mlir::zero::formatByteSize(int64_t bytes) {

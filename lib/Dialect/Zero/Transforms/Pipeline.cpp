@@ -313,9 +313,10 @@ struct FitMemoryBudgetPass
                 "memory budget: give memory-budget (--memory-budget 40GiB)";
       return signalPassFailure();
     }
-    llvm::Expected<int64_t> parsed = parseMemoryBudget(budgetText);
+    std::string why;
+    std::optional<int64_t> parsed = parseMemoryBudget(budgetText, why);
     if (!parsed) {
-      fail() << llvm::toString(parsed.takeError());
+      fail() << "bad memory-budget '" << budgetText << "': " << why;
       return signalPassFailure();
     }
     budget = *parsed;

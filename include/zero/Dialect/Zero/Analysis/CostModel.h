@@ -15,7 +15,6 @@
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 
-#include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -112,11 +111,11 @@ std::string getHardwarePresetNames();
 /// None for a malformed, zero or negative count, or one above 2^62 bytes.
 std::optional<int64_t> parseByteSize(StringRef text);
 
-/// A memory budget (`memory-budget=40GiB`, `--memory-budget 40GiB`): a
-/// byte count as parseByteSize reads it, written without spaces (`40GiB`,
-/// `1.5TB`, `4096`). The error says what is wrong with `text` (a space
-/// inside, a sign, an unknown unit, zero) and how to write it.
-llvm::Expected<int64_t> parseMemoryBudget(StringRef text);
+/// A memory budget (zero-pipeline's `memory-budget=`, zero-compile's and
+/// zero-tune's `--memory-budget`): a whole or decimal number of bytes,
+/// optionally followed without a space by KiB, MiB, GiB, TiB or decimal KB,
+/// MB, GB, TB (or B). On failure `error` says what is wrong with `text`.
+std::optional<int64_t> parseMemoryBudget(StringRef text, std::string &error);
 
 /// `bytes` in the largest binary unit that keeps the number >= 1, with two
 /// decimals (`512 B`, `1.50 KiB`, `37.25 GiB`).
