@@ -68,9 +68,8 @@ struct ApplyDeepSpeedConfigPass
     if (cfg->trainMicroBatchSizePerGpu) {
       int64_t micro = *cfg->trainMicroBatchSizePerGpu;
       int64_t product;
-      bool overflow =
-          __builtin_mul_overflow(micro, accumulation, &product) ||
-          __builtin_mul_overflow(product, worldSize, &product);
+      bool overflow = __builtin_mul_overflow(micro, accumulation, &product) ||
+                      __builtin_mul_overflow(product, worldSize, &product);
       if (overflow || product != batch) {
         InFlightDiagnostic d = mlir::emitError(step.getLoc());
         d << "train step @" << step.getSymName() << ": " << cfg->path
@@ -192,8 +191,8 @@ struct FitMemoryBudgetPass
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FitMemoryBudgetPass)
 
   FitMemoryBudgetPass(ScheduleOptions options, std::string policy,
-                      bool policyGiven, int64_t firstBlocks,
-                      std::string budget, std::string hardware)
+                      bool policyGiven, int64_t firstBlocks, std::string budget,
+                      std::string hardware)
       : options(std::move(options)), policy(std::move(policy)),
         policyGiven(policyGiven), firstBlocks(firstBlocks),
         budgetText(std::move(budget)), hardware(std::move(hardware)) {}
@@ -339,8 +338,8 @@ struct FitMemoryBudgetPass
     // one tried.
     SmallVector<Candidate> chain;
     bool search = !policyGiven || policy == "auto";
-    int64_t given = firstBlocks < 0 ? numBlocks
-                                    : std::min(firstBlocks, numBlocks);
+    int64_t given =
+        firstBlocks < 0 ? numBlocks : std::min(firstBlocks, numBlocks);
     if (search || policy == "none" || given == 0)
       chain.push_back({});
     for (int64_t k = 1; k <= numBlocks; ++k)
@@ -421,7 +420,6 @@ struct FitMemoryBudgetPass
   static constexpr int64_t kMaxDivisor = 256;
 };
 
-
 /// The passes after mixed precision, what the ZeRO options decide:
 /// zero-remat and partition to optimizer, or the memory-budget search over
 /// them, then the verifier. The explicit options win over `cfg`'s values.
@@ -454,8 +452,7 @@ void addPassesAfterMixedPrecision(OpPassManager &pm,
   sched.prefetch.maxLiveParameters =
       choose(o.maxLiveParameters, cfg.maxLiveParameters);
 
-  sched.opt.gradientClipping =
-      choose(o.gradientClipping, cfg.gradientClipping);
+  sched.opt.gradientClipping = choose(o.gradientClipping, cfg.gradientClipping);
 
   std::string remat = choose(o.remat, cfg.remat);
   bool rematGiven = o.remat.hasValue() || cfg.remat;

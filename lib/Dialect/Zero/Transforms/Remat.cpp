@@ -125,7 +125,8 @@ LogicalResult ZeroRematPass::runOnStep(TrainStepOp step, Policy p) {
   SmallVector<Segment *> chosen;
   if (firstBlocks >= 0)
     chosen.assign(blocks.begin(),
-                  blocks.begin() + std::min<int64_t>(firstBlocks, blocks.size()));
+                  blocks.begin() +
+                      std::min<int64_t>(firstBlocks, blocks.size()));
   else if (this->blocks.empty())
     chosen = blocks;
   for (int64_t b : this->blocks) {
