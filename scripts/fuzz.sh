@@ -62,25 +62,7 @@ CORPUS="$WORK/corpus"
 FINDINGS="$WORK/findings"
 rm -rf "$SEEDS"
 mkdir -p "$SEEDS" "$CORPUS" "$FINDINGS"
-python3 - "$ROOT" "$SEEDS" <<'PY'
-import hashlib, os, re, sys
-root, out = sys.argv[1], sys.argv[2]
-n = 0
-for top in ("test", "examples"):
-    for d, _, files in os.walk(os.path.join(root, top)):
-        for f in sorted(files):
-            if not f.endswith(".mlir"):
-                continue
-            text = open(os.path.join(d, f), "rb").read()
-            # -split-input-file chunks are separate inputs.
-            for chunk in re.split(rb"(?m)^// -----.*\n", text):
-                if not chunk.strip() or len(chunk) > 65536:
-                    continue
-                name = hashlib.sha1(chunk).hexdigest()
-                open(os.path.join(out, name), "wb").write(chunk)
-                n += 1
-print(f"fuzz: {n} seeds from test/ and examples/")
-PY
+python3 "$ROOT/scripts/fuzz-seeds.py" "$ROOT" "$SEEDS"
 
 echo "fuzz: $FUZZER for ${SECONDS_BUDGET}s (corpus $CORPUS, findings $FINDINGS)"
 set +e

@@ -109,10 +109,10 @@ if want e2e; then
   e2e_run f16_save "$E/f16_s2" --data "$E/tokens64.bin" --steps 2 \
     --save "$work/ck" --quiet
   e2e_run f16_skip "$E/f16_s2" --data "$E/tokens64.bin" --steps 6 \
-    --inject-overflow-step 3 --save "$work/ck" --save-every 3 \
+    --inject-overflow-step 3 --save "$work/ck6" --save-every 3 \
     --log-json "$R/e2e/f16_skip.json"
   if python3 "$ROOT/test/E2E/Inputs/zrt_e2e.py" same-state "$work/ck/step_2" \
-      "$work/ck/step_3" >"$R/e2e/f16_same_state.out" 2>&1; then
+      "$work/ck6/step_3" >"$R/e2e/f16_same_state.out" 2>&1; then
     note "RAN e2e f16_same_state: $(cat "$R/e2e/f16_same_state.out")"
   else
     note "FAIL e2e f16_same_state: $(tail -2 "$R/e2e/f16_same_state.out")"

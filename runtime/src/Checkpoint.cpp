@@ -224,6 +224,14 @@ CheckpointReader::CheckpointReader(const std::string &path) {
     while (!name.empty() &&
            std::isspace(static_cast<unsigned char>(name.back())))
       name.pop_back();
+    // writeFileAtomic never leaves it empty: something else wrote it.
+    if (name.empty() || name.find('/') != std::string::npos)
+      fail("'" + dir + "/latest' " +
+           (name.empty() ? std::string("is empty")
+                         : "names '" + name + "', not a step directory") +
+           "; it should name the newest complete checkpoint (e.g. step_10): "
+           "--resume a step directory of '" +
+           dir + "' instead");
     dir += "/" + name;
   }
   stepDir = dir;

@@ -9,7 +9,11 @@
 #include "Files.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
+#include <cmath>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -34,13 +38,53 @@ void storeIndex(const InputInfo &in, char *base, int64_t i, int64_t v) {
   }
 }
 
+/// [begin, end) of `n` items: the share that `shard` checks.
+std::pair<int64_t, int64_t> shareOf(int64_t n, DataShard shard) {
+  return {n * shard.rank / shard.world, n * (shard.rank + 1) / shard.world};
+}
+
+/// The smallest index bound of the inputs, or -1 for none.
+int64_t tokenBound(const Manifest &m) {
+  int64_t bound = -1;
+  for (const InputInfo &in : m.inputs)
+    if (in.indexBound > 0)
+      bound = bound < 0 ? in.indexBound : std::min(bound, in.indexBound);
+  return bound;
+}
+
+/// The token files' mappings (training and held-out data), for the SIGBUS
+/// handler: reading a page of a mapped file that was truncated after mmap
+/// raises SIGBUS, which would otherwise end the rank without a word.
+struct BusErrorInfo {
+  std::atomic<const char *> begin{nullptr};
+  size_t bytes = 0;
+  char message[640] = {};
+  size_t length = 0;
+};
+BusErrorInfo busErrors[4];
+struct sigaction previousBusAction;
+
+void onBusError(int, siginfo_t *info, void *) {
+  const char *addr = static_cast<const char *>(info->si_addr);
+  for (BusErrorInfo &e : busErrors) {
+    const char *begin = e.begin.load();
+    if (begin && addr >= begin && addr < begin + e.bytes) {
+      ssize_t ignored = ::write(STDERR_FILENO, e.message, e.length);
+      (void)ignored;
+      ::_exit(1);
+    }
+  }
+  // Not ours: the previous action (by default, the signal's) on return.
+  ::sigaction(SIGBUS, &previousBusAction, nullptr);
+}
+
 /// nanoGPT-style uint16 tokens: row k is the window starting at k * T; the
 /// targets are the tokens shifted by one.
 class TokenData : public DataSource {
 public:
   /// `rowsPerStep`: the rows of one global batch (every rank, micro step).
   TokenData(const Manifest &m, const std::string &path, int64_t rowsPerStep,
-            const char *option)
+            DataShard shard, const char *option)
       : m(m) {
     if (m.inputs.size() != 2 || !isIndexType(m.inputs[0].dtype) ||
         !isIndexType(m.inputs[1].dtype) || m.inputs[0].shape.size() != 2 ||
@@ -83,8 +127,26 @@ public:
       fail("cannot map '" + path + "': " + std::strerror(errno));
     tokens = static_cast<const uint16_t *>(map);
     length = int64_t(bytes / 2);
+    watchForTruncation(path, shard);
+    // Every token is read as an input id and (shifted) as a target: all of
+    // them must be ids the model has, or a kernel would stop the run at the
+    // step that first reads the bad one.
+    if (int64_t bound = tokenBound(m); bound > 0 && bound <= 0xffff) {
+      auto [begin, end] = shareOf(length, shard);
+      for (int64_t i = begin; i < end; ++i)
+        if (tokens[i] >= bound)
+          fail("'" + path + "': token " + std::to_string(tokens[i]) +
+               " at offset " + std::to_string(i) + " (byte " +
+               std::to_string(2 * i) +
+               ") is outside the model's vocabulary [0, " +
+               std::to_string(bound) + ")");
+    }
   }
-  ~TokenData() override { ::munmap(map, bytes); }
+  ~TokenData() override {
+    if (watch)
+      watch->begin.store(nullptr);
+    ::munmap(map, bytes);
+  }
 
   void load(zrt_ctx &ctx, int64_t first) override {
     const InputInfo &xi = m.inputs[0], &yi = m.inputs[1];
@@ -106,6 +168,40 @@ public:
   const char *unit() const override { return "tok/s"; }
 
 private:
+  void watchForTruncation(const std::string &path, DataShard shard) {
+    std::string who = shard.world > 1 ? "zrt: error: rank " +
+                                            std::to_string(shard.rank) + ": "
+                                      : "zrt: error: ";
+    std::string msg =
+        who + "the token file '" + path + "' shrank below its " +
+        std::to_string(bytes) +
+        " bytes while training (SIGBUS reading it); restore the file and "
+        "--resume from the last checkpoint\n";
+    for (BusErrorInfo &e : busErrors)
+      if (!e.begin.load()) {
+        watch = &e;
+        break;
+      }
+    if (!watch)
+      return;
+    msg.resize(std::min(msg.size(), sizeof(watch->message) - 1));
+    std::memcpy(watch->message, msg.data(), msg.size());
+    watch->length = msg.size();
+    watch->bytes = bytes;
+    watch->begin.store(static_cast<const char *>(map));
+    static bool installed = false;
+    if (installed)
+      return;
+    installed = true;
+    struct sigaction action = {};
+    action.sa_sigaction = onBusError;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &previousBusAction);
+  }
+
+  BusErrorInfo *watch = nullptr;
+
   const Manifest &m;
   int64_t rows = 0, seq = 0, length = 0;
   void *map = nullptr;
@@ -119,7 +215,8 @@ private:
 class ArrayData : public DataSource {
 public:
   ArrayData(const Manifest &m, const std::string &xPath,
-            const std::string &yPath, int64_t rowsPerStep, const char *option)
+            const std::string &yPath, int64_t rowsPerStep, DataShard shard,
+            const char *option)
       : m(m) {
     if (m.inputs.size() != 2 || isIndexType(m.inputs[0].dtype) ||
         !isIndexType(m.inputs[1].dtype) || m.inputs[0].shape.empty() ||
@@ -153,6 +250,7 @@ public:
            " per rank and micro step, " + std::to_string(m.worldSize) +
            " rank(s), " + std::to_string(m.accumulationSteps) +
            " micro step(s))");
+    checkValues(xPath, yPath, shard);
   }
 
   void load(zrt_ctx &ctx, int64_t first) override {
@@ -167,15 +265,7 @@ public:
       int64_t k = (first + r) % samples;
       std::memcpy(xs.data() + r * rowSize, x.data.data() + k * rowSize * 4,
                   size_t(rowSize) * 4);
-      int64_t label;
-      if (y.itemSize == 4) {
-        int32_t v;
-        std::memcpy(&v, y.data.data() + k * 4, 4);
-        label = v;
-      } else {
-        std::memcpy(&label, y.data.data() + k * 8, 8);
-      }
-      storeIndex(yi, yo, r, label);
+      storeIndex(yi, yo, r, labelAt(k));
     }
     device::uploadCast(xs.data(), dtype, ctx.step + xi.offset, rows * rowSize);
     device::upload(ctx.step + yi.offset, ys.data(), int64_t(ys.size()));
@@ -185,6 +275,46 @@ public:
   const char *unit() const override { return "samples/s"; }
 
 private:
+  /// Labels the model can take and finite features, in this rank's share
+  /// of the samples: a NaN feature would make the first loss NaN, and a
+  /// label outside the classes stop the run midway.
+  void checkValues(const std::string &xPath, const std::string &yPath,
+                   DataShard shard) const {
+    const InputInfo &yi = m.inputs[1];
+    auto [begin, end] = shareOf(samples, shard);
+    for (int64_t k = begin; k < end; ++k) {
+      int64_t label = labelAt(k);
+      if (yi.dtype == "i32" && (label < INT32_MIN || label > INT32_MAX))
+        fail("'" + yPath + "': label " + std::to_string(label) + " at index " +
+             std::to_string(k) + " does not fit the model's i32 labels");
+      if (yi.indexBound > 0 && (label < 0 || label >= yi.indexBound))
+        fail("'" + yPath + "': label " + std::to_string(label) + " at index " +
+             std::to_string(k) + " is outside the model's classes [0, " +
+             std::to_string(yi.indexBound) + ")");
+    }
+    const char *features = x.data.data();
+    for (int64_t i = begin * rowSize; i < end * rowSize; ++i) {
+      float v;
+      std::memcpy(&v, features + 4 * i, 4);
+      if (!std::isfinite(v))
+        fail("'" + xPath + "': feature " + std::to_string(i % rowSize) +
+             " of sample " + std::to_string(i / rowSize) + " is " +
+             (std::isnan(v) ? "NaN" : "infinite") +
+             "; the model's inputs must be finite");
+    }
+  }
+
+  int64_t labelAt(int64_t k) const {
+    if (y.itemSize == 4) {
+      int32_t v;
+      std::memcpy(&v, y.data.data() + k * 4, 4);
+      return v;
+    }
+    int64_t v;
+    std::memcpy(&v, y.data.data() + k * 8, 8);
+    return v;
+  }
+
   static std::string shape(const NpyArray &a) {
     std::string s = "(";
     for (size_t i = 0; i < a.shape.size(); ++i)
@@ -202,17 +332,16 @@ private:
 
 } // namespace
 
-std::unique_ptr<DataSource> zrt::openTokenData(const Manifest &m,
-                                               const std::string &path,
-                                               int64_t rowsPerStep,
-                                               const char *option) {
-  return std::make_unique<TokenData>(m, path, rowsPerStep, option);
+std::unique_ptr<DataSource>
+zrt::openTokenData(const Manifest &m, const std::string &path,
+                   int64_t rowsPerStep, DataShard shard, const char *option) {
+  return std::make_unique<TokenData>(m, path, rowsPerStep, shard, option);
 }
 
-std::unique_ptr<DataSource> zrt::openArrayData(const Manifest &m,
-                                               const std::string &xPath,
-                                               const std::string &yPath,
-                                               int64_t rowsPerStep,
-                                               const char *option) {
-  return std::make_unique<ArrayData>(m, xPath, yPath, rowsPerStep, option);
+std::unique_ptr<DataSource>
+zrt::openArrayData(const Manifest &m, const std::string &xPath,
+                   const std::string &yPath, int64_t rowsPerStep,
+                   DataShard shard, const char *option) {
+  return std::make_unique<ArrayData>(m, xPath, yPath, rowsPerStep, shard,
+                                     option);
 }

@@ -29,19 +29,27 @@ public:
   virtual const char *unit() const = 0;
 };
 
+/// Where the data is checked: rank `rank` of `world` checks its share of
+/// every file, so that a bad value is found once, before the first step.
+struct DataShard {
+  int rank = 0, world = 1;
+};
+
 /// `rowsPerStep`: the rows of one global batch (every rank, micro step).
-/// Both throw std::runtime_error when the files do not fit the model;
+/// Both throw std::runtime_error when the files do not fit the model: too
+/// short, or values the model cannot take (token ids or labels outside the
+/// inputs' index_bound or their integer type, non-finite features);
 /// `option` names the files' option in the messages.
 /// --data (--eval-data): nanoGPT's uint16 token files.
 std::unique_ptr<DataSource> openTokenData(const Manifest &m,
                                           const std::string &path,
-                                          int64_t rowsPerStep,
+                                          int64_t rowsPerStep, DataShard shard,
                                           const char *option = "--data");
 /// --inputs/--labels (--eval-inputs/--eval-labels): .npy features and
 /// labels.
 std::unique_ptr<DataSource>
 openArrayData(const Manifest &m, const std::string &xPath,
-              const std::string &yPath, int64_t rowsPerStep,
+              const std::string &yPath, int64_t rowsPerStep, DataShard shard,
               const char *option = "--inputs/--labels");
 
 } // namespace zrt

@@ -33,6 +33,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -43,6 +45,7 @@
 #include <memory>
 #include <stdexcept>
 #include <thread>
+#include <time.h>
 #include <unistd.h>
 
 using namespace zrt;
@@ -52,6 +55,17 @@ namespace {
 //===----------------------------------------------------------------------===//
 // The driver
 //===----------------------------------------------------------------------===//
+
+/// Where rank `rank` writes the trace asked for with --trace `base`.
+std::string tracePath(const std::string &base, int rank) {
+  std::string path = base;
+  std::string suffix = ".rank" + std::to_string(rank);
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    path.insert(path.size() - 5, suffix);
+  else
+    path += suffix + ".json";
+  return path;
+}
 
 class Driver {
 public:
@@ -71,6 +85,8 @@ private:
   void info(const char *fmt, ...) const __attribute__((format(printf, 2, 3)));
 
   bool setUp(int argc, char **argv, int &exitCode);
+  void checkOutputs();
+  void openLog();
   bool checkWorld();
   void chooseThreads();
   bool train();
@@ -84,7 +100,8 @@ private:
   void installSaveHook();
   bool save(const Progress &progress);
   bool exportWeights();
-  void writeTrace();
+  bool writeTrace();
+  void noteProgress(int64_t step);
 
   const zrt_program *program;
   Options opts;
@@ -102,7 +119,63 @@ private:
   Watchdog watchdog;
   /// The step whose checkpoint is being written (0: none), for test hooks.
   int64_t savingStep = 0;
+  /// Rank 0's lock of the --save directory.
+  DirectoryLock saveLock;
+  /// The last checkpoint this run saved or resumed from (empty: none).
+  std::string lastCheckpoint;
 };
+
+//===----------------------------------------------------------------------===//
+// SIGINT and SIGTERM
+//===----------------------------------------------------------------------===//
+
+/// What rank 0 prints when SIGINT or SIGTERM ends the run (mpirun sends
+/// SIGTERM to every rank when it is interrupted): the step and the last
+/// checkpoint. Formatted outside the handler (which may only write(2)) into
+/// the buffer the handler is not reading, then published.
+struct InterruptNote {
+  char text[2][1024] = {};
+  size_t length[2] = {};
+  std::atomic<int> current{-1};
+};
+InterruptNote interruptNote;
+
+void setInterruptNote(const std::string &text) {
+  int next = interruptNote.current.load() == 0 ? 1 : 0;
+  size_t n = std::min(text.size(), sizeof(interruptNote.text[0]) - 1);
+  std::memcpy(interruptNote.text[next], text.data(), n);
+  interruptNote.length[next] = n;
+  interruptNote.current.store(next);
+}
+
+extern "C" void onInterrupt(int sig) {
+  int c = interruptNote.current.load();
+  if (c < 0) {
+    // Not rank 0: let rank 0 end first. mpirun forwards the signal to every
+    // rank and, once one has ended, stops forwarding output, which would
+    // lose rank 0's line when another rank happened to end before it.
+    struct timespec delay = {1, 0};
+    ::nanosleep(&delay, nullptr);
+  } else {
+    const char *name = sig == SIGINT ? "zrt: interrupted (SIGINT) "
+                                     : "zrt: terminated (SIGTERM) ";
+    ssize_t ignored = ::write(STDERR_FILENO, name, std::strlen(name));
+    ignored =
+        ::write(STDERR_FILENO, interruptNote.text[c], interruptNote.length[c]);
+    (void)ignored;
+  }
+  // The default action ends the process with the signal's status.
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void installInterruptHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = onInterrupt;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
 
 template <typename Fn>
 bool Driver::everywhere(const Fn &fn) {
@@ -245,14 +318,28 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
       }))
     return false;
 
+  // Every output is checked before any work, so that a path that cannot be
+  // written does not lose the training (rank 0 also locks --save).
+  if (!everywhere([&] { checkOutputs(); }))
+    return false;
+  if (ctx.rank == 0 && !saveLock.takenOver().empty())
+    std::fprintf(stderr,
+                 "zrt: warning: took over the lock of '%s' from %s, which "
+                 "has ended (a run that crashed or was killed)\n",
+                 opts.save.c_str(), saveLock.takenOver().c_str());
+
   const Manifest &m = manifest;
   ctx.manifest = &manifest;
   ctx.computeBytes = zrt_dtype_size(m.computeDtype);
   ctx.injectOverflowFirst = opts.injectOverflowFirst;
   ctx.injectOverflowLast = opts.injectOverflowLast;
   installSaveHook();
-  zrt_loss_scaler_init(&ctx.scaler, m.precision == "fp16", m.initialScalePower,
-                       m.lossScaleWindow, m.hysteresis, m.minLossScale);
+  // fp16.loss_scale > 0: DeepSpeed's static LossScaler.
+  bool fp16 = m.precision == "fp16";
+  zrt_loss_scaler_init(&ctx.scaler, fp16 && m.lossScale == 0,
+                       m.initialScalePower, m.lossScaleWindow, m.hysteresis,
+                       m.minLossScale,
+                       fp16 && m.lossScale > 0 ? m.lossScale : 1.0);
   // The plan's sizes are high-water marks of its allocator: count each arena
   // whole, so the measured peak is comparable with plan.peak_bytes.
   ctx.persistentArena = zrt_arena_create(m.persistentBytes);
@@ -269,16 +356,17 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
         (m.inputs.empty() || m.inputs[0].shape.empty() ? 0
                                                        : m.inputs[0].shape[0]) *
         ctx.world * m.accumulationSteps;
+    DataShard shard{ctx.rank, ctx.world};
     if (!opts.data.empty())
-      data = openTokenData(m, opts.data, rowsPerStep);
+      data = openTokenData(m, opts.data, rowsPerStep, shard);
     else if (!opts.inputs.empty())
-      data =
-          openArrayData(m, opts.inputs, opts.labels, rowsPerStep);
+      data = openArrayData(m, opts.inputs, opts.labels, rowsPerStep, shard);
     if (!opts.evalData.empty())
-      evalData = openTokenData(m, opts.evalData, rowsPerStep, "--eval-data");
+      evalData =
+          openTokenData(m, opts.evalData, rowsPerStep, shard, "--eval-data");
     else if (!opts.evalInputs.empty())
       evalData = openArrayData(m, opts.evalInputs, opts.evalLabels, rowsPerStep,
-                               "--eval-inputs/--eval-labels");
+                               shard, "--eval-inputs/--eval-labels");
     if (evalData) {
       // Batches are laid out as the training stream's, without wrapping.
       int64_t whole = evalData->wholeRows() / rowsPerStep;
@@ -293,6 +381,7 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
     }
     if (!opts.resume.empty()) {
       progress = readCheckpoint(ctx, opts.resume);
+      lastCheckpoint = opts.resume;
       return;
     }
     std::vector<Tensor> tensors;
@@ -325,13 +414,7 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
              ? ""
              : (" (resharded: " + progress.resharded + ")").c_str());
 
-  if (!opts.logJson.empty() && ctx.rank == 0 &&
-      !(log = std::fopen(opts.logJson.c_str(), "w"))) {
-    error("cannot write '" + opts.logJson + "': " + std::strerror(errno));
-  }
-  int logOk = ctx.rank != 0 || opts.logJson.empty() || log;
-  MPI_Bcast(&logOk, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!logOk)
+  if (!everywhere([&] { openLog(); }))
     return false;
 
   int64_t numel = 0;
@@ -342,6 +425,79 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
        m.stage, m.worldSize, m.precision.c_str(), m.accumulationSteps,
        (long long)numel, m.partitions.size(), m.hashText.c_str());
   return true;
+}
+
+void Driver::checkOutputs() {
+  if (!opts.save.empty()) {
+    checkWritableDir(opts.save, "--save");
+    if (ctx.rank == 0) {
+      saveLock.acquire(opts.save);
+      // A new run saving over another run's checkpoints would overwrite
+      // some and move `latest` back, so that a later --resume continues
+      // the wrong run.
+      if (!resumesFrom(opts.resume, opts.save) && hasCheckpoints(opts.save)) {
+        std::string latest;
+        try {
+          latest = readFile(opts.save + "/latest");
+        } catch (const std::exception &) {
+        }
+        while (!latest.empty() &&
+               std::isspace(static_cast<unsigned char>(latest.back())))
+          latest.pop_back();
+        std::string which = latest.empty() ? "" : " (latest: " + latest + ")";
+        if (!opts.overwrite)
+          fail("'" + opts.save + "' holds the checkpoints of another run" +
+               which + ": --resume " + opts.save +
+               " continues that run, --overwrite replaces its checkpoints, "
+               "or --save another directory");
+        int removed = removeCheckpoints(opts.save);
+        std::fprintf(stderr,
+                     "zrt: --overwrite: removed %d checkpoint(s) of an "
+                     "earlier run from '%s'%s\n",
+                     removed, opts.save.c_str(), which.c_str());
+      }
+    }
+  }
+  if (!opts.exportPath.empty() && ctx.rank == 0)
+    checkWritableFile(opts.exportPath, "--export");
+  if (!opts.logJson.empty() && ctx.rank == 0)
+    checkWritableFile(opts.logJson, "--log-json");
+  if (!opts.trace.empty())
+    checkWritableFile(tracePath(opts.trace, ctx.rank), "--trace");
+}
+
+void Driver::openLog() {
+  if (opts.logJson.empty() || ctx.rank != 0)
+    return;
+  // A resumed run continues the log: the lines of the steps up to the
+  // checkpoint are kept, those after it (logged by a run that went on
+  // past the checkpoint and crashed) dropped, so that the log stays one
+  // line per step.
+  bool append = !opts.resume.empty() && isRegularFile(opts.logJson);
+  if (append) {
+    LogTrim trim = keepLogUpTo(opts.logJson, progress.step);
+    if (trim.dropped > 0)
+      std::fprintf(stderr,
+                   "zrt: --log-json: dropped %lld line(s) of '%s' after step "
+                   "%lld, the checkpoint's\n",
+                   (long long)trim.dropped, opts.logJson.c_str(),
+                   (long long)progress.step);
+  }
+  log = std::fopen(opts.logJson.c_str(), append ? "a" : "w");
+  if (!log)
+    fail("cannot write '" + opts.logJson + "': " + std::strerror(errno));
+}
+
+void Driver::noteProgress(int64_t step) {
+  std::string note = "during step " + std::to_string(step) + "; ";
+  if (lastCheckpoint.empty())
+    note += "no checkpoint saved";
+  else if (opts.save.empty() || lastCheckpoint == opts.resume)
+    note += "resumed from '" + lastCheckpoint + "'";
+  else
+    note += "last checkpoint '" + lastCheckpoint + "' (--resume " + opts.save +
+            " continues from it)";
+  setInterruptNote(note + "\n");
 }
 
 void Driver::installSaveHook() {
@@ -389,6 +545,7 @@ bool Driver::save(const Progress &at) {
       }))
     return false;
   info("saved checkpoint %s\n", dir.c_str());
+  lastCheckpoint = dir;
   return true;
 }
 
@@ -436,18 +593,7 @@ static std::string formatBytes(int64_t bytes) {
   return buf;
 }
 
-/// Where rank `rank` writes the trace asked for with --trace `base`.
-static std::string tracePath(const std::string &base, int rank) {
-  std::string path = base;
-  std::string suffix = ".rank" + std::to_string(rank);
-  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
-    path.insert(path.size() - 5, suffix);
-  else
-    path += suffix + ".json";
-  return path;
-}
-
-void Driver::writeTrace() {
+bool Driver::writeTrace() {
   std::string path = tracePath(opts.trace, ctx.rank);
   nlohmann::json events = nlohmann::json::array();
   for (const TraceEvent &e : ctx.trace)
@@ -515,7 +661,7 @@ void Driver::writeTrace() {
     writeFileAtomic(path, doc.dump() + "\n");
   } catch (const std::exception &e) {
     error(std::string("cannot write the trace: ") + e.what());
-    return;
+    return false;
   }
   int ranks = manifest.worldSize;
   if (ranks == 1)
@@ -523,6 +669,7 @@ void Driver::writeTrace() {
   else
     info("wrote one trace per rank: %s ... %s\n", path.c_str(),
          tracePath(opts.trace, ranks - 1).c_str());
+  return true;
 }
 
 double Driver::evaluate() {
@@ -604,6 +751,8 @@ bool Driver::trainSteps() {
       for (;;)
         ::pause();
     watchdog.beginStep(step);
+    if (ctx.rank == 0)
+      noteProgress(step);
     ctx.stepIndex = step;
     ctx.lossSum = 0.0;
     ctx.lossCount = 0;
@@ -622,6 +771,7 @@ bool Driver::trainSteps() {
         ctx.trace.push_back({"micro step " + std::to_string(micro), microStart,
                              ctx.nowUs() - microStart});
     }
+    auto microEnd = std::chrono::steady_clock::now();
     double boundaryStart = ctx.tracing ? ctx.nowUs() : 0.0;
     program->boundary(&ctx);
     if (ctx.tracing)
@@ -639,9 +789,14 @@ bool Driver::trainSteps() {
       WaitScope watched(ctx.waitState, "the step's device work");
       device::finishStep(ctx);
     }
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+    auto end = std::chrono::steady_clock::now();
+    double ms = std::chrono::duration<double, std::milli>(end - start).count();
+    // wall_clock_breakdown: the host's clock, which on a GPU backend sees the
+    // micro steps enqueued and the boundary wait for the step's end.
+    double microMs =
+        std::chrono::duration<double, std::milli>(microEnd - start).count();
+    double boundaryMs =
+        std::chrono::duration<double, std::milli>(end - microEnd).count();
     if (ctx.tracing)
       ctx.trace.push_back(
           {"step " + std::to_string(step), stepStart, ctx.nowUs() - stepStart});
@@ -649,9 +804,10 @@ bool Driver::trainSteps() {
     progress.dataPosition += rowsPerStep;
 
     // Global values: the mean of the ranks' losses, the slowest rank's
-    // time, the largest peak.
-    double local[2] = {ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, ms};
-    double sum[2];
+    // times, the largest peak.
+    double local[4] = {ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, ms,
+                       microMs, boundaryMs};
+    double sum[4];
     bool last = step == opts.steps;
     bool evaluating =
         evalData &&
@@ -661,13 +817,15 @@ bool Driver::trainSteps() {
     {
       WaitScope watched(ctx.waitState, "the step's loss/time/peak all-reduce");
       MPI_Allreduce(local, sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      MPI_Allreduce(local + 1, sum + 1, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(local + 1, sum + 1, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX,
                     MPI_COMM_WORLD);
     }
     maxPeak = std::max(maxPeak, peak);
     double loss = sum[0] / ctx.world;
     ms = sum[1];
+    microMs = sum[2];
+    boundaryMs = sum[3];
     double gradNorm = std::sqrt(double(ctx.stats[1]));
     double rate = double(rowsPerStep * data->itemsPerRow()) / (ms / 1000.0);
     float nextScale = zrt_loss_scaler_scale(&ctx.scaler);
@@ -686,6 +844,10 @@ bool Driver::trainSteps() {
                              {"scratch_peak_bytes", zrt_scratch_peak_bytes()},
                              {"planned_scratch_bytes", m.scratchBytes},
                              {"adam_steps", ctx.adamSteps}};
+      if (m.wallClockBreakdown) {
+        line["micro_steps_ms"] = microMs;
+        line["boundary_ms"] = boundaryMs;
+      }
       if (evaluating)
         line["eval_loss"] = evalLoss;
       std::fprintf(log, "%s\n", line.dump().c_str());
@@ -698,24 +860,37 @@ bool Driver::trainSteps() {
               " (learning rate too high, or fp16 without loss scaling?)");
       return false;
     }
-    char evalText[48] = "";
-    if (evaluating)
-      std::snprintf(evalText, sizeof(evalText), " | eval loss %.4f", evalLoss);
-    info("step %lld | loss %.4f%s | scale %g | %s | %.0f %s | peak %s\n",
-         (long long)step, loss, evalText, double(scale),
-         formatDuration(ms).c_str(), rate, data->unit(),
-         formatBytes(peak).c_str());
+    // An evaluation's loss is printed whatever steps_per_print says.
+    if (step % m.stepsPerPrint == 0 || evaluating) {
+      char evalText[48] = "";
+      if (evaluating)
+        std::snprintf(evalText, sizeof(evalText), " | eval loss %.4f",
+                      evalLoss);
+      std::string breakdown;
+      if (m.wallClockBreakdown)
+        breakdown = " | micro steps " + formatDuration(microMs) +
+                    " | boundary " + formatDuration(boundaryMs);
+      info("step %lld | loss %.4f%s | scale %g | %s | %.0f %s | peak %s%s\n",
+           (long long)step, loss, evalText, double(scale),
+           formatDuration(ms).c_str(), rate, data->unit(),
+           formatBytes(peak).c_str(), breakdown.c_str());
+    }
     if (ctx.skipped && ctx.rank == 0) {
       // Never silent, not even with --quiet.
+      bool staticScale = m.precision == "fp16" && !ctx.scaler.dynamic;
       if (ctx.scaler.dynamic)
         std::printf("step %lld skipped: gradient overflow, loss scale %g -> "
                     "%g\n",
                     (long long)step, double(scale), double(nextScale));
+      else if (staticScale)
+        std::printf("step %lld skipped: gradient overflow, static loss scale "
+                    "%g unchanged\n",
+                    (long long)step, double(scale));
       else
         std::printf("step %lld SKIPPED: non-finite gradients (inf/NaN) at %s "
                     "precision; parameters unchanged\n",
                     (long long)step, m.precision.c_str());
-      if (!ctx.scaler.dynamic && nonFiniteSkips++ == 0)
+      if (!ctx.scaler.dynamic && !staticScale && nonFiniteSkips++ == 0)
         firstNonFiniteSkip = step;
       std::fflush(stdout);
     }
@@ -758,7 +933,17 @@ int Driver::run(int argc, char **argv) {
   if (!setUp(argc, argv, exitCode))
     return exitCode;
   bool ok = true;
+  installInterruptHandlers();
+  if (ctx.rank == 0)
+    noteProgress(progress.step + 1);
   bool training = opts.steps > progress.step;
+  if (!training && !evalData && !opts.resume.empty() && ctx.rank == 0)
+    // --steps counts from the start of training, not from the checkpoint.
+    std::fprintf(stderr,
+                 "zrt: warning: nothing to train: the checkpoint is at step "
+                 "%lld and --steps %lld is not beyond it (--steps counts "
+                 "the checkpoint's steps)\n",
+                 (long long)progress.step, (long long)opts.steps);
   if (training || evalData)
     ok = train();
   if (ok && !training && !opts.save.empty() && opts.resume.empty() &&
@@ -766,8 +951,8 @@ int Driver::run(int argc, char **argv) {
     ok = save(progress);
   if (ok && !opts.exportPath.empty())
     ok = exportWeights();
-  if (!opts.trace.empty())
-    writeTrace();
+  if (!opts.trace.empty() && !writeTrace())
+    ok = false;
   if (log)
     std::fclose(log);
   // After a run that trained: an evaluation alone runs only the forward's

@@ -154,6 +154,25 @@ extern "C" void zrt_gelu_grad(int32_t dtype, const void *x, const void *dy,
   });
 }
 
+extern "C" void zrt_gelu_erf(int32_t dtype, const void *x, void *y,
+                             int64_t n) {
+  KernelSpan span("zrt_gelu_erf");
+  checkDims("zrt_gelu_erf", n);
+  dispatchFloat(dtype, [&](auto tag) {
+    unaryMap<decltype(tag)>(x, y, n, [](float v) { return geluErf(v); });
+  });
+}
+
+extern "C" void zrt_gelu_erf_grad(int32_t dtype, const void *x, const void *dy,
+                                  void *dx, int64_t n) {
+  KernelSpan span("zrt_gelu_erf_grad");
+  dispatchFloat(dtype, [&](auto tag) {
+    broadcastMap<decltype(tag)>(
+        "zrt_gelu_erf_grad", x, dy, dx, n, n,
+        [](float v, float g) { return geluErfGrad(v, g); });
+  });
+}
+
 extern "C" void zrt_silu(int32_t dtype, const void *x, void *y, int64_t n) {
   KernelSpan span("zrt_silu");
   checkDims("zrt_silu", n);

@@ -14,14 +14,18 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -120,6 +124,209 @@ void zrt::makeDirs(const std::string &path) {
     fail("'" + path + "' is not a directory");
 }
 
+namespace {
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/// Creates and removes a file in `dir`: the only test that also sees
+/// read-only file systems and, for root, every other reason.
+void probeDirectory(const std::string &dir, const std::string &what) {
+  std::string probe = dir + "/.zrt-write-test." + std::to_string(::getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    fail(what + ": cannot create a file in '" + dir + "': " + errnoText());
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+/// step_N for N >= 0 (what checkpointDir names).
+bool isStepName(const char *name) {
+  if (std::strncmp(name, "step_", 5) != 0 || !name[5])
+    return false;
+  for (const char *p = name + 5; *p; ++p)
+    if (!std::isdigit(static_cast<unsigned char>(*p)))
+      return false;
+  return true;
+}
+
+std::vector<std::string> stepDirectories(const std::string &dir) {
+  std::vector<std::string> steps;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return steps;
+  while (dirent *e = ::readdir(d))
+    if (isStepName(e->d_name) && isDirectory(dir + "/" + e->d_name))
+      steps.push_back(e->d_name);
+  ::closedir(d);
+  return steps;
+}
+
+std::string hostName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0)
+    return "?";
+  return host;
+}
+
+} // namespace
+
+void zrt::checkWritableFile(const std::string &path,
+                            const std::string &option) {
+  std::string what = "cannot write " + option + " '" + path + "'";
+  if (isDirectory(path))
+    fail(what + ": it is a directory");
+  std::string dir = dirOf(path);
+  if (!isDirectory(dir))
+    fail(what + ": '" + dir + "' is not a directory");
+  probeDirectory(dir, what);
+}
+
+void zrt::checkWritableDir(const std::string &dir, const std::string &option) {
+  std::string what = "cannot write " + option + " '" + dir + "'";
+  try {
+    makeDirs(dir);
+  } catch (const std::runtime_error &e) {
+    fail(what + ": " + e.what());
+  }
+  probeDirectory(dir, what);
+}
+
+bool zrt::isRegularFile(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool zrt::resumesFrom(const std::string &resume, const std::string &save) {
+  if (resume.empty())
+    return false;
+  auto canonical = [](const std::string &path) {
+    char *real = ::realpath(path.c_str(), nullptr);
+    std::string out = real ? real : "";
+    std::free(real);
+    return out;
+  };
+  std::string from = canonical(resume), to = canonical(save);
+  if (from.empty() || to.empty())
+    return false;
+  return from == to || dirOf(from) == to;
+}
+
+LogTrim zrt::keepLogUpTo(const std::string &path, int64_t step) {
+  std::istringstream in(readFile(path));
+  std::string line, kept;
+  LogTrim trim;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr,
+                                             /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() <= step) {
+      kept += line + "\n";
+      ++trim.kept;
+    } else {
+      ++trim.dropped;
+    }
+  }
+  if (trim.dropped > 0)
+    writeFileAtomic(path, kept);
+  return trim;
+}
+
+bool zrt::hasCheckpoints(const std::string &dir) {
+  struct stat st;
+  return ::stat((dir + "/latest").c_str(), &st) == 0 ||
+         !stepDirectories(dir).empty();
+}
+
+int zrt::removeCheckpoints(const std::string &dir) {
+  std::vector<std::string> steps = stepDirectories(dir);
+  for (const std::string &step : steps) {
+    std::string path = dir + "/" + step;
+    // A step directory holds files only (manifest, rank files, temporaries).
+    DIR *d = ::opendir(path.c_str());
+    if (!d)
+      fail("cannot remove '" + path + "': " + errnoText());
+    std::vector<std::string> files;
+    while (dirent *e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        files.push_back(path + "/" + e->d_name);
+    ::closedir(d);
+    for (const std::string &f : files)
+      if (::unlink(f.c_str()) != 0)
+        fail("cannot remove '" + f + "': " + errnoText());
+    if (::rmdir(path.c_str()) != 0)
+      fail("cannot remove '" + path + "': " + errnoText());
+  }
+  std::string latest = dir + "/latest";
+  if (::unlink(latest.c_str()) != 0 && errno != ENOENT)
+    fail("cannot remove '" + latest + "': " + errnoText());
+  return int(steps.size());
+}
+
+void zrt::DirectoryLock::acquire(const std::string &dir) {
+  release();
+  std::string path = dir + "/lock";
+  int f = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (f < 0)
+    fail("cannot create the lock file '" + path + "': " + errnoText());
+  // What the last holder wrote: empty when it released the lock.
+  std::string owner;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(f, buf, sizeof(buf))) > 0)
+    owner.append(buf, size_t(n));
+  while (!owner.empty() &&
+         std::isspace(static_cast<unsigned char>(owner.back())))
+    owner.pop_back();
+  if (::flock(f, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(f);
+    if (err != EWOULDBLOCK)
+      fail("cannot lock '" + path + "': " + std::strerror(err));
+    fail("'" + dir + "' is in use by another run (" +
+         (owner.empty() ? std::string("owner unknown") : owner) +
+         ", lock file '" + path +
+         "'): two runs saving into one directory would mix their "
+         "checkpoints; wait for it to end or save elsewhere");
+  }
+  // Read again under the lock: the holder may have changed meanwhile.
+  owner.clear();
+  ::lseek(f, 0, SEEK_SET);
+  while ((n = ::read(f, buf, sizeof(buf))) > 0)
+    owner.append(buf, size_t(n));
+  while (!owner.empty() &&
+         std::isspace(static_cast<unsigned char>(owner.back())))
+    owner.pop_back();
+  previousOwner = owner;
+  std::string mine =
+      "process " + std::to_string(::getpid()) + " on host " + hostName() + "\n";
+  if (::ftruncate(f, 0) != 0 || ::lseek(f, 0, SEEK_SET) != 0) {
+    int err = errno;
+    ::close(f);
+    fail("cannot write the lock file '" + path + "': " + std::strerror(err));
+  }
+  try {
+    writeAll(f, mine.data(), mine.size(), path);
+  } catch (...) {
+    ::close(f);
+    throw;
+  }
+  fd = f;
+}
+
+void zrt::DirectoryLock::release() {
+  if (fd < 0)
+    return;
+  // Emptied, not removed: another run may have opened this inode already.
+  // Should emptying fail, the next owner reports a taken-over lock.
+  int ignored = ::ftruncate(fd, 0);
+  (void)ignored;
+  ::close(fd);
+  fd = -1;
+}
+
 uint32_t zrt::crc32(const void *data, size_t size, uint32_t crc) {
   static const auto table = [] {
     std::array<uint32_t, 256> t{};
@@ -205,7 +412,14 @@ public:
         ++i;
       if (start == i)
         error("expected a dimension");
-      dims.push_back(std::stoll(s.substr(start, i - start)));
+      std::string digits = s.substr(start, i - start);
+      int64_t d = 0;
+      for (char c : digits)
+        if (__builtin_mul_overflow(d, int64_t(10), &d) ||
+            __builtin_add_overflow(d, int64_t(c - '0'), &d))
+          fail(name + ": the .npy header's 'shape' has a dimension " + digits +
+               " beyond 2^63");
+      dims.push_back(d);
       if (!consume(',')) {
         expect(')');
         break;
@@ -302,7 +516,16 @@ NpyArray zrt::parseNpy(const std::string &bytes, const std::string &name) {
     fail(name + ": unsupported dtype '" + d + "'");
 
   size_t dataStart = headerStart + headerLen;
-  int64_t expected = array.numel() * array.itemSize;
+  // The product must not wrap: a wrapped count could match the data size.
+  int64_t expected = array.itemSize;
+  for (int64_t dim : array.shape)
+    if (__builtin_mul_overflow(expected, dim, &expected)) {
+      std::string shape;
+      for (size_t k = 0; k < array.shape.size(); ++k)
+        shape += (k ? ", " : "") + std::to_string(array.shape[k]);
+      fail(name + ": the .npy header's 'shape' (" + shape +
+           ") has more bytes than a file can hold");
+    }
   if (int64_t(bytes.size() - dataStart) != expected)
     fail(name + ": expected " + std::to_string(expected) +
          " data bytes for the shape in the header, found " +
@@ -360,6 +583,37 @@ zrt::writeSafetensors(const std::vector<Tensor> &tensors,
   return out;
 }
 
+namespace {
+
+/// The JSON text of a value, shortened for a message.
+std::string shortDump(const nlohmann::ordered_json &v) {
+  std::string text = v.dump();
+  return text.size() > 80 ? text.substr(0, 77) + "..." : text;
+}
+
+/// A non-negative integer of a safetensors header field ("shape",
+/// "data_offsets"): JSON integers only, so that 8.9 or 1e300 is refused
+/// rather than truncated.
+uint64_t headerCount(const nlohmann::ordered_json &v, const std::string &where,
+                     const char *field) {
+  if (v.is_number_unsigned())
+    return v.get<uint64_t>();
+  if (v.is_number_integer())
+    fail(where + ": " + field + " has a negative entry " + v.dump());
+  fail(where + ": " + field + " has an entry " + shortDump(v) +
+       " that is not an integer");
+}
+
+/// One header entry, checked against the format's rules.
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+} // namespace
+
 std::vector<Tensor>
 zrt::parseSafetensors(const std::string &bytes, const std::string &name,
                       const std::function<bool(const std::string &)> &skip) {
@@ -371,66 +625,150 @@ zrt::parseSafetensors(const std::string &bytes, const std::string &name,
   if (len > bytes.size() - 8)
     fail(name + ": not a safetensors file (header length " +
          std::to_string(len) + " exceeds the file)");
+  // JSON allows duplicate keys (the last one wins); the format does not: a
+  // tensor named twice would be read from one of two places.
+  std::vector<std::set<std::string>> keysOfOpenObjects;
+  std::string duplicate;
+  auto checkKeys = [&](int, nlohmann::ordered_json::parse_event_t event,
+                       nlohmann::ordered_json &parsed) {
+    using Event = nlohmann::ordered_json::parse_event_t;
+    if (event == Event::object_start)
+      keysOfOpenObjects.emplace_back();
+    else if (event == Event::object_end)
+      keysOfOpenObjects.pop_back();
+    else if (event == Event::key && duplicate.empty() &&
+             !keysOfOpenObjects.back().insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.substr(8, len));
+    header = nlohmann::ordered_json::parse(bytes.substr(8, len), checkKeys);
   } catch (const nlohmann::json::exception &e) {
     fail(name + ": malformed safetensors header: " + e.what());
   }
+  if (!duplicate.empty())
+    fail(name + ": the safetensors header has the key '" + duplicate +
+         "' twice in one object (names and fields must be unique)");
   if (!header.is_object())
     fail(name + ": the safetensors header is not a JSON object");
   uint64_t dataSize = bytes.size() - 8 - len;
   const char *data = bytes.data() + 8 + len;
-  std::vector<Tensor> tensors;
+
+  // Every entry first, read or skipped: the format requires the tensors to
+  // cover the data section exactly, without overlaps or holes.
+  std::vector<SafetensorsEntry> entries;
   for (auto &[key, entry] : header.items()) {
-    if (key == "__metadata__" || (skip && skip(key)))
+    if (key == "__metadata__") {
+      if (!entry.is_object())
+        fail(name + ": __metadata__ is not a JSON object");
       continue;
+    }
     std::string where = name + ": tensor '" + key + "'";
-    try {
-      std::string dtype = entry.at("dtype").get<std::string>();
-      size_t itemSize = 0;
-      if (dtype == "F32")
+    if (!entry.is_object())
+      fail(where + " is not a JSON object");
+    for (const char *field : {"dtype", "shape", "data_offsets"})
+      if (!entry.contains(field))
+        fail(where + " lacks \"" + field + "\"");
+    SafetensorsEntry e;
+    e.name = key;
+    if (!entry["dtype"].is_string())
+      fail(where + ": dtype " + shortDump(entry["dtype"]) + " is not a string");
+    e.dtype = entry["dtype"].get<std::string>();
+    const auto &shape = entry["shape"];
+    if (!shape.is_array())
+      fail(where + ": shape " + shortDump(shape) + " is not an array");
+    // Element count and bytes, refusing overflow (a shape whose product
+    // wraps could otherwise match small data_offsets).
+    uint64_t numel = 1;
+    for (const auto &d : shape) {
+      uint64_t v = headerCount(d, where, "shape");
+      if (v > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, v, &numel) ||
+          numel > uint64_t(INT64_MAX))
+        fail(where + ": shape " + shortDump(shape) +
+             " has more elements than a file can hold");
+      e.shape.push_back(int64_t(v));
+    }
+    const auto &offsets = entry["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2)
+      fail(where + ": data_offsets " + shortDump(offsets) +
+           " is not a pair [begin, end]");
+    e.begin = headerCount(offsets[0], where, "data_offsets");
+    e.end = headerCount(offsets[1], where, "data_offsets");
+    if (e.begin > e.end || e.end > dataSize)
+      fail(where + " has data_offsets " + offsets.dump() +
+           " outside the data section (" + std::to_string(dataSize) +
+           " bytes)");
+    bool skipped = skip && skip(key);
+    if (!skipped) {
+      uint64_t itemSize = 0;
+      if (e.dtype == "F32")
         itemSize = 4;
-      else if (dtype == "BF16" || dtype == "F16")
+      else if (e.dtype == "BF16" || e.dtype == "F16")
         itemSize = 2;
       else
-        fail(where + " has dtype " + dtype +
+        fail(where + " has dtype " + e.dtype +
              "; only F32, BF16 and F16 are supported");
-      Tensor t;
-      t.name = key;
-      t.shape = entry.at("shape").get<std::vector<int64_t>>();
-      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      int64_t numel = 1;
-      for (int64_t d : t.shape) {
-        if (d < 0)
-          fail(where + " has a negative dimension");
-        numel *= d;
-      }
-      if (offsets.size() != 2 || offsets[0] > offsets[1] ||
-          offsets[1] > dataSize)
-        fail(where + " has data_offsets outside the data section");
-      if (offsets[1] - offsets[0] != uint64_t(numel) * itemSize)
-        fail(where + ": data_offsets span " +
-             std::to_string(offsets[1] - offsets[0]) +
+      uint64_t need;
+      if (__builtin_mul_overflow(numel, itemSize, &need) ||
+          e.end - e.begin != need)
+        fail(where + ": data_offsets span " + std::to_string(e.end - e.begin) +
              " bytes, the shape needs " +
-             std::to_string(uint64_t(numel) * itemSize));
-      t.data.resize(size_t(numel));
-      const char *src = data + offsets[0];
-      if (itemSize == 4) {
-        std::memcpy(t.data.data(), src, size_t(numel) * 4);
-      } else {
-        // Both widen to fp32 exactly.
-        bool bf16 = dtype == "BF16";
-        for (size_t e = 0; e < size_t(numel); ++e) {
-          uint16_t h;
-          std::memcpy(&h, src + 2 * e, 2);
-          t.data[e] = bf16 ? bf16ToFloat(h) : f16ToFloatSoft(h);
-        }
-      }
-      tensors.push_back(std::move(t));
-    } catch (const nlohmann::json::exception &e) {
-      fail(where + " is malformed: " + e.what());
+             (need / itemSize == numel ? std::to_string(need)
+                                       : std::string("more than 2^64")));
     }
+    entries.push_back(std::move(e));
+  }
+  std::vector<const SafetensorsEntry *> byOffset;
+  for (const SafetensorsEntry &e : entries)
+    byOffset.push_back(&e);
+  std::stable_sort(byOffset.begin(), byOffset.end(),
+                   [](const SafetensorsEntry *a, const SafetensorsEntry *b) {
+                     return a->begin < b->begin;
+                   });
+  uint64_t covered = 0;
+  const SafetensorsEntry *previous = nullptr;
+  for (const SafetensorsEntry *e : byOffset) {
+    if (e->begin < covered)
+      fail(name + ": tensors '" + previous->name + "' (data_offsets [" +
+           std::to_string(previous->begin) + ", " +
+           std::to_string(previous->end) + "]) and '" + e->name + "' ([" +
+           std::to_string(e->begin) + ", " + std::to_string(e->end) +
+           "]) overlap");
+    if (e->begin > covered)
+      fail(name + ": bytes [" + std::to_string(covered) + ", " +
+           std::to_string(e->begin) +
+           ") of the data section belong to no tensor (the format allows "
+           "no holes)");
+    covered = e->end;
+    previous = e;
+  }
+  if (covered != dataSize)
+    fail(name + ": the data section has " + std::to_string(dataSize) +
+         " bytes, the tensors end at byte " + std::to_string(covered));
+
+  std::vector<Tensor> tensors;
+  for (const SafetensorsEntry &e : entries) {
+    if (skip && skip(e.name))
+      continue;
+    Tensor t;
+    t.name = e.name;
+    t.shape = e.shape;
+    size_t numel = size_t((e.end - e.begin) / (e.dtype == "F32" ? 4 : 2));
+    t.data.resize(numel);
+    const char *src = data + e.begin;
+    if (e.dtype == "F32") {
+      std::memcpy(t.data.data(), src, numel * 4);
+    } else {
+      // Both widen to fp32 exactly.
+      bool bf16 = e.dtype == "BF16";
+      for (size_t k = 0; k < numel; ++k) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * k, 2);
+        t.data[k] = bf16 ? bf16ToFloat(h) : f16ToFloatSoft(h);
+      }
+    }
+    tensors.push_back(std::move(t));
   }
   return tensors;
 }
@@ -596,7 +934,16 @@ std::vector<Tensor> zrt::readWeights(const std::string &bytes,
     return isConstantBuffer(name) && !names.count(name) &&
            !names.count(kTransformerPrefix + name);
   };
-  return matchWeights(parseSafetensors(bytes, file, skip), wanted, file);
+  std::vector<Tensor> tensors =
+      matchWeights(parseSafetensors(bytes, file, skip), wanted, file);
+  // A non-finite initial weight makes the first loss NaN or inf.
+  for (const Tensor &t : tensors)
+    for (size_t k = 0; k < t.data.size(); ++k)
+      if (!std::isfinite(t.data[k]))
+        fail(file + ": tensor '" + t.name + "' element " + std::to_string(k) +
+             " is " + (std::isnan(t.data[k]) ? "NaN" : "infinite") +
+             "; initial weights must be finite");
+  return tensors;
 }
 
 //===----------------------------------------------------------------------===//

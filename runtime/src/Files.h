@@ -43,6 +43,59 @@ std::string shapeText(const std::vector<int64_t> &shape);
 /// Creates a directory and its parents (like mkdir -p).
 void makeDirs(const std::string &path);
 
+/// Checks, before any work, that the output file `path` can be written (the
+/// way writeFileAtomic writes it: a new file in its directory, renamed over
+/// it); `option` names it in the message ("--export").
+void checkWritableFile(const std::string &path, const std::string &option);
+/// Creates the output directory `dir` (mkdir -p) and checks that files can
+/// be created in it.
+void checkWritableDir(const std::string &dir, const std::string &option);
+
+/// Whether `path` exists and is a regular file.
+bool isRegularFile(const std::string &path);
+/// Whether `--resume resume` continues the run that saves into `save`:
+/// `resume` is that directory or one of its step directories.
+bool resumesFrom(const std::string &resume, const std::string &save);
+
+/// The lines of a --log-json file kept and dropped by keepLogUpTo.
+struct LogTrim {
+  int64_t kept = 0, dropped = 0;
+};
+/// Rewrites the JSON-lines log `path` (atomically) with only its lines of
+/// steps up to `step`: what a run resumed at `step` appends to. Lines that
+/// are no JSON object with an integer "step" (a line cut by a crash) are
+/// dropped too.
+LogTrim keepLogUpTo(const std::string &path, int64_t step);
+
+/// Whether `dir` holds checkpoints (a `latest` file or step_N directories).
+bool hasCheckpoints(const std::string &dir);
+/// Removes the checkpoints of `dir` (its `latest` and step_N directories
+/// with what they hold); returns how many step directories it removed.
+int removeCheckpoints(const std::string &dir);
+
+/// An exclusive lock on a save directory, held while the process lives: a
+/// file `lock` in it holds the owner's host and pid, under flock(2), which
+/// the kernel releases when the process ends however it ends. A second run
+/// saving there is refused naming the owner; a lock file whose owner is gone
+/// is taken over (`takenOver` then names the earlier owner). Released (the
+/// file emptied) by the destructor.
+class DirectoryLock {
+public:
+  DirectoryLock() = default;
+  DirectoryLock(const DirectoryLock &) = delete;
+  DirectoryLock &operator=(const DirectoryLock &) = delete;
+  ~DirectoryLock() { release(); }
+  /// Takes the lock of `dir` or throws naming its holder.
+  void acquire(const std::string &dir);
+  void release();
+  /// "process P on host H" when a stale lock was taken over, else empty.
+  const std::string &takenOver() const { return previousOwner; }
+
+private:
+  int fd = -1;
+  std::string previousOwner;
+};
+
 /// CRC-32 (IEEE 802.3, as zlib's crc32), continuing from `crc`.
 uint32_t crc32(const void *data, size_t size, uint32_t crc = 0);
 
@@ -111,7 +164,8 @@ std::vector<Tensor> matchWeights(std::vector<Tensor> tensors,
                                  const std::vector<WantedTensor> &wanted,
                                  const std::string &file);
 /// matchWeights of the safetensors file `bytes`, whose buffers are skipped
-/// unread (older files store the attention masks as bool or uint8).
+/// unread (older files store the attention masks as bool or uint8). Throws
+/// for a NaN or infinite weight, naming the tensor and element.
 std::vector<Tensor> readWeights(const std::string &bytes,
                                 const std::vector<WantedTensor> &wanted,
                                 const std::string &file);

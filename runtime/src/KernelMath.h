@@ -85,6 +85,23 @@ ZRT_HOST_DEVICE inline float geluGrad(float x, float dy) {
   return (s + 2.0f * x * s * (1.0f - s) * du) * dy;
 }
 
+/// GELU, exact form: 0.5 * x * (1 + erf(x / sqrt(2))), PyTorch's
+/// approximate='none'. erff is libm's on the host and CUDA's on the device
+/// (both within 2 ulp).
+constexpr float kSqrtHalf = 0.7071067811865476f;  // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.3989422804014327f; // 1 / sqrt(2 * pi)
+
+ZRT_HOST_DEVICE inline float geluErf(float x) {
+  return 0.5f * x * (1.0f + erff(x * kSqrtHalf));
+}
+
+/// From the forward input x: Phi(x) + x * phi(x).
+ZRT_HOST_DEVICE inline float geluErfGrad(float x, float dy) {
+  float cdf = 0.5f * (1.0f + erff(x * kSqrtHalf));
+  float pdf = kInvSqrt2Pi * expApprox(-0.5f * x * x);
+  return (cdf + x * pdf) * dy;
+}
+
 /// SiLU (swish): x * sigmoid(x), written as a quotient so that no product
 /// overflows for large |x|.
 ZRT_HOST_DEVICE inline float silu(float x) {

@@ -26,12 +26,16 @@ extern "C" float zrt_clip_coefficient(const float *stats, double maxNorm) {
 extern "C" void zrt_loss_scaler_init(zrt_loss_scaler *s, int32_t dynamic,
                                      int64_t initialScalePower,
                                      int64_t scaleWindow, int64_t hysteresis,
-                                     double minScale) {
+                                     double minScale, double staticScale) {
   if (dynamic && (scaleWindow < 1 || hysteresis < 1 || !(minScale > 0)))
     fatal("zrt_loss_scaler_init: window %lld, hysteresis %lld and min scale "
           "%g must be positive",
           (long long)scaleWindow, (long long)hysteresis, minScale);
-  s->cur_scale = dynamic ? std::ldexp(1.0, int(initialScalePower)) : 1.0;
+  if (!dynamic && !(staticScale > 0 && std::isfinite(staticScale)))
+    fatal("zrt_loss_scaler_init: the static scale must be positive, got %g",
+          staticScale);
+  s->cur_scale =
+      dynamic ? std::ldexp(1.0, int(initialScalePower)) : staticScale;
   s->min_scale = minScale;
   s->scale_factor = 2.0;
   s->cur_iter = 0;
@@ -46,7 +50,9 @@ extern "C" void zrt_loss_scaler_init(zrt_loss_scaler *s, int32_t dynamic,
 extern "C" int32_t zrt_loss_scaler_update(zrt_loss_scaler *s,
                                           int32_t overflow) {
   // DynamicLossScaler.update_scale, rule for rule (DeepSpeed <= 0.16 growth
-  // test); DeepSpeed raises instead of halving at min_scale, we clamp.
+  // test); DeepSpeed raises instead of halving at min_scale, we clamp. A
+  // static scale (DeepSpeed's LossScaler) never changes; an overflow still
+  // skips the step.
   if (s->dynamic) {
     if (overflow) {
       if (s->delayed_shift == 1 || s->cur_hysteresis == 1)

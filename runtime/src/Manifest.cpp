@@ -88,6 +88,10 @@ Manifest Manifest::parse(const std::string &text) {
     m.lossScaleWindow = prec.at("loss_scale_window").get<int64_t>();
     m.hysteresis = prec.at("hysteresis").get<int64_t>();
     m.minLossScale = prec.at("min_loss_scale").get<double>();
+    m.lossScale = prec.value("loss_scale", 0.0);
+    if (!(m.lossScale >= 0) || !std::isfinite(m.lossScale))
+      invalid("precision.loss_scale must be >= 0, got " +
+              std::to_string(m.lossScale));
 
     const json &opt = j.at("optimizer");
     std::string kind = opt.at("kind").get<std::string>();
@@ -100,6 +104,14 @@ Manifest Manifest::parse(const std::string &text) {
     m.eps = opt.at("eps").get<double>();
     m.weightDecay = opt.at("weight_decay").get<double>();
     m.gradientClipping = j.value("gradient_clipping", 0.0);
+    if (j.contains("logging")) {
+      const json &logging = j.at("logging");
+      m.stepsPerPrint = logging.value("steps_per_print", int64_t(1));
+      m.wallClockBreakdown = logging.value("wall_clock_breakdown", false);
+      if (m.stepsPerPrint < 1)
+        invalid("logging.steps_per_print must be >= 1, got " +
+                std::to_string(m.stepsPerPrint));
+    }
     m.tokenSlots = j.value("token_slots", int64_t(0));
 
     m.hashText = j.at("hash").get<std::string>();
@@ -113,7 +125,12 @@ Manifest Manifest::parse(const std::string &text) {
       info.shape = in.at("shape").get<std::vector<int64_t>>();
       info.dtype = in.at("dtype").get<std::string>();
       info.offset = in.at("offset").get<int64_t>();
+      info.indexBound = in.value("index_bound", int64_t(-1));
       dtypeBytes(info.dtype);
+      if (in.contains("index_bound") &&
+          (info.indexBound < 1 || (info.dtype != "i32" && info.dtype != "i64")))
+        invalid("index_bound " + std::to_string(info.indexBound) + " on a " +
+                info.dtype + " input");
       m.inputs.push_back(std::move(info));
     }
     for (const json &p : j.at("params")) {

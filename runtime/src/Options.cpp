@@ -43,6 +43,9 @@ const char *const zrt::kUsage =
     "                          end (--steps 0: the initial weights)\n"
     "  --save DIR              write a sharded checkpoint at the end\n"
     "  --save-every K          ... and every K steps (needs --save)\n"
+    "  --overwrite             let a new run (no --resume of it) save into\n"
+    "                          a directory holding another run's\n"
+    "                          checkpoints, removing them (refused without)\n"
     "  --resume DIR            continue from DIR/latest or a step directory\n"
     "                          (of the same model, dtype and optimizer; any\n"
     "                          world size, stage or grouping: resharded)\n"
@@ -163,6 +166,8 @@ Options zrt::parseOptions(int argc, char **argv) {
       flag(o.printManifest);
     else if (name == "--quiet")
       flag(o.quiet);
+    else if (name == "--overwrite")
+      flag(o.overwrite);
     else if (name == "--steps")
       o.steps = parseCount(name, next());
     else if (name == "--seed")
@@ -256,6 +261,8 @@ Options zrt::parseOptions(int argc, char **argv) {
          "are tokens (--data): evaluate with --eval-data");
   if (o.saveEvery > 0 && o.save.empty())
     fail("--save-every needs --save DIR");
+  if (o.overwrite && o.save.empty())
+    fail("--overwrite needs --save DIR");
   if (!o.initFrom.empty() && !o.resume.empty())
     fail("--init-from and --resume exclude each other");
   if (o.injectKillStep > 0 && o.injectKillRank < 0)

@@ -37,6 +37,8 @@ struct Options {
   bool quiet = false;
   bool help = false;
   bool printManifest = false;
+  /// Replace the checkpoints of an earlier run in the --save directory.
+  bool overwrite = false;
 };
 
 /// Parses and cross-checks the command line; throws std::runtime_error.

@@ -70,6 +70,9 @@ struct InputInfo {
   /// "f32", "bf16", "f16", "i32" or "i64".
   std::string dtype;
   int64_t offset = 0;
+  /// Integer inputs read as indices (token ids, labels): their values must
+  /// lie in [0, indexBound); -1 when the program puts no bound on them.
+  int64_t indexBound = -1;
 
   int64_t numel() const;
   int64_t elementBytes() const;
@@ -87,6 +90,10 @@ struct Manifest {
   std::string precision; // fp32, bf16, fp16
   int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
   double minLossScale = 1.0;
+  double lossScale = 0.0; // > 0: a static fp16 loss scale
+  // DeepSpeed's steps_per_print and wall_clock_breakdown.
+  int64_t stepsPerPrint = 1;
+  bool wallClockBreakdown = false;
   bool adamw = false;
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   double gradientClipping = 0;

@@ -150,6 +150,40 @@ TEST(NpyTest, RejectsUnsupported) {
             std::string::npos);
 }
 
+TEST(NpyTest, RejectsOverflowingShapes) {
+  auto file = [](const std::string &shape, size_t dataBytes) {
+    NpyArray a;
+    a.descr = "<i8";
+    a.itemSize = 8;
+    a.shape = {1};
+    a.data = std::string(dataBytes, '\0');
+    std::string s = writeNpy(a);
+    // Same header length: the shape text replaces "(1,), " and padding.
+    size_t at = s.find("(1,), }");
+    std::string text = shape + ", }";
+    s.replace(at, text.size() > 7 ? text.size() : 7,
+              text + std::string(text.size() > 7 ? 0 : 7 - text.size(), ' '));
+    size_t headerLen = s.find('\n') + 1 - 10;
+    s[8] = char(headerLen & 0xff);
+    s[9] = char(headerLen >> 8);
+    return s;
+  };
+  // 16 * 8 * (2^57 + 1) * 8 bytes wraps to 1024: it used to read 16 bytes
+  // as a (16, 8, 2^57+1) array.
+  EXPECT_EQ(errorOf([&] {
+              parseNpy(file("(16, 8, 144115188075855873)", 1024), "y.npy");
+            }),
+            "y.npy: the .npy header's 'shape' (16, 8, 144115188075855873) "
+            "has more bytes than a file can hold");
+  // A 23-digit dimension used to fail inside std::stoll ("stoll").
+  EXPECT_EQ(errorOf([&] {
+              parseNpy(file("(12345678901234567890123,)", 8), "z.npy");
+            }),
+            "z.npy: the .npy header's 'shape' has a dimension "
+            "12345678901234567890123 beyond 2^63");
+  EXPECT_EQ(parseNpy(file("(1,)", 8), "ok.npy").numel(), 1);
+}
+
 //===----------------------------------------------------------------------===//
 // safetensors
 //===----------------------------------------------------------------------===//
@@ -363,6 +397,73 @@ TEST(SafetensorsTest, RejectsBadFiles) {
               parseSafetensors(std::string(4, '\0'), "short");
             }).find("shorter than 8"),
             std::string::npos);
+}
+
+TEST(SafetensorsTest, StrictToTheFormat) {
+  auto file = [](const std::string &header, size_t dataBytes) {
+    std::string s(8, '\0');
+    uint64_t len = header.size();
+    std::memcpy(&s[0], &len, 8);
+    return s + header + std::string(dataBytes, '\0');
+  };
+  auto error = [&](const std::string &header, size_t dataBytes) {
+    return errorOf([&] { parseSafetensors(file(header, dataBytes), "w"); });
+  };
+  // Overlapping data_offsets used to be read twice.
+  EXPECT_EQ(error(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                  12),
+            "w: tensors 'a' (data_offsets [0, 8]) and 'b' ([4, 12]) overlap");
+  EXPECT_EQ(
+      error(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
+      "w: bytes [0, 4) of the data section belong to no tensor (the format "
+      "allows no holes)");
+  EXPECT_EQ(
+      error(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8),
+      "w: the data section has 8 bytes, the tensors end at byte 4");
+  // A shape of [8.9, 16] used to be read as [8, 16].
+  EXPECT_EQ(
+      error(R"({"a":{"dtype":"F32","shape":[8.9,16],"data_offsets":[0,512]}})",
+            512),
+      "w: tensor 'a': shape has an entry 8.9 that is not an integer");
+  // 1e300 used to be reported as "negative".
+  EXPECT_EQ(
+      error(R"({"a":{"dtype":"F32","shape":[1e300],"data_offsets":[0,4]}})", 4),
+      "w: tensor 'a': shape has an entry 1e+300 that is not an integer");
+  EXPECT_EQ(
+      error(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4),
+      "w: tensor 'a': shape has a negative entry -1");
+  // An overflowing shape used to end in vector::_M_default_append.
+  EXPECT_EQ(
+      error(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],)"
+            R"("data_offsets":[0,4]}})",
+            4),
+      "w: tensor 'a': shape [4294967296,4294967296] has more elements than a "
+      "file can hold");
+  EXPECT_EQ(
+      error(R"({"a":{"dtype":"F32","shape":[4611686018427387904],)"
+            R"("data_offsets":[0,0]}})",
+            0),
+      "w: tensor 'a': data_offsets span 0 bytes, the shape needs more than "
+      "2^64");
+  // Duplicate names used to keep the last one.
+  EXPECT_EQ(
+      error(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+            R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+            8),
+      "w: the safetensors header has the key 'a' twice in one object (names "
+      "and fields must be unique)");
+  EXPECT_EQ(error(R"({"a":{"dtype":"F32","dtype":"F16","shape":[1],)"
+                  R"("data_offsets":[0,4]}})",
+                  4),
+            "w: the safetensors header has the key 'dtype' twice in one object "
+            "(names and fields must be unique)");
+  EXPECT_EQ(error(R"({"a":{"dtype":"F32","shape":[1]}})", 4),
+            "w: tensor 'a' lacks \"data_offsets\"");
+  EXPECT_EQ(
+      error(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0.5,4]}})", 4),
+      "w: tensor 'a': data_offsets has an entry 0.5 that is not an integer");
+  EXPECT_EQ(error(R"({"a":[1]})", 0), "w: tensor 'a' is not a JSON object");
 }
 
 //===----------------------------------------------------------------------===//

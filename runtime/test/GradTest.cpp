@@ -225,6 +225,8 @@ TEST_F(GradTest, GeluSiluRelu) {
   };
   zrt_gelu_grad(ZRT_F32, x.data(), dy.data(), dx.data(), n);
   checkGradient("gelu", x, unary(zrt_gelu), w, dx, rng, 1e-3);
+  zrt_gelu_erf_grad(ZRT_F32, x.data(), dy.data(), dx.data(), n);
+  checkGradient("gelu_erf", x, unary(zrt_gelu_erf), w, dx, rng, 1e-3);
   zrt_silu_grad(ZRT_F32, x.data(), dy.data(), dx.data(), n);
   checkGradient("silu", x, unary(zrt_silu), w, dx, rng, 1e-3);
   zrt_relu(ZRT_F32, x.data(), y.data(), n);

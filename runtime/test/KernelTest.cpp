@@ -115,6 +115,16 @@ TEST_P(KernelTest, PointwiseForwardAndGrad) {
     want[i] = ref::geluGrad(xv[i]) * dyv[i];
   expectClose(dx, want, u() + 1e-6, 1e-6, "gelu_grad");
 
+  // Exact GELU: libm's erff (and expApprox in the gradient); the gradient
+  // crosses zero near x = -0.75.
+  zrt_gelu_erf(dtype(), x.data(), y.data(), n);
+  std::transform(xv.begin(), xv.end(), want.begin(), ref::geluErf);
+  expectClose(y, want, u() + 1e-6, 1e-7, "gelu_erf");
+  zrt_gelu_erf_grad(dtype(), x.data(), dy.data(), dx.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    want[i] = ref::geluErfGrad(xv[i]) * dyv[i];
+  expectClose(dx, want, u() + 1e-6, 1e-6, "gelu_erf_grad");
+
   // SiLU: one expApprox as in GELU; the gradient crosses zero near
   // x = -1.28, hence the same absolute term.
   zrt_silu(dtype(), x.data(), y.data(), n);

@@ -225,7 +225,7 @@ void expectSequence(zrt_loss_scaler &s, const std::vector<int> &overflows,
 
 TEST(LossScalerTest, HysteresisAndWindowGrowth) {
   zrt_loss_scaler s;
-  zrt_loss_scaler_init(&s, 1, 4, 3, 2, 1.0);
+  zrt_loss_scaler_init(&s, 1, 4, 3, 2, 1.0, 1.0);
   EXPECT_EQ(zrt_loss_scaler_scale(&s), 16.0f);
   // iter 2: (2 - -1) % 3 == 0 doubles. iter 3: hysteresis absorbs the first
   // overflow; iter 4 halves. iter 9 = 6 + 3 doubles again and refills the
@@ -239,16 +239,16 @@ TEST(LossScalerTest, HysteresisAndWindowGrowth) {
 
 TEST(LossScalerTest, MinScale) {
   zrt_loss_scaler s;
-  zrt_loss_scaler_init(&s, 1, 1, 1000, 1, 1.0);
+  zrt_loss_scaler_init(&s, 1, 1, 1000, 1, 1.0, 1.0);
   expectSequence(s, {1, 1, 1}, {1, 1, 1}, {});
-  zrt_loss_scaler_init(&s, 1, 3, 1000, 1, 0.25);
+  zrt_loss_scaler_init(&s, 1, 3, 1000, 1, 0.25, 1.0);
   expectSequence(s, {1, 1, 1, 1, 1}, {4, 2, 1, 0.5, 0.25}, {});
   expectSequence(s, {1}, {0.25}, {});
 }
 
 TEST(LossScalerTest, ConsecutiveHysteresis) {
   zrt_loss_scaler s;
-  zrt_loss_scaler_init(&s, 1, 4, 100, 3, 1.0);
+  zrt_loss_scaler_init(&s, 1, 4, 100, 3, 1.0, 1.0);
   s.consecutive_hysteresis = 1;
   // A clean step refills the hysteresis at once.
   expectSequence(s, {1, 0, 1, 1, 1, 1}, {16, 16, 16, 16, 8, 4},
@@ -257,18 +257,29 @@ TEST(LossScalerTest, ConsecutiveHysteresis) {
 
 TEST(LossScalerTest, WindowOfOne) {
   zrt_loss_scaler s;
-  zrt_loss_scaler_init(&s, 1, 0, 1, 2, 1.0);
+  zrt_loss_scaler_init(&s, 1, 0, 1, 2, 1.0, 1.0);
   expectSequence(s, {0, 0, 1, 0}, {2, 4, 4, 8}, {2, 2, 1, 2});
 }
 
 TEST(LossScalerTest, StaticScalerOnlyReportsOverflow) {
   zrt_loss_scaler s;
-  zrt_loss_scaler_init(&s, 0, 16, 1000, 2, 1.0);
+  zrt_loss_scaler_init(&s, 0, 16, 1000, 2, 1.0, 1.0);
   EXPECT_EQ(zrt_loss_scaler_scale(&s), 1.0f);
   float clean[2] = {0, 4}, bad[2] = {1, NAN};
   EXPECT_EQ(zrt_update_loss_scale(&s, clean), 0);
   EXPECT_EQ(zrt_update_loss_scale(&s, bad), 1);
   EXPECT_EQ(zrt_loss_scaler_scale(&s), 1.0f);
+}
+
+TEST(LossScalerTest, StaticScaleStaysAndOverflowSkips) {
+  // fp16.loss_scale 128: DeepSpeed's static LossScaler.
+  zrt_loss_scaler s;
+  zrt_loss_scaler_init(&s, 0, 16, 1000, 2, 1.0, 128.0);
+  float clean[2] = {0, 4}, bad[2] = {1, NAN};
+  for (float *stats : {clean, bad, bad, clean, bad}) {
+    EXPECT_EQ(zrt_update_loss_scale(&s, stats), stats == bad ? 1 : 0);
+    EXPECT_EQ(zrt_loss_scaler_scale(&s), 128.0f);
+  }
 }
 
 } // namespace

@@ -68,6 +68,15 @@ inline double geluGrad(double x) {
          0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
+inline double geluErf(double x) {
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
+
+inline double geluErfGrad(double x) {
+  return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) +
+         x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+}
+
 inline double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
 inline double siluGrad(double x) {

@@ -20,9 +20,9 @@
 // PFBUCKET: error: zero-prefetch: prefetch-bucket-size and max-live-parameters must be positive, got 0 and 1000000000
 // BATCH: error: train step @train global batch 10 is not divisible by world-size 4
 // DTYPE: error: zero-mixed-precision: unknown dtype 'fp8'
-// BOTH: error: {{.*}}ds_fp16_bf16.json: fp16.enabled and bf16.enabled are both true
-// TBS: error: train step @train: {{.*}}ds_bad_batch.json: train_batch_size 32 does not match the train step's global batch 64
-// MICRO: error: train step @train: {{.*}}ds_bad_micro.json: train_micro_batch_size_per_gpu 4 x gradient_accumulation_steps 2 x world size 4 = 32 does not match the global batch 64 (train_batch_size)
-// JSON: error: {{.*}}ds_not_json.json:1:35: is not valid JSON: expected object key
-// SGD: error: {{.*}}ds_sgd.json: optimizer.type: 'SGD' is not supported (expected Adam or AdamW)
+// BOTH: ds_fp16_bf16.json:1:22: error: fp16.enabled and bf16.enabled are both true
+// TBS: ds_bad_batch.json:1:22: error: train_batch_size 32 does not match the global batch 64 of train step @train
+// MICRO: ds_bad_micro.json:1:22: error: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 64 != 4 * 2 * 4
+// JSON: ds_not_json.json:2:1: error: syntax error: expected ',' or '}' after the value of "zero_optimization"
+// SGD: ds_sgd.json:1:24: error: optimizer.type: 'SGD' is not supported (supported: Adam, AdamW)
 // MISSING: error: {{.*}}missing.json: cannot read the file: {{.*}}

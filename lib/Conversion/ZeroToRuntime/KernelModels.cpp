@@ -155,6 +155,14 @@ LogicalResult buildCall(nn::GeluGradOp op, KernelCallBuilder &b) {
   return pointwise(b, "zrt_gelu_grad", op.getForward(), 2);
 }
 KernelCost cost(nn::GeluGradOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::GeluErfOp op, KernelCallBuilder &b) {
+  return pointwise(b, "zrt_gelu_erf", op.getInput(), 1);
+}
+KernelCost cost(nn::GeluErfOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::GeluErfGradOp op, KernelCallBuilder &b) {
+  return pointwise(b, "zrt_gelu_erf_grad", op.getForward(), 2);
+}
+KernelCost cost(nn::GeluErfGradOp op) { return activationCost(op); }
 LogicalResult buildCall(nn::SiluOp op, KernelCallBuilder &b) {
   return pointwise(b, "zrt_silu", op.getInput(), 1);
 }
@@ -438,7 +446,7 @@ void attach(MLIRContext *context) {
 void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, nn::NNDialect *) {
     attach<nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::GeluOp,
-           nn::GeluGradOp, nn::SiluOp, nn::SiluGradOp, nn::SwigluOp,
+           nn::GeluGradOp, nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp, nn::SiluGradOp, nn::SwigluOp,
            nn::SwigluGradOp, nn::ReluOp, nn::ReluGradOp, nn::SoftmaxOp,
            nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp,
            nn::LayerNormOp, nn::LayerNormGradOp, nn::RmsNormOp,

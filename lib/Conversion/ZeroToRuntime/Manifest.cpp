@@ -13,6 +13,7 @@
 
 #include "Lowering.h"
 
+#include "zero/Interfaces/IndexOperandOpInterface.h"
 #include "zero_rt/program.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -80,9 +81,14 @@ std::string Lowering::buildManifest() {
     Array shape;
     for (int64_t d : tensorType(arg).getShape())
       shape.push_back(d);
-    inputs.push_back(Object{{"shape", std::move(shape)},
-                            {"dtype", dtypeName(elemType(arg))},
-                            {"offset", inputOffsets[arg.getArgNumber()]}});
+    Object input{{"shape", std::move(shape)},
+                 {"dtype", dtypeName(elemType(arg))},
+                 {"offset", inputOffsets[arg.getArgNumber()]}};
+    // Token ids and labels: the range the data must lie in, checked by
+    // the driver before the first step.
+    if (std::optional<int64_t> bound = getIndexBound(arg))
+      input["index_bound"] = *bound;
+    inputs.push_back(std::move(input));
   }
   OptimizerAttr opt = step.getOptimizer();
   PrecisionAttr prec = step.getPrecision();
@@ -102,6 +108,12 @@ std::string Lowering::buildManifest() {
   }
   for (int64_t v : plan.scratchByOp)
     scratchBytes.push_back(v);
+  auto logging = step->getContext()
+                     ->getLoadedDialect<ZeroDialect>()
+                     ->getLoggingAttrHelper()
+                     .getAttr(step);
+  if (!logging)
+    logging = LoggingAttr::get(step->getContext(), 1, false);
   Object manifest{
       {"version", ZRT_PROGRAM_VERSION},
       {"stage", s.getStage()},
@@ -114,7 +126,8 @@ std::string Lowering::buildManifest() {
               {"initial_scale_power", prec.getInitialScalePower()},
               {"loss_scale_window", prec.getLossScaleWindow()},
               {"hysteresis", prec.getHysteresis()},
-              {"min_loss_scale", prec.getMinLossScale().convertToDouble()}}},
+              {"min_loss_scale", prec.getMinLossScale().convertToDouble()},
+              {"loss_scale", prec.getLossScale().convertToDouble()}}},
       {"optimizer",
        Object{{"kind", stringifyOptimizerKind(opt.getKind())},
               {"lr", opt.getLr().convertToDouble()},
@@ -123,6 +136,9 @@ std::string Lowering::buildManifest() {
               {"eps", opt.getEps().convertToDouble()},
               {"weight_decay", opt.getWeightDecay().convertToDouble()}}},
       {"gradient_clipping", step.getGradientClipping().convertToDouble()},
+      {"logging",
+       Object{{"steps_per_print", logging.getStepsPerPrint()},
+              {"wall_clock_breakdown", logging.getWallClockBreakdown()}}},
       {"alignment", static_cast<int64_t>(first.getAlignment())},
       {"token_slots", static_cast<int64_t>(slots.size())},
       {"inputs", std::move(inputs)},

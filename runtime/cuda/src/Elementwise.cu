@@ -42,6 +42,14 @@ struct GeluGradOp {
     return zrt::geluGrad(x, g);
   }
 };
+struct GeluErfOp {
+  __device__ float operator()(float x) const { return zrt::geluErf(x); }
+};
+struct GeluErfGradOp {
+  __device__ float operator()(float x, float g) const {
+    return zrt::geluErfGrad(x, g);
+  }
+};
 struct SiluOp {
   __device__ float operator()(float x) const { return zrt::silu(x); }
 };
@@ -336,6 +344,15 @@ void zrt::cuda::gelu(int32_t dtype, const void *x, void *y, int64_t n) {
 void zrt::cuda::geluGrad(int32_t dtype, const void *x, const void *dy, void *dx,
                          int64_t n) {
   binary<false>("zrt_gelu_grad", dtype, x, dy, dx, n, n, GeluGradOp{});
+}
+
+void zrt::cuda::geluErf(int32_t dtype, const void *x, void *y, int64_t n) {
+  unary("zrt_gelu_erf", dtype, x, y, n, GeluErfOp{});
+}
+
+void zrt::cuda::geluErfGrad(int32_t dtype, const void *x, const void *dy,
+                            void *dx, int64_t n) {
+  binary<false>("zrt_gelu_erf_grad", dtype, x, dy, dx, n, n, GeluErfGradOp{});
 }
 
 void zrt::cuda::silu(int32_t dtype, const void *x, void *y, int64_t n) {

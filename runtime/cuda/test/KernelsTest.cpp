@@ -321,6 +321,7 @@ TEST_P(CudaKernelsTest, ActivationsAndGrads) {
   };
   const Activation activations[] = {
       {"gelu", zrt_gelu, gelu, zrt_gelu_grad, geluGrad},
+      {"gelu_erf", zrt_gelu_erf, geluErf, zrt_gelu_erf_grad, geluErfGrad},
       {"silu", zrt_silu, silu, zrt_silu_grad, siluGrad},
   };
   for (const Activation &a : activations) {

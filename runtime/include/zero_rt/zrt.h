@@ -47,7 +47,7 @@ typedef struct zrt_loss_scaler {
   int64_t delayed_shift; /* hysteresis */
   int64_t cur_hysteresis;
   int32_t consecutive_hysteresis;
-  int32_t dynamic; /* 0: the scale stays 1 (fp32, bf16) */
+  int32_t dynamic; /* 0: the scale stays (1 for fp32, bf16) */
 } zrt_loss_scaler;
 
 /* Every function, documented in abi.def. */

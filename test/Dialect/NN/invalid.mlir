@@ -717,6 +717,24 @@ func.func @reduce_sum_element_type(%x: tensor<2x4x8xf32>) {
 
 // -----
 
+// Checks that gelu_erf keeps its operand's type.
+func.func @gelu_erf_result_type(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'nn.gelu_erf' op requires the same type for all operands and results}}
+  %0 = "nn.gelu_erf"(%x) : (tensor<2x4xf32>) -> tensor<2x4xf16>
+  return
+}
+
+// -----
+
+// Checks that gelu_erf_grad rejects a gradient of another shape.
+func.func @gelu_erf_grad_types(%x: tensor<2x4xf32>, %dy: tensor<2x2xf32>) {
+  // expected-error @+1 {{'nn.gelu_erf_grad' op failed to verify that all of {forward, result_grad, result} have same type}}
+  %0 = "nn.gelu_erf_grad"(%x, %dy) : (tensor<2x4xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 // Checks that silu keeps its operand's type.
 func.func @silu_result_type(%x: tensor<2x4xf32>) {
   // expected-error @+1 {{'nn.silu' op requires the same type for all operands and results}}

@@ -50,8 +50,10 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %m = nn.reshape %back : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
   // CHECK: nn.gelu %{{.*}} : tensor<2x4x8xf32>
   %gl = nn.gelu %m : tensor<2x4x8xf32>
+  // CHECK: nn.gelu_erf %{{.*}} : tensor<2x4x8xf32>
+  %ge = nn.gelu_erf %gl : tensor<2x4x8xf32>
   // CHECK: nn.silu %{{.*}} : tensor<2x4x8xf32>
-  %sl = nn.silu %gl : tensor<2x4x8xf32>
+  %sl = nn.silu %ge : tensor<2x4x8xf32>
   // CHECK: nn.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %sw = nn.swiglu %sl, %gl : tensor<2x4x8xf32>
   // CHECK: nn.relu %{{.*}} : tensor<2x4x8xf32>
@@ -81,6 +83,8 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %g = nn.gelu_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.silu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %sg = nn.silu_grad %x, %dy : tensor<2x4x8xf32>
+  // CHECK: nn.gelu_erf_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
+  %ge = nn.gelu_erf_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.swiglu_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %dgate, %dup = nn.swiglu_grad %x, %sg, %dy : tensor<2x4x8xf32>
   // CHECK: nn.relu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>

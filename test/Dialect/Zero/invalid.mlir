@@ -283,6 +283,45 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // -----
 
+// Checks that a static loss scale is not negative.
+// expected-error @+3 {{loss_scale must be 0 (dynamic) or a positive static scale, got -1.000000e+00}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp16, loss_scale = -1.0> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that steps_per_print is at least 1.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{steps_per_print must be >= 1, got 0}}
+    attributes {zero.logging = #zero.logging<steps_per_print = 0>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that zero.logging is a #zero.logging on a train step.
+// expected-error @+1 {{'zero.param' op attribute 'zero.logging' is only valid on zero.train_step}}
+zero.param @w : tensor<4x3xf32> init zeros {zero.logging = #zero.logging<steps_per_print = 2>}
+
+// -----
+
+// expected-error @+1 {{attribute 'zero.logging' must be a #zero.logging, got 10 : i64}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> attributes {zero.logging = 10} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Checks that the train step needs an optimizer and a precision attribute.
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.precision<kind = fp32>
@@ -456,6 +495,18 @@ zero.partition @g stage 3 world_size 2 alignment 2 numel 12 padded 12 params [@w
 func.func @f(%full: tensor<8xbf16>) {
   // expected-error @+1 {{'zero.get_param' op source 'tensor<8xbf16>' is not the gathered buffer of partition @g (12 elements)}}
   %w = zero.get_param @w from %full : tensor<8xbf16> -> tensor<4x3xbf16>
+  return
+}
+
+// -----
+
+// Checks that a dynamically shaped source is no gathered buffer (the
+// verifier asked it for its element count: an assertion).
+zero.param @w : tensor<4x3xf32> init zeros compute bf16
+zero.partition @g stage 3 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [0]
+func.func @f(%full: tensor<?xbf16>) {
+  // expected-error @+1 {{'zero.get_param' op source 'tensor<?xbf16>' is not the gathered buffer of partition @g (12 elements)}}
+  %w = zero.get_param @w from %full : tensor<?xbf16> -> tensor<4x3xbf16>
   return
 }
 

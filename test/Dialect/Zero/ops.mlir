@@ -206,3 +206,17 @@ zero.train_step @planned(%x: tensor<2x8xf32>)
   %loss = nn.fill 0.0 {zero.alloc = array<i64: 64>} : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// A static fp16 loss scale and the logging a DeepSpeed config asks for.
+// CHECK-LABEL: zero.train_step @static_scale(
+// CHECK-SAME: precision #zero.precision<kind = fp16, loss_scale = 1.024000e+03>
+// CHECK-SAME: attributes {zero.logging = #zero.logging<steps_per_print = 10, wall_clock_breakdown = true>}
+zero.train_step @static_scale(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp16, loss_scale = 1024.0>
+    attributes {zero.logging = #zero.logging<steps_per_print = 10, wall_clock_breakdown = true>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -15,6 +15,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -424,6 +425,116 @@ def cmd_expect_failure(args):
     sys.stderr.write("took %.2f s\n" % elapsed)
 
 
+def start_background(cmd):
+    """Starts `cmd` in its own session with its output (stdout and stderr)
+    in a temporary file; returns the process and the file."""
+    out = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    return proc, out
+
+
+def wait_for_line(proc, out, pattern, within):
+    """Waits until the output of `proc` has a line matching `pattern`."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        out.seek(0)
+        if any(re.search(pattern, l) for l in out.read().splitlines()):
+            return
+        if proc.poll() is not None:
+            out.seek(0)
+            print(out.read()[-3000:])
+            fail("exited (status %d) before a line matched %r" %
+                 (proc.returncode, pattern))
+        time.sleep(0.05)
+    kill_session(proc)
+    fail("no line matched %r within %g s" % (pattern, within))
+
+
+def live_session_members(sid):
+    """Processes of a session that are not zombies (from /proc)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            members.append(int(entry))
+    return members
+
+
+def kill_session(proc, within=30):
+    """SIGKILLs every process of the session `proc` leads (started with
+    start_new_session; Open MPI puts each rank in a process group of its
+    own, so killing mpirun's group is not enough) and waits until they have
+    all ended."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        members = live_session_members(proc.pid)
+        if not members:
+            break
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    proc.wait()
+
+
+def split_then(cmd):
+    cmd = cmd[1:] if cmd and cmd[0] == "--" else cmd
+    if "--then" not in cmd:
+        return cmd, []
+    k = cmd.index("--then")
+    return cmd[:k], cmd[k + 1:]
+
+
+def cmd_beside(args):
+    """Runs the first command in the background until a line of its output
+    matches --after, then the second command (after --then) to its end, then
+    kills the first (SIGKILL, its whole process group). Prints the second
+    command's output and exit status."""
+    first, second = split_then(args.cmd)
+    proc, out = start_background(first)
+    wait_for_line(proc, out, args.after, args.within)
+    res = subprocess.run(second, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True,
+                         timeout=args.within + 30)
+    kill_session(proc)
+    sys.stdout.write(res.stdout)
+    print("second command: exit status %d" % res.returncode)
+
+
+def cmd_during(args):
+    """Runs a command until a line of its output matches --after, then
+    sends it --signal (to the process, e.g. mpirun, which forwards it) or
+    truncates --truncate FILE to zero bytes, and waits for it to end within
+    --within seconds. Prints its output and how it ended."""
+    cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
+    proc, out = start_background(cmd)
+    wait_for_line(proc, out, args.after, args.within)
+    if args.signal:
+        proc.send_signal(getattr(signal, "SIG" + args.signal))
+    if args.truncate:
+        os.truncate(args.truncate, 0)
+    try:
+        proc.wait(timeout=args.within)
+    except subprocess.TimeoutExpired:
+        kill_session(proc)
+        fail("still running %g s after the action (a hang)" % args.within)
+    out.seek(0)
+    sys.stdout.write(out.read())
+    if proc.returncode < 0:
+        print("ended by signal %d" % -proc.returncode)
+    else:
+        print("exit status %d" % proc.returncode)
+
+
 def cmd_repeat(args):
     """Compiles the model for each stage, trains it twice with the same seed
     and checks that the two --log-json files agree exactly in every field
@@ -778,6 +889,18 @@ def main():
     s.add_argument("--log")
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_expect_failure)
+    s = sub.add_parser("beside")
+    s.add_argument("--after", required=True)
+    s.add_argument("--within", type=float, default=120)
+    s.add_argument("cmd", nargs=argparse.REMAINDER)
+    s.set_defaults(fn=cmd_beside)
+    s = sub.add_parser("during")
+    s.add_argument("--after", required=True)
+    s.add_argument("--within", type=float, default=120)
+    s.add_argument("--signal", choices=["INT", "TERM"])
+    s.add_argument("--truncate")
+    s.add_argument("cmd", nargs=argparse.REMAINDER)
+    s.set_defaults(fn=cmd_during)
     s = sub.add_parser("repeat")
     s.add_argument("--compiler", required=True)
     s.add_argument("--mpirun", required=True)

@@ -115,6 +115,14 @@ LogicalResult GeluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult GeluErfOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                         SmallVectorImpl<Value> &out) {
+  out.push_back(grads[0]
+                    ? GeluErfGradOp::create(b, getLoc(), getInput(), grads[0])
+                    : Value());
+  return success();
+}
+
 LogicalResult SiluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   out.push_back(grads[0] ? SiluGradOp::create(b, getLoc(), getInput(), grads[0])

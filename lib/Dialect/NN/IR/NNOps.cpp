@@ -311,6 +311,25 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// A static dimension as an index bound.
+static std::optional<int64_t> boundOfDim(Value v, int64_t dim) {
+  auto t = ranked(v);
+  if (t.getRank() == 0)
+    return std::nullopt;
+  int64_t d = t.getDimSize(dim < 0 ? t.getRank() + dim : dim);
+  return ShapedType::isDynamic(d) ? std::nullopt : std::optional<int64_t>(d);
+}
+
+std::optional<int64_t> EmbeddingOp::getIndexBound(OpOperand &operand) {
+  return &operand == &getIdsMutable() ? boundOfDim(getTable(), 0)
+                                      : std::nullopt;
+}
+
+std::optional<int64_t> EmbeddingGradOp::getIndexBound(OpOperand &operand) {
+  return &operand == &getIdsMutable() ? boundOfDim(getResult(), 0)
+                                      : std::nullopt;
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   auto dy = ranked(getResultGrad());
   auto ids = ranked(getIds());
@@ -420,6 +439,18 @@ LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
                              shapeStr(logits.getShape().drop_back()));
   inferred.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
   return success();
+}
+
+std::optional<int64_t>
+SoftmaxCrossEntropyOp::getIndexBound(OpOperand &operand) {
+  return &operand == &getLabelsMutable() ? boundOfDim(getLogits(), -1)
+                                         : std::nullopt;
+}
+
+std::optional<int64_t>
+SoftmaxCrossEntropyGradOp::getIndexBound(OpOperand &operand) {
+  return &operand == &getLabelsMutable() ? boundOfDim(getLogits(), -1)
+                                         : std::nullopt;
 }
 
 LogicalResult SoftmaxCrossEntropyGradOp::verify() {

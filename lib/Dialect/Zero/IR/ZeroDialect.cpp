@@ -98,12 +98,21 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult LoggingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  int64_t stepsPerPrint,
+                                  bool wallClockBreakdown) {
+  if (stepsPerPrint < 1)
+    return emitError() << "steps_per_print must be >= 1, got " << stepsPerPrint;
+  return success();
+}
+
 LogicalResult
 PrecisionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       PrecisionKind kind, int64_t initialScalePower,
                       int64_t lossScaleWindow, int64_t hysteresis,
-                      APFloat minLossScaleF) {
+                      APFloat minLossScaleF, APFloat lossScaleF) {
   double minLossScale = minLossScaleF.convertToDouble();
+  double lossScale = lossScaleF.convertToDouble();
   if (initialScalePower < 0 || initialScalePower > 64)
     return emitError() << "initial_scale_power must be in [0, 64], got "
                        << initialScalePower;
@@ -115,6 +124,10 @@ PrecisionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!(minLossScale > 0.0))
     return emitError() << "min_loss_scale must be positive, got "
                        << minLossScale;
+  if (!(lossScale >= 0.0) || !std::isfinite(lossScale))
+    return emitError() << "loss_scale must be 0 (dynamic) or a positive "
+                          "static scale, got "
+                       << lossScale;
   return success();
 }
 
@@ -534,7 +547,10 @@ LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &tables) {
              << getParamAttr() << " from a gathered buffer, but its partition @"
              << group.getSymName() << " is stage " << group.getStageValue()
              << " (only stage 3 gathers)";
-    if (sourceType.getNumElements() != group.getPaddedNumelValue())
+    // A dynamic shape has no element count (an assertion, and garbage in
+    // a build without assertions).
+    if (!sourceType.hasStaticShape() ||
+        sourceType.getNumElements() != group.getPaddedNumelValue())
       return emitOpError("source ")
              << sourceType << " is not the gathered buffer of partition @"
              << group.getSymName() << " (" << group.getPaddedNumelValue()
@@ -1153,20 +1169,24 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
   auto emit = [&] {
     return op->emitOpError("attribute '") << name.getValue() << "' ";
   };
-  if (name == getPlanAttrHelper().getName()) {
-    if (!isa<MemoryPlanAttr>(value))
-      return emit() << "must be a #zero.memory_plan, got " << value;
-    if (!isa<TrainStepOp>(op))
-      return emit() << "is only valid on zero.train_step";
+  // An attribute of one kind on one kind of op.
+  auto expect = [&](bool isAttr, StringRef attrKind, bool isOp,
+                    StringRef opName) -> LogicalResult {
+    if (!isAttr)
+      return emit() << "must be a " << attrKind << ", got " << value;
+    if (!isOp)
+      return emit() << "is only valid on " << opName;
     return success();
-  }
-  if (name == getBuffersAttrHelper().getName()) {
-    if (!isa<BufferOffsetsAttr>(value))
-      return emit() << "must be a #zero.buffer_offsets, got " << value;
-    if (!isa<PartitionOp>(op))
-      return emit() << "is only valid on zero.partition";
-    return success();
-  }
+  };
+  if (name == getPlanAttrHelper().getName())
+    return expect(isa<MemoryPlanAttr>(value), "#zero.memory_plan",
+                  isa<TrainStepOp>(op), "zero.train_step");
+  if (name == getBuffersAttrHelper().getName())
+    return expect(isa<BufferOffsetsAttr>(value), "#zero.buffer_offsets",
+                  isa<PartitionOp>(op), "zero.partition");
+  if (name == getLoggingAttrHelper().getName())
+    return expect(isa<LoggingAttr>(value), "#zero.logging",
+                  isa<TrainStepOp>(op), "zero.train_step");
   if (name == getInputOffsetsAttrHelper().getName())
     return verifyInputOffsets(op, value, emit);
   if (name == getAllocAttrHelper().getName())

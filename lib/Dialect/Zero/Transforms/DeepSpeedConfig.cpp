@@ -1,15 +1,16 @@
-//===- DeepSpeedConfig.cpp - Reading a DeepSpeed ds_config.json -----------===//
+//===- DeepSpeedConfig.cpp - Reading a DeepSpeed ds_config file -----------===//
 //
 // Part of the zero-mlir project.
 //
 //===----------------------------------------------------------------------===//
 //
-// The file is parsed with llvm::json. Configs used to be read with
-// nlohmann/json, whose grammar users' files were written against: a scan
-// before the parse keeps what it accepted that llvm::json does not (comments,
-// a byte-order mark) and rejects what llvm::json would take loosely (numbers
-// such as 01, 1. or 1e400, unpaired \u surrogates). Values are echoed in
-// messages as nlohmann's dump() printed them.
+// DeepSpeed reads its config with hjson and rejects duplicate keys. Real
+// files use two of hjson's liberties over JSON, comments (`#`, `//`,
+// `/* */`) and trailing commas; this reader takes those, rejects duplicate
+// keys, and otherwise holds to JSON (numbers such as 01, 1. or 1e400 and
+// unpaired \u surrogates are errors, where hjson would read a quoteless
+// string a later type check rejects). Every value keeps its line and column,
+// so that every error, syntax or value, names file:line:col.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +19,9 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/ConvertUTF.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -41,20 +44,22 @@ namespace {
 // Syntax
 //===----------------------------------------------------------------------===//
 
+struct Position {
+  unsigned line = 0, column = 0; // 1-based, in bytes
+};
+
 struct SyntaxError {
-  unsigned line, column; // 1-based, in bytes
+  Position at;
   std::string message;
 };
 
-/// Deeper nesting would overflow the stack of llvm::json's recursive parser.
-constexpr unsigned kMaxDepth = 1000;
+/// Where each value of the file is: its path of keys (and array indices),
+/// joined by kPathSeparator, to the place of the value.
+using Positions = llvm::StringMap<Position>;
+constexpr char kPathSeparator = '\x1f';
 
-SyntaxError errorAt(StringRef text, size_t offset, const Twine &message) {
-  StringRef before = text.take_front(offset);
-  size_t lineStart = before.rfind('\n') + 1; // npos + 1 == 0
-  return {static_cast<unsigned>(before.count('\n') + 1),
-          static_cast<unsigned>(offset - lineStart + 1), message.str()};
-}
+/// Deeper nesting would overflow the parser's stack.
+constexpr unsigned kMaxDepth = 1000;
 
 /// Whether `t` is exactly -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
 bool isJsonNumber(StringRef t) {
@@ -77,109 +82,262 @@ bool isJsonNumber(StringRef t) {
   return t.empty();
 }
 
-/// Checks the \u escapes of the string whose opening quote is at `i` and
-/// moves `i` to its closing quote (or the end). llvm::json would replace an
-/// unpaired surrogate with U+FFFD; nlohmann/json rejected it.
-std::optional<SyntaxError> skipString(StringRef text, size_t &i) {
-  auto escapeAt = [&](size_t j) -> std::optional<unsigned> {
+/// A recursive-descent reader of the file into llvm::json values.
+class Parser {
+public:
+  Parser(StringRef text, Positions &positions)
+      : text(text), positions(positions) {}
+
+  std::optional<SyntaxError> parse(json::Value &root) {
+    if (text.starts_with("\xEF\xBB\xBF"))
+      pos = 3;
+    size_t bad;
+    if (!json::isUTF8(text, &bad))
+      return fail(bad, "invalid UTF-8");
+    if (!skipSpace() || !value(root, "", 0))
+      return err;
+    if (!skipSpace())
+      return err;
+    if (pos != text.size())
+      return fail(pos, "unexpected text after the top-level value");
+    return std::nullopt;
+  }
+
+private:
+  Position at(size_t offset) const {
+    StringRef before = text.take_front(offset);
+    size_t lineStart = before.rfind('\n') + 1; // npos + 1 == 0
+    return {static_cast<unsigned>(before.count('\n') + 1),
+            static_cast<unsigned>(offset - lineStart + 1)};
+  }
+
+  std::optional<SyntaxError> fail(size_t offset, const Twine &message) {
+    err = SyntaxError{at(offset), message.str()};
+    return err;
+  }
+  bool error(size_t offset, const Twine &message) {
+    fail(offset, message);
+    return false;
+  }
+
+  /// Skips white space and comments; false on an unterminated comment.
+  bool skipSpace() {
+    while (pos < text.size()) {
+      char c = text[pos];
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        ++pos;
+      } else if (c == '#' || text.substr(pos, 2) == "//") {
+        pos = std::min(text.find_first_of("\r\n", pos), text.size());
+      } else if (text.substr(pos, 2) == "/*") {
+        size_t end = text.find("*/", pos + 2);
+        if (end == StringRef::npos)
+          return error(pos, "unterminated comment");
+        pos = end + 2;
+      } else {
+        break;
+      }
+    }
+    return true;
+  }
+
+  bool value(json::Value &out, const std::string &path, unsigned depth) {
+    positions[path] = at(pos);
+    if (pos >= text.size())
+      return error(pos, "expected a value, got the end of the file");
+    char c = text[pos];
+    if (c == '{' || c == '[') {
+      if (depth + 1 > kMaxDepth)
+        return error(pos, "brackets nested deeper than " + Twine(kMaxDepth) +
+                              " levels (the parser would overflow its "
+                              "stack)");
+      return c == '{' ? object(out, path, depth + 1)
+                      : array(out, path, depth + 1);
+    }
+    if (c == '"') {
+      std::string s;
+      if (!string(s))
+        return false;
+      out = std::move(s);
+      return true;
+    }
+    if (llvm::isDigit(c) || c == '-' || c == '+' || c == '.')
+      return number(out);
+    for (auto [word, v] : {std::pair<StringRef, json::Value>{"true", true},
+                           {"false", false},
+                           {"null", nullptr}}) {
+      if (text.substr(pos).starts_with(word) &&
+          (pos + word.size() == text.size() ||
+           !llvm::isAlnum(text[pos + word.size()]))) {
+        pos += word.size();
+        out = std::move(v);
+        return true;
+      }
+    }
+    size_t end = std::max(text.find_first_of(" \t\r\n,:]}", pos), pos + 1);
+    return error(pos, "expected a value, got '" +
+                          text.slice(pos, std::min(end, pos + 20)) + "'" +
+                          (c == '\'' ? " (strings take double quotes)" : ""));
+  }
+
+  bool object(json::Value &out, const std::string &path, unsigned depth) {
+    json::Object obj;
+    llvm::StringMap<Position> keys;
+    ++pos; // {
+    for (;;) {
+      if (!skipSpace())
+        return false;
+      if (pos < text.size() && text[pos] == '}')
+        break;
+      if (pos >= text.size() || text[pos] != '"')
+        return error(pos, "expected a key in double quotes or '}'");
+      size_t keyStart = pos;
+      std::string key;
+      if (!string(key))
+        return false;
+      auto [it, inserted] = keys.try_emplace(key, at(keyStart));
+      if (!inserted)
+        return error(keyStart, "duplicate key \"" + key + "\" (first at line " +
+                                   Twine(it->second.line) + ", column " +
+                                   Twine(it->second.column) +
+                                   "); DeepSpeed rejects duplicate keys");
+      if (!skipSpace())
+        return false;
+      if (pos >= text.size() || text[pos] != ':')
+        return error(pos, "expected ':' after the key \"" + key + "\"");
+      ++pos;
+      if (!skipSpace())
+        return false;
+      json::Value v = nullptr;
+      if (!value(v, path + kPathSeparator + key, depth))
+        return false;
+      obj[key] = std::move(v);
+      if (!skipSpace())
+        return false;
+      if (pos < text.size() && text[pos] == ',') {
+        ++pos; // A trailing comma before '}' is taken, as hjson takes it.
+        continue;
+      }
+      if (pos >= text.size() || text[pos] != '}')
+        return error(pos,
+                     "expected ',' or '}' after the value of \"" + key + "\"");
+      break;
+    }
+    ++pos; // }
+    out = std::move(obj);
+    return true;
+  }
+
+  bool array(json::Value &out, const std::string &path, unsigned depth) {
+    json::Array arr;
+    ++pos; // [
+    for (;;) {
+      if (!skipSpace())
+        return false;
+      if (pos < text.size() && text[pos] == ']')
+        break;
+      json::Value v = nullptr;
+      if (!value(v, path + kPathSeparator + std::to_string(arr.size()), depth))
+        return false;
+      arr.push_back(std::move(v));
+      if (!skipSpace())
+        return false;
+      if (pos < text.size() && text[pos] == ',') {
+        ++pos;
+        continue;
+      }
+      if (pos >= text.size() || text[pos] != ']')
+        return error(pos, "expected ',' or ']' after an array element");
+      break;
+    }
+    ++pos; // ]
+    out = std::move(arr);
+    return true;
+  }
+
+  /// Reads a 4-digit \u escape at `j`.
+  std::optional<unsigned> escapeAt(size_t j) const {
     unsigned code;
     StringRef hex = text.substr(j + 2, 4);
     if (!text.substr(j).starts_with("\\u") || hex.size() != 4 ||
-        hex.getAsInteger(16, code))
+        !llvm::all_of(hex, llvm::isHexDigit) || hex.getAsInteger(16, code))
       return std::nullopt;
     return code;
-  };
-  for (++i; i < text.size() && text[i] != '"'; ++i) {
-    if (text[i] != '\\')
-      continue;
-    std::optional<unsigned> code = escapeAt(i);
-    if (!code || *code < 0xD800 || *code > 0xDFFF) {
-      ++i; // Skips the escaped character; llvm::json checks the rest.
-      continue;
-    }
-    std::optional<unsigned> low = escapeAt(i + 6);
-    if (*code >= 0xDC00 || !low || *low < 0xDC00 || *low > 0xDFFF)
-      return errorAt(text, i, "unpaired UTF-16 surrogate " + text.substr(i, 6));
-    i += 11; // The pair's last hex digit.
   }
-  return std::nullopt;
-}
 
-/// Turns `text` into what llvm::json::parse reads as nlohmann/json read the
-/// file: comments and a byte-order mark become spaces, so that line:col stay
-/// those of the file. Returns the first error nlohmann/json found that
-/// llvm::json would not.
-std::optional<SyntaxError> prepare(std::string &text) {
-  if (StringRef(text).starts_with("\xEF\xBB\xBF"))
-    text.replace(0, 3, "   ");
-  unsigned depth = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (c == '"') {
-      if (auto err = skipString(text, i))
-        return err;
-    } else if (c == '/' && (StringRef(text).substr(i, 2) == "//" ||
-                            StringRef(text).substr(i, 2) == "/*")) {
-      bool block = text[i + 1] == '*';
-      size_t end =
-          block ? text.find("*/", i + 2) : text.find_first_of("\r\n", i);
-      if (end == std::string::npos && block)
-        return errorAt(text, i, "unterminated comment");
-      end = block ? end + 2 : std::min(end, text.size());
-      for (size_t j = i; j < end; ++j)
-        if (text[j] != '\n')
-          text[j] = ' ';
-      i = end - 1;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth)
-        return errorAt(text, i,
-                       "brackets nested deeper than " + Twine(kMaxDepth) +
-                           " levels (the parser would overflow its stack)");
-    } else if (c == ']' || c == '}') {
-      depth -= depth != 0;
-    } else if (llvm::isDigit(c) || c == '-' || c == '+' || c == '.') {
-      // llvm::json reads a number from these and takes +1 and .5 as well.
-      size_t end =
-          std::min(text.find_first_not_of("0123456789+-.eE", i), text.size());
-      std::string token = text.substr(i, end - i);
-      if (!isJsonNumber(token))
-        return errorAt(text, i, "invalid number '" + token + "'");
-      if (!std::isfinite(std::strtod(token.c_str(), nullptr)))
-        return errorAt(text, i, "number '" + token + "' is out of range");
-      i = end - 1;
+  bool string(std::string &out) {
+    size_t start = pos++;
+    while (pos < text.size() && text[pos] != '"') {
+      unsigned char c = text[pos];
+      if (c < 0x20)
+        return error(pos, "control character in a string (escape it)");
+      if (c != '\\') {
+        out += c;
+        ++pos;
+        continue;
+      }
+      if (pos + 1 >= text.size())
+        break;
+      char e = text[pos + 1];
+      static constexpr StringRef kEscapes = "\"\\/bfnrt";
+      static constexpr StringRef kValues = "\"\\/\b\f\n\r\t";
+      if (size_t k = kEscapes.find(e); k != StringRef::npos) {
+        out += kValues[k];
+        pos += 2;
+        continue;
+      }
+      std::optional<unsigned> code = escapeAt(pos);
+      if (!code)
+        return error(pos, "invalid escape in a string");
+      unsigned cp = *code;
+      size_t len = 6;
+      if (cp >= 0xD800 && cp <= 0xDFFF) {
+        std::optional<unsigned> low = escapeAt(pos + 6);
+        if (cp >= 0xDC00 || !low || *low < 0xDC00 || *low > 0xDFFF)
+          return error(pos, "unpaired UTF-16 surrogate " + text.substr(pos, 6));
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (*low - 0xDC00);
+        len = 12;
+      }
+      char buf[4];
+      char *p = buf;
+      llvm::ConvertCodePointToUTF8(cp, p);
+      out.append(buf, p);
+      pos += len;
     }
+    if (pos >= text.size())
+      return error(start, "unterminated string");
+    ++pos; // "
+    return true;
   }
-  size_t bad;
-  if (!json::isUTF8(text, &bad))
-    return errorAt(text, bad, "invalid UTF-8");
-  return std::nullopt;
-}
 
-/// Parses `text` into `root`.
-std::optional<SyntaxError> parse(std::string text, json::Value &root) {
-  if (auto err = prepare(text))
-    return err;
-  llvm::Expected<json::Value> value = json::parse(text);
-  if (value) {
-    root = std::move(*value);
-    return std::nullopt;
+  bool number(json::Value &out) {
+    size_t end =
+        std::min(text.find_first_not_of("0123456789+-.eE", pos), text.size());
+    std::string token = text.slice(pos, end).str();
+    if (!isJsonNumber(token))
+      return error(pos, "invalid number '" + token + "'");
+    // As llvm::json: an integer when it is one that fits, else a double.
+    bool integral = token.find_first_of(".eE") == std::string::npos;
+    int64_t i;
+    uint64_t u;
+    if (integral && !StringRef(token).getAsInteger(10, i))
+      out = i;
+    else if (integral && !StringRef(token).getAsInteger(10, u))
+      out = u;
+    else {
+      double d = std::strtod(token.c_str(), nullptr);
+      if (!std::isfinite(d))
+        return error(pos, "number '" + token + "' is out of range");
+      out = d;
+    }
+    pos = end;
+    return true;
   }
-  // json::ParseError keeps its position private; its text is
-  // "[line:col, byte=N]: message", the column already 1-based.
-  std::string log = llvm::toString(value.takeError());
-  SyntaxError err{1, 1, log};
-  StringRef rest(log);
-  size_t colon = rest.find("]: ");
-  if (rest.consume_front("[") && !rest.consumeInteger(10, err.line) &&
-      rest.consume_front(":") && !rest.consumeInteger(10, err.column) &&
-      colon != StringRef::npos)
-    err.message = log.substr(colon + 3);
-  err.column = std::max(err.column, 1u);
-  // Diagnostics start in lower case.
-  if (!err.message.empty())
-    err.message[0] = llvm::toLower(err.message[0]);
-  return err;
-}
+
+  StringRef text;
+  Positions &positions;
+  size_t pos = 0;
+  std::optional<SyntaxError> err;
+};
 
 //===----------------------------------------------------------------------===//
 // Values as messages echo them
@@ -193,39 +351,6 @@ std::vector<StringRef> sortedKeys(const json::Object &obj) {
   return keys;
 }
 
-/// `d` as nlohmann/json printed it: the shortest digits that read back as
-/// `d`, written out (with ".0" on whole numbers) when the decimal point falls
-/// between -4 and 15 digits from their start, otherwise as 1.5e+20.
-std::string formatDouble(double d) {
-  if (d == 0)
-    return std::signbit(d) ? "-0.0" : "0.0";
-  char buf[32];
-  for (int precision = 0; precision < 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*e", precision, d);
-    if (std::strtod(buf, nullptr) == d)
-      break;
-  }
-  // buf is [-]d[.ddd]e(+|-)xx.
-  StringRef s(buf);
-  std::string out = s.consume_front("-") ? "-" : "";
-  auto [mantissa, exponent] = s.split('e');
-  std::string digits = mantissa.str();
-  llvm::erase(digits, '.');
-  int k = digits.size(), n = std::atoi(exponent.str().c_str()) + 1;
-  if (k <= n && n <= 15)
-    return out + digits + std::string(n - k, '0') + ".0";
-  if (0 < n && n <= 15)
-    return out + digits.substr(0, n) + "." + digits.substr(n);
-  if (-4 < n && n <= 0)
-    return out + "0." + std::string(-n, '0') + digits;
-  out += digits.substr(0, 1);
-  if (k > 1)
-    out += "." + digits.substr(1);
-  std::snprintf(buf, sizeof(buf), "e%c%02d", n - 1 < 0 ? '-' : '+',
-                std::abs(n - 1));
-  return out + buf;
-}
-
 std::string formatNumber(const json::Value &v) {
   if (std::optional<uint64_t> u = v.getAsUINT64()) // a non-negative integer
     return std::to_string(*u);
@@ -236,7 +361,7 @@ std::string formatNumber(const json::Value &v) {
   std::optional<int64_t> i = v.getAsInteger();
   if (i && d < 0 && !StringRef(llvm::formatv("{0}", v).str()).contains('e'))
     return std::to_string(*i);
-  return formatDouble(d);
+  return formatDeepSpeedNumber(d);
 }
 
 void quote(StringRef s, llvm::raw_ostream &os) {
@@ -323,35 +448,71 @@ std::string dump(const json::Value &v) {
 // Keys
 //===----------------------------------------------------------------------===//
 
+bool isAutoValue(const json::Value &v) {
+  std::optional<StringRef> s = v.getAsString();
+  return s && *s == "auto";
+}
+
+/// Whether `v` turns a feature off: false, or a section with "enabled":
+/// false (or an offload "device": "none"). Such keys need no support.
+bool isOff(const json::Value &v) {
+  if (v.getAsBoolean() == std::optional<bool>(false))
+    return true;
+  const json::Object *o = v.getAsObject();
+  if (!o)
+    return false;
+  if (const json::Value *e = o->get("enabled"))
+    return e->getAsBoolean() == std::optional<bool>(false);
+  if (const json::Value *d = o->get("device"))
+    return d->getAsString() == std::optional<StringRef>("none");
+  return false;
+}
+
 /// One object of the config. Each key is named once, by the read that takes
-/// it; the keys no read named are warned about as unsupported.
+/// it; the keys no read named are listed as not implemented.
 class Section {
 public:
-  /// Reads `obj` with `body`, then warns about the keys it did not read.
-  static void read(DeepSpeedConfig &cfg, const json::Object &obj,
-                   std::string prefix, function_ref<void(Section &)> body) {
-    size_t firstWarning = cfg.warnings.size();
-    Section s(cfg, obj, std::move(prefix));
+  /// Reads `obj` (at `path` in `positions`) with `body`, then lists the keys
+  /// it did not read.
+  static void read(DeepSpeedConfig &cfg, const Positions &positions,
+                   const json::Object &obj, std::string prefix,
+                   std::string path, function_ref<void(Section &)> body) {
+    Section s(cfg, positions, obj, std::move(prefix), std::move(path));
     body(s);
-    // Ahead of the warnings of its subsections, as the file nests them.
-    std::vector<std::string> unread;
     for (StringRef key : sortedKeys(obj))
       if (!s.seen.contains(key))
-        unread.push_back("unsupported key '" + s.prefix + key.str() +
-                         "' is ignored");
-    cfg.warnings.insert(cfg.warnings.begin() + firstWarning, unread.begin(),
-                        unread.end());
+        cfg.unimplemented.push_back(s.prefix + key.str());
+  }
+
+  /// The place of the value at `key`.
+  Position place(StringRef key) const {
+    auto it = positions.find(path + kPathSeparator + key.str());
+    return it == positions.end() ? Position{} : it->second;
   }
 
   void error(StringRef key, const Twine &msg) {
-    cfg.errors.push_back((prefix + key + ": " + msg).str());
+    Position p = place(key);
+    cfg.errors.push_back({p.line, p.column, (prefix + key + ": " + msg).str()});
   }
-  void warning(const Twine &msg) { cfg.warnings.push_back(msg.str()); }
+  void warning(StringRef key, const Twine &msg) {
+    Position p = place(key);
+    cfg.warnings.push_back(
+        {p.line, p.column, (prefix + key + ": " + msg).str()});
+  }
+
+  bool has(StringRef key) const { return obj.get(key) != nullptr; }
 
   /// The value at `key`, or null when the key is absent.
   const json::Value *get(StringRef key) {
     seen.insert(key);
     return obj.get(key);
+  }
+
+  /// Reads a key that only steers what is logged, or that turns off a
+  /// feature (isOff): quietly. Any other value is listed as not implemented.
+  void acceptIfOff(StringRef key) {
+    if (const json::Value *v = obj.get(key); v && isOff(*v))
+      seen.insert(key);
   }
 
   /// Reads the object at `key`, if there is one, with `body`.
@@ -360,160 +521,273 @@ public:
     if (!v)
       return;
     if (const json::Object *o = v->getAsObject())
-      return read(cfg, *o, prefix + key.str() + ".", body);
-    error(key, "expected an object");
+      return read(cfg, positions, *o, prefix + key.str() + ".",
+                  path + kPathSeparator + key.str(), body);
+    error(key, "expected an object, got " + dump(*v));
   }
 
-  /// A number; null reads as absent.
-  std::optional<double> number(StringRef key) {
-    const json::Value *v = get(key);
-    if (!v || v->kind() == json::Value::Null)
-      return std::nullopt;
-    std::optional<double> d = v->getAsNumber();
-    if (!d)
-      error(key, "expected a number, got " + dump(*v));
-    return d;
+  /// A number; null reads as absent. "auto" is taken where `autoAllowed`.
+  DeepSpeedValue<double> number(StringRef key, bool autoAllowed = false) {
+    return scalar(key, autoAllowed, &json::Value::getAsNumber, "a number");
   }
 
-  std::optional<int64_t> integer(StringRef key) {
-    std::optional<double> v = number(key);
-    if (!v)
-      return std::nullopt;
+  DeepSpeedValue<int64_t> integer(StringRef key, bool autoAllowed = false) {
+    DeepSpeedValue<double> d = number(key, autoAllowed);
+    DeepSpeedValue<int64_t> r;
+    r.isAuto = d.isAuto;
+    r.line = d.line;
+    r.column = d.column;
+    if (!d.value)
+      return r;
     // DeepSpeed configs write sizes as 5e8, so any whole number will do.
-    if (std::floor(*v) != *v || std::fabs(*v) > 9.0e18) {
+    if (std::floor(*d.value) != *d.value || std::fabs(*d.value) > 9.0e18)
       error(key, "expected an integer, got " + dump(*get(key)));
-      return std::nullopt;
-    }
-    return static_cast<int64_t>(*v);
+    else
+      r.value = static_cast<int64_t>(*d.value);
+    return r;
   }
 
   /// An integer in [lo, hi]: the config's own error, rather than one about
   /// the pass option it sets.
-  std::optional<int64_t>
+  DeepSpeedValue<int64_t>
   integerIn(StringRef key, int64_t lo,
-            int64_t hi = std::numeric_limits<int64_t>::max()) {
-    std::optional<int64_t> v = integer(key);
-    if (!v || (*v >= lo && *v <= hi))
-      return v;
+            int64_t hi = std::numeric_limits<int64_t>::max(),
+            bool autoAllowed = false) {
+    DeepSpeedValue<int64_t> r = integer(key, autoAllowed);
+    if (!r.value || (*r.value >= lo && *r.value <= hi))
+      return r;
     std::string range = hi == std::numeric_limits<int64_t>::max()
                             ? "must be >= " + std::to_string(lo)
                             : "must be between " + std::to_string(lo) +
                                   " and " + std::to_string(hi);
-    error(key, range + ", got " + std::to_string(*v));
-    return std::nullopt;
+    error(key, range + ", got " + std::to_string(*r.value));
+    r.value.reset();
+    return r;
   }
 
   /// A boolean; null reads as absent.
-  std::optional<bool> boolean(StringRef key) {
-    const json::Value *v = get(key);
-    if (!v || v->kind() == json::Value::Null)
-      return std::nullopt;
-    std::optional<bool> b = v->getAsBoolean();
-    if (!b)
-      error(key, "expected true or false, got " + dump(*v));
-    return b;
+  DeepSpeedValue<bool> boolean(StringRef key, bool autoAllowed = false) {
+    return scalar(key, autoAllowed, &json::Value::getAsBoolean,
+                  "true or false");
   }
 
 private:
-  Section(DeepSpeedConfig &cfg, const json::Object &obj, std::string prefix)
-      : cfg(cfg), obj(obj), prefix(std::move(prefix)) {}
+  Section(DeepSpeedConfig &cfg, const Positions &positions,
+          const json::Object &obj, std::string prefix, std::string path)
+      : cfg(cfg), positions(positions), obj(obj), prefix(std::move(prefix)),
+        path(std::move(path)) {}
+
+  /// The value at `key` as `read` takes it, with its place.
+  template <typename T>
+  DeepSpeedValue<T> scalar(StringRef key, bool autoAllowed,
+                           std::optional<T> (json::Value::*read)() const,
+                           StringRef expected) {
+    DeepSpeedValue<T> r;
+    const json::Value *v = get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return r;
+    locate(key, r);
+    if (autoAllowed && isAutoValue(*v)) {
+      r.isAuto = true;
+      return r;
+    }
+    r.value = (v->*read)();
+    if (!r.value)
+      error(key, "expected " + expected + ", got " + dump(*v) + autoHint(*v));
+    return r;
+  }
+
+  template <typename T>
+  void locate(StringRef key, DeepSpeedValue<T> &v) const {
+    Position p = place(key);
+    v.line = p.line;
+    v.column = p.column;
+  }
+
+  static std::string autoHint(const json::Value &v) {
+    return isAutoValue(v) ? " (\"auto\" is resolved only where Hugging "
+                            "Face's DeepSpeed integration resolves it)"
+                          : "";
+  }
 
   DeepSpeedConfig &cfg;
+  const Positions &positions;
   const json::Object &obj;
-  std::string prefix;
+  std::string prefix, path;
   llvm::StringSet<> seen;
 };
 
+/// The batch keys must be positive; DeepSpeed's _batch_assertion says so in
+/// these words.
+void checkPositive(Section &s, StringRef key, DeepSpeedValue<int64_t> &v,
+                   StringRef what) {
+  if (v.value && *v.value <= 0) {
+    s.error(key, what + ": " + Twine(*v.value) + " has to be greater than 0");
+    v.value.reset();
+  }
+}
+
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
-/// one zero-pipeline option (see buildZeroPipeline).
+/// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
+  constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
   top.section("zero_optimization", [&](Section &z) {
     cfg.stage = z.integerIn("stage", 0, 3);
-    cfg.reduceBucketSize = z.integerIn("reduce_bucket_size", 1);
+    cfg.reduceBucketSize =
+        z.integerIn("reduce_bucket_size", 1, kNoLimit, /*autoAllowed=*/true);
     cfg.allgatherBucketSize = z.integerIn("allgather_bucket_size", 1);
     cfg.reduceScatter = z.boolean("reduce_scatter");
     cfg.overlapComm = z.boolean("overlap_comm");
     cfg.contiguousGradients = z.boolean("contiguous_gradients");
-    cfg.prefetchBucketSize = z.integerIn("stage3_prefetch_bucket_size", 1);
+    cfg.prefetchBucketSize =
+        z.integerIn("stage3_prefetch_bucket_size", 1, kNoLimit, true);
     cfg.maxLiveParameters = z.integerIn("stage3_max_live_parameters", 1);
     cfg.maxReuseDistance = z.integerIn("stage3_max_reuse_distance", 0);
     cfg.paramPersistenceThreshold =
-        z.integerIn("stage3_param_persistence_threshold", 0);
+        z.integerIn("stage3_param_persistence_threshold", 0, kNoLimit, true);
+    // All-gathering the updated partitions is what happens here.
+    if (const json::Value *v = z.get("allgather_partitions");
+        v && v->getAsBoolean() != std::optional<bool>(true))
+      z.error("allgather_partitions",
+              "only true is implemented (the updated partitions are "
+              "all-gathered after each step), got " +
+                  dump(*v));
+    z.acceptIfOff("offload_optimizer");
+    z.acceptIfOff("offload_param");
   });
 
-  std::optional<bool> fp16, bf16;
   top.section("fp16", [&](Section &f) {
-    fp16 = f.boolean("enabled");
+    cfg.fp16 = f.boolean("enabled", true);
+    cfg.lossScale = f.number("loss_scale");
+    if (cfg.lossScale.value &&
+        !(*cfg.lossScale.value >= 0 && std::isfinite(*cfg.lossScale.value))) {
+      f.error("loss_scale",
+              "must be 0 (dynamic loss scaling) or a positive static scale, "
+              "got " +
+                  formatDeepSpeedNumber(*cfg.lossScale.value));
+      cfg.lossScale.value.reset();
+    }
     cfg.initialScalePower = f.integer("initial_scale_power");
     cfg.lossScaleWindow = f.integer("loss_scale_window");
     cfg.hysteresis = f.integer("hysteresis");
     cfg.minLossScale = f.number("min_loss_scale");
-    // Only the dynamic loss scaler (loss_scale 0) exists here.
-    if (std::optional<double> s = f.number("loss_scale"); s && *s != 0.0)
-      f.warning("unsupported key 'fp16.loss_scale' (a static loss scale) is "
-                "ignored: the dynamic loss scaler is used");
+    f.acceptIfOff("auto_cast");
+    f.acceptIfOff("consecutive_hysteresis");
+    f.acceptIfOff("fp16_master_weights_and_grads");
   });
-  top.section("bf16", [&](Section &b) { bf16 = b.boolean("enabled"); });
-  if (fp16.value_or(false) && bf16.value_or(false))
-    cfg.errors.push_back("fp16.enabled and bf16.enabled are both true");
-  else if (fp16.value_or(false))
-    cfg.dtype = "fp16";
-  else if (bf16.value_or(false))
-    cfg.dtype = "bf16";
-  else if (fp16 || bf16)
-    cfg.dtype = "fp32";
+  // DeepSpeed reads "bf16", else its old name "bfloat16".
+  StringRef bf16Key = top.has("bf16") ? "bf16" : "bfloat16";
+  if (bf16Key == "bf16" && top.has("bfloat16")) {
+    top.get("bfloat16");
+    top.warning("bfloat16", "ignored: the file has bf16, which DeepSpeed "
+                            "reads instead of its old name bfloat16");
+  }
+  top.section(bf16Key,
+              [&](Section &b) { cfg.bf16 = b.boolean("enabled", true); });
 
   top.section("optimizer", [&](Section &o) {
+    std::string type;
     if (const json::Value *t = o.get("type")) {
       std::optional<StringRef> s = t->getAsString();
-      std::string type = s ? s->str() : dump(*t);
-      std::string lower = StringRef(type).lower();
-      if (lower == "adam" || lower == "adamw")
-        cfg.optimizerType = lower;
-      else
-        o.error("type",
-                "'" + type + "' is not supported (expected Adam or AdamW)");
+      type = s ? s->lower() : "";
+      if (type != "adam" && type != "adamw") {
+        o.error("type", "'" + (s ? s->str() : dump(*t)) +
+                            "' is not supported (supported: Adam, AdamW)");
+        type.clear();
+      }
     }
+    DeepSpeedValue<bool> adamWMode;
     o.section("params", [&](Section &p) {
-      cfg.lr = p.number("lr");
-      cfg.eps = p.number("eps");
-      cfg.weightDecay = p.number("weight_decay");
+      cfg.lr = p.number("lr", true);
+      cfg.eps = p.number("eps", true);
+      cfg.weightDecay = p.number("weight_decay", true);
       if (const json::Value *b = p.get("betas")) {
+        Position at = p.place("betas");
+        for (DeepSpeedValue<double> *v : {&cfg.beta1, &cfg.beta2}) {
+          v->line = at.line;
+          v->column = at.column;
+        }
         const json::Array *a = b->getAsArray();
-        if (!a || a->size() != 2 || !(*a)[0].getAsNumber() ||
-            !(*a)[1].getAsNumber()) {
+        if (isAutoValue(*b)) {
+          cfg.beta1.isAuto = cfg.beta2.isAuto = true;
+        } else if (!a || a->size() != 2 || !(*a)[0].getAsNumber() ||
+                   !(*a)[1].getAsNumber()) {
           p.error("betas", "expected [beta1, beta2], got " + dump(*b));
         } else {
-          cfg.beta1 = (*a)[0].getAsNumber();
-          cfg.beta2 = (*a)[1].getAsNumber();
+          cfg.beta1.value = (*a)[0].getAsNumber();
+          cfg.beta2.value = (*a)[1].getAsNumber();
         }
       }
+      adamWMode = p.boolean("adam_w_mode");
+      // torch.optim.Adam(W) instead of DeepSpeed's fused kernel: the same
+      // update.
+      p.boolean("torch_adam");
+      // Bias correction is what the fused Adam does; without it is not.
+      DeepSpeedValue<bool> bc = p.boolean("bias_correction");
+      if (bc.value == std::optional<bool>(false))
+        p.error("bias_correction",
+                "false (Adam without bias correction) is not implemented");
+      p.acceptIfOff("amsgrad");
     });
+    if (!type.empty()) {
+      Position at = o.place("type");
+      cfg.adamW.line = at.line;
+      cfg.adamW.column = at.column;
+      // DeepSpeed's engine: `AdamW`, or `Adam` unless adam_w_mode is false.
+      cfg.adamW.value = type == "adamw" || adamWMode.value.value_or(true);
+    }
   });
 
-  // Checkpointing whole transformer layers is zero-remat's layer policy;
-  // the runtime knobs of DeepSpeed's implementation stay unsupported keys.
+  // Checkpointing whole transformer layers is zero-remat's layer policy.
+  // DeepSpeed's partitioned or CPU checkpoints and its runtime knobs are
+  // listed as not implemented unless they are off.
   top.section("activation_checkpointing", [&](Section &a) {
     cfg.remat = "layer";
     cfg.rematBlocks = a.integerIn("number_checkpoints", 1);
-    for (StringRef key : {"partition_activations", "cpu_checkpointing"})
-      if (a.boolean(key).value_or(false))
-        a.error(key, "is not implemented: recomputed activations stay whole "
-                     "on each rank, in device memory");
+    for (StringRef key :
+         {"partition_activations", "cpu_checkpointing",
+          "contiguous_memory_optimization", "synchronize_checkpoint_boundary",
+          "profile"})
+      a.acceptIfOff(key);
   });
 
-  cfg.gradientClipping = top.number("gradient_clipping");
-  if (cfg.gradientClipping && (!(*cfg.gradientClipping >= 0.0) ||
-                               !std::isfinite(*cfg.gradientClipping))) {
+  cfg.gradientClipping = top.number("gradient_clipping", true);
+  if (cfg.gradientClipping.value &&
+      (!(*cfg.gradientClipping.value >= 0.0) ||
+       !std::isfinite(*cfg.gradientClipping.value))) {
     top.error("gradient_clipping", "must be >= 0 (0 disables clipping), got " +
                                        dump(*top.get("gradient_clipping")));
-    cfg.gradientClipping.reset();
+    cfg.gradientClipping.value.reset();
   }
-  cfg.gradientAccumulationSteps =
-      top.integerIn("gradient_accumulation_steps", 1, kMaxAccumulationSteps);
-  cfg.trainBatchSize = top.integerIn("train_batch_size", 1);
+  cfg.trainBatchSize = top.integer("train_batch_size", true);
+  checkPositive(top, "train_batch_size", cfg.trainBatchSize,
+                "Train batch size");
   cfg.trainMicroBatchSizePerGpu =
-      top.integerIn("train_micro_batch_size_per_gpu", 1);
+      top.integer("train_micro_batch_size_per_gpu", true);
+  checkPositive(top, "train_micro_batch_size_per_gpu",
+                cfg.trainMicroBatchSizePerGpu, "Micro batch size per gpu");
+  cfg.gradientAccumulationSteps =
+      top.integer("gradient_accumulation_steps", true);
+  checkPositive(top, "gradient_accumulation_steps",
+                cfg.gradientAccumulationSteps, "Gradient accumulation steps");
+  if (cfg.gradientAccumulationSteps.value &&
+      *cfg.gradientAccumulationSteps.value > kMaxAccumulationSteps) {
+    top.error("gradient_accumulation_steps",
+              "must be at most " + Twine(kMaxAccumulationSteps) + ", got " +
+                  Twine(*cfg.gradientAccumulationSteps.value));
+    cfg.gradientAccumulationSteps.value.reset();
+  }
+
+  cfg.stepsPerPrint = top.integerIn("steps_per_print", 1);
+  cfg.wallClockBreakdown = top.boolean("wall_clock_breakdown");
+  // Logging and debugging switches that are off, and a permission that
+  // changes nothing here (other optimizers are rejected anyway).
+  for (StringRef key :
+       {"memory_breakdown", "dump_state", "tensorboard", "wandb", "csv_monitor",
+        "comet", "flops_profiler", "comms_logger", "prescale_gradients",
+        "sparse_gradients"})
+    top.acceptIfOff(key);
+  top.get("zero_allow_untested_optimizer");
 }
 
 } // namespace
@@ -523,23 +797,60 @@ DeepSpeedConfig mlir::zero::parseDeepSpeedConfig(llvm::StringRef path) {
   cfg.path = path.str();
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer) {
-    cfg.errors.push_back("cannot read the file: " +
-                         buffer.getError().message());
+    cfg.errors.push_back(
+        {0, 0, "cannot read the file: " + buffer.getError().message()});
     return cfg;
   }
+  Positions positions;
   json::Value root = nullptr;
   if (std::optional<SyntaxError> err =
-          parse((*buffer)->getBuffer().str(), root)) {
-    // The pipeline puts cfg.path before each message: file:line:col.
-    cfg.path = llvm::formatv("{0}:{1}:{2}", path, err->line, err->column);
-    cfg.errors.push_back("is not valid JSON: " + err->message);
+          Parser((*buffer)->getBuffer(), positions).parse(root)) {
+    cfg.errors.push_back(
+        {err->at.line, err->at.column, "syntax error: " + err->message});
     return cfg;
   }
   const json::Object *top = root.getAsObject();
   if (!top) {
-    cfg.errors.push_back("the top level must be a JSON object");
+    Position at = positions.lookup("");
+    cfg.errors.push_back(
+        {at.line, at.column, "the top level must be a JSON object"});
     return cfg;
   }
-  Section::read(cfg, *top, "", [&](Section &s) { readKeys(s, cfg); });
+  Section::read(cfg, positions, *top, "", "",
+                [&](Section &s) { readKeys(s, cfg); });
+  llvm::sort(cfg.unimplemented);
   return cfg;
+}
+
+/// `d` as nlohmann/json printed it: the shortest digits that read back as
+/// `d`, written out (with ".0" on whole numbers) when the decimal point falls
+/// between -4 and 15 digits from their start, otherwise as 1.5e+20.
+std::string mlir::zero::formatDeepSpeedNumber(double d) {
+  if (d == 0)
+    return std::signbit(d) ? "-0.0" : "0.0";
+  char buf[32];
+  for (int precision = 0; precision < 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*e", precision, d);
+    if (std::strtod(buf, nullptr) == d)
+      break;
+  }
+  // buf is [-]d[.ddd]e(+|-)xx.
+  StringRef s(buf);
+  std::string out = s.consume_front("-") ? "-" : "";
+  auto [mantissa, exponent] = s.split('e');
+  std::string digits = mantissa.str();
+  llvm::erase(digits, '.');
+  int k = digits.size(), n = std::atoi(exponent.str().c_str()) + 1;
+  if (k <= n && n <= 15)
+    return out + digits + std::string(n - k, '0') + ".0";
+  if (0 < n && n <= 15)
+    return out + digits.substr(0, n) + "." + digits.substr(n);
+  if (-4 < n && n <= 0)
+    return out + "0." + std::string(-n, '0') + digits;
+  out += digits.substr(0, 1);
+  if (k > 1)
+    out += "." + digits.substr(1);
+  std::snprintf(buf, sizeof(buf), "e%c%02d", n - 1 < 0 ? '-' : '+',
+                std::abs(n - 1));
+  return out + buf;
 }

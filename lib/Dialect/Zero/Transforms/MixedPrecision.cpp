@@ -74,7 +74,7 @@ struct ZeroMixedPrecisionPass
     if (forced && *forced != prec.getKind()) {
       prec = PrecisionAttr::get(ctx, *forced, prec.getInitialScalePower(),
                                 prec.getLossScaleWindow(), prec.getHysteresis(),
-                                prec.getMinLossScale());
+                                prec.getMinLossScale(), prec.getLossScale());
       step.setPrecisionAttr(prec);
     }
     if (prec.getKind() == PrecisionKind::fp32)

@@ -1,6 +1,6 @@
-// Compute ops GPT-2 does not use: relu, silu, swiglu, elementwise
+// Compute ops GPT-2 does not use: relu, erf GELU, silu, swiglu, elementwise
 // multiplication, scaling, a rotary embedding, an RMS norm and a row softmax
-// (their derivatives add relu_grad, silu_grad, swiglu_grad, mul, scale, the
+// (their derivatives add relu_grad, gelu_erf_grad, silu_grad, swiglu_grad, mul, scale, the
 // inverse rope, rms_norm_grad and softmax_grad).
 zero.param @w : tensor<4x6xf32> init normal std 0.1
 zero.param @g : tensor<6xf32> init ones
@@ -11,7 +11,8 @@ zero.train_step @step(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
   %g = zero.get_param @g : tensor<6xf32>
   %h = nn.matmul %x, %w : tensor<8x4xf32>, tensor<4x6xf32> -> tensor<8x6xf32>
   %r = nn.relu %h : tensor<8x6xf32>
-  %q = nn.silu %r : tensor<8x6xf32>
+  %ge = nn.gelu_erf %r : tensor<8x6xf32>
+  %q = nn.silu %ge : tensor<8x6xf32>
   %sw = nn.swiglu %q, %h : tensor<8x6xf32>
   %m = nn.mul %sw, %g : tensor<8x6xf32>, tensor<6xf32>
   %s = nn.scale %m by 0.5 : tensor<8x6xf32>

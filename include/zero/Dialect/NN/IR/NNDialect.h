@@ -17,6 +17,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "zero/Interfaces/DerivativeInterface.h"
+#include "zero/Interfaces/IndexOperandOpInterface.h"
 
 #include "zero/Dialect/NN/IR/NNOpsDialect.h.inc"
 

@@ -13,6 +13,7 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ViewLikeInterface.td"
 include "zero/Interfaces/DerivativeInterface.td"
+include "zero/Interfaces/IndexOperandOpInterface.td"
 
 def NN_Dialect : Dialect {
   let name = "nn";
@@ -120,6 +121,17 @@ def NN_GeluOp : NN_UnaryOp<"gelu", "GELU, tanh approximation (as GPT-2)"> {
 
     ```mlir
     %y = nn.gelu %x : tensor<8x64x3072xf32>
+    ```
+  }];
+}
+def NN_GeluErfOp : NN_UnaryOp<"gelu_erf", "GELU, exact (erf) form"> {
+  let description = [{
+    `0.5 * x * (1 + erf(x / sqrt(2)))`: PyTorch's `nn.GELU()` and
+    `F.gelu(x)` (`approximate='none'`), as nanoGPT uses it. `nn.gelu` is
+    the tanh approximation.
+
+    ```mlir
+    %y = nn.gelu_erf %x : tensor<8x64x3072xf32>
     ```
   }];
 }
@@ -290,6 +302,7 @@ def NN_AttentionOp : NN_Op<"attention", [
 
 def NN_EmbeddingOp : NN_Op<"embedding", [
     InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Row lookup in an embedding table";
   let description = [{
@@ -375,6 +388,7 @@ def NN_ConcatOp : NN_Op<"concat", [
 
 def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [
     InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Mean softmax cross-entropy with integer labels";
   let description = [{
@@ -459,6 +473,8 @@ class NN_PointwiseGradOp<string mnemonic, string fwd, string firstName>
 }
 
 def NN_GeluGradOp : NN_PointwiseGradOp<"gelu_grad", "gelu", "input">;
+def NN_GeluErfGradOp
+    : NN_PointwiseGradOp<"gelu_erf_grad", "gelu_erf", "input">;
 def NN_SiluGradOp : NN_PointwiseGradOp<"silu_grad", "silu", "input">;
 def NN_SwigluGradOp : NN_Op<"swiglu_grad", [
     AllTypesMatch<["gate", "up", "result_grad", "gate_grad", "up_grad"]>]> {
@@ -560,7 +576,8 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
   let hasVerifier = 1;
 }
 
-def NN_EmbeddingGradOp : NN_Op<"embedding_grad"> {
+def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>]> {
   let summary = "Backward of `nn.embedding` (scatter-add into the table's shape)";
   let description = [{
     ```mlir
@@ -576,7 +593,8 @@ def NN_EmbeddingGradOp : NN_Op<"embedding_grad"> {
 }
 
 def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad", [
-    AllTypesMatch<["logits", "result"]>]> {
+    AllTypesMatch<["logits", "result"]>,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>]> {
   let summary = "Backward of `nn.softmax_cross_entropy`";
   let description = [{
     `(softmax(logits) - onehot(labels)) * loss_grad / count`, where `count` is

@@ -55,6 +55,9 @@ def Zero_Dialect : Dialect {
     * `zero.temp = N` on a source-form `zero.reduce_scatter` or `zero.reduce`:
       the step-arena offset of its bucket buffer.
 
+    A DeepSpeed config's logging keys reach the training driver through
+    `zero.logging = #zero.logging<...>` on `zero.train_step`.
+
     `zero-remat` marks the forward ops it cloned into the backward with the
     unit attribute `zero.recompute` (only on `nn` ops of a train step's body).
   }];
@@ -66,7 +69,8 @@ def Zero_Dialect : Dialect {
     "::mlir::DenseI64ArrayAttr":$alloc,
     "::mlir::IntegerAttr":$temp,
     "::mlir::UnitAttr":$loss_seed,
-    "::mlir::UnitAttr":$recompute
+    "::mlir::UnitAttr":$recompute,
+    "::mlir::zero::LoggingAttr":$logging
   );
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -152,7 +156,7 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
 }
 
 def Zero_PrecisionAttr : Zero_Attr<"Precision", "precision"> {
-  let summary = "Training precision and DeepSpeed's dynamic loss scaler";
+  let summary = "Training precision and DeepSpeed's loss scaler";
   let description = [{
     `fp32`: everything in fp32; the parameters are their own masters (no
     separate master copy). `bf16`: bf16 compute copies of the fp32 master
@@ -160,10 +164,14 @@ def Zero_PrecisionAttr : Zero_Attr<"Precision", "precision"> {
     DynamicLossScaler: the scale starts at `2^initial_scale_power`, is halved
     on an overflow once `hysteresis` overflows have been absorbed, doubled
     after `loss_scale_window` steps without overflow, and never goes below
-    `min_loss_scale`.
+    `min_loss_scale`. A positive `loss_scale` is DeepSpeed's static scale
+    (its `fp16.loss_scale`) instead: the scale is `loss_scale` throughout,
+    and a step whose gradients overflow is still skipped. 0 (the default)
+    is the dynamic scaler.
 
     ```mlir
     #zero.precision<kind = fp16, initial_scale_power = 16, loss_scale_window = 1000, hysteresis = 2, min_loss_scale = 1.000000e+00>
+    #zero.precision<kind = fp16, loss_scale = 1.024000e+03>
     ```
   }];
   let parameters = (ins
@@ -171,7 +179,30 @@ def Zero_PrecisionAttr : Zero_Attr<"Precision", "precision"> {
     DefaultValuedParameter<"int64_t", "16">:$initial_scale_power,
     DefaultValuedParameter<"int64_t", "1000">:$loss_scale_window,
     DefaultValuedParameter<"int64_t", "2">:$hysteresis,
-    Zero_DefaultDouble<"1.0">:$min_loss_scale);
+    Zero_DefaultDouble<"1.0">:$min_loss_scale,
+    Zero_DefaultDouble<"0.0">:$loss_scale);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Zero_LoggingAttr : Zero_Attr<"Logging", "logging"> {
+  let summary = "What the training driver logs (DeepSpeed's logging keys)";
+  let description = [{
+    `steps_per_print`: the driver prints its progress line at the steps
+    that are a multiple of it (DeepSpeed's `steps_per_print`; 1, the
+    default, is every step). `wall_clock_breakdown`: each progress line
+    and `--log-json` line also gives the time of the step's micro steps
+    (forward and backward) and of its boundary (the reductions left, the
+    optimizer and the all-gathers), as DeepSpeed's `wall_clock_breakdown`
+    times forward, backward and step.
+
+    ```mlir
+    zero.train_step @train(...) optimizer ... precision ... attributes {zero.logging = #zero.logging<steps_per_print = 10, wall_clock_breakdown = true>} {
+    ```
+  }];
+  let parameters = (ins
+    DefaultValuedParameter<"int64_t", "1">:$steps_per_print,
+    DefaultValuedParameter<"bool", "false">:$wall_clock_breakdown);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

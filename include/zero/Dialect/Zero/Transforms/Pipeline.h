@@ -116,30 +116,60 @@ struct ZeroPipelineOptions : public PassPipelineOptions<ZeroPipelineOptions> {
       llvm::cl::init(true)};
 };
 
-/// The keys of a DeepSpeed ds_config.json that zero-mlir understands.
+/// One value of a ds_config file: absent, "auto" (resolved by zero-pipeline
+/// as Hugging Face's integration resolves it) or set, with the place of its
+/// value in the file (1-based line and column; 0 when absent).
+template <typename T>
+struct DeepSpeedValue {
+  std::optional<T> value;
+  bool isAuto = false;
+  unsigned line = 0, column = 0;
+
+  bool given() const { return value.has_value() || isAuto; }
+};
+
+/// The keys of a DeepSpeed ds_config file that zero-mlir understands.
 struct DeepSpeedConfig {
-  /// The file as diagnostics name it: file:line:col when it is not valid JSON.
+  /// A problem at line:col of the file (0:0: the file as a whole).
+  struct Diagnostic {
+    unsigned line = 0, column = 0;
+    std::string message;
+  };
+
   std::string path;
   /// Problems found while reading; reported by the pipeline as diagnostics.
-  std::vector<std::string> errors, warnings;
+  std::vector<Diagnostic> errors, warnings;
+  /// Keys read but not implemented here, listed in one warning.
+  std::vector<std::string> unimplemented;
 
-  std::optional<int64_t> stage, reduceBucketSize, allgatherBucketSize,
+  DeepSpeedValue<int64_t> stage, reduceBucketSize, allgatherBucketSize,
       prefetchBucketSize, maxLiveParameters, maxReuseDistance,
       paramPersistenceThreshold, gradientAccumulationSteps, trainBatchSize,
       trainMicroBatchSizePerGpu;
-  std::optional<bool> reduceScatter, overlapComm, contiguousGradients;
-  std::optional<std::string> dtype;
-  std::optional<int64_t> initialScalePower, lossScaleWindow, hysteresis;
-  std::optional<double> minLossScale;
-  std::optional<std::string> optimizerType; // "adam" or "adamw"
-  std::optional<double> lr, beta1, beta2, eps, weightDecay;
-  std::optional<double> gradientClipping;
+  DeepSpeedValue<bool> reduceScatter, overlapComm, contiguousGradients;
+  /// fp16.enabled and bf16.enabled (or the old section name bfloat16).
+  DeepSpeedValue<bool> fp16, bf16;
+  DeepSpeedValue<int64_t> initialScalePower, lossScaleWindow, hysteresis;
+  /// fp16.loss_scale: 0 is DeepSpeed's dynamic scaler, > 0 a static scale.
+  DeepSpeedValue<double> minLossScale, lossScale;
+  /// Decoupled weight decay: DeepSpeed's `AdamW`, or `Adam` unless
+  /// `adam_w_mode` is false. At the place of optimizer.type.
+  DeepSpeedValue<bool> adamW;
+  /// betas is one value: both halves are "auto" or neither.
+  DeepSpeedValue<double> lr, beta1, beta2, eps, weightDecay, gradientClipping;
+  /// Logging: the progress-line interval and per-step timing.
+  DeepSpeedValue<int64_t> stepsPerPrint;
+  DeepSpeedValue<bool> wallClockBreakdown;
   /// activation_checkpointing: "layer" when present (each checkpointed
   /// transformer layer keeps only its input); number_checkpoints limits it
   /// to the first N blocks.
   std::optional<std::string> remat;
-  std::optional<int64_t> rematBlocks;
+  DeepSpeedValue<int64_t> rematBlocks;
 };
+
+/// `d` as DeepSpeed's messages print a JSON number: the shortest digits
+/// that read back as `d` (0.0006, 1e-08, 1.0).
+std::string formatDeepSpeedNumber(double d);
 
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.
 DeepSpeedConfig parseDeepSpeedConfig(llvm::StringRef path);

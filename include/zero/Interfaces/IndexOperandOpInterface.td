@@ -1,0 +1,35 @@
+//===- IndexOperandOpInterface.td - Integer index operands -*- tablegen -*-===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_INTERFACES_INDEXOPERANDOPINTERFACE
+#define ZERO_INTERFACES_INDEXOPERANDOPINTERFACE
+
+include "mlir/IR/OpBase.td"
+
+def IndexOperandOpInterface : OpInterface<"IndexOperandOpInterface"> {
+  let cppNamespace = "::mlir::zero";
+  let description = [{
+    An op that reads the values of an integer operand as indices: token ids
+    into an embedding table, class labels of a loss. Each such operand's
+    values must lie in `[0, bound)`, where the op knows `bound` from its
+    other types (the table's rows, the logits' classes).
+
+    `convert-zero-to-runtime` records the bound of each integer input of the
+    step in the program's manifest (`index_bound`, the smallest bound of the
+    input's users), so that the training driver checks the data files
+    against it before the first step instead of a kernel stopping the run
+    midway.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "The exclusive upper bound of the values of `operand` if the op reads "
+      "it as indices, std::nullopt otherwise.",
+      "std::optional<int64_t>", "getIndexBound",
+      (ins "::mlir::OpOperand &":$operand)>,
+  ];
+}
+
+#endif // ZERO_INTERFACES_INDEXOPERANDOPINTERFACE

@@ -1,0 +1,25 @@
+//===- IndexOperandOpInterface.cpp - Integer index operands ---------------===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Interfaces/IndexOperandOpInterface.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+#include "zero/Interfaces/IndexOperandOpInterface.cpp.inc"
+
+std::optional<int64_t> mlir::zero::getIndexBound(Value value) {
+  std::optional<int64_t> bound;
+  for (OpOperand &use : value.getUses()) {
+    auto op = dyn_cast<IndexOperandOpInterface>(use.getOwner());
+    if (!op)
+      continue;
+    if (std::optional<int64_t> b = op.getIndexBound(use))
+      bound = bound ? std::min(*bound, *b) : *b;
+  }
+  return bound;
+}

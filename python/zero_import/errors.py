@@ -1,0 +1,25 @@
+"""The one error type of the importer: a message naming where it happened."""
+
+
+class ImportFailure(Exception):
+    """A model the importer cannot translate exactly.
+
+    `where` is (torch operation, module path, source line) as far as known.
+    """
+
+    def __init__(self, message, op=None, path=None, source=None):
+        super().__init__(message)
+        self.message = message
+        self.op = op
+        self.path = path
+        self.source = source
+
+    def render(self):
+        parts = [self.message]
+        if self.op:
+            parts.append("torch operation: %s" % self.op)
+        if self.path is not None:
+            parts.append("module: %s" % (self.path or "<root>"))
+        if self.source:
+            parts.append("at %s" % self.source)
+        return "\n  ".join(parts)

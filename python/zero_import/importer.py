@@ -1,0 +1,173 @@
+"""From `model.py:make` to model.mlir and model.safetensors."""
+
+import importlib.util
+import json
+import os
+import sys
+
+import torch
+
+from . import safetensors
+from .errors import ImportFailure
+from .fuse import fuse_all
+from .graph import fmt_float, print_module
+from .lower import Lowering, is_sym
+from .trace import trace
+
+
+def load_make(spec):
+    """The make() function named by 'path/model.py:make'."""
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path or not name:
+        raise ImportFailure("expected FILE.py:FUNCTION, got '%s'" % spec)
+    if not os.path.isfile(path):
+        raise ImportFailure("%s: no such file" % path)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    module_spec = importlib.util.spec_from_file_location(
+        "zero_import_user_model", path)
+    mod = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(mod)
+    except Exception as e:
+        raise ImportFailure("%s: importing it failed: %s: %s" % (
+            path, type(e).__name__, e))
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise ImportFailure("%s has no function '%s'" % (path, name))
+    return fn
+
+
+def call_make(fn, spec):
+    try:
+        result = fn()
+    except Exception as e:
+        raise ImportFailure("%s() failed: %s: %s" % (spec, type(e).__name__,
+                                                     e))
+    if not (isinstance(result, (tuple, list)) and len(result) == 2 and
+            isinstance(result[0], torch.nn.Module)):
+        raise ImportFailure("%s() must return (module, example_args)" % spec)
+    module, args = result
+    if torch.is_tensor(args):
+        args = (args,)
+    if not isinstance(args, (tuple, list)):
+        raise ImportFailure("%s(): example_args must be a tuple of tensors"
+                            % spec)
+    return module, tuple(args)
+
+
+def init_text(t):
+    """The zero.param initializer that describes a tensor: the weights
+    themselves come from the safetensors file (--init-from)."""
+    if bool((t == 0).all()):
+        return "zeros"
+    if bool((t == 1).all()):
+        return "ones"
+    std = float(t.double().pow(2).mean().sqrt())
+    return "normal std " + fmt_float(std)
+
+
+def optimizer_attr(opt):
+    return ("#zero.optimizer<kind = %s, lr = %s, beta1 = %s, beta2 = %s, "
+            "eps = %s, weight_decay = %s>" % (
+                opt["kind"], fmt_float(opt["lr"]), fmt_float(opt["beta1"]),
+                fmt_float(opt["beta2"]), fmt_float(opt["eps"]),
+                fmt_float(opt["weight_decay"])))
+
+
+def read_ds_config(path):
+    """Optimizer, clipping and precision of a DeepSpeed ds_config.json."""
+    try:
+        text = open(path).read()
+    except OSError as e:
+        raise ImportFailure("%s: %s" % (path, e.strerror))
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ImportFailure("%s:%d:%d: is not valid JSON: %s" % (
+            path, e.lineno, e.colno, e.msg))
+    if not isinstance(cfg, dict):
+        raise ImportFailure("%s: the top level must be a JSON object" % path)
+    opt = {"kind": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+           "eps": 1e-8, "weight_decay": 0.01}
+    o = cfg.get("optimizer", {})
+    kind = str(o.get("type", "AdamW")).lower()
+    if kind not in ("adam", "adamw"):
+        raise ImportFailure("%s: optimizer.type '%s' is not supported "
+                            "(expected Adam or AdamW)" % (path, o.get("type")))
+    opt["kind"] = kind
+    p = o.get("params", {})
+    for key in ("lr", "eps", "weight_decay"):
+        if key in p:
+            opt[key] = float(p[key])
+    if "betas" in p:
+        b = p["betas"]
+        if not (isinstance(b, list) and len(b) == 2):
+            raise ImportFailure("%s: optimizer.params.betas: expected "
+                                "[beta1, beta2]" % path)
+        opt["beta1"], opt["beta2"] = float(b[0]), float(b[1])
+    clip = float(cfg.get("gradient_clipping", 0.0))
+    dtype = None
+    if cfg.get("bf16", {}).get("enabled"):
+        dtype = "bf16"
+    if cfg.get("fp16", {}).get("enabled"):
+        dtype = "f16"
+    return opt, clip, dtype
+
+
+def import_model(spec, loss_output=-1):
+    """(Graph, loss Sym, [(name, float32 array)]) of make()'s module."""
+    module, args = call_make(load_make(spec), spec)
+    # The weights as make() left them, whatever the trace runs.
+    state = {name: p.detach().cpu().clone()
+             for name, p in module.named_parameters()}
+    g_fx = trace(module, args)
+    low = Lowering(module, g_fx)
+    g = low.run()
+    out = low.output
+    if isinstance(out, dict):
+        raise ImportFailure("forward() returns a dict; return the loss, or a "
+                            "tuple holding it (--loss-output)")
+    if isinstance(out, (tuple, list)):
+        if not -len(out) <= loss_output < len(out):
+            raise ImportFailure("--loss-output %d: forward() returns %d "
+                                "values" % (loss_output, len(out)))
+        loss = out[loss_output]
+    else:
+        if loss_output not in (0, -1):
+            raise ImportFailure("--loss-output %d: forward() returns one "
+                                "value" % loss_output)
+        loss = out
+    if not is_sym(loss) or loss.shape != () or not loss.is_float:
+        raise ImportFailure("the loss (forward()'s output %d) must be a "
+                            "scalar float tensor computed from the inputs"
+                            % loss_output)
+    fuse_all(g, [loss])
+    used = set()
+    for op in g.ops:
+        for o in op.operands:
+            if o.param is not None:
+                used.add(o.param)
+    weights = []
+    for name, p in module.named_parameters():
+        if name not in used:
+            print("zero-import: warning: parameter '%s' does not reach the "
+                  "loss; it is left out" % name, file=sys.stderr)
+            continue
+        t = state[name]
+        g.params.append((name, tuple(t.shape), init_text(t)))
+        weights.append((name, t.numpy()))
+    for a in g.args:
+        if a.shape[0] <= 0:
+            raise ImportFailure("input '%s' has an empty batch" % a.arg)
+    return g, loss, weights
+
+
+def write_outputs(g, loss, weights, out_path, weights_path, opt, precision,
+                  clip, spec):
+    header = "// Generated by zero-import from %s." % os.path.basename(spec)
+    text = print_module(g, loss, optimizer_attr(opt),
+                        "#zero.precision<kind = %s>" % precision, clip,
+                        header)
+    with open(out_path, "w") as f:
+        f.write(text)
+    safetensors.write(weights_path, weights)

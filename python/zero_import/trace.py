@@ -1,0 +1,268 @@
+"""torch.fx tracing with concrete values beside the symbolic ones.
+
+The example arguments fix every shape, so each traced node is also run on
+real tensors: sizes, dtypes and devices read during tracing are plain
+Python values (a model may compute with them, assert on them, build
+`torch.arange(T)` from them), and the importer knows every node's result.
+Control flow on tensor *values* stays an error, as in torch.fx.
+
+Tested with torch 1.13 (Debian 12's python3-torch).
+"""
+
+import operator
+import os
+import traceback
+
+import torch
+import torch.fx as fx
+
+from .errors import ImportFailure
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def _is_user_frame(filename):
+    f = os.path.abspath(filename)
+    return not (f.startswith(_PACKAGE_DIR) or f.startswith(_TORCH_DIR)
+                or "<" in filename)
+
+
+def user_source(frames):
+    """'file:line: code' of the innermost frame outside torch and us."""
+    for fr in reversed(frames):
+        if _is_user_frame(fr.filename):
+            code = (fr.line or "").strip()
+            return "%s:%d%s" % (fr.filename, fr.lineno,
+                                ": " + code if code else "")
+    return None
+
+
+def op_name(kind, target):
+    """How a node's operation reads in messages: torch.rsqrt, Tensor.view,
+    nn.Conv2d, operator.truediv."""
+    if kind == "call_function":
+        mod = getattr(target, "__module__", None) or ""
+        name = getattr(target, "__name__", str(target))
+        if mod.startswith("torch.nn.functional"):
+            return "torch.nn.functional." + name
+        if mod in ("_operator", "operator"):
+            return "operator." + name
+        if mod.startswith("torch") or mod == "":
+            return "torch." + name
+        return mod + "." + name
+    if kind == "call_method":
+        return "Tensor." + target
+    return str(target)
+
+
+_OUT_OF_PLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
+                 operator.imul: operator.mul,
+                 operator.itruediv: operator.truediv}
+
+
+class ConcreteProxy(fx.Proxy):
+    """A Proxy whose shape, dtype and device are those of its value."""
+
+    @property
+    def concrete(self):
+        return self.node.meta["zi_value"]
+
+    def size(self, dim=None):
+        v = self.concrete
+        return v.size() if dim is None else v.size(dim)
+
+    @property
+    def shape(self):
+        return self.concrete.shape
+
+    @property
+    def dtype(self):
+        return self.concrete.dtype
+
+    @property
+    def device(self):
+        return self.concrete.device
+
+    @property
+    def ndim(self):
+        return self.concrete.dim()
+
+    def dim(self):
+        return self.concrete.dim()
+
+    def numel(self):
+        return self.concrete.numel()
+
+    def __len__(self):
+        return len(self.concrete)
+
+    def __iter__(self):
+        v = self.concrete
+        if isinstance(v, (tuple, list)) or torch.is_tensor(v):
+            return iter([self[i] for i in range(len(v))])
+        return super().__iter__()
+
+    # x += y on a proxy would silently become x = x + y; as a node of its
+    # own, the lowering can check that no alias of x is read afterwards.
+    def _in_place(self, fn, other):
+        return self.tracer.create_proxy("call_function", fn, (self, other),
+                                        {})
+
+    def __iadd__(self, other):
+        return self._in_place(operator.iadd, other)
+
+    def __isub__(self, other):
+        return self._in_place(operator.isub, other)
+
+    def __imul__(self, other):
+        return self._in_place(operator.imul, other)
+
+    def __itruediv__(self, other):
+        return self._in_place(operator.itruediv, other)
+
+    def __bool__(self):
+        raise ImportFailure(
+            "control flow depends on a tensor's values (bool() of a traced "
+            "tensor); only shapes are known when the step is compiled",
+            path=self.node.meta.get("zi_path"),
+            source=self.node.meta.get("zi_source"))
+
+
+def resolve_attr(root, target):
+    """root.<target>, looked up in the module dictionaries themselves:
+    Module.__getattr__ is patched while tracing (a parameter read makes a
+    node)."""
+    v = root
+    for part in target.split("."):
+        for d in ("_modules", "_parameters", "_buffers"):
+            table = v.__dict__.get(d, {})
+            if part in table:
+                v = table[part]
+                break
+        else:
+            v = v.__dict__[part]
+    return v
+
+
+def _concrete(x):
+    return fx.node.map_aggregate(
+        x, lambda a: a.concrete if isinstance(a, ConcreteProxy) else a)
+
+
+class ConcreteTracer(fx.Tracer):
+    def __init__(self, example_args):
+        super().__init__()
+        self.example_args = list(example_args)
+        self.placeholders = 0
+        self.path_stack = []
+        self.concrete_mode = False
+
+    def proxy(self, node):
+        return ConcreteProxy(node, self)
+
+    # While a node's value is computed, modules run as plain PyTorch.
+    def getattr(self, attr, attr_val, parameter_proxy_cache):
+        if self.concrete_mode:
+            return attr_val
+        return super().getattr(attr, attr_val, parameter_proxy_cache)
+
+    def call_module(self, m, forward, args, kwargs):
+        if self.concrete_mode:
+            return forward(*args, **kwargs)
+        self.path_stack.append(self.path_of_module(m))
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        finally:
+            self.path_stack.pop()
+
+    def create_proxy(self, kind, target, args, kwargs, name=None,
+                     type_expr=None, proxy_factory_fn=None):
+        p = super().create_proxy(kind, target, args, kwargs, name, type_expr,
+                                 proxy_factory_fn)
+        node = p.node
+        node.meta["zi_path"] = self.path_stack[-1] if self.path_stack else ""
+        node.meta["zi_source"] = user_source(traceback.extract_stack())
+        if kind == "call_module":
+            cls = type(self.root.get_submodule(target))
+            prefix = "nn." if cls.__module__.startswith("torch.nn") else ""
+            node.meta["zi_op"] = prefix + cls.__name__
+        elif kind in ("call_function", "call_method"):
+            node.meta["zi_op"] = op_name(kind, target)
+        else:
+            node.meta["zi_op"] = None
+        if kind == "output":
+            return p
+        if not torch.is_grad_enabled() and kind != "placeholder":
+            raise ImportFailure(
+                "%s runs with gradients disabled (torch.no_grad() or "
+                "inference mode inside forward()); the step differentiates "
+                "everything" % node.meta["zi_op"], op=node.meta["zi_op"],
+                path=node.meta["zi_path"], source=node.meta["zi_source"])
+        cargs, ckwargs = _concrete(args), _concrete(kwargs)
+        try:
+            self.concrete_mode = True
+            with torch.no_grad():
+                node.meta["zi_value"] = self._run(node, kind, target, cargs,
+                                                  ckwargs)
+        except ImportFailure:
+            raise
+        except Exception as e:  # the user's op failed on the example
+            raise ImportFailure(
+                "%s failed on the example arguments: %s" % (
+                    node.meta["zi_op"], e), op=node.meta["zi_op"],
+                path=node.meta["zi_path"], source=node.meta["zi_source"])
+        finally:
+            self.concrete_mode = False
+        return p
+
+    def _run(self, node, kind, target, args, kwargs):
+        if kind == "placeholder":
+            i = self.placeholders
+            self.placeholders += 1
+            node.meta["zi_input"] = i
+            if i < len(self.example_args):
+                return self.example_args[i]
+            if args:
+                return args[0]  # the parameter's default
+            raise ImportFailure(
+                "forward() has more parameters than make() gave example "
+                "arguments (%d), and '%s' has no default" % (
+                    len(self.example_args), target))
+        if kind == "get_attr":
+            return resolve_attr(self.root, target)
+        if kind == "call_function":
+            # x += y is x + y here: the traced values are not the module's
+            # to change.
+            return _OUT_OF_PLACE.get(target, target)(*args, **kwargs)
+        if kind == "call_method":
+            return getattr(args[0], target)(*args[1:], **kwargs)
+        if kind == "call_module":
+            return self.root.get_submodule(target)(*args, **kwargs)
+        raise ImportFailure("unexpected fx node kind '%s'" % kind)
+
+
+def trace(module, example_args):
+    """The fx graph of module(*example_args), each node carrying its value
+    (meta zi_value), module path (zi_path) and source line (zi_source)."""
+    tracer = ConcreteTracer(example_args)
+    try:
+        graph = tracer.trace(module)
+    except ImportFailure:
+        raise
+    except Exception as e:
+        tb = traceback.extract_tb(e.__traceback__)
+        raise ImportFailure("tracing %s failed: %s: %s" % (
+            type(module).__name__, type(e).__name__, e),
+            source=user_source(tb))
+    # fx makes get_attr nodes for parameters and tensor constants passed as
+    # arguments without a proxy.
+    for node in graph.nodes:
+        if node.op == "get_attr" and "zi_value" not in node.meta:
+            node.meta["zi_value"] = resolve_attr(module, node.target)
+            node.meta.setdefault("zi_op", None)
+    if tracer.placeholders < len(example_args):
+        raise ImportFailure(
+            "make() gave %d example arguments; forward() takes %d" % (
+                len(example_args), tracer.placeholders))
+    return graph

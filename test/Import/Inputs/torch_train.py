@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Trains the module a make() function returns with PyTorch itself and
+compares every step's loss with what a compiled, imported step logged.
+
+The module is built again by make() (seeded, so the weights zero-import
+wrote), trained in fp32 by torch.optim.AdamW (or Adam) with the
+hyperparameters and gradient clipping of the imported model's attributes,
+on the batches the runtime reads: consecutive windows of a token file
+(--tokens; inputs and targets shifted by one) or consecutive rows of an
+.npy pair (--inputs/--labels), the global batch being dimension 0 of the
+example arguments.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import torch
+
+# The runtime's token windows, as the E2E references read them.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "E2E", "Inputs"))
+import llama_reference  # noqa: E402
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def load_make(spec):
+    path, _, name = spec.rpartition(":")
+    s = importlib.util.spec_from_file_location("user_model", path)
+    mod = importlib.util.module_from_spec(s)
+    s.loader.exec_module(mod)
+    return getattr(mod, name)
+
+
+def model_settings(text):
+    attr = re.search(r"#zero\.optimizer<([^>]*)>", text).group(1)
+    values = dict(kv.split(" = ") for kv in attr.split(", "))
+    clip = re.search(r"gradient_clipping ([0-9.e+-]+)", text)
+    return values, float(clip.group(1)) if clip else 0.0
+
+
+def token_batches(path, B, T, dtype, steps):
+    for x, y in llama_reference.batches(path, B, T, steps):
+        yield x.to(dtype), y.to(dtype)
+
+
+def npy_batches(xpath, ypath, B, ydtype, steps):
+    xs, ys = np.load(xpath), np.load(ypath)
+    for step in range(1, steps + 1):
+        rows = [((step - 1) * B + i) % len(xs) for i in range(B)]
+        yield (torch.from_numpy(xs[rows].astype(np.float32)),
+               torch.from_numpy(ys[rows]).to(ydtype))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--make", required=True)
+    p.add_argument("--model", required=True, help="the imported .mlir")
+    p.add_argument("--log", required=True)
+    p.add_argument("--tokens")
+    p.add_argument("--inputs")
+    p.add_argument("--labels")
+    p.add_argument("--loss-output", type=int, default=-1)
+    p.add_argument("--rtol", type=float, default=1e-5)
+    p.add_argument("--verbose", action="store_true")
+    args = p.parse_args()
+
+    torch.set_num_threads(1)
+    module, example = load_make(args.make)()
+    module.train()
+    values, clip = model_settings(open(args.model).read())
+    opt_cls = {"adamw": torch.optim.AdamW,
+               "adam": torch.optim.Adam}[values["kind"]]
+    opt = opt_cls(module.parameters(), lr=float(values["lr"]),
+                  betas=(float(values["beta1"]), float(values["beta2"])),
+                  eps=float(values["eps"]),
+                  weight_decay=float(values["weight_decay"]), foreach=False)
+    log = [json.loads(line) for line in open(args.log) if line.strip()]
+    B = example[0].shape[0]
+    if args.tokens:
+        batches = token_batches(args.tokens, B, example[0].shape[1],
+                                example[0].dtype, len(log))
+    else:
+        batches = npy_batches(args.inputs, args.labels, B, example[1].dtype,
+                              len(log))
+    worst = 0.0
+    for (x, y), entry in zip(batches, log):
+        opt.zero_grad(set_to_none=True)
+        out = module(x, y)
+        loss = out[args.loss_output] if isinstance(out, tuple) else out
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
+        opt.step()
+        ref, got = loss.item(), entry["loss"]
+        rel = abs(got - ref) / abs(ref)
+        worst = max(worst, rel)
+        if args.verbose:
+            print("step %d: loss %.8f, reference %.8f, relative %.3g" % (
+                entry["step"], got, ref, rel))
+        if rel > args.rtol:
+            fail("step %d: loss %.8f, PyTorch's %.8f: relative difference "
+                 "%.3g > %g" % (entry["step"], got, ref, rel, args.rtol))
+    print("%d steps: losses within %g relative of PyTorch's" % (len(log),
+                                                                 args.rtol))
+    print("worst relative difference %.2g" % worst)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Models with one construct the importer cannot map exactly each; every
+make_* function returns one (unsupported.test checks the messages)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Net(nn.Module):
+    """fc -> body(h) -> head -> cross-entropy; body is the construct."""
+
+    def __init__(self, body, width=8, extra=None):
+        super().__init__()
+        self.fc = nn.Linear(8, width)
+        self.block = Block(body, extra)
+        self.head = nn.Linear(width, 4)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.head(self.block(self.fc(x))), y)
+
+
+class Block(nn.Module):
+    def __init__(self, body, extra):
+        super().__init__()
+        self.body = body
+        if extra is not None:
+            self.extra = extra
+
+    def forward(self, h):
+        return self.body(self, h)
+
+
+def _make(body, **kw):
+    torch.manual_seed(0)
+    return Net(body, **kw), (torch.randn(4, 8), torch.randint(0, 4, (4,)))
+
+
+def make_conv():
+    def body(self, h):
+        return self.extra(h[:, None, :])[:, 0, :]
+    return _make(body, extra=nn.Conv1d(1, 1, 3, padding=1))
+
+
+def make_tanh():
+    def body(self, h):
+        return torch.tanh(h)
+    return _make(body)
+
+
+def make_dropout():
+    return _make(lambda self, h: self.extra(h), extra=nn.Dropout(0.1))
+
+
+def make_dropout_eval():
+    model, args = make_dropout()
+    return model.eval(), args
+
+
+def make_value_branch():
+    def body(self, h):
+        if h.sum() > 0:
+            return h
+        return -h
+    return _make(body)
+
+
+def make_tensor_division():
+    return _make(lambda self, h: h / (h * h))
+
+
+def make_layernorm_no_affine():
+    return _make(lambda self, h: self.extra(h),
+                 extra=nn.LayerNorm(8, elementwise_affine=False))
+
+
+def make_softmax_dim0():
+    return _make(lambda self, h: F.softmax(h, dim=0))
+
+
+def make_label_smoothing():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, x, y):
+            return F.cross_entropy(self.fc(x), y, label_smoothing=0.1)
+    torch.manual_seed(0)
+    return M(), (torch.randn(4, 8), torch.randint(0, 4, (4,)))
+
+
+def make_padding_idx():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(16, 8, padding_idx=0)
+            self.fc = nn.Linear(8, 16)
+
+        def forward(self, ids, y):
+            return F.cross_entropy(self.fc(self.emb(ids)).view(-1, 16),
+                                   y.view(-1))
+    torch.manual_seed(0)
+    ids = torch.randint(0, 16, (2, 4))
+    return M(), (ids, ids)
+
+
+def make_unequal_split():
+    def body(self, h):
+        a, b = h.split([3, 5], dim=-1)
+        return torch.cat([b, a], dim=-1)
+    return _make(body)
+
+
+def make_float64():
+    torch.manual_seed(0)
+    m, args = _make(lambda self, h: h)
+    return m.double(), (args[0].double(), args[1])
+
+
+def make_non_causal_mask():
+    """A masked softmax whose mask hides the past instead of the future."""
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(16, 8)
+            self.qkv = nn.Linear(8, 24)
+            self.out = nn.Linear(8, 16)
+            self.register_buffer("bias", torch.ones(4, 4).triu())
+
+        def forward(self, ids, y):
+            q, k, v = self.qkv(self.emb(ids)).split(8, dim=-1)
+            q, k, v = (t.view(2, 4, 2, 4).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * 0.5
+            att = att.masked_fill(self.bias == 0, float("-inf"))
+            o = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(2, 4, 8)
+            return F.cross_entropy(self.out(o).view(-1, 16), y.view(-1))
+    torch.manual_seed(0)
+    ids = torch.randint(0, 16, (2, 4))
+    return Attn(), (ids, ids)
+
+
+def make_shifted_rope():
+    """rotate_half's rotary embedding at positions 1.. instead of 0.."""
+    class Rope(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(16, 8)
+            self.out = nn.Linear(8, 16)
+
+        def forward(self, ids, y):
+            x = self.emb(ids).view(2, 1, 4, 8)
+            inv = 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8))
+            pos = torch.arange(1, 5).float()
+            emb = torch.cat([torch.outer(pos, inv)] * 2, dim=-1)
+            x1, x2 = x[..., :4], x[..., 4:]
+            x = x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()
+            return F.cross_entropy(self.out(x.view(2, 4, 8)).view(-1, 16),
+                                   y.view(-1))
+    torch.manual_seed(0)
+    ids = torch.randint(0, 16, (2, 4))
+    return Rope(), (ids, ids)
+
+
+def make_int_math():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(16, 16)
+
+        def forward(self, ids, y):
+            return F.cross_entropy(self.emb(ids + 1).view(-1, 16), y.view(-1))
+    torch.manual_seed(0)
+    ids = torch.randint(0, 15, (2, 4))
+    return M(), (ids, ids)
+
+
+def make_logits_only():
+    """forward() returns the logits, not a loss."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.fc(x)
+    return M(), (torch.randn(4, 8),)
+
+
+def make_not_a_pair():
+    return nn.Linear(2, 2)
+
+
+def make_no_grad():
+    """A layer run under torch.no_grad(): PyTorch would not train it."""
+    def body(self, h):
+        with torch.no_grad():
+            return self.extra(h)
+    return _make(body, extra=nn.Linear(8, 8))
+
+
+def make_frozen():
+    """A frozen parameter: PyTorch would not train it either."""
+    model, args = _make(lambda self, h: h)
+    model.fc.bias.requires_grad_(False)
+    return model, args
+
+
+def make_dict_output():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, x, y):
+            return {"loss": F.cross_entropy(self.fc(x), y)}
+    return M(), (torch.randn(4, 8), torch.randint(0, 4, (4,)))
+
+
+def make_in_place_alias():
+    """h += x while r, the same tensor, is read afterwards."""
+    def body(self, h):
+        r = h
+        h += 1.0
+        return h * r
+    return _make(body)
