@@ -744,10 +744,9 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   top.section("activation_checkpointing", [&](Section &a) {
     cfg.remat = "layer";
     cfg.rematBlocks = a.integerIn("number_checkpoints", 1);
-    for (StringRef key :
-         {"partition_activations", "cpu_checkpointing",
-          "contiguous_memory_optimization", "synchronize_checkpoint_boundary",
-          "profile"})
+    for (StringRef key : {"partition_activations", "cpu_checkpointing",
+                          "contiguous_memory_optimization",
+                          "synchronize_checkpoint_boundary", "profile"})
       a.acceptIfOff(key);
   });
 

@@ -853,7 +853,8 @@ PipelineSettings settingsFor(const ZeroPipelineOptions &o,
   s.maxLiveParameters = choose(o.maxLiveParameters, cfg.maxLiveParameters);
   s.gradientClipping = choose(o.gradientClipping, cfg.gradientClipping);
   s.verify = o.verify;
-  s.remat = o.remat.hasValue() ? o.remat.getValue() : cfg.remat.value_or("none");
+  s.remat =
+      o.remat.hasValue() ? o.remat.getValue() : cfg.remat.value_or("none");
   s.rematGiven = o.remat.hasValue() || cfg.remat;
   s.rematFirstBlocks =
       o.remat.hasValue() ? -1 : cfg.rematBlocks.value.value_or(-1);
