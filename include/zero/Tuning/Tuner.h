@@ -115,11 +115,6 @@ FailureOr<TuneResult> tuneTrainStep(ModuleOp module,
 llvm::json::Value toDeepSpeedConfig(const TuneConfig &config,
                                     int64_t globalBatch, int64_t worldSize);
 
-/// A memory budget: a whole or decimal number of bytes, optionally followed
-/// without a space by KiB, MiB, GiB, TiB or decimal KB, MB, GB, TB (or B).
-/// On failure `error` says what is wrong with `text`.
-std::optional<int64_t> parseMemoryBudget(StringRef text, std::string &error);
-
 } // namespace mlir::zero
 
 #endif // ZERO_TUNING_TUNER_H

@@ -1968,3 +1968,25 @@ func.func @seed_not_scalar() {
   %0 = nn.fill 1.0 {zero.loss_seed} : tensor<4xf32>
   return
 }
+
+// -----
+
+// Checks that zero.recompute (zero-remat's clones) sits on nn ops of a
+// train step.
+func.func @recompute_outside_step(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.gelu' op attribute 'zero.recompute' marks a recomputed forward op: a unit attribute on an nn op of a train step's body}}
+  %0 = nn.gelu %x {zero.recompute} : tensor<4xf32>
+  return
+}
+
+// -----
+
+zero.param @w : tensor<4xf32> init zeros
+zero.train_step @recompute_not_nn(%x: tensor<2x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'zero.get_param' op attribute 'zero.recompute' marks a recomputed forward op}}
+  %w = zero.get_param @w {zero.recompute} : tensor<4xf32>
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -135,6 +135,99 @@ def cmd_matrix(args):
     print("OK")
 
 
+def train_once(args, name, world, compile_args):
+    run([args.compiler, args.model, "-o", name, "--world-size", str(world)] +
+        compile_args)
+    run(shlex.split(args.mpirun) + ["-np", str(world), name, "--quiet",
+        "--steps", str(args.steps), "--log-json", name + ".json"] +
+        shlex.split(args.train_args), log=name + ".out")
+    log = read_log(name + ".json")
+    if len(log) != args.steps:
+        fail("%s: %d log lines for %d steps" % (name, len(log), args.steps))
+    return log
+
+
+def cmd_remat(args):
+    """Trains the model without recomputation and with each policy, for
+    every stage and world size: the losses, gradient norms and loss scales
+    of every step must be bitwise those without remat, every measured peak
+    must equal its plan, and each policy's peak must be below the one
+    without remat."""
+    os.makedirs(args.work, exist_ok=True)
+    extra = shlex.split(args.compile_args)
+    for world in [int(w) for w in args.worlds.split(",")]:
+        for stage in [int(s) for s in args.stages.split(",")]:
+            what = "stage %d, world %d" % (stage, world)
+            base_name = os.path.join(args.work, "s%d_w%d_none" % (stage, world))
+            base = train_once(args, base_name, world,
+                              ["--stage", str(stage)] + extra)
+            base_peak = check_peak(base, what)
+            for policy in args.policies.split(","):
+                name = os.path.join(args.work,
+                                    "s%d_w%d_%s" % (stage, world, policy))
+                log = train_once(args, name, world,
+                                 ["--stage", str(stage), "--remat", policy] +
+                                 extra)
+                peak = check_peak(log, what + ", " + policy)
+                for b, l in zip(base, log):
+                    for key in ["loss", "grad_norm", "loss_scale", "skipped"]:
+                        if b[key] != l[key]:
+                            fail("%s, %s: step %d: %s %r != %r without remat"
+                                 % (what, policy, l["step"], key, l[key],
+                                    b[key]))
+                if peak >= base_peak:
+                    fail("%s, %s: peak %d is not below %d without remat" %
+                         (what, policy, peak, base_peak))
+                print("%s, %s: %d steps bitwise equal to no remat; peak %d < "
+                      "%d, both == planned" % (what, policy, len(log), peak,
+                                                base_peak))
+    print("OK")
+
+
+def cmd_budget(args):
+    """Compiles with a memory budget the model states fit but the step does
+    not, reads the best plan's peak P from the error, then checks that
+    budget P fits (the program trains with a measured peak == planned <= P,
+    its losses bitwise those without a budget) and P - 1 does not."""
+    os.makedirs(args.work, exist_ok=True)
+    base = [args.compiler, args.model, "--world-size", str(args.world)] + \
+        shlex.split(args.compile_args)
+    probe = subprocess.run(base + ["--memory-budget", str(args.probe), "-o",
+                                   os.path.join(args.work, "probe")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    m = re.search(r"needs (\d+) bytes per rank", probe.stdout)
+    if probe.returncode == 0 or not m:
+        print(probe.stdout[-2000:])
+        fail("budget %d: expected a plan that misses it" % args.probe)
+    best = int(m.group(1))
+    print("budget %d: the best plan needs %d bytes" % (args.probe, best))
+    below = subprocess.run(base + ["--memory-budget", str(best - 1), "-o",
+                                   os.path.join(args.work, "below")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    if below.returncode == 0:
+        fail("budget %d (best plan - 1) compiled" % (best - 1))
+    print("budget best-1: " + below.stdout.splitlines()[0].split("error: ")[-1])
+    name = os.path.join(args.work, "fit")
+    log = train_once(args, name, args.world,
+                     shlex.split(args.compile_args) +
+                     ["--memory-budget", str(best)])
+    peak = check_peak(log, "budget %d" % best)
+    ref = train_once(args, os.path.join(args.work, "ref"), args.world,
+                     shlex.split(args.compile_args))
+    for r, l in zip(ref, log):
+        if r["loss"] != l["loss"] or r["grad_norm"] != l["grad_norm"]:
+            fail("step %d: loss %r, grad norm %r != %r, %r without a budget" %
+                 (l["step"], l["loss"], l["grad_norm"], r["loss"],
+                  r["grad_norm"]))
+    if peak > best:
+        fail("measured peak %d exceeds the budget %d" % (peak, best))
+    print("budget best: %d steps bitwise equal to no budget, peak %d == "
+          "planned, %s the budget" %
+          (len(log), peak, "equal to" if peak == best else "within"))
+
+
 # --- checks of logs, checkpoints, weights -----------------------------------
 
 
@@ -835,6 +928,29 @@ def main():
     s.add_argument("--steps", type=int, default=4)
     s.add_argument("--train-args", default="")
     s.set_defaults(fn=cmd_fp32_states)
+    s = sub.add_parser("remat")
+    s.add_argument("--compiler", required=True)
+    s.add_argument("--mpirun", required=True)
+    s.add_argument("--model", required=True)
+    s.add_argument("--work", required=True)
+    s.add_argument("--stages", default="0,3")
+    s.add_argument("--worlds", default="1,2")
+    s.add_argument("--policies", default="layer,selective")
+    s.add_argument("--steps", type=int, default=5)
+    s.add_argument("--compile-args", default="")
+    s.add_argument("--train-args", default="")
+    s.set_defaults(fn=cmd_remat)
+    s = sub.add_parser("budget")
+    s.add_argument("--compiler", required=True)
+    s.add_argument("--mpirun", required=True)
+    s.add_argument("--model", required=True)
+    s.add_argument("--work", required=True)
+    s.add_argument("--world", type=int, default=2)
+    s.add_argument("--probe", type=int, required=True)
+    s.add_argument("--steps", type=int, default=3)
+    s.add_argument("--compile-args", default="")
+    s.add_argument("--train-args", default="")
+    s.set_defaults(fn=cmd_budget)
     s = sub.add_parser("trace")
     s.add_argument("file")
     s.add_argument("--steps", type=int, required=True)

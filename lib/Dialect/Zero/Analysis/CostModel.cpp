@@ -333,6 +333,9 @@ LogicalResult Simulator::step(Operation *op) {
     record(op, describe(op), *work, "compute", 0, computeFree, d);
     computeFree += d;
     timeline.computeMs += d * 1e3;
+    if (auto *zero = op->getContext()->getLoadedDialect<ZeroDialect>();
+        zero && zero->getRecomputeAttrHelper().isAttrPresent(op))
+      timeline.recomputeMs += d * 1e3;
     return success();
   }
   if (work->kind != Work::Collective)

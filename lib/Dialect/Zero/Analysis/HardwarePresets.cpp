@@ -196,6 +196,28 @@ std::optional<int64_t> mlir::zero::parseByteSize(StringRef text) {
   return static_cast<int64_t>(bytes);
 }
 
+std::optional<int64_t> mlir::zero::parseMemoryBudget(StringRef text,
+                                                     std::string &error) {
+  if (text.empty()) {
+    error = "empty";
+    return std::nullopt;
+  }
+  if (text.find_first_of(" \t\r\n") != StringRef::npos) {
+    error = "a space in it; write the unit right after the number, as in "
+            "40GB or 40GiB";
+    return std::nullopt;
+  }
+  if (text.starts_with("-")) {
+    error = "negative; a budget is a positive number of bytes";
+    return std::nullopt;
+  }
+  std::optional<int64_t> bytes = parseByteSize(text);
+  if (!bytes)
+    error = "expected a positive number of bytes, optionally followed by "
+            "KiB, MiB, GiB, TiB or decimal KB, MB, GB, TB (e.g. 40GiB)";
+  return bytes;
+}
+
 std::string mlir::zero::formatByteSize(int64_t bytes) {
   static const char *const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   std::string s;

@@ -189,6 +189,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.hardware = hw.name.str();
   r.predictedStepMs = timeline->stepMs;
   r.exposedCommMs = timeline->exposedCommMs;
+  r.recomputeMs = timeline->recomputeMs;
   r.timeline = std::move(*timeline);
   return r;
 }
@@ -244,7 +245,7 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
         {"largest_item",
          llvm::json::Object{{"name", r.fit->largestItem},
                             {"bytes", r.fit->largestItemBytes}}}};
-  return llvm::json::Object{
+  llvm::json::Object json{
       {"fit", std::move(fit)},
       {"stage", r.stage},
       {"world_size", r.worldSize},
@@ -278,6 +279,9 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"predicted_step_ms", r.predictedStepMs},
       {"exposed_comm_ms", r.exposedCommMs},
   };
+  if (r.recomputeMs > 0)
+    json["recompute_ms"] = r.recomputeMs;
+  return json;
 }
 
 static std::string bytesStr(int64_t b) {
@@ -357,8 +361,12 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   for (auto &[k, v] : r.collectives)
     os << "  " << k << ": " << v << "\n";
   os << llvm::format("\nPredicted step on %s: %.3f ms, %.3f ms of it exposed "
-                     "communication\n",
+                     "communication",
                      r.hardware.c_str(), r.predictedStepMs, r.exposedCommMs);
+  if (r.recomputeMs > 0)
+    os << llvm::format(", %.3f ms recomputing activations (zero-remat)",
+                       r.recomputeMs);
+  os << "\n";
 }
 
 namespace {

@@ -1203,6 +1203,15 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
                        "with one scalar tensor result";
     return success();
   }
+  if (name == getRecomputeAttrHelper().getName()) {
+    // zero-remat's clones of forward compute ops.
+    if (!isa<UnitAttr>(value) || !op->getDialect() ||
+        op->getDialect()->getNamespace() != "nn" ||
+        !isa_and_nonnull<TrainStepOp>(op->getParentOp()))
+      return emit() << "marks a recomputed forward op: a unit attribute on "
+                       "an nn op of a train step's body";
+    return success();
+  }
   // The dialect's other discardable attributes are checked where they are
   // read.
   return success();

@@ -738,6 +738,18 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
     }
   });
 
+  // Checkpointing whole transformer layers is zero-remat's layer policy.
+  // DeepSpeed's partitioned or CPU checkpoints and its runtime knobs are
+  // listed as not implemented unless they are off.
+  top.section("activation_checkpointing", [&](Section &a) {
+    cfg.remat = "layer";
+    cfg.rematBlocks = a.integerIn("number_checkpoints", 1);
+    for (StringRef key : {"partition_activations", "cpu_checkpointing",
+                          "contiguous_memory_optimization",
+                          "synchronize_checkpoint_boundary", "profile"})
+      a.acceptIfOff(key);
+  });
+
   cfg.gradientClipping = top.number("gradient_clipping", true);
   if (cfg.gradientClipping.value &&
       (!(*cfg.gradientClipping.value >= 0.0) ||

@@ -22,21 +22,6 @@ using namespace mlir::zero::schedule;
 
 namespace {
 
-/// The stage-3 group of a parameter: up to and including the first all-digit
-/// component (`transformer.h.3.attn.c_attn.weight` -> `transformer.h.3`),
-/// else all but the last component (`transformer.ln_f.weight` ->
-/// `transformer.ln_f`), else the whole name (`scale`).
-std::string layerKey(StringRef name) {
-  SmallVector<StringRef> parts;
-  name.split(parts, '.');
-  for (size_t i = 0; i < parts.size(); ++i)
-    if (!parts[i].empty() && llvm::all_of(parts[i], llvm::isDigit))
-      return llvm::join(ArrayRef(parts).take_front(i + 1), ".");
-  if (parts.size() == 1)
-    return name.str();
-  return llvm::join(ArrayRef(parts).drop_back(), ".");
-}
-
 struct ZeroPartitionPass
     : public mlir::zero::impl::ZeroPartitionPassBase<ZeroPartitionPass> {
   using Base::Base;

@@ -111,6 +111,12 @@ std::string getHardwarePresetNames();
 /// None for a malformed, zero or negative count, or one above 2^62 bytes.
 std::optional<int64_t> parseByteSize(StringRef text);
 
+/// A memory budget (zero-pipeline's `memory-budget=`, zero-compile's and
+/// zero-tune's `--memory-budget`): a whole or decimal number of bytes,
+/// optionally followed without a space by KiB, MiB, GiB, TiB or decimal KB,
+/// MB, GB, TB (or B). On failure `error` says what is wrong with `text`.
+std::optional<int64_t> parseMemoryBudget(StringRef text, std::string &error);
+
 /// `bytes` in the largest binary unit that keeps the number >= 1, with two
 /// decimals (`512 B`, `1.50 KiB`, `37.25 GiB`).
 std::string formatByteSize(int64_t bytes);
@@ -152,6 +158,9 @@ struct StepTimeline {
   double exposedCommMs = 0;
   double computeMs = 0;
   double commMs = 0;
+  /// Compute time of the ops zero-remat cloned (`zero.recompute`), part of
+  /// computeMs.
+  double recomputeMs = 0;
   std::vector<TimelineEvent> events;
 };
 

@@ -41,6 +41,8 @@ struct StepReport {
   std::map<std::string, int64_t> collectives;
   std::string hardware;
   double predictedStepMs = 0, exposedCommMs = 0;
+  /// Compute time of recomputed forward ops (zero-remat), part of the step.
+  double recomputeMs = 0;
   StepTimeline timeline;
   /// Whether the peak fits the device memory (none: no device memory known).
   std::optional<FitVerdict> fit;

@@ -57,6 +57,9 @@ def Zero_Dialect : Dialect {
 
     A DeepSpeed config's logging keys reach the training driver through
     `zero.logging = #zero.logging<...>` on `zero.train_step`.
+
+    `zero-remat` marks the forward ops it cloned into the backward with the
+    unit attribute `zero.recompute` (only on `nn` ops of a train step's body).
   }];
   let hasOperationAttrVerify = 1;
   let discardableAttrs = (ins
@@ -66,6 +69,7 @@ def Zero_Dialect : Dialect {
     "::mlir::DenseI64ArrayAttr":$alloc,
     "::mlir::IntegerAttr":$temp,
     "::mlir::UnitAttr":$loss_seed,
+    "::mlir::UnitAttr":$recompute,
     "::mlir::zero::LoggingAttr":$logging
   );
   let useDefaultAttributePrinterParser = 1;

@@ -52,6 +52,61 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
 
+def ZeroRematPass : Pass<"zero-remat", "::mlir::ModuleOp"> {
+  let summary = "Activation checkpointing: recompute forward values right before their backward uses";
+  let description = [{
+    Trades compute for memory on a differentiated, not yet partitioned train
+    step (after `zero-autodiff` and `zero-mixed-precision`, before
+    `zero-partition`). The forward is cut into segments at the parameter
+    groups of `zero-partition`'s stage-3 layout: a segment starts at the first
+    `zero.get_param` of a group and runs to the next group's first one. A
+    segment whose group is a numbered layer (`transformer.h.3`,
+    `model.layers.3`) is a transformer block; the others (embeddings, the
+    final norm, the head) are never recomputed.
+
+    In each chosen block, a value is kept (alive from the forward to its
+    backward uses, as without remat) when a forward op outside the block uses
+    it (the block's output), when it is a parameter, or when the policy keeps
+    it; every other value the backward uses is recomputed: the ops computing
+    it are cloned, in forward order, right before the block's first backward
+    use, and the backward uses the clones. The forward copies then die in the
+    forward, which shortens their live ranges and lowers the planned peak.
+    Clones are the same ops on the same values, so the losses are bitwise
+    those without remat; they carry `zero.recompute`, by which the cost model
+    and the report count the recompute time (and which keeps CSE from folding
+    them back into the forward).
+
+    - `policy=none`: nothing changes.
+    - `policy=layer`: keep only each block's input and output (Megatron's
+      full recompute, DeepSpeed's checkpointed transformer layer).
+    - `policy=selective`: also keep matmul outputs; recompute the cheap
+      elementwise, normalization and attention work (Megatron's selective
+      recompute).
+
+    `blocks` restricts the policy to those blocks (0-based, in forward order;
+    empty: all), `first-blocks=N` to the first N. Recomputing an early block saves more than a late one: the
+    last block's backward comes right after the forward. At stage 3 the
+    clones use the block's parameters again in the backward, so
+    `zero-param-gather` gathers them for the recompute. `remat=auto` of
+    `zero-pipeline` picks the policy and blocks that fit a memory budget.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"none\"",
+           "What to recompute: none, layer or selective">,
+    ListOption<"blocks", "blocks", "int64_t",
+               "Blocks (0-based, forward order) the policy applies to; "
+               "empty: every block">,
+    Option<"firstBlocks", "first-blocks", "int64_t", /*default=*/"-1",
+           "Only the first N blocks (-1: as `blocks` says; more than the "
+           "step has: all; DeepSpeed: activation_checkpointing."
+           "number_checkpoints)">,
+  ];
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+  let statistics = [
+    Statistic<"numRecomputedOps", "recomputed-ops", "Number of ops cloned into the backward">,
+  ];
+}
+
 //===----------------------------------------------------------------------===//
 // ZeRO schedule passes
 //===----------------------------------------------------------------------===//

@@ -93,6 +93,23 @@ struct ZeroPipelineOptions : public PassPipelineOptions<ZeroPipelineOptions> {
       llvm::cl::desc("Global-norm clipping; -1 keeps the train step's value "
                      "(gradient_clipping)"),
       llvm::cl::init(-1.0)};
+  Option<std::string> remat{
+      *this, "remat",
+      llvm::cl::desc("Activation recomputation (zero-remat): none, layer, "
+                     "selective, or auto (the cheapest that fits "
+                     "memory-budget)"),
+      llvm::cl::init("none")};
+  Option<std::string> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("Bytes per rank the plan's peak must fit (40GiB, 80GB): "
+                     "remat (auto unless remat is given), then smaller "
+                     "buckets and prefetch windows, or an error"),
+      llvm::cl::init("")};
+  Option<std::string> hardware{
+      *this, "hardware",
+      llvm::cl::desc("Cost-model preset by which memory-budget ranks the "
+                     "plans that fit"),
+      llvm::cl::init("h100-sxm")};
   Option<bool> verify{
       *this, "verify",
       llvm::cl::desc("Run zero-verify-schedule at the end of the pipeline"),
@@ -143,6 +160,11 @@ struct DeepSpeedConfig {
   /// Logging: the progress-line interval and per-step timing.
   DeepSpeedValue<int64_t> stepsPerPrint;
   DeepSpeedValue<bool> wallClockBreakdown;
+  /// activation_checkpointing: "layer" when present (each checkpointed
+  /// transformer layer keeps only its input); number_checkpoints limits it
+  /// to the first N blocks.
+  std::optional<std::string> remat;
+  DeepSpeedValue<int64_t> rematBlocks;
 };
 
 /// `d` as DeepSpeed's messages print a JSON number: the shortest digits
