@@ -427,8 +427,10 @@ def cmd_expect_failure(args):
 
 def start_background(cmd):
     """Starts `cmd` in its own session with its output (stdout and stderr)
-    in a temporary file; returns the process and the file."""
-    out = tempfile.TemporaryFile("w+")
+    in a temporary file; returns the process and the file. The file is
+    polled while the ranks write to it, so a read can end inside a UTF-8
+    character: decode with replacement."""
+    out = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     return proc, out
