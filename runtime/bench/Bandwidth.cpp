@@ -179,14 +179,15 @@ int main(int argc, char **argv) {
                        zrt_adam(ZRT_BF16, gradBf16->data, master.data, m.data,
                                 v.data, paramBf16->data, n,
                                 ++adamStep % 1000 + 1, 1e-3, 0.9, 0.95, 1e-8,
-                                0.1, 1, 1.0, stats, 1.0f, 0);
+                                0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
+                                stats, 1.0f, 0);
                      }});
   // f32: the parameter copy is the master itself (as the compiler emits).
   kernels.push_back({"adam_f32", 28.0 * double(n), [&] {
                        zrt_adam(ZRT_F32, gradF32->data, master.data, m.data,
                                 v.data, master.data, n, ++adamStep % 1000 + 1,
-                                1e-3, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, stats, 1.0f,
-                                0);
+                                1e-3, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr,
+                                nullptr, nullptr, 0, 1.0, stats, 1.0f, 0);
                      }});
   auto overflow = [&](const char *name, int32_t dtype, const uint8_t *data) {
     kernels.push_back(

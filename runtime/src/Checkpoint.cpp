@@ -61,7 +61,9 @@ json optimizerJson(const Manifest &m) {
           {"beta1", m.beta1},
           {"beta2", m.beta2},
           {"eps", m.eps},
-          {"weight_decay", m.weightDecay}};
+          {"weight_decay", m.weightDecay},
+          {"bias_correction", m.biasCorrection},
+          {"lr_schedule", m.scheduleText.empty() ? "none" : m.scheduleText}};
 }
 
 /// The bytes of a saved buffer's section: masters are the padded shard (the
@@ -470,11 +472,22 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
     const json &savedOptimizer = ckpt.manifest().at("optimizer");
     json mine = optimizerJson(m);
     static const std::pair<const char *, const char *> kNames[] = {
-        {"kind", "optimizer"}, {"lr", "learning rate"},
-        {"beta1", "beta1"},    {"beta2", "beta2"},
-        {"eps", "eps"},        {"weight_decay", "weight decay"}};
+        {"kind", "optimizer"},
+        {"lr", "learning rate"},
+        {"beta1", "beta1"},
+        {"beta2", "beta2"},
+        {"eps", "eps"},
+        {"weight_decay", "weight decay"},
+        {"bias_correction", "bias_correction"},
+        {"lr_schedule", "learning-rate schedule"}};
+    // Checkpoints from before schedules and bias_correction had neither.
+    json saved = savedOptimizer;
+    if (!saved.contains("bias_correction"))
+      saved["bias_correction"] = true;
+    if (!saved.contains("lr_schedule"))
+      saved["lr_schedule"] = "none";
     for (auto [key, what] : kNames) {
-      const json &a = savedOptimizer.at(key);
+      const json &a = saved.at(key);
       const json &b = mine.at(key);
       if (a.is_number() && b.is_number() ? a.get<double>() != b.get<double>()
                                          : a != b)

@@ -12,6 +12,8 @@
 #ifndef ZERO_RT_DEVICE_H
 #define ZERO_RT_DEVICE_H
 
+#include "zero_rt/zrt.h"
+
 #include <cstdint>
 
 struct zrt_ctx;
@@ -66,8 +68,11 @@ void checkOverflow(int32_t dtype, const void *grad, int64_t n,
 void adam(int32_t dtype, const void *grad, float *master, float *expAvg,
           float *expAvgSq, void *param, int64_t n, int64_t step, double lr,
           double beta1, double beta2, double eps, double weightDecay,
-          int32_t adamw, double maxGradNorm, const float *stats,
-          const float *lossScale, double divisor, int32_t skip);
+          int32_t adamw, int32_t biasCorrection,
+          const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+          const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
+          const float *stats, const float *lossScale, double divisor,
+          int32_t skip);
 
 } // namespace device
 } // namespace zrt

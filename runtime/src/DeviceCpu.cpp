@@ -79,10 +79,13 @@ void device::checkOverflow(int32_t dtype, const void *grad, int64_t n,
 void device::adam(int32_t dtype, const void *grad, float *master, float *expAvg,
                   float *expAvgSq, void *param, int64_t n, int64_t step,
                   double lr, double beta1, double beta2, double eps,
-                  double weightDecay, int32_t adamw, double maxGradNorm,
-                  const float *stats, const float *lossScale, double divisor,
-                  int32_t skip) {
+                  double weightDecay, int32_t adamw, int32_t biasCorrection,
+                  const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+                  const double *rangeDecays, int32_t numDecayRanges,
+                  double maxGradNorm, const float *stats,
+                  const float *lossScale, double divisor, int32_t skip) {
   zrt_adam(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
-           beta2, eps, weightDecay, adamw, maxGradNorm, stats,
+           beta2, eps, weightDecay, adamw, biasCorrection, schedule,
+           decayRanges, rangeDecays, numDecayRanges, maxGradNorm, stats,
            float(double(*lossScale) * divisor), skip);
 }

@@ -829,6 +829,13 @@ bool Driver::trainSteps() {
     double gradNorm = std::sqrt(double(ctx.stats[1]));
     double rate = double(rowsPerStep * data->itemsPerRow()) / (ms / 1000.0);
     float nextScale = zrt_loss_scaler_scale(&ctx.scaler);
+    // The learning rate this step applied, or would have (a skipped step
+    // does not advance the schedule, as in DeepSpeed's engine).
+    bool scheduled = m.schedule.kind != ZRT_LR_CONSTANT;
+    double beta1 = m.beta1, beta2 = m.beta2;
+    double lr =
+        zrt_lr_at(scheduled ? &m.schedule : nullptr, m.lr, &beta1, &beta2,
+                  ctx.skipped ? ctx.adamSteps + 1 : ctx.adamSteps);
 
     if (log) {
       nlohmann::json line = {{"step", step},
@@ -843,7 +850,12 @@ bool Driver::trainSteps() {
                              {"planned_peak_bytes", m.peakBytes},
                              {"scratch_peak_bytes", zrt_scratch_peak_bytes()},
                              {"planned_scratch_bytes", m.scratchBytes},
-                             {"adam_steps", ctx.adamSteps}};
+                             {"adam_steps", ctx.adamSteps},
+                             {"lr", lr}};
+      if (m.schedule.kind == ZRT_LR_ONE_CYCLE && m.schedule.cycle_momentum) {
+        line["beta1"] = beta1;
+        line["beta2"] = beta2;
+      }
       if (m.wallClockBreakdown) {
         line["micro_steps_ms"] = microMs;
         line["boundary_ms"] = boundaryMs;
@@ -862,18 +874,20 @@ bool Driver::trainSteps() {
     }
     // An evaluation's loss is printed whatever steps_per_print says.
     if (step % m.stepsPerPrint == 0 || evaluating) {
-      char evalText[48] = "";
+      char evalText[48] = "", lrText[48] = "";
       if (evaluating)
         std::snprintf(evalText, sizeof(evalText), " | eval loss %.4f",
                       evalLoss);
+      if (scheduled)
+        std::snprintf(lrText, sizeof(lrText), " | lr %.4g", lr);
       std::string breakdown;
       if (m.wallClockBreakdown)
         breakdown = " | micro steps " + formatDuration(microMs) +
                     " | boundary " + formatDuration(boundaryMs);
-      info("step %lld | loss %.4f%s | scale %g | %s | %.0f %s | peak %s%s\n",
+      info("step %lld | loss %.4f%s | scale %g | %s | %.0f %s | peak %s%s%s\n",
            (long long)step, loss, evalText, double(scale),
            formatDuration(ms).c_str(), rate, data->unit(),
-           formatBytes(peak).c_str(), breakdown.c_str());
+           formatBytes(peak).c_str(), lrText, breakdown.c_str());
     }
     if (ctx.skipped && ctx.rank == 0) {
       // Never silent, not even with --quiet.

@@ -21,6 +21,7 @@
 #define ZERO_RT_KERNEL_MATH_H
 
 #include "HostDevice.h"
+#include "zero_rt/zrt.h"
 
 #include <algorithm>
 #include <cmath>
@@ -227,6 +228,105 @@ ZRT_HOST_DEVICE inline float rmsNormGrad(float n, float wg, float meanWgN,
 /// as torch does in Python and rounded once. The per-element update itself
 /// stays per backend: the CUDA kernel pins with intrinsics the roundings that
 /// GCC's contractions give the CPU loop, the same arithmetic spelled twice.
+/// zrt_lr_at: DeepSpeed's scheduler formulas (lr_schedules.py) in its
+/// operation order, in fp64 as Python computes them, for optimizer step
+/// `step` (1-based), i.e. last_batch_iteration = step - 2 (DeepSpeed steps
+/// the scheduler after each applied optimizer step; -1 is the value its
+/// constructor sets). The step counter lives on the host in both backends
+/// (the skip decision is made there), so both compute the step's constants
+/// from it with this one host function at launch and round them alike, as
+/// adamConstants; the log reports the same value.
+inline double lrAt(const zrt_lr_schedule &s, double lr, double &beta1,
+                   double &beta2, int64_t step) {
+  const int64_t it = step - 2;
+  switch (s.kind) {
+  case ZRT_LR_WARMUP:
+  case ZRT_LR_WARMUP_DECAY: {
+    if (it < 0)
+      return s.warmup_min_lr;
+    int64_t warmup = s.warmup_num_steps > 2 ? s.warmup_num_steps : 2;
+    double gamma;
+    if (it < warmup)
+      gamma = s.warmup_type == 0
+                  ? (1.0 / ::log(double(warmup))) * ::log(double(it + 1))
+                  : double(it) / double(warmup);
+    else if (s.kind == ZRT_LR_WARMUP)
+      gamma = 1.0;
+    else {
+      double rest = double(s.total_num_steps - warmup);
+      gamma = double(s.total_num_steps - it) / (rest > 1.0 ? rest : 1.0);
+      gamma = gamma > 0.0 ? gamma : 0.0;
+    }
+    return s.warmup_min_lr + (s.warmup_max_lr - s.warmup_min_lr) * gamma;
+  }
+  case ZRT_LR_WARMUP_COSINE: {
+    if (it < 0)
+      return 0.0;
+    int64_t warmup = s.warmup_num_steps > 2 ? s.warmup_num_steps : 2;
+    double ratio;
+    if (it < warmup) {
+      ratio = s.warmup_type == 0
+                  ? (1.0 / ::log(double(warmup))) * ::log(double(it + 1))
+                  : double(it) / double(warmup);
+      ratio = s.warmup_min_ratio + ratio * (1.0 - s.warmup_min_ratio);
+    } else {
+      double last = double(it - warmup + 1);
+      double total = double(s.total_num_steps - warmup);
+      ratio = (1.0 + ::cos(3.141592653589793 * last / total)) / 2.0;
+      ratio = s.cos_min_ratio + (1.0 - s.cos_min_ratio) * ratio;
+      ratio = ratio > 0.0 ? ratio : 0.0;
+    }
+    return lr * ratio;
+  }
+  case ZRT_LR_ONE_CYCLE: {
+    double first = double(s.cycle_first_step_size);
+    double second =
+        s.cycle_second_step_size > 0 ? double(s.cycle_second_step_size) : first;
+    double total = first + second;
+    double stepRatio = first / total;
+    double minLr = s.cycle_min_lr, maxLr = s.cycle_max_lr;
+    if (it < 0) {
+      if (s.cycle_momentum) {
+        beta1 = s.cycle_min_mom;
+        beta2 = 0.99;
+      }
+      return minLr;
+    }
+    if (double(it) < total) {
+      double bi = double(it + 1);
+      double cycle = ::floor(1.0 + bi / total);
+      double x = 1.0 + bi / total - cycle;
+      double scale =
+          x <= stepRatio ? x / stepRatio : (x - 1.0) / (stepRatio - 1.0);
+      if (s.cycle_momentum) {
+        beta1 = s.cycle_max_mom - (s.cycle_max_mom - s.cycle_min_mom) * scale;
+        beta2 = 0.99;
+      }
+      return minLr + (maxLr - minLr) * scale;
+    }
+    double interval = (double(it) - total + 1.0) / double(s.decay_step_size);
+    if (s.cycle_momentum) {
+      beta1 = s.decay_step_size == 0 || s.decay_mom_rate == 0.0
+                  ? s.cycle_max_mom
+                  : s.cycle_max_mom * (1.0 + s.decay_mom_rate * interval);
+      beta2 = 0.99;
+    }
+    if (s.decay_step_size == 0 || s.decay_lr_rate == 0.0)
+      return minLr;
+    return minLr / (1.0 + s.decay_lr_rate * interval);
+  }
+  case ZRT_LR_RANGE_TEST: {
+    double interval = double(it + 1) / double(s.lr_range_test_step_size);
+    if (s.lr_range_test_staircase)
+      interval = ::floor(interval);
+    return s.lr_range_test_min_lr *
+           (1.0 + s.lr_range_test_step_rate * interval);
+  }
+  default:
+    return lr;
+  }
+}
+
 struct AdamConstants {
   float decay;       // adamw: 1 - lr * weight_decay
   float weightDecay; // adam: L2 coefficient
@@ -238,18 +338,30 @@ struct AdamConstants {
   float eps;
 };
 
+/// Without bias correction (DeepSpeed's bias_correction = false) the step
+/// is lr and the denominator sqrt(v) + eps: bc1 = bc2Sqrt = 1 exactly.
 inline AdamConstants adamConstants(double lr, double beta1, double beta2,
-                                   double eps, double weightDecay,
-                                   int64_t step) {
+                                   double eps, double weightDecay, int64_t step,
+                                   bool biasCorrection = true) {
   AdamConstants c;
   c.decay = float(1.0 - lr * weightDecay);
   c.weightDecay = float(weightDecay);
   c.oneMinusBeta1 = float(1.0 - beta1);
   c.beta2 = float(beta2);
   c.oneMinusBeta2 = float(1.0 - beta2);
-  c.negStepSize = float(-(lr / (1.0 - std::pow(beta1, double(step)))));
-  c.bc2Sqrt = float(std::sqrt(1.0 - std::pow(beta2, double(step))));
+  double bc1 = biasCorrection ? 1.0 - std::pow(beta1, double(step)) : 1.0;
+  c.negStepSize = float(-(lr / bc1));
+  c.bc2Sqrt = biasCorrection
+                  ? float(std::sqrt(1.0 - std::pow(beta2, double(step))))
+                  : 1.0f;
   c.eps = float(eps);
+  return c;
+}
+
+/// The same constants with another weight decay (a parameter's own).
+inline AdamConstants withDecay(AdamConstants c, double lr, double weightDecay) {
+  c.decay = float(1.0 - lr * weightDecay);
+  c.weightDecay = float(weightDecay);
   return c;
 }
 

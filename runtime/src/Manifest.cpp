@@ -47,6 +47,52 @@ int64_t dtypeBytes(const std::string &dtype) {
   invalid("unknown dtype '" + dtype + "'");
 }
 
+/// The optimizer's "schedule" object: the #zero.lr_schedule attribute's
+/// kind and parameters, by DeepSpeed's names.
+zrt_lr_schedule parseSchedule(const json &j) {
+  static const std::pair<const char *, zrt_lr_kind> kinds[] = {
+      {"warmup_lr", ZRT_LR_WARMUP},
+      {"warmup_decay_lr", ZRT_LR_WARMUP_DECAY},
+      {"warmup_cosine_lr", ZRT_LR_WARMUP_COSINE},
+      {"one_cycle", ZRT_LR_ONE_CYCLE},
+      {"lr_range_test", ZRT_LR_RANGE_TEST}};
+  zrt_lr_schedule s{};
+  std::string kind = j.at("kind").get<std::string>();
+  for (const auto &[name, k] : kinds)
+    if (kind == name)
+      s.kind = k;
+  if (s.kind == ZRT_LR_CONSTANT)
+    invalid("unknown learning-rate schedule '" + kind + "'");
+  std::string warmupType = j.at("warmup_type").get<std::string>();
+  if (warmupType != "log" && warmupType != "linear")
+    invalid("unknown warmup_type '" + warmupType + "'");
+  s.warmup_type = warmupType == "linear";
+  s.warmup_min_lr = j.at("warmup_min_lr").get<double>();
+  s.warmup_max_lr = j.at("warmup_max_lr").get<double>();
+  s.warmup_num_steps = j.at("warmup_num_steps").get<int64_t>();
+  s.total_num_steps = j.at("total_num_steps").get<int64_t>();
+  s.warmup_min_ratio = j.at("warmup_min_ratio").get<double>();
+  s.cos_min_ratio = j.at("cos_min_ratio").get<double>();
+  s.cycle_min_lr = j.at("cycle_min_lr").get<double>();
+  s.cycle_max_lr = j.at("cycle_max_lr").get<double>();
+  s.decay_lr_rate = j.at("decay_lr_rate").get<double>();
+  s.cycle_first_step_size = j.at("cycle_first_step_size").get<int64_t>();
+  s.cycle_second_step_size = j.at("cycle_second_step_size").get<int64_t>();
+  s.decay_step_size = j.at("decay_step_size").get<int64_t>();
+  s.cycle_momentum = j.at("cycle_momentum").get<bool>();
+  s.cycle_min_mom = j.at("cycle_min_mom").get<double>();
+  s.cycle_max_mom = j.at("cycle_max_mom").get<double>();
+  s.decay_mom_rate = j.at("decay_mom_rate").get<double>();
+  s.lr_range_test_min_lr = j.at("lr_range_test_min_lr").get<double>();
+  s.lr_range_test_step_size = j.at("lr_range_test_step_size").get<int64_t>();
+  s.lr_range_test_step_rate = j.at("lr_range_test_step_rate").get<double>();
+  s.lr_range_test_staircase = j.at("lr_range_test_staircase").get<bool>();
+  if (s.warmup_num_steps < 0 || s.cycle_first_step_size < 1 ||
+      s.lr_range_test_step_size < 1)
+    invalid("learning-rate schedule step counts must be positive");
+  return s;
+}
+
 } // namespace
 
 int64_t InputInfo::numel() const {
@@ -103,6 +149,11 @@ Manifest Manifest::parse(const std::string &text) {
     m.beta2 = opt.at("beta2").get<double>();
     m.eps = opt.at("eps").get<double>();
     m.weightDecay = opt.at("weight_decay").get<double>();
+    m.biasCorrection = opt.value("bias_correction", true);
+    if (opt.contains("schedule")) {
+      m.schedule = parseSchedule(opt.at("schedule"));
+      m.scheduleText = opt.at("schedule").dump();
+    }
     m.gradientClipping = j.value("gradient_clipping", 0.0);
     if (j.contains("logging")) {
       const json &logging = j.at("logging");
@@ -151,6 +202,7 @@ Manifest Manifest::parse(const std::string &text) {
       info.std = p.value("std", 0.0);
       info.partition = p.at("partition").get<int32_t>();
       info.offset = p.at("offset").get<int64_t>();
+      info.weightDecay = p.value("weight_decay", -1.0);
       m.params.push_back(std::move(info));
     }
     for (const json &p : j.at("partitions")) {

@@ -25,6 +25,9 @@
 #include "Device.h"
 #include "Support.h"
 
+#include <algorithm>
+#include <vector>
+
 using namespace zrt;
 
 namespace {
@@ -198,10 +201,36 @@ extern "C" void zrt_ctx_adam(zrt_ctx *ctx, int32_t p, const float *stats,
   // buffers at stage 0 (everything is owned) and of the shards otherwise.
   // fp32 params are their own masters, updated in place (the kernels allow
   // the alias).
+  // Parameters with a weight decay of their own, as ranges of the owned
+  // elements (parameters are laid out in offset order).
+  Range owned = m.owned(part, ctx->rank);
+  std::vector<std::pair<Range, double>> own;
+  for (const ParamInfo &info : m.params) {
+    if (info.partition != p || info.weightDecay < 0)
+      continue;
+    Range r{std::max(info.offset, owned.begin),
+            std::min(info.offset + info.numel, owned.end)};
+    if (r.size() > 0)
+      own.push_back({r, info.weightDecay});
+  }
+  std::sort(own.begin(), own.end(), [](const auto &x, const auto &y) {
+    return x.first.begin < y.first.begin;
+  });
+  std::vector<int64_t> decayRanges;
+  std::vector<double> rangeDecays;
+  for (const auto &[r, decay] : own) {
+    decayRanges.push_back(r.begin - owned.begin);
+    decayRanges.push_back(r.end - owned.begin);
+    rangeDecays.push_back(decay);
+  }
+  const zrt_lr_schedule *schedule =
+      m.schedule.kind == ZRT_LR_CONSTANT ? nullptr : &m.schedule;
   device::adam(m.computeDtype, grads, ownedMasters(*ctx, p),
                ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
                ownedParams(*ctx, p), n, ctx->adamSteps, m.lr, m.beta1, m.beta2,
-               m.eps, m.weightDecay, m.adamw, m.gradientClipping, stats,
+               m.eps, m.weightDecay, m.adamw, m.biasCorrection, schedule,
+               decayRanges.data(), rangeDecays.data(),
+               int32_t(rangeDecays.size()), m.gradientClipping, stats,
                lossScale, divisor, skip);
   // Stage 2-3 shards accumulate; stage 0-1 slots are overwritten by the
   // next step, but an unused parameter's slot must not keep stale values.

@@ -40,6 +40,8 @@ struct ParamInfo {
   int32_t partition = -1;
   /// Element offset in the partition's flat layout.
   int64_t offset = 0;
+  /// Its own weight decay; negative: the optimizer's.
+  double weightDecay = -1.0;
 };
 
 /// [begin, end) of a partition's layout.
@@ -96,6 +98,11 @@ struct Manifest {
   bool wallClockBreakdown = false;
   bool adamw = false;
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
+  bool biasCorrection = true;
+  /// The learning-rate schedule (kind ZRT_LR_CONSTANT without one), and
+  /// the manifest's text of it (empty without one) that checkpoints record.
+  zrt_lr_schedule schedule{};
+  std::string scheduleText;
   double gradientClipping = 0;
   int64_t tokenSlots = 0;
   /// The schedule hash the compiler embedded, and its text ("0x...").

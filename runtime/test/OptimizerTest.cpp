@@ -123,7 +123,8 @@ TEST_P(OptimizerTest, AdamMatchesTorchSemantics) {
                         float(clip));
         zrt_adam(dtype(), grad[0].data(), master.data(), m.data(), v.data(),
                  param.data(), n, t, ref.lr, ref.beta1, ref.beta2, ref.eps,
-                 ref.wd, adamw, maxNorm, stats.data(), float(lossScale), 0);
+                 ref.wd, adamw, 1, nullptr, nullptr, nullptr, 0, maxNorm,
+                 stats.data(), float(lossScale), 0);
         ref.step(grad[0].values(), t, lossScale, clip);
       }
       std::string what = std::string(adamw ? "adamw" : "adam") + " clip " +
@@ -153,8 +154,8 @@ TEST_P(OptimizerTest, AdamSkipWritesCopyOnly) {
   Buffer grad = randomBuffer(dtype(), rng, n), param(dtype(), n);
   float stats[2] = {1.0f, 0.0f};
   zrt_adam(dtype(), grad.data(), master.data(), m.data(), v.data(),
-           param.data(), n, 3, 1e-3, 0.9, 0.999, 1e-8, 0.0, 1, 1.0, stats, 1.0f,
-           1);
+           param.data(), n, 3, 1e-3, 0.9, 0.999, 1e-8, 0.0, 1, 1, nullptr,
+           nullptr, nullptr, 0, 1.0, stats, 1.0f, 1);
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(master[i], 0.3f);
     EXPECT_EQ(m[i], 0.1f);
@@ -175,11 +176,11 @@ TEST(AdamTest, F32ParamMayAliasMaster) {
   std::vector<float> copy = master, mc(2, 0), vc(2, 0), param(2);
   float stats[2] = {0, 0.3125f};
   zrt_adam(ZRT_F32, grad.data(), master.data(), m.data(), v.data(),
-           master.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 0.0, stats, 1.0f,
-           0);
+           master.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 1, nullptr,
+           nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
   zrt_adam(ZRT_F32, grad.data(), copy.data(), mc.data(), vc.data(),
-           param.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 0.0, stats, 1.0f,
-           0);
+           param.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 1, nullptr,
+           nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
   EXPECT_EQ(master, copy);
   EXPECT_EQ(master, param);
 
@@ -195,17 +196,76 @@ TEST(AdamTest, F32ParamMayAliasMaster) {
   std::vector<float> w2 = w, m2 = m1, v2 = v1, p2(n);
   float big[2] = {0, 1e4f};
   zrt_adam(ZRT_F32, g.data(), w.data(), m1.data(), v1.data(), w.data(), n, 1,
-           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, big, 1.0f, 0);
+           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
+           big, 1.0f, 0);
   zrt_adam(ZRT_F32, g.data(), w2.data(), m2.data(), v2.data(), p2.data(), n, 1,
-           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, big, 1.0f, 0);
+           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
+           big, 1.0f, 0);
   EXPECT_EQ(w, w2);
   EXPECT_EQ(w, p2);
   EXPECT_EQ(m1, m2);
   EXPECT_EQ(v1, v2);
   std::vector<float> before = w;
   zrt_adam(ZRT_F32, g.data(), w.data(), m1.data(), v1.data(), w.data(), n, 2,
-           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, big, 1.0f, 1);
+           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
+           big, 1.0f, 1);
   EXPECT_EQ(w, before);
+}
+
+// Weight-decay ranges: one call over parameters of three groups (ranges
+// crossing the parallel work items and the kernel's blocks) equals one call
+// per group, bitwise; a schedule's lr equals zrt_lr_at's; no bias
+// correction is the step lr and the denominator sqrt(v) + eps.
+TEST(AdamTest, DecayRangesScheduleAndBiasCorrection) {
+  const int64_t n = 70000;
+  std::vector<float> w(n), g(n), m(n), v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    w[size_t(i)] = std::sin(0.37f * float(i));
+    g[size_t(i)] = std::cos(0.11f * float(i));
+    m[size_t(i)] = 0.01f * std::sin(0.5f * float(i));
+    v[size_t(i)] = 0.001f + 0.001f * std::cos(0.3f * float(i));
+  }
+  zrt_lr_schedule sched{};
+  sched.kind = ZRT_LR_WARMUP_DECAY;
+  sched.warmup_type = 1;
+  sched.warmup_min_lr = 1e-4;
+  sched.warmup_max_lr = 1e-2;
+  sched.warmup_num_steps = 10;
+  sched.total_num_steps = 100;
+  const int64_t step = 7;
+  double b1 = 0.9, b2 = 0.95;
+  double lr = zrt_lr_at(&sched, 0.5, &b1, &b2, step);
+  EXPECT_DOUBLE_EQ(lr, 1e-4 + (1e-2 - 1e-4) * (5.0 / 10.0));
+  float stats[2] = {0, 1.0f};
+  for (int32_t bc = 0; bc <= 1; ++bc) {
+    std::vector<float> w1 = w, m1 = m, v1 = v, w2 = w, m2 = m, v2 = v;
+    const int64_t ranges[] = {5, 40000, 50000, 69999};
+    const double decays[] = {0.0, 0.3};
+    zrt_adam(ZRT_F32, g.data(), w1.data(), m1.data(), v1.data(), w1.data(), n,
+             step, 0.5, 0.9, 0.95, 1e-8, 0.1, 1, bc, &sched, ranges, decays, 2,
+             0.0, stats, 1.0f, 0);
+    // The same in pieces, each with its decay and the schedule's lr.
+    const int64_t cuts[] = {0, 5, 40000, 50000, 69999, n};
+    const double pieceDecay[] = {0.1, 0.0, 0.1, 0.3, 0.1};
+    for (int k = 0; k < 5; ++k) {
+      int64_t b = cuts[k], len = cuts[k + 1] - cuts[k];
+      zrt_adam(ZRT_F32, g.data() + b, w2.data() + b, m2.data() + b,
+               v2.data() + b, w2.data() + b, len, step, lr, 0.9, 0.95, 1e-8,
+               pieceDecay[k], 1, bc, nullptr, nullptr, nullptr, 0, 0.0, stats,
+               1.0f, 0);
+    }
+    EXPECT_EQ(w1, w2) << "bias_correction " << bc;
+    EXPECT_EQ(m1, m2);
+    EXPECT_EQ(v1, v2);
+    if (!bc) {
+      // Element 0 (decay 0.1) by hand: no bias correction at all.
+      float gt = g[0], mt = m[0] + float(1.0 - 0.9) * (gt - m[0]);
+      float vt = v[0] * float(0.95) + float(1.0 - 0.95) * gt * gt;
+      float wt = w[0] * float(1.0 - lr * 0.1);
+      wt = wt + float(-lr) * mt / (std::sqrt(vt) / 1.0f + float(1e-8));
+      EXPECT_NEAR(w1[0], wt, 1e-7f);
+    }
+  }
 }
 
 /// Runs the scaler over `overflows` and checks the scale and hysteresis

@@ -10,6 +10,7 @@
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -183,6 +184,24 @@ static cl::opt<double> weightDecay("weight-decay",
 static cl::opt<double> clip("gradient-clipping",
                             cl::desc("Global gradient-norm clipping (0 = off)"),
                             cl::init(0.0), cl::cat(genCat));
+static cl::opt<std::string>
+    lrSchedule("lr-schedule",
+               cl::desc("Learning-rate schedule TYPE[:name=value,...] with "
+                        "DeepSpeed's scheduler type and parameter names, e.g. "
+                        "WarmupDecayLR:warmup_max_lr=6e-4,warmup_num_steps="
+                        "100,total_num_steps=1000"),
+               cl::init(""), cl::cat(genCat));
+static cl::opt<bool> biasCorrection("bias-correction",
+                                    cl::desc("Adam bias correction"),
+                                    cl::init(true), cl::cat(genCat));
+static cl::opt<bool> noDecayBiasNorm(
+    "no-decay-bias-norm",
+    cl::desc("No weight decay for biases and norm weights (1-D parameters)"),
+    cl::init(false), cl::cat(genCat));
+static cl::opt<bool>
+    noDecayEmbeddings("no-decay-embeddings",
+                      cl::desc("No weight decay for the token embedding table"),
+                      cl::init(false), cl::cat(genCat));
 static cl::opt<std::string> labelType("label-type",
                                       cl::desc("Integer type of labels/tokens: "
                                                "i32 or i64 (default: i64 MLP, "
@@ -217,6 +236,12 @@ public:
               " init " + init.str();
     if (init == "normal")
       header += " std " + fmt(std);
+    // Weight-decay groups: the 1-D parameters are the biases and norm
+    // weights of every model here; the token embeddings end in these names.
+    if ((noDecayBiasNorm && shape.size() == 1) ||
+        (noDecayEmbeddings && (name.ends_with("wte.weight") ||
+                               name.ends_with("embed_tokens.weight"))))
+      header += " weight_decay " + fmt(0.0);
     header += "\n";
     shapes[name.str()] = SmallVector<int64_t>(shape);
   }
@@ -252,14 +277,57 @@ void emitStep(raw_ostream &os, Emitter &e, StringRef args, StringRef opt,
   os << "    zero.return " << loss << " : tensor<f32>\n  }\n}\n";
 }
 
+/// --lr-schedule as #zero.lr_schedule text: DeepSpeed's type names to the
+/// attribute's kinds, name=value to `name = value`. The parser of the
+/// generated file checks names and values (zero-opt reports them).
+std::string scheduleAttr(StringRef spec) {
+  auto [type, rest] = spec.split(':');
+  std::string kind = StringSwitch<std::string>(type.trim())
+                         .Case("WarmupLR", "warmup_lr")
+                         .Case("WarmupDecayLR", "warmup_decay_lr")
+                         .Case("WarmupCosineLR", "warmup_cosine_lr")
+                         .Case("OneCycle", "one_cycle")
+                         .Case("LRRangeTest", "lr_range_test")
+                         .Default(type.trim().str());
+  std::string attr = "#zero.lr_schedule<kind = " + kind;
+  SmallVector<StringRef> items;
+  rest.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items) {
+    auto [name, value] = item.split('=');
+    name = name.trim();
+    value = value.trim();
+    // The whole numbers, flags and words as written; the rest are doubles,
+    // which MLIR writes with a fraction (1e-3 would not parse).
+    bool verbatim =
+        StringSwitch<bool>(name)
+            .Cases({"warmup_num_steps", "total_num_steps", "warmup_type",
+                    "cycle_first_step_size", "cycle_second_step_size",
+                    "decay_step_size", "cycle_momentum",
+                    "lr_range_test_step_size", "lr_range_test_staircase"},
+                   true)
+            .Default(false);
+    double d;
+    std::string text = value.str();
+    if (!verbatim && !value.getAsDouble(d))
+      text = fmt(d);
+    attr += ", " + name.str() + " = " + text;
+  }
+  return attr + ">";
+}
+
 std::string optimizerAttr(StringRef defKind, double defLr, double beta2,
                           double defWd, double eps = 1e-8) {
   std::string kind = optimizer.empty() ? defKind.str() : optimizer.getValue();
   double l = lr > 0 ? lr.getValue() : defLr;
   double wd = weightDecay >= 0 ? weightDecay.getValue() : defWd;
-  return "#zero.optimizer<kind = " + kind + ", lr = " + fmt(l) +
-         ", beta1 = " + fmt(0.9) + ", beta2 = " + fmt(beta2) +
-         ", eps = " + fmt(eps) + ", weight_decay = " + fmt(wd) + ">";
+  std::string attr = "#zero.optimizer<kind = " + kind + ", lr = " + fmt(l) +
+                     ", beta1 = " + fmt(0.9) + ", beta2 = " + fmt(beta2) +
+                     ", eps = " + fmt(eps) + ", weight_decay = " + fmt(wd);
+  if (!biasCorrection)
+    attr += ", bias_correction = false";
+  if (!lrSchedule.empty())
+    attr += ", schedule = " + scheduleAttr(lrSchedule);
+  return attr + ">";
 }
 
 std::string precisionAttr() {

@@ -36,6 +36,46 @@ static StringRef dtypeName(Type t) {
   return "i64";
 }
 
+/// The optimizer attribute; its schedule with every parameter, by
+/// DeepSpeed's names.
+static llvm::json::Object optimizerObject(OptimizerAttr opt) {
+  using llvm::json::Object;
+  Object o{{"kind", stringifyOptimizerKind(opt.getKind())},
+           {"lr", opt.getLr().convertToDouble()},
+           {"beta1", opt.getBeta1().convertToDouble()},
+           {"beta2", opt.getBeta2().convertToDouble()},
+           {"eps", opt.getEps().convertToDouble()},
+           {"weight_decay", opt.getWeightDecay().convertToDouble()},
+           {"bias_correction", opt.getBiasCorrection()}};
+  if (LrScheduleAttr s = opt.getSchedule()) {
+    auto d = [](const APFloat &v) { return v.convertToDouble(); };
+    o["schedule"] =
+        Object{{"kind", stringifyLrScheduleKind(s.getKind())},
+               {"warmup_min_lr", d(s.getWarmupMinLr())},
+               {"warmup_max_lr", d(s.getWarmupMaxLr())},
+               {"warmup_num_steps", s.getWarmupNumSteps()},
+               {"warmup_type", stringifyWarmupType(s.getWarmupType())},
+               {"total_num_steps", s.getTotalNumSteps()},
+               {"warmup_min_ratio", d(s.getWarmupMinRatio())},
+               {"cos_min_ratio", d(s.getCosMinRatio())},
+               {"cycle_min_lr", d(s.getCycleMinLr())},
+               {"cycle_max_lr", d(s.getCycleMaxLr())},
+               {"decay_lr_rate", d(s.getDecayLrRate())},
+               {"cycle_first_step_size", s.getCycleFirstStepSize()},
+               {"cycle_second_step_size", s.getCycleSecondStepSize()},
+               {"decay_step_size", s.getDecayStepSize()},
+               {"cycle_momentum", s.getCycleMomentum()},
+               {"cycle_min_mom", d(s.getCycleMinMom())},
+               {"cycle_max_mom", d(s.getCycleMaxMom())},
+               {"decay_mom_rate", d(s.getDecayMomRate())},
+               {"lr_range_test_min_lr", d(s.getLrRangeTestMinLr())},
+               {"lr_range_test_step_size", s.getLrRangeTestStepSize()},
+               {"lr_range_test_step_rate", d(s.getLrRangeTestStepRate())},
+               {"lr_range_test_staircase", s.getLrRangeTestStaircase()}};
+  }
+  return o;
+}
+
 std::string Lowering::buildManifest() {
   TrainStepOp step = s.getStep();
   using llvm::json::Array;
@@ -53,6 +93,8 @@ std::string Lowering::buildManifest() {
              {"std", p.getStd() ? p.getStd()->convertToDouble() : 0.0},
              {"partition", loc ? partitionIndex(loc->partition) : -1},
              {"offset", loc ? loc->offset : -1}};
+    if (std::optional<APFloat> decay = p.getWeightDecay())
+      o["weight_decay"] = decay->convertToDouble();
     params.push_back(std::move(o));
   }
   for (const PartitionBuffers &pb : s.getPartitions()) {
@@ -128,13 +170,7 @@ std::string Lowering::buildManifest() {
               {"hysteresis", prec.getHysteresis()},
               {"min_loss_scale", prec.getMinLossScale().convertToDouble()},
               {"loss_scale", prec.getLossScale().convertToDouble()}}},
-      {"optimizer",
-       Object{{"kind", stringifyOptimizerKind(opt.getKind())},
-              {"lr", opt.getLr().convertToDouble()},
-              {"beta1", opt.getBeta1().convertToDouble()},
-              {"beta2", opt.getBeta2().convertToDouble()},
-              {"eps", opt.getEps().convertToDouble()},
-              {"weight_decay", opt.getWeightDecay().convertToDouble()}}},
+      {"optimizer", optimizerObject(opt)},
       {"gradient_clipping", step.getGradientClipping().convertToDouble()},
       {"logging",
        Object{{"steps_per_print", logging.getStepsPerPrint()},

@@ -255,7 +255,8 @@ struct Bench {
     double ms = medianMs(opts, [&](int rep) {
       const Set &b = bufs[size_t(rep % sets)];
       adam(dtype, b.grad, b.master, b.m, b.v, b.param, n, 10 + rep, 1e-4, 0.9,
-           0.95, 1e-8, 0.1, 1, 1.0, stats, lossScale, 1.0, 0);
+           0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0, stats,
+           lossScale, 1.0, 0);
     });
     results.push_back({name, k, n, bytesPerParam, sets, ms, ""});
   }

@@ -15,6 +15,8 @@
 #ifndef ZERO_RT_CUDA_KERNELS_H
 #define ZERO_RT_CUDA_KERNELS_H
 
+#include "zero_rt/zrt.h"
+
 #include <cstdint>
 
 namespace zrt {
@@ -44,13 +46,17 @@ void checkOverflow(int32_t dtype, const void *grad, int64_t n,
                    float *stats);
 /// zrt_adam on the device: stats (device, {flag, squared norm}) gives the
 /// clip coefficient, the gradient is multiplied by it and divided by
-/// (*lossScale) * divisor (lossScale device, null: 1). One launch, 16-byte
-/// accesses where the pointers allow; the gradient is only read.
+/// (*lossScale) * divisor (lossScale device, null: 1). One launch per run
+/// of equal weight decay (one without decay ranges, which are host memory),
+/// 16-byte accesses where the pointers allow; the gradient is only read.
 void adam(int32_t dtype, const void *grad, float *master, float *expAvg,
           float *expAvgSq, void *param, int64_t n, int64_t step, double lr,
           double beta1, double beta2, double eps, double weightDecay,
-          int32_t adamw, double maxGradNorm, const float *stats,
-          const float *lossScale, double divisor, int32_t skip);
+          int32_t adamw, int32_t biasCorrection,
+          const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+          const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
+          const float *stats, const float *lossScale, double divisor,
+          int32_t skip);
 
 } // namespace cuda
 } // namespace zrt

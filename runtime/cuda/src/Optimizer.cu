@@ -23,6 +23,7 @@
 
 #include "CudaKernels.h"
 #include "CudaSupport.h"
+#include "DecayRanges.h"
 #include "KernelMath.h"
 #include "Support.h"
 
@@ -540,8 +541,11 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
                      float *expAvg, float *expAvgSq, void *param, int64_t n,
                      int64_t step, double lr, double beta1, double beta2,
                      double eps, double weightDecay, int32_t adamw,
-                     double maxGradNorm, const float *stats,
-                     const float *lossScale, double divisor, int32_t skip) {
+                     int32_t biasCorrection, const zrt_lr_schedule *schedule,
+                     const int64_t *decayRanges, const double *rangeDecays,
+                     int32_t numDecayRanges, double maxGradNorm,
+                     const float *stats, const float *lossScale, double divisor,
+                     int32_t skip) {
   checkDims("adam", n);
   if (!skip && step < 1)
     fatal("adam: step %lld must be >= 1", (long long)step);
@@ -566,28 +570,50 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
         launchCopyMaster<T, false>(master, p, n, 0);
       return;
     }
-    // The same fp32 rounding of the step's constants as zrt_adam.
+    // The same learning rate and fp32 rounding of the step's constants as
+    // zrt_adam (the step counter is the host's).
+    if (schedule)
+      lr = lrAt(*schedule, lr, beta1, beta2, step);
     AdamArgs a;
-    static_cast<AdamConstants &>(a) =
-        adamConstants(lr, beta1, beta2, eps, weightDecay, step);
+    static_cast<AdamConstants &>(a) = adamConstants(
+        lr, beta1, beta2, eps, weightDecay, step, biasCorrection != 0);
     a.maxGradNorm = maxGradNorm;
     a.divisor = divisor;
     a.stats = stats;
     a.lossScale = lossScale;
-    const T *g = static_cast<const T *>(grad);
-    int64_t head = p ? commonHead<T>(master, {expAvg, expAvgSq}, {g, p})
-                     : commonHead<T>(master, {expAvg, expAvgSq}, {g});
-    bool vector = head >= 0 && head <= n;
-    if (adamw) {
-      if (vector)
-        launchAdam<T, true, true>(g, master, expAvg, expAvgSq, p, n, head, a);
-      else
-        launchAdam<T, true, false>(g, master, expAvg, expAvgSq, p, n, 0, a);
-    } else {
-      if (vector)
-        launchAdam<T, false, true>(g, master, expAvg, expAvgSq, p, n, head, a);
-      else
-        launchAdam<T, false, false>(g, master, expAvg, expAvgSq, p, n, 0, a);
+    // Elements [b, e) with the constants of args.
+    auto launch = [&](int64_t b, int64_t e, const AdamArgs &args) {
+      if (b >= e)
+        return;
+      const T *g = static_cast<const T *>(grad) + b;
+      float *w = master + b, *m = expAvg + b, *v = expAvgSq + b;
+      T *pp = p ? p + b : nullptr;
+      int64_t len = e - b;
+      int64_t head = pp ? commonHead<T>(w, {m, v}, {g, pp})
+                        : commonHead<T>(w, {m, v}, {g});
+      bool vector = head >= 0 && head <= len;
+      if (adamw) {
+        if (vector)
+          launchAdam<T, true, true>(g, w, m, v, pp, len, head, args);
+        else
+          launchAdam<T, true, false>(g, w, m, v, pp, len, 0, args);
+      } else {
+        if (vector)
+          launchAdam<T, false, true>(g, w, m, v, pp, len, head, args);
+        else
+          launchAdam<T, false, false>(g, w, m, v, pp, len, 0, args);
+      }
+    };
+    checkDecayRanges("adam", decayRanges, rangeDecays, numDecayRanges, n);
+    int64_t at = 0;
+    for (int32_t r = 0; r < numDecayRanges; ++r) {
+      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
+      launch(at, b, a);
+      AdamArgs own = a;
+      static_cast<AdamConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
+      launch(b, e, own);
+      at = e;
     }
+    launch(at, n, a);
   });
 }

@@ -347,6 +347,9 @@ struct AdamRun {
   int64_t offsets[5] = {0, 0, 0, 0, 0};
   bool paramIsMaster = false; // f32 only
   int32_t skip = 0;
+  int32_t biasCorrection = 1;
+  // A WarmupDecayLR schedule and weight-decay ranges (no decay, 0.3).
+  bool scheduleAndGroups = false;
 };
 
 constexpr int64_t kStep = 7;
@@ -365,6 +368,10 @@ std::string describe(const AdamRun &r) {
     s += " param=master";
   if (r.skip)
     s += " skip";
+  if (!r.biasCorrection)
+    s += " no-bias-correction";
+  if (r.scheduleAndGroups)
+    s += " schedule+groups";
   return s;
 }
 
@@ -415,6 +422,18 @@ void runAdam(const AdamRun &r, std::mt19937 &rng) {
   std::vector<float> stats = cpuStats(r.dtype, {&grad}, float(scale));
   double maxNorm = r.clip ? 0.5 * std::sqrt(double(stats[1])) : 0.0;
 
+  zrt_lr_schedule sched{};
+  sched.kind = ZRT_LR_WARMUP_DECAY;
+  sched.warmup_type = 1;
+  sched.warmup_max_lr = 2e-3;
+  sched.warmup_num_steps = 10;
+  sched.total_num_steps = 100;
+  const zrt_lr_schedule *schedule = r.scheduleAndGroups ? &sched : nullptr;
+  // Ranges that start and end off the vector units' alignment.
+  const int64_t ranges[] = {n / 5 + 1, n / 2 + 3, (3 * n) / 4 + 2, n - 1};
+  const double decays[] = {0.0, 0.3};
+  int32_t numRanges = r.scheduleAndGroups && n >= 8 ? 2 : 0;
+
   // GPU.
   DeviceArray dGrad(grad, r.offsets[0]), dMaster(master, r.offsets[1]),
       dM(m, r.offsets[2]), dV(v, r.offsets[3]), dParam(param, r.offsets[4]);
@@ -422,7 +441,8 @@ void runAdam(const AdamRun &r, std::mt19937 &rng) {
   void *paramPtr = r.paramIsMaster ? dMaster.get() : dParam.get();
   adam(r.dtype, r.skip ? nullptr : dGrad.get(), dMaster.as<float>(),
        dM.as<float>(), dV.as<float>(), paramPtr, n, kStep, kLr, kBeta1, kBeta2,
-       kEps, kWeightDecay, r.adamw, maxNorm, r.skip ? nullptr : dStats.get(),
+       kEps, kWeightDecay, r.adamw, r.biasCorrection, schedule, ranges, decays,
+       numRanges, maxNorm, r.skip ? nullptr : dStats.get(),
        r.skip ? nullptr : dScale.get(), r.divisor, r.skip);
   Buffer gMaster = dMaster.download(), gM = dM.download(), gV = dV.download();
   Buffer gParam = r.paramIsMaster ? gMaster : dParam.download();
@@ -432,7 +452,8 @@ void runAdam(const AdamRun &r, std::mt19937 &rng) {
   zrt_adam(r.dtype, grad.data(), static_cast<float *>(cMaster.data()),
            static_cast<float *>(cM.data()), static_cast<float *>(cV.data()),
            r.paramIsMaster ? cMaster.data() : cParam.data(), n, kStep, kLr,
-           kBeta1, kBeta2, kEps, kWeightDecay, r.adamw, maxNorm, stats.data(),
+           kBeta1, kBeta2, kEps, kWeightDecay, r.adamw, r.biasCorrection,
+           schedule, ranges, decays, numRanges, maxNorm, stats.data(),
            float(scale), r.skip);
   if (r.paramIsMaster)
     cParam = cMaster;
@@ -449,12 +470,15 @@ void runAdam(const AdamRun &r, std::mt19937 &rng) {
   }
 
   double gs = double(zrt_clip_coefficient(stats.data(), maxNorm)) / scale;
-  double bc1 = 1.0 - std::pow(kBeta1, double(kStep));
-  double bc2Sqrt = std::sqrt(1.0 - std::pow(kBeta2, double(kStep)));
+  double lr = zrt_lr_at(schedule, kLr, nullptr, nullptr, kStep);
+  double bc1 = r.biasCorrection ? 1.0 - std::pow(kBeta1, double(kStep)) : 1.0;
+  double bc2Sqrt =
+      r.biasCorrection ? std::sqrt(1.0 - std::pow(kBeta2, double(kStep))) : 1.0;
   auto gradTerm = [&](int64_t i) {
     double a = std::fabs(grad.get(i) * gs);
+    // The largest decay of any range bounds the L2 term.
     if (!r.adamw)
-      a += std::fabs(kWeightDecay * master.get(i));
+      a += std::fabs(std::max(kWeightDecay, 0.3) * master.get(i));
     return a;
   };
   expectAdamClose(
@@ -473,7 +497,7 @@ void runAdam(const AdamRun &r, std::mt19937 &rng) {
   auto masterTol = [&](int64_t i) {
     double denom = std::sqrt(cV.get(i)) / bc2Sqrt + kEps;
     return 4 * FLT_EPSILON * std::fabs(cMaster.get(i)) +
-           kAdamUlps * kLr / bc1 * (std::fabs(m.get(i)) + gradTerm(i)) / denom;
+           kAdamUlps * lr / bc1 * (std::fabs(m.get(i)) + gradTerm(i)) / denom;
   };
   expectAdamClose(gMaster, cMaster, masterTol, "master");
   if (r.dtype == ZRT_F32)
@@ -504,6 +528,19 @@ TEST_P(CudaOptimizerTest, AdamMatchesCpu) {
       }
 }
 
+TEST_P(CudaOptimizerTest, AdamScheduleGroupsAndNoBiasCorrection) {
+  ZRT_REQUIRE_GPU();
+  for (int32_t adamw : {0, 1})
+    for (int32_t biasCorrection : {0, 1}) {
+      AdamRun r{dtype()};
+      r.adamw = adamw;
+      r.biasCorrection = biasCorrection;
+      r.scheduleAndGroups = true;
+      r.clip = true;
+      runAdam(r, rng);
+    }
+}
+
 TEST_P(CudaOptimizerTest, AdamSmallAndEmpty) {
   ZRT_REQUIRE_GPU();
   for (int64_t n : {1, 3, 4, 5, 8, 13}) {
@@ -519,8 +556,8 @@ TEST_P(CudaOptimizerTest, AdamSmallAndEmpty) {
   float canary = 42.0f;
   DeviceFloats buf({canary}), stats({0.0f, 4.0f});
   adam(dtype(), nullptr, buf.get(), buf.get(), buf.get(), nullptr, 0, kStep,
-       kLr, kBeta1, kBeta2, kEps, kWeightDecay, 1, 1.0, stats.get(), nullptr,
-       1.0, 0);
+       kLr, kBeta1, kBeta2, kEps, kWeightDecay, 1, 1, nullptr, nullptr, nullptr,
+       0, 1.0, stats.get(), nullptr, 1.0, 0);
   EXPECT_EQ(buf.download()[0], canary);
 }
 

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define ZRT_ABI_VERSION 1
+#define ZRT_ABI_VERSION 2
 
 typedef enum zrt_dtype { ZRT_F32 = 0, ZRT_BF16 = 1, ZRT_F16 = 2 } zrt_dtype;
 typedef enum zrt_index_type { ZRT_I32 = 0, ZRT_I64 = 1 } zrt_index_type;
@@ -49,6 +49,42 @@ typedef struct zrt_loss_scaler {
   int32_t consecutive_hysteresis;
   int32_t dynamic; /* 0: the scale stays (1 for fp32, bf16) */
 } zrt_loss_scaler;
+
+/* DeepSpeed's learning-rate schedulers (deepspeed.runtime.lr_schedules),
+ * with their parameter names; see zrt_lr_at. All zero: a constant lr. */
+typedef enum zrt_lr_kind {
+  ZRT_LR_CONSTANT = 0,
+  ZRT_LR_WARMUP = 1,        /* WarmupLR */
+  ZRT_LR_WARMUP_DECAY = 2,  /* WarmupDecayLR */
+  ZRT_LR_WARMUP_COSINE = 3, /* WarmupCosineLR */
+  ZRT_LR_ONE_CYCLE = 4,     /* OneCycle */
+  ZRT_LR_RANGE_TEST = 5     /* LRRangeTest */
+} zrt_lr_kind;
+
+typedef struct zrt_lr_schedule {
+  int32_t kind;        /* zrt_lr_kind */
+  int32_t warmup_type; /* 0: log, 1: linear */
+  double warmup_min_lr;
+  double warmup_max_lr;
+  int64_t warmup_num_steps;
+  int64_t total_num_steps;
+  double warmup_min_ratio;
+  double cos_min_ratio;
+  double cycle_min_lr;
+  double cycle_max_lr;
+  double decay_lr_rate;
+  int64_t cycle_first_step_size;
+  int64_t cycle_second_step_size; /* 0: cycle_first_step_size */
+  int64_t decay_step_size;
+  int32_t cycle_momentum;
+  int32_t lr_range_test_staircase;
+  double cycle_min_mom;
+  double cycle_max_mom;
+  double decay_mom_rate;
+  double lr_range_test_min_lr;
+  int64_t lr_range_test_step_size;
+  double lr_range_test_step_rate;
+} zrt_lr_schedule;
 
 /* Every function, documented in abi.def. */
 #define ZRT_ENTRY(name, ret, params) ret name params;

@@ -1990,3 +1990,81 @@ zero.train_step @recompute_not_nn(%x: tensor<2x4xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Checks that a schedule takes only its own kind's parameters.
+// expected-error @+3 {{lr_schedule warmup_lr has no parameter total_num_steps}}
+// expected-error @+2 {{failed to parse Zero_OptimizerAttr parameter 'schedule'}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = warmup_lr, total_num_steps = 10>>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that WarmupDecayLR needs its length.
+// expected-error @+3 {{lr_schedule warmup_decay_lr needs total_num_steps >= 1, got 0}}
+// expected-error @+2 {{failed to parse Zero_OptimizerAttr parameter 'schedule'}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = warmup_decay_lr>>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the cosine has steps after the warmup.
+// expected-error @+3 {{lr_schedule warmup_cosine_lr needs total_num_steps > warmup_num_steps (at least 2), got 10 and 10}}
+// expected-error @+2 {{failed to parse Zero_OptimizerAttr parameter 'schedule'}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = warmup_cosine_lr, total_num_steps = 10, warmup_num_steps = 10>>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that learning rates are not negative.
+// expected-error @+3 {{lr_schedule warmup_max_lr must be finite and >= 0, got -1.000000e-03}}
+// expected-error @+2 {{failed to parse Zero_OptimizerAttr parameter 'schedule'}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = warmup_lr, warmup_max_lr = -1.0e-3>>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that OneCycle has a peak.
+// expected-error @+3 {{lr_schedule one_cycle needs cycle_max_lr > 0}}
+// expected-error @+2 {{failed to parse Zero_OptimizerAttr parameter 'schedule'}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = one_cycle>>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a step size is positive.
+// expected-error @+3 {{lr_schedule lr_range_test_step_size must be >= 1, got 0}}
+// expected-error @+2 {{failed to parse Zero_OptimizerAttr parameter 'schedule'}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = lr_range_test, lr_range_test_step_size = 0>>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a parameter's own weight decay is not negative.
+// expected-error @+1 {{'zero.param' op weight_decay must be finite and >= 0, got -1.000000e-01}}
+zero.param @b : tensor<4xf32> init zeros weight_decay -0.1

@@ -220,3 +220,30 @@ zero.train_step @static_scale(%x: tensor<8x4xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Optimizer settings: no bias correction, a learning-rate schedule (only
+// the parameters that differ from DeepSpeed's defaults are printed), and a
+// parameter with its own weight decay (a weight-decay group).
+// CHECK: zero.param @bias : tensor<3xf32> init zeros weight_decay 0.000000e+00 compute bf16
+// CHECK-LABEL: zero.train_step @scheduled(
+// CHECK-SAME: optimizer #zero.optimizer<kind = adamw, lr = 1.000000e-03, weight_decay = 1.000000e-01, bias_correction = false, schedule = <kind = warmup_cosine_lr, warmup_num_steps = 10, warmup_type = linear, total_num_steps = 100, cos_min_ratio = 1.000000e-02>>
+zero.param @bias : tensor<3xf32> init zeros weight_decay 0.0 compute bf16
+zero.train_step @scheduled(%x: tensor<8x3xf32>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3, weight_decay = 0.1, bias_correction = false, schedule = #zero.lr_schedule<kind = warmup_cosine_lr, total_num_steps = 100, warmup_num_steps = 10, warmup_type = linear, cos_min_ratio = 0.01>>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: zero.train_step @one_cycle(
+// CHECK-SAME: schedule = <kind = one_cycle, cycle_min_lr = 1.000000e-04, cycle_max_lr = 1.000000e-03, cycle_first_step_size = 100, cycle_momentum = false>
+zero.train_step @one_cycle(%x: tensor<8x3xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = one_cycle, cycle_min_lr = 1.0e-4, cycle_max_lr = 1.0e-3, cycle_first_step_size = 100, cycle_momentum = false>>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -218,8 +218,18 @@ def cmd_train(args):
     compute = {"f32": torch.float32, "bf16": torch.bfloat16}[args.compute]
     work = master if compute == torch.float32 else load_model(
         args.init, args, compute)[0]
-    opt = torch.optim.AdamW(master.parameters(), lr=lr, betas=(beta1, beta2),
-                            eps=eps, weight_decay=wd, foreach=False)
+    # Weight-decay groups: a zero.param with its own weight_decay is in its
+    # value's group, the others in the optimizer's.
+    text = open(args.model).read()
+    decays = {m.group(1): float(m.group(2)) for m in re.finditer(
+        r"zero\.param @(\S+) : .* weight_decay (\S+)", text)}
+    groups = {}
+    for n, p in master.named_parameters():
+        groups.setdefault(decays.get(n, wd), []).append(p)
+    opt = torch.optim.AdamW([{"params": ps, "weight_decay": d}
+                             for d, ps in groups.items()],
+                            lr=lr, betas=(beta1, beta2), eps=eps,
+                            foreach=False)
     log = [json.loads(line) for line in open(args.log) if line.strip()]
     worst = 0.0
     for (x, y), entry in zip(batches(args.tokens, B, T, len(log)), log):
@@ -247,6 +257,10 @@ def cmd_train(args):
     print("%d tensors loaded (strict, head %s); %d steps: losses within %g "
           "relative" % (count, "tied" if tied else "untied", len(log),
                         args.rtol))
+    if decays:
+        print("weight-decay groups: %s" % ", ".join(
+            "%d tensors with %g" % (len(ps), d)
+            for d, ps in sorted(groups.items())))
     if args.final:
         _, final = read_safetensors(args.final)
         state = master.state_dict()

@@ -33,10 +33,22 @@ def load_safetensors(path):
 
 def optimizer(model_text):
     attr = re.search(r"#zero\.optimizer<([^>]*)>", model_text).group(1)
+    attr = attr.split(", schedule = ")[0]
     values = dict(kv.split(" = ") for kv in attr.split(", "))
     get = lambda k, d: float(values.get(k, d))
     return (values["kind"], get("lr", 1e-3), get("beta1", 0.9),
             get("beta2", 0.999), get("eps", 1e-8), get("weight_decay", 0.0))
+
+
+def bias_correction(model_text):
+    """False when the optimizer sets bias_correction = false."""
+    return "bias_correction = false" not in model_text
+
+
+def own_decays(model_text):
+    """The weight decay each zero.param sets for itself (its group's)."""
+    return {m.group(1): float(m.group(2)) for m in re.finditer(
+        r"zero\.param @(\S+) : .* weight_decay (\S+)", model_text)}
 
 
 def main():
@@ -50,9 +62,18 @@ def main():
     p.add_argument("--final", required=True)
     p.add_argument("--tol", type=float, default=1e-5)
     p.add_argument("--activation", choices=("relu", "silu"), default="relu")
+    p.add_argument("--schedule", help="the step's lr-schedule (its "
+                   "learning rates from lr_schedule_reference.py)")
     args = p.parse_args()
 
-    kind, lr, beta1, beta2, eps, wd = optimizer(open(args.model).read())
+    text = open(args.model).read()
+    kind, base_lr, beta1, beta2, eps, wd = optimizer(text)
+    corrected = bias_correction(text)
+    decays = own_decays(text)
+    sched = None
+    if args.schedule:
+        import lr_schedule_reference
+        sched = lr_schedule_reference.make(args.schedule, base_lr)
     init = load_safetensors(args.init)
     layers = sorted({int(re.match(r"fc(\d+)\.", n).group(1)) for n in init})
     names = [n for i in layers for n in ("fc%d.weight" % i, "fc%d.bias" % i)]
@@ -98,17 +119,24 @@ def main():
             grads["fc%d.weight" % i] = h_in.T @ dz
             grads["fc%d.bias" % i] = dz.sum(axis=0)
             dz = dz @ params["fc%d.weight" % i].T
-        # torch.optim.Adam / AdamW, single-tensor.
+        # torch.optim.Adam / AdamW, single-tensor, one group per weight
+        # decay; without bias correction as DeepSpeed's Adam.
+        lr = sched.lr if sched else base_lr
+        bc1 = 1 - beta1**step if corrected else 1.0
+        bc2 = 1 - beta2**step if corrected else 1.0
         for n in names:
             g = grads[n]
+            decay = decays.get(n, wd)
             if kind == "adamw":
-                params[n] = params[n] * (1 - lr * wd)
+                params[n] = params[n] * (1 - lr * decay)
             else:
-                g = g + wd * params[n]
+                g = g + decay * params[n]
             m[n] = beta1 * m[n] + (1 - beta1) * g
             v[n] = beta2 * v[n] + (1 - beta2) * g * g
-            denom = np.sqrt(v[n]) / np.sqrt(1 - beta2**step) + eps
-            params[n] = params[n] - lr / (1 - beta1**step) * m[n] / denom
+            denom = np.sqrt(v[n]) / np.sqrt(bc2) + eps
+            params[n] = params[n] - lr / bc1 * m[n] / denom
+        if sched:
+            sched.step()
         diff = abs(entry["loss"] - loss) / abs(loss)
         worst_loss = max(worst_loss, diff)
         if diff > args.tol:
@@ -123,6 +151,10 @@ def main():
         sys.exit(1)
     print("%d steps match the numpy reference: losses within %g relative, "
           "weights within %g" % (len(log), args.tol, args.tol))
+    if decays:
+        print("weight-decay groups: %d parameters with their own decay (%s)" %
+              (len(decays), ", ".join(sorted(set("%g" % d for d in
+                                                 decays.values())))))
 
 
 if __name__ == "__main__":

@@ -252,7 +252,7 @@ def cmd_compare(args):
         if args.keys:
             keys = args.keys.split(",")
         else:
-            keys = ["loss", "loss_scale", "grad_norm", "skipped"] if \
+            keys = ["loss", "loss_scale", "grad_norm", "skipped", "lr"] if \
                 args.exact else ["loss"]
         for key in keys:
             x, y = a[s][key], b[s][key]

@@ -77,10 +77,114 @@ LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult LrScheduleAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, LrScheduleKind kind,
+    APFloat warmupMinLr, APFloat warmupMaxLr, int64_t warmupNumSteps,
+    WarmupType warmupType, int64_t totalNumSteps, APFloat warmupMinRatio,
+    APFloat cosMinRatio, APFloat cycleMinLr, APFloat cycleMaxLr,
+    APFloat decayLrRate, int64_t cycleFirstStepSize,
+    int64_t cycleSecondStepSize, int64_t decayStepSize, bool cycleMomentum,
+    APFloat cycleMinMom, APFloat cycleMaxMom, APFloat decayMomRate,
+    APFloat lrRangeTestMinLr, int64_t lrRangeTestStepSize,
+    APFloat lrRangeTestStepRate, bool lrRangeTestStaircase) {
+  // Which parameters each kind reads (DeepSpeed's constructor arguments);
+  // a parameter of another kind would be silently ignored, so it is an
+  // error.
+  bool warmup = kind == LrScheduleKind::warmup_lr ||
+                kind == LrScheduleKind::warmup_decay_lr;
+  bool cosine = kind == LrScheduleKind::warmup_cosine_lr;
+  bool cycle = kind == LrScheduleKind::one_cycle;
+  bool range = kind == LrScheduleKind::lr_range_test;
+  struct Used {
+    const char *name;
+    bool isDefault, usedBy;
+  };
+  auto same = [](const APFloat &v, double d) {
+    return v.bitwiseIsEqual(APFloat(d));
+  };
+  const Used params[] = {
+      {"warmup_min_lr", same(warmupMinLr, 0.0), warmup},
+      {"warmup_max_lr", same(warmupMaxLr, 0.001), warmup},
+      {"warmup_num_steps", warmupNumSteps == 1000, warmup || cosine},
+      {"warmup_type", warmupType == WarmupType::log, warmup || cosine},
+      {"total_num_steps", totalNumSteps == 0,
+       kind == LrScheduleKind::warmup_decay_lr || cosine},
+      {"warmup_min_ratio", same(warmupMinRatio, 0.0), cosine},
+      {"cos_min_ratio", same(cosMinRatio, 0.0001), cosine},
+      {"cycle_min_lr", same(cycleMinLr, 0.0), cycle},
+      {"cycle_max_lr", same(cycleMaxLr, 0.0), cycle},
+      {"decay_lr_rate", same(decayLrRate, 0.0), cycle},
+      {"cycle_first_step_size", cycleFirstStepSize == 2000, cycle},
+      {"cycle_second_step_size", cycleSecondStepSize == 0, cycle},
+      {"decay_step_size", decayStepSize == 0, cycle},
+      {"cycle_momentum", cycleMomentum, cycle},
+      {"cycle_min_mom", same(cycleMinMom, 0.8), cycle},
+      {"cycle_max_mom", same(cycleMaxMom, 0.9), cycle},
+      {"decay_mom_rate", same(decayMomRate, 0.0), cycle},
+      {"lr_range_test_min_lr", same(lrRangeTestMinLr, 0.001), range},
+      {"lr_range_test_step_size", lrRangeTestStepSize == 2000, range},
+      {"lr_range_test_step_rate", same(lrRangeTestStepRate, 1.0), range},
+      {"lr_range_test_staircase", !lrRangeTestStaircase, range}};
+  for (const Used &u : params)
+    if (!u.isDefault && !u.usedBy)
+      return emitError() << "lr_schedule " << stringifyLrScheduleKind(kind)
+                         << " has no parameter " << u.name;
+  auto finiteNonNegative = [&](APFloat v, const char *name) -> LogicalResult {
+    double d = v.convertToDouble();
+    if (!(d >= 0.0) || !std::isfinite(d))
+      return emitError() << "lr_schedule " << name
+                         << " must be finite and >= 0, got " << d;
+    return success();
+  };
+  for (auto [v, name] : {std::pair{warmupMinLr, "warmup_min_lr"},
+                         {warmupMaxLr, "warmup_max_lr"},
+                         {warmupMinRatio, "warmup_min_ratio"},
+                         {cosMinRatio, "cos_min_ratio"},
+                         {cycleMinLr, "cycle_min_lr"},
+                         {cycleMaxLr, "cycle_max_lr"},
+                         {decayLrRate, "decay_lr_rate"},
+                         {cycleMinMom, "cycle_min_mom"},
+                         {cycleMaxMom, "cycle_max_mom"},
+                         {decayMomRate, "decay_mom_rate"},
+                         {lrRangeTestMinLr, "lr_range_test_min_lr"},
+                         {lrRangeTestStepRate, "lr_range_test_step_rate"}})
+    if (failed(finiteNonNegative(v, name)))
+      return failure();
+  // DeepSpeed warms up over max(2, warmup_num_steps) steps.
+  if (warmupNumSteps < 0)
+    return emitError() << "lr_schedule warmup_num_steps must be >= 0, got "
+                       << warmupNumSteps;
+  if ((kind == LrScheduleKind::warmup_decay_lr || cosine) && totalNumSteps < 1)
+    return emitError() << "lr_schedule " << stringifyLrScheduleKind(kind)
+                       << " needs total_num_steps >= 1, got " << totalNumSteps;
+  // DeepSpeed raises the warmup to 2 steps; the cosine's length is the rest.
+  if (cosine && totalNumSteps <= std::max<int64_t>(2, warmupNumSteps))
+    return emitError() << "lr_schedule warmup_cosine_lr needs total_num_steps "
+                          "> warmup_num_steps (at least 2), got "
+                       << totalNumSteps << " and " << warmupNumSteps;
+  if (cycle) {
+    if (cycleFirstStepSize < 1 || cycleSecondStepSize < 0 || decayStepSize < 0)
+      return emitError() << "lr_schedule one_cycle needs "
+                            "cycle_first_step_size >= 1 and "
+                            "cycle_second_step_size, decay_step_size >= 0";
+    if (!(cycleMaxLr.convertToDouble() > 0.0))
+      return emitError() << "lr_schedule one_cycle needs cycle_max_lr > 0";
+    if (cycleMomentum && !(cycleMaxMom.convertToDouble() < 1.0 &&
+                           cycleMinMom.convertToDouble() < 1.0))
+      return emitError() << "lr_schedule one_cycle momentum must be < 1";
+  }
+  if (range && lrRangeTestStepSize < 1)
+    return emitError() << "lr_schedule lr_range_test_step_size must be >= 1, "
+                          "got "
+                       << lrRangeTestStepSize;
+  return success();
+}
+
 LogicalResult
 OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       OptimizerKind kind, APFloat lrF, APFloat beta1F,
-                      APFloat beta2F, APFloat epsF, APFloat weightDecayF) {
+                      APFloat beta2F, APFloat epsF, APFloat weightDecayF,
+                      bool biasCorrection, LrScheduleAttr schedule) {
   double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
          beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
          weightDecay = weightDecayF.convertToDouble();
@@ -199,6 +303,11 @@ LogicalResult ParamOp::verify() {
       return emitOpError("std must be positive, got ") << s;
   } else if (getStd()) {
     return emitOpError("'std' only applies to the 'normal' initializer");
+  }
+  if (std::optional<APFloat> decay = getWeightDecay()) {
+    double d = decay->convertToDouble();
+    if (!(d >= 0.0) || !std::isfinite(d))
+      return emitOpError("weight_decay must be finite and >= 0, got ") << d;
   }
   if (auto c = getComputeAttr()) {
     Type et = c.getValue();

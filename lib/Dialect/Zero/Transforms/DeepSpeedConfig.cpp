@@ -502,6 +502,9 @@ public:
 
   bool has(StringRef key) const { return obj.get(key) != nullptr; }
 
+  /// The keys of the object, sorted (read each with get).
+  std::vector<StringRef> keys() const { return sortedKeys(obj); }
+
   /// The value at `key`, or null when the key is absent.
   const json::Value *get(StringRef key) {
     seen.insert(key);
@@ -627,6 +630,50 @@ void checkPositive(Section &s, StringRef key, DeepSpeedValue<int64_t> &v,
   }
 }
 
+/// The `scheduler` section: DeepSpeed's type and params, kept as text for
+/// buildLrSchedule (which knows each type's parameters) with their places;
+/// "auto" is resolved against the train step by the pipeline.
+void readScheduler(Section &sch, Position section, DeepSpeedConfig &cfg) {
+  const json::Value *t = sch.get("type");
+  if (!t) {
+    // DeepSpeed would train without a schedule, params or not.
+    sch.get("params");
+    cfg.errors.push_back({section.line, section.column,
+                          "scheduler.type: is missing (DeepSpeed ignores a "
+                          "scheduler without one)"});
+    return;
+  }
+  std::optional<StringRef> type = t->getAsString();
+  if (!type) {
+    sch.error("type", "expected a string, got " + dump(*t));
+    return;
+  }
+  Position at = sch.place("type");
+  cfg.schedulerType = {type->str(), false, at.line, at.column};
+  sch.section("params", [&](Section &p) {
+    for (StringRef key : p.keys()) {
+      const json::Value &v = *p.get(key);
+      at = p.place(key);
+      DeepSpeedValue<std::string> value{std::nullopt, isAutoValue(v), at.line,
+                                        at.column};
+      if (std::optional<StringRef> str = v.getAsString())
+        value.value = str->str();
+      else if (std::optional<bool> b = v.getAsBoolean())
+        value.value = *b ? "true" : "false";
+      else if (v.getAsNumber())
+        value.value = dump(v);
+      if (!value.value) {
+        p.error(key,
+                "expected a number, a string or true/false, got " + dump(v));
+        continue;
+      }
+      if (value.isAuto)
+        value.value.reset();
+      cfg.schedulerParams.push_back({key.str(), std::move(value)});
+    }
+  });
+}
+
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
 /// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
@@ -722,11 +769,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
       // torch.optim.Adam(W) instead of DeepSpeed's fused kernel: the same
       // update.
       p.boolean("torch_adam");
-      // Bias correction is what the fused Adam does; without it is not.
-      DeepSpeedValue<bool> bc = p.boolean("bias_correction");
-      if (bc.value == std::optional<bool>(false))
-        p.error("bias_correction",
-                "false (Adam without bias correction) is not implemented");
+      cfg.biasCorrection = p.boolean("bias_correction");
       p.acceptIfOff("amsgrad");
     });
     if (!type.empty()) {
@@ -748,6 +791,10 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
                           "contiguous_memory_optimization",
                           "synchronize_checkpoint_boundary", "profile"})
       a.acceptIfOff(key);
+  });
+
+  top.section("scheduler", [&, at = top.place("scheduler")](Section &s) {
+    readScheduler(s, at, cfg);
   });
 
   cfg.gradientClipping = top.number("gradient_clipping", true);

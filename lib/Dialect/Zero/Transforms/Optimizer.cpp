@@ -7,6 +7,10 @@
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 
 #include "ScheduleUtils.h"
+#include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/Transforms/LrSchedule.h"
+
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::zero {
 #define GEN_PASS_DEF_ZEROOPTIMIZERPASS
@@ -55,8 +59,55 @@ struct ZeroOptimizerPass
       if (gradientClipping >= 0.0)
         step.setGradientClippingAttr(
             FloatAttr::get(Float64Type::get(&getContext()), gradientClipping));
+      if (failed(applyOptimizerOptions(step)))
+        return signalPassFailure();
       emit(step, *schedule, groups);
     }
+  }
+
+  /// lr-schedule, bias-correction and the weight-decay groups.
+  LogicalResult applyOptimizerOptions(TrainStepOp step) {
+    MLIRContext *ctx = &getContext();
+    auto emitError = [&]() -> InFlightDiagnostic {
+      return mlir::emitError(step.getLoc()) << "zero-optimizer: ";
+    };
+    OptimizerAttr opt = step.getOptimizer();
+    bool bias = opt.getBiasCorrection();
+    if (!biasCorrection.empty()) {
+      if (biasCorrection != "true" && biasCorrection != "false")
+        return emitError() << "bias-correction must be true or false, got '"
+                           << biasCorrection << "'";
+      bias = biasCorrection == "true";
+    }
+    LrScheduleAttr sched = opt.getSchedule();
+    if (lrSchedule == "none") {
+      sched = {};
+    } else if (!lrSchedule.empty()) {
+      sched = parseLrScheduleSpec(ctx, lrSchedule, emitError);
+      if (!sched)
+        return failure();
+    }
+    step.setOptimizerAttr(OptimizerAttr::get(
+        ctx, opt.getKind(), opt.getLr(), opt.getBeta1(), opt.getBeta2(),
+        opt.getEps(), opt.getWeightDecay(), bias, sched));
+
+    if (!noDecayBiasNorm && !noDecayEmbeddings)
+      return success();
+    auto module = step->getParentOfType<ModuleOp>();
+    llvm::StringSet<> tables;
+    if (noDecayEmbeddings)
+      step.walk([&](GetParamOp get) {
+        for (OpOperand &use : get->getUses())
+          if (isa<nn::EmbeddingOp>(use.getOwner()) &&
+              use.getOperandNumber() == 0)
+            tables.insert(get.getParam());
+      });
+    Builder b(ctx);
+    for (ParamOp p : module.getOps<ParamOp>())
+      if ((noDecayBiasNorm && p.getTensorType().getRank() == 1) ||
+          tables.contains(p.getSymName()))
+        p.setWeightDecayAttr(b.getF64FloatAttr(0.0));
+    return success();
   }
 
   void emit(TrainStepOp step, const StepSchedule &schedule,

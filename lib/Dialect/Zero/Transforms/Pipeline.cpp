@@ -19,12 +19,14 @@
 #include "zero/Dialect/Zero/Analysis/Passes.h"
 #include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Dialect/Zero/Transforms/LrSchedule.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 #include "zero/Dialect/Zero/Transforms/Remat.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstdio>
 #include <memory>
 
 using namespace mlir;
@@ -48,6 +50,10 @@ struct PipelineSettings {
   bool rematGiven;
   int64_t rematFirstBlocks;
   std::string memoryBudget, hardware;
+  /// zero-optimizer's settings of #zero.optimizer and the weight-decay
+  /// groups (empty: the train step's).
+  std::string lrSchedule, biasCorrection;
+  bool noDecayBiasNorm, noDecayEmbeddings;
 };
 
 /// What zero-remat recomputes: `layer` on blocks [0, layerBlocks), then
@@ -110,6 +116,10 @@ void addZeroPasses(OpPassManager &pm, const PipelineSettings &s,
 
   ZeroOptimizerPassOptions opt;
   opt.gradientClipping = s.gradientClipping;
+  opt.lrSchedule = s.lrSchedule;
+  opt.biasCorrection = s.biasCorrection;
+  opt.noDecayBiasNorm = s.noDecayBiasNorm;
+  opt.noDecayEmbeddings = s.noDecayEmbeddings;
   pm.addPass(createZeroOptimizerPass(opt));
 }
 
@@ -466,6 +476,9 @@ struct ApplyDeepSpeedConfigPass
       return signalPassFailure();
     if (!steps.empty()) {
       resolveOptimizer(steps.front(), s);
+      if (cfg->schedulerType.value &&
+          !(schedule = resolveSchedule(steps.front())))
+        return signalPassFailure();
       for (TrainStepOp step : steps)
         if (failed(apply(step)))
           return signalPassFailure();
@@ -734,6 +747,58 @@ struct ApplyDeepSpeedConfigPass
     }
   }
 
+  /// The `scheduler` section, "auto" resolved as Hugging Face's integration
+  /// resolves it: warmup_min_lr 0, warmup_max_lr the optimizer's lr (the
+  /// file's, else the train step's) and warmup_num_steps the Trainer's
+  /// default warmup of 0 steps. total_num_steps "auto" is the Trainer's
+  /// number of training steps, which a compiled step cannot know (the
+  /// executable's --steps is chosen when it runs), so it is an error.
+  LrScheduleAttr resolveSchedule(TrainStepOp step) {
+    const DeepSpeedValue<std::string> &type = cfg->schedulerType;
+    std::vector<LrScheduleParam> params;
+    for (const DeepSpeedConfig::SchedulerParam &p : cfg->schedulerParams) {
+      std::string key = "scheduler.params." + p.name;
+      if (!p.value.isAuto) {
+        params.emplace_back(p.name, *p.value.value);
+        continue;
+      }
+      if (p.name == "warmup_min_lr" || p.name == "warmup_num_steps") {
+        params.emplace_back(p.name, "0");
+        resolved(p.value, key, int64_t(0),
+                 p.name == "warmup_min_lr"
+                     ? "as Hugging Face's integration sets it"
+                     : "the Trainer's default warmup_steps");
+      } else if (p.name == "warmup_max_lr") {
+        double lr = cfg->lr.value.value_or(
+            step.getOptimizer().getLr().convertToDouble());
+        params.emplace_back(p.name, formatValue(lr));
+        resolved(p.value, key, lr,
+                 cfg->lr.value ? "optimizer.params.lr"
+                               : "the train step's optimizer lr");
+      } else if (p.name == "total_num_steps") {
+        errorAt(p.value) << key
+                         << ": cannot resolve \"auto\": it is the length of "
+                            "the run, which Hugging Face's Trainer knows and "
+                            "a compiled step does not; give the number of "
+                            "optimizer steps";
+        return {};
+      } else {
+        errorAt(p.value) << key
+                         << ": cannot resolve \"auto\": Hugging Face's "
+                            "integration resolves it only for warmup_min_lr, "
+                            "warmup_max_lr, warmup_num_steps and "
+                            "total_num_steps; give a value";
+        return {};
+      }
+    }
+    return buildLrSchedule(&getContext(), *type.value, params,
+                           [&](int64_t param) -> InFlightDiagnostic {
+                             if (param < 0)
+                               return errorAt(type) << "scheduler: ";
+                             return errorAt(cfg->schedulerParams[param].value);
+                           });
+  }
+
   //===--------------------------------------------------------------------===//
   // The train step's attributes
   //===--------------------------------------------------------------------===//
@@ -763,11 +828,15 @@ struct ApplyDeepSpeedConfigPass
     struct OptParams {
       OptimizerKind kind;
       APFloat lr, beta1, beta2, eps, weightDecay;
-    } o{opt.getKind(),  opt.getLr(),  opt.getBeta1(),
-        opt.getBeta2(), opt.getEps(), opt.getWeightDecay()};
+      bool biasCorrection;
+      LrScheduleAttr schedule;
+    } o{opt.getKind(),           opt.getLr(),      opt.getBeta1(),
+        opt.getBeta2(),          opt.getEps(),     opt.getWeightDecay(),
+        opt.getBiasCorrection(), opt.getSchedule()};
     auto makeOpt = [&](auto emitError, const OptParams &p) {
       return OptimizerAttr::getChecked(emitError, ctx, p.kind, p.lr, p.beta1,
-                                       p.beta2, p.eps, p.weightDecay);
+                                       p.beta2, p.eps, p.weightDecay,
+                                       p.biasCorrection, p.schedule);
     };
     OptParams newOpt = o;
     bool ok = take(cfg->lr, o, newOpt, &OptParams::lr, makeOpt);
@@ -775,6 +844,10 @@ struct ApplyDeepSpeedConfigPass
     ok &= take(cfg->beta2, o, newOpt, &OptParams::beta2, makeOpt);
     ok &= take(cfg->eps, o, newOpt, &OptParams::eps, makeOpt);
     ok &= take(cfg->weightDecay, o, newOpt, &OptParams::weightDecay, makeOpt);
+    ok &= take(cfg->biasCorrection, o, newOpt, &OptParams::biasCorrection,
+               makeOpt);
+    if (schedule)
+      newOpt.schedule = schedule;
 
     PrecisionAttr prec = step.getPrecision();
     struct PrecParams {
@@ -819,6 +892,8 @@ struct ApplyDeepSpeedConfigPass
   ExplicitOptions given;
   /// The precision the file asks for, if any.
   std::optional<PrecisionKind> dtype;
+  /// The file's learning-rate schedule, if it has a `scheduler`.
+  LrScheduleAttr schedule;
 };
 
 /// The explicit option if given, else the config's value, else the default.
@@ -860,6 +935,10 @@ PipelineSettings settingsFor(const ZeroPipelineOptions &o,
       o.remat.hasValue() ? -1 : cfg.rematBlocks.value.value_or(-1);
   s.memoryBudget = o.memoryBudget;
   s.hardware = o.hardware;
+  s.lrSchedule = o.lrSchedule;
+  s.biasCorrection = o.biasCorrection;
+  s.noDecayBiasNorm = o.noDecayBiasNorm;
+  s.noDecayEmbeddings = o.noDecayEmbeddings;
   return s;
 }
 

@@ -97,6 +97,18 @@ def Zero_OptimizerKind : I32EnumAttr<"OptimizerKind", "optimizer", [
   let cppNamespace = "::mlir::zero";
 }
 
+def Zero_LrScheduleKind : I32EnumAttr<"LrScheduleKind", "learning-rate schedule", [
+    I32EnumAttrCase<"warmup_lr", 0>, I32EnumAttrCase<"warmup_decay_lr", 1>,
+    I32EnumAttrCase<"warmup_cosine_lr", 2>, I32EnumAttrCase<"one_cycle", 3>,
+    I32EnumAttrCase<"lr_range_test", 4>]> {
+  let cppNamespace = "::mlir::zero";
+}
+
+def Zero_WarmupType : I32EnumAttr<"WarmupType", "warmup curve", [
+    I32EnumAttrCase<"log", 0>, I32EnumAttrCase<"linear", 1>]> {
+  let cppNamespace = "::mlir::zero";
+}
+
 def Zero_PrecisionKind : I32EnumAttr<"PrecisionKind", "training precision", [
     I32EnumAttrCase<"fp32", 0>, I32EnumAttrCase<"bf16", 1>,
     I32EnumAttrCase<"fp16", 2>]> {
@@ -134,6 +146,53 @@ class Zero_Attr<string name, string attrMnemonic, list<Trait> traits = []>
   let mnemonic = attrMnemonic;
 }
 
+def Zero_LrScheduleAttr : Zero_Attr<"LrSchedule", "lr_schedule"> {
+  let summary = "A DeepSpeed learning-rate schedule over the optimizer steps";
+  let description = [{
+    DeepSpeed's schedulers (`deepspeed.runtime.lr_schedules`) with their
+    parameter names: `warmup_lr` (WarmupLR), `warmup_decay_lr`
+    (WarmupDecayLR), `warmup_cosine_lr` (WarmupCosineLR), `one_cycle`
+    (OneCycle, with its momentum cycle when `cycle_momentum`) and
+    `lr_range_test` (LRRangeTest). Only the parameters of `kind` may differ
+    from their defaults. The fused Adam computes the learning rate (and
+    OneCycle's betas) from its step counter, so the schedule needs neither
+    recompilation nor the host; like DeepSpeed's engine, a skipped step
+    (fp16 overflow) does not advance it. `cycle_second_step_size = 0` means
+    `cycle_first_step_size`, and `warmup_cosine_lr` scales the optimizer's
+    `lr`.
+
+    ```mlir
+    #zero.lr_schedule<kind = warmup_decay_lr, warmup_max_lr = 6.000000e-04, warmup_num_steps = 100, warmup_type = linear, total_num_steps = 1000>
+    ```
+  }];
+  let parameters = (ins
+    "::mlir::zero::LrScheduleKind":$kind,
+    Zero_DefaultDouble<"0.0">:$warmup_min_lr,
+    Zero_DefaultDouble<"0.001">:$warmup_max_lr,
+    DefaultValuedParameter<"int64_t", "1000">:$warmup_num_steps,
+    DefaultValuedParameter<"::mlir::zero::WarmupType",
+                           "::mlir::zero::WarmupType::log">:$warmup_type,
+    DefaultValuedParameter<"int64_t", "0">:$total_num_steps,
+    Zero_DefaultDouble<"0.0">:$warmup_min_ratio,
+    Zero_DefaultDouble<"0.0001">:$cos_min_ratio,
+    Zero_DefaultDouble<"0.0">:$cycle_min_lr,
+    Zero_DefaultDouble<"0.0">:$cycle_max_lr,
+    Zero_DefaultDouble<"0.0">:$decay_lr_rate,
+    DefaultValuedParameter<"int64_t", "2000">:$cycle_first_step_size,
+    DefaultValuedParameter<"int64_t", "0">:$cycle_second_step_size,
+    DefaultValuedParameter<"int64_t", "0">:$decay_step_size,
+    DefaultValuedParameter<"bool", "true">:$cycle_momentum,
+    Zero_DefaultDouble<"0.8">:$cycle_min_mom,
+    Zero_DefaultDouble<"0.9">:$cycle_max_mom,
+    Zero_DefaultDouble<"0.0">:$decay_mom_rate,
+    Zero_DefaultDouble<"0.001">:$lr_range_test_min_lr,
+    DefaultValuedParameter<"int64_t", "2000">:$lr_range_test_step_size,
+    Zero_DefaultDouble<"1.0">:$lr_range_test_step_rate,
+    DefaultValuedParameter<"bool", "false">:$lr_range_test_staircase);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
   let summary = "Adam/AdamW hyper-parameters of a train step";
   let description = [{
@@ -142,7 +201,12 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     ```
     `adam` adds `weight_decay * param` to the gradient (L2, as
     `torch.optim.Adam`); `adamw` decays the parameter directly (decoupled, as
-    `torch.optim.AdamW`). Both use bias correction.
+    `torch.optim.AdamW`). Both use bias correction unless
+    `bias_correction = false` (DeepSpeed's Adam option: the step is `lr`
+    and the denominator `sqrt(exp_avg_sq) + eps`). A `zero.param` with a
+    `weight_decay` of its own uses it instead of `weight_decay`.
+    `schedule` (a `#zero.lr_schedule`) makes the learning rate a function
+    of the optimizer step; without it `lr` is constant.
   }];
   let parameters = (ins
     "::mlir::zero::OptimizerKind":$kind,
@@ -150,9 +214,19 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     Zero_DefaultDouble<"0.9">:$beta1,
     Zero_DefaultDouble<"0.999">:$beta2,
     Zero_DefaultDouble<"1e-8">:$eps,
-    Zero_DefaultDouble<"0.0">:$weight_decay);
+    Zero_DefaultDouble<"0.0">:$weight_decay,
+    DefaultValuedParameter<"bool", "true">:$bias_correction,
+    OptionalParameter<"::mlir::zero::LrScheduleAttr">:$schedule);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "::mlir::zero::OptimizerKind":$kind, "::llvm::APFloat":$lr,
+                     "::llvm::APFloat":$beta1, "::llvm::APFloat":$beta2,
+                     "::llvm::APFloat":$eps, "::llvm::APFloat":$weight_decay), [{
+      return $_get($_ctxt, kind, lr, beta1, beta2, eps, weight_decay, true,
+                   ::mlir::zero::LrScheduleAttr());
+    }]>
+  ];
 }
 
 def Zero_PrecisionAttr : Zero_Attr<"Precision", "precision"> {
@@ -308,20 +382,25 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     initializer (`normal` with `std`, `zeros` or `ones`). Parameters are
     flattened in declaration order by `zero-partition`. `compute` is the
     element type of the copy used by forward and backward (set by
-    `zero-mixed-precision`; absent means the master type).
+    `zero-mixed-precision`; absent means the master type). `weight_decay`
+    is the parameter's own weight decay, which the fused Adam applies to
+    its elements instead of the optimizer's (a weight-decay group: `0.0`
+    for biases and norm weights, as most training scripts do).
 
     ```mlir
     zero.param @transformer.wte.weight : tensor<50257x768xf32> init normal std 2.000000e-02
-    zero.param @transformer.ln_f.bias : tensor<768xf32> init zeros compute bf16
+    zero.param @transformer.ln_f.bias : tensor<768xf32> init zeros weight_decay 0.000000e+00 compute bf16
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Zero_FloatTensor>:$type,
                        Zero_InitKindAttr:$init,
                        OptionalAttr<F64Attr>:$std,
+                       OptionalAttr<F64Attr>:$weight_decay,
                        OptionalAttr<TypeAttr>:$compute);
   let assemblyFormat = [{
-    $sym_name `:` $type `init` `` $init (`std` $std^)? (`compute` $compute^)? attr-dict
+    $sym_name `:` $type `init` `` $init (`std` $std^)?
+    (`weight_decay` $weight_decay^)? (`compute` $compute^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -809,8 +888,10 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     `group`: reads the `grads` (in the compute type), unscales them by
     `loss_scale * divisor` and clips them by the global norm from `stats`
     (`gradient_clipping` of the train step) in registers, and applies
-    Adam/AdamW with bias correction (the train step's `#zero.optimizer`) to
-    the fp32 masters, `exp_avg` and `exp_avg_sq`. With 16-bit compute the
+    Adam/AdamW (the train step's `#zero.optimizer`: bias correction, the
+    learning rate of its schedule at the optimizer step counter, and each
+    parameter's own `weight_decay` on its elements of the shard) to the
+    fp32 masters, `exp_avg` and `exp_avg_sq`. With 16-bit compute the
     masters are the `master` buffer and the updated parameters are written,
     rounded, into `params`; with fp32 compute the masters are the owned part
     of `params`, updated in place. No fp32 gradient buffer exists. The

@@ -325,12 +325,35 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     parameters are their own masters, updated in place). The
     divisor is `world_size * accumulation_steps`. `gradient-clipping` >= 0
     overrides the train step's `gradient_clipping` (0 disables clipping).
+
+    The optimizer settings of `#zero.optimizer` can be set here without a
+    ds_config: `lr-schedule=TYPE[:name=value,...]` with DeepSpeed's
+    scheduler types and parameter names (`WarmupLR`, `WarmupDecayLR`,
+    `WarmupCosineLR`, `OneCycle`, `LRRangeTest`; `none` removes the
+    schedule), `bias-correction=true|false`, and the weight-decay groups:
+    `no-decay-bias-norm` gives every 1-D parameter (biases and norm
+    weights) `weight_decay 0.0`, `no-decay-embeddings` also every table an
+    `nn.embedding` reads.
   }];
   let options = [
     Option<"gradientClipping", "gradient-clipping", "double",
            /*default=*/"-1.0",
            "Global-norm clipping; -1 keeps the train step's value (DeepSpeed: "
            "gradient_clipping)">,
+    Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"",
+           "Learning-rate schedule TYPE[:name=value,...] with DeepSpeed's "
+           "names (scheduler.type and scheduler.params); none removes it; "
+           "empty keeps the train step's">,
+    Option<"biasCorrection", "bias-correction", "std::string",
+           /*default=*/"",
+           "Adam bias correction, true or false; empty keeps the train "
+           "step's (DeepSpeed: optimizer.params.bias_correction)">,
+    Option<"noDecayBiasNorm", "no-decay-bias-norm", "bool",
+           /*default=*/"false",
+           "No weight decay for 1-D parameters (biases, norm weights)">,
+    Option<"noDecayEmbeddings", "no-decay-embeddings", "bool",
+           /*default=*/"false",
+           "No weight decay for the tables nn.embedding reads">,
   ];
 }
 

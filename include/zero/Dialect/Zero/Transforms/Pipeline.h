@@ -110,6 +110,25 @@ struct ZeroPipelineOptions : public PassPipelineOptions<ZeroPipelineOptions> {
       llvm::cl::desc("Cost-model preset by which memory-budget ranks the "
                      "plans that fit"),
       llvm::cl::init("h100-sxm")};
+  Option<std::string> lrSchedule{
+      *this, "lr-schedule",
+      llvm::cl::desc("Learning-rate schedule TYPE[:name=value,...] with "
+                     "DeepSpeed's scheduler names (WarmupLR, WarmupDecayLR, "
+                     "WarmupCosineLR, OneCycle, LRRangeTest; scheduler); "
+                     "none removes it")};
+  Option<std::string> biasCorrection{
+      *this, "bias-correction",
+      llvm::cl::desc("Adam bias correction: true or false "
+                     "(optimizer.params.bias_correction)")};
+  Option<bool> noDecayBiasNorm{
+      *this, "no-decay-bias-norm",
+      llvm::cl::desc("No weight decay for 1-D parameters (biases, norm "
+                     "weights)"),
+      llvm::cl::init(false)};
+  Option<bool> noDecayEmbeddings{
+      *this, "no-decay-embeddings",
+      llvm::cl::desc("No weight decay for embedding tables"),
+      llvm::cl::init(false)};
   Option<bool> verify{
       *this, "verify",
       llvm::cl::desc("Run zero-verify-schedule at the end of the pipeline"),
@@ -157,6 +176,17 @@ struct DeepSpeedConfig {
   DeepSpeedValue<bool> adamW;
   /// betas is one value: both halves are "auto" or neither.
   DeepSpeedValue<double> lr, beta1, beta2, eps, weightDecay, gradientClipping;
+  DeepSpeedValue<bool> biasCorrection;
+  /// The `scheduler` section: its type, and each of its params as text (a
+  /// number as DeepSpeed prints it, true/false or a word; "auto" is
+  /// isAuto), with their places; resolved by the pipeline against the train
+  /// step and read by buildLrSchedule, which knows each type's parameters.
+  DeepSpeedValue<std::string> schedulerType;
+  struct SchedulerParam {
+    std::string name;
+    DeepSpeedValue<std::string> value;
+  };
+  std::vector<SchedulerParam> schedulerParams;
   /// Logging: the progress-line interval and per-step timing.
   DeepSpeedValue<int64_t> stepsPerPrint;
   DeepSpeedValue<bool> wallClockBreakdown;
