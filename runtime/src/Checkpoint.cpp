@@ -55,15 +55,25 @@ json layoutJson(const Manifest &m) {
   return parts;
 }
 
+/// The optimizer settings a resume must share. `param_weight_decay` (the
+/// parameters with a weight decay of their own, by name) is there only for
+/// a model with weight-decay groups.
 json optimizerJson(const Manifest &m) {
-  return {{"kind", m.adamw ? "adamw" : "adam"},
-          {"lr", m.lr},
-          {"beta1", m.beta1},
-          {"beta2", m.beta2},
-          {"eps", m.eps},
-          {"weight_decay", m.weightDecay},
-          {"bias_correction", m.biasCorrection},
-          {"lr_schedule", m.scheduleText.empty() ? "none" : m.scheduleText}};
+  json o = {{"kind", m.adamw ? "adamw" : "adam"},
+            {"lr", m.lr},
+            {"beta1", m.beta1},
+            {"beta2", m.beta2},
+            {"eps", m.eps},
+            {"weight_decay", m.weightDecay},
+            {"bias_correction", m.biasCorrection},
+            {"lr_schedule", m.scheduleText.empty() ? "none" : m.scheduleText}};
+  json groups = json::object();
+  for (const ParamInfo &p : m.params)
+    if (p.weightDecay >= 0)
+      groups[p.name] = p.weightDecay;
+  if (!groups.empty())
+    o["param_weight_decay"] = std::move(groups);
+  return o;
 }
 
 /// The bytes of a saved buffer's section: masters are the padded shard (the
@@ -74,6 +84,35 @@ int64_t sectionBytes(const PartitionInfo &p, BufferKind kind) {
 
 /// A double as the shortest text that reads back as itself.
 std::string numberText(double v) { return json(v).dump(); }
+
+/// How the saved learning-rate schedule `a` differs from this program's
+/// `b` (optimizerJson's texts: "none" or the manifest's schedule object),
+/// naming the kind or the first parameter that differs; empty when equal.
+std::string scheduleDifference(const std::string &a, const std::string &b) {
+  if (a == b)
+    return "";
+  if (a == "none" || b == "none")
+    return a == "none" ? "none, this program's is " +
+                             json::parse(b).at("kind").get<std::string>()
+                       : json::parse(a).at("kind").get<std::string>() +
+                             ", this program has none";
+  json x = json::parse(a), y = json::parse(b);
+  std::string kind = x.at("kind").get<std::string>();
+  if (kind != y.at("kind").get<std::string>())
+    return kind + ", this program's is " + y.at("kind").get<std::string>();
+  for (const auto &[key, value] : x.items()) {
+    const json &mine = y.at(key);
+    auto text = [](const json &v) {
+      return v.is_number_float() ? numberText(v.get<double>()) : v.dump();
+    };
+    if (value.is_number() && mine.is_number()
+            ? value.get<double>() != mine.get<double>()
+            : value != mine)
+      return kind + " with " + key + " " + text(value) +
+             ", this program's has " + key + " " + text(mine);
+  }
+  return kind + ", this program's has other parameters";
+}
 
 } // namespace
 
@@ -479,16 +518,42 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
         {"eps", "eps"},
         {"weight_decay", "weight decay"},
         {"bias_correction", "bias_correction"},
-        {"lr_schedule", "learning-rate schedule"}};
-    // Checkpoints from before schedules and bias_correction had neither.
+        {"lr_schedule", "learning-rate schedule"},
+        {"param_weight_decay", "weight-decay groups"}};
+    // Checkpoints from before schedules and bias_correction had neither,
+    // and a model without weight-decay groups has none.
     json saved = savedOptimizer;
     if (!saved.contains("bias_correction"))
       saved["bias_correction"] = true;
     if (!saved.contains("lr_schedule"))
       saved["lr_schedule"] = "none";
+    for (json *o : {&saved, &mine})
+      if (!o->contains("param_weight_decay"))
+        (*o)["param_weight_decay"] = json::object();
     for (auto [key, what] : kNames) {
       const json &a = saved.at(key);
       const json &b = mine.at(key);
+      if (std::string(key) == "lr_schedule") {
+        std::string diff =
+            scheduleDifference(a.get<std::string>(), b.get<std::string>());
+        if (!diff.empty())
+          fail(where + " was saved with learning-rate schedule " + diff);
+        continue;
+      }
+      if (std::string(key) == "param_weight_decay") {
+        // The first parameter, in the program's order, whose decay differs.
+        auto decay = [](const json &groups, const std::string &name) {
+          return groups.contains(name)
+                     ? numberText(groups.at(name).get<double>())
+                     : std::string("the optimizer's");
+        };
+        for (const ParamInfo &p : m.params)
+          if (decay(a, p.name) != decay(b, p.name))
+            fail(where + " was saved with weight decay " + decay(a, p.name) +
+                 " for parameter '" + p.name + "', this program's is " +
+                 decay(b, p.name) + " (another weight-decay group)");
+        continue;
+      }
       if (a.is_number() && b.is_number() ? a.get<double>() != b.get<double>()
                                          : a != b)
         fail(where + " was saved with " + what + " " +

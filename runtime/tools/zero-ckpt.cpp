@@ -241,6 +241,7 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
     fail(ckpt.where() + " has format 2, which records no parameters; "
                         "reshard it --for the program that resumes it");
   Manifest m;
+  json groups;
   m.stage = stage;
   m.worldSize = world;
   m.computeDtypeName = ckpt.computeDtype;
@@ -257,6 +258,13 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
     m.beta2 = opt.at("beta2").get<double>();
     m.eps = opt.at("eps").get<double>();
     m.weightDecay = opt.at("weight_decay").get<double>();
+    // As checkSameModel compares them; checkpoints from before schedules
+    // have neither.
+    m.biasCorrection = opt.value("bias_correction", true);
+    std::string schedule = opt.value("lr_schedule", std::string("none"));
+    if (schedule != "none")
+      m.scheduleText = schedule;
+    groups = opt.value("param_weight_decay", json::object());
   } catch (const json::exception &e) {
     fail(ckpt.where() + ": malformed checkpoint metadata: " + e.what());
   }
@@ -283,6 +291,8 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
     info.numel = p.numel;
     info.partition = p.group;
     info.offset = p.offset;
+    if (groups.contains(p.name) && groups.at(p.name).is_number())
+      info.weightDecay = groups.at(p.name).get<double>();
     m.partitions[size_t(p.group)].params.push_back(p.name);
     m.params.push_back(info);
   }
