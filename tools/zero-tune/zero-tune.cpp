@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
   if (inputFiles.size() > 1) {
     // `--memory-budget 40 GB` leaves the unit behind as an argument.
     std::string hint;
-    if (parseByteSize("1" + inputFiles[1]))
+    if (isStrayByteUnit(inputFiles[1]))
       hint = " (a memory budget is written without a space, as in 40GB)";
     return fail("one input file expected, got '" + inputFiles[0] + "' and '" +
                 inputFiles[1] + "'" + hint);
