@@ -33,8 +33,9 @@ n(), size(), gib(), mib() and fixed() format numbers.
 
 Outputs of commands that write no file (no -o, or -o /dev/null) are kept in
 the work directory (.report-cache.json), keyed by the command, the tool's
-size and time and the contents of the files it names, so that a second run
-over the same directory (test/Docs runs three) reruns only what changed.
+size and time and the contents of the files it names as whole arguments
+(not inside an option such as config=), so that a second run over the same
+directory (test/Docs runs three) reruns only what changed.
 
 Beyond the rewrite, the check fails when a number in the prose is neither
 generated nor inside a claim, and when the page's table of JSON keys and the
