@@ -13,7 +13,10 @@ so that they span the predicted range (neighbours predicted within a few
 percent of each other rank by noise alone). Each
 one's ds_config is compiled with `zero-compile --config` and trained with
 mpirun (`--threads 1 --log-json`); every configuration runs once per
-round, in an order shuffled anew each round.
+round, in an order shuffled anew each round. A run has --steps steps, or
+more where the set's fastest prediction is short: enough for --work-ms of
+predicted work, the same count for every configuration of the set (an
+equal number of samples for each minimum).
 
 Measured step: the minimum `step_ms` (slowest rank) over the steps after
 the warm-up of every round (min-of-N: other processes on the shared cores
@@ -150,7 +153,11 @@ def main():
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--out", default=os.path.join(HERE, "results", "tune.json"))
-    p.add_argument("--steps", type=int, default=25)
+    p.add_argument("--steps", type=int, default=25,
+                   help="steps per run, at least")
+    p.add_argument("--work-ms", type=float, default=100,
+                   help="predicted milliseconds of steps per run of the "
+                   "set's fastest configuration (more steps, up to 400)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--configs", type=int, default=12,
@@ -214,8 +221,13 @@ def main():
                 configs.append({"model": model, "world": world, "exe": exe,
                                 "tuned": c, "steps": [], "round_min": [],
                                 "round_median": []})
+            fastest = min(c["predicted_step_ms"] for c in chosen)
+            steps = min(400, max(args.steps,
+                                 int(args.work_ms / fastest + 0.999)))
+            for c in configs:
+                c["nsteps"] = steps + args.warmup
             sets.append({"model": model, "world": world, "configs": configs,
-                         "candidates": len(unique)})
+                         "candidates": len(unique), "steps": steps})
     every = [c for s in sets for c in s["configs"]]
     print("compiled %d configurations in %s" % (len(every), work), flush=True)
 
@@ -231,7 +243,7 @@ def main():
             log = "%s-round%d.log.json" % (c["exe"], r)
             cmd = args.mpirun.split() + [
                 "-np", str(c["world"]), c["exe"], "--quiet", "--steps",
-                str(args.steps), "--log-json", log,
+                str(c["nsteps"]), "--log-json", log,
                 "--threads", str(args.threads)] + data[c["model"]]
             e2e.run(cmd, env=env)
             steps = [l["step_ms"] for l in e2e.read_json_lines(log)]
@@ -273,6 +285,7 @@ def main():
         gap = statistics.median(b / a for a, b in zip(gaps, gaps[1:]))
         results.append({"model": s["model"], "world": s["world"],
                         "candidates": s["candidates"], "rows": rows,
+                        "steps": s["steps"],
                         "spearman": spearman(predicted, measured),
                         "spearman_median": spearman(predicted, medians),
                         "predicted_spread": max(predicted) / min(predicted),

@@ -369,13 +369,15 @@ def sec_tune(r):
            "`--remat selective`, `--remat layer`), %d configurations per "
            "model and world size: the tuner's top 3 and others spread over "
            "the order of predicted steps; each compiled from its ds_config "
-           "and trained, `--steps %d --threads %d`, %d rounds in shuffled "
-           "order. Measured: the minimum `step_ms` over the steps after %d "
-           "warm-up steps of every round; the median (over rounds of each "
+           "and trained with `--threads %d`, %d rounds in shuffled order, "
+           "each run at least %d measured steps (the same number for every "
+           "configuration of a set, more where its predictions are short: "
+           "column steps below). Measured: the minimum `step_ms` over the "
+           "steps after %d warm-up steps of every round; the median (over rounds of each "
            "round's median) beside it. Run of %s UTC, %.0f minutes; load "
            "average (1/5/15 min) at the start and after each round: %s." % (
-               doc["budget"], doc["configs"], doc["steps"],
-               doc["threads_per_rank"], doc["rounds"], doc["warmup"],
+               doc["budget"], doc["configs"], doc["threads_per_rank"],
+               doc["rounds"], doc["steps"], doc["warmup"],
                doc["date"], doc["minutes"], "; ".join(loads)), "",
            "| model | ranks | source (tuner's rank) | configuration | peak "
            "bytes | predicted ms | measured ms (min) | median ms | per-round "
@@ -391,17 +393,18 @@ def sec_tune(r):
                 ("**%.2f**" if best else "%.2f") % x["measured_step_ms"],
                 x["median_step_ms"],
                 " ".join("%.1f" % v for v in x["round_min_ms"])))
-    out += ["", "| model | ranks | configurations (of) | predicted max/min | "
+    out += ["", "| model | ranks | configurations (of) | steps | predicted max/min | "
             "median neighbour gap | median round scatter | Spearman (min) | "
             "goal >= 0.8 | Spearman (median) | measured fastest | among the "
             "tuner's top 3 |",
-            "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
     for res in doc["results"]:
         rank = res["measured_best_rank"]
-        out.append("| %s | %d | %d (%d) | %.2f | %.3f | %.2f | %.2f | %s | "
+        out.append("| %s | %d | %d (%d) | %d | %.2f | %.3f | %.2f | %.2f | %s | "
                    "%.2f | %s | %s |" % (
                        res["model"], res["world"], len(res["rows"]),
-                       res["candidates"], res["predicted_spread"],
+                       res["candidates"], res["steps"],
+                       res["predicted_spread"],
                        res["neighbour_gap"], res["round_scatter"],
                        res["spearman"], ok(res["spearman"], 0.8),
                        res["spearman_median"], res["measured_best_source"],
