@@ -24,7 +24,7 @@
 # kernels comm calibrate e2e tune"), BENCH_PARAMS (elements per array of the
 # kernel benchmark, 64M), BENCH_ROUNDS (15), COMM_COUNT (full-array
 # elements of the collective benchmark, 8M), COMM_ROUNDS (40), E2E_ROUNDS
-# (5), E2E_STEPS (40), TUNE_ROUNDS (3), MPIRUN (mpirun --allow-run-as-root --oversubscribe).
+# (5), E2E_STEPS (40), TUNE_ROUNDS (4), MPIRUN (mpirun --allow-run-as-root --oversubscribe).
 # A full run takes about 8 minutes on the 2-core development machine.
 set -euo pipefail
 
@@ -149,7 +149,7 @@ fi
 if want tune; then
   echo "== zero-tune's ranking against measured steps"
   python3 "$here/tune.py" --build "$build" --out "$out/tune.json" \
-    --rounds "${TUNE_ROUNDS:-3}" --mpirun "$mpirun_cmd"
+    --rounds "${TUNE_ROUNDS:-4}" --mpirun "$mpirun_cmd"
 fi
 
 python3 "$here/update_docs.py" --results "$out"

@@ -362,35 +362,53 @@ def sec_tune(r):
     if not doc:
         return None
     m = doc.get("machine", {})
+    loads = ["/".join(l) for l in [doc["loadavg"]] + doc["loadavg_rounds"]]
     out = ["Machine: %s cores, `%s` (lscpu model name)." % (
                m.get("nproc", "?"), m.get("cpu", "unknown")), "",
-           "`zero-tune --hardware cpu --memory-budget %s --top %d`, then "
-           "each ranked configuration compiled from its ds_config and "
-           "trained: `--steps %d --threads %d`, median `step_ms` after %d "
-           "warm-up steps, median over %d rounds (run of %s UTC, load "
-           "average %s at the start)." % (
-               doc["budget"], doc["top"], doc["steps"],
-               doc["threads_per_rank"], doc["warmup"], doc["rounds"],
-               doc["date"], " ".join(doc["loadavg"])), "",
-           "| model | ranks | tuner's rank | configuration | peak bytes | "
-           "predicted ms | measured ms |",
-           "|---|---:|---:|---|---:|---:|---:|"]
+           "`zero-tune --hardware cpu --memory-budget %s` (and for gpt2-tiny "
+           "`--remat selective`, `--remat layer`), %d configurations per "
+           "model and world size: the tuner's top 3 and others spread over "
+           "the order of predicted steps; each compiled from its ds_config "
+           "and trained with `--threads %d`, %d rounds in shuffled order, "
+           "each run at least %d measured steps (the same number for every "
+           "configuration of a set, more where its predictions are short: "
+           "column steps below). Measured: the minimum `step_ms` over the "
+           "steps after %d warm-up steps of every round; the median (over rounds of each "
+           "round's median) beside it. Run of %s UTC, %.0f minutes; load "
+           "average (1/5/15 min) at the start and after each round: %s." % (
+               doc["budget"], doc["configs"], doc["threads_per_rank"],
+               doc["rounds"], doc["steps"], doc["warmup"],
+               doc["date"], doc["minutes"], "; ".join(loads)), "",
+           "| model | ranks | source (tuner's rank) | configuration | peak "
+           "bytes | predicted ms | measured ms (min) | median ms | per-round "
+           "minima ms |",
+           "|---|---:|---|---|---:|---:|---:|---:|---|"]
     for res in doc["results"]:
         fastest = min(x["measured_step_ms"] for x in res["rows"])
         for x in res["rows"]:
             best = x["measured_step_ms"] == fastest
-            out.append("| %s | %d | %d | %s | %d | %.2f | %s |" % (
-                res["model"], res["world"], x["rank"], x["config"],
+            out.append("| %s | %d | %s | %s | %d | %.2f | %s | %.2f | %s |" % (
+                res["model"], res["world"], x["source"], x["config"],
                 x["peak_bytes"], x["predicted_step_ms"],
-                ("**%.2f**" if best else "%.2f") % x["measured_step_ms"]))
-    out += ["", "| model | ranks | configurations | Spearman (predicted, "
-            "measured) | goal >= 0.8 | measured fastest: tuner's rank | "
-            "among the top 3 |", "|---|---:|---:|---:|---|---:|---|"]
+                ("**%.2f**" if best else "%.2f") % x["measured_step_ms"],
+                x["median_step_ms"],
+                " ".join("%.1f" % v for v in x["round_min_ms"])))
+    out += ["", "| model | ranks | configurations (of) | steps | predicted max/min | "
+            "median neighbour gap | median round scatter | Spearman (min) | "
+            "goal >= 0.8 | Spearman (median) | measured fastest | among the "
+            "tuner's top 3 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
     for res in doc["results"]:
-        out.append("| %s | %d | %d | %.2f | %s | %d | %s |" % (
-            res["model"], res["world"], len(res["rows"]), res["spearman"],
-            ok(res["spearman"], 0.8), res["measured_best_rank"],
-            "yes" if res["measured_best_rank"] <= 3 else "**no**"))
+        rank = res["measured_best_rank"]
+        out.append("| %s | %d | %d (%d) | %d | %.2f | %.3f | %.2f | %.2f | %s | "
+                   "%.2f | %s | %s |" % (
+                       res["model"], res["world"], len(res["rows"]),
+                       res["candidates"], res["steps"],
+                       res["predicted_spread"],
+                       res["neighbour_gap"], res["round_scatter"],
+                       res["spearman"], ok(res["spearman"], 0.8),
+                       res["spearman_median"], res["measured_best_source"],
+                       "yes" if rank and rank <= 3 else "**no**"))
     out += ["", "The tuner's own run time (wall clock, this machine) on "
             "Llama-3-70B-shaped steps (`zero-model-gen llama --preset "
             "llama-3-70b --seq S --batch B --dtype bf16`), the budget the "
@@ -401,11 +419,11 @@ def sec_tune(r):
     for l in doc["llama"]:
         if l["best"]:
             b = l["best"]
-            what = ("stage %d, accumulation %d, peak %.1f GiB, predicted "
-                    "step %.0f ms" % (b["stage"],
-                                      b["gradient_accumulation_steps"],
-                                      b["peak_bytes"] / 2**30,
-                                      b["predicted_step_ms"]))
+            what = ("stage %d, accumulation %d, remat %s, peak %.1f GiB, "
+                    "predicted step %.0f ms" % (
+                        b["stage"], b["gradient_accumulation_steps"],
+                        b.get("remat", "none"), b["peak_bytes"] / 2**30,
+                        b["predicted_step_ms"]))
         else:
             m = re.search(r"smallest peak found, (.*), is (\d+) bytes.*"
                           r"largest item is (\w+): (\d+) bytes",

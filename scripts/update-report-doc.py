@@ -14,7 +14,9 @@ Markdown does not render:
   <!-- /report:output -->
 
   <!-- report:data NAME: CMD -->     CMD run for its numbers only; commands
-                                     may be chained with &&
+                                     may be chained with &&, and a command
+                                     prefixed with `not` must fail (its
+                                     output is then its stderr)
 
   <!--=EXPR-->TEXT<!--/-->           inline: TEXT is rewritten as EXPR's value
   <!--?EXPR-->TEXT<!--/-->           inline: TEXT is a claim that EXPR must
@@ -23,9 +25,17 @@ Markdown does not render:
 
 EXPR is a Python expression over the runs by NAME: `stage2_8.peak_bytes`
 reads the JSON report of the same command with format=json, `.row('Adam m')`
-a byte count from the text table, `.text` the whole output; `gen` holds the
-options of the page's zero-model-gen command, `runs` every output and data
-run, and n(), size(), gib(), mib() and fixed() format numbers.
+a byte count from the text table, `.text` the whole output; a zero-tune run
+with `--format json` is its list of candidates (`fit[0].remat`), and
+missed(run) reads a failed zero-tune's closest plan; `gen` holds the options
+of the page's zero-model-gen command, `runs` every zero-report run, and
+n(), size(), gib(), mib() and fixed() format numbers.
+
+Outputs of commands that write no file (no -o, or -o /dev/null) are kept in
+the work directory (.report-cache.json), keyed by the command, the tool's
+size and time and the contents of the files it names as whole arguments
+(not inside an option such as config=), so that a second run over the same
+directory (test/Docs runs three) reruns only what changed.
 
 Beyond the rewrite, the check fails when a number in the prose is neither
 generated nor inside a claim, and when the page's table of JSON keys and the
@@ -35,6 +45,7 @@ keys of the JSON report differ.
 import argparse
 import difflib
 import fractions
+import hashlib
 import json
 import os
 import re
@@ -95,9 +106,19 @@ class Run:
         self.name, self.cmd, self.text, self.json = name, cmd, text, data
 
     def __getattr__(self, key):
-        if key.startswith("__") or self.json is None:
+        if key.startswith("__") or not isinstance(self.json, dict):
             raise AttributeError(key)
         return getattr(self.json, key)
+
+    # A JSON array (zero-tune's candidates) reads as a list.
+    def __getitem__(self, i):
+        return self.json[i]
+
+    def __iter__(self):
+        return iter(self.json)
+
+    def __len__(self):
+        return len(self.json)
 
     def row(self, label):
         """Bytes of the text table's row whose label starts with `label`."""
@@ -128,6 +149,12 @@ class Run:
 class Runner:
     def __init__(self, tools, workdir):
         self.tools, self.workdir, self.done = tools, workdir, {}
+        self.cache_path = os.path.join(workdir, ".report-cache.json")
+        try:
+            with open(self.cache_path) as f:
+                self.cache = json.load(f)
+        except (OSError, ValueError):
+            self.cache = {}
 
     def argv(self, words):
         tool = os.path.join(self.tools, words[0])
@@ -135,15 +162,44 @@ class Runner:
             raise Failure("'%s' is not a tool in %s" % (words[0], self.tools))
         return [tool] + words[1:]
 
+    def cache_key(self, argv):
+        """The command, the tool's size and time and the contents of the
+        files it reads (rewritten by every run), or None for a command that
+        writes a file."""
+        if "-o" in argv and argv[argv.index("-o") + 1:][:1] != ["/dev/null"]:
+            return None
+        st = os.stat(argv[0])
+        stats = [st.st_size, st.st_mtime_ns]
+        for w in argv[1:]:
+            path = os.path.join(self.workdir, w)
+            if os.path.isfile(path):
+                with open(path, "rb") as f:
+                    stats.append([w, hashlib.sha1(f.read()).hexdigest()])
+        return json.dumps([argv, stats])
+
     def __call__(self, words):
         key = tuple(words)
         if key not in self.done:
-            p = subprocess.run(self.argv(words), cwd=self.workdir,
-                               capture_output=True, text=True)
-            if p.returncode != 0:
+            # `not CMD`: CMD must fail; its messages are its output.
+            negate = words[0] == "not"
+            argv = self.argv(words[1:] if negate else words)
+            ckey = self.cache_key(argv)
+            if ckey is not None and ckey in self.cache:
+                self.done[key] = self.cache[ckey]
+                return self.done[key]
+            p = subprocess.run(argv, cwd=self.workdir, capture_output=True,
+                               text=True)
+            if negate and p.returncode == 0:
+                raise Failure("'%s' succeeded; it should fail" %
+                              shlex.join(words[1:]))
+            if not negate and p.returncode != 0:
                 raise Failure("'%s' failed (exit %d):\n%s" % (
                     shlex.join(words), p.returncode, p.stderr))
-            self.done[key] = p.stdout
+            self.done[key] = p.stderr if negate else p.stdout
+            if ckey is not None:
+                self.cache[ckey] = self.done[key]
+                with open(self.cache_path, "w") as f:
+                    json.dump(self.cache, f)
         return self.done[key]
 
     def chain(self, cmd):
@@ -163,6 +219,9 @@ class Runner:
             else -1
         tail = words[last + 1:]
         data = None
+        if "--format=json" in tail or any(
+                a == "--format" and b == "json" for a, b in zip(tail, tail[1:])):
+            data = json.loads(text, object_hook=Obj)
         for i, w in enumerate(tail):
             if w.startswith("--zero-report=") and "format=text" in w:
                 tail = tail[:i] + [w.replace("format=text", "format=json")] + \
@@ -201,6 +260,20 @@ def size(b, digits=2):
     return gib(b, digits) if b >= 2**30 else mib(b, digits)
 
 
+def missed(run):
+    """The closest plan of a zero-tune run that found none within the
+    budget: its configuration, peak and bytes over, and its largest item."""
+    m = re.search(r"the smallest peak found, (.*?), is (\d+) bytes \([^)]*\), "
+                  r"(\d+) bytes \([^)]*\) over; its largest item is (\w+): "
+                  r"(\d+) bytes", run.text)
+    if not m:
+        raise Failure("%s: no 'smallest peak found' in the output of %s" %
+                      (run.name, run.cmd))
+    return Obj(config=m.group(1), peak_bytes=int(m.group(2)),
+               over_bytes=int(m.group(3)), largest_item=m.group(4),
+               largest_bytes=int(m.group(5)))
+
+
 def verdict(run):
     """The fit verdict of a run, short enough for a table cell."""
     fit = run.fit
@@ -213,7 +286,7 @@ def expand(text, runner):
     """The page with its outputs and values regenerated, and the list of
     problems only the prose can fix."""
     env = {"__builtins__": {}, "n": n, "fixed": fixed, "gib": gib, "mib": mib,
-           "size": size, "verdict": verdict, "all": all, "any": any, "min": min, "max": max,
+           "size": size, "verdict": verdict, "missed": missed, "all": all, "any": any, "min": min, "max": max,
            "abs": abs, "round": round, "int": int, "len": len, "sum": sum}
     runs, problems = [], []
     pieces, last = [], 0
@@ -240,7 +313,8 @@ def expand(text, runner):
     for m in DATA.finditer(text):
         env[m.group(1)] = runner.report(m.group(1), m.group(2))
         runs.append(env[m.group(1)])
-    env["runs"] = runs
+    # The zero-report runs (zero-tune's are lists of candidates).
+    env["runs"] = [r for r in runs if isinstance(r.json, dict)]
 
     def value(m):
         kind, expr, old = m.groups()
@@ -273,7 +347,8 @@ def expand(text, runner):
         problems.append("%s: a marker without its <!--/-->" %
                         where(text, m.start()))
     problems += unchecked_numbers(text)
-    problems += key_table(text, [r.json for r in runs if r.json is not None])
+    problems += key_table(text, [r.json for r in runs
+                                 if isinstance(r.json, dict)])
     return text, problems
 
 

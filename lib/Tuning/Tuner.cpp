@@ -11,18 +11,25 @@
 //  2. Each stage's model states are read off zero-partition alone; a stage
 //     whose states exceed the budget is skipped whole.
 //  3. Every (stage, accumulation) group is evaluated once at its base
-//     configuration (DeepSpeed's defaults, buckets capped at the model).
-//     Two bounds hold for every configuration of the group, since the knobs
-//     only move communication: the peak is at least the persistent buffers
-//     plus the activations at their peak (the same values live over the
-//     same compute ops), and the step at least the compute stream's kernels
-//     other than the completions of collectives.
+//     configuration (no recomputation, DeepSpeed's defaults, buckets capped
+//     at the model). Two bounds hold for every configuration of a (stage,
+//     accumulation, remat) group, since the knobs only move communication:
+//     the peak is at least the persistent buffers plus the activations at
+//     their peak (the same values live over the same compute ops), and the
+//     step at least the compute stream's kernels other than the completions
+//     of collectives.
 //  4. Groups are searched in the order of their time bound: a group whose
 //     memory bound exceeds the budget, or whose time bound is no faster than
 //     the `top`-th configuration found so far, is pruned; the others descend
 //     coordinate-wise over their knobs (bucket sizes, overlap, and at stage 3
 //     the prefetch window, the live parameters and the persistence
 //     threshold), each value tried with the others held, twice over.
+//  5. Recomputation (zero-remat on every block, selective then layer) comes
+//     after a group's remat=none: it only adds kernels, so the time bound of
+//     none bounds it too, and a remat group is evaluated only when that
+//     bound is faster than the group's best so far and the `top`-th; then
+//     its own bounds (its activations, its recompute) prune it or it
+//     descends like the others.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +40,7 @@
 #include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
+#include "zero/Dialect/Zero/Transforms/Remat.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
@@ -48,8 +56,28 @@
 using namespace mlir;
 using namespace mlir::zero;
 
+StringRef mlir::zero::getTuneRematName(TuneRemat r) {
+  switch (r) {
+  case TuneRemat::none:
+    return "none";
+  case TuneRemat::selective:
+    return "selective";
+  case TuneRemat::layer:
+    return "layer";
+  }
+  llvm_unreachable("unknown remat policy");
+}
+
+std::optional<TuneRemat> mlir::zero::parseTuneRemat(StringRef name) {
+  for (TuneRemat r : {TuneRemat::none, TuneRemat::selective, TuneRemat::layer})
+    if (name == getTuneRematName(r))
+      return r;
+  return std::nullopt;
+}
+
 void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.stage = stage;
+  o.remat = getTuneRematName(remat).str();
   o.gradientAccumulationSteps = accumulationSteps;
   o.reduceBucketSize = reduceBucketSize;
   o.overlapComm = overlapComm;
@@ -131,6 +159,9 @@ private:
   void descend(const TuneConfig &base);
   /// The step of the `top`-th fastest group so far, or infinity.
   double getPruneMs() const;
+  /// The step a configuration of `config`'s group must beat to matter: the
+  /// group's fastest so far, and the `top`-th fastest group's.
+  double getBoundMs(const TuneConfig &config) const;
 
   ModuleOp front;
   MLIRContext *ctx;
@@ -215,6 +246,7 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
     c.persistentBytes = plan->persistentBytes;
     c.predictedStepMs = report->predictedStepMs;
     c.exposedCommMs = report->exposedCommMs;
+    c.recomputeMs = report->recomputeMs;
     c.tokensPerSecond =
         report->predictedStepMs > 0
             ? result.tokensPerStep * 1e3 / report->predictedStepMs
@@ -252,6 +284,12 @@ double Tuner::getPruneMs() const {
     ms.push_back(best);
   std::nth_element(ms.begin(), ms.begin() + (options.top - 1), ms.end());
   return ms[options.top - 1];
+}
+
+double Tuner::getBoundMs(const TuneConfig &config) const {
+  double ms = getPruneMs();
+  auto it = groupBestMs.find(groupOf(config));
+  return it == groupBestMs.end() ? ms : std::min(ms, it->second);
 }
 
 std::vector<Knob> Tuner::getKnobs(const TuneConfig &base,
@@ -332,6 +370,20 @@ void Tuner::descend(const TuneConfig &base) {
 LogicalResult Tuner::run() {
   TrainStepOp step = *front.getOps<TrainStepOp>().begin();
   int64_t perRank = result.globalBatch / options.worldSize;
+  // Recomputation needs transformer blocks (an MLP has none).
+  bool hasBlocks = !getRematBlocks(step).empty();
+  SmallVector<TuneRemat> remats = {TuneRemat::none};
+  if (options.remat)
+    remats = {*options.remat};
+  else if (hasBlocks)
+    remats.append({TuneRemat::selective, TuneRemat::layer});
+  if (remats.front() != TuneRemat::none && !hasBlocks)
+    return step.emitError("zero-tune: remat ")
+           << getTuneRematName(remats.front())
+           << " recomputes transformer blocks, and train step @"
+           << step.getSymName()
+           << " has none (no parameter group named like transformer.h.N)";
+  int64_t numRemats = remats.size();
 
   // Stages whose model states fit; the padded parameter count caps the
   // buckets (one bucket holds the whole model).
@@ -354,14 +406,15 @@ LogicalResult Tuner::run() {
     for (int64_t k = 1; k <= std::min(perRank, kMaxAccumulationSteps); ++k) {
       if (perRank % k != 0)
         continue;
-      ++result.groups;
+      result.groups += numRemats;
       if (bytes > options.memoryBudget) {
-        ++result.prunedByModelStates;
+        result.prunedByModelStates += numRemats;
         continue;
       }
       TuneConfig base;
       base.stage = stage;
       base.accumulationSteps = k;
+      base.remat = remats.front();
       base.reduceBucketSize =
           std::min(base.reduceBucketSize, roundUpNice(double(padded)));
       if (stage == 1 || stage == 2)
@@ -383,12 +436,29 @@ LogicalResult Tuner::run() {
   for (const Group &g : groups) {
     if (!g.eval->ok())
       continue;
-    if (g.eval->memoryBound > options.memoryBudget ||
-        g.eval->computeBoundMs >= getPruneMs()) {
-      ++result.prunedByBounds;
-      continue;
+    for (int64_t i = 0; i < numRemats; ++i) {
+      TuneConfig base = g.base;
+      base.remat = remats[i];
+      const Evaluation *e = g.eval;
+      if (i > 0) {
+        // Recomputation only adds kernels to the compute stream: the bound
+        // of the first policy (none) holds for the others, before
+        // evaluating them.
+        if (g.eval->computeBoundMs >= getBoundMs(base)) {
+          result.prunedByBounds += numRemats - i;
+          break;
+        }
+        e = &evaluate(base);
+        if (!e->ok())
+          continue;
+      }
+      if (e->memoryBound > options.memoryBudget ||
+          e->computeBoundMs >= getBoundMs(base)) {
+        ++result.prunedByBounds;
+        continue;
+      }
+      descend(base);
     }
-    descend(g.base);
   }
 
   // The best configuration of each group, and the smallest peak.
@@ -471,6 +541,18 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
 llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
                                                 int64_t globalBatch,
                                                 int64_t worldSize) {
+  llvm::json::Object config{
+      {"train_batch_size", globalBatch},
+      {"train_micro_batch_size_per_gpu",
+       globalBatch / (worldSize * c.accumulationSteps)},
+      {"gradient_accumulation_steps", c.accumulationSteps},
+  };
+  // DeepSpeed's section, every block (no number_checkpoints), with the
+  // granularity Megatron-LM calls --recompute-granularity full|selective.
+  if (c.remat != TuneRemat::none)
+    config["activation_checkpointing"] = llvm::json::Object{
+        {"recompute_granularity",
+         c.remat == TuneRemat::layer ? "full" : "selective"}};
   llvm::json::Object zero{
       {"stage", c.stage},
       {"reduce_bucket_size", c.reduceBucketSize},
@@ -485,11 +567,6 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
     zero["stage3_max_live_parameters"] = c.maxLiveParameters;
     zero["stage3_param_persistence_threshold"] = c.paramPersistenceThreshold;
   }
-  return llvm::json::Object{
-      {"train_batch_size", globalBatch},
-      {"train_micro_batch_size_per_gpu",
-       globalBatch / (worldSize * c.accumulationSteps)},
-      {"gradient_accumulation_steps", c.accumulationSteps},
-      {"zero_optimization", std::move(zero)},
-  };
+  config["zero_optimization"] = std::move(zero);
+  return config;
 }

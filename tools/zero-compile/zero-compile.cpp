@@ -18,6 +18,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/Transforms/Pipeline.h"
 #include "zero/InitAll.h"
 #include "zero/Support/Nesting.h"
@@ -75,6 +76,7 @@ int main(int argc, char **argv) {
   // Split the command line: zero-compile's flags and the input go to
   // cl::ParseCommandLineOptions, the rest becomes the pipeline's options.
   std::vector<const char *> own = {argv[0]};
+  std::vector<StringRef> positional;
   std::string pipelineOptions;
   bool help = false;
   llvm::StringSet<> ownSet;
@@ -84,6 +86,7 @@ int main(int argc, char **argv) {
     StringRef arg = argv[i];
     if (!arg.starts_with("-") || arg == "-") {
       own.push_back(argv[i]);
+      positional.push_back(arg);
       continue;
     }
     StringRef body = arg.ltrim('-');
@@ -106,8 +109,21 @@ int main(int argc, char **argv) {
         return fail("option --" + name + " needs a value");
       value = argv[++i];
     }
-    pipelineOptions += (pipelineOptions.empty() ? "" : " ") + name.str() +
-                       "=" + value.str();
+    // A value with a space is quoted, so that the pipeline's own check
+    // (memory-budget='40 GB') reports it rather than the option parser.
+    std::string quoted = value.str();
+    if (value.find_first_of(" \t") != StringRef::npos)
+      quoted = value.contains('\'') ? "\"" + quoted + "\"" : "'" + quoted + "'";
+    pipelineOptions +=
+        (pipelineOptions.empty() ? "" : " ") + name.str() + "=" + quoted;
+  }
+  if (positional.size() > 1) {
+    // `--memory-budget 40 GB` leaves the unit behind as an argument.
+    std::string hint;
+    if (mlir::zero::isStrayByteUnit(positional[1]))
+      hint = " (a memory budget is written without a space, as in 40GB)";
+    return fail("one input file expected, got '" + positional[0] + "' and '" +
+                positional[1] + "'" + hint);
   }
   cl::HideUnrelatedOptions(compileCat);
   cl::ParseCommandLineOptions(

@@ -2,8 +2,9 @@
 //
 // Part of the zero-mlir project.
 //
-// Searches stage x accumulation (at the model's global batch) x bucket
-// sizes x overlap x the stage-3 prefetch, live and persistence thresholds
+// Searches stage x accumulation (at the model's global batch) x remat
+// policy x bucket sizes x overlap x the stage-3 prefetch, live and
+// persistence thresholds
 // with the memory planner and the cost model (lib/Tuning), prints the
 // fastest configurations that fit the budget, and writes the best as a
 // DeepSpeed ds_config.json that `zero-compile --config` compiles to the same
@@ -54,6 +55,12 @@ static cl::opt<std::string> memoryBudget(
              "MiB, GiB, TiB or decimal KB, MB, GB, TB, without a space "
              "(e.g. 40GiB); default: the preset's device memory"),
     cl::cat(tuneCat));
+static cl::opt<std::string>
+    remat("remat",
+          cl::desc("Activation recomputation on every transformer block: "
+                   "auto (default: none, selective and layer are searched), "
+                   "or only none, selective or layer"),
+          cl::init("auto"), cl::cat(tuneCat));
 static cl::opt<int64_t>
     top("top",
         cl::desc("How many (stage, accumulation) groups to rank, each by its "
@@ -83,10 +90,10 @@ static std::string bytesText(int64_t bytes) {
 /// The configuration in words, for messages.
 static std::string describe(const TuneConfig &c) {
   std::string s =
-      formatv("stage {0}, {1} accumulation step{2}, reduce "
-              "bucket {3}, overlap_comm {4}",
+      formatv("stage {0}, {1} accumulation step{2}, remat {3}, reduce "
+              "bucket {4}, overlap_comm {5}",
               c.stage, c.accumulationSteps, c.accumulationSteps == 1 ? "" : "s",
-              c.reduceBucketSize, c.overlapComm)
+              getTuneRematName(c.remat), c.reduceBucketSize, c.overlapComm)
           .str();
   if (c.stage == 1 || c.stage == 2)
     s += formatv(", all-gather bucket {0}", c.allgatherBucketSize).str();
@@ -109,6 +116,8 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
       {"persistent_bytes", c.persistentBytes},
       {"predicted_step_ms", c.predictedStepMs},
       {"exposed_comm_ms", c.exposedCommMs},
+      {"remat", getTuneRematName(c.config.remat)},
+      {"recompute_ms", c.recomputeMs},
       {"tokens_per_second", c.tokensPerSecond},
       {"largest_item", json::Object{{"name", c.fit.largestItem},
                                     {"bytes", c.fit.largestItemBytes}}},
@@ -117,11 +126,11 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
 }
 
 static void printTable(const TuneResult &r, raw_ostream &os) {
-  os << format("%4s %5s %5s %5s %12s %7s %12s %12s %12s %11s %16s %10s "
+  os << format("%4s %5s %5s %5s %9s %12s %7s %12s %12s %12s %11s %16s %10s "
                "%11s %12s %11s\n",
-               "rank", "stage", "accum", "micro", "reduce_bkt", "overlap",
-               "allgather", "prefetch", "max_live", "persistence", "peak_bytes",
-               "peak", "step_ms", "tokens/s", "exposed_ms");
+               "rank", "stage", "accum", "micro", "remat", "reduce_bkt",
+               "overlap", "allgather", "prefetch", "max_live", "persistence",
+               "peak_bytes", "peak", "step_ms", "tokens/s", "exposed_ms");
   auto knob = [](bool used, int64_t v) {
     return used ? std::to_string(v) : std::string("-");
   };
@@ -129,12 +138,13 @@ static void printTable(const TuneResult &r, raw_ostream &os) {
   for (const TuneCandidate &c : r.ranked) {
     const TuneConfig &k = c.config;
     bool gathers = k.stage == 1 || k.stage == 2, stage3 = k.stage == 3;
-    os << format("%4lld %5lld %5lld %5lld %12lld %7s %12s %12s %12s %11s "
+    os << format("%4lld %5lld %5lld %5lld %9s %12lld %7s %12s %12s %12s %11s "
                  "%16lld %10s %11.3f %12.0f %11.3f\n",
                  static_cast<long long>(++rank),
                  static_cast<long long>(k.stage),
                  static_cast<long long>(k.accumulationSteps),
                  static_cast<long long>(c.microBatch),
+                 getTuneRematName(k.remat).str().c_str(),
                  static_cast<long long>(k.reduceBucketSize),
                  k.overlapComm ? "yes" : "no",
                  knob(gathers, k.allgatherBucketSize).c_str(),
@@ -155,7 +165,8 @@ int main(int argc, char **argv) {
       "zero-tune: the ZeRO configuration that fits a memory budget and runs "
       "fastest, by the memory planner and the cost model\n\n"
       "  zero-tune model.mlir --world-size N --hardware PRESET "
-      "[--memory-budget B] [--top K] [--format text|json] [-o best.json]\n");
+      "[--memory-budget B] [--remat auto|none|selective|layer] [--top K] "
+      "[--format text|json] [-o best.json]\n");
 
   if (inputFiles.empty())
     return fail("no input file (zero-tune model.mlir --world-size N "
@@ -163,7 +174,7 @@ int main(int argc, char **argv) {
   if (inputFiles.size() > 1) {
     // `--memory-budget 40 GB` leaves the unit behind as an argument.
     std::string hint;
-    if (parseByteSize("1" + inputFiles[1]))
+    if (isStrayByteUnit(inputFiles[1]))
       hint = " (a memory budget is written without a space, as in 40GB)";
     return fail("one input file expected, got '" + inputFiles[0] + "' and '" +
                 inputFiles[1] + "'" + hint);
@@ -190,6 +201,13 @@ int main(int argc, char **argv) {
   } else if (budget == 0) {
     return fail("--memory-budget is required with the " + hw->name +
                 " preset, which has no device memory");
+  }
+  std::optional<TuneRemat> rematPolicy;
+  if (remat != "auto") {
+    rematPolicy = parseTuneRemat(remat);
+    if (!rematPolicy)
+      return fail("--remat must be auto, none, selective or layer, got '" +
+                  remat + "'");
   }
   if (top < 1)
     return fail("--top must be >= 1, got " + Twine(top));
@@ -220,6 +238,7 @@ int main(int argc, char **argv) {
   options.hardware = hw;
   options.memoryBudget = budget;
   options.top = top;
+  options.remat = rematPolicy;
   auto start = std::chrono::steady_clock::now();
   mlir::FailureOr<TuneResult> result = tuneTrainStep(*module, options);
   if (failed(result))
@@ -230,8 +249,8 @@ int main(int argc, char **argv) {
 
   std::string summary =
       formatv("searched {0} configurations in {1} groups (stage x "
-              "accumulation): {2} skipped by their model states, {3} pruned "
-              "by bounds; {4:f2} s",
+              "accumulation x remat): {2} skipped by their model states, {3} "
+              "pruned by bounds; {4:f2} s",
               result->evaluated, result->groups, result->prunedByModelStates,
               result->prunedByBounds, seconds)
           .str();

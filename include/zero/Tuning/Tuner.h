@@ -6,9 +6,10 @@
 // differentiated and cast to its compute precision once; each candidate
 // configuration runs the rest of zero-pipeline on a clone, and the memory
 // planner and the cost model judge it. Bounds prune: a stage whose model
-// states exceed the budget is never scheduled, and a (stage, accumulation)
-// group whose activations cannot fit, or whose compute alone is slower than
-// the configurations already found, is not searched further.
+// states exceed the budget is never scheduled, and a (stage, accumulation,
+// remat) group whose activations cannot fit, or whose compute alone
+// (recomputation included) is slower than the configurations already found,
+// is not searched further.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +30,16 @@
 
 namespace mlir::zero {
 
+/// zero-remat's policies on every transformer block, cheapest first: what
+/// zero-tune searches (remat=auto's finer mixes are the memory-budget
+/// search's, which a configuration of the tuner does not need).
+enum class TuneRemat { none, selective, layer };
+
+/// The zero-pipeline `remat` value of `r`.
+llvm::StringRef getTuneRematName(TuneRemat r);
+/// The policy named `name` (none, selective or layer), if any.
+std::optional<TuneRemat> parseTuneRemat(llvm::StringRef name);
+
 /// The zero-pipeline options zero-tune searches; the others keep their
 /// defaults. Fields a stage does not use hold their defaults.
 struct TuneConfig {
@@ -43,12 +54,14 @@ struct TuneConfig {
   int64_t prefetchBucketSize = 50000000;
   int64_t maxLiveParameters = 1000000000;
   int64_t paramPersistenceThreshold = 100000;
+  /// Activation recomputation on every block.
+  TuneRemat remat = TuneRemat::none;
 
   /// Sets the corresponding options (not the world size).
   void applyTo(ZeroPipelineOptions &options) const;
 
   auto key() const {
-    return std::make_tuple(stage, accumulationSteps, reduceBucketSize,
+    return std::make_tuple(stage, accumulationSteps, remat, reduceBucketSize,
                            overlapComm, allgatherBucketSize, prefetchBucketSize,
                            maxLiveParameters, paramPersistenceThreshold);
   }
@@ -66,6 +79,8 @@ struct TuneCandidate {
   int64_t persistentBytes = 0;
   double predictedStepMs = 0;
   double exposedCommMs = 0;
+  /// The part of the step spent recomputing activations (zero-remat).
+  double recomputeMs = 0;
   /// Tokens (positions of the loss) per second over the world.
   double tokensPerSecond = 0;
   bool fits = false;
@@ -79,11 +94,14 @@ struct TuneOptions {
   int64_t memoryBudget = 0;
   /// How many groups to rank; the bounds prune against the slowest of them.
   int64_t top = 10;
+  /// The one recomputation policy to consider; unset: every policy.
+  std::optional<TuneRemat> remat;
 };
 
 struct TuneResult {
   /// The best fitting configuration of each (stage, accumulation) group,
-  /// fastest first (ties: smaller peak), at most `top` of them.
+  /// whichever its remat policy, fastest first (ties: smaller peak), at most
+  /// `top` of them.
   std::vector<TuneCandidate> ranked;
   /// When nothing fits: the configuration with the smallest peak found.
   std::optional<TuneCandidate> closest;
@@ -95,9 +113,9 @@ struct TuneResult {
   /// buffers), and its stage.
   int64_t minModelStateBytes = 0;
   int64_t minModelStateStage = 0;
-  /// Configurations planned and costed; (stage, accumulation) groups, those
-  /// skipped because the stage's model states exceed the budget and those
-  /// pruned by a memory or time bound.
+  /// Configurations planned and costed; (stage, accumulation, remat)
+  /// groups, those skipped because the stage's model states exceed the
+  /// budget and those pruned by a memory or time bound.
   int64_t evaluated = 0;
   int64_t groups = 0;
   int64_t prunedByModelStates = 0;

@@ -1,13 +1,15 @@
 """Checks zero-tune's JSON ranking against the compiler run by hand.
 
   check_tune.py TOOLS_DIR MODEL WORLD_SIZE HARDWARE BUDGET_BYTES TUNE.json
+                [REMATS]
 
 - the candidates are ranked 1..n, fastest first, each within the budget;
 - every candidate's ds_config, given to zero-opt's zero-pipeline with the
   world size, plans and costs exactly as zero-tune printed (peak_bytes,
   predicted_step_ms, exposed_comm_ms);
 - no configuration of the search space at DeepSpeed's default knobs (every
-  stage and accumulation, the pipeline's defaults otherwise) that fits the
+  stage and accumulation, and every remat policy of the comma-separated
+  REMATS, default none; the pipeline's defaults otherwise) that fits the
   budget is faster than the winner.
 
 Prints one line per check group so that FileCheck sees them.
@@ -20,6 +22,7 @@ import sys
 import tempfile
 
 tools, model, world, hardware, budget, tuned = sys.argv[1:7]
+remats = sys.argv[7].split(",") if len(sys.argv) > 7 else ["none"]
 world, budget = int(world), int(budget)
 zero_opt = os.path.join(tools, "zero-opt")
 ranked = json.load(open(tuned))
@@ -40,6 +43,10 @@ assert times == sorted(times), "not fastest first: %s" % times
 for c in ranked:
     assert c["peak_bytes"] <= budget, c
     assert c["ds_config"]["zero_optimization"]["stage"] == c["stage"]
+    granularity = c["ds_config"].get("activation_checkpointing", {}).get(
+        "recompute_granularity")
+    assert granularity == {"none": None, "selective": "selective",
+                           "layer": "full"}[c["remat"]], c
 print("ranked %d candidates, fastest first, within the budget" % len(ranked))
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -48,7 +55,10 @@ with tempfile.TemporaryDirectory() as tmp:
         with open(path, "w") as f:
             json.dump(c["ds_config"], f)
         r = report("config=%s world-size=%d" % (path, world))
-        for key in ("peak_bytes", "predicted_step_ms", "exposed_comm_ms"):
+        # zero-report leaves out a recompute time of 0.
+        r.setdefault("recompute_ms", 0)
+        for key in ("peak_bytes", "predicted_step_ms", "exposed_comm_ms",
+                    "recompute_ms"):
             assert r[key] == c[key], (c["rank"], key, r[key], c[key])
         assert r["stage"] == c["stage"]
         assert r["gradient_accumulation_steps"] == \
@@ -62,10 +72,11 @@ for stage in range(4):
     for k in range(1, batch // world + 1):
         if (batch // world) % k:
             continue
-        r = report("stage=%d world-size=%d gradient-accumulation-steps=%d" %
-                   (stage, world, k))
-        if r["peak_bytes"] <= budget:
-            baselines += 1
-            assert best <= r["predicted_step_ms"], (stage, k, r)
+        for remat in remats:
+            r = report("stage=%d world-size=%d gradient-accumulation-steps=%d "
+                       "remat=%s" % (stage, world, k, remat))
+            if r["peak_bytes"] <= budget:
+                baselines += 1
+                assert best <= r["predicted_step_ms"], (stage, k, remat, r)
 print("the winner is no slower than %d fitting default configurations" %
       baselines)

@@ -12,12 +12,14 @@ import sys
 
 best = json.load(open(sys.argv[1]))[0]
 report = json.load(open(sys.argv[2]))
-for key in ("peak_bytes", "predicted_step_ms", "exposed_comm_ms", "stage",
-            "gradient_accumulation_steps"):
+# zero-report leaves out a recompute time of 0.
+report.setdefault("recompute_ms", 0)
+for key in ("peak_bytes", "predicted_step_ms", "exposed_comm_ms",
+            "recompute_ms", "stage", "gradient_accumulation_steps"):
     if report[key] != best[key]:
         sys.exit("%s: compiled %r, tuned %r" % (key, report[key], best[key]))
-print("compiled: peak %d, predicted step %r ms, as tuned" %
-      (report["peak_bytes"], report["predicted_step_ms"]))
+print("compiled: remat %s, peak %d, predicted step %r ms, as tuned" %
+      (best["remat"], report["peak_bytes"], report["predicted_step_ms"]))
 if len(sys.argv) > 3:
     log = [json.loads(line) for line in open(sys.argv[3])]
     for line in log:

@@ -218,6 +218,11 @@ std::optional<int64_t> mlir::zero::parseMemoryBudget(StringRef text,
   return bytes;
 }
 
+bool mlir::zero::isStrayByteUnit(StringRef arg) {
+  return !arg.empty() && llvm::isAlpha(arg.front()) &&
+         parseByteSize(("1" + arg).str());
+}
+
 std::string mlir::zero::formatByteSize(int64_t bytes) {
   static const char *const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   std::string s;

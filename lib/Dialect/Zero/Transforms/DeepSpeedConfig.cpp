@@ -781,12 +781,24 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
     }
   });
 
-  // Checkpointing whole transformer layers is zero-remat's layer policy.
-  // DeepSpeed's partitioned or CPU checkpoints and its runtime knobs are
-  // listed as not implemented unless they are off.
+  // Checkpointing whole transformer layers is zero-remat's layer policy;
+  // recompute_granularity (Megatron-LM's name; not a DeepSpeed key) "full"
+  // is that too, and "selective" the selective policy. DeepSpeed's
+  // partitioned or CPU checkpoints and its runtime knobs are listed as not
+  // implemented unless they are off.
   top.section("activation_checkpointing", [&](Section &a) {
     cfg.remat = "layer";
     cfg.rematBlocks = a.integerIn("number_checkpoints", 1);
+    if (const json::Value *g = a.get("recompute_granularity")) {
+      std::optional<StringRef> name = g->getAsString();
+      if (name == "selective")
+        cfg.remat = "selective";
+      else if (name != "full")
+        a.error("recompute_granularity",
+                "expected \"full\" (every checkpointed layer keeps only its "
+                "input) or \"selective\", got " +
+                    dump(*g));
+    }
     for (StringRef key : {"partition_activations", "cpu_checkpointing",
                           "contiguous_memory_optimization",
                           "synchronize_checkpoint_boundary", "profile"})

@@ -117,6 +117,10 @@ std::optional<int64_t> parseByteSize(StringRef text);
 /// MB, GB, TB (or B). On failure `error` says what is wrong with `text`.
 std::optional<int64_t> parseMemoryBudget(StringRef text, std::string &error);
 
+/// Whether `arg`, a command-line argument left over, is the unit of a memory
+/// budget written with a space: `--memory-budget 40 GB` leaves `GB`.
+bool isStrayByteUnit(StringRef arg);
+
 /// `bytes` in the largest binary unit that keeps the number >= 1, with two
 /// decimals (`512 B`, `1.50 KiB`, `37.25 GiB`).
 std::string formatByteSize(int64_t bytes);

@@ -191,8 +191,9 @@ struct DeepSpeedConfig {
   DeepSpeedValue<int64_t> stepsPerPrint;
   DeepSpeedValue<bool> wallClockBreakdown;
   /// activation_checkpointing: "layer" when present (each checkpointed
-  /// transformer layer keeps only its input); number_checkpoints limits it
-  /// to the first N blocks.
+  /// transformer layer keeps only its input), or "selective" with
+  /// recompute_granularity "selective"; number_checkpoints limits it to the
+  /// first N blocks.
   std::optional<std::string> remat;
   DeepSpeedValue<int64_t> rematBlocks;
 };
