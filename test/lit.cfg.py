@@ -34,8 +34,12 @@ config.substitutions.append(("%python", config.python_executable))
 mpirun = shutil.which("mpirun")
 if mpirun:
     config.available_features.add("mpirun")
+    # Each test's Open MPI session directory lies under the test's own %t:
+    # lit workers starting mpirun at the same moment otherwise race creating
+    # the shared /tmp/ompi.HOST.UID ("mkdir ...: File exists").
     config.substitutions.append(
-        ("%mpirun", mpirun + " --allow-run-as-root --oversubscribe"))
+        ("%mpirun", mpirun + " --allow-run-as-root --oversubscribe"
+         " --mca orte_tmpdir_base %t.ompi"))
 
 # The CUDA backend: `cuda-backend` when it was built (zero-compile --target
 # cuda links), `cuda-gpu` when a GPU is usable here too, `cuda-gpus-2` with
