@@ -664,7 +664,8 @@ Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
           human(4 * e.l) +
           "); we count the gathered buffer under gather buffers (" + cs +
           "L', padded) and the layer's gradients inside the reduce bucket.");
-    if (stage == 2)
+    // The older formula differs only without offload.
+    if (stage == 2 && e.deepspeedDocs.bytes)
       why.push_back("The older formula in DeepSpeed's memory.rst, 4S + 16S/n "
                     "(" +
                     human(*e.deepspeedDocs.bytes) +
@@ -672,6 +673,12 @@ Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
                     "params and grads; PR #5099 changed the code to 2S + 18S/n "
                     "but not the docs.");
   }
+  if (model && stage == 3)
+    why.push_back("L is the model's largest stage-3 group (the unit "
+                  "zero-partition gathers); DeepSpeed's all_live estimators "
+                  "take the largest module's own parameters instead, so "
+                  "their table for the same model in PyTorch can show "
+                  "another L.");
   if (e.sPadded != e.s)
     why.push_back(
         "Padding: each rank owns S'/n with S' = " + std::to_string(e.sPadded) +
