@@ -89,18 +89,39 @@ double PyNumber::toDouble() const {
 std::string PyNumber::str() const {
   if (isInteger)
     return std::to_string(static_cast<int64_t>(intValue));
-  // Python's repr: the shortest text that reads back the same double,
-  // always with a '.' or an exponent.
-  std::string text;
-  for (int digits = 1; digits <= 17; ++digits) {
-    text.clear();
-    raw_string_ostream(text) << format("%.*g", digits, floatValue);
-    if (std::strtod(text.c_str(), nullptr) == floatValue)
+  assert(std::isfinite(floatValue) && floatValue >= 0);
+  // Python's repr: the fewest significant digits that read back as the
+  // same double, in positional notation for decimal exponents -4 to 15 and
+  // in scientific notation (two exponent digits at least) otherwise.
+  std::string sci;
+  for (int precision = 0; precision <= 16; ++precision) {
+    sci.clear();
+    raw_string_ostream(sci) << format("%.*e", precision, floatValue);
+    if (std::strtod(sci.c_str(), nullptr) == floatValue)
       break;
   }
-  if (StringRef(text).find_first_of(".eni") == StringRef::npos)
-    text += ".0";
-  return text;
+  StringRef mantissa = StringRef(sci).split('e').first;
+  int exponent = std::atoi(StringRef(sci).split('e').second.str().c_str());
+  std::string digits = mantissa.take_front(1).str();
+  if (mantissa.size() > 2)
+    digits += mantissa.drop_front(2).str(); // past the '.'
+  // %e keeps trailing zeros where a shorter precision read back differently
+  // only by them; repr drops them.
+  while (digits.size() > 1 && digits.back() == '0')
+    digits.pop_back();
+  if (exponent < -4 || exponent >= 16) {
+    std::string text = digits.substr(0, 1);
+    if (digits.size() > 1)
+      text += "." + digits.substr(1);
+    std::string e = std::to_string(exponent < 0 ? -exponent : exponent);
+    return text + (exponent < 0 ? "e-" : "e+") + (e.size() < 2 ? "0" + e : e);
+  }
+  int point = exponent + 1; // digits before the decimal point
+  if (point <= 0)
+    return "0." + std::string(-point, '0') + digits;
+  if (point >= int(digits.size()))
+    return digits + std::string(point - digits.size(), '0') + ".0";
+  return digits.substr(0, point) + "." + digits.substr(point);
 }
 
 Expected<PyNumber> mul(PyNumber a, PyNumber b) {

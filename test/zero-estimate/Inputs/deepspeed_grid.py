@@ -11,7 +11,7 @@ buffer factors. Every byte count must be the same integer, and every row of
 the *_all_cold table the same text. Prints what it compared and how many of
 the figures Python's float arithmetic puts away from the exact rational
 result, so that the grid is known to reach the branches where rounding
-matters.
+matters. Also checks that the text gives the factor as Python's repr does.
 """
 import json
 import subprocess
@@ -228,6 +228,16 @@ def main():
             assert len(older) == 1, where
             assert older[0]["gpu_bytes"] == 4 * params + int(
                 16 * params / (gpn * nodes)), where
+
+    # The text gives the factor as Python's repr would.
+    for literal in ["1.5", "2", "2.0", "0.3", "1e-05", "7e-7", "1e16",
+                    "100.0", "3.0000000000000004", "1e14", ".5"]:
+        f = int(literal) if literal.isdigit() else float(literal)
+        r = subprocess.run([tool, "--params", "1", "--stage", "2",
+                            "--additional-buffer-factor", literal],
+                           capture_output=True, text=True, check=True)
+        want = "additional_buffer_factor=%r" % f
+        assert want in r.stdout, (literal, want)
 
     print("grid: %d runs, %d table rows: DeepSpeed's bytes and lines equal"
           % (len(jobs), rows))
