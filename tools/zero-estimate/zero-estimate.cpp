@@ -1025,8 +1025,11 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(estimateCat);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "DeepSpeed's model-state memory estimate beside zero-mlir's per-rank "
-      "accounting, for a model file (zero-estimate model.mlir --stage 3 ...) "
+      "DeepSpeed's model-state memory estimates, byte for byte, at its "
+      "offload options (--cpu-offload, --cpu-offload-params, --no-zero-init, "
+      "--additional-buffer-factor) and as its all_cold table over them, "
+      "beside zero-mlir's per-rank accounting, for a model file "
+      "(zero-estimate model.mlir --stage 3 ...) "
       "or numbers (--params, --largest-layer-params), and whether it fits "
       "a device (--hardware, --device-memory)\n");
   if (std::optional<std::string> error = validate()) {
