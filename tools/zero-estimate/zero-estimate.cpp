@@ -4,13 +4,17 @@
 //
 // Answers DeepSpeed's estimate_zero{2,3}_model_states_mem_needs question for
 // a model given as numbers (--params, --largest-layer-params) or as a model
-// file (S and the largest stage-3 group read off its zero.params), beside our
-// per-rank accounting of the same inputs (the buffers zero-partition and
-// zero-plan-memory create) and a line-by-line explanation of every
-// difference, and whether that fits a device. A real step gets the exact
-// peak from `zero-opt --zero-report`.
+// file (S and the largest stage-3 group read off its zero.params), with
+// DeepSpeed's offload options and its *_all_cold table over them, byte for
+// byte (DeepSpeedEstimators.h), beside our per-rank accounting of the same
+// inputs (the buffers zero-partition and zero-plan-memory create, without
+// offload) and a line-by-line explanation of every difference, and whether
+// that fits a device. A real step gets the exact peak from
+// `zero-opt --zero-report`.
 //
 //===----------------------------------------------------------------------===//
+
+#include "DeepSpeedEstimators.h"
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
@@ -36,6 +40,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -90,6 +95,33 @@ static cl::opt<bool> overlapComm(
     "overlap-comm",
     cl::desc("Two alternating bucket buffers (DeepSpeed overlap_comm)"),
     cl::init(false), cl::cat(estimateCat));
+static cl::opt<bool> cpuOffload(
+    "cpu-offload",
+    cl::desc("Stages 2-3: DeepSpeed's estimate with the optimizer states in "
+             "host memory (offload_optimizer=cpu; the estimators' "
+             "cpu_offload)"),
+    cl::init(false), cl::cat(estimateCat));
+static cl::opt<bool> cpuOffloadParams(
+    "cpu-offload-params",
+    cl::desc("Stage 3, with --cpu-offload: the parameters in host memory "
+             "too (offload_param=cpu; cpu_offload_params)"),
+    cl::init(false), cl::cat(estimateCat));
+static cl::opt<bool>
+    zeroInit("zero-init",
+             cl::desc("Stage 3: the model is built partitioned under "
+                      "deepspeed.zero.Init, DeepSpeed's default (zero_init)"),
+             cl::init(true), cl::cat(estimateCat));
+static cl::opt<bool>
+    noZeroInit("no-zero-init",
+               cl::desc("Stage 3: the model is built whole on every rank's "
+                        "host first (zero_init=False)"),
+               cl::init(false), cl::cat(estimateCat));
+static cl::opt<std::string> additionalBufferFactor(
+    "additional-buffer-factor",
+    cl::desc("Stages 2-3: DeepSpeed's additional_buffer_factor, which scales "
+             "its host-memory estimate (default 1.5; written as a Python "
+             "literal: 2 is an int, 2.0 a float)"),
+    cl::init("1.5"), cl::cat(estimateCat));
 static cl::opt<std::string>
     hardware("hardware",
              cl::desc("Hardware preset whose device memory the fit verdict "
@@ -169,6 +201,15 @@ struct ModelCounts {
 struct Estimate {
   int64_t s, l, n, c, sPadded, lPadded;
   Line deepspeed, deepspeedDocs, paper;
+  /// Stages 2-3: DeepSpeed's options, its host-memory estimate at them (per
+  /// node), the third value estimate_zero3 returns, its GPU bytes at the
+  /// same options without offload, and its *_all_cold table.
+  zero::estimate::DeepSpeedOptions deepspeedOptions;
+  Line deepspeedCpu;
+  std::optional<int64_t> deepspeedLargestLayerMemory;
+  std::optional<int64_t> deepspeedNoOffloadBytes;
+  SmallVector<std::string> deepspeedTableHeader;
+  SmallVector<zero::estimate::DeepSpeedRow> deepspeedTable;
   SmallVector<Line> ours;
   int64_t ourStates = 0, ourTotal = 0;
   SmallVector<std::string> differences;
@@ -242,6 +283,39 @@ std::optional<std::string> validate() {
   if (prefetchBucketSize < 0)
     return "--prefetch-bucket-size must not be negative (got " +
            std::to_string(prefetchBucketSize) + ")";
+  bool offloadFlags =
+      cpuOffload.getNumOccurrences() || cpuOffloadParams.getNumOccurrences() ||
+      zeroInit.getNumOccurrences() || noZeroInit.getNumOccurrences() ||
+      additionalBufferFactor.getNumOccurrences();
+  if (stage < 2 && offloadFlags)
+    return "--cpu-offload, --cpu-offload-params, --zero-init, "
+           "--no-zero-init and --additional-buffer-factor are the options "
+           "of DeepSpeed's estimators, which exist for stages 2 and 3 only "
+           "(got --stage " +
+           std::to_string(stage) + ")";
+  if (stage == 2 && cpuOffloadParams)
+    return std::string("--cpu-offload-params needs --stage 3: DeepSpeed "
+                       "offloads parameters (offload_param) at stage 3 only");
+  if (stage == 2 &&
+      (zeroInit.getNumOccurrences() || noZeroInit.getNumOccurrences()))
+    return std::string("--zero-init and --no-zero-init need --stage 3: "
+                       "deepspeed.zero.Init partitions the model at stage "
+                       "3 only");
+  if (cpuOffloadParams && !cpuOffload)
+    return std::string(
+        "--cpu-offload-params needs --cpu-offload: DeepSpeed's estimator "
+        "has no branch for parameter offload without optimizer offload "
+        "(it would ignore cpu_offload_params)");
+  if (zeroInit.getNumOccurrences() && noZeroInit.getNumOccurrences())
+    return std::string("--zero-init and --no-zero-init contradict each "
+                       "other; give one");
+  std::optional<zero::estimate::PyNumber> factor =
+      zero::estimate::PyNumber::parse(additionalBufferFactor);
+  if (!factor || !(factor->toDouble() > 0) ||
+      !std::isfinite(factor->toDouble()))
+    return "--additional-buffer-factor must be a positive finite number "
+           "(got '" +
+           additionalBufferFactor + "')";
   if (outputFormat != "text" && outputFormat != "json")
     return "--format must be text or json (got '" + outputFormat + "')";
   if (!hardware.empty() && !mlir::zero::lookupHardwarePreset(hardware))
@@ -366,8 +440,10 @@ std::optional<ModelCounts> readModel(StringRef path) {
   return counts;
 }
 
-Estimate estimate(int64_t sParams, int64_t lParams,
-                  const std::optional<ModelCounts> &model) {
+/// Our accounting beside DeepSpeed's and the paper's; an error where
+/// DeepSpeed's estimate has no 64-bit byte count.
+Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
+                            const std::optional<ModelCounts> &model) {
   Estimate e;
   e.s = sParams;
   e.l = lParams;
@@ -379,7 +455,13 @@ Estimate estimate(int64_t sParams, int64_t lParams,
   e.lPadded = roundUp(e.l, pad);
   int64_t s = e.s, n = e.n, c = e.c, sp = e.sPadded;
 
-  // DeepSpeed (no offload), exactly as the Python computes it.
+  // DeepSpeed, exactly as the Python computes it.
+  zero::estimate::DeepSpeedOptions &options = e.deepspeedOptions;
+  options.cpuOffload = cpuOffload;
+  options.cpuOffloadParams = cpuOffloadParams;
+  options.zeroInit = zeroInit && !noZeroInit;
+  options.additionalBufferFactor =
+      *zero::estimate::PyNumber::parse(additionalBufferFactor);
   switch (stage) {
   case 0:
     e.deepspeed = {"deepspeed", "DeepSpeed estimator", "none for stage 0",
@@ -389,16 +471,42 @@ Estimate estimate(int64_t sParams, int64_t lParams,
     e.deepspeed = {"deepspeed", "DeepSpeed estimator",
                    "none for stage 1 (issue #5102)", std::nullopt};
     break;
-  case 2:
-    e.deepspeed = {"deepspeed", "DeepSpeed estimate_zero2", "2S + int(18S/n)",
-                   2 * s + 18 * s / n};
-    e.deepspeedDocs = {"deepspeed_docs", "DeepSpeed memory.rst (older)",
-                       "4S + int(16S/n)", 4 * s + 16 * s / n};
+  default: {
+    Expected<zero::estimate::DeepSpeedEstimate> ds =
+        zero::estimate::estimateDeepSpeed(stage, s, e.l, gpusPerNode, nodes,
+                                          options);
+    zero::estimate::DeepSpeedOptions noOffload = options;
+    noOffload.cpuOffload = noOffload.cpuOffloadParams = false;
+    Expected<zero::estimate::DeepSpeedEstimate> dsNoOffload =
+        zero::estimate::estimateDeepSpeed(stage, s, e.l, gpusPerNode, nodes,
+                                          noOffload);
+    auto rows = zero::estimate::deepspeedTableRows(
+        stage, s, e.l, gpusPerNode, nodes, options.additionalBufferFactor);
+    // The table has every branch, so where the chosen one fails the table
+    // has already said which.
+    if (!rows) {
+      consumeError(ds.takeError());
+      consumeError(dsNoOffload.takeError());
+      return rows.takeError();
+    }
+    if (!ds)
+      return ds.takeError();
+    if (!dsNoOffload)
+      return dsNoOffload.takeError();
+    std::string name = "DeepSpeed estimate_zero" + std::to_string(stage);
+    e.deepspeed = {"deepspeed", name, ds->gpuFormula, ds->gpuBytes};
+    e.deepspeedCpu = {"deepspeed_cpu", name, ds->cpuFormula, ds->cpuBytes};
+    e.deepspeedLargestLayerMemory = ds->largestLayerMemory;
+    e.deepspeedNoOffloadBytes = dsNoOffload->gpuBytes;
+    if (stage == 2 && !cpuOffload)
+      e.deepspeedDocs = {"deepspeed_docs", "DeepSpeed memory.rst (older)",
+                         "4S + int(16S/n)",
+                         zero::estimate::olderZero2GpuBytes(s, n)};
+    e.deepspeedTableHeader =
+        zero::estimate::deepspeedTableHeader(stage, s, e.l, gpusPerNode, nodes);
+    e.deepspeedTable = std::move(*rows);
     break;
-  case 3:
-    e.deepspeed = {"deepspeed", "DeepSpeed estimate_zero3", "4L + int(18S/n)",
-                   4 * e.l + 18 * s / n};
-    break;
+  }
   }
   static const char *const paperFormula[] = {"16S", "4S + 12S/n", "2S + 14S/n",
                                              "16S/n"};
@@ -458,11 +566,60 @@ Estimate estimate(int64_t sParams, int64_t lParams,
 
   // Why the numbers differ.
   auto &why = e.differences;
-  if (e.deepspeed.bytes)
+  if (cpuOffload) {
+    std::string where = cpuOffloadParams
+                            ? "offload_optimizer=cpu and offload_param=cpu"
+                            : "offload_optimizer=cpu";
+    why.push_back("Offload: DeepSpeed's figure is with " + where + " (" +
+                  human(*e.deepspeed.bytes) + " per GPU, " +
+                  human(*e.deepspeedCpu.bytes) +
+                  " of host memory per node). The compiler does not plan "
+                  "offload yet: ours is the plan without offload, the "
+                  "table's offload rows have no figure of ours, and ours is "
+                  "compared with DeepSpeed's figure without offload.");
+  }
+  if (e.deepspeedNoOffloadBytes)
     why.push_back("In all: ours " + human(e.ourTotal) + " (model states " +
                   human(e.ourStates) + " + buffers) against DeepSpeed's " +
-                  human(*e.deepspeed.bytes) + ": " +
-                  signedHuman(e.ourTotal - *e.deepspeed.bytes) + ".");
+                  human(*e.deepspeedNoOffloadBytes) +
+                  (cpuOffload ? " without offload" : "") + ": " +
+                  signedHuman(e.ourTotal - *e.deepspeedNoOffloadBytes) + ".");
+  if (stage >= 2) {
+    const zero::estimate::DeepSpeedOptions &o = e.deepspeedOptions;
+    std::string factor = o.additionalBufferFactor.str();
+    std::string text = "DeepSpeed's host figure (" +
+                       human(*e.deepspeedCpu.bytes) + " per node, " +
+                       e.deepspeedCpu.formula + " with factor = " + factor +
+                       ") ";
+    if (!o.cpuOffload)
+      text += std::string("is the memory to build the model on the host "
+                          "before it moves to the GPUs: 4 bytes (fp32) per "
+                          "parameter ") +
+              (stage == 3 && o.zeroInit
+                   ? "of the largest layer only (zero.Init partitions as it "
+                     "builds)"
+                   : "of the whole model") +
+              " in each GPU's process";
+    else if (stage == 2)
+      text += "holds the fp32 master, gradients and Adam moments on the "
+              "host, at least 16 bytes per parameter, 4 per parameter and "
+              "GPU when that is more" +
+              std::string(nodes > 1 ? " (DeepSpeed's code multiplies by the "
+                                      "GPUs of all nodes where its docs say "
+                                      "per node, so it grows with --nodes)"
+                                    : "");
+    else
+      text += std::string("holds the node's share of the fp32 master, "
+                          "gradients and Adam moments") +
+              (o.cpuOffloadParams ? " and of the 16-bit parameters (18 "
+                                    "bytes per parameter)"
+                                  : " (16 bytes per parameter)") +
+              (o.zeroInit ? ""
+                          : ", or the whole fp32 model in each GPU's "
+                            "process while it is built, if more");
+    text += "; we plan device memory only.";
+    why.push_back(text);
+  }
   bool fp32 = dtype == "fp32";
   if (fp32)
     why.push_back("fp32: the parameters are the fp32 masters (no separate "
@@ -507,7 +664,8 @@ Estimate estimate(int64_t sParams, int64_t lParams,
           human(4 * e.l) +
           "); we count the gathered buffer under gather buffers (" + cs +
           "L', padded) and the layer's gradients inside the reduce bucket.");
-    if (stage == 2)
+    // The older formula differs only without offload.
+    if (stage == 2 && e.deepspeedDocs.bytes)
       why.push_back("The older formula in DeepSpeed's memory.rst, 4S + 16S/n "
                     "(" +
                     human(*e.deepspeedDocs.bytes) +
@@ -515,6 +673,12 @@ Estimate estimate(int64_t sParams, int64_t lParams,
                     "params and grads; PR #5099 changed the code to 2S + 18S/n "
                     "but not the docs.");
   }
+  if (model && stage == 3)
+    why.push_back("L is the model's largest stage-3 group (the unit "
+                  "zero-partition gathers); DeepSpeed's all_live estimators "
+                  "take the largest module's own parameters instead, so "
+                  "their table for the same model in PyTorch can show "
+                  "another L.");
   if (e.sPadded != e.s)
     why.push_back(
         "Padding: each rank owns S'/n with S' = " + std::to_string(e.sPadded) +
@@ -601,6 +765,70 @@ Estimate estimate(int64_t sParams, int64_t lParams,
   return e;
 }
 
+/// "offload_optimizer=cpu, offload_param=none, zero_init=1,
+/// additional_buffer_factor=1.5" (no zero_init or offload_param at stage 2).
+std::string
+deepspeedOptionsLine(const zero::estimate::DeepSpeedOptions &options) {
+  std::string text =
+      std::string("offload_optimizer=") + (options.cpuOffload ? "cpu" : "none");
+  if (stage == 3)
+    text += std::string(", offload_param=") +
+            (options.cpuOffloadParams ? "cpu" : "none") +
+            ", zero_init=" + (options.zeroInit ? "1" : "0");
+  return text +
+         ", additional_buffer_factor=" + options.additionalBufferFactor.str();
+}
+
+/// What the table's ours column says of a row: our total, which does not
+/// offload, on the rows without offload.
+std::optional<int64_t> oursForRow(const Estimate &e,
+                                  const zero::estimate::DeepSpeedRow &row) {
+  if (row.options.cpuOffload)
+    return std::nullopt;
+  return e.ourTotal;
+}
+
+constexpr const char *kOursWithoutOffload =
+    "ours: our exact total per GPU (model states + buffers) without "
+    "offload; the compiler does not plan offload yet, so the offload rows "
+    "have no figure of ours.";
+
+/// DeepSpeed's *_all_cold output, each row with its exact bytes, its GPU
+/// formula and ours beside.
+void printDeepSpeedTable(const Estimate &e, raw_ostream &os) {
+  os << "\nDeepSpeed's estimate_zero" << stage
+     << "_model_states_mem_needs_all_cold prints (additional_buffer_factor = "
+     << e.deepspeedOptions.additionalBufferFactor.str()
+     << "), with the exact bytes beside:\n";
+  const auto &header = e.deepspeedTableHeader;
+  for (const std::string &line : ArrayRef(header).drop_back())
+    os << line << "\n";
+  size_t lineW = header.back().size(), cpuW = 9, gpuW = 9, formulaW = 11;
+  auto formula = [](const zero::estimate::DeepSpeedRow &row) {
+    return row.estimate.gpuFormula +
+           (row.older ? " (before PR #5099, memory.rst)" : "");
+  };
+  for (const zero::estimate::DeepSpeedRow &row : e.deepspeedTable) {
+    lineW = std::max(lineW, row.line.size());
+    cpuW = std::max(cpuW, std::to_string(row.estimate.cpuBytes).size());
+    gpuW = std::max(gpuW, std::to_string(row.estimate.gpuBytes).size());
+    formulaW = std::max(formulaW, formula(row).size());
+  }
+  os << left_justify(header.back(), lineW) << " | "
+     << right_justify("CPU bytes", cpuW) << " | "
+     << right_justify("GPU bytes", gpuW) << " | "
+     << left_justify("GPU formula", formulaW) << " | ours per GPU\n";
+  for (const zero::estimate::DeepSpeedRow &row : e.deepspeedTable) {
+    std::optional<int64_t> ours = oursForRow(e, row);
+    os << left_justify(row.line, lineW) << " | "
+       << right_justify(std::to_string(row.estimate.cpuBytes), cpuW) << " | "
+       << right_justify(std::to_string(row.estimate.gpuBytes), gpuW) << " | "
+       << left_justify(formula(row), formulaW) << " | "
+       << (ours ? std::to_string(*ours) : std::string("n/a")) << "\n";
+  }
+  os << kOursWithoutOffload << "\n";
+}
+
 void printText(const Estimate &e, const std::optional<ModelCounts> &model,
                raw_ostream &os) {
   os << "zero-estimate: S = " << e.s << " params";
@@ -620,6 +848,9 @@ void printText(const Estimate &e, const std::optional<ModelCounts> &model,
       os << ", L' = " << e.lPadded;
     os << " (multiples of n * alignment = " << e.n * alignment << ")\n";
   }
+  if (stage >= 2)
+    os << "DeepSpeed's options: " << deepspeedOptionsLine(e.deepspeedOptions)
+       << "\n";
   os << "\n";
 
   SmallVector<const Line *> lines = {&e.deepspeed};
@@ -646,15 +877,32 @@ void printText(const Estimate &e, const std::optional<ModelCounts> &model,
       os << right_justify("n/a", 15) << "  " << right_justify("n/a", 9);
     os << "\n";
   }
+  if (e.deepspeedCpu.bytes)
+    os << "\nDeepSpeed's host memory per node (" << e.deepspeedCpu.label
+       << "'s cpu_mem; we plan device memory only): " << e.deepspeedCpu.formula
+       << " = " << *e.deepspeedCpu.bytes << " bytes ("
+       << format("%.2f",
+                 double(*e.deepspeedCpu.bytes) / double(int64_t(1) << 30))
+       << " GiB)\n";
+  if (!e.deepspeedTable.empty())
+    printDeepSpeedTable(e, os);
   if (e.fit) {
     os << "\ndevice memory (" << e.deviceMemorySource
        << "): " << e.fit->deviceMemoryBytes
-       << " bytes; the verdict counts our total, not activations:\n";
+       << " bytes; the verdict counts our total"
+       << (cpuOffload ? " (without offload)" : "") << ", not activations:\n";
     mlir::zero::printFitVerdict(*e.fit, os);
   }
   os << "\ndifferences:\n";
   for (const std::string &d : e.differences)
     os << "  - " << d << "\n";
+}
+
+/// A Python number as JSON: an int stays an integer.
+json::Value pyJson(const zero::estimate::PyNumber &x) {
+  if (x.isInt())
+    return static_cast<int64_t>(x.getInt());
+  return x.getFloat();
 }
 
 void printJson(const Estimate &e, const std::optional<ModelCounts> &model,
@@ -688,8 +936,27 @@ void printJson(const Estimate &e, const std::optional<ModelCounts> &model,
                   model ? json::Value(model->largestGroupName) : nullptr);
       j.attribute("hardware", hardware.empty() ? json::Value(nullptr)
                                                : json::Value(hardware));
+      const zero::estimate::DeepSpeedOptions &o = e.deepspeedOptions;
+      j.attribute("cpu_offload", o.cpuOffload);
+      j.attribute("cpu_offload_params", o.cpuOffloadParams);
+      j.attribute("zero_init", o.zeroInit);
+      j.attribute("additional_buffer_factor", pyJson(o.additionalBufferFactor));
     });
-    line(e.deepspeed);
+    j.attributeObject("deepspeed", [&] {
+      j.attribute("formula", e.deepspeed.formula);
+      j.attribute("bytes", e.deepspeed.bytes ? json::Value(*e.deepspeed.bytes)
+                                             : json::Value(nullptr));
+      j.attribute("cpu_formula", e.deepspeedCpu.bytes
+                                     ? json::Value(e.deepspeedCpu.formula)
+                                     : json::Value(nullptr));
+      j.attribute("cpu_bytes", e.deepspeedCpu.bytes
+                                   ? json::Value(*e.deepspeedCpu.bytes)
+                                   : json::Value(nullptr));
+      j.attribute("largest_layer_memory",
+                  e.deepspeedLargestLayerMemory
+                      ? json::Value(*e.deepspeedLargestLayerMemory)
+                      : json::Value(nullptr));
+    });
     if (e.deepspeedDocs.bytes)
       line(e.deepspeedDocs);
     line(e.paper);
@@ -697,6 +964,40 @@ void printJson(const Estimate &e, const std::optional<ModelCounts> &model,
       for (const Line &l : e.ours)
         line(l);
     });
+    if (e.deepspeedTable.empty())
+      j.attribute("deepspeed_table", nullptr);
+    else
+      j.attributeObject("deepspeed_table", [&] {
+        j.attribute("function", "estimate_zero" + std::to_string(stage) +
+                                    "_model_states_mem_needs_all_cold");
+        j.attributeArray("header", [&] {
+          for (const std::string &line : e.deepspeedTableHeader)
+            j.value(line);
+        });
+        j.attributeArray("rows", [&] {
+          for (const zero::estimate::DeepSpeedRow &row : e.deepspeedTable)
+            j.object([&] {
+              const zero::estimate::DeepSpeedOptions &o = row.options;
+              j.attribute("offload_optimizer", o.cpuOffload ? "cpu" : "none");
+              if (stage == 3) {
+                j.attribute("offload_param",
+                            o.cpuOffloadParams ? "cpu" : "none");
+                j.attribute("zero_init", o.zeroInit);
+              }
+              j.attribute("estimator",
+                          row.older ? "before PR #5099" : "current");
+              j.attribute("cpu_bytes", row.estimate.cpuBytes);
+              j.attribute("gpu_bytes", row.estimate.gpuBytes);
+              j.attribute("cpu_formula", row.estimate.cpuFormula);
+              j.attribute("gpu_formula", row.estimate.gpuFormula);
+              std::optional<int64_t> ours = oursForRow(e, row);
+              j.attribute("ours_gpu_bytes",
+                          ours ? json::Value(*ours) : json::Value(nullptr));
+              j.attribute("line", row.line);
+            });
+        });
+        j.attribute("ours_note", kOursWithoutOffload);
+      });
     if (e.fit)
       j.attributeObject("fit", [&] {
         j.attribute("device_memory_bytes", e.fit->deviceMemoryBytes);
@@ -724,8 +1025,11 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(estimateCat);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "DeepSpeed's model-state memory estimate beside zero-mlir's per-rank "
-      "accounting, for a model file (zero-estimate model.mlir --stage 3 ...) "
+      "DeepSpeed's model-state memory estimates, byte for byte, at its "
+      "offload options (--cpu-offload, --cpu-offload-params, --no-zero-init, "
+      "--additional-buffer-factor) and as its all_cold table over them, "
+      "beside zero-mlir's per-rank accounting, for a model file "
+      "(zero-estimate model.mlir --stage 3 ...) "
       "or numbers (--params, --largest-layer-params), and whether it fits "
       "a device (--hardware, --device-memory)\n");
   if (std::optional<std::string> error = validate()) {
@@ -742,10 +1046,15 @@ int main(int argc, char **argv) {
     s = model->params;
     l = model->largestGroup;
   }
-  Estimate e = estimate(s, l, model);
+  Expected<Estimate> e = estimate(s, l, model);
+  if (!e) {
+    WithColor::error(errs(), "zero-estimate")
+        << toString(e.takeError()) << "\n";
+    return 1;
+  }
   if (outputFormat == "json")
-    printJson(e, model, outs());
+    printJson(*e, model, outs());
   else
-    printText(e, model, outs());
+    printText(*e, model, outs());
   return 0;
 }
