@@ -427,13 +427,13 @@ TEST_F(GradTest, SoftmaxCrossEntropy) {
     Floats dlogits(logits.size());
     zrt_softmax_cross_entropy_grad(ZRT_F32, logits.data(), ZRT_I64,
                                    labels.data(), &dloss, dlogits.data(), rows,
-                                   classes);
+                                   classes, classes);
     checkGradient(
         "softmax_cross_entropy", logits,
         [&](const Floats &x) {
           Floats loss(1);
           zrt_softmax_cross_entropy(ZRT_F32, x.data(), ZRT_I64, labels.data(),
-                                    loss.data(), rows, classes);
+                                    loss.data(), rows, classes, classes);
           return loss;
         },
         w, dlogits, rng);

@@ -15,6 +15,8 @@
 #include "TestUtil.h"
 
 #include <algorithm>
+#include <cstring>
+#include <tuple>
 
 using namespace zrt_test;
 
@@ -566,18 +568,62 @@ TEST_P(KernelTest, SoftmaxCrossEntropyAndGrad) {
                            : labels.data();
       float loss = 0;
       zrt_softmax_cross_entropy(dtype(), logits.data(), labelType, lp, &loss,
-                                rows, classes);
+                                rows, classes, classes);
       double want = ref::crossEntropy(logits.values(), labels, classes);
       EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << dtypeName(dtype());
       float dloss = 1.7f;
       Buffer dlogits(dtype(), rows * classes);
       zrt_softmax_cross_entropy_grad(dtype(), logits.data(), labelType, lp,
-                                     &dloss, dlogits.data(), rows, classes);
+                                     &dloss, dlogits.data(), rows, classes,
+                                     classes);
       ref::Vec wantGrad =
           ref::crossEntropyGrad(logits.values(), labels, classes, dloss);
       expectClose(dlogits, wantGrad, u() + 1e-5, 1e-6 * maxAbs(wantGrad),
                   "softmax_cross_entropy_grad");
     }
+  }
+}
+
+// Logits padded to `cols` columns give the loss and gradient of the first
+// `classes` bit for bit, whatever the padding holds; its gradient is 0.
+TEST_P(KernelTest, SoftmaxCrossEntropyPadded) {
+  for (auto [rows, classes, cols] :
+       {std::tuple<int64_t, int64_t, int64_t>{7, 1500, 1536}, {100, 10, 128}}) {
+    Buffer logits = randomBuffer(dtype(), rng, rows * classes, -5, 5);
+    Buffer padded(dtype(), rows * cols);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        padded.set(r * cols + c,
+                   c < classes ? logits.get(r * classes + c) : 30.0 + c);
+    std::vector<int64_t> labels(rows);
+    std::uniform_int_distribution<int64_t> pick(0, classes - 1);
+    for (int64_t &l : labels)
+      l = pick(rng);
+    float loss = 0, paddedLoss = 1;
+    zrt_softmax_cross_entropy(dtype(), logits.data(), ZRT_I64, labels.data(),
+                              &loss, rows, classes, classes);
+    zrt_softmax_cross_entropy(dtype(), padded.data(), ZRT_I64, labels.data(),
+                              &paddedLoss, rows, classes, cols);
+    EXPECT_EQ(std::memcmp(&loss, &paddedLoss, sizeof(float)), 0)
+        << loss << " vs " << paddedLoss;
+    float dloss = 1.7f;
+    Buffer grad(dtype(), rows * classes), paddedGrad(dtype(), rows * cols);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      paddedGrad.set(i, 123.0); // must be overwritten
+    zrt_softmax_cross_entropy_grad(dtype(), logits.data(), ZRT_I64,
+                                   labels.data(), &dloss, grad.data(), rows,
+                                   classes, classes);
+    zrt_softmax_cross_entropy_grad(dtype(), padded.data(), ZRT_I64,
+                                   labels.data(), &dloss, paddedGrad.data(),
+                                   rows, classes, cols);
+    int64_t mismatches = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        double got = paddedGrad.get(r * cols + c);
+        double want = c < classes ? grad.get(r * classes + c) : 0.0;
+        mismatches += std::memcmp(&got, &want, sizeof(double)) != 0;
+      }
+    EXPECT_EQ(mismatches, 0) << dtypeName(dtype());
   }
 }
 

@@ -334,7 +334,9 @@ LogicalResult buildCall(nn::EmbeddingOp op, KernelCallBuilder &b) {
   return b.call("zrt_embedding",
                 {b.dtype(elemType(op.getTable())), b.operand(0),
                  b.dtype(elemType(op.getIds())), b.operand(1), b.result(0),
-                 b.i64(numel(op.getIds())), b.i64(t.getDimSize(0)),
+                 b.i64(numel(op.getIds())),
+                 // Padding rows are out of range for the ids.
+                 b.i64(op.getRows().value_or(t.getDimSize(0))),
                  b.i64(t.getDimSize(1))});
 }
 KernelCost cost(nn::EmbeddingOp op) {
@@ -360,7 +362,8 @@ LogicalResult buildCall(nn::SoftmaxCrossEntropyOp op, KernelCallBuilder &b) {
   return b.call("zrt_softmax_cross_entropy",
                 {b.dtype(elemType(op.getLogits())), b.operand(0),
                  b.dtype(elemType(op.getLabels())), b.operand(1), b.result(0),
-                 b.i64(numel(op.getLogits()) / cols), b.i64(cols)});
+                 b.i64(numel(op.getLogits()) / cols), b.i64(op.getNumClasses()),
+                 b.i64(cols)});
 }
 LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
                         KernelCallBuilder &b) {
@@ -369,7 +372,7 @@ LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
                 {b.dtype(elemType(op.getLogits())), b.operand(0),
                  b.dtype(elemType(op.getLabels())), b.operand(1), b.operand(2),
                  b.result(0), b.i64(numel(op.getLogits()) / cols),
-                 b.i64(cols)});
+                 b.i64(op.getNumClasses()), b.i64(cols)});
 }
 
 // Reductions and layout.

@@ -53,6 +53,9 @@ std::string Lowering::buildManifest() {
              {"std", p.getStd() ? p.getStd()->convertToDouble() : 0.0},
              {"partition", loc ? partitionIndex(loc->partition) : -1},
              {"offset", loc ? loc->offset : -1}};
+    // Rows the user sees; the rest are zero-padding (zero-pad-vocab).
+    if (std::optional<int64_t> rows = p.getRows())
+      o["rows"] = *rows;
     params.push_back(std::move(o));
   }
   for (const PartitionBuffers &pb : s.getPartitions()) {

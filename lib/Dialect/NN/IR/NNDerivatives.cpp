@@ -281,7 +281,8 @@ LogicalResult ConcatOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 LogicalResult SoftmaxCrossEntropyOp::buildDerivative(
     OpBuilder &b, ArrayRef<Value> grads, SmallVectorImpl<Value> &out) {
   out.push_back(grads[0] ? SoftmaxCrossEntropyGradOp::create(
-                               b, getLoc(), getLogits(), getLabels(), grads[0])
+                               b, getLoc(), getLogits(), getLabels(), grads[0],
+                               getClassesAttr())
                          : Value());
   out.push_back(Value()); // labels are not differentiable
   return success();

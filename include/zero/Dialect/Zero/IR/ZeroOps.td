@@ -310,18 +310,26 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     element type of the copy used by forward and backward (set by
     `zero-mixed-precision`; absent means the master type).
 
+    `rows` (set by `zero-pad-vocab`) is the number of rows of the parameter
+    the user sees: the rows from `rows` on are padding, zero at the start
+    and never updated (their gradient is exactly zero). Checkpoints keep the
+    padded shape; exported and imported weights (`--export`, `--init-from`,
+    `zero-ckpt consolidate`) have `rows` rows.
+
     ```mlir
     zero.param @transformer.wte.weight : tensor<50257x768xf32> init normal std 2.000000e-02
     zero.param @transformer.ln_f.bias : tensor<768xf32> init zeros compute bf16
+    zero.param @transformer.wte.weight : tensor<50304x768xf32> init normal std 2.000000e-02 rows 50257
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Zero_FloatTensor>:$type,
                        Zero_InitKindAttr:$init,
                        OptionalAttr<F64Attr>:$std,
+                       OptionalAttr<I64Attr>:$rows,
                        OptionalAttr<TypeAttr>:$compute);
   let assemblyFormat = [{
-    $sym_name `:` $type `init` `` $init (`std` $std^)? (`compute` $compute^)? attr-dict
+    $sym_name `:` $type `init` `` $init (`std` $std^)? (`rows` $rows^)? (`compute` $compute^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -332,6 +340,8 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     ::mlir::RankedTensorType getComputeTensorType();
     /// Number of elements.
     int64_t getNumElements() { return getTensorType().getNumElements(); }
+    /// The shape without the padding rows (`rows`), as the user sees it.
+    ::llvm::SmallVector<int64_t> getUnpaddedShape();
   }];
 }
 
