@@ -94,7 +94,7 @@ void BM_Matmul(benchmark::State &state) {
   auto a = randomBytes(dtype, m * k), b = randomBytes(dtype, k * n),
        c = randomBytes(dtype, m * n);
   for (auto _ : state)
-    zrt_matmul(dtype, a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1);
+    zrt_matmul(dtype, a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1, k);
   state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
 }
 BENCHMARK(BM_Matmul)

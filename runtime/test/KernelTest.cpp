@@ -53,7 +53,7 @@ TEST_P(KernelTest, Matmul) {
             randomBuffer(dtype(), rng, (c.bBatched ? c.batch : 1) * c.k * c.n);
         Buffer out(dtype(), c.batch * c.m * c.n);
         zrt_matmul(dtype(), a.data(), b.data(), out.data(), c.batch, c.m, c.n,
-                   c.k, ta, tb, c.bBatched);
+                   c.k, ta, tb, c.bBatched, c.k);
         ref::Vec absSum;
         ref::Vec want = ref::matmul(a.values(), b.values(), c.batch, c.m, c.n,
                                     c.k, ta, tb, c.bBatched, &absSum);
@@ -63,6 +63,52 @@ TEST_P(KernelTest, Matmul) {
                       u() * std::fabs(want[i]) + c.k * kF32 * absSum[i])
               << "matmul " << dtypeName(dtype()) << " batch " << c.batch
               << " m " << c.m << " ta " << ta << " tb " << tb << " at " << i;
+      }
+    }
+  }
+}
+
+// k_sum < k leaves the trailing contraction entries out: the product is
+// bitwise that of operands holding only the first k_sum, whatever the rest
+// holds (zero-pad-vocab's padding).
+TEST_P(KernelTest, MatmulPartialContraction) {
+  struct Case {
+    int64_t batch, m, n, k, ks;
+    bool bBatched;
+  };
+  for (Case c :
+       {Case{1, 37, 29, 256, 200, true}, Case{2, 19, 23, 640, 501, false},
+        Case{2, 300, 520, 24, 17, false}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        int64_t bBatch = c.bBatched ? c.batch : 1;
+        Buffer a = randomBuffer(dtype(), rng, c.batch * c.m * c.k);
+        Buffer b = randomBuffer(dtype(), rng, bBatch * c.k * c.n);
+        // The operands cut to the first ks contraction entries.
+        Buffer a2(dtype(), c.batch * c.m * c.ks),
+            b2(dtype(), bBatch * c.ks * c.n);
+        for (int64_t i = 0; i < c.batch; ++i)
+          for (int64_t r = 0; r < c.m; ++r)
+            for (int64_t t = 0; t < c.ks; ++t)
+              a2.set(i * c.m * c.ks + (ta ? t * c.m + r : r * c.ks + t),
+                     a.get(i * c.m * c.k + (ta ? t * c.m + r : r * c.k + t)));
+        for (int64_t i = 0; i < bBatch; ++i)
+          for (int64_t t = 0; t < c.ks; ++t)
+            for (int64_t col = 0; col < c.n; ++col)
+              b2.set(
+                  i * c.ks * c.n + (tb ? col * c.ks + t : t * c.n + col),
+                  b.get(i * c.k * c.n + (tb ? col * c.k + t : t * c.n + col)));
+        Buffer out(dtype(), c.batch * c.m * c.n),
+            want(dtype(), c.batch * c.m * c.n);
+        zrt_matmul(dtype(), a.data(), b.data(), out.data(), c.batch, c.m, c.n,
+                   c.k, ta, tb, c.bBatched, c.ks);
+        zrt_matmul(dtype(), a2.data(), b2.data(), want.data(), c.batch, c.m,
+                   c.n, c.ks, ta, tb, c.bBatched, c.ks);
+        EXPECT_EQ(std::memcmp(out.data(), want.data(),
+                              size_t(out.size() * zrt_dtype_size(dtype()))),
+                  0)
+            << "matmul " << dtypeName(dtype()) << " k " << c.k << " k_sum "
+            << c.ks << " ta " << ta << " tb " << tb;
       }
     }
   }

@@ -74,7 +74,7 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
     EXPECT_EQ(want == 0, dtype() == ZRT_F32);
     EXPECT_EQ(scratchOf([&] {
                 zrt_matmul(dtype(), a.data(), b.data(), out.data(), c.batch,
-                           c.m, c.n, c.k, c.ta, c.tb, c.bBatched);
+                           c.m, c.n, c.k, c.ta, c.tb, c.bBatched, c.k);
               }),
               want);
   }
@@ -170,7 +170,7 @@ TEST_P(ScratchTest, OtherKernelsUseNoScratch) {
       0);
   EXPECT_EQ(scratchOf([&] {
               zrt_matmul(ZRT_F32, master.data(), master.data(), m.data(), 4, 30,
-                         40, 50, 1, 1, 0);
+                         40, 50, 1, 1, 0, 50);
             }),
             0);
 }
@@ -182,7 +182,7 @@ TEST_P(ScratchTest, PeakIsArenaPlusScratch) {
   int64_t m = 64, n = 48, k = 32;
   Buffer a = randomBuffer(dtype(), rng, m * k),
          b = randomBuffer(dtype(), rng, k * n), c(dtype(), m * n);
-  zrt_matmul(dtype(), a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1);
+  zrt_matmul(dtype(), a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1, k);
   EXPECT_EQ(zrt_memory_peak_bytes(),
             4096 + zrt_matmul_scratch_bytes(dtype(), 1, m, n, k, 0, 0, 1));
   zrt_arena_destroy(arena);

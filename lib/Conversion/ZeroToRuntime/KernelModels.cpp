@@ -104,7 +104,8 @@ LogicalResult buildCall(nn::MatmulOp op, KernelCallBuilder &b) {
                 {b.dtype(elemType(op.getLhs())), b.operand(0), b.operand(1),
                  b.result(0), b.i64(s.batch), b.i64(s.m), b.i64(s.n),
                  b.i64(s.k), b.i32(op.getTransposeLhs()),
-                 b.i32(op.getTransposeRhs()), b.i32(s.rhsBatched)});
+                 b.i32(op.getTransposeRhs()), b.i32(s.rhsBatched),
+                 b.i64(op.getContract().value_or(s.k))});
 }
 int64_t scratchBytes(nn::MatmulOp op) {
   MatmulShape s = getMatmulShape(op);

@@ -154,10 +154,10 @@ void checkMatmul(int32_t dtype, const MatmulCase &c, int32_t ta, int32_t tb,
   Buffer a = randomBuffer(dtype, rng, aN), b = randomBuffer(dtype, rng, bN);
   Buffer want(dtype, cN);
   zrt_matmul(dtype, a.data(), b.data(), want.data(), c.batch, m, n, k, ta, tb,
-             c.bBatched);
+             c.bBatched, k);
   DeviceArray da(a, offset), db(b, offset), dc(filled(dtype, cN, 7.0), offset);
   matmul(dtype, da.get(), db.get(), dc.get(), c.batch, m, n, k, ta, tb,
-         c.bBatched);
+         c.bBatched, k);
   Buffer got = dc.download();
 
   std::vector<double> av = a.values(), bv = b.values();
@@ -229,14 +229,14 @@ TEST(CudaMatmul, EmptyAndZeroK) {
     // k = 0: c is all zeros, as an empty sum.
     Buffer a(dtype, 1), b(dtype, 1);
     DeviceArray da(a), db(b), dc(filled(dtype, 2 * 3 * 4, 7.0));
-    matmul(dtype, da.get(), db.get(), dc.get(), 2, 3, 4, 0, 0, 1, 0);
+    matmul(dtype, da.get(), db.get(), dc.get(), 2, 3, 4, 0, 0, 1, 0, 0);
     EXPECT_EQ(dc.download().values(), std::vector<double>(24, 0.0))
         << dtypeName(dtype);
     // An empty c: nothing is written.
     DeviceArray untouched(filled(dtype, 4, 7.0));
-    matmul(dtype, da.get(), db.get(), untouched.get(), 0, 3, 4, 5, 0, 0, 1);
-    matmul(dtype, da.get(), db.get(), untouched.get(), 2, 0, 4, 5, 1, 0, 0);
-    matmul(dtype, da.get(), db.get(), untouched.get(), 2, 3, 0, 5, 0, 1, 0);
+    matmul(dtype, da.get(), db.get(), untouched.get(), 0, 3, 4, 5, 0, 0, 1, 5);
+    matmul(dtype, da.get(), db.get(), untouched.get(), 2, 0, 4, 5, 1, 0, 0, 5);
+    matmul(dtype, da.get(), db.get(), untouched.get(), 2, 3, 0, 5, 0, 1, 0, 5);
     EXPECT_EQ(untouched.download().values(), std::vector<double>(4, 7.0))
         << dtypeName(dtype);
   }
@@ -254,7 +254,7 @@ TEST(CudaMatmul, ScratchIsThePlannedWorkspace) {
       ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
       ASSERT_EQ(zrt_scratch_bytes_in_use(), 0);
       zrt_memory_reset_peak();
-      matmul(dtype, da.get(), db.get(), dc.get(), batch, m, n, k, ta, 0, 0);
+      matmul(dtype, da.get(), db.get(), dc.get(), batch, m, n, k, ta, 0, 0, k);
       ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
       int64_t planned = zrt_scratch_matmul(dtype, batch, m, n, k, ta, 0);
       EXPECT_EQ(planned == 0, dtype == ZRT_F32);
@@ -611,9 +611,10 @@ TEST(CudaAttention, ScratchIsThePlannedRowTerms) {
 TEST(CudaMatmulAttentionDeathTest, InvalidArguments) {
   ZRT_REQUIRE_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(matmul(ZRT_F32, nullptr, nullptr, nullptr, 1, -1, 2, 3, 0, 0, 0),
-               "negative dimension");
-  EXPECT_DEATH(matmul(7, nullptr, nullptr, nullptr, 1, 1, 1, 1, 0, 0, 0),
+  EXPECT_DEATH(
+      matmul(ZRT_F32, nullptr, nullptr, nullptr, 1, -1, 2, 3, 0, 0, 0, 3),
+      "negative dimension");
+  EXPECT_DEATH(matmul(7, nullptr, nullptr, nullptr, 1, 1, 1, 1, 0, 0, 0, 1),
                "unknown dtype");
   EXPECT_DEATH(attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 1, 1,
                          -2, 8, 0, 0),

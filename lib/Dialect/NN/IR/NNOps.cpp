@@ -333,6 +333,19 @@ static LogicalResult checkValidExtent(Operation *op, StringRef name,
   return success();
 }
 
+LogicalResult MatmulOp::verify() {
+  auto lhs = ranked(getLhs()), result = ranked(getResult());
+  // Shapes that do not multiply are the type inference's error.
+  if (lhs.getRank() < 2 || result.getRank() < 2)
+    return success();
+  int64_t k = lhs.getShape()[lhs.getRank() - (getTransposeLhs() ? 2 : 1)];
+  if (failed(checkValidExtent(*this, "columns", getColumns(),
+                              result.getShape().back(), "result's columns")))
+    return failure();
+  return checkValidExtent(*this, "contract", getContract(), k,
+                          "contraction's extent");
+}
+
 LogicalResult EmbeddingOp::verify() {
   // A table of another rank is the type inference's error.
   if (ranked(getTable()).getRank() != 2)
@@ -648,10 +661,12 @@ FailureOr<zero::PaddingEffect> MatmulOp::getPaddingEffect(OpOperand &operand,
   return effect;
 }
 
-void MatmulOp::padOperand(OpOperand &operand, int64_t dim, int64_t) {
+void MatmulOp::padOperand(OpOperand &operand, int64_t dim, int64_t size) {
   auto result = ranked(getResult());
   getResult().setType(withDimSize(result, result.getRank() - 1,
                                   ranked(operand.get()).getDimSize(dim)));
+  if (!getColumns())
+    setColumns(size);
 }
 
 /// The ids never select a padded row: the lookup is unchanged.

@@ -64,3 +64,19 @@ func.func @loss_grad_classes(%l: tensor<2x3x16xf32>, %y: tensor<2x3xi32>, %d: te
   %g = nn.softmax_cross_entropy_grad %l, %y, %d classes -1 : tensor<2x3x16xf32>, tensor<2x3xi32>, tensor<f32>
   return
 }
+
+// -----
+
+func.func @matmul_columns(%x: tensor<2x4xf32>, %w: tensor<16x4xf32>) {
+  // expected-error @+1 {{'nn.matmul' op columns must lie in [1, 16), the result's columns without padding; got 0}}
+  %y = nn.matmul %x, %w transpose_rhs columns 0 : tensor<2x4xf32>, tensor<16x4xf32> -> tensor<2x16xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_contract(%dy: tensor<2x16xf32>, %w: tensor<16x4xf32>) {
+  // expected-error @+1 {{'nn.matmul' op contract must lie in [1, 16), the contraction's extent without padding; got 20}}
+  %dx = nn.matmul %dy, %w contract 20 : tensor<2x16xf32>, tensor<16x4xf32> -> tensor<2x4xf32>
+  return
+}

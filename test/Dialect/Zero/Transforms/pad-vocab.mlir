@@ -12,15 +12,17 @@
 // CHECK: %[[T:.*]] = zero.get_param @wte : tensor<128x4xf32>
 // CHECK: nn.embedding %[[T]][%{{.*}}] rows 10 : tensor<128x4xf32>, tensor<2x3xi32> -> tensor<2x3x4xf32>
 // CHECK: %[[W:.*]] = zero.get_param @wte : tensor<128x4xf32>
-// CHECK: %[[L:.*]] = nn.matmul %{{.*}}, %[[W]] transpose_rhs : tensor<2x3x4xf32>, tensor<128x4xf32> -> tensor<2x3x128xf32>
+// CHECK: %[[L:.*]] = nn.matmul %{{.*}}, %[[W]] transpose_rhs columns 10 : tensor<2x3x4xf32>, tensor<128x4xf32> -> tensor<2x3x128xf32>
 // CHECK: nn.softmax_cross_entropy %[[L]], %{{.*}} classes 10 : tensor<2x3x128xf32>, tensor<2x3xi32> -> tensor<f32>
 // EIGHT-LABEL: zero.param @wte : tensor<16x4xf32> init normal std 2.000000e-02 rows 10
 // EIGHT: nn.softmax_cross_entropy %{{.*}}, %{{.*}} classes 10 : tensor<2x3x16xf32>
 // The backward is derived from the padded forward: the loss gradient masks
-// the padded classes, the table's gradient has the padded shape.
+// the padded classes, the input gradient of the LM head leaves them out of
+// its sums, the table's gradient has the padded shape.
 // GRAD-LABEL: zero.train_step @tied
 // GRAD: nn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 10 : tensor<2x3x128xf32>
-// GRAD: nn.matmul %{{.*}}, %{{.*}} : tensor<2x3x128xf32>, tensor<128x4xf32> -> tensor<2x3x4xf32>
+// GRAD: nn.matmul %{{.*}}, %{{.*}} contract 10 : tensor<2x3x128xf32>, tensor<128x4xf32> -> tensor<2x3x4xf32>
+// GRAD: nn.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<6x128xf32>, tensor<6x4xf32> -> tensor<128x4xf32>
 // GRAD: nn.embedding_grad %{{.*}}[%{{.*}}] : tensor<2x3x4xf32>, tensor<2x3xi32> -> tensor<128x4xf32>
 // GRAD: zero.grad @wte, %{{.*}} : tensor<128x4xf32>
 zero.param @wte : tensor<10x4xf32> init normal std 0.02
@@ -70,6 +72,7 @@ zero.train_step @untied_columns(%tokens: tensor<2x3xi32>, %targets: tensor<2x3xi
 // CHECK-NEXT: zero.param @head : tensor<128x4xf32> init normal std 2.000000e-02 rows 10
 // CHECK-LABEL: zero.train_step @untied_rows
 // CHECK: nn.embedding %{{.*}}[%{{.*}}] : tensor<10x4xf32>
+// CHECK: nn.matmul %{{.*}}, %{{.*}} transpose_rhs columns 10 : tensor<2x3x4xf32>, tensor<128x4xf32> -> tensor<2x3x128xf32>
 // CHECK: nn.softmax_cross_entropy %{{.*}}, %{{.*}} classes 10 : tensor<2x3x128xf32>
 zero.param @emb : tensor<10x4xf32> init normal std 0.02
 zero.param @head : tensor<10x4xf32> init normal std 0.02

@@ -57,18 +57,38 @@ def NN_MatmulOp : NN_Op<"matmul", [
     element). `transpose_lhs`/`transpose_rhs` swap the last two dimensions of
     the operand before the product. Accumulation is in fp32.
 
+    Two attributes describe padding (`zero-pad-vocab`): `columns N` says
+    that the result's columns from N on are padding (zero rows of a padded
+    rhs table), and `contract N` that the contraction runs over its first N
+    entries only, the rest being padding that the sums leave out, so that
+    they round exactly as the unpadded product. The derivative of a product
+    with `columns N` contracts over those columns with `contract N`.
+
     ```mlir
     %y = nn.matmul %x, %w : tensor<8x64x768xf32>, tensor<768x2304xf32> -> tensor<8x64x2304xf32>
     %s = nn.matmul %q, %k transpose_rhs : tensor<8x12x64x64xf32>, tensor<8x12x64x64xf32> -> tensor<8x12x64x64xf32>
+    %l = nn.matmul %h, %wte transpose_rhs columns 50257 : tensor<8x1024x768xf32>, tensor<50304x768xf32> -> tensor<8x1024x50304xf32>
+    %dh = nn.matmul %dl, %wte contract 50257 : tensor<8x1024x50304xf32>, tensor<50304x768xf32> -> tensor<8x1024x768xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       OptionalAttr<I64Attr>:$columns,
+                       OptionalAttr<I64Attr>:$contract);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    (`columns` $columns^)? (`contract` $contract^)?
     attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
+                   "bool":$transpose_lhs, "bool":$transpose_rhs), [{
+      build($_builder, $_state, lhs, rhs, transpose_lhs, transpose_rhs,
+            /*columns=*/nullptr, /*contract=*/nullptr);
+    }]>,
+  ];
 }
 
 class NN_BroadcastBinaryOp<string mnemonic, string what> : NN_Op<mnemonic, [
