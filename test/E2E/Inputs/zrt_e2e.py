@@ -243,6 +243,26 @@ def cmd_pad_vocab(args):
                 init.append(read_log(out + ".json"))
             compare_steps(init[0], init[1], what + ", --init-from", 1e-6)
             print("%s: resumed and --init-from runs bitwise equal" % what)
+            # zero-ckpt consolidates the padded checkpoint, as it is and
+            # resharded to one rank at stage 0, into the unpadded weights.
+            step_dir = ".ckpt/step_%d" % half
+            files = []
+            for src, tag in [(base_name + step_dir, "unpadded"),
+                             (name + step_dir, "padded")]:
+                out = "%s_consolidated_%s.safetensors" % (name, tag)
+                run([args.ckpt_tool, "consolidate", src, "-o", out,
+                     "--optimizer-states"])
+                files.append(out)
+            run([args.ckpt_tool, "reshard", name + step_dir, "--world-size",
+                 "1", "--stage", "0", "-o", name + "_resharded"])
+            run([args.ckpt_tool, "consolidate", name + "_resharded", "-o",
+                 name + "_resharded.safetensors", "--optimizer-states"])
+            files.append(name + "_resharded.safetensors")
+            data = [open(f, "rb").read() for f in files]
+            if data[1] != data[0] or data[2] != data[0]:
+                fail("%s: the padded checkpoint consolidates (or reshards) to "
+                     "other weights than the unpadded one" % what)
+            print("%s: consolidated checkpoints equal, resharded too" % what)
     print("OK")
 
 
@@ -1027,6 +1047,7 @@ def main():
     s.add_argument("--stages", default="0,3")
     s.add_argument("--worlds", default="1,2")
     s.add_argument("--multiple", default="128")
+    s.add_argument("--ckpt-tool", default="zero-ckpt")
     s.add_argument("--steps", type=int, default=6)
     s.add_argument("--compile-args", default="")
     s.add_argument("--train-args", default="")
