@@ -320,8 +320,8 @@ static std::optional<int64_t> boundOfDim(Value v, int64_t dim) {
   return ShapedType::isDynamic(d) ? std::nullopt : std::optional<int64_t>(d);
 }
 
-/// A padding extent (`rows`, `classes`) must leave some padding and some
-/// valid entries: 0 < valid < size.
+/// A padding extent (`rows`, `classes`, `columns`, `contract`) must leave
+/// some padding and some valid entries: 0 < valid < size.
 static LogicalResult checkValidExtent(Operation *op, StringRef name,
                                       std::optional<int64_t> valid,
                                       int64_t size, StringRef what) {
