@@ -386,7 +386,9 @@ void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
       T *out = static_cast<T *>(dlogits);
       cudaStream_t stream = computeStream();
       unsigned grid = gridFor(rows, 1);
-      int threads = blockThreadsFor<T>(cols);
+      // The threads of an unpadded row, so that its statistics are summed
+      // as there.
+      int threads = blockThreadsFor<T>(classes);
       if (rowsAligned<T>(cols, {x, out}))
         crossEntropyGradKernel<T, I, true><<<grid, threads, 0, stream>>>(
             x, l, dloss, out, rows, classes, cols, deviceErrorWord());

@@ -35,6 +35,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace zrt::cuda;
@@ -668,6 +669,53 @@ TEST_P(CudaKernelsTest, SoftmaxCrossEntropyAndGrad) {
         }
       }
     }
+  }
+}
+
+// Logits padded to `cols` columns (zero-pad-vocab) give the unpadded loss
+// and gradient bit for bit, whatever the padding holds; its gradient is 0.
+TEST_P(CudaKernelsTest, SoftmaxCrossEntropyPadded) {
+  ZRT_REQUIRE_GPU();
+  for (auto [rows, classes, cols] :
+       {std::tuple<int64_t, int64_t, int64_t>{7, 10, 128},
+        {100, 1500, 1536},
+        {3, 5001, 5120}}) {
+    Buffer logits = randomBuffer(dtype(), rng, rows * classes, -5, 5);
+    Buffer padded(dtype(), rows * cols);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        padded.set(r * cols + c,
+                   c < classes ? logits.get(r * classes + c) : 30.0 + c % 7);
+    std::vector<int64_t> labels(static_cast<size_t>(rows));
+    std::uniform_int_distribution<int64_t> pick(0, classes - 1);
+    for (int64_t &l : labels)
+      l = pick(rng);
+    auto dLabels = deviceCopy(labels);
+    auto dLoss = deviceCopy(std::vector<float>{5.0f});
+    auto dDloss = deviceCopy(std::vector<float>{1.7f});
+    std::string what =
+        label("softmax_cross_entropy padded", dtype(), rows, classes);
+    DeviceTensor dx(logits, 0), dg(dtype(), rows * classes, 0);
+    DeviceTensor px(padded, 0), pg(dtype(), rows * cols, 0);
+    softmaxCrossEntropy(dtype(), dx.get(), ZRT_I64, dLabels->get(),
+                        dLoss->get<float>(), rows, classes, classes);
+    float want = dLoss->download<float>()[0];
+    softmaxCrossEntropy(dtype(), px.get(), ZRT_I64, dLabels->get(),
+                        dLoss->get<float>(), rows, classes, cols);
+    EXPECT_EQ(dLoss->download<float>()[0], want) << what;
+    softmaxCrossEntropyGrad(dtype(), dx.get(), ZRT_I64, dLabels->get(),
+                            dDloss->get<float>(), dg.get(), rows, classes,
+                            classes);
+    softmaxCrossEntropyGrad(dtype(), px.get(), ZRT_I64, dLabels->get(),
+                            dDloss->get<float>(), pg.get(), rows, classes,
+                            cols);
+    Buffer grad = dg.download(), paddedGrad = pg.download();
+    int64_t mismatches = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        mismatches += paddedGrad.get(r * cols + c) !=
+                      (c < classes ? grad.get(r * classes + c) : 0.0);
+    EXPECT_EQ(mismatches, 0) << what << " grad";
   }
 }
 

@@ -145,19 +145,20 @@ std::string describe(int32_t dtype, const MatmulCase &c, int32_t ta,
 }
 
 /// Runs both backends on random inputs and compares within the bound of the
-/// header comment, computed per element from sum_l |a_l b_l|.
+/// header comment, computed per element from sum_l |a_l b_l|. kSum >= 0
+/// sums over the first kSum of the k contraction entries only.
 void checkMatmul(int32_t dtype, const MatmulCase &c, int32_t ta, int32_t tb,
-                 std::mt19937 &rng, int64_t offset = 0) {
-  int64_t m = c.m, n = c.n, k = c.k;
+                 std::mt19937 &rng, int64_t offset = 0, int64_t kSum = -1) {
+  int64_t m = c.m, n = c.n, k = c.k, ks = kSum < 0 ? k : kSum;
   int64_t aN = c.batch * m * k, bN = (c.bBatched ? c.batch : 1) * k * n,
           cN = c.batch * m * n;
   Buffer a = randomBuffer(dtype, rng, aN), b = randomBuffer(dtype, rng, bN);
   Buffer want(dtype, cN);
   zrt_matmul(dtype, a.data(), b.data(), want.data(), c.batch, m, n, k, ta, tb,
-             c.bBatched, k);
+             c.bBatched, ks);
   DeviceArray da(a, offset), db(b, offset), dc(filled(dtype, cN, 7.0), offset);
   matmul(dtype, da.get(), db.get(), dc.get(), c.batch, m, n, k, ta, tb,
-         c.bBatched, k);
+         c.bBatched, ks);
   Buffer got = dc.download();
 
   std::vector<double> av = a.values(), bv = b.values();
@@ -168,7 +169,7 @@ void checkMatmul(int32_t dtype, const MatmulCase &c, int32_t ta, int32_t tb,
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
-        for (int64_t l = 0; l < k; ++l)
+        for (int64_t l = 0; l < ks; ++l)
           s += std::fabs(ta ? ai[l * m + r] : ai[r * k + l]) *
                std::fabs(tb ? bi[j * k + l] : bi[l * n + j]);
         bound[size_t((i * m + r) * n + j)] = s;
@@ -199,6 +200,23 @@ TEST(CudaMatmul, MatchesCpu) {
       for (int32_t ta = 0; ta < 2; ++ta)
         for (int32_t tb = 0; tb < 2; ++tb)
           checkMatmul(dtype, c, ta, tb, rng);
+}
+
+// k_sum < k (zero-pad-vocab's LM head input gradient): the trailing
+// contraction entries, random here, are left out on both backends.
+TEST(CudaMatmul, PartialContraction) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(3);
+  const std::pair<MatmulCase, int64_t> cases[] = {
+      {{1, 37, 29, 128, 0}, 100},
+      {{3, 17, 33, 64, 0}, 41},
+      {{2, 64, 96, 1024, 1}, 1000},
+  };
+  for (int32_t dtype : kDtypes)
+    for (const auto &[c, ks] : cases)
+      for (int32_t ta = 0; ta < 2; ++ta)
+        for (int32_t tb = 0; tb < 2; ++tb)
+          checkMatmul(dtype, c, ta, tb, rng, 0, ks);
 }
 
 TEST(CudaMatmul, LargeProducts) {
