@@ -455,6 +455,18 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
            shapeText(s.shape) + ", this program's parameter " + nth +
            std::to_string(m.params.size()) + " is '" + p.name + "' " +
            shapeText(p.shape));
+    // The same table padded otherwise (zero-pad-vocab): say so.
+    auto padding = [](const std::vector<int64_t> &shape, int64_t rows) {
+      return shapeText(unpaddedShape(shape, rows)) +
+             (rows >= 0 ? " padded to " + shapeText(shape) : " unpadded");
+    };
+    if (unpaddedShape(s.shape, s.rows) == unpaddedShape(p.shape, p.rows) &&
+        (s.shape != p.shape || s.rows != p.rows))
+      fail(where + " holds parameter '" + s.name + "' as " +
+           padding(s.shape, s.rows) + ", this program as " +
+           padding(p.shape, p.rows) +
+           ": compile it with the vocabulary padding of the run that saved "
+           "the checkpoint (zero-compile --pad-vocab)");
     if (s.shape != p.shape)
       fail(where + " is of another model: its parameter '" + s.name +
            "' has shape " + shapeText(s.shape) + ", this program's " +

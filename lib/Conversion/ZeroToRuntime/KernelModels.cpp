@@ -116,6 +116,8 @@ KernelCost cost(nn::MatmulOp op) {
   auto lhs = tensorType(op.getLhs());
   int64_t rank = lhs.getRank();
   int64_t k = lhs.getDimSize(op.getTransposeLhs() ? rank - 2 : rank - 1);
+  // A contraction over padding sums its first `contract` entries only.
+  k = op.getContract().value_or(k);
   // The result holds batch * M * N elements.
   double flops = 2.0 * numel(op.getResult()) * k;
   return KernelCost::compute(KernelCost::Kind::Gemm,
