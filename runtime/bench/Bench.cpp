@@ -94,7 +94,7 @@ void BM_Matmul(benchmark::State &state) {
   auto a = randomBytes(dtype, m * k), b = randomBytes(dtype, k * n),
        c = randomBytes(dtype, m * n);
   for (auto _ : state)
-    zrt_matmul(dtype, a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1);
+    zrt_matmul(dtype, a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1, k);
   state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
 }
 BENCHMARK(BM_Matmul)
@@ -212,7 +212,7 @@ void BM_CrossEntropyGrad(benchmark::State &state) {
   float dloss = 1;
   for (auto _ : state)
     zrt_softmax_cross_entropy_grad(dtype, x.data(), ZRT_I32, labels.data(),
-                                   &dloss, dx.data(), rows, classes);
+                                   &dloss, dx.data(), rows, classes, classes);
   state.SetBytesProcessed(state.iterations() * n * 2 * zrt_dtype_size(dtype));
 }
 BENCHMARK(BM_CrossEntropyGrad)

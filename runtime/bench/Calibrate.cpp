@@ -151,7 +151,7 @@ int main(int argc, char **argv) {
     float *c = keep.back().data();
     gemms.push_back({2.0 * s.m * s.n * s.k, [=] {
                        zrt_matmul(ZRT_F32, a, b, c, 1, s.m, s.n, s.k, s.ta,
-                                  s.tb, 0);
+                                  s.tb, 0, s.k);
                      }});
   }
   double gemmFlops = measureRate(gemms, rounds, 20);

@@ -216,11 +216,15 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
                     {"bytes", files[r].bytes},
                     {"crc32", files[r].crc}});
   json params = json::array();
-  for (const SavedParam &p : savedParams(m))
-    params.push_back({{"name", p.name},
-                      {"shape", p.shape},
-                      {"partition", p.group},
-                      {"offset", p.offset}});
+  for (const SavedParam &p : savedParams(m)) {
+    json param = {{"name", p.name},
+                  {"shape", p.shape},
+                  {"partition", p.group},
+                  {"offset", p.offset}};
+    if (p.rows >= 0)
+      param["rows"] = p.rows;
+    params.push_back(std::move(param));
+  }
   json manifest = {{"format", kCheckpointFormat},
                    {"schedule_hash", m.hashText},
                    {"world_size", world},
@@ -238,7 +242,7 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
 std::vector<SavedParam> zrt::savedParams(const Manifest &m) {
   std::vector<SavedParam> params;
   for (const ParamInfo &p : m.params)
-    params.push_back({p.name, p.shape, p.numel, p.partition, p.offset});
+    params.push_back({p.name, p.shape, p.numel, p.partition, p.offset, p.rows});
   return params;
 }
 
@@ -311,14 +315,18 @@ CheckpointReader::CheckpointReader(const std::string &path) {
     if (format >= 3)
       for (const json &p : json_.at("params")) {
         SavedParam param{p.at("name").get<std::string>(),
-                         p.at("shape").get<std::vector<int64_t>>(), 1,
+                         p.at("shape").get<std::vector<int64_t>>(),
+                         1,
                          p.at("partition").get<int32_t>(),
-                         p.at("offset").get<int64_t>()};
+                         p.at("offset").get<int64_t>(),
+                         p.value("rows", int64_t(-1))};
         for (int64_t d : param.shape)
           param.numel *= d;
         if (param.group < 0 || param.group >= int32_t(groups.size()) ||
             param.offset < 0 ||
-            param.offset + param.numel > groups[size_t(param.group)].numel)
+            param.offset + param.numel > groups[size_t(param.group)].numel ||
+            (param.rows >= 0 &&
+             (param.shape.empty() || param.rows >= param.shape[0])))
           fail(whereText + ": parameter '" + param.name +
                "' lies outside its group");
         byName[param.name] = params.size();
@@ -488,9 +496,27 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
            shapeText(s.shape) + ", this program's parameter " + nth +
            std::to_string(m.params.size()) + " is '" + p.name + "' " +
            shapeText(p.shape));
+    // The same table padded otherwise (zero-pad-vocab): say so.
+    auto padding = [](const std::vector<int64_t> &shape, int64_t rows) {
+      return shapeText(unpaddedShape(shape, rows)) +
+             (rows >= 0 ? " padded to " + shapeText(shape) : " unpadded");
+    };
+    if (unpaddedShape(s.shape, s.rows) == unpaddedShape(p.shape, p.rows) &&
+        (s.shape != p.shape || s.rows != p.rows))
+      fail(where + " holds parameter '" + s.name + "' as " +
+           padding(s.shape, s.rows) + ", this program as " +
+           padding(p.shape, p.rows) +
+           ": compile it with the vocabulary padding of the run that saved "
+           "the checkpoint (zero-compile --pad-vocab)");
     if (s.shape != p.shape)
       fail(where + " is of another model: its parameter '" + s.name +
            "' has shape " + shapeText(s.shape) + ", this program's " +
+           shapeText(p.shape));
+    if (s.rows != p.rows)
+      fail(where + " is of another model: its parameter '" + s.name +
+           "' has shape " + shapeText(unpaddedShape(s.shape, s.rows)) +
+           " padded to " + shapeText(s.shape) + ", this program's " +
+           shapeText(unpaddedShape(p.shape, p.rows)) + " padded to " +
            shapeText(p.shape));
   }
   if (saved.size() > n)

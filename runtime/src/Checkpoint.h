@@ -94,6 +94,8 @@ struct SavedParam {
   /// offset in the group's flat layout.
   int32_t group = -1;
   int64_t offset = 0;
+  /// Rows without padding (-1: not padded), as ParamInfo::rows.
+  int64_t rows = -1;
 };
 
 /// One group (partition) as a checkpoint records it.

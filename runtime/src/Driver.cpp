@@ -388,7 +388,7 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
     if (!opts.initFrom.empty()) {
       std::vector<WantedTensor> wanted;
       for (const ParamInfo &p : m.params)
-        wanted.push_back({p.name, p.shape});
+        wanted.push_back({p.name, p.exportShape()});
       tensors = readWeights(readFile(opts.initFrom), wanted, opts.initFrom);
     }
     initializeParameters(ctx, opts.seed,

@@ -203,6 +203,14 @@ Manifest Manifest::parse(const std::string &text) {
       info.partition = p.at("partition").get<int32_t>();
       info.offset = p.at("offset").get<int64_t>();
       info.weightDecay = p.value("weight_decay", -1.0);
+      if (p.contains("rows")) {
+        info.rows = p.at("rows").get<int64_t>();
+        if (info.shape.empty() || info.rows < 1 || info.rows >= info.shape[0])
+          invalid("parameter '" + info.name + "' has rows " +
+                  std::to_string(info.rows) + " outside [1, its " +
+                  std::to_string(info.shape.empty() ? 0 : info.shape[0]) +
+                  " rows)");
+      }
       m.params.push_back(std::move(info));
     }
     for (const json &p : j.at("partitions")) {

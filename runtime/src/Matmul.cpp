@@ -114,20 +114,21 @@ void storeRows(const float *src, int64_t rows, int64_t cols, T *dst,
   });
 }
 
+/// `k` is the operands' contraction extent, `ks` <= k the part summed.
 void matmulF32(const float *a, const float *b, float *c, int64_t batch,
-               int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+               int64_t m, int64_t n, int64_t k, int64_t ks, bool ta, bool tb,
                bool bBatched) {
   int64_t lda = ta ? m : k, ldb = tb ? k : n;
   if (foldsBatch(ta, bBatched)) {
-    parallelGemms(1, batch * m, n, k, [&](int64_t) {
-      return Gemm{ta, tb, batch * m, n, k, a, lda, b, ldb, c, n};
+    parallelGemms(1, batch * m, n, ks, [&](int64_t) {
+      return Gemm{ta, tb, batch * m, n, ks, a, lda, b, ldb, c, n};
     });
     return;
   }
-  parallelGemms(batch, m, n, k, [&](int64_t i) {
+  parallelGemms(batch, m, n, ks, [&](int64_t i) {
     return Gemm{ta,  tb,
                 m,   n,
-                k,   a + i * m * k,
+                ks,  a + i * m * k,
                 lda, b + (bBatched ? i * k * n : 0),
                 ldb, c + i * m * n,
                 n};
@@ -136,7 +137,7 @@ void matmulF32(const float *a, const float *b, float *c, int64_t batch,
 
 template <typename T>
 void matmul16(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
-              int64_t k, bool ta, bool tb, bool bBatched) {
+              int64_t k, int64_t ks, bool ta, bool tb, bool bBatched) {
   bool fold = foldsBatch(ta, bBatched);
   int64_t rows = fold ? batch * m : m;
   int64_t batches = fold ? 1 : batch;
@@ -153,20 +154,20 @@ void matmul16(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
       if (bBatched || bi == 0) {
         const T *bb = b + (bBatched ? bi * k * n : 0);
         if (tb)
-          convertRows(bb + j0 * k, k, nb, k, bPanel);
+          convertRows(bb + j0 * k, k, nb, ks, bPanel);
         else
-          convertRows(bb + j0, n, k, nb, bPanel);
+          convertRows(bb + j0, n, ks, nb, bPanel);
       }
       for (int64_t i0 = 0; i0 < rows; i0 += ps.mb) {
         int64_t mb = std::min(ps.mb, rows - i0);
         const T *ab = a + bi * m * k;
         if (ta)
-          convertRows(ab + i0, m, k, mb, aPanel);
+          convertRows(ab + i0, m, ks, mb, aPanel);
         else
-          convertRows(ab + i0 * k, k, mb, k, aPanel);
-        parallelGemms(1, mb, nb, k, [&](int64_t) {
-          return Gemm{ta,          tb,     mb,          nb,     k, aPanel,
-                      ta ? mb : k, bPanel, tb ? k : nb, cPanel, nb};
+          convertRows(ab + i0 * k, k, mb, ks, aPanel);
+        parallelGemms(1, mb, nb, ks, [&](int64_t) {
+          return Gemm{ta,           tb,     mb,           nb,     ks, aPanel,
+                      ta ? mb : ks, bPanel, tb ? ks : nb, cPanel, nb};
         });
         storeRows(cPanel, mb, nb, c + (bi * m + i0) * n + j0, n);
       }
@@ -187,12 +188,15 @@ void zrt::useSingleThreadedBlas() {
 extern "C" void zrt_matmul(int32_t dtype, const void *a, const void *b, void *c,
                            int64_t batch, int64_t m, int64_t n, int64_t k,
                            int32_t transposeA, int32_t transposeB,
-                           int32_t bIsBatched) {
+                           int32_t bIsBatched, int64_t kSum) {
   KernelSpan span("zrt_matmul");
   checkDims("zrt_matmul", batch, m, n, k);
+  if (kSum < 0 || kSum > k)
+    fatal("zrt_matmul: k_sum %lld is outside [0, k = %lld]", (long long)kSum,
+          (long long)k);
   if (batch == 0 || m == 0 || n == 0)
     return;
-  if (k == 0) {
+  if (kSum == 0) {
     zrt_fill(dtype, c, batch * m * n, 0.0);
     return;
   }
@@ -200,11 +204,11 @@ extern "C" void zrt_matmul(int32_t dtype, const void *a, const void *b, void *c,
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>)
       matmulF32(static_cast<const float *>(a), static_cast<const float *>(b),
-                static_cast<float *>(c), batch, m, n, k, transposeA, transposeB,
-                bIsBatched);
+                static_cast<float *>(c), batch, m, n, k, kSum, transposeA,
+                transposeB, bIsBatched);
     else
       matmul16(static_cast<const T *>(a), static_cast<const T *>(b),
-               static_cast<T *>(c), batch, m, n, k, transposeA, transposeB,
-               bIsBatched);
+               static_cast<T *>(c), batch, m, n, k, kSum, transposeA,
+               transposeB, bIsBatched);
   });
 }

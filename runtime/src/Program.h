@@ -31,6 +31,24 @@ extern const char *const kBufferNames[kNumBufferKinds];
 
 enum class InitKind { Normal, Zeros, Ones };
 
+/// The shape weights files hold for a parameter of `shape`: with `rows`
+/// rows when it is padded (rows >= 0; zero-pad-vocab appends zero rows that
+/// no weights file shows), else `shape`.
+inline std::vector<int64_t> unpaddedShape(std::vector<int64_t> shape,
+                                          int64_t rows) {
+  if (rows >= 0 && !shape.empty())
+    shape[0] = rows;
+  return shape;
+}
+
+/// The number of elements of `shape`.
+inline int64_t numelOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
 struct ParamInfo {
   std::string name;
   std::vector<int64_t> shape;
@@ -42,6 +60,13 @@ struct ParamInfo {
   int64_t offset = 0;
   /// Its own weight decay; negative: the optimizer's.
   double weightDecay = -1.0;
+  /// Rows without padding (-1: not padded); the padding rows follow them.
+  int64_t rows = -1;
+  /// The shape and element count of its weights in weights files.
+  std::vector<int64_t> exportShape() const {
+    return unpaddedShape(shape, rows);
+  }
+  int64_t exportNumel() const { return numelOf(exportShape()); }
 };
 
 /// [begin, end) of a partition's layout.

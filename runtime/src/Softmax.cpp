@@ -11,6 +11,7 @@
 #include "Kernels.h"
 #include "Trace.h"
 
+#include <algorithm>
 #include <limits>
 
 using namespace zrt;
@@ -129,12 +130,25 @@ extern "C" void zrt_softmax_grad(int32_t dtype, const void *y, const void *dy,
   });
 }
 
+/// The padding columns of a loss over [rows, cols] logits whose first
+/// `classes` columns are the classes.
+static void checkPadding(const char *kernel, int64_t classes, int64_t cols) {
+  if (cols < classes)
+    fatal("%s: %lld columns hold fewer than the %lld classes", kernel,
+          (long long)cols, (long long)classes);
+}
+
+// Padded rows are read with stride `cols` and reduced over exactly the
+// `classes` leading entries, in the same blocks and with the same row grain
+// as an unpadded row: the loss and gradient are bitwise those of the
+// unpadded logits.
 extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
                                           int32_t labelType, const void *labels,
                                           float *loss, int64_t rows,
-                                          int64_t classes) {
+                                          int64_t classes, int64_t cols) {
   KernelSpan span("zrt_softmax_cross_entropy");
-  checkDims("zrt_softmax_cross_entropy", rows, classes);
+  checkDims("zrt_softmax_cross_entropy", rows, classes, cols);
+  checkPadding("zrt_softmax_cross_entropy", classes, cols);
   if (rows > 0 && classes == 0)
     fatal("zrt_softmax_cross_entropy: no classes");
   dispatchFloat(dtype, [&](auto tag) {
@@ -150,7 +164,7 @@ extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
             for (int64_t r = begin; r < end; ++r) {
               int64_t label =
                   checkedLabel(y, r, classes, "zrt_softmax_cross_entropy");
-              const T *row = x + r * classes;
+              const T *row = x + r * cols;
               RowStats st = rowStats(row, classes, buf);
               sum += std::log(double(st.sum)) + double(st.max) -
                      double(toFloat(row[label]));
@@ -162,11 +176,14 @@ extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
   });
 }
 
-extern "C" void zrt_softmax_cross_entropy_grad(
-    int32_t dtype, const void *logits, int32_t labelType, const void *labels,
-    const float *dloss, void *dlogits, int64_t rows, int64_t classes) {
+extern "C" void
+zrt_softmax_cross_entropy_grad(int32_t dtype, const void *logits,
+                               int32_t labelType, const void *labels,
+                               const float *dloss, void *dlogits, int64_t rows,
+                               int64_t classes, int64_t cols) {
   KernelSpan span("zrt_softmax_cross_entropy_grad");
-  checkDims("zrt_softmax_cross_entropy_grad", rows, classes);
+  checkDims("zrt_softmax_cross_entropy_grad", rows, classes, cols);
+  checkPadding("zrt_softmax_cross_entropy_grad", classes, cols);
   if (rows == 0)
     return;
   float g = float(double(*dloss) / double(rows));
@@ -177,14 +194,16 @@ extern "C" void zrt_softmax_cross_entropy_grad(
       const T *x = static_cast<const T *>(logits);
       const I *y = static_cast<const I *>(labels);
       T *dx = static_cast<T *>(dlogits);
-      parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
+      parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
         alignas(64) float buf[kBlock];
         for (int64_t r = begin; r < end; ++r) {
           int64_t label =
               checkedLabel(y, r, classes, "zrt_softmax_cross_entropy_grad");
-          RowStats st = rowStats(x + r * classes, classes, buf);
-          writeProbabilities(x + r * classes, dx + r * classes, classes, st, g,
-                             label, g);
+          RowStats st = rowStats(x + r * cols, classes, buf);
+          writeProbabilities(x + r * cols, dx + r * cols, classes, st, g, label,
+                             g);
+          std::fill(dx + r * cols + classes, dx + (r + 1) * cols,
+                    fromFloat<T>(0.0f));
         }
       });
     });

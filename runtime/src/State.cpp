@@ -65,10 +65,10 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
       auto it = byName.find(p.name);
       if (it == byName.end())
         fail("the weights have no tensor '" + p.name + "'");
-      if (it->second->shape != p.shape)
+      if (it->second->shape != p.exportShape())
         fail("tensor '" + p.name + "' has shape " +
              shapeText(it->second->shape) + ", the program's parameter " +
-             shapeText(p.shape));
+             shapeText(p.exportShape()));
       byName.erase(it);
     }
     if (!byName.empty())
@@ -88,8 +88,9 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
       const ParamInfo &param = m.params[i];
       if (param.partition != p)
         continue;
+      // Padding rows (after the first exportNumel elements) stay zero.
       int64_t lo = std::max(need.begin, param.offset);
-      int64_t hi = std::min(need.end, param.offset + param.numel);
+      int64_t hi = std::min(need.end, param.offset + param.exportNumel());
       const Tensor *t = tensors ? byName[param.name] : nullptr;
       for (int64_t e = lo; e < hi; ++e)
         values[size_t(e - need.begin)] =
@@ -139,9 +140,17 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
   if (ctx.rank != 0)
     return tensors;
   for (const ParamInfo &param : m.params) {
+    // Without its padding rows, which follow the rest. Their gradient is
+    // exactly zero, so they must still hold the zeros they started with.
     const float *src = layouts[size_t(param.partition)].data() + param.offset;
-    tensors.push_back(
-        {param.name, param.shape, std::vector<float>(src, src + param.numel)});
+    for (int64_t e = param.exportNumel(); e < param.numel; ++e)
+      if (src[e] != 0.0f)
+        fatal("export: padding row %lld of '%s' holds %g, not 0: its "
+              "gradient was not masked",
+              (long long)(e / (param.numel / param.shape[0])),
+              param.name.c_str(), double(src[e]));
+    tensors.push_back({param.name, param.exportShape(),
+                       std::vector<float>(src, src + param.exportNumel())});
   }
   return tensors;
 }

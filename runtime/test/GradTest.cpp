@@ -122,32 +122,32 @@ TEST_F(GradTest, Matmul) {
         auto matmul = [&](const Floats &x, const Floats &y) {
           Floats c(static_cast<size_t>(batch * m * n));
           zrt_matmul(ZRT_F32, x.data(), y.data(), c.data(), batch, m, n, k, ta,
-                     tb, bBatched);
+                     tb, bBatched, k);
           return c;
         };
         // dA' = dY B'^T, transposed back when A was.
         Floats da(a.size());
         zrt_matmul(ZRT_F32, dy.data(), b.data(), da.data(), batch, m, k, n, 0,
-                   !tb, bBatched);
+                   !tb, bBatched, n);
         if (ta)
           da = transposeLast2(da, batch, m, k);
         Floats db(b.size());
         if (bBatched) {
           if (tb)
             zrt_matmul(ZRT_F32, dy.data(), a.data(), db.data(), batch, n, k, m,
-                       1, ta, 1);
+                       1, ta, 1, m);
           else
             zrt_matmul(ZRT_F32, a.data(), dy.data(), db.data(), batch, k, n, m,
-                       !ta, 0, 1);
+                       !ta, 0, 1, m);
         } else {
           // Shared weight: contract over every leading dimension.
           Floats a2 = ta ? transposeLast2(a, batch, k, m) : a;
           if (tb)
             zrt_matmul(ZRT_F32, dy.data(), a2.data(), db.data(), 1, n, k,
-                       batch * m, 1, 0, 1);
+                       batch * m, 1, 0, 1, batch * m);
           else
             zrt_matmul(ZRT_F32, a2.data(), dy.data(), db.data(), 1, k, n,
-                       batch * m, 1, 0, 1);
+                       batch * m, 1, 0, 1, batch * m);
         }
         std::string what = "matmul ta " + std::to_string(ta) + " tb " +
                            std::to_string(tb) + " batched " +
@@ -427,13 +427,13 @@ TEST_F(GradTest, SoftmaxCrossEntropy) {
     Floats dlogits(logits.size());
     zrt_softmax_cross_entropy_grad(ZRT_F32, logits.data(), ZRT_I64,
                                    labels.data(), &dloss, dlogits.data(), rows,
-                                   classes);
+                                   classes, classes);
     checkGradient(
         "softmax_cross_entropy", logits,
         [&](const Floats &x) {
           Floats loss(1);
           zrt_softmax_cross_entropy(ZRT_F32, x.data(), ZRT_I64, labels.data(),
-                                    loss.data(), rows, classes);
+                                    loss.data(), rows, classes, classes);
           return loss;
         },
         w, dlogits, rng);

@@ -15,6 +15,8 @@
 #include "TestUtil.h"
 
 #include <algorithm>
+#include <cstring>
+#include <tuple>
 
 using namespace zrt_test;
 
@@ -51,7 +53,7 @@ TEST_P(KernelTest, Matmul) {
             randomBuffer(dtype(), rng, (c.bBatched ? c.batch : 1) * c.k * c.n);
         Buffer out(dtype(), c.batch * c.m * c.n);
         zrt_matmul(dtype(), a.data(), b.data(), out.data(), c.batch, c.m, c.n,
-                   c.k, ta, tb, c.bBatched);
+                   c.k, ta, tb, c.bBatched, c.k);
         ref::Vec absSum;
         ref::Vec want = ref::matmul(a.values(), b.values(), c.batch, c.m, c.n,
                                     c.k, ta, tb, c.bBatched, &absSum);
@@ -61,6 +63,52 @@ TEST_P(KernelTest, Matmul) {
                       u() * std::fabs(want[i]) + c.k * kF32 * absSum[i])
               << "matmul " << dtypeName(dtype()) << " batch " << c.batch
               << " m " << c.m << " ta " << ta << " tb " << tb << " at " << i;
+      }
+    }
+  }
+}
+
+// k_sum < k leaves the trailing contraction entries out: the product is
+// bitwise that of operands holding only the first k_sum, whatever the rest
+// holds (zero-pad-vocab's padding).
+TEST_P(KernelTest, MatmulPartialContraction) {
+  struct Case {
+    int64_t batch, m, n, k, ks;
+    bool bBatched;
+  };
+  for (Case c :
+       {Case{1, 37, 29, 256, 200, true}, Case{2, 19, 23, 640, 501, false},
+        Case{2, 300, 520, 24, 17, false}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        int64_t bBatch = c.bBatched ? c.batch : 1;
+        Buffer a = randomBuffer(dtype(), rng, c.batch * c.m * c.k);
+        Buffer b = randomBuffer(dtype(), rng, bBatch * c.k * c.n);
+        // The operands cut to the first ks contraction entries.
+        Buffer a2(dtype(), c.batch * c.m * c.ks),
+            b2(dtype(), bBatch * c.ks * c.n);
+        for (int64_t i = 0; i < c.batch; ++i)
+          for (int64_t r = 0; r < c.m; ++r)
+            for (int64_t t = 0; t < c.ks; ++t)
+              a2.set(i * c.m * c.ks + (ta ? t * c.m + r : r * c.ks + t),
+                     a.get(i * c.m * c.k + (ta ? t * c.m + r : r * c.k + t)));
+        for (int64_t i = 0; i < bBatch; ++i)
+          for (int64_t t = 0; t < c.ks; ++t)
+            for (int64_t col = 0; col < c.n; ++col)
+              b2.set(
+                  i * c.ks * c.n + (tb ? col * c.ks + t : t * c.n + col),
+                  b.get(i * c.k * c.n + (tb ? col * c.k + t : t * c.n + col)));
+        Buffer out(dtype(), c.batch * c.m * c.n),
+            want(dtype(), c.batch * c.m * c.n);
+        zrt_matmul(dtype(), a.data(), b.data(), out.data(), c.batch, c.m, c.n,
+                   c.k, ta, tb, c.bBatched, c.ks);
+        zrt_matmul(dtype(), a2.data(), b2.data(), want.data(), c.batch, c.m,
+                   c.n, c.ks, ta, tb, c.bBatched, c.ks);
+        EXPECT_EQ(std::memcmp(out.data(), want.data(),
+                              size_t(out.size() * zrt_dtype_size(dtype()))),
+                  0)
+            << "matmul " << dtypeName(dtype()) << " k " << c.k << " k_sum "
+            << c.ks << " ta " << ta << " tb " << tb;
       }
     }
   }
@@ -566,18 +614,62 @@ TEST_P(KernelTest, SoftmaxCrossEntropyAndGrad) {
                            : labels.data();
       float loss = 0;
       zrt_softmax_cross_entropy(dtype(), logits.data(), labelType, lp, &loss,
-                                rows, classes);
+                                rows, classes, classes);
       double want = ref::crossEntropy(logits.values(), labels, classes);
       EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << dtypeName(dtype());
       float dloss = 1.7f;
       Buffer dlogits(dtype(), rows * classes);
       zrt_softmax_cross_entropy_grad(dtype(), logits.data(), labelType, lp,
-                                     &dloss, dlogits.data(), rows, classes);
+                                     &dloss, dlogits.data(), rows, classes,
+                                     classes);
       ref::Vec wantGrad =
           ref::crossEntropyGrad(logits.values(), labels, classes, dloss);
       expectClose(dlogits, wantGrad, u() + 1e-5, 1e-6 * maxAbs(wantGrad),
                   "softmax_cross_entropy_grad");
     }
+  }
+}
+
+// Logits padded to `cols` columns give the loss and gradient of the first
+// `classes` bit for bit, whatever the padding holds; its gradient is 0.
+TEST_P(KernelTest, SoftmaxCrossEntropyPadded) {
+  for (auto [rows, classes, cols] :
+       {std::tuple<int64_t, int64_t, int64_t>{7, 1500, 1536}, {100, 10, 128}}) {
+    Buffer logits = randomBuffer(dtype(), rng, rows * classes, -5, 5);
+    Buffer padded(dtype(), rows * cols);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        padded.set(r * cols + c,
+                   c < classes ? logits.get(r * classes + c) : 30.0 + c);
+    std::vector<int64_t> labels(rows);
+    std::uniform_int_distribution<int64_t> pick(0, classes - 1);
+    for (int64_t &l : labels)
+      l = pick(rng);
+    float loss = 0, paddedLoss = 1;
+    zrt_softmax_cross_entropy(dtype(), logits.data(), ZRT_I64, labels.data(),
+                              &loss, rows, classes, classes);
+    zrt_softmax_cross_entropy(dtype(), padded.data(), ZRT_I64, labels.data(),
+                              &paddedLoss, rows, classes, cols);
+    EXPECT_EQ(std::memcmp(&loss, &paddedLoss, sizeof(float)), 0)
+        << loss << " vs " << paddedLoss;
+    float dloss = 1.7f;
+    Buffer grad(dtype(), rows * classes), paddedGrad(dtype(), rows * cols);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      paddedGrad.set(i, 123.0); // must be overwritten
+    zrt_softmax_cross_entropy_grad(dtype(), logits.data(), ZRT_I64,
+                                   labels.data(), &dloss, grad.data(), rows,
+                                   classes, classes);
+    zrt_softmax_cross_entropy_grad(dtype(), padded.data(), ZRT_I64,
+                                   labels.data(), &dloss, paddedGrad.data(),
+                                   rows, classes, cols);
+    int64_t mismatches = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        double got = paddedGrad.get(r * cols + c);
+        double want = c < classes ? grad.get(r * classes + c) : 0.0;
+        mismatches += std::memcmp(&got, &want, sizeof(double)) != 0;
+      }
+    EXPECT_EQ(mismatches, 0) << dtypeName(dtype());
   }
 }
 

@@ -74,7 +74,7 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
     EXPECT_EQ(want == 0, dtype() == ZRT_F32);
     EXPECT_EQ(scratchOf([&] {
                 zrt_matmul(dtype(), a.data(), b.data(), out.data(), c.batch,
-                           c.m, c.n, c.k, c.ta, c.tb, c.bBatched);
+                           c.m, c.n, c.k, c.ta, c.tb, c.bBatched, c.k);
               }),
               want);
   }
@@ -153,10 +153,10 @@ TEST_P(ScratchTest, OtherKernelsUseNoScratch) {
         zrt_embedding(dtype(), x.data(), ZRT_I64, labels.data(), z.data(), rows,
                       rows, cols);
         zrt_softmax_cross_entropy(dtype(), x.data(), ZRT_I64, labels.data(),
-                                  &loss, rows, cols);
+                                  &loss, rows, cols, cols);
         zrt_softmax_cross_entropy_grad(dtype(), x.data(), ZRT_I64,
                                        labels.data(), &one, z.data(), rows,
-                                       cols);
+                                       cols, cols);
         zrt_transpose(dtype(), x.data(), z.data(), 2, shape.data(),
                       perm.data());
         zrt_split(dtype(), x.data(), parts, sizes, 2, rows, 1);
@@ -171,7 +171,7 @@ TEST_P(ScratchTest, OtherKernelsUseNoScratch) {
       0);
   EXPECT_EQ(scratchOf([&] {
               zrt_matmul(ZRT_F32, master.data(), master.data(), m.data(), 4, 30,
-                         40, 50, 1, 1, 0);
+                         40, 50, 1, 1, 0, 50);
             }),
             0);
 }
@@ -183,7 +183,7 @@ TEST_P(ScratchTest, PeakIsArenaPlusScratch) {
   int64_t m = 64, n = 48, k = 32;
   Buffer a = randomBuffer(dtype(), rng, m * k),
          b = randomBuffer(dtype(), rng, k * n), c(dtype(), m * n);
-  zrt_matmul(dtype(), a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1);
+  zrt_matmul(dtype(), a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1, k);
   EXPECT_EQ(zrt_memory_peak_bytes(),
             4096 + zrt_matmul_scratch_bytes(dtype(), 1, m, n, k, 0, 0, 1));
   zrt_arena_destroy(arena);
@@ -264,7 +264,7 @@ TEST_P(ScratchTest, ReductionsIndependentOfThreadCount) {
     zrt_rms_norm_grad(dtype(), x.data(), x.data(), x.data(), dx.data(),
                       rmsDw.data(), rows, cols, 1e-5);
     zrt_softmax_cross_entropy(dtype(), x.data(), ZRT_I32, labels.data(), loss,
-                              rows, cols);
+                              rows, cols, cols);
     const void *g[] = {x.data()};
     zrt_check_overflow(dtype(), g, &n, 1, 1.0f, stats);
     zrt_set_num_threads(saved);

@@ -212,10 +212,13 @@ int consolidate(const std::string &path, const std::string &out,
   for (BufferKind kind : kinds)
     for (size_t i = 0; i < ckpt.params.size(); ++i) {
       const SavedParam &p = ckpt.params[i];
-      Tensor t{p.name, p.shape, std::vector<float>(size_t(p.numel))};
+      // As --export: without the padding rows, which follow the rest.
+      std::vector<int64_t> shape = unpaddedShape(p.shape, p.rows);
+      int64_t numel = numelOf(shape);
+      Tensor t{p.name, shape, std::vector<float>(size_t(numel))};
       if (kind != kMaster)
         t.name += std::string(".") + kBufferNames[kind];
-      ckpt.read(i, kind, 0, p.numel, t.data.data());
+      ckpt.read(i, kind, 0, numel, t.data.data());
       tensors.push_back(std::move(t));
     }
   // The metadata --export writes, so that the files are equal byte for byte.
@@ -293,6 +296,7 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
     info.offset = p.offset;
     if (groups.contains(p.name) && groups.at(p.name).is_number())
       info.weightDecay = groups.at(p.name).get<double>();
+    info.rows = p.rows;
     m.partitions[size_t(p.group)].params.push_back(p.name);
     m.params.push_back(info);
   }

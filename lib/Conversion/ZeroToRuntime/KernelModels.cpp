@@ -104,7 +104,8 @@ LogicalResult buildCall(nn::MatmulOp op, KernelCallBuilder &b) {
                 {b.dtype(elemType(op.getLhs())), b.operand(0), b.operand(1),
                  b.result(0), b.i64(s.batch), b.i64(s.m), b.i64(s.n),
                  b.i64(s.k), b.i32(op.getTransposeLhs()),
-                 b.i32(op.getTransposeRhs()), b.i32(s.rhsBatched)});
+                 b.i32(op.getTransposeRhs()), b.i32(s.rhsBatched),
+                 b.i64(op.getContract().value_or(s.k))});
 }
 int64_t scratchBytes(nn::MatmulOp op) {
   MatmulShape s = getMatmulShape(op);
@@ -115,6 +116,8 @@ KernelCost cost(nn::MatmulOp op) {
   auto lhs = tensorType(op.getLhs());
   int64_t rank = lhs.getRank();
   int64_t k = lhs.getDimSize(op.getTransposeLhs() ? rank - 2 : rank - 1);
+  // A contraction over padding sums its first `contract` entries only.
+  k = op.getContract().value_or(k);
   // The result holds batch * M * N elements.
   double flops = 2.0 * numel(op.getResult()) * k;
   return KernelCost::compute(KernelCost::Kind::Gemm,
@@ -334,7 +337,9 @@ LogicalResult buildCall(nn::EmbeddingOp op, KernelCallBuilder &b) {
   return b.call("zrt_embedding",
                 {b.dtype(elemType(op.getTable())), b.operand(0),
                  b.dtype(elemType(op.getIds())), b.operand(1), b.result(0),
-                 b.i64(numel(op.getIds())), b.i64(t.getDimSize(0)),
+                 b.i64(numel(op.getIds())),
+                 // Padding rows are out of range for the ids.
+                 b.i64(op.getRows().value_or(t.getDimSize(0))),
                  b.i64(t.getDimSize(1))});
 }
 KernelCost cost(nn::EmbeddingOp op) {
@@ -360,7 +365,8 @@ LogicalResult buildCall(nn::SoftmaxCrossEntropyOp op, KernelCallBuilder &b) {
   return b.call("zrt_softmax_cross_entropy",
                 {b.dtype(elemType(op.getLogits())), b.operand(0),
                  b.dtype(elemType(op.getLabels())), b.operand(1), b.result(0),
-                 b.i64(numel(op.getLogits()) / cols), b.i64(cols)});
+                 b.i64(numel(op.getLogits()) / cols), b.i64(op.getNumClasses()),
+                 b.i64(cols)});
 }
 LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
                         KernelCallBuilder &b) {
@@ -369,7 +375,7 @@ LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
                 {b.dtype(elemType(op.getLogits())), b.operand(0),
                  b.dtype(elemType(op.getLabels())), b.operand(1), b.operand(2),
                  b.result(0), b.i64(numel(op.getLogits()) / cols),
-                 b.i64(cols)});
+                 b.i64(op.getNumClasses()), b.i64(cols)});
 }
 
 // Reductions and layout.

@@ -95,6 +95,9 @@ std::string Lowering::buildManifest() {
              {"offset", loc ? loc->offset : -1}};
     if (std::optional<APFloat> decay = p.getWeightDecay())
       o["weight_decay"] = decay->convertToDouble();
+    // Rows the user sees; the rest are zero-padding (zero-pad-vocab).
+    if (std::optional<int64_t> rows = p.getRows())
+      o["rows"] = *rows;
     params.push_back(std::move(o));
   }
   for (const PartitionBuffers &pb : s.getPartitions()) {

@@ -61,16 +61,18 @@ struct PlanKey {
   int32_t dtype;
   bool ta, tb;
   int64_t batch, rows, n, k; // rows: m, or batch * m when folded
+  int64_t kSum;               // the part of k summed (k but for padding)
   // Elements between batch items (0 for a shared rhs) and byte alignments
   // of the stored lhs, rhs and output.
   int64_t strideLhs, strideRhs;
   uint32_t alignLhs, alignRhs, alignOut;
 
   bool operator<(const PlanKey &o) const {
-    return std::tie(dtype, ta, tb, batch, rows, n, k, strideLhs, strideRhs,
-                    alignLhs, alignRhs, alignOut) <
-           std::tie(o.dtype, o.ta, o.tb, o.batch, o.rows, o.n, o.k, o.strideLhs,
-                    o.strideRhs, o.alignLhs, o.alignRhs, o.alignOut);
+    return std::tie(dtype, ta, tb, batch, rows, n, k, kSum, strideLhs,
+                    strideRhs, alignLhs, alignRhs, alignOut) <
+           std::tie(o.dtype, o.ta, o.tb, o.batch, o.rows, o.n, o.k, o.kSum,
+                    o.strideLhs, o.strideRhs, o.alignLhs, o.alignRhs,
+                    o.alignOut);
   }
 };
 
@@ -128,11 +130,12 @@ Plan makePlan(const PlanKey &key, int64_t workspaceBytes) {
       p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
   ZRT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(
       p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
-  int64_t m = key.rows, n = key.n, k = key.k;
-  p.a = key.tb ? makeLayout(type, k, n, k, key.batch, key.strideRhs)
-               : makeLayout(type, n, k, n, key.batch, key.strideRhs);
-  p.b = key.ta ? makeLayout(type, m, k, m, key.batch, key.strideLhs)
-               : makeLayout(type, k, m, k, key.batch, key.strideLhs);
+  // The leading dimensions follow the stored k, the shapes the summed ks.
+  int64_t m = key.rows, n = key.n, k = key.k, ks = key.kSum;
+  p.a = key.tb ? makeLayout(type, ks, n, k, key.batch, key.strideRhs)
+               : makeLayout(type, n, ks, n, key.batch, key.strideRhs);
+  p.b = key.ta ? makeLayout(type, m, ks, m, key.batch, key.strideLhs)
+               : makeLayout(type, ks, m, k, key.batch, key.strideLhs);
   p.c = makeLayout(type, n, m, n, key.batch, m * n);
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -207,13 +210,16 @@ uint32_t alignment(const void *ptr, int64_t strideBytes) {
 void zrt::cuda::matmul(int32_t dtype, const void *a, const void *b, void *c,
                        int64_t batch, int64_t m, int64_t n, int64_t k,
                        int32_t transposeA, int32_t transposeB,
-                       int32_t bIsBatched) {
+                       int32_t bIsBatched, int64_t kSum) {
   checkDims("zrt_matmul", batch, m, n, k);
+  if (kSum < 0 || kSum > k)
+    fatal("zrt_matmul: k_sum %lld is outside [0, k = %lld]", (long long)kSum,
+          (long long)k);
   if (batch == 0 || m == 0 || n == 0)
     return;
   int64_t elem = 0;
   dispatch(dtype, "zrt_matmul", [&](auto tag) { elem = sizeof(tag); });
-  if (k == 0) {
+  if (kSum == 0) {
     ZRT_CUDA_CHECK(
         cudaMemsetAsync(c, 0, size_t(batch * m * n * elem), computeStream()));
     return;
@@ -233,6 +239,7 @@ void zrt::cuda::matmul(int32_t dtype, const void *a, const void *b, void *c,
   key.rows = fold ? batch * m : m;
   key.n = n;
   key.k = k;
+  key.kSum = kSum;
   key.strideLhs = key.rows * k;
   key.strideRhs = bBatched ? k * n : 0;
   if (key.batch > INT32_MAX)

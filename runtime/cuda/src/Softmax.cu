@@ -171,13 +171,14 @@ __global__ void __launch_bounds__(kMaxThreads)
 template <typename T, typename I, bool kAligned>
 __global__ void __launch_bounds__(kMaxThreads)
     crossEntropyKernel(const T *logits, const I *labels, float *loss,
-                       int64_t rows, int64_t classes, int *error) {
+                       int64_t rows, int64_t classes, int64_t cols,
+                       int *error) {
   __shared__ float red[32];
   __shared__ double redTotal[32];
   __shared__ bool lastBlock;
   double partial = 0.0;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T *row = logits + r * classes;
+    const T *row = logits + r * cols;
     RowStats st = blockRowStats<kAligned>(row, classes, red);
     if (threadIdx.x == 0) {
       int64_t label = int64_t(labels[r]);
@@ -213,13 +214,13 @@ template <typename T, typename I, bool kAligned>
 __global__ void __launch_bounds__(kMaxThreads)
     crossEntropyGradKernel(const T *logits, const I *labels, const float *dloss,
                            T *dlogits, int64_t rows, int64_t classes,
-                           int *error) {
+                           int64_t cols, int *error) {
   constexpr int kVec = vecWidth<T>();
   __shared__ float red[32];
   float g = float(double(*dloss) / double(rows));
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T *row = logits + r * classes;
-    T *out = dlogits + r * classes;
+    const T *row = logits + r * cols;
+    T *out = dlogits + r * cols;
     int64_t label = int64_t(labels[r]);
     if (label < 0 || label >= classes) {
       // Reported; the row is written without its one-hot term.
@@ -229,17 +230,25 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
     RowStats st = blockRowStats<kAligned>(row, classes, red);
     float scale = g / st.sum;
-    forBlockRow<kAligned>(row, classes, [&](int64_t c, const float *v) {
+    // The padding columns [classes, cols) get a zero gradient.
+    forBlockRow<kAligned>(row, cols, [&](int64_t c, const float *v) {
       float o[kVec];
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        o[e] = expApprox(v[e] - st.max) * scale;
+        o[e] = c + e < classes ? expApprox(v[e] - st.max) * scale : 0.0f;
         if (c + e == label)
           o[e] -= g;
       }
-      storeSpan<kVec, kAligned>(out, c, classes, o);
+      storeSpan<kVec, kAligned>(out, c, cols, o);
     });
   }
+}
+
+/// Rows of `cols` entries whose first `classes` are a loss's classes.
+void checkPadding(const char *kernel, int64_t classes, int64_t cols) {
+  if (cols < classes)
+    fatal("%s: %lld columns hold fewer than the %lld classes", kernel,
+          (long long)cols, (long long)classes);
 }
 
 /// Threads of a block-per-row kernel over rows of `cols` elements of T.
@@ -325,9 +334,10 @@ void zrt::cuda::softmaxGrad(int32_t dtype, const void *y, const void *dy,
 void zrt::cuda::softmaxCrossEntropy(int32_t dtype, const void *logits,
                                     int32_t labelType, const void *labels,
                                     float *loss, int64_t rows,
-                                    int64_t classes) {
+                                    int64_t classes, int64_t cols) {
   const char *kernel = "zrt_softmax_cross_entropy";
-  checkDims(kernel, rows, classes);
+  checkDims(kernel, rows, classes, cols);
+  checkPadding(kernel, classes, cols);
   if (rows > 0 && classes == 0)
     fatal("%s: no classes", kernel);
   dispatch(dtype, kernel, [&](auto tag) {
@@ -343,12 +353,13 @@ void zrt::cuda::softmaxCrossEntropy(int32_t dtype, const void *logits,
       const I *l = static_cast<const I *>(labels);
       unsigned grid = unsigned(rows < kLossBlocks ? rows : kLossBlocks);
       int threads = blockThreadsFor<T>(classes);
-      if (rowsAligned<T>(classes, {x}))
+      // Packs of a padded row may reach into its padding, never past it.
+      if (rowsAligned<T>(cols, {x}))
         crossEntropyKernel<T, I, true><<<grid, threads, 0, stream>>>(
-            x, l, loss, rows, classes, deviceErrorWord());
+            x, l, loss, rows, classes, cols, deviceErrorWord());
       else
         crossEntropyKernel<T, I, false><<<grid, threads, 0, stream>>>(
-            x, l, loss, rows, classes, deviceErrorWord());
+            x, l, loss, rows, classes, cols, deviceErrorWord());
       checkLaunch(kernel);
     });
   });
@@ -357,9 +368,11 @@ void zrt::cuda::softmaxCrossEntropy(int32_t dtype, const void *logits,
 void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
                                         int32_t labelType, const void *labels,
                                         const float *dloss, void *dlogits,
-                                        int64_t rows, int64_t classes) {
+                                        int64_t rows, int64_t classes,
+                                        int64_t cols) {
   const char *kernel = "zrt_softmax_cross_entropy_grad";
-  checkDims(kernel, rows, classes);
+  checkDims(kernel, rows, classes, cols);
+  checkPadding(kernel, classes, cols);
   if (rows > 0 && classes == 0)
     fatal("%s: no classes", kernel);
   dispatch(dtype, kernel, [&](auto tag) {
@@ -373,13 +386,15 @@ void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
       T *out = static_cast<T *>(dlogits);
       cudaStream_t stream = computeStream();
       unsigned grid = gridFor(rows, 1);
+      // The threads of an unpadded row, so that its statistics are summed
+      // as there.
       int threads = blockThreadsFor<T>(classes);
-      if (rowsAligned<T>(classes, {x, out}))
+      if (rowsAligned<T>(cols, {x, out}))
         crossEntropyGradKernel<T, I, true><<<grid, threads, 0, stream>>>(
-            x, l, dloss, out, rows, classes, deviceErrorWord());
+            x, l, dloss, out, rows, classes, cols, deviceErrorWord());
       else
         crossEntropyGradKernel<T, I, false><<<grid, threads, 0, stream>>>(
-            x, l, dloss, out, rows, classes, deviceErrorWord());
+            x, l, dloss, out, rows, classes, cols, deviceErrorWord());
       checkLaunch(kernel);
     });
   });

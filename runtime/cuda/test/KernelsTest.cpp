@@ -35,6 +35,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace zrt::cuda;
@@ -632,11 +633,11 @@ TEST_P(CudaKernelsTest, SoftmaxCrossEntropyAndGrad) {
           labelType == ZRT_I32 ? dLabels32->get() : dLabels64->get();
       float wantLoss = 0;
       zrt_softmax_cross_entropy(dtype(), logits.data(), labelType, hostLabels,
-                                &wantLoss, rows, classes);
+                                &wantLoss, rows, classes, classes);
       Buffer wantGrad(dtype(), rows * classes);
       zrt_softmax_cross_entropy_grad(dtype(), logits.data(), labelType,
                                      hostLabels, &dloss, wantGrad.data(), rows,
-                                     classes);
+                                     classes, classes);
       std::string what =
           label("softmax_cross_entropy", dtype(), rows, classes) +
           (labelType == ZRT_I32 ? " i32" : " i64");
@@ -645,10 +646,11 @@ TEST_P(CudaKernelsTest, SoftmaxCrossEntropyAndGrad) {
       for (int64_t offset : {0, 1}) {
         DeviceTensor dx(logits, offset), dg(dtype(), rows * classes, offset);
         softmaxCrossEntropy(dtype(), dx.get(), labelType, devLabels,
-                            dLoss->get<float>(), rows, classes);
+                            dLoss->get<float>(), rows, classes, classes);
         float loss = dLoss->download<float>()[0];
         softmaxCrossEntropyGrad(dtype(), dx.get(), labelType, devLabels,
-                                dDloss->get<float>(), dg.get(), rows, classes);
+                                dDloss->get<float>(), dg.get(), rows, classes,
+                                classes);
         Buffer grad = dg.download();
         if (offset == 0) {
           gotLoss = loss;
@@ -658,7 +660,7 @@ TEST_P(CudaKernelsTest, SoftmaxCrossEntropyAndGrad) {
           expectNear(grad, wantGrad, 2e-5, 2e-6 * maxAbs(wantGrad),
                      what + " grad");
           softmaxCrossEntropy(dtype(), dx.get(), labelType, devLabels,
-                              dLoss->get<float>(), rows, classes);
+                              dLoss->get<float>(), rows, classes, classes);
           EXPECT_EQ(dLoss->download<float>()[0], gotLoss)
               << what << " is not bitwise reproducible";
         } else {
@@ -667,6 +669,53 @@ TEST_P(CudaKernelsTest, SoftmaxCrossEntropyAndGrad) {
         }
       }
     }
+  }
+}
+
+// Logits padded to `cols` columns (zero-pad-vocab) give the unpadded loss
+// and gradient bit for bit, whatever the padding holds; its gradient is 0.
+TEST_P(CudaKernelsTest, SoftmaxCrossEntropyPadded) {
+  ZRT_REQUIRE_GPU();
+  for (auto [rows, classes, cols] :
+       {std::tuple<int64_t, int64_t, int64_t>{7, 10, 128},
+        {100, 1500, 1536},
+        {3, 5001, 5120}}) {
+    Buffer logits = randomBuffer(dtype(), rng, rows * classes, -5, 5);
+    Buffer padded(dtype(), rows * cols);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        padded.set(r * cols + c,
+                   c < classes ? logits.get(r * classes + c) : 30.0 + c % 7);
+    std::vector<int64_t> labels(static_cast<size_t>(rows));
+    std::uniform_int_distribution<int64_t> pick(0, classes - 1);
+    for (int64_t &l : labels)
+      l = pick(rng);
+    auto dLabels = deviceCopy(labels);
+    auto dLoss = deviceCopy(std::vector<float>{5.0f});
+    auto dDloss = deviceCopy(std::vector<float>{1.7f});
+    std::string what =
+        label("softmax_cross_entropy padded", dtype(), rows, classes);
+    DeviceTensor dx(logits, 0), dg(dtype(), rows * classes, 0);
+    DeviceTensor px(padded, 0), pg(dtype(), rows * cols, 0);
+    softmaxCrossEntropy(dtype(), dx.get(), ZRT_I64, dLabels->get(),
+                        dLoss->get<float>(), rows, classes, classes);
+    float want = dLoss->download<float>()[0];
+    softmaxCrossEntropy(dtype(), px.get(), ZRT_I64, dLabels->get(),
+                        dLoss->get<float>(), rows, classes, cols);
+    EXPECT_EQ(dLoss->download<float>()[0], want) << what;
+    softmaxCrossEntropyGrad(dtype(), dx.get(), ZRT_I64, dLabels->get(),
+                            dDloss->get<float>(), dg.get(), rows, classes,
+                            classes);
+    softmaxCrossEntropyGrad(dtype(), px.get(), ZRT_I64, dLabels->get(),
+                            dDloss->get<float>(), pg.get(), rows, classes,
+                            cols);
+    Buffer grad = dg.download(), paddedGrad = pg.download();
+    int64_t mismatches = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        mismatches += paddedGrad.get(r * cols + c) !=
+                      (c < classes ? grad.get(r * classes + c) : 0.0);
+    EXPECT_EQ(mismatches, 0) << what << " grad";
   }
 }
 
@@ -961,9 +1010,10 @@ TEST(CudaScratchTest, ExactlyThePlannedScratch) {
         softmax(dt, x.get(), out.get(), rows, cols);
         softmaxGrad(dt, x.get(), g.get(), out.get(), rows, cols);
         softmaxCrossEntropy(dt, x.get(), ZRT_I64, dIds->get(),
-                            loss->get<float>(), rows, cols);
+                            loss->get<float>(), rows, cols, cols);
         softmaxCrossEntropyGrad(dt, x.get(), ZRT_I64, dIds->get(),
-                                loss->get<float>(), out.get(), rows, cols);
+                                loss->get<float>(), out.get(), rows, cols,
+                                cols);
         reduceSum(dt, x.get(), dw.get(), rows, cols);
         embedding(dt, table.get(), ZRT_I64, dIds->get(), out.get(), rows, vocab,
                   8);
@@ -1003,7 +1053,7 @@ TEST(CudaKernelsDeathTest, IdsAndLabelsOutOfRange) {
   embeddingGrad(dt, out.get(), ZRT_I64, good->get(), grad.get(), numIds, vocab,
                 dim);
   softmaxCrossEntropy(dt, table.get(), ZRT_I64, good->get(), loss->get<float>(),
-                      numIds, vocab);
+                      numIds, vocab, vocab);
   sync();
   EXPECT_DEATH(
       {
@@ -1022,14 +1072,15 @@ TEST(CudaKernelsDeathTest, IdsAndLabelsOutOfRange) {
   EXPECT_DEATH(
       {
         softmaxCrossEntropy(dt, table.get(), ZRT_I64, high->get(),
-                            loss->get<float>(), numIds, vocab);
+                            loss->get<float>(), numIds, vocab, vocab);
         sync();
       },
       "label is out of range");
   EXPECT_DEATH(
       {
         softmaxCrossEntropyGrad(dt, table.get(), ZRT_I32, low->get(),
-                                loss->get<float>(), grad.get(), numIds, vocab);
+                                loss->get<float>(), grad.get(), numIds, vocab,
+                                vocab);
         sync();
       },
       "label is out of range");
@@ -1056,7 +1107,7 @@ TEST(CudaKernelsDeathTest, InvalidArguments) {
   EXPECT_DEATH(split(ZRT_F32, a.get(), outs, negative, 2, 1, 1),
                "negative part size");
   EXPECT_DEATH(softmaxCrossEntropy(ZRT_F32, a.get(), ZRT_I64, b.get(),
-                                   a.get<float>(), 2, 0),
+                                   a.get<float>(), 2, 0, 0),
                "no classes");
   EXPECT_DEATH(embedding(ZRT_F32, a.get(), 5, b.get(), a.get(), 1, 1, 1),
                "unknown index type");

@@ -145,19 +145,20 @@ std::string describe(int32_t dtype, const MatmulCase &c, int32_t ta,
 }
 
 /// Runs both backends on random inputs and compares within the bound of the
-/// header comment, computed per element from sum_l |a_l b_l|.
+/// header comment, computed per element from sum_l |a_l b_l|. kSum >= 0
+/// sums over the first kSum of the k contraction entries only.
 void checkMatmul(int32_t dtype, const MatmulCase &c, int32_t ta, int32_t tb,
-                 std::mt19937 &rng, int64_t offset = 0) {
-  int64_t m = c.m, n = c.n, k = c.k;
+                 std::mt19937 &rng, int64_t offset = 0, int64_t kSum = -1) {
+  int64_t m = c.m, n = c.n, k = c.k, ks = kSum < 0 ? k : kSum;
   int64_t aN = c.batch * m * k, bN = (c.bBatched ? c.batch : 1) * k * n,
           cN = c.batch * m * n;
   Buffer a = randomBuffer(dtype, rng, aN), b = randomBuffer(dtype, rng, bN);
   Buffer want(dtype, cN);
   zrt_matmul(dtype, a.data(), b.data(), want.data(), c.batch, m, n, k, ta, tb,
-             c.bBatched);
+             c.bBatched, ks);
   DeviceArray da(a, offset), db(b, offset), dc(filled(dtype, cN, 7.0), offset);
   matmul(dtype, da.get(), db.get(), dc.get(), c.batch, m, n, k, ta, tb,
-         c.bBatched);
+         c.bBatched, ks);
   Buffer got = dc.download();
 
   std::vector<double> av = a.values(), bv = b.values();
@@ -168,7 +169,7 @@ void checkMatmul(int32_t dtype, const MatmulCase &c, int32_t ta, int32_t tb,
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
-        for (int64_t l = 0; l < k; ++l)
+        for (int64_t l = 0; l < ks; ++l)
           s += std::fabs(ta ? ai[l * m + r] : ai[r * k + l]) *
                std::fabs(tb ? bi[j * k + l] : bi[l * n + j]);
         bound[size_t((i * m + r) * n + j)] = s;
@@ -201,6 +202,23 @@ TEST(CudaMatmul, MatchesCpu) {
           checkMatmul(dtype, c, ta, tb, rng);
 }
 
+// k_sum < k (zero-pad-vocab's LM head input gradient): the trailing
+// contraction entries, random here, are left out on both backends.
+TEST(CudaMatmul, PartialContraction) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(3);
+  const std::pair<MatmulCase, int64_t> cases[] = {
+      {{1, 37, 29, 128, 0}, 100},
+      {{3, 17, 33, 64, 0}, 41},
+      {{2, 64, 96, 1024, 1}, 1000},
+  };
+  for (int32_t dtype : kDtypes)
+    for (const auto &[c, ks] : cases)
+      for (int32_t ta = 0; ta < 2; ++ta)
+        for (int32_t tb = 0; tb < 2; ++tb)
+          checkMatmul(dtype, c, ta, tb, rng, 0, ks);
+}
+
 TEST(CudaMatmul, LargeProducts) {
   ZRT_REQUIRE_GPU();
   std::mt19937 rng(2);
@@ -229,14 +247,14 @@ TEST(CudaMatmul, EmptyAndZeroK) {
     // k = 0: c is all zeros, as an empty sum.
     Buffer a(dtype, 1), b(dtype, 1);
     DeviceArray da(a), db(b), dc(filled(dtype, 2 * 3 * 4, 7.0));
-    matmul(dtype, da.get(), db.get(), dc.get(), 2, 3, 4, 0, 0, 1, 0);
+    matmul(dtype, da.get(), db.get(), dc.get(), 2, 3, 4, 0, 0, 1, 0, 0);
     EXPECT_EQ(dc.download().values(), std::vector<double>(24, 0.0))
         << dtypeName(dtype);
     // An empty c: nothing is written.
     DeviceArray untouched(filled(dtype, 4, 7.0));
-    matmul(dtype, da.get(), db.get(), untouched.get(), 0, 3, 4, 5, 0, 0, 1);
-    matmul(dtype, da.get(), db.get(), untouched.get(), 2, 0, 4, 5, 1, 0, 0);
-    matmul(dtype, da.get(), db.get(), untouched.get(), 2, 3, 0, 5, 0, 1, 0);
+    matmul(dtype, da.get(), db.get(), untouched.get(), 0, 3, 4, 5, 0, 0, 1, 5);
+    matmul(dtype, da.get(), db.get(), untouched.get(), 2, 0, 4, 5, 1, 0, 0, 5);
+    matmul(dtype, da.get(), db.get(), untouched.get(), 2, 3, 0, 5, 0, 1, 0, 5);
     EXPECT_EQ(untouched.download().values(), std::vector<double>(4, 7.0))
         << dtypeName(dtype);
   }
@@ -254,7 +272,7 @@ TEST(CudaMatmul, ScratchIsThePlannedWorkspace) {
       ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
       ASSERT_EQ(zrt_scratch_bytes_in_use(), 0);
       zrt_memory_reset_peak();
-      matmul(dtype, da.get(), db.get(), dc.get(), batch, m, n, k, ta, 0, 0);
+      matmul(dtype, da.get(), db.get(), dc.get(), batch, m, n, k, ta, 0, 0, k);
       ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
       int64_t planned = zrt_scratch_matmul(dtype, batch, m, n, k, ta, 0);
       EXPECT_EQ(planned == 0, dtype == ZRT_F32);
@@ -611,9 +629,10 @@ TEST(CudaAttention, ScratchIsThePlannedRowTerms) {
 TEST(CudaMatmulAttentionDeathTest, InvalidArguments) {
   ZRT_REQUIRE_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(matmul(ZRT_F32, nullptr, nullptr, nullptr, 1, -1, 2, 3, 0, 0, 0),
-               "negative dimension");
-  EXPECT_DEATH(matmul(7, nullptr, nullptr, nullptr, 1, 1, 1, 1, 0, 0, 0),
+  EXPECT_DEATH(
+      matmul(ZRT_F32, nullptr, nullptr, nullptr, 1, -1, 2, 3, 0, 0, 0, 3),
+      "negative dimension");
+  EXPECT_DEATH(matmul(7, nullptr, nullptr, nullptr, 1, 1, 1, 1, 0, 0, 0, 1),
                "unknown dtype");
   EXPECT_DEATH(attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 1, 1,
                          -2, 8, 0, 0),

@@ -101,6 +101,17 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %dt = nn.embedding_grad %dy[%ids] : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
   // CHECK: nn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
   %dl = nn.softmax_cross_entropy_grad %logits, %labels, %one : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
+  // The padded forms of zero-pad-vocab: 10 valid rows and classes of 16.
+  // CHECK: nn.matmul %{{.*}}, %{{.*}} transpose_rhs columns 10 : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  %pm = nn.matmul %x, %dt transpose_rhs columns 10 : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  // CHECK: nn.matmul %{{.*}}, %{{.*}} contract 10 : tensor<2x4x16xf32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
+  %pc = nn.matmul %logits, %dt contract 10 : tensor<2x4x16xf32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
+  // CHECK: nn.embedding %{{.*}}[%{{.*}}] rows 10 : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  %pe = nn.embedding %dt[%ids] rows 10 : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  // CHECK: nn.softmax_cross_entropy %{{.*}}, %{{.*}} classes 10 : tensor<2x4x16xf32>, tensor<2x4xi64> -> tensor<f32>
+  %pl = nn.softmax_cross_entropy %logits, %labels classes 10 : tensor<2x4x16xf32>, tensor<2x4xi64> -> tensor<f32>
+  // CHECK: nn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 10 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
+  %pd = nn.softmax_cross_entropy_grad %logits, %labels, %one classes 10 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
   return
 }
 

@@ -184,6 +184,103 @@ def cmd_remat(args):
     print("OK")
 
 
+def cmd_pad_vocab(args):
+    """Trains the model as it is and with --pad-vocab, for every stage and
+    world size: every step's loss, loss scale and skip flag must be bitwise
+    the unpadded run's (the gradient norm, which only gradient clipping
+    would use, within 1e-6), every measured peak its plan, and
+    the exported weights (unpadded shapes) byte for byte the same file. The
+    padded program then resumes its own checkpoint and starts from the
+    unpadded run's export (--init-from), both bitwise again."""
+    os.makedirs(args.work, exist_ok=True)
+    extra = shlex.split(args.compile_args)
+    for world in [int(w) for w in args.worlds.split(",")]:
+        for stage in [int(s) for s in args.stages.split(",")]:
+            what = "stage %d, world %d" % (stage, world)
+            runs = {}
+            for pad in ["0", args.multiple]:
+                name = os.path.join(args.work, "s%d_w%d_pad%s" %
+                                    (stage, world, pad))
+                compile_args = ["--stage", str(stage), "--pad-vocab", pad]
+                train_args = args.train_args + " --export " + name + \
+                    ".safetensors --save " + name + ".ckpt --save-every " + \
+                    str(args.steps // 2)
+                log = train_once(argparse.Namespace(**dict(
+                    vars(args), train_args=train_args)), name, world,
+                    compile_args + extra)
+                check_peak(log, "%s, pad %s" % (what, pad))
+                runs[pad] = (name, log)
+            base_name, base = runs["0"]
+            name, log = runs[args.multiple]
+            compare_steps(base, log, what + ", padded", 1e-6)
+            if open(base_name + ".safetensors", "rb").read() != \
+                    open(name + ".safetensors", "rb").read():
+                fail("%s: the padded run's exported weights differ from the "
+                     "unpadded run's" % what)
+            print("%s: %d steps bitwise equal padded to %s; exports equal" %
+                  (what, len(log), args.multiple))
+            # Resume the padded run's checkpoint halfway; start the padded
+            # program from the unpadded export.
+            half = args.steps // 2
+            resumed = name + "_resumed"
+            run(shlex.split(args.mpirun) + ["-np", str(world), name, "--quiet",
+                "--steps", str(args.steps), "--log-json", resumed + ".json",
+                "--resume", "%s.ckpt/step_%d" % (name, half),
+                "--export", resumed + ".safetensors"] +
+                shlex.split(args.train_args), log=resumed + ".out")
+            compare_steps(log[half:], read_log(resumed + ".json"),
+                          what + ", resumed")
+            if open(name + ".safetensors", "rb").read() != \
+                    open(resumed + ".safetensors", "rb").read():
+                fail("%s: the resumed run's exported weights differ" % what)
+            init = []
+            for prog, tag in [(base_name, "unpadded"), (name, "padded")]:
+                out = "%s_init_%s" % (name, tag)
+                run(shlex.split(args.mpirun) + ["-np", str(world), prog,
+                    "--quiet", "--steps", "2", "--log-json", out + ".json",
+                    "--init-from", base_name + ".safetensors"] +
+                    shlex.split(args.train_args), log=out + ".out")
+                init.append(read_log(out + ".json"))
+            compare_steps(init[0], init[1], what + ", --init-from", 1e-6)
+            print("%s: resumed and --init-from runs bitwise equal" % what)
+            # zero-ckpt consolidates the padded checkpoint, as it is and
+            # resharded to one rank at stage 0, into the unpadded weights.
+            step_dir = ".ckpt/step_%d" % half
+            files = []
+            for src, tag in [(base_name + step_dir, "unpadded"),
+                             (name + step_dir, "padded")]:
+                out = "%s_consolidated_%s.safetensors" % (name, tag)
+                run([args.ckpt_tool, "consolidate", src, "-o", out,
+                     "--optimizer-states"])
+                files.append(out)
+            run([args.ckpt_tool, "reshard", name + step_dir, "--world-size",
+                 "1", "--stage", "0", "-o", name + "_resharded"])
+            run([args.ckpt_tool, "consolidate", name + "_resharded", "-o",
+                 name + "_resharded.safetensors", "--optimizer-states"])
+            files.append(name + "_resharded.safetensors")
+            data = [open(f, "rb").read() for f in files]
+            if data[1] != data[0] or data[2] != data[0]:
+                fail("%s: the padded checkpoint consolidates (or reshards) to "
+                     "other weights than the unpadded one" % what)
+            print("%s: consolidated checkpoints equal, resharded too" % what)
+    print("OK")
+
+
+def compare_steps(ref, log, what, norm_rtol=0.0):
+    """Bitwise losses, loss scales and skips; gradient norms within
+    norm_rtol (the padding moves the bounds of the norm's partial sums)."""
+    if len(ref) != len(log):
+        fail("%s: %d steps, %d in the reference" % (what, len(log), len(ref)))
+    for r, l in zip(ref, log):
+        for key in ["step", "loss", "loss_scale", "skipped"]:
+            if r[key] != l[key]:
+                fail("%s: step %d: %s %r != %r" % (what, l["step"], key,
+                                                   l[key], r[key]))
+        if rel_diff(r["grad_norm"], l["grad_norm"]) > norm_rtol:
+            fail("%s: step %d: grad_norm %r != %r" % (
+                what, l["step"], l["grad_norm"], r["grad_norm"]))
+
+
 def cmd_budget(args):
     """Compiles with a memory budget the model states fit but the step does
     not, reads the best plan's peak P from the error, then checks that
@@ -942,6 +1039,19 @@ def main():
     s.add_argument("--compile-args", default="")
     s.add_argument("--train-args", default="")
     s.set_defaults(fn=cmd_remat)
+    s = sub.add_parser("pad-vocab")
+    s.add_argument("--compiler", required=True)
+    s.add_argument("--mpirun", required=True)
+    s.add_argument("--model", required=True)
+    s.add_argument("--work", required=True)
+    s.add_argument("--stages", default="0,3")
+    s.add_argument("--worlds", default="1,2")
+    s.add_argument("--multiple", default="128")
+    s.add_argument("--ckpt-tool", default="zero-ckpt")
+    s.add_argument("--steps", type=int, default=6)
+    s.add_argument("--compile-args", default="")
+    s.add_argument("--train-args", default="")
+    s.set_defaults(fn=cmd_pad_vocab)
     s = sub.add_parser("budget")
     s.add_argument("--compiler", required=True)
     s.add_argument("--mpirun", required=True)

@@ -57,7 +57,12 @@ LogicalResult MatmulOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   Value a = getLhs(), w = getRhs();
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
   // With A' = op(A) and B' = op(B): dA' = dY B'^T and dB' = A'^T dY.
-  Value da = MatmulOp::create(b, loc, dy, w, false, !tb);
+  // dY's padded columns (`columns`) hold zeros: leave them out of dA's sums,
+  // which then round as the unpadded product's.
+  auto daOp = MatmulOp::create(b, loc, dy, w, false, !tb);
+  if (std::optional<int64_t> columns = getColumns())
+    daOp.setContract(*columns);
+  Value da = daOp;
   if (ta)
     da = transposeLast2(b, loc, da);
   Value dw;
@@ -281,7 +286,8 @@ LogicalResult ConcatOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 LogicalResult SoftmaxCrossEntropyOp::buildDerivative(
     OpBuilder &b, ArrayRef<Value> grads, SmallVectorImpl<Value> &out) {
   out.push_back(grads[0] ? SoftmaxCrossEntropyGradOp::create(
-                               b, getLoc(), getLogits(), getLabels(), grads[0])
+                               b, getLoc(), getLogits(), getLabels(), grads[0],
+                               getClassesAttr())
                          : Value());
   out.push_back(Value()); // labels are not differentiable
   return success();

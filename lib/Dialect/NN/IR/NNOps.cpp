@@ -320,9 +320,46 @@ static std::optional<int64_t> boundOfDim(Value v, int64_t dim) {
   return ShapedType::isDynamic(d) ? std::nullopt : std::optional<int64_t>(d);
 }
 
+/// A padding extent (`rows`, `classes`, `columns`, `contract`) must leave
+/// some padding and some valid entries: 0 < valid < size.
+static LogicalResult checkValidExtent(Operation *op, StringRef name,
+                                      std::optional<int64_t> valid,
+                                      int64_t size, StringRef what) {
+  if (!valid)
+    return success();
+  if (*valid <= 0 || *valid >= size)
+    return op->emitOpError(name) << " must lie in [1, " << size << "), the "
+                                 << what << " without padding; got " << *valid;
+  return success();
+}
+
+LogicalResult MatmulOp::verify() {
+  auto lhs = ranked(getLhs()), result = ranked(getResult());
+  // Shapes that do not multiply are the type inference's error.
+  if (lhs.getRank() < 2 || result.getRank() < 2)
+    return success();
+  int64_t k = lhs.getShape()[lhs.getRank() - (getTransposeLhs() ? 2 : 1)];
+  if (failed(checkValidExtent(*this, "columns", getColumns(),
+                              result.getShape().back(), "result's columns")))
+    return failure();
+  return checkValidExtent(*this, "contract", getContract(), k,
+                          "contraction's extent");
+}
+
+LogicalResult EmbeddingOp::verify() {
+  // A table of another rank is the type inference's error.
+  if (ranked(getTable()).getRank() != 2)
+    return success();
+  return checkValidExtent(*this, "rows", getRows(),
+                          ranked(getTable()).getDimSize(0), "table's rows");
+}
+
 std::optional<int64_t> EmbeddingOp::getIndexBound(OpOperand &operand) {
-  return &operand == &getIdsMutable() ? boundOfDim(getTable(), 0)
-                                      : std::nullopt;
+  if (&operand != &getIdsMutable())
+    return std::nullopt;
+  if (std::optional<int64_t> rows = getRows())
+    return rows;
+  return boundOfDim(getTable(), 0);
 }
 
 std::optional<int64_t> EmbeddingGradOp::getIndexBound(OpOperand &operand) {
@@ -441,16 +478,40 @@ LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
   return success();
 }
 
+/// The classes of a loss over `logits`: `classes`, or the last dimension.
+static int64_t numClasses(Value logits, std::optional<int64_t> classes) {
+  return classes ? *classes : ranked(logits).getShape().back();
+}
+
+int64_t SoftmaxCrossEntropyOp::getNumClasses() {
+  return numClasses(getLogits(), getClasses());
+}
+
+int64_t SoftmaxCrossEntropyGradOp::getNumClasses() {
+  return numClasses(getLogits(), getClasses());
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  // Scalar logits are the type inference's error.
+  if (ranked(getLogits()).getRank() < 1)
+    return success();
+  return checkValidExtent(*this, "classes", getClasses(),
+                          ranked(getLogits()).getShape().back(),
+                          "logits' last dimension");
+}
+
 std::optional<int64_t>
 SoftmaxCrossEntropyOp::getIndexBound(OpOperand &operand) {
-  return &operand == &getLabelsMutable() ? boundOfDim(getLogits(), -1)
-                                         : std::nullopt;
+  return &operand == &getLabelsMutable()
+             ? std::optional<int64_t>(getNumClasses())
+             : std::nullopt;
 }
 
 std::optional<int64_t>
 SoftmaxCrossEntropyGradOp::getIndexBound(OpOperand &operand) {
-  return &operand == &getLabelsMutable() ? boundOfDim(getLogits(), -1)
-                                         : std::nullopt;
+  return &operand == &getLabelsMutable()
+             ? std::optional<int64_t>(getNumClasses())
+             : std::nullopt;
 }
 
 LogicalResult SoftmaxCrossEntropyGradOp::verify() {
@@ -464,7 +525,8 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
            << shapeStr(logits.getShape().drop_back());
   if (getResult().getType() != logits)
     return emitOpError("result type must equal the logits type");
-  return success();
+  return checkValidExtent(*this, "classes", getClasses(),
+                          logits.getShape().back(), "logits' last dimension");
 }
 
 LogicalResult CastOp::verify() {
@@ -574,3 +636,62 @@ LogicalResult SplitOp::verify() {
 
 #define GET_OP_CLASSES
 #include "zero/Dialect/NN/IR/NNOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// PaddingOpInterface
+//===----------------------------------------------------------------------===//
+
+/// `type` with dimension `dim` of size `size`.
+static RankedTensorType withDimSize(Type type, int64_t dim, int64_t size) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[size_t(dim)] = size;
+  return t.clone(shape);
+}
+
+/// A shared rank-2 weight's column dimension (its rows when transposed)
+/// is the result's last one: padding it pads the result's columns.
+FailureOr<zero::PaddingEffect> MatmulOp::getPaddingEffect(OpOperand &operand,
+                                                          int64_t dim) {
+  if (&operand != &getRhsMutable() || ranked(getRhs()).getRank() != 2 ||
+      dim != (getTransposeRhs() ? 0 : 1))
+    return failure();
+  zero::PaddingEffect effect;
+  effect.paddedResults.push_back({0, ranked(getResult()).getRank() - 1});
+  return effect;
+}
+
+void MatmulOp::padOperand(OpOperand &operand, int64_t dim, int64_t size) {
+  auto result = ranked(getResult());
+  getResult().setType(withDimSize(result, result.getRank() - 1,
+                                  ranked(operand.get()).getDimSize(dim)));
+  if (!getColumns())
+    setColumns(size);
+}
+
+/// The ids never select a padded row: the lookup is unchanged.
+FailureOr<zero::PaddingEffect> EmbeddingOp::getPaddingEffect(OpOperand &operand,
+                                                             int64_t dim) {
+  if (&operand != &getTableMutable() || dim != 0)
+    return failure();
+  return zero::PaddingEffect();
+}
+
+void EmbeddingOp::padOperand(OpOperand &, int64_t, int64_t size) {
+  if (!getRows())
+    setRows(size);
+}
+
+FailureOr<zero::PaddingEffect>
+SoftmaxCrossEntropyOp::getPaddingEffect(OpOperand &operand, int64_t dim) {
+  if (&operand != &getLogitsMutable() ||
+      dim != ranked(getLogits()).getRank() - 1 || getClasses())
+    return failure();
+  zero::PaddingEffect effect;
+  effect.masks = true;
+  return effect;
+}
+
+void SoftmaxCrossEntropyOp::padOperand(OpOperand &, int64_t, int64_t size) {
+  setClasses(size);
+}

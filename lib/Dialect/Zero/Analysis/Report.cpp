@@ -94,6 +94,32 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
     r.largestParam = std::max(r.largestParam, p.getNumElements());
   }
   r.paddedParamCount = s.getPaddedParamCount();
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    std::optional<int64_t> rows = p.getRows();
+    const ParamLocation *loc = s.lookupParam(p.getSymName());
+    if (!rows || !loc)
+      continue;
+    // The padding rows follow the others in the flat layout.
+    int64_t all = p.getTensorType().getDimSize(0);
+    int64_t b = loc->offset + loc->numel / all * *rows;
+    int64_t e = loc->offset + loc->numel;
+    r.vocabPaddingRows += all - *rows;
+    r.vocabPaddingElements += e - b;
+    const PartitionBuffers *pb = s.lookupPartition(loc->partition.getSymName());
+    SmallVector<int64_t> chunks = layoutChunks(loc->partition, b, e);
+    SmallVector<int64_t> perRank(chunks.size(), 0);
+    for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
+      auto kind = static_cast<BufferKind>(k);
+      if (!pb->hasBuffer(kind) || pb->numel[k] == 0)
+        continue;
+      // A buffer holds the whole layout on every rank, or a shard of it.
+      bool whole = pb->numel[k] >= loc->partition.getNumelValue();
+      for (size_t rank = 0; rank < chunks.size(); ++rank)
+        perRank[rank] += (whole ? e - b : chunks[rank]) *
+                         (pb->bytes[k] / pb->numel[k]);
+    }
+    r.vocabPaddingBytes += *llvm::max_element(perRank);
+  }
   auto cat = [&](MemoryCategory c) {
     return plan.persistentByCategory[static_cast<unsigned>(c)];
   };
@@ -281,6 +307,11 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
   };
   if (r.recomputeMs > 0)
     json["recompute_ms"] = r.recomputeMs;
+  if (r.vocabPaddingRows > 0)
+    json["vocab_padding"] =
+        llvm::json::Object{{"rows", r.vocabPaddingRows},
+                           {"elements", r.vocabPaddingElements},
+                           {"model_state_bytes", r.vocabPaddingBytes}};
   return json;
 }
 
@@ -298,8 +329,15 @@ static std::string bytesStr(int64_t b) {
 void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   int64_t S = r.paramCount, Sp = r.paddedParamCount, n = r.worldSize;
   os << "ZeRO stage " << r.stage << " on " << n << " ranks: " << S
-     << " parameters in " << r.paramTensors << " tensors (largest " << r.largestParam
-     << "), " << Sp << " after padding\n\n";
+     << " parameters in " << r.paramTensors << " tensors (largest "
+     << r.largestParam << "), " << Sp << " after padding\n";
+  if (r.vocabPaddingRows > 0)
+    os << "Vocabulary padded by " << r.vocabPaddingRows << " rows ("
+       << r.vocabPaddingElements << " parameters, counted above; "
+       << r.vocabPaddingBytes
+       << " bytes of model states on the rank holding the most), "
+       << "masked out of the loss\n";
+  os << "\n";
   // The label column fits the longest label, the peak row's.
   os << llvm::format("%-37s %16s  %12s\n", "Per-rank memory", "bytes", "size");
   auto row = [&](StringRef name, int64_t v) {

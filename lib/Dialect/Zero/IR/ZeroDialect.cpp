@@ -314,7 +314,20 @@ LogicalResult ParamOp::verify() {
     if (!et.isF32() && !et.isF16() && !et.isBF16())
       return emitOpError("compute type must be f32, f16 or bf16, got ") << et;
   }
+  if (std::optional<int64_t> rows = getRows()) {
+    int64_t all = type.getRank() ? type.getDimSize(0) : 0;
+    if (*rows <= 0 || *rows >= all)
+      return emitOpError("rows must lie in [1, ")
+             << all << "), the parameter's rows without padding; got " << *rows;
+  }
   return success();
+}
+
+SmallVector<int64_t> ParamOp::getUnpaddedShape() {
+  SmallVector<int64_t> shape(getTensorType().getShape());
+  if (std::optional<int64_t> rows = getRows())
+    shape[0] = *rows;
+  return shape;
 }
 
 //===----------------------------------------------------------------------===//

@@ -44,6 +44,8 @@ struct PipelineSettings {
       maxReuseDistance, prefetchBucketSize, maxLiveParameters;
   double gradientClipping;
   bool verify;
+  /// zero-pad-vocab's multiple; 0 leaves the vocabulary as it is.
+  int64_t padVocab;
   /// zero-remat's policy, whether it was given (by option or config), the
   /// blocks it covers (-1: all) and the memory budget to fit.
   std::string remat;
@@ -384,6 +386,11 @@ void addSchedulePasses(OpPassManager &pm, const PipelineSettings &s) {
 }
 
 void addPasses(OpPassManager &pm, const PipelineSettings &s) {
+  if (s.padVocab != 0) {
+    ZeroPadVocabPassOptions pad;
+    pad.multiple = s.padVocab;
+    pm.addPass(createZeroPadVocabPass(pad));
+  }
   pm.addPass(createZeroAutodiffPass());
 
   ZeroMixedPrecisionPassOptions mp;
@@ -928,6 +935,7 @@ PipelineSettings settingsFor(const ZeroPipelineOptions &o,
   s.maxLiveParameters = choose(o.maxLiveParameters, cfg.maxLiveParameters);
   s.gradientClipping = choose(o.gradientClipping, cfg.gradientClipping);
   s.verify = o.verify;
+  s.padVocab = o.padVocab;
   s.remat =
       o.remat.hasValue() ? o.remat.getValue() : cfg.remat.value_or("none");
   s.rematGiven = o.remat.hasValue() || cfg.remat;

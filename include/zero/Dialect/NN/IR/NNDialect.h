@@ -18,6 +18,7 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "zero/Interfaces/DerivativeInterface.h"
 #include "zero/Interfaces/IndexOperandOpInterface.h"
+#include "zero/Interfaces/PaddingOpInterface.h"
 
 #include "zero/Dialect/NN/IR/NNOpsDialect.h.inc"
 

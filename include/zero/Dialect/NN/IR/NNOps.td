@@ -14,6 +14,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ViewLikeInterface.td"
 include "zero/Interfaces/DerivativeInterface.td"
 include "zero/Interfaces/IndexOperandOpInterface.td"
+include "zero/Interfaces/PaddingOpInterface.td"
 
 def NN_Dialect : Dialect {
   let name = "nn";
@@ -46,7 +47,8 @@ def NN_ScalarF32 : 0DTensorOf<[F32]>;
 
 def NN_MatmulOp : NN_Op<"matmul", [
     InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+    DeclareOpInterfaceMethods<DerivativeOpInterface>,
+    DeclareOpInterfaceMethods<PaddingOpInterface>]> {
   let summary = "(Batched) matrix product with transpose flags";
   let description = [{
     `lhs` has rank >= 2; its last two dimensions form the matrix, leading
@@ -55,18 +57,38 @@ def NN_MatmulOp : NN_Op<"matmul", [
     element). `transpose_lhs`/`transpose_rhs` swap the last two dimensions of
     the operand before the product. Accumulation is in fp32.
 
+    Two attributes describe padding (`zero-pad-vocab`): `columns N` says
+    that the result's columns from N on are padding (zero rows of a padded
+    rhs table), and `contract N` that the contraction runs over its first N
+    entries only, the rest being padding that the sums leave out, so that
+    they round exactly as the unpadded product. The derivative of a product
+    with `columns N` contracts over those columns with `contract N`.
+
     ```mlir
     %y = nn.matmul %x, %w : tensor<8x64x768xf32>, tensor<768x2304xf32> -> tensor<8x64x2304xf32>
     %s = nn.matmul %q, %k transpose_rhs : tensor<8x12x64x64xf32>, tensor<8x12x64x64xf32> -> tensor<8x12x64x64xf32>
+    %l = nn.matmul %h, %wte transpose_rhs columns 50257 : tensor<8x1024x768xf32>, tensor<50304x768xf32> -> tensor<8x1024x50304xf32>
+    %dh = nn.matmul %dl, %wte contract 50257 : tensor<8x1024x50304xf32>, tensor<50304x768xf32> -> tensor<8x1024x768xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       OptionalAttr<I64Attr>:$columns,
+                       OptionalAttr<I64Attr>:$contract);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    (`columns` $columns^)? (`contract` $contract^)?
     attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
+                   "bool":$transpose_lhs, "bool":$transpose_rhs), [{
+      build($_builder, $_state, lhs, rhs, transpose_lhs, transpose_rhs,
+            /*columns=*/nullptr, /*contract=*/nullptr);
+    }]>,
+  ];
 }
 
 class NN_BroadcastBinaryOp<string mnemonic, string what> : NN_Op<mnemonic, [
@@ -303,21 +325,29 @@ def NN_AttentionOp : NN_Op<"attention", [
 def NN_EmbeddingOp : NN_Op<"embedding", [
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<IndexOperandOpInterface>,
-    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+    DeclareOpInterfaceMethods<DerivativeOpInterface>,
+    DeclareOpInterfaceMethods<PaddingOpInterface>]> {
   let summary = "Row lookup in an embedding table";
   let description = [{
     `result[i..., :] = table[ids[i...], :]` for a `[vocab, dim]` table.
     Out-of-range ids are a runtime error.
 
+    `rows`, when present, is the vocabulary: the table's rows from `rows` on
+    are padding (`zero-pad-vocab`), which no id may select, so ids must lie
+    in `[0, rows)`.
+
     ```mlir
     %e = nn.embedding %wte[%tokens] : tensor<50257x768xf32>, tensor<8x1024xi32> -> tensor<8x1024x768xf32>
+    %p = nn.embedding %wte[%tokens] rows 50257 : tensor<50304x768xf32>, tensor<8x1024xi32> -> tensor<8x1024x768xf32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$ids);
+  let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$ids,
+                       OptionalAttr<I64Attr>:$rows);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $table `[` $ids `]` attr-dict `:` type($table) `,` type($ids) `->` type($result)
+    $table `[` $ids `]` (`rows` $rows^)? attr-dict `:` type($table) `,` type($ids) `->` type($result)
   }];
+  let hasVerifier = 1;
 }
 
 def NN_ReshapeOp : NN_Op<"reshape", [DeclareOpInterfaceMethods<DerivativeOpInterface>,
@@ -389,21 +419,34 @@ def NN_ConcatOp : NN_Op<"concat", [
 def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<IndexOperandOpInterface>,
-    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+    DeclareOpInterfaceMethods<DerivativeOpInterface>,
+    DeclareOpInterfaceMethods<PaddingOpInterface>]> {
   let summary = "Mean softmax cross-entropy with integer labels";
   let description = [{
     `mean_i( logsumexp(logits[i, :]) - logits[i, labels[i]] )` over every
     position `i` of `labels`, whose shape is the shape of `logits` without its
     last (class) dimension. The result is a scalar fp32 loss.
 
+    `classes`, when present, is the number of classes: the logits' last
+    dimension is padded beyond it (`zero-pad-vocab`), the padded entries are
+    masked out of the softmax (as if they were -inf) and labels must lie in
+    `[0, classes)`. The loss is exactly that of the unpadded logits.
+
     ```mlir
     %loss = nn.softmax_cross_entropy %logits, %labels : tensor<64x10xf32>, tensor<64xi64> -> tensor<f32>
+    %l = nn.softmax_cross_entropy %logits, %labels classes 50257 : tensor<8x1024x50304xf32>, tensor<8x1024xi32> -> tensor<f32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels);
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels,
+                       OptionalAttr<I64Attr>:$classes);
   let results = (outs NN_ScalarF32:$result);
   let assemblyFormat = [{
-    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+    $logits `,` $labels (`classes` $classes^)? attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The number of classes: `classes`, or the logits' last dimension.
+    int64_t getNumClasses();
   }];
 }
 
@@ -598,19 +641,25 @@ def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad", [
   let summary = "Backward of `nn.softmax_cross_entropy`";
   let description = [{
     `(softmax(logits) - onehot(labels)) * loss_grad / count`, where `count` is
-    the number of label positions.
+    the number of label positions. With `classes`, as in the forward op, the
+    softmax runs over the first `classes` entries and the gradient of the
+    padded ones is exactly zero.
 
     ```mlir
     %dlogits = nn.softmax_cross_entropy_grad %logits, %labels, %dloss : tensor<64x10xf32>, tensor<64xi64>, tensor<f32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels,
-                       NN_ScalarF32:$loss_grad);
+                       NN_ScalarF32:$loss_grad, OptionalAttr<I64Attr>:$classes);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $loss_grad attr-dict `:` type($logits) `,` type($labels) `,` type($loss_grad)
+    $logits `,` $labels `,` $loss_grad (`classes` $classes^)? attr-dict `:` type($logits) `,` type($labels) `,` type($loss_grad)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The number of classes: `classes`, or the logits' last dimension.
+    int64_t getNumClasses();
+  }];
 }
 
 #endif // ZERO_DIALECT_NN_IR_NNOPS

@@ -23,6 +23,9 @@ struct StepReport {
   int64_t paramCount = 0, paddedParamCount = 0, paramTensors = 0,
           largestParam = 0;
   int64_t modelStateBytes = 0;
+  /// The vocabulary padding (zero-pad-vocab): rows and elements added, and
+  /// the most bytes they take in one rank's model states.
+  int64_t vocabPaddingRows = 0, vocabPaddingElements = 0, vocabPaddingBytes = 0;
   /// Model states by buffer; params and grads are in the compute type.
   int64_t params = 0, grads = 0, masterParams = 0, adamM = 0, adamV = 0;
   /// The compute type of the parameters and gradients: fp32, bf16 or fp16.

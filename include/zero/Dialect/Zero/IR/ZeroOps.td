@@ -387,19 +387,27 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     its elements instead of the optimizer's (a weight-decay group: `0.0`
     for biases and norm weights, as most training scripts do).
 
+    `rows` (set by `zero-pad-vocab`) is the number of rows of the parameter
+    the user sees: the rows from `rows` on are padding, zero at the start
+    and never updated (their gradient is exactly zero). Checkpoints keep the
+    padded shape; exported and imported weights (`--export`, `--init-from`,
+    `zero-ckpt consolidate`) have `rows` rows.
+
     ```mlir
     zero.param @transformer.wte.weight : tensor<50257x768xf32> init normal std 2.000000e-02
     zero.param @transformer.ln_f.bias : tensor<768xf32> init zeros weight_decay 0.000000e+00 compute bf16
+    zero.param @transformer.wte.weight : tensor<50304x768xf32> init normal std 2.000000e-02 rows 50257
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Zero_FloatTensor>:$type,
                        Zero_InitKindAttr:$init,
                        OptionalAttr<F64Attr>:$std,
+                       OptionalAttr<I64Attr>:$rows,
                        OptionalAttr<F64Attr>:$weight_decay,
                        OptionalAttr<TypeAttr>:$compute);
   let assemblyFormat = [{
-    $sym_name `:` $type `init` `` $init (`std` $std^)?
+    $sym_name `:` $type `init` `` $init (`std` $std^)? (`rows` $rows^)?
     (`weight_decay` $weight_decay^)? (`compute` $compute^)? attr-dict
   }];
   let hasVerifier = 1;
@@ -411,6 +419,8 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     ::mlir::RankedTensorType getComputeTensorType();
     /// Number of elements.
     int64_t getNumElements() { return getTensorType().getNumElements(); }
+    /// The shape without the padding rows (`rows`), as the user sees it.
+    ::llvm::SmallVector<int64_t> getUnpaddedShape();
   }];
 }
 

@@ -9,6 +9,40 @@
 
 include "mlir/Pass/PassBase.td"
 
+def ZeroPadVocabPass : Pass<"zero-pad-vocab", "::mlir::ModuleOp"> {
+  let summary = "Pad the vocabulary table to a multiple of rows, masked out of the loss";
+  let description = [{
+    Pads each vocabulary table (the embedding and the LM head, one parameter
+    when they are tied) with zero rows up to a multiple of `multiple`, so
+    that the LM head's GEMMs and the loss run on aligned shapes, and keeps
+    the losses and updates exactly those of the unpadded model. Runs on the
+    forward, before `zero-autodiff`.
+
+    Which parameter is a vocabulary table is not read from its name: the
+    pass follows each rank-2 parameter's rows through the ops that use it
+    (`PaddingOpInterface`). A parameter is padded when every use takes the
+    padding, at least one masks it out of a loss, and its rows are not a
+    multiple already: an `nn.embedding` of it absorbs the padding (its ids
+    must stay below the old row count, `rows`), an `nn.matmul` with it as
+    the shared right operand pads the logits' last dimension, and
+    `nn.softmax_cross_entropy` masks the padded classes out (`classes`), so
+    their gradient is exactly zero; the parameter records its rows
+    (`zero.param ... rows N`). Other parameters are left alone.
+
+    The padded rows start at zero, get a zero gradient and so never move
+    under Adam or AdamW (zero moments, zero decay of zero). Exported weights
+    keep the unpadded shape.
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", /*default=*/"128",
+           "Pad the vocabulary's rows to a multiple of this (> 0)">,
+  ];
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+  let statistics = [
+    Statistic<"numPaddedRows", "padded-rows", "Rows of padding added">,
+  ];
+}
+
 def ZeroAutodiffPass : Pass<"zero-autodiff", "::mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of each train step";
   let description = [{

@@ -93,6 +93,11 @@ struct ZeroPipelineOptions : public PassPipelineOptions<ZeroPipelineOptions> {
       llvm::cl::desc("Global-norm clipping; -1 keeps the train step's value "
                      "(gradient_clipping)"),
       llvm::cl::init(-1.0)};
+  Option<int64_t> padVocab{
+      *this, "pad-vocab",
+      llvm::cl::desc("Pad the vocabulary table to a multiple of this many "
+                     "rows, masked out of the loss (zero-pad-vocab); 0: off"),
+      llvm::cl::init(0)};
   Option<std::string> remat{
       *this, "remat",
       llvm::cl::desc("Activation recomputation (zero-remat): none, layer, "
