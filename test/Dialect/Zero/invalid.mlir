@@ -1990,3 +1990,65 @@ zero.train_step @recompute_not_nn(%x: tensor<2x4xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Checks that zero.offload is a #zero.offload on a train step.
+// expected-error @+1 {{'zero.param' op attribute 'zero.offload' is only valid on zero.train_step}}
+zero.param @w : tensor<4x3xf32> init zeros {zero.offload = #zero.offload<optimizer = cpu>}
+
+// -----
+
+// Checks that offload to nvme needs a path.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{offload to nvme needs an nvme_path}}
+    attributes {zero.offload = #zero.offload<optimizer = nvme>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that an nvme_path comes with an offload to nvme.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{nvme_path '/tmp/x' is given but nothing is offloaded to nvme}}
+    attributes {zero.offload = #zero.offload<optimizer = cpu, nvme_path = "/tmp/x">} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks DeepSpeed's rule: optimizer offload at stages 1-3.
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 12 padded 12
+    params [@w] offsets [0]
+zero.param @w : tensor<4x3xf32> init zeros
+// expected-error @+1 {{'zero.train_step' op attribute 'zero.offload' optimizer offload (offload_optimizer) needs ZeRO stage 1, 2 or 3, the stage is 0}}
+zero.train_step @train(%x: tensor<4x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 8>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks DeepSpeed's rule: parameter offload at stage 3 only.
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 12 padded 12
+    params [@w] offsets [0]
+zero.param @w : tensor<4x3xf32> init zeros
+// expected-error @+1 {{'zero.train_step' op attribute 'zero.offload' parameter offload (offload_param) needs ZeRO stage 3, the stage is 2}}
+zero.train_step @train(%x: tensor<4x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

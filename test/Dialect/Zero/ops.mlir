@@ -220,3 +220,29 @@ zero.train_step @static_scale(%x: tensor<8x4xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Where the optimizer states and parameters live (round trip; the default
+// device none and the empty path are not printed).
+// CHECK-LABEL: zero.train_step @offloaded(
+// CHECK-SAME: attributes {zero.offload = #zero.offload<optimizer = cpu>}
+zero.train_step @offloaded(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = cpu, param = none>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: zero.train_step @to_nvme(
+// CHECK-SAME: attributes {zero.offload = #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme">}
+zero.train_step @to_nvme(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme">} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -106,6 +106,35 @@ LogicalResult LoggingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult OffloadAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  OffloadDevice optimizer, OffloadDevice param,
+                                  StringRef nvmePath) {
+  bool nvme = optimizer == OffloadDevice::nvme || param == OffloadDevice::nvme;
+  if (nvme && nvmePath.empty())
+    return emitError() << "offload to nvme needs an nvme_path";
+  if (!nvme && !nvmePath.empty())
+    return emitError() << "nvme_path '" << nvmePath
+                       << "' is given but nothing is offloaded to nvme";
+  return success();
+}
+
+LogicalResult
+OffloadAttr::verifyStage(function_ref<InFlightDiagnostic()> emitError,
+                         int64_t stage) const {
+  // DeepSpeed's rules: the optimizer states are offloaded from their
+  // partitions (stages 1-3), the parameters only when they are partitioned
+  // too (stage 3).
+  if (offloadsOptimizer() && stage < 1)
+    return emitError() << "optimizer offload (offload_optimizer) needs ZeRO "
+                          "stage 1, 2 or 3, the stage is "
+                       << stage;
+  if (getParam() != OffloadDevice::none && stage != 3)
+    return emitError() << "parameter offload (offload_param) needs ZeRO "
+                          "stage 3, the stage is "
+                       << stage;
+  return success();
+}
+
 LogicalResult
 PrecisionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       PrecisionKind kind, int64_t initialScalePower,
@@ -1187,6 +1216,14 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
   if (name == getLoggingAttrHelper().getName())
     return expect(isa<LoggingAttr>(value), "#zero.logging",
                   isa<TrainStepOp>(op), "zero.train_step");
+  if (name == getOffloadAttrHelper().getName()) {
+    if (failed(expect(isa<OffloadAttr>(value), "#zero.offload",
+                      isa<TrainStepOp>(op), "zero.train_step")))
+      return failure();
+    if (ScheduleAttr schedule = cast<TrainStepOp>(op).getScheduleAttr())
+      return cast<OffloadAttr>(value).verifyStage(emit, schedule.getStage());
+    return success();
+  }
   if (name == getInputOffsetsAttrHelper().getName())
     return verifyInputOffsets(op, value, emit);
   if (name == getAllocAttrHelper().getName())

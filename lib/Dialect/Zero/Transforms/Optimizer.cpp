@@ -32,6 +32,9 @@ struct ZeroOptimizerPass
           << gradientClipping.getValue();
       return signalPassFailure();
     }
+    FailureOr<OffloadAttr> offload = getOffload(module);
+    if (failed(offload))
+      return signalPassFailure();
     SmallVector<Attribute> groups;
     for (PartitionOp part : module.getOps<PartitionOp>())
       groups.push_back(FlatSymbolRefAttr::get(part.getSymNameAttr()));
@@ -52,11 +55,59 @@ struct ZeroOptimizerPass
             << ("already has an optimizer step");
         return signalPassFailure();
       }
+      if (*offload) {
+        if (failed((*offload).verifyStage(
+                [&] {
+                  return mlir::emitError(step.getLoc()) << "zero-optimizer: ";
+                },
+                schedule->getStage())))
+          return signalPassFailure();
+        if (StringRef missing = getUnimplementedOffload(
+                (*offload).getOptimizer(), (*offload).getParam());
+            !missing.empty()) {
+          mlir::emitError(step.getLoc()) << "zero-optimizer: " << missing;
+          return signalPassFailure();
+        }
+        step->getContext()
+            ->getLoadedDialect<ZeroDialect>()
+            ->getOffloadAttrHelper()
+            .setAttr(step, *offload);
+      }
       if (gradientClipping >= 0.0)
         step.setGradientClippingAttr(
             FloatAttr::get(Float64Type::get(&getContext()), gradientClipping));
       emit(step, *schedule, groups);
     }
+  }
+
+  /// The offload options as an attribute (null: nothing offloaded), or an
+  /// error for a bad or unimplemented choice.
+  FailureOr<OffloadAttr> getOffload(ModuleOp module) {
+    auto fail = [&]() -> InFlightDiagnostic {
+      InFlightDiagnostic d = mlir::emitError(module.getLoc());
+      d << "zero-optimizer: ";
+      return d;
+    };
+    auto parse = [&](StringRef option,
+                     StringRef value) -> FailureOr<OffloadDevice> {
+      if (std::optional<OffloadDevice> d = symbolizeOffloadDevice(value))
+        return *d;
+      return fail() << option << " must be none, cpu or nvme, got '" << value
+                    << "'";
+    };
+    FailureOr<OffloadDevice> optimizer =
+        parse("offload-optimizer", offloadOptimizer);
+    FailureOr<OffloadDevice> param = parse("offload-param", offloadParam);
+    if (failed(optimizer) || failed(param))
+      return failure();
+    OffloadAttr attr = OffloadAttr::getChecked(
+        [&] { return fail(); }, &getContext(), *optimizer, *param,
+        StringRef(nvmePath.getValue()));
+    if (!attr)
+      return failure();
+    if (*optimizer == OffloadDevice::none && *param == OffloadDevice::none)
+      return OffloadAttr();
+    return attr;
   }
 
   void emit(TrainStepOp step, const StepSchedule &schedule,

@@ -76,6 +76,16 @@ inline bool isLossSeed(Operation *op) {
 /// their own fp32 masters: Adam then updates them in place and their
 /// partition has no `master` buffer.
 inline bool areParamsMasters(Type computeType) { return computeType.isF32(); }
+/// What of an offload choice is not implemented yet ("" when all of it is):
+/// NVMe, and parameter offload.
+inline StringRef getUnimplementedOffload(OffloadDevice optimizer,
+                                         OffloadDevice param) {
+  if (optimizer == OffloadDevice::nvme || param == OffloadDevice::nvme)
+    return "offload to nvme is not implemented yet";
+  if (param != OffloadDevice::none)
+    return "parameter offload (offload_param) is not implemented yet";
+  return "";
+}
 /// Whether ops of `phase` come after the optimizer.
 inline bool isAfterOptimizer(Phase phase) {
   return phase == Phase::step_end || phase == Phase::post_step;

@@ -56,7 +56,9 @@ def Zero_Dialect : Dialect {
       the step-arena offset of its bucket buffer.
 
     A DeepSpeed config's logging keys reach the training driver through
-    `zero.logging = #zero.logging<...>` on `zero.train_step`.
+    `zero.logging = #zero.logging<...>` on `zero.train_step`; where the
+    optimizer states (and, later, the parameters) live is
+    `zero.offload = #zero.offload<...>` on `zero.train_step`.
 
     `zero-remat` marks the forward ops it cloned into the backward with the
     unit attribute `zero.recompute` (only on `nn` ops of a train step's body).
@@ -70,7 +72,8 @@ def Zero_Dialect : Dialect {
     "::mlir::IntegerAttr":$temp,
     "::mlir::UnitAttr":$loss_seed,
     "::mlir::UnitAttr":$recompute,
-    "::mlir::zero::LoggingAttr":$logging
+    "::mlir::zero::LoggingAttr":$logging,
+    "::mlir::zero::OffloadAttr":$offload
   );
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -205,6 +208,48 @@ def Zero_LoggingAttr : Zero_Attr<"Logging", "logging"> {
     DefaultValuedParameter<"bool", "false">:$wall_clock_breakdown);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+}
+
+def Zero_OffloadDevice : I32EnumAttr<"OffloadDevice",
+    "where offloaded model states live", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"cpu", 1>,
+    I32EnumAttrCase<"nvme", 2>]> {
+  let cppNamespace = "::mlir::zero";
+}
+
+def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
+  let summary = "Where a train step keeps its optimizer states and parameters";
+  let description = [{
+    DeepSpeed's ZeRO-Offload and ZeRO-Infinity choice, recorded as
+    `zero.offload` on `zero.train_step` by `zero-optimizer`: `optimizer`
+    (`offload_optimizer.device`) places the fp32 masters and Adam moments,
+    `param` (`offload_param.device`) the stage-3 parameter shards, in device
+    memory (`none`), pinned host memory (`cpu`) or files under `nvme_path`
+    (`nvme`). DeepSpeed's rules hold: optimizer offload at stages 1-3,
+    parameter offload at stage 3 only (checked against the step's
+    `#zero.schedule`), and `nvme` needs a path.
+
+    ```mlir
+    zero.train_step @train(...) ... attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    ```
+  }];
+  let parameters = (ins
+    DefaultValuedParameter<"::mlir::zero::OffloadDevice",
+                           "::mlir::zero::OffloadDevice::none">:$optimizer,
+    DefaultValuedParameter<"::mlir::zero::OffloadDevice",
+                           "::mlir::zero::OffloadDevice::none">:$param,
+    StringRefParameter<"a directory", "\"\"">:$nvme_path);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// DeepSpeed's rules for a step of ZeRO stage `stage`.
+    ::llvm::LogicalResult
+    verifyStage(::llvm::function_ref<::mlir::InFlightDiagnostic()> emitError,
+                int64_t stage) const;
+    bool offloadsOptimizer() const {
+      return getOptimizer() != ::mlir::zero::OffloadDevice::none;
+    }
+  }];
 }
 
 def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {

@@ -325,12 +325,34 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     parameters are their own masters, updated in place). The
     divisor is `world_size * accumulation_steps`. `gradient-clipping` >= 0
     overrides the train step's `gradient_clipping` (0 disables clipping).
+
+    `offload-optimizer=cpu` (ZeRO-Offload, stages 1-3) records
+    `zero.offload = #zero.offload<optimizer = cpu>` on the step and keeps
+    the fp32 masters and moments in host memory: each partition's owned
+    gradients are copied to host (`zero.transfer ... grads to host_grads`,
+    all issued before the overflow check so the copies overlap it and the
+    Adam of earlier partitions), the Adam runs on the host (`zero.adam ...
+    host`) and the updated parameters are copied back (`host_params to
+    params`, or `master to params` with fp32 compute), waited for before
+    the post-step all-gathers. `nvme` and `offload-param` (DeepSpeed:
+    parameter offload at stage 3 only) are rejected as not implemented yet;
+    `nvme-path` is the directory of `nvme`.
   }];
   let options = [
     Option<"gradientClipping", "gradient-clipping", "double",
            /*default=*/"-1.0",
            "Global-norm clipping; -1 keeps the train step's value (DeepSpeed: "
            "gradient_clipping)">,
+    Option<"offloadOptimizer", "offload-optimizer", "std::string",
+           /*default=*/"\"none\"",
+           "Where the optimizer states live: none, cpu or nvme (DeepSpeed: "
+           "zero_optimization.offload_optimizer.device)">,
+    Option<"offloadParam", "offload-param", "std::string",
+           /*default=*/"\"none\"",
+           "Where stage-3 parameter shards live: none, cpu or nvme "
+           "(DeepSpeed: zero_optimization.offload_param.device)">,
+    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
+           "Directory of nvme offload (DeepSpeed: nvme_path)">,
   ];
 }
 
