@@ -2052,3 +2052,114 @@ zero.train_step @train(%x: tensor<4x4xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Checks that a transfer copies what an offloaded optimizer copies.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op copies params to host_grads; an offloaded optimizer copies grads to host_grads and host_params (or, with fp32 compute, master) to params}}
+  zero.transfer group @flat params to host_grads phase boundary
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that transfers need an offloaded optimizer.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'zero.transfer' op copies between device and host memory, but the train step does not offload the optimizer (zero.offload)}}
+  zero.transfer group @flat grads to host_grads phase boundary
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that transfers run at the boundary.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op moves the gradients and parameters of the optimizer step, which runs once per optimizer step: its phase must be boundary, not micro_step}}
+  zero.transfer group @flat grads to host_grads
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that 16-bit parameters are uploaded from host_params.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<1x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op uploads master, but partition @flat computes in 'bf16' (16-bit parameters are uploaded from host_params)}}
+  zero.transfer group @flat master to params phase boundary
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that fp32 parameters are uploaded from their masters.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<1x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op uploads host_params, but partition @flat computes in 'f32' (fp32 parameters are uploaded from their master)}}
+  zero.transfer group @flat host_params to params phase boundary
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the Adam of an offloaded optimizer runs on the host.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  %s = zero.loss_scale : tensor<f32>
+  %st = nn.fill 0.0 : tensor<2xf32>
+  %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
+  // expected-error @+1 {{'zero.adam' op runs on the device, but the train step offloads the optimizer (zero.offload): it must be 'host'}}
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 : tensor<2xf32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that a host Adam needs an offloaded optimizer.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %s = zero.loss_scale : tensor<f32>
+  %st = nn.fill 0.0 : tensor<2xf32>
+  %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
+  // expected-error @+1 {{'zero.adam' op runs on the host, but the train step does not offload the optimizer}}
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host : tensor<2xf32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that host_bytes is aligned.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{memory_plan host_bytes must be a multiple of 64}}
+    attributes {zero.plan = #zero.memory_plan<persistent_bytes = 64, arena_bytes = 64, scratch_bytes = 0, peak_bytes = 128, host_bytes = 10>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
