@@ -23,6 +23,7 @@
 #include "Program.h"
 #include "Collectives.h"
 #include "Device.h"
+#include "Kernels.h"
 #include "Support.h"
 
 using namespace zrt;
@@ -205,5 +206,65 @@ extern "C" void zrt_ctx_adam(zrt_ctx *ctx, int32_t p, const float *stats,
                lossScale, divisor, skip);
   // Stage 2-3 shards accumulate; stage 0-1 slots are overwritten by the
   // next step, but an unused parameter's slot must not keep stale values.
+  zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
+}
+
+extern "C" void zrt_ctx_transfer(zrt_ctx *ctx, int32_t p, int32_t from,
+                                 int32_t to, int32_t slot) {
+  const char *call = "zrt_ctx_transfer";
+  const PartitionInfo &part = partition(ctx, p, call);
+  const Manifest &m = *ctx->manifest;
+  // The owned elements: the front of the host copies, the owned slice of
+  // the device buffers (ownedGrads, ownedParams).
+  int64_t n = m.owned(part, ctx->rank).size();
+  int64_t elementBytes = ctx->computeBytes;
+  const void *src = nullptr;
+  void *dst = nullptr;
+  bool toHost = false;
+  if (from == kGrads && to == kHostGrads && part.hasBuffer(kHostGrads)) {
+    src = ownedGrads(ctx, p, part).first;
+    dst = ctx->buffer(p, kHostGrads);
+    toHost = true;
+  } else if (from == kHostParams && to == kParams &&
+             part.hasBuffer(kHostParams)) {
+    src = ctx->buffer(p, kHostParams);
+    dst = ownedParams(*ctx, p);
+  } else if (from == kMaster && to == kParams && part.offloaded() &&
+             m.computeDtype == ZRT_F32) {
+    src = ctx->buffer(p, kMaster);
+    dst = ownedParams(*ctx, p);
+    elementBytes = 4;
+  } else {
+    fatal("%s: partition '%s' has no copy from buffer %d to buffer %d", call,
+          part.name.c_str(), int(from), int(to));
+  }
+  launch(ctx, slot, toHost ? "copy to host" : "copy to device", {},
+         device::transfer(dst, src, n * elementBytes, toHost));
+}
+
+extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
+                                  const float *lossScale, int32_t skip,
+                                  double divisor) {
+  const char *call = "zrt_ctx_adam_host";
+  const PartitionInfo &part = partition(ctx, p, call);
+  if (!part.offloaded())
+    fatal("%s: partition '%s' keeps its optimizer on the device", call,
+          part.name.c_str());
+  const Manifest &m = *ctx->manifest;
+  int64_t n = m.owned(part, ctx->rank).size();
+  // The statistics and the scale are tensors of the step (device memory).
+  float hostStats[2], scale;
+  device::download(hostStats, stats, sizeof(hostStats));
+  device::download(&scale, lossScale, sizeof(scale));
+  // fp32 parameters: the masters are the copy that goes back (the kernel
+  // allows the alias), as when the parameters are their own masters.
+  void *params = part.hasBuffer(kHostParams) ? ctx->buffer(p, kHostParams)
+                                             : ctx->buffer(p, kMaster);
+  // The unscale factor exactly as device::adam forms it.
+  hostAdam(m.computeDtype, ctx->buffer(p, kHostGrads),
+           ctx->buffer<float>(p, kMaster), ctx->buffer<float>(p, kExpAvg),
+           ctx->buffer<float>(p, kExpAvgSq), params, n, ctx->adamSteps, m.lr,
+           m.beta1, m.beta2, m.eps, m.weightDecay, m.adamw, m.gradientClipping,
+           hostStats, float(double(scale) * divisor), skip);
   zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }

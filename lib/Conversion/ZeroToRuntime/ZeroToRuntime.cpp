@@ -44,14 +44,6 @@ struct ConvertZeroToRuntimePass
           << steps.size();
       return signalPassFailure();
     }
-    if (auto offload = module.getContext()
-                           ->getLoadedDialect<ZeroDialect>()
-                           ->getOffloadAttrHelper()
-                           .getAttr(steps.front())) {
-      steps.front().emitOpError("optimizer offload (zero.offload) does not "
-                                "lower to the runtime yet");
-      return signalPassFailure();
-    }
     FailureOr<StepSchedule> schedule = StepSchedule::get(steps.front());
     if (failed(schedule))
       return signalPassFailure();
