@@ -43,7 +43,8 @@ json layoutJson(const Manifest &m) {
   json parts = json::array();
   for (const PartitionInfo &p : m.partitions) {
     json counts;
-    for (int k = 0; k < kNumBufferKinds; ++k)
+    // The host copies of an offloaded optimizer hold no state.
+    for (int k = 0; k <= kExpAvgSq; ++k)
       if (p.hasBuffer(BufferKind(k)))
         counts[kBufferNames[k]] = p.counts[k];
     parts.push_back({{"name", p.name},

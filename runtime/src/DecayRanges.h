@@ -2,7 +2,7 @@
 //
 // Part of the zero-mlir project.
 //
-// Shared by the CPU and CUDA Adam (runtime/src/Optimizer.cpp,
+// Shared by the host and CUDA Adam (runtime/src/HostAdam.cpp,
 // runtime/cuda/src/Optimizer.cu).
 //
 //===----------------------------------------------------------------------===//

@@ -15,6 +15,7 @@
 #include "zero_rt/zrt.h"
 
 #include <cstdint>
+#include <functional>
 
 struct zrt_ctx;
 
@@ -32,6 +33,20 @@ void initialize(int localRank);
 /// Memory of the planned arenas: at least 64-byte aligned.
 void *allocate(int64_t bytes);
 void release(void *ptr);
+
+/// Pinned host memory (cudaHostAlloc on the GPU), 64-byte aligned: the host
+/// arena of an offloaded optimizer.
+void *allocateHost(int64_t bytes);
+void releaseHost(void *ptr);
+
+/// Starts copying `bytes` between tensor memory and pinned host memory
+/// (`toHost`: src is tensor memory, dst host memory) once every kernel
+/// enqueued so far is done, on a copy stream where there is one. The
+/// returned function (null when the copy is already complete) completes
+/// it: afterwards the host may read a download's destination, later
+/// kernels see an upload's destination, and the source may be reused.
+std::function<void()> transfer(void *dst, const void *src, int64_t bytes,
+                               bool toHost);
 
 /// Host <-> tensor memory copies, ordered after every kernel enqueued so far
 /// (the host buffer may be reused once they return).

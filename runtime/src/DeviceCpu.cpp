@@ -25,6 +25,19 @@ void *device::allocate(int64_t bytes) { return alignedAlloc(bytes); }
 
 void device::release(void *ptr) { std::free(ptr); }
 
+void *device::allocateHost(int64_t bytes) { return alignedAlloc(bytes); }
+
+void device::releaseHost(void *ptr) { std::free(ptr); }
+
+// The "device" arenas are host memory too: a copy between the arenas is a
+// memcpy, complete when it returns.
+std::function<void()> device::transfer(void *dst, const void *src,
+                                       int64_t bytes, bool) {
+  if (bytes > 0 && dst != src)
+    std::memcpy(dst, src, size_t(bytes));
+  return nullptr;
+}
+
 void device::upload(void *dst, const void *src, int64_t bytes) {
   if (bytes > 0 && dst != src)
     std::memcpy(dst, src, size_t(bytes));

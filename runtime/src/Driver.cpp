@@ -23,6 +23,7 @@
 #include "Driver.h"
 #include "DataSource.h"
 #include "Device.h"
+#include "Memory.h"
 #include "Mpi.h"
 #include "Options.h"
 #include "Support.h"
@@ -73,6 +74,7 @@ public:
   ~Driver() {
     zrt_arena_destroy(ctx.persistentArena);
     zrt_arena_destroy(ctx.stepArena);
+    zrt_arena_destroy(ctx.hostArena);
   }
   int run(int argc, char **argv);
 
@@ -347,6 +349,12 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   ctx.persistent = static_cast<char *>(
       zrt_arena_at(ctx.persistentArena, 0, m.persistentBytes));
   ctx.step = static_cast<char *>(zrt_arena_at(ctx.stepArena, 0, m.arenaBytes));
+  // An offloaded optimizer's pinned host arena, counted whole as well.
+  if (m.hostBytes > 0) {
+    ctx.hostArena = createHostArena(m.hostBytes);
+    ctx.host = static_cast<char *>(zrt_arena_at(ctx.hostArena, 0, m.hostBytes));
+    std::memset(ctx.host, 0, size_t(m.hostBytes));
+  }
   // Deterministic contents: nothing may depend on what malloc returned.
   device::zero(ctx.persistent, m.persistentBytes);
   device::zero(ctx.step, m.arenaBytes);
@@ -856,6 +864,10 @@ bool Driver::trainSteps() {
         line["beta1"] = beta1;
         line["beta2"] = beta2;
       }
+      if (m.hostBytes > 0) {
+        line["host_peak_bytes"] = hostMemoryPeakBytes();
+        line["planned_host_peak_bytes"] = m.hostBytes;
+      }
       if (m.wallClockBreakdown) {
         line["micro_steps_ms"] = microMs;
         line["boundary_ms"] = boundaryMs;
@@ -981,6 +993,13 @@ int Driver::run(int argc, char **argv) {
         (long long)manifest.persistentBytes, (long long)manifest.arenaBytes,
         (long long)manifest.scratchBytes,
         maxPeak == manifest.peakBytes ? "" : ": MISMATCH");
+    if (manifest.hostBytes > 0) {
+      int64_t host = hostMemoryPeakBytes();
+      std::printf("host memory: measured %lld bytes, planned %lld bytes "
+                  "(offloaded optimizer)%s\n",
+                  (long long)host, (long long)manifest.hostBytes,
+                  host == manifest.hostBytes ? "" : ": MISMATCH");
+    }
     std::fflush(stdout);
   }
   if (nonFiniteSkips > 0) {

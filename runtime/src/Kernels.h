@@ -103,6 +103,18 @@ void columnReduce(int64_t rows, int64_t cols, const RowsBody &rowsBody,
   }
 }
 
+/// The fused Adam/AdamW step on host memory (zrt_adam's contract): the CPU
+/// backend's zrt_adam and, on both backends, the host Adam of an offloaded
+/// optimizer (HostAdam.cpp, in the shared core).
+void hostAdam(int32_t dtype, const void *grad, float *master, float *expAvg,
+              float *expAvgSq, void *param, int64_t n, int64_t step, double lr,
+              double beta1, double beta2, double eps, double weightDecay,
+              int32_t adamw, int32_t biasCorrection,
+              const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+              const double *rangeDecays, int32_t numDecayRanges,
+              double maxGradNorm, const float *stats, float lossScale,
+              int32_t skip);
+
 } // namespace zrt
 
 #endif // ZERO_RT_KERNELS_H

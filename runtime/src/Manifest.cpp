@@ -25,7 +25,8 @@ using namespace zrt;
 using nlohmann::json;
 
 const char *const zrt::kBufferNames[kNumBufferKinds] = {
-    "params", "grads", "master", "exp_avg", "exp_avg_sq"};
+    "params",     "grads",      "master",     "exp_avg",
+    "exp_avg_sq", "host_grads", "host_params"};
 
 //===----------------------------------------------------------------------===//
 // Manifest
@@ -224,11 +225,22 @@ Manifest Manifest::parse(const std::string &text) {
       info.paramsAreMasters = !p.at("buffers").contains("master");
       for (int k = 0; k < kNumBufferKinds; ++k) {
         info.offsets[k] = -1;
-        if (!info.hasBuffer(BufferKind(k)))
+        info.present[k] = p.at("buffers").contains(kBufferNames[k]);
+        if (!info.present[k])
           continue;
         info.offsets[k] = p.at("buffers").at(kBufferNames[k]).get<int64_t>();
         info.counts[k] =
             p.at("buffer_numel").at(kBufferNames[k]).get<int64_t>();
+      }
+      for (const std::string &name :
+           p.value("host_buffers", std::vector<std::string>{})) {
+        int k = 0;
+        while (k < kNumBufferKinds && name != kBufferNames[k])
+          ++k;
+        if (k == kNumBufferKinds || !info.present[k])
+          invalid("partition '" + info.name + "' has no buffer '" + name +
+                  "' to place in host memory");
+        info.onHost[k] = true;
       }
       m.partitions.push_back(std::move(info));
     }
@@ -237,6 +249,7 @@ Manifest Manifest::parse(const std::string &text) {
     m.arenaBytes = plan.at("arena_bytes").get<int64_t>();
     m.peakBytes = plan.at("peak_bytes").get<int64_t>();
     m.scratchBytes = plan.value("scratch_bytes", int64_t(0));
+    m.hostBytes = plan.value("host_bytes", int64_t(0));
     if (j.contains("memory_timeline")) {
       const json &t = j.at("memory_timeline");
       m.plannedLiveBytes = t.at("live_bytes").get<std::vector<int64_t>>();
@@ -263,8 +276,9 @@ Manifest Manifest::parse(const std::string &text) {
     if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
         (m.stage > 0 && p.shardNumel * m.worldSize < p.numel))
       invalid("partition '" + p.name + "' has an inconsistent layout");
-    // The Adam kernels keep fp32 masters: an fp32 compute copy is one.
-    if (p.paramsAreMasters != (m.computeDtype == ZRT_F32))
+    // The Adam kernels keep fp32 masters: an fp32 compute copy is one,
+    // unless the optimizer is offloaded (its masters are on the host).
+    if (p.paramsAreMasters != (m.computeDtype == ZRT_F32 && !p.offloaded()))
       invalid("partition '" + p.name + "' " +
               (p.paramsAreMasters ? "has no" : "has a") +
               " master buffer with compute dtype " + m.computeDtypeName +
@@ -272,11 +286,13 @@ Manifest Manifest::parse(const std::string &text) {
     for (int k = 0; k < kNumBufferKinds; ++k) {
       if (!p.hasBuffer(BufferKind(k)))
         continue;
-      int64_t bytes = p.counts[k] * (k <= kGrads ? computeBytes : 4);
-      if (p.offsets[k] < 0 || p.counts[k] < 0 ||
-          p.offsets[k] + bytes > m.persistentBytes)
+      int64_t bytes =
+          p.counts[k] * bufferElementBytes(BufferKind(k), computeBytes);
+      int64_t limit = p.onHost[k] ? m.hostBytes : m.persistentBytes;
+      if (p.offsets[k] < 0 || p.counts[k] < 0 || p.offsets[k] + bytes > limit)
         invalid("buffer " + std::string(kBufferNames[k]) + " of partition '" +
-                p.name + "' lies outside the persistent arena");
+                p.name + "' lies outside the " +
+                (p.onHost[k] ? "host" : "persistent") + " arena");
     }
     // What the owned-range arithmetic below reads.
     bool fullMaster = m.stage == 0;
@@ -291,9 +307,16 @@ Manifest Manifest::parse(const std::string &text) {
     };
     need(kParams, fullParams);
     need(kGrads, fullGrads);
-    for (BufferKind k : {kMaster, kExpAvg, kExpAvgSq})
+    for (BufferKind k : {kMaster, kExpAvg, kExpAvgSq, kHostGrads, kHostParams})
       if (p.hasBuffer(k))
         need(k, fullMaster);
+    // An offloaded optimizer: its masters, moments and gradient copy are on
+    // the host, and 16-bit parameters come back through a host copy.
+    if (p.offloaded() &&
+        (!p.onHost[kMaster] || !p.onHost[kExpAvg] || !p.onHost[kExpAvgSq] ||
+         !p.onHost[kHostGrads] || p.onHost[kParams] || p.onHost[kGrads] ||
+         (m.computeDtype != ZRT_F32) != p.hasBuffer(kHostParams)))
+      invalid("partition '" + p.name + "' has an inconsistent host placement");
     if (m.stage == 3 && p.counts[kParams] != p.shardNumel)
       invalid("stage-3 params shard of '" + p.name + "' is not shard_numel");
   }

@@ -32,6 +32,10 @@ std::atomic<int64_t> scratchPeak{0};
 // Sum of the high-water marks of live arenas, and its peak.
 std::atomic<int64_t> arenaInUse{0};
 std::atomic<int64_t> arenaPeak{0};
+// The same for the pinned host arenas of an offloaded optimizer, which are
+// not device memory.
+std::atomic<int64_t> hostInUse{0};
+std::atomic<int64_t> hostPeak{0};
 
 void raise(std::atomic<int64_t> &peak, int64_t value) {
   int64_t old = peak.load(std::memory_order_relaxed);
@@ -45,6 +49,8 @@ struct zrt_arena {
   char *base;
   int64_t size;
   std::atomic<int64_t> highWater;
+  /// Pinned host memory rather than tensor memory.
+  bool host = false;
 };
 
 void *zrt::alignedAlloc(int64_t bytes) {
@@ -88,11 +94,29 @@ extern "C" zrt_arena *zrt_arena_create(int64_t bytes) {
   return arena;
 }
 
+zrt_arena *zrt::createHostArena(int64_t bytes) {
+  if (bytes < 0)
+    fatal("createHostArena: negative size %lld", (long long)bytes);
+  auto *arena = new zrt_arena;
+  arena->base = static_cast<char *>(device::allocateHost(bytes));
+  arena->size = bytes;
+  arena->highWater = 0;
+  arena->host = true;
+  return arena;
+}
+
+int64_t zrt::hostMemoryPeakBytes() { return hostPeak.load(); }
+
 extern "C" void zrt_arena_destroy(zrt_arena *arena) {
   if (!arena)
     return;
-  arenaInUse.fetch_sub(arena->highWater.load());
-  device::release(arena->base);
+  if (arena->host) {
+    hostInUse.fetch_sub(arena->highWater.load());
+    device::releaseHost(arena->base);
+  } else {
+    arenaInUse.fetch_sub(arena->highWater.load());
+    device::release(arena->base);
+  }
   delete arena;
 }
 
@@ -112,7 +136,9 @@ extern "C" void *zrt_arena_at(zrt_arena *arena, int64_t offset, int64_t bytes) {
   while (end > old && !arena->highWater.compare_exchange_weak(old, end))
     ;
   if (end > old)
-    raise(arenaPeak, arenaInUse.fetch_add(end - old) + (end - old));
+    raise(arena->host ? hostPeak : arenaPeak,
+          (arena->host ? hostInUse : arenaInUse).fetch_add(end - old) +
+              (end - old));
   return arena->base + offset;
 }
 

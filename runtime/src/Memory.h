@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+struct zrt_arena;
+
 namespace zrt {
 
 /// A heap temporary of a kernel, 64-byte aligned. Its size is added to the
@@ -37,6 +39,13 @@ void accountScratch(int64_t delta);
 
 /// 64-byte aligned allocation; aborts when out of memory.
 void *alignedAlloc(int64_t bytes);
+
+/// An arena of pinned host memory (an offloaded optimizer's masters,
+/// moments and copies), released by zrt_arena_destroy. Its high-water mark
+/// counts toward hostMemoryPeakBytes, not toward zrt_memory_peak_bytes.
+zrt_arena *createHostArena(int64_t bytes);
+/// Peak of the sum of live host arenas' high-water marks.
+int64_t hostMemoryPeakBytes();
 
 } // namespace zrt
 

@@ -23,6 +23,7 @@
 #include "Program.h"
 #include "Collectives.h"
 #include "Device.h"
+#include "Kernels.h"
 #include "Support.h"
 
 #include <algorithm>
@@ -35,6 +36,44 @@ namespace {
 /// Element n of a buffer of the compute dtype.
 char *element(char *base, int64_t n, const zrt_ctx *ctx) {
   return base + n * ctx->computeBytes;
+}
+
+/// The parameters of partition p with a weight decay of their own, as
+/// zrt_adam's ranges of this rank's owned elements (parameters are laid out
+/// in offset order).
+struct DecayRanges {
+  std::vector<int64_t> ranges;
+  std::vector<double> decays;
+};
+
+DecayRanges decayRanges(const zrt_ctx &ctx, int32_t p,
+                        const PartitionInfo &part) {
+  const Manifest &m = *ctx.manifest;
+  Range owned = m.owned(part, ctx.rank);
+  std::vector<std::pair<Range, double>> own;
+  for (const ParamInfo &info : m.params) {
+    if (info.partition != p || info.weightDecay < 0)
+      continue;
+    Range r{std::max(info.offset, owned.begin),
+            std::min(info.offset + info.numel, owned.end)};
+    if (r.size() > 0)
+      own.push_back({r, info.weightDecay});
+  }
+  std::sort(own.begin(), own.end(), [](const auto &x, const auto &y) {
+    return x.first.begin < y.first.begin;
+  });
+  DecayRanges out;
+  for (const auto &[r, decay] : own) {
+    out.ranges.push_back(r.begin - owned.begin);
+    out.ranges.push_back(r.end - owned.begin);
+    out.decays.push_back(decay);
+  }
+  return out;
+}
+
+/// zrt_adam's schedule argument: null for a constant learning rate.
+const zrt_lr_schedule *lrSchedule(const Manifest &m) {
+  return m.schedule.kind == ZRT_LR_CONSTANT ? nullptr : &m.schedule;
 }
 
 } // namespace
@@ -201,38 +240,80 @@ extern "C" void zrt_ctx_adam(zrt_ctx *ctx, int32_t p, const float *stats,
   // buffers at stage 0 (everything is owned) and of the shards otherwise.
   // fp32 params are their own masters, updated in place (the kernels allow
   // the alias).
-  // Parameters with a weight decay of their own, as ranges of the owned
-  // elements (parameters are laid out in offset order).
-  Range owned = m.owned(part, ctx->rank);
-  std::vector<std::pair<Range, double>> own;
-  for (const ParamInfo &info : m.params) {
-    if (info.partition != p || info.weightDecay < 0)
-      continue;
-    Range r{std::max(info.offset, owned.begin),
-            std::min(info.offset + info.numel, owned.end)};
-    if (r.size() > 0)
-      own.push_back({r, info.weightDecay});
-  }
-  std::sort(own.begin(), own.end(), [](const auto &x, const auto &y) {
-    return x.first.begin < y.first.begin;
-  });
-  std::vector<int64_t> decayRanges;
-  std::vector<double> rangeDecays;
-  for (const auto &[r, decay] : own) {
-    decayRanges.push_back(r.begin - owned.begin);
-    decayRanges.push_back(r.end - owned.begin);
-    rangeDecays.push_back(decay);
-  }
-  const zrt_lr_schedule *schedule =
-      m.schedule.kind == ZRT_LR_CONSTANT ? nullptr : &m.schedule;
+  DecayRanges decay = decayRanges(*ctx, p, part);
   device::adam(m.computeDtype, grads, ownedMasters(*ctx, p),
                ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
                ownedParams(*ctx, p), n, ctx->adamSteps, m.lr, m.beta1, m.beta2,
-               m.eps, m.weightDecay, m.adamw, m.biasCorrection, schedule,
-               decayRanges.data(), rangeDecays.data(),
-               int32_t(rangeDecays.size()), m.gradientClipping, stats,
+               m.eps, m.weightDecay, m.adamw, m.biasCorrection, lrSchedule(m),
+               decay.ranges.data(), decay.decays.data(),
+               int32_t(decay.decays.size()), m.gradientClipping, stats,
                lossScale, divisor, skip);
   // Stage 2-3 shards accumulate; stage 0-1 slots are overwritten by the
   // next step, but an unused parameter's slot must not keep stale values.
+  zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
+}
+
+extern "C" void zrt_ctx_transfer(zrt_ctx *ctx, int32_t p, int32_t from,
+                                 int32_t to, int32_t slot) {
+  const char *call = "zrt_ctx_transfer";
+  const PartitionInfo &part = partition(ctx, p, call);
+  const Manifest &m = *ctx->manifest;
+  // The owned elements: the front of the host copies, the owned slice of
+  // the device buffers (ownedGrads, ownedParams).
+  int64_t n = m.owned(part, ctx->rank).size();
+  int64_t elementBytes = ctx->computeBytes;
+  const void *src = nullptr;
+  void *dst = nullptr;
+  bool toHost = false;
+  if (from == kGrads && to == kHostGrads && part.hasBuffer(kHostGrads)) {
+    src = ownedGrads(ctx, p, part).first;
+    dst = ctx->buffer(p, kHostGrads);
+    toHost = true;
+  } else if (from == kHostParams && to == kParams &&
+             part.hasBuffer(kHostParams)) {
+    src = ctx->buffer(p, kHostParams);
+    dst = ownedParams(*ctx, p);
+  } else if (from == kMaster && to == kParams && part.offloaded() &&
+             m.computeDtype == ZRT_F32) {
+    src = ctx->buffer(p, kMaster);
+    dst = ownedParams(*ctx, p);
+    elementBytes = 4;
+  } else {
+    fatal("%s: partition '%s' has no copy from buffer %d to buffer %d", call,
+          part.name.c_str(), int(from), int(to));
+  }
+  launch(ctx, slot, toHost ? "copy to host" : "copy to device", {},
+         device::transfer(dst, src, n * elementBytes, toHost));
+}
+
+extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
+                                  const float *lossScale, int32_t skip,
+                                  double divisor) {
+  const char *call = "zrt_ctx_adam_host";
+  const PartitionInfo &part = partition(ctx, p, call);
+  if (!part.offloaded())
+    fatal("%s: partition '%s' keeps its optimizer on the device", call,
+          part.name.c_str());
+  const Manifest &m = *ctx->manifest;
+  int64_t n = m.owned(part, ctx->rank).size();
+  // The statistics and the scale are tensors of the step (device memory).
+  float hostStats[2], scale;
+  device::download(hostStats, stats, sizeof(hostStats));
+  device::download(&scale, lossScale, sizeof(scale));
+  // fp32 parameters: the masters are the copy that goes back (the kernel
+  // allows the alias), as when the parameters are their own masters.
+  void *params = part.hasBuffer(kHostParams) ? ctx->buffer(p, kHostParams)
+                                             : ctx->buffer(p, kMaster);
+  // The same weight-decay runs and schedule as zrt_ctx_adam, over the same
+  // owned elements (at offset 0 of the host copies).
+  DecayRanges decay = decayRanges(*ctx, p, part);
+  // The unscale factor exactly as device::adam forms it.
+  hostAdam(m.computeDtype, ctx->buffer(p, kHostGrads),
+           ctx->buffer<float>(p, kMaster), ctx->buffer<float>(p, kExpAvg),
+           ctx->buffer<float>(p, kExpAvgSq), params, n, ctx->adamSteps, m.lr,
+           m.beta1, m.beta2, m.eps, m.weightDecay, m.adamw, m.biasCorrection,
+           lrSchedule(m), decay.ranges.data(), decay.decays.data(),
+           int32_t(decay.decays.size()), m.gradientClipping, hostStats,
+           float(double(scale) * divisor), skip);
   zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }

@@ -25,8 +25,18 @@
 namespace zrt {
 
 /// Persistent buffers of a partition, in the compiler's BufferKind order.
-enum BufferKind { kParams = 0, kGrads, kMaster, kExpAvg, kExpAvgSq };
-constexpr int kNumBufferKinds = 5;
+/// An offloaded optimizer keeps its masters and moments in the host arena
+/// beside the copies of the owned gradients and 16-bit parameters.
+enum BufferKind {
+  kParams = 0,
+  kGrads,
+  kMaster,
+  kExpAvg,
+  kExpAvgSq,
+  kHostGrads,
+  kHostParams
+};
+constexpr int kNumBufferKinds = 7;
 extern const char *const kBufferNames[kNumBufferKinds];
 
 enum class InitKind { Normal, Zeros, Ones };
@@ -85,11 +95,23 @@ struct PartitionInfo {
   /// fp32 parameters are their own masters: there is no master buffer and
   /// the owned part of params is what Adam updates, exports and saves.
   bool paramsAreMasters = false;
+  /// Which buffers the manifest lists, and which of them live in the host
+  /// arena (an offloaded optimizer).
+  std::array<bool, kNumBufferKinds> present{}, onHost{};
 
-  bool hasBuffer(BufferKind kind) const {
-    return kind != kMaster || !paramsAreMasters;
-  }
+  bool hasBuffer(BufferKind kind) const { return present[kind]; }
+  /// Whether the optimizer of this partition runs on the host.
+  bool offloaded() const { return present[kHostGrads]; }
 };
+
+/// Bytes of one element of buffer `kind`: the compute type's for the
+/// parameters, gradients and their host copies, fp32 otherwise.
+inline int64_t bufferElementBytes(BufferKind kind, int64_t computeBytes) {
+  return kind == kParams || kind == kGrads || kind == kHostGrads ||
+                 kind == kHostParams
+             ? computeBytes
+             : 4;
+}
 
 struct InputInfo {
   /// The local micro-batch shape.
@@ -138,6 +160,8 @@ struct Manifest {
   std::vector<PartitionInfo> partitions;
   /// The plan: peak = persistent + arena + the largest kernel scratch.
   int64_t persistentBytes = 0, arenaBytes = 0, scratchBytes = 0, peakBytes = 0;
+  /// The pinned host arena of an offloaded optimizer (0: none).
+  int64_t hostBytes = 0;
   /// The plan over the step (memory_timeline; empty when absent): live
   /// step-arena bytes and kernel scratch by op index, and the index of the
   /// first backward op (-1: none). --trace copies it next to the measurement.
@@ -197,6 +221,9 @@ struct zrt_ctx {
   int rank = 0, world = 1;
   zrt_arena *persistentArena = nullptr, *stepArena = nullptr;
   char *persistent = nullptr, *step = nullptr;
+  /// The pinned host arena of an offloaded optimizer (null: none).
+  zrt_arena *hostArena = nullptr;
+  char *host = nullptr;
   int64_t computeBytes = 4;
 
   zrt_loss_scaler scaler{};
@@ -239,8 +266,13 @@ struct zrt_ctx {
   /// Pointer to buffer `kind` of partition `p`.
   template <typename T = char>
   T *buffer(int32_t p, zrt::BufferKind kind) const {
-    return reinterpret_cast<T *>(persistent +
-                                 manifest->partitions[size_t(p)].offsets[kind]);
+    const zrt::PartitionInfo &part = manifest->partitions[size_t(p)];
+    return reinterpret_cast<T *>((part.onHost[kind] ? host : persistent) +
+                                 part.offsets[kind]);
+  }
+  /// Whether buffer `kind` of partition `p` is in the host arena.
+  bool onHost(int32_t p, zrt::BufferKind kind) const {
+    return manifest->partitions[size_t(p)].onHost[kind];
   }
   double nowUs() const;
   /// Completes every outstanding slot; returns how many there were.

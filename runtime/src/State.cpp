@@ -12,14 +12,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Driver.h"
 #include "Checkpoint.h"
 #include "Device.h"
+#include "Driver.h"
 #include "Support.h"
+#include "Types.h"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <map>
 #include <stdexcept>
 
@@ -36,16 +38,59 @@ void castOwnedParams(zrt_ctx &ctx, int32_t p) {
   const PartitionInfo &part = m.partitions[size_t(p)];
   if (part.paramsAreMasters)
     return;
+  int64_t n = m.owned(part, ctx.rank).size();
+  if (part.offloaded()) {
+    // The masters are on the host: cast there (into the parameter copy the
+    // host Adam writes) and upload.
+    const float *master = ctx.buffer<float>(p, kMaster);
+    if (m.computeDtype == ZRT_F32) {
+      device::upload(ownedParams(ctx, p), master, n * 4);
+      return;
+    }
+    char *copy = ctx.buffer(p, kHostParams);
+    dispatchFloat(m.computeDtype, [&](auto tag) {
+      fromFloat(master, reinterpret_cast<decltype(tag) *>(copy), n);
+    });
+    device::upload(ownedParams(ctx, p), copy, n * ctx.computeBytes);
+    return;
+  }
   zrt_cast(ZRT_F32, ctx.buffer<float>(p, kMaster), m.computeDtype,
-           ownedParams(ctx, p), m.owned(part, ctx.rank).size());
+           ownedParams(ctx, p), n);
 }
 
 void zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
   const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
   if (!part.hasBuffer(kind))
     return;
-  int64_t bytes = part.counts[kind] * (kind <= kGrads ? ctx.computeBytes : 4);
-  device::zero(ctx.buffer(p, kind), bytes);
+  int64_t bytes =
+      part.counts[kind] * bufferElementBytes(kind, ctx.computeBytes);
+  if (ctx.onHost(p, kind))
+    std::memset(ctx.buffer(p, kind), 0, size_t(bytes));
+  else
+    device::zero(ctx.buffer(p, kind), bytes);
+}
+
+/// Copies between host memory and buffer `kind` of partition `p` (at
+/// `at`), wherever the buffer lives.
+void storeBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind, void *at,
+                 const void *src, int64_t bytes) {
+  if (ctx.onHost(p, kind))
+    std::memcpy(at, src, size_t(bytes));
+  else
+    device::upload(at, src, bytes);
+}
+void loadBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind, void *dst,
+                const void *at, int64_t bytes) {
+  if (ctx.onHost(p, kind))
+    std::memcpy(dst, at, size_t(bytes));
+  else
+    device::download(dst, at, bytes);
+}
+
+/// The buffer that holds partition `p`'s owned masters.
+BufferKind masterKind(const zrt_ctx &ctx, int32_t p) {
+  return ctx.manifest->partitions[size_t(p)].paramsAreMasters ? kParams
+                                                              : kMaster;
 }
 
 } // namespace
@@ -97,13 +142,13 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
             t ? t->data[size_t(e - param.offset)]
               : initValue(param, seed, i, uint64_t(e - param.offset));
     }
-    for (BufferKind kind : {kParams, kGrads, kMaster, kExpAvg, kExpAvgSq})
-      zeroBuffer(ctx, p, kind);
+    for (int kind = 0; kind < kNumBufferKinds; ++kind)
+      zeroBuffer(ctx, p, BufferKind(kind));
     // fp32 params are their own masters, written below.
     if (!part.paramsAreMasters)
-      device::upload(ctx.buffer<float>(p, kMaster),
-                     values.data() + (own.begin - need.begin),
-                     own.size() * int64_t(sizeof(float)));
+      storeBuffer(ctx, p, kMaster, ctx.buffer<float>(p, kMaster),
+                  values.data() + (own.begin - need.begin),
+                  own.size() * int64_t(sizeof(float)));
     device::uploadCast(values.data(), m.computeDtype, ctx.buffer(p, kParams),
                        need.size());
   }
@@ -116,11 +161,12 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
     const PartitionInfo &part = m.partitions[p];
     const float *master = ownedMasters(ctx, int32_t(p));
     std::vector<float> &full = layouts[p];
+    BufferKind kind = masterKind(ctx, int32_t(p));
     if (m.stage == 0) {
       if (ctx.rank == 0) {
         full.resize(size_t(part.numel));
-        device::download(full.data(), master,
-                         part.numel * int64_t(sizeof(float)));
+        loadBuffer(ctx, int32_t(p), kind, full.data(), master,
+                   part.numel * int64_t(sizeof(float)));
       }
       continue;
     }
@@ -130,7 +176,8 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
     // Each rank's owned masters padded to a full shard.
     std::vector<float> shard(size_t(part.shardNumel), 0.0f);
     Range own = m.owned(part, ctx.rank);
-    device::download(shard.data(), master, own.size() * int64_t(sizeof(float)));
+    loadBuffer(ctx, int32_t(p), kind, shard.data(), master,
+               own.size() * int64_t(sizeof(float)));
     if (ctx.rank == 0)
       full.resize(size_t(part.shardNumel) * size_t(ctx.world));
     MPI_Gather(shard.data(), int(part.shardNumel), MPI_FLOAT, full.data(),
@@ -210,7 +257,9 @@ SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
                      int64_t have = kind == kMaster && part.paramsAreMasters
                                         ? m.owned(part, ctx.rank).size() * 4
                                         : size;
-                     device::download(dst, savedBuffer(ctx, p, kind), have);
+                     loadBuffer(ctx, p,
+                                kind == kMaster ? masterKind(ctx, p) : kind,
+                                dst, savedBuffer(ctx, p, kind), have);
                    });
   writeFileAtomic(dir + "/" + rankFileName(ctx.rank), bytes);
   return {rankFileCrc(bytes), bytes.size()};
@@ -238,14 +287,15 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
   // range is read by parameter name from the ranks that saved it: the
   // rank's own file when the layout is the same.
   for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p)
-    for (BufferKind kind : {kParams, kGrads, kMaster, kExpAvg, kExpAvgSq})
-      zeroBuffer(ctx, p, kind);
+    for (int kind = 0; kind < kNumBufferKinds; ++kind)
+      zeroBuffer(ctx, p, BufferKind(kind));
   std::vector<float> values;
   for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p)
     for (BufferKind kind : kSavedBuffers) {
       remapOwned(ckpt, m, p, ctx.rank, kind, values);
-      device::upload(savedBuffer(ctx, p, kind), values.data(),
-                     int64_t(values.size() * sizeof(float)));
+      storeBuffer(ctx, p, kind == kMaster ? masterKind(ctx, p) : kind,
+                  savedBuffer(ctx, p, kind), values.data(),
+                  int64_t(values.size() * sizeof(float)));
     }
   // Every rank saved the same state; read it where this rank already read.
   TrainingState state = ckpt.state(ctx.rank < ckpt.world ? ctx.rank : 0);

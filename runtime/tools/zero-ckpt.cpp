@@ -280,6 +280,8 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
     part.shardNumel = stage == 0 ? g.numel : (g.numel + world - 1) / world;
     part.paddedNumel = stage == 0 ? g.numel : part.shardNumel * world;
     part.paramsAreMasters = m.computeDtype == ZRT_F32;
+    for (BufferKind k : {kParams, kGrads, kMaster, kExpAvg, kExpAvgSq})
+      part.present[k] = k != kMaster || !part.paramsAreMasters;
     auto count = [&](bool full) { return full ? g.numel : part.shardNumel; };
     part.counts[kParams] = count(stage <= 2);
     part.counts[kGrads] = count(stage <= 1);

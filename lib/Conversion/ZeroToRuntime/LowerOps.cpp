@@ -223,9 +223,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (!stats || !scale || skip == ptrCache.end())
           return o.emitOpError("needs its zero.update_loss_scale in the same "
                                "function (both run at the step boundary)");
-        callVoid("zrt_ctx_adam",
+        callVoid(o.getHost() ? "zrt_ctx_adam_host" : "zrt_ctx_adam",
                  {ctx, i32(partitionIndex(o.getGroupAttr())), stats, scale,
                   skip->second, f64(o.getDivisor().convertToDouble())});
+        return success();
+      })
+      .Case([&](TransferOp o) -> LogicalResult {
+        callVoid("zrt_ctx_transfer",
+                 {ctx, i32(partitionIndex(o.getGroupAttr())),
+                  i32(static_cast<int32_t>(o.getSource())),
+                  i32(static_cast<int32_t>(o.getTarget())),
+                  i32(slotOf(o.getToken()))});
         return success();
       })
       .Case([&](ReturnOp o) -> LogicalResult {

@@ -103,13 +103,17 @@ std::string Lowering::buildManifest() {
   for (const PartitionBuffers &pb : s.getPartitions()) {
     PartitionOp p = pb.partition;
     Object buffers, sizes;
-    // fp32 parameters are their own masters: no "master" entry.
+    Array hostBuffers;
+    // fp32 parameters are their own masters: no "master" entry. An
+    // offloaded optimizer's buffers are at offsets of the host arena.
     for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
       auto kind = static_cast<BufferKind>(k);
       if (!pb.hasBuffer(kind))
         continue;
       buffers[stringifyBufferKind(kind)] = persistentOffset(p, kind);
       sizes[stringifyBufferKind(kind)] = pb.numel[k];
+      if (pb.getMemory(kind) == MemoryKind::host)
+        hostBuffers.push_back(stringifyBufferKind(kind));
     }
     Array names;
     for (Attribute a : p.getParams())
@@ -121,6 +125,9 @@ std::string Lowering::buildManifest() {
                                 {"params", std::move(names)},
                                 {"buffers", std::move(buffers)},
                                 {"buffer_numel", std::move(sizes)}});
+    if (!hostBuffers.empty())
+      (*partitions.back().getAsObject())["host_buffers"] =
+          std::move(hostBuffers);
   }
   for (BlockArgument arg : step.getBodyBlock().getArguments()) {
     Array shape;
@@ -191,6 +198,8 @@ std::string Lowering::buildManifest() {
                       {"scratch_bytes", plan.scratchBytes},
                       {"peak_bytes", plan.peakBytes}}},
   };
+  if (plan.hostBytes > 0)
+    (*manifest.getObject("plan"))["host_bytes"] = plan.hostBytes;
   // The hash covers the manifest and the schedule itself, so executables
   // compiled from different schedules refuse to run together.
   std::string text;

@@ -58,6 +58,64 @@ void device::release(void *ptr) {
   }
 }
 
+void *device::allocateHost(int64_t bytes) {
+  void *ptr = nullptr;
+  cudaError_t err =
+      cudaHostAlloc(&ptr, size_t(bytes > 0 ? bytes : 1), cudaHostAllocDefault);
+  if (err != cudaSuccess)
+    fatal("cannot allocate %lld bytes of pinned host memory: %s",
+          (long long)bytes, cudaGetErrorString(err));
+  return ptr;
+}
+
+void device::releaseHost(void *ptr) {
+  if (ptr) {
+    ZRT_CUDA_CHECK(cudaDeviceSynchronize());
+    ZRT_CUDA_CHECK(cudaFreeHost(ptr));
+  }
+}
+
+namespace {
+/// The stream of an offloaded optimizer's device-host copies, so that they
+/// overlap the compute stream (a copy engine of its own).
+cudaStream_t copyStream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t s;
+    ZRT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  return stream;
+}
+} // namespace
+
+std::function<void()> device::transfer(void *dst, const void *src,
+                                       int64_t bytes, bool toHost) {
+  if (bytes <= 0)
+    return nullptr;
+  // After the kernels enqueued so far (the gradients' reductions, the
+  // host Adam's writes are host-side and already done).
+  cudaEvent_t ready, done;
+  ZRT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  ZRT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  ZRT_CUDA_CHECK(cudaEventRecord(ready, computeStream()));
+  ZRT_CUDA_CHECK(cudaStreamWaitEvent(copyStream(), ready, 0));
+  ZRT_CUDA_CHECK(cudaMemcpyAsync(
+      dst, src, size_t(bytes),
+      toHost ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, copyStream()));
+  ZRT_CUDA_CHECK(cudaEventRecord(done, copyStream()));
+  ZRT_CUDA_CHECK(cudaEventDestroy(ready));
+  return [done, toHost] {
+    // The host reads a download; later kernels read an upload, and the
+    // host may overwrite its source only once it landed.
+    if (toHost)
+      ZRT_CUDA_CHECK(cudaEventSynchronize(done));
+    else
+      ZRT_CUDA_CHECK(cudaStreamWaitEvent(computeStream(), done, 0));
+    ZRT_CUDA_CHECK(cudaEventSynchronize(done));
+    ZRT_CUDA_CHECK(cudaEventDestroy(done));
+  };
+}
+
 void device::upload(void *dst, const void *src, int64_t bytes) {
   if (bytes > 0)
     ZRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),

@@ -2068,3 +2068,176 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 // Checks that a parameter's own weight decay is not negative.
 // expected-error @+1 {{'zero.param' op weight_decay must be finite and >= 0, got -1.000000e-01}}
 zero.param @b : tensor<4xf32> init zeros weight_decay -0.1
+
+// -----
+
+// Checks that zero.offload is a #zero.offload on a train step.
+// expected-error @+1 {{'zero.param' op attribute 'zero.offload' is only valid on zero.train_step}}
+zero.param @w : tensor<4x3xf32> init zeros {zero.offload = #zero.offload<optimizer = cpu>}
+
+// -----
+
+// Checks that offload to nvme needs a path.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{offload to nvme needs an nvme_path}}
+    attributes {zero.offload = #zero.offload<optimizer = nvme>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that an nvme_path comes with an offload to nvme.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{nvme_path '/tmp/x' is given but nothing is offloaded to nvme}}
+    attributes {zero.offload = #zero.offload<optimizer = cpu, nvme_path = "/tmp/x">} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks DeepSpeed's rule: optimizer offload at stages 1-3.
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 12 padded 12
+    params [@w] offsets [0]
+zero.param @w : tensor<4x3xf32> init zeros
+// expected-error @+1 {{'zero.train_step' op attribute 'zero.offload' optimizer offload (offload_optimizer) needs ZeRO stage 1, 2 or 3, the stage is 0}}
+zero.train_step @train(%x: tensor<4x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 8>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks DeepSpeed's rule: parameter offload at stage 3 only.
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 12 padded 12
+    params [@w] offsets [0]
+zero.param @w : tensor<4x3xf32> init zeros
+// expected-error @+1 {{'zero.train_step' op attribute 'zero.offload' parameter offload (offload_param) needs ZeRO stage 3, the stage is 2}}
+zero.train_step @train(%x: tensor<4x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a transfer copies what an offloaded optimizer copies.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op copies params to host_grads; an offloaded optimizer copies grads to host_grads and host_params (or, with fp32 compute, master) to params}}
+  zero.transfer group @flat params to host_grads phase boundary
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that transfers need an offloaded optimizer.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'zero.transfer' op copies between device and host memory, but the train step does not offload the optimizer (zero.offload)}}
+  zero.transfer group @flat grads to host_grads phase boundary
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that transfers run at the boundary.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op moves the gradients and parameters of the optimizer step, which runs once per optimizer step: its phase must be boundary, not micro_step}}
+  zero.transfer group @flat grads to host_grads
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that 16-bit parameters are uploaded from host_params.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<1x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op uploads master, but partition @flat computes in 'bf16' (16-bit parameters are uploaded from host_params)}}
+  zero.transfer group @flat master to params phase boundary
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that fp32 parameters are uploaded from their masters.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<1x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op uploads host_params, but partition @flat computes in 'f32' (fp32 parameters are uploaded from their master)}}
+  zero.transfer group @flat host_params to params phase boundary
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the Adam of an offloaded optimizer runs on the host.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  %s = zero.loss_scale : tensor<f32>
+  %st = nn.fill 0.0 : tensor<2xf32>
+  %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
+  // expected-error @+1 {{'zero.adam' op runs on the device, but the train step offloads the optimizer (zero.offload): it must be 'host'}}
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 : tensor<2xf32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that a host Adam needs an offloaded optimizer.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %s = zero.loss_scale : tensor<f32>
+  %st = nn.fill 0.0 : tensor<2xf32>
+  %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
+  // expected-error @+1 {{'zero.adam' op runs on the host, but the train step does not offload the optimizer}}
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host : tensor<2xf32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that host_bytes is aligned.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{memory_plan host_bytes must be a multiple of 64}}
+    attributes {zero.plan = #zero.memory_plan<persistent_bytes = 64, arena_bytes = 64, scratch_bytes = 0, peak_bytes = 128, host_bytes = 10>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -239,11 +239,63 @@ zero.train_step @scheduled(%x: tensor<8x3xf32>)
 
 // -----
 
+// Where the optimizer states and parameters live (round trip; the default
+// device none and the empty path are not printed).
+// CHECK-LABEL: zero.train_step @offloaded(
+// CHECK-SAME: attributes {zero.offload = #zero.offload<optimizer = cpu>}
+zero.train_step @offloaded(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = cpu, param = none>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // CHECK-LABEL: zero.train_step @one_cycle(
 // CHECK-SAME: schedule = <kind = one_cycle, cycle_min_lr = 1.000000e-04, cycle_max_lr = 1.000000e-03, cycle_first_step_size = 100, cycle_momentum = false>
 zero.train_step @one_cycle(%x: tensor<8x3xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = one_cycle, cycle_min_lr = 1.0e-4, cycle_max_lr = 1.0e-3, cycle_first_step_size = 100, cycle_momentum = false>>
     precision #zero.precision<kind = fp32> {
   %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: zero.train_step @to_nvme(
+// CHECK-SAME: attributes {zero.offload = #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme">}
+zero.train_step @to_nvme(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme">} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Optimizer offload: the transfers between device and host memory and the
+// host Adam.
+// CHECK-LABEL: zero.train_step @offload_ops(
+// CHECK: %[[D:.*]] = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
+// CHECK: zero.adam group @flat stats %{{.*}} scale %{{.*}} skip %{{.*}} divisor 2.000000e+00 host phase boundary : tensor<2xf32>
+// CHECK: zero.transfer group @flat host_params to params phase boundary{{$}}
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @offload_ops(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %d = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+  zero.wait %d phase boundary
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.transfer group @flat host_params to params phase boundary
   zero.return %loss : tensor<f32>
 }

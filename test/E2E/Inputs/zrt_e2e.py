@@ -281,6 +281,64 @@ def compare_steps(ref, log, what, norm_rtol=0.0):
                 what, l["step"], l["grad_norm"], r["grad_norm"]))
 
 
+def cmd_offload(args):
+    """Trains the model with the optimizer offloaded to host memory and
+    without, for every stage and world size: the losses, gradient norms,
+    loss scales and skips of every step must be bitwise equal, every
+    measured device peak must equal its plan (and be below the one without
+    offload, whose masters and moments it moved out), and the measured host
+    peak must equal the plan's host_peak_bytes, which --report checks
+    against zero-opt's report of the same schedule."""
+    os.makedirs(args.work, exist_ok=True)
+    extra = shlex.split(args.compile_args)
+    for world in [int(w) for w in args.worlds.split(",")]:
+        for stage in [int(s) for s in args.stages.split(",")]:
+            what = "stage %d, world %d" % (stage, world)
+            base_name = os.path.join(args.work, "s%d_w%d" % (stage, world))
+            base = train_once(args, base_name, world,
+                              ["--stage", str(stage)] + extra)
+            base_peak = check_peak(base, what)
+            name = base_name + "_offload"
+            log = train_once(args, name, world,
+                             ["--stage", str(stage), "--offload-optimizer",
+                              "cpu"] + extra)
+            peak = check_peak(log, what + ", offload")
+            for b, l in zip(base, log):
+                for key in ["loss", "grad_norm", "loss_scale", "skipped"]:
+                    if b[key] != l[key]:
+                        fail("%s, offload: step %d: %s %r != %r without "
+                             "offload" % (what, l["step"], key, l[key],
+                                          b[key]))
+                if l["host_peak_bytes"] != l["planned_host_peak_bytes"]:
+                    fail("%s, offload: step %d: measured host peak %d != "
+                         "planned %d" % (what, l["step"], l["host_peak_bytes"],
+                                         l["planned_host_peak_bytes"]))
+                if "host_peak_bytes" in b:
+                    fail("%s: a host peak without offload" % what)
+            if peak >= base_peak:
+                fail("%s, offload: device peak %d is not below %d without "
+                     "offload" % (what, peak, base_peak))
+            host = log[-1]["host_peak_bytes"]
+            if args.report:
+                out = run([args.zero_opt, args.model, "--zero-pipeline=stage=%d "
+                           "world-size=%d offload-optimizer=cpu %s" %
+                           (stage, world, args.pipeline_args),
+                           "--zero-report", "-o", os.devnull])
+                report = json.loads(out[out.index("{"):])
+                if report["host_peak_bytes"] != host or \
+                        report["peak_bytes"] != peak or \
+                        report["nvme_bytes"] != 0:
+                    fail("%s, offload: report peak %d, host %d, nvme %d; "
+                         "measured %d, %d" % (what, report["peak_bytes"],
+                                              report["host_peak_bytes"],
+                                              report["nvme_bytes"], peak,
+                                              host))
+            print("%s: %d steps bitwise equal to no offload; device peak %d "
+                  "< %d, host peak %d, all == planned" %
+                  (what, len(log), peak, base_peak, host))
+    print("OK")
+
+
 def cmd_budget(args):
     """Compiles with a memory budget the model states fit but the step does
     not, reads the best plan's peak P from the error, then checks that
@@ -1052,6 +1110,20 @@ def main():
     s.add_argument("--compile-args", default="")
     s.add_argument("--train-args", default="")
     s.set_defaults(fn=cmd_pad_vocab)
+    s = sub.add_parser("offload")
+    s.add_argument("--compiler", required=True)
+    s.add_argument("--mpirun", required=True)
+    s.add_argument("--model", required=True)
+    s.add_argument("--work", required=True)
+    s.add_argument("--stages", default="1,2,3")
+    s.add_argument("--worlds", default="1,2")
+    s.add_argument("--steps", type=int, default=5)
+    s.add_argument("--compile-args", default="")
+    s.add_argument("--pipeline-args", default="")
+    s.add_argument("--train-args", default="")
+    s.add_argument("--report", action="store_true")
+    s.add_argument("--zero-opt", default="zero-opt")
+    s.set_defaults(fn=cmd_offload)
     s = sub.add_parser("budget")
     s.add_argument("--compiler", required=True)
     s.add_argument("--mpirun", required=True)

@@ -44,6 +44,10 @@ void mlir::zero::writeChromeTrace(const StepTimeline &timeline,
       j.attribute("exposed_comm_ms", timeline.exposedCommMs);
       j.attribute("compute_ms", timeline.computeMs);
       j.attribute("comm_ms", timeline.commMs);
+      if (timeline.transferMs > 0) {
+        j.attribute("exposed_transfer_ms", timeline.exposedTransferMs);
+        j.attribute("transfer_ms", timeline.transferMs);
+      }
     });
     j.attributeArray("traceEvents", [&] {
       for (int64_t rank = 0; rank < ranks; ++rank) {
@@ -55,6 +59,8 @@ void mlir::zero::writeChromeTrace(const StepTimeline &timeline,
         metadata("process_sort_index", rank, 0, rank, "sort_index");
         metadata("thread_name", rank, 0, "compute");
         metadata("thread_name", rank, 1, "communication");
+        if (timeline.transferMs > 0)
+          metadata("thread_name", rank, 2, "device-host copies");
         for (const TimelineEvent &e : timeline.events) {
           j.object([&] {
             j.attribute("name", e.name);

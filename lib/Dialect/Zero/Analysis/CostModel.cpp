@@ -18,6 +18,7 @@
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Interfaces/RuntimeKernelOpInterface.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
@@ -48,7 +49,9 @@ namespace {
 
 /// The work of one op: kernel FLOPs and bytes, or a collective's full array.
 struct Work {
-  enum Kind { Free, Kernel, Collective } kind = Free;
+  enum Kind { Free, Kernel, Collective, Transfer } kind = Free;
+  /// Kernels: run by the host CPU on host memory (the offloaded Adam).
+  bool onHost = false;
   double flops = 0;
   double bytes = 0;
   /// Kernels: GEMM element type (decides the FLOP rate).
@@ -73,6 +76,12 @@ struct Work {
     w.bytes = bytes;
     w.flops = flops;
     w.gemmType = gemmType;
+    return w;
+  }
+  static Work transfer(double bytes) {
+    Work w;
+    w.kind = Transfer;
+    w.bytes = bytes;
     return w;
   }
   static Work collective(double bytes, unsigned passes, Pattern pattern) {
@@ -115,11 +124,15 @@ private:
   const HardwarePreset &hw;
   int64_t n;
   int64_t microStep = 0;
-  double computeFree = 0, commFree = 0;
+  double computeFree = 0, commFree = 0, copyFree = 0;
   /// Compute-stream time when the last collective was issued, and the
   /// compute since then at the collective being timed (the ranks' skew).
   double lastCollective = 0, computeSinceCollective = 0;
+  /// Whether the wait being recorded is one of a device-host copy.
+  bool transferWait = false;
   llvm::DenseMap<Value, double> tokenDone;
+  /// Tokens of device-host copies (their waits are exposed transfer time).
+  llvm::DenseSet<Value> transferTokens;
   /// The collectives whose completion kernel runs at their token's wait.
   llvm::DenseMap<Value, std::pair<Operation *, Work>> tokenCompletion;
   StepTimeline timeline;
@@ -208,6 +221,28 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     }
     return Work::kernel(bytes);
   }
+  if (auto transfer = dyn_cast<TransferOpInterface>(op)) {
+    // The rank's owned elements of the source buffer.
+    const PartitionBuffers *p =
+        schedule.lookupPartition(transfer.getGroupAttr());
+    BufferKind from = transfer.getSourceBuffer();
+    int64_t eb = from == BufferKind::master
+                     ? 4
+                     : getGroupElementBytes(transfer.getGroupAttr());
+    return Work::transfer(p ? p->getOptimizerNumel() * double(eb) : 0);
+  }
+  if (auto adam = dyn_cast<AdamOp>(op); adam && adam.getHost()) {
+    // The CPU Adam streams the host masters, moments (24 B), the host
+    // gradient copy and the 16-bit parameter copy it writes; the device
+    // gradients are cleared by a device kernel, which this neglects.
+    SymbolRefAttr group = adam.getGroupAttr();
+    int64_t c = getGroupElementBytes(group);
+    const PartitionBuffers *p = schedule.lookupPartition(group);
+    int64_t copy = p && p->hasBuffer(BufferKind::host_params) ? c : 0;
+    Work w = Work::kernel(getOwnedElements(group) * (24 + c + copy));
+    w.onHost = true;
+    return w;
+  }
   if (auto adam = dyn_cast<AdamOp>(op)) {
     // Read and write the fp32 master, m and v (24 B) and read the gradient
     // in the compute type; a 16-bit parameter copy is written too (28 B/param
@@ -241,8 +276,15 @@ double Simulator::seconds(const Work &w) const {
     double compute = w.flops > 0 ? w.flops / rate : 0;
     if (w.activationElements > 0 && hw.activationElements > 0)
       compute = std::max(compute, w.activationElements / hw.activationElements);
-    return hw.kernelOverhead + std::max(compute, w.bytes / hw.memoryBandwidth);
+    double bandwidth = w.onHost && hw.hostMemoryBandwidth > 0
+                           ? hw.hostMemoryBandwidth
+                           : hw.memoryBandwidth;
+    return hw.kernelOverhead + std::max(compute, w.bytes / bandwidth);
   }
+  case Work::Transfer:
+    return hw.kernelOverhead + w.bytes / (hw.hostLinkBandwidth > 0
+                                              ? hw.hostLinkBandwidth
+                                              : hw.memoryBandwidth);
   case Work::Collective: {
     if (n <= 1)
       return 0;
@@ -303,7 +345,8 @@ void Simulator::blockUntil(Operation *op, std::string name, double until) {
     return;
   record(op, std::move(name), Work(), "wait", 0, computeFree,
          until - computeFree);
-  timeline.exposedCommMs += (until - computeFree) * 1e3;
+  (transferWait ? timeline.exposedTransferMs : timeline.exposedCommMs) +=
+      (until - computeFree) * 1e3;
   computeFree = until;
 }
 
@@ -313,8 +356,10 @@ LogicalResult Simulator::step(Operation *op) {
     if (it == tokenDone.end())
       return op->emitOpError("cost model: waits for a token no simulated "
                              "collective produced");
+    transferWait = transferTokens.contains(wait.getToken());
     blockUntil(op, "wait " + describe(wait.getToken().getDefiningOp()),
                it->second);
+    transferWait = false;
     auto done = tokenCompletion.find(wait.getToken());
     if (done != tokenCompletion.end())
       complete(done->second.first, done->second.second);
@@ -336,6 +381,24 @@ LogicalResult Simulator::step(Operation *op) {
     if (auto *zero = op->getContext()->getLoadedDialect<ZeroDialect>();
         zero && zero->getRecomputeAttrHelper().isAttrPresent(op))
       timeline.recomputeMs += d * 1e3;
+    return success();
+  }
+  if (work->kind == Work::Transfer) {
+    // Its own copy stream (a copy engine; the CPU backend's memcpy), from
+    // its issue to its wait.
+    double start = std::max(computeFree, copyFree);
+    copyFree = start + d;
+    timeline.transferMs += d * 1e3;
+    record(op, describe(op), *work, "copy", 2, start, d);
+    Value token = cast<TransferOpInterface>(op).getToken();
+    if (token) {
+      tokenDone[token] = copyFree;
+      transferTokens.insert(token);
+      return success();
+    }
+    transferWait = true;
+    blockUntil(op, "wait " + describe(op), copyFree);
+    transferWait = false;
     return success();
   }
   if (work->kind != Work::Collective)
@@ -376,7 +439,7 @@ FailureOr<StepTimeline> Simulator::run() {
         return failure();
     }
   }
-  timeline.stepMs = std::max(computeFree, commFree) * 1e3;
+  timeline.stepMs = std::max({computeFree, commFree, copyFree}) * 1e3;
   return std::move(timeline);
 }
 

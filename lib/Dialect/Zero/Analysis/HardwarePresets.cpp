@@ -32,6 +32,10 @@ static const RankShare kCpuShares[] = {
 // GEMM at 0.8 of the dense peak, memory at 0.88 of the data-sheet bandwidth,
 // collectives at 0.81 of the per-direction link rate a ring can use.
 constexpr double kGemm = 0.8, kStream = 0.88, kBusbw = 0.81;
+// Optimizer offload (assumed, not measured here): pinned copies at 0.8 of
+// the PCIe x16 rate in one direction, and the CPU Adam of the host at 40
+// GB/s through host memory.
+constexpr double kPcie = 0.8, kHostAdam = 40e9;
 
 static const HardwarePreset kPresets[] = {
     {"a100-40gb",
@@ -41,7 +45,12 @@ static const HardwarePreset kPresets[] = {
      /*gemmFlops16=*/kGemm * 312e12, /*gemmFlops32=*/kGemm * 19.5e12,
      /*memoryBandwidth=*/kStream * 1555e9, /*linkBandwidth=*/kBusbw * 300e9,
      /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
-     /*deviceMemoryBytes=*/40'000'000'000},
+     /*deviceMemoryBytes=*/40'000'000'000,
+     /*shares=*/{}, /*attentionFlops=*/0, /*activationElements=*/0,
+     /*backToBackLatency=*/0, /*skewCompute=*/0,
+     /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
+     /*hostLinkBandwidth=*/kPcie * 32e9,
+     /*hostMemoryBandwidth=*/kHostAdam},
     {"a100-80gb",
      "NVIDIA A100 SXM 80GB, 8 GPUs on NVLink3/NVSwitch (data sheet: 312 "
      "TFLOP/s dense bf16, 19.5 TFLOP/s fp32, 2039 GB/s HBM2e, 600 GB/s "
@@ -49,14 +58,24 @@ static const HardwarePreset kPresets[] = {
      /*gemmFlops16=*/kGemm * 312e12, /*gemmFlops32=*/kGemm * 19.5e12,
      /*memoryBandwidth=*/kStream * 2039e9, /*linkBandwidth=*/kBusbw * 300e9,
      /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
-     /*deviceMemoryBytes=*/80'000'000'000},
+     /*deviceMemoryBytes=*/80'000'000'000,
+     /*shares=*/{}, /*attentionFlops=*/0, /*activationElements=*/0,
+     /*backToBackLatency=*/0, /*skewCompute=*/0,
+     /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
+     /*hostLinkBandwidth=*/kPcie * 32e9,
+     /*hostMemoryBandwidth=*/kHostAdam},
     {"l4",
      "NVIDIA L4 24GB, 8 GPUs on PCIe Gen4 x16 (data sheet: 121 TFLOP/s dense "
      "bf16, 30.3 TFLOP/s fp32, 300 GB/s GDDR6, 64 GB/s PCIe)",
      /*gemmFlops16=*/kGemm * 121e12, /*gemmFlops32=*/kGemm * 30.3e12,
      /*memoryBandwidth=*/kStream * 300e9, /*linkBandwidth=*/kBusbw * 32e9,
      /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
-     /*deviceMemoryBytes=*/24'000'000'000},
+     /*deviceMemoryBytes=*/24'000'000'000,
+     /*shares=*/{}, /*attentionFlops=*/0, /*activationElements=*/0,
+     /*backToBackLatency=*/0, /*skewCompute=*/0,
+     /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
+     /*hostLinkBandwidth=*/kPcie * 32e9,
+     /*hostMemoryBandwidth=*/kHostAdam},
     {"rtx-4090",
      "NVIDIA GeForce RTX 4090 24GB, 8 GPUs on PCIe Gen4 x16 (Ada whitepaper: "
      "165.2 TFLOP/s dense bf16 with fp32 accumulate, 82.6 TFLOP/s fp32, "
@@ -64,7 +83,12 @@ static const HardwarePreset kPresets[] = {
      /*gemmFlops16=*/kGemm * 165.2e12, /*gemmFlops32=*/kGemm * 82.6e12,
      /*memoryBandwidth=*/kStream * 1008e9, /*linkBandwidth=*/kBusbw * 32e9,
      /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
-     /*deviceMemoryBytes=*/24'000'000'000},
+     /*deviceMemoryBytes=*/24'000'000'000,
+     /*shares=*/{}, /*attentionFlops=*/0, /*activationElements=*/0,
+     /*backToBackLatency=*/0, /*skewCompute=*/0,
+     /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
+     /*hostLinkBandwidth=*/kPcie * 32e9,
+     /*hostMemoryBandwidth=*/kHostAdam},
     {"h100-sxm",
      "NVIDIA H100 SXM 80GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
      "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3 bandwidth, "
@@ -72,7 +96,12 @@ static const HardwarePreset kPresets[] = {
      /*gemmFlops16=*/0.8 * 989e12, /*gemmFlops32=*/0.8 * 66.9e12,
      /*memoryBandwidth=*/2.97e12, /*linkBandwidth=*/365e9,
      /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
-     /*deviceMemoryBytes=*/80'000'000'000},
+     /*deviceMemoryBytes=*/80'000'000'000,
+     /*shares=*/{}, /*attentionFlops=*/0, /*activationElements=*/0,
+     /*backToBackLatency=*/0, /*skewCompute=*/0,
+     /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
+     /*hostLinkBandwidth=*/kPcie * 64e9,
+     /*hostMemoryBandwidth=*/kHostAdam},
     {"h100-pcie",
      "NVIDIA H100 PCIe 80GB, 8 GPUs on PCIe Gen5 x16 (data sheet: 756 "
      "TFLOP/s dense bf16, 51 TFLOP/s fp32, 2000 GB/s HBM2e, 128 GB/s PCIe; "
@@ -80,7 +109,12 @@ static const HardwarePreset kPresets[] = {
      /*gemmFlops16=*/kGemm * 756e12, /*gemmFlops32=*/kGemm * 51e12,
      /*memoryBandwidth=*/kStream * 2000e9, /*linkBandwidth=*/kBusbw * 64e9,
      /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
-     /*deviceMemoryBytes=*/80'000'000'000},
+     /*deviceMemoryBytes=*/80'000'000'000,
+     /*shares=*/{}, /*attentionFlops=*/0, /*activationElements=*/0,
+     /*backToBackLatency=*/0, /*skewCompute=*/0,
+     /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
+     /*hostLinkBandwidth=*/kPcie * 64e9,
+     /*hostMemoryBandwidth=*/kHostAdam},
     {"h200-sxm",
      "NVIDIA H200 SXM 141GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
      "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3e bandwidth, "
@@ -88,7 +122,12 @@ static const HardwarePreset kPresets[] = {
      /*gemmFlops16=*/0.8 * 989e12, /*gemmFlops32=*/0.8 * 66.9e12,
      /*memoryBandwidth=*/4.15e12, /*linkBandwidth=*/362e9,
      /*collectiveLatency=*/2.1e-6, /*kernelOverhead=*/3e-6,
-     /*deviceMemoryBytes=*/141'000'000'000},
+     /*deviceMemoryBytes=*/141'000'000'000,
+     /*shares=*/{}, /*attentionFlops=*/0, /*activationElements=*/0,
+     /*backToBackLatency=*/0, /*skewCompute=*/0,
+     /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
+     /*hostLinkBandwidth=*/kPcie * 64e9,
+     /*hostMemoryBandwidth=*/kHostAdam},
     {"mi300x",
      "AMD Instinct MI300X 192GB, 8 GPUs on Infinity Fabric (data sheet: "
      "1307.4 TFLOP/s dense bf16, 163.4 TFLOP/s fp32, 5.3 TB/s HBM3, 7 links "
@@ -96,7 +135,12 @@ static const HardwarePreset kPresets[] = {
      /*gemmFlops16=*/kGemm * 1307.4e12, /*gemmFlops32=*/kGemm * 163.4e12,
      /*memoryBandwidth=*/kStream * 5.3e12, /*linkBandwidth=*/kBusbw * 448e9,
      /*collectiveLatency=*/1.8e-6, /*kernelOverhead=*/3e-6,
-     /*deviceMemoryBytes=*/192'000'000'000},
+     /*deviceMemoryBytes=*/192'000'000'000,
+     /*shares=*/{}, /*attentionFlops=*/0, /*activationElements=*/0,
+     /*backToBackLatency=*/0, /*skewCompute=*/0,
+     /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
+     /*hostLinkBandwidth=*/kPcie * 64e9,
+     /*hostMemoryBandwidth=*/kHostAdam},
     {"cpu",
      "One rank of this 2-core development machine beside a second rank "
      "(measured by zrt-bench-calibrate): small-model zrt_matmul and "

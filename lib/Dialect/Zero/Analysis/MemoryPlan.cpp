@@ -144,6 +144,10 @@ static MemoryCategory persistentCategory(BufferKind k) {
     return MemoryCategory::AdamM;
   case BufferKind::exp_avg_sq:
     return MemoryCategory::AdamV;
+  case BufferKind::host_grads:
+    return MemoryCategory::Grads;
+  case BufferKind::host_params:
+    return MemoryCategory::Params;
   }
   llvm_unreachable("unknown buffer kind");
 }
@@ -170,23 +174,27 @@ LogicalResult Planner::run(MemoryPlan &plan) {
            << what << " overflow int64";
   };
 
-  // Persistent arena.
-  int64_t offset = 0;
+  // Persistent arenas: the device one, and the pinned host one of an
+  // offloaded optimizer.
+  int64_t offset = 0, hostOffset = 0;
   for (const PartitionBuffers &p : schedule.getPartitions()) {
-    for (unsigned k = 0; k < 5; ++k) {
+    for (unsigned k = 0; k < kNumBufferKinds; ++k) {
       auto kind = static_cast<BufferKind>(k);
       if (!p.hasBuffer(kind))
         continue;
-      offset = alignTo64(offset);
-      plan.persistent.push_back({p.partition, kind, offset, p.bytes[k]});
-      plan.persistentByCategory[static_cast<unsigned>(persistentCategory(kind))] +=
-          p.bytes[k];
-      if (__builtin_add_overflow(offset, p.bytes[k], &offset) ||
-          offset > kMaxBytes)
+      MemoryKind memory = p.getMemory(kind);
+      int64_t &at = memory == MemoryKind::host ? hostOffset : offset;
+      at = alignTo64(at);
+      plan.persistent.push_back({p.partition, kind, at, p.bytes[k], memory});
+      if (memory == MemoryKind::device)
+        plan.persistentByCategory[static_cast<unsigned>(
+            persistentCategory(kind))] += p.bytes[k];
+      if (__builtin_add_overflow(at, p.bytes[k], &at) || at > kMaxBytes)
         return tooLarge("the persistent buffers");
     }
   }
   plan.persistentBytes = alignTo64(offset);
+  plan.hostBytes = alignTo64(hostOffset);
 
   for (Operation &op : body) {
     index[&op] = plan.ops.size();
@@ -457,13 +465,16 @@ void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
   }
   dialect->getInputOffsetsAttrHelper().setAttr(step,
                                                b.getDenseI64ArrayAttr(inputs));
-  DenseMap<Operation *, std::array<std::optional<int64_t>, 5>> partitions;
+  DenseMap<Operation *, std::array<std::optional<int64_t>, kNumBufferKinds>>
+      partitions;
   for (const PersistentBuffer &p : plan.persistent)
     partitions[p.partition][static_cast<unsigned>(p.kind)] = p.offset;
   for (auto &[op, o] : partitions)
     dialect->getBuffersAttrHelper().setAttr(
-        op, BufferOffsetsAttr::get(ctx, *o[0], *o[1], o[2], *o[3], *o[4]));
+        op, BufferOffsetsAttr::get(ctx, *o[0], *o[1], o[2], *o[3], *o[4], o[5],
+                                   o[6]));
   dialect->getPlanAttrHelper().setAttr(
-      step, MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
-                                plan.scratchBytes, plan.peakBytes));
+      step,
+      MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
+                          plan.scratchBytes, plan.peakBytes, plan.hostBytes));
 }

@@ -20,11 +20,14 @@ static void printPlan(const MemoryPlan &plan, TrainStepOp step,
   os << "zero.train_step @" << step.getSymName() << "\n";
   os << "  persistent_bytes " << plan.persistentBytes << ", arena_bytes "
      << plan.arenaBytes << ", scratch_bytes " << plan.scratchBytes
-     << ", peak_bytes " << plan.peakBytes << "\n";
+     << ", peak_bytes " << plan.peakBytes;
+  if (plan.hostBytes > 0)
+    os << ", host_bytes " << plan.hostBytes;
+  os << "\n";
   for (const PersistentBuffer &p : plan.persistent)
-    os << "  persistent @" << p.partition.getSymName() << ' '
-       << stringifyBufferKind(p.kind) << " offset " << p.offset << " bytes "
-       << p.bytes << "\n";
+    os << "  " << (p.memory == MemoryKind::host ? "host" : "persistent") << " @"
+       << p.partition.getSymName() << ' ' << stringifyBufferKind(p.kind)
+       << " offset " << p.offset << " bytes " << p.bytes << "\n";
   DenseMap<Operation *, int64_t> index;
   for (auto [i, op] : llvm::enumerate(plan.ops))
     index[op] = i;

@@ -145,6 +145,13 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.arenaBytes = plan.arenaBytes;
   r.scratchBytes = plan.scratchBytes;
   r.peakBytes = plan.peakBytes;
+  r.optimizerOffloaded = s.isOptimizerOffloaded();
+  r.hostPeakBytes = plan.hostBytes;
+  for (const PersistentBuffer &b : plan.persistent)
+    if (b.memory == MemoryKind::host) {
+      std::string kind = stringifyBufferKind(b.kind).str();
+      r.hostBuffers[kind] = c.add(r.hostBuffers[kind], b.bytes);
+    }
 
   int64_t n = s.getWorldSize();
   for (Operation &op : step.getBodyBlock()) {
@@ -215,6 +222,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.hardware = hw.name.str();
   r.predictedStepMs = timeline->stepMs;
   r.exposedCommMs = timeline->exposedCommMs;
+  r.exposedTransferMs = timeline->exposedTransferMs;
   r.recomputeMs = timeline->recomputeMs;
   r.timeline = std::move(*timeline);
   return r;
@@ -296,6 +304,8 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"step_arena_bytes", r.arenaBytes},
       {"kernel_scratch_bytes", r.scratchBytes},
       {"peak_bytes", r.peakBytes},
+      {"host_peak_bytes", r.hostPeakBytes},
+      {"nvme_bytes", r.nvmeBytes},
       {"comm", llvm::json::Object{{"volume_elements", r.volumeElements},
                                   {"constant_volume_elements",
                                    r.constantVolumeElements},
@@ -304,6 +314,7 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"hardware", r.hardware},
       {"predicted_step_ms", r.predictedStepMs},
       {"exposed_comm_ms", r.exposedCommMs},
+      {"exposed_transfer_ms", r.exposedTransferMs},
   };
   if (r.recomputeMs > 0)
     json["recompute_ms"] = r.recomputeMs;
@@ -348,10 +359,13 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   // their own masters, so only 16-bit ones have a master row.
   row(r.paramDtype + " parameters", r.params);
   row(r.paramDtype + " gradients", r.grads);
-  if (!r.paramsAreMasters)
-    row("fp32 master parameters", r.masterParams);
-  row("Adam m", r.adamM);
-  row("Adam v", r.adamV);
+  // Offloaded masters and moments are listed with the host memory below.
+  if (!r.optimizerOffloaded) {
+    if (!r.paramsAreMasters)
+      row("fp32 master parameters", r.masterParams);
+    row("Adam m", r.adamM);
+    row("Adam v", r.adamV);
+  }
   row("= model states", r.modelStateBytes);
   row("reduce buckets (peak)", r.reduceBucketBytes);
   row("gathered parameters (peak)", r.gatherBufferBytes);
@@ -362,7 +376,9 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   // (no offload), for comparison; it has none for stages 0 and 1.
   // (Skipped where the estimate overflows int64.)
   CheckedInt c;
-  if (r.stage == 2) {
+  if (r.optimizerOffloaded) {
+    // Its offload branches are zero-estimate's (--cpu-offload).
+  } else if (r.stage == 2) {
     int64_t est = c.add(c.mul(2, S), c.mul(18, S) / n);
     if (!c.overflow)
       row("DeepSpeed estimate (2S+18S/n)", est);
@@ -370,6 +386,23 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     int64_t est = c.add(c.mul(4, r.largestParam), c.mul(18, S) / n);
     if (!c.overflow)
       row("DeepSpeed estimate (4L+18S/n)", est);
+  }
+  if (r.optimizerOffloaded) {
+    // ZeRO-Offload: the optimizer states and the copies of the owned
+    // gradients and parameters live in pinned host memory.
+    os << llvm::format("%-37s %16s  %12s\n", "Per-rank pinned host memory",
+                       "bytes", "size");
+    static const std::pair<const char *, const char *> kHostRows[] = {
+        {"master", "fp32 master parameters"},
+        {"exp_avg", "Adam m"},
+        {"exp_avg_sq", "Adam v"},
+        {"host_grads", "gradient copy"},
+        {"host_params", "parameter copy"}};
+    for (auto [kind, label] : kHostRows)
+      if (auto it = r.hostBuffers.find(kind); it != r.hostBuffers.end())
+        row(label, it->second);
+    row("host peak", r.hostPeakBytes);
+    row("NVMe files", r.nvmeBytes);
   }
   if (r.fit) {
     os << "\n";
@@ -380,19 +413,26 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
                                         "16S'/n"};
   static const char *fp32Formulas[] = {"16S", "8S + 8S'/n", "4S + 12S'/n",
                                        "16S'/n"};
-  os << "\nModel states follow "
-     << (r.paramsAreMasters ? fp32Formulas : mixedFormulas)[r.stage]
-     << " (S = " << S << ", S' = " << Sp << ", n = " << n << ")";
-  if (r.paramsAreMasters)
-    os << ", the fp32 parameters being their own masters; DeepSpeed's "
-          "estimator assumes mixed precision (16-bit parameters and "
-          "gradients, an fp32 gradient copy: 18 bytes per parameter) even "
-          "for fp32 training,";
-  else
-    os << "; DeepSpeed's estimator adds an fp32 gradient copy (18 bytes per "
-          "parameter) that this schedule never allocates,";
-  os << " and ignores buckets, gathered parameters and activations, which "
-        "are counted above.\n\n";
+  if (r.optimizerOffloaded) {
+    os << "\nModel states on the device are the parameters and gradients "
+          "only: the fp32 masters and Adam moments live in pinned host "
+          "memory (ZeRO-Offload; zero-estimate --cpu-offload gives "
+          "DeepSpeed's estimate of it).\n\n";
+  } else {
+    os << "\nModel states follow "
+       << (r.paramsAreMasters ? fp32Formulas : mixedFormulas)[r.stage]
+       << " (S = " << S << ", S' = " << Sp << ", n = " << n << ")";
+    if (r.paramsAreMasters)
+      os << ", the fp32 parameters being their own masters; DeepSpeed's "
+            "estimator assumes mixed precision (16-bit parameters and "
+            "gradients, an fp32 gradient copy: 18 bytes per parameter) even "
+            "for fp32 training,";
+    else
+      os << "; DeepSpeed's estimator adds an fp32 gradient copy (18 bytes per "
+            "parameter) that this schedule never allocates,";
+    os << " and ignores buckets, gathered parameters and activations, which "
+          "are counted above.\n\n";
+  }
   os << "Communication: " << r.volumeElements << " elements ("
      << r.constantVolumeElements << " of them the overflow/norm reduction), "
      << r.bytesPerRank << " bytes sent by rank 0 per step\n";
@@ -404,6 +444,10 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   if (r.recomputeMs > 0)
     os << llvm::format(", %.3f ms recomputing activations (zero-remat)",
                        r.recomputeMs);
+  if (r.optimizerOffloaded)
+    os << llvm::format(", %.3f ms exposed device-host transfers (of %.3f "
+                       "ms copying)",
+                       r.exposedTransferMs, r.timeline.transferMs);
   os << "\n";
 }
 

@@ -35,11 +35,13 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.stage = schedule.getStage();
   s.worldSize = schedule.getWorldSize();
   s.accumulationSteps = schedule.getAccumulationSteps();
+  s.optimizerOffloaded = offloadsOptimizer(step);
   // One symbol table: a lookup per parameter must not scan the module.
   SymbolTable symbols(module);
   for (PartitionOp p : module.getOps<PartitionOp>()) {
     PartitionBuffers buffers;
     buffers.partition = p;
+    buffers.offloaded = s.optimizerOffloaded;
     for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {
       auto paramOp = symbols.lookup<ParamOp>(
           cast<SymbolRefAttr>(ref).getLeafReference());
@@ -58,16 +60,23 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
         shardedParams ? shard : numel;
     buffers.numel[static_cast<unsigned>(BufferKind::grads)] =
         shardedGrads ? shard : numel;
-    // fp32 parameters are their own masters: no master buffer.
+    // fp32 parameters are their own masters: no master buffer. The host
+    // copies of an offloaded optimizer hold the owned shard.
     for (BufferKind k :
-         {BufferKind::master, BufferKind::exp_avg, BufferKind::exp_avg_sq})
+         {BufferKind::master, BufferKind::exp_avg, BufferKind::exp_avg_sq,
+          BufferKind::host_grads, BufferKind::host_params})
       if (buffers.hasBuffer(k))
         buffers.numel[static_cast<unsigned>(k)] = shard;
     int64_t cbytes = getElementBytes(buffers.computeType);
     bool overflow = false;
-    for (unsigned k = 0; k < 5; ++k)
-      overflow |= __builtin_mul_overflow(buffers.numel[k], k < 2 ? cbytes : 4,
+    for (unsigned k = 0; k < kNumBufferKinds; ++k) {
+      auto kind = static_cast<BufferKind>(k);
+      bool compute = kind == BufferKind::params || kind == BufferKind::grads ||
+                     kind == BufferKind::host_grads ||
+                     kind == BufferKind::host_params;
+      overflow |= __builtin_mul_overflow(buffers.numel[k], compute ? cbytes : 4,
                                          &buffers.bytes[k]);
+    }
     overflow |= __builtin_add_overflow(s.paramCount, numel, &s.paramCount);
     overflow |= __builtin_add_overflow(
         s.paddedParamCount, p.getPaddedNumelValue(), &s.paddedParamCount);

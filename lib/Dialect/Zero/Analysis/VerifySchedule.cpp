@@ -46,6 +46,8 @@ Value getToken(Operation *op) {
     return o.getToken();
   if (auto o = dyn_cast<PrefetchOp>(op))
     return o.getToken();
+  if (auto o = dyn_cast<TransferOpInterface>(op))
+    return o.getToken();
   return {};
 }
 
@@ -142,8 +144,10 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
   struct Pending {
     Operation *op;
     PartitionOp group;
-    std::optional<BufferKind> buffer; // persistent buffer written or read
-    ElementRange range;                      // of the layout
+    /// Persistent buffers it accesses, and whether it writes them (reads
+    /// of a buffer that is only read in flight do not conflict).
+    SmallVector<std::pair<BufferKind, bool>, 2> buffers;
+    ElementRange range; // of the layout
   };
   // In issue order; a waited entry is cleared, not erased, so that indices
   // stay valid.
@@ -182,14 +186,16 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
     }
     // Accesses to persistent buffers or sources of collectives in flight.
     auto conflict = [&](PartitionOp group, BufferKind kind, ElementRange r,
-                        StringRef what) -> LogicalResult {
+                        StringRef what, bool writes = true) -> LogicalResult {
       auto it = pendingOnBuffer.find(
           {group.getOperation(), static_cast<unsigned>(kind)});
       if (it == pendingOnBuffer.end())
         return success();
       for (size_t i : it->second) {
         Pending &p = pending[i];
-        if (overlaps(p.range, r)) {
+        bool pendingWrites = llvm::any_of(
+            p.buffers, [&](auto b) { return b.first == kind && b.second; });
+        if ((writes || pendingWrites) && overlaps(p.range, r)) {
           InFlightDiagnostic d = op.emitOpError()
                                  << what << " " << describe(group, r)
                                  << " while an asynchronous collective on "
@@ -216,16 +222,43 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
     } else if (auto adam = dyn_cast<AdamOp>(op)) {
       PartitionOp g = findGroup(adam.getGroupAttr());
       ElementRange all = {0, g.getNumelValue()};
-      if (failed(conflict(g, BufferKind::grads, all, "reads the gradients of")) ||
-          failed(conflict(g, BufferKind::params, all, "updates")))
+      // Both clear the device gradients; the host Adam reads the host copy
+      // and writes the host masters and parameters.
+      if (failed(conflict(g, BufferKind::grads, all, "reads the gradients of")))
         return failure();
+      for (BufferKind k :
+           adam.getHost()
+               ? std::initializer_list<BufferKind>{BufferKind::host_grads,
+                                                   BufferKind::master,
+                                                   BufferKind::host_params}
+               : std::initializer_list<BufferKind>{BufferKind::params})
+        if (failed(conflict(g, k, all, "updates")))
+          return failure();
     } else if (auto check = dyn_cast<CheckOverflowOp>(op)) {
       for (Attribute a : check.getGroups()) {
         PartitionOp g = findGroup(cast<SymbolRefAttr>(a));
         if (failed(conflict(g, BufferKind::grads, {0, g.getNumelValue()},
-                            "reads the gradients of")))
+                            "reads the gradients of", /*writes=*/false)))
           return failure();
       }
+    } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
+      PartitionOp g = findGroup(t.getGroupAttr());
+      ElementRange all = {0, g.getNumelValue()};
+      if (failed(conflict(g, t.getSourceBuffer(), all, "copies",
+                          /*writes=*/false)) ||
+          failed(conflict(g, t.getTargetBuffer(), all, "copies into")))
+        return failure();
+    } else if (auto coll = dyn_cast<CollectiveOpInterface>(op);
+               coll && coll.getInPlaceBuffer() && coll.getElementRange()) {
+      // An in-place collective on a buffer a transfer still copies.
+      PartitionOp g = findGroup(coll.getGroupAttr());
+      for (size_t i : pendingOnBuffer.lookup(
+               {g.getOperation(),
+                static_cast<unsigned>(*coll.getInPlaceBuffer())}))
+        if (isa<TransferOpInterface>(pending[i].op) &&
+            failed(conflict(g, *coll.getInPlaceBuffer(),
+                            *coll.getElementRange(), "works in place on")))
+          return failure();
     } else if (auto f = dyn_cast<FreeOp>(op)) {
       Value root = getViewRoot(f.getBuffer());
       ElementRange freedRange = {0, INT64_MAX};
@@ -255,9 +288,9 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
       if (it != pendingIndex.end()) {
         size_t i = it->second;
         Pending &p = pending[i];
-        if (p.buffer)
+        for (auto [kind, writes] : p.buffers)
           llvm::erase(pendingOnBuffer[{p.group.getOperation(),
-                                       static_cast<unsigned>(*p.buffer)}],
+                                       static_cast<unsigned>(kind)}],
                       i);
         for (auto [src, r] : sourceReads(p.op))
           llvm::erase_if(
@@ -285,11 +318,11 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
     if (waits != 1)
       return op.emitOpError("is asynchronous but its token is waited ")
              << waits << " times (exactly once is required)";
-    Pending p{&op, {}, std::nullopt, {0, 0}};
+    Pending p{&op, {}, {}, {0, 0}};
     if (auto ag = dyn_cast<AllGatherOp>(op)) {
       p.group = findGroup(ag.getGroupAttr());
       if (ag.getBuffer()) {
-        p.buffer = BufferKind::params;
+        p.buffers = {{BufferKind::params, true}};
         p.range = {*ag.getBegin(), *ag.getEnd()};
       } else {
         resultPendingUntil[ag.getResult()] = &op;
@@ -300,28 +333,31 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
     } else if (auto ar = dyn_cast<AllReduceOp>(op)) {
       p.group = findGroup(ar.getGroupAttr());
       if (ar.getBuffer()) {
-        p.buffer = BufferKind::grads;
+        p.buffers = {{BufferKind::grads, true}};
         p.range = {*ar.getBegin(), *ar.getEnd()};
       } else {
         resultPendingUntil[ar.getResult()] = &op;
       }
     } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
       p.group = findGroup(rs.getGroupAttr());
-      p.buffer = BufferKind::grads;
+      p.buffers = {{BufferKind::grads, true}};
       p.range = {rs.getBegin(), rs.getEnd()};
       // The shard accumulator is written: the whole owned range is affected.
       if (!rs.getBuffer())
         p.range = {0, p.group.getNumelValue()};
     } else if (auto r = dyn_cast<ReduceOp>(op)) {
       p.group = findGroup(r.getGroupAttr());
-      p.buffer = BufferKind::grads;
+      p.buffers = {{BufferKind::grads, true}};
+      p.range = {0, p.group.getNumelValue()};
+    } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
+      p.group = findGroup(t.getGroupAttr());
+      p.buffers = {{t.getSourceBuffer(), false}, {t.getTargetBuffer(), true}};
       p.range = {0, p.group.getNumelValue()};
     }
     size_t i = pending.size();
     pendingIndex[&op] = i;
-    if (p.buffer)
-      pendingOnBuffer[{p.group.getOperation(),
-                       static_cast<unsigned>(*p.buffer)}]
+    for (auto [kind, writes] : p.buffers)
+      pendingOnBuffer[{p.group.getOperation(), static_cast<unsigned>(kind)}]
           .push_back(i);
     for (auto [src, r] : sourceReads(&op))
       pendingReadsOf[getViewRoot(src)].push_back({i, src, r});
@@ -428,6 +464,7 @@ LogicalResult ScheduleVerifier::checkCoverage() {
   int64_t stage = schedule.getStage();
   DenseMap<Operation *, SmallVector<RangeOp>> reductions, gathers;
   DenseMap<Operation *, SmallVector<AdamOp>> updates;
+  DenseMap<Operation *, SmallVector<Operation *>> transfers;
   DenseMap<StringAttr, int64_t> gradWrittenAt;
   // The zero.grad ops binding each value. (Searching the users of a source
   // for each reduction was quadratic: with small buckets a large gradient
@@ -456,6 +493,8 @@ LogicalResult ScheduleVerifier::checkCoverage() {
           {&op, {*ag.getBegin(), *ag.getEnd()}});
     } else if (auto adam = dyn_cast<AdamOp>(op)) {
       updates[partitionOf(adam.getGroupAttr())].push_back(adam);
+    } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
+      transfers[partitionOf(t.getGroupAttr())].push_back(&op);
     }
     // Source-form reductions must read the gradients of the parameters at
     // their layout positions.
@@ -561,6 +600,39 @@ LogicalResult ScheduleVerifier::checkCoverage() {
                              << p.getSymName() << " a second time in this step";
       d.attachNote(ups[0].getLoc()) << "first updated here";
       return failure();
+    }
+    // An offloaded optimizer: the gradients go to the host before the host
+    // Adam, once, and the parameters come back after it, once.
+    SmallVector<Operation *> &moves = transfers[p];
+    if (schedule.isOptimizerOffloaded()) {
+      auto count = [&](bool download) {
+        return llvm::count_if(moves, [&](Operation *t) {
+          return (cast<TransferOpInterface>(t).getTargetBuffer() ==
+                  BufferKind::host_grads) == download;
+        });
+      };
+      if (count(true) != 1 || count(false) != 1)
+        return p.emitOpError("has an offloaded optimizer: its gradients must "
+                             "be copied to the host once and its parameters "
+                             "back once per step, found ")
+               << count(true) << " and " << count(false);
+      for (Operation *t : moves) {
+        bool download = cast<TransferOpInterface>(t).getTargetBuffer() ==
+                        BufferKind::host_grads;
+        if (download != (index[t] < index[ups[0]]))
+          return t->emitOpError(download ? "copies the gradients of @"
+                                         : "copies the parameters of @")
+                 << p.getSymName()
+                 << (download ? " to the host after" : " to the device before")
+                 << " their host zero.adam";
+      }
+      if (!gathers[p].empty())
+        for (Operation *t : moves)
+          for (RangeOp &g : gathers[p])
+            if (index[g.op] < index[t])
+              return g.op->emitOpError("gathers parameters of @")
+                     << p.getSymName()
+                     << " before they are copied back from the host";
     }
     if (!gathers[p].empty()) {
       if (failed(tile(gathers[p], "gathers the parameters of",
@@ -672,7 +744,7 @@ LogicalResult ScheduleVerifier::checkPhases() {
     bool once = runsAtBoundary(phase);
     auto collective = dyn_cast<CollectiveOpInterface>(&op);
     bool optimizer =
-        isa<CheckOverflowOp, UpdateLossScaleOp, AdamOp>(op) ||
+        isa<CheckOverflowOp, UpdateLossScaleOp, AdamOp, TransferOp>(op) ||
         (isa_and_nonnull<AllReduceOp>(&op) && collective.getMovedValue());
     if (optimizer && phase != Phase::boundary)
       return op.emitOpError("belongs to the optimizer, which runs once per "

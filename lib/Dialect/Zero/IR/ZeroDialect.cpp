@@ -210,6 +210,35 @@ LogicalResult LoggingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult OffloadAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  OffloadDevice optimizer, OffloadDevice param,
+                                  StringRef nvmePath) {
+  bool nvme = optimizer == OffloadDevice::nvme || param == OffloadDevice::nvme;
+  if (nvme && nvmePath.empty())
+    return emitError() << "offload to nvme needs an nvme_path";
+  if (!nvme && !nvmePath.empty())
+    return emitError() << "nvme_path '" << nvmePath
+                       << "' is given but nothing is offloaded to nvme";
+  return success();
+}
+
+LogicalResult
+OffloadAttr::verifyStage(function_ref<InFlightDiagnostic()> emitError,
+                         int64_t stage) const {
+  // DeepSpeed's rules: the optimizer states are offloaded from their
+  // partitions (stages 1-3), the parameters only when they are partitioned
+  // too (stage 3).
+  if (offloadsOptimizer() && stage < 1)
+    return emitError() << "optimizer offload (offload_optimizer) needs ZeRO "
+                          "stage 1, 2 or 3, the stage is "
+                       << stage;
+  if (getParam() != OffloadDevice::none && stage != 3)
+    return emitError() << "parameter offload (offload_param) needs ZeRO "
+                          "stage 3, the stage is "
+                       << stage;
+  return success();
+}
+
 LogicalResult
 PrecisionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       PrecisionKind kind, int64_t initialScalePower,
@@ -782,13 +811,25 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
           tables.lookupSymbolIn<ParamOp>(module, cast<SymbolRefAttr>(ref));
       Type compute = param.getComputeTensorType().getElementType();
       bool masters = areParamsMasters(compute);
-      if (masters == buffers.getMaster().has_value())
+      // An offloaded optimizer (host_grads) keeps fp32 masters on the host
+      // even for fp32 parameters.
+      bool offloaded = buffers.getHostGrads().has_value();
+      if (!offloaded && masters == buffers.getMaster().has_value())
         return emitOpError("buffers ")
                << buffers << (masters ? " have" : " lack")
                << " a master buffer, but parameter " << ref << " computes in "
                << compute
                << (masters ? " (fp32 parameters are their own masters)"
                            : " (16-bit parameters need fp32 masters)");
+      if (offloaded && (!buffers.getMaster() ||
+                        buffers.getHostParams().has_value() == masters))
+        return emitOpError("buffers ")
+               << buffers << " of an offloaded optimizer need a master and, "
+               << "exactly when the parameters are 16-bit, host_params; "
+               << "parameter " << ref << " computes in " << compute;
+      if (!offloaded && buffers.getHostParams())
+        return emitOpError("buffers ")
+               << buffers << " have host_params but no host_grads";
     }
   }
   return success();
@@ -1130,6 +1171,65 @@ LogicalResult AdamOp::verify() {
   double divisor = getDivisor().convertToDouble();
   if (!(divisor >= 1.0) || !std::isfinite(divisor))
     return emitOpError("divisor must be finite and >= 1, got ") << divisor;
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (step && offloadsOptimizer(step) != getHost())
+    return emitOpError(getHost() ? "runs on the host, but the train step does "
+                                   "not offload the optimizer"
+                                 : "runs on the device, but the train step "
+                                   "offloads the optimizer (zero.offload): "
+                                   "it must be 'host'");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Transfers
+//===----------------------------------------------------------------------===//
+
+BufferKind TransferOp::getSourceBuffer() { return getSource(); }
+BufferKind TransferOp::getTargetBuffer() { return getTarget(); }
+
+LogicalResult TransferOp::verify() {
+  BufferKind from = getSource(), to = getTarget();
+  bool download = from == BufferKind::grads && to == BufferKind::host_grads;
+  bool upload = to == BufferKind::params &&
+                (from == BufferKind::host_params || from == BufferKind::master);
+  if (!download && !upload)
+    return emitOpError("copies ")
+           << stringifyBufferKind(from) << " to " << stringifyBufferKind(to)
+           << "; an offloaded optimizer copies grads to host_grads and "
+              "host_params (or, with fp32 compute, master) to params";
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (step && !offloadsOptimizer(step))
+    return emitOpError("copies between device and host memory, but the train "
+                       "step does not offload the optimizer (zero.offload)");
+  if (getPhase() != Phase::boundary)
+    return emitOpError("moves the gradients and parameters of the optimizer "
+                       "step, which runs once per optimizer step: its phase "
+                       "must be boundary, not ")
+           << stringifyPhase(getPhase());
+  return success();
+}
+
+LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<PartitionOp> group = lookupGroup(*this, tables, getGroupAttr());
+  if (failed(group))
+    return failure();
+  ArrayAttr params = group->getParams();
+  if (params.empty() || getSource() == BufferKind::grads)
+    return success();
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  auto param =
+      tables.lookupSymbolIn<ParamOp>(module, cast<SymbolRefAttr>(params[0]));
+  if (!param)
+    return success(); // The partition's verifier reports it.
+  Type compute = param.getComputeTensorType().getElementType();
+  bool masters = areParamsMasters(compute);
+  if (masters != (getSource() == BufferKind::master))
+    return emitOpError("uploads ")
+           << stringifyBufferKind(getSource()) << ", but partition "
+           << getGroupAttr() << " computes in " << compute
+           << (masters ? " (fp32 parameters are uploaded from their master)"
+                       : " (16-bit parameters are uploaded from host_params)");
   return success();
 }
 
@@ -1155,9 +1255,14 @@ static bool isPlanOffset(int64_t offset) {
 LogicalResult
 MemoryPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t persistentBytes, int64_t arenaBytes,
-                       int64_t scratchBytes, int64_t peakBytes) {
-  if (persistentBytes < 0 || arenaBytes < 0 || scratchBytes < 0)
+                       int64_t scratchBytes, int64_t peakBytes,
+                       int64_t hostBytes) {
+  if (persistentBytes < 0 || arenaBytes < 0 || scratchBytes < 0 ||
+      hostBytes < 0)
     return emitError() << "memory_plan byte counts must be non-negative";
+  if (hostBytes % kArenaAlignment)
+    return emitError() << "memory_plan host_bytes must be a multiple of "
+                       << kArenaAlignment << " (the arenas' alignment)";
   if (persistentBytes % kArenaAlignment || arenaBytes % kArenaAlignment)
     return emitError() << "memory_plan persistent_bytes and arena_bytes must "
                           "be multiples of "
@@ -1176,8 +1281,10 @@ MemoryPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult BufferOffsetsAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t params, int64_t grads,
-    std::optional<int64_t> master, int64_t expAvg, int64_t expAvgSq) {
-  std::optional<int64_t> offsets[] = {params, grads, master, expAvg, expAvgSq};
+    std::optional<int64_t> master, int64_t expAvg, int64_t expAvgSq,
+    std::optional<int64_t> hostGrads, std::optional<int64_t> hostParams) {
+  std::optional<int64_t> offsets[] = {params,   grads,     master,    expAvg,
+                                      expAvgSq, hostGrads, hostParams};
   for (auto [kind, offset] : llvm::enumerate(offsets))
     if (offset && !isPlanOffset(*offset))
       return emitError() << "buffer_offsets "
@@ -1199,6 +1306,10 @@ std::optional<int64_t> BufferOffsetsAttr::getOffset(BufferKind kind) const {
     return getExpAvg();
   case BufferKind::exp_avg_sq:
     return getExpAvgSq();
+  case BufferKind::host_grads:
+    return getHostGrads();
+  case BufferKind::host_params:
+    return getHostParams();
   }
   llvm_unreachable("unknown buffer kind");
 }
@@ -1309,6 +1420,14 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
   if (name == getLoggingAttrHelper().getName())
     return expect(isa<LoggingAttr>(value), "#zero.logging",
                   isa<TrainStepOp>(op), "zero.train_step");
+  if (name == getOffloadAttrHelper().getName()) {
+    if (failed(expect(isa<OffloadAttr>(value), "#zero.offload",
+                      isa<TrainStepOp>(op), "zero.train_step")))
+      return failure();
+    if (ScheduleAttr schedule = cast<TrainStepOp>(op).getScheduleAttr())
+      return cast<OffloadAttr>(value).verifyStage(emit, schedule.getStage());
+    return success();
+  }
   if (name == getInputOffsetsAttrHelper().getName())
     return verifyInputOffsets(op, value, emit);
   if (name == getAllocAttrHelper().getName())

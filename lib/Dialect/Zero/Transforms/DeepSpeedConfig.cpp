@@ -568,6 +568,20 @@ public:
     return r;
   }
 
+  /// A string; null reads as absent.
+  DeepSpeedValue<std::string> string(StringRef key) {
+    DeepSpeedValue<std::string> r;
+    const json::Value *v = get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return r;
+    locate(key, r);
+    if (std::optional<StringRef> str = v->getAsString())
+      r.value = str->str();
+    else
+      error(key, "expected a string, got " + dump(*v));
+    return r;
+  }
+
   /// A boolean; null reads as absent.
   DeepSpeedValue<bool> boolean(StringRef key, bool autoAllowed = false) {
     return scalar(key, autoAllowed, &json::Value::getAsBoolean,
@@ -674,6 +688,67 @@ void readScheduler(Section &sch, Position section, DeepSpeedConfig &cfg) {
   });
 }
 
+/// zero_optimization's offload keys: the offload_optimizer and
+/// offload_param sections, or the older cpu_offload and cpu_offload_params
+/// booleans. Whether the stage allows them and whether they are implemented
+/// is decided with the stage (Pipeline.cpp).
+void readOffload(Section &z, DeepSpeedConfig &cfg) {
+  auto section = [&](StringRef key, bool param,
+                     DeepSpeedValue<std::string> &device) {
+    z.section(key, [&](Section &o) {
+      device = o.string("device");
+      if (device.value && !symbolizeOffloadDevice(*device.value)) {
+        o.error("device", "must be \"none\", \"cpu\" or \"nvme\", got \"" +
+                              *device.value + "\"");
+        device.value.reset();
+      }
+      DeepSpeedValue<std::string> path = o.string("nvme_path");
+      if (path.value) {
+        if (cfg.nvmePath.value && *cfg.nvmePath.value != *path.value)
+          o.error("nvme_path", "differs from offload_optimizer.nvme_path \"" +
+                                   *cfg.nvmePath.value +
+                                   "\": both offloads share one directory");
+        else
+          cfg.nvmePath = path;
+      }
+      // Host buffers are always pinned where pinning means anything (the
+      // CUDA backend's cudaHostAlloc); DeepSpeed's buffer counts, sizes and
+      // fast_init steer its NVMe swapper and parameter cache.
+      DeepSpeedValue<bool> pin = o.boolean("pin_memory");
+      if (pin.value == std::optional<bool>(false) && device.value &&
+          *device.value == "cpu")
+        o.warning("pin_memory", "false changes nothing: host buffers are "
+                                "always pinned (cudaHostAlloc on the GPU)");
+      o.integerIn("buffer_count", 1);
+      if (param) {
+        o.integerIn("buffer_size", 1);
+        o.integerIn("max_in_cpu", 0);
+      } else {
+        o.boolean("fast_init");
+      }
+    });
+  };
+  // The older booleans, as DeepSpeed maps them onto the sections.
+  auto legacy = [&](StringRef key, StringRef sectionKey,
+                    DeepSpeedValue<std::string> &device) {
+    DeepSpeedValue<bool> on = z.boolean(key);
+    if (!on.value)
+      return;
+    if (z.has(sectionKey)) {
+      z.error(key, "give either " + sectionKey + " or the older " + key +
+                       ", not both");
+      return;
+    }
+    device.value = *on.value ? "cpu" : "none";
+    device.line = on.line;
+    device.column = on.column;
+  };
+  section("offload_optimizer", /*param=*/false, cfg.offloadOptimizer);
+  section("offload_param", /*param=*/true, cfg.offloadParam);
+  legacy("cpu_offload", "offload_optimizer", cfg.offloadOptimizer);
+  legacy("cpu_offload_params", "offload_param", cfg.offloadParam);
+}
+
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
 /// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
@@ -699,8 +774,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
               "only true is implemented (the updated partitions are "
               "all-gathered after each step), got " +
                   dump(*v));
-    z.acceptIfOff("offload_optimizer");
-    z.acceptIfOff("offload_param");
+    readOffload(z, cfg);
   });
 
   top.section("fp16", [&](Section &f) {

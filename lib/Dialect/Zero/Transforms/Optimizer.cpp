@@ -36,6 +36,9 @@ struct ZeroOptimizerPass
           << gradientClipping.getValue();
       return signalPassFailure();
     }
+    FailureOr<OffloadAttr> offload = getOffload(module);
+    if (failed(offload))
+      return signalPassFailure();
     SmallVector<Attribute> groups;
     for (PartitionOp part : module.getOps<PartitionOp>())
       groups.push_back(FlatSymbolRefAttr::get(part.getSymNameAttr()));
@@ -55,6 +58,28 @@ struct ZeroOptimizerPass
             << "train step @" << step.getSymName() << " "
             << ("already has an optimizer step");
         return signalPassFailure();
+      }
+      if (*offload) {
+        if (failed((*offload).verifyStage(
+                [&] {
+                  return mlir::emitError(step.getLoc()) << "zero-optimizer: ";
+                },
+                schedule->getStage())))
+          return signalPassFailure();
+        if (StringRef missing = getUnimplementedOffload(
+                (*offload).getOptimizer(), (*offload).getParam());
+            !missing.empty()) {
+          mlir::emitError(step.getLoc()) << "zero-optimizer: " << missing;
+          return signalPassFailure();
+        }
+        step->getContext()
+            ->getLoadedDialect<ZeroDialect>()
+            ->getOffloadAttrHelper()
+            .setAttr(step, *offload);
+        // The buffers' memories follow the attribute.
+        schedule = StepSchedule::get(step);
+        if (failed(schedule))
+          return signalPassFailure();
       }
       if (gradientClipping >= 0.0)
         step.setGradientClippingAttr(
@@ -110,6 +135,36 @@ struct ZeroOptimizerPass
     return success();
   }
 
+  /// The offload options as an attribute (null: nothing offloaded), or an
+  /// error for a bad or unimplemented choice.
+  FailureOr<OffloadAttr> getOffload(ModuleOp module) {
+    auto fail = [&]() -> InFlightDiagnostic {
+      InFlightDiagnostic d = mlir::emitError(module.getLoc());
+      d << "zero-optimizer: ";
+      return d;
+    };
+    auto parse = [&](StringRef option,
+                     StringRef value) -> FailureOr<OffloadDevice> {
+      if (std::optional<OffloadDevice> d = symbolizeOffloadDevice(value))
+        return *d;
+      return fail() << option << " must be none, cpu or nvme, got '" << value
+                    << "'";
+    };
+    FailureOr<OffloadDevice> optimizer =
+        parse("offload-optimizer", offloadOptimizer);
+    FailureOr<OffloadDevice> param = parse("offload-param", offloadParam);
+    if (failed(optimizer) || failed(param))
+      return failure();
+    OffloadAttr attr = OffloadAttr::getChecked(
+        [&] { return fail(); }, &getContext(), *optimizer, *param,
+        StringRef(nvmePath.getValue()));
+    if (!attr)
+      return failure();
+    if (*optimizer == OffloadDevice::none && *param == OffloadDevice::none)
+      return OffloadAttr();
+    return attr;
+  }
+
   void emit(TrainStepOp step, const StepSchedule &schedule,
             ArrayRef<Attribute> groups) {
     Block &body = step.getBodyBlock();
@@ -120,11 +175,32 @@ struct ZeroOptimizerPass
         schedule.getWorldSize() * schedule.getAccumulationSteps()));
     auto f32 = b.getF32Type();
     auto stats = RankedTensorType::get({2}, f32);
+    bool offloaded = schedule.isOptimizerOffloaded();
+    SmallVector<Operation *> created;
+    // Optimizer offload: every partition's owned gradients start for the
+    // host at once, so that the copies overlap the overflow check and the
+    // host Adam of the partitions before them.
+    auto tokenType = TokenType::get(b.getContext());
+    auto transfer = [&](Attribute group, BufferKind from, BufferKind to) {
+      auto op = TransferOp::create(b, loc, tokenType,
+                                   cast<FlatSymbolRefAttr>(group).getValue(),
+                                   from, to, Phase::boundary);
+      created.push_back(op);
+      return op.getToken();
+    };
+    auto wait = [&](Value token) {
+      created.push_back(WaitOp::create(b, loc, token));
+    };
+    SmallVector<Value> downloads;
+    if (offloaded)
+      for (Attribute group : groups)
+        downloads.push_back(
+            transfer(group, BufferKind::grads, BufferKind::host_grads));
     auto scale = LossScaleOp::create(b, loc, RankedTensorType::get({}, f32));
     auto check = CheckOverflowOp::create(b, loc, stats, b.getArrayAttr(groups),
                                          scale, divisor);
     Value global = check.getResult();
-    SmallVector<Operation *> created = {scale, check};
+    created.append({scale, check});
     // At stage 0 every rank already holds the fully reduced gradients (and
     // owns all of them): summing the norms over ranks would be wrong.
     if (schedule.getStage() != 0) {
@@ -138,9 +214,26 @@ struct ZeroOptimizerPass
     }
     auto skip = UpdateLossScaleOp::create(b, loc, b.getI1Type(), global);
     created.push_back(skip);
-    for (Attribute group : groups)
-      created.push_back(AdamOp::create(b, loc, cast<FlatSymbolRefAttr>(group),
-                                       global, scale, skip, divisor));
+    SmallVector<Value> uploads;
+    for (auto [i, group] : llvm::enumerate(groups)) {
+      if (offloaded)
+        wait(downloads[i]);
+      auto adam = AdamOp::create(b, loc, cast<FlatSymbolRefAttr>(group), global,
+                                 scale, skip, divisor);
+      adam.setHost(offloaded);
+      created.push_back(adam);
+      // The updated parameters return while the next partition's Adam
+      // runs; fp32 parameters come from their host masters.
+      if (offloaded)
+        uploads.push_back(transfer(
+            group,
+            schedule.getPartitions()[i].hasBuffer(BufferKind::host_params)
+                ? BufferKind::host_params
+                : BufferKind::master,
+            BufferKind::params));
+    }
+    for (Value token : uploads)
+      wait(token);
     for (Operation *op : created)
       markBoundary(op);
   }

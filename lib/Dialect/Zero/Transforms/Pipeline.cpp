@@ -43,6 +43,8 @@ struct PipelineSettings {
   int64_t accumulation, allgatherBucketSize, paramPersistenceThreshold,
       maxReuseDistance, prefetchBucketSize, maxLiveParameters;
   double gradientClipping;
+  /// zero-optimizer's offload options.
+  std::string offloadOptimizer, offloadParam, nvmePath;
   bool verify;
   /// zero-pad-vocab's multiple; 0 leaves the vocabulary as it is.
   int64_t padVocab;
@@ -122,6 +124,9 @@ void addZeroPasses(OpPassManager &pm, const PipelineSettings &s,
   opt.biasCorrection = s.biasCorrection;
   opt.noDecayBiasNorm = s.noDecayBiasNorm;
   opt.noDecayEmbeddings = s.noDecayEmbeddings;
+  opt.offloadOptimizer = s.offloadOptimizer;
+  opt.offloadParam = s.offloadParam;
+  opt.nvmePath = s.nvmePath;
   pm.addPass(createZeroOptimizerPass(opt));
 }
 
@@ -481,6 +486,8 @@ struct ApplyDeepSpeedConfigPass
         (failed(resolveBatch(steps, s)) || failed(resolveSizes(module, s)) ||
          failed(resolvePrecision(steps.front(), s))))
       return signalPassFailure();
+    if (failed(checkOffload(s)))
+      return signalPassFailure();
     if (!steps.empty()) {
       resolveOptimizer(steps.front(), s);
       if (cfg->schedulerType.value &&
@@ -726,6 +733,42 @@ struct ApplyDeepSpeedConfigPass
     return success();
   }
 
+  /// The file's offload choices against the stage (DeepSpeed's rules) and
+  /// what is implemented, at their places in the file. Options given
+  /// explicitly are checked by zero-optimizer.
+  LogicalResult checkOffload(const PipelineSettings &s) {
+    auto device = [](const DeepSpeedValue<std::string> &v) {
+      return v.value ? symbolizeOffloadDevice(*v.value).value_or(
+                           OffloadDevice::none)
+                     : OffloadDevice::none;
+    };
+    OffloadDevice optimizer = device(cfg->offloadOptimizer);
+    OffloadDevice param = device(cfg->offloadParam);
+    bool fileOptimizer = optimizer != OffloadDevice::none &&
+                         s.offloadOptimizer == *cfg->offloadOptimizer.value;
+    bool fileParam = param != OffloadDevice::none &&
+                     s.offloadParam == *cfg->offloadParam.value;
+    if (fileOptimizer && s.stage < 1)
+      return errorAt(cfg->offloadOptimizer)
+             << "zero_optimization.offload_optimizer: optimizer offload needs "
+                "ZeRO stage 1, 2 or 3, the stage is "
+             << s.stage;
+    if (fileParam && s.stage != 3)
+      return errorAt(cfg->offloadParam)
+             << "zero_optimization.offload_param: parameter offload needs "
+                "ZeRO stage 3, the stage is "
+             << s.stage;
+    if (fileOptimizer && optimizer == OffloadDevice::nvme)
+      return errorAt(cfg->offloadOptimizer)
+             << "zero_optimization.offload_optimizer: "
+             << getUnimplementedOffload(optimizer, OffloadDevice::none);
+    if (fileParam)
+      return errorAt(cfg->offloadParam)
+             << "zero_optimization.offload_param: "
+             << getUnimplementedOffload(OffloadDevice::none, param);
+    return success();
+  }
+
   /// Optimizer values and gradient_clipping "auto": the train step's own
   /// (the Trainer's --learning_rate, --adam_beta1, ...).
   void resolveOptimizer(TrainStepOp step, PipelineSettings &s) {
@@ -934,6 +977,16 @@ PipelineSettings settingsFor(const ZeroPipelineOptions &o,
   s.prefetchBucketSize = choose(o.prefetchBucketSize, cfg.prefetchBucketSize);
   s.maxLiveParameters = choose(o.maxLiveParameters, cfg.maxLiveParameters);
   s.gradientClipping = choose(o.gradientClipping, cfg.gradientClipping);
+  s.offloadOptimizer = choose(o.offloadOptimizer, cfg.offloadOptimizer);
+  s.offloadParam = choose(o.offloadParam, cfg.offloadParam);
+  // DeepSpeed reads nvme_path only for a device "nvme" (Hugging Face's
+  // examples give one beside "cpu").
+  bool fileNvme =
+      cfg.offloadOptimizer.value == std::optional<std::string>("nvme") ||
+      cfg.offloadParam.value == std::optional<std::string>("nvme");
+  s.nvmePath = o.nvmePath.hasValue() || !fileNvme
+                   ? o.nvmePath.getValue()
+                   : cfg.nvmePath.value.value_or("");
   s.verify = o.verify;
   s.padVocab = o.padVocab;
   s.remat =

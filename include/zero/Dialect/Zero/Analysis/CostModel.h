@@ -91,6 +91,12 @@ struct HardwarePreset {
   /// than all-reduces (0: linkBandwidth).
   double reduceScatterBandwidth = 0;
   double allGatherBandwidth = 0;
+  /// Optimizer offload: the copy rate between device and pinned host memory
+  /// in one direction, bytes/s (PCIe; 0: memoryBandwidth, a memcpy on the
+  /// `cpu` preset), and the rate at which the CPU Adam streams its 28-32
+  /// bytes per parameter through host memory (0: memoryBandwidth).
+  double hostLinkBandwidth = 0;
+  double hostMemoryBandwidth = 0;
 
   /// The rates of a rank in a world of `worldSize` ranks: the share row of
   /// the largest calibrated `ranks` <= worldSize, its compute rates divided
@@ -142,8 +148,9 @@ void printFitVerdict(const FitVerdict &fit, llvm::raw_ostream &os);
 /// One interval of the predicted timeline.
 struct TimelineEvent {
   std::string name;
-  std::string category; ///< "compute", "comm" or "wait"
-  unsigned stream = 0;  ///< 0 compute, 1 communication
+  std::string category; ///< "compute", "comm", "copy" or "wait"
+  /// 0 compute, 1 communication, 2 device-host copies.
+  unsigned stream = 0;
   double startUs = 0;
   double durationUs = 0;
   Operation *op = nullptr;
@@ -160,6 +167,10 @@ struct StepTimeline {
   double stepMs = 0;
   /// Time the compute stream spends waiting for communication.
   double exposedCommMs = 0;
+  /// Time it spends waiting for device-host copies (optimizer offload),
+  /// and their total time on the copy stream.
+  double exposedTransferMs = 0;
+  double transferMs = 0;
   double computeMs = 0;
   double commMs = 0;
   /// Compute time of the ops zero-remat cloned (`zero.recompute`), part of

@@ -57,18 +57,26 @@ struct ArenaBuffer {
   SmallVector<ArenaPiece, 1> pieces;
 };
 
-/// A persistent buffer of one partition.
+/// A persistent buffer of one partition, at `offset` of the persistent
+/// arena of its memory (device, or the pinned host arena of an offloaded
+/// optimizer).
 struct PersistentBuffer {
   mutable PartitionOp partition;
   BufferKind kind;
   int64_t offset = 0;
   int64_t bytes = 0;
+  MemoryKind memory = MemoryKind::device;
 };
 
 /// The plan of one train step on one rank (identical on every rank).
 struct MemoryPlan {
+  /// Every persistent buffer, in device or host memory.
   std::vector<PersistentBuffer> persistent;
+  /// The device persistent arena.
   int64_t persistentBytes = 0;
+  /// The pinned host arena (optimizer offload; 0 otherwise): it holds only
+  /// persistent buffers, so this is the host peak.
+  int64_t hostBytes = 0;
   std::vector<ArenaBuffer> buffers;
   /// High-water mark of the step arena.
   int64_t arenaBytes = 0;
@@ -85,7 +93,7 @@ struct MemoryPlan {
   std::vector<int64_t> scratchByOp;
   /// Maximum over time of the live bytes of each category.
   std::array<int64_t, kNumMemoryCategories> peakByCategory{};
-  /// Exact (unaligned) persistent bytes by category.
+  /// Exact (unaligned) persistent device bytes by category.
   std::array<int64_t, kNumMemoryCategories> persistentByCategory{};
   /// Op index of the first backward op (the loss seed), or -1.
   int64_t backwardStart = -1;

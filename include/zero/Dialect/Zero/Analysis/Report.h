@@ -34,6 +34,12 @@ struct StepReport {
   bool paramsAreMasters = false;
   int64_t reduceBucketBytes = 0, gatherBufferBytes = 0, activationBytes = 0;
   int64_t persistentBytes = 0, arenaBytes = 0, scratchBytes = 0, peakBytes = 0;
+  /// Optimizer offload: the pinned host arena (its peak: it holds only
+  /// persistent buffers) by buffer kind, and the bytes in NVMe files (0: no
+  /// NVMe offload exists yet).
+  bool optimizerOffloaded = false;
+  int64_t hostPeakBytes = 0, nvmeBytes = 0;
+  std::map<std::string, int64_t> hostBuffers;
   /// Sum over collectives of the full array's elements (all-reduce twice).
   int64_t volumeElements = 0;
   /// The part of volumeElements that does not scale with the model (the
@@ -44,6 +50,8 @@ struct StepReport {
   std::map<std::string, int64_t> collectives;
   std::string hardware;
   double predictedStepMs = 0, exposedCommMs = 0;
+  /// Time compute waits for device-host copies (optimizer offload).
+  double exposedTransferMs = 0;
   /// Compute time of recomputed forward ops (zero-remat), part of the step.
   double recomputeMs = 0;
   StepTimeline timeline;

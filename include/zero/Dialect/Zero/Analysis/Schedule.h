@@ -36,17 +36,35 @@ struct ParamLocation {
 struct PartitionBuffers {
   mutable PartitionOp partition;
   Type computeType;
+  /// Whether the step offloads the optimizer: masters and moments live in
+  /// host memory beside host_grads (and host_params with 16-bit compute).
+  bool offloaded = false;
   /// Elements of each buffer kind (indexed by BufferKind).
-  int64_t numel[5] = {0, 0, 0, 0, 0};
+  int64_t numel[kNumBufferKinds] = {};
   /// Bytes of each buffer kind.
-  int64_t bytes[5] = {0, 0, 0, 0, 0};
+  int64_t bytes[kNumBufferKinds] = {};
 
-  /// Whether the fp32 parameters are their own masters (fp32 compute): the
-  /// partition then has no `master` buffer.
-  bool areParamsMasters() const { return zero::areParamsMasters(computeType); }
+  /// Whether the fp32 parameters are their own masters (fp32 compute, not
+  /// offloaded): the partition then has no `master` buffer.
+  bool areParamsMasters() const {
+    return !offloaded && zero::areParamsMasters(computeType);
+  }
   /// Whether the partition has a buffer of kind `kind`.
   bool hasBuffer(BufferKind kind) const {
-    return kind != BufferKind::master || !areParamsMasters();
+    switch (kind) {
+    case BufferKind::master:
+      return !areParamsMasters();
+    case BufferKind::host_grads:
+      return offloaded;
+    case BufferKind::host_params:
+      return offloaded && !zero::areParamsMasters(computeType);
+    default:
+      return true;
+    }
+  }
+  /// The memory buffer `kind` lives in.
+  MemoryKind getMemory(BufferKind kind) const {
+    return getBufferMemory(kind, offloaded);
   }
   /// Elements of the owned shard that Adam updates (padded; the whole
   /// group at stage 0).
@@ -66,6 +84,8 @@ public:
   int64_t getStage() const { return stage; }
   int64_t getWorldSize() const { return worldSize; }
   int64_t getAccumulationSteps() const { return accumulationSteps; }
+  /// Whether the optimizer states live in host memory (zero.offload).
+  bool isOptimizerOffloaded() const { return optimizerOffloaded; }
   ArrayRef<PartitionBuffers> getPartitions() const { return partitions; }
   const PartitionBuffers *lookupPartition(StringRef name) const;
   const PartitionBuffers *lookupPartition(SymbolRefAttr ref) const {
@@ -89,6 +109,7 @@ private:
   int64_t stage = 0;
   int64_t worldSize = 1;
   int64_t accumulationSteps = 1;
+  bool optimizerOffloaded = false;
   int64_t paramCount = 0;
   int64_t paddedParamCount = 0;
   SmallVector<PartitionBuffers> partitions;

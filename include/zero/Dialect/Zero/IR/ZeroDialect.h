@@ -76,6 +76,42 @@ inline bool isLossSeed(Operation *op) {
 /// their own fp32 masters: Adam then updates them in place and their
 /// partition has no `master` buffer.
 inline bool areParamsMasters(Type computeType) { return computeType.isF32(); }
+/// Whether train step `step` keeps its optimizer states in host memory
+/// (its zero.offload).
+inline bool offloadsOptimizer(TrainStepOp step) {
+  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
+  OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
+  return offload && offload.offloadsOptimizer();
+}
+/// The memory a partition's persistent buffer of kind `kind` lives in when
+/// the optimizer is (or is not) offloaded.
+inline MemoryKind getBufferMemory(BufferKind kind, bool offloaded) {
+  switch (kind) {
+  case BufferKind::params:
+  case BufferKind::grads:
+    return MemoryKind::device;
+  case BufferKind::master:
+  case BufferKind::exp_avg:
+  case BufferKind::exp_avg_sq:
+    return offloaded ? MemoryKind::host : MemoryKind::device;
+  case BufferKind::host_grads:
+  case BufferKind::host_params:
+    return MemoryKind::host;
+  }
+  return MemoryKind::device;
+}
+/// Persistent buffer kinds, in BufferKind order.
+constexpr unsigned kNumBufferKinds = 7;
+/// What of an offload choice is not implemented yet ("" when all of it is):
+/// NVMe, and parameter offload.
+inline StringRef getUnimplementedOffload(OffloadDevice optimizer,
+                                         OffloadDevice param) {
+  if (optimizer == OffloadDevice::nvme || param == OffloadDevice::nvme)
+    return "offload to nvme is not implemented yet";
+  if (param != OffloadDevice::none)
+    return "parameter offload (offload_param) is not implemented yet";
+  return "";
+}
 /// Whether ops of `phase` come after the optimizer.
 inline bool isAfterOptimizer(Phase phase) {
   return phase == Phase::step_end || phase == Phase::post_step;

@@ -56,7 +56,9 @@ def Zero_Dialect : Dialect {
       the step-arena offset of its bucket buffer.
 
     A DeepSpeed config's logging keys reach the training driver through
-    `zero.logging = #zero.logging<...>` on `zero.train_step`.
+    `zero.logging = #zero.logging<...>` on `zero.train_step`; where the
+    optimizer states (and, later, the parameters) live is
+    `zero.offload = #zero.offload<...>` on `zero.train_step`.
 
     `zero-remat` marks the forward ops it cloned into the backward with the
     unit attribute `zero.recompute` (only on `nn` ops of a train step's body).
@@ -70,7 +72,8 @@ def Zero_Dialect : Dialect {
     "::mlir::IntegerAttr":$temp,
     "::mlir::UnitAttr":$loss_seed,
     "::mlir::UnitAttr":$recompute,
-    "::mlir::zero::LoggingAttr":$logging
+    "::mlir::zero::LoggingAttr":$logging,
+    "::mlir::zero::OffloadAttr":$offload
   );
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -279,6 +282,48 @@ def Zero_LoggingAttr : Zero_Attr<"Logging", "logging"> {
     DefaultValuedParameter<"bool", "false">:$wall_clock_breakdown);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+}
+
+def Zero_OffloadDevice : I32EnumAttr<"OffloadDevice",
+    "where offloaded model states live", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"cpu", 1>,
+    I32EnumAttrCase<"nvme", 2>]> {
+  let cppNamespace = "::mlir::zero";
+}
+
+def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
+  let summary = "Where a train step keeps its optimizer states and parameters";
+  let description = [{
+    DeepSpeed's ZeRO-Offload and ZeRO-Infinity choice, recorded as
+    `zero.offload` on `zero.train_step` by `zero-optimizer`: `optimizer`
+    (`offload_optimizer.device`) places the fp32 masters and Adam moments,
+    `param` (`offload_param.device`) the stage-3 parameter shards, in device
+    memory (`none`), pinned host memory (`cpu`) or files under `nvme_path`
+    (`nvme`). DeepSpeed's rules hold: optimizer offload at stages 1-3,
+    parameter offload at stage 3 only (checked against the step's
+    `#zero.schedule`), and `nvme` needs a path.
+
+    ```mlir
+    zero.train_step @train(...) ... attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    ```
+  }];
+  let parameters = (ins
+    DefaultValuedParameter<"::mlir::zero::OffloadDevice",
+                           "::mlir::zero::OffloadDevice::none">:$optimizer,
+    DefaultValuedParameter<"::mlir::zero::OffloadDevice",
+                           "::mlir::zero::OffloadDevice::none">:$param,
+    StringRefParameter<"a directory", "\"\"">:$nvme_path);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// DeepSpeed's rules for a step of ZeRO stage `stage`.
+    ::llvm::LogicalResult
+    verifyStage(::llvm::function_ref<::mlir::InFlightDiagnostic()> emitError,
+                int64_t stage) const;
+    bool offloadsOptimizer() const {
+      return getOptimizer() != ::mlir::zero::OffloadDevice::none;
+    }
+  }];
 }
 
 def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
@@ -605,7 +650,8 @@ def Zero_PartitionOp : Zero_Op<"partition", [
 def Zero_BufferKind : I32EnumAttr<"BufferKind", "persistent buffer of a partition", [
     I32EnumAttrCase<"params", 0>, I32EnumAttrCase<"grads", 1>,
     I32EnumAttrCase<"master", 2>, I32EnumAttrCase<"exp_avg", 3>,
-    I32EnumAttrCase<"exp_avg_sq", 4>]> {
+    I32EnumAttrCase<"exp_avg_sq", 4>, I32EnumAttrCase<"host_grads", 5>,
+    I32EnumAttrCase<"host_params", 6>]> {
   let cppNamespace = "::mlir::zero";
   let genSpecializedAttr = 0;
 }
@@ -818,6 +864,73 @@ def Zero_WaitOp : Zero_Op<"wait", [Zero_StepPhaseOpInterface]> {
   let assemblyFormat = "$token (`phase` $phase^)? attr-dict";
 }
 
+//===----------------------------------------------------------------------===//
+// Transfers between memories
+//===----------------------------------------------------------------------===//
+
+def Zero_MemoryKind : I32EnumAttr<"MemoryKind", "where a buffer lives", [
+    I32EnumAttrCase<"device", 0>, I32EnumAttrCase<"host", 1>,
+    I32EnumAttrCase<"nvme", 2>]> {
+  let cppNamespace = "::mlir::zero";
+  let genSpecializedAttr = 0;
+}
+
+def Zero_TransferOpInterface : OpInterface<"TransferOpInterface"> {
+  let cppNamespace = "::mlir::zero";
+  let description = [{
+    A copy of this rank's owned part of a partition between persistent
+    buffers in two memories (device and pinned host memory): what the
+    memory planner, the verifier, the cost model (which charges the link
+    between the two memories) and the report need, whatever op carries it.
+  }];
+  let methods = [
+    InterfaceMethod<"The partition whose owned elements move.",
+      "::mlir::FlatSymbolRefAttr", "getGroupAttr">,
+    InterfaceMethod<"The persistent buffer read.",
+      "::mlir::zero::BufferKind", "getSourceBuffer">,
+    InterfaceMethod<"The persistent buffer written.",
+      "::mlir::zero::BufferKind", "getTargetBuffer">,
+    InterfaceMethod<"Its completion token, or null when it is synchronous.",
+      "::mlir::Value", "getToken">,
+  ];
+}
+
+def Zero_TransferOp : Zero_Op<"transfer", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<Zero_TransferOpInterface,
+        ["getSourceBuffer", "getTargetBuffer"]>,
+    Zero_StepPhaseOpInterface]> {
+  let summary = "Copy this rank's owned part of a partition between memories";
+  let description = [{
+    Optimizer offload (`zero.offload = #zero.offload<optimizer = cpu>` on
+    the step): the fp32 `master`, `exp_avg` and `exp_avg_sq` shards live in
+    pinned host memory beside `host_grads` (the owned gradients in the
+    compute type) and, with 16-bit compute, `host_params` (the updated
+    16-bit parameters). At the step boundary the owned gradients go to the
+    host (`grads to host_grads`), the host Adam (`zero.adam ... host`)
+    updates them, and the parameters come back (`host_params to params`, or
+    `master to params` with fp32 compute). The copy moves the owned
+    elements of the rank (the owned range of the full buffer at stages 0-1
+    and of the parameters at stages 1-2, the front of a shard otherwise).
+    With a `!zero.token` result it is asynchronous and completes at the
+    `zero.wait` of its token.
+
+    ```mlir
+    %t = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
+    zero.transfer group @flat host_params to params phase boundary
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group,
+                       Zero_BufferKindAttr:$source, Zero_BufferKindAttr:$target,
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
+  let results = (outs Optional<Zero_TokenType>:$token);
+  let assemblyFormat = [{
+    `group` $group `` $source `to` `` $target (`phase` $phase^)? attr-dict
+    (`->` type($token)^)?
+  }];
+  let hasVerifier = 1;
+}
+
 def Zero_FreeOp : Zero_Op<"free", [Zero_StepPhaseOpInterface]> {
   let summary = "End of a buffer's (or a slice's) lifetime";
   let description = [{
@@ -907,16 +1020,25 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     of `params`, updated in place. No fp32 gradient buffer exists. The
     gradients are then cleared for the next step (also when skipped).
 
+    `host` (exactly when the step offloads the optimizer): the CPU Adam on
+    the host reads `host_grads`, updates the host `master` (present with
+    fp32 compute too) and moments, writes the 16-bit parameters into
+    `host_params` (with fp32 compute the updated `master` is the copy to
+    upload), and clears the device `grads`.
+
     ```mlir
     zero.adam group @flat stats %stats scale %s skip %skip divisor 4.0 : tensor<2xf32>
+    zero.adam group @flat stats %stats scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, 1DTensorOf<[F32]>:$stats,
                        Zero_ScalarF32:$loss_scale, I1:$skip, F64Attr:$divisor,
+                       UnitAttr:$host,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let assemblyFormat = [{
     `group` $group `stats` $stats `scale` $loss_scale `skip` $skip
-    `divisor` $divisor (`phase` $phase^)? attr-dict `:` type($stats)
+    `divisor` $divisor (`host` $host^)? (`phase` $phase^)? attr-dict `:`
+    type($stats)
   }];
   let hasVerifier = 1;
 }
@@ -945,14 +1067,17 @@ def Zero_MemoryPlanAttr : Zero_Attr<"MemoryPlan", "memory_plan"> {
     the persistent arena (`persistent_bytes`), the high-water mark of the
     step arena (`arena_bytes`), both multiples of 64, the largest heap
     scratch of one runtime kernel (`scratch_bytes`), and their sum, what a
-    rank allocates (`peak_bytes`).
+    rank allocates in device memory (`peak_bytes`); with optimizer offload
+    the pinned host arena (`host_bytes`, a multiple of 64; 0 and not
+    printed otherwise).
 
     ```mlir
     #zero.memory_plan<persistent_bytes = 896, arena_bytes = 576, scratch_bytes = 0, peak_bytes = 1472>
     ```
   }];
   let parameters = (ins "int64_t":$persistent_bytes, "int64_t":$arena_bytes,
-                        "int64_t":$scratch_bytes, "int64_t":$peak_bytes);
+                        "int64_t":$scratch_bytes, "int64_t":$peak_bytes,
+                        DefaultValuedParameter<"int64_t", "0">:$host_bytes);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -965,16 +1090,22 @@ def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
     partition in the persistent arena of a rank. `master` is present exactly
     when the partition's compute type is 16-bit; with fp32 compute the
     parameters are their own masters and the partition has no `master`
-    buffer (the partition's verifier checks this).
+    buffer (the partition's verifier checks this). With optimizer offload
+    `host_grads` is present, `master`, `exp_avg` and `exp_avg_sq` (a
+    `master` with fp32 compute too) are offsets in the host arena beside
+    `host_grads` and, with 16-bit compute, `host_params`.
 
     ```mlir
     #zero.buffer_offsets<params = 0, grads = 192, master = 320, exp_avg = 512, exp_avg_sq = 704>
     #zero.buffer_offsets<params = 0, grads = 384, exp_avg = 768, exp_avg_sq = 1152>
+    #zero.buffer_offsets<params = 0, grads = 192, master = 0, exp_avg = 192, exp_avg_sq = 384, host_grads = 576, host_params = 640>
     ```
   }];
   let parameters = (ins "int64_t":$params, "int64_t":$grads,
                         OptionalParameter<"std::optional<int64_t>">:$master,
-                        "int64_t":$exp_avg, "int64_t":$exp_avg_sq);
+                        "int64_t":$exp_avg, "int64_t":$exp_avg_sq,
+                        OptionalParameter<"std::optional<int64_t>">:$host_grads,
+                        OptionalParameter<"std::optional<int64_t>">:$host_params);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

@@ -368,6 +368,18 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     `no-decay-bias-norm` gives every 1-D parameter (biases and norm
     weights) `weight_decay 0.0`, `no-decay-embeddings` also every table an
     `nn.embedding` reads.
+
+    `offload-optimizer=cpu` (ZeRO-Offload, stages 1-3) records
+    `zero.offload = #zero.offload<optimizer = cpu>` on the step and keeps
+    the fp32 masters and moments in host memory: each partition's owned
+    gradients are copied to host (`zero.transfer ... grads to host_grads`,
+    all issued before the overflow check so the copies overlap it and the
+    Adam of earlier partitions), the Adam runs on the host (`zero.adam ...
+    host`) and the updated parameters are copied back (`host_params to
+    params`, or `master to params` with fp32 compute), waited for before
+    the post-step all-gathers. `nvme` and `offload-param` (DeepSpeed:
+    parameter offload at stage 3 only) are rejected as not implemented yet;
+    `nvme-path` is the directory of `nvme`.
   }];
   let options = [
     Option<"gradientClipping", "gradient-clipping", "double",
@@ -388,6 +400,16 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     Option<"noDecayEmbeddings", "no-decay-embeddings", "bool",
            /*default=*/"false",
            "No weight decay for the tables nn.embedding reads">,
+    Option<"offloadOptimizer", "offload-optimizer", "std::string",
+           /*default=*/"\"none\"",
+           "Where the optimizer states live: none, cpu or nvme (DeepSpeed: "
+           "zero_optimization.offload_optimizer.device)">,
+    Option<"offloadParam", "offload-param", "std::string",
+           /*default=*/"\"none\"",
+           "Where stage-3 parameter shards live: none, cpu or nvme "
+           "(DeepSpeed: zero_optimization.offload_param.device)">,
+    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
+           "Directory of nvme offload (DeepSpeed: nvme_path)">,
   ];
 }
 

@@ -98,6 +98,21 @@ struct ZeroPipelineOptions : public PassPipelineOptions<ZeroPipelineOptions> {
       llvm::cl::desc("Pad the vocabulary table to a multiple of this many "
                      "rows, masked out of the loss (zero-pad-vocab); 0: off"),
       llvm::cl::init(0)};
+  Option<std::string> offloadOptimizer{
+      *this, "offload-optimizer",
+      llvm::cl::desc("Where the optimizer states live: none, cpu or nvme "
+                     "(zero_optimization.offload_optimizer.device)"),
+      llvm::cl::init("none")};
+  Option<std::string> offloadParam{
+      *this, "offload-param",
+      llvm::cl::desc("Where stage-3 parameter shards live: none, cpu or nvme "
+                     "(zero_optimization.offload_param.device)"),
+      llvm::cl::init("none")};
+  Option<std::string> nvmePath{
+      *this, "nvme-path",
+      llvm::cl::desc("Directory of nvme offload (offload_optimizer.nvme_path, "
+                     "offload_param.nvme_path)"),
+      llvm::cl::init("")};
   Option<std::string> remat{
       *this, "remat",
       llvm::cl::desc("Activation recomputation (zero-remat): none, layer, "
@@ -201,6 +216,11 @@ struct DeepSpeedConfig {
   /// first N blocks.
   std::optional<std::string> remat;
   DeepSpeedValue<int64_t> rematBlocks;
+  /// zero_optimization.offload_optimizer.device and offload_param.device
+  /// ("none", "cpu" or "nvme"; the older cpu_offload and cpu_offload_params
+  /// booleans set "cpu") at the place of the key that chose them, and the
+  /// nvme_path that goes with them.
+  DeepSpeedValue<std::string> offloadOptimizer, offloadParam, nvmePath;
 };
 
 /// `d` as DeepSpeed's messages print a JSON number: the shortest digits

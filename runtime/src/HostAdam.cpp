@@ -1,0 +1,153 @@
+//===- HostAdam.cpp - The fused Adam on host memory -----------------------===//
+//
+// Part of the zero-mlir project.
+//
+// torch.optim.Adam/AdamW's step over fp32 masters and moments in host
+// memory: the CPU backend's zrt_adam, and the host Adam of an offloaded
+// optimizer on both backends (ZeRO-Offload), which is why it lives in the
+// runtime's shared core with the learning-rate schedule it applies
+// (zrt_lr_at). It streams 28 bytes per parameter with 16-bit gradients and
+// copies.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DecayRanges.h"
+#include "Kernels.h"
+#include "Trace.h"
+
+#include <algorithm>
+#include <vector>
+
+using namespace zrt;
+
+namespace {
+
+/// A range of elements [begin, end) with its own weight decay.
+struct DecayRun {
+  int64_t begin, end;
+  AdamConstants k;
+};
+
+struct AdamScalars {
+  float gradScale; // clip coefficient / loss scale
+  AdamConstants k; // elements outside every run
+  std::vector<DecayRun> runs;
+};
+
+/// torch.optim.Adam/AdamW's single-tensor step, operation for operation,
+/// on elements [begin, end) with constants k.
+template <bool kDecoupled, typename T>
+void adamBlocks(const T *grad, float *master, float *m, float *v, T *param,
+                int64_t begin, int64_t end, float gradScale,
+                const AdamConstants &k) {
+  alignas(64) float bufG[kBlock], bufP[kBlock];
+  for (int64_t i = begin; i < end; i += kBlock) {
+    int64_t len = std::min(kBlock, end - i);
+    const float *g = loadF32(grad + i, len, bufG);
+    float *w = master + i, *mi = m + i, *vi = v + i;
+    float *p = outF32(param + i, bufP);
+#pragma omp simd
+    for (int64_t t = 0; t < len; ++t) {
+      float gt = g[t] * gradScale;
+      float wt = w[t];
+      if constexpr (kDecoupled)
+        wt *= k.decay;
+      else
+        gt = gt + k.weightDecay * wt;
+      float mt = mi[t] + k.oneMinusBeta1 * (gt - mi[t]); // lerp_
+      float vt = vi[t] * k.beta2 + k.oneMinusBeta2 * gt * gt;
+      float denom = std::sqrt(vt) / k.bc2Sqrt + k.eps;
+      wt = wt + k.negStepSize * mt / denom; // addcdiv_
+      mi[t] = mt;
+      vi[t] = vt;
+      w[t] = wt;
+      p[t] = wt;
+    }
+    storeF32(p, param + i, len);
+  }
+}
+
+/// adamBlocks over n elements, each work item's range split where the
+/// weight-decay runs begin and end.
+template <bool kDecoupled, typename T>
+void adamStep(const T *grad, float *master, float *m, float *v, T *param,
+              int64_t n, const AdamScalars &s) {
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    auto run = std::lower_bound(
+        s.runs.begin(), s.runs.end(), begin,
+        [](const DecayRun &r, int64_t at) { return r.end <= at; });
+    int64_t at = begin;
+    for (; run != s.runs.end() && run->begin < end; ++run) {
+      int64_t lo = std::max(run->begin, at), hi = std::min(run->end, end);
+      if (at < lo)
+        adamBlocks<kDecoupled>(grad, master, m, v, param, at, lo, s.gradScale,
+                               s.k);
+      adamBlocks<kDecoupled>(grad, master, m, v, param, lo, hi, s.gradScale,
+                             run->k);
+      at = hi;
+    }
+    if (at < end)
+      adamBlocks<kDecoupled>(grad, master, m, v, param, at, end, s.gradScale,
+                             s.k);
+  });
+}
+
+} // namespace
+
+extern "C" double zrt_lr_at(const zrt_lr_schedule *schedule, double lr,
+                            double *beta1, double *beta2, int64_t step) {
+  if (!schedule)
+    return lr;
+  double b1 = beta1 ? *beta1 : 0.0, b2 = beta2 ? *beta2 : 0.0;
+  double out = lrAt(*schedule, lr, b1, b2, step);
+  if (beta1)
+    *beta1 = b1;
+  if (beta2)
+    *beta2 = b2;
+  return out;
+}
+
+void zrt::hostAdam(int32_t dtype, const void *grad, float *master,
+                   float *expAvg, float *expAvgSq, void *param, int64_t n,
+                   int64_t step, double lr, double beta1, double beta2,
+                   double eps, double weightDecay, int32_t adamw,
+                   int32_t biasCorrection, const zrt_lr_schedule *schedule,
+                   const int64_t *decayRanges, const double *rangeDecays,
+                   int32_t numDecayRanges, double maxGradNorm,
+                   const float *stats, float lossScale, int32_t skip) {
+  KernelSpan span("zrt_adam");
+  checkDims("zrt_adam", n);
+  if (!skip && step < 1)
+    fatal("zrt_adam: step %lld must be >= 1", (long long)step);
+  AdamScalars s;
+  if (!skip) {
+    double clip = zrt_clip_coefficient(stats, maxGradNorm);
+    s.gradScale = float(clip / double(lossScale));
+    lr = zrt_lr_at(schedule, lr, &beta1, &beta2, step);
+    s.k = adamConstants(lr, beta1, beta2, eps, weightDecay, step,
+                        biasCorrection != 0);
+    checkDecayRanges("zrt_adam", decayRanges, rangeDecays, numDecayRanges, n);
+    s.runs.reserve(size_t(std::max(numDecayRanges, 0)));
+    for (int32_t r = 0; r < numDecayRanges; ++r) {
+      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
+      if (b < e)
+        s.runs.push_back({b, e, withDecay(s.k, lr, rangeDecays[r])});
+    }
+  }
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *p = static_cast<T *>(param);
+    if (skip) {
+      // The step is skipped, but the parameter copy is still a result.
+      parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+        fromFloat(master + begin, p + begin, end - begin);
+      });
+      return;
+    }
+    const T *g = static_cast<const T *>(grad);
+    if (adamw)
+      adamStep<true>(g, master, expAvg, expAvgSq, p, n, s);
+    else
+      adamStep<false>(g, master, expAvg, expAvgSq, p, n, s);
+  });
+}

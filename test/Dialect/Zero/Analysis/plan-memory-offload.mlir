@@ -1,0 +1,60 @@
+// RUN: zero-opt %s -split-input-file --zero-optimizer=offload-optimizer=cpu --zero-plan-memory --zero-verify-schedule | FileCheck %s
+// RUN: zero-opt %s -split-input-file --zero-optimizer=offload-optimizer=cpu --zero-print-memory-plan -o /dev/null | FileCheck %s --check-prefix=PRINT
+
+// The plan of an offloaded optimizer knows two memories. Device: params
+// (full, 68 bf16 = 136 bytes) at 0 and the grads shard (36 bf16 = 72) at
+// 192: 320 bytes. Pinned host: master, exp_avg, exp_avg_sq shards (36 f32 =
+// 144 each) at 0, 192, 384, the gradient and parameter copies (36 bf16 = 72
+// each) at 576 and 704: 832 bytes.
+zero.param @a : tensor<4xf32> init zeros compute bf16
+zero.param @b : tensor<2x32xf32> init zeros compute bf16
+// CHECK: zero.partition @flat {{.*}} {zero.buffers = #zero.buffer_offsets<params = 0, grads = 192, master = 0, exp_avg = 192, exp_avg_sq = 384, host_grads = 576, host_params = 704>}
+zero.partition @flat stage 2 world_size 2 alignment 4 numel 68 padded 72 params [@a, @b] offsets [0, 4]
+// CHECK-LABEL: zero.train_step @step
+// CHECK-SAME: zero.plan = #zero.memory_plan<persistent_bytes = 320, arena_bytes = 448, scratch_bytes = 0, peak_bytes = 768, host_bytes = 832>
+// PRINT: persistent_bytes 320, arena_bytes 448, scratch_bytes 0, peak_bytes 768, host_bytes 832
+// PRINT-NEXT: persistent @flat params offset 0 bytes 136
+// PRINT-NEXT: persistent @flat grads offset 192 bytes 72
+// PRINT-NEXT: host @flat master offset 0 bytes 144
+// PRINT-NEXT: host @flat exp_avg offset 192 bytes 144
+// PRINT-NEXT: host @flat exp_avg_sq offset 384 bytes 144
+// PRINT-NEXT: host @flat host_grads offset 576 bytes 72
+// PRINT-NEXT: host @flat host_params offset 704 bytes 72
+zero.train_step @step(%x: tensor<2x32xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %gb = nn.fill 1.0 : tensor<2x32xbf16>
+  zero.grad @b, %gb : tensor<2x32xbf16>
+  %ga = nn.fill 1.0 : tensor<4xbf16>
+  zero.grad @a, %ga : tensor<4xbf16>
+  %t = zero.reduce_scatter group @flat [0, 68) from %ga, %gb at [0, 0] : tensor<4xbf16>, tensor<2x32xbf16> -> !zero.token
+  zero.wait %t
+  zero.free %ga : tensor<4xbf16>
+  zero.free %gb : tensor<2x32xbf16>
+  zero.all_gather group @flat in params [0, 68) phase post_step
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// fp32 compute: the parameters are not their own masters any more; the
+// fp32 masters live on the host beside the gradient copy, and there is no
+// parameter copy (the masters are uploaded).
+zero.param @w : tensor<8xf32> init zeros
+// CHECK: zero.partition @flat {{.*}} {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, master = 0, exp_avg = 64, exp_avg_sq = 128, host_grads = 192>}
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+// CHECK-LABEL: zero.train_step @fp32
+// CHECK-SAME: host_bytes = 256
+zero.train_step @fp32(%x: tensor<2x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %g = nn.fill 1.0 : tensor<8xf32>
+  zero.grad @w, %g : tensor<8xf32>
+  zero.reduce_scatter group @flat in grads [0, 8) phase boundary
+  zero.all_gather group @flat in params [0, 8) phase post_step
+  zero.return %loss : tensor<f32>
+}
