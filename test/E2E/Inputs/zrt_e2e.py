@@ -425,6 +425,61 @@ def cmd_expect_failure(args):
     sys.stderr.write("took %.2f s\n" % elapsed)
 
 
+# Mounts DIR read-only, then runs the command, inside new user and mount
+# namespaces: `unshare --map-root-user` needs no privilege where
+# unprivileged user namespaces are allowed, and the tests run as root, for
+# whom permission bits do not stop a write.
+READ_ONLY_SCRIPT = r"""
+dir=$1 mode=$2; shift 2
+if [ "$mode" = bind ]; then
+  mount --bind "$dir" "$dir" && mount -o remount,bind,ro "$dir" || exit 125
+else
+  mount -t tmpfs -o ro,size=64k zrt-read-only "$dir" || exit 125
+fi
+exec "$@"
+"""
+
+
+def read_only_argv(directory, bind, cmd):
+    return (["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+             READ_ONLY_SCRIPT, "sh", directory, "bind" if bind else "tmpfs"]
+            + cmd)
+
+
+def cmd_read_only(args):
+    """Runs a command with DIR on a read-only file system (EROFS on every
+    write): an empty read-only tmpfs mounted over DIR, or with --bind DIR
+    itself (its files) re-mounted read-only. --probe instead exits 0 if
+    that works here (a write into DIR fails with EROFS), non-zero with the
+    reason otherwise; lit.local.cfg sets the read-only-mount feature from
+    it."""
+    if args.probe:
+        with tempfile.TemporaryDirectory() as d:
+            write = ("import errno, sys\n"
+                     "try:\n"
+                     "    open(sys.argv[1] + '/probe', 'w')\n"
+                     "except OSError as e:\n"
+                     "    sys.exit(0 if e.errno == errno.EROFS else 3)\n"
+                     "sys.exit(4)\n")
+            try:
+                res = subprocess.run(
+                    read_only_argv(d, False, [sys.executable, "-c", write, d]),
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    text=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                print("cannot run unshare: %s" % e)
+                sys.exit(1)
+            if res.returncode != 0:
+                print("no read-only mount in a user namespace (status %d): %s"
+                      % (res.returncode, res.stdout.strip()))
+            sys.exit(res.returncode)
+    cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
+    if not args.dir or not cmd:
+        fail("read-only needs DIR -- CMD...")
+    argv = read_only_argv(args.dir, args.bind, cmd)
+    os.execvp(argv[0], argv)
+
+
 def start_background(cmd):
     """Starts `cmd` in its own session with its output (stdout and stderr)
     in a temporary file; returns the process and the file. The file is
@@ -891,6 +946,12 @@ def main():
     s.add_argument("--log")
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_expect_failure)
+    s = sub.add_parser("read-only")
+    s.add_argument("--probe", action="store_true")
+    s.add_argument("--bind", action="store_true")
+    s.add_argument("dir", nargs="?")
+    s.add_argument("cmd", nargs=argparse.REMAINDER)
+    s.set_defaults(fn=cmd_read_only)
     s = sub.add_parser("beside")
     s.add_argument("--after", required=True)
     s.add_argument("--within", type=float, default=120)
