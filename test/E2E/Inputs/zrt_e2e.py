@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 
 def fail(msg):
@@ -386,6 +387,61 @@ def cmd_corrupt(args):
         data[args.offset] ^= 0xff
     with open(args.file, "wb") as f:
         f.write(data)
+
+
+def seal_manifest(manifest):
+    """manifest.json's text as the runtime writes it (sealManifest): the
+    CRC-32 of the compact JSON dump (sorted keys) without manifest_crc32."""
+    manifest.pop("manifest_crc32", None)
+    body = json.dumps(manifest, separators=(",", ":"), sort_keys=True,
+                      ensure_ascii=False)
+    manifest["manifest_crc32"] = zlib.crc32(body.encode())
+    return json.dumps(manifest, indent=2, sort_keys=True,
+                      ensure_ascii=False) + "\n"
+
+
+def cmd_poison(args):
+    """Writes --value (nan, inf, ...) into element --element of parameter
+    --param's saved buffer --buffer in a checkpoint step directory, in the
+    rank file that holds it (--rank picks one at stage 0, where every rank
+    does), and re-seals the rank file and manifest.json, so that every
+    checksum holds: a checkpoint as a diverged run or another tool might
+    have written it."""
+    path = os.path.join(args.dir, "manifest.json")
+    manifest = json.load(open(path))
+    stored = manifest["manifest_crc32"]
+    # The re-sealed text must reproduce the runtime's checksum.
+    if json.loads(seal_manifest(dict(manifest)))["manifest_crc32"] != stored:
+        fail(path + ": cannot reproduce its checksum")
+    params = [p for p in manifest["params"] if p["name"] == args.param]
+    if not params:
+        fail("no parameter %r in %s" % (args.param, path))
+    param = params[0]
+    group = manifest["partitions"][param["partition"]]
+    pos = param["offset"] + args.element
+    rank, local = args.rank, pos
+    if manifest["stage"] > 0:
+        rank, local = divmod(pos, group["shard_numel"])
+    entry = manifest["files"][rank]
+    rank_path = os.path.join(args.dir, entry["file"])
+    data = bytearray(open(rank_path, "rb").read())
+    (length,) = struct.unpack_from("<Q", data, 8)
+    header = json.loads(data[16:16 + length])
+    sections = [x for x in header["sections"]
+                if x["partition"] == group["name"] and x["buffer"] == args.buffer]
+    if not sections:
+        fail("%s has no %s of %r" % (rank_path, args.buffer, group["name"]))
+    at = 16 + length + sections[0]["offset"] + 4 * local
+    struct.pack_into("<f", data, at, float(args.value))
+    crc = zlib.crc32(bytes(data[:-4]))
+    struct.pack_into("<I", data, len(data) - 4, crc)
+    with open(rank_path, "wb") as f:
+        f.write(data)
+    entry["crc32"] = crc
+    with open(path, "w") as f:
+        f.write(seal_manifest(manifest))
+    print("%s: %s %s element %d = %s" % (entry["file"], args.param,
+                                         args.buffer, args.element, args.value))
 
 
 def cmd_expect_failure(args):
@@ -940,6 +996,15 @@ def main():
     s.add_argument("--truncate", type=int)
     s.add_argument("--flip-digit-of")
     s.set_defaults(fn=cmd_corrupt)
+    s = sub.add_parser("poison")
+    s.add_argument("dir")
+    s.add_argument("--param", required=True)
+    s.add_argument("--buffer", choices=["master", "exp_avg", "exp_avg_sq"],
+                   required=True)
+    s.add_argument("--element", type=int, required=True)
+    s.add_argument("--value", required=True)
+    s.add_argument("--rank", type=int, default=0)
+    s.set_defaults(fn=cmd_poison)
     s = sub.add_parser("expect-failure")
     s.add_argument("--within", type=float, required=True)
     s.add_argument("--expect", required=True)
