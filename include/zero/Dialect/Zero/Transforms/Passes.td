@@ -24,9 +24,6 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "::mlir::ModuleOp"> {
     parameter to the loss without a derivative rule is an error.
   }];
   let dependentDialects = ["::mlir::nn::NNDialect"];
-  let statistics = [
-    Statistic<"numBackwardOps", "backward-ops", "Number of backward ops emitted">,
-  ];
 }
 
 def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "::mlir::ModuleOp"> {
@@ -102,9 +99,6 @@ def ZeroRematPass : Pass<"zero-remat", "::mlir::ModuleOp"> {
            "number_checkpoints)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
-  let statistics = [
-    Statistic<"numRecomputedOps", "recomputed-ops", "Number of ops cloned into the backward">,
-  ];
 }
 
 //===----------------------------------------------------------------------===//
