@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <dirent.h>
 #include <sstream>
@@ -113,6 +114,30 @@ std::string scheduleDifference(const std::string &a, const std::string &b) {
              ", this program's has " + key + " " + text(mine);
   }
   return kind + ", this program's has other parameters";
+}
+
+/// The index of the first NaN or infinity among the `n` floats at `bytes`
+/// (any alignment), or -1.
+int64_t firstNonFinite(const char *bytes, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    float v;
+    std::memcpy(&v, bytes + 4 * k, 4);
+    if (!std::isfinite(v))
+      return k;
+  }
+  return -1;
+}
+
+/// Names a non-finite saved value: training from it would make the first
+/// loss NaN, which the driver would blame on the learning rate.
+std::string nonFiniteText(const std::string &file, const std::string &what,
+                          BufferKind kind, int64_t element, const char *at) {
+  float v;
+  std::memcpy(&v, at, 4);
+  return file + ": " + what + " " + kBufferNames[kind] + " element " +
+         std::to_string(element) + " is " +
+         (std::isnan(v) ? "NaN" : "infinite") +
+         "; a checkpoint's masters and Adam moments must be finite";
 }
 
 } // namespace
@@ -438,6 +463,33 @@ TrainingState CheckpointReader::state(int rank) {
   return s;
 }
 
+std::string CheckpointReader::nonFinite(int rank) {
+  RankFile &file = load(rank);
+  for (const auto &[section, place] : file.sections) {
+    auto [group, kind] = section;
+    const SavedGroup &g = groups[size_t(group)];
+    const char *data = file.payload.data() + place.first;
+    int64_t base = stage > 0 ? rank * g.shardNumel : 0;
+    int64_t end = base + int64_t(place.second / 4);
+    // The padding (elements no parameter covers) too: it is saved as zeros.
+    int64_t bad = firstNonFinite(data, end - base);
+    if (bad < 0)
+      continue;
+    int64_t at = base + bad;
+    for (const SavedParam &p : params)
+      if (p.group == group && at >= p.offset && at < p.offset + p.numel)
+        return nonFiniteText(rankPath(rank), "parameter '" + p.name + "'",
+                             BufferKind(kind), at - p.offset, data + 4 * bad);
+    // A format-2 checkpoint has no parameter table; otherwise `at` is in
+    // the padding after the group's parameters.
+    return nonFiniteText(rankPath(rank),
+                         std::string(params.empty() ? "" : "the padding of ") +
+                             "group '" + g.name + "'",
+                         BufferKind(kind), at, data + 4 * bad);
+  }
+  return "";
+}
+
 void CheckpointReader::read(size_t param, BufferKind kind, int64_t begin,
                             int64_t end, float *out, int prefer) {
   const SavedParam &p = params.at(param);
@@ -461,8 +513,12 @@ void CheckpointReader::read(size_t param, BufferKind kind, int64_t begin,
     if (uint64_t(limit - base) * 4 > bytes)
       fail(rankPath(rank) + ": buffer " + kBufferNames[kind] + " of '" +
            g.name + "' has the wrong size");
-    std::memcpy(out, file.payload.data() + offset + (pos - base) * 4,
-                size_t(limit - pos) * 4);
+    const char *src = file.payload.data() + offset + (pos - base) * 4;
+    int64_t bad = firstNonFinite(src, limit - pos);
+    if (bad >= 0)
+      fail(nonFiniteText(rankPath(rank), "parameter '" + p.name + "'", kind,
+                         pos - p.offset + bad, src + 4 * bad));
+    std::memcpy(out, src, size_t(limit - pos) * 4);
     out += limit - pos;
     pos = limit;
   }

@@ -131,11 +131,17 @@ public:
   /// CRC-32, its own trailer, rank, step and schedule); the empty string if
   /// it is sound, else why not.
   std::string check(int rank) const;
+  /// Reads rank `rank`'s file (see check()) and names its first NaN or
+  /// infinite value (parameter, buffer and element); the empty string if
+  /// every saved value is finite.
+  std::string nonFinite(int rank);
   /// The training state rank `rank`'s file records.
   TrainingState state(int rank);
   /// Copies elements [begin, end) of parameter `param`'s buffer `kind`
   /// (master, exp_avg or exp_avg_sq) to `out`. Where several ranks hold them
-  /// (stage 0), rank `prefer` is read if it exists, else rank 0.
+  /// (stage 0), rank `prefer` is read if it exists, else rank 0. A NaN or
+  /// infinite value is refused, naming the rank file, parameter and
+  /// element.
   void read(size_t param, BufferKind kind, int64_t begin, int64_t end,
             float *out, int prefer = 0);
   /// Sets the parameter table (of a format-2 checkpoint, which has none).

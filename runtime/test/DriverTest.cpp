@@ -798,10 +798,21 @@ TEST(ManifestTest, ReadsTheMemoryTimeline) {
 // Universal checkpoints
 //===----------------------------------------------------------------------===//
 
+/// A value written over one element of a saved section: rank `rank`'s
+/// buffer `kind`, element `index` of its section (rank < 0: none).
+struct Poison {
+  int rank = -1;
+  BufferKind kind = kMaster;
+  int64_t index = 0;
+  float value = 0;
+};
+
 /// Saves a checkpoint of `m` on its world size under `root` in which element
 /// e of the group layout holds 1000 * kind + e (the padding 0), as the
-/// driver's ranks would, each its owned range.
-void saveSynthetic(const Manifest &m, const std::string &root, int64_t step) {
+/// driver's ranks would, each its owned range; then `poison`, checksummed
+/// as if saved.
+void saveSynthetic(const Manifest &m, const std::string &root, int64_t step,
+                   Poison poison = {}) {
   std::string dir = checkpointDir(root, step);
   makeDirs(dir);
   TrainingState state{step, 40, step - 1, {{"cur_scale", 2048.0}}};
@@ -815,6 +826,10 @@ void saveSynthetic(const Manifest &m, const std::string &root, int64_t step) {
                        for (int64_t e = own.begin; e < own.end; ++e) {
                          float v = float(1000 * kind + e);
                          std::memcpy(dst + (e - own.begin) * 4, &v, 4);
+                       }
+                       if (r == poison.rank && kind == poison.kind) {
+                         ASSERT_LT(poison.index * 4, size);
+                         std::memcpy(dst + poison.index * 4, &poison.value, 4);
                        }
                      });
     writeFileAtomic(dir + "/" + rankFileName(r), bytes);
@@ -960,6 +975,61 @@ TEST(UniversalCheckpointTest, RefusesAnotherModelNamingWhatDiffers) {
   EXPECT_NE(error(j).find("weight decay 0.0, this program's is 0.1"),
             std::string::npos);
   std::system(("rm -rf " + root).c_str());
+}
+
+TEST(UniversalCheckpointTest, NamesNonFiniteValues) {
+  // Stage 2 on 4 ranks, shards of 3: rank 3 holds layout element 9 (b's
+  // element 1) and two elements of padding.
+  Manifest m = Manifest::parse(tinyManifest(2, 4).dump());
+  Manifest one = Manifest::parse(tinyManifest(0, 1).dump());
+  std::vector<float> values;
+  std::string nan = tempDir();
+  saveSynthetic(m, nan, 3, {3, kExpAvg, 0, std::nanf("")});
+  CheckpointReader ckpt(nan);
+  std::string rank3 = checkpointDir(nan, 3) + "/rank_3.bin";
+  std::string want = rank3 + ": parameter 'b' exp_avg element 1 is NaN; a "
+                             "checkpoint's masters and Adam moments must be "
+                             "finite";
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(ckpt.nonFinite(r), "");
+  EXPECT_EQ(ckpt.nonFinite(3), want);
+  // The CRC-32s hold: only the value is wrong.
+  EXPECT_EQ(ckpt.check(3), "");
+  checkSameModel(ckpt, m);
+  // A resume into another layout names the file it read.
+  checkSameModel(ckpt, one);
+  remapOwned(ckpt, one, 0, 0, kMaster, values);
+  EXPECT_EQ(errorOf([&] { remapOwned(ckpt, one, 0, 0, kExpAvg, values); }),
+            want);
+  // Rank 1's range holds no NaN: its own resume reads it.
+  remapOwned(ckpt, m, 0, 1, kExpAvg, values);
+  EXPECT_EQ(values.size(), 3u);
+
+  // An infinity in the padding: inspect finds it; a resume, which reads
+  // only the parameters' elements, is not affected.
+  std::string pad = tempDir();
+  saveSynthetic(m, pad, 3, {3, kExpAvgSq, 2, -INFINITY});
+  CheckpointReader padded(pad);
+  EXPECT_EQ(padded.nonFinite(3),
+            checkpointDir(pad, 3) +
+                "/rank_3.bin: the padding of group 'flat' exp_avg_sq element "
+                "11 is infinite; a checkpoint's masters and Adam moments must "
+                "be finite");
+  checkSameModel(padded, one);
+  remapOwned(padded, one, 0, 0, kExpAvgSq, values);
+  EXPECT_EQ(values[9], float(1000 * kExpAvgSq + 9));
+
+  // Format 2 records no parameters: the group and its element are named.
+  std::string path = checkpointDir(nan, 3) + "/manifest.json";
+  nlohmann::json j = openManifest(readFile(path), "ck");
+  j["format"] = 2;
+  j.erase("params");
+  writeFileAtomic(path, sealManifest(j));
+  CheckpointReader old(nan);
+  EXPECT_EQ(old.nonFinite(3),
+            rank3 + ": group 'flat' exp_avg element 9 is NaN; a checkpoint's "
+                    "masters and Adam moments must be finite");
+  std::system(("rm -rf " + nan + " " + pad).c_str());
 }
 
 TEST(UniversalCheckpointTest, Format2LoadsOnlyIntoItsOwnProgram) {

@@ -50,8 +50,8 @@ const char *const kUsage =
     "\n"
     "DIR is a checkpoint step directory or a --save directory (its latest).\n"
     "  inspect       step, world size, stage, dtype, groups and sizes, and\n"
-    "                the CRC-32 check of every rank file (exit 1 if one\n"
-    "                fails)\n"
+    "                the CRC-32 check of every rank file, and the first\n"
+    "                NaN or infinity of each (exit 1 if one fails)\n"
     "  consolidate   the fp32 weights by parameter name as safetensors, as\n"
     "                --export writes them; --optimizer-states adds each\n"
     "                parameter's Adam moments as NAME.exp_avg and\n"
@@ -164,7 +164,20 @@ int inspect(const std::string &path) {
     const json &entry = m.at("files").at(size_t(r));
     uint64_t bytes = entry.at("bytes").get<uint64_t>();
     total += bytes;
-    std::string problem = ckpt.check(r);
+    // Reading the file checks it (size, CRC-32, header); one that matches
+    // may still hold a NaN (saved by a run that diverged, or written by
+    // another tool), which would train NaN.
+    std::string problem;
+    try {
+      problem = ckpt.nonFinite(r);
+      if (!haveState) {
+        state = ckpt.state(r);
+        haveState = true;
+      }
+    } catch (const std::runtime_error &e) {
+      problem = e.what();
+    }
+    ckpt.release();
     // The CRC as manifest.json records it (decimal).
     std::printf("  %s: %llu bytes, crc32 %u: %s\n",
                 entry.at("file").get<std::string>().c_str(),
@@ -173,10 +186,6 @@ int inspect(const std::string &path) {
     if (!problem.empty()) {
       std::fprintf(stderr, "zero-ckpt: error: %s\n", problem.c_str());
       ++bad;
-    } else if (!haveState) {
-      state = ckpt.state(r);
-      ckpt.release();
-      haveState = true;
     }
   }
   std::printf("  total: %llu bytes (%s) in %d rank file(s)\n",
@@ -195,7 +204,7 @@ int inspect(const std::string &path) {
                  bad, ckpt.world);
     return 1;
   }
-  std::printf("  every file matches its CRC-32\n");
+  std::printf("  every file matches its CRC-32 and holds finite values\n");
   return 0;
 }
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 
 def fail(msg):
@@ -543,6 +544,61 @@ def cmd_corrupt(args):
         f.write(data)
 
 
+def seal_manifest(manifest):
+    """manifest.json's text as the runtime writes it (sealManifest): the
+    CRC-32 of the compact JSON dump (sorted keys) without manifest_crc32."""
+    manifest.pop("manifest_crc32", None)
+    body = json.dumps(manifest, separators=(",", ":"), sort_keys=True,
+                      ensure_ascii=False)
+    manifest["manifest_crc32"] = zlib.crc32(body.encode())
+    return json.dumps(manifest, indent=2, sort_keys=True,
+                      ensure_ascii=False) + "\n"
+
+
+def cmd_poison(args):
+    """Writes --value (nan, inf, ...) into element --element of parameter
+    --param's saved buffer --buffer in a checkpoint step directory, in the
+    rank file that holds it (--rank picks one at stage 0, where every rank
+    does), and re-seals the rank file and manifest.json, so that every
+    checksum holds: a checkpoint as a diverged run or another tool might
+    have written it."""
+    path = os.path.join(args.dir, "manifest.json")
+    manifest = json.load(open(path))
+    stored = manifest["manifest_crc32"]
+    # The re-sealed text must reproduce the runtime's checksum.
+    if json.loads(seal_manifest(dict(manifest)))["manifest_crc32"] != stored:
+        fail(path + ": cannot reproduce its checksum")
+    params = [p for p in manifest["params"] if p["name"] == args.param]
+    if not params:
+        fail("no parameter %r in %s" % (args.param, path))
+    param = params[0]
+    group = manifest["partitions"][param["partition"]]
+    pos = param["offset"] + args.element
+    rank, local = args.rank, pos
+    if manifest["stage"] > 0:
+        rank, local = divmod(pos, group["shard_numel"])
+    entry = manifest["files"][rank]
+    rank_path = os.path.join(args.dir, entry["file"])
+    data = bytearray(open(rank_path, "rb").read())
+    (length,) = struct.unpack_from("<Q", data, 8)
+    header = json.loads(data[16:16 + length])
+    sections = [x for x in header["sections"]
+                if x["partition"] == group["name"] and x["buffer"] == args.buffer]
+    if not sections:
+        fail("%s has no %s of %r" % (rank_path, args.buffer, group["name"]))
+    at = 16 + length + sections[0]["offset"] + 4 * local
+    struct.pack_into("<f", data, at, float(args.value))
+    crc = zlib.crc32(bytes(data[:-4]))
+    struct.pack_into("<I", data, len(data) - 4, crc)
+    with open(rank_path, "wb") as f:
+        f.write(data)
+    entry["crc32"] = crc
+    with open(path, "w") as f:
+        f.write(seal_manifest(manifest))
+    print("%s: %s %s element %d = %s" % (entry["file"], args.param,
+                                         args.buffer, args.element, args.value))
+
+
 def cmd_expect_failure(args):
     """Runs a command that must fail: a non-zero exit within --within
     seconds of wall time (measured here), with a line of output matching
@@ -578,6 +634,61 @@ def cmd_expect_failure(args):
                                                        args.within))
     print("reported: " + lines[0].strip())
     sys.stderr.write("took %.2f s\n" % elapsed)
+
+
+# Mounts DIR read-only, then runs the command, inside new user and mount
+# namespaces: `unshare --map-root-user` needs no privilege where
+# unprivileged user namespaces are allowed, and the tests run as root, for
+# whom permission bits do not stop a write.
+READ_ONLY_SCRIPT = r"""
+dir=$1 mode=$2; shift 2
+if [ "$mode" = bind ]; then
+  mount --bind "$dir" "$dir" && mount -o remount,bind,ro "$dir" || exit 125
+else
+  mount -t tmpfs -o ro,size=64k zrt-read-only "$dir" || exit 125
+fi
+exec "$@"
+"""
+
+
+def read_only_argv(directory, bind, cmd):
+    return (["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+             READ_ONLY_SCRIPT, "sh", directory, "bind" if bind else "tmpfs"]
+            + cmd)
+
+
+def cmd_read_only(args):
+    """Runs a command with DIR on a read-only file system (EROFS on every
+    write): an empty read-only tmpfs mounted over DIR, or with --bind DIR
+    itself (its files) re-mounted read-only. --probe instead exits 0 if
+    that works here (a write into DIR fails with EROFS), non-zero with the
+    reason otherwise; lit.local.cfg sets the read-only-mount feature from
+    it."""
+    if args.probe:
+        with tempfile.TemporaryDirectory() as d:
+            write = ("import errno, sys\n"
+                     "try:\n"
+                     "    open(sys.argv[1] + '/probe', 'w')\n"
+                     "except OSError as e:\n"
+                     "    sys.exit(0 if e.errno == errno.EROFS else 3)\n"
+                     "sys.exit(4)\n")
+            try:
+                res = subprocess.run(
+                    read_only_argv(d, False, [sys.executable, "-c", write, d]),
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    text=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                print("cannot run unshare: %s" % e)
+                sys.exit(1)
+            if res.returncode != 0:
+                print("no read-only mount in a user namespace (status %d): %s"
+                      % (res.returncode, res.stdout.strip()))
+            sys.exit(res.returncode)
+    cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
+    if not args.dir or not cmd:
+        fail("read-only needs DIR -- CMD...")
+    argv = read_only_argv(args.dir, args.bind, cmd)
+    os.execvp(argv[0], argv)
 
 
 def start_background(cmd):
@@ -1040,12 +1151,27 @@ def main():
     s.add_argument("--truncate", type=int)
     s.add_argument("--flip-digit-of")
     s.set_defaults(fn=cmd_corrupt)
+    s = sub.add_parser("poison")
+    s.add_argument("dir")
+    s.add_argument("--param", required=True)
+    s.add_argument("--buffer", choices=["master", "exp_avg", "exp_avg_sq"],
+                   required=True)
+    s.add_argument("--element", type=int, required=True)
+    s.add_argument("--value", required=True)
+    s.add_argument("--rank", type=int, default=0)
+    s.set_defaults(fn=cmd_poison)
     s = sub.add_parser("expect-failure")
     s.add_argument("--within", type=float, required=True)
     s.add_argument("--expect", required=True)
     s.add_argument("--log")
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_expect_failure)
+    s = sub.add_parser("read-only")
+    s.add_argument("--probe", action="store_true")
+    s.add_argument("--bind", action="store_true")
+    s.add_argument("dir", nargs="?")
+    s.add_argument("cmd", nargs=argparse.REMAINDER)
+    s.set_defaults(fn=cmd_read_only)
     s = sub.add_parser("beside")
     s.add_argument("--after", required=True)
     s.add_argument("--within", type=float, default=120)

@@ -229,14 +229,9 @@ struct ZeroAutodiffPass
     : public mlir::zero::impl::ZeroAutodiffPassBase<ZeroAutodiffPass> {
   using Base::Base;
   void runOnOperation() override {
-    int64_t count = 0;
-    for (TrainStepOp step : getOperation().getOps<TrainStepOp>()) {
-      int64_t before = step.getBodyBlock().getOperations().size();
+    for (TrainStepOp step : getOperation().getOps<TrainStepOp>())
       if (failed(StepDifferentiator(step).run()))
         return signalPassFailure();
-      count += step.getBodyBlock().getOperations().size() - before;
-    }
-    numBackwardOps += count;
   }
 };
 } // namespace

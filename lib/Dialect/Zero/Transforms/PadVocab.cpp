@@ -103,7 +103,6 @@ struct ZeroPadVocabPass
       for (const PaddedUse &use : *uses)
         cast<PaddingOpInterface>(use.operand->getOwner())
             .padOperand(*use.operand, use.dim, use.size);
-      numPaddedRows += padded - rows;
     }
   }
 };

@@ -203,7 +203,6 @@ LogicalResult ZeroRematPass::runOnStep(TrainStepOp step, Policy p) {
         continue;
       Operation *clone = b.clone(*op, mapping);
       dialect->getRecomputeAttrHelper().setAttr(clone, b.getUnitAttr());
-      ++numRecomputedOps;
       for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
         from.replaceUsesWithIf(to, [&](OpOperand &use) {
           return !forward.contains(use.getOwner()) && use.getOwner() != clone;

@@ -38,9 +38,6 @@ def ZeroPadVocabPass : Pass<"zero-pad-vocab", "::mlir::ModuleOp"> {
            "Pad the vocabulary's rows to a multiple of this (> 0)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
-  let statistics = [
-    Statistic<"numPaddedRows", "padded-rows", "Rows of padding added">,
-  ];
 }
 
 def ZeroAutodiffPass : Pass<"zero-autodiff", "::mlir::ModuleOp"> {
@@ -58,9 +55,6 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "::mlir::ModuleOp"> {
     parameter to the loss without a derivative rule is an error.
   }];
   let dependentDialects = ["::mlir::nn::NNDialect"];
-  let statistics = [
-    Statistic<"numBackwardOps", "backward-ops", "Number of backward ops emitted">,
-  ];
 }
 
 def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "::mlir::ModuleOp"> {
@@ -136,9 +130,6 @@ def ZeroRematPass : Pass<"zero-remat", "::mlir::ModuleOp"> {
            "number_checkpoints)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
-  let statistics = [
-    Statistic<"numRecomputedOps", "recomputed-ops", "Number of ops cloned into the backward">,
-  ];
 }
 
 //===----------------------------------------------------------------------===//
