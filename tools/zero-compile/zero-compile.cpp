@@ -21,7 +21,7 @@
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/Transforms/Pipeline.h"
 #include "zero/InitAll.h"
-#include "zero/Support/Nesting.h"
+#include "zero/Support/ModelFile.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -168,16 +168,10 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   std::string error;
-  auto file = mlir::openInputFile(inputFile, &error);
-  if (!file)
-    return fail(error);
-  if (failed(zero::checkNesting(*file)))
-    return 1;
-  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+      zero::parseModelFile(inputFile, sourceMgr, context, error);
   if (!module)
-    return 1;
+    return error.empty() ? 1 : fail(error);
 
   mlir::PassManager pm(&context);
   std::string pipeline = "zero-pipeline{" + pipelineOptions +

@@ -21,7 +21,7 @@
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/InitAll.h"
-#include "zero/Support/Nesting.h"
+#include "zero/Support/ModelFile.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -394,18 +394,13 @@ std::optional<ModelCounts> readModel(StringRef path) {
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   std::string error;
-  std::unique_ptr<MemoryBuffer> file = mlir::openInputFile(path, &error);
-  if (!file) {
-    WithColor::error(errs(), "zero-estimate") << error << "\n";
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      zero::parseModelFile(path, sourceMgr, context, error);
+  if (!module) {
+    if (!error.empty())
+      WithColor::error(errs(), "zero-estimate") << error << "\n";
     return std::nullopt;
   }
-  if (failed(zero::checkNesting(*file)))
-    return std::nullopt;
-  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
-  if (!module)
-    return std::nullopt;
   ModelCounts counts;
   mlir::OwningOpRef<mlir::ModuleOp> planned = module->clone();
   for (auto p : module->getOps<mlir::zero::ParamOp>()) {
