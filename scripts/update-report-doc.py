@@ -33,8 +33,8 @@ n(), size(), gib(), mib() and fixed() format numbers.
 
 Outputs of commands that write no file (no -o, or -o /dev/null) are kept in
 the work directory (.report-cache.json), keyed by the command, the tool's
-size and time and the contents of the files it names as whole arguments
-(not inside an option such as config=), so that a second run over the same
+size and time and the contents of the files it names, as whole arguments
+or inside an option (config=ds.json), so that a second run over the same
 directory (test/Docs runs three) reruns only what changed.
 
 Beyond the rewrite, the check fails when a number in the prose is neither
@@ -171,10 +171,14 @@ class Runner:
         st = os.stat(argv[0])
         stats = [st.st_size, st.st_mtime_ns]
         for w in argv[1:]:
-            path = os.path.join(self.workdir, w)
-            if os.path.isfile(path):
-                with open(path, "rb") as f:
-                    stats.append([w, hashlib.sha1(f.read()).hexdigest()])
+            # A file named inside an option (`config=ds.json`,
+            # `--zero-pipeline=...,config=ds.json`) is read as well.
+            for name in [w] + re.split(r"[=,]", w)[1:]:
+                path = os.path.join(self.workdir, name)
+                if name and os.path.isfile(path):
+                    with open(path, "rb") as f:
+                        stats.append([name,
+                                      hashlib.sha1(f.read()).hexdigest()])
         return json.dumps([argv, stats])
 
     def __call__(self, words):
