@@ -291,9 +291,16 @@ extern "C" void zrt_ctx_transfer(zrt_ctx *ctx, int32_t p, int32_t from,
     fatal("%s: partition '%s' has no copy from buffer %d to buffer %d", call,
           part.name.c_str(), int(from), int(to));
   }
-  launch(ctx, slot, toHost ? "copy to host" : "copy to device", {},
-         device::transfer(dst + skip * elementBytes, src + skip * elementBytes,
-                          n * elementBytes, toHost));
+  const char *what = toHost ? "copy to host" : "copy to device";
+  // The span is the copy on the CPU backend (a memcpy), its enqueueing on a
+  // GPU; its wait is traced by zrt_ctx_wait.
+  double start = ctx->tracing ? ctx->nowUs() : 0.0;
+  std::function<void()> done =
+      device::transfer(dst + skip * elementBytes, src + skip * elementBytes,
+                       n * elementBytes, toHost);
+  if (ctx->tracing)
+    ctx->trace.push_back({what, start, ctx->nowUs() - start});
+  launch(ctx, slot, what, {}, std::move(done));
 }
 
 extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
