@@ -102,8 +102,8 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry,
         b.setListener(nullptr);
         return failure();
       }
-      Value flag = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne,
-                                        *last, i32(0));
+      Value flag =
+          LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, *last, i32(0));
       Region *region = b.getInsertionBlock()->getParent();
       Block *then = new Block();
       after = new Block();
@@ -137,10 +137,9 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry,
     body.getArgument(0).replaceAllUsesWith(entryBody->getArgument(0));
     entryBody->getOperations().splice(entryBody->end(), body.getOperations());
     // The blocks of guarded ops (last_micro_step) follow the entry block.
-    entry.getBody().getBlocks().splice(entry.getBody().end(),
-                                       chunkBody.getBlocks(),
-                                       std::next(chunkBody.begin()),
-                                       chunkBody.end());
+    entry.getBody().getBlocks().splice(
+        entry.getBody().end(), chunkBody.getBlocks(),
+        std::next(chunkBody.begin()), chunkBody.end());
     chunks.front().erase();
     return success();
   }

@@ -2204,6 +2204,22 @@ zero.train_step @train(%x: tensor<1x8xf32>)
 
 // -----
 
+// Checks that a transfer's range is not negative.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<1x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op range [4, -1) is empty or negative}}
+  zero.transfer group @flat grads[4, -1) to host_grads phase last_micro_step
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Checks that a transfer's range lies in its partition.
 zero.param @w : tensor<8xf32> init zeros
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]

@@ -352,8 +352,8 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
     } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
       p.group = findGroup(t.getGroupAttr());
       p.buffers = {{t.getSourceBuffer(), false}, {t.getTargetBuffer(), true}};
-      p.range =
-          t.getElementRange().value_or(ElementRange{0, p.group.getNumelValue()});
+      p.range = t.getElementRange().value_or(
+          ElementRange{0, p.group.getNumelValue()});
     }
     size_t i = pending.size();
     pendingIndex[&op] = i;
@@ -617,10 +617,9 @@ LogicalResult ScheduleVerifier::checkCoverage() {
       SmallVector<RangeOp> downloads, uploads;
       for (Operation *t : moves) {
         auto move = cast<TransferOpInterface>(t);
-        ElementRange r = move.getElementRange().value_or(
-            ElementRange{0, p.getNumelValue()});
-        (move.getTargetBuffer() == BufferKind::host_grads ? downloads
-                                                          : uploads)
+        ElementRange r =
+            move.getElementRange().value_or(ElementRange{0, p.getNumelValue()});
+        (move.getTargetBuffer() == BufferKind::host_grads ? downloads : uploads)
             .push_back({t, r});
       }
       if (downloads.empty() || uploads.empty())

@@ -1210,10 +1210,10 @@ LogicalResult TransferOp::verify() {
                        "step does not offload the optimizer (zero.offload)");
   if (getBegin().has_value() != getEnd().has_value())
     return emitOpError("begin and end of the range must be given together");
-  if (getBegin() && (static_cast<int64_t>(*getBegin()) < 0 ||
-                     *getBegin() >= *getEnd()))
+  if (std::optional<std::pair<int64_t, int64_t>> range = getElementRange();
+      range && (range->first < 0 || range->first >= range->second))
     return emitOpError("range [")
-           << *getBegin() << ", " << *getEnd() << ") is empty or negative";
+           << range->first << ", " << range->second << ") is empty or negative";
   // The gradients may stream to the host during the last micro step; the
   // parameters come back after the host Adam, at the boundary.
   if (getPhase() != Phase::boundary &&
@@ -1232,9 +1232,10 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<PartitionOp> group = lookupGroup(*this, tables, getGroupAttr());
   if (failed(group))
     return failure();
-  if (getEnd() && static_cast<int64_t>(*getEnd()) > group->getNumelValue())
+  if (std::optional<std::pair<int64_t, int64_t>> range = getElementRange();
+      range && range->second > group->getNumelValue())
     return emitOpError("range [")
-           << *getBegin() << ", " << *getEnd() << ") exceeds the "
+           << range->first << ", " << range->second << ") exceeds the "
            << group->getNumelValue() << " elements of partition "
            << getGroupAttr();
   ArrayAttr params = group->getParams();

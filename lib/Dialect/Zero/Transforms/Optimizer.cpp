@@ -181,10 +181,9 @@ struct ZeroOptimizerPass
     SmallVector<Operation *> created;
     auto tokenType = TokenType::get(b.getContext());
     auto transfer = [&](Attribute group, BufferKind from, BufferKind to) {
-      auto op = TransferOp::create(b, loc, tokenType,
-                                   cast<FlatSymbolRefAttr>(group).getValue(),
-                                   from, to, IntegerAttr(), IntegerAttr(),
-                                   Phase::boundary);
+      auto op = TransferOp::create(
+          b, loc, tokenType, cast<FlatSymbolRefAttr>(group).getValue(), from,
+          to, IntegerAttr(), IntegerAttr(), Phase::boundary);
       created.push_back(op);
       return op.getToken();
     };
@@ -282,8 +281,8 @@ struct ZeroOptimizerPass
       b.setInsertionPointAfter(done);
       auto copy = TransferOp::create(
           b, op->getLoc(), tokenType, coll.getGroupAttr().getValue(),
-          BufferKind::grads, BufferKind::host_grads,
-          b.getI64IntegerAttr(begin), b.getI64IntegerAttr(end), phase);
+          BufferKind::grads, BufferKind::host_grads, b.getI64IntegerAttr(begin),
+          b.getI64IntegerAttr(end), phase);
       copies.insert(copy);
     }
     // In issue order, the order in which the copy stream completes them.
