@@ -197,7 +197,7 @@ struct ZeroOptimizerPass
     SmallVector<SmallVector<Value>> downloads(groups.size());
     if (offloaded) {
       llvm::DenseMap<StringRef, SmallVector<Value>> streamed =
-          streamGradients(step, schedule);
+          streamGradients(step);
       for (auto [i, group] : llvm::enumerate(groups)) {
         StringRef name = cast<FlatSymbolRefAttr>(group).getValue();
         if (auto it = streamed.find(name); it != streamed.end())
@@ -253,20 +253,19 @@ struct ZeroOptimizerPass
   /// Streams the owned gradients of an offloaded optimizer to the host: a
   /// copy of each gradient reduction's layout range right after that
   /// reduction completed (its zero.wait, or the reduction itself when it is
-  /// synchronous). At stages 2-3 the reductions run in every micro step and
-  /// the copy in the last one only (phase last_micro_step), overlapping the
-  /// backward of the later buckets; at stage 1 both are at the boundary.
+  /// synchronous), in the phase that runs once per step there: a reduction
+  /// of every micro step (stages 2-3) is copied in the last one only (phase
+  /// last_micro_step), overlapping the backward of the later buckets; one at
+  /// the boundary (stage 1) is copied at the boundary.
   /// The copies move the same bytes as one copy of the whole owned part.
   /// Returns each streamed partition's copy tokens, in issue order.
   llvm::DenseMap<StringRef, SmallVector<Value>>
-  streamGradients(TrainStepOp step, const StepSchedule &schedule) {
+  streamGradients(TrainStepOp step) {
     llvm::DenseMap<StringRef, SmallVector<Value>> tokens;
     SmallVector<Operation *> reductions;
     for (Operation &op : step.getBodyBlock())
       if (isa<ReduceScatterOp, ReduceOp>(op))
         reductions.push_back(&op);
-    Phase phase =
-        schedule.getStage() >= 2 ? Phase::last_micro_step : Phase::boundary;
     auto tokenType = TokenType::get(step.getContext());
     llvm::SmallPtrSet<Operation *, 16> copies;
     for (Operation *op : reductions) {
@@ -277,6 +276,8 @@ struct ZeroOptimizerPass
           if (isa<WaitOp>(user))
             done = user;
       auto [begin, end] = *coll.getElementRange();
+      Phase phase = runsAtBoundary(getStepPhase(done)) ? Phase::boundary
+                                                       : Phase::last_micro_step;
       OpBuilder b(done->getContext());
       b.setInsertionPointAfter(done);
       auto copy = TransferOp::create(
