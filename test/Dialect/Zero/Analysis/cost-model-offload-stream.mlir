@@ -18,9 +18,11 @@
 //   host Adam, 28 B a parameter: 3 + 29360128 / 40e9 = 737.0032 us;
 //   the parameters return (2 MiB, 43.96 us), waited for at once.
 // Exposed transfer: 16.7739 + 43.96 = 60.7339 us. Copied whole at the
-// boundary as before streaming, the 2 MiB of gradients (43.96 us) would
-// start at 57.8973 and expose 43.96 - 6.7061 = 37.2539 us: 81.2139 us.
-// RUN: zero-opt %s --zero-optimizer=offload-optimizer=cpu --zero-report="hardware=h100-sxm trace=%t.trace.json" -o /dev/null | FileCheck %s
+// boundary as before streaming (Inputs/offload-copied-whole.mlir), the 2 MiB
+// of gradients (43.96 us) start at 57.8973 and expose 43.96 - 6.7061 =
+// 37.2539 us: 81.2139 us. Both schedules pass zero-verify-schedule.
+// RUN: zero-opt %s --zero-optimizer=offload-optimizer=cpu --zero-verify-schedule --zero-report="hardware=h100-sxm trace=%t.trace.json" -o /dev/null | FileCheck %s
+// RUN: zero-opt %S/Inputs/offload-copied-whole.mlir --zero-verify-schedule --zero-report="hardware=h100-sxm" -o /dev/null | FileCheck %s --check-prefix=WHOLE
 // RUN: %python -c "import json; e = [x for x in json.load(open('%t.trace.json'))['traceEvents'] if x.get('pid') == 0 and x['ph'] == 'X']; c = [x for x in e if x['cat'] == 'copy']; big = [x for x in e if x['name'] == 'nn.fill' and x['dur'] > 40][0]; print('copies', len(c), 'first copy', round(c[0]['ts'], 4), round(c[0]['dur'], 4), 'backward', round(big['ts'], 4), round(big['ts'] + big['dur'], 4), 'overlaps', c[0]['ts'] < big['ts'] + big['dur'] and c[0]['ts'] + c[0]['dur'] > big['ts'])" | FileCheck %s --check-prefix=TRACE
 
 // With two micro steps the copies run in the second only.
@@ -28,6 +30,7 @@
 // RUN: %python -c "import json; e = [x for x in json.load(open('%t.acc.json'))['traceEvents'] if x.get('pid') == 0 and x['ph'] == 'X']; print('copies in micro steps', [x['args']['micro_step'] for x in e if x['cat'] == 'copy'], 'fills', len([x for x in e if x['name'] == 'nn.fill']))" | FileCheck %s --check-prefix=ACC
 
 // CHECK: "exposed_transfer_ms": 0.06073{{[0-9]*}},
+// WHOLE: "exposed_transfer_ms": 0.08121{{[0-9]*}},
 // ACC: copies in micro steps [1, 1, 1] fills 8
 // TRACE: copies 3 first copy 6.3531 23.48 backward 6.3531 54.5442 overlaps True
 

@@ -888,10 +888,11 @@ def Zero_MemoryKind : I32EnumAttr<"MemoryKind", "where a buffer lives", [
 def Zero_TransferOpInterface : OpInterface<"TransferOpInterface"> {
   let cppNamespace = "::mlir::zero";
   let description = [{
-    A copy of this rank's owned part of a partition between persistent
-    buffers in two memories (device and pinned host memory): what the
-    memory planner, the verifier, the cost model (which charges the link
-    between the two memories) and the report need, whatever op carries it.
+    A copy of this rank's owned part of a partition (or of a layout range
+    of it) between persistent buffers in two memories (device and pinned
+    host memory): what the memory planner, the verifier, the cost model
+    (which charges the link between the two memories) and the report need,
+    whatever op carries it.
   }];
   let methods = [
     InterfaceMethod<"The partition whose owned elements move.",
