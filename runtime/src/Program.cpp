@@ -253,17 +253,26 @@ extern "C" void zrt_ctx_adam(zrt_ctx *ctx, int32_t p, const float *stats,
   zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }
 
+extern "C" int32_t zrt_ctx_last_micro_step(zrt_ctx *ctx) {
+  return ctx->micro + 1 >= ctx->manifest->accumulationSteps ? 1 : 0;
+}
+
 extern "C" void zrt_ctx_transfer(zrt_ctx *ctx, int32_t p, int32_t from,
-                                 int32_t to, int32_t slot) {
+                                 int32_t to, int64_t begin, int64_t end,
+                                 int32_t slot) {
   const char *call = "zrt_ctx_transfer";
   const PartitionInfo &part = partition(ctx, p, call);
   const Manifest &m = *ctx->manifest;
-  // The owned elements: the front of the host copies, the owned slice of
-  // the device buffers (ownedGrads, ownedParams).
-  int64_t n = m.owned(part, ctx->rank).size();
+  checkRange(part, begin, end, part.numel, call);
+  // The owned elements of [begin, end): `skip` elements into the front of
+  // the host copies and into the owned slice of the device buffers
+  // (ownedGrads, ownedParams).
+  Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
+  int64_t n = mine.size();
+  int64_t skip = n > 0 ? mine.begin - m.owned(part, ctx->rank).begin : 0;
   int64_t elementBytes = ctx->computeBytes;
-  const void *src = nullptr;
-  void *dst = nullptr;
+  const char *src = nullptr;
+  char *dst = nullptr;
   bool toHost = false;
   if (from == kGrads && to == kHostGrads && part.hasBuffer(kHostGrads)) {
     src = ownedGrads(ctx, p, part).first;
@@ -282,8 +291,16 @@ extern "C" void zrt_ctx_transfer(zrt_ctx *ctx, int32_t p, int32_t from,
     fatal("%s: partition '%s' has no copy from buffer %d to buffer %d", call,
           part.name.c_str(), int(from), int(to));
   }
-  launch(ctx, slot, toHost ? "copy to host" : "copy to device", {},
-         device::transfer(dst, src, n * elementBytes, toHost));
+  const char *what = toHost ? "copy to host" : "copy to device";
+  // The span is the copy on the CPU backend (a memcpy), its enqueueing on a
+  // GPU; its wait is traced by zrt_ctx_wait.
+  double start = ctx->tracing ? ctx->nowUs() : 0.0;
+  std::function<void()> done =
+      device::transfer(dst + skip * elementBytes, src + skip * elementBytes,
+                       n * elementBytes, toHost);
+  if (ctx->tracing)
+    ctx->trace.push_back({what, start, ctx->nowUs() - start});
+  launch(ctx, slot, what, {}, std::move(done));
 }
 
 extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,

@@ -288,3 +288,55 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, ScratchTest,
                          });
 
 } // namespace
+
+// An offloaded optimizer's streamed gradient copies (stage 2, 10 elements
+// over 2 ranks): a layout range copies this rank's owned part of it from the
+// front of its grads shard to the same place in host_grads; a range this
+// rank owns nothing of copies nothing but still completes at its wait.
+TEST(OffloadTransferTest, RangesCopyTheOwnedPart) {
+  zrt::Manifest manifest;
+  manifest.stage = 2;
+  manifest.accumulationSteps = 2;
+  zrt::PartitionInfo part;
+  part.name = "flat";
+  part.numel = part.paddedNumel = 10;
+  part.shardNumel = 5;
+  part.offsets.fill(-1);
+  for (zrt::BufferKind kind : {zrt::kGrads, zrt::kHostGrads}) {
+    part.present[kind] = true;
+    part.offsets[kind] = 0;
+    part.counts[kind] = 5;
+  }
+  part.onHost[zrt::kHostGrads] = true;
+  manifest.partitions.push_back(part);
+  std::vector<float> grads = {5, 6, 7, 8, 9}, host(5, 0.0f);
+  zrt_ctx ctx;
+  ctx.manifest = &manifest;
+  ctx.rank = 1;
+  ctx.world = 2;
+  ctx.computeBytes = 4;
+  ctx.persistent = reinterpret_cast<char *>(grads.data());
+  ctx.host = reinterpret_cast<char *>(host.data());
+  // Rank 1 owns [5, 10): of [3, 7) elements 5 and 6, the shard's first two.
+  zrt_ctx_transfer(&ctx, 0, zrt::kGrads, zrt::kHostGrads, 3, 7, -1);
+  EXPECT_EQ(host, (std::vector<float>{5, 6, 0, 0, 0}));
+  zrt_ctx_transfer(&ctx, 0, zrt::kGrads, zrt::kHostGrads, 0, 4, 0);
+  zrt_ctx_wait(&ctx, 0);
+  EXPECT_EQ(host, (std::vector<float>{5, 6, 0, 0, 0}));
+  zrt_ctx_transfer(&ctx, 0, zrt::kGrads, zrt::kHostGrads, 7, 10, 1);
+  zrt_ctx_wait(&ctx, 1);
+  EXPECT_EQ(host, (std::vector<float>{5, 6, 7, 8, 9}));
+  // The whole layout: the whole owned part.
+  std::fill(host.begin(), host.end(), 0.0f);
+  zrt_ctx_transfer(&ctx, 0, zrt::kGrads, zrt::kHostGrads, 0, 10, -1);
+  EXPECT_EQ(host, grads);
+  EXPECT_EQ(ctx.liveSlots, 0);
+  // The flag of the last micro step.
+  ctx.micro = 0;
+  EXPECT_EQ(zrt_ctx_last_micro_step(&ctx), 0);
+  ctx.micro = 1;
+  EXPECT_EQ(zrt_ctx_last_micro_step(&ctx), 1);
+  EXPECT_DEATH(
+      zrt_ctx_transfer(&ctx, 0, zrt::kGrads, zrt::kHostGrads, 8, 12, -1),
+      "range \\[8, 12\\) outside partition 'flat'");
+}

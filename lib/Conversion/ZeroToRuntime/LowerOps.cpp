@@ -229,11 +229,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](TransferOp o) -> LogicalResult {
+        // Without a range, the whole layout: the rank's whole owned part.
+        const PartitionBuffers *part = s.lookupPartition(o.getGroupAttr());
+        if (!part)
+          return o.emitOpError("copies a partition the schedule lacks");
+        auto [begin, end] = o.getElementRange().value_or(
+            std::make_pair(int64_t(0), part->partition.getNumelValue()));
         callVoid("zrt_ctx_transfer",
                  {ctx, i32(partitionIndex(o.getGroupAttr())),
                   i32(static_cast<int32_t>(o.getSource())),
-                  i32(static_cast<int32_t>(o.getTarget())),
-                  i32(slotOf(o.getToken()))});
+                  i32(static_cast<int32_t>(o.getTarget())), i64(begin),
+                  i64(end), i32(slotOf(o.getToken()))});
         return success();
       })
       .Case([&](ReturnOp o) -> LogicalResult {

@@ -90,9 +90,37 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry,
     int64_t index = opIndices.lookup(op);
     if (trace)
       traceMemory(index, /*before=*/true);
+    // An op of the last micro step only runs when the runtime's flag says
+    // so. What it computes inside the guard is not reused after it.
+    bool guarded = getStepPhase(op) == Phase::last_micro_step;
+    Block *after = nullptr;
+    DenseMap<Value, Value> outerCache;
+    if (guarded) {
+      loc = op->getLoc();
+      FailureOr<Value> last = call("zrt_ctx_last_micro_step", {ctx});
+      if (failed(last) || callFailed) {
+        b.setListener(nullptr);
+        return failure();
+      }
+      Value flag =
+          LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, *last, i32(0));
+      Region *region = b.getInsertionBlock()->getParent();
+      Block *then = new Block();
+      after = new Block();
+      region->push_back(then);
+      region->push_back(after);
+      LLVM::CondBrOp::create(b, loc, flag, then, after);
+      b.setInsertionPointToEnd(then);
+      outerCache = ptrCache;
+    }
     if (failed(lowerOp(op)) || callFailed) {
       b.setListener(nullptr);
       return failure();
+    }
+    if (guarded) {
+      LLVM::BrOp::create(b, loc, after);
+      b.setInsertionPointToEnd(after);
+      ptrCache = std::move(outerCache);
     }
     if (trace)
       traceMemory(index, /*before=*/false);
@@ -104,9 +132,14 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry,
   // A phase that fits in one function is emitted as the entry itself.
   loc = step.getLoc();
   if (chunks.size() == 1) {
-    Block &body = chunks.front().getBody().front();
+    Region &chunkBody = chunks.front().getBody();
+    Block &body = chunkBody.front();
     body.getArgument(0).replaceAllUsesWith(entryBody->getArgument(0));
     entryBody->getOperations().splice(entryBody->end(), body.getOperations());
+    // The blocks of guarded ops (last_micro_step) follow the entry block.
+    entry.getBody().getBlocks().splice(
+        entry.getBody().end(), chunkBody.getBlocks(),
+        std::next(chunkBody.begin()), chunkBody.end());
     chunks.front().erase();
     return success();
   }

@@ -2163,8 +2163,89 @@ zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     attributes {zero.offload = #zero.offload<optimizer = cpu>} {
-  // expected-error @+1 {{'zero.transfer' op moves the gradients and parameters of the optimizer step, which runs once per optimizer step: its phase must be boundary, not micro_step}}
+  // expected-error @+1 {{'zero.transfer' op moves the gradients of the optimizer step, which runs once per optimizer step: its phase must be boundary or last_micro_step, not micro_step}}
   zero.transfer group @flat grads to host_grads
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the parameters come back at the boundary, after the host
+// Adam, not in the last micro step.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<1x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op moves the parameters the host Adam updated: its phase must be boundary, not last_micro_step}}
+  zero.transfer group @flat master to params phase last_micro_step
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a transfer's range is not empty.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<1x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op range [4, 4) is empty or negative}}
+  zero.transfer group @flat grads[4, 4) to host_grads phase last_micro_step
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a transfer's range is not negative.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<1x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op range [4, -1) is empty or negative}}
+  zero.transfer group @flat grads[4, -1) to host_grads phase last_micro_step
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a transfer's range lies in its partition.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<1x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op range [4, 10) exceeds the 8 elements of partition @flat}}
+  zero.transfer group @flat grads[4, 10) to host_grads phase last_micro_step
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that begin and end come together.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<1x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  // expected-error @+1 {{'zero.transfer' op begin and end of the range must be given together}}
+  zero.transfer group @flat grads to host_grads phase last_micro_step {begin = 4 : i64}
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }

@@ -280,6 +280,8 @@ zero.train_step @to_nvme(%x: tensor<8x4xf32>)
 // host Adam.
 // CHECK-LABEL: zero.train_step @offload_ops(
 // CHECK: %[[D:.*]] = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
+// CHECK: %[[R:.*]] = zero.transfer group @flat grads[4, 8) to host_grads phase last_micro_step -> !zero.token
+// CHECK: zero.wait %[[R]] phase boundary
 // CHECK: zero.adam group @flat stats %{{.*}} scale %{{.*}} skip %{{.*}} divisor 2.000000e+00 host phase boundary : tensor<2xf32>
 // CHECK: zero.transfer group @flat host_params to params phase boundary{{$}}
 zero.param @w : tensor<8xf32> init zeros compute bf16
@@ -291,6 +293,8 @@ zero.train_step @offload_ops(%x: tensor<2x8xbf16>)
     attributes {zero.offload = #zero.offload<optimizer = cpu>} {
   %loss = nn.fill 0.0 : tensor<f32>
   %d = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
+  %r = zero.transfer group @flat grads[4, 8) to host_grads phase last_micro_step -> !zero.token
+  zero.wait %r phase boundary
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1

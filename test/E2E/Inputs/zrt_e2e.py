@@ -957,6 +957,51 @@ def cmd_trace(args):
                                    len(waits)))
 
 
+def cmd_streamed_copies(args):
+    """An offloaded optimizer's gradient copies in a --trace: every "copy to
+    host" span lies in the last micro step of its step (none in the earlier
+    micro steps or the boundary), several per step (one per bucket), the
+    first of each step followed by backward kernels of the same micro step;
+    every "copy to device" span lies in the boundary."""
+    events = [e for e in json.load(open(args.file))["traceEvents"]
+              if e["ph"] == "X"]
+    eps = 1.0  # us: spans are rounded to microseconds
+
+    def inside(e, s):
+        return s["ts"] - eps <= e["ts"] and \
+            e["ts"] + e["dur"] <= s["ts"] + s["dur"] + eps
+
+    last = "micro step %d" % (args.micro_steps - 1)
+    micro = [e for e in events if e["name"].startswith("micro step ")]
+    boundaries = [e for e in events if e["name"] == "boundary"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    downloads = [e for e in events if e["name"] == "copy to host"]
+    uploads = [e for e in events if e["name"] == "copy to device"]
+    per_step = []
+    for m in micro:
+        copies = [c for c in downloads if inside(c, m)]
+        if m["name"] != last:
+            if copies:
+                fail("%d copies to the host in %s" % (len(copies), m["name"]))
+            continue
+        if len(copies) < 2:
+            fail("%d copies to the host in %s, expected one per bucket" %
+                 (len(copies), last))
+        first_end = min(c["ts"] + c["dur"] for c in copies)
+        if not any(inside(k, m) and k["ts"] >= first_end for k in kernels):
+            fail("no kernel after the first copy of %s" % last)
+        per_step.append(len(copies))
+    if len(per_step) != args.steps or sum(per_step) != len(downloads):
+        fail("copies to the host outside the last micro steps: %d of %d" %
+             (sum(per_step), len(downloads)))
+    if not uploads or not all(any(inside(u, b) for b in boundaries)
+                              for u in uploads):
+        fail("copies to the device outside the boundary")
+    print("%d steps: %d copies to the host in %s of each, under the "
+          "backward; %d copies to the device in the boundaries" %
+          (len(per_step), per_step[0], last, len(uploads)))
+
+
 def cmd_memory_track(args):
     """The "memory" counter track of a rank's trace against the peak line
     the run printed: the largest allocated total (the stacked args: both
@@ -1261,6 +1306,11 @@ def main():
     s.add_argument("--compile-args", default="")
     s.add_argument("--train-args", default="")
     s.set_defaults(fn=cmd_budget)
+    s = sub.add_parser("streamed-copies")
+    s.add_argument("file")
+    s.add_argument("--steps", type=int, required=True)
+    s.add_argument("--micro-steps", type=int, default=1)
+    s.set_defaults(fn=cmd_streamed_copies)
     s = sub.add_parser("trace")
     s.add_argument("file")
     s.add_argument("--steps", type=int, required=True)

@@ -222,14 +222,20 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     return Work::kernel(bytes);
   }
   if (auto transfer = dyn_cast<TransferOpInterface>(op)) {
-    // The rank's owned elements of the source buffer.
+    // The rank's owned elements of the source buffer; of a range, the
+    // ranks' mean share of it (a range within one shard is copied by its
+    // owner alone, but every rank copies as many elements over the step).
     const PartitionBuffers *p =
         schedule.lookupPartition(transfer.getGroupAttr());
     BufferKind from = transfer.getSourceBuffer();
     int64_t eb = from == BufferKind::master
                      ? 4
                      : getGroupElementBytes(transfer.getGroupAttr());
-    return Work::transfer(p ? p->getOptimizerNumel() * double(eb) : 0);
+    double elements = p ? p->getOptimizerNumel() : 0;
+    if (std::optional<std::pair<int64_t, int64_t>> range =
+            transfer.getElementRange())
+      elements = double(range->second - range->first) / double(n);
+    return Work::transfer(elements * double(eb));
   }
   if (auto adam = dyn_cast<AdamOp>(op); adam && adam.getHost()) {
     // The CPU Adam streams the host masters, moments (24 B), the host
@@ -429,11 +435,12 @@ LogicalResult Simulator::step(Operation *op) {
 FailureOr<StepTimeline> Simulator::run() {
   Block &body = schedule.getStep().getBodyBlock();
   // Micro steps of an accumulation window: the whole body each time except
-  // the ops of the boundary phases, which run in the last one only.
+  // the ops that run once per step (the boundary phases, last_micro_step),
+  // which run in the last one only.
   int64_t k = std::max<int64_t>(1, schedule.getAccumulationSteps());
   for (microStep = 0; microStep < k; ++microStep) {
     for (Operation &op : body) {
-      if (microStep + 1 < k && runsAtBoundary(getStepPhase(&op)))
+      if (microStep + 1 < k && runsOncePerStep(getStepPhase(&op)))
         continue;
       if (failed(step(&op)))
         return failure();

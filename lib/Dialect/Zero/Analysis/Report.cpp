@@ -25,9 +25,9 @@ using namespace mlir;
 using namespace mlir::zero;
 
 /// How often an op runs per optimizer step: micro-step ops run once per
-/// accumulation step, boundary ops once.
+/// accumulation step, boundary and last-micro-step ops once.
 static int64_t multiplicity(Operation *op, const StepSchedule &s) {
-  return runsAtBoundary(getStepPhase(op)) ? 1 : s.getAccumulationSteps();
+  return runsOncePerStep(getStepPhase(op)) ? 1 : s.getAccumulationSteps();
 }
 
 namespace {

@@ -243,10 +243,11 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
       }
     } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
       PartitionOp g = findGroup(t.getGroupAttr());
-      ElementRange all = {0, g.getNumelValue()};
-      if (failed(conflict(g, t.getSourceBuffer(), all, "copies",
+      ElementRange moved =
+          t.getElementRange().value_or(ElementRange{0, g.getNumelValue()});
+      if (failed(conflict(g, t.getSourceBuffer(), moved, "copies",
                           /*writes=*/false)) ||
-          failed(conflict(g, t.getTargetBuffer(), all, "copies into")))
+          failed(conflict(g, t.getTargetBuffer(), moved, "copies into")))
         return failure();
     } else if (auto coll = dyn_cast<CollectiveOpInterface>(op);
                coll && coll.getInPlaceBuffer() && coll.getElementRange()) {
@@ -339,20 +340,20 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
         resultPendingUntil[ar.getResult()] = &op;
       }
     } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
+      // In place or into the shard accumulator, the rank writes its owned
+      // part of [begin, end) of the layout.
       p.group = findGroup(rs.getGroupAttr());
       p.buffers = {{BufferKind::grads, true}};
       p.range = {rs.getBegin(), rs.getEnd()};
-      // The shard accumulator is written: the whole owned range is affected.
-      if (!rs.getBuffer())
-        p.range = {0, p.group.getNumelValue()};
     } else if (auto r = dyn_cast<ReduceOp>(op)) {
       p.group = findGroup(r.getGroupAttr());
       p.buffers = {{BufferKind::grads, true}};
-      p.range = {0, p.group.getNumelValue()};
+      p.range = {r.getBegin(), r.getEnd()};
     } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
       p.group = findGroup(t.getGroupAttr());
       p.buffers = {{t.getSourceBuffer(), false}, {t.getTargetBuffer(), true}};
-      p.range = {0, p.group.getNumelValue()};
+      p.range = t.getElementRange().value_or(
+          ElementRange{0, p.group.getNumelValue()});
     }
     size_t i = pending.size();
     pendingIndex[&op] = i;
@@ -462,6 +463,12 @@ LogicalResult ScheduleVerifier::checkFrees() {
 LogicalResult ScheduleVerifier::checkCoverage() {
   Block &body = schedule.getStep().getBodyBlock();
   int64_t stage = schedule.getStage();
+  // Position in run order: the micro step's ops (last_micro_step ones
+  // included) run before the boundary function's.
+  int64_t numOps = static_cast<int64_t>(index.size());
+  auto runAt = [&](Operation *op) {
+    return index[op] + (runsAtBoundary(getStepPhase(op)) ? numOps : 0);
+  };
   DenseMap<Operation *, SmallVector<RangeOp>> reductions, gathers;
   DenseMap<Operation *, SmallVector<AdamOp>> updates;
   DenseMap<Operation *, SmallVector<Operation *>> transfers;
@@ -602,30 +609,57 @@ LogicalResult ScheduleVerifier::checkCoverage() {
       return failure();
     }
     // An offloaded optimizer: the gradients go to the host before the host
-    // Adam, once, and the parameters come back after it, once.
+    // Adam, each element once (in one copy or streamed range by range, each
+    // after its reduction completed), and the parameters come back after
+    // it, each element once.
     SmallVector<Operation *> &moves = transfers[p];
     if (schedule.isOptimizerOffloaded()) {
-      auto count = [&](bool download) {
-        return llvm::count_if(moves, [&](Operation *t) {
-          return (cast<TransferOpInterface>(t).getTargetBuffer() ==
-                  BufferKind::host_grads) == download;
-        });
-      };
-      if (count(true) != 1 || count(false) != 1)
+      SmallVector<RangeOp> downloads, uploads;
+      for (Operation *t : moves) {
+        auto move = cast<TransferOpInterface>(t);
+        ElementRange r =
+            move.getElementRange().value_or(ElementRange{0, p.getNumelValue()});
+        (move.getTargetBuffer() == BufferKind::host_grads ? downloads : uploads)
+            .push_back({t, r});
+      }
+      if (downloads.empty() || uploads.empty())
         return p.emitOpError("has an offloaded optimizer: its gradients must "
-                             "be copied to the host once and its parameters "
-                             "back once per step, found ")
-               << count(true) << " and " << count(false);
+                             "be copied to the host and its parameters back "
+                             "in every step, found ")
+               << downloads.size() << " and " << uploads.size() << " copies";
+      if (failed(tile(downloads, "copies the gradients of",
+                      "are never copied to the host")) ||
+          failed(tile(uploads, "copies the parameters of",
+                      "are never copied back from the host")))
+        return failure();
       for (Operation *t : moves) {
         bool download = cast<TransferOpInterface>(t).getTargetBuffer() ==
                         BufferKind::host_grads;
-        if (download != (index[t] < index[ups[0]]))
+        if (download != (runAt(t) < runAt(ups[0])))
           return t->emitOpError(download ? "copies the gradients of @"
                                          : "copies the parameters of @")
                  << p.getSymName()
                  << (download ? " to the host after" : " to the device before")
                  << " their host zero.adam";
       }
+      for (RangeOp &d : downloads)
+        for (RangeOp &r : reductions[p]) {
+          if (!overlaps(d.range, r.range))
+            continue;
+          Operation *done = r.op;
+          if (Value token = getToken(r.op))
+            for (Operation *user : token.getUsers())
+              done = user;
+          if (runAt(done) > runAt(d.op)) {
+            InFlightDiagnostic diag =
+                d.op->emitOpError("copies the gradients of ")
+                << describe(p, {std::max(d.range.first, r.range.first),
+                                std::min(d.range.second, r.range.second)})
+                << " to the host before their reduction completed";
+            diag.attachNote(done->getLoc()) << "the reduction completes here";
+            return failure();
+          }
+        }
       if (!gathers[p].empty())
         for (Operation *t : moves)
           for (RangeOp &g : gathers[p])
@@ -732,8 +766,17 @@ LogicalResult ScheduleVerifier::checkPlan() {
   return success();
 }
 
-/// The lowering emits the ops that run in every micro step and those that
-/// run only in the last one (the boundary) into two functions, and the
+/// When ops of `phase` run: 0 in every micro step, 1 in the last micro step
+/// only (among the micro step's ops), 2 in the boundary function after it.
+static int runsWhen(Phase phase) {
+  if (runsAtBoundary(phase))
+    return 2;
+  return phase == Phase::last_micro_step ? 1 : 0;
+}
+
+/// The lowering emits the ops that run in every micro step (and, guarded,
+/// those of the last micro step only) into the micro step function and
+/// those that run after the last one (the boundary) into another, and the
 /// optimizer updates each shard once per optimizer step, so the phases must
 /// agree with what the ops do.
 LogicalResult ScheduleVerifier::checkPhases() {
@@ -741,16 +784,18 @@ LogicalResult ScheduleVerifier::checkPhases() {
   Operation *afterOptimizer = nullptr;
   for (Operation &op : body) {
     Phase phase = getStepPhase(&op);
-    bool once = runsAtBoundary(phase);
+    int when = runsWhen(phase);
     auto collective = dyn_cast<CollectiveOpInterface>(&op);
+    // Transfers check their own phase (zero.transfer's verifier): the
+    // gradients may stream to the host in the last micro step.
     bool optimizer =
-        isa<CheckOverflowOp, UpdateLossScaleOp, AdamOp, TransferOp>(op) ||
+        isa<CheckOverflowOp, UpdateLossScaleOp, AdamOp>(op) ||
         (isa_and_nonnull<AllReduceOp>(&op) && collective.getMovedValue());
     if (optimizer && phase != Phase::boundary)
       return op.emitOpError("belongs to the optimizer, which runs once per "
                             "optimizer step: its phase must be boundary, not ")
              << stringifyPhase(phase);
-    if (optimizer && afterOptimizer) {
+    if ((optimizer || isa<TransferOp>(op)) && afterOptimizer) {
       InFlightDiagnostic d = op.emitOpError(
           "belongs to the optimizer but comes after an op of phase ")
                              << stringifyPhase(getStepPhase(afterOptimizer));
@@ -760,10 +805,10 @@ LogicalResult ScheduleVerifier::checkPhases() {
     if (isAfterOptimizer(phase) && !afterOptimizer)
       afterOptimizer = &op;
     if (collective && collective.getInPlaceBuffer() == BufferKind::grads &&
-        !once)
+        when == 0)
       return op.emitOpError("reduces the accumulated gradients in place, "
                             "which happens once per optimizer step: its phase "
-                            "must be boundary, not ")
+                            "must be boundary or last_micro_step, not ")
              << stringifyPhase(phase);
     if (collective && collective.getInPlaceBuffer() == BufferKind::params &&
         phase != Phase::post_step)
@@ -772,29 +817,40 @@ LogicalResult ScheduleVerifier::checkPhases() {
              << stringifyPhase(phase);
     if (auto wait = dyn_cast<WaitOp>(op)) {
       Operation *issue = wait.getToken().getDefiningOp();
-      if (issue && runsAtBoundary(getStepPhase(issue)) != once) {
-        InFlightDiagnostic d = op.emitOpError("runs in phase ")
-                               << stringifyPhase(phase)
-                               << " but waits for a collective of phase "
-                               << stringifyPhase(getStepPhase(issue))
-                               << ": one runs in every micro step, the other "
-                                  "once per optimizer step";
-        d.attachNote(issue->getLoc()) << "the collective";
-        return failure();
-      }
-      continue;
+      if (!issue)
+        continue;
+      int issued = runsWhen(getStepPhase(issue));
+      // A token of the last micro step may be waited at the boundary.
+      if (issued == when || (issued == 1 && when == 2))
+        continue;
+      InFlightDiagnostic d = op.emitOpError("runs in phase ")
+                             << stringifyPhase(phase)
+                             << " but waits for a collective of phase "
+                             << stringifyPhase(getStepPhase(issue));
+      if ((issued == 0) != (when == 0))
+        d << ": one runs in every micro step, the other once per optimizer "
+             "step";
+      else
+        d << ", which is issued after the last micro step";
+      d.attachNote(issue->getLoc()) << "the collective";
+      return failure();
     }
-    if (once)
+    if (when == 2)
       continue;
     for (Value v : op.getOperands()) {
       Operation *def = v.getDefiningOp();
-      if (!def || def->getBlock() != &body ||
-          !runsAtBoundary(getStepPhase(def)))
+      if (!def || def->getBlock() != &body)
+        continue;
+      int defined = runsWhen(getStepPhase(def));
+      if (defined <= when)
         continue;
       InFlightDiagnostic d =
-          op.emitOpError("runs in every micro step but uses a value that "
-                         "only the last micro step computes (phase ")
-          << stringifyPhase(getStepPhase(def)) << ")";
+          when == 0
+              ? op.emitOpError("runs in every micro step but uses a value "
+                               "that only the last micro step computes (phase ")
+              : op.emitOpError("runs in the last micro step but uses a value "
+                               "computed after it (phase ");
+      d << stringifyPhase(getStepPhase(def)) << ")";
       d.attachNote(def->getLoc()) << "computed here";
       return failure();
     }

@@ -1187,6 +1187,12 @@ LogicalResult AdamOp::verify() {
 
 BufferKind TransferOp::getSourceBuffer() { return getSource(); }
 BufferKind TransferOp::getTargetBuffer() { return getTarget(); }
+std::optional<std::pair<int64_t, int64_t>> TransferOp::getElementRange() {
+  if (!getBegin())
+    return std::nullopt;
+  return std::make_pair(static_cast<int64_t>(*getBegin()),
+                        static_cast<int64_t>(*getEnd()));
+}
 
 LogicalResult TransferOp::verify() {
   BufferKind from = getSource(), to = getTarget();
@@ -1202,10 +1208,22 @@ LogicalResult TransferOp::verify() {
   if (step && !offloadsOptimizer(step))
     return emitOpError("copies between device and host memory, but the train "
                        "step does not offload the optimizer (zero.offload)");
-  if (getPhase() != Phase::boundary)
-    return emitOpError("moves the gradients and parameters of the optimizer "
-                       "step, which runs once per optimizer step: its phase "
-                       "must be boundary, not ")
+  if (getBegin().has_value() != getEnd().has_value())
+    return emitOpError("begin and end of the range must be given together");
+  if (std::optional<std::pair<int64_t, int64_t>> range = getElementRange();
+      range && (range->first < 0 || range->first >= range->second))
+    return emitOpError("range [")
+           << range->first << ", " << range->second << ") is empty or negative";
+  // The gradients may stream to the host during the last micro step; the
+  // parameters come back after the host Adam, at the boundary.
+  if (getPhase() != Phase::boundary &&
+      !(download && getPhase() == Phase::last_micro_step))
+    return emitOpError(download
+                           ? "moves the gradients of the optimizer step, "
+                             "which runs once per optimizer step: its phase "
+                             "must be boundary or last_micro_step, not "
+                           : "moves the parameters the host Adam updated: "
+                             "its phase must be boundary, not ")
            << stringifyPhase(getPhase());
   return success();
 }
@@ -1214,6 +1232,12 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<PartitionOp> group = lookupGroup(*this, tables, getGroupAttr());
   if (failed(group))
     return failure();
+  if (std::optional<std::pair<int64_t, int64_t>> range = getElementRange();
+      range && range->second > group->getNumelValue())
+    return emitOpError("range [")
+           << range->first << ", " << range->second << ") exceeds the "
+           << group->getNumelValue() << " elements of partition "
+           << getGroupAttr();
   ArrayAttr params = group->getParams();
   if (params.empty() || getSource() == BufferKind::grads)
     return success();

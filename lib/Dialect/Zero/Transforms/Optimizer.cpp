@@ -10,6 +10,8 @@
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/Transforms/LrSchedule.h"
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::zero {
@@ -177,25 +179,34 @@ struct ZeroOptimizerPass
     auto stats = RankedTensorType::get({2}, f32);
     bool offloaded = schedule.isOptimizerOffloaded();
     SmallVector<Operation *> created;
-    // Optimizer offload: every partition's owned gradients start for the
-    // host at once, so that the copies overlap the overflow check and the
-    // host Adam of the partitions before them.
     auto tokenType = TokenType::get(b.getContext());
     auto transfer = [&](Attribute group, BufferKind from, BufferKind to) {
-      auto op = TransferOp::create(b, loc, tokenType,
-                                   cast<FlatSymbolRefAttr>(group).getValue(),
-                                   from, to, Phase::boundary);
+      auto op = TransferOp::create(
+          b, loc, tokenType, cast<FlatSymbolRefAttr>(group).getValue(), from,
+          to, IntegerAttr(), IntegerAttr(), Phase::boundary);
       created.push_back(op);
       return op.getToken();
     };
     auto wait = [&](Value token) {
       created.push_back(WaitOp::create(b, loc, token));
     };
-    SmallVector<Value> downloads;
-    if (offloaded)
-      for (Attribute group : groups)
-        downloads.push_back(
-            transfer(group, BufferKind::grads, BufferKind::host_grads));
+    // Optimizer offload: the owned gradients stream to the host bucket by
+    // bucket as their reductions complete; a partition without reductions
+    // starts its whole copy here, so that it overlaps the overflow check and
+    // the host Adam of the partitions before it.
+    SmallVector<SmallVector<Value>> downloads(groups.size());
+    if (offloaded) {
+      llvm::DenseMap<StringRef, SmallVector<Value>> streamed =
+          streamGradients(step);
+      for (auto [i, group] : llvm::enumerate(groups)) {
+        StringRef name = cast<FlatSymbolRefAttr>(group).getValue();
+        if (auto it = streamed.find(name); it != streamed.end())
+          downloads[i] = it->second;
+        else
+          downloads[i].push_back(
+              transfer(group, BufferKind::grads, BufferKind::host_grads));
+      }
+    }
     auto scale = LossScaleOp::create(b, loc, RankedTensorType::get({}, f32));
     auto check = CheckOverflowOp::create(b, loc, stats, b.getArrayAttr(groups),
                                          scale, divisor);
@@ -216,8 +227,9 @@ struct ZeroOptimizerPass
     created.push_back(skip);
     SmallVector<Value> uploads;
     for (auto [i, group] : llvm::enumerate(groups)) {
-      if (offloaded)
-        wait(downloads[i]);
+      // Only this partition's copies: the later partitions' may still run.
+      for (Value token : downloads[i])
+        wait(token);
       auto adam = AdamOp::create(b, loc, cast<FlatSymbolRefAttr>(group), global,
                                  scale, skip, divisor);
       adam.setHost(offloaded);
@@ -236,6 +248,49 @@ struct ZeroOptimizerPass
       wait(token);
     for (Operation *op : created)
       markBoundary(op);
+  }
+
+  /// Streams the owned gradients of an offloaded optimizer to the host: a
+  /// copy of each gradient reduction's layout range right after that
+  /// reduction completed (its zero.wait, or the reduction itself when it is
+  /// synchronous), in the phase that runs once per step there: a reduction
+  /// of every micro step (stages 2-3) is copied in the last one only (phase
+  /// last_micro_step), overlapping the backward of the later buckets; one at
+  /// the boundary (stage 1) is copied at the boundary.
+  /// The copies move the same bytes as one copy of the whole owned part.
+  /// Returns each streamed partition's copy tokens, in issue order.
+  llvm::DenseMap<StringRef, SmallVector<Value>>
+  streamGradients(TrainStepOp step) {
+    llvm::DenseMap<StringRef, SmallVector<Value>> tokens;
+    SmallVector<Operation *> reductions;
+    for (Operation &op : step.getBodyBlock())
+      if (isa<ReduceScatterOp, ReduceOp>(op))
+        reductions.push_back(&op);
+    auto tokenType = TokenType::get(step.getContext());
+    llvm::SmallPtrSet<Operation *, 16> copies;
+    for (Operation *op : reductions) {
+      auto coll = cast<CollectiveOpInterface>(op);
+      Operation *done = op;
+      if (Value token = coll.getToken())
+        for (Operation *user : token.getUsers())
+          if (isa<WaitOp>(user))
+            done = user;
+      auto [begin, end] = *coll.getElementRange();
+      Phase phase = runsAtBoundary(getStepPhase(done)) ? Phase::boundary
+                                                       : Phase::last_micro_step;
+      OpBuilder b(done->getContext());
+      b.setInsertionPointAfter(done);
+      auto copy = TransferOp::create(
+          b, op->getLoc(), tokenType, coll.getGroupAttr().getValue(),
+          BufferKind::grads, BufferKind::host_grads, b.getI64IntegerAttr(begin),
+          b.getI64IntegerAttr(end), phase);
+      copies.insert(copy);
+    }
+    // In issue order, the order in which the copy stream completes them.
+    for (Operation &op : step.getBodyBlock())
+      if (auto copy = dyn_cast<TransferOp>(op); copy && copies.contains(copy))
+        tokens[copy.getGroup()].push_back(copy.getToken());
+    return tokens;
   }
 };
 

@@ -116,7 +116,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.grad @b, %db : tensor<2x3xbf16>
   %da = nn.fill 0.0 : tensor<4xbf16>
   zero.grad @a, %da : tensor<4xbf16>
-  // expected-error @+1 {{'zero.reduce_scatter' op reduces the accumulated gradients in place, which happens once per optimizer step: its phase must be boundary, not micro_step}}
+  // expected-error @+1 {{'zero.reduce_scatter' op reduces the accumulated gradients in place, which happens once per optimizer step: its phase must be boundary or last_micro_step, not micro_step}}
   %t = zero.reduce_scatter group @flat in grads [0, 10) -> !zero.token
   zero.wait %t
   %s = zero.loss_scale phase boundary : tensor<f32>

@@ -387,7 +387,8 @@ def Zero_ScalarF32 : Type<
 def Zero_Phase : I32EnumAttr<"Phase",
     "when a schedule op runs within an optimizer step", [
     I32EnumAttrCase<"micro_step", 0>, I32EnumAttrCase<"step_end", 1>,
-    I32EnumAttrCase<"boundary", 2>, I32EnumAttrCase<"post_step", 3>]> {
+    I32EnumAttrCase<"boundary", 2>, I32EnumAttrCase<"post_step", 3>,
+    I32EnumAttrCase<"last_micro_step", 4>]> {
   let cppNamespace = "::mlir::zero";
   let genSpecializedAttr = 0;
 }
@@ -406,12 +407,21 @@ def Zero_StepPhaseOpInterface : OpInterface<"StepPhaseOpInterface"> {
     * `boundary`: in the last micro step only (stage 0-1 gradient
       reductions and their waits, the optimizer);
     * `post_step`: in the last micro step only, after the optimizer (stage
-      1-2 parameter all-gathers).
+      1-2 parameter all-gathers);
+    * `last_micro_step`: in the last micro step only, at its place among the
+      micro step's ops, so that it overlaps the rest of the backward (the
+      streamed gradient copies of an offloaded optimizer at stages 2-3).
 
     The lowering emits `micro_step`/`step_end` ops into the program's micro
-    step and `boundary`/`post_step` ops into its boundary function; the
-    optimizer is inserted before the first `step_end`/`post_step` op;
-    `zero-verify-schedule` checks that the phases are consistent.
+    step, `last_micro_step` ops there too, each guarded by the runtime's
+    flag of the last micro step (`zrt_ctx_last_micro_step`), and
+    `boundary`/`post_step` ops into its boundary function, which runs after
+    the last micro step; the optimizer is inserted before the first
+    `step_end`/`post_step` op. `zero-verify-schedule` checks that the phases
+    are consistent: an op uses no value of a phase that runs after it or less
+    often, and a token is waited in a phase that runs exactly when its
+    issue ran (every micro step, or once per step), so a `last_micro_step`
+    token is waited in `last_micro_step`, `boundary` or `post_step`.
   }];
   let methods = [
     InterfaceMethod<"The op's phase.", "::mlir::zero::Phase", "getPhase">,
@@ -878,10 +888,11 @@ def Zero_MemoryKind : I32EnumAttr<"MemoryKind", "where a buffer lives", [
 def Zero_TransferOpInterface : OpInterface<"TransferOpInterface"> {
   let cppNamespace = "::mlir::zero";
   let description = [{
-    A copy of this rank's owned part of a partition between persistent
-    buffers in two memories (device and pinned host memory): what the
-    memory planner, the verifier, the cost model (which charges the link
-    between the two memories) and the report need, whatever op carries it.
+    A copy of this rank's owned part of a partition (or of a layout range
+    of it) between persistent buffers in two memories (device and pinned
+    host memory): what the memory planner, the verifier, the cost model
+    (which charges the link between the two memories) and the report need,
+    whatever op carries it.
   }];
   let methods = [
     InterfaceMethod<"The partition whose owned elements move.",
@@ -892,13 +903,18 @@ def Zero_TransferOpInterface : OpInterface<"TransferOpInterface"> {
       "::mlir::zero::BufferKind", "getTargetBuffer">,
     InterfaceMethod<"Its completion token, or null when it is synchronous.",
       "::mlir::Value", "getToken">,
+    InterfaceMethod<[{
+        The layout range [begin, end) whose owned elements move, or none
+        when the whole owned part moves.
+      }],
+      "std::optional<std::pair<int64_t, int64_t>>", "getElementRange">,
   ];
 }
 
 def Zero_TransferOp : Zero_Op<"transfer", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     DeclareOpInterfaceMethods<Zero_TransferOpInterface,
-        ["getSourceBuffer", "getTargetBuffer"]>,
+        ["getSourceBuffer", "getTargetBuffer", "getElementRange"]>,
     Zero_StepPhaseOpInterface]> {
   let summary = "Copy this rank's owned part of a partition between memories";
   let description = [{
@@ -912,20 +928,29 @@ def Zero_TransferOp : Zero_Op<"transfer", [
     `master to params` with fp32 compute). The copy moves the owned
     elements of the rank (the owned range of the full buffer at stages 0-1
     and of the parameters at stages 1-2, the front of a shard otherwise).
-    With a `!zero.token` result it is asynchronous and completes at the
+    With a range `[begin, end)` of the group's flat layout (identical on
+    every rank, like a collective's) only the rank's owned elements of that
+    range move: the gradients stream to the host bucket by bucket, each as
+    soon as its reduction completed, in phase `last_micro_step` at stages
+    2-3 (overlapping the rest of the last backward) and at the boundary at
+    stage 1. The uploads follow the host Adam, at the boundary. With a
+    `!zero.token` result it is asynchronous and completes at the
     `zero.wait` of its token.
 
     ```mlir
     %t = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
+    %s = zero.transfer group @flat grads[0, 4096) to host_grads phase last_micro_step -> !zero.token
     zero.transfer group @flat host_params to params phase boundary
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$group,
                        Zero_BufferKindAttr:$source, Zero_BufferKindAttr:$target,
+                       OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
-    `group` $group `` $source `to` `` $target (`phase` $phase^)? attr-dict
+    `group` $group `` $source (`[` $begin^ `,` $end `)`)? `to` `` $target
+    (`phase` $phase^)? attr-dict
     (`->` type($token)^)?
   }];
   let hasVerifier = 1;
