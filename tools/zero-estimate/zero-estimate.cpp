@@ -15,9 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "DeepSpeedEstimators.h"
-
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
