@@ -97,8 +97,8 @@ static cl::opt<bool> overlapComm(
     cl::init(false), cl::cat(estimateCat));
 static cl::opt<bool> cpuOffload(
     "cpu-offload",
-    cl::desc("Stages 2-3: DeepSpeed's estimate with the optimizer states in "
-             "host memory (offload_optimizer=cpu; the estimators' "
+    cl::desc("Stages 2-3: DeepSpeed's estimate and ours with the optimizer "
+             "states in host memory (offload_optimizer=cpu; the estimators' "
              "cpu_offload)"),
     cl::init(false), cl::cat(estimateCat));
 static cl::opt<bool> cpuOffloadParams(
@@ -1135,7 +1135,9 @@ int main(int argc, char **argv) {
       "DeepSpeed's model-state memory estimates, byte for byte, at its "
       "offload options (--cpu-offload, --cpu-offload-params, --no-zero-init, "
       "--additional-buffer-factor) and as its all_cold table over them, "
-      "beside zero-mlir's per-rank accounting, for a model file "
+      "beside zero-mlir's per-rank accounting (device and pinned host "
+      "memory, without offload and with the optimizer offloaded), for a "
+      "model file "
       "(zero-estimate model.mlir --stage 3 ...) "
       "or numbers (--params, --largest-layer-params), and whether it fits "
       "a device (--hardware, --device-memory)\n");

@@ -475,7 +475,13 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
       os << "; DeepSpeed's estimator adds an fp32 gradient copy (18 bytes per "
             "parameter) that this schedule never allocates,";
     os << " and ignores buckets, gathered parameters and activations, which "
-          "are counted above.\n\n";
+          "are counted above.";
+    if (deepspeed && r.paramsOffloaded)
+      os << " The step offloads its parameters but not the optimizer, for "
+            "which DeepSpeed's estimator has no branch (it ignores "
+            "cpu_offload_params without cpu_offload): its row is the "
+            "estimate without offload.";
+    os << "\n\n";
   }
   os << "Communication: " << r.volumeElements << " elements ("
      << r.constantVolumeElements << " of them the overflow/norm reduction), "
