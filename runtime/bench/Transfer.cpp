@@ -20,10 +20,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
 #include "Device.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -33,25 +33,9 @@
 #include <vector>
 
 using namespace zrt;
+using namespace zrt::bench;
 
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[size_t(q * double(v.size() - 1) + 0.5)];
-}
 
 struct Options {
   int64_t minMiB = 1, maxMiB = 1024;
@@ -208,14 +192,7 @@ int main(int argc, char **argv) {
   json += "\n  ]\n}\n";
   device::release(dev);
   device::releaseHost(host);
-  if (!o.json.empty()) {
-    FILE *f = std::fopen(o.json.c_str(), "w");
-    if (!f) {
-      std::perror(o.json.c_str());
-      return 1;
-    }
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-  }
+  if (!o.json.empty() && !writeText(o.json, json))
+    return 1;
   return 0;
 }
