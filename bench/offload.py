@@ -20,8 +20,8 @@ runs next to it in every round, for the step-time cost of offloading.
 Measured exposed transfer: in each rank trace, per measured step span, the
 time the compute thread spends in the copies and in waiting for them: the
 copy spans (the CPU backend copies between its two arenas with a memcpy on
-the calling thread, all of it exposed: `zrt_transfer` kernel spans, or
-`copy to host` / `copy to device` where the runtime names its copies so)
+the calling thread, all of it exposed: the `copy to host` and
+`copy to device` spans)
 plus the `wait copy ...` spans (an asynchronous copy not yet complete when
 the step needs it). The
 share is that over the step span; medians over the measured steps and
@@ -66,10 +66,8 @@ def transfer_bench(binary, rounds, out):
     print("wrote " + out)
 
 
-# The copy itself: the CPU backend's kernel span of device::transfer, or a
-# runtime that records each zrt_ctx_transfer call as a span named after the
-# copy; a trace with the latter counts only those, so that no copy counts
-# twice.
+# The copies: the runtime records each zrt_ctx_transfer call as a span named
+# after its direction, and each wait for an asynchronous one.
 COPY_SPANS = ("copy to host", "copy to device")
 
 
@@ -79,10 +77,8 @@ def trace_transfer(trace_path, warmup):
               if e.get("ph") == "X"]
     steps = sorted((e for e in events if e["name"].startswith("step ")),
                    key=lambda e: e["ts"])
-    named = any(e["name"] in COPY_SPANS for e in events)
     copies = [e for e in events
-              if e["name"].startswith("wait copy") or
-              e["name"] in (COPY_SPANS if named else ("zrt_transfer",))]
+              if e["name"].startswith("wait copy") or e["name"] in COPY_SPANS]
     out = []
     for s in steps[warmup:]:
         lo, hi = s["ts"], s["ts"] + s["dur"]
@@ -198,8 +194,8 @@ def main():
                     (t["stage"], t["world"]) == (c["stage"], c["world"]))
         if any(x["copies"] == 0 for x in c["runs"]):
             raise SystemExit("no transfer spans in the traces of stage %d, "
-                             "world %d: is the runtime's zrt_transfer span "
-                             "there?" % (c["stage"], c["world"]))
+                             "world %d: are the runtime's 'copy to host' "
+                             "spans there?" % (c["stage"], c["world"]))
         rep = c["report"]
         measured = statistics.median(x["transfer_ms"] for x in c["runs"])
         results.append({

@@ -597,7 +597,8 @@ def sec_offload(r):
            "(fp32), `--offload-optimizer cpu`, `--threads %d`, %d steps of "
            "which %d warm-up, %d rounds; the configuration without offload "
            "ran next to each in every round. Measured: per step span of "
-           "each rank's trace, the `zrt_transfer` and `wait copy` spans in "
+           "each rank's trace, the `copy to host`/`copy to device` and "
+           "`wait copy` spans in "
            "it; medians over steps and ranks, then over rounds. Predicted: "
            "`zero-report` (cpu preset) of the same pipeline." % (
                m.get("nproc", "?"), m.get("cpu", "unknown"), doc["date"],

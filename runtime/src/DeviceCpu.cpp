@@ -31,11 +31,10 @@ void *device::allocateHost(int64_t bytes) { return alignedAlloc(bytes); }
 void device::releaseHost(void *ptr) { std::free(ptr); }
 
 // The "device" arenas are host memory too: a copy between the arenas is a
-// memcpy, complete when it returns. It runs on the calling thread, so
-// --trace shows it as a span there: all of it is exposed.
+// memcpy on the calling thread, complete when it returns (the caller's
+// "copy to host"/"copy to device" span in --trace times it).
 std::function<void()> device::transfer(void *dst, const void *src,
                                        int64_t bytes, bool) {
-  KernelSpan span("zrt_transfer");
   if (bytes > 0 && dst != src)
     std::memcpy(dst, src, size_t(bytes));
   return nullptr;
