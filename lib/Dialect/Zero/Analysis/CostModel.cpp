@@ -225,10 +225,15 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     // The rank's owned elements of the source buffer.
     const PartitionBuffers *p =
         schedule.lookupPartition(transfer.getGroupAttr());
-    BufferKind from = transfer.getSourceBuffer();
+    std::optional<BufferKind> from = transfer.getSourceBuffer();
     int64_t eb = from == BufferKind::master
                      ? 4
                      : getGroupElementBytes(transfer.getGroupAttr());
+    // A staged parameter shard is fetched whole (the all-gather sends all
+    // of it); the new parameters go back as the owned elements.
+    if (transfer.getStagedValue() && from == BufferKind::params)
+      return Work::transfer(
+          getTensorBytes(transfer.getStagedValue().getType()));
     return Work::transfer(p ? p->getOptimizerNumel() * double(eb) : 0);
   }
   if (auto adam = dyn_cast<AdamOp>(op); adam && adam.getHost()) {
@@ -238,7 +243,11 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     SymbolRefAttr group = adam.getGroupAttr();
     int64_t c = getGroupElementBytes(group);
     const PartitionBuffers *p = schedule.lookupPartition(group);
-    int64_t copy = p && p->hasBuffer(BufferKind::host_params) ? c : 0;
+    // With offloaded parameter shards it writes the 16-bit shard in place.
+    int64_t copy = p && (p->hasBuffer(BufferKind::host_params) ||
+                         (p->paramsOffloaded && !p->areParamsMasters()))
+                       ? c
+                       : 0;
     Work w = Work::kernel(getOwnedElements(group) * (24 + c + copy));
     w.onHost = true;
     return w;
