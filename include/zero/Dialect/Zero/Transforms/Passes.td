@@ -378,9 +378,14 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     Adam of earlier partitions), the Adam runs on the host (`zero.adam ...
     host`) and the updated parameters are copied back (`host_params to
     params`, or `master to params` with fp32 compute), waited for before
-    the post-step all-gathers. `nvme` and `offload-param` (DeepSpeed:
-    parameter offload at stage 3 only) are rejected as not implemented yet;
-    `nvme-path` is the directory of `nvme`.
+    the post-step all-gathers. With parameter offload (`offload-param=cpu`,
+    which zero-param-gather must have recorded: its gathers read staged
+    shards) the host Adam updates the host shards in place and nothing is
+    copied back; with the optimizer on the device, `zero.adam ... ->
+    tensor<shard>` writes the new parameters into a staged buffer that
+    `zero.transfer ... %new to params` copies to the host shard. `nvme` is
+    rejected as not implemented yet; `nvme-path` is the directory of
+    `nvme`.
   }];
   let options = [
     Option<"gradientClipping", "gradient-clipping", "double",
