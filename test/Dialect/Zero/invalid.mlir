@@ -2412,3 +2412,19 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
   %new = zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<8xbf16>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Checks that a copy's completion is a !zero.token.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{expected !zero.token, got 'f32'}}
+  %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> f32
+  zero.return %loss : tensor<f32>
+}

@@ -1310,8 +1310,11 @@ ParseResult TransferOp::parse(OpAsmParser &parser, OperationState &result) {
   bool token = succeeded(parser.parseOptionalArrow());
   if (token) {
     Type tokenType;
+    at = parser.getCurrentLocation();
     if (parser.parseType(tokenType))
       return failure();
+    if (!isa<TokenType>(tokenType))
+      return parser.emitError(at, "expected !zero.token, got ") << tokenType;
   }
   if (staging)
     result.addTypes(stagedType);
