@@ -1115,6 +1115,24 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
 // FreeOp
 //===----------------------------------------------------------------------===//
 
+/// `phase P` of the custom assembly formats (absent: the default).
+static ParseResult parseOptionalPhase(OpAsmParser &parser,
+                                      OperationState &result, StringAttr name) {
+  if (failed(parser.parseOptionalKeyword("phase")))
+    return success();
+  StringRef keyword;
+  SMLoc at = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<Phase> phase = symbolizePhase(keyword);
+  if (!phase)
+    return parser.emitError(at, "expected a phase (micro_step, step_end, "
+                                "boundary or post_step), got '")
+           << keyword << "'";
+  result.addAttribute(name, PhaseAttr::get(parser.getContext(), *phase));
+  return success();
+}
+
 ParseResult FreeOp::parse(OpAsmParser &parser, OperationState &result) {
   OpAsmParser::UnresolvedOperand buffer;
   if (parser.parseOperand(buffer))
@@ -1128,19 +1146,8 @@ ParseResult FreeOp::parse(OpAsmParser &parser, OperationState &result) {
     result.addAttribute(getOffsetAttrName(result.name), b.getI64IntegerAttr(offset));
     result.addAttribute(getSizeAttrName(result.name), b.getI64IntegerAttr(size));
   }
-  if (succeeded(parser.parseOptionalKeyword("phase"))) {
-    StringRef keyword;
-    SMLoc at = parser.getCurrentLocation();
-    if (parser.parseKeyword(&keyword))
-      return failure();
-    std::optional<Phase> phase = symbolizePhase(keyword);
-    if (!phase)
-      return parser.emitError(at, "expected a phase (micro_step, step_end, "
-                                  "boundary or post_step), got '")
-             << keyword << "'";
-    result.addAttribute(getPhaseAttrName(result.name),
-                        PhaseAttr::get(parser.getContext(), *phase));
-  }
+  if (failed(parseOptionalPhase(parser, result, getPhaseAttrName(result.name))))
+    return failure();
   Type type;
   if (parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
       parser.parseType(type) ||
@@ -1286,18 +1293,8 @@ ParseResult TransferOp::parse(OpAsmParser &parser, OperationState &result) {
   bool staging = keyword == "staging";
   if (!staging && parseKind(keyword, at, getTargetAttrName(result.name)))
     return failure();
-  if (succeeded(parser.parseOptionalKeyword("phase"))) {
-    at = parser.getCurrentLocation();
-    if (parser.parseKeyword(&keyword))
-      return failure();
-    std::optional<Phase> phase = symbolizePhase(keyword);
-    if (!phase)
-      return parser.emitError(at, "expected a phase (micro_step, step_end, "
-                                  "boundary or post_step), got '")
-             << keyword << "'";
-    result.addAttribute(getPhaseAttrName(result.name),
-                        PhaseAttr::get(ctx, *phase));
-  }
+  if (failed(parseOptionalPhase(parser, result, getPhaseAttrName(result.name))))
+    return failure();
   if (parser.parseOptionalAttrDict(result.attributes))
     return failure();
   Type stagedType;
