@@ -155,11 +155,10 @@ struct ZeroPrefetchPass
         for (Operation *user : shard.getUsers())
           if (auto free = dyn_cast<FreeOp>(user))
             g.stageFree = free;
-        if (!g.stageWait || !g.stageFree) {
+        if (!g.stageWait || !g.stageFree)
           return gather.emitOpError("reads a staged shard whose copy is not "
                                     "waited for or whose buffer is never "
                                     "freed");
-        }
         staging.insert(g.stage);
         staging.insert(g.stageWait);
         staging.insert(g.stageFree);
