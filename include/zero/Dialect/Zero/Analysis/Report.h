@@ -38,6 +38,8 @@ struct StepReport {
   /// persistent buffers) by buffer kind, and the bytes in NVMe files (0: no
   /// NVMe offload exists yet).
   bool optimizerOffloaded = false;
+  /// Parameter offload (stage 3): the parameter shards are in the host arena.
+  bool paramsOffloaded = false;
   int64_t hostPeakBytes = 0, nvmeBytes = 0;
   std::map<std::string, int64_t> hostBuffers;
   /// Sum over collectives of the full array's elements (all-reduce twice).
