@@ -2357,6 +2357,22 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
 
 // -----
 
+// Checks that a staged copy moves the whole shard, not a layout range.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.transfer' op stages a whole parameter shard: it takes no range}}
+  %sh, %t = zero.transfer group @flat params[0, 4) to staging : tensor<4xbf16> -> !zero.token
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Checks that a staged copy holds one shard in the compute type.
 zero.param @w : tensor<8xf32> init zeros compute bf16
 zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
