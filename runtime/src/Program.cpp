@@ -232,10 +232,15 @@ extern "C" void zrt_ctx_stage_params(zrt_ctx *ctx, int32_t p, void *staged,
   int64_t n =
       toHost ? ctx->manifest->owned(part, ctx->rank).size() : part.shardNumel;
   int64_t bytes = n * ctx->computeBytes;
-  launch(ctx, slot, toHost ? "copy params to host" : "copy params to device",
-         {},
-         toHost ? device::transfer(host, staged, bytes, true)
-                : device::transfer(staged, host, bytes, false));
+  const char *what = toHost ? "copy params to host" : "copy params to device";
+  // Traced as zrt_ctx_transfer's copies are.
+  double start = ctx->tracing ? ctx->nowUs() : 0.0;
+  std::function<void()> done =
+      toHost ? device::transfer(host, staged, bytes, true)
+             : device::transfer(staged, host, bytes, false);
+  if (ctx->tracing)
+    ctx->trace.push_back({what, start, ctx->nowUs() - start});
+  launch(ctx, slot, what, {}, std::move(done));
 }
 
 extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
