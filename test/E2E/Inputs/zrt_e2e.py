@@ -965,7 +965,10 @@ def cmd_streamed_copies(args):
     host" span lies in the last micro step of its step (none in the earlier
     micro steps or the boundary), several per step (one per bucket), the
     first of each step followed by backward kernels of the same micro step;
-    every "copy to device" span lies in the boundary."""
+    every "copy to device" span lies in the boundary. With
+    --staged-params (parameter shards offloaded too) nothing goes back to
+    the device (the host Adam updates the host shards) and every micro step
+    stages shards for its gathers ("copy params to device")."""
     events = [e for e in json.load(open(args.file))["traceEvents"]
               if e["ph"] == "X"]
     eps = 1.0  # us: spans are rounded to microseconds
@@ -997,6 +1000,21 @@ def cmd_streamed_copies(args):
     if len(per_step) != args.steps or sum(per_step) != len(downloads):
         fail("copies to the host outside the last micro steps: %d of %d" %
              (sum(per_step), len(downloads)))
+    if args.staged_params:
+        staged = [e for e in events if e["name"] == "copy params to device"]
+        back = uploads + [e for e in events
+                          if e["name"] == "copy params to host"]
+        if back:
+            fail("%d copies of parameters back from the host" % len(back))
+        counts = [len([c for c in staged if inside(c, m)]) for m in micro]
+        if min(counts) == 0 or len(set(counts)) != 1 or \
+                sum(counts) != len(staged):
+            fail("staged parameter copies per micro step %r, %d in all" %
+                 (counts, len(staged)))
+        print("%d steps: %d copies to the host in %s of each, under the "
+              "backward; %d staged parameter copies in each micro step, none "
+              "back" % (len(per_step), per_step[0], last, counts[0]))
+        return
     if not uploads or not all(any(inside(u, b) for b in boundaries)
                               for u in uploads):
         fail("copies to the device outside the boundary")
@@ -1319,6 +1337,7 @@ def main():
     s.add_argument("file")
     s.add_argument("--steps", type=int, required=True)
     s.add_argument("--micro-steps", type=int, default=1)
+    s.add_argument("--staged-params", action="store_true")
     s.set_defaults(fn=cmd_streamed_copies)
     s = sub.add_parser("trace")
     s.add_argument("file")
