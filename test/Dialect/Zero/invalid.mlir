@@ -1630,10 +1630,19 @@ func.func @f(%ga: tensor<10x10xbf16>, %gc: tensor<21xbf16>, %stats: tensor<2xf32
 
 // -----
 
-// Checks that zero.free's phase is one of the four.
+// Checks that zero.free's phase is one of the five.
 func.func @bad_phase(%b: tensor<4xf32>) {
-  // expected-error @+1 {{expected a phase (micro_step, step_end, boundary or post_step), got 'later'}}
+  // expected-error @+1 {{expected a phase (micro_step, last_micro_step, step_end, boundary or post_step), got 'later'}}
   zero.free %b phase later : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Checks that zero.transfer parses its phase as zero.free does, after a range.
+func.func @bad_transfer_phase() {
+  // expected-error @+1 {{expected a phase (micro_step, last_micro_step, step_end, boundary or post_step), got 'soon'}}
+  %t = zero.transfer group @flat grads[0, 4) to host_grads phase soon -> !zero.token
   return
 }
 

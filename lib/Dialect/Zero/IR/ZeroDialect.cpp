@@ -1126,8 +1126,9 @@ static ParseResult parseOptionalPhase(OpAsmParser &parser,
     return failure();
   std::optional<Phase> phase = symbolizePhase(keyword);
   if (!phase)
-    return parser.emitError(at, "expected a phase (micro_step, step_end, "
-                                "boundary or post_step), got '")
+    return parser.emitError(at, "expected a phase (micro_step, "
+                                "last_micro_step, step_end, boundary or "
+                                "post_step), got '")
            << keyword << "'";
   result.addAttribute(name, PhaseAttr::get(parser.getContext(), *phase));
   return success();
