@@ -276,9 +276,10 @@ Manifest Manifest::parse(const std::string &text) {
     if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
         (m.stage > 0 && p.shardNumel * m.worldSize < p.numel))
       invalid("partition '" + p.name + "' has an inconsistent layout");
-    // The Adam kernels keep fp32 masters: an fp32 compute copy is one,
-    // unless the optimizer is offloaded (its masters are on the host).
-    if (p.paramsAreMasters != (m.computeDtype == ZRT_F32 && !p.offloaded()))
+    // The Adam kernels keep fp32 masters: an fp32 compute copy is one when
+    // it lives where Adam runs (both on the device, or both offloaded).
+    if (p.paramsAreMasters !=
+        (m.computeDtype == ZRT_F32 && p.offloaded() == p.paramsOffloaded()))
       invalid("partition '" + p.name + "' " +
               (p.paramsAreMasters ? "has no" : "has a") +
               " master buffer with compute dtype " + m.computeDtypeName +
@@ -312,10 +313,16 @@ Manifest Manifest::parse(const std::string &text) {
         need(k, fullMaster);
     // An offloaded optimizer: its masters, moments and gradient copy are on
     // the host, and 16-bit parameters come back through a host copy.
-    if (p.offloaded() &&
-        (!p.onHost[kMaster] || !p.onHost[kExpAvg] || !p.onHost[kExpAvgSq] ||
-         !p.onHost[kHostGrads] || p.onHost[kParams] || p.onHost[kGrads] ||
-         (m.computeDtype != ZRT_F32) != p.hasBuffer(kHostParams)))
+    // Offloaded parameter shards (stage 3) are updated in place by a host
+    // Adam.
+    if ((p.offloaded() &&
+         ((!p.paramsAreMasters && !p.onHost[kMaster]) || !p.onHost[kExpAvg] ||
+          !p.onHost[kExpAvgSq] || !p.onHost[kHostGrads] || p.onHost[kGrads] ||
+          (m.computeDtype != ZRT_F32 && !p.paramsOffloaded()) !=
+              p.hasBuffer(kHostParams))) ||
+        (!p.offloaded() && (p.onHost[kMaster] || p.onHost[kExpAvg] ||
+                            p.onHost[kExpAvgSq] || p.onHost[kGrads])) ||
+        (p.paramsOffloaded() && m.stage != 3))
       invalid("partition '" + p.name + "' has an inconsistent host placement");
     if (m.stage == 3 && p.counts[kParams] != p.shardNumel)
       invalid("stage-3 params shard of '" + p.name + "' is not shard_numel");

@@ -147,11 +147,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.scratchBytes = plan.scratchBytes;
   r.peakBytes = plan.peakBytes;
   r.optimizerOffloaded = s.isOptimizerOffloaded();
-  if (OffloadAttr offload = step->getContext()
-                                ->getLoadedDialect<ZeroDialect>()
-                                ->getOffloadAttrHelper()
-                                .getAttr(step))
-    r.paramsOffloaded = offload.getParam() != OffloadDevice::none;
+  r.paramsOffloaded = s.areParamsOffloaded();
   r.hostPeakBytes = plan.hostBytes;
   for (const PersistentBuffer &b : plan.persistent)
     if (b.memory == MemoryKind::host) {
@@ -426,11 +422,14 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   if (deepspeed)
     row("DeepSpeed estimate (" + compactFormula(deepspeed->gpuFormula) + ")",
         deepspeed->gpuBytes);
-  if (r.optimizerOffloaded) {
+  if (r.optimizerOffloaded || r.paramsOffloaded) {
     // ZeRO-Offload: the optimizer states and the copies of the owned
-    // gradients and parameters live in pinned host memory.
+    // gradients and parameters live in pinned host memory; with parameter
+    // offload the stage-3 parameter shards too.
     os << llvm::format("%-37s %16s  %12s\n", "Per-rank pinned host memory",
                        "bytes", "size");
+    if (auto it = r.hostBuffers.find("params"); it != r.hostBuffers.end())
+      row(r.paramDtype + " parameter shards", it->second);
     static const std::pair<const char *, const char *> kHostRows[] = {
         {"master", "fp32 master parameters"},
         {"exp_avg", "Adam m"},
@@ -452,15 +451,30 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
                                         "16S'/n"};
   static const char *fp32Formulas[] = {"16S", "8S + 8S'/n", "4S + 12S'/n",
                                        "16S'/n"};
-  if (r.optimizerOffloaded) {
-    os << "\nModel states on the device are the parameters and gradients "
-          "only: the fp32 masters and Adam moments live in pinned host "
-          "memory (ZeRO-Offload).";
-    if (deepspeed)
+  if (r.optimizerOffloaded || r.paramsOffloaded) {
+    if (r.optimizerOffloaded)
+      os << "\nModel states on the device are the "
+         << (r.paramsOffloaded ? "" : "parameters and ")
+         << "gradients only: the fp32 masters and Adam moments live in "
+            "pinned host memory (ZeRO-Offload).";
+    if (r.paramsOffloaded)
+      os << "\nThe stage-3 parameter shards live in pinned host memory "
+            "(offload_param): each gather reads a device copy of its shard "
+            "(counted with the gathered parameters)"
+         << (r.optimizerOffloaded
+                 ? ", and the host Adam updates them in place."
+                 : ", and the device Adam's new parameters go back to them; "
+                   "the fp32 masters stay on the device (also with fp32 "
+                   "compute).");
+    if (deepspeed && r.optimizerOffloaded)
       os << " The DeepSpeed estimate is its estimator's with cpu_offload"
          << (r.paramsOffloaded ? " and cpu_offload_params" : "")
          << "; its host figure needs the GPUs per node "
             "(zero-estimate --cpu-offload gives it).";
+    else if (deepspeed)
+      os << " DeepSpeed's estimator has no branch for parameters offloaded "
+            "without the optimizer (it ignores cpu_offload_params without "
+            "cpu_offload): its row is the estimate without offload.";
     os << "\n\n";
   } else {
     os << "\nModel states follow "
@@ -476,11 +490,6 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
             "parameter) that this schedule never allocates,";
     os << " and ignores buckets, gathered parameters and activations, which "
           "are counted above.";
-    if (deepspeed && r.paramsOffloaded)
-      os << " The step offloads its parameters but not the optimizer, for "
-            "which DeepSpeed's estimator has no branch (it ignores "
-            "cpu_offload_params without cpu_offload): its row is the "
-            "estimate without offload.";
     os << "\n\n";
   }
   os << "Communication: " << r.volumeElements << " elements ("
@@ -494,7 +503,7 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   if (r.recomputeMs > 0)
     os << llvm::format(", %.3f ms recomputing activations (zero-remat)",
                        r.recomputeMs);
-  if (r.optimizerOffloaded)
+  if (r.optimizerOffloaded || r.paramsOffloaded)
     os << llvm::format(", %.3f ms exposed device-host transfers (of %.3f "
                        "ms copying)",
                        r.exposedTransferMs, r.timeline.transferMs);

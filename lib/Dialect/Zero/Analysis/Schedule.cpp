@@ -36,12 +36,14 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.worldSize = schedule.getWorldSize();
   s.accumulationSteps = schedule.getAccumulationSteps();
   s.optimizerOffloaded = offloadsOptimizer(step);
+  s.paramsOffloaded = offloadsParams(step);
   // One symbol table: a lookup per parameter must not scan the module.
   SymbolTable symbols(module);
   for (PartitionOp p : module.getOps<PartitionOp>()) {
     PartitionBuffers buffers;
     buffers.partition = p;
     buffers.offloaded = s.optimizerOffloaded;
+    buffers.paramsOffloaded = s.paramsOffloaded;
     for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {
       auto paramOp = symbols.lookup<ParamOp>(
           cast<SymbolRefAttr>(ref).getLeafReference());

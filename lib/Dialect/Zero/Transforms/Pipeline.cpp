@@ -109,6 +109,7 @@ void addZeroPasses(OpPassManager &pm, const PipelineSettings &s,
   gather.allgatherBucketSize = s.allgatherBucketSize;
   gather.paramPersistenceThreshold = s.paramPersistenceThreshold;
   gather.maxReuseDistance = s.maxReuseDistance;
+  gather.offloadParam = s.offloadParam;
   pm.addPass(createZeroParamGatherPass(gather));
 
   if (s.stage == 3) {
@@ -762,7 +763,7 @@ struct ApplyDeepSpeedConfigPass
       return errorAt(cfg->offloadOptimizer)
              << "zero_optimization.offload_optimizer: "
              << getUnimplementedOffload(optimizer, OffloadDevice::none);
-    if (fileParam)
+    if (fileParam && param == OffloadDevice::nvme)
       return errorAt(cfg->offloadParam)
              << "zero_optimization.offload_param: "
              << getUnimplementedOffload(OffloadDevice::none, param);

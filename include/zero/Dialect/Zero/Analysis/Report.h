@@ -38,8 +38,7 @@ struct StepReport {
   /// persistent buffers) by buffer kind, and the bytes in NVMe files (0: no
   /// NVMe offload exists yet).
   bool optimizerOffloaded = false;
-  /// Whether the step's zero.offload places the stage-3 parameter shards
-  /// off the device (offload_param).
+  /// Parameter offload (stage 3): the parameter shards are in the host arena.
   bool paramsOffloaded = false;
   int64_t hostPeakBytes = 0, nvmeBytes = 0;
   std::map<std::string, int64_t> hostBuffers;

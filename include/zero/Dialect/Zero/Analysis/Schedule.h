@@ -39,15 +39,19 @@ struct PartitionBuffers {
   /// Whether the step offloads the optimizer: masters and moments live in
   /// host memory beside host_grads (and host_params with 16-bit compute).
   bool offloaded = false;
+  /// Whether the step offloads its parameters (stage 3): the `params` shard
+  /// lives in host memory and each gather reads a staged device copy.
+  bool paramsOffloaded = false;
   /// Elements of each buffer kind (indexed by BufferKind).
   int64_t numel[kNumBufferKinds] = {};
   /// Bytes of each buffer kind.
   int64_t bytes[kNumBufferKinds] = {};
 
-  /// Whether the fp32 parameters are their own masters (fp32 compute, not
+  /// Whether the fp32 parameters are their own masters (fp32 compute, and
+  /// Adam runs where the parameter shard lives: both on the device, or both
   /// offloaded): the partition then has no `master` buffer.
   bool areParamsMasters() const {
-    return !offloaded && zero::areParamsMasters(computeType);
+    return offloaded == paramsOffloaded && zero::areParamsMasters(computeType);
   }
   /// Whether the partition has a buffer of kind `kind`.
   bool hasBuffer(BufferKind kind) const {
@@ -57,14 +61,17 @@ struct PartitionBuffers {
     case BufferKind::host_grads:
       return offloaded;
     case BufferKind::host_params:
-      return offloaded && !zero::areParamsMasters(computeType);
+      // With the parameter shards on the host too, the host Adam writes
+      // them in place.
+      return offloaded && !paramsOffloaded &&
+             !zero::areParamsMasters(computeType);
     default:
       return true;
     }
   }
   /// The memory buffer `kind` lives in.
   MemoryKind getMemory(BufferKind kind) const {
-    return getBufferMemory(kind, offloaded);
+    return getBufferMemory(kind, offloaded, paramsOffloaded);
   }
   /// Elements of the owned shard that Adam updates (padded; the whole
   /// group at stage 0).
@@ -86,6 +93,8 @@ public:
   int64_t getAccumulationSteps() const { return accumulationSteps; }
   /// Whether the optimizer states live in host memory (zero.offload).
   bool isOptimizerOffloaded() const { return optimizerOffloaded; }
+  /// Whether the stage-3 parameter shards live in host memory (zero.offload).
+  bool areParamsOffloaded() const { return paramsOffloaded; }
   ArrayRef<PartitionBuffers> getPartitions() const { return partitions; }
   const PartitionBuffers *lookupPartition(StringRef name) const;
   const PartitionBuffers *lookupPartition(SymbolRefAttr ref) const {
@@ -110,6 +119,7 @@ private:
   int64_t worldSize = 1;
   int64_t accumulationSteps = 1;
   bool optimizerOffloaded = false;
+  bool paramsOffloaded = false;
   int64_t paramCount = 0;
   int64_t paddedParamCount = 0;
   SmallVector<PartitionBuffers> partitions;

@@ -88,11 +88,21 @@ inline bool offloadsOptimizer(TrainStepOp step) {
   OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
   return offload && offload.offloadsOptimizer();
 }
+/// Whether train step `step` keeps its stage-3 parameter shards in host
+/// memory (its zero.offload).
+inline bool offloadsParams(TrainStepOp step) {
+  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
+  OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
+  return offload && offload.offloadsParams();
+}
 /// The memory a partition's persistent buffer of kind `kind` lives in when
-/// the optimizer is (or is not) offloaded.
-inline MemoryKind getBufferMemory(BufferKind kind, bool offloaded) {
+/// the optimizer (`offloaded`) and the parameter shards (`paramsOffloaded`)
+/// are or are not offloaded.
+inline MemoryKind getBufferMemory(BufferKind kind, bool offloaded,
+                                  bool paramsOffloaded = false) {
   switch (kind) {
   case BufferKind::params:
+    return paramsOffloaded ? MemoryKind::host : MemoryKind::device;
   case BufferKind::grads:
     return MemoryKind::device;
   case BufferKind::master:
@@ -108,13 +118,11 @@ inline MemoryKind getBufferMemory(BufferKind kind, bool offloaded) {
 /// Persistent buffer kinds, in BufferKind order.
 constexpr unsigned kNumBufferKinds = 7;
 /// What of an offload choice is not implemented yet ("" when all of it is):
-/// NVMe, and parameter offload.
+/// NVMe.
 inline StringRef getUnimplementedOffload(OffloadDevice optimizer,
                                          OffloadDevice param) {
   if (optimizer == OffloadDevice::nvme || param == OffloadDevice::nvme)
     return "offload to nvme is not implemented yet";
-  if (param != OffloadDevice::none)
-    return "parameter offload (offload_param) is not implemented yet";
   return "";
 }
 /// Whether ops of `phase` come after the optimizer.
