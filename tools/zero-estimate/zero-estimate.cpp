@@ -103,8 +103,9 @@ static cl::opt<bool> cpuOffload(
     cl::init(false), cl::cat(estimateCat));
 static cl::opt<bool> cpuOffloadParams(
     "cpu-offload-params",
-    cl::desc("Stage 3, with --cpu-offload: the parameters in host memory "
-             "too (offload_param=cpu; cpu_offload_params)"),
+    cl::desc("Stage 3, with --cpu-offload: DeepSpeed's estimate and ours "
+             "with the parameters in host memory too (offload_param=cpu; "
+             "cpu_offload_params; the compiler's offload-param=cpu)"),
     cl::init(false), cl::cat(estimateCat));
 static cl::opt<bool>
     zeroInit("zero-init",
@@ -195,7 +196,8 @@ struct ModelCounts {
   /// buffers): its largest bucket in elements and the peak bytes of bucket
   /// buffers, or why there is none.
   int64_t planLargestBucket = 0, planBucketPeakBytes = 0;
-  /// With --cpu-offload, the plan's pinned host arena (offload-optimizer=cpu).
+  /// With --cpu-offload, the plan's pinned host arena (offload-optimizer=cpu,
+  /// and offload-param=cpu with --cpu-offload-params).
   int64_t planHostBytes = 0;
   std::string planPipeline, planError;
 };
@@ -221,6 +223,14 @@ struct Estimate {
   std::optional<Line> offloadDevice;
   SmallVector<Line> offloadHost;
   int64_t offloadDeviceBytes = 0, offloadHostBytes = 0;
+  /// Stage 3: our plan with the parameters offloaded too (offload_param=cpu,
+  /// the compiler's offload-param=cpu): the device total without the
+  /// persistent parameter shard but with the staged device copy of the
+  /// largest group's shard. The host arena is offloadHost's: the parameter
+  /// shard takes the place of the parameter copy (or, in fp32, of the
+  /// masters, which the parameters are again).
+  std::optional<Line> offloadParamDevice;
+  int64_t offloadParamDeviceBytes = 0;
   SmallVector<std::string> differences;
   /// The verdict for the device memory of --hardware / --device-memory.
   std::optional<mlir::zero::FitVerdict> fit;
@@ -349,6 +359,8 @@ void planBuckets(mlir::ModuleOp module, ModelCounts &counts) {
      << " overlap-comm=" << (overlapComm ? "true" : "false");
   if (cpuOffload)
     os << " offload-optimizer=cpu";
+  if (cpuOffloadParams)
+    os << " offload-param=cpu";
   counts.planPipeline = options;
   mlir::MLIRContext *context = module.getContext();
   mlir::ScopedDiagnosticHandler capture(context, [&](mlir::Diagnostic &d) {
@@ -528,8 +540,7 @@ Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
   e.ours.push_back({"params", "ours: params",
                     cs + (stage == 3 ? shardName : "S"),
                     c * (stage == 3 ? shard : s)});
-  e.ours.push_back({"grads", "ours: grads",
-                    cs + (stage >= 2 ? shardName : "S"),
+  e.ours.push_back({"grads", "ours: grads", cs + (stage >= 2 ? shardName : "S"),
                     c * (stage >= 2 ? shard : s)});
   // At fp32 the parameters are the masters: no separate copy.
   int64_t mst = masterBytes(c);
@@ -604,11 +615,24 @@ Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
                              "each buffer at a 64-byte boundary",
                              e.offloadHostBytes});
   }
+  // With the parameters offloaded as well (stage 3): the owned parameter
+  // shard lives in the host arena, and each gather reads a staged device
+  // copy of its group's shard from the step arena (zero-param-gather), at
+  // most the largest group's, L'/n elements.
+  if (stage == 3) {
+    e.offloadParamDeviceBytes =
+        c * shard + bucketBytes + gatherBytes + c * (e.lPadded / n);
+    e.offloadParamDevice = Line{"device_total", "ours params offloaded: device",
+                                "grads + buffers + " + cs + "L'/n staged",
+                                e.offloadParamDeviceBytes};
+  }
   // The plan the verdict and the comparison with DeepSpeed's figure use:
-  // ours offloaded where DeepSpeed's is (parameter offload aside, which
-  // zero-estimate does not plan), else ours.
+  // ours offloaded as DeepSpeed's is, else ours.
   bool oursOffloaded = cpuOffload && e.offloadDevice;
-  int64_t oursDevice = oursOffloaded ? e.offloadDeviceBytes : e.ourTotal;
+  bool paramsOffloaded = oursOffloaded && cpuOffloadParams;
+  int64_t oursDevice = paramsOffloaded ? e.offloadParamDeviceBytes
+                       : oursOffloaded ? e.offloadDeviceBytes
+                                       : e.ourTotal;
 
   // Why the numbers differ.
   auto &why = e.differences;
@@ -627,12 +651,21 @@ Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
         "owned gradient" +
         (c == 4 ? "" : " and parameter") + " shard in pinned host memory (" +
         human(e.offloadHostBytes) + " per rank, " +
-        human(e.offloadHostBytes * gpusPerNode) + " per node): " +
-        signedHuman(e.offloadDeviceBytes - *e.deepspeed.bytes) +
-        " per GPU against DeepSpeed's.";
-    if (cpuOffloadParams)
-      text += " zero-estimate has no figure of ours with offload_param=cpu: "
-              "ours is with offload_optimizer=cpu only.";
+        human(e.offloadHostBytes * gpusPerNode) + " per node)";
+    if (paramsOffloaded)
+      text += "; with offload_param=cpu the owned parameter shard is in the "
+              "same host arena in place of " +
+              std::string(c == 4 ? "the fp32 masters (it is the masters "
+                                   "again)"
+                                 : "its copy") +
+              ", and the device keeps the grads, the buffers and a staged "
+              "copy of the largest group's shard (" +
+              human(e.offloadParamDeviceBytes) + "): " +
+              signedHuman(e.offloadParamDeviceBytes - *e.deepspeed.bytes) +
+              " per GPU against DeepSpeed's.";
+    else
+      text += ": " + signedHuman(e.offloadDeviceBytes - *e.deepspeed.bytes) +
+              " per GPU against DeepSpeed's.";
     if (model && model->planError.empty())
       text += " This model's plan (zero-pipeline " + model->planPipeline +
               ") has a pinned host arena of " +
@@ -826,6 +859,8 @@ Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
           // Offloaded, the optimizer states are not on the device.
           !(oursOffloaded && (line.key == "master_params" ||
                               line.key == "adam_m" || line.key == "adam_v")) &&
+          // Nor the parameter shard with the parameters offloaded.
+          !(paramsOffloaded && line.key == "params") &&
           *line.bytes > fit.largestItemBytes) {
         fit.largestItem = line.key;
         fit.largestItemBytes = *line.bytes;
@@ -850,15 +885,15 @@ deepspeedOptionsLine(const zero::estimate::DeepSpeedOptions &options) {
 }
 
 /// What the table's ours columns say of a row: our device total and pinned
-/// host arena per rank, without offload or with the optimizer offloaded;
-/// none with parameter offload.
+/// host arena per rank, without offload, with the optimizer offloaded or
+/// with the parameters offloaded too.
 struct OursForRow {
   int64_t device = 0, host = 0;
 };
 std::optional<OursForRow> oursForRow(const Estimate &e,
                                      const zero::estimate::DeepSpeedRow &row) {
   if (row.options.cpuOffloadParams)
-    return std::nullopt;
+    return OursForRow{e.offloadParamDeviceBytes, e.offloadHostBytes};
   if (row.options.cpuOffload)
     return OursForRow{e.offloadDeviceBytes, e.offloadHostBytes};
   return OursForRow{e.ourTotal, 0};
@@ -866,11 +901,12 @@ std::optional<OursForRow> oursForRow(const Estimate &e,
 
 constexpr const char *kOursNote =
     "ours: our exact total per GPU (model states + buffers) and pinned host "
-    "arena per rank, without offload and with offload_optimizer=cpu (the "
+    "arena per rank, without offload, with offload_optimizer=cpu (the "
     "fp32 masters, Adam's m and v and the gradient and parameter copies in "
-    "host memory, laid out as zero-plan-memory does); zero_init changes "
-    "neither. n/a: zero-estimate gives no figure of ours with "
-    "offload_param=cpu.";
+    "host memory, laid out as zero-plan-memory does) and at stage 3 with "
+    "offload_param=cpu too (the parameter shard in host memory in place of "
+    "its copy, a staged copy of the largest group's shard on the device); "
+    "zero_init changes neither.";
 
 /// DeepSpeed's *_all_cold output, each row with its exact bytes, its GPU
 /// formula and ours beside.
@@ -951,6 +987,8 @@ void printText(const Estimate &e, const std::optional<ModelCounts> &model,
     lines.push_back(&*e.offloadDevice);
     for (const Line &line : e.offloadHost)
       lines.push_back(&line);
+    if (cpuOffloadParams && e.offloadParamDevice)
+      lines.push_back(&*e.offloadParamDevice);
   }
   size_t labelW = 0, formulaW = 0;
   for (const Line *line : lines) {
@@ -986,7 +1024,10 @@ void printText(const Estimate &e, const std::optional<ModelCounts> &model,
     os << "\ndevice memory (" << e.deviceMemorySource
        << "): " << e.fit->deviceMemoryBytes
        << " bytes; the verdict counts our total"
-       << (cpuOffload ? " offloaded (offload_optimizer=cpu)" : "")
+       << (cpuOffloadParams ? " offloaded (offload_optimizer=cpu, "
+                              "offload_param=cpu)"
+           : cpuOffload     ? " offloaded (offload_optimizer=cpu)"
+                            : "")
        << ", not activations:\n";
     mlir::zero::printFitVerdict(*e.fit, os);
   }
@@ -1069,6 +1110,12 @@ void printJson(const Estimate &e, const std::optional<ModelCounts> &model,
       });
     else
       j.attribute("ours_offload_optimizer", nullptr);
+    // The host arena is ours_offload_optimizer's host_total.
+    if (e.offloadParamDevice)
+      j.attributeObject("ours_offload_param",
+                        [&] { line(*e.offloadParamDevice); });
+    else
+      j.attribute("ours_offload_param", nullptr);
     if (e.deepspeedTable.empty())
       j.attribute("deepspeed_table", nullptr);
     else
@@ -1136,7 +1183,8 @@ int main(int argc, char **argv) {
       "offload options (--cpu-offload, --cpu-offload-params, --no-zero-init, "
       "--additional-buffer-factor) and as its all_cold table over them, "
       "beside zero-mlir's per-rank accounting (device and pinned host "
-      "memory, without offload and with the optimizer offloaded), for a "
+      "memory, without offload, with the optimizer offloaded and with the "
+      "parameters offloaded too), for a "
       "model file "
       "(zero-estimate model.mlir --stage 3 ...) "
       "or numbers (--params, --largest-layer-params), and whether it fits "

@@ -13,8 +13,8 @@ the figures Python's float arithmetic puts away from the exact rational
 result, so that the grid is known to reach the branches where rounding
 matters. Also checks that the text gives the factor as Python's repr does,
 and our own columns: the device total and pinned host arena per rank without
-offload and with the optimizer offloaded (none with parameter offload),
-derived here from S, L and the ranks at the tool's defaults (bf16, alignment
+offload, with the optimizer offloaded and, at stage 3, with the parameters
+offloaded too, derived here from S, L and the ranks at the tool's defaults (bf16, alignment
 2, one bucket of 5e8 elements, no prefetch).
 """
 import json
@@ -87,20 +87,25 @@ def round_up(x, m):
     return (x + m - 1) // m * m
 
 
-def ours(stage, params, largest, gpus, offload):
+def ours(stage, params, largest, gpus, offload, offload_params=False):
     """(device bytes, host bytes) of our plan of one flat bf16 partition:
     params and grads (whole or the S'/n shard), the fp32 master, m and v
     (12 bytes per owned element) on the device, or with the optimizer
     offloaded in the pinned host arena beside the 16-bit gradient and
     parameter copies, each buffer at a 64-byte boundary and the arena
     rounded up to 64; plus one reduce bucket and, at stage 3, the gathered
-    largest layer."""
+    largest layer. With the parameters offloaded too (stage 3) the 16-bit
+    parameter shard is in the host arena in place of its copy (the same
+    sizes), and the device holds a staged copy of the largest layer's shard
+    (2L'/n) instead of the parameter shard."""
     padded = round_up(params, 2 * gpus)
     shard = padded // gpus
     params_bytes = 2 * (shard if stage == 3 else params)
     buffers = 2 * min(500000000, padded)
     if stage == 3:
         buffers += 2 * round_up(largest, 2 * gpus)
+    if offload_params:
+        params_bytes = 2 * (round_up(largest, 2 * gpus) // gpus)
     device = params_bytes + 2 * shard + buffers
     if not offload:
         return device + 12 * shard, 0
@@ -238,6 +243,13 @@ def main():
         got = (off["device_total"]["bytes"], off["host_total"]["bytes"])
         want = ours(stage, params, largest, gpn * nodes, True)
         assert got == want, (where, got, want)
+        off = out["ours_offload_param"]
+        if stage == 3:
+            got = off["device_total"]["bytes"]
+            want = ours(stage, params, largest, gpn * nodes, True, True)[0]
+            assert got == want, (where, got, want)
+        else:
+            assert off is None, where
 
         table = out["deepspeed_table"]
         assert table["header"] == reference_header(stage, params, largest,
@@ -252,15 +264,10 @@ def main():
                     "cpu" if p else "none", z), where
             assert (r["cpu_bytes"], r["gpu_bytes"]) == (c, g), (where, r, c, g)
             assert r["line"] == line, (where, r["line"], line)
-            # Ours: none with parameter offload.
-            if p:
-                assert r["ours_gpu_bytes"] is None, where
-                assert r["ours_host_bytes"] is None, where
-            else:
-                want = ours(stage, params, largest, gpn * nodes, o)
-                got = (r["ours_gpu_bytes"], r["ours_host_bytes"])
-                assert got == want, (where, got, want)
-                ours_rows += 1
+            want = ours(stage, params, largest, gpn * nodes, o, p)
+            got = (r["ours_gpu_bytes"], r["ours_host_bytes"])
+            assert got == want, (where, got, want)
+            ours_rows += 1
             rows += 1
             ec, eg = exact(stage, params, largest, gpn, nodes, o, p, z, f)
             rounded_cpu += ec != c
