@@ -617,14 +617,18 @@ Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
   }
   // With the parameters offloaded as well (stage 3): the owned parameter
   // shard lives in the host arena, and each gather reads a staged device
-  // copy of its group's shard from the step arena (zero-param-gather), at
-  // most the largest group's, L'/n elements.
+  // copy of its group's shard from the step arena (zero-param-gather): the
+  // largest group's, L'/n elements, and with a prefetch window the shards
+  // of the groups gathered ahead, 1/n of the window's gathered elements.
   if (stage == 3) {
-    e.offloadParamDeviceBytes =
-        c * shard + bucketBytes + gatherBytes + c * (e.lPadded / n);
-    e.offloadParamDevice = Line{"device_total", "ours params offloaded: device",
-                                "grads + buffers + " + cs + "L'/n staged",
-                                e.offloadParamDeviceBytes};
+    int64_t staged = c * (e.lPadded / n + roundUp(prefetchBucketSize, n) / n);
+    e.offloadParamDeviceBytes = c * shard + bucketBytes + gatherBytes + staged;
+    e.offloadParamDevice =
+        Line{"device_total", "ours params offloaded: device",
+             "grads + buffers + " + cs + "L'/n" +
+                 (prefetchBucketSize ? " + " + cs + " x prefetch/n" : "") +
+                 " staged",
+             e.offloadParamDeviceBytes};
   }
   // The plan the verdict and the comparison with DeepSpeed's figure use:
   // ours offloaded as DeepSpeed's is, else ours.
