@@ -673,6 +673,8 @@ READ_ONLY_SCRIPT = r"""
 dir=$1 mode=$2; shift 2
 if [ "$mode" = bind ]; then
   mount --bind "$dir" "$dir" && mount -o remount,bind,ro "$dir" || exit 125
+elif [ "$mode" = small ]; then
+  mount -t tmpfs -o size=64k zrt-small "$dir" || exit 125
 else
   mount -t tmpfs -o ro,size=64k zrt-read-only "$dir" || exit 125
 fi
@@ -680,16 +682,17 @@ exec "$@"
 """
 
 
-def read_only_argv(directory, bind, cmd):
+def read_only_argv(directory, bind, cmd, mode=None):
     return (["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-             READ_ONLY_SCRIPT, "sh", directory, "bind" if bind else "tmpfs"]
-            + cmd)
+             READ_ONLY_SCRIPT, "sh", directory,
+             mode or ("bind" if bind else "tmpfs")] + cmd)
 
 
 def cmd_read_only(args):
     """Runs a command with DIR on a read-only file system (EROFS on every
     write): an empty read-only tmpfs mounted over DIR, or with --bind DIR
-    itself (its files) re-mounted read-only. --probe instead exits 0 if
+    itself (its files) re-mounted read-only; with --small DIR is a writable
+    but tiny (64 KiB) tmpfs instead, a nearly full disk. --probe instead exits 0 if
     that works here (a write into DIR fails with EROFS), non-zero with the
     reason otherwise; lit.local.cfg sets the read-only-mount feature from
     it."""
@@ -716,7 +719,8 @@ def cmd_read_only(args):
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
     if not args.dir or not cmd:
         fail("read-only needs DIR -- CMD...")
-    argv = read_only_argv(args.dir, args.bind, cmd)
+    argv = read_only_argv(args.dir, args.bind, cmd,
+                          "small" if args.small else None)
     os.execvp(argv[0], argv)
 
 
@@ -1198,6 +1202,9 @@ def main():
     s = sub.add_parser("read-only")
     s.add_argument("--probe", action="store_true")
     s.add_argument("--bind", action="store_true")
+    s.add_argument("--small", action="store_true",
+                   help="instead a writable 64 KiB tmpfs over DIR (a full "
+                   "disk)")
     s.add_argument("dir", nargs="?")
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_read_only)
