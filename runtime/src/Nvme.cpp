@@ -300,7 +300,8 @@ const char *SwapFile::engineName() const { return engine->name(); }
 void SwapFile::submit(SwapIo &io) {
   if (io.offset % kSwapAlignment || io.bytes % kSwapAlignment ||
       reinterpret_cast<uintptr_t>(io.buffer) % kSwapAlignment ||
-      io.offset < 0 || io.bytes < 0 || io.offset + io.bytes > fileBytes)
+      io.offset < 0 || io.bytes < 0 || io.bytes > kMaxTransfer ||
+      io.offset + io.bytes > fileBytes)
     fatal("nvme: unaligned or out-of-range %s of %lld bytes at offset %lld "
           "of '%s' (%lld bytes)",
           io.write ? "write" : "read", (long long)io.bytes,
@@ -335,6 +336,7 @@ void SwapFile::wait(SwapIo &io) {
 
 void SwapFile::read(int64_t offset, void *dst, int64_t bytes, char *bounce,
                     int64_t bounceBytes) {
+  bounceBytes = std::min(bounceBytes, kMaxTransfer);
   for (int64_t at = 0; at < bytes; at += bounceBytes) {
     int64_t len = std::min(bounceBytes, bytes - at);
     SwapIo io;
@@ -351,6 +353,7 @@ void SwapFile::read(int64_t offset, void *dst, int64_t bytes, char *bounce,
 
 void SwapFile::write(int64_t offset, const void *src, int64_t bytes,
                      char *bounce, int64_t bounceBytes) {
+  bounceBytes = std::min(bounceBytes, kMaxTransfer);
   for (int64_t at = 0; at < bytes; at += bounceBytes) {
     int64_t len = std::min(bounceBytes, bytes - at);
     SwapIo io;

@@ -27,6 +27,9 @@ namespace zrt {
 /// Offsets, sizes and buffer addresses of swap-file I/O are multiples of
 /// this (O_DIRECT's logical block on common file systems).
 constexpr int64_t kSwapAlignment = 4096;
+/// The most one transfer moves (io_uring's lengths are 32-bit; the
+/// compiler's swap chunks are at most 1 GiB of one state).
+constexpr int64_t kMaxTransfer = int64_t(1) << 30;
 
 /// One asynchronous read or write of the swap file.
 struct SwapIo {

@@ -2268,6 +2268,12 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // -----
 
+// Checks that one swap transfer stays within 1 GiB.
+// expected-error @+1 {{nvme_swap chunk must be at most 268435456 elements (1 GiB of fp32, one transfer), got 268436480}}
+#huge = #zero.nvme_swap<chunk = 268436480, buffers = 4>
+
+// -----
+
 // Checks that a swap chunk is whole 4096-byte blocks.
 // expected-error @+1 {{nvme_swap chunk must be a positive multiple of 1024 elements (4096 bytes of fp32), got 100}}
 #chunk = #zero.nvme_swap<chunk = 100, buffers = 4>

@@ -226,6 +226,10 @@ LogicalResult OffloadAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "buffer_size must be a positive multiple of "
                        << kNvmeAlignment / 4 << " elements (" << kNvmeAlignment
                        << " bytes of fp32), got " << bufferSize;
+  if (bufferSize > kMaxSwapChunk)
+    return emitError() << "buffer_size must be at most " << kMaxSwapChunk
+                       << " elements (1 GiB of fp32, one transfer), got "
+                       << bufferSize;
   return success();
 }
 
@@ -235,6 +239,10 @@ LogicalResult NvmeSwapAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "nvme_swap chunk must be a positive multiple of "
                        << kNvmeAlignment / 4 << " elements (" << kNvmeAlignment
                        << " bytes of fp32), got " << chunk;
+  if (chunk > kMaxSwapChunk)
+    return emitError() << "nvme_swap chunk must be at most " << kMaxSwapChunk
+                       << " elements (1 GiB of fp32, one transfer), got "
+                       << chunk;
   if (buffers < 1)
     return emitError() << "nvme_swap buffers must be >= 1, got " << buffers;
   if (chunk > std::numeric_limits<int64_t>::max() / (12 * buffers))

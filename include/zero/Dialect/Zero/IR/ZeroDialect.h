@@ -91,6 +91,9 @@ inline bool offloadsOptimizer(TrainStepOp step) {
 /// The alignment of offsets and sizes in an NVMe swap file and of the
 /// swap buffers (O_DIRECT's logical block on common file systems).
 constexpr int64_t kNvmeAlignment = 4096;
+/// The largest swap chunk in elements: 1 GiB of one fp32 state, which one
+/// read or write moves (io_uring's lengths are 32-bit).
+constexpr int64_t kMaxSwapChunk = int64_t(1) << 28;
 /// The memory a partition's persistent buffer of kind `kind` lives in when
 /// the optimizer is offloaded to `optimizer`.
 inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer) {
