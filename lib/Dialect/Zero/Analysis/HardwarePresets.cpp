@@ -39,9 +39,9 @@ constexpr double kPcie = 0.8, kHostAdam = 40e9;
 // Optimizer offload to NVMe (assumed): one PCIe Gen4 data-center SSD per
 // GPU, sequential O_DIRECT reads at 6 GB/s and writes at 3 GB/s.
 constexpr double kNvmeRead = 6e9, kNvmeWrite = 3e9;
-// The `cpu` preset's disk: assumed, a virtual machine's network-attached
-// volume.
-constexpr double kCpuNvmeRead = 1e9, kCpuNvmeWrite = 0.5e9;
+// The `cpu` preset's disk: this development machine's virtual disk as
+// bench/nvme.py measured it (docs/benchmarks.md).
+constexpr double kCpuNvmeRead = 1e9, kCpuNvmeWrite = 1.9e9;
 
 static const HardwarePreset kPresets[] = {
     {"a100-40gb",
