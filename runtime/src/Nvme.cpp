@@ -237,7 +237,8 @@ std::unique_ptr<SwapFile> SwapFile::open(const std::string &dir, int rank,
   // The file exists from an earlier run (swap files are kept, as
   // DeepSpeed keeps them): its blocks count as room.
   int64_t existing = 0;
-  if (::stat(f->filePath.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+  bool existed = ::stat(f->filePath.c_str(), &st) == 0;
+  if (existed && S_ISREG(st.st_mode))
     existing = int64_t(st.st_blocks) * 512;
   int flags = O_RDWR | O_CREAT | O_CLOEXEC;
   f->fd = ::open(f->filePath.c_str(), flags | O_DIRECT, 0644);
@@ -255,22 +256,31 @@ std::unique_ptr<SwapFile> SwapFile::open(const std::string &dir, int rank,
   if (::flock(f->fd, LOCK_EX | LOCK_NB) != 0)
     fail("the swap file '" + f->filePath +
          "' is in use by another run (each run needs its own nvme_path)");
+  // A refused file does not stay behind (nor one sized but not allocated).
+  auto refuse = [&](const std::string &message) {
+    if (existed)
+      (void)::ftruncate(f->fd, 0);
+    else
+      ::unlink(f->filePath.c_str());
+    fail(message);
+  };
   struct statvfs vfs;
   if (::fstatvfs(f->fd, &vfs) == 0) {
     int64_t avail = int64_t(vfs.f_bavail) * int64_t(vfs.f_frsize);
     if (avail + existing < bytes)
-      fail(where + " has " + std::to_string(avail + existing) +
-           " bytes free for the swap file '" + f->filePath + "', which needs " +
-           std::to_string(bytes) + " bytes (the plan's nvme_bytes)");
+      refuse(where + " has " + std::to_string(avail + existing) +
+             " bytes free for the swap file '" + f->filePath +
+             "', which needs " + std::to_string(bytes) +
+             " bytes (the plan's nvme_bytes)");
   }
   // Reserve the blocks now, so a full disk is an error before step 1.
   if (::ftruncate(f->fd, 0) != 0 || ::ftruncate(f->fd, bytes) != 0)
-    fail("cannot size the swap file '" + f->filePath + "' to " +
-         std::to_string(bytes) + " bytes: " + errnoText(errno));
+    refuse("cannot size the swap file '" + f->filePath + "' to " +
+           std::to_string(bytes) + " bytes: " + errnoText(errno));
   int rc = ::posix_fallocate(f->fd, 0, bytes);
   if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL)
-    fail("cannot allocate " + std::to_string(bytes) +
-         " bytes for the swap file '" + f->filePath + "': " + errnoText(rc));
+    refuse("cannot allocate " + std::to_string(bytes) +
+           " bytes for the swap file '" + f->filePath + "': " + errnoText(rc));
   // ZRT_NVME_ENGINE=thread-pool chooses the fallback (where io_uring is
   // slow or untrusted); anything else tries io_uring first.
   std::string why = "ZRT_NVME_ENGINE=thread-pool";
