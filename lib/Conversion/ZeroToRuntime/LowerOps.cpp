@@ -223,9 +223,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (!stats || !scale || skip == ptrCache.end())
           return o.emitOpError("needs its zero.update_loss_scale in the same "
                                "function (both run at the step boundary)");
-        callVoid(o.getHost() ? "zrt_ctx_adam_host" : "zrt_ctx_adam",
-                 {ctx, i32(partitionIndex(o.getGroupAttr())), stats, scale,
-                  skip->second, f64(o.getDivisor().convertToDouble())});
+        SmallVector<Value> args = {
+            ctx,          i32(partitionIndex(o.getGroupAttr())), stats, scale,
+            skip->second, f64(o.getDivisor().convertToDouble())};
+        if (NvmeSwapAttr swap = o.getSwapAttr()) {
+          args.append({i64(swap.getChunk()),
+                       i32(static_cast<int32_t>(swap.getBuffers()))});
+          callVoid("zrt_ctx_adam_nvme", args);
+          return success();
+        }
+        callVoid(o.getHost() ? "zrt_ctx_adam_host" : "zrt_ctx_adam", args);
         return success();
       })
       .Case([&](TransferOp o) -> LogicalResult {

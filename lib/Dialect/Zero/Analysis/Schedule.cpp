@@ -35,13 +35,15 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.stage = schedule.getStage();
   s.worldSize = schedule.getWorldSize();
   s.accumulationSteps = schedule.getAccumulationSteps();
-  s.optimizerOffloaded = offloadsOptimizer(step);
+  s.optimizerDevice = getOptimizerOffload(step);
+  s.optimizerOffloaded = s.optimizerDevice != OffloadDevice::none;
   // One symbol table: a lookup per parameter must not scan the module.
   SymbolTable symbols(module);
   for (PartitionOp p : module.getOps<PartitionOp>()) {
     PartitionBuffers buffers;
     buffers.partition = p;
     buffers.offloaded = s.optimizerOffloaded;
+    buffers.optimizerDevice = s.optimizerDevice;
     for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {
       auto paramOp = symbols.lookup<ParamOp>(
           cast<SymbolRefAttr>(ref).getLeafReference());

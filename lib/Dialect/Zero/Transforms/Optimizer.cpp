@@ -159,12 +159,26 @@ struct ZeroOptimizerPass
       return failure();
     OffloadAttr attr = OffloadAttr::getChecked(
         [&] { return fail(); }, &getContext(), *optimizer, *param,
-        StringRef(nvmePath.getValue()));
+        StringRef(nvmePath.getValue()), int64_t(nvmeBufferCount),
+        int64_t(nvmeBufferSize));
     if (!attr)
       return failure();
     if (*optimizer == OffloadDevice::none && *param == OffloadDevice::none)
       return OffloadAttr();
     return attr;
+  }
+
+  /// The swap buffers of an optimizer on NVMe: nvme-buffer-size elements
+  /// per state, or fewer when every owned shard fits in fewer (all
+  /// partitions' Adams share the buffers, one partition after another).
+  NvmeSwapAttr getSwap(const StepSchedule &schedule) {
+    constexpr int64_t kBlock = kNvmeAlignment / 4;
+    int64_t largest = kBlock;
+    for (const PartitionBuffers &p : schedule.getPartitions())
+      largest = std::max(largest, p.getOptimizerNumel());
+    int64_t chunk =
+        std::min<int64_t>(nvmeBufferSize, llvm::alignTo(largest, kBlock));
+    return NvmeSwapAttr::get(&getContext(), chunk, nvmeBufferCount);
   }
 
   void emit(TrainStepOp step, const StepSchedule &schedule,
@@ -230,9 +244,10 @@ struct ZeroOptimizerPass
       // Only this partition's copies: the later partitions' may still run.
       for (Value token : downloads[i])
         wait(token);
-      auto adam = AdamOp::create(b, loc, cast<FlatSymbolRefAttr>(group), global,
-                                 scale, skip, divisor);
-      adam.setHost(offloaded);
+      auto adam = AdamOp::create(
+          b, loc, cast<FlatSymbolRefAttr>(group), global, scale, skip, divisor,
+          offloaded ? b.getUnitAttr() : UnitAttr(),
+          schedule.isOptimizerOnNvme() ? getSwap(schedule) : NvmeSwapAttr());
       created.push_back(adam);
       // The updated parameters return while the next partition's Adam
       // runs; fp32 parameters come from their host masters.

@@ -45,6 +45,7 @@ struct PipelineSettings {
   double gradientClipping;
   /// zero-optimizer's offload options.
   std::string offloadOptimizer, offloadParam, nvmePath;
+  int64_t nvmeBufferCount, nvmeBufferSize;
   bool verify;
   /// zero-pad-vocab's multiple; 0 leaves the vocabulary as it is.
   int64_t padVocab;
@@ -127,6 +128,8 @@ void addZeroPasses(OpPassManager &pm, const PipelineSettings &s,
   opt.offloadOptimizer = s.offloadOptimizer;
   opt.offloadParam = s.offloadParam;
   opt.nvmePath = s.nvmePath;
+  opt.nvmeBufferCount = s.nvmeBufferCount;
+  opt.nvmeBufferSize = s.nvmeBufferSize;
   pm.addPass(createZeroOptimizerPass(opt));
 }
 
@@ -758,10 +761,6 @@ struct ApplyDeepSpeedConfigPass
              << "zero_optimization.offload_param: parameter offload needs "
                 "ZeRO stage 3, the stage is "
              << s.stage;
-    if (fileOptimizer && optimizer == OffloadDevice::nvme)
-      return errorAt(cfg->offloadOptimizer)
-             << "zero_optimization.offload_optimizer: "
-             << getUnimplementedOffload(optimizer, OffloadDevice::none);
     if (fileParam)
       return errorAt(cfg->offloadParam)
              << "zero_optimization.offload_param: "
@@ -987,6 +986,8 @@ PipelineSettings settingsFor(const ZeroPipelineOptions &o,
   s.nvmePath = o.nvmePath.hasValue() || !fileNvme
                    ? o.nvmePath.getValue()
                    : cfg.nvmePath.value.value_or("");
+  s.nvmeBufferCount = choose(o.nvmeBufferCount, cfg.optimizerBufferCount);
+  s.nvmeBufferSize = o.nvmeBufferSize;
   s.verify = o.verify;
   s.padVocab = o.padVocab;
   s.remat =

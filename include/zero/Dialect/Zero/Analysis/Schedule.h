@@ -37,8 +37,10 @@ struct PartitionBuffers {
   mutable PartitionOp partition;
   Type computeType;
   /// Whether the step offloads the optimizer: masters and moments live in
-  /// host memory beside host_grads (and host_params with 16-bit compute).
+  /// host memory beside host_grads (and host_params with 16-bit compute),
+  /// or in the rank's NVMe swap file (then host_params always exists).
   bool offloaded = false;
+  OffloadDevice optimizerDevice = OffloadDevice::none;
   /// Elements of each buffer kind (indexed by BufferKind).
   int64_t numel[kNumBufferKinds] = {};
   /// Bytes of each buffer kind.
@@ -57,14 +59,15 @@ struct PartitionBuffers {
     case BufferKind::host_grads:
       return offloaded;
     case BufferKind::host_params:
-      return offloaded && !zero::areParamsMasters(computeType);
+      return offloaded && (optimizerDevice == OffloadDevice::nvme ||
+                           !zero::areParamsMasters(computeType));
     default:
       return true;
     }
   }
   /// The memory buffer `kind` lives in.
   MemoryKind getMemory(BufferKind kind) const {
-    return getBufferMemory(kind, offloaded);
+    return getBufferMemory(kind, optimizerDevice);
   }
   /// Elements of the owned shard that Adam updates (padded; the whole
   /// group at stage 0).
@@ -84,8 +87,13 @@ public:
   int64_t getStage() const { return stage; }
   int64_t getWorldSize() const { return worldSize; }
   int64_t getAccumulationSteps() const { return accumulationSteps; }
-  /// Whether the optimizer states live in host memory (zero.offload).
+  /// Whether the optimizer states live in host memory or on NVMe
+  /// (zero.offload): the Adam runs on the host.
   bool isOptimizerOffloaded() const { return optimizerOffloaded; }
+  /// Whether they live in the ranks' NVMe swap files.
+  bool isOptimizerOnNvme() const {
+    return optimizerDevice == OffloadDevice::nvme;
+  }
   ArrayRef<PartitionBuffers> getPartitions() const { return partitions; }
   const PartitionBuffers *lookupPartition(StringRef name) const;
   const PartitionBuffers *lookupPartition(SymbolRefAttr ref) const {
@@ -110,6 +118,7 @@ private:
   int64_t worldSize = 1;
   int64_t accumulationSteps = 1;
   bool optimizerOffloaded = false;
+  OffloadDevice optimizerDevice = OffloadDevice::none;
   int64_t paramCount = 0;
   int64_t paddedParamCount = 0;
   SmallVector<PartitionBuffers> partitions;

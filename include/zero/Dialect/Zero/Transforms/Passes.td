@@ -368,9 +368,15 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     Adam of earlier partitions), the Adam runs on the host (`zero.adam ...
     host`) and the updated parameters are copied back (`host_params to
     params`, or `master to params` with fp32 compute), waited for before
-    the post-step all-gathers. `nvme` and `offload-param` (DeepSpeed:
-    parameter offload at stage 3 only) are rejected as not implemented yet;
-    `nvme-path` is the directory of `nvme`.
+    the post-step all-gathers. `offload-optimizer=nvme` (ZeRO-Infinity)
+    keeps the masters and moments in a swap file per rank under
+    `nvme-path` instead: the host Adam carries `swap <chunk = C, buffers =
+    B>` and streams them through `nvme-buffer-count` swap buffers of
+    `nvme-buffer-size` elements per state (C is that size, or the largest
+    owned shard rounded up to 1024 elements when smaller), and the updated
+    parameters always come back through `host_params`. `offload-param`
+    (DeepSpeed: parameter offload at stage 3 only) is rejected as not
+    implemented yet.
   }];
   let options = [
     Option<"gradientClipping", "gradient-clipping", "double",
@@ -401,6 +407,13 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
            "(DeepSpeed: zero_optimization.offload_param.device)">,
     Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
            "Directory of nvme offload (DeepSpeed: nvme_path)">,
+    Option<"nvmeBufferCount", "nvme-buffer-count", "int64_t",
+           /*default=*/"4",
+           "Swap buffers of an optimizer offloaded to nvme (DeepSpeed: "
+           "offload_optimizer.buffer_count)">,
+    Option<"nvmeBufferSize", "nvme-buffer-size", "int64_t",
+           /*default=*/"1048576",
+           "Elements of each fp32 state per swap buffer, a multiple of 1024">,
   ];
 }
 
