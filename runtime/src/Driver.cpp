@@ -1021,9 +1021,17 @@ int Driver::run(int argc, char **argv) {
         maxPeak == manifest.peakBytes ? "" : ": MISMATCH");
     if (manifest.hostBytes > 0) {
       int64_t host = hostMemoryPeakBytes();
+      bool optimizer = false, params = false;
+      for (const PartitionInfo &p : manifest.partitions) {
+        optimizer |= p.offloaded();
+        params |= p.paramsOffloaded();
+      }
       std::printf("host memory: measured %lld bytes, planned %lld bytes "
-                  "(offloaded optimizer)%s\n",
+                  "(offloaded %s)%s\n",
                   (long long)host, (long long)manifest.hostBytes,
+                  optimizer && params ? "optimizer and parameters"
+                  : params            ? "parameters"
+                                      : "optimizer",
                   host == manifest.hostBytes ? "" : ": MISMATCH");
     }
     if (swapFile) {

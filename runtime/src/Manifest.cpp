@@ -291,9 +291,12 @@ Manifest Manifest::parse(const std::string &text) {
     if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
         (m.stage > 0 && p.shardNumel * m.worldSize < p.numel))
       invalid("partition '" + p.name + "' has an inconsistent layout");
-    // The Adam kernels keep fp32 masters: an fp32 compute copy is one,
-    // unless the optimizer is offloaded (its masters are on the host).
-    if (p.paramsAreMasters != (m.computeDtype == ZRT_F32 && !p.offloaded()))
+    // The Adam kernels keep fp32 masters: an fp32 compute copy is one when
+    // it lives where Adam runs (both on the device, or both in host memory;
+    // never with the states in the swap file).
+    bool nvme = m.nvmeBytes > 0;
+    if (p.paramsAreMasters != (m.computeDtype == ZRT_F32 && !nvme &&
+                               p.offloaded() == p.paramsOffloaded()))
       invalid("partition '" + p.name + "' " +
               (p.paramsAreMasters ? "has no" : "has a") +
               " master buffer with compute dtype " + m.computeDtypeName +
@@ -333,13 +336,17 @@ Manifest Manifest::parse(const std::string &text) {
     // An offloaded optimizer: its masters, moments and gradient copy are on
     // the host, and 16-bit parameters come back through a host copy.
     // On NVMe, the states are in the swap file and every compute type
-    // comes back through host_params.
-    bool nvme = m.nvmeBytes > 0;
+    // comes back through host_params. Offloaded parameter shards (stage 3)
+    // are updated in place by a host Adam.
     auto stateOff = [&](int k) { return nvme ? p.onNvme[k] : p.onHost[k]; };
-    if (p.offloaded() &&
-        (!stateOff(kMaster) || !stateOff(kExpAvg) || !stateOff(kExpAvgSq) ||
-         !p.onHost[kHostGrads] || p.onHost[kParams] || p.onHost[kGrads] ||
-         (nvme || m.computeDtype != ZRT_F32) != p.hasBuffer(kHostParams)))
+    if ((p.offloaded() &&
+         ((!p.paramsAreMasters && !stateOff(kMaster)) || !stateOff(kExpAvg) ||
+          !stateOff(kExpAvgSq) || !p.onHost[kHostGrads] || p.onHost[kGrads] ||
+          ((nvme || m.computeDtype != ZRT_F32) && !p.paramsOffloaded()) !=
+              p.hasBuffer(kHostParams))) ||
+        (!p.offloaded() && (p.onHost[kMaster] || p.onHost[kExpAvg] ||
+                            p.onHost[kExpAvgSq] || p.onHost[kGrads])) ||
+        (p.paramsOffloaded() && m.stage != 3))
       invalid("partition '" + p.name + "' has an inconsistent host placement");
     if (!p.offloaded() && std::count(p.onNvme.begin(), p.onNvme.end(), true))
       invalid("partition '" + p.name +

@@ -208,6 +208,43 @@ extern "C" void zrt_ctx_gather_partition(zrt_ctx *ctx, int32_t p, void *out,
   launch(ctx, slot, "gather params", {token}, nullptr);
 }
 
+extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,
+                                      const void *shard, void *out,
+                                      int32_t slot) {
+  const char *call = "zrt_ctx_gather_staged";
+  const PartitionInfo &part = partition(ctx, p, call);
+  if (!part.paramsOffloaded())
+    fatal("%s: partition '%s' keeps its params shard on the device", call,
+          part.name.c_str());
+  int64_t token = zrt_all_gather(ctx->comm, ctx->manifest->computeDtype, shard,
+                                 out, part.shardNumel);
+  launch(ctx, slot, "gather params", {token}, nullptr);
+}
+
+extern "C" void zrt_ctx_stage_params(zrt_ctx *ctx, int32_t p, void *staged,
+                                     int32_t toHost, int32_t slot) {
+  const char *call = "zrt_ctx_stage_params";
+  const PartitionInfo &part = partition(ctx, p, call);
+  if (!part.paramsOffloaded())
+    fatal("%s: partition '%s' keeps its params shard on the device", call,
+          part.name.c_str());
+  // The gather sends the whole shard; Adam wrote only the owned elements
+  // (the rest of the host shard is padding, zero since initialization).
+  char *host = ctx->buffer(p, kParams);
+  int64_t n =
+      toHost ? ctx->manifest->owned(part, ctx->rank).size() : part.shardNumel;
+  int64_t bytes = n * ctx->computeBytes;
+  const char *what = toHost ? "copy params to host" : "copy params to device";
+  // Traced as zrt_ctx_transfer's copies are.
+  double start = ctx->tracing ? ctx->nowUs() : 0.0;
+  std::function<void()> done =
+      toHost ? device::transfer(host, staged, bytes, true)
+             : device::transfer(staged, host, bytes, false);
+  if (ctx->tracing)
+    ctx->trace.push_back({what, start, ctx->nowUs() - start});
+  launch(ctx, slot, what, {}, std::move(done));
+}
+
 extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
                                        const float *lossScale, double divisor,
                                        float *stats) {
@@ -232,10 +269,40 @@ extern "C" int32_t zrt_ctx_update_loss_scale(zrt_ctx *ctx, const float *stats) {
   return updateLossScale(ctx, host);
 }
 
+namespace {
+/// The device Adam of partition p, writing the new parameters to `params`.
+void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
+                const float *stats, const float *lossScale, int32_t skip,
+                double divisor, void *params);
+} // namespace
+
 extern "C" void zrt_ctx_adam(zrt_ctx *ctx, int32_t p, const float *stats,
                              const float *lossScale, int32_t skip,
                              double divisor) {
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_adam");
+  if (part.paramsOffloaded())
+    fatal("zrt_ctx_adam: partition '%s' keeps its params shard on the host: "
+          "its device Adam writes a staged buffer (zrt_ctx_adam_staged)",
+          part.name.c_str());
+  deviceAdam(ctx, p, part, stats, lossScale, skip, divisor,
+             ownedParams(*ctx, p));
+}
+
+extern "C" void zrt_ctx_adam_staged(zrt_ctx *ctx, int32_t p, const float *stats,
+                                    const float *lossScale, int32_t skip,
+                                    double divisor, void *newParams) {
+  const PartitionInfo &part = partition(ctx, p, "zrt_ctx_adam_staged");
+  if (!part.paramsOffloaded() || part.offloaded())
+    fatal("zrt_ctx_adam_staged: partition '%s' needs offloaded parameters "
+          "and a device optimizer",
+          part.name.c_str());
+  deviceAdam(ctx, p, part, stats, lossScale, skip, divisor, newParams);
+}
+
+namespace {
+void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
+                const float *stats, const float *lossScale, int32_t skip,
+                double divisor, void *params) {
   const Manifest &m = *ctx->manifest;
   auto [grads, n] = ownedGrads(ctx, p, part);
   // Masters and moments hold the owned range: at offset 0 of the full
@@ -245,8 +312,8 @@ extern "C" void zrt_ctx_adam(zrt_ctx *ctx, int32_t p, const float *stats,
   DecayRanges decay = decayRanges(*ctx, p, part);
   device::adam(m.computeDtype, grads, ownedMasters(*ctx, p),
                ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
-               ownedParams(*ctx, p), n, ctx->adamSteps, m.lr, m.beta1, m.beta2,
-               m.eps, m.weightDecay, m.adamw, m.biasCorrection, lrSchedule(m),
+               params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
+               m.weightDecay, m.adamw, m.biasCorrection, lrSchedule(m),
                decay.ranges.data(), decay.decays.data(),
                int32_t(decay.decays.size()), m.gradientClipping, stats,
                lossScale, divisor, skip);
@@ -254,6 +321,7 @@ extern "C" void zrt_ctx_adam(zrt_ctx *ctx, int32_t p, const float *stats,
   // next step, but an unused parameter's slot must not keep stale values.
   zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }
+} // namespace
 
 extern "C" int32_t zrt_ctx_last_micro_step(zrt_ctx *ctx) {
   return ctx->micro + 1 >= ctx->manifest->accumulationSteps ? 1 : 0;
@@ -321,17 +389,22 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
   device::download(&scale, lossScale, sizeof(scale));
   // fp32 parameters: the masters are the copy that goes back (the kernel
   // allows the alias), as when the parameters are their own masters.
-  void *params = part.hasBuffer(kHostParams) ? ctx->buffer(p, kHostParams)
-                                             : ctx->buffer(p, kMaster);
+  // Offloaded parameter shards are written in place (and are the masters
+  // with fp32 compute).
+  void *params = part.paramsOffloaded()        ? ctx->buffer(p, kParams)
+                 : part.hasBuffer(kHostParams) ? ctx->buffer(p, kHostParams)
+                                               : ctx->buffer(p, kMaster);
+  float *masters = part.paramsAreMasters ? ctx->buffer<float>(p, kParams)
+                                         : ctx->buffer<float>(p, kMaster);
   // The same weight-decay runs and schedule as zrt_ctx_adam, over the same
   // owned elements (at offset 0 of the host copies).
   DecayRanges decay = decayRanges(*ctx, p, part);
   // The unscale factor exactly as device::adam forms it.
-  hostAdam(m.computeDtype, ctx->buffer(p, kHostGrads),
-           ctx->buffer<float>(p, kMaster), ctx->buffer<float>(p, kExpAvg),
-           ctx->buffer<float>(p, kExpAvgSq), params, n, ctx->adamSteps, m.lr,
-           m.beta1, m.beta2, m.eps, m.weightDecay, m.adamw, m.biasCorrection,
-           lrSchedule(m), decay.ranges.data(), decay.decays.data(),
+  hostAdam(m.computeDtype, ctx->buffer(p, kHostGrads), masters,
+           ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
+           params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
+           m.weightDecay, m.adamw, m.biasCorrection, lrSchedule(m),
+           decay.ranges.data(), decay.decays.data(),
            int32_t(decay.decays.size()), m.gradientClipping, hostStats,
            float(double(scale) * divisor), skip);
   zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
@@ -358,7 +431,9 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   device::download(&scale, lossScale, sizeof(scale));
   DecayRanges decay = decayRanges(*ctx, p, part);
   const char *grads = ctx->buffer(p, kHostGrads);
-  char *params = ctx->buffer(p, kHostParams);
+  // The new parameters go to the host copy that is uploaded, or straight
+  // into an offloaded parameter shard.
+  char *params = ctx->buffer(p, part.paramsOffloaded() ? kParams : kHostParams);
   int64_t cb = ctx->computeBytes;
   const BufferKind states[3] = {kMaster, kExpAvg, kExpAvgSq};
   int64_t chunks = ceilDiv(n, chunk);

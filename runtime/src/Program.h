@@ -105,6 +105,9 @@ struct PartitionInfo {
   bool hasBuffer(BufferKind kind) const { return present[kind]; }
   /// Whether the optimizer of this partition runs on the host.
   bool offloaded() const { return present[kHostGrads]; }
+  /// Whether its stage-3 params shard lives in host memory (parameter
+  /// offload): gathers read a staged device copy of it.
+  bool paramsOffloaded() const { return onHost[kParams]; }
 };
 
 /// Bytes of one element of buffer `kind`: the compute type's for the

@@ -31,52 +31,6 @@ using nlohmann::json;
 
 namespace {
 
-/// Casts this rank's owned masters into its params (the owned slice of the
-/// full buffer at stages 0-2, the shard at stage 3), unless they are the
-/// params.
-void castOwnedParams(zrt_ctx &ctx, int32_t p) {
-  const Manifest &m = *ctx.manifest;
-  const PartitionInfo &part = m.partitions[size_t(p)];
-  if (part.paramsAreMasters)
-    return;
-  int64_t n = m.owned(part, ctx.rank).size();
-  if (part.onNvme[kMaster]) {
-    // The masters are in the swap file: read them through the swap
-    // buffers a chunk at a time, cast into the host parameter copy, and
-    // upload that.
-    char *copy = ctx.buffer(p, kHostParams);
-    int64_t chunk = ctx.swapBytes / 4;
-    float *bounce = reinterpret_cast<float *>(ctx.swap);
-    for (int64_t at = 0; at < n; at += chunk) {
-      int64_t len = std::min(chunk, n - at);
-      ctx.nvme->read(part.offsets[kMaster] + at * 4, bounce, len * 4, ctx.swap,
-                     ctx.swapBytes);
-      dispatchFloat(m.computeDtype, [&](auto tag) {
-        fromFloat(bounce, reinterpret_cast<decltype(tag) *>(copy) + at, len);
-      });
-    }
-    device::upload(ownedParams(ctx, p), copy, n * ctx.computeBytes);
-    return;
-  }
-  if (part.offloaded()) {
-    // The masters are on the host: cast there (into the parameter copy the
-    // host Adam writes) and upload.
-    const float *master = ctx.buffer<float>(p, kMaster);
-    if (m.computeDtype == ZRT_F32) {
-      device::upload(ownedParams(ctx, p), master, n * 4);
-      return;
-    }
-    char *copy = ctx.buffer(p, kHostParams);
-    dispatchFloat(m.computeDtype, [&](auto tag) {
-      fromFloat(master, reinterpret_cast<decltype(tag) *>(copy), n);
-    });
-    device::upload(ownedParams(ctx, p), copy, n * ctx.computeBytes);
-    return;
-  }
-  zrt_cast(ZRT_F32, ctx.buffer<float>(p, kMaster), m.computeDtype,
-           ownedParams(ctx, p), n);
-}
-
 void zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
   const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
   if (!part.hasBuffer(kind))
@@ -113,6 +67,65 @@ void loadBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind, void *dst,
     std::memcpy(dst, at, size_t(bytes));
   else
     device::download(dst, at, bytes);
+}
+
+/// Casts this rank's owned masters into its params (the owned slice of the
+/// full buffer at stages 0-2, the shard at stage 3), unless they are the
+/// params.
+void castOwnedParams(zrt_ctx &ctx, int32_t p) {
+  const Manifest &m = *ctx.manifest;
+  const PartitionInfo &part = m.partitions[size_t(p)];
+  if (part.paramsAreMasters)
+    return;
+  int64_t n = m.owned(part, ctx.rank).size();
+  if (part.paramsOffloaded()) {
+    // The shard is in host memory: cast there, from the masters wherever
+    // they are (host or swap file with an offloaded optimizer, device
+    // otherwise).
+    std::vector<float> master(static_cast<size_t>(n), 0.0f);
+    loadBuffer(ctx, p, kMaster, master.data(), ctx.buffer<float>(p, kMaster),
+               n * 4);
+    char *params = ctx.buffer(p, kParams);
+    dispatchFloat(m.computeDtype, [&](auto tag) {
+      fromFloat(master.data(), reinterpret_cast<decltype(tag) *>(params), n);
+    });
+    return;
+  }
+  if (part.onNvme[kMaster]) {
+    // The masters are in the swap file: read them through the swap
+    // buffers a chunk at a time, cast into the host parameter copy, and
+    // upload that.
+    char *copy = ctx.buffer(p, kHostParams);
+    int64_t chunk = ctx.swapBytes / 4;
+    float *bounce = reinterpret_cast<float *>(ctx.swap);
+    for (int64_t at = 0; at < n; at += chunk) {
+      int64_t len = std::min(chunk, n - at);
+      ctx.nvme->read(part.offsets[kMaster] + at * 4, bounce, len * 4, ctx.swap,
+                     ctx.swapBytes);
+      dispatchFloat(m.computeDtype, [&](auto tag) {
+        fromFloat(bounce, reinterpret_cast<decltype(tag) *>(copy) + at, len);
+      });
+    }
+    device::upload(ownedParams(ctx, p), copy, n * ctx.computeBytes);
+    return;
+  }
+  if (part.offloaded()) {
+    // The masters are on the host: cast there (into the parameter copy the
+    // host Adam writes) and upload.
+    const float *master = ctx.buffer<float>(p, kMaster);
+    if (m.computeDtype == ZRT_F32) {
+      device::upload(ownedParams(ctx, p), master, n * 4);
+      return;
+    }
+    char *copy = ctx.buffer(p, kHostParams);
+    dispatchFloat(m.computeDtype, [&](auto tag) {
+      fromFloat(master, reinterpret_cast<decltype(tag) *>(copy), n);
+    });
+    device::upload(ownedParams(ctx, p), copy, n * ctx.computeBytes);
+    return;
+  }
+  zrt_cast(ZRT_F32, ctx.buffer<float>(p, kMaster), m.computeDtype,
+           ownedParams(ctx, p), n);
 }
 
 /// The buffer that holds partition `p`'s owned masters.
@@ -177,8 +190,16 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
       storeBuffer(ctx, p, kMaster, ctx.buffer<float>(p, kMaster),
                   values.data() + (own.begin - need.begin),
                   own.size() * int64_t(sizeof(float)));
-    device::uploadCast(values.data(), m.computeDtype, ctx.buffer(p, kParams),
-                       need.size());
+    if (part.paramsOffloaded()) {
+      char *params = ctx.buffer(p, kParams);
+      dispatchFloat(m.computeDtype, [&](auto tag) {
+        fromFloat(values.data(), reinterpret_cast<decltype(tag) *>(params),
+                  need.size());
+      });
+    } else {
+      device::uploadCast(values.data(), m.computeDtype, ctx.buffer(p, kParams),
+                         need.size());
+    }
   }
 }
 

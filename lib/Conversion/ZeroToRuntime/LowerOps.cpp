@@ -97,6 +97,22 @@ LogicalResult Lowering::lowerBucketReduction(OpT op, bool toOwners) {
   return success();
 }
 
+LogicalResult Lowering::lowerStage3Gather(int32_t part, Value shard,
+                                          Value result, int32_t slot) {
+  FailureOr<Value> out = ptr(result);
+  if (failed(out))
+    return failure();
+  if (!shard) {
+    callVoid("zrt_ctx_gather_partition", {ctx, i32(part), *out, i32(slot)});
+    return success();
+  }
+  FailureOr<Value> in = ptr(shard);
+  if (failed(in))
+    return failure();
+  callVoid("zrt_ctx_gather_staged", {ctx, i32(part), *in, *out, i32(slot)});
+  return success();
+}
+
 LogicalResult Lowering::lowerOp(Operation *op) {
   loc = op->getLoc();
   current = op;
@@ -177,20 +193,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                     i32(slot)});
           return success();
         }
-        Value out = p(o.getResult());
-        if (!out)
-          return failure();
-        callVoid("zrt_ctx_gather_partition", {ctx, i32(part), out, i32(slot)});
-        return success();
+        return lowerStage3Gather(part, o.getShard(), o.getResult(), slot);
       })
       .Case([&](PrefetchOp o) -> LogicalResult {
-        Value out = p(o.getResult());
-        if (!out)
-          return failure();
-        callVoid("zrt_ctx_gather_partition",
-                 {ctx, i32(partitionIndex(o.getGroupAttr())), out,
-                  i32(slotOf(o.getToken()))});
-        return success();
+        return lowerStage3Gather(partitionIndex(o.getGroupAttr()), o.getShard(),
+                                 o.getResult(), slotOf(o.getToken()));
       })
       .Case([&](WaitOp o) -> LogicalResult {
         callVoid("zrt_ctx_wait", {ctx, i32(slotOf(o.getToken()))});
@@ -226,6 +233,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         SmallVector<Value> args = {
             ctx,          i32(partitionIndex(o.getGroupAttr())), stats, scale,
             skip->second, f64(o.getDivisor().convertToDouble())};
+        if (o.getNewParams()) {
+          Value out = p(o.getNewParams());
+          if (!out)
+            return failure();
+          args.push_back(out);
+          callVoid("zrt_ctx_adam_staged", args);
+          return success();
+        }
         if (NvmeSwapAttr swap = o.getSwapAttr()) {
           args.append({i64(swap.getChunk()),
                        i32(static_cast<int32_t>(swap.getBuffers()))});
@@ -236,6 +251,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](TransferOp o) -> LogicalResult {
+        if (Value staged = o.getStagedValue()) {
+          Value ptr = p(staged);
+          if (!ptr)
+            return failure();
+          callVoid("zrt_ctx_stage_params",
+                   {ctx, i32(partitionIndex(o.getGroupAttr())), ptr,
+                    i32(o.getInput() ? 1 : 0), i32(slotOf(o.getToken()))});
+          return success();
+        }
         // Without a range, the whole layout: the rank's whole owned part.
         const PartitionBuffers *part = s.lookupPartition(o.getGroupAttr());
         if (!part)
@@ -244,8 +268,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             std::make_pair(int64_t(0), part->partition.getNumelValue()));
         callVoid("zrt_ctx_transfer",
                  {ctx, i32(partitionIndex(o.getGroupAttr())),
-                  i32(static_cast<int32_t>(o.getSource())),
-                  i32(static_cast<int32_t>(o.getTarget())), i64(begin),
+                  i32(static_cast<int32_t>(*o.getSource())),
+                  i32(static_cast<int32_t>(*o.getTarget())), i64(begin),
                   i64(end), i32(slotOf(o.getToken()))});
         return success();
       })

@@ -1630,10 +1630,19 @@ func.func @f(%ga: tensor<10x10xbf16>, %gc: tensor<21xbf16>, %stats: tensor<2xf32
 
 // -----
 
-// Checks that zero.free's phase is one of the four.
+// Checks that zero.free's phase is one of the five.
 func.func @bad_phase(%b: tensor<4xf32>) {
-  // expected-error @+1 {{expected a phase (micro_step, step_end, boundary or post_step), got 'later'}}
+  // expected-error @+1 {{expected a phase (micro_step, last_micro_step, step_end, boundary or post_step), got 'later'}}
   zero.free %b phase later : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Checks that zero.transfer parses its phase as zero.free does, after a range.
+func.func @bad_transfer_phase() {
+  // expected-error @+1 {{expected a phase (micro_step, last_micro_step, step_end, boundary or post_step), got 'soon'}}
+  %t = zero.transfer group @flat grads[0, 4) to host_grads phase soon -> !zero.token
   return
 }
 
@@ -2461,9 +2470,25 @@ zero.train_step @train(%x: tensor<2x4xf32>)
 
 // -----
 
+// Checks that only a step offloading its parameters stages a shard.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.transfer' op stages a parameter shard, but the train step does not offload its parameters (zero.offload)}}
+  %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Checks that fp32 parameters with masters on NVMe have a host copy.
 zero.param @w : tensor<8xf32> init zeros
-// expected-error @+1 {{'zero.partition' op buffers #zero.buffer_offsets<params = 0, grads = 64, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 0> of an optimizer offloaded to nvme need a master and host_params}}
+// expected-error @+1 {{'zero.partition' op buffers #zero.buffer_offsets<params = 0, grads = 64, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 0> of an optimizer offloaded to nvme need host_params}}
 zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0] {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 0>}
 zero.train_step @train(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
@@ -2472,4 +2497,207 @@ zero.train_step @train(%x: tensor<2x4xf32>)
     attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
   %s = nn.fill 0.0 : tensor<f32>
   zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that offloaded parameter shards take the new parameters of a host
+// Adam over NVMe states in place: no host copy.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+// expected-error @+1 {{'zero.partition' op buffers #zero.buffer_offsets<params = 0, grads = 0, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 64, host_params = 128> of an optimizer offloaded to nvme have host_params, but the parameter shards are offloaded too (the host Adam writes them in place)}}
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0] {zero.buffers = #zero.buffer_offsets<params = 0, grads = 0, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 64, host_params = 128>}
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = nvme, param = cpu, nvme_path = "/nvme">} {
+  %s = nn.fill 0.0 : tensor<f32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that a staged copy moves the params shard.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.transfer' op stages the parameter shard: it copies 'params to staging' or a staged value 'to params'}}
+  %sh, %t = zero.transfer group @flat grads to staging : tensor<4xbf16> -> !zero.token
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a staged copy moves the whole shard, not a layout range.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.transfer' op stages a whole parameter shard: it takes no range}}
+  %sh, %t = zero.transfer group @flat params[0, 4) to staging : tensor<4xbf16> -> !zero.token
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a staged copy holds one shard in the compute type.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.transfer' op staged buffer 'tensor<8xbf16>' must hold the 4 elements of a shard of @flat in 'bf16'}}
+  %sh, %t = zero.transfer group @flat params to staging : tensor<8xbf16> -> !zero.token
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the new parameters are stored at the step boundary.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %new = nn.fill 0.0 : tensor<4xbf16>
+  // expected-error @+1 {{'zero.transfer' op stores the new parameters of the optimizer step: its phase must be boundary, not micro_step}}
+  zero.transfer group @flat %new to params : tensor<4xbf16>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a gather of offloaded parameters reads a staged shard.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.all_gather' op reads the parameter shard in place, but the train step offloads its parameters (zero.offload): it must read a staged shard ('from')}}
+  %full = zero.all_gather group @flat : tensor<8xbf16>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a staged shard comes from a staged copy.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %sh = nn.fill 0.0 : tensor<4xbf16>
+  // expected-error @+1 {{'zero.prefetch' op staged shard must be the result of a zero.transfer ... params to staging}}
+  %full, %t = zero.prefetch group @flat from %sh : tensor<4xbf16> : tensor<8xbf16>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the device Adam of offloaded parameters writes a staged buffer.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+  // expected-error @+1 {{'zero.adam' op runs on the device while the train step offloads its parameters: it must write the new parameters into a staged buffer ('->')}}
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the host Adam writes offloaded parameters in place.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+  // expected-error @+1 {{'zero.adam' op writes its new parameters into a staged buffer, which only a device Adam of offloaded parameters does}}
+  %new = zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32> -> tensor<4xbf16>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that nothing is uploaded when the host Adam updates the host shard.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.transfer' op uploads parameters, but the train step offloads its parameter shards: the host Adam writes them in place}}
+  zero.transfer group @flat host_params to params phase boundary
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the staged new parameters hold one shard.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+  // expected-error @+1 {{'zero.adam' op staged new parameters 'tensor<8xbf16>' must hold the 4 elements of a shard of @flat in 'bf16'}}
+  %new = zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<8xbf16>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a copy's completion is a !zero.token.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{expected !zero.token, got 'f32'}}
+  %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> f32
+  zero.return %loss : tensor<f32>
 }

@@ -303,3 +303,66 @@ zero.train_step @offload_ops(%x: tensor<2x8xbf16>)
   zero.transfer group @flat host_params to params phase boundary
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Parameter offload: a staged copy of the host shard, the gather reading it,
+// and a device Adam writing its new parameters into a staged buffer that
+// goes back to the host shard.
+// CHECK-LABEL: zero.train_step @param_offload_ops(
+// CHECK: %[[S:.*]], %[[T:.*]] = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
+// CHECK: zero.all_gather group @flat from %[[S]] : tensor<4xbf16> : tensor<8xbf16>
+// CHECK: %[[P:.*]], %{{.*}} = zero.prefetch group @flat from %[[S]] : tensor<4xbf16> : tensor<8xbf16>
+// CHECK: %[[N:.*]] = zero.adam group @flat {{.*}} phase boundary : tensor<2xf32> -> tensor<4xbf16>
+// CHECK: zero.transfer group @flat %[[N]] to params phase boundary : tensor<4xbf16>{{$}}
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @param_offload_ops(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
+  zero.wait %t
+  %full = zero.all_gather group @flat from %sh : tensor<4xbf16> : tensor<8xbf16>
+  %full2, %t2 = zero.prefetch group @flat from %sh : tensor<4xbf16> : tensor<8xbf16>
+  zero.wait %t2
+  zero.free %sh : tensor<4xbf16>
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+  %new = zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<4xbf16>
+  zero.transfer group @flat %new to params phase boundary : tensor<4xbf16>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Both offloaded: the staged shard feeds the gather in every micro step,
+// the gradients stream to the host by layout range in the last one, and
+// the host Adam updates the host shard in place.
+// CHECK-LABEL: zero.train_step @param_and_optimizer_offload_ops(
+// CHECK: %[[S:.*]], %[[T:.*]] = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
+// CHECK: %[[R:.*]] = zero.transfer group @flat grads[0, 8) to host_grads phase last_micro_step -> !zero.token
+// CHECK: zero.adam group @flat {{.*}} host phase boundary : tensor<2xf32>{{$}}
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @param_and_optimizer_offload_ops(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
+  zero.wait %t
+  %full = zero.all_gather group @flat from %sh : tensor<4xbf16> : tensor<8xbf16>
+  zero.free %sh : tensor<4xbf16>
+  %r = zero.transfer group @flat grads[0, 8) to host_grads phase last_micro_step -> !zero.token
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+  zero.wait %r phase boundary
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.return %loss : tensor<f32>
+}

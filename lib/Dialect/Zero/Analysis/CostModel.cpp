@@ -231,10 +231,15 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     // owner alone, but every rank copies as many elements over the step).
     const PartitionBuffers *p =
         schedule.lookupPartition(transfer.getGroupAttr());
-    BufferKind from = transfer.getSourceBuffer();
+    std::optional<BufferKind> from = transfer.getSourceBuffer();
     int64_t eb = from == BufferKind::master
                      ? 4
                      : getGroupElementBytes(transfer.getGroupAttr());
+    // A staged parameter shard is fetched whole (the all-gather sends all
+    // of it); the new parameters go back as the owned elements.
+    if (transfer.getStagedValue() && from == BufferKind::params)
+      return Work::transfer(
+          getTensorBytes(transfer.getStagedValue().getType()));
     double elements = p ? p->getOptimizerNumel() : 0;
     if (std::optional<std::pair<int64_t, int64_t>> range =
             transfer.getElementRange())
@@ -248,7 +253,12 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     SymbolRefAttr group = adam.getGroupAttr();
     int64_t c = getGroupElementBytes(group);
     const PartitionBuffers *p = schedule.lookupPartition(group);
-    int64_t copy = p && p->hasBuffer(BufferKind::host_params) ? c : 0;
+    // With offloaded parameter shards it writes the 16-bit shard in place
+    // (any shard when the masters are on NVMe).
+    int64_t copy = p && (p->hasBuffer(BufferKind::host_params) ||
+                         (p->paramsOffloaded && !p->areParamsMasters()))
+                       ? c
+                       : 0;
     double owned = getOwnedElements(group);
     Work w = Work::kernel(owned * (24 + c + copy));
     w.onHost = true;

@@ -250,8 +250,24 @@ LogicalResult Planner::run(MemoryPlan &plan) {
       token = r.getToken();
       sources = r.getSources();
     }
+    // Parameter offload: a gather reads its staged shard, a copy its
+    // staged new parameters, until their waits.
+    Value staged;
+    if (auto pf = dyn_cast<PrefetchOp>(op)) {
+      token = pf.getToken();
+      staged = pf.getShard();
+    } else if (auto ag = dyn_cast<AllGatherOp>(op)) {
+      token = ag.getToken();
+      staged = ag.getShard();
+    } else if (auto t = dyn_cast<TransferOp>(op)) {
+      token = t.getToken();
+      staged = t.getInput();
+    }
+    SmallVector<Value> read(sources.begin(), sources.end());
+    if (staged)
+      read.push_back(staged);
     if (Operation *wait = getWait(token))
-      for (Value s : sources)
+      for (Value s : read)
         extraUse[getViewRoot(s)] =
             std::max(extraUse.lookup(getViewRoot(s)), index[wait]);
   }
@@ -364,9 +380,11 @@ LogicalResult Planner::run(MemoryPlan &plan) {
       b.op = &op;
       b.resultIndex = r.getResultNumber();
       b.bytes = getTensorBytes(r.getType());
-      if (isa<AllGatherOp, PrefetchOp>(op))
+      // A staged parameter shard belongs to its gather; the device Adam's
+      // staged new parameters to the optimizer.
+      if (isa<AllGatherOp, PrefetchOp, TransferOp>(op))
         b.category = MemoryCategory::GatherBuffers;
-      else if (isa<LossScaleOp, CheckOverflowOp, AllReduceOp>(op))
+      else if (isa<LossScaleOp, CheckOverflowOp, AllReduceOp, AdamOp>(op))
         b.category = MemoryCategory::Optimizer;
       else if (plan.backwardStart >= 0 && i >= plan.backwardStart)
         b.category = MemoryCategory::Gradients;

@@ -146,6 +146,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.scratchBytes = plan.scratchBytes;
   r.peakBytes = plan.peakBytes;
   r.optimizerOffloaded = s.isOptimizerOffloaded();
+  r.paramsOffloaded = s.areParamsOffloaded();
   r.hostPeakBytes = plan.hostBytes;
   r.nvmeBytes = plan.nvmeBytes;
   r.swapBytes = plan.swapBytes;
@@ -381,8 +382,9 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   // (no offload), for comparison; it has none for stages 0 and 1.
   // (Skipped where the estimate overflows int64.)
   CheckedInt c;
-  if (r.optimizerOffloaded) {
-    // Its offload branches are zero-estimate's (--cpu-offload).
+  if (r.optimizerOffloaded || r.paramsOffloaded) {
+    // Its offload branches are zero-estimate's (--cpu-offload,
+    // --cpu-offload-params).
   } else if (r.stage == 2) {
     int64_t est = c.add(c.mul(2, S), c.mul(18, S) / n);
     if (!c.overflow)
@@ -392,11 +394,14 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     if (!c.overflow)
       row("DeepSpeed estimate (4L+18S/n)", est);
   }
-  if (r.optimizerOffloaded) {
+  if (r.optimizerOffloaded || r.paramsOffloaded) {
     // ZeRO-Offload: the optimizer states and the copies of the owned
-    // gradients and parameters live in pinned host memory.
+    // gradients and parameters live in pinned host memory; with parameter
+    // offload the stage-3 parameter shards too.
     os << llvm::format("%-37s %16s  %12s\n", "Per-rank pinned host memory",
                        "bytes", "size");
+    if (auto it = r.hostBuffers.find("params"); it != r.hostBuffers.end())
+      row(r.paramDtype + " parameter shards", it->second);
     static const std::pair<const char *, const char *> kHostRows[] = {
         {"master", "fp32 master parameters"},
         {"exp_avg", "Adam m"},
@@ -425,11 +430,25 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
                                         "16S'/n"};
   static const char *fp32Formulas[] = {"16S", "8S + 8S'/n", "4S + 12S'/n",
                                        "16S'/n"};
-  if (r.optimizerOffloaded) {
-    os << "\nModel states on the device are the parameters and gradients "
-          "only: the fp32 masters and Adam moments live in pinned host "
-          "memory (ZeRO-Offload; zero-estimate --cpu-offload gives "
-          "DeepSpeed's estimate of it).\n\n";
+  if (r.optimizerOffloaded || r.paramsOffloaded) {
+    if (r.optimizerOffloaded)
+      os << "\nModel states on the device are the "
+         << (r.paramsOffloaded ? "" : "parameters and ")
+         << "gradients only: the fp32 masters and Adam moments live in "
+         << (r.nvmeBytes > 0 ? "the ranks' NVMe swap files (ZeRO-Infinity"
+                             : "pinned host memory (ZeRO-Offload")
+         << "; zero-estimate --cpu-offload gives DeepSpeed's estimate of "
+            "it).";
+    if (r.paramsOffloaded)
+      os << "\nThe stage-3 parameter shards live in pinned host memory "
+            "(offload_param): each gather reads a device copy of its shard "
+            "(counted with the gathered parameters)"
+         << (r.optimizerOffloaded
+                 ? ", and the host Adam updates them in place."
+                 : ", and the device Adam's new parameters go back to them; "
+                   "the fp32 masters stay on the device (also with fp32 "
+                   "compute).");
+    os << "\n\n";
   } else {
     os << "\nModel states follow "
        << (r.paramsAreMasters ? fp32Formulas : mixedFormulas)[r.stage]
@@ -456,7 +475,7 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   if (r.recomputeMs > 0)
     os << llvm::format(", %.3f ms recomputing activations (zero-remat)",
                        r.recomputeMs);
-  if (r.optimizerOffloaded)
+  if (r.optimizerOffloaded || r.paramsOffloaded)
     os << llvm::format(", %.3f ms exposed %s transfers (of %.3f ms copying)",
                        r.exposedTransferMs,
                        r.nvmeBytes > 0 ? "device-host and NVMe" : "device-host",

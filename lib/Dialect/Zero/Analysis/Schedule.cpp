@@ -37,6 +37,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.accumulationSteps = schedule.getAccumulationSteps();
   s.optimizerDevice = getOptimizerOffload(step);
   s.optimizerOffloaded = s.optimizerDevice != OffloadDevice::none;
+  s.paramsOffloaded = offloadsParams(step);
   // One symbol table: a lookup per parameter must not scan the module.
   SymbolTable symbols(module);
   for (PartitionOp p : module.getOps<PartitionOp>()) {
@@ -44,6 +45,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
     buffers.partition = p;
     buffers.offloaded = s.optimizerOffloaded;
     buffers.optimizerDevice = s.optimizerDevice;
+    buffers.paramsOffloaded = s.paramsOffloaded;
     for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {
       auto paramOp = symbols.lookup<ParamOp>(
           cast<SymbolRefAttr>(ref).getLeafReference());

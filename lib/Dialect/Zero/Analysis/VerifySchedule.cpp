@@ -135,6 +135,19 @@ SmallVector<std::pair<Value, ElementRange>> ScheduleVerifier::sourceReads(Operat
     reads.push_back({v, {off, off + take}});
     total -= take;
   }
+  // Parameter offload: a gather reads its staged shard and a store its
+  // staged new parameters, whole, until they complete.
+  Value staged;
+  if (auto ag = dyn_cast<AllGatherOp>(op))
+    staged = ag.getShard();
+  else if (auto pf = dyn_cast<PrefetchOp>(op))
+    staged = pf.getShard();
+  else if (auto t = dyn_cast<TransferOp>(op))
+    staged = t.getInput();
+  if (staged)
+    reads.push_back(
+        {staged,
+         {0, cast<RankedTensorType>(staged.getType()).getNumElements()}});
   return reads;
 }
 
@@ -226,12 +239,17 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
       // and writes the host masters and parameters.
       if (failed(conflict(g, BufferKind::grads, all, "reads the gradients of")))
         return failure();
+      // With offloaded parameter shards the host Adam writes them in place
+      // and the device Adam writes a staged buffer (and its masters).
+      bool paramsOff = schedule.areParamsOffloaded();
+      BufferKind written = BufferKind::params;
+      if (paramsOff != adam.getHost())
+        written = paramsOff ? BufferKind::master : BufferKind::host_params;
       for (BufferKind k :
            adam.getHost()
                ? std::initializer_list<BufferKind>{BufferKind::host_grads,
-                                                   BufferKind::master,
-                                                   BufferKind::host_params}
-               : std::initializer_list<BufferKind>{BufferKind::params})
+                                                   BufferKind::master, written}
+               : std::initializer_list<BufferKind>{written})
         if (failed(conflict(g, k, all, "updates")))
           return failure();
     } else if (auto check = dyn_cast<CheckOverflowOp>(op)) {
@@ -245,9 +263,11 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
       PartitionOp g = findGroup(t.getGroupAttr());
       ElementRange moved =
           t.getElementRange().value_or(ElementRange{0, g.getNumelValue()});
-      if (failed(conflict(g, t.getSourceBuffer(), moved, "copies",
-                          /*writes=*/false)) ||
-          failed(conflict(g, t.getTargetBuffer(), moved, "copies into")))
+      if ((t.getSourceBuffer() &&
+           failed(conflict(g, *t.getSourceBuffer(), moved, "copies",
+                           /*writes=*/false))) ||
+          (t.getTargetBuffer() &&
+           failed(conflict(g, *t.getTargetBuffer(), moved, "copies into"))))
         return failure();
     } else if (auto coll = dyn_cast<CollectiveOpInterface>(op);
                coll && coll.getInPlaceBuffer() && coll.getElementRange()) {
@@ -270,11 +290,17 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
       if (reads != pendingReadsOf.end())
         for (const SourceRead &read : reads->second)
           if (read.source != root || overlaps(read.range, freedRange)) {
+            bool reduction =
+                isa<ReduceScatterOp, ReduceOp>(pending[read.pending].op);
             InFlightDiagnostic d = op.emitOpError(
-                "frees a gradient that an asynchronous reduction still reads "
-                "(free it after the zero.wait of its token)");
+                reduction ? "frees a gradient that an asynchronous reduction "
+                            "still reads (free it after the zero.wait of its "
+                            "token)"
+                          : "frees a staged shard that an asynchronous gather "
+                            "or copy still reads (free it after the zero.wait "
+                            "of its token)");
             d.attachNote(pending[read.pending].op->getLoc())
-                << "reduction issued here";
+                << (reduction ? "reduction issued here" : "issued here");
             return failure();
           }
       if (resultPendingUntil.count(root)) {
@@ -351,9 +377,15 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
       p.range = {r.getBegin(), r.getEnd()};
     } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
       p.group = findGroup(t.getGroupAttr());
-      p.buffers = {{t.getSourceBuffer(), false}, {t.getTargetBuffer(), true}};
+      if (t.getSourceBuffer())
+        p.buffers.push_back({*t.getSourceBuffer(), false});
+      if (t.getTargetBuffer())
+        p.buffers.push_back({*t.getTargetBuffer(), true});
       p.range = t.getElementRange().value_or(
           ElementRange{0, p.group.getNumelValue()});
+      if (auto transfer = dyn_cast<TransferOp>(op);
+          transfer && transfer.getStaged())
+        resultPendingUntil[transfer.getStaged()] = &op;
     }
     size_t i = pending.size();
     pendingIndex[&op] = i;
@@ -501,11 +533,26 @@ LogicalResult ScheduleVerifier::checkCoverage() {
     } else if (auto adam = dyn_cast<AdamOp>(op)) {
       updates[partitionOf(adam.getGroupAttr())].push_back(adam);
     } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
-      transfers[partitionOf(t.getGroupAttr())].push_back(&op);
+      // Staged fetches of parameter shards belong to their gathers.
+      if (!t.getStagedValue() || t.getTargetBuffer())
+        transfers[partitionOf(t.getGroupAttr())].push_back(&op);
+    }
+    // A staged shard is a fetch of the gathered group's own shard.
+    Value shard = isa<AllGatherOp>(op)  ? cast<AllGatherOp>(op).getShard()
+                  : isa<PrefetchOp>(op) ? cast<PrefetchOp>(op).getShard()
+                                        : Value();
+    if (auto fetch = shard ? shard.getDefiningOp<TransferOp>() : TransferOp()) {
+      auto coll = cast<CollectiveOpInterface>(op);
+      if (fetch.getGroupAttr() != coll.getGroupAttr())
+        return op.emitOpError("gathers @")
+               << coll.getGroupAttr().getValue() << " from a staged shard of "
+               << fetch.getGroupAttr();
     }
     // Source-form reductions must read the gradients of the parameters at
     // their layout positions.
-    SmallVector<std::pair<Value, ElementRange>> reads = sourceReads(&op);
+    SmallVector<std::pair<Value, ElementRange>> reads;
+    if (isa<ReduceScatterOp, ReduceOp>(op))
+      reads = sourceReads(&op);
     for (auto [src, r] : reads) {
       if (!gradsOf.count(src))
         return op.emitOpError("reduces a value that is not bound to a "
@@ -611,8 +658,21 @@ LogicalResult ScheduleVerifier::checkCoverage() {
     // An offloaded optimizer: the gradients go to the host before the host
     // Adam, each element once (in one copy or streamed range by range, each
     // after its reduction completed), and the parameters come back after
-    // it, each element once.
+    // it, each element once. Offloaded parameter shards are updated in place
+    // by the host Adam, or stored once from the device Adam's staged new
+    // parameters after it.
     SmallVector<Operation *> &moves = transfers[p];
+    bool paramsOff = schedule.areParamsOffloaded();
+    if (paramsOff && !schedule.isOptimizerOffloaded()) {
+      if (moves.size() != 1 ||
+          cast<TransferOpInterface>(moves[0]).getStagedValue() !=
+              ups[0].getNewParams())
+        return p.emitOpError("has offloaded parameters and a device "
+                             "optimizer: its new parameters must be stored "
+                             "from its zero.adam's staged buffer once per "
+                             "step, found ")
+               << moves.size() << " copies";
+    }
     if (schedule.isOptimizerOffloaded()) {
       SmallVector<RangeOp> downloads, uploads;
       for (Operation *t : moves) {
@@ -622,15 +682,16 @@ LogicalResult ScheduleVerifier::checkCoverage() {
         (move.getTargetBuffer() == BufferKind::host_grads ? downloads : uploads)
             .push_back({t, r});
       }
-      if (downloads.empty() || uploads.empty())
+      if (downloads.empty() || uploads.empty() != paramsOff)
         return p.emitOpError("has an offloaded optimizer: its gradients must "
                              "be copied to the host and its parameters back "
-                             "in every step, found ")
+                             "in every step (never with offloaded "
+                             "parameters), found ")
                << downloads.size() << " and " << uploads.size() << " copies";
       if (failed(tile(downloads, "copies the gradients of",
                       "are never copied to the host")) ||
-          failed(tile(uploads, "copies the parameters of",
-                      "are never copied back from the host")))
+          (!paramsOff && failed(tile(uploads, "copies the parameters of",
+                                     "are never copied back from the host"))))
         return failure();
       for (Operation *t : moves) {
         bool download = cast<TransferOpInterface>(t).getTargetBuffer() ==
@@ -787,7 +848,9 @@ LogicalResult ScheduleVerifier::checkPhases() {
     int when = runsWhen(phase);
     auto collective = dyn_cast<CollectiveOpInterface>(&op);
     // Transfers check their own phase (zero.transfer's verifier): the
-    // gradients may stream to the host in the last micro step.
+    // gradients may stream to the host in the last micro step, and a staged
+    // parameter fetch runs before each gather, in any phase.
+    auto transfer = dyn_cast<TransferOp>(op);
     bool optimizer =
         isa<CheckOverflowOp, UpdateLossScaleOp, AdamOp>(op) ||
         (isa_and_nonnull<AllReduceOp>(&op) && collective.getMovedValue());
@@ -795,7 +858,7 @@ LogicalResult ScheduleVerifier::checkPhases() {
       return op.emitOpError("belongs to the optimizer, which runs once per "
                             "optimizer step: its phase must be boundary, not ")
              << stringifyPhase(phase);
-    if ((optimizer || isa<TransferOp>(op)) && afterOptimizer) {
+    if ((optimizer || (transfer && !transfer.getStaged())) && afterOptimizer) {
       InFlightDiagnostic d = op.emitOpError(
           "belongs to the optimizer but comes after an op of phase ")
                              << stringifyPhase(getStepPhase(afterOptimizer));

@@ -857,24 +857,47 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
       // An offloaded optimizer (host_grads) keeps fp32 masters on the host
       // even for fp32 parameters.
       bool offloaded = buffers.getHostGrads().has_value();
-      if (!offloaded && masters == buffers.getMaster().has_value())
+      // Offloaded fp32 parameter shards need a device master for a device
+      // optimizer (looked up only then: a scan of the module per partition
+      // would make verification quadratic).
+      auto paramsOffloaded = [&] {
+        for (TrainStepOp step : module.getOps<TrainStepOp>())
+          if (offloadsParams(step))
+            return true;
+        return false;
+      };
+      if (!offloaded && masters == buffers.getMaster().has_value() &&
+          !(masters && paramsOffloaded()))
         return emitOpError("buffers ")
                << buffers << (masters ? " have" : " lack")
                << " a master buffer, but parameter " << ref << " computes in "
                << compute
                << (masters ? " (fp32 parameters are their own masters)"
                            : " (16-bit parameters need fp32 masters)");
-      if (offloaded && nvme &&
-          (!buffers.getMaster() || !buffers.getHostParams()))
+      // States on NVMe: a master for every compute type, and host_params
+      // unless the host Adam writes offloaded parameter shards in place.
+      if (offloaded && nvme && !buffers.getMaster())
         return emitOpError("buffers ")
                << buffers << " of an optimizer offloaded to nvme need a "
-               << "master and host_params";
-      if (offloaded && !nvme &&
-          (!buffers.getMaster() ||
-           buffers.getHostParams().has_value() == masters))
+               << "master";
+      if (offloaded && nvme &&
+          buffers.getHostParams().has_value() == paramsOffloaded())
         return emitOpError("buffers ")
-               << buffers << " of an offloaded optimizer need a master and, "
-               << "exactly when the parameters are 16-bit, host_params; "
+               << buffers << " of an optimizer offloaded to nvme "
+               << (paramsOffloaded()
+                       ? "have host_params, but the parameter shards are "
+                         "offloaded too (the host Adam writes them in place)"
+                       : "need host_params");
+      // With the parameter shards offloaded too, the host Adam writes them
+      // in place: no host_params, and fp32 parameters are their own masters.
+      if (offloaded && !nvme && buffers.getHostParams() && masters)
+        return emitOpError("buffers ")
+               << buffers << " of an offloaded optimizer have host_params, "
+               << "but parameter " << ref << " computes in " << compute
+               << " (fp32 parameters go back from their master)";
+      if (offloaded && !nvme && !buffers.getMaster() && !masters)
+        return emitOpError("buffers ")
+               << buffers << " of an offloaded optimizer lack a master, but "
                << "parameter " << ref << " computes in " << compute;
       if (!offloaded && buffers.getHostParams())
         return emitOpError("buffers ")
@@ -947,6 +970,36 @@ LogicalResult AllGatherOp::verify() {
   if (inPlace && getBuffer() != BufferKind::params)
     return emitOpError("gathers the 'params' buffer, not '")
            << stringifyBufferKind(*getBuffer()) << "'";
+  if (inPlace && getShard())
+    return emitOpError("gathers in place, so it reads no staged shard");
+  return success();
+}
+
+/// A staged shard (`from`) of a stage-3 gather: exactly when the step
+/// offloads its parameter shards, the shard of `group` in the compute type.
+static LogicalResult verifyStagedShard(Operation *op, PartitionOp group,
+                                       TypedValue<RankedTensorType> shard,
+                                       TypedValue<RankedTensorType> result) {
+  auto step = op->getParentOfType<TrainStepOp>();
+  if (step && offloadsParams(step) != (shard != nullptr))
+    return op->emitOpError(shard ? "reads a staged shard, but the train step "
+                                   "does not offload its parameters"
+                                 : "reads the parameter shard in place, but "
+                                   "the train step offloads its parameters "
+                                   "(zero.offload): it must read a staged "
+                                   "shard ('from')");
+  if (!shard)
+    return success();
+  if (!shard.getType().hasStaticShape() ||
+      shard.getType().getNumElements() != group.getShardNumel() ||
+      shard.getType().getElementType() != result.getType().getElementType())
+    return op->emitOpError("staged shard ")
+           << shard.getType() << " must hold the " << group.getShardNumel()
+           << " elements of a shard of @" << group.getSymName() << " in "
+           << result.getType().getElementType();
+  if (!isa_and_nonnull<TransferOp>(shard.getDefiningOp()))
+    return op->emitOpError("staged shard must be the result of a "
+                           "zero.transfer ... params to staging");
   return success();
 }
 
@@ -985,17 +1038,21 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
     return verifyRange(*this, *group, static_cast<int64_t>(*getBegin()),
                        static_cast<int64_t>(*getEnd()));
   }
-  return verifyStage3Gather(*this, *group, getResult(), tables,
-                            "gathers shards into a new buffer only at stage "
-                            "3, @");
+  if (failed(verifyStage3Gather(*this, *group, getResult(), tables,
+                                "gathers shards into a new buffer only at "
+                                "stage 3, @")))
+    return failure();
+  return verifyStagedShard(*this, *group, getShard(), getResult());
 }
 
 LogicalResult PrefetchOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto group = lookupGroup(*this, tables, getGroupAttr());
   if (failed(group))
     return failure();
-  return verifyStage3Gather(*this, *group, getResult(), tables,
-                            "prefetches only stage-3 partitions, @");
+  if (failed(verifyStage3Gather(*this, *group, getResult(), tables,
+                                "prefetches only stage-3 partitions, @")))
+    return failure();
+  return verifyStagedShard(*this, *group, getShard(), getResult());
 }
 
 /// Shared checks of zero.reduce_scatter and zero.reduce.
@@ -1115,6 +1172,25 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
 // FreeOp
 //===----------------------------------------------------------------------===//
 
+/// `phase P` of the custom assembly formats (absent: the default).
+static ParseResult parseOptionalPhase(OpAsmParser &parser,
+                                      OperationState &result, StringAttr name) {
+  if (failed(parser.parseOptionalKeyword("phase")))
+    return success();
+  StringRef keyword;
+  SMLoc at = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<Phase> phase = symbolizePhase(keyword);
+  if (!phase)
+    return parser.emitError(at, "expected a phase (micro_step, "
+                                "last_micro_step, step_end, boundary or "
+                                "post_step), got '")
+           << keyword << "'";
+  result.addAttribute(name, PhaseAttr::get(parser.getContext(), *phase));
+  return success();
+}
+
 ParseResult FreeOp::parse(OpAsmParser &parser, OperationState &result) {
   OpAsmParser::UnresolvedOperand buffer;
   if (parser.parseOperand(buffer))
@@ -1128,19 +1204,8 @@ ParseResult FreeOp::parse(OpAsmParser &parser, OperationState &result) {
     result.addAttribute(getOffsetAttrName(result.name), b.getI64IntegerAttr(offset));
     result.addAttribute(getSizeAttrName(result.name), b.getI64IntegerAttr(size));
   }
-  if (succeeded(parser.parseOptionalKeyword("phase"))) {
-    StringRef keyword;
-    SMLoc at = parser.getCurrentLocation();
-    if (parser.parseKeyword(&keyword))
-      return failure();
-    std::optional<Phase> phase = symbolizePhase(keyword);
-    if (!phase)
-      return parser.emitError(at, "expected a phase (micro_step, step_end, "
-                                  "boundary or post_step), got '")
-             << keyword << "'";
-    result.addAttribute(getPhaseAttrName(result.name),
-                        PhaseAttr::get(parser.getContext(), *phase));
-  }
+  if (failed(parseOptionalPhase(parser, result, getPhaseAttrName(result.name))))
+    return failure();
   Type type;
   if (parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
       parser.parseType(type) ||
@@ -1236,6 +1301,16 @@ LogicalResult AdamOp::verify() {
                              "keeps them in host memory"
                            : "needs 'swap': the train step keeps the "
                              "optimizer states on nvme (zero.offload)");
+  // The device Adam of offloaded parameter shards writes its new parameters
+  // into a staged buffer; otherwise they are written in place.
+  bool staged = step && offloadsParams(step) && !getHost();
+  if (step && staged != (getNewParams() != nullptr))
+    return emitOpError(staged ? "runs on the device while the train step "
+                                "offloads its parameters: it must write the "
+                                "new parameters into a staged buffer ('->')"
+                              : "writes its new parameters into a staged "
+                                "buffer, which only a device Adam of "
+                                "offloaded parameters does");
   return success();
 }
 
@@ -1255,17 +1330,156 @@ int64_t AdamOp::getNvmeBytes(int64_t owned) {
 // Transfers
 //===----------------------------------------------------------------------===//
 
-BufferKind TransferOp::getSourceBuffer() { return getSource(); }
-BufferKind TransferOp::getTargetBuffer() { return getTarget(); }
+std::optional<BufferKind> TransferOp::getSourceBuffer() { return getSource(); }
+std::optional<BufferKind> TransferOp::getTargetBuffer() { return getTarget(); }
+Value TransferOp::getStagedValue() {
+  return getInput() ? getInput() : getStaged();
+}
 std::optional<std::pair<int64_t, int64_t>> TransferOp::getElementRange() {
-  if (!getBegin())
+  if (!getBegin() || !getEnd())
     return std::nullopt;
   return std::make_pair(static_cast<int64_t>(*getBegin()),
                         static_cast<int64_t>(*getEnd()));
 }
 
+// zero.transfer group @g SOURCE to TARGET [phase P] [attr-dict]
+//     [: STAGED-TYPE] [-> !zero.token]
+// where SOURCE is a buffer kind, optionally with a layout range
+// (`grads[0, 4096)`), or a staged value (%v) and TARGET a buffer kind or
+// `staging` (a new staged value).
+ParseResult TransferOp::parse(OpAsmParser &parser, OperationState &result) {
+  MLIRContext *ctx = parser.getContext();
+  FlatSymbolRefAttr group;
+  if (parser.parseKeyword("group") ||
+      parser.parseAttribute(group, getGroupAttrName(result.name).getValue(),
+                            result.attributes))
+    return failure();
+  auto parseKind = [&](StringRef keyword, SMLoc at,
+                       StringAttr name) -> ParseResult {
+    std::optional<BufferKind> kind = symbolizeBufferKind(keyword);
+    if (!kind)
+      return parser.emitError(at, "expected a buffer kind, got '")
+             << keyword << "'";
+    result.addAttribute(name, BufferKindAttr::get(ctx, *kind));
+    return success();
+  };
+  OpAsmParser::UnresolvedOperand input;
+  OptionalParseResult hasInput = parser.parseOptionalOperand(input);
+  if (hasInput.has_value() && failed(*hasInput))
+    return failure();
+  StringRef keyword;
+  SMLoc at = parser.getCurrentLocation();
+  if (!hasInput.has_value() &&
+      (parser.parseKeyword(&keyword) ||
+       parseKind(keyword, at, getSourceAttrName(result.name))))
+    return failure();
+  if (succeeded(parser.parseOptionalLSquare())) {
+    int64_t begin, end;
+    if (parser.parseInteger(begin) || parser.parseComma() ||
+        parser.parseInteger(end) || parser.parseRParen())
+      return failure();
+    Builder &b = parser.getBuilder();
+    result.addAttribute(getBeginAttrName(result.name),
+                        b.getI64IntegerAttr(begin));
+    result.addAttribute(getEndAttrName(result.name), b.getI64IntegerAttr(end));
+  }
+  at = parser.getCurrentLocation();
+  if (parser.parseKeyword("to") || parser.parseKeyword(&keyword))
+    return failure();
+  bool staging = keyword == "staging";
+  if (!staging && parseKind(keyword, at, getTargetAttrName(result.name)))
+    return failure();
+  if (failed(parseOptionalPhase(parser, result, getPhaseAttrName(result.name))))
+    return failure();
+  if (parser.parseOptionalAttrDict(result.attributes))
+    return failure();
+  Type stagedType;
+  if ((hasInput.has_value() || staging) &&
+      (parser.parseColon() || parser.parseType(stagedType)))
+    return failure();
+  if (hasInput.has_value() &&
+      parser.resolveOperand(input, stagedType, result.operands))
+    return failure();
+  bool token = succeeded(parser.parseOptionalArrow());
+  if (token) {
+    Type tokenType;
+    at = parser.getCurrentLocation();
+    if (parser.parseType(tokenType))
+      return failure();
+    if (!isa<TokenType>(tokenType))
+      return parser.emitError(at, "expected !zero.token, got ") << tokenType;
+  }
+  if (staging)
+    result.addTypes(stagedType);
+  if (token)
+    result.addTypes(TokenType::get(ctx));
+  result.getOrAddProperties<TransferOp::Properties>().resultSegmentSizes = {
+      staging ? 1 : 0, token ? 1 : 0};
+  return success();
+}
+
+void TransferOp::print(OpAsmPrinter &p) {
+  p << " group " << getGroupAttr() << ' ';
+  if (getInput())
+    p << getInput();
+  else if (getSource())
+    p << stringifyBufferKind(*getSource());
+  std::optional<std::pair<int64_t, int64_t>> range = getElementRange();
+  if (range)
+    p << '[' << range->first << ", " << range->second << ')';
+  p << " to ";
+  if (getTarget())
+    p << stringifyBufferKind(*getTarget());
+  else
+    p << "staging";
+  if (getPhase() != Phase::micro_step)
+    p << " phase " << stringifyPhase(getPhase());
+  SmallVector<StringRef, 7> elided = {getGroupAttrName(), getSourceAttrName(),
+                                      getTargetAttrName(), getPhaseAttrName(),
+                                      "resultSegmentSizes"};
+  // A half-given range stays in the attribute dictionary (the verifier
+  // reports it).
+  if (range)
+    elided.append({getBeginAttrName(), getEndAttrName()});
+  p.printOptionalAttrDict((*this)->getAttrs(), elided);
+  if (Value staged = getStagedValue())
+    p << " : " << staged.getType();
+  if (getToken())
+    p << " -> " << getToken().getType();
+}
+
 LogicalResult TransferOp::verify() {
-  BufferKind from = getSource(), to = getTarget();
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (getBegin().has_value() != getEnd().has_value())
+    return emitOpError("begin and end of the range must be given together");
+  std::optional<std::pair<int64_t, int64_t>> range = getElementRange();
+  if (range && (range->first < 0 || range->first >= range->second))
+    return emitOpError("range [")
+           << range->first << ", " << range->second << ") is empty or negative";
+  // Parameter offload: a staged copy of the params shard.
+  if (getStagedValue()) {
+    if (range)
+      return emitOpError("stages a whole parameter shard: it takes no range");
+    bool fetch = getStaged() && !getInput() &&
+                 getSource() == BufferKind::params && !getTarget();
+    bool store = getInput() && !getStaged() && !getSource() &&
+                 getTarget() == BufferKind::params;
+    if (!fetch && !store)
+      return emitOpError("stages the parameter shard: it copies 'params to "
+                         "staging' or a staged value 'to params'");
+    if (step && !offloadsParams(step))
+      return emitOpError("stages a parameter shard, but the train step does "
+                         "not offload its parameters (zero.offload)");
+    if (store && getPhase() != Phase::boundary)
+      return emitOpError("stores the new parameters of the optimizer step: "
+                         "its phase must be boundary, not ")
+             << stringifyPhase(getPhase());
+    return success();
+  }
+  if (!getSource() || !getTarget())
+    return emitOpError("copies between persistent buffers: it needs a source "
+                       "and a target buffer");
+  BufferKind from = *getSource(), to = *getTarget();
   bool download = from == BufferKind::grads && to == BufferKind::host_grads;
   bool upload = to == BufferKind::params &&
                 (from == BufferKind::host_params || from == BufferKind::master);
@@ -1274,16 +1488,12 @@ LogicalResult TransferOp::verify() {
            << stringifyBufferKind(from) << " to " << stringifyBufferKind(to)
            << "; an offloaded optimizer copies grads to host_grads and "
               "host_params (or, with fp32 compute, master) to params";
-  auto step = (*this)->getParentOfType<TrainStepOp>();
   if (step && !offloadsOptimizer(step))
     return emitOpError("copies between device and host memory, but the train "
                        "step does not offload the optimizer (zero.offload)");
-  if (getBegin().has_value() != getEnd().has_value())
-    return emitOpError("begin and end of the range must be given together");
-  if (std::optional<std::pair<int64_t, int64_t>> range = getElementRange();
-      range && (range->first < 0 || range->first >= range->second))
-    return emitOpError("range [")
-           << range->first << ", " << range->second << ") is empty or negative";
+  if (upload && step && offloadsParams(step))
+    return emitOpError("uploads parameters, but the train step offloads its "
+                       "parameter shards: the host Adam writes them in place");
   // The gradients may stream to the host during the last micro step; the
   // parameters come back after the host Adam, at the boundary.
   if (getPhase() != Phase::boundary &&
@@ -1317,13 +1527,28 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (!param)
     return success(); // The partition's verifier reports it.
   Type compute = param.getComputeTensorType().getElementType();
+  if (Value staged = getStagedValue()) {
+    if (group->getStageValue() != 3)
+      return emitOpError("stages a parameter shard of @")
+             << group->getSymName() << ", which is stage "
+             << group->getStageValue() << " (parameter offload: stage 3)";
+    auto type = cast<RankedTensorType>(staged.getType());
+    if (!type.hasStaticShape() ||
+        type.getNumElements() != group->getShardNumel() ||
+        type.getElementType() != compute)
+      return emitOpError("staged buffer ")
+             << type << " must hold the " << group->getShardNumel()
+             << " elements of a shard of @" << group->getSymName() << " in "
+             << compute;
+    return success();
+  }
   // Masters in the NVMe swap file are not in host memory: every compute
   // type comes back through host_params.
   auto step = (*this)->getParentOfType<TrainStepOp>();
   if (step && getOptimizerOffload(step) == OffloadDevice::nvme) {
     if (getSource() != BufferKind::host_params)
       return emitOpError("uploads ")
-             << stringifyBufferKind(getSource())
+             << stringifyBufferKind(*getSource())
              << ", but the optimizer states are on nvme: the parameters are "
                 "uploaded from host_params";
     return success();
@@ -1331,7 +1556,7 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
   bool masters = areParamsMasters(compute);
   if (masters != (getSource() == BufferKind::master))
     return emitOpError("uploads ")
-           << stringifyBufferKind(getSource()) << ", but partition "
+           << stringifyBufferKind(*getSource()) << ", but partition "
            << getGroupAttr() << " computes in " << compute
            << (masters ? " (fp32 parameters are uploaded from their master)"
                        : " (16-bit parameters are uploaded from host_params)");
@@ -1339,7 +1564,19 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 
 LogicalResult AdamOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return lookupGroup(*this, tables, getGroupAttr());
+  FailureOr<PartitionOp> group = lookupGroup(*this, tables, getGroupAttr());
+  if (failed(group) || !getNewParams())
+    return failure(failed(group));
+  Type compute = computeElementType(*group, tables);
+  auto type = getNewParams().getType();
+  if (!type.hasStaticShape() ||
+      type.getNumElements() != group->getShardNumel() ||
+      (compute && type.getElementType() != compute))
+    return emitOpError("staged new parameters ")
+           << type << " must hold the " << group->getShardNumel()
+           << " elements of a shard of @" << group->getSymName() << " in "
+           << compute;
+  return success();
 }
 
 LogicalResult CastOp::verify() {

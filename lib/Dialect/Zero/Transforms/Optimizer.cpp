@@ -61,6 +61,29 @@ struct ZeroOptimizerPass
             << ("already has an optimizer step");
         return signalPassFailure();
       }
+      // zero-param-gather recorded parameter offload (its gathers read
+      // staged shards); the optimizer options add to it.
+      OffloadAttr stepOffload = step->getContext()
+                                    ->getLoadedDialect<ZeroDialect>()
+                                    ->getOffloadAttrHelper()
+                                    .getAttr(step);
+      bool stepParams = stepOffload && stepOffload.offloadsParams();
+      if (*offload && (*offload).offloadsParams() && !stepParams) {
+        mlir::emitError(step.getLoc())
+            << "zero-optimizer: parameter offload (offload_param) needs "
+               "zero-param-gather's offload-param="
+            << stringifyOffloadDevice((*offload).getParam())
+            << ", whose gathers read staged shards";
+        return signalPassFailure();
+      }
+      if (stepParams) {
+        OffloadAttr options = *offload ? *offload : stepOffload;
+        offload = OffloadAttr::get(
+            &getContext(),
+            *offload ? (*offload).getOptimizer() : OffloadDevice::none,
+            stepOffload.getParam(), options.getNvmePath(),
+            options.getBufferCount(), options.getBufferSize());
+      }
       if (*offload) {
         if (failed((*offload).verifyStage(
                 [&] {
@@ -194,13 +217,23 @@ struct ZeroOptimizerPass
     bool offloaded = schedule.isOptimizerOffloaded();
     SmallVector<Operation *> created;
     auto tokenType = TokenType::get(b.getContext());
-    auto transfer = [&](Attribute group, BufferKind from, BufferKind to) {
+    auto transfer = [&](Attribute group, std::optional<BufferKind> from,
+                        BufferKind to, Value staged = {}) {
+      auto kind = [&](std::optional<BufferKind> k) {
+        return k ? BufferKindAttr::get(b.getContext(), *k) : BufferKindAttr();
+      };
       auto op = TransferOp::create(
-          b, loc, tokenType, cast<FlatSymbolRefAttr>(group).getValue(), from,
-          to, IntegerAttr(), IntegerAttr(), Phase::boundary);
+          b, loc, Type(), tokenType, cast<FlatSymbolRefAttr>(group), kind(from),
+          kind(to), staged, IntegerAttr(), IntegerAttr(),
+          PhaseAttr::get(b.getContext(), Phase::boundary));
       created.push_back(op);
       return op.getToken();
     };
+    // Parameter offload with the optimizer on the device: Adam writes each
+    // partition's new parameters into a staged buffer that goes to the host
+    // shard while the next partition's Adam runs.
+    bool storeParams = schedule.areParamsOffloaded() && !offloaded;
+    SmallVector<Value> staged;
     auto wait = [&](Value token) {
       created.push_back(WaitOp::create(b, loc, token));
     };
@@ -244,14 +277,25 @@ struct ZeroOptimizerPass
       // Only this partition's copies: the later partitions' may still run.
       for (Value token : downloads[i])
         wait(token);
+      const PartitionBuffers &pb = schedule.getPartitions()[i];
+      Type newParams;
+      if (storeParams)
+        newParams = RankedTensorType::get({pb.partition.getShardNumel()},
+                                          pb.computeType);
       auto adam = AdamOp::create(
-          b, loc, cast<FlatSymbolRefAttr>(group), global, scale, skip, divisor,
-          offloaded ? b.getUnitAttr() : UnitAttr(),
+          b, loc, newParams, cast<FlatSymbolRefAttr>(group), global, scale,
+          skip, divisor, offloaded ? b.getUnitAttr() : UnitAttr(),
           schedule.isOptimizerOnNvme() ? getSwap(schedule) : NvmeSwapAttr());
       created.push_back(adam);
+      if (storeParams) {
+        staged.push_back(adam.getNewParams());
+        uploads.push_back(transfer(group, std::nullopt, BufferKind::params,
+                                   adam.getNewParams()));
+      }
       // The updated parameters return while the next partition's Adam
-      // runs; fp32 parameters come from their host masters.
-      if (offloaded)
+      // runs; fp32 parameters come from their host masters. Offloaded
+      // parameter shards were updated in place by the host Adam.
+      if (offloaded && !schedule.areParamsOffloaded())
         uploads.push_back(transfer(
             group,
             schedule.getPartitions()[i].hasBuffer(BufferKind::host_params)
@@ -261,6 +305,9 @@ struct ZeroOptimizerPass
     }
     for (Value token : uploads)
       wait(token);
+    for (Value v : staged)
+      created.push_back(
+          FreeOp::create(b, loc, v, IntegerAttr(), IntegerAttr()));
     for (Operation *op : created)
       markBoundary(op);
   }
@@ -296,9 +343,11 @@ struct ZeroOptimizerPass
       OpBuilder b(done->getContext());
       b.setInsertionPointAfter(done);
       auto copy = TransferOp::create(
-          b, op->getLoc(), tokenType, coll.getGroupAttr().getValue(),
-          BufferKind::grads, BufferKind::host_grads, b.getI64IntegerAttr(begin),
-          b.getI64IntegerAttr(end), phase);
+          b, op->getLoc(), Type(), tokenType, coll.getGroupAttr(),
+          BufferKindAttr::get(b.getContext(), BufferKind::grads),
+          BufferKindAttr::get(b.getContext(), BufferKind::host_grads), Value(),
+          b.getI64IntegerAttr(begin), b.getI64IntegerAttr(end),
+          PhaseAttr::get(b.getContext(), phase));
       copies.insert(copy);
     }
     // In issue order, the order in which the copy stream completes them.

@@ -71,6 +71,10 @@ private:
   void computeIntervals();
   void emitPersistent(GroupUses &g);
   void emitIntervals(GroupUses &g);
+  /// A value-form gather of `g` at `b`'s insertion point; with offloaded
+  /// parameters its shard is first staged from host memory (a transfer and
+  /// its wait before the gather, the staged buffer freed after it).
+  AllGatherOp createGather(OpBuilder &b, Location loc, GroupUses &g);
 
   const StepSchedule &schedule;
   TrainStepOp step;
@@ -136,20 +140,47 @@ void Stage3Gather::computeIntervals() {
     llvm::sort(g.intervalStarts);
 }
 
+AllGatherOp Stage3Gather::createGather(OpBuilder &b, Location loc,
+                                       GroupUses &g) {
+  auto type =
+      RankedTensorType::get({g.group.getPaddedNumelValue()}, g.elementType);
+  auto groupRef = FlatSymbolRefAttr::get(g.group.getSymNameAttr());
+  Value shard;
+  if (schedule.areParamsOffloaded()) {
+    auto shardType =
+        RankedTensorType::get({g.group.getShardNumel()}, g.elementType);
+    auto stage = TransferOp::create(
+        b, loc, shardType, TokenType::get(b.getContext()), groupRef,
+        BufferKindAttr::get(b.getContext(), BufferKind::params),
+        BufferKindAttr(), Value(), IntegerAttr(), IntegerAttr(), PhaseAttr());
+    WaitOp::create(b, loc, stage.getToken());
+    shard = stage.getStaged();
+  }
+  auto gather =
+      AllGatherOp::create(b, loc, type, Type(), groupRef, BufferKindAttr(),
+                          IntegerAttr(), IntegerAttr(), UnitAttr(), shard);
+  if (shard) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(gather);
+    FreeOp::create(b, loc, shard, IntegerAttr(), IntegerAttr());
+  }
+  return gather;
+}
+
 void Stage3Gather::emitPersistent(GroupUses &g) {
   Block &body = step.getBodyBlock();
   OpBuilder b = OpBuilder::atBlockBegin(&body);
   // Keep persistent gathers in group order at the top of the step.
   if (lastPersistentGather)
     b.setInsertionPointAfter(lastPersistentGather);
-  auto type =
-      RankedTensorType::get({g.group.getPaddedNumelValue()}, g.elementType);
-  auto gather =
-      AllGatherOp::create(b, g.group.getLoc(), type, Type(),
-                          FlatSymbolRefAttr::get(g.group.getSymNameAttr()),
-                          BufferKindAttr(), IntegerAttr(), IntegerAttr());
+  AllGatherOp gather = createGather(b, g.group.getLoc(), g);
   gather.setPersistent(true);
+  // The next persistent gather goes after this one's staged free.
   lastPersistentGather = gather;
+  if (Value shard = gather.getShard())
+    for (Operation *user : shard.getUsers())
+      if (isa<FreeOp>(user))
+        lastPersistentGather = user;
   for (GetParamOp get : g.gets)
     get.getSourceMutable().assign(gather.getResult());
   // Each free goes before the first post-step op, which is then this free.
@@ -163,9 +194,6 @@ void Stage3Gather::emitPersistent(GroupUses &g) {
 }
 
 void Stage3Gather::emitIntervals(GroupUses &g) {
-  auto type =
-      RankedTensorType::get({g.group.getPaddedNumelValue()}, g.elementType);
-  auto groupRef = FlatSymbolRefAttr::get(g.group.getSymNameAttr());
   OpBuilder b(step.getContext());
   // The first user of each get_param of the group decides which interval
   // owns it (and may keep it as its view).
@@ -210,15 +238,16 @@ void Stage3Gather::emitIntervals(GroupUses &g) {
           start = get;
       }
     b.setInsertionPoint(start);
-    auto gather =
-        AllGatherOp::create(b, start->getLoc(), type, Type(), groupRef,
-                            BufferKindAttr(), IntegerAttr(), IntegerAttr());
+    AllGatherOp gather = createGather(b, start->getLoc(), g);
     for (GetParamOp get : owned)
       get.getSourceMutable().assign(gather.getResult());
     // Uses of views owned by other intervals get fresh views.
     llvm::DenseMap<StringAttr, Value> views;
     OpBuilder vb(step.getContext());
     vb.setInsertionPointAfter(gather);
+    if (Value shard = gather.getShard())
+      vb.setInsertionPointAfter(*llvm::find_if(
+          shard.getUsers(), [](Operation *u) { return isa<FreeOp>(u); }));
     for (size_t i = first; i <= last; ++i)
       for (OpOperand &operand : g.events[i]->getOpOperands()) {
         auto get = operand.get().getDefiningOp<GetParamOp>();
@@ -333,7 +362,13 @@ struct ZeroParamGatherPass
           getPartitionedSchedule(step, "zero-param-gather");
       if (failed(schedule))
         return signalPassFailure();
+      if (failed(recordParamOffload(step, *schedule)))
+        return signalPassFailure();
       if (schedule->getStage() == 3) {
+        // The buffers' memories follow zero.offload.
+        schedule = StepSchedule::get(step);
+        if (failed(schedule))
+          return signalPassFailure();
         if (failed(Stage3Gather(*schedule, paramPersistenceThreshold,
                                 maxReuseDistance)
                        .run()))
@@ -344,6 +379,38 @@ struct ZeroParamGatherPass
         continue;
       emitPostStepGathers(module, step);
     }
+  }
+
+  /// offload-param=cpu: records `param = cpu` in the step's zero.offload
+  /// (DeepSpeed's rule: stage 3 only); the gathers then stage each shard.
+  LogicalResult recordParamOffload(TrainStepOp step,
+                                   const StepSchedule &schedule) {
+    std::optional<OffloadDevice> device = symbolizeOffloadDevice(offloadParam);
+    auto fail = [&]() {
+      return mlir::emitError(step.getLoc()) << "zero-param-gather: ";
+    };
+    if (!device)
+      return fail() << "offload-param must be none, cpu or nvme, got '"
+                    << offloadParam << "'";
+    if (*device == OffloadDevice::none)
+      return success();
+    if (StringRef missing =
+            getUnimplementedOffload(OffloadDevice::none, *device);
+        !missing.empty())
+      return fail() << missing;
+    auto helper =
+        getContext().getLoadedDialect<ZeroDialect>()->getOffloadAttrHelper();
+    OffloadAttr old = helper.getAttr(step);
+    auto attr = old ? OffloadAttr::get(&getContext(), old.getOptimizer(),
+                                       *device, old.getNvmePath(),
+                                       old.getBufferCount(),
+                                       old.getBufferSize())
+                    : OffloadAttr::get(&getContext(), OffloadDevice::none,
+                                       *device, StringRef());
+    if (failed(attr.verifyStage(fail, schedule.getStage())))
+      return failure();
+    helper.setAttr(step, attr);
+    return success();
   }
 
   /// Stages 1-2: every rank updated its shard of the 16-bit parameters;
@@ -362,10 +429,11 @@ struct ZeroParamGatherPass
         // lo + allgatherBucketSize may overflow int64: clamp the size first.
         hi = lo + std::min<int64_t>(allgatherBucketSize,
                                     group.getNumelValue() - lo);
-        auto op = AllGatherOp::create(
-            b, step.getLoc(), Type(), Type(),
-            FlatSymbolRefAttr::get(group.getSymNameAttr()), params,
-            b.getI64IntegerAttr(lo), b.getI64IntegerAttr(hi));
+        auto op =
+            AllGatherOp::create(b, step.getLoc(), Type(), Type(),
+                                FlatSymbolRefAttr::get(group.getSymNameAttr()),
+                                params, b.getI64IntegerAttr(lo),
+                                b.getI64IntegerAttr(hi), UnitAttr(), Value());
         op.setPhase(Phase::post_step);
       }
   }

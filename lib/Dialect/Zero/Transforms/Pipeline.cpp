@@ -110,6 +110,7 @@ void addZeroPasses(OpPassManager &pm, const PipelineSettings &s,
   gather.allgatherBucketSize = s.allgatherBucketSize;
   gather.paramPersistenceThreshold = s.paramPersistenceThreshold;
   gather.maxReuseDistance = s.maxReuseDistance;
+  gather.offloadParam = s.offloadParam;
   pm.addPass(createZeroParamGatherPass(gather));
 
   if (s.stage == 3) {
@@ -761,7 +762,7 @@ struct ApplyDeepSpeedConfigPass
              << "zero_optimization.offload_param: parameter offload needs "
                 "ZeRO stage 3, the stage is "
              << s.stage;
-    if (fileParam)
+    if (fileParam && param == OffloadDevice::nvme)
       return errorAt(cfg->offloadParam)
              << "zero_optimization.offload_param: "
              << getUnimplementedOffload(OffloadDevice::none, param);

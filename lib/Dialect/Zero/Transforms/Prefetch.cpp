@@ -80,6 +80,13 @@ struct Gather {
   int64_t free;      // the free of the buffer (end of block if none)
   int64_t lower = 0; // earliest allowed issue point
   int64_t issue = 0; // chosen issue point (insert before this op)
+  /// Parameter offload: the copy staging the shard, its wait and the free
+  /// of the staged buffer (null otherwise), and the shard's elements.
+  TransferOp stage;
+  WaitOp stageWait;
+  FreeOp stageFree;
+  int64_t shardSize = 0;
+  int64_t stageIssue = 0; // where the copy is issued
 };
 
 struct ZeroPrefetchPass
@@ -101,6 +108,11 @@ struct ZeroPrefetchPass
   }
 
   void schedule(TrainStepOp step) {
+    if (failed(scheduleStep(step)))
+      signalPassFailure();
+  }
+
+  LogicalResult scheduleStep(TrainStepOp step) {
     Block &body = step.getBodyBlock();
     SmallVector<Operation *> ops;
     for (Operation &op : body)
@@ -110,6 +122,9 @@ struct ZeroPrefetchPass
 
     SmallVector<Gather> gathers;
     llvm::DenseMap<Attribute, int64_t> lastFreeOfGroup;
+    // The staging ops move with their gathers: an insertion point on one of
+    // them is taken at the next op that stays.
+    llvm::SmallPtrSet<Operation *, 16> staging;
     for (Operation *op : ops) {
       auto gather = dyn_cast<AllGatherOp>(op);
       if (!gather || !gather.getResult() || gather.getToken())
@@ -132,10 +147,26 @@ struct ZeroPrefetchPass
       g.lower = it == lastFreeOfGroup.end() ? 0 : it->second + 1;
       lastFreeOfGroup[gather.getGroupAttr()] = g.free;
       g.issue = g.at;
+      if (Value shard = gather.getShard()) {
+        g.stage = shard.getDefiningOp<TransferOp>();
+        g.shardSize = cast<RankedTensorType>(shard.getType()).getNumElements();
+        for (Operation *user : g.stage.getToken().getUsers())
+          g.stageWait = dyn_cast<WaitOp>(user);
+        for (Operation *user : shard.getUsers())
+          if (auto free = dyn_cast<FreeOp>(user))
+            g.stageFree = free;
+        if (!g.stageWait || !g.stageFree)
+          return gather.emitOpError("reads a staged shard whose copy is not "
+                                    "waited for or whose buffer is never "
+                                    "freed");
+        staging.insert(g.stage);
+        staging.insert(g.stageWait);
+        staging.insert(g.stageFree);
+      }
       gathers.push_back(g);
     }
     if (gathers.empty())
-      return;
+      return success();
 
     // Live and in-flight elements are piecewise constant between these
     // points; a prefetch is best issued at the start of a piece.
@@ -173,26 +204,55 @@ struct ZeroPrefetchPass
       g.issue = k == at ? g.at : coords[k];
       live.add(k, at, g.size);
       inflight.add(k, waitEnd, g.size);
+      // A staged shard is copied one gather ahead (at the previous gather's
+      // issue point) when it fits the budgets there, so that the copy
+      // overlaps compute; otherwise right before its gather.
+      g.stageIssue = g.issue;
+      if (g.stage) {
+        int64_t sk = k;
+        if (prevIssue < g.issue) {
+          int64_t pk = idx(prevIssue);
+          if (inflight.lastAbove(pk, waitEnd, g.shardSize, prefetchBucketSize) <
+                  0 &&
+              live.lastAbove(pk, waitEnd, g.shardSize, maxLiveParameters) < 0)
+            sk = pk;
+        }
+        g.stageIssue = sk == k ? g.issue : coords[sk];
+        live.add(sk, waitEnd, g.shardSize);
+        inflight.add(sk, waitEnd, g.shardSize);
+      }
       prevIssue = g.issue;
     }
+    auto anchor = [&](int64_t pos) {
+      while (pos + 1 < end && staging.contains(ops[pos]))
+        ++pos;
+      return ops[pos];
+    };
 
     OpBuilder b(&getContext());
     auto tokenType = TokenType::get(&getContext());
     for (Gather &g : gathers) {
-      b.setInsertionPoint(ops[g.issue]);
-      auto prefetch =
-          PrefetchOp::create(b, g.op.getLoc(), g.op.getResult().getType(),
-                             tokenType, g.op.getGroupAttr());
-      prefetch.setPersistent(g.op.getPersistent());
+      if (g.stage) {
+        g.stage->moveBefore(anchor(g.stageIssue));
+        g.stageWait->moveBefore(anchor(g.issue));
+      }
+      b.setInsertionPoint(anchor(g.issue));
+      auto prefetch = PrefetchOp::create(
+          b, g.op.getLoc(), g.op.getResult().getType(), tokenType,
+          g.op.getGroupAttr(), g.op.getPersistentAttr(), g.op.getShard());
       for (NamedAttribute attr : g.op->getDiscardableAttrs())
         prefetch->setAttr(attr.getName(), attr.getValue());
       b.setInsertionPoint(ops[g.firstUse]);
-      WaitOp::create(b, g.op.getLoc(), prefetch.getToken());
+      auto wait = WaitOp::create(b, g.op.getLoc(), prefetch.getToken());
+      // The staged shard is read until the gather completes.
+      if (g.stageFree)
+        g.stageFree->moveAfter(wait);
       g.op.getResult().replaceAllUsesWith(prefetch.getResult());
     }
     // Later prefetches may have been placed before these ops.
     for (Gather &g : gathers)
       g.op.erase();
+    return success();
   }
 };
 

@@ -39,6 +39,8 @@ struct StepReport {
   /// bytes of the rank's NVMe swap file (0 unless offloaded to nvme) by
   /// buffer kind (unpadded).
   bool optimizerOffloaded = false;
+  /// Parameter offload (stage 3): the parameter shards are in the host arena.
+  bool paramsOffloaded = false;
   int64_t hostPeakBytes = 0, nvmeBytes = 0, swapBytes = 0;
   std::map<std::string, int64_t> hostBuffers, nvmeBuffers;
   /// Sum over collectives of the full array's elements (all-reduce twice).

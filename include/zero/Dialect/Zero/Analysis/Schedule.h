@@ -38,18 +38,26 @@ struct PartitionBuffers {
   Type computeType;
   /// Whether the step offloads the optimizer: masters and moments live in
   /// host memory beside host_grads (and host_params with 16-bit compute),
-  /// or in the rank's NVMe swap file (then host_params always exists).
+  /// or in the rank's NVMe swap file (then host_params always exists,
+  /// unless the parameter shards are in host memory too).
   bool offloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
+  /// Whether the step offloads its parameters (stage 3): the `params` shard
+  /// lives in host memory and each gather reads a staged device copy.
+  bool paramsOffloaded = false;
   /// Elements of each buffer kind (indexed by BufferKind).
   int64_t numel[kNumBufferKinds] = {};
   /// Bytes of each buffer kind.
   int64_t bytes[kNumBufferKinds] = {};
 
-  /// Whether the fp32 parameters are their own masters (fp32 compute, not
-  /// offloaded): the partition then has no `master` buffer.
+  /// Whether the fp32 parameters are their own masters (fp32 compute, and
+  /// Adam runs where the parameter shard lives: both on the device, or both
+  /// in host memory; never with the states on NVMe): the partition then has
+  /// no `master` buffer.
   bool areParamsMasters() const {
-    return !offloaded && zero::areParamsMasters(computeType);
+    return offloaded == paramsOffloaded &&
+           optimizerDevice != OffloadDevice::nvme &&
+           zero::areParamsMasters(computeType);
   }
   /// Whether the partition has a buffer of kind `kind`.
   bool hasBuffer(BufferKind kind) const {
@@ -59,15 +67,19 @@ struct PartitionBuffers {
     case BufferKind::host_grads:
       return offloaded;
     case BufferKind::host_params:
-      return offloaded && (optimizerDevice == OffloadDevice::nvme ||
-                           !zero::areParamsMasters(computeType));
+      // With the parameter shards on the host too, the host Adam writes
+      // them in place; otherwise states on NVMe return every compute type
+      // through host_params.
+      return offloaded && !paramsOffloaded &&
+             (optimizerDevice == OffloadDevice::nvme ||
+              !zero::areParamsMasters(computeType));
     default:
       return true;
     }
   }
   /// The memory buffer `kind` lives in.
   MemoryKind getMemory(BufferKind kind) const {
-    return getBufferMemory(kind, optimizerDevice);
+    return getBufferMemory(kind, optimizerDevice, paramsOffloaded);
   }
   /// Elements of the owned shard that Adam updates (padded; the whole
   /// group at stage 0).
@@ -94,6 +106,8 @@ public:
   bool isOptimizerOnNvme() const {
     return optimizerDevice == OffloadDevice::nvme;
   }
+  /// Whether the stage-3 parameter shards live in host memory (zero.offload).
+  bool areParamsOffloaded() const { return paramsOffloaded; }
   ArrayRef<PartitionBuffers> getPartitions() const { return partitions; }
   const PartitionBuffers *lookupPartition(StringRef name) const;
   const PartitionBuffers *lookupPartition(SymbolRefAttr ref) const {
@@ -119,6 +133,7 @@ private:
   int64_t accumulationSteps = 1;
   bool optimizerOffloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
+  bool paramsOffloaded = false;
   int64_t paramCount = 0;
   int64_t paddedParamCount = 0;
   SmallVector<PartitionBuffers> partitions;

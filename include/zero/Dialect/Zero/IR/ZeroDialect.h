@@ -93,6 +93,13 @@ inline OffloadDevice getOptimizerOffload(TrainStepOp step) {
 inline bool offloadsOptimizer(TrainStepOp step) {
   return getOptimizerOffload(step) != OffloadDevice::none;
 }
+/// Whether train step `step` keeps its stage-3 parameter shards in host
+/// memory (its zero.offload).
+inline bool offloadsParams(TrainStepOp step) {
+  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
+  OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
+  return offload && offload.offloadsParams();
+}
 /// The alignment of offsets and sizes in an NVMe swap file and of the
 /// swap buffers (O_DIRECT's logical block on common file systems).
 constexpr int64_t kNvmeAlignment = 4096;
@@ -100,10 +107,13 @@ constexpr int64_t kNvmeAlignment = 4096;
 /// read or write moves (io_uring's lengths are 32-bit).
 constexpr int64_t kMaxSwapChunk = int64_t(1) << 28;
 /// The memory a partition's persistent buffer of kind `kind` lives in when
-/// the optimizer is offloaded to `optimizer`.
-inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer) {
+/// the optimizer is offloaded to `optimizer` and the parameter shards are
+/// (`paramsOffloaded`) or are not offloaded.
+inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer,
+                                  bool paramsOffloaded = false) {
   switch (kind) {
   case BufferKind::params:
+    return paramsOffloaded ? MemoryKind::host : MemoryKind::device;
   case BufferKind::grads:
     return MemoryKind::device;
   case BufferKind::master:
@@ -127,12 +137,13 @@ inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer) {
 /// Persistent buffer kinds, in BufferKind order.
 constexpr unsigned kNumBufferKinds = 7;
 /// What of an offload choice is not implemented yet ("" when all of it is):
-/// parameter offload.
+/// parameter offload to NVMe.
 inline StringRef getUnimplementedOffload(OffloadDevice optimizer,
                                          OffloadDevice param) {
   (void)optimizer;
-  if (param != OffloadDevice::none)
-    return "parameter offload (offload_param) is not implemented yet";
+  if (param == OffloadDevice::nvme)
+    return "parameter offload to nvme (offload_param device nvme) is not "
+           "implemented yet";
   return "";
 }
 /// Whether ops of `phase` come after the optimizer.

@@ -320,6 +320,14 @@ def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
     StringRefParameter<"a directory", "\"\"">:$nvme_path,
     DefaultValuedParameter<"int64_t", "4">:$buffer_count,
     DefaultValuedParameter<"int64_t", "1048576">:$buffer_size);
+  // Without swap buffer settings: the parameters' defaults above.
+  let builders = [
+    AttrBuilder<(ins "::mlir::zero::OffloadDevice":$optimizer,
+                     "::mlir::zero::OffloadDevice":$param,
+                     "::llvm::StringRef":$nvme_path), [{
+      return $_get($_ctxt, optimizer, param, nvme_path, 4, 1048576);
+    }]>
+  ];
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -329,6 +337,9 @@ def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
                 int64_t stage) const;
     bool offloadsOptimizer() const {
       return getOptimizer() != ::mlir::zero::OffloadDevice::none;
+    }
+    bool offloadsParams() const {
+      return getParam() != ::mlir::zero::OffloadDevice::none;
     }
   }];
 }
@@ -747,7 +758,8 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
 
     Value form (stage 3): gathers the persistent `params` shards of the group
     into a new full buffer of `padded_numel` elements, released by
-    `zero.free`. A `persistent` gather (a group below the persistence
+    `zero.free`; with parameter offload each rank's shard is read `from` the
+    device buffer its `zero.transfer ... params to staging` filled. A `persistent` gather (a group below the persistence
     threshold) is issued once at the top of the step and kept to its end.
 
     ```mlir
@@ -759,11 +771,13 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
                        OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
                        UnitAttr:$persistent,
+                       Optional<Zero_FlatTensor>:$shard,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs Optional<Zero_FlatTensor>:$result,
                       Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
-    `group` $group (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)?
+    `group` $group (`from` $shard^ `:` type($shard))?
+    (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)?
     (`persistent` $persistent^)? (`phase` $phase^)? attr-dict
     (`:` type($result)^)? (`->` type($token)^)?
   }];
@@ -778,16 +792,21 @@ def Zero_PrefetchOp : Zero_Op<"prefetch", [
   let description = [{
     Issued by `zero-prefetch` as early as the memory budget allows; the
     gathered buffer may be used only after the `zero.wait` of the token.
+    With parameter offload it reads the staged shard `from` (see
+    `zero.transfer`), which must be freed after that wait.
 
     ```mlir
     %full, %t = zero.prefetch group @transformer.h.0 : tensor<7087872xbf16>
     zero.wait %t
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$group, UnitAttr:$persistent);
+  let arguments = (ins FlatSymbolRefAttr:$group, UnitAttr:$persistent,
+                       Optional<Zero_FlatTensor>:$shard);
   let results = (outs Zero_FlatTensor:$result, Zero_TokenType:$token);
-  let assemblyFormat =
-      "`group` $group (`persistent` $persistent^)? attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    `group` $group (`from` $shard^ `:` type($shard))?
+    (`persistent` $persistent^)? attr-dict `:` type($result)
+  }];
 }
 
 class Zero_GradReductionOp<string mnemonic> : Zero_CollectiveOp<mnemonic> {
@@ -895,19 +914,23 @@ def Zero_MemoryKind : I32EnumAttr<"MemoryKind", "where a buffer lives", [
 def Zero_TransferOpInterface : OpInterface<"TransferOpInterface"> {
   let cppNamespace = "::mlir::zero";
   let description = [{
-    A copy of this rank's owned part of a partition (or of a layout range
-    of it) between persistent buffers in two memories (device and pinned
-    host memory): what the memory planner, the verifier, the cost model
-    (which charges the link between the two memories) and the report need,
-    whatever op carries it.
+    A copy of this rank's part of a partition (or of a layout range of it)
+    between two memories (device and pinned host memory): between persistent
+    buffers, or between a persistent buffer and a short-lived device buffer
+    of the step arena (the staging of an offloaded parameter shard). What the
+    memory planner, the verifier, the cost model (which charges the link
+    between the two memories) and the report need, whatever op carries it.
   }];
   let methods = [
-    InterfaceMethod<"The partition whose owned elements move.",
+    InterfaceMethod<"The partition whose elements move.",
       "::mlir::FlatSymbolRefAttr", "getGroupAttr">,
-    InterfaceMethod<"The persistent buffer read.",
-      "::mlir::zero::BufferKind", "getSourceBuffer">,
-    InterfaceMethod<"The persistent buffer written.",
-      "::mlir::zero::BufferKind", "getTargetBuffer">,
+    InterfaceMethod<"The persistent buffer read (none: a staged value).",
+      "std::optional<::mlir::zero::BufferKind>", "getSourceBuffer">,
+    InterfaceMethod<"The persistent buffer written (none: a staged value).",
+      "std::optional<::mlir::zero::BufferKind>", "getTargetBuffer">,
+    InterfaceMethod<"The step-arena device buffer read or written, or null "
+      "when both ends are persistent buffers.",
+      "::mlir::Value", "getStagedValue">,
     InterfaceMethod<"Its completion token, or null when it is synchronous.",
       "::mlir::Value", "getToken">,
     InterfaceMethod<[{
@@ -921,9 +944,11 @@ def Zero_TransferOpInterface : OpInterface<"TransferOpInterface"> {
 def Zero_TransferOp : Zero_Op<"transfer", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     DeclareOpInterfaceMethods<Zero_TransferOpInterface,
-        ["getSourceBuffer", "getTargetBuffer", "getElementRange"]>,
+        ["getSourceBuffer", "getTargetBuffer", "getStagedValue",
+         "getElementRange"]>,
+    AttrSizedResultSegments,
     Zero_StepPhaseOpInterface]> {
-  let summary = "Copy this rank's owned part of a partition between memories";
+  let summary = "Copy this rank's part of a partition between memories";
   let description = [{
     Optimizer offload (`zero.offload = #zero.offload<optimizer = cpu>` on
     the step): the fp32 `master`, `exp_avg` and `exp_avg_sq` shards live in
@@ -944,22 +969,32 @@ def Zero_TransferOp : Zero_Op<"transfer", [
     `!zero.token` result it is asynchronous and completes at the
     `zero.wait` of its token.
 
+    Parameter offload (`#zero.offload<param = cpu>`, stage 3): the `params`
+    shard lives in pinned host memory. Before each gather of the group,
+    `params to staging` copies the whole shard into a new device buffer of
+    the step arena (`staged`, the shard's elements in the compute type),
+    which the `zero.all_gather` or `zero.prefetch` reads (`from`) and a
+    `zero.free` releases once the gather completed. With the optimizer on
+    the device, the new parameters Adam wrote into a staged buffer go back
+    with `%new to params` (the owned elements) at the step boundary.
+
     ```mlir
     %t = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
     %s = zero.transfer group @flat grads[0, 4096) to host_grads phase last_micro_step -> !zero.token
     zero.transfer group @flat host_params to params phase boundary
+    %shard, %t1 = zero.transfer group @h0 params to staging : tensor<2048xbf16> -> !zero.token
+    %t2 = zero.transfer group @h0 %new to params phase boundary : tensor<2048xbf16> -> !zero.token
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$group,
-                       Zero_BufferKindAttr:$source, Zero_BufferKindAttr:$target,
+                       OptionalAttr<Zero_BufferKindAttr>:$source,
+                       OptionalAttr<Zero_BufferKindAttr>:$target,
+                       Optional<Zero_FlatTensor>:$input,
                        OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
-  let results = (outs Optional<Zero_TokenType>:$token);
-  let assemblyFormat = [{
-    `group` $group `` $source (`[` $begin^ `,` $end `)`)? `to` `` $target
-    (`phase` $phase^)? attr-dict
-    (`->` type($token)^)?
-  }];
+  let results = (outs Optional<Zero_FlatTensor>:$staged,
+                      Optional<Zero_TokenType>:$token);
+  let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
 }
 
@@ -1078,7 +1113,15 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     the host reads `host_grads`, updates the host `master` (present with
     fp32 compute too) and moments, writes the 16-bit parameters into
     `host_params` (with fp32 compute the updated `master` is the copy to
-    upload), and clears the device `grads`.
+    upload), and clears the device `grads`. With parameter offload as well
+    it writes the new parameters straight into the host `params` shard
+    (which with fp32 compute is its own master).
+
+    `-> tensor<N x T>` (parameter offload, optimizer on the device): the
+    `params` shard is in host memory, so the device Adam writes the owned
+    new parameters to the front of this new step-arena buffer of the shard's
+    size, which a `zero.transfer %new to params` copies to the host (the
+    fp32 masters are then a device `master` buffer, also with fp32 compute).
 
     `swap` (exactly when the optimizer is offloaded to `nvme`): the
     `master`, `exp_avg` and `exp_avg_sq` shards live in the rank's swap
@@ -1087,7 +1130,8 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     of chunk i+1 and the write of chunk i-1 overlap the Adam of chunk i.
     It reads and writes each state once (`getNvmeBytes`); with fp32
     compute the updated parameters go to `host_params` as with 16-bit
-    compute, since the masters are not in host memory.
+    compute, since the masters are not in host memory (with parameter
+    offload, into the host `params` shard, which is then never a master).
 
     ```mlir
     zero.adam group @flat stats %stats scale %s skip %skip divisor 4.0 : tensor<2xf32>
@@ -1100,10 +1144,11 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
                        UnitAttr:$host,
                        OptionalAttr<Zero_NvmeSwapAttr>:$swap,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
+  let results = (outs Optional<Zero_FlatTensor>:$new_params);
   let assemblyFormat = [{
     `group` $group `stats` $stats `scale` $loss_scale `skip` $skip
     `divisor` $divisor (`host` $host^)? (`swap` $swap^)? (`phase` $phase^)?
-    attr-dict `:` type($stats)
+    attr-dict `:` type($stats) (`->` type($new_params)^)?
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -278,6 +278,12 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     gathered once at the start of the step and freed at its end (after the
     optimizer, tagged `zero.post_step`). Nothing is gathered after the step
     at stage 3. Stage 0 needs no gathers.
+
+    `offload-param=cpu` (DeepSpeed's `offload_param`, stage 3 only) records
+    `param = cpu` in the step's `zero.offload`: the `params` shards live in
+    pinned host memory, and each gather reads a device copy of the shard,
+    `%s, %t = zero.transfer group @g params to staging`, waited for before
+    it and freed right after it (`zero-prefetch` moves the copy ahead).
   }];
   let options = [
     Option<"allgatherBucketSize", "allgather-bucket-size", "int64_t",
@@ -293,6 +299,10 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
            "Stage 3: keep a gathered group alive when it is used again "
            "within this many elements of other parameters (DeepSpeed: "
            "stage3_max_reuse_distance)">,
+    Option<"offloadParam", "offload-param", "std::string",
+           /*default=*/"\"none\"",
+           "Where stage-3 parameter shards live: none or cpu (DeepSpeed: "
+           "zero_optimization.offload_param.device)">,
   ];
 }
 
@@ -368,15 +378,20 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     Adam of earlier partitions), the Adam runs on the host (`zero.adam ...
     host`) and the updated parameters are copied back (`host_params to
     params`, or `master to params` with fp32 compute), waited for before
-    the post-step all-gathers. `offload-optimizer=nvme` (ZeRO-Infinity)
-    keeps the masters and moments in a swap file per rank under
-    `nvme-path` instead: the host Adam carries `swap <chunk = C, buffers =
-    B>` and streams them through `nvme-buffer-count` swap buffers of
-    `nvme-buffer-size` elements per state (C is that size, or the largest
-    owned shard rounded up to 1024 elements when smaller), and the updated
-    parameters always come back through `host_params`. `offload-param`
-    (DeepSpeed: parameter offload at stage 3 only) is rejected as not
-    implemented yet.
+    the post-step all-gathers. With parameter offload (`offload-param=cpu`,
+    which zero-param-gather must have recorded: its gathers read staged
+    shards) the host Adam updates the host shards in place and nothing is
+    copied back; with the optimizer on the device, `zero.adam ... ->
+    tensor<shard>` writes the new parameters into a staged buffer that
+    `zero.transfer ... %new to params` copies to the host shard.
+    `offload-optimizer=nvme` (ZeRO-Infinity) keeps the masters and moments
+    in a swap file per rank under `nvme-path` instead of host memory: the
+    host Adam carries `swap <chunk = C, buffers = B>` and streams them
+    through `nvme-buffer-count` swap buffers of `nvme-buffer-size` elements
+    per state (C is that size, or the largest owned shard rounded up to
+    1024 elements when smaller), and the updated parameters always come back
+    through `host_params` (with parameter offload too, into the host shards
+    in place). `offload-param=nvme` is rejected as not implemented yet.
   }];
   let options = [
     Option<"gradientClipping", "gradient-clipping", "double",
