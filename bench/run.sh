@@ -21,11 +21,12 @@
 #   ninja -C /tmp/old/build zrt-bench-bandwidth
 #
 # Other settings (environment): ONLY (a subset of "machine compile_time
-# kernels comm calibrate e2e tune nvme"), BENCH_PARAMS (elements per array of the
+# kernels comm calibrate e2e tune offload nvme"), BENCH_PARAMS (elements per array of the
 # kernel benchmark, 64M), BENCH_ROUNDS (15), COMM_COUNT (full-array
 # elements of the collective benchmark, 8M), COMM_ROUNDS (40), E2E_ROUNDS
-# (5), E2E_STEPS (40), TUNE_ROUNDS (4), NVME_ROUNDS (5), NVME_DIR (the
-# directory on the disk to measure; bench/results/nvme), MPIRUN (mpirun --allow-run-as-root --oversubscribe).
+# (5), E2E_STEPS (40), TUNE_ROUNDS (4), OFFLOAD_ROUNDS (3), NVME_ROUNDS (5),
+# NVME_DIR (the directory on the disk to measure; bench/results/nvme),
+# MPIRUN (mpirun --allow-run-as-root --oversubscribe).
 # A full run takes about 8 minutes on the 2-core development machine.
 set -euo pipefail
 
@@ -34,11 +35,12 @@ root=$(cd "$here/.." && pwd)
 out=$here/results
 mkdir -p "$out"
 mpirun_cmd=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
-only=${ONLY:-machine compile_time kernels comm calibrate e2e tune nvme}
+only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme}
 want() { [[ " $only " == *" $1 "* ]]; }
 
 targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main
-         zrt-bench-bandwidth zrt-bench-comm zrt-bench-calibrate zrt-bench-nvme)
+         zrt-bench-bandwidth zrt-bench-comm zrt-bench-calibrate
+         zrt-bench-transfer zrt-bench-nvme)
 if [[ $# -ge 1 ]]; then
   build=$(cd "$1" && pwd)
 else
@@ -62,6 +64,7 @@ bin=$build/bin
 bandwidth=$build/runtime/bench/zrt-bench-bandwidth
 comm=$build/runtime/bench/zrt-bench-comm
 calibrate=$build/runtime/bench/zrt-bench-calibrate
+transfer=$build/runtime/bench/zrt-bench-transfer
 
 if want machine; then
   cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
@@ -151,6 +154,13 @@ if want tune; then
   echo "== zero-tune's ranking against measured steps"
   python3 "$here/tune.py" --build "$build" --out "$out/tune.json" \
     --rounds "${TUNE_ROUNDS:-4}" --mpirun "$mpirun_cmd"
+fi
+
+if want offload; then
+  echo "== offload: the copy path against memcpy, exposed transfers"
+  python3 "$here/offload.py" --build "$build" --out "$out/offload.json" \
+    --transfer-bench "$transfer" --rounds "${OFFLOAD_ROUNDS:-3}" \
+    --mpirun "$mpirun_cmd"
 fi
 
 if want nvme; then

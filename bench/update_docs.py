@@ -58,7 +58,10 @@ def ok(value, lo, hi=None):
 
 
 def sec_machine(r):
-    return machine_line(load(r, "machine.json"))
+    # Without this run's machine.json (e.g. ONLY=offload), the line of the
+    # run that measured the other sections stays.
+    m = load(r, "machine.json")
+    return machine_line(m) if m else None
 
 
 def sec_compile_time(r):
@@ -553,6 +556,75 @@ def sec_gpu_profile(r):
     return "\n".join(out).rstrip()
 
 
+def sec_transfer(r):
+    """zrt-bench-transfer: the runtime's device-host copy against memcpy."""
+    doc = load(r, "transfer.json")
+    if not doc:
+        return None
+    m = doc.get("machine", {})
+    out = ["Machine: %s cores, `%s` (lscpu model name); %s backend. Run of "
+           "%s UTC, load average (1/5/15 min) %s at the start, %s at the "
+           "end. %d interleaved rounds; ratio = the transfer's bytes/s over "
+           "memcpy's of the same round, median [quartiles] over rounds; "
+           "at least 256 MiB copied per sample." % (
+               m.get("nproc", "?"), m.get("cpu", "unknown"), doc["backend"],
+               doc["date"], "/".join(doc["loadavg"]),
+               "/".join(doc["loadavg_end"]), doc["rounds"]), "",
+           "| size | direction | memcpy GB/s | transfer GB/s | transfer / "
+           "memcpy |", "|---:|---|---:|---:|---:|"]
+    for e in doc["sizes"]:
+        size = ("%d GiB" % (e["mib"] >> 10) if e["mib"] >= 1024
+                else "%d MiB" % e["mib"])
+        out.append("| %s | %s | %.2f | %.2f | %.3f [%.3f, %.3f] |" % (
+            size, e["direction"].replace("_", " "), e["memcpy_gbps_median"],
+            e["transfer_gbps_median"], e["ratio_median"], e["ratio_q1"],
+            e["ratio_q3"]))
+    ratios = [e["ratio_median"] for e in doc["sizes"]]
+    out += ["", "Median over all sizes and both directions: %.3f (range "
+            "%.3f-%.3f)." % (statistics.median(ratios), min(ratios),
+                             max(ratios))]
+    return "\n".join(out)
+
+
+def sec_offload(r):
+    """bench/offload.py: the exposed transfer share of gpt2-tiny steps."""
+    doc = load(r, "offload.json")
+    if not doc:
+        return None
+    m = doc.get("machine", {})
+    out = ["Machine: %s cores, `%s` (lscpu model name). Run of %s UTC, load "
+           "average (1/5/15 min) %s at the start, %s at the end. gpt2-tiny "
+           "(fp32), `--offload-optimizer cpu`, `--threads %d`, %d steps of "
+           "which %d warm-up, %d rounds; the configuration without offload "
+           "ran next to each in every round. Measured: per step span of "
+           "each rank's trace, the `copy to host`/`copy to device` and "
+           "`wait copy` spans in "
+           "it; medians over steps and ranks, then over rounds. Predicted: "
+           "`zero-report` (cpu preset) of the same pipeline." % (
+               m.get("nproc", "?"), m.get("cpu", "unknown"), doc["date"],
+               "/".join(doc["loadavg"]), "/".join(doc["loadavg_end"]),
+               doc["threads_per_rank"], doc["steps"], doc["warmup"],
+               doc["rounds"]), "",
+           "| stage | ranks | host peak bytes | step ms (no offload) | "
+           "offload / none | measured transfers ms | share of the step | "
+           "predicted copying ms | predicted exposed ms | predicted share | "
+           "measured / predicted exposed |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for e in doc["results"]:
+        ratio = e["measured_over_predicted"]
+        out.append("| %d | %d | %d | %.1f (%.1f) | %.3f | %.3f | %.2f%% | "
+                   "%.3f | %.3f | %.2f%% | %s |" % (
+                       e["stage"], e["world"], e["host_peak_bytes"],
+                       e["measured_step_ms"],
+                       e["measured_step_ms_no_offload"],
+                       e["offload_over_no_offload"], e["transfer_ms"],
+                       100 * e["transfer_share"], e["predicted_copying_ms"],
+                       e["predicted_exposed_transfer_ms"],
+                       100 * e["predicted_share"],
+                       "%.2f" % ratio if ratio is not None else "n/a"))
+    return "\n".join(out)
+
+
 # What a section without results says when the doc holds no measured table
 # yet (results are not committed: a table measured once stays until new
 # results replace it).
@@ -601,6 +673,8 @@ SECTIONS = {
     "calibration": sec_calibration,
     "cost_model": sec_cost_model,
     "tune": sec_tune,
+    "transfer": sec_transfer,
+    "offload": sec_offload,
     "gpu": sec_gpu,
     "gpu_profile": sec_gpu_profile,
     "nvme": sec_nvme,

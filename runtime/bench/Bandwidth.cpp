@@ -23,12 +23,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
 #include "zero_rt/zrt.h"
 
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -39,19 +39,9 @@
 #include <string>
 #include <vector>
 
+using namespace zrt::bench;
+
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /// Uninitialized 64-byte aligned storage, first touched by the threads that
 /// will stream it (static schedule), as STREAM does.
@@ -331,14 +321,7 @@ int main(int argc, char **argv) {
     first = false;
   }
   json += "\n  ]\n}\n";
-  if (!o.json.empty()) {
-    FILE *f = std::fopen(o.json.c_str(), "w");
-    if (!f) {
-      std::perror(o.json.c_str());
-      return 1;
-    }
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-  }
+  if (!o.json.empty() && !writeText(o.json, json))
+    return 1;
   return 0;
 }

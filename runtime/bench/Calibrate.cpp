@@ -38,12 +38,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
 #include "zero_rt/zrt.h"
 
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -52,19 +52,9 @@
 #include <string>
 #include <vector>
 
+using namespace zrt::bench;
+
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::vector<float> filled(int64_t n, float scale = 0.01f) {
   std::vector<float> v(size_t(std::max<int64_t>(n, 1)));

@@ -35,6 +35,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
 #include "zero_rt/zrt.h"
 
 #include <mpi.h>
@@ -49,13 +50,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+using namespace zrt::bench;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+namespace {
 
 inline float bf16ToFloat(uint16_t b) {
   uint32_t u = uint32_t(b) << 16;
@@ -330,12 +327,7 @@ int main(int argc, char **argv) {
     }
     out += "\n  ]\n}\n";
     if (!json.empty()) {
-      FILE *fp = std::fopen(json.c_str(), "w");
-      if (fp) {
-        std::fputs(out.c_str(), fp);
-        std::fclose(fp);
-      } else
-        std::perror(json.c_str());
+      writeText(json, out);
     }
   }
   MPI_Op_free(&plainOp);

@@ -10,6 +10,7 @@
 #include "Device.h"
 #include "Memory.h"
 #include "Program.h"
+#include "Trace.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -32,7 +33,8 @@ void *device::allocateHost(int64_t bytes) { return alignedAlloc(bytes, 4096); }
 void device::releaseHost(void *ptr) { std::free(ptr); }
 
 // The "device" arenas are host memory too: a copy between the arenas is a
-// memcpy, complete when it returns.
+// memcpy on the calling thread, complete when it returns (the caller's
+// "copy to host"/"copy to device" span in --trace times it).
 std::function<void()> device::transfer(void *dst, const void *src,
                                        int64_t bytes, bool) {
   if (bytes > 0 && dst != src)

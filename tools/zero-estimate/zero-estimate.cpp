@@ -8,15 +8,15 @@
 // DeepSpeed's offload options and its *_all_cold table over them, byte for
 // byte (DeepSpeedEstimators.h), beside our per-rank accounting of the same
 // inputs (the buffers zero-partition and zero-plan-memory create, without
-// offload) and a line-by-line explanation of every difference, and whether
-// that fits a device. A real step gets the exact peak from
+// offload and with the optimizer offloaded to host memory) and a
+// line-by-line explanation of every difference, and whether that fits a
+// device. A real step gets the exact peak from
 // `zero-opt --zero-report`.
 //
 //===----------------------------------------------------------------------===//
 
-#include "DeepSpeedEstimators.h"
-
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
@@ -97,8 +97,8 @@ static cl::opt<bool> overlapComm(
     cl::init(false), cl::cat(estimateCat));
 static cl::opt<bool> cpuOffload(
     "cpu-offload",
-    cl::desc("Stages 2-3: DeepSpeed's estimate with the optimizer states in "
-             "host memory (offload_optimizer=cpu; the estimators' "
+    cl::desc("Stages 2-3: DeepSpeed's estimate and ours with the optimizer "
+             "states in host memory (offload_optimizer=cpu; the estimators' "
              "cpu_offload)"),
     cl::init(false), cl::cat(estimateCat));
 static cl::opt<bool> cpuOffloadParams(
@@ -195,6 +195,8 @@ struct ModelCounts {
   /// buffers): its largest bucket in elements and the peak bytes of bucket
   /// buffers, or why there is none.
   int64_t planLargestBucket = 0, planBucketPeakBytes = 0;
+  /// With --cpu-offload, the plan's pinned host arena (offload-optimizer=cpu).
+  int64_t planHostBytes = 0;
   std::string planPipeline, planError;
 };
 
@@ -212,6 +214,13 @@ struct Estimate {
   SmallVector<zero::estimate::DeepSpeedRow> deepspeedTable;
   SmallVector<Line> ours;
   int64_t ourStates = 0, ourTotal = 0;
+  /// Stages 2-3: our plan with the optimizer in host memory
+  /// (offload_optimizer=cpu, the compiler's offload-optimizer=cpu): the
+  /// device total without the masters and moments, and the pinned host
+  /// buffers as zero-plan-memory lays them out, with the arena's total.
+  std::optional<Line> offloadDevice;
+  SmallVector<Line> offloadHost;
+  int64_t offloadDeviceBytes = 0, offloadHostBytes = 0;
   SmallVector<std::string> differences;
   /// The verdict for the device memory of --hardware / --device-memory.
   std::optional<mlir::zero::FitVerdict> fit;
@@ -338,6 +347,8 @@ void planBuckets(mlir::ModuleOp module, ModelCounts &counts) {
      << " alignment=" << alignment << " dtype=" << dtype
      << " reduce-bucket-size=" << reduceBucketSize
      << " overlap-comm=" << (overlapComm ? "true" : "false");
+  if (cpuOffload)
+    os << " offload-optimizer=cpu";
   counts.planPipeline = options;
   mlir::MLIRContext *context = module.getContext();
   mlir::ScopedDiagnosticHandler capture(context, [&](mlir::Diagnostic &d) {
@@ -367,6 +378,7 @@ void planBuckets(mlir::ModuleOp module, ModelCounts &counts) {
         mlir::zero::computeMemoryPlan(*schedule);
     if (failed(plan))
       return;
+    counts.planHostBytes = std::max(counts.planHostBytes, plan->hostBytes);
     counts.planBucketPeakBytes =
         std::max(counts.planBucketPeakBytes,
                  plan->peakByCategory[static_cast<unsigned>(
@@ -559,19 +571,78 @@ Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
   e.ours.push_back(
       {"total", "ours: total", "model states + buffers", e.ourTotal});
 
+  // With the optimizer offloaded (stages 2-3, as DeepSpeed's estimators):
+  // the params and grads stay on the device; the fp32 masters (fp32
+  // parameters are no longer their own), Adam's m and v and the copies of
+  // the owned gradient and (16-bit) parameter shard live in the pinned host
+  // arena, each buffer at a 64-byte boundary and the arena rounded up to 64
+  // as zero-plan-memory places them (MemoryPlan.cpp).
+  if (stage >= 2) {
+    e.offloadDeviceBytes =
+        c * (stage == 3 ? shard : s) + c * shard + bucketBytes + gatherBytes;
+    e.offloadDevice = Line{"device_total", "ours offloaded: device",
+                           "params + grads + buffers", e.offloadDeviceBytes};
+    auto align = [](int64_t x) {
+      return roundUp(x, mlir::zero::kArenaAlignment);
+    };
+    int64_t at = 0;
+    auto host = [&](StringRef key, StringRef what, int64_t bytesPerElement) {
+      int64_t bytes = bytesPerElement * shard;
+      e.offloadHost.push_back({key.str(), "ours offloaded: host " + what.str(),
+                               std::to_string(bytesPerElement) + "S'/n",
+                               bytes});
+      at = align(at) + bytes;
+    };
+    host("master_params", "master_params", 4);
+    host("adam_m", "adam_m", 4);
+    host("adam_v", "adam_v", 4);
+    host("host_grads", "grads copy", c);
+    if (c != 4)
+      host("host_params", "params copy", c);
+    e.offloadHostBytes = align(at);
+    e.offloadHost.push_back({"host_total", "ours offloaded: host arena",
+                             "each buffer at a 64-byte boundary",
+                             e.offloadHostBytes});
+  }
+  // The plan the verdict and the comparison with DeepSpeed's figure use:
+  // ours offloaded where DeepSpeed's is (parameter offload aside, which
+  // zero-estimate does not plan), else ours.
+  bool oursOffloaded = cpuOffload && e.offloadDevice;
+  int64_t oursDevice = oursOffloaded ? e.offloadDeviceBytes : e.ourTotal;
+
   // Why the numbers differ.
   auto &why = e.differences;
-  if (cpuOffload) {
+  if (oursOffloaded) {
     std::string where = cpuOffloadParams
                             ? "offload_optimizer=cpu and offload_param=cpu"
                             : "offload_optimizer=cpu";
-    why.push_back("Offload: DeepSpeed's figure is with " + where + " (" +
-                  human(*e.deepspeed.bytes) + " per GPU, " +
-                  human(*e.deepspeedCpu.bytes) +
-                  " of host memory per node). The compiler does not plan "
-                  "offload yet: ours is the plan without offload, the "
-                  "table's offload rows have no figure of ours, and ours is "
-                  "compared with DeepSpeed's figure without offload.");
+    std::string text =
+        "Offload: DeepSpeed's figure is with " + where + " (" +
+        human(*e.deepspeed.bytes) + " per GPU, " +
+        human(*e.deepspeedCpu.bytes) +
+        " of host memory per node); ours offloaded keeps the params, "
+        "grads and buffers on the device (" +
+        human(e.offloadDeviceBytes) +
+        ") and the fp32 masters, Adam's m and v and the copies of the "
+        "owned gradient" +
+        (c == 4 ? "" : " and parameter") + " shard in pinned host memory (" +
+        human(e.offloadHostBytes) + " per rank, " +
+        human(e.offloadHostBytes * gpusPerNode) + " per node): " +
+        signedHuman(e.offloadDeviceBytes - *e.deepspeed.bytes) +
+        " per GPU against DeepSpeed's.";
+    if (cpuOffloadParams)
+      text += " zero-estimate has no figure of ours with offload_param=cpu: "
+              "ours is with offload_optimizer=cpu only.";
+    if (model && model->planError.empty())
+      text += " This model's plan (zero-pipeline " + model->planPipeline +
+              ") has a pinned host arena of " +
+              std::to_string(model->planHostBytes) + " bytes, " +
+              signedHuman(model->planHostBytes - e.offloadHostBytes) +
+              " against ours offloaded" +
+              (stage == 3 ? " (each stage-3 group is padded and aligned "
+                            "separately)."
+                          : ".");
+    why.push_back(text);
   }
   if (e.deepspeedNoOffloadBytes)
     why.push_back("In all: ours " + human(e.ourTotal) + " (model states " +
@@ -612,7 +683,8 @@ Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
               (o.zeroInit ? ""
                           : ", or the whole fp32 model in each GPU's "
                             "process while it is built, if more");
-    text += "; we plan device memory only.";
+    text += oursOffloaded ? "; ours is the pinned host arena, per rank."
+                          : "; we plan device memory only.";
     why.push_back(text);
   }
   bool fp32 = dtype == "fp32";
@@ -747,10 +819,13 @@ Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
   if (device) {
     mlir::zero::FitVerdict fit;
     fit.deviceMemoryBytes = device;
-    fit.freeBytes = device - e.ourTotal;
+    fit.freeBytes = device - oursDevice;
     fit.fits = fit.freeBytes >= 0;
     for (const Line &line : e.ours)
       if (line.key != "model_states" && line.key != "total" && line.bytes &&
+          // Offloaded, the optimizer states are not on the device.
+          !(oursOffloaded && (line.key == "master_params" ||
+                              line.key == "adam_m" || line.key == "adam_v")) &&
           *line.bytes > fit.largestItemBytes) {
         fit.largestItem = line.key;
         fit.largestItemBytes = *line.bytes;
@@ -774,19 +849,28 @@ deepspeedOptionsLine(const zero::estimate::DeepSpeedOptions &options) {
          ", additional_buffer_factor=" + options.additionalBufferFactor.str();
 }
 
-/// What the table's ours column says of a row: our total, which does not
-/// offload, on the rows without offload.
-std::optional<int64_t> oursForRow(const Estimate &e,
-                                  const zero::estimate::DeepSpeedRow &row) {
-  if (row.options.cpuOffload)
+/// What the table's ours columns say of a row: our device total and pinned
+/// host arena per rank, without offload or with the optimizer offloaded;
+/// none with parameter offload.
+struct OursForRow {
+  int64_t device = 0, host = 0;
+};
+std::optional<OursForRow> oursForRow(const Estimate &e,
+                                     const zero::estimate::DeepSpeedRow &row) {
+  if (row.options.cpuOffloadParams)
     return std::nullopt;
-  return e.ourTotal;
+  if (row.options.cpuOffload)
+    return OursForRow{e.offloadDeviceBytes, e.offloadHostBytes};
+  return OursForRow{e.ourTotal, 0};
 }
 
-constexpr const char *kOursWithoutOffload =
-    "ours: our exact total per GPU (model states + buffers) without "
-    "offload; the compiler does not plan offload yet, so the offload rows "
-    "have no figure of ours.";
+constexpr const char *kOursNote =
+    "ours: our exact total per GPU (model states + buffers) and pinned host "
+    "arena per rank, without offload and with offload_optimizer=cpu (the "
+    "fp32 masters, Adam's m and v and the gradient and parameter copies in "
+    "host memory, laid out as zero-plan-memory does); zero_init changes "
+    "neither. n/a: zero-estimate gives no figure of ours with "
+    "offload_param=cpu.";
 
 /// DeepSpeed's *_all_cold output, each row with its exact bytes, its GPU
 /// formula and ours beside.
@@ -809,19 +893,26 @@ void printDeepSpeedTable(const Estimate &e, raw_ostream &os) {
     gpuW = std::max(gpuW, std::to_string(row.estimate.gpuBytes).size());
     formulaW = std::max(formulaW, formula(row).size());
   }
+  size_t oursW = 12;
+  for (const zero::estimate::DeepSpeedRow &row : e.deepspeedTable)
+    if (std::optional<OursForRow> ours = oursForRow(e, row))
+      oursW = std::max(oursW, std::to_string(ours->device).size());
   os << left_justify(header.back(), lineW) << " | "
      << right_justify("CPU bytes", cpuW) << " | "
      << right_justify("GPU bytes", gpuW) << " | "
-     << left_justify("GPU formula", formulaW) << " | ours per GPU\n";
+     << left_justify("GPU formula", formulaW) << " | "
+     << right_justify("ours per GPU", oursW) << " | ours host\n";
   for (const zero::estimate::DeepSpeedRow &row : e.deepspeedTable) {
-    std::optional<int64_t> ours = oursForRow(e, row);
+    std::optional<OursForRow> ours = oursForRow(e, row);
     os << left_justify(row.line, lineW) << " | "
        << right_justify(std::to_string(row.estimate.cpuBytes), cpuW) << " | "
        << right_justify(std::to_string(row.estimate.gpuBytes), gpuW) << " | "
        << left_justify(formula(row), formulaW) << " | "
-       << (ours ? std::to_string(*ours) : std::string("n/a")) << "\n";
+       << right_justify(ours ? std::to_string(ours->device) : "n/a", oursW)
+       << " | " << (ours ? std::to_string(ours->host) : std::string("n/a"))
+       << "\n";
   }
-  os << kOursWithoutOffload << "\n";
+  os << kOursNote << "\n";
 }
 
 void printText(const Estimate &e, const std::optional<ModelCounts> &model,
@@ -854,6 +945,13 @@ void printText(const Estimate &e, const std::optional<ModelCounts> &model,
   lines.push_back(&e.paper);
   for (const Line &line : e.ours)
     lines.push_back(&line);
+  // With --cpu-offload, ours with the optimizer in host memory (the host
+  // lines are bytes per rank, the process of one GPU).
+  if (cpuOffload && e.offloadDevice) {
+    lines.push_back(&*e.offloadDevice);
+    for (const Line &line : e.offloadHost)
+      lines.push_back(&line);
+  }
   size_t labelW = 0, formulaW = 0;
   for (const Line *line : lines) {
     labelW = std::max(labelW, line->label.size());
@@ -874,8 +972,11 @@ void printText(const Estimate &e, const std::optional<ModelCounts> &model,
   }
   if (e.deepspeedCpu.bytes)
     os << "\nDeepSpeed's host memory per node (" << e.deepspeedCpu.label
-       << "'s cpu_mem; we plan device memory only): " << e.deepspeedCpu.formula
-       << " = " << *e.deepspeedCpu.bytes << " bytes ("
+       << "'s cpu_mem; "
+       << (cpuOffload ? "ours is the host arena above, per rank"
+                      : "we plan device memory only")
+       << "): " << e.deepspeedCpu.formula << " = " << *e.deepspeedCpu.bytes
+       << " bytes ("
        << format("%.2f",
                  double(*e.deepspeedCpu.bytes) / double(int64_t(1) << 30))
        << " GiB)\n";
@@ -885,7 +986,8 @@ void printText(const Estimate &e, const std::optional<ModelCounts> &model,
     os << "\ndevice memory (" << e.deviceMemorySource
        << "): " << e.fit->deviceMemoryBytes
        << " bytes; the verdict counts our total"
-       << (cpuOffload ? " (without offload)" : "") << ", not activations:\n";
+       << (cpuOffload ? " offloaded (offload_optimizer=cpu)" : "")
+       << ", not activations:\n";
     mlir::zero::printFitVerdict(*e.fit, os);
   }
   os << "\ndifferences:\n";
@@ -959,6 +1061,14 @@ void printJson(const Estimate &e, const std::optional<ModelCounts> &model,
       for (const Line &l : e.ours)
         line(l);
     });
+    if (e.offloadDevice)
+      j.attributeObject("ours_offload_optimizer", [&] {
+        line(*e.offloadDevice);
+        for (const Line &l : e.offloadHost)
+          line(l);
+      });
+    else
+      j.attribute("ours_offload_optimizer", nullptr);
     if (e.deepspeedTable.empty())
       j.attribute("deepspeed_table", nullptr);
     else
@@ -985,13 +1095,15 @@ void printJson(const Estimate &e, const std::optional<ModelCounts> &model,
               j.attribute("gpu_bytes", row.estimate.gpuBytes);
               j.attribute("cpu_formula", row.estimate.cpuFormula);
               j.attribute("gpu_formula", row.estimate.gpuFormula);
-              std::optional<int64_t> ours = oursForRow(e, row);
-              j.attribute("ours_gpu_bytes",
-                          ours ? json::Value(*ours) : json::Value(nullptr));
+              std::optional<OursForRow> ours = oursForRow(e, row);
+              j.attribute("ours_gpu_bytes", ours ? json::Value(ours->device)
+                                                 : json::Value(nullptr));
+              j.attribute("ours_host_bytes", ours ? json::Value(ours->host)
+                                                  : json::Value(nullptr));
               j.attribute("line", row.line);
             });
         });
-        j.attribute("ours_note", kOursWithoutOffload);
+        j.attribute("ours_note", kOursNote);
       });
     if (e.fit)
       j.attributeObject("fit", [&] {
@@ -1023,7 +1135,9 @@ int main(int argc, char **argv) {
       "DeepSpeed's model-state memory estimates, byte for byte, at its "
       "offload options (--cpu-offload, --cpu-offload-params, --no-zero-init, "
       "--additional-buffer-factor) and as its all_cold table over them, "
-      "beside zero-mlir's per-rank accounting, for a model file "
+      "beside zero-mlir's per-rank accounting (device and pinned host "
+      "memory, without offload and with the optimizer offloaded), for a "
+      "model file "
       "(zero-estimate model.mlir --stage 3 ...) "
       "or numbers (--params, --largest-layer-params), and whether it fits "
       "a device (--hardware, --device-memory)\n");

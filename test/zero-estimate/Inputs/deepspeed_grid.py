@@ -11,7 +11,11 @@ buffer factors. Every byte count must be the same integer, and every row of
 the *_all_cold table the same text. Prints what it compared and how many of
 the figures Python's float arithmetic puts away from the exact rational
 result, so that the grid is known to reach the branches where rounding
-matters. Also checks that the text gives the factor as Python's repr does.
+matters. Also checks that the text gives the factor as Python's repr does,
+and our own columns: the device total and pinned host arena per rank without
+offload and with the optimizer offloaded (none with parameter offload),
+derived here from S, L and the ranks at the tool's defaults (bf16, alignment
+2, one bucket of 5e8 elements, no prefetch).
 """
 import json
 import subprocess
@@ -77,6 +81,33 @@ def exact(stage, params, largest, gpus_per_node, nodes, offload,
     if not zero_init:
         mult = max(Fraction(4 * gpus_per_node), mult)
     return floor(params * mult * f), gpu
+
+
+def round_up(x, m):
+    return (x + m - 1) // m * m
+
+
+def ours(stage, params, largest, gpus, offload):
+    """(device bytes, host bytes) of our plan of one flat bf16 partition:
+    params and grads (whole or the S'/n shard), the fp32 master, m and v
+    (12 bytes per owned element) on the device, or with the optimizer
+    offloaded in the pinned host arena beside the 16-bit gradient and
+    parameter copies, each buffer at a 64-byte boundary and the arena
+    rounded up to 64; plus one reduce bucket and, at stage 3, the gathered
+    largest layer."""
+    padded = round_up(params, 2 * gpus)
+    shard = padded // gpus
+    params_bytes = 2 * (shard if stage == 3 else params)
+    buffers = 2 * min(500000000, padded)
+    if stage == 3:
+        buffers += 2 * round_up(largest, 2 * gpus)
+    device = params_bytes + 2 * shard + buffers
+    if not offload:
+        return device + 12 * shard, 0
+    host = 0
+    for size in (4 * shard, 4 * shard, 4 * shard, 2 * shard, 2 * shard):
+        host = round_up(host, 64) + size
+    return device, round_up(host, 64)
 
 
 def device(on):
@@ -181,7 +212,7 @@ def main():
     with ThreadPoolExecutor(max_workers=2) as pool:
         outputs = list(pool.map(run, jobs))
 
-    rows = 0
+    rows = ours_rows = 0
     rounded_cpu = rounded_gpu = 0
     for job, out in zip(jobs, outputs):
         (params, largest, stage, gpn, nodes, offload, offload_params,
@@ -203,6 +234,11 @@ def main():
                                          zero_init), where
         assert inputs["additional_buffer_factor"] == f, where
 
+        off = out["ours_offload_optimizer"]
+        got = (off["device_total"]["bytes"], off["host_total"]["bytes"])
+        want = ours(stage, params, largest, gpn * nodes, True)
+        assert got == want, (where, got, want)
+
         table = out["deepspeed_table"]
         assert table["header"] == reference_header(stage, params, largest,
                                                    gpn, nodes), where
@@ -216,8 +252,15 @@ def main():
                     "cpu" if p else "none", z), where
             assert (r["cpu_bytes"], r["gpu_bytes"]) == (c, g), (where, r, c, g)
             assert r["line"] == line, (where, r["line"], line)
-            # Our plan has no offload: a figure only on the rows without.
-            assert (r["ours_gpu_bytes"] is None) == o, where
+            # Ours: none with parameter offload.
+            if p:
+                assert r["ours_gpu_bytes"] is None, where
+                assert r["ours_host_bytes"] is None, where
+            else:
+                want = ours(stage, params, largest, gpn * nodes, o)
+                got = (r["ours_gpu_bytes"], r["ours_host_bytes"])
+                assert got == want, (where, got, want)
+                ours_rows += 1
             rows += 1
             ec, eg = exact(stage, params, largest, gpn, nodes, o, p, z, f)
             rounded_cpu += ec != c
@@ -241,6 +284,7 @@ def main():
 
     print("grid: %d runs, %d table rows: DeepSpeed's bytes and lines equal"
           % (len(jobs), rows))
+    print("ours: %d rows with our device and host bytes equal" % ours_rows)
     print("float rounding: %d CPU and %d GPU figures differ from exact "
           "arithmetic" % (rounded_cpu, rounded_gpu))
 

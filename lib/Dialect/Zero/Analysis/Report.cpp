@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
 #include "zero/Dialect/Zero/Analysis/Report.h"
@@ -332,6 +333,46 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
   return json;
 }
 
+/// DeepSpeed's estimator at the report's stage (2 or 3; none otherwise),
+/// S, largest parameter as L, ranks and offload options. Its GPU figure
+/// depends on the total GPUs only; the host figure, which needs the GPUs per
+/// node the step does not know, is left to zero-estimate. None past 2^58
+/// parameters, where DeepSpeed's byte counts may leave int64.
+static std::optional<::zero::estimate::DeepSpeedEstimate>
+estimateDeepSpeedGpu(const StepReport &r) {
+  if ((r.stage != 2 && r.stage != 3) || r.paramCount > (int64_t(1) << 58))
+    return std::nullopt;
+  ::zero::estimate::DeepSpeedOptions options;
+  options.cpuOffload = r.optimizerOffloaded;
+  options.cpuOffloadParams = r.paramsOffloaded;
+  llvm::Expected<::zero::estimate::DeepSpeedEstimate> estimate =
+      ::zero::estimate::estimateDeepSpeed(r.stage, r.paramCount, r.largestParam,
+                                          /*gpusPerNode=*/1,
+                                          /*nodes=*/r.worldSize, options);
+  if (!estimate) {
+    llvm::consumeError(estimate.takeError());
+    return std::nullopt;
+  }
+  return *estimate;
+}
+
+/// "2S + int(18S/n)" as the report's label writes it: "2S+18S/n".
+static std::string compactFormula(StringRef formula) {
+  std::string out;
+  int depth = 0;
+  for (size_t i = 0; i < formula.size(); ++i) {
+    if (formula.substr(i).starts_with("int(")) {
+      i += 3;
+      ++depth;
+    } else if (formula[i] == ')' && depth > 0) {
+      --depth;
+    } else if (formula[i] != ' ') {
+      out += formula[i];
+    }
+  }
+  return out;
+}
+
 static std::string bytesStr(int64_t b) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -379,21 +420,13 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   row("kernel scratch (peak)", r.scratchBytes);
   row("peak (persistent + arena + scratch)", r.peakBytes);
   // DeepSpeed's estimate_zero{2,3}_model_states_mem_needs for the same model
-  // (no offload), for comparison; it has none for stages 0 and 1.
-  // (Skipped where the estimate overflows int64.)
-  CheckedInt c;
-  if (r.optimizerOffloaded || r.paramsOffloaded) {
-    // Its offload branches are zero-estimate's (--cpu-offload,
-    // --cpu-offload-params).
-  } else if (r.stage == 2) {
-    int64_t est = c.add(c.mul(2, S), c.mul(18, S) / n);
-    if (!c.overflow)
-      row("DeepSpeed estimate (2S+18S/n)", est);
-  } else if (r.stage == 3) {
-    int64_t est = c.add(c.mul(4, r.largestParam), c.mul(18, S) / n);
-    if (!c.overflow)
-      row("DeepSpeed estimate (4L+18S/n)", est);
-  }
+  // with the step's offload options, for comparison; it has none for stages
+  // 0 and 1.
+  std::optional<::zero::estimate::DeepSpeedEstimate> deepspeed =
+      estimateDeepSpeedGpu(r);
+  if (deepspeed)
+    row("DeepSpeed estimate (" + compactFormula(deepspeed->gpuFormula) + ")",
+        deepspeed->gpuBytes);
   if (r.optimizerOffloaded || r.paramsOffloaded) {
     // ZeRO-Offload: the optimizer states and the copies of the owned
     // gradients and parameters live in pinned host memory; with parameter
@@ -435,10 +468,8 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
       os << "\nModel states on the device are the "
          << (r.paramsOffloaded ? "" : "parameters and ")
          << "gradients only: the fp32 masters and Adam moments live in "
-         << (r.nvmeBytes > 0 ? "the ranks' NVMe swap files (ZeRO-Infinity"
-                             : "pinned host memory (ZeRO-Offload")
-         << "; zero-estimate --cpu-offload gives DeepSpeed's estimate of "
-            "it).";
+         << (r.nvmeBytes > 0 ? "the ranks' NVMe swap files (ZeRO-Infinity)."
+                             : "pinned host memory (ZeRO-Offload).");
     if (r.paramsOffloaded)
       os << "\nThe stage-3 parameter shards live in pinned host memory "
             "(offload_param): each gather reads a device copy of its shard "
@@ -448,6 +479,15 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
                  : ", and the device Adam's new parameters go back to them; "
                    "the fp32 masters stay on the device (also with fp32 "
                    "compute).");
+    if (deepspeed && r.optimizerOffloaded)
+      os << " The DeepSpeed estimate is its estimator's with cpu_offload"
+         << (r.paramsOffloaded ? " and cpu_offload_params" : "")
+         << "; its host figure needs the GPUs per node "
+            "(zero-estimate --cpu-offload gives it).";
+    else if (deepspeed)
+      os << " DeepSpeed's estimator has no branch for parameters offloaded "
+            "without the optimizer (it ignores cpu_offload_params without "
+            "cpu_offload): its row is the estimate without offload.";
     os << "\n\n";
   } else {
     os << "\nModel states follow "
@@ -462,7 +502,8 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
       os << "; DeepSpeed's estimator adds an fp32 gradient copy (18 bytes per "
             "parameter) that this schedule never allocates,";
     os << " and ignores buckets, gathered parameters and activations, which "
-          "are counted above.\n\n";
+          "are counted above.";
+    os << "\n\n";
   }
   os << "Communication: " << r.volumeElements << " elements ("
      << r.constantVolumeElements << " of them the overflow/norm reduction), "

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "DeepSpeedEstimators.h"
+#include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"

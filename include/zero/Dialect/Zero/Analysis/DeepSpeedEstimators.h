@@ -1,5 +1,4 @@
-//===- DeepSpeedEstimators.h - DeepSpeed's model-state estimators -*- C++
-//-*-===//
+//===- DeepSpeedEstimators.h - DeepSpeed's memory estimators ----*- C++ -*-===//
 //
 // Part of the zero-mlir project.
 //
@@ -10,12 +9,13 @@
 // Python ints are exact, `/` is true division rounded once to a double,
 // an int meets a float by being rounded to a double, `max` keeps its first
 // argument unless the second is larger, and `int()` truncates. Also the
-// rows of the *_all_cold printers in DeepSpeed's own format.
+// rows of the *_all_cold printers in DeepSpeed's own format. zero-estimate
+// prints them beside our accounting, and zero-report beside a step's plan.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZERO_TOOLS_ZERO_ESTIMATE_DEEPSPEEDESTIMATORS_H
-#define ZERO_TOOLS_ZERO_ESTIMATE_DEEPSPEEDESTIMATORS_H
+#ifndef ZERO_DIALECT_ZERO_ANALYSIS_DEEPSPEEDESTIMATORS_H
+#define ZERO_DIALECT_ZERO_ANALYSIS_DEEPSPEEDESTIMATORS_H
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -136,4 +136,4 @@ std::string deepspeedOptionsText(int64_t stage,
 
 } // namespace zero::estimate
 
-#endif // ZERO_TOOLS_ZERO_ESTIMATE_DEEPSPEEDESTIMATORS_H
+#endif // ZERO_DIALECT_ZERO_ANALYSIS_DEEPSPEEDESTIMATORS_H
