@@ -21,10 +21,12 @@
 #   ninja -C /tmp/old/build zrt-bench-bandwidth
 #
 # Other settings (environment): ONLY (a subset of "machine compile_time
-# kernels comm calibrate e2e tune offload"), BENCH_PARAMS (elements per array of the
+# kernels comm calibrate e2e tune offload nvme"), BENCH_PARAMS (elements per array of the
 # kernel benchmark, 64M), BENCH_ROUNDS (15), COMM_COUNT (full-array
 # elements of the collective benchmark, 8M), COMM_ROUNDS (40), E2E_ROUNDS
-# (5), E2E_STEPS (40), TUNE_ROUNDS (4), OFFLOAD_ROUNDS (3), MPIRUN (mpirun --allow-run-as-root --oversubscribe).
+# (5), E2E_STEPS (40), TUNE_ROUNDS (4), OFFLOAD_ROUNDS (3), NVME_ROUNDS (5),
+# NVME_DIR (the directory on the disk to measure; bench/results/nvme),
+# MPIRUN (mpirun --allow-run-as-root --oversubscribe).
 # A full run takes about 8 minutes on the 2-core development machine.
 set -euo pipefail
 
@@ -33,12 +35,12 @@ root=$(cd "$here/.." && pwd)
 out=$here/results
 mkdir -p "$out"
 mpirun_cmd=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
-only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload}
+only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme}
 want() { [[ " $only " == *" $1 "* ]]; }
 
 targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main
          zrt-bench-bandwidth zrt-bench-comm zrt-bench-calibrate
-         zrt-bench-transfer)
+         zrt-bench-transfer zrt-bench-nvme)
 if [[ $# -ge 1 ]]; then
   build=$(cd "$1" && pwd)
 else
@@ -159,6 +161,13 @@ if want offload; then
   python3 "$here/offload.py" --build "$build" --out "$out/offload.json" \
     --transfer-bench "$transfer" --rounds "${OFFLOAD_ROUNDS:-3}" \
     --mpirun "$mpirun_cmd"
+fi
+
+if want nvme; then
+  echo "== NVMe swap files against dd"
+  python3 "$here/nvme.py" --tool "$build/runtime/bench/zrt-bench-nvme" \
+    --out "$out/nvme.json" --rounds "${NVME_ROUNDS:-5}" \
+    ${NVME_DIR:+--dir "$NVME_DIR"}
 fi
 
 python3 "$here/update_docs.py" --results "$out"

@@ -634,6 +634,36 @@ UNMEASURED = {
            "writes `bench/results/gpu_*.json` and fills this section.",
 }
 
+def sec_nvme(r):
+    doc = load(r, "nvme.json")
+    if not doc:
+        return None
+    m = doc["machine"]
+    s = doc["summary"]
+    mode = "O_DIRECT" if doc["direct"] else "buffered (the file system " \
+        "refuses O_DIRECT)"
+    out = ["Measured on %s: %d cores (`%s`), kernel %s, the directory on "
+           "%s, load average %s at the start. A %d MiB file, written then "
+           "read sequentially in %d KiB transfers, %d in flight, %s; dd with "
+           "the same block size (`oflag=direct conv=fsync`, "
+           "`iflag=direct`). Medians over %d rounds, the three in a shuffled "
+           "order each round; the ratio is of each round's two figures." % (
+               m["date"], m["nproc"], m["cpu"], m["kernel"], m["filesystem"],
+               m["loadavg"], doc["bytes"] >> 20, doc["chunk"] >> 10,
+               doc["buffers"], mode, len(doc["rounds"])), "",
+           "| I/O | write GB/s | read GB/s | write / dd | read / dd |",
+           "|---|---:|---:|---:|---:|"]
+    for key, label in [("io_uring", "runtime, %s" % s["io_uring"]["engine"]),
+                       ("thread pool", "runtime, thread pool (pread/pwrite)"),
+                       ("dd", "dd")]:
+        e = s[key]
+        ratio = lambda k: "%.2f" % e[k] if k in e else "1"
+        out.append("| %s | %.2f | %.2f | %s | %s |" % (
+            label, e["write_gbs"], e["read_gbs"], ratio("write_ratio"),
+            ratio("read_ratio")))
+    return "\n".join(out)
+
+
 SECTIONS = {
     "machine": sec_machine,
     "compile_time": sec_compile_time,
@@ -647,6 +677,7 @@ SECTIONS = {
     "offload": sec_offload,
     "gpu": sec_gpu,
     "gpu_profile": sec_gpu_profile,
+    "nvme": sec_nvme,
 }
 
 

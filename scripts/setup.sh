@@ -9,7 +9,7 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 clang-22
   cmake ninja-build g++ python3 python3-numpy python3-torch
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev
-  libbenchmark-dev libgtest-dev
+  libbenchmark-dev libgtest-dev liburing-dev pkg-config
 )
 
 missing=()

@@ -25,6 +25,7 @@
 #include "Device.h"
 #include "Memory.h"
 #include "Mpi.h"
+#include "Nvme.h"
 #include "Options.h"
 #include "Support.h"
 #include "Trace.h"
@@ -45,6 +46,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <sys/stat.h>
 #include <thread>
 #include <time.h>
 #include <unistd.h>
@@ -109,6 +111,8 @@ private:
   Options opts;
   Manifest manifest;
   zrt_ctx ctx;
+  /// The swap file of an optimizer on NVMe (null: none).
+  std::unique_ptr<SwapFile> swapFile;
   std::unique_ptr<DataSource> data, evalData;
   /// Global batches of evalData that an evaluation runs.
   int64_t evalBatches = 0;
@@ -360,6 +364,14 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   device::zero(ctx.step, m.arenaBytes);
 
   bool ok = everywhere([&] {
+    // An optimizer on NVMe: the rank's swap file, checked (and its space
+    // reserved) before anything else touches it.
+    if (m.nvmeBytes > 0) {
+      swapFile = SwapFile::open(m.nvmePath, ctx.rank, m.nvmeBytes);
+      ctx.nvme = swapFile.get();
+      ctx.swap = ctx.host + m.swapOffset;
+      ctx.swapBytes = m.swapBytes;
+    }
     int64_t rowsPerStep =
         (m.inputs.empty() || m.inputs[0].shape.empty() ? 0
                                                        : m.inputs[0].shape[0]) *
@@ -424,6 +436,18 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
 
   if (!everywhere([&] { openLog(); }))
     return false;
+  // Which I/O ran, and why not O_DIRECT or io_uring, whatever --quiet.
+  if (swapFile && ctx.rank == 0) {
+    if (!swapFile->notice().empty())
+      std::fprintf(stderr, "zrt: nvme: %s\n", swapFile->notice().c_str());
+    std::fprintf(stderr,
+                 "zrt: nvme: optimizer states in '%s' (%lld bytes per rank), "
+                 "%s, %s\n",
+                 swapFile->path().c_str(), (long long)swapFile->size(),
+                 swapFile->direct() ? "O_DIRECT" : "buffered",
+                 swapFile->engineName());
+    std::fflush(stderr);
+  }
 
   int64_t numel = 0;
   for (const ParamInfo &p : m.params)
@@ -864,6 +888,8 @@ bool Driver::trainSteps() {
         line["beta1"] = beta1;
         line["beta2"] = beta2;
       }
+      if (m.nvmeBytes > 0)
+        line["planned_nvme_bytes"] = m.nvmeBytes;
       if (m.hostBytes > 0) {
         line["host_peak_bytes"] = hostMemoryPeakBytes();
         line["planned_host_peak_bytes"] = m.hostBytes;
@@ -1007,6 +1033,16 @@ int Driver::run(int argc, char **argv) {
                   : params            ? "parameters"
                                       : "optimizer",
                   host == manifest.hostBytes ? "" : ": MISMATCH");
+    }
+    if (swapFile) {
+      // The file as the file system sees it, against the plan.
+      struct stat st;
+      int64_t size =
+          ::stat(swapFile->path().c_str(), &st) == 0 ? int64_t(st.st_size) : -1;
+      std::printf("nvme swap file: measured %lld bytes, planned %lld bytes "
+                  "(nvme_bytes)%s\n",
+                  (long long)size, (long long)manifest.nvmeBytes,
+                  size == manifest.nvmeBytes ? "" : ": MISMATCH");
     }
     std::fflush(stdout);
   }

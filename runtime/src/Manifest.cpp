@@ -232,16 +232,21 @@ Manifest Manifest::parse(const std::string &text) {
         info.counts[k] =
             p.at("buffer_numel").at(kBufferNames[k]).get<int64_t>();
       }
-      for (const std::string &name :
-           p.value("host_buffers", std::vector<std::string>{})) {
-        int k = 0;
-        while (k < kNumBufferKinds && name != kBufferNames[k])
-          ++k;
-        if (k == kNumBufferKinds || !info.present[k])
-          invalid("partition '" + info.name + "' has no buffer '" + name +
-                  "' to place in host memory");
-        info.onHost[k] = true;
-      }
+      auto place = [&](const char *key, const char *memory,
+                       std::array<bool, kNumBufferKinds> &on) {
+        for (const std::string &name :
+             p.value(key, std::vector<std::string>{})) {
+          int k = 0;
+          while (k < kNumBufferKinds && name != kBufferNames[k])
+            ++k;
+          if (k == kNumBufferKinds || !info.present[k] || info.onHost[k])
+            invalid("partition '" + info.name + "' has no buffer '" + name +
+                    "' to place in " + memory);
+          on[k] = true;
+        }
+      };
+      place("host_buffers", "host memory", info.onHost);
+      place("nvme_buffers", "the swap file", info.onNvme);
       m.partitions.push_back(std::move(info));
     }
     const json &plan = j.at("plan");
@@ -250,6 +255,10 @@ Manifest Manifest::parse(const std::string &text) {
     m.peakBytes = plan.at("peak_bytes").get<int64_t>();
     m.scratchBytes = plan.value("scratch_bytes", int64_t(0));
     m.hostBytes = plan.value("host_bytes", int64_t(0));
+    m.nvmeBytes = plan.value("nvme_bytes", int64_t(0));
+    m.swapOffset = plan.value("swap_offset", int64_t(0));
+    m.swapBytes = plan.value("swap_bytes", int64_t(0));
+    m.nvmePath = j.value("nvme_path", std::string());
     if (j.contains("memory_timeline")) {
       const json &t = j.at("memory_timeline");
       m.plannedLiveBytes = t.at("live_bytes").get<std::vector<int64_t>>();
@@ -271,15 +280,23 @@ Manifest Manifest::parse(const std::string &text) {
     invalid("unknown precision '" + m.precision + "'");
   if (m.persistentBytes < 0 || m.arenaBytes < 0)
     invalid("negative arena size");
+  if (m.nvmeBytes < 0 || m.nvmeBytes % 4096 || m.swapOffset % 4096 ||
+      m.swapBytes % 4096 || m.swapOffset < 0 || m.swapBytes < 0 ||
+      m.swapOffset + m.swapBytes > m.hostBytes ||
+      (m.nvmeBytes > 0) != (m.swapBytes > 0) ||
+      (m.nvmeBytes > 0) == m.nvmePath.empty())
+    invalid("inconsistent NVMe swap file or swap buffers");
   int64_t computeBytes = zrt_dtype_size(m.computeDtype);
   for (const PartitionInfo &p : m.partitions) {
     if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
         (m.stage > 0 && p.shardNumel * m.worldSize < p.numel))
       invalid("partition '" + p.name + "' has an inconsistent layout");
     // The Adam kernels keep fp32 masters: an fp32 compute copy is one when
-    // it lives where Adam runs (both on the device, or both offloaded).
-    if (p.paramsAreMasters !=
-        (m.computeDtype == ZRT_F32 && p.offloaded() == p.paramsOffloaded()))
+    // it lives where Adam runs (both on the device, or both in host memory;
+    // never with the states in the swap file).
+    bool nvme = m.nvmeBytes > 0;
+    if (p.paramsAreMasters != (m.computeDtype == ZRT_F32 && !nvme &&
+                               p.offloaded() == p.paramsOffloaded()))
       invalid("partition '" + p.name + "' " +
               (p.paramsAreMasters ? "has no" : "has a") +
               " master buffer with compute dtype " + m.computeDtypeName +
@@ -289,11 +306,16 @@ Manifest Manifest::parse(const std::string &text) {
         continue;
       int64_t bytes =
           p.counts[k] * bufferElementBytes(BufferKind(k), computeBytes);
-      int64_t limit = p.onHost[k] ? m.hostBytes : m.persistentBytes;
-      if (p.offsets[k] < 0 || p.counts[k] < 0 || p.offsets[k] + bytes > limit)
+      int64_t limit = p.onNvme[k]   ? m.nvmeBytes
+                      : p.onHost[k] ? m.hostBytes
+                                    : m.persistentBytes;
+      if (p.offsets[k] < 0 || p.counts[k] < 0 || p.offsets[k] + bytes > limit ||
+          (p.onNvme[k] && p.offsets[k] % 4096))
         invalid("buffer " + std::string(kBufferNames[k]) + " of partition '" +
                 p.name + "' lies outside the " +
-                (p.onHost[k] ? "host" : "persistent") + " arena");
+                (p.onNvme[k]   ? "swap file (or off its 4096-byte blocks)"
+                 : p.onHost[k] ? "host arena"
+                               : "persistent arena"));
     }
     // What the owned-range arithmetic below reads.
     bool fullMaster = m.stage == 0;
@@ -313,17 +335,23 @@ Manifest Manifest::parse(const std::string &text) {
         need(k, fullMaster);
     // An offloaded optimizer: its masters, moments and gradient copy are on
     // the host, and 16-bit parameters come back through a host copy.
-    // Offloaded parameter shards (stage 3) are updated in place by a host
-    // Adam.
+    // On NVMe, the states are in the swap file and every compute type
+    // comes back through host_params. Offloaded parameter shards (stage 3)
+    // are updated in place by a host Adam.
+    auto stateOff = [&](int k) { return nvme ? p.onNvme[k] : p.onHost[k]; };
     if ((p.offloaded() &&
-         ((!p.paramsAreMasters && !p.onHost[kMaster]) || !p.onHost[kExpAvg] ||
-          !p.onHost[kExpAvgSq] || !p.onHost[kHostGrads] || p.onHost[kGrads] ||
-          (m.computeDtype != ZRT_F32 && !p.paramsOffloaded()) !=
+         ((!p.paramsAreMasters && !stateOff(kMaster)) || !stateOff(kExpAvg) ||
+          !stateOff(kExpAvgSq) || !p.onHost[kHostGrads] || p.onHost[kGrads] ||
+          ((nvme || m.computeDtype != ZRT_F32) && !p.paramsOffloaded()) !=
               p.hasBuffer(kHostParams))) ||
         (!p.offloaded() && (p.onHost[kMaster] || p.onHost[kExpAvg] ||
                             p.onHost[kExpAvgSq] || p.onHost[kGrads])) ||
         (p.paramsOffloaded() && m.stage != 3))
       invalid("partition '" + p.name + "' has an inconsistent host placement");
+    if (!p.offloaded() && std::count(p.onNvme.begin(), p.onNvme.end(), true))
+      invalid("partition '" + p.name +
+              "' has buffers on NVMe but keeps its "
+              "optimizer on the device");
     if (m.stage == 3 && p.counts[kParams] != p.shardNumel)
       invalid("stage-3 params shard of '" + p.name + "' is not shard_numel");
   }

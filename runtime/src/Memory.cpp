@@ -53,10 +53,11 @@ struct zrt_arena {
   bool host = false;
 };
 
-void *zrt::alignedAlloc(int64_t bytes) {
+void *zrt::alignedAlloc(int64_t bytes, int64_t alignment) {
   // aligned_alloc wants a multiple of the alignment; never ask for 0 bytes.
-  size_t rounded = size_t((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
-  void *p = std::aligned_alloc(64, rounded);
+  size_t rounded = size_t((std::max<int64_t>(bytes, 1) + alignment - 1) /
+                          alignment * alignment);
+  void *p = std::aligned_alloc(size_t(alignment), rounded);
   if (!p)
     fatal("out of memory allocating %lld bytes", (long long)bytes);
   return p;

@@ -24,9 +24,11 @@
 #include "Collectives.h"
 #include "Device.h"
 #include "Kernels.h"
+#include "Nvme.h"
 #include "Support.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 using namespace zrt;
@@ -405,5 +407,110 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
            decay.ranges.data(), decay.decays.data(),
            int32_t(decay.decays.size()), m.gradientClipping, hostStats,
            float(double(scale) * divisor), skip);
+  zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
+}
+
+extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
+                                  const float *lossScale, int32_t skip,
+                                  double divisor, int64_t chunk,
+                                  int32_t buffers) {
+  const char *call = "zrt_ctx_adam_nvme";
+  const PartitionInfo &part = partition(ctx, p, call);
+  const Manifest &m = *ctx->manifest;
+  if (!part.offloaded() || !part.onNvme[kMaster] || !ctx->nvme)
+    fatal("%s: partition '%s' keeps its optimizer states off NVMe", call,
+          part.name.c_str());
+  if (chunk <= 0 || chunk % (kSwapAlignment / 4) || buffers < 1 ||
+      12 * chunk * int64_t(buffers) > ctx->swapBytes)
+    fatal("%s: %d swap buffers of %lld elements do not fit the plan's %lld "
+          "bytes of swap buffers",
+          call, int(buffers), (long long)chunk, (long long)ctx->swapBytes);
+  int64_t n = m.owned(part, ctx->rank).size();
+  float hostStats[2], scale;
+  device::download(hostStats, stats, sizeof(hostStats));
+  device::download(&scale, lossScale, sizeof(scale));
+  DecayRanges decay = decayRanges(*ctx, p, part);
+  const char *grads = ctx->buffer(p, kHostGrads);
+  // The new parameters go to the host copy that is uploaded, or straight
+  // into an offloaded parameter shard.
+  char *params = ctx->buffer(p, part.paramsOffloaded() ? kParams : kHostParams);
+  int64_t cb = ctx->computeBytes;
+  const BufferKind states[3] = {kMaster, kExpAvg, kExpAvgSq};
+  int64_t chunks = ceilDiv(n, chunk);
+  // Chunk c lives in buffer c % buffers: the master, exp_avg and exp_avg_sq
+  // of its elements one after another. Each read and write covers whole
+  // 4096-byte blocks: a partial last chunk moves the padding of its state,
+  // which the plan made part of the file.
+  size_t count = static_cast<size_t>(buffers);
+  std::vector<std::array<SwapIo, 3>> reads(count), writes(count);
+  std::vector<bool> writing(count, false);
+  auto region = [&](int64_t c, int s) {
+    return ctx->swap + (c % buffers) * 12 * chunk + s * 4 * chunk;
+  };
+  auto ioFor = [&](SwapIo &io, int64_t c, int s, bool write) {
+    int64_t len = std::min(chunk, n - c * chunk) * 4;
+    io = SwapIo{};
+    io.write = write;
+    io.buffer = region(c, s);
+    io.bytes = ceilDiv(len, kSwapAlignment) * kSwapAlignment;
+    io.offset = part.offsets[states[s]] + c * chunk * 4;
+  };
+  auto finishWrites = [&](int64_t b) {
+    if (!writing[size_t(b)])
+      return;
+    for (SwapIo &io : writes[size_t(b)])
+      ctx->nvme->wait(io);
+    writing[size_t(b)] = false;
+  };
+  // With three or more buffers, reads run up to buffers - 2 chunks ahead
+  // so that a chunk's write and the next chunk's read overlap its Adam.
+  int64_t ahead = buffers >= 3 ? buffers - 2 : buffers - 1;
+  ctx->nvme->setKillOnWrite(nvmeKillStep() > 0 &&
+                            ctx->stepIndex == nvmeKillStep());
+  int64_t issued = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (; issued < chunks && issued <= c + ahead; ++issued) {
+      int64_t b = issued % buffers;
+      finishWrites(b);
+      for (int s = 0; s < 3; ++s) {
+        ioFor(reads[size_t(b)][size_t(s)], issued, s, false);
+        ctx->nvme->submit(reads[size_t(b)][size_t(s)]);
+      }
+    }
+    int64_t b = c % buffers;
+    for (SwapIo &io : reads[size_t(b)])
+      ctx->nvme->wait(io);
+    int64_t begin = c * chunk, len = std::min(chunk, n - begin);
+    // The weight-decay runs of this chunk, relative to it.
+    std::vector<int64_t> ranges;
+    std::vector<double> decays;
+    for (size_t r = 0; r < decay.decays.size(); ++r) {
+      int64_t lo = std::max(decay.ranges[2 * r], begin);
+      int64_t hi = std::min(decay.ranges[2 * r + 1], begin + len);
+      if (lo < hi) {
+        ranges.push_back(lo - begin);
+        ranges.push_back(hi - begin);
+        decays.push_back(decay.decays[r]);
+      }
+    }
+    hostAdam(m.computeDtype, grads + begin * cb,
+             reinterpret_cast<float *>(region(c, 0)),
+             reinterpret_cast<float *>(region(c, 1)),
+             reinterpret_cast<float *>(region(c, 2)), params + begin * cb, len,
+             ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps, m.weightDecay,
+             m.adamw, m.biasCorrection, lrSchedule(m), ranges.data(),
+             decays.data(), int32_t(decays.size()), m.gradientClipping,
+             hostStats, float(double(scale) * divisor), skip);
+    // A skipped step changes no state: nothing to write back.
+    if (!skip) {
+      for (int s = 0; s < 3; ++s) {
+        ioFor(writes[size_t(b)][size_t(s)], c, s, true);
+        ctx->nvme->submit(writes[size_t(b)][size_t(s)]);
+      }
+      writing[size_t(b)] = true;
+    }
+  }
+  for (int64_t b = 0; b < buffers; ++b)
+    finishWrites(b);
   zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }

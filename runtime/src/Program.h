@@ -24,6 +24,8 @@
 
 namespace zrt {
 
+class SwapFile;
+
 /// Persistent buffers of a partition, in the compiler's BufferKind order.
 /// An offloaded optimizer keeps its masters and moments in the host arena
 /// beside the copies of the owned gradients and 16-bit parameters.
@@ -96,8 +98,9 @@ struct PartitionInfo {
   /// the owned part of params is what Adam updates, exports and saves.
   bool paramsAreMasters = false;
   /// Which buffers the manifest lists, and which of them live in the host
-  /// arena (an offloaded optimizer).
-  std::array<bool, kNumBufferKinds> present{}, onHost{};
+  /// arena (an offloaded optimizer) or, at offsets[kind] of the rank's swap
+  /// file, on NVMe.
+  std::array<bool, kNumBufferKinds> present{}, onHost{}, onNvme{};
 
   bool hasBuffer(BufferKind kind) const { return present[kind]; }
   /// Whether the optimizer of this partition runs on the host.
@@ -165,6 +168,11 @@ struct Manifest {
   int64_t persistentBytes = 0, arenaBytes = 0, scratchBytes = 0, peakBytes = 0;
   /// The pinned host arena of an offloaded optimizer (0: none).
   int64_t hostBytes = 0;
+  /// An optimizer offloaded to NVMe: the size of each rank's swap file
+  /// under nvmePath (0: none) and the swap buffers' region of the host
+  /// arena.
+  int64_t nvmeBytes = 0, swapOffset = 0, swapBytes = 0;
+  std::string nvmePath;
   /// The plan over the step (memory_timeline; empty when absent): live
   /// step-arena bytes and kernel scratch by op index, and the index of the
   /// first backward op (-1: none). --trace copies it next to the measurement.
@@ -227,6 +235,11 @@ struct zrt_ctx {
   /// The pinned host arena of an offloaded optimizer (null: none).
   zrt_arena *hostArena = nullptr;
   char *host = nullptr;
+  /// An optimizer on NVMe: the rank's swap file (owned by the driver) and
+  /// the swap buffers in the host arena.
+  zrt::SwapFile *nvme = nullptr;
+  char *swap = nullptr;
+  int64_t swapBytes = 0;
   int64_t computeBytes = 4;
 
   zrt_loss_scaler scaler{};
@@ -266,12 +279,19 @@ struct zrt_ctx {
   std::chrono::steady_clock::time_point traceStart;
   std::vector<zrt::TraceEvent> trace;
 
-  /// Pointer to buffer `kind` of partition `p`.
+  /// Pointer to buffer `kind` of partition `p`; null for a buffer in the
+  /// swap file (onNvme), which is reached through `nvme`.
   template <typename T = char>
   T *buffer(int32_t p, zrt::BufferKind kind) const {
     const zrt::PartitionInfo &part = manifest->partitions[size_t(p)];
+    if (part.onNvme[kind])
+      return nullptr;
     return reinterpret_cast<T *>((part.onHost[kind] ? host : persistent) +
                                  part.offsets[kind]);
+  }
+  /// Whether buffer `kind` of partition `p` is in the swap file.
+  bool onNvme(int32_t p, zrt::BufferKind kind) const {
+    return manifest->partitions[size_t(p)].onNvme[kind];
   }
   /// Whether buffer `kind` of partition `p` is in the host arena.
   bool onHost(int32_t p, zrt::BufferKind kind) const {

@@ -15,6 +15,7 @@
 #include "Checkpoint.h"
 #include "Device.h"
 #include "Driver.h"
+#include "Nvme.h"
 #include "Support.h"
 #include "Types.h"
 
@@ -36,24 +37,33 @@ void zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
     return;
   int64_t bytes =
       part.counts[kind] * bufferElementBytes(kind, ctx.computeBytes);
-  if (ctx.onHost(p, kind))
+  if (ctx.onNvme(p, kind))
+    ctx.nvme->zero(part.offsets[kind], bytes, ctx.swap, ctx.swapBytes);
+  else if (ctx.onHost(p, kind))
     std::memset(ctx.buffer(p, kind), 0, size_t(bytes));
   else
     device::zero(ctx.buffer(p, kind), bytes);
 }
 
 /// Copies between host memory and buffer `kind` of partition `p` (at
-/// `at`), wherever the buffer lives.
+/// `at`), wherever the buffer lives: a buffer in the swap file is read or
+/// written from its start (`at` is null) through the swap buffers.
 void storeBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind, void *at,
                  const void *src, int64_t bytes) {
-  if (ctx.onHost(p, kind))
+  if (ctx.onNvme(p, kind))
+    ctx.nvme->write(ctx.manifest->partitions[size_t(p)].offsets[kind], src,
+                    bytes, ctx.swap, ctx.swapBytes);
+  else if (ctx.onHost(p, kind))
     std::memcpy(at, src, size_t(bytes));
   else
     device::upload(at, src, bytes);
 }
 void loadBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind, void *dst,
                 const void *at, int64_t bytes) {
-  if (ctx.onHost(p, kind))
+  if (ctx.onNvme(p, kind))
+    ctx.nvme->read(ctx.manifest->partitions[size_t(p)].offsets[kind], dst,
+                   bytes, ctx.swap, ctx.swapBytes);
+  else if (ctx.onHost(p, kind))
     std::memcpy(dst, at, size_t(bytes));
   else
     device::download(dst, at, bytes);
@@ -70,7 +80,8 @@ void castOwnedParams(zrt_ctx &ctx, int32_t p) {
   int64_t n = m.owned(part, ctx.rank).size();
   if (part.paramsOffloaded()) {
     // The shard is in host memory: cast there, from the masters wherever
-    // they are (host with an offloaded optimizer, device otherwise).
+    // they are (host or swap file with an offloaded optimizer, device
+    // otherwise).
     std::vector<float> master(static_cast<size_t>(n), 0.0f);
     loadBuffer(ctx, p, kMaster, master.data(), ctx.buffer<float>(p, kMaster),
                n * 4);
@@ -78,6 +89,24 @@ void castOwnedParams(zrt_ctx &ctx, int32_t p) {
     dispatchFloat(m.computeDtype, [&](auto tag) {
       fromFloat(master.data(), reinterpret_cast<decltype(tag) *>(params), n);
     });
+    return;
+  }
+  if (part.onNvme[kMaster]) {
+    // The masters are in the swap file: read them through the swap
+    // buffers a chunk at a time, cast into the host parameter copy, and
+    // upload that.
+    char *copy = ctx.buffer(p, kHostParams);
+    int64_t chunk = ctx.swapBytes / 4;
+    float *bounce = reinterpret_cast<float *>(ctx.swap);
+    for (int64_t at = 0; at < n; at += chunk) {
+      int64_t len = std::min(chunk, n - at);
+      ctx.nvme->read(part.offsets[kMaster] + at * 4, bounce, len * 4, ctx.swap,
+                     ctx.swapBytes);
+      dispatchFloat(m.computeDtype, [&](auto tag) {
+        fromFloat(bounce, reinterpret_cast<decltype(tag) *>(copy) + at, len);
+      });
+    }
+    device::upload(ownedParams(ctx, p), copy, n * ctx.computeBytes);
     return;
   }
   if (part.offloaded()) {

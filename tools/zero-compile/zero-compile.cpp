@@ -253,8 +253,9 @@ int main(int argc, char **argv) {
     for (StringRef flag : flags)
       args.push_back(flag.trim().str());
   } else {
-    args.insert(args.end(),
-                {libDir + "/libzero_runtime.a", "-lopenblas", "-fopenmp"});
+    // liburing: the swap-file I/O of an optimizer offloaded to NVMe.
+    args.insert(args.end(), {libDir + "/libzero_runtime.a", "-lopenblas",
+                             "-luring", "-fopenmp"});
   }
   args.insert(args.end(), {"-o", outputFile});
   std::vector<StringRef> argRefs(args.begin(), args.end());

@@ -241,6 +241,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           callVoid("zrt_ctx_adam_staged", args);
           return success();
         }
+        if (NvmeSwapAttr swap = o.getSwapAttr()) {
+          args.append({i64(swap.getChunk()),
+                       i32(static_cast<int32_t>(swap.getBuffers()))});
+          callVoid("zrt_ctx_adam_nvme", args);
+          return success();
+        }
         callVoid(o.getHost() ? "zrt_ctx_adam_host" : "zrt_ctx_adam", args);
         return success();
       })

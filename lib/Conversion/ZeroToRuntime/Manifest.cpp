@@ -103,7 +103,7 @@ std::string Lowering::buildManifest() {
   for (const PartitionBuffers &pb : s.getPartitions()) {
     PartitionOp p = pb.partition;
     Object buffers, sizes;
-    Array hostBuffers;
+    Array hostBuffers, nvmeBuffers;
     // fp32 parameters are their own masters: no "master" entry. An
     // offloaded optimizer's buffers are at offsets of the host arena.
     for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
@@ -114,6 +114,8 @@ std::string Lowering::buildManifest() {
       sizes[stringifyBufferKind(kind)] = pb.numel[k];
       if (pb.getMemory(kind) == MemoryKind::host)
         hostBuffers.push_back(stringifyBufferKind(kind));
+      else if (pb.getMemory(kind) == MemoryKind::nvme)
+        nvmeBuffers.push_back(stringifyBufferKind(kind));
     }
     Array names;
     for (Attribute a : p.getParams())
@@ -128,6 +130,10 @@ std::string Lowering::buildManifest() {
     if (!hostBuffers.empty())
       (*partitions.back().getAsObject())["host_buffers"] =
           std::move(hostBuffers);
+    // Offsets in the rank's swap file.
+    if (!nvmeBuffers.empty())
+      (*partitions.back().getAsObject())["nvme_buffers"] =
+          std::move(nvmeBuffers);
   }
   for (BlockArgument arg : step.getBodyBlock().getArguments()) {
     Array shape;
@@ -200,6 +206,17 @@ std::string Lowering::buildManifest() {
   };
   if (plan.hostBytes > 0)
     (*manifest.getObject("plan"))["host_bytes"] = plan.hostBytes;
+  if (plan.nvmeBytes > 0) {
+    Object &planObject = *manifest.getObject("plan");
+    planObject["nvme_bytes"] = plan.nvmeBytes;
+    planObject["swap_offset"] = plan.swapOffset;
+    planObject["swap_bytes"] = plan.swapBytes;
+    auto offload = step->getContext()
+                       ->getLoadedDialect<ZeroDialect>()
+                       ->getOffloadAttrHelper()
+                       .getAttr(step);
+    manifest["nvme_path"] = offload.getNvmePath();
+  }
   // The hash covers the manifest and the schedule itself, so executables
   // compiled from different schedules refuse to run together.
   std::string text;

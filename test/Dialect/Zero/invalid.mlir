@@ -2334,6 +2334,142 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // -----
 
+// Checks that an offload keeps at least one swap buffer.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{buffer_count must be >= 1, got 0}}
+    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 0>} {
+  %s = nn.fill 0.0 : tensor<f32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that swap buffers hold whole 4096-byte blocks of each state.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{buffer_size must be a positive multiple of 1024 elements (4096 bytes of fp32), got 1000}}
+    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_size = 1000>} {
+  %s = nn.fill 0.0 : tensor<f32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that one swap transfer stays within 1 GiB.
+// expected-error @+1 {{nvme_swap chunk must be at most 268435456 elements (1 GiB of fp32, one transfer), got 268436480}}
+#huge = #zero.nvme_swap<chunk = 268436480, buffers = 4>
+
+// -----
+
+// Checks that a swap chunk is whole 4096-byte blocks.
+// expected-error @+1 {{nvme_swap chunk must be a positive multiple of 1024 elements (4096 bytes of fp32), got 100}}
+#chunk = #zero.nvme_swap<chunk = 100, buffers = 4>
+
+// -----
+
+// Checks that a swap needs a buffer.
+// expected-error @+1 {{nvme_swap buffers must be >= 1, got 0}}
+#buffers = #zero.nvme_swap<chunk = 1024, buffers = 0>
+
+// -----
+
+// Checks that the Adam of an optimizer on NVMe swaps its states.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
+  %s = zero.loss_scale : tensor<f32>
+  %st = nn.fill 0.0 : tensor<2xf32>
+  %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
+  // expected-error @+1 {{'zero.adam' op needs 'swap': the train step keeps the optimizer states on nvme (zero.offload)}}
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host : tensor<2xf32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that only an optimizer on NVMe swaps.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+  %s = zero.loss_scale : tensor<f32>
+  %st = nn.fill 0.0 : tensor<2xf32>
+  %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
+  // expected-error @+1 {{'zero.adam' op swaps its states with NVMe, but the train step keeps them in host memory}}
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host swap <chunk = 1024, buffers = 4> : tensor<2xf32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that a swapping Adam runs on the host.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %s = zero.loss_scale : tensor<f32>
+  %st = nn.fill 0.0 : tensor<2xf32>
+  %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
+  // expected-error @+1 {{'zero.adam' op swaps its states with NVMe, so it must be 'host'}}
+  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 swap <chunk = 1024, buffers = 4> : tensor<2xf32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that parameters come back from host_params when the masters are
+// on NVMe (fp32 compute too).
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
+  // expected-error @+1 {{'zero.transfer' op uploads master, but the optimizer states are on nvme: the parameters are uploaded from host_params}}
+  zero.transfer group @flat master to params phase boundary
+  %s = nn.fill 0.0 : tensor<f32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that the swap file is whole 4096-byte blocks.
+// expected-error @+1 {{memory_plan nvme_bytes, swap_offset and swap_bytes must be multiples of 4096 (O_DIRECT's alignment)}}
+#nvme = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0, host_bytes = 8192, nvme_bytes = 100, swap_offset = 0, swap_bytes = 4096>
+
+// -----
+
+// Checks that NVMe states come with swap buffers.
+// expected-error @+1 {{memory_plan has nvme_bytes but no swap_bytes: NVMe-resident states move through swap buffers}}
+#noswap = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0, host_bytes = 8192, nvme_bytes = 4096>
+
+// -----
+
+// Checks that the swap buffers lie in the host arena.
+// expected-error @+1 {{memory_plan swap buffers [4096, 12288) must lie in the host arena of host_bytes 8192}}
+#outside = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0, host_bytes = 8192, nvme_bytes = 4096, swap_offset = 4096, swap_bytes = 8192>
+
+// -----
+
+// Checks that states in the swap file sit on 4096-byte blocks.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+// expected-error @+1 {{'zero.partition' op buffers #zero.buffer_offsets<params = 0, grads = 64, master = 0, exp_avg = 64, exp_avg_sq = 8192, host_grads = 0, host_params = 64>: exp_avg lives in the NVMe swap file, so its offset must be a multiple of 4096, got 64}}
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0] {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, master = 0, exp_avg = 64, exp_avg_sq = 8192, host_grads = 0, host_params = 64>}
+zero.train_step @train(%x: tensor<2x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
+  %s = nn.fill 0.0 : tensor<f32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
 // Checks that only a step offloading its parameters stages a shard.
 zero.param @w : tensor<8xf32> init zeros compute bf16
 zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
@@ -2346,6 +2482,37 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
   // expected-error @+1 {{'zero.transfer' op stages a parameter shard, but the train step does not offload its parameters (zero.offload)}}
   %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
   zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that fp32 parameters with masters on NVMe have a host copy.
+zero.param @w : tensor<8xf32> init zeros
+// expected-error @+1 {{'zero.partition' op buffers #zero.buffer_offsets<params = 0, grads = 64, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 0> of an optimizer offloaded to nvme need host_params}}
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0] {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 0>}
+zero.train_step @train(%x: tensor<2x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
+  %s = nn.fill 0.0 : tensor<f32>
+  zero.return %s : tensor<f32>
+}
+
+// -----
+
+// Checks that offloaded parameter shards take the new parameters of a host
+// Adam over NVMe states in place: no host copy.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+// expected-error @+1 {{'zero.partition' op buffers #zero.buffer_offsets<params = 0, grads = 0, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 64, host_params = 128> of an optimizer offloaded to nvme have host_params, but the parameter shards are offloaded too (the host Adam writes them in place)}}
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0] {zero.buffers = #zero.buffer_offsets<params = 0, grads = 0, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 64, host_params = 128>}
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = nvme, param = cpu, nvme_path = "/nvme">} {
+  %s = nn.fill 0.0 : tensor<f32>
+  zero.return %s : tensor<f32>
 }
 
 // -----

@@ -283,14 +283,17 @@ def compare_steps(ref, log, what, norm_rtol=0.0):
 
 
 def cmd_offload(args):
-    """Trains the model with what --offload-args offloads to host memory
-    (the optimizer by default, or the stage-3 parameters) and without, for
-    every stage and world size: the losses, gradient norms,
+    """Trains the model with what --offload-args offloads (the optimizer to
+    --device by default, or the stage-3 parameters to host memory) and
+    without, for every stage and world size: the losses, gradient norms,
     loss scales and skips of every step must be bitwise equal, every
     measured device peak must equal its plan (and be below the one without
     offload, whose masters and moments it moved out), and the measured host
     peak must equal the plan's host_peak_bytes, which --report checks
-    against zero-opt's report of the same schedule."""
+    against zero-opt's report of the same schedule. With --device nvme the
+    masters and moments live in swap files under a directory of the work
+    folder: each rank's file, measured with os.stat, must be the plan's
+    nvme_bytes long (the report's too)."""
     os.makedirs(args.work, exist_ok=True)
     extra = shlex.split(args.compile_args)
     for world in [int(w) for w in args.worlds.split(",")]:
@@ -301,10 +304,38 @@ def cmd_offload(args):
                               ["--stage", str(stage)] + extra)
             base_peak = check_peak(base, what)
             name = base_name + "_offload"
+            offload = shlex.split(args.offload_args) \
+                if args.offload_args is not None \
+                else ["--offload-optimizer", args.device]
+            pipeline = args.pipeline_offload \
+                if args.pipeline_offload is not None \
+                else "offload-optimizer=" + args.device
+            swap_dir = name + "_nvme"
+            if args.device == "nvme":
+                os.makedirs(swap_dir, exist_ok=True)
+                offload += ["--nvme-path", swap_dir] + \
+                    shlex.split(args.nvme_args)
+                pipeline += " nvme-path=%s %s" % (
+                    swap_dir, " ".join(a.lstrip("-") + "=" + b for a, b in
+                                       zip(shlex.split(args.nvme_args)[::2],
+                                           shlex.split(args.nvme_args)[1::2])))
             log = train_once(args, name, world,
-                             ["--stage", str(stage)] +
-                             shlex.split(args.offload_args) + extra)
+                             ["--stage", str(stage)] + offload + extra)
             peak = check_peak(log, what + ", offload")
+            nvme = 0
+            if args.device == "nvme":
+                planned = log[-1]["planned_nvme_bytes"]
+                files = sorted(os.listdir(swap_dir))
+                want = ["zero-optimizer.rank%d.swp" % r for r in range(world)]
+                if files != want:
+                    fail("%s, nvme: swap files %r, expected %r" %
+                         (what, files, want))
+                sizes = [os.stat(os.path.join(swap_dir, f)).st_size
+                         for f in files]
+                if any(size != planned for size in sizes) or planned <= 0:
+                    fail("%s, nvme: swap files of %r bytes, planned %d" %
+                         (what, sizes, planned))
+                nvme = planned
             for b, l in zip(base, log):
                 for key in ["loss", "grad_norm", "loss_scale", "skipped"]:
                     if b[key] != l[key]:
@@ -324,22 +355,23 @@ def cmd_offload(args):
             if args.report:
                 out = run([args.zero_opt, args.model, "--zero-pipeline=stage=%d "
                            "world-size=%d %s %s" %
-                           (stage, world, args.pipeline_offload,
-                            args.pipeline_args),
+                           (stage, world, pipeline, args.pipeline_args),
                            "--zero-report", "-o", os.devnull])
                 report = json.loads(out[out.index("{"):])
                 if report["host_peak_bytes"] != host or \
                         report["peak_bytes"] != peak or \
-                        report["nvme_bytes"] != 0:
+                        report["nvme_bytes"] != nvme:
                     fail("%s, offload: report peak %d, host %d, nvme %d; "
                          "measured %d, %d" % (what, report["peak_bytes"],
                                               report["host_peak_bytes"],
                                               report["nvme_bytes"], peak,
                                               host))
             print("%s: %d steps bitwise equal to no offload; device peak %d "
-                  "%s %d, host peak %d, all == planned" %
+                  "%s %d, host peak %d%s, all == planned" %
                   (what, len(log), peak, "<" if peak < base_peak else ">=",
-                   base_peak, host))
+                   base_peak, host,
+                   ", swap files %d x %d bytes" % (world, nvme)
+                   if args.device == "nvme" else ""))
     print("OK")
 
 
@@ -647,6 +679,8 @@ READ_ONLY_SCRIPT = r"""
 dir=$1 mode=$2; shift 2
 if [ "$mode" = bind ]; then
   mount --bind "$dir" "$dir" && mount -o remount,bind,ro "$dir" || exit 125
+elif [ "$mode" = small ]; then
+  mount -t tmpfs -o size=64k zrt-small "$dir" || exit 125
 else
   mount -t tmpfs -o ro,size=64k zrt-read-only "$dir" || exit 125
 fi
@@ -654,16 +688,17 @@ exec "$@"
 """
 
 
-def read_only_argv(directory, bind, cmd):
+def read_only_argv(directory, bind, cmd, mode=None):
     return (["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-             READ_ONLY_SCRIPT, "sh", directory, "bind" if bind else "tmpfs"]
-            + cmd)
+             READ_ONLY_SCRIPT, "sh", directory,
+             mode or ("bind" if bind else "tmpfs")] + cmd)
 
 
 def cmd_read_only(args):
     """Runs a command with DIR on a read-only file system (EROFS on every
     write): an empty read-only tmpfs mounted over DIR, or with --bind DIR
-    itself (its files) re-mounted read-only. --probe instead exits 0 if
+    itself (its files) re-mounted read-only; with --small DIR is a writable
+    but tiny (64 KiB) tmpfs instead, a nearly full disk. --probe instead exits 0 if
     that works here (a write into DIR fails with EROFS), non-zero with the
     reason otherwise; lit.local.cfg sets the read-only-mount feature from
     it."""
@@ -690,7 +725,8 @@ def cmd_read_only(args):
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
     if not args.dir or not cmd:
         fail("read-only needs DIR -- CMD...")
-    argv = read_only_argv(args.dir, args.bind, cmd)
+    argv = read_only_argv(args.dir, args.bind, cmd,
+                          "small" if args.small else None)
     os.execvp(argv[0], argv)
 
 
@@ -1235,6 +1271,9 @@ def main():
     s = sub.add_parser("read-only")
     s.add_argument("--probe", action="store_true")
     s.add_argument("--bind", action="store_true")
+    s.add_argument("--small", action="store_true",
+                   help="instead a writable 64 KiB tmpfs over DIR (a full "
+                   "disk)")
     s.add_argument("dir", nargs="?")
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_read_only)
@@ -1315,9 +1354,15 @@ def main():
     s.add_argument("--train-args", default="")
     s.add_argument("--report", action="store_true")
     s.add_argument("--zero-opt", default="zero-opt")
-    # What is offloaded: the compiler's flags and zero-pipeline's options.
-    s.add_argument("--offload-args", default="--offload-optimizer cpu")
-    s.add_argument("--pipeline-offload", default="offload-optimizer=cpu")
+    # Where the optimizer goes (with --nvme-args for nvme) and, to offload
+    # something else, the compiler's flags and zero-pipeline's options
+    # (default: the optimizer to --device).
+    s.add_argument("--device", default="cpu", choices=["cpu", "nvme"])
+    s.add_argument("--nvme-args", default="",
+                   help="more zero-compile options of the nvme offload, "
+                   "as --name value pairs")
+    s.add_argument("--offload-args", default=None)
+    s.add_argument("--pipeline-offload", default=None)
     # fp32 parameters offloaded alone keep device masters of the same size
     # (and add a staged shard), so their device peak does not drop.
     s.add_argument("--peak-may-grow", action="store_true")

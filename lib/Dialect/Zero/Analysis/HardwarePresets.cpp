@@ -36,6 +36,12 @@ constexpr double kGemm = 0.8, kStream = 0.88, kBusbw = 0.81;
 // the PCIe x16 rate in one direction, and the CPU Adam of the host at 40
 // GB/s through host memory.
 constexpr double kPcie = 0.8, kHostAdam = 40e9;
+// Optimizer offload to NVMe (assumed): one PCIe Gen4 data-center SSD per
+// GPU, sequential O_DIRECT reads at 6 GB/s and writes at 3 GB/s.
+constexpr double kNvmeRead = 6e9, kNvmeWrite = 3e9;
+// The `cpu` preset's disk: this development machine's virtual disk as
+// bench/nvme.py measured it (docs/benchmarks.md).
+constexpr double kCpuNvmeRead = 1e9, kCpuNvmeWrite = 1.9e9;
 
 static const HardwarePreset kPresets[] = {
     {"a100-40gb",
@@ -50,7 +56,8 @@ static const HardwarePreset kPresets[] = {
      /*backToBackLatency=*/0, /*skewCompute=*/0,
      /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
      /*hostLinkBandwidth=*/kPcie * 32e9,
-     /*hostMemoryBandwidth=*/kHostAdam},
+     /*hostMemoryBandwidth=*/kHostAdam,
+     /*nvmeReadBandwidth=*/kNvmeRead, /*nvmeWriteBandwidth=*/kNvmeWrite},
     {"a100-80gb",
      "NVIDIA A100 SXM 80GB, 8 GPUs on NVLink3/NVSwitch (data sheet: 312 "
      "TFLOP/s dense bf16, 19.5 TFLOP/s fp32, 2039 GB/s HBM2e, 600 GB/s "
@@ -63,7 +70,8 @@ static const HardwarePreset kPresets[] = {
      /*backToBackLatency=*/0, /*skewCompute=*/0,
      /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
      /*hostLinkBandwidth=*/kPcie * 32e9,
-     /*hostMemoryBandwidth=*/kHostAdam},
+     /*hostMemoryBandwidth=*/kHostAdam,
+     /*nvmeReadBandwidth=*/kNvmeRead, /*nvmeWriteBandwidth=*/kNvmeWrite},
     {"l4",
      "NVIDIA L4 24GB, 8 GPUs on PCIe Gen4 x16 (data sheet: 121 TFLOP/s dense "
      "bf16, 30.3 TFLOP/s fp32, 300 GB/s GDDR6, 64 GB/s PCIe)",
@@ -75,7 +83,8 @@ static const HardwarePreset kPresets[] = {
      /*backToBackLatency=*/0, /*skewCompute=*/0,
      /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
      /*hostLinkBandwidth=*/kPcie * 32e9,
-     /*hostMemoryBandwidth=*/kHostAdam},
+     /*hostMemoryBandwidth=*/kHostAdam,
+     /*nvmeReadBandwidth=*/kNvmeRead, /*nvmeWriteBandwidth=*/kNvmeWrite},
     {"rtx-4090",
      "NVIDIA GeForce RTX 4090 24GB, 8 GPUs on PCIe Gen4 x16 (Ada whitepaper: "
      "165.2 TFLOP/s dense bf16 with fp32 accumulate, 82.6 TFLOP/s fp32, "
@@ -88,7 +97,8 @@ static const HardwarePreset kPresets[] = {
      /*backToBackLatency=*/0, /*skewCompute=*/0,
      /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
      /*hostLinkBandwidth=*/kPcie * 32e9,
-     /*hostMemoryBandwidth=*/kHostAdam},
+     /*hostMemoryBandwidth=*/kHostAdam,
+     /*nvmeReadBandwidth=*/kNvmeRead, /*nvmeWriteBandwidth=*/kNvmeWrite},
     {"h100-sxm",
      "NVIDIA H100 SXM 80GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
      "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3 bandwidth, "
@@ -101,7 +111,8 @@ static const HardwarePreset kPresets[] = {
      /*backToBackLatency=*/0, /*skewCompute=*/0,
      /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
      /*hostLinkBandwidth=*/kPcie * 64e9,
-     /*hostMemoryBandwidth=*/kHostAdam},
+     /*hostMemoryBandwidth=*/kHostAdam,
+     /*nvmeReadBandwidth=*/kNvmeRead, /*nvmeWriteBandwidth=*/kNvmeWrite},
     {"h100-pcie",
      "NVIDIA H100 PCIe 80GB, 8 GPUs on PCIe Gen5 x16 (data sheet: 756 "
      "TFLOP/s dense bf16, 51 TFLOP/s fp32, 2000 GB/s HBM2e, 128 GB/s PCIe; "
@@ -114,7 +125,8 @@ static const HardwarePreset kPresets[] = {
      /*backToBackLatency=*/0, /*skewCompute=*/0,
      /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
      /*hostLinkBandwidth=*/kPcie * 64e9,
-     /*hostMemoryBandwidth=*/kHostAdam},
+     /*hostMemoryBandwidth=*/kHostAdam,
+     /*nvmeReadBandwidth=*/kNvmeRead, /*nvmeWriteBandwidth=*/kNvmeWrite},
     {"h200-sxm",
      "NVIDIA H200 SXM 141GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
      "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3e bandwidth, "
@@ -127,7 +139,8 @@ static const HardwarePreset kPresets[] = {
      /*backToBackLatency=*/0, /*skewCompute=*/0,
      /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
      /*hostLinkBandwidth=*/kPcie * 64e9,
-     /*hostMemoryBandwidth=*/kHostAdam},
+     /*hostMemoryBandwidth=*/kHostAdam,
+     /*nvmeReadBandwidth=*/kNvmeRead, /*nvmeWriteBandwidth=*/kNvmeWrite},
     {"mi300x",
      "AMD Instinct MI300X 192GB, 8 GPUs on Infinity Fabric (data sheet: "
      "1307.4 TFLOP/s dense bf16, 163.4 TFLOP/s fp32, 5.3 TB/s HBM3, 7 links "
@@ -140,7 +153,8 @@ static const HardwarePreset kPresets[] = {
      /*backToBackLatency=*/0, /*skewCompute=*/0,
      /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
      /*hostLinkBandwidth=*/kPcie * 64e9,
-     /*hostMemoryBandwidth=*/kHostAdam},
+     /*hostMemoryBandwidth=*/kHostAdam,
+     /*nvmeReadBandwidth=*/kNvmeRead, /*nvmeWriteBandwidth=*/kNvmeWrite},
     {"cpu",
      "One rank of this 2-core development machine beside a second rank "
      "(measured by zrt-bench-calibrate): small-model zrt_matmul and "
@@ -149,7 +163,13 @@ static const HardwarePreset kPresets[] = {
      /*gemmFlops16=*/36e9, /*gemmFlops32=*/36e9,
      /*memoryBandwidth=*/11e9, /*linkBandwidth=*/0.86e9,
      /*collectiveLatency=*/0.41e-3, /*kernelOverhead=*/0.22e-6,
-     /*deviceMemoryBytes=*/0, /*shares=*/kCpuShares},
+     /*deviceMemoryBytes=*/0, /*shares=*/kCpuShares,
+     /*attentionFlops=*/0, /*activationElements=*/0,
+     /*backToBackLatency=*/0, /*skewCompute=*/0,
+     /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
+     /*hostLinkBandwidth=*/0, /*hostMemoryBandwidth=*/0,
+     /*nvmeReadBandwidth=*/kCpuNvmeRead,
+     /*nvmeWriteBandwidth=*/kCpuNvmeWrite},
 };
 
 /// Other names of presets.

@@ -174,17 +174,24 @@ LogicalResult Planner::run(MemoryPlan &plan) {
            << what << " overflow int64";
   };
 
-  // Persistent arenas: the device one, and the pinned host one of an
-  // offloaded optimizer.
-  int64_t offset = 0, hostOffset = 0;
+  // Persistent arenas: the device one, the pinned host one of an offloaded
+  // optimizer, and the swap file of one on NVMe, whose buffers start and
+  // end at 4096-byte boundaries for O_DIRECT (the padding is part of the
+  // file).
+  int64_t offset = 0, hostOffset = 0, nvmeOffset = 0;
+  auto alignment = [](MemoryKind memory) {
+    return memory == MemoryKind::nvme ? kNvmeAlignment : kArenaAlignment;
+  };
   for (const PartitionBuffers &p : schedule.getPartitions()) {
     for (unsigned k = 0; k < kNumBufferKinds; ++k) {
       auto kind = static_cast<BufferKind>(k);
       if (!p.hasBuffer(kind))
         continue;
       MemoryKind memory = p.getMemory(kind);
-      int64_t &at = memory == MemoryKind::host ? hostOffset : offset;
-      at = alignTo64(at);
+      int64_t &at = memory == MemoryKind::host   ? hostOffset
+                    : memory == MemoryKind::nvme ? nvmeOffset
+                                                 : offset;
+      at = llvm::alignTo(at, alignment(memory));
       plan.persistent.push_back({p.partition, kind, at, p.bytes[k], memory});
       if (memory == MemoryKind::device)
         plan.persistentByCategory[static_cast<unsigned>(
@@ -194,6 +201,32 @@ LogicalResult Planner::run(MemoryPlan &plan) {
     }
   }
   plan.persistentBytes = alignTo64(offset);
+  plan.nvmeBytes = llvm::alignTo(nvmeOffset, kNvmeAlignment);
+  // The swap buffers the host Adams stream the NVMe states through, after
+  // the host buffers at a 4096-byte boundary (the arena itself is
+  // page-aligned); the Adams run one after another and share them.
+  int64_t swapBytes = 0;
+  for (AdamOp adam : step.getOps<AdamOp>())
+    if (NvmeSwapAttr swap = adam.getSwapAttr()) {
+      int64_t bytes;
+      if (__builtin_mul_overflow(swap.getBufferBytes(), swap.getBuffers(),
+                                 &bytes) ||
+          bytes > kMaxBytes)
+        return tooLarge("the swap buffers");
+      swapBytes = std::max(swapBytes, bytes);
+    }
+  if ((swapBytes > 0) != (plan.nvmeBytes > 0))
+    return step.emitOpError("memory plan: the optimizer states are ")
+           << (swapBytes > 0 ? "in host memory, but its Adam swaps them "
+                               "with NVMe"
+                             : "on NVMe, but no host Adam swaps them ('swap')");
+  if (swapBytes > 0) {
+    plan.swapOffset = llvm::alignTo(hostOffset, kNvmeAlignment);
+    plan.swapBytes = swapBytes;
+    if (__builtin_add_overflow(plan.swapOffset, swapBytes, &hostOffset) ||
+        hostOffset > kMaxBytes)
+      return tooLarge("the host arena");
+  }
   plan.hostBytes = alignTo64(hostOffset);
 
   for (Operation &op : body) {
@@ -494,5 +527,6 @@ void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
   dialect->getPlanAttrHelper().setAttr(
       step,
       MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
-                          plan.scratchBytes, plan.peakBytes, plan.hostBytes));
+                          plan.scratchBytes, plan.peakBytes, plan.hostBytes,
+                          plan.nvmeBytes, plan.swapOffset, plan.swapBytes));
 }

@@ -23,10 +23,16 @@ static void printPlan(const MemoryPlan &plan, TrainStepOp step,
      << ", peak_bytes " << plan.peakBytes;
   if (plan.hostBytes > 0)
     os << ", host_bytes " << plan.hostBytes;
+  if (plan.nvmeBytes > 0)
+    os << ", nvme_bytes " << plan.nvmeBytes << ", swap_offset "
+       << plan.swapOffset << ", swap_bytes " << plan.swapBytes;
   os << "\n";
   for (const PersistentBuffer &p : plan.persistent)
-    os << "  " << (p.memory == MemoryKind::host ? "host" : "persistent") << " @"
-       << p.partition.getSymName() << ' ' << stringifyBufferKind(p.kind)
+    os << "  "
+       << (p.memory == MemoryKind::host   ? "host"
+           : p.memory == MemoryKind::nvme ? "nvme"
+                                          : "persistent")
+       << " @" << p.partition.getSymName() << ' ' << stringifyBufferKind(p.kind)
        << " offset " << p.offset << " bytes " << p.bytes << "\n";
   DenseMap<Operation *, int64_t> index;
   for (auto [i, op] : llvm::enumerate(plan.ops))

@@ -149,11 +149,15 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.optimizerOffloaded = s.isOptimizerOffloaded();
   r.paramsOffloaded = s.areParamsOffloaded();
   r.hostPeakBytes = plan.hostBytes;
-  for (const PersistentBuffer &b : plan.persistent)
-    if (b.memory == MemoryKind::host) {
-      std::string kind = stringifyBufferKind(b.kind).str();
+  r.nvmeBytes = plan.nvmeBytes;
+  r.swapBytes = plan.swapBytes;
+  for (const PersistentBuffer &b : plan.persistent) {
+    std::string kind = stringifyBufferKind(b.kind).str();
+    if (b.memory == MemoryKind::host)
       r.hostBuffers[kind] = c.add(r.hostBuffers[kind], b.bytes);
-    }
+    else if (b.memory == MemoryKind::nvme)
+      r.nvmeBuffers[kind] = c.add(r.nvmeBuffers[kind], b.bytes);
+  }
 
   int64_t n = s.getWorldSize();
   for (Operation &op : step.getBodyBlock()) {
@@ -308,6 +312,7 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"peak_bytes", r.peakBytes},
       {"host_peak_bytes", r.hostPeakBytes},
       {"nvme_bytes", r.nvmeBytes},
+      {"nvme_swap_buffer_bytes", r.swapBytes},
       {"comm", llvm::json::Object{{"volume_elements", r.volumeElements},
                                   {"constant_volume_elements",
                                    r.constantVolumeElements},
@@ -439,7 +444,14 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     for (auto [kind, label] : kHostRows)
       if (auto it = r.hostBuffers.find(kind); it != r.hostBuffers.end())
         row(label, it->second);
+    if (r.swapBytes > 0)
+      row("NVMe swap buffers", r.swapBytes);
     row("host peak", r.hostPeakBytes);
+    // ZeRO-Infinity: the states in the rank's swap file, each padded to
+    // 4096 bytes (the file's size is nvme_bytes).
+    for (auto [kind, label] : kHostRows)
+      if (auto it = r.nvmeBuffers.find(kind); it != r.nvmeBuffers.end())
+        row(("NVMe " + std::string(label)).c_str(), it->second);
     row("NVMe files", r.nvmeBytes);
   }
   if (r.fit) {
@@ -456,7 +468,8 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
       os << "\nModel states on the device are the "
          << (r.paramsOffloaded ? "" : "parameters and ")
          << "gradients only: the fp32 masters and Adam moments live in "
-            "pinned host memory (ZeRO-Offload).";
+         << (r.nvmeBytes > 0 ? "the ranks' NVMe swap files (ZeRO-Infinity)."
+                             : "pinned host memory (ZeRO-Offload).");
     if (r.paramsOffloaded)
       os << "\nThe stage-3 parameter shards live in pinned host memory "
             "(offload_param): each gather reads a device copy of its shard "
@@ -504,9 +517,10 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     os << llvm::format(", %.3f ms recomputing activations (zero-remat)",
                        r.recomputeMs);
   if (r.optimizerOffloaded || r.paramsOffloaded)
-    os << llvm::format(", %.3f ms exposed device-host transfers (of %.3f "
-                       "ms copying)",
-                       r.exposedTransferMs, r.timeline.transferMs);
+    os << llvm::format(", %.3f ms exposed %s transfers (of %.3f ms copying)",
+                       r.exposedTransferMs,
+                       r.nvmeBytes > 0 ? "device-host and NVMe" : "device-host",
+                       r.timeline.transferMs);
   os << "\n";
 }
 

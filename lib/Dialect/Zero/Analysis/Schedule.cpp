@@ -35,7 +35,8 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.stage = schedule.getStage();
   s.worldSize = schedule.getWorldSize();
   s.accumulationSteps = schedule.getAccumulationSteps();
-  s.optimizerOffloaded = offloadsOptimizer(step);
+  s.optimizerDevice = getOptimizerOffload(step);
+  s.optimizerOffloaded = s.optimizerDevice != OffloadDevice::none;
   s.paramsOffloaded = offloadsParams(step);
   // One symbol table: a lookup per parameter must not scan the module.
   SymbolTable symbols(module);
@@ -43,6 +44,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
     PartitionBuffers buffers;
     buffers.partition = p;
     buffers.offloaded = s.optimizerOffloaded;
+    buffers.optimizerDevice = s.optimizerDevice;
     buffers.paramsOffloaded = s.paramsOffloaded;
     for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {
       auto paramOp = symbols.lookup<ParamOp>(

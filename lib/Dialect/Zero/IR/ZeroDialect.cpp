@@ -212,13 +212,41 @@ LogicalResult LoggingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult OffloadAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   OffloadDevice optimizer, OffloadDevice param,
-                                  StringRef nvmePath) {
+                                  StringRef nvmePath, int64_t bufferCount,
+                                  int64_t bufferSize) {
   bool nvme = optimizer == OffloadDevice::nvme || param == OffloadDevice::nvme;
   if (nvme && nvmePath.empty())
     return emitError() << "offload to nvme needs an nvme_path";
   if (!nvme && !nvmePath.empty())
     return emitError() << "nvme_path '" << nvmePath
                        << "' is given but nothing is offloaded to nvme";
+  if (bufferCount < 1)
+    return emitError() << "buffer_count must be >= 1, got " << bufferCount;
+  if (bufferSize < 1 || bufferSize % (kNvmeAlignment / 4))
+    return emitError() << "buffer_size must be a positive multiple of "
+                       << kNvmeAlignment / 4 << " elements (" << kNvmeAlignment
+                       << " bytes of fp32), got " << bufferSize;
+  if (bufferSize > kMaxSwapChunk)
+    return emitError() << "buffer_size must be at most " << kMaxSwapChunk
+                       << " elements (1 GiB of fp32, one transfer), got "
+                       << bufferSize;
+  return success();
+}
+
+LogicalResult NvmeSwapAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t chunk, int64_t buffers) {
+  if (chunk < 1 || chunk % (kNvmeAlignment / 4))
+    return emitError() << "nvme_swap chunk must be a positive multiple of "
+                       << kNvmeAlignment / 4 << " elements (" << kNvmeAlignment
+                       << " bytes of fp32), got " << chunk;
+  if (chunk > kMaxSwapChunk)
+    return emitError() << "nvme_swap chunk must be at most " << kMaxSwapChunk
+                       << " elements (1 GiB of fp32, one transfer), got "
+                       << chunk;
+  if (buffers < 1)
+    return emitError() << "nvme_swap buffers must be >= 1, got " << buffers;
+  if (chunk > std::numeric_limits<int64_t>::max() / (12 * buffers))
+    return emitError() << "nvme_swap buffers overflow int64";
   return success();
 }
 
@@ -806,6 +834,21 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto *dialect = getContext()->getLoadedDialect<ZeroDialect>();
   if (BufferOffsetsAttr buffers =
           dialect->getBuffersAttrHelper().getAttr(*this)) {
+    // States on NVMe: the updated parameters always come back through
+    // host_params, and the states sit at aligned offsets of the swap file.
+    bool nvme = llvm::any_of(module.getOps<TrainStepOp>(), [](TrainStepOp s) {
+      return getOptimizerOffload(s) == OffloadDevice::nvme;
+    });
+    if (nvme)
+      for (BufferKind kind :
+           {BufferKind::master, BufferKind::exp_avg, BufferKind::exp_avg_sq})
+        if (std::optional<int64_t> at = buffers.getOffset(kind);
+            at && *at % kNvmeAlignment)
+          return emitOpError("buffers ")
+                 << buffers << ": " << stringifyBufferKind(kind)
+                 << " lives in the NVMe swap file, so its offset must be a "
+                    "multiple of "
+                 << kNvmeAlignment << ", got " << *at;
     for (Attribute ref : getParams()) {
       auto param =
           tables.lookupSymbolIn<ParamOp>(module, cast<SymbolRefAttr>(ref));
@@ -831,14 +874,28 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
                << compute
                << (masters ? " (fp32 parameters are their own masters)"
                            : " (16-bit parameters need fp32 masters)");
+      // States on NVMe: a master for every compute type, and host_params
+      // unless the host Adam writes offloaded parameter shards in place.
+      if (offloaded && nvme && !buffers.getMaster())
+        return emitOpError("buffers ")
+               << buffers << " of an optimizer offloaded to nvme need a "
+               << "master";
+      if (offloaded && nvme &&
+          buffers.getHostParams().has_value() == paramsOffloaded())
+        return emitOpError("buffers ")
+               << buffers << " of an optimizer offloaded to nvme "
+               << (paramsOffloaded()
+                       ? "have host_params, but the parameter shards are "
+                         "offloaded too (the host Adam writes them in place)"
+                       : "need host_params");
       // With the parameter shards offloaded too, the host Adam writes them
       // in place: no host_params, and fp32 parameters are their own masters.
-      if (offloaded && buffers.getHostParams() && masters)
+      if (offloaded && !nvme && buffers.getHostParams() && masters)
         return emitOpError("buffers ")
                << buffers << " of an offloaded optimizer have host_params, "
                << "but parameter " << ref << " computes in " << compute
                << " (fp32 parameters go back from their master)";
-      if (offloaded && !buffers.getMaster() && !masters)
+      if (offloaded && !nvme && !buffers.getMaster() && !masters)
         return emitOpError("buffers ")
                << buffers << " of an offloaded optimizer lack a master, but "
                << "parameter " << ref << " computes in " << compute;
@@ -1235,6 +1292,15 @@ LogicalResult AdamOp::verify() {
                                  : "runs on the device, but the train step "
                                    "offloads the optimizer (zero.offload): "
                                    "it must be 'host'");
+  if (getSwap() && !getHost())
+    return emitOpError("swaps its states with NVMe, so it must be 'host'");
+  if (step && getHost() &&
+      (getOptimizerOffload(step) == OffloadDevice::nvme) != bool(getSwap()))
+    return emitOpError(getSwap()
+                           ? "swaps its states with NVMe, but the train step "
+                             "keeps them in host memory"
+                           : "needs 'swap': the train step keeps the "
+                             "optimizer states on nvme (zero.offload)");
   // The device Adam of offloaded parameter shards writes its new parameters
   // into a staged buffer; otherwise they are written in place.
   bool staged = step && offloadsParams(step) && !getHost();
@@ -1246,6 +1312,18 @@ LogicalResult AdamOp::verify() {
                                 "buffer, which only a device Adam of "
                                 "offloaded parameters does");
   return success();
+}
+
+int64_t AdamOp::getNvmeBytes(int64_t owned) {
+  NvmeSwapAttr swap = getSwapAttr();
+  if (!swap || owned <= 0)
+    return 0;
+  // Every chunk's read is whole 4096-byte blocks; only the last chunk can
+  // be partial.
+  int64_t bytes = 0, chunk = swap.getChunk();
+  for (int64_t at = 0; at < owned; at += chunk)
+    bytes += llvm::alignTo(std::min(chunk, owned - at) * 4, kNvmeAlignment);
+  return 3 * bytes;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1464,6 +1542,17 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
              << compute;
     return success();
   }
+  // Masters in the NVMe swap file are not in host memory: every compute
+  // type comes back through host_params.
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (step && getOptimizerOffload(step) == OffloadDevice::nvme) {
+    if (getSource() != BufferKind::host_params)
+      return emitOpError("uploads ")
+             << stringifyBufferKind(*getSource())
+             << ", but the optimizer states are on nvme: the parameters are "
+                "uploaded from host_params";
+    return success();
+  }
   bool masters = areParamsMasters(compute);
   if (masters != (getSource() == BufferKind::master))
     return emitOpError("uploads ")
@@ -1509,10 +1598,26 @@ LogicalResult
 MemoryPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t persistentBytes, int64_t arenaBytes,
                        int64_t scratchBytes, int64_t peakBytes,
-                       int64_t hostBytes) {
+                       int64_t hostBytes, int64_t nvmeBytes, int64_t swapOffset,
+                       int64_t swapBytes) {
   if (persistentBytes < 0 || arenaBytes < 0 || scratchBytes < 0 ||
-      hostBytes < 0)
+      hostBytes < 0 || nvmeBytes < 0 || swapOffset < 0 || swapBytes < 0)
     return emitError() << "memory_plan byte counts must be non-negative";
+  if (nvmeBytes % kNvmeAlignment || swapOffset % kNvmeAlignment ||
+      swapBytes % kNvmeAlignment)
+    return emitError() << "memory_plan nvme_bytes, swap_offset and "
+                          "swap_bytes must be multiples of "
+                       << kNvmeAlignment << " (O_DIRECT's alignment)";
+  if ((nvmeBytes > 0) != (swapBytes > 0))
+    return emitError() << "memory_plan has "
+                       << (nvmeBytes > 0 ? "nvme_bytes but no swap_bytes"
+                                         : "swap_bytes but no nvme_bytes")
+                       << ": NVMe-resident states move through swap buffers";
+  if (swapBytes > 0 && (swapOffset > hostBytes - swapBytes))
+    return emitError() << "memory_plan swap buffers [" << swapOffset << ", "
+                       << swapOffset + swapBytes
+                       << ") must lie in the host arena of host_bytes "
+                       << hostBytes;
   if (hostBytes % kArenaAlignment)
     return emitError() << "memory_plan host_bytes must be a multiple of "
                        << kArenaAlignment << " (the arenas' alignment)";

@@ -719,7 +719,9 @@ void readOffload(Section &z, DeepSpeedConfig &cfg) {
           *device.value == "cpu")
         o.warning("pin_memory", "false changes nothing: host buffers are "
                                 "always pinned (cudaHostAlloc on the GPU)");
-      o.integerIn("buffer_count", 1);
+      DeepSpeedValue<int64_t> count = o.integerIn("buffer_count", 1);
+      if (!param)
+        cfg.optimizerBufferCount = count;
       if (param) {
         o.integerIn("buffer_size", 1);
         o.integerIn("max_in_cpu", 0);

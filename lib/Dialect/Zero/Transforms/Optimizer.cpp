@@ -76,12 +76,14 @@ struct ZeroOptimizerPass
             << ", whose gathers read staged shards";
         return signalPassFailure();
       }
-      if (stepParams)
+      if (stepParams) {
+        OffloadAttr options = *offload ? *offload : stepOffload;
         offload = OffloadAttr::get(
             &getContext(),
             *offload ? (*offload).getOptimizer() : OffloadDevice::none,
-            stepOffload.getParam(),
-            *offload ? (*offload).getNvmePath() : stepOffload.getNvmePath());
+            stepOffload.getParam(), options.getNvmePath(),
+            options.getBufferCount(), options.getBufferSize());
+      }
       if (*offload) {
         if (failed((*offload).verifyStage(
                 [&] {
@@ -180,12 +182,26 @@ struct ZeroOptimizerPass
       return failure();
     OffloadAttr attr = OffloadAttr::getChecked(
         [&] { return fail(); }, &getContext(), *optimizer, *param,
-        StringRef(nvmePath.getValue()));
+        StringRef(nvmePath.getValue()), int64_t(nvmeBufferCount),
+        int64_t(nvmeBufferSize));
     if (!attr)
       return failure();
     if (*optimizer == OffloadDevice::none && *param == OffloadDevice::none)
       return OffloadAttr();
     return attr;
+  }
+
+  /// The swap buffers of an optimizer on NVMe: nvme-buffer-size elements
+  /// per state, or fewer when every owned shard fits in fewer (all
+  /// partitions' Adams share the buffers, one partition after another).
+  NvmeSwapAttr getSwap(const StepSchedule &schedule) {
+    constexpr int64_t kBlock = kNvmeAlignment / 4;
+    int64_t largest = kBlock;
+    for (const PartitionBuffers &p : schedule.getPartitions())
+      largest = std::max(largest, p.getOptimizerNumel());
+    int64_t chunk =
+        std::min<int64_t>(nvmeBufferSize, llvm::alignTo(largest, kBlock));
+    return NvmeSwapAttr::get(&getContext(), chunk, nvmeBufferCount);
   }
 
   void emit(TrainStepOp step, const StepSchedule &schedule,
@@ -266,10 +282,10 @@ struct ZeroOptimizerPass
       if (storeParams)
         newParams = RankedTensorType::get({pb.partition.getShardNumel()},
                                           pb.computeType);
-      auto adam =
-          AdamOp::create(b, loc, newParams, cast<FlatSymbolRefAttr>(group),
-                         global, scale, skip, divisor);
-      adam.setHost(offloaded);
+      auto adam = AdamOp::create(
+          b, loc, newParams, cast<FlatSymbolRefAttr>(group), global, scale,
+          skip, divisor, offloaded ? b.getUnitAttr() : UnitAttr(),
+          schedule.isOptimizerOnNvme() ? getSwap(schedule) : NvmeSwapAttr());
       created.push_back(adam);
       if (storeParams) {
         staged.push_back(adam.getNewParams());

@@ -401,9 +401,12 @@ struct ZeroParamGatherPass
     auto helper =
         getContext().getLoadedDialect<ZeroDialect>()->getOffloadAttrHelper();
     OffloadAttr old = helper.getAttr(step);
-    auto attr = OffloadAttr::get(
-        &getContext(), old ? old.getOptimizer() : OffloadDevice::none, *device,
-        old ? old.getNvmePath() : StringRef());
+    auto attr =
+        old ? OffloadAttr::get(&getContext(), old.getOptimizer(), *device,
+                               old.getNvmePath(), old.getBufferCount(),
+                               old.getBufferSize())
+            : OffloadAttr::get(&getContext(), OffloadDevice::none, *device,
+                               StringRef());
     if (failed(attr.verifyStage(fail, schedule.getStage())))
       return failure();
     helper.setAttr(step, attr);

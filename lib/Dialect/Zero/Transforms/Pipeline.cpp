@@ -45,6 +45,7 @@ struct PipelineSettings {
   double gradientClipping;
   /// zero-optimizer's offload options.
   std::string offloadOptimizer, offloadParam, nvmePath;
+  int64_t nvmeBufferCount, nvmeBufferSize;
   bool verify;
   /// zero-pad-vocab's multiple; 0 leaves the vocabulary as it is.
   int64_t padVocab;
@@ -128,6 +129,8 @@ void addZeroPasses(OpPassManager &pm, const PipelineSettings &s,
   opt.offloadOptimizer = s.offloadOptimizer;
   opt.offloadParam = s.offloadParam;
   opt.nvmePath = s.nvmePath;
+  opt.nvmeBufferCount = s.nvmeBufferCount;
+  opt.nvmeBufferSize = s.nvmeBufferSize;
   pm.addPass(createZeroOptimizerPass(opt));
 }
 
@@ -759,10 +762,6 @@ struct ApplyDeepSpeedConfigPass
              << "zero_optimization.offload_param: parameter offload needs "
                 "ZeRO stage 3, the stage is "
              << s.stage;
-    if (fileOptimizer && optimizer == OffloadDevice::nvme)
-      return errorAt(cfg->offloadOptimizer)
-             << "zero_optimization.offload_optimizer: "
-             << getUnimplementedOffload(optimizer, OffloadDevice::none);
     if (fileParam && param == OffloadDevice::nvme)
       return errorAt(cfg->offloadParam)
              << "zero_optimization.offload_param: "
@@ -988,6 +987,8 @@ PipelineSettings settingsFor(const ZeroPipelineOptions &o,
   s.nvmePath = o.nvmePath.hasValue() || !fileNvme
                    ? o.nvmePath.getValue()
                    : cfg.nvmePath.value.value_or("");
+  s.nvmeBufferCount = choose(o.nvmeBufferCount, cfg.optimizerBufferCount);
+  s.nvmeBufferSize = o.nvmeBufferSize;
   s.verify = o.verify;
   s.padVocab = o.padVocab;
   s.remat =

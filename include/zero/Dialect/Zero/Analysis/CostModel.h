@@ -97,6 +97,10 @@ struct HardwarePreset {
   /// bytes per parameter through host memory (0: memoryBandwidth).
   double hostLinkBandwidth = 0;
   double hostMemoryBandwidth = 0;
+  /// Optimizer offload to NVMe: the sequential read and write rates of the
+  /// swap files' disk, bytes/s (assumed; see docs/HardwarePresets.md).
+  double nvmeReadBandwidth = 0;
+  double nvmeWriteBandwidth = 0;
 
   /// The rates of a rank in a world of `worldSize` ranks: the share row of
   /// the largest calibrated `ranks` <= worldSize, its compute rates divided

@@ -58,8 +58,8 @@ struct ArenaBuffer {
 };
 
 /// A persistent buffer of one partition, at `offset` of the persistent
-/// arena of its memory (device, or the pinned host arena of an offloaded
-/// optimizer).
+/// arena of its memory (device, the pinned host arena of an offloaded
+/// optimizer, or the rank's swap file of one on NVMe).
 struct PersistentBuffer {
   mutable PartitionOp partition;
   BufferKind kind;
@@ -77,6 +77,11 @@ struct MemoryPlan {
   /// The pinned host arena (optimizer offload; 0 otherwise): it holds only
   /// persistent buffers, so this is the host peak.
   int64_t hostBytes = 0;
+  /// The rank's NVMe swap file (optimizer on nvme; 0 otherwise): the states
+  /// at 4096-byte aligned offsets, padded to 4096 bytes.
+  int64_t nvmeBytes = 0;
+  /// The swap buffers' region of the host arena (part of hostBytes).
+  int64_t swapOffset = 0, swapBytes = 0;
   std::vector<ArenaBuffer> buffers;
   /// High-water mark of the step arena.
   int64_t arenaBytes = 0;

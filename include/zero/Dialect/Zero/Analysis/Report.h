@@ -35,13 +35,14 @@ struct StepReport {
   int64_t reduceBucketBytes = 0, gatherBufferBytes = 0, activationBytes = 0;
   int64_t persistentBytes = 0, arenaBytes = 0, scratchBytes = 0, peakBytes = 0;
   /// Optimizer offload: the pinned host arena (its peak: it holds only
-  /// persistent buffers) by buffer kind, and the bytes in NVMe files (0: no
-  /// NVMe offload exists yet).
+  /// persistent buffers and the swap buffers) by buffer kind, and the
+  /// bytes of the rank's NVMe swap file (0 unless offloaded to nvme) by
+  /// buffer kind (unpadded).
   bool optimizerOffloaded = false;
   /// Parameter offload (stage 3): the parameter shards are in the host arena.
   bool paramsOffloaded = false;
-  int64_t hostPeakBytes = 0, nvmeBytes = 0;
-  std::map<std::string, int64_t> hostBuffers;
+  int64_t hostPeakBytes = 0, nvmeBytes = 0, swapBytes = 0;
+  std::map<std::string, int64_t> hostBuffers, nvmeBuffers;
   /// Sum over collectives of the full array's elements (all-reduce twice).
   int64_t volumeElements = 0;
   /// The part of volumeElements that does not scale with the model (the

@@ -37,8 +37,11 @@ struct PartitionBuffers {
   mutable PartitionOp partition;
   Type computeType;
   /// Whether the step offloads the optimizer: masters and moments live in
-  /// host memory beside host_grads (and host_params with 16-bit compute).
+  /// host memory beside host_grads (and host_params with 16-bit compute),
+  /// or in the rank's NVMe swap file (then host_params always exists,
+  /// unless the parameter shards are in host memory too).
   bool offloaded = false;
+  OffloadDevice optimizerDevice = OffloadDevice::none;
   /// Whether the step offloads its parameters (stage 3): the `params` shard
   /// lives in host memory and each gather reads a staged device copy.
   bool paramsOffloaded = false;
@@ -49,9 +52,12 @@ struct PartitionBuffers {
 
   /// Whether the fp32 parameters are their own masters (fp32 compute, and
   /// Adam runs where the parameter shard lives: both on the device, or both
-  /// offloaded): the partition then has no `master` buffer.
+  /// in host memory; never with the states on NVMe): the partition then has
+  /// no `master` buffer.
   bool areParamsMasters() const {
-    return offloaded == paramsOffloaded && zero::areParamsMasters(computeType);
+    return offloaded == paramsOffloaded &&
+           optimizerDevice != OffloadDevice::nvme &&
+           zero::areParamsMasters(computeType);
   }
   /// Whether the partition has a buffer of kind `kind`.
   bool hasBuffer(BufferKind kind) const {
@@ -62,16 +68,18 @@ struct PartitionBuffers {
       return offloaded;
     case BufferKind::host_params:
       // With the parameter shards on the host too, the host Adam writes
-      // them in place.
+      // them in place; otherwise states on NVMe return every compute type
+      // through host_params.
       return offloaded && !paramsOffloaded &&
-             !zero::areParamsMasters(computeType);
+             (optimizerDevice == OffloadDevice::nvme ||
+              !zero::areParamsMasters(computeType));
     default:
       return true;
     }
   }
   /// The memory buffer `kind` lives in.
   MemoryKind getMemory(BufferKind kind) const {
-    return getBufferMemory(kind, offloaded, paramsOffloaded);
+    return getBufferMemory(kind, optimizerDevice, paramsOffloaded);
   }
   /// Elements of the owned shard that Adam updates (padded; the whole
   /// group at stage 0).
@@ -91,8 +99,13 @@ public:
   int64_t getStage() const { return stage; }
   int64_t getWorldSize() const { return worldSize; }
   int64_t getAccumulationSteps() const { return accumulationSteps; }
-  /// Whether the optimizer states live in host memory (zero.offload).
+  /// Whether the optimizer states live in host memory or on NVMe
+  /// (zero.offload): the Adam runs on the host.
   bool isOptimizerOffloaded() const { return optimizerOffloaded; }
+  /// Whether they live in the ranks' NVMe swap files.
+  bool isOptimizerOnNvme() const {
+    return optimizerDevice == OffloadDevice::nvme;
+  }
   /// Whether the stage-3 parameter shards live in host memory (zero.offload).
   bool areParamsOffloaded() const { return paramsOffloaded; }
   ArrayRef<PartitionBuffers> getPartitions() const { return partitions; }
@@ -119,6 +132,7 @@ private:
   int64_t worldSize = 1;
   int64_t accumulationSteps = 1;
   bool optimizerOffloaded = false;
+  OffloadDevice optimizerDevice = OffloadDevice::none;
   bool paramsOffloaded = false;
   int64_t paramCount = 0;
   int64_t paddedParamCount = 0;

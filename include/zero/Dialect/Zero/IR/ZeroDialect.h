@@ -81,12 +81,17 @@ inline bool isLossSeed(Operation *op) {
 /// their own fp32 masters: Adam then updates them in place and their
 /// partition has no `master` buffer.
 inline bool areParamsMasters(Type computeType) { return computeType.isF32(); }
-/// Whether train step `step` keeps its optimizer states in host memory
-/// (its zero.offload).
-inline bool offloadsOptimizer(TrainStepOp step) {
+/// Where train step `step` keeps its optimizer states (its zero.offload):
+/// device memory (none), pinned host memory (cpu) or swap files (nvme).
+inline OffloadDevice getOptimizerOffload(TrainStepOp step) {
   auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
   OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
-  return offload && offload.offloadsOptimizer();
+  return offload ? offload.getOptimizer() : OffloadDevice::none;
+}
+/// Whether train step `step` offloads its optimizer (to host or NVMe): the
+/// Adam runs on the host.
+inline bool offloadsOptimizer(TrainStepOp step) {
+  return getOptimizerOffload(step) != OffloadDevice::none;
 }
 /// Whether train step `step` keeps its stage-3 parameter shards in host
 /// memory (its zero.offload).
@@ -95,10 +100,16 @@ inline bool offloadsParams(TrainStepOp step) {
   OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
   return offload && offload.offloadsParams();
 }
+/// The alignment of offsets and sizes in an NVMe swap file and of the
+/// swap buffers (O_DIRECT's logical block on common file systems).
+constexpr int64_t kNvmeAlignment = 4096;
+/// The largest swap chunk in elements: 1 GiB of one fp32 state, which one
+/// read or write moves (io_uring's lengths are 32-bit).
+constexpr int64_t kMaxSwapChunk = int64_t(1) << 28;
 /// The memory a partition's persistent buffer of kind `kind` lives in when
-/// the optimizer (`offloaded`) and the parameter shards (`paramsOffloaded`)
-/// are or are not offloaded.
-inline MemoryKind getBufferMemory(BufferKind kind, bool offloaded,
+/// the optimizer is offloaded to `optimizer` and the parameter shards are
+/// (`paramsOffloaded`) or are not offloaded.
+inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer,
                                   bool paramsOffloaded = false) {
   switch (kind) {
   case BufferKind::params:
@@ -108,7 +119,15 @@ inline MemoryKind getBufferMemory(BufferKind kind, bool offloaded,
   case BufferKind::master:
   case BufferKind::exp_avg:
   case BufferKind::exp_avg_sq:
-    return offloaded ? MemoryKind::host : MemoryKind::device;
+    switch (optimizer) {
+    case OffloadDevice::none:
+      return MemoryKind::device;
+    case OffloadDevice::cpu:
+      return MemoryKind::host;
+    case OffloadDevice::nvme:
+      return MemoryKind::nvme;
+    }
+    return MemoryKind::device;
   case BufferKind::host_grads:
   case BufferKind::host_params:
     return MemoryKind::host;
@@ -118,11 +137,13 @@ inline MemoryKind getBufferMemory(BufferKind kind, bool offloaded,
 /// Persistent buffer kinds, in BufferKind order.
 constexpr unsigned kNumBufferKinds = 7;
 /// What of an offload choice is not implemented yet ("" when all of it is):
-/// NVMe.
+/// parameter offload to NVMe.
 inline StringRef getUnimplementedOffload(OffloadDevice optimizer,
                                          OffloadDevice param) {
-  if (optimizer == OffloadDevice::nvme || param == OffloadDevice::nvme)
-    return "offload to nvme is not implemented yet";
+  (void)optimizer;
+  if (param == OffloadDevice::nvme)
+    return "parameter offload to nvme (offload_param device nvme) is not "
+           "implemented yet";
   return "";
 }
 /// Whether ops of `phase` come after the optimizer.

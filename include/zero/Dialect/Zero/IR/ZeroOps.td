@@ -301,10 +301,15 @@ def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
     memory (`none`), pinned host memory (`cpu`) or files under `nvme_path`
     (`nvme`). DeepSpeed's rules hold: optimizer offload at stages 1-3,
     parameter offload at stage 3 only (checked against the step's
-    `#zero.schedule`), and `nvme` needs a path.
+    `#zero.schedule`), and `nvme` needs a path. With the optimizer on
+    `nvme` the host keeps `buffer_count` pinned swap buffers (DeepSpeed's
+    `offload_optimizer.buffer_count`, default 4) of `buffer_size` elements
+    of each of the three fp32 states (default 1048576; a multiple of 1024,
+    so that every chunk starts 4096-aligned in the swap file).
 
     ```mlir
     zero.train_step @train(...) ... attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    zero.train_step @train(...) ... attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/local_nvme", buffer_count = 4>} {
     ```
   }];
   let parameters = (ins
@@ -312,7 +317,17 @@ def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
                            "::mlir::zero::OffloadDevice::none">:$optimizer,
     DefaultValuedParameter<"::mlir::zero::OffloadDevice",
                            "::mlir::zero::OffloadDevice::none">:$param,
-    StringRefParameter<"a directory", "\"\"">:$nvme_path);
+    StringRefParameter<"a directory", "\"\"">:$nvme_path,
+    DefaultValuedParameter<"int64_t", "4">:$buffer_count,
+    DefaultValuedParameter<"int64_t", "1048576">:$buffer_size);
+  // Without swap buffer settings: the parameters' defaults above.
+  let builders = [
+    AttrBuilder<(ins "::mlir::zero::OffloadDevice":$optimizer,
+                     "::mlir::zero::OffloadDevice":$param,
+                     "::llvm::StringRef":$nvme_path), [{
+      return $_get($_ctxt, optimizer, param, nvme_path, 4, 1048576);
+    }]>
+  ];
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -1055,6 +1070,28 @@ def Zero_UpdateLossScaleOp : Zero_Op<"update_loss_scale",
   let hasVerifier = 1;
 }
 
+def Zero_NvmeSwapAttr : Zero_Attr<"NvmeSwap", "nvme_swap"> {
+  let summary = "How a host Adam streams NVMe-resident optimizer states";
+  let description = [{
+    On `zero.adam ... host` of an optimizer offloaded to `nvme`: the states
+    move through `buffers` swap buffers in host memory, each holding
+    `chunk` elements (a multiple of 1024: 4096 bytes of fp32) of the
+    master, `exp_avg` and `exp_avg_sq`, so a buffer is `12 * chunk` bytes
+    and the swap region of the host arena `buffers * 12 * chunk`.
+
+    ```mlir
+    #zero.nvme_swap<chunk = 1024, buffers = 4>
+    ```
+  }];
+  let parameters = (ins "int64_t":$chunk, "int64_t":$buffers);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Bytes of one swap buffer: the chunk of the three fp32 states.
+    int64_t getBufferBytes() const { return 12 * getChunk(); }
+  }];
+}
+
 def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     Zero_StepPhaseOpInterface]> {
   let summary = "Fused Adam/AdamW on this rank's shard of a partition";
@@ -1086,23 +1123,42 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     size, which a `zero.transfer %new to params` copies to the host (the
     fp32 masters are then a device `master` buffer, also with fp32 compute).
 
+    `swap` (exactly when the optimizer is offloaded to `nvme`): the
+    `master`, `exp_avg` and `exp_avg_sq` shards live in the rank's swap
+    file, and the host Adam streams them through the swap buffers of the
+    host arena in chunks of `chunk` elements, `buffers` at a time: the read
+    of chunk i+1 and the write of chunk i-1 overlap the Adam of chunk i.
+    It reads and writes each state once (`getNvmeBytes`); with fp32
+    compute the updated parameters go to `host_params` as with 16-bit
+    compute, since the masters are not in host memory (with parameter
+    offload, into the host `params` shard, which is then never a master).
+
     ```mlir
     zero.adam group @flat stats %stats scale %s skip %skip divisor 4.0 : tensor<2xf32>
     zero.adam group @flat stats %stats scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+    zero.adam group @flat stats %stats scale %s skip %skip divisor 4.0 host swap <chunk = 1024, buffers = 4> phase boundary : tensor<2xf32>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, 1DTensorOf<[F32]>:$stats,
                        Zero_ScalarF32:$loss_scale, I1:$skip, F64Attr:$divisor,
                        UnitAttr:$host,
+                       OptionalAttr<Zero_NvmeSwapAttr>:$swap,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs Optional<Zero_FlatTensor>:$new_params);
   let assemblyFormat = [{
     `group` $group `stats` $stats `scale` $loss_scale `skip` $skip
-    `divisor` $divisor (`host` $host^)? (`phase` $phase^)? attr-dict `:`
-    type($stats) (`->` type($new_params)^)?
+    `divisor` $divisor (`host` $host^)? (`swap` $swap^)? (`phase` $phase^)?
+    attr-dict `:` type($stats) (`->` type($new_params)^)?
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Bytes of swap file this Adam reads (and as many it writes) on a rank
+    /// that owns `owned` elements: the three fp32 states, each chunk's
+    /// reads rounded up to 4096 bytes (0 without `swap`).
+    int64_t getNvmeBytes(int64_t owned);
+  }];
 }
+
 
 def Zero_CastOp : Zero_Op<"cast", [Pure]> {
   let summary = "Element type conversion of a flat buffer";
@@ -1130,15 +1186,22 @@ def Zero_MemoryPlanAttr : Zero_Attr<"MemoryPlan", "memory_plan"> {
     scratch of one runtime kernel (`scratch_bytes`), and their sum, what a
     rank allocates in device memory (`peak_bytes`); with optimizer offload
     the pinned host arena (`host_bytes`, a multiple of 64; 0 and not
-    printed otherwise).
+    printed otherwise). With the optimizer on NVMe, the size of the rank's
+    swap file (`nvme_bytes`, a multiple of 4096) and the swap buffers'
+    region of the host arena (`swap_bytes` at `swap_offset`, both multiples
+    of 4096, inside `host_bytes`).
 
     ```mlir
     #zero.memory_plan<persistent_bytes = 896, arena_bytes = 576, scratch_bytes = 0, peak_bytes = 1472>
+    #zero.memory_plan<persistent_bytes = 384, arena_bytes = 576, scratch_bytes = 0, peak_bytes = 960, host_bytes = 53248, nvme_bytes = 12288, swap_offset = 4096, swap_bytes = 49152>
     ```
   }];
   let parameters = (ins "int64_t":$persistent_bytes, "int64_t":$arena_bytes,
                         "int64_t":$scratch_bytes, "int64_t":$peak_bytes,
-                        DefaultValuedParameter<"int64_t", "0">:$host_bytes);
+                        DefaultValuedParameter<"int64_t", "0">:$host_bytes,
+                        DefaultValuedParameter<"int64_t", "0">:$nvme_bytes,
+                        DefaultValuedParameter<"int64_t", "0">:$swap_offset,
+                        DefaultValuedParameter<"int64_t", "0">:$swap_bytes);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -1154,7 +1217,10 @@ def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
     buffer (the partition's verifier checks this). With optimizer offload
     `host_grads` is present, `master`, `exp_avg` and `exp_avg_sq` (a
     `master` with fp32 compute too) are offsets in the host arena beside
-    `host_grads` and, with 16-bit compute, `host_params`.
+    `host_grads` and, with 16-bit compute, `host_params`. With the
+    optimizer on NVMe, `master`, `exp_avg` and `exp_avg_sq` are byte
+    offsets in the rank's swap file, multiples of 4096 (O_DIRECT), and
+    `host_params` is present with fp32 compute too.
 
     ```mlir
     #zero.buffer_offsets<params = 0, grads = 192, master = 320, exp_avg = 512, exp_avg_sq = 704>

@@ -383,9 +383,15 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     shards) the host Adam updates the host shards in place and nothing is
     copied back; with the optimizer on the device, `zero.adam ... ->
     tensor<shard>` writes the new parameters into a staged buffer that
-    `zero.transfer ... %new to params` copies to the host shard. `nvme` is
-    rejected as not implemented yet; `nvme-path` is the directory of
-    `nvme`.
+    `zero.transfer ... %new to params` copies to the host shard.
+    `offload-optimizer=nvme` (ZeRO-Infinity) keeps the masters and moments
+    in a swap file per rank under `nvme-path` instead of host memory: the
+    host Adam carries `swap <chunk = C, buffers = B>` and streams them
+    through `nvme-buffer-count` swap buffers of `nvme-buffer-size` elements
+    per state (C is that size, or the largest owned shard rounded up to
+    1024 elements when smaller), and the updated parameters always come back
+    through `host_params` (with parameter offload too, into the host shards
+    in place). `offload-param=nvme` is rejected as not implemented yet.
   }];
   let options = [
     Option<"gradientClipping", "gradient-clipping", "double",
@@ -416,6 +422,13 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
            "(DeepSpeed: zero_optimization.offload_param.device)">,
     Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
            "Directory of nvme offload (DeepSpeed: nvme_path)">,
+    Option<"nvmeBufferCount", "nvme-buffer-count", "int64_t",
+           /*default=*/"4",
+           "Swap buffers of an optimizer offloaded to nvme (DeepSpeed: "
+           "offload_optimizer.buffer_count)">,
+    Option<"nvmeBufferSize", "nvme-buffer-size", "int64_t",
+           /*default=*/"1048576",
+           "Elements of each fp32 state per swap buffer, a multiple of 1024">,
   ];
 }
 

@@ -113,6 +113,16 @@ struct ZeroPipelineOptions : public PassPipelineOptions<ZeroPipelineOptions> {
       llvm::cl::desc("Directory of nvme offload (offload_optimizer.nvme_path, "
                      "offload_param.nvme_path)"),
       llvm::cl::init("")};
+  Option<int64_t> nvmeBufferCount{
+      *this, "nvme-buffer-count",
+      llvm::cl::desc("Swap buffers of an optimizer offloaded to nvme "
+                     "(offload_optimizer.buffer_count)"),
+      llvm::cl::init(4)};
+  Option<int64_t> nvmeBufferSize{
+      *this, "nvme-buffer-size",
+      llvm::cl::desc("Elements of each fp32 optimizer state per nvme swap "
+                     "buffer, a multiple of 1024"),
+      llvm::cl::init(1048576)};
   Option<std::string> remat{
       *this, "remat",
       llvm::cl::desc("Activation recomputation (zero-remat): none, layer, "
@@ -221,6 +231,9 @@ struct DeepSpeedConfig {
   /// booleans set "cpu") at the place of the key that chose them, and the
   /// nvme_path that goes with them.
   DeepSpeedValue<std::string> offloadOptimizer, offloadParam, nvmePath;
+  /// offload_optimizer.buffer_count: the swap buffers of an optimizer on
+  /// nvme.
+  DeepSpeedValue<int64_t> optimizerBufferCount;
 };
 
 /// `d` as DeepSpeed's messages print a JSON number: the shortest digits

@@ -1,0 +1,387 @@
+//===- Nvme.cpp - The swap file of an optimizer offloaded to NVMe ---------===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Nvme.h"
+#include "Files.h"
+#include "Support.h"
+
+#include <liburing.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fcntl.h>
+#include <mutex>
+#include <stdexcept>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <thread>
+#include <unistd.h>
+#include <unordered_map>
+#include <vector>
+
+using namespace zrt;
+
+namespace zrt {
+
+/// Runs swap-file reads and writes asynchronously.
+class SwapEngine {
+public:
+  virtual ~SwapEngine() = default;
+  virtual const char *name() const = 0;
+  virtual void submit(SwapIo &io) = 0;
+  /// Returns once `io.done`.
+  virtual void wait(SwapIo &io) = 0;
+};
+
+} // namespace zrt
+
+namespace {
+
+/// pread/pwrite until all of `io` moved; the result is the bytes moved or
+/// -errno.
+int64_t transferAll(int fd, SwapIo &io) {
+  int64_t moved = 0;
+  while (moved < io.bytes) {
+    ssize_t n = io.write ? ::pwrite(fd, io.buffer + moved,
+                                    size_t(io.bytes - moved), io.offset + moved)
+                         : ::pread(fd, io.buffer + moved,
+                                   size_t(io.bytes - moved), io.offset + moved);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return -errno;
+    if (n == 0)
+      break;
+    moved += n;
+  }
+  return moved;
+}
+
+/// io_uring: one ring per rank; completions are matched to their SwapIo
+/// through user_data. Only the training thread submits and waits.
+class UringEngine final : public SwapEngine {
+public:
+  static std::unique_ptr<UringEngine> create(int fd, std::string &why) {
+    auto e = std::unique_ptr<UringEngine>(new UringEngine(fd));
+    int rc = io_uring_queue_init(kDepth, &e->ring, 0);
+    if (rc < 0) {
+      why = std::string("io_uring_queue_init: ") + std::strerror(-rc);
+      return nullptr;
+    }
+    e->live = true;
+    return e;
+  }
+  ~UringEngine() override {
+    if (live)
+      io_uring_queue_exit(&ring);
+  }
+  const char *name() const override { return "io_uring"; }
+  void submit(SwapIo &io) override {
+    io.done = false;
+    moved[&io] = 0;
+    queue(io, 0);
+  }
+  void wait(SwapIo &io) override {
+    while (!io.done)
+      reapOne();
+  }
+
+private:
+  static constexpr unsigned kDepth = 64;
+  explicit UringEngine(int fd) : fd(fd) {}
+
+  /// Waits for one completion and records it; a short transfer (a signal)
+  /// is resubmitted for the rest.
+  void reapOne() {
+    io_uring_cqe *cqe = nullptr;
+    int rc;
+    do
+      rc = io_uring_wait_cqe(&ring, &cqe);
+    while (rc == -EINTR);
+    if (rc < 0)
+      fatal("nvme: io_uring_wait_cqe: %s", std::strerror(-rc));
+    auto *io = static_cast<SwapIo *>(io_uring_cqe_get_data(cqe));
+    int res = cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+    --inFlight;
+    int64_t &sofar = moved[io];
+    if (res > 0 && sofar + res < io->bytes) {
+      sofar += res;
+      queue(*io, sofar);
+      return;
+    }
+    io->result = res < 0 ? res : sofar + res;
+    io->done = true;
+    moved.erase(io);
+  }
+
+  void queue(SwapIo &io, int64_t from) {
+    // Never more in flight than the completion queue holds.
+    while (inFlight >= int(kDepth))
+      reapOne();
+    io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+    if (!sqe)
+      fatal("nvme: io_uring submission queue full");
+    unsigned len = unsigned(io.bytes - from);
+    if (io.write)
+      io_uring_prep_write(sqe, fd, io.buffer + from, len, io.offset + from);
+    else
+      io_uring_prep_read(sqe, fd, io.buffer + from, len, io.offset + from);
+    io_uring_sqe_set_data(sqe, &io);
+    int rc = io_uring_submit(&ring);
+    if (rc < 0)
+      fatal("nvme: io_uring_submit: %s", std::strerror(-rc));
+    ++inFlight;
+  }
+
+  int fd;
+  io_uring ring{};
+  bool live = false;
+  int inFlight = 0;
+  /// Bytes already moved by each pending transfer.
+  std::unordered_map<SwapIo *, int64_t> moved;
+};
+
+/// The fallback: two threads running pread/pwrite (a read and a write can
+/// proceed at once, as with io_uring).
+class ThreadPoolEngine final : public SwapEngine {
+public:
+  explicit ThreadPoolEngine(int fd) : fd(fd) {
+    for (int i = 0; i < 2; ++i)
+      workers.emplace_back([this] { work(); });
+  }
+  ~ThreadPoolEngine() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    wake.notify_all();
+    for (std::thread &t : workers)
+      t.join();
+  }
+  const char *name() const override { return "thread pool"; }
+  void submit(SwapIo &io) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      io.done = false;
+      queue.push_back(&io);
+    }
+    wake.notify_one();
+  }
+  void wait(SwapIo &io) override {
+    std::unique_lock<std::mutex> lock(mutex);
+    finished.wait(lock, [&] { return io.done; });
+  }
+
+private:
+  void work() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      wake.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty())
+        return;
+      SwapIo *io = queue.front();
+      queue.pop_front();
+      lock.unlock();
+      int64_t result = transferAll(fd, *io);
+      lock.lock();
+      io->result = result;
+      io->done = true;
+      finished.notify_all();
+    }
+  }
+
+  int fd;
+  std::mutex mutex;
+  std::condition_variable wake, finished;
+  std::deque<SwapIo *> queue;
+  bool stopping = false;
+  std::vector<std::thread> workers;
+};
+
+std::string errnoText(int err) { return std::strerror(err); }
+
+} // namespace
+
+int64_t zrt::nvmeKillStep() {
+  static const int64_t step = [] {
+    const char *v = std::getenv("ZRT_TEST_NVME_KILL_AT_STEP");
+    return v ? std::strtoll(v, nullptr, 10) : 0;
+  }();
+  return step;
+}
+
+std::unique_ptr<SwapFile> SwapFile::open(const std::string &dir, int rank,
+                                         int64_t bytes) {
+  std::string where = "nvme_path '" + dir + "'";
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    fail(where +
+         (errno == ENOENT ? " does not exist" : ": " + errnoText(errno)) +
+         ": create it, or compile with another --nvme-path");
+  if (!S_ISDIR(st.st_mode))
+    fail(where + " is not a directory");
+  std::unique_ptr<SwapFile> f(new SwapFile);
+  f->filePath = dir + "/zero-optimizer.rank" + std::to_string(rank) + ".swp";
+  f->fileBytes = bytes;
+  // The file exists from an earlier run (swap files are kept, as
+  // DeepSpeed keeps them): its blocks count as room.
+  int64_t existing = 0;
+  bool existed = ::stat(f->filePath.c_str(), &st) == 0;
+  if (existed && S_ISREG(st.st_mode))
+    existing = int64_t(st.st_blocks) * 512;
+  int flags = O_RDWR | O_CREAT | O_CLOEXEC;
+  f->fd = ::open(f->filePath.c_str(), flags | O_DIRECT, 0644);
+  f->directIo = f->fd >= 0;
+  if (f->fd < 0 && errno == EINVAL) {
+    // The file system refuses O_DIRECT (tmpfs): buffered I/O.
+    f->fd = ::open(f->filePath.c_str(), flags, 0644);
+    if (f->fd >= 0)
+      f->fallbackNotice =
+          "the file system of " + where + " refuses O_DIRECT: buffered I/O";
+  }
+  if (f->fd < 0)
+    fail("cannot create the swap file '" + f->filePath + "' under " + where +
+         ": " + errnoText(errno));
+  if (::flock(f->fd, LOCK_EX | LOCK_NB) != 0)
+    fail("the swap file '" + f->filePath +
+         "' is in use by another run (each run needs its own nvme_path)");
+  // A refused file does not stay behind (nor one sized but not allocated).
+  auto refuse = [&](const std::string &message) {
+    if (existed)
+      (void)::ftruncate(f->fd, 0);
+    else
+      ::unlink(f->filePath.c_str());
+    fail(message);
+  };
+  struct statvfs vfs;
+  if (::fstatvfs(f->fd, &vfs) == 0) {
+    int64_t avail = int64_t(vfs.f_bavail) * int64_t(vfs.f_frsize);
+    if (avail + existing < bytes)
+      refuse(where + " has " + std::to_string(avail + existing) +
+             " bytes free for the swap file '" + f->filePath +
+             "', which needs " + std::to_string(bytes) +
+             " bytes (the plan's nvme_bytes)");
+  }
+  // Reserve the blocks now, so a full disk is an error before step 1.
+  if (::ftruncate(f->fd, 0) != 0 || ::ftruncate(f->fd, bytes) != 0)
+    refuse("cannot size the swap file '" + f->filePath + "' to " +
+           std::to_string(bytes) + " bytes: " + errnoText(errno));
+  int rc = ::posix_fallocate(f->fd, 0, bytes);
+  if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL)
+    refuse("cannot allocate " + std::to_string(bytes) +
+           " bytes for the swap file '" + f->filePath + "': " + errnoText(rc));
+  // ZRT_NVME_ENGINE=thread-pool chooses the fallback (where io_uring is
+  // slow or untrusted); anything else tries io_uring first.
+  std::string why = "ZRT_NVME_ENGINE=thread-pool";
+  const char *choice = std::getenv("ZRT_NVME_ENGINE");
+  bool threads = choice && std::string(choice) == "thread-pool";
+  if (auto uring = threads ? nullptr : UringEngine::create(f->fd, why)) {
+    f->engine = std::move(uring);
+  } else {
+    f->engine = std::make_unique<ThreadPoolEngine>(f->fd);
+    std::string note = std::string(threads ? "io_uring is not used ("
+                                           : "io_uring is "
+                                             "unavailable (") +
+                       why + "): a thread pool of pread/pwrite";
+    f->fallbackNotice += (f->fallbackNotice.empty() ? "" : "; ") + note;
+  }
+  return f;
+}
+
+SwapFile::~SwapFile() {
+  engine.reset();
+  if (fd >= 0)
+    ::close(fd);
+}
+
+const char *SwapFile::engineName() const { return engine->name(); }
+
+void SwapFile::submit(SwapIo &io) {
+  if (io.offset % kSwapAlignment || io.bytes % kSwapAlignment ||
+      reinterpret_cast<uintptr_t>(io.buffer) % kSwapAlignment ||
+      io.offset < 0 || io.bytes < 0 || io.bytes > kMaxTransfer ||
+      io.offset + io.bytes > fileBytes)
+    fatal("nvme: unaligned or out-of-range %s of %lld bytes at offset %lld "
+          "of '%s' (%lld bytes)",
+          io.write ? "write" : "read", (long long)io.bytes,
+          (long long)io.offset, filePath.c_str(), (long long)fileBytes);
+  io.done = false;
+  engine->submit(io);
+}
+
+void SwapFile::wait(SwapIo &io) {
+  engine->wait(io);
+  if (io.result < 0)
+    fatal("nvme: %s of %lld bytes at offset %lld of the swap file '%s' "
+          "failed: %s%s",
+          io.write ? "write" : "read", (long long)io.bytes,
+          (long long)io.offset, filePath.c_str(),
+          std::strerror(int(-io.result)),
+          io.result == -ENOSPC ? " (the disk is full)" : "");
+  if (io.result != io.bytes)
+    fatal("nvme: short %s of the swap file '%s': %lld of %lld bytes at "
+          "offset %lld",
+          io.write ? "write" : "read", filePath.c_str(), (long long)io.result,
+          (long long)io.bytes, (long long)io.offset);
+  if (io.write && killOnWrite) {
+    std::fprintf(stderr,
+                 "zrt: test hook: killed during the swap-file writes of "
+                 "step %lld\n",
+                 (long long)nvmeKillStep());
+    std::fflush(stderr);
+    ::raise(SIGKILL);
+  }
+}
+
+void SwapFile::read(int64_t offset, void *dst, int64_t bytes, char *bounce,
+                    int64_t bounceBytes) {
+  bounceBytes = std::min(bounceBytes, kMaxTransfer);
+  for (int64_t at = 0; at < bytes; at += bounceBytes) {
+    int64_t len = std::min(bounceBytes, bytes - at);
+    SwapIo io;
+    io.buffer = bounce;
+    io.bytes = ceilDiv(len, kSwapAlignment) * kSwapAlignment;
+    io.offset = offset + at;
+    submit(io);
+    wait(io);
+    // Reading into the bounce buffer itself needs no copy.
+    if (static_cast<char *>(dst) + at != bounce)
+      std::memcpy(static_cast<char *>(dst) + at, bounce, size_t(len));
+  }
+}
+
+void SwapFile::write(int64_t offset, const void *src, int64_t bytes,
+                     char *bounce, int64_t bounceBytes) {
+  bounceBytes = std::min(bounceBytes, kMaxTransfer);
+  for (int64_t at = 0; at < bytes; at += bounceBytes) {
+    int64_t len = std::min(bounceBytes, bytes - at);
+    SwapIo io;
+    io.write = true;
+    io.buffer = bounce;
+    io.bytes = ceilDiv(len, kSwapAlignment) * kSwapAlignment;
+    io.offset = offset + at;
+    if (src)
+      std::memcpy(bounce, static_cast<const char *>(src) + at, size_t(len));
+    else
+      std::memset(bounce, 0, size_t(len));
+    std::memset(bounce + len, 0, size_t(io.bytes - len));
+    submit(io);
+    wait(io);
+  }
+}
+
+void SwapFile::zero(int64_t offset, int64_t bytes, char *bounce,
+                    int64_t bounceBytes) {
+  write(offset, nullptr, bytes, bounce, bounceBytes);
+}

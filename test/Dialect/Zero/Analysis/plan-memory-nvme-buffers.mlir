@@ -1,0 +1,26 @@
+// RUN: zero-opt %s --zero-optimizer="offload-optimizer=nvme nvme-path=/nvme nvme-buffer-count=2 nvme-buffer-size=2048" --zero-plan-memory | FileCheck %s
+
+// Two swap buffers of 2048 elements per state: a shard of 5000 fp32
+// elements (20000 bytes, padded to 20480 in the file) moves in 3 chunks.
+// The states sit at 0, 20480 and 40960 (nvme_bytes 61440); the swap
+// buffers take 2 * 12 * 2048 = 49152 bytes of the host arena after the
+// gradient and parameter copies (10000 bf16 bytes each, at 0 and 10048),
+// from 20480: host_bytes 69632.
+zero.param @w : tensor<10000xf32> init zeros compute bf16
+// CHECK: zero.buffer_offsets<params = 0, grads = 20032, master = 0, exp_avg = 20480, exp_avg_sq = 40960, host_grads = 0, host_params = 10048>
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 10000 padded 10000 params [@w] offsets [0]
+// CHECK-LABEL: zero.train_step @chunks
+// CHECK-SAME: zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 2, buffer_size = 2048>
+// CHECK-SAME: host_bytes = 69632, nvme_bytes = 61440, swap_offset = 20480, swap_bytes = 49152
+// CHECK: host swap <chunk = 2048, buffers = 2>
+zero.train_step @chunks(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %g = nn.fill 1.0 : tensor<10000xbf16>
+  zero.grad @w, %g : tensor<10000xbf16>
+  zero.reduce_scatter group @flat in grads [0, 10000) phase boundary
+  zero.all_gather group @flat in params [0, 10000) phase post_step
+  zero.return %loss : tensor<f32>
+}
