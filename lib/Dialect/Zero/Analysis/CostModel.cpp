@@ -311,9 +311,11 @@ double Simulator::seconds(const Work &w) const {
     return hw.kernelOverhead + std::max(compute, w.bytes / bandwidth);
   }
   case Work::Transfer:
-    return hw.kernelOverhead + w.bytes / (hw.hostLinkBandwidth > 0
-                                              ? hw.hostLinkBandwidth
-                                              : hw.memoryBandwidth);
+    // Without a host link the copy is a memcpy: it reads and writes each
+    // byte through memory.
+    return hw.kernelOverhead + (hw.hostLinkBandwidth > 0
+                                    ? w.bytes / hw.hostLinkBandwidth
+                                    : 2 * w.bytes / hw.memoryBandwidth);
   case Work::Collective: {
     if (n <= 1)
       return 0;
@@ -432,13 +434,24 @@ LogicalResult Simulator::step(Operation *op) {
     return success();
   }
   if (work->kind == Work::Transfer) {
-    // Its own copy stream (a copy engine; the CPU backend's memcpy), from
-    // its issue to its wait.
+    timeline.transferMs += d * 1e3;
+    Value token = cast<TransferOpInterface>(op).getToken();
+    if (hw.copiesOnComputeStream) {
+      // The compute stream copies: all of it is exposed, and its token is
+      // complete when the copy returns.
+      record(op, describe(op), *work, "copy", 0, computeFree, d);
+      computeFree += d;
+      timeline.exposedTransferMs += d * 1e3;
+      if (token) {
+        tokenDone[token] = computeFree;
+        transferTokens.insert(token);
+      }
+      return success();
+    }
+    // Its own copy stream (a copy engine), from its issue to its wait.
     double start = std::max(computeFree, copyFree);
     copyFree = start + d;
-    timeline.transferMs += d * 1e3;
     record(op, describe(op), *work, "copy", 2, start, d);
-    Value token = cast<TransferOpInterface>(op).getToken();
     if (token) {
       tokenDone[token] = copyFree;
       transferTokens.insert(token);

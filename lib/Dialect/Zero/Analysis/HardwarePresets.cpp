@@ -169,7 +169,7 @@ static const HardwarePreset kPresets[] = {
      /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
      /*hostLinkBandwidth=*/0, /*hostMemoryBandwidth=*/0,
      /*nvmeReadBandwidth=*/kCpuNvmeRead,
-     /*nvmeWriteBandwidth=*/kCpuNvmeWrite},
+     /*nvmeWriteBandwidth=*/kCpuNvmeWrite, /*copiesOnComputeStream=*/true},
 };
 
 /// Other names of presets.

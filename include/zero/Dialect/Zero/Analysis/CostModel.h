@@ -92,8 +92,8 @@ struct HardwarePreset {
   double reduceScatterBandwidth = 0;
   double allGatherBandwidth = 0;
   /// Optimizer offload: the copy rate between device and pinned host memory
-  /// in one direction, bytes/s (PCIe; 0: memoryBandwidth, a memcpy on the
-  /// `cpu` preset), and the rate at which the CPU Adam streams its 28-32
+  /// in one direction, bytes/s (PCIe; 0: a memcpy that reads and writes
+  /// each byte at memoryBandwidth, the `cpu` preset), and the rate at which the CPU Adam streams its 28-32
   /// bytes per parameter through host memory (0: memoryBandwidth).
   double hostLinkBandwidth = 0;
   double hostMemoryBandwidth = 0;
@@ -101,6 +101,10 @@ struct HardwarePreset {
   /// swap files' disk, bytes/s (assumed; see docs/HardwarePresets.md).
   double nvmeReadBandwidth = 0;
   double nvmeWriteBandwidth = 0;
+  /// Whether device-host copies run on the compute stream (the CPU
+  /// backend's memcpy on the calling thread) rather than on a copy engine
+  /// beside it: then none of their time overlaps compute.
+  bool copiesOnComputeStream = false;
 
   /// The rates of a rank in a world of `worldSize` ranks: the share row of
   /// the largest calibrated `ranks` <= worldSize, its compute rates divided
