@@ -222,17 +222,19 @@ int64_t zrt::nvmeKillStep() {
 }
 
 std::unique_ptr<SwapFile> SwapFile::open(const std::string &dir, int rank,
-                                         int64_t bytes) {
-  std::string where = "nvme_path '" + dir + "'";
+                                         int64_t bytes, const std::string &kind,
+                                         const std::string &option) {
+  std::string where =
+      (kind == "params" ? "param nvme_path '" : "nvme_path '") + dir + "'";
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0)
     fail(where +
          (errno == ENOENT ? " does not exist" : ": " + errnoText(errno)) +
-         ": create it, or compile with another --nvme-path");
+         ": create it, or compile with another " + option);
   if (!S_ISDIR(st.st_mode))
     fail(where + " is not a directory");
   std::unique_ptr<SwapFile> f(new SwapFile);
-  f->filePath = dir + "/zero-optimizer.rank" + std::to_string(rank) + ".swp";
+  f->filePath = dir + "/zero-" + kind + ".rank" + std::to_string(rank) + ".swp";
   f->fileBytes = bytes;
   // The file exists from an earlier run (swap files are kept, as
   // DeepSpeed keeps them): its blocks count as room.

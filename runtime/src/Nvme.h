@@ -50,8 +50,13 @@ public:
   /// under `dir`, after checking that `dir` exists, is a writable
   /// directory and has room; throws std::runtime_error naming the path
   /// otherwise. Another run using the same file is refused (flock).
-  static std::unique_ptr<SwapFile> open(const std::string &dir, int rank,
-                                        int64_t bytes);
+  /// `kind` names the file (zero-`kind`.rankN.swp: "optimizer" or
+  /// "params", so both can share a directory) and `option` the compiler
+  /// option that chose `dir`.
+  static std::unique_ptr<SwapFile>
+  open(const std::string &dir, int rank, int64_t bytes,
+       const std::string &kind = "optimizer",
+       const std::string &option = "--nvme-path");
   ~SwapFile();
 
   const std::string &path() const { return filePath; }

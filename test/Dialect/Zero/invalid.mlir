@@ -2090,7 +2090,7 @@ zero.param @w : tensor<4x3xf32> init zeros {zero.offload = #zero.offload<optimiz
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    // expected-error @+1 {{offload to nvme needs an nvme_path}}
+    // expected-error @+1 {{optimizer offload to nvme needs an nvme_path}}
     attributes {zero.offload = #zero.offload<optimizer = nvme>} {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
@@ -2102,7 +2102,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    // expected-error @+1 {{nvme_path '/tmp/x' is given but nothing is offloaded to nvme}}
+    // expected-error @+1 {{nvme_path '/tmp/x' is given but the optimizer is not offloaded to nvme}}
     attributes {zero.offload = #zero.offload<optimizer = cpu, nvme_path = "/tmp/x">} {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
@@ -2438,13 +2438,13 @@ zero.train_step @train(%x: tensor<2x4xf32>)
 // -----
 
 // Checks that the swap file is whole 4096-byte blocks.
-// expected-error @+1 {{memory_plan nvme_bytes, swap_offset and swap_bytes must be multiples of 4096 (O_DIRECT's alignment)}}
+// expected-error @+1 {{memory_plan nvme_bytes, swap_offset, swap_bytes, param_nvme_bytes, param_swap_offset and param_swap_bytes must be multiples of 4096 (O_DIRECT's alignment)}}
 #nvme = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0, host_bytes = 8192, nvme_bytes = 100, swap_offset = 0, swap_bytes = 4096>
 
 // -----
 
 // Checks that NVMe states come with swap buffers.
-// expected-error @+1 {{memory_plan has nvme_bytes but no swap_bytes: NVMe-resident states move through swap buffers}}
+// expected-error @+1 {{memory_plan has an optimizer swap file but no swap_bytes: NVMe-resident states move through swap buffers}}
 #noswap = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0, host_bytes = 8192, nvme_bytes = 4096>
 
 // -----
@@ -2662,7 +2662,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
     attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
   %loss = nn.fill 0.0 : tensor<f32>
-  // expected-error @+1 {{'zero.transfer' op uploads parameters, but the train step offloads its parameter shards: the host Adam writes them in place}}
+  // expected-error @+1 {{'zero.transfer' op uploads parameters, but the train step keeps its parameter shards in host memory: the host Adam writes them in place}}
   zero.transfer group @flat host_params to params phase boundary
   zero.return %loss : tensor<f32>
 }

@@ -56,6 +56,8 @@ struct Work {
   /// written, in `chunks` pipelined chunks.
   double nvmeRead = 0, nvmeWrite = 0;
   int64_t chunks = 0;
+  /// Transfers: between two host buffers (a memcpy, not over the host link).
+  bool hostCopy = false;
   double flops = 0;
   double bytes = 0;
   /// Kernels: GEMM element type (decides the FLOP rate).
@@ -237,14 +239,26 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
                      : getGroupElementBytes(transfer.getGroupAttr());
     // A staged parameter shard is fetched whole (the all-gather sends all
     // of it); the new parameters go back as the owned elements.
-    if (transfer.getStagedValue() && from == BufferKind::params)
-      return Work::transfer(
-          getTensorBytes(transfer.getStagedValue().getType()));
-    double elements = p ? p->getOptimizerNumel() : 0;
-    if (std::optional<std::pair<int64_t, int64_t>> range =
-            transfer.getElementRange())
-      elements = double(range->second - range->first) / double(n);
-    return Work::transfer(elements * double(eb));
+    Work w;
+    if (transfer.getStagedValue() && from == BufferKind::params) {
+      w = Work::transfer(getTensorBytes(transfer.getStagedValue().getType()));
+    } else {
+      double elements = p ? p->getOptimizerNumel() : 0;
+      if (std::optional<std::pair<int64_t, int64_t>> range =
+              transfer.getElementRange())
+        elements = double(range->second - range->first) / double(n);
+      w = Work::transfer(elements * double(eb));
+    }
+    // A parameter shard on NVMe: the whole shard's blocks are read from or
+    // written to the swap file, through a host swap buffer; from host
+    // memory (a host Adam's result) the copy into that buffer is a memcpy.
+    if (transfer.getSwapAttr() && p) {
+      double blocks = double(llvm::alignTo(
+          p->bytes[static_cast<unsigned>(BufferKind::params)], kNvmeAlignment));
+      (from == BufferKind::params ? w.nvmeRead : w.nvmeWrite) = blocks;
+      w.hostCopy = from && p->getMemory(*from) == MemoryKind::host;
+    }
+    return w;
   }
   if (auto adam = dyn_cast<AdamOp>(op); adam && adam.getHost()) {
     // The CPU Adam streams the host masters, moments (24 B), the host
@@ -310,12 +324,22 @@ double Simulator::seconds(const Work &w) const {
                            : hw.memoryBandwidth;
     return hw.kernelOverhead + std::max(compute, w.bytes / bandwidth);
   }
-  case Work::Transfer:
+  case Work::Transfer: {
     // Without a host link the copy is a memcpy: it reads and writes each
-    // byte through memory.
-    return hw.kernelOverhead + (hw.hostLinkBandwidth > 0
-                                    ? w.bytes / hw.hostLinkBandwidth
-                                    : 2 * w.bytes / hw.memoryBandwidth);
+    // byte through memory; so is a copy between host buffers.
+    double hostBandwidth = hw.hostMemoryBandwidth > 0 ? hw.hostMemoryBandwidth
+                                                      : hw.memoryBandwidth;
+    double copy = w.hostCopy                 ? 2 * w.bytes / hostBandwidth
+                  : hw.hostLinkBandwidth > 0 ? w.bytes / hw.hostLinkBandwidth
+                                             : 2 * w.bytes / hw.memoryBandwidth;
+    // A parameter shard on NVMe: the swap-file read or write, then (or
+    // before) the copy, one after the other.
+    auto rate = [](double bytes, double bandwidth) {
+      return bandwidth > 0 ? bytes / bandwidth : 0.0;
+    };
+    return hw.kernelOverhead + copy + rate(w.nvmeRead, hw.nvmeReadBandwidth) +
+           rate(w.nvmeWrite, hw.nvmeWriteBandwidth);
+  }
   case Work::Collective: {
     if (n <= 1)
       return 0;

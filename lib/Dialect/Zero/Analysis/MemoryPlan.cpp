@@ -178,7 +178,8 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   // optimizer, and the swap file of one on NVMe, whose buffers start and
   // end at 4096-byte boundaries for O_DIRECT (the padding is part of the
   // file).
-  int64_t offset = 0, hostOffset = 0, nvmeOffset = 0;
+  // Parameter shards on NVMe have a swap file of their own.
+  int64_t offset = 0, hostOffset = 0, nvmeOffset = 0, paramNvmeOffset = 0;
   auto alignment = [](MemoryKind memory) {
     return memory == MemoryKind::nvme ? kNvmeAlignment : kArenaAlignment;
   };
@@ -188,9 +189,11 @@ LogicalResult Planner::run(MemoryPlan &plan) {
       if (!p.hasBuffer(kind))
         continue;
       MemoryKind memory = p.getMemory(kind);
-      int64_t &at = memory == MemoryKind::host   ? hostOffset
-                    : memory == MemoryKind::nvme ? nvmeOffset
-                                                 : offset;
+      int64_t &at =
+          memory == MemoryKind::host ? hostOffset
+          : memory == MemoryKind::nvme
+              ? (kind == BufferKind::params ? paramNvmeOffset : nvmeOffset)
+              : offset;
       at = llvm::alignTo(at, alignment(memory));
       plan.persistent.push_back({p.partition, kind, at, p.bytes[k], memory});
       if (memory == MemoryKind::device)
@@ -202,6 +205,7 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   }
   plan.persistentBytes = alignTo64(offset);
   plan.nvmeBytes = llvm::alignTo(nvmeOffset, kNvmeAlignment);
+  plan.paramNvmeBytes = llvm::alignTo(paramNvmeOffset, kNvmeAlignment);
   // The swap buffers the host Adams stream the NVMe states through, after
   // the host buffers at a 4096-byte boundary (the arena itself is
   // page-aligned); the Adams run one after another and share them.
@@ -227,6 +231,34 @@ LogicalResult Planner::run(MemoryPlan &plan) {
         hostOffset > kMaxBytes)
       return tooLarge("the host arena");
   }
+  // The parameter swap buffers every transfer of a shard on NVMe goes
+  // through, after those at a 4096-byte boundary.
+  int64_t paramSwapBytes = 0;
+  for (TransferOp transfer : step.getOps<TransferOp>())
+    if (ParamSwapAttr swap = transfer.getSwapAttr()) {
+      int64_t bytes;
+      if (__builtin_mul_overflow(swap.getBufferBytes(), swap.getBuffers(),
+                                 &bytes) ||
+          bytes > kMaxBytes)
+        return tooLarge("the parameter swap buffers");
+      paramSwapBytes = std::max(paramSwapBytes, bytes);
+    }
+  if ((paramSwapBytes > 0) != (plan.paramNvmeBytes > 0))
+    return step.emitOpError("memory plan: the parameter shards are ")
+           << (paramSwapBytes > 0
+                   ? "not on NVMe, but a transfer swaps them"
+                   : "on NVMe, but no transfer swaps them ('swap')");
+  if (paramSwapBytes > 0) {
+    plan.paramSwapOffset = llvm::alignTo(hostOffset, kNvmeAlignment);
+    plan.paramSwapBytes = paramSwapBytes;
+    if (__builtin_add_overflow(plan.paramSwapOffset, paramSwapBytes,
+                               &hostOffset) ||
+        hostOffset > kMaxBytes)
+      return tooLarge("the host arena");
+  }
+  if (__builtin_add_overflow(plan.nvmeBytes, plan.paramNvmeBytes,
+                             &plan.nvmeBytes))
+    return tooLarge("the swap files");
   plan.hostBytes = alignTo64(hostOffset);
 
   for (Operation &op : body) {
@@ -525,8 +557,9 @@ void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
         op, BufferOffsetsAttr::get(ctx, *o[0], *o[1], o[2], *o[3], *o[4], o[5],
                                    o[6]));
   dialect->getPlanAttrHelper().setAttr(
-      step,
-      MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
-                          plan.scratchBytes, plan.peakBytes, plan.hostBytes,
-                          plan.nvmeBytes, plan.swapOffset, plan.swapBytes));
+      step, MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
+                                plan.scratchBytes, plan.peakBytes,
+                                plan.hostBytes, plan.nvmeBytes, plan.swapOffset,
+                                plan.swapBytes, plan.paramNvmeBytes,
+                                plan.paramSwapOffset, plan.paramSwapBytes));
 }

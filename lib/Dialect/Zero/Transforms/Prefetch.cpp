@@ -186,6 +186,10 @@ struct ZeroPrefetchPass
       live.add(idx(g.at), idx(g.free + 1), g.size);
 
     int64_t prevIssue = 0;
+    // Parameter shards on NVMe: where the last copy through each swap
+    // buffer is waited for (at its gather's issue point); a copy is not
+    // issued before the buffer it reads into is free again.
+    llvm::DenseMap<int64_t, int64_t> swapFreeAt;
     for (Gather &g : gathers) {
       g.lower = std::max(g.lower, prevIssue);
       int64_t at = idx(g.at), waitEnd = idx(g.firstUse + 1);
@@ -210,7 +214,10 @@ struct ZeroPrefetchPass
       g.stageIssue = g.issue;
       if (g.stage) {
         int64_t sk = k;
-        if (prevIssue < g.issue) {
+        ParamSwapAttr swap = g.stage.getSwapAttr();
+        int64_t swapFree =
+            swap ? swapFreeAt.lookup_or(swap.getBuffer(), 0) : int64_t(0);
+        if (prevIssue < g.issue && prevIssue >= swapFree) {
           int64_t pk = idx(prevIssue);
           if (inflight.lastAbove(pk, waitEnd, g.shardSize, prefetchBucketSize) <
                   0 &&
@@ -218,6 +225,8 @@ struct ZeroPrefetchPass
             sk = pk;
         }
         g.stageIssue = sk == k ? g.issue : coords[sk];
+        if (swap)
+          swapFreeAt[swap.getBuffer()] = g.issue;
         live.add(sk, waitEnd, g.shardSize);
         inflight.add(sk, waitEnd, g.shardSize);
       }

@@ -284,6 +284,15 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     pinned host memory, and each gather reads a device copy of the shard,
     `%s, %t = zero.transfer group @g params to staging`, waited for before
     it and freed right after it (`zero-prefetch` moves the copy ahead).
+
+    `offload-param=nvme` (ZeRO-Infinity) records `param = nvme`: the shards
+    live in a swap file per rank under `param-nvme-path` (`nvme-path` when
+    not given), and every staging copy reads its shard through one of
+    `param-buffer-count` pinned host swap buffers (`swap <buffer = i mod
+    param-buffer-count, ...>`, i counting the copies in program order),
+    each the largest shard in whole 4096-byte blocks. A shard larger than
+    `param-buffer-size` elements is an error (DeepSpeed's swapper asserts
+    that a buffer holds a whole parameter).
   }];
   let options = [
     Option<"allgatherBucketSize", "allgather-bucket-size", "int64_t",
@@ -301,8 +310,23 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
            "stage3_max_reuse_distance)">,
     Option<"offloadParam", "offload-param", "std::string",
            /*default=*/"\"none\"",
-           "Where stage-3 parameter shards live: none or cpu (DeepSpeed: "
-           "zero_optimization.offload_param.device)">,
+           "Where stage-3 parameter shards live: none, cpu or nvme "
+           "(DeepSpeed: zero_optimization.offload_param.device)">,
+    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
+           "offload-param=nvme: the swap files' directory when "
+           "param-nvme-path is not given">,
+    Option<"paramNvmePath", "param-nvme-path", "std::string",
+           /*default=*/"\"\"",
+           "offload-param=nvme: directory of the parameter swap files "
+           "(DeepSpeed: offload_param.nvme_path)">,
+    Option<"paramBufferCount", "param-buffer-count", "int64_t",
+           /*default=*/"5",
+           "offload-param=nvme: pinned host swap buffers (DeepSpeed: "
+           "offload_param.buffer_count)">,
+    Option<"paramBufferSize", "param-buffer-size", "int64_t",
+           /*default=*/"100000000",
+           "offload-param=nvme: elements a swap buffer holds, at least the "
+           "largest shard (DeepSpeed: offload_param.buffer_size)">,
   ];
 }
 
