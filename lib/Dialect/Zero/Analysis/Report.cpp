@@ -477,8 +477,9 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
       os << "\nModel states on the device are the "
          << (r.paramsOffloaded ? "" : "parameters and ")
          << "gradients only: the fp32 masters and Adam moments live in "
-         << (r.nvmeBytes > 0 ? "the ranks' NVMe swap files (ZeRO-Infinity)."
-                             : "pinned host memory (ZeRO-Offload).");
+         << (r.nvmeBytes > r.paramNvmeBytes
+                 ? "the ranks' NVMe swap files (ZeRO-Infinity)."
+                 : "pinned host memory (ZeRO-Offload).");
     if (r.paramsOnNvme)
       os << "\nThe stage-3 parameter shards live in the ranks' parameter "
             "swap files (offload_param to nvme, ZeRO-Infinity): each gather "
