@@ -291,9 +291,11 @@ def cmd_offload(args):
     offload, whose masters and moments it moved out), and the measured host
     peak must equal the plan's host_peak_bytes, which --report checks
     against zero-opt's report of the same schedule. With --device nvme the
-    masters and moments live in swap files under a directory of the work
-    folder: each rank's file, measured with os.stat, must be the plan's
-    nvme_bytes long (the report's too)."""
+    masters and moments (or, with --offload-param nvme in --offload-args,
+    the parameter shards, or both, in files of their own) live in swap
+    files under a directory of the work folder: each rank's files, measured
+    with os.stat, must add up to the plan's nvme_bytes (the report's
+    too)."""
     os.makedirs(args.work, exist_ok=True)
     extra = shlex.split(args.compile_args)
     for world in [int(w) for w in args.worlds.split(",")]:
@@ -325,16 +327,28 @@ def cmd_offload(args):
             nvme = 0
             if args.device == "nvme":
                 planned = log[-1]["planned_nvme_bytes"]
+                # Which offloads are on NVMe: the optimizer's states and
+                # the parameter shards each have a file per rank.
+                devices = {"--offload-optimizer": "none",
+                           "--offload-param": "none"}
+                for flag, value in zip(offload, offload[1:]):
+                    if flag in devices:
+                        devices[flag] = value
+                kinds = [k for k, flag in [("optimizer", "--offload-optimizer"),
+                                           ("params", "--offload-param")]
+                         if devices[flag] == "nvme"]
                 files = sorted(os.listdir(swap_dir))
-                want = ["zero-optimizer.rank%d.swp" % r for r in range(world)]
+                want = sorted("zero-%s.rank%d.swp" % (k, r)
+                              for k in kinds for r in range(world))
                 if files != want:
                     fail("%s, nvme: swap files %r, expected %r" %
                          (what, files, want))
-                sizes = [os.stat(os.path.join(swap_dir, f)).st_size
-                         for f in files]
+                sizes = [sum(os.stat(os.path.join(
+                    swap_dir, "zero-%s.rank%d.swp" % (k, r))).st_size
+                    for k in kinds) for r in range(world)]
                 if any(size != planned for size in sizes) or planned <= 0:
-                    fail("%s, nvme: swap files of %r bytes, planned %d" %
-                         (what, sizes, planned))
+                    fail("%s, nvme: swap files of %r bytes per rank, planned "
+                         "%d" % (what, sizes, planned))
                 nvme = planned
             for b, l in zip(base, log):
                 for key in ["loss", "grad_norm", "loss_scale", "skipped"]:
