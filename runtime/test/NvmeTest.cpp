@@ -7,7 +7,8 @@
 // pool), several in flight; the synchronous transfers pad partial blocks
 // with zeros; the file has exactly the requested size; and a missing
 // directory, a regular file and a file another SwapFile holds are refused
-// with the path in the message.
+// with the path in the message. The parameters' swap file lives beside the
+// optimizer's under its own name.
 //
 //===----------------------------------------------------------------------===//
 
@@ -162,6 +163,42 @@ TEST(SwapFileTest, RefusesBadPaths) {
       << "a refused swap file stayed behind";
   ::unlink(file.c_str());
   ::unlink((dir + "/zero-optimizer.rank0.swp").c_str());
+  ::rmdir(dir.c_str());
+}
+
+// The parameters' swap file shares a directory with the optimizer's under
+// its own name, and a missing directory names the option that chose it.
+TEST(SwapFileTest, ParameterFileBesideOptimizerFile) {
+  std::string dir = tempDir();
+  {
+    auto states = SwapFile::open(dir, 1, 2 * kSwapAlignment);
+    auto params = SwapFile::open(dir, 1, 3 * kSwapAlignment, "params",
+                                 "--param-nvme-path");
+    EXPECT_EQ(states->path(), dir + "/zero-optimizer.rank1.swp");
+    EXPECT_EQ(params->path(), dir + "/zero-params.rank1.swp");
+    EXPECT_EQ(params->size(), 3 * kSwapAlignment);
+    // A write to one is not seen in the other.
+    Aligned out(kSwapAlignment), in(kSwapAlignment);
+    std::memset(out.p, 0x5a, kSwapAlignment);
+    params->write(kSwapAlignment, out.p, kSwapAlignment, in.p, kSwapAlignment);
+    states->read(0, out.p, kSwapAlignment, in.p, kSwapAlignment);
+    EXPECT_EQ(out.p[0], 0);
+    params->read(kSwapAlignment, out.p, kSwapAlignment, in.p, kSwapAlignment);
+    EXPECT_EQ(out.p[kSwapAlignment - 1], 0x5a);
+  }
+  std::string missing;
+  try {
+    SwapFile::open(dir + "/missing", 0, 4096, "params", "--param-nvme-path");
+  } catch (const std::runtime_error &e) {
+    missing = e.what();
+  }
+  EXPECT_NE(missing.find("param nvme_path '" + dir +
+                         "/missing' does not exist: create it, or compile "
+                         "with another --param-nvme-path"),
+            std::string::npos)
+      << missing;
+  ::unlink((dir + "/zero-optimizer.rank1.swp").c_str());
+  ::unlink((dir + "/zero-params.rank1.swp").c_str());
   ::rmdir(dir.c_str());
 }
 

@@ -415,7 +415,13 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     per state (C is that size, or the largest owned shard rounded up to
     1024 elements when smaller), and the updated parameters always come back
     through `host_params` (with parameter offload too, into the host shards
-    in place). `offload-param=nvme` is rejected as not implemented yet.
+    in place). With the parameter shards on NVMe (`offload-param=nvme`,
+    recorded by zero-param-gather) the new parameters go back to the
+    parameter swap file through its swap buffers (`zero.transfer ... to
+    params swap <buffer = i, ...>`, i counting the writes modulo
+    `param-buffer-count`, a write waiting for the one before it on its
+    buffer): a device Adam's staged buffer, or a host Adam's `host_params`
+    (`master` with fp32 compute and the optimizer in host memory).
   }];
   let options = [
     Option<"gradientClipping", "gradient-clipping", "double",
