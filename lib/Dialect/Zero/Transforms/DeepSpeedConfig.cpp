@@ -710,8 +710,9 @@ void readOffload(Section &z, DeepSpeedConfig &cfg) {
       // CUDA backend's cudaHostAlloc); DeepSpeed's buffer counts, sizes and
       // fast_init steer its NVMe swapper and parameter cache.
       DeepSpeedValue<bool> pin = o.boolean("pin_memory");
+      // The swap buffers of an nvme device are pinned host buffers too.
       if (pin.value == std::optional<bool>(false) && device.value &&
-          *device.value == "cpu")
+          (*device.value == "cpu" || *device.value == "nvme"))
         o.warning("pin_memory", "false changes nothing: host buffers are "
                                 "always pinned (cudaHostAlloc on the GPU)");
       DeepSpeedValue<int64_t> count = o.integerIn("buffer_count", 1);
