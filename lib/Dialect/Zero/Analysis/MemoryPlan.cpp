@@ -206,56 +206,49 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   plan.persistentBytes = alignTo64(offset);
   plan.nvmeBytes = llvm::alignTo(nvmeOffset, kNvmeAlignment);
   plan.paramNvmeBytes = llvm::alignTo(paramNvmeOffset, kNvmeAlignment);
-  // The swap buffers the host Adams stream the NVMe states through, after
-  // the host buffers at a 4096-byte boundary (the arena itself is
-  // page-aligned); the Adams run one after another and share them.
-  int64_t swapBytes = 0;
-  for (AdamOp adam : step.getOps<AdamOp>())
-    if (NvmeSwapAttr swap = adam.getSwapAttr()) {
-      int64_t bytes;
-      if (__builtin_mul_overflow(swap.getBufferBytes(), swap.getBuffers(),
-                                 &bytes) ||
-          bytes > kMaxBytes)
-        return tooLarge("the swap buffers");
-      swapBytes = std::max(swapBytes, bytes);
-    }
-  if ((swapBytes > 0) != (plan.nvmeBytes > 0))
-    return step.emitOpError("memory plan: the optimizer states are ")
-           << (swapBytes > 0 ? "in host memory, but its Adam swaps them "
-                               "with NVMe"
-                             : "on NVMe, but no host Adam swaps them ('swap')");
-  if (swapBytes > 0) {
-    plan.swapOffset = llvm::alignTo(hostOffset, kNvmeAlignment);
-    plan.swapBytes = swapBytes;
-    if (__builtin_add_overflow(plan.swapOffset, swapBytes, &hostOffset) ||
-        hostOffset > kMaxBytes)
+  // Swap buffers in the host arena, each region after the host buffers at a
+  // 4096-byte boundary (the arena itself is page-aligned): the largest
+  // `buffers * buffer_bytes` over the ops in `ops` whose swap attribute is
+  // set (they share the region), or none.
+  auto reserveSwap = [&](auto ops, StringRef what, int64_t &at,
+                         int64_t &size) -> LogicalResult {
+    for (auto op : ops)
+      if (auto swap = op.getSwapAttr()) {
+        int64_t bytes;
+        if (__builtin_mul_overflow(swap.getBufferBytes(), swap.getBuffers(),
+                                   &bytes) ||
+            bytes > kMaxBytes)
+          return tooLarge(what);
+        size = std::max(size, bytes);
+      }
+    if (size == 0)
+      return success();
+    at = llvm::alignTo(hostOffset, kNvmeAlignment);
+    if (__builtin_add_overflow(at, size, &hostOffset) || hostOffset > kMaxBytes)
       return tooLarge("the host arena");
-  }
-  // The parameter swap buffers every transfer of a shard on NVMe goes
-  // through, after those at a 4096-byte boundary.
-  int64_t paramSwapBytes = 0;
-  for (TransferOp transfer : step.getOps<TransferOp>())
-    if (ParamSwapAttr swap = transfer.getSwapAttr()) {
-      int64_t bytes;
-      if (__builtin_mul_overflow(swap.getBufferBytes(), swap.getBuffers(),
-                                 &bytes) ||
-          bytes > kMaxBytes)
-        return tooLarge("the parameter swap buffers");
-      paramSwapBytes = std::max(paramSwapBytes, bytes);
-    }
-  if ((paramSwapBytes > 0) != (plan.paramNvmeBytes > 0))
+    return success();
+  };
+  // The host Adams stream the NVMe states through theirs, one after
+  // another.
+  if (failed(reserveSwap(step.getOps<AdamOp>(), "the swap buffers",
+                         plan.swapOffset, plan.swapBytes)))
+    return failure();
+  if ((plan.swapBytes > 0) != (plan.nvmeBytes > 0))
+    return step.emitOpError("memory plan: the optimizer states are ")
+           << (plan.swapBytes > 0
+                   ? "in host memory, but its Adam swaps them with NVMe"
+                   : "on NVMe, but no host Adam swaps them ('swap')");
+  // Every transfer of a parameter shard on NVMe goes through the
+  // parameters'.
+  if (failed(reserveSwap(step.getOps<TransferOp>(),
+                         "the parameter swap buffers", plan.paramSwapOffset,
+                         plan.paramSwapBytes)))
+    return failure();
+  if ((plan.paramSwapBytes > 0) != (plan.paramNvmeBytes > 0))
     return step.emitOpError("memory plan: the parameter shards are ")
-           << (paramSwapBytes > 0
+           << (plan.paramSwapBytes > 0
                    ? "not on NVMe, but a transfer swaps them"
                    : "on NVMe, but no transfer swaps them ('swap')");
-  if (paramSwapBytes > 0) {
-    plan.paramSwapOffset = llvm::alignTo(hostOffset, kNvmeAlignment);
-    plan.paramSwapBytes = paramSwapBytes;
-    if (__builtin_add_overflow(plan.paramSwapOffset, paramSwapBytes,
-                               &hostOffset) ||
-        hostOffset > kMaxBytes)
-      return tooLarge("the host arena");
-  }
   if (__builtin_add_overflow(plan.nvmeBytes, plan.paramNvmeBytes,
                              &plan.nvmeBytes))
     return tooLarge("the swap files");
