@@ -3,8 +3,11 @@
 // Gen5, 3 us per transfer; one data-center SSD at 6 GB/s read and 3 GB/s
 // write; the host's memory at 40 GB/s), for one bf16 partition of 1048576
 // elements on one rank at stage 3 (the shard is the whole group, 2 MiB =
-// 2097152 bytes, whole 4096-byte blocks). Each transfer through a swap
-// buffer is the file I/O and the copy one after the other:
+// 2097152 bytes, whole 4096-byte blocks). As the runtime moves a shard,
+// the disk runs asynchronously from the transfer's issue and the copy
+// between the swap buffer and the staged (or host) buffer on the host,
+// exposed: a read's at its wait, after the disk, a write's at its issue,
+// before it:
 //   the read before the gather:  3 + 2097152 / 51.2e9 + 2097152 / 6e9
 //                              = 3 + 40.96 + 349.5253 = 393.4853 us
 //   a device Adam's write back:  3 + 40.96 + 2097152 / 3e9
@@ -12,7 +15,7 @@
 //   a host Adam's write back:    3 + 2 * 2097152 / 40e9 (a memcpy into the
 //                                swap buffer) + 699.0507 = 806.9083 us
 // With the optimizer on the device both are waited for at once (nothing to
-// overlap them): 1136.496 us exposed. With the optimizer in host memory too:
+// overlap the disk here): 1136.496 us exposed. With the optimizer in host memory too:
 // the read, the gradients' copy to the host (37.2539 us exposed, as in
 // cost-model-param-offload.mlir) and the host write: 1237.6475 us. The host
 // arena adds the 5 swap buffers of 2 MiB (DeepSpeed's default buffer_count);
