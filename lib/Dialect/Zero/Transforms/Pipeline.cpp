@@ -766,6 +766,16 @@ struct ApplyDeepSpeedConfigPass
              << "zero_optimization.offload_param: parameter offload needs "
                 "ZeRO stage 3, the stage is "
              << s.stage;
+    // The swap files' directory, from the file or the options.
+    if (fileParam && param == OffloadDevice::nvme && s.paramNvmePath.empty() &&
+        s.nvmePath.empty())
+      return errorAt(cfg->offloadParam)
+             << "zero_optimization.offload_param: device nvme needs an "
+                "nvme_path (or the option param-nvme-path)";
+    if (fileOptimizer && optimizer == OffloadDevice::nvme && s.nvmePath.empty())
+      return errorAt(cfg->offloadOptimizer)
+             << "zero_optimization.offload_optimizer: device nvme needs an "
+                "nvme_path (or the option nvme-path)";
     return success();
   }
 
