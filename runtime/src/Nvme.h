@@ -43,6 +43,7 @@ struct SwapIo {
 };
 
 class SwapEngine;
+struct NvmeFaults;
 
 class SwapFile {
 public:
@@ -64,8 +65,11 @@ public:
 
   /// Starts `io` (aligned buffer, offset and size inside the file).
   void submit(SwapIo &io);
-  /// Waits until `io` completes; aborts naming the file, the offset and
-  /// the error (ENOSPC: the disk is full) if it failed or was short.
+  /// Waits until `io` completes; aborts naming the file, the offset, the
+  /// length, the engine and the error (ENOSPC: the disk is full) if it
+  /// failed or ended short. Both engines retry a partial transfer (and
+  /// EINTR, EAGAIN) for the rest; only one that moves nothing (the file
+  /// ended) is short.
   void wait(SwapIo &io);
 
   /// Synchronous transfers of `bytes` at `offset` (a multiple of
@@ -80,6 +84,8 @@ public:
   void zero(int64_t offset, int64_t bytes, char *bounce, int64_t bounceBytes);
   /// Arms (or disarms) the nvmeKillStep test hook for the next write.
   void setKillOnWrite(bool on) { killOnWrite = on; }
+  /// The training step now running, for ZRT_TEST_NVME_FAULT's `@S`.
+  void setStep(int64_t step);
 
 private:
   SwapFile() = default;
@@ -89,6 +95,7 @@ private:
   bool directIo = false;
   std::string fallbackNotice;
   bool killOnWrite = false;
+  std::unique_ptr<NvmeFaults> faults;
   std::unique_ptr<SwapEngine> engine;
 };
 
@@ -98,6 +105,21 @@ private:
 /// test that a rank killed during an NVMe write leaves the last checkpoint
 /// loadable. Unset or 0: off.
 int64_t nvmeKillStep();
+
+/// The test hook ZRT_TEST_NVME_FAULT, read by each SwapFile::open: I/O
+/// faults the file systems here cannot produce, injected where the
+/// kernel's answer arrives (the pread/pwrite result, the io_uring
+/// completion, the open of O_DIRECT), so that the real error paths run. A
+/// comma-separated list of
+///   nodirect          open(O_DIRECT) fails with EINVAL (buffered I/O);
+///   OP:N:FAULT[@S]    the N-th read or write (OP) system call or io_uring
+///                     submission of the file (retries count), or of step
+///                     S's with `@S`, gets FAULT: an errno name (ENOSPC,
+///                     EIO, EDQUOT, EFBIG, EINTR, EAGAIN) as its result, or
+///                     `short` (it moves half its bytes, a multiple of 512)
+///                     or `eof` (it moves none).
+/// An injected fault prints one `zrt: test hook:` line. Unset or empty:
+/// off; anything else is refused by SwapFile::open, naming the entry.
 
 } // namespace zrt
 
