@@ -6,6 +6,7 @@
 
 #include "Nvme.h"
 #include "Files.h"
+#include "Mpi.h"
 #include "Support.h"
 
 #include <liburing.h>
@@ -15,6 +16,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <csignal>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -103,10 +105,34 @@ namespace {
 
 using Fault = NvmeFaults::Fault;
 
+/// Ends the run after a swap-file transfer failed: the disk, not the
+/// program, is at fault, so one line and exit status 1 rather than
+/// fatal's abort, and every rank ends (MPI_Abort) rather than waiting in
+/// the step's next collective for this one.
+[[noreturn]] void ioFailed(const char *fmt, ...) {
+  std::fflush(stdout);
+  std::fputs("zrt: error: ", stderr);
+  va_list args;
+  va_start(args, fmt);
+  std::vfprintf(stderr, fmt, args);
+  va_end(args);
+  std::fputc('\n', stderr);
+  std::fflush(nullptr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
 /// The length an injected short transfer of `remaining` bytes moves: half,
-/// a multiple of 512 (the smallest logical block O_DIRECT needs).
+/// whole 4096-byte blocks, as O_DIRECT needs them; 512 bytes (the smallest
+/// logical block) of a single block.
 unsigned shortLength(int64_t remaining) {
-  return unsigned(std::max<int64_t>(512, remaining / 2 / 512 * 512));
+  return unsigned(remaining >= 2 * kSwapAlignment
+                      ? remaining / 2 / kSwapAlignment * kSwapAlignment
+                      : 512);
 }
 
 /// pread/pwrite until all of `io` moved, retrying partial transfers and
@@ -184,7 +210,8 @@ private:
       rc = io_uring_wait_cqe(&ring, &cqe);
     while (rc == -EINTR);
     if (rc < 0)
-      fatal("nvme: io_uring_wait_cqe: %s", std::strerror(-rc));
+      ioFailed("nvme: io_uring_wait_cqe for the swap file '%s': %s",
+               faults.path.c_str(), std::strerror(-rc));
     auto *io = static_cast<SwapIo *>(io_uring_cqe_get_data(cqe));
     int res = cqe->res;
     io_uring_cqe_seen(&ring, cqe);
@@ -235,7 +262,8 @@ private:
     io_uring_sqe_set_data(sqe, &io);
     int rc = io_uring_submit(&ring);
     if (rc < 0)
-      fatal("nvme: io_uring_submit: %s", std::strerror(-rc));
+      ioFailed("nvme: io_uring_submit for the swap file '%s': %s",
+               faults.path.c_str(), std::strerror(-rc));
     ++inFlight;
   }
 
@@ -444,8 +472,11 @@ std::unique_ptr<SwapFile> SwapFile::open(const std::string &dir, int rank,
       ::unlink(f->filePath.c_str());
     fail(message);
   };
+  // A file system that reports no size (f_blocks 0: ramfs) has no free
+  // count to check either; the reservation below still fails if it is
+  // full.
   struct statvfs vfs;
-  if (::fstatvfs(f->fd, &vfs) == 0) {
+  if (::fstatvfs(f->fd, &vfs) == 0 && vfs.f_blocks > 0) {
     int64_t avail = int64_t(vfs.f_bavail) * int64_t(vfs.f_frsize);
     if (avail + existing < bytes)
       refuse(where + " has " + std::to_string(avail + existing) +
@@ -506,21 +537,21 @@ void SwapFile::submit(SwapIo &io) {
 void SwapFile::wait(SwapIo &io) {
   engine->wait(io);
   if (io.result < 0)
-    fatal("nvme: %s of %lld bytes at offset %lld of the swap file '%s' "
-          "failed (%s): %s%s",
-          io.write ? "write" : "read", (long long)io.bytes,
-          (long long)io.offset, filePath.c_str(), engineName(),
-          std::strerror(int(-io.result)),
-          io.result == -ENOSPC ? " (the disk is full)" : "");
+    ioFailed("nvme: %s of %lld bytes at offset %lld of the swap file '%s' "
+             "failed (%s): %s%s",
+             io.write ? "write" : "read", (long long)io.bytes,
+             (long long)io.offset, filePath.c_str(), engineName(),
+             std::strerror(int(-io.result)),
+             io.result == -ENOSPC ? " (the disk is full)" : "");
   // Both engines retried partial transfers: a short one moved nothing at
   // its end.
   if (io.result != io.bytes)
-    fatal("nvme: short %s of the swap file '%s' (%s): %lld of %lld bytes "
-          "at offset %lld, then %s",
-          io.write ? "write" : "read", filePath.c_str(), engineName(),
-          (long long)io.result, (long long)io.bytes, (long long)io.offset,
-          io.write ? "a write that moved nothing"
-                   : "the end of the file (was it truncated?)");
+    ioFailed("nvme: short %s of the swap file '%s' (%s): %lld of %lld bytes "
+             "at offset %lld, then %s",
+             io.write ? "write" : "read", filePath.c_str(), engineName(),
+             (long long)io.result, (long long)io.bytes, (long long)io.offset,
+             io.write ? "a write that moved nothing"
+                      : "the end of the file (was it truncated?)");
   if (io.write && killOnWrite) {
     std::fprintf(stderr,
                  "zrt: test hook: killed during the swap-file writes of "

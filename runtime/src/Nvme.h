@@ -116,8 +116,8 @@ int64_t nvmeKillStep();
 ///                     submission of the file (retries count), or of step
 ///                     S's with `@S`, gets FAULT: an errno name (ENOSPC,
 ///                     EIO, EDQUOT, EFBIG, EINTR, EAGAIN) as its result, or
-///                     `short` (it moves half its bytes, a multiple of 512)
-///                     or `eof` (it moves none).
+///                     `short` (it moves half its bytes in whole blocks, or
+///                     512 bytes of one block) or `eof` (it moves none).
 /// An injected fault prints one `zrt: test hook:` line. Unset or empty:
 /// off; anything else is refused by SwapFile::open, naming the entry.
 
