@@ -109,14 +109,12 @@ using Fault = NvmeFaults::Fault;
 /// program, is at fault, so one line and exit status 1 rather than
 /// fatal's abort, and every rank ends (MPI_Abort) rather than waiting in
 /// the step's next collective for this one.
-[[noreturn]] void ioFailed(const char *fmt, ...) {
-  std::fflush(stdout);
-  std::fputs("zrt: error: ", stderr);
+[[noreturn]] __attribute__((format(printf, 1, 2))) void
+ioFailed(const char *fmt, ...) {
   va_list args;
   va_start(args, fmt);
-  std::vfprintf(stderr, fmt, args);
+  printError(fmt, args);
   va_end(args);
-  std::fputc('\n', stderr);
   std::fflush(nullptr);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
