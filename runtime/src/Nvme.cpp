@@ -450,7 +450,8 @@ std::unique_ptr<SwapFile> SwapFile::open(const std::string &dir, int rank,
   }
   f->directIo = f->fd >= 0;
   if (f->fd < 0 && errno == EINVAL) {
-    // The file system refuses O_DIRECT (tmpfs): buffered I/O.
+    // The file system refuses O_DIRECT (ramfs; tmpfs before Linux 6.6):
+    // buffered I/O.
     f->fd = ::open(f->filePath.c_str(), flags, 0644);
     if (f->fd >= 0)
       f->fallbackNotice =

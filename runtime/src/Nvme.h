@@ -7,7 +7,7 @@
 // program's nvme_path, at the byte offsets the compiler planned (4096-byte
 // aligned, each state padded to 4096 bytes; the file is the plan's
 // nvme_bytes long). The file is opened with O_DIRECT where the file system
-// allows it (buffered I/O otherwise, e.g. tmpfs) and read and written
+// allows it (buffered I/O otherwise, e.g. ramfs) and read and written
 // asynchronously through io_uring (a thread pool of pread/pwrite where
 // io_uring cannot be set up). All transfers go through the plan's swap
 // buffers in the pinned host arena, so the host memory stays the planned
