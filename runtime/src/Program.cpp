@@ -276,6 +276,7 @@ extern "C" void zrt_ctx_swap_params(zrt_ctx *ctx, int32_t p, void *staged,
   io->bytes = blocks;
   io->offset = part.offsets[kParams];
   SwapFile *file = ctx->paramNvme;
+  file->setStep(ctx->stepIndex);
   double start = ctx->tracing ? ctx->nowUs() : 0.0;
   if (!toFile) {
     // The read runs while the step computes; at the wait the shard goes
@@ -546,6 +547,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   int64_t ahead = buffers >= 3 ? buffers - 2 : buffers - 1;
   ctx->nvme->setKillOnWrite(nvmeKillStep() > 0 &&
                             ctx->stepIndex == nvmeKillStep());
+  ctx->nvme->setStep(ctx->stepIndex);
   int64_t issued = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     for (; issued < chunks && issued <= c + ahead; ++issued) {

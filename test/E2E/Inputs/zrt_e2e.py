@@ -695,6 +695,8 @@ if [ "$mode" = bind ]; then
   mount --bind "$dir" "$dir" && mount -o remount,bind,ro "$dir" || exit 125
 elif [ "$mode" = small ]; then
   mount -t tmpfs -o size=64k zrt-small "$dir" || exit 125
+elif [ "$mode" = ramfs ]; then
+  mount -t ramfs zrt-ramfs "$dir" || exit 125
 else
   mount -t tmpfs -o ro,size=64k zrt-read-only "$dir" || exit 125
 fi
@@ -712,7 +714,8 @@ def cmd_read_only(args):
     """Runs a command with DIR on a read-only file system (EROFS on every
     write): an empty read-only tmpfs mounted over DIR, or with --bind DIR
     itself (its files) re-mounted read-only; with --small DIR is a writable
-    but tiny (64 KiB) tmpfs instead, a nearly full disk. --probe instead exits 0 if
+    but tiny (64 KiB) tmpfs instead, a nearly full disk, and with --ramfs a
+    writable ramfs (which refuses O_DIRECT). --probe instead exits 0 if
     that works here (a write into DIR fails with EROFS), non-zero with the
     reason otherwise; lit.local.cfg sets the read-only-mount feature from
     it."""
@@ -740,7 +743,8 @@ def cmd_read_only(args):
     if not args.dir or not cmd:
         fail("read-only needs DIR -- CMD...")
     argv = read_only_argv(args.dir, args.bind, cmd,
-                          "small" if args.small else None)
+                          "small" if args.small else
+                          "ramfs" if args.ramfs else None)
     os.execvp(argv[0], argv)
 
 
@@ -1288,6 +1292,9 @@ def main():
     s.add_argument("--small", action="store_true",
                    help="instead a writable 64 KiB tmpfs over DIR (a full "
                    "disk)")
+    s.add_argument("--ramfs", action="store_true",
+                   help="instead a writable ramfs over DIR (open with "
+                   "O_DIRECT fails with EINVAL)")
     s.add_argument("dir", nargs="?")
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_read_only)
