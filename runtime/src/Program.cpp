@@ -289,12 +289,22 @@ extern "C" void zrt_ctx_swap_params(zrt_ctx *ctx, int32_t p, void *staged,
     if (ctx->tracing)
       ctx->trace.push_back(
           {"read params from nvme", start, ctx->nowUs() - start});
+    // The completion blocks on the disk and copies: both are transfer time,
+    // traced as such (zrt_ctx_wait's own span covers only its tokens).
     launch(ctx, slot, "read params from nvme", {},
            [ctx, file, io, staged, swap, shardBytes] {
+             double waitStart = ctx->tracing ? ctx->nowUs() : 0.0;
              file->wait(*io);
+             double copyStart = ctx->tracing ? ctx->nowUs() : 0.0;
              if (auto copied =
                      device::transfer(staged, swap, shardBytes, false))
                copied();
+             if (ctx->tracing) {
+               ctx->trace.push_back(
+                   {"wait disk read params", waitStart, copyStart - waitStart});
+               ctx->trace.push_back({"copy params to device", copyStart,
+                                     ctx->nowUs() - copyStart});
+             }
            });
     return;
   }
@@ -321,8 +331,13 @@ extern "C" void zrt_ctx_swap_params(zrt_ctx *ctx, int32_t p, void *staged,
   file->submit(*io);
   if (ctx->tracing)
     ctx->trace.push_back({"write params to nvme", start, ctx->nowUs() - start});
-  launch(ctx, slot, "write params to nvme", {},
-         [file, io] { file->wait(*io); });
+  launch(ctx, slot, "write params to nvme", {}, [ctx, file, io] {
+    double waitStart = ctx->tracing ? ctx->nowUs() : 0.0;
+    file->wait(*io);
+    if (ctx->tracing)
+      ctx->trace.push_back(
+          {"wait disk write params", waitStart, ctx->nowUs() - waitStart});
+  });
 }
 
 extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,

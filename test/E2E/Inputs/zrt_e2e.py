@@ -1014,6 +1014,46 @@ def cmd_trace(args):
                                    len(waits)))
 
 
+def cmd_swap_spans(args):
+    """Parameter shards on NVMe in a --trace: in every step, each "read
+    params from nvme" submission is followed by a "wait disk read params"
+    (blocked on the file, inside the transfer's zrt_ctx_wait) and a "copy
+    params to device" (out of the swap buffer), and each "write params to
+    nvme" by a "wait disk write params"; prints the counts per step."""
+    events = sorted((e for e in json.load(open(args.file))["traceEvents"]
+                     if e["ph"] == "X"), key=lambda e: e["ts"])
+    steps = [e for e in events if e["name"].startswith("step ")]
+    if len(steps) != args.steps:
+        fail("%d step spans, expected %d" % (len(steps), args.steps))
+    names = ("read params from nvme", "wait disk read params",
+             "copy params to device", "write params to nvme",
+             "wait disk write params")
+    counts = set()
+    for s in steps:
+        inside = [e for e in events if e["name"] in names and
+                  s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
+        for submit, waited in ((names[0], names[1]), (names[3], names[4])):
+            pending = 0
+            for e in inside:
+                if e["name"] == submit:
+                    pending += 1
+                elif e["name"] == waited:
+                    if pending == 0:
+                        fail("%s: '%s' before its submission" %
+                             (s["name"], waited))
+                    pending -= 1
+            if pending:
+                fail("%s: %d '%s' never waited for in the step" %
+                     (s["name"], pending, submit))
+        n = tuple(sum(1 for e in inside if e["name"] == x) for x in names)
+        if n[0] == 0 or n[3] == 0 or n[0] != n[2]:
+            fail("%s: %s" % (s["name"], n))
+        counts.add(n)
+    for n in sorted(counts):
+        print("%d steps: %d shard reads, %d disk waits, %d copies to the "
+              "device; %d shard writes, %d disk waits" % ((len(steps),) + n))
+
+
 def cmd_streamed_copies(args):
     """An offloaded optimizer's gradient copies in a --trace: every "copy to
     host" span lies in the last micro step of its step (none in the earlier
@@ -1405,6 +1445,10 @@ def main():
     s.add_argument("--micro-steps", type=int, default=1)
     s.add_argument("--staged-params", action="store_true")
     s.set_defaults(fn=cmd_streamed_copies)
+    s = sub.add_parser("swap-spans")
+    s.add_argument("file")
+    s.add_argument("--steps", type=int, required=True)
+    s.set_defaults(fn=cmd_swap_spans)
     s = sub.add_parser("trace")
     s.add_argument("file")
     s.add_argument("--steps", type=int, required=True)
