@@ -431,8 +431,8 @@ struct ZeroParamGatherPass
 
   /// Parameter shards on NVMe: each staging copy goes through swap buffer
   /// i mod buffer_count, i counting the copies in program order (so that
-  /// copies issued one gather ahead never share a buffer when there are
-  /// two or more).
+  /// up to buffer_count consecutive copies can be in flight at once;
+  /// zero-prefetch issues them ahead only once their buffer is free).
   void assignSwapBuffers(TrainStepOp step, const StepSchedule &schedule) {
     if (!schedule.areParamsOnNvme())
       return;

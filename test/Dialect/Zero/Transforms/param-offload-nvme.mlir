@@ -1,5 +1,6 @@
 // RUN: zero-opt %s -split-input-file --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-persistence-threshold=0 param-buffer-count=2" | FileCheck %s --check-prefix=GATHER
 // RUN: zero-opt %s -split-input-file --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-persistence-threshold=0 param-buffer-count=2" --zero-prefetch="prefetch-bucket-size=32 max-live-parameters=48" | FileCheck %s --check-prefix=AHEAD
+// RUN: zero-opt %s -split-input-file --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-persistence-threshold=0 param-buffer-count=3" --zero-prefetch | FileCheck %s --check-prefix=THREE
 // RUN: zero-opt %s -split-input-file --zero-param-gather="offload-param=nvme nvme-path=/nvme param-persistence-threshold=0 param-buffer-count=1" --zero-prefetch="prefetch-bucket-size=32 max-live-parameters=48" | FileCheck %s --check-prefix=ONE
 // RUN: not zero-opt %s -split-input-file --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-buffer-size=7" 2>&1 | FileCheck %s --check-prefix=SMALL
 // RUN: not zero-opt %s -split-input-file --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-buffer-count=0" 2>&1 | FileCheck %s --check-prefix=COUNT
@@ -26,22 +27,38 @@ zero.partition @g3 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@
 // GATHER-NEXT: zero.free %[[S1]] : tensor<8xbf16>
 // GATHER: zero.transfer group @g2 params to staging swap <buffer = 1, buffers = 2, buffer_bytes = 4096>
 // GATHER: zero.transfer group @g3 params to staging swap <buffer = 0, buffers = 2, buffer_bytes = 4096>
-// zero-prefetch moves each copy one gather ahead where the budgets allow:
-// g2's copy (buffer 1) runs while g1 is gathered, g3's (buffer 0, free
-// again since g1's copy was waited for) while the first two matmuls run.
+// zero-prefetch issues each read up to one gather less than there are
+// swap buffers ahead, before that gather's staging wait, once its buffer
+// is free, where the budgets allow: with two buffers g2's read (buffer 1)
+// is in flight beside g1's, and g3's (buffer 0, free again once g1's read
+// was waited for) is issued at g2's issue point, before g2's read is
+// waited for, and runs while the first two matmuls run.
 // AHEAD-LABEL: zero.train_step @train
 // AHEAD-NEXT: %[[S1:.*]], %[[T1:.*]] = zero.transfer group @g1 params to staging swap <buffer = 0,
+// AHEAD-NEXT: %[[S2:.*]], %[[T2:.*]] = zero.transfer group @g2 params to staging swap <buffer = 1,
 // AHEAD-NEXT: zero.wait %[[T1]]
 // AHEAD-NEXT: %[[F1:.*]], %[[P1:.*]] = zero.prefetch group @g1 from %[[S1]]
-// AHEAD-NEXT: %[[S2:.*]], %[[T2:.*]] = zero.transfer group @g2 params to staging swap <buffer = 1,
 // AHEAD-NEXT: zero.wait %[[P1]]
-// AHEAD: zero.wait %[[T2]]
+// AHEAD: %[[S3:.*]], %[[T3:.*]] = zero.transfer group @g3 params to staging swap <buffer = 0,
+// AHEAD-NEXT: zero.wait %[[T2]]
 // AHEAD-NEXT: zero.prefetch group @g2 from %[[S2]]
-// AHEAD-NEXT: %[[S3:.*]], %[[T3:.*]] = zero.transfer group @g3 params to staging swap <buffer = 0,
 // AHEAD-NEXT: nn.matmul
 // AHEAD-NEXT: nn.matmul
 // AHEAD: zero.wait %[[T3]]
 // AHEAD-NEXT: zero.prefetch group @g3 from %[[S3]]
+// With three buffers and the default budgets every gather is issued at the
+// start of the step: the three reads are all in flight on the disk before
+// the first is waited for.
+// THREE-LABEL: zero.train_step @train
+// THREE-NEXT: %[[S1:.*]], %[[T1:.*]] = zero.transfer group @g1 params to staging swap <buffer = 0, buffers = 3,
+// THREE-NEXT: %[[S2:.*]], %[[T2:.*]] = zero.transfer group @g2 params to staging swap <buffer = 1, buffers = 3,
+// THREE-NEXT: %[[S3:.*]], %[[T3:.*]] = zero.transfer group @g3 params to staging swap <buffer = 2, buffers = 3,
+// THREE-NEXT: zero.wait %[[T1]]
+// THREE-NEXT: zero.prefetch group @g1 from %[[S1]]
+// THREE-NEXT: zero.wait %[[T2]]
+// THREE-NEXT: zero.prefetch group @g2 from %[[S2]]
+// THREE-NEXT: zero.wait %[[T3]]
+// THREE-NEXT: zero.prefetch group @g3 from %[[S3]]
 // One buffer (and the optimizer's nvme-path as the parameters' path): every
 // copy uses buffer 0, each issued after the previous one was waited for.
 // ONE-LABEL: zero.train_step @train

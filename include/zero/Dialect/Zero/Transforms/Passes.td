@@ -348,6 +348,14 @@ def ZeroPrefetchPass : Pass<"zero-prefetch", "::mlir::ModuleOp"> {
     A gather that cannot be hoisted becomes a prefetch immediately followed by
     its wait. The schedule is static: there is no trace, no warm-up step and
     nothing to invalidate. Stages 0-2 have no gathers to split.
+
+    With parameter offload the copy staging a gather's shard moves with it,
+    ahead where both budgets still hold from there (counting the staged
+    buffer): a host copy to the previous gather's issue point; a read from a
+    parameter swap file (`swap #zero.param_swap<..., buffers = B>`) up to
+    B - 1 gathers ahead, before that gather's staging wait, as soon as the
+    wait freeing its swap buffer is behind it, so that up to B reads are in
+    flight on the disk even where gathers share an issue point.
   }];
   let options = [
     Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t",
