@@ -556,6 +556,68 @@ def sec_gpu_profile(r):
     return "\n".join(out).rstrip()
 
 
+def sec_gpu_offload(r):
+    """bench/gpu/offload_capacity.py: the largest GPT-2 per offload mode on
+    one GPU, its plan, and (from a GPU run) its step time; without a GPU
+    run, the plan alone (gpu_offload_plan.json, its plan command's output)."""
+    doc = load(r, "gpu_offload.json")
+    measured = doc is not None and "modes" in doc
+    if not measured:
+        doc = load(r, "gpu_offload_plan.json")
+        if not doc:
+            return None
+        doc = dict(doc, modes={m["mode"]: m for m in doc["modes"]})
+    f, b, mem, res = doc["family"], doc["budgets"], doc["memory"], \
+        doc["reserve"]
+    gib = lambda x: x / 2.0**30
+    machine = load(r, "gpu_machine.json") if measured else None
+    out = ["GPT-2 at hidden %d, %d heads, vocab %d, seq %d, batch %d, %s, "
+           "stage %d on one rank, remat %s; layers grown until the plan "
+           "(zero-opt's report) no longer fits: device %.2f GiB (%.2f - "
+           "%.2f reserve), pinned host %.2f GiB (%.2f - %.2f), swap files "
+           "%.2f GiB (%.2f - %.2f). The next layer up exceeds the budget "
+           "named in the last column.%s" % (
+               f["hidden"], f["heads"], f["vocab"], f["seq"], f["batch"],
+               f["dtype"], f["stage"], f["remat"], gib(b["device"]),
+               gib(mem["device"]), gib(res["device"]), gib(b["host"]),
+               gib(mem["host"]), gib(res["host"]), gib(b["nvme"]),
+               gib(mem["nvme"]), gib(res["nvme"]),
+               (" Measured on %s, %s; median of %d steps after %d warm-up."
+                % (machine["gpu"], machine["date"], doc["steps"],
+                   doc["warmup"]) if machine else
+                (" Step times: %d steps after %d warm-up." % (
+                    doc["steps"], doc["warmup"]) if measured else
+                 " Step times unmeasured: no GPU lent (`bench/gpu/run.sh` "
+                 "with ONLY=offload on one fills them)."))), "",
+           "| offload | layers | params | device GiB | host GiB | swap GiB | "
+           "step ms | tokens/s | measured == planned | next size exceeds |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for mode in ("none", "opt_cpu", "opt_nvme", "both_cpu", "both_nvme"):
+        e = doc["modes"].get(mode)
+        if not e:
+            continue
+        label = {"none": "none", "opt_cpu": "optimizer cpu",
+                 "opt_nvme": "optimizer nvme",
+                 "both_cpu": "params + optimizer cpu",
+                 "both_nvme": "params + optimizer nvme"}[mode]
+        if not e.get("layers"):
+            out.append("| %s | none fits | | | | | | | | |" % label)
+            continue
+        if "step_ms_median" in e:
+            step = ("%.1f" % e["step_ms_median"], "%.0f" % e["tokens_per_s"],
+                    "yes" if e["all_equal_planned"] else "**no**")
+        else:
+            why = e.get("skipped") or e.get("failed") or "unmeasured"
+            step = ("", "", why[:80].replace("|", "/"))
+        nxt = e.get("next", {}).get("exceeds")
+        out.append("| %s | %d | %.2fB | %.2f | %.2f | %.2f | %s | %s | %s | "
+                   "%s |" % ((label, e["layers"], e["param_count"] / 1e9,
+                              gib(e["peak_bytes"]), gib(e["host_peak_bytes"]),
+                              gib(e["nvme_bytes"])) + step +
+                             (", ".join(nxt) if nxt else "",)))
+    return "\n".join(out)
+
+
 def sec_transfer(r):
     """zrt-bench-transfer: the runtime's device-host copy against memcpy."""
     doc = load(r, "transfer.json")
@@ -684,6 +746,7 @@ SECTIONS = {
     "offload": sec_offload,
     "gpu": sec_gpu,
     "gpu_profile": sec_gpu_profile,
+    "gpu_offload": sec_gpu_offload,
     "nvme": sec_nvme,
 }
 

@@ -4,6 +4,15 @@
 # nor OpenBLAS (a bare cloud GPU image). scripts/gpu-check.sh runs it there.
 #
 #   scripts/gpu-bundle.sh [build-dir] OUT.tar.xz
+#   scripts/gpu-bundle.sh [build-dir] OUT-DIR/    (the bundle's folder, as is)
+#
+# GPU_BUNDLE_PARTS picks what is compiled (default all: e2e offload wide
+# gpt2 capacity); GPU_BUNDLE_DTYPES the dtypes of the e2e and offload
+# steps (default f32 bf16); CAPACITY_ARGS are passed to
+# bench/gpu/offload_capacity.py plan (e.g. another GPU's --device-memory).
+# GPU_BUNDLE_TARGET=cpu compiles the offload part for the CPU backend
+# instead, so that gpu-check.sh and gpu-verify.py run here on the same
+# layout (test/Scripts/gpu-bundle.test).
 #
 # build-dir (default build/) must have the CUDA backend and
 # -DZRT_BUILD_BENCHMARKS=ON. The archive holds:
@@ -12,6 +21,14 @@
 #           (zero-compile links with mpicxx, which the GPU machine lacks),
 #           their tokens, and the CPU backend's reference logs run here;
 #           also GPT-2 124M's widths on a short batch (wide_*)
+#           off_*: the same steps with each offload mode (optimizer cpu or
+#           nvme at stages 1-3; parameters, or both, cpu or nvme at stage 3)
+#           and e2e/offload/off_*.plan.json their planned device peak, host peak
+#           and NVMe bytes (zero-opt's report, the programs' own plans)
+#   capacity/ the largest GPT-2 per offload mode that fits an H100's
+#           memory, host memory and disk by the plan (sizes.json, from
+#           bench/gpu/offload_capacity.py plan) compiled with --target cuda,
+#           for bench/gpu/run.sh ONLY=offload
 #   gpt2/   GPT-2 124M compiled with --target cuda (bf16 and fp32), the
 #           zero-mlir side of bench/gpu/run.sh
 #   lib/    every shared library those programs load that is not part of
@@ -25,9 +42,11 @@ if [ $# -eq 1 ]; then BUILD="$ROOT/build"; OUTFILE=$1
 elif [ $# -eq 2 ]; then BUILD=$1; OUTFILE=$2
 else echo "usage: scripts/gpu-bundle.sh [build-dir] OUT.tar.xz" >&2; exit 2; fi
 BUILD=$(cd "$BUILD" && pwd)
+to_dir=0
+[[ $OUTFILE == */ ]] && to_dir=1
 OUTFILE=$(realpath -m "$OUTFILE")
 BIN=$BUILD/bin
-for t in zero-model-gen zero-compile; do
+for t in zero-model-gen zero-compile zero-opt; do
   [ -x "$BIN/$t" ] || { echo "gpu-bundle: $BIN/$t is missing" >&2; exit 1; }
 done
 GPU_PROGRAMS=(runtime/cuda/test/zrt-cuda-kernels-test
@@ -43,6 +62,9 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 B=$stage/bundle
 mkdir -p "$B/bin" "$B/e2e" "$B/gpt2" "$B/lib"
+parts=${GPU_BUNDLE_PARTS:-e2e offload wide gpt2 capacity}
+want() { [[ " $parts " == *" $1 "* ]]; }
+dtypes=${GPU_BUNDLE_DTYPES:-f32 bf16}
 for t in "${GPU_PROGRAMS[@]}"; do
   cp "$BUILD/$t" "$B/bin/"
 done
@@ -56,7 +78,7 @@ gen --hidden 64 --vocab 64 --seq 32 --batch 8 --dtype f32 -o "$stage/f32.mlir"
 gen --hidden 64 --vocab 64 --seq 32 --batch 8 --dtype bf16 -o "$stage/bf16.mlir"
 gen --hidden 32 --vocab 64 --seq 16 --batch 8 --dtype f16 -o "$stage/f16.mlir"
 export OMPI_MCA_ess_singleton_isolated=1 OMP_NUM_THREADS=1
-for dt in f32 bf16; do
+want e2e && for dt in $dtypes; do
   "$BIN/zero-compile" "$stage/$dt.mlir" --stage 0 --world-size 1 \
     -o "$stage/cpu_$dt"
   "$stage/cpu_$dt" --quiet --steps 10 --data "$B/e2e/tokens64.bin" \
@@ -66,14 +88,15 @@ for dt in f32 bf16; do
       --world-size 1 -o "$B/e2e/${dt}_s$s"
   done
 done
-"$BIN/zero-compile" "$stage/f16.mlir" --target cuda --stage 2 --world-size 1 \
-  --config "$ROOT/test/E2E/Inputs/fp16-hysteresis1.json" -o "$B/e2e/f16_s2"
+want e2e && "$BIN/zero-compile" "$stage/f16.mlir" --target cuda --stage 2 \
+  --world-size 1 --config "$ROOT/test/E2E/Inputs/fp16-hysteresis1.json" \
+  -o "$B/e2e/f16_s2"
 
 # GPT-2 124M's widths (hidden 768, 12 heads, vocab 50257) on a short batch:
 # the CPU backend's 5 steps here, the CUDA backend's there.
 python3 "$E2E" tokens "$B/e2e/tokens50257.bin" "$ROOT"/docs/*.md \
   --vocab 50257 >/dev/null
-for dt in f32 bf16; do
+want wide && for dt in f32 bf16; do
   "$BIN/zero-model-gen" gpt2 --layers 12 --hidden 768 --heads 12 \
     --vocab 50257 --seq 64 --batch 2 --dtype $dt -o "$stage/wide_$dt.mlir"
   "$BIN/zero-compile" "$stage/wide_$dt.mlir" --stage 3 --world-size 1 \
@@ -85,36 +108,107 @@ for dt in f32 bf16; do
     --world-size 1 -o "$B/e2e/wide_${dt}_s3"
 done
 
+# Offload (issue 19) on the same steps: each mode beside the same stage
+# without offload (e2e/${dt}_s$s above), NVMe swap files in ./nvme of the
+# directory the program runs in (gpu-check.sh gives each run its own), and
+# the plan of each as zero-opt's report gives it (offload/off_*.plan.json), checked here
+# against the program's own manifest.
+OFFLOAD_CASES=(
+  "opt_cpu:1 2 3:--offload-optimizer cpu:offload-optimizer=cpu"
+  "opt_nvme:1 2 3:--offload-optimizer nvme --nvme-path nvme:offload-optimizer=nvme nvme-path=nvme"
+  "param_cpu:3:--offload-param cpu:offload-param=cpu"
+  "param_nvme:3:--offload-param nvme --nvme-path nvme:offload-param=nvme nvme-path=nvme"
+  "both_cpu:3:--offload-param cpu --offload-optimizer cpu:offload-param=cpu offload-optimizer=cpu"
+  "both_nvme:3:--offload-param nvme --offload-optimizer nvme --nvme-path nvme:offload-param=nvme offload-optimizer=nvme nvme-path=nvme"
+)
+target=${GPU_BUNDLE_TARGET:-cuda}
+want offload && mkdir -p "$B/e2e/offload" && for dt in $dtypes; do
+  # The same stages without offload, unless the e2e part compiled them.
+  for s in 1 2 3; do
+    [ -x "$B/e2e/${dt}_s$s" ] && [ "$target" = cuda ] ||
+      "$BIN/zero-compile" --target "$target" "$stage/$dt.mlir" --stage $s \
+        --world-size 1 -o "$B/e2e/${dt}_s$s"
+  done
+  for c in "${OFFLOAD_CASES[@]}"; do
+    IFS=: read -r mode stages flags pipeline <<<"$c"
+    for s in $stages; do
+      name=off_${dt}_${mode}_s$s
+      # shellcheck disable=SC2086
+      "$BIN/zero-compile" --target "$target" "$stage/$dt.mlir" --stage $s \
+        --world-size 1 $flags -o "$B/e2e/$name"
+      "$BIN/zero-opt" "$stage/$dt.mlir" \
+        --zero-pipeline="stage=$s world-size=1 $pipeline" \
+        --zero-report=format=json -o /dev/null >"$stage/report.json"
+      "$B/e2e/$name" --print-manifest >"$stage/manifest.json"
+      python3 - "$stage/report.json" "$stage/manifest.json" \
+        "$B/e2e/offload/$name.plan.json" "$name" "$dt" "$mode" "$s" <<'PY'
+import json, sys
+report, manifest, out, name, dt, mode, stage = sys.argv[1:]
+r = json.load(open(report))
+plan = json.load(open(manifest))["plan"]
+got = {k: r[k] for k in ("peak_bytes", "host_peak_bytes", "nvme_bytes")}
+want = {"peak_bytes": plan["peak_bytes"], "host_peak_bytes":
+        plan.get("host_bytes", 0), "nvme_bytes": plan.get("nvme_bytes", 0)}
+if got != want:
+    sys.exit("gpu-bundle: %s: zero-opt's report %r != the program's plan %r"
+             % (name, got, want))
+json.dump(dict(got, name=name, dtype=dt, mode=mode, stage=int(stage),
+               baseline="%s_s%s" % (dt, stage)), open(out, "w"), indent=1)
+PY
+    done
+  done
+done
+
 # --- GPT-2 124M for bench/gpu/run.sh ---------------------------------------
-for dt in bf16 f32; do
+want gpt2 && for dt in bf16 f32; do
   "$BIN/zero-model-gen" gpt2 --layers 12 --hidden 768 --heads 12 \
     --vocab 50257 --seq 1024 --batch 8 --dtype $dt -o "$stage/gpt2_$dt.mlir"
   "$BIN/zero-compile" --target cuda "$stage/gpt2_$dt.mlir" \
     -o "$B/gpt2/gpt2_$dt"
 done
 
+# --- the largest GPT-2 per offload mode, for bench/gpu/run.sh ONLY=offload --
+if want capacity; then
+  mkdir -p "$B/capacity"
+  # shellcheck disable=SC2086
+  python3 "$ROOT/bench/gpu/offload_capacity.py" plan --bin "$BIN" \
+    -o "$B/capacity/sizes.json" ${CAPACITY_ARGS:-}
+  python3 "$ROOT/bench/gpu/offload_capacity.py" compile --bin "$BIN" \
+    --sizes "$B/capacity/sizes.json" --out "$B/capacity"
+fi
+
 # --- shared libraries -------------------------------------------------------
 # glibc, the C++ runtime (the GPU machine's is newer) and the CUDA stack (the
 # GPU machine's driver decides which of those work) are not carried.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libnccl|libcublas|libcudart)'
-ompi=$(dirname "$(readlink -f "$(ldd "$B/e2e/f32_s0" |
+mapfile -t programs < <(find "$B/e2e" "$B/gpt2" "$B/capacity" -type f \
+  -perm -u+x 2>/dev/null | sort)
+[ ${#programs[@]} -gt 0 ] || { echo "gpu-bundle: no programs" \
+  "(GPU_BUNDLE_PARTS='$parts')" >&2; exit 1; }
+ompi=$(dirname "$(readlink -f "$(ldd "${programs[0]}" |
   awk '/libmpi\.so/ {print $3}')")")
 mkdir -p "$B/lib/openmpi3"
 cp "$ompi"/openmpi/lib/openmpi3/*.so "$B/lib/openmpi3/" 2>/dev/null ||
   cp /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so "$B/lib/openmpi3/"
 mkdir -p "$B/share"
 cp -r /usr/share/openmpi "$B/share/openmpi"
-for f in "$B"/bin/* "$B"/e2e/*_s? "$B"/gpt2/* "$B"/lib/openmpi3/*.so; do
+for f in "$B"/bin/* "${programs[@]}" "$B"/lib/openmpi3/*.so; do
   ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if ! [[ $name =~ $skip ]] && [ ! -e "$B/lib/$name" ]; then
     cp -L "$path" "$B/lib/$name"
   fi
 done
-strip --strip-unneeded "$B"/bin/* "$B"/e2e/*_s? "$B"/gpt2/* 2>/dev/null || true
+strip --strip-unneeded "$B"/bin/* "${programs[@]}" 2>/dev/null || true
 cat >"$B/MANIFEST" <<EOF
 built $(date -u +%FT%TZ) from $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) on $(uname -m)
 EOF
+if [ $to_dir = 1 ]; then
+  mkdir -p "$OUTFILE"
+  cp -a "$B"/. "$OUTFILE"/
+  echo "gpu-bundle: $OUTFILE ($(du -sh "$OUTFILE" | cut -f1))"
+  exit 0
+fi
 mkdir -p "$(dirname "$OUTFILE")"
 # xz with a 64 MiB window: the programs share the same ~25 MB of CUDA
 # kernels, which it then stores once.

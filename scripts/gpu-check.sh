@@ -6,7 +6,11 @@
 #
 # parts (default all): unit (the GPU unit tests, gtest JSON), e2e (the steps
 # of test/E2E/cuda on the bundle's precompiled programs; the checks of their
-# logs run afterwards on the build machine: scripts/gpu-verify.py), bench
+# logs run afterwards on the build machine: scripts/gpu-verify.py), offload
+# (every offload mode of those steps, 10 steps each, with its NVMe swap
+# files' sizes; needs the e2e part's logs to be verified), capacity (not
+# by default: bench/gpu/run.sh ONLY=offload, the largest GPT-2 per offload
+# mode, OFFLOAD_MODES of them, see bench/gpu/offload_capacity.py), bench
 # (bench/gpu/run.sh with PREBUILT, bf16 and fp32), profile (Nsight Compute's
 # time of every kernel of two GPT-2 124M steps, and torch.profiler's of the
 # PyTorch baseline; bench/gpu/kernel_table.py sums them). One rank: Open MPI
@@ -16,7 +20,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ $# -lt 2 ]; then
   echo "usage: scripts/gpu-check.sh BUNDLE-DIR RESULTS-DIR" \
-    "[unit|e2e|bench|profile ...]" >&2
+    "[unit|e2e|offload|capacity|bench|profile ...]" >&2
   exit 2
 fi
 BUNDLE=$(cd "$1" && pwd)
@@ -24,7 +28,7 @@ R=$2
 mkdir -p "$R"
 R=$(cd "$R" && pwd)
 shift 2
-parts=${*:-unit e2e bench profile}
+parts=${*:-unit e2e offload bench profile}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 # The GPU machine's CUDA libraries: the toolkit's, else the ones pip installed
@@ -120,6 +124,35 @@ if want e2e; then
   rm -rf "$work"
 fi
 
+# Offload: each off_* program of the bundle, and each same stage without
+# offload that they are compared with, for 10 steps in a directory of its
+# own (the NVMe swap files in ./nvme there), the swap files' sizes kept
+# beside its log; gpu-verify.py compares the two logs and the plan.
+if want offload; then
+  mkdir -p "$R/offload"
+  E=$BUNDLE/e2e
+  cp "$E"/offload/off_*.plan.json "$R/offload/"
+  work=$(mktemp -d)
+  bases=$(sed -n 's/.*"baseline": "\(.*\)".*/\1/p' "$E"/offload/*.plan.json |
+    sort -u)
+  for prog in $(printf "$E/%s\n" $bases) "$E"/off_*_s?; do
+    name=$(basename "$prog")
+    mkdir -p "$work/$name/nvme"
+    if (cd "$work/$name" && "$prog" --quiet --steps 10 \
+        --data "$E/tokens64.bin" --log-json "$R/offload/$name.log.json") \
+        >"$R/offload/$name.out" 2>&1; then
+      note "RAN offload $name"
+    else
+      note "FAIL offload $name (exit $?): $(tail -3 "$R/offload/$name.out" | tr '\n' ' ')"
+    fi
+    (cd "$work/$name/nvme" && for f in *; do
+       [ -f "$f" ] && echo "$f $(stat -c %s "$f")"
+     done) >"$R/offload/$name.swap"
+    rm -rf "${work:?}/$name"
+  done
+  rm -rf "$work"
+fi
+
 if want bench; then
   mkdir -p "$R/bench"
   if DTYPES="bf16 fp32" PREBUILT=$BUNDLE RESULTS=$R/bench \
@@ -127,6 +160,20 @@ if want bench; then
     note "RAN bench: $(grep -E 'median step' "$R/bench/run.log" | tr '\n' ' ')"
   else
     note "FAIL bench: $(tail -5 "$R/bench/run.log" | tr '\n' ' ')"
+  fi
+fi
+
+# Not in the default parts: the largest GPT-2 per offload mode (bench/gpu/
+# offload_capacity.py through bench/gpu/run.sh ONLY=offload) takes minutes
+# per mode; OFFLOAD_MODES picks some, so that each call stays within a
+# command's time limit (results merge into bench/gpu_offload.json).
+if want capacity; then
+  mkdir -p "$R/bench"
+  if ONLY=offload PREBUILT=$BUNDLE RESULTS=$R/bench \
+      "$ROOT/bench/gpu/run.sh" >>"$R/bench/offload.log" 2>&1; then
+    note "RAN capacity: $(grep -E ' tokens/s|skipped' "$R/bench/offload.log" | tr '\n' ' ')"
+  else
+    note "FAIL capacity: $(tail -5 "$R/bench/offload.log" | tr '\n' ' ')"
   fi
 fi
 

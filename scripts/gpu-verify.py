@@ -4,7 +4,9 @@ assertions and tolerances of test/E2E/cuda (which cannot run there: no
 zero-compile, mpirun or FileCheck), and prints one line per check and
 "N passed, N failed".
 
-    scripts/gpu-verify.py RESULTS-DIR
+    scripts/gpu-verify.py RESULTS-DIR [unit|e2e|fp16|offload ...]
+
+(default: all four, as gpu-check.sh's default parts bring them back).
 """
 
 import json
@@ -88,18 +90,121 @@ def fp16(r):
           "masters and moments bitwise equal" in same, same.strip())
 
 
+# The swap files a mode keeps per rank (one rank here).
+SWAP_FILES = {"opt_nvme": ["zero-optimizer.rank0.swp"],
+              "param_nvme": ["zero-params.rank0.swp"],
+              "both_nvme": ["zero-optimizer.rank0.swp", "zero-params.rank0.swp"]}
+
+
+def adam_note(r):
+    """zrt-cuda-optimizer-test's note when the CUDA Adam's values differ in
+    the last bits from the host Adam's (both compiled on the build machine)."""
+    path = os.path.join(r, "zrt-cuda-optimizer-test.log")
+    if not os.path.exists(path):
+        return "no zrt-cuda-optimizer-test.log"
+    notes = [l for l in open(path) if l.startswith("note:")]
+    return ("the optimizer test saw Adam values differ: " + notes[0].strip()
+            if notes else "the optimizer test's Adam values were bitwise")
+
+
+def offload(r):
+    """Each offloaded run against the same stage without offload on the GPU.
+    Criterion: bitwise equal losses, gradient norms, loss scales and skips
+    at every step, in every mode. Where the parameters alone are offloaded
+    the same CUDA kernels run on the same values (the shards only move
+    between memories). Where the optimizer is offloaded the host Adam
+    (HostAdam.cpp, as the CPU backend) replaces the CUDA fused Adam; that
+    kernel replays the host Adam's fp32 operations one for one, with fused
+    multiply-adds exactly where GCC contracts the host loop and correctly
+    rounded division and sqrt, the unscale factor formed identically from
+    the same device statistics, so it too is bitwise (the CPU backend's
+    offload.test shows the host path bitwise; zrt-cuda-optimizer-test
+    compares the two Adams element by element and prints a note where they
+    differ, quoted on a failure). Memory: every step's measured device peak
+    == its planned peak == zero-opt's peak_bytes, measured host peak ==
+    host_peak_bytes, and the swap files' sizes add up to nvme_bytes."""
+    d = os.path.join(r, "offload")
+    plans = sorted(f for f in os.listdir(d) if f.endswith(".plan.json")) \
+        if os.path.isdir(d) else []
+    if not plans:
+        check("offload", False, "no offload results")
+        return
+    for f in plans:
+        plan = json.load(open(os.path.join(d, f)))
+        name = plan["name"]
+        path = os.path.join(d, name + ".log.json")
+        base_path = os.path.join(d, plan["baseline"] + ".log.json")
+        if not os.path.exists(path) or not os.path.exists(base_path):
+            check("offload " + name, False, "no log" if not os.path.exists(
+                path) else "no log of " + plan["baseline"])
+            continue
+        log = zrt_e2e.read_log(path)
+        base = zrt_e2e.read_log(base_path)
+        errors = []
+        if len(log) != 10 or len(base) != 10:
+            errors.append("%d steps, %d without offload" % (len(log), len(base)))
+        for b, l in zip(base, log):
+            diff = [k for k in ("loss", "grad_norm", "loss_scale", "skipped")
+                    if b[k] != l[k]]
+            if diff:
+                errors.append("step %d: %s differ (loss %r vs %r)" % (
+                    l["step"], ", ".join(diff), l["loss"], b["loss"]))
+                if plan["mode"] not in ("param_cpu", "param_nvme"):
+                    errors.append(adam_note(r))
+                break
+        for l in log:
+            want = [(l["peak_bytes"], l["planned_peak_bytes"],
+                     plan["peak_bytes"], "device peak"),
+                    (l.get("host_peak_bytes"), l.get("planned_host_peak_bytes"),
+                     plan["host_peak_bytes"], "host peak")]
+            for measured, planned, report, what in want:
+                if not measured == planned == report:
+                    errors.append("step %d: %s measured %s, planned %s, "
+                                  "report %s" % (l["step"], what, measured,
+                                                 planned, report))
+            if errors:
+                break
+        swap = {}
+        swap_path = os.path.join(d, name + ".swap")
+        if os.path.exists(swap_path):
+            for line in open(swap_path):
+                fname, size = line.split()
+                swap[fname] = int(size)
+        files = SWAP_FILES.get(plan["mode"], [])
+        if sorted(swap) != sorted(files):
+            errors.append("swap files %r, expected %r" % (sorted(swap), files))
+        nvme = sum(swap.values())
+        if nvme != plan["nvme_bytes"] or (log and log[-1].get(
+                "planned_nvme_bytes", 0) != plan["nvme_bytes"]):
+            errors.append("swap files %d bytes, nvme_bytes %d" %
+                          (nvme, plan["nvme_bytes"]))
+        base_peak = base[-1]["peak_bytes"] if base else 0
+        check("offload %s: %d steps bitwise equal to %s; device peak %d "
+              "(%d without), host peak %d, swap files %d bytes, all == planned"
+              % (name, len(log), plan["baseline"], plan["peak_bytes"],
+                 base_peak, plan["host_peak_bytes"], plan["nvme_bytes"]),
+              not errors, "; ".join(errors)[:600])
+
+
 def main():
-    if len(sys.argv) != 2:
+    parts = sys.argv[2:] or ["unit", "e2e", "fp16", "offload"]
+    if len(sys.argv) < 2 or \
+            set(parts) - {"unit", "e2e", "fp16", "offload"}:
         sys.exit(__doc__)
     r = sys.argv[1]
-    unit(r)
-    for s in range(4):
-        losses(r, "f32_s%d" % s, "cpu_f32", 2e-4, 10)
-    for s in range(4):
-        losses(r, "bf16_s%d" % s, "cpu_bf16", 2e-2, 10)
-    losses(r, "wide_f32_s3", "cpu_wide_f32", 2e-4, 5)
-    losses(r, "wide_bf16_s3", "cpu_wide_bf16", 2e-2, 5)
-    fp16(r)
+    if "unit" in parts:
+        unit(r)
+    if "e2e" in parts:
+        for s in range(4):
+            losses(r, "f32_s%d" % s, "cpu_f32", 2e-4, 10)
+        for s in range(4):
+            losses(r, "bf16_s%d" % s, "cpu_bf16", 2e-2, 10)
+        losses(r, "wide_f32_s3", "cpu_wide_f32", 2e-4, 5)
+        losses(r, "wide_bf16_s3", "cpu_wide_bf16", 2e-2, 5)
+    if "fp16" in parts:
+        fp16(r)
+    if "offload" in parts:
+        offload(r)
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
     sys.exit(0 if passed == len(results) else 1)

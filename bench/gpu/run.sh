@@ -8,7 +8,14 @@
 #   zero     the same step from zero-model-gen gpt2 | zero-compile --target
 #            cuda, trained with --log-json on the same tokens ->
 #            bench/results/gpu_gpt2_zero_DTYPE.json
-# then re-renders the docs' gpu table (bench/update_docs.py --only gpu). With
+#   offload  (only when ONLY names it) bench/gpu/offload_capacity.py: the
+#            largest GPT-2 whose plan fits the GPU, host memory and disk with
+#            each offload mode, trained a few steps -> bench/results/
+#            gpu_offload.json (OFFLOAD_MODES: a subset of none opt_cpu
+#            opt_nvme both_cpu both_nvme; OFFLOAD_STEPS, 3; OFFLOAD_WORK,
+#            the directory of the swap files, $TMPDIR)
+# then re-renders the docs' gpu tables (bench/update_docs.py --only
+# gpu,gpu_offload). With
 # RESULTS=$OUT on a lent GPU machine, copy the gpu_*.json files it returns
 # into bench/results/ and run `bench/update_docs.py --only gpu` here.
 #
@@ -21,13 +28,14 @@
 # machine, so no zero-compile) records why it was skipped and the others
 # still run.
 #
-# Environment: ONLY (a subset of "kernels torch zero"), DTYPES (of bf16 and
+# Environment: ONLY (a subset of "kernels torch zero offload", default the
+# first three), DTYPES (of bf16 and
 # fp32, default both), BATCH (8), SEQ (1024), STEPS (timed steps, 20),
 # WARMUP (3), LOG2_PARAMS (kernel sizes, 24,28), REPS (20), RESULTS (bench/results).
 # On a GPU machine without the toolchain, PREBUILT=DIR takes the programs
 # from an unpacked scripts/gpu-bundle.sh archive instead of a build:
-# DIR/bin/zrt-cuda-bench and DIR/gpt2/gpt2_{bf16,f32} (GPT-2 124M, batch 8,
-# seq 1024).
+# DIR/bin/zrt-cuda-bench, DIR/gpt2/gpt2_{bf16,f32} (GPT-2 124M, batch 8,
+# seq 1024) and DIR/capacity (the offload part's sizes.json and programs).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -217,8 +225,37 @@ for dtype in $dtypes; do
   fi
 done
 
-# Only the gpu table: the other tables' results come from the CPU runs.
-python3 "$root/bench/update_docs.py" --results "$results" --only gpu
+# The largest GPT-2 per offload mode (bench/gpu/offload_capacity.py): its
+# sizes planned here (or the bundle's), each trained OFFLOAD_STEPS steps
+# after one warm-up step, its swap files under OFFLOAD_WORK.
+if want offload; then
+  echo "== largest GPT-2 per offload mode"
+  capacity=""
+  if [[ -n $prebuilt ]]; then
+    capacity=$prebuilt/capacity
+  elif why=$(build_targets zero-model-gen zero-opt zero-compile); then
+    capacity=$data/capacity
+    mkdir -p "$capacity"
+    python3 "$here/offload_capacity.py" plan --bin "$build/bin" \
+        -o "$capacity/sizes.json" &&
+      python3 "$here/offload_capacity.py" compile --bin "$build/bin" \
+        --sizes "$capacity/sizes.json" --out "$capacity" ||
+      { failed+=(offload); capacity=""; }
+  else
+    skipped "$results/gpu_offload.json" "offload capacity: $why"
+  fi
+  if [[ -n $capacity ]]; then
+    # shellcheck disable=SC2086
+    python3 "$here/offload_capacity.py" run --sizes "$capacity/sizes.json" \
+      --programs "$capacity" --data "$data/tokens.bin" --results "$results" \
+      --steps "${OFFLOAD_STEPS:-3}" --warmup 1 \
+      --work "${OFFLOAD_WORK:-${TMPDIR:-/tmp}}" \
+      ${OFFLOAD_MODES:+--modes $OFFLOAD_MODES} || failed+=(offload)
+  fi
+fi
+
+# Only the gpu tables: the other tables' results come from the CPU runs.
+python3 "$root/bench/update_docs.py" --results "$results" --only gpu,gpu_offload
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "run.sh: failed: ${failed[*]}" >&2
   exit 1
