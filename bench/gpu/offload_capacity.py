@@ -26,7 +26,7 @@ stay put, so the peak grows with L and the largest L is well defined, and
 remat because without it the activations, not the model states that
 offload moves, would decide the size.
 
-compile: zero-compile --target cuda of each chosen size (NVMe swap files in
+compile: zero-compile --target cuda (--target) of each chosen size (NVMe swap files in
 ./nvme of the directory the program runs in), checked against the plan.
 
 run (on the GPU): trains each mode's program --steps steps (after --warmup
@@ -190,7 +190,8 @@ def cmd_compile(args):
             run([os.path.join(args.bin, "zero-model-gen")] +
                 gen_args(family, m["layers"]) + ["-o", model])
             prog = os.path.join(args.out, m["mode"])
-            run([os.path.join(args.bin, "zero-compile"), "--target", "cuda",
+            run([os.path.join(args.bin, "zero-compile"), "--target",
+                 args.target,
                  model, "--stage", str(family["stage"]), "--world-size", "1",
                  "--remat", family["remat"], "-o", prog] + m["flags"])
             plan = json.loads(run([prog, "--print-manifest"]))["plan"]
@@ -226,14 +227,19 @@ def cmd_run(args):
         entry["param_count"] = m.get("param_count")
         entry["next"] = m.get("next")
         by_mode[mode] = entry
-        prog = os.path.join(args.programs, mode)
+        # Absolute: each runs in a directory of its own.
+        prog = os.path.abspath(os.path.join(args.programs, mode))
         if not m["layers"] or not os.path.exists(prog):
             entry["skipped"] = "no size fits" if not m["layers"] else \
                 "no program " + prog
             continue
-        work = os.path.join(args.work, "offload_" + mode)
+        work = os.path.abspath(os.path.join(args.work, "offload_" + mode))
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(os.path.join(work, "nvme"))
+        # tmpfs would hold the swap files in host memory, not on a disk.
+        entry["work_fs"] = subprocess.run(
+            ["stat", "-f", "-c", "%T", work], stdout=subprocess.PIPE,
+            universal_newlines=True).stdout.strip()
         st = os.statvfs(work)
         free = st.f_bavail * st.f_frsize
         if m["nvme_bytes"] > free:
@@ -247,7 +253,8 @@ def cmd_run(args):
         try:
             p = subprocess.run(
                 [prog, "--steps", str(args.warmup + args.steps), "--data",
-                 args.data, "--log-json", log, "--quiet"], cwd=work,
+                 os.path.abspath(args.data), "--log-json", log, "--quiet"],
+                cwd=work,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 universal_newlines=True, timeout=args.timeout)
             rc, text = p.returncode, p.stdout
@@ -332,6 +339,9 @@ def main():
     co.add_argument("--bin", default=default_bin)
     co.add_argument("--sizes", required=True)
     co.add_argument("--out", required=True)
+    # cpu: the same programs on the CPU backend, to test the run command
+    # without a GPU.
+    co.add_argument("--target", default="cuda", choices=["cuda", "cpu"])
     ru = sub.add_parser("run")
     ru.add_argument("--sizes", required=True)
     ru.add_argument("--programs", required=True)
