@@ -23,8 +23,9 @@
 #           also GPT-2 124M's widths on a short batch (wide_*)
 #           off_*: the same steps with each offload mode (optimizer cpu or
 #           nvme at stages 1-3; parameters, or both, cpu or nvme at stage 3)
-#           and e2e/offload/off_*.plan.json their planned device peak, host peak
-#           and NVMe bytes (zero-opt's report, the programs' own plans)
+#           and e2e/offload/off_*.plan.json their planned device peak,
+#           host peak and NVMe bytes (zero-opt's report, the programs' own
+#           plans)
 #   capacity/ the largest GPT-2 per offload mode that fits an H100's
 #           memory, host memory and disk by the plan (sizes.json, from
 #           bench/gpu/offload_capacity.py plan) compiled with --target cuda,
@@ -111,8 +112,8 @@ done
 # Offload (issue 19) on the same steps: each mode beside the same stage
 # without offload (e2e/${dt}_s$s above), NVMe swap files in ./nvme of the
 # directory the program runs in (gpu-check.sh gives each run its own), and
-# the plan of each as zero-opt's report gives it (offload/off_*.plan.json), checked here
-# against the program's own manifest.
+# the plan of each as zero-opt's report gives it (offload/*.plan.json),
+# checked here against the program's own manifest.
 OFFLOAD_CASES=(
   "opt_cpu:1 2 3:--offload-optimizer cpu:offload-optimizer=cpu"
   "opt_nvme:1 2 3:--offload-optimizer nvme --nvme-path nvme:offload-optimizer=nvme nvme-path=nvme"
