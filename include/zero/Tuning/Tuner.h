@@ -5,8 +5,9 @@
 // zero-tune's search: the compiler run many times, cheaply. The step is
 // differentiated and cast to its compute precision once; each candidate
 // configuration runs the rest of zero-pipeline on a clone, and the memory
-// planner and the cost model judge it. Bounds prune: a stage whose model
-// states exceed the budget is never scheduled, and a (stage, accumulation,
+// planner and the cost model judge it. Bounds prune: a stage and offload
+// choice whose device model states exceed the budget (or host states the
+// host budget) is never scheduled, and a (stage, accumulation, offload,
 // remat) group whose activations cannot fit, or whose compute alone
 // (recomputation included) is slower than the configurations already found,
 // is not searched further.
