@@ -16,6 +16,12 @@ ranks: compile with `zero-compile --offload-optimizer cpu`, predict with
 hardware=cpu` (`exposed_transfer_ms`, `predicted_step_ms`), and train with
 mpirun, `--log-json` and `--trace`; the same configuration without offload
 runs next to it in every round, for the step-time cost of offloading.
+At stage 3 the parameter shards are offloaded too, without the optimizer:
+`--offload-param cpu` (each shard staged to the device before its gather,
+the new shard copied back after Adam) and `--offload-param nvme` (the same
+through the rank's parameter swap file in the work directory: the read
+from the file runs while the step computes, the copy out of the swap
+buffer at its wait).
 
 Measured exposed transfer: in each rank trace, per measured step span, the
 time the compute thread spends in the copies and in waiting for them: the
@@ -66,9 +72,14 @@ def transfer_bench(binary, rounds, out):
     print("wrote " + out)
 
 
-# The copies: the runtime records each zrt_ctx_transfer call as a span named
-# after its direction, and each wait for an asynchronous one.
-COPY_SPANS = ("copy to host", "copy to device")
+# The copies: the runtime records each zrt_ctx_transfer call (and each
+# staging of a parameter shard) as a span named after its direction, each
+# submission to a parameter swap file, and each wait for an asynchronous one
+# (a swap-file transfer's wait has its own span for the time blocked on the
+# file, `wait disk ...`, and a read's copy out of its swap buffer).
+COPY_SPANS = ("copy to host", "copy to device", "copy params to host",
+              "copy params to device", "read params from nvme",
+              "write params to nvme", "disk read params", "disk write params")
 
 
 def trace_transfer(trace_path, warmup):
@@ -78,7 +89,8 @@ def trace_transfer(trace_path, warmup):
     steps = sorted((e for e in events if e["name"].startswith("step ")),
                    key=lambda e: e["ts"])
     copies = [e for e in events
-              if e["name"].startswith("wait copy") or e["name"] in COPY_SPANS]
+              if e["name"] in COPY_SPANS or
+              (e["name"].startswith("wait ") and e["name"][5:] in COPY_SPANS)]
     out = []
     for s in steps[warmup:]:
         lo, hi = s["ts"], s["ts"] + s["dur"]
@@ -106,15 +118,25 @@ def run_config(c, base, data, args):
             "copies": sum(1 for d, t in spans if t > 0)}
 
 
-def predict(opt, model, stage, world, offload, work):
+def offload_name(optimizer, param):
+    """How the tables name an offload choice."""
+    if param == "none":
+        return "optimizer %s" % optimizer if optimizer != "none" else "none"
+    return "param %s" % param
+
+
+def predict(opt, model, stage, world, optimizer, param, work):
     """The JSON report, with the time of all copies (exposed or not) that
     only the text report gives ("of X ms copying") as `copying_ms`."""
     doc = {}
+    options = "offload-optimizer=%s offload-param=%s" % (optimizer, param)
+    if param == "nvme":
+        options += " param-nvme-path=%s" % work
     for fmt in ("json", "text"):
-        out = os.path.join(work, "report-s%d-w%d-%s.%s" % (stage, world,
-                                                           offload, fmt))
-        run([opt, model, "--zero-pipeline=stage=%d world-size=%d "
-             "offload-optimizer=%s" % (stage, world, offload),
+        out = os.path.join(work, "report-s%d-w%d-%s-%s.%s" % (
+            stage, world, optimizer, param, fmt))
+        run([opt, model, "--zero-pipeline=stage=%d world-size=%d %s" % (
+                stage, world, options),
              "--zero-report=format=%s hardware=cpu out=%s" % (fmt, out),
              "-o", os.devnull])
         if fmt == "json":
@@ -163,15 +185,23 @@ def main():
     configs = []
     for world in [int(w) for w in args.worlds.split(",")]:
         for stage in [int(s) for s in args.stages.split(",")]:
-            for offload in ("cpu", "none"):
-                exe = os.path.join(work, "gpt2-tiny-s%d-w%d-%s" % (
-                    stage, world, offload))
-                run([compiler, model, "--stage", str(stage), "--world-size",
-                     str(world), "--offload-optimizer", offload, "-o", exe])
-                report = predict(opt, model, stage, world, offload, work)
+            choices = [("cpu", "none"), ("none", "none")]
+            if stage == 3:
+                choices += [("none", "cpu"), ("none", "nvme")]
+            for optimizer, param in choices:
+                exe = os.path.join(work, "gpt2-tiny-s%d-w%d-%s-%s" % (
+                    stage, world, optimizer, param))
+                cmd = [compiler, model, "--stage", str(stage),
+                       "--world-size", str(world), "--offload-optimizer",
+                       optimizer, "--offload-param", param, "-o", exe]
+                if param == "nvme":
+                    cmd += ["--param-nvme-path", work]
+                run(cmd)
+                report = predict(opt, model, stage, world, optimizer, param,
+                                 work)
                 configs.append({"stage": stage, "world": world,
-                                "offload": offload, "exe": exe,
-                                "report": report, "runs": []})
+                                "offload": offload_name(optimizer, param),
+                                "exe": exe, "report": report, "runs": []})
     print("compiled %d configurations in %s" % (len(configs), work))
 
     for r in range(args.rounds):
@@ -180,7 +210,7 @@ def main():
             base = "%s-r%d" % (c["exe"], r)
             c["runs"].append(run_config(c, base, data, args))
             x = c["runs"][-1]
-            print("round %d stage %d world %d offload %-4s: %.3f ms, "
+            print("round %d stage %d world %d offload %-13s: %.3f ms, "
                   "transfers %.3f ms (%.1f%%)" % (
                       r, c["stage"], c["world"], c["offload"], x["step_ms"],
                       x["transfer_ms"], 100 * x["transfer_share"]),
@@ -188,18 +218,21 @@ def main():
 
     results = []
     for c in configs:
-        if c["offload"] != "cpu":
+        if c["offload"] == "none":
             continue
         twin = next(t for t in configs if t["offload"] == "none" and
                     (t["stage"], t["world"]) == (c["stage"], c["world"]))
         if any(x["copies"] == 0 for x in c["runs"]):
             raise SystemExit("no transfer spans in the traces of stage %d, "
-                             "world %d: are the runtime's 'copy to host' "
-                             "spans there?" % (c["stage"], c["world"]))
+                             "world %d, offload %s: are the runtime's copy "
+                             "spans (COPY_SPANS) there?" % (
+                                 c["stage"], c["world"], c["offload"]))
         rep = c["report"]
         measured = statistics.median(x["transfer_ms"] for x in c["runs"])
         results.append({
             "model": "gpt2-tiny", "stage": c["stage"], "world": c["world"],
+            "offload": c["offload"],
+            "nvme_bytes": rep.get("nvme_bytes", 0),
             "measured_step_ms": statistics.median(x["step_ms"]
                                                   for x in c["runs"]),
             "measured_step_ms_no_offload": statistics.median(

@@ -594,27 +594,34 @@ def sec_offload(r):
     m = doc.get("machine", {})
     out = ["Machine: %s cores, `%s` (lscpu model name). Run of %s UTC, load "
            "average (1/5/15 min) %s at the start, %s at the end. gpt2-tiny "
-           "(fp32), `--offload-optimizer cpu`, `--threads %d`, %d steps of "
-           "which %d warm-up, %d rounds; the configuration without offload "
+           "(fp32), `--offload-optimizer cpu` at stages 1-3 and "
+           "`--offload-param cpu` or `nvme` (the optimizer on the device) at "
+           "stage 3, `--threads %d`, %d steps of "
+           "which %d warm-up, %d rounds; the same stage without offload "
            "ran next to each in every round. Measured: per step span of "
-           "each rank's trace, the `copy to host`/`copy to device` and "
-           "`wait copy` spans in "
+           "each rank's trace, the copy spans (`copy to host`/`copy to "
+           "device`, `copy params to ...`, the swap-file submissions `read "
+           "params from nvme`/`write params to nvme`) and the waits for them, "
+           "`wait disk ...` the time blocked on a parameter swap file, "
+           "in "
            "it; medians over steps and ranks, then over rounds. Predicted: "
            "`zero-report` (cpu preset) of the same pipeline." % (
                m.get("nproc", "?"), m.get("cpu", "unknown"), doc["date"],
                "/".join(doc["loadavg"]), "/".join(doc["loadavg_end"]),
                doc["threads_per_rank"], doc["steps"], doc["warmup"],
                doc["rounds"]), "",
-           "| stage | ranks | host peak bytes | step ms (no offload) | "
+           "| stage | ranks | offload | host peak bytes | step ms (no offload) | "
            "offload / none | measured transfers ms | share of the step | "
            "predicted copying ms | predicted exposed ms | predicted share | "
            "measured / predicted exposed |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for e in doc["results"]:
         ratio = e["measured_over_predicted"]
-        out.append("| %d | %d | %d | %.1f (%.1f) | %.3f | %.3f | %.2f%% | "
-                   "%.3f | %.3f | %.2f%% | %s |" % (
-                       e["stage"], e["world"], e["host_peak_bytes"],
+        out.append("| %d | %d | %s | %d | %.1f (%.1f) | %.3f | %.3f | "
+                   "%.2f%% | %.3f | %.3f | %.2f%% | %s |" % (
+                       e["stage"], e["world"],
+                       e.get("offload", "optimizer cpu"),
+                       e["host_peak_bytes"],
                        e["measured_step_ms"],
                        e["measured_step_ms_no_offload"],
                        e["offload_over_no_offload"], e["transfer_ms"],

@@ -225,8 +225,7 @@ SmallVector<TuneConfig> Tuner::getOffloadChoices(int64_t stage) const {
       auto attr = OffloadAttr::get(ctx, optimizer, param,
                                    nvme ? StringRef(options.nvmePath) : "");
       if (failed(attr.verifyStage(
-              [&] { return mlir::emitError(UnknownLoc::get(ctx)); }, stage)) ||
-          !getUnimplementedOffload(optimizer, param).empty())
+              [&] { return mlir::emitError(UnknownLoc::get(ctx)); }, stage)))
         continue;
       TuneConfig c;
       c.stage = stage;

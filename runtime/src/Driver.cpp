@@ -113,6 +113,8 @@ private:
   zrt_ctx ctx;
   /// The swap file of an optimizer on NVMe (null: none).
   std::unique_ptr<SwapFile> swapFile;
+  /// The swap file of parameters on NVMe (null: none).
+  std::unique_ptr<SwapFile> paramSwapFile;
   std::unique_ptr<DataSource> data, evalData;
   /// Global batches of evalData that an evaluation runs.
   int64_t evalBatches = 0;
@@ -366,11 +368,21 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   bool ok = everywhere([&] {
     // An optimizer on NVMe: the rank's swap file, checked (and its space
     // reserved) before anything else touches it.
-    if (m.nvmeBytes > 0) {
-      swapFile = SwapFile::open(m.nvmePath, ctx.rank, m.nvmeBytes);
+    if (m.optimizerNvmeBytes() > 0) {
+      swapFile = SwapFile::open(m.nvmePath, ctx.rank, m.optimizerNvmeBytes());
       ctx.nvme = swapFile.get();
       ctx.swap = ctx.host + m.swapOffset;
       ctx.swapBytes = m.swapBytes;
+    }
+    // Parameters on NVMe: their own swap file (DeepSpeed keeps separate
+    // swap folders; the same directory works too).
+    if (m.paramNvmeBytes > 0) {
+      paramSwapFile =
+          SwapFile::open(m.paramNvmePath, ctx.rank, m.paramNvmeBytes, "params",
+                         "--param-nvme-path");
+      ctx.paramNvme = paramSwapFile.get();
+      ctx.paramSwap = ctx.host + m.paramSwapOffset;
+      ctx.paramSwapBytes = m.paramSwapBytes;
     }
     int64_t rowsPerStep =
         (m.inputs.empty() || m.inputs[0].shape.empty() ? 0
@@ -437,17 +449,20 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   if (!everywhere([&] { openLog(); }))
     return false;
   // Which I/O ran, and why not O_DIRECT or io_uring, whatever --quiet.
-  if (swapFile && ctx.rank == 0) {
-    if (!swapFile->notice().empty())
-      std::fprintf(stderr, "zrt: nvme: %s\n", swapFile->notice().c_str());
-    std::fprintf(stderr,
-                 "zrt: nvme: optimizer states in '%s' (%lld bytes per rank), "
-                 "%s, %s\n",
-                 swapFile->path().c_str(), (long long)swapFile->size(),
-                 swapFile->direct() ? "O_DIRECT" : "buffered",
-                 swapFile->engineName());
-    std::fflush(stderr);
-  }
+  for (auto [file, what] :
+       {std::make_pair(swapFile.get(), "optimizer states"),
+        std::make_pair(paramSwapFile.get(), "parameter shards")})
+    if (file && ctx.rank == 0) {
+      if (!file->notice().empty())
+        std::fprintf(stderr, "zrt: nvme: %s\n", file->notice().c_str());
+      std::fprintf(stderr,
+                   "zrt: nvme: %s in '%s' (%lld bytes per rank), %s, "
+                   "%s\n",
+                   what, file->path().c_str(), (long long)file->size(),
+                   file->direct() ? "O_DIRECT" : "buffered",
+                   file->engineName());
+      std::fflush(stderr);
+    }
 
   int64_t numel = 0;
   for (const ParamInfo &p : m.params)
@@ -1034,14 +1049,20 @@ int Driver::run(int argc, char **argv) {
                                       : "optimizer",
                   host == manifest.hostBytes ? "" : ": MISMATCH");
     }
-    if (swapFile) {
-      // The file as the file system sees it, against the plan.
-      struct stat st;
-      int64_t size =
-          ::stat(swapFile->path().c_str(), &st) == 0 ? int64_t(st.st_size) : -1;
-      std::printf("nvme swap file: measured %lld bytes, planned %lld bytes "
+    if (swapFile || paramSwapFile) {
+      // The files as the file system sees them, against the plan.
+      int64_t size = 0;
+      for (SwapFile *file : {swapFile.get(), paramSwapFile.get()}) {
+        struct stat st;
+        if (file)
+          size = size < 0 || ::stat(file->path().c_str(), &st) != 0
+                     ? -1
+                     : size + int64_t(st.st_size);
+      }
+      std::printf("nvme swap file%s: measured %lld bytes, planned %lld bytes "
                   "(nvme_bytes)%s\n",
-                  (long long)size, (long long)manifest.nvmeBytes,
+                  swapFile && paramSwapFile ? "s" : "", (long long)size,
+                  (long long)manifest.nvmeBytes,
                   size == manifest.nvmeBytes ? "" : ": MISMATCH");
     }
     std::fflush(stdout);

@@ -259,6 +259,10 @@ Manifest Manifest::parse(const std::string &text) {
     m.swapOffset = plan.value("swap_offset", int64_t(0));
     m.swapBytes = plan.value("swap_bytes", int64_t(0));
     m.nvmePath = j.value("nvme_path", std::string());
+    m.paramNvmeBytes = plan.value("param_nvme_bytes", int64_t(0));
+    m.paramSwapOffset = plan.value("param_swap_offset", int64_t(0));
+    m.paramSwapBytes = plan.value("param_swap_bytes", int64_t(0));
+    m.paramNvmePath = j.value("param_nvme_path", std::string());
     if (j.contains("memory_timeline")) {
       const json &t = j.at("memory_timeline");
       m.plannedLiveBytes = t.at("live_bytes").get<std::vector<int64_t>>();
@@ -280,12 +284,23 @@ Manifest Manifest::parse(const std::string &text) {
     invalid("unknown precision '" + m.precision + "'");
   if (m.persistentBytes < 0 || m.arenaBytes < 0)
     invalid("negative arena size");
+  int64_t optimizerNvme = m.optimizerNvmeBytes();
   if (m.nvmeBytes < 0 || m.nvmeBytes % 4096 || m.swapOffset % 4096 ||
       m.swapBytes % 4096 || m.swapOffset < 0 || m.swapBytes < 0 ||
-      m.swapOffset + m.swapBytes > m.hostBytes ||
-      (m.nvmeBytes > 0) != (m.swapBytes > 0) ||
-      (m.nvmeBytes > 0) == m.nvmePath.empty())
+      m.swapOffset + m.swapBytes > m.hostBytes || optimizerNvme < 0 ||
+      (optimizerNvme > 0) != (m.swapBytes > 0) ||
+      (optimizerNvme > 0) == m.nvmePath.empty())
     invalid("inconsistent NVMe swap file or swap buffers");
+  if (m.paramNvmeBytes < 0 || m.paramNvmeBytes % 4096 ||
+      m.paramSwapOffset % 4096 || m.paramSwapBytes % 4096 ||
+      m.paramSwapOffset < 0 || m.paramSwapBytes < 0 ||
+      m.paramSwapOffset + m.paramSwapBytes > m.hostBytes ||
+      (m.paramNvmeBytes > 0) != (m.paramSwapBytes > 0) ||
+      (m.paramNvmeBytes > 0) == m.paramNvmePath.empty() ||
+      (m.paramSwapBytes > 0 && m.swapBytes > 0 &&
+       m.paramSwapOffset < m.swapOffset + m.swapBytes &&
+       m.swapOffset < m.paramSwapOffset + m.paramSwapBytes))
+    invalid("inconsistent parameter swap file or swap buffers");
   int64_t computeBytes = zrt_dtype_size(m.computeDtype);
   for (const PartitionInfo &p : m.partitions) {
     if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
@@ -294,9 +309,10 @@ Manifest Manifest::parse(const std::string &text) {
     // The Adam kernels keep fp32 masters: an fp32 compute copy is one when
     // it lives where Adam runs (both on the device, or both in host memory;
     // never with the states in the swap file).
-    bool nvme = m.nvmeBytes > 0;
-    if (p.paramsAreMasters != (m.computeDtype == ZRT_F32 && !nvme &&
-                               p.offloaded() == p.paramsOffloaded()))
+    bool nvme = optimizerNvme > 0;
+    if (p.paramsAreMasters !=
+        (m.computeDtype == ZRT_F32 && !nvme && !p.onNvme[kParams] &&
+         p.offloaded() == p.paramsOnHost()))
       invalid("partition '" + p.name + "' " +
               (p.paramsAreMasters ? "has no" : "has a") +
               " master buffer with compute dtype " + m.computeDtypeName +
@@ -306,7 +322,8 @@ Manifest Manifest::parse(const std::string &text) {
         continue;
       int64_t bytes =
           p.counts[k] * bufferElementBytes(BufferKind(k), computeBytes);
-      int64_t limit = p.onNvme[k]   ? m.nvmeBytes
+      int64_t limit = p.onNvme[k]
+                          ? (k == kParams ? m.paramNvmeBytes : optimizerNvme)
                       : p.onHost[k] ? m.hostBytes
                                     : m.persistentBytes;
       if (p.offsets[k] < 0 || p.counts[k] < 0 || p.offsets[k] + bytes > limit ||
@@ -342,13 +359,14 @@ Manifest Manifest::parse(const std::string &text) {
     if ((p.offloaded() &&
          ((!p.paramsAreMasters && !stateOff(kMaster)) || !stateOff(kExpAvg) ||
           !stateOff(kExpAvgSq) || !p.onHost[kHostGrads] || p.onHost[kGrads] ||
-          ((nvme || m.computeDtype != ZRT_F32) && !p.paramsOffloaded()) !=
+          ((nvme || m.computeDtype != ZRT_F32) && !p.paramsOnHost()) !=
               p.hasBuffer(kHostParams))) ||
         (!p.offloaded() && (p.onHost[kMaster] || p.onHost[kExpAvg] ||
                             p.onHost[kExpAvgSq] || p.onHost[kGrads])) ||
         (p.paramsOffloaded() && m.stage != 3))
       invalid("partition '" + p.name + "' has an inconsistent host placement");
-    if (!p.offloaded() && std::count(p.onNvme.begin(), p.onNvme.end(), true))
+    if (!p.offloaded() &&
+        (p.onNvme[kMaster] || p.onNvme[kExpAvg] || p.onNvme[kExpAvgSq]))
       invalid("partition '" + p.name +
               "' has buffers on NVMe but keeps its "
               "optimizer on the device");

@@ -7,7 +7,7 @@
 // program's nvme_path, at the byte offsets the compiler planned (4096-byte
 // aligned, each state padded to 4096 bytes; the file is the plan's
 // nvme_bytes long). The file is opened with O_DIRECT where the file system
-// allows it (buffered I/O otherwise, e.g. tmpfs) and read and written
+// allows it (buffered I/O otherwise, e.g. ramfs) and read and written
 // asynchronously through io_uring (a thread pool of pread/pwrite where
 // io_uring cannot be set up). All transfers go through the plan's swap
 // buffers in the pinned host arena, so the host memory stays the planned
@@ -43,6 +43,7 @@ struct SwapIo {
 };
 
 class SwapEngine;
+struct NvmeFaults;
 
 class SwapFile {
 public:
@@ -50,8 +51,13 @@ public:
   /// under `dir`, after checking that `dir` exists, is a writable
   /// directory and has room; throws std::runtime_error naming the path
   /// otherwise. Another run using the same file is refused (flock).
-  static std::unique_ptr<SwapFile> open(const std::string &dir, int rank,
-                                        int64_t bytes);
+  /// `kind` names the file (zero-`kind`.rankN.swp: "optimizer" or
+  /// "params", so both can share a directory) and `option` the compiler
+  /// option that chose `dir`.
+  static std::unique_ptr<SwapFile>
+  open(const std::string &dir, int rank, int64_t bytes,
+       const std::string &kind = "optimizer",
+       const std::string &option = "--nvme-path");
   ~SwapFile();
 
   const std::string &path() const { return filePath; }
@@ -64,8 +70,11 @@ public:
 
   /// Starts `io` (aligned buffer, offset and size inside the file).
   void submit(SwapIo &io);
-  /// Waits until `io` completes; aborts naming the file, the offset and
-  /// the error (ENOSPC: the disk is full) if it failed or was short.
+  /// Waits until `io` completes; aborts naming the file, the offset, the
+  /// length, the engine and the error (ENOSPC: the disk is full) if it
+  /// failed or ended short. Both engines retry a partial transfer (and
+  /// EINTR, EAGAIN) for the rest; only one that moves nothing (the file
+  /// ended) is short.
   void wait(SwapIo &io);
 
   /// Synchronous transfers of `bytes` at `offset` (a multiple of
@@ -80,6 +89,8 @@ public:
   void zero(int64_t offset, int64_t bytes, char *bounce, int64_t bounceBytes);
   /// Arms (or disarms) the nvmeKillStep test hook for the next write.
   void setKillOnWrite(bool on) { killOnWrite = on; }
+  /// The training step now running, for ZRT_TEST_NVME_FAULT's `@S`.
+  void setStep(int64_t step);
 
 private:
   SwapFile() = default;
@@ -89,6 +100,7 @@ private:
   bool directIo = false;
   std::string fallbackNotice;
   bool killOnWrite = false;
+  std::unique_ptr<NvmeFaults> faults;
   std::unique_ptr<SwapEngine> engine;
 };
 
@@ -98,6 +110,21 @@ private:
 /// test that a rank killed during an NVMe write leaves the last checkpoint
 /// loadable. Unset or 0: off.
 int64_t nvmeKillStep();
+
+/// The test hook ZRT_TEST_NVME_FAULT, read by each SwapFile::open: I/O
+/// faults the file systems here cannot produce, injected where the
+/// kernel's answer arrives (the pread/pwrite result, the io_uring
+/// completion, the open of O_DIRECT), so that the real error paths run. A
+/// comma-separated list of
+///   nodirect          open(O_DIRECT) fails with EINVAL (buffered I/O);
+///   OP:N:FAULT[@S]    the N-th read or write (OP) system call or io_uring
+///                     submission of the file (retries count), or of step
+///                     S's with `@S`, gets FAULT: an errno name (ENOSPC,
+///                     EIO, EDQUOT, EFBIG, EINTR, EAGAIN) as its result, or
+///                     `short` (it moves half its bytes in whole blocks, or
+///                     512 bytes of one block) or `eof` (it moves none).
+/// An injected fault prints one `zrt: test hook:` line. Unset or empty:
+/// off; anything else is refused by SwapFile::open, naming the entry.
 
 } // namespace zrt
 

@@ -29,6 +29,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 using namespace zrt;
@@ -225,9 +227,11 @@ extern "C" void zrt_ctx_stage_params(zrt_ctx *ctx, int32_t p, void *staged,
                                      int32_t toHost, int32_t slot) {
   const char *call = "zrt_ctx_stage_params";
   const PartitionInfo &part = partition(ctx, p, call);
-  if (!part.paramsOffloaded())
-    fatal("%s: partition '%s' keeps its params shard on the device", call,
-          part.name.c_str());
+  if (!part.paramsOnHost())
+    fatal("%s: partition '%s' keeps its params shard %s", call,
+          part.name.c_str(),
+          part.paramsOffloaded() ? "on NVMe (zrt_ctx_swap_params)"
+                                 : "on the device");
   // The gather sends the whole shard; Adam wrote only the owned elements
   // (the rest of the host shard is padding, zero since initialization).
   char *host = ctx->buffer(p, kParams);
@@ -243,6 +247,97 @@ extern "C" void zrt_ctx_stage_params(zrt_ctx *ctx, int32_t p, void *staged,
   if (ctx->tracing)
     ctx->trace.push_back({what, start, ctx->nowUs() - start});
   launch(ctx, slot, what, {}, std::move(done));
+}
+
+extern "C" void zrt_ctx_swap_params(zrt_ctx *ctx, int32_t p, void *staged,
+                                    int32_t from, int32_t toFile,
+                                    int32_t buffer, int64_t bufferBytes,
+                                    int32_t slot) {
+  const char *call = "zrt_ctx_swap_params";
+  const PartitionInfo &part = partition(ctx, p, call);
+  const Manifest &m = *ctx->manifest;
+  if (!part.onNvme[kParams] || !ctx->paramNvme)
+    fatal("%s: partition '%s' keeps its params shard %s", call,
+          part.name.c_str(),
+          part.paramsOnHost() ? "in host memory" : "on the device");
+  // The buffer is one of the plan's, and holds the shard in whole blocks
+  // (the compiler's verifier checks the same).
+  int64_t shardBytes = part.shardNumel * ctx->computeBytes;
+  int64_t blocks = ceilDiv(shardBytes, kSwapAlignment) * kSwapAlignment;
+  if (buffer < 0 || bufferBytes < blocks || bufferBytes % kSwapAlignment ||
+      (int64_t(buffer) + 1) * bufferBytes > ctx->paramSwapBytes)
+    fatal("%s: swap buffer %d of %lld bytes does not fit the plan's %lld "
+          "bytes of parameter swap buffers or the %lld-byte shard of '%s'",
+          call, int(buffer), (long long)bufferBytes,
+          (long long)ctx->paramSwapBytes, (long long)blocks, part.name.c_str());
+  char *swap = ctx->paramSwap + int64_t(buffer) * bufferBytes;
+  auto io = std::make_shared<SwapIo>();
+  io->buffer = swap;
+  io->bytes = blocks;
+  io->offset = part.offsets[kParams];
+  SwapFile *file = ctx->paramNvme;
+  file->setStep(ctx->stepIndex);
+  double start = ctx->tracing ? ctx->nowUs() : 0.0;
+  if (!toFile) {
+    // The read runs while the step computes; at the wait the shard goes
+    // from the swap buffer into the staged device buffer (the gather sends
+    // all of it).
+    if (!staged)
+      fatal("%s: reading the shard of '%s' needs a staged buffer", call,
+            part.name.c_str());
+    file->submit(*io);
+    if (ctx->tracing)
+      ctx->trace.push_back(
+          {"read params from nvme", start, ctx->nowUs() - start});
+    // The completion blocks on the disk and copies: both are transfer time,
+    // traced as such (zrt_ctx_wait's own span covers only its tokens).
+    launch(ctx, slot, "read params from nvme", {},
+           [ctx, file, io, staged, swap, shardBytes] {
+             double waitStart = ctx->tracing ? ctx->nowUs() : 0.0;
+             file->wait(*io);
+             double copyStart = ctx->tracing ? ctx->nowUs() : 0.0;
+             if (auto copied =
+                     device::transfer(staged, swap, shardBytes, false))
+               copied();
+             if (ctx->tracing) {
+               ctx->trace.push_back(
+                   {"wait disk read params", waitStart, copyStart - waitStart});
+               ctx->trace.push_back({"copy params to device", copyStart,
+                                     ctx->nowUs() - copyStart});
+             }
+           });
+    return;
+  }
+  // The owned new parameters at the front of the shard, the rest of its
+  // blocks zero (the shard's padding is zero since initialization).
+  int64_t ownedBytes = m.owned(part, ctx->rank).size() * ctx->computeBytes;
+  if (staged) {
+    if (auto copied = device::transfer(swap, staged, ownedBytes, true))
+      copied();
+  } else if (from == kHostParams && part.hasBuffer(kHostParams)) {
+    std::memcpy(swap, ctx->buffer(p, kHostParams), size_t(ownedBytes));
+  } else if (from == kMaster && part.hasBuffer(kMaster) && part.offloaded() &&
+             !part.onNvme[kMaster] && m.computeDtype == ZRT_F32) {
+    std::memcpy(swap, ctx->buffer(p, kMaster), size_t(ownedBytes));
+  } else {
+    fatal("%s: partition '%s' has no copy from buffer %d to its parameter "
+          "swap file",
+          call, part.name.c_str(), int(from));
+  }
+  std::memset(swap + ownedBytes, 0, size_t(blocks - ownedBytes));
+  io->write = true;
+  // The test hook kills the rank once a parameter write of its step landed.
+  file->setKillOnWrite(nvmeKillStep() > 0 && ctx->stepIndex == nvmeKillStep());
+  file->submit(*io);
+  if (ctx->tracing)
+    ctx->trace.push_back({"write params to nvme", start, ctx->nowUs() - start});
+  launch(ctx, slot, "write params to nvme", {}, [ctx, file, io] {
+    double waitStart = ctx->tracing ? ctx->nowUs() : 0.0;
+    file->wait(*io);
+    if (ctx->tracing)
+      ctx->trace.push_back(
+          {"wait disk write params", waitStart, ctx->nowUs() - waitStart});
+  });
 }
 
 extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
@@ -391,7 +486,7 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
   // allows the alias), as when the parameters are their own masters.
   // Offloaded parameter shards are written in place (and are the masters
   // with fp32 compute).
-  void *params = part.paramsOffloaded()        ? ctx->buffer(p, kParams)
+  void *params = part.paramsOnHost()           ? ctx->buffer(p, kParams)
                  : part.hasBuffer(kHostParams) ? ctx->buffer(p, kHostParams)
                                                : ctx->buffer(p, kMaster);
   float *masters = part.paramsAreMasters ? ctx->buffer<float>(p, kParams)
@@ -433,7 +528,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   const char *grads = ctx->buffer(p, kHostGrads);
   // The new parameters go to the host copy that is uploaded, or straight
   // into an offloaded parameter shard.
-  char *params = ctx->buffer(p, part.paramsOffloaded() ? kParams : kHostParams);
+  char *params = ctx->buffer(p, part.paramsOnHost() ? kParams : kHostParams);
   int64_t cb = ctx->computeBytes;
   const BufferKind states[3] = {kMaster, kExpAvg, kExpAvgSq};
   int64_t chunks = ceilDiv(n, chunk);
@@ -467,6 +562,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   int64_t ahead = buffers >= 3 ? buffers - 2 : buffers - 1;
   ctx->nvme->setKillOnWrite(nvmeKillStep() > 0 &&
                             ctx->stepIndex == nvmeKillStep());
+  ctx->nvme->setStep(ctx->stepIndex);
   int64_t issued = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     for (; issued < chunks && issued <= c + ahead; ++issued) {

@@ -105,9 +105,12 @@ struct PartitionInfo {
   bool hasBuffer(BufferKind kind) const { return present[kind]; }
   /// Whether the optimizer of this partition runs on the host.
   bool offloaded() const { return present[kHostGrads]; }
-  /// Whether its stage-3 params shard lives in host memory (parameter
-  /// offload): gathers read a staged device copy of it.
-  bool paramsOffloaded() const { return onHost[kParams]; }
+  /// Whether its stage-3 params shard lives off the device (parameter
+  /// offload), in host memory or in the rank's parameter swap file:
+  /// gathers read a staged device copy of it.
+  bool paramsOffloaded() const { return onHost[kParams] || onNvme[kParams]; }
+  /// Whether that shard is in host memory (a host Adam writes it in place).
+  bool paramsOnHost() const { return onHost[kParams]; }
 };
 
 /// Bytes of one element of buffer `kind`: the compute type's for the
@@ -173,6 +176,13 @@ struct Manifest {
   /// arena.
   int64_t nvmeBytes = 0, swapOffset = 0, swapBytes = 0;
   std::string nvmePath;
+  /// Parameters offloaded to NVMe: the size of each rank's parameter swap
+  /// file under paramNvmePath (part of nvmeBytes, the total of the rank's
+  /// swap files; 0: none) and its swap buffers' region of the host arena.
+  int64_t paramNvmeBytes = 0, paramSwapOffset = 0, paramSwapBytes = 0;
+  std::string paramNvmePath;
+  /// The optimizer's swap file (0: none).
+  int64_t optimizerNvmeBytes() const { return nvmeBytes - paramNvmeBytes; }
   /// The plan over the step (memory_timeline; empty when absent): live
   /// step-arena bytes and kernel scratch by op index, and the index of the
   /// first backward op (-1: none). --trace copies it next to the measurement.
@@ -240,6 +250,11 @@ struct zrt_ctx {
   zrt::SwapFile *nvme = nullptr;
   char *swap = nullptr;
   int64_t swapBytes = 0;
+  /// Parameters on NVMe: the rank's parameter swap file (owned by the
+  /// driver) and its swap buffers in the host arena.
+  zrt::SwapFile *paramNvme = nullptr;
+  char *paramSwap = nullptr;
+  int64_t paramSwapBytes = 0;
   int64_t computeBytes = 4;
 
   zrt_loss_scaler scaler{};
@@ -289,9 +304,21 @@ struct zrt_ctx {
     return reinterpret_cast<T *>((part.onHost[kind] ? host : persistent) +
                                  part.offsets[kind]);
   }
-  /// Whether buffer `kind` of partition `p` is in the swap file.
+  /// Whether buffer `kind` of partition `p` is in a swap file.
   bool onNvme(int32_t p, zrt::BufferKind kind) const {
     return manifest->partitions[size_t(p)].onNvme[kind];
+  }
+  /// The swap file a buffer of kind `kind` on NVMe lives in (the
+  /// parameters' for params, else the optimizer's), and the swap buffers
+  /// that go with it.
+  zrt::SwapFile *swapFileOf(zrt::BufferKind kind) const {
+    return kind == zrt::kParams ? paramNvme : nvme;
+  }
+  char *swapBufferOf(zrt::BufferKind kind) const {
+    return kind == zrt::kParams ? paramSwap : swap;
+  }
+  int64_t swapBytesOf(zrt::BufferKind kind) const {
+    return kind == zrt::kParams ? paramSwapBytes : swapBytes;
   }
   /// Whether buffer `kind` of partition `p` is in the host arena.
   bool onHost(int32_t p, zrt::BufferKind kind) const {

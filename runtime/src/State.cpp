@@ -38,7 +38,8 @@ void zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
   int64_t bytes =
       part.counts[kind] * bufferElementBytes(kind, ctx.computeBytes);
   if (ctx.onNvme(p, kind))
-    ctx.nvme->zero(part.offsets[kind], bytes, ctx.swap, ctx.swapBytes);
+    ctx.swapFileOf(kind)->zero(part.offsets[kind], bytes,
+                               ctx.swapBufferOf(kind), ctx.swapBytesOf(kind));
   else if (ctx.onHost(p, kind))
     std::memset(ctx.buffer(p, kind), 0, size_t(bytes));
   else
@@ -51,8 +52,9 @@ void zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
 void storeBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind, void *at,
                  const void *src, int64_t bytes) {
   if (ctx.onNvme(p, kind))
-    ctx.nvme->write(ctx.manifest->partitions[size_t(p)].offsets[kind], src,
-                    bytes, ctx.swap, ctx.swapBytes);
+    ctx.swapFileOf(kind)->write(
+        ctx.manifest->partitions[size_t(p)].offsets[kind], src, bytes,
+        ctx.swapBufferOf(kind), ctx.swapBytesOf(kind));
   else if (ctx.onHost(p, kind))
     std::memcpy(at, src, size_t(bytes));
   else
@@ -61,8 +63,9 @@ void storeBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind, void *at,
 void loadBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind, void *dst,
                 const void *at, int64_t bytes) {
   if (ctx.onNvme(p, kind))
-    ctx.nvme->read(ctx.manifest->partitions[size_t(p)].offsets[kind], dst,
-                   bytes, ctx.swap, ctx.swapBytes);
+    ctx.swapFileOf(kind)->read(
+        ctx.manifest->partitions[size_t(p)].offsets[kind], dst, bytes,
+        ctx.swapBufferOf(kind), ctx.swapBytesOf(kind));
   else if (ctx.onHost(p, kind))
     std::memcpy(dst, at, size_t(bytes));
   else
@@ -79,16 +82,23 @@ void castOwnedParams(zrt_ctx &ctx, int32_t p) {
     return;
   int64_t n = m.owned(part, ctx.rank).size();
   if (part.paramsOffloaded()) {
-    // The shard is in host memory: cast there, from the masters wherever
-    // they are (host or swap file with an offloaded optimizer, device
-    // otherwise).
+    // The shard is in host memory or the parameter swap file: cast on the
+    // host, from the masters wherever they are (host or swap file with an
+    // offloaded optimizer, device otherwise), and store it there.
     std::vector<float> master(static_cast<size_t>(n), 0.0f);
     loadBuffer(ctx, p, kMaster, master.data(), ctx.buffer<float>(p, kMaster),
                n * 4);
+    std::vector<char> cast;
     char *params = ctx.buffer(p, kParams);
+    if (!params) {
+      cast.resize(size_t(n * ctx.computeBytes));
+      params = cast.data();
+    }
     dispatchFloat(m.computeDtype, [&](auto tag) {
       fromFloat(master.data(), reinterpret_cast<decltype(tag) *>(params), n);
     });
+    if (!cast.empty())
+      storeBuffer(ctx, p, kParams, nullptr, params, n * ctx.computeBytes);
     return;
   }
   if (part.onNvme[kMaster]) {
@@ -191,11 +201,20 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
                   values.data() + (own.begin - need.begin),
                   own.size() * int64_t(sizeof(float)));
     if (part.paramsOffloaded()) {
+      // In host memory, or cast there and written to the swap file.
+      std::vector<char> cast;
       char *params = ctx.buffer(p, kParams);
+      if (!params) {
+        cast.resize(size_t(need.size() * ctx.computeBytes));
+        params = cast.data();
+      }
       dispatchFloat(m.computeDtype, [&](auto tag) {
         fromFloat(values.data(), reinterpret_cast<decltype(tag) *>(params),
                   need.size());
       });
+      if (!cast.empty())
+        storeBuffer(ctx, p, kParams, nullptr, params,
+                    need.size() * ctx.computeBytes);
     } else {
       device::uploadCast(values.data(), m.computeDtype, ctx.buffer(p, kParams),
                          need.size());

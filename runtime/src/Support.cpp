@@ -12,14 +12,18 @@
 #include <cstdio>
 #include <cstdlib>
 
-void zrt::fatal(const char *fmt, ...) {
+void zrt::printError(const char *fmt, va_list args) {
   std::fflush(stdout);
   std::fputs("zrt: error: ", stderr);
+  std::vfprintf(stderr, fmt, args);
+  std::fputc('\n', stderr);
+}
+
+void zrt::fatal(const char *fmt, ...) {
   va_list args;
   va_start(args, fmt);
-  std::vfprintf(stderr, fmt, args);
+  printError(fmt, args);
   va_end(args);
-  std::fputc('\n', stderr);
   std::abort();
 }
 

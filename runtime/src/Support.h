@@ -7,6 +7,7 @@
 #ifndef ZERO_RT_SUPPORT_H
 #define ZERO_RT_SUPPORT_H
 
+#include <cstdarg>
 #include <cstdint>
 
 namespace zrt {
@@ -16,6 +17,10 @@ namespace zrt {
 /// reported any other way.
 [[noreturn]] void fatal(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
+/// Prints "zrt: error: <message>" to stderr after flushing stdout, as fatal
+/// does, for errors that end the run another way.
+void printError(const char *fmt, va_list args)
+    __attribute__((format(printf, 1, 0)));
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -759,6 +759,57 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
             std::string::npos);
 }
 
+// Stage-3 parameter shards on NVMe: in the parameters' swap file (part of
+// nvme_bytes, the total of the rank's files), fp32 with device masters.
+TEST(ManifestTest, ParamsOnNvme) {
+  auto onNvme = [] {
+    nlohmann::json j = tinyManifest(3, 4);
+    nlohmann::json &p = j["partitions"][0];
+    p["buffers"]["master"] = 128;
+    p["buffer_numel"]["master"] = 3;
+    p["nvme_buffers"] = {"params"};
+    j["plan"]["host_bytes"] = 8192;
+    j["plan"]["nvme_bytes"] = 4096;
+    j["plan"]["param_nvme_bytes"] = 4096;
+    j["plan"]["param_swap_offset"] = 0;
+    j["plan"]["param_swap_bytes"] = 8192;
+    j["param_nvme_path"] = "/p";
+    return j;
+  };
+  Manifest m = Manifest::parse(onNvme().dump());
+  const PartitionInfo &p = m.partitions[0];
+  EXPECT_TRUE(p.paramsOffloaded());
+  EXPECT_FALSE(p.paramsOnHost());
+  EXPECT_FALSE(p.paramsAreMasters);
+  EXPECT_EQ(m.optimizerNvmeBytes(), 0);
+  EXPECT_EQ(m.paramNvmePath, "/p");
+  auto error = [](nlohmann::json j) {
+    return errorOf([&] { Manifest::parse(j.dump()); });
+  };
+  nlohmann::json j = onNvme();
+  j.erase("param_nvme_path");
+  EXPECT_NE(error(j).find("inconsistent parameter swap file"),
+            std::string::npos);
+  j = onNvme();
+  j["plan"]["param_swap_bytes"] = 0;
+  EXPECT_NE(error(j).find("inconsistent parameter swap file"),
+            std::string::npos);
+  j = onNvme();
+  j["plan"]["param_swap_offset"] = 4096; // past the host arena
+  EXPECT_NE(error(j).find("inconsistent parameter swap file"),
+            std::string::npos);
+  j = onNvme();
+  j["partitions"][0]["buffers"]["params"] = 64;
+  EXPECT_NE(error(j).find("lies outside the swap file (or off its 4096-byte "
+                          "blocks)"),
+            std::string::npos);
+  // An fp32 shard on NVMe is never its own master.
+  j = onNvme();
+  j["partitions"][0]["buffers"].erase("master");
+  j["partitions"][0]["buffer_numel"].erase("master");
+  EXPECT_NE(error(j).find("has no master buffer"), std::string::npos);
+}
+
 TEST(ManifestTest, ReadsTheMemoryTimeline) {
   nlohmann::json j = tinyManifest(1, 4);
   Manifest none = Manifest::parse(j.dump());

@@ -251,6 +251,28 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](TransferOp o) -> LogicalResult {
+        // A parameter shard on NVMe: through its swap buffer, from or to
+        // the staged device buffer or a host buffer.
+        if (ParamSwapAttr swap = o.getSwapAttr()) {
+          Value ptr;
+          if (Value staged = o.getStagedValue()) {
+            ptr = p(staged);
+            if (!ptr)
+              return failure();
+          } else {
+            ptr = LLVM::ZeroOp::create(b, loc, ptrType());
+          }
+          bool toFile = o.getTarget() == BufferKind::params;
+          int32_t from = toFile && o.getSource()
+                             ? static_cast<int32_t>(*o.getSource())
+                             : -1;
+          callVoid("zrt_ctx_swap_params",
+                   {ctx, i32(partitionIndex(o.getGroupAttr())), ptr, i32(from),
+                    i32(toFile ? 1 : 0),
+                    i32(static_cast<int32_t>(swap.getBuffer())),
+                    i64(swap.getBufferBytes()), i32(slotOf(o.getToken()))});
+          return success();
+        }
         if (Value staged = o.getStagedValue()) {
           Value ptr = p(staged);
           if (!ptr)

@@ -130,7 +130,7 @@ std::string Lowering::buildManifest() {
     if (!hostBuffers.empty())
       (*partitions.back().getAsObject())["host_buffers"] =
           std::move(hostBuffers);
-    // Offsets in the rank's swap file.
+    // Offsets in the rank's swap files (params: the parameters' file).
     if (!nvmeBuffers.empty())
       (*partitions.back().getAsObject())["nvme_buffers"] =
           std::move(nvmeBuffers);
@@ -207,15 +207,26 @@ std::string Lowering::buildManifest() {
   if (plan.hostBytes > 0)
     (*manifest.getObject("plan"))["host_bytes"] = plan.hostBytes;
   if (plan.nvmeBytes > 0) {
+    // nvme_bytes is the total of the rank's swap files: the optimizer's
+    // (under nvme_path) and the parameters' (param_nvme_bytes of it, under
+    // param_nvme_path).
     Object &planObject = *manifest.getObject("plan");
     planObject["nvme_bytes"] = plan.nvmeBytes;
-    planObject["swap_offset"] = plan.swapOffset;
-    planObject["swap_bytes"] = plan.swapBytes;
     auto offload = step->getContext()
                        ->getLoadedDialect<ZeroDialect>()
                        ->getOffloadAttrHelper()
                        .getAttr(step);
-    manifest["nvme_path"] = offload.getNvmePath();
+    if (plan.swapBytes > 0) {
+      planObject["swap_offset"] = plan.swapOffset;
+      planObject["swap_bytes"] = plan.swapBytes;
+      manifest["nvme_path"] = offload.getNvmePath();
+    }
+    if (plan.paramNvmeBytes > 0) {
+      planObject["param_nvme_bytes"] = plan.paramNvmeBytes;
+      planObject["param_swap_offset"] = plan.paramSwapOffset;
+      planObject["param_swap_bytes"] = plan.paramSwapBytes;
+      manifest["param_nvme_path"] = offload.getParamNvmePath();
+    }
   }
   // The hash covers the manifest and the schedule itself, so executables
   // compiled from different schedules refuse to run together.

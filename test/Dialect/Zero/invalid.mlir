@@ -2090,7 +2090,7 @@ zero.param @w : tensor<4x3xf32> init zeros {zero.offload = #zero.offload<optimiz
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    // expected-error @+1 {{offload to nvme needs an nvme_path}}
+    // expected-error @+1 {{optimizer offload to nvme needs an nvme_path}}
     attributes {zero.offload = #zero.offload<optimizer = nvme>} {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
@@ -2102,7 +2102,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    // expected-error @+1 {{nvme_path '/tmp/x' is given but nothing is offloaded to nvme}}
+    // expected-error @+1 {{nvme_path '/tmp/x' is given but the optimizer is not offloaded to nvme}}
     attributes {zero.offload = #zero.offload<optimizer = cpu, nvme_path = "/tmp/x">} {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
@@ -2438,13 +2438,13 @@ zero.train_step @train(%x: tensor<2x4xf32>)
 // -----
 
 // Checks that the swap file is whole 4096-byte blocks.
-// expected-error @+1 {{memory_plan nvme_bytes, swap_offset and swap_bytes must be multiples of 4096 (O_DIRECT's alignment)}}
+// expected-error @+1 {{memory_plan nvme_bytes, swap_offset, swap_bytes, param_nvme_bytes, param_swap_offset and param_swap_bytes must be multiples of 4096 (O_DIRECT's alignment)}}
 #nvme = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0, host_bytes = 8192, nvme_bytes = 100, swap_offset = 0, swap_bytes = 4096>
 
 // -----
 
 // Checks that NVMe states come with swap buffers.
-// expected-error @+1 {{memory_plan has nvme_bytes but no swap_bytes: NVMe-resident states move through swap buffers}}
+// expected-error @+1 {{memory_plan has an optimizer swap file but no swap_bytes: NVMe-resident states move through swap buffers}}
 #noswap = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0, host_bytes = 8192, nvme_bytes = 4096>
 
 // -----
@@ -2662,7 +2662,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
     attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
   %loss = nn.fill 0.0 : tensor<f32>
-  // expected-error @+1 {{'zero.transfer' op uploads parameters, but the train step offloads its parameter shards: the host Adam writes them in place}}
+  // expected-error @+1 {{'zero.transfer' op uploads parameters, but the train step keeps its parameter shards in host memory: the host Adam writes them in place}}
   zero.transfer group @flat host_params to params phase boundary
   zero.return %loss : tensor<f32>
 }
@@ -2699,5 +2699,140 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
   %loss = nn.fill 0.0 : tensor<f32>
   // expected-error @+1 {{expected !zero.token, got 'f32'}}
   %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> f32
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that parameter offload to nvme needs a path of its own.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{parameter offload to nvme needs a param_nvme_path}}
+    attributes {zero.offload = #zero.offload<param = nvme>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a param_nvme_path comes with parameter offload to nvme.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{param_nvme_path '/p' is given but the parameters are not offloaded to nvme}}
+    attributes {zero.offload = #zero.offload<param = cpu, param_nvme_path = "/p">} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks the parameter swap buffer count.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{param_buffer_count must be >= 1, got 0}}
+    attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/p", param_buffer_count = 0>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{param_swap buffer 2 is not one of its 2 buffers}}
+#swapidx = #zero.param_swap<buffer = 2, buffers = 2, buffer_bytes = 4096>
+
+// -----
+
+// expected-error @+1 {{param_swap buffer_bytes must be a positive multiple of 4096 (O_DIRECT's alignment), got 100}}
+#swapbytes = #zero.param_swap<buffer = 0, buffers = 2, buffer_bytes = 100>
+
+// -----
+
+// expected-error @+1 {{param_swap buffers must be >= 1, got 0}}
+#swapnone = #zero.param_swap<buffer = 0, buffers = 0, buffer_bytes = 4096>
+
+// -----
+
+// Checks that a parameter swap file comes with its swap buffers.
+// expected-error @+1 {{memory_plan has param_nvme_bytes but no param_swap_bytes: NVMe-resident parameter shards move through swap buffers}}
+#pnoswap = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0, host_bytes = 8192, nvme_bytes = 4096, param_nvme_bytes = 4096>
+
+// -----
+
+// Checks that the parameter swap file is part of the swap files' total.
+// expected-error @+1 {{memory_plan param_nvme_bytes 8192 exceeds nvme_bytes 4096, the total of the rank's swap files}}
+#ptotal = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0, host_bytes = 8192, nvme_bytes = 4096, param_nvme_bytes = 8192, param_swap_bytes = 4096>
+
+// -----
+
+// Checks that the two swap regions do not overlap.
+// expected-error @+1 {{memory_plan parameter swap buffers overlap the optimizer's}}
+#poverlap = #zero.memory_plan<persistent_bytes = 0, arena_bytes = 0, scratch_bytes = 0, peak_bytes = 0, host_bytes = 16384, nvme_bytes = 8192, swap_offset = 0, swap_bytes = 8192, param_nvme_bytes = 4096, param_swap_offset = 4096, param_swap_bytes = 4096>
+
+// -----
+
+// Checks that a shard on NVMe moves through a swap buffer.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/p">} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.transfer' op moves a parameter shard that lives in an NVMe swap file: it needs 'swap' (the host swap buffer it goes through)}}
+  %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that only a transfer of a shard on NVMe has a swap buffer.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.transfer' op has 'swap', but it moves no parameter shard that lives on nvme}}
+  %sh, %t = zero.transfer group @flat params to staging swap <buffer = 0, buffers = 1, buffer_bytes = 4096> : tensor<4xbf16> -> !zero.token
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a swap buffer holds the whole shard: 2048 bf16 elements are
+// 4096 bytes, 2050 need two blocks.
+zero.param @w : tensor<4100xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 4100 padded 4100 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/p">} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.transfer' op swap buffers of 4096 bytes cannot hold the 2050-element shard of @flat in 'bf16' (8192 bytes in whole 4096-byte blocks)}}
+  %sh, %t = zero.transfer group @flat params to staging swap <buffer = 0, buffers = 1, buffer_bytes = 4096> : tensor<2050xbf16> -> !zero.token
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the host Adam's parameters go back to shards on NVMe
+// (the host Adam writes only shards in host memory in place).
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    attributes {zero.offload = #zero.offload<optimizer = cpu, param = nvme, param_nvme_path = "/p">} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.transfer' op uploads master, but partition @flat computes in 'bf16' (16-bit parameters are uploaded from host_params)}}
+  %t = zero.transfer group @flat master to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary -> !zero.token
   zero.return %loss : tensor<f32>
 }

@@ -265,11 +265,11 @@ zero.train_step @one_cycle(%x: tensor<8x3xf32>)
 // -----
 
 // CHECK-LABEL: zero.train_step @to_nvme(
-// CHECK-SAME: attributes {zero.offload = #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme">}
+// CHECK-SAME: attributes {zero.offload = #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme", param_nvme_path = "/local_nvme/params", param_buffer_count = 3>}
 zero.train_step @to_nvme(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme">} {
+    attributes {zero.offload = #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme", param_nvme_path = "/local_nvme/params", param_buffer_count = 3>} {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }

@@ -291,9 +291,11 @@ def cmd_offload(args):
     offload, whose masters and moments it moved out), and the measured host
     peak must equal the plan's host_peak_bytes, which --report checks
     against zero-opt's report of the same schedule. With --device nvme the
-    masters and moments live in swap files under a directory of the work
-    folder: each rank's file, measured with os.stat, must be the plan's
-    nvme_bytes long (the report's too)."""
+    masters and moments (or, with --offload-param nvme in --offload-args,
+    the parameter shards, or both, in files of their own) live in swap
+    files under a directory of the work folder: each rank's files, measured
+    with os.stat, must add up to the plan's nvme_bytes (the report's
+    too)."""
     os.makedirs(args.work, exist_ok=True)
     extra = shlex.split(args.compile_args)
     for world in [int(w) for w in args.worlds.split(",")]:
@@ -325,16 +327,28 @@ def cmd_offload(args):
             nvme = 0
             if args.device == "nvme":
                 planned = log[-1]["planned_nvme_bytes"]
+                # Which offloads are on NVMe: the optimizer's states and
+                # the parameter shards each have a file per rank.
+                devices = {"--offload-optimizer": "none",
+                           "--offload-param": "none"}
+                for flag, value in zip(offload, offload[1:]):
+                    if flag in devices:
+                        devices[flag] = value
+                kinds = [k for k, flag in [("optimizer", "--offload-optimizer"),
+                                           ("params", "--offload-param")]
+                         if devices[flag] == "nvme"]
                 files = sorted(os.listdir(swap_dir))
-                want = ["zero-optimizer.rank%d.swp" % r for r in range(world)]
+                want = sorted("zero-%s.rank%d.swp" % (k, r)
+                              for k in kinds for r in range(world))
                 if files != want:
                     fail("%s, nvme: swap files %r, expected %r" %
                          (what, files, want))
-                sizes = [os.stat(os.path.join(swap_dir, f)).st_size
-                         for f in files]
+                sizes = [sum(os.stat(os.path.join(
+                    swap_dir, "zero-%s.rank%d.swp" % (k, r))).st_size
+                    for k in kinds) for r in range(world)]
                 if any(size != planned for size in sizes) or planned <= 0:
-                    fail("%s, nvme: swap files of %r bytes, planned %d" %
-                         (what, sizes, planned))
+                    fail("%s, nvme: swap files of %r bytes per rank, planned "
+                         "%d" % (what, sizes, planned))
                 nvme = planned
             for b, l in zip(base, log):
                 for key in ["loss", "grad_norm", "loss_scale", "skipped"]:
@@ -681,6 +695,8 @@ if [ "$mode" = bind ]; then
   mount --bind "$dir" "$dir" && mount -o remount,bind,ro "$dir" || exit 125
 elif [ "$mode" = small ]; then
   mount -t tmpfs -o size=64k zrt-small "$dir" || exit 125
+elif [ "$mode" = ramfs ]; then
+  mount -t ramfs zrt-ramfs "$dir" || exit 125
 else
   mount -t tmpfs -o ro,size=64k zrt-read-only "$dir" || exit 125
 fi
@@ -698,7 +714,8 @@ def cmd_read_only(args):
     """Runs a command with DIR on a read-only file system (EROFS on every
     write): an empty read-only tmpfs mounted over DIR, or with --bind DIR
     itself (its files) re-mounted read-only; with --small DIR is a writable
-    but tiny (64 KiB) tmpfs instead, a nearly full disk. --probe instead exits 0 if
+    but tiny (64 KiB) tmpfs instead, a nearly full disk, and with --ramfs a
+    writable ramfs (which refuses O_DIRECT). --probe instead exits 0 if
     that works here (a write into DIR fails with EROFS), non-zero with the
     reason otherwise; lit.local.cfg sets the read-only-mount feature from
     it."""
@@ -726,7 +743,8 @@ def cmd_read_only(args):
     if not args.dir or not cmd:
         fail("read-only needs DIR -- CMD...")
     argv = read_only_argv(args.dir, args.bind, cmd,
-                          "small" if args.small else None)
+                          "small" if args.small else
+                          "ramfs" if args.ramfs else None)
     os.execvp(argv[0], argv)
 
 
@@ -994,6 +1012,46 @@ def cmd_trace(args):
           "%d collective waits" % (len(kernels),
                                    len(set(k["name"] for k in kernels)),
                                    len(waits)))
+
+
+def cmd_swap_spans(args):
+    """Parameter shards on NVMe in a --trace: in every step, each "read
+    params from nvme" submission is followed by a "wait disk read params"
+    (blocked on the file, inside the transfer's zrt_ctx_wait) and a "copy
+    params to device" (out of the swap buffer), and each "write params to
+    nvme" by a "wait disk write params"; prints the counts per step."""
+    events = sorted((e for e in json.load(open(args.file))["traceEvents"]
+                     if e["ph"] == "X"), key=lambda e: e["ts"])
+    steps = [e for e in events if e["name"].startswith("step ")]
+    if len(steps) != args.steps:
+        fail("%d step spans, expected %d" % (len(steps), args.steps))
+    names = ("read params from nvme", "wait disk read params",
+             "copy params to device", "write params to nvme",
+             "wait disk write params")
+    counts = set()
+    for s in steps:
+        inside = [e for e in events if e["name"] in names and
+                  s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
+        for submit, waited in ((names[0], names[1]), (names[3], names[4])):
+            pending = 0
+            for e in inside:
+                if e["name"] == submit:
+                    pending += 1
+                elif e["name"] == waited:
+                    if pending == 0:
+                        fail("%s: '%s' before its submission" %
+                             (s["name"], waited))
+                    pending -= 1
+            if pending:
+                fail("%s: %d '%s' never waited for in the step" %
+                     (s["name"], pending, submit))
+        n = tuple(sum(1 for e in inside if e["name"] == x) for x in names)
+        if n[0] == 0 or n[3] == 0 or n[0] != n[2]:
+            fail("%s: %s" % (s["name"], n))
+        counts.add(n)
+    for n in sorted(counts):
+        print("%d steps: %d shard reads, %d disk waits, %d copies to the "
+              "device; %d shard writes, %d disk waits" % ((len(steps),) + n))
 
 
 def cmd_streamed_copies(args):
@@ -1274,6 +1332,9 @@ def main():
     s.add_argument("--small", action="store_true",
                    help="instead a writable 64 KiB tmpfs over DIR (a full "
                    "disk)")
+    s.add_argument("--ramfs", action="store_true",
+                   help="instead a writable ramfs over DIR (open with "
+                   "O_DIRECT fails with EINVAL)")
     s.add_argument("dir", nargs="?")
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_read_only)
@@ -1384,6 +1445,10 @@ def main():
     s.add_argument("--micro-steps", type=int, default=1)
     s.add_argument("--staged-params", action="store_true")
     s.set_defaults(fn=cmd_streamed_copies)
+    s = sub.add_parser("swap-spans")
+    s.add_argument("file")
+    s.add_argument("--steps", type=int, required=True)
+    s.set_defaults(fn=cmd_swap_spans)
     s = sub.add_parser("trace")
     s.add_argument("file")
     s.add_argument("--steps", type=int, required=True)

@@ -61,6 +61,9 @@ void mlir::zero::writeChromeTrace(const StepTimeline &timeline,
         metadata("thread_name", rank, 1, "communication");
         if (timeline.transferMs > 0)
           metadata("thread_name", rank, 2, "device-host copies");
+        if (llvm::any_of(timeline.events,
+                         [](const TimelineEvent &e) { return e.stream == 3; }))
+          metadata("thread_name", rank, 3, "NVMe swap file I/O");
         for (const TimelineEvent &e : timeline.events) {
           j.object([&] {
             j.attribute("name", e.name);

@@ -56,6 +56,8 @@ struct Work {
   /// written, in `chunks` pipelined chunks.
   double nvmeRead = 0, nvmeWrite = 0;
   int64_t chunks = 0;
+  /// Transfers: between two host buffers (a memcpy, not over the host link).
+  bool hostCopy = false;
   double flops = 0;
   double bytes = 0;
   /// Kernels: GEMM element type (decides the FLOP rate).
@@ -128,7 +130,8 @@ private:
   const HardwarePreset &hw;
   int64_t n;
   int64_t microStep = 0;
-  double computeFree = 0, commFree = 0, copyFree = 0;
+  /// diskFree: the swap files' disk (parameter shards on NVMe).
+  double computeFree = 0, commFree = 0, copyFree = 0, diskFree = 0;
   /// Compute-stream time when the last collective was issued, and the
   /// compute since then at the collective being timed (the ranks' skew).
   double lastCollective = 0, computeSinceCollective = 0;
@@ -139,6 +142,12 @@ private:
   llvm::DenseSet<Value> transferTokens;
   /// The collectives whose completion kernel runs at their token's wait.
   llvm::DenseMap<Value, std::pair<Operation *, Work>> tokenCompletion;
+  /// Reads of parameter shards on NVMe: the copy into the staged buffer
+  /// that runs at their token's wait.
+  llvm::DenseMap<Value, std::pair<Operation *, Work>> swapCopyAtWait;
+  /// Runs the copy of a transfer through a swap buffer on the compute
+  /// stream (the runtime does it on the host, synchronously), exposed.
+  void swapCopy(Operation *op, const Work &w);
   StepTimeline timeline;
 };
 
@@ -237,14 +246,26 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
                      : getGroupElementBytes(transfer.getGroupAttr());
     // A staged parameter shard is fetched whole (the all-gather sends all
     // of it); the new parameters go back as the owned elements.
-    if (transfer.getStagedValue() && from == BufferKind::params)
-      return Work::transfer(
-          getTensorBytes(transfer.getStagedValue().getType()));
-    double elements = p ? p->getOptimizerNumel() : 0;
-    if (std::optional<std::pair<int64_t, int64_t>> range =
-            transfer.getElementRange())
-      elements = double(range->second - range->first) / double(n);
-    return Work::transfer(elements * double(eb));
+    Work w;
+    if (transfer.getStagedValue() && from == BufferKind::params) {
+      w = Work::transfer(getTensorBytes(transfer.getStagedValue().getType()));
+    } else {
+      double elements = p ? p->getOptimizerNumel() : 0;
+      if (std::optional<std::pair<int64_t, int64_t>> range =
+              transfer.getElementRange())
+        elements = double(range->second - range->first) / double(n);
+      w = Work::transfer(elements * double(eb));
+    }
+    // A parameter shard on NVMe: the whole shard's blocks are read from or
+    // written to the swap file, through a host swap buffer; from host
+    // memory (a host Adam's result) the copy into that buffer is a memcpy.
+    if (transfer.getSwapAttr() && p) {
+      double blocks = double(llvm::alignTo(
+          p->bytes[static_cast<unsigned>(BufferKind::params)], kNvmeAlignment));
+      (from == BufferKind::params ? w.nvmeRead : w.nvmeWrite) = blocks;
+      w.hostCopy = from && p->getMemory(*from) == MemoryKind::host;
+    }
+    return w;
   }
   if (auto adam = dyn_cast<AdamOp>(op); adam && adam.getHost()) {
     // The CPU Adam streams the host masters, moments (24 B), the host
@@ -310,12 +331,17 @@ double Simulator::seconds(const Work &w) const {
                            : hw.memoryBandwidth;
     return hw.kernelOverhead + std::max(compute, w.bytes / bandwidth);
   }
-  case Work::Transfer:
+  case Work::Transfer: {
     // Without a host link the copy is a memcpy: it reads and writes each
-    // byte through memory.
-    return hw.kernelOverhead + (hw.hostLinkBandwidth > 0
+    // byte through memory; so is a copy between host buffers. (The swap
+    // file I/O of a parameter shard on NVMe is timed apart, in step.)
+    double hostBandwidth = hw.hostMemoryBandwidth > 0 ? hw.hostMemoryBandwidth
+                                                      : hw.memoryBandwidth;
+    return hw.kernelOverhead + (w.hostCopy ? 2 * w.bytes / hostBandwidth
+                                : hw.hostLinkBandwidth > 0
                                     ? w.bytes / hw.hostLinkBandwidth
                                     : 2 * w.bytes / hw.memoryBandwidth);
+  }
   case Work::Collective: {
     if (n <= 1)
       return 0;
@@ -371,6 +397,13 @@ void Simulator::complete(Operation *op, const Work &w) {
   timeline.computeMs += d * 1e3;
 }
 
+void Simulator::swapCopy(Operation *op, const Work &w) {
+  double d = seconds(w);
+  record(op, describe(op), w, "copy", 0, computeFree, d);
+  computeFree += d;
+  timeline.exposedTransferMs += d * 1e3;
+}
+
 void Simulator::blockUntil(Operation *op, std::string name, double until) {
   if (until <= computeFree)
     return;
@@ -394,6 +427,9 @@ LogicalResult Simulator::step(Operation *op) {
     auto done = tokenCompletion.find(wait.getToken());
     if (done != tokenCompletion.end())
       complete(done->second.first, done->second.second);
+    if (auto copy = swapCopyAtWait.find(wait.getToken());
+        copy != swapCopyAtWait.end())
+      swapCopy(copy->second.first, copy->second.second);
     return success();
   }
 
@@ -431,6 +467,40 @@ LogicalResult Simulator::step(Operation *op) {
     if (auto *zero = op->getContext()->getLoadedDialect<ZeroDialect>();
         zero && zero->getRecomputeAttrHelper().isAttrPresent(op))
       timeline.recomputeMs += d * 1e3;
+    return success();
+  }
+  if (work->kind == Work::Transfer &&
+      (work->nvmeRead > 0 || work->nvmeWrite > 0)) {
+    // A parameter shard on NVMe, as the runtime moves it: the swap file
+    // I/O runs asynchronously on the disk from the issue; the copy between
+    // the swap buffer and the staged (or host) buffer runs on the host,
+    // synchronously: a write's at its issue, before the disk, a read's at
+    // its wait, after it.
+    auto rate = [](double bytes, double bandwidth) {
+      return bandwidth > 0 ? bytes / bandwidth : 0.0;
+    };
+    double disk = rate(work->nvmeRead, hw.nvmeReadBandwidth) +
+                  rate(work->nvmeWrite, hw.nvmeWriteBandwidth);
+    timeline.transferMs += (disk + d) * 1e3;
+    bool read = work->nvmeRead > 0;
+    if (!read)
+      swapCopy(op, *work);
+    double start = std::max(computeFree, diskFree);
+    diskFree = start + disk;
+    record(op, "nvme " + describe(op), Work(), "copy", 3, start, disk);
+    Value token = cast<TransferOpInterface>(op).getToken();
+    if (token) {
+      tokenDone[token] = diskFree;
+      transferTokens.insert(token);
+      if (read)
+        swapCopyAtWait[token] = {op, *work};
+      return success();
+    }
+    transferWait = true;
+    blockUntil(op, "wait " + describe(op), diskFree);
+    transferWait = false;
+    if (read)
+      swapCopy(op, *work);
     return success();
   }
   if (work->kind == Work::Transfer) {
@@ -501,7 +571,7 @@ FailureOr<StepTimeline> Simulator::run() {
         return failure();
     }
   }
-  timeline.stepMs = std::max({computeFree, commFree, copyFree}) * 1e3;
+  timeline.stepMs = std::max({computeFree, commFree, copyFree, diskFree}) * 1e3;
   return std::move(timeline);
 }
 

@@ -178,7 +178,8 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   // optimizer, and the swap file of one on NVMe, whose buffers start and
   // end at 4096-byte boundaries for O_DIRECT (the padding is part of the
   // file).
-  int64_t offset = 0, hostOffset = 0, nvmeOffset = 0;
+  // Parameter shards on NVMe have a swap file of their own.
+  int64_t offset = 0, hostOffset = 0, nvmeOffset = 0, paramNvmeOffset = 0;
   auto alignment = [](MemoryKind memory) {
     return memory == MemoryKind::nvme ? kNvmeAlignment : kArenaAlignment;
   };
@@ -188,9 +189,11 @@ LogicalResult Planner::run(MemoryPlan &plan) {
       if (!p.hasBuffer(kind))
         continue;
       MemoryKind memory = p.getMemory(kind);
-      int64_t &at = memory == MemoryKind::host   ? hostOffset
-                    : memory == MemoryKind::nvme ? nvmeOffset
-                                                 : offset;
+      int64_t &at =
+          memory == MemoryKind::host ? hostOffset
+          : memory == MemoryKind::nvme
+              ? (kind == BufferKind::params ? paramNvmeOffset : nvmeOffset)
+              : offset;
       at = llvm::alignTo(at, alignment(memory));
       plan.persistent.push_back({p.partition, kind, at, p.bytes[k], memory});
       if (memory == MemoryKind::device)
@@ -202,31 +205,53 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   }
   plan.persistentBytes = alignTo64(offset);
   plan.nvmeBytes = llvm::alignTo(nvmeOffset, kNvmeAlignment);
-  // The swap buffers the host Adams stream the NVMe states through, after
-  // the host buffers at a 4096-byte boundary (the arena itself is
-  // page-aligned); the Adams run one after another and share them.
-  int64_t swapBytes = 0;
-  for (AdamOp adam : step.getOps<AdamOp>())
-    if (NvmeSwapAttr swap = adam.getSwapAttr()) {
-      int64_t bytes;
-      if (__builtin_mul_overflow(swap.getBufferBytes(), swap.getBuffers(),
-                                 &bytes) ||
-          bytes > kMaxBytes)
-        return tooLarge("the swap buffers");
-      swapBytes = std::max(swapBytes, bytes);
-    }
-  if ((swapBytes > 0) != (plan.nvmeBytes > 0))
-    return step.emitOpError("memory plan: the optimizer states are ")
-           << (swapBytes > 0 ? "in host memory, but its Adam swaps them "
-                               "with NVMe"
-                             : "on NVMe, but no host Adam swaps them ('swap')");
-  if (swapBytes > 0) {
-    plan.swapOffset = llvm::alignTo(hostOffset, kNvmeAlignment);
-    plan.swapBytes = swapBytes;
-    if (__builtin_add_overflow(plan.swapOffset, swapBytes, &hostOffset) ||
-        hostOffset > kMaxBytes)
+  plan.paramNvmeBytes = llvm::alignTo(paramNvmeOffset, kNvmeAlignment);
+  // Swap buffers in the host arena, each region after the host buffers at a
+  // 4096-byte boundary (the arena itself is page-aligned): the largest
+  // `buffers * buffer_bytes` over the ops in `ops` whose swap attribute is
+  // set (they share the region), or none.
+  auto reserveSwap = [&](auto ops, StringRef what, int64_t &at,
+                         int64_t &size) -> LogicalResult {
+    for (auto op : ops)
+      if (auto swap = op.getSwapAttr()) {
+        int64_t bytes;
+        if (__builtin_mul_overflow(swap.getBufferBytes(), swap.getBuffers(),
+                                   &bytes) ||
+            bytes > kMaxBytes)
+          return tooLarge(what);
+        size = std::max(size, bytes);
+      }
+    if (size == 0)
+      return success();
+    at = llvm::alignTo(hostOffset, kNvmeAlignment);
+    if (__builtin_add_overflow(at, size, &hostOffset) || hostOffset > kMaxBytes)
       return tooLarge("the host arena");
-  }
+    return success();
+  };
+  // The host Adams stream the NVMe states through theirs, one after
+  // another.
+  if (failed(reserveSwap(step.getOps<AdamOp>(), "the swap buffers",
+                         plan.swapOffset, plan.swapBytes)))
+    return failure();
+  if ((plan.swapBytes > 0) != (plan.nvmeBytes > 0))
+    return step.emitOpError("memory plan: the optimizer states are ")
+           << (plan.swapBytes > 0
+                   ? "in host memory, but its Adam swaps them with NVMe"
+                   : "on NVMe, but no host Adam swaps them ('swap')");
+  // Every transfer of a parameter shard on NVMe goes through the
+  // parameters'.
+  if (failed(reserveSwap(step.getOps<TransferOp>(),
+                         "the parameter swap buffers", plan.paramSwapOffset,
+                         plan.paramSwapBytes)))
+    return failure();
+  if ((plan.paramSwapBytes > 0) != (plan.paramNvmeBytes > 0))
+    return step.emitOpError("memory plan: the parameter shards are ")
+           << (plan.paramSwapBytes > 0
+                   ? "not on NVMe, but a transfer swaps them"
+                   : "on NVMe, but no transfer swaps them ('swap')");
+  if (__builtin_add_overflow(plan.nvmeBytes, plan.paramNvmeBytes,
+                             &plan.nvmeBytes))
+    return tooLarge("the swap files");
   plan.hostBytes = alignTo64(hostOffset);
 
   for (Operation &op : body) {
@@ -525,8 +550,9 @@ void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
         op, BufferOffsetsAttr::get(ctx, *o[0], *o[1], o[2], *o[3], *o[4], o[5],
                                    o[6]));
   dialect->getPlanAttrHelper().setAttr(
-      step,
-      MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
-                          plan.scratchBytes, plan.peakBytes, plan.hostBytes,
-                          plan.nvmeBytes, plan.swapOffset, plan.swapBytes));
+      step, MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
+                                plan.scratchBytes, plan.peakBytes,
+                                plan.hostBytes, plan.nvmeBytes, plan.swapOffset,
+                                plan.swapBytes, plan.paramNvmeBytes,
+                                plan.paramSwapOffset, plan.paramSwapBytes));
 }

@@ -24,8 +24,13 @@ static void printPlan(const MemoryPlan &plan, TrainStepOp step,
   if (plan.hostBytes > 0)
     os << ", host_bytes " << plan.hostBytes;
   if (plan.nvmeBytes > 0)
-    os << ", nvme_bytes " << plan.nvmeBytes << ", swap_offset "
-       << plan.swapOffset << ", swap_bytes " << plan.swapBytes;
+    os << ", nvme_bytes " << plan.nvmeBytes;
+  if (plan.swapBytes > 0)
+    os << ", swap_offset " << plan.swapOffset << ", swap_bytes "
+       << plan.swapBytes;
+  if (plan.paramNvmeBytes > 0)
+    os << ", param_nvme_bytes " << plan.paramNvmeBytes << ", param_swap_offset "
+       << plan.paramSwapOffset << ", param_swap_bytes " << plan.paramSwapBytes;
   os << "\n";
   for (const PersistentBuffer &p : plan.persistent)
     os << "  "

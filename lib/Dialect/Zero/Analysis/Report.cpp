@@ -151,6 +151,9 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.hostPeakBytes = plan.hostBytes;
   r.nvmeBytes = plan.nvmeBytes;
   r.swapBytes = plan.swapBytes;
+  r.paramsOnNvme = s.areParamsOnNvme();
+  r.paramNvmeBytes = plan.paramNvmeBytes;
+  r.paramSwapBytes = plan.paramSwapBytes;
   for (const PersistentBuffer &b : plan.persistent) {
     std::string kind = stringifyBufferKind(b.kind).str();
     if (b.memory == MemoryKind::host)
@@ -313,6 +316,8 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"host_peak_bytes", r.hostPeakBytes},
       {"nvme_bytes", r.nvmeBytes},
       {"nvme_swap_buffer_bytes", r.swapBytes},
+      {"nvme_param_bytes", r.paramNvmeBytes},
+      {"nvme_param_swap_buffer_bytes", r.paramSwapBytes},
       {"comm", llvm::json::Object{{"volume_elements", r.volumeElements},
                                   {"constant_volume_elements",
                                    r.constantVolumeElements},
@@ -446,9 +451,13 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
         row(label, it->second);
     if (r.swapBytes > 0)
       row("NVMe swap buffers", r.swapBytes);
+    if (r.paramSwapBytes > 0)
+      row("NVMe parameter swap buffers", r.paramSwapBytes);
     row("host peak", r.hostPeakBytes);
-    // ZeRO-Infinity: the states in the rank's swap file, each padded to
-    // 4096 bytes (the file's size is nvme_bytes).
+    // ZeRO-Infinity: the states and parameter shards in the rank's swap
+    // files, each padded to 4096 bytes (the files' total is nvme_bytes).
+    if (auto it = r.nvmeBuffers.find("params"); it != r.nvmeBuffers.end())
+      row(("NVMe " + r.paramDtype + " parameter shards").c_str(), it->second);
     for (auto [kind, label] : kHostRows)
       if (auto it = r.nvmeBuffers.find(kind); it != r.nvmeBuffers.end())
         row(("NVMe " + std::string(label)).c_str(), it->second);
@@ -468,9 +477,21 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
       os << "\nModel states on the device are the "
          << (r.paramsOffloaded ? "" : "parameters and ")
          << "gradients only: the fp32 masters and Adam moments live in "
-         << (r.nvmeBytes > 0 ? "the ranks' NVMe swap files (ZeRO-Infinity)."
-                             : "pinned host memory (ZeRO-Offload).");
-    if (r.paramsOffloaded)
+         << (r.nvmeBytes > r.paramNvmeBytes
+                 ? "the ranks' NVMe swap files (ZeRO-Infinity)."
+                 : "pinned host memory (ZeRO-Offload).");
+    if (r.paramsOnNvme)
+      os << "\nThe stage-3 parameter shards live in the ranks' parameter "
+            "swap files (offload_param to nvme, ZeRO-Infinity): each gather "
+            "reads a device copy of its shard (counted with the gathered "
+            "parameters), read from the file through a pinned host swap "
+            "buffer, and the "
+         << (r.optimizerOffloaded
+                 ? "host Adam's new parameters are written back through one."
+                 : "device Adam's new parameters are written back through "
+                   "one; the fp32 masters stay on the device (also with fp32 "
+                   "compute).");
+    else if (r.paramsOffloaded)
       os << "\nThe stage-3 parameter shards live in pinned host memory "
             "(offload_param): each gather reads a device copy of its shard "
             "(counted with the gathered parameters)"

@@ -37,7 +37,8 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.accumulationSteps = schedule.getAccumulationSteps();
   s.optimizerDevice = getOptimizerOffload(step);
   s.optimizerOffloaded = s.optimizerDevice != OffloadDevice::none;
-  s.paramsOffloaded = offloadsParams(step);
+  s.paramDevice = getParamOffload(step);
+  s.paramsOffloaded = s.paramDevice != OffloadDevice::none;
   // One symbol table: a lookup per parameter must not scan the module.
   SymbolTable symbols(module);
   for (PartitionOp p : module.getOps<PartitionOp>()) {
@@ -46,6 +47,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
     buffers.offloaded = s.optimizerOffloaded;
     buffers.optimizerDevice = s.optimizerDevice;
     buffers.paramsOffloaded = s.paramsOffloaded;
+    buffers.paramDevice = s.paramDevice;
     for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {
       auto paramOp = symbols.lookup<ParamOp>(
           cast<SymbolRefAttr>(ref).getLeafReference());
@@ -176,4 +178,24 @@ SmallVector<Operation *> mlir::zero::getEvaluationOps(TrainStepOp step) {
     if (needed.contains(&op))
       ops.push_back(&op);
   return ops;
+}
+
+int64_t StepSchedule::getParamSwapBufferCount() const {
+  if (!areParamsOnNvme())
+    return 0;
+  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
+  return dialect->getOffloadAttrHelper().getAttr(step).getParamBufferCount();
+}
+
+ParamSwapAttr StepSchedule::getParamSwap(int64_t buffer) const {
+  int64_t buffers = getParamSwapBufferCount();
+  if (buffers == 0)
+    return {};
+  int64_t bytes = kNvmeAlignment;
+  for (const PartitionBuffers &p : partitions)
+    bytes = std::max<int64_t>(
+        bytes, llvm::alignTo(p.bytes[static_cast<unsigned>(BufferKind::params)],
+                             kNvmeAlignment));
+  return ParamSwapAttr::get(step->getContext(), buffer % buffers, buffers,
+                            bytes);
 }

@@ -71,6 +71,7 @@ private:
   LogicalResult checkCoverage();
   LogicalResult checkPlan();
   LogicalResult checkPhases();
+  LogicalResult checkSwapBuffers();
 
   /// Describes layout elements [b, e) of a partition by parameter names.
   std::string describe(PartitionOp p, ElementRange r);
@@ -241,10 +242,13 @@ LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
         return failure();
       // With offloaded parameter shards the host Adam writes them in place
       // and the device Adam writes a staged buffer (and its masters).
-      bool paramsOff = schedule.areParamsOffloaded();
+      // (A host Adam of shards not in host memory writes the host copy
+      // that goes back to them.)
       BufferKind written = BufferKind::params;
-      if (paramsOff != adam.getHost())
-        written = paramsOff ? BufferKind::master : BufferKind::host_params;
+      if (adam.getHost() && !schedule.areParamsOnHost())
+        written = BufferKind::host_params;
+      else if (!adam.getHost() && schedule.areParamsOffloaded())
+        written = BufferKind::master;
       for (BufferKind k :
            adam.getHost()
                ? std::initializer_list<BufferKind>{BufferKind::host_grads,
@@ -682,16 +686,17 @@ LogicalResult ScheduleVerifier::checkCoverage() {
         (move.getTargetBuffer() == BufferKind::host_grads ? downloads : uploads)
             .push_back({t, r});
       }
-      if (downloads.empty() || uploads.empty() != paramsOff)
+      bool inPlace = schedule.areParamsOnHost();
+      if (downloads.empty() || uploads.empty() != inPlace)
         return p.emitOpError("has an offloaded optimizer: its gradients must "
                              "be copied to the host and its parameters back "
-                             "in every step (never with offloaded "
-                             "parameters), found ")
+                             "in every step (never with parameter shards in "
+                             "host memory), found ")
                << downloads.size() << " and " << uploads.size() << " copies";
       if (failed(tile(downloads, "copies the gradients of",
                       "are never copied to the host")) ||
-          (!paramsOff && failed(tile(uploads, "copies the parameters of",
-                                     "are never copied back from the host"))))
+          (!inPlace && failed(tile(uploads, "copies the parameters of",
+                                   "are never copied back from the host"))))
         return failure();
       for (Operation *t : moves) {
         bool download = cast<TransferOpInterface>(t).getTargetBuffer() ==
@@ -921,6 +926,47 @@ LogicalResult ScheduleVerifier::checkPhases() {
   return success();
 }
 
+/// Parameter shards on NVMe: every transfer of a shard goes through a
+/// swap buffer of the one region the plan reserves (all transfers agree on
+/// the buffers), and a buffer serves one transfer at a time, from its issue
+/// to the zero.wait of its token (the runtime reads into and writes from
+/// it until then).
+LogicalResult ScheduleVerifier::checkSwapBuffers() {
+  ParamSwapAttr first;
+  DenseMap<int64_t, Operation *> inFlight;
+  for (Operation &op : schedule.getStep().getBodyBlock()) {
+    if (auto wait = dyn_cast<WaitOp>(op)) {
+      Operation *issuer = wait.getToken().getDefiningOp();
+      auto t = dyn_cast_or_null<TransferOpInterface>(issuer);
+      if (ParamSwapAttr swap = t ? t.getSwapAttr() : ParamSwapAttr())
+        inFlight.erase(swap.getBuffer());
+      continue;
+    }
+    auto t = dyn_cast<TransferOpInterface>(op);
+    ParamSwapAttr swap = t ? t.getSwapAttr() : ParamSwapAttr();
+    if (!swap)
+      continue;
+    if (!first)
+      first = swap;
+    if (swap.getBuffers() != first.getBuffers() ||
+        swap.getBufferBytes() != first.getBufferBytes())
+      return op.emitOpError("swaps through ")
+             << swap << ", but the step's parameter swap buffers are " << first;
+    if (Operation *user = inFlight.lookup(swap.getBuffer())) {
+      InFlightDiagnostic d =
+          op.emitOpError("uses parameter swap buffer ")
+          << swap.getBuffer()
+          << " while an earlier transfer still uses it (issue it after the "
+             "zero.wait of that transfer's token)";
+      d.attachNote(user->getLoc()) << "the earlier transfer is issued here";
+      return failure();
+    }
+    if (t.getToken())
+      inFlight[swap.getBuffer()] = &op;
+  }
+  return success();
+}
+
 LogicalResult ScheduleVerifier::run() {
   int64_t i = 0;
   SmallVector<Operation *> ops;
@@ -933,7 +979,7 @@ LogicalResult ScheduleVerifier::run() {
   return failure(failed(checkControlFlow()) ||
                  failed(checkTokens(ops, "the step")) || failed(checkFrees()) ||
                  failed(checkCoverage()) || failed(checkPlan()) ||
-                 failed(checkPhases()) ||
+                 failed(checkPhases()) || failed(checkSwapBuffers()) ||
                  failed(checkTokens(getEvaluationOps(schedule.getStep()),
                                     "the evaluation step")));
 }

@@ -213,13 +213,29 @@ LogicalResult LoggingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult OffloadAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   OffloadDevice optimizer, OffloadDevice param,
                                   StringRef nvmePath, int64_t bufferCount,
-                                  int64_t bufferSize) {
-  bool nvme = optimizer == OffloadDevice::nvme || param == OffloadDevice::nvme;
+                                  int64_t bufferSize, StringRef paramNvmePath,
+                                  int64_t paramBufferCount,
+                                  int64_t paramBufferSize) {
+  bool nvme = optimizer == OffloadDevice::nvme;
   if (nvme && nvmePath.empty())
-    return emitError() << "offload to nvme needs an nvme_path";
+    return emitError() << "optimizer offload to nvme needs an nvme_path";
   if (!nvme && !nvmePath.empty())
     return emitError() << "nvme_path '" << nvmePath
-                       << "' is given but nothing is offloaded to nvme";
+                       << "' is given but the optimizer is not offloaded to "
+                          "nvme";
+  bool paramNvme = param == OffloadDevice::nvme;
+  if (paramNvme && paramNvmePath.empty())
+    return emitError() << "parameter offload to nvme needs a param_nvme_path";
+  if (!paramNvme && !paramNvmePath.empty())
+    return emitError() << "param_nvme_path '" << paramNvmePath
+                       << "' is given but the parameters are not offloaded "
+                          "to nvme";
+  if (paramBufferCount < 1)
+    return emitError() << "param_buffer_count must be >= 1, got "
+                       << paramBufferCount;
+  if (paramBufferSize < 1)
+    return emitError() << "param_buffer_size must be >= 1, got "
+                       << paramBufferSize;
   if (bufferCount < 1)
     return emitError() << "buffer_count must be >= 1, got " << bufferCount;
   if (bufferSize < 1 || bufferSize % (kNvmeAlignment / 4))
@@ -247,6 +263,24 @@ LogicalResult NvmeSwapAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "nvme_swap buffers must be >= 1, got " << buffers;
   if (chunk > std::numeric_limits<int64_t>::max() / (12 * buffers))
     return emitError() << "nvme_swap buffers overflow int64";
+  return success();
+}
+
+LogicalResult
+ParamSwapAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      int64_t buffer, int64_t buffers, int64_t bufferBytes) {
+  if (buffers < 1)
+    return emitError() << "param_swap buffers must be >= 1, got " << buffers;
+  if (buffer < 0 || buffer >= buffers)
+    return emitError() << "param_swap buffer " << buffer
+                       << " is not one of its " << buffers << " buffers";
+  if (bufferBytes < kNvmeAlignment || bufferBytes % kNvmeAlignment)
+    return emitError() << "param_swap buffer_bytes must be a positive "
+                          "multiple of "
+                       << kNvmeAlignment << " (O_DIRECT's alignment), got "
+                       << bufferBytes;
+  if (bufferBytes > std::numeric_limits<int64_t>::max() / buffers)
+    return emitError() << "param_swap buffers overflow int64";
   return success();
 }
 
@@ -839,6 +873,16 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
     bool nvme = llvm::any_of(module.getOps<TrainStepOp>(), [](TrainStepOp s) {
       return getOptimizerOffload(s) == OffloadDevice::nvme;
     });
+    bool paramNvme =
+        llvm::any_of(module.getOps<TrainStepOp>(), [](TrainStepOp s) {
+          return getParamOffload(s) == OffloadDevice::nvme;
+        });
+    if (paramNvme && buffers.getParams() % kNvmeAlignment)
+      return emitOpError("buffers ")
+             << buffers
+             << ": params lives in the parameter swap file, so its offset "
+                "must be a multiple of "
+             << kNvmeAlignment << ", got " << buffers.getParams();
     if (nvme)
       for (BufferKind kind :
            {BufferKind::master, BufferKind::exp_avg, BufferKind::exp_avg_sq})
@@ -866,6 +910,12 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
             return true;
         return false;
       };
+      auto paramsOnHost = [&] {
+        for (TrainStepOp step : module.getOps<TrainStepOp>())
+          if (keepsParamsOnHost(step))
+            return true;
+        return false;
+      };
       if (!offloaded && masters == buffers.getMaster().has_value() &&
           !(masters && paramsOffloaded()))
         return emitOpError("buffers ")
@@ -881,10 +931,10 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
                << buffers << " of an optimizer offloaded to nvme need a "
                << "master";
       if (offloaded && nvme &&
-          buffers.getHostParams().has_value() == paramsOffloaded())
+          buffers.getHostParams().has_value() == paramsOnHost())
         return emitOpError("buffers ")
                << buffers << " of an optimizer offloaded to nvme "
-               << (paramsOffloaded()
+               << (paramsOnHost()
                        ? "have host_params, but the parameter shards are "
                          "offloaded too (the host Adam writes them in place)"
                        : "need host_params");
@@ -1389,6 +1439,12 @@ ParseResult TransferOp::parse(OpAsmParser &parser, OperationState &result) {
   bool staging = keyword == "staging";
   if (!staging && parseKind(keyword, at, getTargetAttrName(result.name)))
     return failure();
+  if (succeeded(parser.parseOptionalKeyword("swap"))) {
+    Attribute swap = ParamSwapAttr::parse(parser, Type());
+    if (!swap)
+      return failure();
+    result.addAttribute(getSwapAttrName(result.name), swap);
+  }
   if (failed(parseOptionalPhase(parser, result, getPhaseAttrName(result.name))))
     return failure();
   if (parser.parseOptionalAttrDict(result.attributes))
@@ -1432,11 +1488,15 @@ void TransferOp::print(OpAsmPrinter &p) {
     p << stringifyBufferKind(*getTarget());
   else
     p << "staging";
+  if (ParamSwapAttr swap = getSwapAttr()) {
+    p << " swap ";
+    swap.print(p);
+  }
   if (getPhase() != Phase::micro_step)
     p << " phase " << stringifyPhase(getPhase());
-  SmallVector<StringRef, 7> elided = {getGroupAttrName(), getSourceAttrName(),
-                                      getTargetAttrName(), getPhaseAttrName(),
-                                      "resultSegmentSizes"};
+  SmallVector<StringRef, 8> elided = {
+      getGroupAttrName(), getSourceAttrName(), getTargetAttrName(),
+      getPhaseAttrName(), getSwapAttrName(),   "resultSegmentSizes"};
   // A half-given range stays in the attribute dictionary (the verifier
   // reports it).
   if (range)
@@ -1456,6 +1516,20 @@ LogicalResult TransferOp::verify() {
   if (range && (range->first < 0 || range->first >= range->second))
     return emitOpError("range [")
            << range->first << ", " << range->second << ") is empty or negative";
+  // Parameter shards on NVMe: every transfer from or to them goes through a
+  // swap buffer, and only those.
+  bool touchesParams =
+      getSource() == BufferKind::params || getTarget() == BufferKind::params;
+  if (step) {
+    bool onNvme = touchesParams && getParamOffload(step) == OffloadDevice::nvme;
+    if (onNvme && !getSwapAttr())
+      return emitOpError("moves a parameter shard that lives in an NVMe swap "
+                         "file: it needs 'swap' (the host swap buffer it goes "
+                         "through)");
+    if (!onNvme && getSwapAttr())
+      return emitOpError("has 'swap', but it moves no parameter shard that "
+                         "lives on nvme");
+  }
   // Parameter offload: a staged copy of the params shard.
   if (getStagedValue()) {
     if (range)
@@ -1491,9 +1565,10 @@ LogicalResult TransferOp::verify() {
   if (step && !offloadsOptimizer(step))
     return emitOpError("copies between device and host memory, but the train "
                        "step does not offload the optimizer (zero.offload)");
-  if (upload && step && offloadsParams(step))
-    return emitOpError("uploads parameters, but the train step offloads its "
-                       "parameter shards: the host Adam writes them in place");
+  if (upload && step && keepsParamsOnHost(step))
+    return emitOpError("uploads parameters, but the train step keeps its "
+                       "parameter shards in host memory: the host Adam writes "
+                       "them in place");
   // The gradients may stream to the host during the last micro step; the
   // parameters come back after the host Adam, at the boundary.
   if (getPhase() != Phase::boundary &&
@@ -1527,6 +1602,17 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (!param)
     return success(); // The partition's verifier reports it.
   Type compute = param.getComputeTensorType().getElementType();
+  if (ParamSwapAttr swap = getSwapAttr()) {
+    int64_t shardBytes = llvm::alignTo(
+        group->getShardNumel() * (compute.getIntOrFloatBitWidth() / 8),
+        kNvmeAlignment);
+    if (swap.getBufferBytes() < shardBytes)
+      return emitOpError("swap buffers of ")
+             << swap.getBufferBytes() << " bytes cannot hold the "
+             << group->getShardNumel() << "-element shard of @"
+             << group->getSymName() << " in " << compute << " (" << shardBytes
+             << " bytes in whole 4096-byte blocks)";
+  }
   if (Value staged = getStagedValue()) {
     if (group->getStageValue() != 3)
       return emitOpError("stages a parameter shard of @")
@@ -1594,30 +1680,56 @@ static bool isPlanOffset(int64_t offset) {
   return offset >= 0 && offset % kArenaAlignment == 0;
 }
 
-LogicalResult
-MemoryPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       int64_t persistentBytes, int64_t arenaBytes,
-                       int64_t scratchBytes, int64_t peakBytes,
-                       int64_t hostBytes, int64_t nvmeBytes, int64_t swapOffset,
-                       int64_t swapBytes) {
+LogicalResult MemoryPlanAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t persistentBytes,
+    int64_t arenaBytes, int64_t scratchBytes, int64_t peakBytes,
+    int64_t hostBytes, int64_t nvmeBytes, int64_t swapOffset, int64_t swapBytes,
+    int64_t paramNvmeBytes, int64_t paramSwapOffset, int64_t paramSwapBytes) {
   if (persistentBytes < 0 || arenaBytes < 0 || scratchBytes < 0 ||
-      hostBytes < 0 || nvmeBytes < 0 || swapOffset < 0 || swapBytes < 0)
+      hostBytes < 0 || nvmeBytes < 0 || swapOffset < 0 || swapBytes < 0 ||
+      paramNvmeBytes < 0 || paramSwapOffset < 0 || paramSwapBytes < 0)
     return emitError() << "memory_plan byte counts must be non-negative";
   if (nvmeBytes % kNvmeAlignment || swapOffset % kNvmeAlignment ||
-      swapBytes % kNvmeAlignment)
-    return emitError() << "memory_plan nvme_bytes, swap_offset and "
-                          "swap_bytes must be multiples of "
+      swapBytes % kNvmeAlignment || paramNvmeBytes % kNvmeAlignment ||
+      paramSwapOffset % kNvmeAlignment || paramSwapBytes % kNvmeAlignment)
+    return emitError() << "memory_plan nvme_bytes, swap_offset, swap_bytes, "
+                          "param_nvme_bytes, param_swap_offset and "
+                          "param_swap_bytes must be multiples of "
                        << kNvmeAlignment << " (O_DIRECT's alignment)";
-  if ((nvmeBytes > 0) != (swapBytes > 0))
+  if (paramNvmeBytes > nvmeBytes)
+    return emitError() << "memory_plan param_nvme_bytes " << paramNvmeBytes
+                       << " exceeds nvme_bytes " << nvmeBytes
+                       << ", the total of the rank's swap files";
+  int64_t optimizerNvmeBytes = nvmeBytes - paramNvmeBytes;
+  if ((optimizerNvmeBytes > 0) != (swapBytes > 0))
     return emitError() << "memory_plan has "
-                       << (nvmeBytes > 0 ? "nvme_bytes but no swap_bytes"
-                                         : "swap_bytes but no nvme_bytes")
+                       << (optimizerNvmeBytes > 0
+                               ? "an optimizer swap file but no swap_bytes"
+                               : "swap_bytes but no optimizer swap file")
                        << ": NVMe-resident states move through swap buffers";
+  if ((paramNvmeBytes > 0) != (paramSwapBytes > 0))
+    return emitError() << "memory_plan has "
+                       << (paramNvmeBytes > 0
+                               ? "param_nvme_bytes but no param_swap_bytes"
+                               : "param_swap_bytes but no param_nvme_bytes")
+                       << ": NVMe-resident parameter shards move through "
+                          "swap buffers";
   if (swapBytes > 0 && (swapOffset > hostBytes - swapBytes))
     return emitError() << "memory_plan swap buffers [" << swapOffset << ", "
                        << swapOffset + swapBytes
                        << ") must lie in the host arena of host_bytes "
                        << hostBytes;
+  if (paramSwapBytes > 0 && (paramSwapOffset > hostBytes - paramSwapBytes))
+    return emitError() << "memory_plan parameter swap buffers ["
+                       << paramSwapOffset << ", "
+                       << paramSwapOffset + paramSwapBytes
+                       << ") must lie in the host arena of host_bytes "
+                       << hostBytes;
+  if (swapBytes > 0 && paramSwapBytes > 0 &&
+      paramSwapOffset < swapOffset + swapBytes &&
+      swapOffset < paramSwapOffset + paramSwapBytes)
+    return emitError() << "memory_plan parameter swap buffers overlap the "
+                          "optimizer's";
   if (hostBytes % kArenaAlignment)
     return emitError() << "memory_plan host_bytes must be a multiple of "
                        << kArenaAlignment << " (the arenas' alignment)";

@@ -702,29 +702,32 @@ void readOffload(Section &z, DeepSpeedConfig &cfg) {
                               *device.value + "\"");
         device.value.reset();
       }
+      // Each offload has its own swap folder, as DeepSpeed's.
       DeepSpeedValue<std::string> path = o.string("nvme_path");
-      if (path.value) {
-        if (cfg.nvmePath.value && *cfg.nvmePath.value != *path.value)
-          o.error("nvme_path", "differs from offload_optimizer.nvme_path \"" +
-                                   *cfg.nvmePath.value +
-                                   "\": both offloads share one directory");
-        else
-          cfg.nvmePath = path;
-      }
+      if (path.value)
+        (param ? cfg.paramNvmePath : cfg.nvmePath) = path;
       // Host buffers are always pinned where pinning means anything (the
       // CUDA backend's cudaHostAlloc); DeepSpeed's buffer counts, sizes and
       // fast_init steer its NVMe swapper and parameter cache.
       DeepSpeedValue<bool> pin = o.boolean("pin_memory");
+      // The swap buffers of an nvme device are pinned host buffers too.
       if (pin.value == std::optional<bool>(false) && device.value &&
-          *device.value == "cpu")
+          (*device.value == "cpu" || *device.value == "nvme"))
         o.warning("pin_memory", "false changes nothing: host buffers are "
                                 "always pinned (cudaHostAlloc on the GPU)");
       DeepSpeedValue<int64_t> count = o.integerIn("buffer_count", 1);
-      if (!param)
-        cfg.optimizerBufferCount = count;
+      (param ? cfg.paramBufferCount : cfg.optimizerBufferCount) = count;
       if (param) {
-        o.integerIn("buffer_size", 1);
-        o.integerIn("max_in_cpu", 0);
+        cfg.paramBufferSize = o.integerIn("buffer_size", 1);
+        // DeepSpeed caches up to max_in_cpu parameter elements in host
+        // memory beside the NVMe swap; here every shard is fetched from
+        // the swap file through the swap buffers, no cache is kept.
+        DeepSpeedValue<int64_t> maxInCpu = o.integerIn("max_in_cpu", 0);
+        if (maxInCpu.value && device.value && *device.value == "nvme")
+          o.warning("max_in_cpu",
+                    "changes nothing: no parameters are cached in host "
+                    "memory, every shard is read from the swap file through "
+                    "the swap buffers before its gather");
       } else {
         o.boolean("fast_init");
       }

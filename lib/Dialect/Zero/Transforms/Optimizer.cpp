@@ -68,21 +68,27 @@ struct ZeroOptimizerPass
                                     ->getOffloadAttrHelper()
                                     .getAttr(step);
       bool stepParams = stepOffload && stepOffload.offloadsParams();
-      if (*offload && (*offload).offloadsParams() && !stepParams) {
+      if (requestedParam != OffloadDevice::none &&
+          (!stepParams || stepOffload.getParam() != requestedParam)) {
         mlir::emitError(step.getLoc())
             << "zero-optimizer: parameter offload (offload_param) needs "
                "zero-param-gather's offload-param="
-            << stringifyOffloadDevice((*offload).getParam())
+            << stringifyOffloadDevice(requestedParam)
             << ", whose gathers read staged shards";
         return signalPassFailure();
       }
       if (stepParams) {
-        OffloadAttr options = *offload ? *offload : stepOffload;
+        // The parameters' part is zero-param-gather's.
+        OffloadAttr options = *offload;
         offload = OffloadAttr::get(
             &getContext(),
-            *offload ? (*offload).getOptimizer() : OffloadDevice::none,
-            stepOffload.getParam(), options.getNvmePath(),
-            options.getBufferCount(), options.getBufferSize());
+            options ? options.getOptimizer() : OffloadDevice::none,
+            stepOffload.getParam(),
+            options ? options.getNvmePath() : StringRef(),
+            options ? options.getBufferCount() : int64_t(4),
+            options ? options.getBufferSize() : int64_t(1048576),
+            stepOffload.getParamNvmePath(), stepOffload.getParamBufferCount(),
+            stepOffload.getParamBufferSize());
       }
       if (*offload) {
         if (failed((*offload).verifyStage(
@@ -91,12 +97,6 @@ struct ZeroOptimizerPass
                 },
                 schedule->getStage())))
           return signalPassFailure();
-        if (StringRef missing = getUnimplementedOffload(
-                (*offload).getOptimizer(), (*offload).getParam());
-            !missing.empty()) {
-          mlir::emitError(step.getLoc()) << "zero-optimizer: " << missing;
-          return signalPassFailure();
-        }
         step->getContext()
             ->getLoadedDialect<ZeroDialect>()
             ->getOffloadAttrHelper()
@@ -160,8 +160,12 @@ struct ZeroOptimizerPass
     return success();
   }
 
-  /// The offload options as an attribute (null: nothing offloaded), or an
-  /// error for a bad or unimplemented choice.
+  /// The offload-param option: zero-param-gather must have recorded it.
+  OffloadDevice requestedParam = OffloadDevice::none;
+
+  /// The optimizer's offload options as an attribute (null: the optimizer
+  /// is not offloaded), or an error for a bad choice; the parameters' part
+  /// is zero-param-gather's.
   FailureOr<OffloadAttr> getOffload(ModuleOp module) {
     auto fail = [&]() -> InFlightDiagnostic {
       InFlightDiagnostic d = mlir::emitError(module.getLoc());
@@ -180,13 +184,22 @@ struct ZeroOptimizerPass
     FailureOr<OffloadDevice> param = parse("offload-param", offloadParam);
     if (failed(optimizer) || failed(param))
       return failure();
+    requestedParam = *param;
+    // nvme-path also names the parameters' swap folder (zero-param-gather's
+    // default), so it only belongs to the optimizer when that is on nvme.
+    StringRef path = *optimizer == OffloadDevice::nvme
+                         ? StringRef(nvmePath.getValue())
+                         : StringRef();
+    if (*optimizer != OffloadDevice::nvme && *param != OffloadDevice::nvme &&
+        !nvmePath.empty())
+      path = nvmePath; // reported by the verifier below
     OffloadAttr attr = OffloadAttr::getChecked(
-        [&] { return fail(); }, &getContext(), *optimizer, *param,
-        StringRef(nvmePath.getValue()), int64_t(nvmeBufferCount),
-        int64_t(nvmeBufferSize));
+        [&] { return fail(); }, &getContext(), *optimizer, OffloadDevice::none,
+        path, int64_t(nvmeBufferCount), int64_t(nvmeBufferSize), StringRef(),
+        int64_t(5), int64_t(100000000));
     if (!attr)
       return failure();
-    if (*optimizer == OffloadDevice::none && *param == OffloadDevice::none)
+    if (*optimizer == OffloadDevice::none)
       return OffloadAttr();
     return attr;
   }
@@ -217,16 +230,34 @@ struct ZeroOptimizerPass
     bool offloaded = schedule.isOptimizerOffloaded();
     SmallVector<Operation *> created;
     auto tokenType = TokenType::get(b.getContext());
+    SmallVector<Value> uploads;
+    auto wait = [&](Value token) {
+      created.push_back(WaitOp::create(b, loc, token));
+    };
+    // Parameter shards on NVMe: each write goes through swap buffer i mod
+    // buffer_count, after the write that used that buffer before completed.
+    int64_t swapBuffers = schedule.getParamSwapBufferCount(), writes = 0;
+    SmallVector<Value> swapUser(swapBuffers);
     auto transfer = [&](Attribute group, std::optional<BufferKind> from,
                         BufferKind to, Value staged = {}) {
       auto kind = [&](std::optional<BufferKind> k) {
         return k ? BufferKindAttr::get(b.getContext(), *k) : BufferKindAttr();
       };
+      ParamSwapAttr swap;
+      if (to == BufferKind::params && swapBuffers > 0) {
+        swap = schedule.getParamSwap(writes++);
+        if (Value &previous = swapUser[swap.getBuffer()]) {
+          wait(previous);
+          llvm::erase(uploads, previous);
+        }
+      }
       auto op = TransferOp::create(
           b, loc, Type(), tokenType, cast<FlatSymbolRefAttr>(group), kind(from),
-          kind(to), staged, IntegerAttr(), IntegerAttr(),
+          kind(to), staged, IntegerAttr(), IntegerAttr(), swap,
           PhaseAttr::get(b.getContext(), Phase::boundary));
       created.push_back(op);
+      if (swap)
+        swapUser[swap.getBuffer()] = op.getToken();
       return op.getToken();
     };
     // Parameter offload with the optimizer on the device: Adam writes each
@@ -234,9 +265,6 @@ struct ZeroOptimizerPass
     // shard while the next partition's Adam runs.
     bool storeParams = schedule.areParamsOffloaded() && !offloaded;
     SmallVector<Value> staged;
-    auto wait = [&](Value token) {
-      created.push_back(WaitOp::create(b, loc, token));
-    };
     // Optimizer offload: the owned gradients stream to the host bucket by
     // bucket as their reductions complete; a partition without reductions
     // starts its whole copy here, so that it overlaps the overflow check and
@@ -272,7 +300,6 @@ struct ZeroOptimizerPass
     }
     auto skip = UpdateLossScaleOp::create(b, loc, b.getI1Type(), global);
     created.push_back(skip);
-    SmallVector<Value> uploads;
     for (auto [i, group] : llvm::enumerate(groups)) {
       // Only this partition's copies: the later partitions' may still run.
       for (Value token : downloads[i])
@@ -293,9 +320,10 @@ struct ZeroOptimizerPass
                                    adam.getNewParams()));
       }
       // The updated parameters return while the next partition's Adam
-      // runs; fp32 parameters come from their host masters. Offloaded
-      // parameter shards were updated in place by the host Adam.
-      if (offloaded && !schedule.areParamsOffloaded())
+      // runs (to the device, or through a swap buffer to the parameter
+      // swap file); fp32 parameters come from their host masters. Shards in
+      // host memory were updated in place by the host Adam.
+      if (offloaded && !schedule.areParamsOnHost())
         uploads.push_back(transfer(
             group,
             schedule.getPartitions()[i].hasBuffer(BufferKind::host_params)
@@ -346,7 +374,7 @@ struct ZeroOptimizerPass
           b, op->getLoc(), Type(), tokenType, coll.getGroupAttr(),
           BufferKindAttr::get(b.getContext(), BufferKind::grads),
           BufferKindAttr::get(b.getContext(), BufferKind::host_grads), Value(),
-          b.getI64IntegerAttr(begin), b.getI64IntegerAttr(end),
+          b.getI64IntegerAttr(begin), b.getI64IntegerAttr(end), ParamSwapAttr(),
           PhaseAttr::get(b.getContext(), phase));
       copies.insert(copy);
     }

@@ -152,7 +152,8 @@ AllGatherOp Stage3Gather::createGather(OpBuilder &b, Location loc,
     auto stage = TransferOp::create(
         b, loc, shardType, TokenType::get(b.getContext()), groupRef,
         BufferKindAttr::get(b.getContext(), BufferKind::params),
-        BufferKindAttr(), Value(), IntegerAttr(), IntegerAttr(), PhaseAttr());
+        BufferKindAttr(), Value(), IntegerAttr(), IntegerAttr(),
+        ParamSwapAttr(), PhaseAttr());
     WaitOp::create(b, loc, stage.getToken());
     shard = stage.getStaged();
   }
@@ -373,6 +374,7 @@ struct ZeroParamGatherPass
                                 maxReuseDistance)
                        .run()))
           return signalPassFailure();
+        assignSwapBuffers(step, *schedule);
         continue;
       }
       if (schedule->getStage() == 0)
@@ -381,7 +383,7 @@ struct ZeroParamGatherPass
     }
   }
 
-  /// offload-param=cpu: records `param = cpu` in the step's zero.offload
+  /// offload-param=cpu|nvme: records `param` in the step's zero.offload
   /// (DeepSpeed's rule: stage 3 only); the gathers then stage each shard.
   LogicalResult recordParamOffload(TrainStepOp step,
                                    const StepSchedule &schedule) {
@@ -394,23 +396,50 @@ struct ZeroParamGatherPass
                     << offloadParam << "'";
     if (*device == OffloadDevice::none)
       return success();
-    if (StringRef missing =
-            getUnimplementedOffload(OffloadDevice::none, *device);
-        !missing.empty())
-      return fail() << missing;
     auto helper =
         getContext().getLoadedDialect<ZeroDialect>()->getOffloadAttrHelper();
     OffloadAttr old = helper.getAttr(step);
-    auto attr =
-        old ? OffloadAttr::get(&getContext(), old.getOptimizer(), *device,
-                               old.getNvmePath(), old.getBufferCount(),
-                               old.getBufferSize())
-            : OffloadAttr::get(&getContext(), OffloadDevice::none, *device,
-                               StringRef());
-    if (failed(attr.verifyStage(fail, schedule.getStage())))
+    bool nvme = *device == OffloadDevice::nvme;
+    // The parameters' swap folder defaults to the optimizer's.
+    StringRef path = nvme ? StringRef(paramNvmePath.getValue()) : StringRef();
+    if (nvme && path.empty())
+      path = nvmePath;
+    OffloadAttr attr = OffloadAttr::getChecked(
+        [&] { return fail(); }, &getContext(),
+        old ? old.getOptimizer() : OffloadDevice::none, *device,
+        old ? old.getNvmePath() : StringRef(),
+        old ? old.getBufferCount() : int64_t(4),
+        old ? old.getBufferSize() : int64_t(1048576), path,
+        int64_t(paramBufferCount), int64_t(paramBufferSize));
+    if (!attr || failed(attr.verifyStage(fail, schedule.getStage())))
       return failure();
+    // DeepSpeed's swapper asserts that a buffer holds a whole parameter;
+    // here a swap buffer holds a whole shard.
+    if (nvme)
+      for (const PartitionBuffers &p : schedule.getPartitions())
+        if (p.partition.getShardNumel() > paramBufferSize)
+          return fail() << "param-buffer-size (offload_param.buffer_size) of "
+                        << paramBufferSize.getValue()
+                        << " elements cannot hold the "
+                        << p.partition.getShardNumel()
+                        << "-element parameter shard of @"
+                        << p.partition.getSymName()
+                        << ": a swap buffer holds a whole shard";
     helper.setAttr(step, attr);
     return success();
+  }
+
+  /// Parameter shards on NVMe: each staging copy goes through swap buffer
+  /// i mod buffer_count, i counting the copies in program order (so that
+  /// up to buffer_count consecutive copies can be in flight at once;
+  /// zero-prefetch issues them ahead only once their buffer is free).
+  void assignSwapBuffers(TrainStepOp step, const StepSchedule &schedule) {
+    if (!schedule.areParamsOnNvme())
+      return;
+    int64_t i = 0;
+    for (TransferOp op : step.getBodyBlock().getOps<TransferOp>())
+      if (op.getSource() == BufferKind::params)
+        op.setSwapAttr(schedule.getParamSwap(i++));
   }
 
   /// Stages 1-2: every rank updated its shard of the 16-bit parameters;

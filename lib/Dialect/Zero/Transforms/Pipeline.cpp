@@ -44,8 +44,8 @@ struct PipelineSettings {
       maxReuseDistance, prefetchBucketSize, maxLiveParameters;
   double gradientClipping;
   /// zero-optimizer's offload options.
-  std::string offloadOptimizer, offloadParam, nvmePath;
-  int64_t nvmeBufferCount, nvmeBufferSize;
+  std::string offloadOptimizer, offloadParam, nvmePath, paramNvmePath;
+  int64_t nvmeBufferCount, nvmeBufferSize, paramBufferCount, paramBufferSize;
   bool verify;
   /// zero-pad-vocab's multiple; 0 leaves the vocabulary as it is.
   int64_t padVocab;
@@ -111,6 +111,10 @@ void addZeroPasses(OpPassManager &pm, const PipelineSettings &s,
   gather.paramPersistenceThreshold = s.paramPersistenceThreshold;
   gather.maxReuseDistance = s.maxReuseDistance;
   gather.offloadParam = s.offloadParam;
+  gather.nvmePath = s.nvmePath;
+  gather.paramNvmePath = s.paramNvmePath;
+  gather.paramBufferCount = s.paramBufferCount;
+  gather.paramBufferSize = s.paramBufferSize;
   pm.addPass(createZeroParamGatherPass(gather));
 
   if (s.stage == 3) {
@@ -762,10 +766,16 @@ struct ApplyDeepSpeedConfigPass
              << "zero_optimization.offload_param: parameter offload needs "
                 "ZeRO stage 3, the stage is "
              << s.stage;
-    if (fileParam && param == OffloadDevice::nvme)
+    // The swap files' directory, from the file or the options.
+    if (fileParam && param == OffloadDevice::nvme && s.paramNvmePath.empty() &&
+        s.nvmePath.empty())
       return errorAt(cfg->offloadParam)
-             << "zero_optimization.offload_param: "
-             << getUnimplementedOffload(OffloadDevice::none, param);
+             << "zero_optimization.offload_param: device nvme needs an "
+                "nvme_path (or the option param-nvme-path)";
+    if (fileOptimizer && optimizer == OffloadDevice::nvme && s.nvmePath.empty())
+      return errorAt(cfg->offloadOptimizer)
+             << "zero_optimization.offload_optimizer: device nvme needs an "
+                "nvme_path (or the option nvme-path)";
     return success();
   }
 
@@ -981,14 +991,19 @@ PipelineSettings settingsFor(const ZeroPipelineOptions &o,
   s.offloadParam = choose(o.offloadParam, cfg.offloadParam);
   // DeepSpeed reads nvme_path only for a device "nvme" (Hugging Face's
   // examples give one beside "cpu").
-  bool fileNvme =
-      cfg.offloadOptimizer.value == std::optional<std::string>("nvme") ||
-      cfg.offloadParam.value == std::optional<std::string>("nvme");
-  s.nvmePath = o.nvmePath.hasValue() || !fileNvme
+  auto onNvme = [](const DeepSpeedValue<std::string> &device) {
+    return device.value == std::optional<std::string>("nvme");
+  };
+  s.nvmePath = o.nvmePath.hasValue() || !onNvme(cfg.offloadOptimizer)
                    ? o.nvmePath.getValue()
                    : cfg.nvmePath.value.value_or("");
+  s.paramNvmePath = o.paramNvmePath.hasValue() || !onNvme(cfg.offloadParam)
+                        ? o.paramNvmePath.getValue()
+                        : cfg.paramNvmePath.value.value_or("");
   s.nvmeBufferCount = choose(o.nvmeBufferCount, cfg.optimizerBufferCount);
   s.nvmeBufferSize = o.nvmeBufferSize;
+  s.paramBufferCount = choose(o.paramBufferCount, cfg.paramBufferCount);
+  s.paramBufferSize = choose(o.paramBufferSize, cfg.paramBufferSize);
   s.verify = o.verify;
   s.padVocab = o.padVocab;
   s.remat =

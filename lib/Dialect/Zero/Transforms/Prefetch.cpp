@@ -87,6 +87,9 @@ struct Gather {
   FreeOp stageFree;
   int64_t shardSize = 0;
   int64_t stageIssue = 0; // where the copy is issued
+  /// The earlier gather whose staging wait the copy is issued before (-1:
+  /// at stageIssue, after the ops already placed there).
+  int64_t stageBefore = -1;
 };
 
 struct ZeroPrefetchPass
@@ -186,7 +189,11 @@ struct ZeroPrefetchPass
       live.add(idx(g.at), idx(g.free + 1), g.size);
 
     int64_t prevIssue = 0;
-    for (Gather &g : gathers) {
+    // Parameter shards on NVMe: the gather whose staging wait frees each
+    // swap buffer; a copy is not issued before the buffer it reads into is
+    // free again.
+    llvm::DenseMap<int64_t, int64_t> swapFreedBy;
+    for (auto [i, g] : llvm::enumerate(gathers)) {
       g.lower = std::max(g.lower, prevIssue);
       int64_t at = idx(g.at), waitEnd = idx(g.firstUse + 1);
       bool fits =
@@ -204,20 +211,46 @@ struct ZeroPrefetchPass
       g.issue = k == at ? g.at : coords[k];
       live.add(k, at, g.size);
       inflight.add(k, waitEnd, g.size);
-      // A staged shard is copied one gather ahead (at the previous gather's
-      // issue point) when it fits the budgets there, so that the copy
-      // overlaps compute; otherwise right before its gather.
+      // A staged shard is copied ahead when it fits the budgets from there
+      // on, so that the copy overlaps compute; otherwise right before its
+      // gather. A host copy is a memcpy, issued one gather ahead (at the
+      // previous gather's issue point). A read from a parameter swap file
+      // has a buffer of its own: it is issued up to one gather less than
+      // there are buffers ahead, before the staging wait of that gather,
+      // once its buffer is free, so that several reads are in flight on
+      // the disk even where gathers share an issue point.
       g.stageIssue = g.issue;
       if (g.stage) {
         int64_t sk = k;
-        if (prevIssue < g.issue) {
-          int64_t pk = idx(prevIssue);
+        ParamSwapAttr swap = g.stage.getSwapAttr();
+        int64_t ahead = swap ? std::max<int64_t>(1, swap.getBuffers() - 1) : 1;
+        int64_t freedBy =
+            swap ? swapFreedBy.lookup_or(swap.getBuffer(), -1) : int64_t(-1);
+        for (int64_t d = std::min<int64_t>(ahead, i); d >= 1; --d) {
+          int64_t j = int64_t(i) - d;
+          const Gather &earlier = gathers[j];
+          // With a swap buffer the copy goes before the earlier gather's
+          // staging wait when that comes after the wait that frees the
+          // buffer; otherwise after the ops at the earlier gather's issue
+          // point (the freeing wait among them), which helps only where
+          // that point is strictly earlier.
+          if (j < freedBy)
+            continue;
+          bool before = swap && earlier.stageWait && j > freedBy;
+          if (earlier.issue > g.issue || (!before && earlier.issue == g.issue))
+            continue;
+          int64_t pk = idx(earlier.issue);
           if (inflight.lastAbove(pk, waitEnd, g.shardSize, prefetchBucketSize) <
                   0 &&
-              live.lastAbove(pk, waitEnd, g.shardSize, maxLiveParameters) < 0)
+              live.lastAbove(pk, waitEnd, g.shardSize, maxLiveParameters) < 0) {
             sk = pk;
+            g.stageBefore = before ? j : -1;
+            break;
+          }
         }
         g.stageIssue = sk == k ? g.issue : coords[sk];
+        if (swap)
+          swapFreedBy[swap.getBuffer()] = int64_t(i);
         live.add(sk, waitEnd, g.shardSize);
         inflight.add(sk, waitEnd, g.shardSize);
       }
@@ -233,7 +266,10 @@ struct ZeroPrefetchPass
     auto tokenType = TokenType::get(&getContext());
     for (Gather &g : gathers) {
       if (g.stage) {
-        g.stage->moveBefore(anchor(g.stageIssue));
+        if (g.stageBefore >= 0)
+          g.stage->moveBefore(gathers[g.stageBefore].stageWait);
+        else
+          g.stage->moveBefore(anchor(g.stageIssue));
         g.stageWait->moveBefore(anchor(g.issue));
       }
       b.setInsertionPoint(anchor(g.issue));

@@ -129,7 +129,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
 
 // The gradients never reach the host.
 zero.param @w : tensor<8xf32> init zeros compute bf16
-// expected-error @+1 {{'zero.partition' op has an offloaded optimizer: its gradients must be copied to the host and its parameters back in every step (never with offloaded parameters), found 0 and 1 copies}}
+// expected-error @+1 {{'zero.partition' op has an offloaded optimizer: its gradients must be copied to the host and its parameters back in every step (never with parameter shards in host memory), found 0 and 1 copies}}
 zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
 zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>

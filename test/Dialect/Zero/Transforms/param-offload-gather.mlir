@@ -6,7 +6,7 @@
 // RUN: not zero-opt %s -split-input-file --zero-param-gather="offload-param=nvme" 2>&1 | FileCheck %s --check-prefix=NVME
 
 // BAD: error: zero-param-gather: offload-param must be none, cpu or nvme, got 'disk'
-// NVME: error: zero-param-gather: parameter offload to nvme (offload_param device nvme) is not implemented yet
+// NVME: error: zero-param-gather: parameter offload to nvme needs a param_nvme_path
 
 // Parameter offload at stage 3: two bf16 groups of 16 elements (shards of
 // 8). Each gather reads a staged device copy of the host shard: the copy,

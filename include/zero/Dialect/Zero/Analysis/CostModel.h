@@ -157,7 +157,8 @@ void printFitVerdict(const FitVerdict &fit, llvm::raw_ostream &os);
 struct TimelineEvent {
   std::string name;
   std::string category; ///< "compute", "comm", "copy" or "wait"
-  /// 0 compute, 1 communication, 2 device-host copies.
+  /// 0 compute, 1 communication, 2 device-host copies, 3 the swap files'
+  /// disk (parameter shards on NVMe).
   unsigned stream = 0;
   double startUs = 0;
   double durationUs = 0;

@@ -77,11 +77,14 @@ struct MemoryPlan {
   /// The pinned host arena (optimizer offload; 0 otherwise): it holds only
   /// persistent buffers, so this is the host peak.
   int64_t hostBytes = 0;
-  /// The rank's NVMe swap file (optimizer on nvme; 0 otherwise): the states
-  /// at 4096-byte aligned offsets, padded to 4096 bytes.
-  int64_t nvmeBytes = 0;
-  /// The swap buffers' region of the host arena (part of hostBytes).
+  /// The total of the rank's NVMe swap files (0 without NVMe offload): the
+  /// optimizer's, with the states at 4096-byte aligned offsets, padded to
+  /// 4096 bytes, and the parameters' (paramNvmeBytes), laid out alike.
+  int64_t nvmeBytes = 0, paramNvmeBytes = 0;
+  /// The swap buffers' regions of the host arena (part of hostBytes): the
+  /// optimizer's and the parameters'.
   int64_t swapOffset = 0, swapBytes = 0;
+  int64_t paramSwapOffset = 0, paramSwapBytes = 0;
   std::vector<ArenaBuffer> buffers;
   /// High-water mark of the step arena.
   int64_t arenaBytes = 0;

@@ -41,7 +41,12 @@ struct StepReport {
   bool optimizerOffloaded = false;
   /// Parameter offload (stage 3): the parameter shards are in the host arena.
   bool paramsOffloaded = false;
+  /// Parameter offload to NVMe: the shards are in the ranks' parameter swap
+  /// files (paramNvmeBytes of nvmeBytes) and move through paramSwapBytes of
+  /// host swap buffers.
+  bool paramsOnNvme = false;
   int64_t hostPeakBytes = 0, nvmeBytes = 0, swapBytes = 0;
+  int64_t paramNvmeBytes = 0, paramSwapBytes = 0;
   std::map<std::string, int64_t> hostBuffers, nvmeBuffers;
   /// Sum over collectives of the full array's elements (all-reduce twice).
   int64_t volumeElements = 0;

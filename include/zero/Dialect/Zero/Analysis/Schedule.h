@@ -43,8 +43,10 @@ struct PartitionBuffers {
   bool offloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
   /// Whether the step offloads its parameters (stage 3): the `params` shard
-  /// lives in host memory and each gather reads a staged device copy.
+  /// lives in host memory or the rank's parameter swap file (paramDevice)
+  /// and each gather reads a staged device copy.
   bool paramsOffloaded = false;
+  OffloadDevice paramDevice = OffloadDevice::none;
   /// Elements of each buffer kind (indexed by BufferKind).
   int64_t numel[kNumBufferKinds] = {};
   /// Bytes of each buffer kind.
@@ -52,10 +54,10 @@ struct PartitionBuffers {
 
   /// Whether the fp32 parameters are their own masters (fp32 compute, and
   /// Adam runs where the parameter shard lives: both on the device, or both
-  /// in host memory; never with the states on NVMe): the partition then has
-  /// no `master` buffer.
+  /// in host memory; never with the states or the parameters on NVMe): the
+  /// partition then has no `master` buffer.
   bool areParamsMasters() const {
-    return offloaded == paramsOffloaded &&
+    return offloaded == paramsOffloaded && paramDevice != OffloadDevice::nvme &&
            optimizerDevice != OffloadDevice::nvme &&
            zero::areParamsMasters(computeType);
   }
@@ -70,7 +72,7 @@ struct PartitionBuffers {
       // With the parameter shards on the host too, the host Adam writes
       // them in place; otherwise states on NVMe return every compute type
       // through host_params.
-      return offloaded && !paramsOffloaded &&
+      return offloaded && paramDevice != OffloadDevice::cpu &&
              (optimizerDevice == OffloadDevice::nvme ||
               !zero::areParamsMasters(computeType));
     default:
@@ -79,7 +81,7 @@ struct PartitionBuffers {
   }
   /// The memory buffer `kind` lives in.
   MemoryKind getMemory(BufferKind kind) const {
-    return getBufferMemory(kind, optimizerDevice, paramsOffloaded);
+    return getBufferMemory(kind, optimizerDevice, paramDevice);
   }
   /// Elements of the owned shard that Adam updates (padded; the whole
   /// group at stage 0).
@@ -106,8 +108,13 @@ public:
   bool isOptimizerOnNvme() const {
     return optimizerDevice == OffloadDevice::nvme;
   }
-  /// Whether the stage-3 parameter shards live in host memory (zero.offload).
+  /// Whether the stage-3 parameter shards live off the device, in host
+  /// memory or on NVMe (zero.offload).
   bool areParamsOffloaded() const { return paramsOffloaded; }
+  /// Whether they live in host memory (a host Adam updates them in place).
+  bool areParamsOnHost() const { return paramDevice == OffloadDevice::cpu; }
+  /// Whether they live in the ranks' parameter swap files.
+  bool areParamsOnNvme() const { return paramDevice == OffloadDevice::nvme; }
   ArrayRef<PartitionBuffers> getPartitions() const { return partitions; }
   const PartitionBuffers *lookupPartition(StringRef name) const;
   const PartitionBuffers *lookupPartition(SymbolRefAttr ref) const {
@@ -115,6 +122,13 @@ public:
   }
   /// The location of a parameter, or null if it is in no partition.
   const ParamLocation *lookupParam(StringRef name) const;
+
+  /// Parameter shards on NVMe: the swap buffer `buffer` of the step's
+  /// `offload_param.buffer_count`, each the largest shard in whole
+  /// 4096-byte blocks (null when the shards are not on NVMe).
+  ParamSwapAttr getParamSwap(int64_t buffer) const;
+  /// The step's parameter swap buffers (0 when the shards are not on NVMe).
+  int64_t getParamSwapBufferCount() const;
 
   /// Unpadded parameter elements (S).
   int64_t getParamCount() const { return paramCount; }
@@ -134,6 +148,7 @@ private:
   bool optimizerOffloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
   bool paramsOffloaded = false;
+  OffloadDevice paramDevice = OffloadDevice::none;
   int64_t paramCount = 0;
   int64_t paddedParamCount = 0;
   SmallVector<PartitionBuffers> partitions;

@@ -93,12 +93,23 @@ inline OffloadDevice getOptimizerOffload(TrainStepOp step) {
 inline bool offloadsOptimizer(TrainStepOp step) {
   return getOptimizerOffload(step) != OffloadDevice::none;
 }
-/// Whether train step `step` keeps its stage-3 parameter shards in host
-/// memory (its zero.offload).
-inline bool offloadsParams(TrainStepOp step) {
+/// Where train step `step` keeps its stage-3 parameter shards (its
+/// zero.offload): device memory (none), pinned host memory (cpu) or a swap
+/// file (nvme).
+inline OffloadDevice getParamOffload(TrainStepOp step) {
   auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
   OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
-  return offload && offload.offloadsParams();
+  return offload ? offload.getParam() : OffloadDevice::none;
+}
+/// Whether train step `step` keeps its stage-3 parameter shards off the
+/// device (host memory or NVMe): its gathers read staged device copies.
+inline bool offloadsParams(TrainStepOp step) {
+  return getParamOffload(step) != OffloadDevice::none;
+}
+/// Whether they are in host memory, where a host Adam updates them in
+/// place.
+inline bool keepsParamsOnHost(TrainStepOp step) {
+  return getParamOffload(step) == OffloadDevice::cpu;
 }
 /// The alignment of offsets and sizes in an NVMe swap file and of the
 /// swap buffers (O_DIRECT's logical block on common file systems).
@@ -106,28 +117,32 @@ constexpr int64_t kNvmeAlignment = 4096;
 /// The largest swap chunk in elements: 1 GiB of one fp32 state, which one
 /// read or write moves (io_uring's lengths are 32-bit).
 constexpr int64_t kMaxSwapChunk = int64_t(1) << 28;
+/// The memory an offload device keeps what it holds in.
+inline MemoryKind getOffloadMemory(OffloadDevice device) {
+  switch (device) {
+  case OffloadDevice::none:
+    return MemoryKind::device;
+  case OffloadDevice::cpu:
+    return MemoryKind::host;
+  case OffloadDevice::nvme:
+    return MemoryKind::nvme;
+  }
+  return MemoryKind::device;
+}
 /// The memory a partition's persistent buffer of kind `kind` lives in when
-/// the optimizer is offloaded to `optimizer` and the parameter shards are
-/// (`paramsOffloaded`) or are not offloaded.
+/// the optimizer is offloaded to `optimizer` and the parameter shards to
+/// `param`.
 inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer,
-                                  bool paramsOffloaded = false) {
+                                  OffloadDevice param = OffloadDevice::none) {
   switch (kind) {
   case BufferKind::params:
-    return paramsOffloaded ? MemoryKind::host : MemoryKind::device;
+    return getOffloadMemory(param);
   case BufferKind::grads:
     return MemoryKind::device;
   case BufferKind::master:
   case BufferKind::exp_avg:
   case BufferKind::exp_avg_sq:
-    switch (optimizer) {
-    case OffloadDevice::none:
-      return MemoryKind::device;
-    case OffloadDevice::cpu:
-      return MemoryKind::host;
-    case OffloadDevice::nvme:
-      return MemoryKind::nvme;
-    }
-    return MemoryKind::device;
+    return getOffloadMemory(optimizer);
   case BufferKind::host_grads:
   case BufferKind::host_params:
     return MemoryKind::host;
@@ -136,16 +151,6 @@ inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer,
 }
 /// Persistent buffer kinds, in BufferKind order.
 constexpr unsigned kNumBufferKinds = 7;
-/// What of an offload choice is not implemented yet ("" when all of it is):
-/// parameter offload to NVMe.
-inline StringRef getUnimplementedOffload(OffloadDevice optimizer,
-                                         OffloadDevice param) {
-  (void)optimizer;
-  if (param == OffloadDevice::nvme)
-    return "parameter offload to nvme (offload_param device nvme) is not "
-           "implemented yet";
-  return "";
-}
 /// Whether ops of `phase` come after the optimizer.
 inline bool isAfterOptimizer(Phase phase) {
   return phase == Phase::step_end || phase == Phase::post_step;

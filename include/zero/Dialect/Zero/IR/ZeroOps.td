@@ -306,10 +306,19 @@ def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
     `offload_optimizer.buffer_count`, default 4) of `buffer_size` elements
     of each of the three fp32 states (default 1048576; a multiple of 1024,
     so that every chunk starts 4096-aligned in the swap file).
+    With the parameters on `nvme` (ZeRO-Infinity's `offload_param`) their
+    shards live in a swap file of their own under `param_nvme_path`
+    (DeepSpeed keeps separate swap folders; it may be the same directory),
+    fetched through `param_buffer_count` pinned swap buffers (DeepSpeed's
+    `offload_param.buffer_count`, default 5) of `param_buffer_size`
+    elements each (`offload_param.buffer_size`, default 100000000), which
+    must hold the largest parameter shard (`zero-param-gather` checks it;
+    the buffers are planned no larger than that shard).
 
     ```mlir
     zero.train_step @train(...) ... attributes {zero.offload = #zero.offload<optimizer = cpu>} {
     zero.train_step @train(...) ... attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/local_nvme", buffer_count = 4>} {
+    zero.train_step @train(...) ... attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/local_nvme", param_buffer_count = 5>} {
     ```
   }];
   let parameters = (ins
@@ -319,13 +328,17 @@ def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
                            "::mlir::zero::OffloadDevice::none">:$param,
     StringRefParameter<"a directory", "\"\"">:$nvme_path,
     DefaultValuedParameter<"int64_t", "4">:$buffer_count,
-    DefaultValuedParameter<"int64_t", "1048576">:$buffer_size);
+    DefaultValuedParameter<"int64_t", "1048576">:$buffer_size,
+    StringRefParameter<"a directory", "\"\"">:$param_nvme_path,
+    DefaultValuedParameter<"int64_t", "5">:$param_buffer_count,
+    DefaultValuedParameter<"int64_t", "100000000">:$param_buffer_size);
   // Without swap buffer settings: the parameters' defaults above.
   let builders = [
     AttrBuilder<(ins "::mlir::zero::OffloadDevice":$optimizer,
                      "::mlir::zero::OffloadDevice":$param,
                      "::llvm::StringRef":$nvme_path), [{
-      return $_get($_ctxt, optimizer, param, nvme_path, 4, 1048576);
+      return $_get($_ctxt, optimizer, param, nvme_path, 4, 1048576, "", 5,
+                   100000000);
     }]>
   ];
   let assemblyFormat = "`<` struct(params) `>`";
@@ -911,6 +924,26 @@ def Zero_MemoryKind : I32EnumAttr<"MemoryKind", "where a buffer lives", [
   let genSpecializedAttr = 0;
 }
 
+def Zero_ParamSwapAttr : Zero_Attr<"ParamSwap", "param_swap"> {
+  let summary = "The host swap buffer of a parameter shard's NVMe transfer";
+  let description = [{
+    On `zero.transfer` of a parameter shard offloaded to `nvme`: the
+    transfer goes through swap buffer `buffer` of the `buffers` pinned
+    host buffers of `buffer_bytes` bytes each (a multiple of 4096,
+    O_DIRECT's alignment), which the memory plan reserves in the host
+    arena (`param_swap_bytes = buffers * buffer_bytes`). A buffer must hold
+    the whole shard of the transfer's partition, padded to 4096 bytes.
+
+    ```mlir
+    #zero.param_swap<buffer = 0, buffers = 5, buffer_bytes = 8192>
+    ```
+  }];
+  let parameters = (ins "int64_t":$buffer, "int64_t":$buffers,
+                        "int64_t":$buffer_bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Zero_TransferOpInterface : OpInterface<"TransferOpInterface"> {
   let cppNamespace = "::mlir::zero";
   let description = [{
@@ -938,6 +971,11 @@ def Zero_TransferOpInterface : OpInterface<"TransferOpInterface"> {
         when the whole owned part moves.
       }],
       "std::optional<std::pair<int64_t, int64_t>>", "getElementRange">,
+    InterfaceMethod<[{
+        The swap buffer a transfer between the parameter shard in an NVMe
+        swap file and memory goes through (null: none).
+      }],
+      "::mlir::zero::ParamSwapAttr", "getSwapAttr">,
   ];
 }
 
@@ -978,12 +1016,25 @@ def Zero_TransferOp : Zero_Op<"transfer", [
     the device, the new parameters Adam wrote into a staged buffer go back
     with `%new to params` (the owned elements) at the step boundary.
 
+    Parameter offload to NVMe (`#zero.offload<param = nvme>`): the `params`
+    shard lives in the rank's parameter swap file (memory `nvme`), and every
+    transfer from or to it goes through the pinned host swap buffer its
+    `swap` names: `params to staging swap <...>` reads the shard from the
+    file into the buffer (asynchronously) and copies it to the staged
+    device buffer; `%new to params swap <...>` and, after a host Adam,
+    `host_params to params swap <...>` (`master to params` with fp32
+    compute and the optimizer in host memory) copy the owned elements into
+    the buffer and write the shard's blocks back to the file. Two transfers
+    whose lifetimes (issue to `zero.wait`) overlap never share a buffer
+    (`zero-verify-schedule`).
+
     ```mlir
     %t = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
     %s = zero.transfer group @flat grads[0, 4096) to host_grads phase last_micro_step -> !zero.token
     zero.transfer group @flat host_params to params phase boundary
     %shard, %t1 = zero.transfer group @h0 params to staging : tensor<2048xbf16> -> !zero.token
     %t2 = zero.transfer group @h0 %new to params phase boundary : tensor<2048xbf16> -> !zero.token
+    %shard2, %t3 = zero.transfer group @h0 params to staging swap <buffer = 1, buffers = 5, buffer_bytes = 4096> : tensor<2048xbf16> -> !zero.token
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$group,
@@ -991,6 +1042,7 @@ def Zero_TransferOp : Zero_Op<"transfer", [
                        OptionalAttr<Zero_BufferKindAttr>:$target,
                        Optional<Zero_FlatTensor>:$input,
                        OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
+                       OptionalAttr<Zero_ParamSwapAttr>:$swap,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs Optional<Zero_FlatTensor>:$staged,
                       Optional<Zero_TokenType>:$token);
@@ -1189,7 +1241,11 @@ def Zero_MemoryPlanAttr : Zero_Attr<"MemoryPlan", "memory_plan"> {
     printed otherwise). With the optimizer on NVMe, the size of the rank's
     swap file (`nvme_bytes`, a multiple of 4096) and the swap buffers'
     region of the host arena (`swap_bytes` at `swap_offset`, both multiples
-    of 4096, inside `host_bytes`).
+    of 4096, inside `host_bytes`). With the parameters on NVMe, the size of
+    the rank's parameter swap file (`param_nvme_bytes`, part of
+    `nvme_bytes`, which is the total of the rank's swap files) and the
+    parameter swap buffers' region of the host arena (`param_swap_bytes` at
+    `param_swap_offset`, also multiples of 4096 inside `host_bytes`).
 
     ```mlir
     #zero.memory_plan<persistent_bytes = 896, arena_bytes = 576, scratch_bytes = 0, peak_bytes = 1472>
@@ -1201,7 +1257,10 @@ def Zero_MemoryPlanAttr : Zero_Attr<"MemoryPlan", "memory_plan"> {
                         DefaultValuedParameter<"int64_t", "0">:$host_bytes,
                         DefaultValuedParameter<"int64_t", "0">:$nvme_bytes,
                         DefaultValuedParameter<"int64_t", "0">:$swap_offset,
-                        DefaultValuedParameter<"int64_t", "0">:$swap_bytes);
+                        DefaultValuedParameter<"int64_t", "0">:$swap_bytes,
+                        DefaultValuedParameter<"int64_t", "0">:$param_nvme_bytes,
+                        DefaultValuedParameter<"int64_t", "0">:$param_swap_offset,
+                        DefaultValuedParameter<"int64_t", "0">:$param_swap_bytes);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

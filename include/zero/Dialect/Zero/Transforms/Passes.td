@@ -284,6 +284,15 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     pinned host memory, and each gather reads a device copy of the shard,
     `%s, %t = zero.transfer group @g params to staging`, waited for before
     it and freed right after it (`zero-prefetch` moves the copy ahead).
+
+    `offload-param=nvme` (ZeRO-Infinity) records `param = nvme`: the shards
+    live in a swap file per rank under `param-nvme-path` (`nvme-path` when
+    not given), and every staging copy reads its shard through one of
+    `param-buffer-count` pinned host swap buffers (`swap <buffer = i mod
+    param-buffer-count, ...>`, i counting the copies in program order),
+    each the largest shard in whole 4096-byte blocks. A shard larger than
+    `param-buffer-size` elements is an error (DeepSpeed's swapper asserts
+    that a buffer holds a whole parameter).
   }];
   let options = [
     Option<"allgatherBucketSize", "allgather-bucket-size", "int64_t",
@@ -301,8 +310,23 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
            "stage3_max_reuse_distance)">,
     Option<"offloadParam", "offload-param", "std::string",
            /*default=*/"\"none\"",
-           "Where stage-3 parameter shards live: none or cpu (DeepSpeed: "
-           "zero_optimization.offload_param.device)">,
+           "Where stage-3 parameter shards live: none, cpu or nvme "
+           "(DeepSpeed: zero_optimization.offload_param.device)">,
+    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
+           "offload-param=nvme: the swap files' directory when "
+           "param-nvme-path is not given">,
+    Option<"paramNvmePath", "param-nvme-path", "std::string",
+           /*default=*/"\"\"",
+           "offload-param=nvme: directory of the parameter swap files "
+           "(DeepSpeed: offload_param.nvme_path)">,
+    Option<"paramBufferCount", "param-buffer-count", "int64_t",
+           /*default=*/"5",
+           "offload-param=nvme: pinned host swap buffers (DeepSpeed: "
+           "offload_param.buffer_count)">,
+    Option<"paramBufferSize", "param-buffer-size", "int64_t",
+           /*default=*/"100000000",
+           "offload-param=nvme: elements a swap buffer holds, at least the "
+           "largest shard (DeepSpeed: offload_param.buffer_size)">,
   ];
 }
 
@@ -324,6 +348,14 @@ def ZeroPrefetchPass : Pass<"zero-prefetch", "::mlir::ModuleOp"> {
     A gather that cannot be hoisted becomes a prefetch immediately followed by
     its wait. The schedule is static: there is no trace, no warm-up step and
     nothing to invalidate. Stages 0-2 have no gathers to split.
+
+    With parameter offload the copy staging a gather's shard moves with it,
+    ahead where both budgets still hold from there (counting the staged
+    buffer): a host copy to the previous gather's issue point; a read from a
+    parameter swap file (`swap #zero.param_swap<..., buffers = B>`) up to
+    B - 1 gathers ahead, before that gather's staging wait, as soon as the
+    wait freeing its swap buffer is behind it, so that up to B reads are in
+    flight on the disk even where gathers share an issue point.
   }];
   let options = [
     Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t",
@@ -391,7 +423,13 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     per state (C is that size, or the largest owned shard rounded up to
     1024 elements when smaller), and the updated parameters always come back
     through `host_params` (with parameter offload too, into the host shards
-    in place). `offload-param=nvme` is rejected as not implemented yet.
+    in place). With the parameter shards on NVMe (`offload-param=nvme`,
+    recorded by zero-param-gather) the new parameters go back to the
+    parameter swap file through its swap buffers (`zero.transfer ... to
+    params swap <buffer = i, ...>`, i counting the writes modulo
+    `param-buffer-count`, a write waiting for the one before it on its
+    buffer): a device Adam's staged buffer, or a host Adam's `host_params`
+    (`master` with fp32 compute and the optimizer in host memory).
   }];
   let options = [
     Option<"gradientClipping", "gradient-clipping", "double",

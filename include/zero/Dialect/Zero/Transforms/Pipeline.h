@@ -110,9 +110,24 @@ struct ZeroPipelineOptions : public PassPipelineOptions<ZeroPipelineOptions> {
       llvm::cl::init("none")};
   Option<std::string> nvmePath{
       *this, "nvme-path",
-      llvm::cl::desc("Directory of nvme offload (offload_optimizer.nvme_path, "
-                     "offload_param.nvme_path)"),
+      llvm::cl::desc("Directory of nvme offload (offload_optimizer.nvme_path; "
+                     "also the parameters' without param-nvme-path)"),
       llvm::cl::init("")};
+  Option<std::string> paramNvmePath{
+      *this, "param-nvme-path",
+      llvm::cl::desc("Directory of the parameter swap files of "
+                     "offload-param=nvme (offload_param.nvme_path)"),
+      llvm::cl::init("")};
+  Option<int64_t> paramBufferCount{
+      *this, "param-buffer-count",
+      llvm::cl::desc("Swap buffers of parameters offloaded to nvme "
+                     "(offload_param.buffer_count)"),
+      llvm::cl::init(5)};
+  Option<int64_t> paramBufferSize{
+      *this, "param-buffer-size",
+      llvm::cl::desc("Elements one parameter swap buffer holds, at least the "
+                     "largest shard (offload_param.buffer_size)"),
+      llvm::cl::init(100000000)};
   Option<int64_t> nvmeBufferCount{
       *this, "nvme-buffer-count",
       llvm::cl::desc("Swap buffers of an optimizer offloaded to nvme "
@@ -234,6 +249,10 @@ struct DeepSpeedConfig {
   /// offload_optimizer.buffer_count: the swap buffers of an optimizer on
   /// nvme.
   DeepSpeedValue<int64_t> optimizerBufferCount;
+  /// offload_param's nvme_path, buffer_count and buffer_size: the
+  /// parameter swap files' directory and swap buffers.
+  DeepSpeedValue<std::string> paramNvmePath;
+  DeepSpeedValue<int64_t> paramBufferCount, paramBufferSize;
 };
 
 /// `d` as DeepSpeed's messages print a JSON number: the shortest digits
