@@ -10,11 +10,13 @@
 //     (computeReport).
 //  2. Each stage's model states are read off zero-partition alone, for each
 //     offload choice the search may make (the optimizer states at stages
-//     1-3, the parameter shards at stage 3, to host memory or the optimizer
-//     to NVMe): what stays on the device, and what is in pinned host
-//     memory. A (stage, offload) whose device states exceed the budget, or
-//     whose host states exceed the host budget, is skipped whole; the knobs
-//     and accumulation do not move model states between memories.
+//     1-3, the parameter shards at stage 3, to host memory or to NVMe):
+//     what stays on the device, and what is in pinned host memory (with
+//     the parameter shards on NVMe, the swap buffers every shard is read
+//     and written through, sized by the partitions alone). A (stage,
+//     offload) whose device states exceed the budget, or whose host states
+//     exceed the host budget, is skipped whole; the knobs and accumulation
+//     do not move model states between memories.
 //  3. Every (stage, accumulation, offload) group is evaluated once at its base
 //     configuration (no recomputation, DeepSpeed's defaults, buckets capped
 //     at the model). Two bounds hold for every configuration of a (stage,
@@ -96,7 +98,10 @@ void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.paramPersistenceThreshold = paramPersistenceThreshold;
   o.offloadOptimizer = stringifyOffloadDevice(offloadOptimizer).str();
   o.offloadParam = stringifyOffloadDevice(offloadParam).str();
-  o.nvmePath = nvmePath;
+  // One directory holds both swap files (their names differ); each option
+  // is set only for the states on NVMe, as DeepSpeed reads nvme_path.
+  o.nvmePath = offloadOptimizer == OffloadDevice::nvme ? nvmePath : "";
+  o.paramNvmePath = offloadParam == OffloadDevice::nvme ? nvmePath : "";
 }
 
 namespace {
@@ -179,6 +184,9 @@ private:
   /// The offload choices of `stage` the search makes, nothing offloaded
   /// first.
   SmallVector<TuneConfig> getOffloadChoices(int64_t stage) const;
+  /// The step's zero.offload of `config`'s offload choice (set only when
+  /// something is offloaded).
+  OffloadAttr getOffloadAttr(const TuneConfig &config) const;
   /// The model states zero-partition gives `stage` under each of its
   /// offload choices, and the padded parameter count, or the partition's
   /// error.
@@ -206,37 +214,42 @@ private:
 } // namespace
 
 SmallVector<TuneConfig> Tuner::getOffloadChoices(int64_t stage) const {
-  // Parameter shards go no deeper than host memory.
-  SmallVector<OffloadDevice> optimizers, params;
+  SmallVector<OffloadDevice> devices;
   for (OffloadDevice d :
        {OffloadDevice::none, OffloadDevice::cpu, OffloadDevice::nvme})
-    if (d <= options.offload) {
-      optimizers.push_back(d);
-      if (d != OffloadDevice::nvme)
-        params.push_back(d);
-    }
+    if (d <= options.offload)
+      devices.push_back(d);
   SmallVector<TuneConfig> choices;
   // DeepSpeed's rules of the stage, as zero-optimizer checks them; a
   // choice they reject is not one.
   ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
-  for (OffloadDevice param : params) {
-    for (OffloadDevice optimizer : optimizers) {
-      bool nvme = optimizer == OffloadDevice::nvme;
-      auto attr = OffloadAttr::get(ctx, optimizer, param,
-                                   nvme ? StringRef(options.nvmePath) : "");
-      if (failed(attr.verifyStage(
-              [&] { return mlir::emitError(UnknownLoc::get(ctx)); }, stage)))
-        continue;
+  for (OffloadDevice param : devices) {
+    for (OffloadDevice optimizer : devices) {
       TuneConfig c;
       c.stage = stage;
       c.offloadOptimizer = optimizer;
       c.offloadParam = param;
-      if (nvme)
+      if (c.isOnNvme())
         c.nvmePath = options.nvmePath;
+      if (failed(getOffloadAttr(c).verifyStage(
+              [&] { return mlir::emitError(UnknownLoc::get(ctx)); }, stage)))
+        continue;
       choices.push_back(c);
     }
   }
   return choices;
+}
+
+OffloadAttr Tuner::getOffloadAttr(const TuneConfig &c) const {
+  // The swap buffers zero-pipeline builds at its defaults, which the
+  // candidates keep.
+  ZeroPipelineOptions defaults;
+  StringRef path = c.nvmePath;
+  return OffloadAttr::get(ctx, c.offloadOptimizer, c.offloadParam,
+                          c.offloadOptimizer == OffloadDevice::nvme ? path : "",
+                          defaults.nvmeBufferCount, defaults.nvmeBufferSize,
+                          c.offloadParam == OffloadDevice::nvme ? path : "",
+                          defaults.paramBufferCount, defaults.paramBufferSize);
 }
 
 FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
@@ -257,9 +270,7 @@ Tuner::partitionStage(int64_t stage) {
     // The buffers' memories follow the step's zero.offload, as
     // zero-optimizer records it.
     if (choice.isOffloaded())
-      helper.setAttr(step,
-                     OffloadAttr::get(ctx, choice.offloadOptimizer,
-                                      choice.offloadParam, choice.nvmePath));
+      helper.setAttr(step, getOffloadAttr(choice));
     else if (helper.isAttrPresent(step))
       helper.removeAttr(step);
     FailureOr<StepSchedule> schedule = StepSchedule::get(step);
@@ -276,6 +287,10 @@ Tuner::partitionStage(int64_t stage) {
           s.hostBytes += p.bytes[k];
       }
     }
+    // Shards on NVMe: the host arena holds their swap buffers, as many and
+    // as large as the plan reserves for the step's transfers.
+    if (ParamSwapAttr swap = schedule->getParamSwap(0))
+      s.hostBytes += swap.getBuffers() * swap.getBufferBytes();
     padded = schedule->getPaddedParamCount();
     states.push_back(s);
   }
@@ -672,10 +687,14 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
       offload["nvme_path"] = c.nvmePath;
     zero["offload_optimizer"] = std::move(offload);
   }
-  if (c.offloadParam != OffloadDevice::none)
-    zero["offload_param"] =
-        llvm::json::Object{{"device", stringifyOffloadDevice(c.offloadParam)},
-                           {"pin_memory", true}};
+  if (c.offloadParam != OffloadDevice::none) {
+    llvm::json::Object offload{
+        {"device", stringifyOffloadDevice(c.offloadParam)},
+        {"pin_memory", true}};
+    if (c.offloadParam == OffloadDevice::nvme)
+      offload["nvme_path"] = c.nvmePath;
+    zero["offload_param"] = std::move(offload);
+  }
   config["zero_optimization"] = std::move(zero);
   return config;
 }

@@ -66,13 +66,14 @@ static cl::opt<std::string>
             cl::desc("The deepest tier the search may offload to: none "
                      "(default), cpu (the optimizer states at stages 1-3 "
                      "and the stage-3 parameter shards to pinned host "
-                     "memory) or nvme (the optimizer states also to NVMe; "
-                     "needs --nvme-path)"),
+                     "memory) or nvme (the optimizer states and the stage-3 "
+                     "parameter shards also to NVMe; needs --nvme-path)"),
             cl::init("none"), cl::cat(tuneCat));
 static cl::opt<std::string>
     nvmePath("nvme-path",
              cl::desc("Directory of the ranks' NVMe swap files, for "
-                      "--offload=nvme (offload_optimizer.nvme_path)"),
+                      "--offload=nvme (offload_optimizer.nvme_path and "
+                      "offload_param.nvme_path)"),
              cl::cat(tuneCat));
 static cl::opt<std::string> hostBudget(
     "host-budget",

@@ -59,12 +59,17 @@ struct TuneConfig {
   /// Activation recomputation on every block.
   TuneRemat remat = TuneRemat::none;
   /// Where the optimizer states (stages 1-3) and the parameter shards
-  /// (stage 3) live, and the directory of the NVMe swap files (set only
-  /// with the optimizer on nvme).
+  /// (stage 3) live, and the directory of their NVMe swap files (set only
+  /// with either on nvme; the two files' names differ).
   OffloadDevice offloadOptimizer = OffloadDevice::none;
   OffloadDevice offloadParam = OffloadDevice::none;
   std::string nvmePath;
 
+  /// Whether the optimizer states or the parameter shards are on NVMe.
+  bool isOnNvme() const {
+    return offloadOptimizer == OffloadDevice::nvme ||
+           offloadParam == OffloadDevice::nvme;
+  }
   /// Whether anything is offloaded.
   bool isOffloaded() const {
     return offloadOptimizer != OffloadDevice::none ||
@@ -123,7 +128,7 @@ struct TuneOptions {
   std::optional<TuneRemat> remat;
   /// The deepest tier the search may offload to: none (no offload), cpu
   /// (the optimizer at stages 1-3, the parameter shards at stage 3, to
-  /// pinned host memory) or nvme (the optimizer also to NVMe swap files in
+  /// pinned host memory) or nvme (either also to NVMe swap files in
   /// `nvmePath`).
   OffloadDevice offload = OffloadDevice::none;
   std::string nvmePath;
@@ -133,7 +138,9 @@ struct TuneOptions {
 };
 
 /// The model states one configuration keeps on the device and in pinned
-/// host memory, read off zero-partition with its offload choice.
+/// host memory, read off zero-partition with its offload choice (the host
+/// part includes the swap buffers of parameter shards on NVMe, not those of
+/// an optimizer on NVMe).
 struct TuneModelStates {
   /// Only stage and the offload fields are set.
   TuneConfig config;

@@ -11,8 +11,9 @@
 - no configuration of the search space at DeepSpeed's default knobs (every
   stage and accumulation, and every remat policy of the comma-separated
   REMATS, default none; every offload choice DeepSpeed allows up to the
-  tier OFFLOAD, none, cpu or nvme=DIR, default none, with the parameter
-  shards no deeper than cpu; the pipeline's defaults otherwise) that fits
+  tier OFFLOAD, none, cpu or nvme=DIR, default none, the optimizer and
+  the parameter shards both up to it, the NVMe swap files of either in DIR;
+  the pipeline's defaults otherwise) that fits
   the budget (and HOST_BUDGET_BYTES, its host peak) is faster than the
   winner.
 
@@ -37,7 +38,7 @@ tiers = ["none", "cpu", "nvme"][:["none", "cpu", "nvme"].index(tier) + 1]
 def offload_choices(stage):
     """(optimizer, parameters) offload choices of the stage."""
     optimizers = tiers if stage >= 1 else ["none"]
-    params = [t for t in tiers if t != "nvme"] if stage == 3 else ["none"]
+    params = tiers if stage == 3 else ["none"]
     return [(o, p) for p in params for o in optimizers]
 
 
@@ -47,6 +48,8 @@ def offload_options(optimizer, param):
     options = " offload-optimizer=%s offload-param=%s" % (optimizer, param)
     if optimizer == "nvme":
         options += " nvme-path=" + nvme_path
+    if param == "nvme":
+        options += " param-nvme-path=" + nvme_path
     return options
 zero_opt = os.path.join(tools, "zero-opt")
 ranked = json.load(open(tuned))
@@ -73,6 +76,10 @@ for c in ranked:
         for key in ("offload_optimizer", "offload_param"):
             device = zero.get(key, {}).get("device", "none")
             assert device == c[key], (c["rank"], key, device, c[key])
+            # DeepSpeed reads nvme_path only beside device nvme.
+            path = zero.get(key, {}).get("nvme_path")
+            assert path == (nvme_path if device == "nvme" else None), (
+                c["rank"], key, path)
     assert c["ds_config"]["zero_optimization"]["stage"] == c["stage"]
     granularity = c["ds_config"].get("activation_checkpointing", {}).get(
         "recompute_granularity")

@@ -1,14 +1,20 @@
 """zero-tune's best candidate against what its ds_config compiled to.
 
-  compare_best.py TUNE.json REPORT.json [LOG.jsonl]
+  compare_best.py TUNE.json REPORT.json [LOG.jsonl [SWAP_DIR]]
 
 REPORT.json: zero-report of the step zero-compile --config scheduled;
 LOG.jsonl: the --log-json of the compiled executable, whose measured peak at
 every step must be the tuner's peak (and, with offload, its measured host
-peak the tuner's host peak). Exact equality throughout.
+peak the tuner's host peak); SWAP_DIR: the ds_config's nvme_path after the
+run, where each rank's swap files (zero-optimizer.rankN.swp,
+zero-params.rankN.swp) must add up to the tuner's nvme_bytes. Exact equality
+throughout.
 """
 
+import collections
 import json
+import os
+import re
 import sys
 
 best = json.load(open(sys.argv[1]))[0]
@@ -46,3 +52,16 @@ if len(sys.argv) > 3:
     if offload:
         print("measured: host peak %d at each of %d steps" %
               (best["host_peak_bytes"], len(log)))
+if len(sys.argv) > 4:
+    sizes = collections.Counter()
+    for name in os.listdir(sys.argv[4]):
+        m = re.fullmatch(r"zero-(optimizer|params)\.rank(\d+)\.swp", name)
+        if not m:
+            sys.exit("unexpected file %s in the swap directory" % name)
+        sizes[int(m.group(2))] += os.stat(
+            os.path.join(sys.argv[4], name)).st_size
+    if not sizes or set(sizes.values()) != {best["nvme_bytes"]}:
+        sys.exit("swap files per rank: %r bytes, tuned %d" %
+                 (dict(sizes), best["nvme_bytes"]))
+    print("measured: swap files %d x %d bytes" %
+          (len(sizes), best["nvme_bytes"]))
