@@ -8,16 +8,27 @@
 //     that module through the rest of zero-pipeline
 //     (buildZeroSchedulePipeline), planned (computeMemoryPlan) and costed
 //     (computeReport).
-//  2. Each stage's model states are read off zero-partition alone; a stage
-//     whose states exceed the budget is skipped whole.
-//  3. Every (stage, accumulation) group is evaluated once at its base
+//  2. Each stage's model states are read off zero-partition alone, for each
+//     offload choice the search may make (the optimizer states at stages
+//     1-3, the parameter shards at stage 3, to host memory or to NVMe):
+//     what stays on the device, and what is in pinned host memory (with
+//     the parameter shards on NVMe, the swap buffers every shard is read
+//     and written through, sized by the partitions alone). A (stage,
+//     offload) whose device states exceed the budget, or whose host states
+//     exceed the host budget, is skipped whole; the knobs and accumulation
+//     do not move model states between memories.
+//  3. Every (stage, accumulation, offload) group is evaluated once at its base
 //     configuration (no recomputation, DeepSpeed's defaults, buckets capped
 //     at the model). Two bounds hold for every configuration of a (stage,
 //     accumulation, remat) group, since the knobs only move communication:
 //     the peak is at least the persistent buffers plus the activations at
 //     their peak (the same values live over the same compute ops), and the
 //     step at least the compute stream's kernels other than the completions
-//     of collectives.
+//     of collectives (copies to and from host memory are not kernels; the
+//     host Adam over NVMe-resident states is, with the disk time it
+//     exposes, which the knobs do not change). Since the bounds are per
+//     offload choice, an offloaded group's smaller device states are what
+//     its memory bound counts.
 //  4. Groups are searched in the order of their time bound: a group whose
 //     memory bound exceeds the budget, or whose time bound is no faster than
 //     the `top`-th configuration found so far, is pruned; the others descend
@@ -85,6 +96,12 @@ void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.prefetchBucketSize = prefetchBucketSize;
   o.maxLiveParameters = maxLiveParameters;
   o.paramPersistenceThreshold = paramPersistenceThreshold;
+  o.offloadOptimizer = stringifyOffloadDevice(offloadOptimizer).str();
+  o.offloadParam = stringifyOffloadDevice(offloadParam).str();
+  // One directory holds both swap files (their names differ); each option
+  // is set only for the states on NVMe, as DeepSpeed reads nvme_path.
+  o.nvmePath = offloadOptimizer == OffloadDevice::nvme ? nvmePath : "";
+  o.paramNvmePath = offloadParam == OffloadDevice::nvme ? nvmePath : "";
 }
 
 namespace {
@@ -130,9 +147,23 @@ bool isBetter(const Evaluation &a, const Evaluation &b) {
   return x.peakBytes < y.peakBytes;
 }
 
+/// A (stage, accumulation, optimizer offload, parameter offload) group.
+using GroupKey = std::tuple<int64_t, int64_t, OffloadDevice, OffloadDevice>;
+
 /// The group of a configuration: what the knobs do not change.
-std::pair<int64_t, int64_t> groupOf(const TuneConfig &c) {
-  return {c.stage, c.accumulationSteps};
+GroupKey groupOf(const TuneConfig &c) {
+  return {c.stage, c.accumulationSteps, c.offloadOptimizer, c.offloadParam};
+}
+
+/// Whether, when nothing fits, `a` is closer to fitting than `b`: one within
+/// the host budget over one that is not, then the smaller peak (the smaller
+/// host peak when neither is within the host budget).
+bool isCloser(const TuneCandidate &a, const TuneCandidate &b) {
+  if (a.hostFits != b.hostFits)
+    return a.hostFits;
+  if (!a.hostFits)
+    return a.hostPeakBytes < b.hostPeakBytes;
+  return a.peakBytes < b.peakBytes;
 }
 
 /// One knob of the coordinate descent: the values it tries and how to set it.
@@ -150,9 +181,17 @@ public:
   LogicalResult run();
 
 private:
-  /// The persistent bytes zero-partition gives `stage` and the padded
-  /// parameter count, or the partition's error.
-  FailureOr<std::pair<int64_t, int64_t>> partitionStage(int64_t stage);
+  /// The offload choices of `stage` the search makes, nothing offloaded
+  /// first.
+  SmallVector<TuneConfig> getOffloadChoices(int64_t stage) const;
+  /// The step's zero.offload of `config`'s offload choice (set only when
+  /// something is offloaded).
+  OffloadAttr getOffloadAttr(const TuneConfig &config) const;
+  /// The model states zero-partition gives `stage` under each of its
+  /// offload choices, and the padded parameter count, or the partition's
+  /// error.
+  FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
+  partitionStage(int64_t stage);
   const Evaluation &evaluate(const TuneConfig &config, bool verify = false);
   /// The group's knobs, their ladders derived from the base evaluation.
   std::vector<Knob> getKnobs(const TuneConfig &base, const Evaluation &e) const;
@@ -169,12 +208,52 @@ private:
   TuneResult &result;
   std::map<TuneConfig, Evaluation> memo;
   /// The fastest fitting step of each group found so far.
-  std::map<std::pair<int64_t, int64_t>, double> groupBestMs;
+  std::map<GroupKey, double> groupBestMs;
 };
 
 } // namespace
 
-FailureOr<std::pair<int64_t, int64_t>> Tuner::partitionStage(int64_t stage) {
+SmallVector<TuneConfig> Tuner::getOffloadChoices(int64_t stage) const {
+  SmallVector<OffloadDevice> devices;
+  for (OffloadDevice d :
+       {OffloadDevice::none, OffloadDevice::cpu, OffloadDevice::nvme})
+    if (d <= options.offload)
+      devices.push_back(d);
+  SmallVector<TuneConfig> choices;
+  // DeepSpeed's rules of the stage, as zero-optimizer checks them; a
+  // choice they reject is not one.
+  ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+  for (OffloadDevice param : devices) {
+    for (OffloadDevice optimizer : devices) {
+      TuneConfig c;
+      c.stage = stage;
+      c.offloadOptimizer = optimizer;
+      c.offloadParam = param;
+      if (c.isOnNvme())
+        c.nvmePath = options.nvmePath;
+      if (failed(getOffloadAttr(c).verifyStage(
+              [&] { return mlir::emitError(UnknownLoc::get(ctx)); }, stage)))
+        continue;
+      choices.push_back(c);
+    }
+  }
+  return choices;
+}
+
+OffloadAttr Tuner::getOffloadAttr(const TuneConfig &c) const {
+  // The swap buffers zero-pipeline builds at its defaults, which the
+  // candidates keep.
+  ZeroPipelineOptions defaults;
+  StringRef path = c.nvmePath;
+  return OffloadAttr::get(ctx, c.offloadOptimizer, c.offloadParam,
+                          c.offloadOptimizer == OffloadDevice::nvme ? path : "",
+                          defaults.nvmeBufferCount, defaults.nvmeBufferSize,
+                          c.offloadParam == OffloadDevice::nvme ? path : "",
+                          defaults.paramBufferCount, defaults.paramBufferSize);
+}
+
+FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
+Tuner::partitionStage(int64_t stage) {
   OwningOpRef<ModuleOp> module = front.clone();
   PassManager pm(ctx);
   ZeroPartitionPassOptions part;
@@ -184,14 +263,38 @@ FailureOr<std::pair<int64_t, int64_t>> Tuner::partitionStage(int64_t stage) {
   if (failed(pm.run(*module)))
     return failure();
   TrainStepOp step = *module->getOps<TrainStepOp>().begin();
-  FailureOr<StepSchedule> schedule = StepSchedule::get(step);
-  if (failed(schedule))
-    return failure();
-  int64_t bytes = 0;
-  for (const PartitionBuffers &p : schedule->getPartitions())
-    for (int64_t b : p.bytes)
-      bytes += b;
-  return std::make_pair(bytes, schedule->getPaddedParamCount());
+  auto helper = ctx->getLoadedDialect<ZeroDialect>()->getOffloadAttrHelper();
+  SmallVector<TuneModelStates> states;
+  int64_t padded = 0;
+  for (const TuneConfig &choice : getOffloadChoices(stage)) {
+    // The buffers' memories follow the step's zero.offload, as
+    // zero-optimizer records it.
+    if (choice.isOffloaded())
+      helper.setAttr(step, getOffloadAttr(choice));
+    else if (helper.isAttrPresent(step))
+      helper.removeAttr(step);
+    FailureOr<StepSchedule> schedule = StepSchedule::get(step);
+    if (failed(schedule))
+      return failure();
+    TuneModelStates s;
+    s.config = choice;
+    for (const PartitionBuffers &p : schedule->getPartitions()) {
+      for (unsigned k = 0; k < kNumBufferKinds; ++k) {
+        MemoryKind memory = p.getMemory(static_cast<BufferKind>(k));
+        if (memory == MemoryKind::device)
+          s.deviceBytes += p.bytes[k];
+        else if (memory == MemoryKind::host)
+          s.hostBytes += p.bytes[k];
+      }
+    }
+    // Shards on NVMe: the host arena holds their swap buffers, as many and
+    // as large as the plan reserves for the step's transfers.
+    if (ParamSwapAttr swap = schedule->getParamSwap(0))
+      s.hostBytes += swap.getBuffers() * swap.getBufferBytes();
+    padded = schedule->getPaddedParamCount();
+    states.push_back(s);
+  }
+  return std::make_pair(std::move(states), padded);
 }
 
 const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
@@ -244,15 +347,19 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
         result.globalBatch / (options.worldSize * config.accumulationSteps);
     c.peakBytes = plan->peakBytes;
     c.persistentBytes = plan->persistentBytes;
+    c.hostPeakBytes = plan->hostBytes;
+    c.nvmeBytes = plan->nvmeBytes;
     c.predictedStepMs = report->predictedStepMs;
     c.exposedCommMs = report->exposedCommMs;
+    c.exposedTransferMs = report->exposedTransferMs;
     c.recomputeMs = report->recomputeMs;
     c.tokensPerSecond =
         report->predictedStepMs > 0
             ? result.tokensPerStep * 1e3 / report->predictedStepMs
             : 0;
     c.fit = computeFitVerdict(*plan, options.memoryBudget);
-    c.fits = c.fit.fits;
+    c.hostFits = !options.hostBudget || plan->hostBytes <= *options.hostBudget;
+    c.fits = c.fit.fits && c.hostFits;
 
     for (const TimelineEvent &ev : report->timeline.events)
       if (ev.stream == 0 && ev.category == "compute" &&
@@ -394,32 +501,36 @@ LogicalResult Tuner::run() {
   std::vector<Group> groups;
   bool anyStage = false;
   for (int64_t stage = 0; stage <= 3; ++stage) {
-    FailureOr<std::pair<int64_t, int64_t>> states = partitionStage(stage);
+    auto states = partitionStage(stage);
     if (failed(states))
       return failure();
-    auto [bytes, padded] = *states;
-    if (!anyStage || bytes < result.minModelStateBytes) {
-      result.minModelStateBytes = bytes;
-      result.minModelStateStage = stage;
-    }
-    anyStage = true;
-    for (int64_t k = 1; k <= std::min(perRank, kMaxAccumulationSteps); ++k) {
-      if (perRank % k != 0)
-        continue;
-      result.groups += numRemats;
-      if (bytes > options.memoryBudget) {
-        result.prunedByModelStates += numRemats;
-        continue;
+    auto &[choices, padded] = *states;
+    for (const TuneModelStates &s : choices) {
+      if (!anyStage || s.deviceBytes < result.minModelStates.deviceBytes)
+        result.minModelStates = s;
+      anyStage = true;
+      bool deviceFits = s.deviceBytes <= options.memoryBudget;
+      bool hostFits = !options.hostBudget || s.hostBytes <= *options.hostBudget;
+      if (deviceFits && (!result.minHostStates ||
+                         s.hostBytes < result.minHostStates->hostBytes))
+        result.minHostStates = s;
+      for (int64_t k = 1; k <= std::min(perRank, kMaxAccumulationSteps); ++k) {
+        if (perRank % k != 0)
+          continue;
+        result.groups += numRemats;
+        if (!deviceFits || !hostFits) {
+          result.prunedByModelStates += numRemats;
+          continue;
+        }
+        TuneConfig base = s.config;
+        base.accumulationSteps = k;
+        base.remat = remats.front();
+        base.reduceBucketSize =
+            std::min(base.reduceBucketSize, roundUpNice(double(padded)));
+        if (stage == 1 || stage == 2)
+          base.allgatherBucketSize = base.reduceBucketSize;
+        groups.push_back({base, nullptr});
       }
-      TuneConfig base;
-      base.stage = stage;
-      base.accumulationSteps = k;
-      base.remat = remats.front();
-      base.reduceBucketSize =
-          std::min(base.reduceBucketSize, roundUpNice(double(padded)));
-      if (stage == 1 || stage == 2)
-        base.allgatherBucketSize = base.reduceBucketSize;
-      groups.push_back({base, nullptr});
     }
   }
 
@@ -462,7 +573,7 @@ LogicalResult Tuner::run() {
   }
 
   // The best configuration of each group, and the smallest peak.
-  std::map<std::pair<int64_t, int64_t>, const Evaluation *> winners;
+  std::map<GroupKey, const Evaluation *> winners;
   const Evaluation *closest = nullptr;
   for (auto &[config, e] : memo) {
     if (!e.ok())
@@ -470,7 +581,7 @@ LogicalResult Tuner::run() {
     const Evaluation *&winner = winners[groupOf(config)];
     if (e.candidate.fits && (!winner || isBetter(e, *winner)))
       winner = &e;
-    if (!closest || e.candidate.peakBytes < closest->candidate.peakBytes)
+    if (!closest || isCloser(e.candidate, closest->candidate))
       closest = &e;
   }
   std::vector<const Evaluation *> fitting;
@@ -566,6 +677,23 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
     zero["stage3_prefetch_bucket_size"] = c.prefetchBucketSize;
     zero["stage3_max_live_parameters"] = c.maxLiveParameters;
     zero["stage3_param_persistence_threshold"] = c.paramPersistenceThreshold;
+  }
+  // DeepSpeed's sections; host buffers are always pinned here.
+  if (c.offloadOptimizer != OffloadDevice::none) {
+    llvm::json::Object offload{
+        {"device", stringifyOffloadDevice(c.offloadOptimizer)},
+        {"pin_memory", true}};
+    if (c.offloadOptimizer == OffloadDevice::nvme)
+      offload["nvme_path"] = c.nvmePath;
+    zero["offload_optimizer"] = std::move(offload);
+  }
+  if (c.offloadParam != OffloadDevice::none) {
+    llvm::json::Object offload{
+        {"device", stringifyOffloadDevice(c.offloadParam)},
+        {"pin_memory", true}};
+    if (c.offloadParam == OffloadDevice::nvme)
+      offload["nvme_path"] = c.nvmePath;
+    zero["offload_param"] = std::move(offload);
   }
   config["zero_optimization"] = std::move(zero);
   return config;

@@ -4,11 +4,11 @@
 //
 // Searches stage x accumulation (at the model's global batch) x remat
 // policy x bucket sizes x overlap x the stage-3 prefetch, live and
-// persistence thresholds
-// with the memory planner and the cost model (lib/Tuning), prints the
-// fastest configurations that fit the budget, and writes the best as a
-// DeepSpeed ds_config.json that `zero-compile --config` compiles to the same
-// plan.
+// persistence thresholds, and with --offload the optimizer and parameter
+// offload (to a host budget), with the memory planner and the cost model
+// (lib/Tuning), prints the fastest configurations that fit the budget, and
+// writes the best as a DeepSpeed ds_config.json that `zero-compile --config`
+// compiles to the same plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,10 +61,30 @@ static cl::opt<std::string>
                    "auto (default: none, selective and layer are searched), "
                    "or only none, selective or layer"),
           cl::init("auto"), cl::cat(tuneCat));
+static cl::opt<std::string>
+    offload("offload",
+            cl::desc("The deepest tier the search may offload to: none "
+                     "(default), cpu (the optimizer states at stages 1-3 "
+                     "and the stage-3 parameter shards to pinned host "
+                     "memory) or nvme (the optimizer states and the stage-3 "
+                     "parameter shards also to NVMe; needs --nvme-path)"),
+            cl::init("none"), cl::cat(tuneCat));
+static cl::opt<std::string>
+    nvmePath("nvme-path",
+             cl::desc("Directory of the ranks' NVMe swap files, for "
+                      "--offload=nvme (offload_optimizer.nvme_path and "
+                      "offload_param.nvme_path)"),
+             cl::cat(tuneCat));
+static cl::opt<std::string> hostBudget(
+    "host-budget",
+    cl::desc("Pinned host bytes one rank may use for offloaded states "
+             "(its host_peak_bytes; a node's host memory divided by its "
+             "ranks), written like --memory-budget; default: no bound"),
+    cl::cat(tuneCat));
 static cl::opt<int64_t>
     top("top",
-        cl::desc("How many (stage, accumulation) groups to rank, each by its "
-                 "best configuration (default 10)"),
+        cl::desc("How many (stage, accumulation, offload) groups to rank, "
+                 "each by its best configuration (default 10)"),
         cl::init(10), cl::cat(tuneCat));
 static cl::opt<std::string>
     outputFormat("format",
@@ -87,6 +107,16 @@ static std::string bytesText(int64_t bytes) {
   return formatv("{0} bytes ({1})", bytes, formatByteSize(bytes)).str();
 }
 
+/// The offload choice in words (empty when nothing is offloaded).
+static std::string describeOffload(const TuneConfig &c) {
+  if (!c.isOffloaded())
+    return "";
+  return formatv("offload_optimizer {0}, offload_param {1}",
+                 stringifyOffloadDevice(c.offloadOptimizer),
+                 stringifyOffloadDevice(c.offloadParam))
+      .str();
+}
+
 /// The configuration in words, for messages.
 static std::string describe(const TuneConfig &c) {
   std::string s =
@@ -102,12 +132,15 @@ static std::string describe(const TuneConfig &c) {
                  c.prefetchBucketSize, c.maxLiveParameters,
                  c.paramPersistenceThreshold)
              .str();
+  if (c.isOffloaded())
+    s += ", " + describeOffload(c);
   return s;
 }
 
+/// The candidate as JSON; the offload fields only when offload is searched.
 static json::Value toJson(const TuneCandidate &c, int64_t rank,
-                          int64_t globalBatch) {
-  return json::Object{
+                          int64_t globalBatch, bool offloadSearched) {
+  json::Object o{
       {"rank", rank},
       {"stage", c.config.stage},
       {"gradient_accumulation_steps", c.config.accumulationSteps},
@@ -123,14 +156,29 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
                                     {"bytes", c.fit.largestItemBytes}}},
       {"ds_config", toDeepSpeedConfig(c.config, globalBatch, worldSize)},
   };
+  if (offloadSearched) {
+    o["offload_optimizer"] = stringifyOffloadDevice(c.config.offloadOptimizer);
+    o["offload_param"] = stringifyOffloadDevice(c.config.offloadParam);
+    o["host_peak_bytes"] = c.hostPeakBytes;
+    o["nvme_bytes"] = c.nvmeBytes;
+    o["exposed_transfer_ms"] = c.exposedTransferMs;
+  }
+  return o;
 }
 
-static void printTable(const TuneResult &r, raw_ostream &os) {
+/// One row per ranked group; with offload searched, the offload choice,
+/// the host and NVMe bytes and the exposed transfer time too.
+static void printTable(const TuneResult &r, bool offloadSearched,
+                       raw_ostream &os) {
   os << format("%4s %5s %5s %5s %9s %12s %7s %12s %12s %12s %11s %16s %10s "
-               "%11s %12s %11s\n",
+               "%11s %12s %11s",
                "rank", "stage", "accum", "micro", "remat", "reduce_bkt",
                "overlap", "allgather", "prefetch", "max_live", "persistence",
                "peak_bytes", "peak", "step_ms", "tokens/s", "exposed_ms");
+  if (offloadSearched)
+    os << format(" %9s %9s %16s %16s %11s", "opt_off", "param_off",
+                 "host_peak_bytes", "nvme_bytes", "transfer_ms");
+  os << "\n";
   auto knob = [](bool used, int64_t v) {
     return used ? std::to_string(v) : std::string("-");
   };
@@ -139,7 +187,7 @@ static void printTable(const TuneResult &r, raw_ostream &os) {
     const TuneConfig &k = c.config;
     bool gathers = k.stage == 1 || k.stage == 2, stage3 = k.stage == 3;
     os << format("%4lld %5lld %5lld %5lld %9s %12lld %7s %12s %12s %12s %11s "
-                 "%16lld %10s %11.3f %12.0f %11.3f\n",
+                 "%16lld %10s %11.3f %12.0f %11.3f",
                  static_cast<long long>(++rank),
                  static_cast<long long>(k.stage),
                  static_cast<long long>(k.accumulationSteps),
@@ -154,6 +202,13 @@ static void printTable(const TuneResult &r, raw_ostream &os) {
                  static_cast<long long>(c.peakBytes),
                  formatByteSize(c.peakBytes).c_str(), c.predictedStepMs,
                  c.tokensPerSecond, c.exposedCommMs);
+    if (offloadSearched)
+      os << format(" %9s %9s %16lld %16lld %11.3f",
+                   stringifyOffloadDevice(k.offloadOptimizer).str().c_str(),
+                   stringifyOffloadDevice(k.offloadParam).str().c_str(),
+                   static_cast<long long>(c.hostPeakBytes),
+                   static_cast<long long>(c.nvmeBytes), c.exposedTransferMs);
+    os << "\n";
   }
 }
 
@@ -165,8 +220,9 @@ int main(int argc, char **argv) {
       "zero-tune: the ZeRO configuration that fits a memory budget and runs "
       "fastest, by the memory planner and the cost model\n\n"
       "  zero-tune model.mlir --world-size N --hardware PRESET "
-      "[--memory-budget B] [--remat auto|none|selective|layer] [--top K] "
-      "[--format text|json] [-o best.json]\n");
+      "[--memory-budget B] [--remat auto|none|selective|layer] "
+      "[--offload none|cpu|nvme [--nvme-path DIR] [--host-budget B]] "
+      "[--top K] [--format text|json] [-o best.json]\n");
 
   if (inputFiles.empty())
     return fail("no input file (zero-tune model.mlir --world-size N "
@@ -209,6 +265,25 @@ int main(int argc, char **argv) {
       return fail("--remat must be auto, none, selective or layer, got '" +
                   remat + "'");
   }
+  std::optional<OffloadDevice> offloadTier = symbolizeOffloadDevice(offload);
+  if (!offloadTier)
+    return fail("--offload must be none, cpu or nvme, got '" + offload + "'");
+  if (*offloadTier == OffloadDevice::nvme && nvmePath.empty())
+    return fail("--offload=nvme needs --nvme-path DIR, the directory of the "
+                "ranks' swap files");
+  if (!nvmePath.empty() && *offloadTier != OffloadDevice::nvme)
+    return fail("--nvme-path is for --offload=nvme, and the offload is " +
+                offload);
+  std::optional<int64_t> hostBytes;
+  if (hostBudget.getNumOccurrences()) {
+    if (*offloadTier == OffloadDevice::none)
+      return fail("--host-budget bounds offloaded states: give --offload "
+                  "cpu or nvme");
+    std::string why;
+    hostBytes = parseMemoryBudget(hostBudget, why);
+    if (!hostBytes)
+      return fail("bad --host-budget '" + hostBudget + "': " + why);
+  }
   if (top < 1)
     return fail("--top must be >= 1, got " + Twine(top));
   if (outputFormat != "text" && outputFormat != "json")
@@ -233,6 +308,10 @@ int main(int argc, char **argv) {
   options.memoryBudget = budget;
   options.top = top;
   options.remat = rematPolicy;
+  options.offload = *offloadTier;
+  options.nvmePath = nvmePath;
+  options.hostBudget = hostBytes;
+  bool offloadSearched = *offloadTier != OffloadDevice::none;
   auto start = std::chrono::steady_clock::now();
   mlir::FailureOr<TuneResult> result = tuneTrainStep(*module, options);
   if (failed(result))
@@ -242,24 +321,47 @@ int main(int argc, char **argv) {
           .count();
 
   std::string summary =
-      formatv("searched {0} configurations in {1} groups (stage x "
-              "accumulation x remat): {2} skipped by their model states, {3} "
-              "pruned by bounds; {4:f2} s",
-              result->evaluated, result->groups, result->prunedByModelStates,
-              result->prunedByBounds, seconds)
+      formatv(
+          "searched {0} configurations in {1} groups (stage x "
+          "accumulation x {5}remat): {2} skipped by their model states, {3} "
+          "pruned by bounds; {4:f2} s",
+          result->evaluated, result->groups, result->prunedByModelStates,
+          result->prunedByBounds, seconds, offloadSearched ? "offload x " : "")
           .str();
   // Beside a JSON array or an error, the summary goes to stderr.
   if (outputFormat == "json" || result->ranked.empty())
     errs() << "zero-tune: " << summary << "\n";
 
   if (result->ranked.empty()) {
-    if (budget < result->minModelStateBytes)
-      return fail(formatv("the memory budget {0} is below the model states "
-                          "of every stage: the smallest, stage {1}'s on {2} "
-                          "ranks, take {3}",
-                          bytesText(budget), result->minModelStateStage,
-                          worldSize, bytesText(result->minModelStateBytes)));
+    // Model states on `n` ranks, with the offload choice.
+    auto states = [&](const TuneModelStates &s) {
+      std::string offloaded = describeOffload(s.config);
+      return formatv("stage {0}'s on {1} ranks{2}{3}", s.config.stage,
+                     worldSize, offloaded.empty() ? "" : " with ", offloaded)
+          .str();
+    };
+    if (!result->closest) {
+      if (budget < result->minModelStates.deviceBytes)
+        return fail(formatv("the memory budget {0} is below the model states "
+                            "of every stage{1}: "
+                            "the smallest, {2}, take {3}",
+                            bytesText(budget),
+                            offloadSearched ? " and offload" : "",
+                            states(result->minModelStates),
+                            bytesText(result->minModelStates.deviceBytes)));
+      return fail(formatv("the host budget {0} is below the host model states "
+                          "of every configuration whose device states fit: "
+                          "the smallest, {1}, take {2}",
+                          bytesText(*hostBytes), states(*result->minHostStates),
+                          bytesText(result->minHostStates->hostBytes)));
+    }
     const TuneCandidate &c = *result->closest;
+    if (!c.hostFits)
+      return fail(formatv("no configuration fits the host budget {0}: the "
+                          "smallest host peak found, {1}, is {2}, {3} over",
+                          bytesText(*hostBytes), describe(c.config),
+                          bytesText(c.hostPeakBytes),
+                          bytesText(c.hostPeakBytes - *hostBytes)));
     return fail(formatv("no configuration fits the memory budget {0}: the "
                         "smallest peak found, {1}, is {2}, {3} over; its "
                         "largest item is {4}: {5}",
@@ -285,19 +387,25 @@ int main(int argc, char **argv) {
     json::Array array;
     int64_t rank = 0;
     for (const TuneCandidate &c : result->ranked)
-      array.push_back(toJson(c, ++rank, result->globalBatch));
+      array.push_back(toJson(c, ++rank, result->globalBatch, offloadSearched));
     outs() << formatv("{0:2}", json::Value(std::move(array))) << "\n";
     return 0;
   }
   outs() << formatv("zero-tune: {0} ranks on {1}, memory budget {2}, global "
-                    "batch {3} ({4} tokens per step)\n",
+                    "batch {3} ({4} tokens per step)",
                     worldSize, hw->name, bytesText(budget), result->globalBatch,
                     result->tokensPerStep);
-  outs() << summary << "\n\n";
-  printTable(*result, outs());
+  if (offloadSearched)
+    outs() << formatv("; offload up to {0}, host budget {1}", offload,
+                      hostBytes ? bytesText(*hostBytes) : "unbounded");
+  outs() << "\n" << summary << "\n\n";
+  printTable(*result, offloadSearched, outs());
   outs() << "\nbest: " << describe(best.config) << "; peak "
          << bytesText(best.peakBytes)
          << formatv(", predicted step {0:f3} ms", best.predictedStepMs);
+  if (best.config.isOffloaded())
+    outs() << "; host peak " << bytesText(best.hostPeakBytes)
+           << (best.nvmeBytes ? ", NVMe " + bytesText(best.nvmeBytes) : "");
   if (!outputFile.empty())
     outs() << "; written to " << outputFile;
   outs() << "\n";

@@ -5,8 +5,9 @@
 // zero-tune's search: the compiler run many times, cheaply. The step is
 // differentiated and cast to its compute precision once; each candidate
 // configuration runs the rest of zero-pipeline on a clone, and the memory
-// planner and the cost model judge it. Bounds prune: a stage whose model
-// states exceed the budget is never scheduled, and a (stage, accumulation,
+// planner and the cost model judge it. Bounds prune: a stage and offload
+// choice whose device model states exceed the budget (or host states the
+// host budget) is never scheduled, and a (stage, accumulation, offload,
 // remat) group whose activations cannot fit, or whose compute alone
 // (recomputation included) is slower than the configurations already found,
 // is not searched further.
@@ -17,6 +18,7 @@
 #define ZERO_TUNING_TUNER_H
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Dialect/Zero/Transforms/Pipeline.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -56,13 +58,31 @@ struct TuneConfig {
   int64_t paramPersistenceThreshold = 100000;
   /// Activation recomputation on every block.
   TuneRemat remat = TuneRemat::none;
+  /// Where the optimizer states (stages 1-3) and the parameter shards
+  /// (stage 3) live, and the directory of their NVMe swap files (set only
+  /// with either on nvme; the two files' names differ).
+  OffloadDevice offloadOptimizer = OffloadDevice::none;
+  OffloadDevice offloadParam = OffloadDevice::none;
+  std::string nvmePath;
+
+  /// Whether the optimizer states or the parameter shards are on NVMe.
+  bool isOnNvme() const {
+    return offloadOptimizer == OffloadDevice::nvme ||
+           offloadParam == OffloadDevice::nvme;
+  }
+  /// Whether anything is offloaded.
+  bool isOffloaded() const {
+    return offloadOptimizer != OffloadDevice::none ||
+           offloadParam != OffloadDevice::none;
+  }
 
   /// Sets the corresponding options (not the world size).
   void applyTo(ZeroPipelineOptions &options) const;
 
   auto key() const {
-    return std::make_tuple(stage, accumulationSteps, remat, reduceBucketSize,
-                           overlapComm, allgatherBucketSize, prefetchBucketSize,
+    return std::make_tuple(stage, accumulationSteps, offloadOptimizer,
+                           offloadParam, remat, reduceBucketSize, overlapComm,
+                           allgatherBucketSize, prefetchBucketSize,
                            maxLiveParameters, paramPersistenceThreshold);
   }
   bool operator<(const TuneConfig &o) const { return key() < o.key(); }
@@ -77,15 +97,25 @@ struct TuneCandidate {
   int64_t peakBytes = 0;
   /// The model states and other persistent buffers.
   int64_t persistentBytes = 0;
+  /// Offload: the rank's pinned host arena (its host peak) and NVMe swap
+  /// file.
+  int64_t hostPeakBytes = 0;
+  int64_t nvmeBytes = 0;
   double predictedStepMs = 0;
   double exposedCommMs = 0;
+  /// The time compute waits for device-host and NVMe transfers.
+  double exposedTransferMs = 0;
   /// The part of the step spent recomputing activations (zero-remat).
   double recomputeMs = 0;
   /// Tokens (positions of the loss) per second over the world.
   double tokensPerSecond = 0;
+  /// Whether the peak fits the memory budget and the host peak the host
+  /// budget.
   bool fits = false;
   /// The biggest contributor to the peak.
   FitVerdict fit;
+  /// Whether the host peak fits the host budget (true without one).
+  bool hostFits = true;
 };
 
 struct TuneOptions {
@@ -96,10 +126,31 @@ struct TuneOptions {
   int64_t top = 10;
   /// The one recomputation policy to consider; unset: every policy.
   std::optional<TuneRemat> remat;
+  /// The deepest tier the search may offload to: none (no offload), cpu
+  /// (the optimizer at stages 1-3, the parameter shards at stage 3, to
+  /// pinned host memory) or nvme (either also to NVMe swap files in
+  /// `nvmePath`).
+  OffloadDevice offload = OffloadDevice::none;
+  std::string nvmePath;
+  /// Pinned host bytes one rank may use (its host_peak_bytes); unset: no
+  /// bound.
+  std::optional<int64_t> hostBudget;
+};
+
+/// The model states one configuration keeps on the device and in pinned
+/// host memory, read off zero-partition with its offload choice (the host
+/// part includes the swap buffers of parameter shards on NVMe, not those of
+/// an optimizer on NVMe).
+struct TuneModelStates {
+  /// Only stage and the offload fields are set.
+  TuneConfig config;
+  int64_t deviceBytes = 0;
+  int64_t hostBytes = 0;
 };
 
 struct TuneResult {
-  /// The best fitting configuration of each (stage, accumulation) group,
+  /// The best fitting configuration of each (stage, accumulation, offload)
+  /// group,
   /// whichever its remat policy, fastest first (ties: smaller peak), at most
   /// `top` of them.
   std::vector<TuneCandidate> ranked;
@@ -109,13 +160,15 @@ struct TuneResult {
   /// Positions the loss is computed over per optimizer step (tokens for a
   /// language model, samples for a classifier).
   int64_t tokensPerStep = 0;
-  /// The smallest model states of any stage (zero-partition's persistent
-  /// buffers), and its stage.
-  int64_t minModelStateBytes = 0;
-  int64_t minModelStateStage = 0;
-  /// Configurations planned and costed; (stage, accumulation, remat)
-  /// groups, those skipped because the stage's model states exceed the
-  /// budget and those pruned by a memory or time bound.
+  /// The smallest device model states of any stage and offload choice
+  /// (zero-partition's persistent buffers).
+  TuneModelStates minModelStates;
+  /// Of the choices whose device states fit the budget, the smallest host
+  /// states (unset when none fits).
+  std::optional<TuneModelStates> minHostStates;
+  /// Configurations planned and costed; (stage, accumulation, offload,
+  /// remat) groups, those skipped because their model states exceed the
+  /// budget or the host budget and those pruned by a memory or time bound.
   int64_t evaluated = 0;
   int64_t groups = 0;
   int64_t prunedByModelStates = 0;
