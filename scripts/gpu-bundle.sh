@@ -14,8 +14,10 @@
 # instead, so that gpu-check.sh and gpu-verify.py run here on the same
 # layout (test/Scripts/gpu-bundle.test).
 #
-# build-dir (default build/) must have the CUDA backend and
-# -DZRT_BUILD_BENCHMARKS=ON. The archive holds:
+# build-dir (default build/) must have the CUDA backend, and for the whole
+# bundle -DZRT_BUILD_BENCHMARKS=ON; a bundle of chosen GPU_BUNDLE_PARTS
+# carries zrt-cuda-bench only where it was built (bench/gpu/run.sh then
+# records the kernels part as skipped). The archive holds:
 #   bin/    the GPU unit tests (runtime/cuda/test) and zrt-cuda-bench
 #   e2e/    the steps of test/E2E/cuda compiled here with --target cuda
 #           (zero-compile links with mpicxx, which the GPU machine lacks),
@@ -52,12 +54,24 @@ for t in zero-model-gen zero-compile zero-opt; do
 done
 GPU_PROGRAMS=(runtime/cuda/test/zrt-cuda-kernels-test
               runtime/cuda/test/zrt-cuda-matmul-attention-test
-              runtime/cuda/test/zrt-cuda-optimizer-test
-              runtime/cuda/bench/zrt-cuda-bench)
+              runtime/cuda/test/zrt-cuda-optimizer-test)
 for t in "${GPU_PROGRAMS[@]}"; do
   [ -x "$BUILD/$t" ] || { echo "gpu-bundle: $BUILD/$t is missing (CUDA" \
-    "backend and -DZRT_BUILD_BENCHMARKS=ON needed)" >&2; exit 1; }
+    "backend needed)" >&2; exit 1; }
 done
+# The kernel benchmark is only built with -DZRT_BUILD_BENCHMARKS=ON: the
+# whole bundle needs it, a partial one (GPU_BUNDLE_PARTS) goes without.
+BENCH_PROGRAM=runtime/cuda/bench/zrt-cuda-bench
+if [ -x "$BUILD/$BENCH_PROGRAM" ]; then
+  GPU_PROGRAMS+=("$BENCH_PROGRAM")
+elif [ -z "${GPU_BUNDLE_PARTS:-}" ]; then
+  echo "gpu-bundle: $BUILD/$BENCH_PROGRAM is missing (the whole bundle" \
+    "needs -DZRT_BUILD_BENCHMARKS=ON; or choose GPU_BUNDLE_PARTS)" >&2
+  exit 1
+else
+  echo "gpu-bundle: no $BENCH_PROGRAM (-DZRT_BUILD_BENCHMARKS=OFF):" \
+    "the bundle goes without the kernel benchmark" >&2
+fi
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

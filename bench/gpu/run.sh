@@ -129,7 +129,11 @@ if want kernels; then
   rm -f "$results/gpu_kernels.json"
   bin=""
   if [[ -n $prebuilt ]]; then
-    bin=$prebuilt/bin/zrt-cuda-bench
+    if [[ -x $prebuilt/bin/zrt-cuda-bench ]]; then
+      bin=$prebuilt/bin/zrt-cuda-bench
+    else
+      why="not in the bundle (built with -DZRT_BUILD_BENCHMARKS=OFF)"
+    fi
   elif why=$(build_targets zrt-cuda-bench); then
     bin=$(find "$build" -name zrt-cuda-bench -type f -perm -u+x | head -1)
   fi
