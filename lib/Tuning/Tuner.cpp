@@ -12,8 +12,9 @@
 //     offload choice the search may make (the optimizer states at stages
 //     1-3, the parameter shards at stage 3, to host memory or to NVMe):
 //     what stays on the device, and what is in pinned host memory (with
-//     the parameter shards on NVMe, the swap buffers every shard is read
-//     and written through, sized by the partitions alone). A (stage,
+//     optimizer states or parameter shards on NVMe, the swap buffers they
+//     are read and written through, sized by the partitions alone: the
+//     host states are then the planned host peak). A (stage,
 //     offload) whose device states exceed the budget, or whose host states
 //     exceed the host budget, is skipped whole; the knobs and accumulation
 //     do not move model states between memories.
@@ -287,8 +288,10 @@ Tuner::partitionStage(int64_t stage) {
           s.hostBytes += p.bytes[k];
       }
     }
-    // Shards on NVMe: the host arena holds their swap buffers, as many and
-    // as large as the plan reserves for the step's transfers.
+    // States on NVMe: the host arena holds their swap buffers, as many and
+    // as large as the plan reserves for the step's Adams and transfers.
+    if (NvmeSwapAttr swap = schedule->getOptimizerSwap())
+      s.hostBytes += swap.getBuffers() * swap.getBufferBytes();
     if (ParamSwapAttr swap = schedule->getParamSwap(0))
       s.hostBytes += swap.getBuffers() * swap.getBufferBytes();
     padded = schedule->getPaddedParamCount();

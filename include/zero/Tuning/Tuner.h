@@ -139,8 +139,8 @@ struct TuneOptions {
 
 /// The model states one configuration keeps on the device and in pinned
 /// host memory, read off zero-partition with its offload choice (the host
-/// part includes the swap buffers of parameter shards on NVMe, not those of
-/// an optimizer on NVMe).
+/// part includes the swap buffers of optimizer states and parameter shards
+/// on NVMe).
 struct TuneModelStates {
   /// Only stage and the offload fields are set.
   TuneConfig config;

@@ -11,10 +11,8 @@ by zero-opt at its defaults; the choices whose persistent device bytes
 exceed the budget, or whose host states exceed the host budget, are the
 ones the tuner may skip, and it must skip exactly those at every
 accumulation: skipping more would drop a configuration that can fit. The
-host states are the planned host peak less the optimizer's NVMe swap
-buffers, which the tuner leaves to the plan (they depend on no partition
-alone); with the parameter shards on NVMe their swap buffers are part of
-them.
+host states are the planned host peak: the offloaded states and, with the
+optimizer states or the parameter shards on NVMe, their swap buffers.
 """
 
 import json
@@ -50,7 +48,7 @@ for stage, optimizer, param in choices:
          "--zero-report=format=json hardware=" + hardware, "-o", os.devnull],
         check=True, capture_output=True, text=True).stdout
     r = json.loads(out)
-    host_states = r["host_peak_bytes"] - r["nvme_swap_buffer_bytes"]
+    host_states = r["host_peak_bytes"]
     if r["persistent_bytes"] > budget or (
             host_budget is not None and host_states > host_budget):
         over.append((stage, optimizer, param))

@@ -187,6 +187,21 @@ int64_t StepSchedule::getParamSwapBufferCount() const {
   return dialect->getOffloadAttrHelper().getAttr(step).getParamBufferCount();
 }
 
+NvmeSwapAttr StepSchedule::getOptimizerSwap() const {
+  if (!isOptimizerOnNvme())
+    return {};
+  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
+  OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
+  constexpr int64_t kBlock = kNvmeAlignment / 4;
+  int64_t largest = kBlock;
+  for (const PartitionBuffers &p : partitions)
+    largest = std::max(largest, p.getOptimizerNumel());
+  int64_t chunk =
+      std::min<int64_t>(offload.getBufferSize(), llvm::alignTo(largest, kBlock));
+  return NvmeSwapAttr::get(step->getContext(), chunk,
+                           offload.getBufferCount());
+}
+
 ParamSwapAttr StepSchedule::getParamSwap(int64_t buffer) const {
   int64_t buffers = getParamSwapBufferCount();
   if (buffers == 0)

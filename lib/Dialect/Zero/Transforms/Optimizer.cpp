@@ -204,19 +204,6 @@ struct ZeroOptimizerPass
     return attr;
   }
 
-  /// The swap buffers of an optimizer on NVMe: nvme-buffer-size elements
-  /// per state, or fewer when every owned shard fits in fewer (all
-  /// partitions' Adams share the buffers, one partition after another).
-  NvmeSwapAttr getSwap(const StepSchedule &schedule) {
-    constexpr int64_t kBlock = kNvmeAlignment / 4;
-    int64_t largest = kBlock;
-    for (const PartitionBuffers &p : schedule.getPartitions())
-      largest = std::max(largest, p.getOptimizerNumel());
-    int64_t chunk =
-        std::min<int64_t>(nvmeBufferSize, llvm::alignTo(largest, kBlock));
-    return NvmeSwapAttr::get(&getContext(), chunk, nvmeBufferCount);
-  }
-
   void emit(TrainStepOp step, const StepSchedule &schedule,
             ArrayRef<Attribute> groups) {
     Block &body = step.getBodyBlock();
@@ -312,7 +299,7 @@ struct ZeroOptimizerPass
       auto adam = AdamOp::create(
           b, loc, newParams, cast<FlatSymbolRefAttr>(group), global, scale,
           skip, divisor, offloaded ? b.getUnitAttr() : UnitAttr(),
-          schedule.isOptimizerOnNvme() ? getSwap(schedule) : NvmeSwapAttr());
+          schedule.getOptimizerSwap());
       created.push_back(adam);
       if (storeParams) {
         staged.push_back(adam.getNewParams());

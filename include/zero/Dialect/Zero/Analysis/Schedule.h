@@ -129,6 +129,12 @@ public:
   ParamSwapAttr getParamSwap(int64_t buffer) const;
   /// The step's parameter swap buffers (0 when the shards are not on NVMe).
   int64_t getParamSwapBufferCount() const;
+  /// Optimizer states on NVMe: the swap buffers the host Adams stream them
+  /// through, the step's `offload_optimizer.buffer_count` of them, each
+  /// `buffer_size` elements per state or fewer when the largest owned
+  /// shard fits in fewer whole 4096-byte blocks; every partition's Adam
+  /// shares them (null when the states are not on NVMe).
+  NvmeSwapAttr getOptimizerSwap() const;
 
   /// Unpadded parameter elements (S).
   int64_t getParamCount() const { return paramCount; }
