@@ -40,7 +40,8 @@ constexpr double kPcie = 0.8, kHostAdam = 40e9;
 // GPU, sequential O_DIRECT reads at 6 GB/s and writes at 3 GB/s.
 constexpr double kNvmeRead = 6e9, kNvmeWrite = 3e9;
 // The `cpu` preset's disk: this development machine's virtual disk as
-// bench/nvme.py measured it (docs/benchmarks.md).
+// bench/nvme.py measured it with one process (docs/benchmarks.md); its
+// ranks share it.
 constexpr double kCpuNvmeRead = 1e9, kCpuNvmeWrite = 1.9e9;
 
 static const HardwarePreset kPresets[] = {
@@ -169,7 +170,8 @@ static const HardwarePreset kPresets[] = {
      /*reduceScatterBandwidth=*/0, /*allGatherBandwidth=*/0,
      /*hostLinkBandwidth=*/0, /*hostMemoryBandwidth=*/0,
      /*nvmeReadBandwidth=*/kCpuNvmeRead,
-     /*nvmeWriteBandwidth=*/kCpuNvmeWrite, /*copiesOnComputeStream=*/true},
+     /*nvmeWriteBandwidth=*/kCpuNvmeWrite, /*copiesOnComputeStream=*/true,
+     /*nvmeSharedByRanks=*/true},
 };
 
 /// Other names of presets.
@@ -178,6 +180,10 @@ static const std::pair<StringRef, StringRef> kAliases[] = {
 
 HardwarePreset HardwarePreset::forWorldSize(int64_t worldSize) const {
   HardwarePreset hw = *this;
+  if (nvmeSharedByRanks && worldSize > 1) {
+    hw.nvmeReadBandwidth /= double(worldSize);
+    hw.nvmeWriteBandwidth /= double(worldSize);
+  }
   const RankShare *row = nullptr;
   for (const RankShare &share : shares)
     if (share.ranks <= worldSize)

@@ -105,10 +105,16 @@ struct HardwarePreset {
   /// backend's memcpy on the calling thread) rather than on a copy engine
   /// beside it: then none of their time overlaps compute.
   bool copiesOnComputeStream = false;
+  /// Whether every rank's swap files are on one disk (the `cpu` preset's
+  /// ranks are processes on one machine) rather than one disk per rank:
+  /// then the ranks, which reach their swap-file I/O at the same points of
+  /// the step, share its rates.
+  bool nvmeSharedByRanks = false;
 
   /// The rates of a rank in a world of `worldSize` ranks: the share row of
   /// the largest calibrated `ranks` <= worldSize, its compute rates divided
-  /// further when more ranks than that share the node.
+  /// further when more ranks than that share the node; a disk the ranks
+  /// share divides its rates among all of them.
   HardwarePreset forWorldSize(int64_t worldSize) const;
 };
 
