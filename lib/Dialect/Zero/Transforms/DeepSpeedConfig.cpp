@@ -730,6 +730,17 @@ void readOffload(Section &z, DeepSpeedConfig &cfg) {
                     "the swap buffers before its gather");
       } else {
         o.boolean("fast_init");
+        // DeepSpeed overlaps the swap file's reads and writes with its
+        // Adam only when asked; the host Adam here always does, chunk by
+        // chunk, so only turning them off says something that is not done.
+        for (StringRef key : {"pipeline_read", "pipeline_write"}) {
+          DeepSpeedValue<bool> overlap = o.boolean(key);
+          if (overlap.value == std::optional<bool>(false) && device.value &&
+              *device.value == "nvme")
+            o.warning(key, "false changes nothing: the host Adam always "
+                           "overlaps the swap file's reads and writes with "
+                           "its update, chunk by chunk");
+        }
       }
     });
   };
