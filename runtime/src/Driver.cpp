@@ -74,6 +74,10 @@ class Driver {
 public:
   explicit Driver(const zrt_program *program) : program(program) {}
   ~Driver() {
+    // The swap files' engines finish what is queued into the swap buffers
+    // in the host arena, so they end before it does.
+    paramSwapFile.reset();
+    swapFile.reset();
     zrt_arena_destroy(ctx.persistentArena);
     zrt_arena_destroy(ctx.stepArena);
     zrt_arena_destroy(ctx.hostArena);

@@ -48,6 +48,8 @@ struct NvmeFaults {
   };
   std::vector<Fault> faults;
   bool noDirect = false;
+  /// io_uring as before Linux 5.6: a ring without IORING_OP_READ/WRITE.
+  bool noReadWriteOps = false;
   std::string path;
   std::atomic<int64_t> step{0};
 
@@ -177,6 +179,18 @@ public:
       return nullptr;
     }
     e->live = true;
+    // Before Linux 5.6 a ring sets up but has no plain reads and writes:
+    // every transfer would complete with EINVAL.
+    io_uring_probe *probe = io_uring_get_probe_ring(&e->ring);
+    bool usable = probe && io_uring_opcode_supported(probe, IORING_OP_READ) &&
+                  io_uring_opcode_supported(probe, IORING_OP_WRITE);
+    if (probe)
+      io_uring_free_probe(probe);
+    if (!usable || faults.noReadWriteOps) {
+      why = "io_uring has no IORING_OP_READ/IORING_OP_WRITE (Linux 5.6 or "
+            "newer has them)";
+      return nullptr;
+    }
     return e;
   }
   ~UringEngine() override {
@@ -352,11 +366,15 @@ void parseFaults(const std::string &spec, NvmeFaults &faults) {
     at = end + 1;
     auto bad = [&](const std::string &why) {
       fail("ZRT_TEST_NVME_FAULT: '" + entry + "': " + why +
-           " (expected nodirect or OP:N:FAULT[@S], OP read or write, FAULT "
-           "an errno name, short or eof)");
+           " (expected nodirect, nouringrw or OP:N:FAULT[@S], OP read or "
+           "write, FAULT an errno name, short or eof)");
     };
     if (entry == "nodirect") {
       faults.noDirect = true;
+      continue;
+    }
+    if (entry == "nouringrw") {
+      faults.noReadWriteOps = true;
       continue;
     }
     NvmeFaults::Fault f;
@@ -414,6 +432,23 @@ int64_t zrt::nvmeKillStep() {
   return step;
 }
 
+int64_t zrt::swapTransferLimit() {
+  static const int64_t limit = [] {
+    const char *v = std::getenv("ZRT_TEST_NVME_MAX_TRANSFER");
+    if (!v)
+      return kMaxTransfer;
+    char *end = nullptr;
+    long long bytes = std::strtoll(v, &end, 10);
+    if (end == v || *end || bytes <= 0 || bytes % kSwapAlignment ||
+        bytes > kMaxTransfer)
+      fail("ZRT_TEST_NVME_MAX_TRANSFER: '" + std::string(v) +
+           "' is not a multiple of " + std::to_string(kSwapAlignment) +
+           " bytes up to " + std::to_string(kMaxTransfer));
+    return int64_t(bytes);
+  }();
+  return limit;
+}
+
 std::unique_ptr<SwapFile> SwapFile::open(const std::string &dir, int rank,
                                          int64_t bytes, const std::string &kind,
                                          const std::string &option) {
@@ -434,6 +469,8 @@ std::unique_ptr<SwapFile> SwapFile::open(const std::string &dir, int rank,
   if (const char *spec = std::getenv("ZRT_TEST_NVME_FAULT"))
     if (*spec)
       parseFaults(spec, *f->faults);
+  // A bad test hook is refused here, before any step.
+  (void)swapTransferLimit();
   // The file exists from an earlier run (swap files are kept, as
   // DeepSpeed keeps them): its blocks count as room.
   int64_t existing = 0;

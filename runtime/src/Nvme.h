@@ -111,12 +111,21 @@ private:
 /// loadable. Unset or 0: off.
 int64_t nvmeKillStep();
 
+/// The most one asynchronous parameter-shard transfer moves: kMaxTransfer,
+/// or the test hook ZRT_TEST_NVME_MAX_TRANSFER=B (a multiple of
+/// kSwapAlignment up to kMaxTransfer), which splits shards into B-byte
+/// transfers as a shard over 1 GiB would be split, without one. Throws
+/// std::runtime_error for a malformed B (SwapFile::open asks first).
+int64_t swapTransferLimit();
+
 /// The test hook ZRT_TEST_NVME_FAULT, read by each SwapFile::open: I/O
 /// faults the file systems here cannot produce, injected where the
 /// kernel's answer arrives (the pread/pwrite result, the io_uring
 /// completion, the open of O_DIRECT), so that the real error paths run. A
 /// comma-separated list of
 ///   nodirect          open(O_DIRECT) fails with EINVAL (buffered I/O);
+///   nouringrw         io_uring sets up but lacks IORING_OP_READ/WRITE, as
+///                     before Linux 5.6 (the thread pool is used);
 ///   OP:N:FAULT[@S]    the N-th read or write (OP) system call or io_uring
 ///                     submission of the file (retries count), or of step
 ///                     S's with `@S`, gets FAULT: an errno name (ENOSPC,

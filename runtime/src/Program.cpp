@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -271,10 +272,26 @@ extern "C" void zrt_ctx_swap_params(zrt_ctx *ctx, int32_t p, void *staged,
           call, int(buffer), (long long)bufferBytes,
           (long long)ctx->paramSwapBytes, (long long)blocks, part.name.c_str());
   char *swap = ctx->paramSwap + int64_t(buffer) * bufferBytes;
-  auto io = std::make_shared<SwapIo>();
-  io->buffer = swap;
-  io->bytes = blocks;
-  io->offset = part.offsets[kParams];
+  // A shard over one transfer's limit (a 70B model's embedding on one rank
+  // is 2 GiB of bf16) moves as several transfers, all in flight at once.
+  auto ios = std::make_shared<std::vector<SwapIo>>();
+  int64_t limit = swapTransferLimit();
+  for (int64_t at = 0; at < blocks; at += limit) {
+    SwapIo &io = ios->emplace_back();
+    io.buffer = swap + at;
+    io.bytes = std::min(limit, blocks - at);
+    io.offset = part.offsets[kParams] + at;
+  }
+  static bool told = false;
+  if (limit != kMaxTransfer && ios->size() > 1 && !told) {
+    told = true;
+    std::fprintf(stderr,
+                 "zrt: test hook: ZRT_TEST_NVME_MAX_TRANSFER: the %lld-byte "
+                 "shard of '%s' moves as %zu transfers of at most %lld "
+                 "bytes\n",
+                 (long long)blocks, part.name.c_str(), ios->size(),
+                 (long long)limit);
+  }
   SwapFile *file = ctx->paramNvme;
   file->setStep(ctx->stepIndex);
   double start = ctx->tracing ? ctx->nowUs() : 0.0;
@@ -285,16 +302,18 @@ extern "C" void zrt_ctx_swap_params(zrt_ctx *ctx, int32_t p, void *staged,
     if (!staged)
       fatal("%s: reading the shard of '%s' needs a staged buffer", call,
             part.name.c_str());
-    file->submit(*io);
+    for (SwapIo &io : *ios)
+      file->submit(io);
     if (ctx->tracing)
       ctx->trace.push_back(
           {"read params from nvme", start, ctx->nowUs() - start});
     // The completion blocks on the disk and copies: both are transfer time,
     // traced as such (zrt_ctx_wait's own span covers only its tokens).
     launch(ctx, slot, "read params from nvme", {},
-           [ctx, file, io, staged, swap, shardBytes] {
+           [ctx, file, ios, staged, swap, shardBytes] {
              double waitStart = ctx->tracing ? ctx->nowUs() : 0.0;
-             file->wait(*io);
+             for (SwapIo &io : *ios)
+               file->wait(io);
              double copyStart = ctx->tracing ? ctx->nowUs() : 0.0;
              if (auto copied =
                      device::transfer(staged, swap, shardBytes, false))
@@ -325,15 +344,18 @@ extern "C" void zrt_ctx_swap_params(zrt_ctx *ctx, int32_t p, void *staged,
           call, part.name.c_str(), int(from));
   }
   std::memset(swap + ownedBytes, 0, size_t(blocks - ownedBytes));
-  io->write = true;
   // The test hook kills the rank once a parameter write of its step landed.
   file->setKillOnWrite(nvmeKillStep() > 0 && ctx->stepIndex == nvmeKillStep());
-  file->submit(*io);
+  for (SwapIo &io : *ios) {
+    io.write = true;
+    file->submit(io);
+  }
   if (ctx->tracing)
     ctx->trace.push_back({"write params to nvme", start, ctx->nowUs() - start});
-  launch(ctx, slot, "write params to nvme", {}, [ctx, file, io] {
+  launch(ctx, slot, "write params to nvme", {}, [ctx, file, ios] {
     double waitStart = ctx->tracing ? ctx->nowUs() : 0.0;
-    file->wait(*io);
+    for (SwapIo &io : *ios)
+      file->wait(io);
     if (ctx->tracing)
       ctx->trace.push_back(
           {"wait disk write params", waitStart, ctx->nowUs() - waitStart});

@@ -440,6 +440,29 @@ TEST_P(SwapFaultTest, ODirectRefusedIsBuffered) {
   setHooks(nullptr, nullptr);
 }
 
+TEST(SwapFileTest, IoUringWithoutReadWriteFallsBackToThreadPool) {
+  // A kernel before 5.6 sets a ring up but completes every read and write
+  // with EINVAL: the probe sees that and the thread pool moves the bytes.
+  setHooks(nullptr, "nouringrw");
+  std::string dir = tempDir();
+  {
+    auto file = SwapFile::open(dir, 0, kFaultBytes);
+    EXPECT_STREQ(file->engineName(), "thread pool");
+    EXPECT_NE(file->notice().find("io_uring has no IORING_OP_READ/"
+                                  "IORING_OP_WRITE"),
+              std::string::npos)
+        << file->notice();
+    writeReadBack(*file);
+  }
+  setHooks(nullptr, nullptr);
+  {
+    auto file = SwapFile::open(dir, 0, kFaultBytes);
+    EXPECT_STREQ(file->engineName(), "io_uring");
+  }
+  ::unlink((dir + "/zero-optimizer.rank0.swp").c_str());
+  ::rmdir(dir.c_str());
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, SwapFaultTest,
                          ::testing::Values(nullptr, "thread-pool"),
                          [](const auto &info) {
