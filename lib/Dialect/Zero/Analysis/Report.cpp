@@ -154,6 +154,13 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.paramsOnNvme = s.areParamsOnNvme();
   r.paramNvmeBytes = plan.paramNvmeBytes;
   r.paramSwapBytes = plan.paramSwapBytes;
+  if (r.nvmeBytes > 0) {
+    HardwarePreset rates = hw.forWorldSize(r.worldSize);
+    r.nvmeReadBandwidth = rates.nvmeReadBandwidth;
+    r.nvmeWriteBandwidth = rates.nvmeWriteBandwidth;
+    if (hw.nvmeSharedByRanks)
+      r.ranksPerDisk = r.worldSize;
+  }
   for (const PersistentBuffer &b : plan.persistent) {
     std::string kind = stringifyBufferKind(b.kind).str();
     if (b.memory == MemoryKind::host)
@@ -318,6 +325,8 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"nvme_swap_buffer_bytes", r.swapBytes},
       {"nvme_param_bytes", r.paramNvmeBytes},
       {"nvme_param_swap_buffer_bytes", r.paramSwapBytes},
+      {"nvme_read_bytes_per_s", r.nvmeReadBandwidth},
+      {"nvme_write_bytes_per_s", r.nvmeWriteBandwidth},
       {"comm", llvm::json::Object{{"volume_elements", r.volumeElements},
                                   {"constant_volume_elements",
                                    r.constantVolumeElements},
@@ -542,6 +551,13 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
                        r.exposedTransferMs,
                        r.nvmeBytes > 0 ? "device-host and NVMe" : "device-host",
                        r.timeline.transferMs);
+  if (r.nvmeBytes > 0) {
+    os << llvm::format("; the swap files' disk at %.2f GB/s reading and "
+                       "%.2f GB/s writing per rank",
+                       r.nvmeReadBandwidth / 1e9, r.nvmeWriteBandwidth / 1e9);
+    if (r.ranksPerDisk > 1)
+      os << " (one disk shared by " << r.ranksPerDisk << " ranks)";
+  }
   os << "\n";
 }
 

@@ -11,6 +11,14 @@
 // RUN: FileCheck %s --check-prefix=CPU < %t.cpu.json
 // RUN: zero-opt %s --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-persistence-threshold=0" --zero-optimizer --zero-report="hardware=h100-sxm trace=%t.h100.json" -o /dev/null > /dev/null
 // RUN: FileCheck %s --check-prefix=H100 < %t.h100.json
+// The report says which rates it assumed.
+// RUN: zero-opt %s --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-persistence-threshold=0" --zero-optimizer --zero-report="hardware=cpu" -o /dev/null | FileCheck %s --check-prefix=CPUJSON
+// RUN: zero-opt %s --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-persistence-threshold=0" --zero-optimizer --zero-report="hardware=cpu format=text" -o /dev/null | FileCheck %s --check-prefix=CPUTEXT
+// RUN: zero-opt %s --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-persistence-threshold=0" --zero-optimizer --zero-report="hardware=h100-sxm format=text" -o /dev/null | FileCheck %s --check-prefix=H100TEXT
+// CPUJSON: "nvme_read_bytes_per_s": 500000000,
+// CPUJSON: "nvme_write_bytes_per_s": 950000000,
+// CPUTEXT: Predicted step on cpu: {{.*}}; the swap files' disk at 0.50 GB/s reading and 0.95 GB/s writing per rank (one disk shared by 2 ranks)
+// H100TEXT: Predicted step on h100-sxm: {{.*}}; the swap files' disk at 6.00 GB/s reading and 3.00 GB/s writing per rank{{$}}
 
 // CPU: "world_size":2
 // CPU: "name":"nvme zero.transfer @flat","cat":"copy","ph":"X","ts":{{[0-9.]+}},"dur":4194.304{{[0-9]*}},

@@ -47,6 +47,11 @@ struct StepReport {
   bool paramsOnNvme = false;
   int64_t hostPeakBytes = 0, nvmeBytes = 0, swapBytes = 0;
   int64_t paramNvmeBytes = 0, paramSwapBytes = 0;
+  /// With swap files: the rates one rank's swap-file I/O is predicted at,
+  /// bytes/s (the preset's, shared where its ranks share a disk), and how
+  /// many ranks share the disk (1: one disk per rank).
+  double nvmeReadBandwidth = 0, nvmeWriteBandwidth = 0;
+  int64_t ranksPerDisk = 1;
   std::map<std::string, int64_t> hostBuffers, nvmeBuffers;
   /// Sum over collectives of the full array's elements (all-reduce twice).
   int64_t volumeElements = 0;
