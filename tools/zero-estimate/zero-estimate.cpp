@@ -2,49 +2,33 @@
 //
 // Part of the zero-mlir project.
 //
-// Answers DeepSpeed's estimate_zero{2,3}_model_states_mem_needs question for
-// a model given as numbers (--params, --largest-layer-params) or as a model
-// file (S and the largest stage-3 group read off its zero.params), with
-// DeepSpeed's offload options and its *_all_cold table over them, byte for
-// byte (DeepSpeedEstimators.h), beside our per-rank accounting of the same
-// inputs (the buffers zero-partition and zero-plan-memory create, without
-// offload and with the optimizer offloaded to host memory) and a
-// line-by-line explanation of every difference, and whether that fits a
-// device. A real step gets the exact peak from
-// `zero-opt --zero-report`.
+// The command line of the estimate (zero/Estimate/Estimate.h): DeepSpeed's
+// estimate_zero{2,3}_model_states_mem_needs answer beside our per-rank
+// accounting, for a model given as numbers (--params,
+// --largest-layer-params) or as a model file.
 //
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
-#include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
-#include "zero/Dialect/Zero/Analysis/Schedule.h"
-#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Estimate/Estimate.h"
 #include "zero/InitAll.h"
 #include "zero/Support/ModelFile.h"
 
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
-#include "mlir/Support/FileUtilities.h"
 
-#include "llvm/ADT/SmallVector.h"
-#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
 
 using namespace llvm;
+using namespace zero::estimate;
 
 static cl::OptionCategory estimateCat("zero-estimate options");
 
@@ -142,123 +126,6 @@ static cl::opt<std::string> outputFormat("format",
 
 namespace {
 
-/// Above this the byte counts (at most 20 bytes per parameter) could overflow.
-constexpr int64_t kMaxParams = int64_t(1) << 58;
-
-int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-/// Bytes per parameter of the fp32 master copy: none at fp32, where the
-/// parameters themselves are the masters.
-int64_t masterBytes(int64_t c) { return c == 4 ? 0 : 4; }
-
-/// Our model-state bytes per parameter kept whole on every rank and per
-/// parameter sharded over the ranks: params and grads (c bytes each) are
-/// whole or sharded by stage, the master copy and Adam's m and v are sharded
-/// from stage 1 on.
-std::pair<int64_t, int64_t> modelStateSplit(int64_t c) {
-  int64_t optimizer = masterBytes(c) + 8;
-  switch (stage) {
-  case 0:
-    return {2 * c + optimizer, 0};
-  case 1:
-    return {2 * c, optimizer};
-  case 2:
-    return {c, c + optimizer};
-  default:
-    return {0, 2 * c + optimizer};
-  }
-}
-
-/// Our model-state bytes per rank with `sharded` parameters split over the
-/// n ranks.
-int64_t modelStateBytes(int64_t s, int64_t sharded, int64_t n, int64_t c) {
-  auto [full, shard] = modelStateSplit(c);
-  return full * s + shard * sharded / n;
-}
-
-/// One line of the report: a named byte count and the formula behind it.
-struct Line {
-  std::string key;
-  std::string label;
-  std::string formula;
-  std::optional<int64_t> bytes; ///< none: no such estimator
-};
-
-/// S and L as the model file gives them.
-struct ModelCounts {
-  int64_t params = 0, paramTensors = 0, largestParam = 0;
-  /// The largest stage-3 gather group (zero-partition's per-layer groups) and
-  /// its name.
-  int64_t largestGroup = 0;
-  std::string largestGroupName;
-  /// The compiler's plan of the step at the estimate's stage, ranks, dtype
-  /// and bucket options (stages 2-3, where gradients go through bucket
-  /// buffers): its largest bucket in elements and the peak bytes of bucket
-  /// buffers, or why there is none.
-  int64_t planLargestBucket = 0, planBucketPeakBytes = 0;
-  /// With --cpu-offload, the plan's pinned host arena (offload-optimizer=cpu,
-  /// and offload-param=cpu with --cpu-offload-params).
-  int64_t planHostBytes = 0;
-  std::string planPipeline, planError;
-};
-
-struct Estimate {
-  int64_t s, l, n, c, sPadded, lPadded;
-  Line deepspeed, deepspeedDocs, paper;
-  /// Stages 2-3: DeepSpeed's options, its host-memory estimate at them (per
-  /// node), the third value estimate_zero3 returns, its GPU bytes at the
-  /// same options without offload, and its *_all_cold table.
-  zero::estimate::DeepSpeedOptions deepspeedOptions;
-  Line deepspeedCpu;
-  std::optional<int64_t> deepspeedLargestLayerMemory;
-  std::optional<int64_t> deepspeedNoOffloadBytes;
-  SmallVector<std::string> deepspeedTableHeader;
-  SmallVector<zero::estimate::DeepSpeedRow> deepspeedTable;
-  SmallVector<Line> ours;
-  int64_t ourStates = 0, ourTotal = 0;
-  /// Stages 2-3: our plan with the optimizer in host memory
-  /// (offload_optimizer=cpu, the compiler's offload-optimizer=cpu): the
-  /// device total without the masters and moments, and the pinned host
-  /// buffers as zero-plan-memory lays them out, with the arena's total.
-  std::optional<Line> offloadDevice;
-  SmallVector<Line> offloadHost;
-  int64_t offloadDeviceBytes = 0, offloadHostBytes = 0;
-  /// Stage 3: our plan with the parameters offloaded too (offload_param=cpu,
-  /// the compiler's offload-param=cpu): the device total without the
-  /// persistent parameter shard but with the staged device copy of the
-  /// largest group's shard. The host arena is offloadHost's: the parameter
-  /// shard takes the place of the parameter copy (or, in fp32, of the
-  /// masters, which the parameters are again).
-  std::optional<Line> offloadParamDevice;
-  int64_t offloadParamDeviceBytes = 0;
-  SmallVector<std::string> differences;
-  /// The verdict for the device memory of --hardware / --device-memory.
-  std::optional<mlir::zero::FitVerdict> fit;
-  std::string deviceMemorySource;
-};
-
-/// Bytes in the largest binary unit that keeps them >= 1.
-std::string human(int64_t bytes) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB"};
-  unsigned u = 0;
-  double v = double(bytes);
-  while (u < 3 && v >= 1024) {
-    v /= 1024;
-    ++u;
-  }
-  std::string s;
-  raw_string_ostream os(s);
-  if (u == 0)
-    os << bytes << " B";
-  else
-    os << format("%.2f ", v) << units[u];
-  return s;
-}
-
-std::string signedHuman(int64_t bytes) {
-  return (bytes < 0 ? "-" : "+") + human(bytes < 0 ? -bytes : bytes);
-}
-
 /// The first problem with the options, if any.
 std::optional<std::string> validate() {
   if (!inputFile.empty() &&
@@ -328,8 +195,7 @@ std::optional<std::string> validate() {
   if (zeroInit.getNumOccurrences() && noZeroInit.getNumOccurrences())
     return std::string("--zero-init and --no-zero-init contradict each "
                        "other; give one");
-  std::optional<zero::estimate::PyNumber> factor =
-      zero::estimate::PyNumber::parse(additionalBufferFactor);
+  std::optional<PyNumber> factor = PyNumber::parse(additionalBufferFactor);
   if (!factor || !(factor->toDouble() > 0) ||
       !std::isfinite(factor->toDouble()))
     return "--additional-buffer-factor must be a positive finite number "
@@ -347,71 +213,32 @@ std::optional<std::string> validate() {
   return std::nullopt;
 }
 
-/// Runs zero-pipeline on `module` with the estimate's options and records
-/// the plan's buckets in `counts` (or, where the pipeline refuses the model,
-/// its first error, e.g. a batch that the ranks do not divide).
-void planBuckets(mlir::ModuleOp module, ModelCounts &counts) {
-  std::string options;
-  raw_string_ostream os(options);
-  os << "stage=" << stage << " world-size=" << gpusPerNode * nodes
-     << " alignment=" << alignment << " dtype=" << dtype
-     << " reduce-bucket-size=" << reduceBucketSize
-     << " overlap-comm=" << (overlapComm ? "true" : "false");
-  if (cpuOffload)
-    os << " offload-optimizer=cpu";
-  if (cpuOffloadParams)
-    os << " offload-param=cpu";
-  counts.planPipeline = options;
-  mlir::MLIRContext *context = module.getContext();
-  mlir::ScopedDiagnosticHandler capture(context, [&](mlir::Diagnostic &d) {
-    if (d.getSeverity() == mlir::DiagnosticSeverity::Error &&
-        counts.planError.empty())
-      counts.planError = d.str();
-    return mlir::success();
-  });
-  mlir::PassManager pm(context);
-  if (failed(mlir::parsePassPipeline("zero-pipeline{" + options + "}", pm,
-                                     errs())) ||
-      failed(pm.run(module))) {
-    if (counts.planError.empty())
-      counts.planError = "zero-pipeline failed";
-    return;
-  }
-  if (module.getOps<mlir::zero::TrainStepOp>().empty()) {
-    counts.planError = "the model has no train step";
-    return;
-  }
-  for (auto step : module.getOps<mlir::zero::TrainStepOp>()) {
-    FailureOr<mlir::zero::StepSchedule> schedule =
-        mlir::zero::StepSchedule::get(step);
-    if (failed(schedule))
-      return;
-    FailureOr<mlir::zero::MemoryPlan> plan =
-        mlir::zero::computeMemoryPlan(*schedule);
-    if (failed(plan))
-      return;
-    counts.planHostBytes = std::max(counts.planHostBytes, plan->hostBytes);
-    counts.planBucketPeakBytes =
-        std::max(counts.planBucketPeakBytes,
-                 plan->peakByCategory[static_cast<unsigned>(
-                     mlir::zero::MemoryCategory::ReduceBuckets)]);
-    step.walk([&](mlir::Operation *op) {
-      int64_t size = 0;
-      if (auto rs = dyn_cast<mlir::zero::ReduceScatterOp>(op);
-          rs && !rs.getSources().empty())
-        size = rs.getEnd() - rs.getBegin();
-      else if (auto r = dyn_cast<mlir::zero::ReduceOp>(op);
-               r && !r.getSources().empty())
-        size = r.getEnd() - r.getBegin();
-      counts.planLargestBucket = std::max(counts.planLargestBucket, size);
-    });
-  }
+/// The options, checked by validate().
+EstimateOptions getOptions() {
+  EstimateOptions options;
+  options.stage = stage;
+  options.gpusPerNode = gpusPerNode;
+  options.nodes = nodes;
+  options.dtype = dtype;
+  options.alignment = alignment;
+  options.reduceBucketSize = reduceBucketSize;
+  options.allgatherBucketSize = allgatherBucketSize;
+  options.prefetchBucketSize = prefetchBucketSize;
+  options.overlapComm = overlapComm;
+  options.deepspeed.cpuOffload = cpuOffload;
+  options.deepspeed.cpuOffloadParams = cpuOffloadParams;
+  options.deepspeed.zeroInit = zeroInit && !noZeroInit;
+  options.deepspeed.additionalBufferFactor =
+      *PyNumber::parse(additionalBufferFactor);
+  options.hardware = hardware;
+  options.deviceMemory = deviceMemory;
+  return options;
 }
 
-/// S and the largest stage-3 group of the model in `path`, as zero-partition
-/// forms the groups (it runs on the parsed module at stage 3 on one rank);
-/// diagnostics name the file and place.
-std::optional<ModelCounts> readModel(StringRef path) {
+/// S and the largest stage-3 group of the model in `path` (countModel), with
+/// diagnostics that name the file and place.
+std::optional<ModelCounts> readModel(StringRef path,
+                                     const EstimateOptions &options) {
   mlir::DialectRegistry registry;
   zero::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
@@ -425,755 +252,7 @@ std::optional<ModelCounts> readModel(StringRef path) {
       WithColor::error(errs(), "zero-estimate") << error << "\n";
     return std::nullopt;
   }
-  ModelCounts counts;
-  mlir::OwningOpRef<mlir::ModuleOp> planned = module->clone();
-  for (auto p : module->getOps<mlir::zero::ParamOp>()) {
-    ++counts.paramTensors;
-    counts.largestParam = std::max(counts.largestParam, p.getNumElements());
-    if (__builtin_add_overflow(counts.params, p.getNumElements(),
-                               &counts.params) ||
-        counts.params > kMaxParams) {
-      p.emitError("zero-estimate: the model has more than ")
-          << kMaxParams << " parameters";
-      return std::nullopt;
-    }
-  }
-  mlir::PassManager pm(&context);
-  if (failed(mlir::parsePassPipeline("zero-partition{stage=3 world-size=1}", pm,
-                                     errs())) ||
-      failed(pm.run(*module)))
-    return std::nullopt;
-  for (auto group : module->getOps<mlir::zero::PartitionOp>())
-    if (group.getNumelValue() > counts.largestGroup) {
-      counts.largestGroup = group.getNumelValue();
-      // A group of one parameter is named after it (the partition's own
-      // symbol then carries a suffix).
-      auto refs = group.getParams();
-      counts.largestGroupName =
-          refs.size() == 1
-              ? cast<mlir::FlatSymbolRefAttr>(refs[0]).getValue().str()
-              : group.getSymName().str();
-    }
-  if (stage >= 2)
-    planBuckets(*planned, counts);
-  return counts;
-}
-
-/// Our accounting beside DeepSpeed's and the paper's; an error where
-/// DeepSpeed's estimate has no 64-bit byte count.
-Expected<Estimate> estimate(int64_t sParams, int64_t lParams,
-                            const std::optional<ModelCounts> &model) {
-  Estimate e;
-  e.s = sParams;
-  e.l = lParams;
-  e.n = gpusPerNode * nodes;
-  e.c = dtype == "fp32" ? 4 : 2;
-  // Stage 0 shards nothing, so it pads nothing.
-  int64_t pad = e.n * alignment;
-  e.sPadded = stage == 0 ? e.s : roundUp(e.s, pad);
-  e.lPadded = roundUp(e.l, pad);
-  int64_t s = e.s, n = e.n, c = e.c, sp = e.sPadded;
-
-  // DeepSpeed, exactly as the Python computes it.
-  zero::estimate::DeepSpeedOptions &options = e.deepspeedOptions;
-  options.cpuOffload = cpuOffload;
-  options.cpuOffloadParams = cpuOffloadParams;
-  options.zeroInit = zeroInit && !noZeroInit;
-  options.additionalBufferFactor =
-      *zero::estimate::PyNumber::parse(additionalBufferFactor);
-  switch (stage) {
-  case 0:
-    e.deepspeed = {"deepspeed", "DeepSpeed estimator", "none for stage 0",
-                   std::nullopt};
-    break;
-  case 1:
-    e.deepspeed = {"deepspeed", "DeepSpeed estimator",
-                   "none for stage 1 (issue #5102)", std::nullopt};
-    break;
-  default: {
-    Expected<zero::estimate::DeepSpeedEstimate> ds =
-        zero::estimate::estimateDeepSpeed(stage, s, e.l, gpusPerNode, nodes,
-                                          options);
-    zero::estimate::DeepSpeedOptions noOffload = options;
-    noOffload.cpuOffload = noOffload.cpuOffloadParams = false;
-    Expected<zero::estimate::DeepSpeedEstimate> dsNoOffload =
-        zero::estimate::estimateDeepSpeed(stage, s, e.l, gpusPerNode, nodes,
-                                          noOffload);
-    auto rows = zero::estimate::deepspeedTableRows(
-        stage, s, e.l, gpusPerNode, nodes, options.additionalBufferFactor);
-    // The table has every branch, so where the chosen one fails the table
-    // has already said which.
-    if (!rows) {
-      consumeError(ds.takeError());
-      consumeError(dsNoOffload.takeError());
-      return rows.takeError();
-    }
-    if (!ds)
-      return ds.takeError();
-    if (!dsNoOffload)
-      return dsNoOffload.takeError();
-    std::string name = "DeepSpeed estimate_zero" + std::to_string(stage);
-    e.deepspeed = {"deepspeed", name, ds->gpuFormula, ds->gpuBytes};
-    e.deepspeedCpu = {"deepspeed_cpu", name, ds->cpuFormula, ds->cpuBytes};
-    e.deepspeedLargestLayerMemory = ds->largestLayerMemory;
-    e.deepspeedNoOffloadBytes = dsNoOffload->gpuBytes;
-    if (stage == 2 && !cpuOffload)
-      e.deepspeedDocs = {"deepspeed_docs", "DeepSpeed memory.rst (older)",
-                         "4S + int(16S/n)",
-                         zero::estimate::olderZero2GpuBytes(s, n)};
-    e.deepspeedTableHeader =
-        zero::estimate::deepspeedTableHeader(stage, s, e.l, gpusPerNode, nodes);
-    e.deepspeedTable = std::move(*rows);
-    break;
-  }
-  }
-  static const char *const paperFormula[] = {"16S", "4S + 12S/n", "2S + 14S/n",
-                                             "16S/n"};
-  static const int64_t paperBytes[][2] = {{16, 0}, {4, 12}, {2, 14}, {0, 16}};
-  e.paper = {"paper", "ZeRO paper (16-bit)", paperFormula[stage],
-             paperBytes[stage][0] * s + paperBytes[stage][1] * s / n};
-
-  // Ours: the five persistent buffers of zero-partition, per rank.
-  std::string cs = std::to_string(c);
-  int64_t shard = stage == 0 ? s : sp / n;
-  std::string shardName = stage == 0 ? "S" : "S'/n";
-  e.ours.push_back({"params", "ours: params",
-                    cs + (stage == 3 ? shardName : "S"),
-                    c * (stage == 3 ? shard : s)});
-  e.ours.push_back({"grads", "ours: grads", cs + (stage >= 2 ? shardName : "S"),
-                    c * (stage >= 2 ? shard : s)});
-  // At fp32 the parameters are the masters: no separate copy.
-  int64_t mst = masterBytes(c);
-  e.ours.push_back({"master_params", "ours: master_params",
-                    mst ? "4" + shardName : "0 (fp32 params are the masters)",
-                    mst * shard});
-  for (auto [key, label] : {std::pair{"adam_m", "ours: adam_m"},
-                            std::pair{"adam_v", "ours: adam_v"}})
-    e.ours.push_back({key, label, "4" + shardName, 4 * shard});
-  e.ourStates = modelStateBytes(s, sp, n, c);
-  auto [fullBytes, shardBytes] = modelStateSplit(c);
-  std::string statesFormula;
-  if (fullBytes)
-    statesFormula = std::to_string(fullBytes) + "S";
-  if (shardBytes)
-    statesFormula +=
-        (fullBytes ? " + " : "") + std::to_string(shardBytes) + "S'/n";
-  e.ours.push_back(
-      {"model_states", "ours: model states", statesFormula, e.ourStates});
-
-  // What DeepSpeed's estimator ignores and we plan.
-  int64_t buffers = overlapComm ? 2 : 1;
-  int64_t bucket = std::min<int64_t>(reduceBucketSize, sp);
-  int64_t bucketBytes = stage >= 2 ? buffers * bucket * c : 0;
-  e.ours.push_back(
-      {"reduce_buckets", "ours: reduce buckets",
-       stage >= 2 ? std::string("at most ") + (overlapComm ? "2 x " : "") +
-                        "min(reduce_bucket_size, S') x " + cs + " B"
-                  : "0 (in place in grads)",
-       bucketBytes});
-  int64_t gatherBytes = stage == 3 ? c * (e.lPadded + prefetchBucketSize) : 0;
-  e.ours.push_back(
-      {"gather_buffers", "ours: gather buffers",
-       stage == 3
-           ? cs + "L'" + (prefetchBucketSize ? " + " + cs + " x prefetch" : "")
-           : "0 (in place in params)",
-       gatherBytes});
-  e.ourTotal = e.ourStates + bucketBytes + gatherBytes;
-  e.ours.push_back(
-      {"total", "ours: total", "model states + buffers", e.ourTotal});
-
-  // With the optimizer offloaded (stages 2-3, as DeepSpeed's estimators):
-  // the params and grads stay on the device; the fp32 masters (fp32
-  // parameters are no longer their own), Adam's m and v and the copies of
-  // the owned gradient and (16-bit) parameter shard live in the pinned host
-  // arena, each buffer at a 64-byte boundary and the arena rounded up to 64
-  // as zero-plan-memory places them (MemoryPlan.cpp).
-  if (stage >= 2) {
-    e.offloadDeviceBytes =
-        c * (stage == 3 ? shard : s) + c * shard + bucketBytes + gatherBytes;
-    e.offloadDevice = Line{"device_total", "ours offloaded: device",
-                           "params + grads + buffers", e.offloadDeviceBytes};
-    auto align = [](int64_t x) {
-      return roundUp(x, mlir::zero::kArenaAlignment);
-    };
-    int64_t at = 0;
-    auto host = [&](StringRef key, StringRef what, int64_t bytesPerElement) {
-      int64_t bytes = bytesPerElement * shard;
-      e.offloadHost.push_back({key.str(), "ours offloaded: host " + what.str(),
-                               std::to_string(bytesPerElement) + "S'/n",
-                               bytes});
-      at = align(at) + bytes;
-    };
-    host("master_params", "master_params", 4);
-    host("adam_m", "adam_m", 4);
-    host("adam_v", "adam_v", 4);
-    host("host_grads", "grads copy", c);
-    if (c != 4)
-      host("host_params", "params copy", c);
-    e.offloadHostBytes = align(at);
-    e.offloadHost.push_back({"host_total", "ours offloaded: host arena",
-                             "each buffer at a 64-byte boundary",
-                             e.offloadHostBytes});
-  }
-  // With the parameters offloaded as well (stage 3): the owned parameter
-  // shard lives in the host arena, and each gather reads a staged device
-  // copy of its group's shard from the step arena (zero-param-gather): the
-  // largest group's, L'/n elements, and with a prefetch window the shards
-  // of the groups gathered ahead, 1/n of the window's gathered elements.
-  if (stage == 3) {
-    int64_t staged = c * (e.lPadded / n + roundUp(prefetchBucketSize, n) / n);
-    e.offloadParamDeviceBytes = c * shard + bucketBytes + gatherBytes + staged;
-    e.offloadParamDevice =
-        Line{"device_total", "ours params offloaded: device",
-             "grads + buffers + " + cs + "L'/n" +
-                 (prefetchBucketSize ? " + " + cs + " x prefetch/n" : "") +
-                 " staged",
-             e.offloadParamDeviceBytes};
-  }
-  // The plan the verdict and the comparison with DeepSpeed's figure use:
-  // ours offloaded as DeepSpeed's is, else ours.
-  bool oursOffloaded = cpuOffload && e.offloadDevice;
-  bool paramsOffloaded = oursOffloaded && cpuOffloadParams;
-  int64_t oursDevice = paramsOffloaded ? e.offloadParamDeviceBytes
-                       : oursOffloaded ? e.offloadDeviceBytes
-                                       : e.ourTotal;
-
-  // Why the numbers differ.
-  auto &why = e.differences;
-  if (oursOffloaded) {
-    std::string where = cpuOffloadParams
-                            ? "offload_optimizer=cpu and offload_param=cpu"
-                            : "offload_optimizer=cpu";
-    std::string text =
-        "Offload: DeepSpeed's figure is with " + where + " (" +
-        human(*e.deepspeed.bytes) + " per GPU, " +
-        human(*e.deepspeedCpu.bytes) +
-        " of host memory per node); ours offloaded keeps the params, "
-        "grads and buffers on the device (" +
-        human(e.offloadDeviceBytes) +
-        ") and the fp32 masters, Adam's m and v and the copies of the "
-        "owned gradient" +
-        (c == 4 ? "" : " and parameter") + " shard in pinned host memory (" +
-        human(e.offloadHostBytes) + " per rank, " +
-        human(e.offloadHostBytes * gpusPerNode) + " per node)";
-    if (paramsOffloaded)
-      text += "; with offload_param=cpu the owned parameter shard is in the "
-              "same host arena in place of " +
-              std::string(c == 4 ? "the fp32 masters (it is the masters "
-                                   "again)"
-                                 : "its copy") +
-              ", and the device keeps the grads, the buffers and a staged "
-              "copy of the largest group's shard (" +
-              human(e.offloadParamDeviceBytes) + "): " +
-              signedHuman(e.offloadParamDeviceBytes - *e.deepspeed.bytes) +
-              " per GPU against DeepSpeed's.";
-    else
-      text += ": " + signedHuman(e.offloadDeviceBytes - *e.deepspeed.bytes) +
-              " per GPU against DeepSpeed's.";
-    if (model && model->planError.empty())
-      text += " This model's plan (zero-pipeline " + model->planPipeline +
-              ") has a pinned host arena of " +
-              std::to_string(model->planHostBytes) + " bytes, " +
-              signedHuman(model->planHostBytes - e.offloadHostBytes) +
-              " against ours offloaded" +
-              (stage == 3 ? " (each stage-3 group is padded and aligned "
-                            "separately)."
-                          : ".");
-    why.push_back(text);
-  }
-  if (e.deepspeedNoOffloadBytes)
-    why.push_back("In all: ours " + human(e.ourTotal) + " (model states " +
-                  human(e.ourStates) + " + buffers) against DeepSpeed's " +
-                  human(*e.deepspeedNoOffloadBytes) +
-                  (cpuOffload ? " without offload" : "") + ": " +
-                  signedHuman(e.ourTotal - *e.deepspeedNoOffloadBytes) + ".");
-  if (stage >= 2) {
-    const zero::estimate::DeepSpeedOptions &o = e.deepspeedOptions;
-    std::string factor = o.additionalBufferFactor.str();
-    std::string text = "DeepSpeed's host figure (" +
-                       human(*e.deepspeedCpu.bytes) + " per node, " +
-                       e.deepspeedCpu.formula + " with factor = " + factor +
-                       ") ";
-    if (!o.cpuOffload)
-      text += std::string("is the memory to build the model on the host "
-                          "before it moves to the GPUs: 4 bytes (fp32) per "
-                          "parameter ") +
-              (stage == 3 && o.zeroInit
-                   ? "of the largest layer only (zero.Init partitions as it "
-                     "builds)"
-                   : "of the whole model") +
-              " in each GPU's process";
-    else if (stage == 2)
-      text += "holds the fp32 master, gradients and Adam moments on the "
-              "host, at least 16 bytes per parameter, 4 per parameter and "
-              "GPU when that is more" +
-              std::string(nodes > 1 ? " (DeepSpeed's code multiplies by the "
-                                      "GPUs of all nodes where its docs say "
-                                      "per node, so it grows with --nodes)"
-                                    : "");
-    else
-      text += std::string("holds the node's share of the fp32 master, "
-                          "gradients and Adam moments") +
-              (o.cpuOffloadParams ? " and of the 16-bit parameters (18 "
-                                    "bytes per parameter)"
-                                  : " (16 bytes per parameter)") +
-              (o.zeroInit ? ""
-                          : ", or the whole fp32 model in each GPU's "
-                            "process while it is built, if more");
-    text += oursOffloaded ? "; ours is the pinned host arena, per rank."
-                          : "; we plan device memory only.";
-    why.push_back(text);
-  }
-  bool fp32 = dtype == "fp32";
-  if (fp32)
-    why.push_back("fp32: the parameters are the fp32 masters (no separate "
-                  "copy): 4 (params) + 4 (grads) + 8 (Adam m, v) = 16 bytes "
-                  "per parameter as in mixed precision (2 + 2 + 12), split "
-                  "differently over the stages: 16S, 8S + 8S'/n, "
-                  "4S + 12S'/n, 16S'/n (mixed precision: 16S, 4S + 12S'/n, "
-                  "2S + 14S'/n, 16S'/n). DeepSpeed's estimators and the "
-                  "paper assume fp16/bf16 mixed precision; their figures are "
-                  "not comparable.");
-  if (stage <= 1)
-    why.push_back(
-        stage == 0
-            ? std::string("DeepSpeed has no estimator for stage 0 (plain "
-                          "data parallelism); the ZeRO paper counts 16 bytes "
-                          "per parameter: 2 (16-bit params) + 2 (16-bit "
-                          "grads) + 12 (fp32 master, m, v).")
-            : std::string("DeepSpeed has no estimator for ZeRO-1 "
-                          "(deepspeedai/DeepSpeed issue #5102); the paper's "
-                          "4S + 12S/n is ") +
-                  (fp32 ? "the mixed-precision split."
-                        : "ours without padding."));
-  if (stage >= 2 && !fp32) {
-    // DeepSpeed's 18 bytes per sharded parameter against our c + 12 (stage
-    // 2) or 2c + 12 (stage 3).
-    int64_t dsShard = 18 * s / n;
-    int64_t ourShard = shardBytes * s / n;
-    why.push_back(
-        std::string("18 vs ") + std::to_string(shardBytes) +
-        " bytes per sharded parameter: DeepSpeed counts an fp32 gradient "
-        "copy (4 bytes) that we do not keep (the 16-bit gradient is unscaled "
-        "and clipped inside the fused Adam)" +
-        (stage == 3 ? ", and no 16-bit gradient shard, which we keep (2 bytes)"
-                    : "") +
-        ": " + signedHuman(ourShard - dsShard) + " for us.");
-  }
-  if (stage >= 2) {
-    if (stage == 3)
-      why.push_back(
-          "4L: DeepSpeed adds 2 bytes of gathered 16-bit parameters and 2 of "
-          "16-bit gradients for the largest layer (" +
-          human(4 * e.l) +
-          "); we count the gathered buffer under gather buffers (" + cs +
-          "L', padded) and the layer's gradients inside the reduce bucket.");
-    // The older formula differs only without offload.
-    if (stage == 2 && e.deepspeedDocs.bytes)
-      why.push_back("The older formula in DeepSpeed's memory.rst, 4S + 16S/n "
-                    "(" +
-                    human(*e.deepspeedDocs.bytes) +
-                    "), counted 4-byte "
-                    "params and grads; PR #5099 changed the code to 2S + 18S/n "
-                    "but not the docs.");
-  }
-  if (model && stage == 3)
-    why.push_back("L is the model's largest stage-3 group (the unit "
-                  "zero-partition gathers); DeepSpeed's all_live estimators "
-                  "take the largest module's own parameters instead, so "
-                  "their table for the same model in PyTorch can show "
-                  "another L.");
-  if (e.sPadded != e.s)
-    why.push_back(
-        "Padding: each rank owns S'/n with S' = " + std::to_string(e.sPadded) +
-        " (S rounded up to a multiple "
-        "of n * alignment = " +
-        std::to_string(e.n * alignment) +
-        "): " + signedHuman(e.ourStates - modelStateBytes(s, s, n, c)) +
-        (stage == 3 ? " (every layer's group is padded "
-                      "separately, so a real model pads a little "
-                      "more)."
-                    : "."));
-  if (stage >= 2) {
-    std::string text =
-        "Reduce buckets (" + human(bucketBytes) + "): an upper bound, " +
-        std::to_string(buffers) +
-        " x min(reduce_bucket_size = " + std::to_string(reduceBucketSize) +
-        ", S') elements of " + cs + " bytes, the buffer" +
-        (overlapComm ? "s" : "") +
-        " DeepSpeed allocates and its estimator ignores. The compiler's plan "
-        "closes a bucket at reduce_bucket_size elements or earlier, when the "
-        "next gradient to complete is not adjacent in the layout (a bias "
-        "whose gradient completes before its weight's, tied weights, another "
-        "stage-3 group), so its buckets follow the model's layers and are "
-        "usually far smaller";
-    if (model && model->planError.empty())
-      text += ": this model's plan (zero-pipeline " + model->planPipeline +
-              ") has buckets of at most " +
-              std::to_string(model->planLargestBucket) +
-              " elements and a bucket-buffer peak of " +
-              human(model->planBucketPeakBytes) + ", " +
-              signedHuman(model->planBucketPeakBytes - bucketBytes) +
-              " against this line.";
-    else if (model)
-      text += "; this model's plan could not be formed at these options (" +
-              model->planError + ").";
-    else
-      text += " (GPT-2 1.5B on 8 ranks at stage 2: 82052800 elements, the "
-              "tied token embedding's gradient with the position embedding's "
-              "and the first layer norm's, 156.50 MiB against 0.93 GiB "
-              "here); `zero-estimate model.mlir` or `zero-opt --zero-report` "
-              "gives a real model's.";
-    why.push_back(text);
-  } else
-    why.push_back("Reduce buckets: at stages 0-1 gradients are reduced in "
-                  "place in the persistent grads buffer, so there are none.");
-  if (stage >= 1 && stage <= 2)
-    why.push_back("All-gather buckets (allgather_bucket_size = " +
-                  std::to_string(allgatherBucketSize) +
-                  "): DeepSpeed ignores its buffer; we gather in place into "
-                  "the params buffer, so we need none.");
-  if (stage == 3 && prefetchBucketSize)
-    why.push_back("Prefetch window: " + std::to_string(prefetchBucketSize) +
-                  " elements gathered ahead of use (" +
-                  human(c * prefetchBucketSize) +
-                  "), which DeepSpeed's estimator ignores.");
-  why.push_back("Neither counts activations, temporaries or NCCL buffers; "
-                "`zero-opt --zero-report` gives the exact peak of a real "
-                "step.");
-
-  // The verdict for the device: our total, whose biggest line is the
-  // largest item.
-  const mlir::zero::HardwarePreset *hw =
-      hardware.empty() ? nullptr : mlir::zero::lookupHardwarePreset(hardware);
-  int64_t device = hw ? hw->deviceMemoryBytes : 0;
-  if (hw && device)
-    e.deviceMemorySource = hw->name.str();
-  if (!deviceMemory.empty()) {
-    device = *mlir::zero::parseByteSize(deviceMemory);
-    e.deviceMemorySource = "device-memory=" + deviceMemory;
-  }
-  if (device) {
-    mlir::zero::FitVerdict fit;
-    fit.deviceMemoryBytes = device;
-    fit.freeBytes = device - oursDevice;
-    fit.fits = fit.freeBytes >= 0;
-    for (const Line &line : e.ours)
-      if (line.key != "model_states" && line.key != "total" && line.bytes &&
-          // Offloaded, the optimizer states are not on the device.
-          !(oursOffloaded && (line.key == "master_params" ||
-                              line.key == "adam_m" || line.key == "adam_v")) &&
-          // Nor the parameter shard with the parameters offloaded.
-          !(paramsOffloaded && line.key == "params") &&
-          *line.bytes > fit.largestItemBytes) {
-        fit.largestItem = line.key;
-        fit.largestItemBytes = *line.bytes;
-      }
-    e.fit = fit;
-  }
-  return e;
-}
-
-/// "offload_optimizer=cpu, offload_param=none, zero_init=1,
-/// additional_buffer_factor=1.5" (no zero_init or offload_param at stage 2).
-std::string
-deepspeedOptionsLine(const zero::estimate::DeepSpeedOptions &options) {
-  std::string text =
-      std::string("offload_optimizer=") + (options.cpuOffload ? "cpu" : "none");
-  if (stage == 3)
-    text += std::string(", offload_param=") +
-            (options.cpuOffloadParams ? "cpu" : "none") +
-            ", zero_init=" + (options.zeroInit ? "1" : "0");
-  return text +
-         ", additional_buffer_factor=" + options.additionalBufferFactor.str();
-}
-
-/// What the table's ours columns say of a row: our device total and pinned
-/// host arena per rank, without offload, with the optimizer offloaded or
-/// with the parameters offloaded too.
-struct OursForRow {
-  int64_t device = 0, host = 0;
-};
-std::optional<OursForRow> oursForRow(const Estimate &e,
-                                     const zero::estimate::DeepSpeedRow &row) {
-  if (row.options.cpuOffloadParams)
-    return OursForRow{e.offloadParamDeviceBytes, e.offloadHostBytes};
-  if (row.options.cpuOffload)
-    return OursForRow{e.offloadDeviceBytes, e.offloadHostBytes};
-  return OursForRow{e.ourTotal, 0};
-}
-
-constexpr const char *kOursNote =
-    "ours: our exact total per GPU (model states + buffers) and pinned host "
-    "arena per rank, without offload, with offload_optimizer=cpu (the "
-    "fp32 masters, Adam's m and v and the gradient and parameter copies in "
-    "host memory, laid out as zero-plan-memory does) and at stage 3 with "
-    "offload_param=cpu too (the parameter shard in host memory in place of "
-    "its copy, a staged copy of the largest group's shard on the device); "
-    "zero_init changes neither.";
-
-/// DeepSpeed's *_all_cold output, each row with its exact bytes, its GPU
-/// formula and ours beside.
-void printDeepSpeedTable(const Estimate &e, raw_ostream &os) {
-  os << "\nDeepSpeed's estimate_zero" << stage
-     << "_model_states_mem_needs_all_cold prints (additional_buffer_factor = "
-     << e.deepspeedOptions.additionalBufferFactor.str()
-     << "), with the exact bytes beside:\n";
-  const auto &header = e.deepspeedTableHeader;
-  for (const std::string &line : ArrayRef(header).drop_back())
-    os << line << "\n";
-  size_t lineW = header.back().size(), cpuW = 9, gpuW = 9, formulaW = 11;
-  auto formula = [](const zero::estimate::DeepSpeedRow &row) {
-    return row.estimate.gpuFormula +
-           (row.older ? " (before PR #5099, memory.rst)" : "");
-  };
-  for (const zero::estimate::DeepSpeedRow &row : e.deepspeedTable) {
-    lineW = std::max(lineW, row.line.size());
-    cpuW = std::max(cpuW, std::to_string(row.estimate.cpuBytes).size());
-    gpuW = std::max(gpuW, std::to_string(row.estimate.gpuBytes).size());
-    formulaW = std::max(formulaW, formula(row).size());
-  }
-  size_t oursW = 12;
-  for (const zero::estimate::DeepSpeedRow &row : e.deepspeedTable)
-    if (std::optional<OursForRow> ours = oursForRow(e, row))
-      oursW = std::max(oursW, std::to_string(ours->device).size());
-  os << left_justify(header.back(), lineW) << " | "
-     << right_justify("CPU bytes", cpuW) << " | "
-     << right_justify("GPU bytes", gpuW) << " | "
-     << left_justify("GPU formula", formulaW) << " | "
-     << right_justify("ours per GPU", oursW) << " | ours host\n";
-  for (const zero::estimate::DeepSpeedRow &row : e.deepspeedTable) {
-    std::optional<OursForRow> ours = oursForRow(e, row);
-    os << left_justify(row.line, lineW) << " | "
-       << right_justify(std::to_string(row.estimate.cpuBytes), cpuW) << " | "
-       << right_justify(std::to_string(row.estimate.gpuBytes), gpuW) << " | "
-       << left_justify(formula(row), formulaW) << " | "
-       << right_justify(ours ? std::to_string(ours->device) : "n/a", oursW)
-       << " | " << (ours ? std::to_string(ours->host) : std::string("n/a"))
-       << "\n";
-  }
-  os << kOursNote << "\n";
-}
-
-void printText(const Estimate &e, const std::optional<ModelCounts> &model,
-               raw_ostream &os) {
-  os << "zero-estimate: S = " << e.s << " params";
-  if (e.l)
-    os << " (largest layer L = " << e.l << ")";
-  os << ", " << nodes << " node(s) x " << gpusPerNode << " GPU(s) = n = " << e.n
-     << " ranks, ZeRO stage " << stage << ", " << dtype << "\n";
-  if (model)
-    os << "read from " << inputFile << ": S = the elements of its "
-       << model->paramTensors << " zero.params, L = its largest stage-3 "
-       << "group '" << model->largestGroupName
-       << "' (the unit stage 3 gathers; the largest single parameter has "
-       << model->largestParam << " elements)\n";
-  if (stage > 0) {
-    os << "padded: S' = " << e.sPadded;
-    if (e.l)
-      os << ", L' = " << e.lPadded;
-    os << " (multiples of n * alignment = " << e.n * alignment << ")\n";
-  }
-  if (stage >= 2)
-    os << "DeepSpeed's options: " << deepspeedOptionsLine(e.deepspeedOptions)
-       << "\n";
-  os << "\n";
-
-  SmallVector<const Line *> lines = {&e.deepspeed};
-  if (e.deepspeedDocs.bytes)
-    lines.push_back(&e.deepspeedDocs);
-  lines.push_back(&e.paper);
-  for (const Line &line : e.ours)
-    lines.push_back(&line);
-  // With --cpu-offload, ours with the optimizer in host memory (the host
-  // lines are bytes per rank, the process of one GPU).
-  if (cpuOffload && e.offloadDevice) {
-    lines.push_back(&*e.offloadDevice);
-    for (const Line &line : e.offloadHost)
-      lines.push_back(&line);
-    if (cpuOffloadParams && e.offloadParamDevice)
-      lines.push_back(&*e.offloadParamDevice);
-  }
-  size_t labelW = 0, formulaW = 0;
-  for (const Line *line : lines) {
-    labelW = std::max(labelW, line->label.size());
-    formulaW = std::max(formulaW, line->formula.size());
-  }
-  os << left_justify("", labelW) << "  " << left_justify("formula", formulaW)
-     << "  " << right_justify("bytes per GPU", 15) << "  "
-     << right_justify("GiB", 9) << "\n";
-  for (const Line *line : lines) {
-    os << left_justify(line->label, labelW) << "  "
-       << left_justify(line->formula, formulaW) << "  ";
-    if (line->bytes)
-      os << right_justify(std::to_string(*line->bytes), 15) << "  "
-         << format("%9.2f", double(*line->bytes) / double(int64_t(1) << 30));
-    else
-      os << right_justify("n/a", 15) << "  " << right_justify("n/a", 9);
-    os << "\n";
-  }
-  if (e.deepspeedCpu.bytes)
-    os << "\nDeepSpeed's host memory per node (" << e.deepspeedCpu.label
-       << "'s cpu_mem; "
-       << (cpuOffload ? "ours is the host arena above, per rank"
-                      : "we plan device memory only")
-       << "): " << e.deepspeedCpu.formula << " = " << *e.deepspeedCpu.bytes
-       << " bytes ("
-       << format("%.2f",
-                 double(*e.deepspeedCpu.bytes) / double(int64_t(1) << 30))
-       << " GiB)\n";
-  if (!e.deepspeedTable.empty())
-    printDeepSpeedTable(e, os);
-  if (e.fit) {
-    os << "\ndevice memory (" << e.deviceMemorySource
-       << "): " << e.fit->deviceMemoryBytes
-       << " bytes; the verdict counts our total"
-       << (cpuOffloadParams ? " offloaded (offload_optimizer=cpu, "
-                              "offload_param=cpu)"
-           : cpuOffload     ? " offloaded (offload_optimizer=cpu)"
-                            : "")
-       << ", not activations:\n";
-    mlir::zero::printFitVerdict(*e.fit, os);
-  }
-  os << "\ndifferences:\n";
-  for (const std::string &d : e.differences)
-    os << "  - " << d << "\n";
-}
-
-/// A Python number as JSON: an int stays an integer.
-json::Value pyJson(const zero::estimate::PyNumber &x) {
-  if (x.isInt())
-    return static_cast<int64_t>(x.getInt());
-  return x.getFloat();
-}
-
-void printJson(const Estimate &e, const std::optional<ModelCounts> &model,
-               raw_ostream &os) {
-  json::OStream j(os, 2);
-  auto line = [&](const Line &l) {
-    j.attributeObject(l.key, [&] {
-      j.attribute("formula", l.formula);
-      j.attribute("bytes",
-                  l.bytes ? json::Value(*l.bytes) : json::Value(nullptr));
-    });
-  };
-  j.object([&] {
-    j.attributeObject("inputs", [&] {
-      j.attribute("params", e.s);
-      j.attribute("largest_layer_params", e.l);
-      j.attribute("gpus_per_node", int64_t(gpusPerNode));
-      j.attribute("nodes", int64_t(nodes));
-      j.attribute("world_size", e.n);
-      j.attribute("stage", int64_t(stage));
-      j.attribute("dtype", dtype);
-      j.attribute("alignment", int64_t(alignment));
-      j.attribute("reduce_bucket_size", int64_t(reduceBucketSize));
-      j.attribute("allgather_bucket_size", int64_t(allgatherBucketSize));
-      j.attribute("prefetch_bucket_size", int64_t(prefetchBucketSize));
-      j.attribute("overlap_comm", bool(overlapComm));
-      j.attribute("padded_params", e.sPadded);
-      j.attribute("padded_largest_layer_params", e.lPadded);
-      j.attribute("model_file", model ? json::Value(inputFile) : nullptr);
-      j.attribute("largest_layer_group",
-                  model ? json::Value(model->largestGroupName) : nullptr);
-      j.attribute("hardware", hardware.empty() ? json::Value(nullptr)
-                                               : json::Value(hardware));
-      const zero::estimate::DeepSpeedOptions &o = e.deepspeedOptions;
-      j.attribute("cpu_offload", o.cpuOffload);
-      j.attribute("cpu_offload_params", o.cpuOffloadParams);
-      j.attribute("zero_init", o.zeroInit);
-      j.attribute("additional_buffer_factor", pyJson(o.additionalBufferFactor));
-    });
-    j.attributeObject("deepspeed", [&] {
-      j.attribute("formula", e.deepspeed.formula);
-      j.attribute("bytes", e.deepspeed.bytes ? json::Value(*e.deepspeed.bytes)
-                                             : json::Value(nullptr));
-      j.attribute("cpu_formula", e.deepspeedCpu.bytes
-                                     ? json::Value(e.deepspeedCpu.formula)
-                                     : json::Value(nullptr));
-      j.attribute("cpu_bytes", e.deepspeedCpu.bytes
-                                   ? json::Value(*e.deepspeedCpu.bytes)
-                                   : json::Value(nullptr));
-      j.attribute("largest_layer_memory",
-                  e.deepspeedLargestLayerMemory
-                      ? json::Value(*e.deepspeedLargestLayerMemory)
-                      : json::Value(nullptr));
-    });
-    if (e.deepspeedDocs.bytes)
-      line(e.deepspeedDocs);
-    line(e.paper);
-    j.attributeObject("ours", [&] {
-      for (const Line &l : e.ours)
-        line(l);
-    });
-    if (e.offloadDevice)
-      j.attributeObject("ours_offload_optimizer", [&] {
-        line(*e.offloadDevice);
-        for (const Line &l : e.offloadHost)
-          line(l);
-      });
-    else
-      j.attribute("ours_offload_optimizer", nullptr);
-    // The host arena is ours_offload_optimizer's host_total.
-    if (e.offloadParamDevice)
-      j.attributeObject("ours_offload_param",
-                        [&] { line(*e.offloadParamDevice); });
-    else
-      j.attribute("ours_offload_param", nullptr);
-    if (e.deepspeedTable.empty())
-      j.attribute("deepspeed_table", nullptr);
-    else
-      j.attributeObject("deepspeed_table", [&] {
-        j.attribute("function", "estimate_zero" + std::to_string(stage) +
-                                    "_model_states_mem_needs_all_cold");
-        j.attributeArray("header", [&] {
-          for (const std::string &line : e.deepspeedTableHeader)
-            j.value(line);
-        });
-        j.attributeArray("rows", [&] {
-          for (const zero::estimate::DeepSpeedRow &row : e.deepspeedTable)
-            j.object([&] {
-              const zero::estimate::DeepSpeedOptions &o = row.options;
-              j.attribute("offload_optimizer", o.cpuOffload ? "cpu" : "none");
-              if (stage == 3) {
-                j.attribute("offload_param",
-                            o.cpuOffloadParams ? "cpu" : "none");
-                j.attribute("zero_init", o.zeroInit);
-              }
-              j.attribute("estimator",
-                          row.older ? "before PR #5099" : "current");
-              j.attribute("cpu_bytes", row.estimate.cpuBytes);
-              j.attribute("gpu_bytes", row.estimate.gpuBytes);
-              j.attribute("cpu_formula", row.estimate.cpuFormula);
-              j.attribute("gpu_formula", row.estimate.gpuFormula);
-              std::optional<OursForRow> ours = oursForRow(e, row);
-              j.attribute("ours_gpu_bytes", ours ? json::Value(ours->device)
-                                                 : json::Value(nullptr));
-              j.attribute("ours_host_bytes", ours ? json::Value(ours->host)
-                                                  : json::Value(nullptr));
-              j.attribute("line", row.line);
-            });
-        });
-        j.attribute("ours_note", kOursNote);
-      });
-    if (e.fit)
-      j.attributeObject("fit", [&] {
-        j.attribute("device_memory_bytes", e.fit->deviceMemoryBytes);
-        j.attribute("free_bytes", e.fit->freeBytes);
-        j.attribute("fits", e.fit->fits);
-        j.attributeObject("largest_item", [&] {
-          j.attribute("name", e.fit->largestItem);
-          j.attribute("bytes", e.fit->largestItemBytes);
-        });
-      });
-    else
-      j.attribute("fit", nullptr);
-    j.attributeArray("differences", [&] {
-      for (const std::string &d : e.differences)
-        j.value(d);
-    });
-  });
-  os << "\n";
+  return countModel(*module, path, options);
 }
 
 } // namespace
@@ -1197,25 +276,26 @@ int main(int argc, char **argv) {
     WithColor::error(errs(), "zero-estimate") << *error << "\n";
     return 1;
   }
+  EstimateOptions options = getOptions();
   std::optional<ModelCounts> model;
   int64_t s = params, l = largestLayer;
   if (!inputFile.empty()) {
     zero::registerAllPasses();
-    model = readModel(inputFile);
+    model = readModel(inputFile, options);
     if (!model)
       return 1;
     s = model->params;
     l = model->largestGroup;
   }
-  Expected<Estimate> e = estimate(s, l, model);
+  Expected<Estimate> e = computeEstimate(s, l, std::move(model), options);
   if (!e) {
     WithColor::error(errs(), "zero-estimate")
         << toString(e.takeError()) << "\n";
     return 1;
   }
   if (outputFormat == "json")
-    printJson(*e, model, outs());
+    printEstimateJson(*e, outs());
   else
-    printText(*e, model, outs());
+    printEstimateText(*e, outs());
   return 0;
 }

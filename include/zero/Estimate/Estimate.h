@@ -1,0 +1,153 @@
+//===- Estimate.h - Model-state memory of a hypothetical model --*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// zero-estimate's accounting: DeepSpeed's
+// estimate_zero{2,3}_model_states_mem_needs answer for a model given as
+// numbers (S, L) or read off a model file, with DeepSpeed's offload options
+// and its *_all_cold table over them, byte for byte (DeepSpeedEstimators.h),
+// beside our per-rank accounting of the same inputs (the buffers
+// zero-partition and zero-plan-memory create, without offload and with the
+// optimizer offloaded to host memory) and a line-by-line explanation of
+// every difference, and whether that fits a device. A real step gets the
+// exact peak from `zero-opt --zero-report`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_ESTIMATE_ESTIMATE_H
+#define ZERO_ESTIMATE_ESTIMATE_H
+
+#include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace zero::estimate {
+
+/// Above this the byte counts (at most 20 bytes per parameter) could overflow.
+constexpr int64_t kMaxParams = int64_t(1) << 58;
+
+/// What an estimate is asked for; zero-estimate's options, checked.
+struct EstimateOptions {
+  /// The ZeRO stage: 0, 1, 2 or 3.
+  int64_t stage = 0;
+  int64_t gpusPerNode = 0, nodes = 0;
+  /// The training precision: "bf16", "fp16" or "fp32".
+  std::string dtype;
+  /// Partition padding: S is rounded up to a multiple of ranks * alignment.
+  int64_t alignment = 0;
+  /// DeepSpeed's reduce_bucket_size, allgather_bucket_size and (stage 3)
+  /// stage3_prefetch_bucket_size, in elements, and its overlap_comm.
+  int64_t reduceBucketSize = 0, allgatherBucketSize = 0, prefetchBucketSize = 0;
+  bool overlapComm = false;
+  /// DeepSpeed's offload options (stages 2-3); the offloaded plans of ours
+  /// that the verdict counts follow them.
+  DeepSpeedOptions deepspeed;
+  /// The device memory of the fit verdict: a hardware preset's name, and a
+  /// byte count (e.g. "24GiB") that overrides it; both empty: no verdict.
+  std::string hardware, deviceMemory;
+};
+
+/// S and L as the model file gives them.
+struct ModelCounts {
+  /// The model file, as named on the command line.
+  std::string file;
+  int64_t params = 0, paramTensors = 0, largestParam = 0;
+  /// The largest stage-3 gather group (zero-partition's per-layer groups) and
+  /// its name.
+  int64_t largestGroup = 0;
+  std::string largestGroupName;
+  /// The compiler's plan of the step at the estimate's stage, ranks, dtype
+  /// and bucket options (stages 2-3, where gradients go through bucket
+  /// buffers): its largest bucket in elements and the peak bytes of bucket
+  /// buffers, or why there is none.
+  int64_t planLargestBucket = 0, planBucketPeakBytes = 0;
+  /// With --cpu-offload, the plan's pinned host arena (offload-optimizer=cpu,
+  /// and offload-param=cpu with --cpu-offload-params).
+  int64_t planHostBytes = 0;
+  std::string planPipeline, planError;
+};
+
+/// One line of the report: a named byte count and the formula behind it.
+struct Line {
+  std::string key;
+  std::string label;
+  std::string formula;
+  std::optional<int64_t> bytes; ///< none: no such estimator
+};
+
+/// An estimate: its inputs, DeepSpeed's figures and the paper's, ours, why
+/// they differ and the fit verdict.
+struct Estimate {
+  EstimateOptions options;
+  /// The model file S and L were read from; none for numbers.
+  std::optional<ModelCounts> model;
+  /// S, L, the ranks n, the bytes c of a 16-bit or fp32 element, and S and L
+  /// padded to multiples of n * alignment (S unpadded at stage 0).
+  int64_t s, l, n, c, sPadded, lPadded;
+  Line deepspeed, deepspeedDocs, paper;
+  /// Stages 2-3: DeepSpeed's host-memory estimate at its options (per node),
+  /// the third value estimate_zero3 returns, its GPU bytes at the same
+  /// options without offload, and its *_all_cold table.
+  Line deepspeedCpu;
+  std::optional<int64_t> deepspeedLargestLayerMemory;
+  std::optional<int64_t> deepspeedNoOffloadBytes;
+  llvm::SmallVector<std::string> deepspeedTableHeader;
+  llvm::SmallVector<DeepSpeedRow> deepspeedTable;
+  llvm::SmallVector<Line> ours;
+  int64_t ourStates = 0, ourTotal = 0;
+  /// Stages 2-3: our plan with the optimizer in host memory
+  /// (offload_optimizer=cpu, the compiler's offload-optimizer=cpu): the
+  /// device total without the masters and moments, and the pinned host
+  /// buffers as zero-plan-memory lays them out, with the arena's total.
+  std::optional<Line> offloadDevice;
+  llvm::SmallVector<Line> offloadHost;
+  int64_t offloadDeviceBytes = 0, offloadHostBytes = 0;
+  /// Stage 3: our plan with the parameters offloaded too (offload_param=cpu,
+  /// the compiler's offload-param=cpu): the device total without the
+  /// persistent parameter shard but with the staged device copy of the
+  /// largest group's shard. The host arena is offloadHost's: the parameter
+  /// shard takes the place of the parameter copy (or, in fp32, of the
+  /// masters, which the parameters are again).
+  std::optional<Line> offloadParamDevice;
+  int64_t offloadParamDeviceBytes = 0;
+  llvm::SmallVector<std::string> differences;
+  /// The verdict for the device memory of --hardware / --device-memory.
+  std::optional<mlir::zero::FitVerdict> fit;
+  std::string deviceMemorySource;
+};
+
+/// S and the largest stage-3 group of `module`, read from `file`, as
+/// zero-partition forms the groups (it runs on `module` at stage 3 on one
+/// rank), and at stages 2-3 the buckets of the plan zero-pipeline makes of
+/// a copy at `options`. Both passes run by name, so they must be
+/// registered. Errors are reported through the context's diagnostics.
+std::optional<ModelCounts> countModel(mlir::ModuleOp module,
+                                      llvm::StringRef file,
+                                      const EstimateOptions &options);
+
+/// Our accounting of S = `sParams` and L = `lParams` (of the model `counts`
+/// come from, when given) beside DeepSpeed's and the paper's; an error where
+/// DeepSpeed's estimate has no 64-bit byte count.
+llvm::Expected<Estimate> computeEstimate(int64_t sParams, int64_t lParams,
+                                         std::optional<ModelCounts> counts,
+                                         const EstimateOptions &options);
+
+/// zero-estimate's text output: the lines, DeepSpeed's table, the verdict
+/// and the differences.
+void printEstimateText(const Estimate &e, llvm::raw_ostream &os);
+
+/// zero-estimate's JSON output.
+void printEstimateJson(const Estimate &e, llvm::raw_ostream &os);
+
+} // namespace zero::estimate
+
+#endif // ZERO_ESTIMATE_ESTIMATE_H

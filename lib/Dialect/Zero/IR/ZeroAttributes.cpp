@@ -1,0 +1,566 @@
+//===- ZeroAttributes.cpp - Zero dialect attributes -----------------------===//
+//
+// Part of the zero-mlir project.
+//
+// The verifiers of the step-wide and memory-plan attributes, and of the
+// dialect's discardable attributes on ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::zero;
+
+#include "zero/Dialect/Zero/IR/ZeroEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "zero/Dialect/Zero/IR/ZeroAttrs.cpp.inc"
+
+void ZeroDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "zero/Dialect/Zero/IR/ZeroAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t stage, int64_t worldSize,
+                                   int64_t globalBatch,
+                                   int64_t accumulationSteps) {
+  if (stage < 0 || stage > 3)
+    return emitError() << "stage must be 0, 1, 2 or 3, got " << stage;
+  if (worldSize < 1 || worldSize > kMaxWorldSize)
+    return emitError() << "world_size must be between 1 and " << kMaxWorldSize
+                       << ", got " << worldSize;
+  if (accumulationSteps < 1 || accumulationSteps > kMaxAccumulationSteps)
+    return emitError() << "accumulation_steps must be between 1 and "
+                       << kMaxAccumulationSteps << ", got "
+                       << accumulationSteps;
+  if (globalBatch < 1 || globalBatch % (worldSize * accumulationSteps) != 0)
+    return emitError() << "global_batch " << globalBatch
+                       << " must be a positive multiple of world_size x "
+                          "accumulation_steps = "
+                       << worldSize * accumulationSteps;
+  return success();
+}
+
+LogicalResult LrScheduleAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, LrScheduleKind kind,
+    APFloat warmupMinLr, APFloat warmupMaxLr, int64_t warmupNumSteps,
+    WarmupType warmupType, int64_t totalNumSteps, APFloat warmupMinRatio,
+    APFloat cosMinRatio, APFloat cycleMinLr, APFloat cycleMaxLr,
+    APFloat decayLrRate, int64_t cycleFirstStepSize,
+    int64_t cycleSecondStepSize, int64_t decayStepSize, bool cycleMomentum,
+    APFloat cycleMinMom, APFloat cycleMaxMom, APFloat decayMomRate,
+    APFloat lrRangeTestMinLr, int64_t lrRangeTestStepSize,
+    APFloat lrRangeTestStepRate, bool lrRangeTestStaircase) {
+  // Which parameters each kind reads (DeepSpeed's constructor arguments);
+  // a parameter of another kind would be silently ignored, so it is an
+  // error.
+  bool warmup = kind == LrScheduleKind::warmup_lr ||
+                kind == LrScheduleKind::warmup_decay_lr;
+  bool cosine = kind == LrScheduleKind::warmup_cosine_lr;
+  bool cycle = kind == LrScheduleKind::one_cycle;
+  bool range = kind == LrScheduleKind::lr_range_test;
+  struct Used {
+    const char *name;
+    bool isDefault, usedBy;
+  };
+  auto same = [](const APFloat &v, double d) {
+    return v.bitwiseIsEqual(APFloat(d));
+  };
+  const Used params[] = {
+      {"warmup_min_lr", same(warmupMinLr, 0.0), warmup},
+      {"warmup_max_lr", same(warmupMaxLr, 0.001), warmup},
+      {"warmup_num_steps", warmupNumSteps == 1000, warmup || cosine},
+      {"warmup_type", warmupType == WarmupType::log, warmup || cosine},
+      {"total_num_steps", totalNumSteps == 0,
+       kind == LrScheduleKind::warmup_decay_lr || cosine},
+      {"warmup_min_ratio", same(warmupMinRatio, 0.0), cosine},
+      {"cos_min_ratio", same(cosMinRatio, 0.0001), cosine},
+      {"cycle_min_lr", same(cycleMinLr, 0.0), cycle},
+      {"cycle_max_lr", same(cycleMaxLr, 0.0), cycle},
+      {"decay_lr_rate", same(decayLrRate, 0.0), cycle},
+      {"cycle_first_step_size", cycleFirstStepSize == 2000, cycle},
+      {"cycle_second_step_size", cycleSecondStepSize == 0, cycle},
+      {"decay_step_size", decayStepSize == 0, cycle},
+      {"cycle_momentum", cycleMomentum, cycle},
+      {"cycle_min_mom", same(cycleMinMom, 0.8), cycle},
+      {"cycle_max_mom", same(cycleMaxMom, 0.9), cycle},
+      {"decay_mom_rate", same(decayMomRate, 0.0), cycle},
+      {"lr_range_test_min_lr", same(lrRangeTestMinLr, 0.001), range},
+      {"lr_range_test_step_size", lrRangeTestStepSize == 2000, range},
+      {"lr_range_test_step_rate", same(lrRangeTestStepRate, 1.0), range},
+      {"lr_range_test_staircase", !lrRangeTestStaircase, range}};
+  for (const Used &u : params)
+    if (!u.isDefault && !u.usedBy)
+      return emitError() << "lr_schedule " << stringifyLrScheduleKind(kind)
+                         << " has no parameter " << u.name;
+  auto finiteNonNegative = [&](APFloat v, const char *name) -> LogicalResult {
+    double d = v.convertToDouble();
+    if (!(d >= 0.0) || !std::isfinite(d))
+      return emitError() << "lr_schedule " << name
+                         << " must be finite and >= 0, got " << d;
+    return success();
+  };
+  for (auto [v, name] : {std::pair{warmupMinLr, "warmup_min_lr"},
+                         {warmupMaxLr, "warmup_max_lr"},
+                         {warmupMinRatio, "warmup_min_ratio"},
+                         {cosMinRatio, "cos_min_ratio"},
+                         {cycleMinLr, "cycle_min_lr"},
+                         {cycleMaxLr, "cycle_max_lr"},
+                         {decayLrRate, "decay_lr_rate"},
+                         {cycleMinMom, "cycle_min_mom"},
+                         {cycleMaxMom, "cycle_max_mom"},
+                         {decayMomRate, "decay_mom_rate"},
+                         {lrRangeTestMinLr, "lr_range_test_min_lr"},
+                         {lrRangeTestStepRate, "lr_range_test_step_rate"}})
+    if (failed(finiteNonNegative(v, name)))
+      return failure();
+  // DeepSpeed warms up over max(2, warmup_num_steps) steps.
+  if (warmupNumSteps < 0)
+    return emitError() << "lr_schedule warmup_num_steps must be >= 0, got "
+                       << warmupNumSteps;
+  if ((kind == LrScheduleKind::warmup_decay_lr || cosine) && totalNumSteps < 1)
+    return emitError() << "lr_schedule " << stringifyLrScheduleKind(kind)
+                       << " needs total_num_steps >= 1, got " << totalNumSteps;
+  // DeepSpeed raises the warmup to 2 steps; the cosine's length is the rest.
+  if (cosine && totalNumSteps <= std::max<int64_t>(2, warmupNumSteps))
+    return emitError() << "lr_schedule warmup_cosine_lr needs total_num_steps "
+                          "> warmup_num_steps (at least 2), got "
+                       << totalNumSteps << " and " << warmupNumSteps;
+  if (cycle) {
+    if (cycleFirstStepSize < 1 || cycleSecondStepSize < 0 || decayStepSize < 0)
+      return emitError() << "lr_schedule one_cycle needs "
+                            "cycle_first_step_size >= 1 and "
+                            "cycle_second_step_size, decay_step_size >= 0";
+    if (!(cycleMaxLr.convertToDouble() > 0.0))
+      return emitError() << "lr_schedule one_cycle needs cycle_max_lr > 0";
+    if (cycleMomentum && !(cycleMaxMom.convertToDouble() < 1.0 &&
+                           cycleMinMom.convertToDouble() < 1.0))
+      return emitError() << "lr_schedule one_cycle momentum must be < 1";
+  }
+  if (range && lrRangeTestStepSize < 1)
+    return emitError() << "lr_schedule lr_range_test_step_size must be >= 1, "
+                          "got "
+                       << lrRangeTestStepSize;
+  return success();
+}
+
+LogicalResult
+OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      OptimizerKind kind, APFloat lrF, APFloat beta1F,
+                      APFloat beta2F, APFloat epsF, APFloat weightDecayF,
+                      bool biasCorrection, LrScheduleAttr schedule) {
+  double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
+         beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
+         weightDecay = weightDecayF.convertToDouble();
+  if (!(lr > 0.0) || !std::isfinite(lr))
+    return emitError() << "optimizer lr must be positive, got " << lr;
+  if (!(beta1 >= 0.0 && beta1 < 1.0))
+    return emitError() << "optimizer beta1 must be in [0, 1), got " << beta1;
+  if (!(beta2 >= 0.0 && beta2 < 1.0))
+    return emitError() << "optimizer beta2 must be in [0, 1), got " << beta2;
+  if (!(eps > 0.0))
+    return emitError() << "optimizer eps must be positive, got " << eps;
+  if (!(weightDecay >= 0.0))
+    return emitError() << "optimizer weight_decay must be >= 0, got "
+                       << weightDecay;
+  return success();
+}
+
+LogicalResult LoggingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  int64_t stepsPerPrint,
+                                  bool wallClockBreakdown) {
+  if (stepsPerPrint < 1)
+    return emitError() << "steps_per_print must be >= 1, got " << stepsPerPrint;
+  return success();
+}
+
+LogicalResult OffloadAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  OffloadDevice optimizer, OffloadDevice param,
+                                  StringRef nvmePath, int64_t bufferCount,
+                                  int64_t bufferSize, StringRef paramNvmePath,
+                                  int64_t paramBufferCount,
+                                  int64_t paramBufferSize) {
+  bool nvme = optimizer == OffloadDevice::nvme;
+  if (nvme && nvmePath.empty())
+    return emitError() << "optimizer offload to nvme needs an nvme_path";
+  if (!nvme && !nvmePath.empty())
+    return emitError() << "nvme_path '" << nvmePath
+                       << "' is given but the optimizer is not offloaded to "
+                          "nvme";
+  bool paramNvme = param == OffloadDevice::nvme;
+  if (paramNvme && paramNvmePath.empty())
+    return emitError() << "parameter offload to nvme needs a param_nvme_path";
+  if (!paramNvme && !paramNvmePath.empty())
+    return emitError() << "param_nvme_path '" << paramNvmePath
+                       << "' is given but the parameters are not offloaded "
+                          "to nvme";
+  if (paramBufferCount < 1)
+    return emitError() << "param_buffer_count must be >= 1, got "
+                       << paramBufferCount;
+  if (paramBufferSize < 1)
+    return emitError() << "param_buffer_size must be >= 1, got "
+                       << paramBufferSize;
+  if (bufferCount < 1)
+    return emitError() << "buffer_count must be >= 1, got " << bufferCount;
+  if (bufferSize < 1 || bufferSize % (kNvmeAlignment / 4))
+    return emitError() << "buffer_size must be a positive multiple of "
+                       << kNvmeAlignment / 4 << " elements (" << kNvmeAlignment
+                       << " bytes of fp32), got " << bufferSize;
+  if (bufferSize > kMaxSwapChunk)
+    return emitError() << "buffer_size must be at most " << kMaxSwapChunk
+                       << " elements (1 GiB of fp32, one transfer), got "
+                       << bufferSize;
+  return success();
+}
+
+LogicalResult NvmeSwapAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t chunk, int64_t buffers) {
+  if (chunk < 1 || chunk % (kNvmeAlignment / 4))
+    return emitError() << "nvme_swap chunk must be a positive multiple of "
+                       << kNvmeAlignment / 4 << " elements (" << kNvmeAlignment
+                       << " bytes of fp32), got " << chunk;
+  if (chunk > kMaxSwapChunk)
+    return emitError() << "nvme_swap chunk must be at most " << kMaxSwapChunk
+                       << " elements (1 GiB of fp32, one transfer), got "
+                       << chunk;
+  if (buffers < 1)
+    return emitError() << "nvme_swap buffers must be >= 1, got " << buffers;
+  if (chunk > std::numeric_limits<int64_t>::max() / (12 * buffers))
+    return emitError() << "nvme_swap buffers overflow int64";
+  return success();
+}
+
+LogicalResult
+ParamSwapAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      int64_t buffer, int64_t buffers, int64_t bufferBytes) {
+  if (buffers < 1)
+    return emitError() << "param_swap buffers must be >= 1, got " << buffers;
+  if (buffer < 0 || buffer >= buffers)
+    return emitError() << "param_swap buffer " << buffer
+                       << " is not one of its " << buffers << " buffers";
+  if (bufferBytes < kNvmeAlignment || bufferBytes % kNvmeAlignment)
+    return emitError() << "param_swap buffer_bytes must be a positive "
+                          "multiple of "
+                       << kNvmeAlignment << " (O_DIRECT's alignment), got "
+                       << bufferBytes;
+  if (bufferBytes > std::numeric_limits<int64_t>::max() / buffers)
+    return emitError() << "param_swap buffers overflow int64";
+  return success();
+}
+
+LogicalResult
+OffloadAttr::verifyStage(function_ref<InFlightDiagnostic()> emitError,
+                         int64_t stage) const {
+  // DeepSpeed's rules: the optimizer states are offloaded from their
+  // partitions (stages 1-3), the parameters only when they are partitioned
+  // too (stage 3).
+  if (offloadsOptimizer() && stage < 1)
+    return emitError() << "optimizer offload (offload_optimizer) needs ZeRO "
+                          "stage 1, 2 or 3, the stage is "
+                       << stage;
+  if (getParam() != OffloadDevice::none && stage != 3)
+    return emitError() << "parameter offload (offload_param) needs ZeRO "
+                          "stage 3, the stage is "
+                       << stage;
+  return success();
+}
+
+LogicalResult
+PrecisionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      PrecisionKind kind, int64_t initialScalePower,
+                      int64_t lossScaleWindow, int64_t hysteresis,
+                      APFloat minLossScaleF, APFloat lossScaleF) {
+  double minLossScale = minLossScaleF.convertToDouble();
+  double lossScale = lossScaleF.convertToDouble();
+  if (initialScalePower < 0 || initialScalePower > 64)
+    return emitError() << "initial_scale_power must be in [0, 64], got "
+                       << initialScalePower;
+  if (lossScaleWindow < 1)
+    return emitError() << "loss_scale_window must be >= 1, got "
+                       << lossScaleWindow;
+  if (hysteresis < 1)
+    return emitError() << "hysteresis must be >= 1, got " << hysteresis;
+  if (!(minLossScale > 0.0))
+    return emitError() << "min_loss_scale must be positive, got "
+                       << minLossScale;
+  if (!(lossScale >= 0.0) || !std::isfinite(lossScale))
+    return emitError() << "loss_scale must be 0 (dynamic) or a positive "
+                          "static scale, got "
+                       << lossScale;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Memory plan attributes
+//===----------------------------------------------------------------------===//
+
+static bool isPlanOffset(int64_t offset) {
+  return offset >= 0 && offset % kArenaAlignment == 0;
+}
+
+LogicalResult MemoryPlanAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t persistentBytes,
+    int64_t arenaBytes, int64_t scratchBytes, int64_t peakBytes,
+    int64_t hostBytes, int64_t nvmeBytes, int64_t swapOffset, int64_t swapBytes,
+    int64_t paramNvmeBytes, int64_t paramSwapOffset, int64_t paramSwapBytes) {
+  if (persistentBytes < 0 || arenaBytes < 0 || scratchBytes < 0 ||
+      hostBytes < 0 || nvmeBytes < 0 || swapOffset < 0 || swapBytes < 0 ||
+      paramNvmeBytes < 0 || paramSwapOffset < 0 || paramSwapBytes < 0)
+    return emitError() << "memory_plan byte counts must be non-negative";
+  if (nvmeBytes % kNvmeAlignment || swapOffset % kNvmeAlignment ||
+      swapBytes % kNvmeAlignment || paramNvmeBytes % kNvmeAlignment ||
+      paramSwapOffset % kNvmeAlignment || paramSwapBytes % kNvmeAlignment)
+    return emitError() << "memory_plan nvme_bytes, swap_offset, swap_bytes, "
+                          "param_nvme_bytes, param_swap_offset and "
+                          "param_swap_bytes must be multiples of "
+                       << kNvmeAlignment << " (O_DIRECT's alignment)";
+  if (paramNvmeBytes > nvmeBytes)
+    return emitError() << "memory_plan param_nvme_bytes " << paramNvmeBytes
+                       << " exceeds nvme_bytes " << nvmeBytes
+                       << ", the total of the rank's swap files";
+  int64_t optimizerNvmeBytes = nvmeBytes - paramNvmeBytes;
+  if ((optimizerNvmeBytes > 0) != (swapBytes > 0))
+    return emitError() << "memory_plan has "
+                       << (optimizerNvmeBytes > 0
+                               ? "an optimizer swap file but no swap_bytes"
+                               : "swap_bytes but no optimizer swap file")
+                       << ": NVMe-resident states move through swap buffers";
+  if ((paramNvmeBytes > 0) != (paramSwapBytes > 0))
+    return emitError() << "memory_plan has "
+                       << (paramNvmeBytes > 0
+                               ? "param_nvme_bytes but no param_swap_bytes"
+                               : "param_swap_bytes but no param_nvme_bytes")
+                       << ": NVMe-resident parameter shards move through "
+                          "swap buffers";
+  if (swapBytes > 0 && (swapOffset > hostBytes - swapBytes))
+    return emitError() << "memory_plan swap buffers [" << swapOffset << ", "
+                       << swapOffset + swapBytes
+                       << ") must lie in the host arena of host_bytes "
+                       << hostBytes;
+  if (paramSwapBytes > 0 && (paramSwapOffset > hostBytes - paramSwapBytes))
+    return emitError() << "memory_plan parameter swap buffers ["
+                       << paramSwapOffset << ", "
+                       << paramSwapOffset + paramSwapBytes
+                       << ") must lie in the host arena of host_bytes "
+                       << hostBytes;
+  if (swapBytes > 0 && paramSwapBytes > 0 &&
+      paramSwapOffset < swapOffset + swapBytes &&
+      swapOffset < paramSwapOffset + paramSwapBytes)
+    return emitError() << "memory_plan parameter swap buffers overlap the "
+                          "optimizer's";
+  if (hostBytes % kArenaAlignment)
+    return emitError() << "memory_plan host_bytes must be a multiple of "
+                       << kArenaAlignment << " (the arenas' alignment)";
+  if (persistentBytes % kArenaAlignment || arenaBytes % kArenaAlignment)
+    return emitError() << "memory_plan persistent_bytes and arena_bytes must "
+                          "be multiples of "
+                       << kArenaAlignment << " (the arenas' alignment)";
+  int64_t sum;
+  if (__builtin_add_overflow(persistentBytes, arenaBytes, &sum) ||
+      __builtin_add_overflow(sum, scratchBytes, &sum))
+    return emitError() << "memory_plan byte counts overflow int64";
+  if (peakBytes != sum)
+    return emitError() << "memory_plan peak_bytes " << peakBytes
+                       << " must be persistent_bytes + arena_bytes + "
+                          "scratch_bytes = "
+                       << sum;
+  return success();
+}
+
+LogicalResult BufferOffsetsAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t params, int64_t grads,
+    std::optional<int64_t> master, int64_t expAvg, int64_t expAvgSq,
+    std::optional<int64_t> hostGrads, std::optional<int64_t> hostParams) {
+  std::optional<int64_t> offsets[] = {params,   grads,     master,    expAvg,
+                                      expAvgSq, hostGrads, hostParams};
+  for (auto [kind, offset] : llvm::enumerate(offsets))
+    if (offset && !isPlanOffset(*offset))
+      return emitError() << "buffer_offsets "
+                         << stringifyBufferKind(static_cast<BufferKind>(kind))
+                         << " must be a non-negative multiple of "
+                         << kArenaAlignment << ", got " << *offset;
+  return success();
+}
+
+std::optional<int64_t> BufferOffsetsAttr::getOffset(BufferKind kind) const {
+  switch (kind) {
+  case BufferKind::params:
+    return getParams();
+  case BufferKind::grads:
+    return getGrads();
+  case BufferKind::master:
+    return getMaster();
+  case BufferKind::exp_avg:
+    return getExpAvg();
+  case BufferKind::exp_avg_sq:
+    return getExpAvgSq();
+  case BufferKind::host_grads:
+    return getHostGrads();
+  case BufferKind::host_params:
+    return getHostParams();
+  }
+  llvm_unreachable("unknown buffer kind");
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes on ops
+//===----------------------------------------------------------------------===//
+
+using EmitFn = function_ref<InFlightDiagnostic()>;
+
+static LogicalResult verifyInputOffsets(Operation *op, Attribute value,
+                                        EmitFn emit) {
+  auto offsets = dyn_cast<DenseI64ArrayAttr>(value);
+  if (!offsets)
+    return emit() << "must be an array<i64: ...>, got " << value;
+  auto step = dyn_cast<TrainStepOp>(op);
+  if (!step)
+    return emit() << "is only valid on zero.train_step";
+  int64_t numInputs =
+      step.getBody().empty() ? 0 : step.getBodyBlock().getNumArguments();
+  if (offsets.size() != numInputs)
+    return emit() << "has " << offsets.size() << " offsets, but the step has "
+                  << numInputs << " inputs (one offset per input)";
+  for (auto [i, offset] : llvm::enumerate(offsets.asArrayRef()))
+    if (!isPlanOffset(offset))
+      return emit() << "offset of input #" << i
+                    << " must be a non-negative multiple of " << kArenaAlignment
+                    << ", got " << offset;
+  return success();
+}
+
+/// A gradient computed into the persistent `grads` buffer owns no step
+/// memory; only a value bound by zero.grad can be one.
+static bool isBoundGradient(Value v) {
+  return llvm::any_of(v.getUsers(),
+                      [](Operation *user) { return isa<GradOp>(user); });
+}
+
+static LogicalResult verifyAlloc(Operation *op, Attribute value, EmitFn emit) {
+  auto offsets = dyn_cast<DenseI64ArrayAttr>(value);
+  if (!offsets)
+    return emit() << "must be an array<i64: ...>, got " << value;
+  if (!isa_and_nonnull<TrainStepOp>(op->getParentOp()))
+    return emit() << "is only valid on an op of a zero.train_step's body";
+  if (offsets.size() != op->getNumResults())
+    return emit() << "has " << offsets.size() << " offsets, but the op has "
+                  << op->getNumResults() << " results (one offset per result)";
+  bool view = isa<ViewLikeOpInterface>(op);
+  for (auto [i, offset] : llvm::enumerate(offsets.asArrayRef())) {
+    Value result = op->getResult(i);
+    bool ownsNothing = view || !isa<RankedTensorType>(result.getType());
+    if (offset == -1) {
+      if (!ownsNothing && !isBoundGradient(result))
+        return emit() << "offset of result #" << i
+                      << " is -1, but only views, gradients bound by "
+                         "zero.grad and values that are not tensors own no "
+                         "step memory";
+      continue;
+    }
+    if (!isPlanOffset(offset))
+      return emit() << "offset of result #" << i
+                    << " must be -1 or a non-negative multiple of "
+                    << kArenaAlignment << ", got " << offset;
+    if (ownsNothing)
+      return emit() << "offset of result #" << i << " must be -1: "
+                    << (view ? "a view" : "a value that is not a tensor")
+                    << " owns no step memory";
+  }
+  return success();
+}
+
+static LogicalResult verifyTemp(Operation *op, Attribute value, EmitFn emit) {
+  auto offset = dyn_cast<IntegerAttr>(value);
+  if (!offset || !offset.getType().isSignlessInteger(64))
+    return emit() << "must be an i64 integer, got " << value;
+  bool fromSources = false;
+  if (auto rs = dyn_cast<ReduceScatterOp>(op))
+    fromSources = !rs.getSources().empty();
+  else if (auto r = dyn_cast<ReduceOp>(op))
+    fromSources = !r.getSources().empty();
+  if (!fromSources)
+    return emit() << "is only valid on a zero.reduce_scatter or zero.reduce "
+                     "of gradient values (`from`), which has a bucket buffer";
+  if (!isPlanOffset(offset.getInt()))
+    return emit() << "must be a non-negative multiple of " << kArenaAlignment
+                  << ", got " << offset.getInt();
+  return success();
+}
+
+LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringAttr name = attr.getName();
+  Attribute value = attr.getValue();
+  auto emit = [&] {
+    return op->emitOpError("attribute '") << name.getValue() << "' ";
+  };
+  // An attribute of one kind on one kind of op.
+  auto expect = [&](bool isAttr, StringRef attrKind, bool isOp,
+                    StringRef opName) -> LogicalResult {
+    if (!isAttr)
+      return emit() << "must be a " << attrKind << ", got " << value;
+    if (!isOp)
+      return emit() << "is only valid on " << opName;
+    return success();
+  };
+  if (name == getPlanAttrHelper().getName())
+    return expect(isa<MemoryPlanAttr>(value), "#zero.memory_plan",
+                  isa<TrainStepOp>(op), "zero.train_step");
+  if (name == getBuffersAttrHelper().getName())
+    return expect(isa<BufferOffsetsAttr>(value), "#zero.buffer_offsets",
+                  isa<PartitionOp>(op), "zero.partition");
+  if (name == getLoggingAttrHelper().getName())
+    return expect(isa<LoggingAttr>(value), "#zero.logging",
+                  isa<TrainStepOp>(op), "zero.train_step");
+  if (name == getOffloadAttrHelper().getName()) {
+    if (failed(expect(isa<OffloadAttr>(value), "#zero.offload",
+                      isa<TrainStepOp>(op), "zero.train_step")))
+      return failure();
+    if (ScheduleAttr schedule = cast<TrainStepOp>(op).getScheduleAttr())
+      return cast<OffloadAttr>(value).verifyStage(emit, schedule.getStage());
+    return success();
+  }
+  if (name == getInputOffsetsAttrHelper().getName())
+    return verifyInputOffsets(op, value, emit);
+  if (name == getAllocAttrHelper().getName())
+    return verifyAlloc(op, value, emit);
+  if (name == getTempAttrHelper().getName())
+    return verifyTemp(op, value, emit);
+  if (name == getLossSeedAttrHelper().getName()) {
+    // zero-autodiff seeds the backward with d(loss)/d(loss) = 1.
+    auto scalar = op->getNumResults() == 1
+                      ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+                      : RankedTensorType();
+    if (!isa<UnitAttr>(value) || !scalar || scalar.getRank() != 0)
+      return emit() << "marks the backward's seed: a unit attribute on an op "
+                       "with one scalar tensor result";
+    return success();
+  }
+  if (name == getRecomputeAttrHelper().getName()) {
+    // zero-remat's clones of forward compute ops.
+    if (!isa<UnitAttr>(value) || !op->getDialect() ||
+        op->getDialect()->getNamespace() != "nn" ||
+        !isa_and_nonnull<TrainStepOp>(op->getParentOp()))
+      return emit() << "marks a recomputed forward op: a unit attribute on "
+                       "an nn op of a train step's body";
+    return success();
+  }
+  // The dialect's other discardable attributes are checked where they are
+  // read.
+  return success();
+}

@@ -1,0 +1,1369 @@
+//===- ZeroOps.cpp - Model structure and ZeRO schedule ops ----------------===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/JSON.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::zero;
+
+#include "zero/Dialect/Zero/IR/ZeroOpInterfaces.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+static FailureOr<ParamOp> lookupParam(OpT op, SymbolTableCollection &tables,
+                                      FlatSymbolRefAttr ref) {
+  auto module = op->template getParentOfType<ModuleOp>();
+  auto param = tables.lookupSymbolIn<ParamOp>(module, ref);
+  if (!param)
+    return op.emitOpError("references unknown parameter ") << ref;
+  return param;
+}
+
+/// Symbol names end up in the runtime's JSON manifest, the report and the
+/// trace, which are UTF-8.
+template <typename OpT>
+static LogicalResult verifyUTF8Name(OpT op) {
+  if (!llvm::json::isUTF8(op.getSymName()))
+    return op.emitOpError("name @\"")
+           << llvm::json::fixUTF8(op.getSymName())
+           << "\" is not valid UTF-8 (names go into the JSON manifest and "
+              "reports)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ParamOp
+//===----------------------------------------------------------------------===//
+
+RankedTensorType ParamOp::getComputeTensorType() {
+  RankedTensorType t = getTensorType();
+  if (auto c = getComputeAttr())
+    return RankedTensorType::get(t.getShape(), c.getValue());
+  return t;
+}
+
+LogicalResult ParamOp::verify() {
+  if (failed(verifyUTF8Name(*this)))
+    return failure();
+  auto type = dyn_cast<RankedTensorType>(getType());
+  if (!type || !type.hasStaticShape())
+    return emitOpError("type must be a statically shaped tensor, got ")
+           << getType();
+  if (!type.getElementType().isF32() && !type.getElementType().isF16() &&
+      !type.getElementType().isBF16())
+    return emitOpError("element type must be f32, f16 or bf16, got ")
+           << type.getElementType();
+  for (int64_t d : type.getShape())
+    if (d <= 0)
+      return emitOpError("dimensions must be positive, got ") << type;
+  // Element counts are int64 in every later pass and in the runtime.
+  int64_t n = 1;
+  for (int64_t d : type.getShape())
+    if (__builtin_mul_overflow(n, d, &n))
+      return emitOpError("element count of ") << type << " overflows int64";
+  // Its value, gradient and zero gradient are tensors of the train step.
+  if (n > kMaxTensorElements)
+    return emitOpError("element count of ")
+           << type << " is above 2^48, the most a tensor may have";
+  if (getInit() == InitKind::normal) {
+    if (!getStd())
+      return emitOpError("'normal' initializer needs a 'std'");
+    double s = getStd()->convertToDouble();
+    if (!(s > 0.0) || !std::isfinite(s))
+      return emitOpError("std must be positive, got ") << s;
+  } else if (getStd()) {
+    return emitOpError("'std' only applies to the 'normal' initializer");
+  }
+  if (std::optional<APFloat> decay = getWeightDecay()) {
+    double d = decay->convertToDouble();
+    if (!(d >= 0.0) || !std::isfinite(d))
+      return emitOpError("weight_decay must be finite and >= 0, got ") << d;
+  }
+  if (auto c = getComputeAttr()) {
+    Type et = c.getValue();
+    if (!et.isF32() && !et.isF16() && !et.isBF16())
+      return emitOpError("compute type must be f32, f16 or bf16, got ") << et;
+  }
+  if (std::optional<int64_t> rows = getRows()) {
+    int64_t all = type.getRank() ? type.getDimSize(0) : 0;
+    if (*rows <= 0 || *rows >= all)
+      return emitOpError("rows must lie in [1, ")
+             << all << "), the parameter's rows without padding; got " << *rows;
+  }
+  return success();
+}
+
+SmallVector<int64_t> ParamOp::getUnpaddedShape() {
+  SmallVector<int64_t> shape(getTensorType().getShape());
+  if (std::optional<int64_t> rows = getRows())
+    shape[0] = *rows;
+  return shape;
+}
+
+//===----------------------------------------------------------------------===//
+// TrainStepOp
+//===----------------------------------------------------------------------===//
+
+ParseResult TrainStepOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
+                             result.attributes))
+    return failure();
+  SmallVector<OpAsmParser::Argument> args;
+  if (parser.parseArgumentList(args, OpAsmParser::Delimiter::Paren,
+                               /*allowType=*/true))
+    return failure();
+  Attribute opt, prec;
+  if (parser.parseKeyword("optimizer") || parser.parseAttribute(opt) ||
+      parser.parseKeyword("precision") || parser.parseAttribute(prec))
+    return failure();
+  auto optAttr = dyn_cast<OptimizerAttr>(opt);
+  auto precAttr = dyn_cast<PrecisionAttr>(prec);
+  if (!optAttr || !precAttr)
+    return parser.emitError(parser.getCurrentLocation(),
+                            "expected #zero.optimizer and #zero.precision");
+  result.addAttribute(getOptimizerAttrName(result.name), optAttr);
+  result.addAttribute(getPrecisionAttrName(result.name), precAttr);
+  if (succeeded(parser.parseOptionalKeyword("gradient_clipping"))) {
+    double clip;
+    if (parser.parseFloat(clip))
+      return failure();
+    result.addAttribute(getGradientClippingAttrName(result.name),
+                        parser.getBuilder().getF64FloatAttr(clip));
+  }
+  if (succeeded(parser.parseOptionalKeyword("schedule"))) {
+    ScheduleAttr schedule;
+    if (parser.parseCustomAttributeWithFallback(schedule))
+      return failure();
+    result.addAttribute(getScheduleAttrName(result.name), schedule);
+  }
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, args))
+    return failure();
+  if (body->empty())
+    return parser.emitError(parser.getCurrentLocation(), "expected a body");
+  return success();
+}
+
+void TrainStepOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  p << '(';
+  llvm::interleaveComma(getBodyBlock().getArguments(), p,
+                        [&](BlockArgument a) {
+                          p.printRegionArgument(a);
+                        });
+  p << ") optimizer " << getOptimizer() << " precision " << getPrecision();
+  if (getGradientClipping().convertToDouble() != 0.0)
+    p << " gradient_clipping " << getGradientClipping();
+  if (ScheduleAttr schedule = getScheduleAttr())
+    p << " schedule " << schedule;
+  p.printOptionalAttrDictWithKeyword(
+      (*this)->getAttrs(),
+      {getSymNameAttrName(), getOptimizerAttrName(), getPrecisionAttrName(),
+       getGradientClippingAttrName(), getScheduleAttrName()});
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
+                /*printBlockTerminators=*/true);
+}
+
+ReturnOp TrainStepOp::getReturnOp() {
+  return cast<ReturnOp>(getBodyBlock().getTerminator());
+}
+
+Value TrainStepOp::getLoss() { return getReturnOp().getLoss(); }
+
+/// Every tensor of a train step is statically shaped with positive
+/// dimensions and at most kMaxTensorElements elements: the passes, the memory
+/// plan, the cost model and the lowering divide by dimensions and multiply
+/// sizes.
+static LogicalResult checkStepTensor(function_ref<InFlightDiagnostic()> emit,
+                                     Type type) {
+  auto tensor = dyn_cast<TensorType>(type);
+  if (!tensor)
+    return success();
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape())
+    return emit() << "of type " << type
+                  << " must have a static shape (every tensor of a train "
+                     "step does)";
+  int64_t n = 1;
+  for (int64_t d : t.getShape()) {
+    if (d <= 0)
+      return emit() << "of type " << type
+                    << " must have positive dimensions (every tensor of a "
+                       "train step does)";
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxTensorElements)
+      return emit() << "of type " << type
+                    << " has more than 2^48 elements, the most a tensor of a "
+                       "train step may have";
+  }
+  return success();
+}
+
+LogicalResult TrainStepOp::verify() {
+  WalkResult walk = getBody().walk([&](Operation *op) {
+    for (OpResult r : op->getResults())
+      if (failed(checkStepTensor(
+              [&] {
+                return op->emitOpError("result #") << r.getResultNumber()
+                                                   << " ";
+              },
+              r.getType())))
+        return WalkResult::interrupt();
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument a : block.getArguments())
+          if (failed(checkStepTensor(
+                  [&] {
+                    return op->emitOpError("block argument #")
+                           << a.getArgNumber() << " ";
+                  },
+                  a.getType())))
+            return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted() || failed(verifyUTF8Name(*this)))
+    return failure();
+  double clip = getGradientClipping().convertToDouble();
+  if (!(clip >= 0.0) || !std::isfinite(clip))
+    return emitOpError("gradient_clipping must be >= 0 (0 disables it), got ")
+           << clip;
+  for (BlockArgument arg : getBodyBlock().getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    if (!t || !t.hasStaticShape() || t.getRank() < 1)
+      return emitOpError("input #")
+             << arg.getArgNumber()
+             << " must be a statically shaped tensor with a batch dimension, "
+                "got "
+             << arg.getType();
+    if (failed(checkStepTensor(
+            [&] { return emitOpError("input #") << arg.getArgNumber() << " "; },
+            t)))
+      return failure();
+  }
+  if (!getBodyBlock().getArguments().empty()) {
+    int64_t batch = cast<RankedTensorType>(getBodyBlock().getArgument(0).getType())
+                        .getDimSize(0);
+    for (BlockArgument arg : getBodyBlock().getArguments())
+      if (cast<RankedTensorType>(arg.getType()).getDimSize(0) != batch)
+        return emitOpError("inputs disagree on the batch dimension: input #0 "
+                           "has batch ")
+               << batch << ", input #" << arg.getArgNumber() << " "
+               << arg.getType() << " has batch "
+               << cast<RankedTensorType>(arg.getType()).getDimSize(0);
+    if (ScheduleAttr schedule = getScheduleAttr();
+        schedule && batch != schedule.getMicroBatch())
+      return emitOpError("inputs hold a batch of ")
+             << batch << ", but the schedule's global batch "
+             << schedule.getGlobalBatch() << " over world size "
+             << schedule.getWorldSize() << " x "
+             << schedule.getAccumulationSteps() << " accumulation steps is "
+             << schedule.getMicroBatch() << " per micro step";
+  }
+  return verifySchedulePartitions();
+}
+
+LogicalResult TrainStepOp::verifySchedulePartitions() {
+  ScheduleAttr schedule = getScheduleAttr();
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  if (!module)
+    return success();
+  for (PartitionOp p : module.getOps<PartitionOp>()) {
+    if (!schedule)
+      return emitOpError("has no #zero.schedule, but the module has ")
+             << "zero.partition @" << p.getSymName()
+             << " (zero-partition records both)";
+    if (p.getStageValue() != schedule.getStage() ||
+        p.getWorldSizeValue() != schedule.getWorldSize())
+      return emitOpError("schedule has stage ")
+             << schedule.getStage() << " and world size "
+             << schedule.getWorldSize() << ", but zero.partition @"
+             << p.getSymName() << " has stage " << p.getStageValue()
+             << " and world size " << p.getWorldSizeValue();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CollectiveOpInterface
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+static std::optional<std::pair<int64_t, int64_t>> optionalRange(OpT op) {
+  if (!op.getBegin() || !op.getEnd())
+    return std::nullopt;
+  return std::make_pair(static_cast<int64_t>(*op.getBegin()),
+                        static_cast<int64_t>(*op.getEnd()));
+}
+
+CollectiveKind AllGatherOp::getCollectiveKind() {
+  return CollectiveKind::all_gather;
+}
+std::optional<std::pair<int64_t, int64_t>> AllGatherOp::getElementRange() {
+  return optionalRange(*this);
+}
+std::optional<BufferKind> AllGatherOp::getInPlaceBuffer() {
+  return getBuffer();
+}
+Value AllGatherOp::getMovedValue() { return getResult(); }
+
+CollectiveKind PrefetchOp::getCollectiveKind() {
+  return CollectiveKind::all_gather;
+}
+std::optional<std::pair<int64_t, int64_t>> PrefetchOp::getElementRange() {
+  return std::nullopt;
+}
+std::optional<BufferKind> PrefetchOp::getInPlaceBuffer() {
+  return std::nullopt;
+}
+Value PrefetchOp::getMovedValue() { return getResult(); }
+
+CollectiveKind ReduceScatterOp::getCollectiveKind() {
+  return CollectiveKind::reduce_scatter;
+}
+std::optional<std::pair<int64_t, int64_t>> ReduceScatterOp::getElementRange() {
+  return std::make_pair(static_cast<int64_t>(getBegin()),
+                        static_cast<int64_t>(getEnd()));
+}
+std::optional<BufferKind> ReduceScatterOp::getInPlaceBuffer() {
+  return getBuffer();
+}
+Value ReduceScatterOp::getMovedValue() { return Value(); }
+
+CollectiveKind ReduceOp::getCollectiveKind() { return CollectiveKind::reduce; }
+std::optional<std::pair<int64_t, int64_t>> ReduceOp::getElementRange() {
+  return std::make_pair(static_cast<int64_t>(getBegin()),
+                        static_cast<int64_t>(getEnd()));
+}
+std::optional<BufferKind> ReduceOp::getInPlaceBuffer() { return getBuffer(); }
+Value ReduceOp::getMovedValue() { return Value(); }
+
+CollectiveKind AllReduceOp::getCollectiveKind() {
+  return CollectiveKind::all_reduce;
+}
+std::optional<std::pair<int64_t, int64_t>> AllReduceOp::getElementRange() {
+  return optionalRange(*this);
+}
+std::optional<BufferKind> AllReduceOp::getInPlaceBuffer() {
+  return getBuffer();
+}
+Value AllReduceOp::getMovedValue() { return getInput(); }
+
+//===----------------------------------------------------------------------===//
+// GetParamOp / GradOp
+//===----------------------------------------------------------------------===//
+
+ParseResult GetParamOp::parse(OpAsmParser &parser, OperationState &result) {
+  FlatSymbolRefAttr param;
+  if (parser.parseAttribute(param, getParamAttrName(result.name).getValue(),
+                            result.attributes))
+    return failure();
+  OpAsmParser::UnresolvedOperand source;
+  bool hasSource = succeeded(parser.parseOptionalKeyword("from"));
+  if (hasSource && parser.parseOperand(source))
+    return failure();
+  Type sourceType, type;
+  if (parser.parseOptionalAttrDict(result.attributes) || parser.parseColon())
+    return failure();
+  if (hasSource) {
+    if (parser.parseType(sourceType) || parser.parseArrow() ||
+        parser.resolveOperand(source, sourceType, result.operands))
+      return failure();
+  }
+  if (parser.parseType(type))
+    return failure();
+  result.addTypes(type);
+  return success();
+}
+
+void GetParamOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printAttributeWithoutType(getParamAttr());
+  if (getSource())
+    p << " from " << getSource();
+  p.printOptionalAttrDict((*this)->getAttrs(), {getParamAttrName()});
+  p << " : ";
+  if (getSource())
+    p << getSource().getType() << " -> ";
+  p << getResult().getType();
+}
+
+/// The gathered buffer it views at stage 3; null where it views the
+/// persistent `params` buffer (no SSA value holds that).
+Value GetParamOp::getViewSource() { return getSource(); }
+
+LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto param = lookupParam(*this, tables, getParamAttr());
+  if (failed(param))
+    return failure();
+  RankedTensorType expected = param->getComputeTensorType();
+  if (getResult().getType() != expected)
+    return emitOpError("result type ")
+           << getResult().getType() << " does not match parameter "
+           << getParamAttr() << " of compute type " << expected;
+  if (!getSource())
+    return success();
+  // A view of a gathered buffer: the full buffer of the stage-3 partition
+  // that holds the parameter.
+  auto sourceType = cast<RankedTensorType>(getSource().getType());
+  if (sourceType.getElementType() != expected.getElementType())
+    return emitOpError("source element type ")
+           << sourceType.getElementType()
+           << " differs from the compute type " << expected.getElementType()
+           << " of parameter " << getParamAttr();
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  // The gather that produced the source names the partition: look it up in
+  // the symbol table instead of scanning the module for every view (that
+  // scan made verification quadratic in the number of layers).
+  SmallVector<PartitionOp, 1> candidates;
+  Operation *def = getSource().getDefiningOp();
+  FlatSymbolRefAttr gatherGroup =
+      isa_and_nonnull<AllGatherOp>(def)   ? cast<AllGatherOp>(def).getGroupAttr()
+      : isa_and_nonnull<PrefetchOp>(def) ? cast<PrefetchOp>(def).getGroupAttr()
+                                         : FlatSymbolRefAttr();
+  if (auto g = gatherGroup
+                   ? tables.lookupSymbolIn<PartitionOp>(module, gatherGroup)
+                   : PartitionOp())
+    candidates.push_back(g);
+  else
+    candidates.append(module.getOps<PartitionOp>().begin(),
+                      module.getOps<PartitionOp>().end());
+  for (auto group : candidates) {
+    if (!llvm::is_contained(group.getParams(), getParamAttr()))
+      continue;
+    if (group.getStageValue() != 3)
+      return emitOpError("reads parameter ")
+             << getParamAttr() << " from a gathered buffer, but its partition @"
+             << group.getSymName() << " is stage " << group.getStageValue()
+             << " (only stage 3 gathers)";
+    // A dynamic shape has no element count (an assertion, and garbage in
+    // a build without assertions).
+    if (!sourceType.hasStaticShape() ||
+        sourceType.getNumElements() != group.getPaddedNumelValue())
+      return emitOpError("source ")
+             << sourceType << " is not the gathered buffer of partition @"
+             << group.getSymName() << " (" << group.getPaddedNumelValue()
+             << " elements)";
+    return success();
+  }
+  return emitOpError("reads parameter ")
+         << getParamAttr()
+         << " from a gathered buffer, but no partition holds it";
+}
+
+LogicalResult GradOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto param = lookupParam(*this, tables, getParamAttr());
+  if (failed(param))
+    return failure();
+  auto gradType = cast<RankedTensorType>(getGrad().getType());
+  RankedTensorType expected = param->getComputeTensorType();
+  if (gradType.getShape() != expected.getShape())
+    return emitOpError("gradient type ")
+           << gradType << " does not match the shape of parameter "
+           << getParamAttr() << " " << expected;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// PartitionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PartitionOp::verify() {
+  if (failed(verifyUTF8Name(*this)))
+    return failure();
+  int64_t ws = static_cast<int64_t>(getWorldSize());
+  int64_t align = static_cast<int64_t>(getAlignment());
+  int64_t numel = static_cast<int64_t>(getNumel());
+  int64_t padded = static_cast<int64_t>(getPaddedNumel());
+  int64_t stage = static_cast<int64_t>(getStage());
+  if (stage < 0 || stage > 3)
+    return emitOpError("stage must be 0, 1, 2 or 3, got ") << stage;
+  if (ws < 1)
+    return emitOpError("world_size must be >= 1, got ") << ws;
+  if (ws > kMaxWorldSize)
+    return emitOpError("world_size must be at most ")
+           << kMaxWorldSize << " (2^20), got " << ws;
+  if (align < 1)
+    return emitOpError("alignment must be >= 1, got ") << align;
+  if (getParams().empty())
+    return emitOpError("needs at least one parameter");
+  if (numel < 0)
+    return emitOpError("numel must be >= 0, got ") << numel;
+  if (padded < numel)
+    return emitOpError("padded size ") << padded << " is below numel " << numel;
+  if (getOffsets().size() != getParams().size())
+    return emitOpError("has ") << getParams().size() << " params but "
+                               << getOffsets().size() << " offsets";
+  int64_t unit;
+  if (__builtin_mul_overflow(ws, align, &unit))
+    return emitOpError("world_size * alignment = ")
+           << ws << " * " << align << " overflows int64";
+  if (stage == 0) {
+    if (padded != numel)
+      return emitOpError("a stage-0 partition is not sharded: padded size must "
+                         "equal numel ")
+             << numel;
+    return success();
+  }
+  if (padded % unit != 0)
+    return emitOpError("padded size ")
+           << padded << " is not a multiple of world_size * alignment = "
+           << unit;
+  if (padded - numel >= unit)
+    return emitOpError("padding ") << padded - numel
+                                   << " is not minimal (world_size * alignment = "
+                                   << unit << ")";
+  return success();
+}
+
+LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  int64_t next = 0;
+  llvm::SmallDenseSet<Attribute> seen;
+  for (auto [ref, offset] : llvm::zip(getParams(), getOffsets())) {
+    auto sym = cast<SymbolRefAttr>(ref);
+    auto param = tables.lookupSymbolIn<ParamOp>(module, sym);
+    if (!param)
+      return emitOpError("references unknown parameter ") << sym;
+    if (!seen.insert(sym).second)
+      return emitOpError("lists parameter ") << sym << " twice";
+    if (offset != next)
+      return emitOpError("parameter ")
+             << sym << " is at offset " << offset << ", expected " << next
+             << " (parameters are contiguous in declaration order)";
+    if (__builtin_add_overflow(next, param.getNumElements(), &next))
+      return emitOpError("parameters hold more than ")
+             << std::numeric_limits<int64_t>::max()
+             << " elements (int64 overflows)";
+  }
+  if (next != static_cast<int64_t>(getNumel()))
+    return emitOpError("parameters hold ")
+           << next << " elements but numel is " << getNumel();
+  // The memory plan's buffers: a master copy exactly when the parameters
+  // are not their own masters.
+  auto *dialect = getContext()->getLoadedDialect<ZeroDialect>();
+  if (BufferOffsetsAttr buffers =
+          dialect->getBuffersAttrHelper().getAttr(*this)) {
+    // States on NVMe: the updated parameters always come back through
+    // host_params, and the states sit at aligned offsets of the swap file.
+    bool nvme = llvm::any_of(module.getOps<TrainStepOp>(), [](TrainStepOp s) {
+      return getOptimizerOffload(s) == OffloadDevice::nvme;
+    });
+    bool paramNvme =
+        llvm::any_of(module.getOps<TrainStepOp>(), [](TrainStepOp s) {
+          return getParamOffload(s) == OffloadDevice::nvme;
+        });
+    if (paramNvme && buffers.getParams() % kNvmeAlignment)
+      return emitOpError("buffers ")
+             << buffers
+             << ": params lives in the parameter swap file, so its offset "
+                "must be a multiple of "
+             << kNvmeAlignment << ", got " << buffers.getParams();
+    if (nvme)
+      for (BufferKind kind :
+           {BufferKind::master, BufferKind::exp_avg, BufferKind::exp_avg_sq})
+        if (std::optional<int64_t> at = buffers.getOffset(kind);
+            at && *at % kNvmeAlignment)
+          return emitOpError("buffers ")
+                 << buffers << ": " << stringifyBufferKind(kind)
+                 << " lives in the NVMe swap file, so its offset must be a "
+                    "multiple of "
+                 << kNvmeAlignment << ", got " << *at;
+    for (Attribute ref : getParams()) {
+      auto param =
+          tables.lookupSymbolIn<ParamOp>(module, cast<SymbolRefAttr>(ref));
+      Type compute = param.getComputeTensorType().getElementType();
+      bool masters = areParamsMasters(compute);
+      // An offloaded optimizer (host_grads) keeps fp32 masters on the host
+      // even for fp32 parameters.
+      bool offloaded = buffers.getHostGrads().has_value();
+      // Offloaded fp32 parameter shards need a device master for a device
+      // optimizer (looked up only then: a scan of the module per partition
+      // would make verification quadratic).
+      auto paramsOffloaded = [&] {
+        for (TrainStepOp step : module.getOps<TrainStepOp>())
+          if (offloadsParams(step))
+            return true;
+        return false;
+      };
+      auto paramsOnHost = [&] {
+        for (TrainStepOp step : module.getOps<TrainStepOp>())
+          if (keepsParamsOnHost(step))
+            return true;
+        return false;
+      };
+      if (!offloaded && masters == buffers.getMaster().has_value() &&
+          !(masters && paramsOffloaded()))
+        return emitOpError("buffers ")
+               << buffers << (masters ? " have" : " lack")
+               << " a master buffer, but parameter " << ref << " computes in "
+               << compute
+               << (masters ? " (fp32 parameters are their own masters)"
+                           : " (16-bit parameters need fp32 masters)");
+      // States on NVMe: a master for every compute type, and host_params
+      // unless the host Adam writes offloaded parameter shards in place.
+      if (offloaded && nvme && !buffers.getMaster())
+        return emitOpError("buffers ")
+               << buffers << " of an optimizer offloaded to nvme need a "
+               << "master";
+      if (offloaded && nvme &&
+          buffers.getHostParams().has_value() == paramsOnHost())
+        return emitOpError("buffers ")
+               << buffers << " of an optimizer offloaded to nvme "
+               << (paramsOnHost()
+                       ? "have host_params, but the parameter shards are "
+                         "offloaded too (the host Adam writes them in place)"
+                       : "need host_params");
+      // With the parameter shards offloaded too, the host Adam writes them
+      // in place: no host_params, and fp32 parameters are their own masters.
+      if (offloaded && !nvme && buffers.getHostParams() && masters)
+        return emitOpError("buffers ")
+               << buffers << " of an offloaded optimizer have host_params, "
+               << "but parameter " << ref << " computes in " << compute
+               << " (fp32 parameters go back from their master)";
+      if (offloaded && !nvme && !buffers.getMaster() && !masters)
+        return emitOpError("buffers ")
+               << buffers << " of an offloaded optimizer lack a master, but "
+               << "parameter " << ref << " computes in " << compute;
+      if (!offloaded && buffers.getHostParams())
+        return emitOpError("buffers ")
+               << buffers << " have host_params but no host_grads";
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+static FailureOr<PartitionOp> lookupGroup(Operation *op,
+                                          SymbolTableCollection &tables,
+                                          SymbolRefAttr ref) {
+  auto module = op->getParentOfType<ModuleOp>();
+  auto group = tables.lookupSymbolIn<PartitionOp>(module, ref);
+  if (!group)
+    return op->emitOpError("references unknown partition ") << ref;
+  return group;
+}
+
+/// The element count of a statically shaped tensor; -1 for a dynamic shape.
+static int64_t numel(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.hasStaticShape() ? t.getNumElements() : -1;
+}
+
+/// A buffer range `[begin, end)` is given exactly with a buffer kind.
+static LogicalResult verifyBufferRangeAttrs(Operation *op,
+                                            std::optional<BufferKind> buffer,
+                                            bool hasBegin, bool hasEnd) {
+  if (buffer && (!hasBegin || !hasEnd))
+    return op->emitOpError("in-place form needs a range [begin, end)");
+  if (!buffer && (hasBegin || hasEnd))
+    return op->emitOpError("a range [begin, end) needs a buffer (in-place "
+                           "form)");
+  return success();
+}
+
+/// Checks `[begin, end)` against the group's layout.
+static LogicalResult verifyRange(Operation *op, PartitionOp group,
+                                 int64_t begin, int64_t end) {
+  if (begin < 0 || end <= begin || end > group.getNumelValue())
+    return op->emitOpError("range [")
+           << begin << ", " << end << ") is empty or outside the "
+           << group.getNumelValue() << " elements of partition @"
+           << group.getSymName();
+  return success();
+}
+
+/// The element type of the group's 16-bit (compute) buffers.
+static Type computeElementType(PartitionOp group, SymbolTableCollection &tables) {
+  auto module = group->getParentOfType<ModuleOp>();
+  for (Attribute a : group.getParams())
+    if (auto p = tables.lookupSymbolIn<ParamOp>(module, cast<SymbolRefAttr>(a)))
+      return p.getComputeTensorType().getElementType();
+  return {};
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(verifyBufferRangeAttrs(*this, getBuffer(), getBegin().has_value(),
+                                    getEnd().has_value())))
+    return failure();
+  bool inPlace = getBuffer().has_value();
+  if (inPlace != (getResult() == nullptr))
+    return emitOpError("has either a buffer range (in place) or a result, "
+                       "exactly one");
+  if (inPlace && getBuffer() != BufferKind::params)
+    return emitOpError("gathers the 'params' buffer, not '")
+           << stringifyBufferKind(*getBuffer()) << "'";
+  if (inPlace && getShard())
+    return emitOpError("gathers in place, so it reads no staged shard");
+  return success();
+}
+
+/// A staged shard (`from`) of a stage-3 gather: exactly when the step
+/// offloads its parameter shards, the shard of `group` in the compute type.
+static LogicalResult verifyStagedShard(Operation *op, PartitionOp group,
+                                       TypedValue<RankedTensorType> shard,
+                                       TypedValue<RankedTensorType> result) {
+  auto step = op->getParentOfType<TrainStepOp>();
+  if (step && offloadsParams(step) != (shard != nullptr))
+    return op->emitOpError(shard ? "reads a staged shard, but the train step "
+                                   "does not offload its parameters"
+                                 : "reads the parameter shard in place, but "
+                                   "the train step offloads its parameters "
+                                   "(zero.offload): it must read a staged "
+                                   "shard ('from')");
+  if (!shard)
+    return success();
+  if (!shard.getType().hasStaticShape() ||
+      shard.getType().getNumElements() != group.getShardNumel() ||
+      shard.getType().getElementType() != result.getType().getElementType())
+    return op->emitOpError("staged shard ")
+           << shard.getType() << " must hold the " << group.getShardNumel()
+           << " elements of a shard of @" << group.getSymName() << " in "
+           << result.getType().getElementType();
+  if (!isa_and_nonnull<TransferOp>(shard.getDefiningOp()))
+    return op->emitOpError("staged shard must be the result of a "
+                           "zero.transfer ... params to staging");
+  return success();
+}
+
+/// The value form of a stage-3 gather (zero.all_gather, zero.prefetch): a
+/// stage-3 partition gathered whole into a buffer of the compute type.
+static LogicalResult verifyStage3Gather(Operation *op, PartitionOp group,
+                                        TypedValue<RankedTensorType> result,
+                                        SymbolTableCollection &tables,
+                                        StringRef wrongStage) {
+  if (group.getStageValue() != 3)
+    return op->emitOpError(wrongStage)
+           << group.getSymName() << " is stage " << group.getStageValue();
+  if (!result.getType().hasStaticShape() ||
+      result.getType().getNumElements() != group.getPaddedNumelValue())
+    return op->emitOpError("result ")
+           << result.getType() << " must hold the "
+           << group.getPaddedNumelValue()
+           << " (padded) elements of partition @" << group.getSymName();
+  Type et = computeElementType(group, tables);
+  Type resultEt = result.getType().getElementType();
+  if (et && resultEt != et)
+    return op->emitOpError("result element type must be the compute type ")
+           << et << ", got " << resultEt;
+  return success();
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto group = lookupGroup(*this, tables, getGroupAttr());
+  if (failed(group))
+    return failure();
+  if (getBuffer()) {
+    if (group->getStageValue() == 3 || group->getStageValue() == 0)
+      return emitOpError("in-place gather of 'params' needs a stage 1 or 2 "
+                         "partition, @")
+             << group->getSymName() << " is stage " << group->getStageValue();
+    return verifyRange(*this, *group, static_cast<int64_t>(*getBegin()),
+                       static_cast<int64_t>(*getEnd()));
+  }
+  if (failed(verifyStage3Gather(*this, *group, getResult(), tables,
+                                "gathers shards into a new buffer only at "
+                                "stage 3, @")))
+    return failure();
+  return verifyStagedShard(*this, *group, getShard(), getResult());
+}
+
+LogicalResult PrefetchOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto group = lookupGroup(*this, tables, getGroupAttr());
+  if (failed(group))
+    return failure();
+  if (failed(verifyStage3Gather(*this, *group, getResult(), tables,
+                                "prefetches only stage-3 partitions, @")))
+    return failure();
+  return verifyStagedShard(*this, *group, getShard(), getResult());
+}
+
+/// Shared checks of zero.reduce_scatter and zero.reduce.
+template <typename OpT>
+static LogicalResult verifyGradReduction(OpT op) {
+  bool inPlace = op.getBuffer().has_value();
+  if (inPlace && !op.getSources().empty())
+    return op.emitOpError("has either a buffer (in place) or sources, not both");
+  if (!inPlace && op.getSources().empty())
+    return op.emitOpError("needs a buffer (in place) or source gradients");
+  if (inPlace && *op.getBuffer() != BufferKind::grads)
+    return op.emitOpError("reduces the 'grads' buffer, not '")
+           << stringifyBufferKind(*op.getBuffer()) << "'";
+  if (op.getSourceOffsets().size() != op.getSources().size())
+    return op.emitOpError("has ")
+           << op.getSources().size() << " sources but "
+           << op.getSourceOffsets().size() << " source offsets";
+  int64_t total = 0;
+  for (auto [src, off] : llvm::zip(op.getSources(), op.getSourceOffsets())) {
+    int64_t n = numel(src);
+    if (n < 0)
+      return op.emitOpError("source ") << src.getType()
+                                       << " must have a static shape";
+    if (off < 0 || off >= n)
+      return op.emitOpError("source offset ")
+             << off << " is outside a source of " << n << " elements";
+    total += n - off;
+  }
+  int64_t begin = static_cast<int64_t>(op.getBegin());
+  int64_t end = static_cast<int64_t>(op.getEnd());
+  // Every source but the last is used to its end; the last may stop early.
+  if (!inPlace) {
+    int64_t lastLen = numel(op.getSources().back()) - op.getSourceOffsets().back();
+    if (total < end - begin || total - lastLen >= end - begin)
+      return op.emitOpError("sources provide ")
+             << total << " elements (the last one " << lastLen
+             << "), which does not cover the range of " << end - begin
+             << " elements exactly";
+  }
+  return success();
+}
+
+template <typename OpT>
+static LogicalResult verifyGradReductionSymbols(OpT op,
+                                                SymbolTableCollection &tables) {
+  auto group = lookupGroup(op, tables, op.getGroupAttr());
+  if (failed(group))
+    return failure();
+  if (op.getBuffer() && group->getStageValue() != 1)
+    return op.emitOpError("reduces the full 'grads' buffer in place only at "
+                          "stage 1, @")
+           << group->getSymName() << " is stage " << group->getStageValue();
+  if (!op.getBuffer() && group->getStageValue() < 2)
+    return op.emitOpError("reduces source gradients only at stages 2-3, @")
+           << group->getSymName() << " is stage " << group->getStageValue();
+  return verifyRange(op, *group, static_cast<int64_t>(op.getBegin()),
+                     static_cast<int64_t>(op.getEnd()));
+}
+
+LogicalResult ReduceScatterOp::verify() { return verifyGradReduction(*this); }
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyGradReductionSymbols(*this, tables);
+}
+LogicalResult ReduceOp::verify() { return verifyGradReduction(*this); }
+LogicalResult ReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyGradReductionSymbols(*this, tables);
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(verifyBufferRangeAttrs(*this, getBuffer(), getBegin().has_value(),
+                                    getEnd().has_value())))
+    return failure();
+  bool inPlace = getBuffer().has_value();
+  if (inPlace == (getInput() != nullptr))
+    return emitOpError("has either a buffer range (in place) or an input, "
+                       "exactly one");
+  if (inPlace) {
+    if (*getBuffer() != BufferKind::grads)
+      return emitOpError("reduces the 'grads' buffer in place, not '")
+             << stringifyBufferKind(*getBuffer()) << "'";
+    if (getKind() != ReduceKind::sum)
+      return emitOpError("in-place gradient reduction must be 'sum', got '")
+             << stringifyReduceKind(getKind()) << "'";
+    if (getResult())
+      return emitOpError("in-place form has no result value");
+  } else {
+    if (!getResult())
+      return emitOpError("value form needs a result of the input's type ")
+             << getInput().getType();
+    if (getResult().getType() != getInput().getType())
+      return emitOpError("result type ")
+             << getResult().getType() << " must be the input type "
+             << getInput().getType();
+    if (getKind() == ReduceKind::overflow_norm && numel(getInput()) != 2)
+      return emitOpError("'overflow_norm' reduces a tensor<2xf32> (flag, "
+                         "squared norm), got ")
+             << getInput().getType();
+  }
+  return success();
+}
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto group = lookupGroup(*this, tables, getGroupAttr());
+  if (failed(group))
+    return failure();
+  if (!getBuffer())
+    return success();
+  if (group->getStageValue() != 0)
+    return emitOpError("all-reduces the 'grads' buffer in place only at stage "
+                       "0, @")
+           << group->getSymName() << " is stage " << group->getStageValue();
+  return verifyRange(*this, *group, static_cast<int64_t>(*getBegin()),
+                     static_cast<int64_t>(*getEnd()));
+}
+
+//===----------------------------------------------------------------------===//
+// FreeOp
+//===----------------------------------------------------------------------===//
+
+/// `phase P` of the custom assembly formats (absent: the default).
+static ParseResult parseOptionalPhase(OpAsmParser &parser,
+                                      OperationState &result, StringAttr name) {
+  if (failed(parser.parseOptionalKeyword("phase")))
+    return success();
+  StringRef keyword;
+  SMLoc at = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<Phase> phase = symbolizePhase(keyword);
+  if (!phase)
+    return parser.emitError(at, "expected a phase (micro_step, "
+                                "last_micro_step, step_end, boundary or "
+                                "post_step), got '")
+           << keyword << "'";
+  result.addAttribute(name, PhaseAttr::get(parser.getContext(), *phase));
+  return success();
+}
+
+ParseResult FreeOp::parse(OpAsmParser &parser, OperationState &result) {
+  OpAsmParser::UnresolvedOperand buffer;
+  if (parser.parseOperand(buffer))
+    return failure();
+  if (succeeded(parser.parseOptionalLSquare())) {
+    int64_t offset, size;
+    if (parser.parseInteger(offset) || parser.parseComma() ||
+        parser.parseInteger(size) || parser.parseRSquare())
+      return failure();
+    Builder &b = parser.getBuilder();
+    result.addAttribute(getOffsetAttrName(result.name), b.getI64IntegerAttr(offset));
+    result.addAttribute(getSizeAttrName(result.name), b.getI64IntegerAttr(size));
+  }
+  if (failed(parseOptionalPhase(parser, result, getPhaseAttrName(result.name))))
+    return failure();
+  Type type;
+  if (parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
+      parser.parseType(type) ||
+      parser.resolveOperand(buffer, type, result.operands))
+    return failure();
+  return success();
+}
+
+void FreeOp::print(OpAsmPrinter &p) {
+  p << ' ' << getBuffer();
+  if (getOffset())
+    p << '[' << *getOffset() << ", " << *getSize() << ']';
+  if (getPhase() != Phase::micro_step)
+    p << " phase " << stringifyPhase(getPhase());
+  p.printOptionalAttrDict(
+      (*this)->getAttrs(),
+      {getOffsetAttrName(), getSizeAttrName(), getPhaseAttrName()});
+  p << " : " << getBuffer().getType();
+}
+
+LogicalResult FreeOp::verify() {
+  if (getOffset().has_value() != getSize().has_value())
+    return emitOpError("offset and size must be given together");
+  if (getOffset()) {
+    int64_t offset = static_cast<int64_t>(*getOffset());
+    int64_t size = static_cast<int64_t>(*getSize());
+    int64_t n = numel(getBuffer());
+    if (n < 0)
+      return emitOpError("freeing a range needs a statically shaped buffer, "
+                         "got ")
+             << getBuffer().getType();
+    if (offset < 0 || size <= 0 || offset > n || size > n - offset)
+      return emitOpError("range at offset ")
+             << offset << " of size " << size
+             << " is empty or outside the buffer of " << n << " elements";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult CheckOverflowOp::verify() {
+  if (getGroups().empty())
+    return emitOpError("needs at least one partition");
+  if (numel(getResult()) != 2)
+    return emitOpError("result must be tensor<2xf32> (overflow flag, squared "
+                       "norm), got ")
+           << getResult().getType();
+  double divisor = getDivisor().convertToDouble();
+  if (!(divisor >= 1.0) || !std::isfinite(divisor))
+    return emitOpError("divisor must be finite and >= 1, got ") << divisor;
+  return success();
+}
+
+LogicalResult CheckOverflowOp::verifySymbolUses(SymbolTableCollection &tables) {
+  for (Attribute a : getGroups())
+    if (failed(lookupGroup(*this, tables, cast<SymbolRefAttr>(a))))
+      return failure();
+  return success();
+}
+
+LogicalResult UpdateLossScaleOp::verify() {
+  if (numel(getStats()) != 2)
+    return emitOpError("stats must be tensor<2xf32> (overflow flag, squared "
+                       "norm), got ")
+           << getStats().getType();
+  return success();
+}
+
+LogicalResult AdamOp::verify() {
+  if (numel(getStats()) != 2)
+    return emitOpError("stats must be tensor<2xf32> (overflow flag, squared "
+                       "norm), got ")
+           << getStats().getType();
+  double divisor = getDivisor().convertToDouble();
+  if (!(divisor >= 1.0) || !std::isfinite(divisor))
+    return emitOpError("divisor must be finite and >= 1, got ") << divisor;
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (step && offloadsOptimizer(step) != getHost())
+    return emitOpError(getHost() ? "runs on the host, but the train step does "
+                                   "not offload the optimizer"
+                                 : "runs on the device, but the train step "
+                                   "offloads the optimizer (zero.offload): "
+                                   "it must be 'host'");
+  if (getSwap() && !getHost())
+    return emitOpError("swaps its states with NVMe, so it must be 'host'");
+  if (step && getHost() &&
+      (getOptimizerOffload(step) == OffloadDevice::nvme) != bool(getSwap()))
+    return emitOpError(getSwap()
+                           ? "swaps its states with NVMe, but the train step "
+                             "keeps them in host memory"
+                           : "needs 'swap': the train step keeps the "
+                             "optimizer states on nvme (zero.offload)");
+  // The device Adam of offloaded parameter shards writes its new parameters
+  // into a staged buffer; otherwise they are written in place.
+  bool staged = step && offloadsParams(step) && !getHost();
+  if (step && staged != (getNewParams() != nullptr))
+    return emitOpError(staged ? "runs on the device while the train step "
+                                "offloads its parameters: it must write the "
+                                "new parameters into a staged buffer ('->')"
+                              : "writes its new parameters into a staged "
+                                "buffer, which only a device Adam of "
+                                "offloaded parameters does");
+  return success();
+}
+
+int64_t AdamOp::getNvmeBytes(int64_t owned) {
+  NvmeSwapAttr swap = getSwapAttr();
+  if (!swap || owned <= 0)
+    return 0;
+  // Every chunk's read is whole 4096-byte blocks; only the last chunk can
+  // be partial.
+  int64_t bytes = 0, chunk = swap.getChunk();
+  for (int64_t at = 0; at < owned; at += chunk)
+    bytes += llvm::alignTo(std::min(chunk, owned - at) * 4, kNvmeAlignment);
+  return 3 * bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// Transfers
+//===----------------------------------------------------------------------===//
+
+std::optional<BufferKind> TransferOp::getSourceBuffer() { return getSource(); }
+std::optional<BufferKind> TransferOp::getTargetBuffer() { return getTarget(); }
+Value TransferOp::getStagedValue() {
+  return getInput() ? getInput() : getStaged();
+}
+std::optional<std::pair<int64_t, int64_t>> TransferOp::getElementRange() {
+  if (!getBegin() || !getEnd())
+    return std::nullopt;
+  return std::make_pair(static_cast<int64_t>(*getBegin()),
+                        static_cast<int64_t>(*getEnd()));
+}
+
+// zero.transfer group @g SOURCE to TARGET [phase P] [attr-dict]
+//     [: STAGED-TYPE] [-> !zero.token]
+// where SOURCE is a buffer kind, optionally with a layout range
+// (`grads[0, 4096)`), or a staged value (%v) and TARGET a buffer kind or
+// `staging` (a new staged value).
+ParseResult TransferOp::parse(OpAsmParser &parser, OperationState &result) {
+  MLIRContext *ctx = parser.getContext();
+  FlatSymbolRefAttr group;
+  if (parser.parseKeyword("group") ||
+      parser.parseAttribute(group, getGroupAttrName(result.name).getValue(),
+                            result.attributes))
+    return failure();
+  auto parseKind = [&](StringRef keyword, SMLoc at,
+                       StringAttr name) -> ParseResult {
+    std::optional<BufferKind> kind = symbolizeBufferKind(keyword);
+    if (!kind)
+      return parser.emitError(at, "expected a buffer kind, got '")
+             << keyword << "'";
+    result.addAttribute(name, BufferKindAttr::get(ctx, *kind));
+    return success();
+  };
+  OpAsmParser::UnresolvedOperand input;
+  OptionalParseResult hasInput = parser.parseOptionalOperand(input);
+  if (hasInput.has_value() && failed(*hasInput))
+    return failure();
+  StringRef keyword;
+  SMLoc at = parser.getCurrentLocation();
+  if (!hasInput.has_value() &&
+      (parser.parseKeyword(&keyword) ||
+       parseKind(keyword, at, getSourceAttrName(result.name))))
+    return failure();
+  if (succeeded(parser.parseOptionalLSquare())) {
+    int64_t begin, end;
+    if (parser.parseInteger(begin) || parser.parseComma() ||
+        parser.parseInteger(end) || parser.parseRParen())
+      return failure();
+    Builder &b = parser.getBuilder();
+    result.addAttribute(getBeginAttrName(result.name),
+                        b.getI64IntegerAttr(begin));
+    result.addAttribute(getEndAttrName(result.name), b.getI64IntegerAttr(end));
+  }
+  at = parser.getCurrentLocation();
+  if (parser.parseKeyword("to") || parser.parseKeyword(&keyword))
+    return failure();
+  bool staging = keyword == "staging";
+  if (!staging && parseKind(keyword, at, getTargetAttrName(result.name)))
+    return failure();
+  if (succeeded(parser.parseOptionalKeyword("swap"))) {
+    Attribute swap = ParamSwapAttr::parse(parser, Type());
+    if (!swap)
+      return failure();
+    result.addAttribute(getSwapAttrName(result.name), swap);
+  }
+  if (failed(parseOptionalPhase(parser, result, getPhaseAttrName(result.name))))
+    return failure();
+  if (parser.parseOptionalAttrDict(result.attributes))
+    return failure();
+  Type stagedType;
+  if ((hasInput.has_value() || staging) &&
+      (parser.parseColon() || parser.parseType(stagedType)))
+    return failure();
+  if (hasInput.has_value() &&
+      parser.resolveOperand(input, stagedType, result.operands))
+    return failure();
+  bool token = succeeded(parser.parseOptionalArrow());
+  if (token) {
+    Type tokenType;
+    at = parser.getCurrentLocation();
+    if (parser.parseType(tokenType))
+      return failure();
+    if (!isa<TokenType>(tokenType))
+      return parser.emitError(at, "expected !zero.token, got ") << tokenType;
+  }
+  if (staging)
+    result.addTypes(stagedType);
+  if (token)
+    result.addTypes(TokenType::get(ctx));
+  result.getOrAddProperties<TransferOp::Properties>().resultSegmentSizes = {
+      staging ? 1 : 0, token ? 1 : 0};
+  return success();
+}
+
+void TransferOp::print(OpAsmPrinter &p) {
+  p << " group " << getGroupAttr() << ' ';
+  if (getInput())
+    p << getInput();
+  else if (getSource())
+    p << stringifyBufferKind(*getSource());
+  std::optional<std::pair<int64_t, int64_t>> range = getElementRange();
+  if (range)
+    p << '[' << range->first << ", " << range->second << ')';
+  p << " to ";
+  if (getTarget())
+    p << stringifyBufferKind(*getTarget());
+  else
+    p << "staging";
+  if (ParamSwapAttr swap = getSwapAttr()) {
+    p << " swap ";
+    swap.print(p);
+  }
+  if (getPhase() != Phase::micro_step)
+    p << " phase " << stringifyPhase(getPhase());
+  SmallVector<StringRef, 8> elided = {
+      getGroupAttrName(), getSourceAttrName(), getTargetAttrName(),
+      getPhaseAttrName(), getSwapAttrName(),   "resultSegmentSizes"};
+  // A half-given range stays in the attribute dictionary (the verifier
+  // reports it).
+  if (range)
+    elided.append({getBeginAttrName(), getEndAttrName()});
+  p.printOptionalAttrDict((*this)->getAttrs(), elided);
+  if (Value staged = getStagedValue())
+    p << " : " << staged.getType();
+  if (getToken())
+    p << " -> " << getToken().getType();
+}
+
+LogicalResult TransferOp::verify() {
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (getBegin().has_value() != getEnd().has_value())
+    return emitOpError("begin and end of the range must be given together");
+  std::optional<std::pair<int64_t, int64_t>> range = getElementRange();
+  if (range && (range->first < 0 || range->first >= range->second))
+    return emitOpError("range [")
+           << range->first << ", " << range->second << ") is empty or negative";
+  // Parameter shards on NVMe: every transfer from or to them goes through a
+  // swap buffer, and only those.
+  bool touchesParams =
+      getSource() == BufferKind::params || getTarget() == BufferKind::params;
+  if (step) {
+    bool onNvme = touchesParams && getParamOffload(step) == OffloadDevice::nvme;
+    if (onNvme && !getSwapAttr())
+      return emitOpError("moves a parameter shard that lives in an NVMe swap "
+                         "file: it needs 'swap' (the host swap buffer it goes "
+                         "through)");
+    if (!onNvme && getSwapAttr())
+      return emitOpError("has 'swap', but it moves no parameter shard that "
+                         "lives on nvme");
+  }
+  // Parameter offload: a staged copy of the params shard.
+  if (getStagedValue()) {
+    if (range)
+      return emitOpError("stages a whole parameter shard: it takes no range");
+    bool fetch = getStaged() && !getInput() &&
+                 getSource() == BufferKind::params && !getTarget();
+    bool store = getInput() && !getStaged() && !getSource() &&
+                 getTarget() == BufferKind::params;
+    if (!fetch && !store)
+      return emitOpError("stages the parameter shard: it copies 'params to "
+                         "staging' or a staged value 'to params'");
+    if (step && !offloadsParams(step))
+      return emitOpError("stages a parameter shard, but the train step does "
+                         "not offload its parameters (zero.offload)");
+    if (store && getPhase() != Phase::boundary)
+      return emitOpError("stores the new parameters of the optimizer step: "
+                         "its phase must be boundary, not ")
+             << stringifyPhase(getPhase());
+    return success();
+  }
+  if (!getSource() || !getTarget())
+    return emitOpError("copies between persistent buffers: it needs a source "
+                       "and a target buffer");
+  BufferKind from = *getSource(), to = *getTarget();
+  bool download = from == BufferKind::grads && to == BufferKind::host_grads;
+  bool upload = to == BufferKind::params &&
+                (from == BufferKind::host_params || from == BufferKind::master);
+  if (!download && !upload)
+    return emitOpError("copies ")
+           << stringifyBufferKind(from) << " to " << stringifyBufferKind(to)
+           << "; an offloaded optimizer copies grads to host_grads and "
+              "host_params (or, with fp32 compute, master) to params";
+  if (step && !offloadsOptimizer(step))
+    return emitOpError("copies between device and host memory, but the train "
+                       "step does not offload the optimizer (zero.offload)");
+  if (upload && step && keepsParamsOnHost(step))
+    return emitOpError("uploads parameters, but the train step keeps its "
+                       "parameter shards in host memory: the host Adam writes "
+                       "them in place");
+  // The gradients may stream to the host during the last micro step; the
+  // parameters come back after the host Adam, at the boundary.
+  if (getPhase() != Phase::boundary &&
+      !(download && getPhase() == Phase::last_micro_step))
+    return emitOpError(download
+                           ? "moves the gradients of the optimizer step, "
+                             "which runs once per optimizer step: its phase "
+                             "must be boundary or last_micro_step, not "
+                           : "moves the parameters the host Adam updated: "
+                             "its phase must be boundary, not ")
+           << stringifyPhase(getPhase());
+  return success();
+}
+
+LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<PartitionOp> group = lookupGroup(*this, tables, getGroupAttr());
+  if (failed(group))
+    return failure();
+  if (std::optional<std::pair<int64_t, int64_t>> range = getElementRange();
+      range && range->second > group->getNumelValue())
+    return emitOpError("range [")
+           << range->first << ", " << range->second << ") exceeds the "
+           << group->getNumelValue() << " elements of partition "
+           << getGroupAttr();
+  ArrayAttr params = group->getParams();
+  if (params.empty() || getSource() == BufferKind::grads)
+    return success();
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  auto param =
+      tables.lookupSymbolIn<ParamOp>(module, cast<SymbolRefAttr>(params[0]));
+  if (!param)
+    return success(); // The partition's verifier reports it.
+  Type compute = param.getComputeTensorType().getElementType();
+  if (ParamSwapAttr swap = getSwapAttr()) {
+    int64_t shardBytes = llvm::alignTo(
+        group->getShardNumel() * (compute.getIntOrFloatBitWidth() / 8),
+        kNvmeAlignment);
+    if (swap.getBufferBytes() < shardBytes)
+      return emitOpError("swap buffers of ")
+             << swap.getBufferBytes() << " bytes cannot hold the "
+             << group->getShardNumel() << "-element shard of @"
+             << group->getSymName() << " in " << compute << " (" << shardBytes
+             << " bytes in whole 4096-byte blocks)";
+  }
+  if (Value staged = getStagedValue()) {
+    if (group->getStageValue() != 3)
+      return emitOpError("stages a parameter shard of @")
+             << group->getSymName() << ", which is stage "
+             << group->getStageValue() << " (parameter offload: stage 3)";
+    auto type = cast<RankedTensorType>(staged.getType());
+    if (!type.hasStaticShape() ||
+        type.getNumElements() != group->getShardNumel() ||
+        type.getElementType() != compute)
+      return emitOpError("staged buffer ")
+             << type << " must hold the " << group->getShardNumel()
+             << " elements of a shard of @" << group->getSymName() << " in "
+             << compute;
+    return success();
+  }
+  // Masters in the NVMe swap file are not in host memory: every compute
+  // type comes back through host_params.
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (step && getOptimizerOffload(step) == OffloadDevice::nvme) {
+    if (getSource() != BufferKind::host_params)
+      return emitOpError("uploads ")
+             << stringifyBufferKind(*getSource())
+             << ", but the optimizer states are on nvme: the parameters are "
+                "uploaded from host_params";
+    return success();
+  }
+  bool masters = areParamsMasters(compute);
+  if (masters != (getSource() == BufferKind::master))
+    return emitOpError("uploads ")
+           << stringifyBufferKind(*getSource()) << ", but partition "
+           << getGroupAttr() << " computes in " << compute
+           << (masters ? " (fp32 parameters are uploaded from their master)"
+                       : " (16-bit parameters are uploaded from host_params)");
+  return success();
+}
+
+LogicalResult AdamOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<PartitionOp> group = lookupGroup(*this, tables, getGroupAttr());
+  if (failed(group) || !getNewParams())
+    return failure(failed(group));
+  Type compute = computeElementType(*group, tables);
+  auto type = getNewParams().getType();
+  if (!type.hasStaticShape() ||
+      type.getNumElements() != group->getShardNumel() ||
+      (compute && type.getElementType() != compute))
+    return emitOpError("staged new parameters ")
+           << type << " must hold the " << group->getShardNumel()
+           << " elements of a shard of @" << group->getSymName() << " in "
+           << compute;
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (numel(getInput()) < 0 || numel(getInput()) != numel(getResult()))
+    return emitOpError("element count must be preserved: ")
+           << getInput().getType() << " -> " << getResult().getType();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "zero/Dialect/Zero/IR/ZeroOps.cpp.inc"
