@@ -104,18 +104,21 @@ struct ZeroPartitionPass
       std::string name;
       size_t begin, end;
     };
+    // A group's buffers hold one compute type (a master buffer exists for
+    // all of it or none of it), so a change of compute type starts a new
+    // group; a step whose parameters share one type keeps one `flat` group
+    // at stages 0-2 and one group per layer at stage 3.
+    auto computeType = [&](size_t i) {
+      return params[i].getComputeTensorType().getElementType();
+    };
     SmallVector<Group> groups;
-    if (stage < 3) {
-      groups.push_back({"flat", 0, params.size()});
-    } else {
-      for (size_t i = 0; i < params.size(); ++i) {
-        std::string key = layerKey(params[i].getSymName());
-        if (!groups.empty() && groups.back().end == i &&
-            layerKey(params[groups.back().begin].getSymName()) == key)
-          groups.back().end = i + 1;
-        else
-          groups.push_back({key, i, i + 1});
-      }
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::string key = stage < 3 ? "flat" : layerKey(params[i].getSymName());
+      if (!groups.empty() && groups.back().name == key &&
+          computeType(groups.back().begin) == computeType(i))
+        groups.back().end = i + 1;
+      else
+        groups.push_back({key, i, i + 1});
     }
 
     // Symbols share the module's table with the parameters.

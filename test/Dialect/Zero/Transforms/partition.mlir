@@ -108,3 +108,39 @@ zero.train_step @lm(%x: tensor<8x3xi32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// A group's buffers hold one compute type: where the compute type changes
+// (a module kept in fp32 beside bf16 ones, as Hugging Face's
+// `_keep_in_fp32_modules`), a new group starts, at stages 0-2 (@flat_1,
+// @flat_2) as at stage 3 (the layer @h.0 splits at @h.0.b).
+zero.param @wte : tensor<8x4xf32> init zeros compute bf16
+zero.param @h.0.w : tensor<4x4xf32> init zeros compute bf16
+zero.param @h.0.b : tensor<4xf32> init zeros
+zero.param @ln_f.weight : tensor<4xf32> init ones compute bf16
+// CHECK: zero.param @ln_f.weight
+// S0-NEXT: zero.partition @flat stage 0 world_size 4 alignment 2 numel 48 padded 48 params [@wte, @h.0.w] offsets [0, 32]
+// S0-NEXT: zero.partition @flat_1 stage 0 world_size 4 alignment 2 numel 4 padded 4 params [@h.0.b] offsets [0]
+// S0-NEXT: zero.partition @flat_2 stage 0 world_size 4 alignment 2 numel 4 padded 4 params [@ln_f.weight] offsets [0]
+// S1-NEXT: zero.partition @flat stage 1 world_size 2 alignment 2 numel 48 padded 48
+// S1-NEXT: zero.partition @flat_1 stage 1 world_size 2 alignment 2 numel 4 padded 4
+// S1-NEXT: zero.partition @flat_2 stage 1 world_size 2 alignment 2 numel 4 padded 4
+// S2-NEXT: zero.partition @flat stage 2 world_size 4 alignment 2 numel 48 padded 48
+// S2-NEXT: zero.partition @flat_1 stage 2 world_size 4 alignment 2 numel 4 padded 8
+// S2-NEXT: zero.partition @flat_2 stage 2 world_size 4 alignment 2 numel 4 padded 8
+// ALIGN-NEXT: zero.partition @flat stage 1 world_size 2 alignment 16 numel 48 padded 64
+// ALIGN-NEXT: zero.partition @flat_1 stage 1 world_size 2 alignment 16 numel 4 padded 32
+// ALIGN-NEXT: zero.partition @flat_2 stage 1 world_size 2 alignment 16 numel 4 padded 32
+// S3-NEXT: zero.partition @wte_1 stage 3 world_size 2 alignment 2 numel 32 padded 32 params [@wte] offsets [0]
+// S3-NEXT: zero.partition @h.0 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@h.0.w] offsets [0]
+// S3-NEXT: zero.partition @h.0_1 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@h.0.b] offsets [0]
+// S3-NEXT: zero.partition @ln_f stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@ln_f.weight] offsets [0]
+// CHECK-NOT: zero.partition
+// CHECK-LABEL: zero.train_step @mixed
+zero.train_step @mixed(%x: tensor<8x3xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
