@@ -241,19 +241,20 @@ module @activation_grads {
 // -----
 
 // Norms run over the rows of the last dimension: 4 x 3 = 12 rows of 8 with
-// their epsilon; the gradients write dx and the weight's (and the bias's)
-// gradient.
+// their epsilon, the weight and bias parameters read in place; the
+// gradients write dx and the weight's (and the bias's) gradient.
 
 // CHECK-LABEL: module @norms
 // CHECK-LABEL: llvm.func @zero_micro_step
 // CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[G:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[B:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
 // CHECK:      %[[LN:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
 // CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[EPS:.*]] = llvm.mlir.constant(1.000000e-05 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_layer_norm(%[[DTYPE]], %[[X]], %[[G]], %[[G]], %[[LN]], %[[ROWS]], %[[COLS]], %[[EPS]])
+// CHECK-NEXT: llvm.call @zrt_layer_norm(%[[DTYPE]], %[[X]], %[[G]], %[[B]], %[[LN]], %[[ROWS]], %[[COLS]], %[[EPS]])
 // CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[DX:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[DG:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
@@ -278,14 +279,16 @@ module @activation_grads {
 // CHECK-NEXT: llvm.call @zrt_rms_norm_grad(%[[DTYPE]], %[[X]], %[[G]], %[[DY]], %[[RDX]], %[[RDG]], %[[ROWS]], %[[COLS]], %[[EPS]])
 
 module @norms {
-  zero.param @w : tensor<8xf32> init zeros
-  zero.partition @flat stage 0 world_size 1 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+  zero.param @g : tensor<8xf32> init ones
+  zero.param @b : tensor<8xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 16 padded 16 params [@g, @b] offsets [0, 8]
   zero.train_step @train(%x: tensor<4x3x8xf32>, %dy: tensor<4x3x8xf32>)
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = fp32>
       schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
-    %g = zero.get_param @w : tensor<8xf32>
-    %ln = nn.layer_norm %x, %g, %g eps 1.0e-5 : tensor<4x3x8xf32>, tensor<8xf32>, tensor<8xf32>
+    %g = zero.get_param @g : tensor<8xf32>
+    %b = zero.get_param @b : tensor<8xf32>
+    %ln = nn.layer_norm %x, %g, %b eps 1.0e-5 : tensor<4x3x8xf32>, tensor<8xf32>, tensor<8xf32>
     %dx, %dg, %db = nn.layer_norm_grad %x, %g, %dy eps 1.0e-5 : tensor<4x3x8xf32>, tensor<8xf32>
     %rn = nn.rms_norm %x, %g eps 1.0e-6 : tensor<4x3x8xf32>, tensor<8xf32>
     %rdx, %rdg = nn.rms_norm_grad %x, %g, %dy eps 1.0e-6 : tensor<4x3x8xf32>, tensor<8xf32>
@@ -338,7 +341,7 @@ module @softmax {
 // -----
 
 // Attention passes (batch, heads, kv_heads, seq, head_dim), the causal flag
-// and the scale: 4 query heads over 2 key/value heads (grouped), causal, the
+// and the scale: 6 query heads over 3 key/value heads (grouped), causal, the
 // default scale 1/sqrt(16); the gradient reads q, k, v, the output and its
 // gradient; a non-causal self-attention with scale 0.5.
 
@@ -350,8 +353,8 @@ module @softmax {
 // CHECK:      %[[O:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
-// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(4 : i64) : i64
-// CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(3 : i64) : i64
 // CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
 // CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(1 : i32) : i32
@@ -363,8 +366,8 @@ module @softmax {
 // CHECK:      %[[DV:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
-// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(4 : i64) : i64
-// CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(3 : i64) : i64
 // CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
 // CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(1 : i32) : i32
@@ -373,8 +376,8 @@ module @softmax {
 // CHECK:      %[[M:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
-// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(4 : i64) : i64
-// CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
 // CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
 // CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(0 : i32) : i32
@@ -384,13 +387,13 @@ module @softmax {
 module @attention {
   zero.param @w : tensor<2xf32> init zeros
   zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
-  zero.train_step @train(%q: tensor<4x4x8x16xbf16>, %k: tensor<4x2x8x16xbf16>, %v: tensor<4x2x8x16xbf16>, %dy: tensor<4x4x8x16xbf16>)
+  zero.train_step @train(%q: tensor<4x6x8x16xbf16>, %k: tensor<4x3x8x16xbf16>, %v: tensor<4x3x8x16xbf16>, %dy: tensor<4x6x8x16xbf16>)
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = fp32>
       schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
-    %o = nn.attention %q, %k, %v causal : tensor<4x4x8x16xbf16>, tensor<4x2x8x16xbf16>
-    %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %dy causal scale 0.25 : tensor<4x4x8x16xbf16>, tensor<4x2x8x16xbf16>
-    %m = nn.attention %q, %q, %q scale 0.5 : tensor<4x4x8x16xbf16>, tensor<4x4x8x16xbf16>
+    %o = nn.attention %q, %k, %v causal : tensor<4x6x8x16xbf16>, tensor<4x3x8x16xbf16>
+    %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %dy causal scale 0.25 : tensor<4x6x8x16xbf16>, tensor<4x3x8x16xbf16>
+    %m = nn.attention %q, %q, %q scale 0.5 : tensor<4x6x8x16xbf16>, tensor<4x6x8x16xbf16>
     %loss = nn.fill 0.0 : tensor<f32>
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
@@ -447,17 +450,17 @@ module @rope {
 
 // -----
 
-// Embedding: the table (a parameter) and the ids with their index type (i32),
-// the number of ids, the rows an id may select (`rows 10` of the 16 in the
-// table, the others padding) and the row width; its gradient writes all 16
-// rows of the table's gradient.
+// Embedding (bf16): the table (a parameter) and the ids with their index
+// type (i32), the number of ids, the rows an id may select (`rows 10` of the
+// 16 in the table, the others padding) and the row width; its gradient
+// writes all 16 rows of the table's gradient.
 
 // CHECK-LABEL: module @embedding
 // CHECK-LABEL: llvm.func @zero_micro_step
 // CHECK:      %[[T:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
 // CHECK:      %[[IDS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[E:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
-// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[ID_TYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[NUM_IDS:.*]] = llvm.mlir.constant(12 : i64) : i64
 // CHECK-NEXT: %[[VOCAB:.*]] = llvm.mlir.constant(10 : i64) : i64
@@ -465,7 +468,7 @@ module @rope {
 // CHECK-NEXT: llvm.call @zrt_embedding(%[[DTYPE]], %[[T]], %[[ID_TYPE]], %[[IDS]], %[[E]], %[[NUM_IDS]], %[[VOCAB]], %[[DIM]])
 // CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[DT:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
-// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[ID_TYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[NUM_IDS:.*]] = llvm.mlir.constant(12 : i64) : i64
 // CHECK-NEXT: %[[VOCAB:.*]] = llvm.mlir.constant(16 : i64) : i64
@@ -473,15 +476,15 @@ module @rope {
 // CHECK-NEXT: llvm.call @zrt_embedding_grad(%[[DTYPE]], %[[DY]], %[[ID_TYPE]], %[[IDS]], %[[DT]], %[[NUM_IDS]], %[[VOCAB]], %[[DIM]])
 
 module @embedding {
-  zero.param @w : tensor<16x8xf32> init zeros
+  zero.param @w : tensor<16x8xf32> init zeros compute bf16
   zero.partition @flat stage 0 world_size 1 alignment 2 numel 128 padded 128 params [@w] offsets [0]
-  zero.train_step @train(%ids: tensor<4x3xi32>, %dy: tensor<4x3x8xf32>)
+  zero.train_step @train(%ids: tensor<4x3xi32>, %dy: tensor<4x3x8xbf16>)
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-      precision #zero.precision<kind = fp32>
+      precision #zero.precision<kind = bf16>
       schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
-    %t = zero.get_param @w : tensor<16x8xf32>
-    %e = nn.embedding %t[%ids] rows 10 : tensor<16x8xf32>, tensor<4x3xi32> -> tensor<4x3x8xf32>
-    %dt = nn.embedding_grad %dy[%ids] : tensor<4x3x8xf32>, tensor<4x3xi32> -> tensor<16x8xf32>
+    %t = zero.get_param @w : tensor<16x8xbf16>
+    %e = nn.embedding %t[%ids] rows 10 : tensor<16x8xbf16>, tensor<4x3xi32> -> tensor<4x3x8xbf16>
+    %dt = nn.embedding_grad %dy[%ids] : tensor<4x3x8xbf16>, tensor<4x3xi32> -> tensor<16x8xbf16>
     %loss = nn.fill 0.0 : tensor<f32>
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
