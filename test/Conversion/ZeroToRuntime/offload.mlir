@@ -7,9 +7,11 @@
 // grads 1, master 2, host_grads 5, host_params 6), the layout range and the
 // slot; a staged parameter shard (zrt_ctx_stage_params) passes its step
 // buffer and the direction (1: to the host); a shard in an NVMe swap file
-// (zrt_ctx_swap_params) also its swap buffer and the buffers' size, and the
-// host buffer it is written from (-1: the staged buffer). A stage-3 gather
-// from a staged shard is zrt_ctx_gather_staged.
+// (zrt_ctx_swap_params) its step buffer (null when there is none), the host
+// buffer a write takes the new parameters from (-1: none, the step buffer
+// or a read), the direction (1: to the file), its swap buffer and the
+// buffers' size. A stage-3 gather from a staged shard is
+// zrt_ctx_gather_staged.
 
 // The optimizer on the host at stage 1 (fp32): after the reduce-scatter
 // (slot 0) the owned gradients of [0, 10) go to host_grads (slot 1); after the

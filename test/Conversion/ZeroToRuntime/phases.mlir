@@ -224,7 +224,8 @@ module @eval_step {
 // the op's index in the step and zrt_ctx_trace_live of each step-arena range
 // [offset, bytes) that its plan begins there; after it, zrt_ctx_trace_dead of
 // each range that ends. The input (offset 0, 128 bytes) is live before the
-// first op, and ends after op 0; the relu's result (offset 128) lives from
+// first op (the driver marks it when it loads the batch) and ends after
+// op 0; the relu's result (offset 128) lives from
 // op 0 to op 2, through the reshape (op 1, a view that changes no bytes and
 // is not marked). The boundary's ops keep their indices (4 to 7); the
 // terminator is op 8. The evaluation step traces nothing.
