@@ -14,8 +14,9 @@
 // memory: the shard (2 MiB), the fp32 master, m and v (4 MiB each) and the
 // gradient copy (2 MiB). The step is scheduled as zero-param-gather (the
 // shards in host memory, no group persistent) and zero-optimizer leave it
-// with the optimizer on the device; Inputs/cost-model-param-offload-host-adam.mlir
-// with both offloaded, Inputs/cost-model-param-offload-none.mlir with none.
+// with the optimizer on the device; with both offloaded in
+// Inputs/cost-model-param-offload-host-adam.mlir, with neither in
+// Inputs/cost-model-param-offload-none.mlir.
 // RUN: zero-opt %s --zero-report -o /dev/null | FileCheck %s --check-prefix=PARAM
 // RUN: zero-opt %S/Inputs/cost-model-param-offload-host-adam.mlir --zero-report -o /dev/null | FileCheck %s --check-prefix=BOTH
 // RUN: zero-opt %S/Inputs/cost-model-param-offload-host-adam.mlir --zero-report=format=text -o /dev/null | FileCheck %s --check-prefix=TEXT
