@@ -9,9 +9,11 @@
 //     (6291.456 + 737.0032) / 4 + 3 / 4 * max(6291.456, 737.0032)   = 6475.7068 us
 // so 6475.7068 - 737.0032 = 5738.7036 us of NVMe transfer are exposed,
 // beside the device-host copies' 37.2539 + 43.96 us: 5819.9175 us in all;
-// copying takes 87.92 + 6291.456 = 6379.376 us.
-// RUN: zero-opt %s --zero-optimizer="offload-optimizer=nvme nvme-path=/nvme nvme-buffer-size=262144" --zero-report -o /dev/null | FileCheck %s
-// RUN: zero-opt %s --zero-optimizer="offload-optimizer=nvme nvme-path=/nvme nvme-buffer-size=262144" --zero-report=format=text -o /dev/null | FileCheck %s --check-prefix=TEXT
+// copying takes 87.92 + 6291.456 = 6379.376 us. The step is scheduled as
+// zero-optimizer leaves it with the states on NVMe in swap buffers of 262144
+// elements.
+// RUN: zero-opt %s --zero-report -o /dev/null | FileCheck %s
+// RUN: zero-opt %s --zero-report=format=text -o /dev/null | FileCheck %s --check-prefix=TEXT
 
 // CHECK: "exposed_transfer_ms": 5.81991{{[0-9]*}},
 // The host arena: the gradient and parameter copies (2 MiB each) and 4
@@ -35,9 +37,19 @@ zero.partition @flat stage 1 world_size 1 alignment 2 numel 1048576 padded 10485
 zero.train_step @step(%x: tensor<2x4xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 1, world_size = 1, global_batch = 2> {
+    schedule #zero.schedule<stage = 1, world_size = 1, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_size = 262144>} {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.reduce_scatter group @flat in grads [0, 1048576) phase boundary
+  %down = zero.transfer group @flat grads[0, 1048576) to host_grads phase boundary -> !zero.token
+  %scale = zero.loss_scale phase boundary : tensor<f32>
+  %stats = zero.check_overflow groups [@flat] scale %scale divisor 1.0 phase boundary : tensor<2xf32>
+  %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
+  zero.wait %down phase boundary
+  zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 host swap <chunk = 262144, buffers = 4> phase boundary : tensor<2xf32>
+  %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
+  zero.wait %up phase boundary
   zero.all_gather group @flat in params [0, 1048576) phase post_step
   zero.return %loss : tensor<f32>
 }

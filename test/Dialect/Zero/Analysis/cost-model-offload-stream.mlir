@@ -20,13 +20,16 @@
 // Exposed transfer: 16.7739 + 43.96 = 60.7339 us. Copied whole at the
 // boundary as before streaming (Inputs/offload-copied-whole.mlir), the 2 MiB
 // of gradients (43.96 us) start at 57.8973 and expose 43.96 - 6.7061 =
-// 37.2539 us: 81.2139 us. Both schedules pass zero-verify-schedule.
-// RUN: zero-opt %s --zero-optimizer=offload-optimizer=cpu --zero-verify-schedule --zero-report="hardware=h100-sxm trace=%t.trace.json" -o /dev/null | FileCheck %s
+// 37.2539 us: 81.2139 us. Both schedules pass zero-verify-schedule. The
+// step below is scheduled as zero-optimizer leaves it with the optimizer on
+// the host (the streamed copies in phase last_micro_step).
+// RUN: zero-opt %s --zero-verify-schedule --zero-report="hardware=h100-sxm trace=%t.trace.json" -o /dev/null | FileCheck %s
 // RUN: zero-opt %S/Inputs/offload-copied-whole.mlir --zero-verify-schedule --zero-report="hardware=h100-sxm" -o /dev/null | FileCheck %s --check-prefix=WHOLE
 // RUN: %python -c "import json; e = [x for x in json.load(open('%t.trace.json'))['traceEvents'] if x.get('pid') == 0 and x['ph'] == 'X']; c = [x for x in e if x['cat'] == 'copy']; big = [x for x in e if x['name'] == 'nn.fill' and x['dur'] > 40][0]; print('copies', len(c), 'first copy', round(c[0]['ts'], 4), round(c[0]['dur'], 4), 'backward', round(big['ts'], 4), round(big['ts'] + big['dur'], 4), 'overlaps', c[0]['ts'] < big['ts'] + big['dur'] and c[0]['ts'] + c[0]['dur'] > big['ts'])" | FileCheck %s --check-prefix=TRACE
 
-// With two micro steps the copies run in the second only.
-// RUN: sed 's/global_batch = 2>/global_batch = 4, accumulation_steps = 2>/' %s | zero-opt --zero-optimizer=offload-optimizer=cpu --zero-report="hardware=h100-sxm trace=%t.acc.json" -o /dev/null
+// With two micro steps (and the divisor of two) the copies run in the second
+// only.
+// RUN: sed -e 's/global_batch = 2>/global_batch = 4, accumulation_steps = 2>/' -e 's/divisor 1.0 /divisor 2.0 /' %s | zero-opt --zero-report="hardware=h100-sxm trace=%t.acc.json" -o /dev/null
 // RUN: %python -c "import json; e = [x for x in json.load(open('%t.acc.json'))['traceEvents'] if x.get('pid') == 0 and x['ph'] == 'X']; print('copies in micro steps', [x['args']['micro_step'] for x in e if x['cat'] == 'copy'], 'fills', len([x for x in e if x['name'] == 'nn.fill']))" | FileCheck %s --check-prefix=ACC
 
 // CHECK: "exposed_transfer_ms": 0.06073{{[0-9]*}},
@@ -40,17 +43,29 @@ zero.partition @flat stage 2 world_size 1 alignment 2 numel 1048576 padded 10485
 zero.train_step @step(%x: tensor<2x4xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 2, world_size = 1, global_batch = 2> {
+    schedule #zero.schedule<stage = 2, world_size = 1, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<1024x512xbf16>
   zero.grad @b, %gb : tensor<1024x512xbf16>
   zero.reduce_scatter group @flat [524288, 1048576) from %gb at [0] : tensor<1024x512xbf16>
+  %down = zero.transfer group @flat grads[524288, 1048576) to host_grads phase last_micro_step -> !zero.token
   zero.free %gb : tensor<1024x512xbf16>
   %big = nn.fill 1.0 : tensor<1024x65536xbf16>
   zero.free %big : tensor<1024x65536xbf16>
   %ga = nn.fill 1.0 : tensor<1024x512xbf16>
   zero.grad @a, %ga : tensor<1024x512xbf16>
   zero.reduce_scatter group @flat [0, 524288) from %ga at [0] : tensor<1024x512xbf16>
+  %down2 = zero.transfer group @flat grads[0, 524288) to host_grads phase last_micro_step -> !zero.token
   zero.free %ga : tensor<1024x512xbf16>
+  %scale = zero.loss_scale phase boundary : tensor<f32>
+  %stats = zero.check_overflow groups [@flat] scale %scale divisor 1.0 phase boundary : tensor<2xf32>
+  %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
+  zero.wait %down phase boundary
+  zero.wait %down2 phase boundary
+  zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 host phase boundary : tensor<2xf32>
+  %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
+  zero.wait %up phase boundary
   zero.return %loss : tensor<f32>
 }

@@ -10,17 +10,19 @@
 // The gradients start for the host before the overflow check, so 6.7061 us
 // of their copy is hidden: 43.96 - 6.7061 = 37.2539 us exposed; the
 // parameters return after the Adam and are waited for at once: 43.96 us.
-// Exposed transfer: 81.2139 us; the copy stream is busy 87.92 us.
-// RUN: zero-opt %s --zero-optimizer=offload-optimizer=cpu --zero-report -o /dev/null | FileCheck %s
-// RUN: zero-opt %s --zero-optimizer=offload-optimizer=cpu --zero-report=format=text -o /dev/null | FileCheck %s --check-prefix=TEXT
-// RUN: zero-opt %s --zero-optimizer --zero-report -o /dev/null | FileCheck %s --check-prefix=NONE
+// Exposed transfer: 81.2139 us; the copy stream is busy 87.92 us. The step
+// is scheduled as zero-optimizer leaves it with the optimizer on the host;
+// Inputs/cost-model-offload-device.mlir with the optimizer on the device.
+// RUN: zero-opt %s --zero-report -o /dev/null | FileCheck %s
+// RUN: zero-opt %s --zero-report=format=text -o /dev/null | FileCheck %s --check-prefix=TEXT
+// RUN: zero-opt %S/Inputs/cost-model-offload-device.mlir --zero-report -o /dev/null | FileCheck %s --check-prefix=NONE
 // The `cpu` preset (one rank: 0.08836 us per kernel, 31.83 GB/s) copies
 // with a memcpy on the compute thread, reading and writing each byte:
 // 0.08836 + 2 * 2097152 / 3.183e10 = 131.8603 us a copy, all of it exposed:
 // 263.7208 us for the two.
-// RUN: zero-opt %s --zero-optimizer=offload-optimizer=cpu --zero-report="hardware=cpu format=text" -o /dev/null | FileCheck %s --check-prefix=CPU
+// RUN: zero-opt %s --zero-report="hardware=cpu format=text" -o /dev/null | FileCheck %s --check-prefix=CPU
 // CPU: 0.264 ms exposed device-host transfers (of 0.264 ms copying)
-// RUN: zero-opt %s --zero-optimizer=offload-optimizer=cpu --zero-report="hardware=cpu" -o /dev/null | FileCheck %s --check-prefix=CPUJSON
+// RUN: zero-opt %s --zero-report="hardware=cpu" -o /dev/null | FileCheck %s --check-prefix=CPUJSON
 // CPUJSON: "exposed_transfer_ms": 0.263720{{[0-9]*}},
 
 // CHECK: "exposed_transfer_ms": 0.08121{{[0-9]*}},
@@ -45,9 +47,19 @@ zero.partition @flat stage 1 world_size 1 alignment 2 numel 1048576 padded 10485
 zero.train_step @step(%x: tensor<2x4xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 1, world_size = 1, global_batch = 2> {
+    schedule #zero.schedule<stage = 1, world_size = 1, global_batch = 2>
+    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.reduce_scatter group @flat in grads [0, 1048576) phase boundary
+  %down = zero.transfer group @flat grads[0, 1048576) to host_grads phase boundary -> !zero.token
+  %scale = zero.loss_scale phase boundary : tensor<f32>
+  %stats = zero.check_overflow groups [@flat] scale %scale divisor 1.0 phase boundary : tensor<2xf32>
+  %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
+  zero.wait %down phase boundary
+  zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 host phase boundary : tensor<2xf32>
+  %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
+  zero.wait %up phase boundary
   zero.all_gather group @flat in params [0, 1048576) phase post_step
   zero.return %loss : tensor<f32>
 }

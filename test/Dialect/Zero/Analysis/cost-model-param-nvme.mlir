@@ -19,10 +19,13 @@
 // the read, the gradients' copy to the host (37.2539 us exposed, as in
 // cost-model-param-offload.mlir) and the host write: 1237.6475 us. The host
 // arena adds the 5 swap buffers of 2 MiB (DeepSpeed's default buffer_count);
-// nvme_bytes is the parameter file, the shard.
-// RUN: zero-opt %s --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-persistence-threshold=0" --zero-optimizer --zero-report -o /dev/null | FileCheck %s --check-prefix=PARAM
-// RUN: zero-opt %s --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-persistence-threshold=0" --zero-optimizer=offload-optimizer=cpu --zero-report -o /dev/null | FileCheck %s --check-prefix=BOTH
-// RUN: zero-opt %s --zero-param-gather="offload-param=nvme param-nvme-path=/nvme param-persistence-threshold=0" --zero-optimizer=offload-optimizer=cpu --zero-report=format=text -o /dev/null | FileCheck %s --check-prefix=TEXT
+// nvme_bytes is the parameter file, the shard. The step is scheduled as
+// zero-param-gather (the shards in a swap file, no group persistent) and
+// zero-optimizer leave it with the optimizer on the device;
+// Inputs/cost-model-param-nvme-host-adam.mlir with the optimizer on the host.
+// RUN: zero-opt %s --zero-report -o /dev/null | FileCheck %s --check-prefix=PARAM
+// RUN: zero-opt %S/Inputs/cost-model-param-nvme-host-adam.mlir --zero-report -o /dev/null | FileCheck %s --check-prefix=BOTH
+// RUN: zero-opt %S/Inputs/cost-model-param-nvme-host-adam.mlir --zero-report=format=text -o /dev/null | FileCheck %s --check-prefix=TEXT
 
 // PARAM: "exposed_transfer_ms": 1.136496,
 // PARAM: "host_peak_bytes": 10485760,
@@ -53,13 +56,27 @@ zero.partition @flat stage 3 world_size 1 alignment 2 numel 1048576 padded 10485
 zero.train_step @step(%x: tensor<1x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 3, world_size = 1, global_batch = 1> {
-  %w = zero.get_param @w : tensor<1024x1024xbf16>
+    schedule #zero.schedule<stage = 3, world_size = 1, global_batch = 1>
+    attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/nvme">} {
+  %shard, %read = zero.transfer group @flat params to staging swap <buffer = 0, buffers = 5, buffer_bytes = 2097152> : tensor<1048576xbf16> -> !zero.token
+  zero.wait %read
+  %full = zero.all_gather group @flat from %shard : tensor<1048576xbf16> : tensor<1048576xbf16>
+  zero.free %shard : tensor<1048576xbf16>
+  %w = zero.get_param @w from %full : tensor<1048576xbf16> -> tensor<1024x1024xbf16>
   %y = nn.matmul %x, %w : tensor<1x1024xbf16>, tensor<1024x1024xbf16> -> tensor<1x1024xbf16>
+  zero.free %full : tensor<1048576xbf16>
   %loss = nn.fill 0.0 : tensor<f32>
   %g = nn.fill 1.0 : tensor<1024x1024xbf16>
   zero.grad @w, %g : tensor<1024x1024xbf16>
   zero.reduce_scatter group @flat [0, 1048576) from %g at [0] : tensor<1024x1024xbf16>
   zero.free %g : tensor<1024x1024xbf16>
+  %scale = zero.loss_scale phase boundary : tensor<f32>
+  %stats = zero.check_overflow groups [@flat] scale %scale divisor 1.0 phase boundary : tensor<2xf32>
+  %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
+  %new = zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 phase boundary : tensor<2xf32> -> tensor<1048576xbf16>
+  %up = zero.transfer group @flat %new to params swap <buffer = 0, buffers = 5, buffer_bytes = 2097152> phase boundary : tensor<1048576xbf16> -> !zero.token
+  zero.wait %up phase boundary
+  zero.free %new phase boundary : tensor<1048576xbf16>
   zero.return %loss : tensor<f32>
 }

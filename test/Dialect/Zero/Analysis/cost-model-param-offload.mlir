@@ -12,11 +12,15 @@
 // (37.2539 us, as in cost-model-offload.mlir); the host Adam updates the
 // host shard in place, so nothing comes back: 81.2139 us exposed. Host
 // memory: the shard (2 MiB), the fp32 master, m and v (4 MiB each) and the
-// gradient copy (2 MiB).
-// RUN: zero-opt %s --zero-param-gather="offload-param=cpu param-persistence-threshold=0" --zero-optimizer --zero-report -o /dev/null | FileCheck %s --check-prefix=PARAM
-// RUN: zero-opt %s --zero-param-gather="offload-param=cpu param-persistence-threshold=0" --zero-optimizer=offload-optimizer=cpu --zero-report -o /dev/null | FileCheck %s --check-prefix=BOTH
-// RUN: zero-opt %s --zero-param-gather="offload-param=cpu param-persistence-threshold=0" --zero-optimizer=offload-optimizer=cpu --zero-report=format=text -o /dev/null | FileCheck %s --check-prefix=TEXT
-// RUN: zero-opt %s --zero-param-gather="param-persistence-threshold=0" --zero-optimizer --zero-report -o /dev/null | FileCheck %s --check-prefix=NONE
+// gradient copy (2 MiB). The step is scheduled as zero-param-gather (the
+// shards in host memory, no group persistent) and zero-optimizer leave it
+// with the optimizer on the device; with both offloaded in
+// Inputs/cost-model-param-offload-host-adam.mlir, with neither in
+// Inputs/cost-model-param-offload-none.mlir.
+// RUN: zero-opt %s --zero-report -o /dev/null | FileCheck %s --check-prefix=PARAM
+// RUN: zero-opt %S/Inputs/cost-model-param-offload-host-adam.mlir --zero-report -o /dev/null | FileCheck %s --check-prefix=BOTH
+// RUN: zero-opt %S/Inputs/cost-model-param-offload-host-adam.mlir --zero-report=format=text -o /dev/null | FileCheck %s --check-prefix=TEXT
+// RUN: zero-opt %S/Inputs/cost-model-param-offload-none.mlir --zero-report -o /dev/null | FileCheck %s --check-prefix=NONE
 
 // PARAM: "exposed_transfer_ms": 0.0879{{[0-9]*}},
 // PARAM: "host_peak_bytes": 2097152,
@@ -41,13 +45,27 @@ zero.partition @flat stage 3 world_size 1 alignment 2 numel 1048576 padded 10485
 zero.train_step @step(%x: tensor<1x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 3, world_size = 1, global_batch = 1> {
-  %w = zero.get_param @w : tensor<1024x1024xbf16>
+    schedule #zero.schedule<stage = 3, world_size = 1, global_batch = 1>
+    attributes {zero.offload = #zero.offload<param = cpu>} {
+  %shard, %read = zero.transfer group @flat params to staging : tensor<1048576xbf16> -> !zero.token
+  zero.wait %read
+  %full = zero.all_gather group @flat from %shard : tensor<1048576xbf16> : tensor<1048576xbf16>
+  zero.free %shard : tensor<1048576xbf16>
+  %w = zero.get_param @w from %full : tensor<1048576xbf16> -> tensor<1024x1024xbf16>
   %y = nn.matmul %x, %w : tensor<1x1024xbf16>, tensor<1024x1024xbf16> -> tensor<1x1024xbf16>
+  zero.free %full : tensor<1048576xbf16>
   %loss = nn.fill 0.0 : tensor<f32>
   %g = nn.fill 1.0 : tensor<1024x1024xbf16>
   zero.grad @w, %g : tensor<1024x1024xbf16>
   zero.reduce_scatter group @flat [0, 1048576) from %g at [0] : tensor<1024x1024xbf16>
   zero.free %g : tensor<1024x1024xbf16>
+  %scale = zero.loss_scale phase boundary : tensor<f32>
+  %stats = zero.check_overflow groups [@flat] scale %scale divisor 1.0 phase boundary : tensor<2xf32>
+  %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
+  %new = zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 phase boundary : tensor<2xf32> -> tensor<1048576xbf16>
+  %up = zero.transfer group @flat %new to params phase boundary : tensor<1048576xbf16> -> !zero.token
+  zero.wait %up phase boundary
+  zero.free %new phase boundary : tensor<1048576xbf16>
   zero.return %loss : tensor<f32>
 }

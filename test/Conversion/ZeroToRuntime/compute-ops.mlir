@@ -1,0 +1,719 @@
+// RUN: zero-opt %s -split-input-file --zero-verify-schedule -o /dev/null
+// RUN: zero-opt %s -split-input-file --convert-zero-to-runtime | FileCheck %s
+
+// The runtime call of each family of compute ops (their RuntimeKernelOpInterface
+// models in KernelModels.cpp), one family a case: the kernel, its element type
+// (ZRT_F32 0, ZRT_BF16 1, ZRT_F16 2; index types ZRT_I32 0, ZRT_I64 1), the
+// pointers of its operands and results in operand order, and its dimensions.
+// Each input is a scheduled, verified step (the first RUN line checks that)
+// whose ops under test run in the micro step; the lowering recomputes the
+// memory plan, so the inputs carry no plan attributes. A pointer is asked of
+// the context once per value and function, so a value read twice passes the
+// same SSA pointer.
+
+// nn.matmul: (batch, m, n, k) with the transposes and whether the right
+// operand is batched too; a 3-d activation times a 2-d weight (the weight, a
+// parameter, read in place from the persistent arena), a transposed left
+// operand (a weight gradient), and a batched product with a transposed right
+// operand that contracts over its first 6 columns only (`contract`).
+
+// CHECK-LABEL: module @matmul
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[Q:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[W:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[Y:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[M:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK-NEXT: %[[K:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[TRANSPOSE_A:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[TRANSPOSE_B:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[B_IS_BATCHED:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[K_SUM:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_matmul(%[[DTYPE]], %[[Q]], %[[W]], %[[Y]], %[[BATCH]], %[[M]], %[[N]], %[[K]], %[[TRANSPOSE_A]], %[[TRANSPOSE_B]], %[[B_IS_BATCHED]], %[[K_SUM]])
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DW:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-NEXT: %[[M:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK-NEXT: %[[K:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[TRANSPOSE_A:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[TRANSPOSE_B:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[B_IS_BATCHED:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[K_SUM:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_matmul(%[[DTYPE]], %[[X]], %[[DY]], %[[DW]], %[[BATCH]], %[[M]], %[[N]], %[[K]], %[[TRANSPOSE_A]], %[[TRANSPOSE_B]], %[[B_IS_BATCHED]], %[[K_SUM]])
+// CHECK:      %[[KEY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[S:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[M:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(5 : i64) : i64
+// CHECK-NEXT: %[[K:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[TRANSPOSE_A:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[TRANSPOSE_B:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[B_IS_BATCHED:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[K_SUM:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_matmul(%[[DTYPE]], %[[Q]], %[[KEY]], %[[S]], %[[BATCH]], %[[M]], %[[N]], %[[K]], %[[TRANSPOSE_A]], %[[TRANSPOSE_B]], %[[B_IS_BATCHED]], %[[K_SUM]])
+
+module @matmul {
+  zero.param @w : tensor<8x2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 16 padded 16 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x8xf32>, %dy: tensor<4x2xf32>, %q: tensor<4x3x8xf32>, %k: tensor<4x5x8xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %w = zero.get_param @w : tensor<8x2xf32>
+    %y = nn.matmul %q, %w : tensor<4x3x8xf32>, tensor<8x2xf32> -> tensor<4x3x2xf32>
+    %dw = nn.matmul %x, %dy transpose_lhs : tensor<4x8xf32>, tensor<4x2xf32> -> tensor<8x2xf32>
+    %s = nn.matmul %q, %k transpose_rhs contract 6 : tensor<4x3x8xf32>, tensor<4x5x8xf32> -> tensor<4x3x5xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Binary elementwise ops pass both element counts, so a right operand that is
+// a suffix of the left one (a bias, here a bf16 parameter) is broadcast;
+// nn.scale passes its factor.
+
+// CHECK-LABEL: module @binary
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[Y:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[SUM:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[RHS_N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_add(%[[DTYPE]], %[[X]], %[[Y]], %[[SUM]], %[[N]], %[[RHS_N]])
+// CHECK:      %[[B:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[XB:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[RHS_N:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_add(%[[DTYPE]], %[[X]], %[[B]], %[[XB]], %[[N]], %[[RHS_N]])
+// CHECK:      %[[PROD:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[RHS_N:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_mul(%[[DTYPE]], %[[SUM]], %[[B]], %[[PROD]], %[[N]], %[[RHS_N]])
+// CHECK:      %[[HALF:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[FACTOR:.*]] = llvm.mlir.constant(5.000000e-01 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_scale(%[[DTYPE]], %[[X]], %[[HALF]], %[[N]], %[[FACTOR]])
+
+module @binary {
+  zero.param @w : tensor<8xf32> init zeros compute bf16
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x8xbf16>, %y: tensor<4x8xbf16>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = bf16>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %sum = nn.add %x, %y : tensor<4x8xbf16>, tensor<4x8xbf16>
+    %b = zero.get_param @w : tensor<8xbf16>
+    %xb = nn.add %x, %b : tensor<4x8xbf16>, tensor<8xbf16>
+    %prod = nn.mul %sum, %b : tensor<4x8xbf16>, tensor<8xbf16>
+    %half = nn.scale %x by 0.5 : tensor<4x8xbf16>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Pointwise activations (f16): the input, the result and the element count;
+// nn.swiglu reads the gate and the up projection.
+
+// CHECK-LABEL: module @activations
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[R:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_relu(%[[DTYPE]], %[[X]], %[[R]], %[[N]])
+// CHECK:      %[[G:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_gelu(%[[DTYPE]], %[[X]], %[[G]], %[[N]])
+// CHECK:      %[[E:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_gelu_erf(%[[DTYPE]], %[[X]], %[[E]], %[[N]])
+// CHECK:      %[[S:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_silu(%[[DTYPE]], %[[X]], %[[S]], %[[N]])
+// CHECK:      %[[UP:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[SW:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_swiglu(%[[DTYPE]], %[[X]], %[[UP]], %[[SW]], %[[N]])
+
+module @activations {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x8xf16>, %up: tensor<4x8xf16>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %r = nn.relu %x : tensor<4x8xf16>
+    %g = nn.gelu %x : tensor<4x8xf16>
+    %e = nn.gelu_erf %x : tensor<4x8xf16>
+    %s = nn.silu %x : tensor<4x8xf16>
+    %sw = nn.swiglu %x, %up : tensor<4x8xf16>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Their derivatives read the forward value their op names (nn.relu_grad the
+// relu's result, the others its input) and the output gradient;
+// nn.swiglu_grad writes the gradients of both inputs.
+
+// CHECK-LABEL: module @activation_grads
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[R:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DR:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_relu_grad(%[[DTYPE]], %[[R]], %[[DY]], %[[DR]], %[[N]])
+// CHECK:      %[[DG:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_gelu_grad(%[[DTYPE]], %[[X]], %[[DY]], %[[DG]], %[[N]])
+// CHECK:      %[[DE:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_gelu_erf_grad(%[[DTYPE]], %[[X]], %[[DY]], %[[DE]], %[[N]])
+// CHECK:      %[[DS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_silu_grad(%[[DTYPE]], %[[X]], %[[DY]], %[[DS]], %[[N]])
+// CHECK:      %[[UP:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DGATE:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DUP:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_swiglu_grad(%[[DTYPE]], %[[X]], %[[UP]], %[[DY]], %[[DGATE]], %[[DUP]], %[[N]])
+
+module @activation_grads {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x8xf32>, %up: tensor<4x8xf32>, %dy: tensor<4x8xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %r = nn.relu %x : tensor<4x8xf32>
+    %dr = nn.relu_grad %r, %dy : tensor<4x8xf32>
+    %dg = nn.gelu_grad %x, %dy : tensor<4x8xf32>
+    %de = nn.gelu_erf_grad %x, %dy : tensor<4x8xf32>
+    %ds = nn.silu_grad %x, %dy : tensor<4x8xf32>
+    %dgate, %dup = nn.swiglu_grad %x, %up, %dy : tensor<4x8xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Norms run over the rows of the last dimension: 4 x 3 = 12 rows of 8 with
+// their epsilon, the weight and bias parameters read in place; the
+// gradients write dx and the weight's (and the bias's) gradient.
+
+// CHECK-LABEL: module @norms
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[G:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[B:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[LN:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[EPS:.*]] = llvm.mlir.constant(1.000000e-05 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_layer_norm(%[[DTYPE]], %[[X]], %[[G]], %[[B]], %[[LN]], %[[ROWS]], %[[COLS]], %[[EPS]])
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DX:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DG:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DB:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[EPS:.*]] = llvm.mlir.constant(1.000000e-05 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_layer_norm_grad(%[[DTYPE]], %[[X]], %[[G]], %[[DY]], %[[DX]], %[[DG]], %[[DB]], %[[ROWS]], %[[COLS]], %[[EPS]])
+// CHECK:      %[[RN:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[EPS:.*]] = llvm.mlir.constant(9.9999999999999995E-7 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_rms_norm(%[[DTYPE]], %[[X]], %[[G]], %[[RN]], %[[ROWS]], %[[COLS]], %[[EPS]])
+// CHECK:      %[[RDX:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[RDG:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[EPS:.*]] = llvm.mlir.constant(9.9999999999999995E-7 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_rms_norm_grad(%[[DTYPE]], %[[X]], %[[G]], %[[DY]], %[[RDX]], %[[RDG]], %[[ROWS]], %[[COLS]], %[[EPS]])
+
+module @norms {
+  zero.param @g : tensor<8xf32> init ones
+  zero.param @b : tensor<8xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 16 padded 16 params [@g, @b] offsets [0, 8]
+  zero.train_step @train(%x: tensor<4x3x8xf32>, %dy: tensor<4x3x8xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %g = zero.get_param @g : tensor<8xf32>
+    %b = zero.get_param @b : tensor<8xf32>
+    %ln = nn.layer_norm %x, %g, %b eps 1.0e-5 : tensor<4x3x8xf32>, tensor<8xf32>, tensor<8xf32>
+    %dx, %dg, %db = nn.layer_norm_grad %x, %g, %dy eps 1.0e-5 : tensor<4x3x8xf32>, tensor<8xf32>
+    %rn = nn.rms_norm %x, %g eps 1.0e-6 : tensor<4x3x8xf32>, tensor<8xf32>
+    %rdx, %rdg = nn.rms_norm_grad %x, %g, %dy eps 1.0e-6 : tensor<4x3x8xf32>, tensor<8xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Row softmax and its gradient (from the softmax's result): 12 rows of 8.
+
+// CHECK-LABEL: module @softmax
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[P:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax(%[[DTYPE]], %[[X]], %[[P]], %[[ROWS]], %[[COLS]])
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DX:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_grad(%[[DTYPE]], %[[P]], %[[DY]], %[[DX]], %[[ROWS]], %[[COLS]])
+
+module @softmax {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x3x8xf32>, %dy: tensor<4x3x8xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %p = nn.softmax %x : tensor<4x3x8xf32>
+    %dx = nn.softmax_grad %p, %dy : tensor<4x3x8xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Attention passes (batch, heads, kv_heads, seq, head_dim), the causal flag
+// and the scale: 6 query heads over 3 key/value heads (grouped), causal, the
+// default scale 1/sqrt(16); the gradient reads q, k, v, the output and its
+// gradient; a non-causal self-attention with scale 0.5.
+
+// CHECK-LABEL: module @attention
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[Q:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[K:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[V:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[O:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(2.500000e-01 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_attention(%[[DTYPE]], %[[Q]], %[[K]], %[[V]], %[[O]], %[[BATCH]], %[[HEADS]], %[[KV_HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[CAUSAL]], %[[SCALE]])
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DQ:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DK:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DV:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(2.500000e-01 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_attention_grad(%[[DTYPE]], %[[Q]], %[[K]], %[[V]], %[[O]], %[[DY]], %[[DQ]], %[[DK]], %[[DV]], %[[BATCH]], %[[HEADS]], %[[KV_HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[CAUSAL]], %[[SCALE]])
+// CHECK:      %[[M:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(5.000000e-01 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_attention(%[[DTYPE]], %[[Q]], %[[Q]], %[[Q]], %[[M]], %[[BATCH]], %[[HEADS]], %[[KV_HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[CAUSAL]], %[[SCALE]])
+
+module @attention {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%q: tensor<4x6x8x16xbf16>, %k: tensor<4x3x8x16xbf16>, %v: tensor<4x3x8x16xbf16>, %dy: tensor<4x6x8x16xbf16>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %o = nn.attention %q, %k, %v causal : tensor<4x6x8x16xbf16>, tensor<4x3x8x16xbf16>
+    %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %dy causal scale 0.25 : tensor<4x6x8x16xbf16>, tensor<4x3x8x16xbf16>
+    %m = nn.attention %q, %q, %q scale 0.5 : tensor<4x6x8x16xbf16>, tensor<4x6x8x16xbf16>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Rotary embedding: the (batch, heads, seq, head_dim) shape, theta, and the
+// inverse rotation (its derivative) as a flag.
+
+// CHECK-LABEL: module @rope
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[R:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[THETA:.*]] = llvm.mlir.constant(1.000000e+04 : f64) : f64
+// CHECK-NEXT: %[[INVERSE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: llvm.call @zrt_rope(%[[DTYPE]], %[[X]], %[[R]], %[[BATCH]], %[[HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[THETA]], %[[INVERSE]])
+// CHECK:      %[[I:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[THETA:.*]] = llvm.mlir.constant(5.000000e+05 : f64) : f64
+// CHECK-NEXT: %[[INVERSE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: llvm.call @zrt_rope(%[[DTYPE]], %[[R]], %[[I]], %[[BATCH]], %[[HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[THETA]], %[[INVERSE]])
+
+module @rope {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x2x3x8xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %r = nn.rope %x theta 1.000000e+04 : tensor<4x2x3x8xf32>
+    %i = nn.rope %r theta 5.000000e+05 inverse : tensor<4x2x3x8xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Embedding (bf16): the table (a parameter) and the ids with their index
+// type (i32), the number of ids, the rows an id may select (`rows 10` of the
+// 16 in the table, the others padding) and the row width; its gradient
+// writes all 16 rows of the table's gradient.
+
+// CHECK-LABEL: module @embedding
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[T:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[IDS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[E:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ID_TYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[NUM_IDS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[VOCAB:.*]] = llvm.mlir.constant(10 : i64) : i64
+// CHECK-NEXT: %[[DIM:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_embedding(%[[DTYPE]], %[[T]], %[[ID_TYPE]], %[[IDS]], %[[E]], %[[NUM_IDS]], %[[VOCAB]], %[[DIM]])
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DT:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ID_TYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[NUM_IDS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[VOCAB:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: %[[DIM:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_embedding_grad(%[[DTYPE]], %[[DY]], %[[ID_TYPE]], %[[IDS]], %[[DT]], %[[NUM_IDS]], %[[VOCAB]], %[[DIM]])
+
+module @embedding {
+  zero.param @w : tensor<16x8xf32> init zeros compute bf16
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 128 padded 128 params [@w] offsets [0]
+  zero.train_step @train(%ids: tensor<4x3xi32>, %dy: tensor<4x3x8xbf16>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = bf16>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %t = zero.get_param @w : tensor<16x8xbf16>
+    %e = nn.embedding %t[%ids] rows 10 : tensor<16x8xbf16>, tensor<4x3xi32> -> tensor<4x3x8xbf16>
+    %dt = nn.embedding_grad %dy[%ids] : tensor<4x3x8xbf16>, tensor<4x3xi32> -> tensor<16x8xbf16>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// The loss: softmax cross-entropy over 4 rows of 16 logits of which the first
+// 10 are classes (`classes 10`), with i64 labels; its gradient reads the loss
+// seed. The step records the loss (zrt_ctx_set_loss) after its last op; the
+// evaluation step computes it again from the forward and records it.
+
+// CHECK-LABEL: module @cross_entropy
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[LOGITS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[LABELS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[LOSS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[LABEL_TYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[CLASSES:.*]] = llvm.mlir.constant(10 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%[[DTYPE]], %[[LOGITS]], %[[LABEL_TYPE]], %[[LABELS]], %[[LOSS]], %[[ROWS]], %[[CLASSES]], %[[COLS]])
+// CHECK:      %[[DLOSS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DL:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[LABEL_TYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[CLASSES:.*]] = llvm.mlir.constant(10 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy_grad(%[[DTYPE]], %[[LOGITS]], %[[LABEL_TYPE]], %[[LABELS]], %[[DLOSS]], %[[DL]], %[[ROWS]], %[[CLASSES]], %[[COLS]])
+// CHECK:      llvm.call @zrt_ctx_set_loss(%arg0, %[[LOSS]])
+// CHECK-LABEL: llvm.func @zero_eval_step
+// CHECK:      %[[ELOGITS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[ELABELS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[ELOSS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[LABEL_TYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[CLASSES:.*]] = llvm.mlir.constant(10 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%[[DTYPE]], %[[ELOGITS]], %[[LABEL_TYPE]], %[[ELABELS]], %[[ELOSS]], %[[ROWS]], %[[CLASSES]], %[[COLS]])
+// CHECK-NEXT: llvm.call @zrt_ctx_set_loss(%arg0, %[[ELOSS]])
+
+module @cross_entropy {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%logits: tensor<4x16xf32>, %labels: tensor<4xi64>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %loss = nn.softmax_cross_entropy %logits, %labels classes 10 : tensor<4x16xf32>, tensor<4xi64> -> tensor<f32>
+    %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+    %dl = nn.softmax_cross_entropy_grad %logits, %labels, %seed classes 10 : tensor<4x16xf32>, tensor<4xi64>, tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// nn.reduce_sum sums the leading dimensions: 12 rows of 8 into 8.
+
+// CHECK-LABEL: module @reduce_sum
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DB:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_reduce_sum(%[[DTYPE]], %[[DY]], %[[DB]], %[[ROWS]], %[[COLS]])
+
+module @reduce_sum {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%dy: tensor<4x3x8xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %db = nn.reduce_sum %dy : tensor<4x3x8xf32> -> tensor<8xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Layout ops: nn.transpose passes the rank and the input's shape and the
+// permutation as constant arrays; nn.split and nn.concat pass their
+// results' (inputs') pointers in an array with the sizes along the axis and
+// the (outer, inner) extents around it. nn.reshape is a view: it emits no
+// call, and its users read the bytes of its source (%y, the second input, at
+// offset 384 after the 384 bytes of %x). Each op's pointers follow its
+// memory tracing calls (zrt_ctx_trace_*), which anchor the offsets below.
+
+// CHECK-LABEL: module @layout
+// CHECK-DAG:  llvm.mlir.global internal constant @[[SHAPE:zero_const_[0-9]+]](dense<[4, 3, 8]> : tensor<3xi64>)
+// CHECK-DAG:  llvm.mlir.global internal constant @[[PERM:zero_const_[0-9]+]](dense<[0, 2, 1]> : tensor<3xi64>)
+// CHECK-DAG:  llvm.mlir.global internal constant @[[HALVES:zero_const_[0-9]+]](dense<4> : tensor<2xi64>)
+// CHECK-DAG:  llvm.mlir.global internal constant @[[PARTS:zero_const_[0-9]+]](dense<[4, 2]> : tensor<2xi64>)
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[T:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[RANK:.*]] = llvm.mlir.constant(3 : i32) : i32
+// CHECK-NEXT: %[[SHAPE_PTR:.*]] = llvm.mlir.addressof @[[SHAPE]] : !llvm.ptr
+// CHECK-NEXT: %[[PERM_PTR:.*]] = llvm.mlir.addressof @[[PERM]] : !llvm.ptr
+// CHECK-NEXT: llvm.call @zrt_transpose(%[[DTYPE]], %[[X]], %[[T]], %[[RANK]], %[[SHAPE_PTR]], %[[PERM_PTR]])
+// CHECK:      %[[A:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[B:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ONE:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-NEXT: %[[OUTS:.*]] = llvm.alloca %[[ONE]] x !llvm.array<2 x ptr>
+// CHECK-NEXT: %[[OUT0:.*]] = llvm.getelementptr %[[OUTS]][0, 0]
+// CHECK-NEXT: llvm.store %[[A]], %[[OUT0]]
+// CHECK-NEXT: %[[OUT1:.*]] = llvm.getelementptr %[[OUTS]][0, 1]
+// CHECK-NEXT: llvm.store %[[B]], %[[OUT1]]
+// CHECK-NEXT: %[[SIZES:.*]] = llvm.mlir.addressof @[[HALVES]] : !llvm.ptr
+// CHECK-NEXT: %[[NUM:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: %[[OUTER:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[INNER:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_split(%[[DTYPE]], %[[X]], %[[OUTS]], %[[SIZES]], %[[NUM]], %[[OUTER]], %[[INNER]])
+// CHECK:      llvm.call @zrt_ctx_trace_live(
+// CHECK-NEXT: %[[YOFF:.*]] = llvm.mlir.constant([[YBYTES:384]] : i64) : i64
+// CHECK-NEXT: %[[Y:.*]] = llvm.call @zrt_ctx_step(%arg0, %[[YOFF]])
+// CHECK-NEXT: %{{.*}} = llvm.mlir.constant
+// CHECK-NEXT: %[[C:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ONE:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-NEXT: %[[INS:.*]] = llvm.alloca %[[ONE]] x !llvm.array<2 x ptr>
+// CHECK-NEXT: %[[IN0:.*]] = llvm.getelementptr %[[INS]][0, 0]
+// CHECK-NEXT: llvm.store %[[A]], %[[IN0]]
+// CHECK-NEXT: %[[IN1:.*]] = llvm.getelementptr %[[INS]][0, 1]
+// CHECK-NEXT: llvm.store %[[Y]], %[[IN1]]
+// CHECK-NEXT: %[[SIZES:.*]] = llvm.mlir.addressof @[[PARTS]] : !llvm.ptr
+// CHECK-NEXT: %[[NUM:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: %[[OUTER:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[INNER:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_concat(%[[DTYPE]], %[[INS]], %[[SIZES]], %[[NUM]], %[[C]], %[[OUTER]], %[[INNER]])
+// CHECK-NOT:  llvm.call @zrt_reshape
+// CHECK:      llvm.call @zrt_ctx_trace_live(
+// CHECK-NEXT: %[[ROFF:.*]] = llvm.mlir.constant([[YBYTES]] : i64) : i64
+// CHECK-NEXT: %[[R:.*]] = llvm.call @zrt_ctx_step(%arg0, %[[ROFF]])
+// CHECK-NEXT: %{{.*}} = llvm.mlir.constant
+// CHECK-NEXT: %[[S:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(24 : i64) : i64
+// CHECK-NEXT: %[[FACTOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_scale(%[[DTYPE]], %[[R]], %[[S]], %[[N]], %[[FACTOR]])
+
+module @layout {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x3x8xf32>, %y: tensor<4x3x2xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %t = nn.transpose %x [0, 2, 1] : tensor<4x3x8xf32> -> tensor<4x8x3xf32>
+    %a, %b = nn.split %x axis 2 : tensor<4x3x8xf32> -> tensor<4x3x4xf32>, tensor<4x3x4xf32>
+    %c = nn.concat %a, %y axis 2 : tensor<4x3x4xf32>, tensor<4x3x2xf32> -> tensor<4x3x6xf32>
+    %r = nn.reshape %y : tensor<4x3x2xf32> -> tensor<4x6xf32>
+    %s = nn.scale %r by 2.0 : tensor<4x6xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Casts pass both element types (nn.cast and zero.cast lower alike; here
+// the flat zero.cast reads a reshape of the nn.cast's result, so its
+// pointer has the same offset), and nn.fill its value.
+
+// CHECK-LABEL: module @fill_cast
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[COFF:.*]] = llvm.mlir.constant([[C:[0-9]+]] : i64) : i64
+// CHECK-NEXT: %[[CB:.*]] = llvm.call @zrt_ctx_step(%arg0, %[[COFF]])
+// CHECK-NEXT: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[BF16:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_cast(%[[F32]], %[[X]], %[[BF16]], %[[CB]], %[[N]])
+// The pointer of the view follows the memory tracing of op 2, the zero.cast.
+// CHECK:      llvm.call @zrt_ctx_trace_live(
+// CHECK-NEXT: %[[FOFF:.*]] = llvm.mlir.constant([[C]] : i64) : i64
+// CHECK-NEXT: %[[F:.*]] = llvm.call @zrt_ctx_step(%arg0, %[[FOFF]])
+// CHECK-NEXT: %{{.*}} = llvm.mlir.constant
+// CHECK-NEXT: %[[U:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[BF16:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_cast(%[[BF16]], %[[F]], %[[F32]], %[[U]], %[[N]])
+// CHECK:      %[[O:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[F16:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[VALUE:.*]] = llvm.mlir.constant(1.500000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_fill(%[[F16]], %[[O]], %[[N]], %[[VALUE]])
+
+module @fill_cast {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x8xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %c = nn.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
+    %f = nn.reshape %c : tensor<4x8xbf16> -> tensor<32xbf16>
+    %u = zero.cast %f : tensor<32xbf16> to tensor<32xf32>
+    %o = nn.fill 1.5 : tensor<4x8xf16>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
