@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Pipelines/DeepSpeedConfig.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
-#include "zero/Dialect/Zero/Transforms/Pipeline.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
