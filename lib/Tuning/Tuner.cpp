@@ -671,8 +671,9 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
       {"stage", c.stage},
       {"reduce_bucket_size", c.reduceBucketSize},
       {"overlap_comm", c.overlapComm},
-      {"reduce_scatter", true},
-      {"contiguous_gradients", true},
+      // The passes' defaults, which every candidate keeps.
+      {"reduce_scatter", ZeroGradSyncPassOptions().reduceScatter},
+      {"contiguous_gradients", ZeroGradSyncPassOptions().contiguousGradients},
   };
   if (c.stage == 1 || c.stage == 2)
     zero["allgather_bucket_size"] = c.allgatherBucketSize;

@@ -75,28 +75,34 @@ PassPipeline::PassPipeline(const Record *def) : def(def) {
 
 void PassPipeline::addOption(const Record *option, const Record *pass) {
   PassOption opt(option);
+  auto owner = [&](const Record *p) {
+    return p ? ("pass " + p->getName()).str()
+             : ("pipeline " + def->getName()).str();
+  };
+  // An option spelled twice is two declarations, free to drift apart (or,
+  // spelled alike, one anonymous record TableGen made of both): the passes
+  // must list one named Option def.
+  auto twice = [&](const PipelineOption &known) {
+    llvm::PrintFatalError(
+        def,
+        llvm::formatv("option '{0}' ({1}) of {2} is declared again by "
+                      "{3}; declare it once, as an Option def that both "
+                      "list",
+                      opt.getArgument(), opt.getCppVariableName(),
+                      owner(known.passes.empty() ? nullptr : known.passes[0]),
+                      owner(pass)));
+  };
   for (PipelineOption &known : options) {
     if (known.def == option) {
+      if (option->isAnonymous())
+        twice(known);
       known.passes.push_back(pass);
       return;
     }
-    // Two records that spell one option would be two declarations of it,
-    // free to drift apart: the passes must share one Option def.
     PassOption other = known.get();
     if (other.getArgument() == opt.getArgument() ||
-        other.getCppVariableName() == opt.getCppVariableName()) {
-      auto owner = [&](const Record *p) {
-        return p ? ("pass " + p->getName()).str()
-                 : ("pipeline " + def->getName()).str();
-      };
-      llvm::PrintFatalError(
-          def, llvm::formatv(
-                   "option '{0}' ({1}) of {2} is declared again by "
-                   "{3}; declare it once, as an Option def that "
-                   "both list",
-                   opt.getArgument(), opt.getCppVariableName(), owner(pass),
-                   owner(known.passes.empty() ? nullptr : known.passes[0])));
-    }
+        other.getCppVariableName() == opt.getCppVariableName())
+      twice(known);
   }
   PipelineOption entry{option, {}};
   if (pass)

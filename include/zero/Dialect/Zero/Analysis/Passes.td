@@ -9,6 +9,14 @@
 
 include "mlir/Pass/PassBase.td"
 
+// The cost model's hardware preset: zero-report's option, and the one by
+// which zero-pipeline's memory-budget ranks the plans that fit.
+def ZeroHardwareOption
+    : Option<"hardware", "hardware", "std::string", /*default=*/"\"h100-sxm\"",
+             "Hardware preset of the cost model: a100-40gb, a100-80gb, l4, "
+             "rtx-4090, h100-sxm, h100-pcie, h200-sxm (or h200), mi300x or "
+             "cpu">;
+
 def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Record the memory plan of every scheduled step in the IR";
   let description = [{
@@ -106,10 +114,7 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
            "Where to write the report (- for stdout)">,
     Option<"format", "format", "std::string", /*default=*/"\"json\"",
            "Report format: json or text">,
-    Option<"hardware", "hardware", "std::string", /*default=*/"\"h100-sxm\"",
-           "Hardware preset of the cost model: a100-40gb, a100-80gb, l4, "
-           "rtx-4090, h100-sxm, h100-pcie, h200-sxm (or h200), mi300x or "
-           "cpu">,
+    ZeroHardwareOption,
     Option<"deviceMemory", "device-memory", "std::string", /*default=*/"\"\"",
            "Device memory of one rank for the fit verdict, overriding the "
            "preset's: a count with a unit, B, KiB, MiB, GiB, TiB or decimal "

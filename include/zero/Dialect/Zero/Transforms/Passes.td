@@ -9,6 +9,22 @@
 
 include "mlir/Pass/PassBase.td"
 
+//===----------------------------------------------------------------------===//
+// Options several passes take: one declaration each, which every such pass
+// lists (and zero-pipeline takes once, for all of them).
+//===----------------------------------------------------------------------===//
+
+def ZeroOffloadParamOption
+    : Option<"offloadParam", "offload-param", "std::string",
+             /*default=*/"\"none\"",
+             "Where stage-3 parameter shards live: none, cpu or nvme "
+             "(DeepSpeed: zero_optimization.offload_param.device)">;
+def ZeroNvmePathOption
+    : Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
+             "Directory of nvme offload (DeepSpeed: "
+             "offload_optimizer.nvme_path; also the parameters' without "
+             "param-nvme-path)">;
+
 def ZeroPadVocabPass : Pass<"zero-pad-vocab", "::mlir::ModuleOp"> {
   let summary = "Pad the vocabulary table to a multiple of rows, masked out of the loss";
   let description = [{
@@ -75,7 +91,8 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"dtype", "dtype", "std::string", /*default=*/"\"auto\"",
-           "Compute precision: auto (from the train step), fp32, bf16 or fp16">,
+           "Compute precision: auto, fp32, bf16 or fp16 (auto: the train "
+           "step's; DeepSpeed: fp16.enabled, bf16.enabled)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
@@ -308,13 +325,8 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
            "Stage 3: keep a gathered group alive when it is used again "
            "within this many elements of other parameters (DeepSpeed: "
            "stage3_max_reuse_distance)">,
-    Option<"offloadParam", "offload-param", "std::string",
-           /*default=*/"\"none\"",
-           "Where stage-3 parameter shards live: none, cpu or nvme "
-           "(DeepSpeed: zero_optimization.offload_param.device)">,
-    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
-           "offload-param=nvme: the swap files' directory when "
-           "param-nvme-path is not given">,
+    ZeroOffloadParamOption,
+    ZeroNvmePathOption,
     Option<"paramNvmePath", "param-nvme-path", "std::string",
            /*default=*/"\"\"",
            "offload-param=nvme: directory of the parameter swap files "
@@ -454,12 +466,8 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
            /*default=*/"\"none\"",
            "Where the optimizer states live: none, cpu or nvme (DeepSpeed: "
            "zero_optimization.offload_optimizer.device)">,
-    Option<"offloadParam", "offload-param", "std::string",
-           /*default=*/"\"none\"",
-           "Where stage-3 parameter shards live: none, cpu or nvme "
-           "(DeepSpeed: zero_optimization.offload_param.device)">,
-    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
-           "Directory of nvme offload (DeepSpeed: nvme_path)">,
+    ZeroOffloadParamOption,
+    ZeroNvmePathOption,
     Option<"nvmeBufferCount", "nvme-buffer-count", "int64_t",
            /*default=*/"4",
            "Swap buffers of an optimizer offloaded to nvme (DeepSpeed: "
