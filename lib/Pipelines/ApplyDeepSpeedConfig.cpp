@@ -1,0 +1,627 @@
+//===- ApplyDeepSpeedConfig.cpp - A ds_config against the train steps ----===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The options a ds_config file gives (DeepSpeedConfig.cpp reads it) are
+// those not given explicitly; what the file leaves to the model ("auto",
+// DeepSpeed's batch arithmetic) is resolved against the train steps, each
+// resolved value said once as a remark at its place in the file, and the
+// file's optimizer, precision and logging are written into the steps.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Dialect/Zero/Transforms/LrSchedule.h"
+#include "zero/Pipelines/DeepSpeedConfig.h"
+
+#include "PipelineDetail.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::zero;
+using namespace mlir::zero::pipeline;
+
+namespace {
+
+/// Sets `option` to the file's value `v`, unless the option was given.
+template <typename T, typename U>
+void takeFromFile(mlir::detail::PassOptions::Option<T> &option,
+                  const DeepSpeedValue<U> &v) {
+  if (!option.hasValue() && v.value)
+    option = static_cast<T>(*v.value);
+}
+
+/// The global batch of a train step: the leading dimension of its inputs.
+int64_t globalBatch(TrainStepOp step) {
+  if (step.getBodyBlock().getNumArguments() == 0)
+    return 0;
+  return cast<RankedTensorType>(step.getBodyBlock().getArgument(0).getType())
+      .getDimSize(0);
+}
+
+/// The model's hidden size as Hugging Face's config.hidden_size gives it:
+/// the width of the first layer_norm or rms_norm, else of the first
+/// embedding; the op that gave it is returned too.
+std::optional<std::pair<int64_t, Operation *>> hiddenSize(ModuleOp module) {
+  std::optional<std::pair<int64_t, Operation *>> embedding, norm;
+  module.walk([&](Operation *op) {
+    if (isa<nn::LayerNormOp, nn::RmsNormOp>(op)) {
+      norm = {cast<ShapedType>(op->getOperand(1).getType()).getDimSize(0), op};
+      return WalkResult::interrupt();
+    }
+    if (auto e = dyn_cast<nn::EmbeddingOp>(op); e && !embedding)
+      embedding = {e.getTable().getType().getDimSize(1), op};
+    return WalkResult::advance();
+  });
+  return norm ? norm : embedding;
+}
+
+std::string formatValue(double v) { return formatDeepSpeedNumber(v); }
+std::string formatValue(int64_t v) { return std::to_string(v); }
+std::string formatValue(bool v) { return v ? "true" : "false"; }
+
+/// Reports the config's diagnostics, resolves what it leaves to the train
+/// steps, writes its optimizer and precision settings into them and runs
+/// the passes of the pipeline. Created only by zero-pipeline, which read
+/// the file when the pipeline was built.
+struct ApplyDeepSpeedConfigPass
+    : public PassWrapper<ApplyDeepSpeedConfigPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ApplyDeepSpeedConfigPass)
+
+  ApplyDeepSpeedConfigPass(std::shared_ptr<const DeepSpeedConfig> cfg,
+                           const ZeroPipelineOptions &options)
+      : cfg(std::move(cfg)), given(copyOptions(options)) {}
+
+  StringRef getArgument() const override { return "zero-apply-ds-config"; }
+  StringRef getDescription() const override {
+    return "Apply a DeepSpeed config to the train steps and run the ZeRO "
+           "passes (zero-pipeline)";
+  }
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    OpPassManager pm(ModuleOp::getOperationName());
+    std::unique_ptr<ZeroPipelineOptions> s = withFile();
+    s->stage = 3; // Every pass.
+    addPasses(pm, *s, getRematFirstBlocks());
+    pm.getDependentDialects(registry);
+  }
+
+  /// The options given explicitly, else the file's values (before those
+  /// that depend on the train steps are resolved).
+  std::unique_ptr<ZeroPipelineOptions> withFile() const {
+    std::unique_ptr<ZeroPipelineOptions> s = copyOptions(*given);
+    takeFromFile(s->stage, cfg->stage);
+    takeFromFile(s->reduceBucketSize, cfg->reduceBucketSize);
+    takeFromFile(s->reduceScatter, cfg->reduceScatter);
+    takeFromFile(s->overlapComm, cfg->overlapComm);
+    takeFromFile(s->contiguousGradients, cfg->contiguousGradients);
+    takeFromFile(s->allgatherBucketSize, cfg->allgatherBucketSize);
+    takeFromFile(s->paramPersistenceThreshold, cfg->paramPersistenceThreshold);
+    takeFromFile(s->maxReuseDistance, cfg->maxReuseDistance);
+    takeFromFile(s->prefetchBucketSize, cfg->prefetchBucketSize);
+    takeFromFile(s->maxLiveParameters, cfg->maxLiveParameters);
+    takeFromFile(s->gradientClipping, cfg->gradientClipping);
+    takeFromFile(s->offloadOptimizer, cfg->offloadOptimizer);
+    takeFromFile(s->offloadParam, cfg->offloadParam);
+    // DeepSpeed reads nvme_path only for a device "nvme" (Hugging Face's
+    // examples give one beside "cpu").
+    auto onNvme = [](const DeepSpeedValue<std::string> &device) {
+      return device.value == std::optional<std::string>("nvme");
+    };
+    if (onNvme(cfg->offloadOptimizer))
+      takeFromFile(s->nvmePath, cfg->nvmePath);
+    if (onNvme(cfg->offloadParam))
+      takeFromFile(s->paramNvmePath, cfg->paramNvmePath);
+    takeFromFile(s->nvmeBufferCount, cfg->optimizerBufferCount);
+    takeFromFile(s->paramBufferCount, cfg->paramBufferCount);
+    takeFromFile(s->paramBufferSize, cfg->paramBufferSize);
+    if (!s->remat.hasValue() && cfg->remat)
+      s->remat = *cfg->remat;
+    return s;
+  }
+
+  /// zero-remat's first-blocks: activation_checkpointing's
+  /// number_checkpoints, unless the remat option was given.
+  int64_t getRematFirstBlocks() const {
+    return given->remat.hasValue() ? -1 : cfg->rematBlocks.value.value_or(-1);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    for (const DeepSpeedConfig::Diagnostic &w : cfg->warnings)
+      emitAt(w, DiagnosticSeverity::Warning);
+    if (!cfg->unimplemented.empty()) {
+      InFlightDiagnostic d = mlir::emitWarning(module.getLoc());
+      d << cfg->path << ": not implemented, ignored: ";
+      llvm::interleaveComma(cfg->unimplemented, d);
+    }
+    if (!cfg->errors.empty()) {
+      for (const DeepSpeedConfig::Diagnostic &e : cfg->errors)
+        emitAt(e, DiagnosticSeverity::Error);
+      return signalPassFailure();
+    }
+    std::unique_ptr<ZeroPipelineOptions> options = withFile();
+    ZeroPipelineOptions &s = *options;
+    auto steps = llvm::to_vector(module.getOps<TrainStepOp>());
+    if (!steps.empty() &&
+        (failed(resolveBatch(steps, s)) || failed(resolveSizes(module, s)) ||
+         failed(resolvePrecision(steps.front(), s))))
+      return signalPassFailure();
+    if (failed(checkOffload(s)))
+      return signalPassFailure();
+    if (!steps.empty()) {
+      resolveOptimizer(steps.front(), s);
+      if (cfg->schedulerType.value &&
+          !(schedule = resolveSchedule(steps.front())))
+        return signalPassFailure();
+      for (TrainStepOp step : steps)
+        if (failed(apply(step)))
+          return signalPassFailure();
+    }
+    OpPassManager pm(ModuleOp::getOperationName());
+    addPasses(pm, s, getRematFirstBlocks());
+    if (failed(runPipeline(pm, module)))
+      return signalPassFailure();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Diagnostics at the file's places
+  //===--------------------------------------------------------------------===//
+
+  template <typename T>
+  Location locOf(const DeepSpeedValue<T> &v) {
+    return locAt(v.line, v.column);
+  }
+  Location locAt(unsigned line, unsigned column) {
+    if (line == 0)
+      return getOperation().getLoc();
+    return FileLineColLoc::get(&getContext(), cfg->path, line, column);
+  }
+
+  void emitAt(const DeepSpeedConfig::Diagnostic &d, DiagnosticSeverity sev) {
+    Location loc = locAt(d.line, d.column);
+    InFlightDiagnostic diag = sev == DiagnosticSeverity::Error
+                                  ? mlir::emitError(loc)
+                                  : mlir::emitWarning(loc);
+    if (d.line == 0)
+      diag << cfg->path << ": ";
+    diag << d.message;
+  }
+
+  template <typename T>
+  InFlightDiagnostic errorAt(const DeepSpeedValue<T> &v) {
+    InFlightDiagnostic d = mlir::emitError(locOf(v));
+    if (v.line == 0)
+      d << cfg->path << ": ";
+    return d;
+  }
+
+  /// Says once what an "auto" became, at its place in the file.
+  template <typename T, typename U>
+  void resolved(const DeepSpeedValue<T> &v, StringRef key, U value,
+                const Twine &why) {
+    mlir::emitRemark(locOf(v)) << "\"auto\" resolved: " << key << " = "
+                               << formatValue(value) << " (" << why << ")";
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Resolution
+  //===--------------------------------------------------------------------===//
+
+  /// DeepSpeed's batch arithmetic (_set_batch_related_parameters and
+  /// _batch_assertion) over train_batch_size, train_micro_batch_size_per_gpu,
+  /// gradient_accumulation_steps and the world size, the "auto" values
+  /// filled first as the Hugging Face Trainer fills them. The train step's
+  /// batch is the global batch, and stands for train_batch_size when the
+  /// file gives neither it nor the micro batch.
+  LogicalResult resolveBatch(ArrayRef<TrainStepOp> steps,
+                             ZeroPipelineOptions &s) {
+    TrainStepOp first = steps.front();
+    int64_t batch = globalBatch(first);
+    int64_t world = s.worldSize;
+    if (world < 1)
+      return success(); // zero-partition says why.
+    const DeepSpeedValue<int64_t> &cfgTrain = cfg->trainBatchSize;
+    const DeepSpeedValue<int64_t> &cfgMicro = cfg->trainMicroBatchSizePerGpu;
+    const DeepSpeedValue<int64_t> &cfgAcc = cfg->gradientAccumulationSteps;
+    std::optional<int64_t> train = cfgTrain.value, micro = cfgMicro.value,
+                           acc = cfgAcc.value;
+    if (given->gradientAccumulationSteps.hasValue() || cfgAcc.isAuto)
+      acc = s.gradientAccumulationSteps;
+    if (cfgAcc.isAuto)
+      resolved(cfgAcc, "gradient_accumulation_steps", *acc,
+               "the gradient-accumulation-steps option");
+    if (cfgTrain.isAuto) {
+      train = batch;
+      resolved(cfgTrain, "train_batch_size", batch,
+               "the global batch of train step @" + first.getSymName());
+    }
+    if (cfgMicro.isAuto) {
+      // The Trainer's per_device_train_batch_size.
+      int64_t k = acc.value_or(s.gradientAccumulationSteps);
+      if (batch % (world * k) != 0)
+        return errorAt(cfgMicro)
+               << "train_micro_batch_size_per_gpu: cannot resolve \"auto\": "
+                  "the global batch "
+               << batch << " is not divisible by world size " << world
+               << " x gradient_accumulation_steps " << k;
+      micro = batch / (world * k);
+      resolved(cfgMicro, "train_micro_batch_size_per_gpu", *micro,
+               llvm::formatv("global batch {0} / world size {1} / "
+                             "gradient_accumulation_steps {2}",
+                             batch, world, k));
+    }
+    // Errors about the batch are placed at the first batch key given.
+    const DeepSpeedValue<int64_t> &where = cfgTrain.given()   ? cfgTrain
+                                           : cfgMicro.given() ? cfgMicro
+                                                              : cfgAcc;
+    if (!train && !micro)
+      train = batch;
+
+    // _set_batch_related_parameters, rule for rule (Python's // on
+    // positive integers).
+    bool overflow = false;
+    if (train && micro && acc) {
+    } else if (train && micro) {
+      acc = *train / *micro / world;
+    } else if (train && acc) {
+      micro = *train / world / *acc;
+    } else if (micro && acc) {
+      int64_t t;
+      overflow = __builtin_mul_overflow(*micro, *acc, &t) ||
+                 __builtin_mul_overflow(t, world, &t);
+      train = t;
+    } else if (train) {
+      acc = 1;
+      micro = *train / world;
+    } else {
+      int64_t t;
+      overflow = __builtin_mul_overflow(*micro, world, &t);
+      train = t;
+      acc = 1;
+    }
+
+    // _batch_assertion, with DeepSpeed's words.
+    if (*micro <= 0)
+      return errorAt(where) << "Micro batch size per gpu: " << *micro
+                            << " has to be greater than 0";
+    if (*acc <= 0)
+      return errorAt(where) << "Gradient accumulation steps: " << *acc
+                            << " has to be greater than 0";
+    int64_t product;
+    overflow = overflow || __builtin_mul_overflow(*micro, *acc, &product) ||
+               __builtin_mul_overflow(product, world, &product);
+    if (overflow || product != *train) {
+      InFlightDiagnostic d = errorAt(where);
+      d << "Check batch related parameters. train_batch_size is not equal "
+           "to micro_batch_per_gpu * gradient_acc_step * world_size ";
+      if (overflow)
+        return d << "(the product of " << *micro << " * " << *acc << " * "
+                 << world << " overflows int64)";
+      return d << *train << " != " << *micro << " * " << *acc << " * " << world;
+    }
+    for (TrainStepOp step : steps)
+      if (globalBatch(step) != *train)
+        return errorAt(where)
+               << "train_batch_size " << *train
+               << " does not match the global batch " << globalBatch(step)
+               << " of train step @" << step.getSymName();
+    if (*acc > kMaxAccumulationSteps)
+      return errorAt(where) << "gradient_accumulation_steps " << *acc
+                            << " is more than " << kMaxAccumulationSteps;
+    s.gradientAccumulationSteps = *acc;
+    return success();
+  }
+
+  /// Bucket sizes from the hidden size, as the Trainer's
+  /// trainer_config_finalize sets them (the stage-3 ones at stage 3 only).
+  LogicalResult resolveSizes(ModuleOp module, ZeroPipelineOptions &s) {
+    struct Auto {
+      const DeepSpeedValue<int64_t> &value;
+      bool explicitOption;
+      bool stage3Only;
+      StringRef key;
+      mlir::detail::PassOptions::Option<int64_t> &setting;
+    } autos[] = {
+        {cfg->reduceBucketSize, given->reduceBucketSize.hasValue(), false,
+         "zero_optimization.reduce_bucket_size", s.reduceBucketSize},
+        {cfg->prefetchBucketSize, given->prefetchBucketSize.hasValue(), true,
+         "zero_optimization.stage3_prefetch_bucket_size", s.prefetchBucketSize},
+        {cfg->paramPersistenceThreshold,
+         given->paramPersistenceThreshold.hasValue(), true,
+         "zero_optimization.stage3_param_persistence_threshold",
+         s.paramPersistenceThreshold},
+    };
+    for (Auto &a : autos) {
+      if (!a.value.isAuto || a.explicitOption || (a.stage3Only && s.stage != 3))
+        continue;
+      std::optional<std::pair<int64_t, Operation *>> hidden =
+          hiddenSize(module);
+      if (!hidden)
+        return errorAt(a.value)
+               << a.key
+               << ": cannot resolve \"auto\": the model has no layer_norm, "
+                  "rms_norm or embedding to take the hidden size from";
+      int64_t h = hidden->first;
+      std::string from = llvm::formatv("hidden size {0}, from {1}", h,
+                                       hidden->second->getName())
+                             .str();
+      // As Python evaluates hidden*hidden, int(0.9*hidden*hidden) and
+      // 10*hidden.
+      if (a.key.ends_with("reduce_bucket_size")) {
+        a.setting = h * h;
+        resolved(a.value, a.key, a.setting.getValue(), "hidden^2, " + from);
+      } else if (a.key.ends_with("prefetch_bucket_size")) {
+        a.setting = static_cast<int64_t>(0.9 * h * h);
+        resolved(a.value, a.key, a.setting.getValue(),
+                 "int(0.9 * hidden^2), " + from);
+      } else {
+        a.setting = 10 * h;
+        resolved(a.value, a.key, a.setting.getValue(), "10 * hidden, " + from);
+      }
+    }
+    return success();
+  }
+
+  /// fp16/bf16 "enabled": "auto" from the train step's precision (the
+  /// Trainer's --fp16/--bf16), then the precision the file asks for.
+  LogicalResult resolvePrecision(TrainStepOp step, ZeroPipelineOptions &s) {
+    PrecisionKind kind = step.getPrecision().getKind();
+    auto enabled = [&](const DeepSpeedValue<bool> &v, StringRef key,
+                       PrecisionKind k) -> std::optional<bool> {
+      if (!v.isAuto)
+        return v.value;
+      bool on = kind == k;
+      resolved(v, key, on,
+               "the precision " + stringifyPrecisionKind(kind) +
+                   " of train step @" + step.getSymName());
+      return on;
+    };
+    std::optional<bool> fp16 =
+        enabled(cfg->fp16, "fp16.enabled", PrecisionKind::fp16);
+    std::optional<bool> bf16 =
+        enabled(cfg->bf16, "bf16.enabled", PrecisionKind::bf16);
+    if (fp16.value_or(false) && bf16.value_or(false))
+      return errorAt(cfg->fp16) << "fp16.enabled and bf16.enabled are both "
+                                   "true";
+    if (given->dtype.hasValue())
+      return success();
+    if (fp16.value_or(false))
+      dtype = PrecisionKind::fp16;
+    else if (bf16.value_or(false))
+      dtype = PrecisionKind::bf16;
+    else if (cfg->fp16.value || cfg->bf16.value)
+      dtype = PrecisionKind::fp32; // Turned off in so many words.
+    if (dtype)
+      s.dtype = stringifyPrecisionKind(*dtype).str();
+    return success();
+  }
+
+  /// The file's offload choices against the stage (DeepSpeed's rules) and
+  /// what is implemented, at their places in the file. Options given
+  /// explicitly are checked by zero-optimizer.
+  LogicalResult checkOffload(const ZeroPipelineOptions &s) {
+    auto device = [](const DeepSpeedValue<std::string> &v) {
+      return v.value ? symbolizeOffloadDevice(*v.value).value_or(
+                           OffloadDevice::none)
+                     : OffloadDevice::none;
+    };
+    OffloadDevice optimizer = device(cfg->offloadOptimizer);
+    OffloadDevice param = device(cfg->offloadParam);
+    bool fileOptimizer =
+        optimizer != OffloadDevice::none &&
+        s.offloadOptimizer.getValue() == *cfg->offloadOptimizer.value;
+    bool fileParam = param != OffloadDevice::none &&
+                     s.offloadParam.getValue() == *cfg->offloadParam.value;
+    if (fileOptimizer && s.stage < 1)
+      return errorAt(cfg->offloadOptimizer)
+             << "zero_optimization.offload_optimizer: optimizer offload needs "
+                "ZeRO stage 1, 2 or 3, the stage is "
+             << s.stage.getValue();
+    if (fileParam && s.stage != 3)
+      return errorAt(cfg->offloadParam)
+             << "zero_optimization.offload_param: parameter offload needs "
+                "ZeRO stage 3, the stage is "
+             << s.stage.getValue();
+    // The swap files' directory, from the file or the options.
+    if (fileParam && param == OffloadDevice::nvme && s.paramNvmePath.empty() &&
+        s.nvmePath.empty())
+      return errorAt(cfg->offloadParam)
+             << "zero_optimization.offload_param: device nvme needs an "
+                "nvme_path (or the option param-nvme-path)";
+    if (fileOptimizer && optimizer == OffloadDevice::nvme && s.nvmePath.empty())
+      return errorAt(cfg->offloadOptimizer)
+             << "zero_optimization.offload_optimizer: device nvme needs an "
+                "nvme_path (or the option nvme-path)";
+    return success();
+  }
+
+  /// Optimizer values and gradient_clipping "auto": the train step's own
+  /// (the Trainer's --learning_rate, --adam_beta1, ...).
+  void resolveOptimizer(TrainStepOp step, ZeroPipelineOptions &s) {
+    OptimizerAttr opt = step.getOptimizer();
+    StringRef why = "the train step's optimizer";
+    if (cfg->lr.isAuto)
+      resolved(cfg->lr, "optimizer.params.lr", opt.getLr().convertToDouble(),
+               why);
+    if (cfg->beta1.isAuto)
+      mlir::emitRemark(locOf(cfg->beta1))
+          << "\"auto\" resolved: optimizer.params.betas = ["
+          << formatValue(opt.getBeta1().convertToDouble()) << ", "
+          << formatValue(opt.getBeta2().convertToDouble()) << "] (" << why
+          << ")";
+    if (cfg->eps.isAuto)
+      resolved(cfg->eps, "optimizer.params.eps", opt.getEps().convertToDouble(),
+               why);
+    if (cfg->weightDecay.isAuto)
+      resolved(cfg->weightDecay, "optimizer.params.weight_decay",
+               opt.getWeightDecay().convertToDouble(), why);
+    if (cfg->gradientClipping.isAuto && !given->gradientClipping.hasValue()) {
+      s.gradientClipping = -1.0; // The train step's.
+      resolved(cfg->gradientClipping, "gradient_clipping",
+               step.getGradientClipping().convertToDouble(),
+               "the train step's gradient_clipping");
+    }
+  }
+
+  /// The `scheduler` section, "auto" resolved as Hugging Face's integration
+  /// resolves it: warmup_min_lr 0, warmup_max_lr the optimizer's lr (the
+  /// file's, else the train step's) and warmup_num_steps the Trainer's
+  /// default warmup of 0 steps. total_num_steps "auto" is the Trainer's
+  /// number of training steps, which a compiled step cannot know (the
+  /// executable's --steps is chosen when it runs), so it is an error.
+  LrScheduleAttr resolveSchedule(TrainStepOp step) {
+    const DeepSpeedValue<std::string> &type = cfg->schedulerType;
+    std::vector<LrScheduleParam> params;
+    for (const DeepSpeedConfig::SchedulerParam &p : cfg->schedulerParams) {
+      std::string key = "scheduler.params." + p.name;
+      if (!p.value.isAuto) {
+        params.emplace_back(p.name, *p.value.value);
+        continue;
+      }
+      if (p.name == "warmup_min_lr" || p.name == "warmup_num_steps") {
+        params.emplace_back(p.name, "0");
+        resolved(p.value, key, int64_t(0),
+                 p.name == "warmup_min_lr"
+                     ? "as Hugging Face's integration sets it"
+                     : "the Trainer's default warmup_steps");
+      } else if (p.name == "warmup_max_lr") {
+        double lr = cfg->lr.value.value_or(
+            step.getOptimizer().getLr().convertToDouble());
+        params.emplace_back(p.name, formatValue(lr));
+        resolved(p.value, key, lr,
+                 cfg->lr.value ? "optimizer.params.lr"
+                               : "the train step's optimizer lr");
+      } else if (p.name == "total_num_steps") {
+        errorAt(p.value) << key
+                         << ": cannot resolve \"auto\": it is the length of "
+                            "the run, which Hugging Face's Trainer knows and "
+                            "a compiled step does not; give the number of "
+                            "optimizer steps";
+        return {};
+      } else {
+        errorAt(p.value) << key
+                         << ": cannot resolve \"auto\": Hugging Face's "
+                            "integration resolves it only for warmup_min_lr, "
+                            "warmup_max_lr, warmup_num_steps and "
+                            "total_num_steps; give a value";
+        return {};
+      }
+    }
+    return buildLrSchedule(&getContext(), *type.value, params,
+                           [&](int64_t param) -> InFlightDiagnostic {
+                             if (param < 0)
+                               return errorAt(type) << "scheduler: ";
+                             return errorAt(cfg->schedulerParams[param].value);
+                           });
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The train step's attributes
+  //===--------------------------------------------------------------------===//
+
+  /// Sets `field` of `result` to the file's value `v`, if it gives one,
+  /// after `make` has checked that value alone in `original` (the
+  /// attributes' verifiers check each parameter by itself), so that an
+  /// error names the place of the value that is wrong.
+  template <typename Params, typename Field, typename T, typename Make>
+  bool take(const DeepSpeedValue<T> &v, const Params &original, Params &result,
+            Field Params::*field, Make make) {
+    if (!v.value)
+      return true;
+    Params alone = original;
+    alone.*field = Field(*v.value);
+    if (!make([&] { return errorAt(v); }, alone))
+      return false;
+    result.*field = Field(*v.value);
+    return true;
+  }
+
+  /// Writes the file's optimizer, precision and logging into `step`.
+  LogicalResult apply(TrainStepOp step) {
+    MLIRContext *ctx = step.getContext();
+    auto stepError = [&] { return step.emitOpError(); };
+    OptimizerAttr opt = step.getOptimizer();
+    struct OptParams {
+      OptimizerKind kind;
+      APFloat lr, beta1, beta2, eps, weightDecay;
+      bool biasCorrection;
+      LrScheduleAttr schedule;
+    } o{opt.getKind(),           opt.getLr(),      opt.getBeta1(),
+        opt.getBeta2(),          opt.getEps(),     opt.getWeightDecay(),
+        opt.getBiasCorrection(), opt.getSchedule()};
+    auto makeOpt = [&](auto emitError, const OptParams &p) {
+      return OptimizerAttr::getChecked(emitError, ctx, p.kind, p.lr, p.beta1,
+                                       p.beta2, p.eps, p.weightDecay,
+                                       p.biasCorrection, p.schedule);
+    };
+    OptParams newOpt = o;
+    bool ok = take(cfg->lr, o, newOpt, &OptParams::lr, makeOpt);
+    ok &= take(cfg->beta1, o, newOpt, &OptParams::beta1, makeOpt);
+    ok &= take(cfg->beta2, o, newOpt, &OptParams::beta2, makeOpt);
+    ok &= take(cfg->eps, o, newOpt, &OptParams::eps, makeOpt);
+    ok &= take(cfg->weightDecay, o, newOpt, &OptParams::weightDecay, makeOpt);
+    ok &= take(cfg->biasCorrection, o, newOpt, &OptParams::biasCorrection,
+               makeOpt);
+    if (schedule)
+      newOpt.schedule = schedule;
+
+    PrecisionAttr prec = step.getPrecision();
+    struct PrecParams {
+      PrecisionKind kind;
+      int64_t initialScalePower, lossScaleWindow, hysteresis;
+      APFloat minLossScale, lossScale;
+    } p{dtype.value_or(prec.getKind()), prec.getInitialScalePower(),
+        prec.getLossScaleWindow(),      prec.getHysteresis(),
+        prec.getMinLossScale(),         prec.getLossScale()};
+    auto makePrec = [&](auto emitError, const PrecParams &q) {
+      return PrecisionAttr::getChecked(
+          emitError, ctx, q.kind, q.initialScalePower, q.lossScaleWindow,
+          q.hysteresis, q.minLossScale, q.lossScale);
+    };
+    PrecParams newPrec = p;
+    ok &= take(cfg->initialScalePower, p, newPrec,
+               &PrecParams::initialScalePower, makePrec);
+    ok &= take(cfg->lossScaleWindow, p, newPrec, &PrecParams::lossScaleWindow,
+               makePrec);
+    ok &= take(cfg->hysteresis, p, newPrec, &PrecParams::hysteresis, makePrec);
+    ok &= take(cfg->minLossScale, p, newPrec, &PrecParams::minLossScale,
+               makePrec);
+    ok &= take(cfg->lossScale, p, newPrec, &PrecParams::lossScale, makePrec);
+    if (!ok)
+      return failure();
+
+    if (cfg->adamW.value)
+      newOpt.kind =
+          *cfg->adamW.value ? OptimizerKind::adamw : OptimizerKind::adam;
+    step.setOptimizerAttr(makeOpt(stepError, newOpt));
+    step.setPrecisionAttr(makePrec(stepError, newPrec));
+    if (cfg->stepsPerPrint.value || cfg->wallClockBreakdown.value)
+      ctx->getLoadedDialect<ZeroDialect>()->getLoggingAttrHelper().setAttr(
+          step,
+          LoggingAttr::get(ctx, cfg->stepsPerPrint.value.value_or(1),
+                           cfg->wallClockBreakdown.value.value_or(false)));
+    return success();
+  }
+
+  std::shared_ptr<const DeepSpeedConfig> cfg;
+  /// The options given explicitly: they win over the file.
+  std::shared_ptr<const ZeroPipelineOptions> given;
+  /// The precision the file asks for, if any.
+  std::optional<PrecisionKind> dtype;
+  /// The file's learning-rate schedule, if it has a `scheduler`.
+  LrScheduleAttr schedule;
+};
+
+} // namespace
+
+std::unique_ptr<Pass>
+pipeline::createApplyDeepSpeedConfigPass(const ZeroPipelineOptions &options) {
+  return std::make_unique<ApplyDeepSpeedConfigPass>(
+      std::make_shared<DeepSpeedConfig>(parseDeepSpeedConfig(options.config)),
+      options);
+}
