@@ -237,7 +237,8 @@ static bool emitPipelineDocs(const RecordKeeper &records, raw_ostream &os) {
   for (const PassPipeline &pipeline : getPipelines(records)) {
     os << llvm::formatv("\n### `-{0}`\n\n_{1}_\n", pipeline.getArgument(),
                         pipeline.getSummary());
-    if (StringRef description = pipeline.getDescription().trim();
+    // Trimmed of blank lines only: the first line's indent is the block's.
+    if (StringRef description = pipeline.getDescription().ltrim("\r\n").rtrim();
         !description.empty()) {
       // Unindented, as mlir-tblgen writes a pass's description.
       SmallVector<StringRef> lines;
