@@ -86,7 +86,7 @@ struct ApplyDeepSpeedConfigPass
     OpPassManager pm(ModuleOp::getOperationName());
     std::unique_ptr<ZeroPipelineOptions> s = withFile();
     s->stage = 3; // Every pass.
-    addPasses(pm, *s, getRematFirstBlocks());
+    addPasses(pm, *s, getRematBlocks());
     pm.getDependentDialects(registry);
   }
 
@@ -124,10 +124,12 @@ struct ApplyDeepSpeedConfigPass
     return s;
   }
 
-  /// zero-remat's first-blocks: activation_checkpointing's
+  /// The blocks the remat policy covers: activation_checkpointing's
   /// number_checkpoints, unless the remat option was given.
-  int64_t getRematFirstBlocks() const {
-    return given->remat.hasValue() ? -1 : cfg->rematBlocks.value.value_or(-1);
+  std::optional<int64_t> getRematBlocks() const {
+    if (given->remat.hasValue())
+      return std::nullopt;
+    return cfg->rematBlocks.value;
   }
 
   void runOnOperation() override {
@@ -163,7 +165,7 @@ struct ApplyDeepSpeedConfigPass
           return signalPassFailure();
     }
     OpPassManager pm(ModuleOp::getOperationName());
-    addPasses(pm, s, getRematFirstBlocks());
+    addPasses(pm, s, getRematBlocks());
     if (failed(runPipeline(pm, module)))
       return signalPassFailure();
   }
@@ -460,12 +462,11 @@ struct ApplyDeepSpeedConfigPass
     if (cfg->weightDecay.isAuto)
       resolved(cfg->weightDecay, "optimizer.params.weight_decay",
                opt.getWeightDecay().convertToDouble(), why);
-    if (cfg->gradientClipping.isAuto && !given->gradientClipping.hasValue()) {
-      s.gradientClipping = -1.0; // The train step's.
+    // The option, neither given nor set by the file, keeps the train step's.
+    if (cfg->gradientClipping.isAuto && !given->gradientClipping.hasValue())
       resolved(cfg->gradientClipping, "gradient_clipping",
                step.getGradientClipping().convertToDouble(),
                "the train step's gradient_clipping");
-    }
   }
 
   /// The `scheduler` section, "auto" resolved as Hugging Face's integration

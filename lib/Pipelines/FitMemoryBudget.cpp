@@ -29,9 +29,10 @@ struct FitMemoryBudgetPass
     : public PassWrapper<FitMemoryBudgetPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FitMemoryBudgetPass)
 
-  /// `firstBlocks`: zero-remat's first-blocks for the remat policy given.
-  FitMemoryBudgetPass(const ZeroPipelineOptions &options, int64_t firstBlocks)
-      : options(copyOptions(options)), firstBlocks(firstBlocks) {}
+  /// `rematBlocks`: the remat policy given covers only the first blocks.
+  FitMemoryBudgetPass(const ZeroPipelineOptions &options,
+                      std::optional<int64_t> rematBlocks)
+      : options(copyOptions(options)), rematBlocks(rematBlocks) {}
 
   StringRef getArgument() const override { return "zero-fit-memory-budget"; }
   StringRef getDescription() const override {
@@ -176,8 +177,7 @@ struct FitMemoryBudgetPass
     // one tried.
     SmallVector<Candidate> chain;
     bool search = !options->remat.hasValue() || policy == "auto";
-    int64_t given =
-        firstBlocks < 0 ? numBlocks : std::min(firstBlocks, numBlocks);
+    int64_t given = rematBlocks ? std::min(*rematBlocks, numBlocks) : numBlocks;
     if (search || policy == "none" || given == 0)
       chain.push_back({});
     for (int64_t k = 1; k <= numBlocks; ++k)
@@ -252,7 +252,7 @@ struct FitMemoryBudgetPass
   /// The options of the schedule passes; `remat` given or not, and
   /// `memory-budget` and `hardware`, steer the search.
   std::shared_ptr<const ZeroPipelineOptions> options;
-  int64_t firstBlocks;
+  std::optional<int64_t> rematBlocks;
   int64_t budget = 0, modelElements = 0;
   const HardwarePreset *hw = nullptr;
   static constexpr int64_t kMaxDivisor = 256;
@@ -262,6 +262,6 @@ struct FitMemoryBudgetPass
 
 std::unique_ptr<Pass>
 pipeline::createFitMemoryBudgetPass(const ZeroPipelineOptions &options,
-                                    int64_t rematFirstBlocks) {
-  return std::make_unique<FitMemoryBudgetPass>(options, rematFirstBlocks);
+                                    std::optional<int64_t> rematBlocks) {
+  return std::make_unique<FitMemoryBudgetPass>(options, rematBlocks);
 }

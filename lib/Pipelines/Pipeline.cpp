@@ -65,18 +65,19 @@ void pipeline::addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
 }
 
 /// The passes after mixed precision, what the ZeRO options decide:
-/// zero-remat (its first-blocks `rematFirstBlocks`) and partition to
+/// zero-remat (on the first `rematBlocks` blocks, when given) and partition to
 /// optimizer, or the memory-budget search over them, then the verifier.
 void pipeline::addSchedulePasses(OpPassManager &pm,
                                  const ZeroPipelineOptions &o,
-                                 int64_t rematFirstBlocks) {
+                                 std::optional<int64_t> rematBlocks) {
   if (!o.memoryBudget.empty() || o.remat == "auto") {
-    pm.addPass(createFitMemoryBudgetPass(o, rematFirstBlocks));
+    pm.addPass(createFitMemoryBudgetPass(o, rematBlocks));
   } else {
     if (o.remat != "none") {
       ZeroRematPassOptions r;
       r.policy = o.remat;
-      r.firstBlocks = rematFirstBlocks;
+      if (rematBlocks)
+        r.firstBlocks = *rematBlocks;
       pm.addPass(createZeroRematPass(r));
     }
     addZeroPasses(pm, o, RematChoice());
@@ -86,7 +87,7 @@ void pipeline::addSchedulePasses(OpPassManager &pm,
 }
 
 void pipeline::addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
-                         int64_t rematFirstBlocks) {
+                         std::optional<int64_t> rematBlocks) {
   if (o.padVocab != 0) {
     ZeroPadVocabPassOptions pad;
     pad.multiple = o.padVocab;
@@ -95,17 +96,17 @@ void pipeline::addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
   pm.addPass(createZeroAutodiffPass());
   pm.addPass(
       createZeroMixedPrecisionPass(o.getZeroMixedPrecisionPassOptions()));
-  addSchedulePasses(pm, o, rematFirstBlocks);
+  addSchedulePasses(pm, o, rematBlocks);
 }
 
 void mlir::zero::buildZeroPipeline(OpPassManager &pm,
                                    const ZeroPipelineOptions &o) {
   if (o.config.empty())
-    return addPasses(pm, o, /*rematFirstBlocks=*/-1);
+    return addPasses(pm, o, /*rematBlocks=*/std::nullopt);
   pm.addPass(createApplyDeepSpeedConfigPass(o));
 }
 
 void mlir::zero::buildZeroSchedulePipeline(OpPassManager &pm,
                                            const ZeroPipelineOptions &o) {
-  addSchedulePasses(pm, o, /*rematFirstBlocks=*/-1);
+  addSchedulePasses(pm, o, /*rematBlocks=*/std::nullopt);
 }

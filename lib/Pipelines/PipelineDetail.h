@@ -17,6 +17,7 @@
 #include "zero/Pipelines/Pipeline.h"
 
 #include <memory>
+#include <optional>
 
 namespace mlir::zero::pipeline {
 
@@ -38,22 +39,23 @@ void addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
                    const RematChoice &remat);
 
 /// The passes after mixed precision, what the ZeRO options decide:
-/// zero-remat (its first-blocks `rematFirstBlocks`) and partition to
-/// optimizer, or the memory-budget search over them, then the verifier.
+/// zero-remat (on the first `rematBlocks` blocks, when given: a ds_config's
+/// activation_checkpointing.number_checkpoints) and partition to optimizer,
+/// or the memory-budget search over them, then the verifier.
 void addSchedulePasses(OpPassManager &pm, const ZeroPipelineOptions &o,
-                       int64_t rematFirstBlocks);
+                       std::optional<int64_t> rematBlocks);
 
 /// zero-pipeline's passes with the options `o` (a ds_config's resolved):
 /// zero-pad-vocab, autodiff, mixed precision and addSchedulePasses.
 void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
-               int64_t rematFirstBlocks);
+               std::optional<int64_t> rematBlocks);
 
 /// The memory-budget search over the passes from zero-remat on (with
-/// memory-budget or remat=auto); `rematFirstBlocks` is zero-remat's
-/// first-blocks for the remat policy given.
+/// memory-budget or remat=auto); `rematBlocks` limits the remat policy
+/// given to the first blocks.
 std::unique_ptr<Pass>
 createFitMemoryBudgetPass(const ZeroPipelineOptions &options,
-                          int64_t rematFirstBlocks);
+                          std::optional<int64_t> rematBlocks);
 
 /// Reads the ds_config file of `options` when created (its diagnostics are
 /// reported when the pass runs), resolves it against the train steps and
