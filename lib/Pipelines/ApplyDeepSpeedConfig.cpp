@@ -17,6 +17,7 @@
 #include "zero/Dialect/Zero/Transforms/LrSchedule.h"
 #include "zero/Pipelines/DeepSpeedConfig.h"
 
+#include "DeepSpeedJson.h"
 #include "PipelineDetail.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -60,7 +61,9 @@ std::optional<std::pair<int64_t, Operation *>> hiddenSize(ModuleOp module) {
   return norm ? norm : embedding;
 }
 
-std::string formatValue(double v) { return formatDeepSpeedNumber(v); }
+std::string formatValue(double v) {
+  return deepspeed::formatDeepSpeedNumber(v);
+}
 std::string formatValue(int64_t v) { return std::to_string(v); }
 std::string formatValue(bool v) { return v ? "true" : "false"; }
 
@@ -73,8 +76,10 @@ struct ApplyDeepSpeedConfigPass
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ApplyDeepSpeedConfigPass)
 
   ApplyDeepSpeedConfigPass(std::shared_ptr<const DeepSpeedConfig> cfg,
-                           const ZeroPipelineOptions &options)
-      : cfg(std::move(cfg)), given(copyOptions(options)) {}
+                           const ZeroPipelineOptions &options,
+                           AddPipelinePasses addPasses)
+      : cfg(std::move(cfg)), given(copyOptions(options)), addPasses(addPasses) {
+  }
 
   StringRef getArgument() const override { return "zero-apply-ds-config"; }
   StringRef getDescription() const override {
@@ -612,6 +617,8 @@ struct ApplyDeepSpeedConfigPass
   std::shared_ptr<const DeepSpeedConfig> cfg;
   /// The options given explicitly: they win over the file.
   std::shared_ptr<const ZeroPipelineOptions> given;
+  /// zero-pipeline's passes, run with the resolved options.
+  AddPipelinePasses addPasses;
   /// The precision the file asks for, if any.
   std::optional<PrecisionKind> dtype;
   /// The file's learning-rate schedule, if it has a `scheduler`.
@@ -621,8 +628,9 @@ struct ApplyDeepSpeedConfigPass
 } // namespace
 
 std::unique_ptr<Pass>
-pipeline::createApplyDeepSpeedConfigPass(const ZeroPipelineOptions &options) {
+pipeline::createApplyDeepSpeedConfigPass(const ZeroPipelineOptions &options,
+                                         AddPipelinePasses addPasses) {
   return std::make_unique<ApplyDeepSpeedConfigPass>(
       std::make_shared<DeepSpeedConfig>(parseDeepSpeedConfig(options.config)),
-      options);
+      options, addPasses);
 }

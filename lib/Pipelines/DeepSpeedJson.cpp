@@ -16,7 +16,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "DeepSpeedJson.h"
-#include "zero/Pipelines/DeepSpeedConfig.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -436,7 +435,7 @@ std::string deepspeed::dump(const json::Value &v) {
 /// `d` as nlohmann/json printed it: the shortest digits that read back as
 /// `d`, written out (with ".0" on whole numbers) when the decimal point falls
 /// between -4 and 15 digits from their start, otherwise as 1.5e+20.
-std::string mlir::zero::formatDeepSpeedNumber(double d) {
+std::string deepspeed::formatDeepSpeedNumber(double d) {
   if (d == 0)
     return std::signbit(d) ? "-0.0" : "0.0";
   char buf[32];

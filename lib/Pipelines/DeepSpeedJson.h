@@ -45,6 +45,10 @@ std::optional<SyntaxError> parseJson(StringRef text, Positions &positions,
 /// The keys of `obj`, sorted.
 std::vector<StringRef> sortedKeys(const llvm::json::Object &obj);
 
+/// `d` as DeepSpeed's messages print a JSON number: the shortest digits
+/// that read back as `d` (0.0006, 1e-08, 1.0).
+std::string formatDeepSpeedNumber(double d);
+
 /// `v` in compact JSON as nlohmann/json's dump() wrote it, keys sorted.
 void dump(const llvm::json::Value &v, llvm::raw_ostream &os);
 std::string dump(const llvm::json::Value &v);

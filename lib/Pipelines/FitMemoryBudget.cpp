@@ -31,8 +31,10 @@ struct FitMemoryBudgetPass
 
   /// `rematBlocks`: the remat policy given covers only the first blocks.
   FitMemoryBudgetPass(const ZeroPipelineOptions &options,
-                      std::optional<int64_t> rematBlocks)
-      : options(copyOptions(options)), rematBlocks(rematBlocks) {}
+                      std::optional<int64_t> rematBlocks,
+                      AddZeroPasses addZeroPasses)
+      : options(copyOptions(options)), rematBlocks(rematBlocks),
+        addZeroPasses(addZeroPasses) {}
 
   StringRef getArgument() const override { return "zero-fit-memory-budget"; }
   StringRef getDescription() const override {
@@ -253,6 +255,7 @@ struct FitMemoryBudgetPass
   /// `memory-budget` and `hardware`, steer the search.
   std::shared_ptr<const ZeroPipelineOptions> options;
   std::optional<int64_t> rematBlocks;
+  AddZeroPasses addZeroPasses;
   int64_t budget = 0, modelElements = 0;
   const HardwarePreset *hw = nullptr;
   static constexpr int64_t kMaxDivisor = 256;
@@ -262,6 +265,8 @@ struct FitMemoryBudgetPass
 
 std::unique_ptr<Pass>
 pipeline::createFitMemoryBudgetPass(const ZeroPipelineOptions &options,
-                                    std::optional<int64_t> rematBlocks) {
-  return std::make_unique<FitMemoryBudgetPass>(options, rematBlocks);
+                                    std::optional<int64_t> rematBlocks,
+                                    AddZeroPasses addZeroPasses) {
+  return std::make_unique<FitMemoryBudgetPass>(options, rematBlocks,
+                                               addZeroPasses);
 }

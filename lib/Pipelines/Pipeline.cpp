@@ -23,15 +23,6 @@ using namespace mlir;
 using namespace mlir::zero;
 using namespace mlir::zero::pipeline;
 
-/// A copy of `options` (PassOptions cannot be copied), with the marks of
-/// the options given explicitly.
-std::unique_ptr<ZeroPipelineOptions>
-pipeline::copyOptions(const ZeroPipelineOptions &options) {
-  auto copy = std::make_unique<ZeroPipelineOptions>();
-  copy->copyOptionValuesFrom(options);
-  return copy;
-}
-
 static SmallVector<int64_t> blockRange(int64_t begin, int64_t end) {
   SmallVector<int64_t> blocks;
   for (int64_t b = begin; b < end; ++b)
@@ -41,8 +32,8 @@ static SmallVector<int64_t> blockRange(int64_t begin, int64_t end) {
 
 /// zero-remat as `remat` says, then partition, gradient sync, gathers,
 /// prefetch (stage 3) and the optimizer.
-void pipeline::addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
-                             const RematChoice &remat) {
+static void addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
+                          const RematChoice &remat) {
   if (remat.layerBlocks > 0) {
     ZeroRematPassOptions r;
     r.policy = "layer";
@@ -67,11 +58,10 @@ void pipeline::addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
 /// The passes after mixed precision, what the ZeRO options decide:
 /// zero-remat (on the first `rematBlocks` blocks, when given) and partition to
 /// optimizer, or the memory-budget search over them, then the verifier.
-void pipeline::addSchedulePasses(OpPassManager &pm,
-                                 const ZeroPipelineOptions &o,
-                                 std::optional<int64_t> rematBlocks) {
+static void addSchedulePasses(OpPassManager &pm, const ZeroPipelineOptions &o,
+                              std::optional<int64_t> rematBlocks) {
   if (!o.memoryBudget.empty() || o.remat == "auto") {
-    pm.addPass(createFitMemoryBudgetPass(o, rematBlocks));
+    pm.addPass(createFitMemoryBudgetPass(o, rematBlocks, addZeroPasses));
   } else {
     if (o.remat != "none") {
       ZeroRematPassOptions r;
@@ -86,8 +76,10 @@ void pipeline::addSchedulePasses(OpPassManager &pm,
     pm.addPass(createZeroVerifySchedulePass());
 }
 
-void pipeline::addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
-                         std::optional<int64_t> rematBlocks) {
+/// zero-pipeline's passes with the options `o` (a ds_config's, once
+/// resolved): zero-pad-vocab, autodiff, mixed precision and the schedule.
+static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
+                      std::optional<int64_t> rematBlocks) {
   if (o.padVocab != 0) {
     ZeroPadVocabPassOptions pad;
     pad.multiple = o.padVocab;
@@ -103,7 +95,7 @@ void mlir::zero::buildZeroPipeline(OpPassManager &pm,
                                    const ZeroPipelineOptions &o) {
   if (o.config.empty())
     return addPasses(pm, o, /*rematBlocks=*/std::nullopt);
-  pm.addPass(createApplyDeepSpeedConfigPass(o));
+  pm.addPass(createApplyDeepSpeedConfigPass(o, addPasses));
 }
 
 void mlir::zero::buildZeroSchedulePipeline(OpPassManager &pm,

@@ -177,16 +177,13 @@ static void emitPipelineDecl(const PassPipeline &pipeline, raw_ostream &os) {
   }
   for (const Pass &pass : pipeline.getPasses())
     emitPassOptionsGetter(pass, os);
-  os << "};\n\n";
-  os << llvm::formatv("/// Adds the passes of `{0}` to `pm`.\n"
-                      "void build{1}(::mlir::OpPassManager &pm, "
-                      "const {1}Options &options);\n",
-                      pipeline.getArgument(), name);
+  os << "};\n";
 }
 
 static void emitPipelineRegistration(const PassPipeline &pipeline,
                                      raw_ostream &os) {
-  os << llvm::formatv("\n/// Registers `{0}`, built by build{1}.\n"
+  os << llvm::formatv("\n/// Registers `{0}`, built by build{1}, which the "
+                      "includer declares.\n"
                       "inline void register{1}() {{\n"
                       "  ::mlir::PassPipelineRegistration<{1}Options>(\n"
                       "      \"{0}\", R\"PD({2})PD\", build{1});\n"

@@ -98,10 +98,6 @@ struct DeepSpeedConfig {
   DeepSpeedValue<int64_t> paramBufferCount, paramBufferSize;
 };
 
-/// `d` as DeepSpeed's messages print a JSON number: the shortest digits
-/// that read back as `d` (0.0006, 1e-08, 1.0).
-std::string formatDeepSpeedNumber(double d);
-
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.
 DeepSpeedConfig parseDeepSpeedConfig(llvm::StringRef path);
 

@@ -14,7 +14,8 @@ include "mlir/Pass/PassBase.td"
 // `zero-tblgen -gen-pass-pipeline-decls` emits `<Name>Options` (a
 // PassPipelineOptions with one option each, and for each pass
 // `get<Pass>Options()`, the pass's generated options struct filled from
-// them), the declaration of `build<Name>` and `register<Name>()`;
+// them; GEN_PASS_PIPELINE_DECL) and `register<Name>()`, which registers
+// `build<Name>` (GEN_PASS_PIPELINE_REGISTRATION);
 // `-gen-pass-pipeline-doc` its documentation. An option that several passes
 // take is one Option def that each of them lists: two Option records with
 // one name are an error.

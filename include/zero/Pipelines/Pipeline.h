@@ -3,27 +3,19 @@
 // Part of the zero-mlir project.
 //
 //===----------------------------------------------------------------------===//
-//
-// zero-pipeline's options are generated (Pipeline.td, zero-tblgen) from the
-// Option records of the passes it runs, so that each is declared once, in
-// its pass's `options`: ZeroPipelineOptions has one option for each, and
-// get<Pass>Options() fills that pass's generated options struct.
-//
-//===----------------------------------------------------------------------===//
 
 #ifndef ZERO_PIPELINES_PIPELINE_H
 #define ZERO_PIPELINES_PIPELINE_H
 
-#include "zero/Dialect/Zero/Transforms/Passes.h"
+#include "zero/Pipelines/PipelineOptions.h"
 
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
 
 namespace mlir::zero {
 
-#define GEN_PASS_PIPELINE_DECL
-#include "zero/Pipelines/Pipeline.h.inc"
+/// Adds the passes of zero-pipeline to `pm`.
+void buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &options);
 
 /// Adds the passes of zero-pipeline that follow autodiff and mixed
 /// precision (partition to optimizer, and the verifier), with `options` and
