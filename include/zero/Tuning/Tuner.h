@@ -19,7 +19,7 @@
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
-#include "zero/Pipelines/Pipeline.h"
+#include "zero/Pipelines/PipelineOptions.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
