@@ -171,8 +171,12 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
       one, the name without its last component (`transformer.ln_f.weight` ->
       `transformer.ln_f`), or the whole name if it has a single component
       (`scale`). Consecutive parameters with the same key form one group
-      named by the key; if that name is already a symbol (a parameter
-      `@scale`, or the same key further down), `_1`, `_2`, ... is appended.
+      named by the key.
+
+    A group's buffers hold one compute type, so a parameter whose compute
+    type differs from the one before it starts a new group (at stages 0-2
+    too). If a group's name is already a symbol (a parameter `@scale`, or
+    the same key or `flat` further down), `_1`, `_2`, ... is appended.
 
     Data parallelism: the batch dimension (dim 0) of every train step input
     is divided by `world-size`, and the types of every value that carries the
