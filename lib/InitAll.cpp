@@ -16,7 +16,7 @@
 #include "zero/Dialect/Zero/Analysis/Passes.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
-#include "zero/Dialect/Zero/Transforms/Pipeline.h"
+#include "zero/Pipelines/Pipeline.h"
 
 void zero::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::zero::ZeroDialect, mlir::nn::NNDialect,

@@ -53,6 +53,7 @@
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 #include "zero/Dialect/Zero/Transforms/Remat.h"
+#include "zero/Pipelines/Pipeline.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
@@ -671,8 +672,9 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
       {"stage", c.stage},
       {"reduce_bucket_size", c.reduceBucketSize},
       {"overlap_comm", c.overlapComm},
-      {"reduce_scatter", true},
-      {"contiguous_gradients", true},
+      // The passes' defaults, which every candidate keeps.
+      {"reduce_scatter", ZeroGradSyncPassOptions().reduceScatter},
+      {"contiguous_gradients", ZeroGradSyncPassOptions().contiguousGradients},
   };
   if (c.stage == 1 || c.stage == 2)
     zero["allgather_bucket_size"] = c.allgatherBucketSize;

@@ -19,7 +19,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
-#include "zero/Dialect/Zero/Transforms/Pipeline.h"
+#include "zero/Pipelines/Pipeline.h"
 #include "zero/InitAll.h"
 #include "zero/Support/ModelFile.h"
 

@@ -29,7 +29,7 @@
 #include "zero/Conversion/Passes.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
-#include "zero/Dialect/Zero/Transforms/Pipeline.h"
+#include "zero/Pipelines/Pipeline.h"
 #include "zero/InitAll.h"
 #include "zero/Support/Nesting.h"
 

@@ -12,19 +12,31 @@ include "mlir/Pass/PassBase.td"
 def ConvertZeroToRuntimePass : Pass<"convert-zero-to-runtime", "::mlir::ModuleOp"> {
   let summary = "Lower a scheduled train step to LLVM-dialect calls of the zrt_* runtime";
   let description = [{
-    Replaces the model (`zero.param`, `zero.partition`) and its scheduled
-    `zero.train_step` by a `zero_program` (see `runtime/include/zero_rt/program.h`):
+    Replaces the model (`zero.param`, `zero.partition`) and its scheduled,
+    planned `zero.train_step` by a `zero_program` (see
+    `runtime/include/zero_rt/program.h`):
 
-    * `zero_micro_step(ctx)` and `zero_boundary(ctx)`: LLVM-dialect functions
-      that run the step's ops in program order as calls of the runtime's
-      kernels (`zrt_matmul`, `zrt_layer_norm`, ...) and context functions
-      (`zrt_ctx_reduce_bucket`, `zrt_ctx_adam`, ...), with every buffer
-      addressed by the offsets of the memory plan (`zero-plan-memory`'s
-      algorithm, recomputed here); ops marked `zero.boundary` go to the
-      boundary function, the others run once per micro step;
-    * a JSON manifest with the layout, the parameters and their
-      initializers, the inputs, the optimizer, the loss scaler and the plan,
-      and the schedule hash every rank compares at start-up.
+    * `zero_micro_step(ctx)`, `zero_boundary(ctx)` and `zero_eval_step(ctx)`:
+      LLVM-dialect functions that run the step's ops in program order as
+      calls of the runtime's kernels (`zrt_matmul`, `zrt_layer_norm`, ...)
+      and context functions (`zrt_ctx_reduce_bucket`, `zrt_ctx_adam`, ...),
+      each call's types checked against the runtime's ABI table (`abi.def`),
+      with every buffer addressed by the offsets of the memory plan
+      (`computeMemoryPlan`, recomputed here). Each op's phase
+      (`StepPhaseOpInterface`) places it: `boundary` and `post_step` ops go
+      to the boundary function, which runs once per optimizer step after
+      the last micro step; the others run in every micro step, except that
+      `last_micro_step` ops are guarded by the runtime's flag of the last
+      micro step (`zrt_ctx_last_micro_step`). The evaluation step is the
+      forward cut at the loss (`getEvaluationOps`), with the same calls;
+    * a JSON manifest with the layout (and which buffers live in host
+      memory or on NVMe), the parameters and their initializers, the inputs,
+      the optimizer, the loss scaler, the logging, the plan and its memory
+      timeline, and the schedule hash every rank compares at start-up.
+
+    Each op's call is preceded by `zrt_ctx_trace_op` and the
+    `zrt_ctx_trace_live`/`_dead` calls of the step-arena bytes its plan
+    begins and ends (no-ops unless the run traces its memory).
 
     Views (`nn.reshape`, `zero.get_param`) become pointers; `zero.free` and
     `zero.grad` of in-place gradients emit nothing.

@@ -19,7 +19,7 @@
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
-#include "zero/Dialect/Zero/Transforms/Pipeline.h"
+#include "zero/Pipelines/PipelineOptions.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -43,19 +43,22 @@ llvm::StringRef getTuneRematName(TuneRemat r);
 std::optional<TuneRemat> parseTuneRemat(llvm::StringRef name);
 
 /// The zero-pipeline options zero-tune searches; the others keep their
-/// defaults. Fields a stage does not use hold their defaults.
+/// defaults. Fields a stage does not use hold their defaults, the passes'.
 struct TuneConfig {
-  int64_t stage = 0;
-  int64_t accumulationSteps = 1;
-  int64_t reduceBucketSize = 500000000;
-  bool overlapComm = false;
+  int64_t stage = ZeroPartitionPassOptions().stage;
+  int64_t accumulationSteps =
+      ZeroGradSyncPassOptions().gradientAccumulationSteps;
+  int64_t reduceBucketSize = ZeroGradSyncPassOptions().reduceBucketSize;
+  bool overlapComm = ZeroGradSyncPassOptions().overlapComm;
   /// Stages 1-2: the post-step all-gathers.
-  int64_t allgatherBucketSize = 500000000;
+  int64_t allgatherBucketSize =
+      ZeroParamGatherPassOptions().allgatherBucketSize;
   /// Stage 3: the prefetch window, the live gathered elements and the
   /// groups gathered once per step.
-  int64_t prefetchBucketSize = 50000000;
-  int64_t maxLiveParameters = 1000000000;
-  int64_t paramPersistenceThreshold = 100000;
+  int64_t prefetchBucketSize = ZeroPrefetchPassOptions().prefetchBucketSize;
+  int64_t maxLiveParameters = ZeroPrefetchPassOptions().maxLiveParameters;
+  int64_t paramPersistenceThreshold =
+      ZeroParamGatherPassOptions().paramPersistenceThreshold;
   /// Activation recomputation on every block.
   TuneRemat remat = TuneRemat::none;
   /// Where the optimizer states (stages 1-3) and the parameter shards

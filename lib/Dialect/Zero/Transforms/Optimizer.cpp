@@ -79,15 +79,15 @@ struct ZeroOptimizerPass
       }
       if (stepParams) {
         // The parameters' part is zero-param-gather's.
-        OffloadAttr options = *offload;
+        OffloadAttr options =
+            *offload ? *offload
+                     : OffloadAttr::get(&getContext(), OffloadDevice::none,
+                                        OffloadDevice::none, StringRef());
         offload = OffloadAttr::get(
-            &getContext(),
-            options ? options.getOptimizer() : OffloadDevice::none,
-            stepOffload.getParam(),
-            options ? options.getNvmePath() : StringRef(),
-            options ? options.getBufferCount() : int64_t(4),
-            options ? options.getBufferSize() : int64_t(1048576),
-            stepOffload.getParamNvmePath(), stepOffload.getParamBufferCount(),
+            &getContext(), options.getOptimizer(), stepOffload.getParam(),
+            options.getNvmePath(), options.getBufferCount(),
+            options.getBufferSize(), stepOffload.getParamNvmePath(),
+            stepOffload.getParamBufferCount(),
             stepOffload.getParamBufferSize());
       }
       if (*offload) {
@@ -193,10 +193,13 @@ struct ZeroOptimizerPass
     if (*optimizer != OffloadDevice::nvme && *param != OffloadDevice::nvme &&
         !nvmePath.empty())
       path = nvmePath; // reported by the verifier below
+    // The parameters' part is zero-param-gather's: none here.
+    OffloadAttr none = OffloadAttr::get(&getContext(), OffloadDevice::none,
+                                        OffloadDevice::none, StringRef());
     OffloadAttr attr = OffloadAttr::getChecked(
         [&] { return fail(); }, &getContext(), *optimizer, OffloadDevice::none,
         path, int64_t(nvmeBufferCount), int64_t(nvmeBufferSize), StringRef(),
-        int64_t(5), int64_t(100000000));
+        none.getParamBufferCount(), none.getParamBufferSize());
     if (!attr)
       return failure();
     if (*optimizer == OffloadDevice::none)

@@ -398,18 +398,19 @@ struct ZeroParamGatherPass
       return success();
     auto helper =
         getContext().getLoadedDialect<ZeroDialect>()->getOffloadAttrHelper();
+    // The optimizer's part is zero-optimizer's: the step's, else none.
     OffloadAttr old = helper.getAttr(step);
+    if (!old)
+      old = OffloadAttr::get(&getContext(), OffloadDevice::none,
+                             OffloadDevice::none, StringRef());
     bool nvme = *device == OffloadDevice::nvme;
     // The parameters' swap folder defaults to the optimizer's.
     StringRef path = nvme ? StringRef(paramNvmePath.getValue()) : StringRef();
     if (nvme && path.empty())
       path = nvmePath;
     OffloadAttr attr = OffloadAttr::getChecked(
-        [&] { return fail(); }, &getContext(),
-        old ? old.getOptimizer() : OffloadDevice::none, *device,
-        old ? old.getNvmePath() : StringRef(),
-        old ? old.getBufferCount() : int64_t(4),
-        old ? old.getBufferSize() : int64_t(1048576), path,
+        [&] { return fail(); }, &getContext(), old.getOptimizer(), *device,
+        old.getNvmePath(), old.getBufferCount(), old.getBufferSize(), path,
         int64_t(paramBufferCount), int64_t(paramBufferSize));
     if (!attr || failed(attr.verifyStage(fail, schedule.getStage())))
       return failure();

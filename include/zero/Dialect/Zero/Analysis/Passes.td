@@ -9,6 +9,14 @@
 
 include "mlir/Pass/PassBase.td"
 
+// The cost model's hardware preset: zero-report's option, and the one by
+// which zero-pipeline's memory-budget ranks the plans that fit.
+def ZeroHardwareOption
+    : Option<"hardware", "hardware", "std::string", /*default=*/"\"h100-sxm\"",
+             "Hardware preset of the cost model: a100-40gb, a100-80gb, l4, "
+             "rtx-4090, h100-sxm, h100-pcie, h200-sxm (or h200), mi300x or "
+             "cpu">;
+
 def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Record the memory plan of every scheduled step in the IR";
   let description = [{
@@ -20,14 +28,18 @@ def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
     themselves; to read a plan in a test, `zero-print-memory-plan` prints it
     without changing the IR.
 
-    The plan gives every buffer a static offset in one of two arenas per rank:
+    The plan gives every buffer a static offset in an arena of the rank:
 
     * the persistent arena (lives across steps): for every partition its
       `params`, `grads`, `master` (only with 16-bit compute: fp32
       parameters are their own masters), `exp_avg` and `exp_avg_sq`
       buffers, sized by the stage (see `zero.partition`), recorded on the
       partition as `zero.buffers = #zero.buffer_offsets<params = offset,
-      ...>`;
+      ...>`. With the step's offload (`#zero.offload`) the buffers it moves
+      (the optimizer states beside `host_grads` and `host_params`, or the
+      stage-3 `params` shards) are in the pinned host arena instead, with
+      the NVMe swap buffers, and states on NVMe at offsets of the rank's
+      swap files;
     * the step arena: the input batch, activations kept for backward,
       gradients, temporaries, gathered parameter buffers (stage 3) and bucket
       buffers of source-form reductions, placed in program order by a
@@ -43,10 +55,11 @@ def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
     computed directly into its slot of the persistent `grads` buffer.
     The train step gets `zero.input_offsets` (the offset of each input) and
     `zero.plan = #zero.memory_plan<persistent_bytes, arena_bytes,
-    scratch_bytes, peak_bytes>`; the peak is the persistent size plus the step
+    scratch_bytes, peak_bytes>` (with offload also the host arena's and the
+    swap files' sizes); the peak is the persistent size plus the step
     arena's high-water mark plus the largest heap scratch of one runtime
     kernel (the runtime's own formulas, `zero_rt/scratch.h`), which is what
-    the runtime allocates and measures.
+    the runtime allocates and measures on the device.
     Every offset is a multiple of 64 bytes.
   }];
 }
@@ -68,7 +81,17 @@ def ZeroVerifySchedulePass : Pass<"zero-verify-schedule", "::mlir::ModuleOp"> {
       (`zero-plan-memory`), when there is one;
     * a parameter's gradient is reduced zero or two times in a step (every
       element of every partition exactly once);
-    * a shard is updated zero or two times (`zero.adam` once per partition);
+    * a shard is updated zero or two times (`zero.adam` once per partition),
+      or at stages 1-2 its parameters are not all-gathered exactly once after
+      the update;
+    * with an offloaded optimizer, a gradient element is not copied to the
+      host exactly once, after its reduction completed and before its host
+      `zero.adam`, or an updated parameter is not copied back exactly once
+      after it (never with parameter shards in host memory); with offloaded
+      parameters and the optimizer on the device, the new parameters are not
+      stored once from the `zero.adam`'s staged buffer;
+    * a parameter swap buffer serves two transfers at once (one from its
+      issue to its `zero.wait`), or the transfers disagree on the buffers;
     * the phases disagree with what the ops do (`StepPhaseOpInterface`): the
       optimizer not at the boundary or after an op placed after it, an
       in-place gradient reduction not at the boundary, an in-place parameter
@@ -90,7 +113,9 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     communication volume (sum over collectives of the elements of the full
     array, an all-reduce counting twice), the bytes one rank sends with ring
     algorithms, the number of collectives of each kind, and the step time and
-    exposed communication predicted by the cost model for a hardware preset.
+    exposed communication predicted by the cost model for a hardware preset;
+    with offload also the pinned host peak, the NVMe swap files and the
+    exposed transfer time (see `docs/Report.md`).
 
     After the memory table comes the fit verdict: whether the peak fits the
     device memory of the preset (its data sheet's capacity in decimal units,
@@ -106,10 +131,7 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
            "Where to write the report (- for stdout)">,
     Option<"format", "format", "std::string", /*default=*/"\"json\"",
            "Report format: json or text">,
-    Option<"hardware", "hardware", "std::string", /*default=*/"\"h100-sxm\"",
-           "Hardware preset of the cost model: a100-40gb, a100-80gb, l4, "
-           "rtx-4090, h100-sxm, h100-pcie, h200-sxm (or h200), mi300x or "
-           "cpu">,
+    ZeroHardwareOption,
     Option<"deviceMemory", "device-memory", "std::string", /*default=*/"\"\"",
            "Device memory of one rank for the fit verdict, overriding the "
            "preset's: a count with a unit, B, KiB, MiB, GiB, TiB or decimal "

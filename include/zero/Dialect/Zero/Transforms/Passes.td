@@ -9,6 +9,22 @@
 
 include "mlir/Pass/PassBase.td"
 
+//===----------------------------------------------------------------------===//
+// Options several passes take: one declaration each, which every such pass
+// lists (and zero-pipeline takes once, for all of them).
+//===----------------------------------------------------------------------===//
+
+def ZeroOffloadParamOption
+    : Option<"offloadParam", "offload-param", "std::string",
+             /*default=*/"\"none\"",
+             "Where stage-3 parameter shards live: none, cpu or nvme "
+             "(DeepSpeed: zero_optimization.offload_param.device)">;
+def ZeroNvmePathOption
+    : Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
+             "Directory of nvme offload (DeepSpeed: "
+             "offload_optimizer.nvme_path; also the parameters' without "
+             "param-nvme-path)">;
+
 def ZeroPadVocabPass : Pass<"zero-pad-vocab", "::mlir::ModuleOp"> {
   let summary = "Pad the vocabulary table to a multiple of rows, masked out of the loss";
   let description = [{
@@ -75,7 +91,8 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"dtype", "dtype", "std::string", /*default=*/"\"auto\"",
-           "Compute precision: auto (from the train step), fp32, bf16 or fp16">,
+           "Compute precision: auto, fp32, bf16 or fp16 (auto: the train "
+           "step's; DeepSpeed: fp16.enabled, bf16.enabled)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
@@ -154,8 +171,12 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
       one, the name without its last component (`transformer.ln_f.weight` ->
       `transformer.ln_f`), or the whole name if it has a single component
       (`scale`). Consecutive parameters with the same key form one group
-      named by the key; if that name is already a symbol (a parameter
-      `@scale`, or the same key further down), `_1`, `_2`, ... is appended.
+      named by the key.
+
+    A group's buffers hold one compute type, so a parameter whose compute
+    type differs from the one before it starts a new group (at stages 0-2
+    too). If a group's name is already a symbol (a parameter `@scale`, or
+    the same key or `flat` further down), `_1`, `_2`, ... is appended.
 
     Data parallelism: the batch dimension (dim 0) of every train step input
     is divided by `world-size`, and the types of every value that carries the
@@ -164,9 +185,10 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     optimizer divides the summed gradients by `world_size * accumulation` to
     get the gradient of the global mean. An indivisible batch is an error.
 
-    The stage, world size and global batch are recorded on each train step as
-    `zero.stage`, `zero.world_size` and `zero.global_batch` for the later
-    passes.
+    The stage, world size and global batch are recorded as the train step's
+    `schedule`, `#zero.schedule<stage = 2, world_size = 4, global_batch =
+    64>` (one micro step until `zero-grad-sync` records its accumulation),
+    from which the later passes, the analyses and the lowering read them.
 
     ```mlir
     zero.partition @flat stage 2 world_size 4 alignment 2 numel 269322 padded 269328
@@ -197,21 +219,23 @@ def ZeroGradSyncPass : Pass<"zero-grad-sync", "::mlir::ModuleOp"> {
     weights, another stage-3 group).
 
     - Stage 0: in-place `zero.all_reduce sum group @flat in grads [b, e)` of
-      each bucket right after its last gradient, during the backward.
-    - Stage 1: in-place `zero.reduce_scatter group @flat in grads [b, e)` in
-      buckets after the last `zero.grad`: gradients stay whole until then.
-    - Stages 2-3: source-form `zero.reduce_scatter` (`zero.reduce` with
-      `reduce-scatter=false`) of each bucket `from` the gradient values, as
-      soon as it fills, followed by `zero.free` of exactly the gradient
-      elements the bucket consumed (`zero.free %g[off, size]` for a gradient
-      split across buckets): gradients are released at bucket (hence shard)
-      granularity, so a parameter spanning several ranks never keeps its
-      whole gradient alive.
+      each bucket right after its last gradient, in phase `boundary`.
+    - Stage 1: in-place `zero.reduce_scatter group @flat in grads [b, e)`
+      (`zero.reduce` with `reduce-scatter=false`) in buckets after the last
+      `zero.grad`, in phase `boundary`: gradients stay whole until then.
+    - Stages 2-3: source-form `zero.reduce_scatter group @g [b, e) from %g...
+      at [offsets]` (`zero.reduce` with `reduce-scatter=false`) of each
+      bucket, as soon as it fills, in every micro step, followed by
+      `zero.free` of exactly the gradient elements the bucket consumed
+      (`zero.free %g[off, size]` for a gradient split across buckets):
+      gradients are released at bucket (hence shard) granularity, so a
+      parameter spanning several ranks never keeps its whole gradient alive.
 
     At stages 0-1 `zero.grad @p, %g` means "add %g into the persistent full
-    `grads` buffer at p's offset" (the memory planner places %g there). At
-    stages 2-3 it only marks completion and lowers to nothing: the reduction
-    adds the owned part into the `grads` shard accumulator.
+    `grads` buffer at p's offset" (without accumulation the memory planner
+    computes %g there directly). At stages 2-3 it only marks completion and
+    lowers to nothing: the reduction adds the owned part into the `grads`
+    shard accumulator.
 
     `overlap-comm`: collectives return a `!zero.token`; two bucket buffers
     alternate, so the `zero.wait` of bucket k is emitted right before bucket
@@ -220,16 +244,18 @@ def ZeroGradSyncPass : Pass<"zero-grad-sync", "::mlir::ModuleOp"> {
 
     `gradient-accumulation-steps` K: the step's inputs are then K micro
     batches; the batch is divided by K again (the inputs become one micro
-    batch of one rank) and K is recorded as `zero.accumulation_steps`. The
-    runtime runs the body K times over consecutive micro batches; ops tagged
-    `zero.boundary` run only in the last one. Stages 0-1 communicate only at
-    the boundary (their collectives and waits are tagged; `zero.grad`
-    accumulates locally), stages 2-3 reduce every micro step into the owner's
-    accumulator (nothing tagged), as DeepSpeed.
+    batch of one rank) and K is the `accumulation_steps` of the step's
+    `#zero.schedule`. The runtime runs the body K times over consecutive
+    micro batches; ops of phase `boundary` (`StepPhaseOpInterface`) run only
+    once per optimizer step, after the last one. Stages 0-1 communicate only
+    at the boundary (their collectives and waits have phase `boundary`;
+    `zero.grad` accumulates locally), stages 2-3 reduce every micro step into
+    the owner's accumulator (phase `micro_step`), as DeepSpeed.
 
-    `contiguous-gradients` is recorded as `zero.contiguous_gradients` on the
-    step: the memory planner then allocates the gradients of a bucket inside
-    its bucket buffer (no packing copy), as DeepSpeed's contiguous buffer.
+    `contiguous-gradients` is read for DeepSpeed's `contiguous_gradients` and
+    changes nothing: a source-form reduction always adds its gradients into
+    its bucket buffer (the plan's `reduce_buckets`) before the collective,
+    and stages 0-1 reduce in the persistent `grads` buffer.
   }];
   let options = [
     Option<"reduceBucketSize", "reduce-bucket-size", "int64_t",
@@ -244,8 +270,9 @@ def ZeroGradSyncPass : Pass<"zero-grad-sync", "::mlir::ModuleOp"> {
            "(DeepSpeed: zero_optimization.overlap_comm)">,
     Option<"contiguousGradients", "contiguous-gradients", "bool",
            /*default=*/"true",
-           "Place gradients in the bucket buffer (DeepSpeed: "
-           "zero_optimization.contiguous_gradients)">,
+           "Read for DeepSpeed's zero_optimization.contiguous_gradients; "
+           "changes nothing (bucket gradients are always added into their "
+           "bucket buffer)">,
     Option<"gradientAccumulationSteps", "gradient-accumulation-steps",
            "int64_t", /*default=*/"1",
            "Micro steps per optimizer step (DeepSpeed: "
@@ -258,10 +285,11 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
   let description = [{
     Stages 1-2: after the optimizer step (after the last `zero.adam`, or
     before `zero.return` when the optimizer has not been emitted yet), the
-    updated 16-bit parameters are gathered in place:
+    updated parameters (in the compute type) are gathered in place:
     `zero.all_gather group @flat in params [b, e)` in buckets of
-    `allgather-bucket-size` elements. These ops are tagged `zero.post_step`
-    (the optimizer goes before them) and `zero.boundary`.
+    `allgather-bucket-size` elements, in phase `post_step`: once per
+    optimizer step, after the optimizer, which `zero-optimizer` inserts
+    before them.
 
     Stage 3: parameters exist only as shards. Every `zero.get_param @p`
     becomes a view `zero.get_param @p from %full` of a buffer gathered by
@@ -275,13 +303,15 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     The forward/backward boundary is the usual split point: the backward
     gathers again, except for the last layers, whose distance is short. A
     group of fewer than `param-persistence-threshold` elements is persistent:
-    gathered once at the start of the step and freed at its end (after the
-    optimizer, tagged `zero.post_step`). Nothing is gathered after the step
-    at stage 3. Stage 0 needs no gathers.
+    gathered once at the top of the step (`zero.all_gather ... persistent`)
+    and freed at its end (`zero.free %full phase step_end`, after the
+    optimizer's place). Nothing is gathered after the step at stage 3.
+    Stage 0 needs no gathers.
 
     `offload-param=cpu` (DeepSpeed's `offload_param`, stage 3 only) records
-    `param = cpu` in the step's `zero.offload`: the `params` shards live in
-    pinned host memory, and each gather reads a device copy of the shard,
+    `param = cpu` in the step's offload (`#zero.offload`, whose optimizer
+    part is `zero-optimizer`'s): the `params` shards live in pinned host
+    memory, and each gather reads a device copy of the shard,
     `%s, %t = zero.transfer group @g params to staging`, waited for before
     it and freed right after it (`zero-prefetch` moves the copy ahead).
 
@@ -289,7 +319,8 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     live in a swap file per rank under `param-nvme-path` (`nvme-path` when
     not given), and every staging copy reads its shard through one of
     `param-buffer-count` pinned host swap buffers (`swap <buffer = i mod
-    param-buffer-count, ...>`, i counting the copies in program order),
+    param-buffer-count, buffers, buffer_bytes>`, i counting the copies in
+    program order),
     each the largest shard in whole 4096-byte blocks. A shard larger than
     `param-buffer-size` elements is an error (DeepSpeed's swapper asserts
     that a buffer holds a whole parameter).
@@ -308,13 +339,8 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
            "Stage 3: keep a gathered group alive when it is used again "
            "within this many elements of other parameters (DeepSpeed: "
            "stage3_max_reuse_distance)">,
-    Option<"offloadParam", "offload-param", "std::string",
-           /*default=*/"\"none\"",
-           "Where stage-3 parameter shards live: none, cpu or nvme "
-           "(DeepSpeed: zero_optimization.offload_param.device)">,
-    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
-           "offload-param=nvme: the swap files' directory when "
-           "param-nvme-path is not given">,
+    ZeroOffloadParamOption,
+    ZeroNvmePathOption,
     Option<"paramNvmePath", "param-nvme-path", "std::string",
            /*default=*/"\"\"",
            "offload-param=nvme: directory of the parameter swap files "
@@ -352,7 +378,7 @@ def ZeroPrefetchPass : Pass<"zero-prefetch", "::mlir::ModuleOp"> {
     With parameter offload the copy staging a gather's shard moves with it,
     ahead where both budgets still hold from there (counting the staged
     buffer): a host copy to the previous gather's issue point; a read from a
-    parameter swap file (`swap #zero.param_swap<..., buffers = B>`) up to
+    parameter swap file (`swap <buffer = i, buffers = B, ...>`) up to
     B - 1 gathers ahead, before that gather's staging wait, as soon as the
     wait freeing its swap buffer is behind it, so that up to B reads are in
     flight on the disk even where gathers share an issue point.
@@ -372,14 +398,15 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
   let summary = "Overflow check, loss-scale update and fused Adam per shard";
   let description = [{
     Appends the optimizer step after all gradient collectives (before the
-    first `zero.post_step` op or `zero.return`), tagged `zero.boundary`:
+    first op of phase `step_end` or `post_step`, or `zero.return`), in phase
+    `boundary`: once per optimizer step, after its last micro step.
 
     ```mlir
-    %s = zero.loss_scale : tensor<f32>
-    %stats = zero.check_overflow groups [@flat] scale %s divisor 4.0 : tensor<2xf32>
-    %g = zero.all_reduce overflow_norm %stats group @flat : tensor<2xf32> -> tensor<2xf32>
-    %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-    zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 : tensor<2xf32>
+    %s = zero.loss_scale phase boundary : tensor<f32>
+    %stats = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
+    %g = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+    %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
     ```
 
     `zero.check_overflow` reads each rank's owned gradients once (inf/nan flag
@@ -403,14 +430,19 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     `nn.embedding` reads.
 
     `offload-optimizer=cpu` (ZeRO-Offload, stages 1-3) records
-    `zero.offload = #zero.offload<optimizer = cpu>` on the step and keeps
-    the fp32 masters and moments in host memory: each partition's owned
-    gradients are copied to host (`zero.transfer ... grads to host_grads`,
-    all issued before the overflow check so the copies overlap it and the
-    Adam of earlier partitions), the Adam runs on the host (`zero.adam ...
-    host`) and the updated parameters are copied back (`host_params to
-    params`, or `master to params` with fp32 compute), waited for before
-    the post-step all-gathers. With parameter offload (`offload-param=cpu`,
+    `optimizer = cpu` in the step's offload (`#zero.offload`) and keeps the
+    fp32 masters and moments in host memory: the owned gradients stream to
+    the host bucket by bucket, `zero.transfer group @g grads[b, e) to
+    host_grads` right after the reduction of [b, e) completed (its
+    `zero.wait`, or the synchronous reduction), in phase `last_micro_step`
+    at stages 2-3 (so the copies overlap the rest of the backward, and only
+    the accumulated gradients move) and `boundary` at stage 1; a partition
+    without reductions copies its whole owned part before the overflow
+    check. Each partition's Adam runs on the host (`zero.adam ... host`)
+    after its own copies only, and its updated parameters are copied back
+    (`host_params to params`, or `master to params` with fp32 compute)
+    while the next partition's Adam runs, waited for before the post-step
+    all-gathers. With parameter offload (`offload-param=cpu`,
     which zero-param-gather must have recorded: its gathers read staged
     shards) the host Adam updates the host shards in place and nothing is
     copied back; with the optimizer on the device, `zero.adam ... ->
@@ -454,12 +486,8 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
            /*default=*/"\"none\"",
            "Where the optimizer states live: none, cpu or nvme (DeepSpeed: "
            "zero_optimization.offload_optimizer.device)">,
-    Option<"offloadParam", "offload-param", "std::string",
-           /*default=*/"\"none\"",
-           "Where stage-3 parameter shards live: none, cpu or nvme "
-           "(DeepSpeed: zero_optimization.offload_param.device)">,
-    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
-           "Directory of nvme offload (DeepSpeed: nvme_path)">,
+    ZeroOffloadParamOption,
+    ZeroNvmePathOption,
     Option<"nvmeBufferCount", "nvme-buffer-count", "int64_t",
            /*default=*/"4",
            "Swap buffers of an optimizer offloaded to nvme (DeepSpeed: "

@@ -1,0 +1,106 @@
+//===- DeepSpeedConfig.h - Reading DeepSpeed ds_config files ----*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The keys of a DeepSpeed ds_config file that zero-pipeline's `config`
+// reads, each with its place in the file; zero-pipeline resolves them
+// against the train steps.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_PIPELINES_DEEPSPEEDCONFIG_H
+#define ZERO_PIPELINES_DEEPSPEEDCONFIG_H
+
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::zero {
+
+/// One value of a ds_config file: absent, "auto" (resolved by zero-pipeline
+/// as Hugging Face's integration resolves it) or set, with the place of its
+/// value in the file (1-based line and column; 0 when absent).
+template <typename T>
+struct DeepSpeedValue {
+  std::optional<T> value;
+  bool isAuto = false;
+  unsigned line = 0, column = 0;
+
+  bool given() const { return value.has_value() || isAuto; }
+};
+
+/// The keys of a DeepSpeed ds_config file that zero-mlir understands.
+struct DeepSpeedConfig {
+  /// A problem at line:col of the file (0:0: the file as a whole).
+  struct Diagnostic {
+    unsigned line = 0, column = 0;
+    std::string message;
+  };
+
+  std::string path;
+  /// Problems found while reading; reported by the pipeline as diagnostics.
+  std::vector<Diagnostic> errors, warnings;
+  /// Keys read but not implemented here, listed in one warning.
+  std::vector<std::string> unimplemented;
+
+  DeepSpeedValue<int64_t> stage, reduceBucketSize, allgatherBucketSize,
+      prefetchBucketSize, maxLiveParameters, maxReuseDistance,
+      paramPersistenceThreshold, gradientAccumulationSteps, trainBatchSize,
+      trainMicroBatchSizePerGpu;
+  DeepSpeedValue<bool> reduceScatter, overlapComm, contiguousGradients;
+  /// fp16.enabled and bf16.enabled (or the old section name bfloat16).
+  DeepSpeedValue<bool> fp16, bf16;
+  DeepSpeedValue<int64_t> initialScalePower, lossScaleWindow, hysteresis;
+  /// fp16.loss_scale: 0 is DeepSpeed's dynamic scaler, > 0 a static scale.
+  DeepSpeedValue<double> minLossScale, lossScale;
+  /// Decoupled weight decay: DeepSpeed's `AdamW`, or `Adam` unless
+  /// `adam_w_mode` is false. At the place of optimizer.type.
+  DeepSpeedValue<bool> adamW;
+  /// betas is one value: both halves are "auto" or neither.
+  DeepSpeedValue<double> lr, beta1, beta2, eps, weightDecay, gradientClipping;
+  DeepSpeedValue<bool> biasCorrection;
+  /// The `scheduler` section: its type, and each of its params as text (a
+  /// number as DeepSpeed prints it, true/false or a word; "auto" is
+  /// isAuto), with their places; resolved by the pipeline against the train
+  /// step and read by buildLrSchedule, which knows each type's parameters.
+  DeepSpeedValue<std::string> schedulerType;
+  struct SchedulerParam {
+    std::string name;
+    DeepSpeedValue<std::string> value;
+  };
+  std::vector<SchedulerParam> schedulerParams;
+  /// Logging: the progress-line interval and per-step timing.
+  DeepSpeedValue<int64_t> stepsPerPrint;
+  DeepSpeedValue<bool> wallClockBreakdown;
+  /// activation_checkpointing: "layer" when present (each checkpointed
+  /// transformer layer keeps only its input), or "selective" with
+  /// recompute_granularity "selective"; number_checkpoints limits it to the
+  /// first N blocks.
+  std::optional<std::string> remat;
+  DeepSpeedValue<int64_t> rematBlocks;
+  /// zero_optimization.offload_optimizer.device and offload_param.device
+  /// ("none", "cpu" or "nvme"; the older cpu_offload and cpu_offload_params
+  /// booleans set "cpu") at the place of the key that chose them, and the
+  /// nvme_path that goes with them.
+  DeepSpeedValue<std::string> offloadOptimizer, offloadParam, nvmePath;
+  /// offload_optimizer.buffer_count: the swap buffers of an optimizer on
+  /// nvme.
+  DeepSpeedValue<int64_t> optimizerBufferCount;
+  /// offload_param's nvme_path, buffer_count and buffer_size: the
+  /// parameter swap files' directory and swap buffers.
+  DeepSpeedValue<std::string> paramNvmePath;
+  DeepSpeedValue<int64_t> paramBufferCount, paramBufferSize;
+};
+
+/// Reads `path`; never fails hard: problems land in `errors`/`warnings`.
+DeepSpeedConfig parseDeepSpeedConfig(llvm::StringRef path);
+
+} // namespace mlir::zero
+
+#endif // ZERO_PIPELINES_DEEPSPEEDCONFIG_H

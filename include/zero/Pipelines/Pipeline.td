@@ -1,0 +1,67 @@
+//===- Pipeline.td - zero-pipeline and its options ------------*- tablegen -*-===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_PIPELINES_PIPELINE
+#define ZERO_PIPELINES_PIPELINE
+
+include "zero/Dialect/Zero/Analysis/Passes.td"
+include "zero/Dialect/Zero/Transforms/Passes.td"
+include "zero/Pipelines/PassPipelineBase.td"
+
+def ZeroPipeline : PassPipeline<"zero-pipeline"> {
+  let summary = "Autodiff, mixed precision and the ZeRO passes (partition, "
+                "grad-sync, param-gather, prefetch at stage 3, optimizer), "
+                "optionally driven by a DeepSpeed ds_config file";
+  let description = [{
+    Runs `zero-pad-vocab` (with `pad-vocab`), `zero-autodiff`,
+    `zero-mixed-precision`, `zero-remat` (with `remat`), `zero-partition`,
+    `zero-grad-sync`, `zero-param-gather`, `zero-prefetch` (at stage 3),
+    `zero-optimizer` and, with `verify`, `zero-verify-schedule`. The options
+    of the passes from `zero-mixed-precision` to `zero-optimizer` are its
+    own, under their names; one that several passes take (`offload-param`,
+    `nvme-path`) sets it for all of them.
+
+    With `config`, a DeepSpeed ds_config file sets the options that are not
+    given explicitly. Its first pass then reads the train steps, resolves
+    what the file leaves to the model (`"auto"`, the batch arithmetic),
+    writes the file's optimizer, precision and logging settings into the
+    steps, and runs the others with the resolved options.
+
+    With `memory-budget` (or `remat=auto`) the passes from `zero-remat` on
+    run in a search: each candidate recomputation, then smaller buckets and
+    prefetch windows, schedules a copy of the module, and the fastest plan
+    whose peak fits the budget, by the memory planner and the cost model of
+    `hardware`, is kept.
+  }];
+  let passes = [
+    ZeroMixedPrecisionPass,
+    ZeroPartitionPass,
+    ZeroGradSyncPass,
+    ZeroParamGatherPass,
+    ZeroPrefetchPass,
+    ZeroOptimizerPass,
+  ];
+  let options = [
+    Option<"config", "config", "std::string", /*default=*/"",
+           "DeepSpeed ds_config.json whose keys set the other options "
+           "(explicit options win)">,
+    Option<"padVocab", "pad-vocab", "int64_t", /*default=*/"0",
+           "Pad the vocabulary table to a multiple of this many rows, masked "
+           "out of the loss (zero-pad-vocab); 0: off">,
+    Option<"remat", "remat", "std::string", /*default=*/"\"none\"",
+           "Activation recomputation (zero-remat): none, layer, selective, "
+           "or auto (the cheapest that fits memory-budget)">,
+    Option<"memoryBudget", "memory-budget", "std::string", /*default=*/"",
+           "Bytes per rank the plan's peak must fit (40GiB, 80GB): remat "
+           "(auto unless remat is given), then smaller buckets and prefetch "
+           "windows, or an error">,
+    ZeroHardwareOption,
+    Option<"verify", "verify", "bool", /*default=*/"true",
+           "Run zero-verify-schedule at the end of the pipeline">,
+  ];
+}
+
+#endif // ZERO_PIPELINES_PIPELINE

@@ -1,0 +1,104 @@
+//===- Pipeline.cpp - The zero-pipeline pass pipeline ---------------------===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Without a config, zero-pipeline is its passes with the options given.
+// With one, the first pass reads the train steps, resolves what the file
+// leaves to the model ("auto", the batch arithmetic), writes the optimizer
+// and precision into the steps and then runs the passes with the resolved
+// options: bucket sizes may depend on the model's hidden size
+// (ApplyDeepSpeedConfig.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Pipelines/Pipeline.h"
+#include "zero/Dialect/Zero/Analysis/Passes.h"
+#include "zero/Dialect/Zero/Transforms/Passes.h"
+
+#include "PipelineDetail.h"
+
+using namespace mlir;
+using namespace mlir::zero;
+using namespace mlir::zero::pipeline;
+
+static SmallVector<int64_t> blockRange(int64_t begin, int64_t end) {
+  SmallVector<int64_t> blocks;
+  for (int64_t b = begin; b < end; ++b)
+    blocks.push_back(b);
+  return blocks;
+}
+
+/// zero-remat as `remat` says, then partition, gradient sync, gathers,
+/// prefetch (stage 3) and the optimizer.
+static void addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
+                          const RematChoice &remat) {
+  if (remat.layerBlocks > 0) {
+    ZeroRematPassOptions r;
+    r.policy = "layer";
+    r.blocks = blockRange(0, remat.layerBlocks);
+    pm.addPass(createZeroRematPass(r));
+  }
+  if (remat.selectiveBlocks > 0) {
+    ZeroRematPassOptions r;
+    r.policy = "selective";
+    r.blocks = blockRange(remat.layerBlocks,
+                          remat.layerBlocks + remat.selectiveBlocks);
+    pm.addPass(createZeroRematPass(r));
+  }
+  pm.addPass(createZeroPartitionPass(o.getZeroPartitionPassOptions()));
+  pm.addPass(createZeroGradSyncPass(o.getZeroGradSyncPassOptions()));
+  pm.addPass(createZeroParamGatherPass(o.getZeroParamGatherPassOptions()));
+  if (o.stage == 3)
+    pm.addPass(createZeroPrefetchPass(o.getZeroPrefetchPassOptions()));
+  pm.addPass(createZeroOptimizerPass(o.getZeroOptimizerPassOptions()));
+}
+
+/// The passes after mixed precision, what the ZeRO options decide:
+/// zero-remat (on the first `rematBlocks` blocks, when given) and partition to
+/// optimizer, or the memory-budget search over them, then the verifier.
+static void addSchedulePasses(OpPassManager &pm, const ZeroPipelineOptions &o,
+                              std::optional<int64_t> rematBlocks) {
+  if (!o.memoryBudget.empty() || o.remat == "auto") {
+    pm.addPass(createFitMemoryBudgetPass(o, rematBlocks, addZeroPasses));
+  } else {
+    if (o.remat != "none") {
+      ZeroRematPassOptions r;
+      r.policy = o.remat;
+      if (rematBlocks)
+        r.firstBlocks = *rematBlocks;
+      pm.addPass(createZeroRematPass(r));
+    }
+    addZeroPasses(pm, o, RematChoice());
+  }
+  if (o.verify)
+    pm.addPass(createZeroVerifySchedulePass());
+}
+
+/// zero-pipeline's passes with the options `o` (a ds_config's, once
+/// resolved): zero-pad-vocab, autodiff, mixed precision and the schedule.
+static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
+                      std::optional<int64_t> rematBlocks) {
+  if (o.padVocab != 0) {
+    ZeroPadVocabPassOptions pad;
+    pad.multiple = o.padVocab;
+    pm.addPass(createZeroPadVocabPass(pad));
+  }
+  pm.addPass(createZeroAutodiffPass());
+  pm.addPass(
+      createZeroMixedPrecisionPass(o.getZeroMixedPrecisionPassOptions()));
+  addSchedulePasses(pm, o, rematBlocks);
+}
+
+void mlir::zero::buildZeroPipeline(OpPassManager &pm,
+                                   const ZeroPipelineOptions &o) {
+  if (o.config.empty())
+    return addPasses(pm, o, /*rematBlocks=*/std::nullopt);
+  pm.addPass(createApplyDeepSpeedConfigPass(o, addPasses));
+}
+
+void mlir::zero::buildZeroSchedulePipeline(OpPassManager &pm,
+                                           const ZeroPipelineOptions &o) {
+  addSchedulePasses(pm, o, /*rematBlocks=*/std::nullopt);
+}
