@@ -665,7 +665,7 @@ bool Driver::writeTrace() {
   // allocated total whose maximum is the measured peak; "op index" is the
   // position in the step of each sample, to align it with the plan.
   const Manifest &m = manifest;
-  setMemoryTracing(false);
+  stopMemoryTracing();
   for (const MemorySample &s : takeMemorySamples()) {
     double ts = double(s.ns - originNs) / 1e3;
     events.push_back({{"name", "memory"},
@@ -783,7 +783,8 @@ bool Driver::trainSteps() {
   ctx.tracing = !opts.trace.empty();
   ctx.traceStart = std::chrono::steady_clock::now();
   setKernelTracing(ctx.tracing);
-  setMemoryTracing(ctx.tracing);
+  if (ctx.tracing)
+    startMemoryTracing(zrt_scratch_bytes_in_use());
   // What the driver writes into the step arena before each micro step.
   std::vector<std::pair<int64_t, int64_t>> inputBytes;
   for (const InputInfo &in : m.inputs)

@@ -5,10 +5,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Trace.h"
-#include "Program.h"
 #include "Support.h"
 
 #include <chrono>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -144,14 +144,18 @@ bool tracingMemory() { return memoryTracing.load(std::memory_order_relaxed); }
 
 } // namespace
 
-void zrt::setMemoryTracing(bool on) {
+void zrt::startMemoryTracing(int64_t scratchInUse) {
   MemoryTracker &t = tracker();
   std::lock_guard<std::mutex> lock(t.mutex);
-  memoryTracing.store(on, std::memory_order_relaxed);
-  if (!on)
-    return;
-  t.scratch = zrt_scratch_bytes_in_use();
+  memoryTracing.store(true, std::memory_order_relaxed);
+  t.scratch = scratchInUse;
   t.sample();
+}
+
+void zrt::stopMemoryTracing() {
+  MemoryTracker &t = tracker();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  memoryTracing.store(false, std::memory_order_relaxed);
 }
 
 void zrt::traceMicroStep(
@@ -190,7 +194,7 @@ int64_t zrt::droppedMemorySamples() {
   return t.dropped;
 }
 
-extern "C" void zrt_ctx_trace_op(zrt_ctx *, int64_t position) {
+void zrt::traceOp(int64_t position) {
   if (!tracingMemory())
     return;
   MemoryTracker &t = tracker();
@@ -199,32 +203,33 @@ extern "C" void zrt_ctx_trace_op(zrt_ctx *, int64_t position) {
   t.sample();
 }
 
-extern "C" void zrt_ctx_trace_live(zrt_ctx *ctx, int64_t offset,
-                                   int64_t bytes) {
+namespace {
+
+/// traceLive and traceDead: `update` applies the range, which `call` (the
+/// generated code's entry point) must keep inside the step arena.
+void traceRange(const char *call, int64_t offset, int64_t bytes,
+                int64_t arenaBytes,
+                void (MemoryTracker::*update)(int64_t, int64_t)) {
   if (!tracingMemory())
     return;
-  if (offset < 0 || bytes < 0 || offset > ctx->manifest->arenaBytes - bytes)
-    fatal("zrt_ctx_trace_live: [%lld, %lld) is outside the step arena of "
-          "%lld bytes",
+  if (offset < 0 || bytes < 0 || offset > arenaBytes - bytes)
+    fatal("%s: [%lld, %lld) is outside the step arena of %lld bytes", call,
           (long long)offset, (long long)(offset + bytes),
-          (long long)ctx->manifest->arenaBytes);
+          (long long)arenaBytes);
   MemoryTracker &t = tracker();
   std::lock_guard<std::mutex> lock(t.mutex);
-  t.revive(offset, offset + bytes);
+  (t.*update)(offset, offset + bytes);
   t.sample();
 }
 
-extern "C" void zrt_ctx_trace_dead(zrt_ctx *ctx, int64_t offset,
-                                   int64_t bytes) {
-  if (!tracingMemory())
-    return;
-  if (offset < 0 || bytes < 0 || offset > ctx->manifest->arenaBytes - bytes)
-    fatal("zrt_ctx_trace_dead: [%lld, %lld) is outside the step arena of "
-          "%lld bytes",
-          (long long)offset, (long long)(offset + bytes),
-          (long long)ctx->manifest->arenaBytes);
-  MemoryTracker &t = tracker();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  t.kill(offset, offset + bytes);
-  t.sample();
+} // namespace
+
+void zrt::traceLive(int64_t offset, int64_t bytes, int64_t arenaBytes) {
+  traceRange("zrt_ctx_trace_live", offset, bytes, arenaBytes,
+             &MemoryTracker::revive);
+}
+
+void zrt::traceDead(int64_t offset, int64_t bytes, int64_t arenaBytes) {
+  traceRange("zrt_ctx_trace_dead", offset, bytes, arenaBytes,
+             &MemoryTracker::kill);
 }
