@@ -8,7 +8,6 @@
 #define ZERO_RT_KERNELS_H
 
 #include "KernelMath.h"
-#include "Memory.h"
 #include "Parallel.h"
 #include "Support.h"
 #include "Types.h"

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Memory.h"
 #include "Trace.h"
 
 #include "zero_rt/scratch.h"

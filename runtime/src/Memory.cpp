@@ -12,13 +12,13 @@
 
 #include "Memory.h"
 #include "Device.h"
-#include "Parallel.h"
 #include "Support.h"
 #include "Trace.h"
 #include "Types.h"
 #include "zero_rt/scratch.h"
 #include "zero_rt/zrt.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
