@@ -6,6 +6,7 @@
 
 #include "Support.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -23,4 +24,14 @@ void zrt::fatal(const char *fmt, ...) {
   printError(fmt, args);
   va_end(args);
   std::abort();
+}
+
+void *zrt::alignedAlloc(int64_t bytes, int64_t alignment) {
+  // aligned_alloc wants a multiple of the alignment; never ask for 0 bytes.
+  size_t rounded = size_t((std::max<int64_t>(bytes, 1) + alignment - 1) /
+                          alignment * alignment);
+  void *p = std::aligned_alloc(size_t(alignment), rounded);
+  if (!p)
+    fatal("out of memory allocating %lld bytes", (long long)bytes);
+  return p;
 }

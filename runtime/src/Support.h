@@ -24,6 +24,10 @@ void printError(const char *fmt, va_list args)
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// 64-byte aligned allocation, released by std::free; aborts when out of
+/// memory.
+void *alignedAlloc(int64_t bytes, int64_t alignment = 64);
+
 /// Aborts unless every dimension is non-negative.
 inline void checkDims(const char *kernel, int64_t a, int64_t b = 0,
                       int64_t c = 0, int64_t d = 0) {
