@@ -20,13 +20,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Driver.h"
+#include "Checkpoint/Directory.h"
+#include "Checkpoint/Rank.h"
 #include "DataSource.h"
 #include "Device.h"
+#include "Files.h"
 #include "Memory.h"
 #include "Mpi.h"
 #include "Nvme.h"
 #include "Options.h"
+#include "State.h"
 #include "Support.h"
 #include "Trace.h"
 #include "Watchdog.h"
@@ -481,33 +484,8 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
 void Driver::checkOutputs() {
   if (!opts.save.empty()) {
     checkWritableDir(opts.save, "--save");
-    if (ctx.rank == 0) {
-      saveLock.acquire(opts.save);
-      // A new run saving over another run's checkpoints would overwrite
-      // some and move `latest` back, so that a later --resume continues
-      // the wrong run.
-      if (!resumesFrom(opts.resume, opts.save) && hasCheckpoints(opts.save)) {
-        std::string latest;
-        try {
-          latest = readFile(opts.save + "/latest");
-        } catch (const std::exception &) {
-        }
-        while (!latest.empty() &&
-               std::isspace(static_cast<unsigned char>(latest.back())))
-          latest.pop_back();
-        std::string which = latest.empty() ? "" : " (latest: " + latest + ")";
-        if (!opts.overwrite)
-          fail("'" + opts.save + "' holds the checkpoints of another run" +
-               which + ": --resume " + opts.save +
-               " continues that run, --overwrite replaces its checkpoints, "
-               "or --save another directory");
-        int removed = removeCheckpoints(opts.save);
-        std::fprintf(stderr,
-                     "zrt: --overwrite: removed %d checkpoint(s) of an "
-                     "earlier run from '%s'%s\n",
-                     removed, opts.save.c_str(), which.c_str());
-      }
-    }
+    if (ctx.rank == 0)
+      claimSaveDirectory(saveLock, opts.save, opts.resume, opts.overwrite);
   }
   if (!opts.exportPath.empty() && ctx.rank == 0)
     checkWritableFile(opts.exportPath, "--export");

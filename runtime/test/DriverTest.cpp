@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Driver.h"
-#include "Checkpoint.h"
+#include "Checkpoint/Format.h"
+#include "Checkpoint/Reader.h"
 #include "Files.h"
 #include "Program.h"
 
