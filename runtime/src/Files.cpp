@@ -167,26 +167,6 @@ bool zrt::isRegularFile(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-LogTrim zrt::keepLogUpTo(const std::string &path, int64_t step) {
-  std::istringstream in(readFile(path));
-  std::string line, kept;
-  LogTrim trim;
-  while (std::getline(in, line)) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr,
-                                             /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-        j["step"].get<int64_t>() <= step) {
-      kept += line + "\n";
-      ++trim.kept;
-    } else {
-      ++trim.dropped;
-    }
-  }
-  if (trim.dropped > 0)
-    writeFileAtomic(path, kept);
-  return trim;
-}
-
 uint32_t zrt::crc32(const void *data, size_t size, uint32_t crc) {
   static const auto table = [] {
     std::array<uint32_t, 256> t{};

@@ -62,16 +62,6 @@ bool isDirectory(const std::string &path);
 /// The directory of `path` ("." for a bare name, "/" for one in /).
 std::string dirOf(const std::string &path);
 
-/// The lines of a --log-json file kept and dropped by keepLogUpTo.
-struct LogTrim {
-  int64_t kept = 0, dropped = 0;
-};
-/// Rewrites the JSON-lines log `path` (atomically) with only its lines of
-/// steps up to `step`: what a run resumed at `step` appends to. Lines that
-/// are no JSON object with an integer "step" (a line cut by a crash) are
-/// dropped too.
-LogTrim keepLogUpTo(const std::string &path, int64_t step);
-
 /// CRC-32 (IEEE 802.3, as zlib's crc32), continuing from `crc`.
 uint32_t crc32(const void *data, size_t size, uint32_t crc = 0);
 
