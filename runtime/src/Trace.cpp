@@ -18,15 +18,40 @@ std::atomic<bool> zrt::kernelTracing{false};
 
 namespace {
 
-struct SpanBuffer {
+/// What one kind of trace recorded, at most kMax records, under `mutex`.
+template <typename Record, int64_t kMax>
+struct Recorder {
   std::mutex mutex;
-  std::vector<KernelSpanRecord> spans;
+  std::vector<Record> records;
+  /// Records that did not fit.
   int64_t dropped = 0;
+
+  /// Adds a record; the caller holds `mutex`.
+  void add(const Record &record) {
+    if (int64_t(records.size()) >= kMax) {
+      ++dropped;
+      return;
+    }
+    records.push_back(record);
+  }
+  /// Takes the records so far.
+  std::vector<Record> take() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<Record> out;
+    out.swap(records);
+    return out;
+  }
+  int64_t droppedRecords() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return dropped;
+  }
 };
 
-SpanBuffer &buffer() {
-  static SpanBuffer b;
-  return b;
+using SpanRecorder = Recorder<KernelSpanRecord, kMaxKernelSpans>;
+
+SpanRecorder &spans() {
+  static SpanRecorder r;
+  return r;
 }
 
 // Kernels called from inside a kernel are part of the outer span.
@@ -44,19 +69,9 @@ void zrt::setKernelTracing(bool on) {
   kernelTracing.store(on, std::memory_order_relaxed);
 }
 
-std::vector<KernelSpanRecord> zrt::takeKernelSpans() {
-  SpanBuffer &b = buffer();
-  std::lock_guard<std::mutex> lock(b.mutex);
-  std::vector<KernelSpanRecord> out;
-  out.swap(b.spans);
-  return out;
-}
+std::vector<KernelSpanRecord> zrt::takeKernelSpans() { return spans().take(); }
 
-int64_t zrt::droppedKernelSpans() {
-  SpanBuffer &b = buffer();
-  std::lock_guard<std::mutex> lock(b.mutex);
-  return b.dropped;
-}
+int64_t zrt::droppedKernelSpans() { return spans().droppedRecords(); }
 
 void KernelSpan::begin(const char *kernel) {
   active = true;
@@ -71,13 +86,9 @@ void KernelSpan::end() {
   if (!name)
     return;
   int64_t endNs = nowNs();
-  SpanBuffer &b = buffer();
-  std::lock_guard<std::mutex> lock(b.mutex);
-  if (int64_t(b.spans.size()) >= kMaxKernelSpans) {
-    ++b.dropped;
-    return;
-  }
-  b.spans.push_back({name, startNs, endNs});
+  SpanRecorder &r = spans();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.add({name, startNs, endNs});
 }
 
 //===----------------------------------------------------------------------===//
@@ -90,14 +101,11 @@ namespace {
 
 /// The step arena's live ranges (disjoint [begin, end) by begin) and the
 /// samples taken so far.
-struct MemoryTracker {
-  std::mutex mutex;
+struct MemoryTracker : Recorder<MemorySample, kMaxMemorySamples> {
   std::map<int64_t, int64_t> live;
   int64_t liveBytes = 0;
   int64_t position = -1;
   int64_t scratch = 0;
-  std::vector<MemorySample> samples;
-  int64_t dropped = 0;
 
   /// Removes [begin, end) from the live ranges.
   void kill(int64_t begin, int64_t end) {
@@ -126,13 +134,7 @@ struct MemoryTracker {
     live[begin] = end;
     liveBytes += end - begin;
   }
-  void sample() {
-    if (int64_t(samples.size()) >= kMaxMemorySamples) {
-      ++dropped;
-      return;
-    }
-    samples.push_back({nowNs(), position, liveBytes, scratch});
-  }
+  void sample() { add({nowNs(), position, liveBytes, scratch}); }
 };
 
 MemoryTracker &tracker() {
@@ -180,19 +182,9 @@ void zrt::recordScratch(int64_t inUse) {
   t.sample();
 }
 
-std::vector<MemorySample> zrt::takeMemorySamples() {
-  MemoryTracker &t = tracker();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  std::vector<MemorySample> out;
-  out.swap(t.samples);
-  return out;
-}
+std::vector<MemorySample> zrt::takeMemorySamples() { return tracker().take(); }
 
-int64_t zrt::droppedMemorySamples() {
-  MemoryTracker &t = tracker();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  return t.dropped;
-}
+int64_t zrt::droppedMemorySamples() { return tracker().droppedRecords(); }
 
 void zrt::traceOp(int64_t position) {
   if (!tracingMemory())
