@@ -243,12 +243,6 @@ __global__ void __launch_bounds__(kRowBlockThreads)
 }
 
 /// Rows of `cols` entries whose first `classes` are a loss's classes.
-void checkPadding(const char *kernel, int64_t classes, int64_t cols) {
-  if (cols < classes)
-    fatal("%s: %lld columns hold fewer than the %lld classes", kernel,
-          (long long)cols, (long long)classes);
-}
-
 } // namespace
 
 void zrt::cuda::softmax(int32_t dtype, const void *x, void *y, int64_t rows,
@@ -308,8 +302,7 @@ void zrt::cuda::softmaxCrossEntropy(int32_t dtype, const void *logits,
                                     float *loss, int64_t rows,
                                     int64_t classes, int64_t cols) {
   const char *kernel = "zrt_softmax_cross_entropy";
-  checkDims(kernel, rows, classes, cols);
-  checkPadding(kernel, classes, cols);
+  checkLoss(kernel, rows, classes, cols);
   if (rows > 0 && classes == 0)
     fatal("%s: no classes", kernel);
   dispatch(dtype, kernel, [&](auto tag) {
@@ -343,8 +336,7 @@ void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
                                         int64_t rows, int64_t classes,
                                         int64_t cols) {
   const char *kernel = "zrt_softmax_cross_entropy_grad";
-  checkDims(kernel, rows, classes, cols);
-  checkPadding(kernel, classes, cols);
+  checkLoss(kernel, rows, classes, cols);
   if (rows > 0 && classes == 0)
     fatal("%s: no classes", kernel);
   dispatch(dtype, kernel, [&](auto tag) {
