@@ -25,7 +25,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionShape.h"
 #include "Kernels.h"
+#include "Memory.h"
 #include "Trace.h"
 #include "zero_rt/scratch.h"
 
@@ -40,17 +42,9 @@ namespace {
 /// Floats of the per-thread stack workspace (128 KiB).
 constexpr int64_t kWorkspaceFloats = 32768;
 constexpr int64_t kMaxBlock = 64;
-/// The largest head_dim whose backward fits the workspace with B = 1.
-constexpr int64_t kMaxHeadDim = (kWorkspaceFloats - 2) / 6;
-
-struct Attn {
-  int64_t heads; // batch * heads
-  int64_t group; // query heads per key/value head
-  int64_t seq;
-  int64_t dim;
-  bool causal;
-  float scale;
-};
+// The backward of the largest head_dim fits the workspace with B = 1.
+static_assert(kMaxAttentionHeadDim == (kWorkspaceFloats - 2) / 6,
+              "the head_dim limit is the workspace's");
 
 /// The largest power-of-two block B <= kMaxBlock for which need(B) floats
 /// fit the workspace.
@@ -112,6 +106,18 @@ void probabilities(const Attn &a, const float *s, int64_t lds, const float *lse,
       float e = expApprox(sr[c] - l);
       pr[c] = c < visible ? e : 0.0f;
     }
+  }
+}
+
+/// dS = P * (dP - delta) in place in dp: nr query rows (their delta
+/// first) by nc keys.
+void scoreGrads(const float *p, float *dp, int64_t ld, int64_t nr, int64_t nc,
+                const float *delta) {
+  for (int64_t r = 0; r < nr; ++r) {
+    float dl = delta[r];
+#pragma omp simd
+    for (int64_t c = 0; c < nc; ++c)
+      dp[r * ld + c] = p[r * ld + c] * (dp[r * ld + c] - dl);
   }
 }
 
@@ -275,12 +281,7 @@ void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
         probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
         accumulate(p, bs, true, nc, nr, gb, d, dvb);
         dotRows(gb, nr, vb, nc, d, dp, bs);
-        for (int64_t r = 0; r < nr; ++r) {
-          float dl = delta[base + i0 + r];
-#pragma omp simd
-          for (int64_t c = 0; c < nc; ++c)
-            dp[r * bs + c] = p[r * bs + c] * (dp[r * bs + c] - dl);
-        }
+        scoreGrads(p, dp, bs, nr, nc, delta + base + i0);
         // qb holds scale * q, so this is scale * dS^T q.
         accumulate(dp, bs, true, nc, nr, qb, d, dkb);
       }
@@ -315,12 +316,7 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
       dotRows(qb, nr, kb, nc, d, p, bs);
       probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
       dotRows(gb, nr, vb, nc, d, dp, bs);
-      for (int64_t r = 0; r < nr; ++r) {
-        float dl = delta[base + i0 + r];
-#pragma omp simd
-        for (int64_t c = 0; c < nc; ++c)
-          dp[r * bs + c] = p[r * bs + c] * (dp[r * bs + c] - dl);
-      }
+      scoreGrads(p, dp, bs, nr, nc, delta + base + i0);
       accumulate(dp, bs, false, nr, nc, kb, d, dqb);
     }
 #pragma omp simd
@@ -328,19 +324,6 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
       dqb[t] *= a.scale;
     fromFloat(dqb, dq + (base + i0) * d, nr * d);
   });
-}
-
-Attn makeAttn(const char *kernel, int64_t batch, int64_t heads, int64_t kvHeads,
-              int64_t seq, int64_t dim, int32_t causal, double scale) {
-  checkDims(kernel, batch, heads, seq, dim);
-  checkKvHeads(kernel, heads, kvHeads);
-  useSingleThreadedBlas();
-  if (dim > kMaxHeadDim)
-    fatal("%s: head_dim %lld exceeds the supported %lld", kernel,
-          (long long)dim, (long long)kMaxHeadDim);
-  float s = scale > 0 ? float(scale) : float(1.0 / std::sqrt(double(dim)));
-  int64_t group = heads == 0 ? 1 : heads / kvHeads;
-  return {batch * heads, group, seq, dim, causal != 0, s};
 }
 
 } // namespace
@@ -352,6 +335,7 @@ extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
   KernelSpan span("zrt_attention");
   Attn a = makeAttn("zrt_attention", batch, heads, kvHeads, seq, headDim,
                     causal, scale);
+  useSingleThreadedBlas();
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
@@ -370,6 +354,7 @@ extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
   KernelSpan span("zrt_attention_grad");
   Attn a = makeAttn("zrt_attention_grad", batch, heads, kvHeads, seq, headDim,
                     causal, scale);
+  useSingleThreadedBlas();
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   Scratch scratch(zrt_attention_grad_scratch_bytes(batch, heads, seq, headDim));

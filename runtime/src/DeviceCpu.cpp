@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
-#include "Memory.h"
 #include "Program.h"
+#include "Support.h"
 #include "Trace.h"
 
 #include <algorithm>

@@ -20,22 +20,26 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Driver.h"
+#include "Checkpoint/Directory.h"
+#include "Checkpoint/Rank.h"
 #include "DataSource.h"
 #include "Device.h"
+#include "Files.h"
+#include "Interrupt.h"
 #include "Memory.h"
 #include "Mpi.h"
 #include "Nvme.h"
 #include "Options.h"
+#include "State.h"
+#include "StepLog.h"
 #include "Support.h"
 #include "Trace.h"
+#include "TraceFile.h"
 #include "Watchdog.h"
 
 #include <mpi.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -48,7 +52,6 @@
 #include <stdexcept>
 #include <sys/stat.h>
 #include <thread>
-#include <time.h>
 #include <unistd.h>
 
 using namespace zrt;
@@ -58,17 +61,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 // The driver
 //===----------------------------------------------------------------------===//
-
-/// Where rank `rank` writes the trace asked for with --trace `base`.
-std::string tracePath(const std::string &base, int rank) {
-  std::string path = base;
-  std::string suffix = ".rank" + std::to_string(rank);
-  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
-    path.insert(path.size() - 5, suffix);
-  else
-    path += suffix + ".json";
-  return path;
-}
 
 class Driver {
 public:
@@ -94,11 +86,32 @@ private:
 
   bool setUp(int argc, char **argv, int &exitCode);
   void checkOutputs();
-  void openLog();
   bool checkWorld();
   void chooseThreads();
+  /// Rows of the global batch: this rank's and every rank's per micro
+  /// step, and every rank's per step.
+  struct BatchRows {
+    int64_t local, perMicro, perStep;
+  };
+  BatchRows batchRows() const;
   bool train();
   bool trainSteps();
+  /// Wall times of one step on this rank (ms): the step, its micro steps
+  /// and its boundary.
+  struct StepTimes {
+    double ms, microMs, boundaryMs;
+  };
+  /// Runs step `step` on this rank: each micro step on its slice of the
+  /// batch, then the boundary, until the device is done.
+  StepTimes runStep(int64_t step);
+  /// Collective: what step `step`, which ran with loss scale `scale`, did on
+  /// every rank (evaluating first when `evaluating`).
+  StepRecord agree(int64_t step, float scale, const StepTimes &local,
+                   bool evaluating);
+  /// Whether training goes on after step `step` overflowed with the loss
+  /// scale `scale` already at its minimum (--on-min-loss-scale); every rank
+  /// decides the same.
+  bool continueAtMinScale(int64_t step, float scale);
   /// The mean loss of the evaluation step over the held-out batches, their
   /// micro steps and the ranks (collective).
   double evaluate();
@@ -109,6 +122,8 @@ private:
   bool save(const Progress &progress);
   bool exportWeights();
   bool writeTrace();
+  /// The measured peaks of a run that trained against the plan (rank 0).
+  void printMemoryReport();
   void noteProgress(int64_t step);
 
   const zrt_program *program;
@@ -123,11 +138,12 @@ private:
   /// Global batches of evalData that an evaluation runs.
   int64_t evalBatches = 0;
   Progress progress;
-  std::FILE *log = nullptr;
+  /// The progress lines and --log-json (set up by setUp).
+  std::unique_ptr<StepLog> stepLog;
   int64_t maxPeak = 0;
-  /// Steps skipped for non-finite gradients at fp32/bf16 (no loss scaler
-  /// explains them), and the first of them.
-  int64_t nonFiniteSkips = 0, firstNonFiniteSkip = 0;
+  /// Whether the program left collectives unwaited at the end of a step,
+  /// and whether an overflow at the minimum loss scale was warned about.
+  bool warnedSlots = false, warnedMinScale = false;
   Watchdog watchdog;
   /// The step whose checkpoint is being written (0: none), for test hooks.
   int64_t savingStep = 0;
@@ -136,58 +152,6 @@ private:
   /// The last checkpoint this run saved or resumed from (empty: none).
   std::string lastCheckpoint;
 };
-
-//===----------------------------------------------------------------------===//
-// SIGINT and SIGTERM
-//===----------------------------------------------------------------------===//
-
-/// What rank 0 prints when SIGINT or SIGTERM ends the run (mpirun sends
-/// SIGTERM to every rank when it is interrupted): the step and the last
-/// checkpoint. Formatted outside the handler (which may only write(2)) into
-/// the buffer the handler is not reading, then published.
-struct InterruptNote {
-  char text[2][1024] = {};
-  size_t length[2] = {};
-  std::atomic<int> current{-1};
-};
-InterruptNote interruptNote;
-
-void setInterruptNote(const std::string &text) {
-  int next = interruptNote.current.load() == 0 ? 1 : 0;
-  size_t n = std::min(text.size(), sizeof(interruptNote.text[0]) - 1);
-  std::memcpy(interruptNote.text[next], text.data(), n);
-  interruptNote.length[next] = n;
-  interruptNote.current.store(next);
-}
-
-extern "C" void onInterrupt(int sig) {
-  int c = interruptNote.current.load();
-  if (c < 0) {
-    // Not rank 0: let rank 0 end first. mpirun forwards the signal to every
-    // rank and, once one has ended, stops forwarding output, which would
-    // lose rank 0's line when another rank happened to end before it.
-    struct timespec delay = {1, 0};
-    ::nanosleep(&delay, nullptr);
-  } else {
-    const char *name = sig == SIGINT ? "zrt: interrupted (SIGINT) "
-                                     : "zrt: terminated (SIGTERM) ";
-    ssize_t ignored = ::write(STDERR_FILENO, name, std::strlen(name));
-    ignored =
-        ::write(STDERR_FILENO, interruptNote.text[c], interruptNote.length[c]);
-    (void)ignored;
-  }
-  // The default action ends the process with the signal's status.
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
-}
-
-void installInterruptHandlers() {
-  struct sigaction action = {};
-  action.sa_handler = onInterrupt;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-}
 
 template <typename Fn>
 bool Driver::everywhere(const Fn &fn) {
@@ -388,10 +352,7 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
       ctx.paramSwap = ctx.host + m.paramSwapOffset;
       ctx.paramSwapBytes = m.paramSwapBytes;
     }
-    int64_t rowsPerStep =
-        (m.inputs.empty() || m.inputs[0].shape.empty() ? 0
-                                                       : m.inputs[0].shape[0]) *
-        ctx.world * m.accumulationSteps;
+    int64_t rowsPerStep = batchRows().perStep;
     DataShard shard{ctx.rank, ctx.world};
     if (!opts.data.empty())
       data = openTokenData(m, opts.data, rowsPerStep, shard);
@@ -450,7 +411,10 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
              ? ""
              : (" (resharded: " + progress.resharded + ")").c_str());
 
-  if (!everywhere([&] { openLog(); }))
+  stepLog = std::make_unique<StepLog>(manifest, ctx.rank, opts.quiet);
+  if (!everywhere([&] {
+        stepLog->open(opts.logJson, !opts.resume.empty(), progress.step);
+      }))
     return false;
   // Which I/O ran, and why not O_DIRECT or io_uring, whatever --quiet.
   for (auto [file, what] :
@@ -481,33 +445,8 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
 void Driver::checkOutputs() {
   if (!opts.save.empty()) {
     checkWritableDir(opts.save, "--save");
-    if (ctx.rank == 0) {
-      saveLock.acquire(opts.save);
-      // A new run saving over another run's checkpoints would overwrite
-      // some and move `latest` back, so that a later --resume continues
-      // the wrong run.
-      if (!resumesFrom(opts.resume, opts.save) && hasCheckpoints(opts.save)) {
-        std::string latest;
-        try {
-          latest = readFile(opts.save + "/latest");
-        } catch (const std::exception &) {
-        }
-        while (!latest.empty() &&
-               std::isspace(static_cast<unsigned char>(latest.back())))
-          latest.pop_back();
-        std::string which = latest.empty() ? "" : " (latest: " + latest + ")";
-        if (!opts.overwrite)
-          fail("'" + opts.save + "' holds the checkpoints of another run" +
-               which + ": --resume " + opts.save +
-               " continues that run, --overwrite replaces its checkpoints, "
-               "or --save another directory");
-        int removed = removeCheckpoints(opts.save);
-        std::fprintf(stderr,
-                     "zrt: --overwrite: removed %d checkpoint(s) of an "
-                     "earlier run from '%s'%s\n",
-                     removed, opts.save.c_str(), which.c_str());
-      }
-    }
+    if (ctx.rank == 0)
+      claimSaveDirectory(saveLock, opts.save, opts.resume, opts.overwrite);
   }
   if (!opts.exportPath.empty() && ctx.rank == 0)
     checkWritableFile(opts.exportPath, "--export");
@@ -515,28 +454,6 @@ void Driver::checkOutputs() {
     checkWritableFile(opts.logJson, "--log-json");
   if (!opts.trace.empty())
     checkWritableFile(tracePath(opts.trace, ctx.rank), "--trace");
-}
-
-void Driver::openLog() {
-  if (opts.logJson.empty() || ctx.rank != 0)
-    return;
-  // A resumed run continues the log: the lines of the steps up to the
-  // checkpoint are kept, those after it (logged by a run that went on
-  // past the checkpoint and crashed) dropped, so that the log stays one
-  // line per step.
-  bool append = !opts.resume.empty() && isRegularFile(opts.logJson);
-  if (append) {
-    LogTrim trim = keepLogUpTo(opts.logJson, progress.step);
-    if (trim.dropped > 0)
-      std::fprintf(stderr,
-                   "zrt: --log-json: dropped %lld line(s) of '%s' after step "
-                   "%lld, the checkpoint's\n",
-                   (long long)trim.dropped, opts.logJson.c_str(),
-                   (long long)progress.step);
-  }
-  log = std::fopen(opts.logJson.c_str(), append ? "a" : "w");
-  if (!log)
-    fail("cannot write '" + opts.logJson + "': " + std::strerror(errno));
 }
 
 void Driver::noteProgress(int64_t step) {
@@ -564,8 +481,7 @@ void Driver::installSaveHook() {
       return;
     // The temporary is written and fsynced; the rename never happens.
     std::fflush(stdout);
-    if (log)
-      std::fflush(log);
+    stepLog->flush();
     std::raise(SIGKILL);
   });
 }
@@ -614,102 +530,11 @@ bool Driver::exportWeights() {
   return true;
 }
 
-/// A duration in the unit that fits it, so that small steps do not print
-/// as 0.0 ms.
-static std::string formatDuration(double ms) {
-  char buf[32];
-  if (ms < 1.0)
-    std::snprintf(buf, sizeof(buf), "%.1f \u00b5s", ms * 1e3);
-  else if (ms < 1e4)
-    std::snprintf(buf, sizeof(buf), "%.1f ms", ms);
-  else
-    std::snprintf(buf, sizeof(buf), "%.2f s", ms / 1e3);
-  return buf;
-}
-
-/// Bytes in the binary unit that fits them (B, KiB, MiB, GiB).
-static std::string formatBytes(int64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0)
-    std::snprintf(buf, sizeof(buf), "%lld B", (long long)bytes);
-  else
-    std::snprintf(buf, sizeof(buf), "%.1f %s", v, units[u]);
-  return buf;
-}
-
 bool Driver::writeTrace() {
   std::string path = tracePath(opts.trace, ctx.rank);
-  nlohmann::json events = nlohmann::json::array();
-  for (const TraceEvent &e : ctx.trace)
-    events.push_back({{"name", e.name},
-                      {"ph", "X"},
-                      {"ts", e.startUs},
-                      {"dur", e.durUs},
-                      {"pid", ctx.rank},
-                      {"tid", 0}});
-  // Kernel calls (the CPU backend's entry points record them; a GPU
-  // backend's calls only enqueue, so it records none).
-  int64_t originNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         ctx.traceStart.time_since_epoch())
-                         .count();
-  // Memory over time as counter tracks: "memory" stacks what the rank holds
-  // (both arenas, allocated whole, the step arena split into its live and
-  // unused bytes, and the kernel scratch in use), so its top is the
-  // allocated total whose maximum is the measured peak; "op index" is the
-  // position in the step of each sample, to align it with the plan.
-  const Manifest &m = manifest;
-  setMemoryTracing(false);
-  for (const MemorySample &s : takeMemorySamples()) {
-    double ts = double(s.ns - originNs) / 1e3;
-    events.push_back({{"name", "memory"},
-                      {"ph", "C"},
-                      {"ts", ts},
-                      {"pid", ctx.rank},
-                      {"args",
-                       {{"persistent", m.persistentBytes},
-                        {"step_arena_live", s.arenaLiveBytes},
-                        {"step_arena_unused", m.arenaBytes - s.arenaLiveBytes},
-                        {"kernel_scratch", s.scratchBytes}}}});
-    events.push_back({{"name", "op index"},
-                      {"ph", "C"},
-                      {"ts", ts},
-                      {"pid", ctx.rank},
-                      {"args", {{"op", s.position}}}});
-  }
-  for (const KernelSpanRecord &k : takeKernelSpans())
-    events.push_back({{"name", k.name},
-                      {"cat", "kernel"},
-                      {"ph", "X"},
-                      {"ts", double(k.startNs - originNs) / 1e3},
-                      {"dur", double(k.endNs - k.startNs) / 1e3},
-                      {"pid", ctx.rank},
-                      {"tid", 0}});
-  nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-  if (int64_t dropped = droppedKernelSpans())
-    doc["droppedKernelSpans"] = dropped;
-  if (int64_t dropped = droppedMemorySamples())
-    doc["droppedMemorySamples"] = dropped;
-  // The compiler's plan over the step, what scripts/memory-plot.py draws
-  // the measurement against.
-  if (!m.plannedLiveBytes.empty())
-    doc["zeroMemoryPlan"] = {{"rank", ctx.rank},
-                             {"schedule", m.hashText},
-                             {"persistent_bytes", m.persistentBytes},
-                             {"arena_bytes", m.arenaBytes},
-                             {"scratch_bytes", m.scratchBytes},
-                             {"peak_bytes", m.peakBytes},
-                             {"backward_start", m.backwardStart},
-                             {"live_bytes", m.plannedLiveBytes},
-                             {"op_scratch_bytes", m.plannedScratchBytes}};
+  std::string trace = chromeTrace(ctx);
   try {
-    writeFileAtomic(path, doc.dump() + "\n");
+    writeFileAtomic(path, trace);
   } catch (const std::exception &e) {
     error(std::string("cannot write the trace: ") + e.what());
     return false;
@@ -723,11 +548,16 @@ bool Driver::writeTrace() {
   return true;
 }
 
+Driver::BatchRows Driver::batchRows() const {
+  const Manifest &m = manifest;
+  int64_t local =
+      m.inputs.empty() || m.inputs[0].shape.empty() ? 0 : m.inputs[0].shape[0];
+  return {local, local * ctx.world, local * ctx.world * m.accumulationSteps};
+}
+
 double Driver::evaluate() {
   const Manifest &m = manifest;
-  int64_t localRows = m.inputs.empty() ? 0 : m.inputs[0].shape[0];
-  int64_t rowsPerMicro = localRows * ctx.world;
-  int64_t rowsPerStep = rowsPerMicro * m.accumulationSteps;
+  BatchRows rows = batchRows();
   double start = ctx.tracing ? ctx.nowUs() : 0.0;
   // The training step's loss of this step was read already; the next step
   // starts from zero again.
@@ -735,8 +565,8 @@ double Driver::evaluate() {
   ctx.lossCount = 0;
   for (int64_t batch = 0; batch < evalBatches; ++batch)
     for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
-      evalData->load(ctx, batch * rowsPerStep + micro * rowsPerMicro +
-                              ctx.rank * localRows);
+      evalData->load(ctx, batch * rows.perStep + micro * rows.perMicro +
+                              ctx.rank * rows.local);
       program->eval_step(&ctx);
     }
   {
@@ -756,13 +586,7 @@ double Driver::evaluate() {
 }
 
 bool Driver::evaluateOnly() {
-  double loss = evaluate();
-  if (log) {
-    nlohmann::json line = {{"step", progress.step}, {"eval_loss", loss}};
-    std::fprintf(log, "%s\n", line.dump().c_str());
-    std::fflush(log);
-  }
-  info("step %lld | eval loss %.4f\n", (long long)progress.step, loss);
+  stepLog->evaluation(progress.step, evaluate());
   return true;
 }
 
@@ -776,26 +600,16 @@ bool Driver::train() {
 }
 
 bool Driver::trainSteps() {
-  const Manifest &m = manifest;
-  int64_t localRows = m.inputs.empty() ? 0 : m.inputs[0].shape[0];
-  int64_t rowsPerMicro = localRows * ctx.world;
-  int64_t rowsPerStep = rowsPerMicro * m.accumulationSteps;
   ctx.tracing = !opts.trace.empty();
   ctx.traceStart = std::chrono::steady_clock::now();
   setKernelTracing(ctx.tracing);
-  setMemoryTracing(ctx.tracing);
-  // What the driver writes into the step arena before each micro step.
-  std::vector<std::pair<int64_t, int64_t>> inputBytes;
-  for (const InputInfo &in : m.inputs)
-    inputBytes.push_back({in.offset, in.numel() * in.elementBytes()});
-  bool warnedSlots = false;
-  bool warnedMinScale = false;
+  if (ctx.tracing)
+    startMemoryTracing(zrt_scratch_bytes_in_use());
   for (int64_t step = progress.step + 1; step <= opts.steps; ++step) {
     // Test hooks: a rank that dies or stops making progress.
     if (step == opts.injectKillStep && ctx.rank == opts.injectKillRank) {
       std::fflush(stdout);
-      if (log)
-        std::fflush(log);
+      stepLog->flush();
       std::raise(SIGKILL);
     }
     if (step == opts.injectHangStep && ctx.rank == opts.injectHangRank)
@@ -804,199 +618,203 @@ bool Driver::trainSteps() {
     watchdog.beginStep(step);
     if (ctx.rank == 0)
       noteProgress(step);
-    ctx.stepIndex = step;
-    ctx.lossSum = 0.0;
-    ctx.lossCount = 0;
-    ctx.skipped = ctx.overflow = false;
     float scale = zrt_loss_scaler_scale(&ctx.scaler);
-    auto start = std::chrono::steady_clock::now();
-    double stepStart = ctx.nowUs();
-    for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
-      ctx.micro = micro;
-      double microStart = ctx.tracing ? ctx.nowUs() : 0.0;
-      traceMicroStep(inputBytes);
-      data->load(ctx, progress.dataPosition + micro * rowsPerMicro +
-                          ctx.rank * localRows);
-      program->micro_step(&ctx);
-      if (ctx.tracing)
-        ctx.trace.push_back({"micro step " + std::to_string(micro), microStart,
-                             ctx.nowUs() - microStart});
-    }
-    auto microEnd = std::chrono::steady_clock::now();
-    double boundaryStart = ctx.tracing ? ctx.nowUs() : 0.0;
-    program->boundary(&ctx);
-    if (ctx.tracing)
-      ctx.trace.push_back(
-          {"boundary", boundaryStart, ctx.nowUs() - boundaryStart});
-    if (ctx.drainSlots() > 0 && !warnedSlots) {
-      warnedSlots = true;
-      if (ctx.rank == 0)
-        std::fprintf(stderr, "zrt: warning: the program left collectives "
-                             "unwaited at the end of a step; completed "
-                             "them\n");
-    }
-    {
-      // A GPU backend has only enqueued the step so far.
-      WaitScope watched(ctx.waitState, "the step's device work");
-      device::finishStep(ctx);
-    }
-    auto end = std::chrono::steady_clock::now();
-    double ms = std::chrono::duration<double, std::milli>(end - start).count();
-    // wall_clock_breakdown: the host's clock, which on a GPU backend sees the
-    // micro steps enqueued and the boundary wait for the step's end.
-    double microMs =
-        std::chrono::duration<double, std::milli>(microEnd - start).count();
-    double boundaryMs =
-        std::chrono::duration<double, std::milli>(end - microEnd).count();
-    if (ctx.tracing)
-      ctx.trace.push_back(
-          {"step " + std::to_string(step), stepStart, ctx.nowUs() - stepStart});
+    StepTimes times = runStep(step);
     progress.step = step;
-    progress.dataPosition += rowsPerStep;
+    progress.dataPosition += batchRows().perStep;
 
-    // Global values: the mean of the ranks' losses, the slowest rank's
-    // times, the largest peak.
-    double local[4] = {ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, ms,
-                       microMs, boundaryMs};
-    double sum[4];
     bool last = step == opts.steps;
     bool evaluating =
         evalData &&
         (last || (opts.evalEvery > 0 && step % opts.evalEvery == 0));
-    double evalLoss = evaluating ? evaluate() : 0.0;
-    int64_t peak = zrt_memory_peak_bytes();
-    {
-      WaitScope watched(ctx.waitState, "the step's loss/time/peak all-reduce");
-      MPI_Allreduce(local, sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      MPI_Allreduce(local + 1, sum + 1, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX,
-                    MPI_COMM_WORLD);
-    }
-    maxPeak = std::max(maxPeak, peak);
-    double loss = sum[0] / ctx.world;
-    ms = sum[1];
-    microMs = sum[2];
-    boundaryMs = sum[3];
-    double gradNorm = std::sqrt(double(ctx.stats[1]));
-    double rate = double(rowsPerStep * data->itemsPerRow()) / (ms / 1000.0);
-    float nextScale = zrt_loss_scaler_scale(&ctx.scaler);
-    // The learning rate this step applied, or would have (a skipped step
-    // does not advance the schedule, as in DeepSpeed's engine).
-    bool scheduled = m.schedule.kind != ZRT_LR_CONSTANT;
-    double beta1 = m.beta1, beta2 = m.beta2;
-    double lr =
-        zrt_lr_at(scheduled ? &m.schedule : nullptr, m.lr, &beta1, &beta2,
-                  ctx.skipped ? ctx.adamSteps + 1 : ctx.adamSteps);
-
-    if (log) {
-      nlohmann::json line = {{"step", step},
-                             {"loss", loss},
-                             {"loss_scale", scale},
-                             {"next_loss_scale", nextScale},
-                             {"skipped", ctx.skipped},
-                             {"overflow", ctx.overflow},
-                             {"grad_norm", gradNorm},
-                             {"step_ms", ms},
-                             {"peak_bytes", peak},
-                             {"planned_peak_bytes", m.peakBytes},
-                             {"scratch_peak_bytes", zrt_scratch_peak_bytes()},
-                             {"planned_scratch_bytes", m.scratchBytes},
-                             {"adam_steps", ctx.adamSteps},
-                             {"lr", lr}};
-      if (m.schedule.kind == ZRT_LR_ONE_CYCLE && m.schedule.cycle_momentum) {
-        line["beta1"] = beta1;
-        line["beta2"] = beta2;
-      }
-      if (m.nvmeBytes > 0)
-        line["planned_nvme_bytes"] = m.nvmeBytes;
-      if (m.hostBytes > 0) {
-        line["host_peak_bytes"] = hostMemoryPeakBytes();
-        line["planned_host_peak_bytes"] = m.hostBytes;
-      }
-      if (m.wallClockBreakdown) {
-        line["micro_steps_ms"] = microMs;
-        line["boundary_ms"] = boundaryMs;
-      }
-      if (evaluating)
-        line["eval_loss"] = evalLoss;
-      std::fprintf(log, "%s\n", line.dump().c_str());
-      std::fflush(log);
-    }
-    if (std::isnan(loss) || std::isinf(loss)) {
+    StepRecord record = agree(step, scale, times, evaluating);
+    stepLog->write(record);
+    if (std::isnan(record.loss) || std::isinf(record.loss)) {
       if (ctx.rank == 0)
-        error("the loss is " + std::string(std::isnan(loss) ? "NaN" : "inf") +
+        error("the loss is " +
+              std::string(std::isnan(record.loss) ? "NaN" : "inf") +
               " at step " + std::to_string(step) +
               " (learning rate too high, or fp16 without loss scaling?)");
       return false;
     }
-    // An evaluation's loss is printed whatever steps_per_print says.
-    if (step % m.stepsPerPrint == 0 || evaluating) {
-      char evalText[48] = "", lrText[48] = "";
-      if (evaluating)
-        std::snprintf(evalText, sizeof(evalText), " | eval loss %.4f",
-                      evalLoss);
-      if (scheduled)
-        std::snprintf(lrText, sizeof(lrText), " | lr %.4g", lr);
-      std::string breakdown;
-      if (m.wallClockBreakdown)
-        breakdown = " | micro steps " + formatDuration(microMs) +
-                    " | boundary " + formatDuration(boundaryMs);
-      info("step %lld | loss %.4f%s | scale %g | %s | %.0f %s | peak %s%s%s\n",
-           (long long)step, loss, evalText, double(scale),
-           formatDuration(ms).c_str(), rate, data->unit(),
-           formatBytes(peak).c_str(), lrText, breakdown.c_str());
-    }
-    if (ctx.skipped && ctx.rank == 0) {
-      // Never silent, not even with --quiet.
-      bool staticScale = m.precision == "fp16" && !ctx.scaler.dynamic;
-      if (ctx.scaler.dynamic)
-        std::printf("step %lld skipped: gradient overflow, loss scale %g -> "
-                    "%g\n",
-                    (long long)step, double(scale), double(nextScale));
-      else if (staticScale)
-        std::printf("step %lld skipped: gradient overflow, static loss scale "
-                    "%g unchanged\n",
-                    (long long)step, double(scale));
-      else
-        std::printf("step %lld SKIPPED: non-finite gradients (inf/NaN) at %s "
-                    "precision; parameters unchanged\n",
-                    (long long)step, m.precision.c_str());
-      if (!ctx.scaler.dynamic && !staticScale && nonFiniteSkips++ == 0)
-        firstNonFiniteSkip = step;
-      std::fflush(stdout);
-    }
+    stepLog->print(record);
     // Every rank has the same verdict: the stats are all-reduced and the
     // scalers identical.
-    if (ctx.overflowAtMinScale) {
-      if (opts.stopAtMinLossScale) {
-        char msg[320];
-        std::snprintf(msg, sizeof(msg),
-                      "step %lld: Current loss scale already at minimum - "
-                      "cannot decrease scale anymore. Exiting run. (loss "
-                      "scale %g = min_loss_scale and the gradients "
-                      "overflowed again; --on-min-loss-scale=continue skips "
-                      "such steps instead)",
-                      (long long)step, double(scale));
-        if (ctx.rank == 0)
-          error(msg);
-        return false;
-      }
-      if (!warnedMinScale && ctx.rank == 0) {
-        std::fprintf(stderr,
-                     "zrt: warning: step %lld: gradient overflow with the "
-                     "loss scale already at its minimum %g; skipping the "
-                     "step and continuing (--on-min-loss-scale=continue)\n",
-                     (long long)step, double(scale));
-        std::fflush(stderr);
-      }
-      warnedMinScale = true;
-    }
+    if (ctx.overflowAtMinScale && !continueAtMinScale(step, scale))
+      return false;
     if (!opts.save.empty() &&
         ((opts.saveEvery > 0 && step % opts.saveEvery == 0) || last))
       if (!save(progress))
         return false;
   }
   return true;
+}
+
+Driver::StepTimes Driver::runStep(int64_t step) {
+  const Manifest &m = manifest;
+  BatchRows rows = batchRows();
+  // What the driver writes into the step arena before each micro step.
+  std::vector<std::pair<int64_t, int64_t>> inputBytes;
+  for (const InputInfo &in : m.inputs)
+    inputBytes.push_back({in.offset, in.numel() * in.elementBytes()});
+  ctx.stepIndex = step;
+  ctx.lossSum = 0.0;
+  ctx.lossCount = 0;
+  ctx.skipped = ctx.overflow = false;
+  auto start = std::chrono::steady_clock::now();
+  double stepStart = ctx.nowUs();
+  for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
+    ctx.micro = micro;
+    double microStart = ctx.tracing ? ctx.nowUs() : 0.0;
+    traceMicroStep(inputBytes);
+    data->load(ctx, progress.dataPosition + micro * rows.perMicro +
+                        ctx.rank * rows.local);
+    program->micro_step(&ctx);
+    if (ctx.tracing)
+      ctx.trace.push_back({"micro step " + std::to_string(micro), microStart,
+                           ctx.nowUs() - microStart});
+  }
+  auto microEnd = std::chrono::steady_clock::now();
+  double boundaryStart = ctx.tracing ? ctx.nowUs() : 0.0;
+  program->boundary(&ctx);
+  if (ctx.tracing)
+    ctx.trace.push_back(
+        {"boundary", boundaryStart, ctx.nowUs() - boundaryStart});
+  if (ctx.drainSlots() > 0 && !warnedSlots) {
+    warnedSlots = true;
+    if (ctx.rank == 0)
+      std::fprintf(stderr, "zrt: warning: the program left collectives "
+                           "unwaited at the end of a step; completed "
+                           "them\n");
+  }
+  {
+    // A GPU backend has only enqueued the step so far.
+    WaitScope watched(ctx.waitState, "the step's device work");
+    device::finishStep(ctx);
+  }
+  auto end = std::chrono::steady_clock::now();
+  if (ctx.tracing)
+    ctx.trace.push_back(
+        {"step " + std::to_string(step), stepStart, ctx.nowUs() - stepStart});
+  // wall_clock_breakdown: the host's clock, which on a GPU backend sees the
+  // micro steps enqueued and the boundary wait for the step's end.
+  using Ms = std::chrono::duration<double, std::milli>;
+  return {Ms(end - start).count(), Ms(microEnd - start).count(),
+          Ms(end - microEnd).count()};
+}
+
+StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
+                         bool evaluating) {
+  const Manifest &m = manifest;
+  StepRecord r;
+  r.step = step;
+  r.scale = scale;
+  // Global values: the mean of the ranks' losses, the slowest rank's
+  // times, the largest peak.
+  double mine[4] = {ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, local.ms,
+                    local.microMs, local.boundaryMs};
+  double all[4];
+  r.evaluated = evaluating;
+  r.evalLoss = evaluating ? evaluate() : 0.0;
+  r.peakBytes = zrt_memory_peak_bytes();
+  {
+    WaitScope watched(ctx.waitState, "the step's loss/time/peak all-reduce");
+    MPI_Allreduce(mine, all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(mine + 1, all + 1, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &r.peakBytes, 1, MPI_INT64_T, MPI_MAX,
+                  MPI_COMM_WORLD);
+  }
+  maxPeak = std::max(maxPeak, r.peakBytes);
+  r.loss = all[0] / ctx.world;
+  r.ms = all[1];
+  r.microMs = all[2];
+  r.boundaryMs = all[3];
+  r.gradNorm = std::sqrt(double(ctx.stats[1]));
+  r.rate = double(batchRows().perStep * data->itemsPerRow()) / (r.ms / 1000.0);
+  r.unit = data->unit();
+  r.nextScale = zrt_loss_scaler_scale(&ctx.scaler);
+  r.dynamicScale = ctx.scaler.dynamic;
+  r.skipped = ctx.skipped;
+  r.overflow = ctx.overflow;
+  r.adamSteps = ctx.adamSteps;
+  // The learning rate this step applied, or would have (a skipped step
+  // does not advance the schedule, as in DeepSpeed's engine).
+  bool scheduled = m.schedule.kind != ZRT_LR_CONSTANT;
+  r.beta1 = m.beta1;
+  r.beta2 = m.beta2;
+  r.lr = zrt_lr_at(scheduled ? &m.schedule : nullptr, m.lr, &r.beta1, &r.beta2,
+                   ctx.skipped ? ctx.adamSteps + 1 : ctx.adamSteps);
+  return r;
+}
+
+bool Driver::continueAtMinScale(int64_t step, float scale) {
+  if (opts.stopAtMinLossScale) {
+    char msg[320];
+    std::snprintf(msg, sizeof(msg),
+                  "step %lld: Current loss scale already at minimum - "
+                  "cannot decrease scale anymore. Exiting run. (loss "
+                  "scale %g = min_loss_scale and the gradients "
+                  "overflowed again; --on-min-loss-scale=continue skips "
+                  "such steps instead)",
+                  (long long)step, double(scale));
+    if (ctx.rank == 0)
+      error(msg);
+    return false;
+  }
+  if (!warnedMinScale && ctx.rank == 0) {
+    std::fprintf(stderr,
+                 "zrt: warning: step %lld: gradient overflow with the "
+                 "loss scale already at its minimum %g; skipping the "
+                 "step and continuing (--on-min-loss-scale=continue)\n",
+                 (long long)step, double(scale));
+    std::fflush(stderr);
+  }
+  warnedMinScale = true;
+  return true;
+}
+
+void Driver::printMemoryReport() {
+  int64_t scratch = zrt_scratch_peak_bytes();
+  std::printf("peak memory: measured %lld bytes (kernel scratch %lld), "
+              "planned %lld bytes (persistent %lld + step arena %lld + "
+              "scratch %lld)%s\n",
+              (long long)maxPeak, (long long)scratch,
+              (long long)manifest.peakBytes,
+              (long long)manifest.persistentBytes,
+              (long long)manifest.arenaBytes, (long long)manifest.scratchBytes,
+              maxPeak == manifest.peakBytes ? "" : ": MISMATCH");
+  if (manifest.hostBytes > 0) {
+    int64_t host = hostMemoryPeakBytes();
+    bool optimizer = false, params = false;
+    for (const PartitionInfo &p : manifest.partitions) {
+      optimizer |= p.offloaded();
+      params |= p.paramsOffloaded();
+    }
+    std::printf("host memory: measured %lld bytes, planned %lld bytes "
+                "(offloaded %s)%s\n",
+                (long long)host, (long long)manifest.hostBytes,
+                optimizer && params ? "optimizer and parameters"
+                : params            ? "parameters"
+                                    : "optimizer",
+                host == manifest.hostBytes ? "" : ": MISMATCH");
+  }
+  if (swapFile || paramSwapFile) {
+    // The files as the file system sees them, against the plan.
+    int64_t size = 0;
+    for (SwapFile *file : {swapFile.get(), paramSwapFile.get()}) {
+      struct stat st;
+      if (file)
+        size = size < 0 || ::stat(file->path().c_str(), &st) != 0
+                   ? -1
+                   : size + int64_t(st.st_size);
+    }
+    std::printf("nvme swap file%s: measured %lld bytes, planned %lld bytes "
+                "(nvme_bytes)%s\n",
+                swapFile && paramSwapFile ? "s" : "", (long long)size,
+                (long long)manifest.nvmeBytes,
+                size == manifest.nvmeBytes ? "" : ": MISMATCH");
+  }
+  std::fflush(stdout);
 }
 
 int Driver::run(int argc, char **argv) {
@@ -1024,62 +842,14 @@ int Driver::run(int argc, char **argv) {
     ok = exportWeights();
   if (!opts.trace.empty() && !writeTrace())
     ok = false;
-  if (log)
-    std::fclose(log);
+  stepLog->close();
   // After a run that trained: an evaluation alone runs only the forward's
   // part of the plan.
-  if (ok && ctx.rank == 0 && maxPeak > 0) {
-    int64_t scratch = zrt_scratch_peak_bytes();
-    std::printf(
-        "peak memory: measured %lld bytes (kernel scratch %lld), "
-        "planned %lld bytes (persistent %lld + step arena %lld + "
-        "scratch %lld)%s\n",
-        (long long)maxPeak, (long long)scratch, (long long)manifest.peakBytes,
-        (long long)manifest.persistentBytes, (long long)manifest.arenaBytes,
-        (long long)manifest.scratchBytes,
-        maxPeak == manifest.peakBytes ? "" : ": MISMATCH");
-    if (manifest.hostBytes > 0) {
-      int64_t host = hostMemoryPeakBytes();
-      bool optimizer = false, params = false;
-      for (const PartitionInfo &p : manifest.partitions) {
-        optimizer |= p.offloaded();
-        params |= p.paramsOffloaded();
-      }
-      std::printf("host memory: measured %lld bytes, planned %lld bytes "
-                  "(offloaded %s)%s\n",
-                  (long long)host, (long long)manifest.hostBytes,
-                  optimizer && params ? "optimizer and parameters"
-                  : params            ? "parameters"
-                                      : "optimizer",
-                  host == manifest.hostBytes ? "" : ": MISMATCH");
-    }
-    if (swapFile || paramSwapFile) {
-      // The files as the file system sees them, against the plan.
-      int64_t size = 0;
-      for (SwapFile *file : {swapFile.get(), paramSwapFile.get()}) {
-        struct stat st;
-        if (file)
-          size = size < 0 || ::stat(file->path().c_str(), &st) != 0
-                     ? -1
-                     : size + int64_t(st.st_size);
-      }
-      std::printf("nvme swap file%s: measured %lld bytes, planned %lld bytes "
-                  "(nvme_bytes)%s\n",
-                  swapFile && paramSwapFile ? "s" : "", (long long)size,
-                  (long long)manifest.nvmeBytes,
-                  size == manifest.nvmeBytes ? "" : ": MISMATCH");
-    }
-    std::fflush(stdout);
-  }
-  if (nonFiniteSkips > 0) {
-    // Repeated at the very end (stdout, after everything else rank 0
-    // prints), where a reader of the output looks first.
-    std::printf("zrt: warning: %lld step(s) skipped for non-finite gradients "
-                "at %s precision, the first at step %lld\n",
-                (long long)nonFiniteSkips, manifest.precision.c_str(),
-                (long long)firstNonFiniteSkip);
-    std::fflush(stdout);
-  }
+  if (ok && ctx.rank == 0 && maxPeak > 0)
+    printMemoryReport();
+  // Repeated at the very end (stdout, after everything else rank 0
+  // prints), where a reader of the output looks first.
+  stepLog->printSkips();
   return ok ? 0 : 1;
 }
 

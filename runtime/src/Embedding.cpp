@@ -5,25 +5,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Memory.h"
 #include "Trace.h"
 #include "zero_rt/scratch.h"
 
 #include <cstring>
 
 using namespace zrt;
-
-namespace {
-
-template <typename I>
-int64_t checkedId(const I *ids, int64_t i, int64_t vocab, const char *kernel) {
-  int64_t id = int64_t(ids[i]);
-  if (id < 0 || id >= vocab)
-    fatal("%s: id %lld at position %lld is outside [0, %lld)", kernel,
-          (long long)id, (long long)i, (long long)vocab);
-  return id;
-}
-
-} // namespace
 
 extern "C" void zrt_embedding(int32_t dtype, const void *table, int32_t idType,
                               const void *ids, void *out, int64_t numIds,
@@ -36,7 +24,8 @@ extern "C" void zrt_embedding(int32_t dtype, const void *table, int32_t idType,
     const I *idv = static_cast<const I *>(ids);
     parallelFor(numIds, rowGrain(dim), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        int64_t id = checkedId(idv, i, vocab, "zrt_embedding");
+        int64_t id =
+            checkedIndex(idv, i, vocab, "zrt_embedding", "id", "at position");
         std::memcpy(static_cast<char *>(out) + i * rowBytes,
                     static_cast<const char *>(table) + id * rowBytes,
                     size_t(rowBytes));
@@ -62,7 +51,9 @@ extern "C" void zrt_embedding_grad(int32_t dtype, const void *dy,
     const I *idv = static_cast<const I *>(ids);
     std::fill(ends, ends + vocab + 1, int64_t(0));
     for (int64_t i = 0; i < numIds; ++i)
-      ++ends[checkedId(idv, i, vocab, "zrt_embedding_grad") + 1];
+      ++ends[checkedIndex(idv, i, vocab, "zrt_embedding_grad", "id",
+                          "at position") +
+             1];
     for (int64_t v = 0; v < vocab; ++v)
       ends[v + 1] += ends[v];
     // Filling advances ends[id] from the start of bucket id to its end.

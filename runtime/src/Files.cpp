@@ -19,13 +19,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,8 +35,14 @@ namespace {
 
 std::string errnoText() { return std::strerror(errno); }
 
-/// write(2) until done.
-void writeAll(int fd, const char *p, size_t n, const std::string &path) {
+std::function<void(const std::string &)> &beforeRenameHook() {
+  static std::function<void(const std::string &)> hook;
+  return hook;
+}
+
+} // namespace
+
+void zrt::writeAll(int fd, const char *p, size_t n, const std::string &path) {
   while (n > 0) {
     ssize_t w = ::write(fd, p, n);
     if (w < 0) {
@@ -51,19 +55,12 @@ void writeAll(int fd, const char *p, size_t n, const std::string &path) {
   }
 }
 
-std::function<void(const std::string &)> &beforeRenameHook() {
-  static std::function<void(const std::string &)> hook;
-  return hook;
-}
-
-std::string dirOf(const std::string &path) {
+std::string zrt::dirOf(const std::string &path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos)
     return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
 }
-
-} // namespace
 
 std::string zrt::readFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
@@ -124,12 +121,12 @@ void zrt::makeDirs(const std::string &path) {
     fail("'" + path + "' is not a directory");
 }
 
-namespace {
-
-bool isDirectory(const std::string &path) {
+bool zrt::isDirectory(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
+
+namespace {
 
 /// Creates and removes a file in `dir`: the only test that also sees
 /// read-only file systems and, for root, every other reason.
@@ -140,35 +137,6 @@ void probeDirectory(const std::string &dir, const std::string &what) {
     fail(what + ": cannot create a file in '" + dir + "': " + errnoText());
   ::close(fd);
   ::unlink(probe.c_str());
-}
-
-/// step_N for N >= 0 (what checkpointDir names).
-bool isStepName(const char *name) {
-  if (std::strncmp(name, "step_", 5) != 0 || !name[5])
-    return false;
-  for (const char *p = name + 5; *p; ++p)
-    if (!std::isdigit(static_cast<unsigned char>(*p)))
-      return false;
-  return true;
-}
-
-std::vector<std::string> stepDirectories(const std::string &dir) {
-  std::vector<std::string> steps;
-  DIR *d = ::opendir(dir.c_str());
-  if (!d)
-    return steps;
-  while (dirent *e = ::readdir(d))
-    if (isStepName(e->d_name) && isDirectory(dir + "/" + e->d_name))
-      steps.push_back(e->d_name);
-  ::closedir(d);
-  return steps;
-}
-
-std::string hostName() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0)
-    return "?";
-  return host;
 }
 
 } // namespace
@@ -197,134 +165,6 @@ void zrt::checkWritableDir(const std::string &dir, const std::string &option) {
 bool zrt::isRegularFile(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-bool zrt::resumesFrom(const std::string &resume, const std::string &save) {
-  if (resume.empty())
-    return false;
-  auto canonical = [](const std::string &path) {
-    char *real = ::realpath(path.c_str(), nullptr);
-    std::string out = real ? real : "";
-    std::free(real);
-    return out;
-  };
-  std::string from = canonical(resume), to = canonical(save);
-  if (from.empty() || to.empty())
-    return false;
-  return from == to || dirOf(from) == to;
-}
-
-LogTrim zrt::keepLogUpTo(const std::string &path, int64_t step) {
-  std::istringstream in(readFile(path));
-  std::string line, kept;
-  LogTrim trim;
-  while (std::getline(in, line)) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr,
-                                             /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-        j["step"].get<int64_t>() <= step) {
-      kept += line + "\n";
-      ++trim.kept;
-    } else {
-      ++trim.dropped;
-    }
-  }
-  if (trim.dropped > 0)
-    writeFileAtomic(path, kept);
-  return trim;
-}
-
-bool zrt::hasCheckpoints(const std::string &dir) {
-  struct stat st;
-  return ::stat((dir + "/latest").c_str(), &st) == 0 ||
-         !stepDirectories(dir).empty();
-}
-
-int zrt::removeCheckpoints(const std::string &dir) {
-  std::vector<std::string> steps = stepDirectories(dir);
-  for (const std::string &step : steps) {
-    std::string path = dir + "/" + step;
-    // A step directory holds files only (manifest, rank files, temporaries).
-    DIR *d = ::opendir(path.c_str());
-    if (!d)
-      fail("cannot remove '" + path + "': " + errnoText());
-    std::vector<std::string> files;
-    while (dirent *e = ::readdir(d))
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-        files.push_back(path + "/" + e->d_name);
-    ::closedir(d);
-    for (const std::string &f : files)
-      if (::unlink(f.c_str()) != 0)
-        fail("cannot remove '" + f + "': " + errnoText());
-    if (::rmdir(path.c_str()) != 0)
-      fail("cannot remove '" + path + "': " + errnoText());
-  }
-  std::string latest = dir + "/latest";
-  if (::unlink(latest.c_str()) != 0 && errno != ENOENT)
-    fail("cannot remove '" + latest + "': " + errnoText());
-  return int(steps.size());
-}
-
-void zrt::DirectoryLock::acquire(const std::string &dir) {
-  release();
-  std::string path = dir + "/lock";
-  int f = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (f < 0)
-    fail("cannot create the lock file '" + path + "': " + errnoText());
-  // What the last holder wrote: empty when it released the lock.
-  std::string owner;
-  char buf[512];
-  ssize_t n;
-  while ((n = ::read(f, buf, sizeof(buf))) > 0)
-    owner.append(buf, size_t(n));
-  while (!owner.empty() &&
-         std::isspace(static_cast<unsigned char>(owner.back())))
-    owner.pop_back();
-  if (::flock(f, LOCK_EX | LOCK_NB) != 0) {
-    int err = errno;
-    ::close(f);
-    if (err != EWOULDBLOCK)
-      fail("cannot lock '" + path + "': " + std::strerror(err));
-    fail("'" + dir + "' is in use by another run (" +
-         (owner.empty() ? std::string("owner unknown") : owner) +
-         ", lock file '" + path +
-         "'): two runs saving into one directory would mix their "
-         "checkpoints; wait for it to end or save elsewhere");
-  }
-  // Read again under the lock: the holder may have changed meanwhile.
-  owner.clear();
-  ::lseek(f, 0, SEEK_SET);
-  while ((n = ::read(f, buf, sizeof(buf))) > 0)
-    owner.append(buf, size_t(n));
-  while (!owner.empty() &&
-         std::isspace(static_cast<unsigned char>(owner.back())))
-    owner.pop_back();
-  previousOwner = owner;
-  std::string mine =
-      "process " + std::to_string(::getpid()) + " on host " + hostName() + "\n";
-  if (::ftruncate(f, 0) != 0 || ::lseek(f, 0, SEEK_SET) != 0) {
-    int err = errno;
-    ::close(f);
-    fail("cannot write the lock file '" + path + "': " + std::strerror(err));
-  }
-  try {
-    writeAll(f, mine.data(), mine.size(), path);
-  } catch (...) {
-    ::close(f);
-    throw;
-  }
-  fd = f;
-}
-
-void zrt::DirectoryLock::release() {
-  if (fd < 0)
-    return;
-  // Emptied, not removed: another run may have opened this inode already.
-  // Should emptying fail, the next owner reports a taken-over lock.
-  int ignored = ::ftruncate(fd, 0);
-  (void)ignored;
-  ::close(fd);
-  fd = -1;
 }
 
 uint32_t zrt::crc32(const void *data, size_t size, uint32_t crc) {
@@ -944,57 +784,4 @@ std::vector<Tensor> zrt::readWeights(const std::string &bytes,
              " is " + (std::isnan(t.data[k]) ? "NaN" : "infinite") +
              "; initial weights must be finite");
   return tensors;
-}
-
-//===----------------------------------------------------------------------===//
-// Checkpoint rank files
-//===----------------------------------------------------------------------===//
-
-namespace {
-constexpr char kCheckpointMagic[8] = {'Z', 'R', 'T', 'C', 'K', 'P', 'T', '1'};
-
-void putLe(std::string &out, uint64_t v, int bytes) {
-  for (int k = 0; k < bytes; ++k)
-    out += char((v >> (8 * k)) & 0xff);
-}
-
-uint64_t getLe(const std::string &in, size_t at, int bytes) {
-  uint64_t v = 0;
-  for (int k = 0; k < bytes; ++k)
-    v |= uint64_t(static_cast<unsigned char>(in[at + size_t(k)])) << (8 * k);
-  return v;
-}
-} // namespace
-
-std::string zrt::packCheckpoint(const CheckpointFile &file) {
-  std::string out(kCheckpointMagic, sizeof(kCheckpointMagic));
-  out.reserve(16 + file.header.size() + file.payload.size() + 4);
-  putLe(out, file.header.size(), 8);
-  out += file.header;
-  out += file.payload;
-  putLe(out, crc32(out.data(), out.size()), 4);
-  return out;
-}
-
-CheckpointFile zrt::unpackCheckpoint(const std::string &bytes,
-                                     const std::string &name) {
-  if (bytes.size() < 20 ||
-      bytes.compare(0, 8, kCheckpointMagic, sizeof(kCheckpointMagic)) != 0)
-    fail(name + ": not a zero-mlir checkpoint file (bad magic or truncated)");
-  uint32_t stored = uint32_t(getLe(bytes, bytes.size() - 4, 4));
-  uint32_t actual = crc32(bytes.data(), bytes.size() - 4);
-  if (stored != actual) {
-    char msg[96];
-    std::snprintf(msg, sizeof(msg),
-                  ": checksum mismatch (stored %08x, computed %08x)", stored,
-                  actual);
-    fail(name + msg + "; the file is corrupt or truncated");
-  }
-  uint64_t headerLen = getLe(bytes, 8, 8);
-  if (headerLen > bytes.size() - 20)
-    fail(name + ": header length exceeds the file");
-  CheckpointFile file;
-  file.header = bytes.substr(16, headerLen);
-  file.payload = bytes.substr(16 + headerLen, bytes.size() - 20 - headerLen);
-  return file;
 }

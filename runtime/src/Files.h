@@ -3,9 +3,10 @@
 // Part of the zero-mlir project.
 //
 // The pure, MPI-free parts of the driver: .npy and safetensors parsing and
-// writing, CRC-32 and crash-safe file writes. Errors are reported by
-// throwing std::runtime_error with a message that names the file; the driver
-// catches them (nothing here may reach generated code).
+// writing, CRC-32 and crash-safe file writes (the checkpoints' own files are
+// in Checkpoint/). Errors are reported by throwing std::runtime_error with a
+// message that names the file; the driver catches them (nothing here may
+// reach generated code).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,9 @@ namespace zrt {
 
 /// The whole content of a file.
 std::string readFile(const std::string &path);
+
+/// write(2) of `n` bytes to `fd` until done; `path` names it in errors.
+void writeAll(int fd, const char *p, size_t n, const std::string &path);
 
 /// Writes `data` to `path` so that a crash leaves either the old file or the
 /// new one: a temporary file in the same directory, fsync, rename, fsync of
@@ -53,48 +57,10 @@ void checkWritableDir(const std::string &dir, const std::string &option);
 
 /// Whether `path` exists and is a regular file.
 bool isRegularFile(const std::string &path);
-/// Whether `--resume resume` continues the run that saves into `save`:
-/// `resume` is that directory or one of its step directories.
-bool resumesFrom(const std::string &resume, const std::string &save);
-
-/// The lines of a --log-json file kept and dropped by keepLogUpTo.
-struct LogTrim {
-  int64_t kept = 0, dropped = 0;
-};
-/// Rewrites the JSON-lines log `path` (atomically) with only its lines of
-/// steps up to `step`: what a run resumed at `step` appends to. Lines that
-/// are no JSON object with an integer "step" (a line cut by a crash) are
-/// dropped too.
-LogTrim keepLogUpTo(const std::string &path, int64_t step);
-
-/// Whether `dir` holds checkpoints (a `latest` file or step_N directories).
-bool hasCheckpoints(const std::string &dir);
-/// Removes the checkpoints of `dir` (its `latest` and step_N directories
-/// with what they hold); returns how many step directories it removed.
-int removeCheckpoints(const std::string &dir);
-
-/// An exclusive lock on a save directory, held while the process lives: a
-/// file `lock` in it holds the owner's host and pid, under flock(2), which
-/// the kernel releases when the process ends however it ends. A second run
-/// saving there is refused naming the owner; a lock file whose owner is gone
-/// is taken over (`takenOver` then names the earlier owner). Released (the
-/// file emptied) by the destructor.
-class DirectoryLock {
-public:
-  DirectoryLock() = default;
-  DirectoryLock(const DirectoryLock &) = delete;
-  DirectoryLock &operator=(const DirectoryLock &) = delete;
-  ~DirectoryLock() { release(); }
-  /// Takes the lock of `dir` or throws naming its holder.
-  void acquire(const std::string &dir);
-  void release();
-  /// "process P on host H" when a stale lock was taken over, else empty.
-  const std::string &takenOver() const { return previousOwner; }
-
-private:
-  int fd = -1;
-  std::string previousOwner;
-};
+/// Whether `path` exists and is a directory.
+bool isDirectory(const std::string &path);
+/// The directory of `path` ("." for a bare name, "/" for one in /).
+std::string dirOf(const std::string &path);
 
 /// CRC-32 (IEEE 802.3, as zlib's crc32), continuing from `crc`.
 uint32_t crc32(const void *data, size_t size, uint32_t crc = 0);
@@ -173,23 +139,6 @@ std::vector<Tensor> readWeights(const std::string &bytes,
 /// The optimal string alignment distance: insertions, deletions,
 /// substitutions and swaps of adjacent characters each count one.
 size_t editDistance(const std::string &a, const std::string &b);
-
-//===----------------------------------------------------------------------===//
-// Checkpoint rank files
-//===----------------------------------------------------------------------===//
-
-/// A rank's checkpoint: the magic "ZRTCKPT1", the 8-byte little-endian
-/// length of a JSON header, the header, the payload, and a 4-byte
-/// little-endian CRC-32 of everything before it.
-struct CheckpointFile {
-  std::string header;
-  std::string payload;
-};
-
-std::string packCheckpoint(const CheckpointFile &file);
-/// Verifies the magic, lengths and checksum; throws naming `name`.
-CheckpointFile unpackCheckpoint(const std::string &bytes,
-                                const std::string &name);
 
 } // namespace zrt
 

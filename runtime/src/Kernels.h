@@ -8,7 +8,6 @@
 #define ZERO_RT_KERNELS_H
 
 #include "KernelMath.h"
-#include "Memory.h"
 #include "Parallel.h"
 #include "Support.h"
 #include "Types.h"
@@ -34,6 +33,18 @@ void useSingleThreadedBlas();
 /// Minimum rows per thread for row-wise kernels over rows of `cols`.
 inline int64_t rowGrain(int64_t cols) {
   return std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1));
+}
+
+/// values[i] as an index, checked to lie in [0, bound): aborts naming the
+/// kernel, `what` the value is and `where` it stands ("id 7 at position 3").
+template <typename I>
+int64_t checkedIndex(const I *values, int64_t i, int64_t bound,
+                     const char *kernel, const char *what, const char *where) {
+  int64_t v = int64_t(values[i]);
+  if (v < 0 || v >= bound)
+    fatal("%s: %s %lld %s %lld is outside [0, %lld)", kernel, what,
+          (long long)v, where, (long long)i, (long long)bound);
+  return v;
 }
 
 /// Calls fn(x, offset, len) on the fp32 values of src[0, n) block by block.

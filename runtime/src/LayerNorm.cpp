@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Memory.h"
 #include "Trace.h"
 #include "zero_rt/scratch.h"
 
@@ -62,226 +63,269 @@ inline void roundToStorage(F16, float *v, int64_t n) {
   toFloat(tmp, v, n);
 }
 
-} // namespace
+/// The fp32 blocks of one thread of a row-wise kernel: the row, the
+/// weight, a third operand (the bias, or the row of dy) and the output.
+struct RowBuffers {
+  alignas(64) float x[kBlock], w[kBlock], other[kBlock], out[kBlock];
+};
 
-extern "C" void zrt_layer_norm(int32_t dtype, const void *x, const void *w,
-                               const void *b, void *y, int64_t rows,
-                               int64_t cols, double eps) {
-  KernelSpan span("zrt_layer_norm");
-  checkDims("zrt_layer_norm", rows, cols);
+/// Calls fn(r, buffers) for every row of `rows` rows of `cols` elements,
+/// rows split over threads.
+template <typename Fn>
+void forEachRow(int64_t rows, int64_t cols, const Fn &fn) {
+  parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+    RowBuffers buf;
+    for (int64_t r = begin; r < end; ++r)
+      fn(r, buf);
+  });
+}
+
+/// Calls fn(xs, ws, os, off, len) on the fp32 values of a row of `x`, the
+/// weight `w` and the third operand `other`, block by block.
+template <typename T, typename Fn>
+void forRowBlocks(const T *x, const T *w, const T *other, int64_t cols,
+                  RowBuffers &buf, const Fn &fn) {
+  forBlocks(x, cols, buf.x, [&](const float *xs, int64_t off, int64_t len) {
+    fn(xs, loadF32(w + off, len, buf.w), loadF32(other + off, len, buf.other),
+       off, len);
+  });
+}
+
+/// One row of a layer norm: (x - mean) * rstd * w + b.
+template <typename T>
+void layerNormRow(const T *row, const T *w, const T *b, T *out, int64_t cols,
+                  float eps, RowBuffers &buf) {
+  Moments mo = rowMoments(row, cols, eps, buf.x);
+  forRowBlocks(row, w, b, cols, buf,
+               [&](const float *xs, const float *ws, const float *bs,
+                   int64_t off, int64_t len) {
+                 float *o = outF32(out + off, buf.out);
+#pragma omp simd
+                 for (int64_t t = 0; t < len; ++t)
+                   o[t] = (xs[t] - mo.mean) * mo.rstd * ws[t] + bs[t];
+                 storeF32(o, out + off, len);
+               });
+}
+
+/// One row of an RMS norm: x * rstd rounded to T, times w.
+template <typename T>
+void rmsNormRow(const T *row, const T *w, T *out, int64_t cols, float eps,
+                RowBuffers &buf) {
+  float rstd = rowRmsRstd(row, cols, eps, buf.x);
+  forBlocks(row, cols, buf.x, [&](const float *xs, int64_t off, int64_t len) {
+    const float *ws = loadF32(w + off, len, buf.w);
+    float *o = outF32(out + off, buf.out);
+#pragma omp simd
+    for (int64_t t = 0; t < len; ++t)
+      o[t] = xs[t] * rstd;
+    roundToStorage(T(), o, len);
+#pragma omp simd
+    for (int64_t t = 0; t < len; ++t)
+      o[t] *= ws[t];
+    storeF32(o, out + off, len);
+  });
+}
+
+/// A layer norm (kLayer) or an RMS norm (`b` unused) over the last dim.
+template <bool kLayer>
+void norm(const char *kernel, int32_t dtype, const void *x, const void *w,
+          const void *b, void *y, int64_t rows, int64_t cols, double eps) {
+  KernelSpan span(kernel);
+  checkDims(kernel, rows, cols);
   if (cols == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *xv = static_cast<const T *>(x);
     const T *wv = static_cast<const T *>(w);
-    const T *bv = static_cast<const T *>(b);
     T *yv = static_cast<T *>(y);
-    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
-      alignas(64) float bufX[kBlock], bufW[kBlock], bufB[kBlock],
-          bufOut[kBlock];
-      for (int64_t r = begin; r < end; ++r) {
-        const T *row = xv + r * cols;
-        T *out = yv + r * cols;
-        Moments mo = rowMoments(row, cols, float(eps), bufX);
-        forBlocks(row, cols, bufX,
-                  [&](const float *xs, int64_t off, int64_t len) {
-                    const float *ws = loadF32(wv + off, len, bufW);
-                    const float *bs = loadF32(bv + off, len, bufB);
-                    float *o = outF32(out + off, bufOut);
-#pragma omp simd
-                    for (int64_t t = 0; t < len; ++t)
-                      o[t] = (xs[t] - mo.mean) * mo.rstd * ws[t] + bs[t];
-                    storeF32(o, out + off, len);
-                  });
-      }
+    forEachRow(rows, cols, [&](int64_t r, RowBuffers &buf) {
+      if constexpr (kLayer)
+        layerNormRow(xv + r * cols, wv, static_cast<const T *>(b),
+                     yv + r * cols, cols, float(eps), buf);
+      else
+        rmsNormRow(xv + r * cols, wv, yv + r * cols, cols, float(eps), buf);
     });
   });
+}
+
+/// dx of one row of a layer norm, rstd * (w dy - mean(w dy) - xhat *
+/// mean(w dy xhat)); returns the row's moments.
+template <typename T>
+Moments layerNormRowGrad(const T *row, const T *w, const T *grow, T *out,
+                         int64_t cols, float eps, RowBuffers &buf) {
+  Moments mo = rowMoments(row, cols, eps, buf.x);
+  float sumWg = 0.0f, sumWgXhat = 0.0f;
+  forRowBlocks(row, w, grow, cols, buf,
+               [&](const float *xs, const float *ws, const float *gs, int64_t,
+                   int64_t len) {
+#pragma omp simd reduction(+ : sumWg, sumWgXhat)
+                 for (int64_t t = 0; t < len; ++t) {
+                   float wg = ws[t] * gs[t];
+                   sumWg += wg;
+                   sumWgXhat += wg * (xs[t] - mo.mean) * mo.rstd;
+                 }
+               });
+  float meanWg = sumWg / float(cols);
+  float meanWgXhat = sumWgXhat / float(cols);
+  forRowBlocks(row, w, grow, cols, buf,
+               [&](const float *xs, const float *ws, const float *gs,
+                   int64_t off, int64_t len) {
+                 float *o = outF32(out + off, buf.out);
+#pragma omp simd
+                 for (int64_t t = 0; t < len; ++t) {
+                   float xhat = (xs[t] - mo.mean) * mo.rstd;
+                   o[t] =
+                       mo.rstd * (ws[t] * gs[t] - meanWg - xhat * meanWgXhat);
+                 }
+                 storeF32(o, out + off, len);
+               });
+  return mo;
+}
+
+/// dx of one row of an RMS norm, rstd * (w dy - n * mean(w dy n)) with n =
+/// x * rstd; returns the row's rstd.
+template <typename T>
+float rmsNormRowGrad(const T *row, const T *w, const T *grow, T *out,
+                     int64_t cols, float eps, RowBuffers &buf) {
+  float rstd = rowRmsRstd(row, cols, eps, buf.x);
+  float sumWgN = 0.0f;
+  forRowBlocks(row, w, grow, cols, buf,
+               [&](const float *xs, const float *ws, const float *gs, int64_t,
+                   int64_t len) {
+#pragma omp simd reduction(+ : sumWgN)
+                 for (int64_t t = 0; t < len; ++t)
+                   sumWgN += ws[t] * gs[t] * (xs[t] * rstd);
+               });
+  float meanWgN = sumWgN / float(cols);
+  forRowBlocks(row, w, grow, cols, buf,
+               [&](const float *xs, const float *ws, const float *gs,
+                   int64_t off, int64_t len) {
+                 float *o = outF32(out + off, buf.out);
+#pragma omp simd
+                 for (int64_t t = 0; t < len; ++t)
+                   o[t] =
+                       rmsNormGrad(xs[t] * rstd, ws[t] * gs[t], meanWgN, rstd);
+                 storeF32(o, out + off, len);
+               });
+  return rstd;
+}
+
+/// dw = sum_rows dy * xhat, db = sum_rows dy.
+template <typename T>
+void layerNormParamGrads(const T *xv, const T *gv, const Moments *moments,
+                         T *dwv, T *dbv, int64_t rows, int64_t cols) {
+  columnReduce<2>(
+      rows, cols,
+      [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float *const *acc) {
+        alignas(64) float bufX[kColBlock], bufG[kColBlock];
+        int64_t len = c1 - c0;
+        for (int64_t r = r0; r < r1; ++r) {
+          const float *xs = loadF32(xv + r * cols + c0, len, bufX);
+          const float *gs = loadF32(gv + r * cols + c0, len, bufG);
+          Moments mo = moments[r];
+#pragma omp simd
+          for (int64_t c = 0; c < len; ++c) {
+            acc[0][c] += gs[c] * (xs[c] - mo.mean) * mo.rstd;
+            acc[1][c] += gs[c];
+          }
+        }
+      },
+      [&](int64_t c0, int64_t c1, const float *const *sums) {
+        fromFloat(sums[0], dwv + c0, c1 - c0);
+        fromFloat(sums[1], dbv + c0, c1 - c0);
+      });
+}
+
+/// dw = sum_rows dy * n, with n rounded to T as the forward multiplied it
+/// by w.
+template <typename T>
+void rmsNormWeightGrad(const T *xv, const T *gv, const float *rstds, T *dwv,
+                       int64_t rows, int64_t cols) {
+  columnReduce<1>(
+      rows, cols,
+      [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float *const *acc) {
+        alignas(64) float bufX[kColBlock], bufG[kColBlock], bufN[kColBlock];
+        int64_t len = c1 - c0;
+        for (int64_t r = r0; r < r1; ++r) {
+          const float *xs = loadF32(xv + r * cols + c0, len, bufX);
+          const float *gs = loadF32(gv + r * cols + c0, len, bufG);
+          float rstd = rstds[r];
+#pragma omp simd
+          for (int64_t c = 0; c < len; ++c)
+            bufN[c] = xs[c] * rstd;
+          roundToStorage(T(), bufN, len);
+#pragma omp simd
+          for (int64_t c = 0; c < len; ++c)
+            acc[0][c] += gs[c] * bufN[c];
+        }
+      },
+      [&](int64_t c0, int64_t c1, const float *const *sums) {
+        fromFloat(sums[0], dwv + c0, c1 - c0);
+      });
+}
+
+/// The backward of a layer norm (kLayer) or an RMS norm: dx row by row,
+/// each row's statistics (moments, or rstd) kept in the planned scratch,
+/// then the column sums of dw (and db) over them.
+template <bool kLayer>
+void normGrad(const char *kernel, int32_t dtype, const void *x, const void *w,
+              const void *dy, void *dx, void *dw, void *db, int64_t rows,
+              int64_t cols, double eps) {
+  KernelSpan span(kernel);
+  checkDims(kernel, rows, cols);
+  if (cols == 0)
+    return;
+  using Stat = std::conditional_t<kLayer, Moments, float>;
+  Scratch scratch(kLayer ? zrt_layer_norm_grad_scratch_bytes(rows, cols)
+                         : zrt_rms_norm_grad_scratch_bytes(rows, cols));
+  Stat *stats = scratch.as<Stat>();
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *xv = static_cast<const T *>(x);
+    const T *wv = static_cast<const T *>(w);
+    const T *gv = static_cast<const T *>(dy);
+    T *dxv = static_cast<T *>(dx);
+    forEachRow(rows, cols, [&](int64_t r, RowBuffers &buf) {
+      const T *row = xv + r * cols, *grow = gv + r * cols;
+      T *out = dxv + r * cols;
+      if constexpr (kLayer)
+        stats[r] = layerNormRowGrad(row, wv, grow, out, cols, float(eps), buf);
+      else
+        stats[r] = rmsNormRowGrad(row, wv, grow, out, cols, float(eps), buf);
+    });
+    if constexpr (kLayer)
+      layerNormParamGrads(xv, gv, stats, static_cast<T *>(dw),
+                          static_cast<T *>(db), rows, cols);
+    else
+      rmsNormWeightGrad(xv, gv, stats, static_cast<T *>(dw), rows, cols);
+  });
+}
+
+} // namespace
+
+extern "C" void zrt_layer_norm(int32_t dtype, const void *x, const void *w,
+                               const void *b, void *y, int64_t rows,
+                               int64_t cols, double eps) {
+  norm<true>("zrt_layer_norm", dtype, x, w, b, y, rows, cols, eps);
+}
+
+extern "C" void zrt_rms_norm(int32_t dtype, const void *x, const void *w,
+                             void *y, int64_t rows, int64_t cols, double eps) {
+  norm<false>("zrt_rms_norm", dtype, x, w, nullptr, y, rows, cols, eps);
 }
 
 extern "C" void zrt_layer_norm_grad(int32_t dtype, const void *x, const void *w,
                                     const void *dy, void *dx, void *dw,
                                     void *db, int64_t rows, int64_t cols,
                                     double eps) {
-  KernelSpan span("zrt_layer_norm_grad");
-  checkDims("zrt_layer_norm_grad", rows, cols);
-  if (cols == 0)
-    return;
-  Scratch scratch(zrt_layer_norm_grad_scratch_bytes(rows, cols));
-  Moments *moments = scratch.as<Moments>();
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T *xv = static_cast<const T *>(x);
-    const T *wv = static_cast<const T *>(w);
-    const T *gv = static_cast<const T *>(dy);
-    T *dxv = static_cast<T *>(dx);
-    // dx = rstd * (w dy - mean(w dy) - xhat * mean(w dy xhat)), row by row.
-    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
-      alignas(64) float bufX[kBlock], bufW[kBlock], bufG[kBlock],
-          bufOut[kBlock];
-      for (int64_t r = begin; r < end; ++r) {
-        const T *row = xv + r * cols, *grow = gv + r * cols;
-        T *out = dxv + r * cols;
-        Moments mo = rowMoments(row, cols, float(eps), bufX);
-        moments[r] = mo;
-        float sumWg = 0.0f, sumWgXhat = 0.0f;
-        forBlocks(row, cols, bufX,
-                  [&](const float *xs, int64_t off, int64_t len) {
-                    const float *ws = loadF32(wv + off, len, bufW);
-                    const float *gs = loadF32(grow + off, len, bufG);
-#pragma omp simd reduction(+ : sumWg, sumWgXhat)
-                    for (int64_t t = 0; t < len; ++t) {
-                      float wg = ws[t] * gs[t];
-                      sumWg += wg;
-                      sumWgXhat += wg * (xs[t] - mo.mean) * mo.rstd;
-                    }
-                  });
-        float meanWg = sumWg / float(cols);
-        float meanWgXhat = sumWgXhat / float(cols);
-        forBlocks(
-            row, cols, bufX, [&](const float *xs, int64_t off, int64_t len) {
-              const float *ws = loadF32(wv + off, len, bufW);
-              const float *gs = loadF32(grow + off, len, bufG);
-              float *o = outF32(out + off, bufOut);
-#pragma omp simd
-              for (int64_t t = 0; t < len; ++t) {
-                float xhat = (xs[t] - mo.mean) * mo.rstd;
-                o[t] = mo.rstd * (ws[t] * gs[t] - meanWg - xhat * meanWgXhat);
-              }
-              storeF32(o, out + off, len);
-            });
-      }
-    });
-    // dw = sum_rows dy * xhat, db = sum_rows dy.
-    T *dwv = static_cast<T *>(dw);
-    T *dbv = static_cast<T *>(db);
-    columnReduce<2>(
-        rows, cols,
-        [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float *const *acc) {
-          alignas(64) float bufX[kColBlock], bufG[kColBlock];
-          int64_t len = c1 - c0;
-          for (int64_t r = r0; r < r1; ++r) {
-            const float *xs = loadF32(xv + r * cols + c0, len, bufX);
-            const float *gs = loadF32(gv + r * cols + c0, len, bufG);
-            Moments mo = moments[r];
-#pragma omp simd
-            for (int64_t c = 0; c < len; ++c) {
-              acc[0][c] += gs[c] * (xs[c] - mo.mean) * mo.rstd;
-              acc[1][c] += gs[c];
-            }
-          }
-        },
-        [&](int64_t c0, int64_t c1, const float *const *sums) {
-          fromFloat(sums[0], dwv + c0, c1 - c0);
-          fromFloat(sums[1], dbv + c0, c1 - c0);
-        });
-  });
-}
-
-extern "C" void zrt_rms_norm(int32_t dtype, const void *x, const void *w,
-                             void *y, int64_t rows, int64_t cols, double eps) {
-  KernelSpan span("zrt_rms_norm");
-  checkDims("zrt_rms_norm", rows, cols);
-  if (cols == 0)
-    return;
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T *xv = static_cast<const T *>(x);
-    const T *wv = static_cast<const T *>(w);
-    T *yv = static_cast<T *>(y);
-    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
-      alignas(64) float bufX[kBlock], bufW[kBlock], bufOut[kBlock];
-      for (int64_t r = begin; r < end; ++r) {
-        const T *row = xv + r * cols;
-        T *out = yv + r * cols;
-        float rstd = rowRmsRstd(row, cols, float(eps), bufX);
-        forBlocks(row, cols, bufX,
-                  [&](const float *xs, int64_t off, int64_t len) {
-                    const float *ws = loadF32(wv + off, len, bufW);
-                    float *o = outF32(out + off, bufOut);
-#pragma omp simd
-                    for (int64_t t = 0; t < len; ++t)
-                      o[t] = xs[t] * rstd;
-                    roundToStorage(T(), o, len);
-#pragma omp simd
-                    for (int64_t t = 0; t < len; ++t)
-                      o[t] *= ws[t];
-                    storeF32(o, out + off, len);
-                  });
-      }
-    });
-  });
+  normGrad<true>("zrt_layer_norm_grad", dtype, x, w, dy, dx, dw, db, rows, cols,
+                 eps);
 }
 
 extern "C" void zrt_rms_norm_grad(int32_t dtype, const void *x, const void *w,
                                   const void *dy, void *dx, void *dw,
                                   int64_t rows, int64_t cols, double eps) {
-  KernelSpan span("zrt_rms_norm_grad");
-  checkDims("zrt_rms_norm_grad", rows, cols);
-  if (cols == 0)
-    return;
-  Scratch scratch(zrt_rms_norm_grad_scratch_bytes(rows, cols));
-  float *rstds = scratch.as<float>();
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T *xv = static_cast<const T *>(x);
-    const T *wv = static_cast<const T *>(w);
-    const T *gv = static_cast<const T *>(dy);
-    T *dxv = static_cast<T *>(dx);
-    // dx = rstd * (w dy - n * mean(w dy n)), row by row.
-    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
-      alignas(64) float bufX[kBlock], bufW[kBlock], bufG[kBlock],
-          bufOut[kBlock];
-      for (int64_t r = begin; r < end; ++r) {
-        const T *row = xv + r * cols, *grow = gv + r * cols;
-        T *out = dxv + r * cols;
-        float rstd = rowRmsRstd(row, cols, float(eps), bufX);
-        rstds[r] = rstd;
-        float sumWgN = 0.0f;
-        forBlocks(row, cols, bufX,
-                  [&](const float *xs, int64_t off, int64_t len) {
-                    const float *ws = loadF32(wv + off, len, bufW);
-                    const float *gs = loadF32(grow + off, len, bufG);
-#pragma omp simd reduction(+ : sumWgN)
-                    for (int64_t t = 0; t < len; ++t)
-                      sumWgN += ws[t] * gs[t] * (xs[t] * rstd);
-                  });
-        float meanWgN = sumWgN / float(cols);
-        forBlocks(
-            row, cols, bufX, [&](const float *xs, int64_t off, int64_t len) {
-              const float *ws = loadF32(wv + off, len, bufW);
-              const float *gs = loadF32(grow + off, len, bufG);
-              float *o = outF32(out + off, bufOut);
-#pragma omp simd
-              for (int64_t t = 0; t < len; ++t)
-                o[t] = rmsNormGrad(xs[t] * rstd, ws[t] * gs[t], meanWgN, rstd);
-              storeF32(o, out + off, len);
-            });
-      }
-    });
-    // dw = sum_rows dy * n, with n rounded to T as the forward multiplied
-    // it by w.
-    T *dwv = static_cast<T *>(dw);
-    columnReduce<1>(
-        rows, cols,
-        [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float *const *acc) {
-          alignas(64) float bufX[kColBlock], bufG[kColBlock], bufN[kColBlock];
-          int64_t len = c1 - c0;
-          for (int64_t r = r0; r < r1; ++r) {
-            const float *xs = loadF32(xv + r * cols + c0, len, bufX);
-            const float *gs = loadF32(gv + r * cols + c0, len, bufG);
-            float rstd = rstds[r];
-#pragma omp simd
-            for (int64_t c = 0; c < len; ++c)
-              bufN[c] = xs[c] * rstd;
-            roundToStorage(T(), bufN, len);
-#pragma omp simd
-            for (int64_t c = 0; c < len; ++c)
-              acc[0][c] += gs[c] * bufN[c];
-          }
-        },
-        [&](int64_t c0, int64_t c1, const float *const *sums) {
-          fromFloat(sums[0], dwv + c0, c1 - c0);
-        });
-  });
+  normGrad<false>("zrt_rms_norm_grad", dtype, x, w, dy, dx, dw, nullptr, rows,
+                  cols, eps);
 }

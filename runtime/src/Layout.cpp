@@ -88,13 +88,7 @@ void permute(const W *in, W *out, const Permutation &p, int64_t n) {
 void segmentCopy(int64_t elemSize, char *whole, char *const *parts,
                  const int64_t *sizes, int32_t num, int64_t outer,
                  int64_t inner, bool toParts, const char *kernel) {
-  checkDims(kernel, outer, inner, num);
-  int64_t total = 0;
-  for (int32_t p = 0; p < num; ++p) {
-    if (sizes[p] < 0)
-      fatal("%s: negative part size", kernel);
-    total += sizes[p];
-  }
+  int64_t total = checkParts(kernel, sizes, num, outer, inner);
   auto copy = [&](int64_t o, int32_t p, int64_t offset) {
     int64_t bytes = sizes[p] * inner * elemSize;
     char *w = whole + (o * total + offset) * inner * elemSize;

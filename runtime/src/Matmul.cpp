@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Memory.h"
 #include "Trace.h"
 
 #include "zero_rt/scratch.h"
@@ -190,10 +191,7 @@ extern "C" void zrt_matmul(int32_t dtype, const void *a, const void *b, void *c,
                            int32_t transposeA, int32_t transposeB,
                            int32_t bIsBatched, int64_t kSum) {
   KernelSpan span("zrt_matmul");
-  checkDims("zrt_matmul", batch, m, n, k);
-  if (kSum < 0 || kSum > k)
-    fatal("zrt_matmul: k_sum %lld is outside [0, k = %lld]", (long long)kSum,
-          (long long)k);
+  checkMatmul(batch, m, n, k, kSum);
   if (batch == 0 || m == 0 || n == 0)
     return;
   if (kSum == 0) {

@@ -12,7 +12,6 @@
 
 #include "Memory.h"
 #include "Device.h"
-#include "Parallel.h"
 #include "Support.h"
 #include "Trace.h"
 #include "Types.h"
@@ -21,7 +20,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 
 using namespace zrt;
 
@@ -52,16 +50,6 @@ struct zrt_arena {
   /// Pinned host memory rather than tensor memory.
   bool host = false;
 };
-
-void *zrt::alignedAlloc(int64_t bytes, int64_t alignment) {
-  // aligned_alloc wants a multiple of the alignment; never ask for 0 bytes.
-  size_t rounded = size_t((std::max<int64_t>(bytes, 1) + alignment - 1) /
-                          alignment * alignment);
-  void *p = std::aligned_alloc(size_t(alignment), rounded);
-  if (!p)
-    fatal("out of memory allocating %lld bytes", (long long)bytes);
-  return p;
-}
 
 void zrt::accountScratch(int64_t delta) {
   int64_t inUse = scratchInUse.fetch_add(delta) + delta;

@@ -37,9 +37,6 @@ private:
 /// its peak: for backends whose scratch is not a Scratch (device memory).
 void accountScratch(int64_t delta);
 
-/// 64-byte aligned allocation; aborts when out of memory.
-void *alignedAlloc(int64_t bytes, int64_t alignment = 64);
-
 /// An arena of pinned host memory (an offloaded optimizer's masters,
 /// moments and copies), released by zrt_arena_destroy. Its high-water mark
 /// counts toward hostMemoryPeakBytes, not toward zrt_memory_peak_bytes.

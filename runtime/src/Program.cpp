@@ -26,6 +26,7 @@
 #include "Kernels.h"
 #include "Nvme.h"
 #include "Support.h"
+#include "Trace.h"
 
 #include <algorithm>
 #include <array>
@@ -631,4 +632,21 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   for (int64_t b = 0; b < buffers; ++b)
     finishWrites(b);
   zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
+}
+
+// The memory of --trace: where the step is and which bytes of its arena are
+// live, as the generated code declares them.
+
+extern "C" void zrt_ctx_trace_op(zrt_ctx *, int64_t position) {
+  traceOp(position);
+}
+
+extern "C" void zrt_ctx_trace_live(zrt_ctx *ctx, int64_t offset,
+                                   int64_t bytes) {
+  traceLive(offset, bytes, ctx->manifest->arenaBytes);
+}
+
+extern "C" void zrt_ctx_trace_dead(zrt_ctx *ctx, int64_t offset,
+                                   int64_t bytes) {
+  traceDead(offset, bytes, ctx->manifest->arenaBytes);
 }

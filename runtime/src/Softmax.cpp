@@ -63,16 +63,6 @@ void writeProbabilities(const T *row, T *out, int64_t n, RowStats st,
   });
 }
 
-template <typename I>
-int64_t checkedLabel(const I *labels, int64_t row, int64_t classes,
-                     const char *kernel) {
-  int64_t label = int64_t(labels[row]);
-  if (label < 0 || label >= classes)
-    fatal("%s: label %lld of row %lld is outside [0, %lld)", kernel,
-          (long long)label, (long long)row, (long long)classes);
-  return label;
-}
-
 } // namespace
 
 extern "C" void zrt_softmax(int32_t dtype, const void *x, void *y, int64_t rows,
@@ -132,12 +122,6 @@ extern "C" void zrt_softmax_grad(int32_t dtype, const void *y, const void *dy,
 
 /// The padding columns of a loss over [rows, cols] logits whose first
 /// `classes` columns are the classes.
-static void checkPadding(const char *kernel, int64_t classes, int64_t cols) {
-  if (cols < classes)
-    fatal("%s: %lld columns hold fewer than the %lld classes", kernel,
-          (long long)cols, (long long)classes);
-}
-
 // Padded rows are read with stride `cols` and reduced over exactly the
 // `classes` leading entries, in the same blocks and with the same row grain
 // as an unpadded row: the loss and gradient are bitwise those of the
@@ -147,8 +131,7 @@ extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
                                           float *loss, int64_t rows,
                                           int64_t classes, int64_t cols) {
   KernelSpan span("zrt_softmax_cross_entropy");
-  checkDims("zrt_softmax_cross_entropy", rows, classes, cols);
-  checkPadding("zrt_softmax_cross_entropy", classes, cols);
+  checkLoss("zrt_softmax_cross_entropy", rows, classes, cols);
   if (rows > 0 && classes == 0)
     fatal("zrt_softmax_cross_entropy: no classes");
   dispatchFloat(dtype, [&](auto tag) {
@@ -163,7 +146,8 @@ extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
             double sum = 0.0;
             for (int64_t r = begin; r < end; ++r) {
               int64_t label =
-                  checkedLabel(y, r, classes, "zrt_softmax_cross_entropy");
+                  checkedIndex(y, r, classes, "zrt_softmax_cross_entropy",
+                               "label", "of row");
               const T *row = x + r * cols;
               RowStats st = rowStats(row, classes, buf);
               sum += std::log(double(st.sum)) + double(st.max) -
@@ -182,8 +166,7 @@ zrt_softmax_cross_entropy_grad(int32_t dtype, const void *logits,
                                const float *dloss, void *dlogits, int64_t rows,
                                int64_t classes, int64_t cols) {
   KernelSpan span("zrt_softmax_cross_entropy_grad");
-  checkDims("zrt_softmax_cross_entropy_grad", rows, classes, cols);
-  checkPadding("zrt_softmax_cross_entropy_grad", classes, cols);
+  checkLoss("zrt_softmax_cross_entropy_grad", rows, classes, cols);
   if (rows == 0)
     return;
   float g = float(double(*dloss) / double(rows));
@@ -198,7 +181,8 @@ zrt_softmax_cross_entropy_grad(int32_t dtype, const void *logits,
         alignas(64) float buf[kBlock];
         for (int64_t r = begin; r < end; ++r) {
           int64_t label =
-              checkedLabel(y, r, classes, "zrt_softmax_cross_entropy_grad");
+              checkedIndex(y, r, classes, "zrt_softmax_cross_entropy_grad",
+                           "label", "of row");
           RowStats st = rowStats(x + r * cols, classes, buf);
           writeProbabilities(x + r * cols, dx + r * cols, classes, st, g, label,
                              g);

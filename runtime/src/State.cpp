@@ -1,37 +1,32 @@
-//===- State.cpp - Parameters, export and checkpoints ---------------------===//
+//===- State.cpp - Model state outside the step functions -----------------===//
 //
 // Part of the zero-mlir project.
 //
 // The 16-bit params are always the cast of the fp32 masters (initialization
-// writes both, Adam writes the copy even for skipped steps), so checkpoints
-// hold only each rank's master and moment shards; resuming casts them back
-// and re-gathers the params as the step's post-step all-gather would. fp32
-// params are their own masters: their owned part is saved as the "master"
-// section (padded to the shard with zeros, as a master buffer's padding
-// is) and restored in place.
+// writes both, Adam writes the copy even for skipped steps): whoever restores
+// masters restores the params with castOwnedParams.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Checkpoint.h"
+#include "State.h"
 #include "Device.h"
-#include "Driver.h"
 #include "Nvme.h"
 #include "Support.h"
 #include "Types.h"
 
 #include <mpi.h>
-#include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <limits>
 #include <map>
-#include <stdexcept>
 
 using namespace zrt;
-using nlohmann::json;
 
-namespace {
+//===----------------------------------------------------------------------===//
+// Buffers wherever they live
+//===----------------------------------------------------------------------===//
 
-void zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
+void zrt::zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
   const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
   if (!part.hasBuffer(kind))
     return;
@@ -46,11 +41,8 @@ void zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
     device::zero(ctx.buffer(p, kind), bytes);
 }
 
-/// Copies between host memory and buffer `kind` of partition `p` (at
-/// `at`), wherever the buffer lives: a buffer in the swap file is read or
-/// written from its start (`at` is null) through the swap buffers.
-void storeBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind, void *at,
-                 const void *src, int64_t bytes) {
+void zrt::storeBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind, void *at,
+                      const void *src, int64_t bytes) {
   if (ctx.onNvme(p, kind))
     ctx.swapFileOf(kind)->write(
         ctx.manifest->partitions[size_t(p)].offsets[kind], src, bytes,
@@ -60,8 +52,9 @@ void storeBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind, void *at,
   else
     device::upload(at, src, bytes);
 }
-void loadBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind, void *dst,
-                const void *at, int64_t bytes) {
+
+void zrt::loadBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind, void *dst,
+                     const void *at, int64_t bytes) {
   if (ctx.onNvme(p, kind))
     ctx.swapFileOf(kind)->read(
         ctx.manifest->partitions[size_t(p)].offsets[kind], dst, bytes,
@@ -72,10 +65,7 @@ void loadBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind, void *dst,
     device::download(dst, at, bytes);
 }
 
-/// Casts this rank's owned masters into its params (the owned slice of the
-/// full buffer at stages 0-2, the shard at stage 3), unless they are the
-/// params.
-void castOwnedParams(zrt_ctx &ctx, int32_t p) {
+void zrt::castOwnedParams(zrt_ctx &ctx, int32_t p) {
   const Manifest &m = *ctx.manifest;
   const PartitionInfo &part = m.partitions[size_t(p)];
   if (part.paramsAreMasters)
@@ -138,13 +128,10 @@ void castOwnedParams(zrt_ctx &ctx, int32_t p) {
            ownedParams(ctx, p), n);
 }
 
-/// The buffer that holds partition `p`'s owned masters.
-BufferKind masterKind(const zrt_ctx &ctx, int32_t p) {
+BufferKind zrt::masterKind(const zrt_ctx &ctx, int32_t p) {
   return ctx.manifest->partitions[size_t(p)].paramsAreMasters ? kParams
                                                               : kMaster;
 }
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // Initialization and export
@@ -268,121 +255,4 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
                        std::vector<float>(src, src + param.exportNumel())});
   }
   return tensors;
-}
-
-//===----------------------------------------------------------------------===//
-// Checkpoints
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-json scalerJson(const zrt_loss_scaler &s) {
-  return {{"cur_scale", s.cur_scale},
-          {"min_scale", s.min_scale},
-          {"scale_factor", s.scale_factor},
-          {"cur_iter", s.cur_iter},
-          {"last_overflow_iter", s.last_overflow_iter},
-          {"scale_window", s.scale_window},
-          {"delayed_shift", s.delayed_shift},
-          {"cur_hysteresis", s.cur_hysteresis},
-          {"consecutive_hysteresis", s.consecutive_hysteresis},
-          {"dynamic", s.dynamic}};
-}
-
-zrt_loss_scaler scalerFromJson(const json &j) {
-  zrt_loss_scaler s{};
-  s.cur_scale = j.at("cur_scale").get<double>();
-  s.min_scale = j.at("min_scale").get<double>();
-  s.scale_factor = j.at("scale_factor").get<double>();
-  s.cur_iter = j.at("cur_iter").get<int64_t>();
-  s.last_overflow_iter = j.at("last_overflow_iter").get<int64_t>();
-  s.scale_window = j.at("scale_window").get<int64_t>();
-  s.delayed_shift = j.at("delayed_shift").get<int64_t>();
-  s.cur_hysteresis = j.at("cur_hysteresis").get<int64_t>();
-  s.consecutive_hysteresis = j.at("consecutive_hysteresis").get<int32_t>();
-  s.dynamic = j.at("dynamic").get<int32_t>();
-  return s;
-}
-
-/// Where saved buffer `kind` of group `p` lives on this rank: the owned
-/// masters when the params are the masters (the rest of the section is
-/// padding), else the buffer.
-float *savedBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind) {
-  return kind == kMaster ? ownedMasters(ctx, p) : ctx.buffer<float>(p, kind);
-}
-
-} // namespace
-
-SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
-                                   const Progress &progress) {
-  const Manifest &m = *ctx.manifest;
-  TrainingState state{progress.step, progress.dataPosition, ctx.adamSteps,
-                      scalerJson(ctx.scaler)};
-  std::string bytes =
-      packRankFile(m, ctx.rank, ctx.world, state,
-                   [&](int32_t p, BufferKind kind, char *dst, int64_t size) {
-                     const PartitionInfo &part = m.partitions[size_t(p)];
-                     int64_t have = kind == kMaster && part.paramsAreMasters
-                                        ? m.owned(part, ctx.rank).size() * 4
-                                        : size;
-                     loadBuffer(ctx, p,
-                                kind == kMaster ? masterKind(ctx, p) : kind,
-                                dst, savedBuffer(ctx, p, kind), have);
-                   });
-  writeFileAtomic(dir + "/" + rankFileName(ctx.rank), bytes);
-  return {rankFileCrc(bytes), bytes.size()};
-}
-
-void zrt::writeCheckpointManifest(const zrt_ctx &ctx, const std::string &root,
-                                  const std::string &dir,
-                                  const Progress &progress,
-                                  const std::vector<SavedFile> &files) {
-  writeFileAtomic(
-      dir + "/manifest.json",
-      checkpointManifest(*ctx.manifest, ctx.world, progress.step, files));
-  // Only a complete checkpoint becomes the latest.
-  std::string name = dir.substr(dir.find_last_of('/') + 1);
-  writeFileAtomic(root + "/latest", name + "\n");
-}
-
-Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
-  const Manifest &m = *ctx.manifest;
-  CheckpointReader ckpt(path);
-  checkSameModel(ckpt, m);
-
-  // The params are re-derived from the masters (or restored in place as
-  // the masters) and re-gathered; the gradients start from zero. Each owned
-  // range is read by parameter name from the ranks that saved it: the
-  // rank's own file when the layout is the same.
-  for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p)
-    for (int kind = 0; kind < kNumBufferKinds; ++kind)
-      zeroBuffer(ctx, p, BufferKind(kind));
-  std::vector<float> values;
-  for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p)
-    for (BufferKind kind : kSavedBuffers) {
-      remapOwned(ckpt, m, p, ctx.rank, kind, values);
-      storeBuffer(ctx, p, kind == kMaster ? masterKind(ctx, p) : kind,
-                  savedBuffer(ctx, p, kind), values.data(),
-                  int64_t(values.size() * sizeof(float)));
-    }
-  // Every rank saved the same state; read it where this rank already read.
-  TrainingState state = ckpt.state(ctx.rank < ckpt.world ? ctx.rank : 0);
-  try {
-    ctx.scaler = scalerFromJson(state.lossScaler);
-  } catch (const json::exception &e) {
-    fail(ckpt.where() + ": malformed loss scaler state: " + e.what());
-  }
-  ctx.adamSteps = state.adamSteps;
-  Progress progress;
-  progress.step = state.step;
-  progress.dataPosition = state.dataPosition;
-  if (ckpt.world != ctx.world || ckpt.stage != m.stage ||
-      ckpt.scheduleHash != m.hashText)
-    progress.resharded = "saved by a stage-" + std::to_string(ckpt.stage) +
-                         " program on " + std::to_string(ckpt.world) +
-                         " rank(s), schedule " + ckpt.scheduleHash;
-
-  for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p)
-    castOwnedParams(ctx, p);
-  return progress;
 }

@@ -1,13 +1,12 @@
-//===- Support.cpp - Errors and threads -----------------------------------===//
+//===- Support.cpp - Errors -----------------------------------------------===//
 //
 // Part of the zero-mlir project.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Support.h"
-#include "Parallel.h"
-#include "zero_rt/zrt.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -27,18 +26,12 @@ void zrt::fatal(const char *fmt, ...) {
   std::abort();
 }
 
-extern "C" void zrt_set_num_threads(int32_t n) {
-  if (n < 1)
-    zrt::fatal("zrt_set_num_threads: %d threads", int(n));
-#ifdef _OPENMP
-  omp_set_num_threads(n);
-#endif
-}
-
-extern "C" int32_t zrt_num_threads(void) {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
+void *zrt::alignedAlloc(int64_t bytes, int64_t alignment) {
+  // aligned_alloc wants a multiple of the alignment; never ask for 0 bytes.
+  size_t rounded = size_t((std::max<int64_t>(bytes, 1) + alignment - 1) /
+                          alignment * alignment);
+  void *p = std::aligned_alloc(size_t(alignment), rounded);
+  if (!p)
+    fatal("out of memory allocating %lld bytes", (long long)bytes);
+  return p;
 }

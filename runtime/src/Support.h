@@ -24,6 +24,10 @@ void printError(const char *fmt, va_list args)
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// 64-byte aligned allocation, released by std::free; aborts when out of
+/// memory.
+void *alignedAlloc(int64_t bytes, int64_t alignment = 64);
+
 /// Aborts unless every dimension is non-negative.
 inline void checkDims(const char *kernel, int64_t a, int64_t b = 0,
                       int64_t c = 0, int64_t d = 0) {
@@ -31,14 +35,38 @@ inline void checkDims(const char *kernel, int64_t a, int64_t b = 0,
     fatal("%s: negative dimension", kernel);
 }
 
-/// Aborts unless attention's key/value heads divide its query heads (zero
-/// only with zero query heads).
-inline void checkKvHeads(const char *kernel, int64_t heads, int64_t kvHeads) {
-  if (kvHeads < 0)
-    fatal("%s: negative dimension", kernel);
-  if (kvHeads == 0 ? heads != 0 : heads % kvHeads != 0)
-    fatal("%s: kv_heads %lld does not divide heads %lld", kernel,
-          (long long)kvHeads, (long long)heads);
+/// Aborts unless zrt_matmul's dimensions are non-negative and its k_sum
+/// lies in [0, k].
+inline void checkMatmul(int64_t batch, int64_t m, int64_t n, int64_t k,
+                        int64_t kSum) {
+  checkDims("zrt_matmul", batch, m, n, k);
+  if (kSum < 0 || kSum > k)
+    fatal("zrt_matmul: k_sum %lld is outside [0, k = %lld]", (long long)kSum,
+          (long long)k);
+}
+
+/// Checks zrt_split's or zrt_concat's [outer, sum(sizes), inner] and
+/// returns sum(sizes).
+inline int64_t checkParts(const char *kernel, const int64_t *sizes, int32_t num,
+                          int64_t outer, int64_t inner) {
+  checkDims(kernel, outer, inner, num);
+  int64_t total = 0;
+  for (int32_t p = 0; p < num; ++p) {
+    if (sizes[p] < 0)
+      fatal("%s: negative part size", kernel);
+    total += sizes[p];
+  }
+  return total;
+}
+
+/// Aborts unless a loss's dimensions are non-negative and its `rows` rows,
+/// padded to `cols` entries, hold its `classes` classes.
+inline void checkLoss(const char *kernel, int64_t rows, int64_t classes,
+                      int64_t cols) {
+  checkDims(kernel, rows, classes, cols);
+  if (cols < classes)
+    fatal("%s: %lld columns hold fewer than the %lld classes", kernel,
+          (long long)cols, (long long)classes);
 }
 
 } // namespace zrt

@@ -5,10 +5,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Trace.h"
-#include "Program.h"
 #include "Support.h"
 
 #include <chrono>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -18,15 +18,40 @@ std::atomic<bool> zrt::kernelTracing{false};
 
 namespace {
 
-struct SpanBuffer {
+/// What one kind of trace recorded, at most kMax records, under `mutex`.
+template <typename Record, int64_t kMax>
+struct Recorder {
   std::mutex mutex;
-  std::vector<KernelSpanRecord> spans;
+  std::vector<Record> records;
+  /// Records that did not fit.
   int64_t dropped = 0;
+
+  /// Adds a record; the caller holds `mutex`.
+  void add(const Record &record) {
+    if (int64_t(records.size()) >= kMax) {
+      ++dropped;
+      return;
+    }
+    records.push_back(record);
+  }
+  /// Takes the records so far.
+  std::vector<Record> take() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<Record> out;
+    out.swap(records);
+    return out;
+  }
+  int64_t droppedRecords() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return dropped;
+  }
 };
 
-SpanBuffer &buffer() {
-  static SpanBuffer b;
-  return b;
+using SpanRecorder = Recorder<KernelSpanRecord, kMaxKernelSpans>;
+
+SpanRecorder &spans() {
+  static SpanRecorder r;
+  return r;
 }
 
 // Kernels called from inside a kernel are part of the outer span.
@@ -44,19 +69,9 @@ void zrt::setKernelTracing(bool on) {
   kernelTracing.store(on, std::memory_order_relaxed);
 }
 
-std::vector<KernelSpanRecord> zrt::takeKernelSpans() {
-  SpanBuffer &b = buffer();
-  std::lock_guard<std::mutex> lock(b.mutex);
-  std::vector<KernelSpanRecord> out;
-  out.swap(b.spans);
-  return out;
-}
+std::vector<KernelSpanRecord> zrt::takeKernelSpans() { return spans().take(); }
 
-int64_t zrt::droppedKernelSpans() {
-  SpanBuffer &b = buffer();
-  std::lock_guard<std::mutex> lock(b.mutex);
-  return b.dropped;
-}
+int64_t zrt::droppedKernelSpans() { return spans().droppedRecords(); }
 
 void KernelSpan::begin(const char *kernel) {
   active = true;
@@ -71,13 +86,9 @@ void KernelSpan::end() {
   if (!name)
     return;
   int64_t endNs = nowNs();
-  SpanBuffer &b = buffer();
-  std::lock_guard<std::mutex> lock(b.mutex);
-  if (int64_t(b.spans.size()) >= kMaxKernelSpans) {
-    ++b.dropped;
-    return;
-  }
-  b.spans.push_back({name, startNs, endNs});
+  SpanRecorder &r = spans();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.add({name, startNs, endNs});
 }
 
 //===----------------------------------------------------------------------===//
@@ -90,14 +101,11 @@ namespace {
 
 /// The step arena's live ranges (disjoint [begin, end) by begin) and the
 /// samples taken so far.
-struct MemoryTracker {
-  std::mutex mutex;
+struct MemoryTracker : Recorder<MemorySample, kMaxMemorySamples> {
   std::map<int64_t, int64_t> live;
   int64_t liveBytes = 0;
   int64_t position = -1;
   int64_t scratch = 0;
-  std::vector<MemorySample> samples;
-  int64_t dropped = 0;
 
   /// Removes [begin, end) from the live ranges.
   void kill(int64_t begin, int64_t end) {
@@ -126,13 +134,7 @@ struct MemoryTracker {
     live[begin] = end;
     liveBytes += end - begin;
   }
-  void sample() {
-    if (int64_t(samples.size()) >= kMaxMemorySamples) {
-      ++dropped;
-      return;
-    }
-    samples.push_back({nowNs(), position, liveBytes, scratch});
-  }
+  void sample() { add({nowNs(), position, liveBytes, scratch}); }
 };
 
 MemoryTracker &tracker() {
@@ -144,14 +146,18 @@ bool tracingMemory() { return memoryTracing.load(std::memory_order_relaxed); }
 
 } // namespace
 
-void zrt::setMemoryTracing(bool on) {
+void zrt::startMemoryTracing(int64_t scratchInUse) {
   MemoryTracker &t = tracker();
   std::lock_guard<std::mutex> lock(t.mutex);
-  memoryTracing.store(on, std::memory_order_relaxed);
-  if (!on)
-    return;
-  t.scratch = zrt_scratch_bytes_in_use();
+  memoryTracing.store(true, std::memory_order_relaxed);
+  t.scratch = scratchInUse;
   t.sample();
+}
+
+void zrt::stopMemoryTracing() {
+  MemoryTracker &t = tracker();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  memoryTracing.store(false, std::memory_order_relaxed);
 }
 
 void zrt::traceMicroStep(
@@ -176,21 +182,11 @@ void zrt::recordScratch(int64_t inUse) {
   t.sample();
 }
 
-std::vector<MemorySample> zrt::takeMemorySamples() {
-  MemoryTracker &t = tracker();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  std::vector<MemorySample> out;
-  out.swap(t.samples);
-  return out;
-}
+std::vector<MemorySample> zrt::takeMemorySamples() { return tracker().take(); }
 
-int64_t zrt::droppedMemorySamples() {
-  MemoryTracker &t = tracker();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  return t.dropped;
-}
+int64_t zrt::droppedMemorySamples() { return tracker().droppedRecords(); }
 
-extern "C" void zrt_ctx_trace_op(zrt_ctx *, int64_t position) {
+void zrt::traceOp(int64_t position) {
   if (!tracingMemory())
     return;
   MemoryTracker &t = tracker();
@@ -199,32 +195,33 @@ extern "C" void zrt_ctx_trace_op(zrt_ctx *, int64_t position) {
   t.sample();
 }
 
-extern "C" void zrt_ctx_trace_live(zrt_ctx *ctx, int64_t offset,
-                                   int64_t bytes) {
+namespace {
+
+/// traceLive and traceDead: `update` applies the range, which `call` (the
+/// generated code's entry point) must keep inside the step arena.
+void traceRange(const char *call, int64_t offset, int64_t bytes,
+                int64_t arenaBytes,
+                void (MemoryTracker::*update)(int64_t, int64_t)) {
   if (!tracingMemory())
     return;
-  if (offset < 0 || bytes < 0 || offset > ctx->manifest->arenaBytes - bytes)
-    fatal("zrt_ctx_trace_live: [%lld, %lld) is outside the step arena of "
-          "%lld bytes",
+  if (offset < 0 || bytes < 0 || offset > arenaBytes - bytes)
+    fatal("%s: [%lld, %lld) is outside the step arena of %lld bytes", call,
           (long long)offset, (long long)(offset + bytes),
-          (long long)ctx->manifest->arenaBytes);
+          (long long)arenaBytes);
   MemoryTracker &t = tracker();
   std::lock_guard<std::mutex> lock(t.mutex);
-  t.revive(offset, offset + bytes);
+  (t.*update)(offset, offset + bytes);
   t.sample();
 }
 
-extern "C" void zrt_ctx_trace_dead(zrt_ctx *ctx, int64_t offset,
-                                   int64_t bytes) {
-  if (!tracingMemory())
-    return;
-  if (offset < 0 || bytes < 0 || offset > ctx->manifest->arenaBytes - bytes)
-    fatal("zrt_ctx_trace_dead: [%lld, %lld) is outside the step arena of "
-          "%lld bytes",
-          (long long)offset, (long long)(offset + bytes),
-          (long long)ctx->manifest->arenaBytes);
-  MemoryTracker &t = tracker();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  t.kill(offset, offset + bytes);
-  t.sample();
+} // namespace
+
+void zrt::traceLive(int64_t offset, int64_t bytes, int64_t arenaBytes) {
+  traceRange("zrt_ctx_trace_live", offset, bytes, arenaBytes,
+             &MemoryTracker::revive);
+}
+
+void zrt::traceDead(int64_t offset, int64_t bytes, int64_t arenaBytes) {
+  traceRange("zrt_ctx_trace_dead", offset, bytes, arenaBytes,
+             &MemoryTracker::kill);
 }

@@ -74,12 +74,21 @@ struct MemorySample {
 
 extern std::atomic<bool> memoryTracing;
 
-/// Turns memory sampling on or off (the driver, for --trace); turning it on
-/// takes a first sample.
-void setMemoryTracing(bool on);
+/// Turns memory sampling on (the driver, for --trace) and takes a first
+/// sample, with `scratchInUse` bytes of kernel scratch in use
+/// (zrt_scratch_bytes_in_use()).
+void startMemoryTracing(int64_t scratchInUse);
+void stopMemoryTracing();
 /// A micro step starts: nothing of the previous one is live in the step
 /// arena but the input batch, [offset, offset + bytes) for each input.
 void traceMicroStep(const std::vector<std::pair<int64_t, int64_t>> &inputs);
+/// The step reaches op `position` (zrt_ctx_trace_op).
+void traceOp(int64_t position);
+/// Bytes [offset, offset + bytes) of the step arena of `arenaBytes` become
+/// live (zrt_ctx_trace_live) or dead (zrt_ctx_trace_dead); while sampling,
+/// a range outside the arena aborts.
+void traceLive(int64_t offset, int64_t bytes, int64_t arenaBytes);
+void traceDead(int64_t offset, int64_t bytes, int64_t arenaBytes);
 void recordScratch(int64_t inUse);
 /// Records the scratch now in use (Memory.cpp, after each change).
 inline void traceScratch(int64_t inUse) {

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Driver.h"
-#include "Checkpoint.h"
+#include "Checkpoint/Format.h"
+#include "Checkpoint/Reader.h"
 #include "Files.h"
 #include "Program.h"
 
@@ -345,54 +345,43 @@ TEST(SafetensorsTest, EditDistance) {
   EXPECT_EQ(editDistance("kitten", "sitting"), 3u);
 }
 
+/// A safetensors file: the header's length, the header and `dataBytes`
+/// zero bytes of data.
+std::string safetensorsFile(const std::string &header, size_t dataBytes) {
+  std::string s(8, '\0');
+  uint64_t len = header.size();
+  std::memcpy(&s[0], &len, 8);
+  return s + header + std::string(dataBytes, '\0');
+}
+
 TEST(SafetensorsTest, RejectsBadFiles) {
-  auto file = [](const std::string &header, size_t dataBytes) {
-    std::string s(8, '\0');
-    uint64_t len = header.size();
-    std::memcpy(&s[0], &len, 8);
-    return s + header + std::string(dataBytes, '\0');
+  auto error = [&](const std::string &header, size_t dataBytes,
+                   const std::string &name) {
+    return errorOf(
+        [&] { parseSafetensors(safetensorsFile(header, dataBytes), name); });
   };
-  std::string withMeta = file(
+  std::string withMeta = safetensorsFile(
       R"({"__metadata__":{"format":"pt"},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
       4);
   EXPECT_EQ(parseSafetensors(withMeta, "ok").size(), 1u);
   EXPECT_EQ(
-      errorOf([&] {
-        parseSafetensors(
-            file(R"({"x":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})",
-                 16),
-            "h.safetensors");
-      }),
+      error(R"({"x":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})", 16,
+            "h.safetensors"),
       "h.safetensors: tensor 'x' has dtype I64; only F32, BF16 and F16 are "
       "supported");
-  EXPECT_NE(
-      errorOf([&] {
-        parseSafetensors(
-            file(R"({"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})",
-                 4),
-            "b");
-      }).find("the shape needs 6"),
-      std::string::npos);
-  EXPECT_NE(
-      errorOf([&] {
-        parseSafetensors(
-            file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
-                 4),
-            "o");
-      }).find("outside the data section"),
-      std::string::npos);
-  EXPECT_NE(
-      errorOf([&] {
-        parseSafetensors(
-            file(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
-                 8),
-            "s");
-      }).find("the shape needs 12"),
-      std::string::npos);
-  EXPECT_NE(errorOf([&] {
-              parseSafetensors(file("{oops", 0), "j");
-            }).find("malformed"),
+  EXPECT_NE(error(R"({"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})",
+                  4, "b")
+                .find("the shape needs 6"),
             std::string::npos);
+  EXPECT_NE(
+      error(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4, "o")
+          .find("outside the data section"),
+      std::string::npos);
+  EXPECT_NE(
+      error(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8, "s")
+          .find("the shape needs 12"),
+      std::string::npos);
+  EXPECT_NE(error("{oops", 0, "j").find("malformed"), std::string::npos);
   EXPECT_NE(errorOf([&] {
               parseSafetensors(std::string(4, '\0'), "short");
             }).find("shorter than 8"),
@@ -400,14 +389,9 @@ TEST(SafetensorsTest, RejectsBadFiles) {
 }
 
 TEST(SafetensorsTest, StrictToTheFormat) {
-  auto file = [](const std::string &header, size_t dataBytes) {
-    std::string s(8, '\0');
-    uint64_t len = header.size();
-    std::memcpy(&s[0], &len, 8);
-    return s + header + std::string(dataBytes, '\0');
-  };
   auto error = [&](const std::string &header, size_t dataBytes) {
-    return errorOf([&] { parseSafetensors(file(header, dataBytes), "w"); });
+    return errorOf(
+        [&] { parseSafetensors(safetensorsFile(header, dataBytes), "w"); });
   };
   // Overlapping data_offsets used to be read twice.
   EXPECT_EQ(error(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"

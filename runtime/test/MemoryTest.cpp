@@ -200,7 +200,7 @@ TEST(MemoryTraceTest, SamplesLiveBytesAndScratch) {
   zrt_ctx_trace_live(&ctx, 0, 100);
   EXPECT_TRUE(zrt::takeMemorySamples().empty());
 
-  zrt::setMemoryTracing(true);
+  zrt::startMemoryTracing(zrt_scratch_bytes_in_use());
   zrt::traceMicroStep({{0, 64}, {64, 0}});
   zrt_ctx_trace_op(&ctx, 3);
   zrt_ctx_trace_live(&ctx, 128, 256); // [128, 384)
@@ -213,7 +213,7 @@ TEST(MemoryTraceTest, SamplesLiveBytesAndScratch) {
   zrt_ctx_trace_op(&ctx, 4);
   zrt_ctx_trace_dead(&ctx, 0, 1024); // everything
   zrt::traceMicroStep({});
-  zrt::setMemoryTracing(false);
+  zrt::stopMemoryTracing();
   zrt_ctx_trace_live(&ctx, 0, 8);
 
   struct Expect {
@@ -240,10 +240,10 @@ TEST(MemoryTraceTest, RangesOutsideTheArenaAbort) {
   manifest.arenaBytes = 1024;
   zrt_ctx ctx;
   ctx.manifest = &manifest;
-  zrt::setMemoryTracing(true);
+  zrt::startMemoryTracing(zrt_scratch_bytes_in_use());
   EXPECT_DEATH(zrt_ctx_trace_live(&ctx, 1000, 25), "outside the step arena");
   EXPECT_DEATH(zrt_ctx_trace_dead(&ctx, -1, 2), "outside the step arena");
-  zrt::setMemoryTracing(false);
+  zrt::stopMemoryTracing();
   zrt::takeMemorySamples();
 }
 

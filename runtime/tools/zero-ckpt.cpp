@@ -21,7 +21,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Checkpoint.h"
+#include "Checkpoint/Format.h"
+#include "Checkpoint/Reader.h"
+#include "Files.h"
 
 #include <nlohmann/json.hpp>
 

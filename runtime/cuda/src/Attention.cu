@@ -44,8 +44,6 @@ using namespace zrt::cuda::attn;
 
 namespace {
 
-/// The CPU backend's limit (its backward workspace), kept for parity.
-constexpr int64_t kMaxHeadDim = 5461;
 constexpr double kLog2e = 1.4426950408889634;
 
 /// delta[row] = dot(o[row], dO[row]) in fp32, a warp per row.
@@ -67,18 +65,6 @@ __global__ void __launch_bounds__(256)
     if (laneId == 0)
       delta[row] = sum;
   }
-}
-
-Attn makeAttn(const char *kernel, int64_t batch, int64_t heads, int64_t kvHeads,
-              int64_t seq, int64_t dim, int32_t causal, double scale) {
-  checkDims(kernel, batch, heads, seq, dim);
-  checkKvHeads(kernel, heads, kvHeads);
-  if (dim > kMaxHeadDim)
-    fatal("%s: head_dim %lld exceeds the supported %lld", kernel,
-          (long long)dim, (long long)kMaxHeadDim);
-  float s = scale > 0 ? float(scale) : float(1.0 / std::sqrt(double(dim)));
-  int64_t group = heads == 0 ? 1 : heads / kvHeads;
-  return {batch * heads, group, seq, dim, causal != 0, s};
 }
 
 bool aligned4(const void *p, size_t elem) {

@@ -12,6 +12,7 @@
 #ifndef ZERO_RT_CUDA_ATTENTION_CUH
 #define ZERO_RT_CUDA_ATTENTION_CUH
 
+#include "AttentionShape.h"
 #include "CudaSupport.h"
 #include "Support.h"
 
@@ -35,17 +36,6 @@ struct Shape {
   float scaleLog2; // scale * log2(e)
   bool vec;        // dim % 4 == 0 and every tensor 4-element aligned
   bool vec8;       // dim % 8 == 0 and every tensor 16-byte aligned
-};
-
-struct Attn {
-  int64_t heads; // batch * heads
-  int64_t group; // query heads per key/value head
-  int64_t seq;
-  int64_t dim;
-  bool causal;
-  float scale;
-
-  int64_t kvHeads() const { return heads / group; } // batch * kv_heads
 };
 
 /// Bit patterns of 16-bit storage types.

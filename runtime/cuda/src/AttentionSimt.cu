@@ -216,6 +216,32 @@ __device__ inline void dotTile(float (&acc)[4][2], const float *a,
   }
 }
 
+/// The backward's scores and dP of a tile pair, summed over the head's
+/// column chunks: sc = a . b and dp = a2 . b2, with a and a2 kRowTile rows
+/// from row a0 (reloaded per chunk unless `resident`) and b and b2
+/// kColTile rows from row b0.
+template <int kD, typename T>
+__device__ inline void
+gradScores(float (&sc)[4][2], float (&dp)[4][2], float *as, const T *a,
+           float *a2s, const T *a2, int64_t a0, float *bs, const T *b,
+           float *b2s, const T *b2, int64_t b0, bool resident, const Shape &s,
+           int ty, int tx) {
+  constexpr int kLd = rowStride(kD);
+  for (int dc = 0; dc < s.dim; dc += kD) {
+    __syncthreads();
+    if (!resident) {
+      loadTile<kRowTile, kD>(as, a, a0, s, dc);
+      loadTile<kRowTile, kD>(a2s, a2, a0, s, dc);
+    }
+    loadTile<kColTile, kD>(bs, b, b0, s, dc);
+    loadTile<kColTile, kD>(b2s, b2, b0, s, dc);
+    __syncthreads();
+    int len = chunkLength<kD>(s, dc);
+    dotTile<kLd>(sc, as, bs, len, ty, tx);
+    dotTile<kLd>(dp, a2s, b2s, len, ty, tx);
+  }
+}
+
 /// acc[r][4 g + e] += sum_j w[4 ty + r][j] * v[j][4 tx + 64 g + e] over the
 /// kColTile rows j of v; w has row stride scoreStride(), v rowStride(kD).
 template <int kD>
@@ -400,19 +426,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // kColTile).
     for (int64_t i0 = s.causal ? j0 : 0; i0 < s.seq; i0 += kColTile) {
       float sc[4][2] = {}, dp[4][2] = {};
-      for (int dc = 0; dc < s.dim; dc += kD) {
-        __syncthreads();
-        if (!resident) {
-          loadTile<kRowTile, kD>(ks, k, j0, s, dc);
-          loadTile<kRowTile, kD>(vs, v, j0, s, dc);
-        }
-        loadTile<kColTile, kD>(qs, q, i0, s, dc);
-        loadTile<kColTile, kD>(gs, dO, i0, s, dc);
-        __syncthreads();
-        int len = chunkLength<kD>(s, dc);
-        dotTile<kLd>(sc, ks, qs, len, ty, tx);
-        dotTile<kLd>(dp, vs, gs, len, ty, tx);
-      }
+      gradScores<kD>(sc, dp, ks, k, vs, v, j0, qs, q, gs, dO, i0, resident, s,
+                     ty, tx);
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int64_t i = i0 + tx + 16 * c;
@@ -498,19 +513,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t end = s.causal ? min(s.seq, i0 + kRowTile) : s.seq;
   for (int64_t j0 = 0; j0 < end; j0 += kColTile) {
     float sc[4][2] = {}, dp[4][2] = {};
-    for (int dc = 0; dc < s.dim; dc += kD) {
-      __syncthreads();
-      if (!resident) {
-        loadTile<kRowTile, kD>(qs, q, i0, s, dc);
-        loadTile<kRowTile, kD>(gs, dO, i0, s, dc);
-      }
-      loadTile<kColTile, kD>(ks, k, j0, s, dc);
-      loadTile<kColTile, kD>(vs, v, j0, s, dc);
-      __syncthreads();
-      int len = chunkLength<kD>(s, dc);
-      dotTile<kLd>(sc, qs, ks, len, ty, tx);
-      dotTile<kLd>(dp, gs, vs, len, ty, tx);
-    }
+    gradScores<kD>(sc, dp, qs, q, gs, dO, i0, ks, k, vs, v, j0, resident, s, ty,
+                   tx);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int64_t i = i0 + 4 * ty + r;

@@ -283,6 +283,40 @@ void dispatchWarpIters(int64_t cols, Fn &&fn) {
   }
 }
 
+/// Threads of a warp-per-row kernel's block (four rows), and the most of a
+/// block-per-row kernel's.
+constexpr int kRowWarpThreads = 128;
+constexpr int kRowBlockThreads = 1024;
+
+/// Threads of a block-per-row kernel over rows of `cols` elements of T.
+template <typename T>
+int blockThreadsFor(int64_t cols) {
+  return rowThreads((cols + vecWidth<T>() - 1) / vecWidth<T>());
+}
+
+/// Launches a row kernel over `rows` rows of `cols` elements of T: calls
+/// launch(IntC<kIters>(), kAligned, grid, threads) with kAligned a
+/// std::bool_constant of `aligned` and kIters > 0 for a warp-per-row kernel
+/// (rows up to kWarpCols long), 0 for a block-per-row kernel.
+template <typename T, typename Launch>
+void launchRows(int64_t rows, int64_t cols, bool aligned,
+                const Launch &launch) {
+  auto withAlignment = [&](auto iters, unsigned grid, int threads) {
+    if (aligned)
+      launch(iters, std::true_type(), grid, threads);
+    else
+      launch(iters, std::false_type(), grid, threads);
+  };
+  if (cols <= kWarpCols) {
+    unsigned grid = gridFor(rows, kRowWarpThreads / 32);
+    dispatchWarpIters<T>(
+        cols, [&](auto iters) { withAlignment(iters, grid, kRowWarpThreads); });
+  } else {
+    int threads = blockThreadsFor<T>(cols);
+    withAlignment(IntC<0>(), gridFor(rows, 1), threads);
+  }
+}
+
 /// Whether every row of `cols` elements at these pointers is 16-byte
 /// aligned and made of whole packs.
 template <typename T>

@@ -25,9 +25,6 @@ using namespace zrt::cuda;
 
 namespace {
 
-constexpr int kWarpThreads = 128; // four rows per block
-constexpr int kMaxThreads = 1024;
-
 /// Mean and 1/sqrt(biased variance + eps) of a warp-held row (padding is
 /// zero and skipped).
 template <typename T, int kIters>
@@ -91,7 +88,7 @@ __device__ inline float2 blockMoments(const T *row, int64_t cols, float eps,
 }
 
 template <typename T, int kIters, bool kAligned>
-__global__ void __launch_bounds__(kWarpThreads)
+__global__ void __launch_bounds__(kRowWarpThreads)
     layerNormWarpKernel(const T *x, const T *w, const T *b, T *y, int64_t rows,
                         int64_t cols, float eps) {
   constexpr int kVec = vecWidth<T>();
@@ -115,7 +112,7 @@ __global__ void __launch_bounds__(kWarpThreads)
 }
 
 template <typename T, bool kAligned>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kRowBlockThreads)
     layerNormBlockKernel(const T *x, const T *w, const T *b, T *y, int64_t rows,
                          int64_t cols, float eps) {
   constexpr int kVec = vecWidth<T>();
@@ -140,7 +137,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 // the CPU backend; each row's moments go to `moments` for dw and db.
 
 template <typename T, int kIters, bool kAligned>
-__global__ void __launch_bounds__(kWarpThreads)
+__global__ void __launch_bounds__(kRowWarpThreads)
     layerNormGradWarpKernel(const T *x, const T *w, const T *dy, T *dx,
                             float2 *moments, int64_t rows, int64_t cols,
                             float eps) {
@@ -183,7 +180,7 @@ __global__ void __launch_bounds__(kWarpThreads)
 }
 
 template <typename T, bool kAligned>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kRowBlockThreads)
     layerNormGradBlockKernel(const T *x, const T *w, const T *dy, T *dx,
                              float2 *moments, int64_t rows, int64_t cols,
                              float eps) {
@@ -276,7 +273,7 @@ __device__ inline float rmsNormalized(float x, float rstd) {
 }
 
 template <typename T, int kIters, bool kAligned>
-__global__ void __launch_bounds__(kWarpThreads)
+__global__ void __launch_bounds__(kRowWarpThreads)
     rmsNormWarpKernel(const T *x, const T *w, T *y, int64_t rows, int64_t cols,
                       float eps) {
   constexpr int kVec = vecWidth<T>();
@@ -298,7 +295,7 @@ __global__ void __launch_bounds__(kWarpThreads)
 }
 
 template <typename T, bool kAligned>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kRowBlockThreads)
     rmsNormBlockKernel(const T *x, const T *w, T *y, int64_t rows, int64_t cols,
                        float eps) {
   constexpr int kVec = vecWidth<T>();
@@ -322,7 +319,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 // the CPU backend (zrt::rmsNormGrad); each row's rstd goes to `rstds` for dw.
 
 template <typename T, int kIters, bool kAligned>
-__global__ void __launch_bounds__(kWarpThreads)
+__global__ void __launch_bounds__(kRowWarpThreads)
     rmsNormGradWarpKernel(const T *x, const T *w, const T *dy, T *dx,
                           float *rstds, int64_t rows, int64_t cols, float eps) {
   constexpr int kVec = vecWidth<T>();
@@ -363,7 +360,7 @@ __global__ void __launch_bounds__(kWarpThreads)
 }
 
 template <typename T, bool kAligned>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kRowBlockThreads)
     rmsNormGradBlockKernel(const T *x, const T *w, const T *dy, T *dx,
                            float *rstds, int64_t rows, int64_t cols,
                            float eps) {
@@ -412,9 +409,66 @@ __global__ void __launch_bounds__(kColumnThreads)
       [&](int64_t c, const float *sums) { dw[c] = fromF32<T>(sums[0]); });
 }
 
-template <typename T>
-int blockThreadsFor(int64_t cols) {
-  return rowThreads((cols + vecWidth<T>() - 1) / vecWidth<T>());
+/// The backward of a layer norm (kLayer) or an RMS norm: dx row by row (a
+/// warp or a block per row), each row's statistics kept in the planned
+/// scratch (mean and rstd, or rstd), then dw (and db) by the column-tile
+/// reduction over them.
+template <bool kLayer>
+void normGrad(const char *kernel, int32_t dtype, const void *x, const void *w,
+              const void *dy, void *dx, void *dw, void *db, int64_t rows,
+              int64_t cols, double eps) {
+  checkDims(kernel, rows, cols);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    if (cols == 0)
+      return;
+    // Exactly the planned scratch.
+    using Stat = std::conditional_t<kLayer, float2, float>;
+    DeviceScratch scratch(kLayer ? zrt_scratch_layer_norm_grad(rows, cols)
+                                 : zrt_scratch_rms_norm_grad(rows, cols));
+    Stat *stats = scratch.as<Stat>();
+    const T *xv = static_cast<const T *>(x);
+    const T *wv = static_cast<const T *>(w);
+    const T *gv = static_cast<const T *>(dy);
+    T *dxv = static_cast<T *>(dx);
+    cudaStream_t stream = computeStream();
+    float e = float(eps);
+    if (rows > 0) {
+      launchRows<T>(
+          rows, cols, rowsAligned<T>(cols, {xv, wv, gv, dxv}),
+          [&](auto iters, auto aligned, unsigned grid, int threads) {
+            constexpr int kIters = decltype(iters)::value;
+            constexpr bool kAligned = decltype(aligned)::value;
+            if constexpr (kLayer && kIters > 0)
+              layerNormGradWarpKernel<T, kIters, kAligned>
+                  <<<grid, threads, 0, stream>>>(xv, wv, gv, dxv, stats, rows,
+                                                 cols, e);
+            else if constexpr (kLayer)
+              layerNormGradBlockKernel<T, kAligned>
+                  <<<grid, threads, 0, stream>>>(xv, wv, gv, dxv, stats, rows,
+                                                 cols, e);
+            else if constexpr (kIters > 0)
+              rmsNormGradWarpKernel<T, kIters, kAligned>
+                  <<<grid, threads, 0, stream>>>(xv, wv, gv, dxv, stats, rows,
+                                                 cols, e);
+            else
+              rmsNormGradBlockKernel<T, kAligned><<<grid, threads, 0, stream>>>(
+                  xv, wv, gv, dxv, stats, rows, cols, e);
+          });
+      checkLaunch(kernel);
+    }
+    // With no rows, dw and db are zero.
+    unsigned grid = gridFor((cols + kColTile - 1) / kColTile, 1);
+    dim3 block(kColTile, kRowLanes);
+    if constexpr (kLayer)
+      layerNormParamGradKernel<T>
+          <<<grid, block, 0, stream>>>(xv, gv, stats, static_cast<T *>(dw),
+                                       static_cast<T *>(db), rows, cols);
+    else
+      rmsNormWeightGradKernel<T><<<grid, block, 0, stream>>>(
+          xv, gv, stats, static_cast<T *>(dw), rows, cols);
+    checkLaunch(kernel);
+  });
 }
 
 } // namespace
@@ -431,88 +485,21 @@ void zrt::cuda::layerNorm(int32_t dtype, const void *x, const void *w,
     const T *wv = static_cast<const T *>(w);
     const T *bv = static_cast<const T *>(b);
     T *yv = static_cast<T *>(y);
-    bool aligned = rowsAligned<T>(cols, {xv, wv, bv, yv});
     cudaStream_t stream = computeStream();
     float e = float(eps);
-    if (cols <= kWarpCols) {
-      unsigned grid = gridFor(rows, kWarpThreads / 32);
-      dispatchWarpIters<T>(cols, [&](auto iters) {
-        constexpr int kIters = decltype(iters)::value;
-        if (aligned)
-          layerNormWarpKernel<T, kIters, true>
-              <<<grid, kWarpThreads, 0, stream>>>(xv, wv, bv, yv, rows, cols,
-                                                  e);
-        else
-          layerNormWarpKernel<T, kIters, false>
-              <<<grid, kWarpThreads, 0, stream>>>(xv, wv, bv, yv, rows, cols,
-                                                  e);
-      });
-    } else {
-      int threads = blockThreadsFor<T>(cols);
-      unsigned grid = gridFor(rows, 1);
-      if (aligned)
-        layerNormBlockKernel<T, true>
-            <<<grid, threads, 0, stream>>>(xv, wv, bv, yv, rows, cols, e);
-      else
-        layerNormBlockKernel<T, false>
-            <<<grid, threads, 0, stream>>>(xv, wv, bv, yv, rows, cols, e);
-    }
-    checkLaunch("zrt_layer_norm");
-  });
-}
-
-void zrt::cuda::layerNormGrad(int32_t dtype, const void *x, const void *w,
-                              const void *dy, void *dx, void *dw, void *db,
-                              int64_t rows, int64_t cols, double eps) {
-  const char *kernel = "zrt_layer_norm_grad";
-  checkDims(kernel, rows, cols);
-  dispatch(dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    if (cols == 0)
-      return;
-    // Exactly the planned scratch: the mean and rstd of each row.
-    DeviceScratch scratch(zrt_scratch_layer_norm_grad(rows, cols));
-    float2 *moments = scratch.as<float2>();
-    const T *xv = static_cast<const T *>(x);
-    const T *wv = static_cast<const T *>(w);
-    const T *gv = static_cast<const T *>(dy);
-    T *dxv = static_cast<T *>(dx);
-    cudaStream_t stream = computeStream();
-    float e = float(eps);
-    if (rows > 0) {
-      bool aligned = rowsAligned<T>(cols, {xv, wv, gv, dxv});
-      if (cols <= kWarpCols) {
-        unsigned grid = gridFor(rows, kWarpThreads / 32);
-        dispatchWarpIters<T>(cols, [&](auto iters) {
+    launchRows<T>(
+        rows, cols, rowsAligned<T>(cols, {xv, wv, bv, yv}),
+        [&](auto iters, auto aligned, unsigned grid, int threads) {
           constexpr int kIters = decltype(iters)::value;
-          if (aligned)
-            layerNormGradWarpKernel<T, kIters, true>
-                <<<grid, kWarpThreads, 0, stream>>>(xv, wv, gv, dxv, moments,
-                                                    rows, cols, e);
+          constexpr bool kAligned = decltype(aligned)::value;
+          if constexpr (kIters > 0)
+            layerNormWarpKernel<T, kIters, kAligned>
+                <<<grid, threads, 0, stream>>>(xv, wv, bv, yv, rows, cols, e);
           else
-            layerNormGradWarpKernel<T, kIters, false>
-                <<<grid, kWarpThreads, 0, stream>>>(xv, wv, gv, dxv, moments,
-                                                    rows, cols, e);
+            layerNormBlockKernel<T, kAligned>
+                <<<grid, threads, 0, stream>>>(xv, wv, bv, yv, rows, cols, e);
         });
-      } else {
-        int threads = blockThreadsFor<T>(cols);
-        unsigned grid = gridFor(rows, 1);
-        if (aligned)
-          layerNormGradBlockKernel<T, true><<<grid, threads, 0, stream>>>(
-              xv, wv, gv, dxv, moments, rows, cols, e);
-        else
-          layerNormGradBlockKernel<T, false><<<grid, threads, 0, stream>>>(
-              xv, wv, gv, dxv, moments, rows, cols, e);
-      }
-      checkLaunch(kernel);
-    }
-    // With no rows, dw and db are zero.
-    int64_t tiles = (cols + kColTile - 1) / kColTile;
-    layerNormParamGradKernel<T>
-        <<<gridFor(tiles, 1), dim3(kColTile, kRowLanes), 0, stream>>>(
-            xv, gv, moments, static_cast<T *>(dw), static_cast<T *>(db), rows,
-            cols);
-    checkLaunch(kernel);
+    checkLaunch("zrt_layer_norm");
   });
 }
 
@@ -526,84 +513,34 @@ void zrt::cuda::rmsNorm(int32_t dtype, const void *x, const void *w, void *y,
     const T *xv = static_cast<const T *>(x);
     const T *wv = static_cast<const T *>(w);
     T *yv = static_cast<T *>(y);
-    bool aligned = rowsAligned<T>(cols, {xv, wv, yv});
     cudaStream_t stream = computeStream();
     float e = float(eps);
-    if (cols <= kWarpCols) {
-      unsigned grid = gridFor(rows, kWarpThreads / 32);
-      dispatchWarpIters<T>(cols, [&](auto iters) {
-        constexpr int kIters = decltype(iters)::value;
-        if (aligned)
-          rmsNormWarpKernel<T, kIters, true>
-              <<<grid, kWarpThreads, 0, stream>>>(xv, wv, yv, rows, cols, e);
-        else
-          rmsNormWarpKernel<T, kIters, false>
-              <<<grid, kWarpThreads, 0, stream>>>(xv, wv, yv, rows, cols, e);
-      });
-    } else {
-      int threads = blockThreadsFor<T>(cols);
-      unsigned grid = gridFor(rows, 1);
-      if (aligned)
-        rmsNormBlockKernel<T, true>
-            <<<grid, threads, 0, stream>>>(xv, wv, yv, rows, cols, e);
-      else
-        rmsNormBlockKernel<T, false>
-            <<<grid, threads, 0, stream>>>(xv, wv, yv, rows, cols, e);
-    }
+    launchRows<T>(
+        rows, cols, rowsAligned<T>(cols, {xv, wv, yv}),
+        [&](auto iters, auto aligned, unsigned grid, int threads) {
+          constexpr int kIters = decltype(iters)::value;
+          constexpr bool kAligned = decltype(aligned)::value;
+          if constexpr (kIters > 0)
+            rmsNormWarpKernel<T, kIters, kAligned>
+                <<<grid, threads, 0, stream>>>(xv, wv, yv, rows, cols, e);
+          else
+            rmsNormBlockKernel<T, kAligned>
+                <<<grid, threads, 0, stream>>>(xv, wv, yv, rows, cols, e);
+        });
     checkLaunch("zrt_rms_norm");
   });
+}
+
+void zrt::cuda::layerNormGrad(int32_t dtype, const void *x, const void *w,
+                              const void *dy, void *dx, void *dw, void *db,
+                              int64_t rows, int64_t cols, double eps) {
+  normGrad<true>("zrt_layer_norm_grad", dtype, x, w, dy, dx, dw, db, rows, cols,
+                 eps);
 }
 
 void zrt::cuda::rmsNormGrad(int32_t dtype, const void *x, const void *w,
                             const void *dy, void *dx, void *dw, int64_t rows,
                             int64_t cols, double eps) {
-  const char *kernel = "zrt_rms_norm_grad";
-  checkDims(kernel, rows, cols);
-  dispatch(dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    if (cols == 0)
-      return;
-    // Exactly the planned scratch: the rstd of each row.
-    DeviceScratch scratch(zrt_scratch_rms_norm_grad(rows, cols));
-    float *rstds = scratch.as<float>();
-    const T *xv = static_cast<const T *>(x);
-    const T *wv = static_cast<const T *>(w);
-    const T *gv = static_cast<const T *>(dy);
-    T *dxv = static_cast<T *>(dx);
-    cudaStream_t stream = computeStream();
-    float e = float(eps);
-    if (rows > 0) {
-      bool aligned = rowsAligned<T>(cols, {xv, wv, gv, dxv});
-      if (cols <= kWarpCols) {
-        unsigned grid = gridFor(rows, kWarpThreads / 32);
-        dispatchWarpIters<T>(cols, [&](auto iters) {
-          constexpr int kIters = decltype(iters)::value;
-          if (aligned)
-            rmsNormGradWarpKernel<T, kIters, true>
-                <<<grid, kWarpThreads, 0, stream>>>(xv, wv, gv, dxv, rstds,
-                                                    rows, cols, e);
-          else
-            rmsNormGradWarpKernel<T, kIters, false>
-                <<<grid, kWarpThreads, 0, stream>>>(xv, wv, gv, dxv, rstds,
-                                                    rows, cols, e);
-        });
-      } else {
-        int threads = blockThreadsFor<T>(cols);
-        unsigned grid = gridFor(rows, 1);
-        if (aligned)
-          rmsNormGradBlockKernel<T, true><<<grid, threads, 0, stream>>>(
-              xv, wv, gv, dxv, rstds, rows, cols, e);
-        else
-          rmsNormGradBlockKernel<T, false><<<grid, threads, 0, stream>>>(
-              xv, wv, gv, dxv, rstds, rows, cols, e);
-      }
-      checkLaunch(kernel);
-    }
-    // With no rows, dw is zero.
-    int64_t tiles = (cols + kColTile - 1) / kColTile;
-    rmsNormWeightGradKernel<T>
-        <<<gridFor(tiles, 1), dim3(kColTile, kRowLanes), 0, stream>>>(
-            xv, gv, rstds, static_cast<T *>(dw), rows, cols);
-    checkLaunch(kernel);
-  });
+  normGrad<false>("zrt_rms_norm_grad", dtype, x, w, dy, dx, dw, nullptr, rows,
+                  cols, eps);
 }

@@ -179,13 +179,7 @@ __global__ void __launch_bounds__(kThreads)
 void segmentCopy(int64_t elemSize, char *whole, char *const *parts,
                  const int64_t *sizes, int32_t num, int64_t outer,
                  int64_t inner, bool toParts, const char *kernel) {
-  checkDims(kernel, outer, inner, num);
-  int64_t total = 0;
-  for (int32_t p = 0; p < num; ++p) {
-    if (sizes[p] < 0)
-      fatal("%s: negative part size", kernel);
-    total += sizes[p];
-  }
+  int64_t total = checkParts(kernel, sizes, num, outer, inner);
   int64_t wholePitch = total * inner * elemSize;
   int64_t offset = 0;
   for (int32_t p = 0; p < num; offset += sizes[p++]) {

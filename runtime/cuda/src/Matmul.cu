@@ -211,10 +211,7 @@ void zrt::cuda::matmul(int32_t dtype, const void *a, const void *b, void *c,
                        int64_t batch, int64_t m, int64_t n, int64_t k,
                        int32_t transposeA, int32_t transposeB,
                        int32_t bIsBatched, int64_t kSum) {
-  checkDims("zrt_matmul", batch, m, n, k);
-  if (kSum < 0 || kSum > k)
-    fatal("zrt_matmul: k_sum %lld is outside [0, k = %lld]", (long long)kSum,
-          (long long)k);
+  checkMatmul(batch, m, n, k, kSum);
   if (batch == 0 || m == 0 || n == 0)
     return;
   int64_t elem = 0;

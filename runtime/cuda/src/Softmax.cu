@@ -19,8 +19,6 @@ using namespace zrt::cuda;
 
 namespace {
 
-constexpr int kWarpThreads = 128; // four rows per block
-constexpr int kMaxThreads = 1024;
 /// Blocks of the cross-entropy loss: min(rows, this), a function of the
 /// shape, so the order of the final sum is fixed.
 constexpr int kLossBlocks = 1024;
@@ -61,7 +59,7 @@ __device__ RowStats blockRowStats(const T *row, int64_t cols, float *red) {
 }
 
 template <typename T, int kIters, bool kAligned>
-__global__ void __launch_bounds__(kWarpThreads)
+__global__ void __launch_bounds__(kRowWarpThreads)
     softmaxWarpKernel(const T *x, T *y, int64_t rows, int64_t cols) {
   constexpr int kVec = vecWidth<T>();
   int lane = threadIdx.x % 32;
@@ -94,7 +92,7 @@ __global__ void __launch_bounds__(kWarpThreads)
 }
 
 template <typename T, bool kAligned>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kRowBlockThreads)
     softmaxBlockKernel(const T *x, T *y, int64_t rows, int64_t cols) {
   constexpr int kVec = vecWidth<T>();
   __shared__ float red[32];
@@ -114,7 +112,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 template <typename T, int kIters, bool kAligned>
-__global__ void __launch_bounds__(kWarpThreads)
+__global__ void __launch_bounds__(kRowWarpThreads)
     softmaxGradWarpKernel(const T *y, const T *dy, T *dx, int64_t rows,
                           int64_t cols) {
   constexpr int kVec = vecWidth<T>();
@@ -137,7 +135,7 @@ __global__ void __launch_bounds__(kWarpThreads)
 }
 
 template <typename T, bool kAligned>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kRowBlockThreads)
     softmaxGradBlockKernel(const T *y, const T *dy, T *dx, int64_t rows,
                            int64_t cols) {
   constexpr int kVec = vecWidth<T>();
@@ -169,7 +167,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 /// in order (in double, as the CPU backend), the last block to finish adds
 /// the block partials in a fixed tree.
 template <typename T, typename I, bool kAligned>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kRowBlockThreads)
     crossEntropyKernel(const T *logits, const I *labels, float *loss,
                        int64_t rows, int64_t classes, int64_t cols,
                        int *error) {
@@ -211,7 +209,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 template <typename T, typename I, bool kAligned>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kRowBlockThreads)
     crossEntropyGradKernel(const T *logits, const I *labels, const float *dloss,
                            T *dlogits, int64_t rows, int64_t classes,
                            int64_t cols, int *error) {
@@ -245,18 +243,6 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 /// Rows of `cols` entries whose first `classes` are a loss's classes.
-void checkPadding(const char *kernel, int64_t classes, int64_t cols) {
-  if (cols < classes)
-    fatal("%s: %lld columns hold fewer than the %lld classes", kernel,
-          (long long)cols, (long long)classes);
-}
-
-/// Threads of a block-per-row kernel over rows of `cols` elements of T.
-template <typename T>
-int blockThreadsFor(int64_t cols) {
-  return rowThreads((cols + vecWidth<T>() - 1) / vecWidth<T>());
-}
-
 } // namespace
 
 void zrt::cuda::softmax(int32_t dtype, const void *x, void *y, int64_t rows,
@@ -268,28 +254,18 @@ void zrt::cuda::softmax(int32_t dtype, const void *x, void *y, int64_t rows,
       return;
     const T *in = static_cast<const T *>(x);
     T *out = static_cast<T *>(y);
-    bool aligned = rowsAligned<T>(cols, {in, out});
     cudaStream_t stream = computeStream();
-    if (cols <= kWarpCols) {
-      unsigned grid = gridFor(rows, kWarpThreads / 32);
-      dispatchWarpIters<T>(cols, [&](auto iters) {
-        constexpr int kIters = decltype(iters)::value;
-        if (aligned)
-          softmaxWarpKernel<T, kIters, true>
-              <<<grid, kWarpThreads, 0, stream>>>(in, out, rows, cols);
-        else
-          softmaxWarpKernel<T, kIters, false>
-              <<<grid, kWarpThreads, 0, stream>>>(in, out, rows, cols);
-      });
-    } else {
-      int threads = blockThreadsFor<T>(cols);
-      if (aligned)
-        softmaxBlockKernel<T, true>
-            <<<gridFor(rows, 1), threads, 0, stream>>>(in, out, rows, cols);
-      else
-        softmaxBlockKernel<T, false>
-            <<<gridFor(rows, 1), threads, 0, stream>>>(in, out, rows, cols);
-    }
+    launchRows<T>(rows, cols, rowsAligned<T>(cols, {in, out}),
+                  [&](auto iters, auto aligned, unsigned grid, int threads) {
+                    constexpr int kIters = decltype(iters)::value;
+                    constexpr bool kAligned = decltype(aligned)::value;
+                    if constexpr (kIters > 0)
+                      softmaxWarpKernel<T, kIters, kAligned>
+                          <<<grid, threads, 0, stream>>>(in, out, rows, cols);
+                    else
+                      softmaxBlockKernel<T, kAligned>
+                          <<<grid, threads, 0, stream>>>(in, out, rows, cols);
+                  });
     checkLaunch("zrt_softmax");
   });
 }
@@ -304,29 +280,19 @@ void zrt::cuda::softmaxGrad(int32_t dtype, const void *y, const void *dy,
     const T *yv = static_cast<const T *>(y);
     const T *gv = static_cast<const T *>(dy);
     T *out = static_cast<T *>(dx);
-    bool aligned = rowsAligned<T>(cols, {yv, gv, out});
     cudaStream_t stream = computeStream();
-    if (cols <= kWarpCols) {
-      unsigned grid = gridFor(rows, kWarpThreads / 32);
-      dispatchWarpIters<T>(cols, [&](auto iters) {
-        constexpr int kIters = decltype(iters)::value;
-        if (aligned)
-          softmaxGradWarpKernel<T, kIters, true>
-              <<<grid, kWarpThreads, 0, stream>>>(yv, gv, out, rows, cols);
-        else
-          softmaxGradWarpKernel<T, kIters, false>
-              <<<grid, kWarpThreads, 0, stream>>>(yv, gv, out, rows, cols);
-      });
-    } else {
-      int threads = blockThreadsFor<T>(cols);
-      unsigned grid = gridFor(rows, 1);
-      if (aligned)
-        softmaxGradBlockKernel<T, true>
-            <<<grid, threads, 0, stream>>>(yv, gv, out, rows, cols);
-      else
-        softmaxGradBlockKernel<T, false>
-            <<<grid, threads, 0, stream>>>(yv, gv, out, rows, cols);
-    }
+    launchRows<T>(
+        rows, cols, rowsAligned<T>(cols, {yv, gv, out}),
+        [&](auto iters, auto aligned, unsigned grid, int threads) {
+          constexpr int kIters = decltype(iters)::value;
+          constexpr bool kAligned = decltype(aligned)::value;
+          if constexpr (kIters > 0)
+            softmaxGradWarpKernel<T, kIters, kAligned>
+                <<<grid, threads, 0, stream>>>(yv, gv, out, rows, cols);
+          else
+            softmaxGradBlockKernel<T, kAligned>
+                <<<grid, threads, 0, stream>>>(yv, gv, out, rows, cols);
+        });
     checkLaunch("zrt_softmax_grad");
   });
 }
@@ -336,8 +302,7 @@ void zrt::cuda::softmaxCrossEntropy(int32_t dtype, const void *logits,
                                     float *loss, int64_t rows,
                                     int64_t classes, int64_t cols) {
   const char *kernel = "zrt_softmax_cross_entropy";
-  checkDims(kernel, rows, classes, cols);
-  checkPadding(kernel, classes, cols);
+  checkLoss(kernel, rows, classes, cols);
   if (rows > 0 && classes == 0)
     fatal("%s: no classes", kernel);
   dispatch(dtype, kernel, [&](auto tag) {
@@ -371,8 +336,7 @@ void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
                                         int64_t rows, int64_t classes,
                                         int64_t cols) {
   const char *kernel = "zrt_softmax_cross_entropy_grad";
-  checkDims(kernel, rows, classes, cols);
-  checkPadding(kernel, classes, cols);
+  checkLoss(kernel, rows, classes, cols);
   if (rows > 0 && classes == 0)
     fatal("%s: no classes", kernel);
   dispatch(dtype, kernel, [&](auto tag) {

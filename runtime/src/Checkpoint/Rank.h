@@ -1,22 +1,19 @@
-//===- Driver.h - Training driver internals ---------------------*- C++ -*-===//
+//===- Rank.h - This rank's part of a checkpoint ----------------*- C++ -*-===//
 //
 // Part of the zero-mlir project.
 //
-// Model state outside the step functions: initialization, safetensors
-// import/export and sharded checkpoints (State.cpp), used by the training
-// loop (Driver.cpp). Functions marked "local" touch only this rank and
-// throw std::runtime_error; "collective" ones must be called on every rank.
+// What a running rank saves and restores: its owned masters and Adam
+// moments, wherever they live, and the training state (step, data position,
+// Adam's step count, loss scaler). The driver (Driver.cpp) runs these on
+// every rank and agrees on the outcome.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZERO_RT_DRIVER_H
-#define ZERO_RT_DRIVER_H
+#ifndef ZERO_RT_CHECKPOINT_RANK_H
+#define ZERO_RT_CHECKPOINT_RANK_H
 
-#include "Checkpoint.h"
-#include "Files.h"
+#include "Checkpoint/Format.h"
 #include "Program.h"
-
-#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -33,18 +30,6 @@ struct Progress {
   std::string resharded;
 };
 
-/// Local: fills the fp32 masters this rank owns (unless the fp32 params are
-/// the masters) and its params buffers (full at stages 0-2, the shard at
-/// stage 3) from the deterministic initializer,
-/// or from `tensors` when given (every parameter by name, F32, same shape);
-/// zeroes moments and gradients.
-void initializeParameters(zrt_ctx &ctx, uint64_t seed,
-                          const std::vector<Tensor> *tensors);
-
-/// Collective: the fp32 masters of every parameter in declaration order,
-/// on rank 0 (empty elsewhere).
-std::vector<Tensor> gatherParameters(zrt_ctx &ctx);
-
 /// Local: writes DIR/rank_R.bin atomically.
 SavedFile writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
                               const Progress &progress);
@@ -60,4 +45,4 @@ Progress readCheckpoint(zrt_ctx &ctx, const std::string &path);
 
 } // namespace zrt
 
-#endif // ZERO_RT_DRIVER_H
+#endif // ZERO_RT_CHECKPOINT_RANK_H

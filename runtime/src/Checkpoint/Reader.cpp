@@ -1,30 +1,22 @@
-//===- Checkpoint.cpp - Universal sharded checkpoints ---------------------===//
+//===- Reader.cpp - Reading checkpoints of any layout ---------------------===//
 //
 // Part of the zero-mlir project.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Checkpoint.h"
+#include "Checkpoint/Reader.h"
+#include "Checkpoint/Directory.h"
+#include "Files.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <dirent.h>
-#include <sstream>
-#include <sys/stat.h>
 
 using namespace zrt;
 using nlohmann::json;
 
 namespace {
-
-constexpr const char *kManifestCrcKey = "manifest_crc32";
-
-bool isFile(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 /// Whether `dir` holds rank files or their temporaries.
 bool hasRankFiles(const std::string &dir) {
@@ -37,51 +29,6 @@ bool hasRankFiles(const std::string &dir) {
       found = true;
   ::closedir(d);
   return found;
-}
-
-/// The layout a checkpoint was saved with, as its manifest records it.
-json layoutJson(const Manifest &m) {
-  json parts = json::array();
-  for (const PartitionInfo &p : m.partitions) {
-    json counts;
-    // The host copies of an offloaded optimizer hold no state.
-    for (int k = 0; k <= kExpAvgSq; ++k)
-      if (p.hasBuffer(BufferKind(k)))
-        counts[kBufferNames[k]] = p.counts[k];
-    parts.push_back({{"name", p.name},
-                     {"numel", p.numel},
-                     {"padded_numel", p.paddedNumel},
-                     {"shard_numel", p.shardNumel},
-                     {"buffer_numel", counts}});
-  }
-  return parts;
-}
-
-/// The optimizer settings a resume must share. `param_weight_decay` (the
-/// parameters with a weight decay of their own, by name) is there only for
-/// a model with weight-decay groups.
-json optimizerJson(const Manifest &m) {
-  json o = {{"kind", m.adamw ? "adamw" : "adam"},
-            {"lr", m.lr},
-            {"beta1", m.beta1},
-            {"beta2", m.beta2},
-            {"eps", m.eps},
-            {"weight_decay", m.weightDecay},
-            {"bias_correction", m.biasCorrection},
-            {"lr_schedule", m.scheduleText.empty() ? "none" : m.scheduleText}};
-  json groups = json::object();
-  for (const ParamInfo &p : m.params)
-    if (p.weightDecay >= 0)
-      groups[p.name] = p.weightDecay;
-  if (!groups.empty())
-    o["param_weight_decay"] = std::move(groups);
-  return o;
-}
-
-/// The bytes of a saved buffer's section: masters are the padded shard (the
-/// whole group at stage 0), also when the params are the masters.
-int64_t sectionBytes(const PartitionInfo &p, BufferKind kind) {
-  return (kind == kMaster ? p.shardNumel : p.counts[kind]) * 4;
 }
 
 /// A double as the shortest text that reads back as itself.
@@ -142,136 +89,6 @@ std::string nonFiniteText(const std::string &file, const std::string &what,
 
 } // namespace
 
-std::string zrt::checkpointDir(const std::string &root, int64_t step) {
-  return root + "/step_" + std::to_string(step);
-}
-
-std::string zrt::rankFileName(int rank) {
-  return "rank_" + std::to_string(rank) + ".bin";
-}
-
-uint32_t zrt::rankFileCrc(const std::string &bytes) {
-  // A CRC over data and its own CRC is a constant, useless in the manifest.
-  return crc32(bytes.data(), bytes.size() >= 4 ? bytes.size() - 4 : 0);
-}
-
-std::string zrt::sealManifest(nlohmann::json manifest) {
-  manifest.erase(kManifestCrcKey);
-  std::string body = manifest.dump();
-  manifest[kManifestCrcKey] = crc32(body.data(), body.size());
-  return manifest.dump(2) + "\n";
-}
-
-nlohmann::json zrt::openManifest(const std::string &text,
-                                 const std::string &where) {
-  json manifest;
-  try {
-    manifest = json::parse(text);
-  } catch (const json::exception &e) {
-    fail(where +
-         ": malformed manifest.json (corrupt or truncated): " + e.what());
-  }
-  if (!manifest.is_object())
-    fail(where + ": manifest.json is not a JSON object");
-  auto it = manifest.find(kManifestCrcKey);
-  if (it == manifest.end() || !it->is_number_unsigned()) {
-    // Format 1 had no checksum: say so rather than "corrupt".
-    auto format = manifest.find("format");
-    if (format != manifest.end() && format->is_number_integer() && *format < 2)
-      fail(where + " has format " + format->dump() +
-           ", this runtime reads formats 2 and " +
-           std::to_string(kCheckpointFormat));
-    fail(where + ": manifest.json has no " + kManifestCrcKey +
-         " checksum; the file is corrupt");
-  }
-  uint32_t recorded = it->get<uint32_t>();
-  // The checksum covers the compact dump of everything else: any change of
-  // a key or value (a flipped bit that leaves valid JSON) changes it.
-  json rest = manifest;
-  rest.erase(kManifestCrcKey);
-  std::string body = rest.dump();
-  uint32_t actual = crc32(body.data(), body.size());
-  if (actual != recorded || it->get<uint64_t>() != recorded)
-    fail(where + ": manifest.json fails its checksum (crc32 " +
-         std::to_string(actual) + ", recorded " + it->dump() +
-         "); the manifest is corrupt");
-  return rest;
-}
-
-//===----------------------------------------------------------------------===//
-// Writing
-//===----------------------------------------------------------------------===//
-
-std::string zrt::packRankFile(
-    const Manifest &m, int rank, int world, const TrainingState &state,
-    const std::function<void(int32_t, BufferKind, char *, int64_t)> &fill) {
-  CheckpointFile file;
-  json sections = json::array();
-  for (size_t p = 0; p < m.partitions.size(); ++p)
-    for (BufferKind kind : kSavedBuffers) {
-      const PartitionInfo &part = m.partitions[p];
-      int64_t bytes = sectionBytes(part, kind);
-      sections.push_back({{"partition", part.name},
-                          {"buffer", kBufferNames[kind]},
-                          {"offset", file.payload.size()},
-                          {"bytes", bytes}});
-      size_t at = file.payload.size();
-      file.payload.resize(at + size_t(bytes));
-      fill(int32_t(p), kind, &file.payload[at], bytes);
-    }
-  json header = {{"format", kCheckpointFormat},
-                 {"rank", rank},
-                 {"world_size", world},
-                 {"stage", m.stage},
-                 {"schedule_hash", m.hashText},
-                 {"step", state.step},
-                 {"data_position", state.dataPosition},
-                 {"adam_steps", state.adamSteps},
-                 {"loss_scaler", state.lossScaler},
-                 {"sections", sections}};
-  file.header = header.dump();
-  return packCheckpoint(file);
-}
-
-std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
-                                    const std::vector<SavedFile> &files) {
-  json list = json::array();
-  for (size_t r = 0; r < files.size(); ++r)
-    list.push_back({{"rank", r},
-                    {"file", rankFileName(int(r))},
-                    {"bytes", files[r].bytes},
-                    {"crc32", files[r].crc}});
-  json params = json::array();
-  for (const SavedParam &p : savedParams(m)) {
-    json param = {{"name", p.name},
-                  {"shape", p.shape},
-                  {"partition", p.group},
-                  {"offset", p.offset}};
-    if (p.rows >= 0)
-      param["rows"] = p.rows;
-    params.push_back(std::move(param));
-  }
-  json manifest = {{"format", kCheckpointFormat},
-                   {"schedule_hash", m.hashText},
-                   {"world_size", world},
-                   {"stage", m.stage},
-                   {"compute_dtype", m.computeDtypeName},
-                   {"precision", m.precision},
-                   {"optimizer", optimizerJson(m)},
-                   {"step", step},
-                   {"partitions", layoutJson(m)},
-                   {"params", params},
-                   {"files", list}};
-  return sealManifest(manifest);
-}
-
-std::vector<SavedParam> zrt::savedParams(const Manifest &m) {
-  std::vector<SavedParam> params;
-  for (const ParamInfo &p : m.params)
-    params.push_back({p.name, p.shape, p.numel, p.partition, p.offset, p.rows});
-  return params;
-}
-
 //===----------------------------------------------------------------------===//
 // Reading
 //===----------------------------------------------------------------------===//
@@ -280,8 +97,8 @@ CheckpointReader::CheckpointReader(const std::string &path) {
   std::string dir = path;
   while (dir.size() > 1 && dir.back() == '/')
     dir.pop_back();
-  if (!isFile(dir + "/manifest.json")) {
-    if (!isFile(dir + "/latest")) {
+  if (!isRegularFile(dir + "/manifest.json")) {
+    if (!isRegularFile(dir + "/latest")) {
       if (hasRankFiles(dir))
         fail("'" + path +
              "' is an incomplete checkpoint: it has rank files but no "
@@ -291,10 +108,7 @@ CheckpointReader::CheckpointReader(const std::string &path) {
            "' is no checkpoint: it has neither manifest.json "
            "nor latest");
     }
-    std::string name = readFile(dir + "/latest");
-    while (!name.empty() &&
-           std::isspace(static_cast<unsigned char>(name.back())))
-      name.pop_back();
+    std::string name = readLatest(dir);
     // writeFileAtomic never leaves it empty: something else wrote it.
     if (name.empty() || name.find('/') != std::string::npos)
       fail("'" + dir + "/latest' " +

@@ -1,0 +1,58 @@
+//===- AttentionShape.h - zrt_attention's problem ---------------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// The arguments of zrt_attention and zrt_attention_grad, checked and
+// described once for the CPU and CUDA kernels, so that both accept the same
+// problems.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_ATTENTION_SHAPE_H
+#define ZERO_RT_ATTENTION_SHAPE_H
+
+#include "Support.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace zrt {
+
+/// The largest head_dim either backend accepts: the CPU backend's backward
+/// keeps 6 * head_dim + 2 floats of a key or query in a 128 KiB workspace.
+constexpr int64_t kMaxAttentionHeadDim = 5461;
+
+struct Attn {
+  int64_t heads; // batch * heads
+  int64_t group; // query heads per key/value head
+  int64_t seq;
+  int64_t dim;
+  bool causal;
+  float scale;
+
+  int64_t kvHeads() const { return heads / group; } // batch * kv_heads
+};
+
+/// Checks the arguments (aborting with a message that names `kernel`): the
+/// dimensions, kv_heads dividing heads (zero only with zero heads) and
+/// head_dim; a scale of 0 is 1/sqrt(head_dim).
+inline Attn makeAttn(const char *kernel, int64_t batch, int64_t heads,
+                     int64_t kvHeads, int64_t seq, int64_t dim, int32_t causal,
+                     double scale) {
+  checkDims(kernel, batch, heads, seq, dim);
+  if (kvHeads < 0)
+    fatal("%s: negative dimension", kernel);
+  if (kvHeads == 0 ? heads != 0 : heads % kvHeads != 0)
+    fatal("%s: kv_heads %lld does not divide heads %lld", kernel,
+          (long long)kvHeads, (long long)heads);
+  if (dim > kMaxAttentionHeadDim)
+    fatal("%s: head_dim %lld exceeds the supported %lld", kernel,
+          (long long)dim, (long long)kMaxAttentionHeadDim);
+  float s = scale > 0 ? float(scale) : float(1.0 / std::sqrt(double(dim)));
+  int64_t group = heads == 0 ? 1 : heads / kvHeads;
+  return {batch * heads, group, seq, dim, causal != 0, s};
+}
+
+} // namespace zrt
+
+#endif // ZERO_RT_ATTENTION_SHAPE_H

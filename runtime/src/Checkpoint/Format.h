@@ -1,0 +1,134 @@
+//===- Format.h - The files of a checkpoint ---------------------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// Checkpoints are universal: a checkpoint records each parameter's name,
+// shape, group (partition) and offset in the group's flat layout, and each
+// rank file holds that rank's owned range of every group's masters and Adam
+// moments (rank r owns [r * shard, (r + 1) * shard), everything at stage 0).
+// Any element of any parameter is therefore found by name, whatever world
+// size, stage or grouping saved it: resharding is a copy of ranges
+// (Reader.h).
+//
+// This file is what a checkpoint's files hold: a step directory DIR/step_N
+// holds rank_R.bin per rank and manifest.json, written last. Host only,
+// without MPI or device memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_CHECKPOINT_FORMAT_H
+#define ZERO_RT_CHECKPOINT_FORMAT_H
+
+#include "Program.h"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// 3: manifest.json records the parameters (name, shape, group, offset), the
+/// precision and the optimizer, so that any layout can load it.
+constexpr int kCheckpointFormat = 3;
+/// The buffers a checkpoint keeps, in rank-file order; params are re-derived
+/// from the masters (or are the masters).
+constexpr BufferKind kSavedBuffers[] = {kMaster, kExpAvg, kExpAvgSq};
+
+/// DIR/step_N, the directory of step N's checkpoint under `root`.
+std::string checkpointDir(const std::string &root, int64_t step);
+/// Whether `name` is a step directory's (step_N for N >= 0).
+bool isStepName(const char *name);
+/// "rank_R.bin".
+std::string rankFileName(int rank);
+/// The CRC-32 of a rank file without its trailer (which is this value), as
+/// the manifest records it.
+uint32_t rankFileCrc(const std::string &bytes);
+
+//===----------------------------------------------------------------------===//
+// Rank files
+//===----------------------------------------------------------------------===//
+
+/// A rank's checkpoint: the magic "ZRTCKPT1", the 8-byte little-endian
+/// length of a JSON header, the header, the payload, and a 4-byte
+/// little-endian CRC-32 of everything before it.
+struct CheckpointFile {
+  std::string header;
+  std::string payload;
+};
+
+std::string packCheckpoint(const CheckpointFile &file);
+/// Verifies the magic, lengths and checksum; throws naming `name`.
+CheckpointFile unpackCheckpoint(const std::string &bytes,
+                                const std::string &name);
+
+/// What a rank file's header records besides its layout: the training state
+/// every rank shares.
+struct TrainingState {
+  int64_t step = 0;
+  /// Global batch rows consumed from the data stream.
+  int64_t dataPosition = 0;
+  /// Adam's t (skipped steps do not count).
+  int64_t adamSteps = 0;
+  /// The loss scaler as JSON (its fields by name).
+  nlohmann::json lossScaler;
+};
+
+/// The bytes of rank `rank`'s file of a checkpoint of program `m` saved on
+/// `world` ranks: a header (layout and `state`) and, per group and saved
+/// buffer, a section that `fill` writes (it gets the group, the buffer and
+/// the section's bytes, zeroed; masters are the padded shard, the whole
+/// group at stage 0, also when the params are the masters).
+std::string
+packRankFile(const Manifest &m, int rank, int world, const TrainingState &state,
+             const std::function<void(int32_t group, BufferKind kind, char *dst,
+                                      int64_t bytes)> &fill);
+
+//===----------------------------------------------------------------------===//
+// manifest.json
+//===----------------------------------------------------------------------===//
+
+/// The text of a checkpoint manifest.json: `manifest` plus "manifest_crc32",
+/// the CRC-32 of the compact JSON dump of everything else.
+std::string sealManifest(nlohmann::json manifest);
+/// Parses a manifest.json and verifies its format and checksum; returns it
+/// without the checksum. Throws a message starting with `where`.
+nlohmann::json openManifest(const std::string &text, const std::string &where);
+
+/// A rank file as written, for the checkpoint manifest.
+struct SavedFile {
+  uint32_t crc = 0;
+  uint64_t bytes = 0;
+};
+
+/// One parameter as a checkpoint records it.
+struct SavedParam {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  /// Its group, an index into CheckpointReader::groups, and its element
+  /// offset in the group's flat layout.
+  int32_t group = -1;
+  int64_t offset = 0;
+  /// Rows without padding (-1: not padded), as ParamInfo::rows.
+  int64_t rows = -1;
+};
+
+/// The parameters of program `m` as a checkpoint records them.
+std::vector<SavedParam> savedParams(const Manifest &m);
+/// The layout of program `m`'s groups as a checkpoint records it.
+nlohmann::json layoutJson(const Manifest &m);
+/// The optimizer settings of program `m` that a resume must share.
+/// `param_weight_decay` (the parameters with a weight decay of their own, by
+/// name) is there only for a model with weight-decay groups.
+nlohmann::json optimizerJson(const Manifest &m);
+
+/// The manifest.json of a checkpoint of program `m` on `world` ranks at
+/// `step` whose rank files are `files` (sealed: sealManifest's text).
+std::string checkpointManifest(const Manifest &m, int world, int64_t step,
+                               const std::vector<SavedFile> &files);
+
+} // namespace zrt
+
+#endif // ZERO_RT_CHECKPOINT_FORMAT_H

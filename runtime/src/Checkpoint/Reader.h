@@ -1,0 +1,115 @@
+//===- Reader.h - Reading checkpoints of any layout -------------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// An opened checkpoint, and the remap that makes it universal: a program
+// reads the ranges its layout owns by parameter name from whichever rank
+// files hold them, whatever world size, stage or grouping saved them. The
+// training driver reads its own rank's ranges through it (Rank.h);
+// zero-ckpt inspects, consolidates and reshards whole checkpoints. Host
+// only, without MPI or device memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_CHECKPOINT_READER_H
+#define ZERO_RT_CHECKPOINT_READER_H
+
+#include "Checkpoint/Format.h"
+#include "Program.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// One group (partition) as a checkpoint records it.
+struct SavedGroup {
+  std::string name;
+  int64_t numel = 0, shardNumel = 0;
+};
+
+/// An opened checkpoint: the verified manifest.json of a step directory and
+/// its rank files, each read (and checked against the manifest) when first
+/// needed. Methods throw std::runtime_error naming the file.
+class CheckpointReader {
+public:
+  /// `path`: a step directory, or a save directory whose `latest` names one.
+  explicit CheckpointReader(const std::string &path);
+
+  /// The step directory.
+  const std::string &dir() const { return stepDir; }
+  /// "checkpoint 'DIR'", how messages name it.
+  const std::string &where() const { return whereText; }
+  /// The manifest without its checksum.
+  const nlohmann::json &manifest() const { return json_; }
+
+  int format = 0, world = 0, stage = 0;
+  int64_t step = 0;
+  std::string computeDtype, scheduleHash;
+  std::vector<SavedParam> params;
+  std::vector<SavedGroup> groups;
+
+  /// The path of rank `rank`'s file.
+  std::string rankPath(int rank) const;
+  /// Reads rank `rank`'s file and checks it against the manifest (size,
+  /// CRC-32, its own trailer, rank, step and schedule); the empty string if
+  /// it is sound, else why not.
+  std::string check(int rank) const;
+  /// Reads rank `rank`'s file (see check()) and names its first NaN or
+  /// infinite value (parameter, buffer and element); the empty string if
+  /// every saved value is finite.
+  std::string nonFinite(int rank);
+  /// The training state rank `rank`'s file records.
+  TrainingState state(int rank);
+  /// Copies elements [begin, end) of parameter `param`'s buffer `kind`
+  /// (master, exp_avg or exp_avg_sq) to `out`. Where several ranks hold them
+  /// (stage 0), rank `prefer` is read if it exists, else rank 0. A NaN or
+  /// infinite value is refused, naming the rank file, parameter and
+  /// element.
+  void read(size_t param, BufferKind kind, int64_t begin, int64_t end,
+            float *out, int prefer = 0);
+  /// Sets the parameter table (of a format-2 checkpoint, which has none).
+  void setParams(std::vector<SavedParam> table);
+  /// The index of the parameter named `name`, or -1.
+  int64_t find(const std::string &name) const;
+  /// Drops the rank files read so far from memory.
+  void release() { ranks.clear(); }
+
+private:
+  struct RankFile {
+    nlohmann::json header;
+    std::string payload;
+    /// (group, buffer) -> (offset, bytes) in the payload.
+    std::map<std::pair<int32_t, int>, std::pair<uint64_t, uint64_t>> sections;
+  };
+  RankFile &load(int rank);
+  /// check(), keeping the file it read (when sound) in `file`.
+  std::string verify(int rank, CheckpointFile &file) const;
+
+  std::string stepDir, whereText;
+  nlohmann::json json_;
+  std::map<std::string, size_t> byName;
+  std::map<int, RankFile> ranks;
+};
+
+/// Throws, naming the checkpoint, unless program `m` can load it: the same
+/// parameters (names and shapes, in order; the message names the first that
+/// differs), compute dtype and optimizer settings. World size, stage and
+/// grouping may differ.
+/// A format-2 checkpoint records no parameters: it takes `m`'s when `m` is
+/// the program that saved it.
+void checkSameModel(CheckpointReader &ckpt, const Manifest &m);
+
+/// The host buffer `kind` of group `p` of program `m` holds on rank `rank`:
+/// its owned layout range read from `ckpt` by parameter name (elements that
+/// no parameter covers, the padding, are zero). `out` gets the owned range's
+/// size.
+void remapOwned(CheckpointReader &ckpt, const Manifest &m, int32_t p, int rank,
+                BufferKind kind, std::vector<float> &out);
+
+} // namespace zrt
+
+#endif // ZERO_RT_CHECKPOINT_READER_H
