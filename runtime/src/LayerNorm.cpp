@@ -107,7 +107,7 @@ extern "C" void zrt_layer_norm_grad(int32_t dtype, const void *x, const void *w,
   checkDims("zrt_layer_norm_grad", rows, cols);
   if (cols == 0)
     return;
-  Scratch scratch(zrt_layer_norm_grad_scratch_bytes(rows, cols));
+  Scratch scratch(zrt_scratch_layer_norm_grad(rows, cols));
   Moments *moments = scratch.as<Moments>();
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -220,7 +220,7 @@ extern "C" void zrt_rms_norm_grad(int32_t dtype, const void *x, const void *w,
   checkDims("zrt_rms_norm_grad", rows, cols);
   if (cols == 0)
     return;
-  Scratch scratch(zrt_rms_norm_grad_scratch_bytes(rows, cols));
+  Scratch scratch(zrt_scratch_rms_norm_grad(rows, cols));
   float *rstds = scratch.as<float>();
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);

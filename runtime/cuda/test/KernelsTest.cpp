@@ -986,22 +986,22 @@ TEST(CudaScratchTest, ExactlyThePlannedScratch) {
               layerNormGrad(dt, x.get(), w.get(), g.get(), out.get(), dw.get(),
                             db.get(), rows, cols, 1e-5);
             }),
-            zrt_layer_norm_grad_scratch_bytes(rows, cols));
+            zrt_scratch_layer_norm_grad(rows, cols));
   EXPECT_EQ(scratchOf([&] {
               rmsNormGrad(dt, x.get(), w.get(), g.get(), out.get(), dw.get(),
                           rows, cols, 1e-5);
             }),
-            zrt_rms_norm_grad_scratch_bytes(rows, cols));
+            zrt_scratch_rms_norm_grad(rows, cols));
   EXPECT_EQ(scratchOf([&] {
               embeddingGrad(dt, g.get(), ZRT_I64, dIds->get(), table.get(),
                             numIds, vocab, 8);
             }),
-            zrt_embedding_grad_scratch_bytes(numIds, vocab, 8));
+            zrt_scratch_embedding_grad(numIds, vocab, 8));
   EXPECT_EQ(scratchOf([&] {
               embeddingGrad(dt, g.get(), ZRT_I64, dIds->get(), table.get(), 0,
                             vocab, 8);
             }),
-            zrt_embedding_grad_scratch_bytes(0, vocab, 8));
+            zrt_scratch_embedding_grad(0, vocab, 8));
   // Everything else allocates none.
   EXPECT_EQ(
       scratchOf([&] {
