@@ -625,6 +625,32 @@ OPS = {
         ),
         'torch': (),
     },
+    'tanh': {
+        'operands': (('input', 'one'),),
+        'results': (('result', 'one'),),
+        'attributes': {},
+        'format': (
+            ('operand', 'input'),
+            ('attr-dict',),
+            ('literal', ':'),
+            ('type', 'input'),
+        ),
+        'torch': ('torch.tanh', 'Tensor.tanh', 'nn.Tanh'),
+    },
+    'tanh_grad': {
+        'operands': (('forward', 'one'), ('result_grad', 'one')),
+        'results': (('result', 'one'),),
+        'attributes': {},
+        'format': (
+            ('operand', 'forward'),
+            ('literal', ','),
+            ('operand', 'result_grad'),
+            ('attr-dict',),
+            ('literal', ':'),
+            ('type', 'result'),
+        ),
+        'torch': (),
+    },
     'transpose': {
         'operands': (('input', 'one'),),
         'results': (('result', 'one'),),

@@ -212,6 +212,16 @@ extern "C" void zrt_relu_grad(int32_t dtype, const void *y, const void *dy,
                [](float v, float g) { return reluGrad(v, g); });
 }
 
+extern "C" void zrt_tanh(int32_t dtype, const void *x, void *y, int64_t n) {
+  unaryKernel("zrt_tanh", dtype, x, y, n, [](float v) { return zrt::tanh(v); });
+}
+
+extern "C" void zrt_tanh_grad(int32_t dtype, const void *y, const void *dy,
+                              void *dx, int64_t n) {
+  binaryKernel("zrt_tanh_grad", dtype, y, dy, dx, n,
+               [](float v, float g) { return tanhGrad(v, g); });
+}
+
 extern "C" void zrt_reduce_sum(int32_t dtype, const void *in, void *out,
                                int64_t rows, int64_t cols) {
   KernelSpan span("zrt_reduce_sum");

@@ -146,8 +146,8 @@ LogicalResult buildCall(nn::ScaleOp op, KernelCallBuilder &b) {
                               b.f64(op.getFactor().convertToDouble())});
 }
 
-/// GELU, SiLU and their derivatives are compute-bound (an exponential per
-/// element).
+/// GELU, SiLU, tanh and their derivatives are compute-bound (an exponential
+/// per element).
 KernelCost activationCost(Operation *op) {
   return KernelCost::activation(getOperandAndResultBytes(op),
                                 numel(op->getResult(0)));
@@ -457,7 +457,8 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::SplitOp, nn::ConcatOp>(context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,
-                    nn::SiluGradOp, nn::SwigluOp>(context);
+                    nn::SiluGradOp, nn::SwigluOp, nn::TanhOp, nn::TanhGradOp>(
+        context);
     attachPointwise<PointwiseCost::Memory, nn::ReluOp, nn::ReluGradOp>(context);
   });
   registry.addExtension(

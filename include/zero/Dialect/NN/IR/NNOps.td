@@ -199,6 +199,16 @@ def NN_ReluOp : NN_UnaryOp<"relu", "Rectified linear unit"> {
   let torchOps = ["torch.relu", "torch.nn.functional.relu", "Tensor.relu",
                   "nn.ReLU"];
 }
+def NN_TanhOp : NN_UnaryOp<"tanh", "Hyperbolic tangent"> {
+  let description = [{
+    `tanh(x)`, computed in fp32.
+
+    ```mlir
+    %y = nn.tanh %x : tensor<64x256xf32>
+    ```
+  }];
+  let torchOps = ["torch.tanh", "Tensor.tanh", "nn.Tanh"];
+}
 def NN_SoftmaxOp : NN_UnaryOp<"softmax", "Softmax over the last dimension"> {
   let description = [{
     Numerically stable softmax over the innermost dimension, computed in fp32.
@@ -550,6 +560,7 @@ def NN_SwigluGradOp : NN_Op<"swiglu_grad", [
   }];
 }
 def NN_ReluGradOp : NN_PointwiseGradOp<"relu_grad", "relu", "result">;
+def NN_TanhGradOp : NN_PointwiseGradOp<"tanh_grad", "tanh", "result">;
 def NN_SoftmaxGradOp : NN_PointwiseGradOp<"softmax_grad", "softmax", "result"> {
   let hasVerifier = 1;
 }
