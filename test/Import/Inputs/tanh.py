@@ -24,6 +24,4 @@ class TanhMLP(nn.Module):
 def make():
     torch.manual_seed(0)
     model = TanhMLP(32, 64, 8)
-    x = torch.randn(16, 32)
-    y = torch.randint(0, 8, (16,))
-    return model, (x, y)
+    return model, (torch.randn(16, 32), torch.randint(0, 8, (16,)))
