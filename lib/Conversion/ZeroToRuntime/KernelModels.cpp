@@ -66,17 +66,19 @@ LogicalResult pointwise(KernelCallBuilder &b, StringRef callee, Value typed,
   return b.call(callee, args);
 }
 
-/// A kernel over the rows of the last dimension: (dtype, in..., out, rows,
-/// cols).
-LogicalResult rowwise(KernelCallBuilder &b, StringRef callee, Value typed,
-                      unsigned numInputs) {
+/// A kernel over the rows of the last dimension of the first operand:
+/// (dtype, operands..., results..., rows, cols[, eps]).
+LogicalResult rowwise(KernelCallBuilder &b, StringRef callee, Operation *op,
+                      std::optional<APFloat> eps = std::nullopt) {
+  Value typed = op->getOperand(0);
   int64_t cols = innerDim(typed);
   SmallVector<Value> args{b.dtype(elemType(typed))};
-  for (unsigned i = 0; i < numInputs; ++i)
-    args.push_back(b.operand(i));
-  args.push_back(b.result(0));
+  llvm::append_range(args, b.operands());
+  llvm::append_range(args, b.results());
   args.push_back(b.i64(numel(typed) / cols));
   args.push_back(b.i64(cols));
+  if (eps)
+    args.push_back(b.f64(eps->convertToDouble()));
   return b.call(callee, args);
 }
 
@@ -160,10 +162,10 @@ LogicalResult buildCall(nn::SwigluGradOp op, KernelCallBuilder &b) {
 }
 KernelCost cost(nn::SwigluGradOp op) { return activationCost(op); }
 LogicalResult buildCall(nn::SoftmaxOp op, KernelCallBuilder &b) {
-  return rowwise(b, "zrt_softmax", op.getInput(), 1);
+  return rowwise(b, "zrt_softmax", op);
 }
 LogicalResult buildCall(nn::SoftmaxGradOp op, KernelCallBuilder &b) {
-  return rowwise(b, "zrt_softmax_grad", op.getForward(), 2);
+  return rowwise(b, "zrt_softmax_grad", op);
 }
 /// The default cost, one pass over the input and the result, holds: the
 /// kernel computes the cosines and sines once per position and pair, not per
@@ -199,19 +201,10 @@ LogicalResult buildCall(nn::FillOp op, KernelCallBuilder &b) {
 // Normalization.
 
 LogicalResult buildCall(nn::LayerNormOp op, KernelCallBuilder &b) {
-  int64_t cols = innerDim(op.getInput());
-  return b.call("zrt_layer_norm",
-                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
-                 b.operand(2), b.result(0), b.i64(numel(op.getInput()) / cols),
-                 b.i64(cols), b.f64(op.getEps().convertToDouble())});
+  return rowwise(b, "zrt_layer_norm", op, op.getEps());
 }
 LogicalResult buildCall(nn::LayerNormGradOp op, KernelCallBuilder &b) {
-  int64_t cols = innerDim(op.getInput());
-  return b.call("zrt_layer_norm_grad",
-                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
-                 b.operand(2), b.result(0), b.result(1), b.result(2),
-                 b.i64(numel(op.getInput()) / cols), b.i64(cols),
-                 b.f64(op.getEps().convertToDouble())});
+  return rowwise(b, "zrt_layer_norm_grad", op, op.getEps());
 }
 int64_t scratchBytes(nn::LayerNormGradOp op) {
   int64_t cols = innerDim(op.getInput());
@@ -219,19 +212,10 @@ int64_t scratchBytes(nn::LayerNormGradOp op) {
 }
 KernelCost cost(nn::LayerNormGradOp op) { return activationCost(op); }
 LogicalResult buildCall(nn::RmsNormOp op, KernelCallBuilder &b) {
-  int64_t cols = innerDim(op.getInput());
-  return b.call("zrt_rms_norm",
-                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
-                 b.result(0), b.i64(numel(op.getInput()) / cols), b.i64(cols),
-                 b.f64(op.getEps().convertToDouble())});
+  return rowwise(b, "zrt_rms_norm", op, op.getEps());
 }
 LogicalResult buildCall(nn::RmsNormGradOp op, KernelCallBuilder &b) {
-  int64_t cols = innerDim(op.getInput());
-  return b.call("zrt_rms_norm_grad",
-                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
-                 b.operand(2), b.result(0), b.result(1),
-                 b.i64(numel(op.getInput()) / cols), b.i64(cols),
-                 b.f64(op.getEps().convertToDouble())});
+  return rowwise(b, "zrt_rms_norm_grad", op, op.getEps());
 }
 int64_t scratchBytes(nn::RmsNormGradOp op) {
   int64_t cols = innerDim(op.getInput());
