@@ -1,21 +1,22 @@
 """The importer's IR: a list of ops on symbolic tensors, printed as MLIR.
 
-Ops are `nn` ops (printed as such) or pseudo ops that the torch code used
-but the dialect has no op for (a mean, an rsqrt, a product with a constant
-table, a slice, ...). The fusion patterns (fuse.py) turn groups of pseudo
-ops into one `nn` op; a pseudo op still live afterwards is an error at its
-torch operation.
+Ops are `nn` ops or pseudo ops that the torch code used but the dialect has
+no op for (a mean, an rsqrt, a product with a constant table, a slice,
+...). The fusion patterns (fuse.py) turn groups of pseudo ops into one `nn`
+op; a pseudo op still live afterwards is an error at its torch operation.
+
+An `nn` op is printed in its assembly format from the table generated from
+NNOps.td (nn_ops.py), following the spacing rules of MLIR's declarative
+format printer, so that model.mlir reads as `zero-opt` prints it; an op
+whose syntax C++ code defines (no declarative format, or a custom directive
+without a counterpart in CUSTOM_DIRECTIVES) is printed in MLIR's generic
+form, which every tool parses as well.
 """
 
 import math
 
 from .errors import ImportFailure
-
-# nn ops a lowered model may contain, and their printers below.
-NN_OPS = {"matmul", "add", "mul", "scale", "gelu", "gelu_erf", "silu",
-          "relu", "softmax", "swiglu", "rope", "layer_norm", "rms_norm",
-          "attention", "embedding", "reshape", "transpose", "split",
-          "concat", "softmax_cross_entropy", "fill"}
+from .nn_ops import OPS as NN_OPS
 
 
 class Where:
@@ -104,6 +105,218 @@ class Graph:
         self.ops = [op for op in self.ops if id(op) in live]
 
 
+class OpFormatError(Exception):
+    """An op the printer was given that its table entry does not allow."""
+
+
+# The custom directives of NNOps.td's assembly formats, printed as NNOps.cpp
+# prints them, from the texts of their arguments.
+CUSTOM_DIRECTIVES = {
+    # printAttentionTypes: the key's type only where it is not the query's.
+    "AttentionTypes": lambda query, key: query if key == query else
+    query + ", " + key,
+}
+
+# Attribute values as the declarative format prints them (the type of a
+# buildable attribute elided) and as the generic form does.
+_ATTR_TEXT = {
+    "unit": lambda v: "unit",
+    "f64": fmt_float,
+    "i64": lambda v: "%d" % v,
+    "i64_array": lambda v: "[%s]" % ", ".join("%d" % x for x in v),
+}
+_ATTR_GENERIC = {
+    "f64": lambda v: fmt_float(v) + " : f64",
+    "i64": lambda v: "%d : i64" % v,
+    "i64_array": lambda v: "array<i64%s>" % "".join(
+        (":" if i == 0 else ",") + " %d" % x for i, x in enumerate(v)),
+}
+
+
+def _bind(kind, groups, values, what):
+    """{name: [values]} of an op's operand or result groups, at most one of
+    which is variadic or optional."""
+    fixed = sum(1 for _, arity in groups if arity == "one")
+    if len(values) < fixed or (len(values) > fixed and all(
+            arity == "one" for _, arity in groups)):
+        raise OpFormatError("nn.%s takes %d %s, got %d" % (
+            kind, fixed, what, len(values)))
+    out, i = {}, 0
+    for name, arity in groups:
+        n = 1 if arity == "one" else len(values) - fixed
+        if arity == "optional" and n > 1:
+            raise OpFormatError("nn.%s: %d values for optional %s" % (
+                kind, n, name))
+        out[name] = list(values[i:i + n])
+        i += n
+    return out
+
+
+def _present_attrs(kind, spec, attrs):
+    """{name: value} of the attributes set, checked against the table."""
+    table = spec["attributes"]
+    unknown = sorted(set(attrs) - set(table))
+    if unknown:
+        raise OpFormatError("nn.%s has no attribute '%s'" % (kind,
+                                                               unknown[0]))
+    out = {}
+    for name, (attr_kind, optional) in table.items():
+        value = attrs.get(name)
+        if value is None or (attr_kind == "unit" and not value):
+            if not optional:
+                raise OpFormatError("nn.%s needs attribute '%s'" % (kind,
+                                                                     name))
+            continue
+        out[name] = value
+    return out
+
+
+class _FormatPrinter:
+    """MLIR's generated printer of a declarative format: a space before each
+    element but where punctuation asks for none."""
+
+    def __init__(self, kind, operands, operand_types, result_types, attrs):
+        self.text = "nn." + kind
+        self.should_space, self.last_punct = True, False
+        self.operands, self.operand_types = operands, operand_types
+        self.result_types, self.attrs = result_types, attrs
+
+    def literal(self, value):
+        if self.should_space and self._space_before(value):
+            self.text += " "
+        self.text += value
+        self.should_space = len(value) != 1 or value not in "<({["
+        self.last_punct = not (value[0] == "_" or value[0].isalpha())
+
+    def _space_before(self, value):
+        if len(value) != 1 and value != "->":
+            return True
+        if self.last_punct:
+            return value[0] not in ">)}],"
+        return value[0] not in "<>(){}[],"
+
+    def value(self, text):
+        if self.should_space or not self.last_punct:
+            self.text += " "
+        self.last_punct, self.should_space = False, True
+        self.text += text
+
+    def types(self, name):
+        if name in self.operand_types:
+            return ", ".join(self.operand_types[name])
+        return ", ".join(self.result_types[name])
+
+    def argument(self, element):
+        """The text of a custom directive's argument."""
+        if element[0] == "type":
+            return self.types(element[1])
+        if element[0] == "operand":
+            return ", ".join(self.operands[element[1]])
+        raise OpFormatError("a custom directive argument %r" % (element,))
+
+    def element(self, e, specs):
+        what = e[0]
+        if what == "literal":
+            self.literal(e[1])
+        elif what == "space":
+            if e[1]:
+                self.text += " "
+                self.last_punct = False
+            else:
+                self.last_punct = True
+            self.should_space = False
+        elif what == "attr-dict":
+            # Every attribute the importer sets is in the format.
+            self.last_punct = False
+        elif what == "operand":
+            self.value(", ".join(self.operands[e[1]]))
+        elif what == "attribute":
+            kind = specs[e[1]][0]
+            self.value(_ATTR_TEXT[kind](self.attrs[e[1]]))
+        elif what == "type":
+            self.value(self.types(e[1]))
+        elif what == "custom":
+            args = [self.argument(a) for a in e[2]]
+            self.value(CUSTOM_DIRECTIVES[e[1]](*args))
+        elif what == "optional":
+            anchor, elements = e[1], e[2]
+            if anchor in specs:
+                present = anchor in self.attrs
+            else:
+                present = bool(self.operands.get(anchor) or
+                               self.result_types.get(anchor))
+            if not present:
+                return
+            for child in elements:
+                # A unit attribute anchoring its group is the group itself.
+                if child is not elements[0] and child[0] == "attribute" \
+                        and child[1] == anchor and specs[anchor][0] == "unit":
+                    continue
+                self.element(child, specs)
+        else:
+            raise OpFormatError("format element %r" % (e,))
+
+
+def _printable(fmt, specs):
+    """Whether this module prints every element of a format."""
+    for e in fmt or ():
+        if e[0] == "custom" and e[1] not in CUSTOM_DIRECTIVES:
+            return False
+        if e[0] == "attribute" and specs[e[1]][0] not in _ATTR_TEXT:
+            return False
+        if e[0] == "optional" and not _printable(e[2], specs):
+            return False
+    return fmt is not None
+
+
+def format_op(kind, operands, operand_types, result_types, attrs,
+              generic=False):
+    """The text of `nn.<kind>` with these operands (SSA names), their types,
+    the result types and the attributes ({name: value}; None, or False for a
+    unit attribute, leaves one out), in its assembly format or, with
+    `generic` or where this module cannot print the format, in the generic
+    form."""
+    if kind not in NN_OPS:
+        raise OpFormatError("no nn op '%s'" % kind)
+    spec = NN_OPS[kind]
+    present = _present_attrs(kind, spec, attrs)
+    names = _bind(kind, spec["operands"], operands, "operands")
+    types = _bind(kind, spec["operands"], operand_types, "operands")
+    results = _bind(kind, spec["results"], result_types, "results")
+    specs = spec["attributes"]
+    if generic or not _printable(spec["format"], specs):
+        return _generic(kind, operands, operand_types, result_types, present,
+                        specs)
+    p = _FormatPrinter(kind, names, types, results, present)
+    for e in spec["format"]:
+        p.element(e, specs)
+    return p.text
+
+
+def _generic(kind, operands, operand_types, result_types, attrs, specs):
+    text = '"nn.%s"(%s)' % (kind, ", ".join(operands))
+    if attrs:
+        items = []
+        for name in sorted(attrs):
+            attr_kind = specs[name][0]
+            if attr_kind != "unit" and attr_kind not in _ATTR_GENERIC:
+                raise OpFormatError("nn.%s: attribute '%s' is %s, which the "
+                                    "importer does not print" % (
+                                        kind, name, attr_kind))
+            items.append(name if attr_kind == "unit" else "%s = %s" % (
+                name, _ATTR_GENERIC[attr_kind](attrs[name])))
+        text += " <{%s}>" % ", ".join(items)
+    results = ", ".join(result_types)
+    if len(result_types) != 1:
+        results = "(" + results + ")"
+    return text + " : (%s) -> %s" % (", ".join(operand_types), results)
+
+
+# SSA name hints of the results of some ops (the op's name otherwise).
+_RESULT_NAMES = {"softmax_cross_entropy": "loss", "layer_norm": "ln",
+                 "rms_norm": "norm", "gelu_erf": "gelu", "attention": "att"}
+
+
 class Printer:
     def __init__(self, graph):
         self.graph = graph
@@ -133,68 +346,15 @@ class Printer:
         return ", ".join(names)
 
     def op(self, op):
-        k, a = op.kind, op.attrs
-        ops = [self.use(o) for o in op.operands]
-        ty = [o.type() for o in op.operands]
-        rt = [r.type() for r in op.results]
-        res = self.define(op, {"softmax_cross_entropy": "loss", "layer_norm": "ln",
-                              "rms_norm": "norm", "gelu_erf": "gelu",
-                              "attention": "att"}.get(k, k))
-        if k == "matmul":
-            flags = "".join(" " + f for f in ("transpose_lhs", "transpose_rhs")
-                            if a.get(f))
-            line = "nn.matmul %s, %s%s : %s, %s -> %s" % (
-                ops[0], ops[1], flags, ty[0], ty[1], rt[0])
-        elif k in ("add", "mul"):
-            line = "nn.%s %s, %s : %s, %s" % (k, ops[0], ops[1], ty[0], ty[1])
-        elif k == "scale":
-            line = "nn.scale %s by %s : %s" % (ops[0], fmt_float(a["factor"]),
-                                               ty[0])
-        elif k in ("gelu", "gelu_erf", "silu", "relu", "softmax"):
-            line = "nn.%s %s : %s" % (k, ops[0], ty[0])
-        elif k == "swiglu":
-            line = "nn.swiglu %s, %s : %s" % (ops[0], ops[1], ty[0])
-        elif k == "rope":
-            line = "nn.rope %s theta %s : %s" % (ops[0], fmt_float(a["theta"]),
-                                                 ty[0])
-        elif k == "layer_norm":
-            line = "nn.layer_norm %s, %s, %s eps %s : %s, %s, %s" % (
-                ops[0], ops[1], ops[2], fmt_float(a["eps"]), ty[0], ty[1],
-                ty[2])
-        elif k == "rms_norm":
-            line = "nn.rms_norm %s, %s eps %s : %s, %s" % (
-                ops[0], ops[1], fmt_float(a["eps"]), ty[0], ty[1])
-        elif k == "attention":
-            line = "nn.attention %s, %s, %s%s" % (
-                ops[0], ops[1], ops[2], " causal" if a.get("causal") else "")
-            if a.get("scale") is not None:
-                line += " scale " + fmt_float(a["scale"])
-            line += " : " + ty[0]
-            if ty[1] != ty[0]:
-                line += ", " + ty[1]
-        elif k == "embedding":
-            line = "nn.embedding %s[%s] : %s, %s -> %s" % (
-                ops[0], ops[1], ty[0], ty[1], rt[0])
-        elif k == "reshape":
-            line = "nn.reshape %s : %s -> %s" % (ops[0], ty[0], rt[0])
-        elif k == "transpose":
-            line = "nn.transpose %s [%s] : %s -> %s" % (
-                ops[0], ", ".join(str(p) for p in a["permutation"]), ty[0],
-                rt[0])
-        elif k == "split":
-            line = "nn.split %s axis %d : %s -> %s" % (
-                ops[0], a["axis"], ty[0], ", ".join(rt))
-        elif k == "concat":
-            line = "nn.concat %s axis %d : %s -> %s" % (
-                ", ".join(ops), a["axis"], ", ".join(ty), rt[0])
-        elif k == "softmax_cross_entropy":
-            line = "nn.softmax_cross_entropy %s, %s : %s, %s -> %s" % (
-                ops[0], ops[1], ty[0], ty[1], rt[0])
-        elif k == "fill":
-            line = "nn.fill %s : %s" % (fmt_float(a["value"]), rt[0])
-        else:
-            op.where.fail("internal: no printer for '%s'" % k)
-        self.lines.append("    %s = %s" % (res, line))
+        operands = [self.use(o) for o in op.operands]
+        res = self.define(op, _RESULT_NAMES.get(op.kind, op.kind))
+        try:
+            text = format_op(op.kind, operands,
+                             [o.type() for o in op.operands],
+                             [r.type() for r in op.results], op.attrs)
+        except OpFormatError as e:
+            op.where.fail("internal: %s" % e)
+        self.lines.append("    %s = %s" % (res, text))
 
 
 def symbol(name):

@@ -5,6 +5,11 @@ is a constant: its value (computed while tracing) is folded, as
 `torch.arange(T)`, a causal mask buffer or a rotary cos/sin table are.
 Every other node becomes `nn` ops, or pseudo ops that fuse.py must turn
 into `nn` ops, or an error naming the node's torch operation.
+
+Which rule lowers a node is looked up in three tables (FUNCTIONS, METHODS,
+MODULES, below the Lowering class): the rules written here, and one per
+PyTorch operation that an op of NNOps.td names in its `torchOps`, from the
+generated table of ops (nn_ops.py).
 """
 
 import operator
@@ -13,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .graph import Graph, Sym, Where
+from .graph import NN_OPS, Graph, Sym, Where
 
 _FLOAT_TYPES = {torch.float32: "f32"}
 _INT_TYPES = {torch.int64: "i64", torch.int32: "i32"}
@@ -181,211 +186,27 @@ class Lowering:
             where.fail("an in-place update of a tensor that is used again "
                        "afterwards (write x = x + y)")
 
-    # -- modules --------------------------------------------------------
+    # -- dispatch ---------------------------------------------------------
 
     def lower_module(self, mod, args, kwargs, value, where):
         where.op = "nn." + type(mod).__name__
-        x = args[0] if args else None
-        if isinstance(mod, (nn.Identity,)):
-            return x
-        if isinstance(mod, nn.Dropout):
-            return self.dropout(x, mod.p, mod.training, where)
-        if isinstance(mod, nn.Linear):
-            return self.linear(x, self.param(mod.weight, where),
-                               None if mod.bias is None else
-                               self.param(mod.bias, where), where)
-        if isinstance(mod, nn.Embedding):
-            if mod.padding_idx is not None or mod.max_norm is not None:
-                where.fail("nn.Embedding with padding_idx or max_norm has no "
-                           "equivalent (nn.embedding updates every row)")
-            return self.embedding(x, self.param(mod.weight, where), value,
-                                  where)
-        if isinstance(mod, nn.LayerNorm):
-            if not mod.elementwise_affine or getattr(mod, "bias",
-                                                     None) is None:
-                where.fail("nn.LayerNorm without weight and bias has no "
-                           "equivalent (nn.layer_norm has both)")
-            return self.layer_norm(x, mod.normalized_shape,
-                                   self.param(mod.weight, where),
-                                   self.param(mod.bias, where), mod.eps,
-                                   where)
-        rms = getattr(nn, "RMSNorm", None)
-        if rms is not None and isinstance(mod, rms):
-            if mod.weight is None:
-                where.fail("nn.RMSNorm without a weight has no equivalent")
-            eps = mod.eps if mod.eps is not None else \
-                torch.finfo(torch.float32).eps
-            return self.rms_norm(x, mod.normalized_shape,
-                                 self.param(mod.weight, where), eps, where)
-        if isinstance(mod, nn.GELU):
-            return self.unary("gelu" if mod.approximate == "tanh"
-                              else "gelu_erf", x, where)
-        if isinstance(mod, nn.SiLU):
-            return self.unary("silu", x, where)
-        if isinstance(mod, nn.ReLU):
-            return self.unary("relu", x, where)
-        if isinstance(mod, nn.Softmax):
-            return self.softmax(x, mod.dim, None, where)
-        if isinstance(mod, nn.CrossEntropyLoss):
-            return self.cross_entropy(
-                x, args[1], mod.ignore_index, mod.reduction,
-                mod.label_smoothing, mod.weight, where)
+        for cls in type(mod).__mro__:
+            if cls in MODULES:
+                return MODULES[cls](self, Call(args, kwargs, value, where,
+                                               module=mod))
         where.fail("unsupported module %s" % where.op)
 
-    # -- functions and methods -------------------------------------------
-
     def lower_function(self, fn, args, kwargs, value, where):
-        a = list(args)
-        kw = dict(kwargs)
-
-        def arg(i, name, default=None):
-            if len(a) > i:
-                return a[i]
-            return kw.get(name, default)
-
-        if fn in (operator.add, operator.iadd, torch.add):
-            return self.arith("add", a[0], a[1], value, where)
-        if fn in (operator.sub, operator.isub, torch.sub):
-            return self.arith("sub", a[0], a[1], value, where)
-        if fn in (operator.mul, operator.imul, torch.mul):
-            return self.arith("mul", a[0], a[1], value, where)
-        if fn in (operator.truediv, operator.itruediv, torch.div):
-            if kw.get("rounding_mode") is not None:
-                where.fail("division with rounding has no equivalent")
-            return self.arith("div", a[0], a[1], value, where)
-        if fn in (operator.neg, torch.neg):
-            return self.scale(self.float_sym(a[0], where), -1.0, where)
-        if fn in (operator.matmul, torch.matmul, torch.bmm):
-            return self.matmul(a[0], a[1], value, where)
-        if fn is operator.getitem:
-            return self.getitem(a[0], a[1], value, where)
-        if fn is F.linear:
-            return self.linear(a[0], arg(1, "weight"), arg(2, "bias"), where)
-        if fn is F.embedding:
-            for k in ("padding_idx", "max_norm"):
-                if kw.get(k) is not None:
-                    where.fail("F.embedding with %s has no equivalent" % k)
-            return self.embedding(a[0], arg(1, "weight"), value, where)
-        if fn is F.layer_norm:
-            return self.layer_norm(a[0], unwrap(arg(1, "normalized_shape")),
-                                   arg(2, "weight"), arg(3, "bias"),
-                                   unwrap(arg(4, "eps", 1e-5)), where)
-        if fn is F.gelu:
-            approx = unwrap(arg(1, "approximate", "none"))
-            return self.unary("gelu" if approx == "tanh" else "gelu_erf",
-                              a[0], where)
-        if fn in (F.silu,):
-            return self.unary("silu", a[0], where)
-        if fn in (F.relu, torch.relu):
-            return self.unary("relu", a[0], where)
-        if fn in (F.softmax, torch.softmax):
-            return self.softmax(a[0], unwrap(arg(1, "dim")),
-                                unwrap(arg(3, "dtype", kw.get("dtype"))),
-                                where)
-        if fn is F.dropout:
-            return self.dropout(a[0], unwrap(arg(1, "p", 0.5)),
-                                unwrap(arg(2, "training", True)), where)
-        if fn is F.cross_entropy:
-            return self.cross_entropy(
-                a[0], arg(1, "target"), unwrap(kw.get("ignore_index", -100)),
-                unwrap(kw.get("reduction", "mean")),
-                unwrap(kw.get("label_smoothing", 0.0)),
-                unwrap(arg(2, "weight")), where)
-        sdpa = getattr(F, "scaled_dot_product_attention", None)
-        if sdpa is not None and fn is sdpa:
-            return self.sdpa(a, kw, where)
-        if fn is torch.rsqrt:
-            return self.pseudo("rsqrt", [self.float_sym(a[0], where)], {},
-                               value, where)
-        if fn is torch.pow:
-            return self.pow(a[0], a[1], value, where)
-        if fn is torch.mean:
-            return self.mean(a[0], arg(1, "dim"), arg(2, "keepdim", False),
-                             value, where)
-        if fn is torch.transpose:
-            return self.transpose2(a[0], a[1], a[2], value, where)
-        if fn is torch.permute:
-            return self.permute(a[0], unwrap(a[1]), value, where)
-        if fn in (torch.reshape,):
-            return self.reshape(a[0], value, where)
-        if fn is torch.flatten:
-            return self.reshape(a[0], value, where)
-        if fn is torch.cat:
-            return self.cat(a[0], unwrap(arg(1, "dim", 0)), value, where)
-        if fn is torch.split:
-            return self.split(a[0], unwrap(a[1]), unwrap(arg(2, "dim", 0)),
-                              value, where)
-        if fn is torch.chunk:
-            return self.split(a[0], None, unwrap(arg(2, "dim", 0)), value,
-                              where)
-        if fn is torch.repeat_interleave:
-            return self.repeat_interleave(a[0], arg(1, "repeats"),
-                                          arg(2, "dim"), value, where)
-        if fn is torch.unsqueeze:
-            return self.reshape(a[0], value, where)
-        where.fail("unsupported torch operation %s" % where.op)
+        rule = FUNCTIONS.get(fn)
+        if rule is None:
+            where.fail("unsupported torch operation %s" % where.op)
+        return rule(self, Call(args, kwargs, value, where))
 
     def lower_method(self, name, args, kwargs, value, where):
-        a = list(args)
-        kw = dict(kwargs)
-        x = a[0]
-
-        def arg(i, key, default=None):
-            if len(a) > i:
-                return a[i]
-            return kw.get(key, default)
-
-        if name in ("view", "reshape", "flatten", "unsqueeze", "squeeze"):
-            return self.reshape(x, value, where)
-        if name == "contiguous":
-            return x
-        if name in ("transpose",):
-            return self.transpose2(x, a[1], a[2], value, where)
-        if name == "t":
-            return self.transpose2(x, 0, 1, value, where)
-        if name == "permute":
-            dims = a[1:] if len(a) > 2 or not isinstance(
-                unwrap(a[1]), (tuple, list)) else unwrap(a[1])
-            return self.permute(x, list(unwrap(dims)), value, where)
-        if name in ("float", "to", "type_as", "type"):
-            return self.convert(x, value, where)
-        if name in ("add", "sub", "mul", "div"):
-            return self.arith(name, x, a[1], value, where)
-        if name == "neg":
-            return self.scale(self.float_sym(x, where), -1.0, where)
-        if name == "split":
-            return self.split(x, unwrap(a[1]), unwrap(arg(2, "dim", 0)),
-                              value, where)
-        if name == "chunk":
-            return self.split(x, None, unwrap(arg(2, "dim", 0)), value, where)
-        if name == "softmax":
-            return self.softmax(x, unwrap(arg(1, "dim")),
-                                unwrap(kw.get("dtype")), where)
-        if name == "relu":
-            return self.unary("relu", x, where)
-        if name == "pow":
-            return self.pow(x, a[1], value, where)
-        if name == "mean":
-            return self.mean(x, arg(1, "dim"), arg(2, "keepdim", False),
-                             value, where)
-        if name == "rsqrt":
-            return self.pseudo("rsqrt", [self.float_sym(x, where)], {}, value,
-                               where)
-        if name == "masked_fill":
-            mask, fill = a[1], unwrap(a[2])
-            if is_sym(mask) or not isinstance(fill, (int, float)):
-                where.fail("masked_fill with a mask computed from the inputs "
-                           "has no equivalent")
-            return self.pseudo("masked_fill", [self.float_sym(x, where)],
-                               {"mask": mask.value, "fill": float(fill)},
-                               value, where)
-        if name == "expand":
-            return self.pseudo("expand", [self.float_sym(x, where)], {},
-                               value, where)
-        if name == "repeat_interleave":
-            return self.repeat_interleave(x, arg(1, "repeats"),
-                                          arg(2, "dim"), value, where)
-        where.fail("unsupported torch operation %s" % where.op)
+        rule = METHODS.get(name)
+        if rule is None:
+            where.fail("unsupported torch operation %s" % where.op)
+        return rule(self, Call(args, kwargs, value, where))
 
     # -- building blocks -------------------------------------------------
 
@@ -750,6 +571,375 @@ class Lowering:
         return self.emit("attention", [q, k, v],
                          {"causal": bool(causal), "scale": scale},
                          [q.shape], where)
+
+
+class Call:
+    """One traced call: its arguments (Syms, Consts or Python values), the
+    value it computed, where it is, and the module of a module call."""
+
+    def __init__(self, args, kwargs, value, where, module=None):
+        self.a = list(args)
+        self.kw = dict(kwargs)
+        self.value = value
+        self.where = where
+        self.module = module
+        self.x = self.a[0] if self.a else None
+
+    def arg(self, i, name, default=None):
+        """Positional argument i, or the keyword argument `name`."""
+        if len(self.a) > i:
+            return self.a[i]
+        return self.kw.get(name, default)
+
+
+# -- rules: from a torch operation to nn ops ----------------------------------
+#
+# Each table maps a torch operation to its rule, rule(lowering, call): a
+# function or operator (FUNCTIONS), a Tensor method by name (METHODS), an
+# nn.Module class (MODULES, subclasses included). The ops of NNOps.td that
+# name PyTorch operations in `torchOps` get theirs from the generated table
+# (see _add_elementwise_rules); the rules below are those that need more
+# than a one-to-one mapping.
+
+FUNCTIONS, METHODS, MODULES = {}, {}, {}
+
+
+def _rule(table, *keys):
+    def register(rule):
+        for key in keys:
+            if key is not None:  # an operation this torch lacks
+                table[key] = rule
+        return rule
+    return register
+
+
+# Modules.
+
+@_rule(MODULES, nn.Identity)
+def _identity(low, c):
+    return c.x
+
+
+@_rule(MODULES, nn.Dropout)
+def _dropout_module(low, c):
+    return low.dropout(c.x, c.module.p, c.module.training, c.where)
+
+
+@_rule(MODULES, nn.Linear)
+def _linear_module(low, c):
+    m, where = c.module, c.where
+    return low.linear(c.x, low.param(m.weight, where),
+                      None if m.bias is None else low.param(m.bias, where),
+                      where)
+
+
+@_rule(MODULES, nn.Embedding)
+def _embedding_module(low, c):
+    m, where = c.module, c.where
+    if m.padding_idx is not None or m.max_norm is not None:
+        where.fail("nn.Embedding with padding_idx or max_norm has no "
+                   "equivalent (nn.embedding updates every row)")
+    return low.embedding(c.x, low.param(m.weight, where), c.value, where)
+
+
+@_rule(MODULES, nn.LayerNorm)
+def _layer_norm_module(low, c):
+    m, where = c.module, c.where
+    if not m.elementwise_affine or getattr(m, "bias", None) is None:
+        where.fail("nn.LayerNorm without weight and bias has no "
+                   "equivalent (nn.layer_norm has both)")
+    return low.layer_norm(c.x, m.normalized_shape, low.param(m.weight, where),
+                          low.param(m.bias, where), m.eps, where)
+
+
+@_rule(MODULES, getattr(nn, "RMSNorm", None))
+def _rms_norm_module(low, c):
+    m, where = c.module, c.where
+    if m.weight is None:
+        where.fail("nn.RMSNorm without a weight has no equivalent")
+    eps = m.eps if m.eps is not None else torch.finfo(torch.float32).eps
+    return low.rms_norm(c.x, m.normalized_shape, low.param(m.weight, where),
+                        eps, where)
+
+
+@_rule(MODULES, nn.GELU)
+def _gelu_module(low, c):
+    return low.unary("gelu" if c.module.approximate == "tanh" else "gelu_erf",
+                     c.x, c.where)
+
+
+@_rule(MODULES, nn.Softmax)
+def _softmax_module(low, c):
+    return low.softmax(c.x, c.module.dim, None, c.where)
+
+
+@_rule(MODULES, nn.CrossEntropyLoss)
+def _cross_entropy_module(low, c):
+    m = c.module
+    return low.cross_entropy(c.x, c.a[1], m.ignore_index, m.reduction,
+                             m.label_smoothing, m.weight, c.where)
+
+
+# Arithmetic (functions and operators; the methods take the same arguments).
+
+def _arith_rule(kind):
+    def rule(low, c):
+        return low.arith(kind, c.a[0], c.a[1], c.value, c.where)
+    return rule
+
+
+for _kind, _functions in (
+        ("add", (operator.add, operator.iadd, torch.add)),
+        ("sub", (operator.sub, operator.isub, torch.sub)),
+        ("mul", (operator.mul, operator.imul, torch.mul))):
+    _rule(FUNCTIONS, *_functions)(_rule(METHODS, _kind)(_arith_rule(_kind)))
+
+
+@_rule(FUNCTIONS, operator.truediv, operator.itruediv, torch.div)
+@_rule(METHODS, "div")
+def _div(low, c):
+    if c.kw.get("rounding_mode") is not None:
+        c.where.fail("division with rounding has no equivalent")
+    return low.arith("div", c.a[0], c.a[1], c.value, c.where)
+
+
+@_rule(FUNCTIONS, operator.neg, torch.neg)
+@_rule(METHODS, "neg")
+def _neg(low, c):
+    return low.scale(low.float_sym(c.a[0], c.where), -1.0, c.where)
+
+
+@_rule(FUNCTIONS, operator.matmul, torch.matmul, torch.bmm)
+def _matmul(low, c):
+    return low.matmul(c.a[0], c.a[1], c.value, c.where)
+
+
+# Layers as functions.
+
+@_rule(FUNCTIONS, F.linear)
+def _linear(low, c):
+    return low.linear(c.a[0], c.arg(1, "weight"), c.arg(2, "bias"), c.where)
+
+
+@_rule(FUNCTIONS, F.embedding)
+def _embedding(low, c):
+    for k in ("padding_idx", "max_norm"):
+        if c.kw.get(k) is not None:
+            c.where.fail("F.embedding with %s has no equivalent" % k)
+    return low.embedding(c.a[0], c.arg(1, "weight"), c.value, c.where)
+
+
+@_rule(FUNCTIONS, F.layer_norm)
+def _layer_norm(low, c):
+    return low.layer_norm(c.a[0], unwrap(c.arg(1, "normalized_shape")),
+                          c.arg(2, "weight"), c.arg(3, "bias"),
+                          unwrap(c.arg(4, "eps", 1e-5)), c.where)
+
+
+@_rule(FUNCTIONS, F.gelu)
+def _gelu(low, c):
+    approx = unwrap(c.arg(1, "approximate", "none"))
+    return low.unary("gelu" if approx == "tanh" else "gelu_erf", c.a[0],
+                     c.where)
+
+
+@_rule(FUNCTIONS, F.softmax, torch.softmax)
+def _softmax(low, c):
+    return low.softmax(c.a[0], unwrap(c.arg(1, "dim")),
+                       unwrap(c.arg(3, "dtype")), c.where)
+
+
+@_rule(METHODS, "softmax")
+def _softmax_method(low, c):
+    return low.softmax(c.x, unwrap(c.arg(1, "dim")), unwrap(c.kw.get("dtype")),
+                       c.where)
+
+
+@_rule(FUNCTIONS, F.dropout)
+def _dropout(low, c):
+    return low.dropout(c.a[0], unwrap(c.arg(1, "p", 0.5)),
+                       unwrap(c.arg(2, "training", True)), c.where)
+
+
+@_rule(FUNCTIONS, F.cross_entropy)
+def _cross_entropy(low, c):
+    kw = c.kw
+    return low.cross_entropy(
+        c.a[0], c.arg(1, "target"), unwrap(kw.get("ignore_index", -100)),
+        unwrap(kw.get("reduction", "mean")),
+        unwrap(kw.get("label_smoothing", 0.0)), unwrap(c.arg(2, "weight")),
+        c.where)
+
+
+@_rule(FUNCTIONS, getattr(F, "scaled_dot_product_attention", None))
+def _sdpa(low, c):
+    return low.sdpa(c.a, c.kw, c.where)
+
+
+# Parts of the patterns fuse.py recognises.
+
+@_rule(FUNCTIONS, torch.rsqrt)
+@_rule(METHODS, "rsqrt")
+def _rsqrt(low, c):
+    return low.pseudo("rsqrt", [low.float_sym(c.a[0], c.where)], {}, c.value,
+                      c.where)
+
+
+@_rule(FUNCTIONS, torch.pow)
+@_rule(METHODS, "pow")
+def _pow(low, c):
+    return low.pow(c.a[0], c.a[1], c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.mean)
+@_rule(METHODS, "mean")
+def _mean(low, c):
+    return low.mean(c.a[0], c.arg(1, "dim"), c.arg(2, "keepdim", False),
+                    c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.repeat_interleave)
+@_rule(METHODS, "repeat_interleave")
+def _repeat_interleave(low, c):
+    return low.repeat_interleave(c.a[0], c.arg(1, "repeats"), c.arg(2, "dim"),
+                                 c.value, c.where)
+
+
+@_rule(METHODS, "masked_fill")
+def _masked_fill(low, c):
+    mask, fill = c.a[1], unwrap(c.a[2])
+    if is_sym(mask) or not isinstance(fill, (int, float)):
+        c.where.fail("masked_fill with a mask computed from the inputs "
+                     "has no equivalent")
+    return low.pseudo("masked_fill", [low.float_sym(c.x, c.where)],
+                      {"mask": mask.value, "fill": float(fill)}, c.value,
+                      c.where)
+
+
+@_rule(METHODS, "expand")
+def _expand(low, c):
+    return low.pseudo("expand", [low.float_sym(c.x, c.where)], {}, c.value,
+                      c.where)
+
+
+# Views, layout and indexing.
+
+@_rule(FUNCTIONS, operator.getitem)
+def _getitem(low, c):
+    return low.getitem(c.a[0], c.a[1], c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.reshape, torch.flatten, torch.unsqueeze)
+@_rule(METHODS, "view", "reshape", "flatten", "unsqueeze", "squeeze")
+def _reshape(low, c):
+    return low.reshape(c.a[0], c.value, c.where)
+
+
+@_rule(METHODS, "contiguous")
+def _contiguous(low, c):
+    return c.x
+
+
+@_rule(FUNCTIONS, torch.transpose)
+@_rule(METHODS, "transpose")
+def _transpose(low, c):
+    return low.transpose2(c.a[0], c.a[1], c.a[2], c.value, c.where)
+
+
+@_rule(METHODS, "t")
+def _t(low, c):
+    return low.transpose2(c.x, 0, 1, c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.permute)
+def _permute(low, c):
+    return low.permute(c.a[0], unwrap(c.a[1]), c.value, c.where)
+
+
+@_rule(METHODS, "permute")
+def _permute_method(low, c):
+    a = c.a
+    dims = a[1:] if len(a) > 2 or not isinstance(
+        unwrap(a[1]), (tuple, list)) else unwrap(a[1])
+    return low.permute(c.x, list(unwrap(dims)), c.value, c.where)
+
+
+@_rule(METHODS, "float", "to", "type_as", "type")
+def _convert(low, c):
+    return low.convert(c.x, c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.cat)
+def _cat(low, c):
+    return low.cat(c.a[0], unwrap(c.arg(1, "dim", 0)), c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.split)
+@_rule(METHODS, "split")
+def _split(low, c):
+    return low.split(c.a[0], unwrap(c.a[1]), unwrap(c.arg(2, "dim", 0)),
+                     c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.chunk)
+@_rule(METHODS, "chunk")
+def _chunk(low, c):
+    return low.split(c.a[0], None, unwrap(c.arg(2, "dim", 0)), c.value,
+                     c.where)
+
+
+# Ops of NNOps.td that name their PyTorch operations (torchOps).
+
+def _elementwise_rule(kind, arity):
+    """The operands of `kind` are the call's tensor arguments, in order, of
+    one shape, the result's (an `inplace` flag changes nothing: the traced
+    values are not the module's to change)."""
+    def rule(low, c):
+        if len(c.a) != arity or any(k != "inplace" for k in c.kw):
+            c.where.fail("%s with arguments other than its %d tensor "
+                         "operand%s has no equivalent" % (
+                             c.where.op, arity, "s" if arity > 1 else ""))
+        xs = [low.float_sym(x, c.where) for x in c.a]
+        if any(x.shape != tuple(c.value.shape) for x in xs):
+            c.where.fail("%s with broadcasting operands has no equivalent"
+                         % c.where.op)
+        return low.emit(kind, xs, {}, [xs[0].shape], c.where)
+    return rule
+
+
+def _torch_operation(name):
+    """(table, key) of a torch operation named as messages name it, or None
+    when this torch has no such operation."""
+    if name.startswith("Tensor."):
+        return METHODS, name[len("Tensor."):]
+    if name.startswith("nn."):
+        table, obj, parts = MODULES, torch.nn, name.split(".")[1:]
+    elif name.startswith("torch."):
+        table, obj, parts = FUNCTIONS, torch, name.split(".")[1:]
+    else:
+        raise ValueError("nn_ops.py: torch operation '%s' is not torch.*, "
+                         "Tensor.* or nn.*" % name)
+    for part in parts:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return table, obj
+
+
+def _add_elementwise_rules():
+    for kind, spec in NN_OPS.items():
+        for name in spec["torch"]:
+            found = _torch_operation(name)
+            if found is None:
+                continue
+            table, key = found
+            if key in table:
+                raise ValueError("nn_ops.py: %s maps to nn.%s and has a rule "
+                                 "in lower.py" % (name, kind))
+            table[key] = _elementwise_rule(kind, len(spec["operands"]))
+
+
+_add_elementwise_rules()
 
 
 _IN_PLACE = (operator.iadd, operator.isub, operator.imul, operator.itruediv)

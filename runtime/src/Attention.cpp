@@ -357,7 +357,7 @@ extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
   useSingleThreadedBlas();
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
-  Scratch scratch(zrt_attention_grad_scratch_bytes(batch, heads, seq, headDim));
+  Scratch scratch(zrt_scratch_attention_grad(batch, heads, seq, headDim));
   float *lse = scratch.as<float>();
   float *delta = lse + a.heads * a.seq;
   dispatchFloat(dtype, [&](auto tag) {

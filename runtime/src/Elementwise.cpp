@@ -106,6 +106,27 @@ void ternaryMap2(const void *aPtr, const void *bPtr, const void *cPtr,
   });
 }
 
+/// The kernel `name`: y[i] = op(x[i]).
+template <typename Op>
+void unaryKernel(const char *name, int32_t dtype, const void *x, void *y,
+                 int64_t n, const Op &op) {
+  KernelSpan span(name);
+  checkDims(name, n);
+  dispatchFloat(dtype, [&](auto tag) { unaryMap<decltype(tag)>(x, y, n, op); });
+}
+
+/// The kernel `name` of two operands of n elements: out[i] = op(a[i],
+/// b[i]) (SwiGLU, and the pointwise gradients from the forward input or
+/// result and the incoming gradient).
+template <typename Op>
+void binaryKernel(const char *name, int32_t dtype, const void *a, const void *b,
+                  void *out, int64_t n, const Op &op) {
+  KernelSpan span(name);
+  dispatchFloat(dtype, [&](auto tag) {
+    broadcastMap<decltype(tag)>(name, a, b, out, n, n, op);
+  });
+}
+
 } // namespace
 
 extern "C" void zrt_add(int32_t dtype, const void *lhs, const void *rhs,
@@ -128,76 +149,45 @@ extern "C" void zrt_mul(int32_t dtype, const void *lhs, const void *rhs,
 
 extern "C" void zrt_scale(int32_t dtype, const void *in, void *out, int64_t n,
                           double factor) {
-  KernelSpan span("zrt_scale");
-  checkDims("zrt_scale", n);
   float f = float(factor);
-  dispatchFloat(dtype, [&](auto tag) {
-    unaryMap<decltype(tag)>(in, out, n, [f](float x) { return x * f; });
-  });
+  unaryKernel("zrt_scale", dtype, in, out, n, [f](float x) { return x * f; });
 }
 
 extern "C" void zrt_gelu(int32_t dtype, const void *x, void *y, int64_t n) {
-  KernelSpan span("zrt_gelu");
-  checkDims("zrt_gelu", n);
-  dispatchFloat(dtype, [&](auto tag) {
-    unaryMap<decltype(tag)>(x, y, n, [](float v) { return gelu(v); });
-  });
+  unaryKernel("zrt_gelu", dtype, x, y, n, [](float v) { return gelu(v); });
 }
 
 extern "C" void zrt_gelu_grad(int32_t dtype, const void *x, const void *dy,
                               void *dx, int64_t n) {
-  KernelSpan span("zrt_gelu_grad");
-  dispatchFloat(dtype, [&](auto tag) {
-    broadcastMap<decltype(tag)>(
-        "zrt_gelu_grad", x, dy, dx, n, n,
-        [](float v, float g) { return geluGrad(v, g); });
-  });
+  binaryKernel("zrt_gelu_grad", dtype, x, dy, dx, n,
+               [](float v, float g) { return geluGrad(v, g); });
 }
 
-extern "C" void zrt_gelu_erf(int32_t dtype, const void *x, void *y,
-                             int64_t n) {
-  KernelSpan span("zrt_gelu_erf");
-  checkDims("zrt_gelu_erf", n);
-  dispatchFloat(dtype, [&](auto tag) {
-    unaryMap<decltype(tag)>(x, y, n, [](float v) { return geluErf(v); });
-  });
+extern "C" void zrt_gelu_erf(int32_t dtype, const void *x, void *y, int64_t n) {
+  unaryKernel("zrt_gelu_erf", dtype, x, y, n,
+              [](float v) { return geluErf(v); });
 }
 
 extern "C" void zrt_gelu_erf_grad(int32_t dtype, const void *x, const void *dy,
                                   void *dx, int64_t n) {
-  KernelSpan span("zrt_gelu_erf_grad");
-  dispatchFloat(dtype, [&](auto tag) {
-    broadcastMap<decltype(tag)>(
-        "zrt_gelu_erf_grad", x, dy, dx, n, n,
-        [](float v, float g) { return geluErfGrad(v, g); });
-  });
+  binaryKernel("zrt_gelu_erf_grad", dtype, x, dy, dx, n,
+               [](float v, float g) { return geluErfGrad(v, g); });
 }
 
 extern "C" void zrt_silu(int32_t dtype, const void *x, void *y, int64_t n) {
-  KernelSpan span("zrt_silu");
-  checkDims("zrt_silu", n);
-  dispatchFloat(dtype, [&](auto tag) {
-    unaryMap<decltype(tag)>(x, y, n, [](float v) { return silu(v); });
-  });
+  unaryKernel("zrt_silu", dtype, x, y, n, [](float v) { return silu(v); });
 }
 
 extern "C" void zrt_silu_grad(int32_t dtype, const void *x, const void *dy,
                               void *dx, int64_t n) {
-  KernelSpan span("zrt_silu_grad");
-  dispatchFloat(dtype, [&](auto tag) {
-    broadcastMap<decltype(tag)>(
-        "zrt_silu_grad", x, dy, dx, n, n,
-        [](float v, float g) { return siluGrad(v, g); });
-  });
+  binaryKernel("zrt_silu_grad", dtype, x, dy, dx, n,
+               [](float v, float g) { return siluGrad(v, g); });
 }
 
 extern "C" void zrt_swiglu(int32_t dtype, const void *gate, const void *up,
                            void *y, int64_t n) {
-  KernelSpan span("zrt_swiglu");
-  dispatchFloat(dtype, [&](auto tag) {
-    broadcastMap<decltype(tag)>("zrt_swiglu", gate, up, y, n, n,
-                                [](float g, float u) { return swiglu(g, u); });
-  });
+  binaryKernel("zrt_swiglu", dtype, gate, up, y, n,
+               [](float g, float u) { return swiglu(g, u); });
 }
 
 extern "C" void zrt_swiglu_grad(int32_t dtype, const void *gate, const void *up,
@@ -213,21 +203,23 @@ extern "C" void zrt_swiglu_grad(int32_t dtype, const void *gate, const void *up,
 }
 
 extern "C" void zrt_relu(int32_t dtype, const void *x, void *y, int64_t n) {
-  KernelSpan span("zrt_relu");
-  checkDims("zrt_relu", n);
-  dispatchFloat(dtype, [&](auto tag) {
-    unaryMap<decltype(tag)>(x, y, n, [](float v) { return relu(v); });
-  });
+  unaryKernel("zrt_relu", dtype, x, y, n, [](float v) { return relu(v); });
 }
 
 extern "C" void zrt_relu_grad(int32_t dtype, const void *y, const void *dy,
                               void *dx, int64_t n) {
-  KernelSpan span("zrt_relu_grad");
-  dispatchFloat(dtype, [&](auto tag) {
-    broadcastMap<decltype(tag)>(
-        "zrt_relu_grad", y, dy, dx, n, n,
-        [](float v, float g) { return reluGrad(v, g); });
-  });
+  binaryKernel("zrt_relu_grad", dtype, y, dy, dx, n,
+               [](float v, float g) { return reluGrad(v, g); });
+}
+
+extern "C" void zrt_tanh(int32_t dtype, const void *x, void *y, int64_t n) {
+  unaryKernel("zrt_tanh", dtype, x, y, n, [](float v) { return zrt::tanh(v); });
+}
+
+extern "C" void zrt_tanh_grad(int32_t dtype, const void *y, const void *dy,
+                              void *dx, int64_t n) {
+  binaryKernel("zrt_tanh_grad", dtype, y, dy, dx, n,
+               [](float v, float g) { return tanhGrad(v, g); });
 }
 
 extern "C" void zrt_reduce_sum(int32_t dtype, const void *in, void *out,

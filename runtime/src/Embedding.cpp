@@ -43,7 +43,7 @@ extern "C" void zrt_embedding_grad(int32_t dtype, const void *dy,
   // Grouping positions by id lets each table row be summed by one thread in
   // fp32 and stored once: no atomics, no 16-bit partial sums, and a fixed
   // summation order.
-  Scratch scratch(zrt_embedding_grad_scratch_bytes(numIds, vocab, dim));
+  Scratch scratch(zrt_scratch_embedding_grad(numIds, vocab, dim));
   int64_t *ends = scratch.as<int64_t>();
   int64_t *order = ends + vocab + 1;
   dispatchIndex(idType, [&](auto idTag) {

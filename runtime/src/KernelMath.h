@@ -136,6 +136,29 @@ ZRT_HOST_DEVICE inline float reluGrad(float y, float dy) {
   return y <= 0.0f ? 0.0f : dy;
 }
 
+/// tanh as Cephes' tanhf, with expApprox so that `omp simd` loops vectorize
+/// it: an odd polynomial for |x| < 0.625, 1 - 2 / (exp(2|x|) + 1) with x's
+/// sign beyond (1 when the exponential overflows), about 2 ulp. NaN
+/// propagates through the polynomial.
+ZRT_HOST_DEVICE inline float tanh(float x) {
+  float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  float small = p * z * x + x;
+  float a = x < 0.0f ? -x : x;
+  float big = 1.0f - 2.0f / (expApprox(2.0f * a) + 1.0f);
+  big = x < 0.0f ? -big : big;
+  return a > 0.625f ? big : small;
+}
+
+/// From the forward result y, as PyTorch's tanh_backward.
+ZRT_HOST_DEVICE inline float tanhGrad(float y, float dy) {
+  return (1.0f - y * y) * dy;
+}
+
 //===----------------------------------------------------------------------===//
 // Rotary position embedding
 //===----------------------------------------------------------------------===//

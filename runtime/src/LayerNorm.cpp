@@ -277,8 +277,8 @@ void normGrad(const char *kernel, int32_t dtype, const void *x, const void *w,
   if (cols == 0)
     return;
   using Stat = std::conditional_t<kLayer, Moments, float>;
-  Scratch scratch(kLayer ? zrt_layer_norm_grad_scratch_bytes(rows, cols)
-                         : zrt_rms_norm_grad_scratch_bytes(rows, cols));
+  Scratch scratch(kLayer ? zrt_scratch_layer_norm_grad(rows, cols)
+                         : zrt_scratch_rms_norm_grad(rows, cols));
   Stat *stats = scratch.as<Stat>();
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -7,7 +7,7 @@
 // kernels' one. f32 operands are used in place (no scratch). 16-bit operands
 // are converted to fp32 panels of at most kPanel rows/columns: one panel of
 // op(A), one of op(B) and one of C, reused across the loops; that is the
-// scratch zrt_matmul_scratch_bytes reports.
+// scratch zrt_scratch_matmul (zero_rt/scratch.h) plans.
 //
 //===----------------------------------------------------------------------===//
 

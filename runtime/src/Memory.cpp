@@ -15,7 +15,6 @@
 #include "Support.h"
 #include "Trace.h"
 #include "Types.h"
-#include "zero_rt/scratch.h"
 #include "zero_rt/zrt.h"
 
 #include <atomic>
@@ -148,37 +147,4 @@ extern "C" int64_t zrt_memory_peak_bytes(void) {
 extern "C" void zrt_memory_reset_peak(void) {
   arenaPeak = arenaInUse.load();
   scratchPeak = scratchInUse.load();
-}
-
-// The kernels' scratch, as the compiler plans it (zero_rt/scratch.h); every
-// backend allocates exactly this.
-
-extern "C" int64_t zrt_matmul_scratch_bytes(int32_t dtype, int64_t batch,
-                                            int64_t m, int64_t n, int64_t k,
-                                            int32_t transposeA,
-                                            int32_t transposeB,
-                                            int32_t bIsBatched) {
-  (void)transposeB;
-  return zrt_scratch_matmul(dtypeSize(dtype) == 4 ? 0 : dtype, batch, m, n, k,
-                            transposeA, bIsBatched);
-}
-
-extern "C" int64_t zrt_layer_norm_grad_scratch_bytes(int64_t rows,
-                                                     int64_t cols) {
-  return zrt_scratch_layer_norm_grad(rows, cols);
-}
-
-extern "C" int64_t zrt_rms_norm_grad_scratch_bytes(int64_t rows, int64_t cols) {
-  return zrt_scratch_rms_norm_grad(rows, cols);
-}
-
-extern "C" int64_t zrt_attention_grad_scratch_bytes(int64_t batch,
-                                                    int64_t heads, int64_t seq,
-                                                    int64_t headDim) {
-  return zrt_scratch_attention_grad(batch, heads, seq, headDim);
-}
-
-extern "C" int64_t
-zrt_embedding_grad_scratch_bytes(int64_t numIds, int64_t vocab, int64_t dim) {
-  return zrt_scratch_embedding_grad(numIds, vocab, dim);
 }

@@ -15,7 +15,7 @@ namespace zrt {
 
 /// A heap temporary of a kernel, 64-byte aligned. Its size is added to the
 /// runtime's scratch accounting while it lives, so the measured peak can be
-/// compared with the compiler's plan (see zrt_*_scratch_bytes).
+/// compared with the compiler's plan (zero_rt/scratch.h).
 class Scratch {
 public:
   explicit Scratch(int64_t bytes);

@@ -206,7 +206,7 @@ TEST_F(GradTest, BroadcastAddMulScale) {
       w, dx, rng);
 }
 
-TEST_F(GradTest, GeluSiluRelu) {
+TEST_F(GradTest, GeluSiluReluTanh) {
   int64_t n = 200;
   Floats x = randomFloats(rng, n, -4, 4);
   // Keep relu inputs away from its kink by more than the step.
@@ -229,6 +229,9 @@ TEST_F(GradTest, GeluSiluRelu) {
   checkGradient("gelu_erf", x, unary(zrt_gelu_erf), w, dx, rng, 1e-3);
   zrt_silu_grad(ZRT_F32, x.data(), dy.data(), dx.data(), n);
   checkGradient("silu", x, unary(zrt_silu), w, dx, rng, 1e-3);
+  zrt_tanh(ZRT_F32, x.data(), y.data(), n);
+  zrt_tanh_grad(ZRT_F32, y.data(), dy.data(), dx.data(), n);
+  checkGradient("tanh", x, unary(zrt_tanh), w, dx, rng, 1e-3);
   zrt_relu(ZRT_F32, x.data(), y.data(), n);
   zrt_relu_grad(ZRT_F32, y.data(), dy.data(), dx.data(), n);
   checkGradient("relu", x, unary(zrt_relu), w, dx, rng, 1e-3);

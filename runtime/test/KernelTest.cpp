@@ -183,6 +183,18 @@ TEST_P(KernelTest, PointwiseForwardAndGrad) {
     want[i] = ref::siluGrad(xv[i]) * dyv[i];
   expectClose(dx, want, u() + 1e-6, 1e-6, "silu_grad");
 
+  // tanh: Cephes' polynomial below |x| = 0.625, expApprox above; the
+  // gradient, from the result, crosses zero nowhere but is tiny in the
+  // tails, hence the absolute term.
+  zrt_tanh(dtype(), x.data(), y.data(), n);
+  std::transform(xv.begin(), xv.end(), want.begin(), ref::tanh);
+  expectClose(y, want, u() + 1e-6, 1e-7, "tanh");
+  ref::Vec yv = y.values();
+  zrt_tanh_grad(dtype(), y.data(), dy.data(), dx.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    want[i] = ref::tanhGrad(yv[i]) * dyv[i];
+  expectClose(dx, want, u() + 1e-6, 1e-6, "tanh_grad");
+
   zrt_relu(dtype(), x.data(), y.data(), n);
   std::transform(xv.begin(), xv.end(), want.begin(),
                  [](double v) { return v > 0 ? v : 0.0; });

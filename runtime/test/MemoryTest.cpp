@@ -8,6 +8,7 @@
 #include "Program.h"
 #include "TestUtil.h"
 #include "Trace.h"
+#include "zero_rt/scratch.h"
 
 #include <cstring>
 
@@ -69,8 +70,8 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
     Buffer a = randomBuffer(dtype(), rng, c.batch * c.m * c.k),
            b = randomBuffer(dtype(), rng, c.batch * c.k * c.n),
            out(dtype(), c.batch * c.m * c.n);
-    int64_t want = zrt_matmul_scratch_bytes(dtype(), c.batch, c.m, c.n, c.k,
-                                            c.ta, c.tb, c.bBatched);
+    int64_t want =
+        zrt_scratch_matmul(dtype(), c.batch, c.m, c.n, c.k, c.ta, c.bBatched);
     EXPECT_EQ(want == 0, dtype() == ZRT_F32);
     EXPECT_EQ(scratchOf([&] {
                 zrt_matmul(dtype(), a.data(), b.data(), out.data(), c.batch,
@@ -89,13 +90,13 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
                                   dx.data(), dw.data(), db.data(), rows, cols,
                                   1e-5);
             }),
-            zrt_layer_norm_grad_scratch_bytes(rows, cols));
+            zrt_scratch_layer_norm_grad(rows, cols));
   EXPECT_EQ(scratchOf([&] {
               zrt_rms_norm_grad(dtype(), x.data(), w.data(), dy.data(),
                                 dx.data(), dw.data(), rows, cols, 1e-5);
             }),
-            zrt_rms_norm_grad_scratch_bytes(rows, cols));
-  EXPECT_EQ(zrt_rms_norm_grad_scratch_bytes(rows, cols), 4 * rows);
+            zrt_scratch_rms_norm_grad(rows, cols));
+  EXPECT_EQ(zrt_scratch_rms_norm_grad(rows, cols), 4 * rows);
 
   int64_t batch = 2, heads = 3, seq = 40, dim = 8,
           n = batch * heads * seq * dim;
@@ -106,7 +107,7 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
                                  dx.data(), batch, heads, heads, seq, dim, 1,
                                  0);
             }),
-            zrt_attention_grad_scratch_bytes(batch, heads, seq, dim));
+            zrt_scratch_attention_grad(batch, heads, seq, dim));
 
   std::vector<int32_t> ids = {3, 1, 3, 0};
   Buffer table(dtype(), 5 * 7);
@@ -114,7 +115,7 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
               zrt_embedding_grad(dtype(), dy.data(), ZRT_I32, ids.data(),
                                  table.data(), 4, 5, 7);
             }),
-            zrt_embedding_grad_scratch_bytes(4, 5, 7));
+            zrt_scratch_embedding_grad(4, 5, 7));
 }
 
 TEST_P(ScratchTest, OtherKernelsUseNoScratch) {
@@ -185,7 +186,7 @@ TEST_P(ScratchTest, PeakIsArenaPlusScratch) {
          b = randomBuffer(dtype(), rng, k * n), c(dtype(), m * n);
   zrt_matmul(dtype(), a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1, k);
   EXPECT_EQ(zrt_memory_peak_bytes(),
-            4096 + zrt_matmul_scratch_bytes(dtype(), 1, m, n, k, 0, 0, 1));
+            4096 + zrt_scratch_matmul(dtype(), 1, m, n, k, 0, 1));
   zrt_arena_destroy(arena);
 }
 

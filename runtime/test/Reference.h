@@ -84,6 +84,11 @@ inline double siluGrad(double x) {
   return s * (1.0 + x * (1.0 - s));
 }
 
+inline double tanh(double x) { return std::tanh(x); }
+
+/// From the forward result y.
+inline double tanhGrad(double y) { return 1.0 - y * y; }
+
 /// Rotary embedding of [rows, seq, dim] x (rows = batch * heads) in exact
 /// arithmetic: angle pos / theta^(2i / dim) for pair (i, i + dim / 2).
 inline Vec rope(const Vec &x, int64_t rows, int64_t seq, int64_t dim,

@@ -41,7 +41,9 @@ int32_t dtypeCode(Type t) {
 
 //===----------------------------------------------------------------------===//
 // Per-op models. Each op gets a `buildCall`; `scratchBytes` and `cost`
-// default to none and to one pass over the operands and results.
+// default to none and to one pass over the operands and results. Pointwise
+// ops need none of these: they are listed in registerRuntimeKernelModels
+// (PointwiseModel).
 //===----------------------------------------------------------------------===//
 
 template <typename OpT>
@@ -64,17 +66,19 @@ LogicalResult pointwise(KernelCallBuilder &b, StringRef callee, Value typed,
   return b.call(callee, args);
 }
 
-/// A kernel over the rows of the last dimension: (dtype, in..., out, rows,
-/// cols).
-LogicalResult rowwise(KernelCallBuilder &b, StringRef callee, Value typed,
-                      unsigned numInputs) {
+/// A kernel over the rows of the last dimension of the first operand:
+/// (dtype, operands..., results..., rows, cols[, eps]).
+LogicalResult rowwise(KernelCallBuilder &b, StringRef callee, Operation *op,
+                      std::optional<APFloat> eps = std::nullopt) {
+  Value typed = op->getOperand(0);
   int64_t cols = innerDim(typed);
   SmallVector<Value> args{b.dtype(elemType(typed))};
-  for (unsigned i = 0; i < numInputs; ++i)
-    args.push_back(b.operand(i));
-  args.push_back(b.result(0));
+  llvm::append_range(args, b.operands());
+  llvm::append_range(args, b.results());
   args.push_back(b.i64(numel(typed) / cols));
   args.push_back(b.i64(cols));
+  if (eps)
+    args.push_back(b.f64(eps->convertToDouble()));
   return b.call(callee, args);
 }
 
@@ -144,40 +148,12 @@ LogicalResult buildCall(nn::ScaleOp op, KernelCallBuilder &b) {
                               b.f64(op.getFactor().convertToDouble())});
 }
 
-/// GELU, SiLU and their derivatives are compute-bound (an exponential per
-/// element).
+/// GELU, SiLU, tanh and their derivatives are compute-bound (an exponential
+/// per element).
 KernelCost activationCost(Operation *op) {
   return KernelCost::activation(getOperandAndResultBytes(op),
                                 numel(op->getResult(0)));
 }
-LogicalResult buildCall(nn::GeluOp op, KernelCallBuilder &b) {
-  return pointwise(b, "zrt_gelu", op.getInput(), 1);
-}
-KernelCost cost(nn::GeluOp op) { return activationCost(op); }
-LogicalResult buildCall(nn::GeluGradOp op, KernelCallBuilder &b) {
-  return pointwise(b, "zrt_gelu_grad", op.getForward(), 2);
-}
-KernelCost cost(nn::GeluGradOp op) { return activationCost(op); }
-LogicalResult buildCall(nn::GeluErfOp op, KernelCallBuilder &b) {
-  return pointwise(b, "zrt_gelu_erf", op.getInput(), 1);
-}
-KernelCost cost(nn::GeluErfOp op) { return activationCost(op); }
-LogicalResult buildCall(nn::GeluErfGradOp op, KernelCallBuilder &b) {
-  return pointwise(b, "zrt_gelu_erf_grad", op.getForward(), 2);
-}
-KernelCost cost(nn::GeluErfGradOp op) { return activationCost(op); }
-LogicalResult buildCall(nn::SiluOp op, KernelCallBuilder &b) {
-  return pointwise(b, "zrt_silu", op.getInput(), 1);
-}
-KernelCost cost(nn::SiluOp op) { return activationCost(op); }
-LogicalResult buildCall(nn::SiluGradOp op, KernelCallBuilder &b) {
-  return pointwise(b, "zrt_silu_grad", op.getForward(), 2);
-}
-KernelCost cost(nn::SiluGradOp op) { return activationCost(op); }
-LogicalResult buildCall(nn::SwigluOp op, KernelCallBuilder &b) {
-  return pointwise(b, "zrt_swiglu", op.getGate(), 2);
-}
-KernelCost cost(nn::SwigluOp op) { return activationCost(op); }
 LogicalResult buildCall(nn::SwigluGradOp op, KernelCallBuilder &b) {
   return b.call("zrt_swiglu_grad",
                 {b.dtype(elemType(op.getGate())), b.operand(0), b.operand(1),
@@ -185,17 +161,11 @@ LogicalResult buildCall(nn::SwigluGradOp op, KernelCallBuilder &b) {
                  b.i64(numel(op.getGate()))});
 }
 KernelCost cost(nn::SwigluGradOp op) { return activationCost(op); }
-LogicalResult buildCall(nn::ReluOp op, KernelCallBuilder &b) {
-  return pointwise(b, "zrt_relu", op.getInput(), 1);
-}
-LogicalResult buildCall(nn::ReluGradOp op, KernelCallBuilder &b) {
-  return pointwise(b, "zrt_relu_grad", op.getForward(), 2);
-}
 LogicalResult buildCall(nn::SoftmaxOp op, KernelCallBuilder &b) {
-  return rowwise(b, "zrt_softmax", op.getInput(), 1);
+  return rowwise(b, "zrt_softmax", op);
 }
 LogicalResult buildCall(nn::SoftmaxGradOp op, KernelCallBuilder &b) {
-  return rowwise(b, "zrt_softmax_grad", op.getForward(), 2);
+  return rowwise(b, "zrt_softmax_grad", op);
 }
 /// The default cost, one pass over the input and the result, holds: the
 /// kernel computes the cosines and sines once per position and pair, not per
@@ -231,19 +201,10 @@ LogicalResult buildCall(nn::FillOp op, KernelCallBuilder &b) {
 // Normalization.
 
 LogicalResult buildCall(nn::LayerNormOp op, KernelCallBuilder &b) {
-  int64_t cols = innerDim(op.getInput());
-  return b.call("zrt_layer_norm",
-                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
-                 b.operand(2), b.result(0), b.i64(numel(op.getInput()) / cols),
-                 b.i64(cols), b.f64(op.getEps().convertToDouble())});
+  return rowwise(b, "zrt_layer_norm", op, op.getEps());
 }
 LogicalResult buildCall(nn::LayerNormGradOp op, KernelCallBuilder &b) {
-  int64_t cols = innerDim(op.getInput());
-  return b.call("zrt_layer_norm_grad",
-                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
-                 b.operand(2), b.result(0), b.result(1), b.result(2),
-                 b.i64(numel(op.getInput()) / cols), b.i64(cols),
-                 b.f64(op.getEps().convertToDouble())});
+  return rowwise(b, "zrt_layer_norm_grad", op, op.getEps());
 }
 int64_t scratchBytes(nn::LayerNormGradOp op) {
   int64_t cols = innerDim(op.getInput());
@@ -251,19 +212,10 @@ int64_t scratchBytes(nn::LayerNormGradOp op) {
 }
 KernelCost cost(nn::LayerNormGradOp op) { return activationCost(op); }
 LogicalResult buildCall(nn::RmsNormOp op, KernelCallBuilder &b) {
-  int64_t cols = innerDim(op.getInput());
-  return b.call("zrt_rms_norm",
-                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
-                 b.result(0), b.i64(numel(op.getInput()) / cols), b.i64(cols),
-                 b.f64(op.getEps().convertToDouble())});
+  return rowwise(b, "zrt_rms_norm", op, op.getEps());
 }
 LogicalResult buildCall(nn::RmsNormGradOp op, KernelCallBuilder &b) {
-  int64_t cols = innerDim(op.getInput());
-  return b.call("zrt_rms_norm_grad",
-                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
-                 b.operand(2), b.result(0), b.result(1),
-                 b.i64(numel(op.getInput()) / cols), b.i64(cols),
-                 b.f64(op.getEps().convertToDouble())});
+  return rowwise(b, "zrt_rms_norm_grad", op, op.getEps());
 }
 int64_t scratchBytes(nn::RmsNormGradOp op) {
   int64_t cols = innerDim(op.getInput());
@@ -447,19 +399,51 @@ void attach(MLIRContext *context) {
   (OpTs::template attachInterface<KernelModel<OpTs>>(*context), ...);
 }
 
+/// What a pointwise kernel costs: one pass over its operands and result, or
+/// compute-bound (activationCost).
+enum class PointwiseCost { Memory, Activation };
+
+/// A pointwise op, one result of its first operand's type, computed by the
+/// kernel `zrt_<mnemonic>(dtype, operands..., result, n)` over its n
+/// elements with no scratch.
+template <typename OpT, PointwiseCost Cost>
+struct PointwiseModel
+    : public RuntimeKernelOpInterface::ExternalModel<PointwiseModel<OpT, Cost>,
+                                                     OpT> {
+  LogicalResult buildKernelCall(Operation *op,
+                                KernelCallBuilder &builder) const {
+    std::string callee = ("zrt_" + op->getName().stripDialect()).str();
+    return pointwise(builder, callee, op->getOperand(0), op->getNumOperands());
+  }
+  int64_t getKernelScratchBytes(Operation *) const { return 0; }
+  KernelCost getKernelCost(Operation *op) const {
+    if (Cost == PointwiseCost::Activation)
+      return activationCost(op);
+    return KernelCost::memory(getOperandAndResultBytes(op));
+  }
+};
+
+template <PointwiseCost Cost, typename... OpTs>
+void attachPointwise(MLIRContext *context) {
+  (OpTs::template attachInterface<PointwiseModel<OpTs, Cost>>(*context), ...);
+}
+
 } // namespace
 
 void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, nn::NNDialect *) {
-    attach<nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::GeluOp,
-           nn::GeluGradOp, nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp, nn::SiluGradOp, nn::SwigluOp,
-           nn::SwigluGradOp, nn::ReluOp, nn::ReluGradOp, nn::SoftmaxOp,
-           nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp,
+    attach<nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::SwigluGradOp,
+           nn::SoftmaxOp, nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp,
            nn::LayerNormOp, nn::LayerNormGradOp, nn::RmsNormOp,
            nn::RmsNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
            nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
            nn::SoftmaxCrossEntropyGradOp, nn::ReduceSumOp, nn::TransposeOp,
            nn::SplitOp, nn::ConcatOp>(context);
+    attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
+                    nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,
+                    nn::SiluGradOp, nn::SwigluOp, nn::TanhOp, nn::TanhGradOp>(
+        context);
+    attachPointwise<PointwiseCost::Memory, nn::ReluOp, nn::ReluGradOp>(context);
   });
   registry.addExtension(
       +[](MLIRContext *context, ZeroDialect *) { attach<CastOp>(context); });

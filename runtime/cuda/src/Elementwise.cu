@@ -71,6 +71,14 @@ struct ReluGradOp {
     return zrt::reluGrad(y, g);
   }
 };
+struct TanhOp {
+  __device__ float operator()(float x) const { return zrt::tanh(x); }
+};
+struct TanhGradOp {
+  __device__ float operator()(float y, float g) const {
+    return zrt::tanhGrad(y, g);
+  }
+};
 
 /// out[i] = op(in[i]); out may alias in (each element is read, then
 /// written, by the same thread).
@@ -401,6 +409,15 @@ void zrt::cuda::relu(int32_t dtype, const void *x, void *y, int64_t n) {
 void zrt::cuda::reluGrad(int32_t dtype, const void *y, const void *dy, void *dx,
                          int64_t n) {
   binary<false>("zrt_relu_grad", dtype, y, dy, dx, n, n, ReluGradOp{});
+}
+
+void zrt::cuda::tanh(int32_t dtype, const void *x, void *y, int64_t n) {
+  unary("zrt_tanh", dtype, x, y, n, TanhOp{});
+}
+
+void zrt::cuda::tanhGrad(int32_t dtype, const void *y, const void *dy, void *dx,
+                         int64_t n) {
+  binary<false>("zrt_tanh_grad", dtype, y, dy, dx, n, n, TanhGradOp{});
 }
 
 void zrt::cuda::reduceSum(int32_t dtype, const void *in, void *out,

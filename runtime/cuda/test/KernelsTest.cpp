@@ -305,11 +305,12 @@ TEST_P(CudaKernelsTest, ScaleReluExact) {
   relu(dtype(), nullptr, nullptr, 0);
 }
 
-// GELU and SiLU: the same fp32 formulas (KernelMath.h); FMA contraction may
-// differ, which the exponential amplifies by |2u| <= 20 ulp over [-5, 5]
-// (GELU; |x| for SiLU): 4e-6 relative is twice the CPU test's 1e-6 with room
-// for that. The gradients cross zero (GELU near x = -0.75, SiLU near -1.28),
-// hence an absolute term as in the CPU test (2 * 1e-6).
+// GELU, SiLU and tanh: the same fp32 formulas (KernelMath.h); FMA
+// contraction may differ, which the exponential amplifies by |2u| <= 20 ulp
+// over [-5, 5] (GELU; |x| for SiLU, |2x| for tanh): 4e-6 relative is twice
+// the CPU test's 1e-6 with room for that. The gradients cross zero (GELU
+// near x = -0.75, SiLU near -1.28; tanh's, fed x here, at |x| = 1), hence an
+// absolute term as in the CPU test (2 * 1e-6).
 TEST_P(CudaKernelsTest, ActivationsAndGrads) {
   ZRT_REQUIRE_GPU();
   using Kernel = void (*)(int32_t, const void *, void *, int64_t);
@@ -324,6 +325,7 @@ TEST_P(CudaKernelsTest, ActivationsAndGrads) {
       {"gelu", zrt_gelu, gelu, zrt_gelu_grad, geluGrad},
       {"gelu_erf", zrt_gelu_erf, geluErf, zrt_gelu_erf_grad, geluErfGrad},
       {"silu", zrt_silu, silu, zrt_silu_grad, siluGrad},
+      {"tanh", zrt_tanh, zrt::cuda::tanh, zrt_tanh_grad, tanhGrad},
   };
   for (const Activation &a : activations) {
     std::string grad = std::string(a.name) + "_grad";
@@ -986,22 +988,22 @@ TEST(CudaScratchTest, ExactlyThePlannedScratch) {
               layerNormGrad(dt, x.get(), w.get(), g.get(), out.get(), dw.get(),
                             db.get(), rows, cols, 1e-5);
             }),
-            zrt_layer_norm_grad_scratch_bytes(rows, cols));
+            zrt_scratch_layer_norm_grad(rows, cols));
   EXPECT_EQ(scratchOf([&] {
               rmsNormGrad(dt, x.get(), w.get(), g.get(), out.get(), dw.get(),
                           rows, cols, 1e-5);
             }),
-            zrt_rms_norm_grad_scratch_bytes(rows, cols));
+            zrt_scratch_rms_norm_grad(rows, cols));
   EXPECT_EQ(scratchOf([&] {
               embeddingGrad(dt, g.get(), ZRT_I64, dIds->get(), table.get(),
                             numIds, vocab, 8);
             }),
-            zrt_embedding_grad_scratch_bytes(numIds, vocab, 8));
+            zrt_scratch_embedding_grad(numIds, vocab, 8));
   EXPECT_EQ(scratchOf([&] {
               embeddingGrad(dt, g.get(), ZRT_I64, dIds->get(), table.get(), 0,
                             vocab, 8);
             }),
-            zrt_embedding_grad_scratch_bytes(0, vocab, 8));
+            zrt_scratch_embedding_grad(0, vocab, 8));
   // Everything else allocates none.
   EXPECT_EQ(
       scratchOf([&] {

@@ -3,9 +3,12 @@
  * Part of the zero-mlir project.
  *
  * The exact bytes of heap scratch each kernel allocates, as inline functions
- * with no dependency, so that the runtime (which allocates it) and the
- * compiler's memory planner (which adds it to the planned peak) compute the
- * same numbers. Kernels not listed allocate none.
+ * with no dependency: the one home of each formula. The kernels of both
+ * backends allocate by them, the tests compare the measured scratch with
+ * them, and the compiler's kernel models (which the memory planner adds to
+ * the planned peak) return them, so all compute the same numbers. A kernel
+ * with scratch adds its zrt_scratch_<kernel> here; kernels not listed
+ * allocate none.
  *
  *===----------------------------------------------------------------------===*/
 

@@ -753,6 +753,24 @@ func.func @silu_grad_types(%x: tensor<2x4xf32>, %dy: tensor<4x2xf32>) {
 
 // -----
 
+// Checks that tanh keeps its operand's type.
+func.func @tanh_result_type(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'nn.tanh' op requires the same type for all operands and results}}
+  %0 = "nn.tanh"(%x) : (tensor<2x4xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+// Checks that tanh_grad rejects a gradient of another element type.
+func.func @tanh_grad_types(%y: tensor<2x4xf32>, %dy: tensor<2x4xbf16>) {
+  // expected-error @+1 {{'nn.tanh_grad' op failed to verify that all of {forward, result_grad, result} have same type}}
+  %0 = "nn.tanh_grad"(%y, %dy) : (tensor<2x4xf32>, tensor<2x4xbf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 // Checks that swiglu takes gate and up of one type.
 func.func @swiglu_operand_types(%g: tensor<2x4xf32>, %u: tensor<2x4xbf16>) {
   // expected-error @+1 {{'nn.swiglu' op requires the same type for all operands and results}}

@@ -58,8 +58,10 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %sw = nn.swiglu %sl, %gl : tensor<2x4x8xf32>
   // CHECK: nn.relu %{{.*}} : tensor<2x4x8xf32>
   %r = nn.relu %sw : tensor<2x4x8xf32>
+  // CHECK: nn.tanh %{{.*}} : tensor<2x4x8xf32>
+  %th = nn.tanh %r : tensor<2x4x8xf32>
   // CHECK: nn.concat %{{.*}}, %{{.*}} axis 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x16xf32>
-  %cat = nn.concat %r, %h axis 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x16xf32>
+  %cat = nn.concat %th, %h axis 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x16xf32>
   // CHECK: nn.cast %{{.*}} : tensor<2x4x16xf32> to tensor<2x4x16xbf16>
   %c = nn.cast %cat : tensor<2x4x16xf32> to tensor<2x4x16xbf16>
   %c2 = nn.cast %c : tensor<2x4x16xbf16> to tensor<2x4x16xf32>
@@ -89,6 +91,8 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %dgate, %dup = nn.swiglu_grad %x, %sg, %dy : tensor<2x4x8xf32>
   // CHECK: nn.relu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %r = nn.relu_grad %x, %dy : tensor<2x4x8xf32>
+  // CHECK: nn.tanh_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
+  %tg = nn.tanh_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.softmax_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %s = nn.softmax_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x4x8xf32>, tensor<8xf32>

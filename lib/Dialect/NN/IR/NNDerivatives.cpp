@@ -155,6 +155,15 @@ LogicalResult ReluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult TanhOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                      SmallVectorImpl<Value> &out) {
+  // 1 - tanh(x)^2 from the result, as PyTorch's tanh_backward.
+  out.push_back(grads[0]
+                    ? TanhGradOp::create(b, getLoc(), getResult(), grads[0])
+                    : Value());
+  return success();
+}
+
 LogicalResult SoftmaxOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value> &out) {
   out.push_back(grads[0]

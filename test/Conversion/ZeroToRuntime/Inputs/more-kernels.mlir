@@ -1,7 +1,8 @@
-// Compute ops GPT-2 does not use: relu, erf GELU, silu, swiglu, elementwise
-// multiplication, scaling, a rotary embedding, an RMS norm and a row softmax
-// (their derivatives add relu_grad, gelu_erf_grad, silu_grad, swiglu_grad, mul, scale, the
-// inverse rope, rms_norm_grad and softmax_grad).
+// Compute ops GPT-2 does not use: relu, erf GELU, silu, swiglu, tanh,
+// elementwise multiplication, scaling, a rotary embedding, an RMS norm and a
+// row softmax (their derivatives add relu_grad, gelu_erf_grad, silu_grad,
+// swiglu_grad, tanh_grad, mul, scale, the inverse rope, rms_norm_grad and
+// softmax_grad).
 zero.param @w : tensor<4x6xf32> init normal std 0.1
 zero.param @g : tensor<6xf32> init ones
 zero.train_step @step(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
@@ -14,7 +15,8 @@ zero.train_step @step(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
   %ge = nn.gelu_erf %r : tensor<8x6xf32>
   %q = nn.silu %ge : tensor<8x6xf32>
   %sw = nn.swiglu %q, %h : tensor<8x6xf32>
-  %m = nn.mul %sw, %g : tensor<8x6xf32>, tensor<6xf32>
+  %th = nn.tanh %sw : tensor<8x6xf32>
+  %m = nn.mul %th, %g : tensor<8x6xf32>, tensor<6xf32>
   %s = nn.scale %m by 0.5 : tensor<8x6xf32>
   %s4 = nn.reshape %s : tensor<8x6xf32> -> tensor<4x1x2x6xf32>
   %ro = nn.rope %s4 theta 1.000000e+04 : tensor<4x1x2x6xf32>

@@ -52,7 +52,7 @@ zero.train_step @transposed(%x: tensor<2x5x4xf32>, %y: tensor<2x5xi32>)
 
 // -----
 
-// Elementwise ops: mul (both operands), scale, gelu, gelu_erf, silu,
+// Elementwise ops: mul (both operands), scale, gelu, gelu_erf, silu, tanh,
 // softmax, cast.
 zero.param @a : tensor<4x6xf32> init normal std 0.1
 zero.param @g : tensor<6xf32> init ones
@@ -67,18 +67,22 @@ zero.train_step @pointwise(%y: tensor<4xi64>)
   %e0 = nn.gelu %s : tensor<4x6xf32>
   %e = nn.gelu_erf %e0 : tensor<4x6xf32>
   %w = nn.silu %e : tensor<4x6xf32>
-  %p = nn.softmax %w : tensor<4x6xf32>
+  %t = nn.tanh %w : tensor<4x6xf32>
+  %p = nn.softmax %t : tensor<4x6xf32>
   %c = nn.cast %p : tensor<4x6xf32> to tensor<4x6xbf16>
   %c2 = nn.cast %c : tensor<4x6xbf16> to tensor<4x6xf32>
   %loss = nn.softmax_cross_entropy %c2, %y : tensor<4x6xf32>, tensor<4xi64> -> tensor<f32>
   // CHECK: %[[E0:.*]] = nn.gelu %
   // CHECK: %[[E:.*]] = nn.gelu_erf %[[E0]]
+  // CHECK: %[[T:.*]] = nn.tanh %
   // CHECK: %[[D0:.*]] = nn.softmax_cross_entropy_grad
   // CHECK-NEXT: %[[D1:.*]] = nn.cast %[[D0]] : tensor<4x6xf32> to tensor<4x6xbf16>
   // CHECK-NEXT: %[[D2:.*]] = nn.cast %[[D1]] : tensor<4x6xbf16> to tensor<4x6xf32>
   // CHECK-NEXT: %[[D3S:.*]] = nn.softmax_grad %{{.*}}, %[[D2]] : tensor<4x6xf32>
+  // The tanh derivative reads the forward result.
+  // CHECK-NEXT: %[[D3T:.*]] = nn.tanh_grad %[[T]], %[[D3S]] : tensor<4x6xf32>
   // The SiLU derivative reads the forward input (the GELU result).
-  // CHECK-NEXT: %[[D3:.*]] = nn.silu_grad %[[E]], %[[D3S]] : tensor<4x6xf32>
+  // CHECK-NEXT: %[[D3:.*]] = nn.silu_grad %[[E]], %[[D3T]] : tensor<4x6xf32>
   // The erf GELU's derivative reads its input, the tanh GELU's result.
   // CHECK-NEXT: %[[D3E:.*]] = nn.gelu_erf_grad %[[E0]], %[[D3]] : tensor<4x6xf32>
   // CHECK-NEXT: %[[D4:.*]] = nn.gelu_grad %{{.*}}, %[[D3E]] : tensor<4x6xf32>

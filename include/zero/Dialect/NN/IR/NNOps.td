@@ -35,7 +35,15 @@ def NN_Dialect : Dialect {
 }
 
 class NN_Op<string mnemonic, list<Trait> traits = []>
-    : Op<NN_Dialect, mnemonic, !listconcat(traits, [Pure])>;
+    : Op<NN_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+  // The PyTorch operations that compute the op one to one, their tensor
+  // arguments being its operands in order, named as zero-import's messages
+  // name them: `torch.tanh`, `Tensor.tanh`, `nn.Tanh` (a module),
+  // `torch.nn.functional.silu`. zero-import maps each of them to the op
+  // (python/zero_import/nn_ops.py is generated from this file). Only for ops
+  // with SameOperandsAndResultType, one result and no attributes.
+  list<string> torchOps = [];
+}
 
 def NN_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
 def NN_IndexTensor : RankedTensorOf<[I32, I64]>;
@@ -165,6 +173,7 @@ def NN_SiluOp : NN_UnaryOp<"silu", "SiLU (swish), as Llama's feed-forward"> {
     %y = nn.silu %x : tensor<8x64x11008xbf16>
     ```
   }];
+  let torchOps = ["torch.nn.functional.silu", "nn.SiLU"];
 }
 def NN_SwigluOp : NN_Op<"swiglu", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
@@ -187,6 +196,18 @@ def NN_ReluOp : NN_UnaryOp<"relu", "Rectified linear unit"> {
     %y = nn.relu %x : tensor<64x256xf32>
     ```
   }];
+  let torchOps = ["torch.relu", "torch.nn.functional.relu", "Tensor.relu",
+                  "nn.ReLU"];
+}
+def NN_TanhOp : NN_UnaryOp<"tanh", "Hyperbolic tangent"> {
+  let description = [{
+    `tanh(x)`, computed in fp32.
+
+    ```mlir
+    %y = nn.tanh %x : tensor<64x256xf32>
+    ```
+  }];
+  let torchOps = ["torch.tanh", "Tensor.tanh", "nn.Tanh"];
 }
 def NN_SoftmaxOp : NN_UnaryOp<"softmax", "Softmax over the last dimension"> {
   let description = [{
@@ -539,6 +560,7 @@ def NN_SwigluGradOp : NN_Op<"swiglu_grad", [
   }];
 }
 def NN_ReluGradOp : NN_PointwiseGradOp<"relu_grad", "relu", "result">;
+def NN_TanhGradOp : NN_PointwiseGradOp<"tanh_grad", "tanh", "result">;
 def NN_SoftmaxGradOp : NN_PointwiseGradOp<"softmax_grad", "softmax", "result"> {
   let hasVerifier = 1;
 }
