@@ -7,6 +7,8 @@
 #ifndef ZERO_RT_MEMORY_H
 #define ZERO_RT_MEMORY_H
 
+#include "zero_rt/constants.h"
+
 #include <cstdint>
 
 struct zrt_arena;
@@ -37,8 +39,9 @@ private:
 /// its peak: for backends whose scratch is not a Scratch (device memory).
 void accountScratch(int64_t delta);
 
-/// 64-byte aligned allocation; aborts when out of memory.
-void *alignedAlloc(int64_t bytes, int64_t alignment = 64);
+/// An allocation aligned like an arena (by default); aborts when out of
+/// memory.
+void *alignedAlloc(int64_t bytes, int64_t alignment = ZRT_ARENA_ALIGNMENT);
 
 /// An arena of pinned host memory (an offloaded optimizer's masters,
 /// moments and copies), released by zrt_arena_destroy. Its high-water mark
