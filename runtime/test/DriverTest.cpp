@@ -754,7 +754,29 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
   EXPECT_NO_THROW(Manifest::parse(j.dump()));
   j = tinyManifest(1, 4);
   j.erase("plan");
-  EXPECT_NE(error(j).find("invalid program manifest"), std::string::npos);
+  EXPECT_NE(error(j).find("invalid program manifest: missing key 'plan'"),
+            std::string::npos);
+  // Missing and mistyped keys are named by their path.
+  j = tinyManifest(1, 4);
+  j["plan"].erase("peak_bytes");
+  EXPECT_NE(error(j).find("missing key 'plan.peak_bytes'"), std::string::npos);
+  j = tinyManifest(1, 4);
+  j["partitions"][0]["buffer_numel"].erase("grads");
+  EXPECT_NE(error(j).find("missing key 'partitions[0].buffer_numel.grads'"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["stage"] = "one";
+  EXPECT_NE(error(j).find("key 'stage' must be an integer, got string"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["params"][1]["shape"] = {2.5};
+  EXPECT_NE(
+      error(j).find("key 'params[1].shape[0]' must be an integer, got number"),
+      std::string::npos);
+  j = tinyManifest(1, 4);
+  j["world_size"] = int64_t(1) << 40;
+  EXPECT_NE(error(j).find("key 'world_size' is out of range"),
+            std::string::npos);
   EXPECT_NE(errorOf([] { Manifest::parse("{"); }).find("invalid"),
             std::string::npos);
 }
