@@ -261,10 +261,7 @@ std::string Lowering::buildManifest() {
     // (under nvme_path) and the parameters' (param_nvme_bytes of it, under
     // param_nvme_path).
     m.plan.nvmeBytes = plan.nvmeBytes;
-    OffloadAttr offload = step->getContext()
-                              ->getLoadedDialect<ZeroDialect>()
-                              ->getOffloadAttrHelper()
-                              .getAttr(step);
+    OffloadAttr offload = step.getOffload();
     if (plan.swapBytes > 0) {
       m.plan.swapOffset = plan.swapOffset;
       m.plan.swapBytes = plan.swapBytes;

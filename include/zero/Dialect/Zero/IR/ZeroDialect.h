@@ -83,12 +83,10 @@ inline bool isLossSeed(Operation *op) {
 /// their own fp32 masters: Adam then updates them in place and their
 /// partition has no `master` buffer.
 inline bool areParamsMasters(Type computeType) { return computeType.isF32(); }
-/// Where train step `step` keeps its optimizer states (its zero.offload):
+/// Where train step `step` keeps its optimizer states (its offload):
 /// device memory (none), pinned host memory (cpu) or swap files (nvme).
 inline OffloadDevice getOptimizerOffload(TrainStepOp step) {
-  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
-  OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
-  return offload ? offload.getOptimizer() : OffloadDevice::none;
+  return step.getOffload().getOptimizer();
 }
 /// Whether train step `step` offloads its optimizer (to host or NVMe): the
 /// Adam runs on the host.
@@ -96,12 +94,10 @@ inline bool offloadsOptimizer(TrainStepOp step) {
   return getOptimizerOffload(step) != OffloadDevice::none;
 }
 /// Where train step `step` keeps its stage-3 parameter shards (its
-/// zero.offload): device memory (none), pinned host memory (cpu) or a swap
-/// file (nvme).
+/// offload): device memory (none), pinned host memory (cpu) or a swap file
+/// (nvme).
 inline OffloadDevice getParamOffload(TrainStepOp step) {
-  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
-  OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
-  return offload ? offload.getParam() : OffloadDevice::none;
+  return step.getOffload().getParam();
 }
 /// Whether train step `step` keeps its stage-3 parameter shards off the
 /// device (host memory or NVMe): its gathers read staged device copies.
