@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 
@@ -87,6 +88,24 @@ void read(const json &j, const std::string &path, std::string &v) {
   v = j.get<std::string>();
 }
 
+/// A string naming a value of enum E.
+template <typename E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+void read(const json &j, const std::string &path, E &v) {
+  std::string value;
+  read(j, path, value);
+  if (std::optional<E> e = manifest::enumOf<E>(value)) {
+    v = *e;
+    return;
+  }
+  using Values = manifest::EnumValues<E>;
+  std::string values = Values::values[0];
+  for (int i = 1; i < Values::size; ++i)
+    values +=
+        (i + 1 < Values::size ? ", " : " or ") + std::string(Values::values[i]);
+  invalid("key '" + path + "' has unknown value '" + value + "' (" + values +
+          ")");
+}
+
 /// An object keyed by buffer names; other keys are not read.
 void read(const json &j, const std::string &path, manifest::BufferMap &v) {
   if (!j.is_object())
@@ -133,34 +152,25 @@ void readField(const json &j, const std::string &path, const char *key,
 #define ZRT_MANIFEST_END(name) }
 #include "zero_rt/manifest.def"
 
+/// Bytes of an element of `dtype`, a manifest Dtype's value.
 int64_t dtypeBytes(const std::string &dtype) {
-  if (dtype == "f32" || dtype == "i32")
-    return 4;
-  if (dtype == "i64")
-    return 8;
-  if (dtype == "bf16" || dtype == "f16")
-    return 2;
-  invalid("unknown dtype '" + dtype + "'");
+  using manifest::Dtype;
+  std::optional<Dtype> d = manifest::enumOf<Dtype>(dtype);
+  return d == Dtype::I64 ? 8 : d == Dtype::BF16 || d == Dtype::F16 ? 2 : 4;
 }
 
 /// The optimizer's schedule: the #zero.lr_schedule attribute's kind and
 /// parameters, by DeepSpeed's names.
 zrt_lr_schedule toSchedule(const manifest::Schedule &w) {
-  static const std::pair<const char *, zrt_lr_kind> kinds[] = {
-      {"warmup_lr", ZRT_LR_WARMUP},
-      {"warmup_decay_lr", ZRT_LR_WARMUP_DECAY},
-      {"warmup_cosine_lr", ZRT_LR_WARMUP_COSINE},
-      {"one_cycle", ZRT_LR_ONE_CYCLE},
-      {"lr_range_test", ZRT_LR_RANGE_TEST}};
+  // By LrScheduleKind.
+  static constexpr zrt_lr_kind kinds[] = {ZRT_LR_WARMUP, ZRT_LR_WARMUP_DECAY,
+                                          ZRT_LR_WARMUP_COSINE,
+                                          ZRT_LR_ONE_CYCLE, ZRT_LR_RANGE_TEST};
+  static_assert(std::size(kinds) ==
+                manifest::EnumValues<manifest::LrScheduleKind>::size);
   zrt_lr_schedule s{};
-  for (const auto &[name, k] : kinds)
-    if (w.kind == name)
-      s.kind = k;
-  if (s.kind == ZRT_LR_CONSTANT)
-    invalid("unknown learning-rate schedule '" + w.kind + "'");
-  if (w.warmupType != "log" && w.warmupType != "linear")
-    invalid("unknown warmup_type '" + w.warmupType + "'");
-  s.warmup_type = w.warmupType == "linear";
+  s.kind = kinds[static_cast<int>(w.kind)];
+  s.warmup_type = w.warmupType == manifest::WarmupType::Linear;
   s.warmup_min_lr = w.warmupMinLr;
   s.warmup_max_lr = w.warmupMaxLr;
   s.warmup_num_steps = w.warmupNumSteps;
@@ -190,12 +200,12 @@ zrt_lr_schedule toSchedule(const manifest::Schedule &w) {
 InputInfo toInput(const manifest::Input &w) {
   InputInfo info;
   info.shape = w.shape;
-  info.dtype = w.dtype;
+  info.dtype = manifest::valueOf(w.dtype);
   info.offset = w.offset;
   info.indexBound = w.indexBound.value_or(-1);
-  dtypeBytes(info.dtype);
   if (w.indexBound &&
-      (info.indexBound < 1 || (info.dtype != "i32" && info.dtype != "i64")))
+      (info.indexBound < 1 ||
+       (w.dtype != manifest::Dtype::I32 && w.dtype != manifest::Dtype::I64)))
     invalid("index_bound " + std::to_string(info.indexBound) + " on a " +
             info.dtype + " input");
   return info;
@@ -206,15 +216,7 @@ ParamInfo toParam(const manifest::Param &w) {
   info.name = w.name;
   info.shape = w.shape;
   info.numel = w.numel;
-  if (w.init == "normal")
-    info.init = InitKind::Normal;
-  else if (w.init == "zeros")
-    info.init = InitKind::Zeros;
-  else if (w.init == "ones")
-    info.init = InitKind::Ones;
-  else
-    invalid("parameter '" + info.name + "' has unknown initializer '" + w.init +
-            "'");
+  info.init = w.init;
   info.std = w.std;
   info.partition = w.partition;
   info.offset = w.offset;
@@ -252,15 +254,12 @@ PartitionInfo toPartition(const manifest::Partition &w, size_t index) {
     info.offsets[k] = *w.buffers[size_t(k)];
     info.counts[k] = *w.bufferNumel[size_t(k)];
   }
-  auto place = [&](const std::optional<std::vector<std::string>> &names,
+  auto place = [&](const std::optional<std::vector<BufferKind>> &kinds,
                    const char *memory, std::array<bool, kNumBufferKinds> &on) {
-    for (const std::string &name : names.value_or(std::vector<std::string>{})) {
-      int k = 0;
-      while (k < kNumBufferKinds && name != kBufferNames[k])
-        ++k;
-      if (k == kNumBufferKinds || !info.present[k] || info.onHost[k])
-        invalid("partition '" + info.name + "' has no buffer '" + name +
-                "' to place in " + memory);
+    for (BufferKind k : kinds.value_or(std::vector<BufferKind>{})) {
+      if (!info.present[k] || info.onHost[k])
+        invalid("partition '" + info.name + "' has no buffer '" +
+                kBufferNames[k] + "' to place in " + memory);
       on[k] = true;
     }
   };
@@ -305,18 +304,15 @@ Manifest Manifest::parse(const std::string &text) {
   m.worldSize = w.worldSize;
   m.accumulationSteps = w.accumulationSteps;
   m.globalBatch = w.globalBatch;
-  m.computeDtypeName = w.computeDtype;
-  if (m.computeDtypeName == "f32")
-    m.computeDtype = ZRT_F32;
-  else if (m.computeDtypeName == "bf16")
-    m.computeDtype = ZRT_BF16;
-  else if (m.computeDtypeName == "f16")
-    m.computeDtype = ZRT_F16;
-  else
+  m.computeDtypeName = manifest::valueOf(w.computeDtype);
+  // By Dtype: the floating-point ones.
+  static constexpr zrt_dtype computeDtypes[] = {ZRT_F32, ZRT_BF16, ZRT_F16};
+  if (static_cast<size_t>(w.computeDtype) >= std::size(computeDtypes))
     invalid("unknown compute dtype '" + m.computeDtypeName + "'");
+  m.computeDtype = computeDtypes[static_cast<int>(w.computeDtype)];
 
   const manifest::Precision &prec = w.precision;
-  m.precision = prec.kind;
+  m.precision = manifest::valueOf(prec.kind);
   m.initialScalePower = prec.initialScalePower;
   m.lossScaleWindow = prec.lossScaleWindow;
   m.hysteresis = prec.hysteresis;
@@ -327,9 +323,7 @@ Manifest Manifest::parse(const std::string &text) {
             std::to_string(m.lossScale));
 
   const manifest::Optimizer &opt = w.optimizer;
-  if (opt.kind != "adam" && opt.kind != "adamw")
-    invalid("unknown optimizer '" + opt.kind + "'");
-  m.adamw = opt.kind == "adamw";
+  m.adamw = opt.kind == manifest::OptimizerKind::AdamW;
   m.lr = opt.lr;
   m.beta1 = opt.beta1;
   m.beta2 = opt.beta2;
@@ -392,8 +386,6 @@ Manifest Manifest::parse(const std::string &text) {
     invalid("stage " + std::to_string(m.stage));
   if (m.worldSize < 1 || m.accumulationSteps < 1)
     invalid("world size and accumulation steps must be positive");
-  if (m.precision != "fp32" && m.precision != "bf16" && m.precision != "fp16")
-    invalid("unknown precision '" + m.precision + "'");
   if (m.persistentBytes < 0 || m.arenaBytes < 0)
     invalid("negative arena size");
   int64_t optimizerNvme = m.optimizerNvmeBytes();

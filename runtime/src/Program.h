@@ -27,7 +27,7 @@ namespace zrt {
 
 class SwapFile;
 
-enum class InitKind { Normal, Zeros, Ones };
+using InitKind = manifest::InitKind;
 
 /// The shape weights files hold for a parameter of `shape`: with `rows`
 /// rows when it is padded (rows >= 0; zero-pad-vocab appends zero rows that

@@ -777,6 +777,21 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
   j["world_size"] = int64_t(1) << 40;
   EXPECT_NE(error(j).find("key 'world_size' is out of range"),
             std::string::npos);
+  // So are values outside an enum's, with the ones it has.
+  j = tinyManifest(1, 4);
+  j["params"][0]["init"] = "uniform";
+  EXPECT_NE(error(j).find("key 'params[0].init' has unknown value 'uniform' "
+                          "(normal, zeros or ones)"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["partitions"][0]["host_buffers"] = {"moments"};
+  EXPECT_NE(error(j).find("key 'partitions[0].host_buffers[0]' has unknown "
+                          "value 'moments' (params, grads, master, exp_avg, "
+                          "exp_avg_sq, host_grads or host_params)"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["compute_dtype"] = "i64";
+  EXPECT_NE(error(j).find("unknown compute dtype 'i64'"), std::string::npos);
   EXPECT_NE(errorOf([] { Manifest::parse("{"); }).find("invalid"),
             std::string::npos);
 }

@@ -25,18 +25,6 @@ using namespace mlir;
 using namespace mlir::zero;
 using namespace mlir::zero::lowering;
 
-static std::string dtypeName(Type t) {
-  if (t.isBF16())
-    return "bf16";
-  if (t.isF16())
-    return "f16";
-  if (t.isF32())
-    return "f32";
-  if (t.isInteger(32))
-    return "i32";
-  return "i64";
-}
-
 //===----------------------------------------------------------------------===//
 // The writer, generated from manifest.def
 //===----------------------------------------------------------------------===//
@@ -61,7 +49,10 @@ Object toJson(const manifest::BufferMap &v) {
 
 template <typename T>
 Value toJson(const T &v) {
-  return Value(v);
+  if constexpr (std::is_enum_v<T>)
+    return Value(manifest::valueOf(v));
+  else
+    return Value(v);
 }
 
 template <typename T>
@@ -99,14 +90,25 @@ void writeField(Object &o, const char *key, const std::optional<T> &v) {
 // The manifest of a step
 //===----------------------------------------------------------------------===//
 
-/// The manifest's buffer kind of the compiler's `kind`, by name.
-static zrt::BufferKind toManifestBuffer(BufferKind kind) {
-  StringRef name = stringifyBufferKind(kind);
-  for (int k = 0; k < zrt::kNumBufferKinds; ++k)
-    if (name == zrt::kBufferNames[k])
-      return static_cast<zrt::BufferKind>(k);
-  llvm::report_fatal_error("buffer kind '" + name +
-                           "' is not in zero_rt/manifest.def");
+/// The manifest's value of a case of the compiler's enums: the one
+/// written alike.
+template <typename E>
+static E toManifest(StringRef value) {
+  if (std::optional<E> e = manifest::enumOf<E>(value))
+    return *e;
+  llvm::report_fatal_error("'" + value + "' is not in zero_rt/manifest.def");
+}
+
+static manifest::Dtype toManifest(Type t) {
+  if (t.isBF16())
+    return manifest::Dtype::BF16;
+  if (t.isF16())
+    return manifest::Dtype::F16;
+  if (t.isF32())
+    return manifest::Dtype::F32;
+  if (t.isInteger(32))
+    return manifest::Dtype::I32;
+  return manifest::Dtype::I64;
 }
 
 /// The optimizer attribute; its schedule with every parameter, by
@@ -114,7 +116,8 @@ static zrt::BufferKind toManifestBuffer(BufferKind kind) {
 static manifest::Optimizer optimizerManifest(OptimizerAttr opt) {
   auto d = [](const APFloat &v) { return v.convertToDouble(); };
   manifest::Optimizer o;
-  o.kind = stringifyOptimizerKind(opt.getKind()).str();
+  o.kind = toManifest<manifest::OptimizerKind>(
+      stringifyOptimizerKind(opt.getKind()));
   o.lr = d(opt.getLr());
   o.beta1 = d(opt.getBeta1());
   o.beta2 = d(opt.getBeta2());
@@ -123,11 +126,13 @@ static manifest::Optimizer optimizerManifest(OptimizerAttr opt) {
   o.biasCorrection = opt.getBiasCorrection();
   if (LrScheduleAttr s = opt.getSchedule()) {
     manifest::Schedule &m = o.schedule.emplace();
-    m.kind = stringifyLrScheduleKind(s.getKind()).str();
+    m.kind = toManifest<manifest::LrScheduleKind>(
+        stringifyLrScheduleKind(s.getKind()));
     m.warmupMinLr = d(s.getWarmupMinLr());
     m.warmupMaxLr = d(s.getWarmupMaxLr());
     m.warmupNumSteps = s.getWarmupNumSteps();
-    m.warmupType = stringifyWarmupType(s.getWarmupType()).str();
+    m.warmupType = toManifest<manifest::WarmupType>(
+        stringifyWarmupType(s.getWarmupType()));
     m.totalNumSteps = s.getTotalNumSteps();
     m.warmupMinRatio = d(s.getWarmupMinRatio());
     m.cosMinRatio = d(s.getCosMinRatio());
@@ -158,10 +163,11 @@ std::string Lowering::buildManifest() {
   m.accumulationSteps = s.getAccumulationSteps();
   if (ScheduleAttr schedule = step.getScheduleAttr())
     m.globalBatch = schedule.getGlobalBatch();
-  m.computeDtype = dtypeName(s.getPartitions().front().computeType);
+  m.computeDtype = toManifest(s.getPartitions().front().computeType);
 
   PrecisionAttr prec = step.getPrecision();
-  m.precision.kind = stringifyPrecisionKind(prec.getKind()).str();
+  m.precision.kind = toManifest<manifest::PrecisionKind>(
+      stringifyPrecisionKind(prec.getKind()));
   m.precision.initialScalePower = prec.getInitialScalePower();
   m.precision.lossScaleWindow = prec.getLossScaleWindow();
   m.precision.hysteresis = prec.getHysteresis();
@@ -183,7 +189,7 @@ std::string Lowering::buildManifest() {
   for (BlockArgument arg : step.getBodyBlock().getArguments()) {
     manifest::Input &in = m.inputs.emplace_back();
     llvm::append_range(in.shape, tensorType(arg).getShape());
-    in.dtype = dtypeName(elemType(arg));
+    in.dtype = toManifest(elemType(arg));
     in.offset = inputOffsets[arg.getArgNumber()];
     // Token ids and labels: the range the data must lie in, checked by
     // the driver before the first step.
@@ -195,7 +201,7 @@ std::string Lowering::buildManifest() {
     param.name = p.getSymName().str();
     llvm::append_range(param.shape, p.getTensorType().getShape());
     param.numel = p.getNumElements();
-    param.init = stringifyInitKind(p.getInit()).str();
+    param.init = toManifest<manifest::InitKind>(stringifyInitKind(p.getInit()));
     param.std = p.getStd() ? p.getStd()->convertToDouble() : 0.0;
     param.partition = loc ? partitionIndex(loc->partition) : -1;
     param.offset = loc ? loc->offset : -1;
@@ -218,18 +224,18 @@ std::string Lowering::buildManifest() {
     // offloaded optimizer's buffers are at offsets of the host arena, those
     // on NVMe at offsets in the rank's swap files (params: the parameters'
     // file).
-    std::vector<std::string> host, nvme;
+    std::vector<zrt::BufferKind> host, nvme;
     for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
       auto kind = static_cast<BufferKind>(k);
       if (!pb.hasBuffer(kind))
         continue;
-      zrt::BufferKind buffer = toManifestBuffer(kind);
+      auto buffer = toManifest<zrt::BufferKind>(stringifyBufferKind(kind));
       part.buffers[buffer] = persistentOffset(p, kind);
       part.bufferNumel[buffer] = pb.numel[k];
       if (pb.getMemory(kind) == MemoryKind::host)
-        host.push_back(zrt::kBufferNames[buffer]);
+        host.push_back(buffer);
       else if (pb.getMemory(kind) == MemoryKind::nvme)
-        nvme.push_back(zrt::kBufferNames[buffer]);
+        nvme.push_back(buffer);
     }
     if (!host.empty())
       part.hostBuffers = std::move(host);

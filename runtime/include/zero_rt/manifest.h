@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace zrt {
@@ -46,6 +47,48 @@ enum class Presence { Required, Optional };
 
 /// A value of each buffer kind a partition has (none for one it lacks).
 using BufferMap = std::array<std::optional<int64_t>, kNumBufferKinds>;
+
+// clang-format off
+#define ZRT_MANIFEST_ENUM(name) enum class name {
+#define ZRT_MANIFEST_CASE(id, value) id,
+#define ZRT_MANIFEST_END_ENUM(name) };
+#include "zero_rt/manifest.def"
+// clang-format on
+
+/// The values of an enum of the manifest as written, by enumerator.
+template <typename E>
+struct EnumValues;
+template <>
+struct EnumValues<BufferKind> {
+  static constexpr const char *const *values = kBufferNames;
+  static constexpr int size = kNumBufferKinds;
+};
+// clang-format off
+#define ZRT_MANIFEST_ENUM(name)                                                \
+  template <> struct EnumValues<name> {                                        \
+    static constexpr const char *const values[] = {
+#define ZRT_MANIFEST_CASE(id, value) value,
+#define ZRT_MANIFEST_END_ENUM(name)                                            \
+    };                                                                         \
+    static constexpr int size = sizeof(values) / sizeof(values[0]);            \
+  };
+#include "zero_rt/manifest.def"
+// clang-format on
+
+/// How `e` is written.
+template <typename E>
+const char *valueOf(E e) {
+  return EnumValues<E>::values[static_cast<int>(e)];
+}
+
+/// The enumerator written as `value`, if any.
+template <typename E>
+std::optional<E> enumOf(std::string_view value) {
+  for (int i = 0; i < EnumValues<E>::size; ++i)
+    if (value == EnumValues<E>::values[i])
+      return static_cast<E>(i);
+  return std::nullopt;
+}
 
 // clang-format off
 #define ZRT_MANIFEST_OBJECT(name) struct name {
