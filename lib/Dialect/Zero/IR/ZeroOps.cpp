@@ -1323,7 +1323,7 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
              << swap.getBufferBytes() << " bytes cannot hold the "
              << group->getShardNumel() << "-element shard of @"
              << group->getSymName() << " in " << compute << " (" << shardBytes
-             << " bytes in whole 4096-byte blocks)";
+             << " bytes in whole " << kNvmeAlignment << "-byte blocks)";
   }
   if (Value staged = getStagedValue()) {
     if (group->getStageValue() != 3)
