@@ -39,6 +39,11 @@ using manifest::Presence;
   throw std::runtime_error("invalid program manifest: " + msg);
 }
 
+/// The key path of member `key` of the top-level object `object`.
+std::string keyPath(const char *object, const char *key) {
+  return std::string(object) + "." + key;
+}
+
 /// The value at key path `path` (plan.arena_bytes, partitions[0].buffers;
 /// empty: the manifest itself) is not `want`.
 [[noreturn]] void mistyped(const std::string &path, const char *want,
@@ -206,8 +211,8 @@ InputInfo toInput(const manifest::Input &w) {
   if (w.indexBound &&
       (info.indexBound < 1 ||
        (w.dtype != manifest::Dtype::I32 && w.dtype != manifest::Dtype::I64)))
-    invalid("index_bound " + std::to_string(info.indexBound) + " on a " +
-            info.dtype + " input");
+    invalid(std::string(manifest::Input::indexBoundKey) + " " +
+            std::to_string(info.indexBound) + " on a " + info.dtype + " input");
   return info;
 }
 
@@ -248,7 +253,8 @@ PartitionInfo toPartition(const manifest::Partition &w, size_t index) {
     if (!info.present[k])
       continue;
     if (!w.bufferNumel[size_t(k)])
-      invalid("missing key 'partitions[" + std::to_string(index) + "]." +
+      invalid("missing key '" + std::string(manifest::Program::partitionsKey) +
+              "[" + std::to_string(index) + "]." +
               manifest::Partition::bufferNumelKey + "." + kBufferNames[k] +
               "'");
     info.offsets[k] = *w.buffers[size_t(k)];
@@ -319,8 +325,9 @@ Manifest Manifest::parse(const std::string &text) {
   m.minLossScale = prec.minLossScale;
   m.lossScale = prec.lossScale;
   if (!(m.lossScale >= 0) || !std::isfinite(m.lossScale))
-    invalid("precision.loss_scale must be >= 0, got " +
-            std::to_string(m.lossScale));
+    invalid(keyPath(manifest::Program::precisionKey,
+                    manifest::Precision::lossScaleKey) +
+            " must be >= 0, got " + std::to_string(m.lossScale));
 
   const manifest::Optimizer &opt = w.optimizer;
   m.adamw = opt.kind == manifest::OptimizerKind::AdamW;
@@ -341,8 +348,9 @@ Manifest Manifest::parse(const std::string &text) {
   m.stepsPerPrint = w.logging.stepsPerPrint;
   m.wallClockBreakdown = w.logging.wallClockBreakdown;
   if (m.stepsPerPrint < 1)
-    invalid("logging.steps_per_print must be >= 1, got " +
-            std::to_string(m.stepsPerPrint));
+    invalid(keyPath(manifest::Program::loggingKey,
+                    manifest::Logging::stepsPerPrintKey) +
+            " must be >= 1, got " + std::to_string(m.stepsPerPrint));
   m.tokenSlots = w.tokenSlots;
 
   m.hashText = *w.hash;
@@ -477,7 +485,8 @@ Manifest Manifest::parse(const std::string &text) {
               "' has buffers on NVMe but keeps its "
               "optimizer on the device");
     if (m.stage == 3 && p.counts[kParams] != p.shardNumel)
-      invalid("stage-3 params shard of '" + p.name + "' is not shard_numel");
+      invalid("stage-3 params shard of '" + p.name + "' is not " +
+              manifest::Partition::shardNumelKey);
   }
   for (const ParamInfo &p : m.params) {
     if (p.partition < 0 || p.partition >= int32_t(m.partitions.size()))
@@ -487,18 +496,22 @@ Manifest Manifest::parse(const std::string &text) {
       invalid("parameter '" + p.name + "' lies outside partition '" +
               part.name + "'");
   }
+  using manifest::MemoryTimeline;
+  const std::string timeline = manifest::Program::memoryTimelineKey;
   size_t ops = m.plannedLiveBytes.size();
   if (m.plannedScratchBytes.size() != ops)
-    invalid("memory_timeline has " + std::to_string(ops) + " live_bytes but " +
-            std::to_string(m.plannedScratchBytes.size()) + " scratch_bytes");
+    invalid(timeline + " has " + std::to_string(ops) + " " +
+            MemoryTimeline::liveBytesKey + " but " +
+            std::to_string(m.plannedScratchBytes.size()) + " " +
+            MemoryTimeline::scratchBytesKey);
   for (size_t i = 0; i < ops; ++i)
     if (m.plannedLiveBytes[i] < 0 || m.plannedLiveBytes[i] > m.arenaBytes ||
         m.plannedScratchBytes[i] < 0 ||
         m.plannedScratchBytes[i] > m.scratchBytes)
-      invalid("memory_timeline at op " + std::to_string(i) +
+      invalid(timeline + " at op " + std::to_string(i) +
               " exceeds the plan's step arena or scratch");
   if (m.backwardStart < -1 || m.backwardStart > int64_t(ops))
-    invalid("memory_timeline.backward_start " +
+    invalid(keyPath(timeline.c_str(), MemoryTimeline::backwardStartKey) + " " +
             std::to_string(m.backwardStart) + " is not an op index");
   for (const InputInfo &in : m.inputs)
     if (in.offset < 0 ||
