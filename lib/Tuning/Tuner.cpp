@@ -186,7 +186,7 @@ private:
   /// The offload choices of `stage` the search makes, nothing offloaded
   /// first.
   SmallVector<TuneConfig> getOffloadChoices(int64_t stage) const;
-  /// The step's zero.offload of `config`'s offload choice (set only when
+  /// The step's offload of `config`'s offload choice (set only when
   /// something is offloaded).
   OffloadAttr getOffloadAttr(const TuneConfig &config) const;
   /// The model states zero-partition gives `stage` under each of its
@@ -265,16 +265,15 @@ Tuner::partitionStage(int64_t stage) {
   if (failed(pm.run(*module)))
     return failure();
   TrainStepOp step = *module->getOps<TrainStepOp>().begin();
-  auto helper = ctx->getLoadedDialect<ZeroDialect>()->getOffloadAttrHelper();
   SmallVector<TuneModelStates> states;
   int64_t padded = 0;
   for (const TuneConfig &choice : getOffloadChoices(stage)) {
-    // The buffers' memories follow the step's zero.offload, as
-    // zero-optimizer records it.
+    // The buffers' memories follow the step's offload, as zero-optimizer
+    // records it.
     if (choice.isOffloaded())
-      helper.setAttr(step, getOffloadAttr(choice));
-    else if (helper.isAttrPresent(step))
-      helper.removeAttr(step);
+      step.setOffloadAttr(getOffloadAttr(choice));
+    else
+      step.removeOffloadAttr();
     FailureOr<StepSchedule> schedule = StepSchedule::get(step);
     if (failed(schedule))
       return failure();

@@ -26,9 +26,11 @@ void *device::allocate(int64_t bytes) { return alignedAlloc(bytes); }
 
 void device::release(void *ptr) { std::free(ptr); }
 
-// Page-aligned: the swap buffers of an optimizer on NVMe are O_DIRECT
+// Block-aligned: the swap buffers of an optimizer on NVMe are O_DIRECT
 // buffers (cudaHostAlloc's pages are aligned too).
-void *device::allocateHost(int64_t bytes) { return alignedAlloc(bytes, 4096); }
+void *device::allocateHost(int64_t bytes) {
+  return alignedAlloc(bytes, ZRT_NVME_BLOCK_BYTES);
+}
 
 void device::releaseHost(void *ptr) { std::free(ptr); }
 

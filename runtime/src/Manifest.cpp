@@ -13,85 +13,265 @@
 #include "Program.h"
 #include "Support.h"
 
+#include "zero_rt/constants.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 
 using namespace zrt;
 using nlohmann::json;
 
-const char *const zrt::kBufferNames[kNumBufferKinds] = {
-    "params",     "grads",      "master",     "exp_avg",
-    "exp_avg_sq", "host_grads", "host_params"};
-
 //===----------------------------------------------------------------------===//
-// Manifest
+// Reading the manifest
 //===----------------------------------------------------------------------===//
 
 namespace {
+
+using manifest::Presence;
 
 [[noreturn]] void invalid(const std::string &msg) {
   throw std::runtime_error("invalid program manifest: " + msg);
 }
 
-int64_t dtypeBytes(const std::string &dtype) {
-  if (dtype == "f32" || dtype == "i32")
-    return 4;
-  if (dtype == "i64")
-    return 8;
-  if (dtype == "bf16" || dtype == "f16")
-    return 2;
-  invalid("unknown dtype '" + dtype + "'");
+/// The key path of member `key` of the top-level object `object`.
+std::string keyPath(const char *object, const char *key) {
+  return std::string(object) + "." + key;
 }
 
-/// The optimizer's "schedule" object: the #zero.lr_schedule attribute's
-/// kind and parameters, by DeepSpeed's names.
-zrt_lr_schedule parseSchedule(const json &j) {
-  static const std::pair<const char *, zrt_lr_kind> kinds[] = {
-      {"warmup_lr", ZRT_LR_WARMUP},
-      {"warmup_decay_lr", ZRT_LR_WARMUP_DECAY},
-      {"warmup_cosine_lr", ZRT_LR_WARMUP_COSINE},
-      {"one_cycle", ZRT_LR_ONE_CYCLE},
-      {"lr_range_test", ZRT_LR_RANGE_TEST}};
+/// The value at key path `path` (plan.arena_bytes, partitions[0].buffers;
+/// empty: the manifest itself) is not `want`.
+[[noreturn]] void mistyped(const std::string &path, const char *want,
+                           const json &j) {
+  invalid((path.empty() ? std::string("the manifest") : "key '" + path + "'") +
+          " must be " + want + ", got " + j.type_name());
+}
+
+// The readers of manifest.def's structs, one per object.
+#define ZRT_MANIFEST_OBJECT(name)                                              \
+  void read(const json &j, const std::string &path, manifest::name &v);
+#include "zero_rt/manifest.def"
+
+void read(const json &j, const std::string &path, int64_t &v) {
+  if (!j.is_number_integer())
+    mistyped(path, "an integer", j);
+  if (j.is_number_unsigned() &&
+      j.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    invalid("key '" + path + "' is out of range");
+  v = j.get<int64_t>();
+}
+
+void read(const json &j, const std::string &path, int32_t &v) {
+  int64_t wide = 0;
+  read(j, path, wide);
+  if (wide < std::numeric_limits<int32_t>::min() ||
+      wide > std::numeric_limits<int32_t>::max())
+    invalid("key '" + path + "' is out of range");
+  v = int32_t(wide);
+}
+
+void read(const json &j, const std::string &path, double &v) {
+  if (!j.is_number())
+    mistyped(path, "a number", j);
+  v = j.get<double>();
+}
+
+void read(const json &j, const std::string &path, bool &v) {
+  if (!j.is_boolean())
+    mistyped(path, "true or false", j);
+  v = j.get<bool>();
+}
+
+void read(const json &j, const std::string &path, std::string &v) {
+  if (!j.is_string())
+    mistyped(path, "a string", j);
+  v = j.get<std::string>();
+}
+
+/// A string naming a value of enum E.
+template <typename E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+void read(const json &j, const std::string &path, E &v) {
+  std::string value;
+  read(j, path, value);
+  if (std::optional<E> e = manifest::enumOf<E>(value)) {
+    v = *e;
+    return;
+  }
+  using Values = manifest::EnumValues<E>;
+  std::string values = Values::values[0];
+  for (int i = 1; i < Values::size; ++i)
+    values +=
+        (i + 1 < Values::size ? ", " : " or ") + std::string(Values::values[i]);
+  invalid("key '" + path + "' has unknown value '" + value + "' (" + values +
+          ")");
+}
+
+/// An object keyed by buffer names; other keys are not read.
+void read(const json &j, const std::string &path, manifest::BufferMap &v) {
+  if (!j.is_object())
+    mistyped(path, "an object", j);
+  for (int k = 0; k < kNumBufferKinds; ++k)
+    if (auto it = j.find(kBufferNames[k]); it != j.end())
+      read(*it, path + "." + kBufferNames[k], v[size_t(k)].emplace());
+}
+
+template <typename T>
+void read(const json &j, const std::string &path, std::vector<T> &v) {
+  if (!j.is_array())
+    mistyped(path, "an array", j);
+  v.resize(j.size());
+  for (size_t i = 0; i < j.size(); ++i)
+    read(j[i], path + "[" + std::to_string(i) + "]", v[i]);
+}
+
+template <typename T>
+void read(const json &j, const std::string &path, std::optional<T> &v) {
+  read(j, path, v.emplace());
+}
+
+/// Member `key` of object `j` at `path`; a missing one keeps `v`.
+template <typename T>
+void readField(const json &j, const std::string &path, const char *key,
+               Presence presence, T &v) {
+  std::string at = path.empty() ? key : path + "." + key;
+  auto it = j.find(key);
+  if (it == j.end()) {
+    if (presence == Presence::Required)
+      invalid("missing key '" + at + "'");
+    return;
+  }
+  read(*it, at, v);
+}
+
+#define ZRT_MANIFEST_OBJECT(name)                                              \
+  void read(const json &j, const std::string &path, manifest::name &v) {       \
+    if (!j.is_object())                                                        \
+      mistyped(path, "an object", j);
+#define ZRT_MANIFEST_FIELD(type, name, key, presence, init)                    \
+  readField(j, path, key, Presence::presence, v.name);
+#define ZRT_MANIFEST_END(name) }
+#include "zero_rt/manifest.def"
+
+/// Bytes of an element of `dtype`, a manifest Dtype's value.
+int64_t dtypeBytes(const std::string &dtype) {
+  using manifest::Dtype;
+  std::optional<Dtype> d = manifest::enumOf<Dtype>(dtype);
+  return d == Dtype::I64 ? 8 : d == Dtype::BF16 || d == Dtype::F16 ? 2 : 4;
+}
+
+/// The optimizer's schedule: the #zero.lr_schedule attribute's kind and
+/// parameters, by DeepSpeed's names.
+zrt_lr_schedule toSchedule(const manifest::Schedule &w) {
+  // By LrScheduleKind.
+  static constexpr zrt_lr_kind kinds[] = {ZRT_LR_WARMUP, ZRT_LR_WARMUP_DECAY,
+                                          ZRT_LR_WARMUP_COSINE,
+                                          ZRT_LR_ONE_CYCLE, ZRT_LR_RANGE_TEST};
+  static_assert(std::size(kinds) ==
+                manifest::EnumValues<manifest::LrScheduleKind>::size);
   zrt_lr_schedule s{};
-  std::string kind = j.at("kind").get<std::string>();
-  for (const auto &[name, k] : kinds)
-    if (kind == name)
-      s.kind = k;
-  if (s.kind == ZRT_LR_CONSTANT)
-    invalid("unknown learning-rate schedule '" + kind + "'");
-  std::string warmupType = j.at("warmup_type").get<std::string>();
-  if (warmupType != "log" && warmupType != "linear")
-    invalid("unknown warmup_type '" + warmupType + "'");
-  s.warmup_type = warmupType == "linear";
-  s.warmup_min_lr = j.at("warmup_min_lr").get<double>();
-  s.warmup_max_lr = j.at("warmup_max_lr").get<double>();
-  s.warmup_num_steps = j.at("warmup_num_steps").get<int64_t>();
-  s.total_num_steps = j.at("total_num_steps").get<int64_t>();
-  s.warmup_min_ratio = j.at("warmup_min_ratio").get<double>();
-  s.cos_min_ratio = j.at("cos_min_ratio").get<double>();
-  s.cycle_min_lr = j.at("cycle_min_lr").get<double>();
-  s.cycle_max_lr = j.at("cycle_max_lr").get<double>();
-  s.decay_lr_rate = j.at("decay_lr_rate").get<double>();
-  s.cycle_first_step_size = j.at("cycle_first_step_size").get<int64_t>();
-  s.cycle_second_step_size = j.at("cycle_second_step_size").get<int64_t>();
-  s.decay_step_size = j.at("decay_step_size").get<int64_t>();
-  s.cycle_momentum = j.at("cycle_momentum").get<bool>();
-  s.cycle_min_mom = j.at("cycle_min_mom").get<double>();
-  s.cycle_max_mom = j.at("cycle_max_mom").get<double>();
-  s.decay_mom_rate = j.at("decay_mom_rate").get<double>();
-  s.lr_range_test_min_lr = j.at("lr_range_test_min_lr").get<double>();
-  s.lr_range_test_step_size = j.at("lr_range_test_step_size").get<int64_t>();
-  s.lr_range_test_step_rate = j.at("lr_range_test_step_rate").get<double>();
-  s.lr_range_test_staircase = j.at("lr_range_test_staircase").get<bool>();
+  s.kind = kinds[static_cast<int>(w.kind)];
+  s.warmup_type = w.warmupType == manifest::WarmupType::Linear;
+  s.warmup_min_lr = w.warmupMinLr;
+  s.warmup_max_lr = w.warmupMaxLr;
+  s.warmup_num_steps = w.warmupNumSteps;
+  s.total_num_steps = w.totalNumSteps;
+  s.warmup_min_ratio = w.warmupMinRatio;
+  s.cos_min_ratio = w.cosMinRatio;
+  s.cycle_min_lr = w.cycleMinLr;
+  s.cycle_max_lr = w.cycleMaxLr;
+  s.decay_lr_rate = w.decayLrRate;
+  s.cycle_first_step_size = w.cycleFirstStepSize;
+  s.cycle_second_step_size = w.cycleSecondStepSize;
+  s.decay_step_size = w.decayStepSize;
+  s.cycle_momentum = w.cycleMomentum;
+  s.cycle_min_mom = w.cycleMinMom;
+  s.cycle_max_mom = w.cycleMaxMom;
+  s.decay_mom_rate = w.decayMomRate;
+  s.lr_range_test_min_lr = w.lrRangeTestMinLr;
+  s.lr_range_test_step_size = w.lrRangeTestStepSize;
+  s.lr_range_test_step_rate = w.lrRangeTestStepRate;
+  s.lr_range_test_staircase = w.lrRangeTestStaircase;
   if (s.warmup_num_steps < 0 || s.cycle_first_step_size < 1 ||
       s.lr_range_test_step_size < 1)
     invalid("learning-rate schedule step counts must be positive");
   return s;
+}
+
+InputInfo toInput(const manifest::Input &w) {
+  InputInfo info;
+  info.shape = w.shape;
+  info.dtype = manifest::valueOf(w.dtype);
+  info.offset = w.offset;
+  info.indexBound = w.indexBound.value_or(-1);
+  if (w.indexBound &&
+      (info.indexBound < 1 ||
+       (w.dtype != manifest::Dtype::I32 && w.dtype != manifest::Dtype::I64)))
+    invalid(std::string(manifest::Input::indexBoundKey) + " " +
+            std::to_string(info.indexBound) + " on a " + info.dtype + " input");
+  return info;
+}
+
+ParamInfo toParam(const manifest::Param &w) {
+  ParamInfo info;
+  info.name = w.name;
+  info.shape = w.shape;
+  info.numel = w.numel;
+  info.init = w.init;
+  info.std = w.std;
+  info.partition = w.partition;
+  info.offset = w.offset;
+  info.weightDecay = w.weightDecay.value_or(-1.0);
+  if (w.rows) {
+    info.rows = *w.rows;
+    if (info.shape.empty() || info.rows < 1 || info.rows >= info.shape[0])
+      invalid("parameter '" + info.name + "' has rows " +
+              std::to_string(info.rows) + " outside [1, its " +
+              std::to_string(info.shape.empty() ? 0 : info.shape[0]) +
+              " rows)");
+  }
+  return info;
+}
+
+/// Partition `index` of the manifest.
+PartitionInfo toPartition(const manifest::Partition &w, size_t index) {
+  PartitionInfo info;
+  info.name = w.name;
+  info.numel = w.numel;
+  info.paddedNumel = w.paddedNumel;
+  info.shardNumel = w.shardNumel;
+  info.params = w.params;
+  // fp32 parameters are their own masters: no master buffer.
+  info.paramsAreMasters = !w.buffers[kMaster];
+  for (int k = 0; k < kNumBufferKinds; ++k) {
+    info.offsets[k] = -1;
+    info.present[k] = w.buffers[size_t(k)].has_value();
+    if (!info.present[k])
+      continue;
+    if (!w.bufferNumel[size_t(k)])
+      invalid("missing key '" + std::string(manifest::Program::partitionsKey) +
+              "[" + std::to_string(index) + "]." +
+              manifest::Partition::bufferNumelKey + "." + kBufferNames[k] +
+              "'");
+    info.offsets[k] = *w.buffers[size_t(k)];
+    info.counts[k] = *w.bufferNumel[size_t(k)];
+  }
+  auto place = [&](const std::optional<std::vector<BufferKind>> &kinds,
+                   const char *memory, std::array<bool, kNumBufferKinds> &on) {
+    for (BufferKind k : kinds.value_or(std::vector<BufferKind>{})) {
+      if (!info.present[k] || info.onHost[k])
+        invalid("partition '" + info.name + "' has no buffer '" +
+                kBufferNames[k] + "' to place in " + memory);
+      on[k] = true;
+    }
+  };
+  place(w.hostBuffers, "host memory", info.onHost);
+  place(w.nvmeBuffers, "the swap file", info.onNvme);
+  return info;
 }
 
 } // namespace
@@ -107,172 +287,106 @@ int64_t InputInfo::elementBytes() const { return dtypeBytes(dtype); }
 
 Manifest Manifest::parse(const std::string &text) {
   Manifest m;
+  manifest::Program w;
+  json j;
   try {
-    json j = json::parse(text);
-    m.version = j.at("version").get<int32_t>();
-    if (m.version != ZRT_PROGRAM_VERSION)
-      invalid("program version " + std::to_string(m.version) +
+    j = json::parse(text);
+    // The version first: another version's manifest may lack keys.
+    if (!j.is_object())
+      mistyped("", "an object", j);
+    readField(j, "", manifest::Program::versionKey, Presence::Required,
+              w.version);
+    if (w.version != ZRT_PROGRAM_VERSION)
+      invalid("program version " + std::to_string(w.version) +
               ", this runtime implements version " +
               std::to_string(ZRT_PROGRAM_VERSION) +
               " (recompile with a matching zero-compile)");
-    m.stage = j.at("stage").get<int32_t>();
-    m.worldSize = j.at("world_size").get<int32_t>();
-    m.accumulationSteps = j.at("accumulation_steps").get<int32_t>();
-    m.globalBatch = j.value("global_batch", int64_t(0));
-    m.computeDtypeName = j.at("compute_dtype").get<std::string>();
-    if (m.computeDtypeName == "f32")
-      m.computeDtype = ZRT_F32;
-    else if (m.computeDtypeName == "bf16")
-      m.computeDtype = ZRT_BF16;
-    else if (m.computeDtypeName == "f16")
-      m.computeDtype = ZRT_F16;
-    else
-      invalid("unknown compute dtype '" + m.computeDtypeName + "'");
-
-    const json &prec = j.at("precision");
-    m.precision = prec.at("kind").get<std::string>();
-    m.initialScalePower = prec.at("initial_scale_power").get<int64_t>();
-    m.lossScaleWindow = prec.at("loss_scale_window").get<int64_t>();
-    m.hysteresis = prec.at("hysteresis").get<int64_t>();
-    m.minLossScale = prec.at("min_loss_scale").get<double>();
-    m.lossScale = prec.value("loss_scale", 0.0);
-    if (!(m.lossScale >= 0) || !std::isfinite(m.lossScale))
-      invalid("precision.loss_scale must be >= 0, got " +
-              std::to_string(m.lossScale));
-
-    const json &opt = j.at("optimizer");
-    std::string kind = opt.at("kind").get<std::string>();
-    if (kind != "adam" && kind != "adamw")
-      invalid("unknown optimizer '" + kind + "'");
-    m.adamw = kind == "adamw";
-    m.lr = opt.at("lr").get<double>();
-    m.beta1 = opt.at("beta1").get<double>();
-    m.beta2 = opt.at("beta2").get<double>();
-    m.eps = opt.at("eps").get<double>();
-    m.weightDecay = opt.at("weight_decay").get<double>();
-    m.biasCorrection = opt.value("bias_correction", true);
-    if (opt.contains("schedule")) {
-      m.schedule = parseSchedule(opt.at("schedule"));
-      m.scheduleText = opt.at("schedule").dump();
-    }
-    m.gradientClipping = j.value("gradient_clipping", 0.0);
-    if (j.contains("logging")) {
-      const json &logging = j.at("logging");
-      m.stepsPerPrint = logging.value("steps_per_print", int64_t(1));
-      m.wallClockBreakdown = logging.value("wall_clock_breakdown", false);
-      if (m.stepsPerPrint < 1)
-        invalid("logging.steps_per_print must be >= 1, got " +
-                std::to_string(m.stepsPerPrint));
-    }
-    m.tokenSlots = j.value("token_slots", int64_t(0));
-
-    m.hashText = j.at("hash").get<std::string>();
-    size_t used = 0;
-    m.hash = std::stoull(m.hashText, &used, 16);
-    if (used != m.hashText.size())
-      invalid("malformed hash '" + m.hashText + "'");
-
-    for (const json &in : j.at("inputs")) {
-      InputInfo info;
-      info.shape = in.at("shape").get<std::vector<int64_t>>();
-      info.dtype = in.at("dtype").get<std::string>();
-      info.offset = in.at("offset").get<int64_t>();
-      info.indexBound = in.value("index_bound", int64_t(-1));
-      dtypeBytes(info.dtype);
-      if (in.contains("index_bound") &&
-          (info.indexBound < 1 || (info.dtype != "i32" && info.dtype != "i64")))
-        invalid("index_bound " + std::to_string(info.indexBound) + " on a " +
-                info.dtype + " input");
-      m.inputs.push_back(std::move(info));
-    }
-    for (const json &p : j.at("params")) {
-      ParamInfo info;
-      info.name = p.at("name").get<std::string>();
-      info.shape = p.at("shape").get<std::vector<int64_t>>();
-      info.numel = p.at("numel").get<int64_t>();
-      std::string init = p.at("init").get<std::string>();
-      if (init == "normal")
-        info.init = InitKind::Normal;
-      else if (init == "zeros")
-        info.init = InitKind::Zeros;
-      else if (init == "ones")
-        info.init = InitKind::Ones;
-      else
-        invalid("parameter '" + info.name + "' has unknown initializer '" +
-                init + "'");
-      info.std = p.value("std", 0.0);
-      info.partition = p.at("partition").get<int32_t>();
-      info.offset = p.at("offset").get<int64_t>();
-      info.weightDecay = p.value("weight_decay", -1.0);
-      if (p.contains("rows")) {
-        info.rows = p.at("rows").get<int64_t>();
-        if (info.shape.empty() || info.rows < 1 || info.rows >= info.shape[0])
-          invalid("parameter '" + info.name + "' has rows " +
-                  std::to_string(info.rows) + " outside [1, its " +
-                  std::to_string(info.shape.empty() ? 0 : info.shape[0]) +
-                  " rows)");
-      }
-      m.params.push_back(std::move(info));
-    }
-    for (const json &p : j.at("partitions")) {
-      PartitionInfo info;
-      info.name = p.at("name").get<std::string>();
-      info.numel = p.at("numel").get<int64_t>();
-      info.paddedNumel = p.at("padded_numel").get<int64_t>();
-      info.shardNumel = p.at("shard_numel").get<int64_t>();
-      info.params = p.at("params").get<std::vector<std::string>>();
-      // fp32 parameters are their own masters: no "master" entry.
-      info.paramsAreMasters = !p.at("buffers").contains("master");
-      for (int k = 0; k < kNumBufferKinds; ++k) {
-        info.offsets[k] = -1;
-        info.present[k] = p.at("buffers").contains(kBufferNames[k]);
-        if (!info.present[k])
-          continue;
-        info.offsets[k] = p.at("buffers").at(kBufferNames[k]).get<int64_t>();
-        info.counts[k] =
-            p.at("buffer_numel").at(kBufferNames[k]).get<int64_t>();
-      }
-      auto place = [&](const char *key, const char *memory,
-                       std::array<bool, kNumBufferKinds> &on) {
-        for (const std::string &name :
-             p.value(key, std::vector<std::string>{})) {
-          int k = 0;
-          while (k < kNumBufferKinds && name != kBufferNames[k])
-            ++k;
-          if (k == kNumBufferKinds || !info.present[k] || info.onHost[k])
-            invalid("partition '" + info.name + "' has no buffer '" + name +
-                    "' to place in " + memory);
-          on[k] = true;
-        }
-      };
-      place("host_buffers", "host memory", info.onHost);
-      place("nvme_buffers", "the swap file", info.onNvme);
-      m.partitions.push_back(std::move(info));
-    }
-    const json &plan = j.at("plan");
-    m.persistentBytes = plan.at("persistent_bytes").get<int64_t>();
-    m.arenaBytes = plan.at("arena_bytes").get<int64_t>();
-    m.peakBytes = plan.at("peak_bytes").get<int64_t>();
-    m.scratchBytes = plan.value("scratch_bytes", int64_t(0));
-    m.hostBytes = plan.value("host_bytes", int64_t(0));
-    m.nvmeBytes = plan.value("nvme_bytes", int64_t(0));
-    m.swapOffset = plan.value("swap_offset", int64_t(0));
-    m.swapBytes = plan.value("swap_bytes", int64_t(0));
-    m.nvmePath = j.value("nvme_path", std::string());
-    m.paramNvmeBytes = plan.value("param_nvme_bytes", int64_t(0));
-    m.paramSwapOffset = plan.value("param_swap_offset", int64_t(0));
-    m.paramSwapBytes = plan.value("param_swap_bytes", int64_t(0));
-    m.paramNvmePath = j.value("param_nvme_path", std::string());
-    if (j.contains("memory_timeline")) {
-      const json &t = j.at("memory_timeline");
-      m.plannedLiveBytes = t.at("live_bytes").get<std::vector<int64_t>>();
-      m.plannedScratchBytes = t.at("scratch_bytes").get<std::vector<int64_t>>();
-      m.backwardStart = t.at("backward_start").get<int64_t>();
-    }
+    read(j, "", w);
   } catch (const json::exception &e) {
     invalid(e.what());
-  } catch (const std::logic_error &e) { // std::stoull
+  }
+  m.version = w.version;
+  m.stage = w.stage;
+  m.worldSize = w.worldSize;
+  m.accumulationSteps = w.accumulationSteps;
+  m.globalBatch = w.globalBatch;
+  m.computeDtypeName = manifest::valueOf(w.computeDtype);
+  // By Dtype: the floating-point ones.
+  static constexpr zrt_dtype computeDtypes[] = {ZRT_F32, ZRT_BF16, ZRT_F16};
+  if (static_cast<size_t>(w.computeDtype) >= std::size(computeDtypes))
+    invalid("unknown compute dtype '" + m.computeDtypeName + "'");
+  m.computeDtype = computeDtypes[static_cast<int>(w.computeDtype)];
+
+  const manifest::Precision &prec = w.precision;
+  m.precision = manifest::valueOf(prec.kind);
+  m.initialScalePower = prec.initialScalePower;
+  m.lossScaleWindow = prec.lossScaleWindow;
+  m.hysteresis = prec.hysteresis;
+  m.minLossScale = prec.minLossScale;
+  m.lossScale = prec.lossScale;
+  if (!(m.lossScale >= 0) || !std::isfinite(m.lossScale))
+    invalid(keyPath(manifest::Program::precisionKey,
+                    manifest::Precision::lossScaleKey) +
+            " must be >= 0, got " + std::to_string(m.lossScale));
+
+  const manifest::Optimizer &opt = w.optimizer;
+  m.adamw = opt.kind == manifest::OptimizerKind::AdamW;
+  m.lr = opt.lr;
+  m.beta1 = opt.beta1;
+  m.beta2 = opt.beta2;
+  m.eps = opt.eps;
+  m.weightDecay = opt.weightDecay;
+  m.biasCorrection = opt.biasCorrection;
+  if (opt.schedule) {
+    m.schedule = toSchedule(*opt.schedule);
+    // Checkpoints record the schedule as the compiler wrote it.
+    m.scheduleText = j.at(manifest::Program::optimizerKey)
+                         .at(manifest::Optimizer::scheduleKey)
+                         .dump();
+  }
+  m.gradientClipping = w.gradientClipping;
+  m.stepsPerPrint = w.logging.stepsPerPrint;
+  m.wallClockBreakdown = w.logging.wallClockBreakdown;
+  if (m.stepsPerPrint < 1)
+    invalid(keyPath(manifest::Program::loggingKey,
+                    manifest::Logging::stepsPerPrintKey) +
+            " must be >= 1, got " + std::to_string(m.stepsPerPrint));
+  m.tokenSlots = w.tokenSlots;
+
+  m.hashText = *w.hash;
+  size_t used = 0;
+  try {
+    m.hash = std::stoull(m.hashText, &used, 16);
+  } catch (const std::logic_error &e) {
     invalid(std::string("malformed number: ") + e.what());
+  }
+  if (used != m.hashText.size())
+    invalid("malformed hash '" + m.hashText + "'");
+
+  for (const manifest::Input &in : w.inputs)
+    m.inputs.push_back(toInput(in));
+  for (const manifest::Param &p : w.params)
+    m.params.push_back(toParam(p));
+  for (size_t i = 0; i < w.partitions.size(); ++i)
+    m.partitions.push_back(toPartition(w.partitions[i], i));
+  const manifest::Plan &plan = w.plan;
+  m.persistentBytes = plan.persistentBytes;
+  m.arenaBytes = plan.arenaBytes;
+  m.peakBytes = plan.peakBytes;
+  m.scratchBytes = plan.scratchBytes;
+  m.hostBytes = plan.hostBytes.value_or(0);
+  m.nvmeBytes = plan.nvmeBytes.value_or(0);
+  m.swapOffset = plan.swapOffset.value_or(0);
+  m.swapBytes = plan.swapBytes.value_or(0);
+  m.nvmePath = w.nvmePath.value_or(std::string());
+  m.paramNvmeBytes = plan.paramNvmeBytes.value_or(0);
+  m.paramSwapOffset = plan.paramSwapOffset.value_or(0);
+  m.paramSwapBytes = plan.paramSwapBytes.value_or(0);
+  m.paramNvmePath = w.paramNvmePath.value_or(std::string());
+  if (const std::optional<manifest::MemoryTimeline> &t = w.memoryTimeline) {
+    m.plannedLiveBytes = t->liveBytes;
+    m.plannedScratchBytes = t->scratchBytes;
+    m.backwardStart = t->backwardStart;
   }
 
   // The invariants the zrt_ctx_* calls rely on.
@@ -280,19 +394,18 @@ Manifest Manifest::parse(const std::string &text) {
     invalid("stage " + std::to_string(m.stage));
   if (m.worldSize < 1 || m.accumulationSteps < 1)
     invalid("world size and accumulation steps must be positive");
-  if (m.precision != "fp32" && m.precision != "bf16" && m.precision != "fp16")
-    invalid("unknown precision '" + m.precision + "'");
   if (m.persistentBytes < 0 || m.arenaBytes < 0)
     invalid("negative arena size");
   int64_t optimizerNvme = m.optimizerNvmeBytes();
-  if (m.nvmeBytes < 0 || m.nvmeBytes % 4096 || m.swapOffset % 4096 ||
-      m.swapBytes % 4096 || m.swapOffset < 0 || m.swapBytes < 0 ||
+  constexpr int64_t kBlock = ZRT_NVME_BLOCK_BYTES;
+  if (m.nvmeBytes < 0 || m.nvmeBytes % kBlock || m.swapOffset % kBlock ||
+      m.swapBytes % kBlock || m.swapOffset < 0 || m.swapBytes < 0 ||
       m.swapOffset + m.swapBytes > m.hostBytes || optimizerNvme < 0 ||
       (optimizerNvme > 0) != (m.swapBytes > 0) ||
       (optimizerNvme > 0) == m.nvmePath.empty())
     invalid("inconsistent NVMe swap file or swap buffers");
-  if (m.paramNvmeBytes < 0 || m.paramNvmeBytes % 4096 ||
-      m.paramSwapOffset % 4096 || m.paramSwapBytes % 4096 ||
+  if (m.paramNvmeBytes < 0 || m.paramNvmeBytes % kBlock ||
+      m.paramSwapOffset % kBlock || m.paramSwapBytes % kBlock ||
       m.paramSwapOffset < 0 || m.paramSwapBytes < 0 ||
       m.paramSwapOffset + m.paramSwapBytes > m.hostBytes ||
       (m.paramNvmeBytes > 0) != (m.paramSwapBytes > 0) ||
@@ -327,12 +440,13 @@ Manifest Manifest::parse(const std::string &text) {
                       : p.onHost[k] ? m.hostBytes
                                     : m.persistentBytes;
       if (p.offsets[k] < 0 || p.counts[k] < 0 || p.offsets[k] + bytes > limit ||
-          (p.onNvme[k] && p.offsets[k] % 4096))
+          (p.onNvme[k] && p.offsets[k] % kBlock))
         invalid("buffer " + std::string(kBufferNames[k]) + " of partition '" +
                 p.name + "' lies outside the " +
-                (p.onNvme[k]   ? "swap file (or off its 4096-byte blocks)"
-                 : p.onHost[k] ? "host arena"
-                               : "persistent arena"));
+                (p.onNvme[k] ? "swap file (or off its " +
+                                   std::to_string(kBlock) + "-byte blocks)"
+                 : p.onHost[k] ? std::string("host arena")
+                               : std::string("persistent arena")));
     }
     // What the owned-range arithmetic below reads.
     bool fullMaster = m.stage == 0;
@@ -371,7 +485,8 @@ Manifest Manifest::parse(const std::string &text) {
               "' has buffers on NVMe but keeps its "
               "optimizer on the device");
     if (m.stage == 3 && p.counts[kParams] != p.shardNumel)
-      invalid("stage-3 params shard of '" + p.name + "' is not shard_numel");
+      invalid("stage-3 params shard of '" + p.name + "' is not " +
+              manifest::Partition::shardNumelKey);
   }
   for (const ParamInfo &p : m.params) {
     if (p.partition < 0 || p.partition >= int32_t(m.partitions.size()))
@@ -381,18 +496,22 @@ Manifest Manifest::parse(const std::string &text) {
       invalid("parameter '" + p.name + "' lies outside partition '" +
               part.name + "'");
   }
+  using manifest::MemoryTimeline;
+  const std::string timeline = manifest::Program::memoryTimelineKey;
   size_t ops = m.plannedLiveBytes.size();
   if (m.plannedScratchBytes.size() != ops)
-    invalid("memory_timeline has " + std::to_string(ops) + " live_bytes but " +
-            std::to_string(m.plannedScratchBytes.size()) + " scratch_bytes");
+    invalid(timeline + " has " + std::to_string(ops) + " " +
+            MemoryTimeline::liveBytesKey + " but " +
+            std::to_string(m.plannedScratchBytes.size()) + " " +
+            MemoryTimeline::scratchBytesKey);
   for (size_t i = 0; i < ops; ++i)
     if (m.plannedLiveBytes[i] < 0 || m.plannedLiveBytes[i] > m.arenaBytes ||
         m.plannedScratchBytes[i] < 0 ||
         m.plannedScratchBytes[i] > m.scratchBytes)
-      invalid("memory_timeline at op " + std::to_string(i) +
+      invalid(timeline + " at op " + std::to_string(i) +
               " exceeds the plan's step arena or scratch");
   if (m.backwardStart < -1 || m.backwardStart > int64_t(ops))
-    invalid("memory_timeline.backward_start " +
+    invalid(keyPath(timeline.c_str(), MemoryTimeline::backwardStartKey) + " " +
             std::to_string(m.backwardStart) + " is not an op index");
   for (const InputInfo &in : m.inputs)
     if (in.offset < 0 ||

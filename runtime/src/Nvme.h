@@ -18,6 +18,8 @@
 #ifndef ZERO_RT_NVME_H
 #define ZERO_RT_NVME_H
 
+#include "zero_rt/constants.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,10 +28,10 @@ namespace zrt {
 
 /// Offsets, sizes and buffer addresses of swap-file I/O are multiples of
 /// this (O_DIRECT's logical block on common file systems).
-constexpr int64_t kSwapAlignment = 4096;
+constexpr int64_t kSwapAlignment = ZRT_NVME_BLOCK_BYTES;
 /// The most one transfer moves (io_uring's lengths are 32-bit; the
 /// compiler's swap chunks are at most 1 GiB of one state).
-constexpr int64_t kMaxTransfer = int64_t(1) << 30;
+constexpr int64_t kMaxTransfer = ZRT_MAX_TRANSFER_BYTES;
 
 /// One asynchronous read or write of the swap file.
 struct SwapIo {

@@ -12,6 +12,7 @@
 #ifndef ZERO_RT_PROGRAM_IMPL_H
 #define ZERO_RT_PROGRAM_IMPL_H
 
+#include "zero_rt/manifest.h"
 #include "zero_rt/program.h"
 
 #include <array>
@@ -26,22 +27,7 @@ namespace zrt {
 
 class SwapFile;
 
-/// Persistent buffers of a partition, in the compiler's BufferKind order.
-/// An offloaded optimizer keeps its masters and moments in the host arena
-/// beside the copies of the owned gradients and 16-bit parameters.
-enum BufferKind {
-  kParams = 0,
-  kGrads,
-  kMaster,
-  kExpAvg,
-  kExpAvgSq,
-  kHostGrads,
-  kHostParams
-};
-constexpr int kNumBufferKinds = 7;
-extern const char *const kBufferNames[kNumBufferKinds];
-
-enum class InitKind { Normal, Zeros, Ones };
+using InitKind = manifest::InitKind;
 
 /// The shape weights files hold for a parameter of `shape`: with `rows`
 /// rows when it is padded (rows >= 0; zero-pad-vocab appends zero rows that

@@ -7,6 +7,8 @@
 #ifndef ZERO_RT_SUPPORT_H
 #define ZERO_RT_SUPPORT_H
 
+#include "zero_rt/constants.h"
+
 #include <cstdarg>
 #include <cstdint>
 
@@ -24,9 +26,9 @@ void printError(const char *fmt, va_list args)
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/// 64-byte aligned allocation, released by std::free; aborts when out of
-/// memory.
-void *alignedAlloc(int64_t bytes, int64_t alignment = 64);
+/// An allocation aligned like an arena (by default), released by std::free;
+/// aborts when out of memory.
+void *alignedAlloc(int64_t bytes, int64_t alignment = ZRT_ARENA_ALIGNMENT);
 
 /// Aborts unless every dimension is non-negative.
 inline void checkDims(const char *kernel, int64_t a, int64_t b = 0,

@@ -738,7 +738,44 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
   EXPECT_NO_THROW(Manifest::parse(j.dump()));
   j = tinyManifest(1, 4);
   j.erase("plan");
-  EXPECT_NE(error(j).find("invalid program manifest"), std::string::npos);
+  EXPECT_NE(error(j).find("invalid program manifest: missing key 'plan'"),
+            std::string::npos);
+  // Missing and mistyped keys are named by their path.
+  j = tinyManifest(1, 4);
+  j["plan"].erase("peak_bytes");
+  EXPECT_NE(error(j).find("missing key 'plan.peak_bytes'"), std::string::npos);
+  j = tinyManifest(1, 4);
+  j["partitions"][0]["buffer_numel"].erase("grads");
+  EXPECT_NE(error(j).find("missing key 'partitions[0].buffer_numel.grads'"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["stage"] = "one";
+  EXPECT_NE(error(j).find("key 'stage' must be an integer, got string"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["params"][1]["shape"] = {2.5};
+  EXPECT_NE(
+      error(j).find("key 'params[1].shape[0]' must be an integer, got number"),
+      std::string::npos);
+  j = tinyManifest(1, 4);
+  j["world_size"] = int64_t(1) << 40;
+  EXPECT_NE(error(j).find("key 'world_size' is out of range"),
+            std::string::npos);
+  // So are values outside an enum's, with the ones it has.
+  j = tinyManifest(1, 4);
+  j["params"][0]["init"] = "uniform";
+  EXPECT_NE(error(j).find("key 'params[0].init' has unknown value 'uniform' "
+                          "(normal, zeros or ones)"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["partitions"][0]["host_buffers"] = {"moments"};
+  EXPECT_NE(error(j).find("key 'partitions[0].host_buffers[0]' has unknown "
+                          "value 'moments' (params, grads, master, exp_avg, "
+                          "exp_avg_sq, host_grads or host_params)"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["compute_dtype"] = "i64";
+  EXPECT_NE(error(j).find("unknown compute dtype 'i64'"), std::string::npos);
   EXPECT_NE(errorOf([] { Manifest::parse("{"); }).find("invalid"),
             std::string::npos);
 }

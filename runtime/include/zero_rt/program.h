@@ -30,13 +30,12 @@ typedef struct zrt_ctx zrt_ctx;
 typedef struct zrt_program {
   /* ZRT_PROGRAM_VERSION of the compiler that emitted it. */
   int32_t version;
-  /* JSON describing the program (runtime/README.md, "Training
-   * executables"): schedule hash, stage, world size, accumulation steps,
-   * precision and loss scaler, optimizer, gradient clipping, inputs (shapes,
-   * dtypes, arena offsets), parameters (name, shape, initializer, partition,
-   * offset), partitions (numel, padded numel, persistent buffer offsets), the
-   * plan (persistent bytes, arena bytes, planned peak) and its memory
-   * timeline. */
+  /* JSON describing the program, every key listed in manifest.def:
+   * schedule hash, stage, world size, accumulation steps, precision and loss
+   * scaler, optimizer, gradient clipping, inputs (shapes, dtypes, arena
+   * offsets), parameters (name, shape, initializer, partition, offset),
+   * partitions (numel, padded numel, persistent buffer offsets), the plan
+   * (persistent bytes, arena bytes, planned peak) and its memory timeline. */
   const char *manifest;
   /* One micro-step: forward, backward and the collectives of every micro
    * step. */

@@ -192,7 +192,7 @@ module @guard {
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = bf16>
       schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4>
-      attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+      offload #zero.offload<optimizer = cpu> {
     %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xbf16>, tensor<2x2xbf16> -> tensor<4x2xbf16>
     zero.grad @w, %dw : tensor<4x2xbf16>
     zero.reduce_scatter group @flat [0, 8) from %dw at [0] : tensor<4x2xbf16>

@@ -45,7 +45,7 @@ module @optimizer_on_host {
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = fp32>
       schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-      attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+      offload #zero.offload<optimizer = cpu> {
     %loss = nn.fill 0.0 : tensor<f32>
     %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xf32>, tensor<2x2xf32> -> tensor<4x2xf32>
     zero.grad @w, %dw : tensor<4x2xf32>
@@ -109,7 +109,7 @@ module @params_on_host {
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = bf16>
       schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-      attributes {zero.offload = #zero.offload<param = cpu>} {
+      offload #zero.offload<param = cpu> {
     %s1, %t1 = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
     zero.wait %t1
     %full, %t2 = zero.prefetch group @flat from %s1 : tensor<4xbf16> : tensor<8xbf16>
@@ -177,7 +177,7 @@ module @params_on_nvme {
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = bf16>
       schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-      attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 2>} {
+      offload #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 2> {
     %s1, %t1 = zero.transfer group @flat params to staging swap <buffer = 1, buffers = 2, buffer_bytes = 4096> : tensor<4xbf16> -> !zero.token
     zero.wait %t1
     %full, %t2 = zero.prefetch group @flat from %s1 : tensor<4xbf16> : tensor<8xbf16>
@@ -228,7 +228,7 @@ module @both_offloaded_to_nvme {
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = bf16>
       schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-      attributes {zero.offload = #zero.offload<optimizer = cpu, param = nvme, param_nvme_path = "/nvme", param_buffer_count = 2>} {
+      offload #zero.offload<optimizer = cpu, param = nvme, param_nvme_path = "/nvme", param_buffer_count = 2> {
     %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xbf16>, tensor<2x2xbf16> -> tensor<4x2xbf16>
     zero.grad @w, %dw : tensor<4x2xbf16>
     zero.reduce_scatter group @flat [0, 8) from %dw at [0] : tensor<4x2xbf16>

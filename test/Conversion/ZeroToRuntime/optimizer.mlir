@@ -92,7 +92,7 @@ module @host_adam {
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = bf16>
       schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-      attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+      offload #zero.offload<optimizer = cpu> {
     %loss = nn.fill 0.0 : tensor<f32>
     %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xbf16>, tensor<2x2xbf16> -> tensor<4x2xbf16>
     zero.grad @w, %dw : tensor<4x2xbf16>
@@ -136,7 +136,7 @@ module @nvme_adam {
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = bf16>
       schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-      attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 3>} {
+      offload #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 3> {
     %loss = nn.fill 0.0 : tensor<f32>
     %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xbf16>, tensor<2x2xbf16> -> tensor<4x2xbf16>
     zero.grad @w, %dw : tensor<4x2xbf16>
@@ -181,7 +181,7 @@ module @staged_adam {
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = bf16>
       schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-      attributes {zero.offload = #zero.offload<param = cpu>} {
+      offload #zero.offload<param = cpu> {
     %loss = nn.fill 0.0 : tensor<f32>
     %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xbf16>, tensor<2x2xbf16> -> tensor<4x2xbf16>
     zero.grad @w, %dw : tensor<4x2xbf16>

@@ -119,7 +119,7 @@ module @last_micro_step {
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = bf16>
       schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
-      attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+      offload #zero.offload<optimizer = cpu> {
     %db = nn.reduce_sum %x : tensor<2x4xbf16> -> tensor<4xbf16>
     zero.grad @b, %db : tensor<4xbf16>
     zero.reduce_scatter group @flat [8, 12) from %db at [0] : tensor<4xbf16>

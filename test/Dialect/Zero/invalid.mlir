@@ -2080,18 +2080,12 @@ zero.param @b : tensor<4xf32> init zeros weight_decay -0.1
 
 // -----
 
-// Checks that zero.offload is a #zero.offload on a train step.
-// expected-error @+1 {{'zero.param' op attribute 'zero.offload' is only valid on zero.train_step}}
-zero.param @w : tensor<4x3xf32> init zeros {zero.offload = #zero.offload<optimizer = cpu>}
-
-// -----
-
 // Checks that offload to nvme needs a path.
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{optimizer offload to nvme needs an nvme_path}}
-    attributes {zero.offload = #zero.offload<optimizer = nvme>} {
+    offload #zero.offload<optimizer = nvme> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -2103,7 +2097,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{nvme_path '/tmp/x' is given but the optimizer is not offloaded to nvme}}
-    attributes {zero.offload = #zero.offload<optimizer = cpu, nvme_path = "/tmp/x">} {
+    offload #zero.offload<optimizer = cpu, nvme_path = "/tmp/x"> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -2114,12 +2108,12 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 zero.partition @flat stage 0 world_size 2 alignment 2 numel 12 padded 12
     params [@w] offsets [0]
 zero.param @w : tensor<4x3xf32> init zeros
-// expected-error @+1 {{'zero.train_step' op attribute 'zero.offload' optimizer offload (offload_optimizer) needs ZeRO stage 1, 2 or 3, the stage is 0}}
+// expected-error @+1 {{'zero.train_step' op optimizer offload (offload_optimizer) needs ZeRO stage 1, 2 or 3, the stage is 0}}
 zero.train_step @train(%x: tensor<4x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 8>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -2130,12 +2124,12 @@ zero.train_step @train(%x: tensor<4x4xf32>)
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 12 padded 12
     params [@w] offsets [0]
 zero.param @w : tensor<4x3xf32> init zeros
-// expected-error @+1 {{'zero.train_step' op attribute 'zero.offload' parameter offload (offload_param) needs ZeRO stage 3, the stage is 2}}
+// expected-error @+1 {{'zero.train_step' op parameter offload (offload_param) needs ZeRO stage 3, the stage is 2}}
 zero.train_step @train(%x: tensor<4x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -2146,7 +2140,7 @@ zero.train_step @train(%x: tensor<4x4xf32>)
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   // expected-error @+1 {{'zero.transfer' op copies params to host_grads; an offloaded optimizer copies grads to host_grads and host_params (or, with fp32 compute, master) to params}}
   zero.transfer group @flat params to host_grads phase boundary
   %loss = nn.fill 0.0 : tensor<f32>
@@ -2159,7 +2153,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32> {
-  // expected-error @+1 {{'zero.transfer' op copies between device and host memory, but the train step does not offload the optimizer (zero.offload)}}
+  // expected-error @+1 {{'zero.transfer' op copies between device and host memory, but the train step does not offload the optimizer (#zero.offload)}}
   zero.transfer group @flat grads to host_grads phase boundary
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
@@ -2171,7 +2165,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   // expected-error @+1 {{'zero.transfer' op moves the gradients of the optimizer step, which runs once per optimizer step: its phase must be boundary or last_micro_step, not micro_step}}
   zero.transfer group @flat grads to host_grads
   %loss = nn.fill 0.0 : tensor<f32>
@@ -2188,7 +2182,7 @@ zero.train_step @train(%x: tensor<1x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   // expected-error @+1 {{'zero.transfer' op moves the parameters the host Adam updated: its phase must be boundary, not last_micro_step}}
   zero.transfer group @flat master to params phase last_micro_step
   %loss = nn.fill 0.0 : tensor<f32>
@@ -2204,7 +2198,7 @@ zero.train_step @train(%x: tensor<1x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   // expected-error @+1 {{'zero.transfer' op range [4, 4) is empty or negative}}
   zero.transfer group @flat grads[4, 4) to host_grads phase last_micro_step
   %loss = nn.fill 0.0 : tensor<f32>
@@ -2220,7 +2214,7 @@ zero.train_step @train(%x: tensor<1x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   // expected-error @+1 {{'zero.transfer' op range [4, -1) is empty or negative}}
   zero.transfer group @flat grads[4, -1) to host_grads phase last_micro_step
   %loss = nn.fill 0.0 : tensor<f32>
@@ -2236,7 +2230,7 @@ zero.train_step @train(%x: tensor<1x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   // expected-error @+1 {{'zero.transfer' op range [4, 10) exceeds the 8 elements of partition @flat}}
   zero.transfer group @flat grads[4, 10) to host_grads phase last_micro_step
   %loss = nn.fill 0.0 : tensor<f32>
@@ -2252,7 +2246,7 @@ zero.train_step @train(%x: tensor<1x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   // expected-error @+1 {{'zero.transfer' op begin and end of the range must be given together}}
   zero.transfer group @flat grads to host_grads phase last_micro_step {begin = 4 : i64}
   %loss = nn.fill 0.0 : tensor<f32>
@@ -2268,7 +2262,7 @@ zero.train_step @train(%x: tensor<1x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   // expected-error @+1 {{'zero.transfer' op uploads master, but partition @flat computes in 'bf16' (16-bit parameters are uploaded from host_params)}}
   zero.transfer group @flat master to params phase boundary
   %loss = nn.fill 0.0 : tensor<f32>
@@ -2284,7 +2278,7 @@ zero.train_step @train(%x: tensor<1x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   // expected-error @+1 {{'zero.transfer' op uploads host_params, but partition @flat computes in 'f32' (fp32 parameters are uploaded from their master)}}
   zero.transfer group @flat host_params to params phase boundary
   %loss = nn.fill 0.0 : tensor<f32>
@@ -2297,11 +2291,11 @@ zero.train_step @train(%x: tensor<1x8xf32>)
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %s = zero.loss_scale : tensor<f32>
   %st = nn.fill 0.0 : tensor<2xf32>
   %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op runs on the device, but the train step offloads the optimizer (zero.offload): it must be 'host'}}
+  // expected-error @+1 {{'zero.adam' op runs on the device, but the train step offloads the optimizer (#zero.offload): it must be 'host'}}
   zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 : tensor<2xf32>
   zero.return %s : tensor<f32>
 }
@@ -2339,7 +2333,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{buffer_count must be >= 1, got 0}}
-    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 0>} {
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 0> {
   %s = nn.fill 0.0 : tensor<f32>
   zero.return %s : tensor<f32>
 }
@@ -2351,7 +2345,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{buffer_size must be a positive multiple of 1024 elements (4096 bytes of fp32), got 1000}}
-    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_size = 1000>} {
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_size = 1000> {
   %s = nn.fill 0.0 : tensor<f32>
   zero.return %s : tensor<f32>
 }
@@ -2380,11 +2374,11 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme"> {
   %s = zero.loss_scale : tensor<f32>
   %st = nn.fill 0.0 : tensor<2xf32>
   %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op needs 'swap': the train step keeps the optimizer states on nvme (zero.offload)}}
+  // expected-error @+1 {{'zero.adam' op needs 'swap': the train step keeps the optimizer states on nvme (#zero.offload)}}
   zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host : tensor<2xf32>
   zero.return %s : tensor<f32>
 }
@@ -2395,7 +2389,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %s = zero.loss_scale : tensor<f32>
   %st = nn.fill 0.0 : tensor<2xf32>
   %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
@@ -2428,7 +2422,7 @@ zero.train_step @train(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme"> {
   // expected-error @+1 {{'zero.transfer' op uploads master, but the optimizer states are on nvme: the parameters are uploaded from host_params}}
   zero.transfer group @flat master to params phase boundary
   %s = nn.fill 0.0 : tensor<f32>
@@ -2463,7 +2457,7 @@ zero.train_step @train(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme"> {
   %s = nn.fill 0.0 : tensor<f32>
   zero.return %s : tensor<f32>
 }
@@ -2477,9 +2471,9 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
-  // expected-error @+1 {{'zero.transfer' op stages a parameter shard, but the train step does not offload its parameters (zero.offload)}}
+  // expected-error @+1 {{'zero.transfer' op stages a parameter shard, but the train step does not offload its parameters (#zero.offload)}}
   %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
   zero.return %loss : tensor<f32>
 }
@@ -2494,7 +2488,7 @@ zero.train_step @train(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme"> {
   %s = nn.fill 0.0 : tensor<f32>
   zero.return %s : tensor<f32>
 }
@@ -2510,7 +2504,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, param = cpu, nvme_path = "/nvme">} {
+    offload #zero.offload<optimizer = nvme, param = cpu, nvme_path = "/nvme"> {
   %s = nn.fill 0.0 : tensor<f32>
   zero.return %s : tensor<f32>
 }
@@ -2524,7 +2518,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   // expected-error @+1 {{'zero.transfer' op stages the parameter shard: it copies 'params to staging' or a staged value 'to params'}}
   %sh, %t = zero.transfer group @flat grads to staging : tensor<4xbf16> -> !zero.token
@@ -2540,7 +2534,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
+    offload #zero.offload<optimizer = cpu, param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   // expected-error @+1 {{'zero.transfer' op stages a whole parameter shard: it takes no range}}
   %sh, %t = zero.transfer group @flat params[0, 4) to staging : tensor<4xbf16> -> !zero.token
@@ -2556,7 +2550,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   // expected-error @+1 {{'zero.transfer' op staged buffer 'tensor<8xbf16>' must hold the 4 elements of a shard of @flat in 'bf16'}}
   %sh, %t = zero.transfer group @flat params to staging : tensor<8xbf16> -> !zero.token
@@ -2572,7 +2566,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %new = nn.fill 0.0 : tensor<4xbf16>
   // expected-error @+1 {{'zero.transfer' op stores the new parameters of the optimizer step: its phase must be boundary, not micro_step}}
@@ -2589,9 +2583,9 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
-  // expected-error @+1 {{'zero.all_gather' op reads the parameter shard in place, but the train step offloads its parameters (zero.offload): it must read a staged shard ('from')}}
+  // expected-error @+1 {{'zero.all_gather' op reads the parameter shard in place, but the train step offloads its parameters (#zero.offload): it must read a staged shard ('from')}}
   %full = zero.all_gather group @flat : tensor<8xbf16>
   zero.return %loss : tensor<f32>
 }
@@ -2605,7 +2599,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %sh = nn.fill 0.0 : tensor<4xbf16>
   // expected-error @+1 {{'zero.prefetch' op staged shard must be the result of a zero.transfer ... params to staging}}
@@ -2622,7 +2616,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
@@ -2641,7 +2635,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
+    offload #zero.offload<optimizer = cpu, param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
@@ -2660,7 +2654,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
+    offload #zero.offload<optimizer = cpu, param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   // expected-error @+1 {{'zero.transfer' op uploads parameters, but the train step keeps its parameter shards in host memory: the host Adam writes them in place}}
   zero.transfer group @flat host_params to params phase boundary
@@ -2676,7 +2670,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
@@ -2695,7 +2689,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   // expected-error @+1 {{expected !zero.token, got 'f32'}}
   %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> f32
@@ -2709,7 +2703,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{parameter offload to nvme needs a param_nvme_path}}
-    attributes {zero.offload = #zero.offload<param = nvme>} {
+    offload #zero.offload<param = nvme> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -2721,7 +2715,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{param_nvme_path '/p' is given but the parameters are not offloaded to nvme}}
-    attributes {zero.offload = #zero.offload<param = cpu, param_nvme_path = "/p">} {
+    offload #zero.offload<param = cpu, param_nvme_path = "/p"> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -2733,7 +2727,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{param_buffer_count must be >= 1, got 0}}
-    attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/p", param_buffer_count = 0>} {
+    offload #zero.offload<param = nvme, param_nvme_path = "/p", param_buffer_count = 0> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -2780,7 +2774,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/p">} {
+    offload #zero.offload<param = nvme, param_nvme_path = "/p"> {
   %loss = nn.fill 0.0 : tensor<f32>
   // expected-error @+1 {{'zero.transfer' op moves a parameter shard that lives in an NVMe swap file: it needs 'swap' (the host swap buffer it goes through)}}
   %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
@@ -2796,7 +2790,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   // expected-error @+1 {{'zero.transfer' op has 'swap', but it moves no parameter shard that lives on nvme}}
   %sh, %t = zero.transfer group @flat params to staging swap <buffer = 0, buffers = 1, buffer_bytes = 4096> : tensor<4xbf16> -> !zero.token
@@ -2813,7 +2807,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/p">} {
+    offload #zero.offload<param = nvme, param_nvme_path = "/p"> {
   %loss = nn.fill 0.0 : tensor<f32>
   // expected-error @+1 {{'zero.transfer' op swap buffers of 4096 bytes cannot hold the 2050-element shard of @flat in 'bf16' (8192 bytes in whole 4096-byte blocks)}}
   %sh, %t = zero.transfer group @flat params to staging swap <buffer = 0, buffers = 1, buffer_bytes = 4096> : tensor<2050xbf16> -> !zero.token
@@ -2830,7 +2824,7 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu, param = nvme, param_nvme_path = "/p">} {
+    offload #zero.offload<optimizer = cpu, param = nvme, param_nvme_path = "/p"> {
   %loss = nn.fill 0.0 : tensor<f32>
   // expected-error @+1 {{'zero.transfer' op uploads master, but partition @flat computes in 'bf16' (16-bit parameters are uploaded from host_params)}}
   %t = zero.transfer group @flat master to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary -> !zero.token

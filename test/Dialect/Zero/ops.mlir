@@ -242,11 +242,11 @@ zero.train_step @scheduled(%x: tensor<8x3xf32>)
 // Where the optimizer states and parameters live (round trip; the default
 // device none and the empty path are not printed).
 // CHECK-LABEL: zero.train_step @offloaded(
-// CHECK-SAME: attributes {zero.offload = #zero.offload<optimizer = cpu>}
+// CHECK-SAME: offload #zero.offload<optimizer = cpu>
 zero.train_step @offloaded(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    attributes {zero.offload = #zero.offload<optimizer = cpu, param = none>} {
+    offload #zero.offload<optimizer = cpu, param = none> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -265,11 +265,11 @@ zero.train_step @one_cycle(%x: tensor<8x3xf32>)
 // -----
 
 // CHECK-LABEL: zero.train_step @to_nvme(
-// CHECK-SAME: attributes {zero.offload = #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme", param_nvme_path = "/local_nvme/params", param_buffer_count = 3>}
+// CHECK-SAME: offload #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme", param_nvme_path = "/local_nvme/params", param_buffer_count = 3>
 zero.train_step @to_nvme(%x: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme", param_nvme_path = "/local_nvme/params", param_buffer_count = 3>} {
+    offload #zero.offload<optimizer = nvme, param = nvme, nvme_path = "/local_nvme", param_nvme_path = "/local_nvme/params", param_buffer_count = 3> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -290,7 +290,7 @@ zero.train_step @offload_ops(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %d = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
   %r = zero.transfer group @flat grads[4, 8) to host_grads phase last_micro_step -> !zero.token
@@ -321,7 +321,7 @@ zero.train_step @param_offload_ops(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
   zero.wait %t
@@ -352,7 +352,7 @@ zero.train_step @param_and_optimizer_offload_ops(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>} {
+    offload #zero.offload<optimizer = cpu, param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %sh, %t = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
   zero.wait %t

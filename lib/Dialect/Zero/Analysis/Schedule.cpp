@@ -183,15 +183,13 @@ SmallVector<Operation *> mlir::zero::getEvaluationOps(TrainStepOp step) {
 int64_t StepSchedule::getParamSwapBufferCount() const {
   if (!areParamsOnNvme())
     return 0;
-  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
-  return dialect->getOffloadAttrHelper().getAttr(step).getParamBufferCount();
+  return getStep().getOffload().getParamBufferCount();
 }
 
 NvmeSwapAttr StepSchedule::getOptimizerSwap() const {
   if (!isOptimizerOnNvme())
     return {};
-  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
-  OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
+  OffloadAttr offload = getStep().getOffload();
   constexpr int64_t kBlock = kNvmeAlignment / 4;
   int64_t largest = kBlock;
   for (const PartitionBuffers &p : partitions)

@@ -527,14 +527,6 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
   if (name == getLoggingAttrHelper().getName())
     return expect(isa<LoggingAttr>(value), "#zero.logging",
                   isa<TrainStepOp>(op), "zero.train_step");
-  if (name == getOffloadAttrHelper().getName()) {
-    if (failed(expect(isa<OffloadAttr>(value), "#zero.offload",
-                      isa<TrainStepOp>(op), "zero.train_step")))
-      return failure();
-    if (ScheduleAttr schedule = cast<TrainStepOp>(op).getScheduleAttr())
-      return cast<OffloadAttr>(value).verifyStage(emit, schedule.getStage());
-    return success();
-  }
   if (name == getInputOffsetsAttrHelper().getName())
     return verifyInputOffsets(op, value, emit);
   if (name == getAllocAttrHelper().getName())

@@ -151,6 +151,12 @@ ParseResult TrainStepOp::parse(OpAsmParser &parser, OperationState &result) {
       return failure();
     result.addAttribute(getScheduleAttrName(result.name), schedule);
   }
+  if (succeeded(parser.parseOptionalKeyword("offload"))) {
+    OffloadAttr offload;
+    if (parser.parseCustomAttributeWithFallback(offload))
+      return failure();
+    result.addAttribute(getOffloadAttrName(result.name), offload);
+  }
   if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
     return failure();
   Region *body = result.addRegion();
@@ -174,10 +180,13 @@ void TrainStepOp::print(OpAsmPrinter &p) {
     p << " gradient_clipping " << getGradientClipping();
   if (ScheduleAttr schedule = getScheduleAttr())
     p << " schedule " << schedule;
+  if (OffloadAttr offload = getOffloadAttr())
+    p << " offload " << offload;
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(),
       {getSymNameAttrName(), getOptimizerAttrName(), getPrecisionAttrName(),
-       getGradientClippingAttrName(), getScheduleAttrName()});
+       getGradientClippingAttrName(), getScheduleAttrName(),
+       getOffloadAttrName()});
   p << ' ';
   p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
                 /*printBlockTerminators=*/true);
@@ -245,6 +254,8 @@ LogicalResult TrainStepOp::verify() {
   if (!(clip >= 0.0) || !std::isfinite(clip))
     return emitOpError("gradient_clipping must be >= 0 (0 disables it), got ")
            << clip;
+  if (failed(verifyOffload()))
+    return failure();
   for (BlockArgument arg : getBodyBlock().getArguments()) {
     auto t = dyn_cast<RankedTensorType>(arg.getType());
     if (!t || !t.hasStaticShape() || t.getRank() < 1)
@@ -278,6 +289,14 @@ LogicalResult TrainStepOp::verify() {
              << schedule.getMicroBatch() << " per micro step";
   }
   return verifySchedulePartitions();
+}
+
+LogicalResult TrainStepOp::verifyOffload() {
+  ScheduleAttr schedule = getScheduleAttr();
+  if (!schedule || !getOffloadAttr())
+    return success();
+  return getOffload().verifyStage([&] { return emitOpError(); },
+                                  schedule.getStage());
 }
 
 LogicalResult TrainStepOp::verifySchedulePartitions() {
@@ -729,7 +748,7 @@ static LogicalResult verifyStagedShard(Operation *op, PartitionOp group,
                                    "does not offload its parameters"
                                  : "reads the parameter shard in place, but "
                                    "the train step offloads its parameters "
-                                   "(zero.offload): it must read a staged "
+                                   "(#zero.offload): it must read a staged "
                                    "shard ('from')");
   if (!shard)
     return success();
@@ -1033,7 +1052,7 @@ LogicalResult AdamOp::verify() {
     return emitOpError(getHost() ? "runs on the host, but the train step does "
                                    "not offload the optimizer"
                                  : "runs on the device, but the train step "
-                                   "offloads the optimizer (zero.offload): "
+                                   "offloads the optimizer (#zero.offload): "
                                    "it must be 'host'");
   if (getSwap() && !getHost())
     return emitOpError("swaps its states with NVMe, so it must be 'host'");
@@ -1043,7 +1062,7 @@ LogicalResult AdamOp::verify() {
                            ? "swaps its states with NVMe, but the train step "
                              "keeps them in host memory"
                            : "needs 'swap': the train step keeps the "
-                             "optimizer states on nvme (zero.offload)");
+                             "optimizer states on nvme (#zero.offload)");
   // The device Adam of offloaded parameter shards writes its new parameters
   // into a staged buffer; otherwise they are written in place.
   bool staged = step && offloadsParams(step) && !getHost();
@@ -1236,7 +1255,7 @@ LogicalResult TransferOp::verify() {
                          "staging' or a staged value 'to params'");
     if (step && !offloadsParams(step))
       return emitOpError("stages a parameter shard, but the train step does "
-                         "not offload its parameters (zero.offload)");
+                         "not offload its parameters (#zero.offload)");
     if (store && getPhase() != Phase::boundary)
       return emitOpError("stores the new parameters of the optimizer step: "
                          "its phase must be boundary, not ")
@@ -1257,7 +1276,7 @@ LogicalResult TransferOp::verify() {
               "host_params (or, with fp32 compute, master) to params";
   if (step && !offloadsOptimizer(step))
     return emitOpError("copies between device and host memory, but the train "
-                       "step does not offload the optimizer (zero.offload)");
+                       "step does not offload the optimizer (#zero.offload)");
   if (upload && step && keepsParamsOnHost(step))
     return emitOpError("uploads parameters, but the train step keeps its "
                        "parameter shards in host memory: the host Adam writes "
@@ -1304,7 +1323,7 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
              << swap.getBufferBytes() << " bytes cannot hold the "
              << group->getShardNumel() << "-element shard of @"
              << group->getSymName() << " in " << compute << " (" << shardBytes
-             << " bytes in whole 4096-byte blocks)";
+             << " bytes in whole " << kNvmeAlignment << "-byte blocks)";
   }
   if (Value staged = getStagedValue()) {
     if (group->getStageValue() != 3)

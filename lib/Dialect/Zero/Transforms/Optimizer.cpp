@@ -63,13 +63,9 @@ struct ZeroOptimizerPass
       }
       // zero-param-gather recorded parameter offload (its gathers read
       // staged shards); the optimizer options add to it.
-      OffloadAttr stepOffload = step->getContext()
-                                    ->getLoadedDialect<ZeroDialect>()
-                                    ->getOffloadAttrHelper()
-                                    .getAttr(step);
-      bool stepParams = stepOffload && stepOffload.offloadsParams();
+      OffloadAttr params = step.getOffload();
       if (requestedParam != OffloadDevice::none &&
-          (!stepParams || stepOffload.getParam() != requestedParam)) {
+          params.getParam() != requestedParam) {
         mlir::emitError(step.getLoc())
             << "zero-optimizer: parameter offload (offload_param) needs "
                "zero-param-gather's offload-param="
@@ -77,30 +73,21 @@ struct ZeroOptimizerPass
             << ", whose gathers read staged shards";
         return signalPassFailure();
       }
-      if (stepParams) {
-        // The parameters' part is zero-param-gather's.
-        OffloadAttr options =
-            *offload ? *offload
-                     : OffloadAttr::get(&getContext(), OffloadDevice::none,
-                                        OffloadDevice::none, StringRef());
-        offload = OffloadAttr::get(
-            &getContext(), options.getOptimizer(), stepOffload.getParam(),
-            options.getNvmePath(), options.getBufferCount(),
-            options.getBufferSize(), stepOffload.getParamNvmePath(),
-            stepOffload.getParamBufferCount(),
-            stepOffload.getParamBufferSize());
-      }
-      if (*offload) {
-        if (failed((*offload).verifyStage(
+      // The parameters' part is zero-param-gather's.
+      OffloadAttr options = *offload;
+      OffloadAttr stepOffload = OffloadAttr::get(
+          &getContext(), options.getOptimizer(), params.getParam(),
+          options.getNvmePath(), options.getBufferCount(),
+          options.getBufferSize(), params.getParamNvmePath(),
+          params.getParamBufferCount(), params.getParamBufferSize());
+      if (stepOffload.offloadsOptimizer() || stepOffload.offloadsParams()) {
+        if (failed(stepOffload.verifyStage(
                 [&] {
                   return mlir::emitError(step.getLoc()) << "zero-optimizer: ";
                 },
                 schedule->getStage())))
           return signalPassFailure();
-        step->getContext()
-            ->getLoadedDialect<ZeroDialect>()
-            ->getOffloadAttrHelper()
-            .setAttr(step, *offload);
+        step.setOffloadAttr(stepOffload);
         // The buffers' memories follow the attribute.
         schedule = StepSchedule::get(step);
         if (failed(schedule))
@@ -163,8 +150,8 @@ struct ZeroOptimizerPass
   /// The offload-param option: zero-param-gather must have recorded it.
   OffloadDevice requestedParam = OffloadDevice::none;
 
-  /// The optimizer's offload options as an attribute (null: the optimizer
-  /// is not offloaded), or an error for a bad choice; the parameters' part
+  /// The optimizer's offload options as an attribute (without offload:
+  /// #zero.offload<>), or an error for a bad choice; the parameters' part
   /// is zero-param-gather's.
   FailureOr<OffloadAttr> getOffload(ModuleOp module) {
     auto fail = [&]() -> InFlightDiagnostic {
@@ -194,8 +181,7 @@ struct ZeroOptimizerPass
         !nvmePath.empty())
       path = nvmePath; // reported by the verifier below
     // The parameters' part is zero-param-gather's: none here.
-    OffloadAttr none = OffloadAttr::get(&getContext(), OffloadDevice::none,
-                                        OffloadDevice::none, StringRef());
+    OffloadAttr none = OffloadAttr::get(&getContext());
     OffloadAttr attr = OffloadAttr::getChecked(
         [&] { return fail(); }, &getContext(), *optimizer, OffloadDevice::none,
         path, int64_t(nvmeBufferCount), int64_t(nvmeBufferSize), StringRef(),
@@ -203,7 +189,7 @@ struct ZeroOptimizerPass
     if (!attr)
       return failure();
     if (*optimizer == OffloadDevice::none)
-      return OffloadAttr();
+      return none;
     return attr;
   }
 

@@ -366,7 +366,7 @@ struct ZeroParamGatherPass
       if (failed(recordParamOffload(step, *schedule)))
         return signalPassFailure();
       if (schedule->getStage() == 3) {
-        // The buffers' memories follow zero.offload.
+        // The buffers' memories follow the step's offload.
         schedule = StepSchedule::get(step);
         if (failed(schedule))
           return signalPassFailure();
@@ -383,7 +383,7 @@ struct ZeroParamGatherPass
     }
   }
 
-  /// offload-param=cpu|nvme: records `param` in the step's zero.offload
+  /// offload-param=cpu|nvme: records `param` in the step's offload
   /// (DeepSpeed's rule: stage 3 only); the gathers then stage each shard.
   LogicalResult recordParamOffload(TrainStepOp step,
                                    const StepSchedule &schedule) {
@@ -396,13 +396,8 @@ struct ZeroParamGatherPass
                     << offloadParam << "'";
     if (*device == OffloadDevice::none)
       return success();
-    auto helper =
-        getContext().getLoadedDialect<ZeroDialect>()->getOffloadAttrHelper();
-    // The optimizer's part is zero-optimizer's: the step's, else none.
-    OffloadAttr old = helper.getAttr(step);
-    if (!old)
-      old = OffloadAttr::get(&getContext(), OffloadDevice::none,
-                             OffloadDevice::none, StringRef());
+    // The optimizer's part is zero-optimizer's (none without one).
+    OffloadAttr old = step.getOffload();
     bool nvme = *device == OffloadDevice::nvme;
     // The parameters' swap folder defaults to the optimizer's.
     StringRef path = nvme ? StringRef(paramNvmePath.getValue()) : StringRef();
@@ -426,7 +421,7 @@ struct ZeroParamGatherPass
                         << "-element parameter shard of @"
                         << p.partition.getSymName()
                         << ": a swap buffer holds a whole shard";
-    helper.setAttr(step, attr);
+    step.setOffloadAttr(attr);
     return success();
   }
 

@@ -34,7 +34,7 @@ zero.train_step @step(%x: tensor<1x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 2>
-    attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/nvme">} {
+    offload #zero.offload<param = nvme, param_nvme_path = "/nvme"> {
   %shard, %read = zero.transfer group @flat params to staging swap <buffer = 0, buffers = 5, buffer_bytes = 2097152> : tensor<1048576xbf16> -> !zero.token
   zero.wait %read
   %full = zero.all_gather group @flat from %shard : tensor<1048576xbf16> : tensor<2097152xbf16>

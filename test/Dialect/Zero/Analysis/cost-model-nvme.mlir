@@ -38,7 +38,7 @@ zero.train_step @step(%x: tensor<2x4xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 1, world_size = 1, global_batch = 2>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_size = 262144>} {
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_size = 262144> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.reduce_scatter group @flat in grads [0, 1048576) phase boundary
   %down = zero.transfer group @flat grads[0, 1048576) to host_grads phase boundary -> !zero.token

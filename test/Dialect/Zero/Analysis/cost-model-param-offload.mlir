@@ -46,7 +46,7 @@ zero.train_step @step(%x: tensor<1x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 1, global_batch = 1>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %shard, %read = zero.transfer group @flat params to staging : tensor<1048576xbf16> -> !zero.token
   zero.wait %read
   %full = zero.all_gather group @flat from %shard : tensor<1048576xbf16> : tensor<1048576xbf16>

@@ -12,14 +12,14 @@ zero.param @w : tensor<10000xf32> init zeros compute bf16
 // CHECK: zero.buffer_offsets<params = 0, grads = 20032, master = 0, exp_avg = 20480, exp_avg_sq = 40960, host_grads = 0, host_params = 10048>
 zero.partition @flat stage 1 world_size 2 alignment 2 numel 10000 padded 10000 params [@w] offsets [0]
 // CHECK-LABEL: zero.train_step @chunks
-// CHECK-SAME: zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 2, buffer_size = 2048>
+// CHECK-SAME: offload #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 2, buffer_size = 2048>
 // CHECK-SAME: host_bytes = 69632, nvme_bytes = 61440, swap_offset = 20480, swap_bytes = 49152
 // CHECK: host swap <chunk = 2048, buffers = 2>
 zero.train_step @chunks(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 2, buffer_size = 2048>} {
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 2, buffer_size = 2048> {
   %loss = nn.fill 0.0 : tensor<f32>
   %g = nn.fill 1.0 : tensor<10000xbf16>
   zero.grad @w, %g : tensor<10000xbf16>

@@ -16,7 +16,7 @@ zero.param @b : tensor<2x32xf32> init zeros compute bf16
 // CHECK: zero.partition @flat {{.*}} {zero.buffers = #zero.buffer_offsets<params = 0, grads = 192, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 0, host_params = 128>}
 zero.partition @flat stage 2 world_size 2 alignment 4 numel 68 padded 72 params [@a, @b] offsets [0, 4]
 // CHECK-LABEL: zero.train_step @step
-// CHECK-SAME: zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">
+// CHECK-SAME: offload #zero.offload<optimizer = nvme, nvme_path = "/nvme">
 // CHECK-SAME: zero.plan = #zero.memory_plan<persistent_bytes = 320, arena_bytes = 448, scratch_bytes = 0, peak_bytes = 768, host_bytes = 53248, nvme_bytes = 12288, swap_offset = 4096, swap_bytes = 49152>
 // CHECK: zero.adam group @flat {{.*}} host swap <chunk = 1024, buffers = 4> phase boundary
 // PRINT: persistent_bytes 320, arena_bytes 448, scratch_bytes 0, peak_bytes 768, host_bytes 53248, nvme_bytes 12288, swap_offset 4096, swap_bytes 49152
@@ -31,7 +31,7 @@ zero.train_step @step(%x: tensor<2x32xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme"> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<2x32xbf16>
   zero.grad @b, %gb : tensor<2x32xbf16>
@@ -70,7 +70,7 @@ zero.train_step @fp32(%x: tensor<2x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/nvme">} {
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme"> {
   %loss = nn.fill 0.0 : tensor<f32>
   %g = nn.fill 1.0 : tensor<8xf32>
   zero.grad @w, %g : tensor<8xf32>

@@ -25,7 +25,7 @@ zero.train_step @step(%x: tensor<2x32xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<2x32xbf16>
   zero.grad @b, %gb : tensor<2x32xbf16>
@@ -62,7 +62,7 @@ zero.train_step @fp32(%x: tensor<2x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %g = nn.fill 1.0 : tensor<8xf32>
   zero.grad @w, %g : tensor<8xf32>

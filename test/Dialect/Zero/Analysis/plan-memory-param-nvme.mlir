@@ -28,7 +28,7 @@ zero.train_step @valid(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 2>} {
+    offload #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 2> {
   %s, %st = zero.transfer group @fc1 params to staging swap <buffer = 0, buffers = 2, buffer_bytes = 4096> : tensor<6xbf16> -> !zero.token
   zero.wait %st
   %full, %pt = zero.prefetch group @fc1 from %s : tensor<6xbf16> : tensor<12xbf16>

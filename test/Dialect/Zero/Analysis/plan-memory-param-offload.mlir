@@ -30,7 +30,7 @@ zero.train_step @valid(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %s, %st = zero.transfer group @fc1 params to staging : tensor<6xbf16> -> !zero.token
   zero.wait %st
   %full, %pt = zero.prefetch group @fc1 from %s : tensor<6xbf16> : tensor<12xbf16>

@@ -13,7 +13,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %w = zero.get_param @w : tensor<8xbf16>
   %y = nn.mul %x, %w : tensor<2x8xbf16>, tensor<8xbf16>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -42,7 +42,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %w = zero.get_param @w : tensor<8xbf16>
   %y = nn.mul %x, %w : tensor<2x8xbf16>, tensor<8xbf16>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -73,7 +73,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %w = zero.get_param @w : tensor<8xbf16>
   %y = nn.mul %x, %w : tensor<2x8xbf16>, tensor<8xbf16>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -104,7 +104,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %w = zero.get_param @w : tensor<8xbf16>
   %y = nn.mul %x, %w : tensor<2x8xbf16>, tensor<8xbf16>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -135,7 +135,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %w = zero.get_param @w : tensor<8xbf16>
   %y = nn.mul %x, %w : tensor<2x8xbf16>, tensor<8xbf16>
   %loss = nn.fill 0.0 : tensor<f32>

@@ -11,7 +11,7 @@ zero.param @w1 : tensor<4x4xf32> init zeros compute bf16
 zero.param @w2 : tensor<4x4xf32> init zeros compute bf16
 zero.partition @g1 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w1] offsets [0]
 zero.partition @g2 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w2] offsets [0]
-zero.train_step @valid(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = bf16> schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 1>} {
+zero.train_step @valid(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = bf16> schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> offload #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 1> {
   %staged, %token = zero.transfer group @g1 params to staging swap <buffer = 0, buffers = 1, buffer_bytes = 4096> : tensor<8xbf16> -> !zero.token
   zero.wait %token
   %result = zero.all_gather group @g1 from %staged : tensor<8xbf16> : tensor<16xbf16>
@@ -58,7 +58,7 @@ zero.param @w1 : tensor<4x4xf32> init zeros compute bf16
 zero.param @w2 : tensor<4x4xf32> init zeros compute bf16
 zero.partition @g1 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w1] offsets [0]
 zero.partition @g2 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w2] offsets [0]
-zero.train_step @reads(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = bf16> schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 1>} {
+zero.train_step @reads(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = bf16> schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> offload #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 1> {
   // expected-note @+1 {{the earlier transfer is issued here}}
   %staged, %token = zero.transfer group @g1 params to staging swap <buffer = 0, buffers = 1, buffer_bytes = 4096> : tensor<8xbf16> -> !zero.token
   // expected-error @+1 {{'zero.transfer' op uses parameter swap buffer 0 while an earlier transfer still uses it (issue it after the zero.wait of that transfer's token)}}
@@ -106,7 +106,7 @@ zero.param @w1 : tensor<4x4xf32> init zeros compute bf16
 zero.param @w2 : tensor<4x4xf32> init zeros compute bf16
 zero.partition @g1 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w1] offsets [0]
 zero.partition @g2 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w2] offsets [0]
-zero.train_step @writes(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = bf16> schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 1>} {
+zero.train_step @writes(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = bf16> schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> offload #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 1> {
   %staged, %token = zero.transfer group @g1 params to staging swap <buffer = 0, buffers = 1, buffer_bytes = 4096> : tensor<8xbf16> -> !zero.token
   zero.wait %token
   %result = zero.all_gather group @g1 from %staged : tensor<8xbf16> : tensor<16xbf16>
@@ -154,7 +154,7 @@ zero.param @w1 : tensor<4x4xf32> init zeros compute bf16
 zero.param @w2 : tensor<4x4xf32> init zeros compute bf16
 zero.partition @g1 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w1] offsets [0]
 zero.partition @g2 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w2] offsets [0]
-zero.train_step @regions(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = bf16> schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 1>} {
+zero.train_step @regions(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = bf16> schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> offload #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 1> {
   %staged, %token = zero.transfer group @g1 params to staging swap <buffer = 0, buffers = 1, buffer_bytes = 4096> : tensor<8xbf16> -> !zero.token
   zero.wait %token
   %result = zero.all_gather group @g1 from %staged : tensor<8xbf16> : tensor<16xbf16>
@@ -204,7 +204,7 @@ zero.param @w1 : tensor<4x4xf32> init zeros compute bf16
 zero.param @w2 : tensor<4x4xf32> init zeros compute bf16
 zero.partition @g1 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w1] offsets [0]
 zero.partition @g2 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w2] offsets [0]
-zero.train_step @reread(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = bf16> schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 2>} {
+zero.train_step @reread(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = bf16> schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> offload #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 2> {
   %staged, %token = zero.transfer group @g1 params to staging swap <buffer = 0, buffers = 2, buffer_bytes = 4096> : tensor<8xbf16> -> !zero.token
   zero.wait %token
   %result = zero.all_gather group @g1 from %staged : tensor<8xbf16> : tensor<16xbf16>

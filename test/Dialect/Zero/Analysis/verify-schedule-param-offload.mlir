@@ -15,7 +15,7 @@ zero.train_step @valid(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %s, %st = zero.transfer group @fc1 params to staging : tensor<6xbf16> -> !zero.token
   zero.wait %st
   %full, %pt = zero.prefetch group @fc1 from %s : tensor<6xbf16> : tensor<12xbf16>
@@ -58,7 +58,7 @@ zero.train_step @early_gather(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   // expected-note @+1 {{collective issued here}}
   %s, %st = zero.transfer group @fc1 params to staging : tensor<6xbf16> -> !zero.token
   // expected-error @+1 {{'zero.prefetch' op uses the result of an asynchronous collective before its zero.wait}}
@@ -103,7 +103,7 @@ zero.train_step @early_free(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %s, %st = zero.transfer group @fc1 params to staging : tensor<6xbf16> -> !zero.token
   zero.wait %st
   // expected-note @+1 {{issued here}}
@@ -148,7 +148,7 @@ zero.train_step @early_store_free(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %s, %st = zero.transfer group @fc1 params to staging : tensor<6xbf16> -> !zero.token
   zero.wait %st
   %full, %pt = zero.prefetch group @fc1 from %s : tensor<6xbf16> : tensor<12xbf16>
@@ -194,7 +194,7 @@ zero.train_step @no_store(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %s, %st = zero.transfer group @fc1 params to staging : tensor<6xbf16> -> !zero.token
   zero.wait %st
   %full, %pt = zero.prefetch group @fc1 from %s : tensor<6xbf16> : tensor<12xbf16>

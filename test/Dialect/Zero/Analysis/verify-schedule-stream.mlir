@@ -17,7 +17,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<4xbf16>
   zero.grad @b, %gb : tensor<4xbf16>
@@ -54,7 +54,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<4xbf16>
   zero.grad @b, %gb : tensor<4xbf16>
@@ -95,7 +95,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<4xbf16>
   zero.grad @b, %gb : tensor<4xbf16>
@@ -134,7 +134,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<4xbf16>
   zero.grad @b, %gb : tensor<4xbf16>
@@ -173,7 +173,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<4xbf16>
   zero.grad @b, %gb : tensor<4xbf16>
@@ -211,7 +211,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<4xbf16>
   zero.grad @b, %gb : tensor<4xbf16>
@@ -252,7 +252,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<4xbf16>
   zero.grad @b, %gb : tensor<4xbf16>
@@ -287,7 +287,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<4xbf16>
   zero.grad @b, %gb : tensor<4xbf16>
@@ -328,7 +328,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 8, accumulation_steps = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<4xbf16>
   zero.grad @b, %gb : tensor<4xbf16>

@@ -13,7 +13,7 @@ zero.param @c : tensor<4xf32> init zeros compute bf16
 zero.partition @g0 stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@a, @c] offsets [0, 4]
 zero.partition @g1 stage 2 world_size 2 alignment 2 numel 4 padded 4 params [@b] offsets [0]
 // CHECK-LABEL: zero.train_step @stage2
-// CHECK-SAME: attributes {zero.offload = #zero.offload<optimizer = cpu>}
+// CHECK-SAME: offload #zero.offload<optimizer = cpu>
 // CHECK: %[[T2:.*]] = zero.reduce_scatter group @g0 [4, 8)
 // CHECK: %[[T1:.*]] = zero.reduce_scatter group @g1 [0, 4)
 // CHECK-NEXT: zero.wait %[[T2]]{{$}}

@@ -17,7 +17,7 @@ zero.param @w2 : tensor<4x4xbf16> init zeros
 zero.partition @g1 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w1] offsets [0]
 zero.partition @g2 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w2] offsets [0]
 // GATHER-LABEL: zero.train_step @train
-// GATHER-SAME: attributes {zero.offload = #zero.offload<param = cpu>}
+// GATHER-SAME: offload #zero.offload<param = cpu>
 // GATHER-NEXT: %[[S1:.*]], %[[T1:.*]] = zero.transfer group @g1 params to staging : tensor<8xbf16> -> !zero.token
 // GATHER-NEXT: zero.wait %[[T1]]
 // GATHER-NEXT: %[[F1:.*]] = zero.all_gather group @g1 from %[[S1]] : tensor<8xbf16> : tensor<16xbf16>

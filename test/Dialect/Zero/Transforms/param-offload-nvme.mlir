@@ -20,7 +20,7 @@ zero.partition @g1 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@
 zero.partition @g2 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w2] offsets [0]
 zero.partition @g3 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w3] offsets [0]
 // GATHER-LABEL: zero.train_step @train
-// GATHER-SAME: attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 2>}
+// GATHER-SAME: offload #zero.offload<param = nvme, param_nvme_path = "/nvme", param_buffer_count = 2>
 // GATHER-NEXT: %[[S1:.*]], %[[T1:.*]] = zero.transfer group @g1 params to staging swap <buffer = 0, buffers = 2, buffer_bytes = 4096> : tensor<8xbf16> -> !zero.token
 // GATHER-NEXT: zero.wait %[[T1]]
 // GATHER-NEXT: %[[F1:.*]] = zero.all_gather group @g1 from %[[S1]] : tensor<8xbf16> : tensor<16xbf16>

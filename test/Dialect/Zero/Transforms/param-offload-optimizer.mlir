@@ -3,7 +3,7 @@
 // RUN: zero-opt %s -split-input-file --zero-optimizer | zero-opt -split-input-file --zero-verify-schedule > /dev/null
 // RUN: zero-opt %s -split-input-file --zero-optimizer="offload-optimizer=cpu" | zero-opt -split-input-file --zero-verify-schedule > /dev/null
 
-// Parameter offload at stage 3 (zero.offload recorded by zero-param-gather)
+// Parameter offload at stage 3 (the step's offload, by zero-param-gather)
 // with bf16 compute over two partitions.
 // With the optimizer on the device the Adam writes each partition's new parameters into a
 // staged buffer of the shard (2 elements), which goes to the host shard
@@ -17,7 +17,7 @@ zero.param @b : tensor<4xf32> init zeros compute bf16
 zero.partition @g0 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@a] offsets [0]
 zero.partition @g1 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@b] offsets [0]
 // PARAM-LABEL: zero.train_step @bf16
-// PARAM-SAME: attributes {zero.offload = #zero.offload<param = cpu>}
+// PARAM-SAME: offload #zero.offload<param = cpu>
 // PARAM: %[[SKIP:.*]] = zero.update_loss_scale
 // PARAM-NEXT: %[[N0:.*]] = zero.adam group @g0 {{.*}} phase boundary : tensor<2xf32> -> tensor<2xbf16>
 // PARAM-NEXT: %[[T0:.*]] = zero.transfer group @g0 %[[N0]] to params phase boundary : tensor<2xbf16> -> !zero.token
@@ -29,7 +29,7 @@ zero.partition @g1 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@b]
 // PARAM-NEXT: zero.free %[[N1]] phase boundary : tensor<2xbf16>
 // PARAM-NEXT: zero.return
 // BOTH-LABEL: zero.train_step @bf16
-// BOTH-SAME: attributes {zero.offload = #zero.offload<optimizer = cpu, param = cpu>}
+// BOTH-SAME: offload #zero.offload<optimizer = cpu, param = cpu>
 // BOTH: zero.wait
 // BOTH-NEXT: %[[D1:.*]] = zero.transfer group @g1 grads[0, 4) to host_grads phase last_micro_step -> !zero.token
 // BOTH-NEXT: zero.wait
@@ -44,7 +44,7 @@ zero.train_step @bf16(%x: tensor<2x4xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<4xbf16>
   zero.grad @b, %gb : tensor<4xbf16>
@@ -80,7 +80,7 @@ zero.train_step @fp32(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
-    attributes {zero.offload = #zero.offload<param = cpu>} {
+    offload #zero.offload<param = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %g = nn.fill 1.0 : tensor<8xf32>
   zero.grad @w, %g : tensor<8xf32>

@@ -101,15 +101,15 @@ public:
   int64_t getStage() const { return stage; }
   int64_t getWorldSize() const { return worldSize; }
   int64_t getAccumulationSteps() const { return accumulationSteps; }
-  /// Whether the optimizer states live in host memory or on NVMe
-  /// (zero.offload): the Adam runs on the host.
+  /// Whether the optimizer states live in host memory or on NVMe (the
+  /// step's offload): the Adam runs on the host.
   bool isOptimizerOffloaded() const { return optimizerOffloaded; }
   /// Whether they live in the ranks' NVMe swap files.
   bool isOptimizerOnNvme() const {
     return optimizerDevice == OffloadDevice::nvme;
   }
   /// Whether the stage-3 parameter shards live off the device, in host
-  /// memory or on NVMe (zero.offload).
+  /// memory or on NVMe (the step's offload).
   bool areParamsOffloaded() const { return paramsOffloaded; }
   /// Whether they live in host memory (a host Adam updates them in place).
   bool areParamsOnHost() const { return paramDevice == OffloadDevice::cpu; }

@@ -22,6 +22,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
+#include "zero_rt/constants.h"
+
 namespace mlir::zero {
 /// The most elements a tensor of a train step may have (2^48, a PiB of
 /// fp32). Element and byte counts, their sums in the memory plan and the
@@ -34,7 +36,7 @@ constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
 /// every one of them.
 constexpr int64_t kMaxAccumulationSteps = int64_t(1) << 16;
 /// Alignment of every byte offset of the memory plan, in both arenas.
-constexpr int64_t kArenaAlignment = 64;
+constexpr int64_t kArenaAlignment = ZRT_ARENA_ALIGNMENT;
 } // namespace mlir::zero
 
 #include "zero/Dialect/Zero/IR/ZeroEnums.h.inc"
@@ -81,12 +83,10 @@ inline bool isLossSeed(Operation *op) {
 /// their own fp32 masters: Adam then updates them in place and their
 /// partition has no `master` buffer.
 inline bool areParamsMasters(Type computeType) { return computeType.isF32(); }
-/// Where train step `step` keeps its optimizer states (its zero.offload):
+/// Where train step `step` keeps its optimizer states (its offload):
 /// device memory (none), pinned host memory (cpu) or swap files (nvme).
 inline OffloadDevice getOptimizerOffload(TrainStepOp step) {
-  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
-  OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
-  return offload ? offload.getOptimizer() : OffloadDevice::none;
+  return step.getOffload().getOptimizer();
 }
 /// Whether train step `step` offloads its optimizer (to host or NVMe): the
 /// Adam runs on the host.
@@ -94,12 +94,10 @@ inline bool offloadsOptimizer(TrainStepOp step) {
   return getOptimizerOffload(step) != OffloadDevice::none;
 }
 /// Where train step `step` keeps its stage-3 parameter shards (its
-/// zero.offload): device memory (none), pinned host memory (cpu) or a swap
-/// file (nvme).
+/// offload): device memory (none), pinned host memory (cpu) or a swap file
+/// (nvme).
 inline OffloadDevice getParamOffload(TrainStepOp step) {
-  auto *dialect = step->getContext()->getLoadedDialect<ZeroDialect>();
-  OffloadAttr offload = dialect->getOffloadAttrHelper().getAttr(step);
-  return offload ? offload.getParam() : OffloadDevice::none;
+  return step.getOffload().getParam();
 }
 /// Whether train step `step` keeps its stage-3 parameter shards off the
 /// device (host memory or NVMe): its gathers read staged device copies.
@@ -113,10 +111,10 @@ inline bool keepsParamsOnHost(TrainStepOp step) {
 }
 /// The alignment of offsets and sizes in an NVMe swap file and of the
 /// swap buffers (O_DIRECT's logical block on common file systems).
-constexpr int64_t kNvmeAlignment = 4096;
-/// The largest swap chunk in elements: 1 GiB of one fp32 state, which one
-/// read or write moves (io_uring's lengths are 32-bit).
-constexpr int64_t kMaxSwapChunk = int64_t(1) << 28;
+constexpr int64_t kNvmeAlignment = ZRT_NVME_BLOCK_BYTES;
+/// The largest swap chunk in elements: the fp32 elements of one state
+/// that one read or write moves (1 GiB).
+constexpr int64_t kMaxSwapChunk = ZRT_MAX_TRANSFER_BYTES / 4;
 /// The memory an offload device keeps what it holds in.
 inline MemoryKind getOffloadMemory(OffloadDevice device) {
   switch (device) {

@@ -57,8 +57,7 @@ def Zero_Dialect : Dialect {
 
     A DeepSpeed config's logging keys reach the training driver through
     `zero.logging = #zero.logging<...>` on `zero.train_step`; where the
-    optimizer states (and, later, the parameters) live is
-    `zero.offload = #zero.offload<...>` on `zero.train_step`.
+    optimizer states and the parameters live is the step's own `offload`.
 
     `zero-remat` marks the forward ops it cloned into the backward with the
     unit attribute `zero.recompute` (only on `nn` ops of a train step's body).
@@ -72,8 +71,7 @@ def Zero_Dialect : Dialect {
     "::mlir::IntegerAttr":$temp,
     "::mlir::UnitAttr":$loss_seed,
     "::mlir::UnitAttr":$recompute,
-    "::mlir::zero::LoggingAttr":$logging,
-    "::mlir::zero::OffloadAttr":$offload
+    "::mlir::zero::LoggingAttr":$logging
   );
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -294,14 +292,15 @@ def Zero_OffloadDevice : I32EnumAttr<"OffloadDevice",
 def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
   let summary = "Where a train step keeps its optimizer states and parameters";
   let description = [{
-    DeepSpeed's ZeRO-Offload and ZeRO-Infinity choice, recorded as
-    `zero.offload` on `zero.train_step` by `zero-optimizer`: `optimizer`
+    DeepSpeed's ZeRO-Offload and ZeRO-Infinity choice, recorded as the
+    `offload` of `zero.train_step` by `zero-param-gather` (the parameters)
+    and `zero-optimizer` (the optimizer): `optimizer`
     (`offload_optimizer.device`) places the fp32 masters and Adam moments,
     `param` (`offload_param.device`) the stage-3 parameter shards, in device
     memory (`none`), pinned host memory (`cpu`) or files under `nvme_path`
     (`nvme`). DeepSpeed's rules hold: optimizer offload at stages 1-3,
-    parameter offload at stage 3 only (checked against the step's
-    `#zero.schedule`), and `nvme` needs a path. With the optimizer on
+    parameter offload at stage 3 only (the train step checks them against
+    its `#zero.schedule`), and `nvme` needs a path. With the optimizer on
     `nvme` the host keeps `buffer_count` pinned swap buffers (DeepSpeed's
     `offload_optimizer.buffer_count`, default 4) of `buffer_size` elements
     of each of the three fp32 states (default 1048576; a multiple of 1024,
@@ -316,9 +315,9 @@ def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
     the buffers are planned no larger than that shard).
 
     ```mlir
-    zero.train_step @train(...) ... attributes {zero.offload = #zero.offload<optimizer = cpu>} {
-    zero.train_step @train(...) ... attributes {zero.offload = #zero.offload<optimizer = nvme, nvme_path = "/local_nvme", buffer_count = 4>} {
-    zero.train_step @train(...) ... attributes {zero.offload = #zero.offload<param = nvme, param_nvme_path = "/local_nvme", param_buffer_count = 5>} {
+    zero.train_step @train(...) ... offload #zero.offload<optimizer = cpu> {
+    zero.train_step @train(...) ... offload #zero.offload<optimizer = nvme, nvme_path = "/local_nvme", buffer_count = 4> {
+    zero.train_step @train(...) ... offload #zero.offload<param = nvme, param_nvme_path = "/local_nvme", param_buffer_count = 5> {
     ```
   }];
   let parameters = (ins
@@ -332,11 +331,14 @@ def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
     StringRefParameter<"a directory", "\"\"">:$param_nvme_path,
     DefaultValuedParameter<"int64_t", "5">:$param_buffer_count,
     DefaultValuedParameter<"int64_t", "100000000">:$param_buffer_size);
-  // Without swap buffer settings: the parameters' defaults above.
+  // Without swap buffer settings: the parameters' defaults above; with no
+  // argument, nothing offloaded (a train step without `offload`).
   let builders = [
-    AttrBuilder<(ins "::mlir::zero::OffloadDevice":$optimizer,
-                     "::mlir::zero::OffloadDevice":$param,
-                     "::llvm::StringRef":$nvme_path), [{
+    AttrBuilder<(ins CArg<"::mlir::zero::OffloadDevice",
+                          "::mlir::zero::OffloadDevice::none">:$optimizer,
+                     CArg<"::mlir::zero::OffloadDevice",
+                          "::mlir::zero::OffloadDevice::none">:$param,
+                     CArg<"::llvm::StringRef", "\"\"">:$nvme_path), [{
       return $_get($_ctxt, optimizer, param, nvme_path, 4, 1048576, "", 5,
                    100000000);
     }]>
@@ -355,6 +357,13 @@ def Zero_OffloadAttr : Zero_Attr<"Offload", "offload"> {
       return getParam() != ::mlir::zero::OffloadDevice::none;
     }
   }];
+}
+
+// A train step's offload; without one, getOffload() is #zero.offload<>
+// (nothing offloaded).
+def Zero_StepOffloadAttr : DefaultValuedOptionalAttr<Zero_OffloadAttr,
+    "::mlir::zero::OffloadAttr::get($_builder.getContext())"> {
+  let constBuilderCall = "$0";
 }
 
 def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
@@ -522,7 +531,10 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     Later passes add the backward, the collectives and the optimizer step to
     the same body; `zero-partition` records the step-wide facts of the
     schedule (`#zero.schedule`), which must agree with the module's
-    `zero.partition`s and the inputs' batch.
+    `zero.partition`s and the inputs' batch. Its `offload`
+    (`#zero.offload`, absent when nothing is offloaded) says where the
+    optimizer states and the stage-3 parameter shards live, under
+    DeepSpeed's rules for the schedule's stage.
 
     Every tensor of the step (inputs, results of the ops in the body, block
     arguments of nested regions) has a static shape with positive dimensions
@@ -540,7 +552,8 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     zero.train_step @train(%x: tensor<4x784xf32>, %y: tensor<4xi64>)
         optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
         precision #zero.precision<kind = fp32>
-        schedule #zero.schedule<stage = 2, world_size = 8, global_batch = 64, accumulation_steps = 2> {
+        schedule #zero.schedule<stage = 2, world_size = 8, global_batch = 64, accumulation_steps = 2>
+        offload #zero.offload<optimizer = cpu> {
       ...
     }
     ```
@@ -549,7 +562,8 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
                        Zero_OptimizerAttr:$optimizer,
                        Zero_PrecisionAttr:$precision,
                        DefaultValuedAttr<F64Attr, "0.0">:$gradient_clipping,
-                       OptionalAttr<Zero_ScheduleAttr>:$schedule);
+                       OptionalAttr<Zero_ScheduleAttr>:$schedule,
+                       Zero_StepOffloadAttr:$offload);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -560,6 +574,8 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     ::mlir::Value getLoss();
     /// The schedule agrees with every zero.partition of the module.
     ::llvm::LogicalResult verifySchedulePartitions();
+    /// DeepSpeed's offload rules hold at the schedule's stage.
+    ::llvm::LogicalResult verifyOffload();
   }];
 }
 
@@ -988,8 +1004,8 @@ def Zero_TransferOp : Zero_Op<"transfer", [
     Zero_StepPhaseOpInterface]> {
   let summary = "Copy this rank's part of a partition between memories";
   let description = [{
-    Optimizer offload (`zero.offload = #zero.offload<optimizer = cpu>` on
-    the step): the fp32 `master`, `exp_avg` and `exp_avg_sq` shards live in
+    Optimizer offload (`offload #zero.offload<optimizer = cpu>` on the
+    step): the fp32 `master`, `exp_avg` and `exp_avg_sq` shards live in
     pinned host memory beside `host_grads` (the owned gradients in the
     compute type) and, with 16-bit compute, `host_params` (the updated
     16-bit parameters). At the step boundary the owned gradients go to the

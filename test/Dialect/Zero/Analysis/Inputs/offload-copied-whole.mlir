@@ -8,7 +8,7 @@ zero.train_step @step(%x: tensor<2x4xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
     schedule #zero.schedule<stage = 2, world_size = 1, global_batch = 2>
-    attributes {zero.offload = #zero.offload<optimizer = cpu>} {
+    offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gb = nn.fill 1.0 : tensor<1024x512xbf16>
   zero.grad @b, %gb : tensor<1024x512xbf16>
