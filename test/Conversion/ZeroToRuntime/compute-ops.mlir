@@ -155,6 +155,10 @@ module @binary {
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(2 : i32) : i32
 // CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
 // CHECK-NEXT: llvm.call @zrt_silu(%[[DTYPE]], %[[X]], %[[S]], %[[N]])
+// CHECK:      %[[T:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_tanh(%[[DTYPE]], %[[X]], %[[T]], %[[N]])
 // CHECK:      %[[UP:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[SW:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(2 : i32) : i32
@@ -172,6 +176,7 @@ module @activations {
     %g = nn.gelu %x : tensor<4x8xf16>
     %e = nn.gelu_erf %x : tensor<4x8xf16>
     %s = nn.silu %x : tensor<4x8xf16>
+    %t = nn.tanh %x : tensor<4x8xf16>
     %sw = nn.swiglu %x, %up : tensor<4x8xf16>
     %loss = nn.fill 0.0 : tensor<f32>
     %ls = zero.loss_scale phase boundary : tensor<f32>
@@ -184,9 +189,9 @@ module @activations {
 
 // -----
 
-// Their derivatives read the forward value their op names (nn.relu_grad the
-// relu's result, the others its input) and the output gradient;
-// nn.swiglu_grad writes the gradients of both inputs.
+// Their derivatives read the forward value their op names (nn.relu_grad and
+// nn.tanh_grad their op's result, the others its input) and the output
+// gradient; nn.swiglu_grad writes the gradients of both inputs.
 
 // CHECK-LABEL: module @activation_grads
 // CHECK-LABEL: llvm.func @zero_micro_step
@@ -215,6 +220,12 @@ module @activations {
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
 // CHECK-NEXT: llvm.call @zrt_swiglu_grad(%[[DTYPE]], %[[X]], %[[UP]], %[[DY]], %[[DGATE]], %[[DUP]], %[[N]])
+// CHECK:      %[[T:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      llvm.call @zrt_tanh(%{{.*}}, %[[X]], %[[T]], %{{.*}})
+// CHECK:      %[[DT:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_tanh_grad(%[[DTYPE]], %[[T]], %[[DY]], %[[DT]], %[[N]])
 
 module @activation_grads {
   zero.param @w : tensor<2xf32> init zeros
@@ -229,6 +240,8 @@ module @activation_grads {
     %de = nn.gelu_erf_grad %x, %dy : tensor<4x8xf32>
     %ds = nn.silu_grad %x, %dy : tensor<4x8xf32>
     %dgate, %dup = nn.swiglu_grad %x, %up, %dy : tensor<4x8xf32>
+    %t = nn.tanh %x : tensor<4x8xf32>
+    %dt = nn.tanh_grad %t, %dy : tensor<4x8xf32>
     %loss = nn.fill 0.0 : tensor<f32>
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
