@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Installs what zero-mlir needs on Debian 12 (skipping what is there), then
-# configures and builds into build/. Idempotent; quick when nothing changed.
+# Installs what zero-mlir needs on Debian 12 (skipping what is there), makes
+# the project's Python environment (.venv: PyTorch, transformers, NumPy from
+# PyPI, pinned in scripts/requirements.txt; ZERO_VENV=DIR puts it elsewhere),
+# then configures and builds into build/. Idempotent; quick when nothing
+# changed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${ZERO_BUILD_DIR:-$ROOT/build}"
 
 PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 clang-22
-  cmake ninja-build g++ python3 python3-numpy python3-torch
+  cmake ninja-build g++ python3 python3-venv python3-numpy
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev
   libbenchmark-dev libgtest-dev liburing-dev pkg-config
 )
@@ -26,7 +29,25 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# The venv is rebuilt from the pins whenever they change (the copy of
+# requirements.txt inside it says what it holds). Debian's python3 makes it;
+# nothing is installed into the system Python.
+VENV="${ZERO_VENV:-$ROOT/.venv}"
+REQ="$ROOT/scripts/requirements.txt"
+if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$REQ" "$VENV/zero-requirements.txt"; then
+  echo "setup: installing the Python environment into $VENV (scripts/requirements.txt)"
+  /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --no-input -r "$REQ"
+  cp "$REQ" "$VENV/zero-requirements.txt"
+fi
+PY="$VENV/bin/python"
+
 LLVM_BIN=/usr/lib/llvm-22/bin
+if [ -f "$BUILD/CMakeCache.txt" ] &&
+   ! grep -qxF "ZERO_PYTHON:FILEPATH=$PY" "$BUILD/CMakeCache.txt"; then
+  cmake "$BUILD" "-DZERO_PYTHON=$PY" > /dev/null
+fi
 if [ ! -f "$BUILD/build.ninja" ]; then
   linker_flags=()
   if [ -x "$LLVM_BIN/ld.lld" ]; then
@@ -38,6 +59,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     -DCMAKE_BUILD_TYPE="${ZERO_BUILD_TYPE:-Release}" \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT="$LLVM_BIN/lit" \
+    "-DZERO_PYTHON=$PY" \
     "${linker_flags[@]}" ${ZERO_CMAKE_ARGS:-}
 fi
 cmake --build "$BUILD"

@@ -26,8 +26,12 @@ config.substitutions.append(("%zero_src", config.zero_src_root))
 # Where the built tools are, for scripts that run several of them
 # (scripts/update-report-doc.py).
 config.substitutions.append(("%zero_tools_dir", config.zero_tools_dir))
-# Some configurations leave Python3_EXECUTABLE empty: use lit's own.
+# ZERO_PYTHON: the project's venv (scripts/setup.sh), where the tests' torch,
+# transformers and NumPy references run.
+# use_default_substitutions() made %python lit's own Python: replace it.
 config.python_executable = config.python_executable or sys.executable
+config.substitutions = [(k, v) for k, v in config.substitutions
+                        if k != "%python"]
 config.substitutions.append(("%python", config.python_executable))
 
 # Multi-rank runs of compiled executables (test/E2E): `%mpirun -np 4 ...`.

@@ -90,6 +90,8 @@ def options(args):
 def main(argv=None):
     args = parser().parse_args(argv)
     try:
+        from .environment import check_torch
+        check_torch()
         opt, clip, precision = options(args)
         from .importer import import_model, write_outputs
         g, loss, weights = import_model(args.model, args.loss_output)

@@ -6,7 +6,14 @@ Python values (a model may compute with them, assert on them, build
 `torch.arange(T)` from them), and the importer knows every node's result.
 Control flow on tensor *values* stays an error, as in torch.fx.
 
-Tested with torch 1.13 (Debian 12's python3-torch).
+torch.fx with concrete values rather than torch.export: the importer maps
+torch-level calls (functions, Tensor methods, nn modules) one to one onto
+`nn` ops and keeps each call's module path and source line for its errors;
+torch.export would hand it ATen ops after decomposition, and every pattern
+(RMS norm, rotary embedding, attention, SwiGLU) would have to be found
+again in decomposed form. Python control flow on sizes, which export
+specialises, is already plain Python here. Tested with the torch that
+scripts/requirements.txt pins.
 """
 
 import operator
