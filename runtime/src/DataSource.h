@@ -7,7 +7,7 @@
 #ifndef ZERO_RT_DATA_SOURCE_H
 #define ZERO_RT_DATA_SOURCE_H
 
-#include "Program.h"
+#include "Manifest.h"
 
 #include <cstdint>
 #include <memory>

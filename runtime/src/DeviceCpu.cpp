@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
-#include "Program.h"
+#include "Manifest.h"
 #include "Support.h"
 #include "Trace.h"
 

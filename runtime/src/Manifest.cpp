@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Program.h"
+#include "Manifest.h"
 #include "Support.h"
 
 #include "zero_rt/constants.h"
@@ -610,14 +610,14 @@ const PartitionInfo &zrt::partition(zrt_ctx *ctx, int32_t p, const char *call) {
 }
 
 /// Rank r's owned part of [begin, end).
-Range zrt::ownedPart(zrt_ctx *ctx, const PartitionInfo &p, int rank, int64_t begin,
-                int64_t end) {
+Range zrt::ownedPart(zrt_ctx *ctx, const PartitionInfo &p, int rank,
+                     int64_t begin, int64_t end) {
   Range o = ctx->manifest->owned(p, rank);
   return {std::max(begin, o.begin), std::min(end, o.end)};
 }
 
 void zrt::checkRange(const PartitionInfo &p, int64_t begin, int64_t end,
-                int64_t limit, const char *call) {
+                     int64_t limit, const char *call) {
   if (begin < 0 || begin > end || end > limit)
     fatal("%s: range [%lld, %lld) outside partition '%s' (%lld elements)", call,
           (long long)begin, (long long)end, p.name.c_str(), (long long)limit);
@@ -632,8 +632,8 @@ int zrt::mpiInt(int64_t n, const char *call) {
 /// Per-rank counts (and displacements from `begin`) of the owned parts of
 /// [begin, end).
 void zrt::splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
-                  int64_t end, std::vector<int> &counts,
-                  std::vector<int> &displs, const char *call) {
+                       int64_t end, std::vector<int> &counts,
+                       std::vector<int> &displs, const char *call) {
   counts.assign(size_t(ctx->world), 0);
   displs.assign(size_t(ctx->world), 0);
   for (int r = 0; r < ctx->world; ++r) {
@@ -647,7 +647,7 @@ void zrt::splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
 
 /// Runs a collective's completion now (slot < 0) or at zrt_ctx_wait.
 void zrt::launch(zrt_ctx *ctx, int32_t slot, const char *what,
-            std::vector<int64_t> tokens, std::function<void()> done) {
+                 std::vector<int64_t> tokens, std::function<void()> done) {
   if (slot < 0) {
     // A synchronous collective: the whole call is exposed communication.
     double start = ctx->tracing ? ctx->nowUs() : 0.0;
@@ -693,7 +693,7 @@ float *zrt::ownedMasters(const zrt_ctx &ctx, int32_t p) {
 }
 
 std::pair<char *, int64_t> zrt::ownedGrads(zrt_ctx *ctx, int32_t p,
-                                      const PartitionInfo &part) {
+                                           const PartitionInfo &part) {
   Range o = ctx->manifest->owned(part, ctx->rank);
   char *g = ctx->buffer(p, kGrads);
   if (ctx->manifest->stage <= 1)

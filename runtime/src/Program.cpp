@@ -20,10 +20,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Program.h"
+#include "zero_rt/program.h"
+
 #include "Collectives.h"
 #include "Device.h"
 #include "Kernels.h"
+#include "Manifest.h"
 #include "Nvme.h"
 #include "Support.h"
 #include "Trace.h"

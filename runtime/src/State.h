@@ -15,7 +15,7 @@
 #define ZERO_RT_STATE_H
 
 #include "Files.h"
-#include "Program.h"
+#include "Manifest.h"
 
 #include <cstdint>
 #include <vector>

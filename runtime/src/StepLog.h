@@ -12,7 +12,7 @@
 #ifndef ZERO_RT_STEP_LOG_H
 #define ZERO_RT_STEP_LOG_H
 
-#include "Program.h"
+#include "Manifest.h"
 
 #include <cstdint>
 #include <cstdio>

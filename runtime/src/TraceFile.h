@@ -12,7 +12,7 @@
 #ifndef ZERO_RT_TRACE_FILE_H
 #define ZERO_RT_TRACE_FILE_H
 
-#include "Program.h"
+#include "Manifest.h"
 
 #include <string>
 

@@ -7,7 +7,7 @@
 #ifndef ZERO_RT_WATCHDOG_H
 #define ZERO_RT_WATCHDOG_H
 
-#include "Program.h"
+#include "Manifest.h"
 
 #include <mpi.h>
 

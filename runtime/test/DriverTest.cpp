@@ -13,7 +13,7 @@
 #include "Checkpoint/Format.h"
 #include "Checkpoint/Reader.h"
 #include "Files.h"
-#include "Program.h"
+#include "Manifest.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Memory.h"
-#include "Program.h"
+#include "Manifest.h"
 #include "TestUtil.h"
 #include "Trace.h"
 #include "zero_rt/scratch.h"

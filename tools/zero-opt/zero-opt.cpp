@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -13,18 +14,29 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+// Test-only passes (test/lib), which zero-opt alone registers; they have no
+// public header.
+namespace mlir::zero::test {
+void registerTestRuntimeABIPass();
+} // namespace mlir::zero::test
+
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   mlir::DialectRegistry registry;
   zero::registerAllDialects(registry);
+  // convert-zero-to-runtime's output reads back in (the input of
+  // -test-zero-runtime-abi is such IR).
+  registry.insert<mlir::LLVM::LLVMDialect>();
   zero::registerAllPasses();
+  mlir::zero::test::registerTestRuntimeABIPass();
   // mlir::MlirOptMain(argc, argv, ...), except that the input is checked for
   // nesting that would overflow the parser's stack before it is parsed.
   auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
       argc, argv,
       "zero-mlir optimizer driver: ZeRO schedules for training steps\n",
       registry);
-  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
   if (config.shouldShowDialects() || config.shouldListPasses())
     return mlir::asMainReturnCode(
         mlir::MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
@@ -41,7 +53,8 @@ int main(int argc, char **argv) {
     llvm::errs() << errorMessage << "\n";
     return EXIT_FAILURE;
   }
-  if (failed(mlir::MlirOptMain(output->os(), std::move(file), registry, config)))
+  if (failed(
+          mlir::MlirOptMain(output->os(), std::move(file), registry, config)))
     return EXIT_FAILURE;
   output->keep();
   return EXIT_SUCCESS;

@@ -20,7 +20,7 @@ using namespace mlir::zero::lowering;
 Lowering::Lowering(ModuleOp module, const StepSchedule &schedule,
                    const MemoryPlan &plan, int64_t maxFunctionOps)
     : module(module), s(schedule), plan(plan), maxFunctionOps(maxFunctionOps),
-      b(module.getContext()) {
+      b(module.getContext()), runtimeCalls(module) {
   for (auto [i, p] : llvm::enumerate(s.getPartitions()))
     partitionIndices.try_emplace(p.partition.getSymNameAttr(), i);
   for (const PersistentBuffer &buf : plan.persistent)
@@ -32,38 +32,10 @@ Lowering::Lowering(ModuleOp module, const StepSchedule &schedule,
 //===----------------------------------------------------------------------===//
 
 FailureOr<Value> Lowering::call(StringRef name, ArrayRef<Value> args) {
-  auto fail = [&]() -> InFlightDiagnostic {
+  return runtimeCalls.call(b, loc, name, args, [&]() -> InFlightDiagnostic {
     callFailed = true;
     return current ? current->emitOpError() : emitError(loc) << "the lowering ";
-  };
-  LLVM::LLVMFunctionType type = getRuntimeFunctionType(b.getContext(), name);
-  if (!type) {
-    fail() << "calls '" << name
-           << "', which the runtime's ABI table (zero_rt/abi.def) does not "
-              "list as callable from generated code";
-    return failure();
-  }
-  if (type.getNumParams() != args.size()) {
-    fail() << "calls '" << name << "' with " << args.size()
-           << " arguments; the runtime's ABI table has " << type.getNumParams();
-    return failure();
-  }
-  for (auto [i, a] : llvm::enumerate(args))
-    if (a.getType() != type.getParamType(i)) {
-      fail() << "calls '" << name << "' with " << a.getType() << " as argument "
-             << i << "; the runtime's ABI table has " << type.getParamType(i);
-      return failure();
-    }
-  LLVM::LLVMFuncOp &fn = decls[name];
-  if (!fn) {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToEnd(module.getBody());
-    fn = LLVM::LLVMFuncOp::create(b, loc, name, type);
-  }
-  auto c = LLVM::CallOp::create(b, loc, fn, args);
-  if (isa<LLVM::LLVMVoidType>(type.getReturnType()))
-    return Value();
-  return c.getResult();
+  });
 }
 
 Value Lowering::i64Array(ArrayRef<int64_t> values) {

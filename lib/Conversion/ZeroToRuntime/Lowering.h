@@ -15,6 +15,7 @@
 #ifndef ZERO_LIB_CONVERSION_ZEROTORUNTIME_LOWERING_H
 #define ZERO_LIB_CONVERSION_ZEROTORUNTIME_LOWERING_H
 
+#include "zero/Conversion/ZeroToRuntime.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
@@ -24,7 +25,6 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringMap.h"
 
 #include <string>
 
@@ -133,6 +133,7 @@ private:
   const MemoryPlan &plan;
   int64_t maxFunctionOps;
   OpBuilder b;
+  RuntimeCallBuilder runtimeCalls;
   Location loc = UnknownLoc::get(module.getContext());
   Value ctx;
   DenseMap<Value, Value> ptrCache;
@@ -145,7 +146,6 @@ private:
   DenseMap<Value, int32_t> slots;
   /// The index of each op of the step (its position in the plan).
   DenseMap<Operation *, int64_t> opIndices;
-  llvm::StringMap<LLVM::LLVMFuncOp> decls;
   unsigned numGlobals = 0;
   /// The index of each partition by name.
   DenseMap<StringAttr, int32_t> partitionIndices;

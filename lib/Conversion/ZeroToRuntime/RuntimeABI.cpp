@@ -1,11 +1,11 @@
-//===- RuntimeABI.cpp - LLVM types of the runtime's C entry points --------===//
+//===- RuntimeABI.cpp - The runtime's C entry points and their calls ------===//
 //
 // Part of the zero-mlir project.
 //
 // The lowering declares every runtime function with the LLVM type derived
-// here from the C prototype in the runtime's own ABI table, so a call whose
-// arguments disagree with the runtime is a compile-time error, not memory
-// corruption at run time.
+// here from the C prototype in the runtime's own ABI table, and builds its
+// calls here, so a call whose arguments disagree with the runtime is a
+// compile-time error, not memory corruption at run time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,4 +74,39 @@ LLVM::LLVMFunctionType mlir::zero::getRuntimeFunctionType(MLIRContext *context,
   if (it == functions.end())
     return {};
   return it->second(context);
+}
+
+FailureOr<Value> mlir::zero::RuntimeCallBuilder::call(
+    OpBuilder &b, Location loc, StringRef name, ValueRange args,
+    llvm::function_ref<InFlightDiagnostic()> emitError) {
+  LLVM::LLVMFunctionType type = getRuntimeFunctionType(b.getContext(), name);
+  if (!type) {
+    emitError() << "calls '" << name
+                << "', which the runtime's ABI table (zero_rt/abi.def) does "
+                   "not list as callable from generated code";
+    return failure();
+  }
+  if (type.getNumParams() != args.size()) {
+    emitError() << "calls '" << name << "' with " << args.size()
+                << " arguments; the runtime's ABI table has "
+                << type.getNumParams();
+    return failure();
+  }
+  for (auto [i, a] : llvm::enumerate(args))
+    if (a.getType() != type.getParamType(i)) {
+      emitError() << "calls '" << name << "' with " << a.getType()
+                  << " as argument " << i << "; the runtime's ABI table has "
+                  << type.getParamType(i);
+      return failure();
+    }
+  LLVM::LLVMFuncOp &fn = decls[name];
+  if (!fn) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToEnd(module.getBody());
+    fn = LLVM::LLVMFuncOp::create(b, loc, name, type);
+  }
+  auto c = LLVM::CallOp::create(b, loc, fn, args);
+  if (isa<LLVM::LLVMVoidType>(type.getReturnType()))
+    return Value();
+  return c.getResult();
 }

@@ -13,7 +13,7 @@
 #include "CudaKernels.h"
 #include "CudaSupport.h"
 #include "Device.h"
-#include "Program.h"
+#include "Manifest.h"
 #include "Support.h"
 #include "Types.h"
 

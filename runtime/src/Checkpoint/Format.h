@@ -19,7 +19,7 @@
 #ifndef ZERO_RT_CHECKPOINT_FORMAT_H
 #define ZERO_RT_CHECKPOINT_FORMAT_H
 
-#include "Program.h"
+#include "Manifest.h"
 
 #include <nlohmann/json.hpp>
 

@@ -4,7 +4,8 @@
 // on the op it cannot lower. (A call whose arguments disagree with the
 // runtime's ABI table, zero_rt/abi.def, is also an error of the lowering,
 // but no input reaches it: the kernel models and the lowering build every
-// call; abi.test checks the calls of lowered programs against the table.)
+// call; abi.test checks the calls of lowered programs against the table, and
+// abi-errors.mlir those errors through the test-only -test-zero-runtime-abi.)
 
 // The pass lowers one step.
 // expected-error@+1 {{convert-zero-to-runtime: expected exactly one zero.train_step, found 0}}

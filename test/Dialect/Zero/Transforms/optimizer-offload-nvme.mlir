@@ -1,4 +1,5 @@
 // RUN: zero-opt %s -split-input-file --zero-optimizer="offload-optimizer=nvme nvme-path=/nvme nvme-buffer-count=3" | FileCheck %s
+// RUN: zero-opt %s -split-input-file --zero-optimizer="offload-optimizer=nvme nvme-path=/nvme nvme-buffer-count=2 nvme-buffer-size=2048" | FileCheck %s --check-prefix=CHUNK
 
 // Optimizer offload to NVMe streams the gradients as offload to the host
 // does: each bucket's owned gradients go to host_grads in the last micro
@@ -84,5 +85,32 @@ zero.train_step @stage1(%x: tensor<2x8xf32>)
   zero.reduce_scatter group @flat in grads [4, 8) phase boundary
   zero.wait %r0 phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// nvme-buffer-size chunks the swap: a 5000-element shard (10000 elements on
+// 2 ranks) streams through swap buffers of 2048 elements per state, which
+// the host Adam moves in 3 chunks (2048, 2048 and 904 elements). Without
+// the option (1048576 elements) the chunk is the shard rounded up to 1024
+// elements, one chunk.
+zero.param @w : tensor<10000xf32> init zeros
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 10000 padded 10000 params [@w] offsets [0]
+// CHECK-LABEL: zero.train_step @chunks
+// CHECK-SAME: offload #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 3>
+// CHECK: zero.adam group @flat {{.*}} host swap <chunk = 5120, buffers = 3> phase boundary
+// CHUNK-LABEL: zero.train_step @chunks
+// CHUNK-SAME: offload #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 2, buffer_size = 2048>
+// CHUNK: zero.adam group @flat {{.*}} host swap <chunk = 2048, buffers = 2> phase boundary
+zero.train_step @chunks(%x: tensor<2x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %g = nn.fill 1.0 : tensor<10000xf32>
+  zero.grad @w, %g : tensor<10000xf32>
+  zero.reduce_scatter group @flat in grads [0, 10000) phase boundary
+  zero.all_gather group @flat in params [0, 10000) phase post_step
   zero.return %loss : tensor<f32>
 }

@@ -1,16 +1,17 @@
-//===- Program.h - Compiled programs: manifest and context ------*- C++ -*-===//
+//===- Manifest.h - Compiled programs: manifest and context -----*- C++ -*-===//
 //
 // Part of the zero-mlir project.
 //
-// The runtime's view of a zrt_program: its parsed manifest, the per-rank
-// layout arithmetic of ZeRO partitions, and the zrt_ctx that generated code
-// addresses buffers and collectives through. The driver (Driver.cpp) owns
-// the context; Program.cpp implements the zrt_ctx_* calls.
+// The runtime's view of a zrt_program (Manifest.cpp): its parsed manifest,
+// the per-rank layout arithmetic of ZeRO partitions, and the zrt_ctx that
+// generated code addresses buffers and collectives through. The driver
+// (Driver.cpp) owns the context; Program.cpp implements the zrt_ctx_* calls
+// of zero_rt/program.h on top of this header.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZERO_RT_PROGRAM_IMPL_H
-#define ZERO_RT_PROGRAM_IMPL_H
+#ifndef ZERO_RT_MANIFEST_IMPL_H
+#define ZERO_RT_MANIFEST_IMPL_H
 
 #include "zero_rt/manifest.h"
 #include "zero_rt/program.h"
@@ -355,4 +356,4 @@ int32_t updateLossScale(zrt_ctx *ctx, const float *stats);
 
 } // namespace zrt
 
-#endif // ZERO_RT_PROGRAM_IMPL_H
+#endif // ZERO_RT_MANIFEST_IMPL_H
