@@ -478,8 +478,8 @@ struct ApplyDeepSpeedConfigPass
   /// resolves it: warmup_min_lr 0, warmup_max_lr the optimizer's lr (the
   /// file's, else the train step's) and warmup_num_steps the Trainer's
   /// default warmup of 0 steps. total_num_steps "auto" is the Trainer's
-  /// number of training steps, which a compiled step cannot know (the
-  /// executable's --steps is chosen when it runs), so it is an error.
+  /// number of training steps: the schedule's `total_num_steps = auto`,
+  /// which the executable sets to the run's --steps when it starts.
   LrScheduleAttr resolveSchedule(TrainStepOp step) {
     const DeepSpeedValue<std::string> &type = cfg->schedulerType;
     std::vector<LrScheduleParam> params;
@@ -503,12 +503,11 @@ struct ApplyDeepSpeedConfigPass
                  cfg->lr.value ? "optimizer.params.lr"
                                : "the train step's optimizer lr");
       } else if (p.name == "total_num_steps") {
-        errorAt(p.value) << key
-                         << ": cannot resolve \"auto\": it is the length of "
-                            "the run, which Hugging Face's Trainer knows and "
-                            "a compiled step does not; give the number of "
-                            "optimizer steps";
-        return {};
+        params.emplace_back(p.name, "auto");
+        mlir::emitRemark(locOf(p.value))
+            << "\"auto\" resolved: " << key
+            << " = the length of the run (the executable's --steps, set when "
+               "it starts)";
       } else {
         errorAt(p.value) << key
                          << ": cannot resolve \"auto\": Hugging Face's "

@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <functional>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,16 +44,77 @@ std::pair<int64_t, int64_t> shareOf(int64_t n, DataShard shard) {
   return {n * shard.rank / shard.world, n * (shard.rank + 1) / shard.world};
 }
 
-/// The smallest index bound of the inputs, or -1 for none.
-int64_t tokenBound(const Manifest &m) {
-  int64_t bound = -1;
-  for (const InputInfo &in : m.inputs)
-    if (in.indexBound > 0)
-      bound = bound < 0 ? in.indexBound : std::min(bound, in.indexBound);
-  return bound;
+/// Why `v` cannot be a value of the integer input `in` (empty when it
+/// can): it is the ignored index of the input's users (a loss's
+/// ignore_index), or it fits the input's type and lies in [0, index_bound)
+/// (or is >= 0 where there is no bound). `values` and `range` name the
+/// input's values and the range in the message ("labels", "classes").
+std::string indexProblem(const InputInfo &in, int64_t v, const char *values,
+                         const char *range) {
+  if (in.ignoredIndex && v == *in.ignoredIndex)
+    return "";
+  if (in.dtype == "i32" && (v < INT32_MIN || v > INT32_MAX))
+    return std::string("does not fit the model's i32 ") + values;
+  if (in.indexBound > 0 && (v < 0 || v >= in.indexBound))
+    return std::string("is outside the model's ") + range + " [0, " +
+           std::to_string(in.indexBound) + ")";
+  if (v < 0)
+    return std::string("is negative; ") + values + " are indices >= 0";
+  return "";
 }
 
-/// The token files' mappings (training and held-out data), for the SIGBUS
+/// One global batch of `rowsPerStep` rows must not take a sample of the
+/// `samples` in `path` twice.
+void checkSamples(const Manifest &m, const std::string &path, int64_t samples,
+                  int64_t rowsPerStep) {
+  if (samples < rowsPerStep)
+    fail(path + ": " + std::to_string(samples) +
+         " samples, fewer than one global batch of " +
+         std::to_string(rowsPerStep) + " (" +
+         std::to_string(m.inputs[0].shape[0]) + " per rank and micro step, " +
+         std::to_string(m.worldSize) + " rank(s), " +
+         std::to_string(m.accumulationSteps) + " micro step(s))");
+}
+
+/// An element type of token files: .npy's descriptor and size, and the
+/// name messages use.
+struct TokenType {
+  const char *name, *descr;
+  int64_t bytes;
+  bool isSigned;
+};
+constexpr TokenType kTokenTypes[] = {{"uint16", "<u2", 2, false},
+                                     {"uint32", "<u4", 4, false},
+                                     {"int32", "<i4", 4, true},
+                                     {"int64", "<i8", 8, true}};
+
+/// The integer of `type` at `p` (any alignment).
+int64_t tokenAt(const char *p, const TokenType &type) {
+  switch (type.bytes) {
+  case 2: {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  case 4:
+    if (type.isSigned) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    } else {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+  default: {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  }
+}
+
+/// The data files' mappings (training and held-out data), for the SIGBUS
 /// handler: reading a page of a mapped file that was truncated after mmap
 /// raises SIGBUS, which would otherwise end the rank without a word.
 struct BusErrorInfo {
@@ -61,7 +123,7 @@ struct BusErrorInfo {
   char message[640] = {};
   size_t length = 0;
 };
-BusErrorInfo busErrors[4];
+BusErrorInfo busErrors[8];
 struct sigaction previousBusAction;
 
 void onBusError(int, siginfo_t *info, void *) {
@@ -78,22 +140,17 @@ void onBusError(int, siginfo_t *info, void *) {
   ::sigaction(SIGBUS, &previousBusAction, nullptr);
 }
 
-/// nanoGPT-style uint16 tokens: row k is the window starting at k * T; the
-/// targets are the tokens shifted by one.
-class TokenData : public DataSource {
+/// A data file mapped read-only, whole: the pages a step reads come in
+/// from the page cache, so a file larger than memory trains.
+class MappedFile {
 public:
-  /// `rowsPerStep`: the rows of one global batch (every rank, micro step).
-  TokenData(const Manifest &m, const std::string &path, int64_t rowsPerStep,
-            DataShard shard, const char *option)
-      : m(m) {
-    if (m.inputs.size() != 2 || !isIndexType(m.inputs[0].dtype) ||
-        !isIndexType(m.inputs[1].dtype) || m.inputs[0].shape.size() != 2 ||
-        m.inputs[0].shape != m.inputs[1].shape)
-      fail(std::string(option) +
-           " needs a model whose inputs are integer tokens and targets of "
-           "the same shape [B, T]");
-    rows = m.inputs[0].shape[0];
-    seq = m.inputs[0].shape[1];
+  /// `what` names the file in messages ("token file"), `type` the type of
+  /// its elements where known; `checkSize` refuses a size before the file
+  /// is mapped.
+  MappedFile(const std::string &path, const char *what, DataShard shard,
+             const std::function<void(size_t)> &checkSize = {},
+             const char *type = nullptr)
+      : path(path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
       fail("cannot open '" + path + "': " + std::strerror(errno));
@@ -102,78 +159,53 @@ public:
       ::close(fd);
       fail("cannot stat '" + path + "'");
     }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      fail("'" + path + "' is not a " + (type ? type + std::string(" ") : "") +
+           what + " (not a regular file)");
+    }
     bytes = size_t(st.st_size);
-    if (!S_ISREG(st.st_mode) || bytes % 2 != 0) {
+    try {
+      if (checkSize)
+        checkSize(bytes);
+    } catch (...) {
       ::close(fd);
-      fail("'" + path + "' is not a uint16 token file (" +
-           (S_ISREG(st.st_mode)
-                ? "an odd size of " + std::to_string(bytes) + " bytes"
-                : std::string("not a regular file")) +
-           ")");
+      throw;
     }
-    // One global batch must not wrap around: its rows are distinct windows
-    // of T tokens, and the last target is the token after them.
-    int64_t need = rowsPerStep * seq + 1;
-    if (int64_t(bytes / 2) < need) {
-      ::close(fd);
-      fail("'" + path + "' holds " + std::to_string(bytes / 2) +
-           " tokens; one global batch of " + std::to_string(rowsPerStep) +
-           " rows x " + std::to_string(seq) + " tokens needs at least " +
-           std::to_string(need) + " (targets are shifted by one)");
-    }
-    map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED)
-      fail("cannot map '" + path + "': " + std::strerror(errno));
-    tokens = static_cast<const uint16_t *>(map);
-    length = int64_t(bytes / 2);
-    watchForTruncation(path, shard);
-    // Every token is read as an input id and (shifted) as a target: all of
-    // them must be ids the model has, or a kernel would stop the run at the
-    // step that first reads the bad one.
-    if (int64_t bound = tokenBound(m); bound > 0 && bound <= 0xffff) {
-      auto [begin, end] = shareOf(length, shard);
-      for (int64_t i = begin; i < end; ++i)
-        if (tokens[i] >= bound)
-          fail("'" + path + "': token " + std::to_string(tokens[i]) +
-               " at offset " + std::to_string(i) + " (byte " +
-               std::to_string(2 * i) +
-               ") is outside the model's vocabulary [0, " +
-               std::to_string(bound) + ")");
-    }
-  }
-  ~TokenData() override {
-    if (watch)
-      watch->begin.store(nullptr);
-    ::munmap(map, bytes);
-  }
-
-  void load(zrt_ctx &ctx, int64_t first) override {
-    const InputInfo &xi = m.inputs[0], &yi = m.inputs[1];
-    x.resize(size_t(xi.numel() * xi.elementBytes()));
-    y.resize(size_t(yi.numel() * yi.elementBytes()));
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t start = ((first + r) % length) * seq % length;
-      for (int64_t t = 0; t < seq; ++t) {
-        storeIndex(xi, x.data(), r * seq + t, tokens[(start + t) % length]);
-        storeIndex(yi, y.data(), r * seq + t, tokens[(start + t + 1) % length]);
+    if (bytes > 0) {
+      map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (map == MAP_FAILED) {
+        int err = errno;
+        ::close(fd);
+        fail("cannot map '" + path + "': " + std::strerror(err));
       }
     }
-    device::upload(ctx.step + xi.offset, x.data(), int64_t(x.size()));
-    device::upload(ctx.step + yi.offset, y.data(), int64_t(y.size()));
+    ::close(fd);
+    watchForTruncation(what, shard);
   }
-  /// Windows of T tokens and the target after them.
-  int64_t wholeRows() const override { return (length - 1) / seq; }
-  int64_t itemsPerRow() const override { return seq; }
-  const char *unit() const override { return "tok/s"; }
+  MappedFile(const MappedFile &) = delete;
+  MappedFile &operator=(const MappedFile &) = delete;
+  ~MappedFile() {
+    if (watch)
+      watch->begin.store(nullptr);
+    if (map)
+      ::munmap(map, bytes);
+  }
+
+  const char *data() const { return static_cast<const char *>(map); }
+  size_t size() const { return bytes; }
+
+  const std::string path;
 
 private:
-  void watchForTruncation(const std::string &path, DataShard shard) {
+  void watchForTruncation(const char *what, DataShard shard) {
+    if (!map)
+      return;
     std::string who = shard.world > 1 ? "zrt: error: rank " +
                                             std::to_string(shard.rank) + ": "
                                       : "zrt: error: ";
     std::string msg =
-        who + "the token file '" + path + "' shrank below its " +
+        who + "the " + what + " '" + path + "' shrank below its " +
         std::to_string(bytes) +
         " bytes while training (SIGBUS reading it); restore the file and "
         "--resume from the last checkpoint\n";
@@ -188,7 +220,7 @@ private:
     std::memcpy(watch->message, msg.data(), msg.size());
     watch->length = msg.size();
     watch->bytes = bytes;
-    watch->begin.store(static_cast<const char *>(map));
+    watch->begin.store(data());
     static bool installed = false;
     if (installed)
       return;
@@ -200,15 +232,288 @@ private:
     ::sigaction(SIGBUS, &action, &previousBusAction);
   }
 
+  void *map = nullptr;
+  size_t bytes = 0;
   BusErrorInfo *watch = nullptr;
+};
+
+/// The integer .npy array of `file`: its header, checked to hold one of
+/// the token types; `role` names what it holds in messages.
+const TokenType &npyTokenType(const MappedFile &file, const NpyHeader &header,
+                              const char *role) {
+  for (const TokenType &t : kTokenTypes)
+    if (header.descr == t.descr)
+      return t;
+  fail("'" + file.path + "': " + role +
+       " must be uint16, uint32, int32 or int64 ('<u2', '<u4', '<i4', "
+       "'<i8'), found '" +
+       header.descr + "'");
+}
+
+/// A stream of tokens: a raw file of --data-dtype (nanoGPT's uint16
+/// train.bin by default) or a 1-D .npy array. Row k is the window starting
+/// at k * T; its labels are the tokens after the inputs (next_token) or
+/// the inputs' own (same_tokens).
+class TokenData : public DataSource {
+public:
+  /// `rowsPerStep`: the rows of one global batch (every rank, micro step).
+  TokenData(const Manifest &m, const std::string &path, int64_t rowsPerStep,
+            DataShard shard, RawTokenType raw, const char *option)
+      : m(m) {
+    if (m.inputs.size() != 2 || !isIndexType(m.inputs[0].dtype) ||
+        !isIndexType(m.inputs[1].dtype) || m.inputs[0].shape.size() != 2 ||
+        m.inputs[0].shape != m.inputs[1].shape)
+      fail(std::string(option) +
+           " needs a model whose inputs are integer tokens and targets of "
+           "the same shape [B, T]");
+    rows = m.inputs[0].shape[0];
+    seq = m.inputs[0].shape[1];
+    shift = m.sameTokenLabels ? 0 : 1;
+    const TokenType &rawType = kTokenTypes[raw.bytes == 4 ? 1 : 0];
+    bool npyName =
+        path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+    // A raw file's size must be whole tokens; checked before mapping it.
+    file = std::make_unique<MappedFile>(
+        path, "token file", shard,
+        [&](size_t bytes) {
+          if (npyName || bytes % size_t(rawType.bytes) == 0)
+            return;
+          fail("'" + path + "' is not a " + rawType.name + " token file (" +
+               (rawType.bytes == 2
+                    ? "an odd size of " + std::to_string(bytes) + " bytes"
+                    : "a size of " + std::to_string(bytes) +
+                          " bytes, not a multiple of " +
+                          std::to_string(rawType.bytes)) +
+               ")");
+        },
+        npyName ? nullptr : rawType.name);
+    if (npyName || isNpy(file->data(), file->size()))
+      openNpy(raw);
+    else
+      openRaw(rawType, raw.given);
+    // One global batch must not wrap around: its rows are distinct windows
+    // of T tokens, and with next_token the last label is the token after
+    // them.
+    int64_t need = rowsPerStep * seq + shift;
+    if (length < need)
+      fail("'" + path + "' holds " + std::to_string(length) +
+           " tokens; one global batch of " + std::to_string(rowsPerStep) +
+           " rows x " + std::to_string(seq) + " tokens needs at least " +
+           std::to_string(need) +
+           (shift ? " (targets are shifted by one)" : ""));
+    checkTokens(shard);
+  }
+
+  void load(zrt_ctx &ctx, int64_t first) override {
+    const InputInfo &xi = m.inputs[0], &yi = m.inputs[1];
+    x.resize(size_t(xi.numel() * xi.elementBytes()));
+    y.resize(size_t(yi.numel() * yi.elementBytes()));
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t start = ((first + r) % length) * seq % length;
+      for (int64_t t = 0; t < seq; ++t) {
+        storeIndex(xi, x.data(), r * seq + t, token((start + t) % length));
+        storeIndex(yi, y.data(), r * seq + t,
+                   token((start + t + shift) % length));
+      }
+    }
+    device::upload(ctx.step + xi.offset, x.data(), int64_t(x.size()));
+    device::upload(ctx.step + yi.offset, y.data(), int64_t(y.size()));
+  }
+  /// Windows of T tokens (and, with next_token, the label after them).
+  int64_t wholeRows() const override { return (length - shift) / seq; }
+  int64_t itemsPerRow() const override { return seq; }
+  const char *unit() const override { return "tok/s"; }
+
+private:
+  void openNpy(RawTokenType raw) {
+    const std::string &path = file->path;
+    NpyHeader header = parseNpyHeader(file->data(), file->size(), path);
+    type = &npyTokenType(*file, header, "tokens");
+    if (header.shape.size() != 1)
+      fail("'" + path + "': a token file holds a 1-D array of tokens, its " +
+           ".npy shape is " + shapeText(header.shape));
+    if (raw.given && raw.bytes != type->bytes)
+      fail("'" + path + "' is an .npy array of " + type->name +
+           " tokens, but --data-dtype says u" + std::to_string(8 * raw.bytes) +
+           " (it applies to raw token files; an .npy file says its own)");
+    base = file->data() + header.dataOffset;
+    length = header.shape[0];
+  }
+
+  void openRaw(const TokenType &rawType, bool given) {
+    const std::string &path = file->path;
+    type = &rawType;
+    base = file->data();
+    length = int64_t(file->size() / size_t(rawType.bytes));
+    // The model's ids must fit the file's type: a raw file of another type
+    // would otherwise be read as garbage tokens.
+    int64_t bound = vocabulary();
+    if (bound > (int64_t(1) << (8 * rawType.bytes)))
+      fail("'" + path + "': a raw " + rawType.name +
+           " token file cannot hold the model's vocabulary of " +
+           std::to_string(bound) + " tokens (ids up to " +
+           std::to_string(bound - 1) +
+           "); write the tokens as uint32 and pass --data-dtype u32, or "
+           "save them as a .npy array");
+    if (rawType.bytes == 2 && !given)
+      refuseWideTokens();
+  }
+
+  /// uint32 tokens read as uint16 come in pairs of the token and zero (the
+  /// high half of ids below 65536), each a valid id of a small vocabulary:
+  /// a file whose first words alternate with zeros is refused, naming the
+  /// way out. The same words on every rank, so every rank agrees.
+  void refuseWideTokens() const {
+    int64_t n = std::min<int64_t>(length, 4096) & ~int64_t(1);
+    if (n < 64)
+      return;
+    bool evenNonzero = false;
+    for (int64_t i = 0; i < n; i += 2) {
+      if (token(i + 1) != 0)
+        return;
+      evenNonzero |= token(i) != 0;
+    }
+    if (evenNonzero)
+      fail("'" + file->path + "' looks like uint32 tokens read as uint16: " +
+           "its first " + std::to_string(n) +
+           " 16-bit words alternate with zeros (the high halves of uint32 "
+           "tokens); pass --data-dtype u32 (or --data-dtype u16 if they "
+           "really are uint16 tokens)");
+  }
+
+  /// The smallest index bound of the inputs (-1: none).
+  int64_t vocabulary() const {
+    int64_t bound = -1;
+    for (const InputInfo &in : m.inputs)
+      if (in.indexBound > 0)
+        bound = bound < 0 ? in.indexBound : std::min(bound, in.indexBound);
+    return bound;
+  }
+
+  /// Every token is read as an input id and as a label: each must be a
+  /// value both inputs take, or a kernel would stop the run at the step
+  /// that first reads the bad one. This rank checks its share.
+  void checkTokens(DataShard shard) const {
+    // A token the labels ignore is still an input id.
+    std::vector<InputInfo> strict = m.inputs;
+    for (InputInfo &in : strict)
+      in.ignoredIndex.reset();
+    auto [begin, end] = shareOf(length, shard);
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t v = token(i);
+      for (const InputInfo &in : strict) {
+        std::string problem = indexProblem(in, v, "token ids", "vocabulary");
+        if (!problem.empty())
+          fail("'" + file->path + "': token " + std::to_string(v) +
+               " at offset " + std::to_string(i) + " (byte " +
+               std::to_string(size_t(base - file->data()) +
+                              size_t(i * type->bytes)) +
+               ") " + problem);
+      }
+    }
+  }
+
+  int64_t token(int64_t i) const {
+    return tokenAt(base + i * type->bytes, *type);
+  }
 
   const Manifest &m;
   int64_t rows = 0, seq = 0, length = 0;
-  void *map = nullptr;
-  size_t bytes = 0;
-  const uint16_t *tokens = nullptr;
+  /// 1: labels are the next tokens; 0: the same tokens.
+  int64_t shift = 1;
+  std::unique_ptr<MappedFile> file;
+  const TokenType *type = nullptr;
+  const char *base = nullptr;
   /// Host staging of the inputs (the arena may be device memory).
   std::vector<char> x, y;
+};
+
+/// Token ids [N, ...] and labels [N, ...] from integer .npy arrays, for a
+/// model whose inputs are both integer: row k is sample k % N.
+class TokenArrayData : public DataSource {
+public:
+  TokenArrayData(const Manifest &m, const std::string &xPath,
+                 const std::string &yPath, int64_t rowsPerStep, DataShard shard)
+      : m(m), x(xPath, "data file", shard), y(yPath, "data file", shard) {
+    rows = m.inputs[0].shape[0];
+    NpyHeader xh = parseNpyHeader(x.data(), x.size(), xPath);
+    NpyHeader yh = parseNpyHeader(y.data(), y.size(), yPath);
+    xType = &npyTokenType(x, xh, "token ids");
+    yType = &npyTokenType(y, yh, "labels");
+    checkShape(xh, m.inputs[0], x.path, "token ids");
+    checkShape(yh, m.inputs[1], y.path, "labels");
+    samples = xh.shape[0];
+    if (yh.shape[0] != samples)
+      fail("'" + yPath + "': " + std::to_string(yh.shape[0]) +
+           " rows of labels for the " + std::to_string(samples) +
+           " rows of token ids in '" + xPath + "'");
+    checkSamples(m, xPath, samples, rowsPerStep);
+    xs = x.data() + xh.dataOffset;
+    ys = y.data() + yh.dataOffset;
+    xRow = m.inputs[0].numel() / rows;
+    yRow = m.inputs[1].numel() / rows;
+    auto [begin, end] = shareOf(samples, shard);
+    check(x, xs, *xType, m.inputs[0], xRow, begin, end, "token", "token ids",
+          "vocabulary");
+    check(y, ys, *yType, m.inputs[1], yRow, begin, end, "label", "labels",
+          "classes");
+  }
+
+  void load(zrt_ctx &ctx, int64_t first) override {
+    upload(ctx, first, m.inputs[0], xs, *xType, xRow, xStage);
+    upload(ctx, first, m.inputs[1], ys, *yType, yRow, yStage);
+  }
+  int64_t wholeRows() const override { return samples; }
+  int64_t itemsPerRow() const override { return xRow; }
+  const char *unit() const override { return "tok/s"; }
+
+private:
+  void checkShape(const NpyHeader &h, const InputInfo &in,
+                  const std::string &path, const char *role) const {
+    std::vector<int64_t> want(in.shape.begin() + 1, in.shape.end());
+    if (h.shape.size() != in.shape.size() || h.shape[0] < 1 ||
+        !std::equal(want.begin(), want.end(), h.shape.begin() + 1))
+      fail("'" + path + "': expected " + role + " of shape [N" +
+           (want.empty() ? std::string() : ", ") +
+           shapeText(want).substr(1, shapeText(want).size() - 2) +
+           "] (the model's input is " + shapeText(in.shape) + "), found " +
+           shapeText(h.shape));
+  }
+
+  /// Values the model takes, in rows [begin, end) of this rank's share.
+  void check(const MappedFile &file, const char *data, const TokenType &type,
+             const InputInfo &in, int64_t rowSize, int64_t begin, int64_t end,
+             const char *noun, const char *values, const char *range) const {
+    for (int64_t i = begin * rowSize; i < end * rowSize; ++i) {
+      int64_t v = tokenAt(data + i * type.bytes, type);
+      std::string problem = indexProblem(in, v, values, range);
+      if (!problem.empty())
+        fail("'" + file.path + "': " + noun + " " + std::to_string(v) +
+             " at row " + std::to_string(i / rowSize) + ", column " +
+             std::to_string(i % rowSize) + " " + problem);
+    }
+  }
+
+  void upload(zrt_ctx &ctx, int64_t first, const InputInfo &in,
+              const char *data, const TokenType &type, int64_t rowSize,
+              std::vector<char> &stage) {
+    stage.resize(size_t(in.numel() * in.elementBytes()));
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t k = (first + r) % samples;
+      for (int64_t t = 0; t < rowSize; ++t)
+        storeIndex(in, stage.data(), r * rowSize + t,
+                   tokenAt(data + (k * rowSize + t) * type.bytes, type));
+    }
+    device::upload(ctx.step + in.offset, stage.data(), int64_t(stage.size()));
+  }
+
+  const Manifest &m;
+  MappedFile x, y;
+  const TokenType *xType = nullptr, *yType = nullptr;
+  const char *xs = nullptr, *ys = nullptr;
+  int64_t rows = 0, samples = 0, xRow = 0, yRow = 0;
+  /// Host staging of the inputs (the arena may be device memory).
+  std::vector<char> xStage, yStage;
 };
 
 /// Features [N, ...] and labels [N] from .npy files; row k is sample k % N.
@@ -242,14 +547,7 @@ public:
       fail(yPath + ": expected labels of shape [" + std::to_string(x.shape[0]) +
            "], found " + shape(y));
     samples = x.shape[0];
-    // One global batch must not take a sample twice.
-    if (samples < rowsPerStep)
-      fail(xPath + ": " + std::to_string(samples) +
-           " samples, fewer than one global batch of " +
-           std::to_string(rowsPerStep) + " (" + std::to_string(rows) +
-           " per rank and micro step, " + std::to_string(m.worldSize) +
-           " rank(s), " + std::to_string(m.accumulationSteps) +
-           " micro step(s))");
+    checkSamples(m, xPath, samples, rowsPerStep);
     checkValues(xPath, yPath, shard);
   }
 
@@ -284,13 +582,10 @@ private:
     auto [begin, end] = shareOf(samples, shard);
     for (int64_t k = begin; k < end; ++k) {
       int64_t label = labelAt(k);
-      if (yi.dtype == "i32" && (label < INT32_MIN || label > INT32_MAX))
+      std::string problem = indexProblem(yi, label, "labels", "classes");
+      if (!problem.empty())
         fail("'" + yPath + "': label " + std::to_string(label) + " at index " +
-             std::to_string(k) + " does not fit the model's i32 labels");
-      if (yi.indexBound > 0 && (label < 0 || label >= yi.indexBound))
-        fail("'" + yPath + "': label " + std::to_string(label) + " at index " +
-             std::to_string(k) + " is outside the model's classes [0, " +
-             std::to_string(yi.indexBound) + ")");
+             std::to_string(k) + " " + problem);
     }
     const char *features = x.data.data();
     for (int64_t i = begin * rowSize; i < end * rowSize; ++i) {
@@ -334,14 +629,22 @@ private:
 
 std::unique_ptr<DataSource>
 zrt::openTokenData(const Manifest &m, const std::string &path,
-                   int64_t rowsPerStep, DataShard shard, const char *option) {
-  return std::make_unique<TokenData>(m, path, rowsPerStep, shard, option);
+                   int64_t rowsPerStep, DataShard shard, RawTokenType raw,
+                   const char *option) {
+  return std::make_unique<TokenData>(m, path, rowsPerStep, shard, raw, option);
 }
 
 std::unique_ptr<DataSource>
 zrt::openArrayData(const Manifest &m, const std::string &xPath,
                    const std::string &yPath, int64_t rowsPerStep,
                    DataShard shard, const char *option) {
+  // Token ids and labels (a language model's), or features and labels.
+  if (m.inputs.size() == 2 && isIndexType(m.inputs[0].dtype) &&
+      isIndexType(m.inputs[1].dtype) && m.inputs[0].shape.size() >= 2 &&
+      m.inputs[1].shape.size() >= 1 &&
+      m.inputs[0].shape[0] == m.inputs[1].shape[0])
+    return std::make_unique<TokenArrayData>(m, xPath, yPath, rowsPerStep,
+                                            shard);
   return std::make_unique<ArrayData>(m, xPath, yPath, rowsPerStep, shard,
                                      option);
 }

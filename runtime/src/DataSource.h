@@ -35,18 +35,31 @@ struct DataShard {
   int rank = 0, world = 1;
 };
 
+/// The element type of raw token files (--data-dtype: 2 bytes, nanoGPT's
+/// uint16, or 4, uint32), and whether the command line gave it.
+struct RawTokenType {
+  int64_t bytes = 2;
+  bool given = false;
+};
+
 /// `rowsPerStep`: the rows of one global batch (every rank, micro step).
-/// Both throw std::runtime_error when the files do not fit the model: too
-/// short, or values the model cannot take (token ids or labels outside the
-/// inputs' index_bound or their integer type, non-finite features);
-/// `option` names the files' option in the messages.
-/// --data (--eval-data): nanoGPT's uint16 token files.
+/// Both map their files and throw std::runtime_error when the files do not
+/// fit the model: too short, of a type that cannot hold its vocabulary, or
+/// values the model cannot take (token ids or labels outside the inputs'
+/// index_bound or their integer type, but for a label its loss ignores;
+/// non-finite features); `option` names the files' option in the messages.
+/// --data (--eval-data): a token stream, raw tokens of `raw`'s type or a
+/// 1-D .npy array of uint16, uint32, int32 or int64 tokens, fed by the
+/// step's token-label convention.
 std::unique_ptr<DataSource> openTokenData(const Manifest &m,
                                           const std::string &path,
                                           int64_t rowsPerStep, DataShard shard,
+                                          RawTokenType raw = {},
                                           const char *option = "--data");
 /// --inputs/--labels (--eval-inputs/--eval-labels): .npy features and
-/// labels.
+/// labels, or for a model whose inputs are both integer, token ids and
+/// labels [N, ...] of one of the token types (labels may hold the ignored
+/// index of the step's loss).
 std::unique_ptr<DataSource>
 openArrayData(const Manifest &m, const std::string &xPath,
               const std::string &yPath, int64_t rowsPerStep, DataShard shard,

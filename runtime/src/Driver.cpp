@@ -354,13 +354,14 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
     }
     int64_t rowsPerStep = batchRows().perStep;
     DataShard shard{ctx.rank, ctx.world};
+    RawTokenType raw{opts.dataDtype == "u32" ? 4 : 2, !opts.dataDtype.empty()};
     if (!opts.data.empty())
-      data = openTokenData(m, opts.data, rowsPerStep, shard);
+      data = openTokenData(m, opts.data, rowsPerStep, shard, raw);
     else if (!opts.inputs.empty())
       data = openArrayData(m, opts.inputs, opts.labels, rowsPerStep, shard);
     if (!opts.evalData.empty())
-      evalData =
-          openTokenData(m, opts.evalData, rowsPerStep, shard, "--eval-data");
+      evalData = openTokenData(m, opts.evalData, rowsPerStep, shard, raw,
+                               "--eval-data");
     else if (!opts.evalInputs.empty())
       evalData = openArrayData(m, opts.evalInputs, opts.evalLabels, rowsPerStep,
                                shard, "--eval-inputs/--eval-labels");
@@ -439,6 +440,20 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
        "parameters in %zu partition(s), schedule %s\n",
        m.stage, m.worldSize, m.precision.c_str(), m.accumulationSteps,
        (long long)numel, m.partitions.size(), m.hashText.c_str());
+  // total_num_steps "auto": the length of the run, --steps (with --resume,
+  // the whole run's, which --steps counts).
+  if (manifest.scheduleRunLength && opts.steps > progress.step) {
+    try {
+      manifest.resolveRunLength(opts.steps);
+    } catch (const std::exception &e) {
+      if (ctx.rank == 0)
+        error(e.what());
+      return false;
+    }
+    info("learning-rate schedule: total_num_steps \"auto\" = %lld (the "
+         "run's length, --steps)\n",
+         (long long)opts.steps);
+  }
   return true;
 }
 

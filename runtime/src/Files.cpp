@@ -280,9 +280,20 @@ private:
 
 } // namespace
 
-NpyArray zrt::parseNpy(const std::string &bytes, const std::string &name) {
-  static const char magic[] = "\x93NUMPY";
-  if (bytes.size() < 10 || bytes.compare(0, 6, magic, 6) != 0)
+bool zrt::isNpy(const char *bytes, size_t size) {
+  return size >= 6 && std::memcmp(bytes, "\x93NUMPY", 6) == 0;
+}
+
+int64_t NpyHeader::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+NpyHeader zrt::parseNpyHeader(const char *bytes, size_t size,
+                              const std::string &name) {
+  if (size < 10 || !isNpy(bytes, size))
     fail(name + ": not a .npy file (bad magic)");
   int major = static_cast<unsigned char>(bytes[6]);
   size_t headerLen, headerStart;
@@ -293,7 +304,7 @@ NpyArray zrt::parseNpy(const std::string &bytes, const std::string &name) {
     headerLen = byteAt(8) | byteAt(9) << 8;
     headerStart = 10;
   } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12)
+    if (size < 12)
       fail(name + ": truncated .npy header");
     headerLen =
         byteAt(8) | byteAt(9) << 8 | byteAt(10) << 16 | byteAt(11) << 24;
@@ -301,11 +312,11 @@ NpyArray zrt::parseNpy(const std::string &bytes, const std::string &name) {
   } else {
     fail(name + ": unsupported .npy format version " + std::to_string(major));
   }
-  if (bytes.size() < headerStart + headerLen)
+  if (size < headerStart + headerLen)
     fail(name + ": truncated .npy header");
-  std::string header = bytes.substr(headerStart, headerLen);
+  std::string header(bytes + headerStart, headerLen);
 
-  NpyArray array;
+  NpyHeader array;
   bool haveDescr = false, haveOrder = false, haveShape = false, fortran = false;
   DictReader r(header, name);
   r.expect('{');
@@ -366,11 +377,21 @@ NpyArray zrt::parseNpy(const std::string &bytes, const std::string &name) {
       fail(name + ": the .npy header's 'shape' (" + shape +
            ") has more bytes than a file can hold");
     }
-  if (int64_t(bytes.size() - dataStart) != expected)
+  if (int64_t(size - dataStart) != expected)
     fail(name + ": expected " + std::to_string(expected) +
          " data bytes for the shape in the header, found " +
-         std::to_string(bytes.size() - dataStart));
-  array.data = bytes.substr(dataStart);
+         std::to_string(size - dataStart));
+  array.dataOffset = dataStart;
+  return array;
+}
+
+NpyArray zrt::parseNpy(const std::string &bytes, const std::string &name) {
+  NpyHeader header = parseNpyHeader(bytes.data(), bytes.size(), name);
+  NpyArray array;
+  array.descr = std::move(header.descr);
+  array.shape = std::move(header.shape);
+  array.itemSize = header.itemSize;
+  array.data = bytes.substr(header.dataOffset);
   return array;
 }
 

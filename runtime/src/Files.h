@@ -80,6 +80,24 @@ struct NpyArray {
   int64_t numel() const;
 };
 
+/// An .npy file's header: its array's dtype and shape (as NpyArray's), and
+/// where its data begins.
+struct NpyHeader {
+  std::string descr;
+  std::vector<int64_t> shape;
+  int64_t itemSize = 0;
+  size_t dataOffset = 0;
+
+  int64_t numel() const;
+};
+
+/// Whether `bytes` (`size` of them) begin with the .npy magic.
+bool isNpy(const char *bytes, size_t size);
+/// Parses the header of the .npy file whose `size` bytes are at `bytes` (a
+/// mapping of it, say) and checks that the data after it is exactly the
+/// shape's; `name` is used in messages.
+NpyHeader parseNpyHeader(const char *bytes, size_t size,
+                         const std::string &name);
 /// Parses a C-order little-endian array; `name` is used in messages.
 NpyArray parseNpy(const std::string &bytes, const std::string &name);
 /// Serializes an array (format 1.0); used by tests.

@@ -179,7 +179,7 @@ zrt_lr_schedule toSchedule(const manifest::Schedule &w) {
   s.warmup_min_lr = w.warmupMinLr;
   s.warmup_max_lr = w.warmupMaxLr;
   s.warmup_num_steps = w.warmupNumSteps;
-  s.total_num_steps = w.totalNumSteps;
+  s.total_num_steps = w.totalNumSteps.value_or(0);
   s.warmup_min_ratio = w.warmupMinRatio;
   s.cos_min_ratio = w.cosMinRatio;
   s.cycle_min_lr = w.cycleMinLr;
@@ -208,6 +208,7 @@ InputInfo toInput(const manifest::Input &w) {
   info.dtype = manifest::valueOf(w.dtype);
   info.offset = w.offset;
   info.indexBound = w.indexBound.value_or(-1);
+  info.ignoredIndex = w.ignoredIndex;
   if (w.indexBound &&
       (info.indexBound < 1 ||
        (w.dtype != manifest::Dtype::I32 && w.dtype != manifest::Dtype::I64)))
@@ -339,12 +340,17 @@ Manifest Manifest::parse(const std::string &text) {
   m.biasCorrection = opt.biasCorrection;
   if (opt.schedule) {
     m.schedule = toSchedule(*opt.schedule);
+    // Absent for "auto"; only these kinds read it.
+    m.scheduleRunLength = !opt.schedule->totalNumSteps &&
+                          (m.schedule.kind == ZRT_LR_WARMUP_DECAY ||
+                           m.schedule.kind == ZRT_LR_WARMUP_COSINE);
     // Checkpoints record the schedule as the compiler wrote it.
     m.scheduleText = j.at(manifest::Program::optimizerKey)
                          .at(manifest::Optimizer::scheduleKey)
                          .dump();
   }
   m.gradientClipping = w.gradientClipping;
+  m.sameTokenLabels = w.labels == manifest::LabelConvention::SameTokens;
   m.stepsPerPrint = w.logging.stepsPerPrint;
   m.wallClockBreakdown = w.logging.wallClockBreakdown;
   if (m.stepsPerPrint < 1)
@@ -518,6 +524,29 @@ Manifest Manifest::parse(const std::string &text) {
         in.offset + in.numel() * in.elementBytes() > m.arenaBytes)
       invalid("an input lies outside the step arena");
   return m;
+}
+
+void Manifest::resolveRunLength(int64_t steps) {
+  if (!scheduleRunLength)
+    return;
+  // The rules the compiler checks for a literal total_num_steps.
+  const char *kind = schedule.kind == ZRT_LR_WARMUP_COSINE ? "warmup_cosine_lr"
+                                                           : "warmup_decay_lr";
+  int64_t warmup = std::max<int64_t>(2, schedule.warmup_num_steps);
+  if (steps < 1)
+    throw std::runtime_error(
+        std::string("the learning-rate schedule ") + kind +
+        " has total_num_steps \"auto\", the run's length, but the run "
+        "has none (--steps 0); pass --steps N");
+  if (schedule.kind == ZRT_LR_WARMUP_COSINE && steps <= warmup)
+    throw std::runtime_error(
+        "the learning-rate schedule warmup_cosine_lr has total_num_steps "
+        "\"auto\", the run's length --steps " +
+        std::to_string(steps) +
+        ", which must exceed warmup_num_steps (at least 2), " +
+        std::to_string(schedule.warmup_num_steps) +
+        ": pass a longer --steps or give total_num_steps");
+  schedule.total_num_steps = steps;
 }
 
 Range Manifest::owned(const PartitionInfo &p, int rank) const {

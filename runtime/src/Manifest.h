@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,9 @@ struct InputInfo {
   /// Integer inputs read as indices (token ids, labels): their values must
   /// lie in [0, indexBound); -1 when the program puts no bound on them.
   int64_t indexBound = -1;
+  /// The one value outside that range its users ignore (a loss's
+  /// ignore_index), if any.
+  std::optional<int64_t> ignoredIndex;
 
   int64_t numel() const;
   int64_t elementBytes() const;
@@ -146,6 +150,12 @@ struct Manifest {
   /// the manifest's text of it (empty without one) that checkpoints record.
   zrt_lr_schedule schedule{};
   std::string scheduleText;
+  /// total_num_steps "auto": the run's length, which the driver sets
+  /// (resolveRunLength) before the first step.
+  bool scheduleRunLength = false;
+  /// A token file's windows feed the labels the tokens after the inputs
+  /// (false) or the inputs' own tokens (true).
+  bool sameTokenLabels = false;
   double gradientClipping = 0;
   int64_t tokenSlots = 0;
   /// The schedule hash the compiler embedded, and its text ("0x...").
@@ -178,6 +188,9 @@ struct Manifest {
 
   /// Parses and validates a manifest; throws std::runtime_error.
   static Manifest parse(const std::string &text);
+  /// Sets a total_num_steps of "auto" (scheduleRunLength) to the run's
+  /// length `steps`; throws when the schedule cannot be that long.
+  void resolveRunLength(int64_t steps);
 
   /// The layout range rank `rank` owns: everything at stage 0, else
   /// [rank * shard, (rank + 1) * shard) clipped to numel.

@@ -20,11 +20,16 @@ const char *const zrt::kUsage =
     "  --steps N               train until step N (default 10; counts the\n"
     "                          steps of a resumed checkpoint)\n"
     "  --seed S                initialization seed (default 1234)\n"
-    "  --data FILE             uint16 token file (nanoGPT train.bin) for a\n"
-    "                          model with inputs tokens and targets [B, T]\n"
+    "  --data FILE             token file for a model with inputs tokens\n"
+    "                          and targets [B, T]: raw tokens (nanoGPT's\n"
+    "                          train.bin) or a 1-D .npy array of uint16,\n"
+    "                          uint32, int32 or int64 tokens\n"
+    "  --data-dtype u16|u32    the tokens of raw files (--data, --eval-data;\n"
+    "                          default u16)\n"
     "  --inputs X.npy --labels Y.npy\n"
     "                          float32 features [N, ...] and int32/int64\n"
-    "                          labels [N] for a classifier\n"
+    "                          labels [N] for a classifier, or integer\n"
+    "                          token ids and labels [N, T] for a token model\n"
     "  --eval-data FILE        held-out tokens (the --data format): runs the\n"
     "                          forward step only on them after the last step\n"
     "                          and logs eval_loss (mean over batches and\n"
@@ -212,7 +217,11 @@ Options zrt::parseOptions(int argc, char **argv) {
       o.threads = int(t);
     } else if (name == "--data")
       text(o.data);
-    else if (name == "--inputs")
+    else if (name == "--data-dtype") {
+      o.dataDtype = next();
+      if (o.dataDtype != "u16" && o.dataDtype != "u32")
+        fail("option --data-dtype needs u16 or u32, got '" + o.dataDtype + "'");
+    } else if (name == "--inputs")
       text(o.inputs);
     else if (name == "--labels")
       text(o.labels);
@@ -243,6 +252,8 @@ Options zrt::parseOptions(int argc, char **argv) {
     fail("--data (tokens) and --inputs/--labels (features) exclude each other");
   if (o.inputs.empty() != o.labels.empty())
     fail("--inputs and --labels go together");
+  if (!o.dataDtype.empty() && o.data.empty() && o.evalData.empty())
+    fail("--data-dtype needs a token file: --data FILE or --eval-data FILE");
   if (!o.evalData.empty() && (!o.evalInputs.empty() || !o.evalLabels.empty()))
     fail("--eval-data (tokens) and --eval-inputs/--eval-labels (features) "
          "exclude each other");

@@ -20,6 +20,9 @@ struct Options {
   uint64_t seed = 1234;
   std::string data, inputs, labels, logJson, initFrom, exportPath, save, resume,
       trace;
+  /// --data-dtype of raw token files: "u16" or "u32" (empty: not given,
+  /// u16).
+  std::string dataDtype;
   int64_t saveEvery = 0;
   /// Evaluation: --eval-data (tokens) or --eval-inputs/--eval-labels
   /// (features), every K steps (0: after the last step only) on M global

@@ -133,7 +133,9 @@ static manifest::Optimizer optimizerManifest(OptimizerAttr opt) {
     m.warmupNumSteps = s.getWarmupNumSteps();
     m.warmupType = toManifest<manifest::WarmupType>(
         stringifyWarmupType(s.getWarmupType()));
-    m.totalNumSteps = s.getTotalNumSteps();
+    // "auto" is left out: the run's length, which the driver sets.
+    if (!s.isTotalNumStepsAuto())
+      m.totalNumSteps = s.getTotalNumSteps();
     m.warmupMinRatio = d(s.getWarmupMinRatio());
     m.cosMinRatio = d(s.getCosMinRatio());
     m.cycleMinLr = d(s.getCycleMinLr());
@@ -175,6 +177,8 @@ std::string Lowering::buildManifest() {
   m.precision.lossScale = prec.getLossScale().convertToDouble();
   m.optimizer = optimizerManifest(step.getOptimizer());
   m.gradientClipping = step.getGradientClipping().convertToDouble();
+  m.labels = toManifest<manifest::LabelConvention>(
+      stringifyLabelConvention(step.getLabels()));
   if (LoggingAttr logging = step->getContext()
                                 ->getLoadedDialect<ZeroDialect>()
                                 ->getLoggingAttrHelper()

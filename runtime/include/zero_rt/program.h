@@ -22,8 +22,10 @@ extern "C" {
 
 /* Bumped on any incompatible change of zrt_program or the zrt_ctx_* calls.
  * 2: fp32 programs have no master buffer (the params are the masters).
- * 3: eval_step, the forward-only step. */
-#define ZRT_PROGRAM_VERSION 3
+ * 3: eval_step, the forward-only step.
+ * 4: the manifest's token-label convention (labels) and a schedule's
+ *    total_num_steps "auto" (absent), which older runtimes would misread. */
+#define ZRT_PROGRAM_VERSION 4
 
 typedef struct zrt_ctx zrt_ctx;
 

@@ -46,6 +46,10 @@ std::string scheduleDifference(const std::string &a, const std::string &b) {
                        : json::parse(a).at("kind").get<std::string>() +
                              ", this program has none";
   json x = json::parse(a), y = json::parse(b);
+  // A total_num_steps of "auto" (the run's length) is left out.
+  for (json *o : {&x, &y})
+    if (!o->contains("total_num_steps"))
+      (*o)["total_num_steps"] = "auto";
   std::string kind = x.at("kind").get<std::string>();
   if (kind != y.at("kind").get<std::string>())
     return kind + ", this program's is " + y.at("kind").get<std::string>();

@@ -2026,6 +2026,78 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // -----
 
+// Checks that only the schedules that end take a run-long total.
+// expected-error @+3 {{lr_schedule warmup_lr has no parameter total_num_steps}}
+// expected-error @+2 {{failed to parse Zero_OptimizerAttr parameter 'schedule'}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = warmup_lr, total_num_steps = auto>>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a step count is a count or auto.
+// expected-error @+4 {{expected a step count >= 0 or auto, got -1}}
+// expected-error @+3 {{failed to parse Zero_LrScheduleAttr parameter 'total_num_steps'}}
+// expected-error @+2 {{failed to parse Zero_OptimizerAttr parameter 'schedule'}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = warmup_decay_lr, total_num_steps = -1>>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a step fed the same tokens as ids and labels has both, of
+// one shape.
+// expected-error @+1 {{'zero.train_step' op labels same_tokens needs two inputs, token ids and labels of one shape [B, T] of i32 or i64, got 2 input(s): 'tensor<8x4xf32>', 'tensor<8xi64>'}}
+zero.train_step @train(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    labels same_tokens {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'zero.train_step' op labels same_tokens needs two inputs, token ids and labels of one shape [B, T] of i32 or i64, got 2 input(s): 'tensor<8x4xi32>', 'tensor<8x5xi32>'}}
+zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x5xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    labels same_tokens {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'zero.train_step' op labels same_tokens needs two inputs, token ids and labels of one shape [B, T] of i32 or i64, got 1 input(s): 'tensor<8x4xi32>'}}
+zero.train_step @train(%x: tensor<8x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    labels same_tokens {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the convention is one of the two.
+zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{expected a token-label convention (next_token or same_tokens), got 'shifted'}}
+    labels shifted {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Checks that the cosine has steps after the warmup.
 // expected-error @+3 {{lr_schedule warmup_cosine_lr needs total_num_steps > warmup_num_steps (at least 2), got 10 and 10}}
 // expected-error @+2 {{failed to parse Zero_OptimizerAttr parameter 'schedule'}}

@@ -7,6 +7,7 @@ it compared and exits non-zero on a mismatch."""
 import argparse
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -43,6 +44,61 @@ def cmd_tokens(args):
     with open(args.out, "wb") as f:
         f.write(struct.pack("<%dH" % len(data), *(b % args.vocab for b in data)))
     print("tokens: %d" % len(data))
+
+
+# struct formats of the token types.
+TOKEN_FORMATS = {"u2": "H", "u4": "I", "i4": "i", "i8": "q"}
+
+
+def cmd_retype(args):
+    """The uint16 tokens of a raw file in another form: raw uint32
+    (raw-u4), a 1-D .npy array of a token type (npy-u2, npy-u4, npy-i4,
+    npy-i8), or token ids and next-token labels [N, T] as two .npy arrays
+    (rows-IDS-LABELS, e.g. rows-u2-i8: row k is the window at k * T, its
+    labels shifted by one, as --data reads the file); --set I=V changes
+    token I (a label of the arrays) after the conversion."""
+    data = open(args.src, "rb").read()
+    tokens = list(struct.unpack("<%dH" % (len(data) // 2), data))
+    changes = [tuple(int(x) for x in c.split("=")) for c in args.set]
+    form, _, kind = args.form.partition("-")
+    if form == "raw":
+        for i, v in changes:
+            tokens[i] = v
+        with open(args.out, "wb") as f:
+            f.write(struct.pack("<%d%s" % (len(tokens), TOKEN_FORMATS[kind]),
+                                *tokens))
+    elif form == "npy":
+        for i, v in changes:
+            tokens[i] = v
+        write_npy(args.out, "<" + kind, (len(tokens),), TOKEN_FORMATS[kind],
+                  tokens)
+    elif form == "rows":
+        ids_kind, labels_kind = kind.split("-")
+        t, n = args.seq, (len(tokens) - 1) // args.seq
+        ids = tokens[:n * t]
+        labels = tokens[1:n * t + 1]
+        for i, v in changes:
+            labels[i] = v
+        write_npy(args.out + ".ids.npy", "<" + ids_kind, (n, t),
+                  TOKEN_FORMATS[ids_kind], ids)
+        write_npy(args.out + ".labels.npy", "<" + labels_kind, (n, t),
+                  TOKEN_FORMATS[labels_kind], labels)
+    else:
+        fail("unknown form " + args.form)
+
+
+def cmd_counting(args):
+    """Tokens i * step + 1 mod vocab, i = 0, 1, ...: every id of a large
+    vocabulary appears, and no two neighbours are equal."""
+    tokens = [(i * args.step + 1) % args.vocab for i in range(args.count)]
+    form, _, kind = args.form.partition("-")
+    if form == "raw":
+        with open(args.out, "wb") as f:
+            f.write(struct.pack("<%d%s" % (len(tokens), TOKEN_FORMATS[kind]),
+                                *tokens))
+    else:
+        write_npy(args.out, "<" + kind, (len(tokens),), TOKEN_FORMATS[kind],
+                  tokens)
 
 
 def write_npy(path, descr, shape, fmt, values):
@@ -534,6 +590,45 @@ def read_safetensors(path):
     header = json.loads(data[8:8 + length])
     metadata = header.pop("__metadata__", {})
     return metadata, header, data[8 + length:]
+
+
+def cmd_token_loss(args):
+    """Which labels a step was fed: the mean cross entropy of the logits
+    W[ids] (W the table --param of the --weights safetensors file) over the
+    first global batch of a uint16 token file, with the labels of each
+    convention (same: the ids themselves; next: the tokens after them),
+    against the --key of --step in the log. Fails unless it matches the
+    --convention's and not the other's."""
+    _, header, data = read_safetensors(args.weights)
+    rows, cols = header[args.param]["shape"]
+    begin, end = header[args.param]["data_offsets"]
+    w = struct.unpack("<%df" % (rows * cols), data[begin:end])
+    raw = open(args.tokens, "rb").read()
+    tokens = struct.unpack("<%dH" % (len(raw) // 2), raw)
+    n = args.rows * args.seq
+
+    def loss(shift):
+        total = 0.0
+        for i in range(n):
+            # Row r of the batch is the window at r * seq.
+            logits = w[tokens[i] * cols:(tokens[i] + 1) * cols]
+            top = max(logits)
+            lse = top + math.log(sum(math.exp(x - top) for x in logits))
+            total += lse - logits[tokens[i + shift]]
+        return total / n
+
+    want = {"same": loss(0), "next": loss(1)}
+    other = "next" if args.convention == "same" else "same"
+    line = [l for l in read_log(args.log) if l["step"] == args.step][0]
+    got = line[args.key]
+    if rel_diff(want[args.convention], want[other]) < 1e-3:
+        fail("the two conventions give the same loss %r" % got)
+    if rel_diff(got, want[args.convention]) > 1e-5:
+        fail("step %d: %s %r is not the %s-token loss %r (the %s-token "
+             "loss is %r)" % (args.step, args.key, got, args.convention,
+                              want[args.convention], other, want[other]))
+    print("step %d: %s matches the %s-token labels, not the %s-token ones" %
+          (args.step, args.key, args.convention, other))
 
 
 def cmd_same_weights(args):
@@ -1250,6 +1345,31 @@ def main():
     s.add_argument("files", nargs="+")
     s.add_argument("--vocab", type=int, default=256)
     s.set_defaults(fn=cmd_tokens)
+    s = sub.add_parser("retype")
+    s.add_argument("src")
+    s.add_argument("out")
+    s.add_argument("form")
+    s.add_argument("--seq", type=int, default=0)
+    s.add_argument("--set", action="append", default=[])
+    s.set_defaults(fn=cmd_retype)
+    s = sub.add_parser("counting")
+    s.add_argument("out")
+    s.add_argument("form")
+    s.add_argument("--count", type=int, required=True)
+    s.add_argument("--vocab", type=int, required=True)
+    s.add_argument("--step", type=int, default=7919)
+    s.set_defaults(fn=cmd_counting)
+    s = sub.add_parser("token-loss")
+    s.add_argument("--weights", required=True)
+    s.add_argument("--param", required=True)
+    s.add_argument("--tokens", required=True)
+    s.add_argument("--rows", type=int, required=True)
+    s.add_argument("--seq", type=int, required=True)
+    s.add_argument("--convention", choices=["same", "next"], required=True)
+    s.add_argument("--log", required=True)
+    s.add_argument("--step", type=int, default=1)
+    s.add_argument("--key", default="loss")
+    s.set_defaults(fn=cmd_token_loss)
     s = sub.add_parser("npy")
     s.add_argument("x")
     s.add_argument("y")

@@ -133,11 +133,15 @@ LogicalResult LrScheduleAttr::verify(
   if (warmupNumSteps < 0)
     return emitError() << "lr_schedule warmup_num_steps must be >= 0, got "
                        << warmupNumSteps;
-  if ((kind == LrScheduleKind::warmup_decay_lr || cosine) && totalNumSteps < 1)
+  // `auto` is checked against the schedule when the run's length is known.
+  bool autoSteps = totalNumSteps == LrScheduleAttr::kAutoSteps;
+  if ((kind == LrScheduleKind::warmup_decay_lr || cosine) && !autoSteps &&
+      totalNumSteps < 1)
     return emitError() << "lr_schedule " << stringifyLrScheduleKind(kind)
                        << " needs total_num_steps >= 1, got " << totalNumSteps;
   // DeepSpeed raises the warmup to 2 steps; the cosine's length is the rest.
-  if (cosine && totalNumSteps <= std::max<int64_t>(2, warmupNumSteps))
+  if (cosine && !autoSteps &&
+      totalNumSteps <= std::max<int64_t>(2, warmupNumSteps))
     return emitError() << "lr_schedule warmup_cosine_lr needs total_num_steps "
                           "> warmup_num_steps (at least 2), got "
                        << totalNumSteps << " and " << warmupNumSteps;

@@ -157,6 +157,19 @@ ParseResult TrainStepOp::parse(OpAsmParser &parser, OperationState &result) {
       return failure();
     result.addAttribute(getOffloadAttrName(result.name), offload);
   }
+  if (succeeded(parser.parseOptionalKeyword("labels"))) {
+    StringRef keyword;
+    SMLoc loc = parser.getCurrentLocation();
+    if (parser.parseKeyword(&keyword))
+      return failure();
+    std::optional<LabelConvention> labels = symbolizeLabelConvention(keyword);
+    if (!labels)
+      return parser.emitError(loc, "expected a token-label convention "
+                                   "(next_token or same_tokens), got '")
+             << keyword << "'";
+    result.addAttribute(getLabelsAttrName(result.name),
+                        LabelConventionAttr::get(parser.getContext(), *labels));
+  }
   if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
     return failure();
   Region *body = result.addRegion();
@@ -182,11 +195,13 @@ void TrainStepOp::print(OpAsmPrinter &p) {
     p << " schedule " << schedule;
   if (OffloadAttr offload = getOffloadAttr())
     p << " offload " << offload;
+  if (getLabels() != LabelConvention::next_token)
+    p << " labels " << stringifyLabelConvention(getLabels());
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(),
       {getSymNameAttrName(), getOptimizerAttrName(), getPrecisionAttrName(),
        getGradientClippingAttrName(), getScheduleAttrName(),
-       getOffloadAttrName()});
+       getOffloadAttrName(), getLabelsAttrName()});
   p << ' ';
   p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
                 /*printBlockTerminators=*/true);
@@ -254,7 +269,7 @@ LogicalResult TrainStepOp::verify() {
   if (!(clip >= 0.0) || !std::isfinite(clip))
     return emitOpError("gradient_clipping must be >= 0 (0 disables it), got ")
            << clip;
-  if (failed(verifyOffload()))
+  if (failed(verifyOffload()) || failed(verifyLabels()))
     return failure();
   for (BlockArgument arg : getBodyBlock().getArguments()) {
     auto t = dyn_cast<RankedTensorType>(arg.getType());
@@ -297,6 +312,35 @@ LogicalResult TrainStepOp::verifyOffload() {
     return success();
   return getOffload().verifyStage([&] { return emitOpError(); },
                                   schedule.getStage());
+}
+
+LogicalResult TrainStepOp::verifyLabels() {
+  if (getLabels() == LabelConvention::next_token)
+    return success();
+  // A token window fed as both inputs: token ids and labels of one shape.
+  Block::BlockArgListType args = getBodyBlock().getArguments();
+  auto isTokens = [](Type type) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    return t && t.getRank() == 2 && t.getElementType().isSignlessInteger() &&
+           (t.getElementType().isInteger(32) ||
+            t.getElementType().isInteger(64));
+  };
+  if (args.size() != 2 || !isTokens(args[0].getType()) ||
+      !isTokens(args[1].getType()) ||
+      cast<RankedTensorType>(args[0].getType()).getShape() !=
+          cast<RankedTensorType>(args[1].getType()).getShape()) {
+    InFlightDiagnostic diag =
+        emitOpError("labels same_tokens needs two inputs, token ids and "
+                    "labels of one shape [B, T] of i32 or i64, got ")
+        << args.size() << " input(s)";
+    if (!args.empty()) {
+      diag << ": ";
+      llvm::interleaveComma(args, diag,
+                            [&](BlockArgument a) { diag << a.getType(); });
+    }
+    return diag;
+  }
+  return success();
 }
 
 LogicalResult TrainStepOp::verifySchedulePartitions() {

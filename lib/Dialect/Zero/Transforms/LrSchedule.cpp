@@ -125,9 +125,13 @@ LrScheduleAttr mlir::zero::buildLrSchedule(
       if (v != "log" && v != "linear")
         return bad("'log' or 'linear'");
       f.warmupType = v == "linear" ? WarmupType::linear : WarmupType::log;
-    } else if (n == "total_num_steps")
-      ok = integer(f.totalNumSteps);
-    else if (n == "warmup_min_ratio")
+    } else if (n == "total_num_steps") {
+      // "auto" (Hugging Face's): the length of the run, known when it runs.
+      if (StringRef(value).trim() == "auto")
+        f.totalNumSteps = LrScheduleAttr::kAutoSteps;
+      else
+        ok = integer(f.totalNumSteps) && f.totalNumSteps >= 0;
+    } else if (n == "warmup_min_ratio")
       ok = real(f.warmupMinRatio);
     else if (n == "cos_min_ratio")
       ok = real(f.cosMinRatio);
@@ -179,6 +183,7 @@ LrScheduleAttr mlir::zero::buildLrSchedule(
     if (!ok)
       return bad(
           n.ends_with("staircase") || n == "cycle_momentum" ? "true or false"
+          : n == "total_num_steps" ? "a whole number >= 0 or auto"
           : n.contains("steps") || n.contains("size") || n.contains("count")
               ? "a whole number"
               : "a finite number");

@@ -110,6 +110,16 @@ def Zero_WarmupType : I32EnumAttr<"WarmupType", "warmup curve", [
   let cppNamespace = "::mlir::zero";
 }
 
+// Which tokens of a token stream are a step's labels (the training driver's
+// --data and --eval-data follow it).
+def Zero_LabelConvention : I32EnumAttr<"LabelConvention", "token-label convention", [
+    I32EnumAttrCase<"next_token", 0>, I32EnumAttrCase<"same_tokens", 1>]> {
+  let cppNamespace = "::mlir::zero";
+  let genSpecializedAttr = 0;
+}
+def Zero_LabelConventionAttr
+    : EnumAttr<Zero_Dialect, Zero_LabelConvention, "label_convention">;
+
 def Zero_PrecisionKind : I32EnumAttr<"PrecisionKind", "training precision", [
     I32EnumAttrCase<"fp32", 0>, I32EnumAttrCase<"bf16", 1>,
     I32EnumAttrCase<"fp16", 2>]> {
@@ -142,6 +152,29 @@ class Zero_DefaultDouble<string value>
   let comparator = Zero_DoubleParam.comparator;
 }
 
+// The step count that ends a schedule, or `auto` (LrScheduleAttr::kAutoSteps):
+// the length of the run, which the training driver knows (--steps).
+def Zero_TotalStepsParam : DefaultValuedParameter<"int64_t", "0"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<int64_t> {
+    if (::mlir::succeeded($_parser.parseOptionalKeyword("auto")))
+      return int64_t(-1);
+    ::llvm::SMLoc loc = $_parser.getCurrentLocation();
+    int64_t v;
+    if ($_parser.parseInteger(v))
+      return ::mlir::failure();
+    if (v < 0)
+      return $_parser.emitError(loc, "expected a step count >= 0 or auto, got ")
+             << v;
+    return v;
+  }() }];
+  let printer = [{
+    if ($_self < 0)
+      $_printer << "auto";
+    else
+      $_printer << $_self;
+  }];
+}
+
 class Zero_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<Zero_Dialect, name, traits> {
   let mnemonic = attrMnemonic;
@@ -160,7 +193,9 @@ def Zero_LrScheduleAttr : Zero_Attr<"LrSchedule", "lr_schedule"> {
     recompilation nor the host; like DeepSpeed's engine, a skipped step
     (fp16 overflow) does not advance it. `cycle_second_step_size = 0` means
     `cycle_first_step_size`, and `warmup_cosine_lr` scales the optimizer's
-    `lr`.
+    `lr`. `total_num_steps = auto` (Hugging Face's `"auto"`) is the length
+    of the run: the training driver sets it to the run's `--steps` when it
+    starts.
 
     ```mlir
     #zero.lr_schedule<kind = warmup_decay_lr, warmup_max_lr = 6.000000e-04, warmup_num_steps = 100, warmup_type = linear, total_num_steps = 1000>
@@ -173,7 +208,7 @@ def Zero_LrScheduleAttr : Zero_Attr<"LrSchedule", "lr_schedule"> {
     DefaultValuedParameter<"int64_t", "1000">:$warmup_num_steps,
     DefaultValuedParameter<"::mlir::zero::WarmupType",
                            "::mlir::zero::WarmupType::log">:$warmup_type,
-    DefaultValuedParameter<"int64_t", "0">:$total_num_steps,
+    Zero_TotalStepsParam:$total_num_steps,
     Zero_DefaultDouble<"0.0">:$warmup_min_ratio,
     Zero_DefaultDouble<"0.0001">:$cos_min_ratio,
     Zero_DefaultDouble<"0.0">:$cycle_min_lr,
@@ -192,6 +227,13 @@ def Zero_LrScheduleAttr : Zero_Attr<"LrSchedule", "lr_schedule"> {
     DefaultValuedParameter<"bool", "false">:$lr_range_test_staircase);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// total_num_steps `auto`: the run's length, set when the run starts.
+    static constexpr int64_t kAutoSteps = -1;
+    bool isTotalNumStepsAuto() const {
+      return getTotalNumSteps() == kAutoSteps;
+    }
+  }];
 }
 
 def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
@@ -536,6 +578,16 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     optimizer states and the stage-3 parameter shards live, under
     DeepSpeed's rules for the schedule's stage.
 
+    `labels` says which tokens of a token stream are the step's labels when
+    the training driver feeds it from a token file (`--data`,
+    `--eval-data`): `next_token` (the default, not printed) feeds each
+    window of T + 1 tokens as the inputs `x[k, k + T)` and the labels
+    `x[k + 1, k + T + 1)`; `same_tokens` feeds each window of T tokens as
+    both, for a step whose loss shifts them itself (Hugging Face's causal
+    language models drop the last logit and the first label). A step with
+    `same_tokens` has two inputs, token ids and labels of one shape
+    `[B, T]` with integer elements.
+
     Every tensor of the step (inputs, results of the ops in the body, block
     arguments of nested regions) has a static shape with positive dimensions
     and at most 2^48 elements, so that sizes in bytes and their sums cannot
@@ -556,6 +608,12 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
         offload #zero.offload<optimizer = cpu> {
       ...
     }
+    zero.train_step @train(%ids: tensor<8x128xi64>, %labels: tensor<8x128xi64>)
+        optimizer #zero.optimizer<kind = adamw, lr = 1.000000e-04>
+        precision #zero.precision<kind = bf16>
+        labels same_tokens {
+      ...
+    }
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
@@ -563,7 +621,9 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
                        Zero_PrecisionAttr:$precision,
                        DefaultValuedAttr<F64Attr, "0.0">:$gradient_clipping,
                        OptionalAttr<Zero_ScheduleAttr>:$schedule,
-                       Zero_StepOffloadAttr:$offload);
+                       Zero_StepOffloadAttr:$offload,
+                       DefaultValuedAttr<Zero_LabelConventionAttr,
+                           "::mlir::zero::LabelConvention::next_token">:$labels);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -576,6 +636,8 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     ::llvm::LogicalResult verifySchedulePartitions();
     /// DeepSpeed's offload rules hold at the schedule's stage.
     ::llvm::LogicalResult verifyOffload();
+    /// A step with `labels same_tokens` takes token ids and labels [B, T].
+    ::llvm::LogicalResult verifyLabels();
   }];
 }
 
