@@ -287,7 +287,8 @@ private:
       if (yi.dtype == "i32" && (label < INT32_MIN || label > INT32_MAX))
         fail("'" + yPath + "': label " + std::to_string(label) + " at index " +
              std::to_string(k) + " does not fit the model's i32 labels");
-      if (yi.indexBound > 0 && (label < 0 || label >= yi.indexBound))
+      if (yi.indexBound > 0 && (label < 0 || label >= yi.indexBound) &&
+          label != yi.ignoredIndex)
         fail("'" + yPath + "': label " + std::to_string(label) + " at index " +
              std::to_string(k) + " is outside the model's classes [0, " +
              std::to_string(yi.indexBound) + ")");

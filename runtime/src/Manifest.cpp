@@ -213,6 +213,7 @@ InputInfo toInput(const manifest::Input &w) {
        (w.dtype != manifest::Dtype::I32 && w.dtype != manifest::Dtype::I64)))
     invalid(std::string(manifest::Input::indexBoundKey) + " " +
             std::to_string(info.indexBound) + " on a " + info.dtype + " input");
+  info.ignoredIndex = w.ignoredIndex;
   return info;
 }
 

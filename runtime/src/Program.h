@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,9 @@ struct InputInfo {
   /// Integer inputs read as indices (token ids, labels): their values must
   /// lie in [0, indexBound); -1 when the program puts no bound on them.
   int64_t indexBound = -1;
+  /// The one value outside that range its users ignore (a loss's
+  /// ignore_index), if any.
+  std::optional<int64_t> ignoredIndex;
 
   int64_t numel() const;
   int64_t elementBytes() const;

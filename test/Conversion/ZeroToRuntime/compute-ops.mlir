@@ -524,7 +524,9 @@ module @embedding {
 // CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(4 : i64) : i64
 // CHECK-NEXT: %[[CLASSES:.*]] = llvm.mlir.constant(10 : i64) : i64
 // CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(16 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%[[DTYPE]], %[[LOGITS]], %[[LABEL_TYPE]], %[[LABELS]], %[[LOSS]], %[[ROWS]], %[[CLASSES]], %[[COLS]])
+// CHECK-NEXT: %[[IGNORE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%[[DTYPE]], %[[LOGITS]], %[[LABEL_TYPE]], %[[LABELS]], %[[LOSS]], %[[ROWS]], %[[CLASSES]], %[[COLS]], %[[IGNORE]], %[[IGNORE_INDEX]])
 // CHECK:      %[[DLOSS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[DL:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
@@ -532,7 +534,9 @@ module @embedding {
 // CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(4 : i64) : i64
 // CHECK-NEXT: %[[CLASSES:.*]] = llvm.mlir.constant(10 : i64) : i64
 // CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(16 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy_grad(%[[DTYPE]], %[[LOGITS]], %[[LABEL_TYPE]], %[[LABELS]], %[[DLOSS]], %[[DL]], %[[ROWS]], %[[CLASSES]], %[[COLS]])
+// CHECK-NEXT: %[[IGNORE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy_grad(%[[DTYPE]], %[[LOGITS]], %[[LABEL_TYPE]], %[[LABELS]], %[[DLOSS]], %[[DL]], %[[ROWS]], %[[CLASSES]], %[[COLS]], %[[IGNORE]], %[[IGNORE_INDEX]])
 // CHECK:      llvm.call @zrt_ctx_set_loss(%arg0, %[[LOSS]])
 // CHECK-LABEL: llvm.func @zero_eval_step
 // CHECK:      %[[ELOGITS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
@@ -543,7 +547,9 @@ module @embedding {
 // CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(4 : i64) : i64
 // CHECK-NEXT: %[[CLASSES:.*]] = llvm.mlir.constant(10 : i64) : i64
 // CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(16 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%[[DTYPE]], %[[ELOGITS]], %[[LABEL_TYPE]], %[[ELABELS]], %[[ELOSS]], %[[ROWS]], %[[CLASSES]], %[[COLS]])
+// CHECK-NEXT: %[[IGNORE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%[[DTYPE]], %[[ELOGITS]], %[[LABEL_TYPE]], %[[ELABELS]], %[[ELOSS]], %[[ROWS]], %[[CLASSES]], %[[COLS]], %[[IGNORE]], %[[IGNORE_INDEX]])
 // CHECK-NEXT: llvm.call @zrt_ctx_set_loss(%arg0, %[[ELOSS]])
 
 module @cross_entropy {
