@@ -759,7 +759,9 @@ int32_t zrt::updateLossScale(zrt_ctx *ctx, const float *stats) {
   ctx->overflowAtMinScale = ctx->overflow && s.dynamic &&
                             (s.delayed_shift == 1 || s.cur_hysteresis == 1) &&
                             s.cur_scale == s.min_scale;
-  int32_t skip = zrt_update_loss_scale(&ctx->scaler, seen);
+  // A global batch without a valid label has nothing to learn: skipped,
+  // with the loss scale unchanged (its zero gradient is no overflow).
+  int32_t skip = ctx->noLabels ? 1 : zrt_update_loss_scale(&ctx->scaler, seen);
   ctx->skipped = skip != 0;
   if (!skip)
     ++ctx->adamSteps;
