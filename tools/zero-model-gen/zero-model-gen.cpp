@@ -211,7 +211,8 @@ static cl::opt<int64_t> ignoreIndex(
     "ignore-index",
     cl::desc("A label value the loss ignores (PyTorch's ignore_index, -100 in "
              "Hugging Face models); the loss is then the mean over the other "
-             "labels of the global batch"),
+             "labels of the global batch (default: none, every label is a "
+             "class)"),
     cl::cat(genCat));
 
 namespace {
