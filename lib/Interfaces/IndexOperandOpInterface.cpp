@@ -23,3 +23,18 @@ std::optional<int64_t> mlir::zero::getIndexBound(Value value) {
   }
   return bound;
 }
+
+std::optional<int64_t> mlir::zero::getIgnoredIndex(Value value) {
+  std::optional<int64_t> ignored;
+  for (OpOperand &use : value.getUses()) {
+    auto op = dyn_cast<IndexOperandOpInterface>(use.getOwner());
+    if (!op || !op.getIndexBound(use))
+      continue;
+    // A user that reads every value as an index ignores none.
+    std::optional<int64_t> i = op.getIgnoredIndex(use);
+    if (!i || (ignored && *ignored != *i))
+      return std::nullopt;
+    ignored = i;
+  }
+  return ignored;
+}

@@ -30,8 +30,8 @@ static SmallVector<int64_t> blockRange(int64_t begin, int64_t end) {
   return blocks;
 }
 
-/// zero-remat as `remat` says, then partition, gradient sync, gathers,
-/// prefetch (stage 3) and the optimizer.
+/// zero-remat as `remat` says, then partition, gradient sync, the mean over
+/// valid labels, gathers, prefetch (stage 3) and the optimizer.
 static void addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
                           const RematChoice &remat) {
   if (remat.layerBlocks > 0) {
@@ -49,6 +49,7 @@ static void addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
   }
   pm.addPass(createZeroPartitionPass(o.getZeroPartitionPassOptions()));
   pm.addPass(createZeroGradSyncPass(o.getZeroGradSyncPassOptions()));
+  pm.addPass(createZeroTokenMeanPass());
   pm.addPass(createZeroParamGatherPass(o.getZeroParamGatherPassOptions()));
   if (o.stage == 3)
     pm.addPass(createZeroPrefetchPass(o.getZeroPrefetchPassOptions()));

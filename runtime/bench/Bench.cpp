@@ -212,7 +212,8 @@ void BM_CrossEntropyGrad(benchmark::State &state) {
   float dloss = 1;
   for (auto _ : state)
     zrt_softmax_cross_entropy_grad(dtype, x.data(), ZRT_I32, labels.data(),
-                                   &dloss, dx.data(), rows, classes, classes);
+                                   &dloss, dx.data(), rows, classes, classes, 0,
+                                   0);
   state.SetBytesProcessed(state.iterations() * n * 2 * zrt_dtype_size(dtype));
 }
 BENCHMARK(BM_CrossEntropyGrad)

@@ -578,12 +578,14 @@ double Driver::evaluate() {
   // starts from zero again.
   ctx.lossSum = 0.0;
   ctx.lossCount = 0;
+  ctx.evaluating = true;
   for (int64_t batch = 0; batch < evalBatches; ++batch)
     for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
       evalData->load(ctx, batch * rows.perStep + micro * rows.perMicro +
                               ctx.rank * rows.local);
       program->eval_step(&ctx);
     }
+  ctx.evaluating = false;
   {
     WaitScope watched(ctx.waitState, "the evaluation's device work");
     device::finishStep(ctx);
@@ -675,9 +677,21 @@ Driver::StepTimes Driver::runStep(int64_t step) {
   ctx.stepIndex = step;
   ctx.lossSum = 0.0;
   ctx.lossCount = 0;
-  ctx.skipped = ctx.overflow = false;
+  ctx.skipped = ctx.overflow = ctx.noLabels = false;
   auto start = std::chrono::steady_clock::now();
   double stepStart = ctx.nowUs();
+  // A mean over the valid labels of the global batch: every micro batch's
+  // labels are counted before the first one trains (its first micro step
+  // all-reduces the counts, before the backward).
+  if (program->count_labels) {
+    ctx.microLabels.assign(m.accumulationSteps, 0);
+    for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
+      ctx.micro = micro;
+      data->load(ctx, progress.dataPosition + micro * rows.perMicro +
+                          ctx.rank * rows.local);
+      program->count_labels(&ctx);
+    }
+  }
   for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
     ctx.micro = micro;
     double microStart = ctx.tracing ? ctx.nowUs() : 0.0;
@@ -750,6 +764,7 @@ StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
   r.nextScale = zrt_loss_scaler_scale(&ctx.scaler);
   r.dynamicScale = ctx.scaler.dynamic;
   r.skipped = ctx.skipped;
+  r.noLabels = ctx.noLabels;
   r.overflow = ctx.overflow;
   r.adamSteps = ctx.adamSteps;
   // The learning rate this step applied, or would have (a skipped step

@@ -160,6 +160,28 @@ ZRT_HOST_DEVICE inline float tanhGrad(float y, float dy) {
 }
 
 //===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+/// Whether a loss leaves out the row of `label`: with `ignore`, the rows
+/// labelled `ignoreIndex` (PyTorch's ignore_index).
+ZRT_HOST_DEVICE inline bool ignoredLabel(int64_t label, int32_t ignore,
+                                         int64_t ignoreIndex) {
+  return ignore && label == ignoreIndex;
+}
+
+/// The mean of a loss summed over `count` rows: 0 over none.
+ZRT_HOST_DEVICE inline float lossMean(double total, int64_t count) {
+  return count ? float(total / double(count)) : 0.0f;
+}
+
+/// The gradient of a loss's mean over `count` rows for each row, from the
+/// gradient of the mean: 0 over none.
+ZRT_HOST_DEVICE inline float lossRowGrad(float dloss, int64_t count) {
+  return count ? float(double(dloss) / double(count)) : 0.0f;
+}
+
+//===----------------------------------------------------------------------===//
 // Rotary position embedding
 //===----------------------------------------------------------------------===//
 

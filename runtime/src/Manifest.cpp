@@ -214,6 +214,7 @@ InputInfo toInput(const manifest::Input &w) {
        (w.dtype != manifest::Dtype::I32 && w.dtype != manifest::Dtype::I64)))
     invalid(std::string(manifest::Input::indexBoundKey) + " " +
             std::to_string(info.indexBound) + " on a " + info.dtype + " input");
+  info.ignoredIndex = w.ignoredIndex;
   return info;
 }
 
@@ -787,7 +788,9 @@ int32_t zrt::updateLossScale(zrt_ctx *ctx, const float *stats) {
   ctx->overflowAtMinScale = ctx->overflow && s.dynamic &&
                             (s.delayed_shift == 1 || s.cur_hysteresis == 1) &&
                             s.cur_scale == s.min_scale;
-  int32_t skip = zrt_update_loss_scale(&ctx->scaler, seen);
+  // A global batch without a valid label has nothing to learn: skipped,
+  // with the loss scale unchanged (its zero gradient is no overflow).
+  int32_t skip = ctx->noLabels ? 1 : zrt_update_loss_scale(&ctx->scaler, seen);
   ctx->skipped = skip != 0;
   if (!skip)
     ++ctx->adamSteps;

@@ -270,11 +270,21 @@ struct zrt_ctx {
   /// Waits on collectives the driver's watchdog watches (null: none).
   zrt::WaitState *waitState = nullptr;
 
+  /// A loss over the valid labels of the global batch (zero.count_labels):
+  /// the count of each of this rank's micro batches of the step (the
+  /// program's label count function), and their sum over the ranks.
+  std::vector<int64_t> microLabels;
+  int64_t stepLabels = 0;
+  /// Whether the evaluation step runs (zero.label_share reads 1 then).
+  bool evaluating = false;
+
   // Results of the current step, for the driver.
   double lossSum = 0.0;
   int32_t lossCount = 0;
   float stats[2] = {0, 0};
   bool overflow = false, skipped = false;
+  /// No valid label in the global batch: the step is skipped.
+  bool noLabels = false;
   /// An overflow while the loss scale already was at its minimum and the
   /// hysteresis exhausted: where DeepSpeed raises.
   bool overflowAtMinScale = false;

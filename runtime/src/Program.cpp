@@ -30,6 +30,8 @@
 #include "Support.h"
 #include "Trace.h"
 
+#include <mpi.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -445,6 +447,65 @@ void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
 
 extern "C" int32_t zrt_ctx_last_micro_step(zrt_ctx *ctx) {
   return ctx->micro + 1 >= ctx->manifest->accumulationSteps ? 1 : 0;
+}
+
+extern "C" int32_t zrt_ctx_first_micro_step(zrt_ctx *ctx) {
+  return ctx->micro == 0 ? 1 : 0;
+}
+
+extern "C" void zrt_ctx_count_labels(zrt_ctx *ctx, int32_t labelType,
+                                     const void *labels, int64_t n,
+                                     int64_t ignoreIndex) {
+  if (n < 0)
+    fatal("zrt_ctx_count_labels: %lld labels", (long long)n);
+  // The labels are small; a GPU backend counts a host copy.
+  int64_t bytes = n * (labelType == ZRT_I32 ? 4 : 8);
+  std::vector<char> host(static_cast<size_t>(bytes));
+  {
+    WaitScope watched(ctx->waitState, "the labels to count");
+    device::download(host.data(), labels, bytes);
+  }
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t label =
+        labelType == ZRT_I32
+            ? int64_t(reinterpret_cast<const int32_t *>(host.data())[i])
+            : reinterpret_cast<const int64_t *>(host.data())[i];
+    count += ignoredLabel(label, 1, ignoreIndex) ? 0 : 1;
+  }
+  if (ctx->micro < 0 ||
+      ctx->micro >= static_cast<int32_t>(ctx->microLabels.size()))
+    fatal("zrt_ctx_count_labels: micro batch %d of %zu", int(ctx->micro),
+          ctx->microLabels.size());
+  ctx->microLabels[ctx->micro] = count;
+}
+
+extern "C" void zrt_ctx_all_reduce_labels(zrt_ctx *ctx, int64_t *count) {
+  int64_t local = 0;
+  for (int64_t c : ctx->microLabels)
+    local += c;
+  {
+    WaitScope watched(ctx->waitState, "the label count all-reduce");
+    MPI_Allreduce(&local, &ctx->stepLabels, 1, MPI_INT64_T, MPI_SUM,
+                  MPI_COMM_WORLD);
+  }
+  ctx->noLabels = ctx->stepLabels == 0;
+  device::upload(count, &ctx->stepLabels, sizeof(int64_t));
+}
+
+extern "C" void zrt_ctx_label_share(zrt_ctx *ctx, double divisor, float *out) {
+  float share = 1.0f;
+  if (!ctx->evaluating) {
+    if (ctx->micro < 0 ||
+        ctx->micro >= static_cast<int32_t>(ctx->microLabels.size()))
+      fatal("zrt_ctx_label_share: micro batch %d of %zu", int(ctx->micro),
+            ctx->microLabels.size());
+    int64_t c = ctx->microLabels[ctx->micro];
+    share = ctx->stepLabels
+                ? float(double(c) * divisor / double(ctx->stepLabels))
+                : 0.0f;
+  }
+  device::storeF32(out, share);
 }
 
 extern "C" void zrt_ctx_transfer(zrt_ctx *ctx, int32_t p, int32_t from,

@@ -120,6 +120,20 @@ extern "C" void zrt_softmax_grad(int32_t dtype, const void *y, const void *dy,
   });
 }
 
+namespace {
+/// The rows of a loss that count: those whose label is not ignored.
+template <typename I>
+int64_t countedRows(const I *labels, int64_t rows, int32_t ignore,
+                    int64_t ignoreIndex) {
+  if (!ignore)
+    return rows;
+  int64_t n = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    n += ignoredLabel(int64_t(labels[r]), ignore, ignoreIndex) ? 0 : 1;
+  return n;
+}
+} // namespace
+
 /// The padding columns of a loss over [rows, cols] logits whose first
 /// `classes` columns are the classes.
 // Padded rows are read with stride `cols` and reduced over exactly the
@@ -129,7 +143,8 @@ extern "C" void zrt_softmax_grad(int32_t dtype, const void *y, const void *dy,
 extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
                                           int32_t labelType, const void *labels,
                                           float *loss, int64_t rows,
-                                          int64_t classes, int64_t cols) {
+                                          int64_t classes, int64_t cols,
+                                          int32_t ignore, int64_t ignoreIndex) {
   KernelSpan span("zrt_softmax_cross_entropy");
   checkLoss("zrt_softmax_cross_entropy", rows, classes, cols);
   if (rows > 0 && classes == 0)
@@ -145,6 +160,8 @@ extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
             alignas(64) float buf[kBlock];
             double sum = 0.0;
             for (int64_t r = begin; r < end; ++r) {
+              if (ignoredLabel(int64_t(y[r]), ignore, ignoreIndex))
+                continue;
               int64_t label =
                   checkedIndex(y, r, classes, "zrt_softmax_cross_entropy",
                                "label", "of row");
@@ -155,21 +172,19 @@ extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
             }
             return sum;
           });
-      *loss = rows ? float(total / double(rows)) : 0.0f;
+      *loss = lossMean(total, countedRows(y, rows, ignore, ignoreIndex));
     });
   });
 }
 
-extern "C" void
-zrt_softmax_cross_entropy_grad(int32_t dtype, const void *logits,
-                               int32_t labelType, const void *labels,
-                               const float *dloss, void *dlogits, int64_t rows,
-                               int64_t classes, int64_t cols) {
+extern "C" void zrt_softmax_cross_entropy_grad(
+    int32_t dtype, const void *logits, int32_t labelType, const void *labels,
+    const float *dloss, void *dlogits, int64_t rows, int64_t classes,
+    int64_t cols, int32_t ignore, int64_t ignoreIndex) {
   KernelSpan span("zrt_softmax_cross_entropy_grad");
   checkLoss("zrt_softmax_cross_entropy_grad", rows, classes, cols);
   if (rows == 0)
     return;
-  float g = float(double(*dloss) / double(rows));
   dispatchFloat(dtype, [&](auto tag) {
     dispatchIndex(labelType, [&](auto labelTag) {
       using T = decltype(tag);
@@ -177,9 +192,14 @@ zrt_softmax_cross_entropy_grad(int32_t dtype, const void *logits,
       const T *x = static_cast<const T *>(logits);
       const I *y = static_cast<const I *>(labels);
       T *dx = static_cast<T *>(dlogits);
+      float g = lossRowGrad(*dloss, countedRows(y, rows, ignore, ignoreIndex));
       parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
         alignas(64) float buf[kBlock];
         for (int64_t r = begin; r < end; ++r) {
+          if (ignoredLabel(int64_t(y[r]), ignore, ignoreIndex)) {
+            std::fill(dx + r * cols, dx + (r + 1) * cols, fromFloat<T>(0.0f));
+            continue;
+          }
           int64_t label =
               checkedIndex(y, r, classes, "zrt_softmax_cross_entropy_grad",
                            "label", "of row");

@@ -172,7 +172,11 @@ void StepLog::print(const StepRecord &r) {
   if (r.skipped && writes) {
     // Never silent, not even with --quiet.
     bool staticScale = m.precision == "fp16" && !r.dynamicScale;
-    if (r.dynamicScale)
+    if (r.noLabels)
+      std::printf("step %lld skipped: every label of the global batch is "
+                  "ignore_index; parameters unchanged\n",
+                  (long long)r.step);
+    else if (r.dynamicScale)
       std::printf("step %lld skipped: gradient overflow, loss scale %g -> "
                   "%g\n",
                   (long long)r.step, double(r.scale), double(r.nextScale));
@@ -184,7 +188,7 @@ void StepLog::print(const StepRecord &r) {
       std::printf("step %lld SKIPPED: non-finite gradients (inf/NaN) at %s "
                   "precision; parameters unchanged\n",
                   (long long)r.step, m.precision.c_str());
-    if (!r.dynamicScale && !staticScale && nonFiniteSkips++ == 0)
+    if (!r.noLabels && !r.dynamicScale && !staticScale && nonFiniteSkips++ == 0)
       firstNonFiniteSkip = r.step;
     std::fflush(stdout);
   }

@@ -31,6 +31,8 @@ struct StepRecord {
   /// Whether the loss scale is dynamic (the scaler's mode).
   bool dynamicScale = false;
   bool skipped = false, overflow = false;
+  /// Skipped because no label of the global batch was valid.
+  bool noLabels = false;
   double gradNorm = 0.0;
   /// The slowest rank's wall times (ms): the step, its micro steps and its
   /// boundary.

@@ -430,16 +430,45 @@ TEST_F(GradTest, SoftmaxCrossEntropy) {
     Floats dlogits(logits.size());
     zrt_softmax_cross_entropy_grad(ZRT_F32, logits.data(), ZRT_I64,
                                    labels.data(), &dloss, dlogits.data(), rows,
-                                   classes, classes);
+                                   classes, classes, 0, 0);
     checkGradient(
         "softmax_cross_entropy", logits,
         [&](const Floats &x) {
           Floats loss(1);
           zrt_softmax_cross_entropy(ZRT_F32, x.data(), ZRT_I64, labels.data(),
-                                    loss.data(), rows, classes, classes);
+                                    loss.data(), rows, classes, classes, 0, 0);
           return loss;
         },
         w, dlogits, rng);
+  }
+}
+
+// With ignore_index the gradient is that of the mean over the rows that
+// count, the ignored rows' exactly 0 (their logits do not reach the loss).
+TEST_F(GradTest, SoftmaxCrossEntropyIgnoreIndex) {
+  for (auto [rows, classes] : {std::pair<int64_t, int64_t>{6, 5}, {3, 1100}}) {
+    Floats logits = randomFloats(rng, rows * classes, -3, 3);
+    std::vector<int64_t> labels(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      labels[r] = r % 3 == 1 ? -100 : (r * 7 + 3) % classes;
+    std::vector<double> w = {1.3};
+    float dloss = 1.3f;
+    Floats dlogits(logits.size());
+    zrt_softmax_cross_entropy_grad(ZRT_F32, logits.data(), ZRT_I64,
+                                   labels.data(), &dloss, dlogits.data(), rows,
+                                   classes, classes, 1, -100);
+    checkGradient(
+        "softmax_cross_entropy ignore_index", logits,
+        [&](const Floats &x) {
+          Floats loss(1);
+          zrt_softmax_cross_entropy(ZRT_F32, x.data(), ZRT_I64, labels.data(),
+                                    loss.data(), rows, classes, classes, 1,
+                                    -100);
+          return loss;
+        },
+        w, dlogits, rng);
+    for (int64_t c = 0; c < classes; ++c)
+      EXPECT_EQ(dlogits[1 * classes + c], 0.0f);
   }
 }
 

@@ -626,20 +626,78 @@ TEST_P(KernelTest, SoftmaxCrossEntropyAndGrad) {
                            : labels.data();
       float loss = 0;
       zrt_softmax_cross_entropy(dtype(), logits.data(), labelType, lp, &loss,
-                                rows, classes, classes);
+                                rows, classes, classes, 0, 0);
       double want = ref::crossEntropy(logits.values(), labels, classes);
       EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << dtypeName(dtype());
       float dloss = 1.7f;
       Buffer dlogits(dtype(), rows * classes);
       zrt_softmax_cross_entropy_grad(dtype(), logits.data(), labelType, lp,
                                      &dloss, dlogits.data(), rows, classes,
-                                     classes);
+                                     classes, 0, 0);
       ref::Vec wantGrad =
           ref::crossEntropyGrad(logits.values(), labels, classes, dloss);
       expectClose(dlogits, wantGrad, u() + 1e-5, 1e-6 * maxAbs(wantGrad),
                   "softmax_cross_entropy_grad");
     }
   }
+}
+
+// Rows labelled ignore_index (-100, or a class) leave the loss and the
+// count of its mean; their gradient rows are 0. With every row ignored the
+// loss and the gradient are 0, not NaN.
+TEST_P(KernelTest, SoftmaxCrossEntropyIgnoreIndex) {
+  for (auto [rows, classes, ignoreIndex] :
+       {std::tuple<int64_t, int64_t, int64_t>{7, 1500, -100},
+        {100, 10, -100},
+        {100, 10, 3}}) {
+    Buffer logits = randomBuffer(dtype(), rng, rows * classes, -5, 5);
+    std::vector<int64_t> labels(rows);
+    std::uniform_int_distribution<int64_t> pick(0, classes - 1);
+    for (int64_t &l : labels)
+      l = pick(rng);
+    // Every third row, and the first, ignored.
+    for (int64_t r = 0; r < rows; r += 3)
+      labels[r] = ignoreIndex;
+    std::vector<int32_t> labels32(labels.begin(), labels.end());
+    for (int32_t labelType : {ZRT_I32, ZRT_I64}) {
+      const void *lp = labelType == ZRT_I32
+                           ? static_cast<const void *>(labels32.data())
+                           : labels.data();
+      float loss = 0;
+      zrt_softmax_cross_entropy(dtype(), logits.data(), labelType, lp, &loss,
+                                rows, classes, classes, 1, ignoreIndex);
+      double want =
+          ref::crossEntropy(logits.values(), labels, classes, ignoreIndex);
+      EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << dtypeName(dtype());
+      float dloss = 1.7f;
+      Buffer dlogits(dtype(), rows * classes);
+      for (int64_t i = 0; i < rows * classes; ++i)
+        dlogits.set(i, 123.0); // must be overwritten
+      zrt_softmax_cross_entropy_grad(dtype(), logits.data(), labelType, lp,
+                                     &dloss, dlogits.data(), rows, classes,
+                                     classes, 1, ignoreIndex);
+      ref::Vec wantGrad = ref::crossEntropyGrad(logits.values(), labels,
+                                                classes, dloss, ignoreIndex);
+      expectClose(dlogits, wantGrad, u() + 1e-5, 1e-6 * maxAbs(wantGrad),
+                  "softmax_cross_entropy_grad ignore_index");
+    }
+  }
+  // No row counts.
+  int64_t rows = 4, classes = 10;
+  Buffer logits = randomBuffer(dtype(), rng, rows * classes, -5, 5);
+  std::vector<int64_t> labels(rows, -100);
+  float loss = 1.0f, dloss = 1.0f;
+  zrt_softmax_cross_entropy(dtype(), logits.data(), ZRT_I64, labels.data(),
+                            &loss, rows, classes, classes, 1, -100);
+  EXPECT_EQ(loss, 0.0f);
+  Buffer dlogits(dtype(), rows * classes);
+  for (int64_t i = 0; i < rows * classes; ++i)
+    dlogits.set(i, 123.0);
+  zrt_softmax_cross_entropy_grad(dtype(), logits.data(), ZRT_I64, labels.data(),
+                                 &dloss, dlogits.data(), rows, classes, classes,
+                                 1, -100);
+  for (int64_t i = 0; i < rows * classes; ++i)
+    EXPECT_EQ(dlogits.get(i), 0.0) << i;
 }
 
 // Logits padded to `cols` columns give the loss and gradient of the first
@@ -659,9 +717,9 @@ TEST_P(KernelTest, SoftmaxCrossEntropyPadded) {
       l = pick(rng);
     float loss = 0, paddedLoss = 1;
     zrt_softmax_cross_entropy(dtype(), logits.data(), ZRT_I64, labels.data(),
-                              &loss, rows, classes, classes);
+                              &loss, rows, classes, classes, 0, 0);
     zrt_softmax_cross_entropy(dtype(), padded.data(), ZRT_I64, labels.data(),
-                              &paddedLoss, rows, classes, cols);
+                              &paddedLoss, rows, classes, cols, 0, 0);
     EXPECT_EQ(std::memcmp(&loss, &paddedLoss, sizeof(float)), 0)
         << loss << " vs " << paddedLoss;
     float dloss = 1.7f;
@@ -670,10 +728,10 @@ TEST_P(KernelTest, SoftmaxCrossEntropyPadded) {
       paddedGrad.set(i, 123.0); // must be overwritten
     zrt_softmax_cross_entropy_grad(dtype(), logits.data(), ZRT_I64,
                                    labels.data(), &dloss, grad.data(), rows,
-                                   classes, classes);
+                                   classes, classes, 0, 0);
     zrt_softmax_cross_entropy_grad(dtype(), padded.data(), ZRT_I64,
                                    labels.data(), &dloss, paddedGrad.data(),
-                                   rows, classes, cols);
+                                   rows, classes, cols, 0, 0);
     int64_t mismatches = 0;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {

@@ -154,10 +154,10 @@ TEST_P(ScratchTest, OtherKernelsUseNoScratch) {
         zrt_embedding(dtype(), x.data(), ZRT_I64, labels.data(), z.data(), rows,
                       rows, cols);
         zrt_softmax_cross_entropy(dtype(), x.data(), ZRT_I64, labels.data(),
-                                  &loss, rows, cols, cols);
+                                  &loss, rows, cols, cols, 0, 0);
         zrt_softmax_cross_entropy_grad(dtype(), x.data(), ZRT_I64,
                                        labels.data(), &one, z.data(), rows,
-                                       cols, cols);
+                                       cols, cols, 0, 0);
         zrt_transpose(dtype(), x.data(), z.data(), 2, shape.data(),
                       perm.data());
         zrt_split(dtype(), x.data(), parts, sizes, 2, rows, 1);
@@ -265,7 +265,7 @@ TEST_P(ScratchTest, ReductionsIndependentOfThreadCount) {
     zrt_rms_norm_grad(dtype(), x.data(), x.data(), x.data(), dx.data(),
                       rmsDw.data(), rows, cols, 1e-5);
     zrt_softmax_cross_entropy(dtype(), x.data(), ZRT_I32, labels.data(), loss,
-                              rows, cols, cols);
+                              rows, cols, cols, 0, 0);
     const void *g[] = {x.data()};
     zrt_check_overflow(dtype(), g, &n, 1, 1.0f, stats);
     zrt_set_num_threads(saved);

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 namespace zrt_test::ref {
@@ -336,29 +337,41 @@ inline Vec embeddingGrad(const Vec &dy, const std::vector<int64_t> &ids,
   return out;
 }
 
+/// The mean over the rows whose label is not `ignoreIndex` (every row when
+/// it is none); 0 over no row.
 inline double crossEntropy(const Vec &logits,
-                           const std::vector<int64_t> &labels,
-                           int64_t classes) {
+                           const std::vector<int64_t> &labels, int64_t classes,
+                           std::optional<int64_t> ignoreIndex = std::nullopt) {
   double total = 0;
+  int64_t count = 0;
   for (size_t r = 0; r < labels.size(); ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
     const double *x = logits.data() + r * classes;
     double mx = *std::max_element(x, x + classes), s = 0;
     for (int64_t c = 0; c < classes; ++c)
       s += std::exp(x[c] - mx);
     total += std::log(s) + mx - x[labels[r]];
+    ++count;
   }
-  return total / double(labels.size());
+  return count ? total / double(count) : 0.0;
 }
 
 inline Vec crossEntropyGrad(const Vec &logits,
                             const std::vector<int64_t> &labels, int64_t classes,
-                            double dloss) {
+                            double dloss,
+                            std::optional<int64_t> ignoreIndex = std::nullopt) {
   int64_t rows = int64_t(labels.size());
+  int64_t count = 0;
+  for (int64_t l : labels)
+    count += l == ignoreIndex ? 0 : 1;
   Vec p = softmax(logits, rows, classes);
   for (int64_t r = 0; r < rows; ++r) {
-    p[r * classes + labels[r]] -= 1.0;
+    bool ignored = labels[r] == ignoreIndex;
+    if (!ignored)
+      p[r * classes + labels[r]] -= 1.0;
     for (int64_t c = 0; c < classes; ++c)
-      p[r * classes + c] *= dloss / double(rows);
+      p[r * classes + c] *= ignored ? 0.0 : dloss / double(count);
   }
   return p;
 }

@@ -207,8 +207,22 @@ static cl::opt<std::string> labelType("label-type",
                                                "i32 or i64 (default: i64 MLP, "
                                                "i32 GPT-2 and llama)"),
                                       cl::init(""), cl::cat(genCat));
+static cl::opt<int64_t> ignoreIndex(
+    "ignore-index",
+    cl::desc("A label value the loss ignores (PyTorch's ignore_index, -100 in "
+             "Hugging Face models); the loss is then the mean over the other "
+             "labels of the global batch (default: none, every label is a "
+             "class)"),
+    cl::cat(genCat));
 
 namespace {
+
+/// The loss op's ` ignore_index N`, or nothing.
+std::string ignoreIndexSuffix() {
+  return ignoreIndex.getNumOccurrences()
+             ? " ignore_index " + std::to_string(ignoreIndex.getValue())
+             : "";
+}
 
 std::string fmt(double v) {
   std::string s;
@@ -379,9 +393,10 @@ bool genMLP(raw_ostream &os) {
       x = r;
     }
   }
-  e.body << "    %loss = nn.softmax_cross_entropy " << x << ", %y : "
-         << tensor({batch, widths.back()}, "f32") << ", "
-         << tensor({batch}, lt) << " -> tensor<f32>\n";
+  e.body << "    %loss = nn.softmax_cross_entropy " << x << ", %y"
+         << ignoreIndexSuffix() << " : "
+         << tensor({batch, widths.back()}, "f32") << ", " << tensor({batch}, lt)
+         << " -> tensor<f32>\n";
   std::string args = "%x: " + tensor({batch, widths.front()}, "f32") +
                      ", %y: " + tensor({batch}, lt);
   emitStep(os, e, args, optimizerAttr("adam", 1e-3, 0.999, 0.0),
@@ -512,8 +527,9 @@ bool genGPT2(raw_ostream &os) {
   std::string logitsT = tensor({B, T, V}, f);
   b << "    %logits = nn.matmul " << xf << ", " << head << " transpose_rhs : "
     << xt << ", " << tensor({V, C}, f) << " -> " << logitsT << "\n";
-  b << "    %loss = nn.softmax_cross_entropy %logits, %targets : " << logitsT
-    << ", " << tensor({B, T}, lt) << " -> tensor<f32>\n";
+  b << "    %loss = nn.softmax_cross_entropy %logits, %targets"
+    << ignoreIndexSuffix() << " : " << logitsT << ", " << tensor({B, T}, lt)
+    << " -> tensor<f32>\n";
   std::string args = "%tokens: " + tensor({B, T}, lt) +
                      ", %targets: " + tensor({B, T}, lt);
   emitStep(os, e, args, optimizerAttr("adamw", 6e-4, 0.95, 0.1),
@@ -686,8 +702,9 @@ bool genLlama(raw_ostream &os) {
   b << "    %logits = nn.matmul " << xf << ", " << head
     << " transpose_rhs : " << xt << ", " << tensor({V, C}, f) << " -> "
     << logitsT << "\n";
-  b << "    %loss = nn.softmax_cross_entropy %logits, %targets : " << logitsT
-    << ", " << tensor({B, T}, lt) << " -> tensor<f32>\n";
+  b << "    %loss = nn.softmax_cross_entropy %logits, %targets"
+    << ignoreIndexSuffix() << " : " << logitsT << ", " << tensor({B, T}, lt)
+    << " -> tensor<f32>\n";
   std::string args =
       "%tokens: " + tensor({B, T}, lt) + ", %targets: " + tensor({B, T}, lt);
   // The Llama 2 paper's AdamW: beta2 0.95, eps 1e-5, weight decay 0.1.
@@ -716,6 +733,14 @@ int main(int argc, char **argv) {
   }
   if (!labelType.empty() && labelType != "i32" && labelType != "i64") {
     WithColor::error() << "--label-type must be i32 or i64\n";
+    return 1;
+  }
+  bool i32Labels =
+      labelType == "i32" || (labelType.empty() && modelKind != "mlp");
+  if (ignoreIndex.getNumOccurrences() && i32Labels &&
+      (ignoreIndex < INT32_MIN || ignoreIndex > INT32_MAX)) {
+    WithColor::error() << "--ignore-index " << ignoreIndex
+                       << " does not fit the i32 labels\n";
     return 1;
   }
   if (!optimizer.empty() && optimizer != "adam" && optimizer != "adamw") {

@@ -26,9 +26,15 @@ def ConvertZeroToRuntimePass : Pass<"convert-zero-to-runtime", "::mlir::ModuleOp
       (`StepPhaseOpInterface`) places it: `boundary` and `post_step` ops go
       to the boundary function, which runs once per optimizer step after
       the last micro step; the others run in every micro step, except that
-      `last_micro_step` ops are guarded by the runtime's flag of the last
-      micro step (`zrt_ctx_last_micro_step`). The evaluation step is the
-      forward cut at the loss (`getEvaluationOps`), with the same calls;
+      `last_micro_step` and `first_micro_step` ops are guarded by the
+      runtime's flag of the last or first micro step
+      (`zrt_ctx_last_micro_step`, `zrt_ctx_first_micro_step`). The
+      evaluation step is the forward cut at the loss (`getEvaluationOps`),
+      with the same calls;
+    * with a `zero.count_labels`, `zero_count_labels(ctx)`: the ops that
+      compute its labels (`getOpsComputing`), with the same calls, and
+      `zrt_ctx_count_labels`, which the driver runs on each micro batch of
+      an optimizer step before the first;
     * a JSON manifest with the layout (and which buffers live in host
       memory or on NVMe), the parameters and their initializers, the inputs,
       the optimizer, the loss scaler, the logging, the plan and its memory

@@ -20,6 +20,11 @@ namespace mlir::zero {
 /// indices.
 std::optional<int64_t> getIndexBound(Value value);
 
+/// The value every index user of `value` ignores (IndexOperandOpInterface's
+/// getIgnoredIndex), or std::nullopt when some user ignores none or users
+/// differ.
+std::optional<int64_t> getIgnoredIndex(Value value);
+
 } // namespace mlir::zero
 
 #endif // ZERO_INTERFACES_INDEXOPERANDOPINTERFACE_H

@@ -17,11 +17,14 @@ def IndexOperandOpInterface : OpInterface<"IndexOperandOpInterface"> {
     values must lie in `[0, bound)`, where the op knows `bound` from its
     other types (the table's rows, the logits' classes).
 
+    An op may also take one value outside `[0, bound)` that marks a
+    position it ignores (a loss's `ignore_index`).
+
     `convert-zero-to-runtime` records the bound of each integer input of the
     step in the program's manifest (`index_bound`, the smallest bound of the
-    input's users), so that the training driver checks the data files
-    against it before the first step instead of a kernel stopping the run
-    midway.
+    input's users, and `ignored_index` when every user ignores the same
+    value), so that the training driver checks the data files against it
+    before the first step instead of a kernel stopping the run midway.
   }];
   let methods = [
     InterfaceMethod<
@@ -29,6 +32,12 @@ def IndexOperandOpInterface : OpInterface<"IndexOperandOpInterface"> {
       "it as indices, std::nullopt otherwise.",
       "std::optional<int64_t>", "getIndexBound",
       (ins "::mlir::OpOperand &":$operand)>,
+    InterfaceMethod<
+      "The value of `operand` that marks an ignored position, if the op "
+      "has one.",
+      "std::optional<int64_t>", "getIgnoredIndex",
+      (ins "::mlir::OpOperand &":$operand), [{}],
+      [{ return std::nullopt; }]>,
   ];
 }
 

@@ -318,7 +318,8 @@ LogicalResult buildCall(nn::SoftmaxCrossEntropyOp op, KernelCallBuilder &b) {
                 {b.dtype(elemType(op.getLogits())), b.operand(0),
                  b.dtype(elemType(op.getLabels())), b.operand(1), b.result(0),
                  b.i64(numel(op.getLogits()) / cols), b.i64(op.getNumClasses()),
-                 b.i64(cols)});
+                 b.i64(cols), b.i32(op.getIgnoreIndex() ? 1 : 0),
+                 b.i64(op.getIgnoreIndex().value_or(0))});
 }
 LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
                         KernelCallBuilder &b) {
@@ -327,7 +328,9 @@ LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
                 {b.dtype(elemType(op.getLogits())), b.operand(0),
                  b.dtype(elemType(op.getLabels())), b.operand(1), b.operand(2),
                  b.result(0), b.i64(numel(op.getLogits()) / cols),
-                 b.i64(op.getNumClasses()), b.i64(cols)});
+                 b.i64(op.getNumClasses()), b.i64(cols),
+                 b.i32(op.getIgnoreIndex() ? 1 : 0),
+                 b.i64(op.getIgnoreIndex().value_or(0))});
 }
 
 // Reductions and layout.

@@ -153,6 +153,32 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         callVoid("zrt_ctx_loss_scale", {ctx, out});
         return success();
       })
+      .Case([&](CountLabelsOp o) -> LogicalResult {
+        // The label count function counts each micro batch's labels; the
+        // first micro step sums the counts over the ranks.
+        if (countingLabels) {
+          Value labels = p(o.getLabels());
+          if (!labels)
+            return failure();
+          callVoid("zrt_ctx_count_labels",
+                   {ctx, dtype(elemType(o.getLabels())), labels,
+                    i64(numel(o.getLabels())), i64(o.getIgnoreIndex())});
+          return success();
+        }
+        Value out = p(o.getCount());
+        if (!out)
+          return failure();
+        callVoid("zrt_ctx_all_reduce_labels", {ctx, out});
+        return success();
+      })
+      .Case([&](LabelShareOp o) -> LogicalResult {
+        Value out = p(o.getResult());
+        if (!out)
+          return failure();
+        callVoid("zrt_ctx_label_share",
+                 {ctx, f64(o.getDivisor().convertToDouble()), out});
+        return success();
+      })
       .Case<ReduceScatterOp, ReduceOp>([&](auto o) -> LogicalResult {
         // In place (stage 1; with reduce-scatter=false too, since the owners
         // end up with the same sums) the runtime reduce-scatters the range of

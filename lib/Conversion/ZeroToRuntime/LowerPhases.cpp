@@ -5,7 +5,9 @@
 // The step becomes three entry points of the runtime's `zrt_program`:
 // `zero_micro_step` (the ops of every micro step), `zero_boundary` (the
 // ops that run once per optimizer step) and `zero_eval_step` (the forward
-// cut at the loss, getEvaluationOps). A phase longer than
+// cut at the loss, getEvaluationOps), and a fourth with a
+// zero.count_labels, `zero_count_labels` (the ops computing the counted
+// labels and the count of one micro batch's). A phase longer than
 // `max-function-ops` LLVM operations is emitted as internal functions that
 // its entry calls in order.
 //
@@ -90,20 +92,26 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry,
     int64_t index = opIndices.lookup(op);
     if (trace)
       traceMemory(index, /*before=*/true);
-    // An op of the last micro step only runs when the runtime's flag says
-    // so. What it computes inside the guard is not reused after it.
-    bool guarded = getStepPhase(op) == Phase::last_micro_step;
+    // An op of the last or first micro step only runs when the runtime's
+    // flag says so. What it computes inside the guard is not reused after
+    // it.
+    Phase phase = getStepPhase(op);
+    bool guarded = !countingLabels && (phase == Phase::last_micro_step ||
+                                       phase == Phase::first_micro_step);
     Block *after = nullptr;
     DenseMap<Value, Value> outerCache;
     if (guarded) {
       loc = op->getLoc();
-      FailureOr<Value> last = call("zrt_ctx_last_micro_step", {ctx});
-      if (failed(last) || callFailed) {
+      FailureOr<Value> runs =
+          call(phase == Phase::first_micro_step ? "zrt_ctx_first_micro_step"
+                                                : "zrt_ctx_last_micro_step",
+               {ctx});
+      if (failed(runs) || callFailed) {
         b.setListener(nullptr);
         return failure();
       }
       Value flag =
-          LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, *last, i32(0));
+          LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, *runs, i32(0));
       Region *region = b.getInsertionBlock()->getParent();
       Block *then = new Block();
       after = new Block();
@@ -252,7 +260,31 @@ LogicalResult Lowering::run() {
       failed(lowerPhase(eval, evalOps, /*trace=*/false)))
     return failure();
 
+  // The label count function: like the evaluation step, a cut of the step
+  // at the training step's offsets, whose ops the micro step that follows
+  // writes again before it reads them.
+  auto counts = step.getBodyBlock().getOps<CountLabelsOp>();
+  bool countLabels = !counts.empty();
+  if (countLabels) {
+    CountLabelsOp count = *counts.begin();
+    if (std::next(counts.begin()) != counts.end())
+      return count.emitOpError("is one of several zero.count_labels of the "
+                               "step; the runtime keeps one count");
+    SmallVector<Operation *> countOps =
+        getOpsComputing(step, {count.getLabels()});
+    countOps.push_back(count);
+    b.setInsertionPointToEnd(module.getBody());
+    auto fn =
+        LLVM::LLVMFuncOp::create(b, step.getLoc(), "zero_count_labels", fnType);
+    fn.addEntryBlock(b);
+    countingLabels = true;
+    LogicalResult lowered = lowerPhase(fn, countOps, /*trace=*/false);
+    countingLabels = false;
+    if (failed(lowered))
+      return failure();
+  }
+
   // The manifest and the program descriptor.
-  emitProgramDescriptor(buildManifest());
+  emitProgramDescriptor(buildManifest(), countLabels);
   return success();
 }

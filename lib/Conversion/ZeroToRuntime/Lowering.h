@@ -125,8 +125,9 @@ private:
 
   std::string buildManifest();
   /// Emits the manifest as the global `zero_manifest` and the `zrt_program`
-  /// descriptor `zero_program` that points to it and to the step's phases.
-  void emitProgramDescriptor(std::string manifest);
+  /// descriptor `zero_program` that points to it and to the step's phases
+  /// (`countLabels`: whether the step has a label count function).
+  void emitProgramDescriptor(std::string manifest, bool countLabels);
 
   ModuleOp module;
   const StepSchedule &s;
@@ -151,6 +152,9 @@ private:
   DenseMap<StringAttr, int32_t> partitionIndices;
   /// The plan's offset of each persistent buffer.
   DenseMap<std::pair<Operation *, BufferKind>, int64_t> persistentOffsets;
+  /// Whether the label count function is being lowered: zero.count_labels
+  /// counts a micro batch's labels there instead of all-reducing the counts.
+  bool countingLabels = false;
   /// The op being lowered (for diagnostics).
   Operation *current = nullptr;
   bool callFailed = false;

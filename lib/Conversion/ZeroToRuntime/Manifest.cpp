@@ -198,6 +198,7 @@ std::string Lowering::buildManifest() {
     // Token ids and labels: the range the data must lie in, checked by
     // the driver before the first step.
     in.indexBound = getIndexBound(arg);
+    in.ignoredIndex = getIgnoredIndex(arg);
   }
   for (ParamOp p : module.getOps<ParamOp>()) {
     const ParamLocation *loc = s.lookupParam(p.getSymName());

@@ -3,8 +3,9 @@
 // Part of the zero-mlir project.
 //
 // The `zrt_program` (runtime/include/zero_rt/program.h) that the runtime's
-// `main` trains with: the ABI version, the manifest and the three entry
-// points of the step (micro step, boundary, evaluation step).
+// `main` trains with: the ABI version, the manifest and the entry points
+// of the step (micro step, boundary, evaluation step, and the label count
+// function or null).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +17,7 @@ using namespace mlir;
 using namespace mlir::zero;
 using namespace mlir::zero::lowering;
 
-void Lowering::emitProgramDescriptor(std::string manifest) {
+void Lowering::emitProgramDescriptor(std::string manifest, bool countLabels) {
   manifest.push_back('\0');
   b.setInsertionPointToEnd(module.getBody());
   auto manifestType = LLVM::LLVMArrayType::get(b.getI8Type(), manifest.size());
@@ -25,7 +26,7 @@ void Lowering::emitProgramDescriptor(std::string manifest) {
                          b.getStringAttr(manifest));
   auto programType = LLVM::LLVMStructType::getLiteral(
       b.getContext(),
-      {b.getI32Type(), ptrType(), ptrType(), ptrType(), ptrType()});
+      {b.getI32Type(), ptrType(), ptrType(), ptrType(), ptrType(), ptrType()});
   auto program =
       LLVM::GlobalOp::create(b, loc, programType,
                              /*isConstant=*/true, LLVM::Linkage::External,
@@ -48,5 +49,11 @@ void Lowering::emitProgramDescriptor(std::string manifest) {
   v = LLVM::InsertValueOp::create(
       b, loc, v, LLVM::AddressOfOp::create(b, loc, ptrType(), "zero_eval_step"),
       ArrayRef<int64_t>{4});
+  Value count =
+      countLabels
+          ? LLVM::AddressOfOp::create(b, loc, ptrType(), "zero_count_labels")
+                .getResult()
+          : LLVM::ZeroOp::create(b, loc, ptrType()).getResult();
+  v = LLVM::InsertValueOp::create(b, loc, v, count, ArrayRef<int64_t>{5});
   LLVM::ReturnOp::create(b, loc, v);
 }

@@ -28,7 +28,11 @@ constexpr int kLossBlocks = 1024;
 /// count. Launches on the compute stream never overlap, so one set (8 KiB
 /// of static device memory, not scratch) suffices.
 __device__ double lossPartials[kLossBlocks];
+__device__ double lossCountPartials[kLossBlocks];
 __device__ unsigned lossBlocksDone;
+/// The rows of the gradient's mean (countLabelsKernel), read by the
+/// gradient kernel that follows it on the stream.
+__device__ long long gradCountedRows;
 
 struct RowStats {
   float max;
@@ -170,16 +174,19 @@ template <typename T, typename I, bool kAligned>
 __global__ void __launch_bounds__(kRowBlockThreads)
     crossEntropyKernel(const T *logits, const I *labels, float *loss,
                        int64_t rows, int64_t classes, int64_t cols,
-                       int *error) {
+                       int32_t ignore, int64_t ignoreIndex, int *error) {
   __shared__ float red[32];
   __shared__ double redTotal[32];
   __shared__ bool lastBlock;
-  double partial = 0.0;
+  double partial = 0.0, counted = 0.0;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t label = int64_t(labels[r]);
+    if (ignoredLabel(label, ignore, ignoreIndex))
+      continue;
     const T *row = logits + r * cols;
     RowStats st = blockRowStats<kAligned>(row, classes, red);
     if (threadIdx.x == 0) {
-      int64_t label = int64_t(labels[r]);
+      counted += 1.0;
       if (label < 0 || label >= classes)
         reportDeviceError(error, kLabelOutOfRange);
       else
@@ -189,6 +196,7 @@ __global__ void __launch_bounds__(kRowBlockThreads)
   }
   if (threadIdx.x == 0) {
     lossPartials[blockIdx.x] = partial;
+    lossCountPartials[blockIdx.x] = counted;
     // Publish the partial before counting this block as done.
     __threadfence();
     lastBlock = atomicAdd(&lossBlocksDone, 1u) == gridDim.x - 1;
@@ -198,28 +206,56 @@ __global__ void __launch_bounds__(kRowBlockThreads)
   __syncthreads();
   if (!lastBlock)
     return;
-  double total = 0.0;
-  for (int64_t b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+  double total = 0.0, count = 0.0;
+  for (int64_t b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
     total += __ldcg(&lossPartials[b]);
+    count += __ldcg(&lossCountPartials[b]);
+  }
   total = blockSum(total, redTotal);
+  // Whole numbers below 2^53: the sum is exact in any order.
+  count = blockSum(count, redTotal);
   if (threadIdx.x == 0) {
-    *loss = float(total / double(rows));
+    *loss = lossMean(total, int64_t(count));
     lossBlocksDone = 0;
   }
+}
+
+/// gradCountedRows = the rows whose label is not ignored, on one block.
+template <typename I>
+__global__ void __launch_bounds__(kRowBlockThreads)
+    countLabelsKernel(const I *labels, int64_t rows, int64_t ignoreIndex) {
+  __shared__ double red[32];
+  double n = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    n += ignoredLabel(int64_t(labels[r]), 1, ignoreIndex) ? 0.0 : 1.0;
+  n = blockSum(n, red);
+  if (threadIdx.x == 0)
+    gradCountedRows = (long long)n;
 }
 
 template <typename T, typename I, bool kAligned>
 __global__ void __launch_bounds__(kRowBlockThreads)
     crossEntropyGradKernel(const T *logits, const I *labels, const float *dloss,
                            T *dlogits, int64_t rows, int64_t classes,
-                           int64_t cols, int *error) {
+                           int64_t cols, int32_t ignore, int64_t ignoreIndex,
+                           int *error) {
   constexpr int kVec = vecWidth<T>();
   __shared__ float red[32];
-  float g = float(double(*dloss) / double(rows));
+  float g = lossRowGrad(*dloss, ignore ? int64_t(gradCountedRows) : rows);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *row = logits + r * cols;
     T *out = dlogits + r * cols;
     int64_t label = int64_t(labels[r]);
+    if (ignoredLabel(label, ignore, ignoreIndex)) {
+      forBlockRow<kAligned>(row, cols, [&](int64_t c, const float *) {
+        float o[kVec];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e)
+          o[e] = 0.0f;
+        storeSpan<kVec, kAligned>(out, c, cols, o);
+      });
+      continue;
+    }
     if (label < 0 || label >= classes) {
       // Reported; the row is written without its one-hot term.
       if (threadIdx.x == 0)
@@ -299,8 +335,9 @@ void zrt::cuda::softmaxGrad(int32_t dtype, const void *y, const void *dy,
 
 void zrt::cuda::softmaxCrossEntropy(int32_t dtype, const void *logits,
                                     int32_t labelType, const void *labels,
-                                    float *loss, int64_t rows,
-                                    int64_t classes, int64_t cols) {
+                                    float *loss, int64_t rows, int64_t classes,
+                                    int64_t cols, int32_t ignore,
+                                    int64_t ignoreIndex) {
   const char *kernel = "zrt_softmax_cross_entropy";
   checkLoss(kernel, rows, classes, cols);
   if (rows > 0 && classes == 0)
@@ -321,10 +358,12 @@ void zrt::cuda::softmaxCrossEntropy(int32_t dtype, const void *logits,
       // Packs of a padded row may reach into its padding, never past it.
       if (rowsAligned<T>(cols, {x}))
         crossEntropyKernel<T, I, true><<<grid, threads, 0, stream>>>(
-            x, l, loss, rows, classes, cols, deviceErrorWord());
+            x, l, loss, rows, classes, cols, ignore, ignoreIndex,
+            deviceErrorWord());
       else
         crossEntropyKernel<T, I, false><<<grid, threads, 0, stream>>>(
-            x, l, loss, rows, classes, cols, deviceErrorWord());
+            x, l, loss, rows, classes, cols, ignore, ignoreIndex,
+            deviceErrorWord());
       checkLaunch(kernel);
     });
   });
@@ -334,7 +373,8 @@ void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
                                         int32_t labelType, const void *labels,
                                         const float *dloss, void *dlogits,
                                         int64_t rows, int64_t classes,
-                                        int64_t cols) {
+                                        int64_t cols, int32_t ignore,
+                                        int64_t ignoreIndex) {
   const char *kernel = "zrt_softmax_cross_entropy_grad";
   checkLoss(kernel, rows, classes, cols);
   if (rows > 0 && classes == 0)
@@ -353,12 +393,17 @@ void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
       // The threads of an unpadded row, so that its statistics are summed
       // as there.
       int threads = blockThreadsFor<T>(classes);
+      if (ignore)
+        countLabelsKernel<I>
+            <<<1, kRowBlockThreads, 0, stream>>>(l, rows, ignoreIndex);
       if (rowsAligned<T>(cols, {x, out}))
         crossEntropyGradKernel<T, I, true><<<grid, threads, 0, stream>>>(
-            x, l, dloss, out, rows, classes, cols, deviceErrorWord());
+            x, l, dloss, out, rows, classes, cols, ignore, ignoreIndex,
+            deviceErrorWord());
       else
         crossEntropyGradKernel<T, I, false><<<grid, threads, 0, stream>>>(
-            x, l, dloss, out, rows, classes, cols, deviceErrorWord());
+            x, l, dloss, out, rows, classes, cols, ignore, ignoreIndex,
+            deviceErrorWord());
       checkLaunch(kernel);
     });
   });

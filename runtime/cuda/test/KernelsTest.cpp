@@ -616,58 +616,67 @@ TEST_P(CudaKernelsTest, SoftmaxCrossEntropyAndGrad) {
                                {3, 5000},
                                {1100, 37},
                                {0, 3}}) {
-    Buffer logits = randomBuffer(dtype(), rng, rows * classes, -5, 5);
-    std::vector<int64_t> labels(static_cast<size_t>(rows));
-    std::uniform_int_distribution<int64_t> pick(0, classes - 1);
-    for (int64_t &l : labels)
-      l = pick(rng);
-    std::vector<int32_t> labels32(labels.begin(), labels.end());
-    auto dLabels64 = deviceCopy(labels);
-    auto dLabels32 = deviceCopy(labels32);
-    auto dLoss = deviceCopy(std::vector<float>{5.0f});
-    auto dDloss = deviceCopy(std::vector<float>{1.7f});
-    float dloss = 1.7f;
-    for (int32_t labelType : {ZRT_I32, ZRT_I64}) {
-      const void *hostLabels = labelType == ZRT_I32
-                                   ? static_cast<const void *>(labels32.data())
-                                   : labels.data();
-      const void *devLabels =
-          labelType == ZRT_I32 ? dLabels32->get() : dLabels64->get();
-      float wantLoss = 0;
-      zrt_softmax_cross_entropy(dtype(), logits.data(), labelType, hostLabels,
-                                &wantLoss, rows, classes, classes);
-      Buffer wantGrad(dtype(), rows * classes);
-      zrt_softmax_cross_entropy_grad(dtype(), logits.data(), labelType,
-                                     hostLabels, &dloss, wantGrad.data(), rows,
-                                     classes, classes);
-      std::string what =
-          label("softmax_cross_entropy", dtype(), rows, classes) +
-          (labelType == ZRT_I32 ? " i32" : " i64");
-      float gotLoss = 0;
-      Buffer gotGrad(dtype(), 0);
-      for (int64_t offset : {0, 1}) {
-        DeviceTensor dx(logits, offset), dg(dtype(), rows * classes, offset);
-        softmaxCrossEntropy(dtype(), dx.get(), labelType, devLabels,
-                            dLoss->get<float>(), rows, classes, classes);
-        float loss = dLoss->download<float>()[0];
-        softmaxCrossEntropyGrad(dtype(), dx.get(), labelType, devLabels,
-                                dDloss->get<float>(), dg.get(), rows, classes,
-                                classes);
-        Buffer grad = dg.download();
-        if (offset == 0) {
-          gotLoss = loss;
-          gotGrad = grad;
-          EXPECT_NEAR(loss, wantLoss, 2e-5 * std::fabs(wantLoss) + 1e-7)
-              << what;
-          expectNear(grad, wantGrad, 2e-5, 2e-6 * maxAbs(wantGrad),
-                     what + " grad");
+    for (int32_t ignore : {0, 1}) {
+      Buffer logits = randomBuffer(dtype(), rng, rows * classes, -5, 5);
+      std::vector<int64_t> labels(static_cast<size_t>(rows));
+      std::uniform_int_distribution<int64_t> pick(0, classes - 1);
+      for (int64_t &l : labels)
+        l = pick(rng);
+      // ignore_index -100 on every third row.
+      for (int64_t r = 0; ignore && r < rows; r += 3)
+        labels[r] = -100;
+      std::vector<int32_t> labels32(labels.begin(), labels.end());
+      auto dLabels64 = deviceCopy(labels);
+      auto dLabels32 = deviceCopy(labels32);
+      auto dLoss = deviceCopy(std::vector<float>{5.0f});
+      auto dDloss = deviceCopy(std::vector<float>{1.7f});
+      float dloss = 1.7f;
+      for (int32_t labelType : {ZRT_I32, ZRT_I64}) {
+        const void *hostLabels =
+            labelType == ZRT_I32 ? static_cast<const void *>(labels32.data())
+                                 : labels.data();
+        const void *devLabels =
+            labelType == ZRT_I32 ? dLabels32->get() : dLabels64->get();
+        float wantLoss = 0;
+        zrt_softmax_cross_entropy(dtype(), logits.data(), labelType, hostLabels,
+                                  &wantLoss, rows, classes, classes, ignore,
+                                  -100);
+        Buffer wantGrad(dtype(), rows * classes);
+        zrt_softmax_cross_entropy_grad(dtype(), logits.data(), labelType,
+                                       hostLabels, &dloss, wantGrad.data(),
+                                       rows, classes, classes, ignore, -100);
+        std::string what =
+            label("softmax_cross_entropy", dtype(), rows, classes) +
+            (labelType == ZRT_I32 ? " i32" : " i64") +
+            (ignore ? " ignore_index" : "");
+        float gotLoss = 0;
+        Buffer gotGrad(dtype(), 0);
+        for (int64_t offset : {0, 1}) {
+          DeviceTensor dx(logits, offset), dg(dtype(), rows * classes, offset);
           softmaxCrossEntropy(dtype(), dx.get(), labelType, devLabels,
-                              dLoss->get<float>(), rows, classes, classes);
-          EXPECT_EQ(dLoss->download<float>()[0], gotLoss)
-              << what << " is not bitwise reproducible";
-        } else {
-          EXPECT_EQ(loss, gotLoss) << what << " misaligned";
-          expectBitwise(grad, gotGrad, what + " grad misaligned");
+                              dLoss->get<float>(), rows, classes, classes,
+                              ignore, -100);
+          float loss = dLoss->download<float>()[0];
+          softmaxCrossEntropyGrad(dtype(), dx.get(), labelType, devLabels,
+                                  dDloss->get<float>(), dg.get(), rows, classes,
+                                  classes, ignore, -100);
+          Buffer grad = dg.download();
+          if (offset == 0) {
+            gotLoss = loss;
+            gotGrad = grad;
+            EXPECT_NEAR(loss, wantLoss, 2e-5 * std::fabs(wantLoss) + 1e-7)
+                << what;
+            expectNear(grad, wantGrad, 2e-5, 2e-6 * maxAbs(wantGrad),
+                       what + " grad");
+            softmaxCrossEntropy(dtype(), dx.get(), labelType, devLabels,
+                                dLoss->get<float>(), rows, classes, classes,
+                                ignore, -100);
+            EXPECT_EQ(dLoss->download<float>()[0], gotLoss)
+                << what << " is not bitwise reproducible";
+          } else {
+            EXPECT_EQ(loss, gotLoss) << what << " misaligned";
+            expectBitwise(grad, gotGrad, what + " grad misaligned");
+          }
         }
       }
     }
@@ -700,17 +709,17 @@ TEST_P(CudaKernelsTest, SoftmaxCrossEntropyPadded) {
     DeviceTensor dx(logits, 0), dg(dtype(), rows * classes, 0);
     DeviceTensor px(padded, 0), pg(dtype(), rows * cols, 0);
     softmaxCrossEntropy(dtype(), dx.get(), ZRT_I64, dLabels->get(),
-                        dLoss->get<float>(), rows, classes, classes);
+                        dLoss->get<float>(), rows, classes, classes, 0, 0);
     float want = dLoss->download<float>()[0];
     softmaxCrossEntropy(dtype(), px.get(), ZRT_I64, dLabels->get(),
-                        dLoss->get<float>(), rows, classes, cols);
+                        dLoss->get<float>(), rows, classes, cols, 0, 0);
     EXPECT_EQ(dLoss->download<float>()[0], want) << what;
     softmaxCrossEntropyGrad(dtype(), dx.get(), ZRT_I64, dLabels->get(),
                             dDloss->get<float>(), dg.get(), rows, classes,
-                            classes);
+                            classes, 0, 0);
     softmaxCrossEntropyGrad(dtype(), px.get(), ZRT_I64, dLabels->get(),
-                            dDloss->get<float>(), pg.get(), rows, classes,
-                            cols);
+                            dDloss->get<float>(), pg.get(), rows, classes, cols,
+                            0, 0);
     Buffer grad = dg.download(), paddedGrad = pg.download();
     int64_t mismatches = 0;
     for (int64_t r = 0; r < rows; ++r)
@@ -1012,10 +1021,10 @@ TEST(CudaScratchTest, ExactlyThePlannedScratch) {
         softmax(dt, x.get(), out.get(), rows, cols);
         softmaxGrad(dt, x.get(), g.get(), out.get(), rows, cols);
         softmaxCrossEntropy(dt, x.get(), ZRT_I64, dIds->get(),
-                            loss->get<float>(), rows, cols, cols);
+                            loss->get<float>(), rows, cols, cols, 0, 0);
         softmaxCrossEntropyGrad(dt, x.get(), ZRT_I64, dIds->get(),
-                                loss->get<float>(), out.get(), rows, cols,
-                                cols);
+                                loss->get<float>(), out.get(), rows, cols, cols,
+                                0, 0);
         reduceSum(dt, x.get(), dw.get(), rows, cols);
         embedding(dt, table.get(), ZRT_I64, dIds->get(), out.get(), rows, vocab,
                   8);
@@ -1055,7 +1064,7 @@ TEST(CudaKernelsDeathTest, IdsAndLabelsOutOfRange) {
   embeddingGrad(dt, out.get(), ZRT_I64, good->get(), grad.get(), numIds, vocab,
                 dim);
   softmaxCrossEntropy(dt, table.get(), ZRT_I64, good->get(), loss->get<float>(),
-                      numIds, vocab, vocab);
+                      numIds, vocab, vocab, 0, 0);
   sync();
   EXPECT_DEATH(
       {
@@ -1074,7 +1083,7 @@ TEST(CudaKernelsDeathTest, IdsAndLabelsOutOfRange) {
   EXPECT_DEATH(
       {
         softmaxCrossEntropy(dt, table.get(), ZRT_I64, high->get(),
-                            loss->get<float>(), numIds, vocab, vocab);
+                            loss->get<float>(), numIds, vocab, vocab, 0, 0);
         sync();
       },
       "label is out of range");
@@ -1082,7 +1091,7 @@ TEST(CudaKernelsDeathTest, IdsAndLabelsOutOfRange) {
       {
         softmaxCrossEntropyGrad(dt, table.get(), ZRT_I32, low->get(),
                                 loss->get<float>(), grad.get(), numIds, vocab,
-                                vocab);
+                                vocab, 0, 0);
         sync();
       },
       "label is out of range");
@@ -1109,7 +1118,7 @@ TEST(CudaKernelsDeathTest, InvalidArguments) {
   EXPECT_DEATH(split(ZRT_F32, a.get(), outs, negative, 2, 1, 1),
                "negative part size");
   EXPECT_DEATH(softmaxCrossEntropy(ZRT_F32, a.get(), ZRT_I64, b.get(),
-                                   a.get<float>(), 2, 0, 0),
+                                   a.get<float>(), 2, 0, 0, 0, 0),
                "no classes");
   EXPECT_DEATH(embedding(ZRT_F32, a.get(), 5, b.get(), a.get(), 1, 1, 1),
                "unknown index type");

@@ -23,8 +23,9 @@ extern "C" {
 /* Bumped on any incompatible change of zrt_program or the zrt_ctx_* calls.
  * 2: fp32 programs have no master buffer (the params are the masters).
  * 3: eval_step, the forward-only step.
- * 4: the manifest's token-label convention (labels) and a schedule's
- *    total_num_steps "auto" (absent), which older runtimes would misread. */
+ * 4: the manifest's token-label convention (labels), a schedule's
+ *    total_num_steps "auto" (absent), which older runtimes would misread,
+ *    and count_labels, the label count of a mean over the global batch. */
 #define ZRT_PROGRAM_VERSION 4
 
 typedef struct zrt_ctx zrt_ctx;
@@ -50,6 +51,12 @@ typedef struct zrt_program {
    * the training step's plan; records the loss with zrt_ctx_set_loss and
    * writes no gradient, optimizer state or loss scale. */
   void (*eval_step)(zrt_ctx *ctx);
+  /* Null unless the step's loss is a mean over the valid labels of the
+   * global batch (zero.count_labels): the ops that compute the counted
+   * labels from the inputs, at the offsets of the training step's plan,
+   * and zrt_ctx_count_labels. The driver runs it on each micro batch of an
+   * optimizer step before the first micro step. */
+  void (*count_labels)(zrt_ctx *ctx);
 } zrt_program;
 
 /* The driver: parses the command line (--steps, --seed, data, --log-json,

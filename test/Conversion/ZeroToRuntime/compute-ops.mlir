@@ -524,7 +524,9 @@ module @embedding {
 // CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(4 : i64) : i64
 // CHECK-NEXT: %[[CLASSES:.*]] = llvm.mlir.constant(10 : i64) : i64
 // CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(16 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%[[DTYPE]], %[[LOGITS]], %[[LABEL_TYPE]], %[[LABELS]], %[[LOSS]], %[[ROWS]], %[[CLASSES]], %[[COLS]])
+// CHECK-NEXT: %[[IGNORE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%[[DTYPE]], %[[LOGITS]], %[[LABEL_TYPE]], %[[LABELS]], %[[LOSS]], %[[ROWS]], %[[CLASSES]], %[[COLS]], %[[IGNORE]], %[[IGNORE_INDEX]])
 // CHECK:      %[[DLOSS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[DL:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
@@ -532,7 +534,9 @@ module @embedding {
 // CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(4 : i64) : i64
 // CHECK-NEXT: %[[CLASSES:.*]] = llvm.mlir.constant(10 : i64) : i64
 // CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(16 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy_grad(%[[DTYPE]], %[[LOGITS]], %[[LABEL_TYPE]], %[[LABELS]], %[[DLOSS]], %[[DL]], %[[ROWS]], %[[CLASSES]], %[[COLS]])
+// CHECK-NEXT: %[[IGNORE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy_grad(%[[DTYPE]], %[[LOGITS]], %[[LABEL_TYPE]], %[[LABELS]], %[[DLOSS]], %[[DL]], %[[ROWS]], %[[CLASSES]], %[[COLS]], %[[IGNORE]], %[[IGNORE_INDEX]])
 // CHECK:      llvm.call @zrt_ctx_set_loss(%arg0, %[[LOSS]])
 // CHECK-LABEL: llvm.func @zero_eval_step
 // CHECK:      %[[ELOGITS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
@@ -543,7 +547,9 @@ module @embedding {
 // CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(4 : i64) : i64
 // CHECK-NEXT: %[[CLASSES:.*]] = llvm.mlir.constant(10 : i64) : i64
 // CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(16 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%[[DTYPE]], %[[ELOGITS]], %[[LABEL_TYPE]], %[[ELABELS]], %[[ELOSS]], %[[ROWS]], %[[CLASSES]], %[[COLS]])
+// CHECK-NEXT: %[[IGNORE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%[[DTYPE]], %[[ELOGITS]], %[[LABEL_TYPE]], %[[ELABELS]], %[[ELOSS]], %[[ROWS]], %[[CLASSES]], %[[COLS]], %[[IGNORE]], %[[IGNORE_INDEX]])
 // CHECK-NEXT: llvm.call @zrt_ctx_set_loss(%arg0, %[[ELOSS]])
 
 module @cross_entropy {
@@ -727,6 +733,71 @@ module @fill_cast {
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
     zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// A loss with ignore_index -100 (ignore 1 and the index in its calls) and
+// the mean over the global batch's valid labels (zero-token-mean): the label
+// count's all-reduce guarded by the flag of the first micro step, the
+// micro batch's share, and the label count function, which counts one micro
+// batch's 4 labels. The evaluation step reads the share too (1 there), and
+// the program descriptor points at the count function.
+
+// CHECK-LABEL: module @ignore_index
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[FIRST:.*]] = llvm.call @zrt_ctx_first_micro_step(%arg0)
+// CHECK:      llvm.cond_br %{{.*}}, ^[[COUNT:.*]], ^[[AFTER:.*]]
+// CHECK:      ^[[COUNT]]:
+// CHECK:      %[[N:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: llvm.call @zrt_ctx_all_reduce_labels(%arg0, %[[N]])
+// CHECK-NEXT: llvm.br ^[[AFTER]]
+// CHECK:      ^[[AFTER]]:
+// CHECK:      llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: %[[IGNORE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(-100 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[IGNORE]], %[[IGNORE_INDEX]])
+// CHECK:      %[[SHARE:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_ctx_label_share(%arg0, %[[DIVISOR]], %[[SHARE]])
+// CHECK:      llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: %[[IGNORE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(-100 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_softmax_cross_entropy_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[IGNORE]], %[[IGNORE_INDEX]])
+// CHECK-LABEL: llvm.func @zero_eval_step
+// CHECK-NOT:  zrt_ctx_all_reduce_labels
+// CHECK:      llvm.call @zrt_ctx_label_share(
+// CHECK-LABEL: llvm.func @zero_count_labels
+// CHECK:      %[[LABELS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[LABEL_TYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[NUM:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(-100 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_ctx_count_labels(%arg0, %[[LABEL_TYPE]], %[[LABELS]], %[[NUM]], %[[IGNORE_INDEX]])
+// CHECK-NEXT: llvm.return
+// CHECK:      llvm.mlir.addressof @zero_count_labels
+
+module @ignore_index {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%logits: tensor<4x16xf32>, %labels: tensor<4xi64>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 8, accumulation_steps = 2> {
+    %n = zero.count_labels %labels ignore_index -100 group @flat : tensor<4xi64> -> tensor<1xi64>
+    %l = nn.softmax_cross_entropy %logits, %labels ignore_index -100 : tensor<4x16xf32>, tensor<4xi64> -> tensor<f32>
+    %share = zero.label_share divisor 2.0 : tensor<f32>
+    %loss = nn.mul %l, %share : tensor<f32>, tensor<f32>
+    %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+    %scaled = nn.mul %seed, %share : tensor<f32>, tensor<f32>
+    %dl = nn.softmax_cross_entropy_grad %logits, %labels, %scaled ignore_index -100 : tensor<4x16xf32>, tensor<4xi64>, tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }

@@ -614,6 +614,24 @@ func.func @concat_result(%a: tensor<2x4xf32>, %b: tensor<2x4xf32>) {
 
 // -----
 
+// Checks that an ignore_index the i32 labels cannot hold is rejected.
+func.func @sce_ignore_index_width(%l: tensor<4x10xf32>, %y: tensor<4xi32>) {
+  // expected-error @+1 {{'nn.softmax_cross_entropy' op ignore_index 2147483648 does not fit the labels' i32}}
+  %0 = nn.softmax_cross_entropy %l, %y ignore_index 2147483648 : tensor<4x10xf32>, tensor<4xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Checks the same of the gradient, below the i32 range.
+func.func @sce_grad_ignore_index_width(%l: tensor<4x10xf32>, %y: tensor<4xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{'nn.softmax_cross_entropy_grad' op ignore_index -2147483649 does not fit the labels' i32}}
+  %0 = nn.softmax_cross_entropy_grad %l, %y, %d ignore_index -2147483649 : tensor<4x10xf32>, tensor<4xi32>, tensor<f32>
+  return
+}
+
+// -----
+
 // Checks that softmax_cross_entropy rejects labels of another batch shape.
 func.func @sce_labels_shape(%l: tensor<4x10xf32>, %y: tensor<5xi64>) {
   // expected-error @+2 {{labels shape [5] must be the logits shape without its class dimension, [4]}}

@@ -116,6 +116,11 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %pl = nn.softmax_cross_entropy %logits, %labels classes 10 : tensor<2x4x16xf32>, tensor<2x4xi64> -> tensor<f32>
   // CHECK: nn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 10 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
   %pd = nn.softmax_cross_entropy_grad %logits, %labels, %one classes 10 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
+  // The ignored label of a Hugging Face loss, alone and with padding.
+  // CHECK: nn.softmax_cross_entropy %{{.*}}, %{{.*}} ignore_index -100 : tensor<2x4x16xf32>, tensor<2x4xi64> -> tensor<f32>
+  %il = nn.softmax_cross_entropy %logits, %labels ignore_index -100 : tensor<2x4x16xf32>, tensor<2x4xi64> -> tensor<f32>
+  // CHECK: nn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 10 ignore_index -100 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
+  %id = nn.softmax_cross_entropy_grad %logits, %labels, %one classes 10 ignore_index -100 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
   return
 }
 

@@ -2902,3 +2902,75 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
   %t = zero.transfer group @flat master to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary -> !zero.token
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Checks that the label count runs in the first micro step only.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%y: tensor<2xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
+  // expected-error @+1 {{'zero.count_labels' op counts the labels before the first backward of the optimizer step: its phase must be first_micro_step, not micro_step}}
+  %n = zero.count_labels %y ignore_index -100 group @flat phase micro_step : tensor<2xi64> -> tensor<1xi64>
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the label count is one int64.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%y: tensor<2xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
+  // expected-error @+1 {{'zero.count_labels' op the count is one int64, a tensor<1xi64>, got 'tensor<2xi64>'}}
+  %n = zero.count_labels %y ignore_index -100 group @flat : tensor<2xi64> -> tensor<2xi64>
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the label count names a partition.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%y: tensor<2xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
+  // expected-error @+1 {{'zero.count_labels' op references unknown partition @nowhere}}
+  %n = zero.count_labels %y ignore_index -100 group @nowhere : tensor<2xi64> -> tensor<1xi64>
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a label share reads counts the step makes.
+zero.param @w : tensor<8xf32> init zeros
+zero.train_step @train(%y: tensor<2xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'zero.label_share' op reads the step's label counts, but the step has no zero.count_labels}}
+  %loss = zero.label_share divisor 1.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the share's divisor is a world size times accumulation steps.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%y: tensor<2xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
+  %n = zero.count_labels %y ignore_index -100 group @flat : tensor<2xi64> -> tensor<1xi64>
+  // expected-error @+1 {{'zero.label_share' op divisor must be at least 1 (world size times accumulation steps), got 5.000000e-01}}
+  %loss = zero.label_share divisor 0.5 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -391,3 +391,27 @@ zero.train_step @param_and_optimizer_offload_ops(%x: tensor<2x8xbf16>)
   zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// The mean over the valid labels of the global batch: the label count of
+// the first micro step and each micro batch's share of it.
+
+zero.param @w : tensor<4x3xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [0]
+
+// CHECK-LABEL: zero.train_step @token_mean
+zero.train_step @token_mean(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 8, accumulation_steps = 2> {
+  // CHECK: zero.count_labels %{{.*}} ignore_index -100 group @flat : tensor<2xi64> -> tensor<1xi64>
+  %n = zero.count_labels %y ignore_index -100 group @flat : tensor<2xi64> -> tensor<1xi64>
+  %w = zero.get_param @w : tensor<4x3xf32>
+  %z = nn.matmul %x, %w : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
+  %l = nn.softmax_cross_entropy %z, %y ignore_index -100 : tensor<2x3xf32>, tensor<2xi64> -> tensor<f32>
+  // CHECK: zero.label_share divisor 4.000000e+00 : tensor<f32>
+  %share = zero.label_share divisor 4.0 : tensor<f32>
+  %loss = nn.mul %l, %share : tensor<f32>, tensor<f32>
+  zero.return %loss : tensor<f32>
+}

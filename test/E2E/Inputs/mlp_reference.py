@@ -4,7 +4,9 @@ does: the zero-model-gen MLP (x @ W + b, ReLU between layers or SiLU with
 --activation silu, mean softmax cross-entropy), float64 forward and
 backward, and torch.optim.Adam/AdamW's update rule, on the same data order (consecutive rows of the global batch,
 wrapping). Reads the initial weights with its own safetensors parser and
-compares the losses of --log and the weights of --final."""
+compares the losses of --log and the weights of --final. With
+--ignore-index, the loss is the mean over the labels other than it of the
+whole global batch, and a global batch without one skips its step."""
 
 import argparse
 import json
@@ -64,6 +66,8 @@ def main():
     p.add_argument("--activation", choices=("relu", "silu"), default="relu")
     p.add_argument("--schedule", help="the step's lr-schedule (its "
                    "learning rates from lr_schedule_reference.py)")
+    p.add_argument("--ignore-index", type=int,
+                   help="the label the loss ignores (torch's ignore_index)")
     args = p.parse_args()
 
     text = open(args.model).read()
@@ -85,6 +89,7 @@ def main():
     log = [json.loads(line) for line in open(args.log)]
 
     worst_loss = 0.0
+    adam_steps = skipped = 0
     for step, entry in enumerate(log, start=1):
         rows = [(((step - 1) * args.batch) + i) % len(x_all)
                 for i in range(args.batch)]
@@ -102,11 +107,25 @@ def main():
                 h = np.maximum(z, 0)
         z = h - h.max(axis=1, keepdims=True)
         logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-        loss = -logp[np.arange(len(y)), y].mean()
+        # torch's cross_entropy(ignore_index=...): the mean over the rows
+        # that count; none counting skips the step (loss 0, no update).
+        valid = y != args.ignore_index if args.ignore_index is not None \
+            else np.ones(len(y), dtype=bool)
+        count = int(valid.sum())
+        if count == 0:
+            if not entry["skipped"] or entry["loss"] != 0.0:
+                print("FAIL: step %d has no valid label: want skipped with "
+                      "loss 0, got %s" % (step, entry))
+                sys.exit(1)
+            skipped += 1
+            continue
+        rows_valid = np.arange(len(y))[valid]
+        loss = -logp[rows_valid, y[valid]].sum() / count
         # Backward.
         dz = np.exp(logp)
-        dz[np.arange(len(y)), y] -= 1
-        dz /= len(y)
+        dz[rows_valid, y[valid]] -= 1
+        dz[~valid] = 0
+        dz /= count
         grads = {}
         for k in reversed(range(len(layers))):
             i = layers[k]
@@ -122,8 +141,9 @@ def main():
         # torch.optim.Adam / AdamW, single-tensor, one group per weight
         # decay; without bias correction as DeepSpeed's Adam.
         lr = sched.lr if sched else base_lr
-        bc1 = 1 - beta1**step if corrected else 1.0
-        bc2 = 1 - beta2**step if corrected else 1.0
+        adam_steps += 1
+        bc1 = 1 - beta1**adam_steps if corrected else 1.0
+        bc2 = 1 - beta2**adam_steps if corrected else 1.0
         for n in names:
             g = grads[n]
             decay = decays.get(n, wd)
@@ -151,6 +171,8 @@ def main():
         sys.exit(1)
     print("%d steps match the numpy reference: losses within %g relative, "
           "weights within %g" % (len(log), args.tol, args.tol))
+    if skipped:
+        print("%d step(s) without a valid label skipped" % skipped)
     if decays:
         print("weight-decay groups: %d parameters with their own decay (%s)" %
               (len(decays), ", ".join(sorted(set("%g" % d for d in

@@ -125,6 +125,11 @@ def cmd_npy(args):
                   for c in range(args.classes)]
         xs += x
         ys.append(max(range(args.classes), key=lambda c: scores[c]))
+    # Rows whose label is the loss's ignore_index: "0,3,8-11".
+    for part in filter(None, args.ignore_rows.split(",")):
+        first, _, last = part.partition("-")
+        for row in range(int(first), int(last or first) + 1):
+            ys[row] = args.ignore_index
     write_npy(args.x, "<f4", (args.rows, args.features), "f", xs)
     write_npy(args.y, "<" + args.label_dtype,
               (args.rows,), "q" if args.label_dtype == "i8" else "i", ys)
@@ -1378,6 +1383,9 @@ def main():
     s.add_argument("--classes", type=int, required=True)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--label-dtype", choices=["i4", "i8"], default="i8")
+    s.add_argument("--ignore-rows", default="",
+                   help="rows labelled --ignore-index: 0,3,8-11")
+    s.add_argument("--ignore-index", type=int, default=-100)
     s.set_defaults(fn=cmd_npy)
     s = sub.add_parser("matrix")
     s.add_argument("--compiler", required=True)

@@ -296,7 +296,7 @@ LogicalResult SoftmaxCrossEntropyOp::buildDerivative(
     OpBuilder &b, ArrayRef<Value> grads, SmallVectorImpl<Value> &out) {
   out.push_back(grads[0] ? SoftmaxCrossEntropyGradOp::create(
                                b, getLoc(), getLogits(), getLabels(), grads[0],
-                               getClassesAttr())
+                               getClassesAttr(), getIgnoreIndexAttr())
                          : Value());
   out.push_back(Value()); // labels are not differentiable
   return success();

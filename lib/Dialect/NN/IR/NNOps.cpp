@@ -491,7 +491,23 @@ int64_t SoftmaxCrossEntropyGradOp::getNumClasses() {
   return numClasses(getLogits(), getClasses());
 }
 
+/// An ignored label must be a value the labels' integer type can hold, or
+/// no position could ever be ignored.
+static LogicalResult checkIgnoreIndex(Operation *op, Value labels,
+                                      std::optional<int64_t> ignoreIndex) {
+  if (!ignoreIndex)
+    return success();
+  unsigned width = ranked(labels).getElementType().getIntOrFloatBitWidth();
+  if (width < 64 && (*ignoreIndex < -(int64_t(1) << (width - 1)) ||
+                     *ignoreIndex >= (int64_t(1) << (width - 1))))
+    return op->emitOpError("ignore_index ")
+           << *ignoreIndex << " does not fit the labels' i" << width;
+  return success();
+}
+
 LogicalResult SoftmaxCrossEntropyOp::verify() {
+  if (failed(checkIgnoreIndex(*this, getLabels(), getIgnoreIndex())))
+    return failure();
   // Scalar logits are the type inference's error.
   if (ranked(getLogits()).getRank() < 1)
     return success();
@@ -514,6 +530,16 @@ SoftmaxCrossEntropyGradOp::getIndexBound(OpOperand &operand) {
              : std::nullopt;
 }
 
+std::optional<int64_t>
+SoftmaxCrossEntropyOp::getIgnoredIndex(OpOperand &operand) {
+  return &operand == &getLabelsMutable() ? getIgnoreIndex() : std::nullopt;
+}
+
+std::optional<int64_t>
+SoftmaxCrossEntropyGradOp::getIgnoredIndex(OpOperand &operand) {
+  return &operand == &getLabelsMutable() ? getIgnoreIndex() : std::nullopt;
+}
+
 LogicalResult SoftmaxCrossEntropyGradOp::verify() {
   auto logits = ranked(getLogits()), labels = ranked(getLabels());
   if (logits.getRank() < 1)
@@ -525,6 +551,8 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
            << shapeStr(logits.getShape().drop_back());
   if (getResult().getType() != logits)
     return emitOpError("result type must equal the logits type");
+  if (failed(checkIgnoreIndex(*this, getLabels(), getIgnoreIndex())))
+    return failure();
   return checkValidExtent(*this, "classes", getClasses(),
                           logits.getShape().back(), "logits' last dimension");
 }

@@ -177,7 +177,8 @@ Work Simulator::getKernelWork(RuntimeKernelOpInterface op) {
 }
 
 FailureOr<Work> Simulator::getWork(Operation *op) const {
-  if (isViewOp(op) || isa<FreeOp, WaitOp, ReturnOp, LossScaleOp>(op))
+  if (isViewOp(op) ||
+      isa<FreeOp, WaitOp, ReturnOp, LossScaleOp, LabelShareOp>(op))
     return Work();
   if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
     return getKernelWork(kernel);
@@ -560,12 +561,15 @@ LogicalResult Simulator::step(Operation *op) {
 FailureOr<StepTimeline> Simulator::run() {
   Block &body = schedule.getStep().getBodyBlock();
   // Micro steps of an accumulation window: the whole body each time except
-  // the ops that run once per step (the boundary phases, last_micro_step),
-  // which run in the last one only.
+  // the ops that run once per step: first_micro_step in the first one, the
+  // others (the boundary phases, last_micro_step) in the last one.
   int64_t k = std::max<int64_t>(1, schedule.getAccumulationSteps());
   for (microStep = 0; microStep < k; ++microStep) {
     for (Operation &op : body) {
-      if (microStep + 1 < k && runsOncePerStep(getStepPhase(&op)))
+      Phase phase = getStepPhase(&op);
+      if (phase == Phase::first_micro_step
+              ? microStep != 0
+              : microStep + 1 < k && runsOncePerStep(phase))
         continue;
       if (failed(step(&op)))
         return failure();

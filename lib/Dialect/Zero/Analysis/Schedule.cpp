@@ -148,6 +148,11 @@ Value mlir::zero::getViewRoot(Value value) {
 }
 
 SmallVector<Operation *> mlir::zero::getEvaluationOps(TrainStepOp step) {
+  return getOpsComputing(step, {step.getLoss()});
+}
+
+SmallVector<Operation *> mlir::zero::getOpsComputing(TrainStepOp step,
+                                                     ArrayRef<Value> values) {
   Block &body = step.getBodyBlock();
   llvm::SmallPtrSet<Operation *, 32> needed;
   SmallVector<Operation *> work;
@@ -158,15 +163,16 @@ SmallVector<Operation *> mlir::zero::getEvaluationOps(TrainStepOp step) {
     if (op && needed.insert(op).second)
       work.push_back(op);
   };
-  need(step.getLoss().getDefiningOp());
+  for (Value v : values)
+    need(v.getDefiningOp());
   while (!work.empty()) {
     Operation *op = work.pop_back_val();
     op->walk([&](Operation *nested) {
       for (Value v : nested->getOperands())
         need(v.getDefiningOp());
     });
-    // A collective the loss depends on completes before the loss is
-    // recorded, as in training.
+    // A collective the values depend on completes before they are read,
+    // as in training.
     for (Value r : op->getResults())
       if (isa<TokenType>(r.getType()))
         for (Operation *user : r.getUsers())

@@ -833,10 +833,13 @@ LogicalResult ScheduleVerifier::checkPlan() {
 }
 
 /// When ops of `phase` run: 0 in every micro step, 1 in the last micro step
-/// only (among the micro step's ops), 2 in the boundary function after it.
+/// only (among the micro step's ops), 2 in the boundary function after it,
+/// 3 in the first micro step only.
 static int runsWhen(Phase phase) {
   if (runsAtBoundary(phase))
     return 2;
+  if (phase == Phase::first_micro_step)
+    return 3;
   return phase == Phase::last_micro_step ? 1 : 0;
 }
 
@@ -910,14 +913,22 @@ LogicalResult ScheduleVerifier::checkPhases() {
       if (!def || def->getBlock() != &body)
         continue;
       int defined = runsWhen(getStepPhase(def));
-      if (defined <= when)
+      // The first micro step reads what every micro step computes; what it
+      // computes is read there only.
+      if (when == 3 ? defined == 0 || defined == 3
+                    : defined != 3 && defined <= when)
         continue;
       InFlightDiagnostic d =
-          when == 0
+          defined == 3
+              ? op.emitOpError("uses a value that only the first micro step "
+                               "computes (phase ")
+          : when == 0
               ? op.emitOpError("runs in every micro step but uses a value "
                                "that only the last micro step computes (phase ")
-              : op.emitOpError("runs in the last micro step but uses a value "
-                               "computed after it (phase ");
+              : op.emitOpError("runs in the " +
+                               Twine(when == 3 ? "first" : "last") +
+                               " micro step but uses a value computed after "
+                               "it (phase ");
       d << stringifyPhase(getStepPhase(def)) << ")";
       d.attachNote(def->getLoc()) << "computed here";
       return failure();

@@ -975,6 +975,50 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 
 //===----------------------------------------------------------------------===//
+// CountLabelsOp / LabelShareOp
+//===----------------------------------------------------------------------===//
+
+CollectiveKind CountLabelsOp::getCollectiveKind() {
+  return CollectiveKind::all_reduce;
+}
+std::optional<std::pair<int64_t, int64_t>> CountLabelsOp::getElementRange() {
+  return std::nullopt;
+}
+std::optional<BufferKind> CountLabelsOp::getInPlaceBuffer() {
+  return std::nullopt;
+}
+Value CountLabelsOp::getMovedValue() { return getCount(); }
+Value CountLabelsOp::getToken() { return Value(); }
+
+LogicalResult CountLabelsOp::verify() {
+  if (numel(getCount()) != 1)
+    return emitOpError("the count is one int64, a tensor<1xi64>, got ")
+           << getCount().getType();
+  if (getPhase() != Phase::first_micro_step)
+    return emitOpError("counts the labels before the first backward of the "
+                       "optimizer step: its phase must be first_micro_step, "
+                       "not ")
+           << stringifyPhase(getPhase());
+  return success();
+}
+
+LogicalResult CountLabelsOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return failure(failed(lookupGroup(*this, tables, getGroupAttr())));
+}
+
+LogicalResult LabelShareOp::verify() {
+  if (!(getDivisor().convertToDouble() >= 1.0))
+    return emitOpError("divisor must be at least 1 (world size times "
+                       "accumulation steps), got ")
+           << getDivisor().convertToDouble();
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (step && step.getBodyBlock().getOps<CountLabelsOp>().empty())
+    return emitOpError("reads the step's label counts, but the step has no "
+                       "zero.count_labels");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // FreeOp
 //===----------------------------------------------------------------------===//
 

@@ -222,3 +222,38 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// What the first micro step computes is read there only: the other micro
+// steps do not run it.
+zero.param @a : tensor<4xf32> init zeros compute bf16
+zero.param @b : tensor<2x3xf32> init zeros compute bf16
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 10 padded 12 params [@a, @b] offsets [0, 4]
+zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 8, accumulation_steps = 2> {
+  // expected-note @+1 {{computed here}}
+  %n = zero.count_labels %lbl ignore_index -100 group @flat : tensor<2xi64> -> tensor<1xi64>
+  %b = zero.get_param @b : tensor<2x3xbf16>
+  // expected-error @+1 {{'nn.embedding' op uses a value that only the first micro step computes (phase first_micro_step)}}
+  %e = nn.embedding %b[%n] : tensor<2x3xbf16>, tensor<1xi64> -> tensor<1x3xbf16>
+  %y = nn.mul %x, %b : tensor<2x3xbf16>, tensor<2x3xbf16>
+  %loss = nn.softmax_cross_entropy %y, %lbl : tensor<2x3xbf16>, tensor<2xi64> -> tensor<f32>
+  %seed = nn.fill 1.0 : tensor<f32>
+  %dy = nn.softmax_cross_entropy_grad %y, %lbl, %seed : tensor<2x3xbf16>, tensor<2xi64>, tensor<f32>
+  %db = nn.mul %dy, %x : tensor<2x3xbf16>, tensor<2x3xbf16>
+  zero.grad @b, %db : tensor<2x3xbf16>
+  %da = nn.fill 0.0 : tensor<4xbf16>
+  zero.grad @a, %da : tensor<4xbf16>
+  %t = zero.reduce_scatter group @flat in grads [0, 10) phase boundary -> !zero.token
+  zero.wait %t phase boundary
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
+  %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
+  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.all_gather group @flat in params [0, 10) phase post_step
+  zero.return %loss : tensor<f32>
+}

@@ -329,3 +329,26 @@ zero.train_step @concat(%y: tensor<4xi64>)
   // CHECK-NEXT: zero.grad @b, %[[DA]]#1
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// A loss with ignore_index (and padded classes): its derivative carries
+// both, so that the ignored rows get a zero gradient and the mean's count
+// leaves them out.
+zero.param @w : tensor<4x16xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @ignored_labels
+zero.train_step @ignored_labels(%x: tensor<2x3x4xf32>, %y: tensor<2x3xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %w = zero.get_param @w : tensor<4x16xf32>
+  %z = nn.matmul %x, %w : tensor<2x3x4xf32>, tensor<4x16xf32> -> tensor<2x3x16xf32>
+  %loss = nn.softmax_cross_entropy %z, %y classes 10 ignore_index -100 : tensor<2x3x16xf32>, tensor<2x3xi64> -> tensor<f32>
+  // CHECK: %[[Z:.*]] = nn.matmul
+  // CHECK: %[[LOSS:.*]] = nn.softmax_cross_entropy %[[Z]], %[[Y:.*]] classes 10 ignore_index -100
+  // CHECK-NEXT: %[[SEED:.*]] = nn.fill 1.000000e+00 {zero.loss_seed} : tensor<f32>
+  // CHECK-NEXT: %[[DZ:.*]] = nn.softmax_cross_entropy_grad %[[Z]], %[[Y]], %[[SEED]] classes 10 ignore_index -100 : tensor<2x3x16xf32>, tensor<2x3xi64>, tensor<f32>
+  // CHECK: %[[DZ2:.*]] = nn.reshape %[[DZ]] : tensor<2x3x16xf32> -> tensor<6x16xf32>
+  // CHECK-NEXT: %[[DW:.*]] = nn.matmul %{{.*}}, %[[DZ2]] transpose_lhs
+  // CHECK-NEXT: zero.grad @w, %[[DW]] : tensor<4x16xf32>
+  zero.return %loss : tensor<f32>
+}

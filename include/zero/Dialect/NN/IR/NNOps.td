@@ -439,7 +439,7 @@ def NN_ConcatOp : NN_Op<"concat", [
 
 def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [
     InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<IndexOperandOpInterface>,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>,
     DeclareOpInterfaceMethods<PaddingOpInterface>]> {
   let summary = "Mean softmax cross-entropy with integer labels";
@@ -453,16 +453,26 @@ def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [
     masked out of the softmax (as if they were -inf) and labels must lie in
     `[0, classes)`. The loss is exactly that of the unpadded logits.
 
+    `ignore_index`, when present, is a label value that marks a position to
+    ignore (PyTorch's `ignore_index`, -100 in Hugging Face models): such
+    positions contribute nothing, and the mean is over the other positions
+    only (0 when every position is ignored, where PyTorch gives NaN). It
+    must be representable in the labels' integer type. The mean of a train
+    step's loss is over the valid labels of the whole global batch (every
+    micro step and rank), not of one micro batch: see `zero-token-mean`.
+
     ```mlir
     %loss = nn.softmax_cross_entropy %logits, %labels : tensor<64x10xf32>, tensor<64xi64> -> tensor<f32>
     %l = nn.softmax_cross_entropy %logits, %labels classes 50257 : tensor<8x1024x50304xf32>, tensor<8x1024xi32> -> tensor<f32>
+    %m = nn.softmax_cross_entropy %logits, %labels ignore_index -100 : tensor<8x1024x50257xf32>, tensor<8x1024xi64> -> tensor<f32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels,
-                       OptionalAttr<I64Attr>:$classes);
+                       OptionalAttr<I64Attr>:$classes,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs NN_ScalarF32:$result);
   let assemblyFormat = [{
-    $logits `,` $labels (`classes` $classes^)? attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+    $logits `,` $labels (`classes` $classes^)? (`ignore_index` $ignore_index^)? attr-dict `:` type($logits) `,` type($labels) `->` type($result)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -659,23 +669,27 @@ def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [
 
 def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad", [
     AllTypesMatch<["logits", "result"]>,
-    DeclareOpInterfaceMethods<IndexOperandOpInterface>]> {
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
   let summary = "Backward of `nn.softmax_cross_entropy`";
   let description = [{
     `(softmax(logits) - onehot(labels)) * loss_grad / count`, where `count` is
     the number of label positions. With `classes`, as in the forward op, the
     softmax runs over the first `classes` entries and the gradient of the
-    padded ones is exactly zero.
+    padded ones is exactly zero. With `ignore_index`, as in the forward op,
+    `count` is the number of positions whose label is not `ignore_index`
+    and the rows of the ignored positions are exactly zero.
 
     ```mlir
     %dlogits = nn.softmax_cross_entropy_grad %logits, %labels, %dloss : tensor<64x10xf32>, tensor<64xi64>, tensor<f32>
+    %dm = nn.softmax_cross_entropy_grad %logits, %labels, %dloss ignore_index -100 : tensor<64x10xf32>, tensor<64xi64>, tensor<f32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels,
-                       NN_ScalarF32:$loss_grad, OptionalAttr<I64Attr>:$classes);
+                       NN_ScalarF32:$loss_grad, OptionalAttr<I64Attr>:$classes,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $loss_grad (`classes` $classes^)? attr-dict `:` type($logits) `,` type($labels) `,` type($loss_grad)
+    $logits `,` $labels `,` $loss_grad (`classes` $classes^)? (`ignore_index` $ignore_index^)? attr-dict `:` type($logits) `,` type($labels) `,` type($loss_grad)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -180,6 +180,13 @@ Value getViewRoot(Value value);
 /// live memory at each op is part of the training step's.
 SmallVector<Operation *> getEvaluationOps(TrainStepOp step);
 
+/// The top-level ops of `step` that `values` depend on, through operands and
+/// views, with the zero.wait of every asynchronous collective among them,
+/// in program order: getEvaluationOps of the loss, and the label count
+/// function's ops of zero.count_labels' labels.
+SmallVector<Operation *> getOpsComputing(TrainStepOp step,
+                                         ArrayRef<Value> values);
+
 } // namespace mlir::zero
 
 #endif // ZERO_DIALECT_ZERO_ANALYSIS_SCHEDULE_H

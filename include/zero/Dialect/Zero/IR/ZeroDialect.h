@@ -68,10 +68,11 @@ inline Phase getStepPhase(Operation *op) {
 inline bool runsAtBoundary(Phase phase) {
   return phase == Phase::boundary || phase == Phase::post_step;
 }
-/// Whether ops of `phase` run once per optimizer step (in its last micro
-/// step or at the boundary after it), not in every micro step.
+/// Whether ops of `phase` run once per optimizer step (in its first or last
+/// micro step or at the boundary after it), not in every micro step.
 inline bool runsOncePerStep(Phase phase) {
-  return runsAtBoundary(phase) || phase == Phase::last_micro_step;
+  return runsAtBoundary(phase) || phase == Phase::last_micro_step ||
+         phase == Phase::first_micro_step;
 }
 /// Whether `op` is the seed of the backward that zero-autodiff emits (it
 /// carries the dialect's `zero.loss_seed`).

@@ -470,7 +470,8 @@ def Zero_Phase : I32EnumAttr<"Phase",
     "when a schedule op runs within an optimizer step", [
     I32EnumAttrCase<"micro_step", 0>, I32EnumAttrCase<"step_end", 1>,
     I32EnumAttrCase<"boundary", 2>, I32EnumAttrCase<"post_step", 3>,
-    I32EnumAttrCase<"last_micro_step", 4>]> {
+    I32EnumAttrCase<"last_micro_step", 4>,
+    I32EnumAttrCase<"first_micro_step", 5>]> {
   let cppNamespace = "::mlir::zero";
   let genSpecializedAttr = 0;
 }
@@ -493,10 +494,15 @@ def Zero_StepPhaseOpInterface : OpInterface<"StepPhaseOpInterface"> {
     * `last_micro_step`: in the last micro step only, at its place among the
       micro step's ops, so that it overlaps the rest of the backward (the
       streamed gradient copies of an offloaded optimizer at stages 2-3).
+    * `first_micro_step`: in the first micro step only, at its place among
+      the micro step's ops, before the backward (the all-reduce of the
+      step's label count, `zero.count_labels`); its results are read in
+      that phase only.
 
     The lowering emits `micro_step`/`step_end` ops into the program's micro
-    step, `last_micro_step` ops there too, each guarded by the runtime's
-    flag of the last micro step (`zrt_ctx_last_micro_step`), and
+    step, `last_micro_step` and `first_micro_step` ops there too, each
+    guarded by the runtime's flag of the last or first micro step
+    (`zrt_ctx_last_micro_step`, `zrt_ctx_first_micro_step`), and
     `boundary`/`post_step` ops into its boundary function, which runs after
     the last micro step; the optimizer is inserted before the first
     `step_end`/`post_step` op. `zero-verify-schedule` checks that the phases
@@ -989,6 +995,71 @@ def Zero_WaitOp : Zero_Op<"wait", [Zero_StepPhaseOpInterface]> {
   }];
   let arguments = (ins Zero_TokenType:$token, DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let assemblyFormat = "$token (`phase` $phase^)? attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// The mean over the labels of the global batch
+//===----------------------------------------------------------------------===//
+
+def Zero_LabelShareOp : Zero_Op<"label_share"> {
+  let summary = "This micro batch's share of the step's mean over labels";
+  let description = [{
+    `c * divisor / N`, where `c` is the number of labels of this rank's
+    micro batch that `zero.count_labels` counts, `N` the same count over
+    every micro batch and rank of the optimizer step (its all-reduce), and
+    `divisor` the world size times the accumulation steps, by which the
+    optimizer divides the summed gradients; 0 when `N` is 0. Multiplying a
+    micro batch's mean over its own valid labels by it gives that batch's
+    part of the mean over the global batch's valid labels, scaled so that
+    the reductions' sum divided by `divisor` is exactly its gradient
+    (`zero-token-mean`). It reads the counts the runtime keeps for the step,
+    as `zero.loss_scale` reads the loss scaler; a step that has one has a
+    `zero.count_labels`. The evaluation step, which runs the forward alone
+    on held-out batches, reads 1: its loss is each batch's mean.
+
+    ```mlir
+    %w = zero.label_share divisor 4.0 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins F64Attr:$divisor);
+  let results = (outs Zero_ScalarF32:$result);
+  let assemblyFormat = "`divisor` $divisor attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Zero_CountLabelsOp : Zero_Op<"count_labels", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
+        ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
+         "getMovedValue", "getToken"]>,
+    Zero_StepPhaseOpInterface]> {
+  let summary = "The valid labels of the optimizer step, over every rank";
+  let description = [{
+    `N`, the number of entries of `labels` other than `ignore_index` over
+    every micro batch of the optimizer step and every rank of the
+    data-parallel world of partition `group`, as an int64. Each rank counts
+    its own micro batches before the first micro step: the compiled
+    program's label count function computes `labels` from each micro
+    batch's inputs (the ops `labels` depends on, with the training step's
+    calls and offsets), and the driver runs it on every micro batch of the
+    step before the first one trains. In the first micro step, before the
+    backward, one all-reduce of one int64 sums the ranks' counts; the
+    runtime keeps `N` and each micro batch's count for `zero.label_share`
+    for the rest of the step. Its phase is `first_micro_step`.
+
+    ```mlir
+    %n = zero.count_labels %labels ignore_index -100 group @flat : tensor<4x128xi64> -> tensor<1xi64>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I32, I64]>:$labels,
+                       I64Attr:$ignore_index, FlatSymbolRefAttr:$group,
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::first_micro_step">:$phase);
+  let results = (outs 1DTensorOf<[I64]>:$count);
+  let assemblyFormat = [{
+    $labels `ignore_index` $ignore_index `group` $group (`phase` $phase^)?
+    attr-dict `:` type($labels) `->` type($count)
+  }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

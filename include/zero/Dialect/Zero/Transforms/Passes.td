@@ -280,6 +280,46 @@ def ZeroGradSyncPass : Pass<"zero-grad-sync", "::mlir::ModuleOp"> {
   ];
 }
 
+def ZeroTokenMeanPass : Pass<"zero-token-mean", "::mlir::ModuleOp"> {
+  let summary = "A loss with ignore_index: the mean over the valid labels of the global batch";
+  let description = [{
+    A train step whose loss is an `nn.softmax_cross_entropy` with
+    `ignore_index` (Hugging Face's causal-LM loss, -100) means the mean over
+    the labels other than `ignore_index` of the whole global batch, every
+    micro step and every rank, as the Hugging Face Trainer's
+    `num_items_in_batch` does; not the mean of each micro batch's mean. The
+    loss op itself is one micro batch's mean over its `c` valid labels, so
+    the pass multiplies the loss and the backward's seed by that batch's
+    share (`zero.label_share`, `c * W * K / N`): the micro batch's loss
+    becomes its sum over valid labels times `W * K / N`, the reductions sum
+    the gradients of every micro step and rank, and the optimizer's
+    division by `W * K` (world size times accumulation steps, the
+    `divisor` of `zero.check_overflow` and `zero.adam`) leaves exactly the
+    gradient of the sum of cross-entropies over the valid labels divided by
+    `N`. The gradients keep the magnitude of a mean, so the fp16 loss scale
+    and its overflow check see what they see without `ignore_index`; the
+    driver's step loss, the mean of the micro steps' and ranks' losses, is
+    the global mean.
+
+    `N`, the valid labels of the global batch, comes from
+    `zero.count_labels`, inserted where the labels are computed (phase
+    `first_micro_step`): each rank counts the labels of all its micro
+    batches before the first one trains, from the inputs the driver loads
+    for each (the program's label count function), and the first micro
+    step sums the counts with one all-reduce of an int64, before the
+    backward. A global batch whose every label is `ignore_index` (`N = 0`)
+    has loss 0 and zero gradients, and the runtime skips its optimizer step
+    with a message: no NaN reaches the weights. On one rank with one micro
+    step the share is 1 and the step is that of the loss op alone.
+
+    Runs after `zero-grad-sync`, which fixes the world size and the
+    accumulation steps. The loss must be the op's result itself, used by
+    nothing but `zero.return`, and differentiated (`zero-autodiff`); an
+    `nn.softmax_cross_entropy` with `ignore_index` elsewhere in the step is
+    an error. A step without one is unchanged.
+  }];
+}
+
 def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
   let summary = "Parameter all-gathers: post-step (stages 1-2) or around uses (stage 3)";
   let description = [{

@@ -1,0 +1,107 @@
+//===- TokenMean.cpp - The mean over the valid labels of a global batch ---===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/Zero/Transforms/Passes.h"
+
+#include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/Analysis/Schedule.h"
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+
+namespace mlir::zero {
+#define GEN_PASS_DEF_ZEROTOKENMEANPASS
+#include "zero/Dialect/Zero/Transforms/Passes.h.inc"
+} // namespace mlir::zero
+
+using namespace mlir;
+using namespace mlir::zero;
+
+namespace {
+
+/// Scales the loss of `step` and its backward's seed by the micro batch's
+/// share of the global batch's valid labels, counted by a zero.count_labels.
+LogicalResult rewriteStep(TrainStepOp step) {
+  SmallVector<nn::SoftmaxCrossEntropyOp> ignoring;
+  step.walk([&](nn::SoftmaxCrossEntropyOp op) {
+    if (op.getIgnoreIndex())
+      ignoring.push_back(op);
+  });
+  if (ignoring.empty())
+    return success();
+  auto loss = step.getLoss().getDefiningOp<nn::SoftmaxCrossEntropyOp>();
+  for (nn::SoftmaxCrossEntropyOp op : ignoring)
+    if (op != loss)
+      return op.emitOpError(
+          "with ignore_index must be the train step's loss (zero.return's "
+          "operand): the step's loss is then the mean over the valid labels "
+          "of the global batch, which zero-token-mean computes from it");
+  if (!loss.getResult().hasOneUse())
+    return loss.emitOpError("with ignore_index is the step's loss and must "
+                            "be used by zero.return only");
+  SmallVector<nn::SoftmaxCrossEntropyGradOp> grads;
+  for (Operation *user : loss.getLogits().getUsers())
+    if (auto grad = dyn_cast<nn::SoftmaxCrossEntropyGradOp>(user);
+        grad && grad.getLabels() == loss.getLabels() &&
+        grad.getIgnoreIndex() == loss.getIgnoreIndex())
+      grads.push_back(grad);
+  if (grads.size() != 1)
+    return loss.emitOpError("with ignore_index needs its one "
+                            "nn.softmax_cross_entropy_grad (zero-autodiff "
+                            "first), found ")
+           << grads.size();
+  if (!step.getScheduleAttr())
+    return step.emitOpError("zero-token-mean needs the step's "
+                            "#zero.schedule (zero-partition and "
+                            "zero-grad-sync first)");
+  FailureOr<StepSchedule> schedule = StepSchedule::get(step);
+  if (failed(schedule))
+    return failure();
+  if (schedule->getPartitions().empty())
+    return step.emitOpError("zero-token-mean needs a partition, whose "
+                            "data-parallel world counts the labels");
+
+  MLIRContext *ctx = step.getContext();
+  Location loc = loss.getLoc();
+  OpBuilder b(ctx);
+  // Where the labels are computed, so that the count function runs no
+  // more of the step than they need.
+  Value labels = loss.getLabels();
+  if (Operation *def = labels.getDefiningOp())
+    b.setInsertionPointAfter(def);
+  else
+    b.setInsertionPointToStart(&step.getBodyBlock());
+  CountLabelsOp::create(
+      b, loc, RankedTensorType::get({1}, b.getI64Type()), labels,
+      b.getI64IntegerAttr(*loss.getIgnoreIndex()),
+      FlatSymbolRefAttr::get(
+          schedule->getPartitions().front().partition.getSymNameAttr()),
+      PhaseAttr::get(ctx, Phase::first_micro_step));
+
+  b.setInsertionPointAfter(loss);
+  double divisor = static_cast<double>(schedule->getWorldSize() *
+                                       schedule->getAccumulationSteps());
+  Value share =
+      LabelShareOp::create(b, loc, loss.getType(), b.getF64FloatAttr(divisor));
+  Value scaled = nn::MulOp::create(b, loc, loss.getResult(), share);
+  loss.getResult().replaceAllUsesExcept(scaled, scaled.getDefiningOp());
+
+  nn::SoftmaxCrossEntropyGradOp grad = grads.front();
+  b.setInsertionPoint(grad);
+  Value seed = nn::MulOp::create(b, grad.getLoc(), grad.getLossGrad(), share);
+  grad.getLossGradMutable().assign(seed);
+  return success();
+}
+
+struct ZeroTokenMeanPass
+    : public zero::impl::ZeroTokenMeanPassBase<ZeroTokenMeanPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    for (TrainStepOp step : getOperation().getOps<TrainStepOp>())
+      if (failed(rewriteStep(step)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
