@@ -22,8 +22,10 @@ extern "C" {
 
 /* Bumped on any incompatible change of zrt_program or the zrt_ctx_* calls.
  * 2: fp32 programs have no master buffer (the params are the masters).
- * 3: eval_step, the forward-only step. */
-#define ZRT_PROGRAM_VERSION 3
+ * 3: eval_step, the forward-only step.
+ * 4: each partition has its own compute dtype (the manifest's program-wide
+ *    compute_dtype is gone). */
+#define ZRT_PROGRAM_VERSION 4
 
 typedef struct zrt_ctx zrt_ctx;
 
@@ -34,7 +36,8 @@ typedef struct zrt_program {
    * schedule hash, stage, world size, accumulation steps, precision and loss
    * scaler, optimizer, gradient clipping, inputs (shapes, dtypes, arena
    * offsets), parameters (name, shape, initializer, partition, offset),
-   * partitions (numel, padded numel, persistent buffer offsets), the plan
+   * partitions (numel, padded numel, compute dtype, persistent buffer
+   * offsets), the plan
    * (persistent bytes, arena bytes, planned peak) and its memory timeline. */
   const char *manifest;
   /* One micro-step: forward, backward and the collectives of every micro
