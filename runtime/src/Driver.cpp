@@ -306,7 +306,6 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
 
   const Manifest &m = manifest;
   ctx.manifest = &manifest;
-  ctx.computeBytes = zrt_dtype_size(m.computeDtype);
   ctx.injectOverflowFirst = opts.injectOverflowFirst;
   ctx.injectOverflowLast = opts.injectOverflowLast;
   installSaveHook();

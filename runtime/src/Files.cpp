@@ -424,8 +424,13 @@ zrt::writeSafetensors(const std::vector<Tensor> &tensors,
     header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const Tensor &t : tensors) {
-    uint64_t bytes = t.data.size() * sizeof(float);
-    header[t.name] = {{"dtype", "F32"},
+    if (t.dtype != ZRT_F32 && t.dtype != ZRT_BF16 && t.dtype != ZRT_F16)
+      fail("tensor '" + t.name + "' has dtype " + std::to_string(t.dtype) +
+           ", not F32, BF16 or F16");
+    uint64_t bytes = t.data.size() * (t.dtype == ZRT_F32 ? 4 : 2);
+    header[t.name] = {{"dtype", t.dtype == ZRT_F32    ? "F32"
+                                : t.dtype == ZRT_BF16 ? "BF16"
+                                                      : "F16"},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -438,9 +443,18 @@ zrt::writeSafetensors(const std::vector<Tensor> &tensors,
     out[k] = char((len >> (8 * k)) & 0xff);
   out += text;
   out.reserve(out.size() + offset);
-  for (const Tensor &t : tensors)
-    out.append(reinterpret_cast<const char *>(t.data.data()),
-               t.data.size() * sizeof(float));
+  for (const Tensor &t : tensors) {
+    if (t.dtype == ZRT_F32) {
+      out.append(reinterpret_cast<const char *>(t.data.data()),
+                 t.data.size() * sizeof(float));
+      continue;
+    }
+    for (float v : t.data) {
+      uint16_t h = t.dtype == ZRT_BF16 ? floatToBf16(v) : floatToF16Soft(v);
+      out += char(h & 0xff);
+      out += char(h >> 8);
+    }
+  }
   return out;
 }
 
@@ -685,8 +699,8 @@ bool isAttentionBuffer(const std::string &name) {
 bool isConstantBuffer(const std::string &name) {
   static const std::string kInvFreq = "rotary_emb.inv_freq";
   if (name.size() >= kInvFreq.size() &&
-      name.compare(name.size() - kInvFreq.size(), kInvFreq.size(),
-                   kInvFreq) == 0)
+      name.compare(name.size() - kInvFreq.size(), kInvFreq.size(), kInvFreq) ==
+          0)
     return true;
   return isAttentionBuffer(name);
 }

@@ -13,6 +13,8 @@
 #ifndef ZERO_RT_FILES_H
 #define ZERO_RT_FILES_H
 
+#include "zero_rt/zrt.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -107,17 +109,20 @@ std::string writeNpy(const NpyArray &array);
 // safetensors
 //===----------------------------------------------------------------------===//
 
-/// One fp32 tensor.
+/// One tensor: fp32 values, and the dtype a file stores them in.
 struct Tensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> data;
+  /// The zrt_dtype writeSafetensors stores (ZRT_BF16 and ZRT_F16 round the
+  /// values to nearest even, as the runtime's casts do).
+  int32_t dtype = ZRT_F32;
 };
 
-/// The bytes of a safetensors file holding `tensors` as F32 in this order:
-/// an 8-byte little-endian header length, the JSON header (`metadata`, when
-/// given, first as "__metadata__") padded with spaces to a multiple of 8,
-/// then the data.
+/// The bytes of a safetensors file holding `tensors` in this order, each in
+/// its dtype (F32, BF16 or F16): an 8-byte little-endian header length, the
+/// JSON header (`metadata`, when given, first as "__metadata__") padded with
+/// spaces to a multiple of 8, then the data.
 std::string
 writeSafetensors(const std::vector<Tensor> &tensors,
                  const std::map<std::string, std::string> &metadata = {});

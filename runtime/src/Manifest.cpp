@@ -246,6 +246,12 @@ PartitionInfo toPartition(const manifest::Partition &w, size_t index) {
   info.numel = w.numel;
   info.paddedNumel = w.paddedNumel;
   info.shardNumel = w.shardNumel;
+  info.computeDtypeName = manifest::valueOf(w.computeDtype);
+  info.computeDtype = computeDtypeOf(info.computeDtypeName);
+  if (info.computeDtype < 0)
+    invalid("partition '" + info.name + "' has unknown compute dtype '" +
+            info.computeDtypeName + "'");
+  info.computeBytes = zrt_dtype_size(info.computeDtype);
   info.params = w.params;
   // fp32 parameters are their own masters: no master buffer.
   info.paramsAreMasters = !w.buffers[kMaster];
@@ -277,6 +283,15 @@ PartitionInfo toPartition(const manifest::Partition &w, size_t index) {
 }
 
 } // namespace
+
+int32_t zrt::computeDtypeOf(const std::string &name) {
+  // By Dtype: the floating-point ones.
+  static constexpr zrt_dtype kDtypes[] = {ZRT_F32, ZRT_BF16, ZRT_F16};
+  std::optional<manifest::Dtype> d = manifest::enumOf<manifest::Dtype>(name);
+  if (!d || static_cast<size_t>(*d) >= std::size(kDtypes))
+    return -1;
+  return kDtypes[static_cast<size_t>(*d)];
+}
 
 int64_t InputInfo::numel() const {
   int64_t n = 1;
@@ -312,12 +327,6 @@ Manifest Manifest::parse(const std::string &text) {
   m.worldSize = w.worldSize;
   m.accumulationSteps = w.accumulationSteps;
   m.globalBatch = w.globalBatch;
-  m.computeDtypeName = manifest::valueOf(w.computeDtype);
-  // By Dtype: the floating-point ones.
-  static constexpr zrt_dtype computeDtypes[] = {ZRT_F32, ZRT_BF16, ZRT_F16};
-  if (static_cast<size_t>(w.computeDtype) >= std::size(computeDtypes))
-    invalid("unknown compute dtype '" + m.computeDtypeName + "'");
-  m.computeDtype = computeDtypes[static_cast<int>(w.computeDtype)];
 
   const manifest::Precision &prec = w.precision;
   m.precision = manifest::valueOf(prec.kind);
@@ -421,7 +430,6 @@ Manifest Manifest::parse(const std::string &text) {
        m.paramSwapOffset < m.swapOffset + m.swapBytes &&
        m.swapOffset < m.paramSwapOffset + m.paramSwapBytes))
     invalid("inconsistent parameter swap file or swap buffers");
-  int64_t computeBytes = zrt_dtype_size(m.computeDtype);
   for (const PartitionInfo &p : m.partitions) {
     if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
         (m.stage > 0 && p.shardNumel * m.worldSize < p.numel))
@@ -431,17 +439,16 @@ Manifest Manifest::parse(const std::string &text) {
     // never with the states in the swap file).
     bool nvme = optimizerNvme > 0;
     if (p.paramsAreMasters !=
-        (m.computeDtype == ZRT_F32 && !nvme && !p.onNvme[kParams] &&
+        (p.computeDtype == ZRT_F32 && !nvme && !p.onNvme[kParams] &&
          p.offloaded() == p.paramsOnHost()))
       invalid("partition '" + p.name + "' " +
               (p.paramsAreMasters ? "has no" : "has a") +
-              " master buffer with compute dtype " + m.computeDtypeName +
+              " master buffer with compute dtype " + p.computeDtypeName +
               " (exactly f32 parameters are their own masters)");
     for (int k = 0; k < kNumBufferKinds; ++k) {
       if (!p.hasBuffer(BufferKind(k)))
         continue;
-      int64_t bytes =
-          p.counts[k] * bufferElementBytes(BufferKind(k), computeBytes);
+      int64_t bytes = p.counts[k] * p.elementBytes(BufferKind(k));
       int64_t limit = p.onNvme[k]
                           ? (k == kParams ? m.paramNvmeBytes : optimizerNvme)
                       : p.onHost[k] ? m.hostBytes
@@ -480,7 +487,7 @@ Manifest Manifest::parse(const std::string &text) {
     if ((p.offloaded() &&
          ((!p.paramsAreMasters && !stateOff(kMaster)) || !stateOff(kExpAvg) ||
           !stateOff(kExpAvgSq) || !p.onHost[kHostGrads] || p.onHost[kGrads] ||
-          ((nvme || m.computeDtype != ZRT_F32) && !p.paramsOnHost()) !=
+          ((nvme || p.computeDtype != ZRT_F32) && !p.paramsOnHost()) !=
               p.hasBuffer(kHostParams))) ||
         (!p.offloaded() && (p.onHost[kMaster] || p.onHost[kExpAvg] ||
                             p.onHost[kExpAvgSq] || p.onHost[kGrads])) ||
@@ -709,10 +716,10 @@ void zrt::launch(zrt_ctx *ctx, int32_t slot, const char *what,
 
 char *zrt::ownedParams(const zrt_ctx &ctx, int32_t p) {
   const Manifest &m = *ctx.manifest;
+  const PartitionInfo &part = m.partitions[size_t(p)];
   char *params = ctx.buffer(p, kParams);
   if (m.stage <= 2)
-    params +=
-        m.owned(m.partitions[size_t(p)], ctx.rank).begin * ctx.computeBytes;
+    params += m.owned(part, ctx.rank).begin * part.computeBytes;
   return params;
 }
 
@@ -727,7 +734,7 @@ std::pair<char *, int64_t> zrt::ownedGrads(zrt_ctx *ctx, int32_t p,
   Range o = ctx->manifest->owned(part, ctx->rank);
   char *g = ctx->buffer(p, kGrads);
   if (ctx->manifest->stage <= 1)
-    g += o.begin * ctx->computeBytes;
+    g += o.begin * part.computeBytes;
   return {g, o.size()};
 }
 

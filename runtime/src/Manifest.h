@@ -69,6 +69,10 @@ struct ParamInfo {
   int64_t exportNumel() const { return numelOf(exportShape()); }
 };
 
+/// The zrt_dtype of a partition computing in `name` ("f32", "bf16" or
+/// "f16", the manifest's names), or -1 for another name.
+int32_t computeDtypeOf(const std::string &name);
+
 /// [begin, end) of a partition's layout.
 struct Range {
   int64_t begin = 0, end = 0;
@@ -78,6 +82,13 @@ struct Range {
 struct PartitionInfo {
   std::string name;
   int64_t numel = 0, paddedNumel = 0, shardNumel = 0;
+  /// The zrt_dtype its parameters compute in: of params, grads, their host
+  /// copies and the collectives that move them. Partitions of one program
+  /// may differ (a module kept in fp32 beside bf16 ones). Its manifest name
+  /// ("f32", "bf16", "f16") and its element bytes.
+  int32_t computeDtype = ZRT_F32;
+  std::string computeDtypeName = "f32";
+  int64_t computeBytes = 4;
   std::vector<std::string> params;
   /// Byte offsets in the persistent arena and element counts, by BufferKind.
   /// A buffer the partition lacks has offset -1 and count 0.
@@ -99,16 +110,15 @@ struct PartitionInfo {
   bool paramsOffloaded() const { return onHost[kParams] || onNvme[kParams]; }
   /// Whether that shard is in host memory (a host Adam writes it in place).
   bool paramsOnHost() const { return onHost[kParams]; }
+  /// Bytes of one element of buffer `kind`: the compute type's for the
+  /// parameters, gradients and their host copies, fp32 otherwise.
+  int64_t elementBytes(BufferKind kind) const {
+    return kind == kParams || kind == kGrads || kind == kHostGrads ||
+                   kind == kHostParams
+               ? computeBytes
+               : 4;
+  }
 };
-
-/// Bytes of one element of buffer `kind`: the compute type's for the
-/// parameters, gradients and their host copies, fp32 otherwise.
-inline int64_t bufferElementBytes(BufferKind kind, int64_t computeBytes) {
-  return kind == kParams || kind == kGrads || kind == kHostGrads ||
-                 kind == kHostParams
-             ? computeBytes
-             : 4;
-}
 
 struct InputInfo {
   /// The local micro-batch shape.
@@ -133,9 +143,8 @@ struct Manifest {
   int32_t worldSize = 1;
   int32_t accumulationSteps = 1;
   int64_t globalBatch = 0;
-  /// zrt_dtype of params and grads.
-  int32_t computeDtype = ZRT_F32;
-  std::string computeDtypeName;
+  /// The loss scaler's kind, for the whole step (each partition has its
+  /// own compute dtype).
   std::string precision; // fp32, bf16, fp16
   int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
   double minLossScale = 1.0;
@@ -255,7 +264,6 @@ struct zrt_ctx {
   zrt::SwapFile *paramNvme = nullptr;
   char *paramSwap = nullptr;
   int64_t paramSwapBytes = 0;
-  int64_t computeBytes = 4;
 
   zrt_loss_scaler scaler{};
   /// Optimizer steps taken (skipped steps do not count), Adam's `t`.

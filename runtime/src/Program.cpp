@@ -43,9 +43,9 @@ using namespace zrt;
 
 namespace {
 
-/// Element n of a buffer of the compute dtype.
-char *element(char *base, int64_t n, const zrt_ctx *ctx) {
-  return base + n * ctx->computeBytes;
+/// Element n of a buffer in partition `part`'s compute dtype.
+char *element(char *base, int64_t n, const PartitionInfo &part) {
+  return base + n * part.computeBytes;
 }
 
 /// The parameters of partition p with a weight decay of their own, as
@@ -101,23 +101,22 @@ extern "C" void zrt_ctx_store_grad(zrt_ctx *ctx, int32_t p, int64_t offset,
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_store_grad");
   checkRange(part, offset, offset + count, part.counts[kGrads],
              "zrt_ctx_store_grad");
-  char *dst = element(ctx->buffer(p, kGrads), offset, ctx);
+  char *dst = element(ctx->buffer(p, kGrads), offset, part);
   if (dst == src)
     return;
-  int32_t dt = ctx->manifest->computeDtype;
   if (ctx->micro == 0)
-    zrt_copy(dst, src, count * ctx->computeBytes);
+    zrt_copy(dst, src, count * part.computeBytes);
   else
-    zrt_add(dt, dst, src, dst, count, count);
+    zrt_add(part.computeDtype, dst, src, dst, count, count);
 }
 
 extern "C" void zrt_ctx_all_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
                                          int64_t end, int32_t slot) {
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_all_reduce_grads");
   checkRange(part, begin, end, part.counts[kGrads], "zrt_ctx_all_reduce_grads");
-  char *g = element(ctx->buffer(p, kGrads), begin, ctx);
-  int64_t token = zrt_all_reduce(ctx->comm, ctx->manifest->computeDtype,
-                                 ZRT_SUM, g, g, end - begin);
+  char *g = element(ctx->buffer(p, kGrads), begin, part);
+  int64_t token =
+      zrt_all_reduce(ctx->comm, part.computeDtype, ZRT_SUM, g, g, end - begin);
   launch(ctx, slot, "all_reduce grads", {token}, nullptr);
 }
 
@@ -130,11 +129,11 @@ extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
   std::vector<int> counts, displs;
   splitByOwner(ctx, part, begin, end, counts, displs, call);
   char *g = ctx->buffer(p, kGrads);
-  int64_t eb = ctx->computeBytes;
+  int64_t eb = part.computeBytes;
   int64_t sumAt;
   Tokens tokens =
-      reduceScatterInPlace(ctx->comm, ctx->manifest->computeDtype,
-                           element(g, begin, ctx), counts, displs, sumAt);
+      reduceScatterInPlace(ctx->comm, part.computeDtype,
+                           element(g, begin, part), counts, displs, sumAt);
   // Move the sum to the owned slot of the full buffer if it landed elsewhere.
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
   launch(ctx, slot, "reduce_scatter grads", std::move(tokens), [=] {
@@ -144,14 +143,16 @@ extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
   });
 }
 
-extern "C" void zrt_ctx_bucket_add(zrt_ctx *ctx, void *bucket, int64_t at,
-                                   const void *src, int64_t count) {
+extern "C" void zrt_ctx_bucket_add(zrt_ctx *ctx, int32_t p, void *bucket,
+                                   int64_t at, const void *src, int64_t count) {
+  const PartitionInfo &part = partition(ctx, p, "zrt_ctx_bucket_add");
   if (at < 0 || count < 0)
     fatal("zrt_ctx_bucket_add: negative offset or count");
-  char *dst = element(static_cast<char *>(bucket), at, ctx);
+  // The bucket holds gradients of one partition, in its compute dtype.
+  char *dst = element(static_cast<char *>(bucket), at, part);
   // Contiguous gradients were computed in the bucket already.
   if (dst != src)
-    device::move(dst, src, count * ctx->computeBytes);
+    device::move(dst, src, count * part.computeBytes);
 }
 
 extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
@@ -167,7 +168,7 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
   // The bucket is this op's step-arena temporary: reducing in place costs
   // no memory beyond the plan.
   char *bucket = const_cast<char *>(static_cast<const char *>(bucketIn));
-  int32_t dt = ctx->manifest->computeDtype;
+  int32_t dt = part.computeDtype;
   std::vector<int> counts, displs;
   splitByOwner(ctx, part, begin, end, counts, displs, call);
   Tokens tokens;
@@ -184,8 +185,8 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
   launch(ctx, slot, toOwners ? "reduce grads" : "reduce_scatter grads",
          std::move(tokens), [=] {
            if (mine.size() > 0) {
-             char *acc = element(shard, shardAt, ctx);
-             zrt_add(dt, acc, element(bucket, sumAt, ctx), acc, mine.size(),
+             char *acc = element(shard, shardAt, part);
+             zrt_add(dt, acc, element(bucket, sumAt, part), acc, mine.size(),
                      mine.size());
            }
          });
@@ -199,10 +200,9 @@ extern "C" void zrt_ctx_all_gather_params(zrt_ctx *ctx, int32_t p,
   checkRange(part, begin, end, part.counts[kParams], call);
   std::vector<int> counts, displs;
   splitByOwner(ctx, part, begin, end, counts, displs, call);
-  char *params = element(ctx->buffer(p, kParams), begin, ctx);
+  char *params = element(ctx->buffer(p, kParams), begin, part);
   launch(ctx, slot, "all_gather params",
-         allGatherInPlace(ctx->comm, ctx->manifest->computeDtype, params,
-                          counts, displs),
+         allGatherInPlace(ctx->comm, part.computeDtype, params, counts, displs),
          nullptr);
 }
 
@@ -211,7 +211,7 @@ extern "C" void zrt_ctx_gather_partition(zrt_ctx *ctx, int32_t p, void *out,
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_gather_partition");
   if (ctx->manifest->stage != 3)
     fatal("zrt_ctx_gather_partition: needs a stage-3 program");
-  int64_t token = zrt_all_gather(ctx->comm, ctx->manifest->computeDtype,
+  int64_t token = zrt_all_gather(ctx->comm, part.computeDtype,
                                  ctx->buffer(p, kParams), out, part.shardNumel);
   launch(ctx, slot, "gather params", {token}, nullptr);
 }
@@ -224,8 +224,8 @@ extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,
   if (!part.paramsOffloaded())
     fatal("%s: partition '%s' keeps its params shard on the device", call,
           part.name.c_str());
-  int64_t token = zrt_all_gather(ctx->comm, ctx->manifest->computeDtype, shard,
-                                 out, part.shardNumel);
+  int64_t token =
+      zrt_all_gather(ctx->comm, part.computeDtype, shard, out, part.shardNumel);
   launch(ctx, slot, "gather params", {token}, nullptr);
 }
 
@@ -243,7 +243,7 @@ extern "C" void zrt_ctx_stage_params(zrt_ctx *ctx, int32_t p, void *staged,
   char *host = ctx->buffer(p, kParams);
   int64_t n =
       toHost ? ctx->manifest->owned(part, ctx->rank).size() : part.shardNumel;
-  int64_t bytes = n * ctx->computeBytes;
+  int64_t bytes = n * part.computeBytes;
   const char *what = toHost ? "copy params to host" : "copy params to device";
   // Traced as zrt_ctx_transfer's copies are.
   double start = ctx->tracing ? ctx->nowUs() : 0.0;
@@ -268,7 +268,7 @@ extern "C" void zrt_ctx_swap_params(zrt_ctx *ctx, int32_t p, void *staged,
           part.paramsOnHost() ? "in host memory" : "on the device");
   // The buffer is one of the plan's, and holds the shard in whole blocks
   // (the compiler's verifier checks the same).
-  int64_t shardBytes = part.shardNumel * ctx->computeBytes;
+  int64_t shardBytes = part.shardNumel * part.computeBytes;
   int64_t blocks = ceilDiv(shardBytes, kSwapAlignment) * kSwapAlignment;
   if (buffer < 0 || bufferBytes < blocks || bufferBytes % kSwapAlignment ||
       (int64_t(buffer) + 1) * bufferBytes > ctx->paramSwapBytes)
@@ -334,14 +334,14 @@ extern "C" void zrt_ctx_swap_params(zrt_ctx *ctx, int32_t p, void *staged,
   }
   // The owned new parameters at the front of the shard, the rest of its
   // blocks zero (the shard's padding is zero since initialization).
-  int64_t ownedBytes = m.owned(part, ctx->rank).size() * ctx->computeBytes;
+  int64_t ownedBytes = m.owned(part, ctx->rank).size() * part.computeBytes;
   if (staged) {
     if (auto copied = device::transfer(swap, staged, ownedBytes, true))
       copied();
   } else if (from == kHostParams && part.hasBuffer(kHostParams)) {
     std::memcpy(swap, ctx->buffer(p, kHostParams), size_t(ownedBytes));
   } else if (from == kMaster && part.hasBuffer(kMaster) && part.offloaded() &&
-             !part.onNvme[kMaster] && m.computeDtype == ZRT_F32) {
+             !part.onNvme[kMaster] && part.computeDtype == ZRT_F32) {
     std::memcpy(swap, ctx->buffer(p, kMaster), size_t(ownedBytes));
   } else {
     fatal("%s: partition '%s' has no copy from buffer %d to its parameter "
@@ -372,8 +372,10 @@ extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
                                        float *stats) {
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_check_overflow");
   auto [grads, n] = ownedGrads(ctx, p, part);
-  device::checkOverflow(ctx->manifest->computeDtype, grads, n, lossScale,
-                        divisor, first, stats);
+  // Each partition's gradients in its own dtype, into one set of stats: a
+  // non-finite value anywhere skips the whole step.
+  device::checkOverflow(part.computeDtype, grads, n, lossScale, divisor, first,
+                        stats);
 }
 
 extern "C" void zrt_ctx_all_reduce_stats(zrt_ctx *ctx, const float *in,
@@ -432,7 +434,7 @@ void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   // fp32 params are their own masters, updated in place (the kernels allow
   // the alias).
   DecayRanges decay = decayRanges(*ctx, p, part);
-  device::adam(m.computeDtype, grads, ownedMasters(*ctx, p),
+  device::adam(part.computeDtype, grads, ownedMasters(*ctx, p),
                ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
                params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
                m.weightDecay, m.adamw, m.biasCorrection, lrSchedule(m),
@@ -441,7 +443,7 @@ void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                lossScale, divisor, skip);
   // Stage 2-3 shards accumulate; stage 0-1 slots are overwritten by the
   // next step, but an unused parameter's slot must not keep stale values.
-  zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
+  zrt_fill(part.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }
 } // namespace
 
@@ -521,7 +523,7 @@ extern "C" void zrt_ctx_transfer(zrt_ctx *ctx, int32_t p, int32_t from,
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
   int64_t n = mine.size();
   int64_t skip = n > 0 ? mine.begin - m.owned(part, ctx->rank).begin : 0;
-  int64_t elementBytes = ctx->computeBytes;
+  int64_t elementBytes = part.computeBytes;
   const char *src = nullptr;
   char *dst = nullptr;
   bool toHost = false;
@@ -534,7 +536,7 @@ extern "C" void zrt_ctx_transfer(zrt_ctx *ctx, int32_t p, int32_t from,
     src = ctx->buffer(p, kHostParams);
     dst = ownedParams(*ctx, p);
   } else if (from == kMaster && to == kParams && part.offloaded() &&
-             m.computeDtype == ZRT_F32) {
+             part.computeDtype == ZRT_F32) {
     src = ctx->buffer(p, kMaster);
     dst = ownedParams(*ctx, p);
     elementBytes = 4;
@@ -581,14 +583,14 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
   // owned elements (at offset 0 of the host copies).
   DecayRanges decay = decayRanges(*ctx, p, part);
   // The unscale factor exactly as device::adam forms it.
-  hostAdam(m.computeDtype, ctx->buffer(p, kHostGrads), masters,
+  hostAdam(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
            ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
            params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
            m.weightDecay, m.adamw, m.biasCorrection, lrSchedule(m),
            decay.ranges.data(), decay.decays.data(),
            int32_t(decay.decays.size()), m.gradientClipping, hostStats,
            float(double(scale) * divisor), skip);
-  zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
+  zrt_fill(part.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }
 
 extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
@@ -615,7 +617,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   // The new parameters go to the host copy that is uploaded, or straight
   // into an offloaded parameter shard.
   char *params = ctx->buffer(p, part.paramsOnHost() ? kParams : kHostParams);
-  int64_t cb = ctx->computeBytes;
+  int64_t cb = part.computeBytes;
   const BufferKind states[3] = {kMaster, kExpAvg, kExpAvgSq};
   int64_t chunks = ceilDiv(n, chunk);
   // Chunk c lives in buffer c % buffers: the master, exp_avg and exp_avg_sq
@@ -675,7 +677,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
         decays.push_back(decay.decays[r]);
       }
     }
-    hostAdam(m.computeDtype, grads + begin * cb,
+    hostAdam(part.computeDtype, grads + begin * cb,
              reinterpret_cast<float *>(region(c, 0)),
              reinterpret_cast<float *>(region(c, 1)),
              reinterpret_cast<float *>(region(c, 2)), params + begin * cb, len,
@@ -694,7 +696,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   }
   for (int64_t b = 0; b < buffers; ++b)
     finishWrites(b);
-  zrt_fill(m.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
+  zrt_fill(part.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }
 
 // The memory of --trace: where the step is and which bytes of its arena are

@@ -30,8 +30,7 @@ void zrt::zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
   const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
   if (!part.hasBuffer(kind))
     return;
-  int64_t bytes =
-      part.counts[kind] * bufferElementBytes(kind, ctx.computeBytes);
+  int64_t bytes = part.counts[kind] * part.elementBytes(kind);
   if (ctx.onNvme(p, kind))
     ctx.swapFileOf(kind)->zero(part.offsets[kind], bytes,
                                ctx.swapBufferOf(kind), ctx.swapBytesOf(kind));
@@ -81,14 +80,14 @@ void zrt::castOwnedParams(zrt_ctx &ctx, int32_t p) {
     std::vector<char> cast;
     char *params = ctx.buffer(p, kParams);
     if (!params) {
-      cast.resize(size_t(n * ctx.computeBytes));
+      cast.resize(size_t(n * part.computeBytes));
       params = cast.data();
     }
-    dispatchFloat(m.computeDtype, [&](auto tag) {
+    dispatchFloat(part.computeDtype, [&](auto tag) {
       fromFloat(master.data(), reinterpret_cast<decltype(tag) *>(params), n);
     });
     if (!cast.empty())
-      storeBuffer(ctx, p, kParams, nullptr, params, n * ctx.computeBytes);
+      storeBuffer(ctx, p, kParams, nullptr, params, n * part.computeBytes);
     return;
   }
   if (part.onNvme[kMaster]) {
@@ -102,29 +101,29 @@ void zrt::castOwnedParams(zrt_ctx &ctx, int32_t p) {
       int64_t len = std::min(chunk, n - at);
       ctx.nvme->read(part.offsets[kMaster] + at * 4, bounce, len * 4, ctx.swap,
                      ctx.swapBytes);
-      dispatchFloat(m.computeDtype, [&](auto tag) {
+      dispatchFloat(part.computeDtype, [&](auto tag) {
         fromFloat(bounce, reinterpret_cast<decltype(tag) *>(copy) + at, len);
       });
     }
-    device::upload(ownedParams(ctx, p), copy, n * ctx.computeBytes);
+    device::upload(ownedParams(ctx, p), copy, n * part.computeBytes);
     return;
   }
   if (part.offloaded()) {
     // The masters are on the host: cast there (into the parameter copy the
     // host Adam writes) and upload.
     const float *master = ctx.buffer<float>(p, kMaster);
-    if (m.computeDtype == ZRT_F32) {
+    if (part.computeDtype == ZRT_F32) {
       device::upload(ownedParams(ctx, p), master, n * 4);
       return;
     }
     char *copy = ctx.buffer(p, kHostParams);
-    dispatchFloat(m.computeDtype, [&](auto tag) {
+    dispatchFloat(part.computeDtype, [&](auto tag) {
       fromFloat(master, reinterpret_cast<decltype(tag) *>(copy), n);
     });
-    device::upload(ownedParams(ctx, p), copy, n * ctx.computeBytes);
+    device::upload(ownedParams(ctx, p), copy, n * part.computeBytes);
     return;
   }
-  zrt_cast(ZRT_F32, ctx.buffer<float>(p, kMaster), m.computeDtype,
+  zrt_cast(ZRT_F32, ctx.buffer<float>(p, kMaster), part.computeDtype,
            ownedParams(ctx, p), n);
 }
 
@@ -192,19 +191,19 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
       std::vector<char> cast;
       char *params = ctx.buffer(p, kParams);
       if (!params) {
-        cast.resize(size_t(need.size() * ctx.computeBytes));
+        cast.resize(size_t(need.size() * part.computeBytes));
         params = cast.data();
       }
-      dispatchFloat(m.computeDtype, [&](auto tag) {
+      dispatchFloat(part.computeDtype, [&](auto tag) {
         fromFloat(values.data(), reinterpret_cast<decltype(tag) *>(params),
                   need.size());
       });
       if (!cast.empty())
         storeBuffer(ctx, p, kParams, nullptr, params,
-                    need.size() * ctx.computeBytes);
+                    need.size() * part.computeBytes);
     } else {
-      device::uploadCast(values.data(), m.computeDtype, ctx.buffer(p, kParams),
-                         need.size());
+      device::uploadCast(values.data(), part.computeDtype,
+                         ctx.buffer(p, kParams), need.size());
     }
   }
 }

@@ -631,7 +631,6 @@ nlohmann::json tinyManifest(int stage, int world) {
       {"world_size", world},
       {"accumulation_steps", 1},
       {"global_batch", 4},
-      {"compute_dtype", "f32"},
       {"hash", "0x00000000000000ff"},
       {"precision",
        {{"kind", "fp32"},
@@ -669,6 +668,7 @@ nlohmann::json tinyManifest(int stage, int world) {
          {"numel", 10},
          {"padded_numel", stage == 0 ? 10 : 12},
          {"shard_numel", shard},
+         {"compute_dtype", "f32"},
          {"params", {"w", "b"}},
          {"buffers",
           {{"params", 0},
@@ -731,7 +731,7 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
   EXPECT_NE(error(j).find("has a master buffer with compute dtype f32"),
             std::string::npos);
   j = tinyManifest(1, 4);
-  j["compute_dtype"] = "bf16";
+  j["partitions"][0]["compute_dtype"] = "bf16";
   j["precision"]["kind"] = "bf16";
   EXPECT_NE(error(j).find("has no master buffer with compute dtype bf16"),
             std::string::npos);
@@ -776,9 +776,73 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
                           "exp_avg_sq, host_grads or host_params)"),
             std::string::npos);
   j = tinyManifest(1, 4);
-  j["compute_dtype"] = "i64";
-  EXPECT_NE(error(j).find("unknown compute dtype 'i64'"), std::string::npos);
+  j["partitions"][0]["compute_dtype"] = "i64";
+  EXPECT_NE(error(j).find("partition 'flat' has unknown compute dtype 'i64'"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["partitions"][0].erase("compute_dtype");
+  EXPECT_NE(error(j).find("missing key 'partitions[0].compute_dtype'"),
+            std::string::npos);
   EXPECT_NE(errorOf([] { Manifest::parse("{"); }).find("invalid"),
+            std::string::npos);
+}
+
+// Partitions of one program compute in their own dtypes: a bf16 group with
+// its fp32 masters beside an fp32 group that is its own. Each buffer's bytes
+// follow its partition's dtype.
+TEST(ManifestTest, MixedComputeDtypes) {
+  nlohmann::json j = tinyManifest(1, 4);
+  nlohmann::json bf16 = j["partitions"][0];
+  bf16["name"] = "flat_1";
+  bf16["compute_dtype"] = "bf16";
+  bf16["params"] = {"b"};
+  bf16["numel"] = 2;
+  bf16["padded_numel"] = 4;
+  bf16["shard_numel"] = 1;
+  // Masters and moments (1 x 4 bytes each) at 320, params and grads (2 x 2
+  // bytes each) after them, ending at the arena's end: 4-byte elements
+  // would not fit.
+  bf16["buffers"] = {{"master", 320},
+                     {"exp_avg", 324},
+                     {"exp_avg_sq", 328},
+                     {"params", 332},
+                     {"grads", 336}};
+  bf16["buffer_numel"] = {{"params", 2},
+                          {"grads", 2},
+                          {"master", 1},
+                          {"exp_avg", 1},
+                          {"exp_avg_sq", 1}};
+  j["partitions"][0]["params"] = {"w"};
+  j["partitions"][0]["numel"] = 8;
+  j["partitions"][0]["padded_numel"] = 8;
+  j["partitions"][0]["shard_numel"] = 2;
+  j["partitions"][0]["buffer_numel"] = {
+      {"params", 8}, {"grads", 8}, {"exp_avg", 2}, {"exp_avg_sq", 2}};
+  j["partitions"].push_back(bf16);
+  j["params"][1]["partition"] = 1;
+  j["params"][1]["offset"] = 0;
+  j["plan"]["persistent_bytes"] = 340;
+  j["plan"]["peak_bytes"] = 404;
+  Manifest m = Manifest::parse(j.dump());
+  ASSERT_EQ(m.partitions.size(), 2u);
+  const PartitionInfo &f32 = m.partitions[0], &b16 = m.partitions[1];
+  EXPECT_EQ(f32.computeDtype, ZRT_F32);
+  EXPECT_EQ(f32.computeBytes, 4);
+  EXPECT_TRUE(f32.paramsAreMasters);
+  EXPECT_EQ(b16.computeDtype, ZRT_BF16);
+  EXPECT_EQ(b16.computeDtypeName, "bf16");
+  EXPECT_EQ(b16.elementBytes(kGrads), 2);
+  EXPECT_EQ(b16.elementBytes(kMaster), 4);
+  EXPECT_FALSE(b16.paramsAreMasters);
+  // The master rule is the partition's own: an f32 group among bf16 ones
+  // still has none.
+  j = tinyManifest(1, 4);
+  j["partitions"][0]["buffers"]["master"] = 128;
+  j["partitions"][0]["buffer_numel"]["master"] = 3;
+  j["precision"]["kind"] = "bf16";
+  EXPECT_NE(errorOf([&] { Manifest::parse(j.dump()); })
+                .find("partition 'flat' has a master buffer with compute "
+                      "dtype f32"),
             std::string::npos);
 }
 
@@ -1047,6 +1111,54 @@ TEST(UniversalCheckpointTest, RefusesAnotherModelNamingWhatDiffers) {
   j = tinyManifest(1, 4);
   j["optimizer"]["weight_decay"] = 0.1;
   EXPECT_NE(error(j).find("weight decay 0.0, this program's is 0.1"),
+            std::string::npos);
+  // A parameter that computes in another dtype, named.
+  j = tinyManifest(1, 4);
+  j["partitions"][0]["compute_dtype"] = "bf16";
+  j["partitions"][0]["buffers"]["master"] = 128;
+  j["partitions"][0]["buffer_numel"]["master"] = 3;
+  EXPECT_NE(error(j).find("was saved with compute dtype f32, this program's "
+                          "is bf16 for parameter 'w'"),
+            std::string::npos);
+  std::system(("rm -rf " + root).c_str());
+}
+
+// Each parameter records the dtype it computes in; a checkpoint from before
+// that recorded one for the whole step, which every parameter takes. A group
+// computes in one dtype.
+TEST(UniversalCheckpointTest, ReadsEachParametersComputeDtype) {
+  std::string root = tempDir();
+  saveSynthetic(Manifest::parse(tinyManifest(2, 4).dump()), root, 3);
+  std::string path = checkpointDir(root, 3) + "/manifest.json";
+  nlohmann::json saved = openManifest(readFile(path), "ck");
+  ASSERT_EQ(saved["params"][1]["compute_dtype"], "f32");
+  EXPECT_FALSE(saved.contains("compute_dtype"));
+  auto reopen = [&](const nlohmann::json &j) {
+    writeFileAtomic(path, sealManifest(j));
+    return errorOf([&] {
+      CheckpointReader ckpt(root);
+      EXPECT_EQ(ckpt.computeDtypes(), "f32");
+      checkSameModel(ckpt, Manifest::parse(tinyManifest(1, 4).dump()));
+    });
+  };
+  EXPECT_EQ(reopen(saved), "");
+  nlohmann::json old = saved;
+  for (nlohmann::json &p : old["params"])
+    p.erase("compute_dtype");
+  old["compute_dtype"] = "f32";
+  EXPECT_EQ(reopen(old), "");
+  old.erase("compute_dtype");
+  EXPECT_NE(reopen(old).find("malformed checkpoint metadata"),
+            std::string::npos);
+  nlohmann::json mixed = saved;
+  mixed["params"][1]["compute_dtype"] = "bf16";
+  EXPECT_NE(reopen(mixed).find("parameter 'b' computes in bf16, but 'w' of "
+                               "the same group 'flat' in f32; a group "
+                               "computes in one dtype"),
+            std::string::npos);
+  mixed["params"][1]["compute_dtype"] = "i64";
+  EXPECT_NE(reopen(mixed).find("parameter 'b' has compute dtype 'i64' (f32, "
+                               "bf16 or f16)"),
             std::string::npos);
   std::system(("rm -rf " + root).c_str());
 }

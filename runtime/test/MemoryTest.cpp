@@ -315,7 +315,6 @@ TEST(OffloadTransferTest, RangesCopyTheOwnedPart) {
   ctx.manifest = &manifest;
   ctx.rank = 1;
   ctx.world = 2;
-  ctx.computeBytes = 4;
   ctx.persistent = reinterpret_cast<char *>(grads.data());
   ctx.host = reinterpret_cast<char *>(host.data());
   // Rank 1 owns [5, 10): of [3, 7) elements 5 and 6, the shard's first two.
@@ -340,4 +339,64 @@ TEST(OffloadTransferTest, RangesCopyTheOwnedPart) {
   EXPECT_DEATH(
       zrt_ctx_transfer(&ctx, 0, zrt::kGrads, zrt::kHostGrads, 8, 12, -1),
       "range \\[8, 12\\) outside partition 'flat'");
+}
+
+// Partitions of one program compute in their own dtypes: a group's
+// gradients are read, summed and moved in its dtype. An fp32 value whose low
+// half is a bf16 infinity (0x3f807f80, 1.0039) is finite; the bf16 group's
+// infinity is found after the fp32 group's check, into the same stats.
+TEST(MixedComputeDtypeTest, EachPartitionInItsOwnDtype) {
+  zrt::Manifest manifest;
+  manifest.stage = 0;
+  auto group = [&](const char *name, int32_t dtype, int64_t offset) {
+    zrt::PartitionInfo part;
+    part.name = name;
+    part.numel = part.paddedNumel = part.shardNumel = 4;
+    part.computeDtype = dtype;
+    part.computeBytes = zrt_dtype_size(dtype);
+    part.offsets.fill(-1);
+    part.present[zrt::kGrads] = true;
+    part.offsets[zrt::kGrads] = offset;
+    part.counts[zrt::kGrads] = 4;
+    manifest.partitions.push_back(part);
+  };
+  group("fp32", ZRT_F32, 0);
+  group("bf16", ZRT_BF16, 16);
+  alignas(64) unsigned char arena[24] = {};
+  const uint32_t f32[4] = {0x3f807f80u, 0x40000000u, 0, 0}; // 1.0039, 2
+  const uint16_t bf16[4] = {0x3f80, 0x4000, 0x3f00, 0};     // 1, 2, 0.5, 0
+  std::memcpy(arena, f32, sizeof(f32));
+  std::memcpy(arena + 16, bf16, sizeof(bf16));
+  zrt_ctx ctx;
+  ctx.manifest = &manifest;
+  ctx.persistent = reinterpret_cast<char *>(arena);
+  float scale = 1.0f, stats[2] = {-1, -1};
+  auto check = [&] {
+    zrt_ctx_check_overflow(&ctx, 0, 1, &scale, 1.0, stats);
+    zrt_ctx_check_overflow(&ctx, 1, 0, &scale, 1.0, stats);
+  };
+  check();
+  float v0;
+  std::memcpy(&v0, &f32[0], 4);
+  EXPECT_EQ(stats[0], 0.0f);
+  EXPECT_FLOAT_EQ(stats[1], v0 * v0 + 4.0f + 1.0f + 4.0f + 0.25f);
+  const uint16_t inf = 0x7f80;
+  std::memcpy(arena + 22, &inf, 2);
+  check();
+  EXPECT_EQ(stats[0], 1.0f);
+
+  // A later micro step adds in bf16; a bucket takes 2-byte elements.
+  const uint16_t ones[2] = {0x3f80, 0x3f80};
+  ctx.micro = 1;
+  zrt_ctx_store_grad(&ctx, 1, 1, ones, 2);
+  uint16_t sums[2];
+  std::memcpy(sums, arena + 18, 4);
+  EXPECT_EQ(sums[0], 0x4040); // 2 + 1 = 3
+  EXPECT_EQ(sums[1], 0x3fc0); // 0.5 + 1 = 1.5
+  uint16_t bucket[4] = {};
+  zrt_ctx_bucket_add(&ctx, 1, bucket, 1, ones, 2);
+  EXPECT_EQ(bucket[0], 0);
+  EXPECT_EQ(bucket[1], 0x3f80);
+  EXPECT_EQ(bucket[2], 0x3f80);
+  EXPECT_EQ(bucket[3], 0);
 }

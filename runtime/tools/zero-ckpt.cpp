@@ -9,8 +9,10 @@
 //       what the checkpoint holds (step, world size, stage, dtype, groups,
 //       sizes) and the CRC-32 check of every file; exit 1 if one fails.
 //   zero-ckpt consolidate DIR -o model.safetensors [--optimizer-states]
+//                         [--compute-dtype]
 //       the fp32 master weights by parameter name, as --export writes them
-//       (DeepSpeed's zero_to_fp32); with the Adam moments as well.
+//       (DeepSpeed's zero_to_fp32); with the Adam moments as well; or each
+//       parameter in the dtype it computes in.
 //   zero-ckpt reshard DIR (--for PROGRAM | --manifest FILE) -o NEWDIR
 //   zero-ckpt reshard DIR --world-size M [--stage S] -o NEWDIR
 //       the same state in another program's layout (world size, stage,
@@ -47,6 +49,7 @@ namespace {
 const char *const kUsage =
     "usage: zero-ckpt inspect DIR\n"
     "       zero-ckpt consolidate DIR -o OUT.safetensors [--optimizer-states]\n"
+    "                             [--compute-dtype]\n"
     "       zero-ckpt reshard DIR (--for PROGRAM | --manifest FILE) -o NEWDIR\n"
     "       zero-ckpt reshard DIR --world-size M [--stage S] -o NEWDIR\n"
     "\n"
@@ -57,7 +60,10 @@ const char *const kUsage =
     "  consolidate   the fp32 weights by parameter name as safetensors, as\n"
     "                --export writes them; --optimizer-states adds each\n"
     "                parameter's Adam moments as NAME.exp_avg and\n"
-    "                NAME.exp_avg_sq\n"
+    "                NAME.exp_avg_sq (fp32); --compute-dtype writes each\n"
+    "                parameter in the dtype it computes in instead (bf16\n"
+    "                and f16 ones rounded from the masters as training\n"
+    "                does, f32 ones as they are)\n"
     "  reshard       writes NEWDIR/step_N (and NEWDIR/latest) in the layout\n"
     "                of PROGRAM, a training executable (or of FILE, the\n"
     "                manifest `PROGRAM --print-manifest` prints), which\n"
@@ -137,7 +143,7 @@ int inspect(const std::string &path) {
   std::printf("  format %d, step %lld\n", ckpt.format, (long long)ckpt.step);
   std::printf("  saved by: stage %d on %d rank(s), compute dtype %s, "
               "schedule %s\n",
-              ckpt.stage, ckpt.world, ckpt.computeDtype.c_str(),
+              ckpt.stage, ckpt.world, ckpt.computeDtypes().c_str(),
               ckpt.scheduleHash.c_str());
   if (m.contains("optimizer"))
     std::printf("  precision %s, optimizer %s\n",
@@ -211,7 +217,7 @@ int inspect(const std::string &path) {
 }
 
 int consolidate(const std::string &path, const std::string &out,
-                bool optimizerStates) {
+                bool optimizerStates, bool computeDtype) {
   CheckpointReader ckpt(path);
   if (ckpt.format < 3)
     fail(ckpt.where() + " has format 2, which records no parameter names; "
@@ -229,6 +235,8 @@ int consolidate(const std::string &path, const std::string &out,
       Tensor t{p.name, shape, std::vector<float>(size_t(numel))};
       if (kind != kMaster)
         t.name += std::string(".") + kBufferNames[kind];
+      else if (computeDtype)
+        t.dtype = computeDtypeOf(p.computeDtype);
       ckpt.read(i, kind, 0, numel, t.data.data());
       tensors.push_back(std::move(t));
     }
@@ -258,10 +266,6 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
   json groups;
   m.stage = stage;
   m.worldSize = world;
-  m.computeDtypeName = ckpt.computeDtype;
-  m.computeDtype = ckpt.computeDtype == "f32"    ? ZRT_F32
-                   : ckpt.computeDtype == "bf16" ? ZRT_BF16
-                                                 : ZRT_F16;
   try {
     const json &saved = ckpt.manifest();
     m.precision = saved.at("precision").get<std::string>();
@@ -284,13 +288,22 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
   }
   // The values are those the saved schedule trained.
   m.hashText = ckpt.scheduleHash;
-  for (const SavedGroup &g : ckpt.groups) {
+  // Each group computes in its parameters' dtype (a group holds one).
+  std::vector<std::string> dtypes(ckpt.groups.size());
+  for (const SavedParam &p : ckpt.params)
+    dtypes[size_t(p.group)] = p.computeDtype;
+  for (size_t i = 0; i < ckpt.groups.size(); ++i) {
+    const SavedGroup &g = ckpt.groups[i];
     PartitionInfo part;
     part.name = g.name;
     part.numel = g.numel;
     part.shardNumel = stage == 0 ? g.numel : (g.numel + world - 1) / world;
     part.paddedNumel = stage == 0 ? g.numel : part.shardNumel * world;
-    part.paramsAreMasters = m.computeDtype == ZRT_F32;
+    // A group without parameters holds only padding; f32 needs no master.
+    part.computeDtypeName = dtypes[i].empty() ? "f32" : dtypes[i];
+    part.computeDtype = computeDtypeOf(part.computeDtypeName);
+    part.computeBytes = zrt_dtype_size(part.computeDtype);
+    part.paramsAreMasters = part.computeDtype == ZRT_F32;
     for (BufferKind k : {kParams, kGrads, kMaster, kExpAvg, kExpAvgSq})
       part.present[k] = k != kMaster || !part.paramsAreMasters;
     auto count = [&](bool full) { return full ? g.numel : part.shardNumel; };
@@ -364,7 +377,7 @@ int run(int argc, char **argv) {
     return 0;
   }
   std::string command = args[0], dir, out, program, manifestFile;
-  bool optimizerStates = false;
+  bool optimizerStates = false, computeDtype = false;
   int64_t world = 0, stage = -1;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string &a = args[i];
@@ -385,6 +398,8 @@ int run(int argc, char **argv) {
       stage = count(a, value(), 0, 3);
     else if (a == "--optimizer-states" && command == "consolidate")
       optimizerStates = true;
+    else if (a == "--compute-dtype" && command == "consolidate")
+      computeDtype = true;
     else if (a.rfind("-", 0) == 0)
       throw UsageError("unknown option '" + a + "' for " + command);
     else if (dir.empty())
@@ -404,7 +419,7 @@ int run(int argc, char **argv) {
   if (out.empty())
     throw UsageError(command + " needs -o");
   if (command == "consolidate")
-    return consolidate(dir, out, optimizerStates);
+    return consolidate(dir, out, optimizerStates, computeDtype);
   if (stage >= 0 && world == 0)
     throw UsageError("--stage needs --world-size");
   if (int(!program.empty()) + int(!manifestFile.empty()) + int(world > 0) != 1)

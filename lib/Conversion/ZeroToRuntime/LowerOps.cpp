@@ -78,6 +78,7 @@ LogicalResult Lowering::lowerCompute(RuntimeKernelOpInterface op) {
 template <typename OpT>
 LogicalResult Lowering::lowerBucketReduction(OpT op, bool toOwners) {
   Value bucket = ctxPtr(false, tempOffsets.lookup(op));
+  int32_t part = partitionIndex(op.getGroupAttr());
   int64_t at = 0, total = op.getEnd() - op.getBegin();
   for (auto [src, off] : llvm::zip(op.getSources(), op.getSourceOffsets())) {
     int64_t take = std::min(numel(src) - off, total - at);
@@ -87,13 +88,13 @@ LogicalResult Lowering::lowerBucketReduction(OpT op, bool toOwners) {
     Value from = LLVM::GEPOp::create(
         b, loc, ptrType(), b.getI8Type(), *base,
         ArrayRef<LLVM::GEPArg>{i64(off * getElementBytes(elemType(src)))});
-    callVoid("zrt_ctx_bucket_add", {ctx, bucket, i64(at), from, i64(take)});
+    callVoid("zrt_ctx_bucket_add",
+             {ctx, i32(part), bucket, i64(at), from, i64(take)});
     at += take;
   }
   callVoid("zrt_ctx_reduce_bucket",
-           {ctx, i32(partitionIndex(op.getGroupAttr())), i64(op.getBegin()),
-            i64(op.getEnd()), bucket, i32(toOwners),
-            i32(slotOf(op.getToken()))});
+           {ctx, i32(part), i64(op.getBegin()), i64(op.getEnd()), bucket,
+            i32(toOwners), i32(slotOf(op.getToken()))});
   return success();
 }
 

@@ -165,7 +165,6 @@ std::string Lowering::buildManifest() {
   m.accumulationSteps = s.getAccumulationSteps();
   if (ScheduleAttr schedule = step.getScheduleAttr())
     m.globalBatch = schedule.getGlobalBatch();
-  m.computeDtype = toManifest(s.getPartitions().front().computeType);
 
   PrecisionAttr prec = step.getPrecision();
   m.precision.kind = toManifest<manifest::PrecisionKind>(
@@ -222,6 +221,9 @@ std::string Lowering::buildManifest() {
     part.numel = p.getNumelValue();
     part.paddedNumel = p.getPaddedNumelValue();
     part.shardNumel = p.getShardNumel();
+    // Each group computes in its parameters' type; zero-partition starts
+    // a new group where it changes.
+    part.computeDtype = toManifest(pb.computeType);
     for (Attribute a : p.getParams())
       part.params.push_back(
           cast<SymbolRefAttr>(a).getLeafReference().getValue().str());

@@ -24,8 +24,9 @@ extern "C" {
  * 2: fp32 programs have no master buffer (the params are the masters).
  * 3: eval_step, the forward-only step.
  * 4: the manifest's token-label convention (labels), a schedule's
- *    total_num_steps "auto" (absent), which older runtimes would misread,
- *    and count_labels, the label count of a mean over the global batch. */
+ *    total_num_steps "auto" (absent), which older runtimes would misread;
+ *    count_labels, the label count of a mean over the global batch; each
+ *    partition's own compute dtype (no program-wide compute_dtype). */
 #define ZRT_PROGRAM_VERSION 4
 
 typedef struct zrt_ctx zrt_ctx;
@@ -37,7 +38,8 @@ typedef struct zrt_program {
    * schedule hash, stage, world size, accumulation steps, precision and loss
    * scaler, optimizer, gradient clipping, inputs (shapes, dtypes, arena
    * offsets), parameters (name, shape, initializer, partition, offset),
-   * partitions (numel, padded numel, persistent buffer offsets), the plan
+   * partitions (numel, padded numel, compute dtype, persistent buffer
+   * offsets), the plan
    * (persistent bytes, arena bytes, planned peak) and its memory timeline. */
   const char *manifest;
   /* One micro-step: forward, backward and the collectives of every micro

@@ -179,7 +179,8 @@ nlohmann::json zrt::openManifest(const std::string &text,
 std::vector<SavedParam> zrt::savedParams(const Manifest &m) {
   std::vector<SavedParam> params;
   for (const ParamInfo &p : m.params)
-    params.push_back({p.name, p.shape, p.numel, p.partition, p.offset, p.rows});
+    params.push_back({p.name, p.shape, p.numel, p.partition, p.offset, p.rows,
+                      m.partitions[size_t(p.partition)].computeDtypeName});
   return params;
 }
 
@@ -231,7 +232,8 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
     json param = {{"name", p.name},
                   {"shape", p.shape},
                   {"partition", p.group},
-                  {"offset", p.offset}};
+                  {"offset", p.offset},
+                  {"compute_dtype", p.computeDtype}};
     if (p.rows >= 0)
       param["rows"] = p.rows;
     params.push_back(std::move(param));
@@ -240,7 +242,6 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
                    {"schedule_hash", m.hashText},
                    {"world_size", world},
                    {"stage", m.stage},
-                   {"compute_dtype", m.computeDtypeName},
                    {"precision", m.precision},
                    {"optimizer", optimizerJson(m)},
                    {"step", step},

@@ -113,6 +113,9 @@ struct SavedParam {
   int64_t offset = 0;
   /// Rows without padding (-1: not padded), as ParamInfo::rows.
   int64_t rows = -1;
+  /// The dtype it computes in ("f32", "bf16", "f16"): its group's. The
+  /// masters and moments are saved in fp32 whatever it is.
+  std::string computeDtype;
 };
 
 /// The parameters of program `m` as a checkpoint records them.

@@ -136,7 +136,6 @@ CheckpointReader::CheckpointReader(const std::string &path) {
     world = json_.at("world_size").get<int>();
     stage = json_.at("stage").get<int>();
     step = json_.at("step").get<int64_t>();
-    computeDtype = json_.at("compute_dtype").get<std::string>();
     if (world < 1 || stage < 0 || stage > 3)
       fail(whereText + ": manifest.json has world size " +
            std::to_string(world) + " and stage " + std::to_string(stage));
@@ -154,6 +153,15 @@ CheckpointReader::CheckpointReader(const std::string &path) {
              "' has an inconsistent layout");
       groups.push_back(group);
     }
+    // Each parameter records the dtype it computes in; checkpoints from
+    // before that recorded one for the whole step.
+    auto dtypeOf = [&](const json &p) {
+      return (p.contains("compute_dtype") ? p : json_)
+          .at("compute_dtype")
+          .get<std::string>();
+    };
+    // The dtype of each group's first parameter, which the others share.
+    std::vector<const SavedParam *> firstOfGroup(groups.size(), nullptr);
     // Format 2 did not record the parameters; only the program that saved
     // it can load it (checkSameModel).
     if (format >= 3)
@@ -163,7 +171,8 @@ CheckpointReader::CheckpointReader(const std::string &path) {
                          1,
                          p.at("partition").get<int32_t>(),
                          p.at("offset").get<int64_t>(),
-                         p.value("rows", int64_t(-1))};
+                         p.value("rows", int64_t(-1)),
+                         dtypeOf(p)};
         for (int64_t d : param.shape)
           param.numel *= d;
         if (param.group < 0 || param.group >= int32_t(groups.size()) ||
@@ -173,9 +182,24 @@ CheckpointReader::CheckpointReader(const std::string &path) {
              (param.shape.empty() || param.rows >= param.shape[0])))
           fail(whereText + ": parameter '" + param.name +
                "' lies outside its group");
-        byName[param.name] = params.size();
+        if (computeDtypeOf(param.computeDtype) < 0)
+          fail(whereText + ": parameter '" + param.name +
+               "' has compute dtype '" + param.computeDtype +
+               "' (f32, bf16 or f16)");
         params.push_back(std::move(param));
       }
+    for (size_t i = 0; i < params.size(); ++i) {
+      const SavedParam &param = params[i];
+      const SavedParam *&first = firstOfGroup[size_t(param.group)];
+      if (first && first->computeDtype != param.computeDtype)
+        fail(whereText + ": parameter '" + param.name + "' computes in " +
+             param.computeDtype + ", but '" + first->name +
+             "' of the same group '" + groups[size_t(param.group)].name +
+             "' in " + first->computeDtype + "; a group computes in one dtype");
+      if (!first)
+        first = &param;
+      byName[param.name] = i;
+    }
   } catch (const json::exception &e) {
     fail(whereText + ": malformed checkpoint metadata: " + e.what());
   }
@@ -191,6 +215,29 @@ void CheckpointReader::setParams(std::vector<SavedParam> table) {
 int64_t CheckpointReader::find(const std::string &name) const {
   auto it = byName.find(name);
   return it == byName.end() ? -1 : int64_t(it->second);
+}
+
+std::string CheckpointReader::computeDtypes() const {
+  // A format-2 checkpoint has no parameter table, only the step's dtype.
+  if (params.empty())
+    return json_.value("compute_dtype", std::string("unknown"));
+  std::vector<std::pair<std::string, int64_t>> counts;
+  for (const SavedParam &p : params) {
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto &c) {
+      return c.first == p.computeDtype;
+    });
+    if (it == counts.end())
+      counts.push_back({p.computeDtype, 1});
+    else
+      ++it->second;
+  }
+  if (counts.size() == 1)
+    return counts.front().first;
+  std::string text;
+  for (const auto &[dtype, n] : counts)
+    text += (text.empty() ? "" : ", ") + dtype + " for " + std::to_string(n) +
+            (n == 1 ? " parameter" : " parameters");
+  return text;
 }
 
 std::string CheckpointReader::rankPath(int rank) const {
@@ -404,11 +451,19 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
          std::to_string(n + 1) + " of " + std::to_string(m.params.size()) +
          " '" + m.params[n].name + "' is beyond the checkpoint's " +
          std::to_string(saved.size()) + " parameters");
+  // The first parameter, in the program's order, computing in another
+  // dtype: its fp32 master would be restored, but the step around it
+  // computes otherwise.
+  for (size_t i = 0; i < n; ++i) {
+    const std::string &mine =
+        m.partitions[size_t(m.params[i].partition)].computeDtypeName;
+    if (saved[i].computeDtype != mine)
+      fail(where + " was saved with compute dtype " + saved[i].computeDtype +
+           ", this program's is " + mine + " for parameter '" +
+           m.params[i].name +
+           "' (export and --init-from move weights between dtypes)");
+  }
   try {
-    if (ckpt.computeDtype != m.computeDtypeName)
-      fail(where + " was saved with compute dtype " + ckpt.computeDtype +
-           ", this program's is " + m.computeDtypeName +
-           " (export and --init-from move weights between dtypes)");
     const json &savedOptimizer = ckpt.manifest().at("optimizer");
     json mine = optimizerJson(m);
     static const std::pair<const char *, const char *> kNames[] = {

@@ -48,7 +48,7 @@ public:
 
   int format = 0, world = 0, stage = 0;
   int64_t step = 0;
-  std::string computeDtype, scheduleHash;
+  std::string scheduleHash;
   std::vector<SavedParam> params;
   std::vector<SavedGroup> groups;
 
@@ -75,6 +75,10 @@ public:
   void setParams(std::vector<SavedParam> table);
   /// The index of the parameter named `name`, or -1.
   int64_t find(const std::string &name) const;
+  /// The parameters' compute dtypes for messages: "bf16" when they share
+  /// one, else each with its number of parameters ("bf16 for 3 parameters,
+  /// f32 for 1").
+  std::string computeDtypes() const;
   /// Drops the rank files read so far from memory.
   void release() { ranks.clear(); }
 
@@ -96,8 +100,8 @@ private:
 };
 
 /// Throws, naming the checkpoint, unless program `m` can load it: the same
-/// parameters (names and shapes, in order; the message names the first that
-/// differs), compute dtype and optimizer settings. World size, stage and
+/// parameters (names, shapes and compute dtypes, in order; the message names
+/// the first that differs) and optimizer settings. World size, stage and
 /// grouping may differ.
 /// A format-2 checkpoint records no parameters: it takes `m`'s when `m` is
 /// the program that saved it.

@@ -8,9 +8,10 @@
 // collective is synchronous). zero.free emits no call.
 
 // Stage 2: the source form of zero.reduce_scatter packs its gradient values
-// into a bucket of the step arena (zrt_ctx_bucket_add: the bucket, the position
-// in it, the first element of the source as a byte offset from the
-// gradient's pointer, the count) and reduce-scatters the bucket
+// into a bucket of the step arena (zrt_ctx_bucket_add: the partition, whose
+// compute dtype the bucket holds, the bucket, the position in it, the first
+// element of the source as a byte offset from the gradient's pointer, the
+// count) and reduce-scatters the bucket
 // (to_owners = 0). The first bucket, [2, 10) of the layout, is the last 6
 // elements of @w's gradient (8 bytes in) and @b's 2; it is asynchronous (token
 // slot 0) and waited. The second, [0, 2), is synchronous (slot -1).
@@ -22,14 +23,16 @@
 // CHECK:      %[[BUCKET:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[SKIP:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[FROM:.*]] = llvm.getelementptr %[[DW]][%[[SKIP]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT: %[[PART:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[AT:.*]] = llvm.mlir.constant(0 : i64) : i64
 // CHECK-NEXT: %[[TAKE:.*]] = llvm.mlir.constant(6 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_ctx_bucket_add(%arg0, %[[BUCKET]], %[[AT]], %[[FROM]], %[[TAKE]])
+// CHECK-NEXT: llvm.call @zrt_ctx_bucket_add(%arg0, %[[PART]], %[[BUCKET]], %[[AT]], %[[FROM]], %[[TAKE]])
 // CHECK-NEXT: %[[SKIP:.*]] = llvm.mlir.constant(0 : i64) : i64
 // CHECK-NEXT: %[[FROM:.*]] = llvm.getelementptr %[[DB]][%[[SKIP]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT: %[[PART:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[AT:.*]] = llvm.mlir.constant(6 : i64) : i64
 // CHECK-NEXT: %[[TAKE:.*]] = llvm.mlir.constant(2 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_ctx_bucket_add(%arg0, %[[BUCKET]], %[[AT]], %[[FROM]], %[[TAKE]])
+// CHECK-NEXT: llvm.call @zrt_ctx_bucket_add(%arg0, %[[PART]], %[[BUCKET]], %[[AT]], %[[FROM]], %[[TAKE]])
 // CHECK-NEXT: %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[BEGIN:.*]] = llvm.mlir.constant(2 : i64) : i64
 // CHECK-NEXT: %[[END:.*]] = llvm.mlir.constant(10 : i64) : i64
@@ -41,9 +44,10 @@
 // CHECK:      %[[BUCKET:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[SKIP:.*]] = llvm.mlir.constant(0 : i64) : i64
 // CHECK-NEXT: %[[FROM:.*]] = llvm.getelementptr %[[DW]][%[[SKIP]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT: %[[PART:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[AT:.*]] = llvm.mlir.constant(0 : i64) : i64
 // CHECK-NEXT: %[[TAKE:.*]] = llvm.mlir.constant(2 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_ctx_bucket_add(%arg0, %[[BUCKET]], %[[AT]], %[[FROM]], %[[TAKE]])
+// CHECK-NEXT: llvm.call @zrt_ctx_bucket_add(%arg0, %[[PART]], %[[BUCKET]], %[[AT]], %[[FROM]], %[[TAKE]])
 // CHECK-NEXT: %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[BEGIN:.*]] = llvm.mlir.constant(0 : i64) : i64
 // CHECK-NEXT: %[[END:.*]] = llvm.mlir.constant(2 : i64) : i64
@@ -92,7 +96,7 @@ module @bucket_reduce_scatter {
 // CHECK-LABEL: llvm.func @zero_micro_step
 // CHECK:      llvm.call @zrt_matmul(
 // CHECK:      %[[BUCKET:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
-// CHECK:      llvm.call @zrt_ctx_bucket_add(%arg0, %[[BUCKET]],
+// CHECK:      llvm.call @zrt_ctx_bucket_add(%arg0, %{{[0-9]+}}, %[[BUCKET]],
 // CHECK-NEXT: %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[BEGIN:.*]] = llvm.mlir.constant(0 : i64) : i64
 // CHECK-NEXT: %[[END:.*]] = llvm.mlir.constant(8 : i64) : i64

@@ -649,6 +649,39 @@ def cmd_same_weights(args):
           (len(ha), ma.get("step"), mb.get("step")))
 
 
+def bf16_bits(f32_bits):
+    """fp32 bits rounded to bf16, nearest even (finite values)."""
+    return (f32_bits + 0x7fff + ((f32_bits >> 16) & 1)) >> 16
+
+
+def cmd_compute_copy(args):
+    """COPY holds the tensors of MASTERS (fp32), each in its own dtype: an
+    F32 one bitwise the master, a BF16 one the master rounded to nearest
+    even. Prints each tensor's name and dtype in file order."""
+    _, hm, dm = read_safetensors(args.masters)
+    _, hc, dc = read_safetensors(args.copy)
+    if list(hm) != list(hc):
+        fail("the tensor names differ")
+    for name, info in hc.items():
+        master = hm[name]
+        if master["dtype"] != "F32" or master["shape"] != info["shape"]:
+            fail("%s: masters %r, copy %r" % (name, master, info))
+        lo, hi = master["data_offsets"]
+        values = struct.unpack("<%dI" % ((hi - lo) // 4), dm[lo:hi])
+        lo, hi = info["data_offsets"]
+        if info["dtype"] == "F32":
+            want = dm[slice(*master["data_offsets"])]
+        elif info["dtype"] == "BF16":
+            want = struct.pack("<%dH" % len(values),
+                               *[bf16_bits(v) for v in values])
+        else:
+            fail("%s: dtype %s" % (name, info["dtype"]))
+        if dc[lo:hi] != want:
+            fail("%s: the %s data are not the masters' %s" %
+                 (name, info["dtype"], info["dtype"]))
+        print("%s %s" % (name, info["dtype"]))
+
+
 def cmd_safetensors_names(args):
     """Each tensor's name and shape in file order, then the metadata."""
     metadata, header, _ = read_safetensors(args.file)
@@ -1425,6 +1458,10 @@ def main():
     s.add_argument("a")
     s.add_argument("b")
     s.set_defaults(fn=cmd_same_weights)
+    s = sub.add_parser("compute-copy")
+    s.add_argument("masters")
+    s.add_argument("copy")
+    s.set_defaults(fn=cmd_compute_copy)
     s = sub.add_parser("safetensors-names")
     s.add_argument("file")
     s.set_defaults(fn=cmd_safetensors_names)

@@ -4,11 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
-#include "zero/Dialect/Zero/Analysis/Report.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -116,8 +116,8 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
       // A buffer holds the whole layout on every rank, or a shard of it.
       bool whole = pb->numel[k] >= loc->partition.getNumelValue();
       for (size_t rank = 0; rank < chunks.size(); ++rank)
-        perRank[rank] += (whole ? e - b : chunks[rank]) *
-                         (pb->bytes[k] / pb->numel[k]);
+        perRank[rank] +=
+            (whole ? e - b : chunks[rank]) * (pb->bytes[k] / pb->numel[k]);
     }
     r.vocabPaddingBytes += *llvm::max_element(perRank);
   }
@@ -130,8 +130,17 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.adamM = cat(MemoryCategory::AdamM);
   r.adamV = cat(MemoryCategory::AdamV);
   r.modelStateBytes = r.params + r.grads + r.masterParams + r.adamM + r.adamV;
-  Type compute = s.getPartitions().front().computeType;
-  r.paramDtype = compute.isF32() ? "fp32" : compute.isBF16() ? "bf16" : "fp16";
+  // Each partition's compute type; a step whose groups differ (a module
+  // kept in fp32) lists them in order of first use: "bf16+fp32".
+  for (const PartitionBuffers &p : s.getPartitions()) {
+    Type t = p.computeType;
+    std::string name = t.isF32() ? "fp32" : t.isBF16() ? "bf16" : "fp16";
+    if (r.paramDtype.empty())
+      r.paramDtype = name;
+    else if (("+" + r.paramDtype + "+").find("+" + name + "+") ==
+             std::string::npos)
+      r.paramDtype += "+" + name;
+  }
   r.paramsAreMasters =
       llvm::all_of(s.getPartitions(), [](const PartitionBuffers &p) {
         return p.areParamsMasters();
@@ -256,9 +265,9 @@ FitVerdict mlir::zero::computeFitVerdict(const MemoryPlan &plan,
       fit.largestItemBytes = bytes;
     }
   };
-  for (auto c :
-       {MemoryCategory::Params, MemoryCategory::Grads,
-        MemoryCategory::MasterParams, MemoryCategory::AdamM, MemoryCategory::AdamV})
+  for (auto c : {MemoryCategory::Params, MemoryCategory::Grads,
+                 MemoryCategory::MasterParams, MemoryCategory::AdamM,
+                 MemoryCategory::AdamV})
     consider(stringifyMemoryCategory(c),
              plan.persistentByCategory[static_cast<unsigned>(c)]);
   // The op after which the step arena holds the most live bytes.
@@ -519,6 +528,15 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
             "without the optimizer (it ignores cpu_offload_params without "
             "cpu_offload): its row is the estimate without offload.";
     os << "\n\n";
+  } else if (r.paramDtype.find('+') != std::string::npos) {
+    os << "\nModel states add up each group's in its own compute type ("
+       << r.paramDtype << "): " << mixedFormulas[r.stage]
+       << " for 16-bit groups, " << fp32Formulas[r.stage]
+       << " for fp32 ones, their own masters (S, S' the group's); "
+          "DeepSpeed's estimator assumes 16-bit parameters and an fp32 "
+          "gradient copy throughout (18 bytes per parameter), and ignores "
+          "buckets, gathered parameters and activations, which are counted "
+          "above.\n\n";
   } else {
     os << "\nModel states follow "
        << (r.paramsAreMasters ? fp32Formulas : mixedFormulas)[r.stage]

@@ -62,13 +62,20 @@ struct ZeroMixedPrecisionPass
         return signalPassFailure();
       }
     }
+    // A module whose parameters already carry compute types was written (or
+    // converted) in mixed precision, possibly keeping some modules in fp32
+    // as Hugging Face's _keep_in_fp32_modules does: its types stay as they
+    // are, and a parameter without a compute type computes in fp32.
+    bool typed = llvm::any_of(module.getOps<ParamOp>(), [](ParamOp p) {
+      return p.getComputeAttr() != nullptr;
+    });
     for (TrainStepOp step : module.getOps<TrainStepOp>())
-      if (failed(convert(module, step, forced)))
+      if (failed(convert(module, step, forced, typed)))
         return signalPassFailure();
   }
 
   LogicalResult convert(ModuleOp module, TrainStepOp step,
-                        std::optional<PrecisionKind> forced) {
+                        std::optional<PrecisionKind> forced, bool typed) {
     MLIRContext *ctx = module.getContext();
     PrecisionAttr prec = step.getPrecision();
     if (forced && *forced != prec.getKind()) {
@@ -89,13 +96,17 @@ struct ZeroMixedPrecisionPass
         return param.emitOpError("master parameters must be f32 for ")
                << stringifyPrecisionKind(prec.getKind())
                << " mixed precision, got " << param.getTensorType();
-      if (auto c = param.getComputeAttr(); c && c.getValue() != compute)
+      if (auto c = param.getComputeAttr();
+          c && c.getValue() != compute && !c.getValue().isF32())
         return param.emitOpError("already has compute type ")
                << c.getValue() << ", cannot convert to " << compute;
-      param.setComputeAttr(TypeAttr::get(compute));
+      if (!typed)
+        param.setComputeAttr(TypeAttr::get(compute));
     }
-
     Block &body = step.getBodyBlock();
+    if (typed)
+      return scaleLossSeed(body, prec);
+
     OpBuilder b = OpBuilder::atBlockBegin(&body);
     // Float inputs (features) are cast once at the top of the step.
     for (BlockArgument arg : body.getArguments()) {
@@ -116,16 +127,22 @@ struct ZeroMixedPrecisionPass
         if (RankedTensorType t = lower(r.getType(), compute))
           r.setType(t);
     }
-    if (prec.getKind() == PrecisionKind::fp16) {
-      for (Operation &op : llvm::make_early_inc_range(body)) {
-        if (!isLossSeed(&op))
-          continue;
-        OpBuilder sb(&op);
-        auto scale =
-            LossScaleOp::create(sb, op.getLoc(), op.getResult(0).getType());
-        op.getResult(0).replaceAllUsesWith(scale);
-        op.erase();
-      }
+    return scaleLossSeed(body, prec);
+  }
+
+  /// At fp16, the backward's seed d loss / d loss = 1 becomes the dynamic
+  /// loss scale.
+  static LogicalResult scaleLossSeed(Block &body, PrecisionAttr prec) {
+    if (prec.getKind() != PrecisionKind::fp16)
+      return success();
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      if (!isLossSeed(&op))
+        continue;
+      OpBuilder sb(&op);
+      auto scale =
+          LossScaleOp::create(sb, op.getLoc(), op.getResult(0).getType());
+      op.getResult(0).replaceAllUsesWith(scale);
+      op.erase();
     }
     return success();
   }

@@ -88,6 +88,13 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "::mlir::ModuleOp"> {
 
     `dtype=auto` (the default) follows the train step's precision attribute;
     an explicit dtype overrides it and rewrites the attribute.
+
+    A module whose parameters already have `compute` types was written (or
+    converted before) in mixed precision: its types stay as they are, and a
+    parameter without one computes in fp32, its own master, as Hugging
+    Face's `_keep_in_fp32_modules` keep some modules in fp32 beside 16-bit
+    ones. Only the fp16 seed becomes the loss scale. A `compute` type other
+    than f32 and the precision's is an error.
   }];
   let options = [
     Option<"dtype", "dtype", "std::string", /*default=*/"\"auto\"",
