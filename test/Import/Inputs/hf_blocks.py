@@ -7,11 +7,18 @@ padding_idx, scaled by sqrt(hidden) as Gemma scales it; Gemma's RMS norm
 x * rsqrt(mean(x ** 2) + eps) * (1 + w) in fp32; GeGLU
 (F.gelu(approximate="tanh")(gate) * up); a split into unequal parts."""
 
-import math
+import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# transformers' Conv1D and gelu_new as the GPT-2 interchange test writes
+# them.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "E2E", "Inputs"))
+from hf_gpt2 import Conv1D, gelu_new  # noqa: E402
 
 VOCAB, HIDDEN, FFN, BLOCK = 256, 32, 64, 40
 # A frequent byte of the training text (the space), so that the padding
@@ -19,26 +26,9 @@ VOCAB, HIDDEN, FFN, BLOCK = 256, 32, 64, 40
 PADDING = 32
 
 
-class Conv1D(nn.Module):
-    """transformers' pytorch_utils.Conv1D."""
-
-    def __init__(self, nf, nx):
-        super().__init__()
-        self.nf = nf
-        self.weight = nn.Parameter(torch.empty(nx, nf))
-        self.bias = nn.Parameter(torch.zeros(nf))
-        nn.init.normal_(self.weight, std=0.02)
-
-    def forward(self, x):
-        size_out = x.size()[:-1] + (self.nf,)
-        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
-        return x.view(size_out)
-
-
 class NewGELU(nn.Module):
     def forward(self, input):
-        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (
-            input + 0.044715 * torch.pow(input, 3.0))))
+        return gelu_new(input)
 
 
 class GemmaRMSNorm(nn.Module):
