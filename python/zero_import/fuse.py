@@ -6,7 +6,8 @@ die and are pruned. What no pattern takes stays a pseudo op, and
 `check_lowered` reports it at its torch operation.
 
   RMS norm   w * (x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps))
-             (x * x for x ** 2, either operand order, float casts)
+             (x * x for x ** 2, either operand order, float casts; w a
+             parameter or computed from one, as Gemma's (1 + w))
   rope       x * cos + rotate_half(x) * sin, rotate_half(x) =
              cat(-x[..., h:], x[..., :h]), cos/sin Hugging Face's tables
   attention  softmax(q @ k^T * s [masked causally]) @ v, the mask a
@@ -14,6 +15,8 @@ die and are pruned. What no pattern takes stays a pseudo op, and
              with -inf (or the dtype's min) there; k and v repeated per
              query head group (repeat_kv, repeat_interleave) are read once
   SwiGLU     silu(gate) * up
+  GELU       0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))
+             (GPT-2's gelu_new), the tanh approximation nn.gelu computes
 """
 
 import math
@@ -51,11 +54,12 @@ def _rms_parts(g, r):
 
 
 def _weight_of(mul, value, x):
-    """The 1-D parameter that op `mul` multiplies `value` by, if any."""
+    """The 1-D tensor of x's features that op `mul` multiplies `value` by, if
+    any: a parameter, or one computed from it (Gemma's 1 + w)."""
     if mul.kind != "mul" or len(mul.operands) != 2:
         return None
     w = mul.operands[1] if mul.operands[0] is value else mul.operands[0]
-    if w is value or w.param is None or w.shape != (x.shape[-1],):
+    if w is value or w is x or w.shape != (x.shape[-1],):
         return None
     return w
 
@@ -312,6 +316,47 @@ def fuse_swiglu(g):
                 break
 
 
+# -- GELU, tanh approximation ------------------------------------------------
+
+
+def _scaled(sym, factor):
+    """y when sym is `factor * y` (to float32 precision)."""
+    sc = _producer(sym, "scale")
+    if sc and math.isclose(sc.attrs["factor"], factor, rel_tol=1e-7):
+        return sc.operands[0]
+    return None
+
+
+def _gelu_tanh_input(half, one_plus):
+    """x when half is 0.5 * x and one_plus is
+    1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3))."""
+    x = _scaled(half, 0.5)
+    plus = _producer(one_plus, "add_scalar")
+    if x is None or not plus or plus.attrs["value"] != 1.0:
+        return None
+    th = _producer(plus.operands[0], "tanh")
+    inner = th and _scaled(th.operands[0], math.sqrt(2.0 / math.pi))
+    add = inner is not None and _producer(inner, "add")
+    if not add:
+        return None
+    for a, b in (add.operands, reversed(add.operands)):
+        cubed = _scaled(b, 0.044715) if a is x else None
+        cube = cubed is not None and _producer(cubed, "cube")
+        if cube and cube.operands[0] is x:
+            return x
+    return None
+
+
+def fuse_gelu_tanh(g):
+    for mul in [op for op in g.ops if op.kind == "mul"]:
+        a, b = mul.operands
+        for half, one_plus in ((a, b), (b, a)):
+            x = _gelu_tanh_input(half, one_plus)
+            if x is not None and x.shape == mul.results[0].shape:
+                _replace(g, mul, "gelu", [x], {}, x.shape)
+                break
+
+
 # -- what is left --------------------------------------------------------------
 
 
@@ -334,6 +379,8 @@ _WHAT = {
     "rsqrt": "rsqrt (recognised inside an RMS norm "
              "w * (x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps)))",
     "square": "x ** 2 (recognised inside an RMS norm)",
+    "cube": "x ** 3 (recognised inside GELU's tanh approximation "
+            "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3))))",
     "mean_last": "a mean (recognised inside an RMS norm)",
     "mul_const": "a product with a constant tensor (recognised as the "
                  "rotary embedding x * cos + rotate_half(x) * sin)",
@@ -348,6 +395,10 @@ _WHAT = {
                  "its right operand over leading dimensions)",
     "add_bcast": "a sum broadcasting both operands (nn.add broadcasts its "
                  "right operand over leading dimensions)",
+    "pad_labels": "F.pad of integer labels (recognised as the label shift "
+                  "F.pad(labels, (0, 1), value=-100)[..., 1:])",
+    "shift_labels": "labels shifted inside the model (only as "
+                    "cross-entropy labels)",
     "int_reshape": "a reshape of integer ids (only as cross-entropy "
                    "labels)",
 }
@@ -368,6 +419,7 @@ def fuse_all(g, roots):
     fuse_attention(g)
     g.prune(roots)
     fuse_swiglu(g)
+    fuse_gelu_tanh(g)
     lower_add_scalar(g)
     g.prune(roots)
     check_lowered(g)

@@ -323,28 +323,54 @@ class Lowering:
             y = self.emit("add", [y, b], {}, [y.shape], where)
         return y
 
-    def embedding(self, ids, w, value, where):
+    def embedding(self, ids, w, padding_idx, max_norm, scale_grad, value,
+                  where):
         if not is_sym(w) or w.param is None or len(w.shape) != 2:
             where.fail("an embedding whose table is not a 2-D parameter")
+        if max_norm is not None:
+            where.fail("an embedding with max_norm has no equivalent (it "
+                       "renormalizes the table's rows in place)")
+        if scale_grad:
+            where.fail("an embedding with scale_grad_by_freq has no "
+                       "equivalent")
+        attrs = {}
+        if padding_idx is not None:
+            # PyTorch's padding row gets no gradient.
+            rows = w.shape[0]
+            if padding_idx < 0:
+                padding_idx += rows
+            if not 0 <= padding_idx < rows:
+                where.fail("padding_idx %d is out of range for %d rows" % (
+                    padding_idx, rows))
+            attrs["padding_idx"] = padding_idx
         if isinstance(ids, Const):
-            # Positions 0..T-1 of a P-row table (a learned positional
-            # embedding; nn.add broadcasts it): the whole table, or its
-            # first of P / T equal parts.
-            v, rows = ids.value, w.shape[0]
-            t = v.numel() if torch.is_tensor(v) and v.dim() == 1 else 0
-            if t and rows % t == 0 and torch.equal(
-                    v.cpu(), torch.arange(t, dtype=v.dtype)):
-                if t == rows:
-                    return w
-                op = self.g.emit("split", [w], {"axis": 0},
-                                 [((t, w.shape[1]), "f32")] * (rows // t),
-                                 where)
-                return op.results[0]
-            where.fail("an embedding of constant ids other than the "
-                       "positions 0..T-1, T dividing the table's %d rows, "
-                       "has no equivalent" % rows)
+            if attrs:
+                where.fail("an embedding of constant ids with padding_idx "
+                           "has no equivalent")
+            return self.positions(ids.value, w, value, where)
         ids = self.int_view(ids, where)
-        return self.emit("embedding", [w, ids], {}, [value.shape], where)
+        return self.emit("embedding", [w, ids], attrs, [value.shape], where)
+
+    def positions(self, ids, w, value, where):
+        """Rows 0..T-1 of a P-row table (a learned positional embedding,
+        ids `arange(T)` of shape [T] or [1, ..., 1, T], T <= P; nn.add
+        broadcasts it): the table, or the first part of its split into P / T
+        equal parts where T divides P, else into T and P - T rows."""
+        rows, dim = w.shape
+        t = ids.shape[-1] if torch.is_tensor(ids) and ids.dim() >= 1 else 0
+        if not t or any(d != 1 for d in ids.shape[:-1]) or t > rows or \
+                ids.dtype not in _INT_TYPES or not torch.equal(
+                    ids.reshape(-1).cpu(), torch.arange(t, dtype=ids.dtype)):
+            where.fail("an embedding of constant ids other than the "
+                       "positions 0..T-1 (of shape [T] or [1, T], T at most "
+                       "the table's %d rows) has no equivalent" % rows)
+        table = w
+        if t < rows:
+            parts = [t] * (rows // t) if rows % t == 0 else [t, rows - t]
+            table = self.g.emit("split", [w], {"axis": 0},
+                                [((n, dim), "f32") for n in parts],
+                                where).results[0]
+        return self.reshape(table, value, where)
 
     def int_view(self, ids, where):
         if not is_sym(ids) or ids.is_float:
@@ -440,9 +466,6 @@ class Lowering:
         x = self.float_sym(x, where)
         axis = _norm_axis(dim, len(x.shape), where)
         shapes = [tuple(v.shape) for v in value]
-        if len(set(shapes)) != 1:
-            where.fail("split into unequal parts %s; nn.split makes equal "
-                       "parts" % [s[axis] for s in shapes])
         if len(shapes) == 1:
             return (x,)
         return tuple(self.g.emit("split", [x], {"axis": axis},
@@ -452,6 +475,8 @@ class Lowering:
     def getitem(self, x, idx, value, where):
         if isinstance(x, (tuple, list)):
             return x[unwrap(idx)]
+        if is_sym(x) and not x.is_float:
+            return self.shift_labels(x, unwrap(idx), value, where)
         x = self.float_sym(x, where)
         idx = unwrap(idx)
         if not isinstance(idx, tuple):
@@ -485,13 +510,42 @@ class Lowering:
         return self.pseudo("slice", [x], {"axis": ax, "start": start,
                                           "stop": stop}, value, where)
 
+    def pad_labels(self, x, pad, mode, fill, value, where):
+        """F.pad(labels, (0, 1), value=v): the first half of transformers'
+        causal label shift (see shift_labels)."""
+        if not is_sym(x) or x.is_float or tuple(pad) != (0, 1) or \
+                mode != "constant" or isinstance(fill, bool) or \
+                not isinstance(fill, int):
+            where.fail("F.pad has no equivalent (F.pad(labels, (0, 1), "
+                       "value=-100)[..., 1:] is recognised as the label "
+                       "shift of a causal LM's loss)")
+        return self.emit("pad_labels", [x], {"fill": fill}, [value.shape],
+                         where, dtype=x.dtype)
+
+    def shift_labels(self, x, idx, value, where):
+        """labels shifted left by one position, the last one `fill`:
+        F.pad(labels, (0, 1), value=fill)[..., 1:], as transformers'
+        ForCausalLMLoss writes it."""
+        pad = x.op if x.op is not None and x.op.kind == "pad_labels" else None
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        shift = slice(1, None, None)
+        rest = (slice(None, None, None),) * (len(x.shape) - 1)
+        if pad is None or idx not in ((Ellipsis, shift), rest + (shift,)):
+            where.fail("indexing an integer tensor has no equivalent "
+                       "(F.pad(labels, (0, 1), value=-100)[..., 1:] is "
+                       "recognised as the label shift of a causal LM's loss)")
+        return self.emit("shift_labels", pad.operands, pad.attrs,
+                         [value.shape], where, dtype=x.dtype)
+
     def pow(self, x, e, value, where):
         e = unwrap(e)
-        if not is_sym(x) or e != 2:
+        kind = {2: "square", 3: "cube"}.get(e) if is_sym(x) and \
+            not isinstance(e, bool) and isinstance(e, (int, float)) else None
+        if kind is None:
             where.fail("pow with exponent %r has no equivalent (x ** 2 is "
-                       "recognised inside an RMS norm)" % (e,))
-        return self.pseudo("square", [self.float_sym(x, where)], {}, value,
-                           where)
+                       "recognised inside an RMS norm, x ** 3 inside GELU's "
+                       "tanh approximation)" % (e,))
+        return self.pseudo(kind, [self.float_sym(x, where)], {}, value, where)
 
     def mean(self, x, dim, keepdim, value, where):
         x = self.float_sym(x, where)
@@ -548,6 +602,18 @@ class Lowering:
             where.fail("cross entropy of logits %s and labels %s: labels "
                        "have the logits' shape without the class dimension"
                        % (list(logits.shape), list(labels.shape)))
+        if labels.op is not None and labels.op.kind == "shift_labels":
+            fill = labels.op.attrs["fill"]
+            if fill != ignore_index:
+                where.fail("cross entropy of labels shifted with the fill %d "
+                           "and ignore_index=%s: the last position is not "
+                           "ignored" % (fill, ignore_index))
+            where.fail("cross entropy of labels shifted inside the model, "
+                       "F.pad(labels, (0, 1), value=%d)[..., 1:] as "
+                       "transformers' ForCausalLMLoss writes it, has no "
+                       "equivalent: nn.softmax_cross_entropy cannot ignore "
+                       "the last position (feed labels shifted by the data "
+                       "and take the cross entropy of the logits)" % fill)
         if labels.op is not None:
             where.fail("labels must be an input of the step, not computed")
         return self.emit("softmax_cross_entropy", [logits, labels], {}, [()],
@@ -636,10 +702,8 @@ def _linear_module(low, c):
 @_rule(MODULES, nn.Embedding)
 def _embedding_module(low, c):
     m, where = c.module, c.where
-    if m.padding_idx is not None or m.max_norm is not None:
-        where.fail("nn.Embedding with padding_idx or max_norm has no "
-                   "equivalent (nn.embedding updates every row)")
-    return low.embedding(c.x, low.param(m.weight, where), c.value, where)
+    return low.embedding(c.x, low.param(m.weight, where), m.padding_idx,
+                         m.max_norm, m.scale_grad_by_freq, c.value, where)
 
 
 @_rule(MODULES, nn.LayerNorm)
@@ -714,6 +778,31 @@ def _matmul(low, c):
     return low.matmul(c.a[0], c.a[1], c.value, c.where)
 
 
+@_rule(FUNCTIONS, torch.addmm)
+def _addmm(low, c):
+    """beta * input + alpha * (mat1 @ mat2), as GPT-2's Conv1D computes
+    x @ W + b with W [in, out]."""
+    where = c.where
+    beta, alpha = unwrap(c.kw.get("beta", 1)), unwrap(c.kw.get("alpha", 1))
+    for name, v in (("beta", beta), ("alpha", alpha)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            where.fail("addmm with %s=%r has no equivalent" % (name, v))
+    mat1, mat2 = c.arg(1, "mat1"), c.arg(2, "mat2")
+    if not is_sym(mat1) or not is_sym(mat2) or len(mat1.shape) != 2 or \
+            len(mat2.shape) != 2:
+        where.fail("addmm of operands that are not 2-D tensors computed from "
+                   "the inputs or parameters")
+    y = low.matmul(mat1, mat2, c.value, where)
+    if alpha != 1:
+        y = low.scale(y, alpha, where)
+    if beta == 0:
+        return y
+    bias = low.float_sym(c.arg(0, "input"), where, "the added input")
+    if beta != 1:
+        bias = low.scale(bias, beta, where)
+    return low.broadcast("add", y, bias, c.value, where)
+
+
 # Layers as functions.
 
 @_rule(FUNCTIONS, F.linear)
@@ -723,10 +812,11 @@ def _linear(low, c):
 
 @_rule(FUNCTIONS, F.embedding)
 def _embedding(low, c):
-    for k in ("padding_idx", "max_norm"):
-        if c.kw.get(k) is not None:
-            c.where.fail("F.embedding with %s has no equivalent" % k)
-    return low.embedding(c.a[0], c.arg(1, "weight"), c.value, c.where)
+    return low.embedding(c.a[0], c.arg(1, "weight"),
+                         unwrap(c.arg(2, "padding_idx")),
+                         unwrap(c.arg(3, "max_norm")),
+                         unwrap(c.arg(5, "scale_grad_by_freq")), c.value,
+                         c.where)
 
 
 @_rule(FUNCTIONS, F.layer_norm)
@@ -761,6 +851,13 @@ def _dropout(low, c):
                        unwrap(c.arg(2, "training", True)), c.where)
 
 
+@_rule(FUNCTIONS, F.pad)
+def _pad(low, c):
+    return low.pad_labels(c.a[0], unwrap(c.arg(1, "pad")),
+                          unwrap(c.arg(2, "mode", "constant")),
+                          unwrap(c.arg(3, "value", 0)), c.value, c.where)
+
+
 @_rule(FUNCTIONS, F.cross_entropy)
 def _cross_entropy(low, c):
     kw = c.kw
@@ -785,7 +882,7 @@ def _rsqrt(low, c):
                       c.where)
 
 
-@_rule(FUNCTIONS, torch.pow)
+@_rule(FUNCTIONS, torch.pow, operator.pow)
 @_rule(METHODS, "pow")
 def _pow(low, c):
     return low.pow(c.a[0], c.a[1], c.value, c.where)

@@ -232,7 +232,7 @@ void BM_EmbeddingGrad(benchmark::State &state) {
     tokens[i] = int32_t((i * 7919) % vocab);
   for (auto _ : state)
     zrt_embedding_grad(dtype, dy.data(), ZRT_I32, tokens.data(), dtable.data(),
-                       ids, vocab, dim);
+                       ids, vocab, dim, -1);
   state.SetBytesProcessed(state.iterations() * (ids + vocab) * dim *
                           zrt_dtype_size(dtype));
 }

@@ -37,7 +37,7 @@ extern "C" void zrt_embedding(int32_t dtype, const void *table, int32_t idType,
 extern "C" void zrt_embedding_grad(int32_t dtype, const void *dy,
                                    int32_t idType, const void *ids,
                                    void *dtable, int64_t numIds, int64_t vocab,
-                                   int64_t dim) {
+                                   int64_t dim, int64_t paddingIdx) {
   KernelSpan span("zrt_embedding_grad");
   checkDims("zrt_embedding_grad", numIds, vocab, dim);
   // Grouping positions by id lets each table row be summed by one thread in
@@ -70,6 +70,9 @@ extern "C" void zrt_embedding_grad(int32_t dtype, const void *dy,
       alignas(64) float acc[kBlock], buf[kBlock];
       for (int64_t v = begin; v < end; ++v) {
         int64_t first = v == 0 ? 0 : ends[v - 1], last = ends[v];
+        if (v == paddingIdx)
+          first = last; // the padding row gets no gradient
+
         for (int64_t c0 = 0; c0 < dim; c0 += kBlock) {
           int64_t len = std::min(kBlock, dim - c0);
           std::fill(acc, acc + len, 0.0f);

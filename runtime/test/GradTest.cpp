@@ -407,12 +407,37 @@ TEST_F(GradTest, Embedding) {
   std::vector<double> w = weights(rng, numIds * dim);
   Floats dy = asFloats(w), dtable(static_cast<size_t>(vocab * dim));
   zrt_embedding_grad(ZRT_F32, dy.data(), ZRT_I32, ids.data(), dtable.data(),
-                     numIds, vocab, dim);
+                     numIds, vocab, dim, -1);
   checkGradient(
       "embedding", table,
       [&](const Floats &t) {
         Floats out(static_cast<size_t>(numIds * dim));
         zrt_embedding(ZRT_F32, t.data(), ZRT_I32, ids.data(), out.data(),
+                      numIds, vocab, dim);
+        return out;
+      },
+      w, dtable, rng);
+}
+
+// padding_idx: the gradient of the lookup with the padding row held fixed
+// (PyTorch's nn.Embedding(padding_idx=...) treats it as a constant).
+TEST_F(GradTest, EmbeddingPaddingIdx) {
+  int64_t vocab = 9, dim = 6, numIds = 14, padding = 3;
+  Floats table = randomFloats(rng, vocab * dim);
+  std::vector<int32_t> ids(numIds);
+  for (int64_t i = 0; i < numIds; ++i)
+    ids[i] = int32_t((i * 5) % 7); // id 3 at positions 2 and 9
+  std::vector<double> w = weights(rng, numIds * dim);
+  Floats dy = asFloats(w), dtable(static_cast<size_t>(vocab * dim));
+  zrt_embedding_grad(ZRT_F32, dy.data(), ZRT_I32, ids.data(), dtable.data(),
+                     numIds, vocab, dim, padding);
+  checkGradient(
+      "embedding padding_idx", table,
+      [&](const Floats &t) {
+        Floats fixed = t, out(static_cast<size_t>(numIds * dim));
+        std::copy_n(table.begin() + padding * dim, dim,
+                    fixed.begin() + padding * dim);
+        zrt_embedding(ZRT_F32, fixed.data(), ZRT_I32, ids.data(), out.data(),
                       numIds, vocab, dim);
         return out;
       },

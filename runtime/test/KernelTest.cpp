@@ -605,9 +605,19 @@ TEST_P(KernelTest, EmbeddingAndGrad) {
                 "embedding");
     dtable.set(1, 123.0); // must be overwritten with 0
     zrt_embedding_grad(dtype(), dy.data(), idType, idp, dtable.data(), numIds,
-                       vocab, dim);
+                       vocab, dim, -1);
     expectClose(dtable, ref::embeddingGrad(dy.values(), ids, vocab, dim), u(),
                 numIds * kF32, "embedding_grad");
+    // Row 10, which ids select, as the padding row: it stays zero (over the
+    // 123 written before), the others are unchanged.
+    ASSERT_NE(std::count(ids.begin(), ids.end(), 10), 0);
+    dtable.set(10 * dim, 123.0);
+    zrt_embedding_grad(dtype(), dy.data(), idType, idp, dtable.data(), numIds,
+                       vocab, dim, 10);
+    ref::Vec want = ref::embeddingGrad(dy.values(), ids, vocab, dim, 10);
+    EXPECT_TRUE(std::all_of(want.begin() + 10 * dim, want.begin() + 11 * dim,
+                            [](double x) { return x == 0; }));
+    expectClose(dtable, want, u(), numIds * kF32, "embedding_grad padding_idx");
   }
 }
 

@@ -113,7 +113,7 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
   Buffer table(dtype(), 5 * 7);
   EXPECT_EQ(scratchOf([&] {
               zrt_embedding_grad(dtype(), dy.data(), ZRT_I32, ids.data(),
-                                 table.data(), 4, 5, 7);
+                                 table.data(), 4, 5, 7, -1);
             }),
             zrt_scratch_embedding_grad(4, 5, 7));
 }

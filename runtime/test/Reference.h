@@ -328,11 +328,12 @@ inline Vec embedding(const Vec &table, const std::vector<int64_t> &ids,
   return out;
 }
 
+/// The row paddingIdx (-1: none) gets nothing, as PyTorch's padding_idx.
 inline Vec embeddingGrad(const Vec &dy, const std::vector<int64_t> &ids,
-                         int64_t vocab, int64_t dim) {
+                         int64_t vocab, int64_t dim, int64_t paddingIdx = -1) {
   Vec out(static_cast<size_t>(vocab * dim), 0.0);
   for (size_t i = 0; i < ids.size(); ++i)
-    for (int64_t c = 0; c < dim; ++c)
+    for (int64_t c = 0; c < dim && ids[i] != paddingIdx; ++c)
       out[static_cast<size_t>(ids[i] * dim + c)] += dy[i * dim + c];
   return out;
 }

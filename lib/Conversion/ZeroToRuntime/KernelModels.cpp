@@ -305,7 +305,8 @@ LogicalResult buildCall(nn::EmbeddingGradOp op, KernelCallBuilder &b) {
                 {b.dtype(elemType(op.getResult())), b.operand(0),
                  b.dtype(elemType(op.getIds())), b.operand(1), b.result(0),
                  b.i64(numel(op.getIds())), b.i64(t.getDimSize(0)),
-                 b.i64(t.getDimSize(1))});
+                 b.i64(t.getDimSize(1)),
+                 b.i64(op.getPaddingIdx().value_or(-1))});
 }
 int64_t scratchBytes(nn::EmbeddingGradOp op) {
   auto t = tensorType(op.getResult());

@@ -180,12 +180,13 @@ __device__ void blockSort(int64_t *a, int64_t n) {
 /// order, one block per bucket (found at its first sorted position). Short
 /// buckets: a thread per column pack adds the positions in order. Long
 /// buckets: warp w adds positions w, w + kBucketWarps, ... in order, then
-/// the warps' partials are added in warp order. Rows of empty buckets keep
-/// the zeros written before.
+/// the warps' partials are added in warp order. Rows of empty buckets and
+/// the padding row keep the zeros written before.
 template <typename T, typename I, bool kAligned>
 __global__ void __launch_bounds__(kBucketThreads)
     bucketSumKernel(const T *dy, const I *ids, const int64_t *ends,
-                    int64_t *order, T *dtable, int64_t vocab, int64_t dim) {
+                    int64_t *order, T *dtable, int64_t vocab, int64_t dim,
+                    int64_t paddingIdx) {
   constexpr int kVec = vecWidth<T>();
   __shared__ int64_t sorted[kSortShared];
   __shared__ float part[kBucketWarps][kVec][32];
@@ -196,7 +197,8 @@ __global__ void __launch_bounds__(kBucketThreads)
     // Uniform over the block: every thread reads the same values.
     int64_t v = int64_t(ids[order[p]]);
     int64_t start = v == 0 ? 0 : ends[v - 1];
-    if (p != start)
+    // The padding row keeps its zeros.
+    if (p != start || v == paddingIdx)
       continue;
     int64_t count = ends[v] - start;
     const int64_t *pos = order + start;
@@ -304,7 +306,7 @@ void zrt::cuda::embedding(int32_t dtype, const void *table, int32_t idType,
 
 void zrt::cuda::embeddingGrad(int32_t dtype, const void *dy, int32_t idType,
                               const void *ids, void *dtable, int64_t numIds,
-                              int64_t vocab, int64_t dim) {
+                              int64_t vocab, int64_t dim, int64_t paddingIdx) {
   const char *kernel = "zrt_embedding_grad";
   checkDims(kernel, numIds, vocab, dim);
   // Exactly the planned scratch: vocab + 1 bucket ends, numIds positions.
@@ -339,10 +341,10 @@ void zrt::cuda::embeddingGrad(int32_t dtype, const void *dy, int32_t idType,
       unsigned buckets = gridFor(numIds, 1);
       if (rowsAligned<T>(dim, {g, out}))
         bucketSumKernel<T, I, true><<<buckets, kBucketThreads, 0, stream>>>(
-            g, idv, ends, order, out, vocab, dim);
+            g, idv, ends, order, out, vocab, dim, paddingIdx);
       else
         bucketSumKernel<T, I, false><<<buckets, kBucketThreads, 0, stream>>>(
-            g, idv, ends, order, out, vocab, dim);
+            g, idv, ends, order, out, vocab, dim, paddingIdx);
       checkLaunch(kernel);
     });
   });

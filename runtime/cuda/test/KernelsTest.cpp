@@ -913,13 +913,17 @@ TEST_P(CudaKernelsTest, EmbeddingGrad) {
     // Ids: hot takes the first hotCount positions, shuffled among the
     // others, which are uniform in [0, vocab).
     int64_t hot, hotCount;
+    int64_t paddingIdx = -1;
   };
   // Short buckets (a thread per column), a bucket split over warps and
   // sorted in shared memory, one sorted in place in the scratch (> 2048),
-  // odd dims, a single id, and no ids.
-  for (Case c : {Case{50, 1030, 40, 5, 10}, Case{300, 24, 5000, 7, 3000},
-                 Case{300, 24, 500, 3, 100}, Case{5, 1, 77, 0, 0},
-                 Case{1, 9, 33, 0, 33}, Case{40, 16, 0, 0, 0}}) {
+  // odd dims, a single id, and no ids; a padding row, hot (its long bucket
+  // is skipped by every warp) or not.
+  for (Case c :
+       {Case{50, 1030, 40, 5, 10}, Case{300, 24, 5000, 7, 3000},
+        Case{300, 24, 500, 3, 100}, Case{5, 1, 77, 0, 0}, Case{1, 9, 33, 0, 33},
+        Case{40, 16, 0, 0, 0}, Case{300, 24, 5000, 7, 3000, 7},
+        Case{50, 1030, 40, 5, 10, 2}}) {
     std::vector<int64_t> ids(static_cast<size_t>(c.numIds));
     std::uniform_int_distribution<int64_t> pick(0, c.vocab - 1);
     for (int64_t i = 0; i < c.numIds; ++i)
@@ -936,7 +940,7 @@ TEST_P(CudaKernelsTest, EmbeddingGrad) {
       const void *devIds = idType == ZRT_I32 ? dIds32->get() : dIds64->get();
       Buffer want(dtype(), c.vocab * c.dim);
       zrt_embedding_grad(dtype(), dy.data(), idType, hostIds, want.data(),
-                         c.numIds, c.vocab, c.dim);
+                         c.numIds, c.vocab, c.dim, c.paddingIdx);
       std::string what = label("embedding_grad", dtype(), c.numIds, c.dim) +
                          (idType == ZRT_I32 ? " i32" : " i64");
       Buffer got(dtype(), 0);
@@ -945,13 +949,13 @@ TEST_P(CudaKernelsTest, EmbeddingGrad) {
         // Garbage first: every row must be written (zero when unused).
         dt.upload(randomBuffer(dtype(), rng, c.vocab * c.dim));
         embeddingGrad(dtype(), dg.get(), idType, devIds, dt.get(), c.numIds,
-                      c.vocab, c.dim);
+                      c.vocab, c.dim, c.paddingIdx);
         Buffer now = dt.download();
         if (offset == 0) {
           got = now;
           expectNear(now, want, 0, 4 * double(c.numIds) * kF32, what);
           embeddingGrad(dtype(), dg.get(), idType, devIds, dt.get(), c.numIds,
-                        c.vocab, c.dim);
+                        c.vocab, c.dim, c.paddingIdx);
           expectBitwise(dt.download(), got, what);
         } else {
           expectBitwise(now, got, what + " misaligned");
@@ -1005,12 +1009,12 @@ TEST(CudaScratchTest, ExactlyThePlannedScratch) {
             zrt_scratch_rms_norm_grad(rows, cols));
   EXPECT_EQ(scratchOf([&] {
               embeddingGrad(dt, g.get(), ZRT_I64, dIds->get(), table.get(),
-                            numIds, vocab, 8);
+                            numIds, vocab, 8, -1);
             }),
             zrt_scratch_embedding_grad(numIds, vocab, 8));
   EXPECT_EQ(scratchOf([&] {
               embeddingGrad(dt, g.get(), ZRT_I64, dIds->get(), table.get(), 0,
-                            vocab, 8);
+                            vocab, 8, -1);
             }),
             zrt_scratch_embedding_grad(0, vocab, 8));
   // Everything else allocates none.
@@ -1062,7 +1066,7 @@ TEST(CudaKernelsDeathTest, IdsAndLabelsOutOfRange) {
   embedding(dt, table.get(), ZRT_I64, good->get(), out.get(), numIds, vocab,
             dim);
   embeddingGrad(dt, out.get(), ZRT_I64, good->get(), grad.get(), numIds, vocab,
-                dim);
+                dim, -1);
   softmaxCrossEntropy(dt, table.get(), ZRT_I64, good->get(), loss->get<float>(),
                       numIds, vocab, vocab, 0, 0);
   sync();
@@ -1076,7 +1080,7 @@ TEST(CudaKernelsDeathTest, IdsAndLabelsOutOfRange) {
   EXPECT_DEATH(
       {
         embeddingGrad(dt, out.get(), ZRT_I32, low->get(), grad.get(), numIds,
-                      vocab, dim);
+                      vocab, dim, -1);
         sync();
       },
       "id is out of range");

@@ -466,7 +466,8 @@ module @rope {
 // Embedding (bf16): the table (a parameter) and the ids with their index
 // type (i32), the number of ids, the rows an id may select (`rows 10` of the
 // 16 in the table, the others padding) and the row width; its gradient
-// writes all 16 rows of the table's gradient.
+// writes all 16 rows of the table's gradient and passes its padding_idx
+// (-1 without one).
 
 // CHECK-LABEL: module @embedding
 // CHECK-LABEL: llvm.func @zero_micro_step
@@ -486,7 +487,16 @@ module @rope {
 // CHECK-NEXT: %[[NUM_IDS:.*]] = llvm.mlir.constant(12 : i64) : i64
 // CHECK-NEXT: %[[VOCAB:.*]] = llvm.mlir.constant(16 : i64) : i64
 // CHECK-NEXT: %[[DIM:.*]] = llvm.mlir.constant(8 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_embedding_grad(%[[DTYPE]], %[[DY]], %[[ID_TYPE]], %[[IDS]], %[[DT]], %[[NUM_IDS]], %[[VOCAB]], %[[DIM]])
+// CHECK-NEXT: %[[NO_PAD:.*]] = llvm.mlir.constant(-1 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_embedding_grad(%[[DTYPE]], %[[DY]], %[[ID_TYPE]], %[[IDS]], %[[DT]], %[[NUM_IDS]], %[[VOCAB]], %[[DIM]], %[[NO_PAD]])
+// CHECK:      %[[DP:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ID_TYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[NUM_IDS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[VOCAB:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: %[[DIM:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[PAD:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_embedding_grad(%[[DTYPE]], %[[DY]], %[[ID_TYPE]], %[[IDS]], %[[DP]], %[[NUM_IDS]], %[[VOCAB]], %[[DIM]], %[[PAD]])
 
 module @embedding {
   zero.param @w : tensor<16x8xf32> init zeros compute bf16
@@ -498,6 +508,7 @@ module @embedding {
     %t = zero.get_param @w : tensor<16x8xbf16>
     %e = nn.embedding %t[%ids] rows 10 : tensor<16x8xbf16>, tensor<4x3xi32> -> tensor<4x3x8xbf16>
     %dt = nn.embedding_grad %dy[%ids] : tensor<4x3x8xbf16>, tensor<4x3xi32> -> tensor<16x8xbf16>
+    %dp = nn.embedding_grad %dy[%ids] padding_idx 3 : tensor<4x3x8xbf16>, tensor<4x3xi32> -> tensor<16x8xbf16>
     %loss = nn.fill 0.0 : tensor<f32>
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>

@@ -413,6 +413,24 @@ func.func @embedding_table_rank(%t: tensor<16xf32>, %ids: tensor<2x4xi32>) {
 
 // -----
 
+// Checks that embedding rejects a padding_idx among the vocabulary's padding rows.
+func.func @embedding_padding_idx(%t: tensor<16x8xf32>, %ids: tensor<2x4xi32>) {
+  // expected-error @+1 {{'nn.embedding' op padding_idx must lie in [0, 10), the rows ids select; got 10}}
+  %0 = nn.embedding %t[%ids] rows 10 padding_idx 10 : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that embedding_grad rejects a negative padding_idx.
+func.func @embedding_grad_padding_idx(%dy: tensor<2x4x8xf32>, %ids: tensor<2x4xi32>) {
+  // expected-error @+1 {{'nn.embedding_grad' op padding_idx must lie in [0, 16), the rows ids select; got -1}}
+  %0 = nn.embedding_grad %dy[%ids] padding_idx -1 : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
 // Checks that embedding rejects a result other than ids shape + [dim].
 func.func @embedding_result(%t: tensor<16x8xf32>, %ids: tensor<2x4xi32>) {
   // expected-error @+2 {{'nn.embedding' op inferred type(s) 'tensor<2x4x8xf32>' are incompatible with return type(s) of operation 'tensor<2x4x16xf32>'}}
@@ -509,9 +527,9 @@ func.func @transpose_result(%x: tensor<2x3x4xf32>) {
 
 // -----
 
-// Checks that split rejects a dimension that is not divisible by the number of results.
+// Checks that split rejects parts that do not add up to the input's size.
 func.func @split_indivisible(%x: tensor<2x4x10xf32>) {
-  // expected-error @+1 {{'nn.split' op dimension 2 of size 10 does not split into 3 equal parts}}
+  // expected-error @+1 {{'nn.split' op results add up to 9 along axis 2, the input has 10}}
   %0:3 = nn.split %x axis 2 : tensor<2x4x10xf32> -> tensor<2x4x3xf32>, tensor<2x4x3xf32>, tensor<2x4x3xf32>
   return
 }
@@ -527,10 +545,19 @@ func.func @split_axis(%x: tensor<2x4x12xf32>) {
 
 // -----
 
-// Checks that split rejects results that are not equal parts.
+// Checks that split rejects a result that differs from the input off the axis.
 func.func @split_result_types(%x: tensor<2x4x12xf32>) {
-  // expected-error @+1 {{'nn.split' op each result must have type 'tensor<2x4x4xf32>', got 'tensor<2x4x5xf32>'}}
-  %0:3 = nn.split %x axis 2 : tensor<2x4x12xf32> -> tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x5xf32>
+  // expected-error @+1 {{'nn.split' op each result must be the input's type with a positive size along axis 2, got 'tensor<2x5x4xf32>'}}
+  %0:3 = nn.split %x axis 2 : tensor<2x4x12xf32> -> tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x5x4xf32>
+  return
+}
+
+// -----
+
+// Checks that split rejects an empty part.
+func.func @split_empty_part(%x: tensor<2x4x12xf32>) {
+  // expected-error @+1 {{'nn.split' op each result must be the input's type with a positive size along axis 2, got 'tensor<2x4x0xf32>'}}
+  %0:2 = nn.split %x axis 2 : tensor<2x4x12xf32> -> tensor<2x4x12xf32>, tensor<2x4x0xf32>
   return
 }
 

@@ -20,6 +20,8 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %qkv = nn.add %qkv0, %b : tensor<2x4x24xf32>, tensor<24xf32>
   // CHECK: nn.split %{{.*}} axis 2 : tensor<2x4x24xf32> -> tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
   %q, %k, %v = nn.split %qkv axis 2 : tensor<2x4x24xf32> -> tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  // CHECK: nn.split %{{.*}} axis 0 : tensor<16x8xf32> -> tensor<5x8xf32>, tensor<11x8xf32>
+  %head, %tail = nn.split %table axis 0 : tensor<16x8xf32> -> tensor<5x8xf32>, tensor<11x8xf32>
   // CHECK: nn.reshape %{{.*}} : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
   %q4 = nn.reshape %q : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
   %k4 = nn.reshape %k : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
@@ -112,6 +114,11 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %pc = nn.matmul %logits, %dt contract 10 : tensor<2x4x16xf32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
   // CHECK: nn.embedding %{{.*}}[%{{.*}}] rows 10 : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
   %pe = nn.embedding %dt[%ids] rows 10 : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  // A padding row (PyTorch's padding_idx) gets no gradient.
+  // CHECK: nn.embedding %{{.*}}[%{{.*}}] rows 10 padding_idx 9 : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  %ppe = nn.embedding %dt[%ids] rows 10 padding_idx 9 : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  // CHECK: nn.embedding_grad %{{.*}}[%{{.*}}] padding_idx 0 : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
+  %pdt = nn.embedding_grad %dy[%ids] padding_idx 0 : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
   // CHECK: nn.softmax_cross_entropy %{{.*}}, %{{.*}} classes 10 : tensor<2x4x16xf32>, tensor<2x4xi64> -> tensor<f32>
   %pl = nn.softmax_cross_entropy %logits, %labels classes 10 : tensor<2x4x16xf32>, tensor<2x4xi64> -> tensor<f32>
   // CHECK: nn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 10 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>

@@ -1,6 +1,8 @@
 """Models with one construct the importer cannot map exactly each; every
 make_* function returns one (unsupported.test checks the messages)."""
 
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -89,26 +91,118 @@ def make_label_smoothing():
     return M(), (torch.randn(4, 8), torch.randint(0, 4, (4,)))
 
 
-def make_padding_idx():
+class Tokens(nn.Module):
+    """emb -> body(ids, h) -> fc -> cross-entropy of token ids."""
+
+    def __init__(self, body, emb=None):
+        super().__init__()
+        self.body = body
+        self.emb = emb if emb is not None else nn.Embedding(16, 8)
+        self.pos = nn.Embedding(8, 8)
+        self.fc = nn.Linear(8, 16)
+
+    def forward(self, ids, y):
+        h = self.body(self, ids, self.emb(ids))
+        return F.cross_entropy(self.fc(h).view(-1, 16), y.view(-1))
+
+
+def _tokens(body, **kw):
+    torch.manual_seed(0)
+    ids = torch.randint(0, 16, (2, 4))
+    return Tokens(body, **kw), (ids, ids)
+
+
+def make_max_norm():
+    """nn.Embedding(max_norm=...) renormalizes the rows it looks up."""
+    return _tokens(lambda self, ids, h: h, emb=nn.Embedding(16, 8,
+                                                            max_norm=1.0))
+
+
+def make_scale_grad_by_freq():
+    return _tokens(lambda self, ids, h: h,
+                   emb=nn.Embedding(16, 8, scale_grad_by_freq=True))
+
+
+def make_positions_from_one():
+    """Position ids 1..T: not a prefix of the table."""
+    def body(self, ids, h):
+        return h + self.pos(torch.arange(1, ids.shape[1] + 1))
+    return _tokens(body)
+
+
+def make_positions_per_row():
+    """Position ids [B, T] (expanded over the batch): nn.add broadcasts the
+    [T, C] rows of a prefix, not a [B, T, C] lookup."""
+    def body(self, ids, h):
+        return h + self.pos(torch.arange(ids.shape[1]).expand(ids.shape))
+    return _tokens(body)
+
+
+def make_pow4():
+    return _make(lambda self, h: h ** 4)
+
+
+def make_cube_alone():
+    """x ** 3 outside GELU's tanh approximation."""
+    return _make(lambda self, h: torch.pow(h, 3.0))
+
+
+def make_gelu_wrong_constant():
+    """gelu_new with 0.04 in place of 0.044715: not nn.gelu."""
+    def body(self, h):
+        return 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (
+            h + 0.04 * torch.pow(h, 3.0))))
+    return _make(body)
+
+
+class CausalLMLoss(nn.Module):
+    """transformers' ForCausalLMLoss: the labels shifted inside the model."""
+
+    def __init__(self, fill=-100, ignore_index=-100):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.fc = nn.Linear(8, 16)
+        self.fill, self.ignore_index = fill, ignore_index
+
+    def forward(self, ids, labels):
+        logits = self.fc(self.emb(ids)).float()
+        labels = F.pad(labels, (0, 1), value=self.fill)
+        shift_labels = labels[..., 1:].contiguous()
+        return F.cross_entropy(logits.view(-1, 16), shift_labels.view(-1),
+                               ignore_index=self.ignore_index)
+
+
+def make_causal_lm_loss():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 16, (2, 4))
+    return CausalLMLoss(), (ids, ids)
+
+
+def make_shift_fill_not_ignored():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 16, (2, 4))
+    return CausalLMLoss(fill=0), (ids, ids)
+
+
+def make_pad_features():
+    return _make(lambda self, h: F.pad(h, (0, 1))[:, 1:])
+
+
+def make_label_slice():
+    """labels[:, 1:] without the pad: a computed label tensor."""
     class M(nn.Module):
         def __init__(self):
             super().__init__()
-            self.emb = nn.Embedding(16, 8, padding_idx=0)
+            self.emb = nn.Embedding(16, 8)
             self.fc = nn.Linear(8, 16)
 
         def forward(self, ids, y):
-            return F.cross_entropy(self.fc(self.emb(ids)).view(-1, 16),
-                                   y.view(-1))
+            logits = self.fc(self.emb(ids))[:, :-1]
+            return F.cross_entropy(logits.reshape(-1, 16),
+                                   y[:, 1:].reshape(-1))
     torch.manual_seed(0)
     ids = torch.randint(0, 16, (2, 4))
     return M(), (ids, ids)
-
-
-def make_unequal_split():
-    def body(self, h):
-        a, b = h.split([3, 5], dim=-1)
-        return torch.cat([b, a], dim=-1)
-    return _make(body)
 
 
 def make_float64():

@@ -230,9 +230,9 @@ LogicalResult AttentionOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult EmbeddingOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                            SmallVectorImpl<Value> &out) {
-  out.push_back(grads[0] ? EmbeddingGradOp::create(b, getLoc(),
-                                                   getTable().getType(),
-                                                   grads[0], getIds())
+  out.push_back(grads[0] ? EmbeddingGradOp::create(
+                               b, getLoc(), getTable().getType(), grads[0],
+                               getIds(), getPaddingIdxAttr())
                          : Value());
   out.push_back(Value()); // token ids are not differentiable
   return success();
@@ -281,13 +281,8 @@ LogicalResult ConcatOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
     out.append(getInputs().size(), Value());
     return success();
   }
-  Type first = getInputs().front().getType();
-  if (!llvm::all_of(getInputs().getTypes(),
-                    [&](Type t) { return t == first; }))
-    return emitOpError("derivative needs inputs of equal size along the axis "
-                       "(the adjoint is nn.split into equal parts)");
-  SmallVector<Type> types(getInputs().size(), first);
-  auto split = SplitOp::create(b, getLoc(), types, grads[0], getAxis());
+  auto split =
+      SplitOp::create(b, getLoc(), getInputs().getTypes(), grads[0], getAxis());
   out.append(split.getResults().begin(), split.getResults().end());
   return success();
 }

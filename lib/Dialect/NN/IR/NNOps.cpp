@@ -346,12 +346,24 @@ LogicalResult MatmulOp::verify() {
                           "contraction's extent");
 }
 
+/// padding_idx, if any, names one of the `rows` rows ids may select.
+static LogicalResult checkPaddingIdx(Operation *op,
+                                     std::optional<int64_t> paddingIdx,
+                                     int64_t rows) {
+  if (paddingIdx && (*paddingIdx < 0 || *paddingIdx >= rows))
+    return op->emitOpError("padding_idx must lie in [0, ")
+           << rows << "), the rows ids select; got " << *paddingIdx;
+  return success();
+}
+
 LogicalResult EmbeddingOp::verify() {
   // A table of another rank is the type inference's error.
   if (ranked(getTable()).getRank() != 2)
     return success();
-  return checkValidExtent(*this, "rows", getRows(),
-                          ranked(getTable()).getDimSize(0), "table's rows");
+  int64_t rows = ranked(getTable()).getDimSize(0);
+  if (failed(checkValidExtent(*this, "rows", getRows(), rows, "table's rows")))
+    return failure();
+  return checkPaddingIdx(*this, getPaddingIdx(), getRows().value_or(rows));
 }
 
 std::optional<int64_t> EmbeddingOp::getIndexBound(OpOperand &operand) {
@@ -383,7 +395,7 @@ LogicalResult EmbeddingGradOp::verify() {
   if (dy.getElementType() != table.getElementType())
     return emitOpError("element types of result_grad and result differ: ")
            << dy.getElementType() << " vs " << table.getElementType();
-  return success();
+  return checkPaddingIdx(*this, getPaddingIdx(), table.getDimSize(0));
 }
 
 //===----------------------------------------------------------------------===//
@@ -647,17 +659,22 @@ LogicalResult SplitOp::verify() {
     if (in.isDynamicDim(axis))
       return op.emitOpError("dimension ")
              << axis << " must be static to be split";
-    if (in.getDimSize(axis) % parts != 0)
-      return op.emitOpError("dimension ")
-             << axis << " of size " << in.getDimSize(axis)
-             << " does not split into " << parts << " equal parts";
-    SmallVector<int64_t> shape(in.getShape());
-    shape[axis] /= parts;
-    auto expected = RankedTensorType::get(shape, in.getElementType());
-    for (Type t : op.getResultTypes())
-      if (t != expected)
-        return op.emitOpError("each result must have type ")
-               << expected << ", got " << t;
+    int64_t total = 0;
+    for (Type t : op.getResultTypes()) {
+      auto r = cast<RankedTensorType>(t);
+      SmallVector<int64_t> shape(in.getShape());
+      shape[axis] = r.getRank() == in.getRank() ? r.getDimSize(axis) : 0;
+      auto expected = RankedTensorType::get(shape, in.getElementType());
+      if (r != expected || shape[axis] < 1)
+        return op.emitOpError("each result must be the input's type with a "
+                              "positive size along axis ")
+               << axis << ", got " << t;
+      total += shape[axis];
+    }
+    if (total != in.getDimSize(axis))
+      return op.emitOpError("results add up to ")
+             << total << " along axis " << axis << ", the input has "
+             << in.getDimSize(axis);
     return success();
   }
 }

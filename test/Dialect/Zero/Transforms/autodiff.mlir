@@ -265,6 +265,44 @@ zero.train_step @split_unused(%y: tensor<4xi64>)
 
 // -----
 
+// Parts of different sizes: the adjoint of a concatenation splits into its
+// inputs' sizes, the adjoint of a split concatenates its parts' sizes.
+zero.param @table : tensor<6x4xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @unequal_parts
+zero.train_step @unequal_parts(%y: tensor<6xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %t = zero.get_param @table : tensor<6x4xf32>
+  %a, %b = nn.split %t axis 0 : tensor<6x4xf32> -> tensor<2x4xf32>, tensor<4x4xf32>
+  %c = nn.concat %b, %a axis 0 : tensor<4x4xf32>, tensor<2x4xf32> -> tensor<6x4xf32>
+  %loss = nn.softmax_cross_entropy %c, %y : tensor<6x4xf32>, tensor<6xi64> -> tensor<f32>
+  // CHECK: %[[DC:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DB:.*]]:2 = nn.split %[[DC]] axis 0 : tensor<6x4xf32> -> tensor<4x4xf32>, tensor<2x4xf32>
+  // CHECK-NEXT: %[[DT:.*]] = nn.concat %[[DB]]#1, %[[DB]]#0 axis 0 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<6x4xf32>
+  // CHECK-NEXT: zero.grad @table, %[[DT]]
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// An embedding with a padding row: its gradient keeps the padding_idx (the
+// row gets no gradient).
+zero.param @pad_emb : tensor<16x8xf32> init normal std 0.02
+// CHECK-LABEL: zero.train_step @padding_idx
+zero.train_step @padding_idx(%ids: tensor<2x3xi32>, %y: tensor<2x3xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %emb = zero.get_param @pad_emb : tensor<16x8xf32>
+  %e = nn.embedding %emb[%ids] padding_idx 5 : tensor<16x8xf32>, tensor<2x3xi32> -> tensor<2x3x8xf32>
+  %loss = nn.softmax_cross_entropy %e, %y : tensor<2x3x8xf32>, tensor<2x3xi32> -> tensor<f32>
+  // CHECK: %[[DX:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DE:.*]] = nn.embedding_grad %[[DX]][%{{.*}}] padding_idx 5 : tensor<2x3x8xf32>, tensor<2x3xi32> -> tensor<16x8xf32>
+  // CHECK-NEXT: zero.grad @pad_emb, %[[DE]] : tensor<16x8xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // A parameter used twice (tied embedding): both contributions are summed
 // before its single zero.grad, which comes after the earliest use's
 // derivative (the embedding), i.e. at the very end of the backward.

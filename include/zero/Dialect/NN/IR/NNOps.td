@@ -357,16 +357,22 @@ def NN_EmbeddingOp : NN_Op<"embedding", [
     are padding (`zero-pad-vocab`), which no id may select, so ids must lie
     in `[0, rows)`.
 
+    `padding_idx`, when present, is a row whose lookups get no gradient, as
+    PyTorch's `nn.Embedding(padding_idx=...)`: the lookup itself reads the
+    row as any other.
+
     ```mlir
     %e = nn.embedding %wte[%tokens] : tensor<50257x768xf32>, tensor<8x1024xi32> -> tensor<8x1024x768xf32>
     %p = nn.embedding %wte[%tokens] rows 50257 : tensor<50304x768xf32>, tensor<8x1024xi32> -> tensor<8x1024x768xf32>
+    %g = nn.embedding %wte[%tokens] padding_idx 0 : tensor<256000x2048xf32>, tensor<8x1024xi64> -> tensor<8x1024x2048xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$ids,
-                       OptionalAttr<I64Attr>:$rows);
+                       OptionalAttr<I64Attr>:$rows,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $table `[` $ids `]` (`rows` $rows^)? attr-dict `:` type($table) `,` type($ids) `->` type($result)
+    $table `[` $ids `]` (`rows` $rows^)? (`padding_idx` $padding_idx^)? attr-dict `:` type($table) `,` type($ids) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -407,10 +413,15 @@ def NN_TransposeOp : NN_Op<"transpose", [
 
 def NN_SplitOp : NN_Op<"split", [
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
-  let summary = "Split into equal parts along an axis";
+  let summary = "Split into consecutive parts along an axis";
   let description = [{
+    The results' types give the parts' sizes along `axis`, which add up to
+    the input's; every other dimension is the input's. The parts may differ
+    in size (the first `T` rows of a position table and the rest).
+
     ```mlir
     %q, %k, %v = nn.split %qkv axis 2 : tensor<8x64x2304xf32> -> tensor<8x64x768xf32>, tensor<8x64x768xf32>, tensor<8x64x768xf32>
+    %pos, %rest = nn.split %wpe axis 0 : tensor<1024x768xf32> -> tensor<1000x768xf32>, tensor<24x768xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input, I64Attr:$axis);
@@ -655,14 +666,19 @@ def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [
     DeclareOpInterfaceMethods<IndexOperandOpInterface>]> {
   let summary = "Backward of `nn.embedding` (scatter-add into the table's shape)";
   let description = [{
+    The row `padding_idx`, when present, stays zero: the positions whose id
+    it is add nothing.
+
     ```mlir
     %dwte = nn.embedding_grad %dy[%tokens] : tensor<8x1024x768xf32>, tensor<8x1024xi32> -> tensor<50257x768xf32>
+    %dwte = nn.embedding_grad %dy[%tokens] padding_idx 0 : tensor<8x1024x2048xf32>, tensor<8x1024xi64> -> tensor<256000x2048xf32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$result_grad, NN_IndexTensor:$ids);
+  let arguments = (ins NN_FloatTensor:$result_grad, NN_IndexTensor:$ids,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $result_grad `[` $ids `]` attr-dict `:` type($result_grad) `,` type($ids) `->` type($result)
+    $result_grad `[` $ids `]` (`padding_idx` $padding_idx^)? attr-dict `:` type($result_grad) `,` type($ids) `->` type($result)
   }];
   let hasVerifier = 1;
 }
