@@ -28,6 +28,9 @@ config.substitutions.append(("%zero_src", config.zero_src_root))
 config.substitutions.append(("%zero_tools_dir", config.zero_tools_dir))
 # Some configurations leave Python3_EXECUTABLE empty: use lit's own.
 config.python_executable = config.python_executable or sys.executable
+# use_default_substitutions() made %python lit's own Python; the configured
+# one (the importer's, with its torch) replaces it.
+config.substitutions = [s for s in config.substitutions if s[0] != "%python"]
 config.substitutions.append(("%python", config.python_executable))
 
 # Multi-rank runs of compiled executables (test/E2E): `%mpirun -np 4 ...`.
