@@ -399,6 +399,25 @@ def step(model, input_ids, labels):
                  shift_labels=labels).loss
 
 
+def check_loss(g, model):
+    """The step's loss scores every position's logits against the labels as
+    fed: one cross entropy whose labels are the step's `labels`. A model
+    whose loss ignores shift_labels and shifts the labels itself would
+    otherwise train on labels shifted twice."""
+    ce = [op for op in g.ops if op.kind == "softmax_cross_entropy"]
+    labels = [a for a in g.args if a.arg == "labels"]
+    if len(ce) != 1 or ce[0].operands[1] is not labels[0] or \
+            ce[0].operands[0].shape[:-1] != labels[0].shape:
+        where = ce[0].where if len(ce) == 1 else None
+        raise ImportFailure(
+            "the loss of %s is not one cross entropy of every position "
+            "against the labels as given (transformers' shift_labels): "
+            "zero-import cannot tell which tokens it scores" % type(
+                model).__name__, op=where.op if where else None,
+            path=where.path if where else "",
+            source=where.source if where else _source_of(type(model)))
+
+
 def example_args(batch, seq):
     if batch <= 0 or seq <= 0:
         _fail("--batch and --seq must be positive (got %d and %d)" % (batch,

@@ -132,8 +132,11 @@ def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None):
     model, recorder, weights = hf.build(directory, no_weights, seed, attn)
     g_fx = trace(model, hf.example_args(batch, seq), step=hf.step)
     if weights is None:
-        return lower_step(model, g_fx, -1, None, recorder.init_text)
-    return lower_step(model, g_fx, -1, lambda name, p: weights[name])
+        step = lower_step(model, g_fx, -1, None, recorder.init_text)
+    else:
+        step = lower_step(model, g_fx, -1, lambda name, p: weights[name])
+    hf.check_loss(step[0], model)
+    return step
 
 
 def lower_step(module, g_fx, loss_output, weight_of, init_of=None):
