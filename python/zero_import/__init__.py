@@ -8,6 +8,12 @@ norm, rotary embedding, causal attention, SwiGLU), and writes one
 `zero.param` per parameter and one `zero.train_step` ending in the loss,
 with the module's weights as safetensors for `--init-from`.
 
+`zero-import --hf DIR --batch B --seq T -o model.mlir` does the same for a
+Hugging Face causal language model in a directory (hf.py): transformers'
+own class for its config.json, its safetensors (one file or shards), else
+its seeded from_config initialisation, or (`--no-weights`) no weights at
+all; the step is the model's own loss, traced.
+
 Anything it cannot map exactly is an error naming the torch operation, the
 module path and the user's source line.
 """

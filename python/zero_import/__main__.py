@@ -17,6 +17,12 @@ make() returns (module, example_args); module(*example_args) returns the
 loss, or a tuple holding it (--loss-output, default the last element).
 The example arguments' shapes and dtypes are the step's inputs, dimension 0
 the global batch.
+
+A Hugging Face causal LM from its directory (config.json, and the weights
+as model.safetensors or sharded with model.safetensors.index.json):
+  zero-import --hf DIR --batch 8 --seq 512 -o model.mlir
+Without weights in DIR it is initialised as from_config does after
+torch.manual_seed(--seed); --no-weights imports it for planning only.
 """
 
 
@@ -24,9 +30,10 @@ def parser():
     p = argparse.ArgumentParser(
         prog="zero-import", epilog=USAGE_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Import a PyTorch nn.Module as a zero-mlir training step "
+        description="Import a PyTorch nn.Module, or a Hugging Face causal "
+                    "language model (--hf), as a zero-mlir training step "
                     "(model.mlir) and its weights (model.safetensors).")
-    p.add_argument("model", metavar="FILE.py:FUNCTION",
+    p.add_argument("model", metavar="FILE.py:FUNCTION", nargs="?",
                    help="the file and the function returning (module, "
                         "example_args)")
     p.add_argument("-o", dest="output", required=True,
@@ -51,6 +58,23 @@ def parser():
     p.add_argument("--dtype", choices=("f32", "bf16", "f16"),
                    help="training precision (default f32; with --config, "
                         "its bf16/fp16 section)")
+    hf = p.add_argument_group("Hugging Face models")
+    hf.add_argument("--hf", metavar="DIR",
+                    help="import the causal language model in this "
+                         "directory instead of FILE.py:FUNCTION")
+    hf.add_argument("--batch", type=int,
+                    help="the global batch of a step (with --hf)")
+    hf.add_argument("--seq", type=int,
+                    help="the tokens of each sequence (with --hf)")
+    hf.add_argument("--no-weights", action="store_true",
+                    help="never materialise the weights: the plan only, "
+                         "initializers as the model's _init_weights")
+    hf.add_argument("--seed", type=int, default=0,
+                    help="torch.manual_seed before from_config, when DIR "
+                         "has no weights (default 0)")
+    hf.add_argument("--attn", choices=("sdpa", "eager"),
+                    help="the attention implementation (default: "
+                         "transformers' own, sdpa)")
     return p
 
 
@@ -87,18 +111,44 @@ def options(args):
     return opt, clip, precision
 
 
+def check_source(p, args):
+    """Exactly one of FILE.py:FUNCTION and --hf, and each's own flags."""
+    if (args.model is None) == (args.hf is None):
+        p.error("give FILE.py:FUNCTION or --hf DIR (one of them)")
+    hf_only = [f for f in ("batch", "seq", "no_weights", "attn")
+               if getattr(args, f) not in (None, False)]
+    if args.model is not None and hf_only:
+        p.error("--%s goes with --hf" % hf_only[0].replace("_", "-"))
+    if args.hf is not None:
+        if args.batch is None or args.seq is None:
+            p.error("--hf needs --batch and --seq")
+        if args.loss_output != -1:
+            p.error("--loss-output goes with FILE.py:FUNCTION")
+        if args.no_weights and args.weights:
+            p.error("--no-weights writes no weights (--weights)")
+
+
 def main(argv=None):
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    check_source(p, args)
     try:
         from .environment import check_torch
         check_torch()
         opt, clip, precision = options(args)
-        from .importer import import_model, write_outputs
-        g, loss, weights = import_model(args.model, args.loss_output)
+        from .importer import import_hf, import_model, write_outputs
+        if args.hf is not None:
+            g, loss, weights = import_hf(args.hf, args.batch, args.seq,
+                                         args.no_weights, args.seed,
+                                         args.attn)
+            source = "--hf " + os.path.basename(os.path.normpath(args.hf))
+        else:
+            g, loss, weights = import_model(args.model, args.loss_output)
+            source = os.path.basename(args.model)
         weights_path = args.weights or os.path.splitext(args.output)[0] + \
             ".safetensors"
         write_outputs(g, loss, weights, args.output, weights_path, opt,
-                      precision, clip, args.model)
+                      precision, clip, source)
     except ImportFailure as e:
         print("zero-import: error: " + e.render(), file=sys.stderr)
         return 1
@@ -112,10 +162,11 @@ def main(argv=None):
         print("zero-import: internal error: %s: %s" % (type(e).__name__, e),
               file=sys.stderr)
         return 2
-    total = sum(w.size for _, w in weights)
-    print("zero-import: %s: %d parameters in %d tensors, %d ops; weights in "
-          "%s" % (args.output, total, len(weights), len(g.ops),
-                  weights_path))
+    total = sum(math.prod(shape) for _, shape, _ in g.params)
+    print("zero-import: %s: %d parameters in %d tensors, %d ops; %s" % (
+        args.output, total, len(g.params), len(g.ops),
+        "weights in " + weights_path if weights is not None else
+        "no weights (--no-weights)"))
     return 0
 
 

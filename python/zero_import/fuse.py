@@ -19,6 +19,7 @@ die and are pruned. What no pattern takes stays a pseudo op, and
              (GPT-2's gelu_new), the tanh approximation nn.gelu computes
 """
 
+import functools
 import math
 
 import torch
@@ -125,6 +126,7 @@ def _rotate_half_of(sym):
     return x
 
 
+@functools.lru_cache(maxsize=None)
 def _hf_tables(theta, seq, dim):
     inv_freq = 1.0 / (theta ** (
         torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
@@ -157,16 +159,27 @@ def _rope_theta(cos, sin, shape, where):
     want_c, want_s = _hf_tables(theta, seq, dim)
     if (c - want_c).abs().max() > 1e-5 or (s - want_s).abs().max() > 1e-5:
         return None
-    # Every head and batch row must use the same table.
-    full_c = torch.broadcast_to(cos.detach().float().cpu(), shape)
-    full_s = torch.broadcast_to(sin.detach().float().cpu(), shape)
-    if not (torch.equal(full_c, torch.broadcast_to(c, shape)) and
-            torch.equal(full_s, torch.broadcast_to(s, shape))):
-        return None
+    # Every head and batch row must use the same table (compared over the
+    # rows the tables have: a broadcast row is the same by construction).
+    for table, row in ((cos, c), (sin, s)):
+        t = table.detach().float().cpu()
+        t = t.reshape((1,) * (4 - t.dim()) + tuple(t.shape))
+        rows = tuple(t.shape[:2]) + (seq, dim)
+        if not torch.equal(torch.broadcast_to(t, rows),
+                           torch.broadcast_to(row, rows)):
+            return None
     return theta
 
 
+def _table_key(t):
+    """What identifies a constant table's values while the graph holds it
+    (every layer's view of one rotary table has the same key)."""
+    return (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()),
+            t.storage_offset())
+
+
 def fuse_rope(g):
+    thetas = {}
     for add in [op for op in g.ops if op.kind == "add"]:
         a, b = add.operands
         ma, mb = _producer(a, "mul_const"), _producer(b, "mul_const")
@@ -176,8 +189,11 @@ def fuse_rope(g):
             x = mc.operands[0]
             if _rotate_half_of(ms.operands[0]) is not x:
                 continue
-            theta = _rope_theta(mc.attrs["table"], ms.attrs["table"],
-                                x.shape, add.where)
+            cos, sin = mc.attrs["table"], ms.attrs["table"]
+            key = (_table_key(cos), _table_key(sin), x.shape)
+            if key not in thetas:
+                thetas[key] = _rope_theta(cos, sin, x.shape, add.where)
+            theta = thetas[key]
             if theta is None:
                 add.where.fail(
                     "x * cos + rotate_half(x) * sin with tables that are not "

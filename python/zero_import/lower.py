@@ -12,6 +12,7 @@ PyTorch operation that an op of NNOps.td names in its `torchOps`, from the
 generated table of ops (nn_ops.py).
 """
 
+import math
 import operator
 
 import torch
@@ -630,10 +631,16 @@ class Lowering:
                        "is_causal=True)")
         if p:
             where.fail("scaled_dot_product_attention with dropout_p = %g" % p)
-        if kw.get("enable_gqa"):
-            where.fail("scaled_dot_product_attention with enable_gqa")
+        # With enable_gqa, query head h reads key/value head h // (heads /
+        # kv_heads), as nn.attention's grouped-query form does (without it,
+        # PyTorch refuses unequal head counts when the node runs); unrepeat
+        # checks that kv_heads divides heads.
         from .fuse import unrepeat
         k, v = unrepeat(self.g, k, v, q, where)
+        # An explicit scale of 1/sqrt(head_dim) (Hugging Face passes one)
+        # is the op's default.
+        if scale is not None and float(scale) == 1.0 / math.sqrt(q.shape[-1]):
+            scale = None
         return self.emit("attention", [q, k, v],
                          {"causal": bool(causal), "scale": scale},
                          [q.shape], where)

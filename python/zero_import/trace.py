@@ -14,10 +14,19 @@ torch.export would hand it ATen ops after decomposition, and every pattern
 again in decomposed form. Python control flow on sizes, which export
 specialises, is already plain Python here. Tested with the torch that
 scripts/requirements.txt pins.
+
+A model whose parameters are on PyTorch's meta device (as `--hf` traces)
+is traced without materialising anything: a node reading a meta tensor
+runs on the meta device (shapes only), every other node, a constant such
+as a rotary table or a mask, runs on the CPU, so the patterns that read
+constants' values still see them; a meta tensor's device reads as the CPU.
 """
 
+import functools
+import linecache
 import operator
 import os
+import sys
 import traceback
 
 import torch
@@ -29,19 +38,35 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 
 
+@functools.lru_cache(maxsize=None)
 def _is_user_frame(filename):
     f = os.path.abspath(filename)
     return not (f.startswith(_PACKAGE_DIR) or f.startswith(_TORCH_DIR)
                 or "<" in filename)
 
 
+def _source_text(filename, lineno, code):
+    return "%s:%d%s" % (filename, lineno, ": " + code if code else "")
+
+
+def caller_source():
+    """user_source of the current stack, reading one source line."""
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if _is_user_frame(name):
+            return _source_text(name, f.f_lineno,
+                                linecache.getline(name, f.f_lineno).strip())
+        f = f.f_back
+    return None
+
+
 def user_source(frames):
     """'file:line: code' of the innermost frame outside torch and us."""
     for fr in reversed(frames):
         if _is_user_frame(fr.filename):
-            code = (fr.line or "").strip()
-            return "%s:%d%s" % (fr.filename, fr.lineno,
-                                ": " + code if code else "")
+            return _source_text(fr.filename, fr.lineno,
+                                (fr.line or "").strip())
     return None
 
 
@@ -89,7 +114,8 @@ class ConcreteProxy(fx.Proxy):
 
     @property
     def device(self):
-        return self.concrete.device
+        d = self.concrete.device
+        return torch.device("cpu") if d.type == "meta" else d
 
     @property
     def ndim(self):
@@ -157,6 +183,39 @@ def _concrete(x):
         x, lambda a: a.concrete if isinstance(a, ConcreteProxy) else a)
 
 
+def _leaves(x):
+    out = []
+    fx.node.map_aggregate(x, out.append)
+    return out
+
+
+def _on_meta(x):
+    """x with its tensors and CPU devices on the meta device."""
+    def move(a):
+        if torch.is_tensor(a) and not a.is_meta:
+            return a.to("meta")
+        if isinstance(a, torch.device) and a.type == "cpu":
+            return torch.device("meta")
+        return a
+    return fx.node.map_aggregate(x, move)
+
+
+def _off_meta(x):
+    """x with the meta device (a meta tensor's .device) as the CPU."""
+    def move(a):
+        if isinstance(a, torch.device) and a.type == "meta":
+            return torch.device("cpu")
+        return a
+    return fx.node.map_aggregate(x, move)
+
+
+def _reads_meta(args, kwargs, module=None):
+    tensors = [a for a in _leaves((args, kwargs)) if torch.is_tensor(a)]
+    if module is not None:
+        tensors += list(module.parameters()) + list(module.buffers())
+    return any(t.is_meta for t in tensors)
+
+
 class ConcreteTracer(fx.Tracer):
     def __init__(self, example_args):
         super().__init__()
@@ -164,6 +223,8 @@ class ConcreteTracer(fx.Tracer):
         self.placeholders = 0
         self.path_stack = []
         self.concrete_mode = False
+        self.failed_path = None
+        self.param_names = None
 
     def proxy(self, node):
         return ConcreteProxy(node, self)
@@ -172,6 +233,18 @@ class ConcreteTracer(fx.Tracer):
     def getattr(self, attr, attr_val, parameter_proxy_cache):
         if self.concrete_mode:
             return attr_val
+        # A parameter's get_attr node, as fx makes it, found by identity in
+        # a table made once (fx searches every parameter on each read).
+        if isinstance(attr_val, torch.nn.Parameter):
+            if self.param_names is None:
+                self.param_names = {
+                    id(p): n for n, p in self.root.named_parameters()}
+            name = self.param_names.get(id(attr_val))
+            if name is not None:
+                if name not in parameter_proxy_cache:
+                    parameter_proxy_cache[name] = self.create_proxy(
+                        "get_attr", name, (), {})
+                return parameter_proxy_cache[name]
         return super().getattr(attr, attr_val, parameter_proxy_cache)
 
     def call_module(self, m, forward, args, kwargs):
@@ -180,6 +253,10 @@ class ConcreteTracer(fx.Tracer):
         self.path_stack.append(self.path_of_module(m))
         try:
             return super().call_module(m, forward, args, kwargs)
+        except Exception:
+            if self.failed_path is None:  # the innermost module
+                self.failed_path = self.path_stack[-1]
+            raise
         finally:
             self.path_stack.pop()
 
@@ -189,7 +266,7 @@ class ConcreteTracer(fx.Tracer):
                                  proxy_factory_fn)
         node = p.node
         node.meta["zi_path"] = self.path_stack[-1] if self.path_stack else ""
-        node.meta["zi_source"] = user_source(traceback.extract_stack())
+        node.meta["zi_source"] = caller_source()
         if kind == "call_module":
             cls = type(self.root.get_submodule(target))
             prefix = "nn." if cls.__module__.startswith("torch.nn") else ""
@@ -238,6 +315,11 @@ class ConcreteTracer(fx.Tracer):
                     len(self.example_args), target))
         if kind == "get_attr":
             return resolve_attr(self.root, target)
+        module = self.root.get_submodule(target) if kind == "call_module" \
+            else None
+        # Shapes only where a meta tensor is read; constants on the CPU.
+        move = _on_meta if _reads_meta(args, kwargs, module) else _off_meta
+        args, kwargs = move(args), move(kwargs)
         if kind == "call_function":
             # x += y is x + y here: the traced values are not the module's
             # to change.
@@ -245,14 +327,23 @@ class ConcreteTracer(fx.Tracer):
         if kind == "call_method":
             return getattr(args[0], target)(*args[1:], **kwargs)
         if kind == "call_module":
-            return self.root.get_submodule(target)(*args, **kwargs)
+            return module(*args, **kwargs)
         raise ImportFailure("unexpected fx node kind '%s'" % kind)
 
 
-def trace(module, example_args):
-    """The fx graph of module(*example_args), each node carrying its value
-    (meta zi_value), module path (zi_path) and source line (zi_source)."""
+def trace(module, example_args, step=None):
+    """The fx graph of module(*example_args), or of step(module,
+    *example_args), each node carrying its value (meta zi_value), module
+    path (zi_path) and source line (zi_source). Module paths and parameter
+    names are the module's own either way."""
     tracer = ConcreteTracer(example_args)
+    cls = type(module)
+    if step is not None:
+        # fx traces a method of the root's class: a subclass of the module's
+        # own, for this trace only, whose method is the step.
+        tracer.traced_func_name = "_zero_import_step"
+        module.__class__ = type(cls.__name__, (cls,), {
+            "_zero_import_step": step, "__module__": cls.__module__})
     try:
         graph = tracer.trace(module)
     except ImportFailure:
@@ -260,8 +351,11 @@ def trace(module, example_args):
     except Exception as e:
         tb = traceback.extract_tb(e.__traceback__)
         raise ImportFailure("tracing %s failed: %s: %s" % (
-            type(module).__name__, type(e).__name__, e),
+            cls.__name__, type(e).__name__, e),
+            path=tracer.failed_path,
             source=user_source(tb))
+    finally:
+        module.__class__ = cls
     # fx makes get_attr nodes for parameters and tensor constants passed as
     # arguments without a proxy.
     for node in graph.nodes:

@@ -1,94 +1,139 @@
-"""GPT-2 and Gemma from transformers' own classes (GPT2LMHeadModel,
-GemmaForCausalLM), tiny configs, default settings except dropout (0: the
-step has no dropout) and use_cache=False (no KV cache is traced).
+"""Tiny Hugging Face models in directories, as users have them: built by
+transformers' own classes with default settings and written by
+save_pretrained (safetensors), or their config.json alone.
 
-make_gpt2 and make_gemma return the model under a wrapper that takes the
-cross entropy of its logits against labels the data source has already
-shifted; make_*_labels return it called with labels=, so that the loss is
-transformers' own (ForCausalLMLoss, which shifts the labels itself)."""
+  hf_models.py save KIND DIR [--shard-size N] [--config-only]
+  hf_models.py big-config DIR      (Llama-3-70B's published numbers)
+  hf_models.py break DIR HOW       (a copy made unreadable for a test)
+"""
+
+import argparse
+import json
+import os
+import sys
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
-import transformers
-from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config,
-                          GPT2LMHeadModel)
-
-transformers.logging.set_verbosity_error()
 
 
-class Logits(nn.Module):
-    """model(input_ids=ids).logits against labels shifted by the data."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids, labels):
-        logits = self.model(input_ids=ids).logits
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]),
-                               labels.view(-1))
-
-
-class Labels(nn.Module):
-    """model(input_ids=ids, labels=labels).loss."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids, labels):
-        return self.model(input_ids=ids, labels=labels).loss
-
-
-def _perturbed(model, norm_offset):
-    """Weights well away from the initializer's, so that every block moves
-    the losses: normal with std 0.2, norm weights around norm_offset."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.normal_(0.0, 0.2)
-            if "ln_" in name or "norm" in name:
-                p.add_(norm_offset)
-    return model
+def config(kind):
+    import transformers as tf
+    small = dict(vocab_size=256, hidden_size=64, intermediate_size=172,
+                 num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=128)
+    if kind == "llama":
+        return tf.LlamaConfig(**small)
+    if kind == "mistral":
+        return tf.MistralConfig(**small)
+    if kind == "qwen2":
+        return tf.Qwen2Config(**small)
+    if kind == "mixtral":
+        return tf.MixtralConfig(**small, num_local_experts=4,
+                                num_experts_per_tok=2)
+    if kind == "qwen2_moe":
+        return tf.Qwen2MoeConfig(**small, moe_intermediate_size=32,
+                                 shared_expert_intermediate_size=64,
+                                 num_experts=4, num_experts_per_tok=2)
+    if kind == "t5":
+        return tf.T5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128,
+                           num_layers=2, num_heads=4)
+    if kind == "bart":
+        return tf.BartConfig(vocab_size=256, d_model=64, encoder_layers=2,
+                             decoder_layers=2, encoder_attention_heads=4,
+                             decoder_attention_heads=4, encoder_ffn_dim=128,
+                             decoder_ffn_dim=128, max_position_embeddings=64)
+    sys.exit("unknown kind " + kind)
 
 
-def gpt2():
+MODEL_CLASSES = {"t5": "T5ForConditionalGeneration",
+                 "bart": "BartForConditionalGeneration"}
+
+
+def save(args):
+    import transformers as tf
+    cfg = config(args.kind)
+    if args.config_only:
+        if args.kind in MODEL_CLASSES:
+            cfg.architectures = [MODEL_CLASSES[args.kind]]
+        cfg.save_pretrained(args.dir)
+        return
     torch.manual_seed(0)
-    # A position table longer than the sequence (48 rows, T = 32).
-    config = GPT2Config(vocab_size=256, n_positions=48, n_embd=64, n_layer=2,
-                        n_head=4, embd_pdrop=0.0, resid_pdrop=0.0,
-                        attn_pdrop=0.0, use_cache=False)
-    return _perturbed(GPT2LMHeadModel(config), 1.0)
+    if args.kind in MODEL_CLASSES:
+        model = getattr(tf, MODEL_CLASSES[args.kind])(cfg)
+    else:
+        model = tf.AutoModelForCausalLM.from_config(cfg)
+    kwargs = {}
+    if args.shard_size:
+        kwargs["max_shard_size"] = args.shard_size
+    model.save_pretrained(args.dir, **kwargs)
 
 
-def gemma():
-    torch.manual_seed(0)
-    # head_dim 24 with 4 heads of a 64-wide model (Gemma's head_dim is not
-    # hidden / heads); pad_token_id 32 (a frequent byte of the training
-    # text) as the embedding's padding_idx; tied embeddings (the default).
-    config = GemmaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=4, head_dim=24,
-                         max_position_embeddings=64, pad_token_id=32,
-                         use_cache=False)
-    return _perturbed(GemmaForCausalLM(config), 0.0)
+def big_config(args):
+    """Llama-3-70B's config.json as Meta published it."""
+    os.makedirs(args.dir, exist_ok=True)
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+           "hidden_size": 8192, "intermediate_size": 28672,
+           "num_hidden_layers": 80, "num_attention_heads": 64,
+           "num_key_value_heads": 8, "vocab_size": 128256,
+           "max_position_embeddings": 8192, "rope_theta": 500000.0,
+           "rms_norm_eps": 1e-05, "hidden_act": "silu",
+           "tie_word_embeddings": False, "bos_token_id": 128000,
+           "eos_token_id": 128001, "torch_dtype": "bfloat16"}
+    with open(os.path.join(args.dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
 
 
-def _example():
-    return (torch.randint(0, 256, (8, 32)),) * 2
+def rewrite(path, fn):
+    """Rewrites a safetensors file's tensors through fn(dict)."""
+    from safetensors.torch import load_file, save_file
+    tensors = fn(load_file(path))
+    save_file(tensors, path, metadata={"format": "pt"})
 
 
-def make_gpt2():
-    return Logits(gpt2()), _example()
+def break_dir(args):
+    d = args.dir
+    single = os.path.join(d, "model.safetensors")
+    if args.how == "drop-tensor":
+        rewrite(single, lambda t: {k: v for k, v in t.items()
+                                   if k != "model.norm.weight"})
+    elif args.how == "wrong-shape":
+        def grow(t):
+            t["model.layers.1.mlp.up_proj.weight"] = torch.zeros(8, 64)
+            return t
+        rewrite(single, grow)
+    elif args.how == "drop-shard":
+        index = json.load(open(os.path.join(d,
+                                            "model.safetensors.index.json")))
+        os.remove(os.path.join(d, sorted(set(
+            index["weight_map"].values()))[-1]))
+    elif args.how == "model-type":
+        path = os.path.join(d, "config.json")
+        cfg = json.load(open(path))
+        cfg["model_type"] = "llama-but-not"
+        json.dump(cfg, open(path, "w"))
+    elif args.how == "bin":
+        os.remove(single)
+        open(os.path.join(d, "pytorch_model.bin"), "wb").close()
+    else:
+        sys.exit("unknown way to break: " + args.how)
 
 
-def make_gemma():
-    return Logits(gemma()), _example()
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("save")
+    s.add_argument("kind")
+    s.add_argument("dir")
+    s.add_argument("--shard-size")
+    s.add_argument("--config-only", action="store_true")
+    b = sub.add_parser("big-config")
+    b.add_argument("dir")
+    k = sub.add_parser("break")
+    k.add_argument("dir")
+    k.add_argument("how")
+    args = p.parse_args()
+    {"save": save, "big-config": big_config, "break": break_dir}[args.cmd](
+        args)
 
 
-def make_gpt2_labels():
-    return Labels(gpt2()), _example()
-
-
-def make_gemma_labels():
-    return Labels(gemma()), _example()
+if __name__ == "__main__":
+    main()

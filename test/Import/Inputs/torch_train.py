@@ -9,6 +9,12 @@ on the batches the runtime reads: consecutive windows of a token file
 (--tokens; inputs and targets shifted by one) or consecutive rows of an
 .npy pair (--inputs/--labels), the global batch being dimension 0 of the
 example arguments.
+
+With --hf DIR in place of --make, the model is the Hugging Face causal LM
+in DIR as transformers itself loads it (from_pretrained, or from_config
+after torch.manual_seed(--seed) when DIR has no weights), and each step's
+loss is transformers' own `model(input_ids=w, labels=w).loss` on the
+runtime's windows w of T + 1 tokens: the model shifts the labels itself.
 """
 
 import argparse
@@ -60,9 +66,47 @@ def npy_batches(xpath, ypath, B, ydtype, steps):
                torch.from_numpy(ys[rows]).to(ydtype))
 
 
+def hf_model(directory, attn, seed):
+    """The model in a Hugging Face directory, loaded by transformers."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    kwargs = {"dtype": torch.float32, "use_cache": False}
+    if attn:
+        kwargs["attn_implementation"] = attn
+    if any(f.startswith("model.safetensors") for f in os.listdir(directory)):
+        return AutoModelForCausalLM.from_pretrained(directory, **kwargs)
+    torch.manual_seed(seed)
+    config = AutoConfig.from_pretrained(directory, use_cache=False)
+    kwargs.pop("use_cache")
+    return AutoModelForCausalLM.from_config(config, **kwargs)
+
+
+class HFStep(torch.nn.Module):
+    """loss(x, y) of a causal LM on the window whose inputs are x and whose
+    next tokens are y: transformers' loss with labels=."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, y):
+        window = torch.cat([x, y[:, -1:]], dim=1)
+        return self.model(input_ids=window, labels=window).loss
+
+
+def hf_make(args, text):
+    ids = re.search(r"%input_ids: tensor<(\d+)x(\d+)xi64>", text)
+    example = torch.zeros(int(ids.group(1)), int(ids.group(2)),
+                          dtype=torch.long)
+    return HFStep(hf_model(args.hf, args.attn, args.seed)), (example,
+                                                            example)
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--make", required=True)
+    p.add_argument("--make")
+    p.add_argument("--hf", metavar="DIR")
+    p.add_argument("--attn")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", required=True, help="the imported .mlir")
     p.add_argument("--log", required=True)
     p.add_argument("--tokens")
@@ -74,9 +118,13 @@ def main():
     args = p.parse_args()
 
     torch.set_num_threads(1)
-    module, example = load_make(args.make)()
+    text = open(args.model).read()
+    if args.hf:
+        module, example = hf_make(args, text)
+    else:
+        module, example = load_make(args.make)()
     module.train()
-    values, clip = model_settings(open(args.model).read())
+    values, clip = model_settings(text)
     opt_cls = {"adamw": torch.optim.AdamW,
                "adam": torch.optim.Adam}[values["kind"]]
     opt = opt_cls(module.parameters(), lr=float(values["lr"]),

@@ -1,0 +1,426 @@
+"""A Hugging Face causal language model from its directory (`--hf DIR`).
+
+The directory holds `config.json` and, optionally, the weights as
+`model.safetensors` or as shards listed by `model.safetensors.index.json`.
+The model is transformers' own class for the config (its `architectures`,
+else the causal-LM class of its `model_type`), built in float32 with
+`use_cache=False` (transformers otherwise builds a KV cache even while
+training) and the attention implementation asked for (transformers'
+default, sdpa, unless `--attn eager`). Its parameters come from:
+
+- the directory's weights, read tensor by tensor, each checked against
+  the shape of the model's parameter;
+- without weights, the model's own initialisation: `torch.manual_seed(SEED)`
+  then `AutoModelForCausalLM.from_config`, so the weights are those that
+  code gives in Python (its `_init_weights`, seeded);
+- with `--no-weights`, nothing: each `zero.param` initializer is the last
+  one `_init_weights` (or the module's own reset) applied to it, recorded
+  without running it. For planning: a Llama-3-70B config imports in seconds.
+
+Either way the model traced has its parameters on PyTorch's meta device
+(never allocated, or moved there once the weights are set aside), so the
+trace computes shapes, not activations.
+
+Mixture-of-experts and encoder-decoder models are refused before tracing.
+"""
+
+import contextlib
+import inspect
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+from .errors import ImportFailure
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+
+
+def _fail(message, path=None, source=None):
+    raise ImportFailure(message, path=path, source=source)
+
+
+def _source_of(obj):
+    """'file:line: code' of a class or function's `class`/`def` line (its
+    decorators aside)."""
+    try:
+        lines, line = inspect.getsourcelines(obj)
+        path = inspect.getsourcefile(obj)
+    except (OSError, TypeError):
+        return None
+    for i, text in enumerate(lines):
+        if text.lstrip().startswith(("class ", "def ")):
+            return "%s:%d: %s" % (path, line + i, text.strip())
+    return "%s:%d: %s" % (path, line, lines[0].strip())
+
+
+def read_config(directory):
+    """transformers' config of the model in `directory`."""
+    if not os.path.isdir(directory):
+        _fail("%s: no such directory" % directory)
+    path = os.path.join(directory, CONFIG)
+    if not os.path.isfile(path):
+        _fail("%s: no %s (a Hugging Face model directory has one)" % (
+            directory, CONFIG))
+    try:
+        raw = json.load(open(path))
+    except json.JSONDecodeError as e:
+        _fail("%s:%d:%d: is not valid JSON: %s" % (path, e.lineno, e.colno,
+                                                    e.msg))
+    if not isinstance(raw, dict):
+        _fail("%s: the top level must be a JSON object" % path)
+    from transformers.models.auto.configuration_auto import \
+        CONFIG_MAPPING_NAMES
+    model_type = raw.get("model_type")
+    if model_type is None:
+        _fail("%s: no model_type" % path)
+    if model_type not in CONFIG_MAPPING_NAMES:
+        _fail("%s: model_type '%s' is not a model this transformers (%s) "
+              "knows" % (path, model_type, _transformers_version()))
+    from transformers import AutoConfig
+    try:
+        return AutoConfig.from_pretrained(directory)
+    except (ValueError, TypeError, KeyError) as e:
+        _fail("%s: transformers cannot read it: %s" % (path, e))
+
+
+def _transformers_version():
+    import transformers
+    return transformers.__version__
+
+
+def model_class(config, directory):
+    """transformers' causal-LM class for `config`; an encoder-decoder or a
+    model without one is refused."""
+    import transformers
+    from transformers.models.auto.modeling_auto import \
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    archs = getattr(config, "architectures", None) or []
+    arch = archs[0] if archs else None
+    cls = getattr(transformers, arch, None) if arch else None
+    path = os.path.join(directory, CONFIG)
+    if getattr(config, "is_encoder_decoder", False):
+        _fail("the encoder-decoder structure of %s (%s) is not supported: "
+              "zero-import takes decoder-only causal language models" % (
+                  arch or config.model_type, path), path="",
+              source=_source_of(cls) if cls else None)
+    name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
+    if arch is not None and arch != name:
+        _fail("%s: architectures names %s, which is not %s's causal "
+              "language model (%s); zero-import takes causal language "
+              "models" % (path, arch, config.model_type, name or "none"),
+              path="", source=_source_of(cls) if cls else None)
+    if name is None:
+        _fail("%s: model_type '%s' has no causal language model in "
+              "transformers" % (path, config.model_type))
+    return getattr(transformers, name)
+
+
+@contextlib.contextmanager
+def _parameters_on_meta():
+    """Modules built inside keep their buffers (rotary tables, masks) but
+    register every parameter on the meta device: shapes without memory."""
+    register = nn.Module.register_parameter
+
+    def on_meta(module, name, param):
+        if param is not None and not param.is_meta:
+            param = nn.Parameter(param.to("meta"),
+                                 requires_grad=param.requires_grad)
+        register(module, name, param)
+
+    nn.Module.register_parameter = on_meta
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = register
+
+
+_INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_",
+                   "ones_", "zeros_", "eye_", "dirac_", "xavier_uniform_",
+                   "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
+                   "orthogonal_", "sparse_")
+
+
+class InitRecorder:
+    """The last torch.nn.init function applied to each parameter while the
+    model is built (its module's reset, then transformers' _init_weights),
+    recorded around torch.nn.init and the table of them transformers keeps;
+    the parameters are on the meta device, so nothing is computed."""
+
+    def __init__(self):
+        self.last = {}  # id(tensor) -> (tensor, function name, arguments)
+        self.partial = {}  # id(base tensor) -> function name
+        self.saved = []
+
+    def record(self, name, fn):
+        signature = inspect.signature(fn)
+
+        def recorded(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            values = dict(bound.arguments)
+            t = values.pop("tensor", None)
+            if torch.is_tensor(t):
+                if t._base is not None:
+                    self.partial[id(t._base)] = name
+                else:
+                    self.last[id(t)] = (t, name, values)
+            return fn(*args, **kwargs)
+        return recorded
+
+    def __enter__(self):
+        tables = [torch.nn.init.__dict__]
+        try:
+            from transformers import initialization
+            tables.append(initialization.TORCH_INIT_FUNCTIONS)
+        except ImportError:
+            pass
+        for table in tables:
+            for name in _INIT_FUNCTIONS:
+                if name in table:
+                    self.saved.append((table, name, table[name]))
+                    table[name] = self.record(name, table[name])
+        return self
+
+    def __exit__(self, *exc):
+        for table, name, fn in reversed(self.saved):
+            table[name] = fn
+        self.saved = []
+        return False
+
+    def init_text(self, name, p):
+        """The zero.param initializer of parameter `name`."""
+        from .graph import fmt_float
+        if id(p) in self.partial:
+            print("zero-import: warning: parameter '%s': %s of a part of it "
+                  "is not a zero.param initializer; its initializer is the "
+                  "whole tensor's" % (name, self.partial[id(p)]),
+                  file=sys.stderr)
+        entry = self.last.get(id(p))
+        if entry is None:
+            _fail("parameter '%s' is not initialised by the model's "
+                  "_init_weights or its module; import its weights instead "
+                  "of --no-weights" % name)
+        _, fn, v = entry
+        if fn == "normal_" and v.get("mean", 0.0) == 0.0:
+            return "normal std " + fmt_float(float(v["std"]))
+        if fn == "zeros_" or (fn == "constant_" and v.get("val") == 0):
+            return "zeros"
+        if fn == "ones_" or (fn == "constant_" and v.get("val") == 1):
+            return "ones"
+        _fail("parameter '%s': its initializer torch.nn.init.%s(%s) has no "
+              "zero.param equivalent (normal with mean 0, zeros or ones); "
+              "import its weights instead of --no-weights" % (
+                  name, fn, ", ".join("%s=%r" % kv for kv in sorted(
+                      v.items()) if kv[0] != "generator")))
+
+
+def _refuse_moe(model):
+    """Mixture-of-experts routing (a router choosing experts per token) has
+    no `nn` op: refused at the first block that has experts."""
+    for path, m in model.named_modules():
+        if isinstance(getattr(m, "experts", None), nn.Module):
+            _fail("the MoE routing of %s (experts chosen per token) is not "
+                  "supported" % type(m).__name__, path=path,
+                  source=_source_of(type(m).forward))
+    cfg = model.config
+    for key in ("num_experts_per_tok", "num_local_experts", "moe_top_k"):
+        if (getattr(cfg, key, 0) or 0) > 1:
+            _fail("the MoE routing of %s (config.%s = %d) is not supported"
+                  % (type(model).__name__, key, getattr(cfg, key)), path="",
+                  source=_source_of(type(model)))
+
+
+def build(directory, no_weights=False, seed=0, attn=None):
+    """(model, InitRecorder or None, {parameter name: float32 tensor} or
+    None) of the directory's model: its own weights, else seeded
+    from_config, else (with no_weights) none. The model's parameters are on
+    the meta device either way: the trace computes shapes, not activations
+    (a billion-parameter model's would not fit), and the weights are kept
+    once, beside it."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        _fail("--hf needs the transformers package in the Python that runs "
+              "zero-import (%s)" % sys.executable)
+    config = read_config(directory)
+    cls = model_class(config, directory)
+    config.use_cache = False
+    files = weight_files(directory)
+    if files and no_weights:
+        print("zero-import: warning: --no-weights: the weights in %s are "
+              "not read" % directory, file=sys.stderr)
+    kwargs = {"dtype": torch.float32}
+    if attn:
+        kwargs["attn_implementation"] = attn
+    from transformers import AutoModelForCausalLM
+    recorder = None
+    if files is None and not no_weights:
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, **kwargs)
+    else:
+        recorder = InitRecorder() if no_weights else None
+        with _parameters_on_meta(), recorder or contextlib.nullcontext():
+            model = AutoModelForCausalLM.from_config(config, **kwargs)
+    if type(model) is not cls:
+        _fail("%s: transformers built %s, not %s" % (
+            os.path.join(directory, CONFIG), type(model).__name__,
+            cls.__name__))
+    _refuse_moe(model)
+    weights = None
+    if files is not None and not no_weights:
+        weights = read_weights(model, directory, files)
+    elif not no_weights:
+        weights = {name: p.detach() for name, p in model.named_parameters()}
+        _parameters_to_meta(model)
+    model.train()
+    return model, recorder, weights
+
+
+def _parameters_to_meta(model):
+    """Each parameter replaced by a meta one of its shape, wherever it is
+    registered, so that tied parameters stay one."""
+    new = {}
+    for m in model.modules():
+        for k, p in list(m._parameters.items()):
+            if p is not None and not p.is_meta:
+                if id(p) not in new:
+                    new[id(p)] = nn.Parameter(p.to("meta"),
+                                              requires_grad=p.requires_grad)
+                m._parameters[k] = new[id(p)]
+
+
+def weight_files(directory):
+    """{tensor name: file} of the directory's safetensors, or None."""
+    index = os.path.join(directory, INDEX)
+    single = os.path.join(directory, WEIGHTS)
+    if os.path.isfile(index):
+        try:
+            data = json.load(open(index))
+        except json.JSONDecodeError as e:
+            _fail("%s:%d:%d: is not valid JSON: %s" % (index, e.lineno,
+                                                        e.colno, e.msg))
+        wmap = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(wmap, dict):
+            _fail("%s: no weight_map object" % index)
+        files = {}
+        for name, f in wmap.items():
+            path = os.path.join(directory, f)
+            if not os.path.isfile(path):
+                _fail("%s: no such file (the weight_map of %s names it for "
+                      "'%s')" % (path, index, name))
+            files[name] = path
+        return files
+    if os.path.isfile(single):
+        return {name: single for name in _keys(single)}
+    if any(f.endswith((".bin", ".pt", ".pth")) for f in os.listdir(
+            directory)):
+        _fail("%s: weights not as safetensors (%s or %s); save them with "
+              "save_pretrained(safe_serialization=True)" % (
+                  directory, WEIGHTS, INDEX))
+    return None
+
+
+def _open(path):
+    from safetensors import safe_open
+    try:
+        return safe_open(path, framework="pt")
+    except Exception as e:  # the package's own error types vary
+        _fail("%s: not a readable safetensors file: %s" % (path, e))
+
+
+def _keys(path):
+    with _open(path) as f:
+        return list(f.keys())
+
+
+def read_weights(model, directory, files):
+    """{parameter name: float32 tensor} from the files, each checked against
+    the shape the config gives. A tied parameter is looked up under each of
+    its names, and every name also without the base model's prefix (as
+    older checkpoints write them)."""
+    names = {}  # id(param) -> every name of it
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    prefix = getattr(model, "base_model_prefix", "") + "."
+    source = os.path.join(directory, INDEX) if os.path.isfile(
+        os.path.join(directory, INDEX)) else os.path.join(directory,
+                                                          WEIGHTS)
+    handles = {}
+    weights = {}
+    try:
+        for name, p in model.named_parameters():
+            candidates = names[id(p)] + [n[len(prefix):] for n in names[id(p)]
+                                         if n.startswith(prefix)]
+            key = next((n for n in candidates if n in files), None)
+            if key is None:
+                _fail("%s: no tensor '%s' (%s's parameter of shape %s, as %s "
+                      "describes the model)" % (
+                          source, name, type(model).__name__,
+                          list(p.shape), CONFIG))
+            path = files[key]
+            if path not in handles:
+                handles[path] = _open(path).__enter__()
+            f = handles[path]
+            shape = list(f.get_slice(key).get_shape())
+            if shape != list(p.shape):
+                _fail("%s: tensor '%s' has shape %s; %s with this %s has %s"
+                      % (path, key, shape, type(model).__name__, CONFIG,
+                         list(p.shape)))
+            t = f.get_tensor(key)
+            if not t.is_floating_point():
+                _fail("%s: tensor '%s' is %s, not floating point" % (
+                    path, key, t.dtype))
+            weights[name] = t.to(torch.float32)
+    finally:
+        for f in handles.values():
+            f.__exit__(None, None, None)
+    return weights
+
+
+def step(model, input_ids, labels):
+    """The traced training step: the model's own loss.
+
+    The runtime feeds each window of T + 1 tokens as the inputs (its first
+    T) and the labels (its last T), already shifted; `shift_labels=` is
+    transformers' own argument for labels shifted outside the model, and
+    its loss function then takes them as they are (ignore_index -100, the
+    mean over the positions). This equals `model(input_ids=w,
+    labels=w).loss` on the window w (the last position's logits, which
+    predict nothing, aside). This is the one place that says which tokens
+    are the labels.
+    """
+    return model(input_ids=input_ids, labels=labels,
+                 shift_labels=labels).loss
+
+
+def check_loss(g, model):
+    """The step's loss scores every position's logits against the labels as
+    fed: one cross entropy whose labels are the step's `labels`. A model
+    whose loss ignores shift_labels and shifts the labels itself would
+    otherwise train on labels shifted twice."""
+    ce = [op for op in g.ops if op.kind == "softmax_cross_entropy"]
+    labels = [a for a in g.args if a.arg == "labels"]
+    if len(ce) != 1 or ce[0].operands[1] is not labels[0] or \
+            ce[0].operands[0].shape[:-1] != labels[0].shape:
+        where = ce[0].where if len(ce) == 1 else None
+        raise ImportFailure(
+            "the loss of %s is not one cross entropy of every position "
+            "against the labels as given (transformers' shift_labels): "
+            "zero-import cannot tell which tokens it scores" % type(
+                model).__name__, op=where.op if where else None,
+            path=where.path if where else "",
+            source=where.source if where else _source_of(type(model)))
+
+
+def example_args(batch, seq):
+    if batch <= 0 or seq <= 0:
+        _fail("--batch and --seq must be positive (got %d and %d)" % (batch,
+                                                                     seq))
+    ids = torch.zeros(batch, seq, dtype=torch.long)
+    return ids, ids.clone()
