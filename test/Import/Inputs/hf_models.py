@@ -6,6 +6,8 @@ Qwen2, GPT-2 and Gemma (and, to be refused, MoE and encoder-decoder ones).
   hf_models.py save KIND DIR [--shard-size N] [--config-only]
   hf_models.py big-config DIR      (Llama-3-70B's published numbers)
   hf_models.py break DIR HOW       (a copy made unreadable for a test)
+  hf_models.py batches IDS LABELS --rows N --seq T
+                                   (token ids and labels with -100, .npy)
 """
 
 import argparse
@@ -138,6 +140,22 @@ def break_dir(args):
         sys.exit("unknown way to break: " + args.how)
 
 
+def batches(args):
+    """Random token ids and labels [rows, seq] (int64, vocabulary 256) for
+    --inputs/--labels: about a third of the labels -100, row 3 all -100, so
+    that the batches' valid-label counts differ. The labels are not derived
+    from the ids: they are whatever the step's loss takes as its labels."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    shape = (args.rows, args.seq)
+    ids = rng.integers(0, 256, shape, dtype=np.int64)
+    labels = rng.integers(0, 256, shape, dtype=np.int64)
+    labels[rng.random(shape) < 1 / 3] = -100
+    labels[3] = -100
+    np.save(args.ids, ids)
+    np.save(args.labels, labels)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -151,9 +169,14 @@ def main():
     k = sub.add_parser("break")
     k.add_argument("dir")
     k.add_argument("how")
+    t = sub.add_parser("batches")
+    t.add_argument("ids")
+    t.add_argument("labels")
+    t.add_argument("--rows", type=int, required=True)
+    t.add_argument("--seq", type=int, required=True)
     args = p.parse_args()
-    {"save": save, "big-config": big_config, "break": break_dir}[args.cmd](
-        args)
+    {"save": save, "big-config": big_config, "break": break_dir,
+     "batches": batches}[args.cmd](args)
 
 
 if __name__ == "__main__":
