@@ -1,10 +1,13 @@
 """Tiny Hugging Face models in directories, as users have them: built by
 transformers' own classes with default settings and written by
-save_pretrained (safetensors), or their config.json alone.
+save_pretrained (safetensors), or their config.json alone: Llama, Mistral,
+Qwen2, GPT-2 and Gemma (and, to be refused, MoE and encoder-decoder ones).
 
   hf_models.py save KIND DIR [--shard-size N] [--config-only]
   hf_models.py big-config DIR      (Llama-3-70B's published numbers)
   hf_models.py break DIR HOW       (a copy made unreadable for a test)
+  hf_models.py batches IDS LABELS --rows N --seq T
+                                   (token ids and labels with -100, .npy)
 """
 
 import argparse
@@ -41,6 +44,26 @@ def config(kind):
                              decoder_layers=2, encoder_attention_heads=4,
                              decoder_attention_heads=4, encoder_ffn_dim=128,
                              decoder_ffn_dim=128, max_position_embeddings=64)
+    if kind == "gpt2":
+        # A position table longer than the sequences the tests train (48
+        # rows, --seq 32); bos/eos within the tiny vocabulary; dropout 0
+        # (GPT-2's default 0.1 is refused: the step has no dropout).
+        return tf.GPT2Config(vocab_size=256, n_positions=48, n_embd=64,
+                             n_layer=2, n_head=4, bos_token_id=0,
+                             eos_token_id=0, embd_pdrop=0.0,
+                             resid_pdrop=0.0, attn_pdrop=0.0)
+    if kind == "gpt2-dropout":
+        return tf.GPT2Config(vocab_size=256, n_positions=48, n_embd=64,
+                             n_layer=2, n_head=4, bos_token_id=0,
+                             eos_token_id=0)
+    if kind == "gemma":
+        # Grouped-query (4 query heads, 2 key/value heads), head_dim 24 of a
+        # 48-wide model (Gemma's head_dim is not hidden / heads) and the
+        # embedding scale sqrt(48), which is not a float32 exactly.
+        return tf.GemmaConfig(vocab_size=256, hidden_size=48,
+                              intermediate_size=128, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2,
+                              head_dim=24, max_position_embeddings=128)
     sys.exit("unknown kind " + kind)
 
 
@@ -117,6 +140,22 @@ def break_dir(args):
         sys.exit("unknown way to break: " + args.how)
 
 
+def batches(args):
+    """Random token ids and labels [rows, seq] (int64, vocabulary 256) for
+    --inputs/--labels: about a third of the labels -100, row 3 all -100, so
+    that the batches' valid-label counts differ. The labels are not derived
+    from the ids: they are whatever the step's loss takes as its labels."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    shape = (args.rows, args.seq)
+    ids = rng.integers(0, 256, shape, dtype=np.int64)
+    labels = rng.integers(0, 256, shape, dtype=np.int64)
+    labels[rng.random(shape) < 1 / 3] = -100
+    labels[3] = -100
+    np.save(args.ids, ids)
+    np.save(args.labels, labels)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -130,9 +169,14 @@ def main():
     k = sub.add_parser("break")
     k.add_argument("dir")
     k.add_argument("how")
+    t = sub.add_parser("batches")
+    t.add_argument("ids")
+    t.add_argument("labels")
+    t.add_argument("--rows", type=int, required=True)
+    t.add_argument("--seq", type=int, required=True)
     args = p.parse_args()
-    {"save": save, "big-config": big_config, "break": break_dir}[args.cmd](
-        args)
+    {"save": save, "big-config": big_config, "break": break_dir,
+     "batches": batches}[args.cmd](args)
 
 
 if __name__ == "__main__":
