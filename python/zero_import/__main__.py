@@ -140,10 +140,11 @@ def main(argv=None):
         if args.hf is not None:
             g, loss, weights = import_hf(args.hf, args.batch, args.seq,
                                          args.no_weights, args.seed,
-                                         args.attn)
+                                         args.attn, precision)
             source = "--hf " + os.path.basename(os.path.normpath(args.hf))
         else:
-            g, loss, weights = import_model(args.model, args.loss_output)
+            g, loss, weights = import_model(args.model, args.loss_output,
+                                            precision)
             source = os.path.basename(args.model)
         weights_path = args.weights or os.path.splitext(args.output)[0] + \
             ".safetensors"
@@ -167,6 +168,11 @@ def main(argv=None):
         args.output, total, len(g.params), len(g.ops),
         "weights in " + weights_path if weights is not None else
         "no weights (--no-weights)"))
+    if g.compute:
+        print("zero-import: %d of %d parameter tensors kept in float32 (the "
+              "model's _keep_in_fp32_modules), the others computing in %s" % (
+                  len(g.params) - len(g.compute), len(g.params),
+                  next(iter(g.compute.values()))))
     return 0
 
 

@@ -35,14 +35,15 @@ class Sym:
 
     def __init__(self, shape, dtype, op=None, param=None, arg=None):
         self.shape = tuple(int(d) for d in shape)
-        self.dtype = dtype  # 'f32', 'i32' or 'i64'
+        self.dtype = dtype  # 'f32', 'i32' or 'i64'; 'bf16' or 'f16' in a
+        # step written in mixed precision (precision.py)
         self.op = op
         self.param = param
         self.arg = arg
 
     @property
     def is_float(self):
-        return self.dtype == "f32"
+        return self.dtype in ("f32", "bf16", "f16")
 
     def type(self):
         return tensor_type(self.shape, self.dtype)
@@ -77,6 +78,7 @@ class Graph:
         self.ops = []
         self.args = []  # block arguments (Syms), in order
         self.params = []  # (name, shape, init text), declaration order
+        self.compute = {}  # parameter name -> the dtype it computes in
 
     def emit(self, kind, operands, attrs, result_types, where):
         op = Op(kind, operands, attrs, where)
@@ -376,8 +378,10 @@ def print_module(graph, loss, optimizer, precision, clip, header):
         pr.op(op)
     out = [header, "module {"]
     for name, shape, init in graph.params:
-        out.append("  zero.param @%s : %s init %s" % (
-            symbol(name), tensor_type(shape, "f32"), init))
+        compute = graph.compute.get(name)
+        out.append("  zero.param @%s : %s init %s%s" % (
+            symbol(name), tensor_type(shape, "f32"), init,
+            " compute " + compute if compute else ""))
     step = "  zero.train_step @train(%s) optimizer %s precision %s" % (
         ", ".join(args), optimizer, precision)
     if clip:

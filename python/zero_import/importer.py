@@ -12,6 +12,7 @@ from .errors import ImportFailure
 from .fuse import fuse_all
 from .graph import fmt_float, print_module
 from .lower import Lowering, is_sym
+from .precision import keep_in_fp32
 from .trace import trace
 
 
@@ -114,20 +115,26 @@ def read_ds_config(path):
     return opt, clip, dtype
 
 
-def import_model(spec, loss_output=-1):
-    """(Graph, loss Sym, [(name, float32 array)]) of make()'s module."""
+def import_model(spec, loss_output=-1, precision="fp32"):
+    """(Graph, loss Sym, [(name, float32 array)]) of make()'s module,
+    trained at `precision` (a transformers model keeps its float32 modules,
+    precision.py)."""
     module, args = call_make(load_make(spec), spec)
     # The weights as make() left them, whatever the trace runs.
     state = {name: p.detach().cpu().clone()
              for name, p in module.named_parameters()}
     g_fx = trace(module, args)
-    return lower_step(module, g_fx, loss_output,
+    step = lower_step(module, g_fx, loss_output,
                       lambda name, p: state[name])
+    keep_in_fp32(step[0], module, precision)
+    return step
 
 
-def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None):
+def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None,
+              precision="fp32"):
     """(Graph, loss Sym, [(name, float32 array)] or None) of the causal LM
-    in a Hugging Face directory (hf.py), its step on [batch, seq] tokens."""
+    in a Hugging Face directory (hf.py), its step on [batch, seq] tokens
+    trained at `precision` (its float32 modules kept, precision.py)."""
     from . import hf
     model, recorder, weights = hf.build(directory, no_weights, seed, attn)
     g_fx = trace(model, hf.example_args(batch, seq), step=hf.step)
@@ -136,6 +143,7 @@ def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None):
     else:
         step = lower_step(model, g_fx, -1, lambda name, p: weights[name])
     hf.check_loss(step[0], model)
+    keep_in_fp32(step[0], model, precision)
     return step
 
 

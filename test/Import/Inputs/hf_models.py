@@ -3,7 +3,7 @@ transformers' own classes with default settings and written by
 save_pretrained (safetensors), or their config.json alone: Llama, Mistral,
 Qwen2, GPT-2 and Gemma (and, to be refused, MoE and encoder-decoder ones).
 
-  hf_models.py save KIND DIR [--shard-size N] [--config-only]
+  hf_models.py save KIND DIR [--shard-size N] [--config-only] [--tokenizer]
   hf_models.py big-config DIR      (Llama-3-70B's published numbers)
   hf_models.py break DIR HOW       (a copy made unreadable for a test)
   hf_models.py batches IDS LABELS --rows N --seq T
@@ -71,9 +71,42 @@ MODEL_CLASSES = {"t5": "T5ForConditionalGeneration",
                  "bart": "BartForConditionalGeneration"}
 
 
+def bytes_to_unicode():
+    """GPT-2's printable character for each byte, which byte-level BPE
+    vocabularies are written in."""
+    bs = (list(range(ord("!"), ord("~") + 1)) +
+          list(range(ord("\xa1"), ord("\xac") + 1)) +
+          list(range(ord("\xae"), ord("\xff") + 1)))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def save_tokenizer(directory):
+    """A byte-level tokenizer whose 256 tokens are the bytes (no merges):
+    every text is tokenized, into ids below a tiny model's vocabulary of
+    256, and AutoTokenizer.from_pretrained loads it."""
+    import transformers as tf
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    char = bytes_to_unicode()
+    tok = Tokenizer(models.BPE(vocab={char[b]: b for b in range(256)},
+                               merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tf.PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(
+        directory)
+
+
 def save(args):
     import transformers as tf
     cfg = config(args.kind)
+    if args.tokenizer:
+        save_tokenizer(args.dir)
     if args.config_only:
         if args.kind in MODEL_CLASSES:
             cfg.architectures = [MODEL_CLASSES[args.kind]]
@@ -164,6 +197,8 @@ def main():
     s.add_argument("dir")
     s.add_argument("--shard-size")
     s.add_argument("--config-only", action="store_true")
+    s.add_argument("--tokenizer", action="store_true",
+                   help="also a byte-level tokenizer (256 tokens)")
     b = sub.add_parser("big-config")
     b.add_argument("dir")
     k = sub.add_parser("break")

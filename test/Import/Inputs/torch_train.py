@@ -10,6 +10,15 @@ on the batches the runtime reads: consecutive windows of a token file
 .npy pair (--inputs/--labels), the global batch being dimension 0 of the
 example arguments.
 
+With --mixed bf16 (or f16), the step is trained as zero-import writes a
+transformers model that keeps modules in float32: the parameters that
+transformers' own loader keeps in float32 at that dtype (its dtype plan of
+_keep_in_fp32_modules(_strict), matched by its own glob alternation) stay
+float32 and every other one computes in the 16-bit dtype, from float32
+masters that AdamW updates with the 16-bit gradients; each outermost
+module the plan names computes in float32 (its inputs converted on entry,
+its outputs back to the 16-bit dtype on exit).
+
 With --hf DIR in place of --make, the model is the Hugging Face causal LM
 in DIR as transformers itself loads it (from_pretrained, or from_config
 after torch.manual_seed(--seed) when DIR has no weights), and each step's
@@ -101,6 +110,64 @@ def hf_make(args, text):
                                                             example)
 
 
+TORCH_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
+
+
+class Mixed:
+    """The 16-bit compute copy of `module` (see --mixed) and the step that
+    moves its gradients to the float32 masters."""
+
+    def __init__(self, module, name):
+        import copy
+
+        from transformers import PreTrainedModel
+        from transformers.core_model_loading import build_glob_alternation
+        dtype = TORCH_DTYPES[name]
+        self.masters = module
+        self.compute = copy.deepcopy(module)
+        for p in self.compute.parameters():
+            p.data = p.data.to(dtype)
+        roots = [(n, m) for n, m in self.compute.named_modules()
+                 if isinstance(m, PreTrainedModel)]
+        roots = [(n, m) for n, m in roots if not any(
+            n.startswith(o + ".") or (o == "" and n) for o, _ in roots)]
+        kept = []
+        for prefix, root in roots:
+            plan = root._get_dtype_plan(dtype)
+            if not plan:
+                continue
+            rx, _, _ = build_glob_alternation(list(plan))
+            for n, m in root.named_modules():
+                if n and rx.search(n) and not any(
+                        n.startswith(k + ".") for k in kept):
+                    kept.append(n)
+                    m.register_forward_pre_hook(
+                        lambda _, a: tuple(_to(x, torch.float32) for x in a))
+                    m.register_forward_hook(
+                        lambda _, a, out: _to(out, dtype))
+            for n, p in root.named_parameters():
+                if rx.search(n):
+                    p.data = p.data.to(torch.float32)
+        self.kept = kept
+
+    def load(self):
+        for m, c in zip(self.masters.parameters(),
+                        self.compute.parameters()):
+            c.data.copy_(m.data)
+            c.grad = None
+
+    def gradients(self):
+        for m, c in zip(self.masters.parameters(),
+                        self.compute.parameters()):
+            m.grad = c.grad.to(torch.float32)
+
+
+def _to(x, dtype):
+    if torch.is_tensor(x) and x.is_floating_point():
+        return x.to(dtype)
+    return x
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--make")
@@ -114,6 +181,7 @@ def main():
     p.add_argument("--labels")
     p.add_argument("--loss-output", type=int, default=-1)
     p.add_argument("--rtol", type=float, default=1e-5)
+    p.add_argument("--mixed", choices=sorted(TORCH_DTYPES))
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
 
@@ -124,6 +192,10 @@ def main():
     else:
         module, example = load_make(args.make)()
     module.train()
+    mixed = Mixed(module, args.mixed) if args.mixed else None
+    if mixed:
+        mixed.compute.train()
+        print("kept in float32: " + ", ".join(mixed.kept))
     values, clip = model_settings(text)
     opt_cls = {"adamw": torch.optim.AdamW,
                "adam": torch.optim.Adam}[values["kind"]]
@@ -142,9 +214,13 @@ def main():
     worst = 0.0
     for (x, y), entry in zip(batches, log):
         opt.zero_grad(set_to_none=True)
-        out = module(x, y)
+        if mixed:
+            mixed.load()
+        out = (mixed.compute if mixed else module)(x, y)
         loss = out[args.loss_output] if isinstance(out, tuple) else out
         loss.backward()
+        if mixed:
+            mixed.gradients()
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
         opt.step()
