@@ -236,8 +236,8 @@ def _refuse_moe(model):
 
 
 def build(directory, no_weights=False, seed=0, attn=None):
-    """(model, InitRecorder or None, {parameter name: float32 tensor} or
-    None) of the directory's model: its own weights, else seeded
+    """(model, InitRecorder or None, {parameter name: float32 tensor or
+    FileTensor} or None) of the directory's model: its own weights, else seeded
     from_config, else (with no_weights) none. The model's parameters are on
     the meta device either way: the trace computes shapes, not activations
     (a billion-parameter model's would not fit), and the weights are kept
@@ -339,11 +339,32 @@ def _keys(path):
         return list(f.keys())
 
 
+_FLOAT_DTYPES = ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")
+
+
+class FileTensor:
+    """A tensor of a safetensors file, read when asked for: the weights of a
+    large model are never all in memory at once (each is read, described
+    and written out on its own, its file mapped only meanwhile)."""
+
+    def __init__(self, path, key, shape):
+        self.path, self.key, self.shape = path, key, tuple(shape)
+
+    def tensor(self):
+        """The tensor as float32."""
+        with _open(self.path) as f:
+            return f.get_tensor(self.key).to(torch.float32)
+
+    def numpy(self):
+        return self.tensor().numpy()
+
+
 def read_weights(model, directory, files):
-    """{parameter name: float32 tensor} from the files, each checked against
-    the shape the config gives. A tied parameter is looked up under each of
-    its names, and every name also without the base model's prefix (as
-    older checkpoints write them)."""
+    """{parameter name: FileTensor} of the files, each checked against the
+    shape the config gives and to be floating point; nothing is read but
+    the files' headers. A tied parameter is looked up under each of its
+    names, and every name also without the base model's prefix (as older
+    checkpoints write them)."""
     names = {}  # id(param) -> every name of it
     for name, p in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), []).append(name)
@@ -366,17 +387,17 @@ def read_weights(model, directory, files):
             path = files[key]
             if path not in handles:
                 handles[path] = _open(path).__enter__()
-            f = handles[path]
-            shape = list(f.get_slice(key).get_shape())
+            part = handles[path].get_slice(key)
+            shape = list(part.get_shape())
             if shape != list(p.shape):
                 _fail("%s: tensor '%s' has shape %s; %s with this %s has %s"
                       % (path, key, shape, type(model).__name__, CONFIG,
                          list(p.shape)))
-            t = f.get_tensor(key)
-            if not t.is_floating_point():
+            dtype = part.get_dtype()
+            if dtype not in _FLOAT_DTYPES:
                 _fail("%s: tensor '%s' is %s, not floating point" % (
-                    path, key, t.dtype))
-            weights[name] = t.to(torch.float32)
+                    path, key, dtype))
+            weights[name] = FileTensor(path, key, shape)
     finally:
         for f in handles.values():
             f.__exit__(None, None, None)

@@ -187,8 +187,14 @@ def lower_step(module, g_fx, loss_output, weight_of, init_of=None):
             g.params.append((name, tuple(p.shape), init_of(name, p)))
             continue
         t = weight_of(name, p)
-        g.params.append((name, tuple(t.shape), init_text(t)))
-        weights.append((name, t.numpy()))
+        if hasattr(t, "tensor"):
+            # Read from a file: described now, read again when written, so
+            # that one tensor at a time is in memory.
+            g.params.append((name, t.shape, init_text(t.tensor())))
+            weights.append((name, t))
+        else:
+            g.params.append((name, tuple(t.shape), init_text(t)))
+            weights.append((name, t.numpy()))
     for a in g.args:
         if a.shape[0] <= 0:
             raise ImportFailure("input '%s' has an empty batch" % a.arg)

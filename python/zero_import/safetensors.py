@@ -8,8 +8,9 @@ import numpy as np
 
 
 def write(path, tensors):
-    """`tensors`: [(name, float32 numpy array)], written F32 in that order,
-    one tensor at a time (a model's size is not held twice)."""
+    """`tensors`: [(name, float32 numpy array, or an object with `shape`
+    whose numpy() reads it)], written F32 in that order, one tensor at a
+    time (a model's size is not held twice)."""
     header = {"__metadata__": {"format": "pt"}}
     offset = 0
     for name, array in tensors:
@@ -24,4 +25,6 @@ def write(path, tensors):
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
         for _, array in tensors:
+            if not isinstance(array, np.ndarray):
+                array = array.numpy()
             f.write(np.ascontiguousarray(array, dtype="<f4").tobytes())

@@ -156,6 +156,12 @@ def break_dir(args):
             t["model.layers.1.mlp.up_proj.weight"] = torch.zeros(8, 64)
             return t
         rewrite(single, grow)
+    elif args.how == "int-tensor":
+        def to_int(t):
+            w = t["model.norm.weight"]
+            t["model.norm.weight"] = torch.ones(w.shape, dtype=torch.int32)
+            return t
+        rewrite(single, to_int)
     elif args.how == "drop-shard":
         index = json.load(open(os.path.join(d,
                                             "model.safetensors.index.json")))
