@@ -413,8 +413,6 @@ _WHAT = {
                  "right operand over leading dimensions)",
     "pad_labels": "F.pad of integer labels (recognised as the label shift "
                   "F.pad(labels, (0, 1), value=-100)[..., 1:])",
-    "shift_labels": "labels shifted inside the model (only as "
-                    "cross-entropy labels)",
     "int_reshape": "a reshape of integer ids (only as cross-entropy "
                    "labels)",
 }

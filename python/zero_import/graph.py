@@ -367,7 +367,8 @@ def symbol(name):
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def print_module(graph, loss, optimizer, precision, clip, header):
+def print_module(graph, loss, optimizer, precision, clip, header,
+                 labels=None):
     pr = Printer(graph)
     args = []
     for a in graph.args:
@@ -386,6 +387,8 @@ def print_module(graph, loss, optimizer, precision, clip, header):
         ", ".join(args), optimizer, precision)
     if clip:
         step += " gradient_clipping " + fmt_float(clip)
+    if labels:
+        step += " labels " + labels
     out.append(step + " {")
     out.extend(pr.lines)
     out.append("    zero.return %s : tensor<f32>" % pr.use(loss))

@@ -405,35 +405,41 @@ def read_weights(model, directory, files):
 
 
 def step(model, input_ids, labels):
-    """The traced training step: the model's own loss.
+    """The traced training step: the model's own loss,
+    `model(input_ids=input_ids, labels=labels).loss`.
 
-    The runtime feeds each window of T + 1 tokens as the inputs (its first
-    T) and the labels (its last T), already shifted; `shift_labels=` is
-    transformers' own argument for labels shifted outside the model, and
-    its loss function then takes them as they are (ignore_index -100, the
-    mean over the positions). This equals `model(input_ids=w,
-    labels=w).loss` on the window w (the last position's logits, which
-    predict nothing, aside). This is the one place that says which tokens
-    are the labels.
+    The labels are the tokens themselves, [B, T] as the input ids: the
+    model shifts them inside its loss (transformers' ForCausalLMLoss pads
+    them with -100 and drops the first, so position t is scored against
+    token t + 1 and the last position against nothing), ignores the
+    positions labelled -100 and takes the mean over the others. The
+    runtime feeds each window of T tokens as both (`labels same_tokens`,
+    which the importer prints for a loss that shifts its labels).
+    This is the one place that says which tokens are the labels.
     """
-    return model(input_ids=input_ids, labels=labels,
-                 shift_labels=labels).loss
+    return model(input_ids=input_ids, labels=labels).loss
 
 
 def check_loss(g, model):
-    """The step's loss scores every position's logits against the labels as
-    fed: one cross entropy whose labels are the step's `labels`. A model
-    whose loss ignores shift_labels and shifts the labels itself would
-    otherwise train on labels shifted twice."""
+    """The step's loss scores every position's logits against the step's
+    `labels` shifted inside the model: one cross entropy whose labels are
+    `nn.shift_labels` of the step's labels and which ignores the shift's
+    fill. A loss that scores other tokens (labels shifted twice, or not at
+    all) would train a different model than `labels=` does, so anything
+    else is refused."""
     ce = [op for op in g.ops if op.kind == "softmax_cross_entropy"]
     labels = [a for a in g.args if a.arg == "labels"]
-    if len(ce) != 1 or ce[0].operands[1] is not labels[0] or \
+    shift = ce[0].operands[1].op if len(ce) == 1 else None
+    if len(ce) != 1 or len(labels) != 1 or shift is None or \
+            shift.kind != "shift_labels" or \
+            shift.operands[0] is not labels[0] or \
+            ce[0].attrs.get("ignore_index") != shift.attrs["fill"] or \
             ce[0].operands[0].shape[:-1] != labels[0].shape:
         where = ce[0].where if len(ce) == 1 else None
         raise ImportFailure(
             "the loss of %s is not one cross entropy of every position "
-            "against the labels as given (transformers' shift_labels): "
-            "zero-import cannot tell which tokens it scores" % type(
+            "against the labels shifted inside the model (transformers' "
+            "labels=): zero-import cannot tell which tokens it scores" % type(
                 model).__name__, op=where.op if where else None,
             path=where.path if where else "",
             source=where.source if where else _source_of(type(model)))

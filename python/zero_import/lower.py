@@ -603,22 +603,25 @@ class Lowering:
             where.fail("cross entropy of logits %s and labels %s: labels "
                        "have the logits' shape without the class dimension"
                        % (list(logits.shape), list(labels.shape)))
+        attrs = {}
         if labels.op is not None and labels.op.kind == "shift_labels":
+            # The labels shifted inside the model (transformers'
+            # ForCausalLMLoss): the last position holds the fill, which
+            # must be the cross entropy's ignore_index; it then ignores
+            # that position and the ones the data labels with it alike.
             fill = labels.op.attrs["fill"]
             if fill != ignore_index:
                 where.fail("cross entropy of labels shifted with the fill %d "
                            "and ignore_index=%s: the last position is not "
                            "ignored" % (fill, ignore_index))
-            where.fail("cross entropy of labels shifted inside the model, "
-                       "F.pad(labels, (0, 1), value=%d)[..., 1:] as "
-                       "transformers' ForCausalLMLoss writes it, has no "
-                       "equivalent: nn.softmax_cross_entropy cannot ignore "
-                       "the last position (feed labels shifted by the data "
-                       "and take the cross entropy of the logits)" % fill)
-        if labels.op is not None:
+            if labels.op.operands[0].op is not None:
+                where.fail("labels must be an input of the step, not "
+                           "computed (the shift of an input is recognised)")
+            attrs["ignore_index"] = fill
+        elif labels.op is not None:
             where.fail("labels must be an input of the step, not computed")
-        return self.emit("softmax_cross_entropy", [logits, labels], {}, [()],
-                         where)
+        return self.emit("softmax_cross_entropy", [logits, labels], attrs,
+                         [()], where)
 
     def sdpa(self, a, kw, where):
         q, k, v = (self.float_sym(t, where) for t in a[:3])

@@ -1,9 +1,9 @@
-//===- Layout.cpp - Transpose, split and concat ---------------------------===//
+//===- Layout.cpp - Transpose, split, concat and the label shift ----------===//
 //
 // Part of the zero-mlir project.
 //
-// Pure data movement: elements are moved as 2- or 4-byte words, without
-// conversion.
+// Pure data movement: elements are moved as 2- or 4-byte words (labels as
+// their 4- or 8-byte integers), without conversion.
 //
 //===----------------------------------------------------------------------===//
 
@@ -154,4 +154,28 @@ extern "C" void zrt_concat(int32_t dtype, const void *const *ins,
       dtypeSize(dtype), static_cast<char *>(out),
       const_cast<char *const *>(reinterpret_cast<const char *const *>(ins)),
       sizes, num, outer, inner, false, "zrt_concat");
+}
+
+extern "C" void zrt_shift_labels(int32_t labelType, const void *labels,
+                                 void *out, int64_t rows, int64_t cols,
+                                 int64_t fill) {
+  KernelSpan span("zrt_shift_labels");
+  checkDims("zrt_shift_labels", rows, cols);
+  dispatchIndex(labelType, [&](auto tag) {
+    using I = decltype(tag);
+    if (int64_t(I(fill)) != fill)
+      fatal("zrt_shift_labels: fill %lld does not fit the labels' type",
+            (long long)fill);
+    const I *in = static_cast<const I *>(labels);
+    I *dst = static_cast<I *>(out);
+    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        if (cols == 0)
+          continue;
+        std::memcpy(dst + r * cols, in + r * cols + 1,
+                    size_t(cols - 1) * sizeof(I));
+        dst[r * cols + cols - 1] = I(fill);
+      }
+    });
+  });
 }

@@ -823,6 +823,34 @@ TEST_P(KernelTest, SplitConcat) {
   }
 }
 
+TEST(ShiftLabelsTest, ShiftsLeftAndFillsTheLastPosition) {
+  std::mt19937 rng{99};
+  std::uniform_int_distribution<int64_t> pick(-100, 1000);
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{3, 7}, {64, 129}, {5, 1}, {0, 4}}) {
+    std::vector<int64_t> labels(static_cast<size_t>(rows * cols));
+    for (int64_t &l : labels)
+      l = pick(rng);
+    std::vector<int64_t> want = ref::shiftLabels(labels, rows, cols, -100);
+    std::vector<int64_t> out(labels.size(), 7);
+    zrt_shift_labels(ZRT_I64, labels.data(), out.data(), rows, cols, -100);
+    EXPECT_EQ(out, want) << rows << "x" << cols << " i64";
+    std::vector<int32_t> labels32(labels.begin(), labels.end());
+    std::vector<int32_t> out32(labels.size(), 7);
+    zrt_shift_labels(ZRT_I32, labels32.data(), out32.data(), rows, cols, -100);
+    EXPECT_EQ(std::vector<int64_t>(out32.begin(), out32.end()), want)
+        << rows << "x" << cols << " i32";
+  }
+}
+
+TEST(ShiftLabelsDeathTest, FillMustFitTheLabels) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int32_t labels[4] = {1, 2, 3, 4}, out[4];
+  EXPECT_DEATH(zrt_shift_labels(ZRT_I32, labels, out, 2, 2, int64_t(1) << 40),
+               "zrt_shift_labels: fill 1099511627776 does not fit the "
+               "labels' type");
+}
+
 TEST_P(KernelTest, CastAndFill) {
   int64_t n = 4099;
   Buffer src = randomBuffer(dtype(), rng, n, -70000, 70000);

@@ -328,6 +328,18 @@ inline Vec embedding(const Vec &table, const std::vector<int64_t> &ids,
   return out;
 }
 
+/// F.pad(labels, (0, 1), value=fill)[..., 1:] of [rows, cols] labels.
+inline std::vector<int64_t> shiftLabels(const std::vector<int64_t> &labels,
+                                        int64_t rows, int64_t cols,
+                                        int64_t fill) {
+  std::vector<int64_t> out(labels.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(r * cols + c)] =
+          c + 1 < cols ? labels[static_cast<size_t>(r * cols + c + 1)] : fill;
+  return out;
+}
+
 /// The row paddingIdx (-1: none) gets nothing, as PyTorch's padding_idx.
 inline Vec embeddingGrad(const Vec &dy, const std::vector<int64_t> &ids,
                          int64_t vocab, int64_t dim, int64_t paddingIdx = -1) {

@@ -334,6 +334,14 @@ LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
                  b.i64(op.getIgnoreIndex().value_or(0))});
 }
 
+LogicalResult buildCall(nn::ShiftLabelsOp op, KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getLabels());
+  return b.call("zrt_shift_labels",
+                {b.dtype(elemType(op.getLabels())), b.operand(0), b.result(0),
+                 b.i64(cols ? numel(op.getLabels()) / cols : 0), b.i64(cols),
+                 b.i64(op.getFill())});
+}
+
 // Reductions and layout.
 
 LogicalResult buildCall(nn::ReduceSumOp op, KernelCallBuilder &b) {
@@ -441,8 +449,8 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::LayerNormOp, nn::LayerNormGradOp, nn::RmsNormOp,
            nn::RmsNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
            nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
-           nn::SoftmaxCrossEntropyGradOp, nn::ReduceSumOp, nn::TransposeOp,
-           nn::SplitOp, nn::ConcatOp>(context);
+           nn::SoftmaxCrossEntropyGradOp, nn::ShiftLabelsOp, nn::ReduceSumOp,
+           nn::TransposeOp, nn::SplitOp, nn::ConcatOp>(context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,
                     nn::SiluGradOp, nn::SwigluOp, nn::TanhOp, nn::TanhGradOp>(

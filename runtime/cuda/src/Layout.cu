@@ -1,10 +1,10 @@
-//===- Layout.cu - Transpose, split and concat ----------------------------===//
+//===- Layout.cu - Transpose, split, concat and the label shift -----------===//
 //
 // Part of the zero-mlir project.
 //
 // Pure data movement: elements move as 2- or 4-byte words, or as wider
-// words (up to 16 bytes) when contiguous runs and pointers allow, without
-// conversion.
+// words (up to 16 bytes) when contiguous runs and pointers allow (labels as
+// their 4- or 8-byte integers), without conversion.
 //
 //===----------------------------------------------------------------------===//
 
@@ -204,6 +204,18 @@ void segmentCopy(int64_t elemSize, char *whole, char *const *parts,
   }
 }
 
+/// out[r, c] = labels[r, c + 1], the last column `fill`.
+template <typename I>
+__global__ void __launch_bounds__(kThreads)
+    shiftLabelsKernel(const I *labels, I *out, int64_t rows, int64_t cols,
+                      I fill) {
+  int64_t total = rows * cols;
+  for (int64_t i = globalThread(); i < total; i += globalThreads()) {
+    int64_t c = i % cols;
+    out[i] = c + 1 < cols ? labels[i + 1] : fill;
+  }
+}
+
 } // namespace
 
 void zrt::cuda::transpose(int32_t dtype, const void *in, void *out,
@@ -276,4 +288,23 @@ void zrt::cuda::concat(int32_t dtype, const void *const *ins,
       elementSize(dtype, "zrt_concat"), static_cast<char *>(out),
       const_cast<char *const *>(reinterpret_cast<const char *const *>(ins)),
       sizes, num, outer, inner, false, "zrt_concat");
+}
+
+void zrt::cuda::shiftLabels(int32_t labelType, const void *labels, void *out,
+                            int64_t rows, int64_t cols, int64_t fill) {
+  const char *kernel = "zrt_shift_labels";
+  checkDims(kernel, rows, cols);
+  dispatchIndex(labelType, kernel, [&](auto tag) {
+    using I = decltype(tag);
+    if (int64_t(I(fill)) != fill)
+      fatal("%s: fill %lld does not fit the labels' type", kernel,
+            (long long)fill);
+    if (rows * cols == 0)
+      return;
+    shiftLabelsKernel<I>
+        <<<gridFor(rows * cols, kThreads), kThreads, 0, computeStream()>>>(
+            static_cast<const I *>(labels), static_cast<I *>(out), rows, cols,
+            I(fill));
+    checkLaunch(kernel);
+  });
 }

@@ -903,6 +903,32 @@ TEST_P(CudaKernelsTest, Embedding) {
   checkDeviceErrors();
 }
 
+// The label shift moves integers: bitwise the CPU's, whatever the float
+// dtype of the suite.
+TEST(CudaShiftLabelsTest, MatchesTheCpu) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng{7};
+  std::uniform_int_distribution<int64_t> pick(-100, 50000);
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{3, 7}, {64, 1025}, {5, 1}, {0, 4}}) {
+    std::vector<int64_t> labels(static_cast<size_t>(rows * cols));
+    for (int64_t &l : labels)
+      l = pick(rng);
+    std::vector<int32_t> labels32(labels.begin(), labels.end());
+    std::vector<int64_t> want(labels.size());
+    zrt_shift_labels(ZRT_I64, labels.data(), want.data(), rows, cols, -100);
+    std::vector<int32_t> want32(labels.size());
+    zrt_shift_labels(ZRT_I32, labels32.data(), want32.data(), rows, cols, -100);
+    auto d64 = deviceCopy(labels);
+    auto d32 = deviceCopy(labels32);
+    DeviceBuffer out64(labels.size() * 8), out32(labels.size() * 4);
+    shiftLabels(ZRT_I64, d64->get(), out64.get(), rows, cols, -100);
+    shiftLabels(ZRT_I32, d32->get(), out32.get(), rows, cols, -100);
+    EXPECT_EQ(out64.download<int64_t>(), want) << rows << "x" << cols;
+    EXPECT_EQ(out32.download<int32_t>(), want32) << rows << "x" << cols;
+  }
+}
+
 // Per-id sums of dy rows: the CPU test allows numIds * 2^-24 absolute
 // (inputs in [-1, 1]); four times that, as one id here takes 3000 of
 // 5000 rows and so a long sum on both sides.

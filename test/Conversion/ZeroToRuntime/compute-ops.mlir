@@ -812,3 +812,52 @@ module @ignore_index {
     zero.return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Labels shifted inside the model (nn.shift_labels): zrt_shift_labels with
+// the label type, the labels, its result, rows, columns and the fill. The
+// label count function counts the shifted labels, so it shifts them first,
+// into the buffer the micro step shifts them into.
+
+// CHECK-LABEL: module @shift_labels
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[LABELS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[SHIFTED:.*]] = llvm.call @zrt_ctx_step(%arg0, %[[AT:.*]])
+// CHECK-NEXT: %[[LABEL_TYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-NEXT: %[[FILL:.*]] = llvm.mlir.constant(-100 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_shift_labels(%[[LABEL_TYPE]], %[[LABELS]], %[[SHIFTED]], %[[ROWS]], %[[COLS]], %[[FILL]])
+// CHECK:      llvm.call @zrt_softmax_cross_entropy(%{{.*}}, %{{.*}}, %{{.*}}, %[[SHIFTED]],
+// CHECK-LABEL: llvm.func @zero_count_labels
+// CHECK:      %[[CLABELS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[CSHIFTED:.*]] = llvm.call @zrt_ctx_step(%arg0, %[[CAT:.*]])
+// CHECK:      llvm.call @zrt_shift_labels(%{{.*}}, %[[CLABELS]], %[[CSHIFTED]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK:      %[[NUM:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(-100 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_ctx_count_labels(%arg0, %{{.*}}, %[[CSHIFTED]], %[[NUM]], %[[IGNORE_INDEX]])
+// CHECK-NEXT: llvm.return
+
+module @shift_labels {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%logits: tensor<2x3x16xf32>, %labels: tensor<2x3xi64>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 2> {
+    %y = nn.shift_labels %labels fill -100 : tensor<2x3xi64>
+    %n = zero.count_labels %y ignore_index -100 group @flat : tensor<2x3xi64> -> tensor<1xi64>
+    %l = nn.softmax_cross_entropy %logits, %y ignore_index -100 : tensor<2x3x16xf32>, tensor<2x3xi64> -> tensor<f32>
+    %share = zero.label_share divisor 1.0 : tensor<f32>
+    %loss = nn.mul %l, %share : tensor<f32>, tensor<f32>
+    %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+    %scaled = nn.mul %seed, %share : tensor<f32>, tensor<f32>
+    %dl = nn.softmax_cross_entropy_grad %logits, %y, %scaled ignore_index -100 : tensor<2x3x16xf32>, tensor<2x3xi64>, tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}

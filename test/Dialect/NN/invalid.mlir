@@ -1141,3 +1141,30 @@ func.func @attention_grad_no_scale(%q: tensor<1x2x4x8xf32>) {
   %0:3 = "nn.attention_grad"(%q, %q, %q, %q, %q) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   return
 }
+
+// -----
+
+// Checks that a shift's fill the i32 labels cannot hold is rejected.
+func.func @shift_labels_fill_width(%y: tensor<4x8xi32>) {
+  // expected-error @+1 {{'nn.shift_labels' op fill 2147483648 does not fit the labels' i32}}
+  %0 = nn.shift_labels %y fill 2147483648 : tensor<4x8xi32>
+  return
+}
+
+// -----
+
+// Checks that the labels of a shift need a last dimension to shift along.
+func.func @shift_labels_scalar(%y: tensor<i64>) {
+  // expected-error @+1 {{'nn.shift_labels' op labels must have rank >= 1 (the shift is along the last dimension)}}
+  %0 = nn.shift_labels %y fill -100 : tensor<i64>
+  return
+}
+
+// -----
+
+// Checks that float labels are rejected.
+func.func @shift_labels_float(%y: tensor<4x8xf32>) {
+  // expected-error @+1 {{'nn.shift_labels' op operand #0 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = nn.shift_labels %y fill -100 : tensor<4x8xf32>
+  return
+}

@@ -128,6 +128,11 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %il = nn.softmax_cross_entropy %logits, %labels ignore_index -100 : tensor<2x4x16xf32>, tensor<2x4xi64> -> tensor<f32>
   // CHECK: nn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 10 ignore_index -100 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
   %id = nn.softmax_cross_entropy_grad %logits, %labels, %one classes 10 ignore_index -100 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
+  // The label shift inside a Hugging Face causal LM's loss.
+  // CHECK: nn.shift_labels %{{.*}} fill -100 : tensor<2x4xi64>
+  %sl = nn.shift_labels %labels fill -100 : tensor<2x4xi64>
+  // CHECK: nn.shift_labels %{{.*}} fill -100 : tensor<2x4xi32>
+  %si = nn.shift_labels %ids fill -100 : tensor<2x4xi32>
   return
 }
 

@@ -6,9 +6,10 @@ The module is built again by make() (seeded, so the weights zero-import
 wrote), trained in fp32 by torch.optim.AdamW (or Adam) with the
 hyperparameters and gradient clipping of the imported model's attributes,
 on the batches the runtime reads: consecutive windows of a token file
-(--tokens; inputs and targets shifted by one) or consecutive rows of an
-.npy pair (--inputs/--labels), the global batch being dimension 0 of the
-example arguments.
+(--tokens; inputs and targets shifted by one, or, for a step with `labels
+same_tokens`, whose loss shifts them itself, both the same window) or
+consecutive rows of an .npy pair (--inputs/--labels), the global batch
+being dimension 0 of the example arguments.
 
 With --mixed bf16 (or f16), the step is trained as zero-import writes a
 transformers model that keeps modules in float32: the parameters that
@@ -22,8 +23,16 @@ its outputs back to the 16-bit dtype on exit).
 With --hf DIR in place of --make, the model is the Hugging Face causal LM
 in DIR as transformers itself loads it (from_pretrained, or from_config
 after torch.manual_seed(--seed) when DIR has no weights), and each step's
-loss is transformers' own `model(input_ids=w, labels=w).loss` on the
-runtime's windows w of T + 1 tokens: the model shifts the labels itself.
+loss is transformers' own `model(input_ids=ids, labels=labels).loss`: the
+model shifts the labels itself, ignores -100 and takes the mean over the
+valid labels. Its batches are the runtime's windows of T tokens, each both
+the input ids and the labels (the step's `labels same_tokens`), or rows of
+integer [N, T] .npy arrays (--inputs/--labels, the labels possibly -100).
+With --micro K, the global batch is K micro batches (ranks times micro
+steps) as the Trainer accumulates them: each micro batch's loss is its sum
+over the whole global batch's valid labels (num_items_in_batch), its
+gradients added up before the optimizer step; the step's loss is their
+sum.
 """
 
 import argparse
@@ -67,12 +76,25 @@ def token_batches(path, B, T, dtype, steps):
         yield x.to(dtype), y.to(dtype)
 
 
-def npy_batches(xpath, ypath, B, ydtype, steps):
+def same_token_batches(path, B, T, steps):
+    """The runtime's rows of a `labels same_tokens` step: the window of T
+    tokens at row k * T, both the ids and the labels."""
+    tokens = torch.from_numpy(np.fromfile(path, dtype="<u2").astype(np.int64))
+    n = len(tokens)
+    for step in range(1, steps + 1):
+        first = (step - 1) * B
+        x = torch.stack([tokens[(((first + r) % n) * T % n + torch.arange(T))
+                                % n] for r in range(B)])
+        yield x, x.clone()
+
+
+def npy_batches(xpath, ypath, B, xdtype, ydtype, steps):
     xs, ys = np.load(xpath), np.load(ypath)
     for step in range(1, steps + 1):
         rows = [((step - 1) * B + i) % len(xs) for i in range(B)]
-        yield (torch.from_numpy(xs[rows].astype(np.float32)),
-               torch.from_numpy(ys[rows]).to(ydtype))
+        x = torch.from_numpy(xs[rows])
+        yield (x.to(xdtype) if not xdtype.is_floating_point
+               else x.to(torch.float32), torch.from_numpy(ys[rows]).to(ydtype))
 
 
 def hf_model(directory, attn, seed):
@@ -90,16 +112,30 @@ def hf_model(directory, attn, seed):
 
 
 class HFStep(torch.nn.Module):
-    """loss(x, y) of a causal LM on the window whose inputs are x and whose
-    next tokens are y: transformers' loss with labels=."""
+    """loss(ids, labels) of a causal LM: transformers' loss with labels=."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
 
-    def forward(self, x, y):
-        window = torch.cat([x, y[:, -1:]], dim=1)
-        return self.model(input_ids=window, labels=window).loss
+    def forward(self, ids, labels, num_items_in_batch=None):
+        if num_items_in_batch is None:
+            return self.model(input_ids=ids, labels=labels).loss
+        return self.model(input_ids=ids, labels=labels,
+                          num_items_in_batch=num_items_in_batch).loss
+
+
+def accumulate(module, x, y, micro):
+    """The Trainer's gradient accumulation over `micro` micro batches of the
+    global batch (x, y): each loss divided by the global batch's valid
+    labels (the shifted ones, -100 aside), then backward. Their sum."""
+    valid = int((y[:, 1:] != -100).sum())
+    total = 0.0
+    for xs, ys in zip(x.chunk(micro), y.chunk(micro)):
+        loss = module(xs, ys, num_items_in_batch=valid)
+        loss.backward()
+        total += loss.item()
+    return total
 
 
 def hf_make(args, text):
@@ -180,6 +216,8 @@ def main():
     p.add_argument("--inputs")
     p.add_argument("--labels")
     p.add_argument("--loss-output", type=int, default=-1)
+    p.add_argument("--micro", type=int, default=1,
+                   help="--hf: micro batches of the global batch")
     p.add_argument("--rtol", type=float, default=1e-5)
     p.add_argument("--mixed", choices=sorted(TORCH_DTYPES))
     p.add_argument("--verbose", action="store_true")
@@ -205,26 +243,39 @@ def main():
                   weight_decay=float(values["weight_decay"]), foreach=False)
     log = [json.loads(line) for line in open(args.log) if line.strip()]
     B = example[0].shape[0]
-    if args.tokens:
+    if args.micro < 1 or (args.micro > 1 and not args.hf) or \
+            B % args.micro:
+        fail("--micro %d: a divisor of the global batch %d, with --hf" % (
+            args.micro, B))
+    if args.tokens and re.search(r"\blabels same_tokens\b", text):
+        batches = same_token_batches(args.tokens, B, example[0].shape[1],
+                                     len(log))
+    elif args.tokens:
         batches = token_batches(args.tokens, B, example[0].shape[1],
                                 example[0].dtype, len(log))
     else:
-        batches = npy_batches(args.inputs, args.labels, B, example[1].dtype,
-                              len(log))
+        batches = npy_batches(args.inputs, args.labels, B, example[0].dtype,
+                              example[1].dtype, len(log))
+    if args.micro > 1 and mixed:
+        fail("--micro and --mixed together are not a reference here")
     worst = 0.0
     for (x, y), entry in zip(batches, log):
         opt.zero_grad(set_to_none=True)
-        if mixed:
-            mixed.load()
-        out = (mixed.compute if mixed else module)(x, y)
-        loss = out[args.loss_output] if isinstance(out, tuple) else out
-        loss.backward()
-        if mixed:
-            mixed.gradients()
+        if args.micro > 1:
+            ref = accumulate(module, x, y, args.micro)
+        else:
+            if mixed:
+                mixed.load()
+            out = (mixed.compute if mixed else module)(x, y)
+            loss = out[args.loss_output] if isinstance(out, tuple) else out
+            loss.backward()
+            if mixed:
+                mixed.gradients()
+            ref = loss.item()
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
         opt.step()
-        ref, got = loss.item(), entry["loss"]
+        got = entry["loss"]
         rel = abs(got - ref) / abs(ref)
         worst = max(worst, rel)
         if args.verbose:

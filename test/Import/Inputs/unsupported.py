@@ -158,14 +158,17 @@ def make_gelu_wrong_constant():
 class CausalLMLoss(nn.Module):
     """transformers' ForCausalLMLoss: the labels shifted inside the model."""
 
-    def __init__(self, fill=-100, ignore_index=-100):
+    def __init__(self, fill=-100, ignore_index=-100, flatten=False):
         super().__init__()
         self.emb = nn.Embedding(16, 8)
         self.fc = nn.Linear(8, 16)
         self.fill, self.ignore_index = fill, ignore_index
+        self.flatten = flatten
 
     def forward(self, ids, labels):
         logits = self.fc(self.emb(ids)).float()
+        if self.flatten:
+            labels = labels.view(-1)
         labels = F.pad(labels, (0, 1), value=self.fill)
         shift_labels = labels[..., 1:].contiguous()
         return F.cross_entropy(logits.view(-1, 16), shift_labels.view(-1),
@@ -182,6 +185,14 @@ def make_shift_fill_not_ignored():
     torch.manual_seed(0)
     ids = torch.randint(0, 16, (2, 4))
     return CausalLMLoss(fill=0), (ids, ids)
+
+
+def make_shift_flattened():
+    """The shift of the flattened labels: each row's last label would be the
+    next row's first token."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 16, (2, 4))
+    return CausalLMLoss(flatten=True), (ids, ids)
 
 
 def make_pad_features():

@@ -503,17 +503,18 @@ int64_t SoftmaxCrossEntropyGradOp::getNumClasses() {
   return numClasses(getLogits(), getClasses());
 }
 
-/// An ignored label must be a value the labels' integer type can hold, or
-/// no position could ever be ignored.
+/// An ignored label (or a shift's fill) must be a value the labels' integer
+/// type can hold, or no position could ever be ignored.
 static LogicalResult checkIgnoreIndex(Operation *op, Value labels,
-                                      std::optional<int64_t> ignoreIndex) {
+                                      std::optional<int64_t> ignoreIndex,
+                                      StringRef name = "ignore_index") {
   if (!ignoreIndex)
     return success();
   unsigned width = ranked(labels).getElementType().getIntOrFloatBitWidth();
   if (width < 64 && (*ignoreIndex < -(int64_t(1) << (width - 1)) ||
                      *ignoreIndex >= (int64_t(1) << (width - 1))))
-    return op->emitOpError("ignore_index ")
-           << *ignoreIndex << " does not fit the labels' i" << width;
+    return op->emitOpError() << name << " " << *ignoreIndex
+                             << " does not fit the labels' i" << width;
   return success();
 }
 
@@ -567,6 +568,25 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
     return failure();
   return checkValidExtent(*this, "classes", getClasses(),
                           logits.getShape().back(), "logits' last dimension");
+}
+
+/// The shift runs along the last dimension, so there must be one.
+LogicalResult ShiftLabelsOp::verify() {
+  if (ranked(getLabels()).getRank() < 1)
+    return emitOpError("labels must have rank >= 1 (the shift is along the "
+                       "last dimension)");
+  return checkIgnoreIndex(*this, getLabels(), getFill(), "fill");
+}
+
+// The shifted labels are the ones read as indices: the input's values must
+// lie where the result's users need theirs, and may be the value they
+// ignore.
+std::optional<int64_t> ShiftLabelsOp::getIndexBound(OpOperand &) {
+  return zero::getIndexBound(getResult());
+}
+
+std::optional<int64_t> ShiftLabelsOp::getIgnoredIndex(OpOperand &) {
+  return zero::getIgnoredIndex(getResult());
 }
 
 LogicalResult CastOp::verify() {

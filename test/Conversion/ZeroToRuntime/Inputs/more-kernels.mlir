@@ -2,7 +2,7 @@
 // elementwise multiplication, scaling, a rotary embedding, an RMS norm and a
 // row softmax (their derivatives add relu_grad, gelu_erf_grad, silu_grad,
 // swiglu_grad, tanh_grad, mul, scale, the inverse rope, rms_norm_grad and
-// softmax_grad).
+// softmax_grad), and labels shifted inside the loss.
 zero.param @w : tensor<4x6xf32> init normal std 0.1
 zero.param @g : tensor<6xf32> init ones
 zero.train_step @step(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
@@ -23,6 +23,7 @@ zero.train_step @step(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
   %s2 = nn.reshape %ro : tensor<4x1x2x6xf32> -> tensor<8x6xf32>
   %rn = nn.rms_norm %s2, %g eps 1.0e-5 : tensor<8x6xf32>, tensor<6xf32>
   %p = nn.softmax %rn : tensor<8x6xf32>
-  %loss = nn.softmax_cross_entropy %p, %y : tensor<8x6xf32>, tensor<8xi64> -> tensor<f32>
+  %ys = nn.shift_labels %y fill -100 : tensor<8xi64>
+  %loss = nn.softmax_cross_entropy %p, %ys ignore_index -100 : tensor<8x6xf32>, tensor<8xi64> -> tensor<f32>
   zero.return %loss : tensor<f32>
 }

@@ -29,6 +29,27 @@ zero.train_step @linear(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
 
 // -----
 
+// Labels shifted inside the loss: the shift computes no value of a
+// parameter, so it needs no derivative; the gradient reads the shifted
+// labels.
+zero.param @w : tensor<4x3xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @shifted_labels
+zero.train_step @shifted_labels(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %w = zero.get_param @w : tensor<4x3xf32>
+  %z = nn.matmul %x, %w : tensor<8x4xf32>, tensor<4x3xf32> -> tensor<8x3xf32>
+  // CHECK: %[[S:.*]] = nn.shift_labels %{{.*}} fill -100 : tensor<8xi64>
+  %s = nn.shift_labels %y fill -100 : tensor<8xi64>
+  %loss = nn.softmax_cross_entropy %z, %s ignore_index -100 : tensor<8x3xf32>, tensor<8xi64> -> tensor<f32>
+  // CHECK: nn.softmax_cross_entropy_grad %{{.*}}, %[[S]], %{{.*}} ignore_index -100
+  // CHECK-NEXT: nn.matmul
+  // CHECK-NEXT: zero.grad @w
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Matmul with transpose flags and a batched (rank-3) operand: the weight
 // gradient contracts over every leading dimension.
 zero.param @w : tensor<3x4xf32> init normal std 0.1

@@ -80,3 +80,29 @@ zero.train_step @plain(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
   zero.grad @w, %dw : tensor<4x3xf32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Labels computed in the step (shifted inside a causal LM's loss): the
+// count goes right after the op that computes them, so that the label count
+// function runs that op and nothing after it.
+zero.param @w : tensor<4x3xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [0]
+// CHECK-LABEL: zero.train_step @shifted
+zero.train_step @shifted(%x: tensor<10x4xf32>, %y: tensor<10xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 20> {
+  %w = zero.get_param @w : tensor<4x3xf32>
+  %z = nn.matmul %x, %w : tensor<10x4xf32>, tensor<4x3xf32> -> tensor<10x3xf32>
+  // CHECK: %[[S:.*]] = nn.shift_labels %{{.*}} fill -100 : tensor<10xi64>
+  // CHECK-NEXT: zero.count_labels %[[S]] ignore_index -100 group @flat : tensor<10xi64> -> tensor<1xi64>
+  // CHECK-NEXT: nn.softmax_cross_entropy %{{.*}}, %[[S]] ignore_index -100
+  %s = nn.shift_labels %y fill -100 : tensor<10xi64>
+  %loss = nn.softmax_cross_entropy %z, %s ignore_index -100 : tensor<10x3xf32>, tensor<10xi64> -> tensor<f32>
+  %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+  %dz = nn.softmax_cross_entropy_grad %z, %s, %seed ignore_index -100 : tensor<10x3xf32>, tensor<10xi64>, tensor<f32>
+  %dw = nn.matmul %x, %dz transpose_lhs : tensor<10x4xf32>, tensor<10x3xf32> -> tensor<4x3xf32>
+  zero.grad @w, %dw : tensor<4x3xf32>
+  zero.return %loss : tensor<f32>
+}

@@ -492,6 +492,31 @@ def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [
   }];
 }
 
+def NN_ShiftLabelsOp : NN_Op<"shift_labels", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
+  let summary = "Labels shifted left by one position, the last one a fill";
+  let description = [{
+    `result[..., t] = labels[..., t + 1]` for every position `t` of the last
+    dimension but the last, and `result[..., T - 1] = fill`: the label shift
+    of a causal language model's loss inside the model, as Hugging Face's
+    `ForCausalLMLoss` writes it (`F.pad(labels, (0, 1), value=-100)[...,
+    1:]`), so that position `t`'s logits are scored against token `t + 1`
+    and the last position, which predicts nothing, is ignored by a
+    cross-entropy whose `ignore_index` is `fill`.
+
+    Integer only: it has no derivative (the labels carry no gradient).
+    `fill` must be representable in the labels' integer type.
+
+    ```mlir
+    %y = nn.shift_labels %labels fill -100 : tensor<8x1024xi64>
+    ```
+  }];
+  let arguments = (ins NN_IndexTensor:$labels, I64Attr:$fill);
+  let results = (outs NN_IndexTensor:$result);
+  let assemblyFormat = "$labels `fill` $fill attr-dict `:` type($labels)";
+  let hasVerifier = 1;
+}
+
 def NN_CastOp : NN_Op<"cast", [DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Element type conversion between f32, f16 and bf16";
   let description = [{
