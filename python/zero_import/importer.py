@@ -136,6 +136,8 @@ def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None):
     else:
         step = lower_step(model, g_fx, -1, lambda name, p: weights[name])
     hf.check_loss(step[0], model)
+    step[0].hf_model = hf.export_info(
+        directory, model, {name for name, _, _ in step[0].params})
     return step
 
 
