@@ -79,6 +79,9 @@ class Graph:
         self.args = []  # block arguments (Syms), in order
         self.params = []  # (name, shape, init text), declaration order
         self.compute = {}  # parameter name -> the dtype it computes in
+        # (config.json text, {tied name: parameter}) of a Hugging Face
+        # model, which the module's zero.hf_model records; None otherwise.
+        self.hf_model = None
 
     def emit(self, kind, operands, attrs, result_types, where):
         op = Op(kind, operands, attrs, where)
@@ -367,6 +370,26 @@ def symbol(name):
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def mlir_string(text):
+    """`text` as an MLIR string literal."""
+    out = []
+    for b in text.encode("utf-8"):
+        c = chr(b)
+        out.append(c if 0x20 <= b < 0x7f and c not in '"\\' else
+                   "\\%02X" % b)
+    return '"' + "".join(out) + '"'
+
+
+def hf_model_attr(config, tied):
+    """The #zero.hf_model attribute of a config.json text and tied names."""
+    text = "#zero.hf_model<config = " + mlir_string(config)
+    if tied:
+        text += ", tied = {%s}" % ", ".join(
+            "%s = %s" % (mlir_string(k), mlir_string(v))
+            for k, v in sorted(tied.items()))
+    return text + ">"
+
+
 def print_module(graph, loss, optimizer, precision, clip, header,
                  labels=None):
     pr = Printer(graph)
@@ -378,6 +401,9 @@ def print_module(graph, loss, optimizer, precision, clip, header,
     for op in graph.ops:
         pr.op(op)
     out = [header, "module {"]
+    if graph.hf_model is not None:
+        out[1] = "module attributes {zero.hf_model = %s} {" % hf_model_attr(
+            *graph.hf_model)
     for name, shape, init in graph.params:
         compute = graph.compute.get(name)
         out.append("  zero.param @%s : %s init %s%s" % (

@@ -404,6 +404,28 @@ def read_weights(model, directory, files):
     return weights
 
 
+def export_info(directory, model, params):
+    """(config.json's text, {tied name: parameter}) that an export of the
+    trained model to Hugging Face writes: the config as save_pretrained
+    writes it for the model in float32 (the exported weights are the fp32
+    masters), and each other name of a parameter among `params` (transformers'
+    tied weights, such as lm_head.weight) mapped to its first."""
+    import copy
+    config = copy.deepcopy(model.config)
+    # build() turned the cache off for tracing; the export keeps the user's.
+    config.use_cache = read_config(directory).use_cache
+    config.architectures = [type(model).__name__]
+    config.dtype = torch.float32
+    tied = {}
+    names = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    for aliases in names.values():
+        if aliases[0] in params:
+            tied.update({a: aliases[0] for a in aliases[1:]})
+    return config.to_json_string(use_diff=True), tied
+
+
 def step(model, input_ids, labels):
     """The traced training step: the model's own loss,
     `model(input_ids=input_ids, labels=labels).loss`.

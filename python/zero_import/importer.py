@@ -144,6 +144,8 @@ def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None,
         step = lower_step(model, g_fx, -1, lambda name, p: weights[name])
     hf.check_loss(step[0], model)
     keep_in_fp32(step[0], model, precision)
+    step[0].hf_model = hf.export_info(
+        directory, model, {name for name, _, _ in step[0].params})
     return step
 
 

@@ -36,10 +36,12 @@
 #include "Trace.h"
 #include "TraceFile.h"
 #include "Watchdog.h"
+#include "WeightFiles.h"
 
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -49,7 +51,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <stdexcept>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -57,6 +61,13 @@
 using namespace zrt;
 
 namespace {
+
+/// The process's peak resident memory so far (bytes).
+uint64_t hostPeakBytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return uint64_t(usage.ru_maxrss) * 1024;
+}
 
 //===----------------------------------------------------------------------===//
 // The driver
@@ -118,6 +129,11 @@ private:
   /// Evaluates the initial or resumed weights when there is no step to
   /// train, and logs it as the current step.
   bool evaluateOnly();
+  /// What --init-from read on a rank: tensor data and header bytes, the
+  /// files' total size and count, and the host peak after it (bytes).
+  using LoadStats = std::array<uint64_t, 5>;
+  /// Prints every rank's LoadStats (collective).
+  void reportLoading(const LoadStats &mine);
   void installSaveHook();
   bool save(const Progress &progress);
   bool exportWeights();
@@ -128,6 +144,7 @@ private:
 
   const zrt_program *program;
   Options opts;
+  LoadStats loaded{};
   Manifest manifest;
   zrt_ctx ctx;
   /// The swap file of an optimizer on NVMe (null: none).
@@ -381,18 +398,27 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
       lastCheckpoint = opts.resume;
       return;
     }
-    std::vector<Tensor> tensors;
-    if (!opts.initFrom.empty()) {
-      std::vector<WantedTensor> wanted;
-      for (const ParamInfo &p : m.params)
-        wanted.push_back({p.name, p.exportShape()});
-      tensors = readWeights(readFile(opts.initFrom), wanted, opts.initFrom);
+    if (opts.initFrom.empty()) {
+      initializeParameters(ctx, opts.seed, nullptr);
+      return;
     }
-    initializeParameters(ctx, opts.seed,
-                         opts.initFrom.empty() ? nullptr : &tensors);
+    std::vector<WantedTensor> wanted;
+    for (const ParamInfo &p : m.params)
+      wanted.push_back({p.name, p.exportShape()});
+    std::set<std::string> tied;
+    if (m.hfModel)
+      for (const manifest::TiedName &t : m.hfModel->tied)
+        tied.insert(t.name);
+    WeightFiles weights(opts.initFrom, wanted, tied);
+    initializeParameters(ctx, opts.seed, &weights);
+    loaded = {weights.dataBytesRead(), weights.headerBytesRead(),
+              weights.totalBytes(), uint64_t(weights.fileCount()),
+              hostPeakBytes()};
   });
   if (!ok)
     return false;
+  if (!opts.initFrom.empty())
+    reportLoading(loaded);
   if (opts.steps > progress.step && !data) {
     if (ctx.rank == 0)
       error("no training data: pass --data FILE or --inputs X.npy --labels "
@@ -464,6 +490,10 @@ void Driver::checkOutputs() {
   }
   if (!opts.exportPath.empty() && ctx.rank == 0)
     checkWritableFile(opts.exportPath, "--export");
+  if (!opts.exportHf.empty() && ctx.rank == 0) {
+    hfModelOf(manifest.hfModel, "--export-hf");
+    checkWritableDir(opts.exportHf, "--export-hf");
+  }
   if (!opts.logJson.empty() && ctx.rank == 0)
     checkWritableFile(opts.logJson, "--log-json");
   if (!opts.trace.empty())
@@ -530,17 +560,45 @@ bool Driver::save(const Progress &at) {
   return true;
 }
 
+void Driver::reportLoading(const LoadStats &mine) {
+  std::vector<uint64_t> all(mine.size() * size_t(ctx.world));
+  MPI_Gather(mine.data(), int(mine.size()), MPI_UINT64_T, all.data(),
+             int(mine.size()), MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  for (int r = 0; r < ctx.world; ++r) {
+    const uint64_t *s = all.data() + size_t(r) * mine.size();
+    info("init-from: rank %d read %llu bytes of tensor data and %llu of "
+         "headers from %llu file(s) of %llu bytes; host peak (max RSS) "
+         "%llu bytes\n",
+         r, (unsigned long long)s[0], (unsigned long long)s[1],
+         (unsigned long long)s[3], (unsigned long long)s[2],
+         (unsigned long long)s[4]);
+  }
+}
+
 bool Driver::exportWeights() {
   std::vector<Tensor> tensors = gatherParameters(ctx);
   // "format": "pt" as torch's safetensors writer marks its files.
   std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"step", std::to_string(progress.step)}};
+  int files = 0;
   if (!everywhere([&] {
-        if (ctx.rank == 0)
+        if (ctx.rank != 0)
+          return;
+        if (!opts.exportPath.empty())
           writeFileAtomic(opts.exportPath, writeSafetensors(tensors, metadata));
+        if (!opts.exportHf.empty())
+          files = writeHfDirectory(
+              opts.exportHf, hfModelOf(manifest.hfModel, "--export-hf").config,
+              tensors, opts.maxShardBytes, metadata);
       }))
     return false;
-  info("exported %zu tensors to %s\n", tensors.size(), opts.exportPath.c_str());
+  if (!opts.exportPath.empty())
+    info("exported %zu tensors to %s\n", tensors.size(),
+         opts.exportPath.c_str());
+  if (!opts.exportHf.empty())
+    info("exported %zu tensors to %s (Hugging Face: config.json and %d "
+         "safetensors file(s))\n",
+         tensors.size(), opts.exportHf.c_str(), files);
   return true;
 }
 
@@ -867,7 +925,7 @@ int Driver::run(int argc, char **argv) {
   if (ok && !training && !opts.save.empty() && opts.resume.empty() &&
       opts.steps == 0)
     ok = save(progress);
-  if (ok && !opts.exportPath.empty())
+  if (ok && (!opts.exportPath.empty() || !opts.exportHf.empty()))
     ok = exportWeights();
   if (!opts.trace.empty() && !writeTrace())
     ok = false;

@@ -479,27 +479,67 @@ uint64_t headerCount(const nlohmann::ordered_json &v, const std::string &where,
        " that is not an integer");
 }
 
-/// One header entry, checked against the format's rules.
-struct SafetensorsEntry {
-  std::string name;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0;
-};
-
 } // namespace
+
+uint64_t zrt::safetensorsHeaderLength(const char *first8, uint64_t fileSize,
+                                      const std::string &name) {
+  if (fileSize < 8)
+    fail(name + ": not a safetensors file (shorter than 8 bytes)");
+  uint64_t len = 0;
+  for (int k = 0; k < 8; ++k)
+    len |= uint64_t(static_cast<unsigned char>(first8[k])) << (8 * k);
+  if (len > fileSize - 8)
+    fail(name + ": not a safetensors file (header length " +
+         std::to_string(len) + " exceeds the file)");
+  return len;
+}
 
 std::vector<Tensor>
 zrt::parseSafetensors(const std::string &bytes, const std::string &name,
                       const std::function<bool(const std::string &)> &skip) {
-  if (bytes.size() < 8)
-    fail(name + ": not a safetensors file (shorter than 8 bytes)");
-  uint64_t len = 0;
-  for (int k = 0; k < 8; ++k)
-    len |= uint64_t(static_cast<unsigned char>(bytes[k])) << (8 * k);
-  if (len > bytes.size() - 8)
-    fail(name + ": not a safetensors file (header length " +
-         std::to_string(len) + " exceeds the file)");
+  uint64_t len = safetensorsHeaderLength(bytes.data(), bytes.size(), name);
+  uint64_t dataSize = bytes.size() - 8 - len;
+  const char *data = bytes.data() + 8 + len;
+  std::vector<SafetensorsEntry> entries =
+      parseSafetensorsHeader(bytes.substr(8, len), dataSize, name, skip);
+  std::vector<Tensor> tensors;
+  for (const SafetensorsEntry &e : entries) {
+    if (skip && skip(e.name))
+      continue;
+    Tensor t;
+    t.name = e.name;
+    t.shape = e.shape;
+    t.data.resize(size_t(e.numel()));
+    convertToFloat(e.dtype, data + e.begin, t.data.size(), t.data.data());
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
+int64_t SafetensorsEntry::itemSize() const { return dtype == "F32" ? 4 : 2; }
+
+int64_t SafetensorsEntry::numel() const {
+  return int64_t((end - begin) / uint64_t(itemSize()));
+}
+
+void zrt::convertToFloat(const std::string &dtype, const char *src, size_t n,
+                         float *dst) {
+  if (dtype == "F32") {
+    std::memcpy(dst, src, n * 4);
+    return;
+  }
+  // Both widen to fp32 exactly.
+  bool bf16 = dtype == "BF16";
+  for (size_t k = 0; k < n; ++k) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * k, 2);
+    dst[k] = bf16 ? bf16ToFloat(h) : f16ToFloatSoft(h);
+  }
+}
+
+std::vector<SafetensorsEntry> zrt::parseSafetensorsHeader(
+    const std::string &text, uint64_t dataSize, const std::string &name,
+    const std::function<bool(const std::string &)> &skip) {
   // JSON allows duplicate keys (the last one wins); the format does not: a
   // tensor named twice would be read from one of two places.
   std::vector<std::set<std::string>> keysOfOpenObjects;
@@ -518,7 +558,7 @@ zrt::parseSafetensors(const std::string &bytes, const std::string &name,
   };
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.substr(8, len), checkKeys);
+    header = nlohmann::ordered_json::parse(text, checkKeys);
   } catch (const nlohmann::json::exception &e) {
     fail(name + ": malformed safetensors header: " + e.what());
   }
@@ -527,8 +567,6 @@ zrt::parseSafetensors(const std::string &bytes, const std::string &name,
          "' twice in one object (names and fields must be unique)");
   if (!header.is_object())
     fail(name + ": the safetensors header is not a JSON object");
-  uint64_t dataSize = bytes.size() - 8 - len;
-  const char *data = bytes.data() + 8 + len;
 
   // Every entry first, read or skipped: the format requires the tensors to
   // cover the data section exactly, without overlaps or holes.
@@ -621,31 +659,7 @@ zrt::parseSafetensors(const std::string &bytes, const std::string &name,
   if (covered != dataSize)
     fail(name + ": the data section has " + std::to_string(dataSize) +
          " bytes, the tensors end at byte " + std::to_string(covered));
-
-  std::vector<Tensor> tensors;
-  for (const SafetensorsEntry &e : entries) {
-    if (skip && skip(e.name))
-      continue;
-    Tensor t;
-    t.name = e.name;
-    t.shape = e.shape;
-    size_t numel = size_t((e.end - e.begin) / (e.dtype == "F32" ? 4 : 2));
-    t.data.resize(numel);
-    const char *src = data + e.begin;
-    if (e.dtype == "F32") {
-      std::memcpy(t.data.data(), src, numel * 4);
-    } else {
-      // Both widen to fp32 exactly.
-      bool bf16 = e.dtype == "BF16";
-      for (size_t k = 0; k < numel; ++k) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * k, 2);
-        t.data[k] = bf16 ? bf16ToFloat(h) : f16ToFloatSoft(h);
-      }
-    }
-    tensors.push_back(std::move(t));
-  }
-  return tensors;
+  return entries;
 }
 
 size_t zrt::editDistance(const std::string &a, const std::string &b) {
@@ -720,9 +734,20 @@ std::string zrt::shapeText(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-std::vector<Tensor> zrt::matchWeights(std::vector<Tensor> tensors,
-                                      const std::vector<WantedTensor> &wanted,
-                                      const std::string &file) {
+namespace {
+
+/// For each wanted tensor, the index of the tensor of `tensors` (read from
+/// `file`; anything with a name and a shape) that supplies it, by
+/// matchWeights' rules. A tensor left over is allowed when it is a buffer,
+/// when it is named in `tied` (another name of a wanted parameter, saved
+/// twice), or when it is an `lm_head.weight` for which `equalsEmbedding(i,
+/// j)` says it holds the values of the tied embedding, tensor j.
+template <typename T>
+std::vector<size_t>
+pickTensors(const std::vector<T> &tensors,
+            const std::vector<WantedTensor> &wanted, const std::string &file,
+            const std::set<std::string> &tied,
+            const std::function<bool(size_t, size_t)> &equalsEmbedding) {
   std::map<std::string, size_t> byName;
   for (size_t i = 0; i < tensors.size(); ++i)
     if (!byName.emplace(tensors[i].name, i).second)
@@ -764,32 +789,43 @@ std::vector<Tensor> zrt::matchWeights(std::vector<Tensor> tensors,
          (closest ? "; closest: '" + *closest + "'" : std::string()));
   }
   for (size_t w = 0; w < wanted.size(); ++w) {
-    const Tensor &t = tensors[pick[w]];
+    const T &t = tensors[pick[w]];
     if (t.shape != wanted[w].shape)
       fail(file + ": tensor '" + t.name + "' has shape " + shapeText(t.shape) +
            ", the program's parameter '" + wanted[w].name + "' has shape " +
            shapeText(wanted[w].shape));
   }
   // A tied head saved next to the embedding it shares.
-  const Tensor *wte = nullptr;
+  size_t wte = SIZE_MAX;
   bool wantsHead = false;
   for (size_t w = 0; w < wanted.size(); ++w) {
     wantsHead |= wanted[w].name == "lm_head.weight";
     if (isTiedEmbedding(wanted[w].name))
-      wte = &tensors[pick[w]];
+      wte = pick[w];
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor &t = tensors[i];
-    if (used[i] || isConstantBuffer(t.name))
+    const T &t = tensors[i];
+    if (used[i] || isConstantBuffer(t.name) || tied.count(t.name))
       continue;
-    if (t.name == "lm_head.weight" && !wantsHead && wte &&
-        t.shape == wte->shape &&
-        std::memcmp(t.data.data(), wte->data.data(),
-                    t.data.size() * sizeof(float)) == 0)
+    if (t.name == "lm_head.weight" && !wantsHead && wte != SIZE_MAX &&
+        t.shape == tensors[wte].shape && equalsEmbedding(i, wte))
       continue;
     fail(file + ": the weights have tensor '" + t.name +
          "', which is no parameter of the program");
   }
+  return pick;
+}
+
+} // namespace
+
+std::vector<Tensor> zrt::matchWeights(std::vector<Tensor> tensors,
+                                      const std::vector<WantedTensor> &wanted,
+                                      const std::string &file) {
+  std::vector<size_t> pick =
+      pickTensors(tensors, wanted, file, {}, [&](size_t head, size_t wte) {
+        return std::memcmp(tensors[head].data.data(), tensors[wte].data.data(),
+                           tensors[head].data.size() * sizeof(float)) == 0;
+      });
   std::vector<Tensor> out;
   out.reserve(wanted.size());
   for (size_t w = 0; w < wanted.size(); ++w) {
@@ -799,24 +835,20 @@ std::vector<Tensor> zrt::matchWeights(std::vector<Tensor> tensors,
   return out;
 }
 
-std::vector<Tensor> zrt::readWeights(const std::string &bytes,
-                                     const std::vector<WantedTensor> &wanted,
-                                     const std::string &file) {
-  std::set<std::string> names;
+std::vector<size_t>
+zrt::matchEntries(const std::vector<SafetensorsEntry> &entries,
+                  const std::vector<WantedTensor> &wanted,
+                  const std::string &file, const std::set<std::string> &tied,
+                  const std::function<bool(size_t, size_t)> &equalsEmbedding) {
+  return pickTensors(entries, wanted, file, tied, equalsEmbedding);
+}
+
+bool zrt::isWeightsBuffer(const std::string &name,
+                          const std::vector<WantedTensor> &wanted) {
+  if (!isConstantBuffer(name))
+    return false;
   for (const WantedTensor &w : wanted)
-    names.insert(w.name);
-  auto skip = [&](const std::string &name) {
-    return isConstantBuffer(name) && !names.count(name) &&
-           !names.count(kTransformerPrefix + name);
-  };
-  std::vector<Tensor> tensors =
-      matchWeights(parseSafetensors(bytes, file, skip), wanted, file);
-  // A non-finite initial weight makes the first loss NaN or inf.
-  for (const Tensor &t : tensors)
-    for (size_t k = 0; k < t.data.size(); ++k)
-      if (!std::isfinite(t.data[k]))
-        fail(file + ": tensor '" + t.name + "' element " + std::to_string(k) +
-             " is " + (std::isnan(t.data[k]) ? "NaN" : "infinite") +
-             "; initial weights must be finite");
-  return tensors;
+    if (w.name == name || w.name == kTransformerPrefix + name)
+      return false;
+  return true;
 }

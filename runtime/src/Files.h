@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,35 @@ std::vector<Tensor>
 parseSafetensors(const std::string &bytes, const std::string &name,
                  const std::function<bool(const std::string &)> &skip = {});
 
+/// One entry of a safetensors header, checked against the format's rules:
+/// its data is bytes [begin, end) of the data section.
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+
+  /// Of F32, BF16 and F16 entries (those that are not skipped).
+  int64_t itemSize() const;
+  int64_t numel() const;
+};
+
+/// The header length that a safetensors file of `fileSize` bytes gives in
+/// its first 8 bytes, checked against the size.
+uint64_t safetensorsHeaderLength(const char *first8, uint64_t fileSize,
+                                 const std::string &name);
+/// The entries of a safetensors header (its JSON `text`) over a data
+/// section of `dataSize` bytes, in header order, checked as parseSafetensors
+/// checks them (entries `skip` accepts may have any dtype).
+std::vector<SafetensorsEntry>
+parseSafetensorsHeader(const std::string &text, uint64_t dataSize,
+                       const std::string &name,
+                       const std::function<bool(const std::string &)> &skip);
+/// Widens `n` elements of safetensors dtype `dtype` (F32, BF16, F16) at
+/// `src` to fp32, exactly.
+void convertToFloat(const std::string &dtype, const char *src, size_t n,
+                    float *dst);
+
 /// A tensor a weights file must supply.
 struct WantedTensor {
   std::string name;
@@ -152,12 +182,21 @@ struct WantedTensor {
 std::vector<Tensor> matchWeights(std::vector<Tensor> tensors,
                                  const std::vector<WantedTensor> &wanted,
                                  const std::string &file);
-/// matchWeights of the safetensors file `bytes`, whose buffers are skipped
-/// unread (older files store the attention masks as bool or uint8). Throws
-/// for a NaN or infinite weight, naming the tensor and element.
-std::vector<Tensor> readWeights(const std::string &bytes,
-                                const std::vector<WantedTensor> &wanted,
-                                const std::string &file);
+/// matchWeights' choice over the entries of safetensors headers: for each
+/// wanted tensor, the index of the entry that supplies it. An entry left
+/// over is allowed when it is named in `tied` (a name under which a wanted
+/// parameter is tied, saved twice), and an `lm_head.weight` when
+/// `equalsEmbedding(head, embedding)` says that it holds the values of the
+/// tied embedding (entry indices).
+std::vector<size_t>
+matchEntries(const std::vector<SafetensorsEntry> &entries,
+             const std::vector<WantedTensor> &wanted, const std::string &file,
+             const std::set<std::string> &tied,
+             const std::function<bool(size_t, size_t)> &equalsEmbedding);
+/// Whether `name` is a buffer weights files hold beside the parameters
+/// (matchWeights' rule) that no wanted tensor asks for: read never.
+bool isWeightsBuffer(const std::string &name,
+                     const std::vector<WantedTensor> &wanted);
 
 /// The optimal string alignment distance: insertions, deletions,
 /// substitutions and swaps of adjacent characters each count one.

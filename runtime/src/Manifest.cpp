@@ -22,6 +22,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 using namespace zrt;
@@ -368,6 +369,30 @@ Manifest Manifest::parse(const std::string &text) {
                     manifest::Logging::stepsPerPrintKey) +
             " must be >= 1, got " + std::to_string(m.stepsPerPrint));
   m.tokenSlots = w.tokenSlots;
+  if (w.hfModel) {
+    const manifest::HfModel &hf = *w.hfModel;
+    nlohmann::json config = nlohmann::json::parse(hf.config, nullptr, false);
+    if (!config.is_object())
+      invalid(
+          keyPath(manifest::Program::hfModelKey, manifest::HfModel::configKey) +
+          " is not the text of a JSON object");
+    std::set<std::string> seen;
+    for (const manifest::TiedName &t : hf.tied) {
+      bool isParam = false, targetIsParam = false;
+      for (const manifest::Param &p : w.params) {
+        isParam |= p.name == t.name;
+        targetIsParam |= p.name == t.param;
+      }
+      if (isParam || !targetIsParam || !seen.insert(t.name).second)
+        invalid(
+            keyPath(manifest::Program::hfModelKey, manifest::HfModel::tiedKey) +
+            ": '" + t.name +
+            "' must be a new name tied to a parameter, "
+            "not to '" +
+            t.param + "'");
+    }
+    m.hfModel = hf;
+  }
 
   m.hashText = *w.hash;
   size_t used = 0;

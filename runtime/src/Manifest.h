@@ -189,6 +189,9 @@ struct Manifest {
   std::string paramNvmePath;
   /// The optimizer's swap file (0: none).
   int64_t optimizerNvmeBytes() const { return nvmeBytes - paramNvmeBytes; }
+  /// A model imported from Hugging Face: its config.json text and its tied
+  /// names, each a parameter's (absent: no Hugging Face export).
+  std::optional<manifest::HfModel> hfModel;
   /// The plan over the step (memory_timeline; empty when absent): live
   /// step-arena bytes and kernel scratch by op index, and the index of the
   /// first backward op (-1: none). --trace copies it next to the measurement.

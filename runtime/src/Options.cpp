@@ -6,6 +6,7 @@
 
 #include "Options.h"
 #include "Files.h"
+#include "WeightFiles.h"
 
 #include <cerrno>
 #include <climits>
@@ -42,10 +43,18 @@ const char *const zrt::kUsage =
     "  --eval-batches M        ... on the first M global batches of the\n"
     "                          held-out data (default: every whole one)\n"
     "  --log-json FILE         one JSON object per step (rank 0)\n"
-    "  --init-from FILE        initial weights from safetensors (F32, BF16\n"
-    "                          or F16; Hugging Face GPT-2 names accepted)\n"
+    "  --init-from PATH        initial weights from safetensors (F32, BF16\n"
+    "                          or F16; Hugging Face GPT-2 names accepted): a\n"
+    "                          file, or a Hugging Face model directory\n"
+    "                          (single or sharded); each rank reads only the\n"
+    "                          bytes it keeps\n"
     "  --export FILE           write the fp32 weights as safetensors at the\n"
     "                          end (--steps 0: the initial weights)\n"
+    "  --export-hf DIR         ... as a Hugging Face model directory that\n"
+    "                          from_pretrained loads (a program imported\n"
+    "                          with zero-import --hf)\n"
+    "  --max-shard-size SIZE   --export-hf's shard size, as save_pretrained's\n"
+    "                          max_shard_size (default 50GB)\n"
     "  --save DIR              write a sharded checkpoint at the end\n"
     "  --save-every K          ... and every K steps (needs --save)\n"
     "  --overwrite             let a new run (no --resume of it) save into\n"
@@ -237,6 +246,10 @@ Options zrt::parseOptions(int argc, char **argv) {
       text(o.initFrom);
     else if (name == "--export")
       text(o.exportPath);
+    else if (name == "--export-hf")
+      text(o.exportHf);
+    else if (name == "--max-shard-size")
+      text(o.maxShardSize);
     else if (name == "--save")
       text(o.save);
     else if (name == "--resume")
@@ -276,6 +289,11 @@ Options zrt::parseOptions(int argc, char **argv) {
     fail("--overwrite needs --save DIR");
   if (!o.initFrom.empty() && !o.resume.empty())
     fail("--init-from and --resume exclude each other");
+  if (!o.maxShardSize.empty() && o.exportHf.empty())
+    fail("--max-shard-size needs --export-hf DIR");
+  o.maxShardBytes = parseShardSize(o.maxShardSize.empty() ? kDefaultMaxShardSize
+                                                          : o.maxShardSize,
+                                   "--max-shard-size");
   if (o.injectKillStep > 0 && o.injectKillRank < 0)
     fail("--inject-kill-step needs --inject-kill-rank R");
   if (o.injectKillRank >= 0 && o.injectKillStep == 0 &&

@@ -23,6 +23,10 @@ struct Options {
   /// --data-dtype of raw token files: "u16" or "u32" (empty: not given,
   /// u16).
   std::string dataDtype;
+  /// --export-hf DIR and its --max-shard-size (empty: save_pretrained's
+  /// default), in bytes once parsed.
+  std::string exportHf, maxShardSize;
+  int64_t maxShardBytes = 0;
   int64_t saveEvery = 0;
   /// Evaluation: --eval-data (tokens) or --eval-inputs/--eval-labels
   /// (features), every K steps (0: after the last step only) on M global

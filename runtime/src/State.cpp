@@ -137,29 +137,8 @@ BufferKind zrt::masterKind(const zrt_ctx &ctx, int32_t p) {
 //===----------------------------------------------------------------------===//
 
 void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
-                               const std::vector<Tensor> *tensors) {
+                               WeightFiles *weights) {
   const Manifest &m = *ctx.manifest;
-  std::map<std::string, const Tensor *> byName;
-  if (tensors) {
-    for (const Tensor &t : *tensors)
-      byName[t.name] = &t;
-    for (const ParamInfo &p : m.params) {
-      auto it = byName.find(p.name);
-      if (it == byName.end())
-        fail("the weights have no tensor '" + p.name + "'");
-      if (it->second->shape != p.exportShape())
-        fail("tensor '" + p.name + "' has shape " +
-             shapeText(it->second->shape) + ", the program's parameter " +
-             shapeText(p.exportShape()));
-      byName.erase(it);
-    }
-    if (!byName.empty())
-      fail("the weights have tensor '" + byName.begin()->first +
-           "', which is no parameter of the program");
-    for (const Tensor &t : *tensors)
-      byName[t.name] = &t;
-  }
-
   for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p) {
     const PartitionInfo &part = m.partitions[size_t(p)];
     Range own = m.owned(part, ctx.rank);
@@ -173,11 +152,13 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
       // Padding rows (after the first exportNumel elements) stay zero.
       int64_t lo = std::max(need.begin, param.offset);
       int64_t hi = std::min(need.end, param.offset + param.exportNumel());
-      const Tensor *t = tensors ? byName[param.name] : nullptr;
-      for (int64_t e = lo; e < hi; ++e)
-        values[size_t(e - need.begin)] =
-            t ? t->data[size_t(e - param.offset)]
-              : initValue(param, seed, i, uint64_t(e - param.offset));
+      if (weights)
+        weights->read(i, lo - param.offset, hi - param.offset,
+                      values.data() + (lo - need.begin));
+      else
+        for (int64_t e = lo; e < hi; ++e)
+          values[size_t(e - need.begin)] =
+              initValue(param, seed, i, uint64_t(e - param.offset));
     }
     for (int kind = 0; kind < kNumBufferKinds; ++kind)
       zeroBuffer(ctx, p, BufferKind(kind));

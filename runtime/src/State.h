@@ -16,6 +16,7 @@
 
 #include "Files.h"
 #include "Manifest.h"
+#include "WeightFiles.h"
 
 #include <cstdint>
 #include <vector>
@@ -24,11 +25,10 @@ namespace zrt {
 
 /// Local: fills the fp32 masters this rank owns (unless the fp32 params are
 /// the masters) and its params buffers (full at stages 0-2, the shard at
-/// stage 3) from the deterministic initializer,
-/// or from `tensors` when given (every parameter by name, F32, same shape);
-/// zeroes moments and gradients.
-void initializeParameters(zrt_ctx &ctx, uint64_t seed,
-                          const std::vector<Tensor> *tensors);
+/// stage 3) from the deterministic initializer, or from `weights` when
+/// given (wanted tensor k is parameter k), of which it reads only the
+/// elements this rank keeps; zeroes moments and gradients.
+void initializeParameters(zrt_ctx &ctx, uint64_t seed, WeightFiles *weights);
 
 /// Collective: the fp32 masters of every parameter in declaration order,
 /// on rank 0 (empty elsewhere).

@@ -15,10 +15,12 @@
 #include "DataSource.h"
 #include "Files.h"
 #include "Manifest.h"
+#include "WeightFiles.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -331,13 +333,85 @@ TEST(SafetensorsTest, SkipsMaskBuffersUnread) {
   float v = 0.5f;
   s += header + std::string("\1\0\1\1", 4);
   s.append(reinterpret_cast<const char *>(&v), 4);
-  std::vector<Tensor> t =
-      readWeights(s, {{"transformer.h.0.ln_1.bias", {1}}}, "mask");
-  ASSERT_EQ(t.size(), 1u);
-  EXPECT_EQ(t[0].data, std::vector<float>{0.5f});
+  std::string dir = tempDir();
+  writeFileAtomic(dir + "/mask.safetensors", s);
+  WeightFiles files(dir + "/mask.safetensors",
+                    {{"transformer.h.0.ln_1.bias", {1}}}, {});
+  float got = 0;
+  files.read(0, 0, 1, &got);
+  EXPECT_EQ(got, 0.5f);
+  EXPECT_EQ(files.dataBytesRead(), 4u);
+  std::system(("rm -rf " + dir).c_str());
   // Without the skip the dtype is refused.
   EXPECT_NE(errorOf([&] { parseSafetensors(s, "mask"); }).find("dtype BOOL"),
             std::string::npos);
+}
+
+TEST(WeightFilesTest, ReadsOnlyTheRangesAsked) {
+  std::string dir = tempDir();
+  std::vector<Tensor> tensors = {{"a", {2, 3}, {1, 2, 3, 4, 5, 6}},
+                                 {"b", {4}, {7, 8, 9, 10}, ZRT_BF16}};
+  writeFileAtomic(dir + "/w.safetensors", writeSafetensors(tensors));
+  WeightFiles files(dir + "/w.safetensors", {{"b", {4}}, {"a", {2, 3}}}, {});
+  std::vector<float> out(3);
+  files.read(1, 2, 5, out.data());
+  EXPECT_EQ(out, (std::vector<float>{3, 4, 5}));
+  files.read(0, 1, 3, out.data());
+  EXPECT_EQ(out[0], 8.0f);
+  EXPECT_EQ(out[1], 9.0f);
+  EXPECT_EQ(files.dataBytesRead(), 3u * 4 + 2u * 2);
+  EXPECT_EQ(files.totalBytes(), readFile(dir + "/w.safetensors").size());
+  // A name tied to a wanted parameter is left unread.
+  std::vector<Tensor> tied = {{"e", {2}, {1, 2}},
+                              {"lm_head.weight", {2}, {3, 4}}};
+  writeFileAtomic(dir + "/t.safetensors", writeSafetensors(tied));
+  EXPECT_EQ(errorOf([&] {
+              WeightFiles(dir + "/t.safetensors", {{"e", {2}}}, {});
+            }),
+            dir + "/t.safetensors: the weights have tensor 'lm_head.weight', "
+                  "which is no parameter of the program");
+  WeightFiles t(dir + "/t.safetensors", {{"e", {2}}}, {"lm_head.weight"});
+  EXPECT_EQ(t.dataBytesRead(), 0u);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(WeightFilesTest, HuggingFaceDirectoryAsSavePretrained) {
+  EXPECT_EQ(parseShardSize("50GB", "s"), 50000000000);
+  EXPECT_EQ(parseShardSize("100KB", "s"), 100000);
+  EXPECT_EQ(parseShardSize("1.5mb", "s"), 1500000);
+  EXPECT_EQ(parseShardSize("4096", "s"), 4096);
+  EXPECT_EQ(errorOf([] { parseShardSize("5XB", "--max-shard-size"); }),
+            "--max-shard-size '5XB': expected a size in bytes, or with a "
+            "unit KB, MB, GB or TB (as save_pretrained's max_shard_size)");
+  std::string dir = tempDir();
+  // 16, 40 and 16 bytes with shards of 32: the 40 alone in a shard placed
+  // where it is met, then [16, 16], as huggingface_hub splits.
+  std::vector<Tensor> tensors = {{"x", {4}, {1, 2, 3, 4}},
+                                 {"y", {10}, std::vector<float>(10, 1.0f)},
+                                 {"z", {4}, {5, 6, 7, 8}}};
+  EXPECT_EQ(writeHfDirectory(dir, "{}\n", tensors, 32, {{"format", "pt"}}), 2);
+  EXPECT_EQ(readFile(dir + "/config.json"), "{}\n");
+  nlohmann::json index =
+      nlohmann::json::parse(readFile(dir + "/model.safetensors.index.json"));
+  EXPECT_EQ(index["metadata"]["total_size"], 72);
+  EXPECT_EQ(index["metadata"]["total_parameters"], 18);
+  EXPECT_EQ(index["weight_map"]["x"], "model-00002-of-00002.safetensors");
+  EXPECT_EQ(index["weight_map"]["y"], "model-00001-of-00002.safetensors");
+  EXPECT_EQ(index["weight_map"]["z"], "model-00002-of-00002.safetensors");
+  // Read back through the index; then one file replaces the shards.
+  WeightFiles sharded(dir, {{"z", {4}}, {"y", {10}}, {"x", {4}}}, {});
+  float v = 0;
+  sharded.read(0, 3, 4, &v);
+  EXPECT_EQ(v, 8.0f);
+  EXPECT_EQ(sharded.fileCount(), 2u);
+  EXPECT_EQ(writeHfDirectory(dir, "{}\n", tensors, 1000, {}), 1);
+  std::vector<std::string> names = listDir(dir);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"config.json", "model.safetensors"}));
+  EXPECT_EQ(errorOf([&] { WeightFiles(dir + "/none", {}, {}); }),
+            "cannot open '" + dir + "/none': No such file or directory");
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(SafetensorsTest, EditDistance) {

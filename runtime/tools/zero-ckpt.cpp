@@ -10,9 +10,12 @@
 //       sizes) and the CRC-32 check of every file; exit 1 if one fails.
 //   zero-ckpt consolidate DIR -o model.safetensors [--optimizer-states]
 //                         [--compute-dtype]
+//   zero-ckpt consolidate DIR --hf OUTDIR [--max-shard-size SIZE]
 //       the fp32 master weights by parameter name, as --export writes them
 //       (DeepSpeed's zero_to_fp32); with the Adam moments as well; or each
-//       parameter in the dtype it computes in.
+//       parameter in the dtype it computes in; or, for a model imported
+//       from Hugging Face, as --export-hf writes them (config.json and
+//       safetensors that from_pretrained loads).
 //   zero-ckpt reshard DIR (--for PROGRAM | --manifest FILE) -o NEWDIR
 //   zero-ckpt reshard DIR --world-size M [--stage S] -o NEWDIR
 //       the same state in another program's layout (world size, stage,
@@ -26,6 +29,7 @@
 #include "Checkpoint/Format.h"
 #include "Checkpoint/Reader.h"
 #include "Files.h"
+#include "WeightFiles.h"
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +54,7 @@ const char *const kUsage =
     "usage: zero-ckpt inspect DIR\n"
     "       zero-ckpt consolidate DIR -o OUT.safetensors [--optimizer-states]\n"
     "                             [--compute-dtype]\n"
+    "       zero-ckpt consolidate DIR --hf OUTDIR [--max-shard-size SIZE]\n"
     "       zero-ckpt reshard DIR (--for PROGRAM | --manifest FILE) -o NEWDIR\n"
     "       zero-ckpt reshard DIR --world-size M [--stage S] -o NEWDIR\n"
     "\n"
@@ -63,7 +68,10 @@ const char *const kUsage =
     "                NAME.exp_avg_sq (fp32); --compute-dtype writes each\n"
     "                parameter in the dtype it computes in instead (bf16\n"
     "                and f16 ones rounded from the masters as training\n"
-    "                does, f32 ones as they are)\n"
+    "                does, f32 ones as they are); --hf writes a Hugging\n"
+    "                Face model directory as --export-hf does (a model\n"
+    "                imported with zero-import --hf), in shards above\n"
+    "                --max-shard-size (default 50GB, as save_pretrained)\n"
     "  reshard       writes NEWDIR/step_N (and NEWDIR/latest) in the layout\n"
     "                of PROGRAM, a training executable (or of FILE, the\n"
     "                manifest `PROGRAM --print-manifest` prints), which\n"
@@ -217,11 +225,16 @@ int inspect(const std::string &path) {
 }
 
 int consolidate(const std::string &path, const std::string &out,
+                const std::string &hfOut, int64_t maxShardBytes,
                 bool optimizerStates, bool computeDtype) {
   CheckpointReader ckpt(path);
   if (ckpt.format < 3)
     fail(ckpt.where() + " has format 2, which records no parameter names; "
                         "resume it and --export instead");
+  std::optional<manifest::HfModel> hf =
+      savedHfModel(ckpt.manifest(), ckpt.where());
+  if (!hfOut.empty())
+    hfModelOf(hf, "consolidate --hf");
   std::vector<Tensor> tensors;
   std::vector<BufferKind> kinds = {kMaster};
   if (optimizerStates)
@@ -249,9 +262,18 @@ int consolidate(const std::string &path, const std::string &out,
     metadata["data_position"] = std::to_string(s.dataPosition);
     metadata["loss_scaler"] = s.lossScaler.dump();
   }
-  writeFileAtomic(out, writeSafetensors(tensors, metadata));
-  std::printf("consolidated %zu tensors of step %lld into %s\n", tensors.size(),
-              (long long)ckpt.step, out.c_str());
+  if (!out.empty()) {
+    writeFileAtomic(out, writeSafetensors(tensors, metadata));
+    std::printf("consolidated %zu tensors of step %lld into %s\n",
+                tensors.size(), (long long)ckpt.step, out.c_str());
+  }
+  if (!hfOut.empty()) {
+    int files =
+        writeHfDirectory(hfOut, hf->config, tensors, maxShardBytes, metadata);
+    std::printf("consolidated %zu tensors of step %lld into %s (Hugging "
+                "Face: config.json and %d safetensors file(s))\n",
+                tensors.size(), (long long)ckpt.step, hfOut.c_str(), files);
+  }
   return 0;
 }
 
@@ -288,6 +310,7 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
   }
   // The values are those the saved schedule trained.
   m.hashText = ckpt.scheduleHash;
+  m.hfModel = savedHfModel(ckpt.manifest(), ckpt.where());
   // Each group computes in its parameters' dtype (a group holds one).
   std::vector<std::string> dtypes(ckpt.groups.size());
   for (const SavedParam &p : ckpt.params)
@@ -376,7 +399,8 @@ int run(int argc, char **argv) {
     std::printf("%s", kUsage);
     return 0;
   }
-  std::string command = args[0], dir, out, program, manifestFile;
+  std::string command = args[0], dir, out, program, manifestFile, hfOut,
+              maxShardSize;
   bool optimizerStates = false, computeDtype = false;
   int64_t world = 0, stage = -1;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -400,6 +424,10 @@ int run(int argc, char **argv) {
       optimizerStates = true;
     else if (a == "--compute-dtype" && command == "consolidate")
       computeDtype = true;
+    else if (a == "--hf" && command == "consolidate")
+      hfOut = value();
+    else if (a == "--max-shard-size" && command == "consolidate")
+      maxShardSize = value();
     else if (a.rfind("-", 0) == 0)
       throw UsageError("unknown option '" + a + "' for " + command);
     else if (dir.empty())
@@ -416,10 +444,24 @@ int run(int argc, char **argv) {
       throw UsageError("inspect writes nothing (no -o)");
     return inspect(dir);
   }
+  if (command == "consolidate") {
+    if (out.empty() == hfOut.empty())
+      throw UsageError("consolidate needs -o FILE or --hf DIR (one of them)");
+    if (!hfOut.empty() && (optimizerStates || computeDtype))
+      throw UsageError(std::string(optimizerStates ? "--optimizer-states"
+                                                   : "--compute-dtype") +
+                       " goes with -o; --hf writes the fp32 weights that "
+                       "from_pretrained loads");
+    if (!maxShardSize.empty() && hfOut.empty())
+      throw UsageError("--max-shard-size goes with --hf");
+    int64_t maxShardBytes = parseShardSize(
+        maxShardSize.empty() ? kDefaultMaxShardSize : maxShardSize,
+        "--max-shard-size");
+    return consolidate(dir, out, hfOut, maxShardBytes, optimizerStates,
+                       computeDtype);
+  }
   if (out.empty())
     throw UsageError(command + " needs -o");
-  if (command == "consolidate")
-    return consolidate(dir, out, optimizerStates, computeDtype);
   if (stage >= 0 && world == 0)
     throw UsageError("--stage needs --world-size");
   if (int(!program.empty()) + int(!manifestFile.empty()) + int(world > 0) != 1)

@@ -185,6 +185,20 @@ std::string Lowering::buildManifest() {
     m.logging.stepsPerPrint = logging.getStepsPerPrint();
     m.logging.wallClockBreakdown = logging.getWallClockBreakdown();
   }
+  if (auto module = step->getParentOfType<ModuleOp>()) {
+    if (HfModelAttr hf = step->getContext()
+                             ->getLoadedDialect<ZeroDialect>()
+                             ->getHfModelAttrHelper()
+                             .getAttr(module)) {
+      manifest::HfModel &out = m.hfModel.emplace();
+      out.config = hf.getConfig().str();
+      if (DictionaryAttr tied = hf.getTied())
+        for (NamedAttribute entry : tied)
+          out.tied.push_back(
+              {entry.getName().str(),
+               cast<StringAttr>(entry.getValue()).getValue().str()});
+    }
+  }
   m.alignment =
       static_cast<int64_t>(s.getPartitions().front().partition.getAlignment());
   m.tokenSlots = static_cast<int64_t>(slots.size());

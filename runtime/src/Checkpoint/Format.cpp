@@ -248,5 +248,28 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
                    {"partitions", layoutJson(m)},
                    {"params", params},
                    {"files", list}};
+  if (m.hfModel) {
+    json tied = json::array();
+    for (const manifest::TiedName &t : m.hfModel->tied)
+      tied.push_back({{"name", t.name}, {"param", t.param}});
+    manifest["hf_model"] = {{"config", m.hfModel->config}, {"tied", tied}};
+  }
   return sealManifest(manifest);
+}
+
+std::optional<manifest::HfModel>
+zrt::savedHfModel(const nlohmann::json &manifest, const std::string &where) {
+  if (!manifest.contains("hf_model"))
+    return std::nullopt;
+  manifest::HfModel hf;
+  try {
+    const json &saved = manifest.at("hf_model");
+    hf.config = saved.at("config").get<std::string>();
+    for (const json &t : saved.at("tied"))
+      hf.tied.push_back(
+          {t.at("name").get<std::string>(), t.at("param").get<std::string>()});
+  } catch (const json::exception &e) {
+    fail(where + ": malformed hf_model: " + e.what());
+  }
+  return hf;
 }

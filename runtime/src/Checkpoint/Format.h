@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,11 @@ nlohmann::json optimizerJson(const Manifest &m);
 /// `step` whose rank files are `files` (sealed: sealManifest's text).
 std::string checkpointManifest(const Manifest &m, int world, int64_t step,
                                const std::vector<SavedFile> &files);
+
+/// The Hugging Face model a checkpoint manifest records (a program
+/// imported with zero-import --hf), if any; `where` names it in errors.
+std::optional<manifest::HfModel> savedHfModel(const nlohmann::json &manifest,
+                                              const std::string &where);
 
 } // namespace zrt
 

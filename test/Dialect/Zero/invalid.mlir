@@ -2974,3 +2974,43 @@ zero.train_step @train(%y: tensor<2xi64>)
   %loss = zero.label_share divisor 0.5 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// zero.hf_model: config.json's text must be a JSON object with a
+// model_type.
+// expected-error @+1 {{config is not valid JSON}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: ">} {
+}
+
+// -----
+
+// expected-error @+1 {{config has no "model_type" string}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{}">} {
+}
+
+// -----
+
+// expected-error @+1 {{tied name 'lm_head.weight' must map to a parameter name (a string), got 1 : i64}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}", tied = {"lm_head.weight" = 1}>} {
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'zero.hf_model' ties 'lm_head.weight' to 'embed', which is no zero.param of the module}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}", tied = {"lm_head.weight" = "embed"}>} {
+  zero.param @w : tensor<4xf32> init zeros
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'zero.hf_model' ties 'w', which is a symbol of the module itself}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}", tied = {"w" = "v"}>} {
+  zero.param @v : tensor<4xf32> init zeros
+  zero.param @w : tensor<4xf32> init zeros
+}
+
+// -----
+
+// expected-error @+1 {{'zero.hf_model' is only valid on a module}}
+zero.param @w : tensor<4xf32> init zeros {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}">}

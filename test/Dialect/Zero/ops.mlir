@@ -415,3 +415,12 @@ zero.train_step @token_mean(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
   %loss = nn.mul %l, %share : tensor<f32>, tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// What an export to Hugging Face writes, on the module.
+// CHECK-LABEL: module attributes {zero.hf_model = #zero.hf_model<config = "{\0A  \22model_type\22: \22llama\22\0A}\0A", tied = {lm_head.weight = "model.embed_tokens.weight"}>}
+// CHECK: zero.param @model.embed_tokens.weight
+module attributes {zero.hf_model = #zero.hf_model<config = "{\0A  \22model_type\22: \22llama\22\0A}\0A", tied = {"lm_head.weight" = "model.embed_tokens.weight"}>} {
+  zero.param @model.embed_tokens.weight : tensor<8x4xf32> init normal std 2.0e-02
+}

@@ -25,6 +25,8 @@ def config(kind):
                  num_key_value_heads=2, max_position_embeddings=128)
     if kind == "llama":
         return tf.LlamaConfig(**small)
+    if kind == "llama_tied":
+        return tf.LlamaConfig(**small, tie_word_embeddings=True)
     if kind == "mistral":
         return tf.MistralConfig(**small)
     if kind == "qwen2":

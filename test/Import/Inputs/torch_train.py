@@ -221,6 +221,8 @@ def main():
     p.add_argument("--rtol", type=float, default=1e-5)
     p.add_argument("--mixed", choices=sorted(TORCH_DTYPES))
     p.add_argument("--verbose", action="store_true")
+    p.add_argument("--save-state", metavar="FILE",
+                   help="torch.save the trained model's state dict")
     args = p.parse_args()
 
     torch.set_num_threads(1)
@@ -284,6 +286,10 @@ def main():
         if rel > args.rtol:
             fail("step %d: loss %.8f, PyTorch's %.8f: relative difference "
                  "%.3g > %g" % (entry["step"], got, ref, rel, args.rtol))
+    if args.save_state:
+        model = module.model if args.hf else module
+        torch.save({k: v.detach().clone() for k, v in
+                    model.state_dict().items()}, args.save_state)
     print("%d steps: losses within %g relative of PyTorch's" % (len(log),
                                                                  args.rtol))
     print("worst relative difference %.2g" % worst)

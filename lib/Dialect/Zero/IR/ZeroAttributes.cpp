@@ -9,9 +9,12 @@
 
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/JSON.h"
 
 #include <cmath>
 #include <limits>
@@ -190,6 +193,32 @@ LogicalResult LoggingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   bool wallClockBreakdown) {
   if (stepsPerPrint < 1)
     return emitError() << "steps_per_print must be >= 1, got " << stepsPerPrint;
+  return success();
+}
+
+LogicalResult HfModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  StringRef config, DictionaryAttr tied) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(config);
+  if (!parsed)
+    return emitError() << "config is not valid JSON: "
+                       << llvm::toString(parsed.takeError());
+  const llvm::json::Object *object = parsed->getAsObject();
+  if (!object)
+    return emitError() << "config must be a JSON object (config.json)";
+  if (!object->getString("model_type"))
+    return emitError() << "config has no \"model_type\" string";
+  if (!tied)
+    return success();
+  for (NamedAttribute entry : tied) {
+    auto target = dyn_cast<StringAttr>(entry.getValue());
+    if (!target)
+      return emitError() << "tied name '" << entry.getName().getValue()
+                         << "' must map to a parameter name (a string), got "
+                         << entry.getValue();
+    if (target == entry.getName())
+      return emitError() << "tied name '" << target.getValue()
+                         << "' maps to itself";
+  }
   return success();
 }
 
@@ -531,6 +560,27 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
   if (name == getLoggingAttrHelper().getName())
     return expect(isa<LoggingAttr>(value), "#zero.logging",
                   isa<TrainStepOp>(op), "zero.train_step");
+  if (name == getHfModelAttrHelper().getName()) {
+    if (failed(expect(isa<HfModelAttr>(value), "#zero.hf_model",
+                      isa<ModuleOp>(op), "a module")))
+      return failure();
+    // Each tied name shares a parameter of the module and is none itself.
+    // The lowering moves the parameters into the manifest, whose reader
+    // checks the names there.
+    DictionaryAttr tied = cast<HfModelAttr>(value).getTied();
+    bool hasParams = !cast<ModuleOp>(op).getOps<ParamOp>().empty();
+    for (NamedAttribute entry :
+         tied &&hasParams ? tied.getValue() : ArrayRef<NamedAttribute>()) {
+      StringRef target = cast<StringAttr>(entry.getValue()).getValue();
+      if (!isa_and_nonnull<ParamOp>(SymbolTable::lookupSymbolIn(op, target)))
+        return emit() << "ties '" << entry.getName().getValue() << "' to '"
+                      << target << "', which is no zero.param of the module";
+      if (SymbolTable::lookupSymbolIn(op, entry.getName()))
+        return emit() << "ties '" << entry.getName().getValue()
+                      << "', which is a symbol of the module itself";
+    }
+    return success();
+  }
   if (name == getInputOffsetsAttrHelper().getName())
     return verifyInputOffsets(op, value, emit);
   if (name == getAllocAttrHelper().getName())

@@ -59,6 +59,9 @@ def Zero_Dialect : Dialect {
     `zero.logging = #zero.logging<...>` on `zero.train_step`; where the
     optimizer states and the parameters live is the step's own `offload`.
 
+    `zero-import --hf` records what an export to Hugging Face writes in
+    `zero.hf_model = #zero.hf_model<...>` on the module.
+
     `zero-remat` marks the forward ops it cloned into the backward with the
     unit attribute `zero.recompute` (only on `nn` ops of a train step's body).
   }];
@@ -71,7 +74,8 @@ def Zero_Dialect : Dialect {
     "::mlir::IntegerAttr":$temp,
     "::mlir::UnitAttr":$loss_seed,
     "::mlir::UnitAttr":$recompute,
-    "::mlir::zero::LoggingAttr":$logging
+    "::mlir::zero::LoggingAttr":$logging,
+    "::mlir::zero::HfModelAttr":$hf_model
   );
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -435,6 +439,30 @@ def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
       return getGlobalBatch() / (getWorldSize() * getAccumulationSteps());
     }
   }];
+}
+
+def Zero_HfModelAttr : Zero_Attr<"HfModel", "hf_model"> {
+  let summary = "What exporting a model to Hugging Face writes";
+  let description = [{
+    Recorded as `zero.hf_model` on the module by `zero-import --hf`, and
+    carried into the program's manifest, from which the training driver's
+    `--export-hf` and `zero-ckpt consolidate --hf` write a directory that
+    `AutoModelForCausalLM.from_pretrained` loads. `config` is the text of the
+    model's `config.json` as `save_pretrained` writes it for the exported
+    weights (a JSON object with a `model_type`). `tied` maps each name under
+    which a parameter is tied to another (Hugging Face's
+    `_tied_weights_keys`, such as `lm_head.weight`) to the `zero.param` it
+    shares: exports write the parameter once, as `save_pretrained` does, and
+    `--init-from` also finds it under that name.
+
+    ```mlir
+    module attributes {zero.hf_model = #zero.hf_model<config = "{\0A  \22model_type\22: \22llama\22\0A}\0A", tied = {"lm_head.weight" = "model.embed_tokens.weight"}>} {
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"config.json's text">:$config,
+                        OptionalParameter<"::mlir::DictionaryAttr">:$tied);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,327 @@
+//===- WeightFiles.cpp - Weights in and out, by byte ranges ---------------===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "WeightFiles.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <regex>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace zrt;
+
+namespace {
+
+constexpr char kConfig[] = "config.json";
+constexpr char kWeights[] = "model.safetensors";
+constexpr char kIndex[] = "model.safetensors.index.json";
+
+std::string joinPath(const std::string &dir, const std::string &name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+/// save_pretrained's name of shard `k` (from 1) of `n`.
+std::string shardName(size_t k, size_t n) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", k, n);
+  return name;
+}
+
+/// The shards a tensor list is split into, by huggingface_hub's
+/// split_state_dict_into_shards: in order, a new shard where the next
+/// tensor would take the current one over the limit, and a tensor above
+/// the limit alone in a shard of its own (placed when it is met).
+std::vector<std::vector<size_t>> splitShards(const std::vector<Tensor> &tensors,
+                                             int64_t maxBytes) {
+  std::vector<std::vector<size_t>> shards;
+  std::vector<size_t> current;
+  int64_t currentBytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    int64_t bytes =
+        int64_t(tensors[i].data.size()) * (tensors[i].dtype == ZRT_F32 ? 4 : 2);
+    if (bytes > maxBytes) {
+      shards.push_back({i});
+      continue;
+    }
+    if (currentBytes + bytes > maxBytes) {
+      shards.push_back(std::move(current));
+      current.clear();
+      currentBytes = 0;
+    }
+    current.push_back(i);
+    currentBytes += bytes;
+  }
+  if (!current.empty())
+    shards.push_back(std::move(current));
+  return shards;
+}
+
+/// Weight files an earlier save may have left in `dir`: model.safetensors,
+/// the index and model-NNNNN-of-NNNNN.safetensors.
+std::vector<std::string> weightFilesIn(const std::string &dir) {
+  std::vector<std::string> names;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return names;
+  static const std::regex shard("model-[0-9]{5}-of-[0-9]{5}\\.safetensors");
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == kWeights || name == kIndex || std::regex_match(name, shard))
+      names.push_back(name);
+  }
+  ::closedir(d);
+  return names;
+}
+
+} // namespace
+
+int64_t zrt::parseShardSize(const std::string &text,
+                            const std::string &option) {
+  std::string why = option + " '" + text +
+                    "': expected a size in bytes, or with a unit KB, MB, GB "
+                    "or TB (as save_pretrained's max_shard_size)";
+  if (text.empty())
+    fail(why);
+  static const std::pair<const char *, double> kUnits[] = {
+      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+  double multiplier = 1;
+  std::string number = text;
+  if (text.size() > 2) {
+    std::string unit = text.substr(text.size() - 2);
+    for (char &c : unit)
+      c = char(std::toupper(static_cast<unsigned char>(c)));
+    for (auto [name, value] : kUnits)
+      if (unit == name) {
+        multiplier = value;
+        number = text.substr(0, text.size() - 2);
+      }
+  }
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(number.c_str(), &end);
+  if (number.empty() || *end != '\0' || errno != 0 || !(value > 0) ||
+      !std::isfinite(value) || value * multiplier >= 9.2e18 ||
+      (multiplier == 1 && value != std::floor(value)))
+    fail(why);
+  // As int(value * multiplier).
+  return int64_t(value * multiplier);
+}
+
+const manifest::HfModel &
+zrt::hfModelOf(const std::optional<manifest::HfModel> &hf,
+               const std::string &what) {
+  if (!hf)
+    fail(what + " writes a Hugging Face model, but this program was not "
+                "imported from one: import it with `zero-import --hf DIR` "
+                "(which records its config.json), then compile and train it");
+  return *hf;
+}
+
+int zrt::writeHfDirectory(const std::string &dir, const std::string &config,
+                          const std::vector<Tensor> &tensors,
+                          int64_t maxShardBytes,
+                          const std::map<std::string, std::string> &metadata) {
+  makeDirs(dir);
+  std::vector<std::string> stale = weightFilesIn(dir);
+  std::vector<std::vector<size_t>> shards = splitShards(tensors, maxShardBytes);
+  if (shards.empty())
+    shards.emplace_back();
+  std::vector<std::string> written;
+  nlohmann::json weightMap = nlohmann::json::object();
+  int64_t totalSize = 0, totalParameters = 0;
+  for (size_t k = 0; k < shards.size(); ++k) {
+    std::string name =
+        shards.size() == 1 ? kWeights : shardName(k + 1, shards.size());
+    std::vector<Tensor> part;
+    for (size_t i : shards[k]) {
+      part.push_back(tensors[i]);
+      weightMap[tensors[i].name] = name;
+      totalParameters += int64_t(tensors[i].data.size());
+      totalSize += int64_t(tensors[i].data.size()) *
+                   (tensors[i].dtype == ZRT_F32 ? 4 : 2);
+    }
+    writeFileAtomic(joinPath(dir, name), writeSafetensors(part, metadata));
+    written.push_back(name);
+  }
+  if (shards.size() > 1) {
+    // json.dumps(index, indent=2, sort_keys=True) + "\n", as save_pretrained.
+    nlohmann::json index = {
+        {"metadata",
+         {{"total_parameters", totalParameters}, {"total_size", totalSize}}},
+        {"weight_map", weightMap}};
+    writeFileAtomic(joinPath(dir, kIndex), index.dump(2) + "\n");
+    written.push_back(kIndex);
+  }
+  writeFileAtomic(joinPath(dir, kConfig), config);
+  for (const std::string &name : stale)
+    if (std::find(written.begin(), written.end(), name) == written.end() &&
+        ::unlink(joinPath(dir, name).c_str()) != 0 && errno != ENOENT)
+      fail("cannot remove '" + joinPath(dir, name) +
+           "' of an earlier export: " + std::strerror(errno));
+  return int(shards.size());
+}
+
+//===----------------------------------------------------------------------===//
+// WeightFiles
+//===----------------------------------------------------------------------===//
+
+WeightFiles::WeightFiles(const std::string &path,
+                         const std::vector<WantedTensor> &wanted,
+                         const std::set<std::string> &tied)
+    : path(path) {
+  // The files: one, or a directory's single file or shards.
+  std::vector<std::string> paths;
+  std::map<std::string, std::string> indexed; // tensor -> file, of the index
+  std::string where = path;
+  if (isDirectory(path)) {
+    std::string index = joinPath(path, kIndex);
+    if (isRegularFile(index)) {
+      where = index;
+      std::string text = readFile(index);
+      headerBytes += text.size();
+      nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+      if (!j.is_object() || !j.contains("weight_map") ||
+          !j["weight_map"].is_object())
+        fail(index + ": not a safetensors index (a JSON object with a "
+                     "\"weight_map\" object)");
+      for (auto &[tensor, file] : j["weight_map"].items()) {
+        if (!file.is_string() ||
+            file.get<std::string>().find('/') != std::string::npos)
+          fail(index + ": weight_map[\"" + tensor + "\"] is not a file name");
+        std::string f = joinPath(path, file.get<std::string>());
+        indexed[tensor] = f;
+        if (std::find(paths.begin(), paths.end(), f) == paths.end())
+          paths.push_back(f);
+      }
+    } else if (isRegularFile(joinPath(path, kWeights))) {
+      paths.push_back(joinPath(path, kWeights));
+    } else {
+      fail(path + ": a directory without " + kWeights + " or " + kIndex +
+           " (--init-from takes a safetensors file or a Hugging Face model "
+           "directory)");
+    }
+  } else {
+    paths.push_back(path);
+  }
+
+  // Every header, then one match over all the files' tensors.
+  std::vector<SafetensorsEntry> entries;
+  std::vector<size_t> fileOf;
+  auto skip = [&](const std::string &name) {
+    return isWeightsBuffer(name, wanted);
+  };
+  for (const std::string &p : paths) {
+    File f;
+    f.path = p;
+    f.fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f.fd < 0)
+      fail("cannot open '" + p + "': " + std::strerror(errno));
+    struct stat st;
+    if (::fstat(f.fd, &st) != 0) {
+      ::close(f.fd);
+      fail("cannot stat '" + p + "': " + std::strerror(errno));
+    }
+    f.size = uint64_t(st.st_size);
+    files.push_back(f);
+    char first8[8] = {};
+    if (f.size >= 8)
+      readBytes(f, 0, 8, first8);
+    uint64_t len = safetensorsHeaderLength(first8, f.size, p);
+    std::string header(len, '\0');
+    readBytes(f, 8, len, header.data());
+    headerBytes += 8 + len;
+    files.back().dataStart = 8 + len;
+    for (SafetensorsEntry &e :
+         parseSafetensorsHeader(header, f.size - 8 - len, p, skip)) {
+      auto it = indexed.find(e.name);
+      if (!indexed.empty() && it != indexed.end() && it->second != p)
+        fail(where + ": names '" + it->second + "' for tensor '" + e.name +
+             "', which is in '" + p + "'");
+      entries.push_back(std::move(e));
+      fileOf.push_back(files.size() - 1);
+    }
+  }
+  for (const auto &[tensor, file] : indexed) {
+    bool found = false;
+    for (const SafetensorsEntry &e : entries)
+      found |= e.name == tensor;
+    if (!found)
+      fail(where + ": tensor '" + tensor + "' is not in '" + file + "'");
+  }
+  std::vector<size_t> pick =
+      matchEntries(entries, wanted, where, tied, [&](size_t head, size_t wte) {
+        return readAll(fileOf[head], entries[head]) ==
+               readAll(fileOf[wte], entries[wte]);
+      });
+  for (size_t w = 0; w < wanted.size(); ++w) {
+    sources.push_back({fileOf[pick[w]], entries[pick[w]]});
+    wantedNames.push_back(wanted[w].name);
+  }
+}
+
+WeightFiles::~WeightFiles() {
+  for (File &f : files)
+    ::close(f.fd);
+}
+
+uint64_t WeightFiles::totalBytes() const {
+  uint64_t total = 0;
+  for (const File &f : files)
+    total += f.size;
+  return total;
+}
+
+void WeightFiles::readBytes(const File &f, uint64_t offset, uint64_t n,
+                            char *dst) {
+  while (n > 0) {
+    ssize_t got = ::pread(f.fd, dst, n, off_t(offset));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      fail("cannot read '" + f.path + "' at byte " + std::to_string(offset) +
+           ": " + (got < 0 ? std::strerror(errno) : "unexpected end"));
+    dst += got;
+    offset += uint64_t(got);
+    n -= uint64_t(got);
+  }
+}
+
+std::vector<float> WeightFiles::readAll(size_t f, const SafetensorsEntry &e) {
+  std::string bytes(e.end - e.begin, '\0');
+  readBytes(files[f], files[f].dataStart + e.begin, bytes.size(), bytes.data());
+  dataBytes += bytes.size();
+  std::vector<float> values(size_t(e.numel()));
+  convertToFloat(e.dtype, bytes.data(), values.size(), values.data());
+  return values;
+}
+
+void WeightFiles::read(size_t w, int64_t begin, int64_t end, float *dst) {
+  if (end <= begin)
+    return;
+  const auto &[f, e] = sources[w];
+  uint64_t item = uint64_t(e.itemSize());
+  std::string bytes(size_t(end - begin) * item, '\0');
+  readBytes(files[f], files[f].dataStart + e.begin + uint64_t(begin) * item,
+            bytes.size(), bytes.data());
+  dataBytes += bytes.size();
+  convertToFloat(e.dtype, bytes.data(), size_t(end - begin), dst);
+  // A non-finite initial weight makes the first loss NaN or inf.
+  for (int64_t k = 0; k < end - begin; ++k)
+    if (!std::isfinite(dst[k]))
+      fail(files[f].path + ": tensor '" + e.name + "' element " +
+           std::to_string(begin + k) + " is " +
+           (std::isnan(dst[k]) ? "NaN" : "infinite") +
+           "; initial weights must be finite");
+}
