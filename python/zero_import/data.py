@@ -164,11 +164,16 @@ def chat_sample(tok, messages, where, name):
     if not tok.chat_template:
         raise DataFailure("%s: the tokenizer has no chat template for \"%s\""
                           % (where, name))
+    from jinja2 import TemplateError
     # The template writes the special tokens (BOS included) as text.
-    prompt = encode(tok, tok.apply_chat_template(
-        messages[:last], tokenize=False, add_generation_prompt=True), False)
-    full = encode(tok, tok.apply_chat_template(
-        messages[:last + 1], tokenize=False), False)
+    try:
+        prompt = tok.apply_chat_template(messages[:last], tokenize=False,
+                                         add_generation_prompt=True)
+        full = tok.apply_chat_template(messages[:last + 1], tokenize=False)
+    except TemplateError as e:
+        raise DataFailure("%s: the tokenizer's chat template fails on "
+                          "\"%s\": %s" % (where, name, e))
+    prompt, full = encode(tok, prompt, False), encode(tok, full, False)
     if full[:len(prompt)] != prompt:
         raise DataFailure("%s: the chat template's rendering of the "
                           "conversation does not begin with its rendering of "
