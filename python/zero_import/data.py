@@ -1,0 +1,273 @@
+"""zero-data: text as the token arrays `./train` reads, with the model's own
+tokenizer (a Hugging Face tokenizer directory, through AutoTokenizer).
+
+`zero-data tokens` writes one token stream for pretraining (`--data`):
+every document encoded as the tokenizer encodes a text by default (its BOS
+where it adds one) and followed by its eos token when it has one, uint16
+when the vocabulary fits, else uint32.
+
+`zero-data sft` writes `ids.npy` and `labels.npy`, int64 [N, T], for
+`--inputs/--labels`: a prompt's tokens are labelled -100 and the response's
+tokens are their own ids (not shifted: a Hugging Face step shifts them, its
+`labels same_tokens`); rows are padded to T with the pad token (else eos,
+else 0), labelled -100.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+IGNORE = -100
+
+USAGE_EXAMPLE = """examples:
+  zero-data tokens --tokenizer DIR train.txt more.jsonl -o tokens.npy
+  zero-data sft --tokenizer DIR pairs.jsonl --seq 512 --truncate \\
+      --ids ids.npy --labels labels.npy
+  mpirun -np 2 ./train --inputs ids.npy --labels labels.npy --steps 100
+
+A .txt file is one document; a .jsonl file holds one JSON object a line,
+its "text" (tokens), its "prompt" and "response" or its chat "messages"
+(sft: the tokenizer's chat template renders them; the prompt is all
+before the last assistant turn, the response that turn).
+"""
+
+
+class DataFailure(Exception):
+    """Input zero-data cannot turn into tokens: the message names where."""
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog="zero-data", epilog=USAGE_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Tokenize text with a model's Hugging Face tokenizer "
+                    "into the arrays ./train reads.")
+    sub = p.add_subparsers(dest="mode", required=True, metavar="MODE")
+    t = sub.add_parser("tokens", help="one token stream for pretraining "
+                       "(./train --data)")
+    s = sub.add_parser("sft", help="prompt-masked ids and labels [N, T] "
+                       "(./train --inputs/--labels)")
+    for q in (t, s):
+        q.add_argument("inputs", metavar="FILE", nargs="+",
+                       help=".txt (one document) or .jsonl files")
+        q.add_argument("--tokenizer", metavar="DIR", required=True,
+                       help="the model's Hugging Face tokenizer directory")
+    t.add_argument("-o", dest="output", required=True,
+                   help="the token .npy to write")
+    t.add_argument("--text-field", default="text",
+                   help="the text of a jsonl row (default: text)")
+    s.add_argument("--seq", type=int, required=True, metavar="T",
+                   help="the tokens of each row")
+    s.add_argument("--ids", default="ids.npy",
+                   help="the ids to write (default: ids.npy)")
+    s.add_argument("--labels", default="labels.npy",
+                   help="the labels to write (default: labels.npy)")
+    s.add_argument("--prompt-field", default="prompt",
+                   help="the prompt of a jsonl row (default: prompt)")
+    s.add_argument("--response-field", default="response",
+                   help="the response of a jsonl row (default: response)")
+    s.add_argument("--messages-field", default="messages",
+                   help="a row's chat messages, rendered by the tokenizer's "
+                        "chat template (default: messages)")
+    s.add_argument("--truncate", action="store_true",
+                   help="cut rows longer than T to their first T tokens "
+                        "(otherwise such a sample is an error)")
+    s.add_argument("--pack", action="store_true",
+                   help="refused: attention here does not read segment ids")
+    return p
+
+
+def load_tokenizer(path):
+    if not os.path.isdir(path):
+        raise DataFailure("tokenizer directory %s does not exist" % path)
+    from transformers import AutoTokenizer
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        raise DataFailure("cannot load a tokenizer from %s: %s" % (
+            path, str(e).splitlines()[0] if str(e) else type(e).__name__))
+
+
+def read_rows(path):
+    """(line, value) of each document in a file: a .txt file's whole text,
+    or each non-blank line of a .jsonl file as a JSON object."""
+    if not os.path.isfile(path):
+        raise DataFailure("%s: no such file" % path)
+    with open(path, encoding="utf-8") as f:
+        if not path.endswith(".jsonl"):
+            yield 1, f.read()
+            return
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataFailure("%s:%d:%d: malformed JSON: %s" % (
+                    path, n, e.colno, e.msg))
+            if not isinstance(row, dict):
+                raise DataFailure("%s:%d: expected a JSON object, not %s" % (
+                    path, n, type(row).__name__))
+            yield n, row
+
+
+def field(row, name, where):
+    if name not in row:
+        raise DataFailure("%s: no field \"%s\"" % (where, name))
+    value = row[name]
+    if not isinstance(value, str):
+        raise DataFailure("%s: field \"%s\" is not a string" % (where, name))
+    return value
+
+
+def encode(tok, text, special):
+    return list(tok(text, add_special_tokens=special)["input_ids"])
+
+
+def make_tokens(args, tok):
+    import numpy as np
+    eos = tok.eos_token_id
+    stream, docs = [], 0
+    for path in args.inputs:
+        for n, row in read_rows(path):
+            text = row if isinstance(row, str) else \
+                field(row, args.text_field, "%s:%d" % (path, n))
+            # An empty document would add only its BOS and eos.
+            if not text.strip():
+                continue
+            ids = encode(tok, text, True)
+            if eos is not None and (not ids or ids[-1] != eos):
+                ids.append(eos)
+            stream.extend(ids)
+            docs += 1
+    if not stream:
+        raise DataFailure("no text in %s" % ", ".join(args.inputs))
+    vocab = max(len(tok), tok.vocab_size)
+    dtype = np.uint16 if vocab <= 1 << 16 else np.uint32
+    np.save(args.output, np.asarray(stream, dtype=dtype))
+    print("zero-data: %s: %d documents, %d tokens (%s, vocabulary %d%s)" % (
+        args.output, docs, len(stream), np.dtype(dtype).name, vocab,
+        ", eos %d after each document" % eos if eos is not None else
+        ", no eos token"))
+
+
+def chat_sample(tok, messages, where, name):
+    if not isinstance(messages, list) or not all(
+            isinstance(m, dict) and "role" in m for m in messages):
+        raise DataFailure("%s: field \"%s\" is not a list of messages with "
+                          "a role" % (where, name))
+    last = max((i for i, m in enumerate(messages)
+                if m["role"] == "assistant"), default=None)
+    if last is None:
+        raise DataFailure("%s: no assistant message in \"%s\"" % (where, name))
+    if not tok.chat_template:
+        raise DataFailure("%s: the tokenizer has no chat template for \"%s\""
+                          % (where, name))
+    from jinja2 import TemplateError
+    # The template writes the special tokens (BOS included) as text.
+    try:
+        prompt = tok.apply_chat_template(messages[:last], tokenize=False,
+                                         add_generation_prompt=True)
+        full = tok.apply_chat_template(messages[:last + 1], tokenize=False)
+    except TemplateError as e:
+        raise DataFailure("%s: the tokenizer's chat template fails on "
+                          "\"%s\": %s" % (where, name, e))
+    prompt, full = encode(tok, prompt, False), encode(tok, full, False)
+    if full[:len(prompt)] != prompt:
+        raise DataFailure("%s: the chat template's rendering of the "
+                          "conversation does not begin with its rendering of "
+                          "the prompt, so the prompt cannot be masked" % where)
+    return prompt, full[len(prompt):]
+
+
+def pair_sample(tok, prompt, response):
+    # The prompt as the tokenizer encodes a text (its BOS), the response
+    # encoded alone and ended with eos, so that the model learns to stop.
+    ids = encode(tok, response, False)
+    if tok.eos_token_id is not None:
+        ids.append(tok.eos_token_id)
+    return encode(tok, prompt, True), ids
+
+
+def make_sft(args, tok):
+    import numpy as np
+    if args.pack:
+        raise DataFailure(
+            "--pack is not supported: attention here does not read segment "
+            "ids, so a packed row would let each sample attend to the ones "
+            "before it; each sample is padded to its own row")
+    if args.seq < 1:
+        raise DataFailure("--seq %d: the rows need at least one token" %
+                          args.seq)
+    T = args.seq
+    pad = next((t for t in (tok.pad_token_id, tok.eos_token_id)
+                if t is not None), 0)
+    rows, truncated, dropped, samples = [], 0, 0, 0
+    for path in args.inputs:
+        if not path.endswith(".jsonl"):
+            raise DataFailure("%s: sft reads .jsonl files" % path)
+        for n, row in read_rows(path):
+            where = "%s:%d" % (path, n)
+            samples += 1
+            if args.messages_field in row:
+                prompt, response = chat_sample(
+                    tok, row[args.messages_field], where, args.messages_field)
+            else:
+                prompt, response = pair_sample(
+                    tok, field(row, args.prompt_field, where),
+                    field(row, args.response_field, where))
+            ids = prompt + response
+            labels = [IGNORE] * len(prompt) + response
+            if len(ids) > T:
+                if not args.truncate:
+                    raise DataFailure(
+                        "%s: the sample has %d tokens, more than --seq %d "
+                        "(--truncate cuts it)" % (where, len(ids), T))
+                ids, labels = ids[:T], labels[:T]
+                truncated += 1
+            # A row with no label to learn adds nothing to the loss.
+            if all(l == IGNORE for l in labels):
+                dropped += 1
+                continue
+            rows.append((ids, labels))
+    if not samples:
+        raise DataFailure("no samples in %s" % ", ".join(args.inputs))
+    if not rows:
+        raise DataFailure("all %d samples dropped: none has a response token "
+                          "within --seq %d" % (samples, T))
+    ids = np.full((len(rows), T), pad, dtype=np.int64)
+    labels = np.full((len(rows), T), IGNORE, dtype=np.int64)
+    for i, (r, l) in enumerate(rows):
+        ids[i, :len(r)] = r
+        labels[i, :len(l)] = l
+    np.save(args.ids, ids)
+    np.save(args.labels, labels)
+    tokens = sum(len(r) for r, _ in rows)
+    print("zero-data: %s, %s: %d samples, %d rows [%d, %d], %d tokens "
+          "(%d labelled), %d truncated, %d dropped; padding %d" % (
+              args.ids, args.labels, samples, len(rows), len(rows), T,
+              tokens, int((labels != IGNORE).sum()), truncated, dropped,
+              pad))
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        tok = load_tokenizer(args.tokenizer)
+        (make_tokens if args.mode == "tokens" else make_sft)(args, tok)
+    except DataFailure as e:
+        print("zero-data: error: %s" % e, file=sys.stderr)
+        return 1
+    except UnicodeDecodeError as e:
+        print("zero-data: error: input is not UTF-8: %s" % e, file=sys.stderr)
+        return 1
+    except OSError as e:
+        print("zero-data: error: %s: %s" % (e.filename, e.strerror),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""A tiny Hugging Face tokenizer written by the test itself, and the
+reference tokenisation zero-data's output is compared with.
+
+  tiny_tokenizer.py save DIR [--no-pad] [--big]
+  tiny_tokenizer.py check-sft DIR FILE.jsonl T ids.npy labels.npy
+  tiny_tokenizer.py check-tokens DIR FILE... tokens.npy
+"""
+
+import json
+import sys
+
+import numpy as np
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+WORDS = ("the a cat dog sat on mat what did say hello hi how are you fine "
+         "thanks user assistant system : yes no").split()
+CHAT = ("{{ bos_token }}{% for m in messages %}<{{ m['role'] }}> "
+        "{{ m['content'] }} <end> {% endfor %}"
+        "{% if add_generation_prompt %}<assistant> {% endif %}")
+
+
+def save(out, pad=True, big=False):
+    special = ["<unk>", "<s>", "</s>", "<pad>", "<user>", "<assistant>",
+               "<system>", "<end>"]
+    words = WORDS + ["w%d" % i for i in range(70000 if big else 0)]
+    vocab = {w: i for i, w in enumerate(special + words)}
+    t = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    # The tokenizer adds BOS to a text, as Llama's does.
+    t.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", 1)])
+    f = PreTrainedTokenizerFast(
+        tokenizer_object=t, bos_token="<s>", eos_token="</s>",
+        unk_token="<unk>", pad_token="<pad>" if pad else None,
+        additional_special_tokens=special[4:])
+    f.chat_template = CHAT
+    f.save_pretrained(out)
+
+
+def sft_reference(tok, path, T):
+    ids, labels = [], []
+    pad = tok.pad_token_id if tok.pad_token_id is not None else \
+        tok.eos_token_id
+    for line in open(path):
+        row = json.loads(line)
+        if "messages" in row:
+            m = row["messages"]
+            p = tok(tok.apply_chat_template(m[:-1], tokenize=False,
+                                            add_generation_prompt=True),
+                    add_special_tokens=False)["input_ids"]
+            full = tok(tok.apply_chat_template(m, tokenize=False),
+                       add_special_tokens=False)["input_ids"]
+            r = full[len(p):]
+        else:
+            p = tok(row["prompt"])["input_ids"]
+            r = tok(row["response"], add_special_tokens=False)["input_ids"] \
+                + [tok.eos_token_id]
+        i, l = (p + r)[:T], ([-100] * len(p) + r)[:T]
+        ids.append(i + [pad] * (T - len(i)))
+        labels.append(l + [-100] * (T - len(l)))
+    return np.array(ids, np.int64), np.array(labels, np.int64)
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "save":
+        save(args[0], "--no-pad" not in args, "--big" in args)
+        return
+    tok = AutoTokenizer.from_pretrained(args[0])
+    if cmd == "check-sft":
+        ids, labels = sft_reference(tok, args[1], int(args[2]))
+        got_ids, got_labels = np.load(args[3]), np.load(args[4])
+        assert got_ids.dtype == np.int64 and got_labels.dtype == np.int64
+        assert np.array_equal(got_ids, ids), (got_ids, ids)
+        assert np.array_equal(got_labels, labels), (got_labels, labels)
+        print("sft: %d rows equal transformers' tokenisation, %d prompt "
+              "tokens -100" % (len(ids), int(((labels == -100) &
+                                             (ids != tok.pad_token_id)).sum())))
+    elif cmd == "check-tokens":
+        want = []
+        for path in args[1:-1]:
+            docs = [json.loads(l)["text"] for l in open(path)] \
+                if path.endswith(".jsonl") else [open(path).read()]
+            for d in docs:
+                want += tok(d)["input_ids"] + [tok.eos_token_id]
+        got = np.load(args[-1])
+        assert np.array_equal(got, np.array(want)), (got, want)
+        print("tokens: %d equal transformers' tokenisation, %s" % (
+            len(got), got.dtype))
+
+
+if __name__ == "__main__":
+    main()
