@@ -7,9 +7,11 @@
 // CHECK: zero.param @w : tensor<4x3xf32> init normal std 2.000000e-02
 // CHECK: zero.param @b : tensor<3xf32> init zeros
 // CHECK: zero.param @g : tensor<3xf32> init ones compute bf16
+// CHECK: zero.param @f : tensor<3xf32> init ones weight_decay 0.000000e+00 compute bf16 frozen
 zero.param @w : tensor<4x3xf32> init normal std 0.02
 zero.param @b : tensor<3xf32> init zeros
 zero.param @g : tensor<3xf32> init ones compute bf16
+zero.param @f : tensor<3xf32> init ones weight_decay 0.0 compute bf16 frozen
 
 // CHECK-LABEL: zero.train_step @train(
 // CHECK-SAME: %{{.*}}: tensor<8x4xf32>, %{{.*}}: tensor<8xi64>)

@@ -547,7 +547,7 @@ def Zero_StepPhaseOpInterface : OpInterface<"StepPhaseOpInterface"> {
 }
 
 def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
-  let summary = "A trainable parameter";
+  let summary = "A parameter of the model, trainable or frozen";
   let description = [{
     Declares a parameter by name with its shape, master element type and
     initializer (`normal` with `std`, `zeros` or `ones`). Parameters are
@@ -557,6 +557,14 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     is the parameter's own weight decay, which the fused Adam applies to
     its elements instead of the optimizer's (a weight-decay group: `0.0`
     for biases and norm weights, as most training scripts do).
+
+    `frozen` marks a parameter that does not train (PyTorch's
+    `requires_grad=False`): it has no gradient, no reduction, no optimizer
+    state and no master copy, and no step changes it. Under 16-bit compute
+    it is held in its compute type only, rounded once when it is
+    initialized, as DeepSpeed holds frozen weights in the 16-bit model.
+    `zero-autodiff` differentiates nothing that only frozen parameters
+    need; at stage 3 its shard is still gathered where it is used.
 
     `rows` (set by `zero-pad-vocab`) is the number of rows of the parameter
     the user sees: the rows from `rows` on are padding, zero at the start
@@ -568,6 +576,7 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     zero.param @transformer.wte.weight : tensor<50257x768xf32> init normal std 2.000000e-02
     zero.param @transformer.ln_f.bias : tensor<768xf32> init zeros weight_decay 0.000000e+00 compute bf16
     zero.param @transformer.wte.weight : tensor<50304x768xf32> init normal std 2.000000e-02 rows 50257
+    zero.param @model.norm.weight : tensor<64xf32> init ones weight_decay 0.000000e+00 frozen
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
@@ -576,10 +585,12 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
                        OptionalAttr<F64Attr>:$std,
                        OptionalAttr<I64Attr>:$rows,
                        OptionalAttr<F64Attr>:$weight_decay,
-                       OptionalAttr<TypeAttr>:$compute);
+                       OptionalAttr<TypeAttr>:$compute,
+                       UnitAttr:$frozen);
   let assemblyFormat = [{
     $sym_name `:` $type `init` `` $init (`std` $std^)? (`rows` $rows^)?
-    (`weight_decay` $weight_decay^)? (`compute` $compute^)? attr-dict
+    (`weight_decay` $weight_decay^)? (`compute` $compute^)? (`frozen` $frozen^)?
+    attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
