@@ -44,6 +44,22 @@ std::pair<int64_t, int64_t> shareOf(int64_t n, DataShard shard) {
   return {n * shard.rank / shard.world, n * (shard.rank + 1) / shard.world};
 }
 
+/// Items [begin, end) as `a-b` (or `a` alone), for messages.
+std::string spanText(int64_t begin, int64_t end) {
+  return end - begin == 1
+             ? std::to_string(begin)
+             : std::to_string(begin) + "-" + std::to_string(end - 1);
+}
+
+/// Items [first, first + count) of `n` that wrap around, as `a-b` (or
+/// `a-b and c-d` where they wrap), for messages.
+std::string wrappedRange(int64_t first, int64_t count, int64_t n) {
+  int64_t begin = first % n, end = begin + count;
+  if (end <= n)
+    return spanText(begin, end);
+  return spanText(begin, n) + " and " + spanText(0, end - n);
+}
+
 /// Why `v` cannot be a value of the integer input `in` (empty when it
 /// can): it is the ignored index of the input's users (a loss's
 /// ignore_index), or it fits the input's type and lies in [0, index_bound)
@@ -323,6 +339,14 @@ public:
   int64_t wholeRows() const override { return (length - shift) / seq; }
   int64_t itemsPerRow() const override { return seq; }
   const char *unit() const override { return "tok/s"; }
+  int64_t labelsPerRow() const override { return seq; }
+  /// Window k starts at token k * T (as load reads it); the windows'
+  /// tokens and, with next_token, the label after them.
+  std::string describeRows(int64_t first, int64_t count) const override {
+    int64_t start = (first % length) * seq % length;
+    return "windows " + spanText(first, first + count) + " of '" + file->path +
+           "', tokens " + wrappedRange(start, count * seq + shift, length);
+  }
 
 private:
   void openNpy(RawTokenType raw) {
@@ -466,6 +490,11 @@ public:
   int64_t wholeRows() const override { return samples; }
   int64_t itemsPerRow() const override { return xRow; }
   const char *unit() const override { return "tok/s"; }
+  int64_t labelsPerRow() const override { return yRow; }
+  std::string describeRows(int64_t first, int64_t count) const override {
+    return "rows " + wrappedRange(first, count, samples) + " of '" + x.path +
+           "' and '" + y.path + "'";
+  }
 
 private:
   void checkShape(const NpyHeader &h, const InputInfo &in,
@@ -522,7 +551,7 @@ public:
   ArrayData(const Manifest &m, const std::string &xPath,
             const std::string &yPath, int64_t rowsPerStep, DataShard shard,
             const char *option)
-      : m(m) {
+      : m(m), xFile(xPath), yFile(yPath) {
     if (m.inputs.size() != 2 || isIndexType(m.inputs[0].dtype) ||
         !isIndexType(m.inputs[1].dtype) || m.inputs[0].shape.empty() ||
         m.inputs[1].shape.size() != 1 ||
@@ -571,6 +600,11 @@ public:
   int64_t wholeRows() const override { return samples; }
   int64_t itemsPerRow() const override { return 1; }
   const char *unit() const override { return "samples/s"; }
+  int64_t labelsPerRow() const override { return 1; }
+  std::string describeRows(int64_t first, int64_t count) const override {
+    return "rows " + wrappedRange(first, count, samples) + " of '" + xFile +
+           "' and '" + yFile + "'";
+  }
 
 private:
   /// Labels the model can take and finite features, in this rank's share
@@ -618,6 +652,7 @@ private:
   }
 
   const Manifest &m;
+  std::string xFile, yFile;
   NpyArray x, y;
   int64_t rows = 0, rowSize = 0, samples = 0;
   /// Host staging of the inputs (the arena may be device memory).

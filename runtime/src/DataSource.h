@@ -27,6 +27,11 @@ public:
   /// Items (tokens or samples) per row, and their name for throughput.
   virtual int64_t itemsPerRow() const = 0;
   virtual const char *unit() const = 0;
+  /// Labels per row: what a loss without ignore_index averages over.
+  virtual int64_t labelsPerRow() const = 0;
+  /// Where rows [first, first + count) come from, for messages: the files
+  /// and the rows (or token offsets) they read, wrapping around.
+  virtual std::string describeRows(int64_t first, int64_t count) const = 0;
 };
 
 /// Where the data is checked: rank `rank` of `world` checks its share of

@@ -123,6 +123,9 @@ private:
   /// scale `scale` already at its minimum (--on-min-loss-scale); every rank
   /// decides the same.
   bool continueAtMinScale(int64_t step, float scale);
+  /// Why step `step`, whose global batch has no valid label, stops the run:
+  /// the rows it read and where they come from.
+  std::string noLabelsMessage(int64_t step) const;
   /// The mean loss of the evaluation step over the held-out batches, their
   /// micro steps and the ranks (collective).
   double evaluate();
@@ -694,6 +697,12 @@ bool Driver::trainSteps() {
       noteProgress(step);
     float scale = zrt_loss_scaler_scale(&ctx.scaler);
     StepTimes times = runStep(step);
+    // The count is all-reduced: every rank stops here together.
+    if (ctx.noLabels) {
+      if (ctx.rank == 0)
+        error(noLabelsMessage(step));
+      return false;
+    }
     progress.step = step;
     progress.dataPosition += batchRows().perStep;
 
@@ -821,7 +830,10 @@ StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
   r.nextScale = zrt_loss_scaler_scale(&ctx.scaler);
   r.dynamicScale = ctx.scaler.dynamic;
   r.skipped = ctx.skipped;
-  r.noLabels = ctx.noLabels;
+  // The count the loss divides by: the valid labels of the global batch,
+  // or every label of it without ignore_index.
+  r.tokens = program->count_labels ? ctx.stepLabels
+                                   : batchRows().perStep * data->labelsPerRow();
   r.overflow = ctx.overflow;
   r.adamSteps = ctx.adamSteps;
   // The learning rate this step applied, or would have (a skipped step
@@ -832,6 +844,23 @@ StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
   r.lr = zrt_lr_at(scheduled ? &m.schedule : nullptr, m.lr, &r.beta1, &r.beta2,
                    ctx.skipped ? ctx.adamSteps + 1 : ctx.adamSteps);
   return r;
+}
+
+std::string Driver::noLabelsMessage(int64_t step) const {
+  const Manifest &m = manifest;
+  BatchRows rows = batchRows();
+  std::string ignored;
+  for (const InputInfo &in : m.inputs)
+    if (in.ignoredIndex && ignored.empty())
+      ignored = " " + std::to_string(*in.ignoredIndex);
+  return "step " + std::to_string(step) +
+         ": every label of the global batch is ignore_index" + ignored +
+         ", so its loss, the mean over its valid labels, is 0/0: " +
+         data->describeRows(progress.dataPosition, rows.perStep) + " (" +
+         std::to_string(ctx.world) + " rank(s) x " +
+         std::to_string(m.accumulationSteps) + " micro step(s) x " +
+         std::to_string(rows.local) +
+         " rows); give each global batch at least one label to learn";
 }
 
 bool Driver::continueAtMinScale(int64_t step, float scale) {

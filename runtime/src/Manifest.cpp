@@ -820,8 +820,9 @@ int32_t zrt::updateLossScale(zrt_ctx *ctx, const float *stats) {
   ctx->overflowAtMinScale = ctx->overflow && s.dynamic &&
                             (s.delayed_shift == 1 || s.cur_hysteresis == 1) &&
                             s.cur_scale == s.min_scale;
-  // A global batch without a valid label has nothing to learn: skipped,
-  // with the loss scale unchanged (its zero gradient is no overflow).
+  // A global batch without a valid label has no loss: its optimizer step
+  // is not taken, the loss scale unchanged (its zero gradient is no
+  // overflow), and the driver stops the run at it.
   int32_t skip = ctx->noLabels ? 1 : zrt_update_loss_scale(&ctx->scaler, seen);
   ctx->skipped = skip != 0;
   if (!skip)

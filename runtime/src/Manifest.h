@@ -294,7 +294,8 @@ struct zrt_ctx {
   int32_t lossCount = 0;
   float stats[2] = {0, 0};
   bool overflow = false, skipped = false;
-  /// No valid label in the global batch: the step is skipped.
+  /// No valid label in the global batch: the step takes no optimizer step
+  /// and the driver stops the run.
   bool noLabels = false;
   /// An overflow while the loss scale already was at its minimum and the
   /// hysteresis exhausted: where DeepSpeed raises.

@@ -116,6 +116,7 @@ void StepLog::write(const StepRecord &r) {
   const Manifest &m = manifest;
   nlohmann::json line = {{"step", r.step},
                          {"loss", r.loss},
+                         {"tokens", r.tokens},
                          {"loss_scale", r.scale},
                          {"next_loss_scale", r.nextScale},
                          {"skipped", r.skipped},
@@ -172,11 +173,7 @@ void StepLog::print(const StepRecord &r) {
   if (r.skipped && writes) {
     // Never silent, not even with --quiet.
     bool staticScale = m.precision == "fp16" && !r.dynamicScale;
-    if (r.noLabels)
-      std::printf("step %lld skipped: every label of the global batch is "
-                  "ignore_index; parameters unchanged\n",
-                  (long long)r.step);
-    else if (r.dynamicScale)
+    if (r.dynamicScale)
       std::printf("step %lld skipped: gradient overflow, loss scale %g -> "
                   "%g\n",
                   (long long)r.step, double(r.scale), double(r.nextScale));
@@ -188,7 +185,7 @@ void StepLog::print(const StepRecord &r) {
       std::printf("step %lld SKIPPED: non-finite gradients (inf/NaN) at %s "
                   "precision; parameters unchanged\n",
                   (long long)r.step, m.precision.c_str());
-    if (!r.noLabels && !r.dynamicScale && !staticScale && nonFiniteSkips++ == 0)
+    if (!r.dynamicScale && !staticScale && nonFiniteSkips++ == 0)
       firstNonFiniteSkip = r.step;
     std::fflush(stdout);
   }

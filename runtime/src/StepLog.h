@@ -31,8 +31,9 @@ struct StepRecord {
   /// Whether the loss scale is dynamic (the scaler's mode).
   bool dynamicScale = false;
   bool skipped = false, overflow = false;
-  /// Skipped because no label of the global batch was valid.
-  bool noLabels = false;
+  /// The labels the loss averages over: the valid labels of the global
+  /// batch (every rank and micro step).
+  int64_t tokens = 0;
   double gradNorm = 0.0;
   /// The slowest rank's wall times (ms): the step, its micro steps and its
   /// boundary.

@@ -4,9 +4,10 @@ does: the zero-model-gen MLP (x @ W + b, ReLU between layers or SiLU with
 --activation silu, mean softmax cross-entropy), float64 forward and
 backward, and torch.optim.Adam/AdamW's update rule, on the same data order (consecutive rows of the global batch,
 wrapping). Reads the initial weights with its own safetensors parser and
-compares the losses of --log and the weights of --final. With
---ignore-index, the loss is the mean over the labels other than it of the
-whole global batch, and a global batch without one skips its step."""
+compares the losses of --log and the weights of --final, and each step's
+`tokens` with the labels its loss averages over. With --ignore-index, the
+loss is the mean over the labels other than it of the whole global batch;
+a global batch without one stops the run, so the log never holds it."""
 
 import argparse
 import json
@@ -89,7 +90,7 @@ def main():
     log = [json.loads(line) for line in open(args.log)]
 
     worst_loss = 0.0
-    adam_steps = skipped = 0
+    adam_steps = 0
     for step, entry in enumerate(log, start=1):
         rows = [(((step - 1) * args.batch) + i) % len(x_all)
                 for i in range(args.batch)]
@@ -108,17 +109,18 @@ def main():
         z = h - h.max(axis=1, keepdims=True)
         logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         # torch's cross_entropy(ignore_index=...): the mean over the rows
-        # that count; none counting skips the step (loss 0, no update).
+        # that count.
         valid = y != args.ignore_index if args.ignore_index is not None \
             else np.ones(len(y), dtype=bool)
         count = int(valid.sum())
         if count == 0:
-            if not entry["skipped"] or entry["loss"] != 0.0:
-                print("FAIL: step %d has no valid label: want skipped with "
-                      "loss 0, got %s" % (step, entry))
-                sys.exit(1)
-            skipped += 1
-            continue
+            print("FAIL: step %d has no valid label, but the run logged it: "
+                  "%s" % (step, entry))
+            sys.exit(1)
+        if entry["tokens"] != count:
+            print("FAIL: step %d: tokens %s, the reference counts %d valid "
+                  "labels" % (step, entry["tokens"], count))
+            sys.exit(1)
         rows_valid = np.arange(len(y))[valid]
         loss = -logp[rows_valid, y[valid]].sum() / count
         # Backward.
@@ -171,8 +173,6 @@ def main():
         sys.exit(1)
     print("%d steps match the numpy reference: losses within %g relative, "
           "weights within %g" % (len(log), args.tol, args.tol))
-    if skipped:
-        print("%d step(s) without a valid label skipped" % skipped)
     if decays:
         print("weight-decay groups: %d parameters with their own decay (%s)" %
               (len(decays), ", ".join(sorted(set("%g" % d for d in

@@ -315,9 +315,10 @@ def ZeroTokenMeanPass : Pass<"zero-token-mean", "::mlir::ModuleOp"> {
     for each (the program's label count function), and the first micro
     step sums the counts with one all-reduce of an int64, before the
     backward. A global batch whose every label is `ignore_index` (`N = 0`)
-    has loss 0 and zero gradients, and the runtime skips its optimizer step
-    with a message: no NaN reaches the weights. On one rank with one micro
-    step the share is 1 and the step is that of the loss op alone.
+    has no mean: its loss is 0 and its gradients zero, the runtime takes no
+    optimizer step and stops every rank with an error naming the step and
+    the rows it read, so no NaN reaches the weights. On one rank with one
+    micro step the share is 1 and the step is that of the loss op alone.
 
     Runs after `zero-grad-sync`, which fixes the world size and the
     accumulation steps. The loss must be the op's result itself, used by
