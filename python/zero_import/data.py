@@ -14,6 +14,7 @@ else 0), labelled -100.
 """
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -89,12 +90,29 @@ def load_tokenizer(path):
             path, str(e).splitlines()[0] if str(e) else type(e).__name__))
 
 
+def read_text(path):
+    """The text of `path` as open(path, encoding="utf-8") reads it
+    (universal newlines); bytes that are not UTF-8 name their line and
+    column."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        before = data[:e.start].decode("utf-8")
+        before = before.replace("\r\n", "\n").replace("\r", "\n")
+        raise DataFailure("%s:%d:%d: not UTF-8 text (byte 0x%02x)" % (
+            path, before.count("\n") + 1,
+            len(before) - before.rfind("\n"), data[e.start]))
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+
+
 def read_rows(path):
     """(line, value) of each document in a file: a .txt file's whole text,
     or each non-blank line of a .jsonl file as a JSON object."""
     if not os.path.isfile(path):
         raise DataFailure("%s: no such file" % path)
-    with open(path, encoding="utf-8") as f:
+    with read_text(path) as f:
         if not path.endswith(".jsonl"):
             yield 1, f.read()
             return
@@ -157,6 +175,13 @@ def chat_sample(tok, messages, where, name):
             isinstance(m, dict) and "role" in m for m in messages):
         raise DataFailure("%s: field \"%s\" is not a list of messages with "
                           "a role" % (where, name))
+    # A template renders a missing content as nothing: a silent empty turn.
+    for i, m in enumerate(messages, 1):
+        if not isinstance(m.get("content"), str):
+            raise DataFailure("%s: message %d of \"%s\" (%s) %s" % (
+                where, i, name, m["role"], "has no \"content\""
+                if "content" not in m else "has a \"content\" that is not "
+                "a string"))
     last = max((i for i, m in enumerate(messages)
                 if m["role"] == "assistant"), default=None)
     if last is None:
