@@ -127,8 +127,13 @@ private:
   /// the rows it read and where they come from.
   std::string noLabelsMessage(int64_t step) const;
   /// The mean loss of the evaluation step over the held-out batches, their
-  /// micro steps and the ranks (collective).
-  double evaluate();
+  /// micro steps and the ranks, and for a loss over valid labels their
+  /// count (-1 otherwise) (collective).
+  struct Evaluation {
+    double loss;
+    int64_t tokens;
+  };
+  Evaluation evaluate();
   /// Evaluates the initial or resumed weights when there is no step to
   /// train, and logs it as the current step.
   bool evaluateOnly();
@@ -630,7 +635,7 @@ Driver::BatchRows Driver::batchRows() const {
   return {local, local * ctx.world, local * ctx.world * m.accumulationSteps};
 }
 
-double Driver::evaluate() {
+Driver::Evaluation Driver::evaluate() {
   const Manifest &m = manifest;
   BatchRows rows = batchRows();
   double start = ctx.tracing ? ctx.nowUs() : 0.0;
@@ -639,10 +644,22 @@ double Driver::evaluate() {
   ctx.lossSum = 0.0;
   ctx.lossCount = 0;
   ctx.evaluating = true;
+  // The valid labels of the held-out batches, counted as a step's are (in
+  // the slot of micro batch 0, which the step has finished with).
+  int64_t labels = 0;
+  int32_t micro0 = ctx.micro;
+  if (program->count_labels)
+    ctx.microLabels.assign(m.accumulationSteps, 0);
   for (int64_t batch = 0; batch < evalBatches; ++batch)
     for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
       evalData->load(ctx, batch * rows.perStep + micro * rows.perMicro +
                               ctx.rank * rows.local);
+      if (program->count_labels) {
+        ctx.micro = 0;
+        program->count_labels(&ctx);
+        labels += ctx.microLabels[0];
+        ctx.micro = micro0;
+      }
       program->eval_step(&ctx);
     }
   ctx.evaluating = false;
@@ -653,17 +670,21 @@ double Driver::evaluate() {
   // The same arithmetic as the training loss, so that a batch evaluated
   // before a step gives that step's loss bit for bit.
   double local = ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, sum = 0.0;
+  int64_t tokens = -1;
   {
     WaitScope watched(ctx.waitState, "the evaluation loss all-reduce");
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (program->count_labels)
+      MPI_Allreduce(&labels, &tokens, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   }
   if (ctx.tracing)
     ctx.trace.push_back({"eval", start, ctx.nowUs() - start});
-  return sum / ctx.world;
+  return {sum / ctx.world, tokens};
 }
 
 bool Driver::evaluateOnly() {
-  stepLog->evaluation(progress.step, evaluate());
+  Evaluation e = evaluate();
+  stepLog->evaluation(progress.step, e.loss, e.tokens);
   return true;
 }
 
@@ -810,7 +831,11 @@ StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
                     local.microMs, local.boundaryMs};
   double all[4];
   r.evaluated = evaluating;
-  r.evalLoss = evaluating ? evaluate() : 0.0;
+  if (evaluating) {
+    Evaluation e = evaluate();
+    r.evalLoss = e.loss;
+    r.evalTokens = e.tokens;
+  }
   r.peakBytes = zrt_memory_peak_bytes();
   {
     WaitScope watched(ctx.waitState, "the step's loss/time/peak all-reduce");

@@ -145,6 +145,8 @@ void StepLog::write(const StepRecord &r) {
   }
   if (r.evaluated)
     line["eval_loss"] = r.evalLoss;
+  if (r.evaluated && r.evalTokens >= 0)
+    line["eval_tokens"] = r.evalTokens;
   std::fprintf(log, "%s\n", line.dump().c_str());
   std::fflush(log);
 }
@@ -191,9 +193,11 @@ void StepLog::print(const StepRecord &r) {
   }
 }
 
-void StepLog::evaluation(int64_t step, double loss) {
+void StepLog::evaluation(int64_t step, double loss, int64_t tokens) {
   if (log) {
     nlohmann::json line = {{"step", step}, {"eval_loss", loss}};
+    if (tokens >= 0)
+      line["eval_tokens"] = tokens;
     std::fprintf(log, "%s\n", line.dump().c_str());
     std::fflush(log);
   }

@@ -48,9 +48,12 @@ struct StepRecord {
   /// step applied, or would have (a skipped step does not advance the
   /// schedule).
   double lr = 0.0, beta1 = 0.0, beta2 = 0.0;
-  /// Whether the step ended with an evaluation, and its loss.
+  /// Whether the step ended with an evaluation, its loss and, for a loss
+  /// over valid labels, their count over the held-out batches (-1: not
+  /// one).
   bool evaluated = false;
   double evalLoss = 0.0;
+  int64_t evalTokens = -1;
 };
 
 class StepLog {
@@ -75,8 +78,9 @@ public:
   void write(const StepRecord &r);
   /// The progress line of a step and a skipped step's note.
   void print(const StepRecord &r);
-  /// The report of an evaluation without training, as that of step `step`.
-  void evaluation(int64_t step, double loss);
+  /// The report of an evaluation without training, as that of step `step`
+  /// (`tokens` as StepRecord's evalTokens).
+  void evaluation(int64_t step, double loss, int64_t tokens);
   /// At the end of the run: how many steps were skipped for non-finite
   /// gradients at fp32/bf16 (no loss scaler explains them), where a reader
   /// of the output looks first.
