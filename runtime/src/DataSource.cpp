@@ -344,7 +344,8 @@ public:
   /// tokens and, with next_token, the label after them.
   std::string describeRows(int64_t first, int64_t count) const override {
     int64_t start = (first % length) * seq % length;
-    return "windows " + spanText(first, first + count) + " of '" + file->path +
+    return (count == 1 ? "window " : "windows ") +
+           spanText(first, first + count) + " of '" + file->path +
            "', tokens " + wrappedRange(start, count * seq + shift, length);
   }
 

@@ -1375,6 +1375,15 @@ TEST(DataSourceTest, TokenLabelConventions) {
   EXPECT_EQ(x, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(y, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(data->wholeRows(), 2);
+  EXPECT_EQ(data->labelsPerRow(), 4);
+  // Where a global batch's rows come from: windows and their tokens (the
+  // label after them included), wrapping around the file.
+  EXPECT_EQ(data->describeRows(0, 2),
+            "windows 0-1 of '" + dir + "/t.bin', tokens 0-8");
+  EXPECT_EQ(data->describeRows(3, 1),
+            "window 3 of '" + dir + "/t.bin', tokens 3-7");
+  EXPECT_EQ(data->describeRows(2, 2),
+            "windows 2-3 of '" + dir + "/t.bin', tokens 8 and 0-7");
 
   // The same window as ids and labels, and no token after it needed.
   Manifest same = tokenManifest("same_tokens");
@@ -1421,6 +1430,12 @@ TEST(DataSourceTest, TokenArraysWithIgnoredLabels) {
   auto [x, y] = loaded(*data, 2);
   EXPECT_EQ(x, (std::vector<int64_t>{9, 0, 1, 2, 1, 2, 3, 4}));
   EXPECT_EQ(y, (std::vector<int64_t>{-100, -100, 2, 3, 2, 3, 4, -100}));
+  EXPECT_EQ(data->labelsPerRow(), 4);
+  EXPECT_EQ(data->describeRows(2, 2), "rows 2 and 0 of '" + dir +
+                                          "/ids.npy' and '" + dir +
+                                          "/labels.npy'");
+  EXPECT_EQ(data->describeRows(4, 2),
+            "rows 1-2 of '" + dir + "/ids.npy' and '" + dir + "/labels.npy'");
   // Without an ignored index in the manifest, -100 is refused.
   Manifest strict = tokenManifest("next_token");
   EXPECT_EQ(errorOf([&] {
