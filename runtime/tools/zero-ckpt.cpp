@@ -487,8 +487,11 @@ int run(int argc, char **argv) {
     if (out.empty() && (optimizerStates || computeDtype))
       throw UsageError(std::string(optimizerStates ? "--optimizer-states"
                                                    : "--compute-dtype") +
-                       " goes with -o; --hf and --adapters write the fp32 "
-                       "weights that from_pretrained loads");
+                       " goes with -o; " +
+                       (hfOut.empty() ? "--adapters writes the fp32 adapters "
+                                        "that PeftModel.from_pretrained loads"
+                                      : "--hf writes the fp32 weights that "
+                                        "from_pretrained loads"));
     if (!maxShardSize.empty() && hfOut.empty())
       throw UsageError("--max-shard-size goes with --hf");
     int64_t maxShardBytes = parseShardSize(
