@@ -168,6 +168,12 @@ def main(argv=None):
         args.output, total, len(g.params), len(g.ops),
         "weights in " + weights_path if weights is not None else
         "no weights (--no-weights)"))
+    if g.frozen:
+        frozen = [(n, shape) for n, shape, _ in g.params if n in g.frozen]
+        print("zero-import: %d parameters in %d tensors frozen "
+              "(requires_grad=False), %d trainable" % (
+                  sum(math.prod(shape) for _, shape in frozen), len(frozen),
+                  total - sum(math.prod(shape) for _, shape in frozen)))
     if g.compute:
         print("zero-import: %d of %d parameter tensors kept in float32 (the "
               "model's _keep_in_fp32_modules), the others computing in %s" % (

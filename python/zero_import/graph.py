@@ -79,6 +79,7 @@ class Graph:
         self.args = []  # block arguments (Syms), in order
         self.params = []  # (name, shape, init text), declaration order
         self.compute = {}  # parameter name -> the dtype it computes in
+        self.frozen = set()  # names of the parameters that do not train
         # (config.json text, {tied name: parameter}) of a Hugging Face
         # model, which the module's zero.hf_model records; None otherwise.
         self.hf_model = None
@@ -406,9 +407,10 @@ def print_module(graph, loss, optimizer, precision, clip, header,
             *graph.hf_model)
     for name, shape, init in graph.params:
         compute = graph.compute.get(name)
-        out.append("  zero.param @%s : %s init %s%s" % (
+        out.append("  zero.param @%s : %s init %s%s%s" % (
             symbol(name), tensor_type(shape, "f32"), init,
-            " compute " + compute if compute else ""))
+            " compute " + compute if compute else "",
+            " frozen" if name in graph.frozen else ""))
     step = "  zero.train_step @train(%s) optimizer %s precision %s" % (
         ", ".join(args), optimizer, precision)
     if clip:

@@ -197,6 +197,10 @@ def lower_step(module, g_fx, loss_output, weight_of, init_of=None):
         else:
             g.params.append((name, tuple(t.shape), init_text(t)))
             weights.append((name, t.numpy()))
+    if g.params and all(name in g.frozen for name, _, _ in g.params):
+        raise ImportFailure("every parameter reaching the loss is frozen "
+                            "(requires_grad=False): the step has nothing "
+                            "to train")
     for a in g.args:
         if a.shape[0] <= 0:
             raise ImportFailure("input '%s' has an empty batch" % a.arg)
