@@ -229,6 +229,7 @@ ParamInfo toParam(const manifest::Param &w) {
   info.partition = w.partition;
   info.offset = w.offset;
   info.weightDecay = w.weightDecay.value_or(-1.0);
+  info.frozen = w.frozen.value_or(false);
   if (w.rows) {
     info.rows = *w.rows;
     if (info.shape.empty() || info.rows < 1 || info.rows >= info.shape[0])
@@ -410,6 +411,24 @@ Manifest Manifest::parse(const std::string &text) {
     m.params.push_back(toParam(p));
   for (size_t i = 0; i < w.partitions.size(); ++i)
     m.partitions.push_back(toPartition(w.partitions[i], i));
+  // A partition is frozen when its parameters are; none mixes them.
+  for (PartitionInfo &part : m.partitions) {
+    const ParamInfo *first = nullptr;
+    for (const ParamInfo &p : m.params) {
+      if (p.partition < 0 || size_t(p.partition) >= m.partitions.size() ||
+          &m.partitions[size_t(p.partition)] != &part)
+        continue;
+      if (first && first->frozen != p.frozen)
+        invalid("partition '" + part.name + "' mixes frozen parameter '" +
+                (p.frozen ? p : *first).name + "' with trainable '" +
+                (p.frozen ? *first : p).name + "'");
+      if (!first)
+        first = &p;
+    }
+    part.frozen = first && first->frozen;
+    if (part.frozen)
+      part.paramsAreMasters = part.computeDtype == ZRT_F32;
+  }
   const manifest::Plan &plan = w.plan;
   m.persistentBytes = plan.persistentBytes;
   m.arenaBytes = plan.arenaBytes;
@@ -463,9 +482,17 @@ Manifest Manifest::parse(const std::string &text) {
     // it lives where Adam runs (both on the device, or both in host memory;
     // never with the states in the swap file).
     bool nvme = optimizerNvme > 0;
-    if (p.paramsAreMasters !=
-        (p.computeDtype == ZRT_F32 && !nvme && !p.onNvme[kParams] &&
-         p.offloaded() == p.paramsOnHost()))
+    if (p.frozen) {
+      // No step changes it: only its parameters, wherever they live.
+      for (int k = 0; k < kNumBufferKinds; ++k)
+        if (k != kParams && p.hasBuffer(BufferKind(k)))
+          invalid("frozen partition '" + p.name + "' has a " + kBufferNames[k] +
+                  " buffer (only params)");
+      if (!p.hasBuffer(kParams))
+        invalid("frozen partition '" + p.name + "' has no params buffer");
+    } else if (p.paramsAreMasters !=
+               (p.computeDtype == ZRT_F32 && !nvme && !p.onNvme[kParams] &&
+                p.offloaded() == p.paramsOnHost()))
       invalid("partition '" + p.name + "' " +
               (p.paramsAreMasters ? "has no" : "has a") +
               " master buffer with compute dtype " + p.computeDtypeName +
@@ -499,7 +526,8 @@ Manifest Manifest::parse(const std::string &text) {
                 std::to_string(want));
     };
     need(kParams, fullParams);
-    need(kGrads, fullGrads);
+    if (!p.frozen)
+      need(kGrads, fullGrads);
     for (BufferKind k : {kMaster, kExpAvg, kExpAvgSq, kHostGrads, kHostParams})
       if (p.hasBuffer(k))
         need(k, fullMaster);

@@ -62,6 +62,8 @@ struct ParamInfo {
   double weightDecay = -1.0;
   /// Rows without padding (-1: not padded); the padding rows follow them.
   int64_t rows = -1;
+  /// It does not train: no gradient, optimizer state or master copy.
+  bool frozen = false;
   /// The shape and element count of its weights in weights files.
   std::vector<int64_t> exportShape() const {
     return unpaddedShape(shape, rows);
@@ -96,6 +98,11 @@ struct PartitionInfo {
   /// fp32 parameters are their own masters: there is no master buffer and
   /// the owned part of params is what Adam updates, exports and saves.
   bool paramsAreMasters = false;
+  /// Its parameters are frozen: it has only a params buffer, which no step
+  /// changes. Its owned values are what exports and checkpoints read:
+  /// fp32 params as the masters, 16-bit ones widened exactly (there are no
+  /// fp32 masters to round them from).
+  bool frozen = false;
   /// Which buffers the manifest lists, and which of them live in the host
   /// arena (an offloaded optimizer) or, at offsets[kind] of the rank's swap
   /// file, on NVMe.

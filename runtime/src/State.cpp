@@ -4,7 +4,9 @@
 //
 // The 16-bit params are always the cast of the fp32 masters (initialization
 // writes both, Adam writes the copy even for skipped steps): whoever restores
-// masters restores the params with castOwnedParams.
+// masters restores the params with castOwnedParams. A frozen partition has
+// no masters: its 16-bit params are rounded once from the fp32 initial
+// values and read back widened, which is exact.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,7 +69,7 @@ void zrt::loadBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind, void *dst,
 void zrt::castOwnedParams(zrt_ctx &ctx, int32_t p) {
   const Manifest &m = *ctx.manifest;
   const PartitionInfo &part = m.partitions[size_t(p)];
-  if (part.paramsAreMasters)
+  if (part.paramsAreMasters || part.frozen)
     return;
   int64_t n = m.owned(part, ctx.rank).size();
   if (part.paramsOffloaded()) {
@@ -132,6 +134,36 @@ BufferKind zrt::masterKind(const zrt_ctx &ctx, int32_t p) {
                                                               : kMaster;
 }
 
+void zrt::loadOwnedMasters(const zrt_ctx &ctx, int32_t p, float *dst) {
+  const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
+  int64_t n = ctx.manifest->owned(part, ctx.rank).size();
+  if (!part.frozen || part.paramsAreMasters) {
+    loadBuffer(ctx, p, masterKind(ctx, p), dst, ownedMasters(ctx, p), n * 4);
+    return;
+  }
+  std::vector<char> params(size_t(n * part.computeBytes));
+  loadBuffer(ctx, p, kParams, params.data(), ownedParams(ctx, p),
+             n * part.computeBytes);
+  dispatchFloat(part.computeDtype, [&](auto tag) {
+    toFloat(reinterpret_cast<const decltype(tag) *>(params.data()), dst, n);
+  });
+}
+
+void zrt::storeOwnedMasters(zrt_ctx &ctx, int32_t p, const float *src) {
+  const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
+  int64_t n = ctx.manifest->owned(part, ctx.rank).size();
+  if (!part.frozen || part.paramsAreMasters) {
+    storeBuffer(ctx, p, masterKind(ctx, p), ownedMasters(ctx, p), src, n * 4);
+    return;
+  }
+  std::vector<char> params(size_t(n * part.computeBytes));
+  dispatchFloat(part.computeDtype, [&](auto tag) {
+    fromFloat(src, reinterpret_cast<decltype(tag) *>(params.data()), n);
+  });
+  storeBuffer(ctx, p, kParams, ownedParams(ctx, p), params.data(),
+              n * part.computeBytes);
+}
+
 //===----------------------------------------------------------------------===//
 // Initialization and export
 //===----------------------------------------------------------------------===//
@@ -162,8 +194,9 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
     }
     for (int kind = 0; kind < kNumBufferKinds; ++kind)
       zeroBuffer(ctx, p, BufferKind(kind));
-    // fp32 params are their own masters, written below.
-    if (!part.paramsAreMasters)
+    // fp32 params are their own masters, written below; a frozen 16-bit
+    // partition has none (its params are rounded once, below).
+    if (part.hasBuffer(kMaster))
       storeBuffer(ctx, p, kMaster, ctx.buffer<float>(p, kMaster),
                   values.data() + (own.begin - need.begin),
                   own.size() * int64_t(sizeof(float)));
@@ -194,14 +227,11 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
   std::vector<std::vector<float>> layouts(m.partitions.size());
   for (size_t p = 0; p < m.partitions.size(); ++p) {
     const PartitionInfo &part = m.partitions[p];
-    const float *master = ownedMasters(ctx, int32_t(p));
     std::vector<float> &full = layouts[p];
-    BufferKind kind = masterKind(ctx, int32_t(p));
     if (m.stage == 0) {
       if (ctx.rank == 0) {
         full.resize(size_t(part.numel));
-        loadBuffer(ctx, int32_t(p), kind, full.data(), master,
-                   part.numel * int64_t(sizeof(float)));
+        loadOwnedMasters(ctx, int32_t(p), full.data());
       }
       continue;
     }
@@ -210,9 +240,7 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
             (long long)part.shardNumel);
     // Each rank's owned masters padded to a full shard.
     std::vector<float> shard(size_t(part.shardNumel), 0.0f);
-    Range own = m.owned(part, ctx.rank);
-    loadBuffer(ctx, int32_t(p), kind, shard.data(), master,
-               own.size() * int64_t(sizeof(float)));
+    loadOwnedMasters(ctx, int32_t(p), shard.data());
     if (ctx.rank == 0)
       full.resize(size_t(part.shardNumel) * size_t(ctx.world));
     MPI_Gather(shard.data(), int(part.shardNumel), MPI_FLOAT, full.data(),

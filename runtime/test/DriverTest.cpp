@@ -11,10 +11,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint/Format.h"
+#include "Checkpoint/Rank.h"
 #include "Checkpoint/Reader.h"
 #include "DataSource.h"
 #include "Files.h"
 #include "Manifest.h"
+#include "State.h"
+#include "Types.h"
 #include "WeightFiles.h"
 
 #include <gtest/gtest.h>
@@ -1316,6 +1319,209 @@ TEST(UniversalCheckpointTest, Format2LoadsOnlyIntoItsOwnProgram) {
             }).find("has format 2, which records no parameters"),
             std::string::npos);
   std::system(("rm -rf " + root).c_str());
+}
+
+//===----------------------------------------------------------------------===//
+// Frozen parameters
+//===----------------------------------------------------------------------===//
+
+/// A bf16 step on one rank at stage 0: w [2, 4] trains (params, grads,
+/// masters and moments), b [6] is frozen in a partition of its own that
+/// holds only its params. `frozenB` false: b trains in a partition like w's.
+nlohmann::json frozenManifest(bool frozenB = true) {
+  nlohmann::json j = tinyManifest(0, 1);
+  j["precision"]["kind"] = "bf16";
+  j["params"][1]["shape"] = {6};
+  j["params"][1]["numel"] = 6;
+  j["params"][1]["init"] = "normal";
+  j["params"][1]["std"] = 0.3;
+  j["params"][1]["partition"] = 1;
+  j["params"][1]["offset"] = 0;
+  if (frozenB)
+    j["params"][1]["frozen"] = true;
+  nlohmann::json w = {{"name", "flat"},
+                      {"numel", 8},
+                      {"padded_numel", 8},
+                      {"shard_numel", 8},
+                      {"compute_dtype", "bf16"},
+                      {"params", {"w"}},
+                      {"buffers",
+                       {{"params", 0},
+                        {"grads", 16},
+                        {"master", 32},
+                        {"exp_avg", 64},
+                        {"exp_avg_sq", 96}}},
+                      {"buffer_numel",
+                       {{"params", 8},
+                        {"grads", 8},
+                        {"master", 8},
+                        {"exp_avg", 8},
+                        {"exp_avg_sq", 8}}}};
+  nlohmann::json b = {{"name", "flat_1"},
+                      {"numel", 6},
+                      {"padded_numel", 6},
+                      {"shard_numel", 6},
+                      {"compute_dtype", "bf16"},
+                      {"params", {"b"}},
+                      {"buffers", {{"params", 128}}},
+                      {"buffer_numel", {{"params", 6}}}};
+  if (!frozenB) {
+    b["buffers"] = {{"params", 128},
+                    {"grads", 144},
+                    {"master", 160},
+                    {"exp_avg", 192},
+                    {"exp_avg_sq", 224}};
+    b["buffer_numel"] = {{"params", 6},
+                         {"grads", 6},
+                         {"master", 6},
+                         {"exp_avg", 6},
+                         {"exp_avg_sq", 6}};
+  }
+  j["partitions"] = {w, b};
+  j["plan"] = {
+      {"persistent_bytes", 256}, {"arena_bytes", 64}, {"peak_bytes", 320}};
+  return j;
+}
+
+TEST(FrozenTest, ManifestMarksFrozenPartitions) {
+  Manifest m = Manifest::parse(frozenManifest().dump());
+  EXPECT_FALSE(m.params[0].frozen);
+  EXPECT_TRUE(m.params[1].frozen);
+  EXPECT_FALSE(m.partitions[0].frozen);
+  const PartitionInfo &b = m.partitions[1];
+  EXPECT_TRUE(b.frozen);
+  // No masters: the bf16 params are all it has.
+  EXPECT_FALSE(b.paramsAreMasters);
+  EXPECT_FALSE(b.hasBuffer(kMaster));
+  EXPECT_FALSE(b.hasBuffer(kGrads));
+  // An fp32 frozen partition's params are its values, as a master's.
+  nlohmann::json j = frozenManifest();
+  j["partitions"][1]["compute_dtype"] = "f32";
+  j["partitions"][1]["buffers"]["params"] = 160;
+  EXPECT_TRUE(Manifest::parse(j.dump()).partitions[1].paramsAreMasters);
+
+  auto error = [](const nlohmann::json &j) {
+    return errorOf([&] { Manifest::parse(j.dump()); });
+  };
+  j = frozenManifest();
+  j["partitions"][1]["buffers"]["grads"] = 144;
+  j["partitions"][1]["buffer_numel"]["grads"] = 6;
+  EXPECT_NE(error(j).find("frozen partition 'flat_1' has a grads buffer "
+                          "(only params)"),
+            std::string::npos);
+  // A partition is frozen or trains as a whole.
+  j = frozenManifest(false);
+  j["params"][0]["frozen"] = true;
+  j["params"][1]["partition"] = 0;
+  j["params"][1]["offset"] = 2;
+  j["params"][0]["numel"] = 2;
+  j["params"][0]["shape"] = {2};
+  EXPECT_NE(error(j).find("partition 'flat' mixes frozen parameter 'w' with "
+                          "trainable 'b'"),
+            std::string::npos);
+  j = frozenManifest();
+  j["params"][1]["frozen"] = "yes";
+  EXPECT_NE(error(j).find("key 'params[1].frozen' must be true or false"),
+            std::string::npos);
+}
+
+/// A context on the host arrays of `m` (the CPU backend's device memory).
+struct HostContext {
+  explicit HostContext(const Manifest &m)
+      : persistent(size_t(m.persistentBytes), 0) {
+    ctx.manifest = &m;
+    ctx.persistent = persistent.data();
+  }
+  std::vector<char> persistent;
+  zrt_ctx ctx;
+};
+
+// A frozen bf16 parameter is initialized in fp32 and rounded once; exports
+// and checkpoints widen it exactly, and a resume restores it bitwise.
+TEST(FrozenTest, InitializesSavesAndRestoresBitwise) {
+  Manifest m = Manifest::parse(frozenManifest().dump());
+  HostContext host(m);
+  zrt_ctx &ctx = host.ctx;
+  initializeParameters(ctx, 7, nullptr);
+  const BF16 *b = ctx.buffer<BF16>(1, kParams);
+  std::vector<float> widened(6);
+  for (int e = 0; e < 6; ++e) {
+    float v = initValue(m.params[1], 7, 1, uint64_t(e));
+    EXPECT_EQ(b[e].bits, fromFloat<BF16>(v).bits) << "element " << e;
+    widened[size_t(e)] = toFloat(b[e]);
+  }
+  // Rounded indeed: the fp32 values do not survive.
+  EXPECT_NE(widened[0], initValue(m.params[1], 7, 1, 0));
+  std::vector<Tensor> exported = gatherParameters(ctx);
+  ASSERT_EQ(exported.size(), 2u);
+  EXPECT_EQ(exported[1].data, widened);
+
+  std::string root = tempDir();
+  std::string dir = checkpointDir(root, 4);
+  makeDirs(dir);
+  Progress progress{4, 32, ""};
+  std::vector<SavedFile> files = {writeRankCheckpoint(ctx, dir, progress)};
+  writeCheckpointManifest(ctx, root, dir, progress, files);
+  std::vector<char> before = host.persistent;
+  CheckpointReader ckpt(root);
+  EXPECT_FALSE(ckpt.params[0].frozen);
+  EXPECT_TRUE(ckpt.params[1].frozen);
+  EXPECT_EQ(ckpt.manifest().at("params").at(1).at("frozen"), true);
+  EXPECT_FALSE(ckpt.manifest().at("params").at(0).contains("frozen"));
+  // Its values, widened; no moments.
+  std::vector<float> saved(6);
+  ckpt.read(1, kMaster, 0, 6, saved.data());
+  EXPECT_EQ(saved, widened);
+  EXPECT_NE(errorOf([&] {
+              ckpt.read(1, kExpAvg, 0, 6, saved.data());
+            }).find("lacks buffer exp_avg of 'flat_1'"),
+            std::string::npos);
+
+  std::fill(host.persistent.begin(), host.persistent.end(), char(0x55));
+  Progress resumed = readCheckpoint(ctx, root);
+  EXPECT_EQ(resumed.step, 4);
+  EXPECT_EQ(std::memcmp(host.persistent.data() + 128, before.data() + 128, 12),
+            0);
+  // The trainable partition's params and masters too (its gradients and
+  // moments start from zero here, as at initialization).
+  EXPECT_EQ(std::memcmp(host.persistent.data(), before.data(), 16), 0);
+  EXPECT_EQ(std::memcmp(host.persistent.data() + 32, before.data() + 32, 32),
+            0);
+  std::system(("rm -rf " + root).c_str());
+}
+
+// Resuming with another set of frozen parameters is refused, naming the
+// first parameter whose flag differs.
+TEST(FrozenTest, ResumeRefusesAnotherFrozenSet) {
+  std::string root = tempDir(), other = tempDir();
+  saveSynthetic(Manifest::parse(frozenManifest().dump()), root, 3);
+  saveSynthetic(Manifest::parse(frozenManifest(false).dump()), other, 3);
+  CheckpointReader frozen(root), trains(other);
+  Manifest frozenProgram = Manifest::parse(frozenManifest().dump());
+  Manifest trainingProgram = Manifest::parse(frozenManifest(false).dump());
+  EXPECT_EQ(errorOf([&] { checkSameModel(frozen, frozenProgram); }), "");
+  EXPECT_EQ(errorOf([&] { checkSameModel(trains, trainingProgram); }), "");
+  EXPECT_EQ(errorOf([&] { checkSameModel(frozen, trainingProgram); }),
+            frozen.where() +
+                ": parameter 'b' is frozen in the checkpoint but trains in "
+                "this program (resume with the same frozen parameters; "
+                "--init-from an export starts a run with others)");
+  EXPECT_EQ(errorOf([&] { checkSameModel(trains, frozenProgram); }),
+            trains.where() +
+                ": parameter 'b' trains in the checkpoint but is frozen in "
+                "this program (resume with the same frozen parameters; "
+                "--init-from an export starts a run with others)");
+  // A checkpoint whose group mixes them is malformed.
+  std::string path = checkpointDir(root, 3) + "/manifest.json";
+  nlohmann::json j = openManifest(readFile(path), "ck");
+  j["params"][1]["partition"] = 0;
+  j["params"][1]["offset"] = 0;
+  writeFileAtomic(path, sealManifest(j));
+  EXPECT_NE(errorOf([&] { CheckpointReader again(root); })
+                .find("parameter 'b' is frozen, but 'w' of the same group "
+                      "'flat' is trainable"),
+            std::string::npos);
+  std::system(("rm -rf " + root + " " + other).c_str());
 }
 
 //===----------------------------------------------------------------------===//

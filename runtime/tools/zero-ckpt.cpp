@@ -242,6 +242,9 @@ int consolidate(const std::string &path, const std::string &out,
   for (BufferKind kind : kinds)
     for (size_t i = 0; i < ckpt.params.size(); ++i) {
       const SavedParam &p = ckpt.params[i];
+      // A frozen parameter has no moments.
+      if (kind != kMaster && p.frozen)
+        continue;
       // As --export: without the padding rows, which follow the rest.
       std::vector<int64_t> shape = unpaddedShape(p.shape, p.rows);
       int64_t numel = numelOf(shape);
@@ -311,10 +314,14 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
   // The values are those the saved schedule trained.
   m.hashText = ckpt.scheduleHash;
   m.hfModel = savedHfModel(ckpt.manifest(), ckpt.where());
-  // Each group computes in its parameters' dtype (a group holds one).
+  // Each group computes in its parameters' dtype (a group holds one), and
+  // is frozen when they are (all or none).
   std::vector<std::string> dtypes(ckpt.groups.size());
-  for (const SavedParam &p : ckpt.params)
+  std::vector<bool> frozen(ckpt.groups.size(), false);
+  for (const SavedParam &p : ckpt.params) {
     dtypes[size_t(p.group)] = p.computeDtype;
+    frozen[size_t(p.group)] = p.frozen;
+  }
   for (size_t i = 0; i < ckpt.groups.size(); ++i) {
     const SavedGroup &g = ckpt.groups[i];
     PartitionInfo part;
@@ -327,8 +334,12 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
     part.computeDtype = computeDtypeOf(part.computeDtypeName);
     part.computeBytes = zrt_dtype_size(part.computeDtype);
     part.paramsAreMasters = part.computeDtype == ZRT_F32;
+    part.frozen = frozen[i];
+    // A frozen group has only its params.
     for (BufferKind k : {kParams, kGrads, kMaster, kExpAvg, kExpAvgSq})
-      part.present[k] = k != kMaster || !part.paramsAreMasters;
+      part.present[k] =
+          k == kParams ||
+          (!part.frozen && (k != kMaster || !part.paramsAreMasters));
     auto count = [&](bool full) { return full ? g.numel : part.shardNumel; };
     part.counts[kParams] = count(stage <= 2);
     part.counts[kGrads] = count(stage <= 1);
@@ -346,6 +357,7 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
     if (groups.contains(p.name) && groups.at(p.name).is_number())
       info.weightDecay = groups.at(p.name).get<double>();
     info.rows = p.rows;
+    info.frozen = p.frozen;
     m.partitions[size_t(p.group)].params.push_back(p.name);
     m.params.push_back(info);
   }

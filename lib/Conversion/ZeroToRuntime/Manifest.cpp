@@ -227,6 +227,9 @@ std::string Lowering::buildManifest() {
       param.weightDecay = decay->convertToDouble();
     // Rows the user sees; the rest are zero-padding (zero-pad-vocab).
     param.rows = p.getRows();
+    // Written only when set, so trainable steps keep their manifests.
+    if (p.getFrozen())
+      param.frozen = true;
   }
   for (const PartitionBuffers &pb : s.getPartitions()) {
     PartitionOp p = pb.partition;

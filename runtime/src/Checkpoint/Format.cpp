@@ -106,6 +106,8 @@ std::string zrt::packRankFile(
   for (size_t p = 0; p < m.partitions.size(); ++p)
     for (BufferKind kind : kSavedBuffers) {
       const PartitionInfo &part = m.partitions[p];
+      if (!isSaved(part, kind))
+        continue;
       int64_t bytes = sectionBytes(part, kind);
       sections.push_back({{"partition", part.name},
                           {"buffer", kBufferNames[kind]},
@@ -180,7 +182,8 @@ std::vector<SavedParam> zrt::savedParams(const Manifest &m) {
   std::vector<SavedParam> params;
   for (const ParamInfo &p : m.params)
     params.push_back({p.name, p.shape, p.numel, p.partition, p.offset, p.rows,
-                      m.partitions[size_t(p.partition)].computeDtypeName});
+                      m.partitions[size_t(p.partition)].computeDtypeName,
+                      p.frozen});
   return params;
 }
 
@@ -236,6 +239,8 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
                   {"compute_dtype", p.computeDtype}};
     if (p.rows >= 0)
       param["rows"] = p.rows;
+    if (p.frozen)
+      param["frozen"] = true;
     params.push_back(std::move(param));
   }
   json manifest = {{"format", kCheckpointFormat},

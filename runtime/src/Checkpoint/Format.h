@@ -30,12 +30,18 @@
 
 namespace zrt {
 
-/// 3: manifest.json records the parameters (name, shape, group, offset), the
-/// precision and the optimizer, so that any layout can load it.
+/// 3: manifest.json records the parameters (name, shape, group, offset,
+/// and `frozen` for a frozen one), the precision and the optimizer, so that
+/// any layout can load it.
 constexpr int kCheckpointFormat = 3;
 /// The buffers a checkpoint keeps, in rank-file order; params are re-derived
 /// from the masters (or are the masters).
 constexpr BufferKind kSavedBuffers[] = {kMaster, kExpAvg, kExpAvgSq};
+/// Whether a checkpoint holds buffer `kind` (of kSavedBuffers) of group
+/// `p`: every group's masters, and the moments of those that train.
+inline bool isSaved(const PartitionInfo &p, BufferKind kind) {
+  return kind == kMaster || !p.frozen;
+}
 
 /// DIR/step_N, the directory of step N's checkpoint under `root`.
 std::string checkpointDir(const std::string &root, int64_t step);
@@ -80,7 +86,8 @@ struct TrainingState {
 /// `world` ranks: a header (layout and `state`) and, per group and saved
 /// buffer, a section that `fill` writes (it gets the group, the buffer and
 /// the section's bytes, zeroed; masters are the padded shard, the whole
-/// group at stage 0, also when the params are the masters).
+/// group at stage 0, also when the params are the masters). A frozen group
+/// has only its masters' section (isSaved).
 std::string
 packRankFile(const Manifest &m, int rank, int world, const TrainingState &state,
              const std::function<void(int32_t group, BufferKind kind, char *dst,
@@ -117,6 +124,10 @@ struct SavedParam {
   /// The dtype it computes in ("f32", "bf16", "f16"): its group's. The
   /// masters and moments are saved in fp32 whatever it is.
   std::string computeDtype;
+  /// It does not train: its values are saved (a 16-bit one widened
+  /// exactly), it has no moments, and a program that trains it does not
+  /// resume it (nor the reverse).
+  bool frozen = false;
 };
 
 /// The parameters of program `m` as a checkpoint records them.

@@ -7,7 +7,9 @@
 // and re-gathers the params as the step's post-step all-gather would. fp32
 // params are their own masters: their owned part is saved as the "master"
 // section (padded to the shard with zeros, as a master buffer's padding
-// is) and restored in place.
+// is) and restored in place. A frozen partition has no moments; its owned
+// params are saved as its "master" section, 16-bit ones widened exactly, and
+// restored bitwise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,6 +71,10 @@ SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
       m, ctx.rank, ctx.world, state,
       [&](int32_t p, BufferKind kind, char *dst, int64_t size) {
         const PartitionInfo &part = m.partitions[size_t(p)];
+        if (kind == kMaster && part.frozen) {
+          loadOwnedMasters(ctx, p, reinterpret_cast<float *>(dst));
+          return;
+        }
         int64_t have = kind == kMaster && part.paramsAreMasters
                            ? m.owned(part, ctx.rank).size() * 4
                            : size;
@@ -106,10 +112,16 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
   std::vector<float> values;
   for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p)
     for (BufferKind kind : kSavedBuffers) {
+      const PartitionInfo &part = m.partitions[size_t(p)];
+      if (!isSaved(part, kind))
+        continue;
       remapOwned(ckpt, m, p, ctx.rank, kind, values);
-      storeBuffer(ctx, p, kind == kMaster ? masterKind(ctx, p) : kind,
-                  savedBuffer(ctx, p, kind), values.data(),
-                  int64_t(values.size() * sizeof(float)));
+      if (kind == kMaster && part.frozen)
+        storeOwnedMasters(ctx, p, values.data());
+      else
+        storeBuffer(ctx, p, kind == kMaster ? masterKind(ctx, p) : kind,
+                    savedBuffer(ctx, p, kind), values.data(),
+                    int64_t(values.size() * sizeof(float)));
     }
   // Every rank saved the same state; read it where this rank already read.
   TrainingState state = ckpt.state(ctx.rank < ckpt.world ? ctx.rank : 0);

@@ -172,7 +172,8 @@ CheckpointReader::CheckpointReader(const std::string &path) {
                          p.at("partition").get<int32_t>(),
                          p.at("offset").get<int64_t>(),
                          p.value("rows", int64_t(-1)),
-                         dtypeOf(p)};
+                         dtypeOf(p),
+                         p.value("frozen", false)};
         for (int64_t d : param.shape)
           param.numel *= d;
         if (param.group < 0 || param.group >= int32_t(groups.size()) ||
@@ -196,6 +197,12 @@ CheckpointReader::CheckpointReader(const std::string &path) {
              param.computeDtype + ", but '" + first->name +
              "' of the same group '" + groups[size_t(param.group)].name +
              "' in " + first->computeDtype + "; a group computes in one dtype");
+      if (first && first->frozen != param.frozen)
+        fail(whereText + ": parameter '" + param.name + "' is " +
+             (param.frozen ? "frozen" : "trainable") + ", but '" + first->name +
+             "' of the same group '" + groups[size_t(param.group)].name +
+             "' is " + (first->frozen ? "frozen" : "trainable") +
+             "; a group is frozen or trains as a whole");
       if (!first)
         first = &param;
       byName[param.name] = i;
@@ -463,6 +470,18 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
            m.params[i].name +
            "' (export and --init-from move weights between dtypes)");
   }
+  // The first parameter, in the program's order, frozen on one side only:
+  // a frozen one has no moments to resume, and one that trained would be
+  // held still.
+  for (size_t i = 0; i < n; ++i)
+    if (saved[i].frozen != m.params[i].frozen)
+      fail(where + ": parameter '" + m.params[i].name + "' " +
+           (saved[i].frozen ? "is frozen in the checkpoint but trains in this "
+                              "program"
+                            : "trains in the checkpoint but is frozen in "
+                              "this program") +
+           " (resume with the same frozen parameters; --init-from an export "
+           "starts a run with others)");
   try {
     const json &savedOptimizer = ckpt.manifest().at("optimizer");
     json mine = optimizerJson(m);

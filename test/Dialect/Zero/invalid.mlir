@@ -3014,3 +3014,46 @@ module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \
 
 // expected-error @+1 {{'zero.hf_model' is only valid on a module}}
 zero.param @w : tensor<4xf32> init zeros {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}">}
+
+// -----
+
+// Checks that a frozen partition lists frozen parameters only.
+zero.param @w : tensor<4xf32> init zeros
+zero.param @f : tensor<4xf32> init ones frozen
+// expected-error @+1 {{'zero.partition' op parameter @w is trainable, but the partition is frozen (a partition holds only trainable or only frozen parameters)}}
+zero.partition @g stage 0 world_size 1 alignment 1 numel 8 padded 8 params [@f, @w] offsets [0, 4] frozen
+
+// -----
+
+// Checks that a trainable partition lists no frozen parameter.
+zero.param @w : tensor<4xf32> init zeros
+zero.param @f : tensor<4xf32> init ones frozen
+// expected-error @+1 {{'zero.partition' op parameter @f is frozen, but the partition is trainable (a partition holds only trainable or only frozen parameters)}}
+zero.partition @g stage 0 world_size 1 alignment 1 numel 8 padded 8 params [@w, @f] offsets [0, 4]
+
+// -----
+
+// Checks that a frozen partition has its parameters only.
+zero.param @f : tensor<4xf32> init ones frozen
+// expected-error @+1 {{'zero.partition' op buffers #zero.buffer_offsets<params = 0, grads = 64> of a frozen partition have grads (a frozen partition has params only)}}
+zero.partition @g stage 0 world_size 1 alignment 1 numel 4 padded 4 params [@f] offsets [0] frozen
+    {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64>}
+
+// -----
+
+// Checks that a trainable partition has its gradients and Adam moments.
+zero.param @w : tensor<4xf32> init zeros
+// expected-error @+1 {{'zero.partition' op buffers #zero.buffer_offsets<params = 0, grads = 64, exp_avg = 128> lack exp_avg_sq (only a frozen partition has params only)}}
+zero.partition @g stage 0 world_size 1 alignment 1 numel 4 padded 4 params [@w] offsets [0]
+    {zero.buffers = #zero.buffer_offsets<params = 0, grads = 64, exp_avg = 128>}
+
+// -----
+
+// Checks that a frozen parameter has no gradient.
+zero.param @w : tensor<4xf32> init zeros
+zero.param @f : tensor<4xf32> init ones frozen
+func.func @grad_of_frozen(%g: tensor<4xf32>) {
+  // expected-error @+1 {{'zero.grad' op binds a gradient of frozen parameter @f (a frozen parameter has no gradient)}}
+  zero.grad @f, %g : tensor<4xf32>
+  return
+}

@@ -68,6 +68,15 @@ zero.train_step @stage1(%x: tensor<4x1xf32>)
 
 // -----
 
+// A frozen partition, with its one buffer.
+
+zero.param @e : tensor<10x10xf32> init ones frozen
+
+// CHECK: zero.partition @frozen stage 3 world_size 4 alignment 2 numel 100 padded 104 params [@e] offsets [0] frozen {zero.buffers = #zero.buffer_offsets<params = 0>}
+zero.partition @frozen stage 3 world_size 4 alignment 2 numel 100 padded 104 params [@e] offsets [0] frozen {zero.buffers = #zero.buffer_offsets<params = 0>}
+
+// -----
+
 // The in-place all-reduce of stage 0 (alignment 1: nothing is sharded).
 
 zero.param @a : tensor<10x10xbf16> init zeros

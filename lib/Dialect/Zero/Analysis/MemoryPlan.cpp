@@ -420,7 +420,8 @@ LogicalResult Planner::run(MemoryPlan &plan) {
     // Bucket buffer of a source-form reduction: from the op to its wait.
     int64_t bucketBytes = 0;
     Value token;
-    if (auto rs = dyn_cast<ReduceScatterOp>(op); rs && !rs.getSources().empty()) {
+    if (auto rs = dyn_cast<ReduceScatterOp>(op);
+        rs && !rs.getSources().empty()) {
       const PartitionBuffers *p = schedule.lookupPartition(rs.getGroupAttr());
       if (__builtin_mul_overflow(rs.getEnd() - rs.getBegin(),
                                  getElementBytes(p->computeType), &bucketBytes))
@@ -504,7 +505,8 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   return success();
 }
 
-FailureOr<MemoryPlan> mlir::zero::computeMemoryPlan(const StepSchedule &schedule) {
+FailureOr<MemoryPlan>
+mlir::zero::computeMemoryPlan(const StepSchedule &schedule) {
   MemoryPlan plan;
   Planner planner(schedule);
   if (failed(planner.run(plan)))
@@ -547,8 +549,8 @@ void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
     partitions[p.partition][static_cast<unsigned>(p.kind)] = p.offset;
   for (auto &[op, o] : partitions)
     dialect->getBuffersAttrHelper().setAttr(
-        op, BufferOffsetsAttr::get(ctx, *o[0], *o[1], o[2], *o[3], *o[4], o[5],
-                                   o[6]));
+        op,
+        BufferOffsetsAttr::get(ctx, *o[0], o[1], o[2], o[3], o[4], o[5], o[6]));
   dialect->getPlanAttrHelper().setAttr(
       step, MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
                                 plan.scratchBytes, plan.peakBytes,

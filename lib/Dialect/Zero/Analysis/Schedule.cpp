@@ -48,9 +48,10 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
     buffers.optimizerDevice = s.optimizerDevice;
     buffers.paramsOffloaded = s.paramsOffloaded;
     buffers.paramDevice = s.paramDevice;
+    buffers.frozen = p.getFrozen();
     for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {
-      auto paramOp = symbols.lookup<ParamOp>(
-          cast<SymbolRefAttr>(ref).getLeafReference());
+      auto paramOp =
+          symbols.lookup<ParamOp>(cast<SymbolRefAttr>(ref).getLeafReference());
       if (!paramOp)
         return p.emitOpError("references unknown parameter ") << ref;
       if (!buffers.computeType)
@@ -64,8 +65,9 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
     bool shardedParams = s.stage == 3, shardedGrads = s.stage >= 2;
     buffers.numel[static_cast<unsigned>(BufferKind::params)] =
         shardedParams ? shard : numel;
-    buffers.numel[static_cast<unsigned>(BufferKind::grads)] =
-        shardedGrads ? shard : numel;
+    if (buffers.hasBuffer(BufferKind::grads))
+      buffers.numel[static_cast<unsigned>(BufferKind::grads)] =
+          shardedGrads ? shard : numel;
     // fp32 parameters are their own masters: no master buffer. The host
     // copies of an offloaded optimizer hold the owned shard.
     for (BufferKind k :
@@ -84,6 +86,8 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
                                          &buffers.bytes[k]);
     }
     overflow |= __builtin_add_overflow(s.paramCount, numel, &s.paramCount);
+    if (buffers.frozen)
+      s.frozenParamCount += numel;
     overflow |= __builtin_add_overflow(
         s.paddedParamCount, p.getPaddedNumelValue(), &s.paddedParamCount);
     if (overflow)
@@ -101,6 +105,15 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
 const PartitionBuffers *StepSchedule::lookupPartition(StringRef name) const {
   auto it = partitionIndex.find(name);
   return it == partitionIndex.end() ? nullptr : &partitions[it->second];
+}
+
+SmallVector<const PartitionBuffers *>
+StepSchedule::getTrainablePartitions() const {
+  SmallVector<const PartitionBuffers *> trainable;
+  for (const PartitionBuffers &p : partitions)
+    if (!p.frozen)
+      trainable.push_back(&p);
+  return trainable;
 }
 
 const ParamLocation *StepSchedule::lookupParam(StringRef name) const {
@@ -126,8 +139,8 @@ bool StepSchedule::isGradientInPlace(GradOp grad) const {
       buffers->computeType)
     return false;
   // One slot per value: a value bound to two parameters needs a copy.
-  int64_t binds = llvm::count_if(g.getUsers(),
-                                 [](Operation *u) { return isa<GradOp>(u); });
+  int64_t binds =
+      llvm::count_if(g.getUsers(), [](Operation *u) { return isa<GradOp>(u); });
   return binds == 1;
 }
 
@@ -200,10 +213,9 @@ NvmeSwapAttr StepSchedule::getOptimizerSwap() const {
   int64_t largest = kBlock;
   for (const PartitionBuffers &p : partitions)
     largest = std::max(largest, p.getOptimizerNumel());
-  int64_t chunk =
-      std::min<int64_t>(offload.getBufferSize(), llvm::alignTo(largest, kBlock));
-  return NvmeSwapAttr::get(step->getContext(), chunk,
-                           offload.getBufferCount());
+  int64_t chunk = std::min<int64_t>(offload.getBufferSize(),
+                                    llvm::alignTo(largest, kBlock));
+  return NvmeSwapAttr::get(step->getContext(), chunk, offload.getBufferCount());
 }
 
 ParamSwapAttr StepSchedule::getParamSwap(int64_t buffer) const {

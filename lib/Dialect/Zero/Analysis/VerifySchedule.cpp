@@ -29,10 +29,13 @@ namespace {
 
 using ElementRange = std::pair<int64_t, int64_t>; // [begin, end)
 
-bool overlaps(ElementRange a, ElementRange b) { return a.first < b.second && b.first < a.second; }
+bool overlaps(ElementRange a, ElementRange b) {
+  return a.first < b.second && b.first < a.second;
+}
 
 bool isCollective(Operation *op) {
-  return isa<AllGatherOp, ReduceScatterOp, ReduceOp, AllReduceOp, PrefetchOp>(op);
+  return isa<AllGatherOp, ReduceScatterOp, ReduceOp, AllReduceOp, PrefetchOp>(
+      op);
 }
 
 Value getToken(Operation *op) {
@@ -68,6 +71,9 @@ private:
   /// whole step, or the forward-only evaluation step cut from it.
   LogicalResult checkTokens(ArrayRef<Operation *> ops, StringRef what);
   LogicalResult checkFrees();
+  /// Frozen partitions: only their parameters are touched (gathered at
+  /// stage 3), never a gradient, state or master buffer, which they lack.
+  LogicalResult checkFrozen();
   LogicalResult checkCoverage();
   LogicalResult checkPlan();
   LogicalResult checkPhases();
@@ -116,7 +122,8 @@ LogicalResult ScheduleVerifier::checkControlFlow() {
   return failure(result.wasInterrupted());
 }
 
-SmallVector<std::pair<Value, ElementRange>> ScheduleVerifier::sourceReads(Operation *op) {
+SmallVector<std::pair<Value, ElementRange>>
+ScheduleVerifier::sourceReads(Operation *op) {
   SmallVector<std::pair<Value, ElementRange>> reads;
   ValueRange sources;
   ArrayRef<int64_t> offsets;
@@ -449,7 +456,8 @@ LogicalResult ScheduleVerifier::checkFrees() {
       if (!root)
         return op.emitOpError("frees persistent memory (a parameter view of "
                               "the persistent buffers)");
-      int64_t n = cast<RankedTensorType>(f.getBuffer().getType()).getNumElements();
+      int64_t n =
+          cast<RankedTensorType>(f.getBuffer().getType()).getNumElements();
       ElementRange r = {0, n};
       if (f.getOffset())
         r = {static_cast<int64_t>(*f.getOffset()),
@@ -474,9 +482,10 @@ LogicalResult ScheduleVerifier::checkFrees() {
     for (Value operand : op.getOperands()) {
       if (!seen.insert(operand).second)
         continue;
-      int64_t n = isa<RankedTensorType>(operand.getType())
-                      ? cast<RankedTensorType>(operand.getType()).getNumElements()
-                      : 0;
+      int64_t n =
+          isa<RankedTensorType>(operand.getType())
+              ? cast<RankedTensorType>(operand.getType()).getNumElements()
+              : 0;
       reads.push_back({operand, {0, n}});
     }
     for (auto [v, r] : reads) {
@@ -494,6 +503,56 @@ LogicalResult ScheduleVerifier::checkFrees() {
     }
   }
   return success();
+}
+
+LogicalResult ScheduleVerifier::checkFrozen() {
+  auto frozen = [&](SymbolRefAttr ref) -> PartitionOp {
+    const PartitionBuffers *p = schedule.lookupPartition(ref);
+    return p && p->frozen ? p->partition : PartitionOp();
+  };
+  auto fail = [](Operation *op, StringRef what, PartitionOp p) {
+    return op->emitOpError()
+           << what << " frozen partition @" << p.getSymName()
+           << ", which has params only (no gradients, optimizer states or "
+              "master)";
+  };
+  WalkResult result = schedule.getStep().getBody().walk([&](Operation *op) {
+    if (auto adam = dyn_cast<AdamOp>(op)) {
+      if (PartitionOp p = frozen(adam.getGroupAttr()))
+        return fail(op, "updates", p), WalkResult::interrupt();
+    } else if (auto check = dyn_cast<CheckOverflowOp>(op)) {
+      for (Attribute a : check.getGroups())
+        if (PartitionOp p = frozen(cast<SymbolRefAttr>(a)))
+          return fail(op, "reads the gradients of", p), WalkResult::interrupt();
+    } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
+      PartitionOp p = frozen(t.getGroupAttr());
+      for (std::optional<BufferKind> kind :
+           {t.getSourceBuffer(), t.getTargetBuffer()})
+        if (p && kind && *kind != BufferKind::params)
+          return fail(
+                     op,
+                     ("copies the " + stringifyBufferKind(*kind) + " of").str(),
+                     p),
+                 WalkResult::interrupt();
+    } else if (auto coll = dyn_cast<CollectiveOpInterface>(op)) {
+      PartitionOp p = frozen(coll.getGroupAttr());
+      if (!p)
+        return WalkResult::advance();
+      CollectiveKind kind = coll.getCollectiveKind();
+      std::optional<BufferKind> inPlace = coll.getInPlaceBuffer();
+      if (kind == CollectiveKind::reduce_scatter ||
+          kind == CollectiveKind::reduce ||
+          (inPlace && *inPlace != BufferKind::params))
+        return fail(op, "reduces the gradients of", p), WalkResult::interrupt();
+      // Stages 1-2 gather what the optimizer updated; a frozen partition
+      // is never updated and every rank holds it whole.
+      if (inPlace && kind == CollectiveKind::all_gather)
+        return fail(op, "gathers the updated parameters of", p),
+               WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
 }
 
 LogicalResult ScheduleVerifier::checkCoverage() {
@@ -564,8 +623,9 @@ LogicalResult ScheduleVerifier::checkCoverage() {
       (void)r;
     }
     if (isa<ReduceScatterOp, ReduceOp>(op) && !reads.empty()) {
-      int64_t pos = isa<ReduceScatterOp>(op) ? cast<ReduceScatterOp>(op).getBegin()
-                                             : cast<ReduceOp>(op).getBegin();
+      int64_t pos = isa<ReduceScatterOp>(op)
+                        ? cast<ReduceScatterOp>(op).getBegin()
+                        : cast<ReduceOp>(op).getBegin();
       for (auto [src, r] : reads) {
         // A value bound to several parameters may be reduced for any of them.
         SmallVector<GradOp, 1> grads = gradsOf.find(src)->second;
@@ -585,6 +645,9 @@ LogicalResult ScheduleVerifier::checkCoverage() {
   }
 
   for (const PartitionBuffers &pb : schedule.getPartitions()) {
+    // checkFrozen saw that nothing reduces or updates a frozen partition.
+    if (pb.frozen)
+      continue;
     PartitionOp p = pb.partition;
     auto tile = [&](SmallVector<RangeOp> &ranges, StringRef what,
                     StringRef missing) -> LogicalResult {
@@ -594,11 +657,11 @@ LogicalResult ScheduleVerifier::checkCoverage() {
       int64_t cursor = 0;
       for (RangeOp &r : ranges) {
         if (r.range.first < cursor) {
-          InFlightDiagnostic d = r.op->emitOpError()
-                                 << what << " "
-                                 << describe(p, {r.range.first,
-                                                 std::min(cursor, r.range.second)})
-                                 << " a second time in this step";
+          InFlightDiagnostic d =
+              r.op->emitOpError()
+              << what << " "
+              << describe(p, {r.range.first, std::min(cursor, r.range.second)})
+              << " a second time in this step";
           return failure();
         }
         if (r.range.first > cursor)
@@ -867,9 +930,10 @@ LogicalResult ScheduleVerifier::checkPhases() {
                             "optimizer step: its phase must be boundary, not ")
              << stringifyPhase(phase);
     if ((optimizer || (transfer && !transfer.getStaged())) && afterOptimizer) {
-      InFlightDiagnostic d = op.emitOpError(
-          "belongs to the optimizer but comes after an op of phase ")
-                             << stringifyPhase(getStepPhase(afterOptimizer));
+      InFlightDiagnostic d =
+          op.emitOpError(
+              "belongs to the optimizer but comes after an op of phase ")
+          << stringifyPhase(getStepPhase(afterOptimizer));
       d.attachNote(afterOptimizer->getLoc()) << "that op";
       return failure();
     }
@@ -989,8 +1053,9 @@ LogicalResult ScheduleVerifier::run() {
   // the step, so they must be complete and waited on their own.
   return failure(failed(checkControlFlow()) ||
                  failed(checkTokens(ops, "the step")) || failed(checkFrees()) ||
-                 failed(checkCoverage()) || failed(checkPlan()) ||
-                 failed(checkPhases()) || failed(checkSwapBuffers()) ||
+                 failed(checkFrozen()) || failed(checkCoverage()) ||
+                 failed(checkPlan()) || failed(checkPhases()) ||
+                 failed(checkSwapBuffers()) ||
                  failed(checkTokens(getEvaluationOps(schedule.getStep()),
                                     "the evaluation step")));
 }

@@ -416,8 +416,9 @@ LogicalResult MemoryPlanAttr::verify(
 }
 
 LogicalResult BufferOffsetsAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, int64_t params, int64_t grads,
-    std::optional<int64_t> master, int64_t expAvg, int64_t expAvgSq,
+    function_ref<InFlightDiagnostic()> emitError, int64_t params,
+    std::optional<int64_t> grads, std::optional<int64_t> master,
+    std::optional<int64_t> expAvg, std::optional<int64_t> expAvgSq,
     std::optional<int64_t> hostGrads, std::optional<int64_t> hostParams) {
   std::optional<int64_t> offsets[] = {params,   grads,     master,    expAvg,
                                       expAvgSq, hostGrads, hostParams};

@@ -185,9 +185,7 @@ void TrainStepOp::print(OpAsmPrinter &p) {
   p.printSymbolName(getSymName());
   p << '(';
   llvm::interleaveComma(getBodyBlock().getArguments(), p,
-                        [&](BlockArgument a) {
-                          p.printRegionArgument(a);
-                        });
+                        [&](BlockArgument a) { p.printRegionArgument(a); });
   p << ") optimizer " << getOptimizer() << " precision " << getPrecision();
   if (getGradientClipping().convertToDouble() != 0.0)
     p << " gradient_clipping " << getGradientClipping();
@@ -246,8 +244,8 @@ LogicalResult TrainStepOp::verify() {
     for (OpResult r : op->getResults())
       if (failed(checkStepTensor(
               [&] {
-                return op->emitOpError("result #") << r.getResultNumber()
-                                                   << " ";
+                return op->emitOpError("result #")
+                       << r.getResultNumber() << " ";
               },
               r.getType())))
         return WalkResult::interrupt();
@@ -285,8 +283,9 @@ LogicalResult TrainStepOp::verify() {
       return failure();
   }
   if (!getBodyBlock().getArguments().empty()) {
-    int64_t batch = cast<RankedTensorType>(getBodyBlock().getArgument(0).getType())
-                        .getDimSize(0);
+    int64_t batch =
+        cast<RankedTensorType>(getBodyBlock().getArgument(0).getType())
+            .getDimSize(0);
     for (BlockArgument arg : getBodyBlock().getArguments())
       if (cast<RankedTensorType>(arg.getType()).getDimSize(0) != batch)
         return emitOpError("inputs disagree on the batch dimension: input #0 "
@@ -488,9 +487,8 @@ LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto sourceType = cast<RankedTensorType>(getSource().getType());
   if (sourceType.getElementType() != expected.getElementType())
     return emitOpError("source element type ")
-           << sourceType.getElementType()
-           << " differs from the compute type " << expected.getElementType()
-           << " of parameter " << getParamAttr();
+           << sourceType.getElementType() << " differs from the compute type "
+           << expected.getElementType() << " of parameter " << getParamAttr();
   auto module = (*this)->getParentOfType<ModuleOp>();
   // The gather that produced the source names the partition: look it up in
   // the symbol table instead of scanning the module for every view (that
@@ -498,7 +496,7 @@ LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &tables) {
   SmallVector<PartitionOp, 1> candidates;
   Operation *def = getSource().getDefiningOp();
   FlatSymbolRefAttr gatherGroup =
-      isa_and_nonnull<AllGatherOp>(def)   ? cast<AllGatherOp>(def).getGroupAttr()
+      isa_and_nonnull<AllGatherOp>(def)  ? cast<AllGatherOp>(def).getGroupAttr()
       : isa_and_nonnull<PrefetchOp>(def) ? cast<PrefetchOp>(def).getGroupAttr()
                                          : FlatSymbolRefAttr();
   if (auto g = gatherGroup
@@ -535,6 +533,9 @@ LogicalResult GradOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto param = lookupParam(*this, tables, getParamAttr());
   if (failed(param))
     return failure();
+  if (param->getFrozen())
+    return emitOpError("binds a gradient of frozen parameter ")
+           << getParamAttr() << " (a frozen parameter has no gradient)";
   auto gradType = cast<RankedTensorType>(getGrad().getType());
   RankedTensorType expected = param->getComputeTensorType();
   if (gradType.getShape() != expected.getShape())
@@ -587,12 +588,12 @@ LogicalResult PartitionOp::verify() {
   }
   if (padded % unit != 0)
     return emitOpError("padded size ")
-           << padded << " is not a multiple of world_size * alignment = "
-           << unit;
+           << padded
+           << " is not a multiple of world_size * alignment = " << unit;
   if (padded - numel >= unit)
-    return emitOpError("padding ") << padded - numel
-                                   << " is not minimal (world_size * alignment = "
-                                   << unit << ")";
+    return emitOpError("padding ")
+           << padded - numel
+           << " is not minimal (world_size * alignment = " << unit << ")";
   return success();
 }
 
@@ -607,6 +608,14 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
       return emitOpError("references unknown parameter ") << sym;
     if (!seen.insert(sym).second)
       return emitOpError("lists parameter ") << sym << " twice";
+    // A partition's buffers exist for all of it or none of it.
+    if (param.getFrozen() != getFrozen())
+      return emitOpError("parameter ")
+             << sym << " is " << (param.getFrozen() ? "frozen" : "trainable")
+             << ", but the partition is "
+             << (getFrozen() ? "frozen" : "trainable")
+             << " (a partition holds only trainable or only frozen "
+                "parameters)";
     if (offset != next)
       return emitOpError("parameter ")
              << sym << " is at offset " << offset << ", expected " << next
@@ -624,6 +633,25 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto *dialect = getContext()->getLoadedDialect<ZeroDialect>();
   if (BufferOffsetsAttr buffers =
           dialect->getBuffersAttrHelper().getAttr(*this)) {
+    // A frozen partition keeps its parameters only; a trainable one has
+    // gradients and Adam moments.
+    if (getFrozen()) {
+      for (BufferKind kind : {BufferKind::grads, BufferKind::master,
+                              BufferKind::exp_avg, BufferKind::exp_avg_sq,
+                              BufferKind::host_grads, BufferKind::host_params})
+        if (buffers.getOffset(kind))
+          return emitOpError("buffers ")
+                 << buffers << " of a frozen partition have "
+                 << stringifyBufferKind(kind)
+                 << " (a frozen partition has params only)";
+      return success();
+    }
+    for (BufferKind kind :
+         {BufferKind::grads, BufferKind::exp_avg, BufferKind::exp_avg_sq})
+      if (!buffers.getOffset(kind))
+        return emitOpError("buffers ")
+               << buffers << " lack " << stringifyBufferKind(kind)
+               << " (only a frozen partition has params only)";
     // States on NVMe: the updated parameters always come back through
     // host_params, and the states sit at aligned offsets of the swap file.
     bool nvme = llvm::any_of(module.getOps<TrainStepOp>(), [](TrainStepOp s) {
@@ -717,9 +745,8 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
 // Collectives
 //===----------------------------------------------------------------------===//
 
-static FailureOr<PartitionOp> lookupGroup(Operation *op,
-                                          SymbolTableCollection &tables,
-                                          SymbolRefAttr ref) {
+static FailureOr<PartitionOp>
+lookupGroup(Operation *op, SymbolTableCollection &tables, SymbolRefAttr ref) {
   auto module = op->getParentOfType<ModuleOp>();
   auto group = tables.lookupSymbolIn<PartitionOp>(module, ref);
   if (!group)
@@ -757,7 +784,8 @@ static LogicalResult verifyRange(Operation *op, PartitionOp group,
 }
 
 /// The element type of the group's 16-bit (compute) buffers.
-static Type computeElementType(PartitionOp group, SymbolTableCollection &tables) {
+static Type computeElementType(PartitionOp group,
+                               SymbolTableCollection &tables) {
   auto module = group->getParentOfType<ModuleOp>();
   for (Attribute a : group.getParams())
     if (auto p = tables.lookupSymbolIn<ParamOp>(module, cast<SymbolRefAttr>(a)))
@@ -822,8 +850,8 @@ static LogicalResult verifyStage3Gather(Operation *op, PartitionOp group,
       result.getType().getNumElements() != group.getPaddedNumelValue())
     return op->emitOpError("result ")
            << result.getType() << " must hold the "
-           << group.getPaddedNumelValue()
-           << " (padded) elements of partition @" << group.getSymName();
+           << group.getPaddedNumelValue() << " (padded) elements of partition @"
+           << group.getSymName();
   Type et = computeElementType(group, tables);
   Type resultEt = result.getType().getElementType();
   if (et && resultEt != et)
@@ -866,7 +894,8 @@ template <typename OpT>
 static LogicalResult verifyGradReduction(OpT op) {
   bool inPlace = op.getBuffer().has_value();
   if (inPlace && !op.getSources().empty())
-    return op.emitOpError("has either a buffer (in place) or sources, not both");
+    return op.emitOpError(
+        "has either a buffer (in place) or sources, not both");
   if (!inPlace && op.getSources().empty())
     return op.emitOpError("needs a buffer (in place) or source gradients");
   if (inPlace && *op.getBuffer() != BufferKind::grads)
@@ -880,8 +909,8 @@ static LogicalResult verifyGradReduction(OpT op) {
   for (auto [src, off] : llvm::zip(op.getSources(), op.getSourceOffsets())) {
     int64_t n = numel(src);
     if (n < 0)
-      return op.emitOpError("source ") << src.getType()
-                                       << " must have a static shape";
+      return op.emitOpError("source ")
+             << src.getType() << " must have a static shape";
     if (off < 0 || off >= n)
       return op.emitOpError("source offset ")
              << off << " is outside a source of " << n << " elements";
@@ -891,7 +920,8 @@ static LogicalResult verifyGradReduction(OpT op) {
   int64_t end = static_cast<int64_t>(op.getEnd());
   // Every source but the last is used to its end; the last may stop early.
   if (!inPlace) {
-    int64_t lastLen = numel(op.getSources().back()) - op.getSourceOffsets().back();
+    int64_t lastLen =
+        numel(op.getSources().back()) - op.getSourceOffsets().back();
     if (total < end - begin || total - lastLen >= end - begin)
       return op.emitOpError("sources provide ")
              << total << " elements (the last one " << lastLen
@@ -1051,8 +1081,10 @@ ParseResult FreeOp::parse(OpAsmParser &parser, OperationState &result) {
         parser.parseInteger(size) || parser.parseRSquare())
       return failure();
     Builder &b = parser.getBuilder();
-    result.addAttribute(getOffsetAttrName(result.name), b.getI64IntegerAttr(offset));
-    result.addAttribute(getSizeAttrName(result.name), b.getI64IntegerAttr(size));
+    result.addAttribute(getOffsetAttrName(result.name),
+                        b.getI64IntegerAttr(offset));
+    result.addAttribute(getSizeAttrName(result.name),
+                        b.getI64IntegerAttr(size));
   }
   if (failed(parseOptionalPhase(parser, result, getPhaseAttrName(result.name))))
     return failure();

@@ -84,10 +84,26 @@ LogicalResult StepDifferentiator::run() {
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
 
-  // Values that depend on a parameter (forward reachability).
+  // A frozen parameter gets no gradient, so its values start no derivative:
+  // what only frozen parameters feed (a frozen first layer's input
+  // gradient, its weight gradient) is never differentiated.
+  auto module = step->getParentOfType<ModuleOp>();
+  SymbolTable symbols(module);
+  auto isFrozen = [&](StringAttr name) {
+    auto param = symbols.lookup<ParamOp>(name);
+    return param && param.getFrozen();
+  };
+  bool anyFrozen = false, anyTrainable = false;
+  for (ParamOp param : module.getOps<ParamOp>())
+    (param.getFrozen() ? anyFrozen : anyTrainable) = true;
+  if (anyFrozen && !anyTrainable)
+    return step.emitOpError("every parameter is frozen: nothing to train");
+
+  // Values that depend on a trainable parameter (forward reachability).
   DenseSet<Value> varied;
   for (Operation *op : forward) {
-    bool fromParam = isa<GetParamOp>(op) ||
+    auto get = dyn_cast<GetParamOp>(op);
+    bool fromParam = (get && !isFrozen(get.getParamAttr().getAttr())) ||
                      llvm::any_of(op->getOperands(),
                                   [&](Value v) { return varied.contains(v); });
     if (fromParam)
@@ -116,7 +132,6 @@ LogicalResult StepDifferentiator::run() {
 
   // A parameter's gradient is complete after the derivative of the earliest
   // forward op that uses any of its values.
-  auto module = step->getParentOfType<ModuleOp>();
   for (Operation *op : forward) {
     auto get = dyn_cast<GetParamOp>(op);
     if (!get || !active(get.getResult()))
@@ -136,7 +151,8 @@ LogicalResult StepDifferentiator::run() {
 
   OpBuilder b(ret);
   if (!varied.contains(loss))
-    return step.emitOpError("loss does not depend on any parameter");
+    return step.emitOpError("loss does not depend on any ")
+           << (anyFrozen ? "trainable parameter" : "parameter");
   // d loss / d loss = 1, tagged so that zero-mixed-precision can seed with
   // the loss scale instead; if mixed precision already ran at fp16, seed with
   // the loss scale directly.
@@ -206,10 +222,10 @@ LogicalResult StepDifferentiator::run() {
     if (op->use_empty() && isPure(op))
       op->erase();
 
-  // Parameters that do not influence the loss.
+  // Trainable parameters that do not influence the loss.
   for (ParamOp param : module.getOps<ParamOp>()) {
     StringAttr name = param.getSymNameAttr();
-    if (pendingUsers.count(name))
+    if (param.getFrozen() || pendingUsers.count(name))
       continue;
     param.emitWarning("parameter @")
         << name.getValue()

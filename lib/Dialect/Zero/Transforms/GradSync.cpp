@@ -204,10 +204,12 @@ LogicalResult StepSync::run() {
   }
 
   if (schedule.getStage() == 1) {
-    // Gradients stay whole in the full buffer until the backward is done.
+    // Gradients stay whole in the full buffer until the backward is done;
+    // frozen partitions have none.
     b.setInsertionPointAfter(grads.back());
     for (PartitionOp group : module.getOps<PartitionOp>())
-      for (int64_t lo = 0, hi; lo < group.getNumelValue(); lo = hi) {
+      for (int64_t lo = 0, hi; !group.getFrozen() && lo < group.getNumelValue();
+           lo = hi) {
         // lo + bucketSize may overflow int64: clamp the size first.
         hi = lo + std::min(bucketSize, group.getNumelValue() - lo);
         issue(group, lo, hi, {});

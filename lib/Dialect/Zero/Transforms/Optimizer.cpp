@@ -41,9 +41,12 @@ struct ZeroOptimizerPass
     FailureOr<OffloadAttr> offload = getOffload(module);
     if (failed(offload))
       return signalPassFailure();
+    // Frozen partitions have no gradients or states: no overflow check,
+    // norm, clipping or Adam reads them.
     SmallVector<Attribute> groups;
     for (PartitionOp part : module.getOps<PartitionOp>())
-      groups.push_back(FlatSymbolRefAttr::get(part.getSymNameAttr()));
+      if (!part.getFrozen())
+        groups.push_back(FlatSymbolRefAttr::get(part.getSymNameAttr()));
     for (TrainStepOp step : module.getOps<TrainStepOp>()) {
       FailureOr<StepSchedule> schedule =
           getPartitionedSchedule(step, "zero-optimizer");
@@ -240,6 +243,8 @@ struct ZeroOptimizerPass
     // partition's new parameters into a staged buffer that goes to the host
     // shard while the next partition's Adam runs.
     bool storeParams = schedule.areParamsOffloaded() && !offloaded;
+    SmallVector<const PartitionBuffers *> trainable =
+        schedule.getTrainablePartitions();
     SmallVector<Value> staged;
     // Optimizer offload: the owned gradients stream to the host bucket by
     // bucket as their reductions complete; a partition without reductions
@@ -280,7 +285,7 @@ struct ZeroOptimizerPass
       // Only this partition's copies: the later partitions' may still run.
       for (Value token : downloads[i])
         wait(token);
-      const PartitionBuffers &pb = schedule.getPartitions()[i];
+      const PartitionBuffers &pb = *trainable[i];
       Type newParams;
       if (storeParams)
         newParams = RankedTensorType::get({pb.partition.getShardNumel()},
@@ -300,12 +305,11 @@ struct ZeroOptimizerPass
       // swap file); fp32 parameters come from their host masters. Shards in
       // host memory were updated in place by the host Adam.
       if (offloaded && !schedule.areParamsOnHost())
-        uploads.push_back(transfer(
-            group,
-            schedule.getPartitions()[i].hasBuffer(BufferKind::host_params)
-                ? BufferKind::host_params
-                : BufferKind::master,
-            BufferKind::params));
+        uploads.push_back(transfer(group,
+                                   pb.hasBuffer(BufferKind::host_params)
+                                       ? BufferKind::host_params
+                                       : BufferKind::master,
+                                   BufferKind::params));
     }
     for (Value token : uploads)
       wait(token);

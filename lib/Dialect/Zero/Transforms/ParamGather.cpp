@@ -439,7 +439,8 @@ struct ZeroParamGatherPass
   }
 
   /// Stages 1-2: every rank updated its shard of the 16-bit parameters;
-  /// gather the other ranks' shards in place, in buckets.
+  /// gather the other ranks' shards in place, in buckets. Frozen
+  /// partitions were not updated: every rank holds them whole.
   void emitPostStepGathers(ModuleOp module, TrainStepOp step) {
     Block &body = step.getBodyBlock();
     OpBuilder b(&getContext());
@@ -450,10 +451,11 @@ struct ZeroParamGatherPass
       b.setInsertionPoint(getOptimizerInsertionPoint(body));
     auto params = BufferKindAttr::get(&getContext(), BufferKind::params);
     for (PartitionOp group : module.getOps<PartitionOp>())
-      for (int64_t lo = 0, hi; lo < group.getNumelValue(); lo = hi) {
+      for (int64_t lo = 0, hi; !group.getFrozen() && lo < group.getNumelValue();
+           lo = hi) {
         // lo + allgatherBucketSize may overflow int64: clamp the size first.
-        hi = lo + std::min<int64_t>(allgatherBucketSize,
-                                    group.getNumelValue() - lo);
+        hi = lo +
+             std::min<int64_t>(allgatherBucketSize, group.getNumelValue() - lo);
         auto op =
             AllGatherOp::create(b, step.getLoc(), Type(), Type(),
                                 FlatSymbolRefAttr::get(group.getSymNameAttr()),

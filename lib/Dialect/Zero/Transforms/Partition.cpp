@@ -103,22 +103,28 @@ struct ZeroPartitionPass
     struct Group {
       std::string name;
       size_t begin, end;
+      bool frozen;
     };
     // A group's buffers hold one compute type (a master buffer exists for
     // all of it or none of it), so a change of compute type starts a new
-    // group; a step whose parameters share one type keeps one `flat` group
-    // at stages 0-2 and one group per layer at stage 3.
+    // group; so does a run of frozen parameters, which have no gradients
+    // and optimizer states at all. A step whose parameters share one type
+    // and all train keeps one `flat` group at stages 0-2 and one group per
+    // layer at stage 3; frozen runs are `frozen` and `<layer>.frozen`.
     auto computeType = [&](size_t i) {
       return params[i].getComputeTensorType().getElementType();
     };
     SmallVector<Group> groups;
     for (size_t i = 0; i < params.size(); ++i) {
+      bool frozen = params[i].getFrozen();
       std::string key = stage < 3 ? "flat" : layerKey(params[i].getSymName());
+      if (frozen)
+        key = stage < 3 ? "frozen" : key + ".frozen";
       if (!groups.empty() && groups.back().name == key &&
           computeType(groups.back().begin) == computeType(i))
         groups.back().end = i + 1;
       else
-        groups.push_back({key, i, i + 1});
+        groups.push_back({key, i, i + 1, frozen});
     }
 
     // Symbols share the module's table with the parameters.
@@ -145,8 +151,7 @@ struct ZeroPartitionPass
       for (size_t i = g.begin; i < g.end; ++i) {
         refs.push_back(FlatSymbolRefAttr::get(params[i].getSymNameAttr()));
         offsets.push_back(numel);
-        if (__builtin_add_overflow(numel, params[i].getNumElements(),
-                                   &numel)) {
+        if (__builtin_add_overflow(numel, params[i].getNumElements(), &numel)) {
           params[i].emitError("zero-partition: the parameters of group '")
               << name << "' up to @" << params[i].getSymName()
               << " hold more elements than int64 can count";
@@ -174,7 +179,7 @@ struct ZeroPartitionPass
       }
       PartitionOp::create(b, params.back().getLoc(), name, stage, worldSize,
                           alignment, numel, padded, b.getArrayAttr(refs),
-                          offsets);
+                          offsets, g.frozen);
     }
   }
 };

@@ -57,3 +57,32 @@ zero.train_step @twice(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
   zero.grad @w, %w : tensor<4x3xf32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// A step whose parameters are all frozen has nothing to train.
+zero.param @w : tensor<4x3xf32> init normal std 0.1 frozen
+// expected-error @+1 {{'zero.train_step' op every parameter is frozen: nothing to train}}
+zero.train_step @all_frozen(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %w = zero.get_param @w : tensor<4x3xf32>
+  %h = nn.matmul %x, %w : tensor<8x4xf32>, tensor<4x3xf32> -> tensor<8x3xf32>
+  %loss = nn.softmax_cross_entropy %h, %y : tensor<8x3xf32>, tensor<8xi64> -> tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// A loss that only frozen parameters influence cannot be trained.
+zero.param @w : tensor<4x3xf32> init normal std 0.1 frozen
+zero.param @other : tensor<3xf32> init zeros
+// expected-error @+1 {{'zero.train_step' op loss does not depend on any trainable parameter}}
+zero.train_step @frozen_loss(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %w = zero.get_param @w : tensor<4x3xf32>
+  %h = nn.matmul %x, %w : tensor<8x4xf32>, tensor<4x3xf32> -> tensor<8x3xf32>
+  %loss = nn.softmax_cross_entropy %h, %y : tensor<8x3xf32>, tensor<8xi64> -> tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -144,3 +144,43 @@ zero.train_step @mixed(%x: tensor<8x3xi32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Frozen runs in declaration order are groups of their own: `frozen` at
+// stages 0-2 beside `flat`, `<layer>.frozen` beside the layer's trainable
+// group at stage 3 (the symbol names are made unique as usual).
+zero.param @emb.weight : tensor<4x6xf32> init normal std 0.5 frozen
+zero.param @fc1.weight : tensor<6x6xf32> init normal std 0.5
+zero.param @fc1.norm : tensor<6xf32> init ones frozen
+zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
+zero.param @fc2.bias : tensor<3xf32> init zeros
+// CHECK: zero.param @fc2.bias
+// S0-NEXT: zero.partition @frozen stage 0 world_size 4 alignment 2 numel 24 padded 24 params [@emb.weight] offsets [0] frozen
+// S0-NEXT: zero.partition @flat stage 0 world_size 4 alignment 2 numel 36 padded 36 params [@fc1.weight] offsets [0]{{$}}
+// S0-NEXT: zero.partition @frozen_1 stage 0 world_size 4 alignment 2 numel 6 padded 6 params [@fc1.norm] offsets [0] frozen
+// S0-NEXT: zero.partition @flat_1 stage 0 world_size 4 alignment 2 numel 21 padded 21 params [@fc2.weight, @fc2.bias] offsets [0, 18]{{$}}
+// S1-NEXT: zero.partition @frozen stage 1 world_size 2 alignment 2 numel 24 padded 24 params [@emb.weight] offsets [0] frozen
+// S1-NEXT: zero.partition @flat stage 1 world_size 2 alignment 2 numel 36 padded 36 params [@fc1.weight] offsets [0]{{$}}
+// S1-NEXT: zero.partition @frozen_1 stage 1 world_size 2 alignment 2 numel 6 padded 8 params [@fc1.norm] offsets [0] frozen
+// S1-NEXT: zero.partition @flat_1 stage 1 world_size 2 alignment 2 numel 21 padded 24 params [@fc2.weight, @fc2.bias] offsets [0, 18]{{$}}
+// S2-NEXT: zero.partition @frozen stage 2
+// S2-NEXT: zero.partition @flat stage 2
+// S2-NEXT: zero.partition @frozen_1 stage 2
+// S2-NEXT: zero.partition @flat_1 stage 2
+// ALIGN-NEXT: zero.partition @frozen stage 1
+// ALIGN-NEXT: zero.partition @flat stage 1
+// ALIGN-NEXT: zero.partition @frozen_1 stage 1
+// ALIGN-NEXT: zero.partition @flat_1 stage 1
+// S3-NEXT: zero.partition @emb.frozen stage 3 world_size 2 alignment 2 numel 24 padded 24 params [@emb.weight] offsets [0] frozen
+// S3-NEXT: zero.partition @fc1 stage 3 world_size 2 alignment 2 numel 36 padded 36 params [@fc1.weight] offsets [0]{{$}}
+// S3-NEXT: zero.partition @fc1.frozen stage 3 world_size 2 alignment 2 numel 6 padded 8 params [@fc1.norm] offsets [0] frozen
+// S3-NEXT: zero.partition @fc2 stage 3 world_size 2 alignment 2 numel 21 padded 24 params [@fc2.weight, @fc2.bias] offsets [0, 18]{{$}}
+// CHECK-NOT: zero.partition
+// CHECK-LABEL: zero.train_step @frozen_runs
+zero.train_step @frozen_runs(%x: tensor<8x4xi32>, %y: tensor<8x4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -36,6 +36,9 @@ struct ParamLocation {
 struct PartitionBuffers {
   mutable PartitionOp partition;
   Type computeType;
+  /// Whether the partition holds frozen parameters: its only buffer is
+  /// `params`, whatever the stage and offload.
+  bool frozen = false;
   /// Whether the step offloads the optimizer: masters and moments live in
   /// host memory beside host_grads (and host_params with 16-bit compute),
   /// or in the rank's NVMe swap file (then host_params always exists,
@@ -63,6 +66,8 @@ struct PartitionBuffers {
   }
   /// Whether the partition has a buffer of kind `kind`.
   bool hasBuffer(BufferKind kind) const {
+    if (frozen)
+      return kind == BufferKind::params;
     switch (kind) {
     case BufferKind::master:
       return !areParamsMasters();
@@ -138,6 +143,14 @@ public:
 
   /// Unpadded parameter elements (S).
   int64_t getParamCount() const { return paramCount; }
+  /// Unpadded elements of the frozen parameters (the frozen partitions').
+  int64_t getFrozenParamCount() const { return frozenParamCount; }
+  /// Unpadded elements of the trainable parameters.
+  int64_t getTrainableParamCount() const {
+    return paramCount - frozenParamCount;
+  }
+  /// The partitions that train (those with gradients and optimizer states).
+  SmallVector<const PartitionBuffers *> getTrainablePartitions() const;
   /// Padded parameter elements (S').
   int64_t getPaddedParamCount() const { return paddedParamCount; }
 
@@ -156,6 +169,7 @@ private:
   bool paramsOffloaded = false;
   OffloadDevice paramDevice = OffloadDevice::none;
   int64_t paramCount = 0;
+  int64_t frozenParamCount = 0;
   int64_t paddedParamCount = 0;
   SmallVector<PartitionBuffers> partitions;
   llvm::StringMap<unsigned> partitionIndex;

@@ -722,8 +722,8 @@ def Zero_GetParamOp : Zero_Op<"get_param", [
 def Zero_GradOp : Zero_Op<"grad", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Binds the complete gradient of a parameter";
   let description = [{
-    Emitted by `zero-autodiff` exactly once per parameter, right where the
-    gradient is complete (after every contribution of a parameter used several
+    Emitted by `zero-autodiff` exactly once per trainable parameter (a
+    frozen one has none), right where the gradient is complete (after every contribution of a parameter used several
     times has been summed). This is the point from which ZeRO may reduce it.
 
     ```mlir
@@ -771,19 +771,27 @@ def Zero_PartitionOp : Zero_Op<"partition", [
     nothing is sharded: `padded_numel == numel` and every rank owns
     everything. The layout is identical on every rank.
 
+    A `frozen` partition holds frozen parameters only (a partition holds
+    only trainable or only frozen ones): its one persistent buffer is
+    `params` (full at stages 0-2, the owned shard at stage 3), with no
+    gradients, optimizer states or master copy, and no collective or
+    optimizer op touches it except the stage-3 gathers of its shards.
+
     ```mlir
     zero.partition @group0 stage 2 world_size 4 alignment 2 numel 1000 padded 1008
         params [@a, @b] offsets [0, 400]
+    zero.partition @frozen stage 2 world_size 4 alignment 2 numel 64 padded 64
+        params [@emb] offsets [0] frozen
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$stage,
                        I64Attr:$world_size, I64Attr:$alignment, I64Attr:$numel,
                        I64Attr:$padded_numel, SymbolRefArrayAttr:$params,
-                       DenseI64ArrayAttr:$offsets);
+                       DenseI64ArrayAttr:$offsets, UnitAttr:$frozen);
   let assemblyFormat = [{
     $sym_name `stage` $stage `world_size` $world_size `alignment` $alignment
     `numel` $numel `padded` $padded_numel `params` $params `offsets` $offsets
-    attr-dict
+    (`frozen` $frozen^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -1467,7 +1475,8 @@ def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
     `host_grads` and, with 16-bit compute, `host_params`. With the
     optimizer on NVMe, `master`, `exp_avg` and `exp_avg_sq` are byte
     offsets in the rank's swap file, multiples of 4096 (O_DIRECT), and
-    `host_params` is present with fp32 compute too.
+    `host_params` is present with fp32 compute too. A frozen partition has
+    `params` only.
 
     ```mlir
     #zero.buffer_offsets<params = 0, grads = 192, master = 320, exp_avg = 512, exp_avg_sq = 704>
@@ -1475,16 +1484,19 @@ def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
     #zero.buffer_offsets<params = 0, grads = 192, master = 0, exp_avg = 192, exp_avg_sq = 384, host_grads = 576, host_params = 640>
     ```
   }];
-  let parameters = (ins "int64_t":$params, "int64_t":$grads,
+  let parameters = (ins "int64_t":$params,
+                        OptionalParameter<"std::optional<int64_t>">:$grads,
                         OptionalParameter<"std::optional<int64_t>">:$master,
-                        "int64_t":$exp_avg, "int64_t":$exp_avg_sq,
+                        OptionalParameter<"std::optional<int64_t>">:$exp_avg,
+                        OptionalParameter<"std::optional<int64_t>">:$exp_avg_sq,
                         OptionalParameter<"std::optional<int64_t>">:$host_grads,
                         OptionalParameter<"std::optional<int64_t>">:$host_params);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// The offset of the buffer of kind `kind`, or none when the partition
-    /// has no such buffer (`master` with fp32 compute).
+    /// has no such buffer (`master` with fp32 compute, all but `params` in
+    /// a frozen partition).
     std::optional<int64_t> getOffset(::mlir::zero::BufferKind kind) const;
   }];
 }
