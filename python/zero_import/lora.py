@@ -23,6 +23,7 @@ merged model and of PEFT's saved adapters.
 
 import copy
 import os
+import sys
 import tempfile
 
 import torch.nn as nn
@@ -40,11 +41,11 @@ _REFUSED = (("use_dora", False), ("bias", "none"), ("modules_to_save", None),
 
 def peft_roots(module):
     """(prefix, PeftModel) of the outermost PeftModels in `module`: the
-    module itself, or those a make() wrapper holds."""
-    try:
-        from peft import PeftModel
-    except ImportError:
+    module itself, or those a make() wrapper holds. A module holding one
+    was built with peft imported; peft is not imported for any other."""
+    if "peft" not in sys.modules:
         return []
+    from peft import PeftModel
     roots = []
     for path, m in module.named_modules():
         if isinstance(m, PeftModel) and not any(
@@ -239,7 +240,6 @@ def apply(model, spec, no_weights):
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError:
-        import sys
         raise ImportFailure("--lora needs the peft package in the Python "
                             "that runs zero-import (%s)" % sys.executable)
     opts = parse_spec(spec)
