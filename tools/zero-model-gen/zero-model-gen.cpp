@@ -15,6 +15,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -105,11 +106,13 @@ static cl::OptionCategory genCat("zero-model-gen options");
 static cl::opt<std::string> modelKind(cl::Positional, cl::Required,
                                       cl::desc("<mlp|gpt2|llama>"),
                                       cl::cat(genCat));
-static cl::opt<std::string> outputFile("o", cl::desc("Output file (- for stdout)"),
+static cl::opt<std::string> outputFile("o",
+                                       cl::desc("Output file (- for stdout)"),
                                        cl::init("-"), cl::cat(genCat));
-static cl::opt<std::string> sizes("sizes",
-                                  cl::desc("MLP layer widths, input first (default: 784,256,256,10)"),
-                                  cl::init("784,256,256,10"), cl::cat(genCat));
+static cl::opt<std::string>
+    sizes("sizes",
+          cl::desc("MLP layer widths, input first (default: 784,256,256,10)"),
+          cl::init("784,256,256,10"), cl::cat(genCat));
 static cl::opt<int64_t> batch("batch",
                               cl::desc("Global batch size (default: 8; llama: "
                                        "the preset's)"),
@@ -134,10 +137,11 @@ static cl::opt<int64_t> seq("seq",
                             cl::desc("Sequence length (GPT-2: = positions; "
                                      "default: 1024; llama: the preset's)"),
                             cl::init(1024), cl::cat(genCat));
-static cl::opt<bool> untied("untied",
-                            cl::desc("GPT-2: separate lm_head.weight instead of "
-                                     "the tied token embedding"),
-                            cl::init(false), cl::cat(genCat));
+static cl::opt<bool>
+    untied("untied",
+           cl::desc("GPT-2: separate lm_head.weight instead of "
+                    "the tied token embedding"),
+           cl::init(false), cl::cat(genCat));
 static cl::opt<PresetId>
     preset("preset",
            cl::desc("Llama configuration; explicit options override its values "
@@ -166,9 +170,9 @@ static cl::opt<bool> tied("tied",
                           cl::desc("Llama: lm_head is the token embedding "
                                    "(model.embed_tokens.weight)"),
                           cl::init(false), cl::cat(genCat));
-static cl::opt<std::string> dtype("dtype",
-                                  cl::desc("Training precision: f32 (default), bf16 or f16"),
-                                  cl::init("f32"), cl::cat(genCat));
+static cl::opt<std::string>
+    dtype("dtype", cl::desc("Training precision: f32 (default), bf16 or f16"),
+          cl::init("f32"), cl::cat(genCat));
 static cl::opt<std::string> optimizer("optimizer",
                                       cl::desc("adam or adamw (default: adam "
                                                "MLP, adamw GPT-2 and llama)"),
@@ -214,8 +218,36 @@ static cl::opt<int64_t> ignoreIndex(
              "labels of the global batch (default: none, every label is a "
              "class)"),
     cl::cat(genCat));
+static cl::list<std::string>
+    freeze("freeze",
+           cl::desc("Freeze the parameters whose name matches this regular "
+                    "expression (POSIX extended, matched anywhere in the "
+                    "name, e.g. 'embed_tokens|norm'): they train not "
+                    "(zero.param ... frozen); may be given more than once"),
+           cl::value_desc("REGEX"), cl::cat(genCat));
 
 namespace {
+
+/// The --freeze patterns, how many parameters each matched, and the
+/// parameters seen and frozen.
+struct FreezeState {
+  SmallVector<std::unique_ptr<Regex>> patterns;
+  SmallVector<int64_t> matches;
+  int64_t params = 0, frozen = 0;
+
+  bool isFrozen(StringRef name) {
+    ++params;
+    bool any = false;
+    for (auto [pattern, count] : llvm::zip(patterns, matches))
+      if (pattern->match(name)) {
+        ++count;
+        any = true;
+      }
+    frozen += any;
+    return any;
+  }
+};
+FreezeState freezeState;
 
 /// The loss op's ` ignore_index N`, or nothing.
 std::string ignoreIndexSuffix() {
@@ -256,6 +288,8 @@ public:
         (noDecayEmbeddings && (name.ends_with("wte.weight") ||
                                name.ends_with("embed_tokens.weight"))))
       header += " weight_decay " + fmt(0.0);
+    if (freezeState.isFrozen(name))
+      header += " frozen";
     header += "\n";
     shapes[name.str()] = SmallVector<int64_t>(shape);
   }
@@ -345,7 +379,9 @@ std::string optimizerAttr(StringRef defKind, double defLr, double beta2,
 }
 
 std::string precisionAttr() {
-  std::string kind = dtype == "bf16" ? "bf16" : dtype == "f16" ? "fp16" : "fp32";
+  std::string kind = dtype == "bf16"  ? "bf16"
+                     : dtype == "f16" ? "fp16"
+                                      : "fp32";
   return "#zero.precision<kind = " + kind + ">";
 }
 
@@ -356,13 +392,15 @@ bool genMLP(raw_ostream &os) {
   for (StringRef p : parts) {
     int64_t w;
     if (p.trim().getAsInteger(10, w) || w <= 0) {
-      WithColor::error() << "--sizes: '" << p << "' is not a positive integer\n";
+      WithColor::error() << "--sizes: '" << p
+                         << "' is not a positive integer\n";
       return false;
     }
     widths.push_back(w);
   }
   if (widths.size() < 2) {
-    WithColor::error() << "--sizes needs at least an input and an output width\n";
+    WithColor::error()
+        << "--sizes needs at least an input and an output width\n";
     return false;
   }
   std::string lt = labelType.empty() ? "i64" : labelType.getValue();
@@ -381,7 +419,8 @@ bool genMLP(raw_ostream &os) {
     std::string y = e.fresh("mm");
     e.body << "    " << y << " = nn.matmul " << x << ", " << w << " : "
            << tensor({batch, widths[i]}, "f32") << ", "
-           << tensor({widths[i], widths[i + 1]}, "f32") << " -> " << act << "\n";
+           << tensor({widths[i], widths[i + 1]}, "f32") << " -> " << act
+           << "\n";
     std::string b = e.getParam(fc + ".bias");
     std::string z = e.fresh("fc");
     e.body << "    " << z << " = nn.add " << y << ", " << b << " : " << act
@@ -472,8 +511,9 @@ bool genGPT2(raw_ostream &os) {
 
   std::string wte = e.getParam("transformer.wte.weight");
   std::string tok = e.fresh("tok");
-  b << "    " << tok << " = nn.embedding " << wte << "[%tokens] : "
-    << tensor({V, C}, f) << ", " << tensor({B, T}, lt) << " -> " << xt << "\n";
+  b << "    " << tok << " = nn.embedding " << wte
+    << "[%tokens] : " << tensor({V, C}, f) << ", " << tensor({B, T}, lt)
+    << " -> " << xt << "\n";
   std::string wpe = e.getParam("transformer.wpe.weight");
   std::string x = e.fresh("x");
   b << "    " << x << " = nn.add " << tok << ", " << wpe << " : " << xt << ", "
@@ -490,26 +530,26 @@ bool genGPT2(raw_ostream &os) {
     SmallVector<std::string, 3> heads4;
     for (const std::string &t : {q, k, v}) {
       std::string r = e.fresh("heads");
-      b << "    " << r << " = nn.reshape " << t << " : " << xt << " -> " << headT
-        << "\n";
+      b << "    " << r << " = nn.reshape " << t << " : " << xt << " -> "
+        << headT << "\n";
       std::string tr = e.fresh("bhtd");
-      b << "    " << tr << " = nn.transpose " << r << " [0, 2, 1, 3] : " << headT
-        << " -> " << bhtd << "\n";
+      b << "    " << tr << " = nn.transpose " << r
+        << " [0, 2, 1, 3] : " << headT << " -> " << bhtd << "\n";
       heads4.push_back(tr);
     }
     std::string att = e.fresh("att");
     b << "    " << att << " = nn.attention " << heads4[0] << ", " << heads4[1]
       << ", " << heads4[2] << " causal : " << bhtd << "\n";
     std::string back = e.fresh("bthd");
-    b << "    " << back << " = nn.transpose " << att << " [0, 2, 1, 3] : " << bhtd
-      << " -> " << headT << "\n";
+    b << "    " << back << " = nn.transpose " << att
+      << " [0, 2, 1, 3] : " << bhtd << " -> " << headT << "\n";
     std::string merged = e.fresh("merged");
-    b << "    " << merged << " = nn.reshape " << back << " : " << headT << " -> "
-      << xt << "\n";
+    b << "    " << merged << " = nn.reshape " << back << " : " << headT
+      << " -> " << xt << "\n";
     std::string proj = linear(merged, p + "attn.c_proj", C, C);
     std::string r1 = e.fresh("res");
-    b << "    " << r1 << " = nn.add " << x << ", " << proj << " : " << xt << ", "
-      << xt << "\n";
+    b << "    " << r1 << " = nn.add " << x << ", " << proj << " : " << xt
+      << ", " << xt << "\n";
     std::string h2 = layerNorm(r1, p + "ln_2");
     std::string fc = linear(h2, p + "mlp.c_fc", C, 4 * C);
     std::string g = e.fresh("gelu");
@@ -525,13 +565,14 @@ bool genGPT2(raw_ostream &os) {
   std::string head =
       e.getParam(untied ? "lm_head.weight" : "transformer.wte.weight");
   std::string logitsT = tensor({B, T, V}, f);
-  b << "    %logits = nn.matmul " << xf << ", " << head << " transpose_rhs : "
-    << xt << ", " << tensor({V, C}, f) << " -> " << logitsT << "\n";
+  b << "    %logits = nn.matmul " << xf << ", " << head
+    << " transpose_rhs : " << xt << ", " << tensor({V, C}, f) << " -> "
+    << logitsT << "\n";
   b << "    %loss = nn.softmax_cross_entropy %logits, %targets"
     << ignoreIndexSuffix() << " : " << logitsT << ", " << tensor({B, T}, lt)
     << " -> tensor<f32>\n";
-  std::string args = "%tokens: " + tensor({B, T}, lt) +
-                     ", %targets: " + tensor({B, T}, lt);
+  std::string args =
+      "%tokens: " + tensor({B, T}, lt) + ", %targets: " + tensor({B, T}, lt);
   emitStep(os, e, args, optimizerAttr("adamw", 6e-4, 0.95, 0.1),
            precisionAttr(), "%loss");
   return true;
@@ -781,6 +822,18 @@ int main(int argc, char **argv) {
                           "--tied)\n";
     return 1;
   }
+  for (const std::string &pattern : freeze) {
+    auto regex = std::make_unique<Regex>(pattern, Regex::NoFlags);
+    std::string why;
+    if (!regex->isValid(why)) {
+      WithColor::error() << "--freeze '" << pattern
+                         << "' is not a valid regular expression: " << why
+                         << "\n";
+      return 1;
+    }
+    freezeState.patterns.push_back(std::move(regex));
+    freezeState.matches.push_back(0);
+  }
   std::error_code ec;
   ToolOutputFile out(outputFile, ec, sys::fs::OF_None);
   if (ec) {
@@ -788,13 +841,16 @@ int main(int argc, char **argv) {
                        << "\n";
     return 1;
   }
+  // The model is checked against --freeze before anything is written.
+  std::string text;
+  raw_string_ostream os(text);
   bool ok;
   if (modelKind == "mlp")
-    ok = genMLP(out.os());
+    ok = genMLP(os);
   else if (modelKind == "gpt2")
-    ok = genGPT2(out.os());
+    ok = genGPT2(os);
   else if (modelKind == "llama")
-    ok = genLlama(out.os());
+    ok = genLlama(os);
   else {
     WithColor::error() << "unknown model '" << modelKind
                        << "' (expected mlp, gpt2 or llama)\n";
@@ -802,6 +858,19 @@ int main(int argc, char **argv) {
   }
   if (!ok)
     return 1;
+  for (auto [pattern, count] : llvm::zip(freeze, freezeState.matches))
+    if (count == 0) {
+      WithColor::error() << "--freeze '" << pattern
+                         << "' matches no parameter of the model\n";
+      return 1;
+    }
+  if (!freeze.empty() && freezeState.frozen == freezeState.params) {
+    WithColor::error() << "--freeze '" << llvm::join(freeze, "', --freeze '")
+                       << "' match every parameter of the model: nothing "
+                          "would train\n";
+    return 1;
+  }
+  out.os() << text;
   out.keep();
   return 0;
 }
