@@ -494,6 +494,10 @@ void Driver::checkOutputs() {
     hfModelOf(manifest.hfModel, "--export-hf");
     checkWritableDir(opts.exportHf, "--export-hf");
   }
+  if (!opts.exportAdapters.empty() && ctx.rank == 0) {
+    peftOf(manifest.peft, "--export-adapters");
+    checkWritableDir(opts.exportAdapters, "--export-adapters");
+  }
   if (!opts.logJson.empty() && ctx.rank == 0)
     checkWritableFile(opts.logJson, "--log-json");
   if (!opts.trace.empty())
@@ -581,20 +585,31 @@ bool Driver::exportWeights() {
   std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"step", std::to_string(progress.step)}};
   int files = 0;
+  size_t params = tensors.size();
   if (!everywhere([&] {
         if (ctx.rank != 0)
           return;
         if (!opts.exportPath.empty())
           writeFileAtomic(opts.exportPath, writeSafetensors(tensors, metadata));
-        if (!opts.exportHf.empty())
-          files = writeHfDirectory(
-              opts.exportHf, hfModelOf(manifest.hfModel, "--export-hf").config,
-              tensors, opts.maxShardBytes, metadata);
+        if (!opts.exportAdapters.empty())
+          writeAdapterDirectory(opts.exportAdapters, *manifest.peft, tensors,
+                                metadata);
+        if (opts.exportHf.empty())
+          return;
+        // A PEFT model exports merged, in place: its base model's weights.
+        if (manifest.peft)
+          tensors = mergeAdapters(*manifest.peft, std::move(tensors));
+        files = writeHfDirectory(
+            opts.exportHf, hfModelOf(manifest.hfModel, "--export-hf").config,
+            tensors, opts.maxShardBytes, metadata);
       }))
     return false;
   if (!opts.exportPath.empty())
-    info("exported %zu tensors to %s\n", tensors.size(),
-         opts.exportPath.c_str());
+    info("exported %zu tensors to %s\n", params, opts.exportPath.c_str());
+  if (!opts.exportAdapters.empty())
+    info("exported the LoRA adapters of %zu layer(s) to %s (PEFT: "
+         "adapter_config.json and adapter_model.safetensors)\n",
+         manifest.peft->layers.size(), opts.exportAdapters.c_str());
   if (!opts.exportHf.empty())
     info("exported %zu tensors to %s (Hugging Face: config.json and %d "
          "safetensors file(s))\n",
@@ -925,7 +940,8 @@ int Driver::run(int argc, char **argv) {
   if (ok && !training && !opts.save.empty() && opts.resume.empty() &&
       opts.steps == 0)
     ok = save(progress);
-  if (ok && (!opts.exportPath.empty() || !opts.exportHf.empty()))
+  if (ok && (!opts.exportPath.empty() || !opts.exportHf.empty() ||
+             !opts.exportAdapters.empty()))
     ok = exportWeights();
   if (!opts.trace.empty() && !writeTrace())
     ok = false;

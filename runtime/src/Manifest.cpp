@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Manifest.h"
+#include "Files.h"
 #include "Support.h"
 
 #include "zero_rt/constants.h"
@@ -284,7 +285,61 @@ PartitionInfo toPartition(const manifest::Partition &w, size_t index) {
   return info;
 }
 
+/// `peft` checked against the parameters as #zero.peft's verifier checks
+/// the module: each layer's base [out, in] frozen, its a [r, in] and b
+/// [out, r] trainable, each parameter and key once, every other parameter
+/// under the prefix.
+manifest::Peft checkedPeft(const manifest::Peft &peft,
+                           const std::vector<ParamInfo> &params) {
+  std::string where = manifest::Program::peftKey;
+  if (!nlohmann::json::parse(peft.config, nullptr, false).is_object())
+    invalid(keyPath(manifest::Program::peftKey, manifest::Peft::configKey) +
+            " is not the text of a JSON object");
+  auto find = [&](const std::string &name) -> const ParamInfo & {
+    for (const ParamInfo &p : params)
+      if (p.name == name)
+        return p;
+    invalid(where + ": '" + name + "' is no parameter");
+  };
+  std::set<std::string> adapted, keys, merged;
+  for (const manifest::Lora &l : peft.layers) {
+    const ParamInfo &w = find(l.base), &a = find(l.a), &b = find(l.b);
+    if (w.shape.size() != 2 || a.shape.size() != 2 || b.shape.size() != 2 ||
+        a.shape[0] < 1 || a.shape[0] != b.shape[1] ||
+        a.shape[1] != w.shape[1] || b.shape[0] != w.shape[0])
+      invalid(where + ": '" + l.base + "' " + shapeText(w.shape) +
+              " is adapted by a " + shapeText(a.shape) + " and b " +
+              shapeText(b.shape) + " (a [r, in], b [out, r], r > 0)");
+    if (!w.frozen || a.frozen || b.frozen)
+      invalid(where + ": the base '" + l.base +
+              "' must be frozen and its adapters train");
+    if (!std::isfinite(l.scaling))
+      invalid(where + ": the scaling of '" + l.base + "' is not finite");
+    for (const std::string *name : {&l.base, &l.a, &l.b})
+      if (!adapted.insert(*name).second)
+        invalid(where + ": '" + *name + "' is in two layers");
+    for (const std::string *key : {&l.aName, &l.bName})
+      if (key->empty() || !keys.insert(*key).second)
+        invalid(where + ": adapter key '" + *key + "' is empty or repeated");
+    if (l.mergedKey.empty() || !merged.insert(l.mergedKey).second)
+      invalid(where + ": merged key '" + l.mergedKey +
+              "' is empty or repeated");
+  }
+  for (const ParamInfo &p : params)
+    if (p.name.rfind(peft.prefix, 0) != 0 && !adapted.count(p.name))
+      invalid(where + ": parameter '" + p.name + "' does not start with '" +
+              peft.prefix + "'");
+  return peft;
+}
+
 } // namespace
+
+int64_t Manifest::findParam(const std::string &name) const {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].name == name)
+      return int64_t(i);
+  return -1;
+}
 
 int32_t zrt::computeDtypeOf(const std::string &name) {
   // By Dtype: the floating-point ones.
@@ -555,6 +610,8 @@ Manifest Manifest::parse(const std::string &text) {
       invalid("stage-3 params shard of '" + p.name + "' is not " +
               manifest::Partition::shardNumelKey);
   }
+  if (w.peft)
+    m.peft = checkedPeft(*w.peft, m.params);
   for (const ParamInfo &p : m.params) {
     if (p.partition < 0 || p.partition >= int32_t(m.partitions.size()))
       invalid("parameter '" + p.name + "' is in no partition");

@@ -199,6 +199,11 @@ struct Manifest {
   /// A model imported from Hugging Face: its config.json text and its tied
   /// names, each a parameter's (absent: no Hugging Face export).
   std::optional<manifest::HfModel> hfModel;
+  /// A PEFT LoRA model: adapter_config.json's text, the prefix of its
+  /// other parameters and each adapted weight (absent: none).
+  std::optional<manifest::Peft> peft;
+  /// The index of the parameter named `name`, or -1.
+  int64_t findParam(const std::string &name) const;
   /// The plan over the step (memory_timeline; empty when absent): live
   /// step-arena bytes and kernel scratch by op index, and the index of the
   /// first backward op (-1: none). --trace copies it next to the measurement.

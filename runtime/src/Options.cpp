@@ -53,6 +53,11 @@ const char *const zrt::kUsage =
     "  --export-hf DIR         ... as a Hugging Face model directory that\n"
     "                          from_pretrained loads (a program imported\n"
     "                          with zero-import --hf)\n"
+    "                          (of a PEFT LoRA program: the merged model)\n"
+    "  --export-adapters DIR   a PEFT LoRA program's adapters as PEFT's\n"
+    "                          adapter directory (adapter_config.json and\n"
+    "                          adapter_model.safetensors) that\n"
+    "                          PeftModel.from_pretrained loads\n"
     "  --max-shard-size SIZE   --export-hf's shard size, as save_pretrained's\n"
     "                          max_shard_size (default 50GB)\n"
     "  --save DIR              write a sharded checkpoint at the end\n"
@@ -248,6 +253,8 @@ Options zrt::parseOptions(int argc, char **argv) {
       text(o.exportPath);
     else if (name == "--export-hf")
       text(o.exportHf);
+    else if (name == "--export-adapters")
+      text(o.exportAdapters);
     else if (name == "--max-shard-size")
       text(o.maxShardSize);
     else if (name == "--save")

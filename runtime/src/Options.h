@@ -26,6 +26,8 @@ struct Options {
   /// --export-hf DIR and its --max-shard-size (empty: save_pretrained's
   /// default), in bytes once parsed.
   std::string exportHf, maxShardSize;
+  /// --export-adapters DIR: a PEFT program's adapter directory.
+  std::string exportAdapters;
   int64_t maxShardBytes = 0;
   int64_t saveEvery = 0;
   /// Evaluation: --eval-data (tokens) or --eval-inputs/--eval-labels

@@ -129,6 +129,81 @@ zrt::hfModelOf(const std::optional<manifest::HfModel> &hf,
   return *hf;
 }
 
+const manifest::Peft &zrt::peftOf(const std::optional<manifest::Peft> &peft,
+                                  const std::string &what) {
+  if (!peft)
+    fail(what + " writes a PEFT model's LoRA adapters, but this program has "
+                "none: import a model made with peft.get_peft_model (or "
+                "zero-import --hf DIR --lora ...), then compile and train it");
+  return *peft;
+}
+
+namespace {
+
+/// The index of the tensor named `name` among `tensors`; throws naming the
+/// export `what` when there is none.
+size_t tensorNamed(const std::vector<Tensor> &tensors, const std::string &name,
+                   const char *what) {
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].name == name)
+      return i;
+  fail(std::string(what) + ": no parameter '" + name + "'");
+}
+
+} // namespace
+
+void zrt::writeAdapterDirectory(
+    const std::string &dir, const manifest::Peft &peft,
+    const std::vector<Tensor> &tensors,
+    const std::map<std::string, std::string> &metadata) {
+  std::vector<Tensor> adapters;
+  for (const manifest::Lora &l : peft.layers)
+    for (auto [param, key] : {std::pair{&l.a, &l.aName}, {&l.b, &l.bName}}) {
+      adapters.push_back(tensors[tensorNamed(tensors, *param, "adapters")]);
+      adapters.back().name = *key;
+    }
+  makeDirs(dir);
+  writeFileAtomic(joinPath(dir, "adapter_model.safetensors"),
+                  writeSafetensors(adapters, metadata));
+  writeFileAtomic(joinPath(dir, "adapter_config.json"), peft.config);
+}
+
+std::vector<Tensor> zrt::mergeAdapters(const manifest::Peft &peft,
+                                       std::vector<Tensor> tensors) {
+  enum class Role { Other, Base, Adapter };
+  std::vector<Role> role(tensors.size(), Role::Other);
+  for (const manifest::Lora &l : peft.layers) {
+    size_t w = tensorNamed(tensors, l.base, "merge"),
+           ia = tensorNamed(tensors, l.a, "merge"),
+           ib = tensorNamed(tensors, l.b, "merge");
+    role[w] = Role::Base;
+    role[ia] = role[ib] = Role::Adapter;
+    const Tensor &a = tensors[ia], &b = tensors[ib];
+    Tensor &base = tensors[w];
+    int64_t out = base.shape[0], in = base.shape[1], r = a.shape[0];
+    // W + scaling * (B @ A) in fp32, each dot product in order of k.
+    float scaling = float(l.scaling);
+    for (int64_t i = 0; i < out; ++i)
+      for (int64_t j = 0; j < in; ++j) {
+        float dot = 0.0f;
+        for (int64_t k = 0; k < r; ++k)
+          dot += b.data[size_t(i * r + k)] * a.data[size_t(k * in + j)];
+        base.data[size_t(i * in + j)] += scaling * dot;
+      }
+    base.name = l.mergedKey;
+  }
+  std::vector<Tensor> merged;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (role[i] == Role::Adapter)
+      continue;
+    Tensor &t = tensors[i];
+    if (role[i] == Role::Other)
+      t.name = t.name.substr(peft.prefix.size());
+    merged.push_back(std::move(t));
+  }
+  return merged;
+}
+
 int zrt::writeHfDirectory(const std::string &dir, const std::string &config,
                           const std::vector<Tensor> &tensors,
                           int64_t maxShardBytes,

@@ -54,6 +54,27 @@ int writeHfDirectory(const std::string &dir, const std::string &config,
 const manifest::HfModel &hfModelOf(const std::optional<manifest::HfModel> &hf,
                                    const std::string &what);
 
+/// The PEFT model a manifest records; throws unless there is one (`what`
+/// names the option).
+const manifest::Peft &peftOf(const std::optional<manifest::Peft> &peft,
+                             const std::string &what);
+
+/// Writes PEFT's adapter directory `dir` (created if needed) as
+/// save_pretrained writes it: adapter_config.json (`peft.config`, as given)
+/// and adapter_model.safetensors, each layer's a and b (found by parameter
+/// name among `tensors`) under its a_key and b_key, in order, with
+/// `metadata`. Each file is written atomically.
+void writeAdapterDirectory(const std::string &dir, const manifest::Peft &peft,
+                           const std::vector<Tensor> &tensors,
+                           const std::map<std::string, std::string> &metadata);
+
+/// The merged model of a PEFT model whose parameters are `tensors` (by
+/// name, in order), as merge_and_unload gives it: each layer's base under
+/// its merged_key as W + scaling * (B @ A), computed in fp32, the adapters
+/// dropped, and every other parameter under its name without the prefix.
+std::vector<Tensor> mergeAdapters(const manifest::Peft &peft,
+                                  std::vector<Tensor> tensors);
+
 /// The weights --init-from reads: a safetensors file, or a Hugging Face
 /// directory (model.safetensors, or the shards model.safetensors.index.json
 /// lists). Only the headers are read when it is opened; each wanted tensor

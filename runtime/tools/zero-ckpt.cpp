@@ -11,11 +11,13 @@
 //   zero-ckpt consolidate DIR -o model.safetensors [--optimizer-states]
 //                         [--compute-dtype]
 //   zero-ckpt consolidate DIR --hf OUTDIR [--max-shard-size SIZE]
+//   zero-ckpt consolidate DIR --adapters OUTDIR
 //       the fp32 master weights by parameter name, as --export writes them
 //       (DeepSpeed's zero_to_fp32); with the Adam moments as well; or each
 //       parameter in the dtype it computes in; or, for a model imported
 //       from Hugging Face, as --export-hf writes them (config.json and
-//       safetensors that from_pretrained loads).
+//       safetensors that from_pretrained loads; of a PEFT LoRA model the
+//       merged weights); or a PEFT model's adapter directory.
 //   zero-ckpt reshard DIR (--for PROGRAM | --manifest FILE) -o NEWDIR
 //   zero-ckpt reshard DIR --world-size M [--stage S] -o NEWDIR
 //       the same state in another program's layout (world size, stage,
@@ -55,6 +57,7 @@ const char *const kUsage =
     "       zero-ckpt consolidate DIR -o OUT.safetensors [--optimizer-states]\n"
     "                             [--compute-dtype]\n"
     "       zero-ckpt consolidate DIR --hf OUTDIR [--max-shard-size SIZE]\n"
+    "       zero-ckpt consolidate DIR --adapters OUTDIR\n"
     "       zero-ckpt reshard DIR (--for PROGRAM | --manifest FILE) -o NEWDIR\n"
     "       zero-ckpt reshard DIR --world-size M [--stage S] -o NEWDIR\n"
     "\n"
@@ -71,7 +74,10 @@ const char *const kUsage =
     "                does, f32 ones as they are); --hf writes a Hugging\n"
     "                Face model directory as --export-hf does (a model\n"
     "                imported with zero-import --hf), in shards above\n"
-    "                --max-shard-size (default 50GB, as save_pretrained)\n"
+    "                --max-shard-size (default 50GB, as save_pretrained);\n"
+    "                of a PEFT LoRA model, --hf writes the merged model\n"
+    "                and --adapters the adapter directory that\n"
+    "                PeftModel.from_pretrained loads\n"
     "  reshard       writes NEWDIR/step_N (and NEWDIR/latest) in the layout\n"
     "                of PROGRAM, a training executable (or of FILE, the\n"
     "                manifest `PROGRAM --print-manifest` prints), which\n"
@@ -225,8 +231,9 @@ int inspect(const std::string &path) {
 }
 
 int consolidate(const std::string &path, const std::string &out,
-                const std::string &hfOut, int64_t maxShardBytes,
-                bool optimizerStates, bool computeDtype) {
+                const std::string &hfOut, const std::string &adaptersOut,
+                int64_t maxShardBytes, bool optimizerStates,
+                bool computeDtype) {
   CheckpointReader ckpt(path);
   if (ckpt.format < 3)
     fail(ckpt.where() + " has format 2, which records no parameter names; "
@@ -235,6 +242,9 @@ int consolidate(const std::string &path, const std::string &out,
       savedHfModel(ckpt.manifest(), ckpt.where());
   if (!hfOut.empty())
     hfModelOf(hf, "consolidate --hf");
+  std::optional<manifest::Peft> peft = savedPeft(ckpt.manifest(), ckpt.where());
+  if (!adaptersOut.empty())
+    peftOf(peft, "consolidate --adapters");
   std::vector<Tensor> tensors;
   std::vector<BufferKind> kinds = {kMaster};
   if (optimizerStates)
@@ -270,7 +280,17 @@ int consolidate(const std::string &path, const std::string &out,
     std::printf("consolidated %zu tensors of step %lld into %s\n",
                 tensors.size(), (long long)ckpt.step, out.c_str());
   }
+  if (!adaptersOut.empty()) {
+    writeAdapterDirectory(adaptersOut, *peft, tensors, metadata);
+    std::printf("consolidated the LoRA adapters of %zu layer(s) of step %lld "
+                "into %s (PEFT: adapter_config.json and "
+                "adapter_model.safetensors)\n",
+                peft->layers.size(), (long long)ckpt.step, adaptersOut.c_str());
+  }
   if (!hfOut.empty()) {
+    // A PEFT model's merged weights: its base model's.
+    if (peft)
+      tensors = mergeAdapters(*peft, std::move(tensors));
     int files =
         writeHfDirectory(hfOut, hf->config, tensors, maxShardBytes, metadata);
     std::printf("consolidated %zu tensors of step %lld into %s (Hugging "
@@ -314,6 +334,7 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
   // The values are those the saved schedule trained.
   m.hashText = ckpt.scheduleHash;
   m.hfModel = savedHfModel(ckpt.manifest(), ckpt.where());
+  m.peft = savedPeft(ckpt.manifest(), ckpt.where());
   // Each group computes in its parameters' dtype (a group holds one), and
   // is frozen when they are (all or none).
   std::vector<std::string> dtypes(ckpt.groups.size());
@@ -412,7 +433,7 @@ int run(int argc, char **argv) {
     return 0;
   }
   std::string command = args[0], dir, out, program, manifestFile, hfOut,
-              maxShardSize;
+              adaptersOut, maxShardSize;
   bool optimizerStates = false, computeDtype = false;
   int64_t world = 0, stage = -1;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -438,6 +459,8 @@ int run(int argc, char **argv) {
       computeDtype = true;
     else if (a == "--hf" && command == "consolidate")
       hfOut = value();
+    else if (a == "--adapters" && command == "consolidate")
+      adaptersOut = value();
     else if (a == "--max-shard-size" && command == "consolidate")
       maxShardSize = value();
     else if (a.rfind("-", 0) == 0)
@@ -457,20 +480,22 @@ int run(int argc, char **argv) {
     return inspect(dir);
   }
   if (command == "consolidate") {
-    if (out.empty() == hfOut.empty())
-      throw UsageError("consolidate needs -o FILE or --hf DIR (one of them)");
-    if (!hfOut.empty() && (optimizerStates || computeDtype))
+    if (int(!out.empty()) + int(!hfOut.empty()) + int(!adaptersOut.empty()) !=
+        1)
+      throw UsageError("consolidate needs -o FILE, --hf DIR or --adapters DIR "
+                       "(one of them)");
+    if (out.empty() && (optimizerStates || computeDtype))
       throw UsageError(std::string(optimizerStates ? "--optimizer-states"
                                                    : "--compute-dtype") +
-                       " goes with -o; --hf writes the fp32 weights that "
-                       "from_pretrained loads");
+                       " goes with -o; --hf and --adapters write the fp32 "
+                       "weights that from_pretrained loads");
     if (!maxShardSize.empty() && hfOut.empty())
       throw UsageError("--max-shard-size goes with --hf");
     int64_t maxShardBytes = parseShardSize(
         maxShardSize.empty() ? kDefaultMaxShardSize : maxShardSize,
         "--max-shard-size");
-    return consolidate(dir, out, hfOut, maxShardBytes, optimizerStates,
-                       computeDtype);
+    return consolidate(dir, out, hfOut, adaptersOut, maxShardBytes,
+                       optimizerStates, computeDtype);
   }
   if (out.empty())
     throw UsageError(command + " needs -o");

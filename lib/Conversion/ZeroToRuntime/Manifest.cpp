@@ -198,6 +198,24 @@ std::string Lowering::buildManifest() {
               {entry.getName().str(),
                cast<StringAttr>(entry.getValue()).getValue().str()});
     }
+    if (PeftAttr peft = step->getContext()
+                            ->getLoadedDialect<ZeroDialect>()
+                            ->getPeftAttrHelper()
+                            .getAttr(module)) {
+      manifest::Peft &out = m.peft.emplace();
+      out.config = peft.getConfig().str();
+      out.prefix = peft.getPrefix().str();
+      for (LoraAttr lora : peft.getLoras()) {
+        manifest::Lora &layer = out.layers.emplace_back();
+        layer.base = lora.getBase().str();
+        layer.a = lora.getA().str();
+        layer.b = lora.getB().str();
+        layer.scaling = lora.getScaling().convertToDouble();
+        layer.mergedKey = lora.getMergedKey().str();
+        layer.aName = lora.getAKey().str();
+        layer.bName = lora.getBKey().str();
+      }
+    }
   }
   m.alignment =
       static_cast<int64_t>(s.getPartitions().front().partition.getAlignment());

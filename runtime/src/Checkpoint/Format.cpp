@@ -259,6 +259,20 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
       tied.push_back({{"name", t.name}, {"param", t.param}});
     manifest["hf_model"] = {{"config", m.hfModel->config}, {"tied", tied}};
   }
+  if (m.peft) {
+    json layers = json::array();
+    for (const manifest::Lora &l : m.peft->layers)
+      layers.push_back({{"base", l.base},
+                        {"a", l.a},
+                        {"b", l.b},
+                        {"scaling", l.scaling},
+                        {"merged_key", l.mergedKey},
+                        {"a_key", l.aName},
+                        {"b_key", l.bName}});
+    manifest["peft"] = {{"config", m.peft->config},
+                        {"prefix", m.peft->prefix},
+                        {"layers", layers}};
+  }
   return sealManifest(manifest);
 }
 
@@ -277,4 +291,29 @@ zrt::savedHfModel(const nlohmann::json &manifest, const std::string &where) {
     fail(where + ": malformed hf_model: " + e.what());
   }
   return hf;
+}
+
+std::optional<manifest::Peft> zrt::savedPeft(const nlohmann::json &manifest,
+                                             const std::string &where) {
+  if (!manifest.contains("peft"))
+    return std::nullopt;
+  manifest::Peft peft;
+  try {
+    const json &saved = manifest.at("peft");
+    peft.config = saved.at("config").get<std::string>();
+    peft.prefix = saved.at("prefix").get<std::string>();
+    for (const json &l : saved.at("layers")) {
+      manifest::Lora &layer = peft.layers.emplace_back();
+      layer.base = l.at("base").get<std::string>();
+      layer.a = l.at("a").get<std::string>();
+      layer.b = l.at("b").get<std::string>();
+      layer.scaling = l.at("scaling").get<double>();
+      layer.mergedKey = l.at("merged_key").get<std::string>();
+      layer.aName = l.at("a_key").get<std::string>();
+      layer.bName = l.at("b_key").get<std::string>();
+    }
+  } catch (const json::exception &e) {
+    fail(where + ": malformed peft: " + e.what());
+  }
+  return peft;
 }

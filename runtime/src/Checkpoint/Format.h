@@ -149,6 +149,11 @@ std::string checkpointManifest(const Manifest &m, int world, int64_t step,
 std::optional<manifest::HfModel> savedHfModel(const nlohmann::json &manifest,
                                               const std::string &where);
 
+/// The PEFT model a checkpoint manifest records (a program with
+/// #zero.peft), if any; `where` names it in errors.
+std::optional<manifest::Peft> savedPeft(const nlohmann::json &manifest,
+                                        const std::string &where);
+
 } // namespace zrt
 
 #endif // ZERO_RT_CHECKPOINT_FORMAT_H

@@ -13,6 +13,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
 
@@ -218,6 +219,50 @@ LogicalResult HfModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (target == entry.getName())
       return emitError() << "tied name '" << target.getValue()
                          << "' maps to itself";
+  }
+  return success();
+}
+
+LogicalResult PeftAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               StringRef config, StringRef prefix,
+                               ArrayAttr layers) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(config);
+  if (!parsed)
+    return emitError() << "config is not valid JSON: "
+                       << llvm::toString(parsed.takeError());
+  if (!parsed->getAsObject())
+    return emitError() << "config must be a JSON object (adapter_config.json)";
+  // Each parameter adapted once, and each key written once.
+  llvm::StringSet<> params, adapterKeys, mergedKeys;
+  for (Attribute layer : layers) {
+    auto lora = dyn_cast<LoraAttr>(layer);
+    if (!lora)
+      return emitError() << "layers must be #zero.lora attributes, got "
+                         << layer;
+    StringRef base = lora.getBase(), a = lora.getA(), b = lora.getB();
+    if (base.empty() || a.empty() || b.empty() || base == a || base == b ||
+        a == b)
+      return emitError() << "a layer's base, a and b must name three "
+                            "parameters, got '"
+                         << base << "', '" << a << "' and '" << b << "'";
+    if (!lora.getScaling().isFinite())
+      return emitError() << "the scaling of '" << base << "' must be finite";
+    for (auto [key, what] : {std::pair{lora.getMergedKey(), "merged_key"},
+                             {lora.getAKey(), "a_key"},
+                             {lora.getBKey(), "b_key"}})
+      if (key.empty())
+        return emitError() << "the " << what << " of '" << base
+                           << "' must not be empty";
+    for (StringRef name : {lora.getBase(), lora.getA(), lora.getB()})
+      if (!params.insert(name).second)
+        return emitError() << "parameter '" << name
+                           << "' appears in two layers";
+    for (StringRef key : {lora.getAKey(), lora.getBKey()})
+      if (!adapterKeys.insert(key).second)
+        return emitError() << "adapter key '" << key << "' appears twice";
+    if (!mergedKeys.insert(lora.getMergedKey()).second)
+      return emitError() << "merged_key '" << lora.getMergedKey()
+                         << "' appears twice";
   }
   return success();
 }
@@ -536,6 +581,56 @@ static LogicalResult verifyTemp(Operation *op, Attribute value, EmitFn emit) {
   return success();
 }
 
+/// zero.peft against the module's parameters: each layer's base [out, in]
+/// frozen, a [r, in] and b [out, r] trainable (r > 0), and every other
+/// parameter under the prefix. A lowered module has no parameters left (the
+/// manifest's reader checks the same there).
+template <typename EmitFn>
+static LogicalResult verifyPeft(ModuleOp module, PeftAttr peft, EmitFn &&emit) {
+  if (module.getOps<ParamOp>().empty())
+    return success();
+  llvm::StringSet<> adapted;
+  for (LoraAttr lora : peft.getLoras()) {
+    auto lookup = [&](StringRef name) {
+      return dyn_cast_or_null<ParamOp>(
+          SymbolTable::lookupSymbolIn(module, name));
+    };
+    ParamOp base = lookup(lora.getBase()), a = lookup(lora.getA()),
+            b = lookup(lora.getB());
+    for (auto [param, name] :
+         {std::pair{base, lora.getBase()}, {a, lora.getA()}, {b, lora.getB()}})
+      if (!param)
+        return emit() << "adapts '" << name
+                      << "', which is no zero.param of the module";
+    ArrayRef<int64_t> w = base.getTensorType().getShape(),
+                      sa = a.getTensorType().getShape(),
+                      sb = b.getTensorType().getShape();
+    if (w.size() != 2 || sa.size() != 2 || sb.size() != 2 || sa[0] < 1 ||
+        sa[0] != sb[1] || sa[1] != w[1] || sb[0] != w[0])
+      return emit() << "adapts '" << lora.getBase() << "' "
+                    << base.getTensorType() << " with a " << a.getTensorType()
+                    << " and b " << b.getTensorType()
+                    << ": a must be [r, in] and b [out, r] of a base [out, "
+                       "in], r > 0";
+    if (!base.getFrozen())
+      return emit() << "adapts '" << lora.getBase()
+                    << "', which trains: a LoRA base must be frozen";
+    for (ParamOp adapter : {a, b})
+      if (adapter.getFrozen())
+        return emit() << "has adapter '" << adapter.getSymName()
+                      << "' frozen: LoRA adapters train";
+    adapted.insert(lora.getA());
+    adapted.insert(lora.getB());
+  }
+  for (ParamOp p : module.getOps<ParamOp>())
+    if (!adapted.contains(p.getSymName()) &&
+        !p.getSymName().starts_with(peft.getPrefix()))
+      return emit() << "has prefix '" << peft.getPrefix()
+                    << "', which parameter '" << p.getSymName()
+                    << "' does not start with";
+  return success();
+}
+
 LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringAttr name = attr.getName();
@@ -581,6 +676,12 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
                       << "', which is a symbol of the module itself";
     }
     return success();
+  }
+  if (name == getPeftAttrHelper().getName()) {
+    if (failed(expect(isa<PeftAttr>(value), "#zero.peft", isa<ModuleOp>(op),
+                      "a module")))
+      return failure();
+    return verifyPeft(cast<ModuleOp>(op), cast<PeftAttr>(value), emit);
   }
   if (name == getInputOffsetsAttrHelper().getName())
     return verifyInputOffsets(op, value, emit);

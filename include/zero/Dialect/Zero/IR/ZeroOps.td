@@ -60,7 +60,9 @@ def Zero_Dialect : Dialect {
     optimizer states and the parameters live is the step's own `offload`.
 
     `zero-import --hf` records what an export to Hugging Face writes in
-    `zero.hf_model = #zero.hf_model<...>` on the module.
+    `zero.hf_model = #zero.hf_model<...>` on the module, and the import of a
+    PEFT LoRA model what its adapter and merged exports write in
+    `zero.peft = #zero.peft<...>`.
 
     `zero-remat` marks the forward ops it cloned into the backward with the
     unit attribute `zero.recompute` (only on `nn` ops of a train step's body).
@@ -75,7 +77,8 @@ def Zero_Dialect : Dialect {
     "::mlir::UnitAttr":$loss_seed,
     "::mlir::UnitAttr":$recompute,
     "::mlir::zero::LoggingAttr":$logging,
-    "::mlir::zero::HfModelAttr":$hf_model
+    "::mlir::zero::HfModelAttr":$hf_model,
+    "::mlir::zero::PeftAttr":$peft
   );
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -463,6 +466,65 @@ def Zero_HfModelAttr : Zero_Attr<"HfModel", "hf_model"> {
                         OptionalParameter<"::mlir::DictionaryAttr">:$tied);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+}
+
+def Zero_LoraAttr : Zero_Attr<"Lora", "lora"> {
+  let summary = "One LoRA-adapted weight of a PEFT model";
+  let description = [{
+    A weight `base` [out, in] that PEFT's LoRA adapts with `a` (lora_A,
+    [r, in]) and `b` (lora_B, [out, r]), each a `zero.param` of the module
+    under PEFT's name: the layer computes base(x) + scaling * b(a(x)), with
+    `scaling` lora_alpha / r as PEFT computes it. The base is frozen and
+    the adapters train. `merged_key` is the weight's name in the merged
+    model (W + scaling * B @ A, as `merge_and_unload` writes it), `a_key`
+    and `b_key` the adapters' names in `adapter_model.safetensors` (PEFT's
+    `get_peft_model_state_dict`, without the adapter's name).
+
+    ```mlir
+    #zero.lora<base = "base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight", a = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight", b = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.default.weight", scaling = 2.000000e+00, merged_key = "model.layers.0.self_attn.q_proj.weight", a_key = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", b_key = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight">
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"the base weight's zero.param">:$base,
+                        StringRefParameter<"lora_A's zero.param">:$a,
+                        StringRefParameter<"lora_B's zero.param">:$b,
+                        Zero_DoubleParam:$scaling,
+                        StringRefParameter<"the merged weight's name">:$merged_key,
+                        StringRefParameter<"lora_A's name in the adapter file">:$a_key,
+                        StringRefParameter<"lora_B's name in the adapter file">:$b_key);
+  let assemblyFormat = "`<` struct(params) `>`";
+  // #zero.peft verifies its layers, naming them.
+}
+
+def Zero_PeftAttr : Zero_Attr<"Peft", "peft"> {
+  let summary = "What exporting a PEFT LoRA model writes";
+  let description = [{
+    Recorded as `zero.peft` on the module of a PEFT model (`zero-import` of
+    `peft.get_peft_model(...)`, or `--hf DIR --lora ...`), carried into the
+    program's manifest and its checkpoints. `config` is the text of
+    `adapter_config.json`; `prefix` starts every parameter name that is
+    not an adapter (PEFT's `base_model.model.`), which the merged model
+    drops; `layers` lists each adapted weight (`#zero.lora`).
+    `./train --export-adapters DIR` and `zero-ckpt consolidate --adapters
+    DIR` write the adapter directory that `PeftModel.from_pretrained`
+    loads; `--export-hf DIR` and `zero-ckpt consolidate --hf DIR` write the
+    merged model, whose config is `zero.hf_model`'s (the base model's; its
+    `tied` names are the module's prefixed ones).
+
+    ```mlir
+    module attributes {zero.peft = #zero.peft<config = "{\22peft_type\22: \22LORA\22}", prefix = "base_model.model.", layers = [#zero.lora<...>]>} {
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"adapter_config.json's text">:$config,
+                        StringRefParameter<"the non-adapter names' prefix">:$prefix,
+                        "::mlir::ArrayAttr":$layers);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Each #zero.lora of `layers` (the verifier checks they all are).
+    auto getLoras() const {
+      return getLayers().getAsRange<::mlir::zero::LoraAttr>();
+    }
+  }];
 }
 
 //===----------------------------------------------------------------------===//
