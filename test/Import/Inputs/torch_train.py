@@ -173,7 +173,8 @@ def lora_model(model, spec, seed):
     if "r" in opts:
         kwargs["r"] = int(opts["r"])
     if "alpha" in opts:
-        kwargs["lora_alpha"] = float(opts["alpha"])
+        alpha = float(opts["alpha"])
+        kwargs["lora_alpha"] = int(alpha) if alpha == int(alpha) else alpha
     if "dropout" in opts:
         kwargs["lora_dropout"] = float(opts["dropout"])
     torch.manual_seed(seed)
