@@ -197,8 +197,14 @@ std::vector<Tensor> zrt::mergeAdapters(const manifest::Peft &peft,
     if (role[i] == Role::Adapter)
       continue;
     Tensor &t = tensors[i];
-    if (role[i] == Role::Other)
+    if (role[i] == Role::Other) {
+      // merge_and_unload puts each adapted module's base layer in its
+      // place: its other weights (a bias) lose the ".base_layer".
       t.name = t.name.substr(peft.prefix.size());
+      size_t at = t.name.rfind(".base_layer.");
+      if (at != std::string::npos)
+        t.name.erase(at, std::strlen(".base_layer"));
+    }
     merged.push_back(std::move(t));
   }
   return merged;

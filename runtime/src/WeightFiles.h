@@ -71,7 +71,8 @@ void writeAdapterDirectory(const std::string &dir, const manifest::Peft &peft,
 /// The merged model of a PEFT model whose parameters are `tensors` (by
 /// name, in order), as merge_and_unload gives it: each layer's base under
 /// its merged_key as W + scaling * (B @ A), computed in fp32, the adapters
-/// dropped, and every other parameter under its name without the prefix.
+/// dropped, and every other parameter under its name without the prefix
+/// (and without ".base_layer", where an adapted module's bias lives).
 std::vector<Tensor> mergeAdapters(const manifest::Peft &peft,
                                   std::vector<Tensor> tensors);
 
