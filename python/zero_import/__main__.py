@@ -23,6 +23,8 @@ as model.safetensors or sharded with model.safetensors.index.json):
   zero-import --hf DIR --batch 8 --seq 512 -o model.mlir
 Without weights in DIR it is initialised as from_config does after
 torch.manual_seed(--seed); --no-weights imports it for planning only.
+With LoRA adapters (PEFT), the model's own weights frozen:
+  zero-import --hf DIR --lora r=8,alpha=16,target=q_proj,v_proj ...
 """
 
 
@@ -72,6 +74,10 @@ def parser():
     hf.add_argument("--seed", type=int, default=0,
                     help="torch.manual_seed before from_config, when DIR "
                          "has no weights (default 0)")
+    hf.add_argument("--lora", metavar="SPEC",
+                    help="train LoRA adapters (PEFT's get_peft_model with a "
+                         "LoraConfig) on the frozen model: "
+                         "r=8,alpha=16,target=q_proj,v_proj[,dropout=0]")
     hf.add_argument("--attn", choices=("sdpa", "eager"),
                     help="the attention implementation (default: "
                          "transformers' own, sdpa)")
@@ -115,7 +121,7 @@ def check_source(p, args):
     """Exactly one of FILE.py:FUNCTION and --hf, and each's own flags."""
     if (args.model is None) == (args.hf is None):
         p.error("give FILE.py:FUNCTION or --hf DIR (one of them)")
-    hf_only = [f for f in ("batch", "seq", "no_weights", "attn")
+    hf_only = [f for f in ("batch", "seq", "no_weights", "attn", "lora")
                if getattr(args, f) not in (None, False)]
     if args.model is not None and hf_only:
         p.error("--%s goes with --hf" % hf_only[0].replace("_", "-"))
@@ -140,7 +146,7 @@ def main(argv=None):
         if args.hf is not None:
             g, loss, weights = import_hf(args.hf, args.batch, args.seq,
                                          args.no_weights, args.seed,
-                                         args.attn, precision)
+                                         args.attn, precision, args.lora)
             source = "--hf " + os.path.basename(os.path.normpath(args.hf))
         else:
             g, loss, weights = import_model(args.model, args.loss_output,
@@ -168,6 +174,12 @@ def main(argv=None):
         args.output, total, len(g.params), len(g.ops),
         "weights in " + weights_path if weights is not None else
         "no weights (--no-weights)"))
+    if g.frozen:
+        frozen = [(n, shape) for n, shape, _ in g.params if n in g.frozen]
+        print("zero-import: %d parameters in %d tensors frozen "
+              "(requires_grad=False), %d trainable" % (
+                  sum(math.prod(shape) for _, shape in frozen), len(frozen),
+                  total - sum(math.prod(shape) for _, shape in frozen)))
     if g.compute:
         print("zero-import: %d of %d parameter tensors kept in float32 (the "
               "model's _keep_in_fp32_modules), the others computing in %s" % (

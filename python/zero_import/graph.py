@@ -79,9 +79,13 @@ class Graph:
         self.args = []  # block arguments (Syms), in order
         self.params = []  # (name, shape, init text), declaration order
         self.compute = {}  # parameter name -> the dtype it computes in
+        self.frozen = set()  # names of the parameters that do not train
         # (config.json text, {tied name: parameter}) of a Hugging Face
         # model, which the module's zero.hf_model records; None otherwise.
         self.hf_model = None
+        # (adapter config text, prefix, [layer]) of a PEFT LoRA model,
+        # which the module's zero.peft records (lora.py); None otherwise.
+        self.peft = None
 
     def emit(self, kind, operands, attrs, result_types, where):
         op = Op(kind, operands, attrs, where)
@@ -401,14 +405,20 @@ def print_module(graph, loss, optimizer, precision, clip, header,
     for op in graph.ops:
         pr.op(op)
     out = [header, "module {"]
+    attrs = []
     if graph.hf_model is not None:
-        out[1] = "module attributes {zero.hf_model = %s} {" % hf_model_attr(
-            *graph.hf_model)
+        attrs.append("zero.hf_model = " + hf_model_attr(*graph.hf_model))
+    if graph.peft is not None:
+        from .lora import attr
+        attrs.append("zero.peft = " + attr(graph.peft))
+    if attrs:
+        out[1] = "module attributes {%s} {" % ", ".join(attrs)
     for name, shape, init in graph.params:
         compute = graph.compute.get(name)
-        out.append("  zero.param @%s : %s init %s%s" % (
+        out.append("  zero.param @%s : %s init %s%s%s" % (
             symbol(name), tensor_type(shape, "f32"), init,
-            " compute " + compute if compute else ""))
+            " compute " + compute if compute else "",
+            " frozen" if name in graph.frozen else ""))
     step = "  zero.train_step @train(%s) optimizer %s precision %s" % (
         ", ".join(args), optimizer, precision)
     if clip:

@@ -282,6 +282,58 @@ def build(directory, no_weights=False, seed=0, attn=None):
     return model, recorder, weights
 
 
+def with_lora(model, recorder, weights, spec, seed):
+    """(PeftModel, weights) of build()'s model with the LoRA adapters of a
+    --lora spec (lora.apply): the base weights are build()'s, found by
+    identity under PEFT's names, and the adapters are initialised as PEFT
+    does after torch.manual_seed(seed), then set aside like the others;
+    without weights (a recorder), their initializers are recorded."""
+    from . import lora
+    if weights is None:
+        with _parameters_on_meta(), recorder:
+            return lora.apply(model, spec, True), None
+    by_id = {id(p): weights[name] for name, p in model.named_parameters()}
+    from peft.tuners.lora import LoraLayer
+    move = LoraLayer._move_adapter_to_device_of_base_layer
+    update = LoraLayer.update_layer
+    adapters = {}  # id(adapter module) -> {its parameter: initial value}
+
+    def update_layer(self, adapter_name, *args, **kwargs):
+        # Each new adapter's initial values, read on the CPU before PEFT
+        # moves it to its base layer's device, here the meta device.
+        LoraLayer._move_adapter_to_device_of_base_layer = \
+            lambda *a, **k: None
+        try:
+            result = update(self, adapter_name, *args, **kwargs)
+        finally:
+            LoraLayer._move_adapter_to_device_of_base_layer = move
+        for table in (self.lora_A, self.lora_B):
+            m = table[adapter_name]
+            adapters[id(m)] = {k: p.detach().clone()
+                               for k, p in m.named_parameters()}
+        return result
+
+    LoraLayer.update_layer = update_layer
+    try:
+        torch.manual_seed(seed)
+        pm = lora.apply(model, spec, False)
+    finally:
+        LoraLayer.update_layer = update
+    _parameters_to_meta(pm)
+    out = {}
+    for path, m in pm.named_modules():
+        for k, p in m.named_parameters(recurse=False):
+            name = path + "." + k if path else k
+            if id(m) in adapters:
+                out[name] = adapters[id(m)][k]
+            elif id(p) in by_id:
+                out[name] = by_id[id(p)]
+            else:
+                _fail("parameter '%s' of the PEFT model is neither the "
+                      "base model's nor a LoRA adapter's" % name)
+    return pm, out
+
+
 def _parameters_to_meta(model):
     """Each parameter replaced by a meta one of its shape, wherever it is
     registered, so that tied parameters stay one."""
@@ -404,17 +456,27 @@ def read_weights(model, directory, files):
     return weights
 
 
-def export_info(directory, model, params):
+def is_pretrained(model):
+    from transformers import PreTrainedModel
+    return isinstance(model, PreTrainedModel)
+
+
+def export_info(model, params, use_cache=None):
     """(config.json's text, {tied name: parameter}) that an export of the
     trained model to Hugging Face writes: the config as save_pretrained
     writes it for the model in float32 (the exported weights are the fp32
-    masters), and each other name of a parameter among `params` (transformers'
-    tied weights, such as lm_head.weight) mapped to its first."""
+    masters), with `use_cache` where given, and each other name of a
+    parameter among `params` (transformers' tied weights, such as
+    lm_head.weight) mapped to its first. Of a PeftModel, the config is its
+    base model's and the names are its own."""
     import copy
-    config = copy.deepcopy(model.config)
+    base = model.get_base_model() if hasattr(model, "get_base_model") \
+        else model
+    config = copy.deepcopy(base.config)
     # build() turned the cache off for tracing; the export keeps the user's.
-    config.use_cache = read_config(directory).use_cache
-    config.architectures = [type(model).__name__]
+    if use_cache is not None:
+        config.use_cache = use_cache
+    config.architectures = [type(base).__name__]
     config.dtype = torch.float32
     tied = {}
     names = {}

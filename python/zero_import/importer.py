@@ -119,24 +119,40 @@ def import_model(spec, loss_output=-1, precision="fp32"):
     """(Graph, loss Sym, [(name, float32 array)]) of make()'s module,
     trained at `precision` (a transformers model keeps its float32 modules,
     precision.py)."""
+    from . import hf, lora
     module, args = call_make(load_make(spec), spec)
+    lora.check(module)
     # The weights as make() left them, whatever the trace runs.
     state = {name: p.detach().cpu().clone()
              for name, p in module.named_parameters()}
-    g_fx = trace(module, args)
+    # A PeftModel itself is a causal LM's adapters: traced as its loss with
+    # labels=, as --hf traces a model, so that its names are PEFT's.
+    peft_root = [m for p, m in lora.peft_roots(module) if p == ""]
+    g_fx = trace(module, args, step=hf.step if peft_root else None)
     step = lower_step(module, g_fx, loss_output,
                       lambda name, p: state[name])
+    if peft_root:
+        hf.check_loss(step[0], module)
     keep_in_fp32(step[0], module, precision)
+    params = {name for name, _, _ in step[0].params}
+    step[0].peft = lora.peft_info(module, params)
+    if peft_root and hf.is_pretrained(peft_root[0].get_base_model()):
+        step[0].hf_model = hf.export_info(module, params)
     return step
 
 
 def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None,
-              precision="fp32"):
+              precision="fp32", lora_spec=None):
     """(Graph, loss Sym, [(name, float32 array)] or None) of the causal LM
     in a Hugging Face directory (hf.py), its step on [batch, seq] tokens
-    trained at `precision` (its float32 modules kept, precision.py)."""
-    from . import hf
+    trained at `precision` (its float32 modules kept, precision.py); with
+    `lora_spec` (--lora), of its PeftModel with LoRA adapters (lora.py)."""
+    from . import hf, lora
     model, recorder, weights = hf.build(directory, no_weights, seed, attn)
+    use_cache = hf.read_config(directory).use_cache
+    if lora_spec is not None:
+        model, weights = hf.with_lora(model, recorder, weights, lora_spec,
+                                      seed)
     g_fx = trace(model, hf.example_args(batch, seq), step=hf.step)
     if weights is None:
         step = lower_step(model, g_fx, -1, None, recorder.init_text)
@@ -144,8 +160,9 @@ def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None,
         step = lower_step(model, g_fx, -1, lambda name, p: weights[name])
     hf.check_loss(step[0], model)
     keep_in_fp32(step[0], model, precision)
-    step[0].hf_model = hf.export_info(
-        directory, model, {name for name, _, _ in step[0].params})
+    params = {name for name, _, _ in step[0].params}
+    step[0].hf_model = hf.export_info(model, params, use_cache)
+    step[0].peft = lora.peft_info(model, params, directory)
     return step
 
 
@@ -197,6 +214,10 @@ def lower_step(module, g_fx, loss_output, weight_of, init_of=None):
         else:
             g.params.append((name, tuple(t.shape), init_text(t)))
             weights.append((name, t.numpy()))
+    if g.params and all(name in g.frozen for name, _, _ in g.params):
+        raise ImportFailure("every parameter reaching the loss is frozen "
+                            "(requires_grad=False): the step has nothing "
+                            "to train")
     for a in g.args:
         if a.shape[0] <= 0:
             raise ImportFailure("input '%s' has an empty batch" % a.arg)

@@ -87,9 +87,6 @@ class Lowering:
         name = self.param_names.get(id(p))
         if name is None:
             where.fail("a parameter that is not one of the module's")
-        if not p.requires_grad:
-            where.fail("parameter '%s' is frozen (requires_grad=False); the "
-                       "step trains every parameter" % name)
         if p.dtype != torch.float32:
             where.fail("parameter '%s' is %s; the importer takes float32 "
                        "modules (train in bf16 or f16 with --dtype)" % (
@@ -97,6 +94,9 @@ class Lowering:
         if id(p) not in self.param_syms:
             self.param_syms[id(p)] = Sym(p.shape, "f32", param=name)
             self.used_params.append(name)
+            # requires_grad=False: a zero.param that does not train.
+            if not p.requires_grad:
+                self.g.frozen.add(name)
         return self.param_syms[id(p)]
 
     def emit(self, kind, operands, attrs, shapes, where, dtype="f32"):

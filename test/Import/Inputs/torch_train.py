@@ -28,6 +28,15 @@ model shifts the labels itself, ignores -100 and takes the mean over the
 valid labels. Its batches are the runtime's windows of T tokens, each both
 the input ids and the labels (the step's `labels same_tokens`), or rows of
 integer [N, T] .npy arrays (--inputs/--labels, the labels possibly -100).
+With --lora SPEC (as zero-import's, r=4,alpha=8,target=q_proj,v_proj)
+beside --hf, the model is PEFT's get_peft_model of it with that LoraConfig,
+its adapters initialised after torch.manual_seed(--seed); a make() that
+returns a PeftModel is trained as its loss with labels=, as zero-import
+traces it. Either way only the trainable parameters (requires_grad: the
+adapters, or what a make() leaves unfrozen) are AdamW's; a frozen one has
+no gradient and never changes. --save-adapters DIR writes the trained
+adapters with PEFT's save_pretrained.
+
 With --micro K, the global batch is K micro batches (ranks times micro
 steps) as the Trainer accumulates them: each micro batch's loss is its sum
 over the whole global batch's valid labels (num_items_in_batch), its
@@ -142,8 +151,42 @@ def hf_make(args, text):
     ids = re.search(r"%input_ids: tensor<(\d+)x(\d+)xi64>", text)
     example = torch.zeros(int(ids.group(1)), int(ids.group(2)),
                           dtype=torch.long)
-    return HFStep(hf_model(args.hf, args.attn, args.seed)), (example,
-                                                            example)
+    model = hf_model(args.hf, args.attn, args.seed)
+    if args.lora:
+        model = lora_model(model, args.lora, args.seed)
+    return HFStep(model), (example, example)
+
+
+def lora_model(model, spec, seed):
+    """PEFT's LoRA model of `model` for a --lora spec: key=value pairs,
+    target= taking the names up to the next key."""
+    from peft import LoraConfig, get_peft_model
+    opts, key = {"target": []}, None
+    for item in spec.split(","):
+        if "=" in item:
+            key, item = item.split("=", 1)
+        if key == "target":
+            opts["target"].append(item)
+        else:
+            opts[key] = item
+    kwargs = {"target_modules": opts["target"], "task_type": "CAUSAL_LM"}
+    if "r" in opts:
+        kwargs["r"] = int(opts["r"])
+    if "alpha" in opts:
+        alpha = float(opts["alpha"])
+        kwargs["lora_alpha"] = int(alpha) if alpha == int(alpha) else alpha
+    if "dropout" in opts:
+        kwargs["lora_dropout"] = float(opts["dropout"])
+    torch.manual_seed(seed)
+    return get_peft_model(model, LoraConfig(**kwargs))
+
+
+def is_peft(module):
+    try:
+        from peft import PeftModel
+    except ImportError:
+        return False
+    return isinstance(module, PeftModel)
 
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
@@ -195,7 +238,8 @@ class Mixed:
     def gradients(self):
         for m, c in zip(self.masters.parameters(),
                         self.compute.parameters()):
-            m.grad = c.grad.to(torch.float32)
+            if c.grad is not None:  # a frozen parameter has none
+                m.grad = c.grad.to(torch.float32)
 
 
 def _to(x, dtype):
@@ -223,6 +267,10 @@ def main():
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--save-state", metavar="FILE",
                    help="torch.save the trained model's state dict")
+    p.add_argument("--lora", metavar="SPEC",
+                   help="--hf: train PEFT's LoRA adapters of the model")
+    p.add_argument("--save-adapters", metavar="DIR",
+                   help="PEFT's save_pretrained of the trained adapters")
     args = p.parse_args()
 
     torch.set_num_threads(1)
@@ -231,6 +279,8 @@ def main():
         module, example = hf_make(args, text)
     else:
         module, example = load_make(args.make)()
+        if is_peft(module):
+            module = HFStep(module)
     module.train()
     mixed = Mixed(module, args.mixed) if args.mixed else None
     if mixed:
@@ -239,7 +289,8 @@ def main():
     values, clip = model_settings(text)
     opt_cls = {"adamw": torch.optim.AdamW,
                "adam": torch.optim.Adam}[values["kind"]]
-    opt = opt_cls(module.parameters(), lr=float(values["lr"]),
+    trainable = [p for p in module.parameters() if p.requires_grad]
+    opt = opt_cls(trainable, lr=float(values["lr"]),
                   betas=(float(values["beta1"]), float(values["beta2"])),
                   eps=float(values["eps"]),
                   weight_decay=float(values["weight_decay"]), foreach=False)
@@ -275,7 +326,7 @@ def main():
                 mixed.gradients()
             ref = loss.item()
         if clip > 0:
-            torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
+            torch.nn.utils.clip_grad_norm_(trainable, clip)
         opt.step()
         got = entry["loss"]
         rel = abs(got - ref) / abs(ref)
@@ -286,8 +337,10 @@ def main():
         if rel > args.rtol:
             fail("step %d: loss %.8f, PyTorch's %.8f: relative difference "
                  "%.3g > %g" % (entry["step"], got, ref, rel, args.rtol))
+    if args.save_adapters:
+        module.model.save_pretrained(args.save_adapters)
     if args.save_state:
-        model = module.model if args.hf else module
+        model = module.model if isinstance(module, HFStep) else module
         torch.save({k: v.detach().clone() for k, v in
                     model.state_dict().items()}, args.save_state)
     print("%d steps: losses within %g relative of PyTorch's" % (len(log),

@@ -304,9 +304,17 @@ def make_no_grad():
 
 
 def make_frozen():
-    """A frozen parameter: PyTorch would not train it either."""
+    """A frozen parameter: a zero.param that does not train, as PyTorch
+    would not train it."""
     model, args = _make(lambda self, h: h)
     model.fc.bias.requires_grad_(False)
+    return model, args
+
+
+def make_all_frozen():
+    """Nothing trains."""
+    model, args = _make(lambda self, h: h)
+    model.requires_grad_(False)
     return model, args
 
 
