@@ -46,6 +46,9 @@ private:
 struct GroupUses {
   PartitionOp group;
   bool persistent = false;
+  /// A frozen group gathered in the first micro step and kept to the end
+  /// of the optimizer step (frozen-gather=once).
+  bool once = false;
   /// Ops using a view of the group, each once, in program order.
   SmallVector<Operation *> events;
   SmallVector<int64_t> positions;
@@ -60,16 +63,17 @@ struct GroupUses {
 class Stage3Gather {
 public:
   Stage3Gather(const StepSchedule &schedule, int64_t persistenceThreshold,
-               int64_t maxReuseDistance)
+               int64_t maxReuseDistance, bool frozenOnce)
       : schedule(schedule), step(schedule.getStep()),
         persistenceThreshold(persistenceThreshold),
-        maxReuseDistance(maxReuseDistance) {}
+        maxReuseDistance(maxReuseDistance), frozenOnce(frozenOnce) {}
   LogicalResult run();
 
 private:
   /// Splits each group's uses where the reuse distance is exceeded.
   void computeIntervals();
   void emitPersistent(GroupUses &g);
+  void emitOnce(GroupUses &g);
   void emitIntervals(GroupUses &g);
   /// A value-form gather of `g` at `b`'s insertion point; with offloaded
   /// parameters its shard is first staged from host memory (a transfer and
@@ -79,12 +83,15 @@ private:
   const StepSchedule &schedule;
   TrainStepOp step;
   int64_t persistenceThreshold, maxReuseDistance;
+  bool frozenOnce;
   llvm::DenseMap<Operation *, int64_t> position;
   llvm::MapVector<Operation *, GroupUses> groups;      // PartitionOp -> uses
   llvm::DenseMap<Operation *, Operation *> groupOfGet; // GetParamOp -> group
   /// Where the next persistent gather and its free go; kept across groups
   /// so that placing each is O(1) instead of a scan of the step.
   Operation *lastPersistentGather = nullptr;
+  /// The last op of the gathers kept across micro steps, which come first.
+  Operation *lastOnceOp = nullptr;
   Operation *postStepPoint = nullptr;
 };
 
@@ -104,7 +111,7 @@ void Stage3Gather::computeIntervals() {
   std::vector<Query> queries;
   std::vector<std::pair<int64_t, GroupUses *>> events;
   for (auto &[op, g] : groups) {
-    if (g.persistent || g.events.empty())
+    if (g.persistent || g.once || g.events.empty())
       continue;
     for (size_t i = 0; i < g.positions.size(); ++i) {
       events.push_back({g.positions[i], &g});
@@ -171,9 +178,12 @@ AllGatherOp Stage3Gather::createGather(OpBuilder &b, Location loc,
 void Stage3Gather::emitPersistent(GroupUses &g) {
   Block &body = step.getBodyBlock();
   OpBuilder b = OpBuilder::atBlockBegin(&body);
-  // Keep persistent gathers in group order at the top of the step.
+  // Keep persistent gathers in group order at the top of the step, after
+  // those kept across micro steps.
   if (lastPersistentGather)
     b.setInsertionPointAfter(lastPersistentGather);
+  else if (lastOnceOp)
+    b.setInsertionPointAfter(lastOnceOp);
   AllGatherOp gather = createGather(b, g.group.getLoc(), g);
   gather.setPersistent(true);
   // The next persistent gather goes after this one's staged free.
@@ -191,6 +201,41 @@ void Stage3Gather::emitPersistent(GroupUses &g) {
   auto free = FreeOp::create(b, g.group.getLoc(), gather.getResult(),
                              IntegerAttr(), IntegerAttr());
   free.setPhase(Phase::step_end);
+  postStepPoint = free;
+}
+
+void Stage3Gather::emitOnce(GroupUses &g) {
+  Block &body = step.getBodyBlock();
+  // First in the step, so that no op of a later micro step runs before the
+  // buffer is live in the plan (and could reuse its place), and only in the
+  // first micro step, with its staging.
+  OpBuilder b = OpBuilder::atBlockBegin(&body);
+  if (lastOnceOp)
+    b.setInsertionPointAfter(lastOnceOp);
+  Operation *before = lastOnceOp;
+  AllGatherOp gather = createGather(b, g.group.getLoc(), g);
+  gather.setPersistent(true);
+  lastOnceOp = gather;
+  Operation *first = before ? before->getNextNode() : &body.front();
+  for (Operation *op = first; op != gather->getNextNode();
+       op = op->getNextNode())
+    if (auto phased = dyn_cast<StepPhaseOpInterface>(op))
+      phased.setPhase(Phase::first_micro_step);
+  if (Value shard = gather.getShard())
+    for (Operation *user : shard.getUsers())
+      if (auto free = dyn_cast<FreeOp>(user)) {
+        free.setPhase(Phase::first_micro_step);
+        lastOnceOp = free;
+      }
+  for (GetParamOp get : g.gets)
+    get.getSourceMutable().assign(gather.getResult());
+  // Freed once, after the last micro step.
+  if (!postStepPoint)
+    postStepPoint = getOptimizerInsertionPoint(body);
+  b.setInsertionPoint(postStepPoint);
+  auto free = FreeOp::create(b, g.group.getLoc(), gather.getResult(),
+                             IntegerAttr(), IntegerAttr());
+  free.setPhase(Phase::post_step);
   postStepPoint = free;
 }
 
@@ -288,7 +333,8 @@ LogicalResult Stage3Gather::run() {
     g.elementType = symbols.lookup<ParamOp>(first.getLeafReference())
                         .getComputeTensorType()
                         .getElementType();
-    g.persistent = part.getNumelValue() < persistenceThreshold;
+    g.once = frozenOnce && part.getFrozen();
+    g.persistent = !g.once && part.getNumelValue() < persistenceThreshold;
   }
   SmallVector<GetParamOp> unused;
   for (GetParamOp get : body.getOps<GetParamOp>()) {
@@ -324,7 +370,9 @@ LogicalResult Stage3Gather::run() {
   for (auto &[op, g] : groups) {
     if (g.events.empty())
       continue;
-    if (g.persistent)
+    if (g.once)
+      emitOnce(g);
+    else if (g.persistent)
       emitPersistent(g);
     else
       emitIntervals(g);
@@ -352,6 +400,13 @@ struct ZeroParamGatherPass
           << allgatherBucketSize.getValue();
       return signalPassFailure();
     }
+    if (frozenGather != "per-use" && frozenGather != "once") {
+      mlir::emitError(module.getLoc(),
+                      "zero-param-gather: frozen-gather must be per-use or "
+                      "once, got '")
+          << frozenGather.getValue() << "'";
+      return signalPassFailure();
+    }
     if (paramPersistenceThreshold < 0 || maxReuseDistance < 0) {
       mlir::emitError(module.getLoc(),
                       "zero-param-gather: param-persistence-threshold and "
@@ -371,7 +426,7 @@ struct ZeroParamGatherPass
         if (failed(schedule))
           return signalPassFailure();
         if (failed(Stage3Gather(*schedule, paramPersistenceThreshold,
-                                maxReuseDistance)
+                                maxReuseDistance, frozenGather == "once")
                        .run()))
           return signalPassFailure();
         assignSwapBuffers(step, *schedule);
