@@ -56,6 +56,15 @@ int64_t modelStateBytes(int64_t stage, int64_t s, int64_t sharded, int64_t n,
   return full * s + shard * sharded / n;
 }
 
+/// The ZeRO paper's formula with only the trainable parameters carrying
+/// gradients and optimizer states (DeepSpeedEstimators.h).
+Line paperWithFrozen(int64_t stage, int64_t trainable, int64_t frozen,
+                     int64_t n) {
+  FrozenModelStates states = modelStatesWithFrozen(stage, trainable, frozen, n);
+  return {"paper_frozen", "ZeRO paper, frozen apart", states.formula,
+          states.bytes};
+}
+
 /// Bytes in the largest binary unit that keeps them >= 1.
 std::string human(int64_t bytes) {
   static const char *const units[] = {"B", "KiB", "MiB", "GiB"};
@@ -239,6 +248,8 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
   mlir::OwningOpRef<mlir::ModuleOp> planned = module.clone();
   for (auto p : module.getOps<mlir::zero::ParamOp>()) {
     ++counts.paramTensors;
+    if (p.getFrozen())
+      counts.frozenParams += p.getNumElements();
     counts.largestParam = std::max(counts.largestParam, p.getNumElements());
     if (__builtin_add_overflow(counts.params, p.getNumElements(),
                                &counts.params) ||
@@ -353,38 +364,60 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   std::string cs = std::to_string(c);
   int64_t shard = stage == 0 ? s : sp / n;
   std::string shardName = stage == 0 ? "S" : "S'/n";
+  // Only the St trainable parameters have gradients, masters and moments;
+  // their runs are padded as one (the compiler pads each run: its report
+  // has the exact bytes). Without frozen parameters St = S.
+  int64_t frozen = model ? model->frozenParams : 0;
+  int64_t st = s - frozen;
+  int64_t tshard = stage == 0 ? st : roundUp(st, pad) / n;
+  std::string tName = frozen == 0 ? "S" : "St";
+  std::string tshardName = frozen == 0  ? shardName
+                           : stage == 0 ? "St"
+                                        : "St'/n";
+  if (frozen > 0)
+    e.paperFrozen = paperWithFrozen(stage, st, frozen, n);
   e.ours.push_back({"params", "ours: params",
                     cs + (stage == 3 ? shardName : "S"),
                     c * (stage == 3 ? shard : s)});
-  e.ours.push_back({"grads", "ours: grads", cs + (stage >= 2 ? shardName : "S"),
-                    c * (stage >= 2 ? shard : s)});
+  e.ours.push_back({"grads", "ours: grads",
+                    cs + (stage >= 2 ? tshardName : tName),
+                    c * (stage >= 2 ? tshard : st)});
   // At fp32 the parameters are the masters: no separate copy.
   int64_t mst = masterBytes(c);
   e.ours.push_back({"master_params", "ours: master_params",
-                    mst ? "4" + shardName : "0 (fp32 params are the masters)",
-                    mst * shard});
+                    mst ? "4" + tshardName : "0 (fp32 params are the masters)",
+                    mst * tshard});
   for (auto [key, label] : {std::pair{"adam_m", "ours: adam_m"},
                             std::pair{"adam_v", "ours: adam_v"}})
-    e.ours.push_back({key, label, "4" + shardName, 4 * shard});
-  e.ourStates = modelStateBytes(stage, s, sp, n, c);
-  auto [fullBytes, shardBytes] = modelStateSplit(stage, c);
+    e.ours.push_back({key, label, "4" + tshardName, 4 * tshard});
   std::string statesFormula;
-  if (fullBytes)
-    statesFormula = std::to_string(fullBytes) + "S";
-  if (shardBytes)
-    statesFormula +=
-        (fullBytes ? " + " : "") + std::to_string(shardBytes) + "S'/n";
+  if (frozen == 0) {
+    e.ourStates = modelStateBytes(stage, s, sp, n, c);
+    auto [fullBytes, shardBytes] = modelStateSplit(stage, c);
+    if (fullBytes)
+      statesFormula = std::to_string(fullBytes) + "S";
+    if (shardBytes)
+      statesFormula +=
+          (fullBytes ? " + " : "") + std::to_string(shardBytes) + "S'/n";
+  } else {
+    e.ourStates = 0;
+    for (size_t i = 0; i < 5; ++i)
+      e.ourStates += *e.ours[e.ours.size() - 5 + i].bytes;
+    statesFormula = "params + grads + master_params + adam_m + adam_v";
+  }
   e.ours.push_back(
       {"model_states", "ours: model states", statesFormula, e.ourStates});
 
   // What DeepSpeed's estimator ignores and we plan.
   int64_t buffers = overlapComm ? 2 : 1;
-  int64_t bucket = std::min<int64_t>(reduceBucketSize, sp);
+  int64_t bucket =
+      std::min<int64_t>(reduceBucketSize, frozen == 0 ? sp : roundUp(st, pad));
   int64_t bucketBytes = stage >= 2 ? buffers * bucket * c : 0;
   e.ours.push_back(
       {"reduce_buckets", "ours: reduce buckets",
        stage >= 2 ? std::string("at most ") + (overlapComm ? "2 x " : "") +
-                        "min(reduce_bucket_size, S') x " + cs + " B"
+                        "min(reduce_bucket_size, " +
+                        (frozen == 0 ? "S'" : "St'") + ") x " + cs + " B"
                   : "0 (in place in grads)",
        bucketBytes});
   int64_t gatherBytes = stage == 3 ? c * (e.lPadded + prefetchBucketSize) : 0;
@@ -406,7 +439,7 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   // as zero-plan-memory places them (MemoryPlan.cpp).
   if (stage >= 2) {
     e.offloadDeviceBytes =
-        c * (stage == 3 ? shard : s) + c * shard + bucketBytes + gatherBytes;
+        c * (stage == 3 ? shard : s) + c * tshard + bucketBytes + gatherBytes;
     e.offloadDevice = Line{"device_total", "ours offloaded: device",
                            "params + grads + buffers", e.offloadDeviceBytes};
     auto align = [](int64_t x) {
@@ -414,10 +447,11 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
     };
     int64_t at = 0;
     auto host = [&](StringRef key, StringRef what, int64_t bytesPerElement) {
-      int64_t bytes = bytesPerElement * shard;
-      e.offloadHost.push_back({key.str(), "ours offloaded: host " + what.str(),
-                               std::to_string(bytesPerElement) + "S'/n",
-                               bytes});
+      int64_t bytes = bytesPerElement * tshard;
+      e.offloadHost.push_back(
+          {key.str(), "ours offloaded: host " + what.str(),
+           std::to_string(bytesPerElement) + (frozen == 0 ? "S'/n" : "St'/n"),
+           bytes});
       at = align(at) + bytes;
     };
     host("master_params", "master_params", 4);
@@ -438,7 +472,7 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   // of the groups gathered ahead, 1/n of the window's gathered elements.
   if (stage == 3) {
     int64_t staged = c * (e.lPadded / n + roundUp(prefetchBucketSize, n) / n);
-    e.offloadParamDeviceBytes = c * shard + bucketBytes + gatherBytes + staged;
+    e.offloadParamDeviceBytes = c * tshard + bucketBytes + gatherBytes + staged;
     e.offloadParamDevice =
         Line{"device_total", "ours params offloaded: device",
              "grads + buffers + " + cs + "L'/n" +
@@ -562,9 +596,18 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
                           "4S + 12S/n is ") +
                   (fp32 ? "the mixed-precision split."
                         : "ours without padding."));
+  if (frozen > 0)
+    why.push_back(
+        "Frozen parameters: " + std::to_string(frozen) +
+        " of the S parameters are frozen; DeepSpeed's estimators count "
+        "every parameter as trainable, the paper's formula frozen apart and "
+        "ours give only the St trainable ones gradients, fp32 masters and "
+        "Adam moments (ours pads them as one run; the compiler's report "
+        "pads each run of them).");
   if (stage >= 2 && !fp32) {
     // DeepSpeed's 18 bytes per sharded parameter against our c + 12 (stage
     // 2) or 2c + 12 (stage 3).
+    int64_t shardBytes = modelStateSplit(stage, c).second;
     int64_t dsShard = 18 * s / n;
     int64_t ourShard = shardBytes * s / n;
     why.push_back(
@@ -708,6 +751,10 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
        << "group '" << model->largestGroupName
        << "' (the unit stage 3 gathers; the largest single parameter has "
        << model->largestParam << " elements)\n";
+  if (model && model->frozenParams > 0)
+    os << "trainable: St = " << e.s - model->frozenParams
+       << ", frozen: Sf = " << model->frozenParams
+       << " (no gradients, optimizer states or masters)\n";
   if (stage > 0) {
     os << "padded: S' = " << e.sPadded;
     if (e.l)
@@ -723,6 +770,8 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
   if (e.deepspeedDocs.bytes)
     lines.push_back(&e.deepspeedDocs);
   lines.push_back(&e.paper);
+  if (e.paperFrozen)
+    lines.push_back(&*e.paperFrozen);
   for (const Line &line : e.ours)
     lines.push_back(&line);
   // With --cpu-offload, ours with the optimizer in host memory (the host
@@ -806,6 +855,12 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       j.attribute("allgather_bucket_size", options.allgatherBucketSize);
       j.attribute("prefetch_bucket_size", options.prefetchBucketSize);
       j.attribute("overlap_comm", options.overlapComm);
+      // Only for a model with frozen parameters: the keys of other
+      // estimates stay as they were.
+      if (model && model->frozenParams > 0) {
+        j.attribute("trainable_params", e.s - model->frozenParams);
+        j.attribute("frozen_params", model->frozenParams);
+      }
       j.attribute("padded_params", e.sPadded);
       j.attribute("padded_largest_layer_params", e.lPadded);
       j.attribute("model_file", model ? json::Value(model->file) : nullptr);
@@ -838,6 +893,8 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
     if (e.deepspeedDocs.bytes)
       line(e.deepspeedDocs);
     line(e.paper);
+    if (e.paperFrozen)
+      line(*e.paperFrozen);
     j.attributeObject("ours", [&] {
       for (const Line &l : e.ours)
         line(l);

@@ -61,6 +61,8 @@ struct ModelCounts {
   /// The model file, as named on the command line.
   std::string file;
   int64_t params = 0, paramTensors = 0, largestParam = 0;
+  /// The elements of its frozen parameters (Sf; St = params - Sf).
+  int64_t frozenParams = 0;
   /// The largest stage-3 gather group (zero-partition's per-layer groups) and
   /// its name.
   int64_t largestGroup = 0;
@@ -94,6 +96,9 @@ struct Estimate {
   /// padded to multiples of n * alignment (S unpadded at stage 0).
   int64_t s, l, n, c, sPadded, lPadded;
   Line deepspeed, deepspeedDocs, paper;
+  /// A model with frozen parameters: the paper's formula with only the
+  /// trainable ones carrying gradients and optimizer states.
+  std::optional<Line> paperFrozen;
   /// Stages 2-3: DeepSpeed's host-memory estimate at its options (per node),
   /// the third value estimate_zero3 returns, its GPU bytes at the same
   /// options without offload, and its *_all_cold table.

@@ -32,6 +32,10 @@ def frozen_names(model):
 
 def rounded(data, dtype):
     """fp32 bytes as the 16-bit compute copy holds them, widened again."""
+    if dtype == "fp16":
+        n = len(data) // 4
+        half = struct.pack("<%de" % n, *struct.unpack("<%df" % n, data))
+        return struct.pack("<%df" % n, *struct.unpack("<%de" % n, half))
     if dtype != "bf16":
         return data
     values = struct.unpack("<%dI" % (len(data) // 4), data)
@@ -41,7 +45,7 @@ def rounded(data, dtype):
 
 def train(args, model, name, world, stage, steps, export):
     run([args.compiler, model, "-o", name, "--stage", str(stage),
-         "--world-size", str(world)])
+         "--world-size", str(world)] + shlex.split(args.compile_args))
     cmd = shlex.split(args.mpirun) + ["-np", str(world), name, "--quiet",
                                       "--steps", str(steps)]
     if steps:
@@ -62,6 +66,7 @@ def main():
     p.add_argument("--points", default="0:1,2:2,3:2", help="stage:world,...")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--train-args", default="")
+    p.add_argument("--compile-args", default="")
     args = p.parse_args()
     import os
     os.makedirs(args.work, exist_ok=True)

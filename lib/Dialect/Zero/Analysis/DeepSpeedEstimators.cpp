@@ -210,6 +210,23 @@ int64_t truncatedShare(int64_t k, int64_t s, int64_t totalGpus) {
 
 } // namespace
 
+FrozenModelStates modelStatesWithFrozen(int64_t stage, int64_t trainableParams,
+                                        int64_t frozenParams, int64_t ranks) {
+  assert(stage >= 0 && stage <= 3 && ranks >= 1 && "a stage and ranks");
+  // S <= 2^58 (kMaxParams): 16 S and 14 St fit int64.
+  int64_t s = trainableParams + frozenParams, t = trainableParams;
+  switch (stage) {
+  case 0:
+    return {2 * s + 14 * t, "2S + 2St + 12St"};
+  case 1:
+    return {2 * s + 2 * t + 12 * t / ranks, "2S + 2St + 12St/n"};
+  case 2:
+    return {2 * s + 14 * t / ranks, "2S + 14St/n"};
+  default:
+    return {(2 * s + 14 * t) / ranks, "(2S + 14St)/n"};
+  }
+}
+
 int64_t olderZero2GpuBytes(int64_t totalParams, int64_t totalGpus) {
   return 4 * totalParams + truncatedShare(16, totalParams, totalGpus);
 }

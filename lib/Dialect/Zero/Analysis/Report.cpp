@@ -95,6 +95,10 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
     r.largestParam = std::max(r.largestParam, p.getNumElements());
   }
   r.paddedParamCount = s.getPaddedParamCount();
+  r.frozenParamCount = s.getFrozenParamCount();
+  r.trainableParamCount = s.getTrainableParamCount();
+  for (const PartitionBuffers *p : s.getTrainablePartitions())
+    r.paddedTrainableParamCount += p->partition.getPaddedNumelValue();
   for (ParamOp p : module.getOps<ParamOp>()) {
     std::optional<int64_t> rows = p.getRows();
     const ParamLocation *loc = s.lookupParam(p.getSymName());
@@ -310,6 +314,8 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"world_size", r.worldSize},
       {"gradient_accumulation_steps", r.accumulationSteps},
       {"param_count", r.paramCount},
+      {"trainable_param_count", r.trainableParamCount},
+      {"frozen_param_count", r.frozenParamCount},
       {"padded_param_count", r.paddedParamCount},
       {"param_tensors", r.paramTensors},
       {"largest_param", r.largestParam},
@@ -412,6 +418,10 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   os << "ZeRO stage " << r.stage << " on " << n << " ranks: " << S
      << " parameters in " << r.paramTensors << " tensors (largest "
      << r.largestParam << "), " << Sp << " after padding\n";
+  if (r.frozenParamCount > 0)
+    os << "Trainable: " << r.trainableParamCount
+       << " parameters (St), frozen: " << r.frozenParamCount
+       << " (Sf; no gradients, optimizer states or master copies)\n";
   if (r.vocabPaddingRows > 0)
     os << "Vocabulary padded by " << r.vocabPaddingRows << " rows ("
        << r.vocabPaddingElements << " parameters, counted above; "
@@ -450,6 +460,14 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   if (deepspeed)
     row("DeepSpeed estimate (" + compactFormula(deepspeed->gpuFormula) + ")",
         deepspeed->gpuBytes);
+  // Its formulas with only the trainable parameters carrying gradients and
+  // optimizer states.
+  if (r.frozenParamCount > 0) {
+    ::zero::estimate::FrozenModelStates states =
+        ::zero::estimate::modelStatesWithFrozen(
+            r.stage, r.trainableParamCount, r.frozenParamCount, r.worldSize);
+    row("ZeRO formula (" + compactFormula(states.formula) + ")", states.bytes);
+  }
   if (r.optimizerOffloaded || r.paramsOffloaded) {
     // ZeRO-Offload: the optimizer states and the copies of the owned
     // gradients and parameters live in pinned host memory; with parameter
@@ -528,6 +546,25 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
             "without the optimizer (it ignores cpu_offload_params without "
             "cpu_offload): its row is the estimate without offload.";
     os << "\n\n";
+  } else if (r.frozenParamCount > 0) {
+    // Only the trainable parameters carry gradients and optimizer states.
+    static const char *mixedFrozen[] = {"2S + 2St + 12St", "2S + 2St + 12St'/n",
+                                        "2S + 14St'/n", "(2S' + 14St')/n"};
+    static const char *fp32Frozen[] = {"4S + 12St", "4S + 4St + 8St'/n",
+                                       "4S + 12St'/n", "(4S' + 12St')/n"};
+    bool mixed = r.paramDtype.find('+') != std::string::npos;
+    os << "\nModel states follow "
+       << (mixed ? std::string(mixedFrozen[r.stage]) + " for 16-bit groups, " +
+                       fp32Frozen[r.stage] + " for fp32 ones"
+                 : (r.paramsAreMasters ? fp32Frozen : mixedFrozen)[r.stage])
+       << " (S = " << S << ", St = " << r.trainableParamCount
+       << " trainable, S' = " << Sp << ", St' = " << r.paddedTrainableParamCount
+       << ", n = " << n
+       << "): only the trainable parameters carry gradients and optimizer "
+          "states (8 bytes of fp32 Adam moments each, 12 with an fp32 "
+          "master), the frozen ones are held in their compute type alone. "
+          "DeepSpeed's estimator counts every parameter as trainable; "
+          "docs/Report.md gives the formulas with a frozen part.\n\n";
   } else if (r.paramDtype.find('+') != std::string::npos) {
     os << "\nModel states add up each group's in its own compute type ("
        << r.paramDtype << "): " << mixedFormulas[r.stage]

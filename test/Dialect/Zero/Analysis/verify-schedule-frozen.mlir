@@ -149,3 +149,37 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   zero.all_gather group @frozen in params [0, 6) phase post_step
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// No gradients of a frozen partition to copy to the host.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.param @f : tensor<8xf32> init zeros compute bf16 frozen
+zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.partition @frozen stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@f] offsets [0] frozen
+zero.train_step @step(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
+    offload #zero.offload<optimizer = cpu> {
+  %w = zero.get_param @w : tensor<8xbf16>
+  %y = nn.mul %x, %w : tensor<2x8xbf16>, tensor<8xbf16>
+  %loss = nn.fill 0.0 : tensor<f32>
+  %g = nn.fill 1.0 : tensor<8xbf16>
+  zero.grad @w, %g : tensor<8xbf16>
+  zero.reduce_scatter group @flat in grads [0, 8) phase boundary
+  %d = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
+  // expected-error @+1 {{'zero.transfer' op copies the grads of frozen partition @frozen, which has params only (no gradients, optimizer states or master)}}
+  %e = zero.transfer group @frozen grads to host_grads phase boundary -> !zero.token
+  %s = zero.loss_scale phase boundary : tensor<f32>
+  %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
+  %gs = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+  %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
+  zero.wait %d phase boundary
+  zero.wait %e phase boundary
+  zero.adam group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
+  zero.wait %u phase boundary
+  zero.all_gather group @flat in params [0, 8) phase post_step
+  zero.return %loss : tensor<f32>
+}

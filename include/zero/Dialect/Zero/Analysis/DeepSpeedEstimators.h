@@ -100,6 +100,20 @@ estimateDeepSpeed(int64_t stage, int64_t totalParams,
 /// 4 * S + int(16 * S / total_gpus).
 int64_t olderZero2GpuBytes(int64_t totalParams, int64_t totalGpus);
 
+/// The model states per rank of mixed-precision Adam as the ZeRO paper and
+/// DeepSpeed's memory.rst count them (16S, 4S + 12S/n, 2S + 14S/n, 16S/n at
+/// stages 0-3), with frozen parameters apart: every parameter is held in 16
+/// bits (2S, S = St + Sf), and only the St trainable ones carry 16-bit
+/// gradients (2St) and an fp32 master and Adam moments (12St). Stage 0:
+/// 2S + 2St + 12St; stage 1: 2S + 2St + 12St/n; stage 2: 2S + 14St/n;
+/// stage 3: (2S + 14St)/n. With Sf = 0 these are the formulas above.
+struct FrozenModelStates {
+  int64_t bytes = 0;
+  std::string formula;
+};
+FrozenModelStates modelStatesWithFrozen(int64_t stage, int64_t trainableParams,
+                                        int64_t frozenParams, int64_t ranks);
+
 /// One row of DeepSpeed's *_all_cold table.
 struct DeepSpeedRow {
   DeepSpeedOptions options;

@@ -80,10 +80,12 @@ def ZeroVerifySchedulePass : Pass<"zero-verify-schedule", "::mlir::ModuleOp"> {
     * two simultaneously live buffers overlap in the memory plan
       (`zero-plan-memory`), when there is one;
     * a parameter's gradient is reduced zero or two times in a step (every
-      element of every partition exactly once);
-    * a shard is updated zero or two times (`zero.adam` once per partition),
-      or at stages 1-2 its parameters are not all-gathered exactly once after
-      the update;
+      element of every trainable partition exactly once);
+    * a shard is updated zero or two times (`zero.adam` once per trainable
+      partition), or at stages 1-2 its parameters are not all-gathered
+      exactly once after the update;
+    * an op reduces, checks, copies, updates or (stages 1-2) gathers after
+      the step a frozen partition, which has `params` only;
     * with an offloaded optimizer, a gradient element is not copied to the
       host exactly once, after its reduction completed and before its host
       `zero.adam`, or an updated parameter is not copied back exactly once

@@ -1,4 +1,5 @@
-//===- Report.h - Per-rank memory, communication and time of a step -*- C++ -*-===//
+//===- Report.h - Per-rank memory, communication and time of a step -*- C++
+//-*-===//
 //
 // Part of the zero-mlir project.
 //
@@ -22,6 +23,10 @@ struct StepReport {
   int64_t stage = 0, worldSize = 1, accumulationSteps = 1;
   int64_t paramCount = 0, paddedParamCount = 0, paramTensors = 0,
           largestParam = 0;
+  /// Unpadded elements of the trainable and the frozen parameters (their
+  /// sum is paramCount), and the padded elements of the trainable ones.
+  int64_t trainableParamCount = 0, frozenParamCount = 0,
+          paddedTrainableParamCount = 0;
   int64_t modelStateBytes = 0;
   /// The vocabulary padding (zero-pad-vocab): rows and elements added, and
   /// the most bytes they take in one rank's model states.

@@ -69,6 +69,13 @@ def ZeroAutodiffPass : Pass<"zero-autodiff", "::mlir::ModuleOp"> {
     A parameter that does not influence the loss gets a zero gradient and a
     warning (DeepSpeed's `ignore_unused_parameters`). An op on the path from a
     parameter to the loss without a derivative rule is an error.
+
+    A `frozen` parameter gets no `zero.grad` (and no warning), and its values
+    start no derivative: only values that depend on a trainable parameter
+    are differentiated, so a frozen first layer computes neither its weight
+    gradient nor its input's, while the backward through a frozen weight
+    between trainable layers still carries their gradient. A step whose
+    parameters are all frozen is an error (nothing to train).
   }];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
@@ -95,6 +102,10 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "::mlir::ModuleOp"> {
     Face's `_keep_in_fp32_modules` keep some modules in fp32 beside 16-bit
     ones. Only the fp16 seed becomes the loss scale. A `compute` type other
     than f32 and the precision's is an error.
+
+    A frozen parameter gets its `compute` type like the others: the copy
+    forward and backward read. It has no master (`zero-partition` gives it
+    a partition with `params` only, held in the compute type alone).
   }];
   let options = [
     Option<"dtype", "dtype", "std::string", /*default=*/"\"auto\"",
@@ -182,8 +193,12 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
 
     A group's buffers hold one compute type, so a parameter whose compute
     type differs from the one before it starts a new group (at stages 0-2
-    too). If a group's name is already a symbol (a parameter `@scale`, or
-    the same key or `flat` further down), `_1`, `_2`, ... is appended.
+    too). A group holds only trainable or only frozen parameters: a run of
+    frozen ones in declaration order is a `frozen` partition of its own,
+    named `frozen` at stages 0-2 and `<layer>.frozen` at stage 3, with
+    `params` as its only buffer. If a group's name is already a symbol (a
+    parameter `@scale`, or the same key or `flat` further down), `_1`, `_2`,
+    ... is appended.
 
     Data parallelism: the batch dimension (dim 0) of every train step input
     is divided by `world-size`, and the types of every value that carries the
@@ -243,6 +258,8 @@ def ZeroGradSyncPass : Pass<"zero-grad-sync", "::mlir::ModuleOp"> {
     computes %g there directly). At stages 2-3 it only marks completion and
     lowers to nothing: the reduction adds the owned part into the `grads`
     shard accumulator.
+
+    A frozen partition has no gradients: nothing reduces it at any stage.
 
     `overlap-comm`: collectives return a `!zero.token`; two bucket buffers
     alternate, so the `zero.wait` of bucket k is emitted right before bucket
@@ -336,7 +353,8 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     `zero.all_gather group @flat in params [b, e)` in buckets of
     `allgather-bucket-size` elements, in phase `post_step`: once per
     optimizer step, after the optimizer, which `zero-optimizer` inserts
-    before them.
+    before them. Frozen partitions are never updated, so every rank still
+    holds them whole: they are not gathered.
 
     Stage 3: parameters exist only as shards. Every `zero.get_param @p`
     becomes a view `zero.get_param @p from %full` of a buffer gathered by
@@ -478,7 +496,10 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     the skip flag; `zero.adam` (one per partition) skips on overflow, else
     unscales, clips, steps Adam/AdamW and writes the 16-bit parameters (fp32
     parameters are their own masters, updated in place). The
-    divisor is `world_size * accumulation_steps`. `gradient-clipping` >= 0
+    divisor is `world_size * accumulation_steps`. Frozen partitions have
+    no gradients and no optimizer states: the overflow check, the gradient
+    norm (hence clipping) and Adam cover the trainable partitions only, and
+    a frozen parameter is never decayed either. `gradient-clipping` >= 0
     overrides the train step's `gradient_clipping` (0 disables clipping).
 
     The optimizer settings of `#zero.optimizer` can be set here without a
