@@ -72,6 +72,12 @@ public:
 private:
   /// Splits each group's uses where the reuse distance is exceeded.
   void computeIntervals();
+  /// A persistent gather of `g` after `after` (at the top of the step when
+  /// null) that every get_param of the group reads, freed before the first
+  /// post-step op; with `once` it runs in the first micro step only and is
+  /// freed after the last. Returns its last op (the staged shard's free with
+  /// offloaded parameters).
+  Operation *emitKeptGather(GroupUses &g, Operation *after, bool once);
   void emitPersistent(GroupUses &g);
   void emitOnce(GroupUses &g);
   void emitIntervals(GroupUses &g);
@@ -175,68 +181,52 @@ AllGatherOp Stage3Gather::createGather(OpBuilder &b, Location loc,
   return gather;
 }
 
-void Stage3Gather::emitPersistent(GroupUses &g) {
+Operation *Stage3Gather::emitKeptGather(GroupUses &g, Operation *after,
+                                        bool once) {
   Block &body = step.getBodyBlock();
   OpBuilder b = OpBuilder::atBlockBegin(&body);
-  // Keep persistent gathers in group order at the top of the step, after
-  // those kept across micro steps.
-  if (lastPersistentGather)
-    b.setInsertionPointAfter(lastPersistentGather);
-  else if (lastOnceOp)
-    b.setInsertionPointAfter(lastOnceOp);
+  if (after)
+    b.setInsertionPointAfter(after);
   AllGatherOp gather = createGather(b, g.group.getLoc(), g);
   gather.setPersistent(true);
-  // The next persistent gather goes after this one's staged free.
-  lastPersistentGather = gather;
+  Operation *last = gather;
   if (Value shard = gather.getShard())
     for (Operation *user : shard.getUsers())
       if (isa<FreeOp>(user))
-        lastPersistentGather = user;
+        last = user;
+  // Gathered once per optimizer step: the gather and its staging run in
+  // the first micro step only.
+  if (once)
+    for (Operation *op = after ? after->getNextNode() : &body.front();
+         op != last->getNextNode(); op = op->getNextNode())
+      if (auto phased = dyn_cast<StepPhaseOpInterface>(op))
+        phased.setPhase(Phase::first_micro_step);
   for (GetParamOp get : g.gets)
     get.getSourceMutable().assign(gather.getResult());
-  // Each free goes before the first post-step op, which is then this free.
+  // Each free goes before the first post-step op, which is then this free:
+  // at the end of every micro step, or once after the last one.
   if (!postStepPoint)
     postStepPoint = getOptimizerInsertionPoint(body);
   b.setInsertionPoint(postStepPoint);
   auto free = FreeOp::create(b, g.group.getLoc(), gather.getResult(),
                              IntegerAttr(), IntegerAttr());
-  free.setPhase(Phase::step_end);
+  free.setPhase(once ? Phase::post_step : Phase::step_end);
   postStepPoint = free;
+  return last;
+}
+
+void Stage3Gather::emitPersistent(GroupUses &g) {
+  // In group order at the top of the step, after those kept across micro
+  // steps.
+  lastPersistentGather = emitKeptGather(
+      g, lastPersistentGather ? lastPersistentGather : lastOnceOp,
+      /*once=*/false);
 }
 
 void Stage3Gather::emitOnce(GroupUses &g) {
-  Block &body = step.getBodyBlock();
   // First in the step, so that no op of a later micro step runs before the
-  // buffer is live in the plan (and could reuse its place), and only in the
-  // first micro step, with its staging.
-  OpBuilder b = OpBuilder::atBlockBegin(&body);
-  if (lastOnceOp)
-    b.setInsertionPointAfter(lastOnceOp);
-  Operation *before = lastOnceOp;
-  AllGatherOp gather = createGather(b, g.group.getLoc(), g);
-  gather.setPersistent(true);
-  lastOnceOp = gather;
-  Operation *first = before ? before->getNextNode() : &body.front();
-  for (Operation *op = first; op != gather->getNextNode();
-       op = op->getNextNode())
-    if (auto phased = dyn_cast<StepPhaseOpInterface>(op))
-      phased.setPhase(Phase::first_micro_step);
-  if (Value shard = gather.getShard())
-    for (Operation *user : shard.getUsers())
-      if (auto free = dyn_cast<FreeOp>(user)) {
-        free.setPhase(Phase::first_micro_step);
-        lastOnceOp = free;
-      }
-  for (GetParamOp get : g.gets)
-    get.getSourceMutable().assign(gather.getResult());
-  // Freed once, after the last micro step.
-  if (!postStepPoint)
-    postStepPoint = getOptimizerInsertionPoint(body);
-  b.setInsertionPoint(postStepPoint);
-  auto free = FreeOp::create(b, g.group.getLoc(), gather.getResult(),
-                             IntegerAttr(), IntegerAttr());
-  free.setPhase(Phase::post_step);
-  postStepPoint = free;
+  // buffer is live in the plan (and could reuse its place).
+  lastOnceOp = emitKeptGather(g, lastOnceOp, /*once=*/true);
 }
 
 void Stage3Gather::emitIntervals(GroupUses &g) {
