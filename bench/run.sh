@@ -21,12 +21,13 @@
 #   ninja -C /tmp/old/build zrt-bench-bandwidth
 #
 # Other settings (environment): ONLY (a subset of "machine compile_time
-# kernels comm calibrate e2e tune offload nvme"), BENCH_PARAMS (elements per array of the
-# kernel benchmark, 64M), BENCH_ROUNDS (15), COMM_COUNT (full-array
-# elements of the collective benchmark, 8M), COMM_ROUNDS (40), E2E_ROUNDS
-# (5), E2E_STEPS (40), TUNE_ROUNDS (4), OFFLOAD_ROUNDS (3), NVME_ROUNDS (5),
-# NVME_DIR (the directory on the disk to measure; bench/results/nvme),
-# MPIRUN (mpirun --allow-run-as-root --oversubscribe).
+# kernels comm calibrate e2e tune offload nvme gather_once"), BENCH_PARAMS
+# (elements per array of the kernel benchmark, 64M), BENCH_ROUNDS (15),
+# COMM_COUNT (full-array elements of the collective benchmark, 8M),
+# COMM_ROUNDS (40), E2E_ROUNDS (5), E2E_STEPS (40), TUNE_ROUNDS (4),
+# OFFLOAD_ROUNDS (3), NVME_ROUNDS (5), GATHER_ONCE_ROUNDS (5), NVME_DIR
+# (the directory on the disk to measure; bench/results/nvme), MPIRUN
+# (mpirun --allow-run-as-root --oversubscribe).
 # A full run takes about 8 minutes on the 2-core development machine.
 set -euo pipefail
 
@@ -35,7 +36,7 @@ root=$(cd "$here/.." && pwd)
 out=$here/results
 mkdir -p "$out"
 mpirun_cmd=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
-only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme}
+only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once}
 want() { [[ " $only " == *" $1 "* ]]; }
 
 targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main
@@ -168,6 +169,13 @@ if want nvme; then
   python3 "$here/nvme.py" --tool "$build/runtime/bench/zrt-bench-nvme" \
     --out "$out/nvme.json" --rounds "${NVME_ROUNDS:-5}" \
     ${NVME_DIR:+--dir "$NVME_DIR"}
+fi
+
+if want gather_once; then
+  echo "== stage 3: frozen partitions gathered per use or once per step"
+  python3 "$here/gather_once.py" --build "$build" \
+    --out "$out/gather_once.json" --rounds "${GATHER_ONCE_ROUNDS:-5}" \
+    --mpirun "$mpirun_cmd"
 fi
 
 python3 "$here/update_docs.py" --results "$out"

@@ -733,6 +733,34 @@ def sec_nvme(r):
     return "\n".join(out)
 
 
+def sec_gather_once(r):
+    doc = load(r, "gather_once.json")
+    if not doc:
+        return None
+    out = ["`%s`, stage 3 on %d ranks, %d micro steps per optimizer step, "
+           "`--steps %d --threads 1`: median `step_ms` (slowest rank) of "
+           "steps %d-%d, median over %d rounds, the two policies back to "
+           "back in each; the ratio is the median of the per-round ratios." %
+           (doc["model"], doc["world"], doc["accumulation"], doc["steps"],
+            doc["warmup"] + 1, doc["steps"], doc["rounds"]), "",
+           "| frozen-gather | all-gathers per step (report = trace) | bytes "
+           "sent per rank per step | peak bytes (measured = planned) | "
+           "predicted step ms (cpu preset) | measured step ms |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for name in ("per-use", "once"):
+        e = doc["policies"][name]
+        same = e["all_gathers"] == e["traced_gathers_per_step"]
+        peak = e["peak_bytes"] == e["planned_peak_bytes"]
+        out.append("| %s | %d%s | %d | %d%s | %.2f | %.2f |" % (
+            name, e["all_gathers"], "" if same else " (traced %d)" %
+            e["traced_gathers_per_step"], e["bytes_per_rank"],
+            e["peak_bytes"], "" if peak else " (planned %d)" %
+            e["planned_peak_bytes"], e["predicted_step_ms"], e["step_ms"]))
+    out += ["", "**once / per-use, measured step: %.3f**" %
+            doc["ratio_once_over_per_use"]]
+    return "\n".join(out)
+
+
 SECTIONS = {
     "machine": sec_machine,
     "compile_time": sec_compile_time,
@@ -748,6 +776,7 @@ SECTIONS = {
     "gpu_profile": sec_gpu_profile,
     "gpu_offload": sec_gpu_offload,
     "nvme": sec_nvme,
+    "gather_once": sec_gather_once,
 }
 
 

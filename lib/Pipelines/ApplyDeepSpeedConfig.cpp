@@ -107,6 +107,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->allgatherBucketSize, cfg->allgatherBucketSize);
     takeFromFile(s->paramPersistenceThreshold, cfg->paramPersistenceThreshold);
     takeFromFile(s->maxReuseDistance, cfg->maxReuseDistance);
+    takeFromFile(s->frozenGather, cfg->frozenGather);
     takeFromFile(s->prefetchBucketSize, cfg->prefetchBucketSize);
     takeFromFile(s->maxLiveParameters, cfg->maxLiveParameters);
     takeFromFile(s->gradientClipping, cfg->gradientClipping);

@@ -365,6 +365,16 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
     cfg.maxReuseDistance = z.integerIn("stage3_max_reuse_distance", 0);
     cfg.paramPersistenceThreshold =
         z.integerIn("stage3_param_persistence_threshold", 0, kNoLimit, true);
+    // DeepSpeed gathers frozen parameters like the others; this project's
+    // own key, so that zero-tune's config reproduces its plan.
+    cfg.frozenGather = z.string("zero_mlir_frozen_gather");
+    if (cfg.frozenGather.value && *cfg.frozenGather.value != "per-use" &&
+        *cfg.frozenGather.value != "once") {
+      z.error("zero_mlir_frozen_gather",
+              "must be \"per-use\" or \"once\", got \"" +
+                  *cfg.frozenGather.value + "\"");
+      cfg.frozenGather.value.reset();
+    }
     // All-gathering the updated partitions is what happens here.
     if (const json::Value *v = z.get("allgather_partitions");
         v && v->getAsBoolean() != std::optional<bool>(true))

@@ -98,6 +98,7 @@ void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.prefetchBucketSize = prefetchBucketSize;
   o.maxLiveParameters = maxLiveParameters;
   o.paramPersistenceThreshold = paramPersistenceThreshold;
+  o.frozenGather = frozenGatherOnce ? "once" : "per-use";
   o.offloadOptimizer = stringifyOffloadDevice(offloadOptimizer).str();
   o.offloadParam = stringifyOffloadDevice(offloadParam).str();
   // One directory holds both swap files (their names differ); each option
@@ -129,6 +130,8 @@ struct Evaluation {
   int64_t memoryBound = 0;
   /// Elements of each partition (the stage-3 groups), for the knobs' ladders.
   SmallVector<int64_t> groupNumels;
+  /// Whether any partition is frozen.
+  bool frozenGroups = false;
 
   bool ok() const { return error.empty(); }
 };
@@ -374,8 +377,10 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
     e.memoryBound =
         plan->persistentBytes + plan->peakByCategory[static_cast<unsigned>(
                                     MemoryCategory::Activations)];
-    for (const PartitionBuffers &p : schedule->getPartitions())
+    for (const PartitionBuffers &p : schedule->getPartitions()) {
       e.groupNumels.push_back(p.partition.getNumelValue());
+      e.frozenGroups |= p.partition.getFrozen();
+    }
   }
   if (e.candidate.fits) {
     auto [slot, inserted] =
@@ -449,6 +454,11 @@ std::vector<Knob> Tuner::getKnobs(const TuneConfig &base,
   knobs.push_back({persistence, [](TuneConfig &c, int64_t v) {
                      c.paramPersistenceThreshold = v;
                    }});
+  // Frozen partitions gathered once per step: one gather instead of one per
+  // micro step (or per use), for a buffer held the whole step.
+  if (e.frozenGroups)
+    knobs.push_back(
+        {{0, 1}, [](TuneConfig &c, int64_t v) { c.frozenGatherOnce = v; }});
   return knobs;
 }
 
@@ -456,6 +466,7 @@ void Tuner::descend(const TuneConfig &base) {
   TuneConfig current = base;
   const Evaluation *best = &evaluate(current);
   std::vector<Knob> knobs = getKnobs(base, *best);
+  result.frozenGatherSearched |= base.stage == 3 && best->frozenGroups;
   for (int pass = 0; pass < 2; ++pass) {
     bool moved = false;
     for (const Knob &knob : knobs) {
@@ -681,6 +692,9 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
     zero["stage3_prefetch_bucket_size"] = c.prefetchBucketSize;
     zero["stage3_max_live_parameters"] = c.maxLiveParameters;
     zero["stage3_param_persistence_threshold"] = c.paramPersistenceThreshold;
+    // This project's key (DeepSpeed has none); absent means per-use.
+    if (c.frozenGatherOnce)
+      zero["zero_mlir_frozen_gather"] = "once";
   }
   // DeepSpeed's sections; host buffers are always pinned here.
   if (c.offloadOptimizer != OffloadDevice::none) {

@@ -22,6 +22,8 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -226,7 +228,92 @@ static cl::list<std::string>
                     "(zero.param ... frozen); may be given more than once"),
            cl::value_desc("REGEX"), cl::cat(genCat));
 
+static cl::opt<std::string> lora(
+    "lora",
+    cl::desc("LoRA adapters as PEFT's LoraConfig (llama): "
+             "r=N,alpha=A,target=NAME[,NAME...] with NAME among q_proj, "
+             "k_proj, v_proj, o_proj, gate_proj, up_proj and down_proj "
+             "(alpha defaults to PEFT's 8). Each targeted Linear computes "
+             "W x + (alpha/r) B (A x) with trainable A [r, in] (normal, std "
+             "1/r) and B [out, r] (zeros), named as PEFT's: "
+             "<module>.lora_A.default.weight and <module>.lora_B.default."
+             "weight beside the base <module>.base_layer.weight; every "
+             "other parameter is frozen"),
+    cl::value_desc("SPEC"), cl::cat(genCat));
+
 namespace {
+
+/// A parsed --lora.
+struct LoraSpec {
+  int64_t r = 0;
+  double alpha = 8.0;
+  std::set<std::string> targets;
+
+  bool isTarget(StringRef module) const {
+    return targets.count(module.rsplit('.').second.str());
+  }
+  static bool isAdapter(StringRef name) {
+    return name.contains(".lora_A.") || name.contains(".lora_B.");
+  }
+};
+std::optional<LoraSpec> loraSpec;
+
+/// The Linear modules of a Llama layer --lora may target.
+constexpr const char *kLoraTargets[] = {"q_proj",   "k_proj",    "v_proj",
+                                        "o_proj",   "gate_proj", "up_proj",
+                                        "down_proj"};
+
+/// Parses --lora; prints the error and returns nothing when it is bad.
+std::optional<LoraSpec> parseLora(StringRef spec) {
+  LoraSpec out;
+  bool haveR = false, inTargets = false;
+  auto fail = [&](const Twine &why) -> std::optional<LoraSpec> {
+    WithColor::error() << "--lora '" << spec << "': " << why << "\n";
+    return std::nullopt;
+  };
+  SmallVector<StringRef> items;
+  spec.split(items, ',');
+  for (StringRef item : items) {
+    auto [key, value] = item.split('=');
+    bool keyed = item.contains('=');
+    if (!keyed) {
+      if (!inTargets || item.empty())
+        return fail("expected r=N, alpha=A or target=NAME,..., got '" + item +
+                    "'");
+      value = item;
+      key = "target";
+    }
+    key = key.trim();
+    value = value.trim();
+    if (key == "r") {
+      if (value.getAsInteger(10, out.r) || out.r <= 0)
+        return fail("r must be a positive integer, got '" + value + "'");
+      haveR = true;
+      inTargets = false;
+    } else if (key == "alpha") {
+      if (value.getAsDouble(out.alpha) || !(out.alpha > 0) ||
+          !std::isfinite(out.alpha))
+        return fail("alpha must be a positive number, got '" + value + "'");
+      inTargets = false;
+    } else if (key == "target") {
+      if (!llvm::is_contained(kLoraTargets, value)) {
+        std::string known;
+        for (StringRef t : kLoraTargets)
+          known += (known.empty() ? "" : ", ") + t.str();
+        return fail("unknown target '" + value + "' (expected " + known + ")");
+      }
+      out.targets.insert(value.str());
+      inTargets = true;
+    } else {
+      return fail("unknown key '" + key + "' (expected r, alpha or target)");
+    }
+  }
+  if (!haveR)
+    return fail("r=N is missing");
+  if (out.targets.empty())
+    return fail("target=NAME is missing");
+  return out;
+}
 
 /// The --freeze patterns, how many parameters each matched, and the
 /// parameters seen and frozen.
@@ -288,7 +375,8 @@ public:
         (noDecayEmbeddings && (name.ends_with("wte.weight") ||
                                name.ends_with("embed_tokens.weight"))))
       header += " weight_decay " + fmt(0.0);
-    if (freezeState.isFrozen(name))
+    // With --lora every parameter but the adapters is the frozen base.
+    if (freezeState.isFrozen(name) || (loraSpec && !LoraSpec::isAdapter(name)))
       header += " frozen";
     header += "\n";
     shapes[name.str()] = SmallVector<int64_t>(shape);
@@ -638,15 +726,27 @@ bool genLlama(raw_ostream &os) {
   Emitter e(os);
   // In the order of Hugging Face's state dict; initializer_range 0.02.
   e.param("model.embed_tokens.weight", {V, C}, "normal", 0.02);
+  // A projection's weight [out, in]; with LoRA on it, PEFT's base layer
+  // and adapters in PEFT's state-dict order.
+  auto proj = [&](const std::string &module, int64_t out, int64_t in) {
+    if (!loraSpec || !loraSpec->isTarget(module)) {
+      e.param(module + ".weight", {out, in}, "normal", 0.02);
+      return;
+    }
+    int64_t r = loraSpec->r;
+    e.param(module + ".base_layer.weight", {out, in}, "normal", 0.02);
+    e.param(module + ".lora_A.default.weight", {r, in}, "normal", 1.0 / r);
+    e.param(module + ".lora_B.default.weight", {out, r}, "zeros");
+  };
   for (int64_t l = 0; l < L; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
-    e.param(p + "self_attn.q_proj.weight", {C, C}, "normal", 0.02);
-    e.param(p + "self_attn.k_proj.weight", {KV * D, C}, "normal", 0.02);
-    e.param(p + "self_attn.v_proj.weight", {KV * D, C}, "normal", 0.02);
-    e.param(p + "self_attn.o_proj.weight", {C, C}, "normal", 0.02);
-    e.param(p + "mlp.gate_proj.weight", {F, C}, "normal", 0.02);
-    e.param(p + "mlp.up_proj.weight", {F, C}, "normal", 0.02);
-    e.param(p + "mlp.down_proj.weight", {C, F}, "normal", 0.02);
+    proj(p + "self_attn.q_proj", C, C);
+    proj(p + "self_attn.k_proj", KV * D, C);
+    proj(p + "self_attn.v_proj", KV * D, C);
+    proj(p + "self_attn.o_proj", C, C);
+    proj(p + "mlp.gate_proj", F, C);
+    proj(p + "mlp.up_proj", F, C);
+    proj(p + "mlp.down_proj", C, F);
     e.param(p + "input_layernorm.weight", {C}, "ones");
     e.param(p + "post_attention_layernorm.weight", {C}, "ones");
   }
@@ -663,15 +763,36 @@ bool genLlama(raw_ostream &os) {
       << fmt(eps) << " : " << xt << ", " << tensor({C}, f) << "\n";
     return y;
   };
-  // nn.Linear without bias: x @ W^T with W [out, in].
-  auto linear = [&](const std::string &x, const std::string &name, int64_t in,
-                    int64_t out) {
-    std::string w = e.getParam(name + ".weight");
+  // x @ W^T with W [out, in].
+  auto matmulT = [&](const std::string &x, const std::string &w, int64_t in,
+                     int64_t out) {
     std::string y = e.fresh("mm");
     b << "    " << y << " = nn.matmul " << x << ", " << w
       << " transpose_rhs : " << tensor({B, T, in}, f) << ", "
       << tensor({out, in}, f) << " -> " << tensor({B, T, out}, f) << "\n";
     return y;
+  };
+  // nn.Linear without bias; with LoRA on it (PEFT's lora.Linear, dropout
+  // 0): W x + (alpha / r) B (A x).
+  auto linear = [&](const std::string &x, const std::string &name, int64_t in,
+                    int64_t out) {
+    if (!loraSpec || !loraSpec->isTarget(name))
+      return matmulT(x, e.getParam(name + ".weight"), in, out);
+    int64_t r = loraSpec->r;
+    std::string y =
+        matmulT(x, e.getParam(name + ".base_layer.weight"), in, out);
+    std::string ax =
+        matmulT(x, e.getParam(name + ".lora_A.default.weight"), in, r);
+    std::string bax =
+        matmulT(ax, e.getParam(name + ".lora_B.default.weight"), r, out);
+    std::string outT = tensor({B, T, out}, f);
+    std::string scaled = e.fresh("lora");
+    b << "    " << scaled << " = nn.scale " << bax << " by "
+      << fmt(loraSpec->alpha / r) << " : " << outT << "\n";
+    std::string sum = e.fresh("mm");
+    b << "    " << sum << " = nn.add " << y << ", " << scaled << " : " << outT
+      << ", " << outT << "\n";
+    return sum;
   };
   // [B, T, n * D] -> [B, n, T, D].
   auto toHeads = [&](const std::string &x, int64_t n) {
@@ -812,7 +933,7 @@ int main(int argc, char **argv) {
   // Options of one model family are errors for the others, not ignored.
   if (modelKind != "llama")
     for (cl::Option *o : std::initializer_list<cl::Option *>{
-             &preset, &kvHeads, &ffn, &ropeTheta, &normEps, &tied})
+             &preset, &kvHeads, &ffn, &ropeTheta, &normEps, &tied, &lora})
       if (o->getNumOccurrences()) {
         WithColor::error() << "--" << o->ArgStr << " is a llama option\n";
         return 1;
@@ -822,6 +943,8 @@ int main(int argc, char **argv) {
                           "--tied)\n";
     return 1;
   }
+  if (lora.getNumOccurrences() && !(loraSpec = parseLora(lora)))
+    return 1;
   for (const std::string &pattern : freeze) {
     auto regex = std::make_unique<Regex>(pattern, Regex::NoFlags);
     std::string why;

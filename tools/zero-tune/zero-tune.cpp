@@ -4,11 +4,11 @@
 //
 // Searches stage x accumulation (at the model's global batch) x remat
 // policy x bucket sizes x overlap x the stage-3 prefetch, live and
-// persistence thresholds, and with --offload the optimizer and parameter
-// offload (to a host budget), with the memory planner and the cost model
-// (lib/Tuning), prints the fastest configurations that fit the budget, and
-// writes the best as a DeepSpeed ds_config.json that `zero-compile --config`
-// compiles to the same plan.
+// persistence thresholds and frozen gather policy, and with --offload the
+// optimizer and parameter offload (to a host budget), with the memory
+// planner and the cost model (lib/Tuning), prints the fastest
+// configurations that fit the budget, and writes the best as a DeepSpeed
+// ds_config.json that `zero-compile --config` compiles to the same plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -132,6 +132,8 @@ static std::string describe(const TuneConfig &c) {
                  c.prefetchBucketSize, c.maxLiveParameters,
                  c.paramPersistenceThreshold)
              .str();
+  if (c.stage == 3 && c.frozenGatherOnce)
+    s += ", frozen partitions gathered once per step";
   if (c.isOffloaded())
     s += ", " + describeOffload(c);
   return s;
@@ -139,7 +141,8 @@ static std::string describe(const TuneConfig &c) {
 
 /// The candidate as JSON; the offload fields only when offload is searched.
 static json::Value toJson(const TuneCandidate &c, int64_t rank,
-                          int64_t globalBatch, bool offloadSearched) {
+                          int64_t globalBatch, bool offloadSearched,
+                          bool frozenSearched) {
   json::Object o{
       {"rank", rank},
       {"stage", c.config.stage},
@@ -156,6 +159,10 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
                                     {"bytes", c.fit.largestItemBytes}}},
       {"ds_config", toDeepSpeedConfig(c.config, globalBatch, worldSize)},
   };
+  if (frozenSearched)
+    o["frozen_gather"] = c.config.stage != 3         ? "-"
+                         : c.config.frozenGatherOnce ? "once"
+                                                     : "per-use";
   if (offloadSearched) {
     o["offload_optimizer"] = stringifyOffloadDevice(c.config.offloadOptimizer);
     o["offload_param"] = stringifyOffloadDevice(c.config.offloadParam);
@@ -175,6 +182,8 @@ static void printTable(const TuneResult &r, bool offloadSearched,
                "rank", "stage", "accum", "micro", "remat", "reduce_bkt",
                "overlap", "allgather", "prefetch", "max_live", "persistence",
                "peak_bytes", "peak", "step_ms", "tokens/s", "exposed_ms");
+  if (r.frozenGatherSearched)
+    os << format(" %13s", "frozen_gather");
   if (offloadSearched)
     os << format(" %9s %9s %16s %16s %11s", "opt_off", "param_off",
                  "host_peak_bytes", "nvme_bytes", "transfer_ms");
@@ -202,6 +211,10 @@ static void printTable(const TuneResult &r, bool offloadSearched,
                  static_cast<long long>(c.peakBytes),
                  formatByteSize(c.peakBytes).c_str(), c.predictedStepMs,
                  c.tokensPerSecond, c.exposedCommMs);
+    if (r.frozenGatherSearched)
+      os << format(" %13s", !stage3              ? "-"
+                            : k.frozenGatherOnce ? "once"
+                                                 : "per-use");
     if (offloadSearched)
       os << format(" %9s %9s %16lld %16lld %11.3f",
                    stringifyOffloadDevice(k.offloadOptimizer).str().c_str(),
@@ -387,7 +400,8 @@ int main(int argc, char **argv) {
     json::Array array;
     int64_t rank = 0;
     for (const TuneCandidate &c : result->ranked)
-      array.push_back(toJson(c, ++rank, result->globalBatch, offloadSearched));
+      array.push_back(toJson(c, ++rank, result->globalBatch, offloadSearched,
+                             result->frozenGatherSearched));
     outs() << formatv("{0:2}", json::Value(std::move(array))) << "\n";
     return 0;
   }

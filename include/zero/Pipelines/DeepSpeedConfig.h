@@ -96,6 +96,10 @@ struct DeepSpeedConfig {
   /// parameter swap files' directory and swap buffers.
   DeepSpeedValue<std::string> paramNvmePath;
   DeepSpeedValue<int64_t> paramBufferCount, paramBufferSize;
+  /// zero_optimization.zero_mlir_frozen_gather ("per-use" or "once"): this
+  /// project's key for zero-param-gather's frozen-gather (DeepSpeed has
+  /// none).
+  DeepSpeedValue<std::string> frozenGather;
 };
 
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.

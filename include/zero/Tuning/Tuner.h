@@ -59,6 +59,10 @@ struct TuneConfig {
   int64_t maxLiveParameters = ZeroPrefetchPassOptions().maxLiveParameters;
   int64_t paramPersistenceThreshold =
       ZeroParamGatherPassOptions().paramPersistenceThreshold;
+  /// Stage 3: frozen partitions gathered once per optimizer step and kept
+  /// across its micro steps (frozen-gather=once) instead of around their
+  /// uses.
+  bool frozenGatherOnce = false;
   /// Activation recomputation on every block.
   TuneRemat remat = TuneRemat::none;
   /// Where the optimizer states (stages 1-3) and the parameter shards
@@ -83,10 +87,10 @@ struct TuneConfig {
   void applyTo(ZeroPipelineOptions &options) const;
 
   auto key() const {
-    return std::make_tuple(stage, accumulationSteps, offloadOptimizer,
-                           offloadParam, remat, reduceBucketSize, overlapComm,
-                           allgatherBucketSize, prefetchBucketSize,
-                           maxLiveParameters, paramPersistenceThreshold);
+    return std::make_tuple(
+        stage, accumulationSteps, offloadOptimizer, offloadParam, remat,
+        reduceBucketSize, overlapComm, allgatherBucketSize, prefetchBucketSize,
+        maxLiveParameters, paramPersistenceThreshold, frozenGatherOnce);
   }
   bool operator<(const TuneConfig &o) const { return key() < o.key(); }
   bool operator==(const TuneConfig &o) const { return key() == o.key(); }
@@ -174,6 +178,9 @@ struct TuneResult {
   /// budget or the host budget and those pruned by a memory or time bound.
   int64_t evaluated = 0;
   int64_t groups = 0;
+  /// Whether a stage-3 configuration had frozen partitions, so that the
+  /// frozen gather policy was searched.
+  bool frozenGatherSearched = false;
   int64_t prunedByModelStates = 0;
   int64_t prunedByBounds = 0;
 };

@@ -94,10 +94,13 @@ LogicalResult Lowering::lowerPhase(LLVM::LLVMFuncOp entry,
       traceMemory(index, /*before=*/true);
     // An op of the last or first micro step only runs when the runtime's
     // flag says so. What it computes inside the guard is not reused after
-    // it.
+    // it. The evaluation step gathers (and stages) what it reads itself.
     Phase phase = getStepPhase(op);
-    bool guarded = !countingLabels && (phase == Phase::last_micro_step ||
-                                       phase == Phase::first_micro_step);
+    bool guarded =
+        !countingLabels &&
+        (phase == Phase::last_micro_step ||
+         (phase == Phase::first_micro_step &&
+          !(evaluating && isa<AllGatherOp, TransferOp, WaitOp, FreeOp>(op))));
     Block *after = nullptr;
     DenseMap<Value, Value> outerCache;
     if (guarded) {
@@ -256,8 +259,12 @@ LogicalResult Lowering::run() {
   // The evaluation step traces no memory: its buffers end where the
   // training step's do, after ops it does not run.
   if (failed(lowerPhase(micro, microOps, /*trace=*/true)) ||
-      failed(lowerPhase(boundary, boundaryOps, /*trace=*/true)) ||
-      failed(lowerPhase(eval, evalOps, /*trace=*/false)))
+      failed(lowerPhase(boundary, boundaryOps, /*trace=*/true)))
+    return failure();
+  evaluating = true;
+  LogicalResult evaluated = lowerPhase(eval, evalOps, /*trace=*/false);
+  evaluating = false;
+  if (failed(evaluated))
     return failure();
 
   // The label count function: like the evaluation step, a cut of the step

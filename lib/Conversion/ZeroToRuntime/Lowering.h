@@ -155,6 +155,9 @@ private:
   /// Whether the label count function is being lowered: zero.count_labels
   /// counts a micro batch's labels there instead of all-reducing the counts.
   bool countingLabels = false;
+  /// Lowering the evaluation step, which runs on its own: the gathers the
+  /// training step keeps from its first micro step run unguarded there.
+  bool evaluating = false;
   /// The op being lowered (for diagnostics).
   Operation *current = nullptr;
   bool callFailed = false;

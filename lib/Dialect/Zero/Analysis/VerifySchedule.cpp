@@ -913,6 +913,34 @@ static int runsWhen(Phase phase) {
 /// agree with what the ops do.
 LogicalResult ScheduleVerifier::checkPhases() {
   Block &body = schedule.getStep().getBodyBlock();
+  // Buffers the first micro step gathers and the others read
+  // (frozen-gather=once). Its step-arena place holds the values across the
+  // micro steps only if no op of a later micro step can reuse it: no op that
+  // runs in every micro step comes before the gather, the buffer is freed
+  // once, after the last micro step, and no op of a micro step after that
+  // free produces a buffer.
+  llvm::SmallPtrSet<Operation *, 4> kept;
+  bool everyMicroStepBefore = false;
+  for (Operation &op : body) {
+    auto gather = dyn_cast<AllGatherOp>(op);
+    if (gather && gather.getResult() && gather.getPersistent() &&
+        gather.getPhase() == Phase::first_micro_step && !everyMicroStepBefore) {
+      Operation *free = nullptr;
+      bool once = true;
+      for (Operation *user : gather.getResult().getUsers())
+        if (isa<FreeOp>(user)) {
+          once &= !free && runsWhen(getStepPhase(user)) == 2;
+          free = user;
+        }
+      for (Operation *after = free ? free->getNextNode() : nullptr;
+           once && after; after = after->getNextNode())
+        once =
+            runsWhen(getStepPhase(after)) == 2 || after->getNumResults() == 0;
+      if (free && once)
+        kept.insert(gather);
+    }
+    everyMicroStepBefore |= getStepPhase(&op) != Phase::first_micro_step;
+  }
   Operation *afterOptimizer = nullptr;
   for (Operation &op : body) {
     Phase phase = getStepPhase(&op);
@@ -982,6 +1010,8 @@ LogicalResult ScheduleVerifier::checkPhases() {
       if (when == 3 ? defined == 0 || defined == 3
                     : defined != 3 && defined <= when)
         continue;
+      if (defined == 3 && kept.contains(def))
+        continue;
       InFlightDiagnostic d =
           defined == 3
               ? op.emitOpError("uses a value that only the first micro step "
@@ -995,6 +1025,12 @@ LogicalResult ScheduleVerifier::checkPhases() {
                                "it (phase ");
       d << stringifyPhase(getStepPhase(def)) << ")";
       d.attachNote(def->getLoc()) << "computed here";
+      if (defined == 3 && isa<AllGatherOp>(def))
+        d.attachNote(def->getLoc())
+            << "the other micro steps may read a buffer the first one "
+               "gathers only when no op of every micro step comes before the "
+               "gather, the buffer is freed once, after the last micro step, "
+               "and no op of a micro step after that free produces a buffer";
       return failure();
     }
   }

@@ -46,6 +46,9 @@ private:
 struct GroupUses {
   PartitionOp group;
   bool persistent = false;
+  /// A frozen group gathered in the first micro step and kept to the end
+  /// of the optimizer step (frozen-gather=once).
+  bool once = false;
   /// Ops using a view of the group, each once, in program order.
   SmallVector<Operation *> events;
   SmallVector<int64_t> positions;
@@ -60,16 +63,23 @@ struct GroupUses {
 class Stage3Gather {
 public:
   Stage3Gather(const StepSchedule &schedule, int64_t persistenceThreshold,
-               int64_t maxReuseDistance)
+               int64_t maxReuseDistance, bool frozenOnce)
       : schedule(schedule), step(schedule.getStep()),
         persistenceThreshold(persistenceThreshold),
-        maxReuseDistance(maxReuseDistance) {}
+        maxReuseDistance(maxReuseDistance), frozenOnce(frozenOnce) {}
   LogicalResult run();
 
 private:
   /// Splits each group's uses where the reuse distance is exceeded.
   void computeIntervals();
+  /// A persistent gather of `g` after `after` (at the top of the step when
+  /// null) that every get_param of the group reads, freed before the first
+  /// post-step op; with `once` it runs in the first micro step only and is
+  /// freed after the last. Returns its last op (the staged shard's free with
+  /// offloaded parameters).
+  Operation *emitKeptGather(GroupUses &g, Operation *after, bool once);
   void emitPersistent(GroupUses &g);
+  void emitOnce(GroupUses &g);
   void emitIntervals(GroupUses &g);
   /// A value-form gather of `g` at `b`'s insertion point; with offloaded
   /// parameters its shard is first staged from host memory (a transfer and
@@ -79,12 +89,15 @@ private:
   const StepSchedule &schedule;
   TrainStepOp step;
   int64_t persistenceThreshold, maxReuseDistance;
+  bool frozenOnce;
   llvm::DenseMap<Operation *, int64_t> position;
   llvm::MapVector<Operation *, GroupUses> groups;      // PartitionOp -> uses
   llvm::DenseMap<Operation *, Operation *> groupOfGet; // GetParamOp -> group
   /// Where the next persistent gather and its free go; kept across groups
   /// so that placing each is O(1) instead of a scan of the step.
   Operation *lastPersistentGather = nullptr;
+  /// The last op of the gathers kept across micro steps, which come first.
+  Operation *lastOnceOp = nullptr;
   Operation *postStepPoint = nullptr;
 };
 
@@ -104,7 +117,7 @@ void Stage3Gather::computeIntervals() {
   std::vector<Query> queries;
   std::vector<std::pair<int64_t, GroupUses *>> events;
   for (auto &[op, g] : groups) {
-    if (g.persistent || g.events.empty())
+    if (g.persistent || g.once || g.events.empty())
       continue;
     for (size_t i = 0; i < g.positions.size(); ++i) {
       events.push_back({g.positions[i], &g});
@@ -168,30 +181,52 @@ AllGatherOp Stage3Gather::createGather(OpBuilder &b, Location loc,
   return gather;
 }
 
-void Stage3Gather::emitPersistent(GroupUses &g) {
+Operation *Stage3Gather::emitKeptGather(GroupUses &g, Operation *after,
+                                        bool once) {
   Block &body = step.getBodyBlock();
   OpBuilder b = OpBuilder::atBlockBegin(&body);
-  // Keep persistent gathers in group order at the top of the step.
-  if (lastPersistentGather)
-    b.setInsertionPointAfter(lastPersistentGather);
+  if (after)
+    b.setInsertionPointAfter(after);
   AllGatherOp gather = createGather(b, g.group.getLoc(), g);
   gather.setPersistent(true);
-  // The next persistent gather goes after this one's staged free.
-  lastPersistentGather = gather;
+  Operation *last = gather;
   if (Value shard = gather.getShard())
     for (Operation *user : shard.getUsers())
       if (isa<FreeOp>(user))
-        lastPersistentGather = user;
+        last = user;
+  // Gathered once per optimizer step: the gather and its staging run in
+  // the first micro step only.
+  if (once)
+    for (Operation *op = after ? after->getNextNode() : &body.front();
+         op != last->getNextNode(); op = op->getNextNode())
+      if (auto phased = dyn_cast<StepPhaseOpInterface>(op))
+        phased.setPhase(Phase::first_micro_step);
   for (GetParamOp get : g.gets)
     get.getSourceMutable().assign(gather.getResult());
-  // Each free goes before the first post-step op, which is then this free.
+  // Each free goes before the first post-step op, which is then this free:
+  // at the end of every micro step, or once after the last one.
   if (!postStepPoint)
     postStepPoint = getOptimizerInsertionPoint(body);
   b.setInsertionPoint(postStepPoint);
   auto free = FreeOp::create(b, g.group.getLoc(), gather.getResult(),
                              IntegerAttr(), IntegerAttr());
-  free.setPhase(Phase::step_end);
+  free.setPhase(once ? Phase::post_step : Phase::step_end);
   postStepPoint = free;
+  return last;
+}
+
+void Stage3Gather::emitPersistent(GroupUses &g) {
+  // In group order at the top of the step, after those kept across micro
+  // steps.
+  lastPersistentGather = emitKeptGather(
+      g, lastPersistentGather ? lastPersistentGather : lastOnceOp,
+      /*once=*/false);
+}
+
+void Stage3Gather::emitOnce(GroupUses &g) {
+  // First in the step, so that no op of a later micro step runs before the
+  // buffer is live in the plan (and could reuse its place).
+  lastOnceOp = emitKeptGather(g, lastOnceOp, /*once=*/true);
 }
 
 void Stage3Gather::emitIntervals(GroupUses &g) {
@@ -288,7 +323,8 @@ LogicalResult Stage3Gather::run() {
     g.elementType = symbols.lookup<ParamOp>(first.getLeafReference())
                         .getComputeTensorType()
                         .getElementType();
-    g.persistent = part.getNumelValue() < persistenceThreshold;
+    g.once = frozenOnce && part.getFrozen();
+    g.persistent = !g.once && part.getNumelValue() < persistenceThreshold;
   }
   SmallVector<GetParamOp> unused;
   for (GetParamOp get : body.getOps<GetParamOp>()) {
@@ -324,7 +360,9 @@ LogicalResult Stage3Gather::run() {
   for (auto &[op, g] : groups) {
     if (g.events.empty())
       continue;
-    if (g.persistent)
+    if (g.once)
+      emitOnce(g);
+    else if (g.persistent)
       emitPersistent(g);
     else
       emitIntervals(g);
@@ -352,6 +390,13 @@ struct ZeroParamGatherPass
           << allgatherBucketSize.getValue();
       return signalPassFailure();
     }
+    if (frozenGather != "per-use" && frozenGather != "once") {
+      mlir::emitError(module.getLoc(),
+                      "zero-param-gather: frozen-gather must be per-use or "
+                      "once, got '")
+          << frozenGather.getValue() << "'";
+      return signalPassFailure();
+    }
     if (paramPersistenceThreshold < 0 || maxReuseDistance < 0) {
       mlir::emitError(module.getLoc(),
                       "zero-param-gather: param-persistence-threshold and "
@@ -371,7 +416,7 @@ struct ZeroParamGatherPass
         if (failed(schedule))
           return signalPassFailure();
         if (failed(Stage3Gather(*schedule, paramPersistenceThreshold,
-                                maxReuseDistance)
+                                maxReuseDistance, frozenGather == "once")
                        .run()))
           return signalPassFailure();
         assignSwapBuffers(step, *schedule);

@@ -90,6 +90,10 @@ struct Gather {
   /// The earlier gather whose staging wait the copy is issued before (-1:
   /// at stageIssue, after the ops already placed there).
   int64_t stageBefore = -1;
+  /// A gather of the first micro step kept across the others
+  /// (frozen-gather=once): counted live, but left synchronous where it is,
+  /// since a prefetch runs in every micro step.
+  bool kept = false;
 };
 
 struct ZeroPrefetchPass
@@ -136,6 +140,7 @@ struct ZeroPrefetchPass
           gather,
           cast<RankedTensorType>(gather.getResult().getType()).getNumElements(),
           position.lookup(op), end, end};
+      g.kept = gather.getPhase() != Phase::micro_step;
       for (Operation *user : gather.getResult().getUsers()) {
         int64_t pos = position.lookup(user);
         g.firstUse = std::min(g.firstUse, pos);
@@ -194,6 +199,13 @@ struct ZeroPrefetchPass
     // free again.
     llvm::DenseMap<int64_t, int64_t> swapFreedBy;
     for (auto [i, g] : llvm::enumerate(gathers)) {
+      // Nothing of every micro step goes above a kept gather (or its
+      // staging).
+      if (g.kept) {
+        prevIssue =
+            (g.stageFree ? position.lookup(g.stageFree) : g.at) + int64_t(1);
+        continue;
+      }
       g.lower = std::max(g.lower, prevIssue);
       int64_t at = idx(g.at), waitEnd = idx(g.firstUse + 1);
       bool fits =
@@ -229,6 +241,9 @@ struct ZeroPrefetchPass
         for (int64_t d = std::min<int64_t>(ahead, i); d >= 1; --d) {
           int64_t j = int64_t(i) - d;
           const Gather &earlier = gathers[j];
+          // Kept gathers come first and nothing goes above them.
+          if (earlier.kept)
+            break;
           // With a swap buffer the copy goes before the earlier gather's
           // staging wait when that comes after the wait that frees the
           // buffer; otherwise after the ops at the earlier gather's issue
@@ -265,6 +280,8 @@ struct ZeroPrefetchPass
     OpBuilder b(&getContext());
     auto tokenType = TokenType::get(&getContext());
     for (Gather &g : gathers) {
+      if (g.kept)
+        continue;
       if (g.stage) {
         if (g.stageBefore >= 0)
           g.stage->moveBefore(gathers[g.stageBefore].stageWait);
@@ -287,7 +304,8 @@ struct ZeroPrefetchPass
     }
     // Later prefetches may have been placed before these ops.
     for (Gather &g : gathers)
-      g.op.erase();
+      if (!g.kept)
+        g.op.erase();
     return success();
   }
 };

@@ -587,7 +587,10 @@ def Zero_StepPhaseOpInterface : OpInterface<"StepPhaseOpInterface"> {
     * `first_micro_step`: in the first micro step only, at its place among
       the micro step's ops, before the backward (the all-reduce of the
       step's label count, `zero.count_labels`); its results are read in
-      that phase only.
+      that phase only, except the buffer of a `persistent` gather kept for
+      the whole optimizer step (a frozen partition under
+      `frozen-gather=once`): first in the step and freed in phase
+      `post_step`, its step-arena place holds it for every micro step.
 
     The lowering emits `micro_step`/`step_end` ops into the program's micro
     step, `last_micro_step` and `first_micro_step` ops there too, each
@@ -966,7 +969,10 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
     into a new full buffer of `padded_numel` elements, released by
     `zero.free`; with parameter offload each rank's shard is read `from` the
     device buffer its `zero.transfer ... params to staging` filled. A `persistent` gather (a group below the persistence
-    threshold) is issued once at the top of the step and kept to its end.
+    threshold) is issued once at the top of the step and kept to its end;
+    in phase `first_micro_step` (a frozen partition, `frozen-gather=once`)
+    it is issued in the first micro step only and kept to the end of the
+    optimizer step.
 
     ```mlir
     zero.all_gather group @flat in params [0, 4096)

@@ -374,6 +374,16 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     optimizer's place). Nothing is gathered after the step at stage 3.
     Stage 0 needs no gathers.
 
+    `frozen-gather=once` gathers each frozen stage-3 partition once per
+    optimizer step instead of around its uses: its values never change, so
+    the buffer gathered in the first micro step (`zero.all_gather ...
+    persistent phase first_micro_step`, first in the step, before the
+    persistent gathers) serves every micro step and is freed after the last
+    one (`zero.free %full phase post_step`). With K micro steps that is one
+    gather of the partition per step instead of K (or more, with reuse
+    intervals), for a buffer held for the whole step. The default,
+    `per-use`, treats frozen partitions like the others.
+
     `offload-param=cpu` (DeepSpeed's `offload_param`, stage 3 only) records
     `param = cpu` in the step's offload (`#zero.offload`, whose optimizer
     part is `zero-optimizer`'s): the `params` shards live in pinned host
@@ -400,6 +410,10 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
            "int64_t", /*default=*/"100000",
            "Stage 3: groups below this many elements are gathered once per "
            "step (DeepSpeed: stage3_param_persistence_threshold)">,
+    Option<"frozenGather", "frozen-gather", "std::string",
+           /*default=*/"\"per-use\"",
+           "Stage 3: gather frozen partitions around their uses (per-use) "
+           "or once per optimizer step, kept across its micro steps (once)">,
     Option<"maxReuseDistance", "max-reuse-distance", "int64_t",
            /*default=*/"1000000000",
            "Stage 3: keep a gathered group alive when it is used again "
