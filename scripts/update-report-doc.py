@@ -28,7 +28,8 @@ reads the JSON report of the same command with format=json, `.row('Adam m')`
 a byte count from the text table, `.text` the whole output; a zero-tune run
 with `--format json` is its list of candidates (`fit[0].remat`), and
 missed(run) reads a failed zero-tune's closest plan; `gen` holds the options
-of the page's zero-model-gen command, `runs` every zero-report run, and
+of the page's zero-model-gen command, `runs` every zero-report run (a
+zero-estimate run with `--format json` is its own JSON document), and
 n(), size(), gib(), mib() and fixed() format numbers.
 
 Outputs of commands that write no file (no -o, or -o /dev/null) are kept in
@@ -102,8 +103,9 @@ class Obj(dict):
 class Run:
     """One command's text output and, for a report, its JSON twin."""
 
-    def __init__(self, name, cmd, text, data):
+    def __init__(self, name, cmd, text, data, is_zero_report=False):
         self.name, self.cmd, self.text, self.json = name, cmd, text, data
+        self.is_zero_report = is_zero_report
 
     def __getattr__(self, key):
         if key.startswith("__") or not isinstance(self.json, dict):
@@ -222,7 +224,7 @@ class Runner:
         last = len(words) - 1 - words[::-1].index("&&") if "&&" in words \
             else -1
         tail = words[last + 1:]
-        data = None
+        data, is_zero_report = None, False
         if "--format=json" in tail or any(
                 a == "--format" and b == "json" for a, b in zip(tail, tail[1:])):
             data = json.loads(text, object_hook=Obj)
@@ -231,7 +233,8 @@ class Runner:
                 tail = tail[:i] + [w.replace("format=text", "format=json")] + \
                     tail[i + 1:]
                 data = json.loads(self(tail), object_hook=Obj)
-        return Run(name, cmd, text, data)
+                is_zero_report = True
+        return Run(name, cmd, text, data, is_zero_report)
 
 
 def sh_commands(body, text, pos):
@@ -317,8 +320,9 @@ def expand(text, runner):
     for m in DATA.finditer(text):
         env[m.group(1)] = runner.report(m.group(1), m.group(2))
         runs.append(env[m.group(1)])
-    # The zero-report runs (zero-tune's are lists of candidates).
-    env["runs"] = [r for r in runs if isinstance(r.json, dict)]
+    # The zero-report runs (zero-tune's are lists of candidates, and
+    # zero-estimate's JSON is another document).
+    env["runs"] = [r for r in runs if r.is_zero_report]
 
     def value(m):
         kind, expr, old = m.groups()
@@ -351,8 +355,7 @@ def expand(text, runner):
         problems.append("%s: a marker without its <!--/-->" %
                         where(text, m.start()))
     problems += unchecked_numbers(text)
-    problems += key_table(text, [r.json for r in runs
-                                 if isinstance(r.json, dict)])
+    problems += key_table(text, [r.json for r in runs if r.is_zero_report])
     return text, problems
 
 
