@@ -369,9 +369,10 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     The forward/backward boundary is the usual split point: the backward
     gathers again, except for the last layers, whose distance is short. A
     group of fewer than `param-persistence-threshold` elements is persistent:
-    gathered once at the top of the step (`zero.all_gather ... persistent`)
-    and freed at its end (`zero.free %full phase step_end`, after the
-    optimizer's place). Nothing is gathered after the step at stage 3.
+    gathered once at the top of each micro step (`zero.all_gather ...
+    persistent`) and freed at its end (`zero.free %full phase step_end`,
+    after the optimizer's place), so with gradient accumulation it is
+    gathered once per micro step. Nothing is gathered after the step at stage 3.
     Stage 0 needs no gathers.
 
     `frozen-gather=once` gathers each frozen stage-3 partition once per
