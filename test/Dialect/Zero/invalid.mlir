@@ -3057,3 +3057,63 @@ func.func @grad_of_frozen(%g: tensor<4xf32>) {
   zero.grad @f, %g : tensor<4xf32>
   return
 }
+
+// -----
+
+// Checks that ranks per node divide the world.
+zero.train_step @bad_ranks_per_node(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{ranks_per_node 3 must divide world_size 4}}
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, ranks_per_node = 3> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that the hpZ group divides the world.
+zero.train_step @bad_hpz(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{hpz_partition_size 3 must be a positive divisor of world_size 4}}
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, hpz_partition_size = 3> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that MiCS needs stage 3.
+zero.train_step @bad_mics_stage(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{mics_shard_size needs stage 3, got stage 2}}
+    schedule #zero.schedule<stage = 2, world_size = 4, global_batch = 8, mics_shard_size = 2> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that the MiCS shard group divides the world.
+zero.train_step @bad_mics_size(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{mics_shard_size 3 must divide world_size 4}}
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mics_shard_size = 3> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that hpZ and MiCS are not combined (as in DeepSpeed).
+zero.train_step @bad_hpz_mics(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{hpz_partition_size and mics_shard_size exclude each other}}
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, hpz_partition_size = 2, mics_shard_size = 2> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}

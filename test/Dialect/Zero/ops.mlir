@@ -435,3 +435,16 @@ zero.train_step @token_mean(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
 module attributes {zero.hf_model = #zero.hf_model<config = "{\0A  \22model_type\22: \22llama\22\0A}\0A", tied = {"lm_head.weight" = "model.embed_tokens.weight"}>} {
   zero.param @model.embed_tokens.weight : tensor<8x4xf32> init normal std 2.0e-02
 }
+
+// -----
+
+// The topology parameters round-trip; the defaults are not printed.
+// CHECK-LABEL: zero.train_step @topology
+// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, ranks_per_node = 2, hpz_partition_size = 2>
+zero.train_step @topology(%x: tensor<2x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, accumulation_steps = 1, ranks_per_node = 2, hpz_partition_size = 2, mics_shard_size = 0> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -42,7 +42,10 @@ void ZeroDialect::registerAttributes() {
 LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t stage, int64_t worldSize,
                                    int64_t globalBatch,
-                                   int64_t accumulationSteps) {
+                                   int64_t accumulationSteps,
+                                   int64_t ranksPerNode,
+                                   int64_t hpzPartitionSize,
+                                   int64_t micsShardSize) {
   if (stage < 0 || stage > 3)
     return emitError() << "stage must be 0, 1, 2 or 3, got " << stage;
   if (worldSize < 1 || worldSize > kMaxWorldSize)
@@ -57,6 +60,23 @@ LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << " must be a positive multiple of world_size x "
                           "accumulation_steps = "
                        << worldSize * accumulationSteps;
+  if (ranksPerNode < 0 || (ranksPerNode > 0 && worldSize % ranksPerNode != 0))
+    return emitError() << "ranks_per_node " << ranksPerNode
+                       << " must divide world_size " << worldSize;
+  if (hpzPartitionSize < 1 || worldSize % hpzPartitionSize != 0)
+    return emitError() << "hpz_partition_size " << hpzPartitionSize
+                       << " must be a positive divisor of world_size "
+                       << worldSize;
+  if (micsShardSize < 0 || (micsShardSize > 0 && worldSize % micsShardSize))
+    return emitError() << "mics_shard_size " << micsShardSize
+                       << " must divide world_size " << worldSize;
+  if ((hpzPartitionSize > 1 || micsShardSize > 0) && stage != 3)
+    return emitError() << (micsShardSize > 0 ? "mics_shard_size"
+                                             : "hpz_partition_size")
+                       << " needs stage 3, got stage " << stage;
+  if (hpzPartitionSize > 1 && micsShardSize > 0)
+    return emitError() << "hpz_partition_size and mics_shard_size exclude "
+                          "each other";
   return success();
 }
 

@@ -286,7 +286,9 @@ struct ZeroGradSyncPass
       if (failed(divideBatch(step, k)))
         return signalPassFailure();
       step.setScheduleAttr(
-          ScheduleAttr::get(&getContext(), attr.getStage(), n, global, k));
+          ScheduleAttr::get(&getContext(), attr.getStage(), n, global, k,
+                            attr.getRanksPerNode(), attr.getHpzPartitionSize(),
+                            attr.getMicsShardSize()));
       FailureOr<StepSchedule> schedule = StepSchedule::get(step);
       if (failed(schedule) || failed(StepSync(step, *schedule, reduceBucketSize,
                                               reduceScatter, overlapComm)

@@ -96,7 +96,10 @@ struct ZeroPartitionPass
         return signalPassFailure();
       step.setScheduleAttr(ScheduleAttr::get(&getContext(), stage, worldSize,
                                              batch,
-                                             /*accumulation_steps=*/1));
+                                             /*accumulation_steps=*/1,
+                                             /*ranks_per_node=*/0,
+                                             /*hpz_partition_size=*/1,
+                                             /*mics_shard_size=*/0));
     }
 
     // Groups: [first, last) ranges of `params` with their names.

@@ -425,21 +425,44 @@ def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
     `accumulation_steps` K (micro steps per optimizer step; each rank's
     inputs hold one micro batch of global_batch / (world_size * K) samples).
 
+    The topology: `ranks_per_node` ranks share a node, rank r on node
+    r / ranks_per_node (0, the default: every rank on one node). Collectives
+    whose ranks span several nodes run in two levels, within each node and
+    across nodes among the ranks of the same local index
+    (`zero_rt/topology.h` counts the bytes each level moves). At stage 3,
+    `hpz_partition_size` h > 1 (ZeRO++ hpZ) keeps a secondary shard of each
+    gathered group partitioned over h consecutive ranks for the backward
+    gathers, and `mics_shard_size` m > 0 (MiCS) partitions every group over
+    m consecutive ranks, replicated world_size / m times.
+
     ```mlir
     #zero.schedule<stage = 3, world_size = 8, global_batch = 512, accumulation_steps = 2>
+    #zero.schedule<stage = 3, world_size = 16, global_batch = 64, ranks_per_node = 8, hpz_partition_size = 8>
     ```
   }];
   let parameters = (ins
     "int64_t":$stage,
     "int64_t":$world_size,
     "int64_t":$global_batch,
-    DefaultValuedParameter<"int64_t", "1">:$accumulation_steps);
+    DefaultValuedParameter<"int64_t", "1">:$accumulation_steps,
+    DefaultValuedParameter<"int64_t", "0">:$ranks_per_node,
+    DefaultValuedParameter<"int64_t", "1">:$hpz_partition_size,
+    DefaultValuedParameter<"int64_t", "0">:$mics_shard_size);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// Samples of one micro step on one rank.
     int64_t getMicroBatch() const {
       return getGlobalBatch() / (getWorldSize() * getAccumulationSteps());
+    }
+    /// Ranks per node, the whole world when the topology is one node.
+    int64_t getNodeSize() const {
+      return getRanksPerNode() == 0 ? getWorldSize() : getRanksPerNode();
+    }
+    /// Ranks a stage-3 group is partitioned over: the MiCS shard group, or
+    /// the world.
+    int64_t getShardGroupSize() const {
+      return getMicsShardSize() > 0 ? getMicsShardSize() : getWorldSize();
     }
   }];
 }
