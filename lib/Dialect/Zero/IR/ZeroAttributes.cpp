@@ -39,13 +39,11 @@ void ZeroDialect::registerAttributes() {
 // Attributes
 //===----------------------------------------------------------------------===//
 
-LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                   int64_t stage, int64_t worldSize,
-                                   int64_t globalBatch,
-                                   int64_t accumulationSteps,
-                                   int64_t ranksPerNode,
-                                   int64_t hpzPartitionSize,
-                                   int64_t micsShardSize) {
+LogicalResult
+ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     int64_t stage, int64_t worldSize, int64_t globalBatch,
+                     int64_t accumulationSteps, int64_t ranksPerNode,
+                     int64_t hpzPartitionSize, int64_t micsShardSize) {
   if (stage < 0 || stage > 3)
     return emitError() << "stage must be 0, 1, 2 or 3, got " << stage;
   if (worldSize < 1 || worldSize > kMaxWorldSize)
