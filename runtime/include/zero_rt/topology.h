@@ -44,6 +44,52 @@ typedef struct zrt_rank_set {
   int64_t size;
 } zrt_rank_set;
 
+/* The kinds of rank set (the compiler's RankSetKind, in its order). */
+enum {
+  ZRT_RANKS_GROUP = 0,    /* the ranks a group is sharded over */
+  ZRT_RANKS_HPZ = 1,      /* the rank's hpZ group */
+  ZRT_RANKS_REPLICAS = 2, /* the ranks holding the rank's MiCS shard */
+};
+
+/* The members of `rank`'s set of `kind` in a world of `world_size` ranks
+ * with hpZ groups of `hpz_partition_size` (1: none) and MiCS shard groups
+ * of `mics_shard_size` (0: none), both consecutive ranks. The group is the
+ * MiCS shard group with MiCS, the world otherwise; an hpZ set without hpZ
+ * is the rank alone, and so is a replica set without MiCS. A size of 0
+ * means an unknown kind. */
+static inline zrt_rank_set zrt_rank_set_of(int32_t kind, int64_t rank,
+                                           int64_t world_size,
+                                           int64_t hpz_partition_size,
+                                           int64_t mics_shard_size) {
+  zrt_rank_set s = {rank, 1, 1};
+  switch (kind) {
+  case ZRT_RANKS_GROUP:
+    if (mics_shard_size > 0) {
+      s.first = rank / mics_shard_size * mics_shard_size;
+      s.size = mics_shard_size;
+    } else {
+      s.first = 0;
+      s.size = world_size;
+    }
+    return s;
+  case ZRT_RANKS_HPZ:
+    if (hpz_partition_size > 1) {
+      s.first = rank / hpz_partition_size * hpz_partition_size;
+      s.size = hpz_partition_size;
+    }
+    return s;
+  case ZRT_RANKS_REPLICAS:
+    if (mics_shard_size > 0) {
+      s.first = rank % mics_shard_size;
+      s.stride = mics_shard_size;
+      s.size = world_size / mics_shard_size;
+    }
+    return s;
+  }
+  s.size = 0;
+  return s;
+}
+
 /* The node of `rank` (0 for every rank when ranks_per_node is 0). */
 static inline int64_t zrt_node_of(int64_t rank, int64_t ranks_per_node) {
   return ranks_per_node > 0 ? rank / ranks_per_node : 0;

@@ -924,6 +924,22 @@ def Zero_CollectiveKind : I32EnumAttr<"CollectiveKind", "collective pattern", [
   let genSpecializedAttr = 0;
 }
 
+def Zero_RankSetKind : I32EnumAttr<"RankSetKind",
+    "the ranks a collective runs over", [
+    I32EnumAttrCase<"group", 0>, I32EnumAttrCase<"hpz", 1>,
+    I32EnumAttrCase<"replicas", 2>]> {
+  let cppNamespace = "::mlir::zero";
+  let genSpecializedAttr = 0;
+  let description = [{
+    `group`: the ranks the partition is sharded over (the world, or this
+    rank's MiCS shard group); `hpz`: this rank's hpZ group (ZeRO++'s
+    secondary partition); `replicas`: the ranks holding this rank's MiCS
+    shard, one per shard group. `zrt_rank_set_of` (zero_rt/topology.h)
+    gives the members of each.
+  }];
+}
+def Zero_RankSetKindAttr : EnumAttr<Zero_Dialect, Zero_RankSetKind, "rank_set">;
+
 def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   let cppNamespace = "::mlir::zero";
   let description = [{
@@ -953,6 +969,13 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
       "::mlir::Value", "getMovedValue">,
     InterfaceMethod<"Its completion token, or null when it is synchronous.",
       "::mlir::Value", "getToken">,
+    InterfaceMethod<[{
+        The ranks it runs over; the partition's group unless the op says
+        otherwise.
+      }],
+      "::mlir::zero::RankSetKind", "getRankSetKind", (ins), [{}], [{
+        return ::mlir::zero::RankSetKind::group;
+      }]>,
   ];
 }
 
