@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Collectives.h"
+#include "Groups.h"
 #include "Kernels.h"
 #include "Tokens.h"
 
@@ -308,4 +309,118 @@ Tokens zrt::allReduceStats(zrt_comm *comm, const float *in, float *out) {
   int64_t flag = zrt_all_reduce(comm, ZRT_F32, ZRT_MAX, in, out, 1);
   int64_t norm = zrt_all_reduce(comm, ZRT_F32, ZRT_SUM, in + 1, out + 1, 1);
   return {flag, norm};
+}
+
+//===----------------------------------------------------------------------===//
+// Two levels (Groups.h)
+//===----------------------------------------------------------------------===//
+//
+// A level that another follows is waited for before the next starts, here,
+// so that every member issues each level's calls at the same point of its
+// program and in the same order on each communicator; the last level's
+// requests become the tokens.
+
+void zrt::startGroupBackend(zrt_comm *, zrt_comm *) {}
+void zrt::stopGroupBackend(zrt_comm *) {}
+
+namespace {
+
+char *segment(void *buf, int displ, int64_t elemSize) {
+  return static_cast<char *>(buf) + int64_t(displ) * elemSize;
+}
+
+void waitAll(std::vector<MPI_Request> &requests) {
+  for (MPI_Request &r : requests)
+    waitRequest(&r);
+  requests.clear();
+}
+
+} // namespace
+
+Tokens zrt::twoLevelAllGather(Group &g, int32_t dtype, const void *in,
+                              void *buf, const std::vector<int> &counts,
+                              const std::vector<int> &displs) {
+  Typed t = typed(dtype, ZRT_SUM);
+  int q = int(g.membersPerNode), nodes = g.nodes(), l = g.localIndex();
+  // Across nodes: the segments of this member's local index.
+  std::vector<int> crossCounts, crossDispls;
+  for (int b = 0; b < nodes; ++b) {
+    crossCounts.push_back(counts[size_t(b * q + l)]);
+    crossDispls.push_back(displs[size_t(b * q + l)]);
+  }
+  const void *send = MPI_IN_PLACE;
+  int sendCount = 0;
+  if (in && in != segment(buf, displs[size_t(g.me)], t.elemSize)) {
+    send = in;
+    sendCount = counts[size_t(g.me)];
+  }
+  MPI_Request request;
+  MPI_Iallgatherv(send, sendCount, t.type, buf, crossCounts.data(),
+                  crossDispls.data(), t.type, g.cross->comm, &request);
+  waitRequest(&request);
+  // Within the node: each node's consecutive block of segments, every
+  // member contributing what it gathered across nodes.
+  Tokens tokens;
+  for (int b = 0; b < nodes; ++b) {
+    std::vector<int> blockCounts(counts.begin() + b * q,
+                                 counts.begin() + (b + 1) * q);
+    std::vector<int> blockDispls(displs.begin() + b * q,
+                                 displs.begin() + (b + 1) * q);
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, blockCounts.data(),
+                    blockDispls.data(), t.type, g.node->comm, &request);
+    tokens.push_back(track(request));
+  }
+  return tokens;
+}
+
+Tokens zrt::twoLevelReduce(Group &g, int32_t dtype, void *buf,
+                           const std::vector<int> &counts,
+                           const std::vector<int> &displs,
+                           const std::vector<int32_t> &ops) {
+  int q = int(g.membersPerNode), nodes = g.nodes(), l = g.localIndex();
+  int myNode = g.me / q;
+  // Within each node: segment m to the member of local index m % q.
+  std::vector<MPI_Request> requests;
+  for (int m = 0; m < g.size(); ++m) {
+    if (counts[size_t(m)] == 0)
+      continue;
+    Typed t = typed(dtype, ops[size_t(m)]);
+    char *seg = segment(buf, displs[size_t(m)], t.elemSize);
+    int root = m % q;
+    MPI_Request request;
+    MPI_Ireduce(l == root ? MPI_IN_PLACE : seg, seg, counts[size_t(m)], t.type,
+                t.op, root, g.node->comm, &request);
+    requests.push_back(request);
+  }
+  waitAll(requests);
+  // Across nodes: the node sums of this local index's segments, each to
+  // its member's node.
+  Tokens tokens;
+  for (int b = 0; b < nodes; ++b) {
+    int m = b * q + l;
+    if (counts[size_t(m)] == 0)
+      continue;
+    Typed t = typed(dtype, ops[size_t(m)]);
+    char *seg = segment(buf, displs[size_t(m)], t.elemSize);
+    MPI_Request request;
+    MPI_Ireduce(b == myNode ? MPI_IN_PLACE : seg, seg, counts[size_t(m)],
+                t.type, t.op, b, g.cross->comm, &request);
+    tokens.push_back(track(request));
+  }
+  return tokens;
+}
+
+Tokens zrt::twoLevelAllReduce(Group &g, int32_t dtype, const void *in,
+                              void *out, const std::vector<int> &counts,
+                              const std::vector<int> &displs,
+                              const std::vector<int32_t> &ops) {
+  if (in != out) {
+    int64_t total = 0;
+    for (int c : counts)
+      total += c;
+    std::memcpy(out, in, size_t(total * typed(dtype, ZRT_SUM).elemSize));
+  }
+  for (int64_t token : twoLevelReduce(g, dtype, out, counts, displs, ops))
+    zrt_wait(token);
+  return twoLevelAllGather(g, dtype, nullptr, out, counts, displs);
 }
