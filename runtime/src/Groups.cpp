@@ -90,6 +90,12 @@ std::unique_ptr<Group> makeGroup(zrt_comm *world, int32_t kind) {
                     world);
     g->cross = split(g->members, g->localIndex(),
                      g->me / int(g->membersPerNode), world);
+    for (auto [from, to] : {std::pair{g->node, &g->nodeLate},
+                            std::pair{g->cross, &g->crossLate}}) {
+      MPI_Comm dup;
+      MPI_Comm_dup(from->comm, &dup);
+      *to = newComm(dup, world);
+    }
   }
   return g;
 }

@@ -45,6 +45,11 @@ struct Group {
   zrt_comm *members = nullptr;
   zrt_comm *node = nullptr;
   zrt_comm *cross = nullptr;
+  /// Duplicates of node and cross for the levels that start after another
+  /// has completed (the CPU backend's), so that they never interleave with
+  /// the first levels of later collectives.
+  zrt_comm *nodeLate = nullptr;
+  zrt_comm *crossLate = nullptr;
 
   int size() const { return int(set.size); }
   /// Whether the members span several nodes: the collectives run in two

@@ -82,15 +82,9 @@ DecayRanges decayRanges(const zrt_ctx &ctx, int32_t p,
   return out;
 }
 
-/// The Group a step's collective runs over. Across nodes its first levels
-/// complete inside the call, which the watchdog watches as it does a wait.
-struct Collective {
-  Collective(zrt_ctx *ctx, const char *what)
-      : group(groupOf(ctx->comm, ZRT_RANKS_GROUP)),
-        watched(group.twoLevel() ? ctx->waitState : nullptr, what) {}
-  Group &group;
-  WaitScope watched;
-};
+/// The Group the step's collectives run over: the world, in one level or
+/// two (Groups.h).
+Group &worldGroup(zrt_ctx *ctx) { return groupOf(ctx->comm, ZRT_RANKS_GROUP); }
 
 /// zrt_adam's schedule argument: null for a constant learning rate.
 const zrt_lr_schedule *lrSchedule(const Manifest &m) {
@@ -126,9 +120,8 @@ extern "C" void zrt_ctx_all_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_all_reduce_grads");
   checkRange(part, begin, end, part.counts[kGrads], "zrt_ctx_all_reduce_grads");
   char *g = element(ctx->buffer(p, kGrads), begin, part);
-  Collective c(ctx, "all_reduce grads");
   launch(ctx, slot, "all_reduce grads",
-         allReduce(c.group, kAllReduce, part.computeDtype, ZRT_SUM, g,
+         allReduce(worldGroup(ctx), kAllReduce, part.computeDtype, ZRT_SUM, g,
                    end - begin),
          nullptr);
 }
@@ -144,9 +137,9 @@ extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
   char *g = ctx->buffer(p, kGrads);
   int64_t eb = part.computeBytes;
   int64_t sumAt;
-  Collective c(ctx, "reduce_scatter grads");
-  Tokens tokens = reduceScatter(c.group, kReduceScatter, part.computeDtype,
-                                element(g, begin, part), counts, displs, sumAt);
+  Tokens tokens =
+      reduceScatter(worldGroup(ctx), kReduceScatter, part.computeDtype,
+                    element(g, begin, part), counts, displs, sumAt);
   // Move the sum to the owned slot of the full buffer if it landed elsewhere.
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
   launch(ctx, slot, "reduce_scatter grads", std::move(tokens), [=] {
@@ -186,8 +179,7 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
   splitByOwner(ctx, part, begin, end, counts, displs, call);
   Tokens tokens;
   int64_t sumAt; // where this rank's sum is once complete
-  Collective c(ctx, toOwners ? "reduce grads" : "reduce_scatter grads");
-  Group &group = c.group;
+  Group &group = worldGroup(ctx);
   if (toOwners) {
     tokens = reduceToOwners(group, kReduce, dt, bucket, counts, displs);
     sumAt = displs[size_t(ctx->rank)];
@@ -217,11 +209,10 @@ extern "C" void zrt_ctx_all_gather_params(zrt_ctx *ctx, int32_t p,
   std::vector<int> counts, displs;
   splitByOwner(ctx, part, begin, end, counts, displs, call);
   char *params = element(ctx->buffer(p, kParams), begin, part);
-  Collective c(ctx, "all_gather params");
-  launch(
-      ctx, slot, "all_gather params",
-      allGather(c.group, kAllGather, part.computeDtype, params, counts, displs),
-      nullptr);
+  launch(ctx, slot, "all_gather params",
+         allGather(worldGroup(ctx), kAllGather, part.computeDtype, params,
+                   counts, displs),
+         nullptr);
 }
 
 extern "C" void zrt_ctx_gather_partition(zrt_ctx *ctx, int32_t p, void *out,
@@ -229,9 +220,8 @@ extern "C" void zrt_ctx_gather_partition(zrt_ctx *ctx, int32_t p, void *out,
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_gather_partition");
   if (ctx->manifest->stage != 3)
     fatal("zrt_ctx_gather_partition: needs a stage-3 program");
-  Collective c(ctx, "gather params");
   launch(ctx, slot, "gather params",
-         allGather(c.group, kAllGather, part.computeDtype,
+         allGather(worldGroup(ctx), kAllGather, part.computeDtype,
                    ctx->buffer(p, kParams), out, part.shardNumel),
          nullptr);
 }
@@ -244,9 +234,8 @@ extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,
   if (!part.paramsOffloaded())
     fatal("%s: partition '%s' keeps its params shard on the device", call,
           part.name.c_str());
-  Collective c(ctx, "gather params");
   launch(ctx, slot, "gather params",
-         allGather(c.group, kAllGather, part.computeDtype, shard, out,
+         allGather(worldGroup(ctx), kAllGather, part.computeDtype, shard, out,
                    part.shardNumel),
          nullptr);
 }
@@ -402,9 +391,8 @@ extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
 
 extern "C" void zrt_ctx_all_reduce_stats(zrt_ctx *ctx, const float *in,
                                          float *out, int32_t slot) {
-  Collective c(ctx, "all_reduce stats");
-  launch(ctx, slot, "all_reduce stats", allReduceStats(c.group, in, out),
-         nullptr);
+  launch(ctx, slot, "all_reduce stats",
+         allReduceStats(worldGroup(ctx), in, out), nullptr);
 }
 
 extern "C" int32_t zrt_ctx_update_loss_scale(zrt_ctx *ctx, const float *stats) {

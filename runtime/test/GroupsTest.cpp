@@ -213,6 +213,32 @@ TEST_P(GroupsTest, OverlappingOperations) {
     ASSERT_EQ(gathered.get(m * count + 5), m + 1);
   for (int64_t i = 0; i < count; ++i)
     ASSERT_EQ(sum.get(i), g.size() * (i % 4));
+
+  // Several chains in flight, waited last first and by zrt_wait_all.
+  std::vector<int> counts, displs;
+  segments(g, counts, displs);
+  Buffer owners(dtype(), total(counts)), again(dtype(), total(counts));
+  for (int i = 0; i < total(counts); ++i) {
+    owners.set(i, 1 + i % 3);
+    again.set(i, 2);
+  }
+  zrt::Tokens c = zrt::reduceToOwners(g, zrt::kReduce, dtype(), owners.data(),
+                                      counts, displs);
+  zrt::Tokens d = zrt::allReduce(g, zrt::kAllReduce, dtype(), ZRT_MAX,
+                                 again.data(), total(counts));
+  zrt::Tokens e = zrt::allGather(g, zrt::kAllGather, dtype(), shard.data(),
+                                 gathered.data(), count);
+  for (int64_t t : d)
+    zrt_wait(t);
+  zrt_wait_all();
+  for (int i = 0; i < counts[size_t(g.me)]; ++i)
+    ASSERT_EQ(owners.get(displs[size_t(g.me)] + i),
+              g.size() * (1 + (displs[size_t(g.me)] + i) % 3));
+  for (int i = 0; i < total(counts); ++i)
+    ASSERT_EQ(again.get(i), 2);
+  ASSERT_EQ(gathered.get((g.size() - 1) * count), g.size());
+  (void)c;
+  (void)e;
 }
 
 std::vector<Case> cases() {
