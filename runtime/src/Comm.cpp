@@ -472,6 +472,22 @@ void gatherWithin(const Group &g, MPI_Comm comm, int32_t dtype, void *buf,
   }
 }
 
+/// Starts the in-place reduce of segment m to `root` of `comm`.
+void reduceSegment(int32_t dtype, void *buf, const std::vector<int> &counts,
+                   const std::vector<int> &displs,
+                   const std::vector<int32_t> &ops, int m, int root,
+                   bool atRoot, MPI_Comm comm,
+                   std::vector<MPI_Request> &requests) {
+  if (counts[size_t(m)] == 0)
+    return;
+  Typed t = typed(dtype, ops[size_t(m)]);
+  char *seg = segment(buf, displs[size_t(m)], t.elemSize);
+  MPI_Request request;
+  MPI_Ireduce(atRoot ? MPI_IN_PLACE : seg, seg, counts[size_t(m)], t.type, t.op,
+              root, comm, &request);
+  requests.push_back(request);
+}
+
 /// Within each node, over `comm`: segment m to the member of local index
 /// m % q, reduced by ops[m].
 void reduceWithin(const Group &g, MPI_Comm comm, int32_t dtype, void *buf,
@@ -479,18 +495,10 @@ void reduceWithin(const Group &g, MPI_Comm comm, int32_t dtype, void *buf,
                   const std::vector<int> &displs,
                   const std::vector<int32_t> &ops,
                   std::vector<MPI_Request> &requests) {
-  int q = int(g.membersPerNode), l = g.localIndex();
-  for (int m = 0; m < g.size(); ++m) {
-    if (counts[size_t(m)] == 0)
-      continue;
-    Typed t = typed(dtype, ops[size_t(m)]);
-    char *seg = segment(buf, displs[size_t(m)], t.elemSize);
-    int root = m % q;
-    MPI_Request request;
-    MPI_Ireduce(l == root ? MPI_IN_PLACE : seg, seg, counts[size_t(m)], t.type,
-                t.op, root, comm, &request);
-    requests.push_back(request);
-  }
+  int q = int(g.membersPerNode);
+  for (int m = 0; m < g.size(); ++m)
+    reduceSegment(dtype, buf, counts, displs, ops, m, m % q,
+                  g.localIndex() == m % q, comm, requests);
 }
 
 /// Across nodes, over `comm`: the node sums of this local index's segments,
@@ -500,18 +508,10 @@ void reduceAcross(const Group &g, MPI_Comm comm, int32_t dtype, void *buf,
                   const std::vector<int> &displs,
                   const std::vector<int32_t> &ops,
                   std::vector<MPI_Request> &requests) {
-  int q = int(g.membersPerNode), l = g.localIndex(), myNode = g.me / q;
-  for (int b = 0; b < g.nodes(); ++b) {
-    int m = b * q + l;
-    if (counts[size_t(m)] == 0)
-      continue;
-    Typed t = typed(dtype, ops[size_t(m)]);
-    char *seg = segment(buf, displs[size_t(m)], t.elemSize);
-    MPI_Request request;
-    MPI_Ireduce(b == myNode ? MPI_IN_PLACE : seg, seg, counts[size_t(m)],
-                t.type, t.op, b, comm, &request);
-    requests.push_back(request);
-  }
+  int q = int(g.membersPerNode);
+  for (int b = 0; b < g.nodes(); ++b)
+    reduceSegment(dtype, buf, counts, displs, ops, b * q + g.localIndex(), b,
+                  b == g.me / q, comm, requests);
 }
 
 } // namespace

@@ -174,27 +174,8 @@ void zrt::startBackend(zrt_comm *world) {
   s.world = world;
 }
 
-void zrt::stopBackend(zrt_comm *world) {
-  CommBackend &b = *world->backend;
-  if (b.nccl) {
-    ZRT_CUDA_CHECK(cudaDeviceSynchronize());
-    ncclCommDestroy(b.nccl);
-    cudaStreamDestroy(b.stream);
-    cudaEventDestroy(b.computeDone);
-  }
-  CommState &s = state();
-  s.tokens.clear([](cudaEvent_t event) { cudaEventDestroy(event); });
-  delete world->backend;
-  world->backend = nullptr;
-  std::lock_guard<std::mutex> lock(s.mutex);
-  s.world = nullptr;
-}
-
-void zrt::startGroupBackend(zrt_comm *, zrt_comm *comm) {
-  comm->backend = new CommBackend;
-}
-
-void zrt::stopGroupBackend(zrt_comm *comm) {
+/// Frees a communicator's NCCL side, once its work is done.
+static void destroyBackend(zrt_comm *comm) {
   CommBackend &b = *comm->backend;
   if (b.nccl) {
     ZRT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -205,6 +186,20 @@ void zrt::stopGroupBackend(zrt_comm *comm) {
   delete comm->backend;
   comm->backend = nullptr;
 }
+
+void zrt::stopBackend(zrt_comm *world) {
+  CommState &s = state();
+  s.tokens.clear([](cudaEvent_t event) { cudaEventDestroy(event); });
+  destroyBackend(world);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.world = nullptr;
+}
+
+void zrt::startGroupBackend(zrt_comm *, zrt_comm *comm) {
+  comm->backend = new CommBackend;
+}
+
+void zrt::stopGroupBackend(zrt_comm *comm) { destroyBackend(comm); }
 
 /// Segment r summed in place at rank r, one ncclReduce per owner, grouped so
 /// that NCCL runs them as one operation.
