@@ -15,7 +15,9 @@ all-gather, a reduce-scatter, a reduce per owner; stage 1's reduce per owner
 in place runs, and counts, as a reduce-scatter), a whole stage-3 group's
 padded shards (a prefetch or gather), an all-reduce's even split of its
 elements. Then `check` compares with the --log-json lines of a run over
-several nodes, and their losses with a one-node run's.
+several nodes, and their losses with a one-node run's; `plan` writes them
+as the manifest's plan.comm into a lowered program (the plan the report
+makes), for the driver's end-of-run comparison.
 """
 
 import argparse
@@ -108,6 +110,37 @@ def expected(mlir, manifest, ranks_per_node):
             for k, v in out.items() if v != [0, 0]}
 
 
+def mlir_unescape(text):
+    return re.sub(r"\\([0-9A-Fa-f]{2})",
+                  lambda m: chr(int(m.group(1), 16)), text)
+
+
+def mlir_escape(text):
+    return "".join(c if 32 <= ord(c) < 127 and c not in '"\\'
+                   else "\\%02X" % ord(c) for c in text)
+
+
+MANIFEST = re.compile(r'(@zero_manifest\(")(.*?)(\\00"\))')
+
+
+def cmd_plan(args):
+    text = open(args.lowered).read()
+    found = MANIFEST.search(text)
+    if not found:
+        fail("no @zero_manifest in " + args.lowered)
+    manifest = json.loads(mlir_unescape(found.group(2)))
+    with open(args.manifest, "w") as f:
+        json.dump(manifest, f)
+    comm = expected(args.mlir, args.manifest, args.ranks_per_node)
+    for kind in args.off_by_one or []:
+        comm[kind]["inter_node_bytes"] += 1
+    manifest["plan"]["comm"] = comm
+    body = mlir_escape(json.dumps(manifest, sort_keys=True,
+                                  separators=(",", ":")))
+    with open(args.output, "w") as f:
+        f.write(text[:found.start(2)] + body + text[found.end(2):])
+
+
 def read_log(path):
     return [json.loads(l) for l in open(path) if l.strip()]
 
@@ -145,8 +178,18 @@ def main():
     c.add_argument("--log", required=True)
     c.add_argument("--reference", required=True)
     c.add_argument("--rtol", type=float, default=1e-6)
+    c = sub.add_parser("plan", help="write the rule's bytes as plan.comm "
+                       "into a lowered program's manifest")
+    c.add_argument("--mlir", required=True)
+    c.add_argument("--lowered", required=True)
+    c.add_argument("--manifest", required=True,
+                   help="where to write the manifest read from --lowered")
+    c.add_argument("--ranks-per-node", type=int, required=True)
+    c.add_argument("--off-by-one", action="append",
+                   help="plan one more inter-node byte of this kind")
+    c.add_argument("-o", dest="output", required=True)
     args = p.parse_args()
-    cmd_check(args)
+    {"check": cmd_check, "plan": cmd_plan}[args.cmd](args)
 
 
 if __name__ == "__main__":
