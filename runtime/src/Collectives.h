@@ -73,8 +73,10 @@ Tokens allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
 Tokens allReduceStats(zrt_comm *comm, const float *in, float *out);
 
 /// Sets up and tears down the backend's part of a Group's communicator
-/// (Groups.cpp), split from the world's MPI communicator.
-void startGroupBackend(zrt_comm *world, zrt_comm *comm);
+/// (Groups.cpp), split from `parent` as MPI_Comm_split(parent, color, key)
+/// split it. The backend may create its side at the first collective on
+/// `comm`, which every rank of `parent` reaches together.
+void startGroupBackend(zrt_comm *parent, zrt_comm *comm, int color, int key);
 void stopGroupBackend(zrt_comm *comm);
 
 /// The collectives of a Group whose members span several nodes, in the two

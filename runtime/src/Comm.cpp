@@ -416,7 +416,7 @@ Tokens zrt::allReduceStats(zrt_comm *comm, const float *in, float *out) {
 // their collectives, so each communicator sees its calls in one order on
 // all its members. A collective's token is its chain.
 
-void zrt::startGroupBackend(zrt_comm *, zrt_comm *) {}
+void zrt::startGroupBackend(zrt_comm *, zrt_comm *, int, int) {}
 void zrt::stopGroupBackend(zrt_comm *) {}
 
 namespace {

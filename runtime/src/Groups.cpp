@@ -37,21 +37,22 @@ Groups &groups() {
   return g;
 }
 
-zrt_comm *newComm(MPI_Comm comm, zrt_comm *world) {
+/// A communicator of the Groups, split from `parent` by (color, key).
+zrt_comm *newComm(MPI_Comm comm, zrt_comm *parent, int color, int key) {
   auto *c = new zrt_comm;
   c->comm = comm;
   MPI_Comm_rank(comm, &c->rank);
   MPI_Comm_size(comm, &c->size);
-  startGroupBackend(world, c);
+  startGroupBackend(parent, c, color, key);
   groups().owned.push_back(c);
   return c;
 }
 
 /// A split of `parent` (collective over it).
-zrt_comm *split(zrt_comm *parent, int color, int key, zrt_comm *world) {
+zrt_comm *split(zrt_comm *parent, int color, int key) {
   MPI_Comm comm;
   MPI_Comm_split(parent->comm, color, key, &comm);
-  return newComm(comm, world);
+  return newComm(comm, parent, color, key);
 }
 
 /// Creates the Group of `kind`. Collective over the world unless the set
@@ -78,23 +79,24 @@ std::unique_ptr<Group> makeGroup(zrt_comm *world, int32_t kind) {
   if (g->set.size == world->size)
     g->members = world;
   else if (g->set.size == 1) {
+    // This rank alone: a split of the world by rank for the backend.
     MPI_Comm self;
     MPI_Comm_dup(MPI_COMM_SELF, &self);
-    g->members = newComm(self, world);
+    g->members = newComm(self, world, world->rank, 0);
   } else {
     // The sets of one kind partition the world: the first member names it.
-    g->members = split(world, int(g->set.first), g->me, world);
+    g->members = split(world, int(g->set.first), g->me);
   }
   if (g->twoLevel()) {
-    g->node = split(g->members, g->me / int(g->membersPerNode), g->localIndex(),
-                    world);
-    g->cross = split(g->members, g->localIndex(),
-                     g->me / int(g->membersPerNode), world);
+    g->node =
+        split(g->members, g->me / int(g->membersPerNode), g->localIndex());
+    g->cross =
+        split(g->members, g->localIndex(), g->me / int(g->membersPerNode));
     for (auto [from, to] : {std::pair{g->node, &g->nodeLate},
                             std::pair{g->cross, &g->crossLate}}) {
       MPI_Comm dup;
       MPI_Comm_dup(from->comm, &dup);
-      *to = newComm(dup, world);
+      *to = newComm(dup, from, 0, from->rank);
     }
   }
   return g;
@@ -224,7 +226,9 @@ void zrt::freeGroups() {
   std::lock_guard<std::mutex> lock(gs.mutex);
   for (auto &g : gs.groups)
     g.reset();
-  for (zrt_comm *c : gs.owned) {
+  // Splits before what they were split from.
+  for (auto it = gs.owned.rbegin(); it != gs.owned.rend(); ++it) {
+    zrt_comm *c = *it;
     stopGroupBackend(c);
     MPI_Comm_free(&c->comm);
     delete c;

@@ -28,6 +28,9 @@ struct zrt::CommBackend {
   cudaStream_t stream = nullptr;
   /// Marks the compute stream's position for commAfterCompute.
   cudaEvent_t computeDone = nullptr;
+  /// A Group's communicator (Groups.h): ncclCommSplit of the parent's.
+  zrt_comm *parent = nullptr;
+  int color = 0, key = 0;
 };
 
 namespace {
@@ -51,6 +54,13 @@ char *at(void *base, int64_t elements, int32_t dtype) {
   return static_cast<char *>(base) + size_t(elements) * elementSize(dtype);
 }
 
+/// The communicator's stream and event, once it has its NCCL communicator.
+void createStream(CommBackend &b) {
+  ZRT_CUDA_CHECK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
+  ZRT_CUDA_CHECK(
+      cudaEventCreateWithFlags(&b.computeDone, cudaEventDisableTiming));
+}
+
 void createNccl(zrt_comm *comm) {
   CommBackend &b = *comm->backend;
   ncclUniqueId id;
@@ -58,9 +68,7 @@ void createNccl(zrt_comm *comm) {
     ZRT_NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_Bcast(&id, int(sizeof(id)), MPI_BYTE, 0, comm->comm);
   ZRT_NCCL_CHECK(ncclCommInitRank(&b.nccl, comm->size, id, comm->rank));
-  ZRT_CUDA_CHECK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
-  ZRT_CUDA_CHECK(
-      cudaEventCreateWithFlags(&b.computeDone, cudaEventDisableTiming));
+  createStream(b);
 }
 
 /// Whether segment r of every rank is counts[0] elements at r * counts[0]
@@ -127,10 +135,13 @@ void zrt::cuda::initializeWorld(int localRank) {
 ncclComm_t zrt::cuda::ncclOf(zrt_comm *comm) {
   CommState &s = state();
   if (!comm->backend->nccl && comm != s.world) {
-    // A Group's communicator (Groups.h): its own NCCL communicator and
-    // stream, created at its first collective, which all its members call.
-    ncclOf(s.world);
-    createNccl(comm);
+    // A Group's communicator (Groups.h): split from its parent's at its
+    // first collective, which every rank of the parent reaches together
+    // (each for its own set of the same kind), with a stream of its own.
+    CommBackend &b = *comm->backend;
+    ZRT_NCCL_CHECK(
+        ncclCommSplit(ncclOf(b.parent), b.color, b.key, &b.nccl, nullptr));
+    createStream(b);
   }
   if (!comm->backend->nccl) {
     int localRank, localSize;
@@ -195,8 +206,12 @@ void zrt::stopBackend(zrt_comm *world) {
   s.world = nullptr;
 }
 
-void zrt::startGroupBackend(zrt_comm *, zrt_comm *comm) {
+void zrt::startGroupBackend(zrt_comm *parent, zrt_comm *comm, int color,
+                            int key) {
   comm->backend = new CommBackend;
+  comm->backend->parent = parent;
+  comm->backend->color = color;
+  comm->backend->key = key;
 }
 
 void zrt::stopGroupBackend(zrt_comm *comm) { destroyBackend(comm); }
