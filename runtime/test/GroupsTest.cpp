@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 using namespace zrt_test;
 using zrt::Group;
@@ -272,7 +273,15 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 3; ++i)
     topologyArgs[i] = std::atoll(argv[i + 1]);
   zrt_comm *comm = zrt_comm_world();
-  zrt::setTopology(comm, topologyArgs[0], topologyArgs[1], topologyArgs[2]);
+  try {
+    zrt::setTopology(comm, topologyArgs[0], topologyArgs[1], topologyArgs[2]);
+  } catch (const std::exception &e) {
+    // A topology whose sets do not split evenly by node: every rank says so.
+    std::printf("zrt-groups-test: rank %d: %s\n", zrt_comm_rank(comm),
+                e.what());
+    zrt_finalize();
+    return 3;
+  }
   if (zrt_comm_rank(comm) == 0) {
     std::printf("zrt-groups-test: %d rank(s), topology %lld %lld %lld\n",
                 zrt_comm_size(comm), (long long)topologyArgs[0],
