@@ -120,18 +120,25 @@ std::vector<int64_t> bytesOf(const std::vector<int> &counts, int32_t dtype) {
 
 /// `n` elements split into one part per member, the first n % size parts
 /// one larger (the report's even split of an all-reduce).
+std::vector<int64_t> evenChunks(int64_t n, int size) {
+  std::vector<int64_t> chunks;
+  for (int m = 0; m < size; ++m)
+    chunks.push_back(n / size + (m < n % size ? 1 : 0));
+  return chunks;
+}
+
+/// evenChunks as MPI counts, and their displacements.
 std::vector<int> evenCounts(int64_t n, int size, std::vector<int> &displs) {
+  if (n < 0 || n > INT32_MAX)
+    fatal("a collective of %lld elements is outside the MPI int range",
+          (long long)n);
   std::vector<int> counts;
   displs.clear();
-  int64_t at = 0;
-  for (int m = 0; m < size; ++m) {
-    int64_t c = n / size + (m < n % size ? 1 : 0);
-    if (c > INT32_MAX || at > INT32_MAX)
-      fatal("a collective of %lld elements is outside the MPI int range",
-            (long long)n);
+  int at = 0;
+  for (int64_t c : evenChunks(n, size)) {
     counts.push_back(int(c));
-    displs.push_back(int(at));
-    at += c;
+    displs.push_back(at);
+    at += int(c);
   }
   return counts;
 }
@@ -255,15 +262,18 @@ Tokens zrt::allGather(Group &g, CommKind kind, int32_t dtype, void *buf,
 
 Tokens zrt::allGather(Group &g, CommKind kind, int32_t dtype, const void *in,
                       void *out, int64_t count) {
-  if (count < 0 || count > INT32_MAX || count * g.set.size > INT32_MAX)
-    fatal("allGather: count %lld is outside the MPI int range",
-          (long long)count);
+  add(g, kind,
+      std::vector<int64_t>(size_t(g.size()), count * zrt_dtype_size(dtype)), 1);
+  if (!g.twoLevel())
+    return {zrt_all_gather(g.members, dtype, in, out, count)};
+  // Two levels address the output by per-member displacements.
+  if (count < 0 || count * g.set.size > INT32_MAX)
+    fatal("allGather: %lld elements per member of %d are outside the MPI int "
+          "range",
+          (long long)count, g.size());
   std::vector<int> counts(size_t(g.size()), int(count)), displs;
   for (int m = 0; m < g.size(); ++m)
     displs.push_back(int(m * count));
-  add(g, kind, bytesOf(counts, dtype), 1);
-  if (!g.twoLevel())
-    return {zrt_all_gather(g.members, dtype, in, out, count)};
   return twoLevelAllGather(g, dtype, in, out, counts, displs);
 }
 
@@ -292,11 +302,14 @@ Tokens zrt::reduceToOwners(Group &g, CommKind kind, int32_t dtype, void *buf,
 
 Tokens zrt::allReduce(Group &g, CommKind kind, int32_t dtype, int32_t op,
                       void *buf, int64_t count) {
-  std::vector<int> displs;
-  std::vector<int> counts = evenCounts(count, g.size(), displs);
-  add(g, kind, bytesOf(counts, dtype), 2);
+  std::vector<int64_t> chunks = evenChunks(count, g.size());
+  for (int64_t &c : chunks)
+    c *= zrt_dtype_size(dtype);
+  add(g, kind, chunks, 2);
   if (!g.twoLevel())
     return {zrt_all_reduce(g.members, dtype, op, buf, buf, count)};
+  std::vector<int> displs;
+  std::vector<int> counts = evenCounts(count, g.size(), displs);
   return twoLevelAllReduce(g, dtype, buf, buf, counts, displs,
                            std::vector<int32_t>(size_t(g.size()), op));
 }
