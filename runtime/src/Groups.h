@@ -57,6 +57,8 @@ struct Group {
   bool twoLevel() const { return membersPerNode < set.size; }
   int nodes() const { return int(set.size / membersPerNode); }
   int localIndex() const { return int(me % membersPerNode); }
+  /// The world rank of member `member`.
+  int rankOf(int member) const { return int(set.first + member * set.stride); }
 };
 
 /// The ranks per node this run has: `override` when positive (--ranks-per-

@@ -68,7 +68,13 @@ TEST_P(GroupsTest, KnowsItsMembers) {
   EXPECT_EQ(g.set.first, want.first);
   EXPECT_EQ(g.set.stride, want.stride);
   EXPECT_EQ(g.set.size, want.size);
-  EXPECT_EQ(g.set.first + g.me * g.set.stride, zrt_comm_rank(world()));
+  EXPECT_EQ(g.rankOf(g.me), zrt_comm_rank(world()));
+  // The members in member order, as the world ranks see them.
+  std::vector<int> ranks(size_t(g.size()));
+  int mine = zrt_comm_rank(world());
+  MPI_Allgather(&mine, 1, MPI_INT, ranks.data(), 1, MPI_INT, g.members->comm);
+  for (int m = 0; m < g.size(); ++m)
+    EXPECT_EQ(ranks[size_t(m)], g.rankOf(m));
   EXPECT_EQ(g.membersPerNode, zrt_members_per_node(want, topologyArgs[0]));
   EXPECT_EQ(g.members->size, g.size());
   EXPECT_EQ(g.members->rank, g.me);
@@ -78,6 +84,17 @@ TEST_P(GroupsTest, KnowsItsMembers) {
     EXPECT_EQ(g.node->rank, g.localIndex());
     EXPECT_EQ(g.cross->size, g.nodes());
     EXPECT_EQ(g.cross->rank, g.me / g.membersPerNode);
+    // Node: this node's block of members; cross: this local index's
+    // members, one per node; the late duplicates alike.
+    int q = int(g.membersPerNode), node = g.me / q;
+    for (zrt_comm *c : {g.node, g.cross, g.nodeLate, g.crossLate}) {
+      std::vector<int> members(size_t(c->size));
+      MPI_Allgather(&g.me, 1, MPI_INT, members.data(), 1, MPI_INT, c->comm);
+      bool isNode = c == g.node || c == g.nodeLate;
+      for (int i = 0; i < c->size; ++i)
+        EXPECT_EQ(members[size_t(i)],
+                  isNode ? node * q + i : i * q + g.localIndex());
+    }
   }
 }
 
