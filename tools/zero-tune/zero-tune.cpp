@@ -432,6 +432,16 @@ int main(int argc, char **argv) {
                     "batch {3} ({4} tokens per step)",
                     worldSize, hw->name, bytesText(budget), result->globalBatch,
                     result->tokensPerStep);
+  // Only across nodes, so one-node output is unchanged.
+  if (ranksPerNode > 0 && ranksPerNode < worldSize) {
+    outs() << formatv("; {0} nodes of {1} ranks", worldSize / ranksPerNode,
+                      ranksPerNode);
+    if (hw->interNodeLinks > 0)
+      outs() << formatv(", each node's network at {0:f2} GB/s each way",
+                        hw->getInterNodeBandwidth() / 1e9);
+    else
+      outs() << ", the nodes sharing memory";
+  }
   if (offloadSearched)
     outs() << formatv("; offload up to {0}, host budget {1}", offload,
                       hostBytes ? bytesText(*hostBytes) : "unbounded");
