@@ -126,10 +126,11 @@ extern "C" void zrt_ctx_all_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
          nullptr);
 }
 
-extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
-                                             int64_t begin, int64_t end,
-                                             int32_t slot) {
-  const char *call = "zrt_ctx_reduce_scatter_grads";
+namespace {
+/// The in-place reduction of the persistent grads buffer's range [begin,
+/// end): a reduce-scatter whose bytes count under `kind`.
+void reduceGradsInPlace(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
+                        int32_t slot, CommKind kind, const char *call) {
   const PartitionInfo &part = partition(ctx, p, call);
   checkRange(part, begin, end, part.counts[kGrads], call);
   std::vector<int> counts, displs;
@@ -137,16 +138,29 @@ extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
   char *g = ctx->buffer(p, kGrads);
   int64_t eb = part.computeBytes;
   int64_t sumAt;
-  Tokens tokens =
-      reduceScatter(worldGroup(ctx), kReduceScatter, part.computeDtype,
-                    element(g, begin, part), counts, displs, sumAt);
+  Tokens tokens = reduceScatter(worldGroup(ctx), kind, part.computeDtype,
+                                element(g, begin, part), counts, displs, sumAt);
   // Move the sum to the owned slot of the full buffer if it landed elsewhere.
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
-  launch(ctx, slot, "reduce_scatter grads", std::move(tokens), [=] {
-    if (mine.size() > 0 && mine.begin != begin + sumAt)
-      device::move(g + mine.begin * eb, g + (begin + sumAt) * eb,
-                   mine.size() * eb);
-  });
+  launch(ctx, slot, kind == kReduce ? "reduce grads" : "reduce_scatter grads",
+         std::move(tokens), [=] {
+           if (mine.size() > 0 && mine.begin != begin + sumAt)
+             device::move(g + mine.begin * eb, g + (begin + sumAt) * eb,
+                          mine.size() * eb);
+         });
+}
+} // namespace
+
+extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
+                                             int64_t begin, int64_t end,
+                                             int32_t slot) {
+  reduceGradsInPlace(ctx, p, begin, end, slot, kReduceScatter,
+                     "zrt_ctx_reduce_scatter_grads");
+}
+
+extern "C" void zrt_ctx_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
+                                     int64_t end, int32_t slot) {
+  reduceGradsInPlace(ctx, p, begin, end, slot, kReduce, "zrt_ctx_reduce_grads");
 }
 
 extern "C" void zrt_ctx_bucket_add(zrt_ctx *ctx, int32_t p, void *bucket,
