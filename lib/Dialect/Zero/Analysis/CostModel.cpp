@@ -64,6 +64,8 @@ struct Work {
   Type gemmType;
   /// Collectives: ring steps per (n-1) and bandwidth factor per (n-1)/n.
   unsigned ringPasses = 1;
+  /// Collectives: the ranks of their set (0: the world).
+  int64_t ranks = 0;
   /// Collectives: which bus bandwidth of the preset they move at.
   enum Pattern { AllReduce, ReduceScatter, AllGather } pattern = AllReduce;
   /// Collectives: bytes of the kernel the compute stream runs once the
@@ -201,8 +203,13 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
       return op->emitOpError("cost model: a collective without a range or "
                              "a value");
     switch (collective.getCollectiveKind()) {
-    case CollectiveKind::all_gather:
-      return Work::collective(bytes, 1, Work::AllGather);
+    case CollectiveKind::all_gather: {
+      Work w = Work::collective(bytes, 1, Work::AllGather);
+      // hpZ: the secondary shards are gathered within the hpZ group.
+      if (collective.getRankSetKind() == RankSetKind::hpz)
+        w.ranks = schedule.getHpzPartitionSize();
+      return w;
+    }
     case CollectiveKind::all_reduce:
       return Work::collective(bytes, 2, Work::AllReduce);
     case CollectiveKind::reduce_scatter:
@@ -267,6 +274,11 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
       w.hostCopy = from && p->getMemory(*from) == MemoryKind::host;
     }
     return w;
+  }
+  if (auto store = dyn_cast<StoreSecondaryOp>(op)) {
+    // A copy of this rank's hpZ slice: read and write it.
+    return Work::kernel(2.0 * valueBytes(store.getFull()) /
+                        double(schedule.getHpzPartitionSize()));
   }
   if (auto adam = dyn_cast<AdamOp>(op); adam && adam.getHost()) {
     // The CPU Adam streams the host masters, moments (24 B), the host
@@ -344,10 +356,11 @@ double Simulator::seconds(const Work &w) const {
                                     : 2 * w.bytes / hw.memoryBandwidth);
   }
   case Work::Collective: {
-    if (n <= 1)
+    int64_t m = w.ranks ? w.ranks : n;
+    if (m <= 1)
       return 0;
-    double steps = double(w.ringPasses) * (n - 1);
-    double volume = double(w.ringPasses) * (n - 1) / n * w.bytes;
+    double steps = double(w.ringPasses) * (m - 1);
+    double volume = double(w.ringPasses) * (m - 1) / m * w.bytes;
     double latency = hw.collectiveLatency;
     if (hw.skewCompute > 0 && hw.collectiveLatency > hw.backToBackLatency)
       latency = hw.backToBackLatency +

@@ -203,10 +203,15 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
             ringSendBytes(layoutChunks(p, range->first, range->second), 1, c),
             eb);
       } else {
-        // A whole group (stage 3): the padded shards.
+        // A whole group (stage 3): the padded shards, over the world or,
+        // hpZ's secondary shards, over the hpZ group.
+        int64_t ranks = collective.getRankSetKind() == RankSetKind::hpz
+                            ? s.getHpzPartitionSize()
+                            : n;
         volume = p.getNumelValue();
         sent = c.mul(
-            ringSendBytes(evenChunks(p.getPaddedNumelValue(), n), 1, c), eb);
+            ringSendBytes(evenChunks(p.getPaddedNumelValue(), ranks), 1, c),
+            eb);
       }
       break;
     case CollectiveKind::reduce_scatter:
@@ -271,7 +276,7 @@ FitVerdict mlir::zero::computeFitVerdict(const MemoryPlan &plan,
   };
   for (auto c : {MemoryCategory::Params, MemoryCategory::Grads,
                  MemoryCategory::MasterParams, MemoryCategory::AdamM,
-                 MemoryCategory::AdamV})
+                 MemoryCategory::AdamV, MemoryCategory::SecondaryParams})
     consider(stringifyMemoryCategory(c),
              plan.persistentByCategory[static_cast<unsigned>(c)]);
   // The op after which the step arena holds the most live bytes.
@@ -288,7 +293,8 @@ FitVerdict mlir::zero::computeFitVerdict(const MemoryPlan &plan,
   }
   if (atPeak)
     for (unsigned c = 0; c < kNumMemoryCategories; ++c)
-      if (c > static_cast<unsigned>(MemoryCategory::AdamV))
+      if (c > static_cast<unsigned>(MemoryCategory::AdamV) &&
+          c != static_cast<unsigned>(MemoryCategory::SecondaryParams))
         consider(stringifyMemoryCategory(static_cast<MemoryCategory>(c)),
                  (*atPeak)[c]);
   consider("kernel_scratch", plan.scratchBytes);

@@ -50,6 +50,10 @@ struct PartitionBuffers {
   /// and each gather reads a staged device copy.
   bool paramsOffloaded = false;
   OffloadDevice paramDevice = OffloadDevice::none;
+  /// Whether the step keeps an hpZ secondary shard of the group (it stores
+  /// one: zero.store_secondary), padded_numel / hpz_partition_size elements
+  /// in the compute type on the device, frozen or not.
+  bool secondary = false;
   /// Elements of each buffer kind (indexed by BufferKind).
   int64_t numel[kNumBufferKinds] = {};
   /// Bytes of each buffer kind.
@@ -66,6 +70,8 @@ struct PartitionBuffers {
   }
   /// Whether the partition has a buffer of kind `kind`.
   bool hasBuffer(BufferKind kind) const {
+    if (kind == BufferKind::secondary)
+      return secondary;
     if (frozen)
       return kind == BufferKind::params;
     switch (kind) {
@@ -106,6 +112,8 @@ public:
   int64_t getStage() const { return stage; }
   int64_t getWorldSize() const { return worldSize; }
   int64_t getAccumulationSteps() const { return accumulationSteps; }
+  /// Ranks of an hpZ group (ZeRO++): 1 without hpZ.
+  int64_t getHpzPartitionSize() const { return hpzPartitionSize; }
   /// Whether the optimizer states live in host memory or on NVMe (the
   /// step's offload): the Adam runs on the host.
   bool isOptimizerOffloaded() const { return optimizerOffloaded; }
@@ -164,6 +172,7 @@ private:
   int64_t stage = 0;
   int64_t worldSize = 1;
   int64_t accumulationSteps = 1;
+  int64_t hpzPartitionSize = 1;
   bool optimizerOffloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
   bool paramsOffloaded = false;

@@ -211,6 +211,9 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     `schedule`, `#zero.schedule<stage = 2, world_size = 4, global_batch =
     64>` (one micro step until `zero-grad-sync` records its accumulation),
     from which the later passes, the analyses and the lowering read them.
+    `hpz-partition-size` h > 1 (ZeRO++ hpZ, stage 3, h dividing the world
+    size) is recorded there too (`hpz_partition_size`), for
+    `zero-param-gather`.
 
     ```mlir
     zero.partition @flat stage 2 world_size 4 alignment 2 numel 269322 padded 269328
@@ -225,6 +228,11 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     Option<"alignment", "alignment", "int64_t", /*default=*/"2",
            "Padding granule per rank in elements (DeepSpeed: "
            "nccl_start_alignment_factor)">,
+    Option<"hpzPartitionSize", "hpz-partition-size", "int64_t",
+           /*default=*/"1",
+           "ZeRO++ hpZ: ranks of a secondary parameter partition, 1 for none "
+           "(DeepSpeed: zero_hpz_partition_size; stage 3, a divisor of the "
+           "world size)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
