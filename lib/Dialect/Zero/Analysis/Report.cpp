@@ -134,6 +134,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.adamM = cat(MemoryCategory::AdamM);
   r.adamV = cat(MemoryCategory::AdamV);
   r.modelStateBytes = r.params + r.grads + r.masterParams + r.adamM + r.adamV;
+  r.hpzSecondaryBytes = cat(MemoryCategory::SecondaryParams);
   // Each partition's compute type; a step whose groups differ (a module
   // kept in fp32) lists them in order of first use: "bf16+fp32".
   for (const PartitionBuffers &p : s.getPartitions()) {
@@ -360,6 +361,8 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
   };
   if (r.recomputeMs > 0)
     json["recompute_ms"] = r.recomputeMs;
+  if (r.hpzSecondaryBytes > 0)
+    json["hpz_secondary_bytes"] = r.hpzSecondaryBytes;
   if (r.vocabPaddingRows > 0)
     json["vocab_padding"] =
         llvm::json::Object{{"rows", r.vocabPaddingRows},
@@ -453,6 +456,8 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     row("Adam v", r.adamV);
   }
   row("= model states", r.modelStateBytes);
+  if (r.hpzSecondaryBytes > 0)
+    row("hpZ secondary shards", r.hpzSecondaryBytes);
   row("reduce buckets (peak)", r.reduceBucketBytes);
   row("gathered parameters (peak)", r.gatherBufferBytes);
   row("activations (peak)", r.activationBytes);

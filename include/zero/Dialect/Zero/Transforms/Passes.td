@@ -393,6 +393,16 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     intervals), for a buffer held for the whole step. The default,
     `per-use`, treats frozen partitions like the others.
 
+    ZeRO++ hpZ (`hpz_partition_size` h > 1 in the step's schedule): a group
+    gathered more than once in the step (forward and backward uses farther
+    apart than the reuse distance, or a recomputation) keeps this rank's
+    slice of its first gather, `zero.store_secondary %full group @g phase
+    first_micro_step` right after it, and every later gather of it in the
+    step collects the slices over the hpZ group, `zero.all_gather group @g
+    secondary`. A persistent group, a frozen group gathered once and a group
+    gathered once in the step keep no secondary. hpZ with `offload-param`
+    is an error (the secondary shards live on the device).
+
     `offload-param=cpu` (DeepSpeed's `offload_param`, stage 3 only) records
     `param = cpu` in the step's offload (`#zero.offload`, whose optimizer
     part is `zero-optimizer`'s): the `params` shards live in pinned host
