@@ -106,6 +106,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->contiguousGradients, cfg->contiguousGradients);
     takeFromFile(s->allgatherBucketSize, cfg->allgatherBucketSize);
     takeFromFile(s->paramPersistenceThreshold, cfg->paramPersistenceThreshold);
+    takeFromFile(s->hpzPartitionSize, cfg->hpzPartitionSize);
     takeFromFile(s->maxReuseDistance, cfg->maxReuseDistance);
     takeFromFile(s->frozenGather, cfg->frozenGather);
     takeFromFile(s->prefetchBucketSize, cfg->prefetchBucketSize);
@@ -159,7 +160,7 @@ struct ApplyDeepSpeedConfigPass
         (failed(resolveBatch(steps, s)) || failed(resolveSizes(module, s)) ||
          failed(resolvePrecision(steps.front(), s))))
       return signalPassFailure();
-    if (failed(checkOffload(s)))
+    if (failed(checkOffload(s)) || failed(checkHpz(s)))
       return signalPassFailure();
     if (!steps.empty()) {
       resolveOptimizer(steps.front(), s);
@@ -445,6 +446,30 @@ struct ApplyDeepSpeedConfigPass
       return errorAt(cfg->offloadOptimizer)
              << "zero_optimization.offload_optimizer: device nvme needs an "
                 "nvme_path (or the option nvme-path)";
+    return success();
+  }
+
+  /// zero_hpz_partition_size: DeepSpeed's rules (ZeRO stage 3, ranks in
+  /// groups of that many consecutive ranks, so a divisor of the world
+  /// size); the secondary shards live on the device, so not with
+  /// parameter offload.
+  LogicalResult checkHpz(const ZeroPipelineOptions &s) {
+    const DeepSpeedValue<int64_t> &h = cfg->hpzPartitionSize;
+    if (!h.value || *h.value <= 1 || s.hpzPartitionSize.getValue() != *h.value)
+      return success();
+    if (s.stage != 3)
+      return errorAt(h) << "zero_optimization.zero_hpz_partition_size: hpZ "
+                           "needs ZeRO stage 3, the stage is "
+                        << s.stage.getValue();
+    if (s.worldSize % *h.value != 0)
+      return errorAt(h) << "zero_optimization.zero_hpz_partition_size: "
+                        << *h.value << " does not divide the world size "
+                        << s.worldSize.getValue();
+    if (s.offloadParam.getValue() != "none")
+      return errorAt(h) << "zero_optimization.zero_hpz_partition_size: hpZ "
+                           "does not combine with offload_param (device "
+                        << s.offloadParam.getValue()
+                        << "): the secondary shards live on the device";
     return success();
   }
 

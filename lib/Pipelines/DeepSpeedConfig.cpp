@@ -365,6 +365,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
     cfg.maxReuseDistance = z.integerIn("stage3_max_reuse_distance", 0);
     cfg.paramPersistenceThreshold =
         z.integerIn("stage3_param_persistence_threshold", 0, kNoLimit, true);
+    cfg.hpzPartitionSize = z.integerIn("zero_hpz_partition_size", 1);
     // DeepSpeed gathers frozen parameters like the others; this project's
     // own key, so that zero-tune's config reproduces its plan.
     cfg.frozenGather = z.string("zero_mlir_frozen_gather");

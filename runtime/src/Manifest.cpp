@@ -588,7 +588,7 @@ Manifest Manifest::parse(const std::string &text) {
     if (p.frozen) {
       // No step changes it: only its parameters, wherever they live.
       for (int k = 0; k < kNumBufferKinds; ++k)
-        if (k != kParams && p.hasBuffer(BufferKind(k)))
+        if (k != kParams && k != kSecondary && p.hasBuffer(BufferKind(k)))
           invalid("frozen partition '" + p.name + "' has a " + kBufferNames[k] +
                   " buffer (only params)");
       if (!p.hasBuffer(kParams))
@@ -634,6 +634,17 @@ Manifest Manifest::parse(const std::string &text) {
     for (BufferKind k : {kMaster, kExpAvg, kExpAvgSq, kHostGrads, kHostParams})
       if (p.hasBuffer(k))
         need(k, fullMaster);
+    // hpZ: a secondary shard is this rank's slice of the padded group over
+    // its hpZ group, on the device.
+    if (p.hasBuffer(kSecondary) &&
+        (m.hpzPartitionSize <= 1 || p.onHost[kSecondary] ||
+         p.onNvme[kSecondary] ||
+         p.counts[kSecondary] != p.paddedNumel / m.hpzPartitionSize))
+      invalid("buffer secondary of partition '" + p.name +
+              "' is not a device buffer of padded / hpz_partition_size = " +
+              std::to_string(p.paddedNumel /
+                             std::max<int64_t>(1, m.hpzPartitionSize)) +
+              " elements");
     // An offloaded optimizer: its masters, moments and gradient copy are on
     // the host, and 16-bit parameters come back through a host copy.
     // On NVMe, the states are in the swap file and every compute type

@@ -121,7 +121,7 @@ struct PartitionInfo {
   /// parameters, gradients and their host copies, fp32 otherwise.
   int64_t elementBytes(BufferKind kind) const {
     return kind == kParams || kind == kGrads || kind == kHostGrads ||
-                   kind == kHostParams
+                   kind == kHostParams || kind == kSecondary
                ? computeBytes
                : 4;
   }

@@ -254,6 +254,39 @@ extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,
          nullptr);
 }
 
+/// hpZ: the elements of a slice of partition `part`'s secondary shard,
+/// checked against the program's hpZ group.
+static int64_t secondaryNumel(zrt_ctx *ctx, const PartitionInfo &part,
+                              const char *call) {
+  int64_t h = ctx->manifest->hpzPartitionSize;
+  if (h <= 1 || !part.hasBuffer(kSecondary))
+    fatal("%s: partition '%s' has no hpZ secondary buffer", call,
+          part.name.c_str());
+  return part.paddedNumel / h;
+}
+
+extern "C" void zrt_ctx_store_secondary(zrt_ctx *ctx, int32_t p,
+                                        const void *full) {
+  const char *call = "zrt_ctx_store_secondary";
+  const PartitionInfo &part = partition(ctx, p, call);
+  int64_t n = secondaryNumel(ctx, part, call);
+  int64_t j = groupOf(ctx->comm, ZRT_RANKS_HPZ).me;
+  device::move(ctx->buffer(p, kSecondary),
+               static_cast<const char *>(full) + j * n * part.computeBytes,
+               n * part.computeBytes);
+}
+
+extern "C" void zrt_ctx_gather_secondary(zrt_ctx *ctx, int32_t p, void *out,
+                                         int32_t slot) {
+  const char *call = "zrt_ctx_gather_secondary";
+  const PartitionInfo &part = partition(ctx, p, call);
+  int64_t n = secondaryNumel(ctx, part, call);
+  launch(ctx, slot, "gather secondary",
+         allGather(groupOf(ctx->comm, ZRT_RANKS_HPZ), kAllGather,
+                   part.computeDtype, ctx->buffer(p, kSecondary), out, n),
+         nullptr);
+}
+
 extern "C" void zrt_ctx_stage_params(zrt_ctx *ctx, int32_t p, void *staged,
                                      int32_t toHost, int32_t slot) {
   const char *call = "zrt_ctx_stage_params";

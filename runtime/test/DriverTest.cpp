@@ -846,11 +846,20 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
   EXPECT_NE(error(j).find("key 'params[0].init' has unknown value 'uniform' "
                           "(normal, zeros or ones)"),
             std::string::npos);
+  // hpZ's secondary buffer needs hpZ (and padded / h elements).
+  j = tinyManifest(1, 4);
+  j["partitions"][0]["buffers"]["secondary"] = 0;
+  j["partitions"][0]["buffer_numel"]["secondary"] = 1;
+  EXPECT_NE(error(j).find("' is not a device buffer of padded / "
+                          "hpz_partition_size = "),
+            std::string::npos)
+      << error(j);
   j = tinyManifest(1, 4);
   j["partitions"][0]["host_buffers"] = {"moments"};
   EXPECT_NE(error(j).find("key 'partitions[0].host_buffers[0]' has unknown "
                           "value 'moments' (params, grads, master, exp_avg, "
-                          "exp_avg_sq, host_grads or host_params)"),
+                          "exp_avg_sq, host_grads, host_params or "
+                          "secondary)"),
             std::string::npos);
   j = tinyManifest(1, 4);
   j["partitions"][0]["compute_dtype"] = "i64";

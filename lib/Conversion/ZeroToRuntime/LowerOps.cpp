@@ -114,6 +114,15 @@ LogicalResult Lowering::lowerStage3Gather(int32_t part, Value shard,
   return success();
 }
 
+LogicalResult Lowering::lowerSecondaryGather(int32_t part, Value result,
+                                             int32_t slot) {
+  FailureOr<Value> out = ptr(result);
+  if (failed(out))
+    return failure();
+  callVoid("zrt_ctx_gather_secondary", {ctx, i32(part), *out, i32(slot)});
+  return success();
+}
+
 LogicalResult Lowering::lowerOp(Operation *op) {
   loc = op->getLoc();
   current = op;
@@ -213,9 +222,19 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         callVoid("zrt_ctx_all_reduce_stats", {ctx, in, out, i32(slot)});
         return success();
       })
+      .Case([&](StoreSecondaryOp o) -> LogicalResult {
+        Value full = p(o.getFull());
+        if (!full)
+          return failure();
+        callVoid("zrt_ctx_store_secondary",
+                 {ctx, i32(partitionIndex(o.getGroupAttr())), full});
+        return success();
+      })
       .Case([&](AllGatherOp o) -> LogicalResult {
         int32_t part = partitionIndex(o.getGroupAttr());
         int32_t slot = slotOf(o.getToken());
+        if (o.getSecondary())
+          return lowerSecondaryGather(part, o.getResult(), slot);
         if (o.getBuffer()) {
           callVoid("zrt_ctx_all_gather_params",
                    {ctx, i32(part), i64(*o.getBegin()), i64(*o.getEnd()),
@@ -225,6 +244,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return lowerStage3Gather(part, o.getShard(), o.getResult(), slot);
       })
       .Case([&](PrefetchOp o) -> LogicalResult {
+        if (o.getSecondary())
+          return lowerSecondaryGather(partitionIndex(o.getGroupAttr()),
+                                      o.getResult(), slotOf(o.getToken()));
         return lowerStage3Gather(partitionIndex(o.getGroupAttr()), o.getShard(),
                                  o.getResult(), slotOf(o.getToken()));
       })

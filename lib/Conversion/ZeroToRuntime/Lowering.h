@@ -108,6 +108,9 @@ private:
   /// shard or from a staged copy of it (`shard`, parameter offload).
   LogicalResult lowerStage3Gather(int32_t part, Value shard, Value result,
                                   int32_t slot);
+  /// hpZ: a gather of partition `part`'s secondary shards over this rank's
+  /// hpZ group into `result`.
+  LogicalResult lowerSecondaryGather(int32_t part, Value result, int32_t slot);
   LogicalResult lowerCompute(RuntimeKernelOpInterface op);
   /// The index of a partition in the schedule (and the manifest), or -1.
   int32_t partitionIndex(SymbolRefAttr ref) {

@@ -72,11 +72,14 @@ def expected(mlir, manifest, ranks_per_node):
         fail("the test counts each collective once: one micro step only")
     world = m["world_size"]
     q = ranks_per_node if 0 < ranks_per_node < world else world
+    # hpZ: the secondary shards are gathered over h consecutive ranks.
+    hpz = m.get("topology", {}).get("hpz_partition_size", 1)
     parts = {p["name"]: p for p in m["partitions"]}
     out = {}
 
-    def add(kind, chunks, eb, passes=1):
-        intra, inter = link_bytes([c * eb for c in chunks], q, 0, passes)
+    def add(kind, chunks, eb, passes=1, per_node=q):
+        intra, inter = link_bytes([c * eb for c in chunks], per_node, 0,
+                                  passes)
         a = out.setdefault(kind, [0, 0])
         a[0] += intra
         a[1] += inter
@@ -90,7 +93,11 @@ def expected(mlir, manifest, ranks_per_node):
         part = parts[group.group(1)] if group else None
         eb = DTYPE_BYTES[part["compute_dtype"]] if part else 4
         rng = RANGE.search(rest)
-        if kind in ("prefetch", "gather"):
+        if kind in ("prefetch", "all_gather") and " secondary" in rest:
+            add("all_gather", even_chunks(part["padded_numel"], hpz), eb,
+                per_node=min(q, hpz))
+        elif kind in ("prefetch", "gather") or (kind == "all_gather" and
+                                                not rng):
             add("all_gather", even_chunks(part["padded_numel"], world), eb)
         elif kind == "all_reduce":
             if "overflow_norm" in rest:

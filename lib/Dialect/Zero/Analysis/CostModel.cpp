@@ -291,6 +291,11 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     }
     return w;
   }
+  if (auto store = dyn_cast<StoreSecondaryOp>(op)) {
+    // A copy of this rank's hpZ slice: read and write it.
+    return Work::kernel(2.0 * valueBytes(store.getFull()) /
+                        double(schedule.getHpzPartitionSize()));
+  }
   if (auto adam = dyn_cast<AdamOp>(op); adam && adam.getHost()) {
     // The CPU Adam streams the host masters, moments (24 B), the host
     // gradient copy and the 16-bit parameter copy it writes; the device

@@ -48,6 +48,8 @@ StringRef mlir::zero::stringifyMemoryCategory(MemoryCategory c) {
     return "gather_buffers";
   case MemoryCategory::Optimizer:
     return "optimizer";
+  case MemoryCategory::SecondaryParams:
+    return "secondary_params";
   }
   llvm_unreachable("unknown memory category");
 }
@@ -148,6 +150,8 @@ static MemoryCategory persistentCategory(BufferKind k) {
     return MemoryCategory::Grads;
   case BufferKind::host_params:
     return MemoryCategory::Params;
+  case BufferKind::secondary:
+    return MemoryCategory::SecondaryParams;
   }
   llvm_unreachable("unknown buffer kind");
 }
@@ -549,8 +553,8 @@ void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
     partitions[p.partition][static_cast<unsigned>(p.kind)] = p.offset;
   for (auto &[op, o] : partitions)
     dialect->getBuffersAttrHelper().setAttr(
-        op,
-        BufferOffsetsAttr::get(ctx, *o[0], o[1], o[2], o[3], o[4], o[5], o[6]));
+        op, BufferOffsetsAttr::get(ctx, *o[0], o[1], o[2], o[3], o[4], o[5],
+                                   o[6], o[7]));
   dialect->getPlanAttrHelper().setAttr(
       step, MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
                                 plan.scratchBytes, plan.peakBytes,

@@ -81,7 +81,7 @@ std::string escapeXml(StringRef s) {
 // Tableau-like palette, one color per MemoryCategory.
 constexpr const char *kCategoryColors[kNumMemoryCategories] = {
     "#4e79a7", "#59a14f", "#f28e2b", "#e15759", "#b07aa1", "#9c755f",
-    "#76b7b2", "#edc948", "#ff9da7", "#17becf", "#bab0ac"};
+    "#76b7b2", "#edc948", "#ff9da7", "#17becf", "#bab0ac", "#8cd17d"};
 
 } // namespace
 

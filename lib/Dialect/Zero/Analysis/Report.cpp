@@ -206,6 +206,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.adamM = cat(MemoryCategory::AdamM);
   r.adamV = cat(MemoryCategory::AdamV);
   r.modelStateBytes = r.params + r.grads + r.masterParams + r.adamM + r.adamV;
+  r.hpzSecondaryBytes = cat(MemoryCategory::SecondaryParams);
   // Each partition's compute type; a step whose groups differ (a module
   // kept in fp32) lists them in order of first use: "bf16+fp32".
   for (const PartitionBuffers &p : s.getPartitions()) {
@@ -294,7 +295,7 @@ FitVerdict mlir::zero::computeFitVerdict(const MemoryPlan &plan,
   };
   for (auto c : {MemoryCategory::Params, MemoryCategory::Grads,
                  MemoryCategory::MasterParams, MemoryCategory::AdamM,
-                 MemoryCategory::AdamV})
+                 MemoryCategory::AdamV, MemoryCategory::SecondaryParams})
     consider(stringifyMemoryCategory(c),
              plan.persistentByCategory[static_cast<unsigned>(c)]);
   // The op after which the step arena holds the most live bytes.
@@ -311,7 +312,8 @@ FitVerdict mlir::zero::computeFitVerdict(const MemoryPlan &plan,
   }
   if (atPeak)
     for (unsigned c = 0; c < kNumMemoryCategories; ++c)
-      if (c > static_cast<unsigned>(MemoryCategory::AdamV))
+      if (c > static_cast<unsigned>(MemoryCategory::AdamV) &&
+          c != static_cast<unsigned>(MemoryCategory::SecondaryParams))
         consider(stringifyMemoryCategory(static_cast<MemoryCategory>(c)),
                  (*atPeak)[c]);
   consider("kernel_scratch", plan.scratchBytes);
@@ -390,6 +392,8 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
     (*comm)["inter_node_bytes_per_rank"] = r.interNodeBytesPerRank;
     (*comm)["bytes_by_kind"] = std::move(bytesByKind);
   }
+  if (r.hpzSecondaryBytes > 0)
+    json["hpz_secondary_bytes"] = r.hpzSecondaryBytes;
   if (r.vocabPaddingRows > 0)
     json["vocab_padding"] =
         llvm::json::Object{{"rows", r.vocabPaddingRows},
@@ -483,6 +487,8 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     row("Adam v", r.adamV);
   }
   row("= model states", r.modelStateBytes);
+  if (r.hpzSecondaryBytes > 0)
+    row("hpZ secondary shards", r.hpzSecondaryBytes);
   row("reduce buckets (peak)", r.reduceBucketBytes);
   row("gathered parameters (peak)", r.gatherBufferBytes);
   row("activations (peak)", r.activationBytes);

@@ -8,6 +8,7 @@
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
@@ -60,6 +61,11 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.ranksPerNode = schedule.getRanksPerNode();
   s.hpzPartitionSize = schedule.getHpzPartitionSize();
   s.micsShardSize = schedule.getMicsShardSize();
+  // The groups whose hpZ secondary shard the step keeps.
+  llvm::SmallDenseSet<StringRef, 8> secondary;
+  if (s.hpzPartitionSize > 1)
+    for (auto store : step.getBodyBlock().getOps<StoreSecondaryOp>())
+      secondary.insert(store.getGroup());
   s.optimizerDevice = getOptimizerOffload(step);
   s.optimizerOffloaded = s.optimizerDevice != OffloadDevice::none;
   s.paramDevice = getParamOffload(step);
@@ -74,6 +80,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
     buffers.paramsOffloaded = s.paramsOffloaded;
     buffers.paramDevice = s.paramDevice;
     buffers.frozen = p.getFrozen();
+    buffers.secondary = secondary.contains(p.getSymName());
     for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {
       auto paramOp =
           symbols.lookup<ParamOp>(cast<SymbolRefAttr>(ref).getLeafReference());
@@ -100,13 +107,17 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
           BufferKind::host_grads, BufferKind::host_params})
       if (buffers.hasBuffer(k))
         buffers.numel[static_cast<unsigned>(k)] = shard;
+    if (buffers.secondary)
+      buffers.numel[static_cast<unsigned>(BufferKind::secondary)] =
+          p.getPaddedNumelValue() / s.hpzPartitionSize;
     int64_t cbytes = getElementBytes(buffers.computeType);
     bool overflow = false;
     for (unsigned k = 0; k < kNumBufferKinds; ++k) {
       auto kind = static_cast<BufferKind>(k);
       bool compute = kind == BufferKind::params || kind == BufferKind::grads ||
                      kind == BufferKind::host_grads ||
-                     kind == BufferKind::host_params;
+                     kind == BufferKind::host_params ||
+                     kind == BufferKind::secondary;
       overflow |= __builtin_mul_overflow(buffers.numel[k], compute ? cbytes : 4,
                                          &buffers.bytes[k]);
     }

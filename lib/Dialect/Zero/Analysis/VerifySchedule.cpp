@@ -78,6 +78,7 @@ private:
   LogicalResult checkPlan();
   LogicalResult checkPhases();
   LogicalResult checkSwapBuffers();
+  LogicalResult checkSecondary();
 
   /// Describes layout elements [b, e) of a partition by parameter names.
   std::string describe(PartitionOp p, ElementRange r);
@@ -1078,6 +1079,51 @@ LogicalResult ScheduleVerifier::checkSwapBuffers() {
   return success();
 }
 
+/// ZeRO++ hpZ: a gather of a group's secondary shards reads what this
+/// optimizer step stored there, never a value of the previous step: the
+/// zero.store_secondary of the group (of its own gather of the parameter
+/// shards) comes before it, and it comes before the optimizer changes the
+/// parameters.
+LogicalResult ScheduleVerifier::checkSecondary() {
+  llvm::DenseMap<StringAttr, Operation *> stored;
+  Operation *afterOptimizer = nullptr;
+  for (Operation &op : schedule.getStep().getBodyBlock()) {
+    if (auto store = dyn_cast<StoreSecondaryOp>(op)) {
+      Value root = getViewRoot(store.getFull());
+      Operation *def = root ? root.getDefiningOp() : nullptr;
+      auto gather = dyn_cast_or_null<CollectiveOpInterface>(def);
+      if (!gather || !isa<AllGatherOp, PrefetchOp>(def) ||
+          gather.getRankSetKind() != RankSetKind::group ||
+          gather.getGroupAttr() != store.getGroupAttr())
+        return store.emitOpError("stores into the secondary shard of ")
+               << store.getGroupAttr()
+               << " a buffer that is not that group's gather of its "
+                  "parameter shards";
+      stored.try_emplace(store.getGroupAttr().getAttr(), &op);
+      continue;
+    }
+    if (isAfterOptimizer(getStepPhase(&op)) && !afterOptimizer)
+      afterOptimizer = &op;
+    auto gather = dyn_cast<CollectiveOpInterface>(op);
+    if (!gather || gather.getRankSetKind() != RankSetKind::hpz)
+      continue;
+    if (!stored.count(gather.getGroupAttr().getAttr()))
+      return op.emitOpError("gathers the hpZ secondary shards of ")
+             << gather.getGroupAttr()
+             << " before any zero.store_secondary of the group fills them in "
+                "this optimizer step";
+    if (afterOptimizer) {
+      InFlightDiagnostic d =
+          op.emitOpError("gathers the hpZ secondary shards of ")
+          << gather.getGroupAttr()
+          << " after the optimizer changed the parameters (they are stale)";
+      d.attachNote(afterOptimizer->getLoc()) << "the optimizer's place";
+      return failure();
+    }
+  }
+  return success();
+}
+
 LogicalResult ScheduleVerifier::run() {
   int64_t i = 0;
   SmallVector<Operation *> ops;
@@ -1089,9 +1135,9 @@ LogicalResult ScheduleVerifier::run() {
   // the step, so they must be complete and waited on their own.
   return failure(failed(checkControlFlow()) ||
                  failed(checkTokens(ops, "the step")) || failed(checkFrees()) ||
-                 failed(checkFrozen()) || failed(checkCoverage()) ||
-                 failed(checkPlan()) || failed(checkPhases()) ||
-                 failed(checkSwapBuffers()) ||
+                 failed(checkSecondary()) || failed(checkFrozen()) ||
+                 failed(checkCoverage()) || failed(checkPlan()) ||
+                 failed(checkPhases()) || failed(checkSwapBuffers()) ||
                  failed(checkTokens(getEvaluationOps(schedule.getStep()),
                                     "the evaluation step")));
 }

@@ -482,9 +482,11 @@ LogicalResult BufferOffsetsAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t params,
     std::optional<int64_t> grads, std::optional<int64_t> master,
     std::optional<int64_t> expAvg, std::optional<int64_t> expAvgSq,
-    std::optional<int64_t> hostGrads, std::optional<int64_t> hostParams) {
-  std::optional<int64_t> offsets[] = {params,   grads,     master,    expAvg,
-                                      expAvgSq, hostGrads, hostParams};
+    std::optional<int64_t> hostGrads, std::optional<int64_t> hostParams,
+    std::optional<int64_t> secondary) {
+  std::optional<int64_t> offsets[] = {params,     grads,    master,
+                                      expAvg,     expAvgSq, hostGrads,
+                                      hostParams, secondary};
   for (auto [kind, offset] : llvm::enumerate(offsets))
     if (offset && !isPlanOffset(*offset))
       return emitError() << "buffer_offsets "
@@ -510,6 +512,8 @@ std::optional<int64_t> BufferOffsetsAttr::getOffset(BufferKind kind) const {
     return getHostGrads();
   case BufferKind::host_params:
     return getHostParams();
+  case BufferKind::secondary:
+    return getSecondary();
   }
   llvm_unreachable("unknown buffer kind");
 }

@@ -385,6 +385,9 @@ std::optional<BufferKind> AllGatherOp::getInPlaceBuffer() {
   return getBuffer();
 }
 Value AllGatherOp::getMovedValue() { return getResult(); }
+RankSetKind AllGatherOp::getRankSetKind() {
+  return getSecondary() ? RankSetKind::hpz : RankSetKind::group;
+}
 
 CollectiveKind PrefetchOp::getCollectiveKind() {
   return CollectiveKind::all_gather;
@@ -396,6 +399,9 @@ std::optional<BufferKind> PrefetchOp::getInPlaceBuffer() {
   return std::nullopt;
 }
 Value PrefetchOp::getMovedValue() { return getResult(); }
+RankSetKind PrefetchOp::getRankSetKind() {
+  return getSecondary() ? RankSetKind::hpz : RankSetKind::group;
+}
 
 CollectiveKind ReduceScatterOp::getCollectiveKind() {
   return CollectiveKind::reduce_scatter;
@@ -806,7 +812,42 @@ LogicalResult AllGatherOp::verify() {
            << stringifyBufferKind(*getBuffer()) << "'";
   if (inPlace && getShard())
     return emitOpError("gathers in place, so it reads no staged shard");
+  if (getSecondary() && inPlace)
+    return emitOpError("gathers the hpZ secondary shards into a new buffer, "
+                       "never in place");
+  if (getSecondary() && getPersistent())
+    return emitOpError("of the hpZ secondary shards cannot be persistent: a "
+                       "kept gather is the first of the step, before any "
+                       "secondary shard is stored");
+  if (getSecondary() && getPhase() != Phase::micro_step)
+    return emitOpError("of the hpZ secondary shards must run in every micro "
+                       "step (phase micro_step), not ")
+           << stringifyPhase(getPhase());
   return success();
+}
+
+/// hpZ: the step of `op` keeps secondary shards over its hpZ groups.
+static LogicalResult verifyHpzStep(Operation *op, StringRef what) {
+  auto step = op->getParentOfType<TrainStepOp>();
+  ScheduleAttr schedule = step ? step.getScheduleAttr() : ScheduleAttr();
+  if (!schedule || schedule.getHpzPartitionSize() <= 1)
+    return op->emitOpError(what)
+           << ", but the train step's schedule has no hpZ "
+              "(hpz_partition_size > 1)";
+  if (offloadsParams(step))
+    return op->emitOpError(what)
+           << ", but the train step offloads its parameters, which hpZ does "
+              "not support";
+  return success();
+}
+
+LogicalResult StoreSecondaryOp::verify() {
+  if (getPhase() != Phase::micro_step && getPhase() != Phase::first_micro_step)
+    return emitOpError("stores the hpZ secondary shard before the gathers "
+                       "that read it in the same optimizer step: its phase "
+                       "must be micro_step or first_micro_step, not ")
+           << stringifyPhase(getPhase());
+  return verifyHpzStep(*this, "stores an hpZ secondary shard");
 }
 
 /// A staged shard (`from`) of a stage-3 gather: exactly when the step
@@ -842,22 +883,32 @@ static LogicalResult verifyStagedShard(Operation *op, PartitionOp group,
 static LogicalResult verifyStage3Gather(Operation *op, PartitionOp group,
                                         TypedValue<RankedTensorType> result,
                                         SymbolTableCollection &tables,
-                                        StringRef wrongStage) {
+                                        StringRef wrongStage,
+                                        StringRef what = "result") {
   if (group.getStageValue() != 3)
     return op->emitOpError(wrongStage)
            << group.getSymName() << " is stage " << group.getStageValue();
   if (!result.getType().hasStaticShape() ||
       result.getType().getNumElements() != group.getPaddedNumelValue())
-    return op->emitOpError("result ")
-           << result.getType() << " must hold the "
+    return op->emitOpError(what)
+           << " " << result.getType() << " must hold the "
            << group.getPaddedNumelValue() << " (padded) elements of partition @"
            << group.getSymName();
   Type et = computeElementType(group, tables);
   Type resultEt = result.getType().getElementType();
   if (et && resultEt != et)
-    return op->emitOpError("result element type must be the compute type ")
-           << et << ", got " << resultEt;
+    return op->emitOpError(what) << " element type must be the compute type "
+                                 << et << ", got " << resultEt;
   return success();
+}
+
+/// A gather of the hpZ secondary shards (`secondary`) reads the device
+/// buffer zero.store_secondary filled, never a staged parameter shard.
+static LogicalResult verifySecondaryGather(Operation *op, Value shard) {
+  if (shard)
+    return op->emitOpError("gathers the hpZ secondary shards, so it reads no "
+                           "staged parameter shard");
+  return verifyHpzStep(op, "gathers the hpZ secondary shards");
 }
 
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
@@ -876,6 +927,8 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
                                 "gathers shards into a new buffer only at "
                                 "stage 3, @")))
     return failure();
+  if (getSecondary())
+    return verifySecondaryGather(*this, getShard());
   return verifyStagedShard(*this, *group, getShard(), getResult());
 }
 
@@ -886,7 +939,20 @@ LogicalResult PrefetchOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (failed(verifyStage3Gather(*this, *group, getResult(), tables,
                                 "prefetches only stage-3 partitions, @")))
     return failure();
+  if (getSecondary())
+    return verifySecondaryGather(*this, getShard());
   return verifyStagedShard(*this, *group, getShard(), getResult());
+}
+
+LogicalResult
+StoreSecondaryOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto group = lookupGroup(*this, tables, getGroupAttr());
+  if (failed(group))
+    return failure();
+  return verifyStage3Gather(*this, *group, getFull(), tables,
+                            "stores the secondary shard of stage-3 "
+                            "partitions only, @",
+                            "gathered buffer");
 }
 
 /// Shared checks of zero.reduce_scatter and zero.reduce.

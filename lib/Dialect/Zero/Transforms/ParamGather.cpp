@@ -66,7 +66,8 @@ public:
                int64_t maxReuseDistance, bool frozenOnce)
       : schedule(schedule), step(schedule.getStep()),
         persistenceThreshold(persistenceThreshold),
-        maxReuseDistance(maxReuseDistance), frozenOnce(frozenOnce) {}
+        maxReuseDistance(maxReuseDistance), frozenOnce(frozenOnce),
+        hpz(schedule.getHpzPartitionSize() > 1) {}
   LogicalResult run();
 
 private:
@@ -83,13 +84,19 @@ private:
   void emitIntervals(GroupUses &g);
   /// A value-form gather of `g` at `b`'s insertion point; with offloaded
   /// parameters its shard is first staged from host memory (a transfer and
-  /// its wait before the gather, the staged buffer freed after it).
-  AllGatherOp createGather(OpBuilder &b, Location loc, GroupUses &g);
+  /// its wait before the gather, the staged buffer freed after it). A
+  /// `secondary` one gathers the hpZ secondary shards.
+  AllGatherOp createGather(OpBuilder &b, Location loc, GroupUses &g,
+                           bool secondary = false);
 
   const StepSchedule &schedule;
   TrainStepOp step;
   int64_t persistenceThreshold, maxReuseDistance;
   bool frozenOnce;
+  /// ZeRO++ hpZ: a group gathered again later in the step keeps a
+  /// secondary shard after its first gather, and the later gathers collect
+  /// those over the hpZ group.
+  bool hpz;
   llvm::DenseMap<Operation *, int64_t> position;
   llvm::MapVector<Operation *, GroupUses> groups;      // PartitionOp -> uses
   llvm::DenseMap<Operation *, Operation *> groupOfGet; // GetParamOp -> group
@@ -153,12 +160,19 @@ void Stage3Gather::computeIntervals() {
     llvm::sort(g.intervalStarts);
 }
 
-AllGatherOp Stage3Gather::createGather(OpBuilder &b, Location loc,
-                                       GroupUses &g) {
+AllGatherOp Stage3Gather::createGather(OpBuilder &b, Location loc, GroupUses &g,
+                                       bool secondary) {
   auto type =
       RankedTensorType::get({g.group.getPaddedNumelValue()}, g.elementType);
   auto groupRef = FlatSymbolRefAttr::get(g.group.getSymNameAttr());
   Value shard;
+  if (secondary) {
+    auto gather =
+        AllGatherOp::create(b, loc, type, Type(), groupRef, BufferKindAttr(),
+                            IntegerAttr(), IntegerAttr(), UnitAttr(), Value());
+    gather.setSecondary(true);
+    return gather;
+  }
   if (schedule.areParamsOffloaded()) {
     auto shardType =
         RankedTensorType::get({g.group.getShardNumel()}, g.elementType);
@@ -274,7 +288,19 @@ void Stage3Gather::emitIntervals(GroupUses &g) {
           start = get;
       }
     b.setInsertionPoint(start);
-    AllGatherOp gather = createGather(b, start->getLoc(), g);
+    // hpZ: the first gather of a group gathered again fills the secondary
+    // shard (once per optimizer step: the parameters change only at the
+    // optimizer), which every later gather of the step collects within the
+    // hpZ group.
+    bool again = hpz && numIntervals > 1;
+    AllGatherOp gather = createGather(b, start->getLoc(), g, again && k > 0);
+    if (again && k == 0) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfter(gather);
+      auto store = StoreSecondaryOp::create(
+          b, start->getLoc(), gather.getResult(), gather.getGroupAttr());
+      store.setPhase(Phase::first_micro_step);
+    }
     for (GetParamOp get : owned)
       get.getSourceMutable().assign(gather.getResult());
     // Uses of views owned by other intervals get fresh views.
@@ -410,6 +436,15 @@ struct ZeroParamGatherPass
         return signalPassFailure();
       if (failed(recordParamOffload(step, *schedule)))
         return signalPassFailure();
+      if (schedule->getHpzPartitionSize() > 1 &&
+          getParamOffload(step) != OffloadDevice::none) {
+        mlir::emitError(step.getLoc())
+            << "zero-param-gather: hpZ (hpz_partition_size "
+            << schedule->getHpzPartitionSize()
+            << ") does not combine with offload-param: the secondary shards "
+               "live on the device";
+        return signalPassFailure();
+      }
       if (schedule->getStage() == 3) {
         // The buffers' memories follow the step's offload.
         schedule = StepSchedule::get(step);

@@ -101,11 +101,17 @@ struct ZeroPartitionPass
       }
       if (failed(divideBatch(step, worldSize)))
         return signalPassFailure();
-      step.setScheduleAttr(
-          ScheduleAttr::get(&getContext(), stage, worldSize, batch,
-                            /*accumulation_steps=*/1, ranksPerNode,
-                            /*hpz_partition_size=*/1,
-                            /*mics_shard_size=*/0));
+      // The schedule's verifier holds DeepSpeed's rules on hpZ (stage 3, a
+      // divisor of the world size).
+      auto attr = ScheduleAttr::getChecked(
+          [&] { return mlir::emitError(step.getLoc()) << "zero-partition: "; },
+          &getContext(), int64_t(stage), int64_t(worldSize), batch,
+          /*accumulation_steps=*/int64_t(1),
+          int64_t(ranksPerNode), int64_t(hpzPartitionSize),
+          /*mics_shard_size=*/int64_t(0));
+      if (!attr)
+        return signalPassFailure();
+      step.setScheduleAttr(attr);
     }
 
     // Groups: [first, last) ranges of `params` with their names.

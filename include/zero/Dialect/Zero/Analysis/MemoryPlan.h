@@ -18,19 +18,20 @@ namespace mlir::zero {
 
 /// What a buffer holds; the report and the memory picture sum by category.
 enum class MemoryCategory : unsigned {
-  Params,        ///< persistent parameters in the compute type
-  Grads,         ///< persistent gradients in the compute type
-  MasterParams,  ///< fp32 master parameters (none with fp32 compute)
-  AdamM,         ///< fp32 first moments
-  AdamV,         ///< fp32 second moments
-  Inputs,        ///< the step's input batch
-  Activations,   ///< forward values (those alive into backward are kept)
-  Gradients,     ///< backward values, including transient parameter gradients
-  ReduceBuckets, ///< bucket buffers of gradient reductions
-  GatherBuffers, ///< stage-3 gathered parameters
-  Optimizer,     ///< loss scale, overflow statistics
+  Params,          ///< persistent parameters in the compute type
+  Grads,           ///< persistent gradients in the compute type
+  MasterParams,    ///< fp32 master parameters (none with fp32 compute)
+  AdamM,           ///< fp32 first moments
+  AdamV,           ///< fp32 second moments
+  Inputs,          ///< the step's input batch
+  Activations,     ///< forward values (those alive into backward are kept)
+  Gradients,       ///< backward values, including transient parameter gradients
+  ReduceBuckets,   ///< bucket buffers of gradient reductions
+  GatherBuffers,   ///< stage-3 gathered parameters
+  Optimizer,       ///< loss scale, overflow statistics
+  SecondaryParams, ///< hpZ secondary shards of the gathered groups
 };
-constexpr unsigned kNumMemoryCategories = 11;
+constexpr unsigned kNumMemoryCategories = 12;
 StringRef stringifyMemoryCategory(MemoryCategory c);
 
 /// One piece of a step-arena buffer: bytes [offset, offset + bytes) live from

@@ -101,6 +101,11 @@ def ZeroVerifySchedulePass : Pass<"zero-verify-schedule", "::mlir::ModuleOp"> {
       after it (never with parameter shards in host memory); with offloaded
       parameters and the optimizer on the device, the new parameters are not
       stored once from the `zero.adam`'s staged buffer;
+    * with hpZ, a gather of a group's secondary shards comes before every
+      `zero.store_secondary` of that group in the step, or after the
+      optimizer's place (it would read the previous step's parameters), or
+      a store reads a buffer other than its group's own gather of the
+      parameter shards;
     * a parameter swap buffer serves two transfers at once (one from its
       issue to its `zero.wait`), or the transfers disagree on the buffers;
     * the phases disagree with what the ops do (`StepPhaseOpInterface`): the

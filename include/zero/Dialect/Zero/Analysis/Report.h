@@ -62,6 +62,9 @@ struct StepReport {
   int64_t vocabPaddingRows = 0, vocabPaddingElements = 0, vocabPaddingBytes = 0;
   /// Model states by buffer; params and grads are in the compute type.
   int64_t params = 0, grads = 0, masterParams = 0, adamM = 0, adamV = 0;
+  /// ZeRO++ hpZ: the persistent secondary shards (2 padded Psi / h bytes
+  /// per rank with 16-bit compute), beside the model states.
+  int64_t hpzSecondaryBytes = 0;
   /// The compute type of the parameters and gradients: fp32, bf16 or fp16.
   std::string paramDtype;
   /// Whether the fp32 parameters are their own masters (no master buffer).

@@ -51,6 +51,10 @@ struct PartitionBuffers {
   /// and each gather reads a staged device copy.
   bool paramsOffloaded = false;
   OffloadDevice paramDevice = OffloadDevice::none;
+  /// Whether the step keeps an hpZ secondary shard of the group (it stores
+  /// one: zero.store_secondary), padded_numel / hpz_partition_size elements
+  /// in the compute type on the device, frozen or not.
+  bool secondary = false;
   /// Elements of each buffer kind (indexed by BufferKind).
   int64_t numel[kNumBufferKinds] = {};
   /// Bytes of each buffer kind.
@@ -67,6 +71,8 @@ struct PartitionBuffers {
   }
   /// Whether the partition has a buffer of kind `kind`.
   bool hasBuffer(BufferKind kind) const {
+    if (kind == BufferKind::secondary)
+      return secondary;
     if (frozen)
       return kind == BufferKind::params;
     switch (kind) {

@@ -137,6 +137,7 @@ inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer,
   case BufferKind::params:
     return getOffloadMemory(param);
   case BufferKind::grads:
+  case BufferKind::secondary:
     return MemoryKind::device;
   case BufferKind::master:
   case BufferKind::exp_avg:
@@ -149,7 +150,7 @@ inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer,
   return MemoryKind::device;
 }
 /// Persistent buffer kinds, in BufferKind order.
-constexpr unsigned kNumBufferKinds = 7;
+constexpr unsigned kNumBufferKinds = 8;
 /// Whether ops of `phase` come after the optimizer.
 inline bool isAfterOptimizer(Phase phase) {
   return phase == Phase::step_end || phase == Phase::post_step;

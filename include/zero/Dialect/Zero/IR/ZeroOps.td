@@ -911,7 +911,7 @@ def Zero_BufferKind : I32EnumAttr<"BufferKind", "persistent buffer of a partitio
     I32EnumAttrCase<"params", 0>, I32EnumAttrCase<"grads", 1>,
     I32EnumAttrCase<"master", 2>, I32EnumAttrCase<"exp_avg", 3>,
     I32EnumAttrCase<"exp_avg_sq", 4>, I32EnumAttrCase<"host_grads", 5>,
-    I32EnumAttrCase<"host_params", 6>]> {
+    I32EnumAttrCase<"host_params", 6>, I32EnumAttrCase<"secondary", 7>]> {
   let cppNamespace = "::mlir::zero";
   let genSpecializedAttr = 0;
 }
@@ -979,12 +979,13 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   ];
 }
 
-class Zero_CollectiveOp<string mnemonic, list<Trait> traits = []>
+class Zero_CollectiveOp<string mnemonic, list<Trait> traits = [],
+                        list<string> moreMethods = []>
     : Zero_Op<mnemonic, !listconcat(traits, [
         DeclareOpInterfaceMethods<SymbolUserOpInterface>,
         DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
-            ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
-             "getMovedValue"]>,
+            !listconcat(["getCollectiveKind", "getElementRange",
+                         "getInPlaceBuffer", "getMovedValue"], moreMethods)>,
         Zero_StepPhaseOpInterface])> {
   let hasVerifier = 1;
   code commonDescription = [{
@@ -1003,7 +1004,8 @@ class Zero_CollectiveOp<string mnemonic, list<Trait> traits = []>
   }];
 }
 
-def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]> {
+def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments],
+    ["getRankSetKind"]> {
   let summary = "Gather every rank's part of a range (or of the whole shard)";
   let description = commonDescription # [{
 
@@ -1020,9 +1022,17 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
     it is issued in the first micro step only and kept to the end of the
     optimizer step.
 
+    A `secondary` gather (ZeRO++ hpZ, `hpz_partition_size` h > 1) gathers
+    the group's `secondary` shards, which `zero.store_secondary` filled
+    earlier in the optimizer step, over this rank's hpZ group of h
+    consecutive ranks instead of the `params` shards over the world: member
+    j of the hpZ group holds elements `[j * padded / h, (j + 1) * padded /
+    h)`. Its rank set is `hpz` (CollectiveOpInterface::getRankSetKind).
+
     ```mlir
     zero.all_gather group @flat in params [0, 4096)
     %full = zero.all_gather group @transformer.h.0 : tensor<7087872xbf16>
+    %again = zero.all_gather group @transformer.h.0 secondary : tensor<7087872xbf16>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$group,
@@ -1030,12 +1040,14 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
                        OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
                        UnitAttr:$persistent,
                        Optional<Zero_FlatTensor>:$shard,
-                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase,
+                       UnitAttr:$secondary);
   let results = (outs Optional<Zero_FlatTensor>:$result,
                       Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
     `group` $group (`from` $shard^ `:` type($shard))?
     (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)?
+    (`secondary` $secondary^)?
     (`persistent` $persistent^)? (`phase` $phase^)? attr-dict
     (`:` type($result)^)? (`->` type($token)^)?
   }];
@@ -1044,27 +1056,60 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
 def Zero_PrefetchOp : Zero_Op<"prefetch", [
     DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
         ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
-         "getMovedValue"]>,
+         "getMovedValue", "getRankSetKind"]>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Asynchronous stage-3 gather of a group ahead of its use";
   let description = [{
     Issued by `zero-prefetch` as early as the memory budget allows; the
     gathered buffer may be used only after the `zero.wait` of the token.
     With parameter offload it reads the staged shard `from` (see
-    `zero.transfer`), which must be freed after that wait.
+    `zero.transfer`), which must be freed after that wait. A `secondary`
+    prefetch gathers the hpZ secondary shards over the hpZ group, as
+    `zero.all_gather ... secondary` does.
 
     ```mlir
     %full, %t = zero.prefetch group @transformer.h.0 : tensor<7087872xbf16>
     zero.wait %t
+    %again, %t2 = zero.prefetch group @transformer.h.0 secondary : tensor<7087872xbf16>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, UnitAttr:$persistent,
-                       Optional<Zero_FlatTensor>:$shard);
+                       Optional<Zero_FlatTensor>:$shard, UnitAttr:$secondary);
   let results = (outs Zero_FlatTensor:$result, Zero_TokenType:$token);
   let assemblyFormat = [{
     `group` $group (`from` $shard^ `:` type($shard))?
+    (`secondary` $secondary^)?
     (`persistent` $persistent^)? attr-dict `:` type($result)
   }];
+}
+
+def Zero_StoreSecondaryOp : Zero_Op<"store_secondary", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    Zero_StepPhaseOpInterface]> {
+  let summary = "Keep this rank's hpZ slice of a gathered group";
+  let description = [{
+    ZeRO++ hpZ (`hpz_partition_size` h > 1 in the step's schedule): copies
+    this rank's slice of the gathered buffer `full` of stage-3 partition
+    `group` into the group's persistent `secondary` buffer. Member j of the
+    rank's hpZ group (h consecutive ranks, j = rank mod h) keeps elements
+    `[j * padded / h, (j + 1) * padded / h)`. Later gathers of the group in
+    the same optimizer step (`zero.all_gather ... secondary`) collect the
+    slices over the hpZ group alone, within the node. The parameters change
+    only at the optimizer, so one store per optimizer step suffices: it runs
+    in phase `first_micro_step` (or every micro step), never after the
+    optimizer, and the secondary is never read before it in the step
+    (`zero-verify-schedule`). The copy is local: no communication.
+
+    ```mlir
+    zero.store_secondary %full group @transformer.h.0 phase first_micro_step : tensor<7087872xbf16>
+    ```
+  }];
+  let arguments = (ins Zero_FlatTensor:$full, FlatSymbolRefAttr:$group,
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
+  let assemblyFormat = [{
+    $full `group` $group (`phase` $phase^)? attr-dict `:` type($full)
+  }];
+  let hasVerifier = 1;
 }
 
 class Zero_GradReductionOp<string mnemonic> : Zero_CollectiveOp<mnemonic> {
@@ -1590,7 +1635,9 @@ def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
     optimizer on NVMe, `master`, `exp_avg` and `exp_avg_sq` are byte
     offsets in the rank's swap file, multiples of 4096 (O_DIRECT), and
     `host_params` is present with fp32 compute too. A frozen partition has
-    `params` only.
+    `params` only, and `secondary` under hpZ. `secondary` (ZeRO++ hpZ) is
+    the device buffer of this rank's hpZ slice of the gathered group, present
+    exactly when the step stores one (`zero.store_secondary`).
 
     ```mlir
     #zero.buffer_offsets<params = 0, grads = 192, master = 320, exp_avg = 512, exp_avg_sq = 704>
@@ -1604,7 +1651,8 @@ def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
                         OptionalParameter<"std::optional<int64_t>">:$exp_avg,
                         OptionalParameter<"std::optional<int64_t>">:$exp_avg_sq,
                         OptionalParameter<"std::optional<int64_t>">:$host_grads,
-                        OptionalParameter<"std::optional<int64_t>">:$host_params);
+                        OptionalParameter<"std::optional<int64_t>">:$host_params,
+                        OptionalParameter<"std::optional<int64_t>">:$secondary);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

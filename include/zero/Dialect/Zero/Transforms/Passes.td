@@ -215,6 +215,9 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     rank on one node), the topology by which the report splits each
     collective's bytes between the links within and across nodes and the
     cost model prices them.
+    `hpz-partition-size` h > 1 (ZeRO++ hpZ, stage 3, h dividing the world
+    size) is recorded there too (`hpz_partition_size`), for
+    `zero-param-gather`.
 
     ```mlir
     zero.partition @flat stage 2 world_size 4 alignment 2 numel 269322 padded 269328
@@ -232,6 +235,11 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"0",
            "Ranks per node, rank r on node r / ranks-per-node; a divisor "
            "of world-size (0: every rank on one node)">,
+    Option<"hpzPartitionSize", "hpz-partition-size", "int64_t",
+           /*default=*/"1",
+           "ZeRO++ hpZ: ranks of a secondary parameter partition, 1 for none "
+           "(DeepSpeed: zero_hpz_partition_size; stage 3, a divisor of the "
+           "world size)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
@@ -391,6 +399,16 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     gather of the partition per step instead of K (or more, with reuse
     intervals), for a buffer held for the whole step. The default,
     `per-use`, treats frozen partitions like the others.
+
+    ZeRO++ hpZ (`hpz_partition_size` h > 1 in the step's schedule): a group
+    gathered more than once in the step (forward and backward uses farther
+    apart than the reuse distance, or a recomputation) keeps this rank's
+    slice of its first gather, `zero.store_secondary %full group @g phase
+    first_micro_step` right after it, and every later gather of it in the
+    step collects the slices over the hpZ group, `zero.all_gather group @g
+    secondary`. A persistent group, a frozen group gathered once and a group
+    gathered once in the step keep no secondary. hpZ with `offload-param`
+    is an error (the secondary shards live on the device).
 
     `offload-param=cpu` (DeepSpeed's `offload_param`, stage 3 only) records
     `param = cpu` in the step's offload (`#zero.offload`, whose optimizer
