@@ -100,6 +100,13 @@ struct DeepSpeedConfig {
   /// project's key for zero-param-gather's frozen-gather (DeepSpeed has
   /// none).
   DeepSpeedValue<std::string> frozenGather;
+  /// zero_optimization.mics_shard_size (-1: no MiCS) and
+  /// mics_hierarchical_params_gather.
+  DeepSpeedValue<int64_t> micsShardSize;
+  DeepSpeedValue<bool> micsHierarchicalParamsGather;
+  /// zero_optimization.zero_hpz_partition_size as given, for the rule that
+  /// MiCS and hpZ exclude each other.
+  DeepSpeedValue<int64_t> hpzPartitionSizeGiven;
 };
 
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.

@@ -64,6 +64,9 @@ struct Work {
   Type gemmType;
   /// Collectives: ring steps per (n-1) and bandwidth factor per (n-1)/n.
   unsigned ringPasses = 1;
+  /// Collectives: n, the ranks of the set they run over (the partition's
+  /// ranks, or the MiCS replicas).
+  int64_t ranks = 1;
   /// Collectives: which bus bandwidth of the preset they move at.
   enum Pattern { AllReduce, ReduceScatter, AllGather } pattern = AllReduce;
   /// Collectives: bytes of the kernel the compute stream runs once the
@@ -90,12 +93,14 @@ struct Work {
     w.bytes = bytes;
     return w;
   }
-  static Work collective(double bytes, unsigned passes, Pattern pattern) {
+  static Work collective(double bytes, unsigned passes, Pattern pattern,
+                         int64_t ranks) {
     Work w;
     w.kind = Collective;
     w.bytes = bytes;
     w.ringPasses = passes;
     w.pattern = pattern;
+    w.ranks = ranks;
     return w;
   }
 };
@@ -191,8 +196,20 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     // The full array: a layout range in the group's compute type, or the
     // tensor moved.
     double bytes;
-    if (std::optional<std::pair<int64_t, int64_t>> range =
-            collective.getElementRange())
+    const PartitionBuffers *group =
+        schedule.lookupPartition(collective.getGroupAttr());
+    RankSetKind set = collective.getRankSetKind();
+    int64_t ranks =
+        group ? schedule.getRankSetSize(set, group->partition) : int64_t(n);
+    std::optional<std::pair<int64_t, int64_t>> range =
+        collective.getElementRange();
+    if (range && set == RankSetKind::replicas && group) {
+      // The rank's owned part of the range (the most any rank owns).
+      PartitionOp p = group->partition;
+      int64_t owned = std::min(range->second - range->first,
+                               std::min(p.getShardNumel(), p.getNumelValue()));
+      bytes = double(owned) * getGroupElementBytes(collective.getGroupAttr());
+    } else if (range)
       bytes = double(range->second - range->first) *
               getGroupElementBytes(collective.getGroupAttr());
     else if (Value moved = collective.getMovedValue())
@@ -202,17 +219,17 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
                              "a value");
     switch (collective.getCollectiveKind()) {
     case CollectiveKind::all_gather:
-      return Work::collective(bytes, 1, Work::AllGather);
+      return Work::collective(bytes, 1, Work::AllGather, ranks);
     case CollectiveKind::all_reduce:
-      return Work::collective(bytes, 2, Work::AllReduce);
+      return Work::collective(bytes, 2, Work::AllReduce, ranks);
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::reduce: {
       // A reduce to each owner moves what a reduce-scatter does. A bucket
       // reduction of stages 2-3 ends with the add of this rank's sum into
       // its gradient shard (read both, write one) once complete.
-      Work w = Work::collective(bytes, 1, Work::ReduceScatter);
+      Work w = Work::collective(bytes, 1, Work::ReduceScatter, ranks);
       if (schedule.getStage() >= 2)
-        w.completionBytes = 3.0 * bytes / double(n);
+        w.completionBytes = 3.0 * bytes / double(ranks);
       return w;
     }
     }
@@ -344,10 +361,11 @@ double Simulator::seconds(const Work &w) const {
                                     : 2 * w.bytes / hw.memoryBandwidth);
   }
   case Work::Collective: {
-    if (n <= 1)
+    int64_t ranks = w.ranks;
+    if (ranks <= 1)
       return 0;
-    double steps = double(w.ringPasses) * (n - 1);
-    double volume = double(w.ringPasses) * (n - 1) / n * w.bytes;
+    double steps = double(w.ringPasses) * (ranks - 1);
+    double volume = double(w.ringPasses) * (ranks - 1) / ranks * w.bytes;
     double latency = hw.collectiveLatency;
     if (hw.skewCompute > 0 && hw.collectiveLatency > hw.backToBackLatency)
       latency = hw.backToBackLatency +
@@ -389,7 +407,7 @@ void Simulator::record(Operation *op, std::string name, const Work &w,
 }
 
 void Simulator::complete(Operation *op, const Work &w) {
-  if (w.completionBytes <= 0 || n <= 1)
+  if (w.completionBytes <= 0 || w.ranks <= 1)
     return;
   Work add = Work::kernel(w.completionBytes);
   double d = seconds(add);

@@ -87,6 +87,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   auto module = step->getParentOfType<ModuleOp>();
   r.stage = s.getStage();
   r.worldSize = s.getWorldSize();
+  r.micsShardSize = s.getMicsShardSize();
   r.accumulationSteps = s.getAccumulationSteps();
   CheckedInt c;
   for (ParamOp p : module.getOps<ParamOp>()) {
@@ -182,7 +183,6 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
       r.nvmeBuffers[kind] = c.add(r.nvmeBuffers[kind], b.bytes);
   }
 
-  int64_t n = s.getWorldSize();
   for (Operation &op : step.getBodyBlock()) {
     int64_t times = multiplicity(&op, s);
     auto collective = dyn_cast<CollectiveOpInterface>(op);
@@ -191,6 +191,10 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
     int64_t volume = 0, sent = 0;
     CollectiveKind kind = collective.getCollectiveKind();
     PartitionOp p = s.lookupPartition(collective.getGroupAttr())->partition;
+    // The ranks it runs over: the partition's (the world, or a MiCS shard
+    // group), or the replicas of rank 0's MiCS shard.
+    RankSetKind set = collective.getRankSetKind();
+    int64_t n = s.getRankSetSize(set, p);
     int64_t eb = getElementBytes(
         s.lookupPartition(collective.getGroupAttr())->computeType);
     std::optional<std::pair<int64_t, int64_t>> range =
@@ -219,7 +223,14 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
           eb);
       break;
     case CollectiveKind::all_reduce:
-      if (range) {
+      if (range && set == RankSetKind::replicas) {
+        // Rank 0's owned part of the range, summed over its replicas.
+        auto [ob, oe] = p.getOwnedRange(0);
+        int64_t owned = std::max<int64_t>(0, std::min(oe, range->second) -
+                                                 std::max(ob, range->first));
+        volume = c.mul(2, owned);
+        sent = c.mul(ringSendBytes(evenChunks(owned, n), 2, c), eb);
+      } else if (range) {
         volume = c.mul(2, range->second - range->first);
         sent = c.mul(
             ringSendBytes(evenChunks(range->second - range->first, n), 2, c),
@@ -367,6 +378,12 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
 /// depends on the total GPUs only; the host figure, which needs the GPUs per
 /// node the step does not know, is left to zero-estimate. None past 2^58
 /// parameters, where DeepSpeed's byte counts may leave int64.
+/// The ranks the model states are partitioned over: a MiCS shard group's,
+/// whose states are ZeRO-3's at that world size, or the world's.
+static int64_t modelStateRanks(const StepReport &r) {
+  return r.micsShardSize > 0 ? r.micsShardSize : r.worldSize;
+}
+
 static std::optional<::zero::estimate::DeepSpeedEstimate>
 estimateDeepSpeedGpu(const StepReport &r) {
   if ((r.stage != 2 && r.stage != 3) || r.paramCount > (int64_t(1) << 58))
@@ -377,7 +394,8 @@ estimateDeepSpeedGpu(const StepReport &r) {
   llvm::Expected<::zero::estimate::DeepSpeedEstimate> estimate =
       ::zero::estimate::estimateDeepSpeed(r.stage, r.paramCount, r.largestParam,
                                           /*gpusPerNode=*/1,
-                                          /*nodes=*/r.worldSize, options);
+                                          /*nodes=*/modelStateRanks(r),
+                                          options);
   if (!estimate) {
     llvm::consumeError(estimate.takeError());
     return std::nullopt;
@@ -415,8 +433,11 @@ static std::string bytesStr(int64_t b) {
 
 void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   int64_t S = r.paramCount, Sp = r.paddedParamCount, n = r.worldSize;
-  os << "ZeRO stage " << r.stage << " on " << n << " ranks: " << S
-     << " parameters in " << r.paramTensors << " tensors (largest "
+  os << "ZeRO stage " << r.stage << " on " << n << " ranks";
+  if (r.micsShardSize > 0)
+    os << " (MiCS: shard groups of " << r.micsShardSize << ", "
+       << n / r.micsShardSize << " replicas)";
+  os << ": " << S << " parameters in " << r.paramTensors << " tensors (largest "
      << r.largestParam << "), " << Sp << " after padding\n";
   if (r.frozenParamCount > 0)
     os << "Trainable: " << r.trainableParamCount
@@ -464,8 +485,9 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   // optimizer states.
   if (r.frozenParamCount > 0) {
     ::zero::estimate::FrozenModelStates states =
-        ::zero::estimate::modelStatesWithFrozen(
-            r.stage, r.trainableParamCount, r.frozenParamCount, r.worldSize);
+        ::zero::estimate::modelStatesWithFrozen(r.stage, r.trainableParamCount,
+                                                r.frozenParamCount,
+                                                modelStateRanks(r));
     row("ZeRO formula (" + compactFormula(states.formula) + ")", states.bytes);
   }
   if (r.optimizerOffloaded || r.paramsOffloaded) {
@@ -559,7 +581,7 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
                  : (r.paramsAreMasters ? fp32Frozen : mixedFrozen)[r.stage])
        << " (S = " << S << ", St = " << r.trainableParamCount
        << " trainable, S' = " << Sp << ", St' = " << r.paddedTrainableParamCount
-       << ", n = " << n
+       << ", n = " << modelStateRanks(r)
        << "): only the trainable parameters carry gradients and optimizer "
           "states (8 bytes of fp32 Adam moments each, 12 with an fp32 "
           "master), the frozen ones are held in their compute type alone. "
@@ -577,7 +599,8 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   } else {
     os << "\nModel states follow "
        << (r.paramsAreMasters ? fp32Formulas : mixedFormulas)[r.stage]
-       << " (S = " << S << ", S' = " << Sp << ", n = " << n << ")";
+       << " (S = " << S << ", S' = " << Sp << ", n = " << modelStateRanks(r)
+       << (r.micsShardSize > 0 ? ", the MiCS shard group" : "") << ")";
     if (r.paramsAreMasters)
       os << ", the fp32 parameters being their own masters; DeepSpeed's "
             "estimator assumes mixed precision (16-bit parameters and "

@@ -35,6 +35,8 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.stage = schedule.getStage();
   s.worldSize = schedule.getWorldSize();
   s.accumulationSteps = schedule.getAccumulationSteps();
+  s.micsShardSize = schedule.getMicsShardSize();
+  s.hpzPartitionSize = schedule.getHpzPartitionSize();
   s.optimizerDevice = getOptimizerOffload(step);
   s.optimizerOffloaded = s.optimizerDevice != OffloadDevice::none;
   s.paramDevice = getParamOffload(step);
@@ -100,6 +102,18 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   if (s.partitions.empty())
     return step.emitOpError("has no partitions: run zero-partition first");
   return s;
+}
+
+int64_t StepSchedule::getRankSetSize(RankSetKind kind, PartitionOp p) const {
+  switch (kind) {
+  case RankSetKind::group:
+    return p.getWorldSizeValue();
+  case RankSetKind::hpz:
+    return hpzPartitionSize;
+  case RankSetKind::replicas:
+    return getMicsReplicas();
+  }
+  llvm_unreachable("unknown rank set kind");
 }
 
 const PartitionBuffers *StepSchedule::lookupPartition(StringRef name) const {

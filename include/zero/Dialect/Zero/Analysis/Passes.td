@@ -92,6 +92,11 @@ def ZeroVerifySchedulePass : Pass<"zero-verify-schedule", "::mlir::ModuleOp"> {
       after it (never with parameter shards in host memory); with offloaded
       parameters and the optimizer on the device, the new parameters are not
       stored once from the `zero.adam`'s staged buffer;
+    * under MiCS with more than one shard group, a trainable partition's
+      gradient shard is not summed over the replicas (`zero.all_reduce ...
+      over replicas`) exactly once per step, element by element, after its
+      shard group's reductions completed and before the overflow check and
+      its `zero.adam` read it; a replica sum without replicas;
     * a parameter swap buffer serves two transfers at once (one from its
       issue to its `zero.wait`), or the transfers disagree on the buffers;
     * the phases disagree with what the ops do (`StepPhaseOpInterface`): the

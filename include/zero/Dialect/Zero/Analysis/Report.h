@@ -21,6 +21,9 @@ namespace mlir::zero {
 /// Everything zero-report prints; byte and element counts are exact.
 struct StepReport {
   int64_t stage = 0, worldSize = 1, accumulationSteps = 1;
+  /// MiCS: the ranks of a shard group, which the model states are
+  /// partitioned over (0 without MiCS).
+  int64_t micsShardSize = 0;
   int64_t paramCount = 0, paddedParamCount = 0, paramTensors = 0,
           largestParam = 0;
   /// Unpadded elements of the trainable and the frozen parameters (their

@@ -106,6 +106,16 @@ public:
   int64_t getStage() const { return stage; }
   int64_t getWorldSize() const { return worldSize; }
   int64_t getAccumulationSteps() const { return accumulationSteps; }
+  /// MiCS: the ranks of a shard group (0 without MiCS).
+  int64_t getMicsShardSize() const { return micsShardSize; }
+  /// The copies of each MiCS shard, one per shard group (1 without MiCS).
+  int64_t getMicsReplicas() const {
+    return micsShardSize > 0 ? worldSize / micsShardSize : 1;
+  }
+  /// The members of each rank's set of `kind` for a collective of
+  /// partition `p` (zrt_rank_set_of's size): the partition's ranks, the hpZ
+  /// group or the MiCS replicas.
+  int64_t getRankSetSize(RankSetKind kind, PartitionOp p) const;
   /// Whether the optimizer states live in host memory or on NVMe (the
   /// step's offload): the Adam runs on the host.
   bool isOptimizerOffloaded() const { return optimizerOffloaded; }
@@ -164,6 +174,8 @@ private:
   int64_t stage = 0;
   int64_t worldSize = 1;
   int64_t accumulationSteps = 1;
+  int64_t micsShardSize = 0;
+  int64_t hpzPartitionSize = 1;
   bool optimizerOffloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
   bool paramsOffloaded = false;
