@@ -28,6 +28,7 @@ namespace zrt {
 /// What a backend keeps per communicator besides MPI's (the CUDA backend's
 /// NCCL communicator and stream); each backend defines it.
 struct CommBackend;
+struct Group;
 } // namespace zrt
 
 /// The data-parallel world: MPI carries the bootstrap and the driver's host
@@ -70,6 +71,34 @@ Tokens allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
 /// The overflow statistics (fp32 {flag, squared norm}): the flag by max,
 /// the norm by sum.
 Tokens allReduceStats(zrt_comm *comm, const float *in, float *out);
+
+/// Sets up and tears down the backend's part of a Group's communicator
+/// (Groups.cpp), split from the world's MPI communicator.
+void startGroupBackend(zrt_comm *world, zrt_comm *comm);
+void stopGroupBackend(zrt_comm *comm);
+
+/// The collectives of a Group whose members span several nodes, in the two
+/// levels of zero_rt/topology.h over g.node and g.cross; the in-place forms'
+/// per-member counts and displacements as above. The tokens are the last
+/// level's.
+/// All-gather: across nodes, then within the node. `in`, unless null, is
+/// this member's segment (else it is at displs[g.me] of buf already).
+Tokens twoLevelAllGather(Group &g, int32_t dtype, const void *in, void *buf,
+                         const std::vector<int> &counts,
+                         const std::vector<int> &displs);
+/// Reduce to owners: segment m, reduced by ops[m] (ZRT_SUM, ZRT_MAX), within
+/// each node to the member of m's local index, then across nodes to m; the
+/// sum is in place at displs[m] of member m.
+Tokens twoLevelReduce(Group &g, int32_t dtype, void *buf,
+                      const std::vector<int> &counts,
+                      const std::vector<int> &displs,
+                      const std::vector<int32_t> &ops);
+/// All-reduce: twoLevelReduce, then twoLevelAllGather, from `in` (which may
+/// be `out`) into `out`.
+Tokens twoLevelAllReduce(Group &g, int32_t dtype, const void *in, void *out,
+                         const std::vector<int> &counts,
+                         const std::vector<int> &displs,
+                         const std::vector<int32_t> &ops);
 
 //===----------------------------------------------------------------------===//
 // Shared (World.cpp)

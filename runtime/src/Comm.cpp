@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Collectives.h"
+#include "Groups.h"
 #include "Kernels.h"
 #include "Tokens.h"
 
@@ -20,6 +21,9 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -30,10 +34,31 @@ using namespace zrt;
 
 namespace {
 
+/// A two-level collective (Groups.h) whose later levels start once the
+/// requests of the level before have completed.
+struct Chain {
+  /// The requests of the level in flight.
+  std::vector<MPI_Request> requests;
+  /// The levels not started yet, each appending its requests.
+  std::vector<std::function<void(std::vector<MPI_Request> &)>> levels;
+  size_t next = 0;
+  bool started() const { return next == levels.size(); }
+};
+
+/// A token's operation: one request, or a chain of levels.
+struct Pending {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::shared_ptr<Chain> chain;
+};
+
 struct CommState {
   MPI_Op sumBf16 = MPI_OP_NULL, maxBf16 = MPI_OP_NULL;
   MPI_Op sumF16 = MPI_OP_NULL, maxF16 = MPI_OP_NULL;
-  TokenTable<MPI_Request> tokens;
+  TokenTable<Pending> tokens;
+  /// The chains with levels still to start, in the order they were issued:
+  /// only the first may start its next level, so that every member starts
+  /// the later levels in the same order on their communicators.
+  std::deque<std::shared_ptr<Chain>> unstarted;
 };
 
 CommState &state() {
@@ -130,7 +155,50 @@ int mpiCount(int64_t count, const char *kernel) {
 
 /// Registers a started request and returns its token.
 int64_t track(MPI_Request request) {
-  return state().tokens.start([&](MPI_Request &slot, bool) { slot = request; });
+  return state().tokens.start([&](Pending &slot, bool) {
+    slot.request = request;
+    slot.chain.reset();
+  });
+}
+
+/// Whether every request completed (MPI_Testall, which frees them).
+bool testAll(std::vector<MPI_Request> &requests) {
+  int done = 1;
+  if (!requests.empty())
+    MPI_Testall(int(requests.size()), requests.data(), &done,
+                MPI_STATUSES_IGNORE);
+  return done;
+}
+
+/// Starts the next levels of the chains, in issue order, as far as their
+/// previous levels have completed; never blocks.
+void advanceChains() {
+  CommState &s = state();
+  while (!s.unstarted.empty()) {
+    Chain &c = *s.unstarted.front();
+    if (!testAll(c.requests))
+      return;
+    c.requests.clear();
+    c.levels[c.next++](c.requests);
+    if (c.started())
+      s.unstarted.pop_front();
+  }
+}
+
+/// Registers a two-level collective whose first level is in `requests`
+/// and returns its token.
+int64_t trackChain(
+    std::vector<MPI_Request> requests,
+    std::vector<std::function<void(std::vector<MPI_Request> &)>> levels) {
+  auto chain = std::make_shared<Chain>();
+  chain->requests = std::move(requests);
+  chain->levels = std::move(levels);
+  if (!chain->started())
+    state().unstarted.push_back(chain);
+  return state().tokens.start([&](Pending &slot, bool) {
+    slot.request = MPI_REQUEST_NULL;
+    slot.chain = chain;
+  });
 }
 
 /// Completes a request. MPI_Wait spins in Open MPI's progress loop without
@@ -145,7 +213,25 @@ int64_t track(MPI_Request request) {
 /// round per test, such as libnbc's MPI_Ireduce, several-fold).
 /// ZRT_WAIT=spin restores plain MPI_Wait, ZRT_WAIT=sleep sleeps 20 us
 /// between tests (see docs/benchmarks.md).
+template <typename Done>
+void waitUntil(Done &&done, MPI_Request *request);
+
 void waitRequest(MPI_Request *request) {
+  waitUntil(
+      [&] {
+        int done = 0;
+        MPI_Test(request, &done, MPI_STATUS_IGNORE);
+        return done != 0;
+      },
+      request);
+}
+
+/// Waits until done() (which tests requests) holds, by the ZRT_WAIT policy;
+/// `request`, when not null, is what MPI_Wait may block on instead. While
+/// two-level collectives have levels to start, every test also starts what
+/// it can of them: a peer may be waiting for them.
+template <typename Done>
+void waitUntil(Done &&isDone, MPI_Request *request) {
   constexpr double kSpinSeconds = 20e-6;
   // 0: MPI_Wait, 1: test and yield (default), 2: test and sleep.
   static const int policy = [] {
@@ -156,16 +242,19 @@ void waitRequest(MPI_Request *request) {
       return 2;
     return 1;
   }();
-  if (policy == 0) {
+  CommState &s = state();
+  if (policy == 0 && request && s.unstarted.empty()) {
     MPI_Wait(request, MPI_STATUS_IGNORE);
     return;
   }
-  int done = 0;
   double start = MPI_Wtime();
   for (;;) {
-    MPI_Test(request, &done, MPI_STATUS_IGNORE);
-    if (done)
+    if (!s.unstarted.empty())
+      advanceChains();
+    if (isDone())
       return;
+    if (policy == 0)
+      continue;
     if (MPI_Wtime() - start > kSpinSeconds) {
       if (policy == 1)
         sched_yield();
@@ -243,8 +332,13 @@ extern "C" int64_t zrt_all_reduce(zrt_comm *comm, int32_t dtype, int32_t op,
 
 extern "C" void zrt_wait(int64_t token) {
   CommState &s = state();
-  MPI_Request request = s.tokens.handle(token);
-  waitRequest(&request);
+  Pending pending = s.tokens.handle(token);
+  if (Chain *chain = pending.chain.get())
+    // Its levels start in turn, earlier chains' first.
+    waitUntil([&] { return chain->started() && testAll(chain->requests); },
+              nullptr);
+  else
+    waitRequest(&pending.request);
   s.tokens.finish(token);
 }
 
@@ -253,12 +347,13 @@ extern "C" void zrt_wait_all(void) { state().tokens.waitAll(zrt_wait); }
 extern "C" void zrt_progress(void) {
   // MPI_Test completes what it can; a completed request becomes
   // MPI_REQUEST_NULL, which the token's zrt_wait then returns at once.
-  state().tokens.forEachLive([](MPI_Request &request) {
-    if (request != MPI_REQUEST_NULL) {
+  state().tokens.forEachLive([](Pending &pending) {
+    if (pending.request != MPI_REQUEST_NULL) {
       int done;
-      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      MPI_Test(&pending.request, &done, MPI_STATUS_IGNORE);
     }
   });
+  advanceChains();
 }
 
 //===----------------------------------------------------------------------===//
@@ -308,4 +403,170 @@ Tokens zrt::allReduceStats(zrt_comm *comm, const float *in, float *out) {
   int64_t flag = zrt_all_reduce(comm, ZRT_F32, ZRT_MAX, in, out, 1);
   int64_t norm = zrt_all_reduce(comm, ZRT_F32, ZRT_SUM, in + 1, out + 1, 1);
   return {flag, norm};
+}
+
+//===----------------------------------------------------------------------===//
+// Two levels (Groups.h)
+//===----------------------------------------------------------------------===//
+//
+// The first level starts in the call, on g.node or g.cross; the later ones
+// start once the level before has completed, when a wait or zrt_progress
+// gets to them (advanceChains), on g.nodeLate and g.crossLate. Every member
+// starts first levels in program order and later levels in the order of
+// their collectives, so each communicator sees its calls in one order on
+// all its members. A collective's token is its chain.
+
+void zrt::startGroupBackend(zrt_comm *, zrt_comm *) {}
+void zrt::stopGroupBackend(zrt_comm *) {}
+
+namespace {
+
+using Level = std::function<void(std::vector<MPI_Request> &)>;
+
+char *segment(void *buf, int displ, int64_t elemSize) {
+  return static_cast<char *>(buf) + int64_t(displ) * elemSize;
+}
+
+/// Across nodes, over `comm` (a cross communicator): the segments of this
+/// member's local index; `in`, unless null, is this member's.
+void gatherAcross(const Group &g, MPI_Comm comm, int32_t dtype, const void *in,
+                  void *buf, const std::vector<int> &counts,
+                  const std::vector<int> &displs,
+                  std::vector<MPI_Request> &requests) {
+  Typed t = typed(dtype, ZRT_SUM);
+  int q = int(g.membersPerNode), l = g.localIndex();
+  std::vector<int> crossCounts, crossDispls;
+  for (int b = 0; b < g.nodes(); ++b) {
+    crossCounts.push_back(counts[size_t(b * q + l)]);
+    crossDispls.push_back(displs[size_t(b * q + l)]);
+  }
+  const void *send = MPI_IN_PLACE;
+  int sendCount = 0;
+  if (in && in != segment(buf, displs[size_t(g.me)], t.elemSize)) {
+    send = in;
+    sendCount = counts[size_t(g.me)];
+  }
+  MPI_Request request;
+  MPI_Iallgatherv(send, sendCount, t.type, buf, crossCounts.data(),
+                  crossDispls.data(), t.type, comm, &request);
+  requests.push_back(request);
+}
+
+/// Within the node, over `comm`: each node's consecutive block of segments,
+/// every member contributing what it gathered across nodes.
+void gatherWithin(const Group &g, MPI_Comm comm, int32_t dtype, void *buf,
+                  const std::vector<int> &counts,
+                  const std::vector<int> &displs,
+                  std::vector<MPI_Request> &requests) {
+  Typed t = typed(dtype, ZRT_SUM);
+  int q = int(g.membersPerNode);
+  for (int b = 0; b < g.nodes(); ++b) {
+    std::vector<int> blockCounts(counts.begin() + b * q,
+                                 counts.begin() + (b + 1) * q);
+    std::vector<int> blockDispls(displs.begin() + b * q,
+                                 displs.begin() + (b + 1) * q);
+    MPI_Request request;
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, blockCounts.data(),
+                    blockDispls.data(), t.type, comm, &request);
+    requests.push_back(request);
+  }
+}
+
+/// Starts the in-place reduce of segment m to `root` of `comm`.
+void reduceSegment(int32_t dtype, void *buf, const std::vector<int> &counts,
+                   const std::vector<int> &displs,
+                   const std::vector<int32_t> &ops, int m, int root,
+                   bool atRoot, MPI_Comm comm,
+                   std::vector<MPI_Request> &requests) {
+  if (counts[size_t(m)] == 0)
+    return;
+  Typed t = typed(dtype, ops[size_t(m)]);
+  char *seg = segment(buf, displs[size_t(m)], t.elemSize);
+  MPI_Request request;
+  MPI_Ireduce(atRoot ? MPI_IN_PLACE : seg, seg, counts[size_t(m)], t.type, t.op,
+              root, comm, &request);
+  requests.push_back(request);
+}
+
+/// Within each node, over `comm`: segment m to the member of local index
+/// m % q, reduced by ops[m].
+void reduceWithin(const Group &g, MPI_Comm comm, int32_t dtype, void *buf,
+                  const std::vector<int> &counts,
+                  const std::vector<int> &displs,
+                  const std::vector<int32_t> &ops,
+                  std::vector<MPI_Request> &requests) {
+  int q = int(g.membersPerNode);
+  for (int m = 0; m < g.size(); ++m)
+    reduceSegment(dtype, buf, counts, displs, ops, m, m % q,
+                  g.localIndex() == m % q, comm, requests);
+}
+
+/// Across nodes, over `comm`: the node sums of this local index's segments,
+/// each to its member's node.
+void reduceAcross(const Group &g, MPI_Comm comm, int32_t dtype, void *buf,
+                  const std::vector<int> &counts,
+                  const std::vector<int> &displs,
+                  const std::vector<int32_t> &ops,
+                  std::vector<MPI_Request> &requests) {
+  int q = int(g.membersPerNode);
+  for (int b = 0; b < g.nodes(); ++b)
+    reduceSegment(dtype, buf, counts, displs, ops, b * q + g.localIndex(), b,
+                  b == g.me / q, comm, requests);
+}
+
+} // namespace
+
+Tokens zrt::twoLevelAllGather(Group &g, int32_t dtype, const void *in,
+                              void *buf, const std::vector<int> &counts,
+                              const std::vector<int> &displs) {
+  std::vector<MPI_Request> first;
+  gatherAcross(g, g.cross->comm, dtype, in, buf, counts, displs, first);
+  const Group *group = &g;
+  Level within = [=](std::vector<MPI_Request> &requests) {
+    gatherWithin(*group, group->nodeLate->comm, dtype, buf, counts, displs,
+                 requests);
+  };
+  return {trackChain(std::move(first), {within})};
+}
+
+Tokens zrt::twoLevelReduce(Group &g, int32_t dtype, void *buf,
+                           const std::vector<int> &counts,
+                           const std::vector<int> &displs,
+                           const std::vector<int32_t> &ops) {
+  std::vector<MPI_Request> first;
+  reduceWithin(g, g.node->comm, dtype, buf, counts, displs, ops, first);
+  const Group *group = &g;
+  Level across = [=](std::vector<MPI_Request> &requests) {
+    reduceAcross(*group, group->crossLate->comm, dtype, buf, counts, displs,
+                 ops, requests);
+  };
+  return {trackChain(std::move(first), {across})};
+}
+
+Tokens zrt::twoLevelAllReduce(Group &g, int32_t dtype, const void *in,
+                              void *out, const std::vector<int> &counts,
+                              const std::vector<int> &displs,
+                              const std::vector<int32_t> &ops) {
+  if (in != out) {
+    int64_t total = 0;
+    for (int c : counts)
+      total += c;
+    std::memcpy(out, in, size_t(total * typed(dtype, ZRT_SUM).elemSize));
+  }
+  std::vector<MPI_Request> first;
+  reduceWithin(g, g.node->comm, dtype, out, counts, displs, ops, first);
+  const Group *group = &g;
+  Level reduce = [=](std::vector<MPI_Request> &requests) {
+    reduceAcross(*group, group->crossLate->comm, dtype, out, counts, displs,
+                 ops, requests);
+  };
+  Level gather = [=](std::vector<MPI_Request> &requests) {
+    gatherAcross(*group, group->crossLate->comm, dtype, nullptr, out, counts,
+                 displs, requests);
+  };
+  Level within = [=](std::vector<MPI_Request> &requests) {
+    gatherWithin(*group, group->nodeLate->comm, dtype, out, counts, displs,
+                 requests);
+  };
+  return {trackChain(std::move(first), {reduce, gather, within})};
 }

@@ -25,6 +25,7 @@
 #include "DataSource.h"
 #include "Device.h"
 #include "Files.h"
+#include "Groups.h"
 #include "Interrupt.h"
 #include "Memory.h"
 #include "Mpi.h"
@@ -98,6 +99,9 @@ private:
   bool setUp(int argc, char **argv, int &exitCode);
   void checkOutputs();
   bool checkWorld();
+  /// The run's nodes against the compiled topology, and the Groups of the
+  /// step's collectives (throws on every rank alike).
+  void startTopology();
   void chooseThreads();
   /// Rows of the global batch: this rank's and every rank's per micro
   /// step, and every rank's per step.
@@ -166,6 +170,11 @@ private:
   /// The progress lines and --log-json (set up by setUp).
   std::unique_ptr<StepLog> stepLog;
   int64_t maxPeak = 0;
+  /// Rank 0's communication per step by kind: the last trained step's, and
+  /// whether an earlier step's differed.
+  std::array<LinkBytes, kNumCommKinds> stepComm{};
+  bool commMeasured = false, commVaried = false;
+  void printCommReport();
   /// Whether the program left collectives unwaited at the end of a step,
   /// and whether an overflow at the minimum loss scale was warned about.
   bool warnedSlots = false, warnedMinScale = false;
@@ -246,6 +255,35 @@ bool Driver::checkWorld() {
   return true;
 }
 
+void Driver::startTopology() {
+  const Manifest &m = manifest;
+  // A program without ranks_per_node runs on whatever nodes as one: its
+  // collectives are the world's, in one level. An explicit --ranks-per-node
+  // must still be its one node.
+  if (m.ranksPerNode == 0 && opts.ranksPerNode == 0) {
+    setTopology(ctx.comm, 0, m.hpzPartitionSize, m.micsShardSize);
+    return;
+  }
+  int64_t run = runRanksPerNode(ctx.comm, opts.ranksPerNode);
+  int64_t compiled = m.ranksPerNode > 0 ? m.ranksPerNode : m.worldSize;
+  if (run != compiled) {
+    std::string source =
+        opts.ranksPerNode == 0 ? std::string("MPI's shared-memory nodes")
+        : opts.ranksPerNodeFromEnv
+            ? "ZRT_RANKS_PER_NODE=" + std::to_string(opts.ranksPerNode)
+            : "--ranks-per-node " + std::to_string(opts.ranksPerNode);
+    throw std::runtime_error(
+        "this program was compiled for nodes of " + std::to_string(compiled) +
+        " rank(s) (schedule " + m.hashText + ") but runs on nodes of " +
+        std::to_string(run) + " rank(s) (" + source + "): start it on nodes " +
+        "of " + std::to_string(compiled) + " ranks (--ranks-per-node " +
+        std::to_string(compiled) +
+        " simulates them) or recompile with ranks-per-node " +
+        std::to_string(run));
+  }
+  setTopology(ctx.comm, m.ranksPerNode, m.hpzPartitionSize, m.micsShardSize);
+}
+
 void Driver::chooseThreads() {
   if (opts.threads > 0) {
     zrt_set_num_threads(opts.threads);
@@ -308,6 +346,8 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   if (!everywhere([&] { manifest = Manifest::parse(program->manifest); }))
     return false;
   if (!checkWorld())
+    return false;
+  if (!everywhere([&] { startTopology(); }))
     return false;
   chooseThreads();
   // The backend's device (a GPU per rank on a node for CUDA), before any
@@ -732,7 +772,13 @@ bool Driver::trainSteps() {
     if (ctx.rank == 0)
       noteProgress(step);
     float scale = zrt_loss_scaler_scale(&ctx.scaler);
+    resetCommCounters();
     StepTimes times = runStep(step);
+    // Before an evaluation's gathers.
+    const std::array<LinkBytes, kNumCommKinds> &comm = commCounters();
+    commVaried |= commMeasured && comm != stepComm;
+    stepComm = comm;
+    commMeasured = true;
     // The count is all-reduced: every rank stops here together.
     if (ctx.noLabels) {
       if (ctx.rank == 0)
@@ -747,6 +793,7 @@ bool Driver::trainSteps() {
         evalData &&
         (last || (opts.evalEvery > 0 && step % opts.evalEvery == 0));
     StepRecord record = agree(step, scale, times, evaluating);
+    record.comm = stepComm;
     stepLog->write(record);
     if (std::isnan(record.loss) || std::isinf(record.loss)) {
       if (ctx.rank == 0)
@@ -973,6 +1020,24 @@ void Driver::printMemoryReport() {
   std::fflush(stdout);
 }
 
+void Driver::printCommReport() {
+  for (int k = 0; k < kNumCommKinds; ++k) {
+    const LinkBytes &measured = stepComm[size_t(k)];
+    const LinkBytes &planned = manifest.plannedComm[size_t(k)];
+    if (measured == LinkBytes{} && planned == LinkBytes{})
+      continue;
+    std::printf("communication %s: measured intra %lld inter %lld bytes per "
+                "step, planned intra %lld inter %lld%s\n",
+                kCommKindNames[k], (long long)measured.intraNode,
+                (long long)measured.interNode, (long long)planned.intraNode,
+                (long long)planned.interNode,
+                commVaried            ? ": MISMATCH (differs by step)"
+                : measured == planned ? ""
+                                      : ": MISMATCH");
+  }
+  std::fflush(stdout);
+}
+
 int Driver::run(int argc, char **argv) {
   int exitCode = 1;
   if (!setUp(argc, argv, exitCode))
@@ -1004,6 +1069,8 @@ int Driver::run(int argc, char **argv) {
   // part of the plan.
   if (ok && ctx.rank == 0 && maxPeak > 0)
     printMemoryReport();
+  if (ok && ctx.rank == 0 && commMeasured && manifest.hasPlannedComm)
+    printCommReport();
   // Repeated at the very end (stdout, after everything else rank 0
   // prints), where a reader of the output looks first.
   stepLog->printSkips();

@@ -498,6 +498,27 @@ Manifest Manifest::parse(const std::string &text) {
   m.paramSwapOffset = plan.paramSwapOffset.value_or(0);
   m.paramSwapBytes = plan.paramSwapBytes.value_or(0);
   m.paramNvmePath = w.paramNvmePath.value_or(std::string());
+  if (const std::optional<manifest::CommByKind> &comm = plan.comm) {
+    m.hasPlannedComm = true;
+    const std::optional<manifest::CommBytes> *kinds[kNumCommKinds] = {
+        &comm->allGather, &comm->reduceScatter, &comm->reduce,
+        &comm->allReduce};
+    for (int k = 0; k < kNumCommKinds; ++k) {
+      if (!*kinds[k])
+        continue;
+      const manifest::CommBytes &b = **kinds[k];
+      if (b.intraNodeBytes < 0 || b.interNodeBytes < 0)
+        invalid("key '" +
+                keyPath(manifest::Program::planKey, manifest::Plan::commKey) +
+                "." + kCommKindNames[k] + "' has negative bytes");
+      m.plannedComm[size_t(k)] = {b.intraNodeBytes, b.interNodeBytes};
+    }
+  }
+  if (const std::optional<manifest::Topology> &t = w.topology) {
+    m.ranksPerNode = t->ranksPerNode;
+    m.hpzPartitionSize = t->hpzPartitionSize;
+    m.micsShardSize = t->micsShardSize;
+  }
   if (const std::optional<manifest::MemoryTimeline> &t = w.memoryTimeline) {
     m.plannedLiveBytes = t->liveBytes;
     m.plannedScratchBytes = t->scratchBytes;
@@ -511,6 +532,33 @@ Manifest Manifest::parse(const std::string &text) {
     invalid("world size and accumulation steps must be positive");
   if (m.persistentBytes < 0 || m.arenaBytes < 0)
     invalid("negative arena size");
+  // The rules #zero.schedule verifies.
+  using manifest::Topology;
+  auto topologyKey = [](const char *key) {
+    return "key '" + keyPath(manifest::Program::topologyKey, key) + "' ";
+  };
+  if (m.ranksPerNode < 0 ||
+      (m.ranksPerNode > 0 && m.worldSize % m.ranksPerNode))
+    invalid(topologyKey(Topology::ranksPerNodeKey) +
+            std::to_string(m.ranksPerNode) +
+            " does not divide the world size " + std::to_string(m.worldSize));
+  if (m.hpzPartitionSize < 1 || m.worldSize % m.hpzPartitionSize)
+    invalid(topologyKey(Topology::hpzPartitionSizeKey) +
+            std::to_string(m.hpzPartitionSize) +
+            " is not a positive divisor of the world size " +
+            std::to_string(m.worldSize));
+  if (m.micsShardSize < 0 ||
+      (m.micsShardSize > 0 && m.worldSize % m.micsShardSize))
+    invalid(topologyKey(Topology::micsShardSizeKey) +
+            std::to_string(m.micsShardSize) +
+            " does not divide the world size " + std::to_string(m.worldSize));
+  if ((m.hpzPartitionSize > 1 || m.micsShardSize > 0) && m.stage != 3)
+    invalid(topologyKey(m.hpzPartitionSize > 1 ? Topology::hpzPartitionSizeKey
+                                               : Topology::micsShardSizeKey) +
+            "needs stage 3, the program is stage " + std::to_string(m.stage));
+  if (m.hpzPartitionSize > 1 && m.micsShardSize > 0)
+    invalid(topologyKey(Topology::hpzPartitionSizeKey) +
+            "and mics_shard_size exclude each other");
   int64_t optimizerNvme = m.optimizerNvmeBytes();
   constexpr int64_t kBlock = ZRT_NVME_BLOCK_BYTES;
   if (m.nvmeBytes < 0 || m.nvmeBytes % kBlock || m.swapOffset % kBlock ||

@@ -144,12 +144,31 @@ struct InputInfo {
   int64_t elementBytes() const;
 };
 
+/// The collective kinds of the communication accounting, the report's
+/// CollectiveKind names in its order.
+enum CommKind : int { kAllGather, kReduceScatter, kReduce, kAllReduce };
+constexpr int kNumCommKinds = 4;
+constexpr const char *kCommKindNames[kNumCommKinds] = {
+    "all_gather", "reduce_scatter", "reduce", "all_reduce"};
+
+/// Bytes a rank sends within its node and between nodes.
+struct LinkBytes {
+  int64_t intraNode = 0, interNode = 0;
+  bool operator==(const LinkBytes &o) const {
+    return intraNode == o.intraNode && interNode == o.interNode;
+  }
+};
+
 struct Manifest {
   int32_t version = 0;
   int32_t stage = 0;
   int32_t worldSize = 1;
   int32_t accumulationSteps = 1;
   int64_t globalBatch = 0;
+  /// The compiled topology (zero_rt/topology.h): ranks per node (0: one
+  /// node, the manifest has no topology), hpZ group size (1: none), MiCS
+  /// shard group size (0: none).
+  int64_t ranksPerNode = 0, hpzPartitionSize = 1, micsShardSize = 0;
   /// The loss scaler's kind, for the whole step (each partition has its
   /// own compute dtype).
   std::string precision; // fp32, bf16, fp16
@@ -209,6 +228,11 @@ struct Manifest {
   /// first backward op (-1: none). --trace copies it next to the measurement.
   std::vector<int64_t> plannedLiveBytes, plannedScratchBytes;
   int64_t backwardStart = -1;
+  /// The plan's communication of rank 0 per optimizer step by CommKind
+  /// (plan.comm; hasPlannedComm false when absent, a kind the step does not
+  /// run plans zero bytes).
+  bool hasPlannedComm = false;
+  std::array<LinkBytes, kNumCommKinds> plannedComm{};
 
   /// Parses and validates a manifest; throws std::runtime_error.
   static Manifest parse(const std::string &text);

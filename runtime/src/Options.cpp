@@ -80,6 +80,10 @@ const char *const zrt::kUsage =
     "                          scripts/memory-plot.py draws both)\n"
     "  --threads N             OpenMP threads per rank (default: cores /\n"
     "                          ranks on the node, or OMP_NUM_THREADS)\n"
+    "  --ranks-per-node K      simulate nodes of K ranks (rank r on node\n"
+    "                          r / K) instead of MPI's shared-memory nodes;\n"
+    "                          also ZRT_RANKS_PER_NODE=K (mpirun -x). Must\n"
+    "                          match the program's compiled topology\n"
     "  --collective-timeout-s S\n"
     "                          abort every rank when a collective of a\n"
     "                          training step waits longer than S seconds\n"
@@ -120,6 +124,16 @@ int64_t parseCount(const std::string &opt, const std::string &text) {
   long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno == ERANGE || v < 0)
     fail("option " + opt + " needs a non-negative integer, got '" + text + "'");
+  return v;
+}
+
+/// A count of ranks per node, K >= 1; `what` names where it came from.
+int64_t parseRanksPerNode(const std::string &what, const std::string &text) {
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < 1 || v > INT32_MAX)
+    fail(what + " needs a positive number of ranks, got '" + text + "'");
   return v;
 }
 
@@ -233,6 +247,9 @@ Options zrt::parseOptions(int argc, char **argv) {
       if (t < 1 || t > 4096)
         fail("option --threads needs a count in [1, 4096]");
       o.threads = int(t);
+    } else if (name == "--ranks-per-node") {
+      std::string v = next();
+      o.ranksPerNode = parseRanksPerNode("option --ranks-per-node", v);
     } else if (name == "--data")
       text(o.data);
     else if (name == "--data-dtype") {
@@ -272,6 +289,11 @@ Options zrt::parseOptions(int argc, char **argv) {
   }
   if (o.help)
     return o;
+  if (o.ranksPerNode == 0)
+    if (const char *env = std::getenv("ZRT_RANKS_PER_NODE"); env && *env) {
+      o.ranksPerNode = parseRanksPerNode("ZRT_RANKS_PER_NODE", env);
+      o.ranksPerNodeFromEnv = true;
+    }
   if (!o.data.empty() && (!o.inputs.empty() || !o.labels.empty()))
     fail("--data (tokens) and --inputs/--labels (features) exclude each other");
   if (o.inputs.empty() != o.labels.empty())

@@ -43,6 +43,10 @@ struct Options {
   std::string injectKillAt = "rank-file";
   int64_t injectHangRank = -1, injectHangStep = 0;
   int threads = 0;
+  /// --ranks-per-node, else ZRT_RANKS_PER_NODE (0: MPI's shared-memory
+  /// nodes).
+  int64_t ranksPerNode = 0;
+  bool ranksPerNodeFromEnv = false;
   bool quiet = false;
   bool help = false;
   bool printManifest = false;

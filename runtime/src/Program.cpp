@@ -24,6 +24,7 @@
 
 #include "Collectives.h"
 #include "Device.h"
+#include "Groups.h"
 #include "Kernels.h"
 #include "Manifest.h"
 #include "Nvme.h"
@@ -81,6 +82,10 @@ DecayRanges decayRanges(const zrt_ctx &ctx, int32_t p,
   return out;
 }
 
+/// The Group the step's collectives run over: the world, in one level or
+/// two (Groups.h).
+Group &worldGroup(zrt_ctx *ctx) { return groupOf(ctx->comm, ZRT_RANKS_GROUP); }
+
 /// zrt_adam's schedule argument: null for a constant learning rate.
 const zrt_lr_schedule *lrSchedule(const Manifest &m) {
   return m.schedule.kind == ZRT_LR_CONSTANT ? nullptr : &m.schedule;
@@ -115,9 +120,10 @@ extern "C" void zrt_ctx_all_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_all_reduce_grads");
   checkRange(part, begin, end, part.counts[kGrads], "zrt_ctx_all_reduce_grads");
   char *g = element(ctx->buffer(p, kGrads), begin, part);
-  int64_t token =
-      zrt_all_reduce(ctx->comm, part.computeDtype, ZRT_SUM, g, g, end - begin);
-  launch(ctx, slot, "all_reduce grads", {token}, nullptr);
+  launch(ctx, slot, "all_reduce grads",
+         allReduce(worldGroup(ctx), kAllReduce, part.computeDtype, ZRT_SUM, g,
+                   end - begin),
+         nullptr);
 }
 
 extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
@@ -132,8 +138,8 @@ extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
   int64_t eb = part.computeBytes;
   int64_t sumAt;
   Tokens tokens =
-      reduceScatterInPlace(ctx->comm, part.computeDtype,
-                           element(g, begin, part), counts, displs, sumAt);
+      reduceScatter(worldGroup(ctx), kReduceScatter, part.computeDtype,
+                    element(g, begin, part), counts, displs, sumAt);
   // Move the sum to the owned slot of the full buffer if it landed elsewhere.
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
   launch(ctx, slot, "reduce_scatter grads", std::move(tokens), [=] {
@@ -173,11 +179,13 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
   splitByOwner(ctx, part, begin, end, counts, displs, call);
   Tokens tokens;
   int64_t sumAt; // where this rank's sum is once complete
+  Group &group = worldGroup(ctx);
   if (toOwners) {
-    tokens = reduceToOwners(ctx->comm, dt, bucket, counts, displs);
+    tokens = reduceToOwners(group, kReduce, dt, bucket, counts, displs);
     sumAt = displs[size_t(ctx->rank)];
   } else {
-    tokens = reduceScatterInPlace(ctx->comm, dt, bucket, counts, displs, sumAt);
+    tokens =
+        reduceScatter(group, kReduceScatter, dt, bucket, counts, displs, sumAt);
   }
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
   int64_t shardAt = mine.begin - ctx->manifest->owned(part, ctx->rank).begin;
@@ -202,7 +210,8 @@ extern "C" void zrt_ctx_all_gather_params(zrt_ctx *ctx, int32_t p,
   splitByOwner(ctx, part, begin, end, counts, displs, call);
   char *params = element(ctx->buffer(p, kParams), begin, part);
   launch(ctx, slot, "all_gather params",
-         allGatherInPlace(ctx->comm, part.computeDtype, params, counts, displs),
+         allGather(worldGroup(ctx), kAllGather, part.computeDtype, params,
+                   counts, displs),
          nullptr);
 }
 
@@ -211,9 +220,10 @@ extern "C" void zrt_ctx_gather_partition(zrt_ctx *ctx, int32_t p, void *out,
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_gather_partition");
   if (ctx->manifest->stage != 3)
     fatal("zrt_ctx_gather_partition: needs a stage-3 program");
-  int64_t token = zrt_all_gather(ctx->comm, part.computeDtype,
-                                 ctx->buffer(p, kParams), out, part.shardNumel);
-  launch(ctx, slot, "gather params", {token}, nullptr);
+  launch(ctx, slot, "gather params",
+         allGather(worldGroup(ctx), kAllGather, part.computeDtype,
+                   ctx->buffer(p, kParams), out, part.shardNumel),
+         nullptr);
 }
 
 extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,
@@ -224,9 +234,10 @@ extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,
   if (!part.paramsOffloaded())
     fatal("%s: partition '%s' keeps its params shard on the device", call,
           part.name.c_str());
-  int64_t token =
-      zrt_all_gather(ctx->comm, part.computeDtype, shard, out, part.shardNumel);
-  launch(ctx, slot, "gather params", {token}, nullptr);
+  launch(ctx, slot, "gather params",
+         allGather(worldGroup(ctx), kAllGather, part.computeDtype, shard, out,
+                   part.shardNumel),
+         nullptr);
 }
 
 extern "C" void zrt_ctx_stage_params(zrt_ctx *ctx, int32_t p, void *staged,
@@ -380,8 +391,8 @@ extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
 
 extern "C" void zrt_ctx_all_reduce_stats(zrt_ctx *ctx, const float *in,
                                          float *out, int32_t slot) {
-  launch(ctx, slot, "all_reduce stats", allReduceStats(ctx->comm, in, out),
-         nullptr);
+  launch(ctx, slot, "all_reduce stats",
+         allReduceStats(worldGroup(ctx), in, out), nullptr);
 }
 
 extern "C" int32_t zrt_ctx_update_loss_scale(zrt_ctx *ctx, const float *stats) {

@@ -143,6 +143,18 @@ void StepLog::write(const StepRecord &r) {
     line["micro_steps_ms"] = r.microMs;
     line["boundary_ms"] = r.boundaryMs;
   }
+  // Programs with a topology or a planned communication (others keep their
+  // lines): rank 0's bytes by kind and level.
+  if (m.ranksPerNode > 0 || m.hasPlannedComm) {
+    nlohmann::json comm = nlohmann::json::object();
+    for (int k = 0; k < kNumCommKinds; ++k) {
+      const LinkBytes &b = r.comm[size_t(k)];
+      if (b.intraNode != 0 || b.interNode != 0)
+        comm[kCommKindNames[k]] = {{"intra_node_bytes", b.intraNode},
+                                   {"inter_node_bytes", b.interNode}};
+    }
+    line["comm"] = comm;
+  }
   if (r.evaluated)
     line["eval_loss"] = r.evalLoss;
   if (r.evaluated && r.evalTokens >= 0)

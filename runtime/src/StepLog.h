@@ -14,6 +14,7 @@
 
 #include "Manifest.h"
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -54,6 +55,8 @@ struct StepRecord {
   bool evaluated = false;
   double evalLoss = 0.0;
   int64_t evalTokens = -1;
+  /// What this rank's collectives sent in the step, by kind and level.
+  std::array<LinkBytes, kNumCommKinds> comm{};
 };
 
 class StepLog {

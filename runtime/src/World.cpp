@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Collectives.h"
+#include "Groups.h"
 #include "Mpi.h"
 #include "Support.h"
 
@@ -57,6 +58,7 @@ extern "C" void zrt_finalize(void) {
     return;
   zrt_wait_all();
   std::lock_guard<std::mutex> lock(w.mutex);
+  freeGroups();
   stopBackend(w.comm);
   MPI_Comm_free(&w.comm->comm);
   delete w.comm;

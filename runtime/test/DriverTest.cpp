@@ -1009,6 +1009,72 @@ TEST(ManifestTest, ReadsTheMemoryTimeline) {
   EXPECT_NE(error(bad).find("invalid program manifest"), std::string::npos);
 }
 
+// The topology and the planned communication are optional: absent, one
+// node without hpZ or MiCS and nothing to compare; present, checked by the
+// rules #zero.schedule verifies, errors naming the key.
+TEST(ManifestTest, ReadsTopologyAndPlannedComm) {
+  nlohmann::json j = tinyManifest(3, 4);
+  Manifest none = Manifest::parse(j.dump());
+  EXPECT_EQ(none.ranksPerNode, 0);
+  EXPECT_EQ(none.hpzPartitionSize, 1);
+  EXPECT_EQ(none.micsShardSize, 0);
+  EXPECT_FALSE(none.hasPlannedComm);
+
+  j["topology"] = {{"ranks_per_node", 2}, {"mics_shard_size", 2}};
+  j["plan"]["comm"] = {
+      {"all_gather", {{"intra_node_bytes", 40}, {"inter_node_bytes", 12}}},
+      {"all_reduce", {{"intra_node_bytes", 8}, {"inter_node_bytes", 0}}}};
+  Manifest m = Manifest::parse(j.dump());
+  EXPECT_EQ(m.ranksPerNode, 2);
+  EXPECT_EQ(m.hpzPartitionSize, 1);
+  EXPECT_EQ(m.micsShardSize, 2);
+  EXPECT_TRUE(m.hasPlannedComm);
+  EXPECT_EQ(m.plannedComm[kAllGather], (LinkBytes{40, 12}));
+  EXPECT_EQ(m.plannedComm[kReduceScatter], (LinkBytes{0, 0}));
+  EXPECT_EQ(m.plannedComm[kAllReduce], (LinkBytes{8, 0}));
+
+  auto error = [](nlohmann::json j) {
+    return errorOf([&] { Manifest::parse(j.dump()); });
+  };
+  nlohmann::json bad = j;
+  bad["topology"]["ranks_per_node"] = 3;
+  EXPECT_NE(error(bad).find("key 'topology.ranks_per_node' 3 does not divide "
+                            "the world size 4"),
+            std::string::npos);
+  bad = j;
+  bad["topology"]["mics_shard_size"] = -2;
+  EXPECT_NE(error(bad).find("key 'topology.mics_shard_size' -2"),
+            std::string::npos);
+  bad = j;
+  bad["topology"]["hpz_partition_size"] = 0;
+  EXPECT_NE(error(bad).find("key 'topology.hpz_partition_size' 0 is not a "
+                            "positive divisor of the world size 4"),
+            std::string::npos);
+  bad = j;
+  bad["topology"]["hpz_partition_size"] = 2;
+  EXPECT_NE(error(bad).find("key 'topology.hpz_partition_size' and "
+                            "mics_shard_size exclude each other"),
+            std::string::npos);
+  bad = tinyManifest(2, 4);
+  bad["topology"] = {{"ranks_per_node", 2}, {"hpz_partition_size", 2}};
+  EXPECT_NE(error(bad).find("key 'topology.hpz_partition_size' needs stage "
+                            "3, the program is stage 2"),
+            std::string::npos);
+  bad = j;
+  bad["topology"]["ranks_per_node"] = "two";
+  EXPECT_NE(error(bad).find("key 'topology.ranks_per_node' must be an "
+                            "integer, got string"),
+            std::string::npos);
+  bad = j;
+  bad["plan"]["comm"]["all_gather"]["inter_node_bytes"] = -1;
+  EXPECT_NE(error(bad).find("key 'plan.comm.all_gather' has negative bytes"),
+            std::string::npos);
+  bad = j;
+  bad["plan"]["comm"]["reduce"] = {{"intra_node_bytes", 4}};
+  EXPECT_NE(error(bad).find("missing key 'plan.comm.reduce.inter_node_bytes'"),
+            std::string::npos);
+}
+
 //===----------------------------------------------------------------------===//
 // Universal checkpoints
 //===----------------------------------------------------------------------===//

@@ -163,8 +163,19 @@ std::string Lowering::buildManifest() {
   m.stage = s.getStage();
   m.worldSize = s.getWorldSize();
   m.accumulationSteps = s.getAccumulationSteps();
-  if (ScheduleAttr schedule = step.getScheduleAttr())
+  if (ScheduleAttr schedule = step.getScheduleAttr()) {
     m.globalBatch = schedule.getGlobalBatch();
+    // Only a topology other than one node without hpZ or MiCS, so
+    // single-node programs keep their manifests and hashes.
+    if (schedule.getRanksPerNode() != 0 ||
+        schedule.getHpzPartitionSize() != 1 ||
+        schedule.getMicsShardSize() != 0) {
+      manifest::Topology &t = m.topology.emplace();
+      t.ranksPerNode = schedule.getRanksPerNode();
+      t.hpzPartitionSize = schedule.getHpzPartitionSize();
+      t.micsShardSize = schedule.getMicsShardSize();
+    }
+  }
 
   PrecisionAttr prec = step.getPrecision();
   m.precision.kind = toManifest<manifest::PrecisionKind>(

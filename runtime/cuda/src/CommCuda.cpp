@@ -11,6 +11,7 @@
 
 #include "CommCuda.h"
 #include "CudaSupport.h"
+#include "Groups.h"
 #include "Mpi.h"
 #include "Support.h"
 #include "Tokens.h"
@@ -124,6 +125,13 @@ void zrt::cuda::initializeWorld(int localRank) {
 }
 
 ncclComm_t zrt::cuda::ncclOf(zrt_comm *comm) {
+  CommState &s = state();
+  if (!comm->backend->nccl && comm != s.world) {
+    // A Group's communicator (Groups.h): its own NCCL communicator and
+    // stream, created at its first collective, which all its members call.
+    ncclOf(s.world);
+    createNccl(comm);
+  }
   if (!comm->backend->nccl) {
     int localRank, localSize;
     nodeRank(comm->comm, localRank, localSize);
@@ -166,21 +174,32 @@ void zrt::startBackend(zrt_comm *world) {
   s.world = world;
 }
 
-void zrt::stopBackend(zrt_comm *world) {
-  CommBackend &b = *world->backend;
+/// Frees a communicator's NCCL side, once its work is done.
+static void destroyBackend(zrt_comm *comm) {
+  CommBackend &b = *comm->backend;
   if (b.nccl) {
     ZRT_CUDA_CHECK(cudaDeviceSynchronize());
     ncclCommDestroy(b.nccl);
     cudaStreamDestroy(b.stream);
     cudaEventDestroy(b.computeDone);
   }
+  delete comm->backend;
+  comm->backend = nullptr;
+}
+
+void zrt::stopBackend(zrt_comm *world) {
   CommState &s = state();
   s.tokens.clear([](cudaEvent_t event) { cudaEventDestroy(event); });
-  delete world->backend;
-  world->backend = nullptr;
+  destroyBackend(world);
   std::lock_guard<std::mutex> lock(s.mutex);
   s.world = nullptr;
 }
+
+void zrt::startGroupBackend(zrt_comm *, zrt_comm *comm) {
+  comm->backend = new CommBackend;
+}
+
+void zrt::stopGroupBackend(zrt_comm *comm) { destroyBackend(comm); }
 
 /// Segment r summed in place at rank r, one ncclReduce per owner, grouped so
 /// that NCCL runs them as one operation.
@@ -350,3 +369,121 @@ extern "C" void zrt_wait_all(void) {
 
 // NCCL progresses on the GPU: nothing to drive from the host.
 extern "C" void zrt_progress(void) {}
+
+//===----------------------------------------------------------------------===//
+// Two levels (Groups.h)
+//===----------------------------------------------------------------------===//
+//
+// Both levels go on the members' communication stream, one NCCL group per
+// level over g.cross and g.node, so the stream orders the second level
+// after the first without the host waiting.
+
+namespace {
+
+ncclRedOp_t ncclOp(int32_t op) {
+  if (op != ZRT_SUM && op != ZRT_MAX)
+    fatal("two-level collective: unknown reduce op %d", int(op));
+  return op == ZRT_SUM ? ncclSum : ncclMax;
+}
+
+/// Every member's segment to every member, on `stream`: across nodes (one
+/// broadcast per segment of this local index, rooted at its node), then
+/// within each node (one per segment, rooted at its local index).
+void gatherLevels(Group &g, int32_t dtype, void *buf,
+                  const std::vector<int> &counts,
+                  const std::vector<int> &displs, cudaStream_t stream) {
+  ncclDataType_t type = ncclType(dtype, "twoLevelAllGather");
+  int q = int(g.membersPerNode), l = g.localIndex();
+  ncclComm_t cross = ncclOf(g.cross), node = ncclOf(g.node);
+  ZRT_NCCL_CHECK(ncclGroupStart());
+  for (int b = 0; b < g.nodes(); ++b) {
+    int m = b * q + l;
+    if (counts[size_t(m)] > 0) {
+      char *seg = at(buf, displs[size_t(m)], dtype);
+      ZRT_NCCL_CHECK(ncclBroadcast(seg, seg, size_t(counts[size_t(m)]), type, b,
+                                   cross, stream));
+    }
+  }
+  ZRT_NCCL_CHECK(ncclGroupEnd());
+  ZRT_NCCL_CHECK(ncclGroupStart());
+  for (int m = 0; m < g.size(); ++m)
+    if (counts[size_t(m)] > 0) {
+      char *seg = at(buf, displs[size_t(m)], dtype);
+      ZRT_NCCL_CHECK(ncclBroadcast(seg, seg, size_t(counts[size_t(m)]), type,
+                                   m % q, node, stream));
+    }
+  ZRT_NCCL_CHECK(ncclGroupEnd());
+}
+
+/// Segment m reduced within each node to local index m % q, then across
+/// nodes to member m, in place.
+void reduceLevels(Group &g, int32_t dtype, void *buf,
+                  const std::vector<int> &counts,
+                  const std::vector<int> &displs,
+                  const std::vector<int32_t> &ops, cudaStream_t stream) {
+  ncclDataType_t type = ncclType(dtype, "twoLevelReduce");
+  int q = int(g.membersPerNode), l = g.localIndex();
+  ncclComm_t cross = ncclOf(g.cross), node = ncclOf(g.node);
+  ZRT_NCCL_CHECK(ncclGroupStart());
+  for (int m = 0; m < g.size(); ++m)
+    if (counts[size_t(m)] > 0) {
+      char *seg = at(buf, displs[size_t(m)], dtype);
+      ZRT_NCCL_CHECK(ncclReduce(seg, seg, size_t(counts[size_t(m)]), type,
+                                ncclOp(ops[size_t(m)]), m % q, node, stream));
+    }
+  ZRT_NCCL_CHECK(ncclGroupEnd());
+  ZRT_NCCL_CHECK(ncclGroupStart());
+  for (int b = 0; b < g.nodes(); ++b) {
+    int m = b * q + l;
+    if (counts[size_t(m)] > 0) {
+      char *seg = at(buf, displs[size_t(m)], dtype);
+      ZRT_NCCL_CHECK(ncclReduce(seg, seg, size_t(counts[size_t(m)]), type,
+                                ncclOp(ops[size_t(m)]), b, cross, stream));
+    }
+  }
+  ZRT_NCCL_CHECK(ncclGroupEnd());
+}
+
+} // namespace
+
+Tokens zrt::twoLevelAllGather(Group &g, int32_t dtype, const void *in,
+                              void *buf, const std::vector<int> &counts,
+                              const std::vector<int> &displs) {
+  cudaStream_t stream = commStream(g.members);
+  commAfterCompute(g.members);
+  char *mine = at(buf, displs[size_t(g.me)], dtype);
+  if (in && in != mine && counts[size_t(g.me)] > 0)
+    ZRT_CUDA_CHECK(cudaMemcpyAsync(
+        mine, in, size_t(counts[size_t(g.me)]) * elementSize(dtype),
+        cudaMemcpyDeviceToDevice, stream));
+  gatherLevels(g, dtype, buf, counts, displs, stream);
+  return {recordToken(g.members)};
+}
+
+Tokens zrt::twoLevelReduce(Group &g, int32_t dtype, void *buf,
+                           const std::vector<int> &counts,
+                           const std::vector<int> &displs,
+                           const std::vector<int32_t> &ops) {
+  cudaStream_t stream = commStream(g.members);
+  commAfterCompute(g.members);
+  reduceLevels(g, dtype, buf, counts, displs, ops, stream);
+  return {recordToken(g.members)};
+}
+
+Tokens zrt::twoLevelAllReduce(Group &g, int32_t dtype, const void *in,
+                              void *out, const std::vector<int> &counts,
+                              const std::vector<int> &displs,
+                              const std::vector<int32_t> &ops) {
+  cudaStream_t stream = commStream(g.members);
+  commAfterCompute(g.members);
+  if (in != out) {
+    size_t total = 0;
+    for (int c : counts)
+      total += size_t(c);
+    ZRT_CUDA_CHECK(cudaMemcpyAsync(out, in, total * elementSize(dtype),
+                                   cudaMemcpyDeviceToDevice, stream));
+  }
+  reduceLevels(g, dtype, out, counts, displs, ops, stream);
+  gatherLevels(g, dtype, out, counts, displs, stream);
+  return {recordToken(g.members)};
+}

@@ -1,0 +1,287 @@
+//===- GroupsTest.cpp - Collectives over rank sets and nodes --------------===//
+//
+// Part of the zero-mlir project.
+//
+// Run under mpirun with a topology on the command line, `K H M` (ranks per
+// node, hpZ group size, MiCS shard size; setTopology's arguments), so that
+// the Groups of every kind run in one or two levels. Each collective runs
+// over every kind's Group with uneven per-member counts (the last members
+// own little or nothing) on small integers, whose sums are exact in every
+// dtype: the results must be those of the definition, whatever the levels.
+// The counters must hold topology.h's bytes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Groups.h"
+#include "TestUtil.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+using namespace zrt_test;
+using zrt::Group;
+
+namespace {
+
+zrt_comm *world() { return zrt_comm_world(); }
+
+int64_t topologyArgs[3] = {0, 1, 0};
+
+struct Case {
+  int32_t dtype;
+  int32_t kind;
+};
+
+class GroupsTest : public ::testing::TestWithParam<Case> {
+protected:
+  int32_t dtype() const { return GetParam().dtype; }
+  Group &group() const { return zrt::groupOf(world(), GetParam().kind); }
+};
+
+/// Uneven segments: member m owns 3 + 2m elements, the last one none.
+void segments(const Group &g, std::vector<int> &counts,
+              std::vector<int> &displs) {
+  counts.clear();
+  displs.clear();
+  int at = 0;
+  for (int m = 0; m < g.size(); ++m) {
+    int c = m + 1 == g.size() && g.size() > 1 ? 0 : 3 + 2 * m;
+    counts.push_back(c);
+    displs.push_back(at);
+    at += c;
+  }
+}
+
+int total(const std::vector<int> &counts) {
+  int t = 0;
+  for (int c : counts)
+    t += c;
+  return t;
+}
+
+TEST_P(GroupsTest, KnowsItsMembers) {
+  const Group &g = group();
+  zrt_rank_set want =
+      zrt_rank_set_of(GetParam().kind, zrt_comm_rank(world()),
+                      zrt_comm_size(world()), topologyArgs[1], topologyArgs[2]);
+  EXPECT_EQ(g.set.first, want.first);
+  EXPECT_EQ(g.set.stride, want.stride);
+  EXPECT_EQ(g.set.size, want.size);
+  EXPECT_EQ(g.set.first + g.me * g.set.stride, zrt_comm_rank(world()));
+  EXPECT_EQ(g.membersPerNode, zrt_members_per_node(want, topologyArgs[0]));
+  EXPECT_EQ(g.members->size, g.size());
+  EXPECT_EQ(g.members->rank, g.me);
+  EXPECT_EQ(g.twoLevel(), g.node != nullptr);
+  if (g.twoLevel()) {
+    EXPECT_EQ(g.node->size, g.membersPerNode);
+    EXPECT_EQ(g.node->rank, g.localIndex());
+    EXPECT_EQ(g.cross->size, g.nodes());
+    EXPECT_EQ(g.cross->rank, g.me / g.membersPerNode);
+  }
+}
+
+TEST_P(GroupsTest, AllGatherInPlace) {
+  Group &g = group();
+  std::vector<int> counts, displs;
+  segments(g, counts, displs);
+  Buffer buf(dtype(), total(counts));
+  for (int m = 0; m < g.size(); ++m)
+    for (int i = 0; i < counts[m]; ++i)
+      buf.set(displs[m] + i, m == g.me ? (m + 1) * 8 + i % 8 : -1);
+  for (int64_t t :
+       zrt::allGather(g, zrt::kAllGather, dtype(), buf.data(), counts, displs))
+    zrt_wait(t);
+  for (int m = 0; m < g.size(); ++m)
+    for (int i = 0; i < counts[m]; ++i)
+      ASSERT_EQ(buf.get(displs[m] + i), (m + 1) * 8 + i % 8) << m << " " << i;
+}
+
+TEST_P(GroupsTest, AllGatherFromShard) {
+  Group &g = group();
+  int64_t count = 1001;
+  Buffer shard(dtype(), count), out(dtype(), count * g.size());
+  for (int64_t i = 0; i < count; ++i)
+    shard.set(i, g.me * 8 + i % 8);
+  for (int64_t t : zrt::allGather(g, zrt::kAllGather, dtype(), shard.data(),
+                                  out.data(), count))
+    zrt_wait(t);
+  for (int m = 0; m < g.size(); ++m)
+    for (int64_t i = 0; i < count; ++i)
+      ASSERT_EQ(out.get(m * count + i), m * 8 + i % 8) << m << " " << i;
+}
+
+TEST_P(GroupsTest, ReduceScatterAndToOwners) {
+  Group &g = group();
+  std::vector<int> counts, displs;
+  segments(g, counts, displs);
+  double members = g.size() * (g.size() + 1) / 2.0;
+  for (bool toOwners : {false, true}) {
+    Buffer buf(dtype(), total(counts));
+    for (int i = 0; i < total(counts); ++i)
+      buf.set(i, (g.me + 1) * (1 + i % 5));
+    int64_t sumAt = displs[size_t(g.me)];
+    zrt::Tokens tokens =
+        toOwners ? zrt::reduceToOwners(g, zrt::kReduce, dtype(), buf.data(),
+                                       counts, displs)
+                 : zrt::reduceScatter(g, zrt::kReduceScatter, dtype(),
+                                      buf.data(), counts, displs, sumAt);
+    for (int64_t t : tokens)
+      zrt_wait(t);
+    for (int i = 0; i < counts[size_t(g.me)]; ++i)
+      ASSERT_EQ(buf.get(sumAt + i),
+                members * (1 + (displs[size_t(g.me)] + i) % 5))
+          << toOwners << " " << i;
+  }
+}
+
+TEST_P(GroupsTest, AllReduceAndStats) {
+  Group &g = group();
+  int64_t count = 1001;
+  Buffer sum(dtype(), count), max(dtype(), count);
+  for (int64_t i = 0; i < count; ++i) {
+    sum.set(i, (g.me + 1) * (1 + i % 3));
+    max.set(i, g.me == int(i % g.size()) ? 5 + i % 7 : -3);
+  }
+  for (int64_t t :
+       zrt::allReduce(g, zrt::kAllReduce, dtype(), ZRT_SUM, sum.data(), count))
+    zrt_wait(t);
+  for (int64_t t :
+       zrt::allReduce(g, zrt::kAllReduce, dtype(), ZRT_MAX, max.data(), count))
+    zrt_wait(t);
+  double members = g.size() * (g.size() + 1) / 2.0;
+  for (int64_t i = 0; i < count; ++i) {
+    ASSERT_EQ(sum.get(i), members * (1 + i % 3)) << i;
+    ASSERT_EQ(max.get(i), 5 + i % 7) << i;
+  }
+  // The flag by max, the norm by sum.
+  float in[2] = {g.me + 1 == g.size() ? 1.0f : 0.0f, float(g.me + 1)}, out[2];
+  for (int64_t t : zrt::allReduceStats(g, in, out))
+    zrt_wait(t);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], float(members));
+}
+
+TEST_P(GroupsTest, CountsBytesByKindAndLevel) {
+  Group &g = group();
+  std::vector<int> counts, displs;
+  segments(g, counts, displs);
+  Buffer buf(dtype(), total(counts));
+  for (int m = 0; m < g.size(); ++m)
+    for (int i = 0; i < counts[m]; ++i)
+      buf.set(displs[m] + i, m + 1);
+  zrt::resetCommCounters();
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t t : zrt::allGather(g, zrt::kAllGather, dtype(), buf.data(),
+                                    counts, displs))
+      zrt_wait(t);
+  std::vector<int64_t> bytes;
+  for (int c : counts)
+    bytes.push_back(int64_t(c) * zrt_dtype_size(dtype()));
+  zrt_link_bytes want = zrt_collective_link_bytes(bytes.data(), g.size(),
+                                                  g.membersPerNode, g.me, 1);
+  const auto &got = zrt::commCounters();
+  EXPECT_EQ(got[zrt::kAllGather].intraNode, 2 * want.intra_node);
+  EXPECT_EQ(got[zrt::kAllGather].interNode, 2 * want.inter_node);
+  EXPECT_EQ(got[zrt::kReduceScatter], zrt::LinkBytes{});
+  // Whatever the levels, a member sends every part but its own.
+  int64_t others = -bytes[size_t(g.me)];
+  for (int64_t b : bytes)
+    others += b;
+  EXPECT_EQ(want.intra_node + want.inter_node, g.size() > 1 ? others : 0);
+  zrt::resetCommCounters();
+}
+
+TEST_P(GroupsTest, OverlappingOperations) {
+  Group &g = group();
+  int64_t count = 4096;
+  Buffer shard(dtype(), count), gathered(dtype(), count * g.size());
+  Buffer sum(dtype(), count);
+  for (int64_t i = 0; i < count; ++i) {
+    shard.set(i, g.me + 1);
+    sum.set(i, i % 4);
+  }
+  zrt::Tokens a = zrt::allGather(g, zrt::kAllGather, dtype(), shard.data(),
+                                 gathered.data(), count);
+  zrt::Tokens b =
+      zrt::allReduce(g, zrt::kAllReduce, dtype(), ZRT_SUM, sum.data(), count);
+  zrt_progress();
+  for (int64_t t : b)
+    zrt_wait(t);
+  for (int64_t t : a)
+    zrt_wait(t);
+  for (int m = 0; m < g.size(); ++m)
+    ASSERT_EQ(gathered.get(m * count + 5), m + 1);
+  for (int64_t i = 0; i < count; ++i)
+    ASSERT_EQ(sum.get(i), g.size() * (i % 4));
+
+  // Several chains in flight, waited last first and by zrt_wait_all.
+  std::vector<int> counts, displs;
+  segments(g, counts, displs);
+  Buffer owners(dtype(), total(counts)), again(dtype(), total(counts));
+  for (int i = 0; i < total(counts); ++i) {
+    owners.set(i, 1 + i % 3);
+    again.set(i, 2);
+  }
+  zrt::Tokens c = zrt::reduceToOwners(g, zrt::kReduce, dtype(), owners.data(),
+                                      counts, displs);
+  zrt::Tokens d = zrt::allReduce(g, zrt::kAllReduce, dtype(), ZRT_MAX,
+                                 again.data(), total(counts));
+  zrt::Tokens e = zrt::allGather(g, zrt::kAllGather, dtype(), shard.data(),
+                                 gathered.data(), count);
+  for (int64_t t : d)
+    zrt_wait(t);
+  zrt_wait_all();
+  for (int i = 0; i < counts[size_t(g.me)]; ++i)
+    ASSERT_EQ(owners.get(displs[size_t(g.me)] + i),
+              g.size() * (1 + (displs[size_t(g.me)] + i) % 3));
+  for (int i = 0; i < total(counts); ++i)
+    ASSERT_EQ(again.get(i), 2);
+  ASSERT_EQ(gathered.get((g.size() - 1) * count), g.size());
+  (void)c;
+  (void)e;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (int32_t kind : {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS})
+    for (int32_t dtype : {ZRT_F32, ZRT_BF16, ZRT_F16})
+      out.push_back({dtype, kind});
+  return out;
+}
+
+const char *kindName(int32_t kind) {
+  return kind == ZRT_RANKS_GROUP ? "group"
+         : kind == ZRT_RANKS_HPZ ? "hpz"
+                                 : "replicas";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, GroupsTest, ::testing::ValuesIn(cases()),
+                         [](const auto &info) {
+                           return std::string(kindName(info.param.kind)) + "_" +
+                                  dtypeName(info.param.dtype);
+                         });
+
+} // namespace
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s K H M\n", argv[0]);
+    return 2;
+  }
+  for (int i = 0; i < 3; ++i)
+    topologyArgs[i] = std::atoll(argv[i + 1]);
+  zrt_comm *comm = zrt_comm_world();
+  zrt::setTopology(comm, topologyArgs[0], topologyArgs[1], topologyArgs[2]);
+  if (zrt_comm_rank(comm) == 0) {
+    std::printf("zrt-groups-test: %d rank(s), topology %lld %lld %lld\n",
+                zrt_comm_size(comm), (long long)topologyArgs[0],
+                (long long)topologyArgs[1], (long long)topologyArgs[2]);
+  } else {
+    auto &listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int failed = RUN_ALL_TESTS();
+  zrt_finalize();
+  return failed;
+}

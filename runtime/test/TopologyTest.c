@@ -1,0 +1,113 @@
+/*===- TopologyTest.c - zero_rt/topology.h on hand-computed cases ---------===*
+ *
+ * Part of the zero-mlir project.
+ *
+ * The header is C with no dependency, included by the C++ compiler and
+ * runtime: this file is compiled as C and, through TopologyTest.cpp, as
+ * C++. Every expected value is worked out by hand from the header's rules.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#include "zero_rt/topology.h"
+
+#include <stdio.h>
+
+static int failures = 0;
+
+static void expect(int64_t got, int64_t want, const char *what, int line) {
+  if (got != want) {
+    fprintf(stderr, "TopologyTest line %d: %s: got %lld, want %lld\n", line,
+            what, (long long)got, (long long)want);
+    ++failures;
+  }
+}
+#define EXPECT(got, want) expect((got), (want), #got, __LINE__)
+
+static zrt_rank_set set(int64_t first, int64_t stride, int64_t size) {
+  zrt_rank_set s;
+  s.first = first;
+  s.stride = stride;
+  s.size = size;
+  return s;
+}
+
+static void expectSet(zrt_rank_set got, int64_t first, int64_t stride,
+                      int64_t size, int line) {
+  expect(got.first, first, "first", line);
+  expect(got.stride, stride, "stride", line);
+  expect(got.size, size, "size", line);
+}
+
+static void expectLinks(zrt_link_bytes got, int64_t intra, int64_t inter,
+                        int line) {
+  expect(got.intra_node, intra, "intra_node", line);
+  expect(got.inter_node, inter, "inter_node", line);
+}
+
+static void membersPerNode(void) {
+  /* One node: every member. */
+  EXPECT(zrt_members_per_node(set(0, 1, 4), 0), 4);
+  EXPECT(zrt_members_per_node(set(0, 1, 4), 4), 4);
+  /* 2 nodes x 2, 4 nodes x 1. */
+  EXPECT(zrt_members_per_node(set(0, 1, 4), 2), 2);
+  EXPECT(zrt_members_per_node(set(0, 1, 4), 1), 1);
+  /* An hpZ group within node 1 of 2 x 2. */
+  EXPECT(zrt_members_per_node(set(2, 1, 2), 2), 2);
+  /* MiCS replicas {1, 3} of 2 x 2: one member on each node. */
+  EXPECT(zrt_members_per_node(set(1, 2, 2), 2), 1);
+  /* Ranks 1 and 2 straddle nodes 0 and 1, one member on each. */
+  EXPECT(zrt_members_per_node(set(1, 1, 2), 2), 1);
+  /* Sets that do not split evenly: 1 + 2 members, 4 + 2 members. */
+  EXPECT(zrt_members_per_node(set(1, 1, 3), 2), 0);
+  EXPECT(zrt_members_per_node(set(0, 1, 6), 4), 0);
+  /* Empty or malformed sets. */
+  EXPECT(zrt_members_per_node(set(0, 1, 0), 2), 0);
+  EXPECT(zrt_members_per_node(set(-1, 1, 2), 2), 0);
+  EXPECT(zrt_members_per_node(set(0, 0, 2), 2), 0);
+}
+
+static void rankSets(void) {
+  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0), 0, 1, 8, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 4), 4, 1, 4, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 2, 0), 4, 1, 2, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 1, 0), 5, 1, 1, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 4), 1, 4, 2, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 0), 5, 1, 1, __LINE__);
+  EXPECT(zrt_rank_set_of(7, 5, 8, 1, 0).size, 0);
+  EXPECT(zrt_node_of(5, 2), 2);
+  EXPECT(zrt_node_of(5, 0), 0);
+}
+
+static void linkBytes(void) {
+  const int64_t chunks[4] = {10, 20, 30, 40};
+  /* One node: the ring's every part but the member's own. */
+  expectLinks(zrt_collective_link_bytes(chunks, 4, 4, 0, 1), 90, 0, __LINE__);
+  expectLinks(zrt_collective_link_bytes(chunks, 4, 4, 2, 1), 70, 0, __LINE__);
+  /* 2 x 2: member 0 crosses with member 2 (10 + 30), member 1 with 3. */
+  expectLinks(zrt_collective_link_bytes(chunks, 4, 2, 0, 1), 60, 30, __LINE__);
+  expectLinks(zrt_collective_link_bytes(chunks, 4, 2, 1, 1), 40, 40, __LINE__);
+  expectLinks(zrt_collective_link_bytes(chunks, 4, 2, 3, 1), 40, 20, __LINE__);
+  /* An all-reduce: two passes. */
+  expectLinks(zrt_collective_link_bytes(chunks, 4, 2, 0, 2), 120, 60, __LINE__);
+  /* 4 nodes x 1: everything crosses nodes. */
+  expectLinks(zrt_collective_link_bytes(chunks, 4, 1, 0, 1), 0, 90, __LINE__);
+  /* Uneven layout chunks (the last ranks own less or nothing). */
+  {
+    const int64_t uneven[4] = {3, 3, 2, 0};
+    expectLinks(zrt_collective_link_bytes(uneven, 4, 2, 2, 1), 3, 3, __LINE__);
+    expectLinks(zrt_collective_link_bytes(uneven, 4, 2, 3, 1), 5, 3, __LINE__);
+  }
+  /* A set that does not split evenly, a single member, a bad member. */
+  expectLinks(zrt_collective_link_bytes(chunks, 4, 0, 0, 1), 0, 0, __LINE__);
+  expectLinks(zrt_collective_link_bytes(chunks, 1, 1, 0, 1), 0, 0, __LINE__);
+  expectLinks(zrt_collective_link_bytes(chunks, 4, 2, 4, 1), 0, 0, __LINE__);
+}
+
+int main(void) {
+  membersPerNode();
+  rankSets();
+  linkBytes();
+  if (failures)
+    fprintf(stderr, "TopologyTest: %d failures\n", failures);
+  return failures ? 1 : 0;
+}
