@@ -65,9 +65,9 @@ BLOCK = re.compile(
 DATA = re.compile(r"^<!-- report:data ([A-Za-z_]\w*): (.*?) -->$", re.M)
 INLINE = re.compile(r"<!--([=?])((?:(?!-->)[^\n])*)-->((?:(?!<!--).)*?)<!--/-->",
                     re.S)
-# The JSON keys whose objects map names to counts (one key per collective
-# kind): the table describes the object, not each name.
-MAP_KEYS = {"comm.collectives"}
+# The JSON keys whose objects map names to counts or bytes (one key per
+# collective kind): the table describes the object, not each name.
+MAP_KEYS = {"comm.collectives", "comm.bytes_by_kind"}
 # Words with digits that name things rather than state quantities.
 NAMES = re.compile(r"GPT-2(?: 124M| 1\.5B)?|Llama-3(?: 8B| 70B)?|\b(?:8B|70B)\b|H100|"
                    r"fp32|bf16|16-bit|32-bit|"

@@ -280,6 +280,53 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
   return counts;
 }
 
+/// The per-link traffic of plain ZeRO at `stage` (Estimate::traffic): the
+/// model states' collectives over `elements` (S' or S) in even parts, as the
+/// report counts them with zrt_collective_link_bytes for rank 0; none on
+/// one node. False when a count overflows int64.
+static bool computeTraffic(Estimate &e, int64_t stage, int64_t elements,
+                           int64_t ranksPerNode, int64_t nodes) {
+  if (nodes <= 1 || e.n <= 1)
+    return true;
+  // Rank 0's parts with even parts of `elements`: its own, and those of the
+  // members of its local index (ranks 0, K, 2K, ...), the larger parts
+  // going to the first `elements % n` ranks.
+  int64_t q = elements / e.n, r = elements % e.n;
+  int64_t own = q + (r > 0 ? 1 : 0);
+  int64_t cross = nodes * q + (r + ranksPerNode - 1) / ranksPerNode;
+  std::string sym = stage == 0 ? "S" : "S'";
+  struct Kind {
+    const char *name;
+    int64_t count, passes;
+  };
+  SmallVector<Kind> kinds;
+  if (stage == 0)
+    kinds.push_back({"all_reduce", 1, 2});
+  else
+    kinds.push_back({"reduce_scatter", 1, 1});
+  if (stage == 1 || stage == 2)
+    kinds.push_back({"all_gather", 1, 1});
+  if (stage == 3)
+    kinds.push_back({"all_gather", 2, 1});
+  for (const Kind &k : kinds) {
+    int64_t coefficient = k.count * k.passes * e.c;
+    LinkTraffic t;
+    t.kind = k.name;
+    t.count = k.count;
+    t.intraFormula = std::to_string(coefficient) + sym + "(K-1)/K";
+    t.interFormula = std::to_string(coefficient) + sym + "(N-1)/n";
+    if (__builtin_mul_overflow(coefficient, elements - cross, &t.intraBytes) ||
+        __builtin_mul_overflow(coefficient, cross - own, &t.interBytes) ||
+        __builtin_add_overflow(e.trafficIntraBytes, t.intraBytes,
+                               &e.trafficIntraBytes) ||
+        __builtin_add_overflow(e.trafficInterBytes, t.interBytes,
+                               &e.trafficInterBytes))
+      return false;
+    e.traffic.push_back(std::move(t));
+  }
+  return true;
+}
+
 Expected<Estimate>
 zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
                                 std::optional<ModelCounts> counts,
@@ -308,6 +355,9 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   e.sPadded = stage == 0 ? e.s : roundUp(e.s, pad);
   e.lPadded = roundUp(e.l, pad);
   int64_t s = e.s, n = e.n, c = e.c, sp = e.sPadded;
+  if (!computeTraffic(e, stage, sp, gpusPerNode, nodes))
+    return createStringError(Twine("the per-link traffic of S' = ") +
+                             std::to_string(sp) + " overflows int64");
 
   // DeepSpeed, exactly as the Python computes it.
   const DeepSpeedOptions &dsOptions = options.deepspeed;
@@ -705,6 +755,19 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   // largest item.
   const mlir::zero::HardwarePreset *hw =
       hardware.empty() ? nullptr : mlir::zero::lookupHardwarePreset(hardware);
+  if (hw && !e.traffic.empty()) {
+    mlir::zero::HardwarePreset rates = *hw;
+    std::string error;
+    if (failed(mlir::zero::applyInterNodeBandwidth(
+            rates, options.interNodeBandwidth, error)))
+      return createStringError(Twine("--inter-node-bandwidth: ") + error);
+    if (rates.interNodeLinks > 0) {
+      e.trafficInterBandwidth =
+          rates.getInterNodeBandwidth() / double(gpusPerNode);
+      e.trafficInterSeconds =
+          double(e.trafficInterBytes) / e.trafficInterBandwidth;
+    }
+  }
   int64_t device = hw ? hw->deviceMemoryBytes : 0;
   if (hw && device)
     e.deviceMemorySource = hw->name.str();
@@ -823,6 +886,39 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
                             : "")
        << ", not activations:\n";
     mlir::zero::printFitVerdict(*e.fit, os);
+  }
+  if (!e.traffic.empty()) {
+    os << "\nper-link traffic of rank 0 per step (" << options.nodes
+       << " nodes of K = " << options.gpusPerNode << " GPUs, n = " << e.n
+       << "; each collective within the node and across nodes as "
+          "zero_rt/topology.h runs it):\n";
+    size_t kindW = 5, intraW = 0, interW = 0;
+    for (const LinkTraffic &t : e.traffic) {
+      kindW = std::max(kindW, t.kind.size() + 5);
+      intraW = std::max(intraW, t.intraFormula.size());
+      interW = std::max(interW, t.interFormula.size());
+    }
+    os << "  " << left_justify("", kindW) << "  "
+       << left_justify("within the node", intraW + 17) << "  "
+       << "across nodes\n";
+    for (const LinkTraffic &t : e.traffic)
+      os << "  "
+         << left_justify(t.kind + " x " + std::to_string(t.count), kindW)
+         << "  " << left_justify(t.intraFormula, intraW) << " "
+         << right_justify(std::to_string(t.intraBytes), 16) << "  "
+         << left_justify(t.interFormula, interW) << " "
+         << right_justify(std::to_string(t.interBytes), 16) << "\n";
+    os << "  " << left_justify("total", kindW) << "  "
+       << left_justify("", intraW) << " "
+       << right_justify(std::to_string(e.trafficIntraBytes), 16) << "  "
+       << left_justify("", interW) << " "
+       << right_justify(std::to_string(e.trafficInterBytes), 16) << "\n";
+    if (e.trafficInterBandwidth > 0)
+      os << "  across nodes at "
+         << format("%.2f", e.trafficInterBandwidth / 1e9) << " GB/s per rank ("
+         << options.hardware
+         << "'s network shared by the K ranks of a node): at least "
+         << format("%.3f", e.trafficInterSeconds * 1e3) << " ms per step\n";
   }
   os << "\ndifferences:\n";
   for (const std::string &d : e.differences)
@@ -961,6 +1057,26 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       });
     else
       j.attribute("fit", nullptr);
+    // Only across nodes: the keys of one-node estimates stay as they were.
+    if (!e.traffic.empty())
+      j.attributeObject("traffic", [&] {
+        j.attribute("ranks_per_node", options.gpusPerNode);
+        j.attribute("nodes", options.nodes);
+        j.attribute("intra_node_bytes", e.trafficIntraBytes);
+        j.attribute("inter_node_bytes", e.trafficInterBytes);
+        j.attribute("inter_node_bytes_per_s", e.trafficInterBandwidth);
+        j.attribute("inter_node_ms", e.trafficInterSeconds * 1e3);
+        j.attributeObject("by_kind", [&] {
+          for (const LinkTraffic &t : e.traffic)
+            j.attributeObject(t.kind, [&] {
+              j.attribute("count", t.count);
+              j.attribute("intra_node_formula", t.intraFormula);
+              j.attribute("intra_node_bytes", t.intraBytes);
+              j.attribute("inter_node_formula", t.interFormula);
+              j.attribute("inter_node_bytes", t.interBytes);
+            });
+        });
+      });
     j.attributeArray("differences", [&] {
       for (const std::string &d : e.differences)
         j.value(d);

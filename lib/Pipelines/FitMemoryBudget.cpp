@@ -160,12 +160,19 @@ struct FitMemoryBudgetPass
       return signalPassFailure();
     }
     budget = *parsed;
-    hw = lookupHardwarePreset(hardware);
-    if (!hw) {
+    const HardwarePreset *preset = lookupHardwarePreset(hardware);
+    if (!preset) {
       fail() << "unknown hardware '" << hardware
              << "' (known: " << getHardwarePresetNames() << ")";
       return signalPassFailure();
     }
+    rates = *preset;
+    if (failed(
+            applyInterNodeBandwidth(rates, options->interNodeBandwidth, why))) {
+      fail() << "inter-node-bandwidth: " << why;
+      return signalPassFailure();
+    }
+    hw = &rates;
     modelElements = 0;
     for (ParamOp p : module.getOps<ParamOp>())
       modelElements += cast<ShapedType>(p.getType()).getNumElements();
@@ -258,6 +265,8 @@ struct FitMemoryBudgetPass
   AddZeroPasses addZeroPasses;
   int64_t budget = 0, modelElements = 0;
   const HardwarePreset *hw = nullptr;
+  /// The preset with the pipeline's inter-node-bandwidth.
+  HardwarePreset rates;
   static constexpr int64_t kMaxDivisor = 256;
 };
 

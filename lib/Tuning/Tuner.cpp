@@ -264,6 +264,7 @@ Tuner::partitionStage(int64_t stage) {
   ZeroPartitionPassOptions part;
   part.stage = stage;
   part.worldSize = options.worldSize;
+  part.ranksPerNode = options.ranksPerNode;
   pm.addPass(createZeroPartitionPass(part));
   if (failed(pm.run(*module)))
     return failure();
@@ -331,6 +332,7 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
     ZeroPipelineOptions pipeline;
     config.applyTo(pipeline);
     pipeline.worldSize = options.worldSize;
+    pipeline.ranksPerNode = options.ranksPerNode;
     pipeline.verify = verify;
     buildZeroSchedulePipeline(pm, pipeline);
     bool ok = succeeded(pm.run(*module));

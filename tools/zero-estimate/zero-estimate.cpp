@@ -48,8 +48,14 @@ static cl::opt<int64_t> largestLayer(
     cl::init(0), cl::cat(estimateCat));
 static cl::opt<int64_t> gpusPerNode("gpus-per-node", cl::desc("GPUs per node"),
                                     cl::init(1), cl::cat(estimateCat));
-static cl::opt<int64_t> nodes("nodes", cl::desc("Nodes"), cl::init(1),
-                              cl::cat(estimateCat));
+static cl::alias ranksPerNode("ranks-per-node",
+                              cl::desc("Alias for --gpus-per-node"),
+                              cl::aliasopt(gpusPerNode), cl::cat(estimateCat));
+static cl::opt<int64_t> nodes("nodes",
+                              cl::desc("Nodes; with more than one, the "
+                                       "per-link traffic of the stage's "
+                                       "collectives within and across nodes"),
+                              cl::init(1), cl::cat(estimateCat));
 static cl::opt<int64_t> stage("stage", cl::desc("ZeRO stage: 0, 1, 2 or 3"),
                               cl::init(-1), cl::cat(estimateCat));
 static cl::opt<std::string> dtype("dtype",
@@ -118,6 +124,12 @@ static cl::opt<std::string> deviceMemory(
     cl::desc("Device memory of one GPU for the fit verdict, overriding the "
              "preset's: B, KiB, MiB, GiB, TiB or decimal KB, MB, GB, TB "
              "(e.g. 24GiB)"),
+    cl::init(""), cl::cat(estimateCat));
+static cl::opt<std::string> interNodeBandwidth(
+    "inter-node-bandwidth",
+    cl::desc("Line rate of each of the --hardware preset's links between "
+             "nodes, in Gb/s each way (400 or 400Gb/s; default: the "
+             "preset's), for the time of the traffic across nodes"),
     cl::init(""), cl::cat(estimateCat));
 static cl::opt<std::string> outputFormat("format",
                                          cl::desc("Output: text or json"),
@@ -206,6 +218,17 @@ std::optional<std::string> validate() {
   if (!hardware.empty() && !mlir::zero::lookupHardwarePreset(hardware))
     return "--hardware: unknown preset '" + hardware +
            "' (known: " + mlir::zero::getHardwarePresetNames() + ")";
+  if (!interNodeBandwidth.empty()) {
+    if (hardware.empty())
+      return std::string("--inter-node-bandwidth overrides the network of "
+                         "a --hardware preset; give --hardware");
+    mlir::zero::HardwarePreset rates =
+        *mlir::zero::lookupHardwarePreset(hardware);
+    std::string error;
+    if (failed(mlir::zero::applyInterNodeBandwidth(rates, interNodeBandwidth,
+                                                   error)))
+      return "--inter-node-bandwidth: " + error;
+  }
   if (!deviceMemory.empty() && !mlir::zero::parseByteSize(deviceMemory))
     return "--device-memory: bad byte count '" + deviceMemory +
            "' (expected a positive count with an optional unit B, KiB, MiB, "
@@ -232,6 +255,7 @@ EstimateOptions getOptions() {
       *PyNumber::parse(additionalBufferFactor);
   options.hardware = hardware;
   options.deviceMemory = deviceMemory;
+  options.interNodeBandwidth = interNodeBandwidth;
   return options;
 }
 

@@ -49,6 +49,17 @@ static cl::opt<std::string>
                       "a100-80gb, l4, rtx-4090, h100-sxm, h100-pcie, "
                       "h200-sxm, mi300x, cpu)"),
              cl::cat(tuneCat));
+static cl::opt<int64_t> ranksPerNode(
+    "ranks-per-node",
+    cl::desc("Ranks per node, a divisor of --world-size (default 0: every "
+             "rank on one node); collectives across nodes are priced on the "
+             "preset's inter-node fabric"),
+    cl::init(0), cl::cat(tuneCat));
+static cl::opt<std::string> interNodeBandwidth(
+    "inter-node-bandwidth",
+    cl::desc("Line rate of each of the preset's links between nodes, in "
+             "Gb/s each way (400 or 400Gb/s; default: the preset's)"),
+    cl::cat(tuneCat));
 static cl::opt<std::string> memoryBudget(
     "memory-budget",
     cl::desc("Bytes one rank may use: a number and an optional unit KiB, "
@@ -256,10 +267,21 @@ int main(int argc, char **argv) {
   if (hardware.empty())
     return fail("--hardware PRESET is required (known: " +
                 getHardwarePresetNames() + ")");
-  const HardwarePreset *hw = lookupHardwarePreset(hardware);
-  if (!hw)
+  const HardwarePreset *preset = lookupHardwarePreset(hardware);
+  if (!preset)
     return fail("unknown hardware preset '" + hardware +
                 "' (known: " + getHardwarePresetNames() + ")");
+  if (ranksPerNode < 0 || (ranksPerNode > 0 && worldSize % ranksPerNode))
+    return fail("--ranks-per-node " + Twine(ranksPerNode) +
+                " must divide --world-size " + Twine(worldSize) +
+                " (0: every rank on one node)");
+  HardwarePreset rates = *preset;
+  {
+    std::string why;
+    if (failed(applyInterNodeBandwidth(rates, interNodeBandwidth, why)))
+      return fail("--inter-node-bandwidth: " + why);
+  }
+  const HardwarePreset *hw = &rates;
   int64_t budget = hw->deviceMemoryBytes;
   if (memoryBudget.getNumOccurrences()) {
     std::string why;
@@ -317,6 +339,7 @@ int main(int argc, char **argv) {
 
   TuneOptions options;
   options.worldSize = worldSize;
+  options.ranksPerNode = ranksPerNode;
   options.hardware = hw;
   options.memoryBudget = budget;
   options.top = top;
@@ -409,6 +432,16 @@ int main(int argc, char **argv) {
                     "batch {3} ({4} tokens per step)",
                     worldSize, hw->name, bytesText(budget), result->globalBatch,
                     result->tokensPerStep);
+  // Only across nodes, so one-node output is unchanged.
+  if (ranksPerNode > 0 && ranksPerNode < worldSize) {
+    outs() << formatv("; {0} nodes of {1} ranks", worldSize / ranksPerNode,
+                      ranksPerNode);
+    if (hw->interNodeLinks > 0)
+      outs() << formatv(", each node's network at {0:f2} GB/s each way",
+                        hw->getInterNodeBandwidth() / 1e9);
+    else
+      outs() << ", the nodes sharing memory";
+  }
   if (offloadSearched)
     outs() << formatv("; offload up to {0}, host budget {1}", offload,
                       hostBytes ? bytesText(*hostBytes) : "unbounded");

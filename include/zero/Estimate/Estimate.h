@@ -54,6 +54,10 @@ struct EstimateOptions {
   /// The device memory of the fit verdict: a hardware preset's name, and a
   /// byte count (e.g. "24GiB") that overrides it; both empty: no verdict.
   std::string hardware, deviceMemory;
+  /// Overrides the preset's inter-node line rate (Gb/s per link; see
+  /// mlir::zero::applyInterNodeBandwidth), for the time of the traffic
+  /// across nodes.
+  std::string interNodeBandwidth;
 };
 
 /// S and L as the model file gives them.
@@ -84,6 +88,19 @@ struct Line {
   std::string label;
   std::string formula;
   std::optional<int64_t> bytes; ///< none: no such estimator
+};
+
+/// The bytes rank 0 sends per step in the collectives of one kind that
+/// plain ZeRO runs over the model states, split between the links within
+/// its node and those between nodes (zero_rt/topology.h's two-level
+/// collectives), with the formulas in S' (S at stage 0), K ranks per node,
+/// N nodes and n ranks.
+struct LinkTraffic {
+  std::string kind;
+  /// Collectives of the kind over the whole model per step.
+  int64_t count = 0;
+  std::string intraFormula, interFormula;
+  int64_t intraBytes = 0, interBytes = 0;
 };
 
 /// An estimate: its inputs, DeepSpeed's figures and the paper's, ours, why
@@ -125,6 +142,14 @@ struct Estimate {
   std::optional<Line> offloadParamDevice;
   int64_t offloadParamDeviceBytes = 0;
   llvm::SmallVector<std::string> differences;
+  /// With more than one node: the per-link traffic of the stage's
+  /// collectives, by kind.
+  llvm::SmallVector<LinkTraffic> traffic;
+  int64_t trafficIntraBytes = 0, trafficInterBytes = 0;
+  /// With --hardware (a preset with a network between nodes): the bytes/s
+  /// across nodes one rank gets while the node's ranks all cross at once,
+  /// and the seconds trafficInterBytes takes at that rate (0: no preset).
+  double trafficInterBandwidth = 0, trafficInterSeconds = 0;
   /// The verdict for the device memory of --hardware / --device-memory.
   std::optional<mlir::zero::FitVerdict> fit;
   std::string deviceMemorySource;

@@ -59,6 +59,7 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
            "(auto unless remat is given), then smaller buckets and prefetch "
            "windows, or an error">,
     ZeroHardwareOption,
+    ZeroInterNodeBandwidthOption,
     Option<"verify", "verify", "bool", /*default=*/"true",
            "Run zero-verify-schedule at the end of the pipeline">,
   ];

@@ -127,6 +127,9 @@ struct TuneCandidate {
 
 struct TuneOptions {
   int64_t worldSize = 1;
+  /// Ranks per node (0: every rank on one node), which the cost model
+  /// prices the collectives by.
+  int64_t ranksPerNode = 0;
   const HardwarePreset *hardware = nullptr;
   int64_t memoryBudget = 0;
   /// How many groups to rank; the bounds prune against the slowest of them.

@@ -292,6 +292,9 @@ LogicalResult Lowering::run() {
   }
 
   // The manifest and the program descriptor.
-  emitProgramDescriptor(buildManifest(), countLabels);
+  FailureOr<std::string> manifest = buildManifest();
+  if (failed(manifest))
+    return failure();
+  emitProgramDescriptor(*manifest, countLabels);
   return success();
 }

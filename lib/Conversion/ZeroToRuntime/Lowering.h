@@ -123,7 +123,9 @@ private:
     return persistentOffsets.lookup_or({p, kind}, -1);
   }
 
-  std::string buildManifest();
+  /// The manifest's JSON text; fails (with a diagnostic) where the plan's
+  /// communication cannot be counted.
+  FailureOr<std::string> buildManifest();
   /// Emits the manifest as the global `zero_manifest` and the `zrt_program`
   /// descriptor `zero_program` that points to it and to the step's phases
   /// (`countLabels`: whether the step has a label count function).

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Lowering.h"
+#include "zero/Dialect/Zero/Analysis/Report.h"
 
 #include "zero/Interfaces/IndexOperandOpInterface.h"
 #include "zero_rt/manifest.h"
@@ -156,7 +157,19 @@ static manifest::Optimizer optimizerManifest(OptimizerAttr opt) {
   return o;
 }
 
-std::string Lowering::buildManifest() {
+/// The bytes of `comm`'s collectives of kind `name`, if the step runs any.
+static std::optional<manifest::CommBytes> getCommBytes(const CommPlan &comm,
+                                                       StringRef name) {
+  auto it = comm.bytesByKind.find(name.str());
+  if (it == comm.bytesByKind.end())
+    return std::nullopt;
+  manifest::CommBytes bytes;
+  bytes.intraNodeBytes = it->second.intraNode;
+  bytes.interNodeBytes = it->second.interNode;
+  return bytes;
+}
+
+FailureOr<std::string> Lowering::buildManifest() {
   TrainStepOp step = s.getStep();
   manifest::Program m;
   m.version = ZRT_PROGRAM_VERSION;
@@ -313,6 +326,22 @@ std::string Lowering::buildManifest() {
   m.plan.arenaBytes = plan.arenaBytes;
   m.plan.scratchBytes = plan.scratchBytes;
   m.plan.peakBytes = plan.peakBytes;
+  // With a topology, the bytes rank 0 sends by kind and link, as the report
+  // plans them, for the run to compare with what its collectives count.
+  if (m.topology) {
+    FailureOr<CommPlan> comm = computeCommPlan(s);
+    if (failed(comm))
+      return failure();
+    manifest::CommByKind &byKind = m.plan.comm.emplace();
+    byKind.allGather = getCommBytes(
+        *comm, stringifyCollectiveKind(CollectiveKind::all_gather));
+    byKind.reduceScatter = getCommBytes(
+        *comm, stringifyCollectiveKind(CollectiveKind::reduce_scatter));
+    byKind.reduce =
+        getCommBytes(*comm, stringifyCollectiveKind(CollectiveKind::reduce));
+    byKind.allReduce = getCommBytes(
+        *comm, stringifyCollectiveKind(CollectiveKind::all_reduce));
+  }
   if (plan.hostBytes > 0)
     m.plan.hostBytes = plan.hostBytes;
   if (plan.nvmeBytes > 0) {

@@ -8,8 +8,17 @@
 // the link bandwidth is the bus bandwidth NCCL reports, so
 //   all_reduce(B)              = 2(n-1) alpha + 2(n-1)/n B / busbw
 //   all_gather, reduce_scatter = (n-1) alpha  +  (n-1)/n B / busbw
-// with B the bytes of the full array. One compute and one communication
-// stream are simulated in program order; see simulateStep.
+// with B the bytes of the full array and n the members of its rank set.
+// A set that spans several nodes runs in two levels (zero_rt/topology.h):
+// a ring of the q members within each node, at the link bandwidth above,
+// and a ring among the members of the same local index across the N nodes,
+// at the node's inter-node bandwidth shared by its ranks, which all cross
+// at once:
+//   within the node  = p(q-1) alpha        + p(q-1)/q B / busbw
+//   across the nodes = p(N-1) alpha_inter  + p(N-1)/n B / (inter bw / ranks)
+// with p the passes (2 for all-reduce). On one node q = n and the second
+// term vanishes. One compute and one communication stream are simulated in
+// program order; see simulateStep.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,9 +73,8 @@ struct Work {
   Type gemmType;
   /// Collectives: ring steps per (n-1) and bandwidth factor per (n-1)/n.
   unsigned ringPasses = 1;
-  /// Collectives: n, the ranks of the set they run over (the partition's
-  /// ranks, or the MiCS replicas).
-  int64_t ranks = 1;
+  /// Collectives: the members of the rank set and those on each node.
+  int64_t members = 1, membersPerNode = 1;
   /// Collectives: which bus bandwidth of the preset they move at.
   enum Pattern { AllReduce, ReduceScatter, AllGather } pattern = AllReduce;
   /// Collectives: bytes of the kernel the compute stream runs once the
@@ -93,14 +101,12 @@ struct Work {
     w.bytes = bytes;
     return w;
   }
-  static Work collective(double bytes, unsigned passes, Pattern pattern,
-                         int64_t ranks) {
+  static Work collective(double bytes, unsigned passes, Pattern pattern) {
     Work w;
     w.kind = Collective;
     w.bytes = bytes;
     w.ringPasses = passes;
     w.pattern = pattern;
-    w.ranks = ranks;
     return w;
   }
 };
@@ -193,46 +199,55 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
         "model cannot time it");
 
   if (auto collective = dyn_cast<CollectiveOpInterface>(op)) {
-    // The full array: a layout range in the group's compute type, or the
-    // tensor moved.
+    // The full array: a layout range or the tensor moved, in the elements
+    // the collective moves.
     double bytes;
-    const PartitionBuffers *group =
-        schedule.lookupPartition(collective.getGroupAttr());
-    RankSetKind set = collective.getRankSetKind();
-    int64_t ranks =
-        group ? schedule.getRankSetSize(set, group->partition) : int64_t(n);
-    std::optional<std::pair<int64_t, int64_t>> range =
-        collective.getElementRange();
-    if (range && set == RankSetKind::replicas && group) {
-      // The rank's owned part of the range (the most any rank owns).
-      PartitionOp p = group->partition;
-      int64_t owned = std::min(range->second - range->first,
-                               std::min(p.getShardNumel(), p.getNumelValue()));
-      bytes = double(owned) * getGroupElementBytes(collective.getGroupAttr());
-    } else if (range)
-      bytes = double(range->second - range->first) *
-              getGroupElementBytes(collective.getGroupAttr());
-    else if (Value moved = collective.getMovedValue())
-      bytes = valueBytes(moved);
+    int64_t eb = schedule.getCollectiveElementBytes(collective);
+    if (std::optional<std::pair<int64_t, int64_t>> range =
+            collective.getElementRange()) {
+      int64_t elements = range->second - range->first;
+      // Over the MiCS replicas: the rank's owned part of the range (the
+      // most any rank owns).
+      const PartitionBuffers *group =
+          schedule.lookupPartition(collective.getGroupAttr());
+      if (collective.getRankSetKind() == RankSetKind::replicas && group)
+        elements =
+            std::min(elements, std::min(group->partition.getShardNumel(),
+                                        group->partition.getNumelValue()));
+      bytes = double(elements) * eb;
+    } else if (Value moved = collective.getMovedValue())
+      bytes =
+          double(cast<RankedTensorType>(moved.getType()).getNumElements()) * eb;
     else
       return op->emitOpError("cost model: a collective without a range or "
                              "a value");
+    zrt_rank_set set = schedule.getRankSet(collective, /*rank=*/0);
+    int64_t perNode = schedule.getMembersPerNode(set);
+    if (perNode == 0)
+      return op->emitOpError("cost model: its ")
+             << set.size << " ranks do not split evenly over nodes of "
+             << schedule.getNodeSize() << " ranks";
+    Work w;
     switch (collective.getCollectiveKind()) {
     case CollectiveKind::all_gather:
-      return Work::collective(bytes, 1, Work::AllGather, ranks);
+      w = Work::collective(bytes, 1, Work::AllGather);
+      break;
     case CollectiveKind::all_reduce:
-      return Work::collective(bytes, 2, Work::AllReduce, ranks);
+      w = Work::collective(bytes, 2, Work::AllReduce);
+      break;
     case CollectiveKind::reduce_scatter:
-    case CollectiveKind::reduce: {
+    case CollectiveKind::reduce:
       // A reduce to each owner moves what a reduce-scatter does. A bucket
       // reduction of stages 2-3 ends with the add of this rank's sum into
       // its gradient shard (read both, write one) once complete.
-      Work w = Work::collective(bytes, 1, Work::ReduceScatter, ranks);
+      w = Work::collective(bytes, 1, Work::ReduceScatter);
       if (schedule.getStage() >= 2)
-        w.completionBytes = 3.0 * bytes / double(ranks);
-      return w;
+        w.completionBytes = 3.0 * bytes / double(set.size);
+      break;
     }
-    }
+    w.members = set.size;
+    w.membersPerNode = perNode;
+    return w;
   }
 
   if (auto grad = dyn_cast<GradOp>(op)) {
@@ -361,11 +376,10 @@ double Simulator::seconds(const Work &w) const {
                                     : 2 * w.bytes / hw.memoryBandwidth);
   }
   case Work::Collective: {
-    int64_t ranks = w.ranks;
-    if (ranks <= 1)
+    int64_t m = w.members, q = w.membersPerNode;
+    if (m <= 1)
       return 0;
-    double steps = double(w.ringPasses) * (ranks - 1);
-    double volume = double(w.ringPasses) * (ranks - 1) / ranks * w.bytes;
+    double passes = double(w.ringPasses);
     double latency = hw.collectiveLatency;
     if (hw.skewCompute > 0 && hw.collectiveLatency > hw.backToBackLatency)
       latency = hw.backToBackLatency +
@@ -376,7 +390,23 @@ double Simulator::seconds(const Work &w) const {
       bandwidth = hw.reduceScatterBandwidth;
     if (w.pattern == Work::AllGather && hw.allGatherBandwidth > 0)
       bandwidth = hw.allGatherBandwidth;
-    return steps * latency + volume / bandwidth;
+    if (q >= m)
+      return passes * (m - 1) * latency +
+             passes * (m - 1) / m * w.bytes / bandwidth;
+    // Two levels: within each node, then across nodes, where every rank of
+    // a node runs its own cross-node ring over the node's links at once.
+    double nodes = double(m / q);
+    double within =
+        passes * (q - 1) * latency + passes * (q - 1) / q * w.bytes / bandwidth;
+    double interLatency = latency, interBandwidth = bandwidth;
+    if (hw.interNodeLinks > 0) {
+      interLatency = hw.interNodeLatency;
+      interBandwidth =
+          hw.getInterNodeBandwidth() / double(schedule.getNodeSize());
+    }
+    double across = passes * (nodes - 1) * interLatency +
+                    passes * (nodes - 1) / m * w.bytes / interBandwidth;
+    return within + across;
   }
   }
   llvm_unreachable("unknown work kind");
@@ -407,7 +437,7 @@ void Simulator::record(Operation *op, std::string name, const Work &w,
 }
 
 void Simulator::complete(Operation *op, const Work &w) {
-  if (w.completionBytes <= 0 || w.ranks <= 1)
+  if (w.completionBytes <= 0 || w.members <= 1)
     return;
   Work add = Work::kernel(w.completionBytes);
   double d = seconds(add);

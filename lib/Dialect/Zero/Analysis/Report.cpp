@@ -49,17 +49,6 @@ struct CheckedInt {
 };
 } // namespace
 
-/// What one rank sends in a ring collective over `chunks` (per-rank parts of
-/// the array): every part but its own, once for reduce-scatter and
-/// all-gather, twice for all-reduce. Reported for rank 0.
-static int64_t ringSendBytes(ArrayRef<int64_t> chunks, int64_t passes,
-                             CheckedInt &c) {
-  int64_t total = 0;
-  for (int64_t chunk : chunks)
-    total = c.add(total, chunk);
-  return c.mul(passes, total - chunks.front());
-}
-
 /// Per-rank parts of layout range [b, e) of a partition, in elements.
 static SmallVector<int64_t> layoutChunks(PartitionOp p, int64_t b, int64_t e) {
   SmallVector<int64_t> chunks;
@@ -79,6 +68,95 @@ static SmallVector<int64_t> evenChunks(int64_t n, int64_t ranks) {
   return chunks;
 }
 
+FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
+  CommPlan comm;
+  TrainStepOp step = s.getStep();
+  CheckedInt c;
+  for (Operation &op : step.getBodyBlock()) {
+    int64_t times = multiplicity(&op, s);
+    auto collective = dyn_cast<CollectiveOpInterface>(op);
+    if (!collective)
+      continue;
+    // The members of rank 0's set, and each member's part of the array in
+    // elements: its owned part of a layout range, or an even share.
+    zrt_rank_set set = s.getRankSet(collective, /*rank=*/0);
+    int64_t members = set.size;
+    int64_t volume = 0, passes = 1;
+    SmallVector<int64_t> chunks;
+    CollectiveKind kind = collective.getCollectiveKind();
+    PartitionOp p = s.lookupPartition(collective.getGroupAttr())->partition;
+    int64_t eb = s.getCollectiveElementBytes(collective);
+    std::optional<std::pair<int64_t, int64_t>> range =
+        collective.getElementRange();
+    switch (kind) {
+    case CollectiveKind::all_gather:
+      if (range) {
+        volume = range->second - range->first;
+        chunks = layoutChunks(p, range->first, range->second);
+      } else {
+        // A whole group (stage 3): the padded shards.
+        volume = p.getNumelValue();
+        chunks = evenChunks(p.getPaddedNumelValue(), members);
+      }
+      break;
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::reduce:
+      // A reduce per owner: a rank sends every part but its own, as in a
+      // reduce-scatter.
+      volume = range->second - range->first;
+      chunks = layoutChunks(p, range->first, range->second);
+      break;
+    case CollectiveKind::all_reduce:
+      passes = 2;
+      if (range && collective.getRankSetKind() == RankSetKind::replicas) {
+        // Rank 0's owned part of the range, summed over its replicas.
+        auto [ob, oe] = p.getOwnedRange(0);
+        int64_t owned = std::max<int64_t>(0, std::min(oe, range->second) -
+                                                 std::max(ob, range->first));
+        volume = c.mul(2, owned);
+        chunks = evenChunks(owned, members);
+      } else if (range) {
+        volume = c.mul(2, range->second - range->first);
+        chunks = evenChunks(range->second - range->first, members);
+      } else {
+        auto t = cast<RankedTensorType>(collective.getMovedValue().getType());
+        volume = 2 * t.getNumElements();
+        chunks = evenChunks(t.getNumElements(), members);
+        comm.constantVolumeElements =
+            c.add(comm.constantVolumeElements, c.mul(volume, times));
+      }
+      break;
+    }
+    if (static_cast<int64_t>(chunks.size()) != members)
+      return op.emitOpError("report: its parts are those of ")
+             << chunks.size() << " ranks, but its rank set has " << members
+             << " members";
+    int64_t perNode = s.getMembersPerNode(set);
+    if (perNode == 0)
+      return op.emitOpError("report: its ")
+             << members << " ranks do not split evenly over nodes of "
+             << s.getNodeSize() << " ranks";
+    // Rank 0 is the first member of each of its sets.
+    zrt_link_bytes link = zrt_collective_link_bytes(chunks.data(), members,
+                                                    perNode, /*me=*/0, passes);
+    int64_t intra = c.mul(c.mul(link.intra_node, eb), times);
+    int64_t inter = c.mul(c.mul(link.inter_node, eb), times);
+    comm.volumeElements = c.add(comm.volumeElements, c.mul(volume, times));
+    comm.intraNodeBytes = c.add(comm.intraNodeBytes, intra);
+    comm.interNodeBytes = c.add(comm.interNodeBytes, inter);
+    comm.bytesPerRank = c.add(comm.bytesPerRank, c.add(intra, inter));
+    std::string name = stringifyCollectiveKind(kind).str();
+    comm.collectives[name] = c.add(comm.collectives[name], times);
+    LinkBytes &byKind = comm.bytesByKind[name];
+    byKind.intraNode = c.add(byKind.intraNode, intra);
+    byKind.interNode = c.add(byKind.interNode, inter);
+  }
+  if (c.overflow)
+    return step.emitOpError("report: parameter or communication counts "
+                            "overflow int64");
+  return comm;
+}
+
 FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
                                                 const MemoryPlan &plan,
                                                 const HardwarePreset &hw) {
@@ -89,6 +167,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.worldSize = s.getWorldSize();
   r.micsShardSize = s.getMicsShardSize();
   r.accumulationSteps = s.getAccumulationSteps();
+  r.ranksPerNode = s.getNodeSize();
   CheckedInt c;
   for (ParamOp p : module.getOps<ParamOp>()) {
     ++r.paramTensors;
@@ -183,75 +262,16 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
       r.nvmeBuffers[kind] = c.add(r.nvmeBuffers[kind], b.bytes);
   }
 
-  for (Operation &op : step.getBodyBlock()) {
-    int64_t times = multiplicity(&op, s);
-    auto collective = dyn_cast<CollectiveOpInterface>(op);
-    if (!collective)
-      continue;
-    int64_t volume = 0, sent = 0;
-    CollectiveKind kind = collective.getCollectiveKind();
-    PartitionOp p = s.lookupPartition(collective.getGroupAttr())->partition;
-    // The ranks it runs over: the partition's (the world, or a MiCS shard
-    // group), or the replicas of rank 0's MiCS shard.
-    RankSetKind set = collective.getRankSetKind();
-    int64_t n = s.getRankSetSize(set, p);
-    int64_t eb = getElementBytes(
-        s.lookupPartition(collective.getGroupAttr())->computeType);
-    std::optional<std::pair<int64_t, int64_t>> range =
-        collective.getElementRange();
-    switch (kind) {
-    case CollectiveKind::all_gather:
-      if (range) {
-        volume = range->second - range->first;
-        sent = c.mul(
-            ringSendBytes(layoutChunks(p, range->first, range->second), 1, c),
-            eb);
-      } else {
-        // A whole group (stage 3): the padded shards.
-        volume = p.getNumelValue();
-        sent = c.mul(
-            ringSendBytes(evenChunks(p.getPaddedNumelValue(), n), 1, c), eb);
-      }
-      break;
-    case CollectiveKind::reduce_scatter:
-    case CollectiveKind::reduce:
-      // A reduce per owner: a rank sends every part but its own, as in a
-      // reduce-scatter.
-      volume = range->second - range->first;
-      sent = c.mul(
-          ringSendBytes(layoutChunks(p, range->first, range->second), 1, c),
-          eb);
-      break;
-    case CollectiveKind::all_reduce:
-      if (range && set == RankSetKind::replicas) {
-        // Rank 0's owned part of the range, summed over its replicas.
-        auto [ob, oe] = p.getOwnedRange(0);
-        int64_t owned = std::max<int64_t>(0, std::min(oe, range->second) -
-                                                 std::max(ob, range->first));
-        volume = c.mul(2, owned);
-        sent = c.mul(ringSendBytes(evenChunks(owned, n), 2, c), eb);
-      } else if (range) {
-        volume = c.mul(2, range->second - range->first);
-        sent = c.mul(
-            ringSendBytes(evenChunks(range->second - range->first, n), 2, c),
-            eb);
-      } else {
-        auto t = cast<RankedTensorType>(collective.getMovedValue().getType());
-        volume = 2 * t.getNumElements();
-        sent = c.mul(ringSendBytes(evenChunks(t.getNumElements(), n), 2, c),
-                     getElementBytes(t.getElementType()));
-        r.constantVolumeElements =
-            c.add(r.constantVolumeElements, c.mul(volume, times));
-      }
-      break;
-    }
-    if (n == 1)
-      sent = 0;
-    r.volumeElements = c.add(r.volumeElements, c.mul(volume, times));
-    r.bytesPerRank = c.add(r.bytesPerRank, c.mul(sent, times));
-    std::string name = stringifyCollectiveKind(kind).str();
-    r.collectives[name] = c.add(r.collectives[name], times);
-  }
+  FailureOr<CommPlan> comm = computeCommPlan(s);
+  if (failed(comm))
+    return failure();
+  r.volumeElements = comm->volumeElements;
+  r.constantVolumeElements = comm->constantVolumeElements;
+  r.bytesPerRank = comm->bytesPerRank;
+  r.intraNodeBytesPerRank = comm->intraNodeBytes;
+  r.interNodeBytesPerRank = comm->interNodeBytes;
+  r.collectives = std::move(comm->collectives);
+  r.bytesByKind = std::move(comm->bytesByKind);
   if (c.overflow)
     return step.emitOpError("report: parameter or communication counts "
                             "overflow int64");
@@ -310,6 +330,10 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
   llvm::json::Object collectives;
   for (auto &[k, v] : r.collectives)
     collectives[k] = v;
+  llvm::json::Object bytesByKind;
+  for (auto &[k, v] : r.bytesByKind)
+    bytesByKind[k] = llvm::json::Object{{"intra_node", v.intraNode},
+                                        {"inter_node", v.interNode}};
   llvm::json::Value fit = nullptr;
   if (r.fit)
     fit = llvm::json::Object{
@@ -365,6 +389,15 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
   };
   if (r.recomputeMs > 0)
     json["recompute_ms"] = r.recomputeMs;
+  // Across nodes, the split of the bytes between the links within a node
+  // and those between nodes (on one node every byte stays within it).
+  if (r.ranksPerNode < r.worldSize) {
+    json["ranks_per_node"] = r.ranksPerNode;
+    llvm::json::Object *comm = json.getObject("comm");
+    (*comm)["intra_node_bytes_per_rank"] = r.intraNodeBytesPerRank;
+    (*comm)["inter_node_bytes_per_rank"] = r.interNodeBytesPerRank;
+    (*comm)["bytes_by_kind"] = std::move(bytesByKind);
+  }
   if (r.vocabPaddingRows > 0)
     json["vocab_padding"] =
         llvm::json::Object{{"rows", r.vocabPaddingRows},
@@ -616,8 +649,20 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   os << "Communication: " << r.volumeElements << " elements ("
      << r.constantVolumeElements << " of them the overflow/norm reduction), "
      << r.bytesPerRank << " bytes sent by rank 0 per step\n";
-  for (auto &[k, v] : r.collectives)
-    os << "  " << k << ": " << v << "\n";
+  // Across nodes, the bytes each level of the two-level collectives sends.
+  bool nodes = r.ranksPerNode < r.worldSize;
+  if (nodes)
+    os << "  " << r.intraNodeBytesPerRank << " bytes within its node, "
+       << r.interNodeBytesPerRank << " across nodes ("
+       << r.worldSize / r.ranksPerNode << " nodes of " << r.ranksPerNode
+       << " ranks)\n";
+  for (auto &[k, v] : r.collectives) {
+    os << "  " << k << ": " << v;
+    if (auto it = r.bytesByKind.find(k); nodes && it != r.bytesByKind.end())
+      os << " (" << it->second.intraNode << " bytes within the node, "
+         << it->second.interNode << " across)";
+    os << "\n";
+  }
   os << llvm::format("\nPredicted step on %s: %.3f ms, %.3f ms of it exposed "
                      "communication",
                      r.hardware.c_str(), r.predictedStepMs, r.exposedCommMs);
@@ -657,12 +702,19 @@ struct ZeroReportPass
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    const HardwarePreset *hw = lookupHardwarePreset(hardware);
-    if (!hw) {
+    const HardwarePreset *preset = lookupHardwarePreset(hardware);
+    if (!preset) {
       module.emitError("zero-report: unknown hardware preset '")
           << hardware << "' (known: " << getHardwarePresetNames() << ")";
       return signalPassFailure();
     }
+    HardwarePreset rates = *preset;
+    std::string error;
+    if (failed(applyInterNodeBandwidth(rates, interNodeBandwidth, error))) {
+      module.emitError("zero-report: inter-node-bandwidth: ") << error;
+      return signalPassFailure();
+    }
+    const HardwarePreset *hw = &rates;
     int64_t deviceMemoryBytes = hw->deviceMemoryBytes;
     if (!deviceMemory.empty()) {
       std::optional<int64_t> bytes = parseByteSize(deviceMemory);

@@ -23,6 +23,28 @@ int64_t mlir::zero::getTensorBytes(Type tensorType) {
   return t.getNumElements() * getElementBytes(t.getElementType());
 }
 
+static_assert(static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
+                  static_cast<int32_t>(RankSetKind::hpz) == ZRT_RANKS_HPZ &&
+                  static_cast<int32_t>(RankSetKind::replicas) ==
+                      ZRT_RANKS_REPLICAS,
+              "RankSetKind follows zero_rt/topology.h's kinds");
+
+zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,
+                                      int64_t rank) const {
+  return zrt_rank_set_of(static_cast<int32_t>(collective.getRankSetKind()),
+                         rank, worldSize, hpzPartitionSize, micsShardSize);
+}
+
+int64_t StepSchedule::getCollectiveElementBytes(
+    CollectiveOpInterface collective) const {
+  if (!collective.getElementRange())
+    if (Value moved = collective.getMovedValue())
+      return getElementBytes(
+          cast<RankedTensorType>(moved.getType()).getElementType());
+  const PartitionBuffers *p = lookupPartition(collective.getGroupAttr());
+  return p ? getElementBytes(p->computeType) : 2;
+}
+
 FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   StepSchedule s;
   s.step = step;
@@ -35,8 +57,9 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.stage = schedule.getStage();
   s.worldSize = schedule.getWorldSize();
   s.accumulationSteps = schedule.getAccumulationSteps();
-  s.micsShardSize = schedule.getMicsShardSize();
+  s.ranksPerNode = schedule.getRanksPerNode();
   s.hpzPartitionSize = schedule.getHpzPartitionSize();
+  s.micsShardSize = schedule.getMicsShardSize();
   s.optimizerDevice = getOptimizerOffload(step);
   s.optimizerOffloaded = s.optimizerDevice != OffloadDevice::none;
   s.paramDevice = getParamOffload(step);
@@ -102,18 +125,6 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   if (s.partitions.empty())
     return step.emitOpError("has no partitions: run zero-partition first");
   return s;
-}
-
-int64_t StepSchedule::getRankSetSize(RankSetKind kind, PartitionOp p) const {
-  switch (kind) {
-  case RankSetKind::group:
-    return p.getWorldSizeValue();
-  case RankSetKind::hpz:
-    return hpzPartitionSize;
-  case RankSetKind::replicas:
-    return getMicsReplicas();
-  }
-  llvm_unreachable("unknown rank set kind");
 }
 
 const PartitionBuffers *StepSchedule::lookupPartition(StringRef name) const {

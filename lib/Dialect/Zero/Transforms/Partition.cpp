@@ -46,6 +46,13 @@ struct ZeroPartitionPass
           << kMaxWorldSize << " (2^20), got " << worldSize.getValue();
       return signalPassFailure();
     }
+    if (ranksPerNode < 0 ||
+        (ranksPerNode > 0 && worldSize % ranksPerNode != 0)) {
+      mlir::emitError(module.getLoc(), "zero-partition: ranks-per-node ")
+          << ranksPerNode.getValue() << " must divide world-size "
+          << worldSize.getValue() << " (0: every rank on one node)";
+      return signalPassFailure();
+    }
     if (alignment < 1) {
       mlir::emitError(module.getLoc(),
                       "zero-partition: alignment must be >= 1, got ")
@@ -111,12 +118,11 @@ struct ZeroPartitionPass
       }
       if (failed(divideBatch(step, worldSize)))
         return signalPassFailure();
-      step.setScheduleAttr(ScheduleAttr::get(&getContext(), stage, worldSize,
-                                             batch,
-                                             /*accumulation_steps=*/1,
-                                             /*ranks_per_node=*/0,
-                                             /*hpz_partition_size=*/1,
-                                             /*mics_shard_size=*/mics));
+      step.setScheduleAttr(
+          ScheduleAttr::get(&getContext(), stage, worldSize, batch,
+                            /*accumulation_steps=*/1, ranksPerNode,
+                            /*hpz_partition_size=*/1,
+                            /*mics_shard_size=*/mics));
     }
 
     // Groups: [first, last) ranges of `params` with their names.

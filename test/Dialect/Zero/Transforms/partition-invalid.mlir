@@ -3,10 +3,14 @@
 // RUN: not zero-opt %s -split-input-file --zero-partition="stage=4 world-size=4" 2>&1 | FileCheck %s --check-prefix=STAGE
 // RUN: not zero-opt %s -split-input-file --zero-partition="stage=1 world-size=0" 2>&1 | FileCheck %s --check-prefix=WS
 // RUN: not zero-opt %s -split-input-file --zero-partition="stage=1 alignment=0" 2>&1 | FileCheck %s --check-prefix=ALIGN
+// RUN: not zero-opt %s -split-input-file --zero-partition="stage=1 world-size=4 ranks-per-node=3" 2>&1 | FileCheck %s --check-prefix=RPN
+// RUN: not zero-opt %s -split-input-file --zero-partition="stage=1 world-size=4 ranks-per-node=-2" 2>&1 | FileCheck %s --check-prefix=RPN-NEG
 
 // STAGE: error: zero-partition: stage must be 0, 1, 2 or 3, got 4
 // WS: error: zero-partition: world-size must be >= 1, got 0
 // ALIGN: error: zero-partition: alignment must be >= 1, got 0
+// RPN: error: zero-partition: ranks-per-node 3 must divide world-size 4 (0: every rank on one node)
+// RPN-NEG: error: zero-partition: ranks-per-node -2 must divide world-size 4 (0: every rank on one node)
 
 // A global batch of 10 cannot be split over 4 ranks.
 // CHECK: partition-invalid.mlir:[[# @LINE + 2]]:1: error: train step @train global batch 10 is not divisible by world-size 4

@@ -65,6 +65,14 @@ struct HardwarePreset {
   double collectiveLatency = 0;
   /// Fixed cost of launching one kernel, seconds.
   double kernelOverhead = 0;
+  /// The fabric between nodes: network links per node (0: none; the nodes
+  /// of the `cpu` preset are groups of processes on one machine, so their
+  /// cross-node level runs over shared memory like the one within a node,
+  /// at linkBandwidth and collectiveLatency), the line rate of each in
+  /// bytes/s each way, and the latency of one cross-node ring step, seconds.
+  int64_t interNodeLinks = 0;
+  double interNodeLinkBandwidth = 0;
+  double interNodeLatency = 0;
   /// Device memory one rank may use, in bytes: the data sheet's capacity in
   /// decimal units (80 GB = 80e9 B; see docs/HardwarePresets.md). 0: none
   /// known (`cpu`), so a report gives no fit verdict unless told one.
@@ -93,8 +101,9 @@ struct HardwarePreset {
   double allGatherBandwidth = 0;
   /// Optimizer offload: the copy rate between device and pinned host memory
   /// in one direction, bytes/s (PCIe; 0: a memcpy that reads and writes
-  /// each byte at memoryBandwidth, the `cpu` preset), and the rate at which the CPU Adam streams its 28-32
-  /// bytes per parameter through host memory (0: memoryBandwidth).
+  /// each byte at memoryBandwidth, the `cpu` preset), and the rate at which the
+  /// CPU Adam streams its 28-32 bytes per parameter through host memory (0:
+  /// memoryBandwidth).
   double hostLinkBandwidth = 0;
   double hostMemoryBandwidth = 0;
   /// Optimizer offload to NVMe: the sequential read and write rates of the
@@ -111,6 +120,11 @@ struct HardwarePreset {
   /// the step, share its rates.
   bool nvmeSharedByRanks = false;
 
+  /// The bandwidth each way, bytes/s, that a cross-node ring gets from all
+  /// of a node's links together: the fraction of the line rate NCCL's ring
+  /// bus bandwidth reaches, as for the links within a node.
+  double getInterNodeBandwidth() const;
+
   /// The rates of a rank in a world of `worldSize` ranks: the share row of
   /// the largest calibrated `ranks` <= worldSize, its compute rates divided
   /// further when more ranks than that share the node; a disk the ranks
@@ -124,6 +138,13 @@ ArrayRef<HardwarePreset> getHardwarePresets();
 const HardwarePreset *lookupHardwarePreset(StringRef name);
 /// The preset names, comma-separated, for diagnostics and help.
 std::string getHardwarePresetNames();
+
+/// Applies `--inter-node-bandwidth` (`text`: Gb/s per link each way, a
+/// positive decimal number, optionally followed by `Gb/s` or `Gbps`) to
+/// `hw`, replacing its links' line rate; an empty `text` changes nothing.
+/// On failure `error` says what is wrong.
+LogicalResult applyInterNodeBandwidth(HardwarePreset &hw, StringRef text,
+                                      std::string &error);
 
 /// A byte count such as `24GiB`, `80 GB`, `1.5MiB` or `4096`: a decimal
 /// number and an optional unit, binary (KiB, MiB, GiB, TiB) or decimal (B,

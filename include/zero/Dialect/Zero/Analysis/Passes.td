@@ -17,6 +17,15 @@ def ZeroHardwareOption
              "rtx-4090, h100-sxm, h100-pcie, h200-sxm (or h200), mi300x or "
              "cpu">;
 
+// Overrides the line rate of the preset's links between nodes: zero-report's
+// option, and zero-pipeline's for the plans memory-budget ranks.
+def ZeroInterNodeBandwidthOption
+    : Option<"interNodeBandwidth", "inter-node-bandwidth", "std::string",
+             /*default=*/"\"\"",
+             "Line rate of each of the hardware preset's links between "
+             "nodes, in Gb/s each way (400 or 400Gb/s; default: the "
+             "preset's, docs/HardwarePresets.md)">;
+
 def ZeroPlanMemoryPass : Pass<"zero-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Record the memory plan of every scheduled step in the IR";
   let description = [{
@@ -132,6 +141,12 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     categories live when the arena holds the most, and the kernel scratch).
     The JSON has it under `fit`; null where no device memory is known (the
     `cpu` preset without `device-memory`).
+
+    With `ranks_per_node` on the step's `#zero.schedule` the bytes are split
+    between the links within a node and those between nodes, per kind too
+    (`zero_rt/topology.h`'s two-level collectives), and the cost model
+    prices the cross-node level at the preset's inter-node fabric, whose
+    line rate `inter-node-bandwidth` overrides.
   }];
   let options = [
     Option<"out", "out", "std::string", /*default=*/"\"-\"",
@@ -139,6 +154,7 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     Option<"format", "format", "std::string", /*default=*/"\"json\"",
            "Report format: json or text">,
     ZeroHardwareOption,
+    ZeroInterNodeBandwidthOption,
     Option<"deviceMemory", "device-memory", "std::string", /*default=*/"\"\"",
            "Device memory of one rank for the fit verdict, overriding the "
            "preset's: a count with a unit, B, KiB, MiB, GiB, TiB or decimal "

@@ -18,12 +18,41 @@
 
 namespace mlir::zero {
 
+/// Bytes a rank sends within its node and across nodes.
+struct LinkBytes {
+  int64_t intraNode = 0, interNode = 0;
+};
+
+/// The communication of one optimizer step (every micro step) as rank 0
+/// sees it: its collectives with ring algorithms, two-level ones across
+/// nodes (zero_rt/topology.h). The report prints it; the lowering writes
+/// its bytes into the manifest's plan for the run to compare with what its
+/// collectives measure.
+struct CommPlan {
+  /// Sum over collectives of the full array's elements (all-reduce twice),
+  /// and the part that does not scale with the model.
+  int64_t volumeElements = 0, constantVolumeElements = 0;
+  /// Bytes rank 0 sends, and their split between the links within its node
+  /// and those between nodes (intraNodeBytes + interNodeBytes).
+  int64_t bytesPerRank = 0, intraNodeBytes = 0, interNodeBytes = 0;
+  /// By CollectiveKind name: how many run, and the bytes rank 0 sends.
+  std::map<std::string, int64_t> collectives;
+  std::map<std::string, LinkBytes> bytesByKind;
+};
+
+/// The communication of `schedule`'s step; fails with a diagnostic on a
+/// collective whose rank set does not split evenly by node, or counts that
+/// overflow int64.
+FailureOr<CommPlan> computeCommPlan(const StepSchedule &schedule);
+
 /// Everything zero-report prints; byte and element counts are exact.
 struct StepReport {
   int64_t stage = 0, worldSize = 1, accumulationSteps = 1;
   /// MiCS: the ranks of a shard group, which the model states are
   /// partitioned over (0 without MiCS).
   int64_t micsShardSize = 0;
+  /// Ranks on one node (the world size on one node).
+  int64_t ranksPerNode = 1;
   int64_t paramCount = 0, paddedParamCount = 0, paramTensors = 0,
           largestParam = 0;
   /// Unpadded elements of the trainable and the frozen parameters (their
@@ -66,9 +95,14 @@ struct StepReport {
   /// The part of volumeElements that does not scale with the model (the
   /// overflow flag and norm reduction).
   int64_t constantVolumeElements = 0;
-  /// Bytes rank 0 sends with ring algorithms.
+  /// Bytes rank 0 sends with ring algorithms (two-level ones across nodes,
+  /// zero_rt/topology.h), and their split between the links within its
+  /// node and those between nodes (they add up to bytesPerRank).
   int64_t bytesPerRank = 0;
+  int64_t intraNodeBytesPerRank = 0, interNodeBytesPerRank = 0;
+  /// Collectives of each kind per step, and the bytes rank 0 sends in them.
   std::map<std::string, int64_t> collectives;
+  std::map<std::string, LinkBytes> bytesByKind;
   std::string hardware;
   double predictedStepMs = 0, exposedCommMs = 0;
   /// Time compute waits for device-host copies (optimizer offload).

@@ -14,6 +14,7 @@
 #define ZERO_DIALECT_ZERO_ANALYSIS_SCHEDULE_H
 
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero_rt/topology.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -106,16 +107,31 @@ public:
   int64_t getStage() const { return stage; }
   int64_t getWorldSize() const { return worldSize; }
   int64_t getAccumulationSteps() const { return accumulationSteps; }
-  /// MiCS: the ranks of a shard group (0 without MiCS).
+  /// The topology: ranks per node (0: one node holds every rank), the hpZ
+  /// partition size (1: none) and the MiCS shard size (0: none).
+  int64_t getRanksPerNode() const { return ranksPerNode; }
+  int64_t getHpzPartitionSize() const { return hpzPartitionSize; }
   int64_t getMicsShardSize() const { return micsShardSize; }
+  /// Ranks on one node: ranks per node, or the world on one node.
+  int64_t getNodeSize() const {
+    return ranksPerNode > 0 ? ranksPerNode : worldSize;
+  }
+  /// The members of the rank set `collective` runs over, as `rank` sees it
+  /// (zrt_rank_set_of of its getRankSetKind()).
+  zrt_rank_set getRankSet(CollectiveOpInterface collective, int64_t rank) const;
+  /// Members of `set` on each node it spans (zrt_members_per_node): its
+  /// size on one node, 0 when it does not split evenly by node.
+  int64_t getMembersPerNode(zrt_rank_set set) const {
+    return zrt_members_per_node(set, ranksPerNode);
+  }
+  /// Bytes of one element as `collective` moves it: the group's compute
+  /// type for a layout range, the moved tensor's element type otherwise.
+  /// The report and the cost model size every collective by it.
+  int64_t getCollectiveElementBytes(CollectiveOpInterface collective) const;
   /// The copies of each MiCS shard, one per shard group (1 without MiCS).
   int64_t getMicsReplicas() const {
     return micsShardSize > 0 ? worldSize / micsShardSize : 1;
   }
-  /// The members of each rank's set of `kind` for a collective of
-  /// partition `p` (zrt_rank_set_of's size): the partition's ranks, the hpZ
-  /// group or the MiCS replicas.
-  int64_t getRankSetSize(RankSetKind kind, PartitionOp p) const;
   /// Whether the optimizer states live in host memory or on NVMe (the
   /// step's offload): the Adam runs on the host.
   bool isOptimizerOffloaded() const { return optimizerOffloaded; }
@@ -174,8 +190,9 @@ private:
   int64_t stage = 0;
   int64_t worldSize = 1;
   int64_t accumulationSteps = 1;
-  int64_t micsShardSize = 0;
+  int64_t ranksPerNode = 0;
   int64_t hpzPartitionSize = 1;
+  int64_t micsShardSize = 0;
   bool optimizerOffloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
   bool paramsOffloaded = false;

@@ -210,7 +210,11 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     The stage, world size and global batch are recorded as the train step's
     `schedule`, `#zero.schedule<stage = 2, world_size = 4, global_batch =
     64>` (one micro step until `zero-grad-sync` records its accumulation),
-    from which the later passes, the analyses and the lowering read them.
+    from which the later passes, the analyses and the lowering read them;
+    so is `ranks-per-node` (`ranks_per_node = 2`, not printed when 0: every
+    rank on one node), the topology by which the report splits each
+    collective's bytes between the links within and across nodes and the
+    cost model prices them.
 
     MiCS (`mics-shard-size` m > 0, stage 3 only): every group is partitioned
     over a shard group of m consecutive ranks instead of the world, and the
@@ -237,6 +241,9 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     Option<"alignment", "alignment", "int64_t", /*default=*/"2",
            "Padding granule per rank in elements (DeepSpeed: "
            "nccl_start_alignment_factor)">,
+    Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"0",
+           "Ranks per node, rank r on node r / ranks-per-node; a divisor "
+           "of world-size (0: every rank on one node)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
