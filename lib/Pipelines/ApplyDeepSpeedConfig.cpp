@@ -109,6 +109,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->hpzPartitionSize, cfg->hpzPartitionSize);
     takeFromFile(s->maxReuseDistance, cfg->maxReuseDistance);
     takeFromFile(s->frozenGather, cfg->frozenGather);
+    takeFromFile(s->micsShardSize, cfg->micsShardSize);
     takeFromFile(s->prefetchBucketSize, cfg->prefetchBucketSize);
     takeFromFile(s->maxLiveParameters, cfg->maxLiveParameters);
     takeFromFile(s->gradientClipping, cfg->gradientClipping);
@@ -160,7 +161,7 @@ struct ApplyDeepSpeedConfigPass
         (failed(resolveBatch(steps, s)) || failed(resolveSizes(module, s)) ||
          failed(resolvePrecision(steps.front(), s))))
       return signalPassFailure();
-    if (failed(checkOffload(s)) || failed(checkHpz(s)))
+    if (failed(checkOffload(s)) || failed(checkHpz(s)) || failed(checkMics(s)))
       return signalPassFailure();
     if (!steps.empty()) {
       resolveOptimizer(steps.front(), s);
@@ -470,6 +471,40 @@ struct ApplyDeepSpeedConfigPass
                            "does not combine with offload_param (device "
                         << s.offloadParam.getValue()
                         << "): the secondary shards live on the device";
+    return success();
+  }
+
+  /// DeepSpeed's rules for MiCS, at the place of mics_shard_size: stage 3,
+  /// shard groups that divide the world, no offload (DeepSpeed refuses it)
+  /// and no hpZ.
+  LogicalResult checkMics(const ZeroPipelineOptions &s) {
+    const DeepSpeedValue<int64_t> &m = cfg->micsShardSize;
+    if (!m.value || *m.value <= 0 || s.micsShardSize != *m.value)
+      return success();
+    auto fail = [&]() {
+      InFlightDiagnostic d = errorAt(m);
+      d << "zero_optimization.mics_shard_size: ";
+      return d;
+    };
+    if (s.stage != 3)
+      return fail() << "MiCS needs ZeRO stage 3, the stage is "
+                    << s.stage.getValue();
+    if (s.worldSize >= 1 && (*m.value > s.worldSize || s.worldSize % *m.value))
+      return fail() << "the shard groups of " << *m.value
+                    << " ranks must divide the world size "
+                    << s.worldSize.getValue();
+    for (auto [option, key] :
+         {std::pair(&s.offloadOptimizer, "offload_optimizer"),
+          std::pair(&s.offloadParam, "offload_param")})
+      if (option->getValue() != "none")
+        return fail() << "MiCS does not support offload (DeepSpeed refuses "
+                         "it), but "
+                      << key << " is on " << option->getValue();
+    if (cfg->hpzPartitionSize.value &&
+        *cfg->hpzPartitionSize.value > 1)
+      return fail() << "MiCS and hpZ exclude each other, but "
+                       "zero_hpz_partition_size is "
+                    << *cfg->hpzPartitionSize.value;
     return success();
   }
 

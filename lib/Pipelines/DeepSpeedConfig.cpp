@@ -84,6 +84,9 @@ public:
 
   bool has(StringRef key) const { return obj.get(key) != nullptr; }
 
+  /// The value at `key` without reading it (another read takes it).
+  const json::Value *peek(StringRef key) const { return obj.get(key); }
+
   /// The keys of the object, sorted (read each with get).
   std::vector<StringRef> keys() const { return sortedKeys(obj); }
 
@@ -347,6 +350,35 @@ void readOffload(Section &z, DeepSpeedConfig &cfg) {
   legacy("cpu_offload_params", "offload_param", cfg.offloadParam);
 }
 
+/// zero_optimization's MiCS keys. mics_shard_size -1 (DeepSpeed's default)
+/// is off. Our collectives over ranks on several nodes always run in two
+/// levels, across the nodes first and then within each node, which is
+/// DeepSpeed's hierarchical parameter gather: true is what happens, and
+/// false is read with a warning that the gathers stay hierarchical.
+void readMics(Section &z, DeepSpeedConfig &cfg) {
+  cfg.micsShardSize = z.integer("mics_shard_size");
+  if (cfg.micsShardSize.value && *cfg.micsShardSize.value < 1 &&
+      *cfg.micsShardSize.value != -1) {
+    z.error("mics_shard_size",
+            "must be -1 (no MiCS) or a positive number of ranks, got " +
+                std::to_string(*cfg.micsShardSize.value));
+    cfg.micsShardSize.value.reset();
+  }
+  bool mics = cfg.micsShardSize.value && *cfg.micsShardSize.value > 0;
+  cfg.micsHierarchicalParamsGather =
+      z.boolean("mics_hierarchical_params_gather");
+  if (cfg.micsHierarchicalParamsGather.value) {
+    if (!mics && *cfg.micsHierarchicalParamsGather.value)
+      z.warning("mics_hierarchical_params_gather",
+                "has no effect without mics_shard_size");
+    else if (mics && !*cfg.micsHierarchicalParamsGather.value)
+      z.warning("mics_hierarchical_params_gather",
+                "false is not honoured: gathers over ranks on several nodes "
+                "always run in two levels (across the nodes, then within "
+                "each node), as with true");
+  }
+}
+
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
 /// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
@@ -384,6 +416,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
               "all-gathered after each step), got " +
                   dump(*v));
     readOffload(z, cfg);
+    readMics(z, cfg);
   });
 
   top.section("fp16", [&](Section &f) {

@@ -589,18 +589,22 @@ bool Driver::save(const Progress &at) {
     ~Reset() { v = 0; }
   } reset{savingStep};
   std::string dir = checkpointDir(opts.save, at.step);
+  // Under MiCS the first shard group holds every shard once: its ranks
+  // write the checkpoint, as the same stage on that many ranks would.
+  int savers = manifest.shardGroupSize();
   SavedFile file;
   if (!everywhere([&] {
         makeDirs(dir);
-        file = writeRankCheckpoint(ctx, dir, at);
+        if (ctx.rank < savers)
+          file = writeRankCheckpoint(ctx, dir, at);
       }))
     return false;
-  std::vector<SavedFile> files(size_t(ctx.world));
+  std::vector<SavedFile> files(static_cast<size_t>(savers));
   uint64_t mine[2] = {file.crc, file.bytes};
   std::vector<uint64_t> all(size_t(2 * ctx.world));
   MPI_Gather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0,
              MPI_COMM_WORLD);
-  for (int r = 0; r < ctx.world; ++r)
+  for (int r = 0; r < savers; ++r)
     files[size_t(r)] = {uint32_t(all[size_t(2 * r)]), all[size_t(2 * r + 1)]};
   if (!everywhere([&] {
         if (ctx.rank == 0)

@@ -729,8 +729,9 @@ void Manifest::resolveRunLength(int64_t steps) {
 Range Manifest::owned(const PartitionInfo &p, int rank) const {
   if (stage == 0)
     return {0, p.numel};
-  return {std::min(rank * p.shardNumel, p.numel),
-          std::min((rank + 1) * p.shardNumel, p.numel)};
+  int64_t shard = shardOf(rank);
+  return {std::min(shard * p.shardNumel, p.numel),
+          std::min((shard + 1) * p.shardNumel, p.numel)};
 }
 
 //===----------------------------------------------------------------------===//
@@ -835,14 +836,16 @@ int zrt::mpiInt(int64_t n, const char *call) {
   return int(n);
 }
 
-/// Per-rank counts (and displacements from `begin`) of the owned parts of
-/// [begin, end).
+/// Per-member counts (and displacements from `begin`) of the owned parts of
+/// [begin, end), over the ranks the partition is sharded over (member r of
+/// a shard group owns shard r).
 void zrt::splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
                        int64_t end, std::vector<int> &counts,
                        std::vector<int> &displs, const char *call) {
-  counts.assign(size_t(ctx->world), 0);
-  displs.assign(size_t(ctx->world), 0);
-  for (int r = 0; r < ctx->world; ++r) {
+  int members = ctx->manifest->shardGroupSize();
+  counts.assign(size_t(members), 0);
+  displs.assign(size_t(members), 0);
+  for (int r = 0; r < members; ++r) {
     Range part = ownedPart(ctx, p, r, begin, end);
     if (part.size() > 0) {
       counts[size_t(r)] = mpiInt(part.size(), call);

@@ -241,8 +241,18 @@ struct Manifest {
   void resolveRunLength(int64_t steps);
 
   /// The layout range rank `rank` owns: everything at stage 0, else
-  /// [rank * shard, (rank + 1) * shard) clipped to numel.
+  /// [i * shard, (i + 1) * shard) clipped to numel for its shard index i.
   Range owned(const PartitionInfo &p, int rank) const;
+  /// The ranks a partition is sharded over: a MiCS shard group, or the
+  /// world.
+  int shardGroupSize() const {
+    return micsShardSize > 0 ? int(micsShardSize) : worldSize;
+  }
+  /// The shard rank `rank` owns: its index in its MiCS shard group (the
+  /// replicas of a shard are the ranks with the same index), or the rank.
+  int shardOf(int rank) const {
+    return micsShardSize > 0 ? rank % int(micsShardSize) : rank;
+  }
 };
 
 /// The deterministic initializer: element `element` of parameter `param`
@@ -401,7 +411,7 @@ void checkRange(const PartitionInfo &p, int64_t begin, int64_t end,
                 int64_t limit, const char *call);
 /// n as an int; aborts if it does not fit (MPI and NCCL counts).
 int mpiInt(int64_t n, const char *call);
-/// Per-rank counts (and displacements from `begin`) of the owned parts of
+/// Per-member counts (and displacements from `begin`) of the owned parts of
 /// [begin, end).
 void splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
                   int64_t end, std::vector<int> &counts,

@@ -126,6 +126,28 @@ extern "C" void zrt_ctx_all_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
          nullptr);
 }
 
+extern "C" void zrt_ctx_all_reduce_replicas(zrt_ctx *ctx, int32_t p,
+                                            int64_t begin, int64_t end,
+                                            int32_t slot) {
+  const char *call = "zrt_ctx_all_reduce_replicas";
+  const PartitionInfo &part = partition(ctx, p, call);
+  if (ctx->manifest->stage != 3 || ctx->manifest->micsShardSize <= 0)
+    fatal("%s: needs a stage-3 program with MiCS shard groups", call);
+  checkRange(part, begin, end, part.numel, call);
+  // Every replica owns the same shard, so the same elements of it.
+  Range o = ctx->manifest->owned(part, ctx->rank);
+  Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
+  if (mine.size() <= 0) {
+    launch(ctx, slot, "all_reduce replicas", {}, nullptr);
+    return;
+  }
+  char *g = element(ctx->buffer(p, kGrads), mine.begin - o.begin, part);
+  launch(ctx, slot, "all_reduce replicas",
+         allReduce(groupOf(ctx->comm, ZRT_RANKS_REPLICAS), kAllReduce,
+                   part.computeDtype, ZRT_SUM, g, mine.size()),
+         nullptr);
+}
+
 namespace {
 /// The in-place reduction of the persistent grads buffer's range [begin,
 /// end): a reduce-scatter whose bytes count under `kind`.
@@ -196,7 +218,7 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
   Group &group = worldGroup(ctx);
   if (toOwners) {
     tokens = reduceToOwners(group, kReduce, dt, bucket, counts, displs);
-    sumAt = displs[size_t(ctx->rank)];
+    sumAt = displs[size_t(ctx->manifest->shardOf(ctx->rank))];
   } else {
     tokens =
         reduceScatter(group, kReduceScatter, dt, bucket, counts, displs, sumAt);

@@ -100,6 +100,10 @@ struct DeepSpeedConfig {
   /// project's key for zero-param-gather's frozen-gather (DeepSpeed has
   /// none).
   DeepSpeedValue<std::string> frozenGather;
+  /// zero_optimization.mics_shard_size (-1: no MiCS) and
+  /// mics_hierarchical_params_gather.
+  DeepSpeedValue<int64_t> micsShardSize;
+  DeepSpeedValue<bool> micsHierarchicalParamsGather;
 };
 
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.

@@ -207,6 +207,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       })
       .Case([&](AllReduceOp o) -> LogicalResult {
         int32_t slot = slotOf(o.getToken());
+        if (o.getOverReplicas()) {
+          callVoid("zrt_ctx_all_reduce_replicas",
+                   {ctx, i32(partitionIndex(o.getGroupAttr())),
+                    i64(*o.getBegin()), i64(*o.getEnd()), i32(slot)});
+          return success();
+        }
         if (o.getBuffer()) {
           callVoid("zrt_ctx_all_reduce_grads",
                    {ctx, i32(partitionIndex(o.getGroupAttr())),

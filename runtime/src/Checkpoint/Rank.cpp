@@ -68,7 +68,7 @@ SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
   TrainingState state{progress.step, progress.dataPosition, ctx.adamSteps,
                       scalerJson(ctx.scaler)};
   std::string bytes = packRankFile(
-      m, ctx.rank, ctx.world, state,
+      m, ctx.rank, m.shardGroupSize(), state,
       [&](int32_t p, BufferKind kind, char *dst, int64_t size) {
         const PartitionInfo &part = m.partitions[size_t(p)];
         if (kind == kMaster && part.frozen) {
@@ -89,9 +89,9 @@ void zrt::writeCheckpointManifest(const zrt_ctx &ctx, const std::string &root,
                                   const std::string &dir,
                                   const Progress &progress,
                                   const std::vector<SavedFile> &files) {
-  writeFileAtomic(
-      dir + "/manifest.json",
-      checkpointManifest(*ctx.manifest, ctx.world, progress.step, files));
+  writeFileAtomic(dir + "/manifest.json",
+                  checkpointManifest(*ctx.manifest, int(files.size()),
+                                     progress.step, files));
   // Only a complete checkpoint becomes the latest.
   std::string name = dir.substr(dir.find_last_of('/') + 1);
   writeFileAtomic(root + "/latest", name + "\n");
@@ -134,7 +134,7 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
   Progress progress;
   progress.step = state.step;
   progress.dataPosition = state.dataPosition;
-  if (ckpt.world != ctx.world || ckpt.stage != m.stage ||
+  if (ckpt.world != m.shardGroupSize() || ckpt.stage != m.stage ||
       ckpt.scheduleHash != m.hashText)
     progress.resharded = "saved by a stage-" + std::to_string(ckpt.stage) +
                          " program on " + std::to_string(ckpt.world) +

@@ -30,10 +30,13 @@ struct Progress {
   std::string resharded;
 };
 
-/// Local: writes DIR/rank_R.bin atomically.
+/// Local: writes DIR/rank_R.bin atomically, for a rank of the first MiCS
+/// shard group (every rank without MiCS), as a checkpoint of that many
+/// ranks.
 SavedFile writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
                               const Progress &progress);
-/// Local (rank 0): writes DIR/manifest.json, then points root/latest at it.
+/// Local (rank 0): writes DIR/manifest.json of the ranks that saved `files`,
+/// then points root/latest at it.
 void writeCheckpointManifest(const zrt_ctx &ctx, const std::string &root,
                              const std::string &dir, const Progress &progress,
                              const std::vector<SavedFile> &files);

@@ -204,9 +204,18 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     double bytes;
     int64_t eb = schedule.getCollectiveElementBytes(collective);
     if (std::optional<std::pair<int64_t, int64_t>> range =
-            collective.getElementRange())
-      bytes = double(range->second - range->first) * eb;
-    else if (Value moved = collective.getMovedValue())
+            collective.getElementRange()) {
+      int64_t elements = range->second - range->first;
+      // Over the MiCS replicas: the rank's owned part of the range (the
+      // most any rank owns).
+      const PartitionBuffers *group =
+          schedule.lookupPartition(collective.getGroupAttr());
+      if (collective.getRankSetKind() == RankSetKind::replicas && group)
+        elements =
+            std::min(elements, std::min(group->partition.getShardNumel(),
+                                        group->partition.getNumelValue()));
+      bytes = double(elements) * eb;
+    } else if (Value moved = collective.getMovedValue())
       bytes =
           double(cast<RankedTensorType>(moved.getType()).getNumElements()) * eb;
     else

@@ -108,7 +108,14 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
       break;
     case CollectiveKind::all_reduce:
       passes = 2;
-      if (range) {
+      if (range && collective.getRankSetKind() == RankSetKind::replicas) {
+        // Rank 0's owned part of the range, summed over its replicas.
+        auto [ob, oe] = p.getOwnedRange(0);
+        int64_t owned = std::max<int64_t>(0, std::min(oe, range->second) -
+                                                 std::max(ob, range->first));
+        volume = c.mul(2, owned);
+        chunks = evenChunks(owned, members);
+      } else if (range) {
         volume = c.mul(2, range->second - range->first);
         chunks = evenChunks(range->second - range->first, members);
       } else {
@@ -158,6 +165,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   auto module = step->getParentOfType<ModuleOp>();
   r.stage = s.getStage();
   r.worldSize = s.getWorldSize();
+  r.micsShardSize = s.getMicsShardSize();
   r.accumulationSteps = s.getAccumulationSteps();
   r.ranksPerNode = s.getNodeSize();
   CheckedInt c;
@@ -407,6 +415,12 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
 /// depends on the total GPUs only; the host figure, which needs the GPUs per
 /// node the step does not know, is left to zero-estimate. None past 2^58
 /// parameters, where DeepSpeed's byte counts may leave int64.
+/// The ranks the model states are partitioned over: a MiCS shard group's,
+/// whose states are ZeRO-3's at that world size, or the world's.
+static int64_t modelStateRanks(const StepReport &r) {
+  return r.micsShardSize > 0 ? r.micsShardSize : r.worldSize;
+}
+
 static std::optional<::zero::estimate::DeepSpeedEstimate>
 estimateDeepSpeedGpu(const StepReport &r) {
   if ((r.stage != 2 && r.stage != 3) || r.paramCount > (int64_t(1) << 58))
@@ -417,7 +431,8 @@ estimateDeepSpeedGpu(const StepReport &r) {
   llvm::Expected<::zero::estimate::DeepSpeedEstimate> estimate =
       ::zero::estimate::estimateDeepSpeed(r.stage, r.paramCount, r.largestParam,
                                           /*gpusPerNode=*/1,
-                                          /*nodes=*/r.worldSize, options);
+                                          /*nodes=*/modelStateRanks(r),
+                                          options);
   if (!estimate) {
     llvm::consumeError(estimate.takeError());
     return std::nullopt;
@@ -455,8 +470,11 @@ static std::string bytesStr(int64_t b) {
 
 void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   int64_t S = r.paramCount, Sp = r.paddedParamCount, n = r.worldSize;
-  os << "ZeRO stage " << r.stage << " on " << n << " ranks: " << S
-     << " parameters in " << r.paramTensors << " tensors (largest "
+  os << "ZeRO stage " << r.stage << " on " << n << " ranks";
+  if (r.micsShardSize > 0)
+    os << " (MiCS: shard groups of " << r.micsShardSize << ", "
+       << n / r.micsShardSize << " replicas)";
+  os << ": " << S << " parameters in " << r.paramTensors << " tensors (largest "
      << r.largestParam << "), " << Sp << " after padding\n";
   if (r.frozenParamCount > 0)
     os << "Trainable: " << r.trainableParamCount
@@ -506,8 +524,9 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   // optimizer states.
   if (r.frozenParamCount > 0) {
     ::zero::estimate::FrozenModelStates states =
-        ::zero::estimate::modelStatesWithFrozen(
-            r.stage, r.trainableParamCount, r.frozenParamCount, r.worldSize);
+        ::zero::estimate::modelStatesWithFrozen(r.stage, r.trainableParamCount,
+                                                r.frozenParamCount,
+                                                modelStateRanks(r));
     row("ZeRO formula (" + compactFormula(states.formula) + ")", states.bytes);
   }
   if (r.optimizerOffloaded || r.paramsOffloaded) {
@@ -601,7 +620,7 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
                  : (r.paramsAreMasters ? fp32Frozen : mixedFrozen)[r.stage])
        << " (S = " << S << ", St = " << r.trainableParamCount
        << " trainable, S' = " << Sp << ", St' = " << r.paddedTrainableParamCount
-       << ", n = " << n
+       << ", n = " << modelStateRanks(r)
        << "): only the trainable parameters carry gradients and optimizer "
           "states (8 bytes of fp32 Adam moments each, 12 with an fp32 "
           "master), the frozen ones are held in their compute type alone. "
@@ -619,7 +638,8 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   } else {
     os << "\nModel states follow "
        << (r.paramsAreMasters ? fp32Formulas : mixedFormulas)[r.stage]
-       << " (S = " << S << ", S' = " << Sp << ", n = " << n << ")";
+       << " (S = " << S << ", S' = " << Sp << ", n = " << modelStateRanks(r)
+       << (r.micsShardSize > 0 ? ", the MiCS shard group" : "") << ")";
     if (r.paramsAreMasters)
       os << ", the fp32 parameters being their own masters; DeepSpeed's "
             "estimator assumes mixed precision (16-bit parameters and "

@@ -565,8 +565,16 @@ LogicalResult ScheduleVerifier::checkCoverage() {
   auto runAt = [&](Operation *op) {
     return index[op] + (runsAtBoundary(getStepPhase(op)) ? numOps : 0);
   };
-  DenseMap<Operation *, SmallVector<RangeOp>> reductions, gathers;
+  DenseMap<Operation *, SmallVector<RangeOp>> reductions, gathers, replicaSums;
   DenseMap<Operation *, SmallVector<AdamOp>> updates;
+  SmallVector<Operation *> overflowChecks;
+  // The op at which a collective has completed: its zero.wait, or itself.
+  auto completion = [](Operation *op) {
+    if (Value token = getToken(op))
+      for (Operation *user : token.getUsers())
+        return user;
+    return op;
+  };
   DenseMap<Operation *, SmallVector<Operation *>> transfers;
   DenseMap<StringAttr, int64_t> gradWrittenAt;
   // The zero.grad ops binding each value. (Searching the users of a source
@@ -583,8 +591,15 @@ LogicalResult ScheduleVerifier::checkCoverage() {
     if (auto g = dyn_cast<GradOp>(op)) {
       gradWrittenAt[g.getParamAttr().getAttr()] = i;
     } else if (auto ar = dyn_cast<AllReduceOp>(op); ar && ar.getBuffer()) {
-      reductions[partitionOf(ar.getGroupAttr())].push_back(
-          {&op, {*ar.getBegin(), *ar.getEnd()}});
+      if (ar.getOverReplicas() && schedule.getMicsReplicas() == 1)
+        return op.emitOpError("sums gradients over the MiCS replicas, but "
+                              "the schedule has none (no mics_shard_size "
+                              "below the world size)");
+      (ar.getOverReplicas() ? replicaSums
+                            : reductions)[partitionOf(ar.getGroupAttr())]
+          .push_back({&op, {*ar.getBegin(), *ar.getEnd()}});
+    } else if (isa<CheckOverflowOp>(op)) {
+      overflowChecks.push_back(&op);
     } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
       reductions[partitionOf(rs.getGroupAttr())].push_back(
           {&op, {rs.getBegin(), rs.getEnd()}});
@@ -713,10 +728,46 @@ LogicalResult ScheduleVerifier::checkCoverage() {
         }
       }
     }
+    // MiCS: the shard groups' gradients are summed over the replicas once
+    // per step, each element once, after the group's reductions completed
+    // and before the optimizer reads them.
+    if (schedule.getMicsReplicas() > 1) {
+      if (failed(tile(replicaSums[p],
+                      "sums over the MiCS replicas the gradients of",
+                      "are never summed over the MiCS replicas")))
+        return failure();
+      for (RangeOp &sum : replicaSums[p]) {
+        for (RangeOp &r : reductions[p])
+          if (runAt(completion(r.op)) > runAt(sum.op)) {
+            InFlightDiagnostic d =
+                sum.op->emitOpError("sums gradients of @")
+                << p.getSymName()
+                << " over the MiCS replicas before the shard group's "
+                   "reduction completed";
+            d.attachNote(completion(r.op)->getLoc())
+                << "the reduction completes here";
+            return failure();
+          }
+        Operation *done = completion(sum.op);
+        for (Operation *check : overflowChecks)
+          if (runAt(check) < runAt(done)) {
+            InFlightDiagnostic d =
+                done->emitOpError("completes the MiCS replica sum of @")
+                << p.getSymName() << " after the overflow check reads it";
+            d.attachNote(check->getLoc()) << "the overflow check";
+            return failure();
+          }
+      }
+    }
     SmallVector<AdamOp> &ups = updates[p];
     if (ups.empty())
       return p.emitOpError("is never updated: no zero.adam for partition @")
              << p.getSymName();
+    for (RangeOp &sum : replicaSums[p])
+      if (runAt(ups[0]) < runAt(completion(sum.op)))
+        return ups[0].emitOpError("updates @")
+               << p.getSymName()
+               << " before the MiCS replica sum of its gradients completed";
     if (ups.size() > 1) {
       InFlightDiagnostic d = ups[1].emitOpError("updates partition @")
                              << p.getSymName() << " a second time in this step";

@@ -309,8 +309,15 @@ LogicalResult TrainStepOp::verifyOffload() {
   ScheduleAttr schedule = getScheduleAttr();
   if (!schedule || !getOffloadAttr())
     return success();
-  return getOffload().verifyStage([&] { return emitOpError(); },
-                                  schedule.getStage());
+  // DeepSpeed refuses MiCS with offload.
+  OffloadAttr offload = getOffload();
+  if (schedule.getMicsShardSize() > 0 &&
+      (offload.offloadsOptimizer() || offload.offloadsParams()))
+    return emitOpError("MiCS (mics_shard_size ")
+           << schedule.getMicsShardSize()
+           << ") does not support optimizer or parameter offload";
+  return offload.verifyStage([&] { return emitOpError(); },
+                             schedule.getStage());
 }
 
 LogicalResult TrainStepOp::verifyLabels() {
@@ -352,13 +359,19 @@ LogicalResult TrainStepOp::verifySchedulePartitions() {
       return emitOpError("has no #zero.schedule, but the module has ")
              << "zero.partition @" << p.getSymName()
              << " (zero-partition records both)";
+    // Under MiCS a partition is sharded over the shard group.
     if (p.getStageValue() != schedule.getStage() ||
-        p.getWorldSizeValue() != schedule.getWorldSize())
+        p.getWorldSizeValue() != schedule.getShardGroupSize())
       return emitOpError("schedule has stage ")
              << schedule.getStage() << " and world size "
-             << schedule.getWorldSize() << ", but zero.partition @"
-             << p.getSymName() << " has stage " << p.getStageValue()
-             << " and world size " << p.getWorldSizeValue();
+             << schedule.getWorldSize()
+             << (schedule.getMicsShardSize() > 0
+                     ? " (MiCS shard groups of " +
+                           std::to_string(schedule.getMicsShardSize()) + ")"
+                     : std::string())
+             << ", but zero.partition @" << p.getSymName() << " has stage "
+             << p.getStageValue() << " and world size "
+             << p.getWorldSizeValue();
   }
   return success();
 }
@@ -1040,6 +1053,9 @@ LogicalResult AllReduceOp::verify() {
              << stringifyReduceKind(getKind()) << "'";
     if (getResult())
       return emitOpError("in-place form has no result value");
+  } else if (getOverReplicas()) {
+    return emitOpError("sums gradients over the MiCS replicas in place: it "
+                       "needs a 'grads' range, not an input");
   } else {
     if (!getResult())
       return emitOpError("value form needs a result of the input's type ")
@@ -1062,7 +1078,13 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
     return failure();
   if (!getBuffer())
     return success();
-  if (group->getStageValue() != 0)
+  // In place: the full buffer at stage 0, or a stage-3 shard over its MiCS
+  // replicas.
+  if (getOverReplicas() && group->getStageValue() != 3)
+    return emitOpError("sums gradient shards over the MiCS replicas only at "
+                       "stage 3, @")
+           << group->getSymName() << " is stage " << group->getStageValue();
+  if (!getOverReplicas() && group->getStageValue() != 0)
     return emitOpError("all-reduces the 'grads' buffer in place only at stage "
                        "0, @")
            << group->getSymName() << " is stage " << group->getStageValue();

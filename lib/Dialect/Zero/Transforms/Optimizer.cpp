@@ -263,6 +263,27 @@ struct ZeroOptimizerPass
               transfer(group, BufferKind::grads, BufferKind::host_grads));
       }
     }
+    // MiCS: each shard group reduced its own micro batches' gradients into
+    // its shards; summing the shards over the replicas gives every replica
+    // the gradients of the whole global batch, still divided by the world's
+    // divisor. All are issued before the first is waited for.
+    if (schedule.getMicsReplicas() > 1) {
+      SmallVector<Value> replicaSums;
+      for (const PartitionBuffers *pb : trainable) {
+        PartitionOp part = pb->partition;
+        auto sum = AllReduceOp::create(
+            b, loc, Type(), tokenType,
+            ReduceKindAttr::get(b.getContext(), ReduceKind::sum), Value(),
+            FlatSymbolRefAttr::get(part.getSymNameAttr()),
+            BufferKindAttr::get(b.getContext(), BufferKind::grads),
+            b.getI64IntegerAttr(0), b.getI64IntegerAttr(part.getNumelValue()),
+            b.getUnitAttr());
+        created.push_back(sum);
+        replicaSums.push_back(sum.getToken());
+      }
+      for (Value token : replicaSums)
+        wait(token);
+    }
     auto scale = LossScaleOp::create(b, loc, RankedTensorType::get({}, f32));
     auto check = CheckOverflowOp::create(b, loc, stats, b.getArrayAttr(groups),
                                          scale, divisor);
@@ -275,7 +296,7 @@ struct ZeroOptimizerPass
           b, loc, stats, Type(),
           ReduceKindAttr::get(b.getContext(), ReduceKind::overflow_norm),
           global, cast<FlatSymbolRefAttr>(groups.front()), BufferKindAttr(),
-          IntegerAttr(), IntegerAttr());
+          IntegerAttr(), IntegerAttr(), UnitAttr());
       global = reduce.getResult();
       created.push_back(reduce);
     }

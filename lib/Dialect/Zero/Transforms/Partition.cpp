@@ -59,12 +59,29 @@ struct ZeroPartitionPass
           << alignment.getValue();
       return signalPassFailure();
     }
+    // MiCS: the groups are partitioned over the shard group; DeepSpeed's -1
+    // is off, as 0 is.
+    int64_t mics = micsShardSize < 0 ? 0 : int64_t(micsShardSize);
+    if (micsShardSize < -1 ||
+        (mics > 0 && (mics > worldSize || worldSize % mics != 0))) {
+      mlir::emitError(module.getLoc(), "zero-partition: mics-shard-size ")
+          << micsShardSize.getValue() << " must divide world-size "
+          << worldSize.getValue() << " (or be 0 or -1: no MiCS)";
+      return signalPassFailure();
+    }
+    if (mics > 0 && stage != 3) {
+      mlir::emitError(module.getLoc(),
+                      "zero-partition: mics-shard-size needs stage 3, got "
+                      "stage ")
+          << stage.getValue();
+      return signalPassFailure();
+    }
+    int64_t partitionRanks = mics > 0 ? mics : int64_t(worldSize);
     int64_t unit;
-    if (__builtin_mul_overflow(worldSize.getValue(), alignment.getValue(),
-                               &unit)) {
+    if (__builtin_mul_overflow(partitionRanks, alignment.getValue(), &unit)) {
       mlir::emitError(module.getLoc(), "zero-partition: world-size * "
                                        "alignment = ")
-          << worldSize.getValue() << " * " << alignment.getValue()
+          << partitionRanks << " * " << alignment.getValue()
           << " overflows int64";
       return signalPassFailure();
     }
@@ -108,7 +125,7 @@ struct ZeroPartitionPass
           &getContext(), int64_t(stage), int64_t(worldSize), batch,
           /*accumulation_steps=*/int64_t(1),
           int64_t(ranksPerNode), int64_t(hpzPartitionSize),
-          /*mics_shard_size=*/int64_t(0));
+          int64_t(mics));
       if (!attr)
         return signalPassFailure();
       step.setScheduleAttr(attr);
@@ -192,9 +209,9 @@ struct ZeroPartitionPass
             << name << "' holds more elements than int64 can count";
         return signalPassFailure();
       }
-      PartitionOp::create(b, params.back().getLoc(), name, stage, worldSize,
-                          alignment, numel, padded, b.getArrayAttr(refs),
-                          offsets, g.frozen);
+      PartitionOp::create(b, params.back().getLoc(), name, stage,
+                          partitionRanks, alignment, numel, padded,
+                          b.getArrayAttr(refs), offsets, g.frozen);
     }
   }
 };

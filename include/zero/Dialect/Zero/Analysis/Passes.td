@@ -106,6 +106,11 @@ def ZeroVerifySchedulePass : Pass<"zero-verify-schedule", "::mlir::ModuleOp"> {
       optimizer's place (it would read the previous step's parameters), or
       a store reads a buffer other than its group's own gather of the
       parameter shards;
+    * under MiCS with more than one shard group, a trainable partition's
+      gradient shard is not summed over the replicas (`zero.all_reduce ...
+      over replicas`) exactly once per step, element by element, after its
+      shard group's reductions completed and before the overflow check and
+      its `zero.adam` read it; a replica sum without replicas;
     * a parameter swap buffer serves two transfers at once (one from its
       issue to its `zero.wait`), or the transfers disagree on the buffers;
     * the phases disagree with what the ops do (`StepPhaseOpInterface`): the

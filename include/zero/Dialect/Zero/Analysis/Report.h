@@ -48,6 +48,9 @@ FailureOr<CommPlan> computeCommPlan(const StepSchedule &schedule);
 /// Everything zero-report prints; byte and element counts are exact.
 struct StepReport {
   int64_t stage = 0, worldSize = 1, accumulationSteps = 1;
+  /// MiCS: the ranks of a shard group, which the model states are
+  /// partitioned over (0 without MiCS).
+  int64_t micsShardSize = 0;
   /// Ranks on one node (the world size on one node).
   int64_t ranksPerNode = 1;
   int64_t paramCount = 0, paddedParamCount = 0, paramTensors = 0,

@@ -134,6 +134,10 @@ public:
   /// type for a layout range, the moved tensor's element type otherwise.
   /// The report and the cost model size every collective by it.
   int64_t getCollectiveElementBytes(CollectiveOpInterface collective) const;
+  /// The copies of each MiCS shard, one per shard group (1 without MiCS).
+  int64_t getMicsReplicas() const {
+    return micsShardSize > 0 ? worldSize / micsShardSize : 1;
+  }
   /// Whether the optimizer states live in host memory or on NVMe (the
   /// step's offload): the Adam runs on the host.
   bool isOptimizerOffloaded() const { return optimizerOffloaded; }

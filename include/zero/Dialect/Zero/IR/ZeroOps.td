@@ -857,7 +857,10 @@ def Zero_PartitionOp : Zero_Op<"partition", [
     are padding). With fp32 compute the parameters are their own masters:
     Adam updates the owned part of the fp32 parameters in place. At stage 0
     nothing is sharded: `padded_numel == numel` and every rank owns
-    everything. The layout is identical on every rank.
+    everything. The layout is identical on every rank. Under MiCS
+    (`#zero.schedule<..., mics_shard_size = m>`) `world_size` is m, the
+    ranks of a shard group: rank `r` owns shard `r % m`, which the other
+    shard groups replicate.
 
     A `frozen` partition holds frozen parameters only (a partition holds
     only trainable or only frozen ones): its one persistent buffer is
@@ -1170,11 +1173,21 @@ def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]
     In-place form (stage 0): range `[begin, end)` of the full persistent
     `grads` buffer is summed over ranks.
 
+    MiCS replica form (stage 3, `over replicas`): this rank's owned part of
+    range `[begin, end)` of its `grads` shard is summed over the ranks that
+    hold the same shard, one per shard group (ranks with equal r % m); after
+    it every replica holds the gradients of the whole global batch. It runs
+    once per optimizer step, at the boundary, before the overflow check.
+    In-place gradient all-reduces at stage 3 are of this form only.
+
     Value form: reduces a small value, e.g. the optimizer's overflow flag and
-    squared norm (`overflow_norm`: element 0 by max, element 1 by sum).
+    squared norm (`overflow_norm`: element 0 by max, element 1 by sum),
+    over the group's ranks (under MiCS the shard group, whose owned
+    gradients together are the whole model's once the replicas agree).
 
     ```mlir
     %t = zero.all_reduce sum group @flat in grads [0, 4096) token !zero.token
+    %r = zero.all_reduce sum group @h.0 in grads [0, 4096) over replicas phase boundary token !zero.token
     %g = zero.all_reduce overflow_norm %stats group @flat : tensor<2xf32> -> tensor<2xf32>
     ```
   }];
@@ -1182,13 +1195,21 @@ def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]
                        FlatSymbolRefAttr:$group,
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
                        OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
+                       UnitAttr:$over_replicas,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs Optional<Zero_FlatTensor>:$result,
                       Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
     `` $kind ($input^)? `group` $group (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)?
-    (`phase` $phase^)? attr-dict
+    (`over` `replicas` $over_replicas^)? (`phase` $phase^)? attr-dict
     (`:` type($input)^ `->` type($result))? (`token` type($token)^)?
+  }];
+  let extraClassDeclaration = [{
+    /// The MiCS replicas for the replica form, else the group.
+    ::mlir::zero::RankSetKind getRankSetKind() {
+      return getOverReplicas() ? ::mlir::zero::RankSetKind::replicas
+                               : ::mlir::zero::RankSetKind::group;
+    }
   }];
 }
 

@@ -219,6 +219,14 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     size) is recorded there too (`hpz_partition_size`), for
     `zero-param-gather`.
 
+    MiCS (`mics-shard-size` m > 0, stage 3 only): every group is partitioned
+    over a shard group of m consecutive ranks instead of the world, and the
+    world_size / m shard groups hold replicas of the same layout. Each
+    partition's `world_size` is m (padded to a multiple of `m * alignment`,
+    rank r owns shard r % m), so the model states per rank are those of
+    ZeRO-3 at world size m; the batch is still divided by the world size, and
+    the schedule records `mics_shard_size = m`.
+
     ```mlir
     zero.partition @flat stage 2 world_size 4 alignment 2 numel 269322 padded 269328
         params [@fc1.weight, @fc1.bias, ...] offsets [0, 200704, ...]
@@ -229,6 +237,10 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
            "ZeRO stage 0-3 (DeepSpeed: zero_optimization.stage)">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "Number of data-parallel ranks">,
+    Option<"micsShardSize", "mics-shard-size", "int64_t", /*default=*/"0",
+           "MiCS: partition stage-3 groups over shard groups of this many "
+           "consecutive ranks, replicated across them (0 or -1: off; "
+           "DeepSpeed: zero_optimization.mics_shard_size)">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"2",
            "Padding granule per rank in elements (DeepSpeed: "
            "nccl_start_alignment_factor)">,
@@ -519,6 +531,13 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     and squared norm); one small all-reduce carries both (flag max, norm sum).
     At stage 0 every rank already holds the fully reduced gradients, so that
     all-reduce is omitted (it would count the norm `world_size` times).
+    Under MiCS (`mics_shard_size` m below the world size) each shard group
+    reduced only its own ranks' gradients: first, every trainable
+    partition's shard is summed over its replicas (`zero.all_reduce sum
+    group @g in grads [0, numel) over replicas`, all issued, then waited),
+    after which every shard group holds the whole batch's gradients; the
+    divisor stays the world's, and the stats all-reduce runs over the shard
+    group, whose shards together are the model (so the norm is ZeRO-3's).
     `zero.update_loss_scale` applies DeepSpeed's DynamicLossScaler and yields
     the skip flag; `zero.adam` (one per partition) skips on overflow, else
     unscales, clips, steps Adam/AdamW and writes the 16-bit parameters (fp32
