@@ -859,8 +859,8 @@ TEST(ShiftLabelsDeathTest, FillMustFitTheLabels) {
 TEST(QuantizeTest, ChunksAreLaidOutBackToBack) {
   EXPECT_EQ(zrt_quant_bytes(0, 8), 0);
   EXPECT_EQ(zrt_quant_bytes(1, 8), 8);
-  EXPECT_EQ(zrt_quant_bytes(2048, 8), 4 + 2048);
-  EXPECT_EQ(zrt_quant_bytes(2049, 4), 8 + 1028);
+  EXPECT_EQ(zrt_quant_bytes(2048, 8), 4 * 8 + 2048);
+  EXPECT_EQ(zrt_quant_bytes(2049, 4), 4 * 9 + 1025 + 3);
   EXPECT_EQ(zrt_quant_bytes(5, 4), 8);
   // Dequantizing the 3 chunks of a quantized [3, 3000] buffer at once
   // equals dequantizing each chunk alone, and stays within half a step.

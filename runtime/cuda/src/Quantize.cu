@@ -6,9 +6,10 @@
 // (src/Quantize.cpp): the rules and layout of zero_rt/quantize.h, the
 // formulas of KernelMath.h, whose device side pins every rounding
 // (__fdiv_rn, __fmul_rn, rintf), so no contraction can differ. One thread
-// block per quantization block: 256 threads of four element pairs each
-// (pair p = thread + k * 256 holds elements 2p and 2p + 1, one INT4 byte),
-// the block's largest |x| bits an exact integer maximum.
+// block per quantization block: ZRT_QUANT_BLOCK / 8 threads (whole warps)
+// of four element pairs each (pair p = thread + k * threads holds elements
+// 2p and 2p + 1, one INT4 byte), the block's largest |x| bits an exact
+// integer maximum.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,10 +23,10 @@ using namespace zrt::cuda;
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kPairsPerThread = ZRT_QUANT_BLOCK / (2 * kThreads);
-static_assert(kPairsPerThread * 2 * kThreads == ZRT_QUANT_BLOCK,
-              "a quantization block is 256 threads of whole pairs");
+constexpr int kPairsPerThread = 4;
+constexpr int kThreads = ZRT_QUANT_BLOCK / (2 * kPairsPerThread);
+static_assert(kThreads % 32 == 0 && kThreads <= 1024,
+              "a quantization block is whole warps of four pairs a thread");
 
 /// The quiet NaN of a storage type, as dequantization writes it.
 template <typename T>

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-BLOCK = 2048
+BLOCK = 256
 NAN32 = np.uint32(0x7FC00000)
 TYPE_NAN = {"f32": 0x7FC00000, "bf16": 0x7FC0, "f16": 0x7E00}
 STORAGE = {"f32": np.uint32, "bf16": np.uint16, "f16": np.uint16}
