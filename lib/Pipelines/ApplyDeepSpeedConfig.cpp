@@ -108,6 +108,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->paramPersistenceThreshold, cfg->paramPersistenceThreshold);
     takeFromFile(s->maxReuseDistance, cfg->maxReuseDistance);
     takeFromFile(s->frozenGather, cfg->frozenGather);
+    takeFromFile(s->quantizedWeights, cfg->quantizedWeights);
     takeFromFile(s->prefetchBucketSize, cfg->prefetchBucketSize);
     takeFromFile(s->maxLiveParameters, cfg->maxLiveParameters);
     takeFromFile(s->gradientClipping, cfg->gradientClipping);
@@ -435,6 +436,18 @@ struct ApplyDeepSpeedConfigPass
              << "zero_optimization.offload_param: parameter offload needs "
                 "ZeRO stage 3, the stage is "
              << s.stage.getValue();
+    // DeepSpeed's qwZ quantizes the stage-3 gathers of the device shards.
+    bool fileQuantized =
+        cfg->quantizedWeights.value.value_or(false) && s.quantizedWeights;
+    if (fileQuantized && s.stage != 3)
+      return errorAt(cfg->quantizedWeights)
+             << "zero_optimization.zero_quantized_weights: qwZ quantizes the "
+                "weights of ZeRO stage 3's gathers, the stage is "
+             << s.stage.getValue();
+    if (fileQuantized && s.offloadParam != "none")
+      return errorAt(cfg->quantizedWeights)
+             << "zero_optimization.zero_quantized_weights: qwZ gathers the "
+                "shards on the device; it does not combine with offload_param";
     // The swap files' directory, from the file or the options.
     if (fileParam && param == OffloadDevice::nvme && s.paramNvmePath.empty() &&
         s.nvmePath.empty())

@@ -100,6 +100,9 @@ struct DeepSpeedConfig {
   /// project's key for zero-param-gather's frozen-gather (DeepSpeed has
   /// none).
   DeepSpeedValue<std::string> frozenGather;
+  /// zero_optimization.zero_quantized_weights: ZeRO++ qwZ
+  /// (zero-param-gather's quantized-weights).
+  DeepSpeedValue<bool> quantizedWeights;
 };
 
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.

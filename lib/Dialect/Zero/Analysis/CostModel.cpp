@@ -17,6 +17,7 @@
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Interfaces/RuntimeKernelOpInterface.h"
+#include "zero_rt/quantize.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -200,6 +201,18 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     else
       return op->emitOpError("cost model: a collective without a range or "
                              "a value");
+    if (int32_t bits = collective.getQuantizationBits()) {
+      // qwZ: the ranks' quantized shards travel; quantizing this rank's
+      // shard and dequantizing the gathered buffer stream on completion.
+      PartitionOp g =
+          schedule.lookupPartition(collective.getGroupAttr())->partition;
+      double chunk = double(zrt_quant_bytes(g.getShardNumel(), bits));
+      double elems = getGroupElementBytes(collective.getGroupAttr());
+      Work w = Work::collective(double(n) * chunk, 1, Work::AllGather);
+      w.completionBytes =
+          double(g.getShardNumel()) * elems + chunk + double(n) * chunk + bytes;
+      return w;
+    }
     switch (collective.getCollectiveKind()) {
     case CollectiveKind::all_gather:
       return Work::collective(bytes, 1, Work::AllGather);

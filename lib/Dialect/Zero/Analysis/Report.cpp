@@ -9,6 +9,7 @@
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
+#include "zero_rt/quantize.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -202,6 +203,12 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
         sent = c.mul(
             ringSendBytes(layoutChunks(p, range->first, range->second), 1, c),
             eb);
+      } else if (int32_t bits = collective.getQuantizationBits()) {
+        // A quantized group (qwZ): each rank's shard as one quantized chunk.
+        volume = p.getNumelValue();
+        SmallVector<int64_t> chunks(n,
+                                    zrt_quant_bytes(p.getShardNumel(), bits));
+        sent = ringSendBytes(chunks, 1, c);
       } else {
         // A whole group (stage 3): the padded shards.
         volume = p.getNumelValue();

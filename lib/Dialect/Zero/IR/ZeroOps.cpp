@@ -806,6 +806,9 @@ LogicalResult AllGatherOp::verify() {
            << stringifyBufferKind(*getBuffer()) << "'";
   if (inPlace && getShard())
     return emitOpError("gathers in place, so it reads no staged shard");
+  if (inPlace && getQuantized())
+    return emitOpError("quantizes only the value form of a stage-3 gather, "
+                       "not an in-place gather");
   return success();
 }
 
@@ -834,6 +837,24 @@ static LogicalResult verifyStagedShard(Operation *op, PartitionOp group,
   if (!isa_and_nonnull<TransferOp>(shard.getDefiningOp()))
     return op->emitOpError("staged shard must be the result of a "
                            "zero.transfer ... params to staging");
+  return success();
+}
+
+/// A quantized stage-3 gather (qwZ): 16-bit weights, read in place from
+/// the device shard (a staged shard is an offloaded one).
+static LogicalResult
+verifyQuantizedGather(Operation *op, bool quantized,
+                      TypedValue<RankedTensorType> shard,
+                      TypedValue<RankedTensorType> result) {
+  if (!quantized)
+    return success();
+  Type et = result.getType().getElementType();
+  if (!et.isBF16() && !et.isF16())
+    return op->emitOpError("quantizes 16-bit weights (bf16 or f16), not ")
+           << et;
+  if (shard)
+    return op->emitOpError("is quantized, so it reads the params shard on "
+                           "the device, not a staged shard");
   return success();
 }
 
@@ -874,7 +895,9 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
   }
   if (failed(verifyStage3Gather(*this, *group, getResult(), tables,
                                 "gathers shards into a new buffer only at "
-                                "stage 3, @")))
+                                "stage 3, @")) ||
+      failed(verifyQuantizedGather(*this, getQuantized(), getShard(),
+                                   getResult())))
     return failure();
   return verifyStagedShard(*this, *group, getShard(), getResult());
 }
@@ -884,7 +907,9 @@ LogicalResult PrefetchOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (failed(group))
     return failure();
   if (failed(verifyStage3Gather(*this, *group, getResult(), tables,
-                                "prefetches only stage-3 partitions, @")))
+                                "prefetches only stage-3 partitions, @")) ||
+      failed(verifyQuantizedGather(*this, getQuantized(), getShard(),
+                                   getResult())))
     return failure();
   return verifyStagedShard(*this, *group, getShard(), getResult());
 }

@@ -63,10 +63,11 @@ struct GroupUses {
 class Stage3Gather {
 public:
   Stage3Gather(const StepSchedule &schedule, int64_t persistenceThreshold,
-               int64_t maxReuseDistance, bool frozenOnce)
+               int64_t maxReuseDistance, bool frozenOnce, bool quantized)
       : schedule(schedule), step(schedule.getStep()),
         persistenceThreshold(persistenceThreshold),
-        maxReuseDistance(maxReuseDistance), frozenOnce(frozenOnce) {}
+        maxReuseDistance(maxReuseDistance), frozenOnce(frozenOnce),
+        quantized(quantized) {}
   LogicalResult run();
 
 private:
@@ -90,6 +91,7 @@ private:
   TrainStepOp step;
   int64_t persistenceThreshold, maxReuseDistance;
   bool frozenOnce;
+  bool quantized;
   llvm::DenseMap<Operation *, int64_t> position;
   llvm::MapVector<Operation *, GroupUses> groups;      // PartitionOp -> uses
   llvm::DenseMap<Operation *, Operation *> groupOfGet; // GetParamOp -> group
@@ -173,6 +175,8 @@ AllGatherOp Stage3Gather::createGather(OpBuilder &b, Location loc,
   auto gather =
       AllGatherOp::create(b, loc, type, Type(), groupRef, BufferKindAttr(),
                           IntegerAttr(), IntegerAttr(), UnitAttr(), shard);
+  if (quantized)
+    gather.setQuantized(true);
   if (shard) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(gather);
@@ -410,13 +414,16 @@ struct ZeroParamGatherPass
         return signalPassFailure();
       if (failed(recordParamOffload(step, *schedule)))
         return signalPassFailure();
+      if (quantizedWeights && failed(checkQuantizedWeights(*schedule)))
+        return signalPassFailure();
       if (schedule->getStage() == 3) {
         // The buffers' memories follow the step's offload.
         schedule = StepSchedule::get(step);
         if (failed(schedule))
           return signalPassFailure();
         if (failed(Stage3Gather(*schedule, paramPersistenceThreshold,
-                                maxReuseDistance, frozenGather == "once")
+                                maxReuseDistance, frozenGather == "once",
+                                quantizedWeights)
                        .run()))
           return signalPassFailure();
         assignSwapBuffers(step, *schedule);
@@ -426,6 +433,28 @@ struct ZeroParamGatherPass
         continue;
       emitPostStepGathers(module, step);
     }
+  }
+
+  /// quantized-weights (ZeRO++ qwZ): DeepSpeed's rules, stage 3 with
+  /// 16-bit weights and the shards on the device.
+  LogicalResult checkQuantizedWeights(const StepSchedule &schedule) {
+    TrainStepOp step = schedule.getStep();
+    if (schedule.getStage() != 3)
+      return step.emitOpError("zero-param-gather: quantized-weights (qwZ) "
+                              "needs stage 3, the step is stage ")
+             << schedule.getStage();
+    if (offloadParam != "none")
+      return step.emitOpError("zero-param-gather: quantized-weights (qwZ) "
+                              "gathers the shards on the device; it does not "
+                              "combine with offload-param=")
+             << offloadParam.getValue();
+    for (const PartitionBuffers &p : schedule.getPartitions())
+      if (!p.computeType.isBF16() && !p.computeType.isF16())
+        return p.partition.emitOpError(
+                   "zero-param-gather: quantized-weights (qwZ) quantizes "
+                   "16-bit weights, partition @")
+               << p.partition.getSymName() << " computes in " << p.computeType;
+    return success();
   }
 
   /// offload-param=cpu|nvme: records `param` in the step's offload

@@ -292,7 +292,8 @@ struct ZeroPrefetchPass
       b.setInsertionPoint(anchor(g.issue));
       auto prefetch = PrefetchOp::create(
           b, g.op.getLoc(), g.op.getResult().getType(), tokenType,
-          g.op.getGroupAttr(), g.op.getPersistentAttr(), g.op.getShard());
+          g.op.getGroupAttr(), g.op.getPersistentAttr(), g.op.getShard(),
+          g.op.getQuantizedAttr());
       for (NamedAttribute attr : g.op->getDiscardableAttrs())
         prefetch->setAttr(attr.getName(), attr.getValue());
       b.setInsertionPoint(ops[g.firstUse]);

@@ -976,6 +976,15 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
       "::mlir::zero::RankSetKind", "getRankSetKind", (ins), [{}], [{
         return ::mlir::zero::RankSetKind::group;
       }]>,
+    InterfaceMethod<[{
+        The width of the block-quantized values it moves instead of the
+        compute type's (ZeRO++ qwZ: 8), or 0 when it moves the values
+        themselves. Each member's part then travels as one chunk of
+        zrt_quant_bytes(part, bits) bytes (zero_rt/quantize.h).
+      }],
+      "int32_t", "getQuantizationBits", (ins), [{}], [{
+        return 0;
+      }]>,
   ];
 }
 
@@ -1020,23 +1029,38 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
     it is issued in the first micro step only and kept to the end of the
     optimizer step.
 
+    A `quantized` gather (ZeRO++ qwZ, `zero-param-gather
+    quantized-weights`) moves the shards as block-quantized INT8
+    (`zero_rt/quantize.h`): each rank quantizes its 16-bit `params` shard
+    into its slot of a staging buffer of the step arena (world size times
+    `zrt_quant_bytes(shard, 8)` bytes, planned from the op to its
+    completion), the slots are all-gathered, and the result is their
+    dequantization. The shards stay exact; the gathered weights carry the
+    quantization error.
+
     ```mlir
     zero.all_gather group @flat in params [0, 4096)
     %full = zero.all_gather group @transformer.h.0 : tensor<7087872xbf16>
+    %q = zero.all_gather group @transformer.h.1 quantized : tensor<7087872xbf16>
     ```
+  }];
+  let extraClassDeclaration = [{
+    int32_t getQuantizationBits() { return getQuantized() ? 8 : 0; }
   }];
   let arguments = (ins FlatSymbolRefAttr:$group,
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
                        OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
                        UnitAttr:$persistent,
                        Optional<Zero_FlatTensor>:$shard,
-                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase,
+                       UnitAttr:$quantized);
   let results = (outs Optional<Zero_FlatTensor>:$result,
                       Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
     `group` $group (`from` $shard^ `:` type($shard))?
     (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)?
-    (`persistent` $persistent^)? (`phase` $phase^)? attr-dict
+    (`persistent` $persistent^)? (`quantized` $quantized^)?
+    (`phase` $phase^)? attr-dict
     (`:` type($result)^)? (`->` type($token)^)?
   }];
 }
@@ -1053,17 +1077,25 @@ def Zero_PrefetchOp : Zero_Op<"prefetch", [
     With parameter offload it reads the staged shard `from` (see
     `zero.transfer`), which must be freed after that wait.
 
+    A `quantized` prefetch moves block-quantized INT8 shards as a
+    `quantized` `zero.all_gather` does, its staging buffer planned until
+    the `zero.wait`.
+
     ```mlir
     %full, %t = zero.prefetch group @transformer.h.0 : tensor<7087872xbf16>
     zero.wait %t
     ```
   }];
+  let extraClassDeclaration = [{
+    int32_t getQuantizationBits() { return getQuantized() ? 8 : 0; }
+  }];
   let arguments = (ins FlatSymbolRefAttr:$group, UnitAttr:$persistent,
-                       Optional<Zero_FlatTensor>:$shard);
+                       Optional<Zero_FlatTensor>:$shard, UnitAttr:$quantized);
   let results = (outs Zero_FlatTensor:$result, Zero_TokenType:$token);
   let assemblyFormat = [{
     `group` $group (`from` $shard^ `:` type($shard))?
-    (`persistent` $persistent^)? attr-dict `:` type($result)
+    (`persistent` $persistent^)? (`quantized` $quantized^)? attr-dict
+    `:` type($result)
   }];
 }
 
