@@ -21,11 +21,12 @@
 #   ninja -C /tmp/old/build zrt-bench-bandwidth
 #
 # Other settings (environment): ONLY (a subset of "machine compile_time
-# kernels comm calibrate e2e tune offload nvme gather_once"), BENCH_PARAMS
+# kernels comm calibrate e2e tune offload nvme gather_once quant"), BENCH_PARAMS
 # (elements per array of the kernel benchmark, 64M), BENCH_ROUNDS (15),
 # COMM_COUNT (full-array elements of the collective benchmark, 8M),
 # COMM_ROUNDS (40), E2E_ROUNDS (5), E2E_STEPS (40), TUNE_ROUNDS (4),
-# OFFLOAD_ROUNDS (3), NVME_ROUNDS (5), GATHER_ONCE_ROUNDS (5), NVME_DIR
+# OFFLOAD_ROUNDS (3), NVME_ROUNDS (5), GATHER_ONCE_ROUNDS (5), QUANT_MIB
+# (MiB of values of the quantization benchmark, 64), QUANT_ROUNDS (11), NVME_DIR
 # (the directory on the disk to measure; bench/results/nvme), MPIRUN
 # (mpirun --allow-run-as-root --oversubscribe).
 # A full run takes about 8 minutes on the 2-core development machine.
@@ -36,12 +37,12 @@ root=$(cd "$here/.." && pwd)
 out=$here/results
 mkdir -p "$out"
 mpirun_cmd=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
-only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once}
+only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once quant}
 want() { [[ " $only " == *" $1 "* ]]; }
 
 targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main
          zrt-bench-bandwidth zrt-bench-comm zrt-bench-calibrate
-         zrt-bench-transfer zrt-bench-nvme)
+         zrt-bench-transfer zrt-bench-nvme zrt-bench-quantize)
 if [[ $# -ge 1 ]]; then
   build=$(cd "$1" && pwd)
 else
@@ -176,6 +177,13 @@ if want gather_once; then
   python3 "$here/gather_once.py" --build "$build" \
     --out "$out/gather_once.json" --rounds "${GATHER_ONCE_ROUNDS:-5}" \
     --mpirun "$mpirun_cmd"
+fi
+
+if want quant; then
+  echo "== ZeRO++ quantization kernels against memcpy"
+  python3 "$here/quant.py" --tool "$build/runtime/bench/zrt-bench-quantize" \
+    --out "$out/quant.json" --mib "${QUANT_MIB:-64}" \
+    --rounds "${QUANT_ROUNDS:-11}"
 fi
 
 python3 "$here/update_docs.py" --results "$out"

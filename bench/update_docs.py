@@ -761,6 +761,34 @@ def sec_gather_once(r):
     return "\n".join(out)
 
 
+def sec_quant(r):
+    """zrt-bench-quantize: ZeRO++'s quantization kernels against memcpy."""
+    doc = load(r, "quant.json")
+    if not doc:
+        return None
+    m = doc.get("machine", {})
+    out = ["Machine: %s cores, `%s` (lscpu model name), CPU backend, %d "
+           "OpenMP thread(s). Run of %s UTC, load average (1/5/15 min) %s at "
+           "the start, %s at the end. %d MiB of values (normal, std 0.02) "
+           "per case, blocks of %d elements; each kernel timed next to a "
+           "`memcpy` of the values' bytes, %d interleaved rounds; GB/s count "
+           "the values' bytes, ratio = memcpy's time over the kernel's "
+           "(medians)." % (
+               m.get("nproc", "?"), m.get("cpu", "unknown"), doc["threads"],
+               doc["date"], "/".join(doc["loadavg"]),
+               "/".join(doc["loadavg_end"]), doc["mib"], doc["block"],
+               doc["rounds"]), "",
+           "| values | bits | memcpy GB/s | quantize GB/s | quantize / "
+           "memcpy | dequantize GB/s | dequantize / memcpy |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for e in doc["cases"]:
+        out.append("| %s | %d | %.2f | %.2f | %.3f | %.2f | %.3f |" % (
+            e["dtype"], e["bits"], e["memcpy_gbps"], e["quantize_gbps"],
+            e["quantize_ratio"], e["dequantize_gbps"],
+            e["dequantize_ratio"]))
+    return "\n".join(out)
+
+
 SECTIONS = {
     "machine": sec_machine,
     "compile_time": sec_compile_time,
@@ -777,6 +805,7 @@ SECTIONS = {
     "gpu_offload": sec_gpu_offload,
     "nvme": sec_nvme,
     "gather_once": sec_gather_once,
+    "quant": sec_quant,
 }
 
 

@@ -110,6 +110,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->maxReuseDistance, cfg->maxReuseDistance);
     takeFromFile(s->frozenGather, cfg->frozenGather);
     takeFromFile(s->micsShardSize, cfg->micsShardSize);
+    takeFromFile(s->quantizedWeights, cfg->quantizedWeights);
     takeFromFile(s->prefetchBucketSize, cfg->prefetchBucketSize);
     takeFromFile(s->maxLiveParameters, cfg->maxLiveParameters);
     takeFromFile(s->gradientClipping, cfg->gradientClipping);
@@ -437,6 +438,18 @@ struct ApplyDeepSpeedConfigPass
              << "zero_optimization.offload_param: parameter offload needs "
                 "ZeRO stage 3, the stage is "
              << s.stage.getValue();
+    // DeepSpeed's qwZ quantizes the stage-3 gathers of the device shards.
+    bool fileQuantized =
+        cfg->quantizedWeights.value.value_or(false) && s.quantizedWeights;
+    if (fileQuantized && s.stage != 3)
+      return errorAt(cfg->quantizedWeights)
+             << "zero_optimization.zero_quantized_weights: qwZ quantizes the "
+                "weights of ZeRO stage 3's gathers, the stage is "
+             << s.stage.getValue();
+    if (fileQuantized && s.offloadParam != "none")
+      return errorAt(cfg->quantizedWeights)
+             << "zero_optimization.zero_quantized_weights: qwZ gathers the "
+                "shards on the device; it does not combine with offload_param";
     // The swap files' directory, from the file or the options.
     if (fileParam && param == OffloadDevice::nvme && s.paramNvmePath.empty() &&
         s.nvmePath.empty())
@@ -500,8 +513,7 @@ struct ApplyDeepSpeedConfigPass
         return fail() << "MiCS does not support offload (DeepSpeed refuses "
                          "it), but "
                       << key << " is on " << option->getValue();
-    if (cfg->hpzPartitionSize.value &&
-        *cfg->hpzPartitionSize.value > 1)
+    if (cfg->hpzPartitionSize.value && *cfg->hpzPartitionSize.value > 1)
       return fail() << "MiCS and hpZ exclude each other, but "
                        "zero_hpz_partition_size is "
                     << *cfg->hpzPartitionSize.value;

@@ -408,6 +408,8 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
                   *cfg.frozenGather.value + "\"");
       cfg.frozenGather.value.reset();
     }
+    // ZeRO++ qwZ: the stage-3 gathers move block-quantized INT8.
+    cfg.quantizedWeights = z.boolean("zero_quantized_weights");
     // All-gathering the updated partitions is what happens here.
     if (const json::Value *v = z.get("allgather_partitions");
         v && v->getAsBoolean() != std::optional<bool>(true))

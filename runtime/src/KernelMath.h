@@ -266,6 +266,65 @@ ZRT_HOST_DEVICE inline float rmsNormGrad(float n, float wg, float meanWgN,
 }
 
 //===----------------------------------------------------------------------===//
+// Block quantization (the rules and the layout: zero_rt/quantize.h)
+//===----------------------------------------------------------------------===//
+
+/// |x|'s bits: for finite values their order is that of |x|, and NaN and the
+/// infinities are the values at or above kQuantNonFinite, so a block's
+/// largest magnitude is an integer maximum that vectorizes on both sides.
+constexpr uint32_t kQuantNonFinite = 0x7f800000u;
+constexpr uint32_t kQuantNaN = 0x7fc00000u;
+
+ZRT_HOST_DEVICE inline uint32_t quantAbsBits(float x) {
+  return floatBits(x) & 0x7fffffffu;
+}
+
+/// The scale of a block from the largest |x| bits of its elements: NaN for a
+/// block with a non-finite element, else m / qmax (0 for a zero block).
+ZRT_HOST_DEVICE inline float quantScale(uint32_t maxAbsBits, int32_t qmax) {
+  if (maxAbsBits >= kQuantNonFinite)
+    return bitsFloat(kQuantNaN);
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(bitsFloat(maxAbsBits), float(qmax));
+#else
+  return bitsFloat(maxAbsBits) / float(qmax);
+#endif
+}
+
+/// Whether a block's values are quantized against its scale (a positive,
+/// finite one); a zero or NaN scale stores q = 0.
+ZRT_HOST_DEVICE inline bool quantScaleUsable(float scale) {
+  return scale > 0.0f;
+}
+
+/// q = clamp(round_half_even(x / scale), -qmax, qmax) for a usable scale.
+ZRT_HOST_DEVICE inline float quantizeValue(float x, float scale, float qmax) {
+#ifdef __CUDA_ARCH__
+  float r = rintf(__fdiv_rn(x, scale));
+  r = r < -qmax ? -qmax : r;
+  return qmax < r ? qmax : r;
+#else
+  float r = std::nearbyint(x / scale);
+  return std::min(std::max(r, -qmax), qmax);
+#endif
+}
+
+/// y = q * scale, one rounded fp32 product (the caller writes NaN for a NaN
+/// scale, bit for bit the same on both sides).
+ZRT_HOST_DEVICE inline float dequantizeValue(int32_t q, float scale) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(float(q), scale);
+#else
+  return float(q) * scale;
+#endif
+}
+
+/// The signed value of a 4-bit two's complement nibble.
+ZRT_HOST_DEVICE inline int32_t quantNibble(uint32_t v) {
+  return int32_t((v & 0xfu) ^ 8u) - 8;
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//
 

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero_rt/program.h"
+#include "zero_rt/quantize.h"
 
 #include "Collectives.h"
 #include "Device.h"
@@ -260,6 +261,34 @@ extern "C" void zrt_ctx_gather_partition(zrt_ctx *ctx, int32_t p, void *out,
          allGather(worldGroup(ctx), kAllGather, part.computeDtype,
                    ctx->buffer(p, kParams), out, part.shardNumel),
          nullptr);
+}
+
+extern "C" void zrt_ctx_gather_quantized(zrt_ctx *ctx, int32_t p, void *staging,
+                                         void *out, int32_t slot) {
+  const char *call = "zrt_ctx_gather_quantized";
+  const PartitionInfo &part = partition(ctx, p, call);
+  if (ctx->manifest->stage != 3)
+    fatal("%s: needs a stage-3 program", call);
+  if (part.computeDtype == ZRT_F32)
+    fatal("%s: partition '%s' computes in fp32; qwZ quantizes 16-bit weights",
+          call, part.name.c_str());
+  const int32_t bits = 8;
+  int64_t shard = part.shardNumel;
+  int64_t chunk = zrt_quant_bytes(shard, bits);
+  // Over the step's Group (the world or this rank's MiCS shard group), in
+  // one level or two, its bytes counted as an all-gather's.
+  Group &group = worldGroup(ctx);
+  char *mine = static_cast<char *>(staging) + group.me * chunk;
+  zrt_quantize(part.computeDtype, ctx->buffer(p, kParams), shard, 1, bits,
+               mine);
+  // The chunks are whole 4-byte words, moved as fp32 words without
+  // arithmetic.
+  Tokens tokens =
+      allGather(group, kAllGather, ZRT_F32, mine, staging, chunk / 4);
+  int32_t dtype = part.computeDtype;
+  int64_t members = group.size();
+  launch(ctx, slot, "gather quantized params", std::move(tokens),
+         [=] { zrt_dequantize(dtype, staging, shard, members, bits, out); });
 }
 
 extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,

@@ -10,8 +10,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "zero_rt/quantize.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 using namespace zrt_test;
 
@@ -45,6 +49,40 @@ TEST_P(CommTest, AllGather) {
   zrt_wait(zrt_all_gather(world(), dtype(), mine, full.data(), count));
   for (int r = 0; r < size(); ++r)
     ASSERT_EQ(full.get(r * count + count - 1), -r - 1);
+}
+
+// qwZ's gather: each rank quantizes its own shard into its slot of a
+// staging buffer, one all-gather of the 4-byte words moves the quantized
+// chunks, and dequantizing them gives every rank the values of quantizing
+// the whole gathered buffer chunk by chunk (zero_rt/quantize.h's layout).
+TEST_P(CommTest, QuantizedAllGather) {
+  const int64_t shard = 3001; // a ragged last block
+  const int64_t chunkBytes = zrt_quant_bytes(shard, 8);
+  ASSERT_EQ(chunkBytes % 4, 0);
+  Buffer full(dtype(), shard * size());
+  for (int64_t i = 0; i < shard * size(); ++i)
+    full.set(i, std::sin(double(i)) * (1 + i / shard));
+  const char *mine = static_cast<const char *>(full.data()) +
+                     rank() * shard * zrt_dtype_size(dtype());
+  std::vector<uint8_t> staging(size_t(chunkBytes * size()));
+  uint8_t *slot = staging.data() + rank() * chunkBytes;
+  zrt_quantize(dtype(), mine, shard, 1, 8, slot);
+  zrt_wait(
+      zrt_all_gather(world(), ZRT_F32, slot, staging.data(), chunkBytes / 4));
+  std::vector<uint8_t> want(staging.size());
+  zrt_quantize(dtype(), full.data(), shard, size(), 8, want.data());
+  ASSERT_EQ(staging, want);
+  Buffer got(dtype(), shard * size()), local(dtype(), shard * size());
+  zrt_dequantize(dtype(), staging.data(), shard, size(), 8, got.data());
+  zrt_dequantize(dtype(), want.data(), shard, size(), 8, local.data());
+  ASSERT_EQ(std::memcmp(got.data(), local.data(),
+                        size_t(shard * size() * zrt_dtype_size(dtype()))),
+            0);
+  // Within half a quantization step (and the rounding to the dtype).
+  for (int64_t i = 0; i < shard * size(); ++i)
+    ASSERT_NEAR(got.get(i), full.get(i),
+                (1 + i / shard) / 127.0 * 0.5 + 0.01 * (1 + i / shard))
+        << i;
 }
 
 TEST_P(CommTest, ReduceScatter) {

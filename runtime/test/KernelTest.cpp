@@ -13,8 +13,10 @@
 
 #include "Reference.h"
 #include "TestUtil.h"
+#include "zero_rt/quantize.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <tuple>
 
@@ -849,6 +851,44 @@ TEST(ShiftLabelsDeathTest, FillMustFitTheLabels) {
   EXPECT_DEATH(zrt_shift_labels(ZRT_I32, labels, out, 2, 2, int64_t(1) << 40),
                "zrt_shift_labels: fill 1099511627776 does not fit the "
                "labels' type");
+}
+
+// The quantization kernels' values are checked bit for bit against an
+// independent numpy model (test/E2E/quantize-numpy.test); here what the
+// model cannot: the size of a chunk, a round trip and the argument checks.
+TEST(QuantizeTest, ChunksAreLaidOutBackToBack) {
+  EXPECT_EQ(zrt_quant_bytes(0, 8), 0);
+  EXPECT_EQ(zrt_quant_bytes(1, 8), 8);
+  EXPECT_EQ(zrt_quant_bytes(2048, 8), 4 * 8 + 2048);
+  EXPECT_EQ(zrt_quant_bytes(2049, 4), 4 * 9 + 1025 + 3);
+  EXPECT_EQ(zrt_quant_bytes(5, 4), 8);
+  // Dequantizing the 3 chunks of a quantized [3, 3000] buffer at once
+  // equals dequantizing each chunk alone, and stays within half a step.
+  std::vector<float> x(9000);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(std::sin(double(i)) * (1.0 + double(i / 3000)));
+  int64_t bytes = zrt_quant_bytes(3000, 8);
+  std::vector<uint8_t> q(size_t(3 * bytes));
+  zrt_quantize(ZRT_F32, x.data(), 3000, 3, 8, q.data());
+  std::vector<float> all(9000), one(3000);
+  zrt_dequantize(ZRT_F32, q.data(), 3000, 3, 8, all.data());
+  for (int64_t c = 0; c < 3; ++c) {
+    zrt_dequantize(ZRT_F32, q.data() + c * bytes, 3000, 1, 8, one.data());
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + c * 3000));
+    for (int64_t i = 0; i < 3000; ++i)
+      EXPECT_LE(std::fabs(all[size_t(c * 3000 + i)] - x[size_t(c * 3000 + i)]),
+                float(c + 1) / 127 * 0.5001f);
+  }
+}
+
+TEST(QuantizeDeathTest, RejectsBadArguments) {
+  float x[4] = {};
+  uint8_t q[16] = {};
+  EXPECT_DEATH(zrt_quantize(ZRT_F32, x, 4, 1, 2, q),
+               "zrt_quantize: 2-bit quantization is not supported");
+  EXPECT_DEATH(zrt_dequantize(ZRT_BF16, q, -1, 1, 8, x),
+               "zrt_dequantize: negative dimension");
+  EXPECT_DEATH(zrt_quantize(9, x, 4, 1, 8, q), "unknown float dtype 9");
 }
 
 TEST_P(KernelTest, CastAndFill) {

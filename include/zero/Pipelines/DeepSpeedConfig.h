@@ -104,6 +104,9 @@ struct DeepSpeedConfig {
   /// mics_hierarchical_params_gather.
   DeepSpeedValue<int64_t> micsShardSize;
   DeepSpeedValue<bool> micsHierarchicalParamsGather;
+  /// zero_optimization.zero_quantized_weights: ZeRO++ qwZ
+  /// (zero-param-gather's quantized-weights).
+  DeepSpeedValue<bool> quantizedWeights;
 };
 
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.

@@ -98,11 +98,18 @@ LogicalResult Lowering::lowerBucketReduction(OpT op, bool toOwners) {
   return success();
 }
 
-LogicalResult Lowering::lowerStage3Gather(int32_t part, Value shard,
-                                          Value result, int32_t slot) {
+LogicalResult Lowering::lowerStage3Gather(Operation *op, int32_t part,
+                                          Value shard, Value result,
+                                          int32_t slot) {
   FailureOr<Value> out = ptr(result);
   if (failed(out))
     return failure();
+  if (cast<CollectiveOpInterface>(op).getQuantizationBits()) {
+    Value staging = ctxPtr(false, tempOffsets.lookup(op));
+    callVoid("zrt_ctx_gather_quantized",
+             {ctx, i32(part), staging, *out, i32(slot)});
+    return success();
+  }
   if (!shard) {
     callVoid("zrt_ctx_gather_partition", {ctx, i32(part), *out, i32(slot)});
     return success();
@@ -247,14 +254,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                     i32(slot)});
           return success();
         }
-        return lowerStage3Gather(part, o.getShard(), o.getResult(), slot);
+        return lowerStage3Gather(o, part, o.getShard(), o.getResult(), slot);
       })
       .Case([&](PrefetchOp o) -> LogicalResult {
         if (o.getSecondary())
           return lowerSecondaryGather(partitionIndex(o.getGroupAttr()),
                                       o.getResult(), slotOf(o.getToken()));
-        return lowerStage3Gather(partitionIndex(o.getGroupAttr()), o.getShard(),
-                                 o.getResult(), slotOf(o.getToken()));
+        return lowerStage3Gather(o, partitionIndex(o.getGroupAttr()),
+                                 o.getShard(), o.getResult(),
+                                 slotOf(o.getToken()));
       })
       .Case([&](WaitOp o) -> LogicalResult {
         callVoid("zrt_ctx_wait", {ctx, i32(slotOf(o.getToken()))});

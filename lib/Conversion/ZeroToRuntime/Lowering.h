@@ -104,10 +104,11 @@ private:
   /// it (zero.reduce_scatter from sources, or zero.reduce).
   template <typename OpT>
   LogicalResult lowerBucketReduction(OpT op, bool toOwners);
-  /// A stage-3 gather of partition `part` into `result`, from the params
-  /// shard or from a staged copy of it (`shard`, parameter offload).
-  LogicalResult lowerStage3Gather(int32_t part, Value shard, Value result,
-                                  int32_t slot);
+  /// A stage-3 gather `op` of partition `part` into `result`, from the
+  /// params shard or from a staged copy of it (`shard`, parameter offload);
+  /// a quantized one through its planned staging buffer.
+  LogicalResult lowerStage3Gather(Operation *op, int32_t part, Value shard,
+                                  Value result, int32_t slot);
   /// hpZ: a gather of partition `part`'s secondary shards over this rank's
   /// hpZ group into `result`.
   LogicalResult lowerSecondaryGather(int32_t part, Value result, int32_t slot);

@@ -28,6 +28,16 @@ extern "C" void zrt_copy(void *dst, const void *src, int64_t bytes) {
   extern "C" ret name params { return cuda::impl args; }
 #include "zero_rt/abi.def"
 
+extern "C" void zrt_quantize(int32_t dtype, const void *src, int64_t n,
+                             int64_t chunks, int32_t bits, void *dst) {
+  cuda::quantize(dtype, src, n, chunks, bits, dst);
+}
+
+extern "C" void zrt_dequantize(int32_t dtype, const void *src, int64_t n,
+                               int64_t chunks, int32_t bits, void *dst) {
+  cuda::dequantize(dtype, src, n, chunks, bits, dst);
+}
+
 extern "C" void zrt_check_overflow(int32_t dtype, const void *const *grads,
                                    const int64_t *counts, int32_t num,
                                    float lossScale, float *stats) {

@@ -35,6 +35,12 @@ namespace cuda {
 /// zrt_copy without its argument check (Elementwise.cu).
 void copy(void *dst, const void *src, int64_t bytes);
 
+/// zrt_quantize and zrt_dequantize (Quantize.cu): the CPU backend's bits.
+void quantize(int32_t dtype, const void *src, int64_t n, int64_t chunks,
+              int32_t bits, void *dst);
+void dequantize(int32_t dtype, const void *src, int64_t n, int64_t chunks,
+                int32_t bits, void *dst);
+
 // Optimizer (Optimizer.cu). Scalars that the schedule computes live on the
 // device, so no launch waits for the host.
 /// stats[0] = max(stats[0], any inf/NaN in grad ? 1 : 0); stats[1] +=

@@ -25,6 +25,7 @@
 
 #include "CudaTestUtil.h"
 #include "TestUtil.h"
+#include "zero_rt/quantize.h"
 #include "zero_rt/scratch.h"
 #include "zero_rt/zrt.h"
 
@@ -1156,6 +1157,64 @@ TEST(CudaKernelsDeathTest, InvalidArguments) {
                "head_dim 3 is odd");
   EXPECT_DEATH(rope(ZRT_BF16, a.get(), b.get(), 1, 1, 2, 4, 0.0, 1),
                "theta 0 is not positive");
+}
+
+//===----------------------------------------------------------------------===//
+// Block quantization
+//===----------------------------------------------------------------------===//
+
+// The GPU's quantized buffers and dequantized values are the CPU's bit for
+// bit (test/E2E/quantize-numpy.test holds the CPU to a numpy model), NaNs
+// included: a non-finite block dequantizes to the type's one quiet NaN.
+TEST_P(CudaKernelsTest, QuantizeIsTheCpus) {
+  ZRT_REQUIRE_GPU();
+  for (int32_t bits : {8, 4}) {
+    for (int64_t n : {1, 7, 2048, 2049, 5001, 12288}) {
+      for (int64_t chunks : {1, 3}) {
+        Buffer in = randomBuffer(dtype(), rng, n * chunks, -2, 2);
+        // One block of each kind: zeros, tiny, huge, NaN, infinity.
+        auto setBlock = [&](int64_t k, auto value) {
+          for (int64_t i = k * ZRT_QUANT_BLOCK;
+               i < (k + 1) * ZRT_QUANT_BLOCK && i < n * chunks; ++i)
+            in.set(i, value(i, in.get(i)));
+        };
+        setBlock(0, [](int64_t, double) { return 0.0; });
+        setBlock(1, [](int64_t, double x) { return 1e-6 * x; });
+        setBlock(2, [](int64_t, double x) { return 1.5e4 * x; });
+        setBlock(3, [](int64_t i, double x) { return i % 7 ? x : NAN; });
+        setBlock(4, [](int64_t i, double x) { return i % 9 ? x : -INFINITY; });
+        size_t bytes = size_t(chunks * zrt_quant_bytes(n, bits));
+        std::vector<uint8_t> want(bytes);
+        zrt_quantize(dtype(), in.data(), n, chunks, bits, want.data());
+        DeviceTensor din(in);
+        DeviceBuffer dq(std::vector<uint8_t>(bytes, 0x5a));
+        quantize(dtype(), din.get(), n, chunks, bits, dq.get());
+        std::string what = label("quantize", dtype(), n, chunks) + " int" +
+                           std::to_string(bits);
+        EXPECT_EQ(dq.download<uint8_t>(), want) << what;
+
+        Buffer deq(dtype(), n * chunks);
+        zrt_dequantize(dtype(), want.data(), n, chunks, bits, deq.data());
+        DeviceBuffer dsrc(want);
+        DeviceTensor dout(dtype(), n * chunks);
+        dequantize(dtype(), dsrc.get(), n, chunks, bits, dout.get());
+        Buffer got = dout.download();
+        EXPECT_EQ(std::memcmp(got.data(), deq.data(),
+                              size_t(n * chunks * elemSize(dtype()))),
+                  0)
+            << "de" << what;
+      }
+    }
+  }
+}
+
+TEST(CudaQuantizeDeathTest, RejectsBadWidths) {
+  ZRT_REQUIRE_GPU();
+  DeviceBuffer a(64), b(64);
+  EXPECT_DEATH(quantize(ZRT_F32, a.get(), 4, 1, 2, b.get()),
+               "2-bit quantization is not supported");
+  EXPECT_DEATH(dequantize(ZRT_F32, a.get(), -1, 1, 8, b.get()),
+               "negative dimension");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, CudaKernelsTest,

@@ -124,3 +124,19 @@ zero.train_step @phase(%x: tensor<1x2xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Checks that a gather of the 16-bit secondary shards is never quantized
+// (qwZ quantizes the gathers of the params shards).
+zero.param @w : tensor<2x2xbf16> init zeros
+zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w] offsets [0]
+zero.train_step @quantized(%x: tensor<1x2xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, hpz_partition_size = 2> {
+  // expected-error @+1 {{'zero.all_gather' op gathers the 16-bit hpZ secondary shards, so it cannot be quantized}}
+  %full = zero.all_gather group @l0 secondary quantized : tensor<8xbf16>
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -3117,3 +3117,51 @@ zero.train_step @bad_hpz_mics(%x: tensor<4x2xf32>)
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
+
+// -----
+
+// Checks that qwZ quantizes 16-bit weights only.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.all_gather' op quantizes 16-bit weights (bf16 or f16), not 'f32'}}
+  %full = zero.all_gather group @flat quantized : tensor<8xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that an in-place gather is not quantized.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  // expected-error @+1 {{'zero.all_gather' op quantizes only the value form of a stage-3 gather, not an in-place gather}}
+  zero.all_gather group @flat in params [0, 8) quantized phase post_step
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a quantized gather reads the device shard, not a staged one.
+zero.param @w : tensor<8xf32> init zeros compute bf16
+zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%x: tensor<2x8xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4>
+    offload #zero.offload<param = cpu> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  %sh, %st = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
+  zero.wait %st
+  // expected-error @+1 {{'zero.prefetch' op is quantized, so it reads the params shard on the device, not a staged shard}}
+  %full, %t = zero.prefetch group @flat from %sh : tensor<4xbf16> quantized : tensor<8xbf16>
+  zero.return %loss : tensor<f32>
+}

@@ -177,6 +177,14 @@ zero.train_step @stage3(%x: tensor<8x4xbf16>)
   zero.free %q : tensor<16xbf16>
   %b = zero.get_param @b from %p : tensor<16xbf16> -> tensor<3xbf16>
   zero.free %p : tensor<16xbf16>
+  // ZeRO++ qwZ: gathers of block-quantized INT8 shards.
+  // CHECK: zero.all_gather group @layer0 persistent quantized : tensor<16xbf16>
+  %qk = zero.all_gather group @layer0 persistent quantized : tensor<16xbf16>
+  zero.free %qk phase step_end : tensor<16xbf16>
+  // CHECK: zero.prefetch group @layer0 quantized : tensor<16xbf16>
+  %qp, %qt = zero.prefetch group @layer0 quantized : tensor<16xbf16>
+  zero.wait %qt
+  zero.free %qp : tensor<16xbf16>
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }

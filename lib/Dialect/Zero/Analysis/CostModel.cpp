@@ -26,6 +26,7 @@
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Interfaces/RuntimeKernelOpInterface.h"
+#include "zero_rt/quantize.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -228,6 +229,21 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
              << set.size << " ranks do not split evenly over nodes of "
              << schedule.getNodeSize() << " ranks";
     Work w;
+    if (int32_t bits = collective.getQuantizationBits()) {
+      // qwZ: the members' quantized shards travel; quantizing this rank's
+      // shard and dequantizing the gathered buffer stream on completion.
+      PartitionOp g =
+          schedule.lookupPartition(collective.getGroupAttr())->partition;
+      double chunk = double(zrt_quant_bytes(g.getShardNumel(), bits));
+      double elems = getGroupElementBytes(collective.getGroupAttr());
+      double members = double(set.size);
+      w = Work::collective(members * chunk, 1, Work::AllGather);
+      w.completionBytes =
+          double(g.getShardNumel()) * elems + chunk + members * chunk + bytes;
+      w.members = set.size;
+      w.membersPerNode = perNode;
+      return w;
+    }
     switch (collective.getCollectiveKind()) {
     case CollectiveKind::all_gather:
       w = Work::collective(bytes, 1, Work::AllGather);

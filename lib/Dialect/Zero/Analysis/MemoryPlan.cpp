@@ -15,6 +15,7 @@
 #include "zero/Dialect/NN/IR/NNDialect.h"
 
 #include "zero/Interfaces/RuntimeKernelOpInterface.h"
+#include "zero_rt/quantize.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -438,10 +439,24 @@ LogicalResult Planner::run(MemoryPlan &plan) {
         return tooLarge("a bucket buffer");
       token = r.getToken();
     }
+    // Staging buffer of a quantized gather: every member's quantized shard,
+    // from the op to its completion.
+    MemoryCategory tempCategory = MemoryCategory::ReduceBuckets;
+    if (auto coll = dyn_cast<CollectiveOpInterface>(op);
+        coll && coll.getQuantizationBits()) {
+      PartitionOp g = schedule.lookupPartition(coll.getGroupAttr())->partition;
+      if (__builtin_mul_overflow(
+              schedule.getRankSet(coll, /*rank=*/0).size,
+              zrt_quant_bytes(g.getShardNumel(), coll.getQuantizationBits()),
+              &bucketBytes))
+        return tooLarge("a quantized gather's staging buffer");
+      token = coll.getToken();
+      tempCategory = MemoryCategory::GatherBuffers;
+    }
     if (bucketBytes) {
       ArenaBuffer b;
       b.op = &op;
-      b.category = MemoryCategory::ReduceBuckets;
+      b.category = tempCategory;
       b.bytes = bucketBytes;
       int64_t end = i;
       if (Operation *wait = getWait(token))

@@ -55,6 +55,9 @@ static void printPlan(const MemoryPlan &plan, TrainStepOp step,
       os << "op " << index.lookup(b.op) << ' ' << b.op->getName() << ' ';
     if (b.argIndex < 0 && b.resultIndex >= 0)
       os << "result #" << b.resultIndex;
+    else if (auto coll = dyn_cast_or_null<CollectiveOpInterface>(b.op);
+             b.argIndex < 0 && coll && coll.getQuantizationBits())
+      os << "staging";
     else if (b.argIndex < 0)
       os << "bucket";
     int64_t start = b.pieces.empty() ? 0 : b.pieces.front().start;

@@ -9,6 +9,7 @@
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
+#include "zero_rt/quantize.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -93,6 +94,12 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
       if (range) {
         volume = range->second - range->first;
         chunks = layoutChunks(p, range->first, range->second);
+      } else if (int32_t bits = collective.getQuantizationBits()) {
+        // A quantized group (qwZ): each member's shard as one chunk of
+        // zrt_quant_bytes, counted in bytes.
+        volume = p.getNumelValue();
+        chunks.assign(members, zrt_quant_bytes(p.getShardNumel(), bits));
+        eb = 1;
       } else {
         // A whole group (stage 3): the padded shards.
         volume = p.getNumelValue();

@@ -594,9 +594,11 @@ static LogicalResult verifyTemp(Operation *op, Attribute value, EmitFn emit) {
     fromSources = !rs.getSources().empty();
   else if (auto r = dyn_cast<ReduceOp>(op))
     fromSources = !r.getSources().empty();
-  if (!fromSources)
+  auto coll = dyn_cast<CollectiveOpInterface>(op);
+  if (!fromSources && !(coll && coll.getQuantizationBits()))
     return emit() << "is only valid on a zero.reduce_scatter or zero.reduce "
-                     "of gradient values (`from`), which has a bucket buffer";
+                     "of gradient values (`from`), which has a bucket buffer, "
+                     "or on a quantized gather, which has a staging buffer";
   if (!isPlanOffset(offset.getInt()))
     return emit() << "must be a non-negative multiple of " << kArenaAlignment
                   << ", got " << offset.getInt();

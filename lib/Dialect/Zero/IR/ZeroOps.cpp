@@ -836,6 +836,9 @@ LogicalResult AllGatherOp::verify() {
     return emitOpError("of the hpZ secondary shards must run in every micro "
                        "step (phase micro_step), not ")
            << stringifyPhase(getPhase());
+  if (inPlace && getQuantized())
+    return emitOpError("quantizes only the value form of a stage-3 gather, "
+                       "not an in-place gather");
   return success();
 }
 
@@ -891,6 +894,24 @@ static LogicalResult verifyStagedShard(Operation *op, PartitionOp group,
   return success();
 }
 
+/// A quantized stage-3 gather (qwZ): 16-bit weights, read in place from
+/// the device shard (a staged shard is an offloaded one).
+static LogicalResult
+verifyQuantizedGather(Operation *op, bool quantized,
+                      TypedValue<RankedTensorType> shard,
+                      TypedValue<RankedTensorType> result) {
+  if (!quantized)
+    return success();
+  Type et = result.getType().getElementType();
+  if (!et.isBF16() && !et.isF16())
+    return op->emitOpError("quantizes 16-bit weights (bf16 or f16), not ")
+           << et;
+  if (shard)
+    return op->emitOpError("is quantized, so it reads the params shard on "
+                           "the device, not a staged shard");
+  return success();
+}
+
 /// The value form of a stage-3 gather (zero.all_gather, zero.prefetch): a
 /// stage-3 partition gathered whole into a buffer of the compute type.
 static LogicalResult verifyStage3Gather(Operation *op, PartitionOp group,
@@ -917,7 +938,11 @@ static LogicalResult verifyStage3Gather(Operation *op, PartitionOp group,
 
 /// A gather of the hpZ secondary shards (`secondary`) reads the device
 /// buffer zero.store_secondary filled, never a staged parameter shard.
-static LogicalResult verifySecondaryGather(Operation *op, Value shard) {
+static LogicalResult verifySecondaryGather(Operation *op, Value shard,
+                                           bool quantized) {
+  if (quantized)
+    return op->emitOpError("gathers the 16-bit hpZ secondary shards, so it "
+                           "cannot be quantized");
   if (shard)
     return op->emitOpError("gathers the hpZ secondary shards, so it reads no "
                            "staged parameter shard");
@@ -938,10 +963,12 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
   }
   if (failed(verifyStage3Gather(*this, *group, getResult(), tables,
                                 "gathers shards into a new buffer only at "
-                                "stage 3, @")))
+                                "stage 3, @")) ||
+      failed(verifyQuantizedGather(*this, getQuantized(), getShard(),
+                                   getResult())))
     return failure();
   if (getSecondary())
-    return verifySecondaryGather(*this, getShard());
+    return verifySecondaryGather(*this, getShard(), getQuantized());
   return verifyStagedShard(*this, *group, getShard(), getResult());
 }
 
@@ -950,10 +977,12 @@ LogicalResult PrefetchOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (failed(group))
     return failure();
   if (failed(verifyStage3Gather(*this, *group, getResult(), tables,
-                                "prefetches only stage-3 partitions, @")))
+                                "prefetches only stage-3 partitions, @")) ||
+      failed(verifyQuantizedGather(*this, getQuantized(), getShard(),
+                                   getResult())))
     return failure();
   if (getSecondary())
-    return verifySecondaryGather(*this, getShard());
+    return verifySecondaryGather(*this, getShard(), getQuantized());
   return verifyStagedShard(*this, *group, getShard(), getResult());
 }
 

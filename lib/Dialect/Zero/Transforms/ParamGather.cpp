@@ -63,11 +63,11 @@ struct GroupUses {
 class Stage3Gather {
 public:
   Stage3Gather(const StepSchedule &schedule, int64_t persistenceThreshold,
-               int64_t maxReuseDistance, bool frozenOnce)
+               int64_t maxReuseDistance, bool frozenOnce, bool quantized)
       : schedule(schedule), step(schedule.getStep()),
         persistenceThreshold(persistenceThreshold),
         maxReuseDistance(maxReuseDistance), frozenOnce(frozenOnce),
-        hpz(schedule.getHpzPartitionSize() > 1) {}
+        hpz(schedule.getHpzPartitionSize() > 1), quantized(quantized) {}
   LogicalResult run();
 
 private:
@@ -97,6 +97,7 @@ private:
   /// secondary shard after its first gather, and the later gathers collect
   /// those over the hpZ group.
   bool hpz;
+  bool quantized;
   llvm::DenseMap<Operation *, int64_t> position;
   llvm::MapVector<Operation *, GroupUses> groups;      // PartitionOp -> uses
   llvm::DenseMap<Operation *, Operation *> groupOfGet; // GetParamOp -> group
@@ -187,6 +188,8 @@ AllGatherOp Stage3Gather::createGather(OpBuilder &b, Location loc, GroupUses &g,
   auto gather =
       AllGatherOp::create(b, loc, type, Type(), groupRef, BufferKindAttr(),
                           IntegerAttr(), IntegerAttr(), UnitAttr(), shard);
+  if (quantized)
+    gather.setQuantized(true);
   if (shard) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(gather);
@@ -445,13 +448,16 @@ struct ZeroParamGatherPass
                "live on the device";
         return signalPassFailure();
       }
+      if (quantizedWeights && failed(checkQuantizedWeights(*schedule)))
+        return signalPassFailure();
       if (schedule->getStage() == 3) {
         // The buffers' memories follow the step's offload.
         schedule = StepSchedule::get(step);
         if (failed(schedule))
           return signalPassFailure();
         if (failed(Stage3Gather(*schedule, paramPersistenceThreshold,
-                                maxReuseDistance, frozenGather == "once")
+                                maxReuseDistance, frozenGather == "once",
+                                quantizedWeights)
                        .run()))
           return signalPassFailure();
         assignSwapBuffers(step, *schedule);
@@ -461,6 +467,28 @@ struct ZeroParamGatherPass
         continue;
       emitPostStepGathers(module, step);
     }
+  }
+
+  /// quantized-weights (ZeRO++ qwZ): DeepSpeed's rules, stage 3 with
+  /// 16-bit weights and the shards on the device.
+  LogicalResult checkQuantizedWeights(const StepSchedule &schedule) {
+    TrainStepOp step = schedule.getStep();
+    if (schedule.getStage() != 3)
+      return step.emitOpError("zero-param-gather: quantized-weights (qwZ) "
+                              "needs stage 3, the step is stage ")
+             << schedule.getStage();
+    if (offloadParam != "none")
+      return step.emitOpError("zero-param-gather: quantized-weights (qwZ) "
+                              "gathers the shards on the device; it does not "
+                              "combine with offload-param=")
+             << offloadParam.getValue();
+    for (const PartitionBuffers &p : schedule.getPartitions())
+      if (!p.computeType.isBF16() && !p.computeType.isF16())
+        return p.partition.emitOpError(
+                   "zero-param-gather: quantized-weights (qwZ) quantizes "
+                   "16-bit weights, partition @")
+               << p.partition.getSymName() << " computes in " << p.computeType;
+    return success();
   }
 
   /// offload-param=cpu|nvme: records `param` in the step's offload

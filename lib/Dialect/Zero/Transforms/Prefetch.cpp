@@ -293,7 +293,7 @@ struct ZeroPrefetchPass
       auto prefetch = PrefetchOp::create(
           b, g.op.getLoc(), g.op.getResult().getType(), tokenType,
           g.op.getGroupAttr(), g.op.getPersistentAttr(), g.op.getShard(),
-          g.op.getSecondaryAttr());
+          g.op.getSecondaryAttr(), g.op.getQuantizedAttr());
       for (NamedAttribute attr : g.op->getDiscardableAttrs())
         prefetch->setAttr(attr.getName(), attr.getValue());
       b.setInsertionPoint(ops[g.firstUse]);

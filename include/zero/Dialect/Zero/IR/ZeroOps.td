@@ -979,6 +979,15 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
       "::mlir::zero::RankSetKind", "getRankSetKind", (ins), [{}], [{
         return ::mlir::zero::RankSetKind::group;
       }]>,
+    InterfaceMethod<[{
+        The width of the block-quantized values it moves instead of the
+        compute type's (ZeRO++ qwZ: 8), or 0 when it moves the values
+        themselves. Each member's part then travels as one chunk of
+        zrt_quant_bytes(part, bits) bytes (zero_rt/quantize.h).
+      }],
+      "int32_t", "getQuantizationBits", (ins), [{}], [{
+        return 0;
+      }]>,
   ];
 }
 
@@ -1032,11 +1041,25 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
     j of the hpZ group holds elements `[j * padded / h, (j + 1) * padded /
     h)`. Its rank set is `hpz` (CollectiveOpInterface::getRankSetKind).
 
+    A `quantized` gather (ZeRO++ qwZ, `zero-param-gather
+    quantized-weights`) moves the shards as block-quantized INT8
+    (`zero_rt/quantize.h`): each rank quantizes its 16-bit `params` shard
+    into its slot of a staging buffer of the step arena (its rank set's
+    size, the world or the MiCS shard group, times `zrt_quant_bytes(shard,
+    8)` bytes, planned from the op to its completion), the slots are
+    all-gathered over that set, and the result is their
+    dequantization. The shards stay exact; the gathered weights carry the
+    quantization error.
+
     ```mlir
     zero.all_gather group @flat in params [0, 4096)
     %full = zero.all_gather group @transformer.h.0 : tensor<7087872xbf16>
     %again = zero.all_gather group @transformer.h.0 secondary : tensor<7087872xbf16>
+    %q = zero.all_gather group @transformer.h.1 quantized : tensor<7087872xbf16>
     ```
+  }];
+  let extraClassDeclaration = [{
+    int32_t getQuantizationBits() { return getQuantized() ? 8 : 0; }
   }];
   let arguments = (ins FlatSymbolRefAttr:$group,
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
@@ -1044,14 +1067,16 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
                        UnitAttr:$persistent,
                        Optional<Zero_FlatTensor>:$shard,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase,
-                       UnitAttr:$secondary);
+                       UnitAttr:$secondary,
+                       UnitAttr:$quantized);
   let results = (outs Optional<Zero_FlatTensor>:$result,
                       Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
     `group` $group (`from` $shard^ `:` type($shard))?
     (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)?
     (`secondary` $secondary^)?
-    (`persistent` $persistent^)? (`phase` $phase^)? attr-dict
+    (`persistent` $persistent^)? (`quantized` $quantized^)?
+    (`phase` $phase^)? attr-dict
     (`:` type($result)^)? (`->` type($token)^)?
   }];
 }
@@ -1070,19 +1095,28 @@ def Zero_PrefetchOp : Zero_Op<"prefetch", [
     prefetch gathers the hpZ secondary shards over the hpZ group, as
     `zero.all_gather ... secondary` does.
 
+    A `quantized` prefetch moves block-quantized INT8 shards as a
+    `quantized` `zero.all_gather` does, its staging buffer planned until
+    the `zero.wait`.
+
     ```mlir
     %full, %t = zero.prefetch group @transformer.h.0 : tensor<7087872xbf16>
     zero.wait %t
     %again, %t2 = zero.prefetch group @transformer.h.0 secondary : tensor<7087872xbf16>
     ```
   }];
+  let extraClassDeclaration = [{
+    int32_t getQuantizationBits() { return getQuantized() ? 8 : 0; }
+  }];
   let arguments = (ins FlatSymbolRefAttr:$group, UnitAttr:$persistent,
-                       Optional<Zero_FlatTensor>:$shard, UnitAttr:$secondary);
+                       Optional<Zero_FlatTensor>:$shard, UnitAttr:$secondary,
+                       UnitAttr:$quantized);
   let results = (outs Zero_FlatTensor:$result, Zero_TokenType:$token);
   let assemblyFormat = [{
     `group` $group (`from` $shard^ `:` type($shard))?
     (`secondary` $secondary^)?
-    (`persistent` $persistent^)? attr-dict `:` type($result)
+    (`persistent` $persistent^)? (`quantized` $quantized^)? attr-dict
+    `:` type($result)
   }];
 }
 

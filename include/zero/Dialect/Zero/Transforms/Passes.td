@@ -438,6 +438,15 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
     each the largest shard in whole 4096-byte blocks. A shard larger than
     `param-buffer-size` elements is an error (DeepSpeed's swapper asserts
     that a buffer holds a whole parameter).
+
+    `quantized-weights` (ZeRO++ qwZ, DeepSpeed's `zero_quantized_weights`;
+    stage 3, 16-bit weights, shards on the device) marks every stage-3
+    gather `quantized`: the shards travel as block-quantized INT8, half the
+    bytes of a bf16 gather, through a staging buffer the memory plan holds
+    from the gather to its completion. Frozen partitions are quantized too
+    (DeepSpeed's `zero_quantized_nontrainable_weights`, which quantizes the
+    frozen ones alone, is not read). The masters and shards stay exact; the
+    forward and backward compute on the dequantized weights.
   }];
   let options = [
     Option<"allgatherBucketSize", "allgather-bucket-size", "int64_t",
@@ -457,6 +466,10 @@ def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
            "Stage 3: keep a gathered group alive when it is used again "
            "within this many elements of other parameters (DeepSpeed: "
            "stage3_max_reuse_distance)">,
+    Option<"quantizedWeights", "quantized-weights", "bool",
+           /*default=*/"false",
+           "Stage 3, 16-bit weights: gather the shards as block-quantized "
+           "INT8 (ZeRO++ qwZ; DeepSpeed: zero_quantized_weights)">,
     ZeroOffloadParamOption,
     ZeroNvmePathOption,
     Option<"paramNvmePath", "param-nvme-path", "std::string",

@@ -1,0 +1,160 @@
+//===- Quantize.cpp - Block quantization of weights and gradients ---------===//
+//
+// Part of the zero-mlir project.
+//
+// ZeRO++'s block-symmetric INT8 (qwZ) and INT4 (qgZ) quantization, with the
+// rules and the layout of zero_rt/quantize.h and the per-element formulas of
+// KernelMath.h: the CUDA backend's kernels (cuda/src/Quantize.cu) give the
+// same bits. Each block is converted to fp32 once, reduced to its largest
+// magnitude as integer bits and quantized in `omp simd` loops; blocks are
+// independent (the INT4 payload of a block is whole bytes), so the threads
+// split the blocks of every chunk.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero_rt/quantize.h"
+#include "Kernels.h"
+#include "Trace.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace zrt;
+
+namespace {
+
+constexpr int64_t kQuantBlock = ZRT_QUANT_BLOCK;
+
+void checkQuantArgs(const char *kernel, int64_t n, int64_t chunks,
+                    int32_t bits) {
+  checkDims(kernel, n, chunks);
+  if (!zrt_quant_bits_valid(bits))
+    fatal("%s: %d-bit quantization is not supported (8 or 4)", kernel,
+          int(bits));
+}
+
+/// Quantizes block b of every chunk: block `flat` of the flattened
+/// (chunk, block) index space.
+template <typename T>
+void quantizeBlock(const T *src, int64_t n, int32_t bits, uint8_t *dst,
+                   int64_t flat, float *buf, int8_t *q) {
+  int64_t blocks = zrt_quant_blocks(n);
+  int64_t c = flat / blocks, b = flat % blocks;
+  int64_t off = b * kQuantBlock, len = std::min(kQuantBlock, n - off);
+  uint8_t *chunk = dst + c * zrt_quant_bytes(n, bits);
+  uint8_t *payload = chunk + 4 * blocks;
+  const float *x = loadF32(src + c * n + off, len, buf);
+  uint32_t maxBits = 0;
+#pragma omp simd reduction(max : maxBits)
+  for (int64_t i = 0; i < len; ++i)
+    maxBits = std::max(maxBits, quantAbsBits(x[i]));
+  int32_t qmax = zrt_quant_max(bits);
+  float scale = quantScale(maxBits, qmax);
+  std::memcpy(chunk + 4 * b, &scale, sizeof(scale));
+  if (quantScaleUsable(scale)) {
+    float fmax = float(qmax);
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i)
+      q[i] = int8_t(quantizeValue(x[i], scale, fmax));
+  } else {
+    std::fill(q, q + len, int8_t(0));
+  }
+  if (bits == 8) {
+    std::memcpy(payload + off, q, size_t(len));
+    return;
+  }
+  uint8_t *out = payload + off / 2;
+  int64_t pairs = len / 2;
+#pragma omp simd
+  for (int64_t i = 0; i < pairs; ++i)
+    out[i] = uint8_t((uint8_t(q[2 * i]) & 0xfu) |
+                     ((uint8_t(q[2 * i + 1]) & 0xfu) << 4));
+  if (len % 2)
+    out[pairs] = uint8_t(uint8_t(q[len - 1]) & 0xfu);
+}
+
+template <typename T>
+void dequantizeBlock(const uint8_t *src, int64_t n, int32_t bits, T *dst,
+                     int64_t flat, float *buf) {
+  int64_t blocks = zrt_quant_blocks(n);
+  int64_t c = flat / blocks, b = flat % blocks;
+  int64_t off = b * kQuantBlock, len = std::min(kQuantBlock, n - off);
+  const uint8_t *chunk = src + c * zrt_quant_bytes(n, bits);
+  const uint8_t *payload = chunk + 4 * blocks;
+  float scale;
+  std::memcpy(&scale, chunk + 4 * b, sizeof(scale));
+  T *out = dst + c * n + off;
+  if (scale != scale) {
+    // The type's quiet NaN, written as bits (a conversion of the fp32 NaN
+    // would keep or canonicalize its payload differently per backend).
+    float *y = outF32(out, buf);
+    std::fill(y, y + len, bitsFloat(kQuantNaN));
+    storeF32(y, out, len);
+    return;
+  }
+  float *y = outF32(out, buf);
+  if (bits == 8) {
+    const int8_t *q = reinterpret_cast<const int8_t *>(payload + off);
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i)
+      y[i] = dequantizeValue(int32_t(q[i]), scale);
+  } else {
+    const uint8_t *in = payload + off / 2;
+    int64_t pairs = len / 2;
+#pragma omp simd
+    for (int64_t i = 0; i < pairs; ++i) {
+      uint32_t byte = in[i];
+      y[2 * i] = dequantizeValue(quantNibble(byte), scale);
+      y[2 * i + 1] = dequantizeValue(quantNibble(byte >> 4), scale);
+    }
+    if (len % 2)
+      y[len - 1] = dequantizeValue(quantNibble(in[pairs]), scale);
+  }
+  storeF32(y, out, len);
+}
+
+} // namespace
+
+extern "C" void zrt_quantize(int32_t dtype, const void *src, int64_t n,
+                             int64_t chunks, int32_t bits, void *dst) {
+  KernelSpan span("zrt_quantize");
+  checkQuantArgs("zrt_quantize", n, chunks, bits);
+  // Padding bytes are defined (0), so a gathered buffer is reproducible.
+  int64_t bytes = zrt_quant_bytes(n, bits);
+  int64_t used = 4 * zrt_quant_blocks(n) + zrt_quant_payload_bytes(n, bits);
+  if (bytes > used)
+    for (int64_t c = 0; c < chunks; ++c)
+      std::memset(static_cast<uint8_t *>(dst) + c * bytes + used, 0,
+                  size_t(bytes - used));
+  int64_t total = chunks * zrt_quant_blocks(n);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = static_cast<const T *>(src);
+    uint8_t *out = static_cast<uint8_t *>(dst);
+    parallelFor(total, ceilDiv(kGrain, kQuantBlock),
+                [&](int64_t begin, int64_t end) {
+                  alignas(64) float buf[kQuantBlock];
+                  alignas(64) int8_t q[kQuantBlock];
+                  for (int64_t f = begin; f < end; ++f)
+                    quantizeBlock(in, n, bits, out, f, buf, q);
+                });
+  });
+}
+
+extern "C" void zrt_dequantize(int32_t dtype, const void *src, int64_t n,
+                               int64_t chunks, int32_t bits, void *dst) {
+  KernelSpan span("zrt_dequantize");
+  checkQuantArgs("zrt_dequantize", n, chunks, bits);
+  int64_t total = chunks * zrt_quant_blocks(n);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const uint8_t *in = static_cast<const uint8_t *>(src);
+    T *out = static_cast<T *>(dst);
+    parallelFor(total, ceilDiv(kGrain, kQuantBlock),
+                [&](int64_t begin, int64_t end) {
+                  alignas(64) float buf[kQuantBlock];
+                  for (int64_t f = begin; f < end; ++f)
+                    dequantizeBlock(in, n, bits, out, f, buf);
+                });
+  });
+}

@@ -1,0 +1,112 @@
+"""ZeRO++ qwZ end to end: the same model compiled at stage 3 in bf16 with
+and without quantized-weights, trained on the same ranks and data.
+
+    qwz_e2e.py --compiler ZERO_COMPILE --opt ZERO_OPT --mpirun CMD
+               --model M --work DIR --world N --steps S --rtol R
+               --step-rtol T [--train-args ARGS]
+
+Checks that every run's measured peak equals its plan (the staging
+buffers of the quantized gathers included), that the quantized run's mean
+loss over the last 20 steps is within --rtol of the unquantized run's and
+every step's loss within --step-rtol (and not bitwise the same: the
+gathered weights are quantized), and prints the measured differences and
+the report's bytes per rank of both (the quantized gathers move INT8
+chunks: about half of bf16's).
+"""
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(cmd, log=None):
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    if log:
+        with open(log, "w") as f:
+            f.write(proc.stdout)
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:])
+        fail("exit code %d: %s" % (proc.returncode, " ".join(cmd)))
+    return proc.stdout
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for a in ("--compiler", "--opt", "--mpirun", "--model", "--work"):
+        p.add_argument(a, required=True)
+    p.add_argument("--world", type=int, default=4)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--rtol", type=float, default=0.02)
+    p.add_argument("--step-rtol", type=float, default=0.08)
+    p.add_argument("--train-args", default="")
+    args = p.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    runs = {}
+    for name, extra in (("bf16", []), ("qwz", ["quantized-weights=1"])):
+        options = ["stage=3", "world-size=%d" % args.world, "dtype=bf16"]
+        exe = os.path.join(args.work, name)
+        run([args.compiler, args.model, "-o", exe] +
+            ["--" + o for o in options + extra])
+        report = json.loads(run(
+            [args.opt, args.model, "--zero-pipeline=" + " ".join(
+                options + extra), "--zero-report=format=json", "-o",
+             os.devnull]))
+        run(shlex.split(args.mpirun) + ["-np", str(args.world), exe, "--quiet",
+            "--steps", str(args.steps), "--log-json", exe + ".json"] +
+            shlex.split(args.train_args), log=exe + ".out")
+        with open(exe + ".json") as f:
+            log = [json.loads(line) for line in f if line.strip()]
+        if len(log) != args.steps:
+            fail("%s: %d log lines for %d steps" % (name, len(log), args.steps))
+        for line in log:
+            if line["peak_bytes"] != line["planned_peak_bytes"]:
+                fail("%s step %d: measured peak %d != planned %d" % (
+                    name, line["step"], line["peak_bytes"],
+                    line["planned_peak_bytes"]))
+            if line["skipped"]:
+                fail("%s step %d was skipped" % (name, line["step"]))
+        runs[name] = (log, report)
+        print("%s: %d steps, measured peak %d == planned" % (
+            name, args.steps, log[-1]["peak_bytes"]))
+    ref, q = runs["bf16"][0], runs["qwz"][0]
+    diffs = [abs(a["loss"] - b["loss"]) / abs(a["loss"])
+             for a, b in zip(ref, q)]
+    worst = max(diffs)
+    tail = min(20, args.steps)
+    mean_ref = sum(a["loss"] for a in ref[-tail:]) / tail
+    mean_q = sum(b["loss"] for b in q[-tail:]) / tail
+    final = abs(mean_q - mean_ref) / mean_ref
+    if all(a["loss"] == b["loss"] for a, b in zip(ref, q)):
+        fail("qwZ losses are bitwise bf16's: the gathers were not quantized")
+    if final > args.rtol:
+        fail("qwZ's mean loss of the last %d steps differs from bf16's by "
+             "%.4g > %g" % (tail, final, args.rtol))
+    if worst > args.step_rtol:
+        fail("a qwZ loss differs from bf16's by %.4g > %g" % (worst,
+                                                              args.step_rtol))
+    print("last %d steps' mean loss within %g of bf16's, every step within "
+          "%g" % (tail, args.rtol, args.step_rtol))
+    print("measured: last %d steps %.4f (bf16) %.4f (qwZ), %.4f apart; "
+          "largest step difference %.4f" % (tail, mean_ref, mean_q, final,
+                                            worst))
+    sent = {}
+    for name in runs:
+        comm = runs[name][1]["comm"]
+        sent[name] = comm["bytes_per_rank"]
+    print("report: bytes sent per rank per step %d (bf16) %d (qwZ), "
+          "ratio %.3f" % (sent["bf16"], sent["qwz"],
+                          sent["qwz"] / sent["bf16"]))
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()
