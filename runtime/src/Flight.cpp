@@ -19,12 +19,6 @@ using namespace zrt;
 
 namespace {
 
-int64_t steadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 const char *setKindName(int32_t kind) {
   switch (kind) {
   case ZRT_RANKS_HPZ:
@@ -68,6 +62,12 @@ extern "C" void onFlightSignal(int) {
 }
 
 } // namespace
+
+int64_t zrt::steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 FlightRecorder::Entry *FlightRecorder::entry(int64_t seq) {
   Entry &e = ring[seq % kFlightEntries];

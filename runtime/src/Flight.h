@@ -24,6 +24,9 @@
 
 namespace zrt {
 
+/// The steady clock in nanoseconds (the recorder's and the watchdog's).
+int64_t steadyNs();
+
 constexpr int64_t kFlightEntries = 256;
 constexpr int kFlightVersion = 1;
 

@@ -13,16 +13,6 @@
 
 using namespace zrt;
 
-namespace {
-
-int64_t steadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-} // namespace
-
 Watchdog::~Watchdog() {
   // Only reached without stop() on paths that end the job anyway: no MPI.
   if (thread.joinable()) {
