@@ -157,10 +157,11 @@ extern "C" void zrt_ctx_all_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
       nullptr, seq);
 }
 
-extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
-                                             int64_t begin, int64_t end,
-                                             int32_t slot) {
-  const char *call = "zrt_ctx_reduce_scatter_grads";
+namespace {
+/// The in-place reduction of the persistent grads buffer's range [begin,
+/// end): a reduce-scatter whose bytes count under `kind`.
+void reduceGradsInPlace(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
+                        int32_t slot, CommKind kind, const char *call) {
   const PartitionInfo &part = partition(ctx, p, call);
   checkRange(part, begin, end, part.counts[kGrads], call);
   std::vector<int> counts, displs;
@@ -169,20 +170,33 @@ extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
   int64_t eb = part.computeBytes;
   int64_t sumAt;
   Group &group = worldGroup(ctx);
-  int64_t seq = record(ctx, "reduce_scatter grads", kReduceScatter, group,
-                       (end - begin) * eb);
-  Tokens tokens = reduceScatter(group, kReduceScatter, part.computeDtype,
+  const char *what = kind == kReduce ? "reduce grads" : "reduce_scatter grads";
+  int64_t seq = record(ctx, what, kind, group, (end - begin) * eb);
+  Tokens tokens = reduceScatter(group, kind, part.computeDtype,
                                 element(g, begin, part), counts, displs, sumAt);
   // Move the sum to the owned slot of the full buffer if it landed elsewhere.
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
   launch(
-      ctx, slot, "reduce_scatter grads", std::move(tokens),
+      ctx, slot, what, std::move(tokens),
       [=] {
         if (mine.size() > 0 && mine.begin != begin + sumAt)
           device::move(g + mine.begin * eb, g + (begin + sumAt) * eb,
                        mine.size() * eb);
       },
       seq);
+}
+} // namespace
+
+extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
+                                             int64_t begin, int64_t end,
+                                             int32_t slot) {
+  reduceGradsInPlace(ctx, p, begin, end, slot, kReduceScatter,
+                     "zrt_ctx_reduce_scatter_grads");
+}
+
+extern "C" void zrt_ctx_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
+                                     int64_t end, int32_t slot) {
+  reduceGradsInPlace(ctx, p, begin, end, slot, kReduce, "zrt_ctx_reduce_grads");
 }
 
 extern "C" void zrt_ctx_bucket_add(zrt_ctx *ctx, int32_t p, void *bucket,

@@ -183,9 +183,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<ReduceScatterOp, ReduceOp>([&](auto o) -> LogicalResult {
         // In place (stage 1; with reduce-scatter=false too, since the owners
         // end up with the same sums) the runtime reduce-scatters the range of
-        // the persistent grads buffer.
+        // the persistent grads buffer; a reduce's bytes count as a reduce.
         if (o.getBuffer()) {
-          callVoid("zrt_ctx_reduce_scatter_grads",
+          callVoid(std::is_same_v<decltype(o), ReduceOp>
+                       ? "zrt_ctx_reduce_grads"
+                       : "zrt_ctx_reduce_scatter_grads",
                    {ctx, i32(partitionIndex(o.getGroupAttr())),
                     i64(o.getBegin()), i64(o.getEnd()),
                     i32(slotOf(o.getToken()))});

@@ -204,6 +204,44 @@ module @in_place_stage1 {
 
 // -----
 
+// Stage 1 with reduce-scatter=false: a zero.reduce in place becomes
+// zrt_ctx_reduce_grads (the same reduce-scatter of the grads buffer, whose
+// bytes the runtime counts as the report's reduce).
+
+// CHECK-LABEL: module @in_place_reduce_stage1
+// CHECK-LABEL: llvm.func @zero_boundary
+// CHECK-NOT:  llvm.call @zrt_ctx_reduce_scatter_grads
+// CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[BEGIN:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: %[[END:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[SLOT:.*]] = llvm.mlir.constant(-1 : i32) : i32
+// CHECK-NEXT: llvm.call @zrt_ctx_reduce_grads(%arg0, %[[PARTITION]], %[[BEGIN]], %[[END]], %[[SLOT]])
+// CHECK-NOT:  llvm.call @zrt_ctx_reduce_scatter_grads
+// CHECK:      llvm.call @zrt_ctx_adam(
+
+module @in_place_reduce_stage1 {
+  zero.param @w : tensor<4x2xf32> init zeros
+  zero.partition @first stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<2x4xf32>, %dy: tensor<2x2xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4> {
+    %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xf32>, tensor<2x2xf32> -> tensor<4x2xf32>
+    zero.grad @w, %dw : tensor<4x2xf32>
+    zero.reduce group @first in grads [0, 8) phase boundary
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@first] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
+    %sum = zero.all_reduce overflow_norm %st group @first phase boundary : tensor<2xf32> -> tensor<2xf32>
+    %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
+    zero.adam group @first stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.all_gather group @first in params [0, 8) phase post_step
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // Stage 0: the in-place all-reduce of the full grads buffer, asynchronous
 // (slot 0), at the boundary.
 

@@ -11,8 +11,7 @@ worked out from a scheduled step (zero-compile --emit=mlir) and its manifest
   and across nodes passes * (its local index's parts - c[me]).
 
 The parts are the report's: a layout range's per-rank owned pieces (an
-all-gather, a reduce-scatter, a reduce per owner; stage 1's reduce per owner
-in place runs, and counts, as a reduce-scatter), a whole stage-3 group's
+all-gather, a reduce-scatter, a reduce per owner), a whole stage-3 group's
 padded shards (a prefetch or gather), an all-reduce's even split of its
 elements. Then `check` compares with the --log-json lines of a run over
 several nodes, and their losses with a one-node run's; `plan` writes them
@@ -101,10 +100,6 @@ def expected(mlir, manifest, ranks_per_node):
                 add("all_reduce", even_chunks(e - b, world), eb, 2)
         else:
             b, e = map(int, rng.groups())
-            # A reduce per owner in place on the grads buffer (stage 1) runs
-            # as a reduce-scatter of that range, and counts as one.
-            if kind == "reduce" and " in grads " in rest:
-                kind = "reduce_scatter"
             add(kind, layout_chunks(part, b, e, world), eb)
     return {k: {"intra_node_bytes": v[0], "inter_node_bytes": v[1]}
             for k, v in out.items() if v != [0, 0]}
