@@ -168,15 +168,20 @@ extern "C" void zrt_ctx_all_reduce_replicas(zrt_ctx *ctx, int32_t p,
   // Every replica owns the same shard, so the same elements of it.
   Range o = ctx->manifest->owned(part, ctx->rank);
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
+  Group &group = groupOf(ctx->comm, ZRT_RANKS_REPLICAS);
+  const char *what = "all_reduce replicas";
+  // Recorded on every rank, so that sequence numbers agree over the world.
+  int64_t seq = record(ctx, what, kAllReduce, group,
+                       std::max<int64_t>(0, mine.size()) * part.computeBytes);
   if (mine.size() <= 0) {
-    launch(ctx, slot, "all_reduce replicas", {}, nullptr);
+    launch(ctx, slot, what, {}, nullptr, seq);
     return;
   }
   char *g = element(ctx->buffer(p, kGrads), mine.begin - o.begin, part);
-  launch(ctx, slot, "all_reduce replicas",
-         allReduce(groupOf(ctx->comm, ZRT_RANKS_REPLICAS), kAllReduce,
-                   part.computeDtype, ZRT_SUM, g, mine.size()),
-         nullptr);
+  launch(
+      ctx, slot, what,
+      allReduce(group, kAllReduce, part.computeDtype, ZRT_SUM, g, mine.size()),
+      nullptr, seq);
 }
 
 namespace {
@@ -354,10 +359,13 @@ extern "C" void zrt_ctx_gather_secondary(zrt_ctx *ctx, int32_t p, void *out,
   const char *call = "zrt_ctx_gather_secondary";
   const PartitionInfo &part = partition(ctx, p, call);
   int64_t n = secondaryNumel(ctx, part, call);
+  Group &group = groupOf(ctx->comm, ZRT_RANKS_HPZ);
+  int64_t seq = record(ctx, "gather secondary", kAllGather, group,
+                       n * group.size() * part.computeBytes);
   launch(ctx, slot, "gather secondary",
-         allGather(groupOf(ctx->comm, ZRT_RANKS_HPZ), kAllGather,
-                   part.computeDtype, ctx->buffer(p, kSecondary), out, n),
-         nullptr);
+         allGather(group, kAllGather, part.computeDtype,
+                   ctx->buffer(p, kSecondary), out, n),
+         nullptr, seq);
 }
 
 extern "C" void zrt_ctx_stage_params(zrt_ctx *ctx, int32_t p, void *staged,
