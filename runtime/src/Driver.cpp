@@ -327,7 +327,14 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
     exitCode = 0;
     return false;
   }
-  for (int64_t r : {opts.injectKillRank, opts.injectHangRank})
+  if (!flightSkip().error.empty()) {
+    if (ctx.rank == 0)
+      std::fprintf(stderr, "zrt: error: %s\n", flightSkip().error.c_str());
+    exitCode = 2;
+    return false;
+  }
+  for (int64_t r :
+       {opts.injectKillRank, opts.injectHangRank, int64_t(flightSkip().rank)})
     if (r >= ctx.world) {
       if (ctx.rank == 0)
         std::fprintf(stderr,
@@ -773,6 +780,10 @@ bool Driver::trainSteps() {
       for (;;)
         ::pause();
     watchdog.beginStep(step);
+    // Without the watchdog's thread, a requested flight record is written
+    // here, between steps.
+    if (!watchdog.running() && takeFlightRequest())
+      ctx.flight.dump("SIGUSR1");
     if (ctx.rank == 0)
       noteProgress(step);
     float scale = zrt_loss_scaler_scale(&ctx.scaler);
@@ -1048,6 +1059,15 @@ int Driver::run(int argc, char **argv) {
     return exitCode;
   bool ok = true;
   installInterruptHandlers();
+  std::string flightDir = opts.flightDir;
+  if (flightDir.empty() && !opts.logJson.empty()) {
+    size_t slash = opts.logJson.rfind('/');
+    flightDir =
+        slash == std::string::npos ? "." : opts.logJson.substr(0, slash);
+  }
+  ctx.flight.setOutput(flightDir.empty() ? "." : flightDir, ctx.rank,
+                       ctx.world);
+  installFlightSignal();
   if (ctx.rank == 0)
     noteProgress(progress.step + 1);
   bool training = opts.steps > progress.step;

@@ -856,14 +856,17 @@ void zrt::splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
 
 /// Runs a collective's completion now (slot < 0) or at zrt_ctx_wait.
 void zrt::launch(zrt_ctx *ctx, int32_t slot, const char *what,
-                 std::vector<int64_t> tokens, std::function<void()> done) {
+                 std::vector<int64_t> tokens, std::function<void()> done,
+                 int64_t flight) {
   if (slot < 0) {
     // A synchronous collective: the whole call is exposed communication.
     double start = ctx->tracing ? ctx->nowUs() : 0.0;
     {
       WaitScope watched(ctx->waitState, what);
+      ctx->flight.waited(flight);
       for (int64_t t : tokens)
         zrt_wait(t);
+      ctx->flight.done(flight);
     }
     // The span is the wait; the completion is compute.
     if (ctx->tracing)
@@ -882,6 +885,7 @@ void zrt::launch(zrt_ctx *ctx, int32_t slot, const char *what,
   pending.live = true;
   ++ctx->liveSlots;
   pending.what = what;
+  pending.flight = flight;
   pending.tokens = std::move(tokens);
   pending.done = std::move(done);
 }
@@ -938,8 +942,10 @@ extern "C" void zrt_ctx_wait(zrt_ctx *ctx, int32_t slot) {
   double start = ctx->tracing ? ctx->nowUs() : 0.0;
   {
     WaitScope watched(ctx->waitState, pending.what);
+    ctx->flight.waited(pending.flight);
     for (int64_t t : pending.tokens)
       zrt_wait(t);
+    ctx->flight.done(pending.flight);
   }
   // The span is the wait; the completion is compute.
   if (ctx->tracing)

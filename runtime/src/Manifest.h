@@ -13,6 +13,7 @@
 #ifndef ZERO_RT_MANIFEST_IMPL_H
 #define ZERO_RT_MANIFEST_IMPL_H
 
+#include "Flight.h"
 #include "zero_rt/manifest.h"
 #include "zero_rt/program.h"
 
@@ -326,6 +327,8 @@ struct zrt_ctx {
 
   /// Waits on collectives the driver's watchdog watches (null: none).
   zrt::WaitState *waitState = nullptr;
+  /// This rank's last collectives (Flight.h).
+  zrt::FlightRecorder flight;
 
   /// A loss over the valid labels of the global batch (zero.count_labels):
   /// the count of each of this rank's micro batches of the step (the
@@ -351,6 +354,8 @@ struct zrt_ctx {
   struct Pending {
     bool live = false;
     const char *what = "";
+    /// The flight recorder's sequence number of the collective (-1: none).
+    int64_t flight = -1;
     std::vector<int64_t> tokens;
     std::function<void()> done;
   };
@@ -419,7 +424,8 @@ void splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
 /// Records a collective's tokens in `slot` and runs `done` after
 /// zrt_ctx_wait has waited for them (or now, after waiting, when slot < 0).
 void launch(zrt_ctx *ctx, int32_t slot, const char *what,
-            std::vector<int64_t> tokens, std::function<void()> done);
+            std::vector<int64_t> tokens, std::function<void()> done,
+            int64_t flight = -1);
 /// This rank's owned parameters in the compute type: the owned slice of the
 /// full params buffer at stages 0-2, the front of the shard at stage 3.
 char *ownedParams(const zrt_ctx &ctx, int32_t p);

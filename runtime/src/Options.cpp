@@ -89,6 +89,10 @@ const char *const zrt::kUsage =
     "                          training step waits longer than S seconds\n"
     "                          (a peer rank is stuck or lost; default 60,\n"
     "                          0: never)\n"
+    "  --flight-dir DIR        where each rank writes its last collectives\n"
+    "                          (flight-rank<R>.json) when the watchdog fires\n"
+    "                          or on SIGUSR1 (default: the --log-json file's\n"
+    "                          directory, else the working directory)\n"
     "  --on-min-loss-scale stop|continue\n"
     "                          fp16: a gradient overflow when the loss scale\n"
     "                          already is at min_loss_scale stops training\n"
@@ -268,6 +272,8 @@ Options zrt::parseOptions(int argc, char **argv) {
       text(o.evalLabels);
     else if (name == "--log-json")
       text(o.logJson);
+    else if (name == "--flight-dir")
+      text(o.flightDir);
     else if (name == "--init-from")
       text(o.initFrom);
     else if (name == "--export")

@@ -36,6 +36,10 @@ struct Options {
   std::string evalData, evalInputs, evalLabels;
   int64_t evalEvery = 0, evalBatches = 0;
   int64_t collectiveTimeoutS = 60;
+  /// Where each rank writes its flight record (flight-rank<R>.json) on a
+  /// watchdog timeout or SIGUSR1 (empty: the --log-json file's directory,
+  /// else the working directory).
+  std::string flightDir;
   bool stopAtMinLossScale = true;
   // Test hooks; rank -1 and step 0 mean none.
   int64_t injectOverflowFirst = 0, injectOverflowLast = 0;

@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 using namespace zrt;
@@ -87,6 +88,32 @@ DecayRanges decayRanges(const zrt_ctx &ctx, int32_t p,
 /// two (Groups.h).
 Group &worldGroup(zrt_ctx *ctx) { return groupOf(ctx->comm, ZRT_RANKS_GROUP); }
 
+/// Records a collective over `group` in the flight recorder before it is
+/// issued; returns its sequence number. The test hook ZRT_TEST_SKIP_COLLECTIVE
+/// stops this rank here instead, waiting (as the watchdog sees it) forever.
+int64_t record(zrt_ctx *ctx, const char *what, CommKind kind, int32_t setKind,
+               zrt_rank_set set, int64_t bytes) {
+  const FlightSkip &skip = flightSkip();
+  if (skip.rank == ctx->rank && skip.seq == ctx->flight.next()) {
+    std::fprintf(stderr,
+                 "zrt: test hook: ZRT_TEST_SKIP_COLLECTIVE: rank %d stops "
+                 "before its collective %lld (%s, step %lld)\n",
+                 ctx->rank, (long long)skip.seq, what,
+                 (long long)ctx->stepIndex);
+    std::fflush(stderr);
+    WaitScope watched(ctx->waitState, "the collective the test hook skips");
+    for (;;)
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  return ctx->flight.issue(what, kind, setKind, set, bytes, ctx->stepIndex,
+                           ctx->micro);
+}
+
+int64_t record(zrt_ctx *ctx, const char *what, CommKind kind,
+               const Group &group, int64_t bytes) {
+  return record(ctx, what, kind, group.kind, group.set, bytes);
+}
+
 /// zrt_adam's schedule argument: null for a constant learning rate.
 const zrt_lr_schedule *lrSchedule(const Manifest &m) {
   return m.schedule.kind == ZRT_LR_CONSTANT ? nullptr : &m.schedule;
@@ -121,10 +148,14 @@ extern "C" void zrt_ctx_all_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_all_reduce_grads");
   checkRange(part, begin, end, part.counts[kGrads], "zrt_ctx_all_reduce_grads");
   char *g = element(ctx->buffer(p, kGrads), begin, part);
-  launch(ctx, slot, "all_reduce grads",
-         allReduce(worldGroup(ctx), kAllReduce, part.computeDtype, ZRT_SUM, g,
-                   end - begin),
-         nullptr);
+  Group &group = worldGroup(ctx);
+  const char *what = "all_reduce grads";
+  int64_t seq =
+      record(ctx, what, kAllReduce, group, (end - begin) * part.computeBytes);
+  launch(
+      ctx, slot, what,
+      allReduce(group, kAllReduce, part.computeDtype, ZRT_SUM, g, end - begin),
+      nullptr, seq);
 }
 
 extern "C" void zrt_ctx_all_reduce_replicas(zrt_ctx *ctx, int32_t p,
@@ -138,15 +169,20 @@ extern "C" void zrt_ctx_all_reduce_replicas(zrt_ctx *ctx, int32_t p,
   // Every replica owns the same shard, so the same elements of it.
   Range o = ctx->manifest->owned(part, ctx->rank);
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
+  Group &group = groupOf(ctx->comm, ZRT_RANKS_REPLICAS);
+  const char *what = "all_reduce replicas";
+  // Recorded on every rank, so that sequence numbers agree over the world.
+  int64_t seq = record(ctx, what, kAllReduce, group,
+                       std::max<int64_t>(0, mine.size()) * part.computeBytes);
   if (mine.size() <= 0) {
-    launch(ctx, slot, "all_reduce replicas", {}, nullptr);
+    launch(ctx, slot, what, {}, nullptr, seq);
     return;
   }
   char *g = element(ctx->buffer(p, kGrads), mine.begin - o.begin, part);
-  launch(ctx, slot, "all_reduce replicas",
-         allReduce(groupOf(ctx->comm, ZRT_RANKS_REPLICAS), kAllReduce,
-                   part.computeDtype, ZRT_SUM, g, mine.size()),
-         nullptr);
+  launch(
+      ctx, slot, what,
+      allReduce(group, kAllReduce, part.computeDtype, ZRT_SUM, g, mine.size()),
+      nullptr, seq);
 }
 
 namespace {
@@ -161,16 +197,21 @@ void reduceGradsInPlace(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
   char *g = ctx->buffer(p, kGrads);
   int64_t eb = part.computeBytes;
   int64_t sumAt;
-  Tokens tokens = reduceScatter(worldGroup(ctx), kind, part.computeDtype,
+  Group &group = worldGroup(ctx);
+  const char *what = kind == kReduce ? "reduce grads" : "reduce_scatter grads";
+  int64_t seq = record(ctx, what, kind, group, (end - begin) * eb);
+  Tokens tokens = reduceScatter(group, kind, part.computeDtype,
                                 element(g, begin, part), counts, displs, sumAt);
   // Move the sum to the owned slot of the full buffer if it landed elsewhere.
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
-  launch(ctx, slot, kind == kReduce ? "reduce grads" : "reduce_scatter grads",
-         std::move(tokens), [=] {
-           if (mine.size() > 0 && mine.begin != begin + sumAt)
-             device::move(g + mine.begin * eb, g + (begin + sumAt) * eb,
-                          mine.size() * eb);
-         });
+  launch(
+      ctx, slot, what, std::move(tokens),
+      [=] {
+        if (mine.size() > 0 && mine.begin != begin + sumAt)
+          device::move(g + mine.begin * eb, g + (begin + sumAt) * eb,
+                       mine.size() * eb);
+      },
+      seq);
 }
 } // namespace
 
@@ -217,6 +258,9 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
   Tokens tokens;
   int64_t sumAt; // where this rank's sum is once complete
   Group &group = worldGroup(ctx);
+  const char *what = toOwners ? "reduce grads" : "reduce_scatter grads";
+  int64_t seq = record(ctx, what, toOwners ? kReduce : kReduceScatter, group,
+                       (end - begin) * part.computeBytes);
   if (toOwners) {
     tokens = reduceToOwners(group, kReduce, dt, bucket, counts, displs);
     sumAt = displs[size_t(ctx->manifest->shardOf(ctx->rank))];
@@ -227,14 +271,16 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
   Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
   int64_t shardAt = mine.begin - ctx->manifest->owned(part, ctx->rank).begin;
   char *shard = ctx->buffer(p, kGrads);
-  launch(ctx, slot, toOwners ? "reduce grads" : "reduce_scatter grads",
-         std::move(tokens), [=] {
-           if (mine.size() > 0) {
-             char *acc = element(shard, shardAt, part);
-             zrt_add(dt, acc, element(bucket, sumAt, part), acc, mine.size(),
-                     mine.size());
-           }
-         });
+  launch(
+      ctx, slot, what, std::move(tokens),
+      [=] {
+        if (mine.size() > 0) {
+          char *acc = element(shard, shardAt, part);
+          zrt_add(dt, acc, element(bucket, sumAt, part), acc, mine.size(),
+                  mine.size());
+        }
+      },
+      seq);
 }
 
 extern "C" void zrt_ctx_all_gather_params(zrt_ctx *ctx, int32_t p,
@@ -246,10 +292,14 @@ extern "C" void zrt_ctx_all_gather_params(zrt_ctx *ctx, int32_t p,
   std::vector<int> counts, displs;
   splitByOwner(ctx, part, begin, end, counts, displs, call);
   char *params = element(ctx->buffer(p, kParams), begin, part);
-  launch(ctx, slot, "all_gather params",
-         allGather(worldGroup(ctx), kAllGather, part.computeDtype, params,
-                   counts, displs),
-         nullptr);
+  Group &group = worldGroup(ctx);
+  const char *what = "all_gather params";
+  int64_t seq =
+      record(ctx, what, kAllGather, group, (end - begin) * part.computeBytes);
+  launch(
+      ctx, slot, what,
+      allGather(group, kAllGather, part.computeDtype, params, counts, displs),
+      nullptr, seq);
 }
 
 extern "C" void zrt_ctx_gather_partition(zrt_ctx *ctx, int32_t p, void *out,
@@ -257,10 +307,13 @@ extern "C" void zrt_ctx_gather_partition(zrt_ctx *ctx, int32_t p, void *out,
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_gather_partition");
   if (ctx->manifest->stage != 3)
     fatal("zrt_ctx_gather_partition: needs a stage-3 program");
+  Group &group = worldGroup(ctx);
+  int64_t seq = record(ctx, "gather params", kAllGather, group,
+                       part.shardNumel * group.size() * part.computeBytes);
   launch(ctx, slot, "gather params",
-         allGather(worldGroup(ctx), kAllGather, part.computeDtype,
+         allGather(group, kAllGather, part.computeDtype,
                    ctx->buffer(p, kParams), out, part.shardNumel),
-         nullptr);
+         nullptr, seq);
 }
 
 extern "C" void zrt_ctx_gather_quantized(zrt_ctx *ctx, int32_t p, void *staging,
@@ -278,6 +331,8 @@ extern "C" void zrt_ctx_gather_quantized(zrt_ctx *ctx, int32_t p, void *staging,
   // Over the step's Group (the world or this rank's MiCS shard group), in
   // one level or two, its bytes counted as an all-gather's.
   Group &group = worldGroup(ctx);
+  int64_t seq = record(ctx, "gather quantized params", kAllGather, group,
+                       chunk * group.size());
   char *mine = static_cast<char *>(staging) + group.me * chunk;
   zrt_quantize(part.computeDtype, ctx->buffer(p, kParams), shard, 1, bits,
                mine);
@@ -287,8 +342,9 @@ extern "C" void zrt_ctx_gather_quantized(zrt_ctx *ctx, int32_t p, void *staging,
       allGather(group, kAllGather, ZRT_F32, mine, staging, chunk / 4);
   int32_t dtype = part.computeDtype;
   int64_t members = group.size();
-  launch(ctx, slot, "gather quantized params", std::move(tokens),
-         [=] { zrt_dequantize(dtype, staging, shard, members, bits, out); });
+  launch(
+      ctx, slot, "gather quantized params", std::move(tokens),
+      [=] { zrt_dequantize(dtype, staging, shard, members, bits, out); }, seq);
 }
 
 extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,
@@ -299,10 +355,13 @@ extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,
   if (!part.paramsOffloaded())
     fatal("%s: partition '%s' keeps its params shard on the device", call,
           part.name.c_str());
+  Group &group = worldGroup(ctx);
+  int64_t seq = record(ctx, "gather params", kAllGather, group,
+                       part.shardNumel * group.size() * part.computeBytes);
   launch(ctx, slot, "gather params",
-         allGather(worldGroup(ctx), kAllGather, part.computeDtype, shard, out,
+         allGather(group, kAllGather, part.computeDtype, shard, out,
                    part.shardNumel),
-         nullptr);
+         nullptr, seq);
 }
 
 /// hpZ: the elements of a slice of partition `part`'s secondary shard,
@@ -332,10 +391,13 @@ extern "C" void zrt_ctx_gather_secondary(zrt_ctx *ctx, int32_t p, void *out,
   const char *call = "zrt_ctx_gather_secondary";
   const PartitionInfo &part = partition(ctx, p, call);
   int64_t n = secondaryNumel(ctx, part, call);
+  Group &group = groupOf(ctx->comm, ZRT_RANKS_HPZ);
+  int64_t seq = record(ctx, "gather secondary", kAllGather, group,
+                       n * group.size() * part.computeBytes);
   launch(ctx, slot, "gather secondary",
-         allGather(groupOf(ctx->comm, ZRT_RANKS_HPZ), kAllGather,
-                   part.computeDtype, ctx->buffer(p, kSecondary), out, n),
-         nullptr);
+         allGather(group, kAllGather, part.computeDtype,
+                   ctx->buffer(p, kSecondary), out, n),
+         nullptr, seq);
 }
 
 extern "C" void zrt_ctx_stage_params(zrt_ctx *ctx, int32_t p, void *staged,
@@ -489,8 +551,11 @@ extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
 
 extern "C" void zrt_ctx_all_reduce_stats(zrt_ctx *ctx, const float *in,
                                          float *out, int32_t slot) {
-  launch(ctx, slot, "all_reduce stats",
-         allReduceStats(worldGroup(ctx), in, out), nullptr);
+  Group &group = worldGroup(ctx);
+  int64_t seq = record(ctx, "all_reduce stats", kAllReduce, group,
+                       2 * int64_t(sizeof(float)));
+  launch(ctx, slot, "all_reduce stats", allReduceStats(group, in, out), nullptr,
+         seq);
 }
 
 extern "C" int32_t zrt_ctx_update_loss_scale(zrt_ctx *ctx, const float *stats) {
@@ -596,9 +661,14 @@ extern "C" void zrt_ctx_all_reduce_labels(zrt_ctx *ctx, int64_t *count) {
   for (int64_t c : ctx->microLabels)
     local += c;
   {
-    WaitScope watched(ctx->waitState, "the label count all-reduce");
+    const char *what = "the label count all-reduce";
+    int64_t seq = record(ctx, what, kAllReduce, kFlightWorld,
+                         zrt_rank_set{0, 1, ctx->world}, sizeof(int64_t));
+    WaitScope watched(ctx->waitState, what);
+    ctx->flight.waited(seq);
     MPI_Allreduce(&local, &ctx->stepLabels, 1, MPI_INT64_T, MPI_SUM,
                   MPI_COMM_WORLD);
+    ctx->flight.done(seq);
   }
   ctx->noLabels = ctx->stepLabels == 0;
   device::upload(count, &ctx->stepLabels, sizeof(int64_t));

@@ -13,16 +13,6 @@
 
 using namespace zrt;
 
-namespace {
-
-int64_t steadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-} // namespace
-
 Watchdog::~Watchdog() {
   // Only reached without stop() on paths that end the job anyway: no MPI.
   if (thread.joinable()) {
@@ -44,6 +34,7 @@ void Watchdog::start(zrt_ctx &ctx, int64_t timeoutS) {
   MPI_Comm_dup(MPI_COMM_WORLD, &ring);
   ctx.waitState = &state;
   waitState = &ctx.waitState;
+  flight = &ctx.flight;
   thread = std::thread([this] { loop(); });
 }
 
@@ -80,15 +71,22 @@ void Watchdog::finishRing(const char *what) {
 void Watchdog::loop() {
   int64_t poll = std::clamp<int64_t>(timeoutNs / 20, 10000000, 250000000);
   int64_t graceNs = std::clamp<int64_t>(timeoutNs / 2, 2000000000, 10000000000);
+  bool dumped = false;
   std::unique_lock<std::mutex> lock(mutex);
   while (!wake.wait_for(lock, std::chrono::nanoseconds(poll),
                         [this] { return stopping; })) {
+    if (takeFlightRequest())
+      flight->dump("SIGUSR1");
     const char *what = state.what.load(std::memory_order_acquire);
     if (!what)
       continue;
     int64_t waited = steadyNs() - state.sinceNs.load(std::memory_order_relaxed);
     if (waited <= timeoutNs)
       continue;
+    if (!dumped) {
+      dumped = true;
+      flight->dump("watchdog");
+    }
     int64_t step = current.load(std::memory_order_relaxed);
     int64_t seen = __atomic_load_n(&arrival, __ATOMIC_ACQUIRE);
     int left = (rank + world - 1) % world;
@@ -126,6 +124,7 @@ void Watchdog::loop() {
     }
     std::fputs(msg, stderr);
     std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     // The main thread is inside a collective wait; Open MPI's MPI_Abort
     // from this thread still ends the job (the launcher kills every
     // rank), though MPI_THREAD_FUNNELED does not promise it.

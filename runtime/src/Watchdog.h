@@ -33,6 +33,11 @@ namespace zrt {
 /// period so the suspect's successor, which knows more, reports first.
 /// This read of a receive buffer before MPI reports completion is a
 /// diagnostic only; the abort does not depend on it.
+///
+/// When the timeout passes, the rank first writes its flight record
+/// (Flight.h); the rank that aborts waits a second before it does, so that
+/// its peers, whose waits time out at about the same moment, write theirs.
+/// The thread also writes the record when SIGUSR1 asks for it.
 class Watchdog {
 public:
   ~Watchdog();
@@ -47,6 +52,10 @@ public:
   /// Collective: completes the ring and joins the thread.
   void stop();
 
+  /// Whether the thread runs (it then also writes the flight record on
+  /// SIGUSR1).
+  bool running() const { return ring != MPI_COMM_NULL; }
+
 private:
   void finishRing(const char *what);
   void loop();
@@ -59,6 +68,7 @@ private:
   std::atomic<int64_t> current{0};
   WaitState state;
   zrt::WaitState **waitState = nullptr;
+  FlightRecorder *flight = nullptr;
   std::thread thread;
   std::mutex mutex;
   std::condition_variable wake;

@@ -1511,7 +1511,7 @@ def main():
     s = sub.add_parser("during")
     s.add_argument("--after", required=True)
     s.add_argument("--within", type=float, default=120)
-    s.add_argument("--signal", choices=["INT", "TERM"])
+    s.add_argument("--signal", choices=["INT", "TERM", "USR1"])
     s.add_argument("--truncate")
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_during)
