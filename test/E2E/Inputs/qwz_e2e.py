@@ -18,25 +18,9 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def run(cmd, log=None):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
-    if log:
-        with open(log, "w") as f:
-            f.write(proc.stdout)
-    if proc.returncode != 0:
-        print(proc.stdout[-3000:])
-        fail("exit code %d: %s" % (proc.returncode, " ".join(cmd)))
-    return proc.stdout
+from zrt_e2e import fail, run
 
 
 def main():
