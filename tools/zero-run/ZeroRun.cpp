@@ -151,5 +151,9 @@ int main(int argc, char **argv) {
       return usageError("--ranks-per-node after '--' is zero-run's to pass: "
                         "it is the hostfile's slots");
   }
+  // The seams: the Slurm backend (Slurm.h) gives resolveHosts the
+  // allocation's nodes when zero-run runs inside one; --elastic
+  // (Elastic.h) runs its restart loop over Job.h's steps instead of
+  // runJob's single pass.
   return runJob(options);
 }
