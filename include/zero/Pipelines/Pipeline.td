@@ -58,6 +58,12 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
            "Bytes per rank the plan's peak must fit (40GiB, 80GB): remat "
            "(auto unless remat is given), then smaller buckets and prefetch "
            "windows, or an error">,
+    Option<"elasticMicroBatch", "elastic-micro-batch", "int64_t",
+           /*default=*/"0",
+           "Keep the global batch on this world size (zero-run --elastic): "
+           "the largest micro batch up to this that divides the rows per "
+           "rank, the accumulation steps the rest; the file's micro batch "
+           "and accumulation give way. 0: off">,
     ZeroHardwareOption,
     ZeroInterNodeBandwidthOption,
     Option<"verify", "verify", "bool", /*default=*/"true",
