@@ -333,10 +333,30 @@ int zero::run::runElastic(const JobOptions &options,
       return lastStatus;
     std::set<std::string> failedHosts;
     std::string causes;
-    for (const RankFailure &f : result.failures) {
-      causes += (causes.empty() ? "" : ", ") + describeFailure(f);
-      if (!f.host.empty())
-        failedHosts.insert(f.host);
+    if (result.watchdog) {
+      // The rank that aborted the job waited for the one that hung: the
+      // watchdog's line names that one, whose node is dropped.
+      for (int64_t rank : result.hungRanks) {
+        std::string host = plan.hostOf(rank);
+        causes += (causes.empty() ? "" : ", ") +
+                  ("rank " + std::to_string(rank) + " (host " + host +
+                   ") hung (the collective watchdog ended the job)");
+        failedHosts.insert(host);
+      }
+      if (result.hungRanks.empty()) {
+        WithColor::error(errs(), "zero-run")
+            << "elastic: a collective watchdog ended the job without naming "
+               "a rank that never started the step (a rank hung inside "
+               "it): which node failed is not known, not restarting; "
+            << leftBehind() << "\n";
+        return lastStatus;
+      }
+    } else {
+      for (const RankFailure &f : result.failures) {
+        causes += (causes.empty() ? "" : ", ") + describeFailure(f);
+        if (!f.host.empty())
+          failedHosts.insert(f.host);
+      }
     }
     if (failedHosts.empty()) {
       WithColor::error(errs(), "zero-run")

@@ -65,6 +65,9 @@ struct LaunchResult {
   std::vector<RankFailure> failures;
   /// A rank's collective watchdog ended the job.
   bool watchdog = false;
+  /// The ranks the watchdog's line names as stuck or lost (it names one
+  /// when a rank never started the step).
+  std::vector<int64_t> hungRanks;
   /// zero-run forwarded SIGINT or SIGTERM (the signal, 0: none).
   int forwardedSignal = 0;
   /// mpirun could not be started.
