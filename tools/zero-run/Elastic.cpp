@@ -184,22 +184,6 @@ double secondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::string describeFailure(const RankFailure &f) {
-  std::string where = "rank " + std::to_string(f.rank) +
-                      (f.host.empty() ? "" : " (host " + f.host + ")");
-  switch (f.kind) {
-  case RankFailure::Signal:
-    return where + " was killed by signal " + std::to_string(f.code) +
-           (f.detail.empty() ? "" : " (" + f.detail + ")");
-  case RankFailure::Abort:
-    return where + " aborted the job (error code " + std::to_string(f.code) +
-           ")";
-  case RankFailure::ExitCode:
-    break;
-  }
-  return where + " exited with status " + std::to_string(f.code);
-}
-
 std::string readText(StringRef path) {
   auto buffer = MemoryBuffer::getFile(path);
   return buffer ? (*buffer)->getBuffer().str() : std::string();
