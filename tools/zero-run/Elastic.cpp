@@ -320,18 +320,23 @@ int zero::run::runElastic(const JobOptions &options,
     if (result.watchdog) {
       // The rank that aborted the job waited for the one that hung: the
       // watchdog's line names that one, whose node is dropped.
-      for (int64_t rank : result.hungRanks) {
+      // The watchdog's line names a rank that never started the step; else
+      // the flight records name the ranks that stopped before the
+      // collective the others issued.
+      bool named = !result.hungRanks.empty();
+      for (int64_t rank : named ? result.hungRanks : result.stalledRanks) {
         std::string host = plan.hostOf(rank);
         causes += (causes.empty() ? "" : ", ") +
-                  ("rank " + std::to_string(rank) + " (host " + host +
-                   ") hung (the collective watchdog ended the job)");
+                  ("rank " + std::to_string(rank) + " (host " + host + ") " +
+                   (named ? "hung" : "stopped before the others' collective") +
+                   " (the collective watchdog ended the job)");
         failedHosts.insert(host);
       }
-      if (result.hungRanks.empty()) {
+      if (failedHosts.empty()) {
         WithColor::error(errs(), "zero-run")
-            << "elastic: a collective watchdog ended the job without naming "
-               "a rank that never started the step (a rank hung inside "
-               "it): which node failed is not known, not restarting; "
+            << "elastic: a collective watchdog ended the job, and neither "
+               "its line nor the flight records name the rank that hung: "
+               "which node failed is not known, not restarting; "
             << leftBehind() << "\n";
         return lastStatus;
       }

@@ -68,6 +68,9 @@ struct LaunchResult {
   /// The ranks the watchdog's line names as stuck or lost (it names one
   /// when a rank never started the step).
   std::vector<int64_t> hungRanks;
+  /// After a watchdog: the ranks whose flight records stop before the
+  /// collective the others issued (launchOn fills it), the likely culprits.
+  std::vector<int64_t> stalledRanks;
   /// zero-run forwarded SIGINT or SIGTERM (the signal, 0: none).
   int forwardedSignal = 0;
   /// mpirun could not be started.

@@ -174,6 +174,9 @@ int main(int argc, char **argv) {
       return usageError("--ranks-per-node after '--' is zero-run's to pass: "
                         "it is the hostfile's slots");
   }
+  // The Slurm backend (Slurm.h) gives resolveHosts the allocation's nodes
+  // when zero-run runs inside one; --elastic runs its restart loop
+  // (Elastic.h) over Job.h's steps instead of runJob's single pass.
   if (elasticCounts && !elastic.enabled)
     return usageError("--min-nodes and --max-restarts go with --elastic");
   if (elastic.enabled) {

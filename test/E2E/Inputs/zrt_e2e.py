@@ -971,12 +971,16 @@ def cmd_beside(args):
 def cmd_during(args):
     """Runs a command until a line of its output matches --after, then
     sends it --signal (to the process, e.g. mpirun, which forwards it) or
-    truncates --truncate FILE to zero bytes, and waits for it to end within
-    --within seconds. Prints its output and how it ended."""
+    truncates --truncate FILE to zero bytes (--again-after PATTERN: sends
+    the signal a second time once a line matches PATTERN), and waits for it
+    to end within --within seconds. Prints its output and how it ended."""
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
     proc, out = start_background(cmd)
     wait_for_line(proc, out, args.after, args.within)
     if args.signal:
+        proc.send_signal(getattr(signal, "SIG" + args.signal))
+    if args.signal and args.again_after:
+        wait_for_line(proc, out, args.again_after, args.within)
         proc.send_signal(getattr(signal, "SIG" + args.signal))
     if args.truncate:
         os.truncate(args.truncate, 0)
@@ -1375,35 +1379,6 @@ def cmd_evaluation(args):
           (both[0]["eval_loss"], mean))
 
 
-def cmd_sim_nodes(args):
-    """A launcher for simulated nodes: DIR/mpirun runs mpirun (--mpirun,
-    with its options) so that each host of --host is an Open MPI daemon
-    started here by the rsh agent DIR/rsh, with a session directory of its
-    own. Ranks talk over TCP on the loopback: two daemons on one machine
-    would use the same shared-memory files (vader crashed), and the second
-    daemon needs rtc_hwloc_vmhole=none."""
-    d = os.path.abspath(args.dir)
-    os.makedirs(d, exist_ok=True)
-    rsh = os.path.join(d, "rsh")
-    with open(rsh, "w") as f:
-        f.write("#!/bin/sh\n"
-                "# rsh HOST COMMAND: the daemon of HOST, here.\n"
-                "host=$1\nshift\n"
-                "export OMPI_MCA_orte_tmpdir_base=%s/session-$host\n"
-                "mkdir -p \"$OMPI_MCA_orte_tmpdir_base\"\n"
-                "exec sh -c \"$*\"\n" % shlex.quote(d))
-    launcher = os.path.join(d, "mpirun")
-    with open(launcher, "w") as f:
-        f.write("#!/bin/sh\nexport OMPI_MCA_rtc_hwloc_vmhole=none\n"
-                "exec %s --mca btl self,tcp --mca btl_tcp_if_include lo "
-                "--mca oob_tcp_if_include lo --mca plm_rsh_agent %s "
-                "\"$@\"\n"
-                % (args.mpirun, shlex.quote(rsh)))
-    for path in (rsh, launcher):
-        os.chmod(path, 0o755)
-    print("simulated nodes: %s" % launcher)
-
-
 def cmd_elastic(args):
     """The --log-json of an elastic run: one line per step 1..--steps, the
     world size --worlds A,B up to step --restart-after and after it; and
@@ -1495,10 +1470,6 @@ def main():
     s.add_argument("--no-ref", action="store_true")
     s.add_argument("--rtol", type=float, default=1e-5)
     s.set_defaults(fn=cmd_matrix)
-    s = sub.add_parser("sim-nodes")
-    s.add_argument("dir")
-    s.add_argument("--mpirun", required=True)
-    s.set_defaults(fn=cmd_sim_nodes)
     s = sub.add_parser("elastic")
     s.add_argument("log")
     s.add_argument("--out", required=True)
@@ -1584,7 +1555,8 @@ def main():
     s = sub.add_parser("during")
     s.add_argument("--after", required=True)
     s.add_argument("--within", type=float, default=120)
-    s.add_argument("--signal", choices=["INT", "TERM", "USR1"])
+    s.add_argument("--signal", choices=["INT", "TERM", "USR1", "USR2"])
+    s.add_argument("--again-after")
     s.add_argument("--truncate")
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_during)
