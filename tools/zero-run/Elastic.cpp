@@ -318,9 +318,8 @@ int zero::run::runElastic(const JobOptions &options,
     std::set<std::string> failedHosts;
     std::string causes;
     if (result.watchdog) {
-      // The rank that aborted the job waited for the one that hung: the
-      // watchdog's line names that one, whose node is dropped.
-      // The watchdog's line names a rank that never started the step; else
+      // The rank that aborted the job only waited for the one that hung:
+      // the watchdog's line names a rank that never started the step, else
       // the flight records name the ranks that stopped before the
       // collective the others issued.
       bool named = !result.hungRanks.empty();
@@ -330,7 +329,8 @@ int zero::run::runElastic(const JobOptions &options,
                   ("rank " + std::to_string(rank) + " (host " + host + ") " +
                    (named ? "hung" : "stopped before the others' collective") +
                    " (the collective watchdog ended the job)");
-        failedHosts.insert(host);
+        if (!host.empty())
+          failedHosts.insert(host);
       }
       if (failedHosts.empty()) {
         WithColor::error(errs(), "zero-run")
