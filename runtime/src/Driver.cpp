@@ -843,6 +843,8 @@ bool Driver::trainSteps() {
                                 : "checkpoint '" + lastCheckpoint +
                                       "' written (--resume " + opts.save +
                                       " continues from it)";
+        // After the step's line.
+        std::fflush(stdout);
         std::fprintf(stderr,
                      "zrt: stopped on request (SIGUSR2) after step %lld of "
                      "%lld; %s\n",

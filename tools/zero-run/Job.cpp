@@ -10,14 +10,11 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
-#include <csignal>
-#include <cstring>
 
 using namespace llvm;
 using namespace zero::run;

@@ -109,10 +109,14 @@ int main(int argc, char **argv) {
         value = argv[++i];
       }
     }
-    if (worldFlags.contains(name))
+    if (name == "world-size" || name == "ranks-per-node")
       return usageError("--" + name +
                         " is zero-run's to choose: the world is the "
-                        "hostfile's slots (or --np), the program is cached");
+                        "hostfile's slots (or --np)");
+    if (name == "o" || name == "emit")
+      return usageError(arg.split('=').first +
+                        ": zero-run builds the program into its cache "
+                        "(--cache-dir)");
     if (name == "hostfile") {
       options.hostfile = value;
     } else if (name == "np") {
