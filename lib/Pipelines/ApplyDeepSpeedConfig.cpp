@@ -16,6 +16,7 @@
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Dialect/Zero/Transforms/LrSchedule.h"
 #include "zero/Pipelines/DeepSpeedConfig.h"
+#include "zero/Pipelines/Elasticity.h"
 
 #include "DeepSpeedJson.h"
 #include "PipelineDetail.h"
@@ -239,6 +240,10 @@ struct ApplyDeepSpeedConfigPass
     const DeepSpeedValue<int64_t> &cfgTrain = cfg->trainBatchSize;
     const DeepSpeedValue<int64_t> &cfgMicro = cfg->trainMicroBatchSizePerGpu;
     const DeepSpeedValue<int64_t> &cfgAcc = cfg->gradientAccumulationSteps;
+    if (cfg->elasticEnabled.value.value_or(false))
+      return resolveElasticity(steps, s);
+    if (s.elasticMicroBatch != 0)
+      return resolveElasticMicroBatch(steps, s);
     std::optional<int64_t> train = cfgTrain.value, micro = cfgMicro.value,
                            acc = cfgAcc.value;
     if (given->gradientAccumulationSteps.hasValue() || cfgAcc.isAuto)
@@ -326,6 +331,149 @@ struct ApplyDeepSpeedConfigPass
                             << " is more than " << kMaxAccumulationSteps;
     s.gradientAccumulationSteps = *acc;
     return success();
+  }
+
+  /// The global batch every train step shares, or an error at the first
+  /// step that has another one.
+  FailureOr<int64_t> sharedGlobalBatch(ArrayRef<TrainStepOp> steps) {
+    TrainStepOp first = steps.front();
+    int64_t batch = globalBatch(first);
+    for (TrainStepOp step : steps)
+      if (globalBatch(step) != batch)
+        return step.emitOpError()
+               << "has the global batch " << globalBatch(step)
+               << ", train step @" << first.getSymName() << " " << batch
+               << ": an elastic split keeps one global batch";
+    return batch;
+  }
+
+  /// The file's train_batch_size, when given, is the global batch.
+  LogicalResult checkTrainBatch(int64_t batch, TrainStepOp step) {
+    const DeepSpeedValue<int64_t> &train = cfg->trainBatchSize;
+    if (train.value && *train.value != batch)
+      return errorAt(train) << "train_batch_size " << *train.value
+                            << " does not match the global batch " << batch
+                            << " of train step @" << step.getSymName();
+    return success();
+  }
+
+  /// Sets the accumulation of `split` and says what it became.
+  LogicalResult takeSplit(BatchSplit split, int64_t batch, int64_t world,
+                          Location loc, StringRef why, ZeroPipelineOptions &s) {
+    if (split.accumulationSteps > kMaxAccumulationSteps)
+      return mlir::emitError(loc)
+             << why << ": gradient accumulation " << split.accumulationSteps
+             << " (global batch " << batch << " / world size " << world
+             << " / micro batch " << split.microBatch << ") is more than "
+             << kMaxAccumulationSteps;
+    mlir::emitRemark(loc) << why << ": global batch " << batch
+                          << " = micro batch " << split.microBatch
+                          << " x gradient accumulation "
+                          << split.accumulationSteps << " x world size "
+                          << world;
+    s.gradientAccumulationSteps = split.accumulationSteps;
+    return success();
+  }
+
+  /// elastic-micro-batch: the global batch kept on this world size, the
+  /// accumulation changed first, then the micro batch. The file's micro
+  /// batch and accumulation describe the split of another world size.
+  LogicalResult resolveElasticMicroBatch(ArrayRef<TrainStepOp> steps,
+                                         ZeroPipelineOptions &s) {
+    ModuleOp module = getOperation();
+    if (s.elasticMicroBatch < 0)
+      return module.emitError() << "elastic-micro-batch must be >= 1 (0: "
+                                   "off), got "
+                                << s.elasticMicroBatch.getValue();
+    if (given->gradientAccumulationSteps.hasValue())
+      return module.emitError()
+             << "elastic-micro-batch chooses the gradient accumulation; do "
+                "not give gradient-accumulation-steps with it";
+    TrainStepOp first = steps.front();
+    FailureOr<int64_t> batch = sharedGlobalBatch(steps);
+    if (failed(batch) || failed(checkTrainBatch(*batch, first)))
+      return failure();
+    int64_t world = s.worldSize;
+    std::optional<BatchSplit> split =
+        splitGlobalBatch(*batch, world, s.elasticMicroBatch);
+    if (!split)
+      return first.emitOpError()
+             << "cannot keep its global batch of " << *batch << " on " << world
+             << " ranks: " << *batch << " is not divisible by " << world
+             << " (micro batch x gradient accumulation x world size "
+             << "must equal the global batch)";
+    return takeSplit(*split, *batch, world, first.getLoc(),
+                     "elastic-micro-batch", s);
+  }
+
+  /// DeepSpeed's elasticity (compute_elastic_config, version 0.1): its
+  /// train batch must be the train step's global batch (the model fixes
+  /// it), the world size one it splits over, and the micro batch is the
+  /// largest of micro_batch_sizes that divides the rows per rank.
+  LogicalResult resolveElasticity(ArrayRef<TrainStepOp> steps,
+                                  ZeroPipelineOptions &s) {
+    constexpr int64_t kMaxLcm = int64_t(1) << 40;
+    const DeepSpeedValue<std::vector<int64_t>> &micros =
+        cfg->elasticMicroBatchSizes;
+    // DeepSpeed refuses batch keys beside the section unless told to
+    // ignore them.
+    if (!*cfg->elasticIgnoreNonElasticBatchInfo.value)
+      for (auto [v, key] : {std::pair(&cfg->trainBatchSize, "train_batch_size"),
+                            std::pair(&cfg->trainMicroBatchSizePerGpu,
+                                      "train_micro_batch_size_per_gpu"),
+                            std::pair(&cfg->gradientAccumulationSteps,
+                                      "gradient_accumulation_steps")})
+        if (v->given())
+          return errorAt(*v)
+                 << key
+                 << ": elasticity is enabled and chooses the batch; this "
+                    "key would be ignored (set "
+                    "elasticity.ignore_non_elastic_batch_info to true to "
+                    "ignore it)";
+    if (given->gradientAccumulationSteps.hasValue())
+      return errorAt(cfg->elasticEnabled)
+             << "elasticity: it chooses the gradient accumulation; do not "
+                "give gradient-accumulation-steps with it";
+    TrainStepOp first = steps.front();
+    FailureOr<int64_t> batch = sharedGlobalBatch(steps);
+    if (failed(batch))
+      return failure();
+    std::optional<ElasticBatch> elastic = computeElasticBatch(
+        *micros.value, *cfg->elasticMaxTrainBatchSize.value,
+        *cfg->elasticMinGpus.value, *cfg->elasticMaxGpus.value,
+        *cfg->elasticPreferLargerBatch.value, kMaxLcm);
+    if (!elastic)
+      return errorAt(micros) << "elasticity.micro_batch_sizes: their least "
+                                "common multiple is more than "
+                             << kMaxLcm;
+    int64_t world = s.worldSize;
+    auto list = [](ArrayRef<int64_t> v) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << "[";
+      llvm::interleaveComma(v, os);
+      os << "]";
+      return text;
+    };
+    if (elastic->trainBatch != *batch)
+      return errorAt(cfg->elasticMaxTrainBatchSize)
+             << "elasticity: DeepSpeed's elastic train batch is "
+             << elastic->trainBatch << " (for max_train_batch_size "
+             << *cfg->elasticMaxTrainBatchSize.value
+             << " and micro_batch_sizes " << list(*micros.value)
+             << "), the global batch of train step @" << first.getSymName()
+             << " is " << *batch
+             << "; the model's batch must be the elastic one";
+    if (!llvm::is_contained(elastic->validWorldSizes, world))
+      return errorAt(cfg->elasticEnabled)
+             << "elasticity: world size " << world
+             << " is not valid with the elastic train batch "
+             << elastic->trainBatch << "; the valid world sizes are "
+             << list(elastic->validWorldSizes);
+    // A valid world size divides the batch with one of the micro batches.
+    int64_t micro = *elasticMicroBatch(*micros.value, *batch, world);
+    return takeSplit({micro, *batch / (world * micro)}, *batch, world,
+                     locOf(cfg->elasticEnabled), "elasticity", s);
   }
 
   /// Bucket sizes from the hidden size, as the Trainer's
@@ -703,6 +851,8 @@ std::unique_ptr<Pass>
 pipeline::createApplyDeepSpeedConfigPass(const ZeroPipelineOptions &options,
                                          AddPipelinePasses addPasses) {
   return std::make_unique<ApplyDeepSpeedConfigPass>(
-      std::make_shared<DeepSpeedConfig>(parseDeepSpeedConfig(options.config)),
+      std::make_shared<DeepSpeedConfig>(
+          options.config.empty() ? DeepSpeedConfig()
+                                 : parseDeepSpeedConfig(options.config)),
       options, addPasses);
 }

@@ -379,6 +379,82 @@ void readMics(Section &z, DeepSpeedConfig &cfg) {
   }
 }
 
+/// The `elasticity` section, DeepSpeed's version 0.1, with its defaults
+/// for the absent keys and its checks (ElasticityConfig). Train batches are
+/// bounded so that listing the world sizes of a candidate stays cheap.
+void readElasticity(Section &e, DeepSpeedConfig &cfg) {
+  constexpr int64_t kMaxElasticBatch = int64_t(1) << 40;
+  cfg.elasticEnabled = e.boolean("enabled");
+  auto withDefault = [](auto v, auto d) {
+    if (!v.value)
+      v.value = d;
+    return v;
+  };
+  cfg.elasticMaxTrainBatchSize = withDefault(
+      e.integerIn("max_train_batch_size", 1, kMaxElasticBatch), 2000);
+  cfg.elasticMinGpus =
+      withDefault(e.integerIn("min_gpus", 1, kMaxWorldSize), int64_t(1));
+  cfg.elasticMaxGpus = withDefault(e.integerIn("max_gpus", 1), 10000);
+  cfg.elasticPreferLargerBatch =
+      withDefault(e.boolean("prefer_larger_batch"), true);
+  cfg.elasticIgnoreNonElasticBatchInfo =
+      withDefault(e.boolean("ignore_non_elastic_batch_info"), false);
+  // A hint for schedulers (how long to run before rescaling); no effect on
+  // the batch.
+  e.integerIn("min_time", 0);
+
+  DeepSpeedValue<std::vector<int64_t>> &micros = cfg.elasticMicroBatchSizes;
+  micros.value = std::vector<int64_t>{2, 4, 6};
+  if (const json::Value *v = e.get("micro_batch_sizes")) {
+    Position at = e.place("micro_batch_sizes");
+    micros.line = at.line;
+    micros.column = at.column;
+    const json::Array *a = v->getAsArray();
+    std::vector<int64_t> sizes;
+    for (const json::Value &m : a ? *a : json::Array()) {
+      std::optional<int64_t> i = m.getAsInteger();
+      if (!i || *i < 1 || *i > kMaxElasticBatch)
+        break;
+      sizes.push_back(*i);
+    }
+    if (!a || a->empty() || sizes.size() != a->size()) {
+      e.error("micro_batch_sizes",
+              "expected a non-empty list of positive integers, got " +
+                  dump(*v));
+      micros.value.reset();
+    } else {
+      micros.value = std::move(sizes);
+    }
+  }
+  int64_t maxBatch = *cfg.elasticMaxTrainBatchSize.value;
+  if (micros.value &&
+      llvm::any_of(*micros.value, [&](int64_t m) { return m > maxBatch; })) {
+    e.error("micro_batch_sizes", "every micro batch must be at most "
+                                 "max_train_batch_size " +
+                                     Twine(maxBatch));
+    micros.value.reset();
+  }
+  if (*cfg.elasticMaxGpus.value < *cfg.elasticMinGpus.value)
+    e.error(cfg.elasticMaxGpus.line ? "max_gpus" : "min_gpus",
+            "max_gpus " + Twine(*cfg.elasticMaxGpus.value) +
+                " is below min_gpus " + Twine(*cfg.elasticMinGpus.value));
+
+  // What version 0.1 does not have, or this project cannot do.
+  if (DeepSpeedValue<double> version = e.number("version");
+      version.value && *version.value != 0.1)
+    e.error("version", "only version 0.1 is implemented, got " +
+                           formatDeepSpeedNumber(*version.value));
+  if (DeepSpeedValue<int64_t> mp = e.integer("model_parallel_size");
+      mp.value && *mp.value != 1)
+    e.error("model_parallel_size",
+            "must be 1: ranks here are data-parallel only, got " +
+                Twine(*mp.value));
+  if (e.integer("num_gpus_per_node").value)
+    e.warning("num_gpus_per_node",
+              "changes nothing: DeepSpeed uses it in version 0.2 only "
+              "(with model parallelism)");
+}
+
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
 /// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
@@ -553,6 +629,8 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
                   Twine(*cfg.gradientAccumulationSteps.value));
     cfg.gradientAccumulationSteps.value.reset();
   }
+
+  top.section("elasticity", [&](Section &e) { readElasticity(e, cfg); });
 
   cfg.stepsPerPrint = top.integerIn("steps_per_print", 1);
   cfg.wallClockBreakdown = top.boolean("wall_clock_breakdown");

@@ -94,7 +94,9 @@ static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
 
 void mlir::zero::buildZeroPipeline(OpPassManager &pm,
                                    const ZeroPipelineOptions &o) {
-  if (o.config.empty())
+  // Keeping the global batch needs the train step's batch: the config's
+  // pass resolves it, with an empty config when none is given.
+  if (o.config.empty() && o.elasticMicroBatch == 0)
     return addPasses(pm, o, /*rematBlocks=*/std::nullopt);
   pm.addPass(createApplyDeepSpeedConfigPass(o, addPasses));
 }

@@ -147,6 +147,9 @@ private:
   /// Prints every rank's LoadStats (collective).
   void reportLoading(const LoadStats &mine);
   void installSaveHook();
+  /// ZRT_TEST_KILL_AT_STEP: the ranks it names for `step` kill themselves
+  /// once the step and its checkpoint are complete.
+  void killAfter(int64_t step);
   bool save(const Progress &progress);
   bool exportWeights();
   bool writeTrace();
@@ -830,6 +833,7 @@ bool Driver::trainSteps() {
                   ((opts.saveEvery > 0 && step % opts.saveEvery == 0) || last);
     if (saving && !save(progress))
       return false;
+    killAfter(step);
     if (stopAgreed && !last) {
       if (!opts.save.empty() && !saving && !save(progress))
         return false;
@@ -852,6 +856,31 @@ bool Driver::trainSteps() {
     }
   }
   return true;
+}
+
+void Driver::killAfter(int64_t step) {
+  bool mine = false, any = false;
+  for (auto [s, rank] : opts.killAfterStep)
+    if (s == step && rank < ctx.world) {
+      any = true;
+      mine |= rank == ctx.rank;
+    }
+  if (!any)
+    return;
+  // The step's checkpoint is complete (save agreed on it); every rank
+  // reaches this point before the killed ones die, so none is still
+  // writing.
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (!mine)
+    return;
+  std::fprintf(stderr,
+               "zrt: test hook: ZRT_TEST_KILL_AT_STEP: rank %d kills itself "
+               "after step %lld\n",
+               ctx.rank, (long long)step);
+  std::fflush(stderr);
+  std::fflush(stdout);
+  stepLog->flush();
+  std::raise(SIGKILL);
 }
 
 Driver::StepTimes Driver::runStep(int64_t step) {

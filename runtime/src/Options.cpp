@@ -143,6 +143,43 @@ int64_t parseRanksPerNode(const std::string &what, const std::string &text) {
   return v;
 }
 
+/// ZRT_TEST_KILL_AT_STEP's value: STEP:RANK[,RANK...] entries separated by
+/// ';' (STEP >= 1).
+std::vector<std::pair<int64_t, int64_t>> parseKillAtStep(const std::string &v) {
+  std::vector<std::pair<int64_t, int64_t>> kills;
+  auto number = [&](const std::string &t, int64_t min) {
+    errno = 0;
+    char *end = nullptr;
+    long long x = std::strtoll(t.c_str(), &end, 10);
+    if (t.empty() || *end != '\0' || errno == ERANGE || x < min)
+      fail("ZRT_TEST_KILL_AT_STEP needs STEP:RANK[,RANK...] entries "
+           "separated by ';', got '" +
+           v + "'");
+    return int64_t(x);
+  };
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t end = v.find(';', start);
+    std::string entry = v.substr(start, end - start);
+    size_t colon = entry.find(':');
+    int64_t step = number(entry.substr(0, colon), 1);
+    if (colon == std::string::npos)
+      number("", 0); // Fails: no ranks.
+    size_t at = colon + 1;
+    while (true) {
+      size_t comma = entry.find(',', at);
+      kills.push_back({step, number(entry.substr(at, comma - at), 0)});
+      if (comma == std::string::npos)
+        break;
+      at = comma + 1;
+    }
+    if (end == std::string::npos)
+      break;
+    start = end + 1;
+  }
+  return kills;
+}
+
 /// K (one step), K-L (steps K to L) or K- (every step from K), K >= 1.
 void parseStepRange(const std::string &opt, const std::string &text,
                     int64_t &first, int64_t &last) {
@@ -302,6 +339,8 @@ Options zrt::parseOptions(int argc, char **argv) {
       o.ranksPerNode = parseRanksPerNode("ZRT_RANKS_PER_NODE", env);
       o.ranksPerNodeFromEnv = true;
     }
+  if (const char *kill = std::getenv("ZRT_TEST_KILL_AT_STEP"); kill && *kill)
+    o.killAfterStep = parseKillAtStep(kill);
   if (!o.data.empty() && (!o.inputs.empty() || !o.labels.empty()))
     fail("--data (tokens) and --inputs/--labels (features) exclude each other");
   if (o.inputs.empty() != o.labels.empty())

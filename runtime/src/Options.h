@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace zrt {
 
@@ -46,6 +48,9 @@ struct Options {
   int64_t injectKillRank = -1, injectKillStep = 0, injectKillDuringSave = 0;
   std::string injectKillAt = "rank-file";
   int64_t injectHangRank = -1, injectHangStep = 0;
+  /// ZRT_TEST_KILL_AT_STEP: (step, rank) pairs; the rank kills itself once
+  /// that step, and its checkpoint, is complete on every rank.
+  std::vector<std::pair<int64_t, int64_t>> killAfterStep;
   int threads = 0;
   /// --ranks-per-node, else ZRT_RANKS_PER_NODE (0: MPI's shared-memory
   /// nodes).

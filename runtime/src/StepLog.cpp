@@ -115,6 +115,7 @@ void StepLog::write(const StepRecord &r) {
     return;
   const Manifest &m = manifest;
   nlohmann::json line = {{"step", r.step},
+                         {"world_size", m.worldSize},
                          {"loss", r.loss},
                          {"tokens", r.tokens},
                          {"loss_scale", r.scale},

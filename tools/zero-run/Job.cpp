@@ -136,7 +136,7 @@ LaunchPlan zero::run::planFor(const JobOptions &options, const HostSet &hosts,
   return plan;
 }
 
-static std::string describe(const RankFailure &f) {
+std::string zero::run::describeFailure(const RankFailure &f) {
   std::string where = "rank " + std::to_string(f.rank) +
                       (f.host.empty() ? "" : " (host " + f.host + ")");
   switch (f.kind) {
@@ -160,7 +160,7 @@ LaunchResult zero::run::launchOn(const LaunchPlan &plan, raw_ostream &out,
   if (!result.startError.empty())
     return result;
   for (const RankFailure &f : result.failures)
-    err << "zero-run: " << describe(f) << "\n";
+    err << "zero-run: " << describeFailure(f) << "\n";
   if (result.watchdog) {
     std::vector<std::string> fresh;
     for (const std::string &path : zero::flight::findRecords(plan.flightDir)) {

@@ -78,6 +78,10 @@ std::string flightDirOf(const std::vector<std::string> &trainArgs);
 LaunchPlan planFor(const JobOptions &options, const HostSet &hosts,
                    const Environment &env, const CompiledProgram &program);
 
+/// How a rank failed, in words: "rank 2 (host node2) was killed by signal
+/// 9 (Killed)".
+std::string describeFailure(const RankFailure &f);
+
 /// Launches the plan once, then reports on `err` how each failed rank
 /// ended and, when a collective watchdog ended the job and the ranks wrote
 /// flight records, their analysis on `out`.

@@ -149,6 +149,7 @@ public:
 
   std::string launcherText;
   bool watchdog = false;
+  std::vector<int64_t> hungRanks;
 
 private:
   void line(StringRef text, bool fromErr) {
@@ -169,8 +170,17 @@ private:
     StringRef body = m[4];
     bool isErr = m[3] == "stderr";
     if (body.contains("(--collective-timeout-s ") &&
-        body.contains("Aborting every rank."))
+        body.contains("Aborting every rank.")) {
       watchdog = true;
+      // The runtime's words for the rank that never started the step.
+      static const Regex culprit("rank ([0-9]+)(, the only other rank,| has "
+                                 "not started step)");
+      SmallVector<StringRef> c;
+      int64_t hung = 0;
+      if (culprit.match(body, &c) && !c[1].getAsInteger(10, hung) &&
+          !llvm::is_contained(hungRanks, hung))
+        hungRanks.push_back(hung);
+    }
     if (rank == 0) {
       raw_ostream &os = isErr ? err : out;
       os << body << "\n";
@@ -362,6 +372,7 @@ LaunchResult zero::run::launch(const LaunchPlan &plan, raw_ostream &out,
                                   .starts_with("zero-run: error: cannot run "))
     result.startError = StringRef(router.launcherText).trim().str();
   result.watchdog = router.watchdog;
+  result.hungRanks = router.hungRanks;
   result.failures = failuresIn(router.launcherText, plan);
   if (result.status != 0 && result.startError.empty())
     router.printKept();

@@ -65,6 +65,9 @@ struct LaunchResult {
   std::vector<RankFailure> failures;
   /// A rank's collective watchdog ended the job.
   bool watchdog = false;
+  /// The ranks the watchdog's line names as stuck or lost (it names one
+  /// when a rank never started the step).
+  std::vector<int64_t> hungRanks;
   /// After a watchdog: the ranks whose flight records stop before the
   /// collective the others issued (launchOn fills it), the likely culprits.
   std::vector<int64_t> stalledRanks;

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Elastic.h"
 #include "Job.h"
 
 #include "zero/Flight/FlightAnalysis.h"
@@ -48,6 +49,11 @@ static const char *const kUsage =
     "                     (default $ZERO_RUN_CACHE, else ~/.cache/zero-run)\n"
     "  --mpirun PATH      the mpirun to launch with (default: mpirun)\n"
     "  --dry-run          compile, then print mpirun's command line\n"
+    "  --elastic          on a failure, drop the failed node(s), recompile\n"
+    "                     for the smaller world (same global batch) and\n"
+    "                     resume from the latest checkpoint of --save\n"
+    "  --min-nodes K      --elastic stops below K nodes (default 1)\n"
+    "  --max-restarts R   --elastic restarts at most R times (default 3)\n"
     "  --analyze DIR      report where the flight records in DIR diverge\n";
 
 static int usageError(const Twine &msg) {
@@ -62,8 +68,11 @@ int main(int argc, char **argv) {
   std::string analyze;
   std::vector<std::string> positional;
   // zero-run's own options take a value, except --dry-run and --help.
-  llvm::StringSet<> valued = {"hostfile", "np",        "include", "exclude",
-                              "env",      "cache-dir", "mpirun",  "analyze"};
+  llvm::StringSet<> valued = {"hostfile",  "np",          "include", "exclude",
+                              "env",       "cache-dir",   "mpirun",  "analyze",
+                              "min-nodes", "max-restarts"};
+  ElasticOptions elastic;
+  bool elasticCounts = false;
   // zero-run decides these from the hosts.
   llvm::StringSet<> worldFlags = {"world-size", "ranks-per-node", "o", "emit"};
   int i = 1;
@@ -86,6 +95,10 @@ int main(int argc, char **argv) {
     }
     if (name == "dry-run") {
       options.dryRun = true;
+      continue;
+    }
+    if (name == "elastic") {
+      elastic.enabled = true;
       continue;
     }
     std::string value = inlineValue.str();
@@ -125,6 +138,16 @@ int main(int argc, char **argv) {
       options.mpirun = value;
     } else if (name == "analyze") {
       analyze = value;
+    } else if (name == "min-nodes" || name == "max-restarts") {
+      int64_t n = 0;
+      bool nodes = name == "min-nodes";
+      if (StringRef(value).getAsInteger(10, n) || n < (nodes ? 1 : 0))
+        return usageError("--" + name + " needs " +
+                          (nodes ? "a positive number of nodes"
+                                 : "a number of restarts (0 or more)") +
+                          ", got '" + value + "'");
+      (nodes ? elastic.minNodes : elastic.maxRestarts) = n;
+      elasticCounts = true;
     } else {
       // zero-compile's option, passed on as given.
       options.compileOptions.push_back("--" + name.str());
@@ -155,9 +178,15 @@ int main(int argc, char **argv) {
       return usageError("--ranks-per-node after '--' is zero-run's to pass: "
                         "it is the hostfile's slots");
   }
-  // The seams: the Slurm backend (Slurm.h) gives resolveHosts the
-  // allocation's nodes when zero-run runs inside one; --elastic
-  // (Elastic.h) runs its restart loop over Job.h's steps instead of
-  // runJob's single pass.
+  // The Slurm backend (Slurm.h) gives resolveHosts the allocation's nodes
+  // when zero-run runs inside one; --elastic runs its restart loop
+  // (Elastic.h) over Job.h's steps instead of runJob's single pass.
+  if (elasticCounts && !elastic.enabled)
+    return usageError("--min-nodes and --max-restarts go with --elastic");
+  if (elastic.enabled) {
+    if (options.dryRun)
+      return usageError("--elastic restarts a job it runs; not with --dry-run");
+    return runElastic(options, elastic);
+  }
   return runJob(options);
 }

@@ -107,6 +107,15 @@ struct DeepSpeedConfig {
   /// zero_optimization.zero_quantized_weights: ZeRO++ qwZ
   /// (zero-param-gather's quantized-weights).
   DeepSpeedValue<bool> quantizedWeights;
+  /// The `elasticity` section (DeepSpeed's version 0.1): with `enabled`
+  /// true, the train batch and the micro batch of each world size are
+  /// chosen from micro_batch_sizes and max_train_batch_size, within
+  /// min_gpus and max_gpus (absent keys are DeepSpeed's defaults).
+  DeepSpeedValue<bool> elasticEnabled, elasticPreferLargerBatch,
+      elasticIgnoreNonElasticBatchInfo;
+  DeepSpeedValue<int64_t> elasticMaxTrainBatchSize, elasticMinGpus,
+      elasticMaxGpus;
+  DeepSpeedValue<std::vector<int64_t>> elasticMicroBatchSizes;
 };
 
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.

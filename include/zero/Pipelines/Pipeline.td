@@ -30,6 +30,14 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
     writes the file's optimizer, precision and logging settings into the
     steps, and runs the others with the resolved options.
 
+    With `elastic-micro-batch` (zero-run --elastic's restarts), the train
+    step's global batch is kept on this world size: the accumulation steps
+    change first, then the micro batch (the largest up to the option's that
+    divides the rows per rank); the config's micro batch and accumulation
+    describe another world size and give way. A config's enabled
+    `elasticity` section (DeepSpeed's version 0.1) chooses the split
+    instead.
+
     With `memory-budget` (or `remat=auto`) the passes from `zero-remat` on
     run in a search: each candidate recomputation, then smaller buckets and
     prefetch windows, schedules a copy of the module, and the fastest plan
@@ -58,6 +66,12 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
            "Bytes per rank the plan's peak must fit (40GiB, 80GB): remat "
            "(auto unless remat is given), then smaller buckets and prefetch "
            "windows, or an error">,
+    Option<"elasticMicroBatch", "elastic-micro-batch", "int64_t",
+           /*default=*/"0",
+           "Keep the global batch on this world size (zero-run --elastic): "
+           "the largest micro batch up to this that divides the rows per "
+           "rank, the accumulation steps the rest; the file's micro batch "
+           "and accumulation give way. 0: off">,
     ZeroHardwareOption,
     ZeroInterNodeBandwidthOption,
     Option<"verify", "verify", "bool", /*default=*/"true",

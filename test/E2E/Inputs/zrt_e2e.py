@@ -1379,6 +1379,38 @@ def cmd_evaluation(args):
           (both[0]["eval_loss"], mean))
 
 
+def cmd_elastic(args):
+    """The --log-json of an elastic run: one line per step 1..--steps, the
+    world size --worlds A,B up to step --restart-after and after it; and
+    zero-run's measured time from the failed run's last step to the first
+    resumed step (--out), at most --within seconds."""
+    log = read_log(args.log)
+    steps = [l["step"] for l in log]
+    if steps != list(range(1, args.steps + 1)):
+        fail("logged steps %s, expected 1..%d once each" % (steps, args.steps))
+    before, after = (int(w) for w in args.worlds.split(","))
+    for l in log:
+        want = before if l["step"] <= args.restart_after else after
+        if l.get("world_size") != want:
+            fail("step %d: world_size %r, expected %d" %
+                 (l["step"], l.get("world_size"), want))
+    text = open(args.out).read()
+    m = re.search(r"zero-run: elastic: step (\d+) at world size (\d+): "
+                  r"([0-9.]+) s after the failed run's last step", text)
+    if not m:
+        fail("zero-run printed no time to the first resumed step")
+    if int(m.group(1)) != args.restart_after + 1 or int(m.group(2)) != after:
+        fail("the first resumed step is %s at world size %s" % m.groups()[:2])
+    seconds = float(m.group(3))
+    if seconds > args.within:
+        fail("the first resumed step came %.1f s after the failure, more "
+             "than %g s" % (seconds, args.within))
+    print("steps 1-%d logged once, world size %d then %d from step %d; "
+          "first resumed step %.1f s after the failure (bound %g s)" %
+          (args.steps, before, after, args.restart_after + 1, seconds,
+           args.within))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -1438,6 +1470,14 @@ def main():
     s.add_argument("--no-ref", action="store_true")
     s.add_argument("--rtol", type=float, default=1e-5)
     s.set_defaults(fn=cmd_matrix)
+    s = sub.add_parser("elastic")
+    s.add_argument("log")
+    s.add_argument("--out", required=True)
+    s.add_argument("--steps", type=int, required=True)
+    s.add_argument("--restart-after", type=int, required=True)
+    s.add_argument("--worlds", required=True)
+    s.add_argument("--within", type=float, required=True)
+    s.set_defaults(fn=cmd_elastic)
     s = sub.add_parser("compare")
     s.add_argument("a")
     s.add_argument("b")
