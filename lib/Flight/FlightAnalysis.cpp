@@ -1,0 +1,368 @@
+//===- FlightAnalysis.cpp - Reads and compares the ranks' flight records --===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Flight/FlightAnalysis.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace llvm;
+
+namespace {
+
+constexpr int64_t kVersion = 1;
+
+/// One collective of a rank's record.
+struct Entry {
+  int64_t seq = 0, bytes = 0, step = 0, micro = 0;
+  int64_t first = 0, stride = 1, size = 1;
+  std::string op, what, group, state;
+};
+
+/// One rank's record.
+struct Record {
+  std::string file, reason;
+  int64_t rank = 0, world = 0, nextSeq = 0;
+  std::vector<Entry> entries;
+
+  const Entry *find(int64_t seq) const {
+    for (const Entry &e : entries)
+      if (e.seq == seq)
+        return &e;
+    return nullptr;
+  }
+  /// The oldest collective not yet done.
+  const Entry *firstPending() const {
+    for (const Entry &e : entries)
+      if (e.state != "done")
+        return &e;
+    return nullptr;
+  }
+};
+
+/// FNV-1a, 64 bits, as the runtime's dump computes it.
+uint64_t fnv1a(StringRef s) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string members(const Entry &e) {
+  std::string out;
+  raw_string_ostream os(out);
+  if (e.size <= 8) {
+    for (int64_t i = 0; i < e.size; ++i)
+      os << (i ? "," : "") << e.first + i * e.stride;
+  } else {
+    os << e.first << "," << e.first + e.stride << ",...,"
+       << e.first + (e.size - 1) * e.stride;
+  }
+  return out;
+}
+
+/// `#seq op 'what' over group (ranks ...), N bytes, step S micro M`.
+std::string describe(const Entry &e) {
+  return formatv("#{0} {1} '{2}' over {3} (ranks {4}), {5} bytes, step {6} "
+                 "micro step {7}",
+                 e.seq, e.op, e.what, e.group, members(e), e.bytes, e.step,
+                 e.micro)
+      .str();
+}
+
+std::string rankList(ArrayRef<int64_t> ranks) {
+  std::string out;
+  for (auto [i, r] : enumerate(ranks))
+    out +=
+        (i ? (i + 1 == ranks.size() ? " and " : ", ") : "") + std::to_string(r);
+  return out;
+}
+
+/// Line and column of byte `offset` in `text`.
+std::pair<int, int> lineCol(StringRef text, size_t offset) {
+  int line = 1, col = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+
+/// Reads and checks one record; on failure returns the message that names
+/// the file and what is wrong with it.
+Expected<Record> readRecord(const std::string &file) {
+  auto buffer = MemoryBuffer::getFile(file);
+  if (!buffer)
+    return createStringError(buffer.getError(), "%s: cannot read: %s",
+                             file.c_str(), buffer.getError().message().c_str());
+  StringRef text = (*buffer)->getBuffer();
+  auto bad = [&](size_t at, const Twine &what) {
+    auto [line, col] = lineCol(text, at);
+    return createStringError(inconvertibleErrorCode(), "%s:%d:%d: %s",
+                             file.c_str(), line, col, what.str().c_str());
+  };
+  // The checksum covers every byte before its own key.
+  StringRef key = "\"checksum\": \"";
+  size_t at = text.rfind(key);
+  if (at == StringRef::npos)
+    return bad(text.size(),
+               "truncated flight record: it ends before its checksum");
+  StringRef rest = text.drop_front(at + key.size());
+  StringRef hex = rest.take_while([](char c) { return isHexDigit(c); });
+  uint64_t stored = 0;
+  if (hex.size() != 16 || hex.getAsInteger(16, stored) ||
+      !rest.drop_front(16).starts_with("\"}"))
+    return bad(at, "truncated flight record: its checksum is cut short");
+  uint64_t actual = fnv1a(text.take_front(at));
+  if (actual != stored)
+    return bad(at, formatv("corrupt flight record: checksum {0:x-16} of its "
+                           "contents, {1} recorded",
+                           actual, hex)
+                       .str());
+  auto parsed = json::parse(text);
+  if (!parsed)
+    return bad(0, "corrupt flight record: " + toString(parsed.takeError()));
+  Record r;
+  r.file = file;
+  const json::Object *o = parsed->getAsObject();
+  std::optional<int64_t> version = o ? o->getInteger("version") : std::nullopt;
+  if (!version || *version != kVersion)
+    return bad(0,
+               formatv("flight record version {0}, this tool reads {1}",
+                       version ? std::to_string(*version) : "missing", kVersion)
+                   .str());
+  auto integer = [](const json::Object &obj, StringRef name,
+                    int64_t &out) -> bool {
+    std::optional<int64_t> v = obj.getInteger(name);
+    if (v)
+      out = *v;
+    return v.has_value();
+  };
+  auto string = [](const json::Object &obj, StringRef name,
+                   std::string &out) -> bool {
+    std::optional<StringRef> v = obj.getString(name);
+    if (v)
+      out = v->str();
+    return v.has_value();
+  };
+  const json::Array *entries = o->getArray("entries");
+  if (!integer(*o, "rank", r.rank) || !integer(*o, "world", r.world) ||
+      !integer(*o, "next_seq", r.nextSeq) || !string(*o, "reason", r.reason) ||
+      !entries || r.world < 1 || r.rank < 0 || r.rank >= r.world)
+    return bad(0, "corrupt flight record: it lacks rank, world, next_seq, "
+                  "reason or entries");
+  for (const json::Value &v : *entries) {
+    const json::Object *eo = v.getAsObject();
+    const json::Array *ranks = eo ? eo->getArray("ranks") : nullptr;
+    Entry e;
+    if (!eo || !ranks || ranks->size() != 3 || !integer(*eo, "seq", e.seq) ||
+        !integer(*eo, "bytes", e.bytes) || !integer(*eo, "step", e.step) ||
+        !integer(*eo, "micro", e.micro) || !string(*eo, "op", e.op) ||
+        !string(*eo, "what", e.what) || !string(*eo, "group", e.group) ||
+        !string(*eo, "state", e.state) || !(*ranks)[0].getAsInteger() ||
+        !(*ranks)[1].getAsInteger() || !(*ranks)[2].getAsInteger())
+      return bad(0, formatv("corrupt flight record: entry {0} lacks a field",
+                            r.entries.size())
+                        .str());
+    e.first = *(*ranks)[0].getAsInteger();
+    e.stride = *(*ranks)[1].getAsInteger();
+    e.size = *(*ranks)[2].getAsInteger();
+    r.entries.push_back(std::move(e));
+  }
+  return r;
+}
+
+/// The analysis of the whole records; returns whether it found nothing to
+/// report beyond the hang itself.
+void analyze(std::vector<Record> &records, raw_ostream &os) {
+  llvm::sort(records,
+             [](const Record &a, const Record &b) { return a.rank < b.rank; });
+  for (const Record &r : records) {
+    os << "rank " << r.rank << ": issued " << r.nextSeq << " collective(s)";
+    if (const Entry *e = r.firstPending())
+      os << "; waits in " << describe(*e) << " (" << e->state << ")";
+    else if (!r.entries.empty())
+      os << "; completed them all (last " << describe(r.entries.back()) << ")";
+    os << " [record: " << r.reason << "]\n";
+  }
+  if (records.empty())
+    return;
+  // Collectives every rank issued must agree (the schedule is SPMD).
+  int64_t common = records.front().nextSeq;
+  for (const Record &r : records)
+    common = std::min(common, r.nextSeq);
+  for (int64_t seq = std::max<int64_t>(0, common - 256); seq < common; ++seq) {
+    const Entry *ref = nullptr;
+    int64_t refRank = 0;
+    for (const Record &r : records) {
+      const Entry *e = r.find(seq);
+      if (!e)
+        continue;
+      if (!ref) {
+        ref = e;
+        refRank = r.rank;
+      } else if (e->op != ref->op || e->bytes != ref->bytes ||
+                 e->first != ref->first || e->stride != ref->stride ||
+                 e->size != ref->size) {
+        os << "mismatch at sequence number " << seq << ": rank " << refRank
+           << " has " << describe(*ref) << ", rank " << r.rank << " has "
+           << describe(*e) << "\n";
+      }
+    }
+  }
+  std::vector<int64_t> stopped, ahead;
+  for (const Record &r : records)
+    (r.nextSeq == common ? stopped : ahead).push_back(r.rank);
+  if (!ahead.empty()) {
+    const Entry *waitedIn = nullptr;
+    for (const Record &r : records)
+      if (!waitedIn && r.nextSeq > common)
+        waitedIn = r.find(common);
+    os << "divergence at sequence number " << common << ": rank"
+       << (stopped.size() > 1 ? "s " : " ") << rankList(stopped)
+       << " stopped before it; rank" << (ahead.size() > 1 ? "s " : " ")
+       << rankList(ahead) << " issued it";
+    if (waitedIn)
+      os << ": " << describe(*waitedIn);
+    os << "\n";
+    for (int64_t rank : stopped)
+      for (const Record &r : records)
+        if (r.rank == rank && r.find(common - 1))
+          os << "rank " << rank
+             << "'s last collective: " << describe(*r.find(common - 1)) << " ("
+             << r.find(common - 1)->state << ")\n";
+  } else {
+    // Every rank issued the same collectives: the oldest one not done.
+    std::vector<int64_t> waiting;
+    const Entry *pending = nullptr;
+    for (const Record &r : records)
+      if (const Entry *e = r.firstPending()) {
+        if (!pending || e->seq < pending->seq)
+          pending = e;
+      }
+    if (!pending) {
+      os << "no divergence: every rank issued and completed " << common
+         << " collective(s)\n";
+    } else {
+      for (const Record &r : records)
+        if (const Entry *e = r.find(pending->seq); e && e->state != "done")
+          waiting.push_back(r.rank);
+      os << "no divergence in issue order: every rank issued " << common
+         << " collective(s); rank" << (waiting.size() > 1 ? "s " : " ")
+         << rankList(waiting) << " wait in " << describe(*pending) << "\n";
+    }
+  }
+  if (llvm::any_of(records,
+                   [](const Record &r) { return r.reason == "SIGUSR1"; }))
+    os << "note: records written on SIGUSR1 are taken at slightly different "
+          "moments on each rank; a difference there is progress, not a "
+          "hang\n";
+}
+
+/// The records in `dir` by rank.
+std::map<int64_t, std::string> recordsByRank(StringRef dir,
+                                             std::error_code &ec) {
+  std::map<int64_t, std::string> files;
+  for (sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    StringRef name = sys::path::filename(it->path());
+    int64_t rank;
+    if (name.consume_front("flight-rank") && name.consume_back(".json") &&
+        !name.getAsInteger(10, rank) && rank >= 0)
+      files[rank] = it->path();
+  }
+  return files;
+}
+
+} // namespace
+
+std::vector<std::string> zero::flight::findRecords(StringRef dir) {
+  std::error_code ec;
+  std::vector<std::string> paths;
+  for (auto &[rank, path] : recordsByRank(dir, ec))
+    paths.push_back(path);
+  return paths;
+}
+
+int zero::flight::analyzeDirectory(StringRef dir, StringRef tool,
+                                   raw_ostream &out, raw_ostream &err) {
+  std::error_code ec;
+  std::map<int64_t, std::string> files = recordsByRank(dir, ec);
+  if (ec) {
+    err << tool << ": error: " << dir << ": " << ec.message() << "\n";
+    return 1;
+  }
+  if (files.empty()) {
+    err << tool << ": error: " << dir
+        << ": no flight record (flight-rank<R>.json) in it\n";
+    return 1;
+  }
+  bool whole = true;
+  std::vector<Record> records;
+  int64_t world = 0;
+  for (auto &[rank, file] : files) {
+    Expected<Record> r = readRecord(file);
+    if (!r) {
+      err << tool << ": error: " << toString(r.takeError()) << "\n";
+      whole = false;
+      continue;
+    }
+    if (r->rank != rank) {
+      err << tool << ": error: " << file << ": holds the record of rank "
+          << r->rank << "\n";
+      whole = false;
+      continue;
+    }
+    if (world && r->world != world) {
+      err << tool << ": error: " << file << ": a world of " << r->world
+          << " rank(s), other records have " << world << "\n";
+      whole = false;
+      continue;
+    }
+    world = r->world;
+    records.push_back(std::move(*r));
+  }
+  // A missing record is named by the path the rank would have written.
+  for (int64_t rank = 0; rank < world; ++rank)
+    if (!files.count(rank)) {
+      SmallString<256> path(dir);
+      sys::path::append(path, formatv("flight-rank{0}.json", rank).str());
+      err << tool << ": error: " << path << ": missing: rank " << rank << " of "
+          << world << " wrote no flight record\n";
+      whole = false;
+    }
+  for (auto &[rank, file] : files)
+    if (world && rank >= world) {
+      err << tool << ": error: " << file << ": rank " << rank
+          << " is outside the world of " << world << "\n";
+      whole = false;
+    }
+  out << tool << ": " << records.size() << " of "
+      << (world ? world : int64_t(files.size()))
+      << " rank(s) have a whole flight record\n";
+  analyze(records, out);
+  return whole ? 0 : 1;
+}

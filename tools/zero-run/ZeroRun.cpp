@@ -1,0 +1,155 @@
+//===- ZeroRun.cpp - Compiles and launches a job on a cluster -------------===//
+//
+// Part of the zero-mlir project.
+//
+//   zero-run [--hostfile FILE | --np N] [--include S | --exclude S]
+//            [--env NAME=VALUE]... model.mlir --config ds_config.json
+//            [zero-compile options] -- [training options]
+//   zero-run --analyze DIR
+//
+// compiles the model for the world the hosts give (ranks per node = the
+// hostfile's slots), cached by schedule hash, and launches it through
+// Open MPI's mpirun (Job.h). --analyze reads the flight records a hung
+// job's ranks wrote.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Job.h"
+
+#include "zero/Flight/FlightAnalysis.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+using namespace llvm;
+using namespace zero::run;
+
+static const char *const kUsage =
+    "usage: zero-run [--hostfile FILE | --np N] [--include S | --exclude S]\n"
+    "                [--env NAME=VALUE]... [--cache-dir DIR] [--mpirun PATH]\n"
+    "                [--dry-run] model.mlir [--config ds_config.json]\n"
+    "                [zero-compile options] -- [training options]\n"
+    "       zero-run --analyze DIR\n"
+    "\n"
+    "  --hostfile FILE    hosts in DeepSpeed's format: 'hostname slots=N' a\n"
+    "                     line; every host runs N ranks (ranks per node)\n"
+    "  --np N             N ranks on this machine\n"
+    "  --include S        only these hosts and slots: host1@host2:0,2\n"
+    "  --exclude S        all but these hosts and slots\n"
+    "  --env NAME=VALUE   set in every rank's environment (after the\n"
+    "                     .deepspeed_env files; DS_ENV_FILE names them)\n"
+    "  --cache-dir DIR    where compiled programs are kept by schedule hash\n"
+    "                     (default $ZERO_RUN_CACHE, else ~/.cache/zero-run)\n"
+    "  --mpirun PATH      the mpirun to launch with (default: mpirun)\n"
+    "  --dry-run          compile, then print mpirun's command line\n"
+    "  --analyze DIR      report where the flight records in DIR diverge\n";
+
+static int usageError(const Twine &msg) {
+  WithColor::error(errs(), "zero-run") << msg << "\n";
+  errs() << kUsage;
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  JobOptions options;
+  std::string analyze;
+  std::vector<std::string> positional;
+  // zero-run's own options take a value, except --dry-run and --help.
+  llvm::StringSet<> valued = {"hostfile", "np",        "include", "exclude",
+                              "env",      "cache-dir", "mpirun",  "analyze"};
+  // zero-run decides these from the hosts.
+  llvm::StringSet<> worldFlags = {"world-size", "ranks-per-node", "o", "emit"};
+  int i = 1;
+  for (; i < argc; ++i) {
+    StringRef arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (!arg.starts_with("-") || arg == "-") {
+      positional.push_back(arg.str());
+      continue;
+    }
+    StringRef body = arg.ltrim('-');
+    auto [name, inlineValue] = body.split('=');
+    bool hasValue = body.contains('=');
+    if (name == "help" || name == "h") {
+      outs() << kUsage;
+      return 0;
+    }
+    if (name == "dry-run") {
+      options.dryRun = true;
+      continue;
+    }
+    std::string value = inlineValue.str();
+    if (valued.contains(name) || worldFlags.contains(name) || !hasValue) {
+      if (!hasValue) {
+        if (i + 1 >= argc)
+          return usageError("option --" + name + " needs a value");
+        value = argv[++i];
+      }
+    }
+    if (worldFlags.contains(name))
+      return usageError("--" + name +
+                        " is zero-run's to choose: the world is the "
+                        "hostfile's slots (or --np), the program is cached");
+    if (name == "hostfile") {
+      options.hostfile = value;
+    } else if (name == "np") {
+      if (StringRef(value).getAsInteger(10, options.np) || options.np < 1)
+        return usageError("--np needs a positive number of ranks, got '" +
+                          value + "'");
+    } else if (name == "include") {
+      options.include = value;
+    } else if (name == "exclude") {
+      options.exclude = value;
+    } else if (name == "env") {
+      auto var = parseAssignment(value, "--env");
+      if (!var)
+        return usageError(toString(var.takeError()));
+      options.env.push_back(std::move(*var));
+    } else if (name == "cache-dir") {
+      options.cacheDir = value;
+    } else if (name == "mpirun") {
+      options.mpirun = value;
+    } else if (name == "analyze") {
+      analyze = value;
+    } else {
+      // zero-compile's option, passed on as given.
+      options.compileOptions.push_back("--" + name.str());
+      options.compileOptions.push_back(value);
+    }
+  }
+  options.trainArgs.assign(argv + i, argv + argc);
+
+  if (!analyze.empty()) {
+    if (!positional.empty() || !options.hostfile.empty() || options.np)
+      return usageError("--analyze DIR takes nothing else");
+    return zero::flight::analyzeDirectory(analyze, "zero-run", outs(), errs());
+  }
+  if (!options.hostfile.empty() && options.np)
+    return usageError("--hostfile and --np are mutually exclusive");
+  if ((!options.include.empty() || !options.exclude.empty()) &&
+      options.hostfile.empty())
+    return usageError("--include and --exclude select from a --hostfile");
+  if (positional.size() != 1)
+    return usageError(positional.empty()
+                          ? "no model file"
+                          : "one model file expected, got '" + positional[0] +
+                                "' and '" + positional[1] + "'");
+  options.model = positional[0];
+  for (const std::string &a : options.trainArgs) {
+    StringRef flag = StringRef(a).split('=').first;
+    if (flag == "--ranks-per-node")
+      return usageError("--ranks-per-node after '--' is zero-run's to pass: "
+                        "it is the hostfile's slots");
+  }
+  return runJob(options);
+}
