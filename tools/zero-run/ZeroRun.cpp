@@ -33,6 +33,7 @@ using namespace zero::run;
 static const char *const kUsage =
     "usage: zero-run [--hostfile FILE | --np N] [--include S | --exclude S]\n"
     "                [--env NAME=VALUE]... [--cache-dir DIR] [--mpirun PATH]\n"
+    "                [--launcher mpirun|srun]\n"
     "                [--dry-run] model.mlir [--config ds_config.json]\n"
     "                [zero-compile options] -- [training options]\n"
     "       zero-run --analyze DIR\n"
@@ -47,6 +48,10 @@ static const char *const kUsage =
     "  --cache-dir DIR    where compiled programs are kept by schedule hash\n"
     "                     (default $ZERO_RUN_CACHE, else ~/.cache/zero-run)\n"
     "  --mpirun PATH      the mpirun to launch with (default: mpirun)\n"
+    "  --launcher L       mpirun or srun; inside a Slurm allocation the\n"
+    "                     hosts are its nodes and tasks (--np N: the first\n"
+    "                     N), started by srun --mpi=pmix where srun has\n"
+    "                     PMIx, else by mpirun\n"
     "  --dry-run          compile, then print mpirun's command line\n"
     "  --analyze DIR      report where the flight records in DIR diverge\n";
 
@@ -62,8 +67,9 @@ int main(int argc, char **argv) {
   std::string analyze;
   std::vector<std::string> positional;
   // zero-run's own options take a value, except --dry-run and --help.
-  llvm::StringSet<> valued = {"hostfile", "np",        "include", "exclude",
-                              "env",      "cache-dir", "mpirun",  "analyze"};
+  llvm::StringSet<> valued = {"hostfile", "np",     "include",  "exclude",
+                              "env",      "cache-dir", "mpirun", "launcher",
+                              "analyze"};
   // zero-run decides these from the hosts.
   llvm::StringSet<> worldFlags = {"world-size", "ranks-per-node", "o", "emit"};
   int i = 1;
@@ -119,6 +125,10 @@ int main(int argc, char **argv) {
       options.cacheDir = value;
     } else if (name == "mpirun") {
       options.mpirun = value;
+    } else if (name == "launcher") {
+      if (value != "mpirun" && value != "srun")
+        return usageError("--launcher is mpirun or srun, got '" + value + "'");
+      options.launcher = value;
     } else if (name == "analyze") {
       analyze = value;
     } else {

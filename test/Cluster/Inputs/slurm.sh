@@ -136,11 +136,22 @@ CONF
   return 1
 }
 
-# Stops the daemons whose pid files lie in DIR: all are sent SIGTERM at once,
-# and those still there after 10 s get SIGKILL. DIR/stopped lists them.
+# Stops what `up` started: cancels the cluster's jobs and waits (bounded)
+# for them to end, then sends every daemon whose pid file lies in DIR SIGTERM
+# at once, SIGKILL to those still there after 10 s, and SIGKILL to any step
+# daemon (slurmstepd) of this cluster left behind. DIR/stopped lists them.
 down() {
   local dir="$1" f pid pids=() i
   [ -d "$dir" ] || return 0
+  dir="$(cd "$dir" && pwd)"
+  if [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+    export SLURM_CONF="$dir/slurm.conf"
+    scancel --quiet --full --user="$(id -un)" 2>/dev/null
+    for ((i = 0; i < 100; i++)); do
+      [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break
+      sleep 0.1
+    done
+  fi
   for f in "$dir"/slurmd-*.pid "$dir/slurmctld.pid" "$dir/munge/munged.pid"; do
     [ -f "$f" ] || continue
     pid="$(cat "$f" 2>/dev/null)"
@@ -158,6 +169,14 @@ down() {
     ((${#pids[@]})) && sleep 0.1
   done
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  # Step daemons outlive slurmd; ours carry this cluster's SLURM_CONF.
+  for f in /proc/[0-9]*/environ; do
+    pid="${f#/proc/}"; pid="${pid%/environ}"
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = slurmstepd ] || continue
+    if tr '\0' '\n' < "$f" 2>/dev/null | grep -qxF "SLURM_CONF=$dir/slurm.conf"; then
+      kill -KILL "$pid" 2>/dev/null && echo "slurmstepd $pid" >> "$dir/stopped"
+    fi
+  done
   return 0
 }
 
