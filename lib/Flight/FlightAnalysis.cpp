@@ -197,7 +197,8 @@ Expected<Record> readRecord(const std::string &file) {
 
 /// The analysis of the whole records; returns whether it found nothing to
 /// report beyond the hang itself.
-void analyze(std::vector<Record> &records, raw_ostream &os) {
+void analyze(std::vector<Record> &records, raw_ostream &os,
+             std::vector<int64_t> &behind) {
   llvm::sort(records,
              [](const Record &a, const Record &b) { return a.rank < b.rank; });
   for (const Record &r : records) {
@@ -237,6 +238,7 @@ void analyze(std::vector<Record> &records, raw_ostream &os) {
   for (const Record &r : records)
     (r.nextSeq == common ? stopped : ahead).push_back(r.rank);
   if (!ahead.empty()) {
+    behind = stopped;
     const Entry *waitedIn = nullptr;
     for (const Record &r : records)
       if (!waitedIn && r.nextSeq > common)
@@ -308,7 +310,8 @@ std::vector<std::string> zero::flight::findRecords(StringRef dir) {
 }
 
 int zero::flight::analyzeDirectory(StringRef dir, StringRef tool,
-                                   raw_ostream &out, raw_ostream &err) {
+                                   raw_ostream &out, raw_ostream &err,
+                                   std::vector<int64_t> *stoppedEarly) {
   std::error_code ec;
   std::map<int64_t, std::string> files = recordsByRank(dir, ec);
   if (ec) {
@@ -363,6 +366,9 @@ int zero::flight::analyzeDirectory(StringRef dir, StringRef tool,
   out << tool << ": " << records.size() << " of "
       << (world ? world : int64_t(files.size()))
       << " rank(s) have a whole flight record\n";
-  analyze(records, out);
+  std::vector<int64_t> behind;
+  analyze(records, out, behind);
+  if (stoppedEarly)
+    *stoppedEarly = behind;
   return whole ? 0 : 1;
 }

@@ -178,6 +178,9 @@ private:
   /// Whether the program left collectives unwaited at the end of a step,
   /// and whether an overflow at the minimum loss scale was warned about.
   bool warnedSlots = false, warnedMinScale = false;
+  /// Some rank was asked to stop (SIGUSR2) by the end of the last step:
+  /// agreed on by every rank. Then whether the run stopped for it.
+  bool stopAgreed = false, stopped = false;
   Watchdog watchdog;
   /// The step whose checkpoint is being written (0: none), for test hooks.
   int64_t savingStep = 0;
@@ -823,10 +826,30 @@ bool Driver::trainSteps() {
     // scalers identical.
     if (ctx.overflowAtMinScale && !continueAtMinScale(step, scale))
       return false;
-    if (!opts.save.empty() &&
-        ((opts.saveEvery > 0 && step % opts.saveEvery == 0) || last))
-      if (!save(progress))
+    bool saving = !opts.save.empty() &&
+                  ((opts.saveEvery > 0 && step % opts.saveEvery == 0) || last);
+    if (saving && !save(progress))
+      return false;
+    if (stopAgreed && !last) {
+      if (!opts.save.empty() && !saving && !save(progress))
         return false;
+      if (ctx.rank == 0) {
+        std::string where = opts.save.empty()
+                                ? "no checkpoint written (no --save)"
+                                : "checkpoint '" + lastCheckpoint +
+                                      "' written (--resume " + opts.save +
+                                      " continues from it)";
+        // After the step's line.
+        std::fflush(stdout);
+        std::fprintf(stderr,
+                     "zrt: stopped on request (SIGUSR2) after step %lld of "
+                     "%lld; %s\n",
+                     (long long)step, (long long)opts.steps, where.c_str());
+        std::fflush(stderr);
+      }
+      stopped = true;
+      return true;
+    }
   }
   return true;
 }
@@ -903,10 +926,11 @@ StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
   r.step = step;
   r.scale = scale;
   // Global values: the mean of the ranks' losses, the slowest rank's
-  // times, the largest peak.
-  double mine[4] = {ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, local.ms,
-                    local.microMs, local.boundaryMs};
-  double all[4];
+  // times, the largest peak, and whether any rank was asked to stop.
+  double mine[5] = {ctx.lossCount ? ctx.lossSum / ctx.lossCount : 0.0, local.ms,
+                    local.microMs, local.boundaryMs,
+                    stopRequested() ? 1.0 : 0.0};
+  double all[5];
   r.evaluated = evaluating;
   if (evaluating) {
     Evaluation e = evaluate();
@@ -917,7 +941,7 @@ StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
   {
     WaitScope watched(ctx.waitState, "the step's loss/time/peak all-reduce");
     MPI_Allreduce(mine, all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(mine + 1, all + 1, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(mine + 1, all + 1, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &r.peakBytes, 1, MPI_INT64_T, MPI_MAX,
                   MPI_COMM_WORLD);
   }
@@ -926,6 +950,7 @@ StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
   r.ms = all[1];
   r.microMs = all[2];
   r.boundaryMs = all[3];
+  stopAgreed = all[4] > 0.0;
   r.gradNorm = std::sqrt(double(ctx.stats[1]));
   r.rate = double(batchRows().perStep * data->itemsPerRow()) / (r.ms / 1000.0);
   r.unit = data->unit();
@@ -1083,8 +1108,10 @@ int Driver::run(int argc, char **argv) {
   if (ok && !training && !opts.save.empty() && opts.resume.empty() &&
       opts.steps == 0)
     ok = save(progress);
-  if (ok && (!opts.exportPath.empty() || !opts.exportHf.empty() ||
-             !opts.exportAdapters.empty()))
+  // A run stopped before --steps exports nothing: its checkpoint resumes.
+  if (ok && !stopped &&
+      (!opts.exportPath.empty() || !opts.exportHf.empty() ||
+       !opts.exportAdapters.empty()))
     ok = exportWeights();
   if (!opts.trace.empty() && !writeTrace())
     ok = false;

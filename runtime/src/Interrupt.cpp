@@ -26,6 +26,10 @@ struct InterruptNote {
 };
 InterruptNote interruptNote;
 
+std::atomic<bool> stopRequest{false};
+
+extern "C" void onStopRequest(int) { stopRequest.store(true); }
+
 extern "C" void onInterrupt(int sig) {
   int c = interruptNote.current.load();
   if (c < 0) {
@@ -63,4 +67,12 @@ void zrt::installInterruptHandlers() {
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
+  struct sigaction stop = {};
+  stop.sa_handler = onStopRequest;
+  sigemptyset(&stop.sa_mask);
+  // A rank in a blocking call carries on with it.
+  stop.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR2, &stop, nullptr);
 }
+
+bool zrt::stopRequested() { return stopRequest.load(); }

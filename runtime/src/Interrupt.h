@@ -6,6 +6,10 @@
 // it is interrupted) says where it stood: rank 0 prints the step and the
 // last checkpoint, the note the driver keeps current.
 //
+// SIGUSR2 asks the run to stop at the end of its step instead, with a
+// checkpoint: mpirun passes SIGUSR2 on to every rank (it kills the ranks
+// at once on SIGTERM), and zero-run forwards SIGINT and SIGTERM as SIGUSR2.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef ZERO_RT_INTERRUPT_H
@@ -23,6 +27,10 @@ void installInterruptHandlers();
 
 /// Sets the note (rank 0 only: a rank without one is not rank 0).
 void setInterruptNote(const std::string &text);
+
+/// Whether SIGUSR2 asked this rank to stop at the end of its step (the
+/// ranks agree on it at the step's end, so they stop at the same step).
+bool stopRequested();
 
 } // namespace zrt
 

@@ -100,10 +100,16 @@ std::vector<std::string> zero::run::envFiles() {
 
 void zero::run::addExportedEnvironment(Environment &env) {
   static const char *const prefixes[] = {"ZRT_", "OMP_", "NCCL_", "UCX_"};
+  // By name, so that mpirun's command line does not depend on the order of
+  // this process's environment.
+  std::vector<std::pair<std::string, std::string>> found;
   for (char **e = environ; e && *e; ++e) {
     StringRef entry(*e);
     auto [name, value] = entry.split('=');
     if (any_of(prefixes, [&](const char *p) { return name.starts_with(p); }))
-      env.set({name.str(), value.str(), "environment"});
+      found.push_back({name.str(), value.str()});
   }
+  llvm::sort(found);
+  for (auto &[name, value] : found)
+    env.set({name, value, "environment"});
 }

@@ -11,14 +11,11 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
-#include <csignal>
-#include <cstring>
 
 using namespace llvm;
 using namespace zero::run;
@@ -184,7 +181,13 @@ LaunchResult zero::run::launchOn(const LaunchPlan &plan, raw_ostream &out,
              "flight records in '"
           << plan.flightDir << "' say:\n";
       err.flush();
-      zero::flight::analyzeDirectory(plan.flightDir, "zero-run", out, err);
+      zero::flight::analyzeDirectory(plan.flightDir, "zero-run", out, err,
+                                     &result.stalledRanks);
+      out.flush();
+      for (int64_t rank : result.stalledRanks)
+        if (!plan.hostOf(rank).empty())
+          err << "zero-run: rank " << rank << ", which stopped first, runs on "
+              << "host " << plan.hostOf(rank) << "\n";
     }
   }
   err.flush();

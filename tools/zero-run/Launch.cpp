@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <deque>
@@ -321,11 +322,19 @@ LaunchResult zero::run::launch(const LaunchPlan &plan, raw_ostream &out,
 
   OutputRouter router(out, err, plan.launcher);
   struct pollfd fds[2] = {{outPipe[0], POLLIN, 0}, {errPipe[0], POLLIN, 0}};
-  int open = 2, forwarded = 0;
+  int open = 2, forwarded = 0, status = 0;
+  bool ended = false;
+  // Once mpirun has ended, a process it left behind may still hold the
+  // pipes: what is left is read for a while, not waited for.
+  auto drainUntil = std::chrono::steady_clock::time_point::max();
   char buffer[65536];
-  while (open > 0) {
+  while (open > 0 && std::chrono::steady_clock::now() < drainUntil) {
+    if (!ended && ::waitpid(pid, &status, WNOHANG) == pid) {
+      ended = true;
+      drainUntil = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    }
     int seen = signalCount.load();
-    if (seen > forwarded) {
+    if (seen > forwarded && !ended) {
       int sig = pendingSignal.load();
       if (forwarded == 0) {
         result.forwardedSignal = sig;
@@ -358,9 +367,11 @@ LaunchResult zero::run::launch(const LaunchPlan &plan, raw_ostream &out,
       }
     }
   }
+  for (struct pollfd &f : fds)
+    if (f.fd >= 0)
+      ::close(f.fd);
   router.finish();
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (!ended && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   ::sigaction(SIGINT, &oldInt, nullptr);
   ::sigaction(SIGTERM, &oldTerm, nullptr);

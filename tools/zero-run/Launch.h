@@ -71,6 +71,9 @@ struct LaunchResult {
   std::vector<RankFailure> failures;
   /// A rank's collective watchdog ended the job.
   bool watchdog = false;
+  /// After a watchdog: the ranks whose flight records stop before the
+  /// collective the others issued (launchOn fills it), the likely culprits.
+  std::vector<int64_t> stalledRanks;
   /// zero-run forwarded SIGINT or SIGTERM (the signal, 0: none).
   int forwardedSignal = 0;
   /// mpirun could not be started.

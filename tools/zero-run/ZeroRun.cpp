@@ -102,10 +102,14 @@ int main(int argc, char **argv) {
         value = argv[++i];
       }
     }
-    if (worldFlags.contains(name))
+    if (name == "world-size" || name == "ranks-per-node")
       return usageError("--" + name +
                         " is zero-run's to choose: the world is the "
-                        "hostfile's slots (or --np), the program is cached");
+                        "hostfile's slots (or --np)");
+    if (name == "o" || name == "emit")
+      return usageError(arg.split('=').first +
+                        ": zero-run builds the program into its cache "
+                        "(--cache-dir)");
     if (name == "hostfile") {
       options.hostfile = value;
     } else if (name == "np") {
@@ -161,5 +165,9 @@ int main(int argc, char **argv) {
       return usageError("--ranks-per-node after '--' is zero-run's to pass: "
                         "it is the hostfile's slots");
   }
+  // The seams: the Slurm backend (Slurm.h) gives resolveHosts the
+  // allocation's nodes when zero-run runs inside one; --elastic
+  // (Elastic.h) runs its restart loop over Job.h's steps instead of
+  // runJob's single pass.
   return runJob(options);
 }

@@ -16,6 +16,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,11 @@ std::vector<std::string> findRecords(llvm::StringRef dir);
 /// A missing, truncated or corrupt record is named on `err` as
 /// `<tool>: error: ...`; the analysis then covers the whole records.
 /// Returns 0 when every record of the world is whole, else 1.
+/// `stoppedEarly`, when given, receives the ranks that stopped before the
+/// collective the others issued (empty: no divergence).
 int analyzeDirectory(llvm::StringRef dir, llvm::StringRef tool,
-                     llvm::raw_ostream &out, llvm::raw_ostream &err);
+                     llvm::raw_ostream &out, llvm::raw_ostream &err,
+                     std::vector<int64_t> *stoppedEarly = nullptr);
 
 } // namespace flight
 } // namespace zero

@@ -971,12 +971,16 @@ def cmd_beside(args):
 def cmd_during(args):
     """Runs a command until a line of its output matches --after, then
     sends it --signal (to the process, e.g. mpirun, which forwards it) or
-    truncates --truncate FILE to zero bytes, and waits for it to end within
-    --within seconds. Prints its output and how it ended."""
+    truncates --truncate FILE to zero bytes (--again-after PATTERN: sends
+    the signal a second time once a line matches PATTERN), and waits for it
+    to end within --within seconds. Prints its output and how it ended."""
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
     proc, out = start_background(cmd)
     wait_for_line(proc, out, args.after, args.within)
     if args.signal:
+        proc.send_signal(getattr(signal, "SIG" + args.signal))
+    if args.signal and args.again_after:
+        wait_for_line(proc, out, args.again_after, args.within)
         proc.send_signal(getattr(signal, "SIG" + args.signal))
     if args.truncate:
         os.truncate(args.truncate, 0)
@@ -1511,7 +1515,8 @@ def main():
     s = sub.add_parser("during")
     s.add_argument("--after", required=True)
     s.add_argument("--within", type=float, default=120)
-    s.add_argument("--signal", choices=["INT", "TERM", "USR1"])
+    s.add_argument("--signal", choices=["INT", "TERM", "USR1", "USR2"])
+    s.add_argument("--again-after")
     s.add_argument("--truncate")
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_during)
