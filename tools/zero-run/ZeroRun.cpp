@@ -67,9 +67,9 @@ int main(int argc, char **argv) {
   std::string analyze;
   std::vector<std::string> positional;
   // zero-run's own options take a value, except --dry-run and --help.
-  llvm::StringSet<> valued = {"hostfile", "np",     "include",  "exclude",
-                              "env",      "cache-dir", "mpirun", "launcher",
-                              "analyze"};
+  llvm::StringSet<> valued = {"hostfile", "np",       "include",
+                              "exclude",  "env",      "cache-dir",
+                              "mpirun",   "launcher", "analyze"};
   // zero-run decides these from the hosts.
   llvm::StringSet<> worldFlags = {"world-size", "ranks-per-node", "o", "emit"};
   int i = 1;
