@@ -133,12 +133,9 @@ Expected<SlurmJob> zero::run::readSlurmJob(StringRef scontrol) {
                              "not inside a Slurm allocation (SLURM_JOB_ID is "
                              "not set): run zero-run in an sbatch script or "
                              "under salloc");
-  const char *listVar = "SLURM_JOB_NODELIST";
-  job.nodeList = getEnv(listVar);
-  if (job.nodeList.empty()) {
-    listVar = "SLURM_NODELIST";
-    job.nodeList = getEnv(listVar);
-  }
+  job.nodeList = getEnv("SLURM_JOB_NODELIST");
+  if (job.nodeList.empty())
+    job.nodeList = getEnv("SLURM_NODELIST");
   if (job.nodeList.empty())
     return createStringError(inconvertibleErrorCode(),
                              "Slurm job " + job.id +
@@ -250,15 +247,16 @@ Error zero::run::checkHostsInJob(const std::vector<Host> &hosts,
   return Error::success();
 }
 
-bool zero::run::srunHasPmix(StringRef srun) {
+std::string zero::run::srunWithoutPmix(StringRef srun) {
   Expected<std::string> out = captureOutput({srun.str(), "--mpi=list"});
-  if (!out) {
-    consumeError(out.takeError());
-    return false;
-  }
+  if (!out)
+    return toString(out.takeError());
   SmallVector<StringRef> lines;
   StringRef(*out).split(lines, '\n');
-  return any_of(lines, [](StringRef l) { return l.trim() == "pmix"; });
+  if (any_of(lines, [](StringRef l) { return l.trim() == "pmix"; }))
+    return "";
+  return "srun has no PMIx plugin ('" + srun.str() +
+         " --mpi=list' lists no pmix)";
 }
 
 std::vector<std::string> zero::run::srunCommand(const LaunchPlan &plan) {
@@ -409,21 +407,19 @@ Expected<HostSet> zero::run::resolveSlurmHosts(const JobOptions &options) {
   set.ranks = set.ranksPerNode * static_cast<int64_t>(set.hosts.size());
 
   // The launcher: srun with PMIx, unless told otherwise or it has none.
-  std::string how;
+  std::string how, noPmix;
   if (options.launcher == "mpirun") {
     set.launcher = Launcher::Mpirun;
     how = "mpirun on its nodes (--launcher mpirun)";
-  } else if (srunHasPmix()) {
+  } else if ((noPmix = srunWithoutPmix()).empty()) {
     set.launcher = Launcher::Srun;
     how = "srun --mpi=pmix";
   } else if (options.launcher == "srun") {
-    return fail("--launcher srun: this srun has no PMIx plugin ('srun "
-                "--mpi=list' lists no pmix), which Open MPI's ranks need; "
-                "use --launcher mpirun");
+    return fail("--launcher srun: " + noPmix +
+                ", and Open MPI's ranks need it; use --launcher mpirun");
   } else {
     set.launcher = Launcher::Mpirun;
-    how = "mpirun on its nodes: srun has no PMIx plugin ('srun --mpi=list' "
-          "lists no pmix)";
+    how = "mpirun on its nodes: " + noPmix;
   }
   if (set.launcher == Launcher::Srun && !leadingSlotsOnly(set.hosts))
     return fail("srun places a node's tasks by count and cannot run a rank "

@@ -77,8 +77,10 @@ llvm::Error checkHostsInJob(const std::vector<Host> &hosts, const SlurmJob &job,
 /// plugin unless --launcher mpirun or srun has no such plugin.
 llvm::Expected<HostSet> resolveSlurmHosts(const JobOptions &options);
 
-/// Whether `srun --mpi=list` (`srun` names the command) offers pmix.
-bool srunHasPmix(llvm::StringRef srun = "srun");
+/// Why srun cannot start Open MPI's ranks ("" when `srun --mpi=list`
+/// offers pmix; `srun` names the command): no such command, a failure, or
+/// no PMIx plugin.
+std::string srunWithoutPmix(llvm::StringRef srun = "srun");
 
 /// srun's command line for `plan`: one task per rank, node by node, with
 /// Slurm's PMIx plugin, each line labelled with its task (its rank), and
