@@ -40,7 +40,8 @@ static const char *const kUsage =
     "\n"
     "  --hostfile FILE    hosts in DeepSpeed's format: 'hostname slots=N' a\n"
     "                     line; every host runs N ranks (ranks per node)\n"
-    "  --np N             N ranks on this machine\n"
+    "  --np N             N ranks on this machine (in a Slurm allocation:\n"
+    "                     its first N tasks)\n"
     "  --include S        only these hosts and slots: host1@host2:0,2\n"
     "  --exclude S        all but these hosts and slots\n"
     "  --env NAME=VALUE   set in every rank's environment (after the\n"
@@ -48,11 +49,11 @@ static const char *const kUsage =
     "  --cache-dir DIR    where compiled programs are kept by schedule hash\n"
     "                     (default $ZERO_RUN_CACHE, else ~/.cache/zero-run)\n"
     "  --mpirun PATH      the mpirun to launch with (default: mpirun)\n"
-    "  --launcher L       mpirun or srun; inside a Slurm allocation the\n"
-    "                     hosts are its nodes and tasks (--np N: the first\n"
-    "                     N), started by srun --mpi=pmix where srun has\n"
-    "                     PMIx, else by mpirun\n"
-    "  --dry-run          compile, then print mpirun's command line\n"
+    "  --launcher L       mpirun or srun (or slurm); inside a Slurm\n"
+    "                     allocation the hosts are its nodes and tasks\n"
+    "                     (--np N: the first N), started by srun --mpi=pmix\n"
+    "                     where srun has PMIx, else by mpirun\n"
+    "  --dry-run          compile, then print the launcher's command line\n"
     "  --analyze DIR      report where the flight records in DIR diverge\n";
 
 static int usageError(const Twine &msg) {
@@ -130,8 +131,12 @@ int main(int argc, char **argv) {
     } else if (name == "mpirun") {
       options.mpirun = value;
     } else if (name == "launcher") {
+      // `slurm` is DeepSpeed's name for srun.
+      if (value == "slurm")
+        value = "srun";
       if (value != "mpirun" && value != "srun")
-        return usageError("--launcher is mpirun or srun, got '" + value + "'");
+        return usageError("--launcher is mpirun or srun (or slurm), got '" +
+                          value + "'");
       options.launcher = value;
     } else if (name == "analyze") {
       analyze = value;
