@@ -13,6 +13,8 @@ PACKAGES=(
   cmake ninja-build g++ python3 python3-venv python3-numpy
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev
   libbenchmark-dev libgtest-dev liburing-dev pkg-config
+  # test/Cluster starts a private Slurm (about 3 MB to download).
+  munge slurmctld slurmd slurm-client
 )
 
 missing=()

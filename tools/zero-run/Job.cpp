@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Job.h"
+#include "Slurm.h"
 
 #include "zero/Flight/FlightAnalysis.h"
 
@@ -24,6 +25,8 @@ static Error fail(const Twine &msg) {
 }
 
 Expected<HostSet> zero::run::resolveHosts(const JobOptions &options) {
+  if (!slurmJobId().empty() || options.launcher == "srun")
+    return resolveSlurmHosts(options);
   HostSet set;
   if (!options.hostfile.empty()) {
     auto file = readHostfile(options.hostfile);
@@ -132,6 +135,7 @@ LaunchPlan zero::run::planFor(const JobOptions &options, const HostSet &hosts,
   plan.program = program.executable;
   plan.programArgs = options.trainArgs;
   plan.mpirun = options.mpirun;
+  plan.launcher = hosts.launcher;
   plan.flightDir = flightDirOf(options.trainArgs);
   return plan;
 }
@@ -210,6 +214,8 @@ int zero::run::runJob(const JobOptions &options) {
   auto hosts = resolveHosts(options);
   if (!hosts)
     return error(hosts.takeError());
+  for (const std::string &note : hosts->notes)
+    outs() << "zero-run: " << note << "\n";
   auto env = jobEnvironment(options);
   if (!env)
     return error(env.takeError());
@@ -219,7 +225,7 @@ int zero::run::runJob(const JobOptions &options) {
   LaunchPlan plan = planFor(options, *hosts, *env, *program);
   if (options.dryRun) {
     std::string line;
-    for (const std::string &a : mpirunCommand(plan))
+    for (const std::string &a : launchCommand(plan))
       line += (line.empty() ? "" : " ") + shellQuote(a);
     outs() << line << "\n";
     return 0;

@@ -44,6 +44,9 @@ struct JobOptions {
   std::vector<EnvVar> env;
   std::string cacheDir;
   std::string mpirun = "mpirun";
+  /// --launcher: "mpirun", "srun", or "" (srun inside a Slurm allocation
+  /// whose srun has the PMIx plugin, else mpirun).
+  std::string launcher;
   /// Print mpirun's command line instead of running it.
   bool dryRun = false;
 };
@@ -57,6 +60,10 @@ struct HostSet {
   int64_t ranksPerNode = 0;
   /// Where the hosts came from, for messages (the hostfile's path).
   std::string source;
+  /// What starts the ranks on them.
+  Launcher launcher = Launcher::Mpirun;
+  /// Lines zero-run prints about them before it compiles (Slurm's).
+  std::vector<std::string> notes;
 };
 llvm::Expected<HostSet> resolveHosts(const JobOptions &options);
 

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Launch.h"
+#include "Slurm.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -59,18 +60,28 @@ static bool leadingSlots(const Host &h) {
   return true;
 }
 
-std::vector<std::string> zero::run::mpirunCommand(const LaunchPlan &plan) {
-  std::vector<std::string> cmd = {plan.mpirun};
-  cmd.insert(cmd.end(), plan.mpirunOptions.begin(), plan.mpirunOptions.end());
-  cmd.push_back("--tag-output");
-  for (const EnvVar &v : plan.env.vars())
-    cmd.insert(cmd.end(), {"-x", v.name + "=" + v.value});
+std::vector<std::string> zero::run::programCommand(const LaunchPlan &plan) {
   std::vector<std::string> program = {plan.program};
   if (plan.ranksPerNode)
     program.insert(program.end(),
                    {"--ranks-per-node", std::to_string(plan.ranksPerNode)});
   program.insert(program.end(), plan.programArgs.begin(),
                  plan.programArgs.end());
+  return program;
+}
+
+std::vector<std::string> zero::run::launchCommand(const LaunchPlan &plan) {
+  return plan.launcher == Launcher::Srun ? srunCommand(plan)
+                                         : mpirunCommand(plan);
+}
+
+std::vector<std::string> zero::run::mpirunCommand(const LaunchPlan &plan) {
+  std::vector<std::string> cmd = {plan.mpirun};
+  cmd.insert(cmd.end(), plan.mpirunOptions.begin(), plan.mpirunOptions.end());
+  cmd.push_back("--tag-output");
+  for (const EnvVar &v : plan.env.vars())
+    cmd.insert(cmd.end(), {"-x", v.name + "=" + v.value});
+  std::vector<std::string> program = programCommand(plan);
   if (plan.hosts.empty()) {
     cmd.insert(cmd.end(), {"-np", std::to_string(plan.ranks)});
     cmd.insert(cmd.end(), program.begin(), program.end());
@@ -118,7 +129,8 @@ extern "C" void onSignal(int sig) {
 /// Sorts mpirun's output: rank 0's lines through, the others' kept.
 class OutputRouter {
 public:
-  OutputRouter(raw_ostream &out, raw_ostream &err) : out(out), err(err) {}
+  OutputRouter(raw_ostream &out, raw_ostream &err, Launcher launcher)
+      : out(out), err(err), launcher(launcher) {}
 
   /// Takes a chunk read from mpirun's stdout (`fromErr` false) or stderr.
   void take(StringRef chunk, bool fromErr) {
@@ -153,11 +165,15 @@ public:
 
 private:
   void line(StringRef text, bool fromErr) {
+    // mpirun --tag-output: `[JOB,RANK]<stdout>:text`; srun --label: `RANK:
+    // text`, on the stream the rank wrote it to.
     static const Regex tag("^\\[([0-9]+),([0-9]+)\\]<(stdout|stderr)>:(.*)$");
+    static const Regex label("^ *([0-9]+): (.*)$");
     SmallVector<StringRef> m;
-    if (!tag.match(text, &m)) {
-      // mpirun's own words: kept to find the failed ranks, shown on
-      // stderr (its forwarding note is zero-run's business).
+    bool srun = launcher == Launcher::Srun;
+    if (!(srun ? label : tag).match(text, &m)) {
+      // The launcher's own words: kept to find the failed ranks, shown on
+      // stderr (mpirun's forwarding note is zero-run's business).
       if (!text.starts_with("mpirun: Forwarding signal")) {
         err << text << "\n";
         err.flush();
@@ -166,9 +182,9 @@ private:
       return;
     }
     int64_t rank = 0;
-    m[2].getAsInteger(10, rank);
-    StringRef body = m[4];
-    bool isErr = m[3] == "stderr";
+    m[srun ? 1 : 2].getAsInteger(10, rank);
+    StringRef body = m[srun ? 2 : 4];
+    bool isErr = srun ? fromErr : m[3] == "stderr";
     if (body.contains("(--collective-timeout-s ") &&
         body.contains("Aborting every rank.")) {
       watchdog = true;
@@ -195,6 +211,7 @@ private:
 
   static constexpr size_t kKeptLines = 50;
   raw_ostream &out, &err;
+  Launcher launcher;
   std::string partialOut, partialErr;
   std::map<int64_t, std::deque<std::string>> kept;
 };
@@ -254,7 +271,7 @@ std::vector<RankFailure> failuresIn(StringRef text, const LaunchPlan &plan) {
 LaunchResult zero::run::launch(const LaunchPlan &plan, raw_ostream &out,
                                raw_ostream &err) {
   LaunchResult result;
-  std::vector<std::string> cmd = mpirunCommand(plan);
+  std::vector<std::string> cmd = launchCommand(plan);
   std::vector<char *> argv;
   for (std::string &a : cmd)
     argv.push_back(a.data());
@@ -286,6 +303,10 @@ LaunchResult zero::run::launch(const LaunchPlan &plan, raw_ostream &out,
 #endif
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
+    // srun passes its own environment on to every task (--export=ALL).
+    if (plan.launcher == Launcher::Srun)
+      for (const EnvVar &v : plan.env.vars())
+        ::setenv(v.name.c_str(), v.value.c_str(), 1);
     ::dup2(outPipe[1], STDOUT_FILENO);
     ::dup2(errPipe[1], STDERR_FILENO);
     ::close(outPipe[0]);
@@ -309,7 +330,7 @@ LaunchResult zero::run::launch(const LaunchPlan &plan, raw_ostream &out,
     return result;
   }
 
-  OutputRouter router(out, err);
+  OutputRouter router(out, err, plan.launcher);
   struct pollfd fds[2] = {{outPipe[0], POLLIN, 0}, {errPipe[0], POLLIN, 0}};
   int open = 2, forwarded = 0, status = 0;
   bool ended = false;
@@ -373,7 +394,9 @@ LaunchResult zero::run::launch(const LaunchPlan &plan, raw_ostream &out,
     result.startError = StringRef(router.launcherText).trim().str();
   result.watchdog = router.watchdog;
   result.hungRanks = router.hungRanks;
-  result.failures = failuresIn(router.launcherText, plan);
+  result.failures = plan.launcher == Launcher::Srun
+                        ? srunFailures(router.launcherText, plan)
+                        : failuresIn(router.launcherText, plan);
   if (result.status != 0 && result.startError.empty())
     router.printKept();
   return result;

@@ -25,6 +25,10 @@
 namespace zero {
 namespace run {
 
+/// What starts the ranks: Open MPI's mpirun, or Slurm's srun with its PMIx
+/// plugin inside an allocation (Slurm.h).
+enum class Launcher { Mpirun, Srun };
+
 struct LaunchPlan {
   /// The hosts in rank order (ranks fill a host's slots, then the next
   /// host's); empty: `ranks` ranks on this machine.
@@ -39,6 +43,8 @@ struct LaunchPlan {
   /// of its own placed before the hosts.
   std::string mpirun = "mpirun";
   std::vector<std::string> mpirunOptions;
+  Launcher launcher = Launcher::Mpirun;
+  std::string srun = "srun";
   /// Where the ranks write their flight records on a watchdog timeout.
   std::string flightDir;
 
@@ -79,6 +85,12 @@ struct LaunchResult {
 
 /// mpirun's command line for `plan`.
 std::vector<std::string> mpirunCommand(const LaunchPlan &plan);
+
+/// The launcher's command line for `plan` (mpirun's or srun's).
+std::vector<std::string> launchCommand(const LaunchPlan &plan);
+
+/// What every rank runs: the program, --ranks-per-node, its options.
+std::vector<std::string> programCommand(const LaunchPlan &plan);
 
 /// Runs the plan to its end; rank 0's lines go to `out` and `err` as it
 /// prints them, the other ranks' lines (prefixed `[rank R]`) only when the

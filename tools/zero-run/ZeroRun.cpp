@@ -34,13 +34,15 @@ using namespace zero::run;
 static const char *const kUsage =
     "usage: zero-run [--hostfile FILE | --np N] [--include S | --exclude S]\n"
     "                [--env NAME=VALUE]... [--cache-dir DIR] [--mpirun PATH]\n"
+    "                [--launcher mpirun|srun]\n"
     "                [--dry-run] model.mlir [--config ds_config.json]\n"
     "                [zero-compile options] -- [training options]\n"
     "       zero-run --analyze DIR\n"
     "\n"
     "  --hostfile FILE    hosts in DeepSpeed's format: 'hostname slots=N' a\n"
     "                     line; every host runs N ranks (ranks per node)\n"
-    "  --np N             N ranks on this machine\n"
+    "  --np N             N ranks on this machine (in a Slurm allocation:\n"
+    "                     its first N tasks)\n"
     "  --include S        only these hosts and slots: host1@host2:0,2\n"
     "  --exclude S        all but these hosts and slots\n"
     "  --env NAME=VALUE   set in every rank's environment (after the\n"
@@ -48,7 +50,11 @@ static const char *const kUsage =
     "  --cache-dir DIR    where compiled programs are kept by schedule hash\n"
     "                     (default $ZERO_RUN_CACHE, else ~/.cache/zero-run)\n"
     "  --mpirun PATH      the mpirun to launch with (default: mpirun)\n"
-    "  --dry-run          compile, then print mpirun's command line\n"
+    "  --launcher L       mpirun or srun (or slurm); inside a Slurm\n"
+    "                     allocation the hosts are its nodes and tasks\n"
+    "                     (--np N: the first N), started by srun --mpi=pmix\n"
+    "                     where srun has PMIx, else by mpirun\n"
+    "  --dry-run          compile, then print the launcher's command line\n"
     "  --elastic          on a failure, drop the failed node(s), recompile\n"
     "                     for the smaller world (same global batch) and\n"
     "                     resume from the latest checkpoint of --save\n"
@@ -68,8 +74,9 @@ int main(int argc, char **argv) {
   std::string analyze;
   std::vector<std::string> positional;
   // zero-run's own options take a value, except --dry-run and --help.
-  llvm::StringSet<> valued = {"hostfile",  "np",          "include", "exclude",
-                              "env",       "cache-dir",   "mpirun",  "analyze",
+  llvm::StringSet<> valued = {"hostfile",  "np",          "include",
+                              "exclude",   "env",         "cache-dir",
+                              "mpirun",    "launcher",    "analyze",
                               "min-nodes", "max-restarts"};
   ElasticOptions elastic;
   bool elasticCounts = false;
@@ -136,6 +143,14 @@ int main(int argc, char **argv) {
       options.cacheDir = value;
     } else if (name == "mpirun") {
       options.mpirun = value;
+    } else if (name == "launcher") {
+      // `slurm` is DeepSpeed's name for srun.
+      if (value == "slurm")
+        value = "srun";
+      if (value != "mpirun" && value != "srun")
+        return usageError("--launcher is mpirun or srun (or slurm), got '" +
+                          value + "'");
+      options.launcher = value;
     } else if (name == "analyze") {
       analyze = value;
     } else if (name == "min-nodes" || name == "max-restarts") {
