@@ -919,14 +919,16 @@ def sec_peers(r):
         cal = roof[0]["roofline"]["calibration"]
         out += ["", "Roofline of our ZeRO-%d step, per rank: the bound of an "
                 "op is its FLOPs at %.1f GFLOP/s (GEMM) or its bytes at %.2f "
-                "GB/s (triad), per rank of %d (from %s); FLOPs and bytes from the "
+                "GB/s (triad), per rank of %d; rates: %s. FLOPs and bytes from the "
                 "cost model's timeline, measured from one `--trace` run "
                 "(mean over ranks and the steps after the warm-up). Cells: "
                 "measured ms / bound ms (measured over bound)." % (
                     max(s["stage"] for s in roof[0]["systems"]
                         if s["system"] == "ours"),
                     cal["gemm_flops"] / 1e9, cal["memory_bandwidth"] / 1e9,
-                    doc["world"], cal["source"]), "",
+                    doc["world"], cal["source"].replace(
+                        "the cpu preset (the last calibration)",
+                        "the cpu preset's row, the last calibration")), "",
                 "| family | " + " | ".join(s["name"] for s in roof) + " |",
                 "|---|" + "---:|" * len(roof)]
         fams = []
