@@ -21,14 +21,17 @@
 #   ninja -C /tmp/old/build zrt-bench-bandwidth
 #
 # Other settings (environment): ONLY (a subset of "machine compile_time
-# kernels comm calibrate e2e tune offload nvme gather_once quant"), BENCH_PARAMS
+# kernels comm calibrate e2e tune offload nvme gather_once quant", the
+# default, and "peers", which runs only when named: it installs its own
+# Python environment from PyPI, bench/peers/venv.sh), BENCH_PARAMS
 # (elements per array of the kernel benchmark, 64M), BENCH_ROUNDS (15),
 # COMM_COUNT (full-array elements of the collective benchmark, 8M),
 # COMM_ROUNDS (40), E2E_ROUNDS (5), E2E_STEPS (40), TUNE_ROUNDS (4),
 # OFFLOAD_ROUNDS (3), NVME_ROUNDS (5), GATHER_ONCE_ROUNDS (5), QUANT_MIB
 # (MiB of values of the quantization benchmark, 64), QUANT_ROUNDS (11), NVME_DIR
 # (the directory on the disk to measure; bench/results/nvme), MPIRUN
-# (mpirun --allow-run-as-root --oversubscribe).
+# (mpirun --allow-run-as-root --oversubscribe), PEERS_ROUNDS (2),
+# PEERS_STEPS (20), PEERS_SIZES (tiny,small,large).
 # A full run takes about 8 minutes on the 2-core development machine.
 set -euo pipefail
 
@@ -40,9 +43,12 @@ mpirun_cmd=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once quant}
 want() { [[ " $only " == *" $1 "* ]]; }
 
-targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main
-         zrt-bench-bandwidth zrt-bench-comm zrt-bench-calibrate
-         zrt-bench-transfer zrt-bench-nvme zrt-bench-quantize)
+targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main)
+# ONLY=peers needs no benchmark binaries (any build directory will do).
+if [[ " $only " != " peers " ]]; then
+  targets+=(zrt-bench-bandwidth zrt-bench-comm zrt-bench-calibrate
+            zrt-bench-transfer zrt-bench-nvme zrt-bench-quantize)
+fi
 if [[ $# -ge 1 ]]; then
   build=$(cd "$1" && pwd)
 else
@@ -184,6 +190,14 @@ if want quant; then
   python3 "$here/quant.py" --tool "$build/runtime/bench/zrt-bench-quantize" \
     --out "$out/quant.json" --mib "${QUANT_MIB:-64}" \
     --rounds "${QUANT_ROUNDS:-11}"
+fi
+
+if want peers; then
+  echo "== against DeepSpeed and PyTorch; the roofline of our step"
+  python3 "$here/peers/peers.py" --build "$build" --out "$out/peers.json" \
+    --rounds "${PEERS_ROUNDS:-2}" --steps "${PEERS_STEPS:-20}" \
+    --sizes "${PEERS_SIZES:-tiny,small,large}" \
+    --calibration "$out/calibration_np2.json" --mpirun "$mpirun_cmd"
 fi
 
 python3 "$here/update_docs.py" --results "$out"

@@ -789,6 +789,180 @@ def sec_quant(r):
     return "\n".join(out)
 
 
+# Must-show targets of issue 37.
+GOAL_PEERS_DS3_LARGEST = 0.5
+GOAL_PEERS_DS3_TINY = 0.3
+GOAL_PEERS_COMPILE = 0.6
+GOAL_PEERS_RSS = 0.5
+GOAL_ROOFLINE = 1.25
+
+
+def sec_peers(r):
+    """bench/peers/peers.py: ours against DeepSpeed and PyTorch, and the
+    roofline of our step."""
+    doc = load(r, "peers.json")
+    if not doc or doc.get("dry"):
+        return None
+    m, v = doc["machine"], doc["versions"]
+    mib = lambda b: b / 2.0**20
+    out = ["Machine: %s cores, `%s` (lscpu model name), %s. Run of %s UTC, "
+           "load average (1/5/15 min) %s at the start, %s at the end. Peers: "
+           "torch %s, DeepSpeed %s, transformers %s, numpy %s, Python %s "
+           "(`bench/peers/requirements.txt`); ours at commit %s. %d ranks "
+           "with 1 thread each (ours, DeepSpeed: gloo, CPU accelerator), or "
+           "one process with %d threads (torch; OpenMP wait policy %s). "
+           "fp32, AdamW, %d steps per run of which %d warm-up, %d rounds, "
+           "every system once per round (the order reversed every other "
+           "round). Step: median over the steps after the warm-up (of ranks: "
+           "the slowest), then over rounds; ratios are medians of per-round "
+           "ratios. First step: wall seconds from launch to the end of the "
+           "first step, compilation included (ours: zero-compile, then the "
+           "run; torch.compile: its first step). Loss: the largest relative "
+           "difference of a step's loss from ours at the same stage (torch: "
+           "from ours at ZeRO-3); above %g the system's speed is not "
+           "compared." % (
+               m["nproc"], m["cpu"], m["mpi"], m["date"],
+               "/".join(m["loadavg"]), "/".join(doc["loadavg_end"]),
+               v.get("torch", "?"), v.get("deepspeed", "?"),
+               v.get("transformers", "?"), v.get("numpy", "?"),
+               v.get("python", "?"), v["ours"], doc["world"], doc["world"],
+               doc.get("torch_omp_wait_policy", "default").lower(),
+               doc["steps"], doc["warmup"], doc["rounds"], doc["rtol"])]
+    label = lambda s: s["system"] + ("" if s["stage"] is None else
+                                     " ZeRO-%d" % s["stage"])
+    for size in doc["sizes"]:
+        sz = size["size"]
+        ours = {s["stage"]: s for s in size["systems"]
+                if s["system"] == "ours"}
+        last = max(ours)
+        out += ["", "**%s**: %d layers, hidden %d, %d heads, vocabulary %d, "
+                "sequence %d, global batch %d, %.2fM parameters (`%s`)." % (
+                    size["name"], sz["layers"], sz["hidden"], sz["heads"],
+                    sz["vocab"], sz["seq"], sz["batch"],
+                    size["params"] / 1e6, size["model_gen"]), "",
+                "| system | step ms | ours / it | peak RSS MiB per rank | "
+                "ours / it | first step s | loss: max relative difference |",
+                "|---|---:|---:|---:|---:|---:|---:|"]
+        for s in size["systems"]:
+            ref = ours[s["stage"] if s["stage"] is not None else last]
+            mine = s["system"] == "ours"
+            key = "ours ZeRO-%d / %s" % (ref["stage"], label(s))
+            if not s["agrees"]:
+                step, ratio = "losses disagree", "-"
+            else:
+                step = "%.2f" % s["step_ms"]
+                ratio = "" if mine else "%.3f" % size["ratios"][key]
+            out.append("| %s | %s | %s | %.1f | %s | %.1f | %s |" % (
+                label(s), step, ratio, mib(s["peak_rss_bytes_per_rank"]),
+                "" if mine else "%.3f" % (ref["peak_rss_bytes_per_rank"] /
+                                          s["peak_rss_bytes_per_rank"]),
+                s["first_step_s"],
+                "(reference)" if mine and s["stage"] == last else
+                "%.2g" % s["loss_max_rel_diff"] + ("" if s["agrees"]
+                                                   else " **> %g**" %
+                                                   doc["rtol"])))
+    # The must-show targets.
+    sizes = doc["sizes"]
+    by = {s["name"]: s for s in sizes}
+    largest = max(sizes, key=lambda s: s["params"])
+    smallest = min(sizes, key=lambda s: s["params"])
+
+    def ratio(size, system):
+        stage = max(s["stage"] for s in size["systems"]
+                    if s["system"] == "ours")
+        key = "ours ZeRO-%d / %s" % (stage, system)
+        agree = all(s["agrees"] for s in size["systems"]
+                    if label(s) in (system, "ours ZeRO-%d" % stage))
+        return size["ratios"].get(key), agree
+
+    rows = []
+    for size, goal in ((largest, GOAL_PEERS_DS3_LARGEST),
+                       (smallest, GOAL_PEERS_DS3_TINY)):
+        x, agree = ratio(size, "deepspeed ZeRO-3")
+        if x is not None:
+            rows.append(("ours / DeepSpeed ZeRO-3 step, %s" % size["name"],
+                         "%.3f" % x, "<= %g" % goal,
+                         ok(goal, x) if agree else "**no** (losses)"))
+    for size in sizes:
+        x, agree = ratio(size, "torch.compile")
+        if x is not None:
+            rows.append(("ours / torch.compile step, %s" % size["name"],
+                         "%.3f" % x, "<= %g" % GOAL_PEERS_COMPILE,
+                         ok(GOAL_PEERS_COMPILE, x) if agree
+                         else "**no** (losses)"))
+    for size in sizes:
+        o = [s for s in size["systems"] if s["system"] == "ours"]
+        d = [s for s in size["systems"] if s["system"] == "deepspeed"]
+        if o and d:
+            x = max(s["peak_rss_bytes_per_rank"] for s in o) / \
+                min(s["peak_rss_bytes_per_rank"] for s in d)
+            rows.append(("ours / DeepSpeed peak RSS per rank (largest of "
+                         "ours, smallest of DeepSpeed), %s" % size["name"],
+                         "%.3f" % x, "< %g" % GOAL_PEERS_RSS,
+                         ok(GOAL_PEERS_RSS, x)))
+    worst = max(s["loss_max_rel_diff"] for size in sizes
+                for s in size["systems"])
+    rows.append(("largest relative loss difference, every system and step",
+                 "%.2g" % worst, "<= %g" % doc["rtol"],
+                 ok(doc["rtol"], worst)))
+    if "roofline" in largest:
+        x = largest["roofline"]["measured_over_bound"]
+        rows.append(("ours measured step / calibrated bound, %s" %
+                     largest["name"], "%.3f" % x, "<= %g" % GOAL_ROOFLINE,
+                     ok(GOAL_ROOFLINE, x)))
+    out += ["", "Targets (issue 37):", "",
+            "| what | measured | target | met |", "|---|---:|---:|---|"]
+    out += ["| %s | %s | %s | %s |" % row for row in rows]
+    # The roofline, per family.
+    roof = [s for s in sizes if "roofline" in s]
+    if roof:
+        cal = roof[0]["roofline"]["calibration"]
+        out += ["", "Roofline of our ZeRO-%d step, per rank: the bound of an "
+                "op is its FLOPs at %.1f GFLOP/s (GEMM) or its bytes at %.2f "
+                "GB/s (triad), per rank of %d; rates: %s. FLOPs and bytes from the "
+                "cost model's timeline, measured from one `--trace` run "
+                "(mean over ranks and the steps after the warm-up). Cells: "
+                "measured ms / bound ms (measured over bound)." % (
+                    max(s["stage"] for s in roof[0]["systems"]
+                        if s["system"] == "ours"),
+                    cal["gemm_flops"] / 1e9, cal["memory_bandwidth"] / 1e9,
+                    doc["world"], cal["source"].replace(
+                        "the cpu preset (the last calibration)",
+                        "the cpu preset's row, the last calibration")), "",
+                "| family | " + " | ".join(s["name"] for s in roof) + " |",
+                "|---|" + "---:|" * len(roof)]
+        fams = []
+        for s in roof:
+            for f in s["roofline"]["families"]:
+                if f["family"] not in fams:
+                    fams.append(f["family"])
+        for fam in fams:
+            cells = []
+            for s in roof:
+                f = [x for x in s["roofline"]["families"]
+                     if x["family"] == fam]
+                if not f:
+                    cells.append("")
+                    continue
+                f = f[0]
+                cells.append("%.2f / %.2f (%s)" % (
+                    f["measured_ms"], f["bound_ms"],
+                    "%.2f" % f["measured_over_bound"]
+                    if f["measured_over_bound"] is not None else "no bound"))
+            out.append("| %s | %s |" % (fam, " | ".join(cells)))
+        out.append("| **step** (timed rounds) | %s |" % " | ".join(
+            "**%.2f / %.2f (%.2f)**" % (
+                s["roofline"]["step_ms"], s["roofline"]["bound_ms"],
+                s["roofline"]["measured_over_bound"]) for s in roof))
+        out += ["", "Largest gaps (measured minus bound, ms per step):"]
+        for s in roof:
+            gaps = sorted(s["roofline"]["families"],
+                          key=lambda f: -f["excess_ms"])[:4]
+            out.append("- %s: %s." % (s["name"], ", ".join(
+                "%s %.2f" % (f["family"], f["excess_ms"]) for f in gaps)))
+    return "\n".join(out)
+
+
 SECTIONS = {
     "machine": sec_machine,
     "compile_time": sec_compile_time,
@@ -806,6 +980,7 @@ SECTIONS = {
     "nvme": sec_nvme,
     "gather_once": sec_gather_once,
     "quant": sec_quant,
+    "peers": sec_peers,
 }
 
 
