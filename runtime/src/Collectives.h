@@ -71,6 +71,14 @@ Tokens allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
 /// The overflow statistics (fp32 {flag, squared norm}): the flag by max,
 /// the norm by sum.
 Tokens allReduceStats(zrt_comm *comm, const float *in, float *out);
+/// Bytes from every rank to every rank: sendCounts[r] bytes at
+/// sendDispls[r] of `send` to rank r, recvCounts[r] bytes from rank r to
+/// recvDispls[r] of `recv` (ZeRO++ qgZ's quantized all-to-alls).
+Tokens allToAllBytes(zrt_comm *comm, const void *send,
+                     const std::vector<int64_t> &sendCounts,
+                     const std::vector<int64_t> &sendDispls, void *recv,
+                     const std::vector<int64_t> &recvCounts,
+                     const std::vector<int64_t> &recvDispls);
 
 /// Sets up and tears down the backend's part of a Group's communicator
 /// (Groups.cpp), split from `parent` as MPI_Comm_split(parent, color, key)

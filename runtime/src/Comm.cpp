@@ -416,6 +416,31 @@ Tokens zrt::allReduceStats(zrt_comm *comm, const float *in, float *out) {
 // their collectives, so each communicator sees its calls in one order on
 // all its members. A collective's token is its chain.
 
+Tokens zrt::allToAllBytes(zrt_comm *comm, const void *send,
+                          const std::vector<int64_t> &sendCounts,
+                          const std::vector<int64_t> &sendDispls, void *recv,
+                          const std::vector<int64_t> &recvCounts,
+                          const std::vector<int64_t> &recvDispls) {
+  const char *call = "allToAllBytes";
+  if (int(sendCounts.size()) != comm->size ||
+      int(sendDispls.size()) != comm->size ||
+      int(recvCounts.size()) != comm->size ||
+      int(recvDispls.size()) != comm->size)
+    fatal("%s: counts for %zu ranks in a world of %d", call, sendCounts.size(),
+          comm->size);
+  std::vector<int> sc, sd, rc, rd;
+  for (int r = 0; r < comm->size; ++r) {
+    sc.push_back(mpiCount(sendCounts[size_t(r)], call));
+    sd.push_back(mpiCount(sendDispls[size_t(r)], call));
+    rc.push_back(mpiCount(recvCounts[size_t(r)], call));
+    rd.push_back(mpiCount(recvDispls[size_t(r)], call));
+  }
+  MPI_Request request;
+  MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(),
+                 rd.data(), MPI_BYTE, comm->comm, &request);
+  return {track(request)};
+}
+
 void zrt::startGroupBackend(zrt_comm *, zrt_comm *, int, int) {}
 void zrt::stopGroupBackend(zrt_comm *) {}
 

@@ -289,6 +289,117 @@ Tokens zrt::reduceScatter(Group &g, CommKind kind, int32_t dtype, void *buf,
                         std::vector<int32_t>(size_t(g.size()), ZRT_SUM));
 }
 
+namespace {
+/// The parts of a quantized reduce-scatter, and this member's staging.
+zrt_qgz_staging qgzStaging(const Group &g, const std::vector<int> &counts,
+                           std::vector<int64_t> &parts) {
+  parts.assign(counts.begin(), counts.end());
+  return zrt_quantized_reduce_scatter_staging(parts.data(), 0, g.set.size,
+                                              g.membersPerNode, g.me);
+}
+} // namespace
+
+Tokens zrt::quantizedReduceScatter(Group &g, CommKind kind, int32_t dtype,
+                                   const void *buf,
+                                   const std::vector<int> &counts,
+                                   const std::vector<int> &displs,
+                                   void *staging) {
+  const char *call = "quantizedReduceScatter";
+  checkMembers(g, counts, displs, call);
+  if (!g.twoLevel())
+    fatal("%s: qgZ runs across nodes, but the %d members are on one node", call,
+          g.size());
+  std::vector<int64_t> parts;
+  zrt_qgz_staging s = qgzStaging(g, counts, parts);
+  zrt_link_bytes b = zrt_quantized_reduce_scatter_link_bytes(
+      parts.data(), 0, g.set.size, g.membersPerNode, g.me);
+  LinkBytes &c = groups().counters[size_t(kind)];
+  c.intraNode += b.intra_node;
+  c.interNode += b.inter_node;
+
+  int q = int(g.membersPerNode), nodes = g.nodes(), l = g.localIndex();
+  auto chunk = [&](int m) { return zrt_quant_bytes(parts[size_t(m)], 4); };
+  char *st = static_cast<char *>(staging);
+  const char *in = static_cast<const char *>(buf);
+  int64_t es = zrt_dtype_size(dtype);
+  // Level 1: every part quantized on its own, by destination local index
+  // (node order within each), to the node's members.
+  std::vector<int64_t> sendCounts, sendDispls, recvCounts, recvDispls;
+  int64_t at = 0, mine = 0;
+  for (int m = 0; m < nodes; ++m)
+    mine += chunk(m * q + l);
+  for (int dest = 0; dest < q; ++dest) {
+    sendDispls.push_back(at);
+    for (int m = 0; m < nodes; ++m) {
+      int j = m * q + dest;
+      if (parts[size_t(j)] > 0)
+        zrt_quantize(dtype, in + int64_t(displs[size_t(j)]) * es,
+                     parts[size_t(j)], 1, 4, st + s.send1 + at);
+      at += chunk(j);
+    }
+    sendCounts.push_back(at - sendDispls.back());
+    recvCounts.push_back(mine);
+    recvDispls.push_back(int64_t(dest) * mine);
+  }
+  // Distinct send and receive bases: MPI libraries take equal ones for
+  // MPI_IN_PLACE.
+  for (int64_t t : allToAllBytes(g.node, st + s.send1, sendCounts, sendDispls,
+                                 st + s.recv1, recvCounts, recvDispls))
+    zrt_wait(t);
+  // The node's contributions to each part of this local index, summed in
+  // fp32 in local-index order and requantized for its owner's node.
+  sendCounts.clear();
+  sendDispls.clear();
+  recvCounts.clear();
+  recvDispls.clear();
+  int64_t chunkAt = 0, sumAt = 0;
+  for (int m = 0; m < nodes; ++m) {
+    int j = m * q + l;
+    float *sum = reinterpret_cast<float *>(st + s.sums) + sumAt;
+    if (parts[size_t(j)] > 0) {
+      for (int k = 0; k < q; ++k) {
+        const char *from = st + s.recv1 + int64_t(k) * mine + chunkAt;
+        if (k == 0)
+          zrt_dequantize(ZRT_F32, from, parts[size_t(j)], 1, 4, sum);
+        else
+          zrt_dequantize_add(from, parts[size_t(j)], 4, sum);
+      }
+      zrt_quantize(ZRT_F32, sum, parts[size_t(j)], 1, 4,
+                   st + s.send2 + chunkAt);
+    }
+    sendDispls.push_back(chunkAt);
+    sendCounts.push_back(chunk(j));
+    recvDispls.push_back(int64_t(m) * chunk(g.me));
+    recvCounts.push_back(chunk(g.me));
+    chunkAt += chunk(j);
+    sumAt += parts[size_t(j)];
+  }
+  // Level 2: each sum to its owner, among the members of this local index.
+  return allToAllBytes(g.cross, st + s.send2, sendCounts, sendDispls,
+                       st + s.recv2, recvCounts, recvDispls);
+}
+
+float *zrt::finishQuantizedReduceScatter(Group &g,
+                                         const std::vector<int> &counts,
+                                         void *staging) {
+  std::vector<int64_t> parts;
+  zrt_qgz_staging s = qgzStaging(g, counts, parts);
+  char *st = static_cast<char *>(staging);
+  float *sum = reinterpret_cast<float *>(st + s.sums);
+  int64_t n = parts[size_t(g.me)], bytes = zrt_quant_bytes(n, 4);
+  if (n == 0)
+    return sum;
+  // The node sums, added in node order.
+  for (int m = 0; m < g.nodes(); ++m) {
+    const char *from = st + s.recv2 + int64_t(m) * bytes;
+    if (m == 0)
+      zrt_dequantize(ZRT_F32, from, n, 1, 4, sum);
+    else
+      zrt_dequantize_add(from, n, 4, sum);
+  }
+  return sum;
+}
+
 Tokens zrt::reduceToOwners(Group &g, CommKind kind, int32_t dtype, void *buf,
                            const std::vector<int> &counts,
                            const std::vector<int> &displs) {

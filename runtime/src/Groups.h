@@ -104,6 +104,20 @@ Tokens allGather(Group &g, CommKind kind, int32_t dtype, const void *in,
 Tokens reduceScatter(Group &g, CommKind kind, int32_t dtype, void *buf,
                      const std::vector<int> &counts,
                      const std::vector<int> &displs, int64_t &sumAt);
+/// ZeRO++ qgZ across nodes: sums segment m of `buf` (dtype) over the
+/// members into member m as INT4 all-to-alls, first within the node, then
+/// of the node sums across nodes, in `staging` laid out by
+/// zrt_quantized_reduce_scatter_staging (zero_rt/topology.h). The first
+/// level completes before it returns; when the tokens complete, the
+/// member's chunks from every node are in the staging's recv2, for
+/// finishQuantizedReduceScatter. Counts topology.h's quantized bytes.
+Tokens quantizedReduceScatter(Group &g, CommKind kind, int32_t dtype,
+                              const void *buf, const std::vector<int> &counts,
+                              const std::vector<int> &displs, void *staging);
+/// The member's fp32 sum of a completed quantizedReduceScatter: the first
+/// counts[me] floats of the staging's sums.
+float *finishQuantizedReduceScatter(Group &g, const std::vector<int> &counts,
+                                    void *staging);
 /// Sums segment m in place at member m (at displs[m]).
 Tokens reduceToOwners(Group &g, CommKind kind, int32_t dtype, void *buf,
                       const std::vector<int> &counts,

@@ -283,6 +283,46 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
       seq);
 }
 
+extern "C" void zrt_ctx_reduce_bucket_quantized(zrt_ctx *ctx, int32_t p,
+                                                int64_t begin, int64_t end,
+                                                void *bucketIn, void *staging,
+                                                int32_t slot) {
+  const char *call = "zrt_ctx_reduce_bucket_quantized";
+  const PartitionInfo &part = partition(ctx, p, call);
+  checkRange(part, begin, end, part.paddedNumel, call);
+  if (ctx->manifest->stage != 3)
+    fatal("%s: qgZ reduces stage-3 gradients, the program is stage %d", call,
+          int(ctx->manifest->stage));
+  char *bucket = static_cast<char *>(bucketIn);
+  int32_t dt = part.computeDtype;
+  std::vector<int> counts, displs;
+  splitByOwner(ctx, part, begin, end, counts, displs, call);
+  Group &group = worldGroup(ctx);
+  const char *what = "reduce_scatter quantized grads";
+  int64_t seq = record(ctx, what, kReduceScatter, group,
+                       (end - begin) * part.computeBytes);
+  Tokens tokens = quantizedReduceScatter(group, kReduceScatter, dt, bucket,
+                                         counts, displs, staging);
+  Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
+  int64_t shardAt = mine.begin - ctx->manifest->owned(part, ctx->rank).begin;
+  char *shard = ctx->buffer(p, kGrads);
+  // The fp32 sum, in the compute type in this rank's (no longer needed)
+  // part of the bucket, added to the shard as the plain path adds its sum.
+  char *sumAt = element(bucket, displs[size_t(group.me)], part);
+  Group *g = &group;
+  launch(
+      ctx, slot, what, std::move(tokens),
+      [=] {
+        if (mine.size() == 0)
+          return;
+        float *sum = finishQuantizedReduceScatter(*g, counts, staging);
+        zrt_cast(ZRT_F32, sum, dt, sumAt, mine.size());
+        char *acc = element(shard, shardAt, part);
+        zrt_add(dt, acc, sumAt, acc, mine.size(), mine.size());
+      },
+      seq);
+}
+
 extern "C" void zrt_ctx_all_gather_params(zrt_ctx *ctx, int32_t p,
                                           int64_t begin, int64_t end,
                                           int32_t slot) {

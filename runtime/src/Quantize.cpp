@@ -73,17 +73,15 @@ void quantizeBlock(const T *src, int64_t n, int32_t bits, uint8_t *dst,
     out[pairs] = uint8_t(uint8_t(q[len - 1]) & 0xfu);
 }
 
+/// Dequantizes block b (elements [off, off + len)) of a chunk of `blocks`
+/// blocks into out.
 template <typename T>
-void dequantizeBlock(const uint8_t *src, int64_t n, int32_t bits, T *dst,
-                     int64_t flat, float *buf) {
-  int64_t blocks = zrt_quant_blocks(n);
-  int64_t c = flat / blocks, b = flat % blocks;
-  int64_t off = b * kQuantBlock, len = std::min(kQuantBlock, n - off);
-  const uint8_t *chunk = src + c * zrt_quant_bytes(n, bits);
+void dequantizeBlockTo(const uint8_t *chunk, int64_t blocks, int64_t b,
+                       int64_t off, int64_t len, int32_t bits, T *out,
+                       float *buf) {
   const uint8_t *payload = chunk + 4 * blocks;
   float scale;
   std::memcpy(&scale, chunk + 4 * b, sizeof(scale));
-  T *out = dst + c * n + off;
   if (scale != scale) {
     // The type's quiet NaN, written as bits (a conversion of the fp32 NaN
     // would keep or canonicalize its payload differently per backend).
@@ -113,7 +111,39 @@ void dequantizeBlock(const uint8_t *src, int64_t n, int32_t bits, T *dst,
   storeF32(y, out, len);
 }
 
+template <typename T>
+void dequantizeBlock(const uint8_t *src, int64_t n, int32_t bits, T *dst,
+                     int64_t flat, float *buf) {
+  int64_t blocks = zrt_quant_blocks(n);
+  int64_t c = flat / blocks, b = flat % blocks;
+  int64_t off = b * kQuantBlock, len = std::min(kQuantBlock, n - off);
+  dequantizeBlockTo(src + c * zrt_quant_bytes(n, bits), blocks, b, off, len,
+                    bits, dst + c * n + off, buf);
+}
+
 } // namespace
+
+extern "C" void zrt_dequantize_add(const void *src, int64_t n, int32_t bits,
+                                   float *acc) {
+  KernelSpan span("zrt_dequantize_add");
+  checkQuantArgs("zrt_dequantize_add", n, 1, bits);
+  const uint8_t *in = static_cast<const uint8_t *>(src);
+  parallelFor(zrt_quant_blocks(n), ceilDiv(kGrain, kQuantBlock),
+              [&](int64_t begin, int64_t end) {
+                alignas(64) float buf[kQuantBlock];
+                alignas(64) float y[kQuantBlock];
+                for (int64_t f = begin; f < end; ++f) {
+                  int64_t off = f * kQuantBlock;
+                  int64_t len = std::min(kQuantBlock, n - off);
+                  dequantizeBlockTo(in, zrt_quant_blocks(n), f, off, len, bits,
+                                    y, buf);
+                  float *a = acc + off;
+#pragma omp simd
+                  for (int64_t i = 0; i < len; ++i)
+                    a[i] += y[i];
+                }
+              });
+}
 
 extern "C" void zrt_quantize(int32_t dtype, const void *src, int64_t n,
                              int64_t chunks, int32_t bits, void *dst) {

@@ -881,6 +881,32 @@ TEST(QuantizeTest, ChunksAreLaidOutBackToBack) {
   }
 }
 
+TEST(Quantize, DequantizeAddIsDequantizeThenAdd) {
+  // qgZ's sums: adding a chunk's dequantization to fp32 values equals
+  // dequantizing it and adding in fp32, element by element, bit for bit
+  // (an odd INT4 chunk with a ragged last block, and a NaN block).
+  int64_t n = 601;
+  std::vector<float> in(static_cast<size_t>(n)), sums(in.size()), y(in.size());
+  for (int64_t i = 0; i < n; ++i) {
+    in[size_t(i)] = float(std::cos(double(i)) * 3.0);
+    sums[size_t(i)] = float(std::sin(double(i)));
+  }
+  in[300] = std::nanf("");
+  std::vector<uint8_t> q(size_t(zrt_quant_bytes(n, 4)));
+  zrt_quantize(ZRT_F32, in.data(), n, 1, 4, q.data());
+  zrt_dequantize(ZRT_F32, q.data(), n, 1, 4, y.data());
+  std::vector<float> want(sums);
+  for (int64_t i = 0; i < n; ++i)
+    want[size_t(i)] += y[size_t(i)];
+  zrt_dequantize_add(q.data(), n, 4, sums.data());
+  EXPECT_EQ(std::memcmp(sums.data(), want.data(), sums.size() * sizeof(float)),
+            0);
+  EXPECT_TRUE(std::isnan(sums[256]) && std::isnan(sums[511]));
+  EXPECT_FALSE(std::isnan(sums[255]) || std::isnan(sums[512]));
+  EXPECT_DEATH(zrt_dequantize_add(q.data(), 4, 3, sums.data()),
+               "zrt_dequantize_add: 3-bit quantization is not supported");
+}
+
 TEST(QuantizeDeathTest, RejectsBadArguments) {
   float x[4] = {};
   uint8_t q[16] = {};

@@ -107,6 +107,9 @@ struct DeepSpeedConfig {
   /// zero_optimization.zero_quantized_weights: ZeRO++ qwZ
   /// (zero-param-gather's quantized-weights).
   DeepSpeedValue<bool> quantizedWeights;
+  /// zero_optimization.zero_quantized_gradients: ZeRO++ qgZ
+  /// (zero-grad-sync's quantized-gradients).
+  DeepSpeedValue<bool> quantizedGradients;
   /// The `elasticity` section (DeepSpeed's version 0.1): with `enabled`
   /// true, the train batch and the micro batch of each world size are
   /// chosen from micro_batch_sizes and max_train_batch_size, within

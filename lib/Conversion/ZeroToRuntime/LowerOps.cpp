@@ -92,6 +92,18 @@ LogicalResult Lowering::lowerBucketReduction(OpT op, bool toOwners) {
              {ctx, i32(part), bucket, i64(at), from, i64(take)});
     at += take;
   }
+  if (cast<CollectiveOpInterface>(op.getOperation()).getQuantizationBits()) {
+    // qgZ: the staging follows the bucket in the same temporary.
+    FailureOr<StepSchedule::ReductionTemp> temp =
+        s.getReductionTemp(op.getOperation());
+    if (failed(temp))
+      return op.emitOpError("its bucket and staging overflow int64");
+    Value staging = ctxPtr(false, tempOffsets.lookup(op) + temp->stagingOffset);
+    callVoid("zrt_ctx_reduce_bucket_quantized",
+             {ctx, i32(part), i64(op.getBegin()), i64(op.getEnd()), bucket,
+              staging, i32(slotOf(op.getToken()))});
+    return success();
+  }
   callVoid("zrt_ctx_reduce_bucket",
            {ctx, i32(part), i64(op.getBegin()), i64(op.getEnd()), bucket,
             i32(toOwners), i32(slotOf(op.getToken()))});

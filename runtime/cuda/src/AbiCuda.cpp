@@ -38,6 +38,11 @@ extern "C" void zrt_dequantize(int32_t dtype, const void *src, int64_t n,
   cuda::dequantize(dtype, src, n, chunks, bits, dst);
 }
 
+extern "C" void zrt_dequantize_add(const void *src, int64_t n, int32_t bits,
+                                   float *acc) {
+  cuda::dequantizeAdd(src, n, bits, acc);
+}
+
 extern "C" void zrt_check_overflow(int32_t dtype, const void *const *grads,
                                    const int64_t *counts, int32_t num,
                                    float lossScale, float *stats) {

@@ -267,6 +267,36 @@ Tokens zrt::reduceToOwners(zrt_comm *comm, int32_t dtype, void *buf,
   return {recordToken(comm)};
 }
 
+Tokens zrt::allToAllBytes(zrt_comm *comm, const void *send,
+                          const std::vector<int64_t> &sendCounts,
+                          const std::vector<int64_t> &sendDispls, void *recv,
+                          const std::vector<int64_t> &recvCounts,
+                          const std::vector<int64_t> &recvDispls) {
+  const char *call = "allToAllBytes";
+  size_t n = size_t(comm->size);
+  if (sendCounts.size() != n || sendDispls.size() != n ||
+      recvCounts.size() != n || recvDispls.size() != n)
+    fatal("%s: counts for %zu ranks in a world of %d", call, sendCounts.size(),
+          comm->size);
+  ncclComm_t nccl = ncclOf(comm);
+  cudaStream_t stream = commStream(comm);
+  commAfterCompute(comm);
+  // Grouped point-to-point calls: NCCL's all-to-all.
+  ZRT_NCCL_CHECK(ncclGroupStart());
+  for (size_t r = 0; r < n; ++r) {
+    if (sendCounts[r] > 0)
+      ZRT_NCCL_CHECK(ncclSend(static_cast<const char *>(send) + sendDispls[r],
+                              size_t(sendCounts[r]), ncclUint8, int(r), nccl,
+                              stream));
+    if (recvCounts[r] > 0)
+      ZRT_NCCL_CHECK(ncclRecv(static_cast<char *>(recv) + recvDispls[r],
+                              size_t(recvCounts[r]), ncclUint8, int(r), nccl,
+                              stream));
+  }
+  ZRT_NCCL_CHECK(ncclGroupEnd());
+  return {recordToken(comm)};
+}
+
 Tokens zrt::allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
                              const std::vector<int> &counts,
                              const std::vector<int> &displs) {

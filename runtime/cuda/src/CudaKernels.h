@@ -40,6 +40,8 @@ void quantize(int32_t dtype, const void *src, int64_t n, int64_t chunks,
               int32_t bits, void *dst);
 void dequantize(int32_t dtype, const void *src, int64_t n, int64_t chunks,
                 int32_t bits, void *dst);
+/// zrt_dequantize_add (Quantize.cu): acc += the chunk's dequantization.
+void dequantizeAdd(const void *src, int64_t n, int32_t bits, float *acc);
 
 // Optimizer (Optimizer.cu). Scalars that the schedule computes live on the
 // device, so no launch waits for the host.

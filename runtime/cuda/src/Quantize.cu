@@ -142,6 +142,34 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// acc += the dequantization of one chunk, one rounded fp32 addition per
+/// element (__fadd_rn, as the CPU's).
+__global__ void __launch_bounds__(kThreads)
+    dequantizeAddKernel(const uint8_t *src, float *acc, QuantShape s) {
+  int64_t b = int64_t(blockIdx.x);
+  int64_t off = b * ZRT_QUANT_BLOCK;
+  int64_t len = s.n - off < ZRT_QUANT_BLOCK ? s.n - off : ZRT_QUANT_BLOCK;
+  const uint8_t *payload = src + 4 * s.blocks;
+  float scale = reinterpret_cast<const float *>(src)[b];
+  float *y = acc + off;
+  bool nan = scale != scale;
+#pragma unroll
+  for (int k = 0; k < kPairsPerThread; ++k) {
+    int64_t i = 2 * (int64_t(threadIdx.x) + k * kThreads);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      if (i + e >= len)
+        continue;
+      int32_t q =
+          s.bits == 8
+              ? int32_t(int8_t(payload[off + i + e]))
+              : quantNibble(uint32_t(payload[(off + i) / 2]) >> (4 * e));
+      float v = nan ? quantNaN<float>() : dequantizeValue(q, scale);
+      y[i + e] = __fadd_rn(y[i + e], v);
+    }
+  }
+}
+
 void checkQuantArgs(const char *kernel, int64_t n, int64_t chunks,
                     int32_t bits) {
   checkDims(kernel, n, chunks);
@@ -197,6 +225,19 @@ void dequantize(int32_t dtype, const void *src, int64_t n, int64_t chunks,
         static_cast<const uint8_t *>(src), static_cast<T *>(dst), s);
     checkLaunch("zrt_dequantize");
   });
+}
+
+void dequantizeAdd(const void *src, int64_t n, int32_t bits, float *acc) {
+  checkQuantArgs("zrt_dequantize_add", n, 1, bits);
+  QuantShape s = shapeOf(n, bits);
+  if (s.blocks == 0)
+    return;
+  if (s.blocks > int64_t(0x7fffffff))
+    fatal("zrt_dequantize_add: %lld blocks exceed one launch",
+          (long long)s.blocks);
+  dequantizeAddKernel<<<unsigned(s.blocks), kThreads, 0, computeStream()>>>(
+      static_cast<const uint8_t *>(src), acc, s);
+  checkLaunch("zrt_dequantize_add");
 }
 
 } // namespace cuda

@@ -229,6 +229,30 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
              << set.size << " ranks do not split evenly over nodes of "
              << schedule.getNodeSize() << " ranks";
     Work w;
+    if (collective.getQuantizationBits() &&
+        collective.getCollectiveKind() == CollectiveKind::reduce_scatter) {
+      // qgZ: each member's part travels as an INT4 chunk; its two
+      // all-to-alls send at each level what a two-level ring of those
+      // chunks sends (zrt_quantized_reduce_scatter_link_bytes). Quantizing
+      // the bucket, the node sums and the final sum stream through the
+      // staging, written and read once, and the sum is added to the shard.
+      auto [b, e] = *collective.getElementRange();
+      PartitionOp g =
+          schedule.lookupPartition(collective.getGroupAttr())->partition;
+      SmallVector<int64_t> parts = schedule.getOwnedParts(g, b, e);
+      FailureOr<StepSchedule::ReductionTemp> temp =
+          schedule.getReductionTemp(op);
+      if (failed(temp))
+        return op->emitOpError("cost model: its staging overflows int64");
+      w = Work::collective(
+          double(zrt_qgz_all_bytes(parts.data(), 0, set.size)), 1,
+          Work::ReduceScatter);
+      w.completionBytes =
+          bytes + 2.0 * double(temp->stagingBytes) + 3.0 * bytes / set.size;
+      w.members = set.size;
+      w.membersPerNode = perNode;
+      return w;
+    }
     if (int32_t bits = collective.getQuantizationBits()) {
       // qwZ: the members' quantized shards travel; quantizing this rank's
       // shard and dequantizing the gathered buffer stream on completion.
