@@ -95,10 +95,10 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
         volume = range->second - range->first;
         chunks = layoutChunks(p, range->first, range->second);
       } else if (int32_t bits = collective.getQuantizationBits()) {
-        // A quantized group (qwZ): each member's shard as one chunk of
-        // zrt_quant_bytes, counted in bytes.
+        // A quantized group (qwZ): each member's shard as one quantized
+        // slot, counted in bytes.
         volume = p.getNumelValue();
-        chunks.assign(members, zrt_quant_bytes(p.getShardNumel(), bits));
+        chunks.assign(members, p.getQuantizedSlotBytes(bits));
         eb = 1;
       } else {
         // A whole group (stage 3): the padded shards.
