@@ -678,7 +678,10 @@ Manifest Manifest::parse(const std::string &text) {
     if (p.offset < 0 || p.numel < 0 || p.offset + p.numel > part.numel)
       invalid("parameter '" + p.name + "' lies outside partition '" +
               part.name + "'");
+    m.partitions[size_t(p.partition)].paramStarts.push_back(p.offset);
   }
+  for (PartitionInfo &part : m.partitions)
+    std::sort(part.paramStarts.begin(), part.paramStarts.end());
   using manifest::MemoryTimeline;
   const std::string timeline = manifest::Program::memoryTimelineKey;
   size_t ops = m.plannedLiveBytes.size();

@@ -93,6 +93,9 @@ struct PartitionInfo {
   std::string computeDtypeName = "f32";
   int64_t computeBytes = 4;
   std::vector<std::string> params;
+  /// The element offsets of its parameters in the flat layout, ascending:
+  /// where a quantized shard is cut (zrt_quant_slot_bytes).
+  std::vector<int64_t> paramStarts;
   /// Byte offsets in the persistent arena and element counts, by BufferKind.
   /// A buffer the partition lacks has offset -1 and count 0.
   std::array<int64_t, kNumBufferKinds> offsets{}, counts{};

@@ -356,6 +356,24 @@ extern "C" void zrt_ctx_gather_partition(zrt_ctx *ctx, int32_t p, void *out,
          nullptr, seq);
 }
 
+/// Calls fn(begin, end, offset) for each nonempty piece [begin, end) of the
+/// shard [lo, lo + shard) between the parameter starts `starts`, with the
+/// byte offset of its chunk in the quantized slot (zero_rt/quantize.h).
+template <typename Fn>
+static void forEachQuantPiece(const std::vector<int64_t> &starts, int64_t lo,
+                              int64_t shard, int32_t bits, Fn fn) {
+  int64_t hi = lo + shard, begin = lo, offset = 0;
+  for (auto it = std::upper_bound(starts.begin(), starts.end(), lo);
+       it != starts.end() && *it < hi; ++it) {
+    if (*it > begin) {
+      fn(begin, *it, offset);
+      offset += zrt_quant_bytes(*it - begin, bits);
+    }
+    begin = *it;
+  }
+  fn(begin, hi, offset);
+}
+
 extern "C" void zrt_ctx_gather_quantized(zrt_ctx *ctx, int32_t p, void *staging,
                                          void *out, int32_t slot) {
   const char *call = "zrt_ctx_gather_quantized";
@@ -366,25 +384,50 @@ extern "C" void zrt_ctx_gather_quantized(zrt_ctx *ctx, int32_t p, void *staging,
     fatal("%s: partition '%s' computes in fp32; qwZ quantizes 16-bit weights",
           call, part.name.c_str());
   const int32_t bits = 8;
-  int64_t shard = part.shardNumel;
-  int64_t chunk = zrt_quant_bytes(shard, bits);
+  const int64_t shard = part.shardNumel;
   // Over the step's Group (the world or this rank's MiCS shard group), in
   // one level or two, its bytes counted as an all-gather's.
   Group &group = worldGroup(ctx);
+  const std::vector<int64_t> *starts = &part.paramStarts;
+  const int64_t members = group.size();
+  const int64_t slotBytes = zrt_quant_slot_bytes(
+      starts->data(), int64_t(starts->size()), shard, members, bits);
   int64_t seq = record(ctx, "gather quantized params", kAllGather, group,
-                       chunk * group.size());
-  char *mine = static_cast<char *>(staging) + group.me * chunk;
-  zrt_quantize(part.computeDtype, ctx->buffer(p, kParams), shard, 1, bits,
-               mine);
-  // The chunks are whole 4-byte words, moved as fp32 words without
+                       slotBytes * members);
+  // Each parameter's piece of the shard is quantized on its own; the rest of
+  // the slot is zero.
+  const int32_t dtype = part.computeDtype;
+  const int64_t eb = part.computeBytes;
+  char *mine = static_cast<char *>(staging) + group.me * slotBytes;
+  const char *params = static_cast<const char *>(ctx->buffer(p, kParams));
+  const int64_t lo = group.me * shard;
+  int64_t used = 0;
+  forEachQuantPiece(*starts, lo, shard, bits,
+                    [&](int64_t begin, int64_t end, int64_t offset) {
+                      zrt_quantize(dtype, params + (begin - lo) * eb,
+                                   end - begin, 1, bits, mine + offset);
+                      used = offset + zrt_quant_bytes(end - begin, bits);
+                    });
+  if (slotBytes > used)
+    zrt_fill(ZRT_F32, mine + used, (slotBytes - used) / 4, 0.0);
+  // The slots are whole 4-byte words, moved as fp32 words without
   // arithmetic.
   Tokens tokens =
-      allGather(group, kAllGather, ZRT_F32, mine, staging, chunk / 4);
-  int32_t dtype = part.computeDtype;
-  int64_t members = group.size();
+      allGather(group, kAllGather, ZRT_F32, mine, staging, slotBytes / 4);
   launch(
       ctx, slot, "gather quantized params", std::move(tokens),
-      [=] { zrt_dequantize(dtype, staging, shard, members, bits, out); }, seq);
+      [=] {
+        const char *in = static_cast<const char *>(staging);
+        char *y = static_cast<char *>(out);
+        for (int64_t m = 0; m < members; ++m)
+          forEachQuantPiece(*starts, m * shard, shard, bits,
+                            [&](int64_t begin, int64_t end, int64_t offset) {
+                              zrt_dequantize(dtype, in + m * slotBytes + offset,
+                                             end - begin, 1, bits,
+                                             y + begin * eb);
+                            });
+      },
+      seq);
 }
 
 extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,

@@ -25,14 +25,6 @@ namespace {
 
 constexpr int64_t kQuantBlock = ZRT_QUANT_BLOCK;
 
-void checkQuantArgs(const char *kernel, int64_t n, int64_t chunks,
-                    int32_t bits) {
-  checkDims(kernel, n, chunks);
-  if (!zrt_quant_bits_valid(bits))
-    fatal("%s: %d-bit quantization is not supported (8 or 4)", kernel,
-          int(bits));
-}
-
 /// Quantizes block b of every chunk: block `flat` of the flattened
 /// (chunk, block) index space.
 template <typename T>

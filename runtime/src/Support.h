@@ -8,6 +8,7 @@
 #define ZERO_RT_SUPPORT_H
 
 #include "zero_rt/constants.h"
+#include "zero_rt/quantize.h"
 
 #include <cstdarg>
 #include <cstdint>
@@ -69,6 +70,16 @@ inline void checkLoss(const char *kernel, int64_t rows, int64_t classes,
   if (cols < classes)
     fatal("%s: %lld columns hold fewer than the %lld classes", kernel,
           (long long)cols, (long long)classes);
+}
+
+/// Aborts unless zrt_quantize's or zrt_dequantize's dimensions are
+/// non-negative and `bits` is a supported width (zero_rt/quantize.h).
+inline void checkQuantArgs(const char *kernel, int64_t n, int64_t chunks,
+                           int32_t bits) {
+  checkDims(kernel, n, chunks);
+  if (!zrt_quant_bits_valid(bits))
+    fatal("%s: %d-bit quantization is not supported (8 or 4)", kernel,
+          int(bits));
 }
 
 } // namespace zrt

@@ -856,6 +856,32 @@ TEST(ShiftLabelsDeathTest, FillMustFitTheLabels) {
 // The quantization kernels' values are checked bit for bit against an
 // independent numpy model (test/E2E/quantize-numpy.test); here what the
 // model cannot: the size of a chunk, a round trip and the argument checks.
+// qwZ's slots: a shard is cut at every parameter start inside it, each
+// piece a chunk of its own, and every rank's slot is the largest.
+TEST(QuantizeTest, SlotsCutShardsAtParameterStarts) {
+  // A weight [0, 128) and its bias [128, 136) over 2 ranks of 68: rank 0
+  // holds one piece (4 + 68 bytes), rank 1 two: 4 + 60 and 4 + 8.
+  const int64_t mlp[] = {0, 128};
+  EXPECT_EQ(zrt_quant_slot_bytes(mlp, 2, 68, 2, 8), 64 + 12);
+  EXPECT_EQ(zrt_quant_slot_bytes(mlp, 2, 68, 2, 4), (4 + 30 + 2) + (4 + 4));
+  // One parameter: the chunk of the whole shard.
+  const int64_t one[] = {0};
+  EXPECT_EQ(zrt_quant_slot_bytes(one, 1, 3000, 4, 8), zrt_quant_bytes(3000, 8));
+  // Starts on shard boundaries and repeated starts (an empty parameter) cut
+  // nothing.
+  const int64_t edges[] = {0, 100, 100, 200};
+  EXPECT_EQ(zrt_quant_slot_bytes(edges, 4, 100, 3, 8), zrt_quant_bytes(100, 8));
+  // A layer norm's gains and bias (128 each) before a 512-element weight
+  // over 4 ranks of 192: ranks 0 and 1 hold two pieces (128 + 64, 64 +
+  // 128), ranks 2 and 3 one each.
+  const int64_t layer[] = {0, 128, 256};
+  EXPECT_EQ(zrt_quant_slot_bytes(layer, 3, 192, 4, 8),
+            zrt_quant_bytes(128, 8) + zrt_quant_bytes(64, 8));
+  EXPECT_EQ(zrt_quant_slot_bytes(layer, 3, 192, 1, 8),
+            zrt_quant_bytes(128, 8) + zrt_quant_bytes(64, 8));
+  EXPECT_EQ(zrt_quant_slot_bytes(layer, 3, 192, 0, 8), 0);
+}
+
 TEST(QuantizeTest, ChunksAreLaidOutBackToBack) {
   EXPECT_EQ(zrt_quant_bytes(0, 8), 0);
   EXPECT_EQ(zrt_quant_bytes(1, 8), 8);

@@ -170,14 +170,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-void checkQuantArgs(const char *kernel, int64_t n, int64_t chunks,
-                    int32_t bits) {
-  checkDims(kernel, n, chunks);
-  if (!zrt_quant_bits_valid(bits))
-    fatal("%s: %d-bit quantization is not supported (8 or 4)", kernel,
-          int(bits));
-}
-
 QuantShape shapeOf(int64_t n, int32_t bits) {
   int64_t blocks = zrt_quant_blocks(n);
   return QuantShape{n,

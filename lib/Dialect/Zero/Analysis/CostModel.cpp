@@ -258,7 +258,7 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
       // shard and dequantizing the gathered buffer stream on completion.
       PartitionOp g =
           schedule.lookupPartition(collective.getGroupAttr())->partition;
-      double chunk = double(zrt_quant_bytes(g.getShardNumel(), bits));
+      double chunk = double(g.getQuantizedSlotBytes(bits));
       double elems = getGroupElementBytes(collective.getGroupAttr());
       double members = double(set.size);
       w = Work::collective(members * chunk, 1, Work::AllGather);

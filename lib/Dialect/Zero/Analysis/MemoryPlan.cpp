@@ -450,7 +450,7 @@ LogicalResult Planner::run(MemoryPlan &plan) {
       PartitionOp g = schedule.lookupPartition(coll.getGroupAttr())->partition;
       if (__builtin_mul_overflow(
               schedule.getRankSet(coll, /*rank=*/0).size,
-              zrt_quant_bytes(g.getShardNumel(), coll.getQuantizationBits()),
+              g.getQuantizedSlotBytes(coll.getQuantizationBits()),
               &bucketBytes))
         return tooLarge("a quantized gather's staging buffer");
       token = coll.getToken();

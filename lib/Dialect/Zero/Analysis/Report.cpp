@@ -85,10 +85,10 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
         volume = range->second - range->first;
         chunks = s.getOwnedParts(p, range->first, range->second);
       } else if (int32_t bits = collective.getQuantizationBits()) {
-        // A quantized group (qwZ): each member's shard as one chunk of
-        // zrt_quant_bytes, counted in bytes.
+        // A quantized group (qwZ): each member's shard as one quantized
+        // slot, counted in bytes.
         volume = p.getNumelValue();
-        chunks.assign(members, zrt_quant_bytes(p.getShardNumel(), bits));
+        chunks.assign(members, p.getQuantizedSlotBytes(bits));
         eb = 1;
       } else {
         // A whole group (stage 3): the padded shards.
@@ -173,6 +173,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.stage = s.getStage();
   r.worldSize = s.getWorldSize();
   r.micsShardSize = s.getMicsShardSize();
+  r.hpzPartitionSize = s.getHpzPartitionSize();
   r.accumulationSteps = s.getAccumulationSteps();
   r.ranksPerNode = s.getNodeSize();
   CheckedInt c;
@@ -407,8 +408,12 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
     (*comm)["inter_node_bytes_per_rank"] = r.interNodeBytesPerRank;
     (*comm)["bytes_by_kind"] = std::move(bytesByKind);
   }
+  if (r.hpzPartitionSize > 1)
+    json["hpz_partition_size"] = r.hpzPartitionSize;
   if (r.hpzSecondaryBytes > 0)
     json["hpz_secondary_bytes"] = r.hpzSecondaryBytes;
+  if (r.micsShardSize > 0)
+    json["mics_shard_size"] = r.micsShardSize;
   if (r.vocabPaddingRows > 0)
     json["vocab_padding"] =
         llvm::json::Object{{"rows", r.vocabPaddingRows},

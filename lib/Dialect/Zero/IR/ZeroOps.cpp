@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero_rt/quantize.h"
 #include "zero_rt/topology.h"
 
 #include "mlir/IR/OpImplementation.h"
@@ -615,6 +616,12 @@ LogicalResult PartitionOp::verify() {
            << padded - numel
            << " is not minimal (world_size * alignment = " << unit << ")";
   return success();
+}
+
+int64_t PartitionOp::getQuantizedSlotBytes(int32_t bits) {
+  ArrayRef<int64_t> starts = getOffsets();
+  return zrt_quant_slot_bytes(starts.data(), int64_t(starts.size()),
+                              getShardNumel(), getWorldSizeValue(), bits);
 }
 
 LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {

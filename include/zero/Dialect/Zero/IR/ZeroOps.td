@@ -903,6 +903,11 @@ def Zero_PartitionOp : Zero_Op<"partition", [
       int64_t e = std::min((rank + 1) * getShardNumel(), getNumelValue());
       return {b, e};
     }
+    /// Bytes of each member's slot when the shards travel block-quantized
+    /// to `bits` bits (qwZ): each parameter's piece of a shard is quantized
+    /// as a chunk of its own, so no block mixes parameters
+    /// (zrt_quant_slot_bytes, zero_rt/quantize.h).
+    int64_t getQuantizedSlotBytes(int32_t bits);
   }];
 }
 
@@ -982,8 +987,11 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
     InterfaceMethod<[{
         The width of the block-quantized values it moves instead of the
         compute type's (ZeRO++ qwZ: 8, qgZ: 4), or 0 when it moves the values
-        themselves. Each member's part then travels as one chunk of
-        zrt_quant_bytes(part, bits) bytes (zero_rt/quantize.h).
+        themselves. A quantized gather's member part then travels as one
+        slot of PartitionOp::getQuantizedSlotBytes(bits) bytes
+        (zero_rt/quantize.h); a quantized reduce-scatter's parts as
+        zrt_quantized_reduce_scatter_link_bytes counts them
+        (zero_rt/topology.h).
       }],
       "int32_t", "getQuantizationBits", (ins), [{}], [{
         return 0;
@@ -1045,8 +1053,10 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
     quantized-weights`) moves the shards as block-quantized INT8
     (`zero_rt/quantize.h`): each rank quantizes its 16-bit `params` shard
     into its slot of a staging buffer of the step arena (its rank set's
-    size, the world or the MiCS shard group, times `zrt_quant_bytes(shard,
-    8)` bytes, planned from the op to its completion), the slots are
+    size, the world or the MiCS shard group, times the partition's
+    `getQuantizedSlotBytes(8)`, planned from the op to its completion):
+    each parameter's piece of the shard is quantized on its own, so a block
+    never mixes a layer norm's gains with its bias. The slots are
     all-gathered over that set, and the result is their
     dequantization. The shards stay exact; the gathered weights carry the
     quantization error.
