@@ -111,6 +111,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->frozenGather, cfg->frozenGather);
     takeFromFile(s->micsShardSize, cfg->micsShardSize);
     takeFromFile(s->quantizedWeights, cfg->quantizedWeights);
+    takeFromFile(s->quantizedGradients, cfg->quantizedGradients);
     takeFromFile(s->prefetchBucketSize, cfg->prefetchBucketSize);
     takeFromFile(s->maxLiveParameters, cfg->maxLiveParameters);
     takeFromFile(s->gradientClipping, cfg->gradientClipping);
@@ -162,7 +163,8 @@ struct ApplyDeepSpeedConfigPass
         (failed(resolveBatch(steps, s)) || failed(resolveSizes(module, s)) ||
          failed(resolvePrecision(steps.front(), s))))
       return signalPassFailure();
-    if (failed(checkOffload(s)) || failed(checkHpz(s)) || failed(checkMics(s)))
+    if (failed(checkOffload(s)) || failed(checkHpz(s)) ||
+        failed(checkMics(s)) || failed(checkQuantizedGradients(s)))
       return signalPassFailure();
     if (!steps.empty()) {
       resolveOptimizer(steps.front(), s);
@@ -484,6 +486,34 @@ struct ApplyDeepSpeedConfigPass
                            "does not combine with offload_param (device "
                         << s.offloadParam.getValue()
                         << "): the secondary shards live on the device";
+    return success();
+  }
+
+  /// DeepSpeed's rules for qgZ, at the place of zero_quantized_gradients:
+  /// only its stage-3 optimizer reduces by the all-to-alls, and only with
+  /// reduce_scatter; its MiCS optimizer never does. One node falls back to
+  /// the plain reduce-scatter in zero-grad-sync, with a warning.
+  LogicalResult checkQuantizedGradients(const ZeroPipelineOptions &s) {
+    const DeepSpeedValue<bool> &q = cfg->quantizedGradients;
+    if (!q.value.value_or(false) || !s.quantizedGradients)
+      return success();
+    auto fail = [&]() {
+      InFlightDiagnostic d = errorAt(q);
+      d << "zero_optimization.zero_quantized_gradients: ";
+      return d;
+    };
+    if (s.stage != 3)
+      return fail() << "qgZ quantizes the gradient reduce-scatters of ZeRO "
+                       "stage 3, the stage is "
+                    << s.stage.getValue();
+    if (!s.reduceScatter)
+      return fail() << "qgZ replaces the gradient reduce-scatter; it does "
+                       "not combine with reduce_scatter false";
+    if (s.micsShardSize > 0)
+      return fail() << "qgZ does not combine with MiCS (mics_shard_size "
+                    << s.micsShardSize.getValue()
+                    << "): DeepSpeed's MiCS reduces with the plain "
+                       "reduce-scatter";
     return success();
   }
 

@@ -410,6 +410,8 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
     }
     // ZeRO++ qwZ: the stage-3 gathers move block-quantized INT8.
     cfg.quantizedWeights = z.boolean("zero_quantized_weights");
+    // ZeRO++ qgZ: the stage-3 gradient reduce-scatters move INT4.
+    cfg.quantizedGradients = z.boolean("zero_quantized_gradients");
     // All-gathering the updated partitions is what happens here.
     if (const json::Value *v = z.get("allgather_partitions");
         v && v->getAsBoolean() != std::optional<bool>(true))

@@ -103,10 +103,81 @@ static void linkBytes(void) {
   expectLinks(zrt_collective_link_bytes(chunks, 4, 2, 4, 1), 0, 0, __LINE__);
 }
 
+static void quantizedReduceScatter(void) {
+  /* 2 x 2, 4096 elements: parts of 1024 = 4 blocks, 512 payload bytes, so
+   * Q = 16 + 512 = 528. Within the node (K - 1) N Q = 2 Q, across
+   * (N - 1) Q = Q, for every member. */
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 2, 0), 1056,
+              528, __LINE__);
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 2, 3), 1056,
+              528, __LINE__);
+  /* 2 nodes x 4 (K 4, N 2), parts of 1000: 4 scales, 500 payload bytes,
+   * Q = 516; within (4 - 1) * 2 * Q, across Q. */
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 8000, 8, 4, 5),
+              6 * 516, 516, __LINE__);
+  /* 4 nodes x 1: every part crosses nodes. */
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 1, 2), 0,
+              3 * 528, __LINE__);
+  /* One node: one all-to-all, within the node. */
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 4, 1),
+              3 * 528, 0, __LINE__);
+  /* Uneven layout parts: 300 (2 scales, 150 payload: 158 -> 160), 1 (4 + 1
+   * -> 8), 0 (nothing) and 513 (3 scales, 257 payload: 269 -> 272).
+   * Member 0 on 2 x 2: within 8 + 272, across 0 (part 2 is empty). */
+  {
+    const int64_t parts[4] = {300, 1, 0, 513};
+    expectLinks(zrt_quantized_reduce_scatter_link_bytes(parts, 0, 4, 2, 0), 280,
+                0, __LINE__);
+    expectLinks(zrt_quantized_reduce_scatter_link_bytes(parts, 0, 4, 2, 1), 160,
+                272, __LINE__);
+  }
+  /* Even shares of 10 over 4: 3, 3, 2, 2 (Q 8 each; 4 + 2 payload bytes). */
+  EXPECT(zrt_quantized_part(0, 10, 4, 0), 3);
+  EXPECT(zrt_quantized_part(0, 10, 4, 3), 2);
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 10, 4, 2, 0), 16, 8,
+              __LINE__);
+  /* Staging of member 0 of 2 x 2, 4096 elements: send1 every chunk
+   * (4 x 528), recv1 2 peers x 2 chunks, sums 2 x 1024 floats, send2 2
+   * chunks, recv2 2 chunks. Equal parts: every member plans the same. */
+  {
+    zrt_qgz_staging s = zrt_quantized_reduce_scatter_staging(0, 4096, 4, 2, 0);
+    EXPECT(s.send1, 0);
+    EXPECT(s.recv1, 2112);
+    EXPECT(s.sums, 4224);
+    EXPECT(s.send2, 12416);
+    EXPECT(s.recv2, 13472);
+    EXPECT(s.total, 14528);
+    EXPECT(zrt_quantized_reduce_scatter_staging(0, 4096, 4, 2, 3).total, 14528);
+    EXPECT(zrt_quantized_reduce_scatter_staging_bytes(0, 4096, 4, 2), 14528);
+  }
+  /* Uneven parts {300, 1, 0, 513} (chunks 160, 8, 0, 272; 440 in all):
+   * local index 0 holds parts 0 and 2 (160 bytes, 300 elements), local
+   * index 1 parts 1 and 3 (280 bytes, 514 elements). Member 3 uses the
+   * most: 440 + 2 x 280 + 4 x 514 + 280 + 2 x 272 = 3880. */
+  {
+    const int64_t parts[4] = {300, 1, 0, 513};
+    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 0).total, 2440);
+    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 1).total, 3352);
+    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 2).total, 2120);
+    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 3).total, 3880);
+    EXPECT(zrt_quantized_reduce_scatter_staging_bytes(parts, 0, 4, 2), 3880);
+  }
+  EXPECT(zrt_quantized_reduce_scatter_staging(0, 4096, 4, 2, 4).total, 0);
+  EXPECT(zrt_quantized_reduce_scatter_staging_bytes(0, 4096, 4, 0), 0);
+  /* Nothing to send: a single member, a bad member, an uneven set. */
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 1, 1, 0), 0, 0,
+              __LINE__);
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 2, 4), 0, 0,
+              __LINE__);
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 0, 0), 0, 0,
+              __LINE__);
+}
+
 int main(void) {
   membersPerNode();
   rankSets();
   linkBytes();
+  quantizedReduceScatter();
   if (failures)
     fprintf(stderr, "TopologyTest: %d failures\n", failures);
   return failures ? 1 : 0;

@@ -107,6 +107,9 @@ struct DeepSpeedConfig {
   /// zero_optimization.zero_quantized_weights: ZeRO++ qwZ
   /// (zero-param-gather's quantized-weights).
   DeepSpeedValue<bool> quantizedWeights;
+  /// zero_optimization.zero_quantized_gradients: ZeRO++ qgZ
+  /// (zero-grad-sync's quantized-gradients).
+  DeepSpeedValue<bool> quantizedGradients;
 };
 
 /// Reads `path`; never fails hard: problems land in `errors`/`warnings`.

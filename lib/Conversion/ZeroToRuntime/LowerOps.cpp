@@ -209,6 +209,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                     i32(slotOf(o.getToken()))});
           return success();
         }
+        if (cast<CollectiveOpInterface>(o.getOperation()).getQuantizationBits())
+          return o.emitOpError("is quantized (ZeRO++ qgZ), which this "
+                               "runtime does not run yet");
         return lowerBucketReduction(
             o, /*toOwners=*/std::is_same_v<decltype(o), ReduceOp>);
       })

@@ -25,10 +25,15 @@
  * its own, once per pass. A set on one node runs in one level, all of it
  * within the node.
  *
+ * A quantized reduce-scatter (ZeRO++ qgZ) runs as two all-to-alls of INT4
+ * parts instead (zrt_quantized_reduce_scatter_link_bytes).
+ *
  *===----------------------------------------------------------------------===*/
 
 #ifndef ZERO_RT_TOPOLOGY_H
 #define ZERO_RT_TOPOLOGY_H
+
+#include "quantize.h"
 
 #include <stdint.h>
 
@@ -156,6 +161,139 @@ static inline zrt_link_bytes zrt_collective_link_bytes(const int64_t *chunks,
   out.intra_node = passes * (total - cross);
   out.inter_node = passes * (cross - chunks[me]);
   return out;
+}
+
+/* Member j's part of a quantized reduce-scatter: parts[j], or the even
+ * share of n elements when parts is null (n / size, one more for the first
+ * n % size members). */
+static inline int64_t zrt_quantized_part(const int64_t *parts, int64_t n,
+                                         int64_t size, int64_t j) {
+  if (parts)
+    return parts[j];
+  return n / size + (j < n % size ? 1 : 0);
+}
+
+/* What member `me` of a set of `size` members, `members_per_node` on each
+ * node it spans, sends at each level of a quantized reduce-scatter (ZeRO++
+ * qgZ) in which member j owns zrt_quantized_part(parts, n, size, j)
+ * elements. Every part travels as its own INT4 chunk of
+ * zrt_quant_bytes(part, 4) bytes:
+ *  - within the node, a member sends to each node peer the chunks of the
+ *    parts owned at that peer's local index, on every node: every part not
+ *    owned at its own local index;
+ *  - across nodes, it sends its node's requantized sums of the parts owned
+ *    at its local index to their owners: those parts but its own.
+ * With K members on each of N nodes and equal parts m = n / (K N), that is
+ * (K - 1) N Q(m) within and (N - 1) Q(m) across nodes. On one node (which
+ * qgZ falls back from) it would be a single all-to-all: every part but its
+ * own, within the node. */
+static inline zrt_link_bytes
+zrt_quantized_reduce_scatter_link_bytes(const int64_t *parts, int64_t n,
+                                        int64_t size, int64_t members_per_node,
+                                        int64_t me) {
+  zrt_link_bytes out = {0, 0};
+  if (size <= 1 || me < 0 || me >= size || members_per_node <= 0)
+    return out;
+  for (int64_t j = 0; j < size; ++j) {
+    if (j == me)
+      continue;
+    int64_t bytes = zrt_quant_bytes(zrt_quantized_part(parts, n, size, j), 4);
+    if (members_per_node < size &&
+        j % members_per_node == me % members_per_node)
+      out.inter_node += bytes;
+    else
+      out.intra_node += bytes;
+  }
+  return out;
+}
+
+/* Where member `me` of a quantized reduce-scatter keeps its staging, in
+ * bytes from the start of its staging buffer (every region a multiple of 4
+ * bytes, in this order). With q members per node, its local index
+ * l = me % q and N = size / q nodes:
+ *  - send1: the INT4 chunk of every part, by destination: for each local
+ *    index l' the parts l', q + l', ..., (N - 1) q + l' (node order);
+ *  - recv1: from each member of its node, by local index, the chunks of the
+ *    parts l, q + l, ... of its local index;
+ *  - sums:  those N parts summed in fp32, one after the other; at the end,
+ *    the first parts[me] floats hold this member's sum;
+ *  - send2: the N sums requantized, in node order (the destinations);
+ *  - recv2: from each node, in node order, the chunk of this member's part.
+ * `total` is the bytes it uses. Parts are as in
+ * zrt_quantized_reduce_scatter_link_bytes (n and parts). */
+typedef struct zrt_qgz_staging {
+  int64_t send1, recv1, sums, send2, recv2, total;
+} zrt_qgz_staging;
+
+/* The regions from their sizes: `all` bytes of every part's chunk, q
+ * members per node on `nodes` nodes, `mine` bytes and `mine_elems`
+ * elements of the parts of the member's local index, `own` bytes of its
+ * own part's chunk. */
+static inline zrt_qgz_staging zrt_qgz_regions(int64_t all, int64_t q,
+                                              int64_t nodes, int64_t mine,
+                                              int64_t mine_elems, int64_t own) {
+  zrt_qgz_staging s;
+  s.send1 = 0;
+  s.recv1 = s.send1 + all;
+  s.sums = s.recv1 + q * mine;
+  s.send2 = s.sums + 4 * mine_elems;
+  s.recv2 = s.send2 + mine;
+  s.total = s.recv2 + nodes * own;
+  return s;
+}
+
+/* The chunk bytes of every part. */
+static inline int64_t zrt_qgz_all_bytes(const int64_t *parts, int64_t n,
+                                        int64_t size) {
+  int64_t all = 0;
+  for (int64_t j = 0; j < size; ++j)
+    all += zrt_quant_bytes(zrt_quantized_part(parts, n, size, j), 4);
+  return all;
+}
+
+static inline zrt_qgz_staging
+zrt_quantized_reduce_scatter_staging(const int64_t *parts, int64_t n,
+                                     int64_t size, int64_t members_per_node,
+                                     int64_t me) {
+  zrt_qgz_staging s = {0, 0, 0, 0, 0, 0};
+  if (size < 1 || me < 0 || me >= size || members_per_node <= 0)
+    return s;
+  int64_t q = members_per_node < size ? members_per_node : size;
+  int64_t nodes = size / q, l = me % q, mine = 0, mineElems = 0;
+  for (int64_t m = 0; m < nodes; ++m) {
+    int64_t part = zrt_quantized_part(parts, n, size, m * q + l);
+    mine += zrt_quant_bytes(part, 4);
+    mineElems += part;
+  }
+  return zrt_qgz_regions(
+      zrt_qgz_all_bytes(parts, n, size), q, nodes, mine, mineElems,
+      zrt_quant_bytes(zrt_quantized_part(parts, n, size, me), 4));
+}
+
+/* The staging a quantized reduce-scatter plans: the most any member uses
+ * (the program is the same on every rank). */
+static inline int64_t zrt_quantized_reduce_scatter_staging_bytes(
+    const int64_t *parts, int64_t n, int64_t size, int64_t members_per_node) {
+  if (size < 1 || members_per_node <= 0)
+    return 0;
+  int64_t q = members_per_node < size ? members_per_node : size;
+  int64_t nodes = size / q, all = zrt_qgz_all_bytes(parts, n, size), most = 0;
+  for (int64_t l = 0; l < q; ++l) {
+    int64_t mine = 0, mineElems = 0;
+    for (int64_t m = 0; m < nodes; ++m) {
+      int64_t part = zrt_quantized_part(parts, n, size, m * q + l);
+      mine += zrt_quant_bytes(part, 4);
+      mineElems += part;
+    }
+    for (int64_t m = 0; m < nodes; ++m) {
+      int64_t own =
+          zrt_quant_bytes(zrt_quantized_part(parts, n, size, m * q + l), 4);
+      int64_t t = zrt_qgz_regions(all, q, nodes, mine, mineElems, own).total;
+      if (t > most)
+        most = t;
+    }
+  }
+  return most;
 }
 
 #ifdef __cplusplus

@@ -422,28 +422,31 @@ LogicalResult Planner::run(MemoryPlan &plan) {
         b.category = MemoryCategory::Activations;
       addBuffer(std::move(b), i, r);
     }
-    // Bucket buffer of a source-form reduction: from the op to its wait.
+    // Bucket buffer of a source-form reduction, with a quantized
+    // reduce-scatter's staging after it: from the op to its wait.
     int64_t bucketBytes = 0;
     Value token;
-    if (auto rs = dyn_cast<ReduceScatterOp>(op);
-        rs && !rs.getSources().empty()) {
-      const PartitionBuffers *p = schedule.lookupPartition(rs.getGroupAttr());
-      if (__builtin_mul_overflow(rs.getEnd() - rs.getBegin(),
-                                 getElementBytes(p->computeType), &bucketBytes))
-        return tooLarge("a bucket buffer");
+    bool fromSources = false;
+    if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
+      fromSources = !rs.getSources().empty();
       token = rs.getToken();
-    } else if (auto r = dyn_cast<ReduceOp>(op); r && !r.getSources().empty()) {
-      const PartitionBuffers *p = schedule.lookupPartition(r.getGroupAttr());
-      if (__builtin_mul_overflow(r.getEnd() - r.getBegin(),
-                                 getElementBytes(p->computeType), &bucketBytes))
-        return tooLarge("a bucket buffer");
+    } else if (auto r = dyn_cast<ReduceOp>(op)) {
+      fromSources = !r.getSources().empty();
       token = r.getToken();
+    }
+    if (fromSources) {
+      FailureOr<StepSchedule::ReductionTemp> temp =
+          schedule.getReductionTemp(&op);
+      if (failed(temp))
+        return tooLarge("a bucket buffer");
+      bucketBytes = temp->getBytes();
     }
     // Staging buffer of a quantized gather: every member's quantized shard,
     // from the op to its completion.
     MemoryCategory tempCategory = MemoryCategory::ReduceBuckets;
     if (auto coll = dyn_cast<CollectiveOpInterface>(op);
-        coll && coll.getQuantizationBits()) {
+        coll && coll.getQuantizationBits() &&
+        isa<AllGatherOp, PrefetchOp>(op)) {
       PartitionOp g = schedule.lookupPartition(coll.getGroupAttr())->partition;
       if (__builtin_mul_overflow(
               schedule.getRankSet(coll, /*rank=*/0).size,

@@ -50,16 +50,6 @@ struct CheckedInt {
 };
 } // namespace
 
-/// Per-rank parts of layout range [b, e) of a partition, in elements.
-static SmallVector<int64_t> layoutChunks(PartitionOp p, int64_t b, int64_t e) {
-  SmallVector<int64_t> chunks;
-  for (int64_t r = 0; r < p.getWorldSizeValue(); ++r) {
-    auto [ob, oe] = p.getOwnedRange(r);
-    chunks.push_back(std::max<int64_t>(0, std::min(oe, e) - std::max(ob, b)));
-  }
-  return chunks;
-}
-
 /// Equal parts of an array of `n` elements (the padded stage-3 shards, or a
 /// small value split by the ring).
 static SmallVector<int64_t> evenChunks(int64_t n, int64_t ranks) {
@@ -93,7 +83,7 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
     case CollectiveKind::all_gather:
       if (range) {
         volume = range->second - range->first;
-        chunks = layoutChunks(p, range->first, range->second);
+        chunks = s.getOwnedParts(p, range->first, range->second);
       } else if (int32_t bits = collective.getQuantizationBits()) {
         // A quantized group (qwZ): each member's shard as one chunk of
         // zrt_quant_bytes, counted in bytes.
@@ -111,7 +101,7 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
       // A reduce per owner: a rank sends every part but its own, as in a
       // reduce-scatter.
       volume = range->second - range->first;
-      chunks = layoutChunks(p, range->first, range->second);
+      chunks = s.getOwnedParts(p, range->first, range->second);
       break;
     case CollectiveKind::all_reduce:
       passes = 2;
@@ -143,9 +133,19 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
       return op.emitOpError("report: its ")
              << members << " ranks do not split evenly over nodes of "
              << s.getNodeSize() << " ranks";
-    // Rank 0 is the first member of each of its sets.
-    zrt_link_bytes link = zrt_collective_link_bytes(chunks.data(), members,
-                                                    perNode, /*me=*/0, passes);
+    // Rank 0 is the first member of each of its sets. A quantized
+    // reduce-scatter (qgZ) sends each part as an INT4 chunk in two
+    // all-to-alls, counted in bytes.
+    bool quantizedParts = kind == CollectiveKind::reduce_scatter &&
+                          collective.getQuantizationBits() != 0;
+    if (quantizedParts)
+      eb = 1;
+    zrt_link_bytes link =
+        quantizedParts
+            ? zrt_quantized_reduce_scatter_link_bytes(
+                  chunks.data(), /*n=*/0, members, perNode, /*me=*/0)
+            : zrt_collective_link_bytes(chunks.data(), members, perNode,
+                                        /*me=*/0, passes);
     int64_t intra = c.mul(c.mul(link.intra_node, eb), times);
     int64_t inter = c.mul(c.mul(link.inter_node, eb), times);
     comm.volumeElements = c.add(comm.volumeElements, c.mul(volume, times));
@@ -198,7 +198,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
     r.vocabPaddingRows += all - *rows;
     r.vocabPaddingElements += e - b;
     const PartitionBuffers *pb = s.lookupPartition(loc->partition.getSymName());
-    SmallVector<int64_t> chunks = layoutChunks(loc->partition, b, e);
+    SmallVector<int64_t> chunks = s.getOwnedParts(loc->partition, b, e);
     SmallVector<int64_t> perRank(chunks.size(), 0);
     for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
       auto kind = static_cast<BufferKind>(k);

@@ -10,6 +10,9 @@
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <cstdint>
 
 using namespace mlir;
 using namespace mlir::zero;
@@ -44,6 +47,41 @@ int64_t StepSchedule::getCollectiveElementBytes(
           cast<RankedTensorType>(moved.getType()).getElementType());
   const PartitionBuffers *p = lookupPartition(collective.getGroupAttr());
   return p ? getElementBytes(p->computeType) : 2;
+}
+
+SmallVector<int64_t> StepSchedule::getOwnedParts(PartitionOp group, int64_t b,
+                                                 int64_t e) const {
+  SmallVector<int64_t> parts;
+  for (int64_t r = 0; r < group.getWorldSizeValue(); ++r) {
+    auto [ob, oe] = group.getOwnedRange(r);
+    parts.push_back(std::max<int64_t>(0, std::min(oe, e) - std::max(ob, b)));
+  }
+  return parts;
+}
+
+FailureOr<StepSchedule::ReductionTemp>
+StepSchedule::getReductionTemp(Operation *reduction) const {
+  auto coll = cast<CollectiveOpInterface>(reduction);
+  ReductionTemp t;
+  auto [b, e] = *coll.getElementRange();
+  const PartitionBuffers *p = lookupPartition(coll.getGroupAttr());
+  if (__builtin_mul_overflow(e - b, getElementBytes(p->computeType),
+                             &t.bucketBytes))
+    return failure();
+  t.stagingOffset = t.bucketBytes;
+  auto rs = dyn_cast<ReduceScatterOp>(reduction);
+  if (!rs || !rs.getQuantized())
+    return t;
+  // The parts of a group over the world (qgZ runs without MiCS) are at
+  // most the shard, so the staging below fits int64 when the shard does.
+  t.stagingOffset = llvm::alignTo(t.bucketBytes, 16);
+  SmallVector<int64_t> parts = getOwnedParts(p->partition, b, e);
+  zrt_rank_set set = getRankSet(coll, /*rank=*/0);
+  t.stagingBytes = zrt_quantized_reduce_scatter_staging_bytes(
+      parts.data(), /*n=*/0, set.size, getMembersPerNode(set));
+  if (t.stagingBytes > INT64_MAX - t.stagingOffset)
+    return failure();
+  return t;
 }
 
 FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero_rt/topology.h"
 
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/DenseSet.h"
@@ -1056,9 +1057,49 @@ static LogicalResult verifyGradReductionSymbols(OpT op,
                      static_cast<int64_t>(op.getEnd()));
 }
 
-LogicalResult ReduceScatterOp::verify() { return verifyGradReduction(*this); }
+/// A quantized reduce-scatter (ZeRO++ qgZ): gradient values (bf16, f16 or
+/// f32, as every source is), reduced over the world of a train step that
+/// spans several nodes (its two all-to-alls are the node's and the
+/// cross-node level's).
+static LogicalResult verifyQuantizedReduceScatter(ReduceScatterOp op) {
+  if (op.getSources().empty())
+    return op.emitOpError("is quantized, so it reduces gradient values "
+                          "('from'), not the 'grads' buffer in place");
+  auto step = op->getParentOfType<TrainStepOp>();
+  ScheduleAttr schedule = step ? step.getScheduleAttr() : ScheduleAttr();
+  if (!schedule)
+    return op.emitOpError("is quantized, so it must be in a zero.train_step "
+                          "with a #zero.schedule");
+  if (schedule.getMicsShardSize() > 0)
+    return op.emitOpError("is quantized, but the train step partitions over "
+                          "MiCS shard groups (mics_shard_size ")
+           << schedule.getMicsShardSize() << "), which qgZ does not";
+  zrt_rank_set world = {0, 1, schedule.getWorldSize()};
+  int64_t perNode = zrt_members_per_node(world, schedule.getRanksPerNode());
+  if (perNode == 0 || perNode >= world.size)
+    return op.emitOpError("is quantized, so its ranks must span several "
+                          "nodes; the train step's ")
+           << world.size << " ranks are on one node (ranks_per_node "
+           << schedule.getRanksPerNode() << ")";
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyGradReduction(*this)))
+    return failure();
+  return getQuantized() ? verifyQuantizedReduceScatter(*this) : success();
+}
 LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return verifyGradReductionSymbols(*this, tables);
+  if (failed(verifyGradReductionSymbols(*this, tables)))
+    return failure();
+  if (!getQuantized())
+    return success();
+  PartitionOp group = *lookupGroup(*this, tables, getGroupAttr());
+  if (group.getStageValue() != 3)
+    return emitOpError("is quantized (ZeRO++ qgZ), which reduces stage-3 "
+                       "gradients only, @")
+           << group.getSymName() << " is stage " << group.getStageValue();
+  return success();
 }
 LogicalResult ReduceOp::verify() { return verifyGradReduction(*this); }
 LogicalResult ReduceOp::verifySymbolUses(SymbolTableCollection &tables) {

@@ -34,6 +34,7 @@ struct Piece {
 struct Bucket {
   PartitionOp group;
   int64_t lo = 0, hi = 0;
+  bool quantized = false;    // ZeRO++ qgZ
   SmallVector<Piece> pieces; // in layout order
   bool empty() const { return hi == lo; }
   int64_t size() const { return hi - lo; }
@@ -48,9 +49,10 @@ struct Pending {
 class StepSync {
 public:
   StepSync(TrainStepOp step, const StepSchedule &schedule, int64_t bucketSize,
-           bool reduceScatter, bool overlap)
+           bool reduceScatter, bool overlap, bool quantized)
       : step(step), schedule(schedule), bucketSize(bucketSize),
-        reduceScatter(reduceScatter), overlap(overlap), b(step.getContext()) {}
+        reduceScatter(reduceScatter), overlap(overlap), quantized(quantized),
+        b(step.getContext()) {}
 
   LogicalResult run();
 
@@ -59,7 +61,11 @@ private:
   void addGradient(GradOp gradOp, const ParamLocation &slot);
   void flush();
   /// Issues one collective on [lo, hi) at the builder's insertion point.
-  void issue(PartitionOp group, int64_t lo, int64_t hi, ArrayRef<Piece> pieces);
+  void issue(PartitionOp group, int64_t lo, int64_t hi, ArrayRef<Piece> pieces,
+             bool quantizedBucket = false);
+  /// Whether qgZ quantizes the gradient of `gradOp` (DeepSpeed's rule per
+  /// tensor: not 1-D, and a multiple of twice the world size).
+  bool isQuantizable(GradOp gradOp) const;
   void emitWait(Pending &p);
   void emitFrees(ArrayRef<Piece> pieces);
   void tag(Operation *op) {
@@ -71,7 +77,7 @@ private:
   TrainStepOp step;
   const StepSchedule &schedule;
   int64_t bucketSize;
-  bool reduceScatter, overlap;
+  bool reduceScatter, overlap, quantized;
   OpBuilder b;
   Bucket bucket;
   std::deque<Pending> pending;
@@ -101,7 +107,7 @@ void StepSync::emitWait(Pending &p) {
 }
 
 void StepSync::issue(PartitionOp group, int64_t lo, int64_t hi,
-                     ArrayRef<Piece> pieces) {
+                     ArrayRef<Piece> pieces, bool quantizedBucket) {
   Location loc = pieces.empty() ? group.getLoc() : pieces.front().grad.getLoc();
   // Two bucket buffers: bucket k reuses the buffer of bucket k-2.
   if (overlap && pending.size() >= 2) {
@@ -128,8 +134,10 @@ void StepSync::issue(PartitionOp group, int64_t lo, int64_t hi,
     BufferKindAttr buffer = schedule.getStage() == 1 ? grads : BufferKindAttr();
     auto offsetsAttr = b.getDenseI64ArrayAttr(offsets);
     if (reduceScatter)
-      op = ReduceScatterOp::create(b, loc, tokenType, groupRef, buffer, begin,
-                                   end, sources, offsetsAttr);
+      op = ReduceScatterOp::create(
+          b, loc, tokenType, groupRef, buffer, begin, end, sources, offsetsAttr,
+          PhaseAttr::get(b.getContext(), Phase::micro_step),
+          quantizedBucket ? b.getUnitAttr() : UnitAttr());
     else
       op = ReduceOp::create(b, loc, tokenType, groupRef, buffer, begin, end,
                             sources, offsetsAttr);
@@ -146,18 +154,28 @@ void StepSync::issue(PartitionOp group, int64_t lo, int64_t hi,
 void StepSync::flush() {
   if (bucket.empty())
     return;
-  issue(bucket.group, bucket.lo, bucket.hi, bucket.pieces);
+  issue(bucket.group, bucket.lo, bucket.hi, bucket.pieces, bucket.quantized);
   bucket = Bucket();
+}
+
+bool StepSync::isQuantizable(GradOp gradOp) const {
+  if (!quantized)
+    return false;
+  auto type = cast<RankedTensorType>(gradOp.getGrad().getType());
+  return type.getRank() > 1 &&
+         type.getNumElements() % (2 * schedule.getWorldSize()) == 0;
 }
 
 void StepSync::addGradient(GradOp gradOp, const ParamLocation &slot) {
   int64_t a = slot.offset, e = slot.offset + slot.numel;
-  bool adjacentBelow =
-      !bucket.empty() && bucket.group == slot.partition && e == bucket.lo;
-  bool adjacentAbove =
-      !bucket.empty() && bucket.group == slot.partition && a == bucket.hi;
+  bool quantizable = isQuantizable(gradOp);
+  bool sameKind = !bucket.empty() && bucket.group == slot.partition &&
+                  bucket.quantized == quantizable;
+  bool adjacentBelow = sameKind && e == bucket.lo;
+  bool adjacentAbove = sameKind && a == bucket.hi;
   // Reduction ranges are contiguous: a gradient that does not extend the
-  // bucket (tied weights, another group) closes it where the last one ended.
+  // bucket (tied weights, another group, one that qgZ quantizes while the
+  // bucket's are not, or the reverse) closes it where the last one ended.
   if (!bucket.empty() && !adjacentBelow && !adjacentAbove)
     flush();
   b.setInsertionPointAfter(gradOp);
@@ -167,6 +185,7 @@ void StepSync::addGradient(GradOp gradOp, const ParamLocation &slot) {
   while (a < e) {
     if (bucket.empty()) {
       bucket.group = slot.partition;
+      bucket.quantized = quantizable;
       bucket.lo = bucket.hi = downward ? e : a;
     }
     int64_t take = std::min(bucketSize - bucket.size(), e - a);
@@ -285,16 +304,57 @@ struct ZeroGradSyncPass
       }
       if (failed(divideBatch(step, k)))
         return signalPassFailure();
-      step.setScheduleAttr(
-          ScheduleAttr::get(&getContext(), attr.getStage(), n, global, k,
-                            attr.getRanksPerNode(), attr.getHpzPartitionSize(),
-                            attr.getMicsShardSize()));
+      step.setScheduleAttr(ScheduleAttr::get(
+          &getContext(), attr.getStage(), n, global, k, attr.getRanksPerNode(),
+          attr.getHpzPartitionSize(), attr.getMicsShardSize()));
       FailureOr<StepSchedule> schedule = StepSchedule::get(step);
-      if (failed(schedule) || failed(StepSync(step, *schedule, reduceBucketSize,
-                                              reduceScatter, overlapComm)
-                                         .run()))
+      if (failed(schedule))
+        return signalPassFailure();
+      FailureOr<bool> quantize = resolveQuantizedGradients(*schedule);
+      if (failed(quantize) ||
+          failed(StepSync(step, *schedule, reduceBucketSize, reduceScatter,
+                          overlapComm, *quantize)
+                     .run()))
         return signalPassFailure();
     }
+  }
+
+  /// quantized-gradients (ZeRO++ qgZ): DeepSpeed's rules. Stage 3 with
+  /// reduce-scatter, not with MiCS (DeepSpeed's MiCS optimizer never takes
+  /// the all-to-all path). On one node
+  /// DeepSpeed reduces with the plain reduce-scatter, and so do we, with a
+  /// warning.
+  FailureOr<bool> resolveQuantizedGradients(const StepSchedule &schedule) {
+    if (!quantizedGradients)
+      return false;
+    TrainStepOp step = schedule.getStep();
+    auto fail = [&]() {
+      return step.emitOpError("zero-grad-sync: quantized-gradients (qgZ) ");
+    };
+    if (schedule.getStage() != 3) {
+      fail() << "needs stage 3, the step is stage " << schedule.getStage();
+      return failure();
+    }
+    if (!reduceScatter) {
+      fail() << "replaces the gradient reduce-scatter; it does not combine "
+                "with reduce-scatter=false";
+      return failure();
+    }
+    if (schedule.getMicsShardSize() > 0) {
+      fail() << "does not combine with MiCS (mics_shard_size "
+             << schedule.getMicsShardSize()
+             << "): DeepSpeed's MiCS reduces with the plain reduce-scatter";
+      return failure();
+    }
+    zrt_rank_set world = {0, 1, schedule.getWorldSize()};
+    if (schedule.getMembersPerNode(world) >= world.size) {
+      mlir::emitWarning(step.getLoc(),
+                        "zero-grad-sync: quantized-gradients (qgZ) falls back "
+                        "to the plain reduce-scatter: the ")
+          << world.size << " ranks are on one node";
+      return false;
+    }
+    return true;
   }
 };
 } // namespace

@@ -134,6 +134,23 @@ public:
   /// type for a layout range, the moved tensor's element type otherwise.
   /// The report and the cost model size every collective by it.
   int64_t getCollectiveElementBytes(CollectiveOpInterface collective) const;
+  /// Each member's owned part of layout range [b, e) of `group`, in
+  /// elements, in member order (what a reduce-scatter of the range sums
+  /// into each member).
+  SmallVector<int64_t> getOwnedParts(PartitionOp group, int64_t b,
+                                     int64_t e) const;
+  /// The step-arena temporary of a source-form reduction: its bucket (the
+  /// range in the compute type) and, for a quantized reduce-scatter
+  /// (ZeRO++ qgZ), the staging of zero_rt/topology.h's
+  /// zrt_quantized_reduce_scatter_staging_bytes at `stagingOffset`, past the
+  /// bucket rounded up to 16 bytes. Fails on an int64 overflow.
+  struct ReductionTemp {
+    int64_t bucketBytes = 0;
+    int64_t stagingOffset = 0;
+    int64_t stagingBytes = 0;
+    int64_t getBytes() const { return stagingOffset + stagingBytes; }
+  };
+  FailureOr<ReductionTemp> getReductionTemp(Operation *reduction) const;
   /// The copies of each MiCS shard, one per shard group (1 without MiCS).
   int64_t getMicsReplicas() const {
     return micsShardSize > 0 ? worldSize / micsShardSize : 1;

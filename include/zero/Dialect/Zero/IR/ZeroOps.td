@@ -981,7 +981,7 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
       }]>,
     InterfaceMethod<[{
         The width of the block-quantized values it moves instead of the
-        compute type's (ZeRO++ qwZ: 8), or 0 when it moves the values
+        compute type's (ZeRO++ qwZ: 8, qgZ: 4), or 0 when it moves the values
         themselves. Each member's part then travels as one chunk of
         zrt_quant_bytes(part, bits) bytes (zero_rt/quantize.h).
       }],
@@ -1149,16 +1149,20 @@ def Zero_StoreSecondaryOp : Zero_Op<"store_secondary", [
   let hasVerifier = 1;
 }
 
-class Zero_GradReductionOp<string mnemonic> : Zero_CollectiveOp<mnemonic> {
-  let arguments = (ins FlatSymbolRefAttr:$group,
+class Zero_GradReductionOp<string mnemonic, dag extraArgs = (ins),
+                           string extraFormat = "">
+    : Zero_CollectiveOp<mnemonic> {
+  let arguments = !con((ins FlatSymbolRefAttr:$group,
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
                        I64Attr:$begin, I64Attr:$end,
                        Variadic<Zero_FloatTensor>:$sources,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$source_offsets,
-                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase),
+                       extraArgs);
   let results = (outs Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
     `group` $group (`in` `` $buffer^)? ` ` `[` $begin `,` $end `)`
+  }] # extraFormat # [{
     (`from` $sources^ `at` $source_offsets `:` type($sources))?
     (`phase` $phase^)? attr-dict (`->` type($token)^)?
   }];
@@ -1176,14 +1180,47 @@ class Zero_GradReductionOp<string mnemonic> : Zero_CollectiveOp<mnemonic> {
   }];
 }
 
-def Zero_ReduceScatterOp : Zero_GradReductionOp<"reduce_scatter"> {
+def Zero_ReduceScatterOp : Zero_GradReductionOp<"reduce_scatter",
+    (ins UnitAttr:$quantized), [{ (`quantized` $quantized^)? }]> {
   let summary = "Sum gradients over ranks; each rank keeps its owned part";
   let description = commonDescription # reductionDescription # [{
+
+    A `quantized` reduce-scatter (ZeRO++ qgZ, `zero-grad-sync
+    quantized-gradients`, stage 3 across several nodes) moves the gradients
+    as block-quantized INT4 (`zero_rt/quantize.h`) in two all-to-alls
+    instead of a ring. With K members of the group on each of N nodes,
+    member j owning part j of the range (its owned part of the layout,
+    possibly empty):
+    1. every member quantizes each of the group's parts of its bucket
+       separately (a block never crosses a part) and sends, within its node,
+       to the member of local index l the N parts owned by the members of
+       local index l;
+    2. each member dequantizes the K contributions of each of those N parts,
+       sums them in fp32, requantizes each sum and sends it across nodes to
+       its owner, among the members of its own local index;
+    3. the owner dequantizes the N node sums, adds them in fp32 and adds the
+       result into its `grads` shard, as the plain reduce-scatter adds its
+       sum.
+    A member sends within its node the quantized bytes of every part not
+    owned at its local index and across nodes those owned at its local index
+    but its own (`zrt_quantized_reduce_scatter_link_bytes`,
+    `zero_rt/topology.h`). The quantized buffers and the fp32 sums are the
+    op's staging in the step arena. Its element type is bf16, f16 or f32;
+    the group spans more than one node and is the world (not a MiCS shard
+    group). DeepSpeed decides per parameter tensor (1-D tensors and those
+    whose size is not a multiple of twice the world size take the plain
+    reduce-scatter); `zero-grad-sync` maps that onto buckets holding only
+    gradients of one kind.
 
     ```mlir
     zero.reduce_scatter group @flat in grads [0, 1000)
     %t = zero.reduce_scatter group @flat [600, 1000) from %g1, %g2 at [0, 0] : tensor<10x20xbf16>, tensor<200xbf16> -> !zero.token
+    zero.reduce_scatter group @h.0 [0, 4096) quantized from %w at [0] : tensor<64x64xbf16>
     ```
+  }];
+  let extraClassDeclaration = [{
+    /// INT4 when quantized (ZeRO++ qgZ), else the values themselves.
+    int32_t getQuantizationBits() { return getQuantized() ? 4 : 0; }
   }];
 }
 

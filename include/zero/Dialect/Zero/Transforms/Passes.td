@@ -303,6 +303,17 @@ def ZeroGradSyncPass : Pass<"zero-grad-sync", "::mlir::ModuleOp"> {
     `zero.grad` accumulates locally), stages 2-3 reduce every micro step into
     the owner's accumulator (phase `micro_step`), as DeepSpeed.
 
+    `quantized-gradients` (ZeRO++ qgZ, DeepSpeed's `zero_quantized_gradients`;
+    stage 3 with reduce-scatter, not with MiCS) makes the bucket
+    reduce-scatters `quantized`: INT4 all-to-alls within and then across
+    nodes (see `zero.reduce_scatter`). As DeepSpeed, it quantizes the
+    gradients of parameters that are not 1-D and whose size is a multiple of
+    twice the world size; the others take the plain reduce-scatter, so a
+    bucket holds gradients of one kind only (a gradient of the other kind
+    closes it). When every rank is on one node (`ranks_per_node`), DeepSpeed
+    reduces with the plain reduce-scatter, and so does this pass, with a
+    warning.
+
     `contiguous-gradients` is read for DeepSpeed's `contiguous_gradients` and
     changes nothing: a source-form reduction always adds its gradients into
     its bucket buffer (the plan's `reduce_buckets`) before the collective,
@@ -328,6 +339,11 @@ def ZeroGradSyncPass : Pass<"zero-grad-sync", "::mlir::ModuleOp"> {
            "int64_t", /*default=*/"1",
            "Micro steps per optimizer step (DeepSpeed: "
            "gradient_accumulation_steps)">,
+    Option<"quantizedGradients", "quantized-gradients", "bool",
+           /*default=*/"false",
+           "Stage 3 across nodes: reduce-scatter the gradients as INT4 "
+           "all-to-alls within and across nodes (ZeRO++ qgZ; DeepSpeed: "
+           "zero_quantized_gradients)">,
   ];
 }
 
