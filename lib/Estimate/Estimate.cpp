@@ -205,7 +205,7 @@ void compileZeroPP(mlir::ModuleOp module, ModelCounts &counts,
   int64_t c = options.dtype == "fp32" ? 4 : 2;
   struct Choice {
     int64_t hpz, mics;
-    bool qwz;
+    bool qwz, qgz = false;
   };
   // hpZ over one rank and MiCS over the world are ZeRO-3 itself.
   SmallVector<Choice> choices;
@@ -215,6 +215,14 @@ void compileZeroPP(mlir::ModuleOp module, ModelCounts &counts,
       choices.push_back({h, 0, qwz});
     if (m < n)
       choices.push_back({1, m, qwz});
+  }
+  // qgZ only across nodes (on one node DeepSpeed reduces as ZeRO-3 does):
+  // alone, with qwZ, and as all of ZeRO++.
+  if (options.nodes > 1) {
+    choices.push_back({1, 0, false, true});
+    choices.push_back({1, 0, true, true});
+    if (h > 1)
+      choices.push_back({h, 0, true, true});
   }
   mlir::zero::HardwarePreset hw = *mlir::zero::lookupHardwarePreset(
       options.hardware.empty() ? "cpu" : options.hardware);
@@ -244,10 +252,14 @@ void compileZeroPP(mlir::ModuleOp module, ModelCounts &counts,
       names.push_back("qwZ");
       extra += " quantized-weights=true";
     }
+    if (choice.qgz) {
+      names.push_back("qgZ");
+      extra += " quantized-gradients=true";
+    }
     o.name = names.empty() ? "ZeRO-3" : join(names, " + ");
     o.pipeline = extra.empty() ? "" : extra.substr(1);
     setTheirs(o, counts.params, n, k, c, choice.hpz, choice.mics, choice.qwz,
-              /*qgz=*/false);
+              choice.qgz);
     mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
     {
       mlir::ScopedDiagnosticHandler capture(context, [&](mlir::Diagnostic &d) {

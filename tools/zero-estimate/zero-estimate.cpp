@@ -134,7 +134,8 @@ static cl::opt<std::string> interNodeBandwidth(
 static cl::opt<bool> zeropp(
     "zeropp",
     cl::desc("Stage 3 with a model file: compile it under ZeRO-3, hpZ, MiCS, "
-             "qwZ and their combinations and print each one's memory and "
+             "qwZ, qgZ (across nodes) and their combinations and print each "
+             "one's memory and "
              "bytes within and across nodes per rank beside DeepSpeed's and "
              "the papers' formulas"),
     cl::init(false), cl::cat(estimateCat));

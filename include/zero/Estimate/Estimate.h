@@ -59,8 +59,9 @@ struct EstimateOptions {
   /// across nodes.
   std::string interNodeBandwidth;
   /// Stage 3 with a model file: compile it under ZeRO-3 and each ZeRO++ and
-  /// MiCS option (ZeroPPOption), with the hpZ partition size and the MiCS
-  /// shard size given here (0: the ranks per node).
+  /// MiCS option (ZeroPPOption; qgZ across nodes only), with the hpZ
+  /// partition size and the MiCS shard size given here (0: the ranks per
+  /// node).
   bool zeropp = false;
   int64_t hpzPartitionSize = 0, micsShardSize = 0;
 };
