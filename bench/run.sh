@@ -21,14 +21,15 @@
 #   ninja -C /tmp/old/build zrt-bench-bandwidth
 #
 # Other settings (environment): ONLY (a subset of "machine compile_time
-# kernels comm calibrate e2e tune offload nvme gather_once quant", the
+# kernels comm calibrate e2e tune offload nvme gather_once quant zeropp", the
 # default, and "peers", which runs only when named: it installs its own
 # Python environment from PyPI, bench/peers/venv.sh), BENCH_PARAMS
 # (elements per array of the kernel benchmark, 64M), BENCH_ROUNDS (15),
 # COMM_COUNT (full-array elements of the collective benchmark, 8M),
 # COMM_ROUNDS (40), E2E_ROUNDS (5), E2E_STEPS (40), TUNE_ROUNDS (4),
 # OFFLOAD_ROUNDS (3), NVME_ROUNDS (5), GATHER_ONCE_ROUNDS (5), QUANT_MIB
-# (MiB of values of the quantization benchmark, 64), QUANT_ROUNDS (11), NVME_DIR
+# (MiB of values of the quantization benchmark, 64), QUANT_ROUNDS (11),
+# ZEROPP_ROUNDS (5), ZEROPP_STEPS (20), NVME_DIR
 # (the directory on the disk to measure; bench/results/nvme), MPIRUN
 # (mpirun --allow-run-as-root --oversubscribe), PEERS_ROUNDS (2),
 # PEERS_STEPS (20), PEERS_SIZES (tiny,small,large).
@@ -40,7 +41,7 @@ root=$(cd "$here/.." && pwd)
 out=$here/results
 mkdir -p "$out"
 mpirun_cmd=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
-only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once quant}
+only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once quant zeropp}
 want() { [[ " $only " == *" $1 "* ]]; }
 
 targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main)
@@ -190,6 +191,13 @@ if want quant; then
   python3 "$here/quant.py" --tool "$build/runtime/bench/zrt-bench-quantize" \
     --out "$out/quant.json" --mib "${QUANT_MIB:-64}" \
     --rounds "${QUANT_ROUNDS:-11}"
+fi
+
+if want zeropp; then
+  echo "== ZeRO++ and MiCS step times on 2 x 2 simulated nodes"
+  python3 "$here/zeropp.py" --build "$build" --out "$out/zeropp.json" \
+    --rounds "${ZEROPP_ROUNDS:-5}" --steps "${ZEROPP_STEPS:-20}" \
+    --mpirun "$mpirun_cmd"
 fi
 
 if want peers; then

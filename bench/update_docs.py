@@ -960,6 +960,42 @@ def sec_peers(r):
                           key=lambda f: -f["excess_ms"])[:4]
             out.append("- %s: %s." % (s["name"], ", ".join(
                 "%s %.2f" % (f["family"], f["excess_ms"]) for f in gaps)))
+
+def sec_zeropp(r):
+    """bench/zeropp.py: ZeRO++ and MiCS step times on 2 x 2 CPU ranks."""
+    doc = load(r, "zeropp.json")
+    if not doc:
+        return None
+    m = doc["machine"]
+    out = ["Machine: %d cores, `%s` (lscpu model name), CPU backend. Run of "
+           "%s UTC, load average (1/5/15 min) %s at the start, %s at the "
+           "end. `%s` with `%s`, 4 ranks as 2 nodes of 2 (`--ranks-per-node "
+           "2`, `--threads 1`), `--steps %d`: median `step_ms` (slowest "
+           "rank) of steps %d-%d, median over %d rounds, the options in a "
+           "rotating order each round; the ratio is the median of each "
+           "round's ratio to ZeRO-3. Bytes per rank and step: the plan's "
+           "(zero-report) and rank 0's measured." % (
+               m["nproc"], m["cpu"], doc["date"], "/".join(doc["loadavg"]),
+               "/".join(doc["loadavg_end"]), doc["model"], doc["common"],
+               doc["steps"], doc["warmup"] + 1, doc["steps"], doc["rounds"]),
+           "",
+           "| option | flags | step ms | / ZeRO-3 | bytes within the node "
+           "(planned = measured) | bytes across nodes (planned = measured) | "
+           "peak bytes (planned = measured) |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+
+    def same(planned, measured):
+        return "%d" % planned if planned == measured else \
+            "%d (measured %d)" % (planned, measured)
+
+    for e in doc["options"]:
+        out.append("| %s | `%s` | %.2f | %.3f | %s | %s | %s |" % (
+            e["name"], e["flags"] or "-", e["step_ms"], e["ratio_to_zero3"],
+            same(e["planned_intra_node_bytes"],
+                 e["measured_intra_node_bytes"]),
+            same(e["planned_inter_node_bytes"],
+                 e["measured_inter_node_bytes"]),
+            same(e["planned_peak_bytes"], e["peak_bytes"])))
     return "\n".join(out)
 
 
@@ -981,6 +1017,7 @@ SECTIONS = {
     "gather_once": sec_gather_once,
     "quant": sec_quant,
     "peers": sec_peers,
+    "zeropp": sec_zeropp,
 }
 
 

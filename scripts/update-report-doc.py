@@ -27,7 +27,8 @@ EXPR is a Python expression over the runs by NAME: `stage2_8.peak_bytes`
 reads the JSON report of the same command with format=json, `.row('Adam m')`
 a byte count from the text table, `.text` the whole output; a zero-tune run
 with `--format json` is its list of candidates (`fit[0].remat`), and
-missed(run) reads a failed zero-tune's closest plan; `gen` holds the options
+missed(run) reads a failed zero-tune's closest plan and zeropp(candidate)
+names a zero-tune --zeropp candidate's ZeRO++ choice; `gen` holds the options
 of the page's zero-model-gen command, `runs` every zero-report run (a
 zero-estimate run with `--format json` is its own JSON document), and
 n(), size(), gib(), mib() and fixed() format numbers.
@@ -69,7 +70,7 @@ INLINE = re.compile(r"<!--([=?])((?:(?!-->)[^\n])*)-->((?:(?!<!--).)*?)<!--/-->"
 # collective kind): the table describes the object, not each name.
 MAP_KEYS = {"comm.collectives", "comm.bytes_by_kind"}
 # Words with digits that name things rather than state quantities.
-NAMES = re.compile(r"GPT-2(?: 124M| 1\.5B)?|Llama-3(?: 8B| 70B)?|\b(?:8B|70B)\b|H100|"
+NAMES = re.compile(r"GPT-2(?: 124M| 1\.5B)?|Llama-3(?: 8B| 70B)?|\b(?:8B|70B)\b|H100|ZeRO-3|"
                    r"fp32|bf16|16-bit|32-bit|"
                    r"\b[Ss]tages?[- ]\d(?:-\d)?\b|\brank 0\b")
 
@@ -281,6 +282,18 @@ def missed(run):
                largest_bytes=int(m.group(5)))
 
 
+def zeropp(candidate):
+    """A zero-tune --zeropp candidate's ZeRO++ and MiCS choice in words."""
+    parts = []
+    if candidate.hpz_partition_size > 1:
+        parts.append("hpZ %d" % candidate.hpz_partition_size)
+    if candidate.mics_shard_size > 0:
+        parts.append("MiCS %d" % candidate.mics_shard_size)
+    if candidate.quantized_weights:
+        parts.append("qwZ")
+    return " + ".join(parts) or "ZeRO-3"
+
+
 def verdict(run):
     """The fit verdict of a run, short enough for a table cell."""
     fit = run.fit
@@ -293,7 +306,7 @@ def expand(text, runner):
     """The page with its outputs and values regenerated, and the list of
     problems only the prose can fix."""
     env = {"__builtins__": {}, "n": n, "fixed": fixed, "gib": gib, "mib": mib,
-           "size": size, "verdict": verdict, "missed": missed, "all": all, "any": any, "min": min, "max": max,
+           "size": size, "verdict": verdict, "zeropp": zeropp, "missed": missed, "all": all, "any": any, "min": min, "max": max,
            "abs": abs, "round": round, "int": int, "len": len, "sum": sum}
     runs, problems = [], []
     pieces, last = [], 0

@@ -7,6 +7,7 @@
 #include "zero/Estimate/Estimate.h"
 
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
+#include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 
@@ -14,6 +15,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 
@@ -150,6 +152,153 @@ void planBuckets(mlir::ModuleOp module, ModelCounts &counts,
   }
 }
 
+/// The ZeRO++ paper's and MiCS's figures for `o` (ZeroPPOption's theirs):
+/// S parameters of c bytes on n ranks, K per node, with hpZ (h > 1), MiCS
+/// shard groups of m > 0 ranks, qwZ and qgZ as given.
+void setTheirs(ZeroPPOption &o, int64_t s, int64_t n, int64_t k, int64_t c,
+               int64_t h, int64_t m, bool qwz, bool qgz) {
+  // Model states: 16 bytes per parameter over the partition's ranks
+  // (DeepSpeed's memory.rst, at n = m under MiCS), plus hpZ's secondary
+  // copy of the c-byte weights over h ranks.
+  int64_t ranks = m > 0 ? m : n;
+  o.theirMemoryFormula = m > 0 ? "16S/m" : "16S/n";
+  o.theirMemoryBytes = 16 * s / ranks;
+  if (h > 1) {
+    o.theirMemoryFormula += " + " + std::to_string(c) + "S/h";
+    o.theirMemoryBytes += c * s / h;
+  }
+  // Across nodes, in M: the forward gather, the backward gather and the
+  // gradient reduce-scatter move M each (ZeRO-3's 3M); qwZ halves the
+  // gathers, hpZ keeps the backward one in the node and qgZ sends a
+  // quarter of the gradients (ZeRO++'s 0.75M). MiCS's groups within a node
+  // cross nothing but the all-reduce of each rank's M/m over the R = n/m
+  // replicas, 2M(R-1)/(Rm).
+  double coefficient = 0;
+  if (!(m > 0 && m <= k)) {
+    coefficient += qwz ? 0.5 : 1;
+    coefficient += h > 1 ? 0 : qwz ? 0.5 : 1;
+    coefficient += qgz ? 0.25 : 1;
+  }
+  std::string formula;
+  if (coefficient > 0) {
+    raw_string_ostream os(formula);
+    os << format("%g", coefficient) << "M";
+  }
+  o.theirVolume = coefficient;
+  if (m > 0 && m < n) {
+    int64_t r = n / m;
+    o.theirVolume += 2.0 * double(r - 1) / double(r * m);
+    formula += (formula.empty() ? "" : " + ") + std::string("2M(R-1)/(Rm)");
+  }
+  o.theirVolumeFormula = formula.empty() ? "0" : formula;
+}
+
+/// Compiles `module` (stage 3 at the estimate's ranks, dtype and buckets)
+/// under ZeRO-3 and each ZeRO++ and MiCS option into `counts.zeropp`: the
+/// memory plan's and the report's numbers of each, as zero-report gives
+/// them.
+void compileZeroPP(mlir::ModuleOp module, ModelCounts &counts,
+                   const EstimateOptions &options) {
+  int64_t k = options.gpusPerNode, n = k * options.nodes;
+  int64_t h = options.hpzPartitionSize ? options.hpzPartitionSize : k;
+  int64_t m = options.micsShardSize ? options.micsShardSize : k;
+  int64_t c = options.dtype == "fp32" ? 4 : 2;
+  struct Choice {
+    int64_t hpz, mics;
+    bool qwz, qgz = false;
+  };
+  // hpZ over one rank and MiCS over the world are ZeRO-3 itself.
+  SmallVector<Choice> choices;
+  for (bool qwz : {false, true}) {
+    choices.push_back({1, 0, qwz});
+    if (h > 1)
+      choices.push_back({h, 0, qwz});
+    if (m < n)
+      choices.push_back({1, m, qwz});
+  }
+  // qgZ only across nodes (on one node DeepSpeed reduces as ZeRO-3 does):
+  // alone, with qwZ, and as all of ZeRO++.
+  if (options.nodes > 1) {
+    choices.push_back({1, 0, false, true});
+    choices.push_back({1, 0, true, true});
+    if (h > 1)
+      choices.push_back({h, 0, true, true});
+  }
+  mlir::zero::HardwarePreset hw = *mlir::zero::lookupHardwarePreset(
+      options.hardware.empty() ? "cpu" : options.hardware);
+  std::string ignored;
+  (void)mlir::zero::applyInterNodeBandwidth(hw, options.interNodeBandwidth,
+                                            ignored);
+  std::string base;
+  raw_string_ostream baseOs(base);
+  baseOs << "stage=3 world-size=" << n << " ranks-per-node=" << k
+         << " alignment=" << options.alignment << " dtype=" << options.dtype
+         << " reduce-bucket-size=" << options.reduceBucketSize
+         << " overlap-comm=" << (options.overlapComm ? "true" : "false");
+  mlir::MLIRContext *context = module.getContext();
+  for (const Choice &choice : choices) {
+    ZeroPPOption o;
+    std::string extra;
+    SmallVector<std::string> names;
+    if (choice.hpz > 1) {
+      names.push_back("hpZ " + std::to_string(choice.hpz));
+      extra += " hpz-partition-size=" + std::to_string(choice.hpz);
+    }
+    if (choice.mics > 0) {
+      names.push_back("MiCS " + std::to_string(choice.mics));
+      extra += " mics-shard-size=" + std::to_string(choice.mics);
+    }
+    if (choice.qwz) {
+      names.push_back("qwZ");
+      extra += " quantized-weights=true";
+    }
+    if (choice.qgz) {
+      names.push_back("qgZ");
+      extra += " quantized-gradients=true";
+    }
+    o.name = names.empty() ? "ZeRO-3" : join(names, " + ");
+    o.pipeline = extra.empty() ? "" : extra.substr(1);
+    setTheirs(o, counts.params, n, k, c, choice.hpz, choice.mics, choice.qwz,
+              choice.qgz);
+    mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
+    {
+      mlir::ScopedDiagnosticHandler capture(context, [&](mlir::Diagnostic &d) {
+        if (d.getSeverity() == mlir::DiagnosticSeverity::Error &&
+            o.error.empty())
+          o.error = d.str();
+        return mlir::success();
+      });
+      mlir::PassManager pm(context);
+      bool ok = succeeded(mlir::parsePassPipeline(
+                    "zero-pipeline{" + base + extra + "}", pm, errs())) &&
+                succeeded(pm.run(*copy));
+      auto steps = copy->getOps<mlir::zero::TrainStepOp>();
+      if (ok && !steps.empty()) {
+        FailureOr<mlir::zero::StepSchedule> schedule =
+            mlir::zero::StepSchedule::get(*steps.begin());
+        FailureOr<mlir::zero::MemoryPlan> plan = failure();
+        FailureOr<mlir::zero::StepReport> report = failure();
+        if (succeeded(schedule))
+          plan = mlir::zero::computeMemoryPlan(*schedule);
+        if (succeeded(plan))
+          report = mlir::zero::computeReport(*schedule, *plan, hw);
+        if (succeeded(report)) {
+          o.modelStateBytes = report->modelStateBytes;
+          o.secondaryBytes = report->hpzSecondaryBytes;
+          o.peakBytes = report->peakBytes;
+          o.intraNodeBytes = report->intraNodeBytesPerRank;
+          o.interNodeBytes = report->interNodeBytesPerRank;
+          if (!options.hardware.empty())
+            o.predictedStepMs = report->predictedStepMs;
+        }
+      }
+      if ((!ok || o.peakBytes == 0) && o.error.empty())
+        o.error = "zero-pipeline failed";
+    }
+    counts.zeropp.push_back(std::move(o));
+  }
+}
+
 /// "offload_optimizer=cpu, offload_param=none, zero_init=1,
 /// additional_buffer_factor=1.5" (no zero_init or offload_param at stage 2).
 std::string deepspeedOptionsLine(int64_t stage,
@@ -246,6 +395,7 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
   ModelCounts counts;
   counts.file = file.str();
   mlir::OwningOpRef<mlir::ModuleOp> planned = module.clone();
+  mlir::OwningOpRef<mlir::ModuleOp> pristine = module.clone();
   for (auto p : module.getOps<mlir::zero::ParamOp>()) {
     ++counts.paramTensors;
     if (p.getFrozen())
@@ -277,6 +427,8 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
     }
   if (options.stage >= 2)
     planBuckets(*planned, counts, options);
+  if (options.zeropp)
+    compileZeroPP(*pristine, counts, options);
   return counts;
 }
 
@@ -796,6 +948,71 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   return e;
 }
 
+/// zero-estimate --zeropp's table: each option's plan beside the papers'.
+static void printZeroPPText(const Estimate &e, raw_ostream &os) {
+  const ModelCounts &model = *e.model;
+  const ZeroPPOption *zero3 = &model.zeropp.front();
+  bool step = !e.options.hardware.empty();
+  os << "\nZeRO++ and MiCS at stage 3 (" << e.options.nodes
+     << " nodes of K = " << e.options.gpusPerNode << ", n = " << e.n
+     << "), per rank and step; ours: zero-pipeline's plan of the model under "
+        "each option, as zero-report counts it; theirs: DeepSpeed's 16S/n, "
+        "the ZeRO++ paper's secondary partition and cross-node volume (M = "
+     << e.c << "S bytes) and MiCS's all-reduce over R = n/m replicas:\n";
+  size_t nameW = 6, formulaW = 14, volumeW = 12;
+  for (const ZeroPPOption &o : model.zeropp) {
+    nameW = std::max(nameW, o.name.size());
+    formulaW = std::max(formulaW, o.theirMemoryFormula.size());
+    volumeW = std::max(volumeW, o.theirVolumeFormula.size());
+  }
+  os << "  " << left_justify("option", nameW) << "  "
+     << right_justify("model states", 14) << "  "
+     << right_justify("secondary", 12) << "  " << right_justify("peak", 14)
+     << "  " << right_justify("intra-node", 14) << "  "
+     << right_justify("inter-node", 14) << "  " << right_justify("x ZeRO-3", 8)
+     << format("%s", step ? "     step ms" : "") << "  |  "
+     << left_justify("their states", formulaW) << "  "
+     << right_justify("bytes", 14) << "  "
+     << left_justify("cross-node", volumeW) << "  "
+     << right_justify("x ZeRO-3", 8) << "\n";
+  auto ratio = [](double a, double b) {
+    std::string text;
+    raw_string_ostream os(text);
+    if (b > 0)
+      os << format("%.3f", a / b);
+    else
+      os << "-";
+    return text;
+  };
+  for (const ZeroPPOption &o : model.zeropp) {
+    os << "  " << left_justify(o.name, nameW) << "  ";
+    if (!o.error.empty()) {
+      os << "refused: " << o.error << "\n";
+      continue;
+    }
+    os << right_justify(std::to_string(o.modelStateBytes), 14) << "  "
+       << right_justify(std::to_string(o.secondaryBytes), 12) << "  "
+       << right_justify(std::to_string(o.peakBytes), 14) << "  "
+       << right_justify(std::to_string(o.intraNodeBytes), 14) << "  "
+       << right_justify(std::to_string(o.interNodeBytes), 14) << "  "
+       << right_justify(
+              ratio(double(o.interNodeBytes), double(zero3->interNodeBytes)),
+              8);
+    if (step)
+      os << "  " << format("%10.1f", o.predictedStepMs);
+    os << "  |  " << left_justify(o.theirMemoryFormula, formulaW) << "  "
+       << right_justify(std::to_string(o.theirMemoryBytes), 14) << "  "
+       << left_justify(o.theirVolumeFormula, volumeW) << "  "
+       << right_justify(ratio(o.theirVolume, zero3->theirVolume), 8) << "\n";
+  }
+  os << "  (model states: params, grads, masters and moments; secondary: "
+        "hpZ's partition; peak: the memory plan's; intra-node and "
+        "inter-node: the bytes rank 0 sends within its node and across "
+        "nodes; our collectives run in two levels across nodes, so only 1/K "
+        "of a gather crosses nodes where the papers count a flat ring: "
+        "compare the x ZeRO-3 columns)\n";
+}
+
 void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
   const EstimateOptions &options = e.options;
   const std::optional<ModelCounts> &model = e.model;
@@ -920,6 +1137,8 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
          << "'s network shared by the K ranks of a node): at least "
          << format("%.3f", e.trafficInterSeconds * 1e3) << " ms per step\n";
   }
+  if (model && !model->zeropp.empty())
+    printZeroPPText(e, os);
   os << "\ndifferences:\n";
   for (const std::string &d : e.differences)
     os << "  - " << d << "\n";
@@ -1076,6 +1295,33 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
               j.attribute("inter_node_bytes", t.interBytes);
             });
         });
+      });
+    // Only with --zeropp: the keys of other estimates stay as they were.
+    if (model && !model->zeropp.empty())
+      j.attributeArray("zeropp", [&] {
+        for (const ZeroPPOption &o : model->zeropp)
+          j.object([&] {
+            j.attribute("option", o.name);
+            j.attribute("pipeline", o.pipeline);
+            j.attribute("error",
+                        o.error.empty() ? json::Value(nullptr) : o.error);
+            if (o.error.empty())
+              j.attributeObject("ours", [&] {
+                j.attribute("model_state_bytes", o.modelStateBytes);
+                j.attribute("hpz_secondary_bytes", o.secondaryBytes);
+                j.attribute("peak_bytes", o.peakBytes);
+                j.attribute("intra_node_bytes_per_rank", o.intraNodeBytes);
+                j.attribute("inter_node_bytes_per_rank", o.interNodeBytes);
+                if (!options.hardware.empty())
+                  j.attribute("predicted_step_ms", o.predictedStepMs);
+              });
+            j.attributeObject("theirs", [&] {
+              j.attribute("model_state_formula", o.theirMemoryFormula);
+              j.attribute("model_state_bytes", o.theirMemoryBytes);
+              j.attribute("cross_node_volume_formula", o.theirVolumeFormula);
+              j.attribute("cross_node_volume_m", o.theirVolume);
+            });
+          });
       });
     j.attributeArray("differences", [&] {
       for (const std::string &d : e.differences)

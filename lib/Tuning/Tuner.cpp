@@ -42,6 +42,11 @@
 //     bound is faster than the group's best so far and the `top`-th; then
 //     its own bounds (its activations, its recompute) prune it or it
 //     descends like the others.
+//  6. With --zeropp, stage 3 is also partitioned over each MiCS shard size
+//     and every stage-3 choice is repeated with each hpZ size and qwZ
+//     (getZeroPPChoices); each is a group of its own, skipped, bounded and
+//     descended like the others. hpZ's secondary partition only adds to
+//     the model states zero-partition gives, so those skip it soundly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,6 +110,9 @@ void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   // is set only for the states on NVMe, as DeepSpeed reads nvme_path.
   o.nvmePath = offloadOptimizer == OffloadDevice::nvme ? nvmePath : "";
   o.paramNvmePath = offloadParam == OffloadDevice::nvme ? nvmePath : "";
+  o.hpzPartitionSize = hpzPartitionSize;
+  o.micsShardSize = micsShardSize;
+  o.quantizedWeights = quantizedWeights;
 }
 
 namespace {
@@ -152,12 +160,25 @@ bool isBetter(const Evaluation &a, const Evaluation &b) {
   return x.peakBytes < y.peakBytes;
 }
 
-/// A (stage, accumulation, optimizer offload, parameter offload) group.
-using GroupKey = std::tuple<int64_t, int64_t, OffloadDevice, OffloadDevice>;
+/// A (stage, accumulation, optimizer offload, parameter offload, hpZ size,
+/// MiCS shard size, qwZ) group.
+using GroupKey = std::tuple<int64_t, int64_t, OffloadDevice, OffloadDevice,
+                            int64_t, int64_t, bool>;
 
 /// The group of a configuration: what the knobs do not change.
 GroupKey groupOf(const TuneConfig &c) {
-  return {c.stage, c.accumulationSteps, c.offloadOptimizer, c.offloadParam};
+  return {c.stage,           c.accumulationSteps, c.offloadOptimizer,
+          c.offloadParam,    c.hpzPartitionSize,  c.micsShardSize,
+          c.quantizedWeights};
+}
+
+/// The divisors of `n` strictly between 1 and `n`, ascending.
+SmallVector<int64_t> getProperDivisors(int64_t n) {
+  SmallVector<int64_t> divisors;
+  for (int64_t d = 2; d < n; ++d)
+    if (n % d == 0)
+      divisors.push_back(d);
+  return divisors;
 }
 
 /// Whether, when nothing fits, `a` is closer to fitting than `b`: one within
@@ -189,14 +210,19 @@ private:
   /// The offload choices of `stage` the search makes, nothing offloaded
   /// first.
   SmallVector<TuneConfig> getOffloadChoices(int64_t stage) const;
+  /// The MiCS shard sizes of `stage` the search makes, none (0) first.
+  SmallVector<int64_t> getMicsChoices(int64_t stage) const;
+  /// `choice` (a stage, offload and MiCS choice) with each hpZ and qwZ
+  /// choice the search makes and DeepSpeed allows beside it, none first.
+  SmallVector<TuneConfig> getZeroPPChoices(const TuneConfig &choice) const;
   /// The step's offload of `config`'s offload choice (set only when
   /// something is offloaded).
   OffloadAttr getOffloadAttr(const TuneConfig &config) const;
-  /// The model states zero-partition gives `stage` under each of its
-  /// offload choices, and the padded parameter count, or the partition's
-  /// error.
+  /// The model states zero-partition gives `stage` (over MiCS shard groups
+  /// of `mics` ranks when positive) under each of its offload choices, and
+  /// the padded parameter count, or the partition's error.
   FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
-  partitionStage(int64_t stage);
+  partitionStage(int64_t stage, int64_t mics);
   const Evaluation &evaluate(const TuneConfig &config, bool verify = false);
   /// The group's knobs, their ladders derived from the base evaluation.
   std::vector<Knob> getKnobs(const TuneConfig &base, const Evaluation &e) const;
@@ -245,6 +271,45 @@ SmallVector<TuneConfig> Tuner::getOffloadChoices(int64_t stage) const {
   return choices;
 }
 
+SmallVector<int64_t> Tuner::getMicsChoices(int64_t stage) const {
+  SmallVector<int64_t> sizes = {0};
+  // DeepSpeed's MiCS takes any shard size that divides the data-parallel
+  // world; m = n is plain ZeRO-3 and m = 1 shards nothing, so neither is a
+  // choice of its own.
+  if (options.zeropp && stage == 3)
+    llvm::append_range(sizes, getProperDivisors(options.worldSize));
+  return sizes;
+}
+
+SmallVector<TuneConfig>
+Tuner::getZeroPPChoices(const TuneConfig &choice) const {
+  SmallVector<TuneConfig> choices = {choice};
+  if (!options.zeropp || choice.stage != 3)
+    return choices;
+  // hpZ keeps its secondary partition within a node, so it is searched
+  // across nodes only, over the divisors of the ranks per node (the whole
+  // node included); it excludes MiCS and, here, parameter offload, whose
+  // shards are not on the device.
+  int64_t perNode = options.ranksPerNode;
+  if (perNode > 0 && perNode < options.worldSize && choice.micsShardSize == 0 &&
+      choice.offloadParam == OffloadDevice::none)
+    for (int64_t h = 2; h <= perNode; ++h)
+      if (perNode % h == 0) {
+        TuneConfig c = choice;
+        c.hpzPartitionSize = h;
+        choices.push_back(c);
+      }
+  // qwZ gathers the device shards (not with parameter offload); the
+  // pipeline refuses it for weights that are not 16-bit.
+  if (choice.offloadParam == OffloadDevice::none)
+    for (int64_t i = 0, e = choices.size(); i < e; ++i) {
+      TuneConfig c = choices[i];
+      c.quantizedWeights = true;
+      choices.push_back(c);
+    }
+  return choices;
+}
+
 OffloadAttr Tuner::getOffloadAttr(const TuneConfig &c) const {
   // The swap buffers zero-pipeline builds at its defaults, which the
   // candidates keep.
@@ -258,20 +323,25 @@ OffloadAttr Tuner::getOffloadAttr(const TuneConfig &c) const {
 }
 
 FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
-Tuner::partitionStage(int64_t stage) {
+Tuner::partitionStage(int64_t stage, int64_t mics) {
   OwningOpRef<ModuleOp> module = front.clone();
   PassManager pm(ctx);
   ZeroPartitionPassOptions part;
   part.stage = stage;
   part.worldSize = options.worldSize;
   part.ranksPerNode = options.ranksPerNode;
+  part.micsShardSize = mics;
   pm.addPass(createZeroPartitionPass(part));
   if (failed(pm.run(*module)))
     return failure();
   TrainStepOp step = *module->getOps<TrainStepOp>().begin();
   SmallVector<TuneModelStates> states;
   int64_t padded = 0;
-  for (const TuneConfig &choice : getOffloadChoices(stage)) {
+  for (TuneConfig choice : getOffloadChoices(stage)) {
+    // DeepSpeed refuses MiCS with either offload.
+    if (mics > 0 && choice.isOffloaded())
+      continue;
+    choice.micsShardSize = mics;
     // The buffers' memories follow the step's offload, as zero-optimizer
     // records it.
     if (choice.isOffloaded())
@@ -361,6 +431,7 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
     c.exposedCommMs = report->exposedCommMs;
     c.exposedTransferMs = report->exposedTransferMs;
     c.recomputeMs = report->recomputeMs;
+    c.interNodeBytes = report->interNodeBytesPerRank;
     c.tokensPerSecond =
         report->predictedStepMs > 0
             ? result.tokensPerStep * 1e3 / report->predictedStepMs
@@ -517,35 +588,48 @@ LogicalResult Tuner::run() {
   std::vector<Group> groups;
   bool anyStage = false;
   for (int64_t stage = 0; stage <= 3; ++stage) {
-    auto states = partitionStage(stage);
-    if (failed(states))
-      return failure();
-    auto &[choices, padded] = *states;
-    for (const TuneModelStates &s : choices) {
-      if (!anyStage || s.deviceBytes < result.minModelStates.deviceBytes)
-        result.minModelStates = s;
-      anyStage = true;
-      bool deviceFits = s.deviceBytes <= options.memoryBudget;
-      bool hostFits = !options.hostBudget || s.hostBytes <= *options.hostBudget;
-      if (deviceFits && (!result.minHostStates ||
-                         s.hostBytes < result.minHostStates->hostBytes))
-        result.minHostStates = s;
-      for (int64_t k = 1; k <= std::min(perRank, kMaxAccumulationSteps); ++k) {
-        if (perRank % k != 0)
-          continue;
-        result.groups += numRemats;
-        if (!deviceFits || !hostFits) {
-          result.prunedByModelStates += numRemats;
-          continue;
+    for (int64_t mics : getMicsChoices(stage)) {
+      auto states = partitionStage(stage, mics);
+      if (failed(states))
+        return failure();
+      auto &[choices, padded] = *states;
+      for (const TuneModelStates &s : choices) {
+        // MiCS only adds model states: the smallest are without it.
+        if (mics == 0 &&
+            (!anyStage || s.deviceBytes < result.minModelStates.deviceBytes))
+          result.minModelStates = s;
+        anyStage = true;
+        bool deviceFits = s.deviceBytes <= options.memoryBudget;
+        bool hostFits =
+            !options.hostBudget || s.hostBytes <= *options.hostBudget;
+        if (mics == 0 && deviceFits &&
+            (!result.minHostStates ||
+             s.hostBytes < result.minHostStates->hostBytes))
+          result.minHostStates = s;
+        // hpZ's secondary partition and qwZ's staging only add to these
+        // states, so the same bound skips them.
+        SmallVector<TuneConfig> variants = getZeroPPChoices(s.config);
+        for (int64_t k = 1; k <= std::min(perRank, kMaxAccumulationSteps);
+             ++k) {
+          if (perRank % k != 0)
+            continue;
+          int64_t count = numRemats * int64_t(variants.size());
+          result.groups += count;
+          if (!deviceFits || !hostFits) {
+            result.prunedByModelStates += count;
+            continue;
+          }
+          for (const TuneConfig &variant : variants) {
+            TuneConfig base = variant;
+            base.accumulationSteps = k;
+            base.remat = remats.front();
+            base.reduceBucketSize =
+                std::min(base.reduceBucketSize, roundUpNice(double(padded)));
+            if (stage == 1 || stage == 2)
+              base.allgatherBucketSize = base.reduceBucketSize;
+            groups.push_back({base, nullptr});
+          }
         }
-        TuneConfig base = s.config;
-        base.accumulationSteps = k;
-        base.remat = remats.front();
-        base.reduceBucketSize =
-            std::min(base.reduceBucketSize, roundUpNice(double(padded)));
-        if (stage == 1 || stage == 2)
-          base.allgatherBucketSize = base.reduceBucketSize;
-        groups.push_back({base, nullptr});
       }
     }
   }
@@ -697,6 +781,13 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
     // This project's key (DeepSpeed has none); absent means per-use.
     if (c.frozenGatherOnce)
       zero["zero_mlir_frozen_gather"] = "once";
+    // ZeRO++ and MiCS, only when on.
+    if (c.hpzPartitionSize > 1)
+      zero["zero_hpz_partition_size"] = c.hpzPartitionSize;
+    if (c.micsShardSize > 0)
+      zero["mics_shard_size"] = c.micsShardSize;
+    if (c.quantizedWeights)
+      zero["zero_quantized_weights"] = true;
   }
   // DeepSpeed's sections; host buffers are always pinned here.
   if (c.offloadOptimizer != OffloadDevice::none) {

@@ -131,6 +131,23 @@ static cl::opt<std::string> interNodeBandwidth(
              "nodes, in Gb/s each way (400 or 400Gb/s; default: the "
              "preset's), for the time of the traffic across nodes"),
     cl::init(""), cl::cat(estimateCat));
+static cl::opt<bool> zeropp(
+    "zeropp",
+    cl::desc("Stage 3 with a model file: compile it under ZeRO-3, hpZ, MiCS, "
+             "qwZ, qgZ (across nodes) and their combinations and print each "
+             "one's memory and "
+             "bytes within and across nodes per rank beside DeepSpeed's and "
+             "the papers' formulas"),
+    cl::init(false), cl::cat(estimateCat));
+static cl::opt<int64_t>
+    hpzPartitionSize("hpz-partition-size",
+                     cl::desc("With --zeropp: the hpZ partition size (default: "
+                              "--gpus-per-node)"),
+                     cl::init(0), cl::cat(estimateCat));
+static cl::opt<int64_t> micsShardSize(
+    "mics-shard-size",
+    cl::desc("With --zeropp: the MiCS shard size (default: --gpus-per-node)"),
+    cl::init(0), cl::cat(estimateCat));
 static cl::opt<std::string> outputFormat("format",
                                          cl::desc("Output: text or json"),
                                          cl::init("text"),
@@ -215,6 +232,28 @@ std::optional<std::string> validate() {
            additionalBufferFactor + "')";
   if (outputFormat != "text" && outputFormat != "json")
     return "--format must be text or json (got '" + outputFormat + "')";
+  if ((hpzPartitionSize.getNumOccurrences() ||
+       micsShardSize.getNumOccurrences()) &&
+      !zeropp)
+    return std::string("--hpz-partition-size and --mics-shard-size choose "
+                       "the options --zeropp compares; give --zeropp");
+  if (zeropp && stage != 3)
+    return "--zeropp compares ZeRO++ and MiCS, which are options of stage "
+           "3 (got --stage " +
+           std::to_string(stage) + ")";
+  if (zeropp && inputFile.empty())
+    return std::string("--zeropp compiles the model under each option: give "
+                       "a model file, not --params");
+  int64_t ranks = gpusPerNode * nodes;
+  if (hpzPartitionSize.getNumOccurrences() &&
+      (hpzPartitionSize < 2 || ranks % hpzPartitionSize))
+    return "--hpz-partition-size must be above 1 and divide the " +
+           std::to_string(ranks) + " ranks (got " +
+           std::to_string(hpzPartitionSize) + ")";
+  if (micsShardSize.getNumOccurrences() &&
+      (micsShardSize < 1 || micsShardSize >= ranks || ranks % micsShardSize))
+    return "--mics-shard-size must divide the " + std::to_string(ranks) +
+           " ranks and be fewer (got " + std::to_string(micsShardSize) + ")";
   if (!hardware.empty() && !mlir::zero::lookupHardwarePreset(hardware))
     return "--hardware: unknown preset '" + hardware +
            "' (known: " + mlir::zero::getHardwarePresetNames() + ")";
@@ -256,6 +295,9 @@ EstimateOptions getOptions() {
   options.hardware = hardware;
   options.deviceMemory = deviceMemory;
   options.interNodeBandwidth = interNodeBandwidth;
+  options.zeropp = zeropp;
+  options.hpzPartitionSize = hpzPartitionSize;
+  options.micsShardSize = micsShardSize;
   return options;
 }
 

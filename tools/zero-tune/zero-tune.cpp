@@ -5,7 +5,8 @@
 // Searches stage x accumulation (at the model's global batch) x remat
 // policy x bucket sizes x overlap x the stage-3 prefetch, live and
 // persistence thresholds and frozen gather policy, and with --offload the
-// optimizer and parameter offload (to a host budget), with the memory
+// optimizer and parameter offload (to a host budget), and with --zeropp
+// the ZeRO++ and MiCS choices of stage 3, with the memory
 // planner and the cost model (lib/Tuning), prints the fastest
 // configurations that fit the budget, and writes the best as a DeepSpeed
 // ds_config.json that `zero-compile --config` compiles to the same plan.
@@ -21,6 +22,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -92,6 +94,13 @@ static cl::opt<std::string> hostBudget(
              "(its host_peak_bytes; a node's host memory divided by its "
              "ranks), written like --memory-budget; default: no bound"),
     cl::cat(tuneCat));
+static cl::opt<bool> zeropp(
+    "zeropp",
+    cl::desc("Also search ZeRO++ and MiCS at stage 3: the hpZ partition size "
+             "(the divisors of --ranks-per-node, across nodes), the MiCS "
+             "shard size (the divisors of --world-size), and qwZ; each "
+             "choice is ranked as a group of its own"),
+    cl::init(false), cl::cat(tuneCat));
 static cl::opt<int64_t>
     top("top",
         cl::desc("How many (stage, accumulation, offload) groups to rank, "
@@ -128,6 +137,18 @@ static std::string describeOffload(const TuneConfig &c) {
       .str();
 }
 
+/// The ZeRO++ and MiCS choice in short ("-" for none), for the table.
+static std::string zeroppText(const TuneConfig &c) {
+  SmallVector<std::string> parts;
+  if (c.hpzPartitionSize > 1)
+    parts.push_back("hpz" + std::to_string(c.hpzPartitionSize));
+  if (c.micsShardSize > 0)
+    parts.push_back("mics" + std::to_string(c.micsShardSize));
+  if (c.quantizedWeights)
+    parts.push_back("qwz");
+  return parts.empty() ? "-" : join(parts, "+");
+}
+
 /// The configuration in words, for messages.
 static std::string describe(const TuneConfig &c) {
   std::string s =
@@ -147,10 +168,17 @@ static std::string describe(const TuneConfig &c) {
     s += ", frozen partitions gathered once per step";
   if (c.isOffloaded())
     s += ", " + describeOffload(c);
+  if (c.hpzPartitionSize > 1)
+    s += formatv(", hpZ partition size {0}", c.hpzPartitionSize).str();
+  if (c.micsShardSize > 0)
+    s += formatv(", MiCS shard size {0}", c.micsShardSize).str();
+  if (c.quantizedWeights)
+    s += ", qwZ";
   return s;
 }
 
-/// The candidate as JSON; the offload fields only when offload is searched.
+/// The candidate as JSON; the offload and ZeRO++ fields only when they are
+/// searched.
 static json::Value toJson(const TuneCandidate &c, int64_t rank,
                           int64_t globalBatch, bool offloadSearched,
                           bool frozenSearched) {
@@ -181,6 +209,12 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
     o["nvme_bytes"] = c.nvmeBytes;
     o["exposed_transfer_ms"] = c.exposedTransferMs;
   }
+  if (zeropp) {
+    o["hpz_partition_size"] = c.config.hpzPartitionSize;
+    o["mics_shard_size"] = c.config.micsShardSize;
+    o["quantized_weights"] = c.config.quantizedWeights;
+    o["inter_node_bytes_per_rank"] = c.interNodeBytes;
+  }
   return o;
 }
 
@@ -198,6 +232,8 @@ static void printTable(const TuneResult &r, bool offloadSearched,
   if (offloadSearched)
     os << format(" %9s %9s %16s %16s %11s", "opt_off", "param_off",
                  "host_peak_bytes", "nvme_bytes", "transfer_ms");
+  if (zeropp)
+    os << format(" %14s %16s", "zeropp", "inter_node_bytes");
   os << "\n";
   auto knob = [](bool used, int64_t v) {
     return used ? std::to_string(v) : std::string("-");
@@ -232,6 +268,9 @@ static void printTable(const TuneResult &r, bool offloadSearched,
                    stringifyOffloadDevice(k.offloadParam).str().c_str(),
                    static_cast<long long>(c.hostPeakBytes),
                    static_cast<long long>(c.nvmeBytes), c.exposedTransferMs);
+    if (zeropp)
+      os << format(" %14s %16lld", zeroppText(k).c_str(),
+                   static_cast<long long>(c.interNodeBytes));
     os << "\n";
   }
 }
@@ -347,6 +386,7 @@ int main(int argc, char **argv) {
   options.offload = *offloadTier;
   options.nvmePath = nvmePath;
   options.hostBudget = hostBytes;
+  options.zeropp = zeropp;
   bool offloadSearched = *offloadTier != OffloadDevice::none;
   auto start = std::chrono::steady_clock::now();
   mlir::FailureOr<TuneResult> result = tuneTrainStep(*module, options);
@@ -357,12 +397,12 @@ int main(int argc, char **argv) {
           .count();
 
   std::string summary =
-      formatv(
-          "searched {0} configurations in {1} groups (stage x "
-          "accumulation x {5}remat): {2} skipped by their model states, {3} "
-          "pruned by bounds; {4:f2} s",
-          result->evaluated, result->groups, result->prunedByModelStates,
-          result->prunedByBounds, seconds, offloadSearched ? "offload x " : "")
+      formatv("searched {0} configurations in {1} groups (stage x "
+              "accumulation x {5}{6}remat): {2} skipped by their model states, "
+              "{3} pruned by bounds; {4:f2} s",
+              result->evaluated, result->groups, result->prunedByModelStates,
+              result->prunedByBounds, seconds,
+              offloadSearched ? "offload x " : "", zeropp ? "ZeRO++ x " : "")
           .str();
   // Beside a JSON array or an error, the summary goes to stderr.
   if (outputFormat == "json" || result->ranked.empty())

@@ -58,6 +58,37 @@ struct EstimateOptions {
   /// mlir::zero::applyInterNodeBandwidth), for the time of the traffic
   /// across nodes.
   std::string interNodeBandwidth;
+  /// Stage 3 with a model file: compile it under ZeRO-3 and each ZeRO++ and
+  /// MiCS option (ZeroPPOption; qgZ across nodes only), with the hpZ
+  /// partition size and the MiCS shard size given here (0: the ranks per
+  /// node).
+  bool zeropp = false;
+  int64_t hpzPartitionSize = 0, micsShardSize = 0;
+};
+
+/// One ZeRO++ or MiCS option of zero-estimate --zeropp: ours is the
+/// compiler's plan of the model under it (the memory plan and the report's
+/// communication, as zero-report prints them), theirs the papers' formulas
+/// in S (the parameters) and M = cS (their bytes): the per-rank model
+/// states (DeepSpeed's 16S/n, the ZeRO++ paper's secondary partition, MiCS's
+/// states over its shard group) and the communication volume across nodes
+/// per rank and step (the ZeRO++ paper's 3M of ZeRO-3, 0.75M of ZeRO++, and
+/// MiCS's all-reduce over the replicas).
+struct ZeroPPOption {
+  std::string name;
+  /// The zero-pipeline options beyond the estimate's own.
+  std::string pipeline;
+  /// The pipeline's refusal, if it refused; the numbers are then unset.
+  std::string error;
+  int64_t modelStateBytes = 0, secondaryBytes = 0, peakBytes = 0;
+  int64_t intraNodeBytes = 0, interNodeBytes = 0;
+  /// With --hardware: the predicted step.
+  double predictedStepMs = 0;
+  std::string theirMemoryFormula;
+  int64_t theirMemoryBytes = 0;
+  std::string theirVolumeFormula;
+  /// The volume across nodes in units of M.
+  double theirVolume = 0;
 };
 
 /// S and L as the model file gives them.
@@ -80,6 +111,8 @@ struct ModelCounts {
   /// and offload-param=cpu with --cpu-offload-params).
   int64_t planHostBytes = 0;
   std::string planPipeline, planError;
+  /// With --zeropp: each option compiled.
+  llvm::SmallVector<ZeroPPOption> zeropp;
 };
 
 /// One line of the report: a named byte count and the formula behind it.

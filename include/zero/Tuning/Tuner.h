@@ -71,6 +71,12 @@ struct TuneConfig {
   OffloadDevice offloadOptimizer = OffloadDevice::none;
   OffloadDevice offloadParam = OffloadDevice::none;
   std::string nvmePath;
+  /// Stage 3, ZeRO++ and MiCS (searched with TuneOptions::zeropp): the
+  /// ranks of the hpZ secondary partition (1: none), the MiCS shard group
+  /// (0: none) and whether the gathers move INT8 weights (qwZ).
+  int64_t hpzPartitionSize = ZeroPartitionPassOptions().hpzPartitionSize;
+  int64_t micsShardSize = ZeroPartitionPassOptions().micsShardSize;
+  bool quantizedWeights = ZeroParamGatherPassOptions().quantizedWeights;
 
   /// Whether the optimizer states or the parameter shards are on NVMe.
   bool isOnNvme() const {
@@ -83,6 +89,11 @@ struct TuneConfig {
            offloadParam != OffloadDevice::none;
   }
 
+  /// Whether any ZeRO++ or MiCS option is on.
+  bool isZeroPP() const {
+    return hpzPartitionSize > 1 || micsShardSize > 0 || quantizedWeights;
+  }
+
   /// Sets the corresponding options (not the world size).
   void applyTo(ZeroPipelineOptions &options) const;
 
@@ -90,7 +101,8 @@ struct TuneConfig {
     return std::make_tuple(
         stage, accumulationSteps, offloadOptimizer, offloadParam, remat,
         reduceBucketSize, overlapComm, allgatherBucketSize, prefetchBucketSize,
-        maxLiveParameters, paramPersistenceThreshold, frozenGatherOnce);
+        maxLiveParameters, paramPersistenceThreshold, frozenGatherOnce,
+        hpzPartitionSize, micsShardSize, quantizedWeights);
   }
   bool operator<(const TuneConfig &o) const { return key() < o.key(); }
   bool operator==(const TuneConfig &o) const { return key() == o.key(); }
@@ -114,6 +126,9 @@ struct TuneCandidate {
   double exposedTransferMs = 0;
   /// The part of the step spent recomputing activations (zero-remat).
   double recomputeMs = 0;
+  /// The bytes one rank sends per step across nodes (rank 0's, as the
+  /// report counts them).
+  int64_t interNodeBytes = 0;
   /// Tokens (positions of the loss) per second over the world.
   double tokensPerSecond = 0;
   /// Whether the peak fits the memory budget and the host peak the host
@@ -145,6 +160,9 @@ struct TuneOptions {
   /// Pinned host bytes one rank may use (its host_peak_bytes); unset: no
   /// bound.
   std::optional<int64_t> hostBudget;
+  /// Also search ZeRO++ and MiCS at stage 3 (getZeroPPChoices): each choice
+  /// is a group of its own.
+  bool zeropp = false;
 };
 
 /// The model states one configuration keeps on the device and in pinned
@@ -159,10 +177,9 @@ struct TuneModelStates {
 };
 
 struct TuneResult {
-  /// The best fitting configuration of each (stage, accumulation, offload)
-  /// group,
-  /// whichever its remat policy, fastest first (ties: smaller peak), at most
-  /// `top` of them.
+  /// The best fitting configuration of each (stage, accumulation, offload,
+  /// ZeRO++ choice) group, whichever its remat policy, fastest first (ties:
+  /// smaller peak), at most `top` of them.
   std::vector<TuneCandidate> ranked;
   /// When nothing fits: the configuration with the smallest peak found.
   std::optional<TuneCandidate> closest;
