@@ -4,8 +4,9 @@ trained on the same ranks and data.
 
     qwz_e2e.py --compiler ZERO_COMPILE --opt ZERO_OPT --mpirun CMD
                --model M --work DIR --world N --steps S --rtol R
-               --step-rtol T [--train-args ARGS] [--ranks-per-node K]
-               [--quantized "OPTION=V ..."] [--name NAME]
+               --step-rtol T [--options OPTS] [--train-args ARGS]
+               [--ranks-per-node K] [--quantized "OPTION=V ..."] [--name NAME]
+               [--nudged-rtol R]
 
 Checks that every run's measured peak equals its plan (the staging
 buffers of the quantized gathers included), that the quantized run's mean
@@ -13,16 +14,69 @@ loss over the last 20 steps is within --rtol of the unquantized run's and
 every step's loss within --step-rtol (and not bitwise the same: the
 gathered weights are quantized), and prints the measured differences and
 the report's bytes per rank of both (the quantized gathers move INT8
-chunks: about half of bf16's).
+chunks: about half of bf16's). --options are more pipeline options
+(space-separated name=value) for both runs, e.g. the gradient clipping and
+learning-rate schedule.
 """
 
 import argparse
+import array
 import json
 import os
 import shlex
 import sys
 
-from zrt_e2e import fail, run
+from zrt_e2e import fail, read_safetensors, run
+
+
+def step_diffs(ref, log):
+    return [abs(a["loss"] - b["loss"]) / abs(a["loss"])
+            for a, b in zip(ref, log)]
+
+
+def train(args, name, exe, extra=(), steps=None):
+    """Runs exe on args.world ranks and checks each step's log line: the
+    measured peak equals the plan's, and no step was skipped."""
+    steps = args.steps if steps is None else steps
+    out = os.path.join(args.work, name)
+    run(shlex.split(args.mpirun) + ["-np", str(args.world), exe, "--quiet",
+        "--steps", str(steps), "--log-json", out + ".json"] +
+        (["--ranks-per-node", str(args.ranks_per_node)]
+         if args.ranks_per_node else []) +
+        shlex.split(args.train_args) + list(extra), log=out + ".out")
+    with open(out + ".json") as f:
+        log = [json.loads(line) for line in f if line.strip()]
+    if len(log) != steps:
+        fail("%s: %d log lines for %d steps" % (name, len(log), steps))
+    for line in log:
+        if line["peak_bytes"] != line["planned_peak_bytes"]:
+            fail("%s step %d: measured peak %d != planned %d" % (
+                name, line["step"], line["peak_bytes"],
+                line["planned_peak_bytes"]))
+        if line["skipped"]:
+            fail("%s step %d was skipped" % (name, line["step"]))
+    return log
+
+
+def nudge(src, dst):
+    """dst: the F32 safetensors file src with every nonzero value raised by
+    one ulp (its bits one more away from zero when positive, one fewer
+    when negative); zeros stay zero."""
+    _, header, data = read_safetensors(src)
+    raw = open(src, "rb").read()
+    body = array.array("I", data)
+    if sys.byteorder != "little":
+        body.byteswap()
+    for name, t in header.items():
+        if t["dtype"] != "F32":
+            fail("%s: %s is %s, not F32" % (src, name, t["dtype"]))
+    for i, bits in enumerate(body):
+        if bits & 0x7FFFFFFF:
+            body[i] = bits - 1 if bits & 0x80000000 else bits + 1
+    if sys.byteorder != "little":
+        body.byteswap()
+    with open(dst, "wb") as f:
+        f.write(raw[:len(raw) - len(data)] + body.tobytes())
 
 
 def main():
@@ -33,6 +87,8 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--rtol", type=float, default=0.02)
     p.add_argument("--step-rtol", type=float, default=0.08)
+    p.add_argument("--options", default="")
+    p.add_argument("--nudged-rtol", type=float)
     p.add_argument("--train-args", default="")
     p.add_argument("--ranks-per-node", type=int, default=0)
     p.add_argument("--quantized", default="quantized-weights=1")
@@ -45,8 +101,8 @@ def main():
     if args.ranks_per_node:
         nodes = ["ranks-per-node=%d" % args.ranks_per_node]
     for name, extra in (("bf16", []), (name_q, args.quantized.split())):
-        options = ["stage=3", "world-size=%d" % args.world,
-                   "dtype=bf16"] + nodes
+        options = ["stage=3", "world-size=%d" % args.world, "dtype=bf16"
+                   ] + nodes + args.options.split()
         exe = os.path.join(args.work, name)
         run([args.compiler, args.model, "-o", exe] +
             ["--" + o for o in options + extra])
@@ -54,28 +110,31 @@ def main():
             [args.opt, args.model, "--zero-pipeline=" + " ".join(
                 options + extra), "--zero-report=format=json", "-o",
              os.devnull]))
-        run(shlex.split(args.mpirun) + ["-np", str(args.world), exe, "--quiet",
-            "--steps", str(args.steps), "--log-json", exe + ".json"] +
-            (["--ranks-per-node", str(args.ranks_per_node)] if nodes else
-             []) +
-            shlex.split(args.train_args), log=exe + ".out")
-        with open(exe + ".json") as f:
-            log = [json.loads(line) for line in f if line.strip()]
-        if len(log) != args.steps:
-            fail("%s: %d log lines for %d steps" % (name, len(log), args.steps))
-        for line in log:
-            if line["peak_bytes"] != line["planned_peak_bytes"]:
-                fail("%s step %d: measured peak %d != planned %d" % (
-                    name, line["step"], line["peak_bytes"],
-                    line["planned_peak_bytes"]))
-            if line["skipped"]:
-                fail("%s step %d was skipped" % (name, line["step"]))
+        log = train(args, name, exe)
         runs[name] = (log, report)
         print("%s: %d steps, measured peak %d == planned" % (
             name, args.steps, log[-1]["peak_bytes"]))
     ref, q = runs["bf16"][0], runs[name_q][0]
-    diffs = [abs(a["loss"] - b["loss"]) / abs(a["loss"])
-             for a, b in zip(ref, q)]
+    if args.nudged_rtol is not None:
+        # The setup's own sensitivity: the unquantized run again, from its
+        # initial weights each raised by one fp32 ulp. A bound on the
+        # quantized run's losses means something only where this stays well
+        # under it.
+        exe = os.path.join(args.work, "bf16")
+        train(args, "bf16-init", exe, ["--export", exe + "-init.safetensors"],
+              steps=0)
+        nudge(exe + "-init.safetensors", exe + "-nudged.safetensors")
+        nudged = train(args, "bf16-nudged", exe, [
+            "--init-from", exe + "-nudged.safetensors"])
+        gap = max(step_diffs(ref, nudged))
+        if gap > args.nudged_rtol:
+            fail("one ulp on every initial weight moves the unquantized loss "
+                 "by %.4g > %g: the setup is too sensitive to measure "
+                 "quantization" % (gap, args.nudged_rtol))
+        print("one ulp on every initial weight: every step within %g of "
+              "bf16's" % args.nudged_rtol)
+        print("measured: largest step difference %.4f (one ulp)" % gap)
+    diffs = step_diffs(ref, q)
     worst = max(diffs)
     tail = min(20, args.steps)
     mean_ref = sum(a["loss"] for a in ref[-tail:]) / tail

@@ -101,6 +101,40 @@ def cmd_counting(args):
                   tokens)
 
 
+def cmd_words(args):
+    """Byte tokens of a made-up text with fixed statistics: a lexicon of
+    lowercase words and, after each word, one of a few successors of it
+    (probabilities 1/2, 1/4, 1/8, 1/8); sentences of 4-11 words end with a
+    full stop and a newline. Generated from --seed alone (random.random
+    only, stable across Python versions), so no other file changes it, and
+    it has no repeats to memorize: the loss falls to a floor."""
+    rng = random.Random(args.seed)
+
+    def pick(n):
+        return min(int(rng.random() * n), n - 1)
+
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    lexicon = ["".join(letters[pick(26)] for _ in range(2 + pick(6)))
+               for _ in range(args.words)]
+    successors = [[pick(args.words) for _ in range(4)]
+                  for _ in range(args.words)]
+    text, word, left = [], 0, 4 + pick(8)
+    while len(text) < args.count:
+        text += lexicon[word].encode()
+        left -= 1
+        if left == 0:
+            text += b".\n"
+            left = 4 + pick(8)
+        else:
+            text += b" "
+        u = rng.random()
+        word = successors[word][0 if u < 0.5 else 1 if u < 0.75 else
+                                2 if u < 0.875 else 3]
+    with open(args.out, "wb") as f:
+        f.write(struct.pack("<%dH" % args.count, *text[:args.count]))
+    print("tokens: %d" % args.count)
+
+
 def write_npy(path, descr, shape, fmt, values):
     header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
         descr, "".join("%d, " % d for d in shape).rstrip(" ")
@@ -1433,6 +1467,12 @@ def main():
     s.add_argument("--vocab", type=int, required=True)
     s.add_argument("--step", type=int, default=7919)
     s.set_defaults(fn=cmd_counting)
+    s = sub.add_parser("words")
+    s.add_argument("out")
+    s.add_argument("--count", type=int, required=True)
+    s.add_argument("--words", type=int, default=64)
+    s.add_argument("--seed", type=int, default=1)
+    s.set_defaults(fn=cmd_words)
     s = sub.add_parser("token-loss")
     s.add_argument("--weights", required=True)
     s.add_argument("--param", required=True)
