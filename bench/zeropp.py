@@ -5,13 +5,14 @@
 gpt2-tiny in bf16 at stage 3, compiled with zero-compile --ranks-per-node 2
 (every layer gathered again in the backward: --max-reuse-distance 0
 --param-persistence-threshold 0, so that hpZ has backward gathers to keep
-in the node) once per option: ZeRO-3, hpZ 2, qwZ, MiCS 2. Every round
-trains each executable (the order rotating between rounds) with mpirun,
---ranks-per-node 2, --threads 1 and --log-json; a run's step time is the
-median `step_ms` (slowest rank) of the steps after the warm-up, the result
-the median over rounds, and each option's ratio to ZeRO-3 the median of
-the per-round ratios. The bytes a rank sends within and across nodes are
-the report's (zero-report) and the run's measured ones.
+in the node) once per option: ZeRO-3, hpZ 2, qwZ, qgZ, qwZ + qgZ, MiCS 2.
+Every round trains each executable (the order rotating between rounds)
+with mpirun, --ranks-per-node 2, --threads 1 and --log-json; a run's step
+time is the median `step_ms` (slowest rank) of the steps after the
+warm-up, the result the median over rounds, and each option's ratio to
+ZeRO-3 the median of the per-round ratios. The bytes a rank sends within
+and across nodes are the report's (zero-report) and the run's measured
+ones.
 
 On one machine every "node" shares the same memory: this measures the
 kernels (quantization, the secondary's copy) and the schedule's overheads,
@@ -42,6 +43,8 @@ OPTIONS = {
     "ZeRO-3": [],
     "hpZ 2": ["--hpz-partition-size", "2"],
     "qwZ": ["--quantized-weights=true"],
+    "qgZ": ["--quantized-gradients=true"],
+    "qwZ + qgZ": ["--quantized-weights=true", "--quantized-gradients=true"],
     "MiCS 2": ["--mics-shard-size", "2"],
 }
 

@@ -291,6 +291,8 @@ def zeropp(candidate):
         parts.append("MiCS %d" % candidate.mics_shard_size)
     if candidate.quantized_weights:
         parts.append("qwZ")
+    if candidate.quantized_gradients:
+        parts.append("qgZ")
     return " + ".join(parts) or "ZeRO-3"
 
 

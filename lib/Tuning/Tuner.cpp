@@ -43,7 +43,7 @@
 //     its own bounds (its activations, its recompute) prune it or it
 //     descends like the others.
 //  6. With --zeropp, stage 3 is also partitioned over each MiCS shard size
-//     and every stage-3 choice is repeated with each hpZ size and qwZ
+//     and every stage-3 choice is repeated with each hpZ size, qwZ and qgZ
 //     (getZeroPPChoices); each is a group of its own, skipped, bounded and
 //     descended like the others. hpZ's secondary partition only adds to
 //     the model states zero-partition gives, so those skip it soundly.
@@ -113,6 +113,7 @@ void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.hpzPartitionSize = hpzPartitionSize;
   o.micsShardSize = micsShardSize;
   o.quantizedWeights = quantizedWeights;
+  o.quantizedGradients = quantizedGradients;
 }
 
 namespace {
@@ -161,15 +162,20 @@ bool isBetter(const Evaluation &a, const Evaluation &b) {
 }
 
 /// A (stage, accumulation, optimizer offload, parameter offload, hpZ size,
-/// MiCS shard size, qwZ) group.
+/// MiCS shard size, qwZ, qgZ) group.
 using GroupKey = std::tuple<int64_t, int64_t, OffloadDevice, OffloadDevice,
-                            int64_t, int64_t, bool>;
+                            int64_t, int64_t, bool, bool>;
 
 /// The group of a configuration: what the knobs do not change.
 GroupKey groupOf(const TuneConfig &c) {
-  return {c.stage,           c.accumulationSteps, c.offloadOptimizer,
-          c.offloadParam,    c.hpzPartitionSize,  c.micsShardSize,
-          c.quantizedWeights};
+  return {c.stage,
+          c.accumulationSteps,
+          c.offloadOptimizer,
+          c.offloadParam,
+          c.hpzPartitionSize,
+          c.micsShardSize,
+          c.quantizedWeights,
+          c.quantizedGradients};
 }
 
 /// The divisors of `n` strictly between 1 and `n`, ascending.
@@ -212,7 +218,7 @@ private:
   SmallVector<TuneConfig> getOffloadChoices(int64_t stage) const;
   /// The MiCS shard sizes of `stage` the search makes, none (0) first.
   SmallVector<int64_t> getMicsChoices(int64_t stage) const;
-  /// `choice` (a stage, offload and MiCS choice) with each hpZ and qwZ
+  /// `choice` (a stage, offload and MiCS choice) with each hpZ, qwZ and qgZ
   /// choice the search makes and DeepSpeed allows beside it, none first.
   SmallVector<TuneConfig> getZeroPPChoices(const TuneConfig &choice) const;
   /// The step's offload of `config`'s offload choice (set only when
@@ -305,6 +311,15 @@ Tuner::getZeroPPChoices(const TuneConfig &choice) const {
     for (int64_t i = 0, e = choices.size(); i < e; ++i) {
       TuneConfig c = choices[i];
       c.quantizedWeights = true;
+      choices.push_back(c);
+    }
+  // qgZ quantizes the reduce-scatters across nodes only (on one node the
+  // pipeline falls back to the plain one) and, as DeepSpeed's MiCS reduces
+  // with the plain reduce-scatter, not beside MiCS.
+  if (perNode > 0 && perNode < options.worldSize && choice.micsShardSize == 0)
+    for (int64_t i = 0, e = choices.size(); i < e; ++i) {
+      TuneConfig c = choices[i];
+      c.quantizedGradients = true;
       choices.push_back(c);
     }
   return choices;
@@ -606,8 +621,8 @@ LogicalResult Tuner::run() {
             (!result.minHostStates ||
              s.hostBytes < result.minHostStates->hostBytes))
           result.minHostStates = s;
-        // hpZ's secondary partition and qwZ's staging only add to these
-        // states, so the same bound skips them.
+        // hpZ's secondary partition and qwZ's and qgZ's staging only add to
+        // these states, so the same bound skips them.
         SmallVector<TuneConfig> variants = getZeroPPChoices(s.config);
         for (int64_t k = 1; k <= std::min(perRank, kMaxAccumulationSteps);
              ++k) {
@@ -788,6 +803,8 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
       zero["mics_shard_size"] = c.micsShardSize;
     if (c.quantizedWeights)
       zero["zero_quantized_weights"] = true;
+    if (c.quantizedGradients)
+      zero["zero_quantized_gradients"] = true;
   }
   // DeepSpeed's sections; host buffers are always pinned here.
   if (c.offloadOptimizer != OffloadDevice::none) {

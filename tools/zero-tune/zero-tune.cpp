@@ -98,8 +98,9 @@ static cl::opt<bool> zeropp(
     "zeropp",
     cl::desc("Also search ZeRO++ and MiCS at stage 3: the hpZ partition size "
              "(the divisors of --ranks-per-node, across nodes), the MiCS "
-             "shard size (the divisors of --world-size), and qwZ; each "
-             "choice is ranked as a group of its own"),
+             "shard size (the divisors of --world-size), qwZ, and qgZ "
+             "(across nodes, not with MiCS); each choice is ranked as a "
+             "group of its own"),
     cl::init(false), cl::cat(tuneCat));
 static cl::opt<int64_t>
     top("top",
@@ -146,6 +147,8 @@ static std::string zeroppText(const TuneConfig &c) {
     parts.push_back("mics" + std::to_string(c.micsShardSize));
   if (c.quantizedWeights)
     parts.push_back("qwz");
+  if (c.quantizedGradients)
+    parts.push_back("qgz");
   return parts.empty() ? "-" : join(parts, "+");
 }
 
@@ -174,6 +177,8 @@ static std::string describe(const TuneConfig &c) {
     s += formatv(", MiCS shard size {0}", c.micsShardSize).str();
   if (c.quantizedWeights)
     s += ", qwZ";
+  if (c.quantizedGradients)
+    s += ", qgZ";
   return s;
 }
 
@@ -213,6 +218,7 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
     o["hpz_partition_size"] = c.config.hpzPartitionSize;
     o["mics_shard_size"] = c.config.micsShardSize;
     o["quantized_weights"] = c.config.quantizedWeights;
+    o["quantized_gradients"] = c.config.quantizedGradients;
     o["inter_node_bytes_per_rank"] = c.interNodeBytes;
   }
   return o;

@@ -73,10 +73,12 @@ struct TuneConfig {
   std::string nvmePath;
   /// Stage 3, ZeRO++ and MiCS (searched with TuneOptions::zeropp): the
   /// ranks of the hpZ secondary partition (1: none), the MiCS shard group
-  /// (0: none) and whether the gathers move INT8 weights (qwZ).
+  /// (0: none), whether the gathers move INT8 weights (qwZ) and whether
+  /// the gradient reduce-scatters are INT4 all-to-alls (qgZ).
   int64_t hpzPartitionSize = ZeroPartitionPassOptions().hpzPartitionSize;
   int64_t micsShardSize = ZeroPartitionPassOptions().micsShardSize;
   bool quantizedWeights = ZeroParamGatherPassOptions().quantizedWeights;
+  bool quantizedGradients = ZeroGradSyncPassOptions().quantizedGradients;
 
   /// Whether the optimizer states or the parameter shards are on NVMe.
   bool isOnNvme() const {
@@ -91,7 +93,8 @@ struct TuneConfig {
 
   /// Whether any ZeRO++ or MiCS option is on.
   bool isZeroPP() const {
-    return hpzPartitionSize > 1 || micsShardSize > 0 || quantizedWeights;
+    return hpzPartitionSize > 1 || micsShardSize > 0 || quantizedWeights ||
+           quantizedGradients;
   }
 
   /// Sets the corresponding options (not the world size).
@@ -102,7 +105,7 @@ struct TuneConfig {
         stage, accumulationSteps, offloadOptimizer, offloadParam, remat,
         reduceBucketSize, overlapComm, allgatherBucketSize, prefetchBucketSize,
         maxLiveParameters, paramPersistenceThreshold, frozenGatherOnce,
-        hpzPartitionSize, micsShardSize, quantizedWeights);
+        hpzPartitionSize, micsShardSize, quantizedWeights, quantizedGradients);
   }
   bool operator<(const TuneConfig &o) const { return key() < o.key(); }
   bool operator==(const TuneConfig &o) const { return key() == o.key(); }

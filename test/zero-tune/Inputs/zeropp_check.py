@@ -5,7 +5,8 @@ ds_config compiled back to the plan the tuner printed.
 
 For every candidate of TUNE.json (zero-tune --format json): hpZ and MiCS
 never together; the hpZ size divides the ranks per node; the MiCS shard
-size is a divisor of the world between 1 and the world; then its ds_config
+size is a divisor of the world between 1 and the world; qgZ only at stage 3
+across nodes and never with MiCS; then its ds_config
 is written to DIR, compiled by zero-compile --config, and the zero-report of
 the compiled step must equal the candidate's peak, predicted step and bytes
 across nodes exactly. Prints the ZeRO++ choices seen, best first.
@@ -28,10 +29,10 @@ def tool(name, *args):
 
 seen = []
 for c in candidates:
-    h, m, q = c["hpz_partition_size"], c["mics_shard_size"], \
-        c["quantized_weights"]
+    h, m, q, g = c["hpz_partition_size"], c["mics_shard_size"], \
+        c["quantized_weights"], c["quantized_gradients"]
     name = "+".join(["hpz%d" % h] * (h > 1) + ["mics%d" % m] * (m > 0) +
-                    ["qwz"] * q) or "zero%d" % c["stage"]
+                    ["qwz"] * q + ["qgz"] * g) or "zero%d" % c["stage"]
     if h > 1 and m > 0:
         sys.exit("%s: hpZ and MiCS together" % name)
     if h > 1 and (c["stage"] != 3 or per_node % h):
@@ -40,10 +41,13 @@ for c in candidates:
     if m > 0 and (c["stage"] != 3 or not 1 < m < world or world % m):
         sys.exit("%s: MiCS %d is not a proper divisor of %d" %
                  (name, m, world))
+    if g and (c["stage"] != 3 or m > 0 or per_node >= world):
+        sys.exit("%s: qgZ on one node, with MiCS or below stage 3" % name)
     zero = c["ds_config"]["zero_optimization"]
     for key, value, on in (("zero_hpz_partition_size", h, h > 1),
                            ("mics_shard_size", m, m > 0),
-                           ("zero_quantized_weights", q, q)):
+                           ("zero_quantized_weights", q, q),
+                           ("zero_quantized_gradients", g, g)):
         if zero.get(key) != (value if on else None):
             sys.exit("%s: ds_config %s is %r" % (name, key, zero.get(key)))
     config = os.path.join(out, "rank%d.json" % c["rank"])
