@@ -17,6 +17,7 @@
 #ifndef ZERO_RT_COLLECTIVES_H
 #define ZERO_RT_COLLECTIVES_H
 
+#include "Support.h"
 #include "zero_rt/zrt.h"
 
 #include <mpi.h>
@@ -79,6 +80,19 @@ Tokens allToAllBytes(zrt_comm *comm, const void *send,
                      const std::vector<int64_t> &sendDispls, void *recv,
                      const std::vector<int64_t> &recvCounts,
                      const std::vector<int64_t> &recvDispls);
+/// allToAllBytes's shared argument check: one count and one displacement
+/// per rank of the world, each way.
+inline void checkAllToAllCounts(const char *call, int worldSize,
+                                const std::vector<int64_t> &sendCounts,
+                                const std::vector<int64_t> &sendDispls,
+                                const std::vector<int64_t> &recvCounts,
+                                const std::vector<int64_t> &recvDispls) {
+  size_t n = size_t(worldSize);
+  if (sendCounts.size() != n || sendDispls.size() != n ||
+      recvCounts.size() != n || recvDispls.size() != n)
+    fatal("%s: counts for %zu ranks in a world of %d", call, sendCounts.size(),
+          worldSize);
+}
 
 /// Sets up and tears down the backend's part of a Group's communicator
 /// (Groups.cpp), split from `parent` as MPI_Comm_split(parent, color, key)

@@ -422,12 +422,8 @@ Tokens zrt::allToAllBytes(zrt_comm *comm, const void *send,
                           const std::vector<int64_t> &recvCounts,
                           const std::vector<int64_t> &recvDispls) {
   const char *call = "allToAllBytes";
-  if (int(sendCounts.size()) != comm->size ||
-      int(sendDispls.size()) != comm->size ||
-      int(recvCounts.size()) != comm->size ||
-      int(recvDispls.size()) != comm->size)
-    fatal("%s: counts for %zu ranks in a world of %d", call, sendCounts.size(),
-          comm->size);
+  checkAllToAllCounts(call, comm->size, sendCounts, sendDispls, recvCounts,
+                      recvDispls);
   std::vector<int> sc, sd, rc, rd;
   for (int r = 0; r < comm->size; ++r) {
     sc.push_back(mpiCount(sendCounts[size_t(r)], call));

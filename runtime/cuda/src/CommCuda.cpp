@@ -273,11 +273,9 @@ Tokens zrt::allToAllBytes(zrt_comm *comm, const void *send,
                           const std::vector<int64_t> &recvCounts,
                           const std::vector<int64_t> &recvDispls) {
   const char *call = "allToAllBytes";
+  checkAllToAllCounts(call, comm->size, sendCounts, sendDispls, recvCounts,
+                      recvDispls);
   size_t n = size_t(comm->size);
-  if (sendCounts.size() != n || sendDispls.size() != n ||
-      recvCounts.size() != n || recvDispls.size() != n)
-    fatal("%s: counts for %zu ranks in a world of %d", call, sendCounts.size(),
-          comm->size);
   ncclComm_t nccl = ncclOf(comm);
   cudaStream_t stream = commStream(comm);
   commAfterCompute(comm);

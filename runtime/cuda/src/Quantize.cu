@@ -114,6 +114,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// The code of element j of a chunk's payload: a signed byte at 8 bits, a
+/// nibble (low first) at 4.
+__device__ inline int32_t codeAt(const uint8_t *payload, int64_t j,
+                                 int32_t bits) {
+  return bits == 8 ? int32_t(int8_t(payload[j]))
+                   : quantNibble(uint32_t(payload[j / 2]) >> (4 * (j & 1)));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     dequantizeKernel(const uint8_t *src, T *dst, QuantShape s) {
@@ -133,10 +141,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < 2; ++e) {
       if (i + e >= len)
         continue;
-      int32_t q =
-          s.bits == 8
-              ? int32_t(int8_t(payload[off + i + e]))
-              : quantNibble(uint32_t(payload[(off + i) / 2]) >> (4 * e));
+      int32_t q = codeAt(payload, off + i + e, s.bits);
       y[i + e] = nan ? quantNaN<T>() : fromF32<T>(dequantizeValue(q, scale));
     }
   }
@@ -160,10 +165,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < 2; ++e) {
       if (i + e >= len)
         continue;
-      int32_t q =
-          s.bits == 8
-              ? int32_t(int8_t(payload[off + i + e]))
-              : quantNibble(uint32_t(payload[(off + i) / 2]) >> (4 * e));
+      int32_t q = codeAt(payload, off + i + e, s.bits);
       float v = nan ? quantNaN<float>() : dequantizeValue(q, scale);
       y[i + e] = __fadd_rn(y[i + e], v);
     }
