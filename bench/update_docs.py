@@ -960,6 +960,8 @@ def sec_peers(r):
                           key=lambda f: -f["excess_ms"])[:4]
             out.append("- %s: %s." % (s["name"], ", ".join(
                 "%s %.2f" % (f["family"], f["excess_ms"]) for f in gaps)))
+    return "\n".join(out)
+
 
 def sec_zeropp(r):
     """bench/zeropp.py: ZeRO++ and MiCS step times on 2 x 2 CPU ranks."""

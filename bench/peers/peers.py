@@ -178,30 +178,43 @@ def run_torch(c, base, args, env):
             "first_step_s": doc["first_step_end"] - t0}
 
 
-def run_deepspeed(c, base, args, env):
-    port = free_port()
-    procs = []
-    t0 = time.time()
-    for r in range(args.world):
-        e = dict(env, RANK=str(r), LOCAL_RANK=str(r),
-                 WORLD_SIZE=str(args.world), LOCAL_SIZE=str(args.world),
-                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                 DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
-        cmd = [args.python, os.path.join(HERE, "worker.py"), "deepspeed",
-               "--stage", str(c["stage"]), "--threads", "1",
-               "--out", "%s.%d.json" % (base, r)] + worker_args(c, args)
-        logf = open("%s.%d.log" % (base, r), "w")
-        procs.append((subprocess.Popen(cmd, stdout=logf,
-                                       stderr=subprocess.STDOUT, env=e),
-                      logf))
-    failed = []
-    for r, (p, logf) in enumerate(procs):
-        if p.wait() != 0:
-            failed.append(r)
-        logf.close()
-    if failed:
-        sys.stderr.write(open("%s.%d.log" % (base, failed[0])).read()[-4000:])
-        raise SystemExit("DeepSpeed rank %d failed" % failed[0])
+def run_deepspeed(c, base, args, env, attempts=3):
+    """DeepSpeed's ranks; a run in which a rank dies is run again (its shm
+    communicator now and then aborts a rank with "terminate called without
+    an active exception"), at most `attempts` times, each failure logged."""
+    for attempt in range(1, attempts + 1):
+        port = free_port()
+        procs = []
+        t0 = time.time()
+        for r in range(args.world):
+            e = dict(env, RANK=str(r), LOCAL_RANK=str(r),
+                     WORLD_SIZE=str(args.world), LOCAL_SIZE=str(args.world),
+                     MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                     DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+            cmd = [args.python, os.path.join(HERE, "worker.py"), "deepspeed",
+                   "--stage", str(c["stage"]), "--threads", "1",
+                   "--out", "%s.%d.json" % (base, r)] + worker_args(c, args)
+            logf = open("%s.%d.log" % (base, r), "w")
+            procs.append((subprocess.Popen(cmd, stdout=logf,
+                                           stderr=subprocess.STDOUT, env=e),
+                          logf))
+        failed = []
+        for r, (p, logf) in enumerate(procs):
+            if p.wait() != 0:
+                failed.append(r)
+            logf.close()
+        if not failed:
+            break
+        tail = open("%s.%d.log" % (base, failed[0])).read()[-4000:]
+        if attempt == attempts:
+            sys.stderr.write(tail)
+            raise SystemExit("DeepSpeed rank %d failed %d times"
+                             % (failed[0], attempts))
+        sys.stderr.write("DeepSpeed rank %d failed (attempt %d of %d; "
+                         "running it again): %s\n"
+                         % (failed[0], attempt, attempts,
+                            tail.strip().splitlines()[-1] if tail.strip()
+                            else "no output"))
     docs = [json.load(open("%s.%d.json" % (base, r)))
             for r in range(args.world)]
     step_ms = [max(d["step_ms"][k] for d in docs)
