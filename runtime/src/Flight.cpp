@@ -25,7 +25,7 @@ const char *setKindName(int32_t kind) {
     return "hpz";
   case ZRT_RANKS_REPLICAS:
     return "replicas";
-  case kFlightWorld:
+  case ZRT_RANKS_WORLD:
     return "world";
   default:
     return "group";

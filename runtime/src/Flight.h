@@ -30,10 +30,6 @@ int64_t steadyNs();
 constexpr int64_t kFlightEntries = 256;
 constexpr int kFlightVersion = 1;
 
-/// The rank-set kind of a collective over MPI_COMM_WORLD itself (the rank
-/// set kinds of topology.h otherwise).
-constexpr int32_t kFlightWorld = -1;
-
 enum FlightState : int32_t { kFlightIssued, kFlightWaited, kFlightDone };
 
 class FlightRecorder {

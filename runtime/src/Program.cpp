@@ -745,7 +745,7 @@ extern "C" void zrt_ctx_all_reduce_labels(zrt_ctx *ctx, int64_t *count) {
     local += c;
   {
     const char *what = "the label count all-reduce";
-    int64_t seq = record(ctx, what, kAllReduce, kFlightWorld,
+    int64_t seq = record(ctx, what, kAllReduce, ZRT_RANKS_WORLD,
                          zrt_rank_set{0, 1, ctx->world}, sizeof(int64_t));
     WaitScope watched(ctx->waitState, what);
     ctx->flight.waited(seq);

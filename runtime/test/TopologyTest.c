@@ -73,6 +73,8 @@ static void rankSets(void) {
   expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 1, 0), 5, 1, 1, __LINE__);
   expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 4), 1, 4, 2, __LINE__);
   expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 0), 5, 1, 1, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 2, 4), 0, 1, 8, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0), 0, 1, 8, __LINE__);
   EXPECT(zrt_rank_set_of(7, 5, 8, 1, 0).size, 0);
   EXPECT(zrt_node_of(5, 2), 2);
   EXPECT(zrt_node_of(5, 0), 0);

@@ -54,13 +54,15 @@ enum {
   ZRT_RANKS_GROUP = 0,    /* the ranks a group is sharded over */
   ZRT_RANKS_HPZ = 1,      /* the rank's hpZ group */
   ZRT_RANKS_REPLICAS = 2, /* the ranks holding the rank's MiCS shard */
+  ZRT_RANKS_WORLD = 3,    /* every rank */
 };
 
 /* The members of `rank`'s set of `kind` in a world of `world_size` ranks
  * with hpZ groups of `hpz_partition_size` (1: none) and MiCS shard groups
  * of `mics_shard_size` (0: none), both consecutive ranks. The group is the
  * MiCS shard group with MiCS, the world otherwise; an hpZ set without hpZ
- * is the rank alone, and so is a replica set without MiCS. A size of 0
+ * is the rank alone, and so is a replica set without MiCS. The world set is
+ * every rank, whatever the groups. A size of 0
  * means an unknown kind. */
 static inline zrt_rank_set zrt_rank_set_of(int32_t kind, int64_t rank,
                                            int64_t world_size,
@@ -89,6 +91,10 @@ static inline zrt_rank_set zrt_rank_set_of(int32_t kind, int64_t rank,
       s.stride = mics_shard_size;
       s.size = world_size / mics_shard_size;
     }
+    return s;
+  case ZRT_RANKS_WORLD:
+    s.first = 0;
+    s.size = world_size;
     return s;
   }
   s.size = 0;

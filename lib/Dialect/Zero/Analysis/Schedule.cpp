@@ -30,7 +30,8 @@ int64_t mlir::zero::getTensorBytes(Type tensorType) {
 static_assert(static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
                   static_cast<int32_t>(RankSetKind::hpz) == ZRT_RANKS_HPZ &&
                   static_cast<int32_t>(RankSetKind::replicas) ==
-                      ZRT_RANKS_REPLICAS,
+                      ZRT_RANKS_REPLICAS &&
+                  static_cast<int32_t>(RankSetKind::world) == ZRT_RANKS_WORLD,
               "RankSetKind follows zero_rt/topology.h's kinds");
 
 zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,

@@ -1184,6 +1184,7 @@ std::optional<BufferKind> CountLabelsOp::getInPlaceBuffer() {
 }
 Value CountLabelsOp::getMovedValue() { return getCount(); }
 Value CountLabelsOp::getToken() { return Value(); }
+RankSetKind CountLabelsOp::getRankSetKind() { return RankSetKind::world; }
 
 LogicalResult CountLabelsOp::verify() {
   if (numel(getCount()) != 1)

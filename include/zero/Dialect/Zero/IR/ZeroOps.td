@@ -935,14 +935,16 @@ def Zero_CollectiveKind : I32EnumAttr<"CollectiveKind", "collective pattern", [
 def Zero_RankSetKind : I32EnumAttr<"RankSetKind",
     "the ranks a collective runs over", [
     I32EnumAttrCase<"group", 0>, I32EnumAttrCase<"hpz", 1>,
-    I32EnumAttrCase<"replicas", 2>]> {
+    I32EnumAttrCase<"replicas", 2>, I32EnumAttrCase<"world", 3>]> {
   let cppNamespace = "::mlir::zero";
   let genSpecializedAttr = 0;
   let description = [{
     `group`: the ranks the partition is sharded over (the world, or this
     rank's MiCS shard group); `hpz`: this rank's hpZ group (ZeRO++'s
     secondary partition); `replicas`: the ranks holding this rank's MiCS
-    shard, one per shard group. `zrt_rank_set_of` (zero_rt/topology.h)
+    shard, one per shard group; `world`: every rank of the data-parallel
+    world, whatever the groups (the step's label count, which MiCS's shard
+    groups do not split). `zrt_rank_set_of` (zero_rt/topology.h)
     gives the members of each.
   }];
 }
@@ -1339,13 +1341,15 @@ def Zero_CountLabelsOp : Zero_Op<"count_labels", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
         ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
-         "getMovedValue", "getToken"]>,
+         "getMovedValue", "getToken", "getRankSetKind"]>,
     Zero_StepPhaseOpInterface]> {
   let summary = "The valid labels of the optimizer step, over every rank";
   let description = [{
     `N`, the number of entries of `labels` other than `ignore_index` over
     every micro batch of the optimizer step and every rank of the
-    data-parallel world of partition `group`, as an int64. Each rank counts
+    data-parallel world, as an int64: its rank set is `world` even when
+    partition `group` is sharded over MiCS shard groups, whose ranks see
+    different batches. Each rank counts
     its own micro batches before the first micro step: the compiled
     program's label count function computes `labels` from each micro
     batch's inputs (the ops `labels` depends on, with the training step's
