@@ -78,7 +78,8 @@ static void addSchedulePasses(OpPassManager &pm, const ZeroPipelineOptions &o,
 }
 
 /// zero-pipeline's passes with the options `o` (a ds_config's, once
-/// resolved): zero-pad-vocab, autodiff, mixed precision and the schedule.
+/// resolved): zero-pad-vocab, autodiff, mixed precision, the bias fusion
+/// and the schedule.
 static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
                       std::optional<int64_t> rematBlocks) {
   if (o.padVocab != 0) {
@@ -89,6 +90,8 @@ static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
   pm.addPass(createZeroAutodiffPass());
   pm.addPass(
       createZeroMixedPrecisionPass(o.getZeroMixedPrecisionPassOptions()));
+  if (o.fuseBiasActivation)
+    pm.addPass(createZeroFuseBiasActivationPass());
   addSchedulePasses(pm, o, rematBlocks);
 }
 

@@ -30,43 +30,66 @@ void unaryMap(const void *inPtr, void *outPtr, int64_t n, const Op &op) {
   });
 }
 
+/// Checks that n elements broadcast over rhsN (rhsN divides n); false when
+/// there is nothing to do.
+bool checkBroadcast(const char *kernel, int64_t n, int64_t rhsN) {
+  checkDims(kernel, n, rhsN);
+  if (n == 0)
+    return false;
+  if (rhsN == 0 || n % rhsN != 0)
+    fatal("%s: %lld elements do not broadcast over %lld", kernel, (long long)n,
+          (long long)rhsN);
+  return true;
+}
+
+/// The fp32 values rhs[i % rhsN .. +len) of a broadcast operand, block by
+/// block. A short rhs is expanded once into a periodic fp32 tile, so that
+/// every block reads its values contiguously from tile + (i % rhsN).
+template <typename T>
+class BroadcastRhs {
+public:
+  BroadcastRhs(const T *rhs, int64_t rhsN)
+      : rhs(rhs), rhsN(rhsN), tiled(rhsN < kBlock) {
+    if (tiled) {
+      toFloat(rhs, tile, rhsN);
+      for (int64_t i = rhsN; i < 2 * kBlock; ++i)
+        tile[i] = tile[i - rhsN];
+    }
+  }
+  /// The block at i of len <= kBlock elements; buf holds kBlock floats.
+  const float *at(int64_t i, int64_t len, float *buf) const {
+    int64_t j = i % rhsN;
+    if (tiled)
+      return tile + j;
+    if (j + len <= rhsN)
+      return loadF32(rhs + j, len, buf);
+    // rhsN >= kBlock >= len: wraps at most once.
+    toFloat(rhs + j, buf, rhsN - j);
+    toFloat(rhs, buf + (rhsN - j), len - (rhsN - j));
+    return buf;
+  }
+
+private:
+  const T *rhs;
+  int64_t rhsN;
+  bool tiled;
+  alignas(64) float tile[2 * kBlock];
+};
+
 /// out[i] = op(lhs[i], rhs[i % rhsN]); out may alias lhs.
 template <typename T, typename Op>
 void broadcastMap(const char *kernel, const void *lhsPtr, const void *rhsPtr,
                   void *outPtr, int64_t n, int64_t rhsN, const Op &op) {
-  checkDims(kernel, n, rhsN);
-  if (n == 0)
+  if (!checkBroadcast(kernel, n, rhsN))
     return;
-  if (rhsN == 0 || n % rhsN != 0)
-    fatal("%s: %lld elements do not broadcast over %lld", kernel, (long long)n,
-          (long long)rhsN);
   const T *lhs = static_cast<const T *>(lhsPtr);
-  const T *rhs = static_cast<const T *>(rhsPtr);
   T *out = static_cast<T *>(outPtr);
-  // A short rhs is expanded once into a periodic fp32 tile, so that every
-  // block reads its rhs values contiguously from tile + (i % rhsN).
-  alignas(64) float tile[2 * kBlock];
-  bool tiled = rhsN < kBlock;
-  if (tiled) {
-    toFloat(rhs, tile, rhsN);
-    for (int64_t i = rhsN; i < 2 * kBlock; ++i)
-      tile[i] = tile[i - rhsN];
-  }
+  BroadcastRhs<T> rhs(static_cast<const T *>(rhsPtr), rhsN);
   parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
     alignas(64) float bufL[kBlock], bufR[kBlock], bufOut[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {
       int64_t len = std::min(kBlock, end - i);
-      int64_t j = i % rhsN;
-      const float *y;
-      if (tiled) {
-        y = tile + j;
-      } else if (j + len <= rhsN) {
-        y = loadF32(rhs + j, len, bufR);
-      } else { // rhsN >= kBlock >= len: wraps at most once.
-        toFloat(rhs + j, bufR, rhsN - j);
-        toFloat(rhs, bufR + (rhsN - j), len - (rhsN - j));
-        y = bufR;
-      }
+      const float *y = rhs.at(i, len, bufR);
       const float *x = loadF32(lhs + i, len, bufL);
       float *o = outF32(out + i, bufOut);
 #pragma omp simd
@@ -75,6 +98,40 @@ void broadcastMap(const char *kernel, const void *lhsPtr, const void *rhsPtr,
       storeF32(o, out + i, len);
     }
   });
+}
+
+/// out[i] = op(a[i], rhs[i % rhsN], c[i]); out may alias a or c.
+template <typename T, typename Op>
+void broadcastMap3(const char *kernel, const void *aPtr, const void *rhsPtr,
+                   const void *cPtr, void *outPtr, int64_t n, int64_t rhsN,
+                   const Op &op) {
+  if (!checkBroadcast(kernel, n, rhsN))
+    return;
+  const T *a = static_cast<const T *>(aPtr);
+  const T *c = static_cast<const T *>(cPtr);
+  T *out = static_cast<T *>(outPtr);
+  BroadcastRhs<T> rhs(static_cast<const T *>(rhsPtr), rhsN);
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    alignas(64) float bufA[kBlock], bufR[kBlock], bufC[kBlock], bufOut[kBlock];
+    for (int64_t i = begin; i < end; i += kBlock) {
+      int64_t len = std::min(kBlock, end - i);
+      const float *y = rhs.at(i, len, bufR);
+      const float *x = loadF32(a + i, len, bufA);
+      const float *z = loadF32(c + i, len, bufC);
+      float *o = outF32(out + i, bufOut);
+#pragma omp simd
+      for (int64_t t = 0; t < len; ++t)
+        o[t] = op(x[t], y[t], z[t]);
+      storeF32(o, out + i, len);
+    }
+  });
+}
+
+/// x rounded to the storage type T and back, as a kernel that stores x and
+/// another that loads it would see it.
+template <typename T>
+inline float roundTo(float x) {
+  return toFloat(fromFloat<T>(x));
 }
 
 /// (outA[i], outB[i]) = op(a[i], b[i], c[i]); each output may alias an
@@ -161,6 +218,29 @@ extern "C" void zrt_gelu_grad(int32_t dtype, const void *x, const void *dy,
                               void *dx, int64_t n) {
   binaryKernel("zrt_gelu_grad", dtype, x, dy, dx, n,
                [](float v, float g) { return geluGrad(v, g); });
+}
+
+extern "C" void zrt_bias_gelu(int32_t dtype, const void *x, const void *bias,
+                              void *y, int64_t n, int64_t biasN) {
+  KernelSpan span("zrt_bias_gelu");
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    broadcastMap<T>("zrt_bias_gelu", x, bias, y, n, biasN,
+                    [](float v, float b) { return gelu(roundTo<T>(v + b)); });
+  });
+}
+
+extern "C" void zrt_bias_gelu_grad(int32_t dtype, const void *x,
+                                   const void *bias, const void *dy, void *dx,
+                                   int64_t n, int64_t biasN) {
+  KernelSpan span("zrt_bias_gelu_grad");
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    broadcastMap3<T>("zrt_bias_gelu_grad", x, bias, dy, dx, n, biasN,
+                     [](float v, float b, float g) {
+                       return geluGrad(roundTo<T>(v + b), g);
+                     });
+  });
 }
 
 extern "C" void zrt_gelu_erf(int32_t dtype, const void *x, void *y, int64_t n) {

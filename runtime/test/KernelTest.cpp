@@ -143,6 +143,50 @@ TEST_P(KernelTest, BroadcastAddMul) {
   expectClose(x, want, u(), 0, "add in place");
 }
 
+// The bias-fused GELU and its gradient equal zrt_add followed by zrt_gelu
+// and zrt_gelu_grad bit for bit (the sum rounded to the dtype as zrt_add
+// stores it), for a short bias (one tile), a long one (wrapping blocks), a
+// full-size one, in place, and over several threads.
+TEST_P(KernelTest, BiasGeluIsAddThenGelu) {
+  for (auto [n, biasN] : {std::pair<int64_t, int64_t>{3150, 1},
+                          {3150, 7},
+                          {3150, 1575},
+                          {3150, 3150},
+                          {200000, 2000}}) {
+    SCOPED_TRACE(testing::Message() << "n " << n << " bias " << biasN);
+    Buffer x = randomBuffer(dtype(), rng, n),
+           bias = randomBuffer(dtype(), rng, biasN),
+           dy = randomBuffer(dtype(), rng, n);
+    size_t bytes = size_t(n) * size_t(zrt_dtype_size(dtype()));
+    Buffer sum(dtype(), n), y(dtype(), n), dx(dtype(), n);
+    zrt_add(dtype(), x.data(), bias.data(), sum.data(), n, biasN);
+    zrt_gelu(dtype(), sum.data(), y.data(), n);
+    zrt_gelu_grad(dtype(), sum.data(), dy.data(), dx.data(), n);
+    Buffer fy(dtype(), n), fdx(dtype(), n);
+    zrt_bias_gelu(dtype(), x.data(), bias.data(), fy.data(), n, biasN);
+    zrt_bias_gelu_grad(dtype(), x.data(), bias.data(), dy.data(), fdx.data(), n,
+                       biasN);
+    EXPECT_EQ(std::memcmp(fy.data(), y.data(), bytes), 0) << "bias_gelu";
+    EXPECT_EQ(std::memcmp(fdx.data(), dx.data(), bytes), 0) << "bias_gelu_grad";
+    // In place: the output over the input, and the gradient over dy.
+    Buffer xi = x, dyi = dy;
+    zrt_bias_gelu(dtype(), xi.data(), bias.data(), xi.data(), n, biasN);
+    zrt_bias_gelu_grad(dtype(), x.data(), bias.data(), dyi.data(), dyi.data(),
+                       n, biasN);
+    EXPECT_EQ(std::memcmp(xi.data(), y.data(), bytes), 0) << "in place";
+    EXPECT_EQ(std::memcmp(dyi.data(), dx.data(), bytes), 0) << "in place";
+  }
+}
+
+TEST(BiasGeluDeathTest, BiasMustDivideTheInput) {
+  Buffer x(ZRT_F32, 10), bias(ZRT_F32, 3), y(ZRT_F32, 10);
+  EXPECT_DEATH(zrt_bias_gelu(ZRT_F32, x.data(), bias.data(), y.data(), 10, 3),
+               "zrt_bias_gelu: 10 elements do not broadcast over 3");
+  EXPECT_DEATH(zrt_bias_gelu_grad(ZRT_F32, x.data(), bias.data(), x.data(),
+                                  y.data(), 10, 3),
+               "zrt_bias_gelu_grad: 10 elements do not broadcast over 3");
+}
+
 TEST_P(KernelTest, PointwiseForwardAndGrad) {
   int64_t n = 5000;
   Buffer x = randomBuffer(dtype(), rng, n, -6, 6);

@@ -17,7 +17,8 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
                 "optionally driven by a DeepSpeed ds_config file";
   let description = [{
     Runs `zero-pad-vocab` (with `pad-vocab`), `zero-autodiff`,
-    `zero-mixed-precision`, `zero-remat` (with `remat`), `zero-partition`,
+    `zero-mixed-precision`, `zero-fuse-bias-activation` (with
+    `fuse-bias-activation`), `zero-remat` (with `remat`), `zero-partition`,
     `zero-grad-sync`, `zero-param-gather`, `zero-prefetch` (at stage 3),
     `zero-optimizer` and, with `verify`, `zero-verify-schedule`. The options
     of the passes from `zero-mixed-precision` to `zero-optimizer` are its
@@ -59,6 +60,11 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
     Option<"padVocab", "pad-vocab", "int64_t", /*default=*/"0",
            "Pad the vocabulary table to a multiple of this many rows, masked "
            "out of the loss (zero-pad-vocab); 0: off">,
+    Option<"fuseBiasActivation", "fuse-bias-activation", "bool",
+           /*default=*/"false",
+           "Fold bias adds into the GELUs that read them "
+           "(zero-fuse-bias-activation): same results, fewer passes over "
+           "memory, and a different memory plan">,
     Option<"remat", "remat", "std::string", /*default=*/"\"none\"",
            "Activation recomputation (zero-remat): none, layer, selective, "
            "or auto (the cheapest that fits memory-budget)">,

@@ -154,6 +154,22 @@ KernelCost activationCost(Operation *op) {
   return KernelCost::activation(getOperandAndResultBytes(op),
                                 numel(op->getResult(0)));
 }
+/// The bias is broadcast as zrt_add's rhs: (dtype, x, bias[, dy], out, n,
+/// bias_n).
+LogicalResult buildCall(nn::BiasGeluOp op, KernelCallBuilder &b) {
+  return b.call("zrt_bias_gelu",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.result(0), b.i64(numel(op.getInput())),
+                 b.i64(numel(op.getBias()))});
+}
+KernelCost cost(nn::BiasGeluOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::BiasGeluGradOp op, KernelCallBuilder &b) {
+  return b.call("zrt_bias_gelu_grad",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.operand(2), b.result(0), b.i64(numel(op.getInput())),
+                 b.i64(numel(op.getBias()))});
+}
+KernelCost cost(nn::BiasGeluGradOp op) { return activationCost(op); }
 LogicalResult buildCall(nn::SwigluGradOp op, KernelCallBuilder &b) {
   return b.call("zrt_swiglu_grad",
                 {b.dtype(elemType(op.getGate())), b.operand(0), b.operand(1),
@@ -444,8 +460,9 @@ void attachPointwise(MLIRContext *context) {
 
 void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, nn::NNDialect *) {
-    attach<nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::SwigluGradOp,
-           nn::SoftmaxOp, nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp,
+    attach<nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::BiasGeluOp,
+           nn::BiasGeluGradOp, nn::SwigluGradOp, nn::SoftmaxOp,
+           nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp,
            nn::LayerNormOp, nn::LayerNormGradOp, nn::RmsNormOp,
            nn::RmsNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
            nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,

@@ -163,6 +163,40 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// GELU of a biased input and its gradient: out[i] = gelu(s) or
+/// geluGrad(s, dy[i]) with s = x[i] + bias[i % biasN] rounded to T, as
+/// zrt_add stores it. out may alias x or dy.
+template <typename T, int W, bool kGrad>
+__global__ void __launch_bounds__(kThreads)
+    biasGeluKernel(const T *x, const T *bias, const T *dy, T *out, int64_t n,
+                   int64_t biasN) {
+  auto value = [](float v, float b, float g) {
+    float s = toF32(fromF32<T>(v + b));
+    if constexpr (kGrad)
+      return zrt::geluGrad(s, g);
+    else
+      return zrt::gelu(s);
+  };
+  int64_t packs = n / W;
+  for (int64_t p = globalThread(); p < packs; p += globalThreads()) {
+    int64_t i = p * W;
+    float a[W], d[W] = {};
+    loadPack<W>(x + i, a);
+    if constexpr (kGrad)
+      loadPack<W>(dy + i, d);
+    int64_t j = i % biasN;
+#pragma unroll
+    for (int e = 0; e < W; ++e) {
+      a[e] = value(a[e], toF32(bias[j]), d[e]);
+      j = j + 1 == biasN ? 0 : j + 1;
+    }
+    storePack<W>(out + i, a);
+  }
+  for (int64_t i = packs * W + globalThread(); i < n; i += globalThreads())
+    out[i] = fromF32<T>(value(toF32(x[i]), toF32(bias[i % biasN]),
+                              kGrad ? toF32(dy[i]) : 0.0f));
+}
+
 template <typename S, typename D, int W>
 __global__ void __launch_bounds__(kThreads)
     castKernel(const S *in, D *out, int64_t n) {
@@ -268,6 +302,34 @@ void binary(const char *kernel, int32_t dtype, const void *lhs, const void *rhs,
   });
 }
 
+template <bool kGrad>
+void launchBiasGelu(const char *kernel, int32_t dtype, const void *x,
+                    const void *bias, const void *dy, void *out, int64_t n,
+                    int64_t biasN) {
+  checkDims(kernel, n, biasN);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kW = vecWidth<T>();
+    if (n == 0)
+      return;
+    if (biasN == 0 || n % biasN != 0)
+      fatal("%s: %lld elements do not broadcast over %lld", kernel,
+            (long long)n, (long long)biasN);
+    const T *a = static_cast<const T *>(x);
+    const T *b = static_cast<const T *>(bias);
+    const T *d = static_cast<const T *>(dy);
+    T *o = static_cast<T *>(out);
+    cudaStream_t stream = computeStream();
+    if (isAligned(a, 16) && isAligned(o, 16) && (!kGrad || isAligned(d, 16)))
+      biasGeluKernel<T, kW, kGrad>
+          <<<packGrid(n, kW), kThreads, 0, stream>>>(a, b, d, o, n, biasN);
+    else
+      biasGeluKernel<T, 1, kGrad>
+          <<<packGrid(n, 1), kThreads, 0, stream>>>(a, b, d, o, n, biasN);
+    checkLaunch(kernel);
+  });
+}
+
 } // namespace
 
 void zrt::cuda::copy(void *dst, const void *src, int64_t bytes) {
@@ -352,6 +414,17 @@ void zrt::cuda::gelu(int32_t dtype, const void *x, void *y, int64_t n) {
 void zrt::cuda::geluGrad(int32_t dtype, const void *x, const void *dy, void *dx,
                          int64_t n) {
   binary<false>("zrt_gelu_grad", dtype, x, dy, dx, n, n, GeluGradOp{});
+}
+
+void zrt::cuda::biasGelu(int32_t dtype, const void *x, const void *bias,
+                         void *y, int64_t n, int64_t biasN) {
+  launchBiasGelu<false>("zrt_bias_gelu", dtype, x, bias, nullptr, y, n, biasN);
+}
+
+void zrt::cuda::biasGeluGrad(int32_t dtype, const void *x, const void *bias,
+                             const void *dy, void *dx, int64_t n,
+                             int64_t biasN) {
+  launchBiasGelu<true>("zrt_bias_gelu_grad", dtype, x, bias, dy, dx, n, biasN);
 }
 
 void zrt::cuda::geluErf(int32_t dtype, const void *x, void *y, int64_t n) {

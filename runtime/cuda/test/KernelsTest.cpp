@@ -352,6 +352,35 @@ TEST_P(CudaKernelsTest, ActivationsAndGrads) {
   }
 }
 
+// The bias-fused GELU and its gradient against the CPU's, which equal
+// zrt_add then zrt_gelu bit for bit: GELU's tolerances above, for a bias of
+// one element, one that is not a multiple of the pack, and a long one;
+// unaligned pointers take the scalar kernel.
+TEST_P(CudaKernelsTest, BiasGeluAndGrad) {
+  ZRT_REQUIRE_GPU();
+  for (auto [n, biasN] :
+       {std::pair<int64_t, int64_t>{7, 1}, {5005, 5}, {6000, 3000}}) {
+    Buffer x = randomBuffer(dtype(), rng, n, -5, 5);
+    Buffer bias = randomBuffer(dtype(), rng, biasN, -1, 1);
+    Buffer dy = randomBuffer(dtype(), rng, n);
+    Buffer wantY(dtype(), n), wantDx(dtype(), n);
+    zrt_bias_gelu(dtype(), x.data(), bias.data(), wantY.data(), n, biasN);
+    zrt_bias_gelu_grad(dtype(), x.data(), bias.data(), dy.data(), wantDx.data(),
+                       n, biasN);
+    for (int64_t offset : {0, 1}) {
+      DeviceTensor dx(x, offset), db(bias, offset), dg(dy, offset),
+          dout(dtype(), n, offset);
+      biasGelu(dtype(), dx.get(), db.get(), dout.get(), n, biasN);
+      expectNear(dout.download(), wantY, 4e-6, 2e-7,
+                 label("bias_gelu", dtype(), n, biasN, offset));
+      biasGeluGrad(dtype(), dx.get(), db.get(), dg.get(), dout.get(), n, biasN);
+      expectNear(dout.download(), wantDx, 4e-6, 2e-6,
+                 label("bias_gelu_grad", dtype(), n, biasN, offset));
+    }
+  }
+  biasGelu(dtype(), nullptr, nullptr, nullptr, 0, 1);
+}
+
 // SwiGLU: SiLU's formula times up (in [-2, 2]), so the tolerances above
 // with twice the absolute terms; the outputs may alias the inputs.
 TEST_P(CudaKernelsTest, SwigluAndGrad) {

@@ -189,6 +189,49 @@ module @activations {
 
 // -----
 
+// The bias-fused GELU and its gradient (bf16): the unbiased input, the bias
+// (here a column sum, broadcast as zrt_add's rhs), the gradient for the
+// backward, the result, the element count and the bias's.
+
+// CHECK-LABEL: module @bias_gelu
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[B:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      llvm.call @zrt_reduce_sum(%{{.*}}, %{{.*}}, %[[B]], %{{.*}}, %{{.*}})
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[Y:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[BN:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_bias_gelu(%[[DTYPE]], %[[X]], %[[B]], %[[Y]], %[[N]], %[[BN]])
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DX:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[BN:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_bias_gelu_grad(%[[DTYPE]], %[[X]], %[[B]], %[[DY]], %[[DX]], %[[N]], %[[BN]])
+
+module @bias_gelu {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x8xbf16>, %rows: tensor<4x8xbf16>, %dy: tensor<4x8xbf16>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %b = nn.reduce_sum %rows : tensor<4x8xbf16> -> tensor<8xbf16>
+    %y = nn.bias_gelu %x, %b : tensor<4x8xbf16>, tensor<8xbf16>
+    %dx = nn.bias_gelu_grad %x, %b, %dy : tensor<4x8xbf16>, tensor<8xbf16>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // Their derivatives read the forward value their op names (nn.relu_grad and
 // nn.tanh_grad their op's result, the others its input) and the output
 // gradient; nn.swiglu_grad writes the gradients of both inputs.

@@ -1168,3 +1168,30 @@ func.func @shift_labels_float(%y: tensor<4x8xf32>) {
   %0 = nn.shift_labels %y fill -100 : tensor<4x8xf32>
   return
 }
+
+// -----
+
+// Checks that bias_gelu's bias broadcasts as nn.add's rhs (a suffix shape).
+func.func @bias_gelu_shape(%x: tensor<2x4x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.bias_gelu' op bias shape [4] is not a suffix of input shape [2, 4, 8]}}
+  %0 = nn.bias_gelu %x, %b : tensor<2x4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Checks that bias_gelu_grad's bias broadcasts as nn.add's rhs.
+func.func @bias_gelu_grad_shape(%x: tensor<2x4x8xf32>, %b: tensor<2x8xf32>, %dy: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'nn.bias_gelu_grad' op bias shape [2, 8] is not a suffix of input shape [2, 4, 8]}}
+  %0 = nn.bias_gelu_grad %x, %b, %dy : tensor<2x4x8xf32>, tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Checks that bias_gelu's bias has the input's element type.
+func.func @bias_gelu_type(%x: tensor<2x8xf32>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{'nn.bias_gelu' op failed to verify that all of {input, bias} have same element type}}
+  %0 = nn.bias_gelu %x, %b : tensor<2x8xf32>, tensor<8xbf16>
+  return
+}

@@ -52,8 +52,10 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %m = nn.reshape %back : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
   // CHECK: nn.gelu %{{.*}} : tensor<2x4x8xf32>
   %gl = nn.gelu %m : tensor<2x4x8xf32>
+  // CHECK: nn.bias_gelu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<8xf32>
+  %bg = nn.bias_gelu %gl, %g : tensor<2x4x8xf32>, tensor<8xf32>
   // CHECK: nn.gelu_erf %{{.*}} : tensor<2x4x8xf32>
-  %ge = nn.gelu_erf %gl : tensor<2x4x8xf32>
+  %ge = nn.gelu_erf %bg : tensor<2x4x8xf32>
   // CHECK: nn.silu %{{.*}} : tensor<2x4x8xf32>
   %sl = nn.silu %ge : tensor<2x4x8xf32>
   // CHECK: nn.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
@@ -85,6 +87,8 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %db = nn.reduce_sum %dy : tensor<2x4x8xf32> -> tensor<8xf32>
   // CHECK: nn.gelu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %g = nn.gelu_grad %x, %dy : tensor<2x4x8xf32>
+  // CHECK: nn.bias_gelu_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<8xf32>
+  %bgg = nn.bias_gelu_grad %x, %w, %dy : tensor<2x4x8xf32>, tensor<8xf32>
   // CHECK: nn.silu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %sg = nn.silu_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.gelu_erf_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>

@@ -243,6 +243,44 @@ def train_once(args, name, world, compile_args):
     return log
 
 
+def check_bitwise(base, log, what, against):
+    """Every step's loss, gradient norm, loss scale and skip of `log` is
+    bitwise that of `base`."""
+    for b, l in zip(base, log):
+        for key in ["loss", "grad_norm", "loss_scale", "skipped"]:
+            if b[key] != l[key]:
+                fail("%s: step %d: %s %r != %r %s" %
+                     (what, l["step"], key, l[key], b[key], against))
+
+
+def cmd_variant(args):
+    """Trains the model with and without --variant-args (compile options
+    that must not change a number, such as a fusion), for every stage and
+    world size: every step's loss, gradient norm and loss scale must be
+    bitwise those without, and both measured peaks must equal their
+    plans."""
+    os.makedirs(args.work, exist_ok=True)
+    extra = shlex.split(args.compile_args)
+    variant = shlex.split(args.variant_args)
+    for world in [int(w) for w in args.worlds.split(",")]:
+        for stage in [int(s) for s in args.stages.split(",")]:
+            what = "stage %d, world %d" % (stage, world)
+            base = train_once(args, os.path.join(
+                args.work, "s%d_w%d_base" % (stage, world)), world,
+                ["--stage", str(stage)] + extra)
+            base_peak = check_peak(base, what)
+            log = train_once(args, os.path.join(
+                args.work, "s%d_w%d_variant" % (stage, world)), world,
+                ["--stage", str(stage)] + extra + variant)
+            peak = check_peak(log, what + ", " + args.variant_args)
+            check_bitwise(base, log, what, "without " + args.variant_args)
+            print("%s: %d steps bitwise equal without %s; peaks %d and %d "
+                  "without, both == planned" % (what, len(log),
+                                                args.variant_args, peak,
+                                                base_peak))
+    print("OK")
+
+
 def cmd_remat(args):
     """Trains the model without recomputation and with each policy, for
     every stage and world size: the losses, gradient norms and loss scales
@@ -265,12 +303,7 @@ def cmd_remat(args):
                                  ["--stage", str(stage), "--remat", policy] +
                                  extra)
                 peak = check_peak(log, what + ", " + policy)
-                for b, l in zip(base, log):
-                    for key in ["loss", "grad_norm", "loss_scale", "skipped"]:
-                        if b[key] != l[key]:
-                            fail("%s, %s: step %d: %s %r != %r without remat"
-                                 % (what, policy, l["step"], key, l[key],
-                                    b[key]))
+                check_bitwise(base, log, what + ", " + policy, "without remat")
                 if peak >= base_peak:
                     fail("%s, %s: peak %d is not below %d without remat" %
                          (what, policy, peak, base_peak))
@@ -1639,6 +1672,18 @@ def main():
     s.add_argument("--compile-args", default="")
     s.add_argument("--train-args", default="")
     s.set_defaults(fn=cmd_remat)
+    s = sub.add_parser("variant")
+    s.add_argument("--compiler", required=True)
+    s.add_argument("--mpirun", required=True)
+    s.add_argument("--model", required=True)
+    s.add_argument("--work", required=True)
+    s.add_argument("--variant-args", required=True)
+    s.add_argument("--stages", default="0,3")
+    s.add_argument("--worlds", default="1,2")
+    s.add_argument("--steps", type=int, default=5)
+    s.add_argument("--compile-args", default="")
+    s.add_argument("--train-args", default="")
+    s.set_defaults(fn=cmd_variant)
     s = sub.add_parser("pad-vocab")
     s.add_argument("--compiler", required=True)
     s.add_argument("--mpirun", required=True)

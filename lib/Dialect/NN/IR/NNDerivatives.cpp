@@ -120,6 +120,20 @@ LogicalResult GeluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult BiasGeluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                          SmallVectorImpl<Value> &out) {
+  Value dy = grads[0];
+  if (!dy) {
+    out.append({Value(), Value()});
+    return success();
+  }
+  Location loc = getLoc();
+  Value dx = BiasGeluGradOp::create(b, loc, getInput(), getBias(), dy);
+  out.push_back(dx);
+  out.push_back(reduceTo(b, loc, dx, getBias().getType()));
+  return success();
+}
+
 LogicalResult GeluErfOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value> &out) {
   out.push_back(grads[0]

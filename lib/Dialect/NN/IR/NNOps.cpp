@@ -760,3 +760,45 @@ SoftmaxCrossEntropyOp::getPaddingEffect(OpOperand &operand, int64_t dim) {
 void SoftmaxCrossEntropyOp::padOperand(OpOperand &, int64_t, int64_t size) {
   setClasses(size);
 }
+
+//===----------------------------------------------------------------------===//
+// Bias fusion
+//===----------------------------------------------------------------------===//
+
+/// The bias's shape must be a suffix of the input's, as nn.add's rhs.
+static LogicalResult verifyBias(Operation *op, Value input, Value bias) {
+  ArrayRef<int64_t> is = ranked(input).getShape(), bs = ranked(bias).getShape();
+  if (!isSuffix(bs, is))
+    return op->emitOpError("bias shape ")
+           << shapeStr(bs) << " is not a suffix of input shape "
+           << shapeStr(is);
+  return success();
+}
+
+LogicalResult BiasGeluOp::verify() {
+  return verifyBias(*this, getInput(), getBias());
+}
+
+LogicalResult BiasGeluGradOp::verify() {
+  return verifyBias(*this, getInput(), getBias());
+}
+
+bool GeluOp::canAbsorbBias(OpOperand &operand) {
+  return &operand == &getInputMutable();
+}
+
+ValueRange GeluOp::buildWithBias(OpBuilder &b, OpOperand &, Value input,
+                                 Value bias) {
+  return BiasGeluOp::create(b, getLoc(), input, bias)->getResults();
+}
+
+/// The forward input only: the incoming gradient is not a GELU's input.
+bool GeluGradOp::canAbsorbBias(OpOperand &operand) {
+  return &operand == &getForwardMutable();
+}
+
+ValueRange GeluGradOp::buildWithBias(OpBuilder &b, OpOperand &, Value input,
+                                     Value bias) {
+  return BiasGeluGradOp::create(b, getLoc(), input, bias, getResultGrad())
+      ->getResults();
+}

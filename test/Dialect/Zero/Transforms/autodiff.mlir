@@ -118,6 +118,30 @@ zero.train_step @pointwise(%y: tensor<4xi64>)
 
 // -----
 
+// The bias-fused GELU: its gradient from the unbiased input and the bias,
+// and the bias's gradient summed over the leading dimensions as nn.add's.
+zero.param @a : tensor<4x6xf32> init normal std 0.1
+zero.param @b : tensor<6xf32> init zeros
+// CHECK-LABEL: zero.train_step @bias_gelu
+zero.train_step @bias_gelu(%y: tensor<4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // CHECK: %[[A:.*]] = zero.get_param @a
+  // CHECK: %[[B:.*]] = zero.get_param @b
+  %a = zero.get_param @a : tensor<4x6xf32>
+  %b = zero.get_param @b : tensor<6xf32>
+  %g = nn.bias_gelu %a, %b : tensor<4x6xf32>, tensor<6xf32>
+  %loss = nn.softmax_cross_entropy %g, %y : tensor<4x6xf32>, tensor<4xi64> -> tensor<f32>
+  // CHECK: %[[D0:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DA:.*]] = nn.bias_gelu_grad %[[A]], %[[B]], %[[D0]] : tensor<4x6xf32>, tensor<6xf32>
+  // CHECK-NEXT: %[[DB:.*]] = nn.reduce_sum %[[DA]] : tensor<4x6xf32> -> tensor<6xf32>
+  // CHECK-NEXT: zero.grad @a, %[[DA]] : tensor<4x6xf32>
+  // CHECK-NEXT: zero.grad @b, %[[DB]] : tensor<6xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Llama's SwiGLU and rotary embedding. swiglu_grad yields both operands'
 // gradients from the forward operands; the derivative of a rope is the
 // inverse rope of the gradient and that of an inverse rope the rope, so

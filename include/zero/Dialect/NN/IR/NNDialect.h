@@ -16,6 +16,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "zero/Interfaces/BiasFusionOpInterface.h"
 #include "zero/Interfaces/DerivativeInterface.h"
 #include "zero/Interfaces/IndexOperandOpInterface.h"
 #include "zero/Interfaces/PaddingOpInterface.h"

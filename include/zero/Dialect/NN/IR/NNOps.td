@@ -12,6 +12,7 @@ include "mlir/IR/AttrTypeBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ViewLikeInterface.td"
+include "zero/Interfaces/BiasFusionOpInterface.td"
 include "zero/Interfaces/DerivativeInterface.td"
 include "zero/Interfaces/IndexOperandOpInterface.td"
 include "zero/Interfaces/PaddingOpInterface.td"
@@ -137,15 +138,18 @@ def NN_ScaleOp : NN_Op<"scale", [SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
-class NN_UnaryOp<string mnemonic, string summaryText> : NN_Op<mnemonic, [
-    SameOperandsAndResultType, DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+class NN_UnaryOp<string mnemonic, string summaryText,
+                 list<Trait> traits = []> : NN_Op<mnemonic, !listconcat([
+    SameOperandsAndResultType, DeclareOpInterfaceMethods<DerivativeOpInterface>],
+    traits)> {
   let summary = summaryText;
   let arguments = (ins NN_FloatTensor:$input);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def NN_GeluOp : NN_UnaryOp<"gelu", "GELU, tanh approximation (as GPT-2)"> {
+def NN_GeluOp : NN_UnaryOp<"gelu", "GELU, tanh approximation (as GPT-2)",
+    [DeclareOpInterfaceMethods<BiasFusionOpInterface>]> {
   let description = [{
     `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`.
 
@@ -153,6 +157,29 @@ def NN_GeluOp : NN_UnaryOp<"gelu", "GELU, tanh approximation (as GPT-2)"> {
     %y = nn.gelu %x : tensor<8x64x3072xf32>
     ```
   }];
+}
+def NN_BiasGeluOp : NN_Op<"bias_gelu", [
+    AllTypesMatch<["input", "result"]>, AllElementTypesMatch<["input", "bias"]>,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "GELU (tanh approximation) of a biased input";
+  let description = [{
+    `nn.gelu` of `input + bias`, `bias` broadcast over the leading dimensions
+    as `nn.add` broadcasts it (its shape a suffix of the input's). The sum
+    is rounded to the element type, as `nn.add` stores it, before the GELU,
+    so the result equals `nn.add` followed by `nn.gelu` bit for bit, in one
+    pass that neither writes nor keeps the sum. `zero-fuse-bias-activation`
+    forms it.
+
+    ```mlir
+    %y = nn.bias_gelu %x, %b : tensor<8x64x3072xf32>, tensor<3072xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$bias);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $bias attr-dict `:` type($input) `,` type($bias)
+  }];
+  let hasVerifier = 1;
 }
 def NN_GeluErfOp : NN_UnaryOp<"gelu_erf", "GELU, exact (erf) form"> {
   let description = [{
@@ -566,8 +593,10 @@ def NN_ReduceSumOp : NN_Op<"reduce_sum"> {
   let hasVerifier = 1;
 }
 
-class NN_PointwiseGradOp<string mnemonic, string fwd, string firstName>
-    : NN_Op<mnemonic, [AllTypesMatch<["forward", "result_grad", "result"]>]> {
+class NN_PointwiseGradOp<string mnemonic, string fwd, string firstName,
+                         list<Trait> traits = []>
+    : NN_Op<mnemonic, !listconcat(
+        [AllTypesMatch<["forward", "result_grad", "result"]>], traits)> {
   let summary = "Backward of `nn." # fwd # "`";
   let description = [{
     Given the forward op's }] # firstName # [{ and the gradient of its result,
@@ -582,7 +611,30 @@ class NN_PointwiseGradOp<string mnemonic, string fwd, string firstName>
   let assemblyFormat = "$forward `,` $result_grad attr-dict `:` type($result)";
 }
 
-def NN_GeluGradOp : NN_PointwiseGradOp<"gelu_grad", "gelu", "input">;
+def NN_GeluGradOp : NN_PointwiseGradOp<"gelu_grad", "gelu", "input",
+    [DeclareOpInterfaceMethods<BiasFusionOpInterface>]>;
+def NN_BiasGeluGradOp : NN_Op<"bias_gelu_grad", [
+    AllTypesMatch<["input", "result_grad", "result"]>,
+    AllElementTypesMatch<["input", "bias"]>]> {
+  let summary = "Backward of `nn.bias_gelu`";
+  let description = [{
+    From the forward operands and the gradient of the result, the gradient
+    of the biased input `input + bias` (which is also that of `input`): the
+    sum is formed as `nn.bias_gelu` forms it, so the result equals
+    `nn.gelu_grad` of the stored sum bit for bit.
+
+    ```mlir
+    %dx = nn.bias_gelu_grad %x, %b, %dy : tensor<8x64x3072xf32>, tensor<3072xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$bias,
+                       NN_FloatTensor:$result_grad);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $bias `,` $result_grad attr-dict `:` type($input) `,` type($bias)
+  }];
+  let hasVerifier = 1;
+}
 def NN_GeluErfGradOp
     : NN_PointwiseGradOp<"gelu_erf_grad", "gelu_erf", "input">;
 def NN_SiluGradOp : NN_PointwiseGradOp<"silu_grad", "silu", "input">;

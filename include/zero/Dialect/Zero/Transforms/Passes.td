@@ -115,6 +115,44 @@ def ZeroMixedPrecisionPass : Pass<"zero-mixed-precision", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
 
+def ZeroFuseBiasActivationPass
+    : Pass<"zero-fuse-bias-activation", "::mlir::ModuleOp"> {
+  let summary = "Fold bias adds into the activations that read them";
+  let description = [{
+    Removes each `nn.add` of a broadcast bias whose every user can take the
+    sum as its input and the bias separately (`BiasFusionOpInterface`): a
+    GELU becomes `nn.bias_gelu %x, %b` and its gradient `nn.bias_gelu_grad
+    %x, %b, %dy`, which add the bias in the pass they already make over
+    `%x`. The sum is then neither written nor kept for the backward (`%x`
+    is kept in its place), which saves two of the four passes over memory
+    of the forward's add and GELU; the results are those of the unfused ops
+    bit for bit.
+
+    It runs after `zero-autodiff` (both the forward use and the gradient's
+    are rewritten, so a partial rewrite never keeps the sum alive) and
+    before `zero-partition`: a scheduled step is refused, since its memory
+    plan counts the sums. `zero-pipeline` runs it with
+    `fuse-bias-activation`.
+
+    ```mlir
+    %s = nn.add %x, %b : tensor<4x128x1536xf32>, tensor<1536xf32>
+    %y = nn.gelu %s : tensor<4x128x1536xf32>
+    ...
+    %dx = nn.gelu_grad %s, %dy : tensor<4x128x1536xf32>
+    ```
+    becomes
+    ```mlir
+    %y = nn.bias_gelu %x, %b : tensor<4x128x1536xf32>, tensor<1536xf32>
+    ...
+    %dx = nn.bias_gelu_grad %x, %b, %dy : tensor<4x128x1536xf32>, tensor<1536xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "num-fused", "Bias adds folded into their users">,
+  ];
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+}
+
 def ZeroRematPass : Pass<"zero-remat", "::mlir::ModuleOp"> {
   let summary = "Activation checkpointing: recompute forward values right before their backward uses";
   let description = [{
