@@ -10,12 +10,16 @@
 // twice as fast as vectorized dot products at these sizes).
 //
 // The backward recomputes the probabilities from the row log-sum-exp, which
-// a first pass derives from q and k along with delta = rowsum(dO * O); those
-// 2 * batch * heads * seq floats are the only scratch. dK and dV are then
-// accumulated per key block over all query blocks, and dQ per query block
-// over all key blocks, so every output tile has one owner: no atomics, no
-// per-thread copies, deterministic results. This recomputes q k^T and
-// dO v^T once more than a single pass with shared accumulators would.
+// it derives from q and k along with delta = rowsum(dO * O); those
+// 2 * batch * heads * seq floats are the only heap scratch. When a block of
+// query rows' scores against every key fits the workspace (seq up to 380
+// for f32 at head_dim <= 64), one pass per key/value head derives the
+// scores of each query block once and, from them, lse, dV, dK and dQ.
+// Otherwise three passes do: lse and delta first, then dK and dV per key
+// block over all query blocks, and dQ per query block over all key blocks,
+// recomputing q k^T and dO v^T. Either way every output tile has one owner
+// (no atomics, no per-thread copies) and each sum runs over the same blocks
+// in the same order, so both give the same bits at every thread count.
 //
 // Grouped-query attention: query head h (of batch * heads) reads key/value
 // head h / group, group = heads / kv_heads. The item that owns a key block
@@ -32,6 +36,7 @@
 #include "zero_rt/scratch.h"
 
 #include <limits>
+#include <type_traits>
 
 #include <cblas.h>
 
@@ -54,6 +59,20 @@ int64_t blockSize(const Need &need) {
   while (b > 1 && need(b) > kWorkspaceFloats)
     b /= 2;
   return b;
+}
+
+// The blocks of the backward's three passes. Each fixes how its output's
+// sums are chunked (lse over keys, dK and dV over queries, dQ over keys), so
+// the fused backward uses the same three to give the same bits.
+inline int64_t rowTermsBlock(int64_t d) {
+  return blockSize(
+      [&](int64_t b) { return 2 * b * d + 2 * d + b * b + 2 * b; });
+}
+inline int64_t keyGradsBlock(int64_t d) {
+  return blockSize([&](int64_t b) { return 6 * b * d + 2 * b * b; });
+}
+inline int64_t queryGradsBlock(int64_t d) {
+  return blockSize([&](int64_t b) { return 5 * b * d + 2 * b * b; });
 }
 
 /// src (rows x dim, contiguous) in fp32 times `mul`: src itself for
@@ -109,15 +128,17 @@ void probabilities(const Attn &a, const float *s, int64_t lds, const float *lse,
   }
 }
 
-/// dS = P * (dP - delta) in place in dp: nr query rows (their delta
+/// dS = P * (dP - delta) in place in p: nr query rows (their delta
 /// first) by nc keys.
-void scoreGrads(const float *p, float *dp, int64_t ld, int64_t nr, int64_t nc,
-                const float *delta) {
+void scoreGrads(float *p, int64_t ldp, const float *dp, int64_t lddp,
+                int64_t nr, int64_t nc, const float *delta) {
   for (int64_t r = 0; r < nr; ++r) {
     float dl = delta[r];
+    float *pr = p + r * ldp;
+    const float *dpr = dp + r * lddp;
 #pragma omp simd
     for (int64_t c = 0; c < nc; ++c)
-      dp[r * ld + c] = p[r * ld + c] * (dp[r * ld + c] - dl);
+      pr[c] = pr[c] * (dpr[c] - dl);
   }
 }
 
@@ -195,14 +216,46 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
   });
 }
 
+/// delta[r] = dO_r . O_r for rows r < nr of `o` and `dO` (d floats each);
+/// oBuf and gBuf hold one converted row each.
+template <typename T>
+void rowDeltas(const T *o, const T *dO, int64_t nr, int64_t d, float *oBuf,
+               float *gBuf, float *delta) {
+  for (int64_t r = 0; r < nr; ++r) {
+    const float *oRow = loadRows(o + r * d, 1, d, oBuf);
+    const float *gRow = loadRows(dO + r * d, 1, d, gBuf);
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t t = 0; t < d; ++t)
+      dot += oRow[t] * gRow[t];
+    delta[r] = dot;
+  }
+}
+
+/// One key block of a row's log-sum-exp: folds exp(sr[c]) over the first
+/// `visible` of nc scores into the running max and sum. A block the row
+/// sees none of leaves both exactly unchanged.
+inline void sumExps(const float *sr, int64_t nc, int64_t visible, float &rowMax,
+                    float &rowSum) {
+  float mx = rowMax;
+#pragma omp simd reduction(max : mx)
+  for (int64_t c = 0; c < visible; ++c)
+    mx = sr[c] > mx ? sr[c] : mx;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < nc; ++c)
+    sum += c < visible ? expApprox(sr[c] - mx) : 0.0f;
+  rowSum = rowSum * expApprox(rowMax - mx) + sum;
+  rowMax = mx;
+}
+
 /// lse[i] = log sum_j exp(scale q_i . k_j) over visible keys and
 /// delta[i] = dO_i . O_i, for every query row.
 template <typename T>
 void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
               float *lse, float *delta) {
   int64_t d = a.dim;
-  int64_t bs =
-      blockSize([&](int64_t b) { return 2 * b * d + 2 * d + b * b + 2 * b; });
+  int64_t bs = rowTermsBlock(d);
   int64_t blocks = ceilDiv(a.seq, bs);
   parallelForEach(a.heads * blocks, itemWork(a, bs, 1), [&](int64_t item) {
     int64_t h = item / blocks, i0 = (item % blocks) * bs;
@@ -213,15 +266,7 @@ void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
     float *qBuf = ws, *kBuf = qBuf + bs * d, *oBuf = kBuf + bs * d,
           *gBuf = oBuf + d;
     float *s = gBuf + d, *rowMax = s + bs * bs, *rowSum = rowMax + bs;
-    for (int64_t r = 0; r < nr; ++r) {
-      const float *oRow = loadRows(o + (row0 + r) * d, 1, d, oBuf);
-      const float *gRow = loadRows(dO + (row0 + r) * d, 1, d, gBuf);
-      float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-      for (int64_t t = 0; t < d; ++t)
-        dot += oRow[t] * gRow[t];
-      delta[row0 + r] = dot;
-    }
+    rowDeltas(o + row0 * d, dO + row0 * d, nr, d, oBuf, gBuf, delta + row0);
     const float *qb = loadRows(q + row0 * d, nr, d, qBuf, a.scale);
     std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
     std::fill(rowSum, rowSum + nr, 0.0f);
@@ -229,20 +274,9 @@ void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
       int64_t nc = std::min(bs, end - j0);
       const float *kb = loadRows(kh + j0 * d, nc, d, kBuf);
       dotRows(qb, nr, kb, nc, d, s, bs);
-      for (int64_t r = 0; r < nr; ++r) {
-        const float *sr = s + r * bs;
-        int64_t visible = visibleKeys(a, i0, r, j0, nc);
-        float mx = rowMax[r];
-#pragma omp simd reduction(max : mx)
-        for (int64_t c = 0; c < visible; ++c)
-          mx = sr[c] > mx ? sr[c] : mx;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t c = 0; c < nc; ++c)
-          sum += c < visible ? expApprox(sr[c] - mx) : 0.0f;
-        rowSum[r] = rowSum[r] * expApprox(rowMax[r] - mx) + sum;
-        rowMax[r] = mx;
-      }
+      for (int64_t r = 0; r < nr; ++r)
+        sumExps(s + r * bs, nc, visibleKeys(a, i0, r, j0, nc), rowMax[r],
+                rowSum[r]);
     }
     for (int64_t r = 0; r < nr; ++r)
       lse[row0 + r] = rowMax[r] + std::log(rowSum[r]);
@@ -255,7 +289,7 @@ template <typename T>
 void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
               const float *lse, const float *delta, T *dk, T *dv) {
   int64_t d = a.dim;
-  int64_t bs = blockSize([&](int64_t b) { return 6 * b * d + 2 * b * b; });
+  int64_t bs = keyGradsBlock(d);
   int64_t blocks = ceilDiv(a.seq, bs);
   // Each item sums over the group's query heads.
   int64_t kvHeads = a.heads / a.group, work = a.group * itemWork(a, bs, 4);
@@ -281,9 +315,9 @@ void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
         probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
         accumulate(p, bs, true, nc, nr, gb, d, dvb);
         dotRows(gb, nr, vb, nc, d, dp, bs);
-        scoreGrads(p, dp, bs, nr, nc, delta + base + i0);
+        scoreGrads(p, bs, dp, bs, nr, nc, delta + base + i0);
         // qb holds scale * q, so this is scale * dS^T q.
-        accumulate(dp, bs, true, nc, nr, qb, d, dkb);
+        accumulate(p, bs, true, nc, nr, qb, d, dkb);
       }
     }
     fromFloat(dkb, dk + (kvBase + j0) * d, nc * d);
@@ -296,7 +330,7 @@ template <typename T>
 void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
                 const float *lse, const float *delta, T *dq) {
   int64_t d = a.dim;
-  int64_t bs = blockSize([&](int64_t b) { return 5 * b * d + 2 * b * b; });
+  int64_t bs = queryGradsBlock(d);
   int64_t blocks = ceilDiv(a.seq, bs);
   parallelForEach(a.heads * blocks, itemWork(a, bs, 3), [&](int64_t item) {
     int64_t h = item / blocks, i0 = (item % blocks) * bs;
@@ -316,13 +350,117 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
       dotRows(qb, nr, kb, nc, d, p, bs);
       probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
       dotRows(gb, nr, vb, nc, d, dp, bs);
-      scoreGrads(p, dp, bs, nr, nc, delta + base + i0);
-      accumulate(dp, bs, false, nr, nc, kb, d, dqb);
+      scoreGrads(p, bs, dp, bs, nr, nc, delta + base + i0);
+      accumulate(p, bs, false, nr, nc, kb, d, dqb);
     }
 #pragma omp simd
     for (int64_t t = 0; t < nr * d; ++t)
       dqb[t] *= a.scale;
     fromFloat(dqb, dq + (base + i0) * d, nr * d);
+  });
+}
+
+/// Whether fusedGrads takes the problem: the three passes use one block
+/// size (so their q k^T tiles are the same sgemm shapes), and a block of
+/// query rows' scores against every key fits the workspace, with a block of
+/// dP, the row statistics and the scaled query block, plus fp32 copies of
+/// the head's k and v, its dK and dV sums and a dO and dQ block when T is
+/// not f32. For f32 and head_dim <= 64 that is seq <= 380.
+template <typename T>
+bool fusedGradsFit(const Attn &a) {
+  int64_t n = a.seq, d = a.dim, bs = keyGradsBlock(d);
+  if (rowTermsBlock(d) != bs || queryGradsBlock(d) != bs)
+    return false;
+  int64_t floats = bs * n + bs * bs + 2 * bs + 2 * d + bs * d;
+  if (!std::is_same_v<T, float>)
+    floats += 4 * n * d + 2 * bs * d;
+  return floats <= kWorkspaceFloats;
+}
+
+/// The backward in one pass over the scores (when fusedGradsFit): per
+/// key/value head, per query head of its group and block of query rows in
+/// order, q k^T is derived once, and lse, delta, P, dV, dS, dK and dQ
+/// follow from it. Every sgemm whose sums are not plain FMA chains at all
+/// shapes (q k^T, dO v^T, dS k) has the three passes' shape, the dK and dV
+/// sums (always plain chains) run over the same query blocks in the same
+/// order, and lse and dQ add the same key blocks in order (a block a row
+/// sees none of adds exact zeros), so the results are bit for bit those of
+/// rowTerms, keyGrads and queryGrads.
+template <typename T>
+void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
+                const T *dO, float *lse, float *delta, T *dq, T *dk, T *dv) {
+  int64_t n = a.seq, d = a.dim;
+  int64_t bs = keyGradsBlock(d);
+  int64_t work = a.group * ceilDiv(n, bs) * itemWork(a, bs, 5);
+  parallelForEach(a.kvHeads(), work, [&](int64_t hk) {
+    alignas(64) float ws[kWorkspaceFloats];
+    float *p = ws, *dp = p + bs * n, *rowMax = dp + bs * bs,
+          *rowSum = rowMax + bs, *oBuf = rowSum + bs, *gRowBuf = oBuf + d,
+          *qBuf = gRowBuf + d;
+    // fp32 copies and sums, for 16-bit types only.
+    float *kBuf = nullptr, *vBuf = nullptr, *dkSum = nullptr, *dvSum = nullptr,
+          *gBuf = nullptr, *dqSum = nullptr;
+    if (!std::is_same_v<T, float>) {
+      kBuf = qBuf + bs * d;
+      vBuf = kBuf + n * d;
+      dkSum = vBuf + n * d;
+      dvSum = dkSum + n * d;
+      gBuf = dvSum + n * d;
+      dqSum = gBuf + bs * d;
+    }
+    int64_t kvBase = hk * n;
+    const float *kb = loadRows(k + kvBase * d, n, d, kBuf);
+    const float *vb = loadRows(v + kvBase * d, n, d, vBuf);
+    float *dkb = outF32(dk + kvBase * d, dkSum);
+    float *dvb = outF32(dv + kvBase * d, dvSum);
+    std::fill(dkb, dkb + n * d, 0.0f);
+    std::fill(dvb, dvb + n * d, 0.0f);
+    for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h) {
+      for (int64_t i0 = 0; i0 < n; i0 += bs) {
+        int64_t nr = std::min(bs, n - i0), end = keyEnd(a, i0, nr);
+        int64_t row0 = h * n + i0;
+        rowDeltas(o + row0 * d, dO + row0 * d, nr, d, oBuf, gRowBuf,
+                  delta + row0);
+        const float *qb = loadRows(q + row0 * d, nr, d, qBuf, a.scale);
+        const float *gb = loadRows(dO + row0 * d, nr, d, gBuf);
+        // q k^T in the tiles of the three passes: OpenBLAS's sums are
+        // plain FMA chains only at some shapes.
+        for (int64_t j0 = 0; j0 < end; j0 += bs)
+          dotRows(qb, nr, kb + j0 * d, std::min(bs, end - j0), d, p + j0, n);
+        std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
+        std::fill(rowSum, rowSum + nr, 0.0f);
+        for (int64_t r = 0; r < nr; ++r) {
+          for (int64_t j0 = 0; j0 < end; j0 += bs) {
+            int64_t nc = std::min(bs, end - j0);
+            sumExps(p + r * n + j0, nc, visibleKeys(a, i0, r, j0, nc),
+                    rowMax[r], rowSum[r]);
+          }
+          lse[row0 + r] = rowMax[r] + std::log(rowSum[r]);
+        }
+        probabilities(a, p, n, lse + row0, i0, nr, 0, end, p);
+        accumulate(p, n, true, end, nr, gb, d, dvb);
+        // dP a key block at a time, into dS in place of P.
+        for (int64_t j0 = 0; j0 < end; j0 += bs) {
+          int64_t nc = std::min(bs, end - j0);
+          dotRows(gb, nr, vb + j0 * d, nc, d, dp, bs);
+          scoreGrads(p + j0, n, dp, bs, nr, nc, delta + row0);
+        }
+        // qb holds scale * q, so this is scale * dS^T q.
+        accumulate(p, n, true, end, nr, qb, d, dkb);
+        float *dqb = outF32(dq + row0 * d, dqSum);
+        std::fill(dqb, dqb + nr * d, 0.0f);
+        for (int64_t j0 = 0; j0 < end; j0 += bs) {
+          int64_t nc = std::min(bs, end - j0);
+          accumulate(p + j0, n, false, nr, nc, kb + j0 * d, d, dqb);
+        }
+#pragma omp simd
+        for (int64_t t = 0; t < nr * d; ++t)
+          dqb[t] *= a.scale;
+        storeF32(dqb, dq + row0 * d, nr * d);
+      }
+    }
+    storeF32(dkb, dk + kvBase * d, n * d);
+    storeF32(dvb, dv + kvBase * d, n * d);
   });
 }
 
@@ -365,9 +503,14 @@ extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
     const T *qv = static_cast<const T *>(q), *kv = static_cast<const T *>(k),
             *vv = static_cast<const T *>(v), *ov = static_cast<const T *>(o),
             *gv = static_cast<const T *>(dO);
+    T *dqv = static_cast<T *>(dq), *dkv = static_cast<T *>(dk),
+      *dvv = static_cast<T *>(dv);
+    if (fusedGradsFit<T>(a)) {
+      fusedGrads(a, qv, kv, vv, ov, gv, lse, delta, dqv, dkv, dvv);
+      return;
+    }
     rowTerms(a, qv, kv, ov, gv, lse, delta);
-    keyGrads(a, qv, kv, vv, gv, lse, delta, static_cast<T *>(dk),
-             static_cast<T *>(dv));
-    queryGrads(a, qv, kv, vv, gv, lse, delta, static_cast<T *>(dq));
+    keyGrads(a, qv, kv, vv, gv, lse, delta, dkv, dvv);
+    queryGrads(a, qv, kv, vv, gv, lse, delta, dqv);
   });
 }
