@@ -40,6 +40,10 @@
 
 #include <cblas.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 using namespace zrt;
 
 namespace {
@@ -97,13 +101,143 @@ void dotRows(const float *a, int64_t na, const float *b, int64_t nb,
               int(dim), 1.0f, a, int(dim), b, int(dim), 0.0f, s, int(lds));
 }
 
-/// out[i] += sum_j w(i, j) * v[j] for i < nOut, j < nIn, with w(i, j) =
-/// p[i * ldp + j], or p[j * ldp + i] when `transposed`.
-void accumulate(const float *p, int64_t ldp, bool transposed, int64_t nOut,
-                int64_t nIn, const float *v, int64_t dim, float *out) {
-  cblas_sgemm(CblasRowMajor, transposed ? CblasTrans : CblasNoTrans,
-              CblasNoTrans, int(nOut), int(dim), int(nIn), 1.0f, p, int(ldp), v,
-              int(dim), 1.0f, out, int(dim));
+/// out[i] += sum_j p[i * ldp + j] * v[j] for i < nOut, j < nIn.
+void accumulate(const float *p, int64_t ldp, int64_t nOut, int64_t nIn,
+                const float *v, int64_t dim, float *out) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(nOut), int(dim),
+              int(nIn), 1.0f, p, int(ldp), v, int(dim), 1.0f, out, int(dim));
+}
+
+// Products that OpenBLAS's sgemm computes as plain FMA chains: per output
+// element one chain over the inner index in order from zero, then stored or
+// added to the output once. That holds with a transposed first operand at
+// every shape, and for a b^T at full kMaxBlock x kMaxBlock tiles (not at
+// every smaller one, so partial tiles still call sgemm). chainProduct
+// computes them without sgemm's per-call packing of both operands, with
+// the same bits, in about half the time.
+#if defined(__AVX512F__)
+/// Rows [0, R) of out over columns [t0, t0 + 16 V), the last vector masked.
+template <int R, int V>
+void chainBlock(const float *a, int64_t ai, int64_t aj, int64_t nIn,
+                const float *b, int64_t ldb, float *out, int64_t ldo,
+                int64_t t0, __mmask16 last, bool add) {
+  // Fully unrolled, so that the accumulators stay in registers.
+  __m512 acc[R][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < V; ++c)
+      acc[i][c] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < nIn; ++j) {
+    const float *bj = b + j * ldb + t0;
+    __m512 x[V];
+#pragma GCC unroll 4
+    for (int c = 0; c < V; ++c)
+      x[c] = _mm512_maskz_loadu_ps(c + 1 < V ? __mmask16(0xffff) : last,
+                                   bj + 16 * c);
+    const float *aj0 = a + j * aj;
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      __m512 w = _mm512_set1_ps(aj0[i * ai]);
+#pragma GCC unroll 4
+      for (int c = 0; c < V; ++c)
+        acc[i][c] = _mm512_fmadd_ps(w, x[c], acc[i][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < V; ++c) {
+      __mmask16 m = c + 1 < V ? __mmask16(0xffff) : last;
+      float *o = out + i * ldo + t0 + 16 * c;
+      __m512 y = acc[i][c];
+      if (add)
+        y = _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), y);
+      _mm512_mask_storeu_ps(o, m, y);
+    }
+}
+
+template <int R>
+void chainRows(const float *a, int64_t ai, int64_t aj, int64_t nIn,
+               const float *b, int64_t ldb, int64_t cols, float *out,
+               int64_t ldo, bool add) {
+  for (int64_t t0 = 0; t0 < cols; t0 += 64) {
+    int64_t width = std::min<int64_t>(64, cols - t0);
+    int vectors = int(ceilDiv(width, 16));
+    __mmask16 last = __mmask16((1u << (width - 16 * (vectors - 1))) - 1u);
+    switch (vectors) {
+    case 1:
+      chainBlock<R, 1>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      break;
+    case 2:
+      chainBlock<R, 2>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      break;
+    case 3:
+      chainBlock<R, 3>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      break;
+    default:
+      chainBlock<R, 4>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      break;
+    }
+  }
+}
+
+/// out[i * ldo + t] = sum_j a[i * ai + j * aj] * b[j * ldb + t] for
+/// i < nOut, t < cols, over j < nIn in order; plus out's value when `add`.
+void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
+                  int64_t nIn, const float *b, int64_t ldb, int64_t cols,
+                  float *out, int64_t ldo, bool add) {
+  // Six rows of four vectors: 24 accumulators, the operands in the rest.
+  int64_t i = 0;
+  for (; i + 6 <= nOut; i += 6)
+    chainRows<6>(a + i * ai, ai, aj, nIn, b, ldb, cols, out + i * ldo, ldo,
+                 add);
+  if (i + 4 <= nOut) {
+    chainRows<4>(a + i * ai, ai, aj, nIn, b, ldb, cols, out + i * ldo, ldo,
+                 add);
+    i += 4;
+  }
+  if (i + 2 <= nOut) {
+    chainRows<2>(a + i * ai, ai, aj, nIn, b, ldb, cols, out + i * ldo, ldo,
+                 add);
+    i += 2;
+  }
+  if (i < nOut)
+    chainRows<1>(a + i * ai, ai, aj, nIn, b, ldb, cols, out + i * ldo, ldo,
+                 add);
+}
+#else
+void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
+                  int64_t nIn, const float *b, int64_t ldb, int64_t cols,
+                  float *out, int64_t ldo, bool add) {
+  for (int64_t i = 0; i < nOut; ++i)
+    for (int64_t t = 0; t < cols; ++t) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < nIn; ++j)
+        acc = std::fma(a[i * ai + j * aj], b[j * ldb + t], acc);
+      out[i * ldo + t] = add ? out[i * ldo + t] + acc : acc;
+    }
+}
+#endif
+
+/// out[i] += sum_j p[j * ldp + i] * v[j] for i < nOut, j < nIn: sgemm's
+/// bits for a transposed p.
+void accumulateTransposed(const float *p, int64_t ldp, int64_t nOut,
+                          int64_t nIn, const float *v, int64_t dim,
+                          float *out) {
+  chainProduct(p, 1, ldp, nOut, nIn, v, dim, dim, out, dim, true);
+}
+
+/// dotRows, with full tiles through chainProduct on b transposed into tb
+/// (dim x nb floats; null: always sgemm).
+void dotRowsTile(const float *a, int64_t na, const float *b, int64_t nb,
+                 int64_t dim, float *s, int64_t lds, float *tb) {
+  if (!tb || na != kMaxBlock || nb != kMaxBlock)
+    return dotRows(a, na, b, nb, dim, s, lds);
+  for (int64_t c = 0; c < nb; ++c)
+    for (int64_t t = 0; t < dim; ++t)
+      tb[t * nb + c] = b[c * dim + t];
+  chainProduct(a, dim, 1, na, dim, tb, nb, nb, s, lds, false);
 }
 
 /// Keys of [j0, j0 + nc) that query i0 + r sees: a prefix of the block.
@@ -167,8 +301,13 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
             *vh = v + kvh * a.seq * d;
     alignas(64) float ws[kWorkspaceFloats];
     float *qBuf = ws, *kBuf = qBuf + bs * d, *vBuf = kBuf + bs * d;
-    float *ob = vBuf + bs * d, *s = ob + bs * d, *rowMax = s + bs * bs,
+    float *oBuf = vBuf + bs * d, *s = oBuf + bs * d, *rowMax = s + bs * bs,
           *rowSum = rowMax + bs;
+    // A transposed key block, where the workspace has room for it.
+    int64_t used = 4 * bs * d + bs * bs + 2 * bs;
+    float *tb = used + bs * d <= kWorkspaceFloats ? ws + used : nullptr;
+    T *oRows = o + (h * a.seq + i0) * d;
+    float *ob = outF32(oRows, oBuf);
     const float *qb = loadRows(qh + i0 * d, nr, d, qBuf, a.scale);
     std::fill(ob, ob + nr * d, 0.0f);
     std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
@@ -177,7 +316,7 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
       int64_t nc = std::min(bs, end - j0);
       const float *kb = loadRows(kh + j0 * d, nc, d, kBuf);
       const float *vb = loadRows(vh + j0 * d, nc, d, vBuf);
-      dotRows(qb, nr, kb, nc, d, s, bs);
+      dotRowsTile(qb, nr, kb, nc, d, s, bs, tb);
       for (int64_t r = 0; r < nr; ++r) {
         float *sr = s + r * bs;
         int64_t visible = visibleKeys(a, i0, r, j0, nc);
@@ -203,7 +342,7 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
             orow[t] *= alpha;
         }
       }
-      accumulate(s, bs, false, nr, nc, vb, d, ob);
+      accumulate(s, bs, nr, nc, vb, d, ob);
     }
     for (int64_t r = 0; r < nr; ++r) {
       float inv = 1.0f / rowSum[r];
@@ -212,7 +351,7 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
       for (int64_t t = 0; t < d; ++t)
         orow[t] *= inv;
     }
-    fromFloat(ob, o + (h * a.seq + i0) * d, nr * d);
+    storeF32(ob, oRows, nr * d);
   });
 }
 
@@ -313,11 +452,11 @@ void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
         const float *gb = loadRows(dO + (base + i0) * d, nr, d, gBuf);
         dotRows(qb, nr, kb, nc, d, p, bs);
         probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
-        accumulate(p, bs, true, nc, nr, gb, d, dvb);
+        accumulateTransposed(p, bs, nc, nr, gb, d, dvb);
         dotRows(gb, nr, vb, nc, d, dp, bs);
         scoreGrads(p, bs, dp, bs, nr, nc, delta + base + i0);
         // qb holds scale * q, so this is scale * dS^T q.
-        accumulate(p, bs, true, nc, nr, qb, d, dkb);
+        accumulateTransposed(p, bs, nc, nr, qb, d, dkb);
       }
     }
     fromFloat(dkb, dk + (kvBase + j0) * d, nc * d);
@@ -351,7 +490,7 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
       probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
       dotRows(gb, nr, vb, nc, d, dp, bs);
       scoreGrads(p, bs, dp, bs, nr, nc, delta + base + i0);
-      accumulate(p, bs, false, nr, nc, kb, d, dqb);
+      accumulate(p, bs, nr, nc, kb, d, dqb);
     }
 #pragma omp simd
     for (int64_t t = 0; t < nr * d; ++t)
@@ -371,7 +510,7 @@ bool fusedGradsFit(const Attn &a) {
   int64_t n = a.seq, d = a.dim, bs = keyGradsBlock(d);
   if (rowTermsBlock(d) != bs || queryGradsBlock(d) != bs)
     return false;
-  int64_t floats = bs * n + bs * bs + 2 * bs + 2 * d + bs * d;
+  int64_t floats = bs * n + bs * bs + 2 * bs + 2 * d + 2 * bs * d;
   if (!std::is_same_v<T, float>)
     floats += 4 * n * d + 2 * bs * d;
   return floats <= kWorkspaceFloats;
@@ -396,12 +535,12 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
     alignas(64) float ws[kWorkspaceFloats];
     float *p = ws, *dp = p + bs * n, *rowMax = dp + bs * bs,
           *rowSum = rowMax + bs, *oBuf = rowSum + bs, *gRowBuf = oBuf + d,
-          *qBuf = gRowBuf + d;
+          *qBuf = gRowBuf + d, *tb = qBuf + bs * d;
     // fp32 copies and sums, for 16-bit types only.
     float *kBuf = nullptr, *vBuf = nullptr, *dkSum = nullptr, *dvSum = nullptr,
           *gBuf = nullptr, *dqSum = nullptr;
     if (!std::is_same_v<T, float>) {
-      kBuf = qBuf + bs * d;
+      kBuf = tb + bs * d;
       vBuf = kBuf + n * d;
       dkSum = vBuf + n * d;
       dvSum = dkSum + n * d;
@@ -426,7 +565,8 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
         // q k^T in the tiles of the three passes: OpenBLAS's sums are
         // plain FMA chains only at some shapes.
         for (int64_t j0 = 0; j0 < end; j0 += bs)
-          dotRows(qb, nr, kb + j0 * d, std::min(bs, end - j0), d, p + j0, n);
+          dotRowsTile(qb, nr, kb + j0 * d, std::min(bs, end - j0), d, p + j0, n,
+                      tb);
         std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
         std::fill(rowSum, rowSum + nr, 0.0f);
         for (int64_t r = 0; r < nr; ++r) {
@@ -438,20 +578,20 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
           lse[row0 + r] = rowMax[r] + std::log(rowSum[r]);
         }
         probabilities(a, p, n, lse + row0, i0, nr, 0, end, p);
-        accumulate(p, n, true, end, nr, gb, d, dvb);
+        accumulateTransposed(p, n, end, nr, gb, d, dvb);
         // dP a key block at a time, into dS in place of P.
         for (int64_t j0 = 0; j0 < end; j0 += bs) {
           int64_t nc = std::min(bs, end - j0);
-          dotRows(gb, nr, vb + j0 * d, nc, d, dp, bs);
+          dotRowsTile(gb, nr, vb + j0 * d, nc, d, dp, bs, tb);
           scoreGrads(p + j0, n, dp, bs, nr, nc, delta + row0);
         }
         // qb holds scale * q, so this is scale * dS^T q.
-        accumulate(p, n, true, end, nr, qb, d, dkb);
+        accumulateTransposed(p, n, end, nr, qb, d, dkb);
         float *dqb = outF32(dq + row0 * d, dqSum);
         std::fill(dqb, dqb + nr * d, 0.0f);
         for (int64_t j0 = 0; j0 < end; j0 += bs) {
           int64_t nc = std::min(bs, end - j0);
-          accumulate(p + j0, n, false, nr, nc, kb + j0 * d, d, dqb);
+          accumulate(p + j0, n, nr, nc, kb + j0 * d, d, dqb);
         }
 #pragma omp simd
         for (int64_t t = 0; t < nr * d; ++t)
