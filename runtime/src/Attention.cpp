@@ -115,6 +115,18 @@ void accumulate(const float *p, int64_t ldp, int64_t nOut, int64_t nIn,
 // every smaller one, so partial tiles still call sgemm). chainProduct
 // computes them without sgemm's per-call packing of both operands, with
 // the same bits, in about half the time.
+/// The causal mask's zeros a chainProduct may skip.
+struct Causal {
+  /// Out row i is needed at columns <= i only; the others become zeros.
+  bool lowerCols = false;
+  /// a's entries (i, j) with j < i - leadShift are exact zeros, which leave
+  /// a chain from zero unchanged.
+  bool skipLead = false;
+  int64_t leadShift = 0;
+};
+
+/// out[i * ldo + t] = sum_j a[i * ai + j * aj] * b[j * ldb + t] for
+/// i < nOut, t < cols, over j < nIn in order; plus out's value when `add`.
 #if defined(__AVX512F__)
 /// Rows [0, R) of out over columns [t0, t0 + 16 V), the last vector masked.
 template <int R, int V>
@@ -182,62 +194,76 @@ void chainRows(const float *a, int64_t ai, int64_t aj, int64_t nIn,
   }
 }
 
-/// out[i * ldo + t] = sum_j a[i * ai + j * aj] * b[j * ldb + t] for
-/// i < nOut, t < cols, over j < nIn in order; plus out's value when `add`.
+/// Rows [i, i + R) of chainProduct.
+template <int R>
+void chainProductRows(int64_t i, const float *a, int64_t ai, int64_t aj,
+                      int64_t nIn, const float *b, int64_t ldb, int64_t cols,
+                      float *out, int64_t ldo, bool add, const Causal &z) {
+  int64_t j0 = z.skipLead ? std::clamp<int64_t>(i - z.leadShift, 0, nIn) : 0;
+  int64_t limit = z.lowerCols ? std::min<int64_t>(cols, i + R) : cols;
+  chainRows<R>(a + i * ai + j0 * aj, ai, aj, nIn - j0, b + j0 * ldb, ldb, limit,
+               out + i * ldo, ldo, add);
+  for (int64_t r = i; r < i + R && limit < cols; ++r)
+    std::fill(out + r * ldo + limit, out + r * ldo + cols, 0.0f);
+}
+
 void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
                   int64_t nIn, const float *b, int64_t ldb, int64_t cols,
-                  float *out, int64_t ldo, bool add) {
+                  float *out, int64_t ldo, bool add, const Causal &z) {
   // Six rows of four vectors: 24 accumulators, the operands in the rest.
   int64_t i = 0;
   for (; i + 6 <= nOut; i += 6)
-    chainRows<6>(a + i * ai, ai, aj, nIn, b, ldb, cols, out + i * ldo, ldo,
-                 add);
+    chainProductRows<6>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
   if (i + 4 <= nOut) {
-    chainRows<4>(a + i * ai, ai, aj, nIn, b, ldb, cols, out + i * ldo, ldo,
-                 add);
+    chainProductRows<4>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
     i += 4;
   }
   if (i + 2 <= nOut) {
-    chainRows<2>(a + i * ai, ai, aj, nIn, b, ldb, cols, out + i * ldo, ldo,
-                 add);
+    chainProductRows<2>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
     i += 2;
   }
   if (i < nOut)
-    chainRows<1>(a + i * ai, ai, aj, nIn, b, ldb, cols, out + i * ldo, ldo,
-                 add);
+    chainProductRows<1>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
 }
 #else
 void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
                   int64_t nIn, const float *b, int64_t ldb, int64_t cols,
-                  float *out, int64_t ldo, bool add) {
-  for (int64_t i = 0; i < nOut; ++i)
-    for (int64_t t = 0; t < cols; ++t) {
+                  float *out, int64_t ldo, bool add, const Causal &z) {
+  for (int64_t i = 0; i < nOut; ++i) {
+    int64_t j0 = z.skipLead ? std::clamp<int64_t>(i - z.leadShift, 0, nIn) : 0;
+    int64_t limit = z.lowerCols ? std::min<int64_t>(cols, i + 1) : cols;
+    for (int64_t t = 0; t < limit; ++t) {
       float acc = 0.0f;
-      for (int64_t j = 0; j < nIn; ++j)
+      for (int64_t j = j0; j < nIn; ++j)
         acc = std::fma(a[i * ai + j * aj], b[j * ldb + t], acc);
       out[i * ldo + t] = add ? out[i * ldo + t] + acc : acc;
     }
+    std::fill(out + i * ldo + limit, out + i * ldo + cols, 0.0f);
+  }
 }
 #endif
 
 /// out[i] += sum_j p[j * ldp + i] * v[j] for i < nOut, j < nIn: sgemm's
 /// bits for a transposed p.
 void accumulateTransposed(const float *p, int64_t ldp, int64_t nOut,
-                          int64_t nIn, const float *v, int64_t dim,
-                          float *out) {
-  chainProduct(p, 1, ldp, nOut, nIn, v, dim, dim, out, dim, true);
+                          int64_t nIn, const float *v, int64_t dim, float *out,
+                          const Causal &z = {}) {
+  chainProduct(p, 1, ldp, nOut, nIn, v, dim, dim, out, dim, true, z);
 }
 
 /// dotRows, with full tiles through chainProduct on b transposed into tb
-/// (dim x nb floats; null: always sgemm).
+/// (dim x nb floats; null: always sgemm). A `diagonal` tile of a causal
+/// problem gets its masked entries (column > row) as zeros.
 void dotRowsTile(const float *a, int64_t na, const float *b, int64_t nb,
-                 int64_t dim, float *s, int64_t lds, float *tb) {
+                 int64_t dim, float *s, int64_t lds, float *tb, bool diagonal) {
   if (!tb || na != kMaxBlock || nb != kMaxBlock)
     return dotRows(a, na, b, nb, dim, s, lds);
   for (int64_t c = 0; c < nb; ++c)
     for (int64_t t = 0; t < dim; ++t)
       tb[t * nb + c] = b[c * dim + t];
-  chainProduct(a, dim, 1, na, dim, tb, nb, nb, s, lds, false);
+  Causal z;
+  z.lowerCols = diagonal;
+  chainProduct(a, dim, 1, na, dim, tb, nb, nb, s, lds, false, z);
 }
 
 /// Keys of [j0, j0 + nc) that query i0 + r sees: a prefix of the block.
@@ -316,7 +342,7 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
       int64_t nc = std::min(bs, end - j0);
       const float *kb = loadRows(kh + j0 * d, nc, d, kBuf);
       const float *vb = loadRows(vh + j0 * d, nc, d, vBuf);
-      dotRowsTile(qb, nr, kb, nc, d, s, bs, tb);
+      dotRowsTile(qb, nr, kb, nc, d, s, bs, tb, a.causal && j0 == i0);
       for (int64_t r = 0; r < nr; ++r) {
         float *sr = s + r * bs;
         int64_t visible = visibleKeys(a, i0, r, j0, nc);
@@ -566,7 +592,7 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
         // plain FMA chains only at some shapes.
         for (int64_t j0 = 0; j0 < end; j0 += bs)
           dotRowsTile(qb, nr, kb + j0 * d, std::min(bs, end - j0), d, p + j0, n,
-                      tb);
+                      tb, a.causal && j0 == i0);
         std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
         std::fill(rowSum, rowSum + nr, 0.0f);
         for (int64_t r = 0; r < nr; ++r) {
@@ -578,15 +604,20 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
           lse[row0 + r] = rowMax[r] + std::log(rowSum[r]);
         }
         probabilities(a, p, n, lse + row0, i0, nr, 0, end, p);
-        accumulateTransposed(p, n, end, nr, gb, d, dvb);
+        // Key c is seen by the block's rows r >= c - i0 only.
+        Causal z;
+        z.skipLead = a.causal;
+        z.leadShift = i0;
+        accumulateTransposed(p, n, end, nr, gb, d, dvb, z);
         // dP a key block at a time, into dS in place of P.
         for (int64_t j0 = 0; j0 < end; j0 += bs) {
           int64_t nc = std::min(bs, end - j0);
-          dotRowsTile(gb, nr, vb + j0 * d, nc, d, dp, bs, tb);
+          dotRowsTile(gb, nr, vb + j0 * d, nc, d, dp, bs, tb,
+                      a.causal && j0 == i0);
           scoreGrads(p + j0, n, dp, bs, nr, nc, delta + row0);
         }
         // qb holds scale * q, so this is scale * dS^T q.
-        accumulateTransposed(p, n, end, nr, qb, d, dkb);
+        accumulateTransposed(p, n, end, nr, qb, d, dkb, z);
         float *dqb = outF32(dq + row0 * d, dqSum);
         std::fill(dqb, dqb + nr * d, 0.0f);
         for (int64_t j0 = 0; j0 < end; j0 += bs) {
