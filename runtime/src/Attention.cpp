@@ -40,7 +40,7 @@
 
 #include <cblas.h>
 
-#if defined(__AVX512F__)
+#if defined(__AVX__)
 #include <immintrin.h>
 #endif
 
@@ -251,6 +251,42 @@ void accumulateTransposed(const float *p, int64_t ldp, int64_t nOut,
   chainProduct(p, 1, ldp, nOut, nIn, v, dim, dim, out, dim, true, z);
 }
 
+/// tb[t * rows + c] = b[c * dim + t]: rows x dim floats transposed.
+void transposeRows(const float *b, int64_t rows, int64_t dim, float *tb) {
+  for (int64_t c0 = 0; c0 < rows; c0 += 8) {
+    int64_t cn = std::min<int64_t>(8, rows - c0), t0 = 0;
+#if defined(__AVX__)
+    // 8 x 8 blocks in registers.
+    for (; cn == 8 && t0 + 8 <= dim; t0 += 8) {
+      __m256 r[8], u[8], w[8];
+      for (int i = 0; i < 8; ++i)
+        r[i] = _mm256_loadu_ps(b + (c0 + i) * dim + t0);
+      for (int i = 0; i < 8; i += 2) {
+        u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        w[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        w[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        w[i + 2] =
+            _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        w[i + 3] =
+            _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(tb + (t0 + i) * rows + c0,
+                         _mm256_permute2f128_ps(w[i], w[i + 4], 0x20));
+        _mm256_storeu_ps(tb + (t0 + i + 4) * rows + c0,
+                         _mm256_permute2f128_ps(w[i], w[i + 4], 0x31));
+      }
+    }
+#endif
+    for (int64_t c = c0; c < c0 + cn; ++c)
+      for (int64_t t = t0; t < dim; ++t)
+        tb[t * rows + c] = b[c * dim + t];
+  }
+}
+
 /// dotRows, with full tiles through chainProduct on b transposed into tb
 /// (dim x nb floats; null: always sgemm). A `diagonal` tile of a causal
 /// problem gets its masked entries (column > row) as zeros.
@@ -258,9 +294,7 @@ void dotRowsTile(const float *a, int64_t na, const float *b, int64_t nb,
                  int64_t dim, float *s, int64_t lds, float *tb, bool diagonal) {
   if (!tb || na != kMaxBlock || nb != kMaxBlock)
     return dotRows(a, na, b, nb, dim, s, lds);
-  for (int64_t c = 0; c < nb; ++c)
-    for (int64_t t = 0; t < dim; ++t)
-      tb[t * nb + c] = b[c * dim + t];
+  transposeRows(b, nb, dim, tb);
   Causal z;
   z.lowerCols = diagonal;
   chainProduct(a, dim, 1, na, dim, tb, nb, nb, s, lds, false, z);
