@@ -123,6 +123,9 @@ struct Causal {
   /// a chain from zero unchanged.
   bool skipLead = false;
   int64_t leadShift = 0;
+  /// a's entries (i, j) with j > i are exact zeros, which leave the chain
+  /// unchanged.
+  bool skipTail = false;
 };
 
 /// out[i * ldo + t] = sum_j a[i * ai + j * aj] * b[j * ldb + t] for
@@ -200,9 +203,10 @@ void chainProductRows(int64_t i, const float *a, int64_t ai, int64_t aj,
                       int64_t nIn, const float *b, int64_t ldb, int64_t cols,
                       float *out, int64_t ldo, bool add, const Causal &z) {
   int64_t j0 = z.skipLead ? std::clamp<int64_t>(i - z.leadShift, 0, nIn) : 0;
+  int64_t j1 = z.skipTail ? std::min<int64_t>(nIn, i + R) : nIn;
   int64_t limit = z.lowerCols ? std::min<int64_t>(cols, i + R) : cols;
-  chainRows<R>(a + i * ai + j0 * aj, ai, aj, nIn - j0, b + j0 * ldb, ldb, limit,
-               out + i * ldo, ldo, add);
+  chainRows<R>(a + i * ai + j0 * aj, ai, aj, std::max<int64_t>(j1 - j0, 0),
+               b + j0 * ldb, ldb, limit, out + i * ldo, ldo, add);
   for (int64_t r = i; r < i + R && limit < cols; ++r)
     std::fill(out + r * ldo + limit, out + r * ldo + cols, 0.0f);
 }
@@ -231,10 +235,11 @@ void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
                   float *out, int64_t ldo, bool add, const Causal &z) {
   for (int64_t i = 0; i < nOut; ++i) {
     int64_t j0 = z.skipLead ? std::clamp<int64_t>(i - z.leadShift, 0, nIn) : 0;
+    int64_t j1 = z.skipTail ? std::min<int64_t>(nIn, i + 1) : nIn;
     int64_t limit = z.lowerCols ? std::min<int64_t>(cols, i + 1) : cols;
     for (int64_t t = 0; t < limit; ++t) {
       float acc = 0.0f;
-      for (int64_t j = j0; j < nIn; ++j)
+      for (int64_t j = j0; j < j1; ++j)
         acc = std::fma(a[i * ai + j * aj], b[j * ldb + t], acc);
       out[i * ldo + t] = add ? out[i * ldo + t] + acc : acc;
     }
@@ -249,6 +254,18 @@ void accumulateTransposed(const float *p, int64_t ldp, int64_t nOut,
                           int64_t nIn, const float *v, int64_t dim, float *out,
                           const Causal &z = {}) {
   chainProduct(p, 1, ldp, nOut, nIn, v, dim, dim, out, dim, true, z);
+}
+
+/// accumulate, with full tiles through chainProduct where sgemm's sums are
+/// plain chains (head_dim a multiple of 16). A `diagonal` tile of a causal
+/// problem skips p's masked entries (column > row), which are zeros.
+void accumulateTile(const float *p, int64_t ldp, int64_t nOut, int64_t nIn,
+                    const float *v, int64_t dim, float *out, bool diagonal) {
+  if (nOut != kMaxBlock || nIn != kMaxBlock || dim % 16 != 0)
+    return accumulate(p, ldp, nOut, nIn, v, dim, out);
+  Causal z;
+  z.skipTail = diagonal;
+  chainProduct(p, ldp, 1, nOut, nIn, v, dim, dim, out, dim, true, z);
 }
 
 /// tb[t * rows + c] = b[c * dim + t]: rows x dim floats transposed.
@@ -402,7 +419,7 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
             orow[t] *= alpha;
         }
       }
-      accumulate(s, bs, nr, nc, vb, d, ob);
+      accumulateTile(s, bs, nr, nc, vb, d, ob, a.causal && j0 == i0);
     }
     for (int64_t r = 0; r < nr; ++r) {
       float inv = 1.0f / rowSum[r];
@@ -656,7 +673,8 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
         std::fill(dqb, dqb + nr * d, 0.0f);
         for (int64_t j0 = 0; j0 < end; j0 += bs) {
           int64_t nc = std::min(bs, end - j0);
-          accumulate(p + j0, n, nr, nc, kb + j0 * d, d, dqb);
+          accumulateTile(p + j0, n, nr, nc, kb + j0 * d, d, dqb,
+                         a.causal && j0 == i0);
         }
 #pragma omp simd
         for (int64_t t = 0; t < nr * d; ++t)
