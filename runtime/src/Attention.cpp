@@ -6,14 +6,16 @@
 // q/k/v rows are converted to fp32 in a per-thread stack workspace, scores
 // and probabilities live only for one B x B tile, and the forward keeps a
 // running max and sum (online softmax). Nothing of size seq x seq is ever
-// stored. The tile products are single-threaded cblas_sgemm calls (about
-// twice as fast as vectorized dot products at these sizes).
+// stored. The tile products are single-threaded cblas_sgemm calls, or,
+// where sgemm's sums are plain FMA chains (full tiles, see chainProduct),
+// the same chains computed here without sgemm's per-call packing and
+// skipping the causal mask's zeros: the same bits in less time.
 //
 // The backward recomputes the probabilities from the row log-sum-exp, which
 // it derives from q and k along with delta = rowsum(dO * O); those
 // 2 * batch * heads * seq floats are the only heap scratch. When a block of
-// query rows' scores against every key fits the workspace (seq up to 380
-// for f32 at head_dim <= 64), one pass per key/value head derives the
+// query rows' scores against every key fits the workspace (seq up to 316
+// for f32 at head_dim 64), one pass per key/value head derives the
 // scores of each query block once and, from them, lse, dV, dK and dQ.
 // Otherwise three passes do: lse and delta first, then dK and dV per key
 // block over all query blocks, and dQ per query block over all key blocks,
@@ -86,10 +88,11 @@ const float *loadRows(const T *src, int64_t rows, int64_t dim, float *buf,
                       float mul = 1.0f) {
   if (mul == 1.0f)
     return loadF32(src, rows * dim, buf);
-  toFloat(src, buf, rows * dim);
+  // f32 scales in one pass; other types convert first.
+  const float *from = loadF32(src, rows * dim, buf);
 #pragma omp simd
   for (int64_t i = 0; i < rows * dim; ++i)
-    buf[i] *= mul;
+    buf[i] = from[i] * mul;
   return buf;
 }
 
@@ -579,9 +582,10 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
 /// Whether fusedGrads takes the problem: the three passes use one block
 /// size (so their q k^T tiles are the same sgemm shapes), and a block of
 /// query rows' scores against every key fits the workspace, with a block of
-/// dP, the row statistics and the scaled query block, plus fp32 copies of
-/// the head's k and v, its dK and dV sums and a dO and dQ block when T is
-/// not f32. For f32 and head_dim <= 64 that is seq <= 380.
+/// dP, the row statistics, the scaled query block and a transposed key
+/// block, plus fp32 copies of the head's k and v, its dK and dV sums and a
+/// dO and dQ block when T is not f32. For f32 at head_dim 64 that is
+/// seq <= 316.
 template <typename T>
 bool fusedGradsFit(const Attn &a) {
   int64_t n = a.seq, d = a.dim, bs = keyGradsBlock(d);
