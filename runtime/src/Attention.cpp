@@ -335,23 +335,24 @@ void probabilities(const Attn &a, const float *s, int64_t lds, const float *lse,
     float *pr = p + r * lds;
     int64_t visible = visibleKeys(a, i0, r, j0, nc);
 #pragma omp simd
-    for (int64_t c = 0; c < nc; ++c) {
-      float e = expApprox(sr[c] - l);
-      pr[c] = c < visible ? e : 0.0f;
-    }
+    for (int64_t c = 0; c < visible; ++c)
+      pr[c] = expApprox(sr[c] - l);
+    std::fill(pr + visible, pr + nc, 0.0f);
   }
 }
 
-/// dS = P * (dP - delta) in place in p: nr query rows (their delta
-/// first) by nc keys.
-void scoreGrads(float *p, int64_t ldp, const float *dp, int64_t lddp,
-                int64_t nr, int64_t nc, const float *delta) {
+/// dS = P * (dP - delta) in place in p: query rows [i0, i0 + nr) (their
+/// delta first) by keys [j0, j0 + nc). Where P is masked it stays zero.
+void scoreGrads(const Attn &a, float *p, int64_t ldp, const float *dp,
+                int64_t lddp, int64_t i0, int64_t nr, int64_t j0, int64_t nc,
+                const float *delta) {
   for (int64_t r = 0; r < nr; ++r) {
     float dl = delta[r];
     float *pr = p + r * ldp;
     const float *dpr = dp + r * lddp;
+    int64_t visible = visibleKeys(a, i0, r, j0, nc);
 #pragma omp simd
-    for (int64_t c = 0; c < nc; ++c)
+    for (int64_t c = 0; c < visible; ++c)
       pr[c] = pr[c] * (dpr[c] - dl);
   }
 }
@@ -534,7 +535,7 @@ void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
         probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
         accumulateTransposed(p, bs, nc, nr, gb, d, dvb);
         dotRows(gb, nr, vb, nc, d, dp, bs);
-        scoreGrads(p, bs, dp, bs, nr, nc, delta + base + i0);
+        scoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
         // qb holds scale * q, so this is scale * dS^T q.
         accumulateTransposed(p, bs, nc, nr, qb, d, dkb);
       }
@@ -569,7 +570,7 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
       dotRows(qb, nr, kb, nc, d, p, bs);
       probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
       dotRows(gb, nr, vb, nc, d, dp, bs);
-      scoreGrads(p, bs, dp, bs, nr, nc, delta + base + i0);
+      scoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
       accumulate(p, bs, nr, nc, kb, d, dqb);
     }
 #pragma omp simd
@@ -669,7 +670,7 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
           int64_t nc = std::min(bs, end - j0);
           dotRowsTile(gb, nr, vb + j0 * d, nc, d, dp, bs, tb,
                       a.causal && j0 == i0);
-          scoreGrads(p + j0, n, dp, bs, nr, nc, delta + row0);
+          scoreGrads(a, p + j0, n, dp, bs, i0, nr, j0, nc, delta + row0);
         }
         // qb holds scale * q, so this is scale * dS^T q.
         accumulateTransposed(p, n, end, nr, qb, d, dkb, z);
