@@ -114,10 +114,13 @@ void accumulate(const float *p, int64_t ldp, int64_t nOut, int64_t nIn,
 // Products that OpenBLAS's sgemm computes as plain FMA chains: per output
 // element one chain over the inner index in order from zero, then stored or
 // added to the output once. That holds with a transposed first operand at
-// every shape, and for a b^T at full kMaxBlock x kMaxBlock tiles (not at
-// every smaller one, so partial tiles still call sgemm). chainProduct
-// computes them without sgemm's per-call packing of both operands, with
-// the same bits, in about half the time.
+// every shape, for a b^T at full kMaxBlock x kMaxBlock tiles, and for a b
+// at full tiles with head_dim a multiple of 16; not at every smaller shape,
+// so partial tiles still call sgemm (KernelTest's AttentionGradPathsAgree
+// compares the two). chainProduct computes those chains without sgemm's
+// per-call packing of both operands, and can leave out the causal mask's
+// zeros: the same bits for finite inputs, in about half the time.
+
 /// The causal mask's zeros a chainProduct may skip.
 struct Causal {
   /// Out row i is needed at columns <= i only; the others become zeros.
@@ -131,8 +134,6 @@ struct Causal {
   bool skipTail = false;
 };
 
-/// out[i * ldo + t] = sum_j a[i * ai + j * aj] * b[j * ldb + t] for
-/// i < nOut, t < cols, over j < nIn in order; plus out's value when `add`.
 #if defined(__AVX512F__)
 /// Rows [0, R) of out over columns [t0, t0 + 16 V), the last vector masked.
 template <int R, int V>
@@ -214,6 +215,8 @@ void chainProductRows(int64_t i, const float *a, int64_t ai, int64_t aj,
     std::fill(out + r * ldo + limit, out + r * ldo + cols, 0.0f);
 }
 
+/// out[i * ldo + t] = sum_j a[i * ai + j * aj] * b[j * ldb + t] for
+/// i < nOut, t < cols, over j < nIn in order; plus out's value when `add`.
 void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
                   int64_t nIn, const float *b, int64_t ldb, int64_t cols,
                   float *out, int64_t ldo, bool add, const Causal &z) {
@@ -233,6 +236,7 @@ void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
     chainProductRows<1>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
 }
 #else
+/// chainProduct one element at a time.
 void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
                   int64_t nIn, const float *b, int64_t ldb, int64_t cols,
                   float *out, int64_t ldo, bool add, const Causal &z) {
