@@ -6,16 +6,22 @@
 // q/k/v rows are converted to fp32 in a per-thread stack workspace, scores
 // and probabilities live only for one B x B tile, and the forward keeps a
 // running max and sum (online softmax). Nothing of size seq x seq is ever
-// stored. The tile products are single-threaded cblas_sgemm calls (about
-// twice as fast as vectorized dot products at these sizes).
+// stored. The tile products are single-threaded cblas_sgemm calls, or,
+// where sgemm's sums are plain FMA chains (full tiles, see chainProduct),
+// the same chains computed here without sgemm's per-call packing and
+// skipping the causal mask's zeros: the same bits in less time.
 //
 // The backward recomputes the probabilities from the row log-sum-exp, which
-// a first pass derives from q and k along with delta = rowsum(dO * O); those
-// 2 * batch * heads * seq floats are the only scratch. dK and dV are then
-// accumulated per key block over all query blocks, and dQ per query block
-// over all key blocks, so every output tile has one owner: no atomics, no
-// per-thread copies, deterministic results. This recomputes q k^T and
-// dO v^T once more than a single pass with shared accumulators would.
+// it derives from q and k along with delta = rowsum(dO * O); those
+// 2 * batch * heads * seq floats are the only heap scratch. When a block of
+// query rows' scores against every key fits the workspace (seq up to 316
+// for f32 at head_dim 64), one pass per key/value head derives the
+// scores of each query block once and, from them, lse, dV, dK and dQ.
+// Otherwise three passes do: lse and delta first, then dK and dV per key
+// block over all query blocks, and dQ per query block over all key blocks,
+// recomputing q k^T and dO v^T. Either way every output tile has one owner
+// (no atomics, no per-thread copies) and each sum runs over the same blocks
+// in the same order, so both give the same bits at every thread count.
 //
 // Grouped-query attention: query head h (of batch * heads) reads key/value
 // head h / group, group = heads / kv_heads. The item that owns a key block
@@ -32,8 +38,13 @@
 #include "zero_rt/scratch.h"
 
 #include <limits>
+#include <type_traits>
 
 #include <cblas.h>
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 using namespace zrt;
 
@@ -56,6 +67,20 @@ int64_t blockSize(const Need &need) {
   return b;
 }
 
+// The blocks of the backward's three passes. Each fixes how its output's
+// sums are chunked (lse over keys, dK and dV over queries, dQ over keys), so
+// the fused backward uses the same three to give the same bits.
+inline int64_t rowTermsBlock(int64_t d) {
+  return blockSize(
+      [&](int64_t b) { return 2 * b * d + 2 * d + b * b + 2 * b; });
+}
+inline int64_t keyGradsBlock(int64_t d) {
+  return blockSize([&](int64_t b) { return 6 * b * d + 2 * b * b; });
+}
+inline int64_t queryGradsBlock(int64_t d) {
+  return blockSize([&](int64_t b) { return 5 * b * d + 2 * b * b; });
+}
+
 /// src (rows x dim, contiguous) in fp32 times `mul`: src itself for
 /// unscaled f32, else `buf` filled.
 template <typename T>
@@ -63,10 +88,11 @@ const float *loadRows(const T *src, int64_t rows, int64_t dim, float *buf,
                       float mul = 1.0f) {
   if (mul == 1.0f)
     return loadF32(src, rows * dim, buf);
-  toFloat(src, buf, rows * dim);
+  // f32 scales in one pass; other types convert first.
+  const float *from = loadF32(src, rows * dim, buf);
 #pragma omp simd
   for (int64_t i = 0; i < rows * dim; ++i)
-    buf[i] *= mul;
+    buf[i] = from[i] * mul;
   return buf;
 }
 
@@ -78,13 +104,224 @@ void dotRows(const float *a, int64_t na, const float *b, int64_t nb,
               int(dim), 1.0f, a, int(dim), b, int(dim), 0.0f, s, int(lds));
 }
 
-/// out[i] += sum_j w(i, j) * v[j] for i < nOut, j < nIn, with w(i, j) =
-/// p[i * ldp + j], or p[j * ldp + i] when `transposed`.
-void accumulate(const float *p, int64_t ldp, bool transposed, int64_t nOut,
-                int64_t nIn, const float *v, int64_t dim, float *out) {
-  cblas_sgemm(CblasRowMajor, transposed ? CblasTrans : CblasNoTrans,
-              CblasNoTrans, int(nOut), int(dim), int(nIn), 1.0f, p, int(ldp), v,
-              int(dim), 1.0f, out, int(dim));
+/// out[i] += sum_j p[i * ldp + j] * v[j] for i < nOut, j < nIn.
+void accumulate(const float *p, int64_t ldp, int64_t nOut, int64_t nIn,
+                const float *v, int64_t dim, float *out) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(nOut), int(dim),
+              int(nIn), 1.0f, p, int(ldp), v, int(dim), 1.0f, out, int(dim));
+}
+
+// Products that OpenBLAS's sgemm computes as plain FMA chains: per output
+// element one chain over the inner index in order from zero, then stored or
+// added to the output once. That holds with a transposed first operand at
+// every shape, for a b^T at full kMaxBlock x kMaxBlock tiles, and for a b
+// at full tiles with head_dim a multiple of 16; not at every smaller shape,
+// so partial tiles still call sgemm (KernelTest's AttentionGradPathsAgree
+// compares the two). chainProduct computes those chains without sgemm's
+// per-call packing of both operands, and can leave out the causal mask's
+// zeros: the same bits for finite inputs, in about half the time.
+
+/// The causal mask's zeros a chainProduct may skip.
+struct Causal {
+  /// Out row i is needed at columns <= i only; the others become zeros.
+  bool lowerCols = false;
+  /// a's entries (i, j) with j < i - leadShift are exact zeros, which leave
+  /// a chain from zero unchanged.
+  bool skipLead = false;
+  int64_t leadShift = 0;
+  /// a's entries (i, j) with j > i are exact zeros, which leave the chain
+  /// unchanged.
+  bool skipTail = false;
+};
+
+#if defined(__AVX512F__)
+/// Rows [0, R) of out over columns [t0, t0 + 16 V), the last vector masked.
+template <int R, int V>
+void chainBlock(const float *a, int64_t ai, int64_t aj, int64_t nIn,
+                const float *b, int64_t ldb, float *out, int64_t ldo,
+                int64_t t0, __mmask16 last, bool add) {
+  // Fully unrolled, so that the accumulators stay in registers.
+  __m512 acc[R][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < V; ++c)
+      acc[i][c] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < nIn; ++j) {
+    const float *bj = b + j * ldb + t0;
+    __m512 x[V];
+#pragma GCC unroll 4
+    for (int c = 0; c < V; ++c)
+      x[c] = _mm512_maskz_loadu_ps(c + 1 < V ? __mmask16(0xffff) : last,
+                                   bj + 16 * c);
+    const float *aj0 = a + j * aj;
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      __m512 w = _mm512_set1_ps(aj0[i * ai]);
+#pragma GCC unroll 4
+      for (int c = 0; c < V; ++c)
+        acc[i][c] = _mm512_fmadd_ps(w, x[c], acc[i][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < V; ++c) {
+      __mmask16 m = c + 1 < V ? __mmask16(0xffff) : last;
+      float *o = out + i * ldo + t0 + 16 * c;
+      __m512 y = acc[i][c];
+      if (add)
+        y = _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), y);
+      _mm512_mask_storeu_ps(o, m, y);
+    }
+}
+
+template <int R>
+void chainRows(const float *a, int64_t ai, int64_t aj, int64_t nIn,
+               const float *b, int64_t ldb, int64_t cols, float *out,
+               int64_t ldo, bool add) {
+  for (int64_t t0 = 0; t0 < cols; t0 += 64) {
+    int64_t width = std::min<int64_t>(64, cols - t0);
+    int vectors = int(ceilDiv(width, 16));
+    __mmask16 last = __mmask16((1u << (width - 16 * (vectors - 1))) - 1u);
+    switch (vectors) {
+    case 1:
+      chainBlock<R, 1>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      break;
+    case 2:
+      chainBlock<R, 2>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      break;
+    case 3:
+      chainBlock<R, 3>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      break;
+    default:
+      chainBlock<R, 4>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      break;
+    }
+  }
+}
+
+/// Rows [i, i + R) of chainProduct.
+template <int R>
+void chainProductRows(int64_t i, const float *a, int64_t ai, int64_t aj,
+                      int64_t nIn, const float *b, int64_t ldb, int64_t cols,
+                      float *out, int64_t ldo, bool add, const Causal &z) {
+  int64_t j0 = z.skipLead ? std::clamp<int64_t>(i - z.leadShift, 0, nIn) : 0;
+  int64_t j1 = z.skipTail ? std::min<int64_t>(nIn, i + R) : nIn;
+  int64_t limit = z.lowerCols ? std::min<int64_t>(cols, i + R) : cols;
+  chainRows<R>(a + i * ai + j0 * aj, ai, aj, std::max<int64_t>(j1 - j0, 0),
+               b + j0 * ldb, ldb, limit, out + i * ldo, ldo, add);
+  for (int64_t r = i; r < i + R && limit < cols; ++r)
+    std::fill(out + r * ldo + limit, out + r * ldo + cols, 0.0f);
+}
+
+/// out[i * ldo + t] = sum_j a[i * ai + j * aj] * b[j * ldb + t] for
+/// i < nOut, t < cols, over j < nIn in order; plus out's value when `add`.
+void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
+                  int64_t nIn, const float *b, int64_t ldb, int64_t cols,
+                  float *out, int64_t ldo, bool add, const Causal &z) {
+  // Six rows of four vectors: 24 accumulators, the operands in the rest.
+  int64_t i = 0;
+  for (; i + 6 <= nOut; i += 6)
+    chainProductRows<6>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
+  if (i + 4 <= nOut) {
+    chainProductRows<4>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
+    i += 4;
+  }
+  if (i + 2 <= nOut) {
+    chainProductRows<2>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
+    i += 2;
+  }
+  if (i < nOut)
+    chainProductRows<1>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
+}
+#else
+/// chainProduct one element at a time.
+void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
+                  int64_t nIn, const float *b, int64_t ldb, int64_t cols,
+                  float *out, int64_t ldo, bool add, const Causal &z) {
+  for (int64_t i = 0; i < nOut; ++i) {
+    int64_t j0 = z.skipLead ? std::clamp<int64_t>(i - z.leadShift, 0, nIn) : 0;
+    int64_t j1 = z.skipTail ? std::min<int64_t>(nIn, i + 1) : nIn;
+    int64_t limit = z.lowerCols ? std::min<int64_t>(cols, i + 1) : cols;
+    for (int64_t t = 0; t < limit; ++t) {
+      float acc = 0.0f;
+      for (int64_t j = j0; j < j1; ++j)
+        acc = std::fma(a[i * ai + j * aj], b[j * ldb + t], acc);
+      out[i * ldo + t] = add ? out[i * ldo + t] + acc : acc;
+    }
+    std::fill(out + i * ldo + limit, out + i * ldo + cols, 0.0f);
+  }
+}
+#endif
+
+/// out[i] += sum_j p[j * ldp + i] * v[j] for i < nOut, j < nIn: sgemm's
+/// bits for a transposed p.
+void accumulateTransposed(const float *p, int64_t ldp, int64_t nOut,
+                          int64_t nIn, const float *v, int64_t dim, float *out,
+                          const Causal &z = {}) {
+  chainProduct(p, 1, ldp, nOut, nIn, v, dim, dim, out, dim, true, z);
+}
+
+/// accumulate, with full tiles through chainProduct where sgemm's sums are
+/// plain chains (head_dim a multiple of 16). A `diagonal` tile of a causal
+/// problem skips p's masked entries (column > row), which are zeros.
+void accumulateTile(const float *p, int64_t ldp, int64_t nOut, int64_t nIn,
+                    const float *v, int64_t dim, float *out, bool diagonal) {
+  if (nOut != kMaxBlock || nIn != kMaxBlock || dim % 16 != 0)
+    return accumulate(p, ldp, nOut, nIn, v, dim, out);
+  Causal z;
+  z.skipTail = diagonal;
+  chainProduct(p, ldp, 1, nOut, nIn, v, dim, dim, out, dim, true, z);
+}
+
+/// tb[t * rows + c] = b[c * dim + t]: rows x dim floats transposed.
+void transposeRows(const float *b, int64_t rows, int64_t dim, float *tb) {
+  for (int64_t c0 = 0; c0 < rows; c0 += 8) {
+    int64_t cn = std::min<int64_t>(8, rows - c0), t0 = 0;
+#if defined(__AVX__)
+    // 8 x 8 blocks in registers.
+    for (; cn == 8 && t0 + 8 <= dim; t0 += 8) {
+      __m256 r[8], u[8], w[8];
+      for (int i = 0; i < 8; ++i)
+        r[i] = _mm256_loadu_ps(b + (c0 + i) * dim + t0);
+      for (int i = 0; i < 8; i += 2) {
+        u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        w[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        w[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        w[i + 2] =
+            _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        w[i + 3] =
+            _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(tb + (t0 + i) * rows + c0,
+                         _mm256_permute2f128_ps(w[i], w[i + 4], 0x20));
+        _mm256_storeu_ps(tb + (t0 + i + 4) * rows + c0,
+                         _mm256_permute2f128_ps(w[i], w[i + 4], 0x31));
+      }
+    }
+#endif
+    for (int64_t c = c0; c < c0 + cn; ++c)
+      for (int64_t t = t0; t < dim; ++t)
+        tb[t * rows + c] = b[c * dim + t];
+  }
+}
+
+/// dotRows, with full tiles through chainProduct on b transposed into tb
+/// (dim x nb floats; null: always sgemm). A `diagonal` tile of a causal
+/// problem gets its masked entries (column > row) as zeros.
+void dotRowsTile(const float *a, int64_t na, const float *b, int64_t nb,
+                 int64_t dim, float *s, int64_t lds, float *tb, bool diagonal) {
+  if (!tb || na != kMaxBlock || nb != kMaxBlock)
+    return dotRows(a, na, b, nb, dim, s, lds);
+  transposeRows(b, nb, dim, tb);
+  Causal z;
+  z.lowerCols = diagonal;
+  chainProduct(a, dim, 1, na, dim, tb, nb, nb, s, lds, false, z);
 }
 
 /// Keys of [j0, j0 + nc) that query i0 + r sees: a prefix of the block.
@@ -102,22 +339,25 @@ void probabilities(const Attn &a, const float *s, int64_t lds, const float *lse,
     float *pr = p + r * lds;
     int64_t visible = visibleKeys(a, i0, r, j0, nc);
 #pragma omp simd
-    for (int64_t c = 0; c < nc; ++c) {
-      float e = expApprox(sr[c] - l);
-      pr[c] = c < visible ? e : 0.0f;
-    }
+    for (int64_t c = 0; c < visible; ++c)
+      pr[c] = expApprox(sr[c] - l);
+    std::fill(pr + visible, pr + nc, 0.0f);
   }
 }
 
-/// dS = P * (dP - delta) in place in dp: nr query rows (their delta
-/// first) by nc keys.
-void scoreGrads(const float *p, float *dp, int64_t ld, int64_t nr, int64_t nc,
+/// dS = P * (dP - delta) in place in p: query rows [i0, i0 + nr) (their
+/// delta first) by keys [j0, j0 + nc). Where P is masked it stays zero.
+void scoreGrads(const Attn &a, float *p, int64_t ldp, const float *dp,
+                int64_t lddp, int64_t i0, int64_t nr, int64_t j0, int64_t nc,
                 const float *delta) {
   for (int64_t r = 0; r < nr; ++r) {
     float dl = delta[r];
+    float *pr = p + r * ldp;
+    const float *dpr = dp + r * lddp;
+    int64_t visible = visibleKeys(a, i0, r, j0, nc);
 #pragma omp simd
-    for (int64_t c = 0; c < nc; ++c)
-      dp[r * ld + c] = p[r * ld + c] * (dp[r * ld + c] - dl);
+    for (int64_t c = 0; c < visible; ++c)
+      pr[c] = pr[c] * (dpr[c] - dl);
   }
 }
 
@@ -146,8 +386,13 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
             *vh = v + kvh * a.seq * d;
     alignas(64) float ws[kWorkspaceFloats];
     float *qBuf = ws, *kBuf = qBuf + bs * d, *vBuf = kBuf + bs * d;
-    float *ob = vBuf + bs * d, *s = ob + bs * d, *rowMax = s + bs * bs,
+    float *oBuf = vBuf + bs * d, *s = oBuf + bs * d, *rowMax = s + bs * bs,
           *rowSum = rowMax + bs;
+    // A transposed key block, where the workspace has room for it.
+    int64_t used = 4 * bs * d + bs * bs + 2 * bs;
+    float *tb = used + bs * d <= kWorkspaceFloats ? ws + used : nullptr;
+    T *oRows = o + (h * a.seq + i0) * d;
+    float *ob = outF32(oRows, oBuf);
     const float *qb = loadRows(qh + i0 * d, nr, d, qBuf, a.scale);
     std::fill(ob, ob + nr * d, 0.0f);
     std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
@@ -156,7 +401,7 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
       int64_t nc = std::min(bs, end - j0);
       const float *kb = loadRows(kh + j0 * d, nc, d, kBuf);
       const float *vb = loadRows(vh + j0 * d, nc, d, vBuf);
-      dotRows(qb, nr, kb, nc, d, s, bs);
+      dotRowsTile(qb, nr, kb, nc, d, s, bs, tb, a.causal && j0 == i0);
       for (int64_t r = 0; r < nr; ++r) {
         float *sr = s + r * bs;
         int64_t visible = visibleKeys(a, i0, r, j0, nc);
@@ -182,7 +427,7 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
             orow[t] *= alpha;
         }
       }
-      accumulate(s, bs, false, nr, nc, vb, d, ob);
+      accumulateTile(s, bs, nr, nc, vb, d, ob, a.causal && j0 == i0);
     }
     for (int64_t r = 0; r < nr; ++r) {
       float inv = 1.0f / rowSum[r];
@@ -191,8 +436,41 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
       for (int64_t t = 0; t < d; ++t)
         orow[t] *= inv;
     }
-    fromFloat(ob, o + (h * a.seq + i0) * d, nr * d);
+    storeF32(ob, oRows, nr * d);
   });
+}
+
+/// delta[r] = dO_r . O_r for rows r < nr of `o` and `dO` (d floats each);
+/// oBuf and gBuf hold one converted row each.
+template <typename T>
+void rowDeltas(const T *o, const T *dO, int64_t nr, int64_t d, float *oBuf,
+               float *gBuf, float *delta) {
+  for (int64_t r = 0; r < nr; ++r) {
+    const float *oRow = loadRows(o + r * d, 1, d, oBuf);
+    const float *gRow = loadRows(dO + r * d, 1, d, gBuf);
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t t = 0; t < d; ++t)
+      dot += oRow[t] * gRow[t];
+    delta[r] = dot;
+  }
+}
+
+/// One key block of a row's log-sum-exp: folds exp(sr[c]) over the first
+/// `visible` of nc scores into the running max and sum. A block the row
+/// sees none of leaves both exactly unchanged.
+inline void sumExps(const float *sr, int64_t nc, int64_t visible, float &rowMax,
+                    float &rowSum) {
+  float mx = rowMax;
+#pragma omp simd reduction(max : mx)
+  for (int64_t c = 0; c < visible; ++c)
+    mx = sr[c] > mx ? sr[c] : mx;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < nc; ++c)
+    sum += c < visible ? expApprox(sr[c] - mx) : 0.0f;
+  rowSum = rowSum * expApprox(rowMax - mx) + sum;
+  rowMax = mx;
 }
 
 /// lse[i] = log sum_j exp(scale q_i . k_j) over visible keys and
@@ -201,8 +479,7 @@ template <typename T>
 void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
               float *lse, float *delta) {
   int64_t d = a.dim;
-  int64_t bs =
-      blockSize([&](int64_t b) { return 2 * b * d + 2 * d + b * b + 2 * b; });
+  int64_t bs = rowTermsBlock(d);
   int64_t blocks = ceilDiv(a.seq, bs);
   parallelForEach(a.heads * blocks, itemWork(a, bs, 1), [&](int64_t item) {
     int64_t h = item / blocks, i0 = (item % blocks) * bs;
@@ -213,15 +490,7 @@ void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
     float *qBuf = ws, *kBuf = qBuf + bs * d, *oBuf = kBuf + bs * d,
           *gBuf = oBuf + d;
     float *s = gBuf + d, *rowMax = s + bs * bs, *rowSum = rowMax + bs;
-    for (int64_t r = 0; r < nr; ++r) {
-      const float *oRow = loadRows(o + (row0 + r) * d, 1, d, oBuf);
-      const float *gRow = loadRows(dO + (row0 + r) * d, 1, d, gBuf);
-      float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-      for (int64_t t = 0; t < d; ++t)
-        dot += oRow[t] * gRow[t];
-      delta[row0 + r] = dot;
-    }
+    rowDeltas(o + row0 * d, dO + row0 * d, nr, d, oBuf, gBuf, delta + row0);
     const float *qb = loadRows(q + row0 * d, nr, d, qBuf, a.scale);
     std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
     std::fill(rowSum, rowSum + nr, 0.0f);
@@ -229,20 +498,9 @@ void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
       int64_t nc = std::min(bs, end - j0);
       const float *kb = loadRows(kh + j0 * d, nc, d, kBuf);
       dotRows(qb, nr, kb, nc, d, s, bs);
-      for (int64_t r = 0; r < nr; ++r) {
-        const float *sr = s + r * bs;
-        int64_t visible = visibleKeys(a, i0, r, j0, nc);
-        float mx = rowMax[r];
-#pragma omp simd reduction(max : mx)
-        for (int64_t c = 0; c < visible; ++c)
-          mx = sr[c] > mx ? sr[c] : mx;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t c = 0; c < nc; ++c)
-          sum += c < visible ? expApprox(sr[c] - mx) : 0.0f;
-        rowSum[r] = rowSum[r] * expApprox(rowMax[r] - mx) + sum;
-        rowMax[r] = mx;
-      }
+      for (int64_t r = 0; r < nr; ++r)
+        sumExps(s + r * bs, nc, visibleKeys(a, i0, r, j0, nc), rowMax[r],
+                rowSum[r]);
     }
     for (int64_t r = 0; r < nr; ++r)
       lse[row0 + r] = rowMax[r] + std::log(rowSum[r]);
@@ -255,7 +513,7 @@ template <typename T>
 void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
               const float *lse, const float *delta, T *dk, T *dv) {
   int64_t d = a.dim;
-  int64_t bs = blockSize([&](int64_t b) { return 6 * b * d + 2 * b * b; });
+  int64_t bs = keyGradsBlock(d);
   int64_t blocks = ceilDiv(a.seq, bs);
   // Each item sums over the group's query heads.
   int64_t kvHeads = a.heads / a.group, work = a.group * itemWork(a, bs, 4);
@@ -279,11 +537,11 @@ void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
         const float *gb = loadRows(dO + (base + i0) * d, nr, d, gBuf);
         dotRows(qb, nr, kb, nc, d, p, bs);
         probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
-        accumulate(p, bs, true, nc, nr, gb, d, dvb);
+        accumulateTransposed(p, bs, nc, nr, gb, d, dvb);
         dotRows(gb, nr, vb, nc, d, dp, bs);
-        scoreGrads(p, dp, bs, nr, nc, delta + base + i0);
+        scoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
         // qb holds scale * q, so this is scale * dS^T q.
-        accumulate(dp, bs, true, nc, nr, qb, d, dkb);
+        accumulateTransposed(p, bs, nc, nr, qb, d, dkb);
       }
     }
     fromFloat(dkb, dk + (kvBase + j0) * d, nc * d);
@@ -296,7 +554,7 @@ template <typename T>
 void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
                 const float *lse, const float *delta, T *dq) {
   int64_t d = a.dim;
-  int64_t bs = blockSize([&](int64_t b) { return 5 * b * d + 2 * b * b; });
+  int64_t bs = queryGradsBlock(d);
   int64_t blocks = ceilDiv(a.seq, bs);
   parallelForEach(a.heads * blocks, itemWork(a, bs, 3), [&](int64_t item) {
     int64_t h = item / blocks, i0 = (item % blocks) * bs;
@@ -316,13 +574,125 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
       dotRows(qb, nr, kb, nc, d, p, bs);
       probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
       dotRows(gb, nr, vb, nc, d, dp, bs);
-      scoreGrads(p, dp, bs, nr, nc, delta + base + i0);
-      accumulate(dp, bs, false, nr, nc, kb, d, dqb);
+      scoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
+      accumulate(p, bs, nr, nc, kb, d, dqb);
     }
 #pragma omp simd
     for (int64_t t = 0; t < nr * d; ++t)
       dqb[t] *= a.scale;
     fromFloat(dqb, dq + (base + i0) * d, nr * d);
+  });
+}
+
+/// Whether fusedGrads takes the problem: the three passes use one block
+/// size (so their q k^T tiles are the same sgemm shapes), and a block of
+/// query rows' scores against every key fits the workspace, with a block of
+/// dP, the row statistics, the scaled query block and a transposed key
+/// block, plus fp32 copies of the head's k and v, its dK and dV sums and a
+/// dO and dQ block when T is not f32. For f32 at head_dim 64 that is
+/// seq <= 316.
+template <typename T>
+bool fusedGradsFit(const Attn &a) {
+  int64_t n = a.seq, d = a.dim, bs = keyGradsBlock(d);
+  if (rowTermsBlock(d) != bs || queryGradsBlock(d) != bs)
+    return false;
+  int64_t floats = bs * n + bs * bs + 2 * bs + 2 * d + 2 * bs * d;
+  if (!std::is_same_v<T, float>)
+    floats += 4 * n * d + 2 * bs * d;
+  return floats <= kWorkspaceFloats;
+}
+
+/// The backward in one pass over the scores (when fusedGradsFit): per
+/// key/value head, per query head of its group and block of query rows in
+/// order, q k^T is derived once, and lse, delta, P, dV, dS, dK and dQ
+/// follow from it. Every sgemm whose sums are not plain FMA chains at all
+/// shapes (q k^T, dO v^T, dS k) has the three passes' shape, the dK and dV
+/// sums (always plain chains) run over the same query blocks in the same
+/// order, and lse and dQ add the same key blocks in order (a block a row
+/// sees none of adds exact zeros), so the results are bit for bit those of
+/// rowTerms, keyGrads and queryGrads.
+template <typename T>
+void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
+                const T *dO, float *lse, float *delta, T *dq, T *dk, T *dv) {
+  int64_t n = a.seq, d = a.dim;
+  int64_t bs = keyGradsBlock(d);
+  int64_t work = a.group * ceilDiv(n, bs) * itemWork(a, bs, 5);
+  parallelForEach(a.kvHeads(), work, [&](int64_t hk) {
+    alignas(64) float ws[kWorkspaceFloats];
+    float *p = ws, *dp = p + bs * n, *rowMax = dp + bs * bs,
+          *rowSum = rowMax + bs, *oBuf = rowSum + bs, *gRowBuf = oBuf + d,
+          *qBuf = gRowBuf + d, *tb = qBuf + bs * d;
+    // fp32 copies and sums, for 16-bit types only.
+    float *kBuf = nullptr, *vBuf = nullptr, *dkSum = nullptr, *dvSum = nullptr,
+          *gBuf = nullptr, *dqSum = nullptr;
+    if (!std::is_same_v<T, float>) {
+      kBuf = tb + bs * d;
+      vBuf = kBuf + n * d;
+      dkSum = vBuf + n * d;
+      dvSum = dkSum + n * d;
+      gBuf = dvSum + n * d;
+      dqSum = gBuf + bs * d;
+    }
+    int64_t kvBase = hk * n;
+    const float *kb = loadRows(k + kvBase * d, n, d, kBuf);
+    const float *vb = loadRows(v + kvBase * d, n, d, vBuf);
+    float *dkb = outF32(dk + kvBase * d, dkSum);
+    float *dvb = outF32(dv + kvBase * d, dvSum);
+    std::fill(dkb, dkb + n * d, 0.0f);
+    std::fill(dvb, dvb + n * d, 0.0f);
+    for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h) {
+      for (int64_t i0 = 0; i0 < n; i0 += bs) {
+        int64_t nr = std::min(bs, n - i0), end = keyEnd(a, i0, nr);
+        int64_t row0 = h * n + i0;
+        rowDeltas(o + row0 * d, dO + row0 * d, nr, d, oBuf, gRowBuf,
+                  delta + row0);
+        const float *qb = loadRows(q + row0 * d, nr, d, qBuf, a.scale);
+        const float *gb = loadRows(dO + row0 * d, nr, d, gBuf);
+        // q k^T in the tiles of the three passes: OpenBLAS's sums are
+        // plain FMA chains only at some shapes.
+        for (int64_t j0 = 0; j0 < end; j0 += bs)
+          dotRowsTile(qb, nr, kb + j0 * d, std::min(bs, end - j0), d, p + j0, n,
+                      tb, a.causal && j0 == i0);
+        std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
+        std::fill(rowSum, rowSum + nr, 0.0f);
+        for (int64_t r = 0; r < nr; ++r) {
+          for (int64_t j0 = 0; j0 < end; j0 += bs) {
+            int64_t nc = std::min(bs, end - j0);
+            sumExps(p + r * n + j0, nc, visibleKeys(a, i0, r, j0, nc),
+                    rowMax[r], rowSum[r]);
+          }
+          lse[row0 + r] = rowMax[r] + std::log(rowSum[r]);
+        }
+        probabilities(a, p, n, lse + row0, i0, nr, 0, end, p);
+        // Key c is seen by the block's rows r >= c - i0 only.
+        Causal z;
+        z.skipLead = a.causal;
+        z.leadShift = i0;
+        accumulateTransposed(p, n, end, nr, gb, d, dvb, z);
+        // dP a key block at a time, into dS in place of P.
+        for (int64_t j0 = 0; j0 < end; j0 += bs) {
+          int64_t nc = std::min(bs, end - j0);
+          dotRowsTile(gb, nr, vb + j0 * d, nc, d, dp, bs, tb,
+                      a.causal && j0 == i0);
+          scoreGrads(a, p + j0, n, dp, bs, i0, nr, j0, nc, delta + row0);
+        }
+        // qb holds scale * q, so this is scale * dS^T q.
+        accumulateTransposed(p, n, end, nr, qb, d, dkb, z);
+        float *dqb = outF32(dq + row0 * d, dqSum);
+        std::fill(dqb, dqb + nr * d, 0.0f);
+        for (int64_t j0 = 0; j0 < end; j0 += bs) {
+          int64_t nc = std::min(bs, end - j0);
+          accumulateTile(p + j0, n, nr, nc, kb + j0 * d, d, dqb,
+                         a.causal && j0 == i0);
+        }
+#pragma omp simd
+        for (int64_t t = 0; t < nr * d; ++t)
+          dqb[t] *= a.scale;
+        storeF32(dqb, dq + row0 * d, nr * d);
+      }
+    }
+    storeF32(dkb, dk + kvBase * d, n * d);
+    storeF32(dvb, dv + kvBase * d, n * d);
   });
 }
 
@@ -365,9 +735,14 @@ extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
     const T *qv = static_cast<const T *>(q), *kv = static_cast<const T *>(k),
             *vv = static_cast<const T *>(v), *ov = static_cast<const T *>(o),
             *gv = static_cast<const T *>(dO);
+    T *dqv = static_cast<T *>(dq), *dkv = static_cast<T *>(dk),
+      *dvv = static_cast<T *>(dv);
+    if (fusedGradsFit<T>(a)) {
+      fusedGrads(a, qv, kv, vv, ov, gv, lse, delta, dqv, dkv, dvv);
+      return;
+    }
     rowTerms(a, qv, kv, ov, gv, lse, delta);
-    keyGrads(a, qv, kv, vv, gv, lse, delta, static_cast<T *>(dk),
-             static_cast<T *>(dv));
-    queryGrads(a, qv, kv, vv, gv, lse, delta, static_cast<T *>(dq));
+    keyGrads(a, qv, kv, vv, gv, lse, delta, dkv, dvv);
+    queryGrads(a, qv, kv, vv, gv, lse, delta, dqv);
   });
 }
