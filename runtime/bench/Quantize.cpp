@@ -143,11 +143,13 @@ int main(int argc, char **argv) {
   std::printf("%-5s %5s %12s %14s %16s %14s %16s\n", "dtype", "bits",
               "memcpy GB/s", "quantize GB/s", "quant / memcpy", "dequant GB/s",
               "dequant / memcpy");
-  std::string json = "{\n  \"threads\": " + std::to_string(zrt_num_threads()) +
-                     ",\n  \"mib\": " + std::to_string(mib) +
-                     ",\n  \"rounds\": " + std::to_string(rounds) +
-                     ",\n  \"block\": " + std::to_string(ZRT_QUANT_BLOCK) +
-                     ",\n  \"cases\": [";
+  std::string json =
+      "{\n  \"threads\": " + std::to_string(zrt_num_threads()) +
+      ",\n  \"mib\": " + std::to_string(mib) +
+      ",\n  \"rounds\": " + std::to_string(rounds) +
+      ",\n  \"block\": " + std::to_string(ZRT_QUANT_BLOCK_INT8) +
+      ",\n  \"block_int4\": " + std::to_string(ZRT_QUANT_BLOCK_INT4) +
+      ",\n  \"cases\": [";
   bool first = true;
   for (const Case &c : cases) {
     std::vector<double> mGbps, qGbps, dGbps, qRatio, dRatio;

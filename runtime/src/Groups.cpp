@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Groups.h"
+#include "Device.h"
 #include "Mpi.h"
 #include "Support.h"
 
@@ -323,7 +324,9 @@ Tokens zrt::quantizedReduceScatter(Group &g, CommKind kind, int32_t dtype,
   const char *in = static_cast<const char *>(buf);
   int64_t es = zrt_dtype_size(dtype);
   // Level 1: every part quantized on its own, by destination local index
-  // (node order within each), to the node's members.
+  // (node order within each), to the node's other members. The parts of
+  // this member's own local index are summed here: its contribution to
+  // them stays exact (its region of send1 and recv1 is unused).
   std::vector<int64_t> sendCounts, sendDispls, recvCounts, recvDispls;
   int64_t at = 0, mine = 0;
   for (int m = 0; m < nodes; ++m)
@@ -332,13 +335,13 @@ Tokens zrt::quantizedReduceScatter(Group &g, CommKind kind, int32_t dtype,
     sendDispls.push_back(at);
     for (int m = 0; m < nodes; ++m) {
       int j = m * q + dest;
-      if (parts[size_t(j)] > 0)
+      if (dest != l && parts[size_t(j)] > 0)
         zrt_quantize(dtype, in + int64_t(displs[size_t(j)]) * es,
                      parts[size_t(j)], 1, 4, st + s.send1 + at);
       at += chunk(j);
     }
-    sendCounts.push_back(at - sendDispls.back());
-    recvCounts.push_back(mine);
+    sendCounts.push_back(dest == l ? 0 : at - sendDispls.back());
+    recvCounts.push_back(dest == l ? 0 : mine);
     recvDispls.push_back(int64_t(dest) * mine);
   }
   // Distinct send and receive bases: MPI libraries take equal ones for
@@ -347,30 +350,33 @@ Tokens zrt::quantizedReduceScatter(Group &g, CommKind kind, int32_t dtype,
                                  st + s.recv1, recvCounts, recvDispls))
     zrt_wait(t);
   // The node's contributions to each part of this local index, summed in
-  // fp32 in local-index order and requantized for its owner's node.
+  // fp32 (this member's exact one first, then the others in local-index
+  // order) and requantized for its owner's node; this member's own part's
+  // node sum stays in fp32 (finishQuantizedReduceScatter).
   sendCounts.clear();
   sendDispls.clear();
   recvCounts.clear();
   recvDispls.clear();
+  int myNode = g.me / q;
   int64_t chunkAt = 0, sumAt = 0;
   for (int m = 0; m < nodes; ++m) {
     int j = m * q + l;
     float *sum = reinterpret_cast<float *>(st + s.sums) + sumAt;
     if (parts[size_t(j)] > 0) {
-      for (int k = 0; k < q; ++k) {
-        const char *from = st + s.recv1 + int64_t(k) * mine + chunkAt;
-        if (k == 0)
-          zrt_dequantize(ZRT_F32, from, parts[size_t(j)], 1, 4, sum);
-        else
-          zrt_dequantize_add(from, parts[size_t(j)], 4, sum);
-      }
-      zrt_quantize(ZRT_F32, sum, parts[size_t(j)], 1, 4,
-                   st + s.send2 + chunkAt);
+      zrt_cast(dtype, in + int64_t(displs[size_t(j)]) * es, ZRT_F32, sum,
+               parts[size_t(j)]);
+      for (int k = 0; k < q; ++k)
+        if (k != l)
+          zrt_dequantize_add(st + s.recv1 + int64_t(k) * mine + chunkAt,
+                             parts[size_t(j)], 4, sum);
+      if (m != myNode)
+        zrt_quantize(ZRT_F32, sum, parts[size_t(j)], 1, 4,
+                     st + s.send2 + chunkAt);
     }
     sendDispls.push_back(chunkAt);
-    sendCounts.push_back(chunk(j));
+    sendCounts.push_back(m == myNode ? 0 : chunk(j));
     recvDispls.push_back(int64_t(m) * chunk(g.me));
-    recvCounts.push_back(chunk(g.me));
+    recvCounts.push_back(m == myNode ? 0 : chunk(g.me));
     chunkAt += chunk(j);
     sumAt += parts[size_t(j)];
   }
@@ -389,14 +395,17 @@ float *zrt::finishQuantizedReduceScatter(Group &g,
   int64_t n = parts[size_t(g.me)], bytes = zrt_quant_bytes(n, 4);
   if (n == 0)
     return sum;
-  // The node sums, added in node order.
-  for (int m = 0; m < g.nodes(); ++m) {
-    const char *from = st + s.recv2 + int64_t(m) * bytes;
-    if (m == 0)
-      zrt_dequantize(ZRT_F32, from, n, 1, 4, sum);
-    else
-      zrt_dequantize_add(from, n, 4, sum);
-  }
+  // This node's exact sum of the part (among the sums of this local index,
+  // moved to the front), then the other nodes' sums in node order.
+  int q = int(g.membersPerNode), l = g.localIndex(), myNode = g.me / q;
+  int64_t ownAt = 0;
+  for (int m = 0; m < myNode; ++m)
+    ownAt += parts[size_t(m * q + l)];
+  if (ownAt > 0)
+    device::move(sum, sum + ownAt, n * int64_t(sizeof(float)));
+  for (int m = 0; m < g.nodes(); ++m)
+    if (m != myNode)
+      zrt_dequantize_add(st + s.recv2 + int64_t(m) * bytes, n, 4, sum);
   return sum;
 }
 

@@ -23,16 +23,19 @@ using namespace zrt;
 
 namespace {
 
-constexpr int64_t kQuantBlock = ZRT_QUANT_BLOCK;
+/// The largest block: the size of the kernels' per-block buffers.
+constexpr int64_t kQuantBlockMax = ZRT_QUANT_BLOCK_INT8 > ZRT_QUANT_BLOCK_INT4
+                                       ? ZRT_QUANT_BLOCK_INT8
+                                       : ZRT_QUANT_BLOCK_INT4;
 
 /// Quantizes block b of every chunk: block `flat` of the flattened
 /// (chunk, block) index space.
 template <typename T>
 void quantizeBlock(const T *src, int64_t n, int32_t bits, uint8_t *dst,
                    int64_t flat, float *buf, int8_t *q) {
-  int64_t blocks = zrt_quant_blocks(n);
+  int64_t blocks = zrt_quant_blocks(n, bits), block = zrt_quant_block(bits);
   int64_t c = flat / blocks, b = flat % blocks;
-  int64_t off = b * kQuantBlock, len = std::min(kQuantBlock, n - off);
+  int64_t off = b * block, len = std::min(block, n - off);
   uint8_t *chunk = dst + c * zrt_quant_bytes(n, bits);
   uint8_t *payload = chunk + 4 * blocks;
   const float *x = loadF32(src + c * n + off, len, buf);
@@ -106,9 +109,9 @@ void dequantizeBlockTo(const uint8_t *chunk, int64_t blocks, int64_t b,
 template <typename T>
 void dequantizeBlock(const uint8_t *src, int64_t n, int32_t bits, T *dst,
                      int64_t flat, float *buf) {
-  int64_t blocks = zrt_quant_blocks(n);
+  int64_t blocks = zrt_quant_blocks(n, bits), block = zrt_quant_block(bits);
   int64_t c = flat / blocks, b = flat % blocks;
-  int64_t off = b * kQuantBlock, len = std::min(kQuantBlock, n - off);
+  int64_t off = b * block, len = std::min(block, n - off);
   dequantizeBlockTo(src + c * zrt_quant_bytes(n, bits), blocks, b, off, len,
                     bits, dst + c * n + off, buf);
 }
@@ -120,21 +123,20 @@ extern "C" void zrt_dequantize_add(const void *src, int64_t n, int32_t bits,
   KernelSpan span("zrt_dequantize_add");
   checkQuantArgs("zrt_dequantize_add", n, 1, bits);
   const uint8_t *in = static_cast<const uint8_t *>(src);
-  parallelFor(zrt_quant_blocks(n), ceilDiv(kGrain, kQuantBlock),
-              [&](int64_t begin, int64_t end) {
-                alignas(64) float buf[kQuantBlock];
-                alignas(64) float y[kQuantBlock];
-                for (int64_t f = begin; f < end; ++f) {
-                  int64_t off = f * kQuantBlock;
-                  int64_t len = std::min(kQuantBlock, n - off);
-                  dequantizeBlockTo(in, zrt_quant_blocks(n), f, off, len, bits,
-                                    y, buf);
-                  float *a = acc + off;
+  int64_t blocks = zrt_quant_blocks(n, bits), block = zrt_quant_block(bits);
+  parallelFor(blocks, ceilDiv(kGrain, block), [&](int64_t begin, int64_t end) {
+    alignas(64) float buf[kQuantBlockMax];
+    alignas(64) float y[kQuantBlockMax];
+    for (int64_t f = begin; f < end; ++f) {
+      int64_t off = f * block;
+      int64_t len = std::min(block, n - off);
+      dequantizeBlockTo(in, blocks, f, off, len, bits, y, buf);
+      float *a = acc + off;
 #pragma omp simd
-                  for (int64_t i = 0; i < len; ++i)
-                    a[i] += y[i];
-                }
-              });
+      for (int64_t i = 0; i < len; ++i)
+        a[i] += y[i];
+    }
+  });
 }
 
 extern "C" void zrt_quantize(int32_t dtype, const void *src, int64_t n,
@@ -143,20 +145,21 @@ extern "C" void zrt_quantize(int32_t dtype, const void *src, int64_t n,
   checkQuantArgs("zrt_quantize", n, chunks, bits);
   // Padding bytes are defined (0), so a gathered buffer is reproducible.
   int64_t bytes = zrt_quant_bytes(n, bits);
-  int64_t used = 4 * zrt_quant_blocks(n) + zrt_quant_payload_bytes(n, bits);
+  int64_t used =
+      4 * zrt_quant_blocks(n, bits) + zrt_quant_payload_bytes(n, bits);
   if (bytes > used)
     for (int64_t c = 0; c < chunks; ++c)
       std::memset(static_cast<uint8_t *>(dst) + c * bytes + used, 0,
                   size_t(bytes - used));
-  int64_t total = chunks * zrt_quant_blocks(n);
+  int64_t total = chunks * zrt_quant_blocks(n, bits);
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *in = static_cast<const T *>(src);
     uint8_t *out = static_cast<uint8_t *>(dst);
-    parallelFor(total, ceilDiv(kGrain, kQuantBlock),
+    parallelFor(total, ceilDiv(kGrain, zrt_quant_block(bits)),
                 [&](int64_t begin, int64_t end) {
-                  alignas(64) float buf[kQuantBlock];
-                  alignas(64) int8_t q[kQuantBlock];
+                  alignas(64) float buf[kQuantBlockMax];
+                  alignas(64) int8_t q[kQuantBlockMax];
                   for (int64_t f = begin; f < end; ++f)
                     quantizeBlock(in, n, bits, out, f, buf, q);
                 });
@@ -167,14 +170,14 @@ extern "C" void zrt_dequantize(int32_t dtype, const void *src, int64_t n,
                                int64_t chunks, int32_t bits, void *dst) {
   KernelSpan span("zrt_dequantize");
   checkQuantArgs("zrt_dequantize", n, chunks, bits);
-  int64_t total = chunks * zrt_quant_blocks(n);
+  int64_t total = chunks * zrt_quant_blocks(n, bits);
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
     const uint8_t *in = static_cast<const uint8_t *>(src);
     T *out = static_cast<T *>(dst);
-    parallelFor(total, ceilDiv(kGrain, kQuantBlock),
+    parallelFor(total, ceilDiv(kGrain, zrt_quant_block(bits)),
                 [&](int64_t begin, int64_t end) {
-                  alignas(64) float buf[kQuantBlock];
+                  alignas(64) float buf[kQuantBlockMax];
                   for (int64_t f = begin; f < end; ++f)
                     dequantizeBlock(in, n, bits, out, f, buf);
                 });

@@ -982,7 +982,8 @@ TEST(QuantizeTest, ChunksAreLaidOutBackToBack) {
   EXPECT_EQ(zrt_quant_bytes(0, 8), 0);
   EXPECT_EQ(zrt_quant_bytes(1, 8), 8);
   EXPECT_EQ(zrt_quant_bytes(2048, 8), 4 * 8 + 2048);
-  EXPECT_EQ(zrt_quant_bytes(2049, 4), 4 * 9 + 1025 + 3);
+  // INT4 blocks are 128 values: 17 scales.
+  EXPECT_EQ(zrt_quant_bytes(2049, 4), 4 * 17 + 1025 + 3);
   EXPECT_EQ(zrt_quant_bytes(5, 4), 8);
   // Dequantizing the 3 chunks of a quantized [3, 3000] buffer at once
   // equals dequantizing each chunk alone, and stays within half a step.
@@ -1023,8 +1024,10 @@ TEST(Quantize, DequantizeAddIsDequantizeThenAdd) {
   zrt_dequantize_add(q.data(), n, 4, sums.data());
   EXPECT_EQ(std::memcmp(sums.data(), want.data(), sums.size() * sizeof(float)),
             0);
-  EXPECT_TRUE(std::isnan(sums[256]) && std::isnan(sums[511]));
-  EXPECT_FALSE(std::isnan(sums[255]) || std::isnan(sums[512]));
+  // Element 300 poisons its INT4 block, [256, 384).
+  static_assert(ZRT_QUANT_BLOCK_INT4 == 128, "the NaN block below");
+  EXPECT_TRUE(std::isnan(sums[256]) && std::isnan(sums[383]));
+  EXPECT_FALSE(std::isnan(sums[255]) || std::isnan(sums[384]));
   EXPECT_DEATH(zrt_dequantize_add(q.data(), 4, 3, sums.data()),
                "zrt_dequantize_add: 3-bit quantization is not supported");
 }

@@ -106,32 +106,32 @@ static void linkBytes(void) {
 }
 
 static void quantizedReduceScatter(void) {
-  /* 2 x 2, 4096 elements: parts of 1024 = 4 blocks, 512 payload bytes, so
-   * Q = 16 + 512 = 528. Within the node (K - 1) N Q = 2 Q, across
+  /* 2 x 2, 4096 elements: parts of 1024 = 8 blocks of 128, 512 payload
+   * bytes, so Q = 32 + 512 = 544. Within the node (K - 1) N Q = 2 Q, across
    * (N - 1) Q = Q, for every member. */
-  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 2, 0), 1056,
-              528, __LINE__);
-  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 2, 3), 1056,
-              528, __LINE__);
-  /* 2 nodes x 4 (K 4, N 2), parts of 1000: 4 scales, 500 payload bytes,
-   * Q = 516; within (4 - 1) * 2 * Q, across Q. */
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 2, 0), 1088,
+              544, __LINE__);
+  expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 2, 3), 1088,
+              544, __LINE__);
+  /* 2 nodes x 4 (K 4, N 2), parts of 1000: 8 scales, 500 payload bytes,
+   * Q = 532; within (4 - 1) * 2 * Q, across Q. */
   expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 8000, 8, 4, 5),
-              6 * 516, 516, __LINE__);
+              6 * 532, 532, __LINE__);
   /* 4 nodes x 1: every part crosses nodes. */
   expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 1, 2), 0,
-              3 * 528, __LINE__);
+              3 * 544, __LINE__);
   /* One node: one all-to-all, within the node. */
   expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 4096, 4, 4, 1),
-              3 * 528, 0, __LINE__);
-  /* Uneven layout parts: 300 (2 scales, 150 payload: 158 -> 160), 1 (4 + 1
-   * -> 8), 0 (nothing) and 513 (3 scales, 257 payload: 269 -> 272).
-   * Member 0 on 2 x 2: within 8 + 272, across 0 (part 2 is empty). */
+              3 * 544, 0, __LINE__);
+  /* Uneven layout parts: 300 (3 scales, 150 payload: 162 -> 164), 1 (4 + 1
+   * -> 8), 0 (nothing) and 513 (5 scales, 257 payload: 277 -> 280).
+   * Member 0 on 2 x 2: within 8 + 280, across 0 (part 2 is empty). */
   {
     const int64_t parts[4] = {300, 1, 0, 513};
-    expectLinks(zrt_quantized_reduce_scatter_link_bytes(parts, 0, 4, 2, 0), 280,
+    expectLinks(zrt_quantized_reduce_scatter_link_bytes(parts, 0, 4, 2, 0), 288,
                 0, __LINE__);
-    expectLinks(zrt_quantized_reduce_scatter_link_bytes(parts, 0, 4, 2, 1), 160,
-                272, __LINE__);
+    expectLinks(zrt_quantized_reduce_scatter_link_bytes(parts, 0, 4, 2, 1), 164,
+                280, __LINE__);
   }
   /* Even shares of 10 over 4: 3, 3, 2, 2 (Q 8 each; 4 + 2 payload bytes). */
   EXPECT(zrt_quantized_part(0, 10, 4, 0), 3);
@@ -139,30 +139,30 @@ static void quantizedReduceScatter(void) {
   expectLinks(zrt_quantized_reduce_scatter_link_bytes(0, 10, 4, 2, 0), 16, 8,
               __LINE__);
   /* Staging of member 0 of 2 x 2, 4096 elements: send1 every chunk
-   * (4 x 528), recv1 2 peers x 2 chunks, sums 2 x 1024 floats, send2 2
+   * (4 x 544), recv1 2 peers x 2 chunks, sums 2 x 1024 floats, send2 2
    * chunks, recv2 2 chunks. Equal parts: every member plans the same. */
   {
     zrt_qgz_staging s = zrt_quantized_reduce_scatter_staging(0, 4096, 4, 2, 0);
     EXPECT(s.send1, 0);
-    EXPECT(s.recv1, 2112);
-    EXPECT(s.sums, 4224);
-    EXPECT(s.send2, 12416);
-    EXPECT(s.recv2, 13472);
-    EXPECT(s.total, 14528);
-    EXPECT(zrt_quantized_reduce_scatter_staging(0, 4096, 4, 2, 3).total, 14528);
-    EXPECT(zrt_quantized_reduce_scatter_staging_bytes(0, 4096, 4, 2), 14528);
+    EXPECT(s.recv1, 2176);
+    EXPECT(s.sums, 4352);
+    EXPECT(s.send2, 12544);
+    EXPECT(s.recv2, 13632);
+    EXPECT(s.total, 14720);
+    EXPECT(zrt_quantized_reduce_scatter_staging(0, 4096, 4, 2, 3).total, 14720);
+    EXPECT(zrt_quantized_reduce_scatter_staging_bytes(0, 4096, 4, 2), 14720);
   }
-  /* Uneven parts {300, 1, 0, 513} (chunks 160, 8, 0, 272; 440 in all):
-   * local index 0 holds parts 0 and 2 (160 bytes, 300 elements), local
-   * index 1 parts 1 and 3 (280 bytes, 514 elements). Member 3 uses the
-   * most: 440 + 2 x 280 + 4 x 514 + 280 + 2 x 272 = 3880. */
+  /* Uneven parts {300, 1, 0, 513} (chunks 164, 8, 0, 280; 452 in all):
+   * local index 0 holds parts 0 and 2 (164 bytes, 300 elements), local
+   * index 1 parts 1 and 3 (288 bytes, 514 elements). Member 3 uses the
+   * most: 452 + 2 x 288 + 4 x 514 + 288 + 2 x 280 = 3932. */
   {
     const int64_t parts[4] = {300, 1, 0, 513};
-    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 0).total, 2440);
-    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 1).total, 3352);
-    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 2).total, 2120);
-    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 3).total, 3880);
-    EXPECT(zrt_quantized_reduce_scatter_staging_bytes(parts, 0, 4, 2), 3880);
+    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 0).total, 2472);
+    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 1).total, 3388);
+    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 2).total, 2144);
+    EXPECT(zrt_quantized_reduce_scatter_staging(parts, 0, 4, 2, 3).total, 3932);
+    EXPECT(zrt_quantized_reduce_scatter_staging_bytes(parts, 0, 4, 2), 3932);
   }
   EXPECT(zrt_quantized_reduce_scatter_staging(0, 4096, 4, 2, 4).total, 0);
   EXPECT(zrt_quantized_reduce_scatter_staging_bytes(0, 4096, 4, 0), 0);

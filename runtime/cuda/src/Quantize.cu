@@ -6,10 +6,10 @@
 // (src/Quantize.cpp): the rules and layout of zero_rt/quantize.h, the
 // formulas of KernelMath.h, whose device side pins every rounding
 // (__fdiv_rn, __fmul_rn, rintf), so no contraction can differ. One thread
-// block per quantization block: ZRT_QUANT_BLOCK / 8 threads (whole warps)
-// of four element pairs each (pair p = thread + k * threads holds elements
-// 2p and 2p + 1, one INT4 byte), the block's largest |x| bits an exact
-// integer maximum.
+// block per quantization block: ZRT_QUANT_BLOCK_INT8 / 8 threads (whole
+// warps) of four element pairs each (pair p = thread + k * threads holds
+// elements 2p and 2p + 1, one INT4 byte; the pairs past a shorter block,
+// INT4's, are idle), the block's largest |x| bits an exact integer maximum.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,9 +24,12 @@ using namespace zrt::cuda;
 namespace {
 
 constexpr int kPairsPerThread = 4;
-constexpr int kThreads = ZRT_QUANT_BLOCK / (2 * kPairsPerThread);
+constexpr int kThreads = ZRT_QUANT_BLOCK_INT8 / (2 * kPairsPerThread);
 static_assert(kThreads % 32 == 0 && kThreads <= 1024,
               "a quantization block is whole warps of four pairs a thread");
+static_assert(ZRT_QUANT_BLOCK_INT4 <= ZRT_QUANT_BLOCK_INT8 &&
+                  ZRT_QUANT_BLOCK_INT4 % 2 == 0,
+              "an INT4 block fits the threads of an INT8 one, in whole bytes");
 
 /// The quiet NaN of a storage type, as dequantization writes it.
 template <typename T>
@@ -46,6 +49,7 @@ __device__ inline __half quantNaN<__half>() {
 
 struct QuantShape {
   int64_t n;
+  int64_t block;  // elements per block
   int64_t blocks; // per chunk
   int64_t bytes;  // per quantized chunk
   int64_t used;   // bytes of a chunk before its padding
@@ -59,8 +63,8 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ uint32_t warpMaxBits[kThreads / 32];
   int64_t c = int64_t(blockIdx.x) / s.blocks,
           b = int64_t(blockIdx.x) % s.blocks;
-  int64_t off = b * ZRT_QUANT_BLOCK;
-  int64_t len = s.n - off < ZRT_QUANT_BLOCK ? s.n - off : ZRT_QUANT_BLOCK;
+  int64_t off = b * s.block;
+  int64_t len = s.n - off < s.block ? s.n - off : s.block;
   const T *x = src + c * s.n + off;
   float v[2 * kPairsPerThread];
   uint32_t maxBits = 0;
@@ -127,8 +131,8 @@ __global__ void __launch_bounds__(kThreads)
     dequantizeKernel(const uint8_t *src, T *dst, QuantShape s) {
   int64_t c = int64_t(blockIdx.x) / s.blocks,
           b = int64_t(blockIdx.x) % s.blocks;
-  int64_t off = b * ZRT_QUANT_BLOCK;
-  int64_t len = s.n - off < ZRT_QUANT_BLOCK ? s.n - off : ZRT_QUANT_BLOCK;
+  int64_t off = b * s.block;
+  int64_t len = s.n - off < s.block ? s.n - off : s.block;
   const uint8_t *chunk = src + c * s.bytes;
   const uint8_t *payload = chunk + 4 * s.blocks;
   float scale = reinterpret_cast<const float *>(chunk)[b];
@@ -152,8 +156,8 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     dequantizeAddKernel(const uint8_t *src, float *acc, QuantShape s) {
   int64_t b = int64_t(blockIdx.x);
-  int64_t off = b * ZRT_QUANT_BLOCK;
-  int64_t len = s.n - off < ZRT_QUANT_BLOCK ? s.n - off : ZRT_QUANT_BLOCK;
+  int64_t off = b * s.block;
+  int64_t len = s.n - off < s.block ? s.n - off : s.block;
   const uint8_t *payload = src + 4 * s.blocks;
   float scale = reinterpret_cast<const float *>(src)[b];
   float *y = acc + off;
@@ -173,8 +177,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 QuantShape shapeOf(int64_t n, int32_t bits) {
-  int64_t blocks = zrt_quant_blocks(n);
+  int64_t blocks = zrt_quant_blocks(n, bits);
   return QuantShape{n,
+                    zrt_quant_block(bits),
                     blocks,
                     zrt_quant_bytes(n, bits),
                     4 * blocks + zrt_quant_payload_bytes(n, bits),

@@ -1203,8 +1203,9 @@ TEST_P(CudaKernelsTest, QuantizeIsTheCpus) {
         Buffer in = randomBuffer(dtype(), rng, n * chunks, -2, 2);
         // One block of each kind: zeros, tiny, huge, NaN, infinity.
         auto setBlock = [&](int64_t k, auto value) {
-          for (int64_t i = k * ZRT_QUANT_BLOCK;
-               i < (k + 1) * ZRT_QUANT_BLOCK && i < n * chunks; ++i)
+          int64_t block = zrt_quant_block(bits);
+          for (int64_t i = k * block; i < (k + 1) * block && i < n * chunks;
+               ++i)
             in.set(i, value(i, in.get(i)));
         };
         setBlock(0, [](int64_t, double) { return 0.0; });

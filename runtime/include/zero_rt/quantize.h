@@ -8,8 +8,9 @@
  * compiler's memory planner and report size the staging buffers and the
  * collectives' bytes with the same functions.
  *
- * Values are quantized in blocks of ZRT_QUANT_BLOCK consecutive elements
- * (the last block of a chunk may be shorter), each with one fp32 scale:
+ * Values are quantized in blocks of zrt_quant_block(bits) consecutive
+ * elements (the last block of a chunk may be shorter), each with one fp32
+ * scale:
  *   m     = the largest |x| of the block, every x widened to fp32 exactly
  *           (bf16 by its bits, never through fp16);
  *   scale = m / qmax in fp32 (qmax = 127 for 8 bits, 7 for 4 bits), a
@@ -26,12 +27,19 @@
  * bf16 0x7fc0, f16 0x7e00): a non-finite weight poisons its block loudly
  * instead of silently zeroing its neighbours.
  *
- * ZRT_QUANT_BLOCK = 256: DeepSpeed targets groups of fewer than 8,000
- * elements; smaller blocks follow the weights' local range more closely for
- * scales of 1.6% of the INT8 payload, and the CUDA kernel maps one block
- * onto whole warps.
+ * Blocks: 256 INT8 weights (ZRT_QUANT_BLOCK_INT8): DeepSpeed targets groups
+ * of fewer than 8,000 elements; smaller blocks follow the weights' local
+ * range more closely for scales of 1.6% of the INT8 payload. 128 INT4
+ * gradients (ZRT_QUANT_BLOCK_INT4): DeepSpeed's qgZ splits a matrix into
+ * max(rows, columns, world) groups, 128 values for every matrix of a GPT-2
+ * of width 128. There, blocks of 256 mix the q and k columns of c_attn's
+ * gradient with its v columns, 100 times larger, and round half of the q
+ * and k values to 0; the loss then falls behind unquantized training. A
+ * block starts at its part's start (a parameter's, unless a shard boundary
+ * cuts the parameter). The scales cost 6.25% of the INT4 payload.
+ * The CUDA kernel maps one block onto whole warps.
  * A chunk of n elements is quantized into zrt_quant_bytes(n, bits) bytes:
- *   [ceil(n / ZRT_QUANT_BLOCK) fp32 scales][payload][0-3 zero bytes]
+ *   [ceil(n / zrt_quant_block(bits)) fp32 scales][payload][0-3 zero bytes]
  * where the INT8 payload is n signed bytes, and the INT4 payload ceil(n / 2)
  * bytes, element 2i in the low nibble of byte i and element 2i + 1 in the
  * high nibble (two's complement; an odd n leaves the last high nibble 0).
@@ -61,8 +69,10 @@
 extern "C" {
 #endif
 
-/* Elements per quantization block (one fp32 scale each). */
-#define ZRT_QUANT_BLOCK 256
+/* Elements per quantization block (one fp32 scale each): of INT8 values
+ * (qwZ's weights) and of INT4 values (qgZ's gradients). */
+#define ZRT_QUANT_BLOCK_INT8 256
+#define ZRT_QUANT_BLOCK_INT4 128
 
 /* Whether `bits` is a supported quantization width (8 or 4). */
 static inline int32_t zrt_quant_bits_valid(int32_t bits) {
@@ -74,9 +84,15 @@ static inline int32_t zrt_quant_max(int32_t bits) {
   return bits == 4 ? 7 : 127;
 }
 
-/* Blocks (and scales) of a chunk of n elements. */
-static inline int64_t zrt_quant_blocks(int64_t n) {
-  return n > 0 ? (n + ZRT_QUANT_BLOCK - 1) / ZRT_QUANT_BLOCK : 0;
+/* Elements per block of `bits`-wide values. */
+static inline int64_t zrt_quant_block(int32_t bits) {
+  return bits == 4 ? ZRT_QUANT_BLOCK_INT4 : ZRT_QUANT_BLOCK_INT8;
+}
+
+/* Blocks (and scales) of a chunk of n `bits`-wide elements. */
+static inline int64_t zrt_quant_blocks(int64_t n, int32_t bits) {
+  int64_t block = zrt_quant_block(bits);
+  return n > 0 ? (n + block - 1) / block : 0;
 }
 
 /* Bytes of the payload of a chunk of n elements. */
@@ -89,7 +105,8 @@ static inline int64_t zrt_quant_payload_bytes(int64_t n, int32_t bits) {
 /* Bytes of the quantized form of a chunk of n elements (scales, payload and
  * padding to a multiple of 4). */
 static inline int64_t zrt_quant_bytes(int64_t n, int32_t bits) {
-  int64_t bytes = 4 * zrt_quant_blocks(n) + zrt_quant_payload_bytes(n, bits);
+  int64_t bytes =
+      4 * zrt_quant_blocks(n, bits) + zrt_quant_payload_bytes(n, bits);
   return (bytes + 3) / 4 * 4;
 }
 

@@ -225,6 +225,9 @@ zrt_quantized_reduce_scatter_link_bytes(const int64_t *parts, int64_t n,
  *    the first parts[me] floats hold this member's sum;
  *  - send2: the N sums requantized, in node order (the destinations);
  *  - recv2: from each node, in node order, the chunk of this member's part.
+ * A member's own contributions never travel: its chunks for its own local
+ * index (in send1 and recv1) and its node's sum of its own part (in send2
+ * and recv2) are left unused, and those sums are taken exact instead.
  * `total` is the bytes it uses. Parts are as in
  * zrt_quantized_reduce_scatter_link_bytes (n and parts). */
 typedef struct zrt_qgz_staging {

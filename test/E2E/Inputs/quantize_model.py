@@ -15,7 +15,8 @@ import sys
 
 import numpy as np
 
-BLOCK = 256
+# Elements per block: INT8 (qwZ's weights) and INT4 (qgZ's gradients).
+BLOCK = {8: 256, 4: 128}
 NAN32 = np.uint32(0x7FC00000)
 TYPE_NAN = {"f32": 0x7FC00000, "bf16": 0x7FC0, "f16": 0x7E00}
 STORAGE = {"f32": np.uint32, "bf16": np.uint16, "f16": np.uint16}
@@ -43,7 +44,8 @@ def narrow(dtype, values):
 
 def model(dtype, bits, n, chunks, data):
     qmax = 127 if bits == 8 else 7
-    blocks = (n + BLOCK - 1) // BLOCK
+    block = BLOCK[bits]
+    blocks = (n + block - 1) // block
     payload_bytes = n if bits == 8 else (n + 1) // 2
     chunk_bytes = (4 * blocks + payload_bytes + 3) // 4 * 4
     quantized = bytearray()
@@ -53,7 +55,7 @@ def model(dtype, bits, n, chunks, data):
         scales = np.zeros(blocks, np.uint32)
         q = np.zeros(n, np.int32)
         for b in range(blocks):
-            lo, hi = c * n + b * BLOCK, c * n + min(n, (b + 1) * BLOCK)
+            lo, hi = c * n + b * block, c * n + min(n, (b + 1) * block)
             x = x_all[lo:hi]
             abs_bits = x.view(np.uint32) & np.uint32(0x7FFFFFFF)
             top = abs_bits.max()
@@ -117,15 +119,15 @@ def block_values(kind, m, big, tiny, dtype, rng):
     return v
 
 
-def make_inputs(dtype, n, chunks, rng):
+def make_inputs(dtype, bits, n, chunks, rng):
     """Values of every kind the rules name, one kind per block."""
     x = np.zeros(n * chunks, np.float32)
     big = {"f32": 1e30, "bf16": 1e30, "f16": 3e4}[dtype]
     tiny = {"f32": 1e-40, "bf16": 1e-40, "f16": 1e-7}[dtype]
     kind = 0
     for c in range(chunks):
-        for start in range(c * n, (c + 1) * n, BLOCK):
-            end = min((c + 1) * n, start + BLOCK)
+        for start in range(c * n, (c + 1) * n, BLOCK[bits]):
+            end = min((c + 1) * n, start + BLOCK[bits])
             x[start:end] = block_values(kind % 10, end - start, big, tiny,
                                         dtype, rng)
             kind += 1
@@ -150,8 +152,8 @@ def main():
         for bits in (8, 4):
             for n, chunks in ((1, 1), (7, 3), (2048, 2), (2049, 1),
                               (5001, 3), (12288, 4), (0, 2),
-                              (10 * BLOCK + 5, 2)):
-                data = make_inputs(dtype, n, chunks, rng)
+                              (10 * BLOCK[bits] + 5, 2)):
+                data = make_inputs(dtype, bits, n, chunks, rng)
                 inp = os.path.join(work, "in.bin")
                 qf = os.path.join(work, "q.bin")
                 yf = os.path.join(work, "y.bin")

@@ -5,7 +5,7 @@ trained on the same ranks and data.
     qwz_e2e.py --compiler ZERO_COMPILE --opt ZERO_OPT --mpirun CMD
                --model M --work DIR --world N --steps S --rtol R
                --step-rtol T [--options OPTS] [--train-args ARGS]
-               [--ranks-per-node K] [--quantized "OPTION=V ..."] [--name NAME]
+               [--ranks-per-node K] [--quantized "OPTION=V ..." --name NAME]...
                [--nudged-rtol R]
 
 Checks that every run's measured peak equals its plan (the staging
@@ -16,7 +16,8 @@ gathered weights are quantized), and prints the measured differences and
 the report's bytes per rank of both (the quantized gathers move INT8
 chunks: about half of bf16's). --options are more pipeline options
 (space-separated name=value) for both runs, e.g. the gradient clipping and
-learning-rate schedule.
+learning-rate schedule. --quantized and --name may be repeated: each
+quantized run is checked against the one unquantized run.
 """
 
 import argparse
@@ -91,16 +92,20 @@ def main():
     p.add_argument("--nudged-rtol", type=float)
     p.add_argument("--train-args", default="")
     p.add_argument("--ranks-per-node", type=int, default=0)
-    p.add_argument("--quantized", default="quantized-weights=1")
-    p.add_argument("--name", default="qwz")
+    p.add_argument("--quantized", action="append")
+    p.add_argument("--name", action="append")
     args = p.parse_args()
-    name_q = args.name
+    quantized = args.quantized or ["quantized-weights=1"]
+    names = args.name or ["qwz"]
+    if len(names) != len(quantized) or "bf16" in names:
+        fail("give one --name (not bf16) per --quantized")
     os.makedirs(args.work, exist_ok=True)
     runs = {}
     nodes = []
     if args.ranks_per_node:
         nodes = ["ranks-per-node=%d" % args.ranks_per_node]
-    for name, extra in (("bf16", []), (name_q, args.quantized.split())):
+    for name, extra in [("bf16", [])] + [
+            (n, q.split()) for n, q in zip(names, quantized)]:
         options = ["stage=3", "world-size=%d" % args.world, "dtype=bf16"
                    ] + nodes + args.options.split()
         exe = os.path.join(args.work, name)
@@ -114,7 +119,7 @@ def main():
         runs[name] = (log, report)
         print("%s: %d steps, measured peak %d == planned" % (
             name, args.steps, log[-1]["peak_bytes"]))
-    ref, q = runs["bf16"][0], runs[name_q][0]
+    ref = runs["bf16"][0]
     if args.nudged_rtol is not None:
         # The setup's own sensitivity: the unquantized run again, from its
         # initial weights each raised by one fp32 ulp. A bound on the
@@ -134,6 +139,17 @@ def main():
         print("one ulp on every initial weight: every step within %g of "
               "bf16's" % args.nudged_rtol)
         print("measured: largest step difference %.4f (one ulp)" % gap)
+    for name_q in names:
+        check(args, ref, runs[name_q][0], name_q)
+        sent = runs["bf16"][1]["comm"]["bytes_per_rank"]
+        sent_q = runs[name_q][1]["comm"]["bytes_per_rank"]
+        print("report: bytes sent per rank per step %d (bf16) %d (%s), "
+              "ratio %.3f" % (sent, sent_q, name_q, sent_q / sent))
+    print("OK")
+
+
+def check(args, ref, q, name_q):
+    """The quantized run's losses against the unquantized run's."""
     diffs = step_diffs(ref, q)
     worst = max(diffs)
     tail = min(20, args.steps)
@@ -152,16 +168,9 @@ def main():
     print("last %d steps' mean loss within %g of bf16's, every step within "
           "%g" % (tail, args.rtol, args.step_rtol))
     print("measured: last %d steps %.4f (bf16) %.4f (%s), %.4f apart; "
-          "largest step difference %.4f" % (tail, mean_ref, mean_q, name_q,
-                                            final, worst))
-    sent = {}
-    for name in runs:
-        comm = runs[name][1]["comm"]
-        sent[name] = comm["bytes_per_rank"]
-    print("report: bytes sent per rank per step %d (bf16) %d (%s), "
-          "ratio %.3f" % (sent["bf16"], sent[name_q], name_q,
-                          sent[name_q] / sent["bf16"]))
-    print("OK")
+          "largest step difference %.4f (step %d)" % (
+              tail, mean_ref, mean_q, name_q, final, worst,
+              diffs.index(worst) + 1))
 
 
 if __name__ == "__main__":

@@ -1207,12 +1207,16 @@ def Zero_ReduceScatterOp : Zero_GradReductionOp<"reduce_scatter",
        separately (a block never crosses a part) and sends, within its node,
        to the member of local index l the N parts owned by the members of
        local index l;
-    2. each member dequantizes the K contributions of each of those N parts,
-       sums them in fp32, requantizes each sum and sends it across nodes to
+    2. each member sums in fp32, for each of the N parts of its own local
+       index, its own exact contribution and the K - 1 dequantized ones of
+       its node peers, requantizes each sum and sends it across nodes to
        its owner, among the members of its own local index;
-    3. the owner dequantizes the N node sums, adds them in fp32 and adds the
-       result into its `grads` shard, as the plain reduce-scatter adds its
-       sum.
+    3. the owner adds to its own node's exact sum the N - 1 dequantized sums
+       of the other nodes in fp32 and adds the result into its `grads`
+       shard, as the plain reduce-scatter adds its sum.
+    A member's own contributions never go through INT4 (DeepSpeed quantizes
+    them too): on 2 x 2 ranks a part goes through three quantizations
+    instead of six.
     A member sends within its node the quantized bytes of every part not
     owned at its local index and across nodes those owned at its local index
     but its own (`zrt_quantized_reduce_scatter_link_bytes`,
