@@ -73,6 +73,10 @@ struct CommState {
   /// every wait advances them all, since a peer may be waiting for this
   /// rank to read its buffer.
   std::vector<std::shared_ptr<DirectReduceScatter>> directs;
+  /// zrt_progress's request list and completed indices, kept to reuse
+  /// their memory.
+  std::vector<MPI_Request> progressRequests;
+  std::vector<int> progressDone;
 };
 
 CommState &state() {
@@ -412,14 +416,30 @@ extern "C" void zrt_wait(int64_t token) {
 extern "C" void zrt_wait_all(void) { state().tokens.waitAll(zrt_wait); }
 
 extern "C" void zrt_progress(void) {
-  // MPI_Test completes what it can; a completed request becomes
-  // MPI_REQUEST_NULL, which the token's zrt_wait then returns at once.
-  state().tokens.forEachLive([](Pending &pending) {
-    if (pending.request != MPI_REQUEST_NULL) {
-      int done;
-      MPI_Test(&pending.request, &done, MPI_STATUS_IGNORE);
-    }
+  // One MPI_Testsome over the live requests: Open MPI runs its progress
+  // loop once per test of an incomplete request, and once is enough. A
+  // completed request becomes MPI_REQUEST_NULL, which the token's zrt_wait
+  // then returns at once.
+  CommState &s = state();
+  std::vector<MPI_Request> &requests = s.progressRequests;
+  requests.clear();
+  s.tokens.forEachLive([&](Pending &pending) {
+    if (pending.request != MPI_REQUEST_NULL)
+      requests.push_back(pending.request);
   });
+  if (!requests.empty()) {
+    s.progressDone.resize(requests.size());
+    int completed;
+    MPI_Testsome(int(requests.size()), requests.data(), &completed,
+                 s.progressDone.data(), MPI_STATUSES_IGNORE);
+    if (completed > 0 && completed != MPI_UNDEFINED) {
+      size_t i = 0;
+      s.tokens.forEachLive([&](Pending &pending) {
+        if (pending.request != MPI_REQUEST_NULL)
+          pending.request = requests[i++];
+      });
+    }
+  }
   advanceChains();
   advanceDirects();
 }
