@@ -55,11 +55,30 @@ void startBackend(zrt_comm *world);
 void stopBackend(zrt_comm *world);
 
 /// Sums segment r over ranks into rank r. `sumAt` is where this rank's sum
-/// lands, in elements from buf: the front over MPI (the in-place
-/// MPI_Ireduce_scatter), its own segment displs[rank] over NCCL.
+/// lands, in elements from buf: its own segment displs[rank] over NCCL and
+/// over MPI's direct path (CommDirect.h), else the front (Open MPI's
+/// in-place MPI_Ireduce_scatter).
 Tokens reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
                             const std::vector<int> &counts,
                             const std::vector<int> &displs, int64_t &sumAt);
+/// Elements [at, at + count) of a buffer that are stored at `data` rather
+/// than in the buffer itself.
+struct BufferPiece {
+  int64_t at, count;
+  const void *data;
+};
+/// Adds the sum over ranks of segment r of a buffer into rank r's `acc`
+/// (counts[r] elements), reading the buffer from `pieces`, which cover it
+/// in order, where they are: a reduce-scatter whose completion adds, with
+/// no copy of the pieces into one buffer. False, having started nothing,
+/// where the backend cannot read them in place (every backend but MPI's
+/// direct path); the caller then copies them and calls
+/// reduceScatterInPlace.
+bool reduceScatterAddPieces(zrt_comm *comm, int32_t dtype,
+                            const std::vector<BufferPiece> &pieces,
+                            const std::vector<int> &counts,
+                            const std::vector<int> &displs, void *acc,
+                            Tokens &tokens);
 /// One reduce per owner (DeepSpeed's reduce-to-owner buckets): segment r is
 /// summed in place at rank r, so this rank's sum is at displs[rank].
 Tokens reduceToOwners(zrt_comm *comm, int32_t dtype, void *buf,

@@ -12,12 +12,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "Collectives.h"
+#include "CommDirect.h"
 #include "Groups.h"
 #include "Kernels.h"
 #include "Tokens.h"
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +34,12 @@
 
 using namespace zrt;
 
+/// The MPI backend's part of a communicator: whether its members reduce
+/// directly (CommDirect.h).
+struct zrt::CommBackend {
+  std::unique_ptr<DirectPeers> direct;
+};
+
 namespace {
 
 /// A two-level collective (Groups.h) whose later levels start once the
@@ -45,10 +53,12 @@ struct Chain {
   bool started() const { return next == levels.size(); }
 };
 
-/// A token's operation: one request, or a chain of levels.
+/// A token's operation: one request, a chain of levels, or a direct
+/// reduce-scatter.
 struct Pending {
   MPI_Request request = MPI_REQUEST_NULL;
   std::shared_ptr<Chain> chain;
+  std::shared_ptr<DirectReduceScatter> direct;
 };
 
 struct CommState {
@@ -59,6 +69,14 @@ struct CommState {
   /// only the first may start its next level, so that every member starts
   /// the later levels in the same order on their communicators.
   std::deque<std::shared_ptr<Chain>> unstarted;
+  /// The direct reduce-scatters not known to be complete, in issue order:
+  /// every wait advances them all, since a peer may be waiting for this
+  /// rank to read its buffer.
+  std::vector<std::shared_ptr<DirectReduceScatter>> directs;
+  /// zrt_progress's request list and completed indices, kept to reuse
+  /// their memory.
+  std::vector<MPI_Request> progressRequests;
+  std::vector<int> progressDone;
 };
 
 CommState &state() {
@@ -115,6 +133,19 @@ template <typename T, typename Op>
 void userOp(void *in, void *inout, int *len, MPI_Datatype *) {
   combine<Op>(static_cast<const T *>(in), static_cast<T *>(inout), *len);
 }
+/// The sums of the direct reduce-scatter, as the MPI ops compute them.
+void sumF32(const void *in, void *inout, int64_t len) {
+  const float *a = static_cast<const float *>(in);
+  float *b = static_cast<float *>(inout);
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i)
+    b[i] = a[i] + b[i];
+}
+template <typename T>
+void sumHalf(const void *in, void *inout, int64_t len) {
+  combine<Add>(static_cast<const T *>(in), static_cast<T *>(inout), len);
+}
+
 template <typename T>
 void sumOp(void *in, void *inout, int *len, MPI_Datatype *type) {
   userOp<T, Add>(in, inout, len, type);
@@ -158,7 +189,38 @@ int64_t track(MPI_Request request) {
   return state().tokens.start([&](Pending &slot, bool) {
     slot.request = request;
     slot.chain.reset();
+    slot.direct.reset();
   });
+}
+
+/// Registers a direct reduce-scatter and returns its token.
+int64_t trackDirect(std::shared_ptr<DirectReduceScatter> op) {
+  state().directs.push_back(op);
+  return state().tokens.start([&](Pending &slot, bool) {
+    slot.request = MPI_REQUEST_NULL;
+    slot.chain.reset();
+    slot.direct = std::move(op);
+  });
+}
+
+/// The direct path of `comm`, if its members may use it (CommDirect.h).
+DirectPeers *directPeers(const zrt_comm *comm) {
+  return comm->backend ? comm->backend->direct.get() : nullptr;
+}
+
+CombineFn directSum(int32_t dtype) {
+  return dtype == ZRT_F32    ? sumF32
+         : dtype == ZRT_BF16 ? sumHalf<BF16>
+                             : sumHalf<F16>;
+}
+
+/// Advances every direct reduce-scatter in flight, in issue order, and
+/// forgets the complete ones; never blocks.
+void advanceDirects() {
+  auto &ops = state().directs;
+  ops.erase(std::remove_if(ops.begin(), ops.end(),
+                           [](const auto &op) { return op->advance(); }),
+            ops.end());
 }
 
 /// Whether every request completed (MPI_Testall, which frees them).
@@ -198,6 +260,7 @@ int64_t trackChain(
   return state().tokens.start([&](Pending &slot, bool) {
     slot.request = MPI_REQUEST_NULL;
     slot.chain = chain;
+    slot.direct.reset();
   });
 }
 
@@ -228,8 +291,9 @@ void waitRequest(MPI_Request *request) {
 
 /// Waits until done() (which tests requests) holds, by the ZRT_WAIT policy;
 /// `request`, when not null, is what MPI_Wait may block on instead. While
-/// two-level collectives have levels to start, every test also starts what
-/// it can of them: a peer may be waiting for them.
+/// two-level collectives have levels to start, or direct reduce-scatters
+/// are in flight, every test also advances them: a peer may be waiting for
+/// them.
 template <typename Done>
 void waitUntil(Done &&isDone, MPI_Request *request) {
   constexpr double kSpinSeconds = 20e-6;
@@ -243,7 +307,7 @@ void waitUntil(Done &&isDone, MPI_Request *request) {
     return 1;
   }();
   CommState &s = state();
-  if (policy == 0 && request && s.unstarted.empty()) {
+  if (policy == 0 && request && s.unstarted.empty() && s.directs.empty()) {
     MPI_Wait(request, MPI_STATUS_IGNORE);
     return;
   }
@@ -251,6 +315,8 @@ void waitUntil(Done &&isDone, MPI_Request *request) {
   for (;;) {
     if (!s.unstarted.empty())
       advanceChains();
+    if (!s.directs.empty())
+      advanceDirects();
     if (isDone())
       return;
     if (policy == 0)
@@ -268,7 +334,8 @@ void waitUntil(Done &&isDone, MPI_Request *request) {
 
 } // namespace
 
-void zrt::startBackend(zrt_comm *) {
+void zrt::startBackend(zrt_comm *world) {
+  world->backend = new CommBackend{DirectPeers::probe(world->comm)};
   CommState &s = state();
   MPI_Op_create(sumOp<BF16>, /*commute=*/1, &s.sumBf16);
   MPI_Op_create(maxOp<BF16>, 1, &s.maxBf16);
@@ -276,10 +343,12 @@ void zrt::startBackend(zrt_comm *) {
   MPI_Op_create(maxOp<F16>, 1, &s.maxF16);
 }
 
-void zrt::stopBackend(zrt_comm *) {
+void zrt::stopBackend(zrt_comm *world) {
   CommState &s = state();
   for (MPI_Op *op : {&s.sumBf16, &s.maxBf16, &s.sumF16, &s.maxF16})
     MPI_Op_free(op);
+  delete world->backend;
+  world->backend = nullptr;
 }
 
 extern "C" int64_t zrt_all_gather(zrt_comm *comm, int32_t dtype, const void *in,
@@ -337,6 +406,8 @@ extern "C" void zrt_wait(int64_t token) {
     // Its levels start in turn, earlier chains' first.
     waitUntil([&] { return chain->started() && testAll(chain->requests); },
               nullptr);
+  else if (DirectReduceScatter *op = pending.direct.get())
+    waitUntil([&] { return op->advance(); }, nullptr);
   else
     waitRequest(&pending.request);
   s.tokens.finish(token);
@@ -345,15 +416,32 @@ extern "C" void zrt_wait(int64_t token) {
 extern "C" void zrt_wait_all(void) { state().tokens.waitAll(zrt_wait); }
 
 extern "C" void zrt_progress(void) {
-  // MPI_Test completes what it can; a completed request becomes
-  // MPI_REQUEST_NULL, which the token's zrt_wait then returns at once.
-  state().tokens.forEachLive([](Pending &pending) {
-    if (pending.request != MPI_REQUEST_NULL) {
-      int done;
-      MPI_Test(&pending.request, &done, MPI_STATUS_IGNORE);
-    }
+  // One MPI_Testsome over the live requests: Open MPI runs its progress
+  // loop once per test of an incomplete request, and once is enough. A
+  // completed request becomes MPI_REQUEST_NULL, which the token's zrt_wait
+  // then returns at once.
+  CommState &s = state();
+  std::vector<MPI_Request> &requests = s.progressRequests;
+  requests.clear();
+  s.tokens.forEachLive([&](Pending &pending) {
+    if (pending.request != MPI_REQUEST_NULL)
+      requests.push_back(pending.request);
   });
+  if (!requests.empty()) {
+    s.progressDone.resize(requests.size());
+    int completed;
+    MPI_Testsome(int(requests.size()), requests.data(), &completed,
+                 s.progressDone.data(), MPI_STATUSES_IGNORE);
+    if (completed > 0 && completed != MPI_UNDEFINED) {
+      size_t i = 0;
+      s.tokens.forEachLive([&](Pending &pending) {
+        if (pending.request != MPI_REQUEST_NULL)
+          pending.request = requests[i++];
+      });
+    }
+  }
   advanceChains();
+  advanceDirects();
 }
 
 //===----------------------------------------------------------------------===//
@@ -366,11 +454,36 @@ Tokens zrt::reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
                                  int64_t &sumAt) {
   checkPerRank(comm, counts, displs, "reduceScatterInPlace");
   Typed t = typed(dtype, ZRT_SUM);
+  int64_t total = 0;
+  for (int c : counts)
+    total += c;
+  if (DirectPeers *direct = directPeers(comm); direct && total > 0) {
+    sumAt = displs[size_t(comm->rank)];
+    return {trackDirect(std::make_shared<DirectReduceScatter>(
+        *direct, std::vector<BufferPiece>{{0, total, buf}}, t.elemSize,
+        directSum(dtype), counts, displs,
+        static_cast<char *>(buf) + sumAt * t.elemSize, false))};
+  }
   MPI_Request request;
   MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts.data(), t.type, t.op,
                       comm->comm, &request);
   sumAt = 0;
   return {track(request)};
+}
+
+bool zrt::reduceScatterAddPieces(zrt_comm *comm, int32_t dtype,
+                                 const std::vector<BufferPiece> &pieces,
+                                 const std::vector<int> &counts,
+                                 const std::vector<int> &displs, void *acc,
+                                 Tokens &tokens) {
+  checkPerRank(comm, counts, displs, "reduceScatterAddPieces");
+  DirectPeers *direct = directPeers(comm);
+  if (!direct || pieces.empty())
+    return false;
+  tokens = {trackDirect(std::make_shared<DirectReduceScatter>(
+      *direct, pieces, typed(dtype, ZRT_SUM).elemSize, directSum(dtype), counts,
+      displs, acc, true))};
+  return true;
 }
 
 Tokens zrt::reduceToOwners(zrt_comm *comm, int32_t dtype, void *buf,
@@ -437,8 +550,13 @@ Tokens zrt::allToAllBytes(zrt_comm *comm, const void *send,
   return {track(request)};
 }
 
-void zrt::startGroupBackend(zrt_comm *, zrt_comm *, int, int) {}
-void zrt::stopGroupBackend(zrt_comm *) {}
+void zrt::startGroupBackend(zrt_comm *, zrt_comm *comm, int, int) {
+  comm->backend = new CommBackend{DirectPeers::probe(comm->comm)};
+}
+void zrt::stopGroupBackend(zrt_comm *comm) {
+  delete comm->backend;
+  comm->backend = nullptr;
+}
 
 namespace {
 

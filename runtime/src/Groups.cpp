@@ -290,6 +290,19 @@ Tokens zrt::reduceScatter(Group &g, CommKind kind, int32_t dtype, void *buf,
                         std::vector<int32_t>(size_t(g.size()), ZRT_SUM));
 }
 
+bool zrt::reduceScatterAdd(Group &g, CommKind kind, int32_t dtype,
+                           const std::vector<BufferPiece> &pieces,
+                           const std::vector<int> &counts,
+                           const std::vector<int> &displs, void *acc,
+                           Tokens &tokens) {
+  checkMembers(g, counts, displs, "reduceScatterAdd");
+  if (g.twoLevel() || !reduceScatterAddPieces(g.members, dtype, pieces, counts,
+                                              displs, acc, tokens))
+    return false;
+  add(g, kind, bytesOf(counts, dtype), 1);
+  return true;
+}
+
 namespace {
 /// The parts of a quantized reduce-scatter, and this member's staging.
 zrt_qgz_staging qgzStaging(const Group &g, const std::vector<int> &counts,

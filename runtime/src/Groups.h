@@ -104,6 +104,15 @@ Tokens allGather(Group &g, CommKind kind, int32_t dtype, const void *in,
 Tokens reduceScatter(Group &g, CommKind kind, int32_t dtype, void *buf,
                      const std::vector<int> &counts,
                      const std::vector<int> &displs, int64_t &sumAt);
+/// Adds the sum over the members of segment m of a buffer given as
+/// `pieces` into member m's `acc`, reading the pieces where they are
+/// (Collectives.h's reduceScatterAddPieces); false, having started and
+/// counted nothing, where the Group's backend or levels cannot.
+bool reduceScatterAdd(Group &g, CommKind kind, int32_t dtype,
+                      const std::vector<BufferPiece> &pieces,
+                      const std::vector<int> &counts,
+                      const std::vector<int> &displs, void *acc,
+                      Tokens &tokens);
 /// ZeRO++ qgZ across nodes: sums segment m of `buf` (dtype) over the
 /// members into member m as INT4 all-to-alls, first within the node, then
 /// of the node sums across nodes, in `staging` laid out by

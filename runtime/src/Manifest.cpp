@@ -920,9 +920,15 @@ std::pair<char *, int64_t> zrt::ownedGrads(zrt_ctx *ctx, int32_t p,
 extern "C" void *zrt_ctx_step(zrt_ctx *ctx, int64_t offset) {
   // Generated code asks for its operands between kernels: the moment to let
   // MPI advance asynchronous collectives, which Open MPI does only inside
-  // MPI calls.
-  if (ctx->liveSlots > 0)
-    zrt_progress();
+  // MPI calls. A kernel asks for several operands in a row; one progress
+  // call per kProgressIntervalNs is enough.
+  if (ctx->liveSlots > 0) {
+    int64_t now = steadyNs();
+    if (now - ctx->progressNs >= kProgressIntervalNs) {
+      ctx->progressNs = now;
+      zrt_progress();
+    }
+  }
   if (offset < 0 || offset > ctx->manifest->arenaBytes)
     fatal("zrt_ctx_step: offset %lld outside the step arena of %lld bytes",
           (long long)offset, (long long)ctx->manifest->arenaBytes);

@@ -148,6 +148,10 @@ struct InputInfo {
   int64_t elementBytes() const;
 };
 
+/// The least time between two progress calls of zrt_ctx_step: shorter
+/// than all but the smallest kernels.
+constexpr int64_t kProgressIntervalNs = 20000;
+
 /// The collective kinds of the communication accounting, the report's
 /// CollectiveKind names in its order.
 enum CommKind : int { kAllGather, kReduceScatter, kReduce, kAllReduce };
@@ -364,6 +368,8 @@ struct zrt_ctx {
   };
   std::vector<Pending> slots;
   int32_t liveSlots = 0;
+  /// When zrt_ctx_step last let the collectives progress (steadyNs).
+  int64_t progressNs = 0;
 
   /// Chrome-trace spans when tracing; times relative to traceStart.
   bool tracing = false;

@@ -261,6 +261,18 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
   const char *what = toOwners ? "reduce grads" : "reduce_scatter grads";
   int64_t seq = record(ctx, what, toOwners ? kReduce : kReduceScatter, group,
                        (end - begin) * part.computeBytes);
+  Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
+  int64_t shardAt = mine.begin - ctx->manifest->owned(part, ctx->rank).begin;
+  char *shard = ctx->buffer(p, kGrads);
+  // Waited for here, the reduce-scatter may add the sum straight into the
+  // shard (the bucket is not needed after it).
+  if (!toOwners && slot < 0 &&
+      reduceScatterAdd(group, kReduceScatter, dt, {{0, end - begin, bucket}},
+                       counts, displs, element(shard, shardAt, part),
+                       tokens)) {
+    launch(ctx, slot, what, std::move(tokens), nullptr, seq);
+    return;
+  }
   if (toOwners) {
     tokens = reduceToOwners(group, kReduce, dt, bucket, counts, displs);
     sumAt = displs[size_t(ctx->manifest->shardOf(ctx->rank))];
@@ -268,9 +280,6 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
     tokens =
         reduceScatter(group, kReduceScatter, dt, bucket, counts, displs, sumAt);
   }
-  Range mine = ownedPart(ctx, part, ctx->rank, begin, end);
-  int64_t shardAt = mine.begin - ctx->manifest->owned(part, ctx->rank).begin;
-  char *shard = ctx->buffer(p, kGrads);
   launch(
       ctx, slot, what, std::move(tokens),
       [=] {

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 using namespace zrt_test;
 using zrt::Group;
@@ -149,6 +150,117 @@ TEST_P(GroupsTest, ReduceScatterAndToOwners) {
       ASSERT_EQ(buf.get(sumAt + i),
                 members * (1 + (displs[size_t(g.me)] + i) % 5))
           << toOwners << " " << i;
+  }
+}
+
+/// Member m's value at element i: a spread of magnitudes and signs whose
+/// sums round differently in every order of the additions.
+double unevenValue(int m, int i) {
+  int h = (i * 7919 + m * 104729) % 2003;
+  return (h - 1001) * (1.0 + 0.37 * m) * (i % 3 == 0 ? 1e-3 : 1.7);
+}
+
+// Open MPI's reduce-scatter adds the members' values in a binomial tree
+// (member b + s's partial sum into member b's, s = 1, 2, 4, ...), rounding
+// each step to the dtype; the direct path, used when every member is on
+// this host (ZRT_REDUCE_SCATTER=mpi turns it off), must give the same bits
+// and leaves each member's sum in its own segment.
+TEST_P(GroupsTest, ReduceScatterAddsInBinomialOrder) {
+  Group &g = group();
+  if (g.twoLevel())
+    GTEST_SKIP() << "two levels reduce within nodes, then across";
+  std::vector<int> counts, displs;
+  segments(g, counts, displs);
+  // Large enough for several chunks of the direct path.
+  counts[0] = 40000 + 3;
+  for (size_t m = 1; m < counts.size(); ++m)
+    displs[m] = displs[m - 1] + counts[m - 1];
+  Buffer buf(dtype(), total(counts)), one(dtype(), 1);
+  for (int i = 0; i < total(counts); ++i)
+    buf.set(i, unevenValue(g.me, i));
+  int64_t sumAt = -1;
+  for (int64_t t : zrt::reduceScatter(g, zrt::kReduceScatter, dtype(),
+                                      buf.data(), counts, displs, sumAt))
+    zrt_wait(t);
+  const char *path = std::getenv("ZRT_REDUCE_SCATTER");
+  bool direct = g.size() > 1 && !(path && std::string(path) == "mpi");
+  EXPECT_EQ(sumAt, direct ? displs[size_t(g.me)] : 0);
+  std::vector<double> partial(size_t(g.size()));
+  for (int i = 0; i < counts[size_t(g.me)]; ++i) {
+    int at = displs[size_t(g.me)] + i;
+    for (int m = 0; m < g.size(); ++m) {
+      one.set(0, unevenValue(m, at));
+      partial[size_t(m)] = one.get(0);
+    }
+    for (int s = 1; s < g.size(); s *= 2)
+      for (int b = 0; b + s < g.size(); b += 2 * s) {
+        one.set(0, float(partial[size_t(b)]) + float(partial[size_t(b + s)]));
+        partial[size_t(b)] = one.get(0);
+      }
+    ASSERT_EQ(buf.get(sumAt + i), partial[0]) << i;
+  }
+}
+
+// The same sums read from pieces stored apart (and the buffer itself
+// between them), added to an accumulator: where the direct path is used,
+// the bits of reducing the copied buffer in place and adding the sum;
+// elsewhere nothing starts and the caller copies.
+TEST_P(GroupsTest, ReduceScatterAddReadsPieces) {
+  Group &g = group();
+  std::vector<int> counts, displs;
+  segments(g, counts, displs);
+  counts[0] = 20000 + 3;
+  for (size_t m = 1; m < counts.size(); ++m)
+    displs[m] = displs[m - 1] + counts[m - 1];
+  int n = total(counts);
+  // Pieces [0, n/3) and [n/2, n) apart, [n/3, n/2) in the buffer.
+  Buffer whole(dtype(), n), bucket(dtype(), n), head(dtype(), n / 3),
+      tail(dtype(), n - n / 2);
+  for (int i = 0; i < n; ++i) {
+    whole.set(i, unevenValue(g.me, i));
+    bucket.set(i, i < n / 3 || i >= n / 2 ? -7.0 : whole.get(i));
+  }
+  for (int i = 0; i < n / 3; ++i)
+    head.set(i, whole.get(i));
+  for (int i = n / 2; i < n; ++i)
+    tail.set(i - n / 2, whole.get(i));
+  int64_t eb = zrt_dtype_size(dtype());
+  std::vector<zrt::BufferPiece> pieces = {
+      {0, n / 3, head.data()},
+      {n / 3, n / 2 - n / 3, static_cast<char *>(bucket.data()) + (n / 3) * eb},
+      {n / 2, n - n / 2, tail.data()}};
+  int mine = counts[size_t(g.me)];
+  Buffer acc(dtype(), mine), want(dtype(), mine);
+  for (int i = 0; i < mine; ++i)
+    acc.set(i, 0.25 * (i % 9) - 1);
+  zrt::Tokens tokens;
+  zrt::resetCommCounters();
+  bool started = zrt::reduceScatterAdd(g, zrt::kReduceScatter, dtype(), pieces,
+                                       counts, displs, acc.data(), tokens);
+  zrt::LinkBytes counted = zrt::commCounters()[zrt::kReduceScatter];
+  const char *path = std::getenv("ZRT_REDUCE_SCATTER");
+  bool direct =
+      !g.twoLevel() && g.size() > 1 && !(path && std::string(path) == "mpi");
+  ASSERT_EQ(started, direct);
+  if (!started)
+    return;
+  for (int64_t t : tokens)
+    zrt_wait(t);
+  int64_t sumAt;
+  zrt::resetCommCounters();
+  for (int64_t t : zrt::reduceScatter(g, zrt::kReduceScatter, dtype(),
+                                      whole.data(), counts, displs, sumAt))
+    zrt_wait(t);
+  // The bytes of the reduce-scatter it stands for.
+  EXPECT_EQ(counted.intraNode,
+            zrt::commCounters()[zrt::kReduceScatter].intraNode);
+  EXPECT_EQ(counted.interNode,
+            zrt::commCounters()[zrt::kReduceScatter].interNode);
+  zrt::resetCommCounters();
+  Buffer one(dtype(), 1);
+  for (int i = 0; i < mine; ++i) {
+    one.set(0, float(0.25 * (i % 9) - 1) + float(whole.get(sumAt + i)));
+    ASSERT_EQ(acc.get(i), one.get(0)) << i;
   }
 }
 

@@ -255,6 +255,14 @@ Tokens zrt::reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
   return {recordToken(comm)};
 }
 
+bool zrt::reduceScatterAddPieces(zrt_comm *, int32_t,
+                                 const std::vector<BufferPiece> &,
+                                 const std::vector<int> &,
+                                 const std::vector<int> &, void *, Tokens &) {
+  // NCCL reduces one buffer: the caller copies the pieces into it.
+  return false;
+}
+
 Tokens zrt::reduceToOwners(zrt_comm *comm, int32_t dtype, void *buf,
                            const std::vector<int> &counts,
                            const std::vector<int> &displs) {
