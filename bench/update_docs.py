@@ -770,14 +770,15 @@ def sec_quant(r):
     out = ["Machine: %s cores, `%s` (lscpu model name), CPU backend, %d "
            "OpenMP thread(s). Run of %s UTC, load average (1/5/15 min) %s at "
            "the start, %s at the end. %d MiB of values (normal, std 0.02) "
-           "per case, blocks of %d elements; each kernel timed next to a "
+           "per case, blocks of %d elements for INT8 and %s for INT4; each "
+           "kernel timed next to a "
            "`memcpy` of the values' bytes, %d interleaved rounds; GB/s count "
            "the values' bytes, ratio = memcpy's time over the kernel's "
            "(medians)." % (
                m.get("nproc", "?"), m.get("cpu", "unknown"), doc["threads"],
                doc["date"], "/".join(doc["loadavg"]),
                "/".join(doc["loadavg_end"]), doc["mib"], doc["block"],
-               doc["rounds"]), "",
+               doc.get("block_int4", doc["block"]), doc["rounds"]), "",
            "| values | bits | memcpy GB/s | quantize GB/s | quantize / "
            "memcpy | dequantize GB/s | dequantize / memcpy |",
            "|---|---:|---:|---:|---:|---:|---:|"]
