@@ -74,7 +74,6 @@ struct ZeroFuseBiasActivationPass
       });
       for (nn::AddOp add : adds)
         fold(add);
-      numFused += adds.size();
     });
     if (failedStep)
       signalPassFailure();

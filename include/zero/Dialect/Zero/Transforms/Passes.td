@@ -147,9 +147,6 @@ def ZeroFuseBiasActivationPass
     %dx = nn.bias_gelu_grad %x, %b, %dy : tensor<4x128x1536xf32>, tensor<1536xf32>
     ```
   }];
-  let statistics = [
-    Statistic<"numFused", "num-fused", "Bias adds folded into their users">,
-  ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
 
