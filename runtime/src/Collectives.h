@@ -79,6 +79,10 @@ bool reduceScatterAddPieces(zrt_comm *comm, int32_t dtype,
                             const std::vector<int> &counts,
                             const std::vector<int> &displs, void *acc,
                             Tokens &tokens);
+/// Whether reduce-scatters over `comm` read the members' buffers where
+/// they are (the MPI backend's direct path: every member on this host,
+/// cross-memory reads allowed, not turned off by ZRT_REDUCE_SCATTER=mpi).
+bool readsPeersDirectly(const zrt_comm *comm);
 /// One reduce per owner (DeepSpeed's reduce-to-owner buckets): segment r is
 /// summed in place at rank r, so this rank's sum is at displs[rank].
 Tokens reduceToOwners(zrt_comm *comm, int32_t dtype, void *buf,

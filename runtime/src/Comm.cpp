@@ -334,6 +334,10 @@ void waitUntil(Done &&isDone, MPI_Request *request) {
 
 } // namespace
 
+bool zrt::readsPeersDirectly(const zrt_comm *comm) {
+  return directPeers(comm) != nullptr;
+}
+
 void zrt::startBackend(zrt_comm *world) {
   world->backend = new CommBackend{DirectPeers::probe(world->comm)};
   CommState &s = state();

@@ -15,6 +15,9 @@
 #include "Groups.h"
 #include "TestUtil.h"
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -52,6 +55,36 @@ void segments(const Group &g, std::vector<int> &counts,
     displs.push_back(at);
     at += c;
   }
+}
+
+volatile int64_t peerWord = 0x5ee;
+
+/// Whether the group's reduce-scatters should read the members' buffers
+/// directly: one level, several members, not turned off, and every member
+/// able to read every other's memory, which this checks on its own (a
+/// host may refuse cross-memory reads; the runtime then uses Open MPI).
+bool expectDirect(const Group &g) {
+  const char *path = std::getenv("ZRT_REDUCE_SCATTER");
+  if (g.twoLevel() || g.size() < 2 || (path && std::string(path) == "mpi"))
+    return false;
+  int64_t mine[2] = {int64_t(getpid()),
+                     int64_t(reinterpret_cast<uintptr_t>(&peerWord))};
+  std::vector<int64_t> all(size_t(2 * g.size()));
+  MPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T,
+                g.members->comm);
+  int ok = 1;
+  for (int q = 0; q < g.size(); ++q) {
+    int64_t seen = 0;
+    iovec local{&seen, sizeof seen};
+    iovec remote{reinterpret_cast<void *>(all[size_t(2 * q + 1)]), sizeof seen};
+    if (q != g.me &&
+        (process_vm_readv(pid_t(all[size_t(2 * q)]), &local, 1, &remote, 1,
+                          0) != ssize_t(sizeof seen) ||
+         seen != 0x5ee))
+      ok = 0;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, g.members->comm);
+  return ok != 0;
 }
 
 int total(const std::vector<int> &counts) {
@@ -182,8 +215,8 @@ TEST_P(GroupsTest, ReduceScatterAddsInBinomialOrder) {
   for (int64_t t : zrt::reduceScatter(g, zrt::kReduceScatter, dtype(),
                                       buf.data(), counts, displs, sumAt))
     zrt_wait(t);
-  const char *path = std::getenv("ZRT_REDUCE_SCATTER");
-  bool direct = g.size() > 1 && !(path && std::string(path) == "mpi");
+  bool direct = expectDirect(g);
+  ASSERT_EQ(zrt::readsPeersDirectly(g.members), direct);
   EXPECT_EQ(sumAt, direct ? displs[size_t(g.me)] : 0);
   std::vector<double> partial(size_t(g.size()));
   for (int i = 0; i < counts[size_t(g.me)]; ++i) {
@@ -238,9 +271,7 @@ TEST_P(GroupsTest, ReduceScatterAddReadsPieces) {
   bool started = zrt::reduceScatterAdd(g, zrt::kReduceScatter, dtype(), pieces,
                                        counts, displs, acc.data(), tokens);
   zrt::LinkBytes counted = zrt::commCounters()[zrt::kReduceScatter];
-  const char *path = std::getenv("ZRT_REDUCE_SCATTER");
-  bool direct =
-      !g.twoLevel() && g.size() > 1 && !(path && std::string(path) == "mpi");
+  bool direct = expectDirect(g);
   ASSERT_EQ(started, direct);
   if (!started)
     return;

@@ -255,6 +255,8 @@ Tokens zrt::reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
   return {recordToken(comm)};
 }
 
+bool zrt::readsPeersDirectly(const zrt_comm *) { return false; }
+
 bool zrt::reduceScatterAddPieces(zrt_comm *, int32_t,
                                  const std::vector<BufferPiece> &,
                                  const std::vector<int> &,
