@@ -45,10 +45,19 @@ only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme g
 want() { [[ " $only " == *" $1 "* ]]; }
 
 targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main)
-# ONLY=peers needs no benchmark binaries (any build directory will do).
+# ONLY=peers needs only the calibration among the benchmark binaries (its
+# roofline is measured at each size's own matmuls).
 if [[ " $only " != " peers " ]]; then
   targets+=(zrt-bench-bandwidth zrt-bench-comm zrt-bench-calibrate
             zrt-bench-transfer zrt-bench-nvme zrt-bench-quantize)
+else
+  targets+=(zrt-bench-calibrate)
+  if [[ $# -ge 1 && -f $1/build.ninja ]] &&
+    ! ninja -C "$1" -t targets all | grep -q '^zrt-bench-calibrate:'; then
+    echo "bench/run.sh: ONLY=peers needs zrt-bench-calibrate; configure $1" \
+      "with -DZRT_BUILD_BENCHMARKS=ON, or give no build directory" >&2
+    exit 2
+  fi
 fi
 if [[ $# -ge 1 ]]; then
   build=$(cd "$1" && pwd)
@@ -204,8 +213,7 @@ if want peers; then
   echo "== against DeepSpeed and PyTorch; the roofline of our step"
   python3 "$here/peers/peers.py" --build "$build" --out "$out/peers.json" \
     --rounds "${PEERS_ROUNDS:-2}" --steps "${PEERS_STEPS:-20}" \
-    --sizes "${PEERS_SIZES:-tiny,small,large}" \
-    --calibration "$out/calibration_np2.json" --mpirun "$mpirun_cmd"
+    --sizes "${PEERS_SIZES:-tiny,small,large}" --mpirun "$mpirun_cmd"
 fi
 
 python3 "$here/update_docs.py" --results "$out"

@@ -829,6 +829,13 @@ def sec_peers(r):
                v.get("python", "?"), v["ours"], doc["world"], doc["world"],
                doc.get("torch_omp_wait_policy", "default").lower(),
                doc["steps"], doc["warmup"], doc["rounds"], doc["rtol"])]
+    flags = {k: v for k, v in doc.get("ours_flags", {}).items() if v}
+    if flags:
+        out[0] += " zero-compile options beyond `--stage S --world-size %d`, " \
+            "as DeepSpeed's defaults for a config that gives only the " \
+            "stage: %s." % (doc["world"], "; ".join(
+                "ZeRO-%s `%s`" % (k, " ".join(v))
+                for k, v in sorted(flags.items())))
     label = lambda s: s["system"] + ("" if s["stage"] is None else
                                      " ZeRO-%d" % s["stage"])
     for size in doc["sizes"]:
@@ -917,19 +924,32 @@ def sec_peers(r):
     # The roofline, per family.
     roof = [s for s in sizes if "roofline" in s]
     if roof:
-        cal = roof[0]["roofline"]["calibration"]
+        cals = [s["roofline"]["calibration"] for s in roof]
+        per_size = any("gemm_shapes" in c for c in cals)
+        stage = max(s["stage"] for s in roof[0]["systems"]
+                    if s["system"] == "ours")
+        if per_size:
+            rates = ("its FLOPs at the GEMM rate zrt-bench-calibrate measured "
+                     "in this run, before the size's rounds, on that size's "
+                     "own matmuls (`--gemm-shapes`: every product of the "
+                     "step, as often as the step runs it; %d ranks at once, "
+                     "1 thread each), or its bytes at the streaming "
+                     "bandwidth of the same calibration (rows below the "
+                     "step)" % doc["world"])
+        else:
+            cal = cals[0]
+            rates = ("its FLOPs at %.1f GFLOP/s (GEMM) or its bytes at %.2f "
+                     "GB/s (triad), per rank of %d; rates: %s" % (
+                         cal["gemm_flops"] / 1e9,
+                         cal["memory_bandwidth"] / 1e9, doc["world"],
+                         cal["source"].replace(
+                             "the cpu preset (the last calibration)",
+                             "the cpu preset's row, the last calibration")))
         out += ["", "Roofline of our ZeRO-%d step, per rank: the bound of an "
-                "op is its FLOPs at %.1f GFLOP/s (GEMM) or its bytes at %.2f "
-                "GB/s (triad), per rank of %d; rates: %s. FLOPs and bytes from the "
-                "cost model's timeline, measured from one `--trace` run "
-                "(mean over ranks and the steps after the warm-up). Cells: "
-                "measured ms / bound ms (measured over bound)." % (
-                    max(s["stage"] for s in roof[0]["systems"]
-                        if s["system"] == "ours"),
-                    cal["gemm_flops"] / 1e9, cal["memory_bandwidth"] / 1e9,
-                    doc["world"], cal["source"].replace(
-                        "the cpu preset (the last calibration)",
-                        "the cpu preset's row, the last calibration")), "",
+                "op is %s. FLOPs and bytes from the cost model's timeline, "
+                "measured from one `--trace` run (mean over ranks and the "
+                "steps after the warm-up). Cells: measured ms / bound ms "
+                "(measured over bound)." % (stage, rates), "",
                 "| family | " + " | ".join(s["name"] for s in roof) + " |",
                 "|---|" + "---:|" * len(roof)]
         fams = []
@@ -955,6 +975,24 @@ def sec_peers(r):
             "**%.2f / %.2f (%.2f)**" % (
                 s["roofline"]["step_ms"], s["roofline"]["bound_ms"],
                 s["roofline"]["measured_over_bound"]) for s in roof))
+        if per_size:
+            out.append("| GEMM rate, GFLOP/s (the size's matmuls) | %s |" %
+                       " | ".join("%.1f" % (c["gemm_flops"] / 1e9)
+                                  for c in cals))
+            out.append("| streaming bandwidth, GB/s | %s |" % " | ".join(
+                "%.2f" % (c["memory_bandwidth"] / 1e9) for c in cals))
+        if all("at_fma_peak" in s["roofline"] for s in roof):
+            out.append("| FMA ceiling, GFLOP/s (register-only FMAs, best "
+                       "round) | %s |" % " | ".join(
+                           "%.1f" % (c["fma_peak_flops"] / 1e9)
+                           for c in cals))
+            out.append("| step / bound with every FLOP at the FMA ceiling "
+                       "| %s |" % " | ".join(
+                           "%.2f / %.2f (%.2f)" % (
+                               s["roofline"]["step_ms"],
+                               s["roofline"]["at_fma_peak"]["bound_ms"],
+                               s["roofline"]["at_fma_peak"][
+                                   "measured_over_bound"]) for s in roof))
         out += ["", "Largest gaps (measured minus bound, ms per step):"]
         for s in roof:
             gaps = sorted(s["roofline"]["families"],

@@ -18,8 +18,15 @@ largest relative difference of a step's loss from ours at the same stage
 (the peers in one process: from ours at stage 3). A system whose losses
 differ by more than --rtol is reported as disagreeing, without a speed.
 
+Ours at stage 3 runs with --overlap-comm, as DeepSpeed's ZeRO-3 does when
+its config leaves overlap_comm out (its default is true at stage 3 only).
+
 Then the roofline of our stage-3 step (bench/peers/roofline.py): one more
-run with --trace, and the cost model's per-op FLOPs and bytes.
+run with --trace, and the cost model's per-op FLOPs and bytes. Its rates
+are measured in the same run, before the size's rounds (--calibration
+model): zrt-bench-calibrate at 2 ranks with the model's own matmuls
+(--gemm-shapes, every product of our step as often as the step runs it),
+which also measures the core's FMA ceiling.
 
 Writes bench/results/peers.json (or --out).
 
@@ -250,7 +257,8 @@ def prepare(name, size, args, work):
         exe = os.path.join(d, "ours-s%d" % stage)
         t0 = time.time()
         run([os.path.join(bindir, "zero-compile"), model, "--stage",
-             str(stage), "--world-size", str(args.world), "-o", exe])
+             str(stage), "--world-size", str(args.world), "-o", exe] +
+            compile_flags(stage))
         exes[stage] = (exe, time.time() - t0)
     init = os.path.join(d, "init.safetensors")
     first = exes[args.stages[-1]][0]
@@ -269,6 +277,73 @@ def prepare(name, size, args, work):
             configs.append(dict(common, system=system, stage=None))
     gen_text = "zero-model-gen " + " ".join(gen)
     return configs, model, gen_text
+
+
+def stage_options(stage):
+    """DeepSpeed's defaults that depend on the stage: overlap_comm is true
+    at stage 3 when the config does not say (DeepSpeedZeroConfig's
+    overlap_comm_valid); ours is given the same."""
+    return {"overlap-comm": "true"} if stage == 3 else {}
+
+
+def compile_flags(stage):
+    return ["--%s=%s" % kv for kv in sorted(stage_options(stage).items())]
+
+
+def pipeline(stage, world):
+    return "--zero-pipeline=stage=%d world-size=%d%s" % (stage, world, "".join(
+        " %s=%s" % kv for kv in sorted(stage_options(stage).items())))
+
+
+MATMUL = re.compile(r"nn\.matmul %[\w#]+, %[\w#]+((?: transpose_\w+)*)"
+                    r"(?: \{[^}]*\})? : tensor<([\dx]+)x\w+>, "
+                    r"tensor<([\dx]+)x\w+> -> tensor<([\dx]+)x\w+>")
+
+
+def gemm_shapes(scheduled):
+    """The products of a scheduled module as zrt-bench-calibrate's
+    --gemm-shapes (M,N,K,TA,TB,COUNT): a shared rhs folds the lhs batch into
+    M, as zrt_matmul does; a batched rhs repeats the product."""
+    counts = {}
+    for m in MATMUL.finditer(scheduled):
+        flags = m.group(1)
+        ta, tb = int("transpose_lhs" in flags), int("transpose_rhs" in flags)
+        lhs, rhs, res = ([int(x) for x in g.split("x")] for g in m.groups()[1:])
+        rows, k = (lhs[-1], lhs[-2]) if ta else (lhs[-2], lhs[-1])
+        n = res[-1]
+        batch = 1
+        for x in res[:-2]:
+            batch *= x
+        repeat = 1
+        if len(rhs) > 2 or ta:
+            repeat = batch
+        else:
+            rows *= batch
+        key = (rows, n, k, ta, tb)
+        counts[key] = counts.get(key, 0) + repeat
+    if not counts:
+        raise SystemExit("no nn.matmul in the scheduled module")
+    return ";".join("%d,%d,%d,%d,%d,%d" % (key + (c,))
+                    for key, c in sorted(counts.items()))
+
+
+def calibrate(model, stage, args, d, env):
+    """zrt-bench-calibrate at the model's own matmuls, on `args.world`
+    ranks with one thread each, as our runs use the machine."""
+    scheduled = os.path.join(d, "scheduled.mlir")
+    run([os.path.join(args.build, "bin", "zero-opt"), model,
+         pipeline(stage, args.world), "-o", scheduled])
+    out = os.path.join(d, "calibration.json")
+    exe = os.path.join(args.build, "runtime", "bench", "zrt-bench-calibrate")
+    if not os.path.exists(exe):
+        raise SystemExit("%s is missing: configure the build with "
+                         "-DZRT_BUILD_BENCHMARKS=ON (or give --calibration "
+                         "preset or a file)" % exe)
+    run(args.mpirun.split() + [
+        "-np", str(args.world), exe,
+        "--rounds", "5", "--gemm-shapes", gemm_shapes(open(scheduled).read()),
+        "--json", out], env=env)
+    return out
 
 
 def label(c):
@@ -329,6 +404,11 @@ def bench_size(name, size, args, work):
         c["runs"] = []
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = "1"
+    cal = args.calibration
+    if cal == "model" and args.stages:
+        cal = calibrate(model, args.stages[-1], args, configs[0]["dir"], env)
+        log("%s: calibrated at the model's matmuls: %s" % (name, json.dumps(
+            roofline.calibration(cal))))
     for r in range(args.rounds):
         order = configs if r % 2 == 0 else list(reversed(configs))
         for c in order:
@@ -362,14 +442,23 @@ def bench_size(name, size, args, work):
             "--trace", trace + ".trace.json"], env=env)
         predicted = trace + ".predicted.json"
         run([os.path.join(args.build, "bin", "zero-opt"), model,
-             "--zero-pipeline=stage=%d world-size=%d" % (stage, args.world),
+             pipeline(stage, args.world),
              "--zero-report=format=json hardware=cpu out=%s.report.json "
              "trace=%s" % (trace, predicted), "-o", os.devnull])
         step = [s for s in systems if s["system"] == "ours" and
                 s["stage"] == stage][0]["step_ms"]
-        doc["roofline"] = roofline.analyze(
-            [trace + ".trace.rank%d.json" % r for r in range(args.world)],
-            predicted, args.calibration, args.warmup, step)
+        traces = [trace + ".trace.rank%d.json" % r for r in range(args.world)]
+        doc["roofline"] = roofline.analyze(traces, predicted,
+                                           None if cal == "preset" else cal,
+                                           args.warmup, step)
+        peak = doc["roofline"]["calibration"].get("fma_peak_flops")
+        if peak:
+            # The same bound with every FLOP at the core's FMA ceiling.
+            at_peak = dict(doc["roofline"]["calibration"], gemm_flops=peak)
+            r = roofline.analyze(traces, predicted, at_peak, args.warmup, step)
+            doc["roofline"]["at_fma_peak"] = {
+                "bound_ms": r["bound_ms"],
+                "measured_over_bound": r["measured_over_bound"]}
     return doc
 
 
@@ -413,11 +502,11 @@ def main():
                    "(default PASSIVE: spinning threads wait for each other "
                    "for whole time slices on shared cores; '' keeps "
                    "torch's default)")
-    p.add_argument("--calibration",
-                   default=os.path.join(BENCH, "results",
-                                        "calibration_np2.json"),
-                   help="zrt-bench-calibrate's results (default: bench/"
-                   "results/calibration_np2.json, else the cpu preset's row)")
+    p.add_argument("--calibration", default="model",
+                   help="the roofline's rates: 'model' (default: measured "
+                   "in this run, per size, at the model's own matmuls), "
+                   "'preset' (the cpu preset's row) or a zrt-bench-calibrate "
+                   "JSON file")
     p.add_argument("--mpirun",
                    default="mpirun --allow-run-as-root --oversubscribe")
     p.add_argument("--dry", action="store_true",
@@ -449,7 +538,9 @@ def main():
            args.world, "steps": args.steps, "warmup": args.warmup,
            "rounds": args.rounds, "rtol": args.rtol, "dry": args.dry,
            "torch_omp_wait_policy": args.omp_wait_policy or "default",
-           "calibration": roofline.calibration(args.calibration),
+           "ours_flags": {str(st): compile_flags(st) for st in args.stages},
+           "calibration": args.calibration if args.calibration in (
+               "model", "preset") else roofline.calibration(args.calibration),
            "sizes": []}
     for name, size in sizes.items():
         doc["sizes"].append(bench_size(name, size, args, work))

@@ -8,7 +8,10 @@ the cost model's (`zero-opt --zero-report=... trace=FILE`: the predicted
 timeline's per-op `flops` and `bytes`, rank 0). The rates are
 zrt-bench-calibrate's per-rank figures for the run's rank count
 (bench/results/calibration_npN.json from `ONLY=calibrate bench/run.sh`),
-else the `cpu` preset's row, which holds the last calibration.
+else the `cpu` preset's row, which holds the last calibration. A
+calibration at the model's own matmuls (zrt-bench-calibrate --gemm-shapes,
+as bench/peers/peers.py runs it) bounds them at the rate the GEMM library
+reaches on those shapes; its `fma_peak_flops` is the core's ceiling.
 
 Measured per family: the kernels' spans in the runtime's `--trace` files
 (every rank, the steps after the warm-up, mean per step), the time blocked
@@ -64,9 +67,13 @@ def calibration(path, ranks=2):
     """GEMM FLOP/s and triad bytes/s of one rank of `ranks`."""
     if path and os.path.exists(path):
         doc = json.load(open(path))
-        return {"gemm_flops": doc["gemm_flops"],
-                "memory_bandwidth": doc["memory_bandwidth"],
-                "source": "zrt-bench-calibrate, " + os.path.basename(path)}
+        cal = {"gemm_flops": doc["gemm_flops"],
+               "memory_bandwidth": doc["memory_bandwidth"],
+               "source": "zrt-bench-calibrate, " + os.path.basename(path)}
+        for key in ("gemm_shapes", "fma_peak_flops"):
+            if key in doc:
+                cal[key] = doc[key]
+        return cal
     text = open(PRESET).read()
     for row in re.findall(r"\{([^{}]*)\}", text):
         fields = dict(re.findall(r"/\*(\w+)=\*/([-+.\deE]+)", row))

@@ -12,7 +12,11 @@
 //
 //   gemm        zrt_matmul f32 at the shapes of gpt2-tiny (256 tokens per
 //               rank: forward, and the transposed backward products) and
-//               the mlp: total FLOPs / total time.
+//               the mlp, or at the shapes `--gemm-shapes` lists (a model's
+//               own products, each as often as its step runs it): total
+//               FLOPs / total time.
+//   fma peak    independent vector FMAs on registers only: the core's
+//               arithmetic ceiling, which no GEMM exceeds (best round).
 //   attention   zrt_attention and zrt_attention_grad at gpt2-tiny's
 //               per-rank shapes, FLOPs as the cost model counts them.
 //   activation  output elements per second of GELU, its gradient and the
@@ -34,7 +38,7 @@
 // same background load as the step times it is compared with.
 //
 //   OMP_NUM_THREADS=1 mpirun -np 2 zrt-bench-calibrate [--rounds R]
-//       [--json FILE]
+//       [--json FILE] [--gemm-shapes M,N,K,TA,TB,COUNT[;...]]
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,7 +47,12 @@
 
 #include <mpi.h>
 
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -90,6 +99,98 @@ double measureRate(std::vector<Item> &items, int rounds, int reps) {
   return median(rates);
 }
 
+/// FLOP/s of independent FMAs on registers: twelve accumulators hide the
+/// FMA latency on every x86 core, the widest vectors the build targets. A
+/// ceiling: the best of the rounds, as any other process on the core only
+/// lowers a round's rate.
+double fmaPeak(int rounds) {
+#if defined(__AVX512F__)
+  using Vec = __m512;
+  constexpr int kLanes = 16;
+  auto splat = [](float x) { return _mm512_set1_ps(x); };
+  auto fma = [](Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); };
+  auto sum = [](Vec a) { return _mm512_reduce_add_ps(a); };
+#elif defined(__FMA__)
+  using Vec = __m256;
+  constexpr int kLanes = 8;
+  auto splat = [](float x) { return _mm256_set1_ps(x); };
+  auto fma = [](Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); };
+  auto sum = [](Vec a) {
+    alignas(32) float l[8];
+    _mm256_store_ps(l, a);
+    return l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7];
+  };
+#else
+  using Vec = float;
+  constexpr int kLanes = 1;
+  auto splat = [](float x) { return x; };
+  auto fma = [](Vec a, Vec b, Vec c) { return std::fma(a, b, c); };
+  auto sum = [](Vec a) { return a; };
+#endif
+  constexpr int kAcc = 12;
+  const int64_t iters = 4000000;
+  std::vector<double> rates;
+  volatile float sink = 0;
+  for (int r = 0; r < 2 * rounds + 1; ++r) {
+    Vec acc[kAcc];
+    for (int i = 0; i < kAcc; ++i)
+      acc[i] = splat(0.001f * float(i));
+    Vec x = splat(0.9999f), y = splat(1e-5f);
+    double t0 = now();
+    for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+      for (int i = 0; i < kAcc; ++i)
+        acc[i] = fma(acc[i], x, y);
+    double t = now() - t0;
+    float s = 0;
+    for (int i = 0; i < kAcc; ++i)
+      s += sum(acc[i]);
+    sink = sink + s;
+    if (r > 0) // the first round warms the core's clock up
+      rates.push_back(2.0 * kLanes * kAcc * double(iters) / t);
+  }
+  return *std::max_element(rates.begin(), rates.end());
+}
+
+struct Shape {
+  int64_t m, n, k;
+  int ta, tb;
+  int64_t count = 1;
+};
+
+/// `M,N,K,TA,TB,COUNT[;...]`: the products of one step, each `COUNT` times;
+/// false (after saying why on rank 0) if the text is not that.
+bool parseShapes(const std::string &text, int rank,
+                 std::vector<Shape> &shapes) {
+  shapes.clear();
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t end = text.find(';', at);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string item = text.substr(at, end - at);
+    Shape s;
+    long long m, n, k, count;
+    int ta, tb, used = 0;
+    if (std::sscanf(item.c_str(), "%lld,%lld,%lld,%d,%d,%lld%n", &m, &n, &k,
+                    &ta, &tb, &count, &used) != 6 ||
+        size_t(used) != item.size() || m <= 0 || n <= 0 || k <= 0 ||
+        count <= 0 || (ta != 0 && ta != 1) || (tb != 0 && tb != 1)) {
+      if (rank == 0)
+        std::fprintf(stderr,
+                     "zrt-bench-calibrate: --gemm-shapes: '%s' is not "
+                     "M,N,K,TA,TB,COUNT (positive sizes and count, TA and TB "
+                     "0 or 1)\n",
+                     item.c_str());
+      return false;
+    }
+    s.m = m, s.n = n, s.k = k, s.ta = ta, s.tb = tb, s.count = count;
+    shapes.push_back(s);
+    at = end + 1;
+  }
+  return true;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -98,21 +199,29 @@ int main(int argc, char **argv) {
   zrt_comm *comm = zrt_comm_world();
   int rank = zrt_comm_rank(comm), world = zrt_comm_size(comm);
   int rounds = 9;
-  std::string json;
+  std::string json, gemmShapes;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc)
       rounds = std::atoi(argv[++i]);
     else if (a == "--json" && i + 1 < argc)
       json = argv[++i];
+    else if (a == "--gemm-shapes" && i + 1 < argc)
+      gemmShapes = argv[++i];
+    else {
+      if (rank == 0)
+        std::fprintf(stderr,
+                     "zrt-bench-calibrate: unknown or incomplete argument "
+                     "'%s' (expected --rounds R, --json FILE, --gemm-shapes "
+                     "M,N,K,TA,TB,COUNT[;...])\n",
+                     a.c_str());
+      MPI_Finalize();
+      return 2;
+    }
   }
   zrt_set_num_threads(1);
 
   // --- GEMM -----------------------------------------------------------------
-  struct Shape {
-    int64_t m, n, k;
-    int ta, tb;
-  };
   const int64_t tok = 256, h = 128;
   std::vector<Shape> shapes = {
       // gpt2-tiny forward (qkv, proj, fc, fc-proj, lm head)
@@ -130,6 +239,10 @@ int main(int argc, char **argv) {
       {32, 256, 784, 0, 0},
       {784, 256, 32, 1, 0},
       {32, 256, 256, 0, 0}};
+  if (!gemmShapes.empty() && !parseShapes(gemmShapes, rank, shapes)) {
+    MPI_Finalize();
+    return 2;
+  }
   std::vector<std::vector<float>> keep;
   std::vector<Item> gemms;
   for (const Shape &s : shapes) {
@@ -139,12 +252,15 @@ int main(int argc, char **argv) {
     float *b = keep.back().data();
     keep.push_back(filled(s.m * s.n));
     float *c = keep.back().data();
-    gemms.push_back({2.0 * s.m * s.n * s.k, [=] {
-                       zrt_matmul(ZRT_F32, a, b, c, 1, s.m, s.n, s.k, s.ta,
-                                  s.tb, 0, s.k);
+    gemms.push_back({2.0 * s.m * s.n * s.k * s.count, [=] {
+                       for (int64_t i = 0; i < s.count; ++i)
+                         zrt_matmul(ZRT_F32, a, b, c, 1, s.m, s.n, s.k, s.ta,
+                                    s.tb, 0, s.k);
                      }});
   }
-  double gemmFlops = measureRate(gemms, rounds, 20);
+  // A model's own list is one step's products already: fewer repetitions.
+  double gemmFlops = measureRate(gemms, rounds, gemmShapes.empty() ? 20 : 2);
+  double fmaPeakFlops = fmaPeak(rounds);
   if (std::getenv("ZRT_CALIBRATE_VERBOSE") && rank == 0)
     for (size_t i = 0; i < gemms.size(); ++i) {
       std::vector<Item> one = {gemms[i]};
@@ -329,9 +445,12 @@ int main(int argc, char **argv) {
   if (rank == 0) {
     std::printf("one rank, 1 thread, %d ranks, median of %d rounds\n", world,
                 rounds);
-    std::printf("  gemmFlops       %8.1f GFLOP/s (zrt_matmul f32, small-model "
-                "shapes)\n",
-                gemmFlops / 1e9);
+    std::printf("  gemmFlops       %8.1f GFLOP/s (zrt_matmul f32, %s)\n",
+                gemmFlops / 1e9,
+                gemmShapes.empty() ? "small-model shapes"
+                                   : "the --gemm-shapes products");
+    std::printf("  fmaPeak         %8.1f GFLOP/s (register-only vector FMAs)\n",
+                fmaPeakFlops / 1e9);
     std::printf("  attentionFlops  %8.1f GFLOP/s (zrt_attention and its "
                 "gradient f32, gpt2-tiny shapes)\n",
                 attentionFlops / 1e9);
@@ -360,7 +479,9 @@ int main(int argc, char **argv) {
       if (f) {
         std::fprintf(f,
                      "{\n  \"ranks\": %d,\n  \"rounds\": %d,\n"
-                     "  \"gemm_flops\": %.6g,\n  \"attention_flops\": %.6g,\n"
+                     "  \"gemm_flops\": %.6g,\n  \"gemm_shapes\": \"%s\",\n"
+                     "  \"fma_peak_flops\": %.6g,\n"
+                     "  \"attention_flops\": %.6g,\n"
                      "  \"activation_elements\": %.6g,\n"
                      "  \"memory_bandwidth\": %.6g,\n"
                      "  \"kernel_overhead_s\": %.6g,\n"
@@ -370,10 +491,12 @@ int main(int argc, char **argv) {
                      "  \"collective_latency_s\": %.6g,\n"
                      "  \"sync_latency_s\": %.6g,\n"
                      "  \"sync_compute_s\": %.6g\n}\n",
-                     world, rounds, gemmFlops, attentionFlops,
-                     activationElements, memoryBandwidth, kernelOverhead,
-                     linkBandwidth, reduceScatterBandwidth, allGatherBandwidth,
-                     latency, syncLatency, syncCompute);
+                     world, rounds, gemmFlops,
+                     gemmShapes.empty() ? "default" : gemmShapes.c_str(),
+                     fmaPeakFlops, attentionFlops, activationElements,
+                     memoryBandwidth, kernelOverhead, linkBandwidth,
+                     reduceScatterBandwidth, allGatherBandwidth, latency,
+                     syncLatency, syncCompute);
         std::fclose(f);
       }
     }
