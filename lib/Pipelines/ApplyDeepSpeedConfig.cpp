@@ -104,6 +104,11 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->reduceBucketSize, cfg->reduceBucketSize);
     takeFromFile(s->reduceScatter, cfg->reduceScatter);
     takeFromFile(s->overlapComm, cfg->overlapComm);
+    // DeepSpeed's overlap_comm, absent, follows the stage
+    // (overlap_comm_valid): on at stage 3 only.
+    if (!cfg->path.empty() && !given->overlapComm.hasValue() &&
+        !cfg->overlapComm.value)
+      s->overlapComm = s->stage == 3;
     takeFromFile(s->contiguousGradients, cfg->contiguousGradients);
     takeFromFile(s->allgatherBucketSize, cfg->allgatherBucketSize);
     takeFromFile(s->paramPersistenceThreshold, cfg->paramPersistenceThreshold);
