@@ -6,15 +6,14 @@
 // q/k/v rows are converted to fp32 in a per-thread stack workspace, scores
 // and probabilities live only for one B x B tile, and the forward keeps a
 // running max and sum (online softmax). Nothing of size seq x seq is ever
-// stored. The tile products are single-threaded cblas_sgemm calls, or,
-// where sgemm's sums are plain FMA chains (full tiles, see chainProduct),
-// the same chains computed here without sgemm's per-call packing and
-// skipping the causal mask's zeros: the same bits in less time.
+// stored. The tile products are chain products (chainProduct below): our
+// own FMA chains, not a BLAS call, so the bits do not depend on the BLAS
+// kernel the CPU gets, and the causal mask's zeros are skipped.
 //
 // The backward recomputes the probabilities from the row log-sum-exp, which
 // it derives from q and k along with delta = rowsum(dO * O); those
 // 2 * batch * heads * seq floats are the only heap scratch. When a block of
-// query rows' scores against every key fits the workspace (seq up to 316
+// query rows' scores against every key fits the workspace (seq up to 378
 // for f32 at head_dim 64), one pass per key/value head derives the
 // scores of each query block once and, from them, lse, dV, dK and dQ.
 // Otherwise three passes do: lse and delta first, then dK and dV per key
@@ -37,10 +36,10 @@
 #include "Trace.h"
 #include "zero_rt/scratch.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <type_traits>
-
-#include <cblas.h>
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -96,35 +95,23 @@ const float *loadRows(const T *src, int64_t rows, int64_t dim, float *buf,
   return buf;
 }
 
-/// s[r * lds + c] = dot(a[r], b[c]) for r < na, c < nb; rows have `dim`
-/// floats.
-void dotRows(const float *a, int64_t na, const float *b, int64_t nb,
-             int64_t dim, float *s, int64_t lds) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(na), int(nb),
-              int(dim), 1.0f, a, int(dim), b, int(dim), 0.0f, s, int(lds));
-}
-
-/// out[i] += sum_j p[i * ldp + j] * v[j] for i < nOut, j < nIn.
-void accumulate(const float *p, int64_t ldp, int64_t nOut, int64_t nIn,
-                const float *v, int64_t dim, float *out) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(nOut), int(dim),
-              int(nIn), 1.0f, p, int(ldp), v, int(dim), 1.0f, out, int(dim));
-}
-
-// Products that OpenBLAS's sgemm computes as plain FMA chains: per output
-// element one chain over the inner index in order from zero, then stored or
-// added to the output once. That holds with a transposed first operand at
-// every shape, for a b^T at full kMaxBlock x kMaxBlock tiles, and for a b
-// at full tiles with head_dim a multiple of 16; not at every smaller shape,
-// so partial tiles still call sgemm (KernelTest's AttentionGradPathsAgree
-// compares the two). chainProduct computes those chains without sgemm's
-// per-call packing of both operands, and can leave out the causal mask's
-// zeros: the same bits for finite inputs, in about half the time.
+// Every tile product is a chain product: per output element one FMA chain
+// over the inner index in order from zero, then stored or added to the
+// output once. A vector FMA rounds as the scalar one, so the result is the
+// same bits on every x86-64 whatever its vector width, and it does not
+// depend on the BLAS library or the kernel it picks for the CPU
+// (OPENBLAS_CORETYPE): a row's result is the same in every blocking that
+// runs the same chains, which is what lets the fused backward and the three
+// passes agree bit for bit (KernelTest's AttentionGradPathsAgree). The
+// kernels keep the accumulators in registers and skip the causal mask's
+// zeros.
 
 /// The causal mask's zeros a chainProduct may skip.
 struct Causal {
-  /// Out row i is needed at columns <= i only; the others become zeros.
+  /// Out row i is needed at columns <= i + colShift only; the others become
+  /// zeros.
   bool lowerCols = false;
+  int64_t colShift = 0;
   /// a's entries (i, j) with j < i - leadShift are exact zeros, which leave
   /// a chain from zero unchanged.
   bool skipLead = false;
@@ -134,68 +121,148 @@ struct Causal {
   bool skipTail = false;
 };
 
+/// How a chain starts and ends: from zero and stored, from zero and added
+/// to the output, or continued from the output (the next part of an inner
+/// index split in chunks) and stored. All three are the same chain.
+enum class Chain { Store, Add, Continue };
+
 #if defined(__AVX512F__)
-/// Rows [0, R) of out over columns [t0, t0 + 16 V), the last vector masked.
-template <int R, int V>
+/// Sixteen floats; the last vector of a row masked.
+struct Lanes {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr int kWidth = 16, kVectors = 4;
+  static Mask mask(int64_t n) { return Mask((1u << n) - 1u); }
+  static Mask full() { return Mask(0xffff); }
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float *p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float *p, Mask m, V x) { _mm512_mask_storeu_ps(p, m, x); }
+  static V broadcast(float x) { return _mm512_set1_ps(x); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+};
+#elif defined(__AVX2__) && defined(__FMA__)
+/// Eight floats; the last vector of a row masked. Two vectors a row keep six
+/// rows' accumulators and the operands within the 16 registers.
+struct Lanes {
+  using V = __m256;
+  using Mask = __m256i;
+  static constexpr int kWidth = 8, kVectors = 2;
+  static Mask mask(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static Mask full() { return _mm256_set1_epi32(-1); }
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float *p, Mask m) { return _mm256_maskload_ps(p, m); }
+  static void store(float *p, Mask m, V x) { _mm256_maskstore_ps(p, m, x); }
+  static V broadcast(float x) { return _mm256_set1_ps(x); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+};
+#else
+/// One float at a time (std::fma: the same rounding as the vector FMAs).
+struct Lanes {
+  using V = float;
+  using Mask = bool;
+  static constexpr int kWidth = 1, kVectors = 8;
+  static Mask mask(int64_t n) { return n > 0; }
+  static Mask full() { return true; }
+  static V zero() { return 0.0f; }
+  static V load(const float *p, Mask m) { return m ? *p : 0.0f; }
+  static void store(float *p, Mask m, V x) {
+    if (m)
+      *p = x;
+  }
+  static V broadcast(float x) { return x; }
+  static V fma(V a, V b, V c) { return std::fma(a, b, c); }
+  static V add(V a, V b) { return a + b; }
+};
+#endif
+
+/// The columns one pass of the kernel covers.
+constexpr int64_t kChainCols = Lanes::kWidth * Lanes::kVectors;
+
+/// Rows [0, R) of out over columns [t0, t0 + kWidth * NV), the last vector
+/// masked by `last`.
+template <int R, int NV>
 void chainBlock(const float *a, int64_t ai, int64_t aj, int64_t nIn,
                 const float *b, int64_t ldb, float *out, int64_t ldo,
-                int64_t t0, __mmask16 last, bool add) {
+                int64_t t0, typename Lanes::Mask last, Chain mode) {
+  using V = typename Lanes::V;
+  constexpr int W = Lanes::kWidth;
+  auto maskOf = [&](int c) { return c + 1 < NV ? Lanes::full() : last; };
   // Fully unrolled, so that the accumulators stay in registers.
-  __m512 acc[R][V];
+  V acc[R][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int c = 0; c < V; ++c)
-      acc[i][c] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int c = 0; c < NV; ++c)
+      acc[i][c] = mode == Chain::Continue
+                      ? Lanes::load(out + i * ldo + t0 + W * c, maskOf(c))
+                      : Lanes::zero();
   for (int64_t j = 0; j < nIn; ++j) {
     const float *bj = b + j * ldb + t0;
-    __m512 x[V];
-#pragma GCC unroll 4
-    for (int c = 0; c < V; ++c)
-      x[c] = _mm512_maskz_loadu_ps(c + 1 < V ? __mmask16(0xffff) : last,
-                                   bj + 16 * c);
+    V x[NV];
+#pragma GCC unroll 8
+    for (int c = 0; c < NV; ++c)
+      x[c] = Lanes::load(bj + W * c, maskOf(c));
     const float *aj0 = a + j * aj;
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
-      __m512 w = _mm512_set1_ps(aj0[i * ai]);
-#pragma GCC unroll 4
-      for (int c = 0; c < V; ++c)
-        acc[i][c] = _mm512_fmadd_ps(w, x[c], acc[i][c]);
+      V w = Lanes::broadcast(aj0[i * ai]);
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; ++c)
+        acc[i][c] = Lanes::fma(w, x[c], acc[i][c]);
     }
   }
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int c = 0; c < V; ++c) {
-      __mmask16 m = c + 1 < V ? __mmask16(0xffff) : last;
-      float *o = out + i * ldo + t0 + 16 * c;
-      __m512 y = acc[i][c];
-      if (add)
-        y = _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), y);
-      _mm512_mask_storeu_ps(o, m, y);
+#pragma GCC unroll 8
+    for (int c = 0; c < NV; ++c) {
+      float *o = out + i * ldo + t0 + W * c;
+      V y = acc[i][c];
+      if (mode == Chain::Add)
+        y = Lanes::add(Lanes::load(o, maskOf(c)), y);
+      Lanes::store(o, maskOf(c), y);
     }
+}
+
+template <int R, int NV>
+void chainRowsAs(const float *a, int64_t ai, int64_t aj, int64_t nIn,
+                 const float *b, int64_t ldb, float *out, int64_t ldo,
+                 int64_t t0, int64_t width, Chain mode) {
+  chainBlock<R, NV>(a, ai, aj, nIn, b, ldb, out, ldo, t0,
+                    Lanes::mask(width - Lanes::kWidth * (NV - 1)), mode);
 }
 
 template <int R>
 void chainRows(const float *a, int64_t ai, int64_t aj, int64_t nIn,
                const float *b, int64_t ldb, int64_t cols, float *out,
-               int64_t ldo, bool add) {
-  for (int64_t t0 = 0; t0 < cols; t0 += 64) {
-    int64_t width = std::min<int64_t>(64, cols - t0);
-    int vectors = int(ceilDiv(width, 16));
-    __mmask16 last = __mmask16((1u << (width - 16 * (vectors - 1))) - 1u);
+               int64_t ldo, Chain mode) {
+  for (int64_t t0 = 0; t0 < cols; t0 += kChainCols) {
+    int64_t width = std::min<int64_t>(kChainCols, cols - t0);
+    int vectors = int(ceilDiv(width, Lanes::kWidth));
+    auto run = [&](auto nv) {
+      chainRowsAs<R, decltype(nv)::value>(a, ai, aj, nIn, b, ldb, out, ldo,
+                                          t0, width, mode);
+    };
+    static_assert(Lanes::kVectors <= 8, "cases below");
     switch (vectors) {
     case 1:
-      chainBlock<R, 1>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      run(std::integral_constant<int, 1>());
       break;
     case 2:
-      chainBlock<R, 2>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      run(std::integral_constant<int, std::min(2, Lanes::kVectors)>());
       break;
     case 3:
-      chainBlock<R, 3>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      run(std::integral_constant<int, std::min(3, Lanes::kVectors)>());
+      break;
+    case 4:
+      run(std::integral_constant<int, std::min(4, Lanes::kVectors)>());
       break;
     default:
-      chainBlock<R, 4>(a, ai, aj, nIn, b, ldb, out, ldo, t0, last, add);
+      run(std::integral_constant<int, Lanes::kVectors>());
       break;
     }
   }
@@ -205,83 +272,63 @@ void chainRows(const float *a, int64_t ai, int64_t aj, int64_t nIn,
 template <int R>
 void chainProductRows(int64_t i, const float *a, int64_t ai, int64_t aj,
                       int64_t nIn, const float *b, int64_t ldb, int64_t cols,
-                      float *out, int64_t ldo, bool add, const Causal &z) {
+                      float *out, int64_t ldo, Chain mode, const Causal &z) {
   int64_t j0 = z.skipLead ? std::clamp<int64_t>(i - z.leadShift, 0, nIn) : 0;
   int64_t j1 = z.skipTail ? std::min<int64_t>(nIn, i + R) : nIn;
-  int64_t limit = z.lowerCols ? std::min<int64_t>(cols, i + R) : cols;
+  int64_t limit =
+      z.lowerCols ? std::clamp<int64_t>(i + z.colShift + R, 0, cols) : cols;
   chainRows<R>(a + i * ai + j0 * aj, ai, aj, std::max<int64_t>(j1 - j0, 0),
-               b + j0 * ldb, ldb, limit, out + i * ldo, ldo, add);
+               b + j0 * ldb, ldb, limit, out + i * ldo, ldo, mode);
   for (int64_t r = i; r < i + R && limit < cols; ++r)
     std::fill(out + r * ldo + limit, out + r * ldo + cols, 0.0f);
 }
 
 /// out[i * ldo + t] = sum_j a[i * ai + j * aj] * b[j * ldb + t] for
-/// i < nOut, t < cols, over j < nIn in order; plus out's value when `add`.
+/// i < nOut, t < cols, over j < nIn in order (see Chain for where the chain
+/// starts and ends).
 void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
                   int64_t nIn, const float *b, int64_t ldb, int64_t cols,
-                  float *out, int64_t ldo, bool add, const Causal &z) {
-  // Six rows of four vectors: 24 accumulators, the operands in the rest.
+                  float *out, int64_t ldo, Chain mode, const Causal &z = {}) {
   int64_t i = 0;
   for (; i + 6 <= nOut; i += 6)
-    chainProductRows<6>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
+    chainProductRows<6>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, mode, z);
   if (i + 4 <= nOut) {
-    chainProductRows<4>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
+    chainProductRows<4>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, mode, z);
     i += 4;
   }
   if (i + 2 <= nOut) {
-    chainProductRows<2>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
+    chainProductRows<2>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, mode, z);
     i += 2;
   }
   if (i < nOut)
-    chainProductRows<1>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, add, z);
+    chainProductRows<1>(i, a, ai, aj, nIn, b, ldb, cols, out, ldo, mode, z);
 }
-#else
-/// chainProduct one element at a time.
-void chainProduct(const float *a, int64_t ai, int64_t aj, int64_t nOut,
-                  int64_t nIn, const float *b, int64_t ldb, int64_t cols,
-                  float *out, int64_t ldo, bool add, const Causal &z) {
-  for (int64_t i = 0; i < nOut; ++i) {
-    int64_t j0 = z.skipLead ? std::clamp<int64_t>(i - z.leadShift, 0, nIn) : 0;
-    int64_t j1 = z.skipTail ? std::min<int64_t>(nIn, i + 1) : nIn;
-    int64_t limit = z.lowerCols ? std::min<int64_t>(cols, i + 1) : cols;
-    for (int64_t t = 0; t < limit; ++t) {
-      float acc = 0.0f;
-      for (int64_t j = j0; j < j1; ++j)
-        acc = std::fma(a[i * ai + j * aj], b[j * ldb + t], acc);
-      out[i * ldo + t] = add ? out[i * ldo + t] + acc : acc;
-    }
-    std::fill(out + i * ldo + limit, out + i * ldo + cols, 0.0f);
-  }
-}
-#endif
 
-/// out[i] += sum_j p[j * ldp + i] * v[j] for i < nOut, j < nIn: sgemm's
-/// bits for a transposed p.
+/// out[i] += sum_j p[j * ldp + i] * v[j] for i < nOut, j < nIn.
 void accumulateTransposed(const float *p, int64_t ldp, int64_t nOut,
                           int64_t nIn, const float *v, int64_t dim, float *out,
                           const Causal &z = {}) {
-  chainProduct(p, 1, ldp, nOut, nIn, v, dim, dim, out, dim, true, z);
+  chainProduct(p, 1, ldp, nOut, nIn, v, dim, dim, out, dim, Chain::Add, z);
 }
 
-/// accumulate, with full tiles through chainProduct where sgemm's sums are
-/// plain chains (head_dim a multiple of 16). A `diagonal` tile of a causal
-/// problem skips p's masked entries (column > row), which are zeros.
-void accumulateTile(const float *p, int64_t ldp, int64_t nOut, int64_t nIn,
-                    const float *v, int64_t dim, float *out, bool diagonal) {
-  if (nOut != kMaxBlock || nIn != kMaxBlock || dim % 16 != 0)
-    return accumulate(p, ldp, nOut, nIn, v, dim, out);
+/// out[i] += sum_j p[i * ldp + j] * v[j] for i < nOut, j < nIn. A
+/// `diagonal` tile of a causal problem skips p's masked entries (column >
+/// row), which are zeros.
+void accumulate(const float *p, int64_t ldp, int64_t nOut, int64_t nIn,
+                const float *v, int64_t dim, float *out, bool diagonal = false) {
   Causal z;
   z.skipTail = diagonal;
-  chainProduct(p, ldp, 1, nOut, nIn, v, dim, dim, out, dim, true, z);
+  chainProduct(p, ldp, 1, nOut, nIn, v, dim, dim, out, dim, Chain::Add, z);
 }
 
-/// tb[t * rows + c] = b[c * dim + t]: rows x dim floats transposed.
-void transposeRows(const float *b, int64_t rows, int64_t dim, float *tb) {
+/// tb[t * ldt + c] = b[c * dim + t] for c < rows, t < cols.
+void transposeRows(const float *b, int64_t rows, int64_t dim, int64_t cols,
+                   float *tb, int64_t ldt) {
   for (int64_t c0 = 0; c0 < rows; c0 += 8) {
     int64_t cn = std::min<int64_t>(8, rows - c0), t0 = 0;
 #if defined(__AVX__)
     // 8 x 8 blocks in registers.
-    for (; cn == 8 && t0 + 8 <= dim; t0 += 8) {
+    for (; cn == 8 && t0 + 8 <= cols; t0 += 8) {
       __m256 r[8], u[8], w[8];
       for (int i = 0; i < 8; ++i)
         r[i] = _mm256_loadu_ps(b + (c0 + i) * dim + t0);
@@ -298,30 +345,47 @@ void transposeRows(const float *b, int64_t rows, int64_t dim, float *tb) {
             _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
       }
       for (int i = 0; i < 4; ++i) {
-        _mm256_storeu_ps(tb + (t0 + i) * rows + c0,
+        _mm256_storeu_ps(tb + (t0 + i) * ldt + c0,
                          _mm256_permute2f128_ps(w[i], w[i + 4], 0x20));
-        _mm256_storeu_ps(tb + (t0 + i + 4) * rows + c0,
+        _mm256_storeu_ps(tb + (t0 + i + 4) * ldt + c0,
                          _mm256_permute2f128_ps(w[i], w[i + 4], 0x31));
       }
     }
 #endif
     for (int64_t c = c0; c < c0 + cn; ++c)
-      for (int64_t t = t0; t < dim; ++t)
-        tb[t * rows + c] = b[c * dim + t];
+      for (int64_t t = t0; t < cols; ++t)
+        tb[t * ldt + c] = b[c * dim + t];
   }
 }
 
-/// dotRows, with full tiles through chainProduct on b transposed into tb
-/// (dim x nb floats; null: always sgemm). A `diagonal` tile of a causal
-/// problem gets its masked entries (column > row) as zeros.
-void dotRowsTile(const float *a, int64_t na, const float *b, int64_t nb,
-                 int64_t dim, float *s, int64_t lds, float *tb, bool diagonal) {
-  if (!tb || na != kMaxBlock || nb != kMaxBlock)
-    return dotRows(a, na, b, nb, dim, s, lds);
-  transposeRows(b, nb, dim, tb);
-  Causal z;
-  z.lowerCols = diagonal;
-  chainProduct(a, dim, 1, na, dim, tb, nb, nb, s, lds, false, z);
+/// Inner indices of one transposed panel of dotRows.
+constexpr int64_t kPanelInner = 128;
+
+/// s[r * lds + c] = dot(a[r], b[c]) for r < na, c < nb; rows have `dim`
+/// floats. b is transposed a panel of kChainCols rows by kPanelInner of
+/// its floats at a time (longer rows continue their chains panel by
+/// panel). A `diagonal` tile of a causal problem gets its masked entries
+/// (column > row) as zeros.
+void dotRows(const float *a, int64_t na, const float *b, int64_t nb,
+             int64_t dim, float *s, int64_t lds, bool diagonal = false) {
+  alignas(64) float panel[kPanelInner * kChainCols];
+  for (int64_t c0 = 0; c0 < nb; c0 += kChainCols) {
+    int64_t nc = std::min<int64_t>(kChainCols, nb - c0);
+    // Causal: rows before c0 see no column of this panel.
+    int64_t r0 = diagonal ? std::min(c0, na) : 0;
+    for (int64_t r = 0; r < r0; ++r)
+      std::fill(s + r * lds + c0, s + r * lds + c0 + nc, 0.0f);
+    Causal z;
+    z.lowerCols = diagonal;
+    z.colShift = r0 - c0;
+    for (int64_t t0 = 0; t0 < dim; t0 += kPanelInner) {
+      int64_t nt = std::min<int64_t>(kPanelInner, dim - t0);
+      transposeRows(b + c0 * dim + t0, nc, dim, nt, panel, nc);
+      chainProduct(a + r0 * dim + t0, dim, 1, na - r0, nt, panel, nc, nc,
+                   s + r0 * lds + c0, lds,
+                   t0 == 0 ? Chain::Store : Chain::Continue, z);
+    }
+  }
 }
 
 /// Keys of [j0, j0 + nc) that query i0 + r sees: a prefix of the block.
@@ -388,9 +452,6 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
     float *qBuf = ws, *kBuf = qBuf + bs * d, *vBuf = kBuf + bs * d;
     float *oBuf = vBuf + bs * d, *s = oBuf + bs * d, *rowMax = s + bs * bs,
           *rowSum = rowMax + bs;
-    // A transposed key block, where the workspace has room for it.
-    int64_t used = 4 * bs * d + bs * bs + 2 * bs;
-    float *tb = used + bs * d <= kWorkspaceFloats ? ws + used : nullptr;
     T *oRows = o + (h * a.seq + i0) * d;
     float *ob = outF32(oRows, oBuf);
     const float *qb = loadRows(qh + i0 * d, nr, d, qBuf, a.scale);
@@ -401,7 +462,7 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
       int64_t nc = std::min(bs, end - j0);
       const float *kb = loadRows(kh + j0 * d, nc, d, kBuf);
       const float *vb = loadRows(vh + j0 * d, nc, d, vBuf);
-      dotRowsTile(qb, nr, kb, nc, d, s, bs, tb, a.causal && j0 == i0);
+      dotRows(qb, nr, kb, nc, d, s, bs, a.causal && j0 == i0);
       for (int64_t r = 0; r < nr; ++r) {
         float *sr = s + r * bs;
         int64_t visible = visibleKeys(a, i0, r, j0, nc);
@@ -427,7 +488,7 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
             orow[t] *= alpha;
         }
       }
-      accumulateTile(s, bs, nr, nc, vb, d, ob, a.causal && j0 == i0);
+      accumulate(s, bs, nr, nc, vb, d, ob, a.causal && j0 == i0);
     }
     for (int64_t r = 0; r < nr; ++r) {
       float inv = 1.0f / rowSum[r];
@@ -585,18 +646,17 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
 }
 
 /// Whether fusedGrads takes the problem: the three passes use one block
-/// size (so their q k^T tiles are the same sgemm shapes), and a block of
-/// query rows' scores against every key fits the workspace, with a block of
-/// dP, the row statistics, the scaled query block and a transposed key
-/// block, plus fp32 copies of the head's k and v, its dK and dV sums and a
-/// dO and dQ block when T is not f32. For f32 at head_dim 64 that is
-/// seq <= 316.
+/// size (so their sums over key and query blocks are chunked alike), and a
+/// block of query rows' scores against every key fits the workspace, with a
+/// block of dP, the row statistics and the scaled query block, plus fp32
+/// copies of the head's k and v, its dK and dV sums and a dO and dQ block
+/// when T is not f32. For f32 at head_dim 64 that is seq <= 378.
 template <typename T>
 bool fusedGradsFit(const Attn &a) {
   int64_t n = a.seq, d = a.dim, bs = keyGradsBlock(d);
   if (rowTermsBlock(d) != bs || queryGradsBlock(d) != bs)
     return false;
-  int64_t floats = bs * n + bs * bs + 2 * bs + 2 * d + 2 * bs * d;
+  int64_t floats = bs * n + bs * bs + 2 * bs + 2 * d + bs * d;
   if (!std::is_same_v<T, float>)
     floats += 4 * n * d + 2 * bs * d;
   return floats <= kWorkspaceFloats;
@@ -605,12 +665,11 @@ bool fusedGradsFit(const Attn &a) {
 /// The backward in one pass over the scores (when fusedGradsFit): per
 /// key/value head, per query head of its group and block of query rows in
 /// order, q k^T is derived once, and lse, delta, P, dV, dS, dK and dQ
-/// follow from it. Every sgemm whose sums are not plain FMA chains at all
-/// shapes (q k^T, dO v^T, dS k) has the three passes' shape, the dK and dV
-/// sums (always plain chains) run over the same query blocks in the same
-/// order, and lse and dQ add the same key blocks in order (a block a row
-/// sees none of adds exact zeros), so the results are bit for bit those of
-/// rowTerms, keyGrads and queryGrads.
+/// follow from it. Every product is the same chain as in the three passes,
+/// the dK and dV sums run over the same query blocks in the same order, and
+/// lse and dQ add the same key blocks in order (a block a row sees none of
+/// adds exact zeros), so the results are bit for bit those of rowTerms,
+/// keyGrads and queryGrads.
 template <typename T>
 void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
                 const T *dO, float *lse, float *delta, T *dq, T *dk, T *dv) {
@@ -621,12 +680,12 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
     alignas(64) float ws[kWorkspaceFloats];
     float *p = ws, *dp = p + bs * n, *rowMax = dp + bs * bs,
           *rowSum = rowMax + bs, *oBuf = rowSum + bs, *gRowBuf = oBuf + d,
-          *qBuf = gRowBuf + d, *tb = qBuf + bs * d;
+          *qBuf = gRowBuf + d;
     // fp32 copies and sums, for 16-bit types only.
     float *kBuf = nullptr, *vBuf = nullptr, *dkSum = nullptr, *dvSum = nullptr,
           *gBuf = nullptr, *dqSum = nullptr;
     if (!std::is_same_v<T, float>) {
-      kBuf = tb + bs * d;
+      kBuf = qBuf + bs * d;
       vBuf = kBuf + n * d;
       dkSum = vBuf + n * d;
       dvSum = dkSum + n * d;
@@ -648,11 +707,10 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
                   delta + row0);
         const float *qb = loadRows(q + row0 * d, nr, d, qBuf, a.scale);
         const float *gb = loadRows(dO + row0 * d, nr, d, gBuf);
-        // q k^T in the tiles of the three passes: OpenBLAS's sums are
-        // plain FMA chains only at some shapes.
+        // q k^T in the tiles of the three passes.
         for (int64_t j0 = 0; j0 < end; j0 += bs)
-          dotRowsTile(qb, nr, kb + j0 * d, std::min(bs, end - j0), d, p + j0, n,
-                      tb, a.causal && j0 == i0);
+          dotRows(qb, nr, kb + j0 * d, std::min(bs, end - j0), d, p + j0, n,
+                  a.causal && j0 == i0);
         std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
         std::fill(rowSum, rowSum + nr, 0.0f);
         for (int64_t r = 0; r < nr; ++r) {
@@ -672,8 +730,7 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
         // dP a key block at a time, into dS in place of P.
         for (int64_t j0 = 0; j0 < end; j0 += bs) {
           int64_t nc = std::min(bs, end - j0);
-          dotRowsTile(gb, nr, vb + j0 * d, nc, d, dp, bs, tb,
-                      a.causal && j0 == i0);
+          dotRows(gb, nr, vb + j0 * d, nc, d, dp, bs, a.causal && j0 == i0);
           scoreGrads(a, p + j0, n, dp, bs, i0, nr, j0, nc, delta + row0);
         }
         // qb holds scale * q, so this is scale * dS^T q.
@@ -682,8 +739,8 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
         std::fill(dqb, dqb + nr * d, 0.0f);
         for (int64_t j0 = 0; j0 < end; j0 += bs) {
           int64_t nc = std::min(bs, end - j0);
-          accumulateTile(p + j0, n, nr, nc, kb + j0 * d, d, dqb,
-                         a.causal && j0 == i0);
+          accumulate(p + j0, n, nr, nc, kb + j0 * d, d, dqb,
+                     a.causal && j0 == i0);
         }
 #pragma omp simd
         for (int64_t t = 0; t < nr * d; ++t)
@@ -705,7 +762,6 @@ extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
   KernelSpan span("zrt_attention");
   Attn a = makeAttn("zrt_attention", batch, heads, kvHeads, seq, headDim,
                     causal, scale);
-  useSingleThreadedBlas();
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
@@ -724,7 +780,6 @@ extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
   KernelSpan span("zrt_attention_grad");
   Attn a = makeAttn("zrt_attention_grad", batch, heads, kvHeads, seq, headDim,
                     causal, scale);
-  useSingleThreadedBlas();
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   Scratch scratch(zrt_scratch_attention_grad(batch, heads, seq, headDim));
