@@ -17,6 +17,8 @@
 
 #include <chrono>
 
+#include <unistd.h>
+
 using namespace llvm;
 using namespace zero::run;
 
@@ -136,6 +138,10 @@ LaunchPlan zero::run::planFor(const JobOptions &options, const HostSet &hosts,
   plan.programArgs = options.trainArgs;
   plan.mpirun = options.mpirun;
   plan.launcher = hosts.launcher;
+  // Open MPI refuses to start as root unless told; containers and CI
+  // runners are root, and DeepSpeed's and torchrun's launchers run there.
+  if (plan.launcher == Launcher::Mpirun && ::geteuid() == 0)
+    plan.mpirunOptions.push_back("--allow-run-as-root");
   plan.flightDir = flightDirOf(options.trainArgs);
   return plan;
 }

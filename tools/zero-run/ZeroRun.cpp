@@ -60,7 +60,11 @@ static const char *const kUsage =
     "                     resume from the latest checkpoint of --save\n"
     "  --min-nodes K      --elastic stops below K nodes (default 1)\n"
     "  --max-restarts R   --elastic restarts at most R times (default 3)\n"
-    "  --analyze DIR      report where the flight records in DIR diverge\n";
+    "  --analyze DIR      report where the flight records in DIR diverge\n"
+    "\n"
+    "As root (a container, a CI runner), zero-run passes --allow-run-as-root\n"
+    "to Open MPI's mpirun, which otherwise refuses to start; the ranks then\n"
+    "run as root, as the launcher does. Nothing else changes.\n";
 
 static int usageError(const Twine &msg) {
   WithColor::error(errs(), "zero-run") << msg << "\n";
