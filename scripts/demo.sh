@@ -23,7 +23,8 @@ echo "   ..."
 echo "== zero-opt --zero-autodiff --zero-mixed-precision=dtype=bf16: forward + backward"
 "$BIN/zero-opt" "$OUT/gpt2-tiny.mlir" --zero-autodiff \
   --zero-mixed-precision=dtype=bf16 -o "$OUT/gpt2-tiny.step.mlir"
-grep -E "zero.grad" "$OUT/gpt2-tiny.step.mlir" | head -12
+# grep -m stops by itself: `| head` would kill grep with SIGPIPE under pipefail.
+grep -m 12 -E "zero.grad" "$OUT/gpt2-tiny.step.mlir"
 echo "   ... $(grep -c zero.grad "$OUT/gpt2-tiny.step.mlir") gradients in total; full IR in $OUT/gpt2-tiny.step.mlir"
 
 echo "== training data: the bytes of this repository's docs and examples (byte-level, vocabulary 256)"

@@ -24,6 +24,21 @@ else
   echo "FAIL: zero-doc"; tail -20 "$BUILD/zero-doc.log"
 fi
 
+# The README's first command, the main job, with its output in a file as a
+# CI log would have it; its checks (the loss below the uniform baseline
+# among them) are printed here.
+demo_log="$BUILD/demo.log"
+if ZERO_BUILD_DIR="$BUILD" "$ROOT/scripts/demo.sh" > "$demo_log" 2>&1; then
+  passed=$((passed + 1))
+  echo "PASS: scripts/demo.sh (output in $demo_log)"
+else
+  failed=$((failed + 1))
+  echo "FAIL: scripts/demo.sh (exit status $?, output in $demo_log)"
+fi
+grep -E "^(parameters tensors|tokens|step +(1|200) |mean loss|the model)" "$demo_log" \
+  | sed 's/^/  demo: /'
+if ! grep -q "^the model learned" "$demo_log"; then tail -20 "$demo_log"; fi
+
 # lit + FileCheck suite (compiler, tools, end-to-end).
 xml="$BUILD/test/lit-results.xml"
 rm -f "$xml"
