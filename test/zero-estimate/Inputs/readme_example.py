@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""readme_example.py README TOOL_DIR
+"""readme_example.py DOC TOOL_DIR
 
-Finds the zero-estimate example in README (the ```sh block after the comment
+Finds the zero-estimate example in DOC (docs/Tools.md) (the ```sh block after the comment
 naming readme.test and the ```text block after it), runs its command with the
 tools in TOOL_DIR and asserts that every line of the text block is a line of
 what the command prints, whitespace included. Prints how many lines it found.
@@ -27,10 +27,11 @@ def main():
     printed = set(out.stdout.splitlines())
     missing = [l for l in expected if l not in printed]
     if missing:
-        sys.exit("README.md's zero-estimate example is stale; these lines "
+        sys.exit("%s's zero-estimate example is stale; these lines "
                  "are not in the output of `%s`:\n%s" %
-                 (lines[start + 2], "\n".join(missing)))
-    print("README example: %d lines found in the output" % len(expected))
+                 (readme, lines[start + 2], "\n".join(missing)))
+    print("%s example: %d lines found in the output" %
+          (os.path.basename(readme), len(expected)))
 
 
 if __name__ == "__main__":
