@@ -1178,6 +1178,8 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       }
       j.attribute("padded_params", e.sPadded);
       j.attribute("padded_largest_layer_params", e.lPadded);
+      // UTF-8: zero-estimate refuses --format json for another path (the
+      // names are verified IR's, the rest are ASCII).
       j.attribute("model_file", model ? json::Value(model->file) : nullptr);
       j.attribute("largest_layer_group",
                   model ? json::Value(model->largestGroupName) : nullptr);

@@ -59,6 +59,7 @@
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 #include "zero/Dialect/Zero/Transforms/Remat.h"
 #include "zero/Pipelines/Pipeline.h"
+#include "zero/Support/UTF8.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
@@ -734,6 +735,12 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
     return module.emitError("zero-tune: the module has more than one "
                             "zero.train_step");
   TrainStepOp step = *steps.begin();
+  // Candidates carry the path in their #zero.offload and the winner's
+  // ds_config.json, both UTF-8 only.
+  if (failed(::zero::checkUTF8([&] { return module.emitError("zero-tune: "); },
+                               "nvme-path ", options.nvmePath,
+                               "it goes into ds_config.json's nvme_path")))
+    return failure();
 
   TuneResult result;
   if (step.getBodyBlock().getNumArguments() != 0)
@@ -811,6 +818,7 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
     llvm::json::Object offload{
         {"device", stringifyOffloadDevice(c.offloadOptimizer)},
         {"pin_memory", true}};
+    // UTF-8: tuneTrainStep refuses another path.
     if (c.offloadOptimizer == OffloadDevice::nvme)
       offload["nvme_path"] = c.nvmePath;
     zero["offload_optimizer"] = std::move(offload);

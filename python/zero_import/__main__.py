@@ -135,6 +135,11 @@ def check_source(p, args):
 
 
 def main(argv=None):
+    # Paths are bytes; those that are not UTF-8 (os.fsdecode's surrogates)
+    # print as they are, whatever the locale's error handler.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
     p = parser()
     args = p.parse_args(argv)
     check_source(p, args)

@@ -416,6 +416,8 @@ std::string zrt::writeNpy(const NpyArray &array) {
 // safetensors
 //===----------------------------------------------------------------------===//
 
+// The names are the manifest's or a checkpoint's, both parsed JSON and so
+// UTF-8, which dump() needs.
 std::string
 zrt::writeSafetensors(const std::vector<Tensor> &tensors,
                       const std::map<std::string, std::string> &metadata) {

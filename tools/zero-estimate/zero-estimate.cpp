@@ -14,6 +14,7 @@
 #include "zero/Estimate/Estimate.h"
 #include "zero/InitAll.h"
 #include "zero/Support/ModelFile.h"
+#include "zero/Support/UTF8.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -165,6 +166,13 @@ std::optional<std::string> validate() {
   if (inputFile.empty() && params.getNumOccurrences() == 0)
     return std::string("--params or a model file is required (total "
                        "parameters S)");
+  // JSON strings are UTF-8; a Linux path may be any bytes.
+  if (outputFormat == "json")
+    if (std::optional<size_t> bad = ::zero::findInvalidUTF8(inputFile))
+      return ::zero::describeInvalidUTF8("the model file's path ", inputFile,
+                                         *bad) +
+             " (--format json writes it as model_file; rename the file or "
+             "use --format text)";
   if (params.getNumOccurrences() && (params <= 0 || params > kMaxParams))
     return "--params must be between 1 and " + std::to_string(kMaxParams) +
            " (got " + std::to_string(params) + ")";

@@ -16,6 +16,7 @@
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/InitAll.h"
 #include "zero/Support/ModelFile.h"
+#include "zero/Support/UTF8.h"
 #include "zero/Tuning/Tuner.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -354,6 +355,10 @@ int main(int argc, char **argv) {
   if (!nvmePath.empty() && *offloadTier != OffloadDevice::nvme)
     return fail("--nvme-path is for --offload=nvme, and the offload is " +
                 offload);
+  if (std::optional<size_t> bad = ::zero::findInvalidUTF8(nvmePath))
+    return fail(::zero::describeInvalidUTF8("--nvme-path ", nvmePath, *bad) +
+                " (it goes into ds_config.json's nvme_path, and JSON is "
+                "UTF-8)");
   std::optional<int64_t> hostBytes;
   if (hostBudget.getNumOccurrences()) {
     if (*offloadTier == OffloadDevice::none)

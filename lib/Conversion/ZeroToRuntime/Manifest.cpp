@@ -15,6 +15,7 @@
 #include "zero/Dialect/Zero/Analysis/Report.h"
 
 #include "zero/Interfaces/IndexOperandOpInterface.h"
+#include "zero/Support/UTF8.h"
 #include "zero_rt/manifest.h"
 #include "zero_rt/program.h"
 
@@ -46,6 +47,20 @@ Object toJson(const manifest::BufferMap &v) {
     if (v[k])
       o[zrt::kBufferNames[k]] = *v[k];
   return o;
+}
+
+/// The manifest's first string that is not UTF-8, if any. Its strings come
+/// from verified IR, whose verifiers refuse names and paths that are not
+/// UTF-8 (zero/Support/UTF8.h); should one slip through, it is noted here
+/// rather than handed to llvm::json, which asserts, and buildManifest fails.
+thread_local std::optional<std::string> invalidString;
+
+Value toJson(const std::string &v) {
+  if (!::zero::findInvalidUTF8(v))
+    return Value(v);
+  if (!invalidString)
+    invalidString = v;
+  return Value(llvm::json::fixUTF8(v));
 }
 
 template <typename T>
@@ -365,9 +380,17 @@ FailureOr<std::string> Lowering::buildManifest() {
 
   // The hash covers the manifest and the schedule itself, so executables
   // compiled from different schedules refuse to run together.
+  invalidString.reset();
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(toJson(m));
+  if (invalidString) {
+    std::optional<size_t> bad = ::zero::findInvalidUTF8(*invalidString);
+    return step.emitOpError()
+           << ::zero::describeInvalidUTF8("the manifest's string ",
+                                          *invalidString, *bad)
+           << " (JSON is UTF-8)";
+  }
   std::string ir;
   llvm::raw_string_ostream irs(ir);
   step->print(irs, OpPrintingFlags().elideLargeElementsAttrs());

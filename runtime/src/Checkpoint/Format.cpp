@@ -135,6 +135,9 @@ std::string zrt::packRankFile(
 // manifest.json
 //===----------------------------------------------------------------------===//
 
+// The checkpoint files' strings are names from the program's manifest or a
+// checkpoint's, both parsed JSON and so UTF-8 (dump() throws on anything
+// else); no path of the command line goes into them.
 std::string zrt::sealManifest(nlohmann::json manifest) {
   manifest.erase(kManifestCrcKey);
   std::string body = manifest.dump();

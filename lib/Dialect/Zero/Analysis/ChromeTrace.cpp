@@ -64,6 +64,7 @@ void mlir::zero::writeChromeTrace(const StepTimeline &timeline,
         if (llvm::any_of(timeline.events,
                          [](const TimelineEvent &e) { return e.stream == 3; }))
           metadata("thread_name", rank, 3, "NVMe swap file I/O");
+        // Event names are op names and verified (UTF-8) symbols.
         for (const TimelineEvent &e : timeline.events) {
           j.object([&] {
             j.attribute("name", e.name);

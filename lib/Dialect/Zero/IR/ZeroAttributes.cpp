@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Support/UTF8.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -229,11 +230,19 @@ LogicalResult HfModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!tied)
     return success();
   for (NamedAttribute entry : tied) {
+    if (failed(::zero::checkUTF8(emitError, "tied name ",
+                                 entry.getName().getValue(),
+                                 "it goes into the program's JSON manifest")))
+      return failure();
     auto target = dyn_cast<StringAttr>(entry.getValue());
     if (!target)
       return emitError() << "tied name '" << entry.getName().getValue()
                          << "' must map to a parameter name (a string), got "
                          << entry.getValue();
+    if (failed(::zero::checkUTF8(emitError, "tied name's parameter ",
+                                 target.getValue(),
+                                 "it goes into the program's JSON manifest")))
+      return failure();
     if (target == entry.getName())
       return emitError() << "tied name '" << target.getValue()
                          << "' maps to itself";
@@ -250,6 +259,11 @@ LogicalResult PeftAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << llvm::toString(parsed.takeError());
   if (!parsed->getAsObject())
     return emitError() << "config must be a JSON object (adapter_config.json)";
+  // The names go into the program's JSON manifest, its checkpoints and the
+  // exported adapters' safetensors header.
+  StringRef why = "names go into the program's JSON manifest";
+  if (failed(::zero::checkUTF8(emitError, "prefix ", prefix, why)))
+    return failure();
   // Each parameter adapted once, and each key written once.
   llvm::StringSet<> params, adapterKeys, mergedKeys;
   for (Attribute layer : layers) {
@@ -257,6 +271,14 @@ LogicalResult PeftAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (!lora)
       return emitError() << "layers must be #zero.lora attributes, got "
                          << layer;
+    for (auto [value, what] : {std::pair{lora.getBase(), "a layer's base "},
+                               {lora.getA(), "a layer's a "},
+                               {lora.getB(), "a layer's b "},
+                               {lora.getMergedKey(), "a layer's merged_key "},
+                               {lora.getAKey(), "a layer's a_key "},
+                               {lora.getBKey(), "a layer's b_key "}})
+      if (failed(::zero::checkUTF8(emitError, what, value, why)))
+        return failure();
     StringRef base = lora.getBase(), a = lora.getA(), b = lora.getB();
     if (base.empty() || a.empty() || b.empty() || base == a || base == b ||
         a == b)
@@ -291,6 +313,12 @@ LogicalResult OffloadAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   int64_t bufferSize, StringRef paramNvmePath,
                                   int64_t paramBufferCount,
                                   int64_t paramBufferSize) {
+  for (auto [path, what] :
+       {std::pair{nvmePath, "nvme_path "}, {paramNvmePath, "param_nvme_path "}})
+    if (failed(::zero::checkUTF8(emitError, what, path,
+                                 "the path goes into the program's JSON "
+                                 "manifest")))
+      return failure();
   bool nvme = optimizer == OffloadDevice::nvme;
   if (nvme && nvmePath.empty())
     return emitError() << "optimizer offload to nvme needs an nvme_path";

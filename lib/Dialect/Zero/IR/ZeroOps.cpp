@@ -5,13 +5,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Support/UTF8.h"
 #include "zero_rt/quantize.h"
 #include "zero_rt/topology.h"
 
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/Support/JSON.h"
 
 #include <cmath>
 #include <limits>
@@ -39,12 +39,9 @@ static FailureOr<ParamOp> lookupParam(OpT op, SymbolTableCollection &tables,
 /// trace, which are UTF-8.
 template <typename OpT>
 static LogicalResult verifyUTF8Name(OpT op) {
-  if (!llvm::json::isUTF8(op.getSymName()))
-    return op.emitOpError("name @\"")
-           << llvm::json::fixUTF8(op.getSymName())
-           << "\" is not valid UTF-8 (names go into the JSON manifest and "
-              "reports)";
-  return success();
+  return ::zero::checkUTF8([&] { return op.emitOpError(); }, "name @",
+                           op.getSymName(),
+                           "names go into the JSON manifest and reports");
 }
 
 //===----------------------------------------------------------------------===//

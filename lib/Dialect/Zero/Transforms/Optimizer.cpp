@@ -9,6 +9,7 @@
 #include "ScheduleUtils.h"
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/Transforms/LrSchedule.h"
+#include "zero/Support/UTF8.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -175,6 +176,12 @@ struct ZeroOptimizerPass
     if (failed(optimizer) || failed(param))
       return failure();
     requestedParam = *param;
+    // Named here by its option; the attribute's verifier would name
+    // nvme_path.
+    if (failed(::zero::checkUTF8(fail, "nvme-path ", nvmePath.getValue(),
+                                 "the path goes into the program's JSON "
+                                 "manifest")))
+      return failure();
     // nvme-path also names the parameters' swap folder (zero-param-gather's
     // default), so it only belongs to the optimizer when that is on nvme.
     StringRef path = *optimizer == OffloadDevice::nvme

@@ -7,6 +7,7 @@
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 
 #include "ScheduleUtils.h"
+#include "zero/Support/UTF8.h"
 
 #include "llvm/ADT/MapVector.h"
 
@@ -511,6 +512,10 @@ struct ZeroParamGatherPass
     StringRef path = nvme ? StringRef(paramNvmePath.getValue()) : StringRef();
     if (nvme && path.empty())
       path = nvmePath;
+    if (failed(::zero::checkUTF8(
+            fail, paramNvmePath.empty() ? "nvme-path " : "param-nvme-path ",
+            path, "the path goes into the program's JSON manifest")))
+      return failure();
     OffloadAttr attr = OffloadAttr::getChecked(
         [&] { return fail(); }, &getContext(), old.getOptimizer(), *device,
         old.getNvmePath(), old.getBufferCount(), old.getBufferSize(), path,
