@@ -41,7 +41,10 @@ directory (test/Docs runs three) reruns only what changed.
 
 Beyond the rewrite, the check fails when a number in the prose is neither
 generated nor inside a claim, and when the page's table of JSON keys and the
-keys of the JSON report differ.
+keys of the JSON reports differ: every report has every key of the table
+(one under a null object, `fit` without device memory, counts as present)
+and no other. --keys checks JSON report files against the table the same
+way, running nothing.
 """
 
 import argparse
@@ -370,7 +373,8 @@ def expand(text, runner):
         problems.append("%s: a marker without its <!--/-->" %
                         where(text, m.start()))
     problems += unchecked_numbers(text)
-    problems += key_table(text, [r.json for r in runs if r.is_zero_report])
+    problems += key_table(text, [(r.name, r.json) for r in runs
+                                 if r.is_zero_report])
     return text, problems
 
 
@@ -390,63 +394,105 @@ def unchecked_numbers(text):
 
 
 def key_table(text, reports):
-    """The table headed `| JSON key | meaning |` names every key of the JSON
-    report and no other."""
+    """The table headed `| JSON key | meaning |` names the keys every JSON
+    report has, and no other: `reports` is a list of (name, JSON object).
+    A key under a null object (`fit` without device memory) is present."""
     m = re.search(r"^\| JSON key \| meaning \|\n\|---\|---\|\n((?:\|.*\n)+)",
                   text, re.M)
     if not m:
         return ["%s: no '| JSON key | meaning |' table" % show(DOC_PATH)]
+    at = where(text, m.start())
     rows = []
     for line in m.group(1).splitlines():
         cells = line.strip("|").split("|", 1)
         keys = re.findall(r"`([^`]+)`", cells[0])
         rows.append((keys, set(re.findall(r"`(\w+)`", cells[1]))))
-    problems, seen = [], set()
+    problems = []
+    listed = {k for keys, _ in rows for k in keys}
+    missing = object()
 
     def lookup(doc, path):
         for part in path.split("."):
-            if not isinstance(doc, dict) or part not in doc:
+            if doc is None:
                 return None
+            if not isinstance(doc, dict) or part not in doc:
+                return missing
             doc = doc[part]
         return doc
 
-    listed = {k for keys, _ in rows for k in keys}
-    for keys, meaning in rows:
-        for k in keys:
-            found = [lookup(r, k) for r in reports]
-            if all(f is None for f in found):
-                problems.append("%s: the table lists `%s`, which the JSON "
-                                "report does not have" % (
-                                    where(text, m.start()), k))
-                continue
-            seen.add(k)
-            obj = next(f for f in found if f is not None)
-            # An object described in one row names its keys in the meaning.
-            if isinstance(obj, dict) and k not in MAP_KEYS and \
-                    not any(x.startswith(k + ".") for x in listed):
-                if meaning != set(obj):
-                    problems.append("%s: the row of `%s` names %s; the JSON "
-                                    "object has %s" % (
-                                        where(text, m.start()), k,
-                                        sorted(meaning), sorted(obj)))
-                seen.update(k + "." + x for x in obj)
+    def parent_listed(path):
+        return any(x.startswith(path + ".") for x in listed)
 
-    def walk(doc, prefix):
+    def walk(doc, prefix, seen):
         for key, v in doc.items():
             path = prefix + key
             if path in seen or path in MAP_KEYS:
                 continue
-            if isinstance(v, dict) and any(
-                    x.startswith(path + ".") for x in listed):
-                walk(v, path + ".")
-            else:
+            if isinstance(v, dict) and parent_listed(path):
+                yield from walk(v, path + ".", seen)
+            elif v is not None or not parent_listed(path):
                 yield path
 
-    missing = sorted({p for r in reports for p in walk(r, "")})
-    for p in missing:
+    undocumented = {}
+    for keys, meaning in rows:
+        for k in keys:
+            found = [(name, lookup(r, k)) for name, r in reports]
+            lacking = [name for name, f in found if f is missing]
+            if reports and len(lacking) == len(reports):
+                problems.append("%s: the table lists `%s`, which the JSON "
+                                "report does not have" % (at, k))
+                continue
+            if lacking:
+                problems.append("%s: the table lists `%s`, which the JSON "
+                                "report%s of %s lack%s" % (
+                                    at, k, "s" if len(lacking) > 1 else "",
+                                    ", ".join(lacking[:3]) + (
+                                        " and %d more" % (len(lacking) - 3)
+                                        if len(lacking) > 3 else ""),
+                                    "" if len(lacking) > 1 else "s"))
+            # An object described in one row names its keys in the meaning.
+            if k in MAP_KEYS or parent_listed(k):
+                continue
+            for name, obj in found:
+                if isinstance(obj, dict) and meaning != set(obj):
+                    problems.append("%s: the row of `%s` names %s; the JSON "
+                                    "object of %s has %s" % (
+                                        at, k, sorted(meaning), name,
+                                        sorted(obj)))
+                    break
+    for name, r in reports:
+        # The keys of a row's object are its own.
+        seen = set(listed)
+        for keys, _ in rows:
+            for k in keys:
+                obj = lookup(r, k)
+                if isinstance(obj, dict) and k not in MAP_KEYS and \
+                        not parent_listed(k):
+                    seen.update(k + "." + x for x in obj)
+        for p in walk(r, "", seen):
+            undocumented.setdefault(p, name)
+    for p in sorted(undocumented):
         problems.append("%s: the JSON report's key `%s` is not in the table" %
-                        (where(text, m.start()), p))
+                        (at, p))
     return problems
+
+
+def check_keys(paths):
+    """Each JSON report file has every key of the page's table and no
+    other; the problems found."""
+    with open(DOC_PATH) as f:
+        text = f.read()
+    reports = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                report = json.load(f)
+        except (OSError, ValueError) as e:
+            return ["%s: not a JSON report: %s" % (show(path), e)]
+        if not isinstance(report, dict):
+            return ["%s: not a JSON report: not an object" % show(path)]
+        reports.append((show(path), report))
+    return key_table(text, reports)
 
 
 def main():
@@ -463,8 +509,23 @@ def main():
                    help="the page (default: docs/Report.md)")
     p.add_argument("--workdir", help="scratch directory for the model files "
                    "(default: a temporary one)")
+    p.add_argument("--keys", nargs="+", metavar="REPORT.json",
+                   help="run nothing; exit 1 unless each JSON report (zero-opt "
+                        "--zero-report=format=json) has every key of the "
+                        "page's table and no other")
     args = p.parse_args()
     DOC_PATH = args.doc
+    if args.keys:
+        problems = check_keys(args.keys)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
+            print("%d problem(s) between the JSON reports and the key table "
+                  "of %s" % (len(problems), show(args.doc)), file=sys.stderr)
+            return 1
+        print("%d report(s) have every key of %s's table and no other" % (
+            len(args.keys), show(args.doc)))
+        return 0
     with open(args.doc) as f:
         old = f.read()
     regen = "python3 scripts/update-report-doc.py"

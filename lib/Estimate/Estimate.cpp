@@ -434,12 +434,10 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
 
 /// The per-link traffic of plain ZeRO at `stage` (Estimate::traffic): the
 /// model states' collectives over `elements` (S' or S) in even parts, as the
-/// report counts them with zrt_collective_link_bytes for rank 0; none on
-/// one node. False when a count overflows int64.
+/// report counts them with zrt_collective_link_bytes for rank 0; on one
+/// node every byte within it. False when a count overflows int64.
 static bool computeTraffic(Estimate &e, int64_t stage, int64_t elements,
                            int64_t ranksPerNode, int64_t nodes) {
-  if (nodes <= 1 || e.n <= 1)
-    return true;
   // Rank 0's parts with even parts of `elements`: its own, and those of the
   // members of its local index (ranks 0, K, 2K, ...), the larger parts
   // going to the first `elements % n` ranks.
@@ -907,7 +905,7 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   // largest item.
   const mlir::zero::HardwarePreset *hw =
       hardware.empty() ? nullptr : mlir::zero::lookupHardwarePreset(hardware);
-  if (hw && !e.traffic.empty()) {
+  if (hw && nodes > 1) {
     mlir::zero::HardwarePreset rates = *hw;
     std::string error;
     if (failed(mlir::zero::applyInterNodeBandwidth(
@@ -1104,7 +1102,7 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
        << ", not activations:\n";
     mlir::zero::printFitVerdict(*e.fit, os);
   }
-  if (!e.traffic.empty()) {
+  if (options.nodes > 1) {
     os << "\nper-link traffic of rank 0 per step (" << options.nodes
        << " nodes of K = " << options.gpusPerNode << " GPUs, n = " << e.n
        << "; each collective within the node and across nodes as "
@@ -1170,12 +1168,9 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       j.attribute("allgather_bucket_size", options.allgatherBucketSize);
       j.attribute("prefetch_bucket_size", options.prefetchBucketSize);
       j.attribute("overlap_comm", options.overlapComm);
-      // Only for a model with frozen parameters: the keys of other
-      // estimates stay as they were.
-      if (model && model->frozenParams > 0) {
-        j.attribute("trainable_params", e.s - model->frozenParams);
-        j.attribute("frozen_params", model->frozenParams);
-      }
+      int64_t frozen = model ? model->frozenParams : 0;
+      j.attribute("trainable_params", e.s - frozen);
+      j.attribute("frozen_params", frozen);
       j.attribute("padded_params", e.sPadded);
       j.attribute("padded_largest_layer_params", e.lPadded);
       // UTF-8: zero-estimate refuses --format json for another path (the
@@ -1278,26 +1273,25 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       });
     else
       j.attribute("fit", nullptr);
-    // Only across nodes: the keys of one-node estimates stay as they were.
-    if (!e.traffic.empty())
-      j.attributeObject("traffic", [&] {
-        j.attribute("ranks_per_node", options.gpusPerNode);
-        j.attribute("nodes", options.nodes);
-        j.attribute("intra_node_bytes", e.trafficIntraBytes);
-        j.attribute("inter_node_bytes", e.trafficInterBytes);
-        j.attribute("inter_node_bytes_per_s", e.trafficInterBandwidth);
-        j.attribute("inter_node_ms", e.trafficInterSeconds * 1e3);
-        j.attributeObject("by_kind", [&] {
-          for (const LinkTraffic &t : e.traffic)
-            j.attributeObject(t.kind, [&] {
-              j.attribute("count", t.count);
-              j.attribute("intra_node_formula", t.intraFormula);
-              j.attribute("intra_node_bytes", t.intraBytes);
-              j.attribute("inter_node_formula", t.interFormula);
-              j.attribute("inter_node_bytes", t.interBytes);
-            });
-        });
+    // On one node too, every byte within it: the keys stay the same.
+    j.attributeObject("traffic", [&] {
+      j.attribute("ranks_per_node", options.gpusPerNode);
+      j.attribute("nodes", options.nodes);
+      j.attribute("intra_node_bytes", e.trafficIntraBytes);
+      j.attribute("inter_node_bytes", e.trafficInterBytes);
+      j.attribute("inter_node_bytes_per_s", e.trafficInterBandwidth);
+      j.attribute("inter_node_ms", e.trafficInterSeconds * 1e3);
+      j.attributeObject("by_kind", [&] {
+        for (const LinkTraffic &t : e.traffic)
+          j.attributeObject(t.kind, [&] {
+            j.attribute("count", t.count);
+            j.attribute("intra_node_formula", t.intraFormula);
+            j.attribute("intra_node_bytes", t.intraBytes);
+            j.attribute("inter_node_formula", t.interFormula);
+            j.attribute("inter_node_bytes", t.interBytes);
+          });
       });
+    });
     // Only with --zeropp: the keys of other estimates stay as they were.
     if (model && !model->zeropp.empty())
       j.attributeArray("zeropp", [&] {

@@ -175,8 +175,8 @@ struct Estimate {
   std::optional<Line> offloadParamDevice;
   int64_t offloadParamDeviceBytes = 0;
   llvm::SmallVector<std::string> differences;
-  /// With more than one node: the per-link traffic of the stage's
-  /// collectives, by kind.
+  /// The per-link traffic of the stage's collectives, by kind (on one node
+  /// all within it; the text prints it only across nodes).
   llvm::SmallVector<LinkTraffic> traffic;
   int64_t trafficIntraBytes = 0, trafficInterBytes = 0;
   /// With --hardware (a preset with a network between nodes): the bytes/s

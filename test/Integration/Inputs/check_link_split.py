@@ -107,8 +107,14 @@ def main():
             assert inter > 0 and intra > 0, where
             assert comm["bytes_per_rank"] == intra + inter, where
             assert one["comm"]["bytes_per_rank"] == intra + inter, where
-            assert "intra_node_bytes_per_rank" not in one["comm"], where
+            # On one node the same keys: every byte within the node.
+            assert one["comm"]["intra_node_bytes_per_rank"] == intra + inter, \
+                where
+            assert one["comm"]["inter_node_bytes_per_rank"] == 0, where
+            assert all(v["inter_node"] == 0
+                       for v in one["comm"]["bytes_by_kind"].values()), where
             assert rep["ranks_per_node"] == PER_NODE, where
+            assert one["ranks_per_node"] == RANKS, where
             checked += 1
     print("checked %d configurations" % checked)
 

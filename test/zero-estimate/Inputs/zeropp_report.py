@@ -26,7 +26,7 @@ for row in rows:
     ours = row["ours"]
     want = {
         "model_state_bytes": report["model_state_bytes"],
-        "hpz_secondary_bytes": report.get("hpz_secondary_bytes", 0),
+        "hpz_secondary_bytes": report["hpz_secondary_bytes"],
         "peak_bytes": report["peak_bytes"],
         "intra_node_bytes_per_rank":
             report["comm"]["intra_node_bytes_per_rank"],

@@ -19,8 +19,6 @@ import sys
 
 best = json.load(open(sys.argv[1]))[0]
 report = json.load(open(sys.argv[2]))
-# zero-report leaves out a recompute time of 0.
-report.setdefault("recompute_ms", 0)
 keys = ["peak_bytes", "predicted_step_ms", "exposed_comm_ms", "recompute_ms",
         "stage", "gradient_accumulation_steps"]
 # Searched with --offload: the offload's bytes and transfers too.

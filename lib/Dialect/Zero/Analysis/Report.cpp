@@ -387,38 +387,33 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"nvme_param_swap_buffer_bytes", r.paramSwapBytes},
       {"nvme_read_bytes_per_s", r.nvmeReadBandwidth},
       {"nvme_write_bytes_per_s", r.nvmeWriteBandwidth},
-      {"comm", llvm::json::Object{{"volume_elements", r.volumeElements},
-                                  {"constant_volume_elements",
-                                   r.constantVolumeElements},
-                                  {"bytes_per_rank", r.bytesPerRank},
-                                  {"collectives", std::move(collectives)}}},
+      // On one node every byte stays within it: the split is all intra-node.
+      {"comm",
+       llvm::json::Object{
+           {"volume_elements", r.volumeElements},
+           {"constant_volume_elements", r.constantVolumeElements},
+           {"bytes_per_rank", r.bytesPerRank},
+           {"intra_node_bytes_per_rank", r.intraNodeBytesPerRank},
+           {"inter_node_bytes_per_rank", r.interNodeBytesPerRank},
+           {"bytes_by_kind", std::move(bytesByKind)},
+           {"collectives", std::move(collectives)}}},
       {"hardware", r.hardware},
       {"predicted_step_ms", r.predictedStepMs},
       {"exposed_comm_ms", r.exposedCommMs},
       {"exposed_transfer_ms", r.exposedTransferMs},
+      {"recompute_ms", r.recomputeMs},
+      // Every key in every report, whatever the topology and options: the
+      // values DeepSpeed's defaults mean where a feature is off (hpZ over 1
+      // rank, no MiCS shard group, no vocabulary padding).
+      {"ranks_per_node", r.ranksPerNode},
+      {"hpz_partition_size", r.hpzPartitionSize},
+      {"hpz_secondary_bytes", r.hpzSecondaryBytes},
+      {"mics_shard_size", r.micsShardSize},
+      {"vocab_padding",
+       llvm::json::Object{{"rows", r.vocabPaddingRows},
+                          {"elements", r.vocabPaddingElements},
+                          {"model_state_bytes", r.vocabPaddingBytes}}},
   };
-  if (r.recomputeMs > 0)
-    json["recompute_ms"] = r.recomputeMs;
-  // Across nodes, the split of the bytes between the links within a node
-  // and those between nodes (on one node every byte stays within it).
-  if (r.ranksPerNode < r.worldSize) {
-    json["ranks_per_node"] = r.ranksPerNode;
-    llvm::json::Object *comm = json.getObject("comm");
-    (*comm)["intra_node_bytes_per_rank"] = r.intraNodeBytesPerRank;
-    (*comm)["inter_node_bytes_per_rank"] = r.interNodeBytesPerRank;
-    (*comm)["bytes_by_kind"] = std::move(bytesByKind);
-  }
-  if (r.hpzPartitionSize > 1)
-    json["hpz_partition_size"] = r.hpzPartitionSize;
-  if (r.hpzSecondaryBytes > 0)
-    json["hpz_secondary_bytes"] = r.hpzSecondaryBytes;
-  if (r.micsShardSize > 0)
-    json["mics_shard_size"] = r.micsShardSize;
-  if (r.vocabPaddingRows > 0)
-    json["vocab_padding"] =
-        llvm::json::Object{{"rows", r.vocabPaddingRows},
-                           {"elements", r.vocabPaddingElements},
-                           {"model_state_bytes", r.vocabPaddingBytes}};
   return json;
 }
 

@@ -137,11 +137,18 @@ zero.train_step @stage3(%x: tensor<4x4xbf16>)
 // -----
 
 // One node (ranks_per_node equal to the world size, as the default 0): the
-// report has no split, every byte staying within the node.
+// same keys, every byte staying within the node.
 // CHECK-LABEL: "comm": {
+// CHECK-NEXT:    "bytes_by_kind": {
+// CHECK-NEXT:      "all_reduce": {
+// CHECK-NEXT:        "inter_node": 0,
+// CHECK-NEXT:        "intra_node": 3145728
+// CHECK-NEXT:      }
+// CHECK-NEXT:    },
 // CHECK-NEXT:    "bytes_per_rank": 3145728,
-// CHECK-NEXT:    "collectives": {
-// CHECK-NOT:   _node
+// CHECK:         "inter_node_bytes_per_rank": 0,
+// CHECK-NEXT:    "intra_node_bytes_per_rank": 3145728,
+// CHECK:       "ranks_per_node": 4,
 // CHECK:       "world_size": 4
 // TEXT-LABEL: ZeRO stage 0 on 4 ranks
 // TEXT:       3145728 bytes sent by rank 0 per step

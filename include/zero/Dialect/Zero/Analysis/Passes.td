@@ -151,7 +151,9 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     between the links within a node and those between nodes, per kind too
     (`zero_rt/topology.h`'s two-level collectives), and the cost model
     prices the cross-node level at the preset's inter-node fabric, whose
-    line rate `inter-node-bandwidth` overrides.
+    line rate `inter-node-bandwidth` overrides. The JSON has the same keys
+    whatever the topology and options (on one node every byte within it, a
+    feature that is off at its neutral value; `docs/Report.md` lists them).
   }];
   let options = [
     Option<"out", "out", "std::string", /*default=*/"\"-\"",

@@ -51,9 +51,9 @@ struct StepReport {
   /// MiCS: the ranks of a shard group, which the model states are
   /// partitioned over (0 without MiCS).
   int64_t micsShardSize = 0;
-  /// hpZ: the ranks of an hpZ group, which hold the secondary shards (0 or
-  /// 1 without hpZ).
-  int64_t hpzPartitionSize = 0;
+  /// hpZ: the ranks of an hpZ group, which hold the secondary shards (1
+  /// without hpZ, DeepSpeed's default).
+  int64_t hpzPartitionSize = 1;
   /// Ranks on one node (the world size on one node).
   int64_t ranksPerNode = 1;
   int64_t paramCount = 0, paddedParamCount = 0, paramTensors = 0,
