@@ -342,12 +342,11 @@ def cmd_pad_vocab(args):
             base_name, base = runs["0"]
             name, log = runs[args.multiple]
             compare_steps(base, log, what + ", padded", 1e-6)
-            if open(base_name + ".safetensors", "rb").read() != \
-                    open(name + ".safetensors", "rb").read():
-                fail("%s: the padded run's exported weights differ from the "
-                     "unpadded run's" % what)
-            print("%s: %d steps bitwise equal padded to %s; exports equal" %
-                  (what, len(log), args.multiple))
+            same = files_equal_or_close(
+                [base_name + ".safetensors", name + ".safetensors"],
+                args.padded_atol, what + ": the padded run's exported weights")
+            print("%s: %d steps bitwise equal padded to %s; exports %s" %
+                  (what, len(log), args.multiple, same))
             # Resume the padded run's checkpoint halfway; start the padded
             # program from the unpadded export.
             half = args.steps // 2
@@ -387,12 +386,52 @@ def cmd_pad_vocab(args):
             run([args.ckpt_tool, "consolidate", name + "_resharded", "-o",
                  name + "_resharded.safetensors", "--optimizer-states"])
             files.append(name + "_resharded.safetensors")
-            data = [open(f, "rb").read() for f in files]
-            if data[1] != data[0] or data[2] != data[0]:
-                fail("%s: the padded checkpoint consolidates (or reshards) to "
-                     "other weights than the unpadded one" % what)
-            print("%s: consolidated checkpoints equal, resharded too" % what)
+            same = files_equal_or_close(
+                files, args.padded_atol, what + ": the padded checkpoint "
+                "consolidated (and resharded)")
+            if open(files[1], "rb").read() != open(files[2], "rb").read():
+                fail("%s: the padded checkpoint reshards to other weights "
+                     "than it consolidates to" % what)
+            print("%s: consolidated checkpoints %s, resharded too" %
+                  (what, same))
     print("OK")
+
+
+def files_equal_or_close(files, atol, what):
+    """'equal' when the safetensors files are the same bytes; else every
+    tensor of each within atol of the first file's, same names and shapes
+    ('within ATOL'), or fails. The padded programs' GEMMs have other
+    extents than the unpadded ones (a table of 256 rows, not 200), and
+    whether sgemm rounds a row or column the same at both extents depends on
+    the BLAS kernel the CPU gets: OpenBLAS's Cooper Lake kernels do, its
+    Haswell kernels (AMD Zen's) do not; Adam's normalised steps then carry
+    those last-bit gradient differences into the weights."""
+    data = [open(f, "rb").read() for f in files]
+    if all(d == data[0] for d in data):
+        return "equal"
+    _, ref, ref_data = read_safetensors(files[0])
+    for f in files[1:]:
+        _, header, blob = read_safetensors(f)
+        if sorted(header) != sorted(ref):
+            fail("%s: %s holds other tensors than %s" % (what, f, files[0]))
+        for key, info in ref.items():
+            got = header[key]
+            if got["shape"] != info["shape"] or got["dtype"] != info["dtype"]:
+                fail("%s: %s: %r, %r in %s" % (what, key, got, info, files[0]))
+            fmt = {"F32": "f", "F64": "d"}.get(info["dtype"])
+            if fmt is None:
+                fail("%s: %s: dtype %s not compared" % (what, key,
+                                                        info["dtype"]))
+            a = ref_data[info["data_offsets"][0]:info["data_offsets"][1]]
+            b = blob[got["data_offsets"][0]:got["data_offsets"][1]]
+            n = len(a) // struct.calcsize(fmt)
+            worst = max((abs(x - y) for x, y in zip(
+                struct.unpack("<%d%s" % (n, fmt), a),
+                struct.unpack("<%d%s" % (n, fmt), b))), default=0.0)
+            if not worst <= atol:
+                fail("%s: %s differs by %g, more than %g" % (what, key, worst,
+                                                             atol))
+    return "within %g (not bitwise: this BLAS kernel)" % atol
 
 
 def compare_steps(ref, log, what, norm_rtol=0.0):
@@ -1692,6 +1731,9 @@ def main():
     s.add_argument("--stages", default="0,3")
     s.add_argument("--worlds", default="1,2")
     s.add_argument("--multiple", default="128")
+    # Where the BLAS kernel rounds the padded GEMMs differently: 2.4e-6 was
+    # the largest weight difference seen after 6 steps (AMD Zen).
+    s.add_argument("--padded-atol", type=float, default=1e-5)
     s.add_argument("--ckpt-tool", default="zero-ckpt")
     s.add_argument("--steps", type=int, default=6)
     s.add_argument("--compile-args", default="")
