@@ -389,8 +389,8 @@ def _no_kv_cache(module, tracer):
     try:
         for c, _ in configs.values():
             c.use_cache = False
-        if cache is not None:
-            for name in ("__init__", "update"):
+        for name in ("__init__", "update"):
+            if cache is not None and name in cache.__dict__:
                 saved[name] = cache.__dict__[name]
                 setattr(cache, name, refuse(name))
         yield
