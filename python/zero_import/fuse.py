@@ -9,7 +9,9 @@ die and are pruned. What no pattern takes stays a pseudo op, and
              (x * x for x ** 2, either operand order, float casts; w a
              parameter or computed from one, as Gemma's (1 + w))
   rope       x * cos + rotate_half(x) * sin, rotate_half(x) =
-             cat(-x[..., h:], x[..., :h]), cos/sin Hugging Face's tables
+             cat(-x[..., h:], x[..., :h]), cos/sin Hugging Face's tables;
+             of a partial rotary embedding (x[..., :r] rotated,
+             x[..., r:] passed through) the slices left become nn.split
   attention  softmax(q @ k^T * s [masked causally]) @ v, the mask a
              masked_fill with -inf above the diagonal or an added table
              with -inf (or the dtype's min) there; k and v repeated per
@@ -208,6 +210,47 @@ def fuse_rope(g):
             break
 
 
+# -- slices ------------------------------------------------------------------
+
+
+def lower_slices(g):
+    """The slices a pattern did not take (the part of each head a partial
+    rotary embedding passes through, x[..., r:], beside x[..., :r]) as
+    nn.split: the slices of one tensor along one axis cut it once, at their
+    bounds, and each is its part, or the concatenation of its parts. A
+    part no slice reads gets a zero gradient, as a slice's backward
+    scatters into zeros."""
+    groups = {}
+    for op in g.ops:
+        if op.kind == "slice":
+            key = (id(op.operands[0]), op.attrs["axis"])
+            groups.setdefault(key, []).append(op)
+    for ops in groups.values():
+        x, axis = ops[0].operands[0], ops[0].attrs["axis"]
+        for op in ops:
+            if op.attrs["start"] >= op.attrs["stop"]:
+                op.where.fail("an empty slice has no equivalent")
+        cuts = sorted({0, x.shape[axis]} |
+                      {op.attrs[k] for op in ops for k in ("start", "stop")})
+        shapes = [x.shape[:axis] + (b - a,) + x.shape[axis + 1:]
+                  for a, b in zip(cuts, cuts[1:])]
+        split = g.emit("split", [x], {"axis": axis},
+                       [(s, x.dtype) for s in shapes], ops[0].where)
+        g.ops.remove(split)
+        g.ops.insert(g.ops.index(ops[0]), split)
+        for op in ops:
+            parts = split.results[cuts.index(op.attrs["start"]):
+                                  cuts.index(op.attrs["stop"])]
+            if len(parts) == 1:
+                g.replace_uses(op.results[0], parts[0])
+                continue
+            cat = g.emit("concat", parts, {"axis": axis},
+                         [(op.results[0].shape, x.dtype)], op.where)
+            g.ops.remove(cat)
+            g.ops.insert(g.ops.index(op), cat)
+            g.replace_uses(op.results[0], cat.results[0])
+
+
 # -- attention ---------------------------------------------------------------
 
 
@@ -404,7 +447,6 @@ _WHAT = {
                  "mask of an attention)",
     "masked_fill": "masked_fill (recognised as the causal mask of an "
                    "attention)",
-    "slice": "a slice (recognised in rotate_half of a rotary embedding)",
     "expand": "expand (recognised in repeat_kv before an attention)",
     "repeat_heads": "repeat_interleave (recognised before an attention)",
     "mul_bcast": "a product broadcasting both operands (nn.mul broadcasts "
@@ -429,6 +471,8 @@ def fuse_all(g, roots):
     g.prune(roots)
     fuse_rms_norm(g)
     fuse_rope(g)
+    g.prune(roots)
+    lower_slices(g)
     g.prune(roots)
     fuse_attention(g)
     g.prune(roots)

@@ -87,6 +87,34 @@ class Graph:
         # which the module's zero.peft records (lora.py); None otherwise.
         self.peft = None
 
+    def rename_params(self, names):
+        """Each parameter `old` in `names` renamed names[old], wherever the
+        step names it (the declarations, the reads, the tied names of
+        #zero.hf_model and the layers of #zero.peft)."""
+        if not names:
+            return
+
+        def new(name):
+            return names.get(name, name)
+        self.params = [(new(n), shape, init) for n, shape, init in self.params]
+        self.compute = {new(n): t for n, t in self.compute.items()}
+        self.frozen = {new(n) for n in self.frozen}
+        for op in self.ops:
+            for sym in op.operands:
+                if sym.param is not None:
+                    sym.param = new(sym.param)
+        if self.hf_model is not None:
+            config, tied = self.hf_model
+            self.hf_model = (config, {new(a): new(p) for a, p in
+                                      tied.items()})
+        if self.peft is not None:
+            config, prefix, layers = self.peft
+            for layer in layers:
+                for k in ("base", "a", "b"):
+                    layer[k] = new(layer[k])
+                layer["merged_key"] = layer["base"][len(prefix):].replace(
+                    ".base_layer.", ".")
+
     def emit(self, kind, operands, attrs, result_types, where):
         op = Op(kind, operands, attrs, where)
         for shape, dtype in result_types:

@@ -3,10 +3,10 @@
 The directory holds `config.json` and, optionally, the weights as
 `model.safetensors` or as shards listed by `model.safetensors.index.json`.
 The model is transformers' own class for the config (its `architectures`,
-else the causal-LM class of its `model_type`), built in float32 with
-`use_cache=False` (transformers otherwise builds a KV cache even while
-training) and the attention implementation asked for (transformers'
-default, sdpa, unless `--attn eager`). Its parameters come from:
+else the causal-LM class of its `model_type`), built in float32 with the
+attention implementation asked for (transformers' default, sdpa, unless
+`--attn eager`); it is traced without a KV cache, as every model is
+(trace.py). Its parameters come from:
 
 - the directory's weights, read tensor by tensor, each checked against
   the shape of the model's parameter;
@@ -20,6 +20,12 @@ default, sdpa, unless `--attn eager`). Its parameters come from:
 Either way the model traced has its parameters on PyTorch's meta device
 (never allocated, or moved there once the weights are set aside), so the
 trace computes shapes, not activations.
+
+The step's parameters are named as save_pretrained writes them: where
+transformers renames a checkpoint's key when it loads it (GPT-NeoX's
+`embed_out.weight` is the model's `lm_head.weight`), the checkpoint's name
+(saved_names), which --init-from finds in the directory and --export-hf
+writes.
 
 Mixture-of-experts and encoder-decoder models are refused before tracing.
 """
@@ -250,7 +256,6 @@ def build(directory, no_weights=False, seed=0, attn=None):
               "zero-import (%s)" % sys.executable)
     config = read_config(directory)
     cls = model_class(config, directory)
-    config.use_cache = False
     files = weight_files(directory)
     if files and no_weights:
         print("zero-import: warning: --no-weights: the weights in %s are "
@@ -411,15 +416,68 @@ class FileTensor:
         return self.tensor().numpy()
 
 
+def _renamer(model, saving):
+    """transformers' renaming of state-dict keys for `model` (a
+    PreTrainedModel): from a checkpoint's key to the model's, as
+    from_pretrained renames what it loads, or with `saving` back, as
+    save_pretrained names what it writes (GPT-NeoX's head is the model's
+    `lm_head` and the checkpoint's `embed_out`). Only renamings: a key that
+    transformers converts (experts merged into one tensor) keeps its name.
+    The identity with a transformers that renames nothing."""
+    try:
+        from transformers.conversion_mapping import \
+            get_model_conversion_mapping
+        from transformers.core_model_loading import (PrefixChange,
+                                                     WeightRenaming,
+                                                     apply_renamings)
+    except ImportError:
+        return lambda key: key
+    # As transformers' revert_weight_conversion for a model that was not
+    # loaded by from_pretrained: no legacy names, no prefix changes (the
+    # base model's prefix is looked up separately), in reverse order.
+    conversions = get_model_conversion_mapping(model, add_legacy=not saving)
+    renamings = [c for c in conversions if isinstance(c, WeightRenaming) and
+                 not isinstance(c, PrefixChange)]
+    if saving:
+        renamings = [c.reverse_transform() for c in reversed(renamings)]
+    return lambda key: apply_renamings(key, renamings)
+
+
+def saved_names(model):
+    """{parameter name: the name save_pretrained writes it under} of the
+    parameters of `model` (a PreTrainedModel, or a PeftModel of one) whose
+    names differ. The step names them so: the weights that --init-from
+    reads from the model's directory and that --export-hf writes are then
+    the checkpoint's, which from_pretrained loads."""
+    base, prefix = model, ""
+    if hasattr(model, "get_base_model"):
+        base, prefix = model.get_base_model(), "base_model.model."
+    if not is_pretrained(base):
+        return {}
+    saved = _renamer(base, saving=True)
+    out = {}
+    for name, _ in model.named_parameters(remove_duplicate=False):
+        if name.startswith(prefix):
+            new = prefix + saved(name[len(prefix):])
+            if new != name:
+                out[name] = new
+    return out
+
+
 def read_weights(model, directory, files):
     """{parameter name: FileTensor} of the files, each checked against the
     shape the config gives and to be floating point; nothing is read but
     the files' headers. A tied parameter is looked up under each of its
     names, and every name also without the base model's prefix (as older
-    checkpoints write them)."""
+    checkpoints write them); a file's key also as transformers renames it
+    when it loads it."""
     names = {}  # id(param) -> every name of it
     for name, p in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), []).append(name)
+    loaded = _renamer(model, saving=False)
+    renamed = {}  # the model's name of a file's key -> the key
+    for key in files:
+        renamed.setdefault(loaded(key), key)
     prefix = getattr(model, "base_model_prefix", "") + "."
     source = os.path.join(directory, INDEX) if os.path.isfile(
         os.path.join(directory, INDEX)) else os.path.join(directory,
@@ -430,11 +488,14 @@ def read_weights(model, directory, files):
         for name, p in model.named_parameters():
             candidates = names[id(p)] + [n[len(prefix):] for n in names[id(p)]
                                          if n.startswith(prefix)]
-            key = next((n for n in candidates if n in files), None)
+            key = next((n for n in candidates if n in files), None) or \
+                next((renamed[n] for n in candidates if n in renamed), None)
             if key is None:
-                _fail("%s: no tensor '%s' (%s's parameter of shape %s, as %s "
-                      "describes the model)" % (
-                          source, name, type(model).__name__,
+                saved = _renamer(model, saving=True)(name)
+                _fail("%s: no tensor '%s' (%s's parameter %sof shape %s, as "
+                      "%s describes the model)" % (
+                          source, saved, type(model).__name__,
+                          "" if saved == name else "'%s' " % name,
                           list(p.shape), CONFIG))
             path = files[key]
             if path not in handles:
@@ -461,11 +522,11 @@ def is_pretrained(model):
     return isinstance(model, PreTrainedModel)
 
 
-def export_info(model, params, use_cache=None):
+def export_info(model, params):
     """(config.json's text, {tied name: parameter}) that an export of the
     trained model to Hugging Face writes: the config as save_pretrained
     writes it for the model in float32 (the exported weights are the fp32
-    masters), with `use_cache` where given, and each other name of a
+    masters), and each other name of a
     parameter among `params` (transformers' tied weights, such as
     lm_head.weight) mapped to its first. Of a PeftModel, the config is its
     base model's and the names are its own."""
@@ -473,9 +534,6 @@ def export_info(model, params, use_cache=None):
     base = model.get_base_model() if hasattr(model, "get_base_model") \
         else model
     config = copy.deepcopy(base.config)
-    # build() turned the cache off for tracing; the export keeps the user's.
-    if use_cache is not None:
-        config.use_cache = use_cache
     config.architectures = [type(base).__name__]
     config.dtype = torch.float32
     tied = {}

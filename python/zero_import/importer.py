@@ -138,6 +138,7 @@ def import_model(spec, loss_output=-1, precision="fp32"):
     step[0].peft = lora.peft_info(module, params)
     if peft_root and hf.is_pretrained(peft_root[0].get_base_model()):
         step[0].hf_model = hf.export_info(module, params)
+        rename_params(step, hf.saved_names(module))
     return step
 
 
@@ -149,7 +150,6 @@ def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None,
     `lora_spec` (--lora), of its PeftModel with LoRA adapters (lora.py)."""
     from . import hf, lora
     model, recorder, weights = hf.build(directory, no_weights, seed, attn)
-    use_cache = hf.read_config(directory).use_cache
     if lora_spec is not None:
         model, weights = hf.with_lora(model, recorder, weights, lora_spec,
                                       seed)
@@ -161,9 +161,19 @@ def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None,
     hf.check_loss(step[0], model)
     keep_in_fp32(step[0], model, precision)
     params = {name for name, _, _ in step[0].params}
-    step[0].hf_model = hf.export_info(model, params, use_cache)
+    step[0].hf_model = hf.export_info(model, params)
     step[0].peft = lora.peft_info(model, params, directory)
+    rename_params(step, hf.saved_names(model))
     return step
+
+
+def rename_params(step, names):
+    """The step's parameters `old` of `names` named names[old] (a Hugging
+    Face model's, as save_pretrained writes them), their weights too."""
+    g, _, weights = step
+    g.rename_params(names)
+    if weights is not None:
+        weights[:] = [(names.get(n, n), t) for n, t in weights]
 
 
 def lower_step(module, g_fx, loss_output, weight_of, init_of=None):

@@ -22,6 +22,7 @@ as a rotary table or a mask, runs on the CPU, so the patterns that read
 constants' values still see them; a meta tensor's device reads as the CPU.
 """
 
+import contextlib
 import functools
 import linecache
 import operator
@@ -55,6 +56,18 @@ def caller_source():
     while f is not None:
         name = f.f_code.co_filename
         if _is_user_frame(name):
+            return _source_text(name, f.f_lineno,
+                                linecache.getline(name, f.f_lineno).strip())
+        f = f.f_back
+    return None
+
+
+def _source_outside(skipped):
+    """caller_source, also skipping the frames of file `skipped`."""
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if _is_user_frame(name) and name != skipped:
             return _source_text(name, f.f_lineno,
                                 linecache.getline(name, f.f_lineno).strip())
         f = f.f_back
@@ -331,6 +344,63 @@ class ConcreteTracer(fx.Tracer):
         raise ImportFailure("unexpected fx node kind '%s'" % kind)
 
 
+def _transformers_models(module):
+    """The transformers models (PreTrainedModel) inside `module`, itself
+    included; none unless transformers is already imported (a module built
+    from one imported it)."""
+    tf = sys.modules.get("transformers")
+    base = getattr(tf, "PreTrainedModel", None) if tf else None
+    if base is None:
+        return []
+    return [m for m in module.modules() if isinstance(m, base)]
+
+
+@contextlib.contextmanager
+def _no_kv_cache(module, tracer):
+    """transformers' KV cache off while `module` is traced: each of its
+    models' configs says use_cache=False (transformers builds a cache in
+    training too when it is on, the default), restored afterwards; a cache
+    the step builds or updates anyway (use_cache=True or past_key_values
+    passed explicitly) is refused where it appears: the step is one
+    forward over whole sequences, a cache would only feed generation."""
+    configs = {}
+    for m in _transformers_models(module):
+        cfg = getattr(m, "config", None)
+        for c in (cfg, getattr(cfg, "get_text_config", lambda: None)()):
+            if c is not None and id(c) not in configs and \
+                    getattr(c, "use_cache", None) is not None:
+                configs[id(c)] = (c, c.use_cache)
+    cache_utils = sys.modules.get("transformers.cache_utils")
+    cache = getattr(cache_utils, "Cache", None)
+    saved = {}
+
+    def refuse(name):
+        def refused(self, *args, **kwargs):
+            op = "%s.%s.%s" % (type(self).__module__, type(self).__name__,
+                               name)
+            raise ImportFailure(
+                "a KV cache (transformers' %s) is used while tracing: the "
+                "training step has none; call the model without "
+                "use_cache=True or past_key_values" % type(self).__name__,
+                op=op, path=tracer.path_stack[-1] if tracer.path_stack
+                else "", source=_source_outside(cache_utils.__file__))
+        return refused
+
+    try:
+        for c, _ in configs.values():
+            c.use_cache = False
+        for name in ("__init__", "update"):
+            if cache is not None and name in cache.__dict__:
+                saved[name] = cache.__dict__[name]
+                setattr(cache, name, refuse(name))
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(cache, name, fn)
+        for c, value in configs.values():
+            c.use_cache = value
+
+
 def trace(module, example_args, step=None):
     """The fx graph of module(*example_args), or of step(module,
     *example_args), each node carrying its value (meta zi_value), module
@@ -345,7 +415,8 @@ def trace(module, example_args, step=None):
         module.__class__ = type(cls.__name__, (cls,), {
             "_zero_import_step": step, "__module__": cls.__module__})
     try:
-        graph = tracer.trace(module)
+        with _no_kv_cache(module, tracer):
+            graph = tracer.trace(module)
     except ImportFailure:
         raise
     except Exception as e:

@@ -1,7 +1,8 @@
 """Tiny Hugging Face models in directories, as users have them: built by
 transformers' own classes with default settings and written by
 save_pretrained (safetensors), or their config.json alone: Llama, Mistral,
-Qwen2, GPT-2 and Gemma (and, to be refused, MoE and encoder-decoder ones).
+Qwen2, GPT-2, Gemma, and with partial rotary embeddings GPT-NeoX, StableLM
+and Phi (and, to be refused, MoE and encoder-decoder ones).
 
   hf_models.py save KIND DIR [--shard-size N] [--config-only] [--tokenizer]
   hf_models.py big-config DIR      (Llama-3-70B's published numbers)
@@ -66,6 +67,33 @@ def config(kind):
                               intermediate_size=128, num_hidden_layers=2,
                               num_attention_heads=4, num_key_value_heads=2,
                               head_dim=24, max_position_embeddings=128)
+    if kind == "gpt_neox":
+        # Pythia's layout: the head is embed_out in the checkpoint (the
+        # model's lm_head), a quarter of each head's 16 dimensions rotated
+        # (rotary_pct 0.25, as Pythia's), attention and MLP in parallel
+        # (use_parallel_residual), LayerNorms with biases, exact GELU.
+        return tf.GPTNeoXConfig(vocab_size=256, hidden_size=64,
+                                intermediate_size=172, num_hidden_layers=2,
+                                num_attention_heads=4,
+                                max_position_embeddings=128,
+                                rotary_pct=0.25)
+    if kind == "gpt_neox_sequential":
+        return tf.GPTNeoXConfig(vocab_size=256, hidden_size=64,
+                                intermediate_size=172, num_hidden_layers=2,
+                                num_attention_heads=4,
+                                max_position_embeddings=128, rotary_pct=0.5,
+                                use_parallel_residual=False,
+                                tie_word_embeddings=True)
+    if kind == "stablelm":
+        # A quarter of each head rotated (StableLM's default), grouped-query.
+        return tf.StableLmConfig(**small)
+    if kind == "phi":
+        # Half of each head rotated (Phi's default), attention and MLP in
+        # parallel, gelu_new, a head with a bias.
+        return tf.PhiConfig(vocab_size=256, hidden_size=64,
+                            intermediate_size=172, num_hidden_layers=2,
+                            num_attention_heads=4,
+                            max_position_embeddings=128)
     sys.exit("unknown kind " + kind)
 
 
@@ -153,6 +181,9 @@ def break_dir(args):
     if args.how == "drop-tensor":
         rewrite(single, lambda t: {k: v for k, v in t.items()
                                    if k != "model.norm.weight"})
+    elif args.how == "drop-head":
+        rewrite(single, lambda t: {k: v for k, v in t.items()
+                                   if k != "embed_out.weight"})
     elif args.how == "wrong-shape":
         def grow(t):
             t["model.layers.1.mlp.up_proj.weight"] = torch.zeros(8, 64)

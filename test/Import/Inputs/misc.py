@@ -2,7 +2,8 @@
 chunk/split, cat, permute, transpose, view/reshape, contiguous, + - * /
 with scalars and broadcasting, -= on a tensor read nowhere after, unary
 minus, F.gelu (tanh), F.silu, ReLU,
-softmax, dropout with p = 0, a parameter broadcast over the batch."""
+softmax, dropout with p = 0, a parameter broadcast over the batch;
+make_slices, slices cut with nn.split."""
 
 import torch
 import torch.nn as nn
@@ -39,3 +40,27 @@ def make():
     torch.manual_seed(0)
     model = Mixer()
     return model, (torch.randn(16, 32), torch.randint(0, 8, (16,)))
+
+
+class Slices(nn.Module):
+    """Slices the importer cuts with nn.split: two that overlap (each the
+    nn.concat of its parts), a part no slice reads (its gradient zero), and
+    a slice along a middle axis."""
+
+    def __init__(self, features=32, classes=8):
+        super().__init__()
+        self.inp = nn.Linear(features, 48)
+        self.out = nn.Linear(24, classes)
+
+    def forward(self, x, y):
+        B = x.shape[0]
+        h = self.inp(x)
+        a, b = h[:, :16], h[:, 8:32]
+        g = torch.cat([a * 2.0, b], dim=-1)
+        t = g.view(B, 5, 8)[:, 1:4]
+        return F.cross_entropy(self.out(t.reshape(B, 24)), y)
+
+
+def make_slices():
+    torch.manual_seed(0)
+    return Slices(), (torch.randn(16, 32), torch.randint(0, 8, (16,)))
