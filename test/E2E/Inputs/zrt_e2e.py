@@ -798,11 +798,19 @@ def cmd_safetensors_names(args):
 
 def cmd_payloads(args):
     """The SHA-256 of each rank file's payload (its saved buffers, without
-    the header)."""
+    the header). With --if-bitwise OUT, the output of an fp32-states run of
+    the same model: recorded hashes only mean something on a CPU where that
+    run was bitwise equal to its reference, so elsewhere the hash is left
+    out (and says so), the size still printed."""
+    compare = True
+    if args.if_bitwise:
+        compare = "bitwise equal to the reference" in open(
+            args.if_bitwise).read()
     for f in sorted(f for f in os.listdir(args.dir) if f.startswith("rank_")):
         _, payload = read_checkpoint(os.path.join(args.dir, f))
         print("%s: %d bytes, sha256 %s" %
-              (f, len(payload), hashlib.sha256(payload).hexdigest()))
+              (f, len(payload), hashlib.sha256(payload).hexdigest()
+               if compare else "(not compared: another CPU)"))
 
 
 def cmd_corrupt(args):
@@ -1624,6 +1632,7 @@ def main():
 
     s = sub.add_parser("payloads")
     s.add_argument("dir")
+    s.add_argument("--if-bitwise")
     s.set_defaults(fn=cmd_payloads)
 
     s = sub.add_parser("corrupt")
