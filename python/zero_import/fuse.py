@@ -7,7 +7,11 @@ die and are pruned. What no pattern takes stays a pseudo op, and
 
   RMS norm   w * (x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps))
              (x * x for x ** 2, either operand order, float casts; w a
-             parameter or computed from one, as Gemma's (1 + w))
+             parameter or computed from one, as Gemma's (1 + w), or none:
+             a row of ones; pow(v, -0.5) for rsqrt(v))
+  LayerNorm  w * ((x - m) * rsqrt(mean((x - m) ** 2, -1, keepdim=True) +
+             eps)), m = mean(x, -1, keepdim=True), written out (Cohere's);
+             w as an RMS norm's; the bias a row of zeros
   rope       x * cos + rotate_half(x) * sin, rotate_half(x) =
              cat(-x[..., h:], x[..., :h]), cos/sin Hugging Face's tables;
              of a partial rotary embedding (x[..., :r] rotated,
@@ -19,6 +23,8 @@ die and are pruned. What no pattern takes stays a pseudo op, and
   SwiGLU     silu(gate) * up
   GELU       0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))
              (GPT-2's gelu_new), the tanh approximation nn.gelu computes
+
+A square no pattern took (squared ReLU's relu(x) ** 2) is nn.mul(x, x).
 """
 
 import functools
@@ -75,6 +81,37 @@ def _replace(g, old_op, kind, operands, attrs, shape):
     return op
 
 
+def _insert_fill(g, before, value, shape, where):
+    """An nn.fill of `shape` placed before op `before`."""
+    op = g.emit("fill", [], {"value": value}, [(shape, "f32")], where)
+    g.ops.remove(op)
+    g.ops.insert(g.ops.index(before), op)
+    return op.results[0]
+
+
+def _normed(g, u, x, kind, operands, attrs):
+    """Replaces n = op `u` (x normalized, before its weight) and the product
+    by a weight that follows it, if any, with `kind`(*operands, w, ...):
+    without a weight, w is a row of ones (n * 1 is n exactly)."""
+    n = u.results[0]
+    nu = g.users(n)
+    w = _weight_of(nu[0], n, x) if len(nu) == 1 else None
+    if w is not None:
+        _replace(g, nu[0], kind, operands + [w] + _bias(g, nu[0], kind, x),
+                 attrs, x.shape)
+        return
+    ones = _insert_fill(g, u, 1.0, x.shape[-1:], u.where)
+    _replace(g, u, kind, operands + [ones] + _bias(g, u, kind, x), attrs,
+             x.shape)
+
+
+def _bias(g, before, kind, x):
+    """nn.layer_norm's bias of a norm written without one: zeros."""
+    if kind != "layer_norm":
+        return []
+    return [_insert_fill(g, before, 0.0, x.shape[-1:], before.where)]
+
+
 def fuse_rms_norm(g):
     for r in [op for op in g.ops if op.kind == "rsqrt"]:
         x, eps = _rms_parts(g, r)
@@ -85,17 +122,47 @@ def fuse_rms_norm(g):
         u = users[0]
         other = u.operands[1] if u.operands[0] is rs else u.operands[0]
         if other is x:
-            # (x * rsqrt(...)) * w
-            n = u.results[0]
-            nu = g.users(n)
-            w = _weight_of(nu[0], n, x) if len(nu) == 1 else None
-            if w is not None:
-                _replace(g, nu[0], "rms_norm", [x, w], {"eps": eps}, x.shape)
+            # (x * rsqrt(...)) * w, or x * rsqrt(...) alone
+            _normed(g, u, x, "rms_norm", [x], {"eps": eps})
         elif other.op is not None and len(g.users(other)) == 1:
             # (w * x) * rsqrt(...)
             w = _weight_of(other.op, x, x)
             if w is not None and x in other.op.operands:
                 _replace(g, u, "rms_norm", [x, w], {"eps": eps}, x.shape)
+
+
+# -- LayerNorm, written out ----------------------------------------------------
+
+
+def _centered(sym):
+    """x when sym is x - mean(x, -1, keepdim=True)."""
+    add = _producer(sym, "add_bcast")
+    if not add:
+        return None
+    for x, neg in (add.operands, reversed(add.operands)):
+        sc = _producer(neg, "scale")
+        mean = sc and sc.attrs["factor"] == -1.0 and \
+            _producer(sc.operands[0], "mean_last")
+        if mean and mean.operands[0] is x and x.shape == sym.shape:
+            return x
+    return None
+
+
+def fuse_layer_norm(g):
+    """Before fuse_rms_norm: (x - m) * rsqrt(mean((x - m) ** 2) + eps) is
+    also the RMS norm of x - m, which would leave the mean unfused."""
+    for r in [op for op in g.ops if op.kind == "rsqrt"]:
+        d, eps = _rms_parts(g, r)
+        x = _centered(d) if d is not None else None
+        rs = r.results[0]
+        users = g.users(rs)
+        if x is None or len(users) != 1 or users[0].kind != "mul_bcast":
+            continue
+        u = users[0]
+        other = u.operands[1] if u.operands[0] is rs else u.operands[0]
+        # x - m computed once for both uses, or twice.
+        if other is d or _centered(other) is x:
+            _normed(g, u, x, "layer_norm", [x], {"eps": eps})
 
 
 # -- rotary embedding --------------------------------------------------------
@@ -419,6 +486,16 @@ def fuse_gelu_tanh(g):
 # -- what is left --------------------------------------------------------------
 
 
+def lower_square(g):
+    """x ** 2 as nn.mul(x, x): the same product, and its gradient
+    dy * x + dy * x is PyTorch's dy * (2 * x) exactly (doubling rounds
+    nothing). Squared ReLU keeps relu's result, which relu's own gradient
+    keeps anyway, so a fused op would save no bytes."""
+    for op in [o for o in g.ops if o.kind == "square"]:
+        op.kind = "mul"
+        op.operands = [op.operands[0], op.operands[0]]
+
+
 def lower_add_scalar(g):
     """x + c as nn.add of an nn.fill (a constant row)."""
     for op in [o for o in g.ops if o.kind == "add_scalar"]:
@@ -469,6 +546,7 @@ def check_lowered(g):
 
 def fuse_all(g, roots):
     g.prune(roots)
+    fuse_layer_norm(g)
     fuse_rms_norm(g)
     fuse_rope(g)
     g.prune(roots)
@@ -478,6 +556,7 @@ def fuse_all(g, roots):
     g.prune(roots)
     fuse_swiglu(g)
     fuse_gelu_tanh(g)
+    lower_square(g)
     lower_add_scalar(g)
     g.prune(roots)
     check_lowered(g)
