@@ -514,7 +514,6 @@ def lower_add_scalar(g):
 _WHAT = {
     "rsqrt": "rsqrt (recognised inside an RMS norm "
              "w * (x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps)))",
-    "square": "x ** 2 (recognised inside an RMS norm)",
     "cube": "x ** 3 (recognised inside GELU's tanh approximation "
             "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3))))",
     "mean_last": "a mean (recognised inside an RMS norm)",

@@ -281,14 +281,18 @@ class ConcreteTracer(fx.Tracer):
         """A module that is not one of the root's, built inside forward()
         (`nn.Softmax(dim=-1)(x)`, `CrossEntropyLoss()(logits, labels)`,
         `ACT2FN[name](x)`): traced through, its operations those of the
-        module that built it. One with parameters is refused: PyTorch would
-        make them afresh on each call and never train them."""
-        if any(True for _ in m.parameters()):
+        module that built it. One with parameters that are not the root's
+        is refused: PyTorch would make them afresh on each call and never
+        train them (one that reuses the root's layers, as BigBird's
+        attention rebuilt for another attention type, is traced)."""
+        own = {id(p) for p in self.root.parameters()}
+        if any(id(p) not in own for p in m.parameters()):
             cls = type(m)
             prefix = "nn." if cls.__module__.startswith("torch.nn") else ""
             raise ImportFailure(
-                "a module with parameters built inside forward() (not a "
-                "submodule: its parameters are new on every call)",
+                "a module with parameters of its own built inside "
+                "forward() (not a submodule: its parameters are new on "
+                "every call)",
                 op=prefix + cls.__name__,
                 path=self.path_stack[-1] if self.path_stack else "",
                 source=caller_source())
