@@ -15,7 +15,9 @@ die and are pruned. What no pattern takes stays a pseudo op, and
   rope       x * cos + rotate_half(x) * sin, rotate_half(x) =
              cat(-x[..., h:], x[..., :h]), cos/sin Hugging Face's tables;
              of a partial rotary embedding (x[..., :r] rotated,
-             x[..., r:] passed through) the slices left become nn.split
+             x[..., r:] passed through) the slices left become nn.split;
+             NanoChat's rotate_half, cat(x[..., h:], -x[..., :h]), turns
+             by the negative angle (nn.rope inverse)
   attention  softmax(q @ k^T * s [masked causally]) @ v, the mask a
              masked_fill with -inf above the diagonal or an added table
              with -inf (or the dtype's min) there; k and v repeated per
@@ -168,27 +170,41 @@ def fuse_layer_norm(g):
 # -- rotary embedding --------------------------------------------------------
 
 
-def _rotate_half_of(sym):
-    """x when sym is cat(-x[..., h:], x[..., :h]) along the last axis."""
+def _rotation_of(sym, x):
+    """{} when sym is rotate_half(x), {"inverse": True} when it is NanoChat's
+    cat(x[..., h:], -x[..., :h]), -rotate_half(x), which turns x * cos +
+    it * sin by the negative angle; None otherwise."""
+    if _rotate_half_of(sym) is x:
+        return {}
+    if _rotate_half_of(sym, flipped=True) is x:
+        return {"inverse": True}
+    return None
+
+
+def _rotate_half_of(sym, flipped=False):
+    """x when sym is cat(-x[..., h:], x[..., :h]) along the last axis (with
+    `flipped`, cat(x[..., h:], -x[..., :h]))."""
     cat = _producer(sym, "concat")
     if not cat or len(cat.operands) != 2:
         return None
     rank = len(sym.shape)
     if cat.attrs["axis"] != rank - 1:
         return None
-    neg, lo = cat.operands
+    first, second = cat.operands
+    neg, plain = (second, first) if flipped else (first, second)
     sc = _producer(neg, "scale")
     if not sc or sc.attrs["factor"] != -1.0:
         return None
-    hi = _producer(sc.operands[0], "slice")
-    lo = _producer(lo, "slice")
-    if not hi or not lo or hi.operands[0] is not lo.operands[0]:
+    ns = _producer(sc.operands[0], "slice")
+    ps = _producer(plain, "slice")
+    if not ns or not ps or ns.operands[0] is not ps.operands[0]:
         return None
-    x = lo.operands[0]
+    x = ps.operands[0]
     d = x.shape[-1]
     h = d // 2
-    if d % 2 or hi.attrs["axis"] != rank - 1 or lo.attrs["axis"] != rank - 1:
+    if d % 2 or ns.attrs["axis"] != rank - 1 or ps.attrs["axis"] != rank - 1:
         return None
+    lo, hi = (ns, ps) if flipped else (ps, ns)
     if (lo.attrs["start"], lo.attrs["stop"]) != (0, h) or \
             (hi.attrs["start"], hi.attrs["stop"]) != (h, d):
         return None
@@ -256,7 +272,8 @@ def fuse_rope(g):
             continue
         for mc, ms in ((ma, mb), (mb, ma)):
             x = mc.operands[0]
-            if _rotate_half_of(ms.operands[0]) is not x:
+            rotation = _rotation_of(ms.operands[0], x)
+            if rotation is None:
                 continue
             cos, sin = mc.attrs["table"], ms.attrs["table"]
             key = (_table_key(cos), _table_key(sin), x.shape)
@@ -269,8 +286,8 @@ def fuse_rope(g):
                     "Hugging Face's rotary embedding at positions 0..%d of "
                     "a [batch, heads, seq, head_dim] tensor" % (
                         x.shape[-2] - 1))
-            op = g.emit("rope", [x], {"theta": theta}, [(x.shape, "f32")],
-                        add.where)
+            op = g.emit("rope", [x], dict(theta=theta, **rotation),
+                        [(x.shape, "f32")], add.where)
             g.ops.remove(op)
             g.ops.insert(g.ops.index(add), op)
             g.replace_uses(add.results[0], op.results[0])
