@@ -133,7 +133,7 @@ def fuse_rms_norm(g):
                 _replace(g, u, "rms_norm", [x, w], {"eps": eps}, x.shape)
 
 
-# -- LayerNorm, written out ----------------------------------------------------
+# -- LayerNorm, written out --------------------------------------------------
 
 
 def _centered(sym):

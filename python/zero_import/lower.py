@@ -407,10 +407,18 @@ class Lowering:
 
     def rms_norm(self, x, shape, w, eps, where):
         x = self.float_sym(x, where)
-        shape = tuple(shape)
+        shape = tuple(shape) if isinstance(shape, (tuple, list, torch.Size)) \
+            else (shape,)
+        shape = tuple(int(d) for d in shape)
         if len(shape) != 1 or shape[0] != x.shape[-1]:
             where.fail("RMS norm over %s; nn.rms_norm normalizes the last "
                        "dimension only" % (list(shape),))
+        # Without a weight, the op's with a row of ones (n * 1 is n).
+        if w is None:
+            w = self.fill(1.0, shape, where)
+        if not is_sym(w) or w.shape != shape:
+            where.fail("RMS norm whose weight is not a tensor of shape %s "
+                       "computed from the parameters" % (list(shape),))
         return self.emit("rms_norm", [x, w], {"eps": float(eps)}, [x.shape],
                          where)
 
@@ -743,11 +751,18 @@ def _layer_norm_module(low, c):
 @_rule(MODULES, getattr(nn, "RMSNorm", None))
 def _rms_norm_module(low, c):
     m, where = c.module, c.where
-    if m.weight is None:
-        where.fail("nn.RMSNorm without a weight has no equivalent")
     eps = m.eps if m.eps is not None else torch.finfo(torch.float32).eps
-    return low.rms_norm(c.x, m.normalized_shape, low.param(m.weight, where),
-                        eps, where)
+    return low.rms_norm(c.x, m.normalized_shape,
+                        None if m.weight is None else
+                        low.param(m.weight, where), eps, where)
+
+
+@_rule(FUNCTIONS, getattr(F, "rms_norm", None))
+def _rms_norm(low, c):
+    eps = unwrap(c.arg(3, "eps"))
+    return low.rms_norm(c.a[0], unwrap(c.arg(1, "normalized_shape")),
+                        c.arg(2, "weight"), torch.finfo(torch.float32).eps
+                        if eps is None else eps, c.where)
 
 
 @_rule(MODULES, nn.GELU)
