@@ -7,11 +7,17 @@ die and are pruned. What no pattern takes stays a pseudo op, and
 
   RMS norm   w * (x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps))
              (x * x for x ** 2, either operand order, float casts; w a
-             parameter or computed from one, as Gemma's (1 + w))
+             parameter or computed from one, as Gemma's (1 + w), or none:
+             a row of ones; pow(v, -0.5) for rsqrt(v))
+  LayerNorm  w * ((x - m) * rsqrt(mean((x - m) ** 2, -1, keepdim=True) +
+             eps)), m = mean(x, -1, keepdim=True), written out (Cohere's);
+             w as an RMS norm's; the bias a row of zeros
   rope       x * cos + rotate_half(x) * sin, rotate_half(x) =
              cat(-x[..., h:], x[..., :h]), cos/sin Hugging Face's tables;
              of a partial rotary embedding (x[..., :r] rotated,
-             x[..., r:] passed through) the slices left become nn.split
+             x[..., r:] passed through) the slices left become nn.split;
+             NanoChat's rotate_half, cat(x[..., h:], -x[..., :h]), turns
+             by the negative angle (nn.rope inverse)
   attention  softmax(q @ k^T * s [masked causally]) @ v, the mask a
              masked_fill with -inf above the diagonal or an added table
              with -inf (or the dtype's min) there; k and v repeated per
@@ -19,6 +25,8 @@ die and are pruned. What no pattern takes stays a pseudo op, and
   SwiGLU     silu(gate) * up
   GELU       0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))
              (GPT-2's gelu_new), the tanh approximation nn.gelu computes
+
+A square no pattern took (squared ReLU's relu(x) ** 2) is nn.mul(x, x).
 """
 
 import functools
@@ -75,6 +83,37 @@ def _replace(g, old_op, kind, operands, attrs, shape):
     return op
 
 
+def _insert_fill(g, before, value, shape, where):
+    """An nn.fill of `shape` placed before op `before`."""
+    op = g.emit("fill", [], {"value": value}, [(shape, "f32")], where)
+    g.ops.remove(op)
+    g.ops.insert(g.ops.index(before), op)
+    return op.results[0]
+
+
+def _normed(g, u, x, kind, operands, attrs):
+    """Replaces n = op `u` (x normalized, before its weight) and the product
+    by a weight that follows it, if any, with `kind`(*operands, w, ...):
+    without a weight, w is a row of ones (n * 1 is n exactly)."""
+    n = u.results[0]
+    nu = g.users(n)
+    w = _weight_of(nu[0], n, x) if len(nu) == 1 else None
+    if w is not None:
+        _replace(g, nu[0], kind, operands + [w] + _bias(g, nu[0], kind, x),
+                 attrs, x.shape)
+        return
+    ones = _insert_fill(g, u, 1.0, x.shape[-1:], u.where)
+    _replace(g, u, kind, operands + [ones] + _bias(g, u, kind, x), attrs,
+             x.shape)
+
+
+def _bias(g, before, kind, x):
+    """nn.layer_norm's bias of a norm written without one: zeros."""
+    if kind != "layer_norm":
+        return []
+    return [_insert_fill(g, before, 0.0, x.shape[-1:], before.where)]
+
+
 def fuse_rms_norm(g):
     for r in [op for op in g.ops if op.kind == "rsqrt"]:
         x, eps = _rms_parts(g, r)
@@ -85,12 +124,8 @@ def fuse_rms_norm(g):
         u = users[0]
         other = u.operands[1] if u.operands[0] is rs else u.operands[0]
         if other is x:
-            # (x * rsqrt(...)) * w
-            n = u.results[0]
-            nu = g.users(n)
-            w = _weight_of(nu[0], n, x) if len(nu) == 1 else None
-            if w is not None:
-                _replace(g, nu[0], "rms_norm", [x, w], {"eps": eps}, x.shape)
+            # (x * rsqrt(...)) * w, or x * rsqrt(...) alone
+            _normed(g, u, x, "rms_norm", [x], {"eps": eps})
         elif other.op is not None and len(g.users(other)) == 1:
             # (w * x) * rsqrt(...)
             w = _weight_of(other.op, x, x)
@@ -98,30 +133,78 @@ def fuse_rms_norm(g):
                 _replace(g, u, "rms_norm", [x, w], {"eps": eps}, x.shape)
 
 
+# -- LayerNorm, written out --------------------------------------------------
+
+
+def _centered(sym):
+    """x when sym is x - mean(x, -1, keepdim=True)."""
+    add = _producer(sym, "add_bcast")
+    if not add:
+        return None
+    for x, neg in (add.operands, reversed(add.operands)):
+        sc = _producer(neg, "scale")
+        mean = sc and sc.attrs["factor"] == -1.0 and \
+            _producer(sc.operands[0], "mean_last")
+        if mean and mean.operands[0] is x and x.shape == sym.shape:
+            return x
+    return None
+
+
+def fuse_layer_norm(g):
+    """Before fuse_rms_norm: (x - m) * rsqrt(mean((x - m) ** 2) + eps) is
+    also the RMS norm of x - m, which would leave the mean unfused."""
+    for r in [op for op in g.ops if op.kind == "rsqrt"]:
+        d, eps = _rms_parts(g, r)
+        x = _centered(d) if d is not None else None
+        rs = r.results[0]
+        users = g.users(rs)
+        if x is None or len(users) != 1 or users[0].kind != "mul_bcast":
+            continue
+        u = users[0]
+        other = u.operands[1] if u.operands[0] is rs else u.operands[0]
+        # x - m computed once for both uses, or twice.
+        if other is d or _centered(other) is x:
+            _normed(g, u, x, "layer_norm", [x], {"eps": eps})
+
+
 # -- rotary embedding --------------------------------------------------------
 
 
-def _rotate_half_of(sym):
-    """x when sym is cat(-x[..., h:], x[..., :h]) along the last axis."""
+def _rotation_of(sym, x):
+    """{} when sym is rotate_half(x), {"inverse": True} when it is NanoChat's
+    cat(x[..., h:], -x[..., :h]), -rotate_half(x), which turns x * cos +
+    it * sin by the negative angle; None otherwise."""
+    if _rotate_half_of(sym) is x:
+        return {}
+    if _rotate_half_of(sym, flipped=True) is x:
+        return {"inverse": True}
+    return None
+
+
+def _rotate_half_of(sym, flipped=False):
+    """x when sym is cat(-x[..., h:], x[..., :h]) along the last axis (with
+    `flipped`, cat(x[..., h:], -x[..., :h]))."""
     cat = _producer(sym, "concat")
     if not cat or len(cat.operands) != 2:
         return None
     rank = len(sym.shape)
     if cat.attrs["axis"] != rank - 1:
         return None
-    neg, lo = cat.operands
+    first, second = cat.operands
+    neg, plain = (second, first) if flipped else (first, second)
     sc = _producer(neg, "scale")
     if not sc or sc.attrs["factor"] != -1.0:
         return None
-    hi = _producer(sc.operands[0], "slice")
-    lo = _producer(lo, "slice")
-    if not hi or not lo or hi.operands[0] is not lo.operands[0]:
+    ns = _producer(sc.operands[0], "slice")
+    ps = _producer(plain, "slice")
+    if not ns or not ps or ns.operands[0] is not ps.operands[0]:
         return None
-    x = lo.operands[0]
+    x = ps.operands[0]
     d = x.shape[-1]
     h = d // 2
-    if d % 2 or hi.attrs["axis"] != rank - 1 or lo.attrs["axis"] != rank - 1:
+    if d % 2 or ns.attrs["axis"] != rank - 1 or ps.attrs["axis"] != rank - 1:
         return None
+    lo, hi = (ns, ps) if flipped else (ps, ns)
     if (lo.attrs["start"], lo.attrs["stop"]) != (0, h) or \
             (hi.attrs["start"], hi.attrs["stop"]) != (h, d):
         return None
@@ -189,7 +272,8 @@ def fuse_rope(g):
             continue
         for mc, ms in ((ma, mb), (mb, ma)):
             x = mc.operands[0]
-            if _rotate_half_of(ms.operands[0]) is not x:
+            rotation = _rotation_of(ms.operands[0], x)
+            if rotation is None:
                 continue
             cos, sin = mc.attrs["table"], ms.attrs["table"]
             key = (_table_key(cos), _table_key(sin), x.shape)
@@ -202,8 +286,8 @@ def fuse_rope(g):
                     "Hugging Face's rotary embedding at positions 0..%d of "
                     "a [batch, heads, seq, head_dim] tensor" % (
                         x.shape[-2] - 1))
-            op = g.emit("rope", [x], {"theta": theta}, [(x.shape, "f32")],
-                        add.where)
+            op = g.emit("rope", [x], dict(theta=theta, **rotation),
+                        [(x.shape, "f32")], add.where)
             g.ops.remove(op)
             g.ops.insert(g.ops.index(add), op)
             g.replace_uses(add.results[0], op.results[0])
@@ -419,6 +503,16 @@ def fuse_gelu_tanh(g):
 # -- what is left --------------------------------------------------------------
 
 
+def lower_square(g):
+    """x ** 2 as nn.mul(x, x): the same product, and its gradient
+    dy * x + dy * x is PyTorch's dy * (2 * x) exactly (doubling rounds
+    nothing). Squared ReLU keeps relu's result, which relu's own gradient
+    keeps anyway, so a fused op would save no bytes."""
+    for op in [o for o in g.ops if o.kind == "square"]:
+        op.kind = "mul"
+        op.operands = [op.operands[0], op.operands[0]]
+
+
 def lower_add_scalar(g):
     """x + c as nn.add of an nn.fill (a constant row)."""
     for op in [o for o in g.ops if o.kind == "add_scalar"]:
@@ -437,7 +531,6 @@ def lower_add_scalar(g):
 _WHAT = {
     "rsqrt": "rsqrt (recognised inside an RMS norm "
              "w * (x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps)))",
-    "square": "x ** 2 (recognised inside an RMS norm)",
     "cube": "x ** 3 (recognised inside GELU's tanh approximation "
             "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3))))",
     "mean_last": "a mean (recognised inside an RMS norm)",
@@ -469,6 +562,7 @@ def check_lowered(g):
 
 def fuse_all(g, roots):
     g.prune(roots)
+    fuse_layer_norm(g)
     fuse_rms_norm(g)
     fuse_rope(g)
     g.prune(roots)
@@ -478,6 +572,7 @@ def fuse_all(g, roots):
     g.prune(roots)
     fuse_swiglu(g)
     fuse_gelu_tanh(g)
+    lower_square(g)
     lower_add_scalar(g)
     g.prune(roots)
     check_lowered(g)

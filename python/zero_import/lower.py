@@ -384,21 +384,41 @@ class Lowering:
         x = self.float_sym(x, where)
         shape = tuple(shape) if isinstance(shape, (tuple, list, torch.Size)) \
             else (shape,)
+        shape = tuple(int(d) for d in shape)
         if len(shape) != 1 or shape[0] != x.shape[-1]:
             where.fail("layer norm over %s; nn.layer_norm normalizes the last "
                        "dimension only" % (list(shape),))
-        if w is None or b is None or not is_sym(w) or not is_sym(b):
-            where.fail("layer norm without weight and bias has no "
-                       "equivalent")
+        # Without a weight (or a bias), the op's with a row of ones (of
+        # zeros): y * 1 + 0 is y exactly, and their gradients are dropped.
+        if w is None:
+            w = self.fill(1.0, shape, where)
+        if b is None:
+            b = self.fill(0.0, shape, where)
+        if not is_sym(w) or not is_sym(b) or w.shape != shape or \
+                b.shape != shape:
+            where.fail("layer norm whose weight and bias are not tensors "
+                       "of shape %s computed from the parameters" % (
+                           list(shape),))
         return self.emit("layer_norm", [x, w, b], {"eps": float(eps)},
                          [x.shape], where)
 
+    def fill(self, value, shape, where):
+        return self.emit("fill", [], {"value": float(value)}, [shape], where)
+
     def rms_norm(self, x, shape, w, eps, where):
         x = self.float_sym(x, where)
-        shape = tuple(shape)
+        shape = tuple(shape) if isinstance(shape, (tuple, list, torch.Size)) \
+            else (shape,)
+        shape = tuple(int(d) for d in shape)
         if len(shape) != 1 or shape[0] != x.shape[-1]:
             where.fail("RMS norm over %s; nn.rms_norm normalizes the last "
                        "dimension only" % (list(shape),))
+        # Without a weight, the op's with a row of ones (n * 1 is n).
+        if w is None:
+            w = self.fill(1.0, shape, where)
+        if not is_sym(w) or w.shape != shape:
+            where.fail("RMS norm whose weight is not a tensor of shape %s "
+                       "computed from the parameters" % (list(shape),))
         return self.emit("rms_norm", [x, w], {"eps": float(eps)}, [x.shape],
                          where)
 
@@ -540,12 +560,14 @@ class Lowering:
 
     def pow(self, x, e, value, where):
         e = unwrap(e)
-        kind = {2: "square", 3: "cube"}.get(e) if is_sym(x) and \
-            not isinstance(e, bool) and isinstance(e, (int, float)) else None
+        # x ** -0.5 is rsqrt(x), as PyTorch's pow kernel computes it.
+        kind = {2: "square", 3: "cube", -0.5: "rsqrt"}.get(e) if \
+            is_sym(x) and not isinstance(e, bool) and \
+            isinstance(e, (int, float)) else None
         if kind is None:
             where.fail("pow with exponent %r has no equivalent (x ** 2 is "
-                       "recognised inside an RMS norm, x ** 3 inside GELU's "
-                       "tanh approximation)" % (e,))
+                       "x * x, x ** -0.5 is recognised inside an RMS norm, "
+                       "x ** 3 inside GELU's tanh approximation)" % (e,))
         return self.pseudo(kind, [self.float_sym(x, where)], {}, value, where)
 
     def mean(self, x, dim, keepdim, value, where):
@@ -719,21 +741,28 @@ def _embedding_module(low, c):
 @_rule(MODULES, nn.LayerNorm)
 def _layer_norm_module(low, c):
     m, where = c.module, c.where
-    if not m.elementwise_affine or getattr(m, "bias", None) is None:
-        where.fail("nn.LayerNorm without weight and bias has no "
-                   "equivalent (nn.layer_norm has both)")
-    return low.layer_norm(c.x, m.normalized_shape, low.param(m.weight, where),
-                          low.param(m.bias, where), m.eps, where)
+    w, b = getattr(m, "weight", None), getattr(m, "bias", None)
+    return low.layer_norm(c.x, m.normalized_shape,
+                          None if w is None else low.param(w, where),
+                          None if b is None else low.param(b, where), m.eps,
+                          where)
 
 
 @_rule(MODULES, getattr(nn, "RMSNorm", None))
 def _rms_norm_module(low, c):
     m, where = c.module, c.where
-    if m.weight is None:
-        where.fail("nn.RMSNorm without a weight has no equivalent")
     eps = m.eps if m.eps is not None else torch.finfo(torch.float32).eps
-    return low.rms_norm(c.x, m.normalized_shape, low.param(m.weight, where),
-                        eps, where)
+    return low.rms_norm(c.x, m.normalized_shape,
+                        None if m.weight is None else
+                        low.param(m.weight, where), eps, where)
+
+
+@_rule(FUNCTIONS, getattr(F, "rms_norm", None))
+def _rms_norm(low, c):
+    eps = unwrap(c.arg(3, "eps"))
+    return low.rms_norm(c.a[0], unwrap(c.arg(1, "normalized_shape")),
+                        c.arg(2, "weight"), torch.finfo(torch.float32).eps
+                        if eps is None else eps, c.where)
 
 
 @_rule(MODULES, nn.GELU)
@@ -896,6 +925,13 @@ def _rsqrt(low, c):
 @_rule(METHODS, "pow")
 def _pow(low, c):
     return low.pow(c.a[0], c.a[1], c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.square)
+@_rule(METHODS, "square")
+def _square(low, c):
+    return low.pseudo("square", [low.float_sym(c.a[0], c.where)], {}, c.value,
+                      c.where)
 
 
 @_rule(FUNCTIONS, torch.mean)

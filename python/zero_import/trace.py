@@ -263,7 +263,11 @@ class ConcreteTracer(fx.Tracer):
     def call_module(self, m, forward, args, kwargs):
         if self.concrete_mode:
             return forward(*args, **kwargs)
-        self.path_stack.append(self.path_of_module(m))
+        try:
+            path = self.path_of_module(m)
+        except NameError:
+            return self._call_unowned(m, forward, args, kwargs)
+        self.path_stack.append(path)
         try:
             return super().call_module(m, forward, args, kwargs)
         except Exception:
@@ -272,6 +276,27 @@ class ConcreteTracer(fx.Tracer):
             raise
         finally:
             self.path_stack.pop()
+
+    def _call_unowned(self, m, forward, args, kwargs):
+        """A module that is not one of the root's, built inside forward()
+        (`nn.Softmax(dim=-1)(x)`, `CrossEntropyLoss()(logits, labels)`,
+        `ACT2FN[name](x)`): traced through, its operations those of the
+        module that built it. One with parameters that are not the root's
+        is refused: PyTorch would make them afresh on each call and never
+        train them (one that reuses the root's layers, as BigBird's
+        attention rebuilt for another attention type, is traced)."""
+        own = {id(p) for p in self.root.parameters()}
+        if any(id(p) not in own for p in m.parameters()):
+            cls = type(m)
+            prefix = "nn." if cls.__module__.startswith("torch.nn") else ""
+            raise ImportFailure(
+                "a module with parameters of its own built inside "
+                "forward() (not a submodule: its parameters are new on "
+                "every call)",
+                op=prefix + cls.__name__,
+                path=self.path_stack[-1] if self.path_stack else "",
+                source=caller_source())
+        return forward(*args, **kwargs)
 
     def create_proxy(self, kind, target, args, kwargs, name=None,
                      type_expr=None, proxy_factory_fn=None):

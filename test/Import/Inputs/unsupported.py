@@ -70,9 +70,13 @@ def make_tensor_division():
     return _make(lambda self, h: h / (h * h))
 
 
-def make_layernorm_no_affine():
-    return _make(lambda self, h: self.extra(h),
-                 extra=nn.LayerNorm(8, elementwise_affine=False))
+def make_module_in_forward():
+    """A layer built inside forward(): its parameters are new on every
+    call (a module without parameters, nn.Softmax(dim=-1)(h), is traced
+    through)."""
+    def body(self, h):
+        return nn.Linear(8, 8)(h)
+    return _make(body)
 
 
 def make_softmax_dim0():
