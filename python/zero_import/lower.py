@@ -482,34 +482,53 @@ class Lowering:
         idx = unwrap(idx)
         if not isinstance(idx, tuple):
             idx = (idx,)
-        # Only views: full slices, None (a new axis of 1), one slice of
-        # one axis, ... .
+        # Only views: full slices, None (a new axis of 1), slices of step
+        # 1, an integer (a slice of one, its axis dropped) or a list of
+        # consecutive ascending integers (a slice), ... .
         dims = len(x.shape)
         explicit = sum(1 for i in idx if i is not None and i is not Ellipsis)
+        if any(is_sym(i) for i in idx):
+            where.fail("indexing with a tensor computed from the inputs or "
+                       "parameters has no equivalent")
+        # A list beside other lists or integers is advanced indexing, which
+        # gathers (and may move the axes): one list only, and no integer.
+        lists = sum(1 for i in idx if isinstance(i, (list, tuple)) or
+                    torch.is_tensor(i))
+        ints = sum(1 for i in idx if isinstance(i, int) and
+                   not isinstance(i, bool))
+        if lists > 1 or lists and ints:
+            where.fail("advanced indexing (several lists or integers "
+                       "indexing together) has no equivalent")
         axis = 0
         sliced = []
         for i in idx:
             if i is Ellipsis:
                 axis += dims - explicit
-            elif i is None:
                 continue
-            elif isinstance(i, slice):
-                start, stop, step = i.indices(x.shape[axis])
-                if step != 1:
-                    where.fail("a strided slice has no equivalent")
-                if (start, stop) != (0, x.shape[axis]):
-                    sliced.append((axis, start, stop))
-                axis += 1
-            else:
-                where.fail("indexing with %r has no equivalent (slices and "
-                           "None only)" % (i,))
-        if not sliced:
-            return self.reshape(x, value, where)
-        if len(sliced) > 1 or any(i is None for i in idx):
-            where.fail("a slice of several dimensions has no equivalent")
-        ax, start, stop = sliced[0]
-        return self.pseudo("slice", [x], {"axis": ax, "start": start,
-                                          "stop": stop}, value, where)
+            if i is None:
+                continue
+            if axis >= dims:
+                where.fail("too many indices for a tensor of rank %d" % dims)
+            size = x.shape[axis]
+            sl = _index_as_slice(i, size)
+            if sl is None:
+                where.fail("indexing with %r has no equivalent (slices, "
+                           "integers, lists of consecutive integers and None "
+                           "only)" % (i,))
+            start, stop, step = sl.indices(size)
+            if step != 1:
+                where.fail("a strided slice has no equivalent")
+            stop = max(start, stop)
+            if (start, stop) != (0, size):
+                sliced.append((axis, start, stop))
+            axis += 1
+        # Each sliced axis in turn (fuse.lower_slices cuts each at its
+        # bounds), then the dropped and new axes of 1 as a reshape.
+        for ax, start, stop in sliced:
+            shape = x.shape[:ax] + (stop - start,) + x.shape[ax + 1:]
+            x = self.emit("slice", [x], {"axis": ax, "start": start,
+                                         "stop": stop}, [shape], where)
+        return self.reshape(x, value, where)
 
     def pad_labels(self, x, pad, mode, fill, value, where):
         """F.pad(labels, (0, 1), value=v): the first half of transformers'
@@ -630,8 +649,17 @@ class Lowering:
         causal = unwrap(kw.get("is_causal", a[5] if len(a) > 5 else False))
         scale = unwrap(kw.get("scale", None))
         if mask is not None:
-            where.fail("scaled_dot_product_attention with attn_mask (use "
-                       "is_causal=True)")
+            # The causal mask as a table (Falcon passes transformers' own):
+            # is_causal. A bool mask says where to attend.
+            from .fuse import _causal
+            m = mask.value if isinstance(mask, Const) else None
+            shape = tuple(q.shape[:-1]) + (k.shape[-2],)
+            if not torch.is_tensor(m) or causal or not (
+                    _causal(~m if m.dtype == torch.bool else m, shape,
+                            m.dtype == torch.bool)):
+                where.fail("scaled_dot_product_attention with an attn_mask "
+                           "that is not the causal mask (use is_causal=True)")
+            causal = True
         if p:
             where.fail("scaled_dot_product_attention with dropout_p = %g" % p)
         # With enable_gqa, query head h reads key/value head h // (heads /
@@ -958,6 +986,15 @@ def _t(low, c):
     return low.transpose2(c.x, 0, 1, c.value, c.where)
 
 
+@_rule(FUNCTIONS, getattr)
+def _attribute(low, c):
+    """x.T (of a matrix) and x.mT: the last two dimensions swapped."""
+    x, name = c.a[0], unwrap(c.a[1])
+    if name == "mT" or (name == "T" and is_sym(x) and len(x.shape) == 2):
+        return low.transpose2(x, -2, -1, c.value, c.where)
+    c.where.fail("the tensor attribute .%s has no equivalent" % name)
+
+
 @_rule(FUNCTIONS, torch.permute)
 def _permute(low, c):
     return low.permute(c.a[0], unwrap(c.a[1]), c.value, c.where)
@@ -1050,6 +1087,30 @@ _add_elementwise_rules()
 
 
 _IN_PLACE = (operator.iadd, operator.isub, operator.imul, operator.itruediv)
+
+
+def _index_as_slice(i, size):
+    """The slice one index of an axis of `size` reads (an integer: one
+    element), or None when no slice reads it (a list of integers that are
+    not consecutive and ascending, a tensor computed from the inputs)."""
+    if isinstance(i, slice):
+        return i
+    if torch.is_tensor(i) and i.dim() <= 1 and i.dtype in _INT_TYPES:
+        i = i.tolist()
+    if isinstance(i, bool):
+        return None
+    if isinstance(i, int):
+        if not -size <= i < size:
+            return None
+        i %= size
+        return slice(i, i + 1)
+    if isinstance(i, (list, tuple)) and i and all(
+            isinstance(j, int) and not isinstance(j, bool) and
+            -size <= j < size for j in i):
+        first = i[0] % size
+        if [j % size for j in i] == list(range(first, first + len(i))):
+            return slice(first, first + len(i))
+    return None
 
 
 def _swaps_last_two(perm):
