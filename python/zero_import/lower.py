@@ -461,6 +461,11 @@ class Lowering:
             where.fail("cat of a non-list")
         xs = [self.float_sym(x, where) for x in xs]
         axis = _norm_axis(dim, len(xs[0].shape), where)
+        # An empty part adds nothing (the part of each head a rotary
+        # embedding over the whole head passes through, x[..., d:]).
+        xs = [x for x in xs if x.shape[axis]] or xs[:1]
+        if len(xs) == 1:
+            return self.reshape(xs[0], value, where)
         return self.emit("concat", xs, {"axis": axis}, [value.shape], where)
 
     def split(self, x, size, dim, value, where):
@@ -938,6 +943,31 @@ def _mean(low, c):
 def _repeat_interleave(low, c):
     return low.repeat_interleave(c.a[0], c.arg(1, "repeats"), c.arg(2, "dim"),
                                  c.value, c.where)
+
+
+@_rule(METHODS, "repeat")
+def _repeat(low, c):
+    """x.repeat(r0, r1, ...): x tiled, as the concatenation of r copies along
+    each axis repeated (DiffLlama's values repeated over head pairs); leading
+    new axes are axes of 1 first."""
+    where = c.where
+    x = low.float_sym(c.x, where)
+    sizes = unwrap(c.a[1:]) if len(c.a) > 1 else unwrap(c.kw.get("repeats"))
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)):
+        sizes = sizes[0]
+    sizes = list(sizes)
+    if any(isinstance(r, bool) or not isinstance(r, int) or r < 1
+           for r in sizes) or len(sizes) < len(x.shape):
+        where.fail("repeat %s of a tensor of rank %d has no equivalent" % (
+            sizes, len(x.shape)))
+    shape = (1,) * (len(sizes) - len(x.shape)) + x.shape
+    if shape != x.shape:
+        x = low.emit("reshape", [x], {}, [shape], where)
+    for axis, r in enumerate(sizes):
+        if r > 1:
+            shape = x.shape[:axis] + (x.shape[axis] * r,) + x.shape[axis + 1:]
+            x = low.emit("concat", [x] * r, {"axis": axis}, [shape], where)
+    return x
 
 
 @_rule(METHODS, "masked_fill")
