@@ -297,6 +297,9 @@ class Lowering:
         for lhs, rhs in ((a, b), (b, a)):  # both ops commute
             if lhs.shape != out:
                 continue
+            # An expanded tensor is what nn.add broadcasts, where it can.
+            if rhs.op is not None and rhs.op.kind == "expand":
+                rhs = rhs.op.operands[0]
             rs = rhs.shape
             # [1, T, C] over [B, T, C] is [T, C] broadcast.
             while rs and rs[0] == 1 and not is_suffix(rs):
@@ -353,24 +356,50 @@ class Lowering:
         return self.emit("embedding", [w, ids], attrs, [value.shape], where)
 
     def positions(self, ids, w, value, where):
-        """Rows 0..T-1 of a P-row table (a learned positional embedding,
-        ids `arange(T)` of shape [T] or [1, ..., 1, T], T <= P; nn.add
-        broadcasts it): the table, or the first part of its split into P / T
-        equal parts where T divides P, else into T and P - T rows."""
+        """Rows o..o+T-1 of a P-row table, of constant ids whose every row
+        along the last axis is o..o+T-1 (a learned positional embedding: o
+        is 0, or OPT's and BioGPT's offset of 2), or row k of ids all k (a
+        token type embedding of token types all 0); nn.add broadcasts them
+        over the leading dimensions. The rows of an o of 0 are the table,
+        or the first part of its split into P / T equal parts where T
+        divides P, else into T and P - T rows; of another o, the part of
+        the table's split at o and o + T."""
         rows, dim = w.shape
         t = ids.shape[-1] if torch.is_tensor(ids) and ids.dim() >= 1 else 0
-        if not t or any(d != 1 for d in ids.shape[:-1]) or t > rows or \
-                ids.dtype not in _INT_TYPES or not torch.equal(
-                    ids.reshape(-1).cpu(), torch.arange(t, dtype=ids.dtype)):
+        flat = ids.reshape(-1, t).cpu() if t and ids.dtype in _INT_TYPES \
+            else None
+        first = int(flat[0, 0]) if flat is not None and flat.numel() else -1
+        if flat is not None and 0 <= first < rows and bool(
+                (flat == first).all()):
+            t, one = 1, True
+        elif flat is not None and 0 <= first and first + t <= rows and \
+                torch.equal(flat, torch.arange(first, first + t,
+                                               dtype=ids.dtype).expand_as(
+                                                   flat)):
+            one = False
+        else:
             where.fail("an embedding of constant ids other than the "
-                       "positions 0..T-1 (of shape [T] or [1, T], T at most "
-                       "the table's %d rows) has no equivalent" % rows)
+                       "positions o..o+T-1 in every row (o + T at most the "
+                       "table's %d rows) or one id everywhere has no "
+                       "equivalent" % rows)
         table = w
-        if t < rows:
+        if first == 0 and t < rows:
             parts = [t] * (rows // t) if rows % t == 0 else [t, rows - t]
             table = self.g.emit("split", [w], {"axis": 0},
                                 [((n, dim), "f32") for n in parts],
                                 where).results[0]
+        elif t < rows:
+            cuts = sorted({0, first, first + t, rows})
+            parts = [b - a for a, b in zip(cuts, cuts[1:])]
+            table = self.g.emit("split", [w], {"axis": 0},
+                                [((n, dim), "f32") for n in parts],
+                                where).results[cuts.index(first)]
+        if one:
+            table = self.emit("reshape", [table], {}, [(dim,)], where)
+        if table.shape != tuple(value.shape) and \
+                math.prod(table.shape) != math.prod(value.shape):
+            # [B, T] ids: rows that nn.add broadcasts (see broadcast).
+            return self.pseudo("expand", [table], {}, value, where)
         return self.reshape(table, value, where)
 
     def int_view(self, ids, where):
