@@ -66,6 +66,23 @@ def make_value_branch():
     return _make(body)
 
 
+def make_index_and_repeat():
+    """h.view(4, 2, 4)[:, 1, :] (a slice of one, its axis dropped) tiled
+    twice by repeat: these import."""
+    return _make(lambda self, h: h.view(4, 2, 4)[:, 1, :].repeat(1, 2))
+
+
+def make_gather_index():
+    """h[:, [0, 2, ...]]: a list of indices that are not consecutive (a
+    gather, not a slice)."""
+    return _make(lambda self, h: h[:, [0, 2, 4, 6, 1, 3, 5, 7]])
+
+
+def make_advanced_index():
+    """A list and an integer index together: advanced indexing."""
+    return _make(lambda self, h: h.view(4, 2, 4)[:, [1], 0].repeat(1, 8))
+
+
 def make_tensor_division():
     return _make(lambda self, h: h / (h * h))
 
