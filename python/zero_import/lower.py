@@ -297,6 +297,9 @@ class Lowering:
         for lhs, rhs in ((a, b), (b, a)):  # both ops commute
             if lhs.shape != out:
                 continue
+            # An expanded tensor is what nn.add broadcasts, where it can.
+            if rhs.op is not None and rhs.op.kind == "expand":
+                rhs = rhs.op.operands[0]
             rs = rhs.shape
             # [1, T, C] over [B, T, C] is [T, C] broadcast.
             while rs and rs[0] == 1 and not is_suffix(rs):
@@ -353,24 +356,50 @@ class Lowering:
         return self.emit("embedding", [w, ids], attrs, [value.shape], where)
 
     def positions(self, ids, w, value, where):
-        """Rows 0..T-1 of a P-row table (a learned positional embedding,
-        ids `arange(T)` of shape [T] or [1, ..., 1, T], T <= P; nn.add
-        broadcasts it): the table, or the first part of its split into P / T
-        equal parts where T divides P, else into T and P - T rows."""
+        """Rows o..o+T-1 of a P-row table, of constant ids whose every row
+        along the last axis is o..o+T-1 (a learned positional embedding: o
+        is 0, or OPT's and BioGPT's offset of 2), or row k of ids all k (a
+        token type embedding of token types all 0); nn.add broadcasts them
+        over the leading dimensions. The rows of an o of 0 are the table,
+        or the first part of its split into P / T equal parts where T
+        divides P, else into T and P - T rows; of another o, the part of
+        the table's split at o and o + T."""
         rows, dim = w.shape
         t = ids.shape[-1] if torch.is_tensor(ids) and ids.dim() >= 1 else 0
-        if not t or any(d != 1 for d in ids.shape[:-1]) or t > rows or \
-                ids.dtype not in _INT_TYPES or not torch.equal(
-                    ids.reshape(-1).cpu(), torch.arange(t, dtype=ids.dtype)):
+        flat = ids.reshape(-1, t).cpu() if t and ids.dtype in _INT_TYPES \
+            else None
+        first = int(flat[0, 0]) if flat is not None and flat.numel() else -1
+        if flat is not None and 0 <= first < rows and bool(
+                (flat == first).all()):
+            t, one = 1, True
+        elif flat is not None and 0 <= first and first + t <= rows and \
+                torch.equal(flat, torch.arange(first, first + t,
+                                               dtype=ids.dtype).expand_as(
+                                                   flat)):
+            one = False
+        else:
             where.fail("an embedding of constant ids other than the "
-                       "positions 0..T-1 (of shape [T] or [1, T], T at most "
-                       "the table's %d rows) has no equivalent" % rows)
+                       "positions o..o+T-1 in every row (o + T at most the "
+                       "table's %d rows) or one id everywhere has no "
+                       "equivalent" % rows)
         table = w
-        if t < rows:
+        if first == 0 and t < rows:
             parts = [t] * (rows // t) if rows % t == 0 else [t, rows - t]
             table = self.g.emit("split", [w], {"axis": 0},
                                 [((n, dim), "f32") for n in parts],
                                 where).results[0]
+        elif t < rows:
+            cuts = sorted({0, first, first + t, rows})
+            parts = [b - a for a, b in zip(cuts, cuts[1:])]
+            table = self.g.emit("split", [w], {"axis": 0},
+                                [((n, dim), "f32") for n in parts],
+                                where).results[cuts.index(first)]
+        if one:
+            table = self.emit("reshape", [table], {}, [(dim,)], where)
+        if table.shape != tuple(value.shape) and \
+                math.prod(table.shape) != math.prod(value.shape):
+            # [B, T] ids: rows that nn.add broadcasts (see broadcast).
+            return self.pseudo("expand", [table], {}, value, where)
         return self.reshape(table, value, where)
 
     def int_view(self, ids, where):
@@ -481,6 +510,11 @@ class Lowering:
             where.fail("cat of a non-list")
         xs = [self.float_sym(x, where) for x in xs]
         axis = _norm_axis(dim, len(xs[0].shape), where)
+        # An empty part adds nothing (the part of each head a rotary
+        # embedding over the whole head passes through, x[..., d:]).
+        xs = [x for x in xs if x.shape[axis]] or xs[:1]
+        if len(xs) == 1:
+            return self.reshape(xs[0], value, where)
         return self.emit("concat", xs, {"axis": axis}, [value.shape], where)
 
     def split(self, x, size, dim, value, where):
@@ -502,34 +536,53 @@ class Lowering:
         idx = unwrap(idx)
         if not isinstance(idx, tuple):
             idx = (idx,)
-        # Only views: full slices, None (a new axis of 1), one slice of
-        # one axis, ... .
+        # Only views: full slices, None (a new axis of 1), slices of step
+        # 1, an integer (a slice of one, its axis dropped) or a list of
+        # consecutive ascending integers (a slice), ... .
         dims = len(x.shape)
         explicit = sum(1 for i in idx if i is not None and i is not Ellipsis)
+        if any(is_sym(i) for i in idx):
+            where.fail("indexing with a tensor computed from the inputs or "
+                       "parameters has no equivalent")
+        # A list beside other lists or integers is advanced indexing, which
+        # gathers (and may move the axes): one list only, and no integer.
+        lists = sum(1 for i in idx if isinstance(i, (list, tuple)) or
+                    torch.is_tensor(i))
+        ints = sum(1 for i in idx if isinstance(i, int) and
+                   not isinstance(i, bool))
+        if lists > 1 or lists and ints:
+            where.fail("advanced indexing (several lists or integers "
+                       "indexing together) has no equivalent")
         axis = 0
         sliced = []
         for i in idx:
             if i is Ellipsis:
                 axis += dims - explicit
-            elif i is None:
                 continue
-            elif isinstance(i, slice):
-                start, stop, step = i.indices(x.shape[axis])
-                if step != 1:
-                    where.fail("a strided slice has no equivalent")
-                if (start, stop) != (0, x.shape[axis]):
-                    sliced.append((axis, start, stop))
-                axis += 1
-            else:
-                where.fail("indexing with %r has no equivalent (slices and "
-                           "None only)" % (i,))
-        if not sliced:
-            return self.reshape(x, value, where)
-        if len(sliced) > 1 or any(i is None for i in idx):
-            where.fail("a slice of several dimensions has no equivalent")
-        ax, start, stop = sliced[0]
-        return self.pseudo("slice", [x], {"axis": ax, "start": start,
-                                          "stop": stop}, value, where)
+            if i is None:
+                continue
+            if axis >= dims:
+                where.fail("too many indices for a tensor of rank %d" % dims)
+            size = x.shape[axis]
+            sl = _index_as_slice(i, size)
+            if sl is None:
+                where.fail("indexing with %r has no equivalent (slices, "
+                           "integers, lists of consecutive integers and None "
+                           "only)" % (i,))
+            start, stop, step = sl.indices(size)
+            if step != 1:
+                where.fail("a strided slice has no equivalent")
+            stop = max(start, stop)
+            if (start, stop) != (0, size):
+                sliced.append((axis, start, stop))
+            axis += 1
+        # Each sliced axis in turn (fuse.lower_slices cuts each at its
+        # bounds), then the dropped and new axes of 1 as a reshape.
+        for ax, start, stop in sliced:
+            shape = x.shape[:ax] + (stop - start,) + x.shape[ax + 1:]
+            x = self.emit("slice", [x], {"axis": ax, "start": start,
+                                         "stop": stop}, [shape], where)
+        return self.reshape(x, value, where)
 
     def pad_labels(self, x, pad, mode, fill, value, where):
         """F.pad(labels, (0, 1), value=v): the first half of transformers'
@@ -652,8 +705,17 @@ class Lowering:
         causal = unwrap(kw.get("is_causal", a[5] if len(a) > 5 else False))
         scale = unwrap(kw.get("scale", None))
         if mask is not None:
-            where.fail("scaled_dot_product_attention with attn_mask (use "
-                       "is_causal=True)")
+            # The causal mask as a table (Falcon passes transformers' own):
+            # is_causal. A bool mask says where to attend.
+            from .fuse import _causal
+            m = mask.value if isinstance(mask, Const) else None
+            shape = tuple(q.shape[:-1]) + (k.shape[-2],)
+            if not torch.is_tensor(m) or causal or not (
+                    _causal(~m if m.dtype == torch.bool else m, shape,
+                            m.dtype == torch.bool)):
+                where.fail("scaled_dot_product_attention with an attn_mask "
+                           "that is not the causal mask (use is_causal=True)")
+            causal = True
         if p:
             where.fail("scaled_dot_product_attention with dropout_p = %g" % p)
         # With enable_gqa, query head h reads key/value head h // (heads /
@@ -948,6 +1010,31 @@ def _repeat_interleave(low, c):
                                  c.value, c.where)
 
 
+@_rule(METHODS, "repeat")
+def _repeat(low, c):
+    """x.repeat(r0, r1, ...): x tiled, as the concatenation of r copies along
+    each axis repeated (DiffLlama's values repeated over head pairs); leading
+    new axes are axes of 1 first."""
+    where = c.where
+    x = low.float_sym(c.x, where)
+    sizes = unwrap(c.a[1:]) if len(c.a) > 1 else unwrap(c.kw.get("repeats"))
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)):
+        sizes = sizes[0]
+    sizes = list(sizes)
+    if any(isinstance(r, bool) or not isinstance(r, int) or r < 1
+           for r in sizes) or len(sizes) < len(x.shape):
+        where.fail("repeat %s of a tensor of rank %d has no equivalent" % (
+            sizes, len(x.shape)))
+    shape = (1,) * (len(sizes) - len(x.shape)) + x.shape
+    if shape != x.shape:
+        x = low.emit("reshape", [x], {}, [shape], where)
+    for axis, r in enumerate(sizes):
+        if r > 1:
+            shape = x.shape[:axis] + (x.shape[axis] * r,) + x.shape[axis + 1:]
+            x = low.emit("concat", [x] * r, {"axis": axis}, [shape], where)
+    return x
+
+
 @_rule(METHODS, "masked_fill")
 def _masked_fill(low, c):
     mask, fill = c.a[1], unwrap(c.a[2])
@@ -992,6 +1079,15 @@ def _transpose(low, c):
 @_rule(METHODS, "t")
 def _t(low, c):
     return low.transpose2(c.x, 0, 1, c.value, c.where)
+
+
+@_rule(FUNCTIONS, getattr)
+def _attribute(low, c):
+    """x.T (of a matrix) and x.mT: the last two dimensions swapped."""
+    x, name = c.a[0], unwrap(c.a[1])
+    if name == "mT" or (name == "T" and is_sym(x) and len(x.shape) == 2):
+        return low.transpose2(x, -2, -1, c.value, c.where)
+    c.where.fail("the tensor attribute .%s has no equivalent" % name)
 
 
 @_rule(FUNCTIONS, torch.permute)
@@ -1086,6 +1182,30 @@ _add_elementwise_rules()
 
 
 _IN_PLACE = (operator.iadd, operator.isub, operator.imul, operator.itruediv)
+
+
+def _index_as_slice(i, size):
+    """The slice one index of an axis of `size` reads (an integer: one
+    element), or None when no slice reads it (a list of integers that are
+    not consecutive and ascending, a tensor computed from the inputs)."""
+    if isinstance(i, slice):
+        return i
+    if torch.is_tensor(i) and i.dim() <= 1 and i.dtype in _INT_TYPES:
+        i = i.tolist()
+    if isinstance(i, bool):
+        return None
+    if isinstance(i, int):
+        if not -size <= i < size:
+            return None
+        i %= size
+        return slice(i, i + 1)
+    if isinstance(i, (list, tuple)) and i and all(
+            isinstance(j, int) and not isinstance(j, bool) and
+            -size <= j < size for j in i):
+        first = i[0] % size
+        if [j % size for j in i] == list(range(first, first + len(i))):
+            return slice(first, first + len(i))
+    return None
 
 
 def _swaps_last_two(perm):

@@ -167,12 +167,23 @@ class ConcreteProxy(fx.Proxy):
     def __itruediv__(self, other):
         return self._in_place(operator.itruediv, other)
 
+    # An attribute read (w.T) is a node whose value the concrete run of
+    # its user reads, as every other node's; fx's own Attribute has none,
+    # and a user run with it would trace itself.
+    def __getattr__(self, k):
+        return ConcreteAttribute(self, k)
+
     def __bool__(self):
         raise ImportFailure(
             "control flow depends on a tensor's values (bool() of a traced "
             "tensor); only shapes are known when the step is compiled",
             path=self.node.meta.get("zi_path"),
             source=self.node.meta.get("zi_source"))
+
+
+class ConcreteAttribute(fx.proxy.Attribute, ConcreteProxy):
+    """x.<attr>: a call of method <attr> where it is called (fx.proxy.
+    Attribute), else a getattr node with its value."""
 
 
 def resolve_attr(root, target):

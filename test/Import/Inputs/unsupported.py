@@ -66,6 +66,23 @@ def make_value_branch():
     return _make(body)
 
 
+def make_index_and_repeat():
+    """h.view(4, 2, 4)[:, 1, :] (a slice of one, its axis dropped) tiled
+    twice by repeat: these import."""
+    return _make(lambda self, h: h.view(4, 2, 4)[:, 1, :].repeat(1, 2))
+
+
+def make_gather_index():
+    """h[:, [0, 2, ...]]: a list of indices that are not consecutive (a
+    gather, not a slice)."""
+    return _make(lambda self, h: h[:, [0, 2, 4, 6, 1, 3, 5, 7]])
+
+
+def make_advanced_index():
+    """A list and an integer index together: advanced indexing."""
+    return _make(lambda self, h: h.view(4, 2, 4)[:, [1], 0].repeat(1, 8))
+
+
 def make_tensor_division():
     return _make(lambda self, h: h / (h * h))
 
@@ -127,18 +144,19 @@ def make_scale_grad_by_freq():
                    emb=nn.Embedding(16, 8, scale_grad_by_freq=True))
 
 
-def make_positions_from_one():
-    """Position ids 1..T: not a prefix of the table."""
+def make_positions_reversed():
+    """Position ids T-1..0: not consecutive ascending rows of the table."""
     def body(self, ids, h):
-        return h + self.pos(torch.arange(1, ids.shape[1] + 1))
+        return h + self.pos(torch.arange(ids.shape[1] - 1, -1, -1))
     return _tokens(body)
 
 
 def make_positions_per_row():
-    """Position ids [B, T] (expanded over the batch): nn.add broadcasts the
-    [T, C] rows of a prefix, not a [B, T, C] lookup."""
+    """Position ids [B, T] whose rows start at different offsets: a [B, T, C]
+    lookup, not rows that nn.add broadcasts."""
     def body(self, ids, h):
-        return h + self.pos(torch.arange(ids.shape[1]).expand(ids.shape))
+        b, t = ids.shape
+        return h + self.pos(torch.arange(t) + torch.arange(b)[:, None])
     return _tokens(body)
 
 
