@@ -274,8 +274,8 @@ TEST_F(GradTest, Rope) {
           x,
           [&](const Floats &v) {
             Floats out(static_cast<size_t>(n));
-            zrt_rope(ZRT_F32, v.data(), out.data(), batch, heads, seq, dim,
-                     1e4, inverse, interleaved);
+            zrt_rope(ZRT_F32, v.data(), out.data(), batch, heads, seq, dim, 1e4,
+                     inverse, interleaved);
             return out;
           },
           w, dx, rng);

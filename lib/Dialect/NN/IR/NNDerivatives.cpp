@@ -190,11 +190,11 @@ LogicalResult RopeOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   // A rotation's adjoint is its inverse: rotate the gradient back. Neither
   // the input nor the result stays alive for the backward.
-  out.push_back(grads[0] ? RopeOp::create(
-                                b, getLoc(), grads[0], getThetaAttr(),
+  out.push_back(
+      grads[0] ? RopeOp::create(b, getLoc(), grads[0], getThetaAttr(),
                                 getInverse() ? UnitAttr() : b.getUnitAttr(),
                                 getInterleavedAttr())
-                          : Value());
+               : Value());
   return success();
 }
 
