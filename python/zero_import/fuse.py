@@ -17,7 +17,11 @@ die and are pruned. What no pattern takes stays a pseudo op, and
              of a partial rotary embedding (x[..., :r] rotated,
              x[..., r:] passed through) the slices left become nn.split;
              NanoChat's rotate_half, cat(x[..., h:], -x[..., :h]), turns
-             by the negative angle (nn.rope inverse)
+             by the negative angle (nn.rope inverse);
+             interleaved (GPT-J, Cohere, GLM): rotate_every_two(x) =
+             stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2) with
+             tables by repeat_interleave, on [batch, heads, seq, head_dim]
+             or (GPT-J) [batch, seq, heads, head_dim]
   attention  softmax(q @ k^T * s [masked causally]) @ v, the mask a
              masked_fill with -inf above the diagonal or an added table
              with -inf (or the dtype's min) there; k and v repeated per
@@ -211,17 +215,52 @@ def _rotate_half_of(sym, flipped=False):
     return x
 
 
+def _rotate_every_two_of(sym):
+    """x when sym is stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)."""
+    flat = _producer(sym, "reshape")
+    st = flat and _producer(flat.operands[0], "stack")
+    if not st or len(st.operands) != 2 or \
+            st.attrs["axis"] != len(sym.shape):
+        return None
+    neg, even = st.operands
+    sc = _producer(neg, "scale")
+    if not sc or sc.attrs["factor"] != -1.0:
+        return None
+    odd = _producer(sc.operands[0], "slice_every")
+    even = _producer(even, "slice_every")
+    if not odd or not even or odd.operands[0] is not even.operands[0]:
+        return None
+    x = even.operands[0]
+    if x.shape != sym.shape or (even.attrs["start"], odd.attrs["start"]) != \
+            (0, 1):
+        return None
+    return x
+
+
 @functools.lru_cache(maxsize=None)
-def _hf_tables(theta, seq, dim):
+def _hf_tables(theta, seq, dim, interleaved=False):
     inv_freq = 1.0 / (theta ** (
         torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
     pos = torch.arange(seq, dtype=torch.int64).float()
     freqs = torch.outer(pos, inv_freq)
-    emb = torch.cat((freqs, freqs), dim=-1)
+    if interleaved:
+        emb = torch.repeat_interleave(freqs, 2, dim=-1)
+    else:
+        emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
 
 
-def _rope_theta(cos, sin, shape, where):
+def _rope_seq_axis(cos, sin, shape):
+    """The axis of x of `shape` that the tables run along: 2 for [batch,
+    heads, seq, head_dim], 1 for GPT-J's [batch, seq, heads, head_dim]
+    (tables [1, seq, 1, head_dim])."""
+    if len(shape) != 4 or cos.dim() > 4 or sin.dim() > 4:
+        return 2
+    full = (1,) * (4 - cos.dim()) + tuple(cos.shape)
+    return 1 if full[1] > 1 and full[2] == 1 and shape[2] > 1 else 2
+
+
+def _rope_theta(cos, sin, shape, where, interleaved=False, seq_axis=2):
     """theta of Hugging Face's [seq, dim] tables for x of `shape`, or None."""
     try:
         c = torch.broadcast_to(cos.detach().float().cpu(), shape)
@@ -230,18 +269,23 @@ def _rope_theta(cos, sin, shape, where):
         return None
     if len(shape) != 4:
         return None
+    if seq_axis == 1:
+        c, s = c.transpose(1, 2), s.transpose(1, 2)
+        cos = cos.reshape((1,) * (4 - cos.dim()) + tuple(cos.shape))
+        sin = sin.reshape((1,) * (4 - sin.dim()) + tuple(sin.shape))
+        cos, sin = cos.transpose(1, 2), sin.transpose(1, 2)
     c, s = c[0, 0], s[0, 0]
     seq, dim = c.shape
     if seq < 2 or dim < 4:
         return None
     # The smallest frequency at position 1: sin(theta^-(dim-2)/dim), small,
     # so asin reads it accurately.
-    angle = math.asin(float(s[1, dim // 2 - 1]))
+    angle = math.asin(float(s[1, dim - 1 if interleaved else dim // 2 - 1]))
     if angle <= 0:
         return None
     theta = angle ** (-dim / (dim - 2))
     theta = float("%.6g" % theta)
-    want_c, want_s = _hf_tables(theta, seq, dim)
+    want_c, want_s = _hf_tables(theta, seq, dim, interleaved)
     if (c - want_c).abs().max() > 1e-5 or (s - want_s).abs().max() > 1e-5:
         return None
     # Every head and batch row must use the same table (compared over the
@@ -272,26 +316,54 @@ def fuse_rope(g):
             continue
         for mc, ms in ((ma, mb), (mb, ma)):
             x = mc.operands[0]
-            rotation = _rotation_of(ms.operands[0], x)
+            interleaved = _rotate_every_two_of(ms.operands[0]) is x
+            rotation = {} if interleaved else _rotation_of(ms.operands[0], x)
             if rotation is None:
                 continue
             cos, sin = mc.attrs["table"], ms.attrs["table"]
-            key = (_table_key(cos), _table_key(sin), x.shape)
+            axis = _rope_seq_axis(cos, sin, x.shape) if interleaved else 2
+            key = (_table_key(cos), _table_key(sin), x.shape, interleaved)
             if key not in thetas:
-                thetas[key] = _rope_theta(cos, sin, x.shape, add.where)
+                thetas[key] = _rope_theta(cos, sin, x.shape, add.where,
+                                          interleaved, axis)
             theta = thetas[key]
             if theta is None:
                 add.where.fail(
-                    "x * cos + rotate_half(x) * sin with tables that are not "
+                    "x * cos + %s(x) * sin with tables that are not "
                     "Hugging Face's rotary embedding at positions 0..%d of "
                     "a [batch, heads, seq, head_dim] tensor" % (
-                        x.shape[-2] - 1))
-            op = g.emit("rope", [x], dict(theta=theta, **rotation),
-                        [(x.shape, "f32")], add.where)
-            g.ops.remove(op)
-            g.ops.insert(g.ops.index(add), op)
-            g.replace_uses(add.results[0], op.results[0])
+                        "rotate_every_two" if interleaved else "rotate_half",
+                        x.shape[axis] - 1))
+            _emit_rope(g, add, x, theta, interleaved, axis == 1,
+                       rotation.get("inverse", False))
             break
+
+
+def _emit_rope(g, add, x, theta, interleaved, seq_first, inverse=False):
+    """nn.rope of x in place of `add`; x [batch, seq, heads, head_dim]
+    (seq_first) is rotated in the [batch, heads, seq, head_dim] layout."""
+    swap = [0, 2, 1, 3]
+    ops = []
+    src = x
+    if seq_first:
+        b, s, h, d = x.shape
+        ops.append(g.emit("transpose", [x], {"permutation": swap},
+                          [((b, h, s, d), "f32")], add.where))
+        src = ops[-1].results[0]
+    attrs = {"theta": theta}
+    if inverse:
+        attrs["inverse"] = True
+    if interleaved:
+        attrs["interleaved"] = True
+    ops.append(g.emit("rope", [src], attrs, [(src.shape, "f32")], add.where))
+    if seq_first:
+        ops.append(g.emit("transpose", [ops[-1].results[0]],
+                          {"permutation": swap}, [(x.shape, "f32")],
+                          add.where))
+    for op in ops:
+        g.ops.remove(op)
+        g.ops.insert(g.ops.index(add), op)
+    g.replace_uses(add.results[0], ops[-1].results[0])
 
 
 # -- slices ------------------------------------------------------------------
@@ -538,6 +610,10 @@ _WHAT = {
                  "rotary embedding x * cos + rotate_half(x) * sin)",
     "add_const": "a sum with a constant tensor (recognised as the causal "
                  "mask of an attention)",
+    "slice_every": "a strided slice (x[..., ::2] and x[..., 1::2] are "
+                   "recognised inside an interleaved rotary embedding)",
+    "stack": "torch.stack (recognised inside an interleaved rotary "
+             "embedding)",
     "masked_fill": "masked_fill (recognised as the causal mask of an "
                    "attention)",
     "expand": "expand (recognised in repeat_kv before an attention)",

@@ -571,7 +571,8 @@ class Lowering:
                            "only)" % (i,))
             start, stop, step = sl.indices(size)
             if step != 1:
-                where.fail("a strided slice has no equivalent")
+                return self.strided_slice(x, idx, axis, start, stop, step,
+                                          value, where)
             stop = max(start, stop)
             if (start, stop) != (0, size):
                 sliced.append((axis, start, stop))
@@ -583,6 +584,32 @@ class Lowering:
             x = self.emit("slice", [x], {"axis": ax, "start": start,
                                          "stop": stop}, [shape], where)
         return self.reshape(x, value, where)
+
+    def strided_slice(self, x, idx, axis, start, stop, step, value, where):
+        """x[..., 0::2] and x[..., 1::2], the even and odd features of the
+        last axis: only an interleaved rotary embedding takes them
+        (fuse.py)."""
+        others = [i for i in idx if i is not Ellipsis and
+                  i != slice(None, None, None)]
+        last = len(x.shape) - 1
+        d = x.shape[last] if x.shape else 0
+        if axis != last or len(others) != 1 or step != 2 or d % 2 or \
+                start not in (0, 1) or stop < d - 1:
+            where.fail("a strided slice has no equivalent")
+        return self.pseudo("slice_every", [x], {"axis": axis,
+                                                "start": start,
+                                                "step": step}, value, where)
+
+    def stack(self, xs, dim, value, where):
+        """torch.stack of tensors of one shape along a new axis: only an
+        interleaved rotary embedding takes it (fuse.py)."""
+        if not isinstance(xs, (tuple, list)) or not xs:
+            where.fail("stack of a non-list")
+        xs = [self.float_sym(x, where) for x in xs]
+        if any(x.shape != xs[0].shape for x in xs):
+            where.fail("stack of tensors of different shapes")
+        axis = _norm_axis(dim, len(xs[0].shape) + 1, where)
+        return self.pseudo("stack", xs, {"axis": axis}, value, where)
 
     def pad_labels(self, x, pad, mode, fill, value, where):
         """F.pad(labels, (0, 1), value=v): the first half of transformers'
@@ -1111,6 +1138,11 @@ def _convert(low, c):
 @_rule(FUNCTIONS, torch.cat)
 def _cat(low, c):
     return low.cat(c.a[0], unwrap(c.arg(1, "dim", 0)), c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.stack)
+def _stack(low, c):
+    return low.stack(c.a[0], unwrap(c.arg(1, "dim", 0)), c.value, c.where)
 
 
 @_rule(FUNCTIONS, torch.split)

@@ -21,14 +21,14 @@ namespace {
 
 template <typename T>
 void rope(const T *x, T *y, int64_t rows, int64_t seq, int64_t headDim,
-          double theta, bool inverse) {
+          double theta, bool inverse, bool interleaved) {
   int64_t half = headDim / 2;
   // Item r is row r % rows at position r / rows.
   parallelFor(rows * seq, rowGrain(headDim), [&](int64_t begin, int64_t end) {
     alignas(64) float invFreq[kBlock], cosT[kBlock], sinT[kBlock];
-    alignas(64) float bufA[kBlock], bufB[kBlock], bufOutA[kBlock],
+    alignas(64) float bufA[2 * kBlock], bufB[kBlock], bufOutA[2 * kBlock],
         bufOutB[kBlock];
-    // Half-dimensions in blocks: one block unless head_dim > 2 * kBlock.
+    // Pairs in blocks: one block unless head_dim > 2 * kBlock.
     for (int64_t c0 = 0; c0 < half; c0 += kBlock) {
       int64_t len = std::min(kBlock, half - c0);
       for (int64_t i = 0; i < len; ++i)
@@ -43,7 +43,21 @@ void rope(const T *x, T *y, int64_t rows, int64_t seq, int64_t headDim,
               sinT[i] = -sinT[i];
           }
         }
-        int64_t offset = ((r % rows) * seq + pos) * headDim + c0;
+        int64_t row = ((r % rows) * seq + pos) * headDim;
+        if (interleaved) {
+          // Pairs (2i, 2i + 1): the block's 2 * len neighbours at once.
+          int64_t offset = row + 2 * c0;
+          const float *a = loadF32(x + offset, 2 * len, bufA);
+          float *ya = outF32(y + offset, bufOutA);
+#pragma omp simd
+          for (int64_t t = 0; t < len; ++t) {
+            float p = a[2 * t], q = a[2 * t + 1];
+            ropeRotate(p, q, cosT[t], sinT[t], ya[2 * t], ya[2 * t + 1]);
+          }
+          storeF32(ya, y + offset, 2 * len);
+          continue;
+        }
+        int64_t offset = row + c0;
         const float *a = loadF32(x + offset, len, bufA);
         const float *b = loadF32(x + offset + half, len, bufB);
         float *ya = outF32(y + offset, bufOutA);
@@ -64,7 +78,7 @@ void rope(const T *x, T *y, int64_t rows, int64_t seq, int64_t headDim,
 
 extern "C" void zrt_rope(int32_t dtype, const void *x, void *y, int64_t batch,
                          int64_t heads, int64_t seq, int64_t headDim,
-                         double theta, int32_t inverse) {
+                         double theta, int32_t inverse, int32_t interleaved) {
   KernelSpan span("zrt_rope");
   checkDims("zrt_rope", batch, heads, seq, headDim);
   if (headDim % 2 != 0)
@@ -74,6 +88,6 @@ extern "C" void zrt_rope(int32_t dtype, const void *x, void *y, int64_t batch,
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
     rope(static_cast<const T *>(x), static_cast<T *>(y), batch * heads, seq,
-         headDim, theta, inverse != 0);
+         headDim, theta, inverse != 0, interleaved != 0);
   });
 }

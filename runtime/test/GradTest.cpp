@@ -261,22 +261,25 @@ TEST_F(GradTest, Swiglu) {
 // rope's backward is the inverse rope of dy, and the inverse rope's the rope.
 TEST_F(GradTest, Rope) {
   int64_t batch = 2, heads = 2, seq = 9, dim = 8, n = batch * heads * seq * dim;
-  for (int inverse = 0; inverse < 2; ++inverse) {
-    Floats x = randomFloats(rng, n);
-    std::vector<double> w = weights(rng, n);
-    Floats dy = asFloats(w), dx(static_cast<size_t>(n));
-    zrt_rope(ZRT_F32, dy.data(), dx.data(), batch, heads, seq, dim, 1e4,
-             !inverse);
-    checkGradient(
-        std::string("rope") + (inverse ? " inverse" : ""), x,
-        [&](const Floats &v) {
-          Floats out(static_cast<size_t>(n));
-          zrt_rope(ZRT_F32, v.data(), out.data(), batch, heads, seq, dim, 1e4,
-                   inverse);
-          return out;
-        },
-        w, dx, rng);
-  }
+  for (int interleaved = 0; interleaved < 2; ++interleaved)
+    for (int inverse = 0; inverse < 2; ++inverse) {
+      Floats x = randomFloats(rng, n);
+      std::vector<double> w = weights(rng, n);
+      Floats dy = asFloats(w), dx(static_cast<size_t>(n));
+      zrt_rope(ZRT_F32, dy.data(), dx.data(), batch, heads, seq, dim, 1e4,
+               !inverse, interleaved);
+      checkGradient(
+          std::string("rope") + (inverse ? " inverse" : "") +
+              (interleaved ? " interleaved" : ""),
+          x,
+          [&](const Floats &v) {
+            Floats out(static_cast<size_t>(n));
+            zrt_rope(ZRT_F32, v.data(), out.data(), batch, heads, seq, dim, 1e4,
+                     inverse, interleaved);
+            return out;
+          },
+          w, dx, rng);
+    }
 }
 
 TEST_F(GradTest, Softmax) {

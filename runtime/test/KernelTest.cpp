@@ -296,24 +296,29 @@ TEST_P(KernelTest, RopeAndInverse) {
     int64_t rows = c.batch * c.heads, n = rows * c.seq * c.dim;
     Buffer x = randomBuffer(dtype(), rng, n);
     double atol = kF32 * (3 * c.seq + 5) * 2 * maxAbs(x.values());
-    std::string what = std::string("rope ") + dtypeName(dtype()) + " seq " +
-                       std::to_string(c.seq) + " dim " + std::to_string(c.dim);
-    for (int inverse = 0; inverse < 2; ++inverse) {
-      Buffer y(dtype(), n);
-      zrt_rope(dtype(), x.data(), y.data(), c.batch, c.heads, c.seq, c.dim,
-               c.theta, inverse);
-      ref::Vec want =
-          ref::rope(x.values(), rows, c.seq, c.dim, c.theta, inverse != 0);
-      expectClose(y, want, u(), atol,
-                  what + (inverse ? " inverse" : " forward"));
-      // In place gives the same bits.
-      Buffer z(dtype(), x.values());
-      zrt_rope(dtype(), z.data(), z.data(), c.batch, c.heads, c.seq, c.dim,
-               c.theta, inverse);
-      expectClose(z, y.values(), 0, 0, what + " in place");
+    for (int interleaved = 0; interleaved < 2; ++interleaved) {
+      std::string what = std::string("rope ") + dtypeName(dtype()) + " seq " +
+                         std::to_string(c.seq) + " dim " +
+                         std::to_string(c.dim) +
+                         (interleaved ? " interleaved" : "");
+      for (int inverse = 0; inverse < 2; ++inverse) {
+        Buffer y(dtype(), n);
+        zrt_rope(dtype(), x.data(), y.data(), c.batch, c.heads, c.seq, c.dim,
+                 c.theta, inverse, interleaved);
+        ref::Vec want = ref::rope(x.values(), rows, c.seq, c.dim, c.theta,
+                                  inverse != 0, interleaved != 0);
+        expectClose(y, want, u(), atol,
+                    what + (inverse ? " inverse" : " forward"));
+        // In place gives the same bits.
+        Buffer z(dtype(), x.values());
+        zrt_rope(dtype(), z.data(), z.data(), c.batch, c.heads, c.seq, c.dim,
+                 c.theta, inverse, interleaved);
+        expectClose(z, y.values(), 0, 0, what + " in place");
+      }
     }
   }
-  zrt_rope(dtype(), nullptr, nullptr, 0, 4, 8, 16, 1e4, 0);
+  zrt_rope(dtype(), nullptr, nullptr, 0, 4, 8, 16, 1e4, 0, 0);
+  zrt_rope(dtype(), nullptr, nullptr, 0, 4, 8, 16, 1e4, 0, 1);
 }
 
 // f32 rope performs Hugging Face's fp32 steps in their order, bit for bit:
@@ -346,9 +351,24 @@ TEST(RopeTest, HuggingFaceFp32Steps) {
       }
     }
   }
-  zrt_rope(ZRT_F32, x.data(), y.data(), 1, heads, seq, dim, theta, 0);
+  zrt_rope(ZRT_F32, x.data(), y.data(), 1, heads, seq, dim, theta, 0, 0);
   for (size_t k = 0; k < x.size(); ++k)
     ASSERT_EQ(y[k], want[k]) << "element " << k;
+  // Interleaved, the same pairs' values sit at (2i, 2i + 1) (GPT-J's
+  // rotate_every_two, tables by repeat_interleave): the same bits there.
+  std::vector<float> xi(x.size()), yi(x.size());
+  for (int64_t r = 0; r < heads * seq; ++r)
+    for (int64_t i = 0; i < half; ++i) {
+      xi[r * dim + 2 * i] = x[r * dim + i];
+      xi[r * dim + 2 * i + 1] = x[r * dim + i + half];
+    }
+  zrt_rope(ZRT_F32, xi.data(), yi.data(), 1, heads, seq, dim, theta, 0, 1);
+  for (int64_t r = 0; r < heads * seq; ++r)
+    for (int64_t i = 0; i < half; ++i) {
+      ASSERT_EQ(yi[r * dim + 2 * i], want[r * dim + i]) << "row " << r;
+      ASSERT_EQ(yi[r * dim + 2 * i + 1], want[r * dim + i + half])
+          << "row " << r;
+    }
 }
 
 TEST_P(KernelTest, SoftmaxAndGrad) {

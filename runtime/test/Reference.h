@@ -91,9 +91,10 @@ inline double tanh(double x) { return std::tanh(x); }
 inline double tanhGrad(double y) { return 1.0 - y * y; }
 
 /// Rotary embedding of [rows, seq, dim] x (rows = batch * heads) in exact
-/// arithmetic: angle pos / theta^(2i / dim) for pair (i, i + dim / 2).
+/// arithmetic: angle pos / theta^(2i / dim) for pair (i, i + dim / 2), or
+/// for pair (2i, 2i + 1) when interleaved.
 inline Vec rope(const Vec &x, int64_t rows, int64_t seq, int64_t dim,
-                double theta, bool inverse) {
+                double theta, bool inverse, bool interleaved = false) {
   Vec y(x.size());
   int64_t half = dim / 2;
   for (int64_t r = 0; r < rows; ++r)
@@ -102,10 +103,12 @@ inline Vec rope(const Vec &x, int64_t rows, int64_t seq, int64_t dim,
         double angle = double(p) / std::pow(theta, double(2 * i) / double(dim));
         double c = std::cos(angle),
                s = inverse ? -std::sin(angle) : std::sin(angle);
-        size_t at = static_cast<size_t>((r * seq + p) * dim + i);
-        double x1 = x[at], x2 = x[at + half];
+        size_t row = static_cast<size_t>((r * seq + p) * dim);
+        size_t at = row + static_cast<size_t>(interleaved ? 2 * i : i);
+        size_t to = interleaved ? at + 1 : at + static_cast<size_t>(half);
+        double x1 = x[at], x2 = x[to];
         y[at] = x1 * c - x2 * s;
-        y[at + half] = x2 * c + x1 * s;
+        y[to] = x2 * c + x1 * s;
       }
   return y;
 }

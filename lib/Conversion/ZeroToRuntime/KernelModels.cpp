@@ -192,7 +192,7 @@ LogicalResult buildCall(nn::RopeOp op, KernelCallBuilder &b) {
                 {b.dtype(elemType(op.getInput())), b.operand(0), b.result(0),
                  b.i64(sh[0]), b.i64(sh[1]), b.i64(sh[2]), b.i64(sh[3]),
                  b.f64(op.getTheta().convertToDouble()),
-                 b.i32(op.getInverse())});
+                 b.i32(op.getInverse()), b.i32(op.getInterleaved())});
 }
 
 // Casts and fills.

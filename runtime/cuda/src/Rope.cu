@@ -34,7 +34,8 @@ constexpr int64_t kMaxGridY = 65535;
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     ropeKernel(const T *x, T *y, int64_t rows, int64_t seq, int64_t headDim,
-               int64_t rowsPerBlock, double theta, bool inverse) {
+               int64_t rowsPerBlock, double theta, bool inverse,
+               bool interleaved) {
   __shared__ float cosT[kPairs], sinT[kPairs];
   int64_t pos = blockIdx.x;
   int64_t r0 = int64_t(blockIdx.y) * rowsPerBlock;
@@ -51,12 +52,14 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     for (int k = threadIdx.x; k < int(nr) * len; k += blockDim.x) {
       int r = k / len, i = k % len;
-      int64_t offset = ((r0 + r) * seq + pos) * headDim + c0 + i;
+      int64_t row = ((r0 + r) * seq + pos) * headDim;
+      // The pair (c0 + i, c0 + i + half), or (2 (c0 + i), 2 (c0 + i) + 1).
+      int64_t first = interleaved ? row + 2 * (c0 + i) : row + c0 + i;
+      int64_t second = interleaved ? first + 1 : first + half;
       float a, b;
-      ropeRotate(toF32(x[offset]), toF32(x[offset + half]), cosT[i], sinT[i], a,
-                 b);
-      y[offset] = fromF32<T>(a);
-      y[offset + half] = fromF32<T>(b);
+      ropeRotate(toF32(x[first]), toF32(x[second]), cosT[i], sinT[i], a, b);
+      y[first] = fromF32<T>(a);
+      y[second] = fromF32<T>(b);
     }
     __syncthreads();
   }
@@ -66,7 +69,7 @@ __global__ void __launch_bounds__(kThreads)
 
 void zrt::cuda::rope(int32_t dtype, const void *x, void *y, int64_t batch,
                      int64_t heads, int64_t seq, int64_t headDim, double theta,
-                     int32_t inverse) {
+                     int32_t inverse, int32_t interleaved) {
   checkDims("zrt_rope", batch, heads, seq, headDim);
   if (headDim % 2 != 0)
     fatal("zrt_rope: head_dim %lld is odd", (long long)headDim);
@@ -84,7 +87,7 @@ void zrt::cuda::rope(int32_t dtype, const void *x, void *y, int64_t batch,
     using T = decltype(tag);
     ropeKernel<T><<<grid, kThreads, 0, computeStream()>>>(
         static_cast<const T *>(x), static_cast<T *>(y), rows, seq, headDim,
-        rowsPerBlock, theta, inverse != 0);
+        rowsPerBlock, theta, inverse != 0, interleaved != 0);
     checkLaunch("zrt_rope");
   });
 }

@@ -613,23 +613,25 @@ TEST_P(CudaKernelsTest, Rope) {
   for (const Case &c : cases) {
     int64_t n = c.batch * c.heads * c.seq * c.dim;
     Buffer x = randomBuffer(dtype(), rng, n, -2, 2);
-    for (int inverse = 0; inverse < 2; ++inverse) {
+    for (int mode = 0; mode < 4; ++mode) {
+      int inverse = mode & 1, interleaved = mode >> 1;
       Buffer want(dtype(), n);
       zrt_rope(dtype(), x.data(), want.data(), c.batch, c.heads, c.seq, c.dim,
-               c.theta, inverse);
-      std::string what =
-          label(inverse ? "rope inverse" : "rope", dtype(), c.seq, c.dim);
+               c.theta, inverse, interleaved);
+      const char *kernel[] = {"rope", "rope inverse", "rope interleaved",
+                              "rope inverse interleaved"};
+      std::string what = label(kernel[mode], dtype(), c.seq, c.dim);
       DeviceTensor dx(x), dy(dtype(), n);
       rope(dtype(), dx.get(), dy.get(), c.batch, c.heads, c.seq, c.dim, c.theta,
-           inverse);
+           inverse, interleaved);
       Buffer got = dy.download();
       expectNear(got, want, 0, 4 * kF32 * double(c.seq + 2) * 2, what);
       rope(dtype(), dx.get(), dy.get(), c.batch, c.heads, c.seq, c.dim, c.theta,
-           inverse);
+           inverse, interleaved);
       expectBitwise(dy.download(), got, what + " rerun");
       DeviceTensor in1(x, 1);
       rope(dtype(), in1.get(), in1.get(), c.batch, c.heads, c.seq, c.dim,
-           c.theta, inverse);
+           c.theta, inverse, interleaved);
       expectBitwise(in1.download(), got, what + " in place misaligned");
     }
   }
@@ -1182,9 +1184,9 @@ TEST(CudaKernelsDeathTest, InvalidArguments) {
                "no classes");
   EXPECT_DEATH(embedding(ZRT_F32, a.get(), 5, b.get(), a.get(), 1, 1, 1),
                "unknown index type");
-  EXPECT_DEATH(rope(ZRT_F32, a.get(), b.get(), 1, 1, 2, 3, 1e4, 0),
+  EXPECT_DEATH(rope(ZRT_F32, a.get(), b.get(), 1, 1, 2, 3, 1e4, 0, 0),
                "head_dim 3 is odd");
-  EXPECT_DEATH(rope(ZRT_BF16, a.get(), b.get(), 1, 1, 2, 4, 0.0, 1),
+  EXPECT_DEATH(rope(ZRT_BF16, a.get(), b.get(), 1, 1, 2, 4, 0.0, 1, 1),
                "theta 0 is not positive");
 }
 

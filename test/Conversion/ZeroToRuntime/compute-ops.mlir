@@ -461,8 +461,8 @@ module @attention {
 
 // -----
 
-// Rotary embedding: the (batch, heads, seq, head_dim) shape, theta, and the
-// inverse rotation (its derivative) as a flag.
+// Rotary embedding: the (batch, heads, seq, head_dim) shape, theta, the
+// inverse rotation (its derivative) and the interleaved pairing as flags.
 
 // CHECK-LABEL: module @rope
 // CHECK-LABEL: llvm.func @zero_micro_step
@@ -475,7 +475,8 @@ module @attention {
 // CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[THETA:.*]] = llvm.mlir.constant(1.000000e+04 : f64) : f64
 // CHECK-NEXT: %[[INVERSE:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-NEXT: llvm.call @zrt_rope(%[[DTYPE]], %[[X]], %[[R]], %[[BATCH]], %[[HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[THETA]], %[[INVERSE]])
+// CHECK-NEXT: %[[INTERLEAVED:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: llvm.call @zrt_rope(%[[DTYPE]], %[[X]], %[[R]], %[[BATCH]], %[[HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[THETA]], %[[INVERSE]], %[[INTERLEAVED]])
 // CHECK:      %[[I:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
@@ -484,7 +485,8 @@ module @attention {
 // CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[THETA:.*]] = llvm.mlir.constant(5.000000e+05 : f64) : f64
 // CHECK-NEXT: %[[INVERSE:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK-NEXT: llvm.call @zrt_rope(%[[DTYPE]], %[[R]], %[[I]], %[[BATCH]], %[[HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[THETA]], %[[INVERSE]])
+// CHECK-NEXT: %[[INTERLEAVED:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: llvm.call @zrt_rope(%[[DTYPE]], %[[R]], %[[I]], %[[BATCH]], %[[HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[THETA]], %[[INVERSE]], %[[INTERLEAVED]])
 
 module @rope {
   zero.param @w : tensor<2xf32> init zeros
@@ -494,7 +496,7 @@ module @rope {
       precision #zero.precision<kind = fp32>
       schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
     %r = nn.rope %x theta 1.000000e+04 : tensor<4x2x3x8xf32>
-    %i = nn.rope %r theta 5.000000e+05 inverse : tensor<4x2x3x8xf32>
+    %i = nn.rope %r theta 5.000000e+05 inverse interleaved : tensor<4x2x3x8xf32>
     %loss = nn.fill 0.0 : tensor<f32>
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>

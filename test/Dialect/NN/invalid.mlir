@@ -853,6 +853,15 @@ func.func @rope_odd_head_dim(%x: tensor<1x2x4x7xf32>) {
 
 // -----
 
+// Checks that interleaved rope rejects an odd head_dim, naming its pairs.
+func.func @rope_interleaved_odd_head_dim(%x: tensor<1x2x4x5xf32>) {
+  // expected-error @+1 {{'nn.rope' op head_dim must be even (its neighbours are rotated in pairs), got 5}}
+  %0 = nn.rope %x theta 1.000000e+04 interleaved : tensor<1x2x4x5xf32>
+  return
+}
+
+// -----
+
 // Checks that rope rejects a tensor without the [batch, heads, seq, head_dim] rank.
 func.func @rope_rank(%x: tensor<2x4x8xf32>) {
   // expected-error @+1 {{'nn.rope' op input must have rank 4 [batch, heads, seq, head_dim], got rank 3}}

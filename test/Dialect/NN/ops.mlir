@@ -44,6 +44,10 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %qr = nn.rope %qt theta 1.000000e+04 : tensor<2x2x4x4xf32>
   // CHECK: nn.rope %{{.*}} theta 5.000000e+05 inverse : tensor<2x2x4x4xf32>
   %qi = nn.rope %qr theta 500000.0 inverse : tensor<2x2x4x4xf32>
+  // CHECK: nn.rope %{{.*}} theta 1.000000e+04 interleaved : tensor<2x2x4x4xf32>
+  %qv = nn.rope %qt theta 1.000000e+04 interleaved : tensor<2x2x4x4xf32>
+  // CHECK: nn.rope %{{.*}} theta 1.000000e+04 inverse interleaved : tensor<2x2x4x4xf32>
+  %qw = nn.rope %qv theta 1.000000e+04 inverse interleaved : tensor<2x2x4x4xf32>
   // CHECK: nn.mul %{{.*}}, %{{.*}} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
   %pm = nn.mul %p, %a2 : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
   %pa0 = nn.add %pm, %a : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>

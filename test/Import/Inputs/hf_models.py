@@ -1,8 +1,9 @@
 """Tiny Hugging Face models in directories, as users have them: built by
 transformers' own classes with default settings and written by
 save_pretrained (safetensors), or their config.json alone: Llama, Mistral,
-Qwen2, GPT-2, Gemma, and with partial rotary embeddings GPT-NeoX, StableLM
-and Phi (and, to be refused, MoE and encoder-decoder ones).
+Qwen2, GPT-2, Gemma, with partial rotary embeddings GPT-NeoX, StableLM
+and Phi, with interleaved ones GPT-J and GLM (and, to be refused, MoE and
+encoder-decoder ones).
 
   hf_models.py save KIND DIR [--shard-size N] [--config-only] [--tokenizer]
   hf_models.py big-config DIR      (Llama-3-70B's published numbers)
@@ -94,6 +95,19 @@ def config(kind):
                             intermediate_size=172, num_hidden_layers=2,
                             num_attention_heads=4,
                             max_position_embeddings=128)
+    if kind == "gptj":
+        # GPT-J's interleaved rotary embedding (rotate_every_two) on a
+        # quarter of each head's 16 dimensions (as its 64 of 256), applied
+        # in the [batch, seq, heads, head_dim] layout; attention and MLP in
+        # parallel.
+        return tf.GPTJConfig(vocab_size=256, n_embd=64, n_inner=172,
+                             n_layer=2, n_head=4, n_positions=128,
+                             rotary_dim=4, bos_token_id=0, eos_token_id=0)
+    if kind == "glm":
+        # GLM's interleaved rotary embedding on half of each head (its
+        # default partial_rotary_factor 0.5), grouped-query.
+        return tf.GlmConfig(**small, head_dim=16, pad_token_id=0,
+                            bos_token_id=0, eos_token_id=0)
     sys.exit("unknown kind " + kind)
 
 

@@ -49,6 +49,20 @@ def make_cumsum():
     return _make(body)
 
 
+def make_strided_slice():
+    """The odd and even features outside an interleaved rotary
+    embedding."""
+    def body(self, h):
+        return torch.cat([h[..., 1::2], h[..., ::2]], dim=-1)
+    return _make(body)
+
+
+def make_strided_slice_3():
+    def body(self, h):
+        return h[:, ::3].repeat(1, 3)[:, :8]
+    return _make(body)
+
+
 def make_dropout():
     return _make(lambda self, h: self.extra(h), extra=nn.Dropout(0.1))
 

@@ -192,7 +192,8 @@ LogicalResult RopeOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   // the input nor the result stays alive for the backward.
   out.push_back(
       grads[0] ? RopeOp::create(b, getLoc(), grads[0], getThetaAttr(),
-                                getInverse() ? UnitAttr() : b.getUnitAttr())
+                                getInverse() ? UnitAttr() : b.getUnitAttr(),
+                                getInterleavedAttr())
                : Value());
   return success();
 }

@@ -613,7 +613,8 @@ LogicalResult SoftmaxGradOp::verify() {
 }
 
 /// The rotation pairs the two halves of the innermost (head) dimension of a
-/// [batch, heads, seq, head_dim] tensor and takes positions along seq.
+/// [batch, heads, seq, head_dim] tensor, or its neighbours when interleaved,
+/// and takes positions along seq.
 LogicalResult RopeOp::verify() {
   auto in = ranked(getInput());
   if (in.getRank() != 4)
@@ -624,9 +625,9 @@ LogicalResult RopeOp::verify() {
   if (ShapedType::isDynamic(headDim))
     return emitOpError("head_dim must be static");
   if (headDim % 2 != 0)
-    return emitOpError("head_dim must be even (its halves are rotated in "
-                       "pairs), got ")
-           << headDim;
+    return emitOpError("head_dim must be even (")
+           << (getInterleaved() ? "its neighbours" : "its halves")
+           << " are rotated in pairs), got " << headDim;
   double theta = getTheta().convertToDouble();
   if (!(theta > 0.0) || !std::isfinite(theta))
     return emitOpError("theta must be positive and finite, got ") << theta;

@@ -171,6 +171,26 @@ zero.train_step @llama(%y: tensor<1x2x4xi64>)
 
 // -----
 
+// GPT-J's interleaved rotary embedding: the derivative keeps the pairing
+// and inverts the rotation.
+zero.param @q : tensor<1x2x4x8xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @gptj
+zero.train_step @gptj(%y: tensor<1x2x4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %q = zero.get_param @q : tensor<1x2x4x8xf32>
+  %r = nn.rope %q theta 1.000000e+04 interleaved : tensor<1x2x4x8xf32>
+  %i = nn.rope %r theta 5.000000e+05 inverse interleaved : tensor<1x2x4x8xf32>
+  %loss = nn.softmax_cross_entropy %i, %y : tensor<1x2x4x8xf32>, tensor<1x2x4xi64> -> tensor<f32>
+  // CHECK: %[[DS:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DR:.*]] = nn.rope %[[DS]] theta 5.000000e+05 interleaved : tensor<1x2x4x8xf32>
+  // CHECK-NEXT: %[[DQ:.*]] = nn.rope %[[DR]] theta 1.000000e+04 inverse interleaved : tensor<1x2x4x8xf32>
+  // CHECK-NEXT: zero.grad @q, %[[DQ]] : tensor<1x2x4x8xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Layer norm: one backward op yields the input, weight and bias gradients.
 zero.param @w : tensor<8xf32> init ones
 zero.param @b : tensor<8xf32> init zeros

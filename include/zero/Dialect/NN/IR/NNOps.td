@@ -250,7 +250,8 @@ def NN_SoftmaxOp : NN_UnaryOp<"softmax", "Softmax over the last dimension"> {
 
 def NN_RopeOp : NN_Op<"rope", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
-  let summary = "Rotary position embedding (Hugging Face Llama convention)";
+  let summary = "Rotary position embedding (Hugging Face Llama or GPT-J "
+                "convention)";
   let description = [{
     Rotates the `[batch, heads, seq, head_dim]` input by the position of each
     row along `seq` (0, 1, ...): with `h = head_dim / 2` (head_dim even),
@@ -266,6 +267,10 @@ def NN_RopeOp : NN_Op<"rope", [SameOperandsAndResultType,
     `emb = cat(freqs, freqs)`. The angle, cosine and sine are fp32 as there;
     16-bit inputs are rotated in fp32 and rounded once.
 
+    `interleaved` pairs neighbours instead, `(x[2i], x[2i + 1])` by the same
+    `inv_freq[i]`: GPT-J's convention (`rotate_every_two`, with tables
+    built by `repeat_interleave`), which Cohere, GLM and Helium use too.
+
     `inverse` rotates by the negative angle. The rotation is orthogonal, so
     that is also its adjoint: the derivative of `nn.rope` is `nn.rope ...
     inverse` of the result's gradient (and the other way around), which
@@ -274,13 +279,15 @@ def NN_RopeOp : NN_Op<"rope", [SameOperandsAndResultType,
     ```mlir
     %q2 = nn.rope %q theta 1.000000e+04 : tensor<8x32x2048x128xbf16>
     %dq = nn.rope %dq2 theta 1.000000e+04 inverse : tensor<8x32x2048x128xbf16>
+    %k2 = nn.rope %k theta 1.000000e+04 interleaved : tensor<8x16x2048x64xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input, F64Attr:$theta,
-                       UnitAttr:$inverse);
+                       UnitAttr:$inverse, UnitAttr:$interleaved);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($input)
+    $input `theta` $theta (`inverse` $inverse^)? (`interleaved` $interleaved^)?
+    attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
 }
