@@ -313,6 +313,53 @@ def _causal(table, shape, fill_where):
     return bool((t[above] <= _MASKED).all()) and bool((t[~above] == 0).all())
 
 
+def _window(table, shape, fill_where):
+    """The sliding window of a mask `table` as _causal reads it (query i
+    sees key j iff j <= i and i - j < window, transformers'
+    sliding_window_causal_mask_function) identically for every row: 0 for
+    the causal mask, None for any other mask."""
+    if _causal(table, shape, fill_where):
+        return 0
+    t = table.detach().cpu()
+    try:
+        t = torch.broadcast_to(t, shape)
+    except RuntimeError:
+        return None
+    s = shape[-1]
+    if shape[-2] != s or s < 2:
+        return None
+    if fill_where:
+        hidden = t.bool()
+    else:
+        t = t.float()
+        if not bool(((t == 0) | (t <= _MASKED)).all()):
+            return None
+        hidden = t <= _MASKED
+    # The last query sees the window's keys.
+    window = int((~hidden[(0,) * (len(shape) - 2) + (s - 1,)]).sum())
+    if window < 1 or window >= s:
+        return None
+    i = torch.arange(s)
+    seen = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < window)
+    return window if torch.equal(hidden, torch.broadcast_to(~seen, shape)) \
+        else None
+
+
+def _softcap(s):
+    """(capped input, cap) when s is cap * tanh(x / cap) (Gemma 2's
+    attn_logit_softcapping), else (s, None)."""
+    outer = _producer(s, "scale")
+    th = outer and _producer(outer.operands[0], "tanh")
+    inner = th and _producer(th.operands[0], "scale")
+    if not inner:
+        return s, None
+    cap = outer.attrs["factor"]
+    if cap <= 0 or not math.isclose(inner.attrs["factor"] * cap, 1.0,
+                                    rel_tol=1e-12):
+        return s, None
+    return inner.operands[0], cap
+
+
 def fuse_attention(g):
     for out in [op for op in g.ops if op.kind == "matmul"]:
         if out.attrs:
@@ -322,21 +369,24 @@ def fuse_attention(g):
         if not sm or not _single_use(g, p):
             continue
         s = sm.operands[0]
-        causal = False
+        causal, window = False, 0
         mf = _producer(s, "masked_fill")
         ac = _producer(s, "add_const")
         if mf:
-            if not (mf.attrs["fill"] <= _MASKED and
-                    _causal(mf.attrs["mask"], s.shape, True)):
+            window = _window(mf.attrs["mask"], s.shape, True) \
+                if mf.attrs["fill"] <= _MASKED else None
+            if window is None:
                 mf.where.fail("a masked_fill before the softmax that is not "
                               "the causal mask (-inf above the diagonal)")
             causal, s = True, mf.operands[0]
         elif ac:
-            if not _causal(ac.attrs["table"], s.shape, False):
+            window = _window(ac.attrs["table"], s.shape, False)
+            if window is None:
                 ac.where.fail("an added mask before the softmax that is not "
                               "the causal mask (-inf or the dtype's min above "
                               "the diagonal, 0 elsewhere)")
             causal, s = True, ac.operands[0]
+        s, softcap = _softcap(s)
         scale = 1.0
         sc = _producer(s, "scale")
         if sc:
@@ -351,6 +401,10 @@ def fuse_attention(g):
         d = q.shape[-1]
         attrs = {"causal": causal,
                  "scale": None if scale == 1.0 / math.sqrt(d) else scale}
+        if window:
+            attrs["window"] = window
+        if softcap is not None:
+            attrs["softcap"] = softcap
         op = g.emit("attention", [q, k0, v0], attrs, [(q.shape, "f32")],
                     out.where)
         g.ops.remove(op)

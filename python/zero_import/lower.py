@@ -629,9 +629,10 @@ class Lowering:
         p = unwrap(kw.get("dropout_p", a[4] if len(a) > 4 else 0.0))
         causal = unwrap(kw.get("is_causal", a[5] if len(a) > 5 else False))
         scale = unwrap(kw.get("scale", None))
+        window = 0
         if mask is not None:
-            where.fail("scaled_dot_product_attention with attn_mask (use "
-                       "is_causal=True)")
+            window = self.sdpa_window(mask, q, causal, where)
+            causal = True
         if p:
             where.fail("scaled_dot_product_attention with dropout_p = %g" % p)
         # With enable_gqa, query head h reads key/value head h // (heads /
@@ -644,9 +645,28 @@ class Lowering:
         # is the op's default.
         if scale is not None and float(scale) == 1.0 / math.sqrt(q.shape[-1]):
             scale = None
-        return self.emit("attention", [q, k, v],
-                         {"causal": bool(causal), "scale": scale},
-                         [q.shape], where)
+        attrs = {"causal": bool(causal), "scale": scale}
+        if window:
+            attrs["window"] = window
+        return self.emit("attention", [q, k, v], attrs, [q.shape], where)
+
+    def sdpa_window(self, mask, q, causal, where):
+        """The window of an attn_mask that is transformers' causal or
+        sliding-window mask (bool: True where seen; float: added); 0 for the
+        causal one."""
+        from .fuse import _window
+        table = mask.value if isinstance(mask, Const) else mask
+        window = None
+        if not causal and torch.is_tensor(table):
+            shape = tuple(q.shape[:-1]) + (q.shape[-2],)
+            if table.dtype == torch.bool:
+                window = _window(~table, shape, True)
+            else:
+                window = _window(table, shape, False)
+        if window is None:
+            where.fail("scaled_dot_product_attention with attn_mask (use "
+                       "is_causal=True)")
+        return window
 
 
 class Call:

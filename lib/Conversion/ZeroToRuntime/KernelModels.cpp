@@ -262,7 +262,11 @@ LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
   llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
   args.push_back(b.i32(op.getCausal()));
   args.push_back(b.f64(op.getScaleValue()));
-  return b.call("zrt_attention", args);
+  if (!op.getWindow() && !op.getSoftcap())
+    return b.call("zrt_attention", args);
+  args.push_back(b.i64(op.getWindow().value_or(0)));
+  args.push_back(b.f64(op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0));
+  return b.call("zrt_attention_ext", args);
 }
 KernelCost cost(nn::AttentionOp op) {
   return KernelCost::compute(
@@ -282,7 +286,11 @@ LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
   llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
   args.push_back(b.i32(op.getCausal()));
   args.push_back(b.f64(op.getScale().convertToDouble()));
-  return b.call("zrt_attention_grad", args);
+  if (!op.getWindow() && !op.getSoftcap())
+    return b.call("zrt_attention_grad", args);
+  args.push_back(b.i64(op.getWindow().value_or(0)));
+  args.push_back(b.f64(op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0));
+  return b.call("zrt_attention_ext_grad", args);
 }
 int64_t scratchBytes(nn::AttentionGradOp op) {
   // One log-sum-exp and delta per query row; a group's dK and dV sums need
