@@ -294,55 +294,39 @@ def unrepeat(g, k, v, q, where):
     return k0, v0
 
 
-def _causal(table, shape, fill_where):
-    """True when `table` (bool: masked where True; float: added) hides
-    exactly the positions after each query, identically for every row."""
+def _hidden(table, shape, fill_where):
+    """Where a mask `table` (bool: masked where True; float: added, 0 or
+    masked) hides a score, broadcast to `shape`; None for another table."""
     t = table.detach().cpu()
     try:
         t = torch.broadcast_to(t, shape)
     except RuntimeError:
-        return False
-    s = shape[-1]
-    if shape[-2] != s:
-        return False
-    above = torch.ones(s, s, dtype=torch.bool).triu(1)
-    above = torch.broadcast_to(above, shape)
+        return None
     if fill_where:
-        return torch.equal(t.bool(), above)
+        return t.bool()
     t = t.float()
-    return bool((t[above] <= _MASKED).all()) and bool((t[~above] == 0).all())
-
-
-def _window(table, shape, fill_where):
-    """The sliding window of a mask `table` as _causal reads it (query i
-    sees key j iff j <= i and i - j < window, transformers'
-    sliding_window_causal_mask_function) identically for every row: 0 for
-    the causal mask, None for any other mask."""
-    if _causal(table, shape, fill_where):
-        return 0
-    t = table.detach().cpu()
-    try:
-        t = torch.broadcast_to(t, shape)
-    except RuntimeError:
+    if not bool(((t == 0) | (t <= _MASKED)).all()):
         return None
+    return t <= _MASKED
+
+
+def _window(hidden, shape):
+    """The sliding window `hidden` is (query i sees key j iff j <= i and
+    i - j < window, transformers' sliding_window_causal_mask_function),
+    identically for every row: 0 for the causal mask, None for any other
+    mask."""
     s = shape[-1]
-    if shape[-2] != s or s < 2:
+    if shape[-2] != s or s < 1:
         return None
-    if fill_where:
-        hidden = t.bool()
-    else:
-        t = t.float()
-        if not bool(((t == 0) | (t <= _MASKED)).all()):
-            return None
-        hidden = t <= _MASKED
     # The last query sees the window's keys.
     window = int((~hidden[(0,) * (len(shape) - 2) + (s - 1,)]).sum())
-    if window < 1 or window >= s:
+    if window < 1:
         return None
     i = torch.arange(s)
     seen = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < window)
-    return window if torch.equal(hidden, torch.broadcast_to(~seen, shape)) \
-        else None
+    if not torch.equal(hidden, torch.broadcast_to(~seen, shape)):
+        return None
+    return 0 if window >= s else window
 
 
 def _softcap(s):
@@ -369,23 +353,40 @@ def fuse_attention(g):
         if not sm or not _single_use(g, p):
             continue
         s = sm.operands[0]
-        causal, window = False, 0
-        mf = _producer(s, "masked_fill")
-        ac = _producer(s, "add_const")
-        if mf:
-            window = _window(mf.attrs["mask"], s.shape, True) \
-                if mf.attrs["fill"] <= _MASKED else None
+        # The masks before the softmax (GPT-Neo's where and its added
+        # attention mask are two), whose union is the causal mask or a
+        # sliding window.
+        causal, window, hidden, failed = False, 0, None, None
+        while failed is None:
+            mf = _producer(s, "masked_fill")
+            ac = _producer(s, "add_const")
+            if mf:
+                h = _hidden(mf.attrs["mask"], s.shape, True) \
+                    if mf.attrs["fill"] <= _MASKED else None
+                mask = mf
+            elif ac:
+                h = _hidden(ac.attrs["table"], s.shape, False)
+                mask = ac
+            else:
+                break
+            if h is None:
+                failed = mask
+            else:
+                hidden = h if hidden is None else hidden | h
+                s = mask.operands[0]
+                last = mask
+        if hidden is not None or failed:
+            window = None if failed else _window(hidden, s.shape)
             if window is None:
-                mf.where.fail("a masked_fill before the softmax that is not "
-                              "the causal mask (-inf above the diagonal)")
-            causal, s = True, mf.operands[0]
-        elif ac:
-            window = _window(ac.attrs["table"], s.shape, False)
-            if window is None:
-                ac.where.fail("an added mask before the softmax that is not "
-                              "the causal mask (-inf or the dtype's min above "
-                              "the diagonal, 0 elsewhere)")
-            causal, s = True, ac.operands[0]
+                failed = failed or last
+                if failed.kind == "masked_fill":
+                    failed.where.fail("a masked_fill before the softmax that "
+                                      "is not the causal mask (-inf above "
+                                      "the diagonal)")
+                failed.where.fail("an added mask before the softmax that is "
+                                  "not the causal mask (-inf or the dtype's "
+                                  "min above the diagonal, 0 elsewhere)")
+            causal = True
         s, softcap = _softcap(s)
         scale = 1.0
         sc = _producer(s, "scale")

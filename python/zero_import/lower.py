@@ -654,15 +654,16 @@ class Lowering:
         """The window of an attn_mask that is transformers' causal or
         sliding-window mask (bool: True where seen; float: added); 0 for the
         causal one."""
-        from .fuse import _window
+        from .fuse import _hidden, _window
         table = mask.value if isinstance(mask, Const) else mask
         window = None
         if not causal and torch.is_tensor(table):
             shape = tuple(q.shape[:-1]) + (q.shape[-2],)
             if table.dtype == torch.bool:
-                window = _window(~table, shape, True)
+                hidden = _hidden(~table, shape, True)
             else:
-                window = _window(table, shape, False)
+                hidden = _hidden(table, shape, False)
+            window = None if hidden is None else _window(hidden, shape)
         if window is None:
             where.fail("scaled_dot_product_attention with attn_mask (use "
                        "is_causal=True)")
@@ -904,6 +905,28 @@ def _sdpa(low, c):
 
 
 # Parts of the patterns fuse.py recognises.
+
+@_rule(FUNCTIONS, torch.where)
+def _where_mask(low, c):
+    """torch.where(mask, x, fill) with a constant mask and fill (GPT-Neo's
+    causal and local masks): x.masked_fill(~mask, fill), which fuse.py
+    recognises before an attention's softmax."""
+    if len(c.a) != 3 or c.kw:
+        c.where.fail("torch.where other than where(mask, x, fill) has no "
+                     "equivalent")
+    mask, x, fill = c.a
+    fill = unwrap(fill)
+    if torch.is_tensor(fill) and fill.dim() == 0:
+        fill = fill.item()
+    mask = mask.value if isinstance(mask, Const) else mask
+    if not is_sym(x) or not torch.is_tensor(mask) or \
+            mask.dtype != torch.bool or isinstance(fill, bool) or \
+            not isinstance(fill, (int, float)):
+        c.where.fail("torch.where other than where(constant mask, x, "
+                     "constant fill) has no equivalent")
+    return low.pseudo("masked_fill", [low.float_sym(x, c.where)],
+                      {"mask": ~mask, "fill": float(fill)}, c.value, c.where)
+
 
 @_rule(FUNCTIONS, torch.rsqrt)
 @_rule(METHODS, "rsqrt")
