@@ -453,8 +453,8 @@ void scoreGrads(const Attn &a, float *p, int64_t ldp, const float *dp,
 /// and dp becomes (dP - delta) * (1 - t^2), the capped logits' derivative
 /// folded in; scoreGradsCapped then multiplies it by P.
 void capScoreGrads(const Attn &a, float *s, int64_t lds, float *dp,
-                   int64_t lddp, int64_t i0, int64_t nr, int64_t j0,
-                   int64_t nc, const float *delta) {
+                   int64_t lddp, int64_t i0, int64_t nr, int64_t j0, int64_t nc,
+                   const float *delta) {
   float cap = a.softcap, inv = 1.0f / a.softcap;
   for (int64_t r = 0; r < nr; ++r) {
     float dl = delta[r];
@@ -601,8 +601,8 @@ void rowDeltas(const T *o, const T *dO, int64_t nr, int64_t d, float *oBuf,
 /// One key block of a row's log-sum-exp: folds exp(sr[c]) over scores
 /// [first, visible) of nc into the running max and sum. A block the row
 /// sees none of leaves both exactly unchanged.
-inline void sumExps(const float *sr, int64_t nc, int64_t first,
-                    int64_t visible, float &rowMax, float &rowSum) {
+inline void sumExps(const float *sr, int64_t nc, int64_t first, int64_t visible,
+                    float &rowMax, float &rowSum) {
   if (first >= visible)
     return;
   float mx = rowMax;
@@ -940,8 +940,8 @@ extern "C" void zrt_attention_ext(int32_t dtype, const void *q, const void *k,
 extern "C" void zrt_attention_ext_grad(
     int32_t dtype, const void *q, const void *k, const void *v, const void *o,
     const void *dO, void *dq, void *dk, void *dv, int64_t batch, int64_t heads,
-    int64_t kvHeads, int64_t seq, int64_t headDim, int32_t causal,
-    double scale, int64_t window, double softcap) {
+    int64_t kvHeads, int64_t seq, int64_t headDim, int32_t causal, double scale,
+    int64_t window, double softcap) {
   KernelSpan span("zrt_attention_ext_grad");
   const char *name = "zrt_attention_ext_grad";
   runGrads(withMask(name,

@@ -709,9 +709,9 @@ TEST_P(KernelTest, AttentionWindowAndSoftcap) {
                            c.heads, c.kvHeads, c.seq, c.dim, 1, 0, c.window,
                            c.softcap);
     ref::Vec wantQ, wantK, wantV, ov = o.values();
-    ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(),
-                       c.batch, c.heads, c.kvHeads, c.seq, c.dim, true, scale,
-                       wantQ, wantK, wantV, &ov, c.window, c.softcap);
+    ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(), c.batch,
+                       c.heads, c.kvHeads, c.seq, c.dim, true, scale, wantQ,
+                       wantK, wantV, &ov, c.window, c.softcap);
     expectClose(dq, wantQ, u(), 1e-4 * maxAbs(wantQ), what + " dq");
     expectClose(dk, wantK, u(), 1e-4 * maxAbs(wantK), what + " dk");
     expectClose(dv, wantV, u(), 1e-4 * maxAbs(wantV), what + " dv");
@@ -724,8 +724,8 @@ TEST_P(KernelTest, AttentionWindowAndSoftcap) {
       zrt_attention(dtype(), q.data(), k.data(), v.data(), o2.data(), c.batch,
                     c.heads, c.kvHeads, c.seq, c.dim, 1, 0);
       zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
-                         dO.data(), dq2.data(), dk2.data(), dv2.data(),
-                         c.batch, c.heads, c.kvHeads, c.seq, c.dim, 1, 0);
+                         dO.data(), dq2.data(), dk2.data(), dv2.data(), c.batch,
+                         c.heads, c.kvHeads, c.seq, c.dim, 1, 0);
       EXPECT_EQ(o2.values(), o.values()) << what << " o";
       EXPECT_EQ(dq2.values(), dq.values()) << what << " dq";
       EXPECT_EQ(dk2.values(), dk.values()) << what << " dk";
@@ -785,15 +785,15 @@ TEST_P(KernelTest, AttentionWindowGradPathsAgree) {
 
 TEST(AttentionDeathTest, WindowAndSoftcapAreChecked) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(zrt_attention_ext(ZRT_F32, nullptr, nullptr, nullptr, nullptr,
-                                 1, 2, 2, 8, 16, 0, 0, 4, 0),
+  EXPECT_DEATH(zrt_attention_ext(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1,
+                                 2, 2, 8, 16, 0, 0, 4, 0),
                "zrt_attention_ext: a window requires causal");
   EXPECT_DEATH(zrt_attention_ext_grad(ZRT_F32, nullptr, nullptr, nullptr,
                                       nullptr, nullptr, nullptr, nullptr,
                                       nullptr, 1, 2, 2, 8, 16, 1, 0, -1, 0),
                "zrt_attention_ext_grad: negative window -1");
-  EXPECT_DEATH(zrt_attention_ext(ZRT_F32, nullptr, nullptr, nullptr, nullptr,
-                                 1, 2, 2, 8, 16, 1, 0, 0, -2.0),
+  EXPECT_DEATH(zrt_attention_ext(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1,
+                                 2, 2, 8, 16, 1, 0, 0, -2.0),
                "zrt_attention_ext: softcap -2 is not a positive number");
 }
 

@@ -179,7 +179,8 @@ int main(int argc, char **argv) {
     bool unsupported = false;
     module->walk([&](mlir::zero::nn::AttentionOp op) {
       int64_t seq = op.getQuery().getType().getShape()[2];
-      if (op.getSoftcap() || (op.getWindow() && *op.getWindow() < seq)) {
+      if (op.getSoftcap() ||
+          (op.getWindow() && int64_t(*op.getWindow()) < seq)) {
         op.emitError("a sliding window or soft-capping has no CUDA kernel "
                      "yet; use --target cpu");
         unsupported = true;

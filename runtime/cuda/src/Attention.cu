@@ -177,10 +177,9 @@ void zrt::cuda::attentionExt(int32_t dtype, const void *q, const void *k,
                              int64_t headDim, int32_t causal, double scale,
                              int64_t window, double softcap) {
   const char *name = "zrt_attention_ext";
-  Attn a = withMask(name,
-                    makeAttn(name, batch, heads, kvHeads, seq, headDim, causal,
-                             scale),
-                    window, softcap);
+  Attn a = withMask(
+      name, makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
+      window, softcap);
   if (a.window || a.softcap)
     fatal("%s: a sliding window or soft-capping has no CUDA kernel yet", name);
   attention(dtype, q, k, v, o, batch, heads, kvHeads, seq, headDim, causal,
@@ -194,10 +193,9 @@ void zrt::cuda::attentionExtGrad(int32_t dtype, const void *q, const void *k,
                                  int64_t headDim, int32_t causal, double scale,
                                  int64_t window, double softcap) {
   const char *name = "zrt_attention_ext_grad";
-  Attn a = withMask(name,
-                    makeAttn(name, batch, heads, kvHeads, seq, headDim, causal,
-                             scale),
-                    window, softcap);
+  Attn a = withMask(
+      name, makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
+      window, softcap);
   if (a.window || a.softcap)
     fatal("%s: a sliding window or soft-capping has no CUDA kernel yet", name);
   attentionGrad(dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, kvHeads, seq,
