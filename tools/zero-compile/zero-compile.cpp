@@ -177,7 +177,7 @@ int main(int argc, char **argv) {
   // The CUDA backend's attention has no sliding window or soft-capping yet.
   if (target == "cuda") {
     bool unsupported = false;
-    module->walk([&](mlir::zero::nn::AttentionOp op) {
+    module->walk([&](mlir::nn::AttentionOp op) {
       int64_t seq = op.getQuery().getType().getShape()[2];
       if (op.getSoftcap() ||
           (op.getWindow() && int64_t(*op.getWindow()) < seq)) {
