@@ -152,10 +152,7 @@ OVERRIDES = {
 }
 
 # Categories the config and modules cannot tell apart by themselves.
-CATEGORY_# A sliding window of 8 of the 32 tokens, so that it cuts.
-WINDOW = ({"sliding_window": 8}, "a sliding window shorter than the "
-          "sequence")
-OVERRIDES = {
+CATEGORY_OVERRIDES = {
     "blt": ("other", "a byte latent transformer: an entropy patcher and "
             "local byte encoder/decoder around a global model"),
     "fuyu": ("multimodal", "image patches projected into the decoder"),
