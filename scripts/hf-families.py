@@ -89,6 +89,9 @@ EXPERTS_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "moe_k",
 
 # Per-family settings beyond the generic ones, each with why.
 ROPE = {"rope_type": "default", "rope_theta": 10000.0}
+# A sliding window of 8 of the 32 tokens, so that it cuts.
+WINDOW = ({"sliding_window": 8}, "a sliding window shorter than the "
+          "sequence")
 OVERRIDES = {
     "cohere_compass_text": (
         {"rope_parameters": {"full_attention": ROPE}},
@@ -108,10 +111,14 @@ OVERRIDES = {
                         "query heads"),
     "flint": ({"mlp_only_layers": [0]},
               "its first two layers are dense by default: one of two here"),
+    "gemma2": WINDOW,
+    "gemma3_text": WINDOW,
     "gemma3n_text": ({"num_kv_shared_layers": 0},
                      "the default shares the key/value cache of 15 layers"),
-    "gpt_neo": ({"attention_types": [[["global", "local"], 1]]},
-                "its layer kinds, given as a pattern of 24 layers"),
+    "gpt_neo": ({"attention_types": [[["global", "local"], 1]],
+                 "window_size": 8},
+                "its layer kinds, given as a pattern of 24 layers; a local "
+                "window shorter than the sequence"),
     "gptj": ({"rotary_dim": 4}, "rotary on a quarter of each head, as its "
              "default 64 of 256"),
     "lfm2": ({"layer_types": ["conv", "full_attention"]},
@@ -121,6 +128,7 @@ OVERRIDES = {
                  "its default config has no layer kinds"),
     "mamba2": ({"num_heads": 8},
                "heads x head_dim must be the width x expand (128)"),
+    "mistral": WINDOW,
     "qwen4_exp_text": ({"indexer_n_heads": 2, "indexer_kv_heads": 1,
                         "indexer_head_dim": 16, "indexer_budget": 16,
                         "indexer_compress_ratio": 4,
@@ -133,6 +141,7 @@ OVERRIDES = {
                   "local_attn_chunk_length": 8, "lsh_attn_chunk_length": 8},
                  "a causal LM only as a decoder; its axial positions "
                  "factor the sequence (4 x 8 = 32) and split the width"),
+    "vaultgemma": WINDOW,
     "xlm": ({"causal": True}, "a causal LM only with causal attention"),
     "zamba": ({"num_hidden_layers": 3,
                "layers_block_type": ["mamba", "hybrid", "hybrid"]},

@@ -450,23 +450,54 @@ def unrepeat(g, k, v, q, where):
     return k0, v0
 
 
-def _causal(table, shape, fill_where):
-    """True when `table` (bool: masked where True; float: added) hides
-    exactly the positions after each query, identically for every row."""
+def _hidden(table, shape, fill_where):
+    """Where a mask `table` (bool: masked where True; float: added, 0 or
+    masked) hides a score, broadcast to `shape`; None for another table."""
     t = table.detach().cpu()
     try:
         t = torch.broadcast_to(t, shape)
     except RuntimeError:
-        return False
-    s = shape[-1]
-    if shape[-2] != s:
-        return False
-    above = torch.ones(s, s, dtype=torch.bool).triu(1)
-    above = torch.broadcast_to(above, shape)
+        return None
     if fill_where:
-        return torch.equal(t.bool(), above)
+        return t.bool()
     t = t.float()
-    return bool((t[above] <= _MASKED).all()) and bool((t[~above] == 0).all())
+    if not bool(((t == 0) | (t <= _MASKED)).all()):
+        return None
+    return t <= _MASKED
+
+
+def _window(hidden, shape):
+    """The sliding window `hidden` is (query i sees key j iff j <= i and
+    i - j < window, transformers' sliding_window_causal_mask_function),
+    identically for every row: 0 for the causal mask, None for any other
+    mask."""
+    s = shape[-1]
+    if shape[-2] != s or s < 1:
+        return None
+    # The last query sees the window's keys.
+    window = int((~hidden[(0,) * (len(shape) - 2) + (s - 1,)]).sum())
+    if window < 1:
+        return None
+    i = torch.arange(s)
+    seen = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < window)
+    if not torch.equal(hidden, torch.broadcast_to(~seen, shape)):
+        return None
+    return 0 if window >= s else window
+
+
+def _softcap(s):
+    """(capped input, cap) when s is cap * tanh(x / cap) (Gemma 2's
+    attn_logit_softcapping), else (s, None)."""
+    outer = _producer(s, "scale")
+    th = outer and _producer(outer.operands[0], "tanh")
+    inner = th and _producer(th.operands[0], "scale")
+    if not inner:
+        return s, None
+    cap = outer.attrs["factor"]
+    if cap <= 0 or not math.isclose(inner.attrs["factor"] * cap, 1.0,
+                                    rel_tol=1e-12):
+        return s, None
+    return inner.operands[0], cap
 
 
 def fuse_attention(g):
@@ -478,21 +509,41 @@ def fuse_attention(g):
         if not sm or not _single_use(g, p):
             continue
         s = sm.operands[0]
-        causal = False
-        mf = _producer(s, "masked_fill")
-        ac = _producer(s, "add_const")
-        if mf:
-            if not (mf.attrs["fill"] <= _MASKED and
-                    _causal(mf.attrs["mask"], s.shape, True)):
-                mf.where.fail("a masked_fill before the softmax that is not "
-                              "the causal mask (-inf above the diagonal)")
-            causal, s = True, mf.operands[0]
-        elif ac:
-            if not _causal(ac.attrs["table"], s.shape, False):
-                ac.where.fail("an added mask before the softmax that is not "
-                              "the causal mask (-inf or the dtype's min above "
-                              "the diagonal, 0 elsewhere)")
-            causal, s = True, ac.operands[0]
+        # The masks before the softmax (GPT-Neo's where and its added
+        # attention mask are two), whose union is the causal mask or a
+        # sliding window.
+        causal, window, hidden, failed = False, 0, None, None
+        while failed is None:
+            mf = _producer(s, "masked_fill")
+            ac = _producer(s, "add_const")
+            if mf:
+                h = _hidden(mf.attrs["mask"], s.shape, True) \
+                    if mf.attrs["fill"] <= _MASKED else None
+                mask = mf
+            elif ac:
+                h = _hidden(ac.attrs["table"], s.shape, False)
+                mask = ac
+            else:
+                break
+            if h is None:
+                failed = mask
+            else:
+                hidden = h if hidden is None else hidden | h
+                s = mask.operands[0]
+                last = mask
+        if hidden is not None or failed:
+            window = None if failed else _window(hidden, s.shape)
+            if window is None:
+                failed = failed or last
+                if failed.kind == "masked_fill":
+                    failed.where.fail("a masked_fill before the softmax that "
+                                      "is not the causal mask (-inf above "
+                                      "the diagonal)")
+                failed.where.fail("an added mask before the softmax that is "
+                                  "not the causal mask (-inf or the dtype's "
+                                  "min above the diagonal, 0 elsewhere)")
+            causal = True
+        s, softcap = _softcap(s)
         scale = 1.0
         sc = _producer(s, "scale")
         if sc:
@@ -507,6 +558,10 @@ def fuse_attention(g):
         d = q.shape[-1]
         attrs = {"causal": causal,
                  "scale": None if scale == 1.0 / math.sqrt(d) else scale}
+        if window:
+            attrs["window"] = window
+        if softcap is not None:
+            attrs["softcap"] = softcap
         op = g.emit("attention", [q, k0, v0], attrs, [(q.shape, "f32")],
                     out.where)
         g.ops.remove(op)

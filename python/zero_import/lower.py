@@ -731,17 +731,9 @@ class Lowering:
         p = unwrap(kw.get("dropout_p", a[4] if len(a) > 4 else 0.0))
         causal = unwrap(kw.get("is_causal", a[5] if len(a) > 5 else False))
         scale = unwrap(kw.get("scale", None))
+        window = 0
         if mask is not None:
-            # The causal mask as a table (Falcon passes transformers' own):
-            # is_causal. A bool mask says where to attend.
-            from .fuse import _causal
-            m = mask.value if isinstance(mask, Const) else None
-            shape = tuple(q.shape[:-1]) + (k.shape[-2],)
-            if not torch.is_tensor(m) or causal or not (
-                    _causal(~m if m.dtype == torch.bool else m, shape,
-                            m.dtype == torch.bool)):
-                where.fail("scaled_dot_product_attention with an attn_mask "
-                           "that is not the causal mask (use is_causal=True)")
+            window = self.sdpa_window(mask, q, causal, where)
             causal = True
         if p:
             where.fail("scaled_dot_product_attention with dropout_p = %g" % p)
@@ -755,9 +747,30 @@ class Lowering:
         # is the op's default.
         if scale is not None and float(scale) == 1.0 / math.sqrt(q.shape[-1]):
             scale = None
-        return self.emit("attention", [q, k, v],
-                         {"causal": bool(causal), "scale": scale},
-                         [q.shape], where)
+        attrs = {"causal": bool(causal), "scale": scale}
+        if window:
+            attrs["window"] = window
+        return self.emit("attention", [q, k, v], attrs, [q.shape], where)
+
+    def sdpa_window(self, mask, q, causal, where):
+        """The window of an attn_mask that is transformers' causal or
+        sliding-window mask (bool: True where seen; float: added); 0 for the
+        causal one."""
+        from .fuse import _hidden, _window
+        table = mask.value if isinstance(mask, Const) else mask
+        window = None
+        if not causal and torch.is_tensor(table):
+            shape = tuple(q.shape[:-1]) + (q.shape[-2],)
+            if table.dtype == torch.bool:
+                hidden = _hidden(~table, shape, True)
+            else:
+                hidden = _hidden(table, shape, False)
+            window = None if hidden is None else _window(hidden, shape)
+        if window is None:
+            where.fail("scaled_dot_product_attention with an attn_mask "
+                       "that is neither the causal mask nor a sliding window "
+                       "of it (use is_causal=True)")
+        return window
 
 
 class Call:
@@ -1002,6 +1015,28 @@ def _sdpa(low, c):
 
 
 # Parts of the patterns fuse.py recognises.
+
+@_rule(FUNCTIONS, torch.where)
+def _where_mask(low, c):
+    """torch.where(mask, x, fill) with a constant mask and fill (GPT-Neo's
+    causal and local masks): x.masked_fill(~mask, fill), which fuse.py
+    recognises before an attention's softmax."""
+    if len(c.a) != 3 or c.kw:
+        c.where.fail("torch.where other than where(mask, x, fill) has no "
+                     "equivalent")
+    mask, x, fill = c.a
+    fill = unwrap(fill)
+    if torch.is_tensor(fill) and fill.dim() == 0:
+        fill = fill.item()
+    mask = mask.value if isinstance(mask, Const) else mask
+    if not is_sym(x) or not torch.is_tensor(mask) or \
+            mask.dtype != torch.bool or isinstance(fill, bool) or \
+            not isinstance(fill, (int, float)):
+        c.where.fail("torch.where other than where(constant mask, x, "
+                     "constant fill) has no equivalent")
+    return low.pseudo("masked_fill", [low.float_sym(x, c.where)],
+                      {"mask": ~mask, "fill": float(fill)}, c.value, c.where)
+
 
 @_rule(FUNCTIONS, torch.rsqrt)
 @_rule(METHODS, "rsqrt")

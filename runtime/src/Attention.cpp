@@ -388,10 +388,31 @@ void dotRows(const float *a, int64_t na, const float *b, int64_t nb,
   }
 }
 
-/// Keys of [j0, j0 + nc) that query i0 + r sees: a prefix of the block.
+/// Keys of [j0, j0 + nc) that query i0 + r sees end before this one: the
+/// causal mask.
 inline int64_t visibleKeys(const Attn &a, int64_t i0, int64_t r, int64_t j0,
                            int64_t nc) {
   return a.causal ? std::clamp<int64_t>(i0 + r - j0 + 1, 0, nc) : nc;
+}
+
+/// ... and start at this one: the window. Without one, a prefix of the
+/// block.
+inline int64_t firstKey(const Attn &a, int64_t i0, int64_t r, int64_t j0,
+                        int64_t nc) {
+  return a.window ? std::clamp<int64_t>(i0 + r - a.window + 1 - j0, 0, nc) : 0;
+}
+
+/// s[r][c] = softcap * tanh(s[r][c] / softcap) where seen (a.softcap only).
+void capScores(const Attn &a, float *s, int64_t lds, int64_t i0, int64_t nr,
+               int64_t j0, int64_t nc) {
+  float cap = a.softcap, inv = 1.0f / a.softcap;
+  for (int64_t r = 0; r < nr; ++r) {
+    float *sr = s + r * lds;
+    for (int64_t c = firstKey(a, i0, r, j0, nc),
+                 end = visibleKeys(a, i0, r, j0, nc);
+         c < end; ++c)
+      sr[c] = cap * std::tanh(sr[c] * inv);
+  }
 }
 
 /// p[r][c] = exp(s[r][c] - lse[r]), 0 where masked.
@@ -401,9 +422,11 @@ void probabilities(const Attn &a, const float *s, int64_t lds, const float *lse,
     float l = lse[r];
     const float *sr = s + r * lds;
     float *pr = p + r * lds;
-    int64_t visible = visibleKeys(a, i0, r, j0, nc);
+    int64_t first = firstKey(a, i0, r, j0, nc);
+    int64_t visible = std::max(first, visibleKeys(a, i0, r, j0, nc));
+    std::fill(pr, pr + first, 0.0f);
 #pragma omp simd
-    for (int64_t c = 0; c < visible; ++c)
+    for (int64_t c = first; c < visible; ++c)
       pr[c] = expApprox(sr[c] - l);
     std::fill(pr + visible, pr + nc, 0.0f);
   }
@@ -420,8 +443,43 @@ void scoreGrads(const Attn &a, float *p, int64_t ldp, const float *dp,
     const float *dpr = dp + r * lddp;
     int64_t visible = visibleKeys(a, i0, r, j0, nc);
 #pragma omp simd
-    for (int64_t c = 0; c < visible; ++c)
+    for (int64_t c = firstKey(a, i0, r, j0, nc); c < visible; ++c)
       pr[c] = pr[c] * (dpr[c] - dl);
+  }
+}
+
+/// Soft-capping's part of the backward, before `probabilities`: s (q k^T
+/// scaled) becomes the capped logits softcap * t, t = tanh(s / softcap),
+/// and dp becomes (dP - delta) * (1 - t^2), the capped logits' derivative
+/// folded in; scoreGradsCapped then multiplies it by P.
+void capScoreGrads(const Attn &a, float *s, int64_t lds, float *dp,
+                   int64_t lddp, int64_t i0, int64_t nr, int64_t j0, int64_t nc,
+                   const float *delta) {
+  float cap = a.softcap, inv = 1.0f / a.softcap;
+  for (int64_t r = 0; r < nr; ++r) {
+    float dl = delta[r];
+    float *sr = s + r * lds, *dpr = dp + r * lddp;
+    for (int64_t c = firstKey(a, i0, r, j0, nc),
+                 end = visibleKeys(a, i0, r, j0, nc);
+         c < end; ++c) {
+      float t = std::tanh(sr[c] * inv);
+      sr[c] = cap * t;
+      dpr[c] = (dpr[c] - dl) * (1.0f - t * t);
+    }
+  }
+}
+
+/// dS = P * dp in place in p, for dp from capScoreGrads.
+void scoreGradsCapped(const Attn &a, float *p, int64_t ldp, const float *dp,
+                      int64_t lddp, int64_t i0, int64_t nr, int64_t j0,
+                      int64_t nc) {
+  for (int64_t r = 0; r < nr; ++r) {
+    float *pr = p + r * ldp;
+    const float *dpr = dp + r * lddp;
+    int64_t visible = visibleKeys(a, i0, r, j0, nc);
+#pragma omp simd
+    for (int64_t c = firstKey(a, i0, r, j0, nc); c < visible; ++c)
+      pr[c] = pr[c] * dpr[c];
   }
 }
 
@@ -429,12 +487,26 @@ void scoreGrads(const Attn &a, float *p, int64_t ldp, const float *dp,
 /// half the keys when causal), to decide how many threads to start.
 inline int64_t itemWork(const Attn &a, int64_t bs, int64_t products) {
   int64_t keys = a.causal ? a.seq / 2 + bs : a.seq;
+  if (a.window)
+    keys = std::min(keys, a.window + bs);
   return products * 2 * bs * keys * a.dim;
 }
 
 /// Last key (exclusive) that queries [i0, i0 + nr) see.
 inline int64_t keyEnd(const Attn &a, int64_t i0, int64_t nr) {
   return a.causal ? i0 + nr : a.seq;
+}
+
+/// The first block of bs keys that queries from i0 on see: with a window,
+/// the blocks before it are wholly masked and skipped (they would add exact
+/// zeros, so the sums keep their bits).
+inline int64_t keyBegin(const Attn &a, int64_t i0, int64_t bs) {
+  return a.window ? std::max<int64_t>(i0 - a.window + 1, 0) / bs * bs : 0;
+}
+
+/// Last query (exclusive) that sees a key of [j0, j0 + nc).
+inline int64_t queryEnd(const Attn &a, int64_t j0, int64_t nc) {
+  return a.window ? std::min(a.seq, j0 + nc - 1 + a.window) : a.seq;
 }
 
 template <typename T>
@@ -458,24 +530,33 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
     std::fill(ob, ob + nr * d, 0.0f);
     std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
     std::fill(rowSum, rowSum + nr, 0.0f);
-    for (int64_t j0 = 0, end = keyEnd(a, i0, nr); j0 < end; j0 += bs) {
+    for (int64_t j0 = keyBegin(a, i0, bs), end = keyEnd(a, i0, nr); j0 < end;
+         j0 += bs) {
       int64_t nc = std::min(bs, end - j0);
       const float *kb = loadRows(kh + j0 * d, nc, d, kBuf);
       const float *vb = loadRows(vh + j0 * d, nc, d, vBuf);
       dotRows(qb, nr, kb, nc, d, s, bs, a.causal && j0 == i0);
+      if (a.softcap)
+        capScores(a, s, bs, i0, nr, j0, nc);
       for (int64_t r = 0; r < nr; ++r) {
         float *sr = s + r * bs;
+        int64_t first = firstKey(a, i0, r, j0, nc);
         int64_t visible = visibleKeys(a, i0, r, j0, nc);
+        if (first >= visible) {
+          // A row the window hides this block from: it adds nothing.
+          std::fill(sr, sr + nc, 0.0f);
+          continue;
+        }
         float mx = rowMax[r];
 #pragma omp simd reduction(max : mx)
-        for (int64_t c = 0; c < visible; ++c)
+        for (int64_t c = first; c < visible; ++c)
           mx = sr[c] > mx ? sr[c] : mx;
         // Rescale what earlier key blocks accumulated to the new max.
         float alpha = expApprox(rowMax[r] - mx);
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
         for (int64_t c = 0; c < nc; ++c) {
-          float e = c < visible ? expApprox(sr[c] - mx) : 0.0f;
+          float e = c >= first && c < visible ? expApprox(sr[c] - mx) : 0.0f;
           sr[c] = e;
           sum += e;
         }
@@ -517,19 +598,21 @@ void rowDeltas(const T *o, const T *dO, int64_t nr, int64_t d, float *oBuf,
   }
 }
 
-/// One key block of a row's log-sum-exp: folds exp(sr[c]) over the first
-/// `visible` of nc scores into the running max and sum. A block the row
+/// One key block of a row's log-sum-exp: folds exp(sr[c]) over scores
+/// [first, visible) of nc into the running max and sum. A block the row
 /// sees none of leaves both exactly unchanged.
-inline void sumExps(const float *sr, int64_t nc, int64_t visible, float &rowMax,
-                    float &rowSum) {
+inline void sumExps(const float *sr, int64_t nc, int64_t first, int64_t visible,
+                    float &rowMax, float &rowSum) {
+  if (first >= visible)
+    return;
   float mx = rowMax;
 #pragma omp simd reduction(max : mx)
-  for (int64_t c = 0; c < visible; ++c)
+  for (int64_t c = first; c < visible; ++c)
     mx = sr[c] > mx ? sr[c] : mx;
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < nc; ++c)
-    sum += c < visible ? expApprox(sr[c] - mx) : 0.0f;
+    sum += c >= first && c < visible ? expApprox(sr[c] - mx) : 0.0f;
   rowSum = rowSum * expApprox(rowMax - mx) + sum;
   rowMax = mx;
 }
@@ -555,13 +638,16 @@ void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
     const float *qb = loadRows(q + row0 * d, nr, d, qBuf, a.scale);
     std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
     std::fill(rowSum, rowSum + nr, 0.0f);
-    for (int64_t j0 = 0, end = keyEnd(a, i0, nr); j0 < end; j0 += bs) {
+    for (int64_t j0 = keyBegin(a, i0, bs), end = keyEnd(a, i0, nr); j0 < end;
+         j0 += bs) {
       int64_t nc = std::min(bs, end - j0);
       const float *kb = loadRows(kh + j0 * d, nc, d, kBuf);
       dotRows(qb, nr, kb, nc, d, s, bs);
+      if (a.softcap)
+        capScores(a, s, bs, i0, nr, j0, nc);
       for (int64_t r = 0; r < nr; ++r)
-        sumExps(s + r * bs, nc, visibleKeys(a, i0, r, j0, nc), rowMax[r],
-                rowSum[r]);
+        sumExps(s + r * bs, nc, firstKey(a, i0, r, j0, nc),
+                visibleKeys(a, i0, r, j0, nc), rowMax[r], rowSum[r]);
     }
     for (int64_t r = 0; r < nr; ++r)
       lse[row0 + r] = rowMax[r] + std::log(rowSum[r]);
@@ -591,16 +677,26 @@ void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
     std::fill(dkb, dkb + 2 * bs * d, 0.0f);
     for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h) {
       int64_t base = h * a.seq;
-      // Causal: queries before j0 see none of these keys.
-      for (int64_t i0 = a.causal ? j0 : 0; i0 < a.seq; i0 += bs) {
+      // Causal: queries before j0 see none of these keys; a window hides
+      // them from the queries from queryEnd on.
+      for (int64_t i0 = a.causal ? j0 : 0, iEnd = queryEnd(a, j0, nc);
+           i0 < iEnd; i0 += bs) {
         int64_t nr = std::min(bs, a.seq - i0);
         const float *qb = loadRows(q + (base + i0) * d, nr, d, qBuf, a.scale);
         const float *gb = loadRows(dO + (base + i0) * d, nr, d, gBuf);
         dotRows(qb, nr, kb, nc, d, p, bs);
+        if (a.softcap) {
+          dotRows(gb, nr, vb, nc, d, dp, bs);
+          capScoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
+        }
         probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
         accumulateTransposed(p, bs, nc, nr, gb, d, dvb);
-        dotRows(gb, nr, vb, nc, d, dp, bs);
-        scoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
+        if (a.softcap) {
+          scoreGradsCapped(a, p, bs, dp, bs, i0, nr, j0, nc);
+        } else {
+          dotRows(gb, nr, vb, nc, d, dp, bs);
+          scoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
+        }
         // qb holds scale * q, so this is scale * dS^T q.
         accumulateTransposed(p, bs, nc, nr, qb, d, dkb);
       }
@@ -628,14 +724,21 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
     const float *qb = loadRows(q + (base + i0) * d, nr, d, qBuf, a.scale);
     const float *gb = loadRows(dO + (base + i0) * d, nr, d, gBuf);
     std::fill(dqb, dqb + nr * d, 0.0f);
-    for (int64_t j0 = 0, end = keyEnd(a, i0, nr); j0 < end; j0 += bs) {
+    for (int64_t j0 = keyBegin(a, i0, bs), end = keyEnd(a, i0, nr); j0 < end;
+         j0 += bs) {
       int64_t nc = std::min(bs, end - j0);
       const float *kb = loadRows(k + (kvBase + j0) * d, nc, d, kBuf);
       const float *vb = loadRows(v + (kvBase + j0) * d, nc, d, vBuf);
       dotRows(qb, nr, kb, nc, d, p, bs);
-      probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
       dotRows(gb, nr, vb, nc, d, dp, bs);
-      scoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
+      if (a.softcap) {
+        capScoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
+        probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
+        scoreGradsCapped(a, p, bs, dp, bs, i0, nr, j0, nc);
+      } else {
+        probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
+        scoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
+      }
       accumulate(p, bs, nr, nc, kb, d, dqb);
     }
 #pragma omp simd
@@ -654,7 +757,8 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
 template <typename T>
 bool fusedGradsFit(const Attn &a) {
   int64_t n = a.seq, d = a.dim, bs = keyGradsBlock(d);
-  if (rowTermsBlock(d) != bs || queryGradsBlock(d) != bs)
+  // Soft-capping's derivative needs each tile's dP beside its scores.
+  if (a.softcap || rowTermsBlock(d) != bs || queryGradsBlock(d) != bs)
     return false;
   int64_t floats = bs * n + bs * bs + 2 * bs + 2 * d + bs * d;
   if (!std::is_same_v<T, float>)
@@ -702,42 +806,46 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
     for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h) {
       for (int64_t i0 = 0; i0 < n; i0 += bs) {
         int64_t nr = std::min(bs, n - i0), end = keyEnd(a, i0, nr);
+        int64_t begin = keyBegin(a, i0, bs);
         int64_t row0 = h * n + i0;
         rowDeltas(o + row0 * d, dO + row0 * d, nr, d, oBuf, gRowBuf,
                   delta + row0);
         const float *qb = loadRows(q + row0 * d, nr, d, qBuf, a.scale);
         const float *gb = loadRows(dO + row0 * d, nr, d, gBuf);
         // q k^T in the tiles of the three passes.
-        for (int64_t j0 = 0; j0 < end; j0 += bs)
+        for (int64_t j0 = begin; j0 < end; j0 += bs)
           dotRows(qb, nr, kb + j0 * d, std::min(bs, end - j0), d, p + j0, n,
                   a.causal && j0 == i0);
         std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
         std::fill(rowSum, rowSum + nr, 0.0f);
         for (int64_t r = 0; r < nr; ++r) {
-          for (int64_t j0 = 0; j0 < end; j0 += bs) {
+          for (int64_t j0 = begin; j0 < end; j0 += bs) {
             int64_t nc = std::min(bs, end - j0);
-            sumExps(p + r * n + j0, nc, visibleKeys(a, i0, r, j0, nc),
-                    rowMax[r], rowSum[r]);
+            sumExps(p + r * n + j0, nc, firstKey(a, i0, r, j0, nc),
+                    visibleKeys(a, i0, r, j0, nc), rowMax[r], rowSum[r]);
           }
           lse[row0 + r] = rowMax[r] + std::log(rowSum[r]);
         }
-        probabilities(a, p, n, lse + row0, i0, nr, 0, end, p);
+        probabilities(a, p + begin, n, lse + row0, i0, nr, begin, end - begin,
+                      p + begin);
         // Key c is seen by the block's rows r >= c - i0 only.
         Causal z;
         z.skipLead = a.causal;
-        z.leadShift = i0;
-        accumulateTransposed(p, n, end, nr, gb, d, dvb, z);
+        z.leadShift = i0 - begin;
+        accumulateTransposed(p + begin, n, end - begin, nr, gb, d,
+                             dvb + begin * d, z);
         // dP a key block at a time, into dS in place of P.
-        for (int64_t j0 = 0; j0 < end; j0 += bs) {
+        for (int64_t j0 = begin; j0 < end; j0 += bs) {
           int64_t nc = std::min(bs, end - j0);
           dotRows(gb, nr, vb + j0 * d, nc, d, dp, bs, a.causal && j0 == i0);
           scoreGrads(a, p + j0, n, dp, bs, i0, nr, j0, nc, delta + row0);
         }
         // qb holds scale * q, so this is scale * dS^T q.
-        accumulateTransposed(p, n, end, nr, qb, d, dkb, z);
+        accumulateTransposed(p + begin, n, end - begin, nr, qb, d,
+                             dkb + begin * d, z);
         float *dqb = outF32(dq + row0 * d, dqSum);
         std::fill(dqb, dqb + nr * d, 0.0f);
-        for (int64_t j0 = 0; j0 < end; j0 += bs) {
+        for (int64_t j0 = begin; j0 < end; j0 += bs) {
           int64_t nc = std::min(bs, end - j0);
           accumulate(p + j0, n, nr, nc, kb + j0 * d, d, dqb,
                      a.causal && j0 == i0);
@@ -753,15 +861,9 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
   });
 }
 
-} // namespace
-
-extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
-                              const void *v, void *o, int64_t batch,
-                              int64_t heads, int64_t kvHeads, int64_t seq,
-                              int64_t headDim, int32_t causal, double scale) {
-  KernelSpan span("zrt_attention");
-  Attn a = makeAttn("zrt_attention", batch, heads, kvHeads, seq, headDim,
-                    causal, scale);
+/// The checked problem `a` on the dtype's data.
+void runForward(const Attn &a, int32_t dtype, const void *q, const void *k,
+                const void *v, void *o) {
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
@@ -771,15 +873,10 @@ extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
   });
 }
 
-extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
-                                   const void *v, const void *o, const void *dO,
-                                   void *dq, void *dk, void *dv, int64_t batch,
-                                   int64_t heads, int64_t kvHeads, int64_t seq,
-                                   int64_t headDim, int32_t causal,
-                                   double scale) {
-  KernelSpan span("zrt_attention_grad");
-  Attn a = makeAttn("zrt_attention_grad", batch, heads, kvHeads, seq, headDim,
-                    causal, scale);
+void runGrads(const Attn &a, int32_t dtype, const void *q, const void *k,
+              const void *v, const void *o, const void *dO, void *dq, void *dk,
+              void *dv, int64_t batch, int64_t heads, int64_t seq,
+              int64_t headDim) {
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   Scratch scratch(zrt_scratch_attention_grad(batch, heads, seq, headDim));
@@ -800,4 +897,56 @@ extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
     keyGrads(a, qv, kv, vv, gv, lse, delta, dkv, dvv);
     queryGrads(a, qv, kv, vv, gv, lse, delta, dqv);
   });
+}
+
+} // namespace
+
+extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
+                              const void *v, void *o, int64_t batch,
+                              int64_t heads, int64_t kvHeads, int64_t seq,
+                              int64_t headDim, int32_t causal, double scale) {
+  KernelSpan span("zrt_attention");
+  runForward(makeAttn("zrt_attention", batch, heads, kvHeads, seq, headDim,
+                      causal, scale),
+             dtype, q, k, v, o);
+}
+
+extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
+                                   const void *v, const void *o, const void *dO,
+                                   void *dq, void *dk, void *dv, int64_t batch,
+                                   int64_t heads, int64_t kvHeads, int64_t seq,
+                                   int64_t headDim, int32_t causal,
+                                   double scale) {
+  KernelSpan span("zrt_attention_grad");
+  runGrads(makeAttn("zrt_attention_grad", batch, heads, kvHeads, seq, headDim,
+                    causal, scale),
+           dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
+}
+
+extern "C" void zrt_attention_ext(int32_t dtype, const void *q, const void *k,
+                                  const void *v, void *o, int64_t batch,
+                                  int64_t heads, int64_t kvHeads, int64_t seq,
+                                  int64_t headDim, int32_t causal, double scale,
+                                  int64_t window, double softcap) {
+  KernelSpan span("zrt_attention_ext");
+  const char *name = "zrt_attention_ext";
+  runForward(withMask(name,
+                      makeAttn(name, batch, heads, kvHeads, seq, headDim,
+                               causal, scale),
+                      window, softcap),
+             dtype, q, k, v, o);
+}
+
+extern "C" void zrt_attention_ext_grad(
+    int32_t dtype, const void *q, const void *k, const void *v, const void *o,
+    const void *dO, void *dq, void *dk, void *dv, int64_t batch, int64_t heads,
+    int64_t kvHeads, int64_t seq, int64_t headDim, int32_t causal, double scale,
+    int64_t window, double softcap) {
+  KernelSpan span("zrt_attention_ext_grad");
+  const char *name = "zrt_attention_ext_grad";
+  runGrads(withMask(name,
+                    makeAttn(name, batch, heads, kvHeads, seq, headDim, causal,
+                             scale),
+                    window, softcap),
+           dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
 }

@@ -29,6 +29,11 @@ struct Attn {
   int64_t dim;
   bool causal;
   float scale;
+  /// A causal sliding window (query i sees keys (i - window, i]); 0 when
+  /// none or when it is at least seq, which leaves the causal mask.
+  int64_t window = 0;
+  /// Logits become softcap * tanh(logits / softcap); 0 when none.
+  float softcap = 0;
 
   int64_t kvHeads() const { return heads / group; } // batch * kv_heads
 };
@@ -51,6 +56,22 @@ inline Attn makeAttn(const char *kernel, int64_t batch, int64_t heads,
   float s = scale > 0 ? float(scale) : float(1.0 / std::sqrt(double(dim)));
   int64_t group = heads == 0 ? 1 : heads / kvHeads;
   return {batch * heads, group, seq, dim, causal != 0, s};
+}
+
+/// Adds zrt_attention_ext's window and softcap to `a` (aborting with a
+/// message that names `kernel` on a negative window, a window without
+/// causal, or a softcap that is negative or not finite).
+inline Attn withMask(const char *kernel, Attn a, int64_t window,
+                     double softcap) {
+  if (window < 0)
+    fatal("%s: negative window %lld", kernel, (long long)window);
+  if (window > 0 && !a.causal)
+    fatal("%s: a window requires causal", kernel);
+  if (!(softcap >= 0) || !std::isfinite(softcap))
+    fatal("%s: softcap %g is not a positive number", kernel, softcap);
+  a.window = window < a.seq ? window : 0;
+  a.softcap = float(softcap);
+  return a;
 }
 
 } // namespace zrt

@@ -691,6 +691,132 @@ TEST_P(KernelTest, GroupedAttentionIsRepeatedHeads) {
   }
 }
 
+TEST_P(KernelTest, AttentionWindowAndSoftcap) {
+  struct Case {
+    int64_t batch, heads, kvHeads, seq, dim, window;
+    double softcap;
+  };
+  // Windows shorter than a block, across blocks (whole key blocks skipped)
+  // and at least the sequence (the causal mask); soft-capping alone and
+  // with a window; grouped-query; seq 500 takes the backward's three
+  // passes, the others its fused pass (soft-capping always the three).
+  for (Case c : {Case{2, 3, 3, 37, 16, 5, 0}, Case{1, 4, 2, 100, 16, 33, 0},
+                 Case{1, 2, 2, 70, 8, 70, 0}, Case{2, 2, 1, 29, 16, 0, 3.0},
+                 Case{1, 4, 2, 67, 16, 9, 2.0}, Case{1, 2, 1, 500, 16, 70, 0},
+                 Case{1, 2, 2, 500, 8, 40, 5.0}}) {
+    int64_t n = c.batch * c.heads * c.seq * c.dim,
+            nkv = c.batch * c.kvHeads * c.seq * c.dim;
+    double scale = 1.0 / std::sqrt(double(c.dim));
+    Buffer q = randomBuffer(dtype(), rng, n, -2, 2),
+           k = randomBuffer(dtype(), rng, nkv, -2, 2),
+           v = randomBuffer(dtype(), rng, nkv),
+           dO = randomBuffer(dtype(), rng, n);
+    Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
+    zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(), c.batch,
+                      c.heads, c.kvHeads, c.seq, c.dim, 1, 0, c.window,
+                      c.softcap);
+    std::string what = std::string("attention ") + dtypeName(dtype()) +
+                       " seq " + std::to_string(c.seq) + " window " +
+                       std::to_string(c.window) + " softcap " +
+                       std::to_string(c.softcap);
+    expectClose(o,
+                ref::attention(q.values(), k.values(), v.values(), c.batch,
+                               c.heads, c.kvHeads, c.seq, c.dim, true, scale,
+                               c.window, c.softcap),
+                u(), 1e-5, what);
+    zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
+                           dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
+                           c.heads, c.kvHeads, c.seq, c.dim, 1, 0, c.window,
+                           c.softcap);
+    ref::Vec wantQ, wantK, wantV, ov = o.values();
+    ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(), c.batch,
+                       c.heads, c.kvHeads, c.seq, c.dim, true, scale, wantQ,
+                       wantK, wantV, &ov, c.window, c.softcap);
+    expectClose(dq, wantQ, u(), 1e-4 * maxAbs(wantQ), what + " dq");
+    expectClose(dk, wantK, u(), 1e-4 * maxAbs(wantK), what + " dk");
+    expectClose(dv, wantV, u(), 1e-4 * maxAbs(wantV), what + " dv");
+    // A window of at least seq and no softcap is zrt_attention, bit for bit.
+    if (c.window == 0 || c.window >= c.seq) {
+      if (c.softcap > 0)
+        continue;
+      Buffer o2(dtype(), n), dq2(dtype(), n), dk2(dtype(), nkv),
+          dv2(dtype(), nkv);
+      zrt_attention(dtype(), q.data(), k.data(), v.data(), o2.data(), c.batch,
+                    c.heads, c.kvHeads, c.seq, c.dim, 1, 0);
+      zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
+                         dO.data(), dq2.data(), dk2.data(), dv2.data(), c.batch,
+                         c.heads, c.kvHeads, c.seq, c.dim, 1, 0);
+      EXPECT_EQ(o2.values(), o.values()) << what << " o";
+      EXPECT_EQ(dq2.values(), dq.values()) << what << " dq";
+      EXPECT_EQ(dk2.values(), dk.values()) << what << " dk";
+      EXPECT_EQ(dv2.values(), dv.values()) << what << " dv";
+    }
+  }
+}
+
+TEST_P(KernelTest, AttentionWindowGradPathsAgree) {
+  // As AttentionGradPathsAgree, with a window that skips whole key blocks:
+  // the fused backward (seq 128) and the three passes (seq 512) give the
+  // same bits for the first 128 rows.
+  int64_t batch = 1, heads = 2, kvHeads = 1, dim = 16, shortSeq = 128,
+          longSeq = 512, window = 40;
+  auto index = [&](int64_t h, int64_t seq, int64_t i) {
+    return (h * seq + i) * dim;
+  };
+  int64_t n = batch * heads * longSeq * dim,
+          nkv = batch * kvHeads * longSeq * dim;
+  Buffer q = randomBuffer(dtype(), rng, n, -2, 2),
+         k = randomBuffer(dtype(), rng, nkv, -2, 2),
+         v = randomBuffer(dtype(), rng, nkv),
+         dO = randomBuffer(dtype(), rng, n);
+  for (int64_t h = 0; h < batch * heads; ++h)
+    for (int64_t e = index(h, longSeq, shortSeq);
+         e < index(h, longSeq, longSeq); ++e)
+      dO.set(e, 0.0);
+  auto head = [&](const Buffer &x, int64_t count) {
+    Buffer y(dtype(), count * shortSeq * dim);
+    for (int64_t h = 0; h < count; ++h)
+      for (int64_t e = 0; e < shortSeq * dim; ++e)
+        y.set(index(h, shortSeq, 0) + e, x.get(index(h, longSeq, 0) + e));
+    return y;
+  };
+  Buffer qs = head(q, batch * heads), ks = head(k, batch * kvHeads),
+         vs = head(v, batch * kvHeads), dOs = head(dO, batch * heads);
+  int64_t ns = batch * heads * shortSeq * dim,
+          nkvs = batch * kvHeads * shortSeq * dim;
+  Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
+  Buffer os(dtype(), ns), dqs(dtype(), ns), dks(dtype(), nkvs),
+      dvs(dtype(), nkvs);
+  zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(), batch,
+                    heads, kvHeads, longSeq, dim, 1, 0, window, 0);
+  zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
+                         dO.data(), dq.data(), dk.data(), dv.data(), batch,
+                         heads, kvHeads, longSeq, dim, 1, 0, window, 0);
+  zrt_attention_ext(dtype(), qs.data(), ks.data(), vs.data(), os.data(), batch,
+                    heads, kvHeads, shortSeq, dim, 1, 0, window, 0);
+  EXPECT_EQ(os.values(), head(o, batch * heads).values()) << "o";
+  zrt_attention_ext_grad(dtype(), qs.data(), ks.data(), vs.data(), os.data(),
+                         dOs.data(), dqs.data(), dks.data(), dvs.data(), batch,
+                         heads, kvHeads, shortSeq, dim, 1, 0, window, 0);
+  EXPECT_EQ(dqs.values(), head(dq, batch * heads).values()) << "dq";
+  EXPECT_EQ(dks.values(), head(dk, batch * kvHeads).values()) << "dk";
+  EXPECT_EQ(dvs.values(), head(dv, batch * kvHeads).values()) << "dv";
+}
+
+TEST(AttentionDeathTest, WindowAndSoftcapAreChecked) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(zrt_attention_ext(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1,
+                                 2, 2, 8, 16, 0, 0, 4, 0),
+               "zrt_attention_ext: a window requires causal");
+  EXPECT_DEATH(zrt_attention_ext_grad(ZRT_F32, nullptr, nullptr, nullptr,
+                                      nullptr, nullptr, nullptr, nullptr,
+                                      nullptr, 1, 2, 2, 8, 16, 1, 0, -1, 0),
+               "zrt_attention_ext_grad: negative window -1");
+  EXPECT_DEATH(zrt_attention_ext(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1,
+                                 2, 2, 8, 16, 1, 0, 0, -2.0),
+               "zrt_attention_ext: softcap -2 is not a positive number");
+}
+
 TEST(AttentionDeathTest, KvHeadsMustDivideHeads) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(zrt_attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 4,

@@ -232,23 +232,38 @@ inline void rmsNormGrad(const Vec &x, const Vec &w, const Vec &dy, int64_t rows,
 }
 
 /// Probabilities of one head: p[i * t + j].
+/// With a `window` (causal), query i sees keys (i - window, i]; with a
+/// `softcap`, the scaled logits become softcap * tanh(logits / softcap),
+/// and `capGrad` (when given) gets their derivative 1 - tanh^2.
 inline Vec attentionProbs(const double *q, const double *k, int64_t t,
-                          int64_t d, bool causal, double scale) {
+                          int64_t d, bool causal, double scale,
+                          int64_t window = 0, double softcap = 0,
+                          Vec *capGrad = nullptr) {
   Vec p(static_cast<size_t>(t * t), 0.0);
+  if (capGrad)
+    capGrad->assign(static_cast<size_t>(t * t), 0.0);
   for (int64_t i = 0; i < t; ++i) {
     int64_t end = causal ? i + 1 : t;
+    int64_t begin = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
     double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < end; ++j) {
+    for (int64_t j = begin; j < end; ++j) {
       double s = 0;
       for (int64_t e = 0; e < d; ++e)
         s += q[i * d + e] * k[j * d + e];
-      p[i * t + j] = s * scale;
-      mx = std::max(mx, s * scale);
+      s *= scale;
+      if (softcap > 0) {
+        double th = std::tanh(s / softcap);
+        s = softcap * th;
+        if (capGrad)
+          (*capGrad)[i * t + j] = 1 - th * th;
+      }
+      p[i * t + j] = s;
+      mx = std::max(mx, s);
     }
     double sum = 0;
-    for (int64_t j = 0; j < end; ++j)
+    for (int64_t j = begin; j < end; ++j)
       sum += p[i * t + j] = std::exp(p[i * t + j] - mx);
-    for (int64_t j = 0; j < end; ++j)
+    for (int64_t j = begin; j < end; ++j)
       p[i * t + j] /= sum;
   }
   return p;
@@ -259,15 +274,16 @@ inline Vec attentionProbs(const double *q, const double *k, int64_t t,
 /// batch b reads key/value head hq / (heads / kvHeads) of batch b.
 inline Vec attention(const Vec &q, const Vec &k, const Vec &v, int64_t batch,
                      int64_t heads, int64_t kvHeads, int64_t t, int64_t d,
-                     bool causal, double scale) {
+                     bool causal, double scale, int64_t window = 0,
+                     double softcap = 0) {
   Vec o(q.size(), 0.0);
   int64_t group = heads / kvHeads;
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t hq = 0; hq < heads; ++hq) {
       size_t off = static_cast<size_t>((b * heads + hq) * t * d);
       size_t kvOff = static_cast<size_t>((b * kvHeads + hq / group) * t * d);
-      Vec p =
-          attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal, scale);
+      Vec p = attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal,
+                             scale, window, softcap);
       for (int64_t i = 0; i < t; ++i)
         for (int64_t j = 0; j < t; ++j)
           for (int64_t e = 0; e < d; ++e)
@@ -285,7 +301,8 @@ inline void attentionGrad(const Vec &q, const Vec &k, const Vec &v,
                           const Vec &dO, int64_t batch, int64_t heads,
                           int64_t kvHeads, int64_t t, int64_t d, bool causal,
                           double scale, Vec &dq, Vec &dk, Vec &dv,
-                          const Vec *o = nullptr) {
+                          const Vec *o = nullptr, int64_t window = 0,
+                          double softcap = 0) {
   dq.assign(q.size(), 0.0);
   dk.assign(k.size(), 0.0);
   dv.assign(v.size(), 0.0);
@@ -294,8 +311,9 @@ inline void attentionGrad(const Vec &q, const Vec &k, const Vec &v,
     for (int64_t hq = 0; hq < heads; ++hq) {
       size_t off = static_cast<size_t>((b * heads + hq) * t * d);
       size_t kvOff = static_cast<size_t>((b * kvHeads + hq / group) * t * d);
-      Vec p =
-          attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal, scale);
+      Vec capGrad;
+      Vec p = attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal,
+                             scale, window, softcap, &capGrad);
       for (int64_t i = 0; i < t; ++i) {
         Vec dp(static_cast<size_t>(t), 0.0);
         double delta = 0;
@@ -311,6 +329,8 @@ inline void attentionGrad(const Vec &q, const Vec &k, const Vec &v,
         }
         for (int64_t j = 0; j < t; ++j) {
           double ds = p[i * t + j] * (dp[j] - delta);
+          if (softcap > 0)
+            ds *= capGrad[i * t + j];
           for (int64_t e = 0; e < d; ++e) {
             dv[kvOff + j * d + e] += p[i * t + j] * dO[off + i * d + e];
             dq[off + i * d + e] += scale * ds * k[kvOff + j * d + e];

@@ -243,11 +243,18 @@ KernelCost cost(nn::RmsNormGradOp op) { return activationCost(op); }
 // Attention.
 
 /// QK^T and PV: 2 * (2 B H T T D) over the query heads, whatever the
-/// number of key/value heads they share; a causal mask skips half.
-double attentionFlops(Value query, bool causal) {
+/// number of key/value heads they share; a causal mask skips half, a
+/// sliding window of W < T keys all but W (T - W) + W^2 / 2 of the T^2
+/// (the causal count at W = T).
+double attentionFlops(Value query, bool causal,
+                      std::optional<uint64_t> window = std::nullopt) {
   auto q = tensorType(query);
   int64_t t = q.getDimSize(2);
   double flops = 4.0 * q.getNumElements() * t;
+  if (window && int64_t(*window) < t) {
+    double w = double(int64_t(*window));
+    return flops * (w * (t - w) + w * w / 2) / (double(t) * t);
+  }
   return causal ? flops / 2 : flops;
 }
 /// (batch, heads, kv_heads, seq, head_dim) of a query and key.
@@ -262,12 +269,18 @@ LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
   llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
   args.push_back(b.i32(op.getCausal()));
   args.push_back(b.f64(op.getScaleValue()));
-  return b.call("zrt_attention", args);
+  if (!op.getWindow() && !op.getSoftcap())
+    return b.call("zrt_attention", args);
+  args.push_back(b.i64(op.getWindow().value_or(0)));
+  args.push_back(
+      b.f64(op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0));
+  return b.call("zrt_attention_ext", args);
 }
 KernelCost cost(nn::AttentionOp op) {
   return KernelCost::compute(
       KernelCost::Kind::Attention, getOperandAndResultBytes(op),
-      attentionFlops(op.getQuery(), op.getCausal()), elemType(op.getQuery()));
+      attentionFlops(op.getQuery(), op.getCausal(), op.getWindow()),
+      elemType(op.getQuery()));
 }
 LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
   SmallVector<Value> args{b.dtype(elemType(op.getQuery())),
@@ -282,7 +295,12 @@ LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
   llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
   args.push_back(b.i32(op.getCausal()));
   args.push_back(b.f64(op.getScale().convertToDouble()));
-  return b.call("zrt_attention_grad", args);
+  if (!op.getWindow() && !op.getSoftcap())
+    return b.call("zrt_attention_grad", args);
+  args.push_back(b.i64(op.getWindow().value_or(0)));
+  args.push_back(
+      b.f64(op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0));
+  return b.call("zrt_attention_ext_grad", args);
 }
 int64_t scratchBytes(nn::AttentionGradOp op) {
   // One log-sum-exp and delta per query row; a group's dK and dV sums need
@@ -294,7 +312,7 @@ KernelCost cost(nn::AttentionGradOp op) {
   // Recomputes QK^T and computes dV, dP, dQ, dK: ~2.5x the forward.
   return KernelCost::compute(
       KernelCost::Kind::Attention, getOperandAndResultBytes(op),
-      2.5 * attentionFlops(op.getQuery(), op.getCausal()),
+      2.5 * attentionFlops(op.getQuery(), op.getCausal(), op.getWindow()),
       elemType(op.getQuery()));
 }
 

@@ -168,3 +168,36 @@ void zrt::cuda::attentionGrad(int32_t dtype, const void *q, const void *k,
     simtGrads(a, s, qv, kv, vv, gv, lse, delta, dqv, dkv, dvv);
   });
 }
+
+// Only a window that cuts nothing and no soft-capping run here so far; the
+// others stop with a message naming the kernel.
+void zrt::cuda::attentionExt(int32_t dtype, const void *q, const void *k,
+                             const void *v, void *o, int64_t batch,
+                             int64_t heads, int64_t kvHeads, int64_t seq,
+                             int64_t headDim, int32_t causal, double scale,
+                             int64_t window, double softcap) {
+  const char *name = "zrt_attention_ext";
+  Attn a = withMask(
+      name, makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
+      window, softcap);
+  if (a.window || a.softcap)
+    fatal("%s: a sliding window or soft-capping has no CUDA kernel yet", name);
+  attention(dtype, q, k, v, o, batch, heads, kvHeads, seq, headDim, causal,
+            scale);
+}
+
+void zrt::cuda::attentionExtGrad(int32_t dtype, const void *q, const void *k,
+                                 const void *v, const void *o, const void *dO,
+                                 void *dq, void *dk, void *dv, int64_t batch,
+                                 int64_t heads, int64_t kvHeads, int64_t seq,
+                                 int64_t headDim, int32_t causal, double scale,
+                                 int64_t window, double softcap) {
+  const char *name = "zrt_attention_ext_grad";
+  Attn a = withMask(
+      name, makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
+      window, softcap);
+  if (a.window || a.softcap)
+    fatal("%s: a sliding window or soft-capping has no CUDA kernel yet", name);
+  attentionGrad(dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, kvHeads, seq,
+                headDim, causal, scale);
+}

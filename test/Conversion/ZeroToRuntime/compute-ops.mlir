@@ -461,6 +461,38 @@ module @attention {
 
 // -----
 
+// A sliding window or soft-capping calls zrt_attention_ext(_grad): the
+// arguments of zrt_attention, then the window and the softcap (0: none).
+
+// CHECK-LABEL: module @attention_ext
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[WINDOW:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-NEXT: %[[CAP:.*]] = llvm.mlir.constant(0.000000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_attention_ext(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[WINDOW]], %[[CAP]])
+// CHECK:      %[[WINDOW:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: %[[CAP:.*]] = llvm.mlir.constant(5.000000e+01 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_attention_ext_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[WINDOW]], %[[CAP]])
+
+module @attention_ext {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%q: tensor<4x6x8x16xf32>, %dy: tensor<4x6x8x16xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %o = nn.attention %q, %q, %q causal window 3 : tensor<4x6x8x16xf32>
+    %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %o, %dy scale 0.25 softcap 50.0 : tensor<4x6x8x16xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // Rotary embedding: the (batch, heads, seq, head_dim) shape, theta, the
 // inverse rotation (its derivative) and the interleaved pairing as flags.
 

@@ -1144,6 +1144,51 @@ func.func @attention_grad_element_type(%q: tensor<1x4x4x8xbf16>, %k: tensor<1x2x
 
 // -----
 
+// Checks that a window needs the causal mask.
+func.func @attention_window_not_causal(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op window requires causal}}
+  %0 = nn.attention %q, %q, %q window 2 : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that a window is at least one key.
+func.func @attention_window_zero(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op window must be at least 1, got 0}}
+  %0 = nn.attention %q, %q, %q causal window 0 : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention_grad checks its window as well.
+func.func @attention_grad_window_negative(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op window must be at least 1, got -3}}
+  %0:3 = nn.attention_grad %q, %q, %q, %q, %q causal scale 0.5 window -3 : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that a softcap is positive.
+func.func @attention_softcap_zero(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op softcap must be positive, got 0}}
+  %0 = nn.attention %q, %q, %q causal softcap 0.0 : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention_grad's softcap is positive.
+func.func @attention_grad_softcap_negative(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op softcap must be positive, got -5}}
+  %0:3 = nn.attention_grad %q, %q, %q, %q, %q scale 0.5 softcap -5.0 : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
 // Checks that attention_grad needs an explicit scale.
 func.func @attention_grad_no_scale(%q: tensor<1x2x4x8xf32>) {
   // expected-error @+1 {{'nn.attention_grad' op requires attribute 'scale'}}

@@ -2,7 +2,8 @@
 transformers' own classes with default settings and written by
 save_pretrained (safetensors), or their config.json alone: Llama, Mistral,
 Qwen2, GPT-2, Gemma, with partial rotary embeddings GPT-NeoX, StableLM
-and Phi, with interleaved ones GPT-J and GLM (and, to be refused, MoE and
+and Phi, with interleaved ones GPT-J and GLM, with sliding windows and
+soft-capping Mistral and Gemma 2 (and, to be refused, MoE and
 encoder-decoder ones).
 
   hf_models.py save KIND DIR [--shard-size N] [--config-only] [--tokenizer]
@@ -108,6 +109,20 @@ def config(kind):
         # default partial_rotary_factor 0.5), grouped-query.
         return tf.GlmConfig(**small, head_dim=16, pad_token_id=0,
                             bos_token_id=0, eos_token_id=0)
+    if kind == "mistral_window":
+        # A sliding window of 8 of the tests' 32 tokens.
+        return tf.MistralConfig(**small, sliding_window=8)
+    if kind == "gemma2":
+        # Sliding-window layers (8 tokens) alternating with full ones, and
+        # caps small enough to bite on a tiny model's small logits: the
+        # attention's (attn_logit_softcapping) and the head's
+        # (final_logit_softcapping).
+        return tf.Gemma2Config(vocab_size=256, hidden_size=48,
+                               intermediate_size=128, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2,
+                               head_dim=24, max_position_embeddings=128,
+                               sliding_window=8, attn_logit_softcapping=0.05,
+                               final_logit_softcapping=0.5)
     sys.exit("unknown kind " + kind)
 
 

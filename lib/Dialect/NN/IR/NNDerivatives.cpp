@@ -236,7 +236,8 @@ LogicalResult AttentionOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   auto g = AttentionGradOp::create(b, getLoc(), getQuery(), getKey(),
                                    getValue(), getResult(), grads[0],
                                    getCausalAttr(),
-                                   b.getF64FloatAttr(getScaleValue()));
+                                   b.getF64FloatAttr(getScaleValue()),
+                                   getWindowAttr(), getSoftcapAttr());
   out.push_back(g.getQueryGrad());
   out.push_back(g.getKeyGrad());
   out.push_back(g.getValueGrad());

@@ -238,7 +238,9 @@ static void printAttentionTypes(OpAsmPrinter &printer, Operation *, Type query,
 /// head_dim, and kv_heads dividing heads. Key against value and query
 /// against result (and the gradients) are checked by AllTypesMatch.
 static LogicalResult checkAttention(EmitErrorFn emitError, Value query,
-                                    Value key, std::optional<double> scale) {
+                                    Value key, std::optional<double> scale,
+                                    bool causal, IntegerAttr window,
+                                    FloatAttr softcap) {
   auto q = ranked(query);
   auto k = ranked(key);
   if (q.getRank() != 4)
@@ -269,6 +271,19 @@ static LogicalResult checkAttention(EmitErrorFn emitError, Value query,
                        << " must divide the query heads " << heads;
   if (scale && (!(*scale > 0.0) || !std::isfinite(*scale)))
     return emitError() << "scale must be positive, got " << *scale;
+  if (window) {
+    // A window only narrows the causal mask's past.
+    if (!causal)
+      return emitError() << "window requires causal";
+    if (window.getInt() < 1)
+      return emitError() << "window must be at least 1, got "
+                         << window.getInt();
+  }
+  if (softcap) {
+    double c = softcap.getValueAsDouble();
+    if (!(c > 0.0) || !std::isfinite(c))
+      return emitError() << "softcap must be positive, got " << c;
+  }
   return success();
 }
 
@@ -277,7 +292,7 @@ LogicalResult AttentionOp::verify() {
   if (auto s = getScaleAttr())
     scale = s.getValueAsDouble();
   return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
-                        scale);
+                        scale, getCausal(), getWindowAttr(), getSoftcapAttr());
 }
 
 double AttentionOp::getScaleValue() {
@@ -289,7 +304,8 @@ double AttentionOp::getScaleValue() {
 
 LogicalResult AttentionGradOp::verify() {
   return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
-                        getScale().convertToDouble());
+                        getScale().convertToDouble(), getCausal(),
+                        getWindowAttr(), getSoftcapAttr());
 }
 
 //===----------------------------------------------------------------------===//

@@ -311,6 +311,21 @@ zero.train_step @grouped_query_attention(%y: tensor<2x4xi32>)
 
 // -----
 
+// A sliding window and soft-capping carry over to the derivative.
+zero.param @sw : tensor<2x2x4x4xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @windowed_attention
+zero.train_step @windowed_attention(%y: tensor<2x2x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %q = zero.get_param @sw : tensor<2x2x4x4xf32>
+  %o = nn.attention %q, %q, %q causal window 2 softcap 50.0 : tensor<2x2x4x4xf32>
+  %loss = nn.softmax_cross_entropy %o, %y : tensor<2x2x4x4xf32>, tensor<2x2x4xi32> -> tensor<f32>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 5.000000e-01 window 2 softcap 5.000000e+01 : tensor<2x2x4x4xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // A split part that does not reach the loss contributes a zero gradient to
 // the concatenation.
 zero.param @p : tensor<4x6xf32> init normal std 0.1
