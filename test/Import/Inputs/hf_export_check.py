@@ -2,14 +2,19 @@
 with transformers' own AutoModelForCausalLM.from_pretrained, and compares
 its weights with a reference state dict (torch_train.py --save-state).
 
-  hf_export_check.py OUT REFERENCE.pt [--rms 1e-5]
+  hf_export_check.py OUT REFERENCE.pt [--rms 1e-5] [--loose REGEX RMS]...
 
 Fails on any missing, unexpected or mismatched key from_pretrained reports,
 on a tied weight that is not one tensor after loading, and on a tensor whose
 root mean square difference from the reference exceeds --rms (fp32 Adam
 amplifies rounding where a gradient is near zero, so single elements may
-differ more).
+differ more). --loose gives the tensors whose names match REGEX a bound of
+their own: one whose gradient is zero in exact arithmetic is moved by
+rounding noise alone, which Adam scales to steps of the learning rate's
+size, so two correct implementations differ there by up to lr per step.
 """
+
+import re
 
 import argparse
 import sys
@@ -22,6 +27,8 @@ def main():
     p.add_argument("out")
     p.add_argument("reference")
     p.add_argument("--rms", type=float, default=1e-5)
+    p.add_argument("--loose", nargs=2, action="append", default=[],
+                   metavar=("REGEX", "RMS"))
     args = p.parse_args()
     from transformers import AutoModelForCausalLM
     model, info = AutoModelForCausalLM.from_pretrained(
@@ -44,9 +51,11 @@ def main():
         rms = float((got[k].double() - ref[k].double()).pow(2).mean().sqrt())
         if rms > worst:
             worst, name = rms, k
-        if rms > args.rms:
+        bound = next((float(b) for r, b in args.loose if re.search(r, k)),
+                     args.rms)
+        if rms > bound:
             sys.exit("%s: RMS difference %.3g from PyTorch's > %g" % (
-                k, rms, args.rms))
+                k, rms, bound))
     print("from_pretrained: %d tensors (%s), each within %g RMS of "
           "PyTorch's" % (len(ref), model.config.dtype, args.rms))
     print("worst RMS difference %.2g (%s)" % (worst, name))
