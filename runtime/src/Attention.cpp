@@ -388,8 +388,8 @@ void dotRows(const float *a, int64_t na, const float *b, int64_t nb,
   }
 }
 
-/// Keys of [j0, j0 + nc) that query i0 + r sees end before this one: the
-/// causal mask.
+/// Keys of [j0, j0 + nc) that query i0 + r sees (attentionSees, as a range)
+/// end before this one: the causal mask.
 inline int64_t visibleKeys(const Attn &a, int64_t i0, int64_t r, int64_t j0,
                            int64_t nc) {
   return a.causal ? std::clamp<int64_t>(i0 + r - j0 + 1, 0, nc) : nc;
@@ -411,7 +411,7 @@ void capScores(const Attn &a, float *s, int64_t lds, int64_t i0, int64_t nr,
     for (int64_t c = firstKey(a, i0, r, j0, nc),
                  end = visibleKeys(a, i0, r, j0, nc);
          c < end; ++c)
-      sr[c] = cap * std::tanh(sr[c] * inv);
+      sr[c] = cap * softcapTanh(sr[c], inv);
   }
 }
 
@@ -462,9 +462,9 @@ void capScoreGrads(const Attn &a, float *s, int64_t lds, float *dp,
     for (int64_t c = firstKey(a, i0, r, j0, nc),
                  end = visibleKeys(a, i0, r, j0, nc);
          c < end; ++c) {
-      float t = std::tanh(sr[c] * inv);
+      float t = softcapTanh(sr[c], inv);
       sr[c] = cap * t;
-      dpr[c] = (dpr[c] - dl) * (1.0f - t * t);
+      dpr[c] = (dpr[c] - dl) * softcapSlope(t);
     }
   }
 }

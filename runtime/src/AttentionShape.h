@@ -4,13 +4,15 @@
 //
 // The arguments of zrt_attention and zrt_attention_grad, checked and
 // described once for the CPU and CUDA kernels, so that both accept the same
-// problems.
+// problems, and the per-score formulas of zrt_attention_ext's mask and
+// soft-capping, which both compile.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef ZERO_RT_ATTENTION_SHAPE_H
 #define ZERO_RT_ATTENTION_SHAPE_H
 
+#include "HostDevice.h"
 #include "Support.h"
 
 #include <cmath>
@@ -73,6 +75,25 @@ inline Attn withMask(const char *kernel, Attn a, int64_t window,
   a.softcap = float(softcap);
   return a;
 }
+
+/// Whether query i sees key j: the causal mask, then the sliding window
+/// (`window` as in Attn, 0 for none).
+ZRT_HOST_DEVICE inline bool attentionSees(bool causal, int64_t window,
+                                          int64_t i, int64_t j) {
+  return (!causal || j <= i) && (window == 0 || i - j < window);
+}
+
+/// t = tanh(x / softcap) of a scaled logit x, with inv = 1 / softcap: the
+/// capped logit is softcap * t, and its derivative in x softcapSlope(t).
+ZRT_HOST_DEVICE inline float softcapTanh(float x, float inv) {
+#ifdef __CUDA_ARCH__
+  return tanhf(x * inv);
+#else
+  return std::tanh(x * inv);
+#endif
+}
+
+ZRT_HOST_DEVICE inline float softcapSlope(float t) { return 1.0f - t * t; }
 
 } // namespace zrt
 

@@ -18,7 +18,6 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Pipelines/Pipeline.h"
 #include "zero/InitAll.h"
@@ -173,22 +172,6 @@ int main(int argc, char **argv) {
       zero::parseModelFile(inputFile, sourceMgr, context, error);
   if (!module)
     return error.empty() ? 1 : fail(error);
-
-  // The CUDA backend's attention has no sliding window or soft-capping yet.
-  if (target == "cuda") {
-    bool unsupported = false;
-    module->walk([&](mlir::nn::AttentionOp op) {
-      int64_t seq = op.getQuery().getType().getShape()[2];
-      if (op.getSoftcap() ||
-          (op.getWindow() && int64_t(*op.getWindow()) < seq)) {
-        op.emitError("a sliding window or soft-capping has no CUDA kernel "
-                     "yet; use --target cpu");
-        unsupported = true;
-      }
-    });
-    if (unsupported)
-      return 1;
-  }
 
   mlir::PassManager pm(&context);
   std::string pipeline = "zero-pipeline{" + pipelineOptions +

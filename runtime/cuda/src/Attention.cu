@@ -19,6 +19,9 @@
 // output element has one owner, so there are no atomics and results are
 // deterministic. The forward allocates nothing.
 //
+// zrt_attention_ext's sliding window and soft-capping run on CUDA cores
+// only (AttentionSimt.cu): the tensor-core kernels take neither.
+//
 // Grouped-query attention: query head h (of batch * heads) reads key/value
 // head h / group, group = heads / kv_heads. The dK/dV kernels' grid covers
 // the key tiles of the key/value heads, and each block walks the query
@@ -82,6 +85,10 @@ Shape makeShape(const char *kernel, const Attn &a, size_t elem,
   s.causal = a.causal;
   s.scale = a.scale;
   s.scaleLog2 = float(double(a.scale) * kLog2e);
+  s.window = a.window;
+  s.softcap = a.softcap;
+  s.capInv = a.softcap ? 1.0f / a.softcap : 0.0f;
+  s.capLog2 = float(double(a.softcap) * kLog2e);
   s.vec = a.dim % 4 == 0;
   s.vec8 = a.dim % 8 == 0;
   for (const void *p : ptrs) {
@@ -92,6 +99,65 @@ Shape makeShape(const char *kernel, const Attn &a, size_t elem,
     fatal("%s: batch * heads * ceil(seq / %d) exceeds the CUDA grid", kernel,
           kRowTile);
   return s;
+}
+
+/// The tensor-core chunk for `a` (tcChunk), 0 with a window or softcap.
+int tcChunkFor(const Attn &a, int dim) {
+  return a.window || a.softcap ? 0 : tcChunk(dim);
+}
+
+/// The forward of the checked problem `a`; `name` is the ABI kernel's.
+void runForward(const char *name, const Attn &a, int32_t dtype, const void *q,
+                const void *k, const void *v, void *o) {
+  if (a.heads == 0 || a.seq == 0 || a.dim == 0)
+    return;
+  dispatch(dtype, name, [&](auto tag) {
+    using T = decltype(tag);
+    Shape s = makeShape(name, a, sizeof(T), {q, k, v, o});
+    const T *qv = static_cast<const T *>(q), *kv = static_cast<const T *>(k),
+            *vv = static_cast<const T *>(v);
+    T *ov = static_cast<T *>(o);
+    if constexpr (!std::is_same_v<T, float>) {
+      if (int chunk = tcChunkFor(a, s.dim)) {
+        tcForward<false>(a, s, chunk, qv, kv, vv, ov, nullptr);
+        return;
+      }
+    }
+    simtForward<false>(a, s, qv, kv, vv, ov, nullptr);
+  });
+}
+
+void runGrads(const char *name, const Attn &a, int32_t dtype, const void *q,
+              const void *k, const void *v, const void *o, const void *dO,
+              void *dq, void *dk, void *dv, int64_t batch, int64_t heads,
+              int64_t seq, int64_t headDim) {
+  if (a.heads == 0 || a.seq == 0 || a.dim == 0)
+    return;
+  dispatch(dtype, name, [&](auto tag) {
+    using T = decltype(tag);
+    Shape s = makeShape(name, a, sizeof(T), {q, k, v, dO, dq, dk, dv});
+    DeviceScratch scratch(
+        zrt_scratch_attention_grad(batch, heads, seq, headDim));
+    float *lse = scratch.as<float>();
+    float *delta = lse + a.heads * a.seq;
+    const T *qv = static_cast<const T *>(q), *kv = static_cast<const T *>(k),
+            *vv = static_cast<const T *>(v), *ov = static_cast<const T *>(o),
+            *gv = static_cast<const T *>(dO);
+    int64_t rows = a.heads * a.seq;
+    deltaKernel<T><<<gridFor(rows * 32), 256, 0, computeStream()>>>(
+        ov, gv, delta, rows, s.dim);
+    checkLaunch("attention_grad (delta)");
+    T *dqv = static_cast<T *>(dq), *dkv = static_cast<T *>(dk),
+      *dvv = static_cast<T *>(dv);
+    if constexpr (!std::is_same_v<T, float>) {
+      if (int chunk = tcChunkFor(a, s.dim)) {
+        tcGrads(a, s, chunk, qv, kv, vv, gv, lse, delta, dqv, dkv, dvv);
+        return;
+      }
+    }
+    simtForward<true>(a, s, qv, kv, vv, static_cast<T *>(nullptr), lse);
+    simtGrads(a, s, qv, kv, vv, gv, lse, delta, dqv, dkv, dvv);
+  });
 }
 
 } // namespace
@@ -112,24 +178,10 @@ void zrt::cuda::attention(int32_t dtype, const void *q, const void *k,
                           const void *v, void *o, int64_t batch, int64_t heads,
                           int64_t kvHeads, int64_t seq, int64_t headDim,
                           int32_t causal, double scale) {
-  Attn a = makeAttn("zrt_attention", batch, heads, kvHeads, seq, headDim,
-                    causal, scale);
-  if (a.heads == 0 || a.seq == 0 || a.dim == 0)
-    return;
-  dispatch(dtype, "zrt_attention", [&](auto tag) {
-    using T = decltype(tag);
-    Shape s = makeShape("zrt_attention", a, sizeof(T), {q, k, v, o});
-    const T *qv = static_cast<const T *>(q), *kv = static_cast<const T *>(k),
-            *vv = static_cast<const T *>(v);
-    T *ov = static_cast<T *>(o);
-    if constexpr (!std::is_same_v<T, float>) {
-      if (int chunk = tcChunk(s.dim)) {
-        tcForward<false>(a, s, chunk, qv, kv, vv, ov, nullptr);
-        return;
-      }
-    }
-    simtForward<false>(a, s, qv, kv, vv, ov, nullptr);
-  });
+  const char *name = "zrt_attention";
+  runForward(name,
+             makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
+             dtype, q, k, v, o);
 }
 
 void zrt::cuda::attentionGrad(int32_t dtype, const void *q, const void *k,
@@ -137,53 +189,24 @@ void zrt::cuda::attentionGrad(int32_t dtype, const void *q, const void *k,
                               void *dq, void *dk, void *dv, int64_t batch,
                               int64_t heads, int64_t kvHeads, int64_t seq,
                               int64_t headDim, int32_t causal, double scale) {
-  Attn a = makeAttn("zrt_attention_grad", batch, heads, kvHeads, seq, headDim,
-                    causal, scale);
-  if (a.heads == 0 || a.seq == 0 || a.dim == 0)
-    return;
-  dispatch(dtype, "zrt_attention_grad", [&](auto tag) {
-    using T = decltype(tag);
-    Shape s = makeShape("zrt_attention_grad", a, sizeof(T),
-                        {q, k, v, dO, dq, dk, dv});
-    DeviceScratch scratch(
-        zrt_scratch_attention_grad(batch, heads, seq, headDim));
-    float *lse = scratch.as<float>();
-    float *delta = lse + a.heads * a.seq;
-    const T *qv = static_cast<const T *>(q), *kv = static_cast<const T *>(k),
-            *vv = static_cast<const T *>(v), *ov = static_cast<const T *>(o),
-            *gv = static_cast<const T *>(dO);
-    int64_t rows = a.heads * a.seq;
-    deltaKernel<T><<<gridFor(rows * 32), 256, 0, computeStream()>>>(
-        ov, gv, delta, rows, s.dim);
-    checkLaunch("attention_grad (delta)");
-    T *dqv = static_cast<T *>(dq), *dkv = static_cast<T *>(dk),
-      *dvv = static_cast<T *>(dv);
-    if constexpr (!std::is_same_v<T, float>) {
-      if (int chunk = tcChunk(s.dim)) {
-        tcGrads(a, s, chunk, qv, kv, vv, gv, lse, delta, dqv, dkv, dvv);
-        return;
-      }
-    }
-    simtForward<true>(a, s, qv, kv, vv, static_cast<T *>(nullptr), lse);
-    simtGrads(a, s, qv, kv, vv, gv, lse, delta, dqv, dkv, dvv);
-  });
+  const char *name = "zrt_attention_grad";
+  runGrads(name,
+           makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
+           dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
 }
 
-// Only a window that cuts nothing and no soft-capping run here so far; the
-// others stop with a message naming the kernel.
 void zrt::cuda::attentionExt(int32_t dtype, const void *q, const void *k,
                              const void *v, void *o, int64_t batch,
                              int64_t heads, int64_t kvHeads, int64_t seq,
                              int64_t headDim, int32_t causal, double scale,
                              int64_t window, double softcap) {
   const char *name = "zrt_attention_ext";
-  Attn a = withMask(
-      name, makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
-      window, softcap);
-  if (a.window || a.softcap)
-    fatal("%s: a sliding window or soft-capping has no CUDA kernel yet", name);
-  attention(dtype, q, k, v, o, batch, heads, kvHeads, seq, headDim, causal,
-            scale);
+  runForward(name,
+             withMask(name,
+                      makeAttn(name, batch, heads, kvHeads, seq, headDim,
+                               causal, scale),
+                      window, softcap),
+             dtype, q, k, v, o);
 }
 
 void zrt::cuda::attentionExtGrad(int32_t dtype, const void *q, const void *k,
@@ -193,11 +216,10 @@ void zrt::cuda::attentionExtGrad(int32_t dtype, const void *q, const void *k,
                                  int64_t headDim, int32_t causal, double scale,
                                  int64_t window, double softcap) {
   const char *name = "zrt_attention_ext_grad";
-  Attn a = withMask(
-      name, makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
-      window, softcap);
-  if (a.window || a.softcap)
-    fatal("%s: a sliding window or soft-capping has no CUDA kernel yet", name);
-  attentionGrad(dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, kvHeads, seq,
-                headDim, causal, scale);
+  runGrads(name,
+           withMask(name,
+                    makeAttn(name, batch, heads, kvHeads, seq, headDim, causal,
+                             scale),
+                    window, softcap),
+           dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
 }

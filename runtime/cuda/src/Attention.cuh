@@ -34,6 +34,10 @@ struct Shape {
   bool causal;
   float scale;     // of the scores
   float scaleLog2; // scale * log2(e)
+  int64_t window;  // as Attn's: 0 when none or when it cuts nothing
+  float softcap;   // 0 when none
+  float capInv;    // 1 / softcap
+  float capLog2;   // softcap * log2(e)
   bool vec;        // dim % 4 == 0 and every tensor 4-element aligned
   bool vec8;       // dim % 8 == 0 and every tensor 16-byte aligned
 };
@@ -65,7 +69,28 @@ __device__ inline int64_t kvHeadOf(const Shape &s, int64_t head) {
 
 /// Whether query i sees key j.
 __device__ inline bool visible(const Shape &s, int64_t i, int64_t j) {
-  return i < s.seq && j < s.seq && (!s.causal || j <= i);
+  return i < s.seq && j < s.seq && attentionSees(s.causal, s.window, i, j);
+}
+
+/// The first of the steps of `step` keys that queries from i0 on see: with
+/// a window, the steps before it are hidden from all of them (they would
+/// add exact zeros).
+__device__ inline int64_t firstKeyStep(const Shape &s, int64_t i0, int step) {
+  return s.window ? max(i0 - s.window + 1, int64_t(0)) / step * step : 0;
+}
+
+/// The end of the queries that see a key of [j0, j0 + n): all of them
+/// unless a window hides the later ones.
+__device__ inline int64_t queryEnd(const Shape &s, int64_t j0, int n) {
+  return s.window ? min(s.seq, j0 + n - 1 + s.window) : s.seq;
+}
+
+/// The log2-domain logit of a raw score q . k: scaled, soft-capped when
+/// s.softcap (AttentionShape.h's softcapTanh; t is then the tanh), times
+/// log2(e).
+__device__ inline float cappedLogit2(const Shape &s, float dot, float &t) {
+  t = softcapTanh(dot * s.scale, s.capInv);
+  return s.capLog2 * t;
 }
 
 //===----------------------------------------------------------------------===//

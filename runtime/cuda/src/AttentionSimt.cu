@@ -17,6 +17,11 @@
 // recomputing the scores for each: correct for any head_dim up to the CPU
 // backend's limit, fast up to 128.
 //
+// These kernels also run zrt_attention_ext's sliding window (the steps a
+// window hides wholly are skipped) and soft-capping: the scores become
+// softcap * tanh(scale q . k / softcap), and dS gets the cap's derivative
+// 1 - tanh^2, with AttentionShape.h's formulas as the CPU.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Attention.cuh"
@@ -314,7 +319,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (resident)
     loadTile<kRowTile, kD>(qs, q, i0, s, 0);
   const int64_t end = s.causal ? min(s.seq, i0 + kRowTile) : s.seq;
-  for (int64_t j0 = 0; j0 < end; j0 += kColTile) {
+  for (int64_t j0 = firstKeyStep(s, i0, kColTile); j0 < end; j0 += kColTile) {
     float sc[4][2] = {};
     for (int dc = 0; dc < s.dim; dc += kD) {
       // The previous step's readers of every buffer are done.
@@ -335,7 +340,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int c = 0; c < 2; ++c) {
         // Rows past seq see nothing (and are never stored).
         bool ok = visible(s, i, j0 + tx + 16 * c);
-        sc[r][c] = ok ? sc[r][c] * s.scaleLog2 : -INFINITY;
+        float t, x = s.softcap ? cappedLogit2(s, sc[r][c], t)
+                               : sc[r][c] * s.scaleLog2;
+        sc[r][c] = ok ? x : -INFINITY;
         mx = fmaxf(mx, sc[r][c]);
       }
       float mNew = fmaxf(m[r], rowMax(mx));
@@ -423,8 +430,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float *__restrict__ lse = lse0 + head * s.seq;
     const float *__restrict__ delta = delta0 + head * s.seq;
     // Causal: queries before j0 see none of these keys (j0 is a multiple of
-    // kColTile).
-    for (int64_t i0 = s.causal ? j0 : 0; i0 < s.seq; i0 += kColTile) {
+    // kColTile); a window hides them from the queries from iEnd on.
+    for (int64_t i0 = s.causal ? j0 : 0, iEnd = queryEnd(s, j0, kRowTile);
+         i0 < iEnd; i0 += kColTile) {
       float sc[4][2] = {}, dp[4][2] = {};
       gradScores<kD>(sc, dp, ks, k, vs, v, j0, qs, q, gs, dO, i0, resident, s,
                      ty, tx);
@@ -436,10 +444,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
           bool ok = visible(s, i, j0 + 4 * ty + r);
-          float p = ok ? exp2f(sc[r][c] * s.scaleLog2 - rowLse) : 0.0f;
+          float p, g;
+          if (s.softcap) {
+            // dS in the scaled logit: through the cap's derivative.
+            float t, x = cappedLogit2(s, sc[r][c], t);
+            p = ok ? exp2f(x - rowLse) : 0.0f;
+            g = (dp[r][c] - rowDelta) * softcapSlope(t);
+          } else {
+            p = ok ? exp2f(sc[r][c] * s.scaleLog2 - rowLse) : 0.0f;
+            g = dp[r][c] - rowDelta;
+          }
           int at = (4 * ty + r) * scoreStride() + tx + 16 * c;
           pt[at] = p;
-          dst[at] = p * (dp[r][c] - rowDelta);
+          dst[at] = p * g;
         }
       }
       if (lastChunk != c0) {
@@ -511,7 +528,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     loadTile<kRowTile, kD>(gs, dO, i0, s, 0);
   }
   const int64_t end = s.causal ? min(s.seq, i0 + kRowTile) : s.seq;
-  for (int64_t j0 = 0; j0 < end; j0 += kColTile) {
+  for (int64_t j0 = firstKeyStep(s, i0, kColTile); j0 < end; j0 += kColTile) {
     float sc[4][2] = {}, dp[4][2] = {};
     gradScores<kD>(sc, dp, qs, q, gs, dO, i0, ks, k, vs, v, j0, resident, s, ty,
                    tx);
@@ -521,9 +538,16 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         bool ok = visible(s, i, j0 + tx + 16 * c);
-        float p = ok ? exp2f(sc[r][c] * s.scaleLog2 - rowLse[r]) : 0.0f;
-        ds[(4 * ty + r) * scoreStride() + tx + 16 * c] =
-            p * (dp[r][c] - rowDelta[r]);
+        float p, g;
+        if (s.softcap) {
+          float t, x = cappedLogit2(s, sc[r][c], t);
+          p = ok ? exp2f(x - rowLse[r]) : 0.0f;
+          g = (dp[r][c] - rowDelta[r]) * softcapSlope(t);
+        } else {
+          p = ok ? exp2f(sc[r][c] * s.scaleLog2 - rowLse[r]) : 0.0f;
+          g = dp[r][c] - rowDelta[r];
+        }
+        ds[(4 * ty + r) * scoreStride() + tx + 16 * c] = p * g;
       }
     }
     if (lastChunk != c0) {

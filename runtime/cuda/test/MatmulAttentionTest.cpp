@@ -12,6 +12,8 @@
 // the compiler plans for both. Grouped-query and multi-query attention on
 // every path: against the CPU, and against multi-head attention on the
 // key/value heads repeated over their groups (the same bits for o and dQ).
+// zrt_attention_ext's sliding window (cutting, and at least seq) and
+// soft-capping against the CPU's on the same paths.
 //
 // Tolerances. Both backends compute in fp32 from the same stored inputs;
 // only the summation order (and the exponential) differ.
@@ -36,6 +38,9 @@
 //    multiply P and dS as the sum of two 16-bit values, 16 (bf16) or 22 (f16)
 //    significant bits: a relative error of at most 2^-17 per term, well inside
 //    the 1e-5 sqrt(K) floor.
+//    Soft-capping's tanh (libm's on the CPU, CUDA's tanhf, a few ulp each)
+//    and its derivative add a few roundings per score, and its slope is at
+//    most 1: the same bounds hold.
 //
 //===----------------------------------------------------------------------===//
 
@@ -302,6 +307,15 @@ struct AttnData {
   Buffer q, k, v, dO;
 };
 
+/// zrt_attention_ext's sliding window and soft-capping; none by default
+/// (then zrt_attention runs).
+struct AttnMask {
+  int64_t window = 0;
+  double softcap = 0;
+
+  bool any() const { return window || softcap; }
+};
+
 AttnData randomAttn(int32_t dtype, const AttnCase &c, std::mt19937 &rng) {
   int64_t n = c.numel(), nkv = c.kvNumel();
   // Scores of a few units: peaked but not one-hot softmax rows.
@@ -310,12 +324,18 @@ AttnData randomAttn(int32_t dtype, const AttnCase &c, std::mt19937 &rng) {
           randomBuffer(dtype, rng, n)};
 }
 
-std::string describe(int32_t dtype, const AttnCase &c, int32_t causal) {
-  return std::string("attention ") + dtypeName(dtype) + " batch " +
-         std::to_string(c.batch) + " heads " + std::to_string(c.heads) +
-         " kv_heads " + std::to_string(c.kv()) + " seq " +
-         std::to_string(c.seq) + " head_dim " + std::to_string(c.dim) +
-         " causal " + std::to_string(causal);
+std::string describe(int32_t dtype, const AttnCase &c, int32_t causal,
+                     AttnMask mask = {}) {
+  std::string s = std::string("attention ") + dtypeName(dtype) + " batch " +
+                  std::to_string(c.batch) + " heads " +
+                  std::to_string(c.heads) + " kv_heads " +
+                  std::to_string(c.kv()) + " seq " + std::to_string(c.seq) +
+                  " head_dim " + std::to_string(c.dim) + " causal " +
+                  std::to_string(causal);
+  if (mask.any())
+    s += " window " + std::to_string(mask.window) + " softcap " +
+         std::to_string(mask.softcap);
+  return s;
 }
 
 /// The tolerance of the header comment for sums of `terms` terms; `noise`
@@ -340,26 +360,46 @@ void expectAttnClose(const Buffer &got, const Buffer &want, const AttnCase &c,
 /// Forward and backward of both backends on the same inputs; the backward
 /// gets the CPU's o on both sides so that its comparison stands alone.
 void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
-                    const AttnData &in, int64_t offset = 0) {
+                    const AttnData &in, int64_t offset = 0,
+                    AttnMask mask = {}) {
   int64_t n = c.numel(), nkv = c.kvNumel();
-  std::string what = describe(dtype, c, causal);
+  std::string what = describe(dtype, c, causal, mask);
   Buffer o(dtype, n), dq(dtype, n), dk(dtype, nkv), dv(dtype, nkv);
-  zrt_attention(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(), c.batch,
-                c.heads, c.kv(), c.seq, c.dim, causal, c.scale);
-  zrt_attention_grad(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
-                     in.dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
-                     c.heads, c.kv(), c.seq, c.dim, causal, c.scale);
+  if (mask.any()) {
+    zrt_attention_ext(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
+                      c.batch, c.heads, c.kv(), c.seq, c.dim, causal, c.scale,
+                      mask.window, mask.softcap);
+    zrt_attention_ext_grad(dtype, in.q.data(), in.k.data(), in.v.data(),
+                           o.data(), in.dO.data(), dq.data(), dk.data(),
+                           dv.data(), c.batch, c.heads, c.kv(), c.seq, c.dim,
+                           causal, c.scale, mask.window, mask.softcap);
+  } else {
+    zrt_attention(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
+                  c.batch, c.heads, c.kv(), c.seq, c.dim, causal, c.scale);
+    zrt_attention_grad(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
+                       in.dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
+                       c.heads, c.kv(), c.seq, c.dim, causal, c.scale);
+  }
 
   DeviceArray gq(in.q, offset), gk(in.k, offset), gv(in.v, offset),
       gdO(in.dO, offset), go(o, offset);
   Buffer junk = filled(dtype, n, 7.0), kvJunk = filled(dtype, nkv, 7.0);
   DeviceArray gout(junk, offset), gdq(junk, offset), gdk(kvJunk, offset),
       gdv(kvJunk, offset);
-  attention(dtype, gq.get(), gk.get(), gv.get(), gout.get(), c.batch, c.heads,
-            c.kv(), c.seq, c.dim, causal, c.scale);
-  attentionGrad(dtype, gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
-                gdq.get(), gdk.get(), gdv.get(), c.batch, c.heads, c.kv(),
-                c.seq, c.dim, causal, c.scale);
+  if (mask.any()) {
+    attentionExt(dtype, gq.get(), gk.get(), gv.get(), gout.get(), c.batch,
+                 c.heads, c.kv(), c.seq, c.dim, causal, c.scale, mask.window,
+                 mask.softcap);
+    attentionExtGrad(dtype, gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
+                     gdq.get(), gdk.get(), gdv.get(), c.batch, c.heads, c.kv(),
+                     c.seq, c.dim, causal, c.scale, mask.window, mask.softcap);
+  } else {
+    attention(dtype, gq.get(), gk.get(), gv.get(), gout.get(), c.batch, c.heads,
+              c.kv(), c.seq, c.dim, causal, c.scale);
+    attentionGrad(dtype, gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
+                  gdq.get(), gdk.get(), gdv.get(), c.batch, c.heads, c.kv(),
+                  c.seq, c.dim, causal, c.scale);
+  }
   expectAttnClose(gout.download(), o, c, what + " o");
   double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.dim));
   double noise = 8.0 * kF32 * scale * double(c.dim) * maxAbs(in.dO.values()) *
@@ -373,8 +413,8 @@ void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
 }
 
 void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
-                    std::mt19937 &rng, int64_t offset = 0) {
-  checkAttention(dtype, c, causal, randomAttn(dtype, c, rng), offset);
+                    std::mt19937 &rng, int64_t offset = 0, AttnMask mask = {}) {
+  checkAttention(dtype, c, causal, randomAttn(dtype, c, rng), offset, mask);
 }
 
 TEST(CudaAttention, MatchesCpu) {
@@ -494,6 +534,70 @@ TEST(CudaAttention, GroupedQueryIsRepeatedHeads) {
             [&](size_t, double w) { return tolV + u * std::fabs(w); },
             what + " dv");
       }
+}
+
+TEST(CudaAttention, WindowAndSoftcapMatchCpu) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(13);
+  // Windows of one key, of a few (every query tile then skips key steps
+  // and every key tile query steps), of most of the sequence, of exactly
+  // seq and beyond it (the causal mask); soft-capping that bends the
+  // scores (2) or barely does (50), with each window and without one,
+  // causal or not. Head dims that take the tensor cores without a mask
+  // (64, 128), a padded chunk (40), scalar loads (37), chunked heads (200),
+  // grouped-query attention and a sequence of many tiles.
+  const AttnCase cases[] = {
+      {2, 3, 100, 64, 0}, {1, 2, 130, 128, 0},   {1, 2, 77, 40, 0.3},
+      {2, 1, 33, 37, 0},  {1, 1, 70, 200, 0.1},  {2, 4, 100, 64, 0, 2},
+      {1, 1, 1, 64, 0},   {1, 2, 300, 64, 0, 1},
+  };
+  const int64_t windows[] = {1, 7, 40, 0};
+  const double softcaps[] = {0, 2.0, 50.0};
+  for (int32_t dtype : kDtypes)
+    for (const AttnCase &c : cases) {
+      for (int64_t window : windows)
+        for (double softcap : softcaps)
+          if (window || softcap)
+            checkAttention(dtype, c, 1, rng, 0, {window, softcap});
+      checkAttention(dtype, c, 1, rng, 0, {c.seq, 0});
+      checkAttention(dtype, c, 1, rng, 0, {c.seq + 5, 2.0});
+      checkAttention(dtype, c, 0, rng, 0, {0, 2.0});
+    }
+}
+
+TEST(CudaAttention, WindowAndSoftcapUnalignedAndDeterministic) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(14);
+  // The scalar load path, and the same bits from a second run and from
+  // aligned pointers.
+  const AttnCase c{1, 4, 90, 64, 0, 2};
+  const AttnMask mask{20, 3.0};
+  for (int32_t dtype : kDtypes) {
+    int64_t n = c.numel(), nkv = c.kvNumel();
+    AttnData in = randomAttn(dtype, c, rng);
+    checkAttention(dtype, c, 1, in, 1, mask);
+    std::vector<double> out[3][4];
+    for (int run = 0; run < 3; ++run) {
+      int64_t offset = run == 2;
+      DeviceArray q(in.q, offset), k(in.k, offset), v(in.v, offset),
+          dO(in.dO, offset), o(Buffer(dtype, n), offset),
+          dq(Buffer(dtype, n), offset), dk(Buffer(dtype, nkv), offset),
+          dv(Buffer(dtype, nkv), offset);
+      attentionExt(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
+                   c.kv(), c.seq, c.dim, 1, c.scale, mask.window, mask.softcap);
+      attentionExtGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
+                       dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
+                       c.seq, c.dim, 1, c.scale, mask.window, mask.softcap);
+      out[run][0] = o.download().values();
+      out[run][1] = dq.download().values();
+      out[run][2] = dk.download().values();
+      out[run][3] = dv.download().values();
+    }
+    for (int run = 1; run < 3; ++run)
+      for (int t = 0; t < 4; ++t)
+        EXPECT_EQ(out[run][t], out[0][t])
+            << describe(dtype, c, 1, mask) << " run " << run << " output " << t;
+  }
 }
 
 TEST(CudaAttention, LargeGradients) {
@@ -648,6 +752,13 @@ TEST(CudaMatmulAttentionDeathTest, InvalidArguments) {
                              nullptr, nullptr, nullptr, nullptr, 1, 4, 0, 8, 64,
                              1, 0),
                "zrt_attention_grad: kv_heads 0 does not divide heads 4");
+  EXPECT_DEATH(attentionExt(ZRT_BF16, nullptr, nullptr, nullptr, nullptr, 1, 1,
+                            1, 8, 64, 0, 0, 4, 0),
+               "zrt_attention_ext: a window requires causal");
+  EXPECT_DEATH(attentionExtGrad(ZRT_F32, nullptr, nullptr, nullptr, nullptr,
+                                nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 8,
+                                64, 1, 0, 0, -1.0),
+               "zrt_attention_ext_grad: softcap -1 is not a positive number");
 }
 
 } // namespace
