@@ -266,15 +266,14 @@ def build(directory, no_weights=False, seed=0, attn=None):
     kwargs = {"dtype": torch.float32}
     if attn:
         kwargs["attn_implementation"] = attn
-    from transformers import AutoModelForCausalLM
     recorder = None
     if files is None and not no_weights:
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, **kwargs)
+        model = _from_config(config, kwargs, directory)
     else:
         recorder = InitRecorder() if no_weights else None
         with _parameters_on_meta(), recorder or contextlib.nullcontext():
-            model = AutoModelForCausalLM.from_config(config, **kwargs)
+            model = _from_config(config, kwargs, directory)
     if type(model) is not cls:
         _fail("%s: transformers built %s, not %s" % (
             os.path.join(directory, CONFIG), type(model).__name__,
@@ -288,6 +287,19 @@ def build(directory, no_weights=False, seed=0, attn=None):
         _parameters_to_meta(model)
     model.train()
     return model, recorder, weights
+
+
+def _from_config(config, kwargs, directory):
+    """transformers' model of the config; an attention implementation it
+    refuses for this model (--attn sdpa for Gemma 2) is the user's error."""
+    from transformers import AutoModelForCausalLM
+    try:
+        return AutoModelForCausalLM.from_config(config, **kwargs)
+    except ValueError as e:
+        if "attn_implementation" not in kwargs:
+            raise
+        _fail("%s: --attn %s: %s" % (os.path.join(directory, CONFIG),
+                                     kwargs["attn_implementation"], e))
 
 
 def with_lora(model, recorder, weights, spec, seed):
