@@ -9,6 +9,8 @@ its __main__. Each command's standard output and error go, in order, to the
 file NAME.out in the current directory, for FileCheck. A command must exit
 0, or with `not` non-zero (as lit's `not`): any that does otherwise is
 named on standard error and makes this script exit 1 after the others ran.
+The cases share one interpreter: one that changes a module's state
+(hf_wrong_labels.py replaces zero_import.hf.step) goes last.
 """
 
 import contextlib
