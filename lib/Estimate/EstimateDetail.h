@@ -1,0 +1,63 @@
+//===- EstimateDetail.h - The terms of the estimate's formulas --*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Private to lib/Estimate: the quantities computeEstimate's formulas
+// (Estimate.cpp) and its explanation of the differences (Differences.cpp)
+// share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_LIB_ESTIMATE_ESTIMATEDETAIL_H
+#define ZERO_LIB_ESTIMATE_ESTIMATEDETAIL_H
+
+#include "zero/Estimate/Estimate.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace zero::estimate::detail {
+
+inline int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/// Our model-state bytes per parameter kept whole on every rank and per
+/// parameter sharded over the ranks: params and grads (c bytes each) are
+/// whole or sharded by stage, the master copy and Adam's m and v are sharded
+/// from stage 1 on.
+std::pair<int64_t, int64_t> modelStateSplit(int64_t stage, int64_t c);
+
+/// Our model-state bytes per rank with `sharded` parameters split over the
+/// n ranks.
+int64_t modelStateBytes(int64_t stage, int64_t s, int64_t sharded, int64_t n,
+                        int64_t c);
+
+/// The estimate's inputs under the names its formulas use.
+struct Terms {
+  int64_t stage = 0, s = 0, n = 0, c = 0;
+  /// S', and the padding granule n * alignment.
+  int64_t sp = 0, pad = 0;
+  /// A rank's parameters (S at stage 0, else S'/n); the frozen and the St
+  /// trainable parameters (St = S without frozen ones) and a rank's
+  /// trainable ones (their runs padded as one).
+  int64_t shard = 0, frozen = 0, st = 0, tshard = 0;
+  /// c, and the names of shard, St and tshard in the formulas.
+  std::string cs, shardName, tName, tshardName;
+  /// The reduce-bucket buffers (2 with overlap_comm), their bytes and the
+  /// gather buffers' bytes.
+  int64_t buffers = 0, bucketBytes = 0, gatherBytes = 0;
+  /// The plan the verdict and the comparison with DeepSpeed's figure use:
+  /// ours with the optimizer offloaded as DeepSpeed's is, and with the
+  /// parameters offloaded too.
+  bool oursOffloaded = false, paramsOffloaded = false;
+};
+
+/// Fills `e.differences`: why ours and DeepSpeed's and the paper's numbers
+/// differ, line by line.
+void explainDifferences(Estimate &e, const Terms &t);
+
+} // namespace zero::estimate::detail
+
+#endif // ZERO_LIB_ESTIMATE_ESTIMATEDETAIL_H
