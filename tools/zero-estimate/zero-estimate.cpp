@@ -14,6 +14,7 @@
 #include "zero/Estimate/Estimate.h"
 #include "zero/InitAll.h"
 #include "zero/Support/ModelFile.h"
+#include "zero/Support/ToolOptions.h"
 #include "zero/Support/UTF8.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -33,6 +34,10 @@ using namespace zero::estimate;
 
 static cl::OptionCategory estimateCat("zero-estimate options");
 
+/// The options, stored where the estimate reads them; getOptions() adds
+/// what is derived from several.
+static EstimateOptions estimateOptions;
+
 static cl::opt<std::string>
     inputFile(cl::Positional,
               cl::desc("[model.mlir: S and L are read off its zero.params]"),
@@ -47,57 +52,72 @@ static cl::opt<int64_t> largestLayer(
     cl::desc("Parameters of the largest layer L, the largest stage-3 gather "
              "group (required at stage 3 without a model file)"),
     cl::init(0), cl::cat(estimateCat));
-static cl::opt<int64_t> gpusPerNode("gpus-per-node", cl::desc("GPUs per node"),
-                                    cl::init(1), cl::cat(estimateCat));
+static cl::opt<int64_t, true>
+    gpusPerNode("gpus-per-node", cl::desc("GPUs per node"),
+                cl::location(estimateOptions.gpusPerNode), cl::init(1),
+                cl::cat(estimateCat));
 static cl::alias ranksPerNode("ranks-per-node",
                               cl::desc("Alias for --gpus-per-node"),
                               cl::aliasopt(gpusPerNode), cl::cat(estimateCat));
-static cl::opt<int64_t> nodes("nodes",
-                              cl::desc("Nodes; with more than one, the "
-                                       "per-link traffic of the stage's "
-                                       "collectives within and across nodes"),
-                              cl::init(1), cl::cat(estimateCat));
-static cl::opt<int64_t> stage("stage", cl::desc("ZeRO stage: 0, 1, 2 or 3"),
-                              cl::init(-1), cl::cat(estimateCat));
-static cl::opt<std::string> dtype("dtype",
-                                  cl::desc("Training precision: bf16, fp16 or "
-                                           "fp32"),
-                                  cl::init("bf16"), cl::cat(estimateCat));
-static cl::opt<int64_t>
+static cl::opt<int64_t, true>
+    nodes("nodes",
+          cl::desc("Nodes; with more than one, the "
+                   "per-link traffic of the stage's "
+                   "collectives within and across nodes"),
+          cl::location(estimateOptions.nodes), cl::init(1),
+          cl::cat(estimateCat));
+static cl::opt<int64_t, true> stage("stage",
+                                    cl::desc("ZeRO stage: 0, 1, 2 or 3"),
+                                    cl::location(estimateOptions.stage),
+                                    cl::init(-1), cl::cat(estimateCat));
+static cl::opt<std::string, true>
+    dtype("dtype",
+          cl::desc("Training precision: bf16, fp16 or "
+                   "fp32"),
+          cl::location(estimateOptions.dtype), cl::init("bf16"),
+          cl::cat(estimateCat));
+static cl::opt<int64_t, true>
     alignment("alignment",
               cl::desc("Partition padding: S is rounded up to a multiple of "
                        "ranks * alignment"),
-              cl::init(2), cl::cat(estimateCat));
-static cl::opt<int64_t> reduceBucketSize(
+              cl::location(estimateOptions.alignment), cl::init(2),
+              cl::cat(estimateCat));
+static cl::opt<int64_t, true> reduceBucketSize(
     "reduce-bucket-size",
     cl::desc("Elements per gradient bucket (DeepSpeed reduce_bucket_size)"),
-    cl::init(500000000), cl::cat(estimateCat));
-static cl::opt<int64_t>
+    cl::location(estimateOptions.reduceBucketSize), cl::init(500000000),
+    cl::cat(estimateCat));
+static cl::opt<int64_t, true>
     allgatherBucketSize("allgather-bucket-size",
                         cl::desc("Elements per post-step all-gather (DeepSpeed "
                                  "allgather_bucket_size)"),
+                        cl::location(estimateOptions.allgatherBucketSize),
                         cl::init(500000000), cl::cat(estimateCat));
-static cl::opt<int64_t> prefetchBucketSize(
+static cl::opt<int64_t, true> prefetchBucketSize(
     "prefetch-bucket-size",
     cl::desc("Stage 3: elements gathered ahead of use (DeepSpeed "
              "stage3_prefetch_bucket_size; 0 = no prefetch window)"),
-    cl::init(0), cl::cat(estimateCat));
-static cl::opt<bool> overlapComm(
+    cl::location(estimateOptions.prefetchBucketSize), cl::init(0),
+    cl::cat(estimateCat));
+static cl::opt<bool, true> overlapComm(
     "overlap-comm",
     cl::desc("Two alternating bucket buffers (DeepSpeed overlap_comm)"),
-    cl::init(false), cl::cat(estimateCat));
-static cl::opt<bool> cpuOffload(
+    cl::location(estimateOptions.overlapComm), cl::init(false),
+    cl::cat(estimateCat));
+static cl::opt<bool, true> cpuOffload(
     "cpu-offload",
     cl::desc("Stages 2-3: DeepSpeed's estimate and ours with the optimizer "
              "states in host memory (offload_optimizer=cpu; the estimators' "
              "cpu_offload)"),
-    cl::init(false), cl::cat(estimateCat));
-static cl::opt<bool> cpuOffloadParams(
+    cl::location(estimateOptions.deepspeed.cpuOffload), cl::init(false),
+    cl::cat(estimateCat));
+static cl::opt<bool, true> cpuOffloadParams(
     "cpu-offload-params",
     cl::desc("Stage 3, with --cpu-offload: DeepSpeed's estimate and ours "
              "with the parameters in host memory too (offload_param=cpu; "
              "cpu_offload_params; the compiler's offload-param=cpu)"),
-    cl::init(false), cl::cat(estimateCat));
+    cl::location(estimateOptions.deepspeed.cpuOffloadParams), cl::init(false),
+    cl::cat(estimateCat));
 static cl::opt<bool>
     zeroInit("zero-init",
              cl::desc("Stage 3: the model is built partitioned under "
@@ -114,45 +134,40 @@ static cl::opt<std::string> additionalBufferFactor(
              "its host-memory estimate (default 1.5; written as a Python "
              "literal: 2 is an int, 2.0 a float)"),
     cl::init("1.5"), cl::cat(estimateCat));
-static cl::opt<std::string>
-    hardware("hardware",
-             cl::desc("Hardware preset whose device memory the fit verdict "
-                      "uses: a100-40gb, a100-80gb, l4, rtx-4090, h100-sxm, "
-                      "h100-pcie, h200-sxm (or h200), mi300x or cpu (none)"),
-             cl::init(""), cl::cat(estimateCat));
-static cl::opt<std::string> deviceMemory(
+static cl::opt<std::string, true> deviceMemory(
     "device-memory",
     cl::desc("Device memory of one GPU for the fit verdict, overriding the "
              "preset's: B, KiB, MiB, GiB, TiB or decimal KB, MB, GB, TB "
              "(e.g. 24GiB)"),
-    cl::init(""), cl::cat(estimateCat));
-static cl::opt<std::string> interNodeBandwidth(
-    "inter-node-bandwidth",
-    cl::desc("Line rate of each of the --hardware preset's links between "
-             "nodes, in Gb/s each way (400 or 400Gb/s; default: the "
-             "preset's), for the time of the traffic across nodes"),
-    cl::init(""), cl::cat(estimateCat));
-static cl::opt<bool> zeropp(
-    "zeropp",
-    cl::desc("Stage 3 with a model file: compile it under ZeRO-3, hpZ, MiCS, "
-             "qwZ, qgZ (across nodes) and their combinations and print each "
-             "one's memory and "
-             "bytes within and across nodes per rank beside DeepSpeed's and "
-             "the papers' formulas"),
-    cl::init(false), cl::cat(estimateCat));
-static cl::opt<int64_t>
+    cl::location(estimateOptions.deviceMemory), cl::init(""),
+    cl::cat(estimateCat));
+static cl::opt<int64_t, true>
     hpzPartitionSize("hpz-partition-size",
                      cl::desc("With --zeropp: the hpZ partition size (default: "
                               "--gpus-per-node)"),
+                     cl::location(estimateOptions.hpzPartitionSize),
                      cl::init(0), cl::cat(estimateCat));
-static cl::opt<int64_t> micsShardSize(
+static cl::opt<int64_t, true> micsShardSize(
     "mics-shard-size",
     cl::desc("With --zeropp: the MiCS shard size (default: --gpus-per-node)"),
-    cl::init(0), cl::cat(estimateCat));
-static cl::opt<std::string> outputFormat("format",
-                                         cl::desc("Output: text or json"),
-                                         cl::init("text"),
-                                         cl::cat(estimateCat));
+    cl::location(estimateOptions.micsShardSize), cl::init(0),
+    cl::cat(estimateCat));
+
+static zero::SharedToolOptions shared(
+    estimateCat,
+    {/*hardware=*/"Hardware preset whose device memory the fit verdict uses: "
+                  "a100-40gb, a100-80gb, l4, rtx-4090, h100-sxm, h100-pcie, "
+                  "h200-sxm (or h200), mi300x or cpu (none)",
+     /*interNodeBandwidth=*/
+     "Line rate of each of the --hardware preset's links between nodes, in "
+     "Gb/s each way (400 or 400Gb/s; default: the preset's), for the time of "
+     "the traffic across nodes",
+     /*zeropp=*/
+     "Stage 3 with a model file: compile it under ZeRO-3, hpZ, MiCS, qwZ, qgZ "
+     "(across nodes) and their combinations and print each one's memory and "
+     "bytes within and across nodes per rank beside DeepSpeed's and the "
+     "papers' formulas",
+     /*format=*/"Output: text or json"});
 
 namespace {
 
@@ -167,7 +182,7 @@ std::optional<std::string> validate() {
     return std::string("--params or a model file is required (total "
                        "parameters S)");
   // JSON strings are UTF-8; a Linux path may be any bytes.
-  if (outputFormat == "json")
+  if (shared.isJson())
     if (std::optional<size_t> bad = ::zero::findInvalidUTF8(inputFile))
       return ::zero::describeInvalidUTF8("the model file's path ", inputFile,
                                          *bad) +
@@ -194,8 +209,9 @@ std::optional<std::string> validate() {
     return std::string("--largest-layer-params is required at stage 3 "
                        "(DeepSpeed's estimator counts 4 bytes per parameter "
                        "of the largest layer)");
-  if (dtype != "bf16" && dtype != "fp16" && dtype != "fp32")
-    return "--dtype must be bf16, fp16 or fp32 (got '" + dtype + "')";
+  const std::string &precision = estimateOptions.dtype;
+  if (precision != "bf16" && precision != "fp16" && precision != "fp32")
+    return "--dtype must be bf16, fp16 or fp32 (got '" + precision + "')";
   if (alignment < 1 || alignment > (int64_t(1) << 20))
     return "--alignment must be between 1 and 2^20 (got " +
            std::to_string(alignment) + ")";
@@ -238,18 +254,18 @@ std::optional<std::string> validate() {
     return "--additional-buffer-factor must be a positive finite number "
            "(got '" +
            additionalBufferFactor + "')";
-  if (outputFormat != "text" && outputFormat != "json")
-    return "--format must be text or json (got '" + outputFormat + "')";
+  if (!shared.isValidFormat())
+    return "--format must be text or json (got '" + shared.format + "')";
   if ((hpzPartitionSize.getNumOccurrences() ||
        micsShardSize.getNumOccurrences()) &&
-      !zeropp)
+      !shared.zeropp)
     return std::string("--hpz-partition-size and --mics-shard-size choose "
                        "the options --zeropp compares; give --zeropp");
-  if (zeropp && stage != 3)
+  if (shared.zeropp && stage != 3)
     return "--zeropp compares ZeRO++ and MiCS, which are options of stage "
            "3 (got --stage " +
            std::to_string(stage) + ")";
-  if (zeropp && inputFile.empty())
+  if (shared.zeropp && inputFile.empty())
     return std::string("--zeropp compiles the model under each option: give "
                        "a model file, not --params");
   int64_t ranks = gpusPerNode * nodes;
@@ -262,50 +278,39 @@ std::optional<std::string> validate() {
       (micsShardSize < 1 || micsShardSize >= ranks || ranks % micsShardSize))
     return "--mics-shard-size must divide the " + std::to_string(ranks) +
            " ranks and be fewer (got " + std::to_string(micsShardSize) + ")";
-  if (!hardware.empty() && !mlir::zero::lookupHardwarePreset(hardware))
-    return "--hardware: unknown preset '" + hardware +
+  if (!shared.hardware.empty() &&
+      !mlir::zero::lookupHardwarePreset(shared.hardware))
+    return "--hardware: unknown preset '" + shared.hardware +
            "' (known: " + mlir::zero::getHardwarePresetNames() + ")";
-  if (!interNodeBandwidth.empty()) {
-    if (hardware.empty())
+  if (!shared.interNodeBandwidth.empty()) {
+    if (shared.hardware.empty())
       return std::string("--inter-node-bandwidth overrides the network of "
                          "a --hardware preset; give --hardware");
     mlir::zero::HardwarePreset rates =
-        *mlir::zero::lookupHardwarePreset(hardware);
+        *mlir::zero::lookupHardwarePreset(shared.hardware);
     std::string error;
-    if (failed(mlir::zero::applyInterNodeBandwidth(rates, interNodeBandwidth,
-                                                   error)))
+    if (failed(mlir::zero::applyInterNodeBandwidth(
+            rates, shared.interNodeBandwidth, error)))
       return "--inter-node-bandwidth: " + error;
   }
-  if (!deviceMemory.empty() && !mlir::zero::parseByteSize(deviceMemory))
-    return "--device-memory: bad byte count '" + deviceMemory +
+  const std::string &memory = estimateOptions.deviceMemory;
+  if (!memory.empty() && !mlir::zero::parseByteSize(memory))
+    return "--device-memory: bad byte count '" + memory +
            "' (expected a positive count with an optional unit B, KiB, MiB, "
            "GiB, TiB, KB, MB, GB or TB, e.g. 24GiB)";
   return std::nullopt;
 }
 
-/// The options, checked by validate().
+/// The options, checked by validate(): those stored in estimateOptions and
+/// those derived from several or parsed.
 EstimateOptions getOptions() {
-  EstimateOptions options;
-  options.stage = stage;
-  options.gpusPerNode = gpusPerNode;
-  options.nodes = nodes;
-  options.dtype = dtype;
-  options.alignment = alignment;
-  options.reduceBucketSize = reduceBucketSize;
-  options.allgatherBucketSize = allgatherBucketSize;
-  options.prefetchBucketSize = prefetchBucketSize;
-  options.overlapComm = overlapComm;
-  options.deepspeed.cpuOffload = cpuOffload;
-  options.deepspeed.cpuOffloadParams = cpuOffloadParams;
+  EstimateOptions options = estimateOptions;
   options.deepspeed.zeroInit = zeroInit && !noZeroInit;
   options.deepspeed.additionalBufferFactor =
       *PyNumber::parse(additionalBufferFactor);
-  options.hardware = hardware;
-  options.deviceMemory = deviceMemory;
-  options.interNodeBandwidth = interNodeBandwidth;
-  options.zeropp = zeropp;
-  options.hpzPartitionSize = hpzPartitionSize;
-  options.micsShardSize = micsShardSize;
+  options.hardware = shared.hardware;
+  options.interNodeBandwidth = shared.interNodeBandwidth;
+  options.zeropp = shared.zeropp;
   return options;
 }
 
@@ -367,7 +372,7 @@ int main(int argc, char **argv) {
         << toString(e.takeError()) << "\n";
     return 1;
   }
-  if (outputFormat == "json")
+  if (shared.isJson())
     printEstimateJson(*e, outs());
   else
     printEstimateText(*e, outs());

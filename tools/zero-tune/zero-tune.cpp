@@ -16,6 +16,7 @@
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/InitAll.h"
 #include "zero/Support/ModelFile.h"
+#include "zero/Support/ToolOptions.h"
 #include "zero/Support/UTF8.h"
 #include "zero/Tuning/Tuner.h"
 
@@ -41,28 +42,23 @@ using namespace llvm;
 using namespace mlir::zero;
 
 static cl::OptionCategory tuneCat("zero-tune options");
+
+/// The search's options, stored where the tuner reads them; getTuneOptions()
+/// adds the checked and parsed ones.
+static TuneOptions tuneOptions;
+
 static cl::list<std::string>
     inputFiles(cl::Positional, cl::desc("<model.mlir>"), cl::cat(tuneCat));
-static cl::opt<int64_t> worldSize("world-size",
-                                  cl::desc("Number of data-parallel ranks"),
-                                  cl::init(0), cl::cat(tuneCat));
-static cl::opt<std::string>
-    hardware("hardware",
-             cl::desc("Hardware preset of the cost model (a100-40gb, "
-                      "a100-80gb, l4, rtx-4090, h100-sxm, h100-pcie, "
-                      "h200-sxm, mi300x, cpu)"),
-             cl::cat(tuneCat));
-static cl::opt<int64_t> ranksPerNode(
+static cl::opt<int64_t, true>
+    worldSize("world-size", cl::desc("Number of data-parallel ranks"),
+              cl::location(tuneOptions.worldSize), cl::init(0),
+              cl::cat(tuneCat));
+static cl::opt<int64_t, true> ranksPerNode(
     "ranks-per-node",
     cl::desc("Ranks per node, a divisor of --world-size (default 0: every "
              "rank on one node); collectives across nodes are priced on the "
              "preset's inter-node fabric"),
-    cl::init(0), cl::cat(tuneCat));
-static cl::opt<std::string> interNodeBandwidth(
-    "inter-node-bandwidth",
-    cl::desc("Line rate of each of the preset's links between nodes, in "
-             "Gb/s each way (400 or 400Gb/s; default: the preset's)"),
-    cl::cat(tuneCat));
+    cl::location(tuneOptions.ranksPerNode), cl::init(0), cl::cat(tuneCat));
 static cl::opt<std::string> memoryBudget(
     "memory-budget",
     cl::desc("Bytes one rank may use: a number and an optional unit KiB, "
@@ -83,41 +79,41 @@ static cl::opt<std::string>
                      "memory) or nvme (the optimizer states and the stage-3 "
                      "parameter shards also to NVMe; needs --nvme-path)"),
             cl::init("none"), cl::cat(tuneCat));
-static cl::opt<std::string>
+static cl::opt<std::string, true>
     nvmePath("nvme-path",
              cl::desc("Directory of the ranks' NVMe swap files, for "
                       "--offload=nvme (offload_optimizer.nvme_path and "
                       "offload_param.nvme_path)"),
-             cl::cat(tuneCat));
+             cl::location(tuneOptions.nvmePath), cl::cat(tuneCat));
 static cl::opt<std::string> hostBudget(
     "host-budget",
     cl::desc("Pinned host bytes one rank may use for offloaded states "
              "(its host_peak_bytes; a node's host memory divided by its "
              "ranks), written like --memory-budget; default: no bound"),
     cl::cat(tuneCat));
-static cl::opt<bool> zeropp(
-    "zeropp",
-    cl::desc("Also search ZeRO++ and MiCS at stage 3: the hpZ partition size "
-             "(the divisors of --ranks-per-node, across nodes), the MiCS "
-             "shard size (the divisors of --world-size), qwZ, and qgZ "
-             "(across nodes, not with MiCS); each choice is ranked as a "
-             "group of its own"),
-    cl::init(false), cl::cat(tuneCat));
-static cl::opt<int64_t>
+static cl::opt<int64_t, true>
     top("top",
         cl::desc("How many (stage, accumulation, offload) groups to rank, "
                  "each by its best configuration (default 10)"),
-        cl::init(10), cl::cat(tuneCat));
-static cl::opt<std::string>
-    outputFormat("format",
-                 cl::desc("Output: text (a table) or json "
-                          "(an array, best first)"),
-                 cl::init("text"), cl::cat(tuneCat));
+        cl::location(tuneOptions.top), cl::init(10), cl::cat(tuneCat));
 static cl::opt<std::string>
     outputFile("o",
                cl::desc("Write the best configuration as a DeepSpeed "
                         "ds_config.json"),
                cl::cat(tuneCat));
+static zero::SharedToolOptions shared(
+    tuneCat,
+    {/*hardware=*/"Hardware preset of the cost model (a100-40gb, a100-80gb, "
+                  "l4, rtx-4090, h100-sxm, h100-pcie, h200-sxm, mi300x, cpu)",
+     /*interNodeBandwidth=*/
+     "Line rate of each of the preset's links between nodes, in Gb/s each "
+     "way (400 or 400Gb/s; default: the preset's)",
+     /*zeropp=*/
+     "Also search ZeRO++ and MiCS at stage 3: the hpZ partition size (the "
+     "divisors of --ranks-per-node, across nodes), the MiCS shard size (the "
+     "divisors of --world-size), qwZ, and qgZ (across nodes, not with MiCS); "
+     "each choice is ranked as a group of its own",
+     /*format=*/"Output: text (a table) or json (an array, best first)"});
 
 static int fail(const Twine &msg) {
   WithColor::error(errs(), "zero-tune") << msg << "\n";
@@ -202,7 +198,8 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
       {"tokens_per_second", c.tokensPerSecond},
       {"largest_item", json::Object{{"name", c.fit.largestItem},
                                     {"bytes", c.fit.largestItemBytes}}},
-      {"ds_config", toDeepSpeedConfig(c.config, globalBatch, worldSize)},
+      {"ds_config",
+       toDeepSpeedConfig(c.config, globalBatch, tuneOptions.worldSize)},
   };
   if (frozenSearched)
     o["frozen_gather"] = c.config.stage != 3         ? "-"
@@ -215,7 +212,7 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
     o["nvme_bytes"] = c.nvmeBytes;
     o["exposed_transfer_ms"] = c.exposedTransferMs;
   }
-  if (zeropp) {
+  if (shared.zeropp) {
     o["hpz_partition_size"] = c.config.hpzPartitionSize;
     o["mics_shard_size"] = c.config.micsShardSize;
     o["quantized_weights"] = c.config.quantizedWeights;
@@ -239,7 +236,7 @@ static void printTable(const TuneResult &r, bool offloadSearched,
   if (offloadSearched)
     os << format(" %9s %9s %16s %16s %11s", "opt_off", "param_off",
                  "host_peak_bytes", "nvme_bytes", "transfer_ms");
-  if (zeropp)
+  if (shared.zeropp)
     os << format(" %14s %16s", "zeropp", "inter_node_bytes");
   os << "\n";
   auto knob = [](bool used, int64_t v) {
@@ -275,11 +272,227 @@ static void printTable(const TuneResult &r, bool offloadSearched,
                    stringifyOffloadDevice(k.offloadParam).str().c_str(),
                    static_cast<long long>(c.hostPeakBytes),
                    static_cast<long long>(c.nvmeBytes), c.exposedTransferMs);
-    if (zeropp)
+    if (shared.zeropp)
       os << format(" %14s %16lld", zeroppText(k).c_str(),
                    static_cast<long long>(c.interNodeBytes));
     os << "\n";
   }
+}
+
+/// The byte count of `text` (--memory-budget, --host-budget), or none after
+/// reporting why not.
+static std::optional<int64_t> parseBudget(StringRef option,
+                                          const std::string &text) {
+  std::string why;
+  std::optional<int64_t> bytes = parseMemoryBudget(text, why);
+  if (!bytes)
+    fail("bad --" + option + " '" + text + "': " + why);
+  return bytes;
+}
+
+/// Checks the input file's argument; false after reporting the problem.
+static bool checkInputFiles() {
+  if (inputFiles.empty()) {
+    fail("no input file (zero-tune model.mlir --world-size N "
+         "--hardware PRESET ...; --help lists the options)");
+    return false;
+  }
+  if (inputFiles.size() > 1) {
+    // `--memory-budget 40 GB` leaves the unit behind as an argument.
+    std::string hint;
+    if (isStrayByteUnit(inputFiles[1]))
+      hint = " (a memory budget is written without a space, as in 40GB)";
+    fail("one input file expected, got '" + inputFiles[0] + "' and '" +
+         inputFiles[1] + "'" + hint);
+    return false;
+  }
+  return true;
+}
+
+/// Checks the ranks and the hardware, and sets tuneOptions' hardware to
+/// `rates` (the preset with --inter-node-bandwidth applied) and its memory
+/// budget; false after reporting the first problem.
+static bool checkHardware(HardwarePreset &rates) {
+  if (worldSize < 1) {
+    fail(worldSize.getNumOccurrences()
+             ? "--world-size must be >= 1, got " + Twine(tuneOptions.worldSize)
+             : Twine("--world-size N is required"));
+    return false;
+  }
+  if (shared.hardware.empty()) {
+    fail("--hardware PRESET is required (known: " + getHardwarePresetNames() +
+         ")");
+    return false;
+  }
+  const HardwarePreset *preset = lookupHardwarePreset(shared.hardware);
+  if (!preset) {
+    fail("unknown hardware preset '" + shared.hardware +
+         "' (known: " + getHardwarePresetNames() + ")");
+    return false;
+  }
+  int64_t perNode = tuneOptions.ranksPerNode;
+  if (perNode < 0 || (perNode > 0 && tuneOptions.worldSize % perNode)) {
+    fail("--ranks-per-node " + Twine(perNode) + " must divide --world-size " +
+         Twine(tuneOptions.worldSize) + " (0: every rank on one node)");
+    return false;
+  }
+  rates = *preset;
+  std::string why;
+  if (failed(applyInterNodeBandwidth(rates, shared.interNodeBandwidth, why))) {
+    fail("--inter-node-bandwidth: " + why);
+    return false;
+  }
+  tuneOptions.hardware = &rates;
+  tuneOptions.memoryBudget = rates.deviceMemoryBytes;
+  if (memoryBudget.getNumOccurrences()) {
+    std::optional<int64_t> bytes = parseBudget("memory-budget", memoryBudget);
+    if (!bytes)
+      return false;
+    tuneOptions.memoryBudget = *bytes;
+  } else if (tuneOptions.memoryBudget == 0) {
+    fail("--memory-budget is required with the " + rates.name +
+         " preset, which has no device memory");
+    return false;
+  }
+  return true;
+}
+
+/// Checks the search's choices (remat, offload, the host budget, --top and
+/// --format) into tuneOptions; false after reporting the first problem.
+static bool checkSearch() {
+  if (remat != "auto") {
+    tuneOptions.remat = parseTuneRemat(remat);
+    if (!tuneOptions.remat) {
+      fail("--remat must be auto, none, selective or layer, got '" + remat +
+           "'");
+      return false;
+    }
+  }
+  std::optional<OffloadDevice> offloadTier = symbolizeOffloadDevice(offload);
+  if (!offloadTier) {
+    fail("--offload must be none, cpu or nvme, got '" + offload + "'");
+    return false;
+  }
+  tuneOptions.offload = *offloadTier;
+  const std::string &path = tuneOptions.nvmePath;
+  if (*offloadTier == OffloadDevice::nvme && path.empty()) {
+    fail("--offload=nvme needs --nvme-path DIR, the directory of the "
+         "ranks' swap files");
+    return false;
+  }
+  if (!path.empty() && *offloadTier != OffloadDevice::nvme) {
+    fail("--nvme-path is for --offload=nvme, and the offload is " + offload);
+    return false;
+  }
+  if (std::optional<size_t> bad = ::zero::findInvalidUTF8(path)) {
+    fail(::zero::describeInvalidUTF8("--nvme-path ", path, *bad) +
+         " (it goes into ds_config.json's nvme_path, and JSON is UTF-8)");
+    return false;
+  }
+  if (hostBudget.getNumOccurrences()) {
+    if (*offloadTier == OffloadDevice::none) {
+      fail("--host-budget bounds offloaded states: give --offload "
+           "cpu or nvme");
+      return false;
+    }
+    tuneOptions.hostBudget = parseBudget("host-budget", hostBudget);
+    if (!tuneOptions.hostBudget)
+      return false;
+  }
+  if (tuneOptions.top < 1) {
+    fail("--top must be >= 1, got " + Twine(tuneOptions.top));
+    return false;
+  }
+  if (!shared.isValidFormat()) {
+    fail("--format must be text or json, got '" + shared.format + "'");
+    return false;
+  }
+  tuneOptions.zeropp = shared.zeropp;
+  return true;
+}
+
+/// Reports why no configuration was ranked: the budgets below every
+/// configuration's model states, or the closest configuration's overshoot.
+static int failNoFit(const TuneResult &result) {
+  const TuneOptions &options = tuneOptions;
+  bool offloadSearched = options.offload != OffloadDevice::none;
+  // Model states on the ranks, with the offload choice.
+  auto states = [&](const TuneModelStates &s) {
+    std::string offloaded = describeOffload(s.config);
+    return formatv("stage {0}'s on {1} ranks{2}{3}", s.config.stage,
+                   options.worldSize, offloaded.empty() ? "" : " with ",
+                   offloaded)
+        .str();
+  };
+  if (!result.closest) {
+    if (options.memoryBudget < result.minModelStates.deviceBytes)
+      return fail(formatv("the memory budget {0} is below the model states "
+                          "of every stage{1}: "
+                          "the smallest, {2}, take {3}",
+                          bytesText(options.memoryBudget),
+                          offloadSearched ? " and offload" : "",
+                          states(result.minModelStates),
+                          bytesText(result.minModelStates.deviceBytes)));
+    return fail(formatv("the host budget {0} is below the host model states "
+                        "of every configuration whose device states fit: "
+                        "the smallest, {1}, take {2}",
+                        bytesText(*options.hostBudget),
+                        states(*result.minHostStates),
+                        bytesText(result.minHostStates->hostBytes)));
+  }
+  const TuneCandidate &c = *result.closest;
+  if (!c.hostFits)
+    return fail(formatv("no configuration fits the host budget {0}: the "
+                        "smallest host peak found, {1}, is {2}, {3} over",
+                        bytesText(*options.hostBudget), describe(c.config),
+                        bytesText(c.hostPeakBytes),
+                        bytesText(c.hostPeakBytes - *options.hostBudget)));
+  return fail(formatv("no configuration fits the memory budget {0}: the "
+                      "smallest peak found, {1}, is {2}, {3} over; its "
+                      "largest item is {4}: {5}",
+                      bytesText(options.memoryBudget), describe(c.config),
+                      bytesText(c.peakBytes),
+                      bytesText(c.peakBytes - options.memoryBudget),
+                      c.fit.largestItem, bytesText(c.fit.largestItemBytes)));
+}
+
+/// The text output: the search, the table and the best configuration.
+static void printText(const TuneResult &result, StringRef summary,
+                      raw_ostream &os) {
+  const TuneOptions &options = tuneOptions;
+  const HardwarePreset *hw = options.hardware;
+  bool offloadSearched = options.offload != OffloadDevice::none;
+  int64_t perNode = options.ranksPerNode;
+  os << formatv("zero-tune: {0} ranks on {1}, memory budget {2}, global "
+                "batch {3} ({4} tokens per step)",
+                options.worldSize, hw->name, bytesText(options.memoryBudget),
+                result.globalBatch, result.tokensPerStep);
+  // Only across nodes, so one-node output is unchanged.
+  if (perNode > 0 && perNode < options.worldSize) {
+    os << formatv("; {0} nodes of {1} ranks", options.worldSize / perNode,
+                  perNode);
+    if (hw->interNodeLinks > 0)
+      os << formatv(", each node's network at {0:f2} GB/s each way",
+                    hw->getInterNodeBandwidth() / 1e9);
+    else
+      os << ", the nodes sharing memory";
+  }
+  if (offloadSearched)
+    os << formatv("; offload up to {0}, host budget {1}", offload,
+                  options.hostBudget ? bytesText(*options.hostBudget)
+                                     : "unbounded");
+  os << "\n" << summary << "\n\n";
+  printTable(result, offloadSearched, os);
+  const TuneCandidate &best = result.ranked.front();
+  os << "\nbest: " << describe(best.config) << "; peak "
+     << bytesText(best.peakBytes)
+     << formatv(", predicted step {0:f3} ms", best.predictedStepMs);
+  if (best.config.isOffloaded())
+    os << "; host peak " << bytesText(best.hostPeakBytes)
+       << (best.nvmeBytes ? ", NVMe " + bytesText(best.nvmeBytes) : "");
+  if (!outputFile.empty())
+    os << "; written to " << outputFile;
+  os << "\n";
 }
 
 int main(int argc, char **argv) {
@@ -293,86 +506,9 @@ int main(int argc, char **argv) {
       "[--memory-budget B] [--remat auto|none|selective|layer] "
       "[--offload none|cpu|nvme [--nvme-path DIR] [--host-budget B]] "
       "[--top K] [--format text|json] [-o best.json]\n");
-
-  if (inputFiles.empty())
-    return fail("no input file (zero-tune model.mlir --world-size N "
-                "--hardware PRESET ...; --help lists the options)");
-  if (inputFiles.size() > 1) {
-    // `--memory-budget 40 GB` leaves the unit behind as an argument.
-    std::string hint;
-    if (isStrayByteUnit(inputFiles[1]))
-      hint = " (a memory budget is written without a space, as in 40GB)";
-    return fail("one input file expected, got '" + inputFiles[0] + "' and '" +
-                inputFiles[1] + "'" + hint);
-  }
-  const std::string &inputFile = inputFiles.front();
-  if (worldSize < 1)
-    return fail(worldSize.getNumOccurrences()
-                    ? "--world-size must be >= 1, got " + Twine(worldSize)
-                    : Twine("--world-size N is required"));
-  if (hardware.empty())
-    return fail("--hardware PRESET is required (known: " +
-                getHardwarePresetNames() + ")");
-  const HardwarePreset *preset = lookupHardwarePreset(hardware);
-  if (!preset)
-    return fail("unknown hardware preset '" + hardware +
-                "' (known: " + getHardwarePresetNames() + ")");
-  if (ranksPerNode < 0 || (ranksPerNode > 0 && worldSize % ranksPerNode))
-    return fail("--ranks-per-node " + Twine(ranksPerNode) +
-                " must divide --world-size " + Twine(worldSize) +
-                " (0: every rank on one node)");
-  HardwarePreset rates = *preset;
-  {
-    std::string why;
-    if (failed(applyInterNodeBandwidth(rates, interNodeBandwidth, why)))
-      return fail("--inter-node-bandwidth: " + why);
-  }
-  const HardwarePreset *hw = &rates;
-  int64_t budget = hw->deviceMemoryBytes;
-  if (memoryBudget.getNumOccurrences()) {
-    std::string why;
-    std::optional<int64_t> bytes = parseMemoryBudget(memoryBudget, why);
-    if (!bytes)
-      return fail("bad --memory-budget '" + memoryBudget + "': " + why);
-    budget = *bytes;
-  } else if (budget == 0) {
-    return fail("--memory-budget is required with the " + hw->name +
-                " preset, which has no device memory");
-  }
-  std::optional<TuneRemat> rematPolicy;
-  if (remat != "auto") {
-    rematPolicy = parseTuneRemat(remat);
-    if (!rematPolicy)
-      return fail("--remat must be auto, none, selective or layer, got '" +
-                  remat + "'");
-  }
-  std::optional<OffloadDevice> offloadTier = symbolizeOffloadDevice(offload);
-  if (!offloadTier)
-    return fail("--offload must be none, cpu or nvme, got '" + offload + "'");
-  if (*offloadTier == OffloadDevice::nvme && nvmePath.empty())
-    return fail("--offload=nvme needs --nvme-path DIR, the directory of the "
-                "ranks' swap files");
-  if (!nvmePath.empty() && *offloadTier != OffloadDevice::nvme)
-    return fail("--nvme-path is for --offload=nvme, and the offload is " +
-                offload);
-  if (std::optional<size_t> bad = ::zero::findInvalidUTF8(nvmePath))
-    return fail(::zero::describeInvalidUTF8("--nvme-path ", nvmePath, *bad) +
-                " (it goes into ds_config.json's nvme_path, and JSON is "
-                "UTF-8)");
-  std::optional<int64_t> hostBytes;
-  if (hostBudget.getNumOccurrences()) {
-    if (*offloadTier == OffloadDevice::none)
-      return fail("--host-budget bounds offloaded states: give --offload "
-                  "cpu or nvme");
-    std::string why;
-    hostBytes = parseMemoryBudget(hostBudget, why);
-    if (!hostBytes)
-      return fail("bad --host-budget '" + hostBudget + "': " + why);
-  }
-  if (top < 1)
-    return fail("--top must be >= 1, got " + Twine(top));
-  if (outputFormat != "text" && outputFormat != "json")
-    return fail("--format must be text or json, got '" + outputFormat + "'");
+  HardwarePreset rates;
+  if (!checkInputFiles() || !checkHardware(rates) || !checkSearch())
+    return 1;
 
   mlir::DialectRegistry registry;
   zero::registerAllDialects(registry);
@@ -383,22 +519,12 @@ int main(int argc, char **argv) {
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   std::string error;
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      zero::parseModelFile(inputFile, sourceMgr, context, error);
+      zero::parseModelFile(inputFiles.front(), sourceMgr, context, error);
   if (!module)
     return error.empty() ? 1 : fail(error);
 
-  TuneOptions options;
-  options.worldSize = worldSize;
-  options.ranksPerNode = ranksPerNode;
-  options.hardware = hw;
-  options.memoryBudget = budget;
-  options.top = top;
-  options.remat = rematPolicy;
-  options.offload = *offloadTier;
-  options.nvmePath = nvmePath;
-  options.hostBudget = hostBytes;
-  options.zeropp = zeropp;
-  bool offloadSearched = *offloadTier != OffloadDevice::none;
+  const TuneOptions &options = tuneOptions;
+  bool offloadSearched = options.offload != OffloadDevice::none;
   auto start = std::chrono::steady_clock::now();
   mlir::FailureOr<TuneResult> result = tuneTrainStep(*module, options);
   if (failed(result))
@@ -413,49 +539,14 @@ int main(int argc, char **argv) {
               "{3} pruned by bounds; {4:f2} s",
               result->evaluated, result->groups, result->prunedByModelStates,
               result->prunedByBounds, seconds,
-              offloadSearched ? "offload x " : "", zeropp ? "ZeRO++ x " : "")
+              offloadSearched ? "offload x " : "",
+              options.zeropp ? "ZeRO++ x " : "")
           .str();
   // Beside a JSON array or an error, the summary goes to stderr.
-  if (outputFormat == "json" || result->ranked.empty())
+  if (shared.isJson() || result->ranked.empty())
     errs() << "zero-tune: " << summary << "\n";
-
-  if (result->ranked.empty()) {
-    // Model states on `n` ranks, with the offload choice.
-    auto states = [&](const TuneModelStates &s) {
-      std::string offloaded = describeOffload(s.config);
-      return formatv("stage {0}'s on {1} ranks{2}{3}", s.config.stage,
-                     worldSize, offloaded.empty() ? "" : " with ", offloaded)
-          .str();
-    };
-    if (!result->closest) {
-      if (budget < result->minModelStates.deviceBytes)
-        return fail(formatv("the memory budget {0} is below the model states "
-                            "of every stage{1}: "
-                            "the smallest, {2}, take {3}",
-                            bytesText(budget),
-                            offloadSearched ? " and offload" : "",
-                            states(result->minModelStates),
-                            bytesText(result->minModelStates.deviceBytes)));
-      return fail(formatv("the host budget {0} is below the host model states "
-                          "of every configuration whose device states fit: "
-                          "the smallest, {1}, take {2}",
-                          bytesText(*hostBytes), states(*result->minHostStates),
-                          bytesText(result->minHostStates->hostBytes)));
-    }
-    const TuneCandidate &c = *result->closest;
-    if (!c.hostFits)
-      return fail(formatv("no configuration fits the host budget {0}: the "
-                          "smallest host peak found, {1}, is {2}, {3} over",
-                          bytesText(*hostBytes), describe(c.config),
-                          bytesText(c.hostPeakBytes),
-                          bytesText(c.hostPeakBytes - *hostBytes)));
-    return fail(formatv("no configuration fits the memory budget {0}: the "
-                        "smallest peak found, {1}, is {2}, {3} over; its "
-                        "largest item is {4}: {5}",
-                        bytesText(budget), describe(c.config),
-                        bytesText(c.peakBytes), bytesText(c.peakBytes - budget),
-                        c.fit.largestItem, bytesText(c.fit.largestItemBytes)));
-  }
+  if (result->ranked.empty())
+    return failNoFit(*result);
 
   const TuneCandidate &best = result->ranked.front();
   if (!outputFile.empty()) {
@@ -465,12 +556,12 @@ int main(int argc, char **argv) {
       return fail("cannot write '" + outputFile + "': " + ec.message());
     out.os() << formatv("{0:2}",
                         toDeepSpeedConfig(best.config, result->globalBatch,
-                                          worldSize))
+                                          options.worldSize))
              << "\n";
     out.keep();
   }
 
-  if (outputFormat == "json") {
+  if (shared.isJson()) {
     json::Array array;
     int64_t rank = 0;
     for (const TuneCandidate &c : result->ranked)
@@ -479,33 +570,6 @@ int main(int argc, char **argv) {
     outs() << formatv("{0:2}", json::Value(std::move(array))) << "\n";
     return 0;
   }
-  outs() << formatv("zero-tune: {0} ranks on {1}, memory budget {2}, global "
-                    "batch {3} ({4} tokens per step)",
-                    worldSize, hw->name, bytesText(budget), result->globalBatch,
-                    result->tokensPerStep);
-  // Only across nodes, so one-node output is unchanged.
-  if (ranksPerNode > 0 && ranksPerNode < worldSize) {
-    outs() << formatv("; {0} nodes of {1} ranks", worldSize / ranksPerNode,
-                      ranksPerNode);
-    if (hw->interNodeLinks > 0)
-      outs() << formatv(", each node's network at {0:f2} GB/s each way",
-                        hw->getInterNodeBandwidth() / 1e9);
-    else
-      outs() << ", the nodes sharing memory";
-  }
-  if (offloadSearched)
-    outs() << formatv("; offload up to {0}, host budget {1}", offload,
-                      hostBytes ? bytesText(*hostBytes) : "unbounded");
-  outs() << "\n" << summary << "\n\n";
-  printTable(*result, offloadSearched, outs());
-  outs() << "\nbest: " << describe(best.config) << "; peak "
-         << bytesText(best.peakBytes)
-         << formatv(", predicted step {0:f3} ms", best.predictedStepMs);
-  if (best.config.isOffloaded())
-    outs() << "; host peak " << bytesText(best.hostPeakBytes)
-           << (best.nvmeBytes ? ", NVMe " + bytesText(best.nvmeBytes) : "");
-  if (!outputFile.empty())
-    outs() << "; written to " << outputFile;
-  outs() << "\n";
+  printText(*result, summary, outs());
   return 0;
 }
