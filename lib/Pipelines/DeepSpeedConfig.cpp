@@ -12,6 +12,7 @@
 
 #include "zero/Pipelines/DeepSpeedConfig.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Pipelines/DeepSpeedKeys.h"
 
 #include "DeepSpeedJson.h"
 
@@ -45,7 +46,7 @@ bool isOff(const json::Value &v) {
     return false;
   if (const json::Value *e = o->get("enabled"))
     return e->getAsBoolean() == std::optional<bool>(false);
-  if (const json::Value *d = o->get("device"))
+  if (const json::Value *d = o->get(dskeys::kDevice))
     return d->getAsString() == std::optional<StringRef>("none");
   return false;
 }
@@ -281,29 +282,31 @@ void readOffload(Section &z, DeepSpeedConfig &cfg) {
   auto section = [&](StringRef key, bool param,
                      DeepSpeedValue<std::string> &device) {
     z.section(key, [&](Section &o) {
-      device = o.string("device");
+      device = o.string(dskeys::kDevice);
       if (device.value && !symbolizeOffloadDevice(*device.value)) {
-        o.error("device", "must be \"none\", \"cpu\" or \"nvme\", got \"" +
-                              *device.value + "\"");
+        o.error(dskeys::kDevice,
+                "must be \"none\", \"cpu\" or \"nvme\", got \"" +
+                    *device.value + "\"");
         device.value.reset();
       }
       // Each offload has its own swap folder, as DeepSpeed's.
-      DeepSpeedValue<std::string> path = o.string("nvme_path");
+      DeepSpeedValue<std::string> path = o.string(dskeys::kNvmePath);
       if (path.value)
         (param ? cfg.paramNvmePath : cfg.nvmePath) = path;
       // Host buffers are always pinned where pinning means anything (the
       // CUDA backend's cudaHostAlloc); DeepSpeed's buffer counts, sizes and
       // fast_init steer its NVMe swapper and parameter cache.
-      DeepSpeedValue<bool> pin = o.boolean("pin_memory");
+      DeepSpeedValue<bool> pin = o.boolean(dskeys::kPinMemory);
       // The swap buffers of an nvme device are pinned host buffers too.
       if (pin.value == std::optional<bool>(false) && device.value &&
           (*device.value == "cpu" || *device.value == "nvme"))
-        o.warning("pin_memory", "false changes nothing: host buffers are "
-                                "always pinned (cudaHostAlloc on the GPU)");
-      DeepSpeedValue<int64_t> count = o.integerIn("buffer_count", 1);
+        o.warning(dskeys::kPinMemory,
+                  "false changes nothing: host buffers are "
+                  "always pinned (cudaHostAlloc on the GPU)");
+      DeepSpeedValue<int64_t> count = o.integerIn(dskeys::kBufferCount, 1);
       (param ? cfg.paramBufferCount : cfg.optimizerBufferCount) = count;
       if (param) {
-        cfg.paramBufferSize = o.integerIn("buffer_size", 1);
+        cfg.paramBufferSize = o.integerIn(dskeys::kBufferSize, 1);
         // DeepSpeed caches up to max_in_cpu parameter elements in host
         // memory beside the NVMe swap; here every shard is fetched from
         // the swap file through the swap buffers, no cache is kept.
@@ -344,10 +347,10 @@ void readOffload(Section &z, DeepSpeedConfig &cfg) {
     device.line = on.line;
     device.column = on.column;
   };
-  section("offload_optimizer", /*param=*/false, cfg.offloadOptimizer);
-  section("offload_param", /*param=*/true, cfg.offloadParam);
-  legacy("cpu_offload", "offload_optimizer", cfg.offloadOptimizer);
-  legacy("cpu_offload_params", "offload_param", cfg.offloadParam);
+  section(dskeys::kOffloadOptimizer, /*param=*/false, cfg.offloadOptimizer);
+  section(dskeys::kOffloadParam, /*param=*/true, cfg.offloadParam);
+  legacy("cpu_offload", dskeys::kOffloadOptimizer, cfg.offloadOptimizer);
+  legacy("cpu_offload_params", dskeys::kOffloadParam, cfg.offloadParam);
 }
 
 /// zero_optimization's MiCS keys. mics_shard_size -1 (DeepSpeed's default)
@@ -356,10 +359,10 @@ void readOffload(Section &z, DeepSpeedConfig &cfg) {
 /// DeepSpeed's hierarchical parameter gather: true is what happens, and
 /// false is read with a warning that the gathers stay hierarchical.
 void readMics(Section &z, DeepSpeedConfig &cfg) {
-  cfg.micsShardSize = z.integer("mics_shard_size");
+  cfg.micsShardSize = z.integer(dskeys::kMicsShardSize);
   if (cfg.micsShardSize.value && *cfg.micsShardSize.value < 1 &&
       *cfg.micsShardSize.value != -1) {
-    z.error("mics_shard_size",
+    z.error(dskeys::kMicsShardSize,
             "must be -1 (no MiCS) or a positive number of ranks, got " +
                 std::to_string(*cfg.micsShardSize.value));
     cfg.micsShardSize.value.reset();
@@ -459,35 +462,34 @@ void readElasticity(Section &e, DeepSpeedConfig &cfg) {
 /// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
   constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
-  top.section("zero_optimization", [&](Section &z) {
-    cfg.stage = z.integerIn("stage", 0, 3);
-    cfg.reduceBucketSize =
-        z.integerIn("reduce_bucket_size", 1, kNoLimit, /*autoAllowed=*/true);
-    cfg.allgatherBucketSize = z.integerIn("allgather_bucket_size", 1);
-    cfg.reduceScatter = z.boolean("reduce_scatter");
-    cfg.overlapComm = z.boolean("overlap_comm");
-    cfg.contiguousGradients = z.boolean("contiguous_gradients");
+  top.section(dskeys::kZeroOptimization, [&](Section &z) {
+    cfg.stage = z.integerIn(dskeys::kStage, 0, 3);
+    cfg.reduceBucketSize = z.integerIn(dskeys::kReduceBucketSize, 1, kNoLimit,
+                                       /*autoAllowed=*/true);
+    cfg.allgatherBucketSize = z.integerIn(dskeys::kAllgatherBucketSize, 1);
+    cfg.reduceScatter = z.boolean(dskeys::kReduceScatter);
+    cfg.overlapComm = z.boolean(dskeys::kOverlapComm);
+    cfg.contiguousGradients = z.boolean(dskeys::kContiguousGradients);
     cfg.prefetchBucketSize =
-        z.integerIn("stage3_prefetch_bucket_size", 1, kNoLimit, true);
-    cfg.maxLiveParameters = z.integerIn("stage3_max_live_parameters", 1);
-    cfg.maxReuseDistance = z.integerIn("stage3_max_reuse_distance", 0);
+        z.integerIn(dskeys::kPrefetchBucketSize, 1, kNoLimit, true);
+    cfg.maxLiveParameters = z.integerIn(dskeys::kMaxLiveParameters, 1);
+    cfg.maxReuseDistance = z.integerIn(dskeys::kMaxReuseDistance, 0);
     cfg.paramPersistenceThreshold =
-        z.integerIn("stage3_param_persistence_threshold", 0, kNoLimit, true);
-    cfg.hpzPartitionSize = z.integerIn("zero_hpz_partition_size", 1);
+        z.integerIn(dskeys::kParamPersistenceThreshold, 0, kNoLimit, true);
+    cfg.hpzPartitionSize = z.integerIn(dskeys::kHpzPartitionSize, 1);
     // DeepSpeed gathers frozen parameters like the others; this project's
     // own key, so that zero-tune's config reproduces its plan.
-    cfg.frozenGather = z.string("zero_mlir_frozen_gather");
+    cfg.frozenGather = z.string(dskeys::kFrozenGather);
     if (cfg.frozenGather.value && *cfg.frozenGather.value != "per-use" &&
         *cfg.frozenGather.value != "once") {
-      z.error("zero_mlir_frozen_gather",
-              "must be \"per-use\" or \"once\", got \"" +
-                  *cfg.frozenGather.value + "\"");
+      z.error(dskeys::kFrozenGather, "must be \"per-use\" or \"once\", got \"" +
+                                         *cfg.frozenGather.value + "\"");
       cfg.frozenGather.value.reset();
     }
     // ZeRO++ qwZ: the stage-3 gathers move block-quantized INT8.
-    cfg.quantizedWeights = z.boolean("zero_quantized_weights");
+    cfg.quantizedWeights = z.boolean(dskeys::kQuantizedWeights);
     // ZeRO++ qgZ: the stage-3 gradient reduce-scatters move INT4.
-    cfg.quantizedGradients = z.boolean("zero_quantized_gradients");
+    cfg.quantizedGradients = z.boolean(dskeys::kQuantizedGradients);
     // All-gathering the updated partitions is what happens here.
     if (const json::Value *v = z.get("allgather_partitions");
         v && v->getAsBoolean() != std::optional<bool>(true))
@@ -582,15 +584,15 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   // is that too, and "selective" the selective policy. DeepSpeed's
   // partitioned or CPU checkpoints and its runtime knobs are listed as not
   // implemented unless they are off.
-  top.section("activation_checkpointing", [&](Section &a) {
+  top.section(dskeys::kActivationCheckpointing, [&](Section &a) {
     cfg.remat = "layer";
     cfg.rematBlocks = a.integerIn("number_checkpoints", 1);
-    if (const json::Value *g = a.get("recompute_granularity")) {
+    if (const json::Value *g = a.get(dskeys::kRecomputeGranularity)) {
       std::optional<StringRef> name = g->getAsString();
-      if (name == "selective")
+      if (name == dskeys::kGranularitySelective)
         cfg.remat = "selective";
-      else if (name != "full")
-        a.error("recompute_granularity",
+      else if (name != dskeys::kGranularityFull)
+        a.error(dskeys::kRecomputeGranularity,
                 "expected \"full\" (every checkpointed layer keeps only its "
                 "input) or \"selective\", got " +
                     dump(*g));
@@ -613,20 +615,20 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
                                        dump(*top.get("gradient_clipping")));
     cfg.gradientClipping.value.reset();
   }
-  cfg.trainBatchSize = top.integer("train_batch_size", true);
-  checkPositive(top, "train_batch_size", cfg.trainBatchSize,
+  cfg.trainBatchSize = top.integer(dskeys::kTrainBatchSize, true);
+  checkPositive(top, dskeys::kTrainBatchSize, cfg.trainBatchSize,
                 "Train batch size");
   cfg.trainMicroBatchSizePerGpu =
-      top.integer("train_micro_batch_size_per_gpu", true);
-  checkPositive(top, "train_micro_batch_size_per_gpu",
+      top.integer(dskeys::kTrainMicroBatchSizePerGpu, true);
+  checkPositive(top, dskeys::kTrainMicroBatchSizePerGpu,
                 cfg.trainMicroBatchSizePerGpu, "Micro batch size per gpu");
   cfg.gradientAccumulationSteps =
-      top.integer("gradient_accumulation_steps", true);
-  checkPositive(top, "gradient_accumulation_steps",
+      top.integer(dskeys::kGradientAccumulationSteps, true);
+  checkPositive(top, dskeys::kGradientAccumulationSteps,
                 cfg.gradientAccumulationSteps, "Gradient accumulation steps");
   if (cfg.gradientAccumulationSteps.value &&
       *cfg.gradientAccumulationSteps.value > kMaxAccumulationSteps) {
-    top.error("gradient_accumulation_steps",
+    top.error(dskeys::kGradientAccumulationSteps,
               "must be at most " + Twine(kMaxAccumulationSteps) + ", got " +
                   Twine(*cfg.gradientAccumulationSteps.value));
     cfg.gradientAccumulationSteps.value.reset();

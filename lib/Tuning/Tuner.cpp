@@ -58,6 +58,7 @@
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 #include "zero/Dialect/Zero/Transforms/Remat.h"
+#include "zero/Pipelines/DeepSpeedKeys.h"
 #include "zero/Pipelines/Pipeline.h"
 #include "zero/Support/UTF8.h"
 
@@ -774,63 +775,60 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
 llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
                                                 int64_t globalBatch,
                                                 int64_t worldSize) {
+  using namespace dskeys;
   llvm::json::Object config{
-      {"train_batch_size", globalBatch},
-      {"train_micro_batch_size_per_gpu",
+      {kTrainBatchSize, globalBatch},
+      {kTrainMicroBatchSizePerGpu,
        globalBatch / (worldSize * c.accumulationSteps)},
-      {"gradient_accumulation_steps", c.accumulationSteps},
+      {kGradientAccumulationSteps, c.accumulationSteps},
   };
   // DeepSpeed's section, every block (no number_checkpoints), with the
   // granularity Megatron-LM calls --recompute-granularity full|selective.
   if (c.remat != TuneRemat::none)
-    config["activation_checkpointing"] = llvm::json::Object{
-        {"recompute_granularity",
-         c.remat == TuneRemat::layer ? "full" : "selective"}};
+    config[kActivationCheckpointing] = llvm::json::Object{
+        {kRecomputeGranularity, c.remat == TuneRemat::layer
+                                    ? kGranularityFull
+                                    : kGranularitySelective}};
   llvm::json::Object zero{
-      {"stage", c.stage},
-      {"reduce_bucket_size", c.reduceBucketSize},
-      {"overlap_comm", c.overlapComm},
+      {kStage, c.stage},
+      {kReduceBucketSize, c.reduceBucketSize},
+      {kOverlapComm, c.overlapComm},
       // The passes' defaults, which every candidate keeps.
-      {"reduce_scatter", ZeroGradSyncPassOptions().reduceScatter},
-      {"contiguous_gradients", ZeroGradSyncPassOptions().contiguousGradients},
+      {kReduceScatter, ZeroGradSyncPassOptions().reduceScatter},
+      {kContiguousGradients, ZeroGradSyncPassOptions().contiguousGradients},
   };
   if (c.stage == 1 || c.stage == 2)
-    zero["allgather_bucket_size"] = c.allgatherBucketSize;
+    zero[kAllgatherBucketSize] = c.allgatherBucketSize;
   if (c.stage == 3) {
-    zero["stage3_prefetch_bucket_size"] = c.prefetchBucketSize;
-    zero["stage3_max_live_parameters"] = c.maxLiveParameters;
-    zero["stage3_param_persistence_threshold"] = c.paramPersistenceThreshold;
+    zero[kPrefetchBucketSize] = c.prefetchBucketSize;
+    zero[kMaxLiveParameters] = c.maxLiveParameters;
+    zero[kParamPersistenceThreshold] = c.paramPersistenceThreshold;
     // This project's key (DeepSpeed has none); absent means per-use.
     if (c.frozenGatherOnce)
-      zero["zero_mlir_frozen_gather"] = "once";
+      zero[kFrozenGather] = "once";
     // ZeRO++ and MiCS, only when on.
     if (c.hpzPartitionSize > 1)
-      zero["zero_hpz_partition_size"] = c.hpzPartitionSize;
+      zero[kHpzPartitionSize] = c.hpzPartitionSize;
     if (c.micsShardSize > 0)
-      zero["mics_shard_size"] = c.micsShardSize;
+      zero[kMicsShardSize] = c.micsShardSize;
     if (c.quantizedWeights)
-      zero["zero_quantized_weights"] = true;
+      zero[kQuantizedWeights] = true;
     if (c.quantizedGradients)
-      zero["zero_quantized_gradients"] = true;
+      zero[kQuantizedGradients] = true;
   }
   // DeepSpeed's sections; host buffers are always pinned here.
-  if (c.offloadOptimizer != OffloadDevice::none) {
-    llvm::json::Object offload{
-        {"device", stringifyOffloadDevice(c.offloadOptimizer)},
-        {"pin_memory", true}};
+  auto offload = [&](StringRef key, OffloadDevice device) {
+    if (device == OffloadDevice::none)
+      return;
+    llvm::json::Object section{{kDevice, stringifyOffloadDevice(device)},
+                               {kPinMemory, true}};
     // UTF-8: tuneTrainStep refuses another path.
-    if (c.offloadOptimizer == OffloadDevice::nvme)
-      offload["nvme_path"] = c.nvmePath;
-    zero["offload_optimizer"] = std::move(offload);
-  }
-  if (c.offloadParam != OffloadDevice::none) {
-    llvm::json::Object offload{
-        {"device", stringifyOffloadDevice(c.offloadParam)},
-        {"pin_memory", true}};
-    if (c.offloadParam == OffloadDevice::nvme)
-      offload["nvme_path"] = c.nvmePath;
-    zero["offload_param"] = std::move(offload);
-  }
-  config["zero_optimization"] = std::move(zero);
+    if (device == OffloadDevice::nvme)
+      section[kNvmePath] = c.nvmePath;
+    zero[key] = std::move(section);
+  };
+  offload(kOffloadOptimizer, c.offloadOptimizer);
+  offload(kOffloadParam, c.offloadParam);
+  config[kZeroOptimization] = std::move(zero);
   return config;
 }
