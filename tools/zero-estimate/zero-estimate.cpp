@@ -359,7 +359,6 @@ int main(int argc, char **argv) {
   std::optional<ModelCounts> model;
   int64_t s = params, l = largestLayer;
   if (!inputFile.empty()) {
-    zero::registerAllPasses();
     model = readModel(inputFile, options);
     if (!model)
       return 1;

@@ -191,8 +191,8 @@ struct Estimate {
 /// S and the largest stage-3 group of `module`, read from `file`, as
 /// zero-partition forms the groups (it runs on `module` at stage 3 on one
 /// rank), and at stages 2-3 the buckets of the plan zero-pipeline makes of
-/// a copy at `options`. Both passes run by name, so they must be
-/// registered. Errors are reported through the context's diagnostics.
+/// a copy at `options` (and with --zeropp the plan of each option). Errors
+/// are reported through the context's diagnostics.
 std::optional<ModelCounts> countModel(mlir::ModuleOp module,
                                       llvm::StringRef file,
                                       const EstimateOptions &options);
