@@ -6,6 +6,8 @@
 
 #include "EstimateDetail.h"
 
+#include "llvm/Support/Format.h"
+
 #include <string>
 
 using namespace llvm;
