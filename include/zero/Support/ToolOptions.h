@@ -1,5 +1,4 @@
-//===- ToolOptions.h - Options zero-estimate and zero-tune share -*- C++
-//-*-===//
+//===- ToolOptions.h - Options both estimating tools take ---*- C++ -*-===//
 //
 // Part of the zero-mlir project.
 //
