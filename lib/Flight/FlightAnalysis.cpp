@@ -243,10 +243,13 @@ void analyze(std::vector<Record> &records, raw_ostream &os,
   if (records.empty())
     return;
   // Collectives every rank issued must agree (the schedule is SPMD).
-  int64_t common = records.front().nextSeq;
-  for (const Record &r : records)
+  int64_t common = records.front().nextSeq, capacity = 0;
+  for (const Record &r : records) {
     common = std::min(common, r.nextSeq);
-  for (int64_t seq = std::max<int64_t>(0, common - 256); seq < common; ++seq) {
+    capacity = std::max(capacity, r.capacity);
+  }
+  for (int64_t seq = std::max<int64_t>(0, common - capacity); seq < common;
+       ++seq) {
     const Entry *ref = nullptr;
     int64_t refRank = 0;
     for (const Record &r : records) {
