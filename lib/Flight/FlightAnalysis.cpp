@@ -6,6 +6,8 @@
 
 #include "zero/Flight/FlightAnalysis.h"
 
+#include "zero_rt/flight.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
@@ -21,26 +23,19 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace llvm;
 
 namespace {
 
-constexpr int64_t kVersion = 1;
+using zrt::flight::Entry;
+using zrt::flight::State;
 
-/// One collective of a rank's record.
-struct Entry {
-  int64_t seq = 0, bytes = 0, step = 0, micro = 0;
-  int64_t first = 0, stride = 1, size = 1;
-  std::string op, what, group, state;
-};
-
-/// One rank's record.
-struct Record {
-  std::string file, reason;
-  int64_t rank = 0, world = 0, nextSeq = 0;
-  std::vector<Entry> entries;
+/// One rank's record and its file.
+struct Record : zrt::flight::Record {
+  std::string file;
 
   const Entry *find(int64_t seq) const {
     for (const Entry &e : entries)
@@ -51,31 +46,22 @@ struct Record {
   /// The oldest collective not yet done.
   const Entry *firstPending() const {
     for (const Entry &e : entries)
-      if (e.state != "done")
+      if (e.state != State::Done)
         return &e;
     return nullptr;
   }
 };
 
-/// FNV-1a, 64 bits, as the runtime's dump computes it.
-uint64_t fnv1a(StringRef s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 std::string members(const Entry &e) {
   std::string out;
   raw_string_ostream os(out);
-  if (e.size <= 8) {
-    for (int64_t i = 0; i < e.size; ++i)
-      os << (i ? "," : "") << e.first + i * e.stride;
+  const zrt_rank_set &s = e.ranks;
+  if (s.size <= 8) {
+    for (int64_t i = 0; i < s.size; ++i)
+      os << (i ? "," : "") << s.first + i * s.stride;
   } else {
-    os << e.first << "," << e.first + e.stride << ",...,"
-       << e.first + (e.size - 1) * e.stride;
+    os << s.first << "," << s.first + s.stride << ",...,"
+       << s.first + (s.size - 1) * s.stride;
   }
   return out;
 }
@@ -84,8 +70,8 @@ std::string members(const Entry &e) {
 std::string describe(const Entry &e) {
   return formatv("#{0} {1} '{2}' over {3} (ranks {4}), {5} bytes, step {6} "
                  "micro step {7}",
-                 e.seq, e.op, e.what, e.group, members(e), e.bytes, e.step,
-                 e.micro)
+                 e.seq, e.op, e.what, zrt::flight::valueOf(e.group), members(e),
+                 e.bytes, e.step, e.micro)
       .str();
 }
 
@@ -111,6 +97,77 @@ std::pair<int, int> lineCol(StringRef text, size_t offset) {
   return {line, col};
 }
 
+/// Reads `v` from `j` as zero_rt/flight.def lays it out; false when it is
+/// not there as such, with `path` naming the key.
+bool read(const json::Value &j, int64_t &v, std::string &) {
+  std::optional<int64_t> i = j.getAsInteger();
+  if (i)
+    v = *i;
+  return i.has_value();
+}
+
+bool read(const json::Value &j, std::string &v, std::string &) {
+  std::optional<StringRef> s = j.getAsString();
+  if (s)
+    v = s->str();
+  return s.has_value();
+}
+
+template <typename E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+bool read(const json::Value &j, E &v, std::string &path) {
+  std::string value;
+  if (!read(j, value, path))
+    return false;
+  std::optional<E> e = zrt::flight::enumOf<E>(value);
+  if (e)
+    v = *e;
+  return e.has_value();
+}
+
+bool read(const json::Value &j, zrt_rank_set &v, std::string &path) {
+  const json::Array *a = j.getAsArray();
+  return a && a->size() == 3 && read((*a)[0], v.first, path) &&
+         read((*a)[1], v.stride, path) && read((*a)[2], v.size, path);
+}
+
+bool read(const json::Value &j, Entry &v, std::string &path);
+
+template <typename T>
+bool read(const json::Value &j, std::vector<T> &v, std::string &path) {
+  const json::Array *a = j.getAsArray();
+  if (!a)
+    return false;
+  for (const json::Value &element : *a) {
+    std::string at = formatv("{0}[{1}]", path, v.size()).str();
+    if (!read(element, v.emplace_back(), at)) {
+      path = at;
+      return false;
+    }
+  }
+  return true;
+}
+
+/// An object of the record: every member of the table.
+template <typename T>
+bool readFields(const json::Value &j, T &v, std::string &path) {
+  const json::Object *o = j.getAsObject();
+  bool ok = o != nullptr;
+  zrt::flight::visitFields(v, [&](const char *key, auto &field) {
+    if (!ok)
+      return;
+    std::string at = path.empty() ? key : path + "." + key;
+    const json::Value *member = o->get(key);
+    ok = member && read(*member, field, at);
+    if (!ok)
+      path = at;
+  });
+  return ok;
+}
+
+bool read(const json::Value &j, Entry &v, std::string &path) {
+  return readFields(j, v, path);
+}
+
 /// Reads and checks one record; on failure returns the message that names
 /// the file and what is wrong with it.
 Expected<Record> readRecord(const std::string &file) {
@@ -125,7 +182,7 @@ Expected<Record> readRecord(const std::string &file) {
                              file.c_str(), line, col, what.str().c_str());
   };
   // The checksum covers every byte before its own key.
-  StringRef key = "\"checksum\": \"";
+  std::string key = (Twine("\"") + zrt::flight::kChecksumKey + "\": \"").str();
   size_t at = text.rfind(key);
   if (at == StringRef::npos)
     return bad(text.size(),
@@ -136,7 +193,7 @@ Expected<Record> readRecord(const std::string &file) {
   if (hex.size() != 16 || hex.getAsInteger(16, stored) ||
       !rest.drop_front(16).starts_with("\"}"))
     return bad(at, "truncated flight record: its checksum is cut short");
-  uint64_t actual = fnv1a(text.take_front(at));
+  uint64_t actual = zrt::flight::checksum(text.take_front(at));
   if (actual != stored)
     return bad(at, formatv("corrupt flight record: checksum {0:x-16} of its "
                            "contents, {1} recorded",
@@ -147,51 +204,24 @@ Expected<Record> readRecord(const std::string &file) {
     return bad(0, "corrupt flight record: " + toString(parsed.takeError()));
   Record r;
   r.file = file;
+  // A record of another version is named as such, whatever it holds.
+  using zrt::flight::kVersion;
   const json::Object *o = parsed->getAsObject();
-  std::optional<int64_t> version = o ? o->getInteger("version") : std::nullopt;
+  std::optional<int64_t> version =
+      o ? o->getInteger(Record::versionKey) : std::nullopt;
   if (!version || *version != kVersion)
     return bad(0,
                formatv("flight record version {0}, this tool reads {1}",
                        version ? std::to_string(*version) : "missing", kVersion)
                    .str());
-  auto integer = [](const json::Object &obj, StringRef name,
-                    int64_t &out) -> bool {
-    std::optional<int64_t> v = obj.getInteger(name);
-    if (v)
-      out = *v;
-    return v.has_value();
-  };
-  auto string = [](const json::Object &obj, StringRef name,
-                   std::string &out) -> bool {
-    std::optional<StringRef> v = obj.getString(name);
-    if (v)
-      out = v->str();
-    return v.has_value();
-  };
-  const json::Array *entries = o->getArray("entries");
-  if (!integer(*o, "rank", r.rank) || !integer(*o, "world", r.world) ||
-      !integer(*o, "next_seq", r.nextSeq) || !string(*o, "reason", r.reason) ||
-      !entries || r.world < 1 || r.rank < 0 || r.rank >= r.world)
-    return bad(0, "corrupt flight record: it lacks rank, world, next_seq, "
-                  "reason or entries");
-  for (const json::Value &v : *entries) {
-    const json::Object *eo = v.getAsObject();
-    const json::Array *ranks = eo ? eo->getArray("ranks") : nullptr;
-    Entry e;
-    if (!eo || !ranks || ranks->size() != 3 || !integer(*eo, "seq", e.seq) ||
-        !integer(*eo, "bytes", e.bytes) || !integer(*eo, "step", e.step) ||
-        !integer(*eo, "micro", e.micro) || !string(*eo, "op", e.op) ||
-        !string(*eo, "what", e.what) || !string(*eo, "group", e.group) ||
-        !string(*eo, "state", e.state) || !(*ranks)[0].getAsInteger() ||
-        !(*ranks)[1].getAsInteger() || !(*ranks)[2].getAsInteger())
-      return bad(0, formatv("corrupt flight record: entry {0} lacks a field",
-                            r.entries.size())
-                        .str());
-    e.first = *(*ranks)[0].getAsInteger();
-    e.stride = *(*ranks)[1].getAsInteger();
-    e.size = *(*ranks)[2].getAsInteger();
-    r.entries.push_back(std::move(e));
-  }
+  std::string path;
+  if (!readFields(*parsed, static_cast<zrt::flight::Record &>(r), path))
+    return bad(0,
+               "corrupt flight record: " + path + " is missing or malformed");
+  if (r.world < 1 || r.rank < 0 || r.rank >= r.world)
+    return bad(0, formatv("corrupt flight record: rank {0} of a world of {1}",
+                          r.rank, r.world)
+                      .str());
   return r;
 }
 
@@ -204,7 +234,8 @@ void analyze(std::vector<Record> &records, raw_ostream &os,
   for (const Record &r : records) {
     os << "rank " << r.rank << ": issued " << r.nextSeq << " collective(s)";
     if (const Entry *e = r.firstPending())
-      os << "; waits in " << describe(*e) << " (" << e->state << ")";
+      os << "; waits in " << describe(*e) << " ("
+         << zrt::flight::valueOf(e->state) << ")";
     else if (!r.entries.empty())
       os << "; completed them all (last " << describe(r.entries.back()) << ")";
     os << " [record: " << r.reason << "]\n";
@@ -212,10 +243,13 @@ void analyze(std::vector<Record> &records, raw_ostream &os,
   if (records.empty())
     return;
   // Collectives every rank issued must agree (the schedule is SPMD).
-  int64_t common = records.front().nextSeq;
-  for (const Record &r : records)
+  int64_t common = records.front().nextSeq, capacity = 0;
+  for (const Record &r : records) {
     common = std::min(common, r.nextSeq);
-  for (int64_t seq = std::max<int64_t>(0, common - 256); seq < common; ++seq) {
+    capacity = std::max(capacity, r.capacity);
+  }
+  for (int64_t seq = std::max<int64_t>(0, common - capacity); seq < common;
+       ++seq) {
     const Entry *ref = nullptr;
     int64_t refRank = 0;
     for (const Record &r : records) {
@@ -226,8 +260,9 @@ void analyze(std::vector<Record> &records, raw_ostream &os,
         ref = e;
         refRank = r.rank;
       } else if (e->op != ref->op || e->bytes != ref->bytes ||
-                 e->first != ref->first || e->stride != ref->stride ||
-                 e->size != ref->size) {
+                 e->ranks.first != ref->ranks.first ||
+                 e->ranks.stride != ref->ranks.stride ||
+                 e->ranks.size != ref->ranks.size) {
         os << "mismatch at sequence number " << seq << ": rank " << refRank
            << " has " << describe(*ref) << ", rank " << r.rank << " has "
            << describe(*e) << "\n";
@@ -255,7 +290,7 @@ void analyze(std::vector<Record> &records, raw_ostream &os,
         if (r.rank == rank && r.find(common - 1))
           os << "rank " << rank
              << "'s last collective: " << describe(*r.find(common - 1)) << " ("
-             << r.find(common - 1)->state << ")\n";
+             << zrt::flight::valueOf(r.find(common - 1)->state) << ")\n";
   } else {
     // Every rank issued the same collectives: the oldest one not done.
     std::vector<int64_t> waiting;
@@ -270,7 +305,7 @@ void analyze(std::vector<Record> &records, raw_ostream &os,
          << " collective(s)\n";
     } else {
       for (const Record &r : records)
-        if (const Entry *e = r.find(pending->seq); e && e->state != "done")
+        if (const Entry *e = r.find(pending->seq); e && e->state != State::Done)
           waiting.push_back(r.rank);
       os << "no divergence in issue order: every rank issued " << common
          << " collective(s); rank" << (waiting.size() > 1 ? "s " : " ")

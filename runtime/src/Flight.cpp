@@ -14,43 +14,68 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 using namespace zrt;
 
 namespace {
 
-const char *setKindName(int32_t kind) {
-  switch (kind) {
-  case ZRT_RANKS_HPZ:
-    return "hpz";
-  case ZRT_RANKS_REPLICAS:
-    return "replicas";
-  case ZRT_RANKS_WORLD:
-    return "world";
-  default:
-    return "group";
-  }
+static_assert(int(flight::RankSetKind::Group) == ZRT_RANKS_GROUP &&
+                  int(flight::RankSetKind::Hpz) == ZRT_RANKS_HPZ &&
+                  int(flight::RankSetKind::Replicas) == ZRT_RANKS_REPLICAS &&
+                  int(flight::RankSetKind::World) == ZRT_RANKS_WORLD,
+              "flight.def's rank set kinds follow zero_rt/topology.h's");
+
+/// The record's JSON, as zero_rt/flight.def lays it out.
+void write(std::string &out, int64_t v) { out += std::to_string(v); }
+
+void write(std::string &out, const std::string &v) {
+  out += '"';
+  out += v;
+  out += '"';
 }
 
-const char *stateName(int32_t state) {
-  switch (state) {
-  case kFlightWaited:
-    return "waited";
-  case kFlightDone:
-    return "done";
-  default:
-    return "issued";
-  }
+template <typename E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+void write(std::string &out, E v) {
+  write(out, std::string(flight::valueOf(v)));
 }
 
-/// FNV-1a, 64 bits: the dump's checksum (the analyzer computes the same).
-uint64_t fnv1a(const std::string &s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
+void write(std::string &out, const zrt_rank_set &v) {
+  out += "[" + std::to_string(v.first) + ", " + std::to_string(v.stride) +
+         ", " + std::to_string(v.size) + "]";
+}
+
+template <typename T>
+void write(std::string &out, const std::vector<T> &v);
+
+/// The members of object `v`, without its closing brace.
+template <typename T>
+void writeFields(std::string &out, const T &v) {
+  const char *sep = "{";
+  flight::visitFields(v, [&](const char *key, const auto &field) {
+    out += sep;
+    out += '"';
+    out += key;
+    out += "\": ";
+    write(out, field);
+    sep = ", ";
+  });
+}
+
+void write(std::string &out, const flight::Entry &v) {
+  writeFields(out, v);
+  out += '}';
+}
+
+/// One entry a line.
+template <typename T>
+void write(std::string &out, const std::vector<T> &v) {
+  out += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    out += i ? ",\n  " : "\n  ";
+    write(out, v[i]);
   }
-  return h;
+  out += "\n]";
 }
 
 std::atomic<int> flightRequested{0};
@@ -90,7 +115,7 @@ int64_t FlightRecorder::issue(const char *what, int kind, int32_t setKind,
   e.bytes.store(bytes, std::memory_order_relaxed);
   e.step.store(step, std::memory_order_relaxed);
   e.micro.store(micro, std::memory_order_relaxed);
-  e.state.store(kFlightIssued, std::memory_order_relaxed);
+  e.state.store(int32_t(flight::State::Issued), std::memory_order_relaxed);
   e.issuedNs.store(steadyNs(), std::memory_order_relaxed);
   e.waitedNs.store(0, std::memory_order_relaxed);
   e.doneNs.store(0, std::memory_order_relaxed);
@@ -102,14 +127,14 @@ int64_t FlightRecorder::issue(const char *what, int kind, int32_t setKind,
 void FlightRecorder::waited(int64_t seq) {
   if (Entry *e = seq >= 0 ? entry(seq) : nullptr) {
     e->waitedNs.store(steadyNs(), std::memory_order_relaxed);
-    e->state.store(kFlightWaited, std::memory_order_release);
+    e->state.store(int32_t(flight::State::Waited), std::memory_order_release);
   }
 }
 
 void FlightRecorder::done(int64_t seq) {
   if (Entry *e = seq >= 0 ? entry(seq) : nullptr) {
     e->doneNs.store(steadyNs(), std::memory_order_relaxed);
-    e->state.store(kFlightDone, std::memory_order_release);
+    e->state.store(int32_t(flight::State::Done), std::memory_order_release);
   }
 }
 
@@ -124,56 +149,62 @@ void FlightRecorder::setOutput(const std::string &dir, int rank, int world) {
 bool FlightRecorder::dump(const char *reason) {
   if (path.empty())
     return true;
-  auto us = [&](int64_t ns) {
-    return ns ? (long long)((ns - startNs) / 1000) : -1LL;
+  auto us = [&](int64_t ns) -> int64_t {
+    return ns ? (ns - startNs) / 1000 : -1;
   };
   int64_t next = count.load(std::memory_order_acquire);
   int64_t from = next > kFlightEntries ? next - kFlightEntries : 0;
-  std::string text;
-  char line[768];
-  std::snprintf(line, sizeof(line),
-                "{\"version\": %d, \"rank\": %d, \"world\": %d, \"reason\": "
-                "\"%s\", \"capacity\": %lld, \"next_seq\": %lld, "
-                "\"entries\": [",
-                kFlightVersion, rank, world, reason, (long long)kFlightEntries,
-                (long long)next);
-  text += line;
-  bool firstEntry = true;
+  flight::Record record;
+  record.version = flight::kVersion;
+  record.rank = rank;
+  record.world = world;
+  record.reason = reason;
+  record.capacity = kFlightEntries;
+  record.nextSeq = next;
+  record.entries.reserve(size_t(next - from));
   for (int64_t seq = from; seq < next; ++seq) {
     Entry &e = ring[seq % kFlightEntries];
     if (e.seq.load(std::memory_order_acquire) != seq)
       continue;
     const char *what = e.what.load(std::memory_order_relaxed);
     int32_t kind = e.kind.load(std::memory_order_relaxed);
-    std::snprintf(
-        line, sizeof(line),
-        "%s\n  {\"seq\": %lld, \"op\": \"%s\", \"what\": \"%s\", \"group\": "
-        "\"%s\", \"ranks\": [%lld, %lld, %lld], \"bytes\": %lld, \"step\": "
-        "%lld, \"micro\": %d, \"state\": \"%s\", \"issued_us\": %lld, "
-        "\"waited_us\": %lld, \"done_us\": %lld}",
-        firstEntry ? "" : ",", (long long)seq,
-        kind >= 0 && kind < kNumCommKinds ? kCommKindNames[kind] : "unknown",
-        what ? what : "",
-        setKindName(e.setKind.load(std::memory_order_relaxed)),
-        (long long)e.first.load(std::memory_order_relaxed),
-        (long long)e.stride.load(std::memory_order_relaxed),
-        (long long)e.size.load(std::memory_order_relaxed),
-        (long long)e.bytes.load(std::memory_order_relaxed),
-        (long long)e.step.load(std::memory_order_relaxed),
-        int(e.micro.load(std::memory_order_relaxed)),
-        stateName(e.state.load(std::memory_order_acquire)),
-        us(e.issuedNs.load(std::memory_order_relaxed)),
-        us(e.waitedNs.load(std::memory_order_relaxed)),
-        us(e.doneNs.load(std::memory_order_relaxed)));
+    int32_t setKind = e.setKind.load(std::memory_order_relaxed);
+    int32_t state = e.state.load(std::memory_order_acquire);
+    flight::Entry out;
+    out.seq = seq;
+    out.op =
+        kind >= 0 && kind < kNumCommKinds ? kCommKindNames[kind] : "unknown";
+    out.what = what ? what : "";
+    // An unknown kind or state reads as the first.
+    out.group =
+        setKind > 0 && setKind < flight::EnumValues<flight::RankSetKind>::size
+            ? flight::RankSetKind(setKind)
+            : flight::RankSetKind::Group;
+    out.ranks = {e.first.load(std::memory_order_relaxed),
+                 e.stride.load(std::memory_order_relaxed),
+                 e.size.load(std::memory_order_relaxed)};
+    out.bytes = e.bytes.load(std::memory_order_relaxed);
+    out.step = e.step.load(std::memory_order_relaxed);
+    out.micro = e.micro.load(std::memory_order_relaxed);
+    out.state = state > 0 && state < flight::EnumValues<flight::State>::size
+                    ? flight::State(state)
+                    : flight::State::Issued;
+    out.issuedUs = us(e.issuedNs.load(std::memory_order_relaxed));
+    out.waitedUs = us(e.waitedNs.load(std::memory_order_relaxed));
+    out.doneUs = us(e.doneNs.load(std::memory_order_relaxed));
     // Overwritten while it was read: left out.
     if (e.seq.load(std::memory_order_acquire) != seq)
       continue;
-    text += line;
-    firstEntry = false;
+    record.entries.push_back(std::move(out));
   }
-  text += "\n],\n";
-  std::snprintf(line, sizeof(line), "\"checksum\": \"%016llx\"}\n",
-                (unsigned long long)fnv1a(text));
+  // The record's members, then its checksum of them.
+  std::string text;
+  writeFields(text, record);
+  text += ",\n";
+  char line[64];
+  std::snprintf(line, sizeof(line), "\"%s\": \"%016llx\"}\n",
+                flight::kChecksumKey,
+                (unsigned long long)flight::checksum(text));
   text += line;
   std::string tmp = path + ".tmp";
   FILE *f = std::fopen(tmp.c_str(), "wb");

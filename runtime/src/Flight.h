@@ -9,13 +9,14 @@
 // waited for and done. Recording is a few relaxed stores into the ring, no
 // allocation; the ring is only read when it is dumped (the watchdog thread on
 // a timeout or SIGUSR1), so every field is atomic and an entry overwritten
-// during a dump is left out.
+// during a dump is left out. What a dump writes is zero_rt/flight.def's.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZERO_RT_FLIGHT_H
-#define ZERO_RT_FLIGHT_H
+#ifndef ZERO_RT_FLIGHT_IMPL_H
+#define ZERO_RT_FLIGHT_IMPL_H
 
+#include "zero_rt/flight.h"
 #include "zero_rt/topology.h"
 
 #include <atomic>
@@ -28,9 +29,6 @@ namespace zrt {
 int64_t steadyNs();
 
 constexpr int64_t kFlightEntries = 256;
-constexpr int kFlightVersion = 1;
-
-enum FlightState : int32_t { kFlightIssued, kFlightWaited, kFlightDone };
 
 class FlightRecorder {
 public:
@@ -86,4 +84,4 @@ const FlightSkip &flightSkip();
 
 } // namespace zrt
 
-#endif // ZERO_RT_FLIGHT_H
+#endif // ZERO_RT_FLIGHT_IMPL_H

@@ -159,10 +159,11 @@ int inspect(const std::string &path) {
               "schedule %s\n",
               ckpt.stage, ckpt.world, ckpt.computeDtypes().c_str(),
               ckpt.scheduleHash.c_str());
-  if (m.contains("optimizer"))
+  using checkpoint::ManifestFile;
+  if (m.contains(ManifestFile::optimizer))
     std::printf("  precision %s, optimizer %s\n",
-                m.value("precision", std::string("?")).c_str(),
-                m.at("optimizer").dump().c_str());
+                m.value(ManifestFile::precision, std::string("?")).c_str(),
+                m.at(ManifestFile::optimizer).dump().c_str());
   int64_t elements = 0;
   for (const SavedParam &p : ckpt.params)
     elements += p.numel;
@@ -183,8 +184,8 @@ int inspect(const std::string &path) {
   bool haveState = false;
   TrainingState state;
   for (int r = 0; r < ckpt.world; ++r) {
-    const json &entry = m.at("files").at(size_t(r));
-    uint64_t bytes = entry.at("bytes").get<uint64_t>();
+    const json &entry = m.at(ManifestFile::files).at(size_t(r));
+    uint64_t bytes = entry.at(checkpoint::RankFile::bytes).get<uint64_t>();
     total += bytes;
     // Reading the file checks it (size, CRC-32, header); one that matches
     // may still hold a NaN (saved by a run that diverged, or written by
@@ -202,8 +203,9 @@ int inspect(const std::string &path) {
     ckpt.release();
     // The CRC as manifest.json records it (decimal).
     std::printf("  %s: %llu bytes, crc32 %u: %s\n",
-                entry.at("file").get<std::string>().c_str(),
-                (unsigned long long)bytes, entry.at("crc32").get<uint32_t>(),
+                entry.at(checkpoint::RankFile::file).get<std::string>().c_str(),
+                (unsigned long long)bytes,
+                entry.at(checkpoint::RankFile::crc32).get<uint32_t>(),
                 problem.empty() ? "ok" : "FAILED");
     if (!problem.empty()) {
       std::fprintf(stderr, "zero-ckpt: error: %s\n", problem.c_str());
@@ -216,8 +218,10 @@ int inspect(const std::string &path) {
     std::printf("  state: data position %lld rows, %lld Adam steps, loss "
                 "scale %s\n",
                 (long long)state.dataPosition, (long long)state.adamSteps,
-                state.lossScaler.contains("cur_scale")
-                    ? state.lossScaler.at("cur_scale").dump().c_str()
+                state.lossScaler.contains(checkpoint::LossScaler::cur_scale)
+                    ? state.lossScaler.at(checkpoint::LossScaler::cur_scale)
+                          .dump()
+                          .c_str()
                     : "?");
   if (bad) {
     std::fprintf(stderr,
@@ -271,9 +275,9 @@ int consolidate(const std::string &path, const std::string &out,
       {"format", "pt"}, {"step", std::to_string(ckpt.step)}};
   if (optimizerStates) {
     TrainingState s = ckpt.state(0);
-    metadata["adam_steps"] = std::to_string(s.adamSteps);
-    metadata["data_position"] = std::to_string(s.dataPosition);
-    metadata["loss_scaler"] = s.lossScaler.dump();
+    metadata[checkpoint::Header::adamSteps] = std::to_string(s.adamSteps);
+    metadata[checkpoint::Header::dataPosition] = std::to_string(s.dataPosition);
+    metadata[checkpoint::Header::lossScaler] = s.lossScaler.dump();
   }
   if (!out.empty()) {
     writeFileAtomic(out, writeSafetensors(tensors, metadata));
@@ -313,21 +317,25 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
   m.worldSize = world;
   try {
     const json &saved = ckpt.manifest();
-    m.precision = saved.at("precision").get<std::string>();
-    const json &opt = saved.at("optimizer");
-    m.adamw = opt.at("kind").get<std::string>() == "adamw";
-    m.lr = opt.at("lr").get<double>();
-    m.beta1 = opt.at("beta1").get<double>();
-    m.beta2 = opt.at("beta2").get<double>();
-    m.eps = opt.at("eps").get<double>();
-    m.weightDecay = opt.at("weight_decay").get<double>();
+    using checkpoint::Optimizer;
+    m.precision =
+        saved.at(checkpoint::ManifestFile::precision).get<std::string>();
+    const json &opt = saved.at(checkpoint::ManifestFile::optimizer);
+    m.adamw = opt.at(Optimizer::kind).get<std::string>() ==
+              manifest::valueOf(manifest::OptimizerKind::AdamW);
+    m.lr = opt.at(Optimizer::lr).get<double>();
+    m.beta1 = opt.at(Optimizer::beta1).get<double>();
+    m.beta2 = opt.at(Optimizer::beta2).get<double>();
+    m.eps = opt.at(Optimizer::eps).get<double>();
+    m.weightDecay = opt.at(Optimizer::weightDecay).get<double>();
     // As checkSameModel compares them; checkpoints from before schedules
     // have neither.
-    m.biasCorrection = opt.value("bias_correction", true);
-    std::string schedule = opt.value("lr_schedule", std::string("none"));
+    m.biasCorrection = opt.value(Optimizer::biasCorrection, true);
+    std::string schedule =
+        opt.value(Optimizer::lrSchedule, std::string("none"));
     if (schedule != "none")
       m.scheduleText = schedule;
-    groups = opt.value("param_weight_decay", json::object());
+    groups = opt.value(Optimizer::paramWeightDecay, json::object());
   } catch (const json::exception &e) {
     fail(ckpt.where() + ": malformed checkpoint metadata: " + e.what());
   }

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace zrt {
@@ -96,8 +97,20 @@ std::optional<E> enumOf(std::string_view value) {
   type name{init};                                                             \
   static constexpr const char *name##Key = key;
 #define ZRT_MANIFEST_END(name) };
-// clang-format on
 #include "zero_rt/manifest.def"
+
+/// Calls `f(key, presence, member)` for each member of `v` (a struct above,
+/// const or not) in the table's order: for code that reads or writes
+/// manifest.def's objects elsewhere (a checkpoint keeps hf_model and peft).
+#define ZRT_MANIFEST_OBJECT(name)                                              \
+  template <typename T, typename F>                                            \
+  std::enable_if_t<std::is_same_v<std::remove_const_t<T>, name>>               \
+  visitFields(T &v, F &&f) {
+#define ZRT_MANIFEST_FIELD(type, name, key, presence, init)                    \
+  f(key, Presence::presence, v.name);
+#define ZRT_MANIFEST_END(name) }
+#include "zero_rt/manifest.def"
+// clang-format on
 
 } // namespace manifest
 } // namespace zrt

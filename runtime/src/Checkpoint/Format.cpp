@@ -10,13 +10,13 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 using namespace zrt;
 using nlohmann::json;
 
 namespace {
 
-constexpr const char *kManifestCrcKey = "manifest_crc32";
 constexpr char kCheckpointMagic[8] = {'Z', 'R', 'T', 'C', 'K', 'P', 'T', '1'};
 
 void putLe(std::string &out, uint64_t v, int bytes) {
@@ -35,6 +35,49 @@ uint64_t getLe(const std::string &in, size_t at, int bytes) {
 /// whole group at stage 0), also when the params are the masters.
 int64_t sectionBytes(const PartitionInfo &p, BufferKind kind) {
   return (kind == kMaster ? p.shardNumel : p.counts[kind]) * 4;
+}
+
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
+
+/// A manifest.def object (hf_model, peft) as the program's manifest writes
+/// it: numbers, strings, vectors and objects of them.
+template <typename T>
+json toJson(const T &v) {
+  if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
+    return v;
+  } else if constexpr (IsVector<T>::value) {
+    json array = json::array();
+    for (const auto &element : v)
+      array.push_back(toJson(element));
+    return array;
+  } else {
+    json object = json::object();
+    manifest::visitFields(
+        v, [&](const char *key, manifest::Presence, const auto &field) {
+          object[key] = toJson(field);
+        });
+    return object;
+  }
+}
+
+/// Reads what toJson wrote; throws json::exception where `j` differs.
+template <typename T>
+void fromJson(const json &j, T &v) {
+  if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
+    v = j.get<T>();
+  } else if constexpr (IsVector<T>::value) {
+    for (const json &element : j)
+      fromJson(element, v.emplace_back());
+  } else {
+    manifest::visitFields(
+        v, [&](const char *key, manifest::Presence presence, auto &field) {
+          if (presence == manifest::Presence::Required || j.contains(key))
+            fromJson(j.at(key), field);
+        });
+  }
 }
 
 } // namespace
@@ -109,24 +152,25 @@ std::string zrt::packRankFile(
       if (!isSaved(part, kind))
         continue;
       int64_t bytes = sectionBytes(part, kind);
-      sections.push_back({{"partition", part.name},
-                          {"buffer", kBufferNames[kind]},
-                          {"offset", file.payload.size()},
-                          {"bytes", bytes}});
+      sections.push_back({{checkpoint::Section::partition, part.name},
+                          {checkpoint::Section::buffer, kBufferNames[kind]},
+                          {checkpoint::Section::offset, file.payload.size()},
+                          {checkpoint::Section::bytes, bytes}});
       size_t at = file.payload.size();
       file.payload.resize(at + size_t(bytes));
       fill(int32_t(p), kind, &file.payload[at], bytes);
     }
-  json header = {{"format", kCheckpointFormat},
-                 {"rank", rank},
-                 {"world_size", world},
-                 {"stage", m.stage},
-                 {"schedule_hash", m.hashText},
-                 {"step", state.step},
-                 {"data_position", state.dataPosition},
-                 {"adam_steps", state.adamSteps},
-                 {"loss_scaler", state.lossScaler},
-                 {"sections", sections}};
+  using checkpoint::Header;
+  json header = {{Header::format, kCheckpointFormat},
+                 {Header::rank, rank},
+                 {Header::worldSize, world},
+                 {Header::stage, m.stage},
+                 {Header::scheduleHash, m.hashText},
+                 {Header::step, state.step},
+                 {Header::dataPosition, state.dataPosition},
+                 {Header::adamSteps, state.adamSteps},
+                 {Header::lossScaler, state.lossScaler},
+                 {Header::sections, sections}};
   file.header = header.dump();
   return packCheckpoint(file);
 }
@@ -139,9 +183,9 @@ std::string zrt::packRankFile(
 // checkpoint's, both parsed JSON and so UTF-8 (dump() throws on anything
 // else); no path of the command line goes into them.
 std::string zrt::sealManifest(nlohmann::json manifest) {
-  manifest.erase(kManifestCrcKey);
+  manifest.erase(checkpoint::ManifestFile::crc32);
   std::string body = manifest.dump();
-  manifest[kManifestCrcKey] = crc32(body.data(), body.size());
+  manifest[checkpoint::ManifestFile::crc32] = crc32(body.data(), body.size());
   return manifest.dump(2) + "\n";
 }
 
@@ -156,22 +200,22 @@ nlohmann::json zrt::openManifest(const std::string &text,
   }
   if (!manifest.is_object())
     fail(where + ": manifest.json is not a JSON object");
-  auto it = manifest.find(kManifestCrcKey);
+  auto it = manifest.find(checkpoint::ManifestFile::crc32);
   if (it == manifest.end() || !it->is_number_unsigned()) {
     // Format 1 had no checksum: say so rather than "corrupt".
-    auto format = manifest.find("format");
+    auto format = manifest.find(checkpoint::ManifestFile::format);
     if (format != manifest.end() && format->is_number_integer() && *format < 2)
       fail(where + " has format " + format->dump() +
            ", this runtime reads formats 2 and " +
            std::to_string(kCheckpointFormat));
-    fail(where + ": manifest.json has no " + kManifestCrcKey +
+    fail(where + ": manifest.json has no " + checkpoint::ManifestFile::crc32 +
          " checksum; the file is corrupt");
   }
   uint32_t recorded = it->get<uint32_t>();
   // The checksum covers the compact dump of everything else: any change of
   // a key or value (a flipped bit that leaves valid JSON) changes it.
   json rest = manifest;
-  rest.erase(kManifestCrcKey);
+  rest.erase(checkpoint::ManifestFile::crc32);
   std::string body = rest.dump();
   uint32_t actual = crc32(body.data(), body.size());
   if (actual != recorded || it->get<uint64_t>() != recorded)
@@ -198,30 +242,35 @@ json zrt::layoutJson(const Manifest &m) {
     for (int k = 0; k <= kExpAvgSq; ++k)
       if (p.hasBuffer(BufferKind(k)))
         counts[kBufferNames[k]] = p.counts[k];
-    parts.push_back({{"name", p.name},
-                     {"numel", p.numel},
-                     {"padded_numel", p.paddedNumel},
-                     {"shard_numel", p.shardNumel},
-                     {"buffer_numel", counts}});
+    using checkpoint::Partition;
+    parts.push_back({{Partition::name, p.name},
+                     {Partition::numel, p.numel},
+                     {Partition::paddedNumel, p.paddedNumel},
+                     {Partition::shardNumel, p.shardNumel},
+                     {Partition::bufferNumel, counts}});
   }
   return parts;
 }
 
 json zrt::optimizerJson(const Manifest &m) {
-  json o = {{"kind", m.adamw ? "adamw" : "adam"},
-            {"lr", m.lr},
-            {"beta1", m.beta1},
-            {"beta2", m.beta2},
-            {"eps", m.eps},
-            {"weight_decay", m.weightDecay},
-            {"bias_correction", m.biasCorrection},
-            {"lr_schedule", m.scheduleText.empty() ? "none" : m.scheduleText}};
+  using checkpoint::Optimizer;
+  using Kind = manifest::OptimizerKind;
+  json o = {
+      {Optimizer::kind, manifest::valueOf(m.adamw ? Kind::AdamW : Kind::Adam)},
+      {Optimizer::lr, m.lr},
+      {Optimizer::beta1, m.beta1},
+      {Optimizer::beta2, m.beta2},
+      {Optimizer::eps, m.eps},
+      {Optimizer::weightDecay, m.weightDecay},
+      {Optimizer::biasCorrection, m.biasCorrection},
+      {Optimizer::lrSchedule,
+       m.scheduleText.empty() ? "none" : m.scheduleText}};
   json groups = json::object();
   for (const ParamInfo &p : m.params)
     if (p.weightDecay >= 0)
       groups[p.name] = p.weightDecay;
   if (!groups.empty())
-    o["param_weight_decay"] = std::move(groups);
+    o[Optimizer::paramWeightDecay] = std::move(groups);
   return o;
 }
 
@@ -229,94 +278,68 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
                                     const std::vector<SavedFile> &files) {
   json list = json::array();
   for (size_t r = 0; r < files.size(); ++r)
-    list.push_back({{"rank", r},
-                    {"file", rankFileName(int(r))},
-                    {"bytes", files[r].bytes},
-                    {"crc32", files[r].crc}});
+    list.push_back({{checkpoint::RankFile::rank, r},
+                    {checkpoint::RankFile::file, rankFileName(int(r))},
+                    {checkpoint::RankFile::bytes, files[r].bytes},
+                    {checkpoint::RankFile::crc32, files[r].crc}});
   json params = json::array();
   for (const SavedParam &p : savedParams(m)) {
-    json param = {{"name", p.name},
-                  {"shape", p.shape},
-                  {"partition", p.group},
-                  {"offset", p.offset},
-                  {"compute_dtype", p.computeDtype}};
+    using checkpoint::Param;
+    json param = {{Param::name, p.name},
+                  {Param::shape, p.shape},
+                  {Param::partition, p.group},
+                  {Param::offset, p.offset},
+                  {Param::computeDtype, p.computeDtype}};
     if (p.rows >= 0)
-      param["rows"] = p.rows;
+      param[Param::rows] = p.rows;
     if (p.frozen)
-      param["frozen"] = true;
+      param[Param::frozen] = true;
     params.push_back(std::move(param));
   }
-  json manifest = {{"format", kCheckpointFormat},
-                   {"schedule_hash", m.hashText},
-                   {"world_size", world},
-                   {"stage", m.stage},
-                   {"precision", m.precision},
-                   {"optimizer", optimizerJson(m)},
-                   {"step", step},
-                   {"partitions", layoutJson(m)},
-                   {"params", params},
-                   {"files", list}};
-  if (m.hfModel) {
-    json tied = json::array();
-    for (const manifest::TiedName &t : m.hfModel->tied)
-      tied.push_back({{"name", t.name}, {"param", t.param}});
-    manifest["hf_model"] = {{"config", m.hfModel->config}, {"tied", tied}};
-  }
-  if (m.peft) {
-    json layers = json::array();
-    for (const manifest::Lora &l : m.peft->layers)
-      layers.push_back({{"base", l.base},
-                        {"a", l.a},
-                        {"b", l.b},
-                        {"scaling", l.scaling},
-                        {"merged_key", l.mergedKey},
-                        {"a_key", l.aName},
-                        {"b_key", l.bName}});
-    manifest["peft"] = {{"config", m.peft->config},
-                        {"prefix", m.peft->prefix},
-                        {"layers", layers}};
-  }
+  using checkpoint::ManifestFile;
+  json manifest = {{ManifestFile::format, kCheckpointFormat},
+                   {ManifestFile::scheduleHash, m.hashText},
+                   {ManifestFile::worldSize, world},
+                   {ManifestFile::stage, m.stage},
+                   {ManifestFile::precision, m.precision},
+                   {ManifestFile::optimizer, optimizerJson(m)},
+                   {ManifestFile::step, step},
+                   {ManifestFile::partitions, layoutJson(m)},
+                   {ManifestFile::params, params},
+                   {ManifestFile::files, list}};
+  if (m.hfModel)
+    manifest[ManifestFile::hfModel] = toJson(*m.hfModel);
+  if (m.peft)
+    manifest[ManifestFile::peft] = toJson(*m.peft);
   return sealManifest(manifest);
 }
 
 std::optional<manifest::HfModel>
 zrt::savedHfModel(const nlohmann::json &manifest, const std::string &where) {
-  if (!manifest.contains("hf_model"))
+  auto it = manifest.find(checkpoint::ManifestFile::hfModel);
+  if (it == manifest.end())
     return std::nullopt;
   manifest::HfModel hf;
   try {
-    const json &saved = manifest.at("hf_model");
-    hf.config = saved.at("config").get<std::string>();
-    for (const json &t : saved.at("tied"))
-      hf.tied.push_back(
-          {t.at("name").get<std::string>(), t.at("param").get<std::string>()});
+    fromJson(*it, hf);
   } catch (const json::exception &e) {
-    fail(where + ": malformed hf_model: " + e.what());
+    fail(where + ": malformed " + checkpoint::ManifestFile::hfModel + ": " +
+         e.what());
   }
   return hf;
 }
 
 std::optional<manifest::Peft> zrt::savedPeft(const nlohmann::json &manifest,
                                              const std::string &where) {
-  if (!manifest.contains("peft"))
+  auto it = manifest.find(checkpoint::ManifestFile::peft);
+  if (it == manifest.end())
     return std::nullopt;
   manifest::Peft peft;
   try {
-    const json &saved = manifest.at("peft");
-    peft.config = saved.at("config").get<std::string>();
-    peft.prefix = saved.at("prefix").get<std::string>();
-    for (const json &l : saved.at("layers")) {
-      manifest::Lora &layer = peft.layers.emplace_back();
-      layer.base = l.at("base").get<std::string>();
-      layer.a = l.at("a").get<std::string>();
-      layer.b = l.at("b").get<std::string>();
-      layer.scaling = l.at("scaling").get<double>();
-      layer.mergedKey = l.at("merged_key").get<std::string>();
-      layer.aName = l.at("a_key").get<std::string>();
-      layer.bName = l.at("b_key").get<std::string>();
-    }
+    fromJson(*it, peft);
   } catch (const json::exception &e) {
-    fail(where + ": malformed peft: " + e.what());
+    fail(where + ": malformed " + checkpoint::ManifestFile::peft + ": " +
+         e.what());
   }
   return peft;
 }

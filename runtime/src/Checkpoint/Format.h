@@ -34,6 +34,38 @@ namespace zrt {
 /// and `frozen` for a frozen one), the precision and the optimizer, so that
 /// any layout can load it.
 constexpr int kCheckpointFormat = 3;
+
+/// The keys of a checkpoint's JSON objects (zero_rt/checkpoint.def):
+/// checkpoint::ManifestFile::step is manifest.json's "step".
+namespace checkpoint {
+
+/// A key of an object and what it means.
+struct Key {
+  const char *key;
+  const char *what;
+};
+
+// clang-format off
+#define ZRT_CHECKPOINT_OBJECT(name) struct name {
+#define ZRT_CHECKPOINT_KEY(id, key, presence, what)                            \
+  static constexpr const char *id = key;
+#define ZRT_CHECKPOINT_END(name) };
+#include "zero_rt/checkpoint.def"
+
+/// The keys of object O, in the table's order.
+template <typename O>
+struct Keys;
+#define ZRT_CHECKPOINT_OBJECT(name)                                            \
+  template <> struct Keys<name> {                                              \
+    static constexpr Key values[] = {
+#define ZRT_CHECKPOINT_KEY(id, key, presence, what)                            \
+  {key, what},
+#define ZRT_CHECKPOINT_END(name) }; };
+#include "zero_rt/checkpoint.def"
+// clang-format on
+
+} // namespace checkpoint
+
 /// The buffers a checkpoint keeps, in rank-file order; params are re-derived
 /// from the masters (or are the masters).
 constexpr BufferKind kSavedBuffers[] = {kMaster, kExpAvg, kExpAvgSq};

@@ -26,30 +26,17 @@ using nlohmann::json;
 namespace {
 
 json scalerJson(const zrt_loss_scaler &s) {
-  return {{"cur_scale", s.cur_scale},
-          {"min_scale", s.min_scale},
-          {"scale_factor", s.scale_factor},
-          {"cur_iter", s.cur_iter},
-          {"last_overflow_iter", s.last_overflow_iter},
-          {"scale_window", s.scale_window},
-          {"delayed_shift", s.delayed_shift},
-          {"cur_hysteresis", s.cur_hysteresis},
-          {"consecutive_hysteresis", s.consecutive_hysteresis},
-          {"dynamic", s.dynamic}};
+  json j;
+#define ZRT_CHECKPOINT_SCALER(member, key, presence, what) j[key] = s.member;
+#include "zero_rt/checkpoint.def"
+  return j;
 }
 
 zrt_loss_scaler scalerFromJson(const json &j) {
   zrt_loss_scaler s{};
-  s.cur_scale = j.at("cur_scale").get<double>();
-  s.min_scale = j.at("min_scale").get<double>();
-  s.scale_factor = j.at("scale_factor").get<double>();
-  s.cur_iter = j.at("cur_iter").get<int64_t>();
-  s.last_overflow_iter = j.at("last_overflow_iter").get<int64_t>();
-  s.scale_window = j.at("scale_window").get<int64_t>();
-  s.delayed_shift = j.at("delayed_shift").get<int64_t>();
-  s.cur_hysteresis = j.at("cur_hysteresis").get<int64_t>();
-  s.consecutive_hysteresis = j.at("consecutive_hysteresis").get<int32_t>();
-  s.dynamic = j.at("dynamic").get<int32_t>();
+#define ZRT_CHECKPOINT_SCALER(member, key, presence, what)                     \
+  s.member = j.at(key).get<decltype(s.member)>();
+#include "zero_rt/checkpoint.def"
   return s;
 }
 

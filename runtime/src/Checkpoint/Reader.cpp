@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <dirent.h>
+#include <string_view>
 
 using namespace zrt;
 using nlohmann::json;
@@ -40,19 +41,20 @@ std::string numberText(double v) { return json(v).dump(); }
 std::string scheduleDifference(const std::string &a, const std::string &b) {
   if (a == b)
     return "";
+  const char *kKind = manifest::Schedule::kindKey;
   if (a == "none" || b == "none")
     return a == "none" ? "none, this program's is " +
-                             json::parse(b).at("kind").get<std::string>()
-                       : json::parse(a).at("kind").get<std::string>() +
+                             json::parse(b).at(kKind).get<std::string>()
+                       : json::parse(a).at(kKind).get<std::string>() +
                              ", this program has none";
   json x = json::parse(a), y = json::parse(b);
   // A total_num_steps of "auto" (the run's length) is left out.
   for (json *o : {&x, &y})
-    if (!o->contains("total_num_steps"))
-      (*o)["total_num_steps"] = "auto";
-  std::string kind = x.at("kind").get<std::string>();
-  if (kind != y.at("kind").get<std::string>())
-    return kind + ", this program's is " + y.at("kind").get<std::string>();
+    if (!o->contains(manifest::Schedule::totalNumStepsKey))
+      (*o)[manifest::Schedule::totalNumStepsKey] = "auto";
+  std::string kind = x.at(kKind).get<std::string>();
+  if (kind != y.at(kKind).get<std::string>())
+    return kind + ", this program's is " + y.at(kKind).get<std::string>();
   for (const auto &[key, value] : x.items()) {
     const json &mine = y.at(key);
     auto text = [](const json &v) {
@@ -126,27 +128,29 @@ CheckpointReader::CheckpointReader(const std::string &path) {
   stepDir = dir;
   whereText = "checkpoint '" + dir + "'";
   json_ = openManifest(readFile(dir + "/manifest.json"), whereText);
+  using checkpoint::ManifestFile;
   try {
-    format = json_.at("format").get<int>();
+    format = json_.at(ManifestFile::format).get<int>();
     if (format != 2 && format != kCheckpointFormat)
-      fail(whereText + " has format " + json_.at("format").dump() +
+      fail(whereText + " has format " + json_.at(ManifestFile::format).dump() +
            ", this runtime reads formats 2 and " +
            std::to_string(kCheckpointFormat));
-    scheduleHash = json_.at("schedule_hash").get<std::string>();
-    world = json_.at("world_size").get<int>();
-    stage = json_.at("stage").get<int>();
-    step = json_.at("step").get<int64_t>();
+    scheduleHash = json_.at(ManifestFile::scheduleHash).get<std::string>();
+    world = json_.at(ManifestFile::worldSize).get<int>();
+    stage = json_.at(ManifestFile::stage).get<int>();
+    step = json_.at(ManifestFile::step).get<int64_t>();
     if (world < 1 || stage < 0 || stage > 3)
       fail(whereText + ": manifest.json has world size " +
            std::to_string(world) + " and stage " + std::to_string(stage));
-    const json &files = json_.at("files");
+    const json &files = json_.at(ManifestFile::files);
     if (!files.is_array() || files.size() != size_t(world))
       fail(whereText + ": manifest.json lists " + std::to_string(files.size()) +
            " rank files for " + std::to_string(world) + " ranks");
-    for (const json &g : json_.at("partitions")) {
-      SavedGroup group{g.at("name").get<std::string>(),
-                       g.at("numel").get<int64_t>(),
-                       g.at("shard_numel").get<int64_t>()};
+    for (const json &g : json_.at(ManifestFile::partitions)) {
+      using checkpoint::Partition;
+      SavedGroup group{g.at(Partition::name).get<std::string>(),
+                       g.at(Partition::numel).get<int64_t>(),
+                       g.at(Partition::shardNumel).get<int64_t>()};
       if (group.numel < 0 || group.shardNumel < 0 ||
           (stage > 0 && group.shardNumel * world < group.numel))
         fail(whereText + ": group '" + group.name +
@@ -156,24 +160,25 @@ CheckpointReader::CheckpointReader(const std::string &path) {
     // Each parameter records the dtype it computes in; checkpoints from
     // before that recorded one for the whole step.
     auto dtypeOf = [&](const json &p) {
-      return (p.contains("compute_dtype") ? p : json_)
-          .at("compute_dtype")
-          .get<std::string>();
+      return p.contains(checkpoint::Param::computeDtype)
+                 ? p.at(checkpoint::Param::computeDtype).get<std::string>()
+                 : json_.at(ManifestFile::computeDtype).get<std::string>();
     };
     // The dtype of each group's first parameter, which the others share.
     std::vector<const SavedParam *> firstOfGroup(groups.size(), nullptr);
     // Format 2 did not record the parameters; only the program that saved
     // it can load it (checkSameModel).
     if (format >= 3)
-      for (const json &p : json_.at("params")) {
-        SavedParam param{p.at("name").get<std::string>(),
-                         p.at("shape").get<std::vector<int64_t>>(),
+      for (const json &p : json_.at(ManifestFile::params)) {
+        using checkpoint::Param;
+        SavedParam param{p.at(Param::name).get<std::string>(),
+                         p.at(Param::shape).get<std::vector<int64_t>>(),
                          1,
-                         p.at("partition").get<int32_t>(),
-                         p.at("offset").get<int64_t>(),
-                         p.value("rows", int64_t(-1)),
+                         p.at(Param::partition).get<int32_t>(),
+                         p.at(Param::offset).get<int64_t>(),
+                         p.value(Param::rows, int64_t(-1)),
                          dtypeOf(p),
-                         p.value("frozen", false)};
+                         p.value(Param::frozen, false)};
         for (int64_t d : param.shape)
           param.numel *= d;
         if (param.group < 0 || param.group >= int32_t(groups.size()) ||
@@ -227,7 +232,8 @@ int64_t CheckpointReader::find(const std::string &name) const {
 std::string CheckpointReader::computeDtypes() const {
   // A format-2 checkpoint has no parameter table, only the step's dtype.
   if (params.empty())
-    return json_.value("compute_dtype", std::string("unknown"));
+    return json_.value(checkpoint::ManifestFile::computeDtype,
+                       std::string("unknown"));
   std::vector<std::pair<std::string, int64_t>> counts;
   for (const SavedParam &p : params) {
     auto it = std::find_if(counts.begin(), counts.end(), [&](const auto &c) {
@@ -249,7 +255,10 @@ std::string CheckpointReader::computeDtypes() const {
 
 std::string CheckpointReader::rankPath(int rank) const {
   return stepDir + "/" +
-         json_.at("files").at(size_t(rank)).at("file").get<std::string>();
+         json_.at(checkpoint::ManifestFile::files)
+             .at(size_t(rank))
+             .at(checkpoint::RankFile::file)
+             .get<std::string>();
 }
 
 std::string CheckpointReader::check(int rank) const {
@@ -261,19 +270,22 @@ std::string CheckpointReader::verify(int rank, CheckpointFile &file) const {
   try {
     std::string name = rankPath(rank);
     std::string bytes = readFile(name);
-    const json &entry = json_.at("files").at(size_t(rank));
+    const json &entry =
+        json_.at(checkpoint::ManifestFile::files).at(size_t(rank));
     uint32_t crc = rankFileCrc(bytes);
-    if (bytes.size() != entry.at("bytes").get<uint64_t>() ||
-        crc != entry.at("crc32").get<uint32_t>())
+    if (bytes.size() != entry.at(checkpoint::RankFile::bytes).get<uint64_t>() ||
+        crc != entry.at(checkpoint::RankFile::crc32).get<uint32_t>())
       return name + " does not match manifest.json (" +
              std::to_string(bytes.size()) + " bytes, crc32 " +
              std::to_string(crc) + "; manifest: " + entry.dump() +
              "); the checkpoint is corrupt or mixed from two saves";
     file = unpackCheckpoint(bytes, name);
     json header = json::parse(file.header);
-    if (header.at("rank").get<int>() != rank ||
-        header.at("schedule_hash") != json_.at("schedule_hash") ||
-        header.at("step") != json_.at("step"))
+    using checkpoint::Header;
+    if (header.at(Header::rank).get<int>() != rank ||
+        header.at(Header::scheduleHash) !=
+            json_.at(checkpoint::ManifestFile::scheduleHash) ||
+        header.at(Header::step) != json_.at(checkpoint::ManifestFile::step))
       return name + " belongs to another rank, schedule or step: " +
              file.header.substr(0, 200);
   } catch (const std::runtime_error &e) {
@@ -299,15 +311,16 @@ CheckpointReader::RankFile &CheckpointReader::load(int rank) {
     std::map<std::string, int32_t> groupIndex;
     for (size_t g = 0; g < groups.size(); ++g)
       groupIndex[groups[g].name] = int32_t(g);
-    for (const json &s : loaded.header.at("sections")) {
-      auto g = groupIndex.find(s.at("partition").get<std::string>());
-      std::string buffer = s.at("buffer").get<std::string>();
+    using checkpoint::Section;
+    for (const json &s : loaded.header.at(checkpoint::Header::sections)) {
+      auto g = groupIndex.find(s.at(Section::partition).get<std::string>());
+      std::string buffer = s.at(Section::buffer).get<std::string>();
       int kind = -1;
       for (BufferKind k : kSavedBuffers)
         if (buffer == kBufferNames[k])
           kind = k;
-      uint64_t offset = s.at("offset").get<uint64_t>();
-      uint64_t bytes = s.at("bytes").get<uint64_t>();
+      uint64_t offset = s.at(Section::offset).get<uint64_t>();
+      uint64_t bytes = s.at(Section::bytes).get<uint64_t>();
       if (g == groupIndex.end() || kind < 0 || offset > file.payload.size() ||
           bytes > file.payload.size() - offset)
         fail(name + ": section " + s.dump() +
@@ -325,10 +338,11 @@ TrainingState CheckpointReader::state(int rank) {
   const json &h = load(rank).header;
   TrainingState s;
   try {
-    s.step = h.at("step").get<int64_t>();
-    s.dataPosition = h.at("data_position").get<int64_t>();
-    s.adamSteps = h.at("adam_steps").get<int64_t>();
-    s.lossScaler = h.at("loss_scaler");
+    using checkpoint::Header;
+    s.step = h.at(Header::step).get<int64_t>();
+    s.dataPosition = h.at(Header::dataPosition).get<int64_t>();
+    s.adamSteps = h.at(Header::adamSteps).get<int64_t>();
+    s.lossScaler = h.at(Header::lossScaler);
   } catch (const json::exception &e) {
     fail(rankPath(rank) + ": malformed checkpoint header: " + e.what());
   }
@@ -402,7 +416,8 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
     // No parameter table: only the very layout that saved it.
     if (ckpt.scheduleHash != m.hashText || ckpt.world != m.worldSize ||
         ckpt.stage != m.stage ||
-        ckpt.manifest().at("partitions") != layoutJson(m))
+        ckpt.manifest().at(checkpoint::ManifestFile::partitions) !=
+            layoutJson(m))
       fail(where +
            " has format 2, which records no parameters: only the "
            "program that saved it (schedule " +
@@ -483,39 +498,31 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
            " (resume with the same frozen parameters; --init-from an export "
            "starts a run with others)");
   try {
-    const json &savedOptimizer = ckpt.manifest().at("optimizer");
+    using checkpoint::Optimizer;
+    const json &savedOptimizer =
+        ckpt.manifest().at(checkpoint::ManifestFile::optimizer);
     json mine = optimizerJson(m);
-    static const std::pair<const char *, const char *> kNames[] = {
-        {"kind", "optimizer"},
-        {"lr", "learning rate"},
-        {"beta1", "beta1"},
-        {"beta2", "beta2"},
-        {"eps", "eps"},
-        {"weight_decay", "weight decay"},
-        {"bias_correction", "bias_correction"},
-        {"lr_schedule", "learning-rate schedule"},
-        {"param_weight_decay", "weight-decay groups"}};
     // Checkpoints from before schedules and bias_correction had neither,
     // and a model without weight-decay groups has none.
     json saved = savedOptimizer;
-    if (!saved.contains("bias_correction"))
-      saved["bias_correction"] = true;
-    if (!saved.contains("lr_schedule"))
-      saved["lr_schedule"] = "none";
+    if (!saved.contains(Optimizer::biasCorrection))
+      saved[Optimizer::biasCorrection] = true;
+    if (!saved.contains(Optimizer::lrSchedule))
+      saved[Optimizer::lrSchedule] = "none";
     for (json *o : {&saved, &mine})
-      if (!o->contains("param_weight_decay"))
-        (*o)["param_weight_decay"] = json::object();
-    for (auto [key, what] : kNames) {
+      if (!o->contains(Optimizer::paramWeightDecay))
+        (*o)[Optimizer::paramWeightDecay] = json::object();
+    for (auto [key, what] : checkpoint::Keys<Optimizer>::values) {
       const json &a = saved.at(key);
       const json &b = mine.at(key);
-      if (std::string(key) == "lr_schedule") {
+      if (std::string_view(key) == Optimizer::lrSchedule) {
         std::string diff =
             scheduleDifference(a.get<std::string>(), b.get<std::string>());
         if (!diff.empty())
-          fail(where + " was saved with learning-rate schedule " + diff);
+          fail(where + " was saved with " + what + " " + diff);
         continue;
       }
-      if (std::string(key) == "param_weight_decay") {
+      if (std::string_view(key) == Optimizer::paramWeightDecay) {
         // The first parameter, in the program's order, whose decay differs.
         auto decay = [](const json &groups, const std::string &name) {
           return groups.contains(name)
