@@ -87,7 +87,7 @@ done
 # --- test/E2E/cuda, compiled here ----------------------------------------
 E2E=$ROOT/test/E2E/Inputs/zrt_e2e.py
 gen() { "$BIN/zero-model-gen" gpt2 --layers 2 --heads 2 "$@"; }
-python3 "$E2E" tokens "$B/e2e/tokens64.bin" "$ROOT/docs/Architecture.md" \
+python3 "$E2E" tokens "$B/e2e/tokens64.bin" "$ROOT/test/Inputs/training-text.md" \
   --vocab 64 >/dev/null
 gen --hidden 64 --vocab 64 --seq 32 --batch 8 --dtype f32 -o "$stage/f32.mlir"
 gen --hidden 64 --vocab 64 --seq 32 --batch 8 --dtype bf16 -o "$stage/bf16.mlir"

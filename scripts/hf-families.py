@@ -587,7 +587,7 @@ def train(rows, tools, keep, verbose):
     tokens = os.path.join(workdir, "tokens.bin")
     subprocess.run([sys.executable, os.path.join(
         ROOT, "test", "E2E", "Inputs", "zrt_e2e.py"), "tokens", tokens,
-        os.path.join(ROOT, "docs", "Architecture.md"), "--vocab", "256"],
+        os.path.join(ROOT, "test", "Inputs", "training-text.md"), "--vocab", "256"],
         check=True, stdout=subprocess.DEVNULL)
     verdicts = {}
     for row in rows:
