@@ -175,6 +175,36 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   ctx.rank = zrt_comm_rank(ctx.comm);
   ctx.world = zrt_comm_size(ctx.comm);
 
+  if (!parseCommandLine(argc, argv, exitCode))
+    return false;
+  if (!startProgram())
+    return false;
+
+  // Every output is checked before any work, so that a path that cannot be
+  // written does not lose the training (rank 0 also locks --save).
+  if (!everywhere([&] { checkOutputs(); }))
+    return false;
+  if (ctx.rank == 0 && !saveLock.takenOver().empty())
+    std::fprintf(stderr,
+                 "zrt: warning: took over the lock of '%s' from %s, which "
+                 "has ended (a run that crashed or was killed)\n",
+                 opts.save.c_str(), saveLock.takenOver().c_str());
+
+  createContext();
+  if (!everywhere([&] {
+        openSwapFiles();
+        openData();
+        loadState();
+      }))
+    return false;
+  if (!finishLoading())
+    return false;
+  if (!startLog())
+    return false;
+  return announceRun();
+}
+
+bool Driver::parseCommandLine(int argc, char **argv, int &exitCode) {
   // Every rank parses the same command line, so they agree on the verdict;
   // rank 0 speaks for all.
   try {
@@ -215,6 +245,10 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
       exitCode = 2;
       return false;
     }
+  return true;
+}
+
+bool Driver::startProgram() {
   if (program->version != ZRT_PROGRAM_VERSION) {
     error("the program was compiled for runtime program version " +
           std::to_string(program->version) + ", this runtime is version " +
@@ -236,17 +270,10 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
         device::initialize(localRank);
       }))
     return false;
+  return true;
+}
 
-  // Every output is checked before any work, so that a path that cannot be
-  // written does not lose the training (rank 0 also locks --save).
-  if (!everywhere([&] { checkOutputs(); }))
-    return false;
-  if (ctx.rank == 0 && !saveLock.takenOver().empty())
-    std::fprintf(stderr,
-                 "zrt: warning: took over the lock of '%s' from %s, which "
-                 "has ended (a run that crashed or was killed)\n",
-                 opts.save.c_str(), saveLock.takenOver().c_str());
-
+void Driver::createContext() {
   const Manifest &m = manifest;
   ctx.manifest = &manifest;
   ctx.injectOverflowFirst = opts.injectOverflowFirst;
@@ -274,75 +301,84 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   // Deterministic contents: nothing may depend on what malloc returned.
   device::zero(ctx.persistent, m.persistentBytes);
   device::zero(ctx.step, m.arenaBytes);
+}
 
-  bool ok = everywhere([&] {
-    // An optimizer on NVMe: the rank's swap file, checked (and its space
-    // reserved) before anything else touches it.
-    if (m.optimizerNvmeBytes() > 0) {
-      swapFile = SwapFile::open(m.nvmePath, ctx.rank, m.optimizerNvmeBytes());
-      ctx.nvme = swapFile.get();
-      ctx.swap = ctx.host + m.swapOffset;
-      ctx.swapBytes = m.swapBytes;
-    }
-    // Parameters on NVMe: their own swap file (DeepSpeed keeps separate
-    // swap folders; the same directory works too).
-    if (m.paramNvmeBytes > 0) {
-      paramSwapFile =
-          SwapFile::open(m.paramNvmePath, ctx.rank, m.paramNvmeBytes, "params",
-                         "--param-nvme-path");
-      ctx.paramNvme = paramSwapFile.get();
-      ctx.paramSwap = ctx.host + m.paramSwapOffset;
-      ctx.paramSwapBytes = m.paramSwapBytes;
-    }
-    int64_t rowsPerStep = batchRows().perStep;
-    DataShard shard{ctx.rank, ctx.world};
-    RawTokenType raw{opts.dataDtype == "u32" ? 4 : 2, !opts.dataDtype.empty()};
-    if (!opts.data.empty())
-      data = openTokenData(m, opts.data, rowsPerStep, shard, raw);
-    else if (!opts.inputs.empty())
-      data = openArrayData(m, opts.inputs, opts.labels, rowsPerStep, shard);
-    if (!opts.evalData.empty())
-      evalData = openTokenData(m, opts.evalData, rowsPerStep, shard, raw,
-                               "--eval-data");
-    else if (!opts.evalInputs.empty())
-      evalData = openArrayData(m, opts.evalInputs, opts.evalLabels, rowsPerStep,
-                               shard, "--eval-inputs/--eval-labels");
-    if (evalData) {
-      // Batches are laid out as the training stream's, without wrapping.
-      int64_t whole = evalData->wholeRows() / rowsPerStep;
-      evalBatches = opts.evalBatches > 0 ? opts.evalBatches : whole;
-      if (evalBatches > whole)
-        fail("--eval-batches " + std::to_string(evalBatches) +
-             " exceeds what '" +
-             (opts.evalData.empty() ? opts.evalInputs : opts.evalData) +
-             "' holds: " + std::to_string(whole) + " global batch(es) of " +
-             std::to_string(rowsPerStep) + " rows (" +
-             std::to_string(evalData->wholeRows()) + " rows)");
-    }
-    if (!opts.resume.empty()) {
-      progress = readCheckpoint(ctx, opts.resume);
-      lastCheckpoint = opts.resume;
-      return;
-    }
-    if (opts.initFrom.empty()) {
-      initializeParameters(ctx, opts.seed, nullptr);
-      return;
-    }
-    std::vector<WantedTensor> wanted;
-    for (const ParamInfo &p : m.params)
-      wanted.push_back({p.name, p.exportShape()});
-    std::set<std::string> tied;
-    if (m.hfModel)
-      for (const manifest::TiedName &t : m.hfModel->tied)
-        tied.insert(t.name);
-    WeightFiles weights(opts.initFrom, wanted, tied);
-    initializeParameters(ctx, opts.seed, &weights);
-    loaded = {weights.dataBytesRead(), weights.headerBytesRead(),
-              weights.totalBytes(), uint64_t(weights.fileCount()),
-              hostPeakBytes()};
-  });
-  if (!ok)
-    return false;
+void Driver::openSwapFiles() {
+  const Manifest &m = manifest;
+  // An optimizer on NVMe: the rank's swap file, checked (and its space
+  // reserved) before anything else touches it.
+  if (m.optimizerNvmeBytes() > 0) {
+    swapFile = SwapFile::open(m.nvmePath, ctx.rank, m.optimizerNvmeBytes());
+    ctx.nvme = swapFile.get();
+    ctx.swap = ctx.host + m.swapOffset;
+    ctx.swapBytes = m.swapBytes;
+  }
+  // Parameters on NVMe: their own swap file (DeepSpeed keeps separate
+  // swap folders; the same directory works too).
+  if (m.paramNvmeBytes > 0) {
+    paramSwapFile = SwapFile::open(m.paramNvmePath, ctx.rank, m.paramNvmeBytes,
+                                   "params", "--param-nvme-path");
+    ctx.paramNvme = paramSwapFile.get();
+    ctx.paramSwap = ctx.host + m.paramSwapOffset;
+    ctx.paramSwapBytes = m.paramSwapBytes;
+  }
+}
+
+void Driver::openData() {
+  const Manifest &m = manifest;
+  int64_t rowsPerStep = batchRows().perStep;
+  DataShard shard{ctx.rank, ctx.world};
+  RawTokenType raw{opts.dataDtype == "u32" ? 4 : 2, !opts.dataDtype.empty()};
+  if (!opts.data.empty())
+    data = openTokenData(m, opts.data, rowsPerStep, shard, raw);
+  else if (!opts.inputs.empty())
+    data = openArrayData(m, opts.inputs, opts.labels, rowsPerStep, shard);
+  if (!opts.evalData.empty())
+    evalData =
+        openTokenData(m, opts.evalData, rowsPerStep, shard, raw, "--eval-data");
+  else if (!opts.evalInputs.empty())
+    evalData = openArrayData(m, opts.evalInputs, opts.evalLabels, rowsPerStep,
+                             shard, "--eval-inputs/--eval-labels");
+  if (evalData) {
+    // Batches are laid out as the training stream's, without wrapping.
+    int64_t whole = evalData->wholeRows() / rowsPerStep;
+    evalBatches = opts.evalBatches > 0 ? opts.evalBatches : whole;
+    if (evalBatches > whole)
+      fail("--eval-batches " + std::to_string(evalBatches) + " exceeds what '" +
+           (opts.evalData.empty() ? opts.evalInputs : opts.evalData) +
+           "' holds: " + std::to_string(whole) + " global batch(es) of " +
+           std::to_string(rowsPerStep) + " rows (" +
+           std::to_string(evalData->wholeRows()) + " rows)");
+  }
+}
+
+void Driver::loadState() {
+  const Manifest &m = manifest;
+  if (!opts.resume.empty()) {
+    progress = readCheckpoint(ctx, opts.resume);
+    lastCheckpoint = opts.resume;
+    return;
+  }
+  if (opts.initFrom.empty()) {
+    initializeParameters(ctx, opts.seed, nullptr);
+    return;
+  }
+  std::vector<WantedTensor> wanted;
+  for (const ParamInfo &p : m.params)
+    wanted.push_back({p.name, p.exportShape()});
+  std::set<std::string> tied;
+  if (m.hfModel)
+    for (const manifest::TiedName &t : m.hfModel->tied)
+      tied.insert(t.name);
+  WeightFiles weights(opts.initFrom, wanted, tied);
+  initializeParameters(ctx, opts.seed, &weights);
+  loaded = {weights.dataBytesRead(), weights.headerBytesRead(),
+            weights.totalBytes(), uint64_t(weights.fileCount()),
+            hostPeakBytes()};
+}
+
+bool Driver::finishLoading() {
+  const Manifest &m = manifest;
   if (!opts.initFrom.empty())
     reportLoading(loaded);
   if (opts.steps > progress.step && !data) {
@@ -362,7 +398,10 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
          progress.resharded.empty()
              ? ""
              : (" (resharded: " + progress.resharded + ")").c_str());
+  return true;
+}
 
+bool Driver::startLog() {
   stepLog = std::make_unique<StepLog>(manifest, ctx.rank, opts.quiet);
   if (!everywhere([&] {
         stepLog->open(opts.logJson, !opts.resume.empty(), progress.step);
@@ -383,7 +422,11 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
                    file->engineName());
       std::fflush(stderr);
     }
+  return true;
+}
 
+bool Driver::announceRun() {
+  const Manifest &m = manifest;
   int64_t numel = 0;
   for (const ParamInfo &p : m.params)
     numel += p.numel;

@@ -46,6 +46,30 @@ private:
   void info(const char *fmt, ...) const __attribute__((format(printf, 2, 3)));
 
   bool setUp(int argc, char **argv, int &exitCode);
+  /// Parses the command line and handles what ends the run before it
+  /// starts (--help, --print-manifest, a test hook outside the world): rank
+  /// 0 speaks for all, and `exitCode` says how it ends.
+  bool parseCommandLine(int argc, char **argv, int &exitCode);
+  /// The program against this runtime and the world (collective), then its
+  /// topology, threads and device.
+  bool startProgram();
+  /// The context's test hooks, loss scaler and arenas, zeroed.
+  void createContext();
+  /// This rank's NVMe swap files (throws).
+  void openSwapFiles();
+  /// The training and evaluation data (throws).
+  void openData();
+  /// The parameters and optimizer states: --resume's checkpoint,
+  /// --init-from's weights or the initializer (throws).
+  void loadState();
+  /// Reports --init-from, checks that there is data to train on, and after
+  /// --resume gathers the full parameters.
+  bool finishLoading();
+  /// The progress lines and --log-json, and which NVMe I/O runs.
+  bool startLog();
+  /// The run's banner, and the length of a schedule whose total_num_steps
+  /// is "auto".
+  bool announceRun();
   void checkOutputs();
   bool checkWorld();
   /// The run's nodes against the compiled topology, and the Groups of the
