@@ -31,6 +31,7 @@
 
 namespace zrt {
 
+/// The training run of one rank, which zrt_train_main runs.
 class Driver {
 public:
   explicit Driver(const zrt_program *program) : program(program) {}
