@@ -359,32 +359,11 @@ int64_t InputInfo::numel() const {
 
 int64_t InputInfo::elementBytes() const { return dtypeBytes(dtype); }
 
-Manifest Manifest::parse(const std::string &text) {
-  Manifest m;
-  manifest::Program w;
-  json j;
-  try {
-    j = json::parse(text);
-    // The version first: another version's manifest may lack keys.
-    if (!j.is_object())
-      mistyped("", "an object", j);
-    readField(j, "", manifest::Program::versionKey, Presence::Required,
-              w.version);
-    if (w.version != ZRT_PROGRAM_VERSION)
-      invalid("program version " + std::to_string(w.version) +
-              ", this runtime implements version " +
-              std::to_string(ZRT_PROGRAM_VERSION) +
-              " (recompile with a matching zero-compile)");
-    read(j, "", w);
-  } catch (const json::exception &e) {
-    invalid(e.what());
-  }
-  m.version = w.version;
-  m.stage = w.stage;
-  m.worldSize = w.worldSize;
-  m.accumulationSteps = w.accumulationSteps;
-  m.globalBatch = w.globalBatch;
+namespace {
 
+/// The loss scaler, optimizer, schedule and logging of program `w`, whose
+/// JSON is `j`.
+void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
   const manifest::Precision &prec = w.precision;
   m.precision = manifest::valueOf(prec.kind);
   m.initialScalePower = prec.initialScalePower;
@@ -425,41 +404,37 @@ Manifest Manifest::parse(const std::string &text) {
                     manifest::Logging::stepsPerPrintKey) +
             " must be >= 1, got " + std::to_string(m.stepsPerPrint));
   m.tokenSlots = w.tokenSlots;
-  if (w.hfModel) {
-    const manifest::HfModel &hf = *w.hfModel;
-    nlohmann::json config = nlohmann::json::parse(hf.config, nullptr, false);
-    if (!config.is_object())
-      invalid(
-          keyPath(manifest::Program::hfModelKey, manifest::HfModel::configKey) +
-          " is not the text of a JSON object");
-    std::set<std::string> seen;
-    for (const manifest::TiedName &t : hf.tied) {
-      bool isParam = false, targetIsParam = false;
-      for (const manifest::Param &p : w.params) {
-        isParam |= p.name == t.name;
-        targetIsParam |= p.name == t.param;
-      }
-      if (isParam || !targetIsParam || !seen.insert(t.name).second)
-        invalid(
-            keyPath(manifest::Program::hfModelKey, manifest::HfModel::tiedKey) +
-            ": '" + t.name +
-            "' must be a new name tied to a parameter, "
-            "not to '" +
-            t.param + "'");
+}
+
+/// `hf` checked against the parameters: its config the text of a JSON
+/// object, each tied name new and tied to a parameter.
+manifest::HfModel checkedHfModel(const manifest::HfModel &hf,
+                                 const std::vector<manifest::Param> &params) {
+  nlohmann::json config = nlohmann::json::parse(hf.config, nullptr, false);
+  if (!config.is_object())
+    invalid(
+        keyPath(manifest::Program::hfModelKey, manifest::HfModel::configKey) +
+        " is not the text of a JSON object");
+  std::set<std::string> seen;
+  for (const manifest::TiedName &t : hf.tied) {
+    bool isParam = false, targetIsParam = false;
+    for (const manifest::Param &p : params) {
+      isParam |= p.name == t.name;
+      targetIsParam |= p.name == t.param;
     }
-    m.hfModel = hf;
+    if (isParam || !targetIsParam || !seen.insert(t.name).second)
+      invalid(
+          keyPath(manifest::Program::hfModelKey, manifest::HfModel::tiedKey) +
+          ": '" + t.name +
+          "' must be a new name tied to a parameter, "
+          "not to '" +
+          t.param + "'");
   }
+  return hf;
+}
 
-  m.hashText = *w.hash;
-  size_t used = 0;
-  try {
-    m.hash = std::stoull(m.hashText, &used, 16);
-  } catch (const std::logic_error &e) {
-    invalid(std::string("malformed number: ") + e.what());
-  }
-  if (used != m.hashText.size())
-    invalid("malformed hash '" + m.hashText + "'");
-
+/// The inputs, parameters, partitions and plan of program `w`.
+void readLayout(const manifest::Program &w, Manifest &m) {
   for (const manifest::Input &in : w.inputs)
     m.inputs.push_back(toInput(in));
   for (const manifest::Param &p : w.params)
@@ -524,7 +499,10 @@ Manifest Manifest::parse(const std::string &text) {
     m.plannedScratchBytes = t->scratchBytes;
     m.backwardStart = t->backwardStart;
   }
+}
 
+/// The stage, the world, the arenas and the topology.
+void checkTopology(const Manifest &m) {
   // The invariants the zrt_ctx_* calls rely on.
   if (m.stage < 0 || m.stage > 3)
     invalid("stage " + std::to_string(m.stage));
@@ -559,6 +537,10 @@ Manifest Manifest::parse(const std::string &text) {
   if (m.hpzPartitionSize > 1 && m.micsShardSize > 0)
     invalid(topologyKey(Topology::hpzPartitionSizeKey) +
             "and mics_shard_size exclude each other");
+}
+
+/// The swap files and their swap buffers in the host arena.
+void checkSwapFiles(const Manifest &m) {
   int64_t optimizerNvme = m.optimizerNvmeBytes();
   constexpr int64_t kBlock = ZRT_NVME_BLOCK_BYTES;
   if (m.nvmeBytes < 0 || m.nvmeBytes % kBlock || m.swapOffset % kBlock ||
@@ -577,100 +559,106 @@ Manifest Manifest::parse(const std::string &text) {
        m.paramSwapOffset < m.swapOffset + m.swapBytes &&
        m.swapOffset < m.paramSwapOffset + m.paramSwapBytes))
     invalid("inconsistent parameter swap file or swap buffers");
-  for (const PartitionInfo &p : m.partitions) {
-    if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
-        (m.stage > 0 && p.shardNumel * m.worldSize < p.numel))
-      invalid("partition '" + p.name + "' has an inconsistent layout");
-    // The Adam kernels keep fp32 masters: an fp32 compute copy is one when
-    // it lives where Adam runs (both on the device, or both in host memory;
-    // never with the states in the swap file).
-    bool nvme = optimizerNvme > 0;
-    if (p.frozen) {
-      // No step changes it: only its parameters, wherever they live.
-      for (int k = 0; k < kNumBufferKinds; ++k)
-        if (k != kParams && k != kSecondary && p.hasBuffer(BufferKind(k)))
-          invalid("frozen partition '" + p.name + "' has a " + kBufferNames[k] +
-                  " buffer (only params)");
-      if (!p.hasBuffer(kParams))
-        invalid("frozen partition '" + p.name + "' has no params buffer");
-    } else if (p.paramsAreMasters !=
-               (p.computeDtype == ZRT_F32 && !nvme && !p.onNvme[kParams] &&
-                p.offloaded() == p.paramsOnHost()))
-      invalid("partition '" + p.name + "' " +
-              (p.paramsAreMasters ? "has no" : "has a") +
-              " master buffer with compute dtype " + p.computeDtypeName +
-              " (exactly f32 parameters are their own masters)");
-    for (int k = 0; k < kNumBufferKinds; ++k) {
-      if (!p.hasBuffer(BufferKind(k)))
-        continue;
-      int64_t bytes = p.counts[k] * p.elementBytes(BufferKind(k));
-      int64_t limit = p.onNvme[k]
-                          ? (k == kParams ? m.paramNvmeBytes : optimizerNvme)
-                      : p.onHost[k] ? m.hostBytes
-                                    : m.persistentBytes;
-      if (p.offsets[k] < 0 || p.counts[k] < 0 || p.offsets[k] + bytes > limit ||
-          (p.onNvme[k] && p.offsets[k] % kBlock))
-        invalid("buffer " + std::string(kBufferNames[k]) + " of partition '" +
-                p.name + "' lies outside the " +
-                (p.onNvme[k] ? "swap file (or off its " +
-                                   std::to_string(kBlock) + "-byte blocks)"
-                 : p.onHost[k] ? std::string("host arena")
-                               : std::string("persistent arena")));
-    }
-    // What the owned-range arithmetic below reads.
-    bool fullMaster = m.stage == 0;
-    bool fullGrads = m.stage <= 1, fullParams = m.stage <= 2;
-    auto need = [&](int k, bool full) {
-      int64_t want = full ? p.numel : std::min(p.shardNumel, p.numel);
-      if (p.counts[k] < want)
-        invalid("buffer " + std::string(kBufferNames[k]) + " of partition '" +
-                p.name + "' has " + std::to_string(p.counts[k]) +
-                " elements, stage " + std::to_string(m.stage) + " needs " +
-                std::to_string(want));
-    };
-    need(kParams, fullParams);
-    if (!p.frozen)
-      need(kGrads, fullGrads);
-    for (BufferKind k : {kMaster, kExpAvg, kExpAvgSq, kHostGrads, kHostParams})
-      if (p.hasBuffer(k))
-        need(k, fullMaster);
-    // hpZ: a secondary shard is this rank's slice of the padded group over
-    // its hpZ group, on the device.
-    if (p.hasBuffer(kSecondary) &&
-        (m.hpzPartitionSize <= 1 || p.onHost[kSecondary] ||
-         p.onNvme[kSecondary] ||
-         p.counts[kSecondary] != p.paddedNumel / m.hpzPartitionSize))
-      invalid("buffer secondary of partition '" + p.name +
-              "' is not a device buffer of padded / hpz_partition_size = " +
-              std::to_string(p.paddedNumel /
-                             std::max<int64_t>(1, m.hpzPartitionSize)) +
-              " elements");
-    // An offloaded optimizer: its masters, moments and gradient copy are on
-    // the host, and 16-bit parameters come back through a host copy.
-    // On NVMe, the states are in the swap file and every compute type
-    // comes back through host_params. Offloaded parameter shards (stage 3)
-    // are updated in place by a host Adam.
-    auto stateOff = [&](int k) { return nvme ? p.onNvme[k] : p.onHost[k]; };
-    if ((p.offloaded() &&
-         ((!p.paramsAreMasters && !stateOff(kMaster)) || !stateOff(kExpAvg) ||
-          !stateOff(kExpAvgSq) || !p.onHost[kHostGrads] || p.onHost[kGrads] ||
-          ((nvme || p.computeDtype != ZRT_F32) && !p.paramsOnHost()) !=
-              p.hasBuffer(kHostParams))) ||
-        (!p.offloaded() && (p.onHost[kMaster] || p.onHost[kExpAvg] ||
-                            p.onHost[kExpAvgSq] || p.onHost[kGrads])) ||
-        (p.paramsOffloaded() && m.stage != 3))
-      invalid("partition '" + p.name + "' has an inconsistent host placement");
-    if (!p.offloaded() &&
-        (p.onNvme[kMaster] || p.onNvme[kExpAvg] || p.onNvme[kExpAvgSq]))
-      invalid("partition '" + p.name +
-              "' has buffers on NVMe but keeps its "
-              "optimizer on the device");
-    if (m.stage == 3 && p.counts[kParams] != p.shardNumel)
-      invalid("stage-3 params shard of '" + p.name + "' is not " +
-              manifest::Partition::shardNumelKey);
+}
+
+/// Partition `p`: its layout, buffers and placement.
+void checkPartition(const Manifest &m, const PartitionInfo &p) {
+  int64_t optimizerNvme = m.optimizerNvmeBytes();
+  constexpr int64_t kBlock = ZRT_NVME_BLOCK_BYTES;
+  if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
+      (m.stage > 0 && p.shardNumel * m.worldSize < p.numel))
+    invalid("partition '" + p.name + "' has an inconsistent layout");
+  // The Adam kernels keep fp32 masters: an fp32 compute copy is one when
+  // it lives where Adam runs (both on the device, or both in host memory;
+  // never with the states in the swap file).
+  bool nvme = optimizerNvme > 0;
+  if (p.frozen) {
+    // No step changes it: only its parameters, wherever they live.
+    for (int k = 0; k < kNumBufferKinds; ++k)
+      if (k != kParams && k != kSecondary && p.hasBuffer(BufferKind(k)))
+        invalid("frozen partition '" + p.name + "' has a " + kBufferNames[k] +
+                " buffer (only params)");
+    if (!p.hasBuffer(kParams))
+      invalid("frozen partition '" + p.name + "' has no params buffer");
+  } else if (p.paramsAreMasters !=
+             (p.computeDtype == ZRT_F32 && !nvme && !p.onNvme[kParams] &&
+              p.offloaded() == p.paramsOnHost()))
+    invalid("partition '" + p.name + "' " +
+            (p.paramsAreMasters ? "has no" : "has a") +
+            " master buffer with compute dtype " + p.computeDtypeName +
+            " (exactly f32 parameters are their own masters)");
+  for (int k = 0; k < kNumBufferKinds; ++k) {
+    if (!p.hasBuffer(BufferKind(k)))
+      continue;
+    int64_t bytes = p.counts[k] * p.elementBytes(BufferKind(k));
+    int64_t limit = p.onNvme[k]
+                        ? (k == kParams ? m.paramNvmeBytes : optimizerNvme)
+                    : p.onHost[k] ? m.hostBytes
+                                  : m.persistentBytes;
+    if (p.offsets[k] < 0 || p.counts[k] < 0 || p.offsets[k] + bytes > limit ||
+        (p.onNvme[k] && p.offsets[k] % kBlock))
+      invalid("buffer " + std::string(kBufferNames[k]) + " of partition '" +
+              p.name + "' lies outside the " +
+              (p.onNvme[k] ? "swap file (or off its " + std::to_string(kBlock) +
+                                 "-byte blocks)"
+               : p.onHost[k] ? std::string("host arena")
+                             : std::string("persistent arena")));
   }
-  if (w.peft)
-    m.peft = checkedPeft(*w.peft, m.params);
+  // What the owned-range arithmetic below reads.
+  bool fullMaster = m.stage == 0;
+  bool fullGrads = m.stage <= 1, fullParams = m.stage <= 2;
+  auto need = [&](int k, bool full) {
+    int64_t want = full ? p.numel : std::min(p.shardNumel, p.numel);
+    if (p.counts[k] < want)
+      invalid("buffer " + std::string(kBufferNames[k]) + " of partition '" +
+              p.name + "' has " + std::to_string(p.counts[k]) +
+              " elements, stage " + std::to_string(m.stage) + " needs " +
+              std::to_string(want));
+  };
+  need(kParams, fullParams);
+  if (!p.frozen)
+    need(kGrads, fullGrads);
+  for (BufferKind k : {kMaster, kExpAvg, kExpAvgSq, kHostGrads, kHostParams})
+    if (p.hasBuffer(k))
+      need(k, fullMaster);
+  // hpZ: a secondary shard is this rank's slice of the padded group over
+  // its hpZ group, on the device.
+  if (p.hasBuffer(kSecondary) &&
+      (m.hpzPartitionSize <= 1 || p.onHost[kSecondary] ||
+       p.onNvme[kSecondary] ||
+       p.counts[kSecondary] != p.paddedNumel / m.hpzPartitionSize))
+    invalid("buffer secondary of partition '" + p.name +
+            "' is not a device buffer of padded / hpz_partition_size = " +
+            std::to_string(p.paddedNumel /
+                           std::max<int64_t>(1, m.hpzPartitionSize)) +
+            " elements");
+  // An offloaded optimizer: its masters, moments and gradient copy are on
+  // the host, and 16-bit parameters come back through a host copy.
+  // On NVMe, the states are in the swap file and every compute type
+  // comes back through host_params. Offloaded parameter shards (stage 3)
+  // are updated in place by a host Adam.
+  auto stateOff = [&](int k) { return nvme ? p.onNvme[k] : p.onHost[k]; };
+  if ((p.offloaded() &&
+       ((!p.paramsAreMasters && !stateOff(kMaster)) || !stateOff(kExpAvg) ||
+        !stateOff(kExpAvgSq) || !p.onHost[kHostGrads] || p.onHost[kGrads] ||
+        ((nvme || p.computeDtype != ZRT_F32) && !p.paramsOnHost()) !=
+            p.hasBuffer(kHostParams))) ||
+      (!p.offloaded() && (p.onHost[kMaster] || p.onHost[kExpAvg] ||
+                          p.onHost[kExpAvgSq] || p.onHost[kGrads])) ||
+      (p.paramsOffloaded() && m.stage != 3))
+    invalid("partition '" + p.name + "' has an inconsistent host placement");
+  if (!p.offloaded() &&
+      (p.onNvme[kMaster] || p.onNvme[kExpAvg] || p.onNvme[kExpAvgSq]))
+    invalid("partition '" + p.name +
+            "' has buffers on NVMe but keeps its "
+            "optimizer on the device");
+  if (m.stage == 3 && p.counts[kParams] != p.shardNumel)
+    invalid("stage-3 params shard of '" + p.name + "' is not " +
+            manifest::Partition::shardNumelKey);
+}
+
+/// Each parameter inside its partition, whose starts it records.
+void placeParams(Manifest &m) {
   for (const ParamInfo &p : m.params) {
     if (p.partition < 0 || p.partition >= int32_t(m.partitions.size()))
       invalid("parameter '" + p.name + "' is in no partition");
@@ -682,6 +670,10 @@ Manifest Manifest::parse(const std::string &text) {
   }
   for (PartitionInfo &part : m.partitions)
     std::sort(part.paramStarts.begin(), part.paramStarts.end());
+}
+
+/// The memory timeline and the inputs against the step arena.
+void checkStepPlan(const Manifest &m) {
   using manifest::MemoryTimeline;
   const std::string timeline = manifest::Program::memoryTimelineKey;
   size_t ops = m.plannedLiveBytes.size();
@@ -703,6 +695,58 @@ Manifest Manifest::parse(const std::string &text) {
     if (in.offset < 0 ||
         in.offset + in.numel() * in.elementBytes() > m.arenaBytes)
       invalid("an input lies outside the step arena");
+}
+
+} // namespace
+
+Manifest Manifest::parse(const std::string &text) {
+  Manifest m;
+  manifest::Program w;
+  json j;
+  try {
+    j = json::parse(text);
+    // The version first: another version's manifest may lack keys.
+    if (!j.is_object())
+      mistyped("", "an object", j);
+    readField(j, "", manifest::Program::versionKey, Presence::Required,
+              w.version);
+    if (w.version != ZRT_PROGRAM_VERSION)
+      invalid("program version " + std::to_string(w.version) +
+              ", this runtime implements version " +
+              std::to_string(ZRT_PROGRAM_VERSION) +
+              " (recompile with a matching zero-compile)");
+    read(j, "", w);
+  } catch (const json::exception &e) {
+    invalid(e.what());
+  }
+  m.version = w.version;
+  m.stage = w.stage;
+  m.worldSize = w.worldSize;
+  m.accumulationSteps = w.accumulationSteps;
+  m.globalBatch = w.globalBatch;
+  readTraining(w, j, m);
+  if (w.hfModel)
+    m.hfModel = checkedHfModel(*w.hfModel, w.params);
+
+  m.hashText = *w.hash;
+  size_t used = 0;
+  try {
+    m.hash = std::stoull(m.hashText, &used, 16);
+  } catch (const std::logic_error &e) {
+    invalid(std::string("malformed number: ") + e.what());
+  }
+  if (used != m.hashText.size())
+    invalid("malformed hash '" + m.hashText + "'");
+
+  readLayout(w, m);
+  checkTopology(m);
+  checkSwapFiles(m);
+  for (const PartitionInfo &p : m.partitions)
+    checkPartition(m, p);
+  if (w.peft)
+    m.peft = checkedPeft(*w.peft, m.params);
+  placeParams(m);
+  checkStepPlan(m);
   return m;
 }
 
