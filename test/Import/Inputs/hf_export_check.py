@@ -57,7 +57,8 @@ def main():
             sys.exit("%s: RMS difference %.3g from PyTorch's > %g" % (
                 k, rms, bound))
     print("from_pretrained: %d tensors (%s), each within %g RMS of "
-          "PyTorch's" % (len(ref), model.config.dtype, args.rms))
+          "PyTorch's%s" % (len(ref), model.config.dtype, args.rms, "".join(
+              " (%s: %s)" % (r, b) for r, b in args.loose)))
     print("worst RMS difference %.2g (%s)" % (worst, name))
 
 
