@@ -96,6 +96,15 @@ private:
   Value ctxPtr(bool persistent, int64_t offset);
 
   LogicalResult lowerOp(Operation *op);
+  /// `ptr(v)`, or null where it failed (with a diagnostic).
+  Value ptrOrNull(Value v);
+  // The ZeRO ops by family; each takes only the ops lowerOp gives it.
+  LogicalResult lowerGrad(GradOp g);
+  LogicalResult lowerLossOp(Operation *op);
+  LogicalResult lowerReduction(Operation *op);
+  LogicalResult lowerGather(Operation *op);
+  LogicalResult lowerOptimizerOp(Operation *op);
+  LogicalResult lowerTransfer(TransferOp o);
   /// The memory-tracing calls around op `index` of the step: its position
   /// and the step-arena bytes that become live before it runs (`before`) or
   /// dead after it.
