@@ -28,6 +28,10 @@
 
 #include <string>
 
+namespace zrt::manifest {
+struct Program;
+} // namespace zrt::manifest
+
 namespace mlir::zero::lowering {
 
 inline RankedTensorType tensorType(Value v) {
@@ -139,6 +143,10 @@ private:
   /// The manifest's JSON text; fails (with a diagnostic) where the plan's
   /// communication cannot be counted.
   FailureOr<std::string> buildManifest();
+  // The parts of the manifest that read the lowering's layout.
+  void addInputs(zrt::manifest::Program &m);
+  void addParams(zrt::manifest::Program &m);
+  void addPartitions(zrt::manifest::Program &m);
   /// Emits the manifest as the global `zero_manifest` and the `zrt_program`
   /// descriptor `zero_program` that points to it and to the step's phases
   /// (`countLabels`: whether the step has a label count function).
