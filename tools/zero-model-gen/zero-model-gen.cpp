@@ -672,9 +672,16 @@ T pick(const cl::opt<T> &opt, U presetValue) {
   return opt.getNumOccurrences() ? opt.getValue() : static_cast<T>(presetValue);
 }
 
-/// Hugging Face's LlamaForCausalLM, with its state-dict names and [out, in]
-/// projection weights, so that exported files load into it unchanged.
-bool genLlama(raw_ostream &os) {
+/// A Llama's sizes: the preset's, overridden by the flags.
+struct LlamaShape {
+  int64_t B, T, C, H, KV, F, V, L;
+  double theta, eps;
+  bool tied;
+};
+
+/// The sizes of the Llama to generate, or none (with an error) where they do
+/// not make one.
+std::optional<LlamaShape> getLlamaShape() {
   const LlamaPreset &pr = llamaPresets[static_cast<int>(preset.getValue())];
   int64_t B = pick(batch, pr.batch), T = pick(seq, pr.seq);
   int64_t C = pick(hidden, pr.hidden), H = pick(heads, pr.heads);
@@ -693,34 +700,48 @@ bool genLlama(raw_ostream &os) {
     if (d.value <= 0) {
       WithColor::error() << d.flag << " must be positive, got " << d.value
                          << "\n";
-      return false;
+      return std::nullopt;
     }
   if (C % H != 0) {
     WithColor::error() << "--hidden " << C << " is not divisible by --heads "
                        << H << "\n";
-    return false;
+    return std::nullopt;
   }
   if (H % KV != 0) {
     WithColor::error() << "--kv-heads " << KV << " does not divide --heads "
                        << H << "\n";
-    return false;
+    return std::nullopt;
   }
   int64_t D = C / H;
   if (D % 2 != 0) {
     WithColor::error() << "the head dimension --hidden / --heads = " << C
                        << " / " << H << " = " << D
                        << " is odd; rope rotates pairs\n";
-    return false;
+    return std::nullopt;
   }
   if (!(theta > 0 && std::isfinite(theta))) {
     WithColor::error() << "--rope-theta must be positive, got " << theta
                        << "\n";
-    return false;
+    return std::nullopt;
   }
   if (!(eps > 0 && std::isfinite(eps))) {
     WithColor::error() << "--norm-eps must be positive, got " << eps << "\n";
-    return false;
+    return std::nullopt;
   }
+  return LlamaShape{B, T, C, H, KV, F, V, L, theta, eps, isTied};
+}
+
+/// Hugging Face's LlamaForCausalLM, with its state-dict names and [out, in]
+/// projection weights, so that exported files load into it unchanged.
+bool genLlama(raw_ostream &os) {
+  std::optional<LlamaShape> shape = getLlamaShape();
+  if (!shape)
+    return false;
+  int64_t B = shape->B, T = shape->T, C = shape->C, H = shape->H;
+  int64_t KV = shape->KV, F = shape->F, V = shape->V, L = shape->L;
+  double theta = shape->theta, eps = shape->eps;
+  bool isTied = shape->tied;
+  int64_t D = C / H;
   std::string lt = labelType.empty() ? "i32" : labelType.getValue();
   std::string f = "f32";
   Emitter e(os);

@@ -142,41 +142,34 @@ LogicalResult Lowering::lowerSecondaryGather(int32_t part, Value result,
   return success();
 }
 
-LogicalResult Lowering::lowerOp(Operation *op) {
-  loc = op->getLoc();
-  current = op;
-  if (isViewOp(op) || isa<FreeOp>(op))
+Value Lowering::ptrOrNull(Value v) {
+  FailureOr<Value> r = ptr(v);
+  return succeeded(r) ? *r : Value();
+}
+
+/// A gradient store into the persistent grads buffer (stages 0-1).
+LogicalResult Lowering::lowerGrad(GradOp g) {
+  if (s.getStage() >= 2 || s.isGradientInPlace(g))
     return success();
-  if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
-    return lowerCompute(kernel);
-  if (!isa<ZeroDialect>(op->getDialect()))
-    return op->emitOpError(
-        "has no runtime kernel model (RuntimeKernelOpInterface), so "
-        "convert-zero-to-runtime cannot lower it");
-  auto p = [&](Value v) -> Value {
-    FailureOr<Value> r = ptr(v);
-    return succeeded(r) ? *r : Value();
-  };
+  const ParamLocation *pl = s.lookupParam(g.getParam());
+  const PartitionBuffers *pb = s.lookupPartition(pl->partition.getSymName());
+  if (elemType(g.getGrad()) != pb->computeType)
+    return g.emitOpError("gradient element type differs from the "
+                         "partition's compute type");
+  Value src = ptrOrNull(g.getGrad());
+  if (!src)
+    return failure();
+  callVoid("zrt_ctx_store_grad",
+           {ctx, i32(partitionIndex(pl->partition)), i64(pl->offset), src,
+            i64(numel(g.getGrad()))});
+  return success();
+}
+
+/// The loss scale, the label count and share, and the loss returned.
+LogicalResult Lowering::lowerLossOp(Operation *op) {
   return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](GradOp g) -> LogicalResult {
-        if (s.getStage() >= 2 || s.isGradientInPlace(g))
-          return success();
-        const ParamLocation *pl = s.lookupParam(g.getParam());
-        const PartitionBuffers *pb =
-            s.lookupPartition(pl->partition.getSymName());
-        if (elemType(g.getGrad()) != pb->computeType)
-          return g.emitOpError("gradient element type differs from the "
-                               "partition's compute type");
-        Value src = p(g.getGrad());
-        if (!src)
-          return failure();
-        callVoid("zrt_ctx_store_grad",
-                 {ctx, i32(partitionIndex(pl->partition)), i64(pl->offset), src,
-                  i64(numel(g.getGrad()))});
-        return success();
-      })
       .Case([&](LossScaleOp o) -> LogicalResult {
-        Value out = p(o.getResult());
+        Value out = ptrOrNull(o.getResult());
         if (!out)
           return failure();
         callVoid("zrt_ctx_loss_scale", {ctx, out});
@@ -186,7 +179,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         // The label count function counts each micro batch's labels; the
         // first micro step sums the counts over the ranks.
         if (countingLabels) {
-          Value labels = p(o.getLabels());
+          Value labels = ptrOrNull(o.getLabels());
           if (!labels)
             return failure();
           callVoid("zrt_ctx_count_labels",
@@ -194,20 +187,32 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                     i64(numel(o.getLabels())), i64(o.getIgnoreIndex())});
           return success();
         }
-        Value out = p(o.getCount());
+        Value out = ptrOrNull(o.getCount());
         if (!out)
           return failure();
         callVoid("zrt_ctx_all_reduce_labels", {ctx, out});
         return success();
       })
       .Case([&](LabelShareOp o) -> LogicalResult {
-        Value out = p(o.getResult());
+        Value out = ptrOrNull(o.getResult());
         if (!out)
           return failure();
         callVoid("zrt_ctx_label_share",
                  {ctx, f64(o.getDivisor().convertToDouble()), out});
         return success();
       })
+      .Case([&](ReturnOp o) -> LogicalResult {
+        Value loss = ptrOrNull(o.getLoss());
+        if (!loss)
+          return failure();
+        callVoid("zrt_ctx_set_loss", {ctx, loss});
+        return success();
+      });
+}
+
+/// Gradient reductions and all-reduces.
+LogicalResult Lowering::lowerReduction(Operation *op) {
+  return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<ReduceScatterOp, ReduceOp>([&](auto o) -> LogicalResult {
         // In place (stage 1; with reduce-scatter=false too, since the owners
         // end up with the same sums) the runtime reduce-scatters the range of
@@ -241,14 +246,19 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (o.getKind() != ReduceKind::overflow_norm)
           return o.emitOpError("only the overflow_norm value form lowers to "
                                "the runtime");
-        Value in = p(o.getInput()), out = p(o.getResult());
+        Value in = ptrOrNull(o.getInput()), out = ptrOrNull(o.getResult());
         if (!in || !out)
           return failure();
         callVoid("zrt_ctx_all_reduce_stats", {ctx, in, out, i32(slot)});
         return success();
-      })
+      });
+}
+
+/// Parameter gathers and the hpZ secondary shards.
+LogicalResult Lowering::lowerGather(Operation *op) {
+  return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](StoreSecondaryOp o) -> LogicalResult {
-        Value full = p(o.getFull());
+        Value full = ptrOrNull(o.getFull());
         if (!full)
           return failure();
         callVoid("zrt_ctx_store_secondary",
@@ -275,13 +285,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return lowerStage3Gather(o, partitionIndex(o.getGroupAttr()),
                                  o.getShard(), o.getResult(),
                                  slotOf(o.getToken()));
-      })
-      .Case([&](WaitOp o) -> LogicalResult {
-        callVoid("zrt_ctx_wait", {ctx, i32(slotOf(o.getToken()))});
-        return success();
-      })
+      });
+}
+
+/// The overflow check, the loss scaler update and the Adam update.
+LogicalResult Lowering::lowerOptimizerOp(Operation *op) {
+  return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](CheckOverflowOp o) -> LogicalResult {
-        Value scale = p(o.getLossScale()), out = p(o.getResult());
+        Value scale = ptrOrNull(o.getLossScale()),
+              out = ptrOrNull(o.getResult());
         if (!scale || !out)
           return failure();
         for (auto [i, g] : llvm::enumerate(o.getGroups()))
@@ -292,7 +304,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](UpdateLossScaleOp o) -> LogicalResult {
-        Value stats = p(o.getStats());
+        Value stats = ptrOrNull(o.getStats());
         if (!stats)
           return failure();
         FailureOr<Value> skip = call("zrt_ctx_update_loss_scale", {ctx, stats});
@@ -302,7 +314,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](AdamOp o) -> LogicalResult {
-        Value stats = p(o.getStats()), scale = p(o.getLossScale());
+        Value stats = ptrOrNull(o.getStats()),
+              scale = ptrOrNull(o.getLossScale());
         auto skip = ptrCache.find(o.getSkip());
         if (!stats || !scale || skip == ptrCache.end())
           return o.emitOpError("needs its zero.update_loss_scale in the same "
@@ -311,7 +324,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             ctx,          i32(partitionIndex(o.getGroupAttr())), stats, scale,
             skip->second, f64(o.getDivisor().convertToDouble())};
         if (o.getNewParams()) {
-          Value out = p(o.getNewParams());
+          Value out = ptrOrNull(o.getNewParams());
           if (!out)
             return failure();
           args.push_back(out);
@@ -326,59 +339,80 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         }
         callVoid(o.getHost() ? "zrt_ctx_adam_host" : "zrt_ctx_adam", args);
         return success();
-      })
-      .Case([&](TransferOp o) -> LogicalResult {
-        // A parameter shard on NVMe: through its swap buffer, from or to
-        // the staged device buffer or a host buffer.
-        if (ParamSwapAttr swap = o.getSwapAttr()) {
-          Value ptr;
-          if (Value staged = o.getStagedValue()) {
-            ptr = p(staged);
-            if (!ptr)
-              return failure();
-          } else {
-            ptr = LLVM::ZeroOp::create(b, loc, ptrType());
-          }
-          bool toFile = o.getTarget() == BufferKind::params;
-          int32_t from = toFile && o.getSource()
-                             ? static_cast<int32_t>(*o.getSource())
-                             : -1;
-          callVoid("zrt_ctx_swap_params",
-                   {ctx, i32(partitionIndex(o.getGroupAttr())), ptr, i32(from),
-                    i32(toFile ? 1 : 0),
-                    i32(static_cast<int32_t>(swap.getBuffer())),
-                    i64(swap.getBufferBytes()), i32(slotOf(o.getToken()))});
-          return success();
-        }
-        if (Value staged = o.getStagedValue()) {
-          Value ptr = p(staged);
-          if (!ptr)
-            return failure();
-          callVoid("zrt_ctx_stage_params",
-                   {ctx, i32(partitionIndex(o.getGroupAttr())), ptr,
-                    i32(o.getInput() ? 1 : 0), i32(slotOf(o.getToken()))});
-          return success();
-        }
-        // Without a range, the whole layout: the rank's whole owned part.
-        const PartitionBuffers *part = s.lookupPartition(o.getGroupAttr());
-        if (!part)
-          return o.emitOpError("copies a partition the schedule lacks");
-        auto [begin, end] = o.getElementRange().value_or(
-            std::make_pair(int64_t(0), part->partition.getNumelValue()));
-        callVoid("zrt_ctx_transfer",
-                 {ctx, i32(partitionIndex(o.getGroupAttr())),
-                  i32(static_cast<int32_t>(*o.getSource())),
-                  i32(static_cast<int32_t>(*o.getTarget())), i64(begin),
-                  i64(end), i32(slotOf(o.getToken()))});
+      });
+}
+
+/// Copies between memories (optimizer and parameter offload).
+LogicalResult Lowering::lowerTransfer(TransferOp o) {
+  // A parameter shard on NVMe: through its swap buffer, from or to
+  // the staged device buffer or a host buffer.
+  if (ParamSwapAttr swap = o.getSwapAttr()) {
+    Value ptr;
+    if (Value staged = o.getStagedValue()) {
+      ptr = ptrOrNull(staged);
+      if (!ptr)
+        return failure();
+    } else {
+      ptr = LLVM::ZeroOp::create(b, loc, ptrType());
+    }
+    bool toFile = o.getTarget() == BufferKind::params;
+    int32_t from =
+        toFile && o.getSource() ? static_cast<int32_t>(*o.getSource()) : -1;
+    callVoid("zrt_ctx_swap_params",
+             {ctx, i32(partitionIndex(o.getGroupAttr())), ptr, i32(from),
+              i32(toFile ? 1 : 0), i32(static_cast<int32_t>(swap.getBuffer())),
+              i64(swap.getBufferBytes()), i32(slotOf(o.getToken()))});
+    return success();
+  }
+  if (Value staged = o.getStagedValue()) {
+    Value ptr = ptrOrNull(staged);
+    if (!ptr)
+      return failure();
+    callVoid("zrt_ctx_stage_params",
+             {ctx, i32(partitionIndex(o.getGroupAttr())), ptr,
+              i32(o.getInput() ? 1 : 0), i32(slotOf(o.getToken()))});
+    return success();
+  }
+  // Without a range, the whole layout: the rank's whole owned part.
+  const PartitionBuffers *part = s.lookupPartition(o.getGroupAttr());
+  if (!part)
+    return o.emitOpError("copies a partition the schedule lacks");
+  auto [begin, end] = o.getElementRange().value_or(
+      std::make_pair(int64_t(0), part->partition.getNumelValue()));
+  callVoid("zrt_ctx_transfer",
+           {ctx, i32(partitionIndex(o.getGroupAttr())),
+            i32(static_cast<int32_t>(*o.getSource())),
+            i32(static_cast<int32_t>(*o.getTarget())), i64(begin), i64(end),
+            i32(slotOf(o.getToken()))});
+  return success();
+}
+
+LogicalResult Lowering::lowerOp(Operation *op) {
+  loc = op->getLoc();
+  current = op;
+  if (isViewOp(op) || isa<FreeOp>(op))
+    return success();
+  if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
+    return lowerCompute(kernel);
+  if (!isa<ZeroDialect>(op->getDialect()))
+    return op->emitOpError(
+        "has no runtime kernel model (RuntimeKernelOpInterface), so "
+        "convert-zero-to-runtime cannot lower it");
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](GradOp o) { return lowerGrad(o); })
+      .Case<LossScaleOp, CountLabelsOp, LabelShareOp, ReturnOp>(
+          [&](Operation *o) { return lowerLossOp(o); })
+      .Case<ReduceScatterOp, ReduceOp, AllReduceOp>(
+          [&](Operation *o) { return lowerReduction(o); })
+      .Case<StoreSecondaryOp, AllGatherOp, PrefetchOp>(
+          [&](Operation *o) { return lowerGather(o); })
+      .Case([&](WaitOp o) -> LogicalResult {
+        callVoid("zrt_ctx_wait", {ctx, i32(slotOf(o.getToken()))});
         return success();
       })
-      .Case([&](ReturnOp o) -> LogicalResult {
-        Value loss = p(o.getLoss());
-        if (!loss)
-          return failure();
-        callVoid("zrt_ctx_set_loss", {ctx, loss});
-        return success();
-      })
+      .Case<CheckOverflowOp, UpdateLossScaleOp, AdamOp>(
+          [&](Operation *o) { return lowerOptimizerOp(o); })
+      .Case([&](TransferOp o) { return lowerTransfer(o); })
       .Default([&](Operation *op) {
         return op->emitOpError("has no lowering to the runtime");
       });

@@ -28,6 +28,10 @@
 
 #include <string>
 
+namespace zrt::manifest {
+struct Program;
+} // namespace zrt::manifest
+
 namespace mlir::zero::lowering {
 
 inline RankedTensorType tensorType(Value v) {
@@ -96,6 +100,15 @@ private:
   Value ctxPtr(bool persistent, int64_t offset);
 
   LogicalResult lowerOp(Operation *op);
+  /// `ptr(v)`, or null where it failed (with a diagnostic).
+  Value ptrOrNull(Value v);
+  // The ZeRO ops by family; each takes only the ops lowerOp gives it.
+  LogicalResult lowerGrad(GradOp g);
+  LogicalResult lowerLossOp(Operation *op);
+  LogicalResult lowerReduction(Operation *op);
+  LogicalResult lowerGather(Operation *op);
+  LogicalResult lowerOptimizerOp(Operation *op);
+  LogicalResult lowerTransfer(TransferOp o);
   /// The memory-tracing calls around op `index` of the step: its position
   /// and the step-arena bytes that become live before it runs (`before`) or
   /// dead after it.
@@ -130,6 +143,10 @@ private:
   /// The manifest's JSON text; fails (with a diagnostic) where the plan's
   /// communication cannot be counted.
   FailureOr<std::string> buildManifest();
+  // The parts of the manifest that read the lowering's layout.
+  void addInputs(zrt::manifest::Program &m);
+  void addParams(zrt::manifest::Program &m);
+  void addPartitions(zrt::manifest::Program &m);
   /// Emits the manifest as the global `zero_manifest` and the `zrt_program`
   /// descriptor `zero_program` that points to it and to the step's phases
   /// (`countLabels`: whether the step has a label count function).

@@ -184,9 +184,10 @@ static std::optional<manifest::CommBytes> getCommBytes(const CommPlan &comm,
   return bytes;
 }
 
-FailureOr<std::string> Lowering::buildManifest() {
+/// The step's settings: sizes, topology, precision, optimizer, labels and
+/// logging.
+static void addStepSettings(const StepSchedule &s, manifest::Program &m) {
   TrainStepOp step = s.getStep();
-  manifest::Program m;
   m.version = ZRT_PROGRAM_VERSION;
   m.stage = s.getStage();
   m.worldSize = s.getWorldSize();
@@ -224,42 +225,47 @@ FailureOr<std::string> Lowering::buildManifest() {
     m.logging.stepsPerPrint = logging.getStepsPerPrint();
     m.logging.wallClockBreakdown = logging.getWallClockBreakdown();
   }
-  if (auto module = step->getParentOfType<ModuleOp>()) {
-    if (HfModelAttr hf = step->getContext()
-                             ->getLoadedDialect<ZeroDialect>()
-                             ->getHfModelAttrHelper()
-                             .getAttr(module)) {
-      manifest::HfModel &out = m.hfModel.emplace();
-      out.config = hf.getConfig().str();
-      if (DictionaryAttr tied = hf.getTied())
-        for (NamedAttribute entry : tied)
-          out.tied.push_back(
-              {entry.getName().str(),
-               cast<StringAttr>(entry.getValue()).getValue().str()});
-    }
-    if (PeftAttr peft = step->getContext()
-                            ->getLoadedDialect<ZeroDialect>()
-                            ->getPeftAttrHelper()
-                            .getAttr(module)) {
-      manifest::Peft &out = m.peft.emplace();
-      out.config = peft.getConfig().str();
-      out.prefix = peft.getPrefix().str();
-      for (LoraAttr lora : peft.getLoras()) {
-        manifest::Lora &layer = out.layers.emplace_back();
-        layer.base = lora.getBase().str();
-        layer.a = lora.getA().str();
-        layer.b = lora.getB().str();
-        layer.scaling = lora.getScaling().convertToDouble();
-        layer.mergedKey = lora.getMergedKey().str();
-        layer.aName = lora.getAKey().str();
-        layer.bName = lora.getBKey().str();
-      }
+}
+
+/// The Hugging Face model and the PEFT adapters the module came from.
+static void addModelOrigin(TrainStepOp step, manifest::Program &m) {
+  auto module = step->getParentOfType<ModuleOp>();
+  if (!module)
+    return;
+  if (HfModelAttr hf = step->getContext()
+                           ->getLoadedDialect<ZeroDialect>()
+                           ->getHfModelAttrHelper()
+                           .getAttr(module)) {
+    manifest::HfModel &out = m.hfModel.emplace();
+    out.config = hf.getConfig().str();
+    if (DictionaryAttr tied = hf.getTied())
+      for (NamedAttribute entry : tied)
+        out.tied.push_back(
+            {entry.getName().str(),
+             cast<StringAttr>(entry.getValue()).getValue().str()});
+  }
+  if (PeftAttr peft = step->getContext()
+                          ->getLoadedDialect<ZeroDialect>()
+                          ->getPeftAttrHelper()
+                          .getAttr(module)) {
+    manifest::Peft &out = m.peft.emplace();
+    out.config = peft.getConfig().str();
+    out.prefix = peft.getPrefix().str();
+    for (LoraAttr lora : peft.getLoras()) {
+      manifest::Lora &layer = out.layers.emplace_back();
+      layer.base = lora.getBase().str();
+      layer.a = lora.getA().str();
+      layer.b = lora.getB().str();
+      layer.scaling = lora.getScaling().convertToDouble();
+      layer.mergedKey = lora.getMergedKey().str();
+      layer.aName = lora.getAKey().str();
+      layer.bName = lora.getBKey().str();
     }
   }
-  m.alignment =
-      static_cast<int64_t>(s.getPartitions().front().partition.getAlignment());
-  m.tokenSlots = static_cast<int64_t>(slots.size());
+}
 
+void Lowering::addInputs(manifest::Program &m) {
+  TrainStepOp step = s.getStep();
   for (BlockArgument arg : step.getBodyBlock().getArguments()) {
     manifest::Input &in = m.inputs.emplace_back();
     llvm::append_range(in.shape, tensorType(arg).getShape());
@@ -270,6 +276,9 @@ FailureOr<std::string> Lowering::buildManifest() {
     in.indexBound = getIndexBound(arg);
     in.ignoredIndex = getIgnoredIndex(arg);
   }
+}
+
+void Lowering::addParams(manifest::Program &m) {
   for (ParamOp p : module.getOps<ParamOp>()) {
     const ParamLocation *loc = s.lookupParam(p.getSymName());
     manifest::Param &param = m.params.emplace_back();
@@ -288,6 +297,9 @@ FailureOr<std::string> Lowering::buildManifest() {
     if (p.getFrozen())
       param.frozen = true;
   }
+}
+
+void Lowering::addPartitions(manifest::Program &m) {
   for (const PartitionBuffers &pb : s.getPartitions()) {
     PartitionOp p = pb.partition;
     manifest::Partition &part = m.partitions.emplace_back();
@@ -323,7 +335,12 @@ FailureOr<std::string> Lowering::buildManifest() {
     if (!nvme.empty())
       part.nvmeBuffers = std::move(nvme);
   }
+}
 
+/// The memory plan and, with a topology, the communication plan.
+static LogicalResult addPlan(const StepSchedule &s, const MemoryPlan &plan,
+                             manifest::Program &m) {
+  TrainStepOp step = s.getStep();
   // The plan over the step, for plotting the runtime's measured memory
   // (--trace) against it: live step-arena bytes and kernel scratch by op
   // index.
@@ -377,7 +394,12 @@ FailureOr<std::string> Lowering::buildManifest() {
       m.paramNvmePath = offload.getParamNvmePath().str();
     }
   }
+  return success();
+}
 
+/// The manifest's JSON text, with its hash.
+static FailureOr<std::string> writeManifest(TrainStepOp step,
+                                            manifest::Program &m) {
   // The hash covers the manifest and the schedule itself, so executables
   // compiled from different schedules refuse to run together.
   invalidString.reset();
@@ -400,4 +422,19 @@ FailureOr<std::string> Lowering::buildManifest() {
   llvm::raw_string_ostream mos(out);
   mos << llvm::json::Value(toJson(m));
   return out;
+}
+
+FailureOr<std::string> Lowering::buildManifest() {
+  manifest::Program m;
+  addStepSettings(s, m);
+  addModelOrigin(s.getStep(), m);
+  m.alignment =
+      static_cast<int64_t>(s.getPartitions().front().partition.getAlignment());
+  m.tokenSlots = static_cast<int64_t>(slots.size());
+  addInputs(m);
+  addParams(m);
+  addPartitions(m);
+  if (failed(addPlan(s, plan, m)))
+    return failure();
+  return writeManifest(s.getStep(), m);
 }

@@ -121,6 +121,10 @@ public:
 
 private:
   FailureOr<Work> getWork(Operation *op) const;
+  // The work of the ZeRO ops by family.
+  FailureOr<Work> getCollectiveWork(CollectiveOpInterface collective) const;
+  Work getTransferWork(TransferOpInterface transfer) const;
+  Work getAdamWork(AdamOp adam) const;
   static Work getKernelWork(RuntimeKernelOpInterface op);
   /// Element bytes of group `ref`'s compute type.
   int64_t getGroupElementBytes(SymbolRefAttr ref) const;
@@ -188,164 +192,131 @@ Work Simulator::getKernelWork(RuntimeKernelOpInterface op) {
   return w;
 }
 
-FailureOr<Work> Simulator::getWork(Operation *op) const {
-  if (isViewOp(op) ||
-      isa<FreeOp, WaitOp, ReturnOp, LossScaleOp, LabelShareOp>(op))
-    return Work();
-  if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
-    return getKernelWork(kernel);
-  if (!isa<ZeroDialect>(op->getDialect()))
-    return op->emitOpError(
-        "has no runtime kernel model (RuntimeKernelOpInterface), so the cost "
-        "model cannot time it");
-
-  if (auto collective = dyn_cast<CollectiveOpInterface>(op)) {
-    // The full array: a layout range or the tensor moved, in the elements
-    // the collective moves.
-    double bytes;
-    int64_t eb = schedule.getCollectiveElementBytes(collective);
-    if (std::optional<std::pair<int64_t, int64_t>> range =
-            collective.getElementRange()) {
-      int64_t elements = range->second - range->first;
-      // Over the MiCS replicas: the rank's owned part of the range (the
-      // most any rank owns).
-      const PartitionBuffers *group =
-          schedule.lookupPartition(collective.getGroupAttr());
-      if (collective.getRankSetKind() == RankSetKind::replicas && group)
-        elements =
-            std::min(elements, std::min(group->partition.getShardNumel(),
-                                        group->partition.getNumelValue()));
-      bytes = double(elements) * eb;
-    } else if (Value moved = collective.getMovedValue())
-      bytes =
-          double(cast<RankedTensorType>(moved.getType()).getNumElements()) * eb;
-    else
-      return op->emitOpError("cost model: a collective without a range or "
-                             "a value");
-    zrt_rank_set set = schedule.getRankSet(collective, /*rank=*/0);
-    int64_t perNode = schedule.getMembersPerNode(set);
-    if (perNode == 0)
-      return op->emitOpError("cost model: its ")
-             << set.size << " ranks do not split evenly over nodes of "
-             << schedule.getNodeSize() << " ranks";
-    Work w;
-    if (collective.getQuantizationBits() &&
-        collective.getCollectiveKind() == CollectiveKind::reduce_scatter) {
-      // qgZ: each member's part travels as an INT4 chunk; its two
-      // all-to-alls send at each level what a two-level ring of those
-      // chunks sends (zrt_quantized_reduce_scatter_link_bytes). Quantizing
-      // the bucket, the node sums and the final sum stream through the
-      // staging, written and read once, and the sum is added to the shard.
-      auto [b, e] = *collective.getElementRange();
-      PartitionOp g =
-          schedule.lookupPartition(collective.getGroupAttr())->partition;
-      SmallVector<int64_t> parts = schedule.getOwnedParts(g, b, e);
-      FailureOr<StepSchedule::ReductionTemp> temp =
-          schedule.getReductionTemp(op);
-      if (failed(temp))
-        return op->emitOpError("cost model: its staging overflows int64");
-      w = Work::collective(
-          double(zrt_qgz_all_bytes(parts.data(), 0, set.size)), 1,
-          Work::ReduceScatter);
-      w.completionBytes =
-          bytes + 2.0 * double(temp->stagingBytes) + 3.0 * bytes / set.size;
-      w.members = set.size;
-      w.membersPerNode = perNode;
-      return w;
-    }
-    if (int32_t bits = collective.getQuantizationBits()) {
-      // qwZ: the members' quantized shards travel; quantizing this rank's
-      // shard and dequantizing the gathered buffer stream on completion.
-      PartitionOp g =
-          schedule.lookupPartition(collective.getGroupAttr())->partition;
-      double chunk = double(g.getQuantizedSlotBytes(bits));
-      double elems = getGroupElementBytes(collective.getGroupAttr());
-      double members = double(set.size);
-      w = Work::collective(members * chunk, 1, Work::AllGather);
-      w.completionBytes =
-          double(g.getShardNumel()) * elems + chunk + members * chunk + bytes;
-      w.members = set.size;
-      w.membersPerNode = perNode;
-      return w;
-    }
-    switch (collective.getCollectiveKind()) {
-    case CollectiveKind::all_gather:
-      w = Work::collective(bytes, 1, Work::AllGather);
-      break;
-    case CollectiveKind::all_reduce:
-      w = Work::collective(bytes, 2, Work::AllReduce);
-      break;
-    case CollectiveKind::reduce_scatter:
-    case CollectiveKind::reduce:
-      // A reduce to each owner moves what a reduce-scatter does. A bucket
-      // reduction of stages 2-3 ends with the add of this rank's sum into
-      // its gradient shard (read both, write one) once complete.
-      w = Work::collective(bytes, 1, Work::ReduceScatter);
-      if (schedule.getStage() >= 2)
-        w.completionBytes = 3.0 * bytes / double(set.size);
-      break;
-    }
+FailureOr<Work>
+Simulator::getCollectiveWork(CollectiveOpInterface collective) const {
+  Operation *op = collective.getOperation();
+  // The full array: a layout range or the tensor moved, in the elements
+  // the collective moves.
+  double bytes;
+  int64_t eb = schedule.getCollectiveElementBytes(collective);
+  if (std::optional<std::pair<int64_t, int64_t>> range =
+          collective.getElementRange()) {
+    int64_t elements = range->second - range->first;
+    // Over the MiCS replicas: the rank's owned part of the range (the
+    // most any rank owns).
+    const PartitionBuffers *group =
+        schedule.lookupPartition(collective.getGroupAttr());
+    if (collective.getRankSetKind() == RankSetKind::replicas && group)
+      elements = std::min(elements, std::min(group->partition.getShardNumel(),
+                                             group->partition.getNumelValue()));
+    bytes = double(elements) * eb;
+  } else if (Value moved = collective.getMovedValue())
+    bytes =
+        double(cast<RankedTensorType>(moved.getType()).getNumElements()) * eb;
+  else
+    return op->emitOpError("cost model: a collective without a range or "
+                           "a value");
+  zrt_rank_set set = schedule.getRankSet(collective, /*rank=*/0);
+  int64_t perNode = schedule.getMembersPerNode(set);
+  if (perNode == 0)
+    return op->emitOpError("cost model: its ")
+           << set.size << " ranks do not split evenly over nodes of "
+           << schedule.getNodeSize() << " ranks";
+  Work w;
+  if (collective.getQuantizationBits() &&
+      collective.getCollectiveKind() == CollectiveKind::reduce_scatter) {
+    // qgZ: each member's part travels as an INT4 chunk; its two
+    // all-to-alls send at each level what a two-level ring of those
+    // chunks sends (zrt_quantized_reduce_scatter_link_bytes). Quantizing
+    // the bucket, the node sums and the final sum stream through the
+    // staging, written and read once, and the sum is added to the shard.
+    auto [b, e] = *collective.getElementRange();
+    PartitionOp g =
+        schedule.lookupPartition(collective.getGroupAttr())->partition;
+    SmallVector<int64_t> parts = schedule.getOwnedParts(g, b, e);
+    FailureOr<StepSchedule::ReductionTemp> temp = schedule.getReductionTemp(op);
+    if (failed(temp))
+      return op->emitOpError("cost model: its staging overflows int64");
+    w = Work::collective(double(zrt_qgz_all_bytes(parts.data(), 0, set.size)),
+                         1, Work::ReduceScatter);
+    w.completionBytes =
+        bytes + 2.0 * double(temp->stagingBytes) + 3.0 * bytes / set.size;
     w.members = set.size;
     w.membersPerNode = perNode;
     return w;
   }
-
-  if (auto grad = dyn_cast<GradOp>(op)) {
-    // Stages 2-3: a marker. Stages 0-1: added into the persistent `grads`
-    // slot unless computed there directly.
-    if (schedule.getStage() >= 2 || schedule.isGradientInPlace(grad))
-      return Work();
-    double g = valueBytes(grad.getGrad());
-    return Work::kernel(schedule.getAccumulationSteps() > 1 ? 3 * g : 2 * g);
-  }
-  if (auto check = dyn_cast<CheckOverflowOp>(op)) {
-    // One read-only pass over the owned gradients.
-    double bytes = 0;
-    for (Attribute g : check.getGroups()) {
-      auto ref = cast<SymbolRefAttr>(g);
-      bytes += getOwnedElements(ref) * getGroupElementBytes(ref);
-    }
-    return Work::kernel(bytes);
-  }
-  if (auto transfer = dyn_cast<TransferOpInterface>(op)) {
-    // The rank's owned elements of the source buffer; of a range, the
-    // ranks' mean share of it (a range within one shard is copied by its
-    // owner alone, but every rank copies as many elements over the step).
-    const PartitionBuffers *p =
-        schedule.lookupPartition(transfer.getGroupAttr());
-    std::optional<BufferKind> from = transfer.getSourceBuffer();
-    int64_t eb = from == BufferKind::master
-                     ? 4
-                     : getGroupElementBytes(transfer.getGroupAttr());
-    // A staged parameter shard is fetched whole (the all-gather sends all
-    // of it); the new parameters go back as the owned elements.
-    Work w;
-    if (transfer.getStagedValue() && from == BufferKind::params) {
-      w = Work::transfer(getTensorBytes(transfer.getStagedValue().getType()));
-    } else {
-      double elements = p ? p->getOptimizerNumel() : 0;
-      if (std::optional<std::pair<int64_t, int64_t>> range =
-              transfer.getElementRange())
-        elements = double(range->second - range->first) / double(n);
-      w = Work::transfer(elements * double(eb));
-    }
-    // A parameter shard on NVMe: the whole shard's blocks are read from or
-    // written to the swap file, through a host swap buffer; from host
-    // memory (a host Adam's result) the copy into that buffer is a memcpy.
-    if (transfer.getSwapAttr() && p) {
-      double blocks = double(llvm::alignTo(
-          p->bytes[static_cast<unsigned>(BufferKind::params)], kNvmeAlignment));
-      (from == BufferKind::params ? w.nvmeRead : w.nvmeWrite) = blocks;
-      w.hostCopy = from && p->getMemory(*from) == MemoryKind::host;
-    }
+  if (int32_t bits = collective.getQuantizationBits()) {
+    // qwZ: the members' quantized shards travel; quantizing this rank's
+    // shard and dequantizing the gathered buffer stream on completion.
+    PartitionOp g =
+        schedule.lookupPartition(collective.getGroupAttr())->partition;
+    double chunk = double(g.getQuantizedSlotBytes(bits));
+    double elems = getGroupElementBytes(collective.getGroupAttr());
+    double members = double(set.size);
+    w = Work::collective(members * chunk, 1, Work::AllGather);
+    w.completionBytes =
+        double(g.getShardNumel()) * elems + chunk + members * chunk + bytes;
+    w.members = set.size;
+    w.membersPerNode = perNode;
     return w;
   }
-  if (auto store = dyn_cast<StoreSecondaryOp>(op)) {
-    // A copy of this rank's hpZ slice: read and write it.
-    return Work::kernel(2.0 * valueBytes(store.getFull()) /
-                        double(schedule.getHpzPartitionSize()));
+  switch (collective.getCollectiveKind()) {
+  case CollectiveKind::all_gather:
+    w = Work::collective(bytes, 1, Work::AllGather);
+    break;
+  case CollectiveKind::all_reduce:
+    w = Work::collective(bytes, 2, Work::AllReduce);
+    break;
+  case CollectiveKind::reduce_scatter:
+  case CollectiveKind::reduce:
+    // A reduce to each owner moves what a reduce-scatter does. A bucket
+    // reduction of stages 2-3 ends with the add of this rank's sum into
+    // its gradient shard (read both, write one) once complete.
+    w = Work::collective(bytes, 1, Work::ReduceScatter);
+    if (schedule.getStage() >= 2)
+      w.completionBytes = 3.0 * bytes / double(set.size);
+    break;
   }
-  if (auto adam = dyn_cast<AdamOp>(op); adam && adam.getHost()) {
+  w.members = set.size;
+  w.membersPerNode = perNode;
+  return w;
+}
+
+Work Simulator::getTransferWork(TransferOpInterface transfer) const {
+  // The rank's owned elements of the source buffer; of a range, the
+  // ranks' mean share of it (a range within one shard is copied by its
+  // owner alone, but every rank copies as many elements over the step).
+  const PartitionBuffers *p = schedule.lookupPartition(transfer.getGroupAttr());
+  std::optional<BufferKind> from = transfer.getSourceBuffer();
+  int64_t eb = from == BufferKind::master
+                   ? 4
+                   : getGroupElementBytes(transfer.getGroupAttr());
+  // A staged parameter shard is fetched whole (the all-gather sends all
+  // of it); the new parameters go back as the owned elements.
+  Work w;
+  if (transfer.getStagedValue() && from == BufferKind::params) {
+    w = Work::transfer(getTensorBytes(transfer.getStagedValue().getType()));
+  } else {
+    double elements = p ? p->getOptimizerNumel() : 0;
+    if (std::optional<std::pair<int64_t, int64_t>> range =
+            transfer.getElementRange())
+      elements = double(range->second - range->first) / double(n);
+    w = Work::transfer(elements * double(eb));
+  }
+  // A parameter shard on NVMe: the whole shard's blocks are read from or
+  // written to the swap file, through a host swap buffer; from host
+  // memory (a host Adam's result) the copy into that buffer is a memcpy.
+  if (transfer.getSwapAttr() && p) {
+    double blocks = double(llvm::alignTo(
+        p->bytes[static_cast<unsigned>(BufferKind::params)], kNvmeAlignment));
+    (from == BufferKind::params ? w.nvmeRead : w.nvmeWrite) = blocks;
+    w.hostCopy = from && p->getMemory(*from) == MemoryKind::host;
+  }
+  return w;
+}
+
+Work Simulator::getAdamWork(AdamOp adam) const {
+  if (adam.getHost()) {
     // The CPU Adam streams the host masters, moments (24 B), the host
     // gradient copy and the 16-bit parameter copy it writes; the device
     // gradients are cleared by a device kernel, which this neglects.
@@ -371,18 +342,57 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     }
     return w;
   }
-  if (auto adam = dyn_cast<AdamOp>(op)) {
-    // Read and write the fp32 master, m and v (24 B) and read the gradient
-    // in the compute type; a 16-bit parameter copy is written too (28 B/param
-    // at 16 bits), while fp32 parameters are the masters themselves (28 B).
-    // The runtime then zeroes the rank's gradient buffer for the next step.
-    SymbolRefAttr group = adam.getGroupAttr();
-    int64_t c = getGroupElementBytes(group);
-    const PartitionBuffers *p = schedule.lookupPartition(group);
-    double grads = p ? p->numel[static_cast<unsigned>(BufferKind::grads)] : 0;
-    int64_t copy = p && p->areParamsMasters() ? 0 : c;
-    return Work::kernel(getOwnedElements(group) * (24 + c + copy) + grads * c);
+  // Read and write the fp32 master, m and v (24 B) and read the gradient
+  // in the compute type; a 16-bit parameter copy is written too (28 B/param
+  // at 16 bits), while fp32 parameters are the masters themselves (28 B).
+  // The runtime then zeroes the rank's gradient buffer for the next step.
+  SymbolRefAttr group = adam.getGroupAttr();
+  int64_t c = getGroupElementBytes(group);
+  const PartitionBuffers *p = schedule.lookupPartition(group);
+  double grads = p ? p->numel[static_cast<unsigned>(BufferKind::grads)] : 0;
+  int64_t copy = p && p->areParamsMasters() ? 0 : c;
+  return Work::kernel(getOwnedElements(group) * (24 + c + copy) + grads * c);
+}
+
+FailureOr<Work> Simulator::getWork(Operation *op) const {
+  if (isViewOp(op) ||
+      isa<FreeOp, WaitOp, ReturnOp, LossScaleOp, LabelShareOp>(op))
+    return Work();
+  if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
+    return getKernelWork(kernel);
+  if (!isa<ZeroDialect>(op->getDialect()))
+    return op->emitOpError(
+        "has no runtime kernel model (RuntimeKernelOpInterface), so the cost "
+        "model cannot time it");
+
+  if (auto collective = dyn_cast<CollectiveOpInterface>(op))
+    return getCollectiveWork(collective);
+  if (auto grad = dyn_cast<GradOp>(op)) {
+    // Stages 2-3: a marker. Stages 0-1: added into the persistent `grads`
+    // slot unless computed there directly.
+    if (schedule.getStage() >= 2 || schedule.isGradientInPlace(grad))
+      return Work();
+    double g = valueBytes(grad.getGrad());
+    return Work::kernel(schedule.getAccumulationSteps() > 1 ? 3 * g : 2 * g);
   }
+  if (auto check = dyn_cast<CheckOverflowOp>(op)) {
+    // One read-only pass over the owned gradients.
+    double bytes = 0;
+    for (Attribute g : check.getGroups()) {
+      auto ref = cast<SymbolRefAttr>(g);
+      bytes += getOwnedElements(ref) * getGroupElementBytes(ref);
+    }
+    return Work::kernel(bytes);
+  }
+  if (auto transfer = dyn_cast<TransferOpInterface>(op))
+    return getTransferWork(transfer);
+  if (auto store = dyn_cast<StoreSecondaryOp>(op)) {
+    // A copy of this rank's hpZ slice: read and write it.
+    return Work::kernel(2.0 * valueBytes(store.getFull()) /
+                        double(schedule.getHpzPartitionSize()));
+  }
+  if (auto adam = dyn_cast<AdamOp>(op))
+    return getAdamWork(adam);
   // zero.update_loss_scale and other zero ops: memory-bound;
   // an op without tensors is host-side scalar work.
   double bytes = sumBytes(op->getOperands()) + sumBytes(op->getResults());

@@ -124,13 +124,57 @@ private:
   int64_t highWater = 0;
 };
 
-struct Planner {
-  Planner(const StepSchedule &schedule) : schedule(schedule) {}
+/// Sizes are int64 bytes; a plan that does not fit is an error, not a
+/// wrapped-around offset.
+constexpr int64_t kMaxBytes =
+    std::numeric_limits<int64_t>::max() - kArenaAlignment;
 
-  LogicalResult run(MemoryPlan &plan);
+/// Plans one step, in the order of `run`: the persistent arenas and swap
+/// buffers, the live ranges of the step's values, their buffers, the kernel
+/// scratch, then the simulation of the arena.
+class Planner {
+public:
+  Planner(const StepSchedule &schedule, MemoryPlan &plan)
+      : schedule(schedule), plan(plan), step(schedule.getStep()),
+        body(step.getBodyBlock()) {}
+
+  LogicalResult run();
+
+private:
+  InFlightDiagnostic tooLarge(StringRef what);
+  LogicalResult planPersistent();
+  template <typename OpRange>
+  LogicalResult reserveSwap(OpRange ops, StringRef what, int64_t &at,
+                            int64_t &size);
+  LogicalResult planSwapBuffers();
+  void indexOps();
+  void collectExtraUses();
+  void collectLastUses();
+  bool isInPlaceGrad(Value v) const;
+  void addBuffer(ArenaBuffer b, int64_t start, Value value);
+  void addResultBuffers(Operation &op, int64_t i);
+  LogicalResult addTempBuffer(Operation &op, int64_t i);
+  LogicalResult planBuffers();
+  LogicalResult planScratch();
+  void simulate();
 
   const StepSchedule &schedule;
+  MemoryPlan &plan;
+  TrainStepOp step;
+  Block &body;
   DenseMap<Operation *, int64_t> index;
+  int64_t numOps = 0;
+  /// End of the host arena so far (the persistent host buffers, then the
+  /// swap buffers).
+  int64_t hostOffset = 0;
+  /// Extra uses: an asynchronous reduction reads its sources until its wait.
+  DenseMap<Value, int64_t> extraUse;
+  /// The last op index at which each allocated value (through its views) is
+  /// used, and its partial and whole frees.
+  DenseMap<Value, int64_t> lastUse;
+  DenseMap<Value, SmallVector<std::pair<FreeOp, int64_t>>> frees;
+  /// Buffers starting at each op index; slot 0 holds the inputs.
+  std::vector<SmallVector<unsigned, 2>> startsAt;
 };
 
 } // namespace
@@ -167,24 +211,17 @@ static Operation *getWait(Value token) {
   return nullptr;
 }
 
-LogicalResult Planner::run(MemoryPlan &plan) {
-  TrainStepOp step = schedule.getStep();
-  Block &body = step.getBodyBlock();
-  // Sizes are int64 bytes; a plan that does not fit is an error, not a
-  // wrapped-around offset.
-  constexpr int64_t kMaxBytes =
-      std::numeric_limits<int64_t>::max() - kArenaAlignment;
-  auto tooLarge = [&](StringRef what) {
-    return step.emitOpError("memory plan: the bytes of ")
-           << what << " overflow int64";
-  };
+InFlightDiagnostic Planner::tooLarge(StringRef what) {
+  return step.emitOpError("memory plan: the bytes of ")
+         << what << " overflow int64";
+}
 
-  // Persistent arenas: the device one, the pinned host one of an offloaded
-  // optimizer, and the swap file of one on NVMe, whose buffers start and
-  // end at 4096-byte boundaries for O_DIRECT (the padding is part of the
-  // file).
-  // Parameter shards on NVMe have a swap file of their own.
-  int64_t offset = 0, hostOffset = 0, nvmeOffset = 0, paramNvmeOffset = 0;
+/// Persistent arenas: the device one, the pinned host one of an offloaded
+/// optimizer, and the swap file of one on NVMe, whose buffers start and end
+/// at 4096-byte boundaries for O_DIRECT (the padding is part of the file).
+/// Parameter shards on NVMe have a swap file of their own.
+LogicalResult Planner::planPersistent() {
+  int64_t offset = 0, nvmeOffset = 0, paramNvmeOffset = 0;
   auto alignment = [](MemoryKind memory) {
     return memory == MemoryKind::nvme ? kNvmeAlignment : kArenaAlignment;
   };
@@ -211,28 +248,34 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   plan.persistentBytes = alignTo64(offset);
   plan.nvmeBytes = llvm::alignTo(nvmeOffset, kNvmeAlignment);
   plan.paramNvmeBytes = llvm::alignTo(paramNvmeOffset, kNvmeAlignment);
-  // Swap buffers in the host arena, each region after the host buffers at a
-  // 4096-byte boundary (the arena itself is page-aligned): the largest
-  // `buffers * buffer_bytes` over the ops in `ops` whose swap attribute is
-  // set (they share the region), or none.
-  auto reserveSwap = [&](auto ops, StringRef what, int64_t &at,
-                         int64_t &size) -> LogicalResult {
-    for (auto op : ops)
-      if (auto swap = op.getSwapAttr()) {
-        int64_t bytes;
-        if (__builtin_mul_overflow(swap.getBufferBytes(), swap.getBuffers(),
-                                   &bytes) ||
-            bytes > kMaxBytes)
-          return tooLarge(what);
-        size = std::max(size, bytes);
-      }
-    if (size == 0)
-      return success();
-    at = llvm::alignTo(hostOffset, kNvmeAlignment);
-    if (__builtin_add_overflow(at, size, &hostOffset) || hostOffset > kMaxBytes)
-      return tooLarge("the host arena");
+  return success();
+}
+
+/// Swap buffers in the host arena, each region after the host buffers at a
+/// 4096-byte boundary (the arena itself is page-aligned): the largest
+/// `buffers * buffer_bytes` over the ops in `ops` whose swap attribute is set
+/// (they share the region), or none.
+template <typename OpRange>
+LogicalResult Planner::reserveSwap(OpRange ops, StringRef what, int64_t &at,
+                                   int64_t &size) {
+  for (auto op : ops)
+    if (auto swap = op.getSwapAttr()) {
+      int64_t bytes;
+      if (__builtin_mul_overflow(swap.getBufferBytes(), swap.getBuffers(),
+                                 &bytes) ||
+          bytes > kMaxBytes)
+        return tooLarge(what);
+      size = std::max(size, bytes);
+    }
+  if (size == 0)
     return success();
-  };
+  at = llvm::alignTo(hostOffset, kNvmeAlignment);
+  if (__builtin_add_overflow(at, size, &hostOffset) || hostOffset > kMaxBytes)
+    return tooLarge("the host arena");
+  return success();
+}
+
+LogicalResult Planner::planSwapBuffers() {
   // The host Adams stream the NVMe states through theirs, one after
   // another.
   if (failed(reserveSwap(step.getOps<AdamOp>(), "the swap buffers",
@@ -258,18 +301,21 @@ LogicalResult Planner::run(MemoryPlan &plan) {
                              &plan.nvmeBytes))
     return tooLarge("the swap files");
   plan.hostBytes = alignTo64(hostOffset);
+  return success();
+}
 
+void Planner::indexOps() {
   for (Operation &op : body) {
     index[&op] = plan.ops.size();
     plan.ops.push_back(&op);
   }
-  int64_t numOps = plan.ops.size();
+  numOps = plan.ops.size();
   if (Operation *lossDef = step.getLoss().getDefiningOp())
     if (lossDef->getBlock() == &body)
       plan.backwardStart = index[lossDef] + 1;
+}
 
-  // Extra uses: an asynchronous reduction reads its sources until its wait.
-  DenseMap<Value, int64_t> extraUse;
+void Planner::collectExtraUses() {
   for (Operation &op : body) {
     Value token;
     ValueRange sources;
@@ -301,11 +347,9 @@ LogicalResult Planner::run(MemoryPlan &plan) {
         extraUse[getViewRoot(s)] =
             std::max(extraUse.lookup(getViewRoot(s)), index[wait]);
   }
+}
 
-  // The last op index at which each allocated value (through its views) is
-  // used, and its partial and whole frees.
-  DenseMap<Value, int64_t> lastUse;
-  DenseMap<Value, SmallVector<std::pair<FreeOp, int64_t>>> frees;
+void Planner::collectLastUses() {
   for (Operation &op : body) {
     int64_t i = index[&op];
     if (auto f = dyn_cast<FreeOp>(op)) {
@@ -320,76 +364,147 @@ LogicalResult Planner::run(MemoryPlan &plan) {
         lastUse[root] = std::max(lastUse.lookup(root), i);
     }
   }
+}
 
-  auto inPlaceGrad = [&](Value v) {
-    for (Operation *user : v.getUsers())
-      if (auto g = dyn_cast<GradOp>(user))
-        if (schedule.isGradientInPlace(g))
-          return true;
-    return false;
-  };
+bool Planner::isInPlaceGrad(Value v) const {
+  for (Operation *user : v.getUsers())
+    if (auto g = dyn_cast<GradOp>(user))
+      if (schedule.isGradientInPlace(g))
+        return true;
+  return false;
+}
 
-  // Buffers starting at each op index; slot 0 holds the inputs.
-  std::vector<SmallVector<unsigned, 2>> startsAt(numOps + 1);
-  auto addBuffer = [&](ArenaBuffer b, int64_t start, Value value) {
-    // Pieces: slices freed by zero.free end there; the rest at the last use.
-    int64_t end = start;
-    if (value) {
-      end = std::max(end, lastUse.lookup(value));
-      end = std::max(end, extraUse.lookup(value));
-    }
-    int64_t elemBytes = 1;
-    if (value)
-      elemBytes = getElementBytes(
-          cast<RankedTensorType>(value.getType()).getElementType());
-    // [begin, end) in bytes, disjoint and non-empty: a slice is freed once.
-    std::map<int64_t, int64_t> freed;
-    auto it = value ? frees.find(value) : frees.end();
-    if (it != frees.end()) {
-      for (auto [f, at] : it->second) {
-        int64_t fb = 0, fe = b.bytes;
-        if (f.getOffset()) {
-          fb = static_cast<int64_t>(*f.getOffset()) * elemBytes;
-          fe = fb + static_cast<int64_t>(*f.getSize()) * elemBytes;
-        }
-        // Slices already freed are skipped (the verifier rejects double
-        // frees); the remainder of this range ends here.
-        auto o = freed.upper_bound(fb);
-        if (o != freed.begin() && std::prev(o)->second > fb)
-          --o;
-        if (fb == fe) {
-          // An empty buffer's free: one empty piece.
-          b.pieces.push_back({fb, 0, start, at});
-          continue;
-        }
-        SmallVector<std::pair<int64_t, int64_t>> rest;
-        int64_t cursor = fb;
-        for (; o != freed.end() && o->first < fe; ++o) {
-          if (o->first > cursor)
-            rest.push_back({cursor, o->first});
-          cursor = std::max(cursor, o->second);
-        }
-        if (cursor < fe)
-          rest.push_back({cursor, fe});
-        for (auto [rb, re] : rest) {
-          b.pieces.push_back({rb, re - rb, start, at});
-          freed[rb] = re;
-        }
+void Planner::addBuffer(ArenaBuffer b, int64_t start, Value value) {
+  // Pieces: slices freed by zero.free end there; the rest at the last use.
+  int64_t end = start;
+  if (value) {
+    end = std::max(end, lastUse.lookup(value));
+    end = std::max(end, extraUse.lookup(value));
+  }
+  int64_t elemBytes = 1;
+  if (value)
+    elemBytes = getElementBytes(
+        cast<RankedTensorType>(value.getType()).getElementType());
+  // [begin, end) in bytes, disjoint and non-empty: a slice is freed once.
+  std::map<int64_t, int64_t> freed;
+  auto it = value ? frees.find(value) : frees.end();
+  if (it != frees.end()) {
+    for (auto [f, at] : it->second) {
+      int64_t fb = 0, fe = b.bytes;
+      if (f.getOffset()) {
+        fb = static_cast<int64_t>(*f.getOffset()) * elemBytes;
+        fe = fb + static_cast<int64_t>(*f.getSize()) * elemBytes;
+      }
+      // Slices already freed are skipped (the verifier rejects double
+      // frees); the remainder of this range ends here.
+      auto o = freed.upper_bound(fb);
+      if (o != freed.begin() && std::prev(o)->second > fb)
+        --o;
+      if (fb == fe) {
+        // An empty buffer's free: one empty piece.
+        b.pieces.push_back({fb, 0, start, at});
+        continue;
+      }
+      SmallVector<std::pair<int64_t, int64_t>> rest;
+      int64_t cursor = fb;
+      for (; o != freed.end() && o->first < fe; ++o) {
+        if (o->first > cursor)
+          rest.push_back({cursor, o->first});
+        cursor = std::max(cursor, o->second);
+      }
+      if (cursor < fe)
+        rest.push_back({cursor, fe});
+      for (auto [rb, re] : rest) {
+        b.pieces.push_back({rb, re - rb, start, at});
+        freed[rb] = re;
       }
     }
-    // What was never freed explicitly ends at the last use.
-    int64_t cursor = 0;
-    for (auto [fb, fe] : freed) {
-      if (fb > cursor)
-        b.pieces.push_back({cursor, fb - cursor, start, end});
-      cursor = std::max(cursor, fe);
-    }
-    if (cursor < b.bytes)
-      b.pieces.push_back({cursor, b.bytes - cursor, start, end});
-    plan.buffers.push_back(std::move(b));
-    startsAt[start + 1].push_back(plan.buffers.size() - 1);
-  };
+  }
+  // What was never freed explicitly ends at the last use.
+  int64_t cursor = 0;
+  for (auto [fb, fe] : freed) {
+    if (fb > cursor)
+      b.pieces.push_back({cursor, fb - cursor, start, end});
+    cursor = std::max(cursor, fe);
+  }
+  if (cursor < b.bytes)
+    b.pieces.push_back({cursor, b.bytes - cursor, start, end});
+  plan.buffers.push_back(std::move(b));
+  startsAt[start + 1].push_back(plan.buffers.size() - 1);
+}
 
+void Planner::addResultBuffers(Operation &op, int64_t i) {
+  for (OpResult r : op.getResults()) {
+    if (!isa<RankedTensorType>(r.getType()) || isInPlaceGrad(r))
+      continue;
+    ArenaBuffer b;
+    b.op = &op;
+    b.resultIndex = r.getResultNumber();
+    b.bytes = getTensorBytes(r.getType());
+    // A staged parameter shard belongs to its gather; the device Adam's
+    // staged new parameters to the optimizer.
+    if (isa<AllGatherOp, PrefetchOp, TransferOp>(op))
+      b.category = MemoryCategory::GatherBuffers;
+    else if (isa<LossScaleOp, CheckOverflowOp, AllReduceOp, AdamOp>(op))
+      b.category = MemoryCategory::Optimizer;
+    else if (plan.backwardStart >= 0 && i >= plan.backwardStart)
+      b.category = MemoryCategory::Gradients;
+    else
+      b.category = MemoryCategory::Activations;
+    addBuffer(std::move(b), i, r);
+  }
+}
+
+LogicalResult Planner::addTempBuffer(Operation &op, int64_t i) {
+  // Bucket buffer of a source-form reduction, with a quantized
+  // reduce-scatter's staging after it: from the op to its wait.
+  int64_t bucketBytes = 0;
+  Value token;
+  bool fromSources = false;
+  if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
+    fromSources = !rs.getSources().empty();
+    token = rs.getToken();
+  } else if (auto r = dyn_cast<ReduceOp>(op)) {
+    fromSources = !r.getSources().empty();
+    token = r.getToken();
+  }
+  if (fromSources) {
+    FailureOr<StepSchedule::ReductionTemp> temp =
+        schedule.getReductionTemp(&op);
+    if (failed(temp))
+      return tooLarge("a bucket buffer");
+    bucketBytes = temp->getBytes();
+  }
+  // Staging buffer of a quantized gather: every member's quantized shard,
+  // from the op to its completion.
+  MemoryCategory tempCategory = MemoryCategory::ReduceBuckets;
+  if (auto coll = dyn_cast<CollectiveOpInterface>(op);
+      coll && coll.getQuantizationBits() && isa<AllGatherOp, PrefetchOp>(op)) {
+    PartitionOp g = schedule.lookupPartition(coll.getGroupAttr())->partition;
+    if (__builtin_mul_overflow(
+            schedule.getRankSet(coll, /*rank=*/0).size,
+            g.getQuantizedSlotBytes(coll.getQuantizationBits()), &bucketBytes))
+      return tooLarge("a quantized gather's staging buffer");
+    token = coll.getToken();
+    tempCategory = MemoryCategory::GatherBuffers;
+  }
+  if (bucketBytes) {
+    ArenaBuffer b;
+    b.op = &op;
+    b.category = tempCategory;
+    b.bytes = bucketBytes;
+    int64_t end = i;
+    if (Operation *wait = getWait(token))
+      end = index[wait];
+    b.pieces.push_back({0, bucketBytes, i, end});
+    plan.buffers.push_back(std::move(b));
+    startsAt[i + 1].push_back(plan.buffers.size() - 1);
+  }
+  return success();
+}
+
+LogicalResult Planner::planBuffers() {
+  startsAt.resize(numOps + 1);
   // Inputs of the step.
   for (BlockArgument arg : body.getArguments()) {
     ArenaBuffer b;
@@ -398,81 +513,21 @@ LogicalResult Planner::run(MemoryPlan &plan) {
     b.bytes = getTensorBytes(arg.getType());
     addBuffer(std::move(b), -1, arg);
   }
-
   for (Operation &op : body) {
     int64_t i = index[&op];
     if (isViewOp(&op))
       continue;
-    for (OpResult r : op.getResults()) {
-      if (!isa<RankedTensorType>(r.getType()) || inPlaceGrad(r))
-        continue;
-      ArenaBuffer b;
-      b.op = &op;
-      b.resultIndex = r.getResultNumber();
-      b.bytes = getTensorBytes(r.getType());
-      // A staged parameter shard belongs to its gather; the device Adam's
-      // staged new parameters to the optimizer.
-      if (isa<AllGatherOp, PrefetchOp, TransferOp>(op))
-        b.category = MemoryCategory::GatherBuffers;
-      else if (isa<LossScaleOp, CheckOverflowOp, AllReduceOp, AdamOp>(op))
-        b.category = MemoryCategory::Optimizer;
-      else if (plan.backwardStart >= 0 && i >= plan.backwardStart)
-        b.category = MemoryCategory::Gradients;
-      else
-        b.category = MemoryCategory::Activations;
-      addBuffer(std::move(b), i, r);
-    }
-    // Bucket buffer of a source-form reduction, with a quantized
-    // reduce-scatter's staging after it: from the op to its wait.
-    int64_t bucketBytes = 0;
-    Value token;
-    bool fromSources = false;
-    if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
-      fromSources = !rs.getSources().empty();
-      token = rs.getToken();
-    } else if (auto r = dyn_cast<ReduceOp>(op)) {
-      fromSources = !r.getSources().empty();
-      token = r.getToken();
-    }
-    if (fromSources) {
-      FailureOr<StepSchedule::ReductionTemp> temp =
-          schedule.getReductionTemp(&op);
-      if (failed(temp))
-        return tooLarge("a bucket buffer");
-      bucketBytes = temp->getBytes();
-    }
-    // Staging buffer of a quantized gather: every member's quantized shard,
-    // from the op to its completion.
-    MemoryCategory tempCategory = MemoryCategory::ReduceBuckets;
-    if (auto coll = dyn_cast<CollectiveOpInterface>(op);
-        coll && coll.getQuantizationBits() &&
-        isa<AllGatherOp, PrefetchOp>(op)) {
-      PartitionOp g = schedule.lookupPartition(coll.getGroupAttr())->partition;
-      if (__builtin_mul_overflow(
-              schedule.getRankSet(coll, /*rank=*/0).size,
-              g.getQuantizedSlotBytes(coll.getQuantizationBits()),
-              &bucketBytes))
-        return tooLarge("a quantized gather's staging buffer");
-      token = coll.getToken();
-      tempCategory = MemoryCategory::GatherBuffers;
-    }
-    if (bucketBytes) {
-      ArenaBuffer b;
-      b.op = &op;
-      b.category = tempCategory;
-      b.bytes = bucketBytes;
-      int64_t end = i;
-      if (Operation *wait = getWait(token))
-        end = index[wait];
-      b.pieces.push_back({0, bucketBytes, i, end});
-      plan.buffers.push_back(std::move(b));
-      startsAt[i + 1].push_back(plan.buffers.size() - 1);
-    }
+    addResultBuffers(op, i);
+    if (failed(addTempBuffer(op, i)))
+      return failure();
   }
+  return success();
+}
 
-  // Every offset, live sum and the peak below are at most the persistent
-  // bytes plus the aligned sizes of all buffers plus the kernel scratch: if
-  // that fits, nothing below overflows.
+/// Every offset, live sum and the peak below are at most the persistent
+/// bytes plus the aligned sizes of all buffers plus the kernel scratch: if
+/// that fits, nothing in the simulation overflows.
+LogicalResult Planner::planScratch() {
   plan.scratchByOp.assign(numOps, 0);
   for (auto [i, op] : llvm::enumerate(plan.ops)) {
     if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op)) {
@@ -491,9 +546,12 @@ LogicalResult Planner::run(MemoryPlan &plan) {
                 bound > kMaxBytes;
   if (overflow)
     return tooLarge("the step's buffers");
+  return success();
+}
 
-  // Simulate: at each op allocate what starts there, then release the pieces
-  // that end there.
+/// At each op, allocates what starts there, then releases the pieces that
+/// end there.
+void Planner::simulate() {
   std::vector<SmallVector<std::pair<unsigned, unsigned>, 2>> endsAt(numOps + 1);
   for (auto [bi, b] : llvm::enumerate(plan.buffers))
     for (auto [pi, piece] : llvm::enumerate(b.pieces))
@@ -524,14 +582,25 @@ LogicalResult Planner::run(MemoryPlan &plan) {
   }
   plan.arenaBytes = alignTo64(arena.getHighWater());
   plan.peakBytes = plan.persistentBytes + plan.arenaBytes + plan.scratchBytes;
+}
+
+LogicalResult Planner::run() {
+  if (failed(planPersistent()) || failed(planSwapBuffers()))
+    return failure();
+  indexOps();
+  collectExtraUses();
+  collectLastUses();
+  if (failed(planBuffers()) || failed(planScratch()))
+    return failure();
+  simulate();
   return success();
 }
 
 FailureOr<MemoryPlan>
 mlir::zero::computeMemoryPlan(const StepSchedule &schedule) {
   MemoryPlan plan;
-  Planner planner(schedule);
-  if (failed(planner.run(plan)))
+  Planner planner(schedule, plan);
+  if (failed(planner.run()))
     return failure();
   return plan;
 }

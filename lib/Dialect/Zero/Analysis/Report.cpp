@@ -475,7 +475,14 @@ static std::string bytesStr(int64_t b) {
   return s;
 }
 
-void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
+/// One row of the memory tables.
+static void printRow(llvm::raw_ostream &os, StringRef name, int64_t v) {
+  os << llvm::format("  %-35s %16lld  %12s\n", name.str().c_str(),
+                     static_cast<long long>(v), bytesStr(v).c_str());
+}
+
+/// The stage, ranks and parameter counts.
+static void printReportHeader(const StepReport &r, llvm::raw_ostream &os) {
   int64_t S = r.paramCount, Sp = r.paddedParamCount, n = r.worldSize;
   os << "ZeRO stage " << r.stage << " on " << n << " ranks";
   if (r.micsShardSize > 0)
@@ -494,39 +501,39 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
        << " bytes of model states on the rank holding the most), "
        << "masked out of the loss\n";
   os << "\n";
+}
+
+/// The per-rank device memory, with DeepSpeed's estimate for comparison.
+static void printDeviceMemory(
+    const StepReport &r,
+    const std::optional<::zero::estimate::DeepSpeedEstimate> &deepspeed,
+    llvm::raw_ostream &os) {
   // The label column fits the longest label, the peak row's.
   os << llvm::format("%-37s %16s  %12s\n", "Per-rank memory", "bytes", "size");
-  auto row = [&](StringRef name, int64_t v) {
-    os << llvm::format("  %-35s %16lld  %12s\n", name.str().c_str(),
-                       static_cast<long long>(v), bytesStr(v).c_str());
-  };
   // Parameters and gradients in their compute type; fp32 parameters are
   // their own masters, so only 16-bit ones have a master row.
-  row(r.paramDtype + " parameters", r.params);
-  row(r.paramDtype + " gradients", r.grads);
+  printRow(os, r.paramDtype + " parameters", r.params);
+  printRow(os, r.paramDtype + " gradients", r.grads);
   // Offloaded masters and moments are listed with the host memory below.
   if (!r.optimizerOffloaded) {
     if (!r.paramsAreMasters)
-      row("fp32 master parameters", r.masterParams);
-    row("Adam m", r.adamM);
-    row("Adam v", r.adamV);
+      printRow(os, "fp32 master parameters", r.masterParams);
+    printRow(os, "Adam m", r.adamM);
+    printRow(os, "Adam v", r.adamV);
   }
-  row("= model states", r.modelStateBytes);
+  printRow(os, "= model states", r.modelStateBytes);
   if (r.hpzSecondaryBytes > 0)
-    row("hpZ secondary shards", r.hpzSecondaryBytes);
-  row("reduce buckets (peak)", r.reduceBucketBytes);
-  row("gathered parameters (peak)", r.gatherBufferBytes);
-  row("activations (peak)", r.activationBytes);
-  row("kernel scratch (peak)", r.scratchBytes);
-  row("peak (persistent + arena + scratch)", r.peakBytes);
-  // DeepSpeed's estimate_zero{2,3}_model_states_mem_needs for the same model
-  // with the step's offload options, for comparison; it has none for stages
-  // 0 and 1.
-  std::optional<::zero::estimate::DeepSpeedEstimate> deepspeed =
-      estimateDeepSpeedGpu(r);
+    printRow(os, "hpZ secondary shards", r.hpzSecondaryBytes);
+  printRow(os, "reduce buckets (peak)", r.reduceBucketBytes);
+  printRow(os, "gathered parameters (peak)", r.gatherBufferBytes);
+  printRow(os, "activations (peak)", r.activationBytes);
+  printRow(os, "kernel scratch (peak)", r.scratchBytes);
+  printRow(os, "peak (persistent + arena + scratch)", r.peakBytes);
   if (deepspeed)
-    row("DeepSpeed estimate (" + compactFormula(deepspeed->gpuFormula) + ")",
-        deepspeed->gpuBytes);
+    printRow(os,
+             "DeepSpeed estimate (" + compactFormula(deepspeed->gpuFormula) +
+                 ")",
+             deepspeed->gpuBytes);
   // Its formulas with only the trainable parameters carrying gradients and
   // optimizer states.
   if (r.frozenParamCount > 0) {
@@ -534,86 +541,101 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
         ::zero::estimate::modelStatesWithFrozen(r.stage, r.trainableParamCount,
                                                 r.frozenParamCount,
                                                 modelStateRanks(r));
-    row("ZeRO formula (" + compactFormula(states.formula) + ")", states.bytes);
+    printRow(os, "ZeRO formula (" + compactFormula(states.formula) + ")",
+             states.bytes);
   }
-  if (r.optimizerOffloaded || r.paramsOffloaded) {
-    // ZeRO-Offload: the optimizer states and the copies of the owned
-    // gradients and parameters live in pinned host memory; with parameter
-    // offload the stage-3 parameter shards too.
-    os << llvm::format("%-37s %16s  %12s\n", "Per-rank pinned host memory",
-                       "bytes", "size");
-    if (auto it = r.hostBuffers.find("params"); it != r.hostBuffers.end())
-      row(r.paramDtype + " parameter shards", it->second);
-    static const std::pair<const char *, const char *> kHostRows[] = {
-        {"master", "fp32 master parameters"},
-        {"exp_avg", "Adam m"},
-        {"exp_avg_sq", "Adam v"},
-        {"host_grads", "gradient copy"},
-        {"host_params", "parameter copy"}};
-    for (auto [kind, label] : kHostRows)
-      if (auto it = r.hostBuffers.find(kind); it != r.hostBuffers.end())
-        row(label, it->second);
-    if (r.swapBytes > 0)
-      row("NVMe swap buffers", r.swapBytes);
-    if (r.paramSwapBytes > 0)
-      row("NVMe parameter swap buffers", r.paramSwapBytes);
-    row("host peak", r.hostPeakBytes);
-    // ZeRO-Infinity: the states and parameter shards in the rank's swap
-    // files, each padded to 4096 bytes (the files' total is nvme_bytes).
-    if (auto it = r.nvmeBuffers.find("params"); it != r.nvmeBuffers.end())
-      row(("NVMe " + r.paramDtype + " parameter shards").c_str(), it->second);
-    for (auto [kind, label] : kHostRows)
-      if (auto it = r.nvmeBuffers.find(kind); it != r.nvmeBuffers.end())
-        row(("NVMe " + std::string(label)).c_str(), it->second);
-    row("NVMe files", r.nvmeBytes);
-  }
-  if (r.fit) {
-    os << "\n";
-    printFitVerdict(*r.fit, os);
-  }
+}
+
+/// ZeRO-Offload: the optimizer states and the copies of the owned gradients
+/// and parameters live in pinned host memory; with parameter offload the
+/// stage-3 parameter shards too.
+static void printHostMemory(const StepReport &r, llvm::raw_ostream &os) {
+  os << llvm::format("%-37s %16s  %12s\n", "Per-rank pinned host memory",
+                     "bytes", "size");
+  if (auto it = r.hostBuffers.find("params"); it != r.hostBuffers.end())
+    printRow(os, r.paramDtype + " parameter shards", it->second);
+  static const std::pair<const char *, const char *> kHostRows[] = {
+      {"master", "fp32 master parameters"},
+      {"exp_avg", "Adam m"},
+      {"exp_avg_sq", "Adam v"},
+      {"host_grads", "gradient copy"},
+      {"host_params", "parameter copy"}};
+  for (auto [kind, label] : kHostRows)
+    if (auto it = r.hostBuffers.find(kind); it != r.hostBuffers.end())
+      printRow(os, label, it->second);
+  if (r.swapBytes > 0)
+    printRow(os, "NVMe swap buffers", r.swapBytes);
+  if (r.paramSwapBytes > 0)
+    printRow(os, "NVMe parameter swap buffers", r.paramSwapBytes);
+  printRow(os, "host peak", r.hostPeakBytes);
+  // ZeRO-Infinity: the states and parameter shards in the rank's swap
+  // files, each padded to 4096 bytes (the files' total is nvme_bytes).
+  if (auto it = r.nvmeBuffers.find("params"); it != r.nvmeBuffers.end())
+    printRow(os, ("NVMe " + r.paramDtype + " parameter shards").c_str(),
+             it->second);
+  for (auto [kind, label] : kHostRows)
+    if (auto it = r.nvmeBuffers.find(kind); it != r.nvmeBuffers.end())
+      printRow(os, ("NVMe " + std::string(label)).c_str(), it->second);
+  printRow(os, "NVMe files", r.nvmeBytes);
+}
+
+/// Where the model states of an offloaded step live.
+static void printOffloadNote(
+    const StepReport &r,
+    const std::optional<::zero::estimate::DeepSpeedEstimate> &deepspeed,
+    llvm::raw_ostream &os) {
+  if (r.optimizerOffloaded)
+    os << "\nModel states on the device are the "
+       << (r.paramsOffloaded ? "" : "parameters and ")
+       << "gradients only: the fp32 masters and Adam moments live in "
+       << (r.nvmeBytes > r.paramNvmeBytes
+               ? "the ranks' NVMe swap files (ZeRO-Infinity)."
+               : "pinned host memory (ZeRO-Offload).");
+  if (r.paramsOnNvme)
+    os << "\nThe stage-3 parameter shards live in the ranks' parameter "
+          "swap files (offload_param to nvme, ZeRO-Infinity): each gather "
+          "reads a device copy of its shard (counted with the gathered "
+          "parameters), read from the file through a pinned host swap "
+          "buffer, and the "
+       << (r.optimizerOffloaded
+               ? "host Adam's new parameters are written back through one."
+               : "device Adam's new parameters are written back through "
+                 "one; the fp32 masters stay on the device (also with fp32 "
+                 "compute).");
+  else if (r.paramsOffloaded)
+    os << "\nThe stage-3 parameter shards live in pinned host memory "
+          "(offload_param): each gather reads a device copy of its shard "
+          "(counted with the gathered parameters)"
+       << (r.optimizerOffloaded
+               ? ", and the host Adam updates them in place."
+               : ", and the device Adam's new parameters go back to them; "
+                 "the fp32 masters stay on the device (also with fp32 "
+                 "compute).");
+  if (deepspeed && r.optimizerOffloaded)
+    os << " The DeepSpeed estimate is its estimator's with cpu_offload"
+       << (r.paramsOffloaded ? " and cpu_offload_params" : "")
+       << "; its host figure needs the GPUs per node "
+          "(zero-estimate --cpu-offload gives it).";
+  else if (deepspeed)
+    os << " DeepSpeed's estimator has no branch for parameters offloaded "
+          "without the optimizer (it ignores cpu_offload_params without "
+          "cpu_offload): its row is the estimate without offload.";
+  os << "\n\n";
+}
+
+/// The formula the model states follow, against DeepSpeed's.
+static void printModelStateNote(
+    const StepReport &r,
+    const std::optional<::zero::estimate::DeepSpeedEstimate> &deepspeed,
+    llvm::raw_ostream &os) {
+  int64_t S = r.paramCount, Sp = r.paddedParamCount;
   // Bytes per parameter of params + grads (full or shard) + master, m, v.
   static const char *mixedFormulas[] = {"16S", "4S + 12S'/n", "2S + 14S'/n",
                                         "16S'/n"};
   static const char *fp32Formulas[] = {"16S", "8S + 8S'/n", "4S + 12S'/n",
                                        "16S'/n"};
   if (r.optimizerOffloaded || r.paramsOffloaded) {
-    if (r.optimizerOffloaded)
-      os << "\nModel states on the device are the "
-         << (r.paramsOffloaded ? "" : "parameters and ")
-         << "gradients only: the fp32 masters and Adam moments live in "
-         << (r.nvmeBytes > r.paramNvmeBytes
-                 ? "the ranks' NVMe swap files (ZeRO-Infinity)."
-                 : "pinned host memory (ZeRO-Offload).");
-    if (r.paramsOnNvme)
-      os << "\nThe stage-3 parameter shards live in the ranks' parameter "
-            "swap files (offload_param to nvme, ZeRO-Infinity): each gather "
-            "reads a device copy of its shard (counted with the gathered "
-            "parameters), read from the file through a pinned host swap "
-            "buffer, and the "
-         << (r.optimizerOffloaded
-                 ? "host Adam's new parameters are written back through one."
-                 : "device Adam's new parameters are written back through "
-                   "one; the fp32 masters stay on the device (also with fp32 "
-                   "compute).");
-    else if (r.paramsOffloaded)
-      os << "\nThe stage-3 parameter shards live in pinned host memory "
-            "(offload_param): each gather reads a device copy of its shard "
-            "(counted with the gathered parameters)"
-         << (r.optimizerOffloaded
-                 ? ", and the host Adam updates them in place."
-                 : ", and the device Adam's new parameters go back to them; "
-                   "the fp32 masters stay on the device (also with fp32 "
-                   "compute).");
-    if (deepspeed && r.optimizerOffloaded)
-      os << " The DeepSpeed estimate is its estimator's with cpu_offload"
-         << (r.paramsOffloaded ? " and cpu_offload_params" : "")
-         << "; its host figure needs the GPUs per node "
-            "(zero-estimate --cpu-offload gives it).";
-    else if (deepspeed)
-      os << " DeepSpeed's estimator has no branch for parameters offloaded "
-            "without the optimizer (it ignores cpu_offload_params without "
-            "cpu_offload): its row is the estimate without offload.";
-    os << "\n\n";
+    printOffloadNote(r, deepspeed, os);
   } else if (r.frozenParamCount > 0) {
     // Only the trainable parameters carry gradients and optimizer states.
     static const char *mixedFrozen[] = {"2S + 2St + 12St", "2S + 2St + 12St'/n",
@@ -659,6 +681,10 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
           "are counted above.";
     os << "\n\n";
   }
+}
+
+/// The communication volume per step and per collective kind.
+static void printCommunication(const StepReport &r, llvm::raw_ostream &os) {
   os << "Communication: " << r.volumeElements << " elements ("
      << r.constantVolumeElements << " of them the overflow/norm reduction), "
      << r.bytesPerRank << " bytes sent by rank 0 per step\n";
@@ -676,6 +702,10 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
          << it->second.interNode << " across)";
     os << "\n";
   }
+}
+
+/// The predicted step time and what is exposed of it.
+static void printPredictedStep(const StepReport &r, llvm::raw_ostream &os) {
   os << llvm::format("\nPredicted step on %s: %.3f ms, %.3f ms of it exposed "
                      "communication",
                      r.hardware.c_str(), r.predictedStepMs, r.exposedCommMs);
@@ -695,6 +725,25 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
       os << " (one disk shared by " << r.ranksPerDisk << " ranks)";
   }
   os << "\n";
+}
+
+void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
+  printReportHeader(r, os);
+  // DeepSpeed's estimate_zero{2,3}_model_states_mem_needs for the same model
+  // with the step's offload options, for comparison; it has none for stages
+  // 0 and 1.
+  std::optional<::zero::estimate::DeepSpeedEstimate> deepspeed =
+      estimateDeepSpeedGpu(r);
+  printDeviceMemory(r, deepspeed, os);
+  if (r.optimizerOffloaded || r.paramsOffloaded)
+    printHostMemory(r, os);
+  if (r.fit) {
+    os << "\n";
+    printFitVerdict(*r.fit, os);
+  }
+  printModelStateNote(r, deepspeed, os);
+  printCommunication(r, os);
+  printPredictedStep(r, os);
 }
 
 namespace {

@@ -60,6 +60,57 @@ struct RangeOp {
   ElementRange range;
 };
 
+/// What checkCoverage collects over the step, by partition.
+struct CoverageOps {
+  /// Ops of the micro step; the boundary function's run after them.
+  int64_t numOps = 0;
+  DenseMap<Operation *, SmallVector<RangeOp>> reductions, gathers, replicaSums;
+  DenseMap<Operation *, SmallVector<AdamOp>> updates;
+  SmallVector<Operation *> overflowChecks;
+  DenseMap<Operation *, SmallVector<Operation *>> transfers;
+  DenseMap<StringAttr, int64_t> gradWrittenAt;
+  // The zero.grad ops binding each value. (Searching the users of a source
+  // for each reduction was quadratic: with small buckets a large gradient
+  // has thousands of reductions and frees among its users.)
+  DenseMap<Value, SmallVector<GradOp, 1>> gradsOf;
+};
+
+/// The op at which a collective has completed: its zero.wait, or itself.
+Operation *getCompletion(Operation *op) {
+  if (Value token = getToken(op))
+    for (Operation *user : token.getUsers())
+      return user;
+  return op;
+}
+
+/// The asynchronous operations in flight while checkTokens walks the ops,
+/// and what they touch.
+struct InFlightOps {
+  struct Pending {
+    Operation *op;
+    PartitionOp group;
+    /// Persistent buffers it accesses, and whether it writes them (reads
+    /// of a buffer that is only read in flight do not conflict).
+    SmallVector<std::pair<BufferKind, bool>, 2> buffers;
+    ElementRange range; // of the layout
+  };
+  struct SourceRead {
+    size_t pending;
+    Value source;
+    ElementRange range;
+  };
+  // In issue order; a waited entry is cleared, not erased, so that indices
+  // stay valid.
+  SmallVector<Pending> pending;
+  DenseMap<Operation *, size_t> pendingIndex;
+  // Entries on each persistent buffer, and the source reads of each root, so
+  // that an access looks only at the collectives it could conflict with.
+  DenseMap<std::pair<Operation *, unsigned>, SmallVector<size_t, 2>>
+      pendingOnBuffer;
+  DenseMap<Value, SmallVector<SourceRead, 2>> pendingReadsOf;
+  DenseMap<Value, Operation *> resultPendingUntil; // value -> its collective
+};
+
 class ScheduleVerifier {
 public:
   explicit ScheduleVerifier(const StepSchedule &s) : schedule(s) {}
@@ -70,11 +121,47 @@ private:
   /// The token rules over `ops`, a sequence that runs on every rank: the
   /// whole step, or the forward-only evaluation step cut from it.
   LogicalResult checkTokens(ArrayRef<Operation *> ops, StringRef what);
+  // The token rules for one op, by what it does while others are in flight.
+  PartitionOp findGroup(SymbolRefAttr ref);
+  LogicalResult checkInFlightResultUses(Operation &op,
+                                        const InFlightOps &inFlight);
+  /// Fails at `op`, which `what`s elements `r` of `kind` of `group`, if a
+  /// collective in flight writes them (or reads them, when `writes`).
+  LogicalResult checkConflict(Operation &op, InFlightOps &inFlight,
+                              PartitionOp group, BufferKind kind,
+                              ElementRange r, StringRef what,
+                              bool writes = true);
+  LogicalResult checkInFlightAccess(Operation &op, InFlightOps &inFlight);
+  LogicalResult checkParamAccess(Operation &op, InFlightOps &inFlight);
+  LogicalResult checkOptimizerAccess(Operation &op, InFlightOps &inFlight);
+  LogicalResult checkTransferAccess(TransferOpInterface t,
+                                    InFlightOps &inFlight);
+  LogicalResult checkInPlaceAccess(CollectiveOpInterface coll,
+                                   InFlightOps &inFlight);
+  LogicalResult checkFreeInFlight(FreeOp f, InFlightOps &inFlight);
+  void retireWait(WaitOp wait, InFlightOps &inFlight);
+  LogicalResult checkTokenUses(Operation &op, Value token);
+  void issueAsync(Operation &op, InFlightOps &inFlight);
   LogicalResult checkFrees();
   /// Frozen partitions: only their parameters are touched (gathered at
   /// stage 3), never a gradient, state or master buffer, which they lack.
   LogicalResult checkFrozen();
   LogicalResult checkCoverage();
+  // The coverage rules: what each op contributes, then each partition's
+  // reductions, MiCS sums, update, offload copies and gathers.
+  int64_t runAt(Operation *op, const CoverageOps &c);
+  LogicalResult recordCoverage(Operation &op, int64_t i, CoverageOps &c);
+  LogicalResult checkStagedShard(Operation &op);
+  LogicalResult checkReductionSources(Operation &op, const CoverageOps &c);
+  /// Fails unless `ranges` cover the layout of `p` exactly once.
+  LogicalResult checkTiling(PartitionOp p, SmallVector<RangeOp> &ranges,
+                            StringRef what, StringRef missing);
+  LogicalResult checkPartitionCoverage(PartitionOp p, CoverageOps &c);
+  LogicalResult checkGradsBeforeReduction(PartitionOp p, CoverageOps &c);
+  LogicalResult checkReplicaSums(PartitionOp p, CoverageOps &c);
+  LogicalResult checkUpdate(PartitionOp p, CoverageOps &c);
+  LogicalResult checkOffloadCopies(PartitionOp p, CoverageOps &c);
+  LogicalResult checkGathers(PartitionOp p, CoverageOps &c);
   LogicalResult checkPlan();
   LogicalResult checkPhases();
   LogicalResult checkSwapBuffers();
@@ -160,256 +247,306 @@ ScheduleVerifier::sourceReads(Operation *op) {
   return reads;
 }
 
+PartitionOp ScheduleVerifier::findGroup(SymbolRefAttr ref) {
+  const PartitionBuffers *p = schedule.lookupPartition(ref);
+  return p ? p->partition : PartitionOp();
+}
+
+/// Uses of results of collectives still in flight.
+LogicalResult
+ScheduleVerifier::checkInFlightResultUses(Operation &op,
+                                          const InFlightOps &inFlight) {
+  for (Value operand : op.getOperands()) {
+    Value root = getViewRoot(operand);
+    auto it = root ? inFlight.resultPendingUntil.find(root)
+                   : inFlight.resultPendingUntil.end();
+    if (it != inFlight.resultPendingUntil.end() && !isa<FreeOp>(op)) {
+      InFlightDiagnostic d = op.emitOpError(
+          "uses the result of an asynchronous collective before its "
+          "zero.wait");
+      d.attachNote(it->second->getLoc()) << "collective issued here";
+      return failure();
+    }
+  }
+  return success();
+}
+
+LogicalResult ScheduleVerifier::checkConflict(Operation &op,
+                                              InFlightOps &inFlight,
+                                              PartitionOp group,
+                                              BufferKind kind, ElementRange r,
+                                              StringRef what, bool writes) {
+  auto it = inFlight.pendingOnBuffer.find(
+      {group.getOperation(), static_cast<unsigned>(kind)});
+  if (it == inFlight.pendingOnBuffer.end())
+    return success();
+  for (size_t i : it->second) {
+    InFlightOps::Pending &p = inFlight.pending[i];
+    bool pendingWrites = llvm::any_of(
+        p.buffers, [&](auto b) { return b.first == kind && b.second; });
+    if ((writes || pendingWrites) && overlaps(p.range, r)) {
+      InFlightDiagnostic d = op.emitOpError()
+                             << what << " " << describe(group, r)
+                             << " while an asynchronous collective on "
+                             << stringifyBufferKind(kind)
+                             << " is in flight (wait for its token first)";
+      d.attachNote(p.op->getLoc()) << "collective issued here";
+      return failure();
+    }
+  }
+  return success();
+}
+
+/// Accesses to persistent buffers or sources of collectives in flight.
+LogicalResult ScheduleVerifier::checkInFlightAccess(Operation &op,
+                                                    InFlightOps &inFlight) {
+  if (isa<GradOp, GetParamOp>(op))
+    return checkParamAccess(op, inFlight);
+  if (isa<AdamOp, CheckOverflowOp>(op))
+    return checkOptimizerAccess(op, inFlight);
+  if (auto t = dyn_cast<TransferOpInterface>(op))
+    return checkTransferAccess(t, inFlight);
+  if (auto coll = dyn_cast<CollectiveOpInterface>(op))
+    return checkInPlaceAccess(coll, inFlight);
+  if (auto f = dyn_cast<FreeOp>(op))
+    return checkFreeInFlight(f, inFlight);
+  return success();
+}
+
+LogicalResult ScheduleVerifier::checkParamAccess(Operation &op,
+                                                 InFlightOps &inFlight) {
+  if (auto grad = dyn_cast<GradOp>(op)) {
+    if (const ParamLocation *loc = schedule.lookupParam(grad.getParam()))
+      if (schedule.getStage() <= 1 &&
+          failed(checkConflict(op, inFlight, loc->partition, BufferKind::grads,
+                               {loc->offset, loc->offset + loc->numel},
+                               "writes the gradient into")))
+        return failure();
+  } else if (auto get = dyn_cast<GetParamOp>(op); get && !get.getSource()) {
+    if (const ParamLocation *loc = schedule.lookupParam(get.getParam()))
+      if (failed(checkConflict(op, inFlight, loc->partition, BufferKind::params,
+                               {loc->offset, loc->offset + loc->numel},
+                               "reads")))
+        return failure();
+  }
+  return success();
+}
+
+LogicalResult ScheduleVerifier::checkOptimizerAccess(Operation &op,
+                                                     InFlightOps &inFlight) {
+  if (auto adam = dyn_cast<AdamOp>(op)) {
+    PartitionOp g = findGroup(adam.getGroupAttr());
+    ElementRange all = {0, g.getNumelValue()};
+    // Both clear the device gradients; the host Adam reads the host copy
+    // and writes the host masters and parameters.
+    if (failed(checkConflict(op, inFlight, g, BufferKind::grads, all,
+                             "reads the gradients of")))
+      return failure();
+    // With offloaded parameter shards the host Adam writes them in place
+    // and the device Adam writes a staged buffer (and its masters).
+    // (A host Adam of shards not in host memory writes the host copy
+    // that goes back to them.)
+    BufferKind written = BufferKind::params;
+    if (adam.getHost() && !schedule.areParamsOnHost())
+      written = BufferKind::host_params;
+    else if (!adam.getHost() && schedule.areParamsOffloaded())
+      written = BufferKind::master;
+    SmallVector<BufferKind, 3> updated = {written};
+    if (adam.getHost())
+      updated = {BufferKind::host_grads, BufferKind::master, written};
+    for (BufferKind k : updated)
+      if (failed(checkConflict(op, inFlight, g, k, all, "updates")))
+        return failure();
+    return success();
+  }
+  auto check = cast<CheckOverflowOp>(op);
+  for (Attribute a : check.getGroups()) {
+    PartitionOp g = findGroup(cast<SymbolRefAttr>(a));
+    if (failed(checkConflict(op, inFlight, g, BufferKind::grads,
+                             {0, g.getNumelValue()}, "reads the gradients of",
+                             /*writes=*/false)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult ScheduleVerifier::checkTransferAccess(TransferOpInterface t,
+                                                    InFlightOps &inFlight) {
+  Operation &op = *t.getOperation();
+  PartitionOp g = findGroup(t.getGroupAttr());
+  ElementRange moved =
+      t.getElementRange().value_or(ElementRange{0, g.getNumelValue()});
+  if ((t.getSourceBuffer() &&
+       failed(checkConflict(op, inFlight, g, *t.getSourceBuffer(), moved,
+                            "copies",
+                            /*writes=*/false))) ||
+      (t.getTargetBuffer() &&
+       failed(checkConflict(op, inFlight, g, *t.getTargetBuffer(), moved,
+                            "copies into"))))
+    return failure();
+  return success();
+}
+
+/// An in-place collective on a buffer a transfer still copies.
+LogicalResult ScheduleVerifier::checkInPlaceAccess(CollectiveOpInterface coll,
+                                                   InFlightOps &inFlight) {
+  if (!coll.getInPlaceBuffer() || !coll.getElementRange())
+    return success();
+  PartitionOp g = findGroup(coll.getGroupAttr());
+  for (size_t i : inFlight.pendingOnBuffer.lookup(
+           {g.getOperation(), static_cast<unsigned>(*coll.getInPlaceBuffer())}))
+    if (isa<TransferOpInterface>(inFlight.pending[i].op) &&
+        failed(checkConflict(*coll.getOperation(), inFlight, g,
+                             *coll.getInPlaceBuffer(), *coll.getElementRange(),
+                             "works in place on")))
+      return failure();
+  return success();
+}
+
+LogicalResult ScheduleVerifier::checkFreeInFlight(FreeOp f,
+                                                  InFlightOps &inFlight) {
+  Value root = getViewRoot(f.getBuffer());
+  ElementRange freedRange = {0, INT64_MAX};
+  if (f.getOffset() && root == f.getBuffer())
+    freedRange = {static_cast<int64_t>(*f.getOffset()),
+                  static_cast<int64_t>(*f.getOffset() + *f.getSize())};
+  auto reads = inFlight.pendingReadsOf.find(root);
+  if (reads != inFlight.pendingReadsOf.end())
+    for (const InFlightOps::SourceRead &read : reads->second)
+      if (read.source != root || overlaps(read.range, freedRange)) {
+        Operation *issuer = inFlight.pending[read.pending].op;
+        bool reduction = isa<ReduceScatterOp, ReduceOp>(issuer);
+        InFlightDiagnostic d = f.emitOpError(
+            reduction ? "frees a gradient that an asynchronous reduction "
+                        "still reads (free it after the zero.wait of its "
+                        "token)"
+                      : "frees a staged shard that an asynchronous gather "
+                        "or copy still reads (free it after the zero.wait "
+                        "of its token)");
+        d.attachNote(issuer->getLoc())
+            << (reduction ? "reduction issued here" : "issued here");
+        return failure();
+      }
+  if (inFlight.resultPendingUntil.count(root)) {
+    f.emitOpError("frees the result of a collective still in flight");
+    return failure();
+  }
+  return success();
+}
+
+void ScheduleVerifier::retireWait(WaitOp wait, InFlightOps &inFlight) {
+  Operation *issuer = wait.getToken().getDefiningOp();
+  auto it = inFlight.pendingIndex.find(issuer);
+  if (it != inFlight.pendingIndex.end()) {
+    size_t i = it->second;
+    InFlightOps::Pending &p = inFlight.pending[i];
+    for (auto [kind, writes] : p.buffers)
+      llvm::erase(inFlight.pendingOnBuffer[{p.group.getOperation(),
+                                            static_cast<unsigned>(kind)}],
+                  i);
+    for (auto [src, r] : sourceReads(p.op))
+      llvm::erase_if(inFlight.pendingReadsOf[getViewRoot(src)],
+                     [&](const InFlightOps::SourceRead &read) {
+                       return read.pending == i;
+                     });
+    inFlight.pendingIndex.erase(it);
+  }
+  for (Value r : issuer->getResults())
+    inFlight.resultPendingUntil.erase(r);
+}
+
+/// Exactly one wait, and nothing else consumes the token.
+LogicalResult ScheduleVerifier::checkTokenUses(Operation &op, Value token) {
+  int64_t waits = 0;
+  for (Operation *user : token.getUsers()) {
+    if (!isa<WaitOp>(user)) {
+      user->emitOpError("consumes a !zero.token; only zero.wait may");
+      return failure();
+    }
+    ++waits;
+  }
+  if (waits != 1)
+    return op.emitOpError("is asynchronous but its token is waited ")
+           << waits << " times (exactly once is required)";
+  return success();
+}
+
+/// Records what an asynchronous op touches until its wait.
+void ScheduleVerifier::issueAsync(Operation &op, InFlightOps &inFlight) {
+  InFlightOps::Pending p{&op, {}, {}, {0, 0}};
+  if (auto ag = dyn_cast<AllGatherOp>(op)) {
+    p.group = findGroup(ag.getGroupAttr());
+    if (ag.getBuffer()) {
+      p.buffers = {{BufferKind::params, true}};
+      p.range = {*ag.getBegin(), *ag.getEnd()};
+    } else {
+      inFlight.resultPendingUntil[ag.getResult()] = &op;
+    }
+  } else if (auto pf = dyn_cast<PrefetchOp>(op)) {
+    p.group = findGroup(pf.getGroupAttr());
+    inFlight.resultPendingUntil[pf.getResult()] = &op;
+  } else if (auto ar = dyn_cast<AllReduceOp>(op)) {
+    p.group = findGroup(ar.getGroupAttr());
+    if (ar.getBuffer()) {
+      p.buffers = {{BufferKind::grads, true}};
+      p.range = {*ar.getBegin(), *ar.getEnd()};
+    } else {
+      inFlight.resultPendingUntil[ar.getResult()] = &op;
+    }
+  } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
+    // In place or into the shard accumulator, the rank writes its owned
+    // part of [begin, end) of the layout.
+    p.group = findGroup(rs.getGroupAttr());
+    p.buffers = {{BufferKind::grads, true}};
+    p.range = {rs.getBegin(), rs.getEnd()};
+  } else if (auto r = dyn_cast<ReduceOp>(op)) {
+    p.group = findGroup(r.getGroupAttr());
+    p.buffers = {{BufferKind::grads, true}};
+    p.range = {r.getBegin(), r.getEnd()};
+  } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
+    p.group = findGroup(t.getGroupAttr());
+    if (t.getSourceBuffer())
+      p.buffers.push_back({*t.getSourceBuffer(), false});
+    if (t.getTargetBuffer())
+      p.buffers.push_back({*t.getTargetBuffer(), true});
+    p.range =
+        t.getElementRange().value_or(ElementRange{0, p.group.getNumelValue()});
+    if (auto transfer = dyn_cast<TransferOp>(op);
+        transfer && transfer.getStaged())
+      inFlight.resultPendingUntil[transfer.getStaged()] = &op;
+  }
+  size_t i = inFlight.pending.size();
+  inFlight.pendingIndex[&op] = i;
+  for (auto [kind, writes] : p.buffers)
+    inFlight
+        .pendingOnBuffer[{p.group.getOperation(), static_cast<unsigned>(kind)}]
+        .push_back(i);
+  for (auto [src, r] : sourceReads(&op))
+    inFlight.pendingReadsOf[getViewRoot(src)].push_back({i, src, r});
+  inFlight.pending.push_back(p);
+}
+
 LogicalResult ScheduleVerifier::checkTokens(ArrayRef<Operation *> ops,
                                             StringRef what) {
-  // Pending asynchronous operations and what they touch.
-  struct Pending {
-    Operation *op;
-    PartitionOp group;
-    /// Persistent buffers it accesses, and whether it writes them (reads
-    /// of a buffer that is only read in flight do not conflict).
-    SmallVector<std::pair<BufferKind, bool>, 2> buffers;
-    ElementRange range; // of the layout
-  };
-  // In issue order; a waited entry is cleared, not erased, so that indices
-  // stay valid.
-  SmallVector<Pending> pending;
-  DenseMap<Operation *, size_t> pendingIndex;
-  // Entries on each persistent buffer, and the source reads of each root, so
-  // that an access looks only at the collectives it could conflict with.
-  DenseMap<std::pair<Operation *, unsigned>, SmallVector<size_t, 2>>
-      pendingOnBuffer;
-  struct SourceRead {
-    size_t pending;
-    Value source;
-    ElementRange range;
-  };
-  DenseMap<Value, SmallVector<SourceRead, 2>> pendingReadsOf;
-  DenseMap<Value, Operation *> resultPendingUntil; // value -> its collective
-
-  auto findGroup = [&](SymbolRefAttr ref) {
-    const PartitionBuffers *p = schedule.lookupPartition(ref);
-    return p ? p->partition : PartitionOp();
-  };
-
+  InFlightOps inFlight;
   for (Operation *opPtr : ops) {
     Operation &op = *opPtr;
-    // Uses of results of collectives still in flight.
-    for (Value operand : op.getOperands()) {
-      Value root = getViewRoot(operand);
-      auto it = root ? resultPendingUntil.find(root) : resultPendingUntil.end();
-      if (it != resultPendingUntil.end() && !isa<FreeOp>(op)) {
-        InFlightDiagnostic d = op.emitOpError(
-            "uses the result of an asynchronous collective before its "
-            "zero.wait");
-        d.attachNote(it->second->getLoc()) << "collective issued here";
-        return failure();
-      }
-    }
-    // Accesses to persistent buffers or sources of collectives in flight.
-    auto conflict = [&](PartitionOp group, BufferKind kind, ElementRange r,
-                        StringRef what, bool writes = true) -> LogicalResult {
-      auto it = pendingOnBuffer.find(
-          {group.getOperation(), static_cast<unsigned>(kind)});
-      if (it == pendingOnBuffer.end())
-        return success();
-      for (size_t i : it->second) {
-        Pending &p = pending[i];
-        bool pendingWrites = llvm::any_of(
-            p.buffers, [&](auto b) { return b.first == kind && b.second; });
-        if ((writes || pendingWrites) && overlaps(p.range, r)) {
-          InFlightDiagnostic d = op.emitOpError()
-                                 << what << " " << describe(group, r)
-                                 << " while an asynchronous collective on "
-                                 << stringifyBufferKind(kind)
-                                 << " is in flight (wait for its token first)";
-          d.attachNote(p.op->getLoc()) << "collective issued here";
-          return failure();
-        }
-      }
-      return success();
-    };
-    if (auto grad = dyn_cast<GradOp>(op)) {
-      if (const ParamLocation *loc = schedule.lookupParam(grad.getParam()))
-        if (schedule.getStage() <= 1 &&
-            failed(conflict(loc->partition, BufferKind::grads,
-                            {loc->offset, loc->offset + loc->numel},
-                            "writes the gradient into")))
-          return failure();
-    } else if (auto get = dyn_cast<GetParamOp>(op); get && !get.getSource()) {
-      if (const ParamLocation *loc = schedule.lookupParam(get.getParam()))
-        if (failed(conflict(loc->partition, BufferKind::params,
-                            {loc->offset, loc->offset + loc->numel}, "reads")))
-          return failure();
-    } else if (auto adam = dyn_cast<AdamOp>(op)) {
-      PartitionOp g = findGroup(adam.getGroupAttr());
-      ElementRange all = {0, g.getNumelValue()};
-      // Both clear the device gradients; the host Adam reads the host copy
-      // and writes the host masters and parameters.
-      if (failed(conflict(g, BufferKind::grads, all, "reads the gradients of")))
-        return failure();
-      // With offloaded parameter shards the host Adam writes them in place
-      // and the device Adam writes a staged buffer (and its masters).
-      // (A host Adam of shards not in host memory writes the host copy
-      // that goes back to them.)
-      BufferKind written = BufferKind::params;
-      if (adam.getHost() && !schedule.areParamsOnHost())
-        written = BufferKind::host_params;
-      else if (!adam.getHost() && schedule.areParamsOffloaded())
-        written = BufferKind::master;
-      for (BufferKind k :
-           adam.getHost()
-               ? std::initializer_list<BufferKind>{BufferKind::host_grads,
-                                                   BufferKind::master, written}
-               : std::initializer_list<BufferKind>{written})
-        if (failed(conflict(g, k, all, "updates")))
-          return failure();
-    } else if (auto check = dyn_cast<CheckOverflowOp>(op)) {
-      for (Attribute a : check.getGroups()) {
-        PartitionOp g = findGroup(cast<SymbolRefAttr>(a));
-        if (failed(conflict(g, BufferKind::grads, {0, g.getNumelValue()},
-                            "reads the gradients of", /*writes=*/false)))
-          return failure();
-      }
-    } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
-      PartitionOp g = findGroup(t.getGroupAttr());
-      ElementRange moved =
-          t.getElementRange().value_or(ElementRange{0, g.getNumelValue()});
-      if ((t.getSourceBuffer() &&
-           failed(conflict(g, *t.getSourceBuffer(), moved, "copies",
-                           /*writes=*/false))) ||
-          (t.getTargetBuffer() &&
-           failed(conflict(g, *t.getTargetBuffer(), moved, "copies into"))))
-        return failure();
-    } else if (auto coll = dyn_cast<CollectiveOpInterface>(op);
-               coll && coll.getInPlaceBuffer() && coll.getElementRange()) {
-      // An in-place collective on a buffer a transfer still copies.
-      PartitionOp g = findGroup(coll.getGroupAttr());
-      for (size_t i : pendingOnBuffer.lookup(
-               {g.getOperation(),
-                static_cast<unsigned>(*coll.getInPlaceBuffer())}))
-        if (isa<TransferOpInterface>(pending[i].op) &&
-            failed(conflict(g, *coll.getInPlaceBuffer(),
-                            *coll.getElementRange(), "works in place on")))
-          return failure();
-    } else if (auto f = dyn_cast<FreeOp>(op)) {
-      Value root = getViewRoot(f.getBuffer());
-      ElementRange freedRange = {0, INT64_MAX};
-      if (f.getOffset() && root == f.getBuffer())
-        freedRange = {static_cast<int64_t>(*f.getOffset()),
-                      static_cast<int64_t>(*f.getOffset() + *f.getSize())};
-      auto reads = pendingReadsOf.find(root);
-      if (reads != pendingReadsOf.end())
-        for (const SourceRead &read : reads->second)
-          if (read.source != root || overlaps(read.range, freedRange)) {
-            bool reduction =
-                isa<ReduceScatterOp, ReduceOp>(pending[read.pending].op);
-            InFlightDiagnostic d = op.emitOpError(
-                reduction ? "frees a gradient that an asynchronous reduction "
-                            "still reads (free it after the zero.wait of its "
-                            "token)"
-                          : "frees a staged shard that an asynchronous gather "
-                            "or copy still reads (free it after the zero.wait "
-                            "of its token)");
-            d.attachNote(pending[read.pending].op->getLoc())
-                << (reduction ? "reduction issued here" : "issued here");
-            return failure();
-          }
-      if (resultPendingUntil.count(root)) {
-        op.emitOpError("frees the result of a collective still in flight");
-        return failure();
-      }
-    }
-
+    if (failed(checkInFlightResultUses(op, inFlight)) ||
+        failed(checkInFlightAccess(op, inFlight)))
+      return failure();
     if (auto wait = dyn_cast<WaitOp>(op)) {
-      Operation *issuer = wait.getToken().getDefiningOp();
-      auto it = pendingIndex.find(issuer);
-      if (it != pendingIndex.end()) {
-        size_t i = it->second;
-        Pending &p = pending[i];
-        for (auto [kind, writes] : p.buffers)
-          llvm::erase(pendingOnBuffer[{p.group.getOperation(),
-                                       static_cast<unsigned>(kind)}],
-                      i);
-        for (auto [src, r] : sourceReads(p.op))
-          llvm::erase_if(
-              pendingReadsOf[getViewRoot(src)],
-              [&](const SourceRead &read) { return read.pending == i; });
-        pendingIndex.erase(it);
-      }
-      for (Value r : issuer->getResults())
-        resultPendingUntil.erase(r);
+      retireWait(wait, inFlight);
       continue;
     }
-
     Value token = getToken(&op);
     if (!token)
       continue;
-    // Exactly one wait, and nothing else consumes the token.
-    int64_t waits = 0;
-    for (Operation *user : token.getUsers()) {
-      if (!isa<WaitOp>(user)) {
-        user->emitOpError("consumes a !zero.token; only zero.wait may");
-        return failure();
-      }
-      ++waits;
-    }
-    if (waits != 1)
-      return op.emitOpError("is asynchronous but its token is waited ")
-             << waits << " times (exactly once is required)";
-    Pending p{&op, {}, {}, {0, 0}};
-    if (auto ag = dyn_cast<AllGatherOp>(op)) {
-      p.group = findGroup(ag.getGroupAttr());
-      if (ag.getBuffer()) {
-        p.buffers = {{BufferKind::params, true}};
-        p.range = {*ag.getBegin(), *ag.getEnd()};
-      } else {
-        resultPendingUntil[ag.getResult()] = &op;
-      }
-    } else if (auto pf = dyn_cast<PrefetchOp>(op)) {
-      p.group = findGroup(pf.getGroupAttr());
-      resultPendingUntil[pf.getResult()] = &op;
-    } else if (auto ar = dyn_cast<AllReduceOp>(op)) {
-      p.group = findGroup(ar.getGroupAttr());
-      if (ar.getBuffer()) {
-        p.buffers = {{BufferKind::grads, true}};
-        p.range = {*ar.getBegin(), *ar.getEnd()};
-      } else {
-        resultPendingUntil[ar.getResult()] = &op;
-      }
-    } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
-      // In place or into the shard accumulator, the rank writes its owned
-      // part of [begin, end) of the layout.
-      p.group = findGroup(rs.getGroupAttr());
-      p.buffers = {{BufferKind::grads, true}};
-      p.range = {rs.getBegin(), rs.getEnd()};
-    } else if (auto r = dyn_cast<ReduceOp>(op)) {
-      p.group = findGroup(r.getGroupAttr());
-      p.buffers = {{BufferKind::grads, true}};
-      p.range = {r.getBegin(), r.getEnd()};
-    } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
-      p.group = findGroup(t.getGroupAttr());
-      if (t.getSourceBuffer())
-        p.buffers.push_back({*t.getSourceBuffer(), false});
-      if (t.getTargetBuffer())
-        p.buffers.push_back({*t.getTargetBuffer(), true});
-      p.range = t.getElementRange().value_or(
-          ElementRange{0, p.group.getNumelValue()});
-      if (auto transfer = dyn_cast<TransferOp>(op);
-          transfer && transfer.getStaged())
-        resultPendingUntil[transfer.getStaged()] = &op;
-    }
-    size_t i = pending.size();
-    pendingIndex[&op] = i;
-    for (auto [kind, writes] : p.buffers)
-      pendingOnBuffer[{p.group.getOperation(), static_cast<unsigned>(kind)}]
-          .push_back(i);
-    for (auto [src, r] : sourceReads(&op))
-      pendingReadsOf[getViewRoot(src)].push_back({i, src, r});
-    pending.push_back(p);
+    if (failed(checkTokenUses(op, token)))
+      return failure();
+    issueAsync(op, inFlight);
   }
-  for (const Pending &p : pending)
-    if (pendingIndex.count(p.op))
+  for (const InFlightOps::Pending &p : inFlight.pending)
+    if (inFlight.pendingIndex.count(p.op))
       return p.op->emitOpError("is asynchronous but its zero.wait does not "
                                "run in ")
              << what << " (it must be a top-level op of the step)";
@@ -556,313 +693,351 @@ LogicalResult ScheduleVerifier::checkFrozen() {
   return failure(result.wasInterrupted());
 }
 
-LogicalResult ScheduleVerifier::checkCoverage() {
-  Block &body = schedule.getStep().getBodyBlock();
-  int64_t stage = schedule.getStage();
-  // Position in run order: the micro step's ops (last_micro_step ones
-  // included) run before the boundary function's.
-  int64_t numOps = static_cast<int64_t>(index.size());
-  auto runAt = [&](Operation *op) {
-    return index[op] + (runsAtBoundary(getStepPhase(op)) ? numOps : 0);
+/// Position in run order: the micro step's ops (last_micro_step ones
+/// included) run before the boundary function's.
+int64_t ScheduleVerifier::runAt(Operation *op, const CoverageOps &c) {
+  return index[op] + (runsAtBoundary(getStepPhase(op)) ? c.numOps : 0);
+}
+
+/// Files a collective, update, overflow check or transfer under its
+/// partition, and the op at which each gradient is written.
+LogicalResult ScheduleVerifier::recordCoverage(Operation &op, int64_t i,
+                                               CoverageOps &c) {
+  auto partitionOf = [&](SymbolRefAttr ref) -> Operation * {
+    return schedule.lookupPartition(ref)->partition;
   };
-  DenseMap<Operation *, SmallVector<RangeOp>> reductions, gathers, replicaSums;
-  DenseMap<Operation *, SmallVector<AdamOp>> updates;
-  SmallVector<Operation *> overflowChecks;
-  // The op at which a collective has completed: its zero.wait, or itself.
-  auto completion = [](Operation *op) {
-    if (Value token = getToken(op))
-      for (Operation *user : token.getUsers())
-        return user;
-    return op;
-  };
-  DenseMap<Operation *, SmallVector<Operation *>> transfers;
-  DenseMap<StringAttr, int64_t> gradWrittenAt;
-  // The zero.grad ops binding each value. (Searching the users of a source
-  // for each reduction was quadratic: with small buckets a large gradient
-  // has thousands of reductions and frees among its users.)
-  DenseMap<Value, SmallVector<GradOp, 1>> gradsOf;
-  schedule.getStep().getBody().walk(
-      [&](GradOp g) { gradsOf[g.getGrad()].push_back(g); });
-  for (Operation &op : body) {
-    int64_t i = index[&op];
-    auto partitionOf = [&](SymbolRefAttr ref) -> Operation * {
-      return schedule.lookupPartition(ref)->partition;
-    };
-    if (auto g = dyn_cast<GradOp>(op)) {
-      gradWrittenAt[g.getParamAttr().getAttr()] = i;
-    } else if (auto ar = dyn_cast<AllReduceOp>(op); ar && ar.getBuffer()) {
-      if (ar.getOverReplicas() && schedule.getMicsReplicas() == 1)
-        return op.emitOpError("sums gradients over the MiCS replicas, but "
-                              "the schedule has none (no mics_shard_size "
-                              "below the world size)");
-      (ar.getOverReplicas() ? replicaSums
-                            : reductions)[partitionOf(ar.getGroupAttr())]
-          .push_back({&op, {*ar.getBegin(), *ar.getEnd()}});
-    } else if (isa<CheckOverflowOp>(op)) {
-      overflowChecks.push_back(&op);
-    } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
-      reductions[partitionOf(rs.getGroupAttr())].push_back(
-          {&op, {rs.getBegin(), rs.getEnd()}});
-    } else if (auto r = dyn_cast<ReduceOp>(op)) {
-      reductions[partitionOf(r.getGroupAttr())].push_back(
-          {&op, {r.getBegin(), r.getEnd()}});
-    } else if (auto ag = dyn_cast<AllGatherOp>(op); ag && ag.getBuffer()) {
-      gathers[partitionOf(ag.getGroupAttr())].push_back(
-          {&op, {*ag.getBegin(), *ag.getEnd()}});
-    } else if (auto adam = dyn_cast<AdamOp>(op)) {
-      updates[partitionOf(adam.getGroupAttr())].push_back(adam);
-    } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
-      // Staged fetches of parameter shards belong to their gathers.
-      if (!t.getStagedValue() || t.getTargetBuffer())
-        transfers[partitionOf(t.getGroupAttr())].push_back(&op);
-    }
-    // A staged shard is a fetch of the gathered group's own shard.
-    Value shard = isa<AllGatherOp>(op)  ? cast<AllGatherOp>(op).getShard()
-                  : isa<PrefetchOp>(op) ? cast<PrefetchOp>(op).getShard()
-                                        : Value();
-    if (auto fetch = shard ? shard.getDefiningOp<TransferOp>() : TransferOp()) {
-      auto coll = cast<CollectiveOpInterface>(op);
-      if (fetch.getGroupAttr() != coll.getGroupAttr())
-        return op.emitOpError("gathers @")
-               << coll.getGroupAttr().getValue() << " from a staged shard of "
-               << fetch.getGroupAttr();
-    }
-    // Source-form reductions must read the gradients of the parameters at
-    // their layout positions.
-    SmallVector<std::pair<Value, ElementRange>> reads;
-    if (isa<ReduceScatterOp, ReduceOp>(op))
-      reads = sourceReads(&op);
+  if (auto g = dyn_cast<GradOp>(op)) {
+    c.gradWrittenAt[g.getParamAttr().getAttr()] = i;
+  } else if (auto ar = dyn_cast<AllReduceOp>(op); ar && ar.getBuffer()) {
+    if (ar.getOverReplicas() && schedule.getMicsReplicas() == 1)
+      return op.emitOpError("sums gradients over the MiCS replicas, but "
+                            "the schedule has none (no mics_shard_size "
+                            "below the world size)");
+    (ar.getOverReplicas() ? c.replicaSums
+                          : c.reductions)[partitionOf(ar.getGroupAttr())]
+        .push_back({&op, {*ar.getBegin(), *ar.getEnd()}});
+  } else if (isa<CheckOverflowOp>(op)) {
+    c.overflowChecks.push_back(&op);
+  } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
+    c.reductions[partitionOf(rs.getGroupAttr())].push_back(
+        {&op, {rs.getBegin(), rs.getEnd()}});
+  } else if (auto r = dyn_cast<ReduceOp>(op)) {
+    c.reductions[partitionOf(r.getGroupAttr())].push_back(
+        {&op, {r.getBegin(), r.getEnd()}});
+  } else if (auto ag = dyn_cast<AllGatherOp>(op); ag && ag.getBuffer()) {
+    c.gathers[partitionOf(ag.getGroupAttr())].push_back(
+        {&op, {*ag.getBegin(), *ag.getEnd()}});
+  } else if (auto adam = dyn_cast<AdamOp>(op)) {
+    c.updates[partitionOf(adam.getGroupAttr())].push_back(adam);
+  } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
+    // Staged fetches of parameter shards belong to their gathers.
+    if (!t.getStagedValue() || t.getTargetBuffer())
+      c.transfers[partitionOf(t.getGroupAttr())].push_back(&op);
+  }
+  return success();
+}
+
+/// A staged shard is a fetch of the gathered group's own shard.
+LogicalResult ScheduleVerifier::checkStagedShard(Operation &op) {
+  Value shard = isa<AllGatherOp>(op)  ? cast<AllGatherOp>(op).getShard()
+                : isa<PrefetchOp>(op) ? cast<PrefetchOp>(op).getShard()
+                                      : Value();
+  if (auto fetch = shard ? shard.getDefiningOp<TransferOp>() : TransferOp()) {
+    auto coll = cast<CollectiveOpInterface>(op);
+    if (fetch.getGroupAttr() != coll.getGroupAttr())
+      return op.emitOpError("gathers @")
+             << coll.getGroupAttr().getValue() << " from a staged shard of "
+             << fetch.getGroupAttr();
+  }
+  return success();
+}
+
+/// Source-form reductions must read the gradients of the parameters at
+/// their layout positions.
+LogicalResult ScheduleVerifier::checkReductionSources(Operation &op,
+                                                      const CoverageOps &c) {
+  SmallVector<std::pair<Value, ElementRange>> reads;
+  if (isa<ReduceScatterOp, ReduceOp>(op))
+    reads = sourceReads(&op);
+  for (auto [src, r] : reads) {
+    if (!c.gradsOf.count(src))
+      return op.emitOpError("reduces a value that is not bound to a "
+                            "parameter by zero.grad");
+    (void)r;
+  }
+  if (isa<ReduceScatterOp, ReduceOp>(op) && !reads.empty()) {
+    int64_t pos = isa<ReduceScatterOp>(op)
+                      ? cast<ReduceScatterOp>(op).getBegin()
+                      : cast<ReduceOp>(op).getBegin();
     for (auto [src, r] : reads) {
-      if (!gradsOf.count(src))
-        return op.emitOpError("reduces a value that is not bound to a "
-                              "parameter by zero.grad");
-      (void)r;
-    }
-    if (isa<ReduceScatterOp, ReduceOp>(op) && !reads.empty()) {
-      int64_t pos = isa<ReduceScatterOp>(op)
-                        ? cast<ReduceScatterOp>(op).getBegin()
-                        : cast<ReduceOp>(op).getBegin();
-      for (auto [src, r] : reads) {
-        // A value bound to several parameters may be reduced for any of them.
-        SmallVector<GradOp, 1> grads = gradsOf.find(src)->second;
-        ElementRange range = r;
-        auto at = [&](GradOp g) -> int64_t {
-          const ParamLocation *loc = schedule.lookupParam(g.getParam());
-          return loc ? loc->offset + range.first : -1;
-        };
-        if (llvm::none_of(grads, [&](GradOp g) { return at(g) == pos; }))
-          return op.emitOpError("reduces the gradient of @")
-                 << grads.front().getParam() << " (elements [" << range.first
-                 << ", " << range.second << ")) at layout position " << pos
-                 << ", but they belong at " << at(grads.front());
-        pos += range.second - range.first;
-      }
+      // A value bound to several parameters may be reduced for any of them.
+      SmallVector<GradOp, 1> grads = c.gradsOf.find(src)->second;
+      ElementRange range = r;
+      auto at = [&](GradOp g) -> int64_t {
+        const ParamLocation *loc = schedule.lookupParam(g.getParam());
+        return loc ? loc->offset + range.first : -1;
+      };
+      if (llvm::none_of(grads, [&](GradOp g) { return at(g) == pos; }))
+        return op.emitOpError("reduces the gradient of @")
+               << grads.front().getParam() << " (elements [" << range.first
+               << ", " << range.second << ")) at layout position " << pos
+               << ", but they belong at " << at(grads.front());
+      pos += range.second - range.first;
     }
   }
+  return success();
+}
 
+LogicalResult ScheduleVerifier::checkTiling(PartitionOp p,
+                                            SmallVector<RangeOp> &ranges,
+                                            StringRef what, StringRef missing) {
+  llvm::sort(ranges, [](const RangeOp &a, const RangeOp &b) {
+    return a.range < b.range;
+  });
+  int64_t cursor = 0;
+  for (RangeOp &r : ranges) {
+    if (r.range.first < cursor) {
+      InFlightDiagnostic d =
+          r.op->emitOpError()
+          << what << " "
+          << describe(p, {r.range.first, std::min(cursor, r.range.second)})
+          << " a second time in this step";
+      return failure();
+    }
+    if (r.range.first > cursor)
+      return p.emitOpError()
+             << describe(p, {cursor, r.range.first}) << " " << missing;
+    cursor = r.range.second;
+  }
+  if (cursor < p.getNumelValue())
+    return p.emitOpError() << describe(p, {cursor, p.getNumelValue()}) << " "
+                           << missing;
+  return success();
+}
+
+/// Gradients must be complete before an in-place reduction reads them.
+LogicalResult ScheduleVerifier::checkGradsBeforeReduction(PartitionOp p,
+                                                          CoverageOps &c) {
+  SmallVector<StringAttr> names;
+  SmallVector<int64_t> begins, ends;
+  for (auto [ref, off] : llvm::zip(p.getParams(), p.getOffsets())) {
+    names.push_back(cast<SymbolRefAttr>(ref).getLeafReference());
+    begins.push_back(off);
+    ends.push_back(off + schedule.lookupParam(names.back())->numel);
+  }
+  // The layout is in offset order, so the parameters a reduction covers
+  // are found by binary search.
+  bool sorted = llvm::is_sorted(begins) && llvm::is_sorted(ends);
+  for (RangeOp &r : c.reductions[p]) {
+    size_t lo = 0, hi = names.size();
+    if (sorted) {
+      lo = llvm::partition_point(
+               ends, [&](int64_t e) { return e <= r.range.first; }) -
+           ends.begin();
+      hi = llvm::partition_point(
+               begins, [&](int64_t b) { return b < r.range.second; }) -
+           begins.begin();
+    }
+    for (size_t i = lo; i < hi; ++i) {
+      StringAttr name = names[i];
+      if (!overlaps({begins[i], ends[i]}, r.range))
+        continue;
+      auto it = c.gradWrittenAt.find(name);
+      if (it == c.gradWrittenAt.end() || it->second > index[r.op])
+        return r.op->emitOpError("reduces the gradient of @")
+               << name.getValue() << " before its zero.grad (or it has none)";
+    }
+  }
+  return success();
+}
+
+/// MiCS: the shard groups' gradients are summed over the replicas once per
+/// step, each element once, after the group's reductions completed and
+/// before the optimizer reads them.
+LogicalResult ScheduleVerifier::checkReplicaSums(PartitionOp p,
+                                                 CoverageOps &c) {
+  if (failed(checkTiling(p, c.replicaSums[p],
+                         "sums over the MiCS replicas the gradients of",
+                         "are never summed over the MiCS replicas")))
+    return failure();
+  for (RangeOp &sum : c.replicaSums[p]) {
+    for (RangeOp &r : c.reductions[p])
+      if (runAt(getCompletion(r.op), c) > runAt(sum.op, c)) {
+        InFlightDiagnostic d =
+            sum.op->emitOpError("sums gradients of @")
+            << p.getSymName()
+            << " over the MiCS replicas before the shard group's "
+               "reduction completed";
+        d.attachNote(getCompletion(r.op)->getLoc())
+            << "the reduction completes here";
+        return failure();
+      }
+    Operation *done = getCompletion(sum.op);
+    for (Operation *check : c.overflowChecks)
+      if (runAt(check, c) < runAt(done, c)) {
+        InFlightDiagnostic d =
+            done->emitOpError("completes the MiCS replica sum of @")
+            << p.getSymName() << " after the overflow check reads it";
+        d.attachNote(check->getLoc()) << "the overflow check";
+        return failure();
+      }
+  }
+  return success();
+}
+
+/// One zero.adam per partition, after its MiCS replica sums completed.
+LogicalResult ScheduleVerifier::checkUpdate(PartitionOp p, CoverageOps &c) {
+  SmallVector<AdamOp> &ups = c.updates[p];
+  if (ups.empty())
+    return p.emitOpError("is never updated: no zero.adam for partition @")
+           << p.getSymName();
+  for (RangeOp &sum : c.replicaSums[p])
+    if (runAt(ups[0], c) < runAt(getCompletion(sum.op), c))
+      return ups[0].emitOpError("updates @")
+             << p.getSymName()
+             << " before the MiCS replica sum of its gradients completed";
+  if (ups.size() > 1) {
+    InFlightDiagnostic d = ups[1].emitOpError("updates partition @")
+                           << p.getSymName() << " a second time in this step";
+    d.attachNote(ups[0].getLoc()) << "first updated here";
+    return failure();
+  }
+  return success();
+}
+
+/// An offloaded optimizer: the gradients go to the host before the host
+/// Adam, each element once (in one copy or streamed range by range, each
+/// after its reduction completed), and the parameters come back after it,
+/// each element once. Offloaded parameter shards are updated in place by the
+/// host Adam, or stored once from the device Adam's staged new parameters
+/// after it.
+LogicalResult ScheduleVerifier::checkOffloadCopies(PartitionOp p,
+                                                   CoverageOps &c) {
+  AdamOp update = c.updates[p][0];
+  SmallVector<Operation *> &moves = c.transfers[p];
+  bool paramsOff = schedule.areParamsOffloaded();
+  if (paramsOff && !schedule.isOptimizerOffloaded()) {
+    if (moves.size() != 1 ||
+        cast<TransferOpInterface>(moves[0]).getStagedValue() !=
+            update.getNewParams())
+      return p.emitOpError("has offloaded parameters and a device "
+                           "optimizer: its new parameters must be stored "
+                           "from its zero.adam's staged buffer once per "
+                           "step, found ")
+             << moves.size() << " copies";
+  }
+  if (!schedule.isOptimizerOffloaded())
+    return success();
+  SmallVector<RangeOp> downloads, uploads;
+  for (Operation *t : moves) {
+    auto move = cast<TransferOpInterface>(t);
+    ElementRange r =
+        move.getElementRange().value_or(ElementRange{0, p.getNumelValue()});
+    (move.getTargetBuffer() == BufferKind::host_grads ? downloads : uploads)
+        .push_back({t, r});
+  }
+  bool inPlace = schedule.areParamsOnHost();
+  if (downloads.empty() || uploads.empty() != inPlace)
+    return p.emitOpError("has an offloaded optimizer: its gradients must "
+                         "be copied to the host and its parameters back "
+                         "in every step (never with parameter shards in "
+                         "host memory), found ")
+           << downloads.size() << " and " << uploads.size() << " copies";
+  if (failed(checkTiling(p, downloads, "copies the gradients of",
+                         "are never copied to the host")) ||
+      (!inPlace && failed(checkTiling(p, uploads, "copies the parameters of",
+                                      "are never copied back from the host"))))
+    return failure();
+  for (Operation *t : moves) {
+    bool download = cast<TransferOpInterface>(t).getTargetBuffer() ==
+                    BufferKind::host_grads;
+    if (download != (runAt(t, c) < runAt(update, c)))
+      return t->emitOpError(download ? "copies the gradients of @"
+                                     : "copies the parameters of @")
+             << p.getSymName()
+             << (download ? " to the host after" : " to the device before")
+             << " their host zero.adam";
+  }
+  for (RangeOp &d : downloads)
+    for (RangeOp &r : c.reductions[p]) {
+      if (!overlaps(d.range, r.range))
+        continue;
+      Operation *done = r.op;
+      if (Value token = getToken(r.op))
+        for (Operation *user : token.getUsers())
+          done = user;
+      if (runAt(done, c) > runAt(d.op, c)) {
+        InFlightDiagnostic diag =
+            d.op->emitOpError("copies the gradients of ")
+            << describe(p, {std::max(d.range.first, r.range.first),
+                            std::min(d.range.second, r.range.second)})
+            << " to the host before their reduction completed";
+        diag.attachNote(done->getLoc()) << "the reduction completes here";
+        return failure();
+      }
+    }
+  if (!c.gathers[p].empty())
+    for (Operation *t : moves)
+      for (RangeOp &g : c.gathers[p])
+        if (index[g.op] < index[t])
+          return g.op->emitOpError("gathers parameters of @")
+                 << p.getSymName()
+                 << " before they are copied back from the host";
+  return success();
+}
+
+LogicalResult ScheduleVerifier::checkGathers(PartitionOp p, CoverageOps &c) {
+  int64_t stage = schedule.getStage();
+  if (!c.gathers[p].empty()) {
+    if (failed(checkTiling(p, c.gathers[p], "gathers the parameters of",
+                           "are never gathered after the update")))
+      return failure();
+    for (RangeOp &g : c.gathers[p])
+      if (index[g.op] < index[c.updates[p][0]])
+        return g.op->emitOpError("gathers parameters of @")
+               << p.getSymName() << " before their zero.adam update";
+  } else if (stage == 1 || stage == 2) {
+    if (schedule.getWorldSize() > 1)
+      return p.emitOpError("stage-")
+             << stage << " partition @" << p.getSymName()
+             << " is updated but its parameters are never gathered";
+  }
+  return success();
+}
+
+LogicalResult ScheduleVerifier::checkPartitionCoverage(PartitionOp p,
+                                                       CoverageOps &c) {
+  if (schedule.getWorldSize() > 1 || !c.reductions[p].empty())
+    if (failed(checkTiling(p, c.reductions[p], "reduces the gradients of",
+                           "are never reduced in this step")))
+      return failure();
+  if (schedule.getStage() <= 1 && failed(checkGradsBeforeReduction(p, c)))
+    return failure();
+  if (schedule.getMicsReplicas() > 1 && failed(checkReplicaSums(p, c)))
+    return failure();
+  if (failed(checkUpdate(p, c)) || failed(checkOffloadCopies(p, c)))
+    return failure();
+  return checkGathers(p, c);
+}
+
+LogicalResult ScheduleVerifier::checkCoverage() {
+  Block &body = schedule.getStep().getBodyBlock();
+  CoverageOps c;
+  c.numOps = static_cast<int64_t>(index.size());
+  schedule.getStep().getBody().walk(
+      [&](GradOp g) { c.gradsOf[g.getGrad()].push_back(g); });
+  for (Operation &op : body) {
+    int64_t i = index[&op];
+    if (failed(recordCoverage(op, i, c)) || failed(checkStagedShard(op)) ||
+        failed(checkReductionSources(op, c)))
+      return failure();
+  }
   for (const PartitionBuffers &pb : schedule.getPartitions()) {
     // checkFrozen saw that nothing reduces or updates a frozen partition.
     if (pb.frozen)
       continue;
-    PartitionOp p = pb.partition;
-    auto tile = [&](SmallVector<RangeOp> &ranges, StringRef what,
-                    StringRef missing) -> LogicalResult {
-      llvm::sort(ranges, [](const RangeOp &a, const RangeOp &b) {
-        return a.range < b.range;
-      });
-      int64_t cursor = 0;
-      for (RangeOp &r : ranges) {
-        if (r.range.first < cursor) {
-          InFlightDiagnostic d =
-              r.op->emitOpError()
-              << what << " "
-              << describe(p, {r.range.first, std::min(cursor, r.range.second)})
-              << " a second time in this step";
-          return failure();
-        }
-        if (r.range.first > cursor)
-          return p.emitOpError()
-                 << describe(p, {cursor, r.range.first}) << " " << missing;
-        cursor = r.range.second;
-      }
-      if (cursor < p.getNumelValue())
-        return p.emitOpError()
-               << describe(p, {cursor, p.getNumelValue()}) << " " << missing;
-      return success();
-    };
-    if (schedule.getWorldSize() > 1 || !reductions[p].empty())
-      if (failed(tile(reductions[p], "reduces the gradients of",
-                      "are never reduced in this step")))
-        return failure();
-    // Gradients must be complete before an in-place reduction reads them.
-    if (stage <= 1) {
-      SmallVector<StringAttr> names;
-      SmallVector<int64_t> begins, ends;
-      for (auto [ref, off] : llvm::zip(p.getParams(), p.getOffsets())) {
-        names.push_back(cast<SymbolRefAttr>(ref).getLeafReference());
-        begins.push_back(off);
-        ends.push_back(off + schedule.lookupParam(names.back())->numel);
-      }
-      // The layout is in offset order, so the parameters a reduction covers
-      // are found by binary search.
-      bool sorted = llvm::is_sorted(begins) && llvm::is_sorted(ends);
-      for (RangeOp &r : reductions[p]) {
-        size_t lo = 0, hi = names.size();
-        if (sorted) {
-          lo = llvm::partition_point(
-                   ends, [&](int64_t e) { return e <= r.range.first; }) -
-               ends.begin();
-          hi = llvm::partition_point(
-                   begins, [&](int64_t b) { return b < r.range.second; }) -
-               begins.begin();
-        }
-        for (size_t i = lo; i < hi; ++i) {
-          StringAttr name = names[i];
-          if (!overlaps({begins[i], ends[i]}, r.range))
-            continue;
-          auto it = gradWrittenAt.find(name);
-          if (it == gradWrittenAt.end() || it->second > index[r.op])
-            return r.op->emitOpError("reduces the gradient of @")
-                   << name.getValue()
-                   << " before its zero.grad (or it has none)";
-        }
-      }
-    }
-    // MiCS: the shard groups' gradients are summed over the replicas once
-    // per step, each element once, after the group's reductions completed
-    // and before the optimizer reads them.
-    if (schedule.getMicsReplicas() > 1) {
-      if (failed(tile(replicaSums[p],
-                      "sums over the MiCS replicas the gradients of",
-                      "are never summed over the MiCS replicas")))
-        return failure();
-      for (RangeOp &sum : replicaSums[p]) {
-        for (RangeOp &r : reductions[p])
-          if (runAt(completion(r.op)) > runAt(sum.op)) {
-            InFlightDiagnostic d =
-                sum.op->emitOpError("sums gradients of @")
-                << p.getSymName()
-                << " over the MiCS replicas before the shard group's "
-                   "reduction completed";
-            d.attachNote(completion(r.op)->getLoc())
-                << "the reduction completes here";
-            return failure();
-          }
-        Operation *done = completion(sum.op);
-        for (Operation *check : overflowChecks)
-          if (runAt(check) < runAt(done)) {
-            InFlightDiagnostic d =
-                done->emitOpError("completes the MiCS replica sum of @")
-                << p.getSymName() << " after the overflow check reads it";
-            d.attachNote(check->getLoc()) << "the overflow check";
-            return failure();
-          }
-      }
-    }
-    SmallVector<AdamOp> &ups = updates[p];
-    if (ups.empty())
-      return p.emitOpError("is never updated: no zero.adam for partition @")
-             << p.getSymName();
-    for (RangeOp &sum : replicaSums[p])
-      if (runAt(ups[0]) < runAt(completion(sum.op)))
-        return ups[0].emitOpError("updates @")
-               << p.getSymName()
-               << " before the MiCS replica sum of its gradients completed";
-    if (ups.size() > 1) {
-      InFlightDiagnostic d = ups[1].emitOpError("updates partition @")
-                             << p.getSymName() << " a second time in this step";
-      d.attachNote(ups[0].getLoc()) << "first updated here";
+    if (failed(checkPartitionCoverage(pb.partition, c)))
       return failure();
-    }
-    // An offloaded optimizer: the gradients go to the host before the host
-    // Adam, each element once (in one copy or streamed range by range, each
-    // after its reduction completed), and the parameters come back after
-    // it, each element once. Offloaded parameter shards are updated in place
-    // by the host Adam, or stored once from the device Adam's staged new
-    // parameters after it.
-    SmallVector<Operation *> &moves = transfers[p];
-    bool paramsOff = schedule.areParamsOffloaded();
-    if (paramsOff && !schedule.isOptimizerOffloaded()) {
-      if (moves.size() != 1 ||
-          cast<TransferOpInterface>(moves[0]).getStagedValue() !=
-              ups[0].getNewParams())
-        return p.emitOpError("has offloaded parameters and a device "
-                             "optimizer: its new parameters must be stored "
-                             "from its zero.adam's staged buffer once per "
-                             "step, found ")
-               << moves.size() << " copies";
-    }
-    if (schedule.isOptimizerOffloaded()) {
-      SmallVector<RangeOp> downloads, uploads;
-      for (Operation *t : moves) {
-        auto move = cast<TransferOpInterface>(t);
-        ElementRange r =
-            move.getElementRange().value_or(ElementRange{0, p.getNumelValue()});
-        (move.getTargetBuffer() == BufferKind::host_grads ? downloads : uploads)
-            .push_back({t, r});
-      }
-      bool inPlace = schedule.areParamsOnHost();
-      if (downloads.empty() || uploads.empty() != inPlace)
-        return p.emitOpError("has an offloaded optimizer: its gradients must "
-                             "be copied to the host and its parameters back "
-                             "in every step (never with parameter shards in "
-                             "host memory), found ")
-               << downloads.size() << " and " << uploads.size() << " copies";
-      if (failed(tile(downloads, "copies the gradients of",
-                      "are never copied to the host")) ||
-          (!inPlace && failed(tile(uploads, "copies the parameters of",
-                                   "are never copied back from the host"))))
-        return failure();
-      for (Operation *t : moves) {
-        bool download = cast<TransferOpInterface>(t).getTargetBuffer() ==
-                        BufferKind::host_grads;
-        if (download != (runAt(t) < runAt(ups[0])))
-          return t->emitOpError(download ? "copies the gradients of @"
-                                         : "copies the parameters of @")
-                 << p.getSymName()
-                 << (download ? " to the host after" : " to the device before")
-                 << " their host zero.adam";
-      }
-      for (RangeOp &d : downloads)
-        for (RangeOp &r : reductions[p]) {
-          if (!overlaps(d.range, r.range))
-            continue;
-          Operation *done = r.op;
-          if (Value token = getToken(r.op))
-            for (Operation *user : token.getUsers())
-              done = user;
-          if (runAt(done) > runAt(d.op)) {
-            InFlightDiagnostic diag =
-                d.op->emitOpError("copies the gradients of ")
-                << describe(p, {std::max(d.range.first, r.range.first),
-                                std::min(d.range.second, r.range.second)})
-                << " to the host before their reduction completed";
-            diag.attachNote(done->getLoc()) << "the reduction completes here";
-            return failure();
-          }
-        }
-      if (!gathers[p].empty())
-        for (Operation *t : moves)
-          for (RangeOp &g : gathers[p])
-            if (index[g.op] < index[t])
-              return g.op->emitOpError("gathers parameters of @")
-                     << p.getSymName()
-                     << " before they are copied back from the host";
-    }
-    if (!gathers[p].empty()) {
-      if (failed(tile(gathers[p], "gathers the parameters of",
-                      "are never gathered after the update")))
-        return failure();
-      for (RangeOp &g : gathers[p])
-        if (index[g.op] < index[ups[0]])
-          return g.op->emitOpError("gathers parameters of @")
-                 << p.getSymName() << " before their zero.adam update";
-    } else if (stage == 1 || stage == 2) {
-      if (schedule.getWorldSize() > 1)
-        return p.emitOpError("stage-")
-               << stage << " partition @" << p.getSymName()
-               << " is updated but its parameters are never gathered";
-    }
   }
   return success();
 }
