@@ -13,7 +13,12 @@ die and are pruned. What no pattern takes stays a pseudo op, and
              eps)), m = mean(x, -1, keepdim=True), written out (Cohere's);
              w as an RMS norm's; the bias a row of zeros
   rope       x * cos + rotate_half(x) * sin, rotate_half(x) =
-             cat(-x[..., h:], x[..., :h]), cos/sin Hugging Face's tables;
+             cat(-x[..., h:], x[..., :h]), cos/sin Hugging Face's tables
+             for a theta, or those transformers computes from a rotary
+             module's own inv_freq and attention_scaling (Llama 3's,
+             YaRN's, Gemma 4's proportional rope), which nn.rope then
+             holds; on [batch, heads, seq, head_dim] or (Gemma 4)
+             [batch, seq, heads, head_dim];
              of a partial rotary embedding (x[..., :r] rotated,
              x[..., r:] passed through) the slices left become nn.split;
              NanoChat's rotate_half, cat(x[..., h:], -x[..., :h]), turns
@@ -30,7 +35,8 @@ die and are pruned. What no pattern takes stays a pseudo op, and
   GELU       0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))
              (GPT-2's gelu_new), the tanh approximation nn.gelu computes
 
-A square no pattern took (squared ReLU's relu(x) ** 2) is nn.mul(x, x).
+A square no pattern took (squared ReLU's relu(x) ** 2) is nn.mul(x, x); a
+product with a constant table of one value throughout is nn.scale by it.
 """
 
 import functools
@@ -260,8 +266,9 @@ def _rope_seq_axis(cos, sin, shape):
     return 1 if full[1] > 1 and full[2] == 1 and shape[2] > 1 else 2
 
 
-def _rope_theta(cos, sin, shape, where, interleaved=False, seq_axis=2):
-    """theta of Hugging Face's [seq, dim] tables for x of `shape`, or None."""
+def _rope_rows(cos, sin, shape, seq_axis=2):
+    """The [seq, dim] cos and sin tables (float32) that x of `shape` is
+    rotated by, the same for every batch row and head; None otherwise."""
     try:
         c = torch.broadcast_to(cos.detach().float().cpu(), shape)
         s = torch.broadcast_to(sin.detach().float().cpu(), shape)
@@ -276,6 +283,26 @@ def _rope_theta(cos, sin, shape, where, interleaved=False, seq_axis=2):
         cos, sin = cos.transpose(1, 2), sin.transpose(1, 2)
     c, s = c[0, 0], s[0, 0]
     seq, dim = c.shape
+    # Every head and batch row must use the same table (compared over the
+    # rows the tables have: a broadcast row is the same by construction).
+    for table, row in ((cos, c), (sin, s)):
+        t = table.detach().float().cpu()
+        t = t.reshape((1,) * (4 - t.dim()) + tuple(t.shape))
+        rows = tuple(t.shape[:2]) + (seq, dim)
+        if not torch.equal(torch.broadcast_to(t, rows),
+                           torch.broadcast_to(row, rows)):
+            return None
+    return c, s
+
+
+def _tables_match(c, s, want_c, want_s):
+    return (c - want_c).abs().max() <= 1e-5 and \
+        (s - want_s).abs().max() <= 1e-5
+
+
+def _rope_theta(c, s, interleaved=False):
+    """theta of Hugging Face's [seq, dim] tables c and s, or None."""
+    seq, dim = c.shape
     if seq < 2 or dim < 4:
         return None
     # The smallest frequency at position 1: sin(theta^-(dim-2)/dim), small,
@@ -286,18 +313,71 @@ def _rope_theta(cos, sin, shape, where, interleaved=False, seq_axis=2):
     theta = angle ** (-dim / (dim - 2))
     theta = float("%.6g" % theta)
     want_c, want_s = _hf_tables(theta, seq, dim, interleaved)
-    if (c - want_c).abs().max() > 1e-5 or (s - want_s).abs().max() > 1e-5:
+    return theta if _tables_match(c, s, want_c, want_s) else None
+
+
+def rotary_tables(module):
+    """(inv_freq, attention_scaling) of each rotary embedding of a module:
+    the `inv_freq` buffers that transformers computed (Llama 3's, YaRN's,
+    proportional rope's; Gemma 4's one per layer type, `<type>_inv_freq`),
+    with the factor of cos and sin beside each (`attention_scaling`, or
+    `<type>_attention_scaling`; 1 where there is none)."""
+    tables = []
+    for m in module.modules():
+        for name, buf in m.named_buffers(recurse=False):
+            if buf is None or not name.endswith("inv_freq") or \
+                    name.endswith("original_inv_freq") or buf.dim() != 1 or \
+                    not buf.is_floating_point():
+                continue
+            prefix = name[:-len("inv_freq")]
+            scale = getattr(m, prefix + "attention_scaling", 1.0)
+            if isinstance(scale, torch.Tensor):
+                scale = scale.item()
+            if not isinstance(scale, (int, float)):
+                continue
+            tables.append((buf.detach().float().cpu(), float(scale)))
+    return tables
+
+
+def _transformers_tables(inv_freq, scale, seq, interleaved):
+    """cos and sin as transformers' rotary embedding computes them in
+    float32: freqs = pos * inv_freq, emb = cat(freqs, freqs) (or, GPT-J's,
+    repeat_interleave), cos = emb.cos() * attention_scaling."""
+    pos = torch.arange(seq, dtype=torch.int64).float()
+    freqs = pos[:, None] * inv_freq[None, :]
+    if interleaved:
+        emb = torch.repeat_interleave(freqs, 2, dim=-1)
+    else:
+        emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos() * scale, emb.sin() * scale
+
+
+def _rope_freqs(cos, sin, shape, tables, interleaved=False, seq_axis=2):
+    """The frequency attributes of nn.rope for the tables x of `shape` is
+    rotated by: {"theta": theta} for Hugging Face's base^(-2i/d), else
+    {"inv_freq": [...], "scale": s} for a rotary module's own table
+    (`tables`, rotary_tables) that they equal; None for any other."""
+    rows = _rope_rows(cos, sin, shape, seq_axis)
+    if rows is None:
         return None
-    # Every head and batch row must use the same table (compared over the
-    # rows the tables have: a broadcast row is the same by construction).
-    for table, row in ((cos, c), (sin, s)):
-        t = table.detach().float().cpu()
-        t = t.reshape((1,) * (4 - t.dim()) + tuple(t.shape))
-        rows = tuple(t.shape[:2]) + (seq, dim)
-        if not torch.equal(torch.broadcast_to(t, rows),
-                           torch.broadcast_to(row, rows)):
-            return None
-    return theta
+    c, s = rows
+    theta = _rope_theta(c, s, interleaved)
+    if theta is not None:
+        return {"theta": theta}
+    seq, dim = c.shape
+    for inv_freq, scale in tables:
+        if 2 * inv_freq.numel() != dim or \
+                not torch.isfinite(inv_freq).all() or \
+                not (0.0 < scale < math.inf):
+            continue
+        want_c, want_s = _transformers_tables(inv_freq, scale, seq,
+                                              interleaved)
+        if _tables_match(c, s, want_c, want_s):
+            attrs = {"inv_freq": inv_freq.tolist()}
+            if scale != 1.0:
+                attrs["scale"] = scale
+            return attrs
+    return None
 
 
 def _table_key(t):
@@ -307,8 +387,10 @@ def _table_key(t):
             t.storage_offset())
 
 
-def fuse_rope(g):
-    thetas = {}
+def fuse_rope(g, tables=()):
+    """x * cos + rotate_half(x) * sin (or rotate_every_two) as nn.rope, its
+    tables Hugging Face's for a theta or one of `tables` (rotary_tables)."""
+    freqs = {}
     for add in [op for op in g.ops if op.kind == "add"]:
         a, b = add.operands
         ma, mb = _producer(a, "mul_const"), _producer(b, "mul_const")
@@ -321,27 +403,28 @@ def fuse_rope(g):
             if rotation is None:
                 continue
             cos, sin = mc.attrs["table"], ms.attrs["table"]
-            axis = _rope_seq_axis(cos, sin, x.shape) if interleaved else 2
+            axis = _rope_seq_axis(cos, sin, x.shape)
             key = (_table_key(cos), _table_key(sin), x.shape, interleaved)
-            if key not in thetas:
-                thetas[key] = _rope_theta(cos, sin, x.shape, add.where,
-                                          interleaved, axis)
-            theta = thetas[key]
-            if theta is None:
+            if key not in freqs:
+                freqs[key] = _rope_freqs(cos, sin, x.shape, tables,
+                                         interleaved, axis)
+            attrs = freqs[key]
+            if attrs is None:
                 add.where.fail(
                     "x * cos + %s(x) * sin with tables that are not "
                     "Hugging Face's rotary embedding at positions 0..%d of "
                     "a [batch, heads, seq, head_dim] tensor" % (
                         "rotate_every_two" if interleaved else "rotate_half",
                         x.shape[axis] - 1))
-            _emit_rope(g, add, x, theta, interleaved, axis == 1,
+            _emit_rope(g, add, x, dict(attrs), interleaved, axis == 1,
                        rotation.get("inverse", False))
             break
 
 
-def _emit_rope(g, add, x, theta, interleaved, seq_first, inverse=False):
-    """nn.rope of x in place of `add`; x [batch, seq, heads, head_dim]
-    (seq_first) is rotated in the [batch, heads, seq, head_dim] layout."""
+def _emit_rope(g, add, x, attrs, interleaved, seq_first, inverse=False):
+    """nn.rope of x in place of `add`, its frequencies `attrs`; x [batch,
+    seq, heads, head_dim] (seq_first) is rotated in the [batch, heads, seq,
+    head_dim] layout."""
     swap = [0, 2, 1, 3]
     ops = []
     src = x
@@ -350,7 +433,6 @@ def _emit_rope(g, add, x, theta, interleaved, seq_first, inverse=False):
         ops.append(g.emit("transpose", [x], {"permutation": swap},
                           [((b, h, s, d), "f32")], add.where))
         src = ops[-1].results[0]
-    attrs = {"theta": theta}
     if inverse:
         attrs["inverse"] = True
     if interleaved:
@@ -640,6 +722,29 @@ def lower_square(g):
         op.operands = [op.operands[0], op.operands[0]]
 
 
+def lower_uniform_tables(g):
+    """A product with a constant table that holds one value throughout and
+    leaves x's shape as it is, as nn.scale of x by that value: Ministral
+    3's query scale 1 + beta * log(1 + floor(pos / n)), all ones at the
+    step's positions below n (a product by 1, which changes nothing, is
+    dropped), and Gemma 4's layer_scalar buffer [1]. The rope pattern has
+    taken its tables before."""
+    for op in [o for o in g.ops if o.kind == "mul_const"]:
+        t = op.attrs["table"].detach().cpu()
+        if op.results[0].shape != op.operands[0].shape or t.numel() == 0 or \
+                not t.is_floating_point():
+            continue
+        flat = t.flatten()
+        v = float(flat[0])
+        if not math.isfinite(v) or not torch.all(flat == flat[0]):
+            continue
+        if v == 1.0:
+            g.replace_uses(op.results[0], op.operands[0])
+            continue
+        op.kind = "scale"
+        op.attrs = {"factor": v}
+
+
 def lower_add_scalar(g):
     """x + c as nn.add of an nn.fill (a constant row)."""
     for op in [o for o in g.ops if o.kind == "add_scalar"]:
@@ -691,11 +796,13 @@ def check_lowered(g):
                 op.kind, op.kind))
 
 
-def fuse_all(g, roots):
+def fuse_all(g, roots, rotary=()):
+    """The patterns on g; `rotary` the rotary embeddings' own tables
+    (rotary_tables) that a rope's cos and sin may be computed from."""
     g.prune(roots)
     fuse_layer_norm(g)
     fuse_rms_norm(g)
-    fuse_rope(g)
+    fuse_rope(g, rotary)
     g.prune(roots)
     lower_slices(g)
     g.prune(roots)
@@ -703,6 +810,7 @@ def fuse_all(g, roots):
     g.prune(roots)
     fuse_swiglu(g)
     fuse_gelu_tanh(g)
+    lower_uniform_tables(g)
     lower_square(g)
     lower_add_scalar(g)
     g.prune(roots)

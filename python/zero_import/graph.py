@@ -14,6 +14,7 @@ form, which every tool parses as well.
 """
 
 import math
+import struct
 
 from .errors import ImportFailure
 from .nn_ops import OPS as NN_OPS
@@ -161,13 +162,32 @@ _ATTR_TEXT = {
     "f64": fmt_float,
     "i64": lambda v: "%d" % v,
     "i64_array": lambda v: "[%s]" % ", ".join("%d" % x for x in v),
+    "f32_array": lambda v: "[%s]" % ", ".join(_fmt_f32(x) + " : f32"
+                                              for x in v),
 }
 _ATTR_GENERIC = {
     "f64": lambda v: fmt_float(v) + " : f64",
     "i64": lambda v: "%d : i64" % v,
     "i64_array": lambda v: "array<i64%s>" % "".join(
         (":" if i == 0 else ",") + " %d" % x for i, x in enumerate(v)),
+    "f32_array": lambda v: "[%s]" % ", ".join(_fmt_f32(x) + " : f32"
+                                              for x in v),
 }
+
+
+def _f32(v):
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def _fmt_f32(v):
+    """The shortest literal of an fp32 value that MLIR, which reads it as a
+    double and rounds that to fp32, parses back to the same value."""
+    f = _f32(v)
+    for digits in range(6, 10):
+        text = "%.*g" % (digits, f)
+        if _f32(float(text)) == f:
+            return fmt_float(float(text))
+    return fmt_float(f)
 
 
 def _bind(kind, groups, values, what):

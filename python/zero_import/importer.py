@@ -9,7 +9,7 @@ import torch
 
 from . import safetensors
 from .errors import ImportFailure
-from .fuse import fuse_all
+from .fuse import fuse_all, rotary_tables
 from .graph import fmt_float, print_module
 from .lower import Lowering, is_sym
 from .precision import keep_in_fp32
@@ -200,7 +200,7 @@ def lower_step(module, g_fx, loss_output, weight_of, init_of=None):
         raise ImportFailure("the loss (forward()'s output %d) must be a "
                             "scalar float tensor computed from the inputs"
                             % loss_output)
-    fuse_all(g, [loss])
+    fuse_all(g, [loss], rotary_tables(module))
     used = set()
     for op in g.ops:
         for o in op.operands:

@@ -212,11 +212,12 @@ int main(int argc, char **argv) {
   const double ropeElems = double(ropeRows * ropeSeq * ropeDim);
   kernels.push_back({"rope_bf16", 4.0 * ropeElems, [&] {
                        zrt_rope(ZRT_BF16, paramBf16->data, outBf16->data, 1,
-                                ropeRows, ropeSeq, ropeDim, 1e4, 0, 0);
+                                ropeRows, ropeSeq, ropeDim, 1e4, 0, 0, nullptr,
+                                1.0);
                      }});
   kernels.push_back({"rope_f32", 8.0 * ropeElems, [&] {
                        zrt_rope(ZRT_F32, gradF32->data, ta.data, 1, ropeRows,
-                                ropeSeq, ropeDim, 1e4, 0, 0);
+                                ropeSeq, ropeDim, 1e4, 0, 0, nullptr, 1.0);
                      }});
   // A plain read-only reduction (sum of squares of fp32 data, 4 B/element):
   // the read bandwidth the overflow check could reach at best.

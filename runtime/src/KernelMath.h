@@ -187,11 +187,12 @@ ZRT_HOST_DEVICE inline float lossRowGrad(float dloss, int64_t count) {
 
 // The fp32 steps of Hugging Face's LlamaRotaryEmbedding and
 // apply_rotary_pos_emb, in their order: inv_freq = 1 / theta^(2i / dim),
-// freqs = pos * inv_freq, cos and sin of freqs, x * cos + rotate_half(x) *
-// sin. Where torch rounds an fp32 operation (pow, cos, sin) to within an
-// ulp, these round the double result once, which is exact on both backends
-// but for near-ties; every other step is one fp32 operation, rounded as in
-// torch: host callers must be compiled without multiply-add contraction.
+// freqs = pos * inv_freq, cos and sin of freqs (times attention_scaling),
+// x * cos + rotate_half(x) * sin. Where torch rounds an fp32 operation (pow,
+// cos, sin) to within an ulp, these round the double result once, which is
+// exact on both backends but for near-ties; every other step is one fp32
+// operation, rounded as in torch: host callers must be compiled without
+// multiply-add contraction.
 
 /// inv_freq of pair i of a head of `headDim`.
 ZRT_HOST_DEVICE inline float ropeInvFreq(double theta, int64_t i,
@@ -205,18 +206,19 @@ ZRT_HOST_DEVICE inline float ropeInvFreq(double theta, int64_t i,
   return 1.0f / power;
 }
 
-/// cos and sin of the fp32 angle pos * invFreq.
-ZRT_HOST_DEVICE inline void ropeCosSin(int64_t pos, float invFreq, float &c,
-                                       float &s) {
+/// cos and sin of the fp32 angle pos * invFreq, each times `scale` in fp32
+/// (transformers' attention_scaling: exact when it is 1).
+ZRT_HOST_DEVICE inline void ropeCosSin(int64_t pos, float invFreq, float scale,
+                                       float &c, float &s) {
 #ifdef __CUDA_ARCH__
   double angle = __fmul_rn(float(pos), invFreq), sd, cd;
   ::sincos(angle, &sd, &cd);
-  c = float(cd);
-  s = float(sd);
+  c = __fmul_rn(float(cd), scale);
+  s = __fmul_rn(float(sd), scale);
 #else
   double angle = float(pos) * invFreq;
-  c = float(std::cos(angle));
-  s = float(std::sin(angle));
+  c = float(std::cos(angle)) * scale;
+  s = float(std::sin(angle)) * scale;
 #endif
 }
 

@@ -21,7 +21,8 @@ namespace {
 
 template <typename T>
 void rope(const T *x, T *y, int64_t rows, int64_t seq, int64_t headDim,
-          double theta, bool inverse, bool interleaved) {
+          double theta, bool inverse, bool interleaved, const float *table,
+          float scale) {
   int64_t half = headDim / 2;
   // Item r is row r % rows at position r / rows.
   parallelFor(rows * seq, rowGrain(headDim), [&](int64_t begin, int64_t end) {
@@ -32,13 +33,14 @@ void rope(const T *x, T *y, int64_t rows, int64_t seq, int64_t headDim,
     for (int64_t c0 = 0; c0 < half; c0 += kBlock) {
       int64_t len = std::min(kBlock, half - c0);
       for (int64_t i = 0; i < len; ++i)
-        invFreq[i] = ropeInvFreq(theta, c0 + i, headDim);
+        invFreq[i] =
+            table ? table[c0 + i] : ropeInvFreq(theta, c0 + i, headDim);
       int64_t pos = -1;
       for (int64_t r = begin; r < end; ++r) {
         if (r / rows != pos) {
           pos = r / rows;
           for (int64_t i = 0; i < len; ++i) {
-            ropeCosSin(pos, invFreq[i], cosT[i], sinT[i]);
+            ropeCosSin(pos, invFreq[i], scale, cosT[i], sinT[i]);
             if (inverse)
               sinT[i] = -sinT[i];
           }
@@ -78,16 +80,16 @@ void rope(const T *x, T *y, int64_t rows, int64_t seq, int64_t headDim,
 
 extern "C" void zrt_rope(int32_t dtype, const void *x, void *y, int64_t batch,
                          int64_t heads, int64_t seq, int64_t headDim,
-                         double theta, int32_t inverse, int32_t interleaved) {
+                         double theta, int32_t inverse, int32_t interleaved,
+                         const float *invFreq, double scale) {
   KernelSpan span("zrt_rope");
   checkDims("zrt_rope", batch, heads, seq, headDim);
   if (headDim % 2 != 0)
     fatal("zrt_rope: head_dim %lld is odd", (long long)headDim);
-  if (!(theta > 0.0) || !std::isfinite(theta))
-    fatal("zrt_rope: theta %g is not positive and finite", theta);
+  checkRopeFrequencies("zrt_rope", headDim, theta, invFreq, scale);
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
     rope(static_cast<const T *>(x), static_cast<T *>(y), batch * heads, seq,
-         headDim, theta, inverse != 0, interleaved != 0);
+         headDim, theta, inverse != 0, interleaved != 0, invFreq, float(scale));
   });
 }

@@ -10,6 +10,7 @@
 #include "zero_rt/constants.h"
 #include "zero_rt/quantize.h"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdint>
 
@@ -46,6 +47,23 @@ inline void checkMatmul(int64_t batch, int64_t m, int64_t n, int64_t k,
   if (kSum < 0 || kSum > k)
     fatal("zrt_matmul: k_sum %lld is outside [0, k = %lld]", (long long)kSum,
           (long long)k);
+}
+
+/// Aborts unless zrt_rope's frequencies are valid: theta positive and
+/// finite, or the head_dim / 2 entries of `invFreq` finite; `scale`
+/// positive and finite.
+inline void checkRopeFrequencies(const char *kernel, int64_t headDim,
+                                 double theta, const float *invFreq,
+                                 double scale) {
+  if (invFreq) {
+    for (int64_t i = 0; i < headDim / 2; ++i)
+      if (!std::isfinite(invFreq[i]))
+        fatal("%s: inv_freq[%lld] is not finite", kernel, (long long)i);
+  } else if (!(theta > 0.0) || !std::isfinite(theta)) {
+    fatal("%s: theta %g is not positive and finite", kernel, theta);
+  }
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    fatal("%s: scale %g is not positive and finite", kernel, scale);
 }
 
 /// Checks zrt_split's or zrt_concat's [outer, sum(sizes), inner] and

@@ -258,28 +258,32 @@ TEST_F(GradTest, Swiglu) {
       dup, rng, 1e-3);
 }
 
-// rope's backward is the inverse rope of dy, and the inverse rope's the rope.
+// rope's backward is the inverse rope of dy, and the inverse rope's the rope,
+// with theta's frequencies or a table, and with cos and sin scaled.
 TEST_F(GradTest, Rope) {
   int64_t batch = 2, heads = 2, seq = 9, dim = 8, n = batch * heads * seq * dim;
-  for (int interleaved = 0; interleaved < 2; ++interleaved)
-    for (int inverse = 0; inverse < 2; ++inverse) {
-      Floats x = randomFloats(rng, n);
-      std::vector<double> w = weights(rng, n);
-      Floats dy = asFloats(w), dx(static_cast<size_t>(n));
-      zrt_rope(ZRT_F32, dy.data(), dx.data(), batch, heads, seq, dim, 1e4,
-               !inverse, interleaved);
-      checkGradient(
-          std::string("rope") + (inverse ? " inverse" : "") +
-              (interleaved ? " interleaved" : ""),
-          x,
-          [&](const Floats &v) {
-            Floats out(static_cast<size_t>(n));
-            zrt_rope(ZRT_F32, v.data(), out.data(), batch, heads, seq, dim, 1e4,
-                     inverse, interleaved);
-            return out;
-          },
-          w, dx, rng);
-    }
+  const float table[] = {0.9f, 0.0f, 0.25f, 1e-3f};
+  for (int mode = 0; mode < 8; ++mode) {
+    int interleaved = mode & 1, inverse = (mode >> 1) & 1;
+    const float *invFreq = mode >> 2 ? table : nullptr;
+    double scale = mode >> 2 ? 1.25 : 1.0;
+    Floats x = randomFloats(rng, n);
+    std::vector<double> w = weights(rng, n);
+    Floats dy = asFloats(w), dx(static_cast<size_t>(n));
+    zrt_rope(ZRT_F32, dy.data(), dx.data(), batch, heads, seq, dim, 1e4,
+             !inverse, interleaved, invFreq, scale);
+    checkGradient(
+        std::string("rope") + (inverse ? " inverse" : "") +
+            (interleaved ? " interleaved" : "") + (invFreq ? " table" : ""),
+        x,
+        [&](const Floats &v) {
+          Floats out(static_cast<size_t>(n));
+          zrt_rope(ZRT_F32, v.data(), out.data(), batch, heads, seq, dim, 1e4,
+                   inverse, interleaved, invFreq, scale);
+          return out;
+        },
+        w, dx, rng);
+  }
 }
 
 TEST_F(GradTest, Softmax) {

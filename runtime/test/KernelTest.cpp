@@ -284,7 +284,9 @@ TEST_P(KernelTest, SwigluAndGrad) {
 // Rotary embedding against exact arithmetic. The kernel's angle is the fp32
 // product of an fp32 inverse frequency (<= 1) and the position, within
 // 3 * 2^-24 * pos of the exact one, and the rotation adds five roundings:
-// 2^-24 (3 pos + 5) (|x1| + |x2|) bounds the fp32 error.
+// 2^-24 (3 pos + 5) (|x1| + |x2|) bounds the fp32 error; a scale of cos and
+// sin adds one rounding and multiplies the bound. A table (transformers'
+// own inverse frequencies) rotates as theta's would with the same values.
 TEST_P(KernelTest, RopeAndInverse) {
   struct Case {
     int64_t batch, heads, seq, dim;
@@ -295,30 +297,40 @@ TEST_P(KernelTest, RopeAndInverse) {
                  Case{3, 1, 5, 2, 1e4}, Case{1, 2, 3, 2060, 1e4}}) {
     int64_t rows = c.batch * c.heads, n = rows * c.seq * c.dim;
     Buffer x = randomBuffer(dtype(), rng, n);
-    double atol = kF32 * (3 * c.seq + 5) * 2 * maxAbs(x.values());
-    for (int interleaved = 0; interleaved < 2; ++interleaved) {
-      std::string what = std::string("rope ") + dtypeName(dtype()) + " seq " +
-                         std::to_string(c.seq) + " dim " +
-                         std::to_string(c.dim) +
-                         (interleaved ? " interleaved" : "");
-      for (int inverse = 0; inverse < 2; ++inverse) {
-        Buffer y(dtype(), n);
-        zrt_rope(dtype(), x.data(), y.data(), c.batch, c.heads, c.seq, c.dim,
-                 c.theta, inverse, interleaved);
-        ref::Vec want = ref::rope(x.values(), rows, c.seq, c.dim, c.theta,
-                                  inverse != 0, interleaved != 0);
-        expectClose(y, want, u(), atol,
-                    what + (inverse ? " inverse" : " forward"));
-        // In place gives the same bits.
-        Buffer z(dtype(), x.values());
-        zrt_rope(dtype(), z.data(), z.data(), c.batch, c.heads, c.seq, c.dim,
-                 c.theta, inverse, interleaved);
-        expectClose(z, y.values(), 0, 0, what + " in place");
-      }
+    // Llama 3's shape of table: the low frequencies divided by 8, zeros
+    // (pairs left unrotated, Gemma 4's proportional rope) at the end.
+    std::vector<float> table(static_cast<size_t>(c.dim / 2));
+    for (int64_t i = 0; i < c.dim / 2; ++i) {
+      double f = std::pow(c.theta, -double(2 * i) / double(c.dim));
+      table[i] = float(i >= c.dim / 4 ? f / 8 : f);
+      if (c.dim >= 16 && i >= c.dim / 2 - 2)
+        table[i] = 0.0f;
+    }
+    for (int mode = 0; mode < 8; ++mode) {
+      int interleaved = mode & 1, inverse = (mode >> 1) & 1;
+      const float *invFreq = mode >> 2 ? table.data() : nullptr;
+      double scale = mode >> 2 ? 1.2079441541679836 : 1.0;
+      double atol = kF32 * (3 * c.seq + 6) * 2 * scale * maxAbs(x.values());
+      std::string what =
+          std::string("rope ") + dtypeName(dtype()) + " seq " +
+          std::to_string(c.seq) + " dim " + std::to_string(c.dim) +
+          (interleaved ? " interleaved" : "") + (invFreq ? " table" : "") +
+          (inverse ? " inverse" : " forward");
+      Buffer y(dtype(), n);
+      zrt_rope(dtype(), x.data(), y.data(), c.batch, c.heads, c.seq, c.dim,
+               c.theta, inverse, interleaved, invFreq, scale);
+      ref::Vec want = ref::rope(x.values(), rows, c.seq, c.dim, c.theta,
+                                inverse != 0, interleaved != 0, invFreq, scale);
+      expectClose(y, want, u(), atol, what);
+      // In place gives the same bits.
+      Buffer z(dtype(), x.values());
+      zrt_rope(dtype(), z.data(), z.data(), c.batch, c.heads, c.seq, c.dim,
+               c.theta, inverse, interleaved, invFreq, scale);
+      expectClose(z, y.values(), 0, 0, what + " in place");
     }
   }
-  zrt_rope(dtype(), nullptr, nullptr, 0, 4, 8, 16, 1e4, 0, 0);
-  zrt_rope(dtype(), nullptr, nullptr, 0, 4, 8, 16, 1e4, 0, 1);
+  zrt_rope(dtype(), nullptr, nullptr, 0, 4, 8, 16, 1e4, 0, 0, nullptr, 1.0);
+  zrt_rope(dtype(), nullptr, nullptr, 0, 4, 8, 16, 1e4, 0, 1, nullptr, 1.0);
 }
 
 // f32 rope performs Hugging Face's fp32 steps in their order, bit for bit:
@@ -351,7 +363,8 @@ TEST(RopeTest, HuggingFaceFp32Steps) {
       }
     }
   }
-  zrt_rope(ZRT_F32, x.data(), y.data(), 1, heads, seq, dim, theta, 0, 0);
+  zrt_rope(ZRT_F32, x.data(), y.data(), 1, heads, seq, dim, theta, 0, 0,
+           nullptr, 1.0);
   for (size_t k = 0; k < x.size(); ++k)
     ASSERT_EQ(y[k], want[k]) << "element " << k;
   // Interleaved, the same pairs' values sit at (2i, 2i + 1) (GPT-J's
@@ -362,13 +375,58 @@ TEST(RopeTest, HuggingFaceFp32Steps) {
       xi[r * dim + 2 * i] = x[r * dim + i];
       xi[r * dim + 2 * i + 1] = x[r * dim + i + half];
     }
-  zrt_rope(ZRT_F32, xi.data(), yi.data(), 1, heads, seq, dim, theta, 0, 1);
+  zrt_rope(ZRT_F32, xi.data(), yi.data(), 1, heads, seq, dim, theta, 0, 1,
+           nullptr, 1.0);
   for (int64_t r = 0; r < heads * seq; ++r)
     for (int64_t i = 0; i < half; ++i) {
       ASSERT_EQ(yi[r * dim + 2 * i], want[r * dim + i]) << "row " << r;
       ASSERT_EQ(yi[r * dim + 2 * i + 1], want[r * dim + i + half])
           << "row " << r;
     }
+}
+
+// With transformers' own table (YaRN's or Llama 3's inv_freq, its
+// attention_scaling), f32 rope performs its fp32 steps bit for bit: freqs =
+// pos * inv_freq, cos = emb.cos() * attention_scaling (an fp32 product), the
+// rotation as above.
+TEST(RopeTest, TransformersTableFp32Steps) {
+  std::mt19937 rng(7);
+  int64_t heads = 2, seq = 200, dim = 32, half = dim / 2;
+  double scale = 1.2079441541679836;
+  std::vector<double> xv = randomValues(rng, heads * seq * dim, -3, 3);
+  std::vector<float> x(xv.begin(), xv.end()), y(x.size()), want(x.size());
+  std::vector<float> table(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    table[i] = float(std::pow(5e5, -double(2 * i) / double(dim)) /
+                     (i < half / 2 ? 1.0 : 40.0));
+  for (int64_t i = 0; i < half; ++i)
+    for (int64_t p = 0; p < seq; ++p) {
+      float freq = float(p) * table[i];
+      float c = float(std::cos(double(freq))) * float(scale);
+      float s = float(std::sin(double(freq))) * float(scale);
+      for (int64_t h = 0; h < heads; ++h) {
+        size_t at = size_t((h * seq + p) * dim + i);
+        volatile float x1c = x[at] * c, x2s = x[at + half] * s;
+        volatile float x2c = x[at + half] * c, x1s = x[at] * s;
+        want[at] = x1c - x2s;
+        want[at + half] = x2c + x1s;
+      }
+    }
+  zrt_rope(ZRT_F32, x.data(), y.data(), 1, heads, seq, dim, 1e4, 0, 0,
+           table.data(), scale);
+  for (size_t k = 0; k < x.size(); ++k)
+    ASSERT_EQ(y[k], want[k]) << "element " << k;
+}
+
+TEST(RopeDeathTest, TableAndScaleAreChecked) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const float table[] = {1.0f, NAN};
+  EXPECT_DEATH(
+      zrt_rope(ZRT_F32, nullptr, nullptr, 1, 1, 2, 4, 1e4, 0, 0, table, 1.0),
+      "zrt_rope: inv_freq\\[1\\] is not finite");
+  EXPECT_DEATH(
+      zrt_rope(ZRT_F32, nullptr, nullptr, 1, 1, 2, 4, 1e4, 0, 0, nullptr, -1.0),
+      "zrt_rope: scale -1 is not positive and finite");
 }
 
 TEST_P(KernelTest, SoftmaxAndGrad) {

@@ -91,18 +91,22 @@ inline double tanh(double x) { return std::tanh(x); }
 inline double tanhGrad(double y) { return 1.0 - y * y; }
 
 /// Rotary embedding of [rows, seq, dim] x (rows = batch * heads) in exact
-/// arithmetic: angle pos / theta^(2i / dim) for pair (i, i + dim / 2), or
-/// for pair (2i, 2i + 1) when interleaved.
+/// arithmetic: angle pos / theta^(2i / dim), or pos * invFreq[i] when given,
+/// for pair (i, i + dim / 2), or for pair (2i, 2i + 1) when interleaved;
+/// cos and sin times `scale`.
 inline Vec rope(const Vec &x, int64_t rows, int64_t seq, int64_t dim,
-                double theta, bool inverse, bool interleaved = false) {
+                double theta, bool inverse, bool interleaved = false,
+                const float *invFreq = nullptr, double scale = 1.0) {
   Vec y(x.size());
   int64_t half = dim / 2;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t p = 0; p < seq; ++p)
       for (int64_t i = 0; i < half; ++i) {
-        double angle = double(p) / std::pow(theta, double(2 * i) / double(dim));
-        double c = std::cos(angle),
-               s = inverse ? -std::sin(angle) : std::sin(angle);
+        double angle =
+            invFreq ? double(p) * double(invFreq[i])
+                    : double(p) / std::pow(theta, double(2 * i) / double(dim));
+        double c = scale * std::cos(angle),
+               s = scale * (inverse ? -std::sin(angle) : std::sin(angle));
         size_t row = static_cast<size_t>((r * seq + p) * dim);
         size_t at = row + static_cast<size_t>(interleaved ? 2 * i : i);
         size_t to = interleaved ? at + 1 : at + static_cast<size_t>(half);

@@ -83,9 +83,12 @@ public:
   /// The zrt_dtype (float) or zrt_index_type (integer) code of an element
   /// type, as an int32_t.
   virtual Value dtype(Type elementType) = 0;
-  /// A constant int64_t array / an array of pointers, passed by address.
+  /// A constant int64_t or float array / an array of pointers, passed by
+  /// address; a null pointer.
   virtual Value i64Array(ArrayRef<int64_t> values) = 0;
+  virtual Value f32Array(ArrayRef<float> values) = 0;
   virtual Value ptrArray(ArrayRef<Value> pointers) = 0;
+  virtual Value nullPtr() = 0;
 
   /// Calls runtime function `callee` (returning void) with `args`.
   virtual LogicalResult call(StringRef callee, ArrayRef<Value> args) = 0;

@@ -185,14 +185,17 @@ LogicalResult buildCall(nn::SoftmaxGradOp op, KernelCallBuilder &b) {
 }
 /// The default cost, one pass over the input and the result, holds: the
 /// kernel computes the cosines and sines once per position and pair, not per
-/// element.
+/// element. A table of frequencies is a constant of the program.
 LogicalResult buildCall(nn::RopeOp op, KernelCallBuilder &b) {
   ArrayRef<int64_t> sh = tensorType(op.getInput()).getShape();
+  SmallVector<float> table = op.getInvFreqValues();
   return b.call("zrt_rope",
                 {b.dtype(elemType(op.getInput())), b.operand(0), b.result(0),
                  b.i64(sh[0]), b.i64(sh[1]), b.i64(sh[2]), b.i64(sh[3]),
-                 b.f64(op.getTheta().convertToDouble()),
-                 b.i32(op.getInverse()), b.i32(op.getInterleaved())});
+                 b.f64(op.getTheta() ? op.getTheta()->convertToDouble() : 0.0),
+                 b.i32(op.getInverse()), b.i32(op.getInterleaved()),
+                 op.getInvFreq() ? b.f32Array(table) : b.nullPtr(),
+                 b.f64(op.getScaleOrOne())});
 }
 
 // Casts and fills.

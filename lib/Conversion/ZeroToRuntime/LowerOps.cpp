@@ -41,7 +41,11 @@ public:
   Value i64Array(ArrayRef<int64_t> values) override {
     return l.i64Array(values);
   }
+  Value f32Array(ArrayRef<float> values) override { return l.f32Array(values); }
   Value ptrArray(ArrayRef<Value> ptrs) override { return l.ptrArray(ptrs); }
+  Value nullPtr() override {
+    return LLVM::ZeroOp::create(l.b, l.loc, l.ptrType());
+  }
   LogicalResult call(StringRef callee, ArrayRef<Value> args) override {
     return l.call(callee, args);
   }

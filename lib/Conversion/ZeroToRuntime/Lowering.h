@@ -91,6 +91,10 @@ private:
     return i32(ZRT_F32); // and ZRT_I32
   }
   Value i64Array(ArrayRef<int64_t> values);
+  Value f32Array(ArrayRef<float> values);
+  /// A constant global of `attr`'s values, named zero_const_<n>, and its
+  /// address.
+  Value constantArray(Type elementType, DenseElementsAttr attr);
   Value ptrArray(ArrayRef<Value> ptrs);
   Type ptrType() { return LLVM::LLVMPointerType::get(b.getContext()); }
 

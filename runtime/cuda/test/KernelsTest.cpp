@@ -613,25 +613,34 @@ TEST_P(CudaKernelsTest, Rope) {
   for (const Case &c : cases) {
     int64_t n = c.batch * c.heads * c.seq * c.dim;
     Buffer x = randomBuffer(dtype(), rng, n, -2, 2);
-    for (int mode = 0; mode < 4; ++mode) {
-      int inverse = mode & 1, interleaved = mode >> 1;
+    // A table (transformers' own inverse frequencies) over several launches
+    // where head_dim / 2 exceeds what one launch takes.
+    std::vector<float> table(static_cast<size_t>(c.dim / 2));
+    for (size_t i = 0; i < table.size(); ++i)
+      table[i] = float(std::pow(c.theta, -double(2 * i) / double(c.dim)) /
+                       (i % 3 ? 1.0 : 4.0));
+    for (int mode = 0; mode < 8; ++mode) {
+      int inverse = mode & 1, interleaved = (mode >> 1) & 1;
+      const float *invFreq = mode >> 2 ? table.data() : nullptr;
+      double scale = mode >> 2 ? 1.2079441541679836 : 1.0;
       Buffer want(dtype(), n);
       zrt_rope(dtype(), x.data(), want.data(), c.batch, c.heads, c.seq, c.dim,
-               c.theta, inverse, interleaved);
+               c.theta, inverse, interleaved, invFreq, scale);
       const char *kernel[] = {"rope", "rope inverse", "rope interleaved",
                               "rope inverse interleaved"};
-      std::string what = label(kernel[mode], dtype(), c.seq, c.dim);
+      std::string what = label(kernel[mode & 3], dtype(), c.seq, c.dim) +
+                         (invFreq ? " table" : "");
       DeviceTensor dx(x), dy(dtype(), n);
       rope(dtype(), dx.get(), dy.get(), c.batch, c.heads, c.seq, c.dim, c.theta,
-           inverse, interleaved);
+           inverse, interleaved, invFreq, scale);
       Buffer got = dy.download();
-      expectNear(got, want, 0, 4 * kF32 * double(c.seq + 2) * 2, what);
+      expectNear(got, want, 0, 4 * kF32 * double(c.seq + 2) * 2 * scale, what);
       rope(dtype(), dx.get(), dy.get(), c.batch, c.heads, c.seq, c.dim, c.theta,
-           inverse, interleaved);
+           inverse, interleaved, invFreq, scale);
       expectBitwise(dy.download(), got, what + " rerun");
       DeviceTensor in1(x, 1);
       rope(dtype(), in1.get(), in1.get(), c.batch, c.heads, c.seq, c.dim,
-           c.theta, inverse, interleaved);
+           c.theta, inverse, interleaved, invFreq, scale);
       expectBitwise(in1.download(), got, what + " in place misaligned");
     }
   }
@@ -1184,10 +1193,19 @@ TEST(CudaKernelsDeathTest, InvalidArguments) {
                "no classes");
   EXPECT_DEATH(embedding(ZRT_F32, a.get(), 5, b.get(), a.get(), 1, 1, 1),
                "unknown index type");
-  EXPECT_DEATH(rope(ZRT_F32, a.get(), b.get(), 1, 1, 2, 3, 1e4, 0, 0),
-               "head_dim 3 is odd");
-  EXPECT_DEATH(rope(ZRT_BF16, a.get(), b.get(), 1, 1, 2, 4, 0.0, 1, 1),
-               "theta 0 is not positive");
+  EXPECT_DEATH(
+      rope(ZRT_F32, a.get(), b.get(), 1, 1, 2, 3, 1e4, 0, 0, nullptr, 1.0),
+      "head_dim 3 is odd");
+  EXPECT_DEATH(
+      rope(ZRT_BF16, a.get(), b.get(), 1, 1, 2, 4, 0.0, 1, 1, nullptr, 1.0),
+      "theta 0 is not positive");
+  const float badTable[] = {1.0f, INFINITY};
+  EXPECT_DEATH(
+      rope(ZRT_F32, a.get(), b.get(), 1, 1, 2, 4, 1e4, 0, 0, badTable, 1.0),
+      "inv_freq\\[1\\] is not finite");
+  EXPECT_DEATH(
+      rope(ZRT_F32, a.get(), b.get(), 1, 1, 2, 4, 1e4, 0, 0, nullptr, 0.0),
+      "scale 0 is not positive");
 }
 
 //===----------------------------------------------------------------------===//

@@ -494,9 +494,13 @@ module @attention_ext {
 // -----
 
 // Rotary embedding: the (batch, heads, seq, head_dim) shape, theta, the
-// inverse rotation (its derivative) and the interleaved pairing as flags.
+// inverse rotation (its derivative) and the interleaved pairing as flags,
+// then the table of frequencies (a constant global, or null for theta's) and
+// the scale of cos and sin.
 
 // CHECK-LABEL: module @rope
+// CHECK:      llvm.mlir.global internal constant @[[TABLE:zero_const_[0-9]+]](dense<[1.000000e+00, 2.500000e-01, 1.250000e-02, 0.000000e+00]> : tensor<4xf32>) {addr_space = 0 : i32} : !llvm.array<4 x f32>
+
 // CHECK-LABEL: llvm.func @zero_micro_step
 // CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[R:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
@@ -508,7 +512,9 @@ module @attention_ext {
 // CHECK-NEXT: %[[THETA:.*]] = llvm.mlir.constant(1.000000e+04 : f64) : f64
 // CHECK-NEXT: %[[INVERSE:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[INTERLEAVED:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-NEXT: llvm.call @zrt_rope(%[[DTYPE]], %[[X]], %[[R]], %[[BATCH]], %[[HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[THETA]], %[[INVERSE]], %[[INTERLEAVED]])
+// CHECK-NEXT: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[ONE:.*]] = llvm.mlir.constant(1.000000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_rope(%[[DTYPE]], %[[X]], %[[R]], %[[BATCH]], %[[HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[THETA]], %[[INVERSE]], %[[INTERLEAVED]], %[[NULL]], %[[ONE]])
 // CHECK:      %[[I:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
@@ -518,7 +524,16 @@ module @attention_ext {
 // CHECK-NEXT: %[[THETA:.*]] = llvm.mlir.constant(5.000000e+05 : f64) : f64
 // CHECK-NEXT: %[[INVERSE:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[INTERLEAVED:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK-NEXT: llvm.call @zrt_rope(%[[DTYPE]], %[[R]], %[[I]], %[[BATCH]], %[[HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[THETA]], %[[INVERSE]], %[[INTERLEAVED]])
+// CHECK-NEXT: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[ONE:.*]] = llvm.mlir.constant(1.000000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_rope(%[[DTYPE]], %[[R]], %[[I]], %[[BATCH]], %[[HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[THETA]], %[[INVERSE]], %[[INTERLEAVED]], %[[NULL]], %[[ONE]])
+// CHECK:      %[[T:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[THETA:.*]] = llvm.mlir.constant(0.000000e+00 : f64) : f64
+// CHECK-NEXT: %[[INVERSE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[INTERLEAVED:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ADDR:.*]] = llvm.mlir.addressof @[[TABLE]] : !llvm.ptr
+// CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(1.250000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_rope(%{{.*}}, %[[I]], %[[T]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[THETA]], %[[INVERSE]], %[[INTERLEAVED]], %[[ADDR]], %[[SCALE]])
 
 module @rope {
   zero.param @w : tensor<2xf32> init zeros
@@ -529,6 +544,7 @@ module @rope {
       schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
     %r = nn.rope %x theta 1.000000e+04 : tensor<4x2x3x8xf32>
     %i = nn.rope %r theta 5.000000e+05 inverse interleaved : tensor<4x2x3x8xf32>
+    %t = nn.rope %i inv_freq [1.0 : f32, 0.25 : f32, 0.0125 : f32, 0.0 : f32] scale 1.25 : tensor<4x2x3x8xf32>
     %loss = nn.fill 0.0 : tensor<f32>
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>

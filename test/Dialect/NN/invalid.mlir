@@ -889,6 +889,51 @@ func.func @rope_theta_negative(%x: tensor<1x2x4x8xf32>) {
 
 // -----
 
+// Checks that rope needs theta or a table of frequencies.
+func.func @rope_no_frequencies(%x: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op needs exactly one of theta and inv_freq}}
+  %0 = nn.rope %x : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that rope rejects both theta and a table.
+func.func @rope_theta_and_table(%x: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op needs exactly one of theta and inv_freq}}
+  %0 = nn.rope %x theta 1.000000e+04 inv_freq [1.0 : f32, 0.5 : f32, 0.25 : f32, 0.125 : f32] : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that rope's table holds one frequency per rotated pair.
+func.func @rope_table_length(%x: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op inv_freq must hold one value per rotated pair (4), got 3}}
+  %0 = nn.rope %x inv_freq [1.0 : f32, 0.5 : f32, 0.25 : f32] : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that rope's table is finite.
+func.func @rope_table_not_finite(%x: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{'nn.rope' op inv_freq[1] must be finite, got INF}}
+  %0 = nn.rope %x inv_freq [1.0 : f32, 0x7F800000 : f32] : tensor<1x2x4x4xf32>
+  return
+}
+
+// -----
+
+// Checks that rope's scale of cos and sin is positive.
+func.func @rope_scale_zero(%x: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{'nn.rope' op scale must be positive and finite, got 0}}
+  %0 = nn.rope %x inv_freq [1.0 : f32, 0.5 : f32] scale 0.0 : tensor<1x2x4x4xf32>
+  return
+}
+
+// -----
+
 // Checks that rope rejects a dynamic head_dim.
 func.func @rope_dynamic_head_dim(%x: tensor<1x2x4x?xf32>) {
   // expected-error @+1 {{'nn.rope' op head_dim must be static}}

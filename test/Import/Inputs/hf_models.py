@@ -123,6 +123,29 @@ def config(kind):
                                head_dim=24, max_position_embeddings=128,
                                sliding_window=8, attn_logit_softcapping=0.05,
                                final_logit_softcapping=0.5)
+    if kind == "ministral3_yarn":
+        # YaRN's rotary table (inv_freq blended between interpolation and
+        # extrapolation, and cos and sin scaled by its attention_factor
+        # 0.1 ln(4) + 1) and Llama 4's query scale, which is 1 at positions
+        # below original_max_position_embeddings.
+        return tf.Ministral3Config(**small, head_dim=16, rope_parameters={
+            "rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+            "original_max_position_embeddings": 32,
+            "llama_4_scaling_beta": 0.1})
+    if kind == "gemma4_text":
+        # Gemma 4: sliding layers with the default rotary table alternating
+        # with full ones of a wider head (global_head_dim 32) rotated by
+        # proportional rope (a quarter of the pairs turn, the others' inverse
+        # frequencies are zeros), in the [batch, seq, heads, head_dim]
+        # layout; each layer's output times its layer_scalar buffer. Its
+        # per-layer inputs from a table of the tiny vocabulary.
+        return tf.Gemma4TextConfig(
+            vocab_size=256, hidden_size=64, intermediate_size=128,
+            num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, global_head_dim=32,
+            max_position_embeddings=128, sliding_window=8,
+            layer_types=["sliding_attention", "full_attention"],
+            vocab_size_per_layer_input=256, hidden_size_per_layer_input=16)
     sys.exit("unknown kind " + kind)
 
 

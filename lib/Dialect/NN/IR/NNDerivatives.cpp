@@ -188,10 +188,12 @@ LogicalResult SoftmaxOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult RopeOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
-  // A rotation's adjoint is its inverse: rotate the gradient back. Neither
-  // the input nor the result stays alive for the backward.
+  // A rotation's adjoint is its inverse (a scaled one's, scaled alike):
+  // rotate the gradient back. Neither the input nor the result stays alive
+  // for the backward.
   out.push_back(
       grads[0] ? RopeOp::create(b, getLoc(), grads[0], getThetaAttr(),
+                                getInvFreqAttr(), getScaleAttr(),
                                 getInverse() ? UnitAttr() : b.getUnitAttr(),
                                 getInterleavedAttr())
                : Value());

@@ -630,7 +630,8 @@ LogicalResult SoftmaxGradOp::verify() {
 
 /// The rotation pairs the two halves of the innermost (head) dimension of a
 /// [batch, heads, seq, head_dim] tensor, or its neighbours when interleaved,
-/// and takes positions along seq.
+/// and takes positions along seq, with theta's frequencies or a table of one
+/// per pair.
 LogicalResult RopeOp::verify() {
   auto in = ranked(getInput());
   if (in.getRank() != 4)
@@ -644,9 +645,24 @@ LogicalResult RopeOp::verify() {
     return emitOpError("head_dim must be even (")
            << (getInterleaved() ? "its neighbours" : "its halves")
            << " are rotated in pairs), got " << headDim;
-  double theta = getTheta().convertToDouble();
-  if (!(theta > 0.0) || !std::isfinite(theta))
-    return emitOpError("theta must be positive and finite, got ") << theta;
+  if (getTheta().has_value() == getInvFreq().has_value())
+    return emitOpError("needs exactly one of theta and inv_freq");
+  if (getTheta()) {
+    double theta = getTheta()->convertToDouble();
+    if (!(theta > 0.0) || !std::isfinite(theta))
+      return emitOpError("theta must be positive and finite, got ") << theta;
+  } else {
+    SmallVector<float> table = getInvFreqValues();
+    if (static_cast<int64_t>(table.size()) != headDim / 2)
+      return emitOpError("inv_freq must hold one value per rotated pair (")
+             << headDim / 2 << "), got " << table.size();
+    for (auto [i, f] : llvm::enumerate(table))
+      if (!std::isfinite(f))
+        return emitOpError("inv_freq[") << i << "] must be finite, got " << f;
+  }
+  double scale = getScaleOrOne();
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    return emitOpError("scale must be positive and finite, got ") << scale;
   return success();
 }
 

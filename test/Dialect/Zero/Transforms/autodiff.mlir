@@ -191,6 +191,24 @@ zero.train_step @gptj(%y: tensor<1x2x4xi64>)
 
 // -----
 
+// A rotary embedding with transformers' own table and a scale of cos and
+// sin (YaRN's): the derivative keeps both and inverts the rotation.
+zero.param @q : tensor<1x2x4x8xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @yarn
+zero.train_step @yarn(%y: tensor<1x2x4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %q = zero.get_param @q : tensor<1x2x4x8xf32>
+  %r = nn.rope %q inv_freq [1.0 : f32, 0.25 : f32, 0.0125 : f32, 0.0 : f32] scale 1.25 : tensor<1x2x4x8xf32>
+  %loss = nn.softmax_cross_entropy %r, %y : tensor<1x2x4x8xf32>, tensor<1x2x4xi64> -> tensor<f32>
+  // CHECK: %[[DS:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DQ:.*]] = nn.rope %[[DS]] inv_freq [1.000000e+00 : f32, 2.500000e-01 : f32, 1.250000e-02 : f32, 0.000000e+00 : f32] scale 1.250000e+00 inverse : tensor<1x2x4x8xf32>
+  // CHECK-NEXT: zero.grad @q, %[[DQ]] : tensor<1x2x4x8xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Layer norm: one backward op yields the input, weight and bias gradients.
 zero.param @w : tensor<8xf32> init ones
 zero.param @b : tensor<8xf32> init zeros

@@ -251,7 +251,7 @@ def NN_SoftmaxOp : NN_UnaryOp<"softmax", "Softmax over the last dimension"> {
 def NN_RopeOp : NN_Op<"rope", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Rotary position embedding (Hugging Face Llama or GPT-J "
-                "convention)";
+                "convention, theta's or transformers' frequencies)";
   let description = [{
     Rotates the `[batch, heads, seq, head_dim]` input by the position of each
     row along `seq` (0, 1, ...): with `h = head_dim / 2` (head_dim even),
@@ -271,23 +271,50 @@ def NN_RopeOp : NN_Op<"rope", [SameOperandsAndResultType,
     `inv_freq[i]`: GPT-J's convention (`rotate_every_two`, with tables
     built by `repeat_interleave`), which Cohere, GLM and Helium use too.
 
+    `inv_freq`, in place of `theta`, is transformers' own table of inverse
+    frequencies, one fp32 value per pair (Llama 3's, YaRN's or Gemma 4's
+    proportional rope; a zero leaves its pair unrotated), and `scale`
+    (default 1) multiplies the fp32 cosines and sines, as transformers'
+    `attention_scaling` does: `cos = emb.cos() * scale`, an fp32 product.
+    The table is an array of f32 attributes, which print exactly.
+
     `inverse` rotates by the negative angle. The rotation is orthogonal, so
-    that is also its adjoint: the derivative of `nn.rope` is `nn.rope ...
-    inverse` of the result's gradient (and the other way around), which
-    needs neither the input nor the result.
+    that is also its adjoint, times `scale`: the derivative of `nn.rope` is
+    `nn.rope ... inverse` of the result's gradient with the same frequencies
+    and scale (and the other way around), which needs neither the input nor
+    the result.
 
     ```mlir
     %q2 = nn.rope %q theta 1.000000e+04 : tensor<8x32x2048x128xbf16>
     %dq = nn.rope %dq2 theta 1.000000e+04 inverse : tensor<8x32x2048x128xbf16>
     %k2 = nn.rope %k theta 1.000000e+04 interleaved : tensor<8x16x2048x64xf32>
+    %y = nn.rope %x inv_freq [1.0 : f32, 0.0125 : f32] scale 1.2 : tensor<1x4x16x4xf32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$input, F64Attr:$theta,
-                       UnitAttr:$inverse, UnitAttr:$interleaved);
+  let arguments = (ins NN_FloatTensor:$input, OptionalAttr<F64Attr>:$theta,
+                       OptionalAttr<F32ArrayAttr>:$inv_freq,
+                       OptionalAttr<F64Attr>:$scale, UnitAttr:$inverse,
+                       UnitAttr:$interleaved);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `theta` $theta (`inverse` $inverse^)? (`interleaved` $interleaved^)?
+    $input (`theta` $theta^)? (`inv_freq` $inv_freq^)? (`scale` $scale^)?
+    (`inverse` $inverse^)? (`interleaved` $interleaved^)?
     attr-dict `:` type($input)
+  }];
+  let extraClassDeclaration = [{
+    /// The factor of the cosines and sines: `scale`, or 1.
+    double getScaleOrOne() {
+      return getScale() ? getScale()->convertToDouble() : 1.0;
+    }
+    /// The values of `inv_freq` (empty without one).
+    ::llvm::SmallVector<float> getInvFreqValues() {
+      ::llvm::SmallVector<float> values;
+      if (::mlir::ArrayAttr table = getInvFreqAttr())
+        for (::mlir::Attribute a : table)
+          values.push_back(
+              ::llvm::cast<::mlir::FloatAttr>(a).getValue().convertToFloat());
+      return values;
+    }
   }];
   let hasVerifier = 1;
 }
