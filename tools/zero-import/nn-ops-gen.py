@@ -16,7 +16,7 @@ OPS maps each op's name (without `nn.`) to
   operands, results: ((name, arity), ...), arity 'one', 'optional' or
       'variadic';
   attributes: {name: (kind, optional)}, kind 'unit', 'f64', 'i64',
-      'i64_array' or the name of another attribute constraint;
+      'i64_array', 'f32_array' or the name of another attribute constraint;
   format: the declarative assembly format as elements ('literal', text),
       ('space', text), ('operand', name), ('attribute', name),
       ('type', name), ('attr-dict',), ('optional', anchor, elements),
@@ -37,6 +37,7 @@ ATTR_KINDS = {
     "F64Attr": "f64",
     "I64Attr": "i64",
     "DenseI64ArrayAttr": "i64_array",
+    "DenseF32ArrayAttr": "f32_array",
 }
 
 HEADER = """\

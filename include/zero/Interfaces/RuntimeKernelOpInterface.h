@@ -85,6 +85,8 @@ public:
   virtual Value dtype(Type elementType) = 0;
   /// A constant int64_t array / an array of pointers, passed by address.
   virtual Value i64Array(ArrayRef<int64_t> values) = 0;
+  /// A constant float array passed by address; a null pointer when empty.
+  virtual Value f32Array(ArrayRef<float> values) = 0;
   virtual Value ptrArray(ArrayRef<Value> pointers) = 0;
 
   /// Calls runtime function `callee` (returning void) with `args`.

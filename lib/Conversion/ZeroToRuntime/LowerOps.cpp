@@ -41,6 +41,7 @@ public:
   Value i64Array(ArrayRef<int64_t> values) override {
     return l.i64Array(values);
   }
+  Value f32Array(ArrayRef<float> values) override { return l.f32Array(values); }
   Value ptrArray(ArrayRef<Value> ptrs) override { return l.ptrArray(ptrs); }
   LogicalResult call(StringRef callee, ArrayRef<Value> args) override {
     return l.call(callee, args);

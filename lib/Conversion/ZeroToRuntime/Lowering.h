@@ -87,6 +87,9 @@ private:
     return i32(ZRT_F32); // and ZRT_I32
   }
   Value i64Array(ArrayRef<int64_t> values);
+  Value f32Array(ArrayRef<float> values);
+  /// The address of a new internal constant global holding `values`.
+  Value constantArray(DenseElementsAttr values);
   Value ptrArray(ArrayRef<Value> ptrs);
   Type ptrType() { return LLVM::LLVMPointerType::get(b.getContext()); }
 
