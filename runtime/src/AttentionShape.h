@@ -4,8 +4,8 @@
 //
 // The arguments of zrt_attention and zrt_attention_grad, checked and
 // described once for the CPU and CUDA kernels, so that both accept the same
-// problems, and the per-score formulas of zrt_attention_ext's mask and
-// soft-capping, which both compile.
+// problems, and the per-score formulas of zrt_attention_ext's mask,
+// soft-capping and ALiBi, which both compile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,7 +104,7 @@ ZRT_HOST_DEVICE inline float softcapTanh(float x, float inv) {
 ZRT_HOST_DEVICE inline float softcapSlope(float t) { return 1.0f - t * t; }
 
 /// A logit x of query i and key j with its ALiBi bias: one fused
-/// multiply-add, so the CPU and CUDA kernels round it alike.
+/// multiply-add, rounded once whatever the compiler contracts.
 ZRT_HOST_DEVICE inline float alibiLogit(float x, float slope, int64_t i,
                                         int64_t j) {
 #ifdef __CUDA_ARCH__
