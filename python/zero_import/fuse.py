@@ -29,8 +29,12 @@ die and are pruned. What no pattern takes stays a pseudo op, and
              or (GPT-J) [batch, seq, heads, head_dim]
   attention  softmax(q @ k^T * s [masked causally]) @ v, the mask a
              masked_fill with -inf above the diagonal or an added table
-             with -inf (or the dtype's min) there; k and v repeated per
-             query head group (repeat_kv, repeat_interleave) are read once
+             with -inf (or the dtype's min, or -1e4 and less) there, or
+             openai-gpt's w * b + -1e4 * (1 - b), before or (CodeGen)
+             after the scale; an added ALiBi table (MPT's position_bias,
+             BLOOM's alibi by torch.baddbmm on [batch * heads, seq, seq]);
+             k and v repeated per query head group (repeat_kv,
+             repeat_interleave) are read once
   SwiGLU     silu(gate) * up
   GELU       0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))
              (GPT-2's gelu_new), the tanh approximation nn.gelu computes
@@ -46,7 +50,13 @@ import torch
 
 from .graph import NN_OPS
 
-_MASKED = -1e30  # a masked score: exp of it underflows to 0 in fp32
+# A masked score: -inf, the dtype's min, or as openai-gpt and CodeGen mask,
+# -1e4 or below. The softmax subtracts its row's max, which a causal row
+# takes over its diagonal at least: unless a row's scores all lie below
+# -1e4 + 104 (scaled dot products thousands strong), exp of a masked score
+# minus the max is below e^-104, which is exactly 0 in fp32, and the softmax
+# is the causal one bit for bit.
+_MASKED = -1e4
 
 
 def _producer(sym, kind):
@@ -532,9 +542,11 @@ def unrepeat(g, k, v, q, where):
     return k0, v0
 
 
-def _hidden(table, shape, fill_where):
+def _hidden(table, shape, fill_where, factor=1.0):
     """Where a mask `table` (bool: masked where True; float: added, 0 or
-    masked) hides a score, broadcast to `shape`; None for another table."""
+    masked once multiplied by the positive `factor` that scales the scores
+    after it) hides a score, broadcast to `shape`; None for another
+    table."""
     t = table.detach().cpu()
     try:
         t = torch.broadcast_to(t, shape)
@@ -542,7 +554,7 @@ def _hidden(table, shape, fill_where):
         return None
     if fill_where:
         return t.bool()
-    t = t.float()
+    t = t.double() * factor
     if not bool(((t == 0) | (t <= _MASKED)).all()):
         return None
     return t <= _MASKED
@@ -567,6 +579,52 @@ def _window(hidden, shape):
     return 0 if window >= s else window
 
 
+def _alibi(table, shape):
+    """The ALiBi slopes of an added `table` broadcast to scores of `shape`
+    [batch, heads, seq, seq], one per head, or None for another table:
+    each row of head h is slope_h * (j - z) in float32, as transformers
+    computes it, for a key z of the row where it is 0 (MPT's position_bias
+    has z the last key, BLOOM's alibi the first), alike in every batch
+    element. nn.attention adds slope_h * (j - i) instead: per row, the two
+    differ by a constant, which the softmax does not see."""
+    t = table.detach().cpu()
+    if t.dtype != torch.float32 or len(shape) != 4:
+        return None
+    try:
+        t = torch.broadcast_to(t, shape)
+    except RuntimeError:
+        return None
+    seq = shape[-1]
+    if seq < 2 or shape[-2] != seq or not torch.equal(t, t[:1].expand(shape)):
+        return None
+    keys = torch.arange(seq)
+    slopes = []
+    for rows in t[0]:
+        zero = rows == 0
+        if not bool(zero.any(-1).all()):
+            return None
+        z = zero.int().argmax(-1)
+        # The slope itself: its product with 1 or -1 beside the zero.
+        z0 = int(z[0])
+        slope = rows[0, z0 + 1] if z0 + 1 < seq else -rows[0, z0 - 1]
+        if not torch.equal(rows, (keys[None, :] - z[:, None]).float() * slope):
+            return None
+        slopes.append(float(slope))
+    return slopes
+
+
+def _flat_heads(sym, shape):
+    """The [batch, heads, ...] tensor that `sym` ([batch * heads, ...], as
+    BLOOM computes its attention) is a reshape of, or None."""
+    r = _producer(sym, "reshape")
+    src = r and r.operands[0]
+    if src is None or len(src.shape) != len(shape) + 1 or \
+            src.shape[0] * src.shape[1] != shape[0] or \
+            src.shape[2:] != shape[1:]:
+        return None
+    return src
+
+
 def _softcap(s):
     """(capped input, cap) when s is cap * tanh(x / cap) (Gemma 2's
     attn_logit_softcapping), else (s, None)."""
@@ -587,24 +645,61 @@ def fuse_attention(g):
         if out.attrs:
             continue
         p, v = out.operands
+        # BLOOM's attention on [batch * heads, seq, ...]: the softmax of
+        # [batch, heads, seq, seq] scores, reshaped.
+        flat = None
+        if len(p.shape) == 3:
+            p4, v4 = _flat_heads(p, p.shape), _flat_heads(v, v.shape)
+            if p4 is None or v4 is None or not _single_use(g, p):
+                continue
+            flat, p, v = p.shape, p4, v4
         sm = _producer(p, "softmax")
         if not sm or not _single_use(g, p):
             continue
         s = sm.operands[0]
         # The masks before the softmax (GPT-Neo's where and its added
         # attention mask are two), whose union is the causal mask or a
-        # sliding window.
-        causal, window, hidden, failed = False, 0, None, None
+        # sliding window, and an ALiBi table added before or among them.
+        causal, window, hidden, failed, alibi = False, 0, None, None, None
+        shape4 = s.shape
+        # CodeGen scales the scores after its mask: the masked ones stay
+        # masked (factor > 0 and they stay at most _MASKED), the others are
+        # scaled as the attention's scale does.
+        factor = 1.0
         while failed is None:
             mf = _producer(s, "masked_fill")
             ac = _producer(s, "add_const")
+            sc = _producer(s, "scale")
+            if sc and factor == 1.0 and sc.attrs["factor"] > 0 and \
+                    (_producer(sc.operands[0], "masked_fill") or
+                     _producer(sc.operands[0], "add_const")):
+                factor, s = sc.attrs["factor"], sc.operands[0]
+                continue
             if mf:
                 h = _hidden(mf.attrs["mask"], s.shape, True) \
-                    if mf.attrs["fill"] <= _MASKED else None
+                    if mf.attrs["fill"] * factor <= _MASKED else None
                 mask = mf
             elif ac:
-                h = _hidden(ac.attrs["table"], s.shape, False)
+                h = _hidden(ac.attrs["table"], s.shape, False, factor)
                 mask = ac
+                # openai-gpt's w * b + -1e4 * (1 - b), b the causal 0/1
+                # table: where b is 0, the score is replaced by the masked
+                # value; where 1, it is kept and 0 added.
+                mc = _producer(ac.operands[0], "mul_const")
+                keep = mc and _hidden(mc.attrs["table"], s.shape, True)
+                if h is not None and keep is not None and \
+                        torch.equal(keep, ~h) and torch.equal(
+                            torch.broadcast_to(
+                                mc.attrs["table"].detach().cpu().float(),
+                                s.shape), keep.float()):
+                    hidden = h if hidden is None else hidden | h
+                    s, last = mc.operands[0], mc
+                    continue
+                if h is None and alibi is None and factor == 1.0:
+                    alibi = _alibi(ac.attrs["table"], s.shape)
+                    if alibi is not None:
+                        s = ac.operands[0]
+                        continue
             else:
                 break
             if h is None:
@@ -613,8 +708,28 @@ def fuse_attention(g):
                 hidden = h if hidden is None else hidden | h
                 s = mask.operands[0]
                 last = mask
+        # Scores computed on [batch * heads, seq, seq] (BLOOM's and
+        # GPT-NeoX-Japanese's torch.baddbmm, whose added table is BLOOM's
+        # alibi or zeros).
+        r = _producer(s, "reshape")
+        flat_scores = r is not None and len(shape4) == 4 and \
+            r.operands[0].shape == (shape4[0] * shape4[1],) + shape4[2:]
+        if flat and not flat_scores:
+            continue
+        if flat_scores:
+            s = r.operands[0]
+            ac = _producer(s, "add_const")
+            if ac and alibi is None:
+                t = ac.attrs["table"].detach().cpu()
+                try:
+                    t = torch.broadcast_to(t, s.shape).reshape(shape4)
+                except RuntimeError:
+                    t = None
+                alibi = None if t is None else _alibi(t, shape4)
+                if alibi is not None:
+                    s = ac.operands[0]
         if hidden is not None or failed:
-            window = None if failed else _window(hidden, s.shape)
+            window = None if failed else _window(hidden, shape4)
             if window is None:
                 failed = failed or last
                 if failed.kind == "masked_fill":
@@ -622,18 +737,39 @@ def fuse_attention(g):
                                       "is not the causal mask (-inf above "
                                       "the diagonal)")
                 failed.where.fail("an added mask before the softmax that is "
-                                  "not the causal mask (-inf or the dtype's "
-                                  "min above the diagonal, 0 elsewhere)")
+                                  "not the causal mask (-1e4 or less above "
+                                  "the diagonal, 0 elsewhere) or an ALiBi "
+                                  "bias")
             causal = True
         s, softcap = _softcap(s)
-        scale = 1.0
+        if softcap is not None and factor != 1.0:
+            continue
+        scale = factor
         sc = _producer(s, "scale")
         if sc:
-            scale, s = sc.attrs["factor"], sc.operands[0]
+            scale, s = sc.attrs["factor"] * factor, sc.operands[0]
         mm = _producer(s, "matmul")
-        if not mm or mm.attrs != {"transpose_rhs": True}:
+        if not mm:
             continue
         q, k = mm.operands
+        if mm.attrs != {"transpose_rhs": True}:
+            # openai-gpt's keys: k^T itself, x.permute(0, 2, 3, 1) of
+            # x [batch, seq, heads, head_dim]; k is x.transpose(1, 2).
+            tr = not mm.attrs and _producer(k, "transpose")
+            if not tr or list(tr.attrs["permutation"]) != [0, 2, 3, 1]:
+                continue
+            x = tr.operands[0]
+            t = g.emit("transpose", [x], {"permutation": [0, 2, 1, 3]},
+                       [((x.shape[0], x.shape[2], x.shape[1], x.shape[3]),
+                         "f32")], tr.where)
+            g.ops.remove(t)
+            g.ops.insert(g.ops.index(out), t)
+            k = t.results[0]
+        if flat_scores:
+            q = _flat_heads(q, q.shape)
+            k = _flat_heads(k, k.shape)
+            if q is None or k is None:
+                continue
         if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
             continue
         k0, v0 = unrepeat(g, k, v, q, out.where)
@@ -644,11 +780,20 @@ def fuse_attention(g):
             attrs["window"] = window
         if softcap is not None:
             attrs["softcap"] = softcap
+        if alibi and any(alibi):
+            attrs["alibi"] = alibi
         op = g.emit("attention", [q, k0, v0], attrs, [(q.shape, "f32")],
                     out.where)
         g.ops.remove(op)
         g.ops.insert(g.ops.index(out), op)
-        g.replace_uses(out.results[0], op.results[0])
+        result = op.results[0]
+        if flat:
+            r = g.emit("reshape", [result], {}, [(out.results[0].shape,
+                                                  "f32")], out.where)
+            g.ops.remove(r)
+            g.ops.insert(g.ops.index(out), r)
+            result = r.results[0]
+        g.replace_uses(out.results[0], result)
 
 
 # -- SwiGLU ------------------------------------------------------------------

@@ -63,15 +63,38 @@ def tensor_type(shape, dtype):
     return "tensor<" + "".join("%dx" % d for d in shape) + dtype + ">"
 
 
-def fmt_float(v):
-    """A float literal MLIR parses back to the same double."""
-    if not math.isfinite(v):
-        raise ImportFailure("a non-finite constant (%r) in an attribute" % v)
-    s = repr(float(v))
+def _mlir_float(s):
+    """Python's float text `s` with the point MLIR's float literal needs."""
     if "e" in s and "." not in s.split("e")[0]:
         a, b = s.split("e")
         s = a + ".0e" + b
     return s
+
+
+def fmt_float(v):
+    """A float literal MLIR parses back to the same double."""
+    if not math.isfinite(v):
+        raise ImportFailure("a non-finite constant (%r) in an attribute" % v)
+    return _mlir_float(repr(float(v)))
+
+
+_F32_MAX = 3.4028234663852886e38
+
+
+def _to_f32(v):
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def fmt_f32(v):
+    """The shortest float literal MLIR parses back to v rounded to
+    float32 (9 significant digits always do)."""
+    if not math.isfinite(v) or abs(v) > _F32_MAX:
+        raise ImportFailure("a non-finite constant (%r) in an attribute" % v)
+    v = _to_f32(v)
+    digits = 1
+    while _to_f32(float("%.*g" % (digits, v))) != v:
+        digits += 1
+    return _mlir_float(repr(float("%.*g" % (digits, v))))
 
 
 class Graph:
@@ -162,32 +185,20 @@ _ATTR_TEXT = {
     "f64": fmt_float,
     "i64": lambda v: "%d" % v,
     "i64_array": lambda v: "[%s]" % ", ".join("%d" % x for x in v),
-    "f32_array": lambda v: "[%s]" % ", ".join(_fmt_f32(x) + " : f32"
+    "f32_array": lambda v: "[%s]" % ", ".join(fmt_f32(x) + " : f32"
                                               for x in v),
+    "dense_f32_array": lambda v: "[%s]" % ", ".join(fmt_f32(x) for x in v),
 }
 _ATTR_GENERIC = {
     "f64": lambda v: fmt_float(v) + " : f64",
     "i64": lambda v: "%d : i64" % v,
     "i64_array": lambda v: "array<i64%s>" % "".join(
         (":" if i == 0 else ",") + " %d" % x for i, x in enumerate(v)),
-    "f32_array": lambda v: "[%s]" % ", ".join(_fmt_f32(x) + " : f32"
+    "f32_array": lambda v: "[%s]" % ", ".join(fmt_f32(x) + " : f32"
                                               for x in v),
+    "dense_f32_array": lambda v: "array<f32%s>" % "".join(
+        (":" if i == 0 else ",") + " " + fmt_f32(x) for i, x in enumerate(v)),
 }
-
-
-def _f32(v):
-    return struct.unpack("f", struct.pack("f", v))[0]
-
-
-def _fmt_f32(v):
-    """The shortest literal of an fp32 value that MLIR, which reads it as a
-    double and rounds that to fp32, parses back to the same value."""
-    f = _f32(v)
-    for digits in range(6, 10):
-        text = "%.*g" % (digits, f)
-        if _f32(float(text)) == f:
-            return fmt_float(float(text))
-    return fmt_float(f)
 
 
 def _bind(kind, groups, values, what):

@@ -944,6 +944,36 @@ def _addmm(low, c):
     return low.broadcast("add", y, bias, c.value, where)
 
 
+@_rule(FUNCTIONS, torch.baddbmm)
+@_rule(METHODS, "baddbmm")
+def _baddbmm(low, c):
+    """beta * input + alpha * (batch1 @ batch2), as BLOOM adds its ALiBi
+    table (the input, a constant) to the scaled attention scores."""
+    where = c.where
+    beta, alpha = unwrap(c.kw.get("beta", 1)), unwrap(c.kw.get("alpha", 1))
+    for name, v in (("beta", beta), ("alpha", alpha)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            where.fail("baddbmm with %s=%r has no equivalent" % (name, v))
+    b1, b2 = c.arg(1, "batch1"), c.arg(2, "batch2")
+    if not is_sym(b1) or not is_sym(b2) or len(b1.shape) != 3 or \
+            len(b2.shape) != 3:
+        where.fail("baddbmm of batches that are not 3-D tensors computed "
+                   "from the inputs or parameters")
+    y = low.matmul(b1, b2, c.value, where)
+    if alpha != 1:
+        y = low.scale(y, alpha, where)
+    if beta == 0:
+        return y
+    bias = c.arg(0, "input")
+    if is_sym(bias):
+        bias = low.scale(low.float_sym(bias, where, "the added input"), beta,
+                         where) if beta != 1 else bias
+        return low.arith("add", y, bias, c.value, where)
+    table = unwrap(bias)
+    return low.arith("add", y, Const(beta * table if beta != 1 else table),
+                     c.value, where)
+
+
 # Layers as functions.
 
 @_rule(FUNCTIONS, F.linear)

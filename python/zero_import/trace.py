@@ -437,6 +437,37 @@ def _no_kv_cache(module, tracer):
             c.use_cache = value
 
 
+# torch.autograd.Functions of transformers traced as the torch function
+# they compute (their forward runs with gradients disabled, which the
+# tracer refuses): (module, class, function). BLOOM's GeLUFunction is the
+# tanh GELU forward with that GELU's exact derivative as its backward.
+_KNOWN_FUNCTIONS = (
+    ("transformers.models.bloom.modeling_bloom", "GeLUFunction",
+     lambda x: torch.nn.functional.gelu(x, approximate="tanh")),
+)
+
+
+@contextlib.contextmanager
+def _known_functions():
+    """Each of _KNOWN_FUNCTIONS whose module is imported applies as its
+    function while tracing; restored afterwards."""
+    saved = []
+    try:
+        for module, name, fn in _KNOWN_FUNCTIONS:
+            cls = getattr(sys.modules.get(module), name, None)
+            if cls is None:
+                continue
+            saved.append((cls, cls.__dict__.get("apply")))
+            cls.apply = staticmethod(fn)
+        yield
+    finally:
+        for cls, apply in saved:
+            if apply is None:
+                del cls.apply
+            else:
+                cls.apply = apply
+
+
 def trace(module, example_args, step=None):
     """The fx graph of module(*example_args), or of step(module,
     *example_args), each node carrying its value (meta zi_value), module
@@ -451,7 +482,7 @@ def trace(module, example_args, step=None):
         module.__class__ = type(cls.__name__, (cls,), {
             "_zero_import_step": step, "__module__": cls.__module__})
     try:
-        with _no_kv_cache(module, tracer):
+        with _no_kv_cache(module, tracer), _known_functions():
             graph = tracer.trace(module)
     except ImportFailure:
         raise

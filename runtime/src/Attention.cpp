@@ -415,6 +415,19 @@ void capScores(const Attn &a, float *s, int64_t lds, int64_t i0, int64_t nr,
   }
 }
 
+/// s[r][c] gains head h's ALiBi bias where seen (a.alibi only).
+void addAlibi(const Attn &a, int64_t h, float *s, int64_t lds, int64_t i0,
+              int64_t nr, int64_t j0, int64_t nc) {
+  float slope = a.alibi[h % a.alibiHeads];
+  for (int64_t r = 0; r < nr; ++r) {
+    float *sr = s + r * lds;
+    for (int64_t c = firstKey(a, i0, r, j0, nc),
+                 end = visibleKeys(a, i0, r, j0, nc);
+         c < end; ++c)
+      sr[c] = alibiLogit(sr[c], slope, i0 + r, j0 + c);
+  }
+}
+
 /// p[r][c] = exp(s[r][c] - lse[r]), 0 where masked.
 void probabilities(const Attn &a, const float *s, int64_t lds, const float *lse,
                    int64_t i0, int64_t nr, int64_t j0, int64_t nc, float *p) {
@@ -538,6 +551,8 @@ void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
       dotRows(qb, nr, kb, nc, d, s, bs, a.causal && j0 == i0);
       if (a.softcap)
         capScores(a, s, bs, i0, nr, j0, nc);
+      if (a.alibi)
+        addAlibi(a, h, s, bs, i0, nr, j0, nc);
       for (int64_t r = 0; r < nr; ++r) {
         float *sr = s + r * bs;
         int64_t first = firstKey(a, i0, r, j0, nc);
@@ -645,6 +660,8 @@ void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
       dotRows(qb, nr, kb, nc, d, s, bs);
       if (a.softcap)
         capScores(a, s, bs, i0, nr, j0, nc);
+      if (a.alibi)
+        addAlibi(a, h, s, bs, i0, nr, j0, nc);
       for (int64_t r = 0; r < nr; ++r)
         sumExps(s + r * bs, nc, firstKey(a, i0, r, j0, nc),
                 visibleKeys(a, i0, r, j0, nc), rowMax[r], rowSum[r]);
@@ -689,6 +706,8 @@ void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
           dotRows(gb, nr, vb, nc, d, dp, bs);
           capScoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
         }
+        if (a.alibi)
+          addAlibi(a, h, p, bs, i0, nr, j0, nc);
         probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
         accumulateTransposed(p, bs, nc, nr, gb, d, dvb);
         if (a.softcap) {
@@ -731,14 +750,15 @@ void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
       const float *vb = loadRows(v + (kvBase + j0) * d, nc, d, vBuf);
       dotRows(qb, nr, kb, nc, d, p, bs);
       dotRows(gb, nr, vb, nc, d, dp, bs);
-      if (a.softcap) {
+      if (a.softcap)
         capScoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
-        probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
+      if (a.alibi)
+        addAlibi(a, h, p, bs, i0, nr, j0, nc);
+      probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
+      if (a.softcap)
         scoreGradsCapped(a, p, bs, dp, bs, i0, nr, j0, nc);
-      } else {
-        probabilities(a, p, bs, lse + base + i0, i0, nr, j0, nc, p);
+      else
         scoreGrads(a, p, bs, dp, bs, i0, nr, j0, nc, delta + base + i0);
-      }
       accumulate(p, bs, nr, nc, kb, d, dqb);
     }
 #pragma omp simd
@@ -816,6 +836,8 @@ void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
         for (int64_t j0 = begin; j0 < end; j0 += bs)
           dotRows(qb, nr, kb + j0 * d, std::min(bs, end - j0), d, p + j0, n,
                   a.causal && j0 == i0);
+        if (a.alibi)
+          addAlibi(a, h, p + begin, n, i0, nr, begin, end - begin);
         std::fill(rowMax, rowMax + nr, -std::numeric_limits<float>::infinity());
         std::fill(rowSum, rowSum + nr, 0.0f);
         for (int64_t r = 0; r < nr; ++r) {
@@ -927,13 +949,14 @@ extern "C" void zrt_attention_ext(int32_t dtype, const void *q, const void *k,
                                   const void *v, void *o, int64_t batch,
                                   int64_t heads, int64_t kvHeads, int64_t seq,
                                   int64_t headDim, int32_t causal, double scale,
-                                  int64_t window, double softcap) {
+                                  int64_t window, double softcap,
+                                  const float *alibi) {
   KernelSpan span("zrt_attention_ext");
   const char *name = "zrt_attention_ext";
   runForward(withMask(name,
                       makeAttn(name, batch, heads, kvHeads, seq, headDim,
                                causal, scale),
-                      window, softcap),
+                      window, softcap, alibi, heads),
              dtype, q, k, v, o);
 }
 
@@ -941,12 +964,12 @@ extern "C" void zrt_attention_ext_grad(
     int32_t dtype, const void *q, const void *k, const void *v, const void *o,
     const void *dO, void *dq, void *dk, void *dv, int64_t batch, int64_t heads,
     int64_t kvHeads, int64_t seq, int64_t headDim, int32_t causal, double scale,
-    int64_t window, double softcap) {
+    int64_t window, double softcap, const float *alibi) {
   KernelSpan span("zrt_attention_ext_grad");
   const char *name = "zrt_attention_ext_grad";
   runGrads(withMask(name,
                     makeAttn(name, batch, heads, kvHeads, seq, headDim, causal,
                              scale),
-                    window, softcap),
+                    window, softcap, alibi, heads),
            dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
 }

@@ -4,8 +4,8 @@
 //
 // The arguments of zrt_attention and zrt_attention_grad, checked and
 // described once for the CPU and CUDA kernels, so that both accept the same
-// problems, and the per-score formulas of zrt_attention_ext's mask and
-// soft-capping, which both compile.
+// problems, and the per-score formulas of zrt_attention_ext's mask,
+// soft-capping and ALiBi, which both compile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +36,11 @@ struct Attn {
   int64_t window = 0;
   /// Logits become softcap * tanh(logits / softcap); 0 when none.
   float softcap = 0;
+  /// ALiBi: one slope per head of a batch element (alibiHeads of them);
+  /// query i's logit of key j gains slope * (j - i) after the softcap.
+  /// Null when none.
+  const float *alibi = nullptr;
+  int64_t alibiHeads = 1;
 
   int64_t kvHeads() const { return heads / group; } // batch * kv_heads
 };
@@ -60,11 +65,12 @@ inline Attn makeAttn(const char *kernel, int64_t batch, int64_t heads,
   return {batch * heads, group, seq, dim, causal != 0, s};
 }
 
-/// Adds zrt_attention_ext's window and softcap to `a` (aborting with a
-/// message that names `kernel` on a negative window, a window without
-/// causal, or a softcap that is negative or not finite).
-inline Attn withMask(const char *kernel, Attn a, int64_t window,
-                     double softcap) {
+/// Adds zrt_attention_ext's window, softcap and ALiBi slopes (`heads` of
+/// them, or null) to `a` (aborting with a message that names `kernel` on a
+/// negative window, a window without causal, or a softcap that is negative
+/// or not finite).
+inline Attn withMask(const char *kernel, Attn a, int64_t window, double softcap,
+                     const float *alibi, int64_t heads) {
   if (window < 0)
     fatal("%s: negative window %lld", kernel, (long long)window);
   if (window > 0 && !a.causal)
@@ -73,6 +79,8 @@ inline Attn withMask(const char *kernel, Attn a, int64_t window,
     fatal("%s: softcap %g is not a positive number", kernel, softcap);
   a.window = window < a.seq ? window : 0;
   a.softcap = float(softcap);
+  a.alibi = alibi;
+  a.alibiHeads = heads > 0 ? heads : 1;
   return a;
 }
 
@@ -94,6 +102,17 @@ ZRT_HOST_DEVICE inline float softcapTanh(float x, float inv) {
 }
 
 ZRT_HOST_DEVICE inline float softcapSlope(float t) { return 1.0f - t * t; }
+
+/// A logit x of query i and key j with its ALiBi bias: one fused
+/// multiply-add, rounded once whatever the compiler contracts.
+ZRT_HOST_DEVICE inline float alibiLogit(float x, float slope, int64_t i,
+                                        int64_t j) {
+#ifdef __CUDA_ARCH__
+  return fmaf(slope, float(j - i), x);
+#else
+  return std::fma(slope, float(j - i), x);
+#endif
+}
 
 } // namespace zrt
 

@@ -772,7 +772,7 @@ TEST_P(KernelTest, AttentionWindowAndSoftcap) {
     Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
     zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(), c.batch,
                       c.heads, c.kvHeads, c.seq, c.dim, 1, 0, c.window,
-                      c.softcap);
+                      c.softcap, nullptr);
     std::string what = std::string("attention ") + dtypeName(dtype()) +
                        " seq " + std::to_string(c.seq) + " window " +
                        std::to_string(c.window) + " softcap " +
@@ -785,7 +785,7 @@ TEST_P(KernelTest, AttentionWindowAndSoftcap) {
     zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
                            dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
                            c.heads, c.kvHeads, c.seq, c.dim, 1, 0, c.window,
-                           c.softcap);
+                           c.softcap, nullptr);
     ref::Vec wantQ, wantK, wantV, ov = o.values();
     ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(), c.batch,
                        c.heads, c.kvHeads, c.seq, c.dim, true, scale, wantQ,
@@ -813,9 +813,9 @@ TEST_P(KernelTest, AttentionWindowAndSoftcap) {
 }
 
 TEST_P(KernelTest, AttentionWindowGradPathsAgree) {
-  // As AttentionGradPathsAgree, with a window that skips whole key blocks:
-  // the fused backward (seq 128) and the three passes (seq 512) give the
-  // same bits for the first 128 rows.
+  // As AttentionGradPathsAgree, with a window that skips whole key blocks,
+  // without and with ALiBi: the fused backward (seq 128) and the three
+  // passes (seq 512) give the same bits for the first 128 rows.
   int64_t batch = 1, heads = 2, kvHeads = 1, dim = 16, shortSeq = 128,
           longSeq = 512, window = 40;
   auto index = [&](int64_t h, int64_t seq, int64_t i) {
@@ -842,36 +842,97 @@ TEST_P(KernelTest, AttentionWindowGradPathsAgree) {
          vs = head(v, batch * kvHeads), dOs = head(dO, batch * heads);
   int64_t ns = batch * heads * shortSeq * dim,
           nkvs = batch * kvHeads * shortSeq * dim;
-  Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
-  Buffer os(dtype(), ns), dqs(dtype(), ns), dks(dtype(), nkvs),
-      dvs(dtype(), nkvs);
-  zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(), batch,
-                    heads, kvHeads, longSeq, dim, 1, 0, window, 0);
-  zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
-                         dO.data(), dq.data(), dk.data(), dv.data(), batch,
-                         heads, kvHeads, longSeq, dim, 1, 0, window, 0);
-  zrt_attention_ext(dtype(), qs.data(), ks.data(), vs.data(), os.data(), batch,
-                    heads, kvHeads, shortSeq, dim, 1, 0, window, 0);
-  EXPECT_EQ(os.values(), head(o, batch * heads).values()) << "o";
-  zrt_attention_ext_grad(dtype(), qs.data(), ks.data(), vs.data(), os.data(),
-                         dOs.data(), dqs.data(), dks.data(), dvs.data(), batch,
-                         heads, kvHeads, shortSeq, dim, 1, 0, window, 0);
-  EXPECT_EQ(dqs.values(), head(dq, batch * heads).values()) << "dq";
-  EXPECT_EQ(dks.values(), head(dk, batch * kvHeads).values()) << "dk";
-  EXPECT_EQ(dvs.values(), head(dv, batch * kvHeads).values()) << "dv";
+  const float slopes[] = {0.25f, 0.0625f};
+  for (const float *alibi : {static_cast<const float *>(nullptr), slopes}) {
+    Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
+    Buffer os(dtype(), ns), dqs(dtype(), ns), dks(dtype(), nkvs),
+        dvs(dtype(), nkvs);
+    zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(), batch,
+                      heads, kvHeads, longSeq, dim, 1, 0, window, 0, alibi);
+    zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
+                           dO.data(), dq.data(), dk.data(), dv.data(), batch,
+                           heads, kvHeads, longSeq, dim, 1, 0, window, 0,
+                           alibi);
+    zrt_attention_ext(dtype(), qs.data(), ks.data(), vs.data(), os.data(),
+                      batch, heads, kvHeads, shortSeq, dim, 1, 0, window, 0,
+                      alibi);
+    EXPECT_EQ(os.values(), head(o, batch * heads).values()) << "o";
+    zrt_attention_ext_grad(dtype(), qs.data(), ks.data(), vs.data(), os.data(),
+                           dOs.data(), dqs.data(), dks.data(), dvs.data(),
+                           batch, heads, kvHeads, shortSeq, dim, 1, 0, window,
+                           0, alibi);
+    EXPECT_EQ(dqs.values(), head(dq, batch * heads).values()) << "dq";
+    EXPECT_EQ(dks.values(), head(dk, batch * kvHeads).values()) << "dk";
+    EXPECT_EQ(dvs.values(), head(dv, batch * kvHeads).values()) << "dv";
+  }
+}
+
+TEST_P(KernelTest, AttentionAlibi) {
+  struct Case {
+    int64_t batch, heads, kvHeads, seq, dim;
+    bool causal;
+    int64_t window;
+    double softcap;
+  };
+  // Causal and not; with a window and with soft-capping; grouped-query;
+  // three heads; seq 300 takes the backward's three passes, the others its
+  // fused pass.
+  for (Case c :
+       {Case{2, 3, 3, 37, 16, true, 0, 0}, Case{1, 4, 2, 70, 8, false, 0, 0},
+        Case{1, 4, 1, 100, 16, true, 33, 0},
+        Case{2, 2, 2, 29, 16, true, 0, 3.0}, Case{1, 2, 1, 300, 16, true, 0, 0},
+        Case{1, 2, 2, 300, 8, false, 0, 0}}) {
+    std::vector<float> slopes;
+    for (int64_t h = 0; h < c.heads; ++h)
+      slopes.push_back(std::ldexp(h % 2 ? 1.5f : 1.0f, -int(h + 1)));
+    int64_t n = c.batch * c.heads * c.seq * c.dim,
+            nkv = c.batch * c.kvHeads * c.seq * c.dim;
+    double scale = 1.0 / std::sqrt(double(c.dim));
+    Buffer q = randomBuffer(dtype(), rng, n, -2, 2),
+           k = randomBuffer(dtype(), rng, nkv, -2, 2),
+           v = randomBuffer(dtype(), rng, nkv),
+           dO = randomBuffer(dtype(), rng, n);
+    Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
+    zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(), c.batch,
+                      c.heads, c.kvHeads, c.seq, c.dim, c.causal, 0, c.window,
+                      c.softcap, slopes.data());
+    std::string what = std::string("alibi ") + dtypeName(dtype()) + " seq " +
+                       std::to_string(c.seq) + " heads " +
+                       std::to_string(c.heads) + " causal " +
+                       std::to_string(c.causal);
+    // Tolerances as AttentionWindowAndSoftcap's: the kernel's fp32 sums and
+    // exponentials against the reference's doubles.
+    expectClose(o,
+                ref::attention(q.values(), k.values(), v.values(), c.batch,
+                               c.heads, c.kvHeads, c.seq, c.dim, c.causal,
+                               scale, c.window, c.softcap, slopes.data()),
+                u(), 1e-5, what);
+    zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
+                           dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
+                           c.heads, c.kvHeads, c.seq, c.dim, c.causal, 0,
+                           c.window, c.softcap, slopes.data());
+    ref::Vec wantQ, wantK, wantV, ov = o.values();
+    ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(), c.batch,
+                       c.heads, c.kvHeads, c.seq, c.dim, c.causal, scale, wantQ,
+                       wantK, wantV, &ov, c.window, c.softcap, slopes.data());
+    expectClose(dq, wantQ, u(), 1e-4 * maxAbs(wantQ), what + " dq");
+    expectClose(dk, wantK, u(), 1e-4 * maxAbs(wantK), what + " dk");
+    expectClose(dv, wantV, u(), 1e-4 * maxAbs(wantV), what + " dv");
+  }
 }
 
 TEST(AttentionDeathTest, WindowAndSoftcapAreChecked) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(zrt_attention_ext(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1,
-                                 2, 2, 8, 16, 0, 0, 4, 0),
+                                 2, 2, 8, 16, 0, 0, 4, 0, nullptr),
                "zrt_attention_ext: a window requires causal");
   EXPECT_DEATH(zrt_attention_ext_grad(ZRT_F32, nullptr, nullptr, nullptr,
                                       nullptr, nullptr, nullptr, nullptr,
-                                      nullptr, 1, 2, 2, 8, 16, 1, 0, -1, 0),
+                                      nullptr, 1, 2, 2, 8, 16, 1, 0, -1, 0,
+                                      nullptr),
                "zrt_attention_ext_grad: negative window -1");
   EXPECT_DEATH(zrt_attention_ext(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1,
-                                 2, 2, 8, 16, 1, 0, 0, -2.0),
+                                 2, 2, 8, 16, 1, 0, 0, -2.0, nullptr),
                "zrt_attention_ext: softcap -2 is not a positive number");
 }
 

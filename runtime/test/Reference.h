@@ -242,7 +242,7 @@ inline void rmsNormGrad(const Vec &x, const Vec &w, const Vec &dy, int64_t rows,
 inline Vec attentionProbs(const double *q, const double *k, int64_t t,
                           int64_t d, bool causal, double scale,
                           int64_t window = 0, double softcap = 0,
-                          Vec *capGrad = nullptr) {
+                          Vec *capGrad = nullptr, double alibiSlope = 0) {
   Vec p(static_cast<size_t>(t * t), 0.0);
   if (capGrad)
     capGrad->assign(static_cast<size_t>(t * t), 0.0);
@@ -261,6 +261,7 @@ inline Vec attentionProbs(const double *q, const double *k, int64_t t,
         if (capGrad)
           (*capGrad)[i * t + j] = 1 - th * th;
       }
+      s += alibiSlope * double(j - i);
       p[i * t + j] = s;
       mx = std::max(mx, s);
     }
@@ -279,15 +280,16 @@ inline Vec attentionProbs(const double *q, const double *k, int64_t t,
 inline Vec attention(const Vec &q, const Vec &k, const Vec &v, int64_t batch,
                      int64_t heads, int64_t kvHeads, int64_t t, int64_t d,
                      bool causal, double scale, int64_t window = 0,
-                     double softcap = 0) {
+                     double softcap = 0, const float *alibi = nullptr) {
   Vec o(q.size(), 0.0);
   int64_t group = heads / kvHeads;
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t hq = 0; hq < heads; ++hq) {
       size_t off = static_cast<size_t>((b * heads + hq) * t * d);
       size_t kvOff = static_cast<size_t>((b * kvHeads + hq / group) * t * d);
-      Vec p = attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal,
-                             scale, window, softcap);
+      Vec p =
+          attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal, scale,
+                         window, softcap, nullptr, alibi ? alibi[hq] : 0.0);
       for (int64_t i = 0; i < t; ++i)
         for (int64_t j = 0; j < t; ++j)
           for (int64_t e = 0; e < d; ++e)
@@ -306,7 +308,7 @@ inline void attentionGrad(const Vec &q, const Vec &k, const Vec &v,
                           int64_t kvHeads, int64_t t, int64_t d, bool causal,
                           double scale, Vec &dq, Vec &dk, Vec &dv,
                           const Vec *o = nullptr, int64_t window = 0,
-                          double softcap = 0) {
+                          double softcap = 0, const float *alibi = nullptr) {
   dq.assign(q.size(), 0.0);
   dk.assign(k.size(), 0.0);
   dv.assign(v.size(), 0.0);
@@ -316,8 +318,9 @@ inline void attentionGrad(const Vec &q, const Vec &k, const Vec &v,
       size_t off = static_cast<size_t>((b * heads + hq) * t * d);
       size_t kvOff = static_cast<size_t>((b * kvHeads + hq / group) * t * d);
       Vec capGrad;
-      Vec p = attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal,
-                             scale, window, softcap, &capGrad);
+      Vec p =
+          attentionProbs(q.data() + off, k.data() + kvOff, t, d, causal, scale,
+                         window, softcap, &capGrad, alibi ? alibi[hq] : 0.0);
       for (int64_t i = 0; i < t; ++i) {
         Vec dp(static_cast<size_t>(t), 0.0);
         double delta = 0;

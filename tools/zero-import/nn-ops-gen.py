@@ -16,7 +16,8 @@ OPS maps each op's name (without `nn.`) to
   operands, results: ((name, arity), ...), arity 'one', 'optional' or
       'variadic';
   attributes: {name: (kind, optional)}, kind 'unit', 'f64', 'i64',
-      'i64_array', 'f32_array' or the name of another attribute constraint;
+      'i64_array', 'f32_array' (an array of f32 attributes),
+      'dense_f32_array' or the name of another attribute constraint;
   format: the declarative assembly format as elements ('literal', text),
       ('space', text), ('operand', name), ('attribute', name),
       ('type', name), ('attr-dict',), ('optional', anchor, elements),
@@ -38,6 +39,7 @@ ATTR_KINDS = {
     "I64Attr": "i64",
     "DenseI64ArrayAttr": "i64_array",
     "F32ArrayAttr": "f32_array",
+    "DenseF32ArrayAttr": "dense_f32_array",
 }
 
 HEADER = """\

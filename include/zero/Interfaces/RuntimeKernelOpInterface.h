@@ -84,7 +84,7 @@ public:
   /// type, as an int32_t.
   virtual Value dtype(Type elementType) = 0;
   /// A constant int64_t or float array / an array of pointers, passed by
-  /// address; a null pointer.
+  /// address (an empty float array: a null pointer); a null pointer.
   virtual Value i64Array(ArrayRef<int64_t> values) = 0;
   virtual Value f32Array(ArrayRef<float> values) = 0;
   virtual Value ptrArray(ArrayRef<Value> pointers) = 0;

@@ -248,7 +248,8 @@ KernelCost cost(nn::RmsNormGradOp op) { return activationCost(op); }
 /// QK^T and PV: 2 * (2 B H T T D) over the query heads, whatever the
 /// number of key/value heads they share; a causal mask skips half, a
 /// sliding window of W < T keys all but W (T - W) + W^2 / 2 of the T^2
-/// (the causal count at W = T).
+/// (the causal count at W = T). ALiBi's add per score is left out: one
+/// flop beside the 4 * head_dim of the two products.
 double attentionFlops(Value query, bool causal,
                       std::optional<uint64_t> window = std::nullopt) {
   auto q = tensorType(query);
@@ -272,11 +273,12 @@ LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
   llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
   args.push_back(b.i32(op.getCausal()));
   args.push_back(b.f64(op.getScaleValue()));
-  if (!op.getWindow() && !op.getSoftcap())
+  if (!op.getWindow() && !op.getSoftcap() && !op.getAlibi())
     return b.call("zrt_attention", args);
   args.push_back(b.i64(op.getWindow().value_or(0)));
   args.push_back(
       b.f64(op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0));
+  args.push_back(b.f32Array(op.getAlibi().value_or(ArrayRef<float>())));
   return b.call("zrt_attention_ext", args);
 }
 KernelCost cost(nn::AttentionOp op) {
@@ -298,11 +300,12 @@ LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
   llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
   args.push_back(b.i32(op.getCausal()));
   args.push_back(b.f64(op.getScale().convertToDouble()));
-  if (!op.getWindow() && !op.getSoftcap())
+  if (!op.getWindow() && !op.getSoftcap() && !op.getAlibi())
     return b.call("zrt_attention_grad", args);
   args.push_back(b.i64(op.getWindow().value_or(0)));
   args.push_back(
       b.f64(op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0));
+  args.push_back(b.f32Array(op.getAlibi().value_or(ArrayRef<float>())));
   return b.call("zrt_attention_ext_grad", args);
 }
 int64_t scratchBytes(nn::AttentionGradOp op) {

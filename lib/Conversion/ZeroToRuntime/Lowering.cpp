@@ -38,34 +38,33 @@ FailureOr<Value> Lowering::call(StringRef name, ArrayRef<Value> args) {
   });
 }
 
-Value Lowering::constantArray(Type elementType, DenseElementsAttr attr) {
-  auto arrayType = LLVM::LLVMArrayType::get(elementType, attr.getNumElements());
+Value Lowering::constantArray(DenseElementsAttr values) {
+  auto arrayType = LLVM::LLVMArrayType::get(values.getElementType(),
+                                            values.getNumElements());
   std::string name = "zero_const_" + std::to_string(numGlobals++);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(module.getBody());
     LLVM::GlobalOp::create(b, loc, arrayType, /*isConstant=*/true,
-                           LLVM::Linkage::Internal, name, attr);
+                           LLVM::Linkage::Internal, name, values);
   }
   return LLVM::AddressOfOp::create(b, loc, ptrType(), name);
 }
 
 Value Lowering::i64Array(ArrayRef<int64_t> values) {
-  return constantArray(
-      b.getI64Type(),
-      DenseElementsAttr::get(
-          RankedTensorType::get({static_cast<int64_t>(values.size())},
-                                b.getI64Type()),
-          values));
+  return constantArray(DenseElementsAttr::get(
+      RankedTensorType::get({static_cast<int64_t>(values.size())},
+                            b.getI64Type()),
+      values));
 }
 
 Value Lowering::f32Array(ArrayRef<float> values) {
-  return constantArray(
-      b.getF32Type(),
-      DenseElementsAttr::get(
-          RankedTensorType::get({static_cast<int64_t>(values.size())},
-                                b.getF32Type()),
-          values));
+  if (values.empty())
+    return LLVM::ZeroOp::create(b, loc, ptrType());
+  return constantArray(DenseElementsAttr::get(
+      RankedTensorType::get({static_cast<int64_t>(values.size())},
+                            b.getF32Type()),
+      values));
 }
 
 Value Lowering::ptrArray(ArrayRef<Value> ptrs) {

@@ -92,9 +92,8 @@ private:
   }
   Value i64Array(ArrayRef<int64_t> values);
   Value f32Array(ArrayRef<float> values);
-  /// A constant global of `attr`'s values, named zero_const_<n>, and its
-  /// address.
-  Value constantArray(Type elementType, DenseElementsAttr attr);
+  /// The address of a new internal constant global holding `values`.
+  Value constantArray(DenseElementsAttr values);
   Value ptrArray(ArrayRef<Value> ptrs);
   Type ptrType() { return LLVM::LLVMPointerType::get(b.getContext()); }
 

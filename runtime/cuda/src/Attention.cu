@@ -19,8 +19,8 @@
 // output element has one owner, so there are no atomics and results are
 // deterministic. The forward allocates nothing.
 //
-// zrt_attention_ext's sliding window and soft-capping run on CUDA cores
-// only (AttentionSimt.cu): the tensor-core kernels take neither.
+// zrt_attention_ext's sliding window, soft-capping and ALiBi run on CUDA
+// cores only (AttentionSimt.cu): the tensor-core kernels take none of them.
 //
 // Grouped-query attention: query head h (of batch * heads) reads key/value
 // head h / group, group = heads / kv_heads. The dK/dV kernels' grid covers
@@ -89,6 +89,15 @@ Shape makeShape(const char *kernel, const Attn &a, size_t elem,
   s.softcap = a.softcap;
   s.capInv = a.softcap ? 1.0f / a.softcap : 0.0f;
   s.capLog2 = float(double(a.softcap) * kLog2e);
+  s.alibiHeads = 0;
+  if (a.alibi) {
+    if (a.alibiHeads > kMaxAlibiHeads)
+      fatal("%s: ALiBi over %lld heads exceeds the supported %d", kernel,
+            (long long)a.alibiHeads, kMaxAlibiHeads);
+    s.alibiHeads = int(a.alibiHeads);
+    for (int h = 0; h < s.alibiHeads; ++h)
+      s.alibiLog2[h] = float(double(a.alibi[h]) * kLog2e);
+  }
   s.vec = a.dim % 4 == 0;
   s.vec8 = a.dim % 8 == 0;
   for (const void *p : ptrs) {
@@ -101,9 +110,10 @@ Shape makeShape(const char *kernel, const Attn &a, size_t elem,
   return s;
 }
 
-/// The tensor-core chunk for `a` (tcChunk), 0 with a window or softcap.
+/// The tensor-core chunk for `a` (tcChunk), 0 with a window, softcap or
+/// ALiBi.
 int tcChunkFor(const Attn &a, int dim) {
-  return a.window || a.softcap ? 0 : tcChunk(dim);
+  return a.window || a.softcap || a.alibi ? 0 : tcChunk(dim);
 }
 
 /// The forward of the checked problem `a`; `name` is the ABI kernel's.
@@ -199,13 +209,14 @@ void zrt::cuda::attentionExt(int32_t dtype, const void *q, const void *k,
                              const void *v, void *o, int64_t batch,
                              int64_t heads, int64_t kvHeads, int64_t seq,
                              int64_t headDim, int32_t causal, double scale,
-                             int64_t window, double softcap) {
+                             int64_t window, double softcap,
+                             const float *alibi) {
   const char *name = "zrt_attention_ext";
   runForward(name,
              withMask(name,
                       makeAttn(name, batch, heads, kvHeads, seq, headDim,
                                causal, scale),
-                      window, softcap),
+                      window, softcap, alibi, heads),
              dtype, q, k, v, o);
 }
 
@@ -214,12 +225,13 @@ void zrt::cuda::attentionExtGrad(int32_t dtype, const void *q, const void *k,
                                  void *dq, void *dk, void *dv, int64_t batch,
                                  int64_t heads, int64_t kvHeads, int64_t seq,
                                  int64_t headDim, int32_t causal, double scale,
-                                 int64_t window, double softcap) {
+                                 int64_t window, double softcap,
+                                 const float *alibi) {
   const char *name = "zrt_attention_ext_grad";
   runGrads(name,
            withMask(name,
                     makeAttn(name, batch, heads, kvHeads, seq, headDim, causal,
                              scale),
-                    window, softcap),
+                    window, softcap, alibi, heads),
            dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
 }

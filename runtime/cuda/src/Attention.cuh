@@ -25,6 +25,9 @@ namespace attn {
 constexpr int kThreads = 256;
 /// Rows a block owns: queries (forward, dQ) or keys (dK, dV).
 constexpr int kRowTile = 64;
+/// The most heads whose ALiBi slopes a launch carries (in Shape, by value:
+/// no device copy to allocate or plan).
+constexpr int kMaxAlibiHeads = 256;
 
 struct Shape {
   int64_t seq;
@@ -38,8 +41,10 @@ struct Shape {
   float softcap;   // 0 when none
   float capInv;    // 1 / softcap
   float capLog2;   // softcap * log2(e)
-  bool vec;        // dim % 4 == 0 and every tensor 4-element aligned
-  bool vec8;       // dim % 8 == 0 and every tensor 16-byte aligned
+  int alibiHeads;  // slopes in alibiLog2; 0 when no ALiBi
+  float alibiLog2[kMaxAlibiHeads]; // ALiBi slope * log2(e) per head
+  bool vec;  // dim % 4 == 0 and every tensor 4-element aligned
+  bool vec8; // dim % 8 == 0 and every tensor 16-byte aligned
 };
 
 /// Bit patterns of 16-bit storage types.
@@ -91,6 +96,21 @@ __device__ inline int64_t queryEnd(const Shape &s, int64_t j0, int n) {
 __device__ inline float cappedLogit2(const Shape &s, float dot, float &t) {
   t = softcapTanh(dot * s.scale, s.capInv);
   return s.capLog2 * t;
+}
+
+/// Head `head`'s ALiBi slope times log2(e) (0 without ALiBi).
+__device__ inline float alibiSlope2(const Shape &s, int64_t head) {
+  return s.alibiHeads ? s.alibiLog2[head % s.alibiHeads] : 0.0f;
+}
+
+/// The log2-domain logit of query i and key j from their raw score q . k:
+/// cappedLogit2 when s.softcap (setting t), else scaled; then ALiBi's bias
+/// with the head's slope2 (alibiSlope2) when there is one.
+__device__ inline float logit2(const Shape &s, float dot, float slope2,
+                               int64_t i, int64_t j, float &t) {
+  t = 0.0f;
+  float x = s.softcap ? cappedLogit2(s, dot, t) : dot * s.scaleLog2;
+  return s.alibiHeads ? alibiLogit(x, slope2, i, j) : x;
 }
 
 //===----------------------------------------------------------------------===//

@@ -20,7 +20,9 @@
 // These kernels also run zrt_attention_ext's sliding window (the steps a
 // window hides wholly are skipped) and soft-capping: the scores become
 // softcap * tanh(scale q . k / softcap), and dS gets the cap's derivative
-// 1 - tanh^2, with AttentionShape.h's formulas as the CPU.
+// 1 - tanh^2, with AttentionShape.h's formulas as the CPU; and ALiBi, whose
+// bias (the slope times log2(e), times j - i) is added to the log2-domain
+// logit after the cap.
 //
 //===----------------------------------------------------------------------===//
 
@@ -309,6 +311,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   v += kvOffset;
 
   float acc[4][kD / 16] = {};
+  const float slope2 = alibiSlope2(s, head);
   float m[4], l[4];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -340,8 +343,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int c = 0; c < 2; ++c) {
         // Rows past seq see nothing (and are never stored).
         bool ok = visible(s, i, j0 + tx + 16 * c);
-        float t, x = s.softcap ? cappedLogit2(s, sc[r][c], t)
-                               : sc[r][c] * s.scaleLog2;
+        float t, x = logit2(s, sc[r][c], slope2, i, j0 + tx + 16 * c, t);
         sc[r][c] = ok ? x : -INFINITY;
         mx = fmaxf(mx, sc[r][c]);
       }
@@ -429,6 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const T *__restrict__ dO = dO0 + headOffset;
     const float *__restrict__ lse = lse0 + head * s.seq;
     const float *__restrict__ delta = delta0 + head * s.seq;
+    const float slope2 = alibiSlope2(s, head);
     // Causal: queries before j0 see none of these keys (j0 is a multiple of
     // kColTile); a window hides them from the queries from iEnd on.
     for (int64_t i0 = s.causal ? j0 : 0, iEnd = queryEnd(s, j0, kRowTile);
@@ -444,16 +447,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
           bool ok = visible(s, i, j0 + 4 * ty + r);
-          float p, g;
-          if (s.softcap) {
-            // dS in the scaled logit: through the cap's derivative.
-            float t, x = cappedLogit2(s, sc[r][c], t);
-            p = ok ? exp2f(x - rowLse) : 0.0f;
-            g = (dp[r][c] - rowDelta) * softcapSlope(t);
-          } else {
-            p = ok ? exp2f(sc[r][c] * s.scaleLog2 - rowLse) : 0.0f;
-            g = dp[r][c] - rowDelta;
-          }
+          float t, x = logit2(s, sc[r][c], slope2, i, j0 + 4 * ty + r, t);
+          float p = ok ? exp2f(x - rowLse) : 0.0f;
+          float g = dp[r][c] - rowDelta;
+          // dS in the scaled logit: through the cap's derivative.
+          if (s.softcap)
+            g *= softcapSlope(t);
           int at = (4 * ty + r) * scoreStride() + tx + 16 * c;
           pt[at] = p;
           dst[at] = p * g;
@@ -513,6 +512,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   lse += head * s.seq;
   delta += head * s.seq;
 
+  const float slope2 = alibiSlope2(s, head);
   float rowLse[4], rowDelta[4];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -538,15 +538,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         bool ok = visible(s, i, j0 + tx + 16 * c);
-        float p, g;
-        if (s.softcap) {
-          float t, x = cappedLogit2(s, sc[r][c], t);
-          p = ok ? exp2f(x - rowLse[r]) : 0.0f;
-          g = (dp[r][c] - rowDelta[r]) * softcapSlope(t);
-        } else {
-          p = ok ? exp2f(sc[r][c] * s.scaleLog2 - rowLse[r]) : 0.0f;
-          g = dp[r][c] - rowDelta[r];
-        }
+        float t, x = logit2(s, sc[r][c], slope2, i, j0 + tx + 16 * c, t);
+        float p = ok ? exp2f(x - rowLse[r]) : 0.0f;
+        float g = dp[r][c] - rowDelta[r];
+        if (s.softcap)
+          g *= softcapSlope(t);
         ds[(4 * ty + r) * scoreStride() + tx + 16 * c] = p * g;
       }
     }

@@ -12,8 +12,8 @@
 // the compiler plans for both. Grouped-query and multi-query attention on
 // every path: against the CPU, and against multi-head attention on the
 // key/value heads repeated over their groups (the same bits for o and dQ).
-// zrt_attention_ext's sliding window (cutting, and at least seq) and
-// soft-capping against the CPU's on the same paths.
+// zrt_attention_ext's sliding window (cutting, and at least seq),
+// soft-capping and ALiBi against the CPU's on the same paths.
 //
 // Tolerances. Both backends compute in fp32 from the same stored inputs;
 // only the summation order (and the exponential) differ.
@@ -307,13 +307,14 @@ struct AttnData {
   Buffer q, k, v, dO;
 };
 
-/// zrt_attention_ext's sliding window and soft-capping; none by default
-/// (then zrt_attention runs).
+/// zrt_attention_ext's sliding window, soft-capping and ALiBi slopes (one
+/// per head); none by default (then zrt_attention runs).
 struct AttnMask {
   int64_t window = 0;
   double softcap = 0;
+  const float *alibi = nullptr;
 
-  bool any() const { return window || softcap; }
+  bool any() const { return window || softcap || alibi; }
 };
 
 AttnData randomAttn(int32_t dtype, const AttnCase &c, std::mt19937 &rng) {
@@ -334,7 +335,7 @@ std::string describe(int32_t dtype, const AttnCase &c, int32_t causal,
                   std::to_string(causal);
   if (mask.any())
     s += " window " + std::to_string(mask.window) + " softcap " +
-         std::to_string(mask.softcap);
+         std::to_string(mask.softcap) + (mask.alibi ? " alibi" : "");
   return s;
 }
 
@@ -368,11 +369,11 @@ void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
   if (mask.any()) {
     zrt_attention_ext(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
                       c.batch, c.heads, c.kv(), c.seq, c.dim, causal, c.scale,
-                      mask.window, mask.softcap);
-    zrt_attention_ext_grad(dtype, in.q.data(), in.k.data(), in.v.data(),
-                           o.data(), in.dO.data(), dq.data(), dk.data(),
-                           dv.data(), c.batch, c.heads, c.kv(), c.seq, c.dim,
-                           causal, c.scale, mask.window, mask.softcap);
+                      mask.window, mask.softcap, mask.alibi);
+    zrt_attention_ext_grad(
+        dtype, in.q.data(), in.k.data(), in.v.data(), o.data(), in.dO.data(),
+        dq.data(), dk.data(), dv.data(), c.batch, c.heads, c.kv(), c.seq, c.dim,
+        causal, c.scale, mask.window, mask.softcap, mask.alibi);
   } else {
     zrt_attention(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
                   c.batch, c.heads, c.kv(), c.seq, c.dim, causal, c.scale);
@@ -389,10 +390,11 @@ void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
   if (mask.any()) {
     attentionExt(dtype, gq.get(), gk.get(), gv.get(), gout.get(), c.batch,
                  c.heads, c.kv(), c.seq, c.dim, causal, c.scale, mask.window,
-                 mask.softcap);
+                 mask.softcap, mask.alibi);
     attentionExtGrad(dtype, gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
                      gdq.get(), gdk.get(), gdv.get(), c.batch, c.heads, c.kv(),
-                     c.seq, c.dim, causal, c.scale, mask.window, mask.softcap);
+                     c.seq, c.dim, causal, c.scale, mask.window, mask.softcap,
+                     mask.alibi);
   } else {
     attention(dtype, gq.get(), gk.get(), gv.get(), gout.get(), c.batch, c.heads,
               c.kv(), c.seq, c.dim, causal, c.scale);
@@ -565,6 +567,26 @@ TEST(CudaAttention, WindowAndSoftcapMatchCpu) {
     }
 }
 
+TEST(CudaAttention, AlibiMatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(15);
+  // BLOOM-like slopes (of six heads: 1/4, 1/16, ..., then 1/2, 1/8), causal
+  // and not, with a window and a softcap; the shapes of WindowAndSoftcap's
+  // paths: tensor-core head dims (64, 128) that ALiBi sends to the CUDA
+  // cores, scalar loads (37), chunked heads (200), grouped-query attention.
+  const float slopes[] = {0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f};
+  const AttnCase cases[] = {
+      {2, 3, 100, 64, 0},   {1, 2, 130, 128, 0},   {2, 1, 33, 37, 0},
+      {1, 1, 70, 200, 0.1}, {2, 6, 100, 64, 0, 2}, {1, 2, 300, 64, 0, 1},
+  };
+  for (int32_t dtype : kDtypes)
+    for (const AttnCase &c : cases) {
+      checkAttention(dtype, c, 1, rng, 0, {0, 0, slopes});
+      checkAttention(dtype, c, 0, rng, 0, {0, 0, slopes});
+      checkAttention(dtype, c, 1, rng, 0, {7, 2.0, slopes});
+    }
+}
+
 TEST(CudaAttention, WindowAndSoftcapUnalignedAndDeterministic) {
   ZRT_REQUIRE_GPU();
   std::mt19937 rng(14);
@@ -584,10 +606,12 @@ TEST(CudaAttention, WindowAndSoftcapUnalignedAndDeterministic) {
           dq(Buffer(dtype, n), offset), dk(Buffer(dtype, nkv), offset),
           dv(Buffer(dtype, nkv), offset);
       attentionExt(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
-                   c.kv(), c.seq, c.dim, 1, c.scale, mask.window, mask.softcap);
+                   c.kv(), c.seq, c.dim, 1, c.scale, mask.window, mask.softcap,
+                   mask.alibi);
       attentionExtGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
                        dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
-                       c.seq, c.dim, 1, c.scale, mask.window, mask.softcap);
+                       c.seq, c.dim, 1, c.scale, mask.window, mask.softcap,
+                       mask.alibi);
       out[run][0] = o.download().values();
       out[run][1] = dq.download().values();
       out[run][2] = dk.download().values();
@@ -753,12 +777,17 @@ TEST(CudaMatmulAttentionDeathTest, InvalidArguments) {
                              1, 0),
                "zrt_attention_grad: kv_heads 0 does not divide heads 4");
   EXPECT_DEATH(attentionExt(ZRT_BF16, nullptr, nullptr, nullptr, nullptr, 1, 1,
-                            1, 8, 64, 0, 0, 4, 0),
+                            1, 8, 64, 0, 0, 4, 0, nullptr),
                "zrt_attention_ext: a window requires causal");
   EXPECT_DEATH(attentionExtGrad(ZRT_F32, nullptr, nullptr, nullptr, nullptr,
                                 nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 8,
-                                64, 1, 0, 0, -1.0),
+                                64, 1, 0, 0, -1.0, nullptr),
                "zrt_attention_ext_grad: softcap -1 is not a positive number");
+  std::vector<float> slopes(257, 0.5f);
+  EXPECT_DEATH(attentionExt(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 257,
+                            257, 8, 64, 1, 0, 0, 0, slopes.data()),
+               "zrt_attention_ext: ALiBi over 257 heads exceeds the supported "
+               "256");
 }
 
 } // namespace

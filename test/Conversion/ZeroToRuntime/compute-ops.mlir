@@ -461,17 +461,23 @@ module @attention {
 
 // -----
 
-// A sliding window or soft-capping calls zrt_attention_ext(_grad): the
-// arguments of zrt_attention, then the window and the softcap (0: none).
+// A sliding window, soft-capping or ALiBi calls zrt_attention_ext(_grad):
+// the arguments of zrt_attention, then the window and the softcap (0: none)
+// and the address of the slopes (null: none).
 
 // CHECK-LABEL: module @attention_ext
+// CHECK: llvm.mlir.global internal constant @[[GLOBAL:zero_const_[0-9]+]](dense<[5.000000e-01, 2.500000e-01, 1.250000e-01, 6.250000e-02, 3.125000e-02, 1.562500e-02]> : tensor<6xf32>)
 // CHECK-LABEL: llvm.func @zero_micro_step
 // CHECK:      %[[WINDOW:.*]] = llvm.mlir.constant(3 : i64) : i64
 // CHECK-NEXT: %[[CAP:.*]] = llvm.mlir.constant(0.000000e+00 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_attention_ext(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[WINDOW]], %[[CAP]])
+// CHECK-NEXT: %[[NONE:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: llvm.call @zrt_attention_ext(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[WINDOW]], %[[CAP]], %[[NONE]])
 // CHECK:      %[[WINDOW:.*]] = llvm.mlir.constant(0 : i64) : i64
 // CHECK-NEXT: %[[CAP:.*]] = llvm.mlir.constant(5.000000e+01 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_attention_ext_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[WINDOW]], %[[CAP]])
+// CHECK-NEXT: %[[NONE:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: llvm.call @zrt_attention_ext_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[WINDOW]], %[[CAP]], %[[NONE]])
+// CHECK:      %[[SLOPES:.*]] = llvm.mlir.addressof @[[GLOBAL]] : !llvm.ptr
+// CHECK-NEXT: llvm.call @zrt_attention_ext(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SLOPES]])
 
 module @attention_ext {
   zero.param @w : tensor<2xf32> init zeros
@@ -482,6 +488,7 @@ module @attention_ext {
       schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
     %o = nn.attention %q, %q, %q causal window 3 : tensor<4x6x8x16xf32>
     %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %o, %dy scale 0.25 softcap 50.0 : tensor<4x6x8x16xf32>
+    %a = nn.attention %q, %q, %q alibi [0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625] : tensor<4x6x8x16xf32>
     %loss = nn.fill 0.0 : tensor<f32>
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>

@@ -1234,6 +1234,33 @@ func.func @attention_grad_softcap_negative(%q: tensor<1x2x4x8xf32>) {
 
 // -----
 
+// Checks that ALiBi has one slope per query head.
+func.func @attention_alibi_count(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op alibi has 3 slopes for the query's 2 heads}}
+  %0 = nn.attention %q, %q, %q causal alibi [0.5, 0.25, 0.125] : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention_grad checks its slopes as well.
+func.func @attention_grad_alibi_count(%q: tensor<1x2x4x8xf32>, %k: tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op alibi has 1 slopes for the query's 2 heads}}
+  %0:3 = nn.attention_grad %q, %k, %k, %q, %q causal scale 0.5 alibi [0.5] : tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that ALiBi slopes are finite.
+func.func @attention_alibi_infinite(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op alibi slope INF is not finite}}
+  %0 = nn.attention %q, %q, %q alibi [0.5, 1.0e39] : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
 // Checks that attention_grad needs an explicit scale.
 func.func @attention_grad_no_scale(%q: tensor<1x2x4x8xf32>) {
   // expected-error @+1 {{'nn.attention_grad' op requires attribute 'scale'}}

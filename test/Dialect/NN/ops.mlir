@@ -36,6 +36,8 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %a2 = nn.attention %qt, %kt, %vt scale 0.5 : tensor<2x2x4x4xf32>
   // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} causal window 2 softcap 5.000000e+01 : tensor<2x2x4x4xf32>
   %a3 = nn.attention %qt, %kt, %vt causal window 2 softcap 50.0 : tensor<2x2x4x4xf32>
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} alibi [2.500000e-01, 6.250000e-02] : tensor<2x2x4x4xf32>
+  %a4 = nn.attention %qt, %kt, %vt alibi [0.25, 0.0625] : tensor<2x2x4x4xf32>
   // CHECK: nn.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x2x4x4xf32>
   %s = nn.matmul %qt, %kt transpose_rhs : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x2x4x4xf32>
   // CHECK: nn.scale %{{.*}} by 5.000000e-01 : tensor<2x2x4x4xf32>
@@ -119,6 +121,8 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %q, %q causal scale 0.5 : tensor<2x2x4x4xf32>
   // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 5.000000e-01 window 3 softcap 2.000000e+01 : tensor<2x2x4x4xf32>
   %wq, %wk, %wv = nn.attention_grad %q, %q, %q, %q, %q causal scale 0.5 window 3 softcap 20.0 : tensor<2x2x4x4xf32>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 5.000000e-01 alibi [5.000000e-01, 7.071068e-01] : tensor<2x2x4x4xf32>
+  %aq, %ak, %av = nn.attention_grad %q, %q, %q, %q, %q causal scale 0.5 alibi [0.5, 0.70710677] : tensor<2x2x4x4xf32>
   // CHECK: nn.embedding_grad %{{.*}}[%{{.*}}] : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
   %dt = nn.embedding_grad %dy[%ids] : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
   // CHECK: nn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>

@@ -3,8 +3,9 @@ transformers' own classes with default settings and written by
 save_pretrained (safetensors), or their config.json alone: Llama, Mistral,
 Qwen2, GPT-2, Gemma, with partial rotary embeddings GPT-NeoX, StableLM
 and Phi, with interleaved ones GPT-J and GLM, with sliding windows and
-soft-capping Mistral and Gemma 2 (and, to be refused, MoE and
-encoder-decoder ones).
+soft-capping Mistral and Gemma 2, with ALiBi MPT and BLOOM, with masks
+that are causal in effect openai-gpt and CodeGen (and, to be refused, MoE
+and encoder-decoder ones).
 
   hf_models.py save KIND DIR [--shard-size N] [--config-only] [--tokenizer]
   hf_models.py big-config DIR      (Llama-3-70B's published numbers)
@@ -146,6 +147,28 @@ def config(kind):
             max_position_embeddings=128, sliding_window=8,
             layer_types=["sliding_attention", "full_attention"],
             vocab_size_per_layer_input=256, hidden_size_per_layer_input=16)
+    if kind == "mpt":
+        # ALiBi (MPT's slopes, alibi_bias_max 8) over 6 heads, not a power
+        # of two: the slopes of 8 heads, odd ones first.
+        return tf.MptConfig(vocab_size=256, d_model=48, n_heads=6,
+                            n_layers=2, expansion_ratio=2, max_seq_len=128)
+    if kind == "bloom":
+        # ALiBi (BLOOM's slopes) over 6 heads: 4 of one base and 2 of
+        # another; BLOOM's GELU.
+        return tf.BloomConfig(vocab_size=256, hidden_size=48, n_layer=2,
+                              n_head=6)
+    if kind == "openai-gpt":
+        # Its causal mask w * b + -1e4 * (1 - b); dropout 0 (its default
+        # 0.1 is refused).
+        return tf.OpenAIGPTConfig(vocab_size=256, n_embd=64, n_layer=2,
+                                  n_head=4, n_positions=128, resid_pdrop=0.0,
+                                  embd_pdrop=0.0, attn_pdrop=0.0)
+    if kind == "codegen":
+        # Its causal mask added before the scores are scaled; rotary on a
+        # quarter of each head.
+        return tf.CodeGenConfig(vocab_size=256, n_embd=64, n_layer=2,
+                                n_head=4, n_positions=128, rotary_dim=4,
+                                bos_token_id=0, eos_token_id=0)
     sys.exit("unknown kind " + kind)
 
 

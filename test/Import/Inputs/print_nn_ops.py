@@ -43,6 +43,9 @@ def attr_value(text):
     m = re.fullmatch(r"array<i64(?:: (.*))?>", text)
     if m:
         return [int(v) for v in (m.group(1) or "").split(",") if v.strip()]
+    m = re.fullmatch(r"array<f32(?:: (.*))?>", text)
+    if m:
+        return [float(v) for v in (m.group(1) or "").split(",") if v.strip()]
     value, _, ty = text.rpartition(" : ")
     if ty == "f64":
         return float(value)

@@ -109,14 +109,17 @@ def npy_batches(xpath, ypath, B, xdtype, ydtype, steps):
 def hf_model(directory, attn, seed):
     """The model in a Hugging Face directory, loaded by transformers."""
     from transformers import AutoConfig, AutoModelForCausalLM
-    kwargs = {"dtype": torch.float32, "use_cache": False}
+    kwargs = {"dtype": torch.float32}
     if attn:
         kwargs["attn_implementation"] = attn
+    config = AutoConfig.from_pretrained(directory)
+    # No cache while training; openai-gpt's config has no use_cache.
+    if hasattr(config, "use_cache"):
+        config.use_cache = False
     if any(f.startswith("model.safetensors") for f in os.listdir(directory)):
-        return AutoModelForCausalLM.from_pretrained(directory, **kwargs)
+        return AutoModelForCausalLM.from_pretrained(directory, config=config,
+                                                    **kwargs)
     torch.manual_seed(seed)
-    config = AutoConfig.from_pretrained(directory, use_cache=False)
-    kwargs.pop("use_cache")
     return AutoModelForCausalLM.from_config(config, **kwargs)
 
 

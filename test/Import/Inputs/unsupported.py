@@ -280,6 +280,28 @@ def make_non_causal_mask():
     return Attn(), (ids, ids)
 
 
+def make_weak_mask():
+    """A causal mask that adds -100 above the diagonal: its exp does not
+    underflow to 0, so the softmax is not the causal one."""
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(16, 8)
+            self.qkv = nn.Linear(8, 24)
+            self.out = nn.Linear(8, 16)
+            self.register_buffer("mask", torch.ones(4, 4).triu(1) * -100.0)
+
+        def forward(self, ids, y):
+            q, k, v = self.qkv(self.emb(ids)).split(8, dim=-1)
+            q, k, v = (t.view(2, 4, 2, 4).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * 0.5 + self.mask
+            o = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(2, 4, 8)
+            return F.cross_entropy(self.out(o).view(-1, 16), y.view(-1))
+    torch.manual_seed(0)
+    ids = torch.randint(0, 16, (2, 4))
+    return Attn(), (ids, ids)
+
+
 def make_shifted_rope():
     """rotate_half's rotary embedding at positions 1.. instead of 0.."""
     class Rope(nn.Module):

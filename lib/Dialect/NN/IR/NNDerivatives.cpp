@@ -235,11 +235,10 @@ LogicalResult AttentionOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
     out.append(3, Value());
     return success();
   }
-  auto g = AttentionGradOp::create(b, getLoc(), getQuery(), getKey(),
-                                   getValue(), getResult(), grads[0],
-                                   getCausalAttr(),
-                                   b.getF64FloatAttr(getScaleValue()),
-                                   getWindowAttr(), getSoftcapAttr());
+  auto g = AttentionGradOp::create(
+      b, getLoc(), getQuery(), getKey(), getValue(), getResult(), grads[0],
+      getCausalAttr(), b.getF64FloatAttr(getScaleValue()), getWindowAttr(),
+      getSoftcapAttr(), getAlibiAttr());
   out.push_back(g.getQueryGrad());
   out.push_back(g.getKeyGrad());
   out.push_back(g.getValueGrad());

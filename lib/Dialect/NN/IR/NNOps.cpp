@@ -240,7 +240,8 @@ static void printAttentionTypes(OpAsmPrinter &printer, Operation *, Type query,
 static LogicalResult checkAttention(EmitErrorFn emitError, Value query,
                                     Value key, std::optional<double> scale,
                                     bool causal, IntegerAttr window,
-                                    FloatAttr softcap) {
+                                    FloatAttr softcap,
+                                    DenseF32ArrayAttr alibi) {
   auto q = ranked(query);
   auto k = ranked(key);
   if (q.getRank() != 4)
@@ -284,6 +285,15 @@ static LogicalResult checkAttention(EmitErrorFn emitError, Value query,
     if (!(c > 0.0) || !std::isfinite(c))
       return emitError() << "softcap must be positive, got " << c;
   }
+  if (alibi) {
+    // The kernels read one slope per query head.
+    if (!ShapedType::isDynamic(heads) && alibi.size() != heads)
+      return emitError() << "alibi has " << alibi.size()
+                         << " slopes for the query's " << heads << " heads";
+    for (float s : alibi.asArrayRef())
+      if (!std::isfinite(s))
+        return emitError() << "alibi slope " << s << " is not finite";
+  }
   return success();
 }
 
@@ -292,7 +302,8 @@ LogicalResult AttentionOp::verify() {
   if (auto s = getScaleAttr())
     scale = s.getValueAsDouble();
   return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
-                        scale, getCausal(), getWindowAttr(), getSoftcapAttr());
+                        scale, getCausal(), getWindowAttr(), getSoftcapAttr(),
+                        getAlibiAttr());
 }
 
 double AttentionOp::getScaleValue() {
@@ -305,7 +316,7 @@ double AttentionOp::getScaleValue() {
 LogicalResult AttentionGradOp::verify() {
   return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
                         getScale().convertToDouble(), getCausal(),
-                        getWindowAttr(), getSoftcapAttr());
+                        getWindowAttr(), getSoftcapAttr(), getAlibiAttr());
 }
 
 //===----------------------------------------------------------------------===//

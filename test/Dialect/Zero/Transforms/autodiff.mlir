@@ -344,6 +344,21 @@ zero.train_step @windowed_attention(%y: tensor<2x2x4xi32>)
 
 // -----
 
+// ALiBi's slopes carry over to the derivative (constants: no gradient).
+zero.param @al : tensor<2x2x4x4xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @alibi_attention
+zero.train_step @alibi_attention(%y: tensor<2x2x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %q = zero.get_param @al : tensor<2x2x4x4xf32>
+  %o = nn.attention %q, %q, %q causal alibi [0.25, 0.0625] : tensor<2x2x4x4xf32>
+  %loss = nn.softmax_cross_entropy %o, %y : tensor<2x2x4x4xf32>, tensor<2x2x4xi32> -> tensor<f32>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 5.000000e-01 alibi [2.500000e-01, 6.250000e-02] : tensor<2x2x4x4xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // A split part that does not reach the loss contributes a zero gradient to
 // the concatenation.
 zero.param @p : tensor<4x6xf32> init normal std 0.1

@@ -388,22 +388,28 @@ def NN_AttentionOp : NN_Op<"attention", [
     `j <= i` and `i - j < window` (Hugging Face's sliding-window mask).
     `softcap` caps the scaled logits before the mask, `softcap *
     tanh(logits / softcap)` (Gemma 2's `attn_logit_softcapping`).
+    `alibi` holds one slope per query head: after the softcap, query `i`'s
+    logit of key `j` gains `slope * (j - i)` (ALiBi, as MPT and BLOOM add
+    it: their biases differ from this by a constant per row, which the
+    softmax does not see).
 
     ```mlir
     %o = nn.attention %q, %k, %v causal : tensor<8x12x64x64xf32>
     %g = nn.attention %q, %k, %v causal : tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>
     %w = nn.attention %q, %k, %v causal window 8 softcap 5.000000e+01 : tensor<2x4x32x16xf32>
+    %a = nn.attention %q, %k, %v causal alibi [5.000000e-01, 2.500000e-01] : tensor<2x2x32x16xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                        NN_FloatTensor:$value, UnitAttr:$causal,
                        OptionalAttr<F64Attr>:$scale,
                        OptionalAttr<I64Attr>:$window,
-                       OptionalAttr<F64Attr>:$softcap);
+                       OptionalAttr<F64Attr>:$softcap,
+                       OptionalAttr<DenseF32ArrayAttr>:$alibi);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`scale` $scale^)?
-    (`window` $window^)? (`softcap` $softcap^)? attr-dict
+    (`window` $window^)? (`softcap` $softcap^)? (`alibi` $alibi^)? attr-dict
     `:` custom<AttentionTypes>(type($query), type($key))
   }];
   let hasVerifier = 1;
@@ -762,7 +768,8 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
     the gradients of query, key and value, given the forward output and its
     gradient. With grouped-query attention the key and value gradients have
     the key's shape: each sums the gradients of the query heads that share
-    the key/value head. Types, `window` and `softcap` as for `nn.attention`.
+    the key/value head. Types, `window`, `softcap` and `alibi` as for
+    `nn.attention`; the slopes are constants, without a gradient.
 
     ```mlir
     %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal scale 1.250000e-01 : tensor<8x12x64x64xf32>
@@ -772,13 +779,14 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
                        NN_FloatTensor:$value, NN_FloatTensor:$output,
                        NN_FloatTensor:$output_grad, UnitAttr:$causal,
                        F64Attr:$scale, OptionalAttr<I64Attr>:$window,
-                       OptionalAttr<F64Attr>:$softcap);
+                       OptionalAttr<F64Attr>:$softcap,
+                       OptionalAttr<DenseF32ArrayAttr>:$alibi);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $output_grad
     (`causal` $causal^)? `scale` $scale (`window` $window^)?
-    (`softcap` $softcap^)? attr-dict `:`
+    (`softcap` $softcap^)? (`alibi` $alibi^)? attr-dict `:`
     custom<AttentionTypes>(type($query), type($key))
   }];
   let hasVerifier = 1;
