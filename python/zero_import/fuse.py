@@ -38,7 +38,7 @@ import math
 
 import torch
 
-from .graph import NN_OPS
+from .nn_ops import OPS as NN_OPS
 
 _MASKED = -1e30  # a masked score: exp of it underflows to 0 in fp32
 
@@ -450,7 +450,7 @@ def unrepeat(g, k, v, q, where):
     return k0, v0
 
 
-def _hidden(table, shape, fill_where):
+def mask_hidden(table, shape, fill_where):
     """Where a mask `table` (bool: masked where True; float: added, 0 or
     masked) hides a score, broadcast to `shape`; None for another table."""
     t = table.detach().cpu()
@@ -466,7 +466,7 @@ def _hidden(table, shape, fill_where):
     return t <= _MASKED
 
 
-def _window(hidden, shape):
+def mask_window(hidden, shape):
     """The sliding window `hidden` is (query i sees key j iff j <= i and
     i - j < window, transformers' sliding_window_causal_mask_function),
     identically for every row: 0 for the causal mask, None for any other
@@ -517,11 +517,11 @@ def fuse_attention(g):
             mf = _producer(s, "masked_fill")
             ac = _producer(s, "add_const")
             if mf:
-                h = _hidden(mf.attrs["mask"], s.shape, True) \
+                h = mask_hidden(mf.attrs["mask"], s.shape, True) \
                     if mf.attrs["fill"] <= _MASKED else None
                 mask = mf
             elif ac:
-                h = _hidden(ac.attrs["table"], s.shape, False)
+                h = mask_hidden(ac.attrs["table"], s.shape, False)
                 mask = ac
             else:
                 break
@@ -532,7 +532,7 @@ def fuse_attention(g):
                 s = mask.operands[0]
                 last = mask
         if hidden is not None or failed:
-            window = None if failed else _window(hidden, s.shape)
+            window = None if failed else mask_window(hidden, s.shape)
             if window is None:
                 failed = failed or last
                 if failed.kind == "masked_fill":
