@@ -1,10 +1,13 @@
 """zero-import: a PyTorch module's training step as zero-mlir input."""
 
 import argparse
+import json
 import math
 import os
 import sys
+import traceback
 
+from .environment import check_torch
 from .errors import ImportFailure
 
 USAGE_EXAMPLE = """example:
@@ -84,9 +87,48 @@ def parser():
     return p
 
 
+def read_ds_config(path):
+    """Optimizer, clipping and precision of a DeepSpeed ds_config.json."""
+    try:
+        text = open(path).read()
+    except OSError as e:
+        raise ImportFailure("%s: %s" % (path, e.strerror))
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ImportFailure("%s:%d:%d: is not valid JSON: %s" % (
+            path, e.lineno, e.colno, e.msg))
+    if not isinstance(cfg, dict):
+        raise ImportFailure("%s: the top level must be a JSON object" % path)
+    opt = {"kind": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+           "eps": 1e-8, "weight_decay": 0.01}
+    o = cfg.get("optimizer", {})
+    kind = str(o.get("type", "AdamW")).lower()
+    if kind not in ("adam", "adamw"):
+        raise ImportFailure("%s: optimizer.type '%s' is not supported "
+                            "(expected Adam or AdamW)" % (path, o.get("type")))
+    opt["kind"] = kind
+    p = o.get("params", {})
+    for key in ("lr", "eps", "weight_decay"):
+        if key in p:
+            opt[key] = float(p[key])
+    if "betas" in p:
+        b = p["betas"]
+        if not (isinstance(b, list) and len(b) == 2):
+            raise ImportFailure("%s: optimizer.params.betas: expected "
+                                "[beta1, beta2]" % path)
+        opt["beta1"], opt["beta2"] = float(b[0]), float(b[1])
+    clip = float(cfg.get("gradient_clipping", 0.0))
+    dtype = None
+    if cfg.get("bf16", {}).get("enabled"):
+        dtype = "bf16"
+    if cfg.get("fp16", {}).get("enabled"):
+        dtype = "f16"
+    return opt, clip, dtype
+
+
 def options(args):
     """(optimizer dict, clip, precision kind) from the command line."""
-    from .importer import read_ds_config
     flags = ("optimizer", "lr", "beta1", "beta2", "eps", "weight_decay",
              "clip")
     given = [f for f in flags if getattr(args, f) is not None]
@@ -144,9 +186,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     check_source(p, args)
     try:
-        from .environment import check_torch
         check_torch()
         opt, clip, precision = options(args)
+        # The importer's modules import PyTorch: loaded once check_torch has
+        # found it, so that --help and a Python without it need none.
         from .importer import import_hf, import_model, write_outputs
         if args.hf is not None:
             g, loss, weights = import_hf(args.hf, args.batch, args.seq,
@@ -169,7 +212,6 @@ def main(argv=None):
               file=sys.stderr)
         return 1
     except Exception as e:  # a bug here, not the user's: say so, exit 2
-        import traceback
         traceback.print_exc()
         print("zero-import: internal error: %s: %s" % (type(e).__name__, e),
               file=sys.stderr)

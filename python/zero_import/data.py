@@ -19,6 +19,9 @@ import json
 import os
 import sys
 
+# transformers, numpy and jinja2 are imported in the functions that use
+# them, so that --help and the argument checks need none of them.
+
 IGNORE = -100
 
 USAGE_EXAMPLE = """examples:

@@ -1,5 +1,7 @@
 """The one error type of the importer: a message naming where it happened."""
 
+import inspect
+
 
 class ImportFailure(Exception):
     """A model the importer cannot translate exactly.
@@ -23,3 +25,17 @@ class ImportFailure(Exception):
         if self.source:
             parts.append("at %s" % self.source)
         return "\n  ".join(parts)
+
+
+def source_of(obj):
+    """'file:line: code' of a class or function's `class`/`def` line (its
+    decorators aside)."""
+    try:
+        lines, line = inspect.getsourcelines(obj)
+        path = inspect.getsourcefile(obj)
+    except (OSError, TypeError):
+        return None
+    for i, text in enumerate(lines):
+        if text.lstrip().startswith(("class ", "def ")):
+            return "%s:%d: %s" % (path, line + i, text.strip())
+    return "%s:%d: %s" % (path, line, lines[0].strip())

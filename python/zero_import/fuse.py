@@ -48,7 +48,7 @@ import math
 
 import torch
 
-from .graph import NN_OPS
+from .nn_ops import OPS as NN_OPS
 
 # A masked score: -inf, the dtype's min, or as openai-gpt and CodeGen mask,
 # -1e4 or below. The softmax subtracts its row's max, which a causal row
@@ -542,7 +542,7 @@ def unrepeat(g, k, v, q, where):
     return k0, v0
 
 
-def _hidden(table, shape, fill_where, factor=1.0):
+def mask_hidden(table, shape, fill_where, factor=1.0):
     """Where a mask `table` (bool: masked where True; float: added, 0 or
     masked once multiplied by the positive `factor` that scales the scores
     after it) hides a score, broadcast to `shape`; None for another
@@ -560,7 +560,7 @@ def _hidden(table, shape, fill_where, factor=1.0):
     return t <= _MASKED
 
 
-def _window(hidden, shape):
+def mask_window(hidden, shape):
     """The sliding window `hidden` is (query i sees key j iff j <= i and
     i - j < window, transformers' sliding_window_causal_mask_function),
     identically for every row: 0 for the causal mask, None for any other
@@ -676,17 +676,17 @@ def fuse_attention(g):
                 factor, s = sc.attrs["factor"], sc.operands[0]
                 continue
             if mf:
-                h = _hidden(mf.attrs["mask"], s.shape, True) \
+                h = mask_hidden(mf.attrs["mask"], s.shape, True) \
                     if mf.attrs["fill"] * factor <= _MASKED else None
                 mask = mf
             elif ac:
-                h = _hidden(ac.attrs["table"], s.shape, False, factor)
+                h = mask_hidden(ac.attrs["table"], s.shape, False, factor)
                 mask = ac
                 # openai-gpt's w * b + -1e4 * (1 - b), b the causal 0/1
                 # table: where b is 0, the score is replaced by the masked
                 # value; where 1, it is kept and 0 added.
                 mc = _producer(ac.operands[0], "mul_const")
-                keep = mc and _hidden(mc.attrs["table"], s.shape, True)
+                keep = mc and mask_hidden(mc.attrs["table"], s.shape, True)
                 if h is not None and keep is not None and \
                         torch.equal(keep, ~h) and torch.equal(
                             torch.broadcast_to(
@@ -729,7 +729,7 @@ def fuse_attention(g):
                 if alibi is not None:
                     s = ac.operands[0]
         if hidden is not None or failed:
-            window = None if failed else _window(hidden, shape4)
+            window = None if failed else mask_window(hidden, shape4)
             if window is None:
                 failed = failed or last
                 if failed.kind == "masked_fill":

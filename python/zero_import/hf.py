@@ -31,6 +31,7 @@ Mixture-of-experts and encoder-decoder models are refused before tracing.
 """
 
 import contextlib
+import copy
 import inspect
 import json
 import os
@@ -40,7 +41,12 @@ import sys
 import torch
 import torch.nn as nn
 
-from .errors import ImportFailure
+from . import lora
+from .errors import ImportFailure, source_of
+from .printer import fmt_float
+
+# transformers, peft and safetensors are imported in the functions that use
+# them: importing a FILE.py:FUNCTION model loads this module without them.
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -49,20 +55,6 @@ INDEX = "model.safetensors.index.json"
 
 def _fail(message, path=None, source=None):
     raise ImportFailure(message, path=path, source=source)
-
-
-def _source_of(obj):
-    """'file:line: code' of a class or function's `class`/`def` line (its
-    decorators aside)."""
-    try:
-        lines, line = inspect.getsourcelines(obj)
-        path = inspect.getsourcefile(obj)
-    except (OSError, TypeError):
-        return None
-    for i, text in enumerate(lines):
-        if text.lstrip().startswith(("class ", "def ")):
-            return "%s:%d: %s" % (path, line + i, text.strip())
-    return "%s:%d: %s" % (path, line, lines[0].strip())
 
 
 def read_config(directory):
@@ -114,13 +106,13 @@ def model_class(config, directory):
         _fail("the encoder-decoder structure of %s (%s) is not supported: "
               "zero-import takes decoder-only causal language models" % (
                   arch or config.model_type, path), path="",
-              source=_source_of(cls) if cls else None)
+              source=source_of(cls) if cls else None)
     name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
     if arch is not None and arch != name:
         _fail("%s: architectures names %s, which is not %s's causal "
               "language model (%s); zero-import takes causal language "
               "models" % (path, arch, config.model_type, name or "none"),
-              path="", source=_source_of(cls) if cls else None)
+              path="", source=source_of(cls) if cls else None)
     if name is None:
         _fail("%s: model_type '%s' has no causal language model in "
               "transformers" % (path, config.model_type))
@@ -201,7 +193,6 @@ class InitRecorder:
 
     def init_text(self, name, p):
         """The zero.param initializer of parameter `name`."""
-        from .graph import fmt_float
         if id(p) in self.partial:
             print("zero-import: warning: parameter '%s': %s of a part of it "
                   "is not a zero.param initializer; its initializer is the "
@@ -241,7 +232,7 @@ def _refuse_moe(model):
                 _MOE_CLASS.search(type(m).__name__):
             _fail("the MoE routing of %s (experts chosen per token) is not "
                   "supported" % type(m).__name__, path=path,
-                  source=_source_of(type(m).forward))
+                  source=source_of(type(m).forward))
 
 
 def build(directory, no_weights=False, seed=0, attn=None):
@@ -308,7 +299,6 @@ def with_lora(model, recorder, weights, spec, seed):
     identity under PEFT's names, and the adapters are initialised as PEFT
     does after torch.manual_seed(seed), then set aside like the others;
     without weights (a recorder), their initializers are recorded."""
-    from . import lora
     if weights is None:
         with _parameters_on_meta(), recorder:
             return lora.apply(model, spec, True), None
@@ -545,7 +535,6 @@ def export_info(model, params):
     parameter among `params` (transformers' tied weights, such as
     lm_head.weight) mapped to its first. Of a PeftModel, the config is its
     base model's and the names are its own."""
-    import copy
     base = model.get_base_model() if hasattr(model, "get_base_model") \
         else model
     config = copy.deepcopy(base.config)
@@ -599,7 +588,7 @@ def check_loss(g, model):
             "labels=): zero-import cannot tell which tokens it scores" % type(
                 model).__name__, op=where.op if where else None,
             path=where.path if where else "",
-            source=where.source if where else _source_of(type(model)))
+            source=where.source if where else source_of(type(model)))
 
 
 def example_args(batch, seq):

@@ -1,18 +1,17 @@
 """From `model.py:make` to model.mlir and model.safetensors."""
 
 import importlib.util
-import json
 import os
 import sys
 
 import torch
 
-from . import safetensors
+from . import hf, lora, safetensors
 from .errors import ImportFailure
 from .fuse import fuse_all, rotary_tables
-from .graph import fmt_float, print_module
 from .lower import Lowering, is_sym
 from .precision import keep_in_fp32
+from .printer import fmt_float, optimizer_attr, print_module
 from .trace import trace
 
 
@@ -67,59 +66,10 @@ def init_text(t):
     return "normal std " + fmt_float(std)
 
 
-def optimizer_attr(opt):
-    return ("#zero.optimizer<kind = %s, lr = %s, beta1 = %s, beta2 = %s, "
-            "eps = %s, weight_decay = %s>" % (
-                opt["kind"], fmt_float(opt["lr"]), fmt_float(opt["beta1"]),
-                fmt_float(opt["beta2"]), fmt_float(opt["eps"]),
-                fmt_float(opt["weight_decay"])))
-
-
-def read_ds_config(path):
-    """Optimizer, clipping and precision of a DeepSpeed ds_config.json."""
-    try:
-        text = open(path).read()
-    except OSError as e:
-        raise ImportFailure("%s: %s" % (path, e.strerror))
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ImportFailure("%s:%d:%d: is not valid JSON: %s" % (
-            path, e.lineno, e.colno, e.msg))
-    if not isinstance(cfg, dict):
-        raise ImportFailure("%s: the top level must be a JSON object" % path)
-    opt = {"kind": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
-           "eps": 1e-8, "weight_decay": 0.01}
-    o = cfg.get("optimizer", {})
-    kind = str(o.get("type", "AdamW")).lower()
-    if kind not in ("adam", "adamw"):
-        raise ImportFailure("%s: optimizer.type '%s' is not supported "
-                            "(expected Adam or AdamW)" % (path, o.get("type")))
-    opt["kind"] = kind
-    p = o.get("params", {})
-    for key in ("lr", "eps", "weight_decay"):
-        if key in p:
-            opt[key] = float(p[key])
-    if "betas" in p:
-        b = p["betas"]
-        if not (isinstance(b, list) and len(b) == 2):
-            raise ImportFailure("%s: optimizer.params.betas: expected "
-                                "[beta1, beta2]" % path)
-        opt["beta1"], opt["beta2"] = float(b[0]), float(b[1])
-    clip = float(cfg.get("gradient_clipping", 0.0))
-    dtype = None
-    if cfg.get("bf16", {}).get("enabled"):
-        dtype = "bf16"
-    if cfg.get("fp16", {}).get("enabled"):
-        dtype = "f16"
-    return opt, clip, dtype
-
-
 def import_model(spec, loss_output=-1, precision="fp32"):
     """(Graph, loss Sym, [(name, float32 array)]) of make()'s module,
     trained at `precision` (a transformers model keeps its float32 modules,
     precision.py)."""
-    from . import hf, lora
     module, args = call_make(load_make(spec), spec)
     lora.check(module)
     # The weights as make() left them, whatever the trace runs.
@@ -148,7 +98,6 @@ def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None,
     in a Hugging Face directory (hf.py), its step on [batch, seq] tokens
     trained at `precision` (its float32 modules kept, precision.py); with
     `lora_spec` (--lora), of its PeftModel with LoRA adapters (lora.py)."""
-    from . import hf, lora
     model, recorder, weights = hf.build(directory, no_weights, seed, attn)
     if lora_spec is not None:
         model, weights = hf.with_lora(model, recorder, weights, lora_spec,

@@ -30,6 +30,9 @@ import torch.nn as nn
 
 from .errors import ImportFailure
 
+# peft is imported in the functions that use it: only a model with adapters
+# needs it installed.
+
 ADAPTER = "default"
 
 # LoraConfig fields that change what a step computes or trains beyond base
@@ -264,28 +267,3 @@ def apply(model, spec, no_weights):
         raise ImportFailure("--lora %s: PEFT refuses it: %s" % (spec, e))
     check(pm)
     return pm
-
-
-def attr(info):
-    """The #zero.peft attribute of peft_info's result."""
-    from .graph import mlir_string
-    config, prefix, layers = info
-    items = []
-    for layer in layers:
-        items.append(
-            "#zero.lora<base = %s, a = %s, b = %s, scaling = %s, "
-            "merged_key = %s, a_key = %s, b_key = %s>" % (
-                mlir_string(layer["base"]), mlir_string(layer["a"]),
-                mlir_string(layer["b"]), fmt_scaling(layer["scaling"]),
-                mlir_string(layer["merged_key"]),
-                mlir_string(layer["a_key"]), mlir_string(layer["b_key"])))
-    return "#zero.peft<config = %s, prefix = %s, layers = [%s]>" % (
-        mlir_string(config), mlir_string(prefix), ", ".join(items))
-
-
-def fmt_scaling(v):
-    """A float as MLIR prints a double (2.000000e+00) where that is exact,
-    else with every digit the double needs."""
-    from .graph import fmt_float
-    text = "%.6e" % v
-    return text if float(text) == v else fmt_float(v)

@@ -14,12 +14,15 @@ generated table of ops (nn_ops.py).
 
 import math
 import operator
+import re
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .graph import NN_OPS, Graph, Sym, Where
+from .fuse import mask_hidden, mask_window, unrepeat
+from .graph import Graph, Sym, Where
+from .nn_ops import OPS as NN_OPS
 
 _FLOAT_TYPES = {torch.float32: "f32"}
 _INT_TYPES = {torch.int64: "i64", torch.int32: "i32"}
@@ -741,7 +744,6 @@ class Lowering:
         # kv_heads), as nn.attention's grouped-query form does (without it,
         # PyTorch refuses unequal head counts when the node runs); unrepeat
         # checks that kv_heads divides heads.
-        from .fuse import unrepeat
         k, v = unrepeat(self.g, k, v, q, where)
         # An explicit scale of 1/sqrt(head_dim) (Hugging Face passes one)
         # is the op's default.
@@ -756,16 +758,15 @@ class Lowering:
         """The window of an attn_mask that is transformers' causal or
         sliding-window mask (bool: True where seen; float: added); 0 for the
         causal one."""
-        from .fuse import _hidden, _window
         table = mask.value if isinstance(mask, Const) else mask
         window = None
         if not causal and torch.is_tensor(table):
             shape = tuple(q.shape[:-1]) + (q.shape[-2],)
             if table.dtype == torch.bool:
-                hidden = _hidden(~table, shape, True)
+                hidden = mask_hidden(~table, shape, True)
             else:
-                hidden = _hidden(table, shape, False)
-            window = None if hidden is None else _window(hidden, shape)
+                hidden = mask_hidden(table, shape, False)
+            window = None if hidden is None else mask_window(hidden, shape)
         if window is None:
             where.fail("scaled_dot_product_attention with an attn_mask "
                        "that is neither the causal mask nor a sliding window "
@@ -1311,7 +1312,6 @@ def _swaps_last_two(perm):
 
 
 def _arg_name(name):
-    import re
     s = re.sub(r"[^A-Za-z0-9_]", "_", name)
     if not re.match(r"[A-Za-z_]", s):
         s = "a" + s

@@ -19,9 +19,8 @@ in float32 for `zero-mixed-precision` to convert, as for any model.
 
 import re
 
-from .errors import ImportFailure
-from .graph import Sym
-from .hf import _source_of
+from .errors import ImportFailure, source_of
+from .graph import Op, Sym
 
 _DTYPES = {"bf16": "bf16", "fp16": "f16"}
 
@@ -68,7 +67,7 @@ class KeptInFp32:
                         "%s's _keep_in_fp32_modules names '%s', which is "
                         "not a pattern transformers can match: %s" % (
                             type(model).__name__, n, e), path=prefix,
-                        source=_source_of(type(model)))
+                        source=source_of(type(model)))
             self.rules.append((prefix, re.compile("|".join(
                 "(?:%s)" % n.replace("*", ".*") for n in names))))
 
@@ -127,7 +126,6 @@ def keep_in_fp32(g, module, precision):
 
 
 def _cast(value, dtype, where):
-    from .graph import Op
     op = Op("cast", [value], {}, where)
     op.results.append(Sym(value.shape, dtype, op=op))
     return op

@@ -5,7 +5,7 @@ Reads the records of `llvm-tblgen --dump-json NNOps.td` and writes
 python/zero_import/nn_ops.py: for each op of the `nn` dialect its operands,
 results and attributes (with their kinds), its declarative assembly format
 parsed into elements, and the PyTorch operations it computes one to one
-(`torchOps`). The importer prints ops from that table (graph.py) and maps
+(`torchOps`). The importer prints ops from that table (printer.py) and maps
 those PyTorch operations to them (lower.py), so neither spells an op.
 
 The module is committed, so that the package installs without LLVM; the

@@ -2,7 +2,7 @@
 """Prints every nn op of a generic-form MLIR file with zero-import's printer.
 
 Reads `zero-opt --mlir-print-op-generic` output, replaces each nn op by the
-text zero_import.graph.format_op prints for it (its assembly format, or the
+text zero_import.printer.format_op prints for it (its assembly format, or the
 generic form with --generic) and writes the file; parsing both with
 zero-opt must give the same IR. Fails when an op of the importer's table
 (nn_ops.py) does not occur in the input.
@@ -15,7 +15,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "..", "python"))
-from zero_import.graph import NN_OPS, format_op  # noqa: E402
+from zero_import.nn_ops import OPS as NN_OPS  # noqa: E402
+from zero_import.printer import format_op  # noqa: E402
 
 _OP = re.compile(r'^(\s*)(?:(\S+(?::\d+)?) = )?"nn\.(\w+)"\((.*?)\)'
                  r'(?: <\{(.*)\}>)? : \((.*?)\) -> (.*)$')
