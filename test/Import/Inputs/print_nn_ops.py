@@ -11,6 +11,7 @@ zero-opt must give the same IR. Fails when an op of the importer's table
 import argparse
 import os
 import re
+import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -23,12 +24,12 @@ _OP = re.compile(r'^(\s*)(?:(\S+(?::\d+)?) = )?"nn\.(\w+)"\((.*?)\)'
 
 
 def split_top(text):
-    """Splits at the commas outside <...>."""
+    """Splits at the commas outside <...> and [...]."""
     parts, depth, cur = [], 0, ""
     for ch in text:
-        if ch == "<":
+        if ch in "<[":
             depth += 1
-        elif ch == ">":
+        elif ch in ">]":
             depth -= 1
         if ch == "," and depth == 0:
             parts.append(cur.strip())
@@ -40,6 +41,12 @@ def split_top(text):
     return parts
 
 
+def f32_value(text):
+    if text.startswith("0x"):
+        return struct.unpack(">f", bytes.fromhex(text[2:]))[0]
+    return float(text)
+
+
 def attr_value(text):
     m = re.fullmatch(r"array<i64(?:: (.*))?>", text)
     if m:
@@ -47,6 +54,11 @@ def attr_value(text):
     m = re.fullmatch(r"array<f32(?:: (.*))?>", text)
     if m:
         return [float(v) for v in (m.group(1) or "").split(",") if v.strip()]
+    if text.startswith("[") and text.endswith("]"):
+        # An array of f32 attributes; MLIR prints one in hexadecimal where
+        # its decimal form would not read back exactly.
+        return [f32_value(v.rpartition(" : ")[0])
+                for v in split_top(text[1:-1])]
     value, _, ty = text.rpartition(" : ")
     if ty == "f64":
         return float(value)
