@@ -14,6 +14,7 @@
 #ifndef ZERO_RT_FLIGHT_H
 #define ZERO_RT_FLIGHT_H
 
+#include "zero_rt/table.h"
 #include "zero_rt/topology.h"
 
 #include <cstdint>
@@ -47,50 +48,30 @@ inline uint64_t checksum(std::string_view text) {
 #include "zero_rt/flight.def"
 // clang-format on
 
-/// The values of an enum of the record as written, by enumerator.
-template <typename E>
-struct EnumValues;
-// clang-format off
-#define ZRT_FLIGHT_ENUM(name)                                                  \
-  template <> struct EnumValues<name> {                                        \
-    static constexpr const char *const values[] = {
+} // namespace flight
+
+// How the record's enums are written (table.h).
+#define ZRT_FLIGHT_ENUM(name) ZRT_ENUM_VALUES_BEGIN(flight::name)
 #define ZRT_FLIGHT_CASE(id, value) value,
-#define ZRT_FLIGHT_END_ENUM(name)                                              \
-    };                                                                         \
-    static constexpr int size = sizeof(values) / sizeof(values[0]);            \
-  };
+#define ZRT_FLIGHT_END_ENUM(name) ZRT_ENUM_VALUES_END
 #include "zero_rt/flight.def"
-// clang-format on
 
-/// How `e` is written.
-template <typename E>
-const char *valueOf(E e) {
-  return EnumValues<E>::values[static_cast<int>(e)];
-}
+namespace flight {
 
-/// The enumerator written as `value`, if any.
-template <typename E>
-std::optional<E> enumOf(std::string_view value) {
-  for (int i = 0; i < EnumValues<E>::size; ++i)
-    if (value == EnumValues<E>::values[i])
-      return static_cast<E>(i);
-  return std::nullopt;
-}
+using zrt::EnumValues;
+using zrt::enumOf;
+using zrt::valueOf;
 
 // clang-format off
 #define ZRT_FLIGHT_OBJECT(name) struct name {
 #define ZRT_FLIGHT_FIELD(type, name, key, what)                                \
-  type name{};                                                                 \
-  static constexpr const char *name##Key = key;
+  ZRT_TABLE_MEMBER(type, name, key, )
 #define ZRT_FLIGHT_END(name) };
 #include "zero_rt/flight.def"
 
 /// Calls `f(key, member)` for each member of `v` (a struct above, const or
 /// not) in the record's order.
-#define ZRT_FLIGHT_OBJECT(name)                                                \
-  template <typename T, typename F>                                            \
-  std::enable_if_t<std::is_same_v<std::remove_const_t<T>, name>>               \
-  visitFields(T &v, F &&f) {
+#define ZRT_FLIGHT_OBJECT(name) ZRT_TABLE_VISIT_FIELDS(name)
 #define ZRT_FLIGHT_FIELD(type, name, key, what) f(key, v.name);
 #define ZRT_FLIGHT_END(name) }
 #include "zero_rt/flight.def"

@@ -14,6 +14,8 @@
 #ifndef ZERO_RT_MANIFEST_H
 #define ZERO_RT_MANIFEST_H
 
+#include "zero_rt/table.h"
+
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -56,56 +58,36 @@ using BufferMap = std::array<std::optional<int64_t>, kNumBufferKinds>;
 #include "zero_rt/manifest.def"
 // clang-format on
 
-/// The values of an enum of the manifest as written, by enumerator.
-template <typename E>
-struct EnumValues;
+} // namespace manifest
+
+// How BufferKind and the manifest's enums are written (table.h).
 template <>
 struct EnumValues<BufferKind> {
   static constexpr const char *const *values = kBufferNames;
   static constexpr int size = kNumBufferKinds;
 };
-// clang-format off
-#define ZRT_MANIFEST_ENUM(name)                                                \
-  template <> struct EnumValues<name> {                                        \
-    static constexpr const char *const values[] = {
+#define ZRT_MANIFEST_ENUM(name) ZRT_ENUM_VALUES_BEGIN(manifest::name)
 #define ZRT_MANIFEST_CASE(id, value) value,
-#define ZRT_MANIFEST_END_ENUM(name)                                            \
-    };                                                                         \
-    static constexpr int size = sizeof(values) / sizeof(values[0]);            \
-  };
+#define ZRT_MANIFEST_END_ENUM(name) ZRT_ENUM_VALUES_END
 #include "zero_rt/manifest.def"
-// clang-format on
 
-/// How `e` is written.
-template <typename E>
-const char *valueOf(E e) {
-  return EnumValues<E>::values[static_cast<int>(e)];
-}
+namespace manifest {
 
-/// The enumerator written as `value`, if any.
-template <typename E>
-std::optional<E> enumOf(std::string_view value) {
-  for (int i = 0; i < EnumValues<E>::size; ++i)
-    if (value == EnumValues<E>::values[i])
-      return static_cast<E>(i);
-  return std::nullopt;
-}
+using zrt::EnumValues;
+using zrt::enumOf;
+using zrt::valueOf;
 
 // clang-format off
 #define ZRT_MANIFEST_OBJECT(name) struct name {
 #define ZRT_MANIFEST_FIELD(type, name, key, presence, init)                    \
-  type name{init};                                                             \
-  static constexpr const char *name##Key = key;
+  ZRT_TABLE_MEMBER(type, name, key, init)
 #define ZRT_MANIFEST_END(name) };
 #include "zero_rt/manifest.def"
 
 /// Calls `f(key, presence, member)` for each member of `v` (a struct above,
 /// const or not) in the table's order: for code that reads or writes
 /// manifest.def's objects elsewhere (a checkpoint keeps hf_model and peft).
-#define ZRT_MANIFEST_OBJECT(name)                                              \
-  template <typename T, typename F>                                            \
-  std::enable_if_t<std::is_same_v<std::remove_const_t<T>, name>>               \
-  visitFields(T &v, F &&f) {
+#define ZRT_MANIFEST_OBJECT(name) ZRT_TABLE_VISIT_FIELDS(name)
 #define ZRT_MANIFEST_FIELD(type, name, key, presence, init)                    \
   f(key, Presence::presence, v.name);
 #define ZRT_MANIFEST_END(name) }
