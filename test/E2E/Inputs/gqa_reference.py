@@ -14,15 +14,14 @@ from the executable's exported initial weights, and compares its logged
 losses and final weights."""
 
 import argparse
-import json
 import os
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mlp_reference import load_safetensors, optimizer  # noqa: E402
+import torch_replay  # noqa: E402
+from mlp_reference import optimizer  # noqa: E402
 
 
 BATCH, SEQ, FEATURES, HEADS, HEAD_DIM, CLASSES = 4, 8, 16, 4, 8, 5
@@ -97,14 +96,7 @@ def main():
     m = sub.add_parser("model")
     m.add_argument("--kv-heads", type=int, required=True)
     m.add_argument("-o", required=True)
-    c = sub.add_parser("check")
-    c.add_argument("--model", required=True)
-    c.add_argument("--init", required=True)
-    c.add_argument("--x", required=True)
-    c.add_argument("--y", required=True)
-    c.add_argument("--log", required=True)
-    c.add_argument("--final", required=True)
-    c.add_argument("--tol", type=float, default=1e-5)
+    torch_replay.add_arguments(sub.add_parser("check"))
     args = ap.parse_args()
     return cmd_model(args) if args.cmd == "model" else cmd_check(args)
 
@@ -112,41 +104,23 @@ def main():
 def cmd_check(args):
     kind, lr, beta1, beta2, eps, wd = optimizer(open(args.model).read())
     assert kind == "adam" and wd == 0.0, (kind, wd)
-    init = load_safetensors(args.init)
     names = ["wq", "wk", "wv", "wo"]
-    params = {n: torch.tensor(init[n], dtype=torch.float64, requires_grad=True)
-              for n in names}
+    params = torch_replay.load_params(args.init, names)
     opt = torch.optim.Adam(params.values(), lr=lr, betas=(beta1, beta2),
                            eps=eps)
-    x_all = torch.tensor(np.load(args.x), dtype=torch.float64).view(
-        -1, SEQ, FEATURES)
-    y_all = torch.tensor(np.load(args.y).astype(np.int64))
-    log = [json.loads(line) for line in open(args.log)]
 
-    worst_loss = 0.0
-    for step, entry in enumerate(log, start=1):
-        rows = [((step - 1) * BATCH + i) % len(x_all) for i in range(BATCH)]
-        logits = forward(params, x_all[rows])
-        loss = torch.nn.functional.cross_entropy(logits, y_all[rows])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        diff = abs(entry["loss"] - loss.item()) / abs(loss.item())
-        worst_loss = max(worst_loss, diff)
-        if diff > args.tol:
-            print("FAIL: step %d: loss %.9g, reference %.9g" %
-                  (step, entry["loss"], loss.item()))
-            return 1
+    def loss_of(x, y):
+        return torch.nn.functional.cross_entropy(forward(params, x), y)
 
-    final = load_safetensors(args.final)
-    worst_weight = max(
-        np.abs(final[n] - params[n].detach().numpy()).max() for n in names)
+    steps, _ = torch_replay.replay(args, BATCH, opt, loss_of,
+                                   (SEQ, FEATURES))
+    worst_weight = torch_replay.weight_difference(args.final, params, names)
     if worst_weight > args.tol:
         print("FAIL: final weights differ from the reference by %.3g" %
               worst_weight)
         return 1
     print("%d steps match the PyTorch reference: losses within %g relative, "
-          "weights within %g" % (len(log), args.tol, args.tol))
+          "weights within %g" % (steps, args.tol, args.tol))
     return 0
 
 

@@ -7,16 +7,14 @@ order (consecutive rows of the global batch, wrapping). Compares the losses
 of --log and the weights of --final, starting from --init."""
 
 import argparse
-import json
 import os
 import re
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mlp_reference import load_safetensors  # noqa: E402
+import torch_replay  # noqa: E402
 
 
 def rotate_half(x):
@@ -39,13 +37,7 @@ def rotary_cos_sin(dim, base, seq, dtype):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", required=True)
-    p.add_argument("--init", required=True)
-    p.add_argument("--x", required=True)
-    p.add_argument("--y", required=True)
-    p.add_argument("--log", required=True)
-    p.add_argument("--final", required=True)
-    p.add_argument("--tol", type=float, default=1e-5)
+    torch_replay.add_arguments(p)
     args = p.parse_args()
 
     text = open(args.model).read()
@@ -57,43 +49,25 @@ def main():
         text).groups())
     theta = float(re.search(r"nn.rope %\w+ theta ([0-9.e+-]+)", text).group(1))
 
-    init = load_safetensors(args.init)
     names = ["proj.weight", "gate.weight", "up.weight", "head.weight"]
-    params = {n: torch.tensor(init[n], dtype=torch.float64,
-                              requires_grad=True) for n in names}
+    params = torch_replay.load_params(args.init, names)
     opt = torch.optim.Adam(params.values(), lr=lr)
     cos, sin = rotary_cos_sin(dim, theta, seq, torch.float64)
-    x_all = torch.tensor(np.load(args.x), dtype=torch.float64)
-    y_all = torch.tensor(np.load(args.y).astype(np.int64))
-    log = [json.loads(line) for line in open(args.log)]
 
-    worst = 0.0
-    for step, entry in enumerate(log, start=1):
-        rows = [((step - 1) * batch + i) % len(x_all) for i in range(batch)]
-        x, y = x_all[rows], y_all[rows]
+    def loss_of(x, y):
         h = (x @ params["proj.weight"]).view(batch, heads, seq, dim)
         r = (h * cos + rotate_half(h) * sin).reshape(batch, features)
         s = (torch.nn.functional.silu(r @ params["gate.weight"])
              * (r @ params["up.weight"]))
-        loss = torch.nn.functional.cross_entropy(s @ params["head.weight"], y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        diff = abs(entry["loss"] - loss.item()) / abs(loss.item())
-        worst = max(worst, diff)
-        if diff > args.tol:
-            print("FAIL: step %d: loss %.9g, reference %.9g" %
-                  (step, entry["loss"], loss.item()))
-            sys.exit(1)
+        return torch.nn.functional.cross_entropy(s @ params["head.weight"], y)
 
-    final = load_safetensors(args.final)
-    worst_weight = max(
-        np.abs(final[n] - params[n].detach().numpy()).max() for n in names)
+    steps, worst = torch_replay.replay(args, batch, opt, loss_of)
+    worst_weight = torch_replay.weight_difference(args.final, params, names)
     if worst_weight > args.tol:
         print("FAIL: weights differ from the reference by %g" % worst_weight)
         sys.exit(1)
     print("%d steps match the PyTorch reference: losses within %g relative, "
-          "weights within %g" % (len(log), args.tol, args.tol))
+          "weights within %g" % (steps, args.tol, args.tol))
     print("worst loss difference %.2g relative, weight difference %.2g" %
           (worst, worst_weight))
 
