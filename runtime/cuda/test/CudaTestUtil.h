@@ -12,6 +12,7 @@
 
 #include "CudaKernels.h"
 #include "CudaSupport.h"
+#include "TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -81,6 +82,50 @@ public:
 private:
   void *ptr = nullptr;
   size_t bytes = 0;
+};
+
+/// A device copy of a host buffer that starts `offset` elements into its
+/// allocation: cudaMalloc aligns to 256 bytes, so offset 1 puts the data off
+/// every vector alignment. 8 more elements follow the data.
+class DeviceArray {
+public:
+  DeviceArray(int32_t dtype, int64_t n, int64_t offset = 0)
+      : dtype(dtype), n(n), offset(offset),
+        mem(size_t((n + offset + 8) * zrt_dtype_size(dtype))) {}
+  explicit DeviceArray(const zrt_test::Buffer &host, int64_t offset = 0)
+      : DeviceArray(host.dtype, host.size(), offset) {
+    upload(host);
+  }
+
+  void *get() const {
+    return mem.get<char>() + offset * zrt_dtype_size(dtype);
+  }
+  template <typename T>
+  T *as() const {
+    return static_cast<T *>(get());
+  }
+  void upload(const zrt_test::Buffer &host) {
+    ZRT_CUDA_CHECK(
+        cudaMemcpy(get(), host.data(), bytes(), cudaMemcpyHostToDevice));
+    // A pageable cudaMemcpy may return before its DMA lands, and the legacy
+    // stream does not order the non-blocking compute stream.
+    ZRT_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  /// Waits for the compute stream first.
+  zrt_test::Buffer download() const {
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+    zrt_test::Buffer host(dtype, n);
+    ZRT_CUDA_CHECK(
+        cudaMemcpy(host.data(), get(), bytes(), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+private:
+  size_t bytes() const { return size_t(n * zrt_dtype_size(dtype)); }
+
+  int32_t dtype;
+  int64_t n, offset;
+  DeviceBuffer mem;
 };
 
 } // namespace test

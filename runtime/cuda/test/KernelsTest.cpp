@@ -55,42 +55,6 @@ int64_t elemSize(int32_t dtype) { return zrt_dtype_size(dtype); }
 /// stream, which does not order the non-blocking compute stream.
 void settle() { ZRT_CUDA_CHECK(cudaDeviceSynchronize()); }
 
-/// A device tensor `offset` elements past the start of its allocation
-/// (cudaMalloc aligns to 256 bytes): offset 1 rules out every 16-byte pack.
-class DeviceTensor {
-public:
-  DeviceTensor(int32_t dtype, int64_t n, int64_t offset = 0)
-      : dtype(dtype), n(n), offset(offset),
-        mem(size_t((n + offset) * elemSize(dtype))) {}
-  explicit DeviceTensor(const Buffer &host, int64_t offset = 0)
-      : DeviceTensor(host.dtype, host.size(), offset) {
-    upload(host);
-  }
-
-  void *get() const { return mem.get<char>() + offset * elemSize(dtype); }
-
-  void upload(const Buffer &host) {
-    ZRT_CUDA_CHECK(
-        cudaMemcpy(get(), host.data(), bytes(), cudaMemcpyHostToDevice));
-    settle();
-  }
-
-  Buffer download() const {
-    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
-    Buffer host(dtype, n);
-    ZRT_CUDA_CHECK(
-        cudaMemcpy(host.data(), get(), bytes(), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
-private:
-  size_t bytes() const { return size_t(n * elemSize(dtype)); }
-
-  int32_t dtype;
-  int64_t n, offset;
-  DeviceBuffer mem;
-};
-
 /// A device copy of host ids or labels.
 template <typename T>
 std::unique_ptr<DeviceBuffer> deviceCopy(const std::vector<T> &host) {
@@ -205,7 +169,7 @@ TEST(CudaCopyCastTest, CopyAndEveryCast) {
             in.set(i, specials[i]);
           Buffer want(to, n);
           zrt_cast(from, in.data(), to, want.data(), n);
-          DeviceTensor din(in, offset), dout(to, n, offset);
+          DeviceArray din(in, offset), dout(to, n, offset);
           cast(from, din.get(), to, dout.get(), n);
           expectSame(dout.download(), want,
                      std::string("cast ") + dtypeName(from) + " -> " +
@@ -224,7 +188,7 @@ TEST_P(CudaKernelsTest, Fill) {
       for (double value : {0.1, -3.5, 1e10}) {
         Buffer want(dtype(), n);
         zrt_fill(dtype(), want.data(), n, value);
-        DeviceTensor d(dtype(), n, offset);
+        DeviceArray d(dtype(), n, offset);
         fill(dtype(), d.get(), n, value);
         expectSame(d.download(), want, label("fill", dtype(), n, -1, offset));
       }
@@ -258,7 +222,7 @@ TEST_P(CudaKernelsTest, AddMulBroadcastAndInPlace) {
           Buffer want(dtype(), c.n);
           (isAdd ? zrt_add : zrt_mul)(dtype(), lhs.data(), rhs.data(),
                                       want.data(), c.n, c.rhsN);
-          DeviceTensor dl(lhs, off.lhs), dr(rhs, off.rhs),
+          DeviceArray dl(lhs, off.lhs), dr(rhs, off.rhs),
               dout(dtype(), c.n, off.lhs);
           void *out = inPlace ? dl.get() : dout.get();
           (isAdd ? add : mul)(dtype(), dl.get(), dr.get(), out, c.n, c.rhsN);
@@ -286,14 +250,14 @@ TEST_P(CudaKernelsTest, ScaleReluExact) {
     zrt_relu(dtype(), x.data(), wantRelu.data(), n);
     zrt_relu_grad(dtype(), wantRelu.data(), dy.data(), wantGrad.data(), n);
     for (int64_t offset : {0, 1}) {
-      DeviceTensor dx(x, offset), dout(dtype(), n, offset);
+      DeviceArray dx(x, offset), dout(dtype(), n, offset);
       scale(dtype(), dx.get(), dout.get(), n, 0.3);
       expectSame(dout.download(), wantScale,
                  label("scale", dtype(), n, -1, offset));
       relu(dtype(), dx.get(), dout.get(), n);
       expectSame(dout.download(), wantRelu,
                  label("relu", dtype(), n, -1, offset));
-      DeviceTensor dyv(dy, offset);
+      DeviceArray dyv(dy, offset);
       reluGrad(dtype(), dout.get(), dyv.get(), dyv.get(), n); // in place
       expectSame(dyv.download(), wantGrad,
                  label("relu_grad", dtype(), n, -1, offset));
@@ -340,7 +304,7 @@ TEST_P(CudaKernelsTest, ActivationsAndGrads) {
       a.cpu(dtype(), x.data(), wantY.data(), n);
       a.cpuGrad(dtype(), x.data(), dy.data(), wantDx.data(), n);
       for (int64_t offset : {0, 1}) {
-        DeviceTensor dx(x, offset), dg(dy, offset), dout(dtype(), n, offset);
+        DeviceArray dx(x, offset), dg(dy, offset), dout(dtype(), n, offset);
         a.gpu(dtype(), dx.get(), dout.get(), n);
         expectNear(dout.download(), wantY, 4e-6, 2e-7,
                    label(a.name, dtype(), n, -1, offset));
@@ -368,7 +332,7 @@ TEST_P(CudaKernelsTest, BiasGeluAndGrad) {
     zrt_bias_gelu_grad(dtype(), x.data(), bias.data(), dy.data(), wantDx.data(),
                        n, biasN);
     for (int64_t offset : {0, 1}) {
-      DeviceTensor dx(x, offset), db(bias, offset), dg(dy, offset),
+      DeviceArray dx(x, offset), db(bias, offset), dg(dy, offset),
           dout(dtype(), n, offset);
       biasGelu(dtype(), dx.get(), db.get(), dout.get(), n, biasN);
       expectNear(dout.download(), wantY, 4e-6, 2e-7,
@@ -397,7 +361,7 @@ TEST_P(CudaKernelsTest, SwigluAndGrad) {
     zrt_swiglu_grad(dtype(), gate.data(), up.data(), dy.data(), wantDg.data(),
                     wantDu.data(), n);
     for (int64_t offset : {0, 1}) {
-      DeviceTensor dg(gate, offset), du(up, offset), ddy(dy, offset),
+      DeviceArray dg(gate, offset), du(up, offset), ddy(dy, offset),
           out(dtype(), n, offset), out2(dtype(), n, offset);
       swiglu(dtype(), dg.get(), du.get(), out.get(), n);
       expectNear(out.download(), wantY, 4e-6, 4e-7,
@@ -440,7 +404,7 @@ TEST_P(CudaKernelsTest, ReduceSum) {
     Buffer in = randomBuffer(dtype(), rng, rows * cols);
     Buffer want(dtype(), cols);
     zrt_reduce_sum(dtype(), in.data(), want.data(), rows, cols);
-    DeviceTensor din(in), dout(dtype(), cols);
+    DeviceArray din(in), dout(dtype(), cols);
     // Garbage first: rows = 0 must still write zeros.
     dout.upload(randomBuffer(dtype(), rng, cols));
     reduceSum(dtype(), din.get(), dout.get(), rows, cols);
@@ -449,7 +413,7 @@ TEST_P(CudaKernelsTest, ReduceSum) {
     expectNear(got, want, 0, 8 * rows * kF32, what);
     reduceSum(dtype(), din.get(), dout.get(), rows, cols);
     expectBitwise(dout.download(), got, what);
-    DeviceTensor din1(in, 1), dout1(dtype(), cols, 1);
+    DeviceArray din1(in, 1), dout1(dtype(), cols, 1);
     reduceSum(dtype(), din1.get(), dout1.get(), rows, cols);
     expectBitwise(dout1.download(), got, what + " misaligned");
   }
@@ -492,7 +456,7 @@ TEST_P(CudaKernelsTest, Transpose) {
     zrt_transpose(dtype(), in.data(), want.data(), rank, c.shape.data(),
                   c.perm.data());
     for (int64_t offset : {0, 1}) {
-      DeviceTensor din(in, offset), dout(dtype(), n, offset);
+      DeviceArray din(in, offset), dout(dtype(), n, offset);
       transpose(dtype(), din.get(), dout.get(), rank, c.shape.data(),
                 c.perm.data());
       std::string what = "transpose " + std::string(dtypeName(dtype())) +
@@ -526,11 +490,11 @@ TEST_P(CudaKernelsTest, SplitConcat) {
               c.outer, c.inner);
     for (int64_t offset : {0, 1}) {
       std::string what = label("split", dtype(), c.outer, c.inner, offset);
-      DeviceTensor dwhole(whole, offset);
-      std::vector<std::unique_ptr<DeviceTensor>> parts;
+      DeviceArray dwhole(whole, offset);
+      std::vector<std::unique_ptr<DeviceArray>> parts;
       std::vector<void *> outs;
       for (int64_t s : c.sizes) {
-        parts.push_back(std::make_unique<DeviceTensor>(
+        parts.push_back(std::make_unique<DeviceArray>(
             dtype(), c.outer * s * c.inner, offset));
         outs.push_back(parts.back()->get());
       }
@@ -539,7 +503,7 @@ TEST_P(CudaKernelsTest, SplitConcat) {
       for (int32_t p = 0; p < num; ++p)
         expectBitwise(parts[p]->download(), want[p],
                       what + " part " + std::to_string(p));
-      DeviceTensor back(dtype(), c.outer * total * c.inner, offset);
+      DeviceArray back(dtype(), c.outer * total * c.inner, offset);
       std::vector<const void *> ins(outs.begin(), outs.end());
       concat(dtype(), ins.data(), c.sizes.data(), num, back.get(), c.outer,
              c.inner);
@@ -574,9 +538,9 @@ TEST_P(CudaKernelsTest, SoftmaxAndGrad) {
     std::string what = label("softmax", dtype(), rows, cols);
     Buffer got(dtype(), 0), gotGrad(dtype(), 0);
     for (int64_t offset : {0, 1}) {
-      DeviceTensor dxv(x, offset), dyv(dtype(), rows * cols, offset);
+      DeviceArray dxv(x, offset), dyv(dtype(), rows * cols, offset);
       softmax(dtype(), dxv.get(), dyv.get(), rows, cols);
-      DeviceTensor yv(y, offset), gv(dy, offset),
+      DeviceArray yv(y, offset), gv(dy, offset),
           out(dtype(), rows * cols, offset);
       softmaxGrad(dtype(), yv.get(), gv.get(), out.get(), rows, cols);
       if (offset == 0) {
@@ -630,7 +594,7 @@ TEST_P(CudaKernelsTest, Rope) {
                               "rope inverse interleaved"};
       std::string what = label(kernel[mode & 3], dtype(), c.seq, c.dim) +
                          (invFreq ? " table" : "");
-      DeviceTensor dx(x), dy(dtype(), n);
+      DeviceArray dx(x), dy(dtype(), n);
       rope(dtype(), dx.get(), dy.get(), c.batch, c.heads, c.seq, c.dim, c.theta,
            inverse, interleaved, invFreq, scale);
       Buffer got = dy.download();
@@ -638,7 +602,7 @@ TEST_P(CudaKernelsTest, Rope) {
       rope(dtype(), dx.get(), dy.get(), c.batch, c.heads, c.seq, c.dim, c.theta,
            inverse, interleaved, invFreq, scale);
       expectBitwise(dy.download(), got, what + " rerun");
-      DeviceTensor in1(x, 1);
+      DeviceArray in1(x, 1);
       rope(dtype(), in1.get(), in1.get(), c.batch, c.heads, c.seq, c.dim,
            c.theta, inverse, interleaved, invFreq, scale);
       expectBitwise(in1.download(), got, what + " in place misaligned");
@@ -693,7 +657,7 @@ TEST_P(CudaKernelsTest, SoftmaxCrossEntropyAndGrad) {
         float gotLoss = 0;
         Buffer gotGrad(dtype(), 0);
         for (int64_t offset : {0, 1}) {
-          DeviceTensor dx(logits, offset), dg(dtype(), rows * classes, offset);
+          DeviceArray dx(logits, offset), dg(dtype(), rows * classes, offset);
           softmaxCrossEntropy(dtype(), dx.get(), labelType, devLabels,
                               dLoss->get<float>(), rows, classes, classes,
                               ignore, -100);
@@ -747,8 +711,8 @@ TEST_P(CudaKernelsTest, SoftmaxCrossEntropyPadded) {
     auto dDloss = deviceCopy(std::vector<float>{1.7f});
     std::string what =
         label("softmax_cross_entropy padded", dtype(), rows, classes);
-    DeviceTensor dx(logits, 0), dg(dtype(), rows * classes, 0);
-    DeviceTensor px(padded, 0), pg(dtype(), rows * cols, 0);
+    DeviceArray dx(logits, 0), dg(dtype(), rows * classes, 0);
+    DeviceArray px(padded, 0), pg(dtype(), rows * cols, 0);
     softmaxCrossEntropy(dtype(), dx.get(), ZRT_I64, dLabels->get(),
                         dLoss->get<float>(), rows, classes, classes, 0, 0);
     float want = dLoss->download<float>()[0];
@@ -798,7 +762,7 @@ TEST_P(CudaKernelsTest, LayerNormAndGrad) {
     std::string what = label("layer_norm", dtype(), rows, cols);
     std::vector<Buffer> got;
     for (int64_t offset : {0, 1}) {
-      DeviceTensor dxv(x, offset), dwv(w, offset), dbv(b, offset),
+      DeviceArray dxv(x, offset), dwv(w, offset), dbv(b, offset),
           dyv(dy, offset), out(dtype(), rows * cols, offset),
           gx(dtype(), rows * cols, offset), gw(dtype(), cols, offset),
           gb(dtype(), cols, offset);
@@ -875,7 +839,7 @@ TEST_P(CudaKernelsTest, RmsNormAndGrad) {
     std::string what = label("rms_norm", dtype(), rows, cols);
     std::vector<Buffer> got;
     for (int64_t offset : {0, 1}) {
-      DeviceTensor dxv(x, offset), dwv(w, offset), dyv(dy, offset),
+      DeviceArray dxv(x, offset), dwv(w, offset), dyv(dy, offset),
           out(dtype(), rows * cols, offset), gx(dtype(), rows * cols, offset),
           gw(dtype(), cols, offset);
       // Garbage first: with no rows, dw must become zero.
@@ -931,7 +895,7 @@ TEST_P(CudaKernelsTest, Embedding) {
       zrt_embedding(dtype(), table.data(), idType, hostIds, want.data(), numIds,
                     vocab, dim);
       for (int64_t offset : {0, 1}) {
-        DeviceTensor dt(table, offset), dout(dtype(), numIds * dim, offset);
+        DeviceArray dt(table, offset), dout(dtype(), numIds * dim, offset);
         embedding(dtype(), dt.get(), idType, devIds, dout.get(), numIds, vocab,
                   dim);
         expectSame(dout.download(), want,
@@ -1012,7 +976,7 @@ TEST_P(CudaKernelsTest, EmbeddingGrad) {
                          (idType == ZRT_I32 ? " i32" : " i64");
       Buffer got(dtype(), 0);
       for (int64_t offset : {0, 1}) {
-        DeviceTensor dg(dy, offset), dt(dtype(), c.vocab * c.dim, offset);
+        DeviceArray dg(dy, offset), dt(dtype(), c.vocab * c.dim, offset);
         // Garbage first: every row must be written (zero when unused).
         dt.upload(randomBuffer(dtype(), rng, c.vocab * c.dim));
         embeddingGrad(dtype(), dg.get(), idType, devIds, dt.get(), c.numIds,
@@ -1054,7 +1018,7 @@ TEST(CudaScratchTest, ExactlyThePlannedScratch) {
   std::mt19937 rng(3);
   int32_t dt = ZRT_BF16;
   int64_t rows = 9, cols = 1100, vocab = 50, numIds = 40;
-  DeviceTensor x(randomBuffer(dt, rng, rows * cols)),
+  DeviceArray x(randomBuffer(dt, rng, rows * cols)),
       w(randomBuffer(dt, rng, cols)), b(randomBuffer(dt, rng, cols)),
       g(randomBuffer(dt, rng, rows * cols)), out(dt, rows * cols), dw(dt, cols),
       db(dt, cols), table(dt, vocab * cols);
@@ -1120,7 +1084,7 @@ TEST(CudaKernelsDeathTest, IdsAndLabelsOutOfRange) {
   int32_t dt = ZRT_F32;
   int64_t vocab = 10, dim = 4, numIds = 3;
   std::mt19937 rng(5);
-  DeviceTensor table(randomBuffer(dt, rng, vocab * dim)), out(dt, numIds * dim),
+  DeviceArray table(randomBuffer(dt, rng, vocab * dim)), out(dt, numIds * dim),
       grad(dt, vocab * dim);
   auto good = deviceCopy(std::vector<int64_t>{0, 9, 3});
   auto high = deviceCopy(std::vector<int64_t>{0, 10, 3});
@@ -1236,7 +1200,7 @@ TEST_P(CudaKernelsTest, QuantizeIsTheCpus) {
         size_t bytes = size_t(chunks * zrt_quant_bytes(n, bits));
         std::vector<uint8_t> want(bytes);
         zrt_quantize(dtype(), in.data(), n, chunks, bits, want.data());
-        DeviceTensor din(in);
+        DeviceArray din(in);
         DeviceBuffer dq(std::vector<uint8_t>(bytes, 0x5a));
         quantize(dtype(), din.get(), n, chunks, bits, dq.get());
         std::string what = label("quantize", dtype(), n, chunks) + " int" +
@@ -1246,7 +1210,7 @@ TEST_P(CudaKernelsTest, QuantizeIsTheCpus) {
         Buffer deq(dtype(), n * chunks);
         zrt_dequantize(dtype(), want.data(), n, chunks, bits, deq.data());
         DeviceBuffer dsrc(want);
-        DeviceTensor dout(dtype(), n * chunks);
+        DeviceArray dout(dtype(), n * chunks);
         dequantize(dtype(), dsrc.get(), n, chunks, bits, dout.get());
         Buffer got = dout.download();
         EXPECT_EQ(std::memcmp(got.data(), deq.data(),

@@ -57,6 +57,7 @@
 #include <vector>
 
 using namespace zrt::cuda;
+using zrt::cuda::test::DeviceArray;
 using zrt::cuda::test::DeviceBuffer;
 using zrt_test::Buffer;
 using zrt_test::dtypeName;
@@ -68,39 +69,6 @@ namespace {
 
 constexpr int32_t kDtypes[] = {ZRT_F32, ZRT_BF16, ZRT_F16};
 const double kF32 = std::ldexp(1.0, -24);
-
-int64_t elemSize(int32_t dtype) { return zrt_dtype_size(dtype); }
-
-/// A device copy of a host buffer that starts `offset` elements into its
-/// allocation (cudaMalloc returns 256-byte aligned memory, so offset 1 puts
-/// the data off every vector alignment).
-class DeviceArray {
-public:
-  DeviceArray(const Buffer &host, int64_t offset = 0)
-      : dtype(host.dtype), n(host.size()), offset(offset),
-        mem(size_t((n + offset + 1) * elemSize(dtype))) {
-    ZRT_CUDA_CHECK(cudaMemcpy(get(), host.data(), size_t(n * elemSize(dtype)),
-                              cudaMemcpyHostToDevice));
-    // A pageable cudaMemcpy may return before its DMA lands, and the legacy
-    // stream does not order the non-blocking compute stream.
-    ZRT_CUDA_CHECK(cudaDeviceSynchronize());
-  }
-
-  void *get() const { return mem.get<char>() + offset * elemSize(dtype); }
-  /// Waits for the compute stream first.
-  Buffer download() const {
-    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
-    Buffer host(dtype, n);
-    ZRT_CUDA_CHECK(cudaMemcpy(host.data(), get(), size_t(n * elemSize(dtype)),
-                              cudaMemcpyDeviceToHost));
-    return host;
-  }
-
-private:
-  int32_t dtype;
-  int64_t n, offset;
-  DeviceBuffer mem;
-};
 
 Buffer filled(int32_t dtype, int64_t n, double value) {
   return Buffer(dtype, std::vector<double>(size_t(n), value));

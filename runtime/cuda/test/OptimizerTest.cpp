@@ -20,6 +20,7 @@
 #include <random>
 
 using namespace zrt::cuda;
+using zrt::cuda::test::DeviceArray;
 using zrt::cuda::test::DeviceBuffer;
 using zrt_test::Buffer;
 using zrt_test::dtypeName;
@@ -28,45 +29,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-int64_t elemSize(int32_t dtype) { return zrt_dtype_size(dtype); }
-
-/// A device copy of a host buffer that starts `offset` elements into its
-/// allocation (cudaMalloc returns 256-byte aligned memory, so offset 1 puts
-/// the data off 16-byte alignment).
-class DeviceArray {
-public:
-  DeviceArray(int32_t dtype, int64_t n, int64_t offset)
-      : dtype(dtype), n(n), offset(offset),
-        mem(size_t((n + offset + 8) * elemSize(dtype))) {}
-  DeviceArray(const Buffer &host, int64_t offset)
-      : DeviceArray(host.dtype, host.size(), offset) {
-    upload(host);
-  }
-
-  void *get() const { return mem.get<char>() + offset * elemSize(dtype); }
-  template <typename T>
-  T *as() const {
-    return static_cast<T *>(get());
-  }
-  void upload(const Buffer &host) {
-    ZRT_CUDA_CHECK(cudaMemcpy(get(), host.data(), size_t(n * elemSize(dtype)),
-                              cudaMemcpyHostToDevice));
-  }
-  /// Waits for the compute stream first.
-  Buffer download() const {
-    ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
-    Buffer host(dtype, n);
-    ZRT_CUDA_CHECK(cudaMemcpy(host.data(), get(), size_t(n * elemSize(dtype)),
-                              cudaMemcpyDeviceToHost));
-    return host;
-  }
-
-private:
-  int32_t dtype;
-  int64_t n, offset;
-  DeviceBuffer mem;
-};
 
 /// Device fp32 scalars (stats, loss scale).
 class DeviceFloats {
