@@ -14,17 +14,11 @@ one-level ring's, the report of the same step on one node.
 """
 import json
 import re
-import subprocess
 import sys
 
+from report_models import models, run
+
 RANKS, PER_NODE = 4, 2
-
-
-def run(cmd, stdin=None):
-    r = subprocess.run(cmd, input=stdin, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("command failed: %s\n%s" % (" ".join(cmd), r.stderr))
-    return r.stdout
 
 
 def even(n):
@@ -75,14 +69,8 @@ def expected(sched):
 
 def main():
     zero_opt, model_gen = sys.argv[1], sys.argv[2]
-    models = {
-        "mlp": ["mlp", "--sizes", "784,256,256,10", "--batch", "64"],
-        "gpt2": ["gpt2", "--layers", "2", "--hidden", "64", "--heads", "4",
-                 "--vocab", "96", "--seq", "64", "--batch", "64"],
-    }
     checked = 0
-    for name, args in models.items():
-        model = run([model_gen] + args + ["--dtype", "bf16"])
+    for name, model in models(model_gen):
         for stage in range(4):
             opts = "stage=%d world-size=%d reduce-bucket-size=20000" % (
                 stage, RANKS)

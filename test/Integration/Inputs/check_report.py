@@ -19,15 +19,9 @@ and asserts, independently of the compiler's own arithmetic:
 """
 import json
 import re
-import subprocess
 import sys
 
-
-def run(cmd, stdin=None):
-    r = subprocess.run(cmd, input=stdin, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("command failed: %s\n%s" % (" ".join(cmd), r.stderr))
-    return r.stdout
+from report_models import models, run
 
 
 def param_shapes(mlir):
@@ -55,15 +49,9 @@ def padded(numel, n, align):
 
 def main():
     zero_opt, model_gen = sys.argv[1], sys.argv[2]
-    models = {
-        "mlp": ["mlp", "--sizes", "784,256,256,10", "--batch", "64"],
-        "gpt2": ["gpt2", "--layers", "2", "--hidden", "64", "--heads", "4",
-                 "--vocab", "96", "--seq", "64", "--batch", "64"],
-    }
     align = 2
     checked = 0
-    for name, args in models.items():
-        model = run([model_gen] + args + ["--dtype", "bf16"])
+    for name, model in models(model_gen):
         shapes = param_shapes(model)
         S = sum(n for _, n in shapes)
         for n in [1, 2, 4, 8, 64]:
