@@ -2,10 +2,11 @@
 //
 // Part of the zero-mlir project.
 //
-// Each rule receives the gradients of an op's results (null where none flows)
-// and emits the ops computing the gradients of its operands. Rules only use
-// the op's own operands and results, so what the backward keeps alive is
-// visible in the IR.
+// Each rule receives the gradients of an op's results (null where none flows;
+// zero-autodiff asks only an op with at least one) and emits the ops
+// computing the gradients of its operands. Rules only use the op's own
+// operands and results, so what the backward keeps alive is visible in the
+// IR.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,10 +51,6 @@ LogicalResult MatmulOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                         SmallVectorImpl<Value> &out) {
   Location loc = getLoc();
   Value dy = grads[0];
-  if (!dy) {
-    out.append({Value(), Value()});
-    return success();
-  }
   Value a = getLhs(), w = getRhs();
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
   // With A' = op(A) and B' = op(B): dA' = dY B'^T and dB' = A'^T dY.
@@ -83,10 +80,6 @@ LogicalResult MatmulOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 LogicalResult AddOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                      SmallVectorImpl<Value> &out) {
   Value dy = grads[0];
-  if (!dy) {
-    out.append({Value(), Value()});
-    return success();
-  }
   out.push_back(dy);
   out.push_back(reduceTo(b, getLoc(), dy, getRhs().getType()));
   return success();
@@ -95,10 +88,6 @@ LogicalResult AddOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 LogicalResult MulOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                      SmallVectorImpl<Value> &out) {
   Value dy = grads[0];
-  if (!dy) {
-    out.append({Value(), Value()});
-    return success();
-  }
   Location loc = getLoc();
   out.push_back(MulOp::create(b, loc, dy, getRhs()));
   Value prod = MulOp::create(b, loc, dy, getLhs());
@@ -108,25 +97,19 @@ LogicalResult MulOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult ScaleOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                        SmallVectorImpl<Value> &out) {
-  out.push_back(grads[0] ? ScaleOp::create(b, getLoc(), grads[0], getFactorAttr())
-                         : Value());
+  out.push_back(ScaleOp::create(b, getLoc(), grads[0], getFactorAttr()));
   return success();
 }
 
 LogicalResult GeluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
-  out.push_back(grads[0] ? GeluGradOp::create(b, getLoc(), getInput(), grads[0])
-                         : Value());
+  out.push_back(GeluGradOp::create(b, getLoc(), getInput(), grads[0]));
   return success();
 }
 
 LogicalResult BiasGeluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                           SmallVectorImpl<Value> &out) {
   Value dy = grads[0];
-  if (!dy) {
-    out.append({Value(), Value()});
-    return success();
-  }
   Location loc = getLoc();
   Value dx = BiasGeluGradOp::create(b, loc, getInput(), getBias(), dy);
   out.push_back(dx);
@@ -136,25 +119,18 @@ LogicalResult BiasGeluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult GeluErfOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value> &out) {
-  out.push_back(grads[0]
-                    ? GeluErfGradOp::create(b, getLoc(), getInput(), grads[0])
-                    : Value());
+  out.push_back(GeluErfGradOp::create(b, getLoc(), getInput(), grads[0]));
   return success();
 }
 
 LogicalResult SiluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
-  out.push_back(grads[0] ? SiluGradOp::create(b, getLoc(), getInput(), grads[0])
-                         : Value());
+  out.push_back(SiluGradOp::create(b, getLoc(), getInput(), grads[0]));
   return success();
 }
 
 LogicalResult SwigluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                         SmallVectorImpl<Value> &out) {
-  if (!grads[0]) {
-    out.append({Value(), Value()});
-    return success();
-  }
   auto g = SwigluGradOp::create(b, getLoc(), getGate(), getUp(), grads[0]);
   out.push_back(g.getGateGrad());
   out.push_back(g.getUpGrad());
@@ -164,25 +140,20 @@ LogicalResult SwigluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 LogicalResult ReluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   // The mask comes from the result, so the input need not stay alive.
-  out.push_back(grads[0] ? ReluGradOp::create(b, getLoc(), getResult(), grads[0])
-                         : Value());
+  out.push_back(ReluGradOp::create(b, getLoc(), getResult(), grads[0]));
   return success();
 }
 
 LogicalResult TanhOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   // 1 - tanh(x)^2 from the result, as PyTorch's tanh_backward.
-  out.push_back(grads[0]
-                    ? TanhGradOp::create(b, getLoc(), getResult(), grads[0])
-                    : Value());
+  out.push_back(TanhGradOp::create(b, getLoc(), getResult(), grads[0]));
   return success();
 }
 
 LogicalResult SoftmaxOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value> &out) {
-  out.push_back(grads[0]
-                    ? SoftmaxGradOp::create(b, getLoc(), getResult(), grads[0])
-                    : Value());
+  out.push_back(SoftmaxGradOp::create(b, getLoc(), getResult(), grads[0]));
   return success();
 }
 
@@ -191,21 +162,14 @@ LogicalResult RopeOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   // A rotation's adjoint is its inverse (a scaled one's, scaled alike):
   // rotate the gradient back. Neither the input nor the result stays alive
   // for the backward.
-  out.push_back(
-      grads[0] ? RopeOp::create(b, getLoc(), grads[0], getThetaAttr(),
-                                getInvFreqAttr(), getScaleAttr(),
-                                getInverse() ? UnitAttr() : b.getUnitAttr(),
-                                getInterleavedAttr())
-               : Value());
+  out.push_back(RopeOp::create(
+      b, getLoc(), grads[0], getThetaAttr(), getInvFreqAttr(), getScaleAttr(),
+      getInverse() ? UnitAttr() : b.getUnitAttr(), getInterleavedAttr()));
   return success();
 }
 
 LogicalResult LayerNormOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                            SmallVectorImpl<Value> &out) {
-  if (!grads[0]) {
-    out.append(3, Value());
-    return success();
-  }
   auto g = LayerNormGradOp::create(b, getLoc(), getInput(), getWeight(),
                                    grads[0], getEpsAttr());
   out.push_back(g.getInputGrad());
@@ -216,10 +180,6 @@ LogicalResult LayerNormOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult RmsNormOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value> &out) {
-  if (!grads[0]) {
-    out.append(2, Value());
-    return success();
-  }
   // One op: the weight gradient is summed over the leading dimensions inside
   // the kernel, from the per-row scale it computes for dx anyway.
   auto g = RmsNormGradOp::create(b, getLoc(), getInput(), getWeight(), grads[0],
@@ -231,10 +191,6 @@ LogicalResult RmsNormOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult AttentionOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                            SmallVectorImpl<Value> &out) {
-  if (!grads[0]) {
-    out.append(3, Value());
-    return success();
-  }
   auto g = AttentionGradOp::create(
       b, getLoc(), getQuery(), getKey(), getValue(), getResult(), grads[0],
       getCausalAttr(), b.getF64FloatAttr(getScaleValue()), getWindowAttr(),
@@ -247,28 +203,21 @@ LogicalResult AttentionOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult EmbeddingOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                            SmallVectorImpl<Value> &out) {
-  out.push_back(grads[0] ? EmbeddingGradOp::create(
-                               b, getLoc(), getTable().getType(), grads[0],
-                               getIds(), getPaddingIdxAttr())
-                         : Value());
+  out.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
+                                        grads[0], getIds(),
+                                        getPaddingIdxAttr()));
   out.push_back(Value()); // token ids are not differentiable
   return success();
 }
 
 LogicalResult ReshapeOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value> &out) {
-  out.push_back(grads[0] ? ReshapeOp::create(b, getLoc(), getInput().getType(),
-                                             grads[0])
-                         : Value());
+  out.push_back(ReshapeOp::create(b, getLoc(), getInput().getType(), grads[0]));
   return success();
 }
 
 LogicalResult TransposeOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                            SmallVectorImpl<Value> &out) {
-  if (!grads[0]) {
-    out.push_back(Value());
-    return success();
-  }
   ArrayRef<int64_t> perm = getPermutation();
   SmallVector<int64_t> inverse(perm.size());
   for (auto [i, p] : llvm::enumerate(perm))
@@ -279,10 +228,6 @@ LogicalResult TransposeOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult SplitOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                        SmallVectorImpl<Value> &out) {
-  if (llvm::all_of(grads, [](Value g) { return !g; })) {
-    out.push_back(Value());
-    return success();
-  }
   SmallVector<Value> parts;
   for (auto [g, r] : llvm::zip(grads, getResults()))
     parts.push_back(g ? g
@@ -294,10 +239,6 @@ LogicalResult SplitOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult ConcatOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                         SmallVectorImpl<Value> &out) {
-  if (!grads[0]) {
-    out.append(getInputs().size(), Value());
-    return success();
-  }
   auto split =
       SplitOp::create(b, getLoc(), getInputs().getTypes(), grads[0], getAxis());
   out.append(split.getResults().begin(), split.getResults().end());
@@ -306,18 +247,15 @@ LogicalResult ConcatOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult SoftmaxCrossEntropyOp::buildDerivative(
     OpBuilder &b, ArrayRef<Value> grads, SmallVectorImpl<Value> &out) {
-  out.push_back(grads[0] ? SoftmaxCrossEntropyGradOp::create(
-                               b, getLoc(), getLogits(), getLabels(), grads[0],
-                               getClassesAttr(), getIgnoreIndexAttr())
-                         : Value());
+  out.push_back(SoftmaxCrossEntropyGradOp::create(
+      b, getLoc(), getLogits(), getLabels(), grads[0], getClassesAttr(),
+      getIgnoreIndexAttr()));
   out.push_back(Value()); // labels are not differentiable
   return success();
 }
 
 LogicalResult CastOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
-  out.push_back(grads[0]
-                    ? CastOp::create(b, getLoc(), getInput().getType(), grads[0])
-                    : Value());
+  out.push_back(CastOp::create(b, getLoc(), getInput().getType(), grads[0]));
   return success();
 }
