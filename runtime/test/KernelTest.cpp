@@ -38,6 +38,53 @@ protected:
   int32_t dtype() const { return GetParam(); }
   double u() const { return unitRoundoff(dtype()); }
   std::mt19937 rng{1234};
+
+  /// Attention's backward derives the scores once per block of query rows
+  /// when a block's scores against every key fit its workspace (seq 128
+  /// here), and in three passes otherwise (seq 512): runs both with
+  /// `run(seq, q, k, v, o, dO, dq, dk, dv)` (the forward, then the backward)
+  /// and expects the same bits for the first 128 rows of each head. Causal
+  /// rows see only earlier keys, and rows whose dO is zero add exact zeros,
+  /// so the first 128 rows of the long problem are the short one.
+  template <typename Run>
+  void expectGradPathsAgree(int64_t batch, int64_t heads, int64_t kvHeads,
+                            int64_t dim, const Run &run) {
+    int64_t shortSeq = 128, longSeq = 512;
+    auto index = [&](int64_t h, int64_t seq, int64_t i) {
+      return (h * seq + i) * dim;
+    };
+    int64_t n = batch * heads * longSeq * dim,
+            nkv = batch * kvHeads * longSeq * dim;
+    Buffer q = randomBuffer(dtype(), rng, n, -2, 2),
+           k = randomBuffer(dtype(), rng, nkv, -2, 2),
+           v = randomBuffer(dtype(), rng, nkv),
+           dO = randomBuffer(dtype(), rng, n);
+    for (int64_t h = 0; h < batch * heads; ++h)
+      for (int64_t e = index(h, longSeq, shortSeq);
+           e < index(h, longSeq, longSeq); ++e)
+        dO.set(e, 0.0);
+    // The first shortSeq rows of each head of a long tensor.
+    auto head = [&](const Buffer &x, int64_t count) {
+      Buffer y(dtype(), count * shortSeq * dim);
+      for (int64_t h = 0; h < count; ++h)
+        for (int64_t e = 0; e < shortSeq * dim; ++e)
+          y.set(index(h, shortSeq, 0) + e, x.get(index(h, longSeq, 0) + e));
+      return y;
+    };
+    Buffer qs = head(q, batch * heads), ks = head(k, batch * kvHeads),
+           vs = head(v, batch * kvHeads), dOs = head(dO, batch * heads);
+    int64_t ns = batch * heads * shortSeq * dim,
+            nkvs = batch * kvHeads * shortSeq * dim;
+    Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
+    Buffer os(dtype(), ns), dqs(dtype(), ns), dks(dtype(), nkvs),
+        dvs(dtype(), nkvs);
+    run(longSeq, q, k, v, o, dO, dq, dk, dv);
+    run(shortSeq, qs, ks, vs, os, dOs, dqs, dks, dvs);
+    EXPECT_EQ(os.values(), head(o, batch * heads).values()) << "o";
+    EXPECT_EQ(dqs.values(), head(dq, batch * heads).values()) << "dq";
+    EXPECT_EQ(dks.values(), head(dk, batch * kvHeads).values()) << "dk";
+    EXPECT_EQ(dvs.values(), head(dv, batch * kvHeads).values()) << "dv";
+  }
 };
 
 TEST_P(KernelTest, Matmul) {
@@ -633,57 +680,20 @@ TEST_P(KernelTest, AttentionAndGrad) {
 }
 
 TEST_P(KernelTest, AttentionGradPathsAgree) {
-  // The backward derives the scores once per block of query rows when a
-  // block's scores against every key fit its workspace (seq 128 here), and
-  // in three passes otherwise (seq 512); both give the same bits, whatever
-  // BLAS kernel the CPU gets (ctest runs this suite under OpenBLAS's
-  // Haswell and SkylakeX kernels too): the products are our own chains. Causal
-  // rows see only earlier keys, and rows whose dO is zero add exact zeros,
-  // so the first 128 rows of the long problem are the short one.
-  int64_t batch = 2, heads = 4, kvHeads = 2, dim = 16, shortSeq = 128,
-          longSeq = 512;
-  auto index = [&](int64_t h, int64_t seq, int64_t i) {
-    return (h * seq + i) * dim;
-  };
-  int64_t n = batch * heads * longSeq * dim,
-          nkv = batch * kvHeads * longSeq * dim;
-  Buffer q = randomBuffer(dtype(), rng, n, -2, 2),
-         k = randomBuffer(dtype(), rng, nkv, -2, 2),
-         v = randomBuffer(dtype(), rng, nkv),
-         dO = randomBuffer(dtype(), rng, n);
-  for (int64_t h = 0; h < batch * heads; ++h)
-    for (int64_t e = index(h, longSeq, shortSeq);
-         e < index(h, longSeq, longSeq); ++e)
-      dO.set(e, 0.0);
-  // The first shortSeq rows of each head of a long tensor.
-  auto head = [&](const Buffer &x, int64_t count) {
-    Buffer y(dtype(), count * shortSeq * dim);
-    for (int64_t h = 0; h < count; ++h)
-      for (int64_t e = 0; e < shortSeq * dim; ++e)
-        y.set(index(h, shortSeq, 0) + e, x.get(index(h, longSeq, 0) + e));
-    return y;
-  };
-  Buffer qs = head(q, batch * heads), ks = head(k, batch * kvHeads),
-         vs = head(v, batch * kvHeads), dOs = head(dO, batch * heads);
-  int64_t ns = batch * heads * shortSeq * dim,
-          nkvs = batch * kvHeads * shortSeq * dim;
-  Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
-  Buffer os(dtype(), ns), dqs(dtype(), ns), dks(dtype(), nkvs),
-      dvs(dtype(), nkvs);
-  zrt_attention(dtype(), q.data(), k.data(), v.data(), o.data(), batch, heads,
-                kvHeads, longSeq, dim, 1, 0);
-  zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(), dO.data(),
-                     dq.data(), dk.data(), dv.data(), batch, heads, kvHeads,
-                     longSeq, dim, 1, 0);
-  zrt_attention(dtype(), qs.data(), ks.data(), vs.data(), os.data(), batch,
-                heads, kvHeads, shortSeq, dim, 1, 0);
-  EXPECT_EQ(os.values(), head(o, batch * heads).values()) << "o";
-  zrt_attention_grad(dtype(), qs.data(), ks.data(), vs.data(), os.data(),
-                     dOs.data(), dqs.data(), dks.data(), dvs.data(), batch,
-                     heads, kvHeads, shortSeq, dim, 1, 0);
-  EXPECT_EQ(dqs.values(), head(dq, batch * heads).values()) << "dq";
-  EXPECT_EQ(dks.values(), head(dk, batch * kvHeads).values()) << "dk";
-  EXPECT_EQ(dvs.values(), head(dv, batch * kvHeads).values()) << "dv";
+  // Both paths give the same bits whatever BLAS kernel the CPU gets (ctest
+  // runs this suite under OpenBLAS's Haswell and SkylakeX kernels too): the
+  // products are our own chains.
+  int64_t batch = 2, heads = 4, kvHeads = 2, dim = 16;
+  expectGradPathsAgree(
+      batch, heads, kvHeads, dim,
+      [&](int64_t seq, const Buffer &q, const Buffer &k, const Buffer &v,
+          Buffer &o, const Buffer &dO, Buffer &dq, Buffer &dk, Buffer &dv) {
+        zrt_attention(dtype(), q.data(), k.data(), v.data(), o.data(), batch,
+                      heads, kvHeads, seq, dim, 1, 0);
+        zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
+                           dO.data(), dq.data(), dk.data(), dv.data(), batch,
+                           heads, kvHeads, seq, dim, 1, 0);
+      });
 }
 
 TEST_P(KernelTest, GroupedAttentionIsRepeatedHeads) {
@@ -814,57 +824,22 @@ TEST_P(KernelTest, AttentionWindowAndSoftcap) {
 
 TEST_P(KernelTest, AttentionWindowGradPathsAgree) {
   // As AttentionGradPathsAgree, with a window that skips whole key blocks,
-  // without and with ALiBi: the fused backward (seq 128) and the three
-  // passes (seq 512) give the same bits for the first 128 rows.
-  int64_t batch = 1, heads = 2, kvHeads = 1, dim = 16, shortSeq = 128,
-          longSeq = 512, window = 40;
-  auto index = [&](int64_t h, int64_t seq, int64_t i) {
-    return (h * seq + i) * dim;
-  };
-  int64_t n = batch * heads * longSeq * dim,
-          nkv = batch * kvHeads * longSeq * dim;
-  Buffer q = randomBuffer(dtype(), rng, n, -2, 2),
-         k = randomBuffer(dtype(), rng, nkv, -2, 2),
-         v = randomBuffer(dtype(), rng, nkv),
-         dO = randomBuffer(dtype(), rng, n);
-  for (int64_t h = 0; h < batch * heads; ++h)
-    for (int64_t e = index(h, longSeq, shortSeq);
-         e < index(h, longSeq, longSeq); ++e)
-      dO.set(e, 0.0);
-  auto head = [&](const Buffer &x, int64_t count) {
-    Buffer y(dtype(), count * shortSeq * dim);
-    for (int64_t h = 0; h < count; ++h)
-      for (int64_t e = 0; e < shortSeq * dim; ++e)
-        y.set(index(h, shortSeq, 0) + e, x.get(index(h, longSeq, 0) + e));
-    return y;
-  };
-  Buffer qs = head(q, batch * heads), ks = head(k, batch * kvHeads),
-         vs = head(v, batch * kvHeads), dOs = head(dO, batch * heads);
-  int64_t ns = batch * heads * shortSeq * dim,
-          nkvs = batch * kvHeads * shortSeq * dim;
+  // without and with ALiBi.
+  int64_t batch = 1, heads = 2, kvHeads = 1, dim = 16, window = 40;
   const float slopes[] = {0.25f, 0.0625f};
-  for (const float *alibi : {static_cast<const float *>(nullptr), slopes}) {
-    Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
-    Buffer os(dtype(), ns), dqs(dtype(), ns), dks(dtype(), nkvs),
-        dvs(dtype(), nkvs);
-    zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(), batch,
-                      heads, kvHeads, longSeq, dim, 1, 0, window, 0, alibi);
-    zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
-                           dO.data(), dq.data(), dk.data(), dv.data(), batch,
-                           heads, kvHeads, longSeq, dim, 1, 0, window, 0,
-                           alibi);
-    zrt_attention_ext(dtype(), qs.data(), ks.data(), vs.data(), os.data(),
-                      batch, heads, kvHeads, shortSeq, dim, 1, 0, window, 0,
-                      alibi);
-    EXPECT_EQ(os.values(), head(o, batch * heads).values()) << "o";
-    zrt_attention_ext_grad(dtype(), qs.data(), ks.data(), vs.data(), os.data(),
-                           dOs.data(), dqs.data(), dks.data(), dvs.data(),
-                           batch, heads, kvHeads, shortSeq, dim, 1, 0, window,
-                           0, alibi);
-    EXPECT_EQ(dqs.values(), head(dq, batch * heads).values()) << "dq";
-    EXPECT_EQ(dks.values(), head(dk, batch * kvHeads).values()) << "dk";
-    EXPECT_EQ(dvs.values(), head(dv, batch * kvHeads).values()) << "dv";
-  }
+  for (const float *alibi : {static_cast<const float *>(nullptr), slopes})
+    expectGradPathsAgree(
+        batch, heads, kvHeads, dim,
+        [&](int64_t seq, const Buffer &q, const Buffer &k, const Buffer &v,
+            Buffer &o, const Buffer &dO, Buffer &dq, Buffer &dk, Buffer &dv) {
+          zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(),
+                            batch, heads, kvHeads, seq, dim, 1, 0, window, 0,
+                            alibi);
+          zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(),
+                                 o.data(), dO.data(), dq.data(), dk.data(),
+                                 dv.data(), batch, heads, kvHeads, seq, dim, 1,
+                                 0, window, 0, alibi);
+        });
 }
 
 TEST_P(KernelTest, AttentionAlibi) {
