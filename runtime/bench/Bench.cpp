@@ -32,6 +32,31 @@ std::vector<uint8_t> randomBytes(int32_t dtype, int64_t n) {
   return out;
 }
 
+/// Wall-clock milliseconds, as every benchmark here reports.
+void wallMs(benchmark::internal::Benchmark *b) {
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+/// f32 and bf16.
+void dtypes(benchmark::internal::Benchmark *b) {
+  b->Arg(ZRT_F32)->Arg(ZRT_BF16);
+  wallMs(b);
+}
+
+/// f32, bf16 and f16.
+void allDtypes(benchmark::internal::Benchmark *b) {
+  b->Arg(ZRT_F32)->Arg(ZRT_BF16)->Arg(ZRT_F16);
+  wallMs(b);
+}
+
+/// The forward (0) then the backward (1), each in f32 and bf16.
+void passes(benchmark::internal::Benchmark *b) {
+  for (int backward : {0, 1})
+    for (int32_t dtype : {ZRT_F32, ZRT_BF16})
+      b->Args({dtype, backward});
+  wallMs(b);
+}
+
 void BM_Copy(benchmark::State &state) {
   int64_t bytes = int64_t(1) << 28;
   std::vector<uint8_t> a(static_cast<size_t>(bytes), 1), b(a.size());
@@ -39,7 +64,7 @@ void BM_Copy(benchmark::State &state) {
     zrt_copy(b.data(), a.data(), bytes);
   state.SetBytesProcessed(state.iterations() * 2 * bytes);
 }
-BENCHMARK(BM_Copy)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Copy)->Apply(wallMs);
 
 void BM_Adam(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
@@ -55,12 +80,7 @@ void BM_Adam(benchmark::State &state) {
   int64_t es = zrt_dtype_size(dtype);
   state.SetBytesProcessed(state.iterations() * n * (2 * es + 24));
 }
-BENCHMARK(BM_Adam)
-    ->Arg(ZRT_F32)
-    ->Arg(ZRT_BF16)
-    ->Arg(ZRT_F16)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_Adam)->Apply(allDtypes);
 
 void BM_CheckOverflow(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
@@ -72,12 +92,7 @@ void BM_CheckOverflow(benchmark::State &state) {
     zrt_check_overflow(dtype, &ptr, &n, 1, 1.0f, stats);
   state.SetBytesProcessed(state.iterations() * n * zrt_dtype_size(dtype));
 }
-BENCHMARK(BM_CheckOverflow)
-    ->Arg(ZRT_F32)
-    ->Arg(ZRT_BF16)
-    ->Arg(ZRT_F16)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_CheckOverflow)->Apply(allDtypes);
 
 void BM_CastToF16(benchmark::State &state) {
   int64_t n = int64_t(1) << 25;
@@ -86,7 +101,7 @@ void BM_CastToF16(benchmark::State &state) {
     zrt_cast(ZRT_F32, src.data(), ZRT_F16, dst.data(), n);
   state.SetBytesProcessed(state.iterations() * n * 6);
 }
-BENCHMARK(BM_CastToF16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CastToF16)->Apply(wallMs);
 
 void BM_Matmul(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
@@ -97,11 +112,7 @@ void BM_Matmul(benchmark::State &state) {
     zrt_matmul(dtype, a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1, k);
   state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
 }
-BENCHMARK(BM_Matmul)
-    ->Arg(ZRT_F32)
-    ->Arg(ZRT_BF16)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_Matmul)->Apply(dtypes);
 
 void BM_Attention(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
@@ -135,8 +146,7 @@ BENCHMARK(BM_Attention)
     ->Args({ZRT_BF16, 1, 12})
     ->Args({ZRT_BF16, 0, 4})
     ->Args({ZRT_BF16, 1, 4})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+    ->Apply(wallMs);
 
 void BM_LayerNorm(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
@@ -156,13 +166,7 @@ void BM_LayerNorm(benchmark::State &state) {
   state.SetBytesProcessed(state.iterations() * n * zrt_dtype_size(dtype) *
                           (backward ? 3 : 2));
 }
-BENCHMARK(BM_LayerNorm)
-    ->Args({ZRT_F32, 0})
-    ->Args({ZRT_BF16, 0})
-    ->Args({ZRT_F32, 1})
-    ->Args({ZRT_BF16, 1})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_LayerNorm)->Apply(passes);
 
 /// At a Llama-7B width (4096).
 void BM_RmsNorm(benchmark::State &state) {
@@ -182,13 +186,7 @@ void BM_RmsNorm(benchmark::State &state) {
   state.SetBytesProcessed(state.iterations() * n * zrt_dtype_size(dtype) *
                           (backward ? 3 : 2));
 }
-BENCHMARK(BM_RmsNorm)
-    ->Args({ZRT_F32, 0})
-    ->Args({ZRT_BF16, 0})
-    ->Args({ZRT_F32, 1})
-    ->Args({ZRT_BF16, 1})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_RmsNorm)->Apply(passes);
 
 void BM_Gelu(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
@@ -198,11 +196,7 @@ void BM_Gelu(benchmark::State &state) {
     zrt_gelu(dtype, x.data(), y.data(), n);
   state.SetBytesProcessed(state.iterations() * n * 2 * zrt_dtype_size(dtype));
 }
-BENCHMARK(BM_Gelu)
-    ->Arg(ZRT_F32)
-    ->Arg(ZRT_BF16)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_Gelu)->Apply(dtypes);
 
 void BM_CrossEntropyGrad(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
@@ -216,11 +210,7 @@ void BM_CrossEntropyGrad(benchmark::State &state) {
                                    0);
   state.SetBytesProcessed(state.iterations() * n * 2 * zrt_dtype_size(dtype));
 }
-BENCHMARK(BM_CrossEntropyGrad)
-    ->Arg(ZRT_F32)
-    ->Arg(ZRT_BF16)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_CrossEntropyGrad)->Apply(dtypes);
 
 void BM_EmbeddingGrad(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
@@ -236,11 +226,7 @@ void BM_EmbeddingGrad(benchmark::State &state) {
   state.SetBytesProcessed(state.iterations() * (ids + vocab) * dim *
                           zrt_dtype_size(dtype));
 }
-BENCHMARK(BM_EmbeddingGrad)
-    ->Arg(ZRT_F32)
-    ->Arg(ZRT_BF16)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_EmbeddingGrad)->Apply(dtypes);
 
 } // namespace
 
