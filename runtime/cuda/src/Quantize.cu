@@ -187,6 +187,19 @@ QuantShape shapeOf(int64_t n, int32_t bits) {
                     zrt_quant_max(bits)};
 }
 
+/// Checks a (de)quantization of `chunks` chunks of n elements, sets its
+/// shape and returns its grid (one block per quantization block), 0 when
+/// there is nothing to do.
+unsigned launchGrid(const char *what, int64_t n, int64_t chunks, int32_t bits,
+                    QuantShape &s) {
+  checkQuantArgs(what, n, chunks, bits);
+  s = shapeOf(n, bits);
+  int64_t grid = chunks * s.blocks;
+  if (grid > int64_t(0x7fffffff))
+    fatal("%s: %lld blocks exceed one launch", what, (long long)grid);
+  return unsigned(grid);
+}
+
 } // namespace
 
 namespace zrt {
@@ -194,16 +207,13 @@ namespace cuda {
 
 void quantize(int32_t dtype, const void *src, int64_t n, int64_t chunks,
               int32_t bits, void *dst) {
-  checkQuantArgs("zrt_quantize", n, chunks, bits);
-  QuantShape s = shapeOf(n, bits);
-  int64_t grid = chunks * s.blocks;
+  QuantShape s;
+  unsigned grid = launchGrid("zrt_quantize", n, chunks, bits, s);
   if (grid == 0)
     return;
-  if (grid > int64_t(0x7fffffff))
-    fatal("zrt_quantize: %lld blocks exceed one launch", (long long)grid);
   dispatch(dtype, "zrt_quantize", [&](auto tag) {
     using T = decltype(tag);
-    quantizeKernel<T><<<unsigned(grid), kThreads, 0, computeStream()>>>(
+    quantizeKernel<T><<<grid, kThreads, 0, computeStream()>>>(
         static_cast<const T *>(src), static_cast<uint8_t *>(dst), s);
     checkLaunch("zrt_quantize");
   });
@@ -211,30 +221,24 @@ void quantize(int32_t dtype, const void *src, int64_t n, int64_t chunks,
 
 void dequantize(int32_t dtype, const void *src, int64_t n, int64_t chunks,
                 int32_t bits, void *dst) {
-  checkQuantArgs("zrt_dequantize", n, chunks, bits);
-  QuantShape s = shapeOf(n, bits);
-  int64_t grid = chunks * s.blocks;
+  QuantShape s;
+  unsigned grid = launchGrid("zrt_dequantize", n, chunks, bits, s);
   if (grid == 0)
     return;
-  if (grid > int64_t(0x7fffffff))
-    fatal("zrt_dequantize: %lld blocks exceed one launch", (long long)grid);
   dispatch(dtype, "zrt_dequantize", [&](auto tag) {
     using T = decltype(tag);
-    dequantizeKernel<T><<<unsigned(grid), kThreads, 0, computeStream()>>>(
+    dequantizeKernel<T><<<grid, kThreads, 0, computeStream()>>>(
         static_cast<const uint8_t *>(src), static_cast<T *>(dst), s);
     checkLaunch("zrt_dequantize");
   });
 }
 
 void dequantizeAdd(const void *src, int64_t n, int32_t bits, float *acc) {
-  checkQuantArgs("zrt_dequantize_add", n, 1, bits);
-  QuantShape s = shapeOf(n, bits);
-  if (s.blocks == 0)
+  QuantShape s;
+  unsigned grid = launchGrid("zrt_dequantize_add", n, 1, bits, s);
+  if (grid == 0)
     return;
-  if (s.blocks > int64_t(0x7fffffff))
-    fatal("zrt_dequantize_add: %lld blocks exceed one launch",
-          (long long)s.blocks);
-  dequantizeAddKernel<<<unsigned(s.blocks), kThreads, 0, computeStream()>>>(
+  dequantizeAddKernel<<<grid, kThreads, 0, computeStream()>>>(
       static_cast<const uint8_t *>(src), acc, s);
   checkLaunch("zrt_dequantize_add");
 }

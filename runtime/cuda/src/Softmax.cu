@@ -278,7 +278,19 @@ __global__ void __launch_bounds__(kRowBlockThreads)
   }
 }
 
-/// Rows of `cols` entries whose first `classes` are a loss's classes.
+/// Checks a loss kernel's shape, then calls fn(T(), I()) with the logits'
+/// and the labels' element types.
+template <typename Fn>
+void dispatchLoss(const char *kernel, int32_t dtype, int32_t labelType,
+                  int64_t rows, int64_t classes, int64_t cols, const Fn &fn) {
+  checkLoss(kernel, rows, classes, cols);
+  if (rows > 0 && classes == 0)
+    fatal("%s: no classes", kernel);
+  dispatch(dtype, kernel, [&](auto tag) {
+    dispatchIndex(labelType, kernel, [&](auto labelTag) { fn(tag, labelTag); });
+  });
+}
+
 } // namespace
 
 void zrt::cuda::softmax(int32_t dtype, const void *x, void *y, int64_t rows,
@@ -339,34 +351,31 @@ void zrt::cuda::softmaxCrossEntropy(int32_t dtype, const void *logits,
                                     int64_t cols, int32_t ignore,
                                     int64_t ignoreIndex) {
   const char *kernel = "zrt_softmax_cross_entropy";
-  checkLoss(kernel, rows, classes, cols);
-  if (rows > 0 && classes == 0)
-    fatal("%s: no classes", kernel);
-  dispatch(dtype, kernel, [&](auto tag) {
-    dispatchIndex(labelType, kernel, [&](auto labelTag) {
-      using T = decltype(tag);
-      using I = decltype(labelTag);
-      cudaStream_t stream = computeStream();
-      if (rows == 0) {
-        ZRT_CUDA_CHECK(cudaMemsetAsync(loss, 0, sizeof(float), stream));
-        return;
-      }
-      const T *x = static_cast<const T *>(logits);
-      const I *l = static_cast<const I *>(labels);
-      unsigned grid = unsigned(rows < kLossBlocks ? rows : kLossBlocks);
-      int threads = blockThreadsFor<T>(classes);
-      // Packs of a padded row may reach into its padding, never past it.
-      if (rowsAligned<T>(cols, {x}))
-        crossEntropyKernel<T, I, true><<<grid, threads, 0, stream>>>(
-            x, l, loss, rows, classes, cols, ignore, ignoreIndex,
-            deviceErrorWord());
-      else
-        crossEntropyKernel<T, I, false><<<grid, threads, 0, stream>>>(
-            x, l, loss, rows, classes, cols, ignore, ignoreIndex,
-            deviceErrorWord());
-      checkLaunch(kernel);
-    });
-  });
+  dispatchLoss(
+      kernel, dtype, labelType, rows, classes, cols,
+      [&](auto tag, auto labelTag) {
+        using T = decltype(tag);
+        using I = decltype(labelTag);
+        cudaStream_t stream = computeStream();
+        if (rows == 0) {
+          ZRT_CUDA_CHECK(cudaMemsetAsync(loss, 0, sizeof(float), stream));
+          return;
+        }
+        const T *x = static_cast<const T *>(logits);
+        const I *l = static_cast<const I *>(labels);
+        unsigned grid = unsigned(rows < kLossBlocks ? rows : kLossBlocks);
+        int threads = blockThreadsFor<T>(classes);
+        // Packs of a padded row may reach into its padding, never past it.
+        if (rowsAligned<T>(cols, {x}))
+          crossEntropyKernel<T, I, true><<<grid, threads, 0, stream>>>(
+              x, l, loss, rows, classes, cols, ignore, ignoreIndex,
+              deviceErrorWord());
+        else
+          crossEntropyKernel<T, I, false><<<grid, threads, 0, stream>>>(
+              x, l, loss, rows, classes, cols, ignore, ignoreIndex,
+              deviceErrorWord());
+        checkLaunch(kernel);
+      });
 }
 
 void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
@@ -376,35 +385,32 @@ void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
                                         int64_t cols, int32_t ignore,
                                         int64_t ignoreIndex) {
   const char *kernel = "zrt_softmax_cross_entropy_grad";
-  checkLoss(kernel, rows, classes, cols);
-  if (rows > 0 && classes == 0)
-    fatal("%s: no classes", kernel);
-  dispatch(dtype, kernel, [&](auto tag) {
-    dispatchIndex(labelType, kernel, [&](auto labelTag) {
-      using T = decltype(tag);
-      using I = decltype(labelTag);
-      if (rows == 0)
-        return;
-      const T *x = static_cast<const T *>(logits);
-      const I *l = static_cast<const I *>(labels);
-      T *out = static_cast<T *>(dlogits);
-      cudaStream_t stream = computeStream();
-      unsigned grid = gridFor(rows, 1);
-      // The threads of an unpadded row, so that its statistics are summed
-      // as there.
-      int threads = blockThreadsFor<T>(classes);
-      if (ignore)
-        countLabelsKernel<I>
-            <<<1, kRowBlockThreads, 0, stream>>>(l, rows, ignoreIndex);
-      if (rowsAligned<T>(cols, {x, out}))
-        crossEntropyGradKernel<T, I, true><<<grid, threads, 0, stream>>>(
-            x, l, dloss, out, rows, classes, cols, ignore, ignoreIndex,
-            deviceErrorWord());
-      else
-        crossEntropyGradKernel<T, I, false><<<grid, threads, 0, stream>>>(
-            x, l, dloss, out, rows, classes, cols, ignore, ignoreIndex,
-            deviceErrorWord());
-      checkLaunch(kernel);
-    });
-  });
+  dispatchLoss(
+      kernel, dtype, labelType, rows, classes, cols,
+      [&](auto tag, auto labelTag) {
+        using T = decltype(tag);
+        using I = decltype(labelTag);
+        if (rows == 0)
+          return;
+        const T *x = static_cast<const T *>(logits);
+        const I *l = static_cast<const I *>(labels);
+        T *out = static_cast<T *>(dlogits);
+        cudaStream_t stream = computeStream();
+        unsigned grid = gridFor(rows, 1);
+        // The threads of an unpadded row, so that its statistics are summed
+        // as there.
+        int threads = blockThreadsFor<T>(classes);
+        if (ignore)
+          countLabelsKernel<I>
+              <<<1, kRowBlockThreads, 0, stream>>>(l, rows, ignoreIndex);
+        if (rowsAligned<T>(cols, {x, out}))
+          crossEntropyGradKernel<T, I, true><<<grid, threads, 0, stream>>>(
+              x, l, dloss, out, rows, classes, cols, ignore, ignoreIndex,
+              deviceErrorWord());
+        else
+          crossEntropyGradKernel<T, I, false><<<grid, threads, 0, stream>>>(
+              x, l, dloss, out, rows, classes, cols, ignore, ignoreIndex,
+              deviceErrorWord());
+        checkLaunch(kernel);
+      });
 }
