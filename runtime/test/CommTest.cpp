@@ -207,14 +207,7 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, CommTest,
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
   zrt_comm *comm = zrt_comm_world();
-  // One report, from rank 0; every rank's exit status still counts.
-  if (zrt_comm_rank(comm) == 0) {
-    std::printf("zrt-comm-test: %d rank(s)\n", zrt_comm_size(comm));
-  } else {
-    auto &listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  zrt_finalize();
-  return failed;
+  std::string banner =
+      "zrt-comm-test: " + std::to_string(zrt_comm_size(comm)) + " rank(s)";
+  return zrt_test::runOnRanks(comm, banner);
 }

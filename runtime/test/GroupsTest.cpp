@@ -442,15 +442,10 @@ int main(int argc, char **argv) {
     zrt_finalize();
     return 3;
   }
-  if (zrt_comm_rank(comm) == 0) {
-    std::printf("zrt-groups-test: %d rank(s), topology %lld %lld %lld\n",
+  char banner[128];
+  std::snprintf(banner, sizeof(banner),
+                "zrt-groups-test: %d rank(s), topology %lld %lld %lld",
                 zrt_comm_size(comm), (long long)topologyArgs[0],
                 (long long)topologyArgs[1], (long long)topologyArgs[2]);
-  } else {
-    auto &listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  zrt_finalize();
-  return failed;
+  return zrt_test::runOnRanks(comm, banner);
 }

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -134,6 +135,21 @@ inline void expectClose(const Buffer &got, const std::vector<double> &want,
                         double rtol, double atol, const std::string &what) {
   expectClose(got.values(), want, rtol, atol + subnormalRoundoff(got.dtype),
               what);
+}
+
+/// Runs every test on every rank of `comm` (an MPI test's main), then
+/// finalizes the runtime: rank 0 prints `banner` and the one report, and
+/// every rank's exit status counts.
+inline int runOnRanks(zrt_comm *comm, const std::string &banner) {
+  if (zrt_comm_rank(comm) == 0) {
+    std::printf("%s\n", banner.c_str());
+  } else {
+    auto &listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int failed = RUN_ALL_TESTS();
+  zrt_finalize();
+  return failed;
 }
 
 } // namespace zrt_test
