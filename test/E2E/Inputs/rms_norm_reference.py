@@ -9,7 +9,6 @@ from PyTorch, not from a hand-written backward. Reads the initial weights
 the executable exported and compares the losses of --log and the weights of
 --final."""
 
-import argparse
 import os
 import re
 import sys
@@ -39,9 +38,7 @@ class LlamaRMSNorm(torch.nn.Module):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    torch_replay.add_arguments(p)
-    args = p.parse_args()
+    args = torch_replay.parse_args()
 
     text = open(args.model).read()
     eps = float(re.search(r"nn\.rms_norm .* eps (\S+)", text).group(1))

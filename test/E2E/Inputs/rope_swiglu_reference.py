@@ -6,7 +6,6 @@ feed-forward (silu(gate) * up) and torch.optim.Adam, on the executable's data
 order (consecutive rows of the global batch, wrapping). Compares the losses
 of --log and the weights of --final, starting from --init."""
 
-import argparse
 import os
 import re
 import sys
@@ -36,9 +35,7 @@ def rotary_cos_sin(dim, base, seq, dtype):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    torch_replay.add_arguments(p)
-    args = p.parse_args()
+    args = torch_replay.parse_args()
 
     text = open(args.model).read()
     lr = float(re.search(r"lr = ([0-9.e+-]+)", text).group(1))

@@ -5,6 +5,7 @@ logged steps replayed on the executable's data order (consecutive rows of
 the global batch, wrapping), each loss checked against --log. A reference
 gives its parameters, its optimizer and its loss."""
 
+import argparse
 import json
 import os
 import sys
@@ -21,6 +22,13 @@ def add_arguments(p):
     for name in ("--model", "--init", "--x", "--y", "--log", "--final"):
         p.add_argument(name, required=True)
     p.add_argument("--tol", type=float, default=1e-5)
+
+
+def parse_args():
+    """A reference's command line: add_arguments' options."""
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    return p.parse_args()
 
 
 def load_params(path, names):
