@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mlp_reference import load_safetensors  # noqa: E402,F401
+from mlp_reference import load_safetensors  # noqa: E402
 
 
 def add_arguments(p):
