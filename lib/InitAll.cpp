@@ -23,6 +23,7 @@ void zero::registerAllDialects(mlir::DialectRegistry &registry) {
                   mlir::func::FuncDialect, mlir::scf::SCFDialect,
                   mlir::arith::ArithDialect>();
   mlir::zero::registerRuntimeKernelModels(registry);
+  mlir::zero::registerRuntimeCollectiveModels(registry);
 }
 
 void zero::registerAllPasses() {

@@ -123,12 +123,11 @@ void planBuckets(mlir::ModuleOp module, ModelCounts &counts,
                      mlir::zero::MemoryCategory::ReduceBuckets)]);
     step.walk([&](mlir::Operation *op) {
       int64_t size = 0;
-      if (auto rs = dyn_cast<mlir::zero::ReduceScatterOp>(op);
-          rs && !rs.getSources().empty())
-        size = rs.getEnd() - rs.getBegin();
-      else if (auto r = dyn_cast<mlir::zero::ReduceOp>(op);
-               r && !r.getSources().empty())
-        size = r.getEnd() - r.getBegin();
+      if (auto coll = dyn_cast<mlir::zero::CollectiveOpInterface>(op);
+          coll && coll.reducesBucket()) {
+        auto [begin, end] = *coll.getElementRange();
+        size = end - begin;
+      }
       counts.planLargestBucket = std::max(counts.planLargestBucket, size);
     });
   }

@@ -21,6 +21,8 @@
 #include "DeepSpeedJson.h"
 #include "PipelineDetail.h"
 
+#include "zero_rt/variants.h"
+
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -594,14 +596,15 @@ struct ApplyDeepSpeedConfigPass
                 "ZeRO stage 3, the stage is "
              << s.stage.getValue();
     // DeepSpeed's qwZ quantizes the stage-3 gathers of the device shards.
-    bool fileQuantized =
+    zrt_variant_config variants = variantsOf(s);
+    variants.quantized_weights =
         cfg->quantizedWeights.value.value_or(false) && s.quantizedWeights;
-    if (fileQuantized && s.stage != 3)
+    if (zrt_variant_breaks(&variants, ZRT_QWZ_NEEDS_STAGE3))
       return errorAt(cfg->quantizedWeights)
              << "zero_optimization.zero_quantized_weights: qwZ quantizes the "
                 "weights of ZeRO stage 3's gathers, the stage is "
              << s.stage.getValue();
-    if (fileQuantized && s.offloadParam != "none")
+    if (zrt_variant_breaks(&variants, ZRT_QWZ_EXCLUDES_PARAM_OFFLOAD))
       return errorAt(cfg->quantizedWeights)
              << "zero_optimization.zero_quantized_weights: qwZ gathers the "
                 "shards on the device; it does not combine with offload_param";
@@ -618,6 +621,22 @@ struct ApplyDeepSpeedConfigPass
     return success();
   }
 
+  /// What DeepSpeed's rules for the collective variants (zero_rt/variants.h)
+  /// read, from the options the file resolved into.
+  static zrt_variant_config variantsOf(const ZeroPipelineOptions &s) {
+    zrt_variant_config v = {};
+    v.stage = s.stage;
+    v.world_size = s.worldSize;
+    v.hpz_partition_size = s.hpzPartitionSize;
+    v.mics_shard_size = s.micsShardSize;
+    v.quantized_weights = s.quantizedWeights;
+    v.quantized_gradients = s.quantizedGradients;
+    v.reduce_scatter = s.reduceScatter;
+    v.offload_param = s.offloadParam.getValue() != "none";
+    v.offload_optimizer = s.offloadOptimizer.getValue() != "none";
+    return v;
+  }
+
   /// zero_hpz_partition_size: DeepSpeed's rules (ZeRO stage 3, ranks in
   /// groups of that many consecutive ranks, so a divisor of the world
   /// size); the secondary shards live on the device, so not with
@@ -626,15 +645,19 @@ struct ApplyDeepSpeedConfigPass
     const DeepSpeedValue<int64_t> &h = cfg->hpzPartitionSize;
     if (!h.value || *h.value <= 1 || s.hpzPartitionSize.getValue() != *h.value)
       return success();
-    if (s.stage != 3)
+    zrt_variant_config variants = variantsOf(s);
+    auto breaks = [&](zrt_variant_rule rule) {
+      return zrt_variant_breaks(&variants, rule) != 0;
+    };
+    if (breaks(ZRT_HPZ_NEEDS_STAGE3))
       return errorAt(h) << "zero_optimization.zero_hpz_partition_size: hpZ "
                            "needs ZeRO stage 3, the stage is "
                         << s.stage.getValue();
-    if (s.worldSize % *h.value != 0)
+    if (breaks(ZRT_HPZ_DIVIDES_WORLD))
       return errorAt(h) << "zero_optimization.zero_hpz_partition_size: "
                         << *h.value << " does not divide the world size "
                         << s.worldSize.getValue();
-    if (s.offloadParam.getValue() != "none")
+    if (breaks(ZRT_HPZ_EXCLUDES_PARAM_OFFLOAD))
       return errorAt(h) << "zero_optimization.zero_hpz_partition_size: hpZ "
                            "does not combine with offload_param (device "
                         << s.offloadParam.getValue()
@@ -655,14 +678,18 @@ struct ApplyDeepSpeedConfigPass
       d << "zero_optimization.zero_quantized_gradients: ";
       return d;
     };
-    if (s.stage != 3)
+    zrt_variant_config variants = variantsOf(s);
+    auto breaks = [&](zrt_variant_rule rule) {
+      return zrt_variant_breaks(&variants, rule) != 0;
+    };
+    if (breaks(ZRT_QGZ_NEEDS_STAGE3))
       return fail() << "qgZ quantizes the gradient reduce-scatters of ZeRO "
                        "stage 3, the stage is "
                     << s.stage.getValue();
-    if (!s.reduceScatter)
+    if (breaks(ZRT_QGZ_NEEDS_REDUCE_SCATTER))
       return fail() << "qgZ replaces the gradient reduce-scatter; it does "
                        "not combine with reduce_scatter false";
-    if (s.micsShardSize > 0)
+    if (breaks(ZRT_QGZ_EXCLUDES_MICS))
       return fail() << "qgZ does not combine with MiCS (mics_shard_size "
                     << s.micsShardSize.getValue()
                     << "): DeepSpeed's MiCS reduces with the plain "
@@ -682,21 +709,28 @@ struct ApplyDeepSpeedConfigPass
       d << "zero_optimization.mics_shard_size: ";
       return d;
     };
-    if (s.stage != 3)
+    // The file's hpZ, whatever the options say.
+    zrt_variant_config variants = variantsOf(s);
+    variants.hpz_partition_size = cfg->hpzPartitionSize.value.value_or(1);
+    auto breaks = [&](zrt_variant_rule rule) {
+      return zrt_variant_breaks(&variants, rule) != 0;
+    };
+    if (breaks(ZRT_MICS_NEEDS_STAGE3))
       return fail() << "MiCS needs ZeRO stage 3, the stage is "
                     << s.stage.getValue();
-    if (s.worldSize >= 1 && (*m.value > s.worldSize || s.worldSize % *m.value))
+    if (s.worldSize >= 1 && breaks(ZRT_MICS_DIVIDES_WORLD))
       return fail() << "the shard groups of " << *m.value
                     << " ranks must divide the world size "
                     << s.worldSize.getValue();
-    for (auto [option, key] :
-         {std::pair(&s.offloadOptimizer, "offload_optimizer"),
-          std::pair(&s.offloadParam, "offload_param")})
-      if (option->getValue() != "none")
-        return fail() << "MiCS does not support offload (DeepSpeed refuses "
-                         "it), but "
-                      << key << " is on " << option->getValue();
-    if (cfg->hpzPartitionSize.value && *cfg->hpzPartitionSize.value > 1)
+    if (breaks(ZRT_MICS_EXCLUDES_OFFLOAD))
+      for (auto [option, key] :
+           {std::pair(&s.offloadOptimizer, "offload_optimizer"),
+            std::pair(&s.offloadParam, "offload_param")})
+        if (option->getValue() != "none")
+          return fail() << "MiCS does not support offload (DeepSpeed refuses "
+                           "it), but "
+                        << key << " is on " << option->getValue();
+    if (breaks(ZRT_HPZ_EXCLUDES_MICS))
       return fail() << "MiCS and hpZ exclude each other, but "
                        "zero_hpz_partition_size is "
                     << *cfg->hpzPartitionSize.value;

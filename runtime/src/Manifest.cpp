@@ -15,6 +15,7 @@
 #include "Support.h"
 
 #include "zero_rt/constants.h"
+#include "zero_rt/variants.h"
 
 #include <nlohmann/json.hpp>
 
@@ -520,21 +521,29 @@ void checkTopology(const Manifest &m) {
     invalid(topologyKey(Topology::ranksPerNodeKey) +
             std::to_string(m.ranksPerNode) +
             " does not divide the world size " + std::to_string(m.worldSize));
-  if (m.hpzPartitionSize < 1 || m.worldSize % m.hpzPartitionSize)
+  // DeepSpeed's rules for hpZ and MiCS (zero_rt/variants.h).
+  zrt_variant_config variants = {};
+  variants.stage = m.stage;
+  variants.world_size = m.worldSize;
+  variants.hpz_partition_size = m.hpzPartitionSize;
+  variants.mics_shard_size = m.micsShardSize;
+  auto breaks = [&](zrt_variant_rule rule) {
+    return zrt_variant_breaks(&variants, rule) != 0;
+  };
+  if (breaks(ZRT_HPZ_DIVIDES_WORLD))
     invalid(topologyKey(Topology::hpzPartitionSizeKey) +
             std::to_string(m.hpzPartitionSize) +
             " is not a positive divisor of the world size " +
             std::to_string(m.worldSize));
-  if (m.micsShardSize < 0 ||
-      (m.micsShardSize > 0 && m.worldSize % m.micsShardSize))
+  if (breaks(ZRT_MICS_DIVIDES_WORLD))
     invalid(topologyKey(Topology::micsShardSizeKey) +
             std::to_string(m.micsShardSize) +
             " does not divide the world size " + std::to_string(m.worldSize));
-  if ((m.hpzPartitionSize > 1 || m.micsShardSize > 0) && m.stage != 3)
+  if (breaks(ZRT_HPZ_NEEDS_STAGE3) || breaks(ZRT_MICS_NEEDS_STAGE3))
     invalid(topologyKey(m.hpzPartitionSize > 1 ? Topology::hpzPartitionSizeKey
                                                : Topology::micsShardSizeKey) +
             "needs stage 3, the program is stage " + std::to_string(m.stage));
-  if (m.hpzPartitionSize > 1 && m.micsShardSize > 0)
+  if (breaks(ZRT_HPZ_EXCLUDES_MICS))
     invalid(topologyKey(Topology::hpzPartitionSizeKey) +
             "and mics_shard_size exclude each other");
 }

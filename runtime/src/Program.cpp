@@ -143,8 +143,8 @@ extern "C" void zrt_ctx_store_grad(zrt_ctx *ctx, int32_t p, int64_t offset,
     zrt_add(part.computeDtype, dst, src, dst, count, count);
 }
 
-extern "C" void zrt_ctx_all_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
-                                         int64_t end, int32_t slot) {
+static void allReduceGrads(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
+                           int32_t slot) {
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_all_reduce_grads");
   checkRange(part, begin, end, part.counts[kGrads], "zrt_ctx_all_reduce_grads");
   char *g = element(ctx->buffer(p, kGrads), begin, part);
@@ -158,9 +158,8 @@ extern "C" void zrt_ctx_all_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
       nullptr, seq);
 }
 
-extern "C" void zrt_ctx_all_reduce_replicas(zrt_ctx *ctx, int32_t p,
-                                            int64_t begin, int64_t end,
-                                            int32_t slot) {
+static void allReduceReplicas(zrt_ctx *ctx, int32_t p, int64_t begin,
+                              int64_t end, int32_t slot) {
   const char *call = "zrt_ctx_all_reduce_replicas";
   const PartitionInfo &part = partition(ctx, p, call);
   if (ctx->manifest->stage != 3 || ctx->manifest->micsShardSize <= 0)
@@ -215,15 +214,14 @@ void reduceGradsInPlace(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
 }
 } // namespace
 
-extern "C" void zrt_ctx_reduce_scatter_grads(zrt_ctx *ctx, int32_t p,
-                                             int64_t begin, int64_t end,
-                                             int32_t slot) {
+static void reduceScatterGrads(zrt_ctx *ctx, int32_t p, int64_t begin,
+                               int64_t end, int32_t slot) {
   reduceGradsInPlace(ctx, p, begin, end, slot, kReduceScatter,
                      "zrt_ctx_reduce_scatter_grads");
 }
 
-extern "C" void zrt_ctx_reduce_grads(zrt_ctx *ctx, int32_t p, int64_t begin,
-                                     int64_t end, int32_t slot) {
+static void reduceGrads(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
+                        int32_t slot) {
   reduceGradsInPlace(ctx, p, begin, end, slot, kReduce, "zrt_ctx_reduce_grads");
 }
 
@@ -239,9 +237,8 @@ extern "C" void zrt_ctx_bucket_add(zrt_ctx *ctx, int32_t p, void *bucket,
     device::move(dst, src, count * part.computeBytes);
 }
 
-extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
-                                      int64_t end, const void *bucketIn,
-                                      int32_t toOwners, int32_t slot) {
+static void reduceBucket(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
+                         const void *bucketIn, int32_t toOwners, int32_t slot) {
   const char *call = "zrt_ctx_reduce_bucket";
   const PartitionInfo &part = partition(ctx, p, call);
   checkRange(part, begin, end, part.paddedNumel, call);
@@ -292,10 +289,9 @@ extern "C" void zrt_ctx_reduce_bucket(zrt_ctx *ctx, int32_t p, int64_t begin,
       seq);
 }
 
-extern "C" void zrt_ctx_reduce_bucket_quantized(zrt_ctx *ctx, int32_t p,
-                                                int64_t begin, int64_t end,
-                                                void *bucketIn, void *staging,
-                                                int32_t slot) {
+static void reduceBucketQuantized(zrt_ctx *ctx, int32_t p, int64_t begin,
+                                  int64_t end, void *bucketIn, void *staging,
+                                  int32_t slot) {
   const char *call = "zrt_ctx_reduce_bucket_quantized";
   const PartitionInfo &part = partition(ctx, p, call);
   checkRange(part, begin, end, part.paddedNumel, call);
@@ -332,9 +328,8 @@ extern "C" void zrt_ctx_reduce_bucket_quantized(zrt_ctx *ctx, int32_t p,
       seq);
 }
 
-extern "C" void zrt_ctx_all_gather_params(zrt_ctx *ctx, int32_t p,
-                                          int64_t begin, int64_t end,
-                                          int32_t slot) {
+static void allGatherParams(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
+                            int32_t slot) {
   const char *call = "zrt_ctx_all_gather_params";
   const PartitionInfo &part = partition(ctx, p, call);
   checkRange(part, begin, end, part.counts[kParams], call);
@@ -351,8 +346,7 @@ extern "C" void zrt_ctx_all_gather_params(zrt_ctx *ctx, int32_t p,
       nullptr, seq);
 }
 
-extern "C" void zrt_ctx_gather_partition(zrt_ctx *ctx, int32_t p, void *out,
-                                         int32_t slot) {
+static void gatherPartition(zrt_ctx *ctx, int32_t p, void *out, int32_t slot) {
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_gather_partition");
   if (ctx->manifest->stage != 3)
     fatal("zrt_ctx_gather_partition: needs a stage-3 program");
@@ -383,8 +377,8 @@ static void forEachQuantPiece(const std::vector<int64_t> &starts, int64_t lo,
   fn(begin, hi, offset);
 }
 
-extern "C" void zrt_ctx_gather_quantized(zrt_ctx *ctx, int32_t p, void *staging,
-                                         void *out, int32_t slot) {
+static void gatherQuantized(zrt_ctx *ctx, int32_t p, void *staging, void *out,
+                            int32_t slot) {
   const char *call = "zrt_ctx_gather_quantized";
   const PartitionInfo &part = partition(ctx, p, call);
   if (ctx->manifest->stage != 3)
@@ -439,9 +433,8 @@ extern "C" void zrt_ctx_gather_quantized(zrt_ctx *ctx, int32_t p, void *staging,
       seq);
 }
 
-extern "C" void zrt_ctx_gather_staged(zrt_ctx *ctx, int32_t p,
-                                      const void *shard, void *out,
-                                      int32_t slot) {
+static void gatherStaged(zrt_ctx *ctx, int32_t p, const void *shard, void *out,
+                         int32_t slot) {
   const char *call = "zrt_ctx_gather_staged";
   const PartitionInfo &part = partition(ctx, p, call);
   if (!part.paramsOffloaded())
@@ -478,8 +471,7 @@ extern "C" void zrt_ctx_store_secondary(zrt_ctx *ctx, int32_t p,
                n * part.computeBytes);
 }
 
-extern "C" void zrt_ctx_gather_secondary(zrt_ctx *ctx, int32_t p, void *out,
-                                         int32_t slot) {
+static void gatherSecondary(zrt_ctx *ctx, int32_t p, void *out, int32_t slot) {
   const char *call = "zrt_ctx_gather_secondary";
   const PartitionInfo &part = partition(ctx, p, call);
   int64_t n = secondaryNumel(ctx, part, call);
@@ -641,8 +633,8 @@ extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
                         stats);
 }
 
-extern "C" void zrt_ctx_all_reduce_stats(zrt_ctx *ctx, const float *in,
-                                         float *out, int32_t slot) {
+static void allReduceOverflowNorm(zrt_ctx *ctx, const float *in, float *out,
+                                  int32_t slot) {
   Group &group = worldGroup(ctx);
   int64_t seq = record(ctx, "all_reduce stats", kAllReduce, group,
                        2 * int64_t(sizeof(float)));
@@ -748,7 +740,7 @@ extern "C" void zrt_ctx_count_labels(zrt_ctx *ctx, int32_t labelType,
   ctx->microLabels[ctx->micro] = count;
 }
 
-extern "C" void zrt_ctx_all_reduce_labels(zrt_ctx *ctx, int64_t *count) {
+static void allReduceLabels(zrt_ctx *ctx, int64_t *count) {
   int64_t local = 0;
   for (int64_t c : ctx->microLabels)
     local += c;
@@ -986,3 +978,9 @@ extern "C" void zrt_ctx_trace_dead(zrt_ctx *ctx, int64_t offset,
                                    int64_t bytes) {
   traceDead(offset, bytes, ctx->manifest->arenaBytes);
 }
+
+// The collectives' C entry points, each a call of its implementation above,
+// generated from the ABI table.
+#define ZRT_COLLECTIVE(name, impl, ret, params, args)                          \
+  extern "C" ret name params { return impl args; }
+#include "zero_rt/abi.def"

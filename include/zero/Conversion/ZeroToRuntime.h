@@ -18,6 +18,10 @@ namespace mlir::zero {
 /// compute op of the `nn` dialect and of `zero.cast`.
 void registerRuntimeKernelModels(DialectRegistry &registry);
 
+/// Attaches the runtime collective models (RuntimeCollectiveOpInterface) of
+/// the `zero` dialect's collectives.
+void registerRuntimeCollectiveModels(DialectRegistry &registry);
+
 /// The LLVM type of runtime function `name`, derived from its C prototype in
 /// the runtime's ABI table (`zero_rt/abi.def`); null unless `name` is a
 /// function generated code may call (a kernel or a `zrt_ctx_*` call).

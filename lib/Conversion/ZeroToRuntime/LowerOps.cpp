@@ -55,7 +55,45 @@ private:
   ArrayRef<Value> in, out;
 };
 
+/// A collective's view of the lowering: the planned buffers, its temporary
+/// in the step arena, partition indices, token slots and checked calls.
+class CollectiveCalls : public CollectiveCallBuilder {
+public:
+  CollectiveCalls(Lowering &l, Operation *op) : l(l), op(op) {}
+  Value context() override { return l.ctx; }
+  Value pointer(Value v) override { return l.ptrOrNull(v); }
+  Value offsetPointer(Value base, int64_t bytes) override {
+    return LLVM::GEPOp::create(l.b, l.loc, l.ptrType(), l.b.getI8Type(), base,
+                               ArrayRef<LLVM::GEPArg>{l.i64(bytes)});
+  }
+  Value temporary(int64_t offset) override {
+    return l.ctxPtr(false, l.tempOffsets.lookup(op) + offset);
+  }
+  int32_t partitionIndex(SymbolRefAttr group) override {
+    return l.partitionIndex(group);
+  }
+  int32_t slotOf(Value token) override { return l.slotOf(token); }
+  Value i32(int64_t v) override { return l.i32(v); }
+  Value i64(int64_t v) override { return l.i64(v); }
+  Value f64(double v) override { return l.f64(v); }
+  Value dtype(Type elementType) override { return l.dtype(elementType); }
+  const StepSchedule &getSchedule() override { return l.s; }
+  bool isCountingLabels() override { return l.countingLabels; }
+  LogicalResult call(StringRef callee, ArrayRef<Value> args) override {
+    return l.call(callee, args);
+  }
+
+private:
+  Lowering &l;
+  Operation *op;
+};
+
 } // namespace mlir::zero::lowering
+
+LogicalResult Lowering::lowerCollective(RuntimeCollectiveOpInterface op) {
+  CollectiveCalls calls(*this, op);
+  return op.buildCollectiveCall(calls);
+}
 
 LogicalResult Lowering::lowerCompute(RuntimeKernelOpInterface op) {
   SmallVector<Value> in, out;
@@ -78,73 +116,6 @@ LogicalResult Lowering::lowerCompute(RuntimeKernelOpInterface op) {
 //===----------------------------------------------------------------------===//
 // ZeRO ops
 //===----------------------------------------------------------------------===//
-
-template <typename OpT>
-LogicalResult Lowering::lowerBucketReduction(OpT op, bool toOwners) {
-  Value bucket = ctxPtr(false, tempOffsets.lookup(op));
-  int32_t part = partitionIndex(op.getGroupAttr());
-  int64_t at = 0, total = op.getEnd() - op.getBegin();
-  for (auto [src, off] : llvm::zip(op.getSources(), op.getSourceOffsets())) {
-    int64_t take = std::min(numel(src) - off, total - at);
-    FailureOr<Value> base = ptr(src);
-    if (failed(base))
-      return failure();
-    Value from = LLVM::GEPOp::create(
-        b, loc, ptrType(), b.getI8Type(), *base,
-        ArrayRef<LLVM::GEPArg>{i64(off * getElementBytes(elemType(src)))});
-    callVoid("zrt_ctx_bucket_add",
-             {ctx, i32(part), bucket, i64(at), from, i64(take)});
-    at += take;
-  }
-  if (cast<CollectiveOpInterface>(op.getOperation()).getQuantizationBits()) {
-    // qgZ: the staging follows the bucket in the same temporary.
-    FailureOr<StepSchedule::ReductionTemp> temp =
-        s.getReductionTemp(op.getOperation());
-    if (failed(temp))
-      return op.emitOpError("its bucket and staging overflow int64");
-    Value staging = ctxPtr(false, tempOffsets.lookup(op) + temp->stagingOffset);
-    callVoid("zrt_ctx_reduce_bucket_quantized",
-             {ctx, i32(part), i64(op.getBegin()), i64(op.getEnd()), bucket,
-              staging, i32(slotOf(op.getToken()))});
-    return success();
-  }
-  callVoid("zrt_ctx_reduce_bucket",
-           {ctx, i32(part), i64(op.getBegin()), i64(op.getEnd()), bucket,
-            i32(toOwners), i32(slotOf(op.getToken()))});
-  return success();
-}
-
-LogicalResult Lowering::lowerStage3Gather(Operation *op, int32_t part,
-                                          Value shard, Value result,
-                                          int32_t slot) {
-  FailureOr<Value> out = ptr(result);
-  if (failed(out))
-    return failure();
-  if (cast<CollectiveOpInterface>(op).getQuantizationBits()) {
-    Value staging = ctxPtr(false, tempOffsets.lookup(op));
-    callVoid("zrt_ctx_gather_quantized",
-             {ctx, i32(part), staging, *out, i32(slot)});
-    return success();
-  }
-  if (!shard) {
-    callVoid("zrt_ctx_gather_partition", {ctx, i32(part), *out, i32(slot)});
-    return success();
-  }
-  FailureOr<Value> in = ptr(shard);
-  if (failed(in))
-    return failure();
-  callVoid("zrt_ctx_gather_staged", {ctx, i32(part), *in, *out, i32(slot)});
-  return success();
-}
-
-LogicalResult Lowering::lowerSecondaryGather(int32_t part, Value result,
-                                             int32_t slot) {
-  FailureOr<Value> out = ptr(result);
-  if (failed(out))
-    return failure();
-  callVoid("zrt_ctx_gather_secondary", {ctx, i32(part), *out, i32(slot)});
-  return success();
-}
 
 Value Lowering::ptrOrNull(Value v) {
   FailureOr<Value> r = ptr(v);
@@ -169,7 +140,7 @@ LogicalResult Lowering::lowerGrad(GradOp g) {
   return success();
 }
 
-/// The loss scale, the label count and share, and the loss returned.
+/// The loss scale, the label share, and the loss returned.
 LogicalResult Lowering::lowerLossOp(Operation *op) {
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](LossScaleOp o) -> LogicalResult {
@@ -177,24 +148,6 @@ LogicalResult Lowering::lowerLossOp(Operation *op) {
         if (!out)
           return failure();
         callVoid("zrt_ctx_loss_scale", {ctx, out});
-        return success();
-      })
-      .Case([&](CountLabelsOp o) -> LogicalResult {
-        // The label count function counts each micro batch's labels; the
-        // first micro step sums the counts over the ranks.
-        if (countingLabels) {
-          Value labels = ptrOrNull(o.getLabels());
-          if (!labels)
-            return failure();
-          callVoid("zrt_ctx_count_labels",
-                   {ctx, dtype(elemType(o.getLabels())), labels,
-                    i64(numel(o.getLabels())), i64(o.getIgnoreIndex())});
-          return success();
-        }
-        Value out = ptrOrNull(o.getCount());
-        if (!out)
-          return failure();
-        callVoid("zrt_ctx_all_reduce_labels", {ctx, out});
         return success();
       })
       .Case([&](LabelShareOp o) -> LogicalResult {
@@ -211,84 +164,6 @@ LogicalResult Lowering::lowerLossOp(Operation *op) {
           return failure();
         callVoid("zrt_ctx_set_loss", {ctx, loss});
         return success();
-      });
-}
-
-/// Gradient reductions and all-reduces.
-LogicalResult Lowering::lowerReduction(Operation *op) {
-  return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<ReduceScatterOp, ReduceOp>([&](auto o) -> LogicalResult {
-        // In place (stage 1; with reduce-scatter=false too, since the owners
-        // end up with the same sums) the runtime reduce-scatters the range of
-        // the persistent grads buffer; a reduce's bytes count as a reduce.
-        if (o.getBuffer()) {
-          callVoid(std::is_same_v<decltype(o), ReduceOp>
-                       ? "zrt_ctx_reduce_grads"
-                       : "zrt_ctx_reduce_scatter_grads",
-                   {ctx, i32(partitionIndex(o.getGroupAttr())),
-                    i64(o.getBegin()), i64(o.getEnd()),
-                    i32(slotOf(o.getToken()))});
-          return success();
-        }
-        return lowerBucketReduction(
-            o, /*toOwners=*/std::is_same_v<decltype(o), ReduceOp>);
-      })
-      .Case([&](AllReduceOp o) -> LogicalResult {
-        int32_t slot = slotOf(o.getToken());
-        if (o.getOverReplicas()) {
-          callVoid("zrt_ctx_all_reduce_replicas",
-                   {ctx, i32(partitionIndex(o.getGroupAttr())),
-                    i64(*o.getBegin()), i64(*o.getEnd()), i32(slot)});
-          return success();
-        }
-        if (o.getBuffer()) {
-          callVoid("zrt_ctx_all_reduce_grads",
-                   {ctx, i32(partitionIndex(o.getGroupAttr())),
-                    i64(*o.getBegin()), i64(*o.getEnd()), i32(slot)});
-          return success();
-        }
-        if (o.getKind() != ReduceKind::overflow_norm)
-          return o.emitOpError("only the overflow_norm value form lowers to "
-                               "the runtime");
-        Value in = ptrOrNull(o.getInput()), out = ptrOrNull(o.getResult());
-        if (!in || !out)
-          return failure();
-        callVoid("zrt_ctx_all_reduce_stats", {ctx, in, out, i32(slot)});
-        return success();
-      });
-}
-
-/// Parameter gathers and the hpZ secondary shards.
-LogicalResult Lowering::lowerGather(Operation *op) {
-  return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](StoreSecondaryOp o) -> LogicalResult {
-        Value full = ptrOrNull(o.getFull());
-        if (!full)
-          return failure();
-        callVoid("zrt_ctx_store_secondary",
-                 {ctx, i32(partitionIndex(o.getGroupAttr())), full});
-        return success();
-      })
-      .Case([&](AllGatherOp o) -> LogicalResult {
-        int32_t part = partitionIndex(o.getGroupAttr());
-        int32_t slot = slotOf(o.getToken());
-        if (o.getSecondary())
-          return lowerSecondaryGather(part, o.getResult(), slot);
-        if (o.getBuffer()) {
-          callVoid("zrt_ctx_all_gather_params",
-                   {ctx, i32(part), i64(*o.getBegin()), i64(*o.getEnd()),
-                    i32(slot)});
-          return success();
-        }
-        return lowerStage3Gather(o, part, o.getShard(), o.getResult(), slot);
-      })
-      .Case([&](PrefetchOp o) -> LogicalResult {
-        if (o.getSecondary())
-          return lowerSecondaryGather(partitionIndex(o.getGroupAttr()),
-                                      o.getResult(), slotOf(o.getToken()));
-        return lowerStage3Gather(o, partitionIndex(o.getGroupAttr()),
-                                 o.getShard(), o.getResult(),
-                                 slotOf(o.getToken()));
       });
 }
 
@@ -398,18 +273,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
     return lowerCompute(kernel);
+  if (auto collective = dyn_cast<RuntimeCollectiveOpInterface>(op))
+    return lowerCollective(collective);
   if (!isa<ZeroDialect>(op->getDialect()))
     return op->emitOpError(
         "has no runtime kernel model (RuntimeKernelOpInterface), so "
         "convert-zero-to-runtime cannot lower it");
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](GradOp o) { return lowerGrad(o); })
-      .Case<LossScaleOp, CountLabelsOp, LabelShareOp, ReturnOp>(
+      .Case<LossScaleOp, LabelShareOp, ReturnOp>(
           [&](Operation *o) { return lowerLossOp(o); })
-      .Case<ReduceScatterOp, ReduceOp, AllReduceOp>(
-          [&](Operation *o) { return lowerReduction(o); })
-      .Case<StoreSecondaryOp, AllGatherOp, PrefetchOp>(
-          [&](Operation *o) { return lowerGather(o); })
       .Case([&](WaitOp o) -> LogicalResult {
         callVoid("zrt_ctx_wait", {ctx, i32(slotOf(o.getToken()))});
         return success();

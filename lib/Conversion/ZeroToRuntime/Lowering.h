@@ -19,6 +19,7 @@
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Interfaces/RuntimeCollectiveOpInterface.h"
 #include "zero/Interfaces/RuntimeKernelOpInterface.h"
 
 #include "zero_rt/zrt.h"
@@ -108,27 +109,14 @@ private:
   // The ZeRO ops by family; each takes only the ops lowerOp gives it.
   LogicalResult lowerGrad(GradOp g);
   LogicalResult lowerLossOp(Operation *op);
-  LogicalResult lowerReduction(Operation *op);
-  LogicalResult lowerGather(Operation *op);
   LogicalResult lowerOptimizerOp(Operation *op);
   LogicalResult lowerTransfer(TransferOp o);
   /// The memory-tracing calls around op `index` of the step: its position
   /// and the step-arena bytes that become live before it runs (`before`) or
   /// dead after it.
   void traceMemory(int64_t index, bool before);
-  /// Packs the source gradients of a reduction into its bucket and reduces
-  /// it (zero.reduce_scatter from sources, or zero.reduce).
-  template <typename OpT>
-  LogicalResult lowerBucketReduction(OpT op, bool toOwners);
-  /// A stage-3 gather `op` of partition `part` into `result`, from the
-  /// params shard or from a staged copy of it (`shard`, parameter offload);
-  /// a quantized one through its planned staging buffer.
-  LogicalResult lowerStage3Gather(Operation *op, int32_t part, Value shard,
-                                  Value result, int32_t slot);
-  /// hpZ: a gather of partition `part`'s secondary shards over this rank's
-  /// hpZ group into `result`.
-  LogicalResult lowerSecondaryGather(int32_t part, Value result, int32_t slot);
   LogicalResult lowerCompute(RuntimeKernelOpInterface op);
+  LogicalResult lowerCollective(RuntimeCollectiveOpInterface op);
   /// The index of a partition in the schedule (and the manifest), or -1.
   int32_t partitionIndex(SymbolRefAttr ref) {
     return partitionIndices.lookup_or(ref.getLeafReference(), -1);
@@ -189,6 +177,7 @@ private:
   bool callFailed = false;
 
   friend class KernelCalls;
+  friend class CollectiveCalls;
 };
 
 } // namespace mlir::zero::lowering

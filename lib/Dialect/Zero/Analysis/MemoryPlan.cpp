@@ -317,33 +317,19 @@ void Planner::indexOps() {
 
 void Planner::collectExtraUses() {
   for (Operation &op : body) {
+    // A reduction reads its sources, a gather its staged shard (parameter
+    // offload), a copy its staged new parameters, until their waits.
     Value token;
-    ValueRange sources;
-    if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
-      token = rs.getToken();
-      sources = rs.getSources();
-    } else if (auto r = dyn_cast<ReduceOp>(op)) {
-      token = r.getToken();
-      sources = r.getSources();
-    }
-    // Parameter offload: a gather reads its staged shard, a copy its
-    // staged new parameters, until their waits.
-    Value staged;
-    if (auto pf = dyn_cast<PrefetchOp>(op)) {
-      token = pf.getToken();
-      staged = pf.getShard();
-    } else if (auto ag = dyn_cast<AllGatherOp>(op)) {
-      token = ag.getToken();
-      staged = ag.getShard();
-    } else if (auto t = dyn_cast<TransferOp>(op)) {
+    SmallVector<std::pair<Value, std::pair<int64_t, int64_t>>> reads;
+    if (auto coll = dyn_cast<CollectiveOpInterface>(op)) {
+      token = coll.getToken();
+      reads = coll.getInFlightReads();
+    } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
       token = t.getToken();
-      staged = t.getInput();
+      reads = t.getInFlightReads();
     }
-    SmallVector<Value> read(sources.begin(), sources.end());
-    if (staged)
-      read.push_back(staged);
     if (Operation *wait = getWait(token))
-      for (Value s : read)
+      for (auto [s, range] : reads)
         extraUse[getViewRoot(s)] =
             std::max(extraUse.lookup(getViewRoot(s)), index[wait]);
   }
@@ -443,7 +429,9 @@ void Planner::addResultBuffers(Operation &op, int64_t i) {
     b.bytes = getTensorBytes(r.getType());
     // A staged parameter shard belongs to its gather; the device Adam's
     // staged new parameters to the optimizer.
-    if (isa<AllGatherOp, PrefetchOp, TransferOp>(op))
+    auto coll = dyn_cast<CollectiveOpInterface>(op);
+    if ((coll && coll.getCollectiveKind() == CollectiveKind::all_gather) ||
+        isa<TransferOpInterface>(op))
       b.category = MemoryCategory::GatherBuffers;
     else if (isa<LossScaleOp, CheckOverflowOp, AllReduceOp, AdamOp>(op))
       b.category = MemoryCategory::Optimizer;
@@ -459,16 +447,11 @@ LogicalResult Planner::addTempBuffer(Operation &op, int64_t i) {
   // Bucket buffer of a source-form reduction, with a quantized
   // reduce-scatter's staging after it: from the op to its wait.
   int64_t bucketBytes = 0;
-  Value token;
-  bool fromSources = false;
-  if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
-    fromSources = !rs.getSources().empty();
-    token = rs.getToken();
-  } else if (auto r = dyn_cast<ReduceOp>(op)) {
-    fromSources = !r.getSources().empty();
-    token = r.getToken();
-  }
-  if (fromSources) {
+  auto coll = dyn_cast<CollectiveOpInterface>(op);
+  if (!coll)
+    return success();
+  Value token = coll.getToken();
+  if (coll.reducesBucket()) {
     FailureOr<StepSchedule::ReductionTemp> temp =
         schedule.getReductionTemp(&op);
     if (failed(temp))
@@ -478,14 +461,13 @@ LogicalResult Planner::addTempBuffer(Operation &op, int64_t i) {
   // Staging buffer of a quantized gather: every member's quantized shard,
   // from the op to its completion.
   MemoryCategory tempCategory = MemoryCategory::ReduceBuckets;
-  if (auto coll = dyn_cast<CollectiveOpInterface>(op);
-      coll && coll.getQuantizationBits() && isa<AllGatherOp, PrefetchOp>(op)) {
+  if (coll.getQuantizationBits() &&
+      coll.getCollectiveKind() == CollectiveKind::all_gather) {
     PartitionOp g = schedule.lookupPartition(coll.getGroupAttr())->partition;
     if (__builtin_mul_overflow(
             schedule.getRankSet(coll, /*rank=*/0).size,
             g.getQuantizedSlotBytes(coll.getQuantizationBits()), &bucketBytes))
       return tooLarge("a quantized gather's staging buffer");
-    token = coll.getToken();
     tempCategory = MemoryCategory::GatherBuffers;
   }
   if (bucketBytes) {

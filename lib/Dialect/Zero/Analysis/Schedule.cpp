@@ -70,8 +70,7 @@ StepSchedule::getReductionTemp(Operation *reduction) const {
                              &t.bucketBytes))
     return failure();
   t.stagingOffset = t.bucketBytes;
-  auto rs = dyn_cast<ReduceScatterOp>(reduction);
-  if (!rs || !rs.getQuantized())
+  if (!coll.getQuantizationBits())
     return t;
   // The parts of a group over the world (qgZ runs without MiCS) are at
   // most the shard, so the staging below fits int64 when the shard does.

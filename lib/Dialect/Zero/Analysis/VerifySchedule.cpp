@@ -33,25 +33,27 @@ bool overlaps(ElementRange a, ElementRange b) {
   return a.first < b.second && b.first < a.second;
 }
 
-bool isCollective(Operation *op) {
-  return isa<AllGatherOp, ReduceScatterOp, ReduceOp, AllReduceOp, PrefetchOp>(
-      op);
+/// The completion token of an asynchronous collective or transfer.
+Value getToken(Operation *op) {
+  if (auto coll = dyn_cast<CollectiveOpInterface>(op))
+    return coll.getToken();
+  if (auto t = dyn_cast<TransferOpInterface>(op))
+    return t.getToken();
+  return {};
 }
 
-Value getToken(Operation *op) {
-  if (auto o = dyn_cast<AllGatherOp>(op))
-    return o.getToken();
-  if (auto o = dyn_cast<ReduceScatterOp>(op))
-    return o.getToken();
-  if (auto o = dyn_cast<ReduceOp>(op))
-    return o.getToken();
-  if (auto o = dyn_cast<AllReduceOp>(op))
-    return o.getToken();
-  if (auto o = dyn_cast<PrefetchOp>(op))
-    return o.getToken();
-  if (auto o = dyn_cast<TransferOpInterface>(op))
-    return o.getToken();
+/// What a collective or transfer reads until it completes.
+SmallVector<std::pair<Value, ElementRange>> getInFlightReads(Operation *op) {
+  if (auto coll = dyn_cast<CollectiveOpInterface>(op))
+    return coll.getInFlightReads();
+  if (auto t = dyn_cast<TransferOpInterface>(op))
+    return t.getInFlightReads();
   return {};
+}
+
+bool isGradReduction(Operation *op) {
+  auto coll = dyn_cast<CollectiveOpInterface>(op);
+  return coll && coll.getCoverageRole() == CoverageRole::grad_reduction;
 }
 
 /// One gradient reduction or parameter gather over a layout range.
@@ -169,8 +171,6 @@ private:
 
   /// Describes layout elements [b, e) of a partition by parameter names.
   std::string describe(PartitionOp p, ElementRange r);
-  /// The source ranges (elements of each source value) a reduction reads.
-  SmallVector<std::pair<Value, ElementRange>> sourceReads(Operation *op);
 
   const StepSchedule &schedule;
   DenseMap<Operation *, int64_t> index;
@@ -199,7 +199,8 @@ std::string ScheduleVerifier::describe(PartitionOp p, ElementRange r) {
 LogicalResult ScheduleVerifier::checkControlFlow() {
   TrainStepOp step = schedule.getStep();
   WalkResult result = step.getBody().walk([&](Operation *op) {
-    if (isCollective(op) && op->getParentOp() != step.getOperation()) {
+    if (isa<CollectiveOpInterface>(op) &&
+        op->getParentOp() != step.getOperation()) {
       op->emitOpError("is nested in control flow: whether it runs could "
                       "depend on the rank, and a collective that some ranks "
                       "skip hangs the others");
@@ -208,43 +209,6 @@ LogicalResult ScheduleVerifier::checkControlFlow() {
     return WalkResult::advance();
   });
   return failure(result.wasInterrupted());
-}
-
-SmallVector<std::pair<Value, ElementRange>>
-ScheduleVerifier::sourceReads(Operation *op) {
-  SmallVector<std::pair<Value, ElementRange>> reads;
-  ValueRange sources;
-  ArrayRef<int64_t> offsets;
-  int64_t total = 0;
-  if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
-    sources = rs.getSources();
-    offsets = rs.getSourceOffsets();
-    total = rs.getEnd() - rs.getBegin();
-  } else if (auto r = dyn_cast<ReduceOp>(op)) {
-    sources = r.getSources();
-    offsets = r.getSourceOffsets();
-    total = r.getEnd() - r.getBegin();
-  }
-  for (auto [v, off] : llvm::zip(sources, offsets)) {
-    int64_t n = cast<RankedTensorType>(v.getType()).getNumElements();
-    int64_t take = std::min(n - off, total);
-    reads.push_back({v, {off, off + take}});
-    total -= take;
-  }
-  // Parameter offload: a gather reads its staged shard and a store its
-  // staged new parameters, whole, until they complete.
-  Value staged;
-  if (auto ag = dyn_cast<AllGatherOp>(op))
-    staged = ag.getShard();
-  else if (auto pf = dyn_cast<PrefetchOp>(op))
-    staged = pf.getShard();
-  else if (auto t = dyn_cast<TransferOp>(op))
-    staged = t.getInput();
-  if (staged)
-    reads.push_back(
-        {staged,
-         {0, cast<RankedTensorType>(staged.getType()).getNumElements()}});
-  return reads;
 }
 
 PartitionOp ScheduleVerifier::findGroup(SymbolRefAttr ref) {
@@ -415,7 +379,7 @@ LogicalResult ScheduleVerifier::checkFreeInFlight(FreeOp f,
     for (const InFlightOps::SourceRead &read : reads->second)
       if (read.source != root || overlaps(read.range, freedRange)) {
         Operation *issuer = inFlight.pending[read.pending].op;
-        bool reduction = isa<ReduceScatterOp, ReduceOp>(issuer);
+        bool reduction = isGradReduction(issuer);
         InFlightDiagnostic d = f.emitOpError(
             reduction ? "frees a gradient that an asynchronous reduction "
                         "still reads (free it after the zero.wait of its "
@@ -444,7 +408,7 @@ void ScheduleVerifier::retireWait(WaitOp wait, InFlightOps &inFlight) {
       llvm::erase(inFlight.pendingOnBuffer[{p.group.getOperation(),
                                             static_cast<unsigned>(kind)}],
                   i);
-    for (auto [src, r] : sourceReads(p.op))
+    for (auto [src, r] : getInFlightReads(p.op))
       llvm::erase_if(inFlight.pendingReadsOf[getViewRoot(src)],
                      [&](const InFlightOps::SourceRead &read) {
                        return read.pending == i;
@@ -474,35 +438,14 @@ LogicalResult ScheduleVerifier::checkTokenUses(Operation &op, Value token) {
 /// Records what an asynchronous op touches until its wait.
 void ScheduleVerifier::issueAsync(Operation &op, InFlightOps &inFlight) {
   InFlightOps::Pending p{&op, {}, {}, {0, 0}};
-  if (auto ag = dyn_cast<AllGatherOp>(op)) {
-    p.group = findGroup(ag.getGroupAttr());
-    if (ag.getBuffer()) {
-      p.buffers = {{BufferKind::params, true}};
-      p.range = {*ag.getBegin(), *ag.getEnd()};
-    } else {
-      inFlight.resultPendingUntil[ag.getResult()] = &op;
-    }
-  } else if (auto pf = dyn_cast<PrefetchOp>(op)) {
-    p.group = findGroup(pf.getGroupAttr());
-    inFlight.resultPendingUntil[pf.getResult()] = &op;
-  } else if (auto ar = dyn_cast<AllReduceOp>(op)) {
-    p.group = findGroup(ar.getGroupAttr());
-    if (ar.getBuffer()) {
-      p.buffers = {{BufferKind::grads, true}};
-      p.range = {*ar.getBegin(), *ar.getEnd()};
-    } else {
-      inFlight.resultPendingUntil[ar.getResult()] = &op;
-    }
-  } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
+  if (auto coll = dyn_cast<CollectiveOpInterface>(op)) {
     // In place or into the shard accumulator, the rank writes its owned
-    // part of [begin, end) of the layout.
-    p.group = findGroup(rs.getGroupAttr());
-    p.buffers = {{BufferKind::grads, true}};
-    p.range = {rs.getBegin(), rs.getEnd()};
-  } else if (auto r = dyn_cast<ReduceOp>(op)) {
-    p.group = findGroup(r.getGroupAttr());
-    p.buffers = {{BufferKind::grads, true}};
-    p.range = {r.getBegin(), r.getEnd()};
+    // part of the range of the layout.
+    p.group = findGroup(coll.getGroupAttr());
+    if (std::optional<BufferKind> written = coll.getWrittenBuffer()) {
+      p.buffers = {{*written, true}};
+      p.range = *coll.getElementRange();
+    }
   } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
     p.group = findGroup(t.getGroupAttr());
     if (t.getSourceBuffer())
@@ -511,17 +454,18 @@ void ScheduleVerifier::issueAsync(Operation &op, InFlightOps &inFlight) {
       p.buffers.push_back({*t.getTargetBuffer(), true});
     p.range =
         t.getElementRange().value_or(ElementRange{0, p.group.getNumelValue()});
-    if (auto transfer = dyn_cast<TransferOp>(op);
-        transfer && transfer.getStaged())
-      inFlight.resultPendingUntil[transfer.getStaged()] = &op;
   }
+  // Its results (a gathered group, a staged shard) are ready at its wait.
+  for (Value r : op.getResults())
+    if (isa<RankedTensorType>(r.getType()))
+      inFlight.resultPendingUntil[r] = &op;
   size_t i = inFlight.pending.size();
   inFlight.pendingIndex[&op] = i;
   for (auto [kind, writes] : p.buffers)
     inFlight
         .pendingOnBuffer[{p.group.getOperation(), static_cast<unsigned>(kind)}]
         .push_back(i);
-  for (auto [src, r] : sourceReads(&op))
+  for (auto [src, r] : getInFlightReads(&op))
     inFlight.pendingReadsOf[getViewRoot(src)].push_back({i, src, r});
   inFlight.pending.push_back(p);
 }
@@ -613,7 +557,7 @@ LogicalResult ScheduleVerifier::checkFrees() {
       continue;
     }
     // What each operand reads.
-    SmallVector<std::pair<Value, ElementRange>> reads = sourceReads(&op);
+    SmallVector<std::pair<Value, ElementRange>> reads = getInFlightReads(&op);
     llvm::SmallDenseSet<Value, 8> seen;
     for (auto &read : reads)
       seen.insert(read.first);
@@ -708,25 +652,21 @@ LogicalResult ScheduleVerifier::recordCoverage(Operation &op, int64_t i,
   };
   if (auto g = dyn_cast<GradOp>(op)) {
     c.gradWrittenAt[g.getParamAttr().getAttr()] = i;
-  } else if (auto ar = dyn_cast<AllReduceOp>(op); ar && ar.getBuffer()) {
-    if (ar.getOverReplicas() && schedule.getMicsReplicas() == 1)
+  } else if (auto coll = dyn_cast<CollectiveOpInterface>(op)) {
+    CoverageRole role = coll.getCoverageRole();
+    if (role == CoverageRole::replica_sum && schedule.getMicsReplicas() == 1)
       return op.emitOpError("sums gradients over the MiCS replicas, but "
                             "the schedule has none (no mics_shard_size "
                             "below the world size)");
-    (ar.getOverReplicas() ? c.replicaSums
-                          : c.reductions)[partitionOf(ar.getGroupAttr())]
-        .push_back({&op, {*ar.getBegin(), *ar.getEnd()}});
+    auto *ranges = role == CoverageRole::grad_reduction ? &c.reductions
+                   : role == CoverageRole::replica_sum  ? &c.replicaSums
+                   : role == CoverageRole::param_gather ? &c.gathers
+                                                        : nullptr;
+    if (ranges)
+      (*ranges)[partitionOf(coll.getGroupAttr())].push_back(
+          {&op, *coll.getElementRange()});
   } else if (isa<CheckOverflowOp>(op)) {
     c.overflowChecks.push_back(&op);
-  } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
-    c.reductions[partitionOf(rs.getGroupAttr())].push_back(
-        {&op, {rs.getBegin(), rs.getEnd()}});
-  } else if (auto r = dyn_cast<ReduceOp>(op)) {
-    c.reductions[partitionOf(r.getGroupAttr())].push_back(
-        {&op, {r.getBegin(), r.getEnd()}});
-  } else if (auto ag = dyn_cast<AllGatherOp>(op); ag && ag.getBuffer()) {
-    c.gathers[partitionOf(ag.getGroupAttr())].push_back(
-        {&op, {*ag.getBegin(), *ag.getEnd()}});
   } else if (auto adam = dyn_cast<AdamOp>(op)) {
     c.updates[partitionOf(adam.getGroupAttr())].push_back(adam);
   } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
@@ -739,11 +679,10 @@ LogicalResult ScheduleVerifier::recordCoverage(Operation &op, int64_t i,
 
 /// A staged shard is a fetch of the gathered group's own shard.
 LogicalResult ScheduleVerifier::checkStagedShard(Operation &op) {
-  Value shard = isa<AllGatherOp>(op)  ? cast<AllGatherOp>(op).getShard()
-                : isa<PrefetchOp>(op) ? cast<PrefetchOp>(op).getShard()
-                                      : Value();
-  if (auto fetch = shard ? shard.getDefiningOp<TransferOp>() : TransferOp()) {
-    auto coll = cast<CollectiveOpInterface>(op);
+  auto coll = dyn_cast<CollectiveOpInterface>(op);
+  Value shard = coll ? coll.getStagedShard() : Value();
+  if (auto fetch = shard ? shard.getDefiningOp<TransferOpInterface>()
+                         : TransferOpInterface()) {
     if (fetch.getGroupAttr() != coll.getGroupAttr())
       return op.emitOpError("gathers @")
              << coll.getGroupAttr().getValue() << " from a staged shard of "
@@ -756,19 +695,17 @@ LogicalResult ScheduleVerifier::checkStagedShard(Operation &op) {
 /// their layout positions.
 LogicalResult ScheduleVerifier::checkReductionSources(Operation &op,
                                                       const CoverageOps &c) {
-  SmallVector<std::pair<Value, ElementRange>> reads;
-  if (isa<ReduceScatterOp, ReduceOp>(op))
-    reads = sourceReads(&op);
+  if (!isGradReduction(&op))
+    return success();
+  SmallVector<std::pair<Value, ElementRange>> reads = getInFlightReads(&op);
   for (auto [src, r] : reads) {
     if (!c.gradsOf.count(src))
       return op.emitOpError("reduces a value that is not bound to a "
                             "parameter by zero.grad");
     (void)r;
   }
-  if (isa<ReduceScatterOp, ReduceOp>(op) && !reads.empty()) {
-    int64_t pos = isa<ReduceScatterOp>(op)
-                      ? cast<ReduceScatterOp>(op).getBegin()
-                      : cast<ReduceOp>(op).getBegin();
+  if (!reads.empty()) {
+    int64_t pos = cast<CollectiveOpInterface>(op).getElementRange()->first;
     for (auto [src, r] : reads) {
       // A value bound to several parameters may be reduced for any of them.
       SmallVector<GradOp, 1> grads = c.gradsOf.find(src)->second;
@@ -1318,7 +1255,7 @@ LogicalResult ScheduleVerifier::checkSecondary() {
       Value root = getViewRoot(store.getFull());
       Operation *def = root ? root.getDefiningOp() : nullptr;
       auto gather = dyn_cast_or_null<CollectiveOpInterface>(def);
-      if (!gather || !isa<AllGatherOp, PrefetchOp>(def) ||
+      if (!gather || gather.getCollectiveKind() != CollectiveKind::all_gather ||
           gather.getRankSetKind() != RankSetKind::group ||
           gather.getGroupAttr() != store.getGroupAttr())
         return store.emitOpError("stores into the secondary shard of ")

@@ -9,6 +9,7 @@
 
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Support/UTF8.h"
+#include "zero_rt/variants.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -62,18 +63,27 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (ranksPerNode < 0 || (ranksPerNode > 0 && worldSize % ranksPerNode != 0))
     return emitError() << "ranks_per_node " << ranksPerNode
                        << " must divide world_size " << worldSize;
-  if (hpzPartitionSize < 1 || worldSize % hpzPartitionSize != 0)
+  // DeepSpeed's rules for hpZ and MiCS (zero_rt/variants.h).
+  zrt_variant_config variants = {};
+  variants.stage = stage;
+  variants.world_size = worldSize;
+  variants.hpz_partition_size = hpzPartitionSize;
+  variants.mics_shard_size = micsShardSize;
+  auto breaks = [&](zrt_variant_rule rule) {
+    return zrt_variant_breaks(&variants, rule) != 0;
+  };
+  if (breaks(ZRT_HPZ_DIVIDES_WORLD))
     return emitError() << "hpz_partition_size " << hpzPartitionSize
                        << " must be a positive divisor of world_size "
                        << worldSize;
-  if (micsShardSize < 0 || (micsShardSize > 0 && worldSize % micsShardSize))
+  if (breaks(ZRT_MICS_DIVIDES_WORLD))
     return emitError() << "mics_shard_size " << micsShardSize
                        << " must divide world_size " << worldSize;
-  if ((hpzPartitionSize > 1 || micsShardSize > 0) && stage != 3)
+  if (breaks(ZRT_HPZ_NEEDS_STAGE3) || breaks(ZRT_MICS_NEEDS_STAGE3))
     return emitError() << (micsShardSize > 0 ? "mics_shard_size"
                                              : "hpz_partition_size")
                        << " needs stage 3, got stage " << stage;
-  if (hpzPartitionSize > 1 && micsShardSize > 0)
+  if (breaks(ZRT_HPZ_EXCLUDES_MICS))
     return emitError() << "hpz_partition_size and mics_shard_size exclude "
                           "each other";
   return success();

@@ -400,6 +400,10 @@ Value AllGatherOp::getMovedValue() { return getResult(); }
 RankSetKind AllGatherOp::getRankSetKind() {
   return getSecondary() ? RankSetKind::hpz : RankSetKind::group;
 }
+CoverageRole AllGatherOp::getCoverageRole() {
+  return getBuffer() ? CoverageRole::param_gather : CoverageRole::none;
+}
+Value AllGatherOp::getStagedShard() { return getShard(); }
 
 CollectiveKind PrefetchOp::getCollectiveKind() {
   return CollectiveKind::all_gather;
@@ -414,6 +418,23 @@ Value PrefetchOp::getMovedValue() { return getResult(); }
 RankSetKind PrefetchOp::getRankSetKind() {
   return getSecondary() ? RankSetKind::hpz : RankSetKind::group;
 }
+Value PrefetchOp::getStagedShard() { return getShard(); }
+
+/// A reduction's sources, concatenated from their offsets, make up its
+/// range; each is read over the elements it contributes.
+template <typename OpT>
+static SmallVector<std::pair<Value, std::pair<int64_t, int64_t>>>
+getSourceReads(OpT op) {
+  SmallVector<std::pair<Value, std::pair<int64_t, int64_t>>> reads;
+  int64_t total = op.getEnd() - op.getBegin();
+  for (auto [v, off] : llvm::zip(op.getSources(), op.getSourceOffsets())) {
+    int64_t n = cast<RankedTensorType>(v.getType()).getNumElements();
+    int64_t take = std::min(n - off, total);
+    reads.push_back({v, {off, off + take}});
+    total -= take;
+  }
+  return reads;
+}
 
 CollectiveKind ReduceScatterOp::getCollectiveKind() {
   return CollectiveKind::reduce_scatter;
@@ -426,6 +447,16 @@ std::optional<BufferKind> ReduceScatterOp::getInPlaceBuffer() {
   return getBuffer();
 }
 Value ReduceScatterOp::getMovedValue() { return Value(); }
+CoverageRole ReduceScatterOp::getCoverageRole() {
+  return CoverageRole::grad_reduction;
+}
+std::optional<BufferKind> ReduceScatterOp::getWrittenBuffer() {
+  return BufferKind::grads;
+}
+SmallVector<std::pair<Value, std::pair<int64_t, int64_t>>>
+ReduceScatterOp::getInFlightReads() {
+  return getSourceReads(*this);
+}
 
 CollectiveKind ReduceOp::getCollectiveKind() { return CollectiveKind::reduce; }
 std::optional<std::pair<int64_t, int64_t>> ReduceOp::getElementRange() {
@@ -434,6 +465,16 @@ std::optional<std::pair<int64_t, int64_t>> ReduceOp::getElementRange() {
 }
 std::optional<BufferKind> ReduceOp::getInPlaceBuffer() { return getBuffer(); }
 Value ReduceOp::getMovedValue() { return Value(); }
+CoverageRole ReduceOp::getCoverageRole() {
+  return CoverageRole::grad_reduction;
+}
+std::optional<BufferKind> ReduceOp::getWrittenBuffer() {
+  return BufferKind::grads;
+}
+SmallVector<std::pair<Value, std::pair<int64_t, int64_t>>>
+ReduceOp::getInFlightReads() {
+  return getSourceReads(*this);
+}
 
 CollectiveKind AllReduceOp::getCollectiveKind() {
   return CollectiveKind::all_reduce;
@@ -445,6 +486,12 @@ std::optional<BufferKind> AllReduceOp::getInPlaceBuffer() {
   return getBuffer();
 }
 Value AllReduceOp::getMovedValue() { return getInput(); }
+CoverageRole AllReduceOp::getCoverageRole() {
+  if (!getBuffer())
+    return CoverageRole::none;
+  return getOverReplicas() ? CoverageRole::replica_sum
+                           : CoverageRole::grad_reduction;
+}
 
 //===----------------------------------------------------------------------===//
 // GetParamOp / GradOp
@@ -1379,6 +1426,12 @@ std::optional<BufferKind> TransferOp::getSourceBuffer() { return getSource(); }
 std::optional<BufferKind> TransferOp::getTargetBuffer() { return getTarget(); }
 Value TransferOp::getStagedValue() {
   return getInput() ? getInput() : getStaged();
+}
+SmallVector<std::pair<Value, std::pair<int64_t, int64_t>>>
+TransferOp::getInFlightReads() {
+  if (!getInput())
+    return {};
+  return {{getInput(), {0, numel(getInput())}}};
 }
 std::optional<std::pair<int64_t, int64_t>> TransferOp::getElementRange() {
   if (!getBegin() || !getEnd())

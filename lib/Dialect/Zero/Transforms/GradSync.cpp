@@ -7,6 +7,7 @@
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 
 #include "ScheduleUtils.h"
+#include "zero_rt/variants.h"
 
 #include "llvm/ADT/DenseSet.h"
 
@@ -331,16 +332,27 @@ struct ZeroGradSyncPass
     auto fail = [&]() {
       return step.emitOpError("zero-grad-sync: quantized-gradients (qgZ) ");
     };
-    if (schedule.getStage() != 3) {
+    // DeepSpeed's rules for qgZ (zero_rt/variants.h).
+    zrt_variant_config variants = {};
+    variants.stage = schedule.getStage();
+    variants.world_size = schedule.getWorldSize();
+    variants.hpz_partition_size = schedule.getHpzPartitionSize();
+    variants.mics_shard_size = schedule.getMicsShardSize();
+    variants.quantized_gradients = 1;
+    variants.reduce_scatter = reduceScatter;
+    auto breaks = [&](zrt_variant_rule rule) {
+      return zrt_variant_breaks(&variants, rule) != 0;
+    };
+    if (breaks(ZRT_QGZ_NEEDS_STAGE3)) {
       fail() << "needs stage 3, the step is stage " << schedule.getStage();
       return failure();
     }
-    if (!reduceScatter) {
+    if (breaks(ZRT_QGZ_NEEDS_REDUCE_SCATTER)) {
       fail() << "replaces the gradient reduce-scatter; it does not combine "
                 "with reduce-scatter=false";
       return failure();
     }
-    if (schedule.getMicsShardSize() > 0) {
+    if (breaks(ZRT_QGZ_EXCLUDES_MICS)) {
       fail() << "does not combine with MiCS (mics_shard_size "
              << schedule.getMicsShardSize()
              << "): DeepSpeed's MiCS reduces with the plain reduce-scatter";

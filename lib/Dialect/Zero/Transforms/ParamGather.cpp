@@ -8,6 +8,7 @@
 
 #include "ScheduleUtils.h"
 #include "zero/Support/UTF8.h"
+#include "zero_rt/variants.h"
 
 #include "llvm/ADT/MapVector.h"
 
@@ -440,8 +441,9 @@ struct ZeroParamGatherPass
         return signalPassFailure();
       if (failed(recordParamOffload(step, *schedule)))
         return signalPassFailure();
-      if (schedule->getHpzPartitionSize() > 1 &&
-          getParamOffload(step) != OffloadDevice::none) {
+      zrt_variant_config variants = variantsOf(*schedule);
+      variants.offload_param = getParamOffload(step) != OffloadDevice::none;
+      if (zrt_variant_breaks(&variants, ZRT_HPZ_EXCLUDES_PARAM_OFFLOAD)) {
         mlir::emitError(step.getLoc())
             << "zero-param-gather: hpZ (hpz_partition_size "
             << schedule->getHpzPartitionSize()
@@ -470,15 +472,29 @@ struct ZeroParamGatherPass
     }
   }
 
+  /// What DeepSpeed's rules for the collective variants read of the step
+  /// (zero_rt/variants.h).
+  static zrt_variant_config variantsOf(const StepSchedule &schedule) {
+    zrt_variant_config variants = {};
+    variants.stage = schedule.getStage();
+    variants.world_size = schedule.getWorldSize();
+    variants.hpz_partition_size = schedule.getHpzPartitionSize();
+    variants.mics_shard_size = schedule.getMicsShardSize();
+    return variants;
+  }
+
   /// quantized-weights (ZeRO++ qwZ): DeepSpeed's rules, stage 3 with
   /// 16-bit weights and the shards on the device.
   LogicalResult checkQuantizedWeights(const StepSchedule &schedule) {
     TrainStepOp step = schedule.getStep();
-    if (schedule.getStage() != 3)
+    zrt_variant_config variants = variantsOf(schedule);
+    variants.quantized_weights = 1;
+    variants.offload_param = offloadParam != "none";
+    if (zrt_variant_breaks(&variants, ZRT_QWZ_NEEDS_STAGE3))
       return step.emitOpError("zero-param-gather: quantized-weights (qwZ) "
                               "needs stage 3, the step is stage ")
              << schedule.getStage();
-    if (offloadParam != "none")
+    if (zrt_variant_breaks(&variants, ZRT_QWZ_EXCLUDES_PARAM_OFFLOAD))
       return step.emitOpError("zero-param-gather: quantized-weights (qwZ) "
                               "gathers the shards on the device; it does not "
                               "combine with offload-param=")

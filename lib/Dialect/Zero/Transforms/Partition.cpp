@@ -7,6 +7,7 @@
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 
 #include "ScheduleUtils.h"
+#include "zero_rt/variants.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -62,14 +63,19 @@ struct ZeroPartitionPass
     // MiCS: the groups are partitioned over the shard group; DeepSpeed's -1
     // is off, as 0 is.
     int64_t mics = micsShardSize < 0 ? 0 : int64_t(micsShardSize);
+    zrt_variant_config variants = {};
+    variants.stage = stage;
+    variants.world_size = worldSize;
+    variants.hpz_partition_size = 1;
+    variants.mics_shard_size = mics;
     if (micsShardSize < -1 ||
-        (mics > 0 && (mics > worldSize || worldSize % mics != 0))) {
+        zrt_variant_breaks(&variants, ZRT_MICS_DIVIDES_WORLD)) {
       mlir::emitError(module.getLoc(), "zero-partition: mics-shard-size ")
           << micsShardSize.getValue() << " must divide world-size "
           << worldSize.getValue() << " (or be 0 or -1: no MiCS)";
       return signalPassFailure();
     }
-    if (mics > 0 && stage != 3) {
+    if (zrt_variant_breaks(&variants, ZRT_MICS_NEEDS_STAGE3)) {
       mlir::emitError(module.getLoc(),
                       "zero-partition: mics-shard-size needs stage 3, got "
                       "stage ")

@@ -38,12 +38,13 @@ def split_params(text):
 
 
 def table_entries(path):
-    """name -> (return type, [parameter types]) of ZRT_KERNEL/ZRT_CTX."""
+    """name -> (return type, [parameter types]) of ZRT_KERNEL/ZRT_CTX/
+    ZRT_COLLECTIVE."""
     src = open(path).read()
     src = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
     src = re.sub(r"^\s*#.*$", "", src, flags=re.M)
     entries = {}
-    for m in re.finditer(r"\bZRT_(KERNEL|CTX)\s*\(", src):
+    for m in re.finditer(r"\bZRT_(KERNEL|CTX|COLLECTIVE)\s*\(", src):
         # The macro's arguments up to its matching parenthesis.
         depth, i = 1, m.end()
         while depth:
@@ -60,7 +61,7 @@ def table_entries(path):
             cur += ch
         args.append(cur)
         args = [a.strip() for a in args]
-        if m.group(1) == "KERNEL":
+        if m.group(1) in ("KERNEL", "COLLECTIVE"):
             name, _impl, ret, params = args[0], args[1], args[2], args[3]
         else:
             name, ret, params = args[0], args[1], args[2]

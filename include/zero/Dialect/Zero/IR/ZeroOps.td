@@ -950,6 +950,23 @@ def Zero_RankSetKind : I32EnumAttr<"RankSetKind",
 }
 def Zero_RankSetKindAttr : EnumAttr<Zero_Dialect, Zero_RankSetKind, "rank_set">;
 
+def Zero_CoverageRole : I32EnumAttr<"CoverageRole",
+    "what a collective counts for in the step's coverage check", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"grad_reduction", 1>,
+    I32EnumAttrCase<"replica_sum", 2>, I32EnumAttrCase<"param_gather", 3>]> {
+  let cppNamespace = "::mlir::zero";
+  let genSpecializedAttr = 0;
+  let description = [{
+    `grad_reduction`: it reduces the gradients of an element range of the
+    layout (each element once per step, after its zero.grad);
+    `replica_sum`: it sums the owned gradients of a range over the MiCS
+    replicas (each element once, after the shard group's reductions);
+    `param_gather`: it gathers the updated parameters of a range in place
+    (stages 1-2, each element once, after the update); `none`: it covers
+    nothing the step must cover (a value gather, a statistics all-reduce).
+  }];
+}
+
 def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   let cppNamespace = "::mlir::zero";
   let description = [{
@@ -998,7 +1015,51 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
       "int32_t", "getQuantizationBits", (ins), [{}], [{
         return 0;
       }]>,
+    InterfaceMethod<[{
+        What it counts for in the step's coverage (zero-verify-schedule).
+      }],
+      "::mlir::zero::CoverageRole", "getCoverageRole", (ins), [{}], [{
+        return ::mlir::zero::CoverageRole::none;
+      }]>,
+    InterfaceMethod<[{
+        The persistent buffer it writes (its element range of) until it
+        completes: the one it works in place on, or the shard accumulator a
+        reduction from sources adds into.
+      }],
+      "std::optional<::mlir::zero::BufferKind>", "getWrittenBuffer", (ins),
+      [{}], [{
+        return $_op.getInPlaceBuffer();
+      }]>,
+    InterfaceMethod<[{
+        The step-arena value a gather reads instead of the persistent
+        `params` shard (parameter offload's staged shard), or null.
+      }],
+      "::mlir::Value", "getStagedShard", (ins), [{}], [{
+        return ::mlir::Value();
+      }]>,
+    InterfaceMethod<[{
+        The values it reads until it completes, each with the element range
+        of it read: a reduction's sources, a gather's staged shard (whole).
+        They live (and may not be freed) until its completion.
+      }],
+      "::llvm::SmallVector<std::pair<::mlir::Value, std::pair<int64_t, int64_t>>>",
+      "getInFlightReads", (ins), [{}], [{
+        ::llvm::SmallVector<std::pair<::mlir::Value,
+                                      std::pair<int64_t, int64_t>>> reads;
+        if (::mlir::Value shard = $_op.getStagedShard())
+          reads.push_back({shard, {0, ::llvm::cast<::mlir::RankedTensorType>(
+                                          shard.getType()).getNumElements()}});
+        return reads;
+      }]>,
   ];
+  let extraClassDeclaration = [{
+    /// A gradient reduction that packs values into a bucket of the step
+    /// arena (the source form), rather than one in place.
+    bool reducesBucket() {
+      return getCoverageRole() == ::mlir::zero::CoverageRole::grad_reduction &&
+             !getInFlightReads().empty();
+    }
+  }];
 }
 
 class Zero_CollectiveOp<string mnemonic, list<Trait> traits = [],
@@ -1027,7 +1088,7 @@ class Zero_CollectiveOp<string mnemonic, list<Trait> traits = [],
 }
 
 def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments],
-    ["getRankSetKind"]> {
+    ["getRankSetKind", "getCoverageRole", "getStagedShard"]> {
   let summary = "Gather every rank's part of a range (or of the whole shard)";
   let description = commonDescription # [{
 
@@ -1096,7 +1157,7 @@ def Zero_AllGatherOp : Zero_CollectiveOp<"all_gather", [AttrSizedResultSegments]
 def Zero_PrefetchOp : Zero_Op<"prefetch", [
     DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
         ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
-         "getMovedValue", "getRankSetKind"]>,
+         "getMovedValue", "getRankSetKind", "getStagedShard"]>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Asynchronous stage-3 gather of a group ahead of its use";
   let description = [{
@@ -1163,7 +1224,8 @@ def Zero_StoreSecondaryOp : Zero_Op<"store_secondary", [
 
 class Zero_GradReductionOp<string mnemonic, dag extraArgs = (ins),
                            string extraFormat = "">
-    : Zero_CollectiveOp<mnemonic> {
+    : Zero_CollectiveOp<mnemonic, [], ["getCoverageRole", "getWrittenBuffer",
+                                       "getInFlightReads"]> {
   let arguments = !con((ins FlatSymbolRefAttr:$group,
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
                        I64Attr:$begin, I64Attr:$end,
@@ -1253,7 +1315,8 @@ def Zero_ReduceOp : Zero_GradReductionOp<"reduce"> {
   }];
 }
 
-def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]> {
+def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments],
+    ["getCoverageRole"]> {
   let summary = "Reduce over ranks; every rank gets the result";
   let description = commonDescription # [{
 
@@ -1441,6 +1504,12 @@ def Zero_TransferOpInterface : OpInterface<"TransferOpInterface"> {
         swap file and memory goes through (null: none).
       }],
       "::mlir::zero::ParamSwapAttr", "getSwapAttr">,
+    InterfaceMethod<[{
+        The step-arena values it reads until it completes, each with the
+        element range of it read (the staged new parameters it stores).
+      }],
+      "::llvm::SmallVector<std::pair<::mlir::Value, std::pair<int64_t, int64_t>>>",
+      "getInFlightReads", (ins), [{}], [{ return {}; }]>,
   ];
 }
 
@@ -1448,7 +1517,7 @@ def Zero_TransferOp : Zero_Op<"transfer", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     DeclareOpInterfaceMethods<Zero_TransferOpInterface,
         ["getSourceBuffer", "getTargetBuffer", "getStagedValue",
-         "getElementRange"]>,
+         "getElementRange", "getInFlightReads"]>,
     AttrSizedResultSegments,
     Zero_StepPhaseOpInterface]> {
   let summary = "Copy this rank's part of a partition between memories";
