@@ -27,6 +27,9 @@ the modules built (classify).
                                        loaded back (train_one)
   --json FILE / --survey FILE          write the survey's rows / read them
                                        instead of surveying again
+  --survey FILE --train --only F,... --write DOC
+                                       retrain these families only; the
+                                       other rows keep DOC's verdicts
 
 A row's "trains exactly" is what the last --train run found; --write
 without --train keeps it while the family still imports, and says
@@ -459,6 +462,15 @@ EXPORT_RMS = 1e-4
 # Persimmon's k LayerNorm bias is added to every key of a row alike, a shift
 # of the row's scores that the softmax removes.
 EXPORT_NOISE = {"persimmon": [r"\.k_layernorm\.bias$"]}
+# The losses' relative bound where it is not 1e-5, for the same reason: a
+# few elements whose gradient is near zero (not in exact arithmetic, but
+# five orders of magnitude below the tensor's median) take an lr-sized
+# first step whose sign is rounding noise. Gemma 4's layer 1 k_proj has an
+# element with gradient -1.9e-8 (median 3.4e-3) and its per_layer_input_gate
+# one with 1.9e-7 (median 6.1e-3); after two such steps the third loss is
+# 1.3e-5 (gemma4_text) and 2.5e-5 (gemma4_unified_text) relative from
+# PyTorch's, each earlier loss within 1e-6.
+LOSS_RTOL = {"gemma4_text": 1e-4, "gemma4_unified_text": 1e-4}
 INPUTS = os.path.join(ROOT, "test", "Import", "Inputs")
 
 
@@ -528,8 +540,9 @@ def helpers():
 def train_one(model_type, tools, workdir, tokens, mpirun, keep):
     """Trains the family's tiny model as test/Import/hf-export.test trains
     a Llama: `zero-import --hf`, stage 0 on one rank and stage 3 on two,
-    STEPS steps each, every loss within 1e-5 relative of transformers'
-    own, and the stage-3 run's --export-hf directory loaded back by
+    STEPS steps each, every loss within 1e-5 (or LOSS_RTOL's bound)
+    relative of transformers' own, and the stage-3 run's --export-hf
+    directory loaded back by
     from_pretrained within EXPORT_RMS of the weights torch trained. None, or
     what failed."""
     from zero_import.__main__ import main as zero_import
@@ -558,7 +571,8 @@ def train_one(model_type, tools, workdir, tokens, mpirun, keep):
         run(mpirun + ["-np", "2", "./s3", "--init-from", "hf", "--log-json",
                       "s3.json", "--export-hf", "out"] + common, d, log)
         ref = ["--hf", hf, "--model", os.path.join(d, "model.mlir"),
-               "--tokens", tokens]
+               "--tokens", tokens, "--rtol",
+               str(LOSS_RTOL.get(model_type, 1e-5))]
         in_process(torch_train, ref + ["--log", os.path.join(d, "s0.json")],
                    log)
         in_process(torch_train, ref + ["--log", os.path.join(d, "s3.json"),
@@ -749,11 +763,12 @@ def main():
         p.error("--write or --check, not both")
     if args.check and args.train:
         p.error("--check surveys the families and trains none")
-    if args.survey and (args.train or args.only):
-        p.error("--survey reads the rows of every family; it trains none")
-    if args.only and (args.write or args.check):
+    if args.survey and args.only and not args.train:
+        p.error("--survey reads the rows of every family; --only there "
+                "names the families --train retrains")
+    if args.only and (args.write or args.check) and not args.survey:
         p.error("--only makes a partial table: --write and --check take "
-                "every family")
+                "every family (or --survey's rows)")
     setup_paths()
     only = set(args.only.split(",")) if args.only else None
     if only:
@@ -777,7 +792,8 @@ def main():
     surveyed = time.time() - start
     status = 0
     if args.train:
-        trained = train(rows, args.tools, args.keep, args.verbose)
+        trained = train([r for r in rows if not only or r["family"] in only],
+                        args.tools, args.keep, args.verbose)
         verdicts.update(trained)
         failed = {k: v for k, v in trained.items() if v}
         for family, why in sorted(failed.items()):
