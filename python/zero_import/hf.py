@@ -601,7 +601,7 @@ def untrained_tensors(model, params):
     runtime carries from --init-from's files to --export-hf's. A PeftModel
     has none here: its export merges the adapters into the base names."""
     if hasattr(model, "get_base_model") or not is_pretrained(model):
-        return {}, []
+        return {}, {}
     saved = _renamer(model, saving=True)
     buffers = {saved(name): buf.detach().to(torch.float32).cpu().clone()
                for name, buf in persistent_buffers(model)
