@@ -95,6 +95,11 @@ ROPE = {"rope_type": "default", "rope_theta": 10000.0}
 # A sliding window of 8 of the 32 tokens, so that it cuts.
 WINDOW = ({"sliding_window": 8}, "a sliding window shorter than the "
           "sequence")
+# Gemma 4's full-attention layers' own head size (a constructor argument,
+# not a config field, so not among SIZES), tiny like the others: its
+# default 512 gives those layers 8 times the width of the rest.
+GEMMA4 = ({"global_head_dim": 32}, "the full-attention layers' head tiny "
+          "too (default 512)")
 OVERRIDES = {
     "cohere_compass_text": (
         {"rope_parameters": {"full_attention": ROPE}},
@@ -116,6 +121,8 @@ OVERRIDES = {
               "its first two layers are dense by default: one of two here"),
     "gemma2": WINDOW,
     "gemma3_text": WINDOW,
+    "gemma4_text": GEMMA4,
+    "gemma4_unified_text": GEMMA4,
     "gemma3n_text": ({"num_kv_shared_layers": 0},
                      "the default shares the key/value cache of 15 layers"),
     "gpt_neo": ({"attention_types": [[["global", "local"], 1]],
@@ -462,15 +469,6 @@ EXPORT_RMS = 1e-4
 # Persimmon's k LayerNorm bias is added to every key of a row alike, a shift
 # of the row's scores that the softmax removes.
 EXPORT_NOISE = {"persimmon": [r"\.k_layernorm\.bias$"]}
-# The losses' relative bound where it is not 1e-5, for the same reason: a
-# few elements whose gradient is near zero (not in exact arithmetic, but
-# five orders of magnitude below the tensor's median) take an lr-sized
-# first step whose sign is rounding noise. Gemma 4's layer 1 k_proj has an
-# element with gradient -1.9e-8 (median 3.4e-3) and its per_layer_input_gate
-# one with 1.9e-7 (median 6.1e-3); after two such steps the third loss is
-# 1.3e-5 (gemma4_text) and 2.5e-5 (gemma4_unified_text) relative from
-# PyTorch's, each earlier loss within 1e-6.
-LOSS_RTOL = {"gemma4_text": 1e-4, "gemma4_unified_text": 1e-4}
 INPUTS = os.path.join(ROOT, "test", "Import", "Inputs")
 
 
@@ -540,9 +538,8 @@ def helpers():
 def train_one(model_type, tools, workdir, tokens, mpirun, keep):
     """Trains the family's tiny model as test/Import/hf-export.test trains
     a Llama: `zero-import --hf`, stage 0 on one rank and stage 3 on two,
-    STEPS steps each, every loss within 1e-5 (or LOSS_RTOL's bound)
-    relative of transformers' own, and the stage-3 run's --export-hf
-    directory loaded back by
+    STEPS steps each, every loss within 1e-5 relative of transformers'
+    own, and the stage-3 run's --export-hf directory loaded back by
     from_pretrained within EXPORT_RMS of the weights torch trained. None, or
     what failed."""
     from zero_import.__main__ import main as zero_import
@@ -571,8 +568,7 @@ def train_one(model_type, tools, workdir, tokens, mpirun, keep):
         run(mpirun + ["-np", "2", "./s3", "--init-from", "hf", "--log-json",
                       "s3.json", "--export-hf", "out"] + common, d, log)
         ref = ["--hf", hf, "--model", os.path.join(d, "model.mlir"),
-               "--tokens", tokens, "--rtol",
-               str(LOSS_RTOL.get(model_type, 1e-5))]
+               "--tokens", tokens]
         in_process(torch_train, ref + ["--log", os.path.join(d, "s0.json")],
                    log)
         in_process(torch_train, ref + ["--log", os.path.join(d, "s3.json"),
