@@ -234,11 +234,12 @@ def render(data, predictions):
     for run in own:
         p = predictions[run["id"]]
         w("The one whole step of our own runtime measured on a GPU takes "
-          "%.1f times the predicted step, and PyTorch eager's %.1f times. A "
-          "model this small runs its step as many short kernels and small "
-          "matrix products, where a flat GEMM rate and %s per launch "
-          "leave most of the time out: the same per-kernel gap and GEMM "
-          "rate by shape as above, weighed more." % (
+          "%.1f times the predicted step, and PyTorch eager's %.1f times: "
+          "further off than the large models above. A model this small "
+          "runs its step as many short kernels and small matrix products, "
+          "which a flat GEMM rate and a fixed %s per kernel do not "
+          "capture; the GEMM rate by shape and the per-kernel gap above "
+          "weigh more here." % (
               run["published"]["step_ms"] / p["step_ms"],
               run["peer"]["step_ms"] / p["step_ms"], "3 us"))
         w("")
