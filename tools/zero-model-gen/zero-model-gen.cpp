@@ -390,7 +390,7 @@ public:
                                  elementType ? elementType : b.getF32Type());
   }
   /// i32 or i64, as --label-type or the model's default says.
-  Type labelType(StringRef defaultType) {
+  Type labelElementType(StringRef defaultType) {
     StringRef t = ::labelType.empty() ? defaultType : StringRef(::labelType);
     return b.getIntegerType(t == "i32" ? 32 : 64);
   }
@@ -551,7 +551,7 @@ OwningOpRef<ModuleOp> genMLP(MLIRContext *ctx) {
     s.param(fc + ".bias", {widths[i + 1]}, zero::InitKind::zeros);
   }
   Value x = s.input("x", s.tensor({batch, widths.front()}));
-  Value y = s.input("y", s.tensor({batch}, s.labelType("i64")));
+  Value y = s.input("y", s.tensor({batch}, s.labelElementType("i64")));
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     x = s.affine(x, "fc" + std::to_string(i + 1), "fc");
     if (i + 2 < widths.size())
@@ -662,7 +662,7 @@ OwningOpRef<ModuleOp> genGPT2(MLIRContext *ctx) {
   }
   StepBuilder s(ctx);
   gpt2Params(s, T, C, V, L);
-  Type lt = s.labelType("i32");
+  Type lt = s.labelElementType("i32");
   Value tokens = s.input("tokens", s.tensor({B, T}, lt));
   Value targets = s.input("targets", s.tensor({B, T}, lt));
   Decoder d(s, B, T, C / H);
@@ -829,7 +829,7 @@ OwningOpRef<ModuleOp> genLlama(MLIRContext *ctx) {
   const LlamaShape &m = *shape;
   StepBuilder s(ctx);
   llamaParams(s, m);
-  Type lt = s.labelType("i32");
+  Type lt = s.labelElementType("i32");
   Value tokens = s.input("tokens", s.tensor({m.B, m.T}, lt));
   Value targets = s.input("targets", s.tensor({m.B, m.T}, lt));
   Decoder d(s, m.B, m.T, m.C / m.H);
