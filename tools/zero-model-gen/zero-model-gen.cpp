@@ -874,6 +874,7 @@ OwningOpRef<ModuleOp> genLlama(MLIRContext *ctx) {
 }
 
 } // namespace
+
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
   cl::HideUnrelatedOptions(genCat);
