@@ -470,6 +470,11 @@ LogicalResult Planner::addTempBuffer(Operation &op, int64_t i) {
       return tooLarge("a quantized gather's staging buffer");
     tempCategory = MemoryCategory::GatherBuffers;
   }
+  // Staging the op asks for itself (an all-to-all's packed chunks).
+  if (int64_t staging = coll.getStagingBytes()) {
+    bucketBytes = staging;
+    tempCategory = MemoryCategory::Activations;
+  }
   if (bucketBytes) {
     ArenaBuffer b;
     b.op = &op;
