@@ -26,7 +26,13 @@
 // CHECK-NEXT: %[[CI:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[SL:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: llvm.call @zrt_ctx_all_to_all(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SO]], %[[SI]], %[[CO]], %[[CI]], %[[SL]])
+// Its result (unread) and staging stay planned until the wait: nothing
+// dies in between.
+// CHECK-NOT:  @zrt_ctx_trace_dead
 // CHECK:      llvm.call @zrt_ctx_wait(%arg0, %{{.*}})
+// CHECK-NEXT: %[[B:.*]] = llvm.mlir.constant({{[0-9]+}} : i64) : i64
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(256 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_ctx_trace_dead(%arg0, %[[B]], %[[N]])
 //
 // The manifest plans each all-to-all's bytes from rank 0: a chunk (a
 // quarter of the tensor) to its node peer and one to each of the 2 ranks

@@ -328,10 +328,16 @@ void Planner::collectExtraUses() {
       token = t.getToken();
       reads = t.getInFlightReads();
     }
-    if (Operation *wait = getWait(token))
-      for (auto [s, range] : reads)
-        extraUse[getViewRoot(s)] =
-            std::max(extraUse.lookup(getViewRoot(s)), index[wait]);
+    Operation *wait = getWait(token);
+    if (!wait)
+      continue;
+    for (auto [s, range] : reads)
+      extraUse[getViewRoot(s)] =
+          std::max(extraUse.lookup(getViewRoot(s)), index[wait]);
+    // Its results are written until the wait, read after it or not.
+    for (Value r : op.getResults())
+      if (isa<RankedTensorType>(r.getType()))
+        extraUse[r] = std::max(extraUse.lookup(r), index[wait]);
   }
 }
 
