@@ -6,65 +6,65 @@ module {
   zero.param @transformer.h.0.ln_1.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.0.attn.c_attn.weight : tensor<128x384xf32> init normal std 2.000000e-02
   zero.param @transformer.h.0.attn.c_attn.bias : tensor<384xf32> init zeros
-  zero.param @transformer.h.0.attn.c_proj.weight : tensor<128x128xf32> init normal std 6.324555e-03
+  zero.param @transformer.h.0.attn.c_proj.weight : tensor<128x128xf32> init normal std 0.0063245549999999999
   zero.param @transformer.h.0.attn.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.0.ln_2.weight : tensor<128xf32> init ones
   zero.param @transformer.h.0.ln_2.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.0.mlp.c_fc.weight : tensor<128x512xf32> init normal std 2.000000e-02
   zero.param @transformer.h.0.mlp.c_fc.bias : tensor<512xf32> init zeros
-  zero.param @transformer.h.0.mlp.c_proj.weight : tensor<512x128xf32> init normal std 6.324555e-03
+  zero.param @transformer.h.0.mlp.c_proj.weight : tensor<512x128xf32> init normal std 0.0063245549999999999
   zero.param @transformer.h.0.mlp.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.1.ln_1.weight : tensor<128xf32> init ones
   zero.param @transformer.h.1.ln_1.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.1.attn.c_attn.weight : tensor<128x384xf32> init normal std 2.000000e-02
   zero.param @transformer.h.1.attn.c_attn.bias : tensor<384xf32> init zeros
-  zero.param @transformer.h.1.attn.c_proj.weight : tensor<128x128xf32> init normal std 6.324555e-03
+  zero.param @transformer.h.1.attn.c_proj.weight : tensor<128x128xf32> init normal std 0.0063245549999999999
   zero.param @transformer.h.1.attn.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.1.ln_2.weight : tensor<128xf32> init ones
   zero.param @transformer.h.1.ln_2.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.1.mlp.c_fc.weight : tensor<128x512xf32> init normal std 2.000000e-02
   zero.param @transformer.h.1.mlp.c_fc.bias : tensor<512xf32> init zeros
-  zero.param @transformer.h.1.mlp.c_proj.weight : tensor<512x128xf32> init normal std 6.324555e-03
+  zero.param @transformer.h.1.mlp.c_proj.weight : tensor<512x128xf32> init normal std 0.0063245549999999999
   zero.param @transformer.h.1.mlp.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.2.ln_1.weight : tensor<128xf32> init ones
   zero.param @transformer.h.2.ln_1.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.2.attn.c_attn.weight : tensor<128x384xf32> init normal std 2.000000e-02
   zero.param @transformer.h.2.attn.c_attn.bias : tensor<384xf32> init zeros
-  zero.param @transformer.h.2.attn.c_proj.weight : tensor<128x128xf32> init normal std 6.324555e-03
+  zero.param @transformer.h.2.attn.c_proj.weight : tensor<128x128xf32> init normal std 0.0063245549999999999
   zero.param @transformer.h.2.attn.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.2.ln_2.weight : tensor<128xf32> init ones
   zero.param @transformer.h.2.ln_2.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.2.mlp.c_fc.weight : tensor<128x512xf32> init normal std 2.000000e-02
   zero.param @transformer.h.2.mlp.c_fc.bias : tensor<512xf32> init zeros
-  zero.param @transformer.h.2.mlp.c_proj.weight : tensor<512x128xf32> init normal std 6.324555e-03
+  zero.param @transformer.h.2.mlp.c_proj.weight : tensor<512x128xf32> init normal std 0.0063245549999999999
   zero.param @transformer.h.2.mlp.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.3.ln_1.weight : tensor<128xf32> init ones
   zero.param @transformer.h.3.ln_1.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.3.attn.c_attn.weight : tensor<128x384xf32> init normal std 2.000000e-02
   zero.param @transformer.h.3.attn.c_attn.bias : tensor<384xf32> init zeros
-  zero.param @transformer.h.3.attn.c_proj.weight : tensor<128x128xf32> init normal std 6.324555e-03
+  zero.param @transformer.h.3.attn.c_proj.weight : tensor<128x128xf32> init normal std 0.0063245549999999999
   zero.param @transformer.h.3.attn.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.3.ln_2.weight : tensor<128xf32> init ones
   zero.param @transformer.h.3.ln_2.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.3.mlp.c_fc.weight : tensor<128x512xf32> init normal std 2.000000e-02
   zero.param @transformer.h.3.mlp.c_fc.bias : tensor<512xf32> init zeros
-  zero.param @transformer.h.3.mlp.c_proj.weight : tensor<512x128xf32> init normal std 6.324555e-03
+  zero.param @transformer.h.3.mlp.c_proj.weight : tensor<512x128xf32> init normal std 0.0063245549999999999
   zero.param @transformer.h.3.mlp.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.4.ln_1.weight : tensor<128xf32> init ones
   zero.param @transformer.h.4.ln_1.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.4.attn.c_attn.weight : tensor<128x384xf32> init normal std 2.000000e-02
   zero.param @transformer.h.4.attn.c_attn.bias : tensor<384xf32> init zeros
-  zero.param @transformer.h.4.attn.c_proj.weight : tensor<128x128xf32> init normal std 6.324555e-03
+  zero.param @transformer.h.4.attn.c_proj.weight : tensor<128x128xf32> init normal std 0.0063245549999999999
   zero.param @transformer.h.4.attn.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.4.ln_2.weight : tensor<128xf32> init ones
   zero.param @transformer.h.4.ln_2.bias : tensor<128xf32> init zeros
   zero.param @transformer.h.4.mlp.c_fc.weight : tensor<128x512xf32> init normal std 2.000000e-02
   zero.param @transformer.h.4.mlp.c_fc.bias : tensor<512xf32> init zeros
-  zero.param @transformer.h.4.mlp.c_proj.weight : tensor<512x128xf32> init normal std 6.324555e-03
+  zero.param @transformer.h.4.mlp.c_proj.weight : tensor<512x128xf32> init normal std 0.0063245549999999999
   zero.param @transformer.h.4.mlp.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.ln_f.weight : tensor<128xf32> init ones
   zero.param @transformer.ln_f.bias : tensor<128xf32> init zeros
-  zero.train_step @train(%tokens: tensor<8x64xi32>, %targets: tensor<8x64xi32>) optimizer #zero.optimizer<kind = adamw, lr = 6.000000e-04, beta1 = 9.000000e-01, beta2 = 9.500000e-01, eps = 1.000000e-08, weight_decay = 1.000000e-01> precision #zero.precision<kind = fp32> {
+  zero.train_step @train(%tokens: tensor<8x64xi32>, %targets: tensor<8x64xi32>) optimizer #zero.optimizer<kind = adamw, lr = 6.000000e-04, beta2 = 0.94999999999999996, weight_decay = 1.000000e-01> precision #zero.precision<kind = fp32> {
     %p0 = zero.get_param @transformer.wte.weight : tensor<256x128xf32>
     %tok1 = nn.embedding %p0[%tokens] : tensor<256x128xf32>, tensor<8x64xi32> -> tensor<8x64x128xf32>
     %p2 = zero.get_param @transformer.wpe.weight : tensor<64x128xf32>

@@ -57,8 +57,9 @@ class Graph:
         self.params = []  # (name, shape, init text), declaration order
         self.compute = {}  # parameter name -> the dtype it computes in
         self.frozen = set()  # names of the parameters that do not train
-        # (config.json text, {tied name: parameter}) of a Hugging Face
-        # model, which the module's zero.hf_model records; None otherwise.
+        # (config.json text, {tied name: parameter}, {buffer: float32
+        # tensor}, {unused tensor: parameter}) of a Hugging Face model,
+        # which the module's zero.hf_model records; None otherwise.
         self.hf_model = None
         # (adapter config text, prefix, [layer]) of a PEFT LoRA model,
         # which the module's zero.peft records (lora.py); None otherwise.
@@ -81,9 +82,9 @@ class Graph:
                 if sym.param is not None:
                     sym.param = new(sym.param)
         if self.hf_model is not None:
-            config, tied = self.hf_model
+            config, tied, buffers, unused = self.hf_model
             self.hf_model = (config, {new(a): new(p) for a, p in
-                                      tied.items()})
+                                      tied.items()}, buffers, unused)
         if self.peft is not None:
             config, prefix, layers = self.peft
             for layer in layers:

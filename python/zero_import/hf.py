@@ -273,6 +273,7 @@ def build(directory, no_weights=False, seed=0, attn=None):
     weights = None
     if files is not None and not no_weights:
         weights = read_weights(model, directory, files)
+        load_buffers(model, files)
     elif not no_weights:
         weights = {name: p.detach() for name, p in model.named_parameters()}
         _parameters_to_meta(model)
@@ -522,19 +523,58 @@ def read_weights(model, directory, files):
     return weights
 
 
+def persistent_buffers(model):
+    """[(name, buffer)] of the model's buffers that its state dict holds
+    (save_pretrained writes them beside the parameters), in its order."""
+    buffers = dict(model.named_buffers())
+    return [(name, buffers[name]) for name in model.state_dict()
+            if name in buffers]
+
+
+def load_buffers(model, files):
+    """The model's persistent buffers (Gemma 4's layer_scalar) set to the
+    values the directory's files hold, which the step is traced with: they
+    become constants of the step. A buffer the files lack keeps the value
+    the config gives it (#zero.hf_model records it either way)."""
+    loaded = _renamer(model, saving=False)
+    renamed = {}
+    for key in files:
+        renamed.setdefault(loaded(key), key)
+    prefix = getattr(model, "base_model_prefix", "") + "."
+    for name, buf in persistent_buffers(model):
+        candidates = [name] + ([name[len(prefix):]] if name.startswith(
+            prefix) else [])
+        key = next((n for n in candidates if n in files), None) or \
+            next((renamed[n] for n in candidates if n in renamed), None)
+        if key is None or not buf.is_floating_point():
+            continue
+        with _open(files[key]) as f:
+            value = f.get_tensor(key)
+        if list(value.shape) != list(buf.shape):
+            _fail("%s: tensor '%s' has shape %s; %s's buffer of it has %s" % (
+                files[key], key, list(value.shape), type(model).__name__,
+                list(buf.shape)))
+        if not value.is_floating_point():
+            _fail("%s: tensor '%s' is %s, not floating point" % (
+                files[key], key, value.dtype))
+        with torch.no_grad():
+            buf.copy_(value.to(buf.dtype))
+
+
 def is_pretrained(model):
     from transformers import PreTrainedModel
     return isinstance(model, PreTrainedModel)
 
 
 def export_info(model, params):
-    """(config.json's text, {tied name: parameter}) that an export of the
-    trained model to Hugging Face writes: the config as save_pretrained
-    writes it for the model in float32 (the exported weights are the fp32
-    masters), and each other name of a
-    parameter among `params` (transformers' tied weights, such as
-    lm_head.weight) mapped to its first. Of a PeftModel, the config is its
-    base model's and the names are its own."""
+    """(config.json's text, {tied name: parameter}, {buffer: float32
+    tensor}, {unused name: parameter}) that an export of the trained model to
+    Hugging Face writes: the config as save_pretrained writes it for the
+    model in float32 (the exported weights are the fp32 masters), each
+    other name of a parameter among `params` (transformers' tied weights,
+    such as lm_head.weight) mapped to its first, and the checkpoint's
+    tensors that are no parameter of the step (untrained_tensors). Of a
+    PeftModel, the config is its base model's and the names are its own."""
     base = model.get_base_model() if hasattr(model, "get_base_model") \
         else model
     config = copy.deepcopy(base.config)
@@ -547,7 +587,36 @@ def export_info(model, params):
     for aliases in names.values():
         if aliases[0] in params:
             tied.update({a: aliases[0] for a in aliases[1:]})
-    return config.to_json_string(use_diff=True), tied
+    buffers, unused = untrained_tensors(model, params)
+    return config.to_json_string(use_diff=True), tied, buffers, unused
+
+
+def untrained_tensors(model, params):
+    """({name: float32 tensor}, {name: parameter}) of the tensors
+    save_pretrained
+    writes for `model` that are no parameter among `params`, by the names
+    it writes them under: its persistent buffers (Gemma 4's layer_scalar),
+    whose values the step was traced with and holds as constants, and its
+    parameters that the loss never reaches (BigBird's pooler), which the
+    runtime carries from --init-from's files to --export-hf's. A PeftModel
+    has none here: its export merges the adapters into the base names."""
+    if hasattr(model, "get_base_model") or not is_pretrained(model):
+        return {}, {}
+    saved = _renamer(model, saving=True)
+    buffers = {saved(name): buf.detach().to(torch.float32).cpu().clone()
+               for name, buf in persistent_buffers(model)
+               if buf.is_floating_point()}
+    names = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    unused = {saved(aliases[0]): aliases[0] for aliases in names.values()
+              if not any(a in params for a in aliases)}
+    for name, value in buffers.items():
+        if not bool(torch.isfinite(value).all()):
+            _fail("%s's buffer '%s' holds a value that is not finite; the "
+                  "step would hold it as a constant" % (
+                      type(model).__name__, name))
+    return buffers, unused
 
 
 def step(model, input_ids, labels):

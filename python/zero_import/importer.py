@@ -113,6 +113,13 @@ def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None,
     step[0].hf_model = hf.export_info(model, params)
     step[0].peft = lora.peft_info(model, params, directory)
     rename_params(step, hf.saved_names(model))
+    if step[2] is not None:
+        # The weights file holds the checkpoint's other tensors too, so that
+        # --init-from reads it as it reads the model's directory.
+        _, _, buffers, unused = step[0].hf_model
+        step[2].extend((name, weights[param]) for name, param in
+                       unused.items())
+        step[2].extend(buffers.items())
     return step
 
 

@@ -333,13 +333,31 @@ def mlir_string(text):
     return '"' + "".join(out) + '"'
 
 
-def hf_model_attr(config, tied):
-    """The #zero.hf_model attribute of a config.json text and tied names."""
+def dense_f32(t):
+    """A float32 tensor as an MLIR dense attribute of its exact bits (the
+    hexadecimal form: little-endian float32s)."""
+    values = [float(v) for v in t.flatten().tolist()]
+    data = struct.pack("<%df" % len(values), *values)
+    return 'dense<"0x%s"> : %s' % (data.hex().upper(),
+                                   tensor_type(list(t.shape), "f32"))
+
+
+def hf_model_attr(config, tied, buffers=None, unused=()):
+    """The #zero.hf_model attribute of a config.json text, tied names, the
+    persistent buffers the step holds as constants ({name: float32
+    tensor}) and the names of the parameters it never uses."""
     text = "#zero.hf_model<config = " + mlir_string(config)
     if tied:
         text += ", tied = {%s}" % ", ".join(
             "%s = %s" % (mlir_string(k), mlir_string(v))
             for k, v in sorted(tied.items()))
+    if buffers:
+        text += ", buffers = {%s}" % ", ".join(
+            "%s = %s" % (mlir_string(k), dense_f32(v))
+            for k, v in sorted(buffers.items()))
+    if unused:
+        text += ", unused = [%s]" % ", ".join(
+            mlir_string(k) for k in sorted(unused))
     return text + ">"
 
 

@@ -370,8 +370,12 @@ void Driver::loadState() {
   if (m.hfModel)
     for (const manifest::TiedName &t : m.hfModel->tied)
       tied.insert(t.name);
-  WeightFiles weights(opts.initFrom, wanted, tied);
+  WeightFiles weights(opts.initFrom, wanted, tied,
+                      m.hfModel ? &*m.hfModel : nullptr);
   initializeParameters(ctx, opts.seed, &weights);
+  // Only rank 0 exports, after every rank has read its parameters.
+  if (ctx.rank == 0 && !opts.exportHf.empty())
+    carried = weights.readUnused();
   loaded = {weights.dataBytesRead(), weights.headerBytesRead(),
             weights.totalBytes(), uint64_t(weights.fileCount()),
             hostPeakBytes()};

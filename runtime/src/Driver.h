@@ -15,6 +15,7 @@
 #include "Checkpoint/Directory.h"
 #include "Checkpoint/Rank.h"
 #include "DataSource.h"
+#include "Files.h"
 #include "Manifest.h"
 #include "Nvme.h"
 #include "Options.h"
@@ -28,6 +29,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace zrt {
 
@@ -134,6 +136,9 @@ private:
   const zrt_program *program;
   Options opts;
   LoadStats loaded{};
+  /// The tensors of a Hugging Face model that the step never uses, as
+  /// --init-from read them (rank 0, for --export-hf).
+  std::vector<Tensor> carried;
   Manifest manifest;
   zrt_ctx ctx;
   /// The swap file of an optimizer on NVMe (null: none).

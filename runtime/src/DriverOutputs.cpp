@@ -86,6 +86,7 @@ bool Driver::exportWeights() {
       {"format", "pt"}, {"step", std::to_string(progress.step)}};
   int files = 0;
   size_t params = tensors.size();
+  std::vector<std::string> notCarried;
   if (!everywhere([&] {
         if (ctx.rank != 0)
           return;
@@ -99,11 +100,20 @@ bool Driver::exportWeights() {
         // A PEFT model exports merged, in place: its base model's weights.
         if (manifest.peft)
           tensors = mergeAdapters(*manifest.peft, std::move(tensors));
-        files = writeHfDirectory(
-            opts.exportHf, hfModelOf(manifest.hfModel, "--export-hf").config,
-            tensors, opts.maxShardBytes, metadata);
+        const manifest::HfModel &hf =
+            hfModelOf(manifest.hfModel, "--export-hf");
+        notCarried = appendUntrained(hf, carried, tensors);
+        files = writeHfDirectory(opts.exportHf, hf.config, tensors,
+                                 opts.maxShardBytes, metadata);
       }))
     return false;
+  if (!notCarried.empty())
+    std::fprintf(stderr,
+                 "zrt: warning: --export-hf: %zu tensor(s) of the model that "
+                 "the step never uses (%s%s) were not in --init-from's "
+                 "weights, so the export leaves them out\n",
+                 notCarried.size(), notCarried[0].c_str(),
+                 notCarried.size() > 1 ? ", ..." : "");
   if (!opts.exportPath.empty())
     info("exported %zu tensors to %s\n", params, opts.exportPath.c_str());
   if (!opts.exportAdapters.empty())

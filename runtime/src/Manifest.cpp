@@ -407,6 +407,45 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
   m.tokenSlots = w.tokenSlots;
 }
 
+/// `hf`'s buffers and unused tensors checked: each named once and no
+/// parameter or tied name, each buffer's values f32 values that fill its
+/// shape.
+void checkUntrainedTensors(const manifest::HfModel &hf,
+                           const std::vector<manifest::Param> &params) {
+  std::set<std::string> taken;
+  for (const manifest::Param &p : params)
+    taken.insert(p.name);
+  for (const manifest::TiedName &t : hf.tied)
+    taken.insert(t.name);
+  auto claim = [&](const std::string &name, const char *key) {
+    if (!taken.insert(name).second)
+      invalid(keyPath(manifest::Program::hfModelKey, key) + ": '" + name +
+              "' is a parameter, a tied name or named twice");
+  };
+  for (const manifest::HfBuffer &b :
+       hf.buffers.value_or(std::vector<manifest::HfBuffer>())) {
+    claim(b.name, manifest::HfModel::buffersKey);
+    // Any shape of at most values.size() elements multiplies without
+    // overflow.
+    int64_t numel = 1;
+    for (int64_t d : b.shape)
+      numel =
+          numel < 0 || d < 0 || (d > 0 && numel > int64_t(b.values.size()) / d)
+              ? -1
+              : numel * d;
+    bool exact = numel == int64_t(b.values.size());
+    for (double v : b.values)
+      exact &= std::isfinite(v) && double(float(v)) == v;
+    if (!exact)
+      invalid(keyPath(manifest::Program::hfModelKey,
+                      manifest::HfModel::buffersKey) +
+              ": '" + b.name + "' must hold the finite f32 values of shape " +
+              shapeText(b.shape));
+  }
+  for (const std::string &name : hf.unused.value_or(std::vector<std::string>()))
+    claim(name, manifest::HfModel::unusedKey);
+}
+
 /// `hf` checked against the parameters: its config the text of a JSON
 /// object, each tied name new and tied to a parameter.
 manifest::HfModel checkedHfModel(const manifest::HfModel &hf,
@@ -431,6 +470,7 @@ manifest::HfModel checkedHfModel(const manifest::HfModel &hf,
           "not to '" +
           t.param + "'");
   }
+  checkUntrainedTensors(hf, params);
   return hf;
 }
 

@@ -254,13 +254,69 @@ int zrt::writeHfDirectory(const std::string &dir, const std::string &config,
   return int(shards.size());
 }
 
+std::vector<std::string>
+zrt::appendUntrained(const manifest::HfModel &hf,
+                     const std::vector<Tensor> &carried,
+                     std::vector<Tensor> &tensors) {
+  for (const manifest::HfBuffer &b :
+       hf.buffers.value_or(std::vector<manifest::HfBuffer>()))
+    tensors.push_back({b.name, b.shape,
+                       std::vector<float>(b.values.begin(), b.values.end())});
+  std::vector<std::string> missing;
+  for (const std::string &name :
+       hf.unused.value_or(std::vector<std::string>())) {
+    auto it = std::find_if(carried.begin(), carried.end(),
+                           [&](const Tensor &t) { return t.name == name; });
+    if (it == carried.end())
+      missing.push_back(name);
+    else
+      tensors.push_back(*it);
+  }
+  return missing;
+}
+
+namespace {
+
+/// The zrt_dtype that writes a safetensors dtype back (F32, BF16, F16).
+int32_t zrtDtypeOf(const std::string &dtype) {
+  return dtype == "BF16" ? ZRT_BF16 : dtype == "F16" ? ZRT_F16 : ZRT_F32;
+}
+
+/// Checks that `values`, read from `file` for the model's buffer `b`, are
+/// the values the step was traced with, bit for bit: the step holds them
+/// as constants, so other values would train another model.
+void checkBuffer(const manifest::HfBuffer &b, const SafetensorsEntry &e,
+                 const std::vector<float> &values, const std::string &file) {
+  if (e.shape != b.shape)
+    fail(file + ": buffer '" + e.name + "' has shape " + shapeText(e.shape) +
+         "; the compiled step holds it as a constant of shape " +
+         shapeText(b.shape));
+  for (size_t i = 0; i < values.size(); ++i) {
+    float want = float(b.values[i]);
+    if (std::memcmp(&values[i], &want, sizeof(float)) == 0)
+      continue;
+    char text[128];
+    std::snprintf(text, sizeof(text), "holds %.9g at element %zu",
+                  double(values[i]), i);
+    char assumed[64];
+    std::snprintf(assumed, sizeof(assumed), "%.9g", double(want));
+    fail(file + ": buffer '" + e.name + "' " + text +
+         ", but the compiled step was traced with " + assumed +
+         " there and holds it as a constant; import the model from these "
+         "weights (zero-import --hf) and compile it again");
+  }
+}
+
+} // namespace
+
 //===----------------------------------------------------------------------===//
 // WeightFiles
 //===----------------------------------------------------------------------===//
 
 WeightFiles::WeightFiles(const std::string &path,
                          const std::vector<WantedTensor> &wanted,
-                         const std::set<std::string> &tied)
+                         const std::set<std::string> &tied,
+                         const manifest::HfModel *hf)
     : path(path) {
   // The files: one, or a directory's single file or shards.
   std::vector<std::string> paths;
@@ -341,15 +397,45 @@ WeightFiles::WeightFiles(const std::string &path,
     if (!found)
       fail(where + ": tensor '" + tensor + "' is not in '" + file + "'");
   }
-  std::vector<size_t> pick =
-      matchEntries(entries, wanted, where, tied, [&](size_t head, size_t wte) {
+  // The model's tensors that are no parameter may be left over too.
+  std::set<std::string> others = tied;
+  std::map<std::string, const manifest::HfBuffer *> buffers;
+  std::set<std::string> unusedNames;
+  if (hf && hf->buffers)
+    for (const manifest::HfBuffer &b : *hf->buffers)
+      buffers[b.name] = &b;
+  if (hf && hf->unused)
+    unusedNames.insert(hf->unused->begin(), hf->unused->end());
+  for (const auto &[name, b] : buffers)
+    others.insert(name);
+  others.insert(unusedNames.begin(), unusedNames.end());
+  std::vector<size_t> pick = matchEntries(
+      entries, wanted, where, others, [&](size_t head, size_t wte) {
         return readAll(fileOf[head], entries[head]) ==
                readAll(fileOf[wte], entries[wte]);
       });
+  std::vector<bool> picked(entries.size(), false);
   for (size_t w = 0; w < wanted.size(); ++w) {
     sources.push_back({fileOf[pick[w]], entries[pick[w]]});
     wantedNames.push_back(wanted[w].name);
+    picked[pick[w]] = true;
   }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (picked[i])
+      continue;
+    const SafetensorsEntry &e = entries[i];
+    if (auto it = buffers.find(e.name); it != buffers.end())
+      checkBuffer(*it->second, e, readAll(fileOf[i], e), files[fileOf[i]].path);
+    else if (unusedNames.count(e.name))
+      unused.push_back({fileOf[i], e});
+  }
+}
+
+std::vector<Tensor> WeightFiles::readUnused() {
+  std::vector<Tensor> out;
+  for (const auto &[f, e] : unused)
+    out.push_back({e.name, e.shape, readAll(f, e), zrtDtypeOf(e.dtype)});
+  return out;
 }
 
 WeightFiles::~WeightFiles() {

@@ -76,16 +76,28 @@ void writeAdapterDirectory(const std::string &dir, const manifest::Peft &peft,
 std::vector<Tensor> mergeAdapters(const manifest::Peft &peft,
                                   std::vector<Tensor> tensors);
 
+/// The tensors a Hugging Face export writes besides `tensors`, the
+/// parameters: `hf`'s buffers, with the values the step holds, and those of
+/// its unused tensors that `carried` holds (as --init-from read them).
+/// Returns the unused tensors it had none for.
+std::vector<std::string> appendUntrained(const manifest::HfModel &hf,
+                                         const std::vector<Tensor> &carried,
+                                         std::vector<Tensor> &tensors);
+
 /// The weights --init-from reads: a safetensors file, or a Hugging Face
 /// directory (model.safetensors, or the shards model.safetensors.index.json
 /// lists). Only the headers are read when it is opened; each wanted tensor
 /// is found by matchWeights' rules (a tensor saved under a name in `tied`,
 /// another name of a wanted parameter, is left unread), and read() reads
-/// the byte range of the elements asked for.
+/// the byte range of the elements asked for. A Hugging Face model's (`hf`,
+/// or null) tensors that are no parameter are accepted too: a buffer only
+/// with the values the step holds (checked when opened), an unused tensor
+/// as it is (readUnused).
 class WeightFiles {
 public:
   WeightFiles(const std::string &path, const std::vector<WantedTensor> &wanted,
-              const std::set<std::string> &tied);
+              const std::set<std::string> &tied,
+              const manifest::HfModel *hf = nullptr);
   ~WeightFiles();
   WeightFiles(const WeightFiles &) = delete;
   WeightFiles &operator=(const WeightFiles &) = delete;
@@ -93,6 +105,10 @@ public:
   /// Elements [begin, end) of wanted tensor `w` in fp32, each checked to be
   /// finite.
   void read(size_t w, int64_t begin, int64_t end, float *dst);
+
+  /// The unused tensors of the model that the files hold, whole, each in
+  /// the dtype it is saved in, so that an export writes the same bits.
+  std::vector<Tensor> readUnused();
 
   /// Bytes read so far: of tensor data, and of headers and the index.
   uint64_t dataBytesRead() const { return dataBytes; }
@@ -116,6 +132,8 @@ private:
   std::vector<File> files;
   /// Per wanted tensor: its file and header entry.
   std::vector<std::pair<size_t, SafetensorsEntry>> sources;
+  /// The model's unused tensors found in the files: file and entry.
+  std::vector<std::pair<size_t, SafetensorsEntry>> unused;
   std::vector<std::string> wantedNames;
   uint64_t dataBytes = 0, headerBytes = 0;
 };

@@ -378,6 +378,54 @@ TEST(WeightFilesTest, ReadsOnlyTheRangesAsked) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+TEST(WeightFilesTest, ModelTensorsThatAreNoParameter) {
+  std::string dir = tempDir();
+  // A buffer the step holds as constants and an unused BF16 tensor.
+  manifest::HfModel hf;
+  hf.buffers.emplace().push_back({"s", {2}, {0.5, 0.75}});
+  hf.unused.emplace().push_back("pooler");
+  std::vector<Tensor> tensors = {{"w", {2}, {1, 2}},
+                                 {"s", {2}, {0.5f, 0.75f}},
+                                 {"pooler", {3}, {1.5f, -2, 3}, ZRT_BF16}};
+  writeFileAtomic(dir + "/w.safetensors", writeSafetensors(tensors));
+  WeightFiles files(dir + "/w.safetensors", {{"w", {2}}}, {}, &hf);
+  std::vector<Tensor> carried = files.readUnused();
+  ASSERT_EQ(carried.size(), 1u);
+  EXPECT_EQ(carried[0].name, "pooler");
+  EXPECT_EQ(carried[0].data, (std::vector<float>{1.5f, -2, 3}));
+  EXPECT_EQ(carried[0].dtype, ZRT_BF16);
+  // Exported: the buffer's values and the unused tensor in its dtype, the
+  // same bytes as the file's.
+  std::vector<Tensor> out = {tensors[0]};
+  EXPECT_TRUE(appendUntrained(hf, carried, out).empty());
+  EXPECT_EQ(writeSafetensors(out), writeSafetensors(tensors));
+  EXPECT_EQ(appendUntrained(hf, {}, out), std::vector<std::string>{"pooler"});
+  // Without the model's record both are no parameter.
+  EXPECT_EQ(errorOf([&] {
+              WeightFiles(dir + "/w.safetensors", {{"w", {2}}}, {});
+            }),
+            dir + "/w.safetensors: the weights have tensor 's', which is no "
+                  "parameter of the program");
+  // A buffer of other values (or shape) trains another model.
+  tensors[1].data[1] = 0.8f;
+  writeFileAtomic(dir + "/w.safetensors", writeSafetensors(tensors));
+  EXPECT_EQ(errorOf([&] {
+              WeightFiles(dir + "/w.safetensors", {{"w", {2}}}, {}, &hf);
+            }),
+            dir + "/w.safetensors: buffer 's' holds 0.800000012 at element "
+                  "1, but the compiled step was traced with 0.75 there and "
+                  "holds it as a constant; import the model from these "
+                  "weights (zero-import --hf) and compile it again");
+  tensors[1] = {"s", {1, 2}, {0.5f, 0.75f}};
+  writeFileAtomic(dir + "/w.safetensors", writeSafetensors(tensors));
+  EXPECT_EQ(errorOf([&] {
+              WeightFiles(dir + "/w.safetensors", {{"w", {2}}}, {}, &hf);
+            }),
+            dir + "/w.safetensors: buffer 's' has shape [1, 2]; the compiled "
+                  "step holds it as a constant of shape [2]");
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(WeightFilesTest, HuggingFaceDirectoryAsSavePretrained) {
   EXPECT_EQ(parseShardSize("50GB", "s"), 50000000000);
   EXPECT_EQ(parseShardSize("100KB", "s"), 100000);

@@ -295,6 +295,16 @@ int consolidate(const std::string &path, const std::string &out,
     // A PEFT model's merged weights: its base model's.
     if (peft)
       tensors = mergeAdapters(*peft, std::move(tensors));
+    // A checkpoint keeps the parameters, not the tensors the step never
+    // uses.
+    std::vector<std::string> missing = appendUntrained(*hf, {}, tensors);
+    if (!missing.empty())
+      std::fprintf(stderr,
+                   "zero-ckpt: warning: %zu tensor(s) of the model that the "
+                   "step never uses (%s%s) are not in checkpoints; the "
+                   "consolidated model leaves them out\n",
+                   missing.size(), missing[0].c_str(),
+                   missing.size() > 1 ? ", ..." : "");
     int files =
         writeHfDirectory(hfOut, hf->config, tensors, maxShardBytes, metadata);
     std::printf("consolidated %zu tensors of step %lld into %s (Hugging "

@@ -156,8 +156,9 @@ static cl::opt<int64_t, true> micsShardSize(
 static zero::SharedToolOptions shared(
     estimateCat,
     {/*hardware=*/"Hardware preset whose device memory the fit verdict uses: "
-                  "a100-40gb, a100-80gb, l4, rtx-4090, h100-sxm, h100-pcie, "
-                  "h200-sxm (or h200), mi300x or cpu (none)",
+                  "a100-40gb, a100-80gb, l4, rtx-4090, h100-sxm, "
+                  "h100-sxm-96gb, h100-pcie, h200-sxm (or h200), mi300x or "
+                  "cpu (none)",
      /*interNodeBandwidth=*/
      "Line rate of each of the --hardware preset's links between nodes, in "
      "Gb/s each way (400 or 400Gb/s; default: the preset's), for the time of "

@@ -2,15 +2,25 @@
 //
 // Part of the zero-mlir project.
 //
-// Prints the models as text (no MLIR context), so that a 96-layer,
-// 175B-parameter model is written in milliseconds; every form it prints is
-// parsed and verified by the lit tests.
+// Builds the models with the nn and zero dialects' builders, verifies them
+// and prints them with MLIR's printer, SSA values named as a reader would
+// name them.
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Dialect/Zero/Transforms/LrSchedule.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -21,13 +31,14 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
-#include <map>
+#include <cstdlib>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 using namespace llvm;
+using namespace mlir;
 
 namespace {
 
@@ -336,144 +347,185 @@ struct FreezeState {
 };
 FreezeState freezeState;
 
-/// The loss op's ` ignore_index N`, or nothing.
-std::string ignoreIndexSuffix() {
-  return ignoreIndex.getNumOccurrences()
-             ? " ignore_index " + std::to_string(ignoreIndex.getValue())
-             : "";
-}
-
-std::string fmt(double v) {
+/// `v` as the `%e` text this tool wrote before it built IR reads back (seven
+/// significant digits): the models keep the values they always had, so that
+/// they train bit for bit as before.
+double asWritten(double v) {
   std::string s;
   raw_string_ostream os(s);
   os << format("%e", v);
-  return s;
+  return std::strtod(s.c_str(), nullptr);
 }
 
-std::string tensor(ArrayRef<int64_t> shape, StringRef et) {
-  std::string s = "tensor<";
-  for (int64_t d : shape)
-    s += std::to_string(d) + "x";
-  s += et.str() + ">";
-  return s;
-}
+/// Names nn.split's results: the printer takes an op's first result name
+/// from a NameLoc (printNameLocAsPrefix) and gives the other results that
+/// name with a suffix, so a split's location is a FusedLoc whose metadata
+/// lists its results' names.
+struct SplitResultNames
+    : OpAsmOpInterface::ExternalModel<SplitResultNames, nn::SplitOp> {
+  void getAsmResultNames(Operation *op, OpAsmSetValueNameFn setName) const {
+    auto fused = dyn_cast<FusedLoc>(op->getLoc());
+    auto names =
+        fused ? dyn_cast_or_null<ArrayAttr>(fused.getMetadata()) : ArrayAttr();
+    if (!names)
+      return;
+    for (auto [result, name] :
+         llvm::zip(op->getResults(), names.getAsValueRange<StringAttr>()))
+      setName(result, name);
+  }
+};
 
-/// Emits the body of a train step with readable SSA names.
-class Emitter {
+/// Builds a module of zero.params and one zero.train_step, the step's body
+/// op by op; values are named with a hint and a counter (%mm3).
+class StepBuilder {
 public:
-  explicit Emitter(raw_ostream &os) : os(os) {}
+  explicit StepBuilder(MLIRContext *ctx)
+      : b(ctx), module(ModuleOp::create(UnknownLoc::get(ctx))),
+        body(std::make_unique<Block>()) {
+    b.setInsertionPointToEnd(body.get());
+  }
 
-  void param(StringRef name, ArrayRef<int64_t> shape, StringRef init,
+  RankedTensorType tensor(ArrayRef<int64_t> shape, Type elementType = {}) {
+    return RankedTensorType::get(shape,
+                                 elementType ? elementType : b.getF32Type());
+  }
+  /// i32 or i64, as --label-type or the model's default says.
+  Type labelElementType(StringRef defaultType) {
+    StringRef t = ::labelType.empty() ? defaultType : StringRef(::labelType);
+    return b.getIntegerType(t == "i32" ? 32 : 64);
+  }
+  FloatAttr f64(double v) { return b.getF64FloatAttr(asWritten(v)); }
+
+  /// A value's location: its name, `hint` and the next count.
+  Location fresh(StringRef hint) { return named(hint + Twine(counter++)); }
+  /// The location of an op whose results are named `hints` and counts.
+  Location namedResults(ArrayRef<StringRef> hints) {
+    SmallVector<Attribute> names;
+    for (StringRef hint : hints)
+      names.push_back(b.getStringAttr(hint + Twine(counter++)));
+    return FusedLoc::get({}, b.getArrayAttr(names), b.getContext());
+  }
+  Location named(const Twine &name) {
+    return NameLoc::get(b.getStringAttr(name));
+  }
+
+  /// An input of the step.
+  Value input(StringRef name, RankedTensorType type) {
+    return body->addArgument(type, named(name));
+  }
+
+  void param(StringRef name, ArrayRef<int64_t> shape, zero::InitKind init,
              double std = 0.0) {
-    header += "  zero.param @" + name.str() + " : " + tensor(shape, "f32") +
-              " init " + init.str();
-    if (init == "normal")
-      header += " std " + fmt(std);
+    RankedTensorType type = tensor(shape);
     // Weight-decay groups: the 1-D parameters are the biases and norm
     // weights of every model here; the token embeddings end in these names.
-    if ((noDecayBiasNorm && shape.size() == 1) ||
+    bool noDecay =
+        (noDecayBiasNorm && shape.size() == 1) ||
         (noDecayEmbeddings && (name.ends_with("wte.weight") ||
-                               name.ends_with("embed_tokens.weight"))))
-      header += " weight_decay " + fmt(0.0);
+                               name.ends_with("embed_tokens.weight")));
     // With --lora every parameter but the adapters is the frozen base.
-    if (freezeState.isFrozen(name) || (loraSpec && !LoraSpec::isAdapter(name)))
-      header += " frozen";
-    header += "\n";
-    shapes[name.str()] = SmallVector<int64_t>(shape);
+    bool frozen =
+        freezeState.isFrozen(name) || (loraSpec && !LoraSpec::isAdapter(name));
+    OpBuilder mb = OpBuilder::atBlockEnd(module->getBody());
+    zero::ParamOp::create(mb, mb.getUnknownLoc(), name, type, init,
+                          init == zero::InitKind::normal ? f64(std) : nullptr,
+                          /*rows=*/nullptr, noDecay ? f64(0.0) : nullptr,
+                          /*compute=*/nullptr, frozen);
+    paramTypes[name] = type;
   }
 
-  std::string getParam(StringRef name) {
-    std::string v = fresh("p");
-    body << "    " << v << " = zero.get_param @" << name << " : "
-         << tensor(shapes[name.str()], "f32") << "\n";
-    return v;
+  Value getParam(StringRef name) {
+    return zero::GetParamOp::create(b, fresh("p"), paramTypes.lookup(name),
+                                    name, /*source=*/nullptr);
   }
 
-  std::string fresh(StringRef hint) {
-    return "%" + hint.str() + std::to_string(counter++);
+  /// x @ w, or x @ w^T (w [out, in]).
+  Value matmul(Value x, Value w, bool transposeW, Location loc) {
+    return nn::MatmulOp::create(b, loc, x, w, /*transpose_lhs=*/false,
+                                transposeW);
+  }
+  Value add(Value x, Value y, StringRef hint) {
+    return nn::AddOp::create(b, fresh(hint), x, y);
+  }
+  /// An affine layer with an [in, out] weight and a bias (nn.Linear as
+  /// GPT-2's Conv1D stores it): x @ W + b, the sum named `hint`.
+  Value affine(Value x, StringRef module, StringRef hint) {
+    Value w = getParam((module + ".weight").str());
+    Value y = matmul(x, w, /*transposeW=*/false, fresh("mm"));
+    Value bias = getParam((module + ".bias").str());
+    return add(y, bias, hint);
+  }
+  /// The mean cross-entropy of `logits` against `labels`, named %loss.
+  Value loss(Value logits, Value labels) {
+    IntegerAttr ignore;
+    if (ignoreIndex.getNumOccurrences())
+      ignore = b.getI64IntegerAttr(ignoreIndex);
+    return nn::SoftmaxCrossEntropyOp::create(b, named("loss"), logits, labels,
+                                             /*classes=*/nullptr, ignore);
   }
 
-  std::string header;
-  std::string bodyText;
-  raw_string_ostream body{bodyText};
-  raw_ostream &os;
-  std::map<std::string, SmallVector<int64_t>> shapes;
+  /// The module with its train step returning `loss`, verified; none (with
+  /// the verifier's errors) where it does not verify.
+  OwningOpRef<ModuleOp> finish(Value loss, zero::OptimizerAttr optimizer,
+                               zero::PrecisionAttr precision) {
+    if (!optimizer)
+      return nullptr;
+    zero::ReturnOp::create(b, b.getUnknownLoc(), loss);
+    OpBuilder mb = OpBuilder::atBlockEnd(module->getBody());
+    auto step = zero::TrainStepOp::create(
+        mb, mb.getUnknownLoc(), "train", optimizer, precision,
+        APFloat(clip > 0 ? asWritten(clip) : 0.0), /*schedule=*/nullptr,
+        /*offload=*/nullptr);
+    step.getBody().push_back(body.release());
+    if (failed(verify(*module)))
+      return nullptr;
+    return std::move(module);
+  }
+
+  OpBuilder b;
+
+private:
+  OwningOpRef<ModuleOp> module;
+  std::unique_ptr<Block> body;
+  llvm::StringMap<RankedTensorType> paramTypes;
   int64_t counter = 0;
 };
 
-void emitStep(raw_ostream &os, Emitter &e, StringRef args, StringRef opt,
-              StringRef prec, std::string loss) {
-  os << "// Generated by zero-model-gen.\n";
-  os << "module {\n" << e.header;
-  os << "  zero.train_step @train(" << args << ") optimizer " << opt
-     << " precision " << prec;
-  if (clip > 0)
-    os << " gradient_clipping " << fmt(clip);
-  os << " {\n" << e.bodyText;
-  os << "    zero.return " << loss << " : tensor<f32>\n  }\n}\n";
-}
-
-/// --lr-schedule as #zero.lr_schedule text: DeepSpeed's type names to the
-/// attribute's kinds, name=value to `name = value`. The parser of the
-/// generated file checks names and values (zero-opt reports them).
-std::string scheduleAttr(StringRef spec) {
-  auto [type, rest] = spec.split(':');
-  std::string kind = StringSwitch<std::string>(type.trim())
-                         .Case("WarmupLR", "warmup_lr")
-                         .Case("WarmupDecayLR", "warmup_decay_lr")
-                         .Case("WarmupCosineLR", "warmup_cosine_lr")
-                         .Case("OneCycle", "one_cycle")
-                         .Case("LRRangeTest", "lr_range_test")
-                         .Default(type.trim().str());
-  std::string attr = "#zero.lr_schedule<kind = " + kind;
-  SmallVector<StringRef> items;
-  rest.split(items, ',', -1, /*KeepEmpty=*/false);
-  for (StringRef item : items) {
-    auto [name, value] = item.split('=');
-    name = name.trim();
-    value = value.trim();
-    // The whole numbers, flags and words as written; the rest are doubles,
-    // which MLIR writes with a fraction (1e-3 would not parse).
-    bool verbatim =
-        StringSwitch<bool>(name)
-            .Cases({"warmup_num_steps", "total_num_steps", "warmup_type",
-                    "cycle_first_step_size", "cycle_second_step_size",
-                    "decay_step_size", "cycle_momentum",
-                    "lr_range_test_step_size", "lr_range_test_staircase"},
-                   true)
-            .Default(false);
-    double d;
-    std::string text = value.str();
-    if (!verbatim && !value.getAsDouble(d))
-      text = fmt(d);
-    attr += ", " + name.str() + " = " + text;
-  }
-  return attr + ">";
-}
-
-std::string optimizerAttr(StringRef defKind, double defLr, double beta2,
-                          double defWd, double eps = 1e-8) {
-  std::string kind = optimizer.empty() ? defKind.str() : optimizer.getValue();
+/// The optimizer of a step: the model's defaults under the flags.
+zero::OptimizerAttr optimizerAttr(MLIRContext *ctx, zero::OptimizerKind defKind,
+                                  double defLr, double beta2, double defWd,
+                                  double eps = 1e-8) {
+  zero::OptimizerKind kind = defKind;
+  if (!optimizer.empty())
+    kind = *zero::symbolizeOptimizerKind(optimizer);
   double l = lr > 0 ? lr.getValue() : defLr;
   double wd = weightDecay >= 0 ? weightDecay.getValue() : defWd;
-  std::string attr = "#zero.optimizer<kind = " + kind + ", lr = " + fmt(l) +
-                     ", beta1 = " + fmt(0.9) + ", beta2 = " + fmt(beta2) +
-                     ", eps = " + fmt(eps) + ", weight_decay = " + fmt(wd);
-  if (!biasCorrection)
-    attr += ", bias_correction = false";
-  if (!lrSchedule.empty())
-    attr += ", schedule = " + scheduleAttr(lrSchedule);
-  return attr + ">";
+  zero::LrScheduleAttr schedule;
+  if (!lrSchedule.empty()) {
+    schedule = zero::parseLrScheduleSpec(ctx, lrSchedule, [&] {
+      return emitError(UnknownLoc::get(ctx)) << "--lr-schedule: ";
+    });
+    if (!schedule)
+      return {};
+  }
+  return zero::OptimizerAttr::get(
+      ctx, kind, APFloat(asWritten(l)), APFloat(asWritten(0.9)),
+      APFloat(asWritten(beta2)), APFloat(asWritten(eps)),
+      APFloat(asWritten(wd)), biasCorrection, schedule);
 }
 
-std::string precisionAttr() {
-  std::string kind = dtype == "bf16"  ? "bf16"
-                     : dtype == "f16" ? "fp16"
-                                      : "fp32";
-  return "#zero.precision<kind = " + kind + ">";
+/// The precision of a step: --dtype with DeepSpeed's loss-scaler defaults.
+zero::PrecisionAttr precisionAttr(MLIRContext *ctx) {
+  zero::PrecisionKind kind = dtype == "bf16"  ? zero::PrecisionKind::bf16
+                             : dtype == "f16" ? zero::PrecisionKind::fp16
+                                              : zero::PrecisionKind::fp32;
+  return zero::PrecisionAttr::get(ctx, kind, /*initial_scale_power=*/16,
+                                  /*loss_scale_window=*/1000, /*hysteresis=*/2,
+                                  /*min_loss_scale=*/APFloat(1.0),
+                                  /*loss_scale=*/APFloat(0.0));
 }
 
-bool genMLP(raw_ostream &os) {
+OwningOpRef<ModuleOp> genMLP(MLIRContext *ctx) {
   SmallVector<StringRef> parts;
   StringRef(sizes).split(parts, ',');
   SmallVector<int64_t> widths;
@@ -482,188 +534,174 @@ bool genMLP(raw_ostream &os) {
     if (p.trim().getAsInteger(10, w) || w <= 0) {
       WithColor::error() << "--sizes: '" << p
                          << "' is not a positive integer\n";
-      return false;
+      return nullptr;
     }
     widths.push_back(w);
   }
   if (widths.size() < 2) {
     WithColor::error()
         << "--sizes needs at least an input and an output width\n";
-    return false;
+    return nullptr;
   }
-  std::string lt = labelType.empty() ? "i64" : labelType.getValue();
-  Emitter e(os);
-  std::string x = "%x";
+  StepBuilder s(ctx);
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     std::string fc = "fc" + std::to_string(i + 1);
-    e.param(fc + ".weight", {widths[i], widths[i + 1]}, "normal",
+    s.param(fc + ".weight", {widths[i], widths[i + 1]}, zero::InitKind::normal,
             1.0 / std::sqrt(static_cast<double>(widths[i])));
-    e.param(fc + ".bias", {widths[i + 1]}, "zeros");
+    s.param(fc + ".bias", {widths[i + 1]}, zero::InitKind::zeros);
   }
+  Value x = s.input("x", s.tensor({batch, widths.front()}));
+  Value y = s.input("y", s.tensor({batch}, s.labelElementType("i64")));
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    std::string fc = "fc" + std::to_string(i + 1);
-    std::string act = tensor({batch, widths[i + 1]}, "f32");
-    std::string w = e.getParam(fc + ".weight");
-    std::string y = e.fresh("mm");
-    e.body << "    " << y << " = nn.matmul " << x << ", " << w << " : "
-           << tensor({batch, widths[i]}, "f32") << ", "
-           << tensor({widths[i], widths[i + 1]}, "f32") << " -> " << act
-           << "\n";
-    std::string b = e.getParam(fc + ".bias");
-    std::string z = e.fresh("fc");
-    e.body << "    " << z << " = nn.add " << y << ", " << b << " : " << act
-           << ", " << tensor({widths[i + 1]}, "f32") << "\n";
-    x = z;
-    if (i + 2 < widths.size()) {
-      std::string r = e.fresh("relu");
-      e.body << "    " << r << " = nn.relu " << x << " : " << act << "\n";
-      x = r;
-    }
+    x = s.affine(x, "fc" + std::to_string(i + 1), "fc");
+    if (i + 2 < widths.size())
+      x = nn::ReluOp::create(s.b, s.fresh("relu"), x);
   }
-  e.body << "    %loss = nn.softmax_cross_entropy " << x << ", %y"
-         << ignoreIndexSuffix() << " : "
-         << tensor({batch, widths.back()}, "f32") << ", " << tensor({batch}, lt)
-         << " -> tensor<f32>\n";
-  std::string args = "%x: " + tensor({batch, widths.front()}, "f32") +
-                     ", %y: " + tensor({batch}, lt);
-  emitStep(os, e, args, optimizerAttr("adam", 1e-3, 0.999, 0.0),
-           precisionAttr(), "%loss");
-  return true;
+  zero::OptimizerAttr opt =
+      optimizerAttr(ctx, zero::OptimizerKind::adam, 1e-3, 0.999, 0.0);
+  if (!opt)
+    return nullptr;
+  return s.finish(s.loss(x, y), opt, precisionAttr(ctx));
 }
 
-bool genGPT2(raw_ostream &os) {
-  int64_t B = batch, T = seq, C = hidden, H = heads, V = vocab, L = layers;
+/// What GPT-2 and Llama share: the token embedding, the heads layout,
+/// causal attention, residual blocks and the output projection. Sizes:
+/// batch B, sequence T, head dimension D.
+class Decoder {
+public:
+  Decoder(StepBuilder &s, int64_t B, int64_t T, int64_t D)
+      : s(s), B(B), T(T), D(D) {}
+
+  Value embed(StringRef table, Value tokens, StringRef hint) {
+    Value w = s.getParam(table);
+    return nn::EmbeddingOp::create(s.b, s.fresh(hint), w, tokens,
+                                   /*rows=*/nullptr, /*padding_idx=*/nullptr);
+  }
+
+  /// [B, T, n * D] -> [B, n, T, D].
+  Value toHeads(Value x, int64_t n) {
+    Value r =
+        nn::ReshapeOp::create(s.b, s.fresh("heads"), s.tensor({B, T, n, D}), x);
+    return nn::TransposeOp::create(s.b, s.fresh("bhtd"), r, kSwapTH);
+  }
+
+  /// Causal attention of [B, n, T, D] heads, back to [B, T, n * D].
+  Value attend(Value q, Value k, Value v) {
+    Value att = nn::AttentionOp::create(
+        s.b, s.fresh("att"), q.getType(), q, k, v, /*causal=*/true,
+        /*scale=*/nullptr, /*window=*/nullptr, /*softcap=*/nullptr,
+        /*alibi=*/nullptr);
+    Value back = nn::TransposeOp::create(s.b, s.fresh("bthd"), att, kSwapTH);
+    auto heads = cast<RankedTensorType>(back.getType()).getShape();
+    return nn::ReshapeOp::create(s.b, s.fresh("merged"),
+                                 s.tensor({B, T, heads[2] * D}), back);
+  }
+
+  /// x + block(norm(x)): a pre-norm residual block.
+  Value residual(Value x, llvm::function_ref<Value(Value)> norm,
+                 llvm::function_ref<Value(Value)> block) {
+    Value y = block(norm(x));
+    return s.add(x, y, "res");
+  }
+
+  /// The final norm, the output projection by `head` [V, C] (%logits) and
+  /// the loss against `targets`.
+  Value lmLoss(Value x, llvm::function_ref<Value(Value)> norm, StringRef head,
+               Value targets) {
+    Value xf = norm(x);
+    Value w = s.getParam(head);
+    Value logits = s.matmul(xf, w, /*transposeW=*/true, s.named("logits"));
+    return s.loss(logits, targets);
+  }
+
+private:
+  static constexpr int64_t kSwapTH[] = {0, 2, 1, 3};
+  StepBuilder &s;
+  int64_t B, T, D;
+};
+
+void gpt2Params(StepBuilder &s, int64_t T, int64_t C, int64_t V, int64_t L) {
+  double projStd = 0.02 / std::sqrt(2.0 * static_cast<double>(L));
+  auto normal = zero::InitKind::normal, zeros = zero::InitKind::zeros,
+       ones = zero::InitKind::ones;
+  // Hugging Face GPT2LMHeadModel's state-dict names; the Conv1D weights are
+  // [in, out] as there, so exported files load into it unchanged.
+  s.param("transformer.wte.weight", {V, C}, normal, 0.02);
+  s.param("transformer.wpe.weight", {T, C}, normal, 0.01);
+  for (int64_t l = 0; l < L; ++l) {
+    std::string p = "transformer.h." + std::to_string(l) + ".";
+    s.param(p + "ln_1.weight", {C}, ones);
+    s.param(p + "ln_1.bias", {C}, zeros);
+    s.param(p + "attn.c_attn.weight", {C, 3 * C}, normal, 0.02);
+    s.param(p + "attn.c_attn.bias", {3 * C}, zeros);
+    s.param(p + "attn.c_proj.weight", {C, C}, normal, projStd);
+    s.param(p + "attn.c_proj.bias", {C}, zeros);
+    s.param(p + "ln_2.weight", {C}, ones);
+    s.param(p + "ln_2.bias", {C}, zeros);
+    s.param(p + "mlp.c_fc.weight", {C, 4 * C}, normal, 0.02);
+    s.param(p + "mlp.c_fc.bias", {4 * C}, zeros);
+    s.param(p + "mlp.c_proj.weight", {4 * C, C}, normal, projStd);
+    s.param(p + "mlp.c_proj.bias", {C}, zeros);
+  }
+  s.param("transformer.ln_f.weight", {C}, ones);
+  s.param("transformer.ln_f.bias", {C}, zeros);
+  if (untied)
+    s.param("lm_head.weight", {V, C}, normal, 0.02);
+}
+
+OwningOpRef<ModuleOp> genGPT2(MLIRContext *ctx) {
+  int64_t B = batch, T = ::seq, C = hidden, H = heads, V = vocab, L = layers;
   if (B <= 0 || T <= 0 || C <= 0 || H <= 0 || V <= 0 || L <= 0) {
     WithColor::error() << "gpt2 sizes must be positive\n";
-    return false;
+    return nullptr;
   }
   if (C % H != 0) {
     WithColor::error() << "--hidden " << C << " is not divisible by --heads "
                        << H << "\n";
-    return false;
+    return nullptr;
   }
-  int64_t D = C / H;
-  std::string lt = labelType.empty() ? "i32" : labelType.getValue();
-  std::string f = "f32";
-  Emitter e(os);
-  double projStd = 0.02 / std::sqrt(2.0 * static_cast<double>(L));
-  // Hugging Face GPT2LMHeadModel's state-dict names; the Conv1D weights are
-  // [in, out] as there, so exported files load into it unchanged.
-  e.param("transformer.wte.weight", {V, C}, "normal", 0.02);
-  e.param("transformer.wpe.weight", {T, C}, "normal", 0.01);
+  StepBuilder s(ctx);
+  gpt2Params(s, T, C, V, L);
+  Type lt = s.labelElementType("i32");
+  Value tokens = s.input("tokens", s.tensor({B, T}, lt));
+  Value targets = s.input("targets", s.tensor({B, T}, lt));
+  Decoder d(s, B, T, C / H);
+  auto layerNorm = [&](const std::string &name) {
+    return [&s, name](Value x) -> Value {
+      Value w = s.getParam(name + ".weight");
+      Value bias = s.getParam(name + ".bias");
+      return nn::LayerNormOp::create(s.b, s.fresh("ln"), x, w, bias,
+                                     s.f64(1e-5));
+    };
+  };
+  Value tok = d.embed("transformer.wte.weight", tokens, "tok");
+  Value wpe = s.getParam("transformer.wpe.weight");
+  Value x = s.add(tok, wpe, "x");
+  RankedTensorType xt = s.tensor({B, T, C});
   for (int64_t l = 0; l < L; ++l) {
     std::string p = "transformer.h." + std::to_string(l) + ".";
-    e.param(p + "ln_1.weight", {C}, "ones");
-    e.param(p + "ln_1.bias", {C}, "zeros");
-    e.param(p + "attn.c_attn.weight", {C, 3 * C}, "normal", 0.02);
-    e.param(p + "attn.c_attn.bias", {3 * C}, "zeros");
-    e.param(p + "attn.c_proj.weight", {C, C}, "normal", projStd);
-    e.param(p + "attn.c_proj.bias", {C}, "zeros");
-    e.param(p + "ln_2.weight", {C}, "ones");
-    e.param(p + "ln_2.bias", {C}, "zeros");
-    e.param(p + "mlp.c_fc.weight", {C, 4 * C}, "normal", 0.02);
-    e.param(p + "mlp.c_fc.bias", {4 * C}, "zeros");
-    e.param(p + "mlp.c_proj.weight", {4 * C, C}, "normal", projStd);
-    e.param(p + "mlp.c_proj.bias", {C}, "zeros");
+    x = d.residual(x, layerNorm(p + "ln_1"), [&](Value h) {
+      Value qkv = s.affine(h, p + "attn.c_attn", "lin");
+      auto split = nn::SplitOp::create(s.b, s.namedResults({"q", "k", "v"}),
+                                       TypeRange{xt, xt, xt}, qkv, 2);
+      SmallVector<Value, 3> heads4;
+      for (Value t : split.getResults())
+        heads4.push_back(d.toHeads(t, H));
+      Value merged = d.attend(heads4[0], heads4[1], heads4[2]);
+      return s.affine(merged, p + "attn.c_proj", "lin");
+    });
+    x = d.residual(x, layerNorm(p + "ln_2"), [&](Value h) {
+      Value fc = s.affine(h, p + "mlp.c_fc", "lin");
+      Value g = nn::GeluOp::create(s.b, s.fresh("gelu"), fc);
+      return s.affine(g, p + "mlp.c_proj", "lin");
+    });
   }
-  e.param("transformer.ln_f.weight", {C}, "ones");
-  e.param("transformer.ln_f.bias", {C}, "zeros");
-  if (untied)
-    e.param("lm_head.weight", {V, C}, "normal", 0.02);
-
-  std::string xt = tensor({B, T, C}, f);
-  auto &b = e.body;
-  auto layerNorm = [&](std::string x, const std::string &name) {
-    std::string w = e.getParam(name + ".weight");
-    std::string bb = e.getParam(name + ".bias");
-    std::string y = e.fresh("ln");
-    b << "    " << y << " = nn.layer_norm " << x << ", " << w << ", " << bb
-      << " eps " << fmt(1e-5) << " : " << xt << ", " << tensor({C}, f) << ", "
-      << tensor({C}, f) << "\n";
-    return y;
-  };
-  auto linear = [&](std::string x, const std::string &name, int64_t in,
-                    int64_t out) {
-    std::string w = e.getParam(name + ".weight");
-    std::string y = e.fresh("mm");
-    std::string yt = tensor({B, T, out}, f);
-    b << "    " << y << " = nn.matmul " << x << ", " << w << " : "
-      << tensor({B, T, in}, f) << ", " << tensor({in, out}, f) << " -> " << yt
-      << "\n";
-    std::string bias = e.getParam(name + ".bias");
-    std::string z = e.fresh("lin");
-    b << "    " << z << " = nn.add " << y << ", " << bias << " : " << yt << ", "
-      << tensor({out}, f) << "\n";
-    return z;
-  };
-
-  std::string wte = e.getParam("transformer.wte.weight");
-  std::string tok = e.fresh("tok");
-  b << "    " << tok << " = nn.embedding " << wte
-    << "[%tokens] : " << tensor({V, C}, f) << ", " << tensor({B, T}, lt)
-    << " -> " << xt << "\n";
-  std::string wpe = e.getParam("transformer.wpe.weight");
-  std::string x = e.fresh("x");
-  b << "    " << x << " = nn.add " << tok << ", " << wpe << " : " << xt << ", "
-    << tensor({T, C}, f) << "\n";
-  std::string headT = tensor({B, T, H, D}, f), bhtd = tensor({B, H, T, D}, f);
-  for (int64_t l = 0; l < L; ++l) {
-    std::string p = "transformer.h." + std::to_string(l) + ".";
-    std::string h = layerNorm(x, p + "ln_1");
-    std::string qkv = linear(h, p + "attn.c_attn", C, 3 * C);
-    std::string q = e.fresh("q"), k = e.fresh("k"), v = e.fresh("v");
-    b << "    " << q << ", " << k << ", " << v << " = nn.split " << qkv
-      << " axis 2 : " << tensor({B, T, 3 * C}, f) << " -> " << xt << ", " << xt
-      << ", " << xt << "\n";
-    SmallVector<std::string, 3> heads4;
-    for (const std::string &t : {q, k, v}) {
-      std::string r = e.fresh("heads");
-      b << "    " << r << " = nn.reshape " << t << " : " << xt << " -> "
-        << headT << "\n";
-      std::string tr = e.fresh("bhtd");
-      b << "    " << tr << " = nn.transpose " << r
-        << " [0, 2, 1, 3] : " << headT << " -> " << bhtd << "\n";
-      heads4.push_back(tr);
-    }
-    std::string att = e.fresh("att");
-    b << "    " << att << " = nn.attention " << heads4[0] << ", " << heads4[1]
-      << ", " << heads4[2] << " causal : " << bhtd << "\n";
-    std::string back = e.fresh("bthd");
-    b << "    " << back << " = nn.transpose " << att
-      << " [0, 2, 1, 3] : " << bhtd << " -> " << headT << "\n";
-    std::string merged = e.fresh("merged");
-    b << "    " << merged << " = nn.reshape " << back << " : " << headT
-      << " -> " << xt << "\n";
-    std::string proj = linear(merged, p + "attn.c_proj", C, C);
-    std::string r1 = e.fresh("res");
-    b << "    " << r1 << " = nn.add " << x << ", " << proj << " : " << xt
-      << ", " << xt << "\n";
-    std::string h2 = layerNorm(r1, p + "ln_2");
-    std::string fc = linear(h2, p + "mlp.c_fc", C, 4 * C);
-    std::string g = e.fresh("gelu");
-    b << "    " << g << " = nn.gelu " << fc << " : " << tensor({B, T, 4 * C}, f)
-      << "\n";
-    std::string mp = linear(g, p + "mlp.c_proj", 4 * C, C);
-    std::string r2 = e.fresh("res");
-    b << "    " << r2 << " = nn.add " << r1 << ", " << mp << " : " << xt << ", "
-      << xt << "\n";
-    x = r2;
-  }
-  std::string xf = layerNorm(x, "transformer.ln_f");
-  std::string head =
-      e.getParam(untied ? "lm_head.weight" : "transformer.wte.weight");
-  std::string logitsT = tensor({B, T, V}, f);
-  b << "    %logits = nn.matmul " << xf << ", " << head
-    << " transpose_rhs : " << xt << ", " << tensor({V, C}, f) << " -> "
-    << logitsT << "\n";
-  b << "    %loss = nn.softmax_cross_entropy %logits, %targets"
-    << ignoreIndexSuffix() << " : " << logitsT << ", " << tensor({B, T}, lt)
-    << " -> tensor<f32>\n";
-  std::string args =
-      "%tokens: " + tensor({B, T}, lt) + ", %targets: " + tensor({B, T}, lt);
-  emitStep(os, e, args, optimizerAttr("adamw", 6e-4, 0.95, 0.1),
-           precisionAttr(), "%loss");
-  return true;
+  Value loss =
+      d.lmLoss(x, layerNorm("transformer.ln_f"),
+               untied ? "lm_head.weight" : "transformer.wte.weight", targets);
+  return s.finish(
+      loss, optimizerAttr(ctx, zero::OptimizerKind::adamw, 6e-4, 0.95, 0.1),
+      precisionAttr(ctx));
 }
 
 /// A value given on the command line, else the preset's.
@@ -683,7 +721,7 @@ struct LlamaShape {
 /// not make one.
 std::optional<LlamaShape> getLlamaShape() {
   const LlamaPreset &pr = llamaPresets[static_cast<int>(preset.getValue())];
-  int64_t B = pick(batch, pr.batch), T = pick(seq, pr.seq);
+  int64_t B = pick(batch, pr.batch), T = pick(::seq, pr.seq);
   int64_t C = pick(hidden, pr.hidden), H = pick(heads, pr.heads);
   int64_t KV = pick(kvHeads, pr.kvHeads), F = pick(ffn, pr.ffn);
   int64_t V = pick(vocab, pr.vocab), L = pick(layers, pr.layers);
@@ -731,169 +769,108 @@ std::optional<LlamaShape> getLlamaShape() {
   return LlamaShape{B, T, C, H, KV, F, V, L, theta, eps, isTied};
 }
 
-/// Hugging Face's LlamaForCausalLM, with its state-dict names and [out, in]
-/// projection weights, so that exported files load into it unchanged.
-bool genLlama(raw_ostream &os) {
-  std::optional<LlamaShape> shape = getLlamaShape();
-  if (!shape)
-    return false;
-  int64_t B = shape->B, T = shape->T, C = shape->C, H = shape->H;
-  int64_t KV = shape->KV, F = shape->F, V = shape->V, L = shape->L;
-  double theta = shape->theta, eps = shape->eps;
-  bool isTied = shape->tied;
-  int64_t D = C / H;
-  std::string lt = labelType.empty() ? "i32" : labelType.getValue();
-  std::string f = "f32";
-  Emitter e(os);
-  // In the order of Hugging Face's state dict; initializer_range 0.02.
-  e.param("model.embed_tokens.weight", {V, C}, "normal", 0.02);
-  // A projection's weight [out, in]; with LoRA on it, PEFT's base layer
-  // and adapters in PEFT's state-dict order.
+/// A Llama's weights in the order of Hugging Face's state dict;
+/// initializer_range 0.02. A projection's weight is [out, in]; with LoRA on
+/// it, PEFT's base layer and adapters in PEFT's state-dict order.
+void llamaParams(StepBuilder &s, const LlamaShape &m) {
+  auto normal = zero::InitKind::normal, ones = zero::InitKind::ones;
+  int64_t C = m.C, F = m.F, kvDim = m.C / m.H * m.KV;
+  s.param("model.embed_tokens.weight", {m.V, C}, normal, 0.02);
   auto proj = [&](const std::string &module, int64_t out, int64_t in) {
     if (!loraSpec || !loraSpec->isTarget(module)) {
-      e.param(module + ".weight", {out, in}, "normal", 0.02);
+      s.param(module + ".weight", {out, in}, normal, 0.02);
       return;
     }
     int64_t r = loraSpec->r;
-    e.param(module + ".base_layer.weight", {out, in}, "normal", 0.02);
-    e.param(module + ".lora_A.default.weight", {r, in}, "normal", 1.0 / r);
-    e.param(module + ".lora_B.default.weight", {out, r}, "zeros");
+    s.param(module + ".base_layer.weight", {out, in}, normal, 0.02);
+    s.param(module + ".lora_A.default.weight", {r, in}, normal, 1.0 / r);
+    s.param(module + ".lora_B.default.weight", {out, r}, zero::InitKind::zeros);
   };
-  for (int64_t l = 0; l < L; ++l) {
+  for (int64_t l = 0; l < m.L; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     proj(p + "self_attn.q_proj", C, C);
-    proj(p + "self_attn.k_proj", KV * D, C);
-    proj(p + "self_attn.v_proj", KV * D, C);
+    proj(p + "self_attn.k_proj", kvDim, C);
+    proj(p + "self_attn.v_proj", kvDim, C);
     proj(p + "self_attn.o_proj", C, C);
     proj(p + "mlp.gate_proj", F, C);
     proj(p + "mlp.up_proj", F, C);
     proj(p + "mlp.down_proj", C, F);
-    e.param(p + "input_layernorm.weight", {C}, "ones");
-    e.param(p + "post_attention_layernorm.weight", {C}, "ones");
+    s.param(p + "input_layernorm.weight", {C}, ones);
+    s.param(p + "post_attention_layernorm.weight", {C}, ones);
   }
-  e.param("model.norm.weight", {C}, "ones");
-  if (!isTied)
-    e.param("lm_head.weight", {V, C}, "normal", 0.02);
+  s.param("model.norm.weight", {C}, ones);
+  if (!m.tied)
+    s.param("lm_head.weight", {m.V, C}, normal, 0.02);
+}
 
-  std::string xt = tensor({B, T, C}, f);
-  auto &b = e.body;
-  auto rmsNorm = [&](const std::string &x, const std::string &name) {
-    std::string w = e.getParam(name + ".weight");
-    std::string y = e.fresh("norm");
-    b << "    " << y << " = nn.rms_norm " << x << ", " << w << " eps "
-      << fmt(eps) << " : " << xt << ", " << tensor({C}, f) << "\n";
-    return y;
+/// nn.Linear without bias, x @ W^T; with LoRA on it (PEFT's lora.Linear,
+/// dropout 0): W x + (alpha / r) B (A x).
+Value llamaLinear(StepBuilder &s, Value x, const std::string &name) {
+  auto matmulT = [&](Value in, const std::string &weight) {
+    Value w = s.getParam(weight);
+    return s.matmul(in, w, /*transposeW=*/true, s.fresh("mm"));
   };
-  // x @ W^T with W [out, in].
-  auto matmulT = [&](const std::string &x, const std::string &w, int64_t in,
-                     int64_t out) {
-    std::string y = e.fresh("mm");
-    b << "    " << y << " = nn.matmul " << x << ", " << w
-      << " transpose_rhs : " << tensor({B, T, in}, f) << ", "
-      << tensor({out, in}, f) << " -> " << tensor({B, T, out}, f) << "\n";
-    return y;
-  };
-  // nn.Linear without bias; with LoRA on it (PEFT's lora.Linear, dropout
-  // 0): W x + (alpha / r) B (A x).
-  auto linear = [&](const std::string &x, const std::string &name, int64_t in,
-                    int64_t out) {
-    if (!loraSpec || !loraSpec->isTarget(name))
-      return matmulT(x, e.getParam(name + ".weight"), in, out);
-    int64_t r = loraSpec->r;
-    std::string y =
-        matmulT(x, e.getParam(name + ".base_layer.weight"), in, out);
-    std::string ax =
-        matmulT(x, e.getParam(name + ".lora_A.default.weight"), in, r);
-    std::string bax =
-        matmulT(ax, e.getParam(name + ".lora_B.default.weight"), r, out);
-    std::string outT = tensor({B, T, out}, f);
-    std::string scaled = e.fresh("lora");
-    b << "    " << scaled << " = nn.scale " << bax << " by "
-      << fmt(loraSpec->alpha / r) << " : " << outT << "\n";
-    std::string sum = e.fresh("mm");
-    b << "    " << sum << " = nn.add " << y << ", " << scaled << " : " << outT
-      << ", " << outT << "\n";
-    return sum;
-  };
-  // [B, T, n * D] -> [B, n, T, D].
-  auto toHeads = [&](const std::string &x, int64_t n) {
-    std::string btnd = tensor({B, T, n, D}, f);
-    std::string r = e.fresh("heads");
-    b << "    " << r << " = nn.reshape " << x << " : "
-      << tensor({B, T, n * D}, f) << " -> " << btnd << "\n";
-    std::string t = e.fresh("bhtd");
-    b << "    " << t << " = nn.transpose " << r << " [0, 2, 1, 3] : " << btnd
-      << " -> " << tensor({B, n, T, D}, f) << "\n";
-    return t;
-  };
-  auto rope = [&](const std::string &x, int64_t n) {
-    std::string y = e.fresh("rope");
-    b << "    " << y << " = nn.rope " << x << " theta " << fmt(theta) << " : "
-      << tensor({B, n, T, D}, f) << "\n";
-    return y;
-  };
+  if (!loraSpec || !loraSpec->isTarget(name))
+    return matmulT(x, name + ".weight");
+  Value y = matmulT(x, name + ".base_layer.weight");
+  Value ax = matmulT(x, name + ".lora_A.default.weight");
+  Value bax = matmulT(ax, name + ".lora_B.default.weight");
+  Value scaled = nn::ScaleOp::create(s.b, s.fresh("lora"), bax,
+                                     s.f64(loraSpec->alpha / loraSpec->r));
+  return s.add(y, scaled, "mm");
+}
 
-  std::string embed = e.getParam("model.embed_tokens.weight");
-  std::string x = e.fresh("x");
-  b << "    " << x << " = nn.embedding " << embed
-    << "[%tokens] : " << tensor({V, C}, f) << ", " << tensor({B, T}, lt)
-    << " -> " << xt << "\n";
-  std::string qT = tensor({B, H, T, D}, f), kvT = tensor({B, KV, T, D}, f);
-  std::string ffT = tensor({B, T, F}, f);
-  for (int64_t l = 0; l < L; ++l) {
+/// Hugging Face's LlamaForCausalLM, with its state-dict names and [out, in]
+/// projection weights, so that exported files load into it unchanged.
+OwningOpRef<ModuleOp> genLlama(MLIRContext *ctx) {
+  std::optional<LlamaShape> shape = getLlamaShape();
+  if (!shape)
+    return nullptr;
+  const LlamaShape &m = *shape;
+  StepBuilder s(ctx);
+  llamaParams(s, m);
+  Type lt = s.labelElementType("i32");
+  Value tokens = s.input("tokens", s.tensor({m.B, m.T}, lt));
+  Value targets = s.input("targets", s.tensor({m.B, m.T}, lt));
+  Decoder d(s, m.B, m.T, m.C / m.H);
+  auto rmsNorm = [&](const std::string &name) {
+    return [&s, &m, name](Value x) -> Value {
+      Value w = s.getParam(name + ".weight");
+      return nn::RmsNormOp::create(s.b, s.fresh("norm"), x, w, s.f64(m.eps));
+    };
+  };
+  auto rope = [&](Value x) -> Value {
+    return nn::RopeOp::create(s.b, s.fresh("rope"), x, s.f64(m.theta),
+                              /*inv_freq=*/nullptr, /*scale=*/nullptr,
+                              /*inverse=*/false, /*interleaved=*/false);
+  };
+  Value x = d.embed("model.embed_tokens.weight", tokens, "x");
+  for (int64_t l = 0; l < m.L; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
-    std::string h = rmsNorm(x, p + "input_layernorm");
-    std::string q = linear(h, p + "self_attn.q_proj", C, C);
-    std::string k = linear(h, p + "self_attn.k_proj", C, KV * D);
-    std::string v = linear(h, p + "self_attn.v_proj", C, KV * D);
-    std::string qr = rope(toHeads(q, H), H);
-    std::string kr = rope(toHeads(k, KV), KV);
-    std::string vh = toHeads(v, KV);
-    std::string att = e.fresh("att");
-    b << "    " << att << " = nn.attention " << qr << ", " << kr << ", " << vh
-      << " causal : " << qT;
-    if (KV != H)
-      b << ", " << kvT;
-    b << "\n";
-    std::string headT = tensor({B, T, H, D}, f);
-    std::string back = e.fresh("bthd");
-    b << "    " << back << " = nn.transpose " << att << " [0, 2, 1, 3] : " << qT
-      << " -> " << headT << "\n";
-    std::string merged = e.fresh("merged");
-    b << "    " << merged << " = nn.reshape " << back << " : " << headT
-      << " -> " << xt << "\n";
-    std::string o = linear(merged, p + "self_attn.o_proj", C, C);
-    std::string r1 = e.fresh("res");
-    b << "    " << r1 << " = nn.add " << x << ", " << o << " : " << xt << ", "
-      << xt << "\n";
-    std::string h2 = rmsNorm(r1, p + "post_attention_layernorm");
-    std::string gate = linear(h2, p + "mlp.gate_proj", C, F);
-    std::string up = linear(h2, p + "mlp.up_proj", C, F);
-    std::string act = e.fresh("swiglu");
-    b << "    " << act << " = nn.swiglu " << gate << ", " << up << " : " << ffT
-      << "\n";
-    std::string down = linear(act, p + "mlp.down_proj", F, C);
-    std::string r2 = e.fresh("res");
-    b << "    " << r2 << " = nn.add " << r1 << ", " << down << " : " << xt
-      << ", " << xt << "\n";
-    x = r2;
+    x = d.residual(x, rmsNorm(p + "input_layernorm"), [&](Value h) {
+      Value q = llamaLinear(s, h, p + "self_attn.q_proj");
+      Value k = llamaLinear(s, h, p + "self_attn.k_proj");
+      Value v = llamaLinear(s, h, p + "self_attn.v_proj");
+      Value qr = rope(d.toHeads(q, m.H));
+      Value kr = rope(d.toHeads(k, m.KV));
+      Value merged = d.attend(qr, kr, d.toHeads(v, m.KV));
+      return llamaLinear(s, merged, p + "self_attn.o_proj");
+    });
+    x = d.residual(x, rmsNorm(p + "post_attention_layernorm"), [&](Value h) {
+      Value gate = llamaLinear(s, h, p + "mlp.gate_proj");
+      Value up = llamaLinear(s, h, p + "mlp.up_proj");
+      Value act = nn::SwigluOp::create(s.b, s.fresh("swiglu"), gate, up);
+      return llamaLinear(s, act, p + "mlp.down_proj");
+    });
   }
-  std::string xf = rmsNorm(x, "model.norm");
-  std::string head =
-      e.getParam(isTied ? "model.embed_tokens.weight" : "lm_head.weight");
-  std::string logitsT = tensor({B, T, V}, f);
-  b << "    %logits = nn.matmul " << xf << ", " << head
-    << " transpose_rhs : " << xt << ", " << tensor({V, C}, f) << " -> "
-    << logitsT << "\n";
-  b << "    %loss = nn.softmax_cross_entropy %logits, %targets"
-    << ignoreIndexSuffix() << " : " << logitsT << ", " << tensor({B, T}, lt)
-    << " -> tensor<f32>\n";
-  std::string args =
-      "%tokens: " + tensor({B, T}, lt) + ", %targets: " + tensor({B, T}, lt);
+  Value loss = d.lmLoss(x, rmsNorm("model.norm"),
+                        m.tied ? "model.embed_tokens.weight" : "lm_head.weight",
+                        targets);
   // The Llama 2 paper's AdamW: beta2 0.95, eps 1e-5, weight decay 0.1.
-  emitStep(os, e, args, optimizerAttr("adamw", 3e-4, 0.95, 0.1, 1e-5),
-           precisionAttr(), "%loss");
-  return true;
+  return s.finish(
+      loss,
+      optimizerAttr(ctx, zero::OptimizerKind::adamw, 3e-4, 0.95, 0.1, 1e-5),
+      precisionAttr(ctx));
 }
 
 } // namespace
@@ -985,22 +962,31 @@ int main(int argc, char **argv) {
                        << "\n";
     return 1;
   }
+  DialectRegistry registry;
+  registry.insert<nn::NNDialect, zero::ZeroDialect>();
+  registry.addExtension(+[](MLIRContext *ctx, nn::NNDialect *) {
+    nn::SplitOp::attachInterface<SplitResultNames>(*ctx);
+  });
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  ScopedDiagnosticHandler diagnostics(&ctx, [](Diagnostic &diag) {
+    WithColor::error() << diag.str() << "\n";
+    return success();
+  });
   // The model is checked against --freeze before anything is written.
-  std::string text;
-  raw_string_ostream os(text);
-  bool ok;
+  OwningOpRef<ModuleOp> module;
   if (modelKind == "mlp")
-    ok = genMLP(os);
+    module = genMLP(&ctx);
   else if (modelKind == "gpt2")
-    ok = genGPT2(os);
+    module = genGPT2(&ctx);
   else if (modelKind == "llama")
-    ok = genLlama(os);
+    module = genLlama(&ctx);
   else {
     WithColor::error() << "unknown model '" << modelKind
                        << "' (expected mlp, gpt2 or llama)\n";
     return 1;
   }
-  if (!ok)
+  if (!module)
     return 1;
   for (auto [pattern, count] : llvm::zip(freeze, freezeState.matches))
     if (count == 0) {
@@ -1014,7 +1000,8 @@ int main(int argc, char **argv) {
                           "would train\n";
     return 1;
   }
-  out.os() << text;
+  out.os() << "// Generated by zero-model-gen.\n";
+  (*module)->print(out.os(), OpPrintingFlags().printNameLocAsPrefix());
   out.keep();
   return 0;
 }

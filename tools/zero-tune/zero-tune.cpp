@@ -104,7 +104,8 @@ static cl::opt<std::string>
 static zero::SharedToolOptions shared(
     tuneCat,
     {/*hardware=*/"Hardware preset of the cost model (a100-40gb, a100-80gb, "
-                  "l4, rtx-4090, h100-sxm, h100-pcie, h200-sxm, mi300x, cpu)",
+                  "l4, rtx-4090, h100-sxm, h100-sxm-96gb, h100-pcie, h200-sxm, "
+                  "mi300x, cpu)",
      /*interNodeBandwidth=*/
      "Line rate of each of the preset's links between nodes, in Gb/s each "
      "way (400 or 400Gb/s; default: the preset's)",

@@ -243,6 +243,22 @@ static void addModelOrigin(TrainStepOp step, manifest::Program &m) {
         out.tied.push_back(
             {entry.getName().str(),
              cast<StringAttr>(entry.getValue()).getValue().str()});
+    if (DictionaryAttr buffers = hf.getBuffers()) {
+      std::vector<manifest::HfBuffer> &list = out.buffers.emplace();
+      for (NamedAttribute entry : buffers) {
+        auto values = cast<DenseFPElementsAttr>(entry.getValue());
+        manifest::HfBuffer &b = list.emplace_back();
+        b.name = entry.getName().str();
+        llvm::append_range(b.shape, values.getType().getShape());
+        for (APFloat v : values.getValues<APFloat>())
+          b.values.push_back(v.convertToDouble());
+      }
+    }
+    if (ArrayAttr unused = hf.getUnused()) {
+      std::vector<std::string> &list = out.unused.emplace();
+      for (Attribute name : unused)
+        list.push_back(cast<StringAttr>(name).getValue().str());
+    }
   }
   if (PeftAttr peft = step->getContext()
                           ->getLoadedDialect<ZeroDialect>()

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 
 using namespace zrt;
@@ -41,9 +42,14 @@ template <typename T>
 struct IsVector : std::false_type {};
 template <typename T>
 struct IsVector<std::vector<T>> : std::true_type {};
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
 
 /// A manifest.def object (hf_model, peft) as the program's manifest writes
-/// it: numbers, strings, vectors and objects of them.
+/// it: numbers, strings, vectors and objects of them, an empty optional
+/// field left out.
 template <typename T>
 json toJson(const T &v) {
   if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
@@ -57,7 +63,13 @@ json toJson(const T &v) {
     json object = json::object();
     manifest::visitFields(
         v, [&](const char *key, manifest::Presence, const auto &field) {
-          object[key] = toJson(field);
+          using F = std::decay_t<decltype(field)>;
+          if constexpr (IsOptional<F>::value) {
+            if (field)
+              object[key] = toJson(*field);
+          } else {
+            object[key] = toJson(field);
+          }
         });
     return object;
   }
@@ -72,11 +84,16 @@ void fromJson(const json &j, T &v) {
     for (const json &element : j)
       fromJson(element, v.emplace_back());
   } else {
-    manifest::visitFields(
-        v, [&](const char *key, manifest::Presence presence, auto &field) {
-          if (presence == manifest::Presence::Required || j.contains(key))
-            fromJson(j.at(key), field);
-        });
+    manifest::visitFields(v, [&](const char *key, manifest::Presence presence,
+                                 auto &field) {
+      using F = std::decay_t<decltype(field)>;
+      if constexpr (IsOptional<F>::value) {
+        if (j.contains(key))
+          fromJson(j.at(key), field.emplace());
+      } else if (presence == manifest::Presence::Required || j.contains(key)) {
+        fromJson(j.at(key), field);
+      }
+    });
   }
 }
 

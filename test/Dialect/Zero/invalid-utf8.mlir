@@ -76,6 +76,18 @@ module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \
 
 // -----
 
+// expected-error @+1 {{buffer name "s\FF" is not valid UTF-8: byte 0xFF at offset 1 (it goes into the program's JSON manifest)}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}", buffers = {"s\FF" = dense<1.0> : tensor<1xf32>}>} {
+}
+
+// -----
+
+// expected-error @+1 {{unused tensor name "pooler.\FF" is not valid UTF-8: byte 0xFF at offset 7 (it goes into the program's JSON manifest)}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}", unused = ["pooler.\FF"]>} {
+}
+
+// -----
+
 // zero.peft's prefix and its layers' names and keys.
 // expected-error @+1 {{prefix "base_\FF." is not valid UTF-8: byte 0xFF at offset 5 (names go into the program's JSON manifest)}}
 module attributes {zero.peft = #zero.peft<config = "{\22peft_type\22: \22LORA\22, \22r\22: 2}", prefix = "base_\FF.", layers = []>} {

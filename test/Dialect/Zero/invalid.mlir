@@ -3012,6 +3012,37 @@ module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \
 
 // -----
 
+// expected-error @+1 {{buffer 'model.layers.0.layer_scalar' must be a dense tensor of f32 values, got dense<1.000000e+00> : tensor<1xf64>}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}", buffers = {"model.layers.0.layer_scalar" = dense<1.0> : tensor<1xf64>}>} {
+}
+
+// -----
+
+// expected-error @+1 {{buffer 's' holds a value that is not finite}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}", buffers = {"s" = dense<"0x0000807F"> : tensor<1xf32>}>} {
+}
+
+// -----
+
+// expected-error @+1 {{tensor 's' is named twice among buffers and unused}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}", buffers = {"s" = dense<1.0> : tensor<1xf32>}, unused = ["s"]>} {
+}
+
+// -----
+
+// expected-error @+1 {{unused must hold tensor names (strings), got 1 : i64}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}", unused = [1]>} {
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'zero.hf_model' names 'w' as no parameter of the step, but it is one or a tied name}}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}", unused = ["w"]>} {
+  zero.param @w : tensor<4xf32> init zeros
+}
+
+// -----
+
 // expected-error @+1 {{'zero.hf_model' is only valid on a module}}
 zero.param @w : tensor<4xf32> init zeros {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22llama\22}">}
 

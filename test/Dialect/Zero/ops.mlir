@@ -446,6 +446,16 @@ module attributes {zero.hf_model = #zero.hf_model<config = "{\0A  \22model_type\
 
 // -----
 
+// The checkpoint's tensors that are no parameter: buffers with their exact
+// values (the hexadecimal form reads back as the same floats) and unused
+// ones by name.
+// CHECK-LABEL: module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22gemma4_text\22}", buffers = {model.layers.0.layer_scalar = dense<5.000000e-01> : tensor<1xf32>, model.layers.1.layer_scalar = dense<0.0999999865> : tensor<1xf32>}, unused = ["bert.pooler.weight"]>}
+module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \22gemma4_text\22}", buffers = {"model.layers.0.layer_scalar" = dense<5.000000e-01> : tensor<1xf32>, "model.layers.1.layer_scalar" = dense<"0xCBCCCC3D"> : tensor<1xf32>}, unused = ["bert.pooler.weight"]>} {
+  zero.param @w : tensor<4xf32> init zeros
+}
+
+// -----
+
 // The topology parameters round-trip; the defaults are not printed.
 // CHECK-LABEL: zero.train_step @topology
 // CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, ranks_per_node = 2, hpz_partition_size = 2>

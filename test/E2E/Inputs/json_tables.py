@@ -224,7 +224,7 @@ def checkpoint(args):
     manifest = manifest_objects(args.manifest_table)
     table = checkpoint_objects(args.table, manifest)
     # manifest.def's objects that a checkpoint keeps, as checkpoint objects.
-    for name in ("HfModel", "TiedName", "Peft", "Lora"):
+    for name in ("HfModel", "TiedName", "HfBuffer", "Peft", "Lora"):
         table["manifest::" + name] = {k: p for _, k, p in manifest[name]}
     keys = {k for o in table.values() for k in o}
     # safetensors' own metadata ("format": "pt") is not a checkpoint's.
@@ -236,7 +236,8 @@ def checkpoint(args):
                          "partitions": "Partition", "params": "Param",
                          "files": "RankFile", "hf_model": "manifest::HfModel",
                          "peft": "manifest::Peft"},
-        "manifest::HfModel": {"tied": "manifest::TiedName"},
+        "manifest::HfModel": {"tied": "manifest::TiedName",
+                              "buffers": "manifest::HfBuffer"},
         "manifest::Peft": {"layers": "manifest::Lora"},
         "Header": {"sections": "Section", "loss_scaler": "LossScaler"},
     }

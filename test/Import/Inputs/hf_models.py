@@ -5,7 +5,8 @@ Qwen2, GPT-2, Gemma, with partial rotary embeddings GPT-NeoX, StableLM
 and Phi, with interleaved ones GPT-J and GLM, with sliding windows and
 soft-capping Mistral and Gemma 2, with ALiBi MPT and BLOOM, with masks
 that are causal in effect openai-gpt and CodeGen (and, to be refused, MoE
-and encoder-decoder ones).
+and encoder-decoder ones), Gemma 4 with layer_scalar buffers other than 1,
+BigBird as a decoder (its pooler unused).
 
   hf_models.py save KIND DIR [--shard-size N] [--config-only] [--tokenizer]
   hf_models.py big-config DIR      (Llama-3-70B's published numbers)
@@ -133,7 +134,17 @@ def config(kind):
             "rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
             "original_max_position_embeddings": 32,
             "llama_4_scaling_beta": 0.1})
-    if kind == "gemma4_text":
+    if kind == "big_bird":
+        # BigBird as a decoder (full attention at this length): its
+        # checkpoint holds a pooler that the causal LM never uses.
+        return tf.BigBirdConfig(vocab_size=256, hidden_size=64,
+                                num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=128,
+                                max_position_embeddings=128, is_decoder=True,
+                                attention_type="original_full",
+                                hidden_dropout_prob=0.0,
+                                attention_probs_dropout_prob=0.0)
+    if kind in ("gemma4_text", "gemma4_scaled"):
         # Gemma 4: sliding layers with the default rotary table alternating
         # with full ones of a wider head (global_head_dim 32) rotated by
         # proportional rope (a quarter of the pairs turn, the others' inverse
@@ -222,6 +233,11 @@ def save(args):
         model = getattr(tf, MODEL_CLASSES[args.kind])(cfg)
     else:
         model = tf.AutoModelForCausalLM.from_config(cfg)
+    if args.kind == "gemma4_scaled":
+        # As a trained Gemma 4 has them: layer_scalar buffers other than 1.
+        with torch.no_grad():
+            for i, layer in enumerate(model.model.layers):
+                layer.layer_scalar.fill_(0.5 + 0.25 * i)
     kwargs = {}
     if args.shard_size:
         kwargs["max_shard_size"] = args.shard_size
@@ -270,6 +286,16 @@ def break_dir(args):
             t["model.norm.weight"] = torch.ones(w.shape, dtype=torch.int32)
             return t
         rewrite(single, to_int)
+    elif args.how == "layer-scalar":
+        def rescale(t):
+            t["model.layers.1.layer_scalar"] = torch.tensor([0.8])
+            return t
+        rewrite(single, rescale)
+    elif args.how == "extra-tensor":
+        def extra(t):
+            t["extra.weight"] = torch.zeros(2)
+            return t
+        rewrite(single, extra)
     elif args.how == "drop-shard":
         index = json.load(open(os.path.join(d,
                                             "model.safetensors.index.json")))

@@ -226,8 +226,46 @@ LogicalResult LoggingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+/// Each of `buffers` a tensor of finite f32 values under a UTF-8 name, and
+/// each of `unused` a UTF-8 name of neither, named once.
+static LogicalResult
+verifyUntrainedTensors(function_ref<InFlightDiagnostic()> emitError,
+                       DictionaryAttr buffers, ArrayAttr unused) {
+  StringRef why = "it goes into the program's JSON manifest";
+  for (NamedAttribute entry :
+       buffers ? buffers.getValue() : ArrayRef<NamedAttribute>()) {
+    StringRef name = entry.getName().getValue();
+    if (failed(::zero::checkUTF8(emitError, "buffer name ", name, why)))
+      return failure();
+    auto values = dyn_cast<DenseFPElementsAttr>(entry.getValue());
+    if (!values || !values.getElementType().isF32())
+      return emitError() << "buffer '" << name
+                         << "' must be a dense tensor of f32 values, got "
+                         << entry.getValue();
+    for (APFloat v : values.getValues<APFloat>())
+      if (!v.isFinite())
+        return emitError() << "buffer '" << name
+                           << "' holds a value that is not finite";
+  }
+  llvm::StringSet<> seen;
+  for (Attribute a : unused ? unused.getValue() : ArrayRef<Attribute>()) {
+    auto name = dyn_cast<StringAttr>(a);
+    if (!name)
+      return emitError() << "unused must hold tensor names (strings), got "
+                         << a;
+    if (failed(::zero::checkUTF8(emitError, "unused tensor name ",
+                                 name.getValue(), why)))
+      return failure();
+    if (!seen.insert(name.getValue()).second || (buffers && buffers.get(name)))
+      return emitError() << "tensor '" << name.getValue()
+                         << "' is named twice among buffers and unused";
+  }
+  return success();
+}
+
 LogicalResult HfModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                  StringRef config, DictionaryAttr tied) {
+                                  StringRef config, DictionaryAttr tied,
+                                  DictionaryAttr buffers, ArrayAttr unused) {
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(config);
   if (!parsed)
     return emitError() << "config is not valid JSON: "
@@ -237,6 +275,8 @@ LogicalResult HfModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "config must be a JSON object (config.json)";
   if (!object->getString("model_type"))
     return emitError() << "config has no \"model_type\" string";
+  if (failed(verifyUntrainedTensors(emitError, buffers, unused)))
+    return failure();
   if (!tied)
     return success();
   for (NamedAttribute entry : tied) {
@@ -728,7 +768,8 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
     // Each tied name shares a parameter of the module and is none itself.
     // The lowering moves the parameters into the manifest, whose reader
     // checks the names there.
-    DictionaryAttr tied = cast<HfModelAttr>(value).getTied();
+    auto hf = cast<HfModelAttr>(value);
+    DictionaryAttr tied = hf.getTied();
     bool hasParams = !cast<ModuleOp>(op).getOps<ParamOp>().empty();
     for (NamedAttribute entry :
          tied &&hasParams ? tied.getValue() : ArrayRef<NamedAttribute>()) {
@@ -740,6 +781,21 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op,
         return emit() << "ties '" << entry.getName().getValue()
                       << "', which is a symbol of the module itself";
     }
+    // A buffer or an unused tensor is a tensor of the checkpoint that is no
+    // parameter: --init-from would find it twice.
+    SmallVector<StringAttr> untrained;
+    if (DictionaryAttr buffers = hf.getBuffers())
+      for (NamedAttribute entry : buffers)
+        untrained.push_back(entry.getName());
+    if (ArrayAttr unused = hf.getUnused())
+      for (Attribute a : unused)
+        untrained.push_back(cast<StringAttr>(a));
+    for (StringAttr name : untrained)
+      if ((tied && tied.get(name)) ||
+          (hasParams && SymbolTable::lookupSymbolIn(op, name)))
+        return emit() << "names '" << name.getValue()
+                      << "' as no parameter of the step, but it is one or a "
+                         "tied name";
     return success();
   }
   if (name == getPeftAttrHelper().getName()) {

@@ -14,8 +14,8 @@ include "mlir/Pass/PassBase.td"
 def ZeroHardwareOption
     : Option<"hardware", "hardware", "std::string", /*default=*/"\"h100-sxm\"",
              "Hardware preset of the cost model: a100-40gb, a100-80gb, l4, "
-             "rtx-4090, h100-sxm, h100-pcie, h200-sxm (or h200), mi300x or "
-             "cpu">;
+             "rtx-4090, h100-sxm, h100-sxm-96gb, h100-pcie, h200-sxm (or h200), "
+             "mi300x or cpu">;
 
 // Overrides the line rate of the preset's links between nodes: zero-report's
 // option, and zero-pipeline's for the plans memory-budget ranks.

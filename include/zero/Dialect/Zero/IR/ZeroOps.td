@@ -481,12 +481,21 @@ def Zero_HfModelAttr : Zero_Attr<"HfModel", "hf_model"> {
     shares: exports write the parameter once, as `save_pretrained` does, and
     `--init-from` also finds it under that name.
 
+    The checkpoint's other tensors are no `zero.param`. `buffers` maps each
+    persistent buffer (Gemma 4's `layer_scalar`) to the f32 values the step
+    was traced with, which it holds as constants: `--init-from` accepts the
+    tensor only with exactly these values and exports write them. `unused`
+    names the parameters the loss never reaches (BigBird's pooler): whatever
+    `--init-from` reads for them, the Hugging Face exports write unchanged.
+
     ```mlir
-    module attributes {zero.hf_model = #zero.hf_model<config = "{\0A  \22model_type\22: \22llama\22\0A}\0A", tied = {"lm_head.weight" = "model.embed_tokens.weight"}>} {
+    module attributes {zero.hf_model = #zero.hf_model<config = "{\0A  \22model_type\22: \22llama\22\0A}\0A", tied = {"lm_head.weight" = "model.embed_tokens.weight"}, buffers = {"model.layers.0.layer_scalar" = dense<5.000000e-01> : tensor<1xf32>}, unused = ["model.pooler.weight"]>} {
     ```
   }];
   let parameters = (ins StringRefParameter<"config.json's text">:$config,
-                        OptionalParameter<"::mlir::DictionaryAttr">:$tied);
+                        OptionalParameter<"::mlir::DictionaryAttr">:$tied,
+                        OptionalParameter<"::mlir::DictionaryAttr">:$buffers,
+                        OptionalParameter<"::mlir::ArrayAttr">:$unused);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
