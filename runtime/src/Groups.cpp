@@ -447,6 +447,19 @@ Tokens zrt::allReduce(Group &g, CommKind kind, int32_t dtype, int32_t op,
                            std::vector<int32_t>(size_t(g.size()), op));
 }
 
+Tokens zrt::allToAll(Group &g, CommKind kind, const void *send, void *recv,
+                     int64_t chunkBytes) {
+  zrt_link_bytes b =
+      zrt_all_to_all_link_bytes(chunkBytes, g.set.size, g.membersPerNode, g.me);
+  LinkBytes &c = groups().counters[size_t(kind)];
+  c.intraNode += b.intra_node;
+  c.interNode += b.inter_node;
+  std::vector<int64_t> counts(size_t(g.size()), chunkBytes), displs;
+  for (int m = 0; m < g.size(); ++m)
+    displs.push_back(int64_t(m) * chunkBytes);
+  return allToAllBytes(g.members, send, counts, displs, recv, counts, displs);
+}
+
 Tokens zrt::allReduceStats(Group &g, const float *in, float *out) {
   std::vector<int> displs;
   std::vector<int> counts = evenCounts(2, g.size(), displs);

@@ -137,6 +137,11 @@ Tokens allReduce(Group &g, CommKind kind, int32_t dtype, int32_t op, void *buf,
 /// The overflow statistics (fp32 {flag, squared norm}): the flag by max,
 /// the norm by sum, counted as one all-reduce of two elements.
 Tokens allReduceStats(Group &g, const float *in, float *out);
+/// `chunkBytes` bytes at chunk m of `send` to member m, whose chunk lands
+/// at chunk g.me of its `recv` (a direct exchange, every pair of members
+/// once: topology.h's zrt_all_to_all_link_bytes).
+Tokens allToAll(Group &g, CommKind kind, const void *send, void *recv,
+                int64_t chunkBytes);
 
 //===----------------------------------------------------------------------===//
 // The counters

@@ -517,8 +517,8 @@ void readLayout(const manifest::Program &w, Manifest &m) {
   if (const std::optional<manifest::CommByKind> &comm = plan.comm) {
     m.hasPlannedComm = true;
     const std::optional<manifest::CommBytes> *kinds[kNumCommKinds] = {
-        &comm->allGather, &comm->reduceScatter, &comm->reduce,
-        &comm->allReduce};
+        &comm->allGather, &comm->reduceScatter, &comm->reduce, &comm->allReduce,
+        &comm->allToAll};
     for (int k = 0; k < kNumCommKinds; ++k) {
       if (!*kinds[k])
         continue;

@@ -154,10 +154,16 @@ constexpr int64_t kProgressIntervalNs = 20000;
 
 /// The collective kinds of the communication accounting, the report's
 /// CollectiveKind names in its order.
-enum CommKind : int { kAllGather, kReduceScatter, kReduce, kAllReduce };
-constexpr int kNumCommKinds = 4;
+enum CommKind : int {
+  kAllGather,
+  kReduceScatter,
+  kReduce,
+  kAllReduce,
+  kAllToAll
+};
+constexpr int kNumCommKinds = 5;
 constexpr const char *kCommKindNames[kNumCommKinds] = {
-    "all_gather", "reduce_scatter", "reduce", "all_reduce"};
+    "all_gather", "reduce_scatter", "reduce", "all_reduce", "all_to_all"};
 
 /// Bytes a rank sends within its node and between nodes.
 struct LinkBytes {

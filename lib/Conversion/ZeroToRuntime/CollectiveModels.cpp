@@ -158,6 +158,25 @@ LogicalResult buildCall(StoreSecondaryOp op, CollectiveCallBuilder &b) {
       {b.context(), b.i32(b.partitionIndex(op.getGroupAttr())), full});
 }
 
+/// The input and result as (outer, P, inner) views at the split and the
+/// concat dimension; the runtime packs and unpacks scattered chunks through
+/// the op's planned staging (AllToAllOp::getStagingBytes).
+LogicalResult buildCall(AllToAllOp op, CollectiveCallBuilder &b) {
+  int64_t members = op.getMembers();
+  auto [splitOuter, splitInner] = AllToAllOp::getChunkView(
+      op.getInput().getType().getShape(), op.getSplitDim(), members);
+  auto [concatOuter, concatInner] = AllToAllOp::getChunkView(
+      op.getResult().getType().getShape(), op.getConcatDim(), members);
+  Value in = b.pointer(op.getInput()), out = b.pointer(op.getResult());
+  if (!in || !out)
+    return failure();
+  return b.call("zrt_ctx_all_to_all",
+                {b.context(), b.dtype(elemType(op.getInput())), in, out,
+                 b.temporary(), b.i64(splitOuter), b.i64(splitInner),
+                 b.i64(concatOuter), b.i64(concatInner),
+                 b.i32(b.slotOf(op.getToken()))});
+}
+
 /// The label count function counts each micro batch's labels; the first
 /// micro step sums the counts over the ranks.
 LogicalResult buildCall(CountLabelsOp op, CollectiveCallBuilder &b) {
@@ -195,6 +214,6 @@ void attach(MLIRContext *context) {
 void mlir::zero::registerRuntimeCollectiveModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, ZeroDialect *) {
     attach<AllGatherOp, PrefetchOp, ReduceScatterOp, ReduceOp, AllReduceOp,
-           CountLabelsOp, StoreSecondaryOp>(context);
+           AllToAllOp, CountLabelsOp, StoreSecondaryOp>(context);
   });
 }

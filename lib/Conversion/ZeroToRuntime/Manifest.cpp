@@ -389,6 +389,8 @@ static LogicalResult addPlan(const StepSchedule &s, const MemoryPlan &plan,
         getCommBytes(*comm, stringifyCollectiveKind(CollectiveKind::reduce));
     byKind.allReduce = getCommBytes(
         *comm, stringifyCollectiveKind(CollectiveKind::all_reduce));
+    byKind.allToAll = getCommBytes(
+        *comm, stringifyCollectiveKind(CollectiveKind::all_to_all));
   }
   if (plan.hostBytes > 0)
     m.plan.hostBytes = plan.hostBytes;

@@ -169,6 +169,23 @@ static inline zrt_link_bytes zrt_collective_link_bytes(const int64_t *chunks,
   return out;
 }
 
+/* The bytes member `me` of a rank set of `size` sends in an all-to-all of
+ * `chunk` bytes to each member: directly, every chunk but its own; those to
+ * the members of its node (members_per_node consecutive members) within
+ * the node, the rest across nodes. */
+static inline zrt_link_bytes zrt_all_to_all_link_bytes(int64_t chunk,
+                                                       int64_t size,
+                                                       int64_t members_per_node,
+                                                       int64_t me) {
+  zrt_link_bytes out = {0, 0};
+  if (size <= 1 || me < 0 || me >= size || members_per_node <= 0)
+    return out;
+  int64_t local = members_per_node < size ? members_per_node : size;
+  out.intra_node = (local - 1) * chunk;
+  out.inter_node = (size - local) * chunk;
+  return out;
+}
+
 /* Member j's part of a quantized reduce-scatter: parts[j], or the even
  * share of n elements when parts is null (n / size, one more for the first
  * n % size members). */

@@ -77,7 +77,12 @@ struct Work {
   /// Collectives: the members of the rank set and those on each node.
   int64_t members = 1, membersPerNode = 1;
   /// Collectives: which bus bandwidth of the preset they move at.
-  enum Pattern { AllReduce, ReduceScatter, AllGather } pattern = AllReduce;
+  enum Pattern {
+    AllReduce,
+    ReduceScatter,
+    AllGather,
+    AllToAll
+  } pattern = AllReduce;
   /// Collectives: bytes of the kernel the compute stream runs once the
   /// collective is complete (a bucket reduction's add into the gradient
   /// shard), at its wait.
@@ -267,6 +272,10 @@ Simulator::getCollectiveWork(CollectiveOpInterface collective) const {
   case CollectiveKind::all_reduce:
     w = Work::collective(bytes, 2, Work::AllReduce);
     break;
+  case CollectiveKind::all_to_all:
+    // Each member sends (P - 1) / P of the tensor, one chunk per peer.
+    w = Work::collective(bytes, 1, Work::AllToAll);
+    break;
   case CollectiveKind::reduce_scatter:
   case CollectiveKind::reduce:
     // A reduce to each owner moves what a reduce-scatter does. A bucket
@@ -445,6 +454,22 @@ double Simulator::seconds(const Work &w) const {
       bandwidth = hw.reduceScatterBandwidth;
     if (w.pattern == Work::AllGather && hw.allGatherBandwidth > 0)
       bandwidth = hw.allGatherBandwidth;
+    if (w.pattern == Work::AllToAll) {
+      // One chunk of bytes / m to each peer: the node's q - 1 over the
+      // links within it, the m - q others across nodes, at once.
+      double within =
+          (std::min(q, m) - 1) * (latency + w.bytes / m / bandwidth);
+      if (q >= m)
+        return within;
+      double interLatency = latency, interBandwidth = bandwidth;
+      if (hw.interNodeLinks > 0) {
+        interLatency = hw.interNodeLatency;
+        interBandwidth =
+            hw.getInterNodeBandwidth() / double(schedule.getNodeSize());
+      }
+      return within + interLatency +
+             double(m - q) / m * w.bytes / interBandwidth;
+    }
     if (q >= m)
       return passes * (m - 1) * latency +
              passes * (m - 1) / m * w.bytes / bandwidth;

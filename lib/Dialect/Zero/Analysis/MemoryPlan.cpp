@@ -328,10 +328,16 @@ void Planner::collectExtraUses() {
       token = t.getToken();
       reads = t.getInFlightReads();
     }
-    if (Operation *wait = getWait(token))
-      for (auto [s, range] : reads)
-        extraUse[getViewRoot(s)] =
-            std::max(extraUse.lookup(getViewRoot(s)), index[wait]);
+    Operation *wait = getWait(token);
+    if (!wait)
+      continue;
+    for (auto [s, range] : reads)
+      extraUse[getViewRoot(s)] =
+          std::max(extraUse.lookup(getViewRoot(s)), index[wait]);
+    // Its results are written until the wait, read after it or not.
+    for (Value r : op.getResults())
+      if (isa<RankedTensorType>(r.getType()))
+        extraUse[r] = std::max(extraUse.lookup(r), index[wait]);
   }
 }
 
@@ -469,6 +475,11 @@ LogicalResult Planner::addTempBuffer(Operation &op, int64_t i) {
             g.getQuantizedSlotBytes(coll.getQuantizationBits()), &bucketBytes))
       return tooLarge("a quantized gather's staging buffer");
     tempCategory = MemoryCategory::GatherBuffers;
+  }
+  // Staging the op asks for itself (an all-to-all's packed chunks).
+  if (int64_t staging = coll.getStagingBytes()) {
+    bucketBytes = staging;
+    tempCategory = MemoryCategory::Activations;
   }
   if (bucketBytes) {
     ArenaBuffer b;

@@ -75,7 +75,10 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
     int64_t volume = 0, passes = 1;
     SmallVector<int64_t> chunks;
     CollectiveKind kind = collective.getCollectiveKind();
-    PartitionOp p = s.lookupPartition(collective.getGroupAttr())->partition;
+    PartitionOp p;
+    if (const PartitionBuffers *group =
+            s.lookupPartition(collective.getGroupAttr()))
+      p = group->partition;
     int64_t eb = s.getCollectiveElementBytes(collective);
     std::optional<std::pair<int64_t, int64_t>> range =
         collective.getElementRange();
@@ -103,6 +106,13 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
       volume = range->second - range->first;
       chunks = s.getOwnedParts(p, range->first, range->second);
       break;
+    case CollectiveKind::all_to_all: {
+      // Each member keeps one of its P chunks and sends the others.
+      auto t = cast<RankedTensorType>(collective.getMovedValue().getType());
+      volume = t.getNumElements();
+      chunks = evenChunks(t.getNumElements(), members);
+      break;
+    }
     case CollectiveKind::all_reduce:
       passes = 2;
       if (range && collective.getRankSetKind() == RankSetKind::replicas) {
@@ -141,7 +151,9 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
     if (quantizedParts)
       eb = 1;
     zrt_link_bytes link =
-        quantizedParts
+        kind == CollectiveKind::all_to_all
+            ? zrt_all_to_all_link_bytes(chunks[0], members, perNode, /*me=*/0)
+        : quantizedParts
             ? zrt_quantized_reduce_scatter_link_bytes(
                   chunks.data(), /*n=*/0, members, perNode, /*me=*/0)
             : zrt_collective_link_bytes(chunks.data(), members, perNode,

@@ -673,10 +673,13 @@ static LogicalResult verifyTemp(Operation *op, Attribute value, EmitFn emit) {
   else if (auto r = dyn_cast<ReduceOp>(op))
     fromSources = !r.getSources().empty();
   auto coll = dyn_cast<CollectiveOpInterface>(op);
-  if (!fromSources && !(coll && coll.getQuantizationBits()))
+  if (!fromSources &&
+      !(coll && (coll.getQuantizationBits() || coll.getStagingBytes())))
     return emit() << "is only valid on a zero.reduce_scatter or zero.reduce "
                      "of gradient values (`from`), which has a bucket buffer, "
-                     "or on a quantized gather, which has a staging buffer";
+                     "or on a quantized gather, which has a staging buffer, "
+                     "or on a collective with staging of its own "
+                     "(getStagingBytes)";
   if (!isPlanOffset(offset.getInt()))
     return emit() << "must be a non-negative multiple of " << kArenaAlignment
                   << ", got " << offset.getInt();

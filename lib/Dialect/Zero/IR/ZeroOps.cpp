@@ -494,6 +494,122 @@ CoverageRole AllReduceOp::getCoverageRole() {
 }
 
 //===----------------------------------------------------------------------===//
+// AllToAllOp
+//===----------------------------------------------------------------------===//
+
+CollectiveKind AllToAllOp::getCollectiveKind() {
+  return CollectiveKind::all_to_all;
+}
+std::optional<std::pair<int64_t, int64_t>> AllToAllOp::getElementRange() {
+  return std::nullopt;
+}
+std::optional<BufferKind> AllToAllOp::getInPlaceBuffer() {
+  return std::nullopt;
+}
+Value AllToAllOp::getMovedValue() { return getResult(); }
+FlatSymbolRefAttr AllToAllOp::getGroupAttr() { return {}; }
+RankSetKind AllToAllOp::getRankSetKind() { return getRankSet(); }
+SmallVector<std::pair<Value, std::pair<int64_t, int64_t>>>
+AllToAllOp::getInFlightReads() {
+  return {{getInput(), {0, getInput().getType().getNumElements()}}};
+}
+
+std::optional<int64_t> AllToAllOp::getKnownMembers() {
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  ScheduleAttr schedule = step ? step.getScheduleAttr() : ScheduleAttr();
+  if (!schedule)
+    return std::nullopt;
+  return schedule.getWorldSize();
+}
+
+std::pair<int64_t, int64_t> AllToAllOp::getChunkView(ArrayRef<int64_t> shape,
+                                                     int64_t dim,
+                                                     int64_t members) {
+  int64_t outer = 1, inner = shape[dim] / members;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (int64_t d = dim + 1, e = shape.size(); d < e; ++d)
+    inner *= shape[d];
+  return {outer, inner};
+}
+
+int64_t AllToAllOp::getMembers() {
+  if (std::optional<int64_t> known = getKnownMembers())
+    return *known;
+  int64_t split = getSplitDim(), concat = getConcatDim();
+  ArrayRef<int64_t> in = getInput().getType().getShape();
+  ArrayRef<int64_t> out = getResult().getType().getShape();
+  if (split == concat || in[concat] == 0)
+    return 1;
+  return out[concat] / in[concat];
+}
+
+int64_t AllToAllOp::getStagingBytes() {
+  int64_t p = getMembers();
+  auto type = getInput().getType();
+  int64_t bytes = type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+  int64_t pieces =
+      int64_t(getChunkView(type.getShape(), getSplitDim(), p).first > 1) +
+      int64_t(getChunkView(getResult().getType().getShape(), getConcatDim(), p)
+                  .first > 1);
+  return pieces * bytes;
+}
+
+LogicalResult AllToAllOp::verify() {
+  auto in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("result element type ")
+           << out.getElementType() << " differs from the input's "
+           << in.getElementType();
+  if (!in.hasStaticShape() || !out.hasStaticShape())
+    return emitOpError("needs static shapes");
+  int64_t rank = in.getRank();
+  if (out.getRank() != rank)
+    return emitOpError("result rank ")
+           << out.getRank() << " differs from the input's " << rank;
+  int64_t split = getSplitDim(), concat = getConcatDim();
+  for (auto [name, dim] :
+       {std::pair<StringRef, int64_t>{"split", split}, {"concat", concat}})
+    if (dim < 0 || dim >= rank)
+      return emitOpError() << name << "_dim " << dim
+                           << " is not a dimension of a rank-" << rank
+                           << " tensor";
+  if (getRankSet() != RankSetKind::world)
+    return emitOpError("runs over the world only (the sequence-parallel "
+                       "group comes with sequence parallelism), not ")
+           << stringifyRankSetKind(getRankSet());
+  // P is the step's world size when its schedule says, else what the shapes
+  // imply (the concat dimension's growth).
+  std::optional<int64_t> known = getKnownMembers();
+  ArrayRef<int64_t> is = in.getShape(), os = out.getShape();
+  int64_t p;
+  if (known) {
+    p = *known;
+  } else if (split == concat) {
+    p = 1;
+  } else {
+    if (is[concat] == 0 || os[concat] % is[concat])
+      return emitOpError("result concat dimension ")
+             << os[concat] << " is not a multiple of the input's "
+             << is[concat];
+    p = os[concat] / is[concat];
+  }
+  if (p < 1 || is[split] % p)
+    return emitOpError("split dimension ")
+           << split << " of extent " << is[split]
+           << " does not divide by the rank set's " << p << " members";
+  SmallVector<int64_t> expected(is);
+  expected[split] /= p;
+  expected[concat] *= p;
+  if (ArrayRef<int64_t>(expected) != os)
+    return emitOpError("result type ")
+           << out << " is not the input's shape with dimension " << split
+           << " divided and dimension " << concat << " multiplied by " << p
+           << " members";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // GetParamOp / GradOp
 //===----------------------------------------------------------------------===//
 
@@ -1431,7 +1547,7 @@ SmallVector<std::pair<Value, std::pair<int64_t, int64_t>>>
 TransferOp::getInFlightReads() {
   if (!getInput())
     return {};
-  return {{getInput(), {0, numel(getInput())}}};
+  return {{getInput(), {0, getInput().getType().getNumElements()}}};
 }
 std::optional<std::pair<int64_t, int64_t>> TransferOp::getElementRange() {
   if (!getBegin() || !getEnd())

@@ -171,7 +171,10 @@ public:
   bool areParamsOnNvme() const { return paramDevice == OffloadDevice::nvme; }
   ArrayRef<PartitionBuffers> getPartitions() const { return partitions; }
   const PartitionBuffers *lookupPartition(StringRef name) const;
+  /// Null for a null reference (a collective over a rank set alone).
   const PartitionBuffers *lookupPartition(SymbolRefAttr ref) const {
+    if (!ref)
+      return nullptr;
     return lookupPartition(ref.getLeafReference().getValue());
   }
   /// The location of a parameter, or null if it is in no partition.

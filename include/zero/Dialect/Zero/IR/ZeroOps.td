@@ -936,7 +936,8 @@ def Zero_BufferKindAttr : EnumAttr<Zero_Dialect, Zero_BufferKind, "buffer">;
 
 def Zero_CollectiveKind : I32EnumAttr<"CollectiveKind", "collective pattern", [
     I32EnumAttrCase<"all_gather", 0>, I32EnumAttrCase<"reduce_scatter", 1>,
-    I32EnumAttrCase<"reduce", 2>, I32EnumAttrCase<"all_reduce", 3>]> {
+    I32EnumAttrCase<"reduce", 2>, I32EnumAttrCase<"all_reduce", 3>,
+    I32EnumAttrCase<"all_to_all", 4>]> {
   let cppNamespace = "::mlir::zero";
   let genSpecializedAttr = 0;
 }
@@ -987,7 +988,10 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
     the cost model read collectives through it.
   }];
   let methods = [
-    InterfaceMethod<"The partition (group) the collective runs over.",
+    InterfaceMethod<[{
+        The partition (group) the collective runs over; null for one that
+        moves a tensor over a rank set of the step alone (zero.all_to_all).
+      }],
       "::mlir::FlatSymbolRefAttr", "getGroupAttr">,
     InterfaceMethod<"Its communication pattern.",
       "::mlir::zero::CollectiveKind", "getCollectiveKind">,
@@ -1059,6 +1063,14 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
           reads.push_back({shard, {0, ::llvm::cast<::mlir::RankedTensorType>(
                                           shard.getType()).getNumElements()}});
         return reads;
+      }]>,
+    InterfaceMethod<[{
+        Bytes of step-arena staging it uses from its start to its
+        completion that no other rule plans (a bucket, a quantized
+        gather's slots): an all-to-all's packed chunks.
+      }],
+      "int64_t", "getStagingBytes", (ins), [{}], [{
+        return 0;
       }]>,
   ];
   let extraClassDeclaration = [{
@@ -1370,6 +1382,63 @@ def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]
                                : ::mlir::zero::RankSetKind::group;
     }
   }];
+}
+
+def Zero_AllToAllOp : Zero_Op<"all_to_all", [
+    DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
+        ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
+         "getMovedValue", "getRankSetKind", "getInFlightReads",
+         "getStagingBytes"]>]> {
+  let summary = "Exchange equal chunks of a tensor between every pair of ranks";
+  let description = [{
+    Each of the P members of rank set `rank_set` splits `input` along
+    `split_dim` into P equal chunks, sends chunk j to member j, and
+    concatenates the chunks it receives, in member order, along
+    `concat_dim`: the result's `split_dim` is the input's divided by P, its
+    `concat_dim` the input's times P (with `split_dim` equal to
+    `concat_dim` the shape stays and the chunks are permuted). The element
+    types are equal. Ulysses sequence parallelism turns sequence shards
+    [B, T/P, H, D] into head shards [B, T, H/P, D] (`split 2 concat 1`)
+    around attention and back (`split 1 concat 2`).
+
+    The rank set is `world` for now (P is the step's world size); the
+    sequence-parallel group comes with sequence parallelism (issue 51),
+    which also adds the pass that emits the op: no pass emits it yet.
+
+    The runtime (`zrt_ctx_all_to_all`) views the input as (outer, P, inner)
+    at `split_dim` and the result as (outer, P, inner) at `concat_dim`;
+    where a view's outer extent is above 1 its chunks are not contiguous,
+    and it packs (or unpacks) them through step-arena staging of the
+    tensor's size (getStagingBytes), planned with the op to its
+    completion. With a `!zero.token` result it is asynchronous, completes
+    at the `zero.wait` of its token, and its input is read until then.
+
+    ```mlir
+    %h = zero.all_to_all %x split 2 concat 1 over world : tensor<1x8x4x16xbf16> -> tensor<1x16x2x16xbf16>
+    %s, %t = zero.all_to_all %h split 1 concat 2 over world : tensor<1x16x2x16xbf16> -> tensor<1x8x4x16xbf16>, !zero.token
+    ```
+  }];
+  let arguments = (ins Zero_FloatTensor:$input, I64Attr:$split_dim,
+                       I64Attr:$concat_dim, Zero_RankSetKindAttr:$rank_set);
+  let results = (outs Zero_FloatTensor:$result,
+                      Optional<Zero_TokenType>:$token);
+  let assemblyFormat = [{
+    $input `split` $split_dim `concat` $concat_dim `over` `` $rank_set attr-dict
+    `:` type($input) `->` type($result) (`,` type($token)^)?
+  }];
+  let extraClassDeclaration = [{
+    /// The members of the rank set when the enclosing step's schedule says
+    /// (its world size), else none.
+    std::optional<int64_t> getKnownMembers();
+    /// A tensor shape's (outer, inner) extents around dimension `dim` with
+    /// the P chunks between: outer is the product of the dimensions before
+    /// `dim`, inner that of those after it times dim's extent / P.
+    static std::pair<int64_t, int64_t> getChunkView(::llvm::ArrayRef<int64_t> shape,
+                                                    int64_t dim, int64_t members);
+    /// The number of members P, from the input and result shapes.
+    int64_t getMembers();
+  }];
+  let hasVerifier = 1;
 }
 
 def Zero_WaitOp : Zero_Op<"wait", [Zero_StepPhaseOpInterface]> {
