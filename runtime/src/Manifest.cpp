@@ -378,7 +378,7 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
             " must be >= 0, got " + std::to_string(m.lossScale));
 
   const manifest::Optimizer &opt = w.optimizer;
-  m.adamw = opt.kind == manifest::OptimizerKind::AdamW;
+  m.optimizer = opt.kind;
   m.lr = opt.lr;
   m.beta1 = opt.beta1;
   m.beta2 = opt.beta2;
