@@ -1485,7 +1485,7 @@ LogicalResult UpdateLossScaleOp::verify() {
   return success();
 }
 
-LogicalResult AdamOp::verify() {
+LogicalResult OptimizerStepOp::verify() {
   if (numel(getStats()) != 2)
     return emitOpError("stats must be tensor<2xf32> (overflow flag, squared "
                        "norm), got ")
@@ -1522,7 +1522,17 @@ LogicalResult AdamOp::verify() {
   return success();
 }
 
-int64_t AdamOp::getNvmeBytes(int64_t owned) {
+OptimizerKind OptimizerStepOp::getOptimizerKind() {
+  // Split into functions, the update is outside its step: the module's.
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (!step)
+    if (auto module = (*this)->getParentOfType<ModuleOp>())
+      if (auto steps = module.getOps<TrainStepOp>(); !steps.empty())
+        step = *steps.begin();
+  return step ? step.getOptimizer().getKind() : OptimizerKind::adam;
+}
+
+int64_t OptimizerStepOp::getNvmeBytes(int64_t owned) {
   NvmeSwapAttr swap = getSwapAttr();
   if (!swap || owned <= 0)
     return 0;
@@ -1813,7 +1823,7 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
   return success();
 }
 
-LogicalResult AdamOp::verifySymbolUses(SymbolTableCollection &tables) {
+LogicalResult OptimizerStepOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<PartitionOp> group = lookupGroup(*this, tables, getGroupAttr());
   if (failed(group) || !getNewParams())
     return failure(failed(group));
