@@ -20,14 +20,14 @@ namespace table = zrt::optimizers;
                     static_cast<int>(table::Kind::id),                         \
                 "OptimizerKind::" #name " is not optimizers.def's " #id);
 #include "zero_rt/optimizers.def"
-static_assert(getMaxEnumValForOptimizerKind() + 1 == table::kNumKinds,
+static_assert(int(getMaxEnumValForOptimizerKind()) + 1 == table::kNumKinds,
               "OptimizerKind has a case optimizers.def lacks");
 #define ZRT_OPTIMIZER_BUFFER(bufferId, key)                                    \
   static_assert(static_cast<int>(BufferKind::key) == zrt::bufferId,            \
                 "BufferKind::" #key " is not optimizers.def's " #bufferId);
 #include "zero_rt/optimizers.def"
-static_assert(getMaxEnumValForBufferKind() + 1 == zrt::kNumBufferKinds &&
-                  kNumBufferKinds == zrt::kNumBufferKinds,
+static_assert(int(getMaxEnumValForBufferKind()) + 1 == zrt::kNumBufferKinds &&
+                  int(kNumBufferKinds) == zrt::kNumBufferKinds,
               "BufferKind has a case manifest.def lacks");
 
 static table::Kind toTable(OptimizerKind kind) {
