@@ -592,9 +592,9 @@ static void printHostMemory(const StepReport &r, llvm::raw_ostream &os) {
   if (auto it = r.nvmeBuffers.find("params"); it != r.nvmeBuffers.end())
     printRow(os, ("NVMe " + r.paramDtype + " parameter shards").c_str(),
              it->second);
-  for (auto [kind, label] : kHostRows)
+  for (const auto &[kind, label] : hostRows)
     if (auto it = r.nvmeBuffers.find(kind); it != r.nvmeBuffers.end())
-      printRow(os, ("NVMe " + std::string(label)).c_str(), it->second);
+      printRow(os, ("NVMe " + label).c_str(), it->second);
   printRow(os, "NVMe files", r.nvmeBytes);
 }
 
