@@ -12,6 +12,7 @@
 #include "EstimateDetail.h"
 
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 
 #include <algorithm>
 
@@ -23,9 +24,23 @@ using namespace zero::estimate::detail;
 /// parameters themselves are the masters.
 static int64_t masterBytes(int64_t c) { return c == 4 ? 0 : 4; }
 
+/// The optimizer the estimates plan, DeepSpeed's default (its Adam in
+/// adam_w_mode): its states' bytes per parameter are optimizers.def's.
+static constexpr mlir::zero::OptimizerKind kOptimizer =
+    mlir::zero::OptimizerKind::adamw;
+
+/// Whether `key` is one of the optimizer's state lines.
+static bool isStateKey(StringRef key) {
+  return llvm::any_of(mlir::zero::getOptimizerStates(kOptimizer),
+                      [&](const mlir::zero::OptimizerState &state) {
+                        return state.reportKey == key;
+                      });
+}
+
 std::pair<int64_t, int64_t>
 zero::estimate::detail::modelStateSplit(int64_t stage, int64_t c) {
-  int64_t optimizer = masterBytes(c) + 8;
+  int64_t optimizer =
+      masterBytes(c) + mlir::zero::getOptimizerStateBytes(kOptimizer);
   switch (stage) {
   case 0:
     return {2 * c + optimizer, 0};
@@ -181,11 +196,19 @@ static Terms getTerms(const Estimate &e) {
 /// The paper's line, and with frozen parameters the
 /// paper's with them apart.
 static void addPaper(Estimate &e, const Terms &t) {
-  static const char *const paperFormula[] = {"16S", "4S + 12S/n", "2S + 14S/n",
-                                             "16S/n"};
-  static const int64_t paperBytes[][2] = {{16, 0}, {4, 12}, {2, 14}, {0, 16}};
-  e.paper = {"paper", "ZeRO paper (16-bit)", paperFormula[t.stage],
-             paperBytes[t.stage][0] * t.s + paperBytes[t.stage][1] * t.s / t.n};
+  // 2 + 2 + K bytes per parameter, K the fp32 masters and the optimizer's
+  // states (12 for Adam).
+  const int64_t k = 4 + mlir::zero::getOptimizerStateBytes(kOptimizer);
+  const int64_t paperBytes[][2] = {
+      {4 + k, 0}, {4, k}, {2, 2 + k}, {0, 4 + k}};
+  auto [full, shard] = paperBytes[t.stage];
+  std::string formula;
+  if (full)
+    formula = std::to_string(full) + "S";
+  if (shard)
+    formula += (full ? " + " : "") + std::to_string(shard) + "S/n";
+  e.paper = {"paper", "ZeRO paper (16-bit)", formula,
+             full * t.s + shard * t.s / t.n};
   if (t.frozen > 0)
     e.paperFrozen = paperWithFrozen(t.stage, t.st, t.frozen, t.n);
 }
@@ -211,9 +234,11 @@ static void addOurs(Estimate &e, Terms &t) {
   e.ours.push_back({"master_params", "ours: master_params",
                     mst ? "4" + tshardName : "0 (fp32 params are the masters)",
                     mst * tshard});
-  for (auto [key, label] : {std::pair{"adam_m", "ours: adam_m"},
-                            std::pair{"adam_v", "ours: adam_v"}})
-    e.ours.push_back({key, label, "4" + tshardName, 4 * tshard});
+  auto states = mlir::zero::getOptimizerStates(kOptimizer);
+  for (const mlir::zero::OptimizerState &state : states)
+    e.ours.push_back({state.reportKey.str(), "ours: " + state.reportKey.str(),
+                      std::to_string(state.bytes) + tshardName,
+                      state.bytes * tshard});
   std::string statesFormula;
   if (frozen == 0) {
     e.ourStates = modelStateBytes(stage, s, sp, n, c);
@@ -225,10 +250,12 @@ static void addOurs(Estimate &e, Terms &t) {
           (fullBytes ? " + " : "") + std::to_string(shardBytes) + "S'/n";
   } else {
     e.ourStates = 0;
-    for (size_t i = 0; i < 5; ++i)
-      e.ourStates += *e.ours[e.ours.size() - 5 + i].bytes;
-    statesFormula = "params + grads + master_params + "
-                    "adam_m + adam_v";
+    size_t lines = 3 + states.size();
+    for (size_t i = 0; i < lines; ++i)
+      e.ourStates += *e.ours[e.ours.size() - lines + i].bytes;
+    statesFormula = "params + grads + master_params";
+    for (const mlir::zero::OptimizerState &state : states)
+      statesFormula += " + " + state.reportKey.str();
   }
   e.ours.push_back(
       {"model_states", "ours: model states", statesFormula, e.ourStates});
@@ -291,8 +318,9 @@ static void addOffload(Estimate &e, Terms &t) {
       at = align(at) + bytes;
     };
     host("master_params", "master_params", 4);
-    host("adam_m", "adam_m", 4);
-    host("adam_v", "adam_v", 4);
+    for (const mlir::zero::OptimizerState &state :
+         mlir::zero::getOptimizerStates(kOptimizer))
+      host(state.reportKey, state.reportKey, state.bytes);
     host("host_grads", "grads copy", c);
     if (c != 4)
       host("host_params", "params copy", c);
@@ -371,8 +399,8 @@ static Error addVerdict(Estimate &e, const Terms &t) {
       if (line.key != "model_states" && line.key != "total" && line.bytes &&
           // Offloaded, the optimizer states are not on
           // the device.
-          !(oursOffloaded && (line.key == "master_params" ||
-                              line.key == "adam_m" || line.key == "adam_v")) &&
+          !(oursOffloaded &&
+            (line.key == "master_params" || isStateKey(line.key))) &&
           // Nor the parameter shard with the parameters
           // offloaded.
           !(paramsOffloaded && line.key == "params") &&

@@ -11,12 +11,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Pipelines/DeepSpeedConfig.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Pipelines/DeepSpeedKeys.h"
+#include "zero_rt/optimizers.h"
 
 #include "DeepSpeedJson.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -531,15 +534,17 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
               [&](Section &b) { cfg.bf16 = b.boolean("enabled", true); });
 
   top.section("optimizer", [&](Section &o) {
-    std::string type;
+    // optimizer.type, matched against optimizers.def's names.
+    std::optional<zrt::optimizers::Kind> type;
     if (const json::Value *t = o.get("type")) {
       std::optional<StringRef> s = t->getAsString();
-      type = s ? s->lower() : "";
-      if (type != "adam" && type != "adamw") {
+      if (s)
+        type = zrt::optimizers::kindOfDsType(*s);
+      if (!type)
         o.error("type", "'" + (s ? s->str() : dump(*t)) +
-                            "' is not supported (supported: Adam, AdamW)");
-        type.clear();
-      }
+                            "' is not supported (supported: " +
+                            llvm::join(getDeepSpeedOptimizerTypes(), ", ") +
+                            ")");
     }
     DeepSpeedValue<bool> adamWMode;
     o.section("params", [&](Section &p) {
@@ -570,12 +575,13 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
       cfg.biasCorrection = p.boolean("bias_correction");
       p.acceptIfOff("amsgrad");
     });
-    if (!type.empty()) {
+    if (type) {
       Position at = o.place("type");
       cfg.adamW.line = at.line;
       cfg.adamW.column = at.column;
       // DeepSpeed's engine: `AdamW`, or `Adam` unless adam_w_mode is false.
-      cfg.adamW.value = type == "adamw" || adamWMode.value.value_or(true);
+      cfg.adamW.value = *type == zrt::optimizers::Kind::AdamW ||
+                        adamWMode.value.value_or(true);
     }
   });
 

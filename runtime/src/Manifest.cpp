@@ -15,6 +15,7 @@
 #include "Support.h"
 
 #include "zero_rt/constants.h"
+#include "zero_rt/optimizers.h"
 #include "zero_rt/variants.h"
 
 #include <nlohmann/json.hpp>
@@ -378,7 +379,7 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
             " must be >= 0, got " + std::to_string(m.lossScale));
 
   const manifest::Optimizer &opt = w.optimizer;
-  m.adamw = opt.kind == manifest::OptimizerKind::AdamW;
+  m.optimizer = opt.kind;
   m.lr = opt.lr;
   m.beta1 = opt.beta1;
   m.beta2 = opt.beta2;
@@ -667,9 +668,9 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
   need(kParams, fullParams);
   if (!p.frozen)
     need(kGrads, fullGrads);
-  for (BufferKind k : {kMaster, kExpAvg, kExpAvgSq, kHostGrads, kHostParams})
-    if (p.hasBuffer(k))
-      need(k, fullMaster);
+  for (int k = kMaster; k < kNumBufferKinds; ++k)
+    if (k != kSecondary && p.hasBuffer(BufferKind(k)))
+      need(BufferKind(k), fullMaster);
   // hpZ: a secondary shard is this rank's slice of the padded group over
   // its hpZ group, on the device.
   if (p.hasBuffer(kSecondary) &&
@@ -687,17 +688,23 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
   // comes back through host_params. Offloaded parameter shards (stage 3)
   // are updated in place by a host Adam.
   auto stateOff = [&](int k) { return nvme ? p.onNvme[k] : p.onHost[k]; };
+  // The optimizers' states (optimizers.def), each placed as the masters.
+  bool statesOff = true, statesOnHost = false, statesOnNvme = false;
+  for (BufferKind k : optimizers::kStateBuffers) {
+    statesOff &= stateOff(k);
+    statesOnHost |= p.onHost[k];
+    statesOnNvme |= p.onNvme[k];
+  }
   if ((p.offloaded() &&
-       ((!p.paramsAreMasters && !stateOff(kMaster)) || !stateOff(kExpAvg) ||
-        !stateOff(kExpAvgSq) || !p.onHost[kHostGrads] || p.onHost[kGrads] ||
+       ((!p.paramsAreMasters && !stateOff(kMaster)) || !statesOff ||
+        !p.onHost[kHostGrads] || p.onHost[kGrads] ||
         ((nvme || p.computeDtype != ZRT_F32) && !p.paramsOnHost()) !=
             p.hasBuffer(kHostParams))) ||
-      (!p.offloaded() && (p.onHost[kMaster] || p.onHost[kExpAvg] ||
-                          p.onHost[kExpAvgSq] || p.onHost[kGrads])) ||
+      (!p.offloaded() &&
+       (p.onHost[kMaster] || statesOnHost || p.onHost[kGrads])) ||
       (p.paramsOffloaded() && m.stage != 3))
     invalid("partition '" + p.name + "' has an inconsistent host placement");
-  if (!p.offloaded() &&
-      (p.onNvme[kMaster] || p.onNvme[kExpAvg] || p.onNvme[kExpAvgSq]))
+  if (!p.offloaded() && (p.onNvme[kMaster] || statesOnNvme))
     invalid("partition '" + p.name +
             "' has buffers on NVMe but keeps its "
             "optimizer on the device");

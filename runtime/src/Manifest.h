@@ -192,7 +192,8 @@ struct Manifest {
   // DeepSpeed's steps_per_print and wall_clock_breakdown.
   int64_t stepsPerPrint = 1;
   bool wallClockBreakdown = false;
-  bool adamw = false;
+  /// The optimizer (optimizers.def).
+  manifest::OptimizerKind optimizer = manifest::OptimizerKind::Adam;
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool biasCorrection = true;
   /// The learning-rate schedule (kind ZRT_LR_CONSTANT without one), and

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero_rt/program.h"
+#include "zero_rt/optimizers.h"
 #include "zero_rt/quantize.h"
 
 #include "Collectives.h"
@@ -40,6 +41,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 using namespace zrt;
@@ -787,10 +789,10 @@ void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   device::adam(part.computeDtype, grads, ownedMasters(*ctx, p),
                ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
                params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
-               m.weightDecay, m.adamw, m.biasCorrection, lrSchedule(m),
-               decay.ranges.data(), decay.decays.data(),
-               int32_t(decay.decays.size()), m.gradientClipping, stats,
-               lossScale, divisor, skip);
+               m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
+               m.biasCorrection, lrSchedule(m), decay.ranges.data(),
+               decay.decays.data(), int32_t(decay.decays.size()),
+               m.gradientClipping, stats, lossScale, divisor, skip);
   // Stage 2-3 shards accumulate; stage 0-1 slots are overwritten by the
   // next step, but an unused parameter's slot must not keep stale values.
   zrt_fill(part.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
@@ -941,10 +943,10 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
   hostAdam(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
            ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
            params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
-           m.weightDecay, m.adamw, m.biasCorrection, lrSchedule(m),
-           decay.ranges.data(), decay.decays.data(),
-           int32_t(decay.decays.size()), m.gradientClipping, hostStats,
-           float(double(scale) * divisor), skip);
+           m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
+           m.biasCorrection, lrSchedule(m), decay.ranges.data(),
+           decay.decays.data(), int32_t(decay.decays.size()),
+           m.gradientClipping, hostStats, float(double(scale) * divisor), skip);
   zrt_fill(part.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }
 
@@ -1037,9 +1039,10 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
              reinterpret_cast<float *>(region(c, 1)),
              reinterpret_cast<float *>(region(c, 2)), params + begin * cb, len,
              ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps, m.weightDecay,
-             m.adamw, m.biasCorrection, lrSchedule(m), ranges.data(),
-             decays.data(), int32_t(decays.size()), m.gradientClipping,
-             hostStats, float(double(scale) * divisor), skip);
+             zrt::optimizers::isDecoupled(m.optimizer), m.biasCorrection,
+             lrSchedule(m), ranges.data(), decays.data(),
+             int32_t(decays.size()), m.gradientClipping, hostStats,
+             float(double(scale) * divisor), skip);
     // A skipped step changes no state: nothing to write back.
     if (!skip) {
       for (int s = 0; s < 3; ++s) {
@@ -1076,3 +1079,14 @@ extern "C" void zrt_ctx_trace_dead(zrt_ctx *ctx, int64_t offset,
 #define ZRT_COLLECTIVE(name, impl, ret, params, args)                          \
   extern "C" ret name params { return impl args; }
 #include "zero_rt/abi.def"
+
+// Each optimizer's update entries are abi.def's, called as Adam's are: the
+// lowering emits them with zrt_ctx_adam's operands.
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  static_assert(                                                               \
+      std::is_same_v<decltype(&update), decltype(&zrt_ctx_adam)> &&            \
+          std::is_same_v<decltype(&staged), decltype(&zrt_ctx_adam_staged)> && \
+          std::is_same_v<decltype(&host), decltype(&zrt_ctx_adam_host)> &&     \
+          std::is_same_v<decltype(&nvme), decltype(&zrt_ctx_adam_nvme)>,       \
+      "optimizers.def: " #name "'s entries do not take Adam's operands");
+#include "zero_rt/optimizers.def"

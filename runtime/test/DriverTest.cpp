@@ -814,7 +814,7 @@ TEST(ManifestTest, ParsesAndSplitsUnevenly) {
   Manifest m = Manifest::parse(tinyManifest(2, 4).dump());
   EXPECT_EQ(m.stage, 2);
   EXPECT_EQ(m.hash, 0xffu);
-  EXPECT_TRUE(m.adamw);
+  EXPECT_EQ(m.optimizer, manifest::OptimizerKind::AdamW);
   ASSERT_EQ(m.params.size(), 2u);
   EXPECT_EQ(m.params[1].init, InitKind::Zeros);
   EXPECT_EQ(m.inputs[1].elementBytes(), 8);

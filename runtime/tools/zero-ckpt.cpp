@@ -331,8 +331,13 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
     m.precision =
         saved.at(checkpoint::ManifestFile::precision).get<std::string>();
     const json &opt = saved.at(checkpoint::ManifestFile::optimizer);
-    m.adamw = opt.at(Optimizer::kind).get<std::string>() ==
-              manifest::valueOf(manifest::OptimizerKind::AdamW);
+    std::string kind = opt.at(Optimizer::kind).get<std::string>();
+    std::optional<manifest::OptimizerKind> optimizer =
+        manifest::enumOf<manifest::OptimizerKind>(kind);
+    if (!optimizer)
+      fail(ckpt.where() + " was saved with optimizer '" + kind +
+           "', which this runtime does not know");
+    m.optimizer = *optimizer;
     m.lr = opt.at(Optimizer::lr).get<double>();
     m.beta1 = opt.at(Optimizer::beta1).get<double>();
     m.beta2 = opt.at(Optimizer::beta2).get<double>();

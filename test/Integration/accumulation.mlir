@@ -14,7 +14,7 @@
 // S1: zero.grad @fc1.weight
 // S1-NEXT: zero.reduce_scatter group @flat in grads [0, 269322) phase boundary
 // S1: zero.check_overflow {{.*}} divisor 8.000000e+00 phase boundary
-// S1: zero.adam {{.*}} divisor 8.000000e+00 phase boundary
+// S1: zero.optimizer_step {{.*}} divisor 8.000000e+00 phase boundary
 // S1-NEXT: zero.all_gather group @flat in params [0, 269322) phase post_step
 
 // S0: zero.all_reduce sum group @flat in grads [0, 269322) phase boundary token
@@ -28,7 +28,7 @@
 // S2: zero.reduce_scatter group @flat [0, 69322) from {{[^{]*$}}
 // S2-NEXT: zero.free
 // S2-NEXT: zero.loss_scale phase boundary
-// S2: zero.adam {{.*}} divisor 8.000000e+00 phase boundary
+// S2: zero.optimizer_step {{.*}} divisor 8.000000e+00 phase boundary
 // S2-NEXT: zero.all_gather group @flat in params [0, 269322) phase post_step
 
 // BAD: global batch 64 is not divisible by world-size 4 x gradient-accumulation-steps 3 = 12

@@ -17,7 +17,7 @@
 // S2-NEXT: %[[ST:.*]] = zero.check_overflow groups [@flat] scale %[[S]] divisor 4.000000e+00 phase boundary : tensor<2xf32>
 // S2-NEXT: %[[G:.*]] = zero.all_reduce overflow_norm %[[ST]] group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
 // S2-NEXT: %[[SKIP:.*]] = zero.update_loss_scale %[[G]] phase boundary : tensor<2xf32> -> i1
-// S2-NEXT: zero.adam group @flat stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 4.000000e+00 phase boundary : tensor<2xf32>
+// S2-NEXT: zero.optimizer_step group @flat stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 4.000000e+00 phase boundary : tensor<2xf32>
 // S2-NEXT: zero.return
 
 // CLIP: gradient_clipping 5.000000e-01
@@ -32,9 +32,9 @@
 // S3: zero.check_overflow groups [@fc1, @fc2, @fc3] {{.*}} divisor 8.000000e+00
 // S3-NEXT: zero.all_reduce overflow_norm %{{.*}} group @fc1
 // S3-NEXT: zero.update_loss_scale
-// S3-NEXT: zero.adam group @fc1
-// S3-NEXT: zero.adam group @fc2
-// S3-NEXT: zero.adam group @fc3
+// S3-NEXT: zero.optimizer_step group @fc1
+// S3-NEXT: zero.optimizer_step group @fc2
+// S3-NEXT: zero.optimizer_step group @fc3
 // S3-NEXT: zero.free %{{.*}} phase step_end
 // S3-NOT: zero.all_gather
 

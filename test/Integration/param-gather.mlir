@@ -11,14 +11,14 @@
 // optimizer step, in buckets of allgather-bucket-size.
 // S2: zero.grad @fc1.weight
 // S2-NOT: zero.all_gather
-// S2: zero.adam group @flat
+// S2: zero.optimizer_step group @flat
 // S2-NEXT: zero.all_gather group @flat in params [0, 100000) phase post_step
 // S2-NEXT: zero.all_gather group @flat in params [100000, 200000) phase post_step
 // S2-NEXT: zero.all_gather group @flat in params [200000, 269322) phase post_step
 // S2-NEXT: zero.return
 
 // S0-NOT: zero.all_gather
-// S0: zero.adam
+// S0: zero.optimizer_step
 // S0-NOT: zero.all_gather
 
 // Stage 3 defaults: every group of this small model is below DeepSpeed's

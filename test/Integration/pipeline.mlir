@@ -1,6 +1,6 @@
 // zero-pipeline on the MLP (784,256,256,10, batch 64) and a 5-layer GPT-2
 // at world size 4: where each kind of op sits relative to the forward
-// compute, the zero.grad ops and zero.adam.
+// compute, the zero.grad ops and zero.optimizer_step.
 
 // RUN: zero-model-gen mlp --sizes 784,256,256,10 --batch 64 | zero-opt --zero-pipeline="stage=0 world-size=4 reduce-bucket-size=68362" | FileCheck %s --check-prefix=S0
 // RUN: zero-model-gen gpt2 --layers 5 --hidden 128 --heads 4 --vocab 256 --seq 64 --batch 8 | zero-opt --zero-pipeline="stage=1 world-size=4 dtype=bf16 reduce-bucket-size=400000 allgather-bucket-size=600000" | FileCheck %s --check-prefix=S1
@@ -22,12 +22,12 @@
 // S0: zero.grad @fc1.weight
 // S0-NEXT: zero.all_reduce sum group @flat in grads [132598, 200960)
 // S0: zero.check_overflow
-// S0: zero.adam group @flat
+// S0: zero.optimizer_step group @flat
 // S0-NOT: zero.reduce_scatter
 // S0-NOT: zero.all_gather
 
 // Stage 1: every reduce-scatter after the last zero.grad, the gathers after
-// zero.adam.
+// zero.optimizer_step.
 // S1-NOT: zero.reduce_scatter
 // S1: zero.grad @transformer.h.4.ln_1.bias
 // S1-NOT: zero.reduce_scatter
@@ -37,7 +37,7 @@
 // S1-NEXT: zero.reduce_scatter group @flat in grads [400000, 800000)
 // S1-NEXT: zero.reduce_scatter group @flat in grads [800000, 1032576)
 // S1-NOT: zero.all_gather
-// S1: zero.adam group @flat
+// S1: zero.optimizer_step group @flat
 // S1-NEXT: zero.all_gather group @flat in params [0, 600000)
 // S1-NEXT: zero.all_gather group @flat in params [600000, 1032576)
 // S1-NEXT: zero.return
@@ -59,7 +59,7 @@
 // S2-NEXT: zero.grad @fc1.weight
 // S2-NEXT: zero.reduce_scatter
 // S2-NEXT: zero.free %{{.*}}[132598, 68106]
-// S2: zero.adam group @flat
+// S2: zero.optimizer_step group @flat
 // S2-NEXT: zero.all_gather group @flat in params [0, 269322)
 // S2-NEXT: zero.return
 
@@ -89,7 +89,7 @@
 // S3: zero.grad @transformer.h.0.ln_1.bias
 // S3-NOT: zero.prefetch
 // S3-NOT: zero.all_gather
-// S3: zero.adam group @transformer.h.0
+// S3: zero.optimizer_step group @transformer.h.0
 // S3-NOT: zero.prefetch
 // S3-NOT: zero.all_gather
 // S3: zero.return
@@ -105,7 +105,7 @@
 // CFG: nn.matmul {{.*}} : tensor<8x784xf16>, tensor<784x256xf16>
 // CFG: zero.reduce group @flat [169322, 269322) from {{.*}} -> !zero.token
 // CFG: zero.wait
-// CFG: zero.adam group @flat {{.*}} divisor 8.000000e+00
+// CFG: zero.optimizer_step group @flat {{.*}} divisor 8.000000e+00
 // CFG-NEXT: zero.all_gather group @flat in params [0, 200000)
 // CFG-NEXT: zero.all_gather group @flat in params [200000, 269322)
 

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Lowering.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -192,7 +193,7 @@ LogicalResult Lowering::lowerOptimizerOp(Operation *op) {
         ptrCache[o.getSkip()] = *skip;
         return success();
       })
-      .Case([&](AdamOp o) -> LogicalResult {
+      .Case([&](OptimizerStepOp o) -> LogicalResult {
         Value stats = ptrOrNull(o.getStats()),
               scale = ptrOrNull(o.getLossScale());
         auto skip = ptrCache.find(o.getSkip());
@@ -202,21 +203,23 @@ LogicalResult Lowering::lowerOptimizerOp(Operation *op) {
         SmallVector<Value> args = {
             ctx,          i32(partitionIndex(o.getGroupAttr())), stats, scale,
             skip->second, f64(o.getDivisor().convertToDouble())};
+        // The optimizer's entries (optimizers.def) take Adam's operands.
+        OptimizerEntries entries = getOptimizerEntries(o.getOptimizerKind());
         if (o.getNewParams()) {
           Value out = ptrOrNull(o.getNewParams());
           if (!out)
             return failure();
           args.push_back(out);
-          callVoid("zrt_ctx_adam_staged", args);
+          callVoid(entries.staged, args);
           return success();
         }
         if (NvmeSwapAttr swap = o.getSwapAttr()) {
           args.append({i64(swap.getChunk()),
                        i32(static_cast<int32_t>(swap.getBuffers()))});
-          callVoid("zrt_ctx_adam_nvme", args);
+          callVoid(entries.nvme, args);
           return success();
         }
-        callVoid(o.getHost() ? "zrt_ctx_adam_host" : "zrt_ctx_adam", args);
+        callVoid(o.getHost() ? entries.host : entries.device, args);
         return success();
       });
 }
@@ -287,7 +290,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         callVoid("zrt_ctx_wait", {ctx, i32(slotOf(o.getToken()))});
         return success();
       })
-      .Case<CheckOverflowOp, UpdateLossScaleOp, AdamOp>(
+      .Case<CheckOverflowOp, UpdateLossScaleOp, OptimizerStepOp>(
           [&](Operation *o) { return lowerOptimizerOp(o); })
       .Case([&](TransferOp o) { return lowerTransfer(o); })
       .Default([&](Operation *op) {

@@ -6,6 +6,7 @@
 
 #include "Checkpoint/Format.h"
 #include "Files.h"
+#include "zero_rt/optimizers.h"
 
 #include <cctype>
 #include <cstdio>
@@ -256,8 +257,9 @@ json zrt::layoutJson(const Manifest &m) {
   for (const PartitionInfo &p : m.partitions) {
     json counts;
     // The host copies of an offloaded optimizer hold no state.
-    for (int k = 0; k <= kExpAvgSq; ++k)
-      if (p.hasBuffer(BufferKind(k)))
+    for (int k = 0; k < kNumBufferKinds; ++k)
+      if ((k <= kMaster || optimizers::isStateBuffer(BufferKind(k))) &&
+          p.hasBuffer(BufferKind(k)))
         counts[kBufferNames[k]] = p.counts[k];
     using checkpoint::Partition;
     parts.push_back({{Partition::name, p.name},
@@ -271,17 +273,15 @@ json zrt::layoutJson(const Manifest &m) {
 
 json zrt::optimizerJson(const Manifest &m) {
   using checkpoint::Optimizer;
-  using Kind = manifest::OptimizerKind;
-  json o = {
-      {Optimizer::kind, manifest::valueOf(m.adamw ? Kind::AdamW : Kind::Adam)},
-      {Optimizer::lr, m.lr},
-      {Optimizer::beta1, m.beta1},
-      {Optimizer::beta2, m.beta2},
-      {Optimizer::eps, m.eps},
-      {Optimizer::weightDecay, m.weightDecay},
-      {Optimizer::biasCorrection, m.biasCorrection},
-      {Optimizer::lrSchedule,
-       m.scheduleText.empty() ? "none" : m.scheduleText}};
+  json o = {{Optimizer::kind, manifest::valueOf(m.optimizer)},
+            {Optimizer::lr, m.lr},
+            {Optimizer::beta1, m.beta1},
+            {Optimizer::beta2, m.beta2},
+            {Optimizer::eps, m.eps},
+            {Optimizer::weightDecay, m.weightDecay},
+            {Optimizer::biasCorrection, m.biasCorrection},
+            {Optimizer::lrSchedule,
+             m.scheduleText.empty() ? "none" : m.scheduleText}};
   json groups = json::object();
   for (const ParamInfo &p : m.params)
     if (p.weightDecay >= 0)

@@ -66,9 +66,14 @@ struct Keys;
 
 } // namespace checkpoint
 
-/// The buffers a checkpoint keeps, in rank-file order; params are re-derived
-/// from the masters (or are the masters).
-constexpr BufferKind kSavedBuffers[] = {kMaster, kExpAvg, kExpAvgSq};
+/// The buffers a checkpoint keeps, in rank-file order: the masters and the
+/// optimizers' states (optimizers.def); params are re-derived from the
+/// masters (or are the masters).
+constexpr BufferKind kSavedBuffers[] = {
+    kMaster,
+#define ZRT_OPTIMIZER_BUFFER(bufferId, key) bufferId,
+#include "zero_rt/optimizers.def"
+};
 /// Whether a checkpoint holds buffer `kind` (of kSavedBuffers) of group
 /// `p`: every group's masters, and the moments of those that train.
 inline bool isSaved(const PartitionInfo &p, BufferKind kind) {

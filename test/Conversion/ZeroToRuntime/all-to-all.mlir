@@ -70,7 +70,7 @@ module @all_to_all {
     %st = zero.check_overflow groups [@flat] scale %ls divisor 4.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %sum scale %ls skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 4.0 phase boundary : tensor<2xf32>
     zero.all_gather group @flat in params [0, 10) phase post_step
     zero.return %loss : tensor<f32>
   }

@@ -81,7 +81,7 @@ module @bucket_reduce_scatter {
     %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.all_gather group @flat in params [0, 10) phase post_step
     zero.return %loss : tensor<f32>
   }
@@ -120,7 +120,7 @@ module @bucket_reduce {
     %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.all_gather group @flat in params [0, 8) phase post_step
     zero.return %loss : tensor<f32>
   }
@@ -193,8 +193,8 @@ module @in_place_stage1 {
     %st = zero.check_overflow groups [@first, @second] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @first phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    zero.adam group @first stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
-    zero.adam group @second stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @first stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @second stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.all_gather group @first in params [0, 8) phase post_step
     %g = zero.all_gather group @second in params [0, 6) phase post_step -> !zero.token
     zero.wait %g phase post_step
@@ -234,7 +234,7 @@ module @in_place_reduce_stage1 {
     %st = zero.check_overflow groups [@first] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @first phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    zero.adam group @first stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @first stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.all_gather group @first in params [0, 8) phase post_step
     zero.return %loss : tensor<f32>
   }
@@ -270,7 +270,7 @@ module @all_reduce_stage0 {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -347,8 +347,8 @@ module @stage3_gathers {
     %st = zero.check_overflow groups [@fc1, @fc2] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @fc1 phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    zero.adam group @fc1 stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
-    zero.adam group @fc2 stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @fc1 stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @fc2 stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.free %p2 phase step_end : tensor<4xf32>
     zero.return %loss : tensor<f32>
   }

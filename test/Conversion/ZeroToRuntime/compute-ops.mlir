@@ -73,7 +73,7 @@ module @matmul {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -126,7 +126,7 @@ module @binary {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -182,7 +182,7 @@ module @activations {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -225,7 +225,7 @@ module @bias_gelu {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -289,7 +289,7 @@ module @activation_grads {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -352,7 +352,7 @@ module @norms {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -389,7 +389,7 @@ module @softmax {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -454,7 +454,7 @@ module @attention {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -493,7 +493,7 @@ module @attention_ext {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -556,7 +556,7 @@ module @rope {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -613,7 +613,7 @@ module @embedding {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -676,7 +676,7 @@ module @cross_entropy {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -706,7 +706,7 @@ module @reduce_sum {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -792,7 +792,7 @@ module @layout {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -843,7 +843,7 @@ module @fill_cast {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -908,7 +908,7 @@ module @ignore_index {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -957,7 +957,7 @@ module @shift_labels {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }

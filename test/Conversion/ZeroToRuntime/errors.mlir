@@ -89,7 +89,7 @@ module @sum_value_form {
 // -----
 
 // The skip flag is a value of the function that computed it (or of the
-// carry of a split phase), so zero.adam needs its zero.update_loss_scale in
+// carry of a split phase), so zero.optimizer_step needs its zero.update_loss_scale in
 // the same phase: here the update runs in the micro step (its default
 // phase), the Adam at the boundary.
 module @skip_in_other_phase {
@@ -103,8 +103,8 @@ module @skip_in_other_phase {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
-    // expected-error@+1 {{'zero.adam' op needs its zero.update_loss_scale in the same function (both run at the step boundary)}}
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    // expected-error@+1 {{'zero.optimizer_step' op needs its zero.update_loss_scale in the same function (both run at the step boundary)}}
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }

@@ -87,7 +87,7 @@ module @split_micro_step {
     %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.all_gather group @flat in params [0, 16) phase post_step
     zero.return %loss : tensor<f32>
   }
@@ -144,9 +144,9 @@ module @carry {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@pa, @pb, @pc] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @pa stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
-    zero.adam group @pb stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
-    zero.adam group @pc stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @pa stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @pb stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @pc stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -204,7 +204,7 @@ module @guard {
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
     zero.wait %down phase boundary
-    zero.adam group @flat stats %sum scale %ls skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
     %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
     zero.wait %up phase boundary
     zero.all_gather group @flat in params [0, 8) phase post_step

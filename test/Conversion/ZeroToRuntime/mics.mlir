@@ -51,8 +51,8 @@ module {
     %7 = zero.check_overflow groups [@a, @b] scale %6 divisor 4.000000e+00 phase  boundary : tensor<2xf32>
     %result_2 = zero.all_reduce overflow_norm %7 group @a phase  boundary : tensor<2xf32> -> tensor<2xf32>
     %8 = zero.update_loss_scale %result_2 phase  boundary : tensor<2xf32> -> i1
-    zero.adam group @a stats %result_2 scale %6 skip %8 divisor 4.000000e+00 phase  boundary : tensor<2xf32>
-    zero.adam group @b stats %result_2 scale %6 skip %8 divisor 4.000000e+00 phase  boundary : tensor<2xf32>
+    zero.optimizer_step group @a stats %result_2 scale %6 skip %8 divisor 4.000000e+00 phase  boundary : tensor<2xf32>
+    zero.optimizer_step group @b stats %result_2 scale %6 skip %8 divisor 4.000000e+00 phase  boundary : tensor<2xf32>
     zero.free %result phase step_end : tensor<4xf32>
     zero.free %result_0 phase step_end : tensor<8xf32>
     zero.return %2 : tensor<f32>

@@ -6,7 +6,7 @@
 // group's overflow flag and squared gradient norm into the statistics (the
 // first group resets them), zero.all_reduce overflow_norm reduces them over
 // the ranks, zero.update_loss_scale returns the skip flag (an i32 value, not
-// a buffer) and each zero.adam reads the statistics, the scale, the flag and
+// a buffer) and each zero.optimizer_step reads the statistics, the scale, the flag and
 // the divisor (the micro steps times the world size). Where the update runs
 // selects the call: on the device, on the host (optimizer offload), on the
 // host from NVMe swap files (chunk and buffer count), or on the device into
@@ -61,8 +61,8 @@ module @device_adam {
     %st = zero.check_overflow groups [@first, @second] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @first phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    zero.adam group @first stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
-    zero.adam group @second stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @first stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @second stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.all_gather group @first in params [0, 8) phase post_step
     zero.all_gather group @second in params [0, 4) phase post_step
     zero.return %loss : tensor<f32>
@@ -103,7 +103,7 @@ module @host_adam {
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
     zero.wait %down phase boundary
-    zero.adam group @flat stats %sum scale %ls skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
     %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
     zero.wait %up phase boundary
     zero.all_gather group @flat in params [0, 8) phase post_step
@@ -147,7 +147,7 @@ module @nvme_adam {
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
     zero.wait %down phase boundary
-    zero.adam group @flat stats %sum scale %ls skip %skip divisor 2.0 host swap <chunk = 1024, buffers = 3> phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 host swap <chunk = 1024, buffers = 3> phase boundary : tensor<2xf32>
     %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
     zero.wait %up phase boundary
     zero.all_gather group @flat in params [0, 8) phase post_step
@@ -191,7 +191,7 @@ module @staged_adam {
     %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    %new = zero.adam group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<4xbf16>
+    %new = zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<4xbf16>
     %up = zero.transfer group @flat %new to params phase boundary : tensor<4xbf16> -> !zero.token
     zero.wait %up phase boundary
     zero.free %new phase boundary : tensor<4xbf16>

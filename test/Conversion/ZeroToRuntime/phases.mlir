@@ -64,7 +64,7 @@ module @phases {
     %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.all_gather group @flat in params [0, 8) phase post_step
     zero.return %loss : tensor<f32>
   }
@@ -137,7 +137,7 @@ module @last_micro_step {
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
     zero.wait %t1 phase boundary
     zero.wait %t2 phase boundary
-    zero.adam group @flat stats %sum scale %ls skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
     %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
     zero.wait %up phase boundary
     zero.all_gather group @flat in params [0, 12) phase post_step
@@ -212,8 +212,8 @@ module @eval_step {
     %st = zero.check_overflow groups [@fc1, @fc2] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @fc1 phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    zero.adam group @fc1 stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
-    zero.adam group @fc2 stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @fc1 stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @fc2 stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
@@ -297,7 +297,7 @@ module @memory_trace {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }

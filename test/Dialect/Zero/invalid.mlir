@@ -1575,8 +1575,8 @@ zero.partition @s1 stage 1 world_size 4 alignment 2 numel 121 padded 128 params 
 zero.partition @s2 stage 2 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
 zero.partition @s3 stage 3 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
 func.func @f(%ga: tensor<10x10xbf16>, %gc: tensor<21xbf16>, %stats: tensor<2xf32>, %stats3: tensor<3xf32>, %scale: tensor<f32>, %skip: i1, %dyn: tensor<?xbf16>) {
-  // expected-error @+1 {{'zero.adam' op stats must be tensor<2xf32> (overflow flag, squared norm), got 'tensor<3xf32>'}}
-  zero.adam group @s2 stats %stats3 scale %scale skip %skip divisor 4.0 : tensor<3xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op stats must be tensor<2xf32> (overflow flag, squared norm), got 'tensor<3xf32>'}}
+  zero.optimizer_step group @s2 stats %stats3 scale %scale skip %skip divisor 4.0 : tensor<3xf32>
   return
 }
 
@@ -1590,8 +1590,8 @@ zero.partition @s1 stage 1 world_size 4 alignment 2 numel 121 padded 128 params 
 zero.partition @s2 stage 2 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
 zero.partition @s3 stage 3 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
 func.func @f(%ga: tensor<10x10xbf16>, %gc: tensor<21xbf16>, %stats: tensor<2xf32>, %stats3: tensor<3xf32>, %scale: tensor<f32>, %skip: i1, %dyn: tensor<?xbf16>) {
-  // expected-error @+1 {{'zero.adam' op divisor must be finite and >= 1, got 0.000000e+00}}
-  zero.adam group @s2 stats %stats scale %scale skip %skip divisor 0.0 : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op divisor must be finite and >= 1, got 0.000000e+00}}
+  zero.optimizer_step group @s2 stats %stats scale %scale skip %skip divisor 0.0 : tensor<2xf32>
   return
 }
 
@@ -1605,8 +1605,8 @@ zero.partition @s1 stage 1 world_size 4 alignment 2 numel 121 padded 128 params 
 zero.partition @s2 stage 2 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
 zero.partition @s3 stage 3 world_size 4 alignment 2 numel 121 padded 128 params [@a, @c] offsets [0, 100]
 func.func @f(%ga: tensor<10x10xbf16>, %gc: tensor<21xbf16>, %stats: tensor<2xf32>, %stats3: tensor<3xf32>, %scale: tensor<f32>, %skip: i1, %dyn: tensor<?xbf16>) {
-  // expected-error @+1 {{'zero.adam' op divisor must be finite and >= 1, got nan}}
-  zero.adam group @s2 stats %stats scale %scale skip %skip divisor 0x7FF8000000000000 : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op divisor must be finite and >= 1, got nan}}
+  zero.optimizer_step group @s2 stats %stats scale %scale skip %skip divisor 0x7FF8000000000000 : tensor<2xf32>
   return
 }
 
@@ -1614,8 +1614,8 @@ func.func @f(%ga: tensor<10x10xbf16>, %gc: tensor<21xbf16>, %stats: tensor<2xf32
 
 // Checks that adam references a declared partition.
 func.func @f(%ga: tensor<10x10xbf16>, %gc: tensor<21xbf16>, %stats: tensor<2xf32>, %stats3: tensor<3xf32>, %scale: tensor<f32>, %skip: i1, %dyn: tensor<?xbf16>) {
-  // expected-error @+1 {{'zero.adam' op references unknown partition @nope}}
-  zero.adam group @nope stats %stats scale %scale skip %skip divisor 4.0 : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op references unknown partition @nope}}
+  zero.optimizer_step group @nope stats %stats scale %scale skip %skip divisor 4.0 : tensor<2xf32>
   return
 }
 
@@ -2367,8 +2367,8 @@ zero.train_step @train(%x: tensor<8x4xf32>)
   %s = zero.loss_scale : tensor<f32>
   %st = nn.fill 0.0 : tensor<2xf32>
   %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op runs on the device, but the train step offloads the optimizer (#zero.offload): it must be 'host'}}
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op runs on the device, but the train step offloads the optimizer (#zero.offload): it must be 'host'}}
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 : tensor<2xf32>
   zero.return %s : tensor<f32>
 }
 
@@ -2381,8 +2381,8 @@ zero.train_step @train(%x: tensor<8x4xf32>)
   %s = zero.loss_scale : tensor<f32>
   %st = nn.fill 0.0 : tensor<2xf32>
   %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op runs on the host, but the train step does not offload the optimizer}}
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op runs on the host, but the train step does not offload the optimizer}}
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 host : tensor<2xf32>
   zero.return %s : tensor<f32>
 }
 
@@ -2450,8 +2450,8 @@ zero.train_step @train(%x: tensor<8x4xf32>)
   %s = zero.loss_scale : tensor<f32>
   %st = nn.fill 0.0 : tensor<2xf32>
   %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op needs 'swap': the train step keeps the optimizer states on nvme (#zero.offload)}}
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op needs 'swap': the train step keeps the optimizer states on nvme (#zero.offload)}}
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 host : tensor<2xf32>
   zero.return %s : tensor<f32>
 }
 
@@ -2465,8 +2465,8 @@ zero.train_step @train(%x: tensor<8x4xf32>)
   %s = zero.loss_scale : tensor<f32>
   %st = nn.fill 0.0 : tensor<2xf32>
   %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op swaps its states with NVMe, but the train step keeps them in host memory}}
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host swap <chunk = 1024, buffers = 4> : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op swaps its states with NVMe, but the train step keeps them in host memory}}
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 host swap <chunk = 1024, buffers = 4> : tensor<2xf32>
   zero.return %s : tensor<f32>
 }
 
@@ -2479,8 +2479,8 @@ zero.train_step @train(%x: tensor<8x4xf32>)
   %s = zero.loss_scale : tensor<f32>
   %st = nn.fill 0.0 : tensor<2xf32>
   %skip = zero.update_loss_scale %st : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op swaps its states with NVMe, so it must be 'host'}}
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 swap <chunk = 1024, buffers = 4> : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op swaps its states with NVMe, so it must be 'host'}}
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 swap <chunk = 1024, buffers = 4> : tensor<2xf32>
   zero.return %s : tensor<f32>
 }
 
@@ -2693,8 +2693,8 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op runs on the device while the train step offloads its parameters: it must write the new parameters into a staged buffer ('->')}}
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op runs on the device while the train step offloads its parameters: it must write the new parameters into a staged buffer ('->')}}
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -2712,8 +2712,8 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op writes its new parameters into a staged buffer, which only a device Adam of offloaded parameters does}}
-  %new = zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32> -> tensor<4xbf16>
+  // expected-error @+1 {{'zero.optimizer_step' op writes its new parameters into a staged buffer, which only a device Adam of offloaded parameters does}}
+  %new = zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32> -> tensor<4xbf16>
   zero.return %loss : tensor<f32>
 }
 
@@ -2747,8 +2747,8 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op staged new parameters 'tensor<8xbf16>' must hold the 4 elements of a shard of @flat in 'bf16'}}
-  %new = zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<8xbf16>
+  // expected-error @+1 {{'zero.optimizer_step' op staged new parameters 'tensor<8xbf16>' must hold the 4 elements of a shard of @flat in 'bf16'}}
+  %new = zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<8xbf16>
   zero.return %loss : tensor<f32>
 }
 

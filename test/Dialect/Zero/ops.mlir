@@ -130,8 +130,8 @@ zero.train_step @sched(%x: tensor<4x1xf32>)
   %gstats = zero.all_reduce overflow_norm %stats group @flat : tensor<2xf32> -> tensor<2xf32>
   // CHECK: zero.update_loss_scale %{{.*}} : tensor<2xf32> -> i1
   %skip = zero.update_loss_scale %gstats : tensor<2xf32> -> i1
-  // CHECK: zero.adam group @flat stats %{{.*}} scale %{{.*}} skip %{{.*}} divisor 4.000000e+00 : tensor<2xf32>
-  zero.adam group @flat stats %gstats scale %s skip %skip divisor 4.0 : tensor<2xf32>
+  // CHECK: zero.optimizer_step group @flat stats %{{.*}} scale %{{.*}} skip %{{.*}} divisor 4.000000e+00 : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gstats scale %s skip %skip divisor 4.0 : tensor<2xf32>
   // CHECK: zero.all_gather group @flat in params [0, 64)
   zero.all_gather group @flat in params [0, 64)
   %f32 = nn.fill 1.0 : tensor<16xf32>
@@ -326,7 +326,7 @@ zero.train_step @to_nvme(%x: tensor<8x4xf32>)
 // CHECK: %[[D:.*]] = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
 // CHECK: %[[R:.*]] = zero.transfer group @flat grads[4, 8) to host_grads phase last_micro_step -> !zero.token
 // CHECK: zero.wait %[[R]] phase boundary
-// CHECK: zero.adam group @flat stats %{{.*}} scale %{{.*}} skip %{{.*}} divisor 2.000000e+00 host phase boundary : tensor<2xf32>
+// CHECK: zero.optimizer_step group @flat stats %{{.*}} scale %{{.*}} skip %{{.*}} divisor 2.000000e+00 host phase boundary : tensor<2xf32>
 // CHECK: zero.transfer group @flat host_params to params phase boundary{{$}}
 zero.param @w : tensor<8xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
@@ -343,7 +343,7 @@ zero.train_step @offload_ops(%x: tensor<2x8xbf16>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
   zero.wait %d phase boundary
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   zero.transfer group @flat host_params to params phase boundary
   zero.return %loss : tensor<f32>
 }
@@ -357,7 +357,7 @@ zero.train_step @offload_ops(%x: tensor<2x8xbf16>)
 // CHECK: %[[S:.*]], %[[T:.*]] = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
 // CHECK: zero.all_gather group @flat from %[[S]] : tensor<4xbf16> : tensor<8xbf16>
 // CHECK: %[[P:.*]], %{{.*}} = zero.prefetch group @flat from %[[S]] : tensor<4xbf16> : tensor<8xbf16>
-// CHECK: %[[N:.*]] = zero.adam group @flat {{.*}} phase boundary : tensor<2xf32> -> tensor<4xbf16>
+// CHECK: %[[N:.*]] = zero.optimizer_step group @flat {{.*}} phase boundary : tensor<2xf32> -> tensor<4xbf16>
 // CHECK: zero.transfer group @flat %[[N]] to params phase boundary : tensor<4xbf16>{{$}}
 zero.param @w : tensor<8xf32> init zeros compute bf16
 zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
@@ -376,7 +376,7 @@ zero.train_step @param_offload_ops(%x: tensor<2x8xbf16>)
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-  %new = zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<4xbf16>
+  %new = zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<4xbf16>
   zero.transfer group @flat %new to params phase boundary : tensor<4xbf16>
   zero.return %loss : tensor<f32>
 }
@@ -389,7 +389,7 @@ zero.train_step @param_offload_ops(%x: tensor<2x8xbf16>)
 // CHECK-LABEL: zero.train_step @param_and_optimizer_offload_ops(
 // CHECK: %[[S:.*]], %[[T:.*]] = zero.transfer group @flat params to staging : tensor<4xbf16> -> !zero.token
 // CHECK: %[[R:.*]] = zero.transfer group @flat grads[0, 8) to host_grads phase last_micro_step -> !zero.token
-// CHECK: zero.adam group @flat {{.*}} host phase boundary : tensor<2xf32>{{$}}
+// CHECK: zero.optimizer_step group @flat {{.*}} host phase boundary : tensor<2xf32>{{$}}
 zero.param @w : tensor<8xf32> init zeros compute bf16
 zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
 zero.train_step @param_and_optimizer_offload_ops(%x: tensor<2x8xbf16>)
@@ -407,7 +407,7 @@ zero.train_step @param_and_optimizer_offload_ops(%x: tensor<2x8xbf16>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
   zero.wait %r phase boundary
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 

@@ -53,7 +53,7 @@ module @params_on_nvme {
     %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    %new = zero.adam group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<4xbf16>
+    %new = zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32> -> tensor<4xbf16>
     %up = zero.transfer group @flat %new to params swap <buffer = 0, buffers = 2, buffer_bytes = 4096> phase boundary : tensor<4xbf16> -> !zero.token
     zero.wait %up phase boundary
     zero.free %new phase boundary : tensor<4xbf16>

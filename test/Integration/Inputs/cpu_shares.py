@@ -6,13 +6,13 @@ d = sys.argv[1]
 
 
 def adam_us(name):
-    """Predicted time of rank 0's zero.adam spans (stage 0: every rank
+    """Predicted time of rank 0's zero.optimizer_step spans (stage 0: every rank
     updates all parameters, so the work does not depend on the world size;
     only the rates do)."""
     trace = json.load(open(os.path.join(d, name + ".json")))
     return sum(e["dur"] for e in trace["traceEvents"]
                if e.get("cat") == "compute" and e.get("pid") == 0 and
-               e["name"].startswith("zero.adam"))
+               e["name"].startswith("zero.optimizer_step"))
 
 
 c4, c8 = adam_us("c4"), adam_us("c8")

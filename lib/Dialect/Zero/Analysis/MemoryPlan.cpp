@@ -179,7 +179,7 @@ private:
 
 } // namespace
 
-static MemoryCategory persistentCategory(BufferKind k) {
+MemoryCategory mlir::zero::persistentCategory(BufferKind k) {
   switch (k) {
   case BufferKind::params:
     return MemoryCategory::Params;
@@ -278,7 +278,7 @@ LogicalResult Planner::reserveSwap(OpRange ops, StringRef what, int64_t &at,
 LogicalResult Planner::planSwapBuffers() {
   // The host Adams stream the NVMe states through theirs, one after
   // another.
-  if (failed(reserveSwap(step.getOps<AdamOp>(), "the swap buffers",
+  if (failed(reserveSwap(step.getOps<OptimizerStepOp>(), "the swap buffers",
                          plan.swapOffset, plan.swapBytes)))
     return failure();
   if ((plan.swapBytes > 0) != (plan.nvmeBytes > 0))
@@ -439,7 +439,8 @@ void Planner::addResultBuffers(Operation &op, int64_t i) {
     if ((coll && coll.getCollectiveKind() == CollectiveKind::all_gather) ||
         isa<TransferOpInterface>(op))
       b.category = MemoryCategory::GatherBuffers;
-    else if (isa<LossScaleOp, CheckOverflowOp, AllReduceOp, AdamOp>(op))
+    else if (isa<LossScaleOp, CheckOverflowOp, AllReduceOp, OptimizerStepOp>(
+                 op))
       b.category = MemoryCategory::Optimizer;
     else if (plan.backwardStart >= 0 && i >= plan.backwardStart)
       b.category = MemoryCategory::Gradients;

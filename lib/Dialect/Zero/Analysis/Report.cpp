@@ -9,6 +9,7 @@
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero_rt/quantize.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -231,9 +232,15 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.params = cat(MemoryCategory::Params);
   r.grads = cat(MemoryCategory::Grads);
   r.masterParams = cat(MemoryCategory::MasterParams);
-  r.adamM = cat(MemoryCategory::AdamM);
-  r.adamV = cat(MemoryCategory::AdamV);
-  r.modelStateBytes = r.params + r.grads + r.masterParams + r.adamM + r.adamV;
+  r.modelStateBytes = r.params + r.grads + r.masterParams;
+  for (const OptimizerState &state :
+       getOptimizerStates(step.getOptimizer().getKind())) {
+    int64_t bytes = cat(persistentCategory(state.buffer));
+    r.optimizerStates.push_back({state.reportKey.str(), state.label.str(),
+                                 stringifyBufferKind(state.buffer).str(),
+                                 bytes});
+    r.modelStateBytes += bytes;
+  }
   r.hpzSecondaryBytes = cat(MemoryCategory::SecondaryParams);
   // Each partition's compute type; a step whose groups differ (a module
   // kept in fp32) lists them in order of first use: "bf16+fp32".
@@ -365,6 +372,11 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
         {"largest_item",
          llvm::json::Object{{"name", r.fit->largestItem},
                             {"bytes", r.fit->largestItemBytes}}}};
+  llvm::json::Object breakdown{{"params", r.params},
+                               {"grads", r.grads},
+                               {"master_params", r.masterParams}};
+  for (const StepReport::OptimizerStateBytes &state : r.optimizerStates)
+    breakdown[state.key] = state.bytes;
   llvm::json::Object json{
       {"fit", std::move(fit)},
       {"stage", r.stage},
@@ -378,12 +390,7 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"largest_param", r.largestParam},
       {"model_state_bytes", r.modelStateBytes},
       {"param_dtype", r.paramDtype},
-      {"model_state_breakdown",
-       llvm::json::Object{{"params", r.params},
-                          {"grads", r.grads},
-                          {"master_params", r.masterParams},
-                          {"adam_m", r.adamM},
-                          {"adam_v", r.adamV}}},
+      {"model_state_breakdown", std::move(breakdown)},
       {"buffer_bytes",
        llvm::json::Object{{"reduce_buckets", r.reduceBucketBytes},
                           {"gather_buffers", r.gatherBufferBytes}}},
@@ -530,8 +537,8 @@ static void printDeviceMemory(
   if (!r.optimizerOffloaded) {
     if (!r.paramsAreMasters)
       printRow(os, "fp32 master parameters", r.masterParams);
-    printRow(os, "Adam m", r.adamM);
-    printRow(os, "Adam v", r.adamV);
+    for (const StepReport::OptimizerStateBytes &state : r.optimizerStates)
+      printRow(os, state.label, state.bytes);
   }
   printRow(os, "= model states", r.modelStateBytes);
   if (r.hpzSecondaryBytes > 0)
@@ -566,13 +573,13 @@ static void printHostMemory(const StepReport &r, llvm::raw_ostream &os) {
                      "bytes", "size");
   if (auto it = r.hostBuffers.find("params"); it != r.hostBuffers.end())
     printRow(os, r.paramDtype + " parameter shards", it->second);
-  static const std::pair<const char *, const char *> kHostRows[] = {
-      {"master", "fp32 master parameters"},
-      {"exp_avg", "Adam m"},
-      {"exp_avg_sq", "Adam v"},
-      {"host_grads", "gradient copy"},
-      {"host_params", "parameter copy"}};
-  for (auto [kind, label] : kHostRows)
+  SmallVector<std::pair<std::string, std::string>> hostRows = {
+      {"master", "fp32 master parameters"}};
+  for (const StepReport::OptimizerStateBytes &state : r.optimizerStates)
+    hostRows.push_back({state.buffer, state.label});
+  hostRows.append(
+      {{"host_grads", "gradient copy"}, {"host_params", "parameter copy"}});
+  for (const auto &[kind, label] : hostRows)
     if (auto it = r.hostBuffers.find(kind); it != r.hostBuffers.end())
       printRow(os, label, it->second);
   if (r.swapBytes > 0)
@@ -585,9 +592,9 @@ static void printHostMemory(const StepReport &r, llvm::raw_ostream &os) {
   if (auto it = r.nvmeBuffers.find("params"); it != r.nvmeBuffers.end())
     printRow(os, ("NVMe " + r.paramDtype + " parameter shards").c_str(),
              it->second);
-  for (auto [kind, label] : kHostRows)
+  for (const auto &[kind, label] : hostRows)
     if (auto it = r.nvmeBuffers.find(kind); it != r.nvmeBuffers.end())
-      printRow(os, ("NVMe " + std::string(label)).c_str(), it->second);
+      printRow(os, ("NVMe " + label).c_str(), it->second);
   printRow(os, "NVMe files", r.nvmeBytes);
 }
 

@@ -138,13 +138,14 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
     if (buffers.hasBuffer(BufferKind::grads))
       buffers.numel[static_cast<unsigned>(BufferKind::grads)] =
           shardedGrads ? shard : numel;
-    // fp32 parameters are their own masters: no master buffer. The host
-    // copies of an offloaded optimizer hold the owned shard.
-    for (BufferKind k :
-         {BufferKind::master, BufferKind::exp_avg, BufferKind::exp_avg_sq,
-          BufferKind::host_grads, BufferKind::host_params})
-      if (buffers.hasBuffer(k))
-        buffers.numel[static_cast<unsigned>(k)] = shard;
+    // fp32 parameters are their own masters: no master buffer. The
+    // optimizer's states (optimizers.def) and the host copies of an
+    // offloaded optimizer hold the owned shard.
+    for (unsigned i = 0; i <= getMaxEnumValForBufferKind(); ++i)
+      if (auto k = static_cast<BufferKind>(i);
+          k != BufferKind::params && k != BufferKind::grads &&
+          k != BufferKind::secondary && buffers.hasBuffer(k))
+        buffers.numel[i] = shard;
     if (buffers.secondary)
       buffers.numel[static_cast<unsigned>(BufferKind::secondary)] =
           p.getPaddedNumelValue() / s.hpzPartitionSize;

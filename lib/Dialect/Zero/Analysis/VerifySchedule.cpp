@@ -67,7 +67,7 @@ struct CoverageOps {
   /// Ops of the micro step; the boundary function's run after them.
   int64_t numOps = 0;
   DenseMap<Operation *, SmallVector<RangeOp>> reductions, gathers, replicaSums;
-  DenseMap<Operation *, SmallVector<AdamOp>> updates;
+  DenseMap<Operation *, SmallVector<OptimizerStepOp>> updates;
   SmallVector<Operation *> overflowChecks;
   DenseMap<Operation *, SmallVector<Operation *>> transfers;
   DenseMap<StringAttr, int64_t> gradWrittenAt;
@@ -266,7 +266,7 @@ LogicalResult ScheduleVerifier::checkInFlightAccess(Operation &op,
                                                     InFlightOps &inFlight) {
   if (isa<GradOp, GetParamOp>(op))
     return checkParamAccess(op, inFlight);
-  if (isa<AdamOp, CheckOverflowOp>(op))
+  if (isa<OptimizerStepOp, CheckOverflowOp>(op))
     return checkOptimizerAccess(op, inFlight);
   if (auto t = dyn_cast<TransferOpInterface>(op))
     return checkTransferAccess(t, inFlight);
@@ -298,7 +298,7 @@ LogicalResult ScheduleVerifier::checkParamAccess(Operation &op,
 
 LogicalResult ScheduleVerifier::checkOptimizerAccess(Operation &op,
                                                      InFlightOps &inFlight) {
-  if (auto adam = dyn_cast<AdamOp>(op)) {
+  if (auto adam = dyn_cast<OptimizerStepOp>(op)) {
     PartitionOp g = findGroup(adam.getGroupAttr());
     ElementRange all = {0, g.getNumelValue()};
     // Both clear the device gradients; the host Adam reads the host copy
@@ -599,7 +599,7 @@ LogicalResult ScheduleVerifier::checkFrozen() {
               "master)";
   };
   WalkResult result = schedule.getStep().getBody().walk([&](Operation *op) {
-    if (auto adam = dyn_cast<AdamOp>(op)) {
+    if (auto adam = dyn_cast<OptimizerStepOp>(op)) {
       if (PartitionOp p = frozen(adam.getGroupAttr()))
         return fail(op, "updates", p), WalkResult::interrupt();
     } else if (auto check = dyn_cast<CheckOverflowOp>(op)) {
@@ -667,7 +667,7 @@ LogicalResult ScheduleVerifier::recordCoverage(Operation &op, int64_t i,
           {&op, *coll.getElementRange()});
   } else if (isa<CheckOverflowOp>(op)) {
     c.overflowChecks.push_back(&op);
-  } else if (auto adam = dyn_cast<AdamOp>(op)) {
+  } else if (auto adam = dyn_cast<OptimizerStepOp>(op)) {
     c.updates[partitionOf(adam.getGroupAttr())].push_back(adam);
   } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
     // Staged fetches of parameter shards belong to their gathers.
@@ -822,11 +822,13 @@ LogicalResult ScheduleVerifier::checkReplicaSums(PartitionOp p,
   return success();
 }
 
-/// One zero.adam per partition, after its MiCS replica sums completed.
+/// One zero.optimizer_step per partition, after its MiCS replica sums
+/// completed.
 LogicalResult ScheduleVerifier::checkUpdate(PartitionOp p, CoverageOps &c) {
-  SmallVector<AdamOp> &ups = c.updates[p];
+  SmallVector<OptimizerStepOp> &ups = c.updates[p];
   if (ups.empty())
-    return p.emitOpError("is never updated: no zero.adam for partition @")
+    return p.emitOpError(
+               "is never updated: no zero.optimizer_step for partition @")
            << p.getSymName();
   for (RangeOp &sum : c.replicaSums[p])
     if (runAt(ups[0], c) < runAt(getCompletion(sum.op), c))
@@ -850,17 +852,18 @@ LogicalResult ScheduleVerifier::checkUpdate(PartitionOp p, CoverageOps &c) {
 /// after it.
 LogicalResult ScheduleVerifier::checkOffloadCopies(PartitionOp p,
                                                    CoverageOps &c) {
-  AdamOp update = c.updates[p][0];
+  OptimizerStepOp update = c.updates[p][0];
   SmallVector<Operation *> &moves = c.transfers[p];
   bool paramsOff = schedule.areParamsOffloaded();
   if (paramsOff && !schedule.isOptimizerOffloaded()) {
     if (moves.size() != 1 ||
         cast<TransferOpInterface>(moves[0]).getStagedValue() !=
             update.getNewParams())
-      return p.emitOpError("has offloaded parameters and a device "
-                           "optimizer: its new parameters must be stored "
-                           "from its zero.adam's staged buffer once per "
-                           "step, found ")
+      return p.emitOpError(
+                 "has offloaded parameters and a device "
+                 "optimizer: its new parameters must be stored "
+                 "from its zero.optimizer_step's staged buffer once per "
+                 "step, found ")
              << moves.size() << " copies";
   }
   if (!schedule.isOptimizerOffloaded())
@@ -893,7 +896,7 @@ LogicalResult ScheduleVerifier::checkOffloadCopies(PartitionOp p,
                                      : "copies the parameters of @")
              << p.getSymName()
              << (download ? " to the host after" : " to the device before")
-             << " their host zero.adam";
+             << " their host zero.optimizer_step";
   }
   for (RangeOp &d : downloads)
     for (RangeOp &r : c.reductions[p]) {
@@ -932,7 +935,7 @@ LogicalResult ScheduleVerifier::checkGathers(PartitionOp p, CoverageOps &c) {
     for (RangeOp &g : c.gathers[p])
       if (index[g.op] < index[c.updates[p][0]])
         return g.op->emitOpError("gathers parameters of @")
-               << p.getSymName() << " before their zero.adam update";
+               << p.getSymName() << " before their zero.optimizer_step update";
   } else if (stage == 1 || stage == 2) {
     if (schedule.getWorldSize() > 1)
       return p.emitOpError("stage-")
@@ -1115,7 +1118,7 @@ LogicalResult ScheduleVerifier::checkPhases() {
     // parameter fetch runs before each gather, in any phase.
     auto transfer = dyn_cast<TransferOp>(op);
     bool optimizer =
-        isa<CheckOverflowOp, UpdateLossScaleOp, AdamOp>(op) ||
+        isa<CheckOverflowOp, UpdateLossScaleOp, OptimizerStepOp>(op) ||
         (isa_and_nonnull<AllReduceOp>(&op) && collective.getMovedValue());
     if (optimizer && phase != Phase::boundary)
       return op.emitOpError("belongs to the optimizer, which runs once per "

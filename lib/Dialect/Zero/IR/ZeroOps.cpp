@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Support/UTF8.h"
 #include "zero_rt/quantize.h"
@@ -821,20 +822,29 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (BufferOffsetsAttr buffers =
           dialect->getBuffersAttrHelper().getAttr(*this)) {
     // A frozen partition keeps its parameters only; a trainable one has
-    // gradients and Adam moments.
+    // gradients and its optimizer's states (optimizers.def).
     if (getFrozen()) {
-      for (BufferKind kind : {BufferKind::grads, BufferKind::master,
-                              BufferKind::exp_avg, BufferKind::exp_avg_sq,
-                              BufferKind::host_grads, BufferKind::host_params})
-        if (buffers.getOffset(kind))
+      for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k)
+        if (auto kind = static_cast<BufferKind>(k);
+            kind != BufferKind::params && kind != BufferKind::secondary &&
+            buffers.getOffset(kind))
           return emitOpError("buffers ")
                  << buffers << " of a frozen partition have "
                  << stringifyBufferKind(kind)
                  << " (a frozen partition has params only)";
       return success();
     }
-    for (BufferKind kind :
-         {BufferKind::grads, BufferKind::exp_avg, BufferKind::exp_avg_sq})
+    // The states of the module's optimizer (Adam's without a train step).
+    OptimizerKind optimizer = OptimizerKind::adam;
+    if (auto steps = module.getOps<TrainStepOp>(); !steps.empty())
+      optimizer = (*steps.begin()).getOptimizer().getKind();
+    SmallVector<BufferKind> required = {BufferKind::grads};
+    SmallVector<BufferKind> swapped = {BufferKind::master};
+    for (const OptimizerState &state : getOptimizerStates(optimizer)) {
+      required.push_back(state.buffer);
+      swapped.push_back(state.buffer);
+    }
+    for (BufferKind kind : required)
       if (!buffers.getOffset(kind))
         return emitOpError("buffers ")
                << buffers << " lack " << stringifyBufferKind(kind)
@@ -855,8 +865,7 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
                 "must be a multiple of "
              << kNvmeAlignment << ", got " << buffers.getParams();
     if (nvme)
-      for (BufferKind kind :
-           {BufferKind::master, BufferKind::exp_avg, BufferKind::exp_avg_sq})
+      for (BufferKind kind : swapped)
         if (std::optional<int64_t> at = buffers.getOffset(kind);
             at && *at % kNvmeAlignment)
           return emitOpError("buffers ")
@@ -1485,7 +1494,7 @@ LogicalResult UpdateLossScaleOp::verify() {
   return success();
 }
 
-LogicalResult AdamOp::verify() {
+LogicalResult OptimizerStepOp::verify() {
   if (numel(getStats()) != 2)
     return emitOpError("stats must be tensor<2xf32> (overflow flag, squared "
                        "norm), got ")
@@ -1522,16 +1531,32 @@ LogicalResult AdamOp::verify() {
   return success();
 }
 
-int64_t AdamOp::getNvmeBytes(int64_t owned) {
+OptimizerKind OptimizerStepOp::getOptimizerKind() {
+  // Split into functions, the update is outside its step: the module's.
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (!step)
+    if (auto module = (*this)->getParentOfType<ModuleOp>())
+      if (auto steps = module.getOps<TrainStepOp>(); !steps.empty())
+        step = *steps.begin();
+  return step ? step.getOptimizer().getKind() : OptimizerKind::adam;
+}
+
+int64_t OptimizerStepOp::getNvmeBytes(int64_t owned) {
   NvmeSwapAttr swap = getSwapAttr();
   if (!swap || owned <= 0)
     return 0;
-  // Every chunk's read is whole 4096-byte blocks; only the last chunk can
-  // be partial.
+  // The fp32 masters and the optimizer's states (optimizers.def). Every
+  // chunk's read is whole 4096-byte blocks; only the last chunk can be
+  // partial.
+  SmallVector<int64_t> widths = {4};
+  for (const OptimizerState &state : getOptimizerStates(getOptimizerKind()))
+    widths.push_back(state.bytes);
   int64_t bytes = 0, chunk = swap.getChunk();
-  for (int64_t at = 0; at < owned; at += chunk)
-    bytes += llvm::alignTo(std::min(chunk, owned - at) * 4, kNvmeAlignment);
-  return 3 * bytes;
+  for (int64_t width : widths)
+    for (int64_t at = 0; at < owned; at += chunk)
+      bytes +=
+          llvm::alignTo(std::min(chunk, owned - at) * width, kNvmeAlignment);
+  return bytes;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1813,7 +1838,7 @@ LogicalResult TransferOp::verifySymbolUses(SymbolTableCollection &tables) {
   return success();
 }
 
-LogicalResult AdamOp::verifySymbolUses(SymbolTableCollection &tables) {
+LogicalResult OptimizerStepOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<PartitionOp> group = lookupGroup(*this, tables, getGroupAttr());
   if (failed(group) || !getNewParams())
     return failure(failed(group));

@@ -59,7 +59,7 @@ struct ZeroOptimizerPass
             << ("has no zero.partition to update");
         return signalPassFailure();
       }
-      if (!step.getOps<AdamOp>().empty()) {
+      if (!step.getOps<OptimizerStepOp>().empty()) {
         mlir::emitError(step.getLoc())
             << "train step @" << step.getSymName() << " "
             << ("already has an optimizer step");
@@ -318,7 +318,7 @@ struct ZeroOptimizerPass
       if (storeParams)
         newParams = RankedTensorType::get({pb.partition.getShardNumel()},
                                           pb.computeType);
-      auto adam = AdamOp::create(
+      auto adam = OptimizerStepOp::create(
           b, loc, newParams, cast<FlatSymbolRefAttr>(group), global, scale,
           skip, divisor, offloaded ? b.getUnitAttr() : UnitAttr(),
           schedule.getOptimizerSwap());

@@ -573,7 +573,7 @@ struct ZeroParamGatherPass
   void emitPostStepGathers(ModuleOp module, TrainStepOp step) {
     Block &body = step.getBodyBlock();
     OpBuilder b(&getContext());
-    SmallVector<AdamOp> adams(body.getOps<AdamOp>());
+    SmallVector<OptimizerStepOp> adams(body.getOps<OptimizerStepOp>());
     if (!adams.empty())
       b.setInsertionPointAfter(adams.back());
     else

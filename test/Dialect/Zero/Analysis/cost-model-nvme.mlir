@@ -47,7 +47,7 @@ zero.train_step @step(%x: tensor<2x4xbf16>)
   %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
   zero.wait %down phase boundary
-  zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 host swap <chunk = 262144, buffers = 4> phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 1.0 host swap <chunk = 262144, buffers = 4> phase boundary : tensor<2xf32>
   %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %up phase boundary
   zero.all_gather group @flat in params [0, 1048576) phase post_step

@@ -64,7 +64,7 @@ zero.train_step @step(%x: tensor<2x4xbf16>)
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
   zero.wait %down phase boundary
   zero.wait %down2 phase boundary
-  zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 1.0 host phase boundary : tensor<2xf32>
   %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %up phase boundary
   zero.return %loss : tensor<f32>

@@ -63,7 +63,7 @@ zero.train_step @step(%x: tensor<1x1024xbf16>)
   %stats = zero.check_overflow groups [@flat] scale %scale divisor 1.0 phase boundary : tensor<2xf32>
   %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
-  %new = zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 phase boundary : tensor<2xf32> -> tensor<1048576xbf16>
+  %new = zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 1.0 phase boundary : tensor<2xf32> -> tensor<1048576xbf16>
   %up = zero.transfer group @flat %new to params phase boundary : tensor<1048576xbf16> -> !zero.token
   zero.wait %up phase boundary
   zero.free %new phase boundary : tensor<1048576xbf16>

@@ -119,6 +119,6 @@ zero.train_step @accumulate(%x: tensor<256x1024xbf16>)
   %stats = zero.check_overflow groups [@flat] scale %s divisor 8.0 phase boundary : tensor<2xf32>
   %r = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %r phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %r scale %s skip %skip divisor 8.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %r scale %s skip %skip divisor 8.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }

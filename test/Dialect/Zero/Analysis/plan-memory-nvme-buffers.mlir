@@ -7,7 +7,7 @@
 // gradient and parameter copies (10000 bf16 bytes each, at 0 and 10048),
 // from 20480: host_bytes 69632. The step is scheduled as zero-optimizer
 // leaves it with nvme-buffer-count=2 and nvme-buffer-size=2048 (the chunk and
-// buffer count on its zero.adam).
+// buffer count on its zero.optimizer_step).
 zero.param @w : tensor<10000xf32> init zeros compute bf16
 // CHECK: zero.buffer_offsets<params = 0, grads = 20032, master = 0, exp_avg = 20480, exp_avg_sq = 40960, host_grads = 0, host_params = 10048>
 zero.partition @flat stage 1 world_size 2 alignment 2 numel 10000 padded 10000 params [@w] offsets [0]
@@ -30,7 +30,7 @@ zero.train_step @chunks(%x: tensor<2x8xbf16>)
   %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
   zero.wait %down phase boundary
-  zero.adam group @flat stats %norm scale %scale skip %skip divisor 2.0 host swap <chunk = 2048, buffers = 2> phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 2.0 host swap <chunk = 2048, buffers = 2> phase boundary : tensor<2xf32>
   %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %up phase boundary
   zero.all_gather group @flat in params [0, 10000) phase post_step

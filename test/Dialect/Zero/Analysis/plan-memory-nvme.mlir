@@ -10,7 +10,7 @@
 // elements) of the three states: 4 * 12 * 1024 = 49152 bytes at 4096, so
 // host_bytes 53248. The device side is the same as with cpu offload. The
 // steps are scheduled as zero-optimizer leaves them with the optimizer on
-// NVMe (the chunk and buffer count on their zero.adam).
+// NVMe (the chunk and buffer count on their zero.optimizer_step).
 zero.param @a : tensor<4xf32> init zeros compute bf16
 zero.param @b : tensor<2x32xf32> init zeros compute bf16
 // CHECK: zero.partition @flat {{.*}} {zero.buffers = #zero.buffer_offsets<params = 0, grads = 192, master = 0, exp_avg = 4096, exp_avg_sq = 8192, host_grads = 0, host_params = 128>}
@@ -18,7 +18,7 @@ zero.partition @flat stage 2 world_size 2 alignment 4 numel 68 padded 72 params 
 // CHECK-LABEL: zero.train_step @step
 // CHECK-SAME: offload #zero.offload<optimizer = nvme, nvme_path = "/nvme">
 // CHECK-SAME: zero.plan = #zero.memory_plan<persistent_bytes = 320, arena_bytes = 448, scratch_bytes = 0, peak_bytes = 768, host_bytes = 53248, nvme_bytes = 12288, swap_offset = 4096, swap_bytes = 49152>
-// CHECK: zero.adam group @flat {{.*}} host swap <chunk = 1024, buffers = 4> phase boundary
+// CHECK: zero.optimizer_step group @flat {{.*}} host swap <chunk = 1024, buffers = 4> phase boundary
 // PRINT: persistent_bytes 320, arena_bytes 448, scratch_bytes 0, peak_bytes 768, host_bytes 53248, nvme_bytes 12288, swap_offset 4096, swap_bytes 49152
 // PRINT-NEXT: persistent @flat params offset 0 bytes 136
 // PRINT-NEXT: persistent @flat grads offset 192 bytes 72
@@ -47,7 +47,7 @@ zero.train_step @step(%x: tensor<2x32xbf16>)
   %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
   zero.wait %down phase boundary
-  zero.adam group @flat stats %norm scale %scale skip %skip divisor 2.0 host swap <chunk = 1024, buffers = 4> phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 2.0 host swap <chunk = 1024, buffers = 4> phase boundary : tensor<2xf32>
   %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %up phase boundary
   zero.all_gather group @flat in params [0, 68) phase post_step
@@ -64,7 +64,7 @@ zero.param @w : tensor<8xf32> init zeros
 zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
 // CHECK-LABEL: zero.train_step @fp32
 // CHECK-SAME: host_bytes = 53248, nvme_bytes = 12288, swap_offset = 4096, swap_bytes = 49152
-// CHECK: zero.adam group @flat {{.*}} host swap <chunk = 1024, buffers = 4> phase boundary
+// CHECK: zero.optimizer_step group @flat {{.*}} host swap <chunk = 1024, buffers = 4> phase boundary
 // CHECK-NEXT: %[[U:.*]] = zero.transfer group @flat host_params to params phase boundary -> !zero.token
 zero.train_step @fp32(%x: tensor<2x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
@@ -81,7 +81,7 @@ zero.train_step @fp32(%x: tensor<2x8xf32>)
   %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
   zero.wait %down phase boundary
-  zero.adam group @flat stats %norm scale %scale skip %skip divisor 2.0 host swap <chunk = 1024, buffers = 4> phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 2.0 host swap <chunk = 1024, buffers = 4> phase boundary : tensor<2xf32>
   %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %up phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step

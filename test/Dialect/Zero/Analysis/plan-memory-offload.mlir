@@ -41,7 +41,7 @@ zero.train_step @step(%x: tensor<2x32xbf16>)
   %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
   zero.wait %down phase boundary
-  zero.adam group @flat stats %norm scale %scale skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %up phase boundary
   zero.all_gather group @flat in params [0, 68) phase post_step
@@ -73,7 +73,7 @@ zero.train_step @fp32(%x: tensor<2x8xf32>)
   %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
   zero.wait %down phase boundary
-  zero.adam group @flat stats %norm scale %scale skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   %up = zero.transfer group @flat master to params phase boundary -> !zero.token
   zero.wait %up phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step

@@ -54,7 +54,7 @@ zero.train_step @valid(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
   %11 = zero.check_overflow groups [@fc1] scale %10 divisor 2.000000e+00 phase boundary : tensor<2xf32>
   %r = zero.all_reduce overflow_norm %11 group @fc1 phase boundary : tensor<2xf32> -> tensor<2xf32>
   %12 = zero.update_loss_scale %r phase boundary : tensor<2xf32> -> i1
-  %13 = zero.adam group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
+  %13 = zero.optimizer_step group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
   %ut = zero.transfer group @fc1 %13 to params swap <buffer = 1, buffers = 2, buffer_bytes = 4096> phase boundary : tensor<6xbf16> -> !zero.token
   zero.wait %ut phase boundary
   zero.free %13 phase boundary : tensor<6xbf16>

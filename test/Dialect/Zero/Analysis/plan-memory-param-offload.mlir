@@ -22,7 +22,7 @@
 // PRINT-NEXT: persistent @fc1 exp_avg_sq offset 192 bytes 24
 // PRINT: arena op 0 zero.transfer result #0 offset 128 bytes 12 live [0, 5] gather_buffers
 // PRINT-NEXT: arena op 2 zero.prefetch result #0 offset 192 bytes 24 live [2, 10] gather_buffers
-// PRINT: arena op 25 zero.adam result #0 offset 128 bytes 12 live [25, 28] optimizer
+// PRINT: arena op 25 zero.optimizer_step result #0 offset 128 bytes 12 live [25, 28] optimizer
 zero.param @fc1.weight : tensor<4x2xf32> init normal std 5.000000e-01 compute bf16
 zero.param @fc1.bias : tensor<2xf32> init zeros compute bf16
 zero.partition @fc1 stage 3 world_size 2 alignment 2 numel 10 padded 12 params [@fc1.weight, @fc1.bias] offsets [0, 8]
@@ -56,7 +56,7 @@ zero.train_step @valid(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
   %11 = zero.check_overflow groups [@fc1] scale %10 divisor 2.000000e+00 phase boundary : tensor<2xf32>
   %r = zero.all_reduce overflow_norm %11 group @fc1 phase boundary : tensor<2xf32> -> tensor<2xf32>
   %12 = zero.update_loss_scale %r phase boundary : tensor<2xf32> -> i1
-  %13 = zero.adam group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
+  %13 = zero.optimizer_step group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
   %ut = zero.transfer group @fc1 %13 to params phase boundary : tensor<6xbf16> -> !zero.token
   zero.wait %ut phase boundary
   zero.free %13 phase boundary : tensor<6xbf16>

@@ -56,7 +56,7 @@ zero.train_step @step(%x: tensor<2x32xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 68) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -102,7 +102,7 @@ zero.train_step @direct(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -137,7 +137,7 @@ zero.train_step @accumulate(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %st scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -190,6 +190,6 @@ zero.train_step @stage3(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@l] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @l phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @l stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @l stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }

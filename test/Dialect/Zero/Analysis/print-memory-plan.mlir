@@ -82,7 +82,7 @@ zero.train_step @step(%x: tensor<2x32xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
   zero.all_gather group @flat in params [0, 68)
   zero.return %loss : tensor<f32>
 }
@@ -132,7 +132,7 @@ zero.train_step @direct(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
   %s = zero.loss_scale {zero.boundary} : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 {zero.boundary} : tensor<2xf32>
   %skip = zero.update_loss_scale %st {zero.boundary} : tensor<2xf32> -> i1
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -194,6 +194,6 @@ zero.train_step @stage3(%x: tensor<2x8xf32>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@l] scale %s divisor 2.0 {zero.boundary} : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @l {zero.boundary} : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g {zero.boundary} : tensor<2xf32> -> i1
-  zero.adam group @l stats %g scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
+  zero.optimizer_step group @l stats %g scale %s skip %skip divisor 2.0 {zero.boundary} : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }

@@ -25,7 +25,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 4) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -53,9 +53,9 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
-  // expected-error @+1 {{'zero.adam' op updates frozen partition @frozen, which has params only (no gradients, optimizer states or master)}}
-  zero.adam group @frozen stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op updates frozen partition @frozen, which has params only (no gradients, optimizer states or master)}}
+  zero.optimizer_step group @frozen stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 4) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -84,7 +84,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat, @frozen] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 4) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -115,7 +115,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 4) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -143,7 +143,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 4) phase post_step
   // expected-error @+1 {{'zero.all_gather' op gathers the updated parameters of frozen partition @frozen, which has params only (no gradients, optimizer states or master)}}
   zero.all_gather group @frozen in params [0, 6) phase post_step
@@ -177,7 +177,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d phase boundary
   zero.wait %e phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step

@@ -27,7 +27,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.free %full phase post_step : tensor<8xbf16>
   zero.return %loss : tensor<f32>
 }
@@ -58,7 +58,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.free %full phase step_end : tensor<8xbf16>
   zero.return %loss : tensor<f32>
 }
@@ -90,7 +90,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.free %full phase post_step : tensor<8xbf16>
   zero.return %loss : tensor<f32>
 }
@@ -122,7 +122,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.free %full phase post_step : tensor<8xbf16>
   %late = nn.fill 0.0 : tensor<6xbf16>
   zero.free %late phase step_end : tensor<6xbf16>

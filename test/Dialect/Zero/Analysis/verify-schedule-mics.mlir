@@ -24,7 +24,7 @@ zero.train_step @ok(%x: tensor<1x4xf32>)
   %n = zero.all_reduce overflow_norm %st group @a phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %n phase boundary : tensor<2xf32> -> i1
 
-  zero.adam group @a stats %n scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @a stats %n scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.free %pa phase step_end : tensor<4xf32>
   zero.return %loss : tensor<f32>
 }
@@ -53,7 +53,7 @@ zero.train_step @missing(%x: tensor<1x4xf32>)
   %n = zero.all_reduce overflow_norm %st group @a phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %n phase boundary : tensor<2xf32> -> i1
 
-  zero.adam group @a stats %n scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @a stats %n scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.free %pa phase step_end : tensor<4xf32>
   zero.return %loss : tensor<f32>
 }
@@ -85,7 +85,7 @@ zero.train_step @twice(%x: tensor<1x4xf32>)
   %n = zero.all_reduce overflow_norm %st group @a phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %n phase boundary : tensor<2xf32> -> i1
 
-  zero.adam group @a stats %n scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @a stats %n scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.free %pa phase step_end : tensor<4xf32>
   zero.return %loss : tensor<f32>
 }
@@ -115,7 +115,7 @@ zero.train_step @no_mics(%x: tensor<1x4xf32>)
   %n = zero.all_reduce overflow_norm %st group @a phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %n phase boundary : tensor<2xf32> -> i1
 
-  zero.adam group @a stats %n scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @a stats %n scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.free %pa phase step_end : tensor<4xf32>
   zero.return %loss : tensor<f32>
 }
@@ -145,7 +145,7 @@ zero.train_step @one_group(%x: tensor<1x4xf32>)
   %n = zero.all_reduce overflow_norm %st group @a phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %n phase boundary : tensor<2xf32> -> i1
 
-  zero.adam group @a stats %n scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @a stats %n scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.free %pa phase step_end : tensor<4xf32>
   zero.return %loss : tensor<f32>
 }
@@ -176,7 +176,7 @@ zero.train_step @late(%x: tensor<1x4xf32>)
   // expected-error @+2 {{'zero.wait' op completes the MiCS replica sum of @a after the overflow check reads it}}
   %t = zero.all_reduce sum group @a in grads [0, 4) over replicas phase boundary token !zero.token
   zero.wait %t phase boundary
-  zero.adam group @a stats %n scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @a stats %n scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.free %pa phase step_end : tensor<4xf32>
   zero.return %loss : tensor<f32>
 }
@@ -208,7 +208,7 @@ zero.train_step @early(%x: tensor<1x4xf32>)
   %n = zero.all_reduce overflow_norm %st group @a phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %n phase boundary : tensor<2xf32> -> i1
 
-  zero.adam group @a stats %n scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @a stats %n scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.free %pa phase step_end : tensor<4xf32>
   zero.return %loss : tensor<f32>
 }

@@ -26,7 +26,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %gs = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step
@@ -55,8 +55,8 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %gs = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.adam' op reads the gradients of}}
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  // expected-error @+1 {{'zero.optimizer_step' op reads the gradients of}}
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   zero.wait %d phase boundary
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
@@ -86,7 +86,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %gs = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   // expected-note @+1 {{collective issued here}}
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   // expected-error @+1 {{'zero.all_gather' op works in place on}}
@@ -116,11 +116,11 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %gs = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
-  // expected-error @+1 {{'zero.transfer' op copies the parameters of @flat to the device before their host zero.adam}}
+  // expected-error @+1 {{'zero.transfer' op copies the parameters of @flat to the device before their host zero.optimizer_step}}
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.wait %d phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 8) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -146,7 +146,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %gs = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step

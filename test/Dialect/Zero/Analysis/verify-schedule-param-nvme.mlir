@@ -39,9 +39,9 @@ zero.train_step @valid(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind =
   %8 = zero.check_overflow groups [@g1, @g2] scale %7 divisor 2.000000e+00 phase  boundary : tensor<2xf32>
   %result_3 = zero.all_reduce overflow_norm %8 group @g1 phase  boundary : tensor<2xf32> -> tensor<2xf32>
   %9 = zero.update_loss_scale %result_3 phase  boundary : tensor<2xf32> -> i1
-  %10 = zero.adam group @g1 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
+  %10 = zero.optimizer_step group @g1 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
   %token_4 = zero.transfer group @g1 %10 to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
-  %11 = zero.adam group @g2 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
+  %11 = zero.optimizer_step group @g2 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
   zero.wait %token_4 phase  boundary
   %token_5 = zero.transfer group @g2 %11 to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
   zero.wait %token_5 phase  boundary
@@ -88,9 +88,9 @@ zero.train_step @reads(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind =
   %8 = zero.check_overflow groups [@g1, @g2] scale %7 divisor 2.000000e+00 phase  boundary : tensor<2xf32>
   %result_3 = zero.all_reduce overflow_norm %8 group @g1 phase  boundary : tensor<2xf32> -> tensor<2xf32>
   %9 = zero.update_loss_scale %result_3 phase  boundary : tensor<2xf32> -> i1
-  %10 = zero.adam group @g1 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
+  %10 = zero.optimizer_step group @g1 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
   %token_4 = zero.transfer group @g1 %10 to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
-  %11 = zero.adam group @g2 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
+  %11 = zero.optimizer_step group @g2 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
   zero.wait %token_4 phase  boundary
   %token_5 = zero.transfer group @g2 %11 to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
   zero.wait %token_5 phase  boundary
@@ -134,10 +134,10 @@ zero.train_step @writes(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind 
   %8 = zero.check_overflow groups [@g1, @g2] scale %7 divisor 2.000000e+00 phase  boundary : tensor<2xf32>
   %result_3 = zero.all_reduce overflow_norm %8 group @g1 phase  boundary : tensor<2xf32> -> tensor<2xf32>
   %9 = zero.update_loss_scale %result_3 phase  boundary : tensor<2xf32> -> i1
-  %10 = zero.adam group @g1 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
+  %10 = zero.optimizer_step group @g1 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
   // expected-note @+1 {{the earlier transfer is issued here}}
   %token_4 = zero.transfer group @g1 %10 to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
-  %11 = zero.adam group @g2 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
+  %11 = zero.optimizer_step group @g2 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
   // expected-error @+1 {{'zero.transfer' op uses parameter swap buffer 0 while an earlier transfer still uses it}}
   %token_5 = zero.transfer group @g2 %11 to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
   zero.wait %token_4 phase  boundary
@@ -183,9 +183,9 @@ zero.train_step @regions(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind
   %8 = zero.check_overflow groups [@g1, @g2] scale %7 divisor 2.000000e+00 phase  boundary : tensor<2xf32>
   %result_3 = zero.all_reduce overflow_norm %8 group @g1 phase  boundary : tensor<2xf32> -> tensor<2xf32>
   %9 = zero.update_loss_scale %result_3 phase  boundary : tensor<2xf32> -> i1
-  %10 = zero.adam group @g1 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
+  %10 = zero.optimizer_step group @g1 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
   %token_4 = zero.transfer group @g1 %10 to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
-  %11 = zero.adam group @g2 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
+  %11 = zero.optimizer_step group @g2 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
   zero.wait %token_4 phase  boundary
   %token_5 = zero.transfer group @g2 %11 to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
   zero.wait %token_5 phase  boundary
@@ -232,14 +232,14 @@ zero.train_step @reread(%arg0: tensor<2x4xbf16>) optimizer #zero.optimizer<kind 
   %8 = zero.check_overflow groups [@g1, @g2] scale %7 divisor 2.000000e+00 phase  boundary : tensor<2xf32>
   %result_3 = zero.all_reduce overflow_norm %8 group @g1 phase  boundary : tensor<2xf32> -> tensor<2xf32>
   %9 = zero.update_loss_scale %result_3 phase  boundary : tensor<2xf32> -> i1
-  %10 = zero.adam group @g1 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
+  %10 = zero.optimizer_step group @g1 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
   // expected-note @+1 {{collective issued here}}
   %token_4 = zero.transfer group @g1 %10 to params swap <buffer = 0, buffers = 2, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
   // expected-error @+1 {{'zero.transfer' op copies elements [0, 16) of partition @g1 (@w1) while an asynchronous collective on params is in flight (wait for its token first)}}
   %staged_r, %token_r = zero.transfer group @g1 params to staging swap <buffer = 1, buffers = 2, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
   zero.wait %token_r phase boundary
   zero.free %staged_r phase boundary : tensor<8xbf16>
-  %11 = zero.adam group @g2 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
+  %11 = zero.optimizer_step group @g2 stats %result_3 scale %7 skip %9 divisor 2.000000e+00 phase  boundary : tensor<2xf32> -> tensor<8xbf16>
   zero.wait %token_4 phase  boundary
   %token_5 = zero.transfer group @g2 %11 to params swap <buffer = 0, buffers = 2, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
   zero.wait %token_5 phase  boundary

@@ -41,7 +41,7 @@ zero.train_step @valid(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
   %11 = zero.check_overflow groups [@fc1] scale %10 divisor 2.000000e+00 phase boundary : tensor<2xf32>
   %r = zero.all_reduce overflow_norm %11 group @fc1 phase boundary : tensor<2xf32> -> tensor<2xf32>
   %12 = zero.update_loss_scale %r phase boundary : tensor<2xf32> -> i1
-  %13 = zero.adam group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
+  %13 = zero.optimizer_step group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
   %ut = zero.transfer group @fc1 %13 to params phase boundary : tensor<6xbf16> -> !zero.token
   zero.wait %ut phase boundary
   zero.free %13 phase boundary : tensor<6xbf16>
@@ -86,7 +86,7 @@ zero.train_step @early_gather(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
   %11 = zero.check_overflow groups [@fc1] scale %10 divisor 2.000000e+00 phase boundary : tensor<2xf32>
   %r = zero.all_reduce overflow_norm %11 group @fc1 phase boundary : tensor<2xf32> -> tensor<2xf32>
   %12 = zero.update_loss_scale %r phase boundary : tensor<2xf32> -> i1
-  %13 = zero.adam group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
+  %13 = zero.optimizer_step group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
   %ut = zero.transfer group @fc1 %13 to params phase boundary : tensor<6xbf16> -> !zero.token
   zero.wait %ut phase boundary
   zero.free %13 phase boundary : tensor<6xbf16>
@@ -131,7 +131,7 @@ zero.train_step @early_free(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
   %11 = zero.check_overflow groups [@fc1] scale %10 divisor 2.000000e+00 phase boundary : tensor<2xf32>
   %r = zero.all_reduce overflow_norm %11 group @fc1 phase boundary : tensor<2xf32> -> tensor<2xf32>
   %12 = zero.update_loss_scale %r phase boundary : tensor<2xf32> -> i1
-  %13 = zero.adam group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
+  %13 = zero.optimizer_step group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
   %ut = zero.transfer group @fc1 %13 to params phase boundary : tensor<6xbf16> -> !zero.token
   zero.wait %ut phase boundary
   zero.free %13 phase boundary : tensor<6xbf16>
@@ -174,7 +174,7 @@ zero.train_step @early_store_free(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
   %11 = zero.check_overflow groups [@fc1] scale %10 divisor 2.000000e+00 phase boundary : tensor<2xf32>
   %r = zero.all_reduce overflow_norm %11 group @fc1 phase boundary : tensor<2xf32> -> tensor<2xf32>
   %12 = zero.update_loss_scale %r phase boundary : tensor<2xf32> -> i1
-  %13 = zero.adam group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
+  %13 = zero.optimizer_step group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
   // expected-note @+1 {{issued here}}
   %ut = zero.transfer group @fc1 %13 to params phase boundary : tensor<6xbf16> -> !zero.token
   // expected-error @+1 {{'zero.free' op frees a staged shard that an asynchronous gather or copy still reads}}
@@ -188,7 +188,7 @@ zero.train_step @early_store_free(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
 // The device Adam's new parameters never reach the host shard.
 zero.param @fc1.weight : tensor<4x2xf32> init normal std 5.000000e-01 compute bf16
 zero.param @fc1.bias : tensor<2xf32> init zeros compute bf16
-// expected-error @+1 {{'zero.partition' op has offloaded parameters and a device optimizer: its new parameters must be stored from its zero.adam's staged buffer once per step, found 0 copies}}
+// expected-error @+1 {{'zero.partition' op has offloaded parameters and a device optimizer: its new parameters must be stored from its zero.optimizer_step's staged buffer once per step, found 0 copies}}
 zero.partition @fc1 stage 3 world_size 2 alignment 2 numel 10 padded 12 params [@fc1.weight, @fc1.bias] offsets [0, 8]
 zero.train_step @no_store(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
@@ -220,7 +220,7 @@ zero.train_step @no_store(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
   %11 = zero.check_overflow groups [@fc1] scale %10 divisor 2.000000e+00 phase boundary : tensor<2xf32>
   %r = zero.all_reduce overflow_norm %11 group @fc1 phase boundary : tensor<2xf32> -> tensor<2xf32>
   %12 = zero.update_loss_scale %r phase boundary : tensor<2xf32> -> i1
-  %13 = zero.adam group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
+  %13 = zero.optimizer_step group @fc1 stats %r scale %10 skip %12 divisor 2.000000e+00 phase boundary : tensor<2xf32> -> tensor<6xbf16>
   zero.free %13 phase boundary : tensor<6xbf16>
   zero.return %5 : tensor<f32>
 }

@@ -28,7 +28,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -59,7 +59,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   // expected-error @+1 {{'zero.update_loss_scale' op belongs to the optimizer, which runs once per optimizer step: its phase must be boundary, not micro_step}}
   %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -92,7 +92,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -123,7 +123,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -153,7 +153,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   // expected-error @+1 {{'zero.all_gather' op gathers the updated parameters in place, after the optimizer: its phase must be post_step, not boundary}}
   zero.all_gather group @flat in params [0, 10) phase boundary
   zero.return %loss : tensor<f32>
@@ -186,7 +186,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -218,7 +218,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }
@@ -253,7 +253,7 @@ zero.train_step @step(%x: tensor<2x3xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 10) phase post_step
   zero.return %loss : tensor<f32>
 }

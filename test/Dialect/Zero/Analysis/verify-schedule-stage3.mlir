@@ -99,7 +99,7 @@ zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -132,7 +132,7 @@ zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -157,6 +157,6 @@ zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 1.0 {zero.alloc = array<i64: 320>} : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat {zero.alloc = array<i64: 384>} : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 1.0 : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 1.0 : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }

@@ -37,7 +37,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d1 phase boundary
   zero.wait %d0 phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step
@@ -78,7 +78,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d1 phase boundary
   zero.wait %d0 phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step
@@ -117,7 +117,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   zero.wait %d1 phase boundary
   // expected-error @+1 {{'zero.wait' op runs in phase micro_step but waits for a collective of phase last_micro_step: one runs in every micro step, the other once per optimizer step}}
   zero.wait %d0
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step
@@ -154,7 +154,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d1 phase boundary
   zero.wait %d0 phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
   // expected-note @+1 {{the collective}}
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   // expected-error @+1 {{'zero.wait' op runs in phase last_micro_step but waits for a collective of phase boundary, which is issued after the last micro step}}
@@ -194,7 +194,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d1 phase boundary
   zero.wait %d0 phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step
@@ -234,7 +234,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   // expected-error @+1 {{'zero.transfer' op copies the gradients of elements [6, 8) of partition @flat (@b) a second time in this step}}
   %d2 = zero.transfer group @flat grads[6, 8) to host_grads phase boundary -> !zero.token
   zero.wait %d2 phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step
@@ -270,7 +270,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %gs = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d1 phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step
@@ -307,7 +307,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d1 phase boundary
   zero.wait %d0 phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step
@@ -348,7 +348,7 @@ zero.train_step @step(%x: tensor<2x8xbf16>)
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d1 phase boundary
   zero.wait %d0 phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.all_gather group @flat in params [0, 8) phase post_step

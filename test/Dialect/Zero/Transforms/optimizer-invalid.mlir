@@ -29,6 +29,6 @@ zero.train_step @train(%x: tensor<2x4xf32>)
   %s = zero.loss_scale phase boundary : tensor<f32>
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %st scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }

@@ -25,10 +25,10 @@ zero.partition @g1 stage 2 world_size 2 alignment 2 numel 4 padded 4 params [@b]
 // CHECK: %[[SKIP:.*]] = zero.update_loss_scale
 // CHECK-NEXT: zero.wait %[[D2]] phase boundary
 // CHECK-NEXT: zero.wait %[[D0]] phase boundary
-// CHECK-NEXT: zero.adam group @g0 {{.*}} skip %[[SKIP]] divisor 2.000000e+00 host swap <chunk = 1024, buffers = 3> phase boundary
+// CHECK-NEXT: zero.optimizer_step group @g0 {{.*}} skip %[[SKIP]] divisor 2.000000e+00 host swap <chunk = 1024, buffers = 3> phase boundary
 // CHECK-NEXT: %[[U0:.*]] = zero.transfer group @g0 host_params to params phase boundary -> !zero.token
 // CHECK-NEXT: zero.wait %[[D1]] phase boundary
-// CHECK-NEXT: zero.adam group @g1 {{.*}} host swap <chunk = 1024, buffers = 3> phase boundary
+// CHECK-NEXT: zero.optimizer_step group @g1 {{.*}} host swap <chunk = 1024, buffers = 3> phase boundary
 // CHECK-NEXT: %[[U1:.*]] = zero.transfer group @g1 host_params to params phase boundary -> !zero.token
 // CHECK-NEXT: zero.wait %[[U0]] phase boundary
 // CHECK-NEXT: zero.wait %[[U1]] phase boundary
@@ -70,7 +70,7 @@ zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@
 // CHECK-NEXT: %[[D0:.*]] = zero.transfer group @flat grads[0, 4) to host_grads phase boundary -> !zero.token
 // CHECK: zero.wait %[[D1]] phase boundary
 // CHECK-NEXT: zero.wait %[[D0]] phase boundary
-// CHECK-NEXT: zero.adam group @flat {{.*}} host swap <chunk = 1024, buffers = 3> phase boundary
+// CHECK-NEXT: zero.optimizer_step group @flat {{.*}} host swap <chunk = 1024, buffers = 3> phase boundary
 // CHECK-NEXT: %[[U:.*]] = zero.transfer group @flat host_params to params phase boundary -> !zero.token
 // CHECK-NEXT: zero.wait %[[U]] phase boundary
 // CHECK-NEXT: zero.all_gather group @flat in params [0, 8) phase post_step
@@ -99,10 +99,10 @@ zero.param @w : tensor<10000xf32> init zeros
 zero.partition @flat stage 1 world_size 2 alignment 2 numel 10000 padded 10000 params [@w] offsets [0]
 // CHECK-LABEL: zero.train_step @chunks
 // CHECK-SAME: offload #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 3>
-// CHECK: zero.adam group @flat {{.*}} host swap <chunk = 5120, buffers = 3> phase boundary
+// CHECK: zero.optimizer_step group @flat {{.*}} host swap <chunk = 5120, buffers = 3> phase boundary
 // CHUNK-LABEL: zero.train_step @chunks
 // CHUNK-SAME: offload #zero.offload<optimizer = nvme, nvme_path = "/nvme", buffer_count = 2, buffer_size = 2048>
-// CHUNK: zero.adam group @flat {{.*}} host swap <chunk = 2048, buffers = 2> phase boundary
+// CHUNK: zero.optimizer_step group @flat {{.*}} host swap <chunk = 2048, buffers = 2> phase boundary
 zero.train_step @chunks(%x: tensor<2x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>

@@ -31,10 +31,10 @@ zero.partition @g1 stage 2 world_size 2 alignment 2 numel 4 padded 4 params [@b]
 // CHECK-NEXT: %[[SKIP:.*]] = zero.update_loss_scale
 // CHECK-NEXT: zero.wait %[[D2]] phase boundary
 // CHECK-NEXT: zero.wait %[[D0]] phase boundary
-// CHECK-NEXT: zero.adam group @g0 stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 2.000000e+00 host phase boundary
+// CHECK-NEXT: zero.optimizer_step group @g0 stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 2.000000e+00 host phase boundary
 // CHECK-NEXT: %[[U0:.*]] = zero.transfer group @g0 host_params to params phase boundary -> !zero.token
 // CHECK-NEXT: zero.wait %[[D1]] phase boundary
-// CHECK-NEXT: zero.adam group @g1 {{.*}} host phase boundary
+// CHECK-NEXT: zero.optimizer_step group @g1 {{.*}} host phase boundary
 // CHECK-NEXT: %[[U1:.*]] = zero.transfer group @g1 host_params to params phase boundary -> !zero.token
 // CHECK-NEXT: zero.wait %[[U0]] phase boundary
 // CHECK-NEXT: zero.wait %[[U1]] phase boundary
@@ -77,7 +77,7 @@ zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@
 // CHECK-NEXT: %[[D0:.*]] = zero.transfer group @flat grads[0, 4) to host_grads phase boundary -> !zero.token
 // CHECK: zero.wait %[[D1]] phase boundary
 // CHECK-NEXT: zero.wait %[[D0]] phase boundary
-// CHECK-NEXT: zero.adam group @flat {{.*}} host phase boundary
+// CHECK-NEXT: zero.optimizer_step group @flat {{.*}} host phase boundary
 // CHECK-NEXT: %[[U:.*]] = zero.transfer group @flat master to params phase boundary -> !zero.token
 // CHECK-NEXT: zero.wait %[[U]] phase boundary
 // CHECK-NEXT: zero.all_gather group @flat in params [0, 8) phase post_step
@@ -106,7 +106,7 @@ zero.partition @flat stage 2 world_size 1 alignment 2 numel 8 padded 8 params [@
 // CHECK: %[[D:.*]] = zero.transfer group @flat grads to host_grads phase boundary -> !zero.token
 // CHECK-NEXT: zero.loss_scale phase boundary
 // CHECK: zero.wait %[[D]] phase boundary
-// CHECK-NEXT: zero.adam group @flat {{.*}} host phase boundary
+// CHECK-NEXT: zero.optimizer_step group @flat {{.*}} host phase boundary
 zero.train_step @unreduced(%x: tensor<2x8xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>

@@ -21,9 +21,9 @@ zero.partition @g1 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@
 zero.partition @g2 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@w2] offsets [0]
 // STORE-LABEL: zero.train_step @opt
 // STORE-SAME: host_bytes = 4096, nvme_bytes = 8192, param_nvme_bytes = 8192, param_swap_bytes = 4096>
-// STORE: %[[N1:.*]] = zero.adam group @g1 {{.*}} -> tensor<8xbf16>
+// STORE: %[[N1:.*]] = zero.optimizer_step group @g1 {{.*}} -> tensor<8xbf16>
 // STORE-NEXT: %[[W1:.*]] = zero.transfer group @g1 %[[N1]] to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
-// STORE-NEXT: %[[N2:.*]] = zero.adam group @g2 {{.*}} -> tensor<8xbf16>
+// STORE-NEXT: %[[N2:.*]] = zero.optimizer_step group @g2 {{.*}} -> tensor<8xbf16>
 // STORE-NEXT: zero.wait %[[W1]] phase  boundary
 // STORE-NEXT: %[[W2:.*]] = zero.transfer group @g2 %[[N2]] to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary : tensor<8xbf16> -> !zero.token
 // STORE-NEXT: zero.wait %[[W2]] phase  boundary
@@ -39,13 +39,13 @@ zero.partition @g2 stage 3 world_size 2 alignment 2 numel 16 padded 16 params [@
 // BOTH: zero.partition @g2 {{.*}} {zero.buffers = #zero.buffer_offsets<params = 4096, grads = 64, master = 12288, exp_avg = 16384, exp_avg_sq = 20480, host_grads = 128, host_params = 192>}
 // BOTH-LABEL: zero.train_step @opt
 // BOTH-SAME: host_bytes = 57344, nvme_bytes = 32768, swap_offset = 4096, swap_bytes = 49152, param_nvme_bytes = 8192, param_swap_offset = 53248, param_swap_bytes = 4096>
-// BOTH: zero.adam group @g1 {{.*}} host swap <chunk = 1024, buffers = 4> phase  boundary
+// BOTH: zero.optimizer_step group @g1 {{.*}} host swap <chunk = 1024, buffers = 4> phase  boundary
 // BOTH-NEXT: zero.transfer group @g1 host_params to params swap <buffer = 0, buffers = 1, buffer_bytes = 4096> phase boundary -> !zero.token
 // HOST-LABEL: zero.train_step @opt
 // HOST-SAME: host_bytes = 12288, nvme_bytes = 8192, param_nvme_bytes = 8192, param_swap_offset = 4096, param_swap_bytes = 8192>
-// HOST: zero.adam group @g1 {{.*}} host phase  boundary
+// HOST: zero.optimizer_step group @g1 {{.*}} host phase  boundary
 // HOST-NEXT: %[[W1:.*]] = zero.transfer group @g1 host_params to params swap <buffer = 0, buffers = 2, buffer_bytes = 4096> phase boundary -> !zero.token
-// HOST: zero.adam group @g2 {{.*}} host phase  boundary
+// HOST: zero.optimizer_step group @g2 {{.*}} host phase  boundary
 // HOST-NEXT: %[[W2:.*]] = zero.transfer group @g2 host_params to params swap <buffer = 1, buffers = 2, buffer_bytes = 4096> phase boundary -> !zero.token
 // HOST-NEXT: zero.wait %[[W1]] phase  boundary
 // HOST-NEXT: zero.wait %[[W2]] phase  boundary

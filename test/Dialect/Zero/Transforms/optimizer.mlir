@@ -19,14 +19,14 @@ zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@
 // CHECK-NEXT: %[[ST:.*]] = zero.check_overflow groups [@flat] scale %[[S]] divisor 2.000000e+00 phase boundary : tensor<2xf32>
 // CHECK-NEXT: %[[G:.*]] = zero.all_reduce overflow_norm %[[ST]] group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
 // CHECK-NEXT: %[[SKIP:.*]] = zero.update_loss_scale %[[G]] phase boundary : tensor<2xf32> -> i1
-// CHECK-NEXT: zero.adam group @flat stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 2.000000e+00 phase boundary : tensor<2xf32>
+// CHECK-NEXT: zero.optimizer_step group @flat stats %[[G]] scale %[[S]] skip %[[SKIP]] divisor 2.000000e+00 phase boundary : tensor<2xf32>
 // CHECK-NEXT: zero.return
 // gradient-clipping >= 0 overrides the step's value; 0 disables clipping.
 // CLIP-LABEL: zero.train_step @stage2
 // CLIP-SAME: gradient_clipping 5.000000e-01
 // NOCLIP-LABEL: zero.train_step @stage2
 // NOCLIP-NOT: gradient_clipping
-// NOCLIP: zero.adam
+// NOCLIP: zero.optimizer_step
 zero.train_step @stage2(%x: tensor<2x4xf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp16>
@@ -54,7 +54,7 @@ zero.partition @flat stage 0 world_size 2 alignment 2 numel 4 padded 4 params [@
 // CHECK: %[[ST:.*]] = zero.check_overflow groups [@flat] scale %{{.*}} divisor 2.000000e+00
 // CHECK-NOT: overflow_norm
 // CHECK-NEXT: zero.update_loss_scale %[[ST]]
-// CHECK-NEXT: zero.adam group @flat stats %[[ST]]
+// CHECK-NEXT: zero.optimizer_step group @flat stats %[[ST]]
 zero.train_step @stage0(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
@@ -77,7 +77,7 @@ zero.partition @flat stage 1 world_size 2 alignment 2 numel 4 padded 4 params [@
 // CHECK: zero.reduce_scatter group @flat in grads [0, 4) phase boundary
 // CHECK-NEXT: zero.loss_scale
 // CHECK-NEXT: zero.check_overflow {{.*}} divisor 4.000000e+00 phase boundary
-// CHECK: zero.adam group @flat {{.*}} divisor 4.000000e+00 phase boundary
+// CHECK: zero.optimizer_step group @flat {{.*}} divisor 4.000000e+00 phase boundary
 // CHECK-NEXT: zero.all_gather group @flat in params [0, 4) phase post_step
 // CHECK-NEXT: zero.return
 zero.train_step @accumulate(%x: tensor<2x4xf32>)
@@ -105,8 +105,8 @@ zero.partition @l1 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@l1
 // CHECK: zero.check_overflow groups [@l0, @l1] scale %{{.*}} divisor 2.000000e+00
 // CHECK-NEXT: zero.all_reduce overflow_norm %{{.*}} group @l0
 // CHECK-NEXT: zero.update_loss_scale
-// CHECK-NEXT: zero.adam group @l0
-// CHECK-NEXT: zero.adam group @l1
+// CHECK-NEXT: zero.optimizer_step group @l0
+// CHECK-NEXT: zero.optimizer_step group @l1
 // CHECK-NEXT: zero.free %{{.*}} phase step_end
 // CHECK-NEXT: zero.return
 zero.train_step @stage3(%x: tensor<2x4xf32>)

@@ -17,12 +17,12 @@ zero.param @fc2.weight : tensor<6x3xf32> init normal std 0.4
 zero.param @fc2.bias : tensor<3xf32> init zeros
 zero.partition @flat stage 2 world_size 2 alignment 2 numel 51 padded 52 params [@fc1.weight, @fc1.bias, @fc2.weight, @fc2.bias] offsets [0, 24, 30, 48]
 // DEF-LABEL: zero.train_step @stage2
-// DEF: zero.adam group @flat
+// DEF: zero.optimizer_step group @flat
 // DEF-NEXT: zero.all_gather group @flat in params [0, 51) phase post_step
 // DEF-NEXT: zero.return
 // B20-LABEL: zero.train_step @stage2
 // B20-NOT: zero.all_gather
-// B20: zero.adam group @flat
+// B20: zero.optimizer_step group @flat
 // B20-NEXT: zero.all_gather group @flat in params [0, 20) phase post_step
 // B20-NEXT: zero.all_gather group @flat in params [20, 40) phase post_step
 // B20-NEXT: zero.all_gather group @flat in params [40, 51) phase post_step
@@ -62,7 +62,7 @@ zero.train_step @stage2(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
   %st = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %g = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 
@@ -154,7 +154,7 @@ zero.train_step @stage0(%x: tensor<4x4xf32>, %y: tensor<4xi64>)
   %s = zero.loss_scale phase boundary : tensor<f32>
   %g = zero.check_overflow groups [@flat] scale %s divisor 2.0 phase boundary : tensor<2xf32>
   %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 2.0 phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }
 

@@ -19,9 +19,9 @@ zero.partition @g1 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@b]
 // PARAM-LABEL: zero.train_step @bf16
 // PARAM-SAME: offload #zero.offload<param = cpu>
 // PARAM: %[[SKIP:.*]] = zero.update_loss_scale
-// PARAM-NEXT: %[[N0:.*]] = zero.adam group @g0 {{.*}} phase boundary : tensor<2xf32> -> tensor<2xbf16>
+// PARAM-NEXT: %[[N0:.*]] = zero.optimizer_step group @g0 {{.*}} phase boundary : tensor<2xf32> -> tensor<2xbf16>
 // PARAM-NEXT: %[[T0:.*]] = zero.transfer group @g0 %[[N0]] to params phase boundary : tensor<2xbf16> -> !zero.token
-// PARAM-NEXT: %[[N1:.*]] = zero.adam group @g1 {{.*}} phase boundary : tensor<2xf32> -> tensor<2xbf16>
+// PARAM-NEXT: %[[N1:.*]] = zero.optimizer_step group @g1 {{.*}} phase boundary : tensor<2xf32> -> tensor<2xbf16>
 // PARAM-NEXT: %[[T1:.*]] = zero.transfer group @g1 %[[N1]] to params phase boundary : tensor<2xbf16> -> !zero.token
 // PARAM-NEXT: zero.wait %[[T0]] phase boundary
 // PARAM-NEXT: zero.wait %[[T1]] phase boundary
@@ -36,9 +36,9 @@ zero.partition @g1 stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@b]
 // BOTH-NEXT: %[[D0:.*]] = zero.transfer group @g0 grads[0, 4) to host_grads phase last_micro_step -> !zero.token
 // BOTH-NOT: zero.transfer
 // BOTH: zero.wait %[[D0]] phase boundary
-// BOTH-NEXT: zero.adam group @g0 {{.*}} host phase boundary : tensor<2xf32>{{$}}
+// BOTH-NEXT: zero.optimizer_step group @g0 {{.*}} host phase boundary : tensor<2xf32>{{$}}
 // BOTH-NEXT: zero.wait %[[D1]] phase boundary
-// BOTH-NEXT: zero.adam group @g1 {{.*}} host phase boundary : tensor<2xf32>{{$}}
+// BOTH-NEXT: zero.optimizer_step group @g1 {{.*}} host phase boundary : tensor<2xf32>{{$}}
 // BOTH-NEXT: zero.return
 zero.train_step @bf16(%x: tensor<2x4xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
@@ -67,14 +67,14 @@ zero.train_step @bf16(%x: tensor<2x4xbf16>)
 zero.param @w : tensor<8xf32> init zeros
 zero.partition @flat stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
 // PARAM-LABEL: zero.train_step @fp32
-// PARAM: %[[N:.*]] = zero.adam group @flat {{.*}} : tensor<2xf32> -> tensor<4xf32>
+// PARAM: %[[N:.*]] = zero.optimizer_step group @flat {{.*}} : tensor<2xf32> -> tensor<4xf32>
 // PARAM-NEXT: %[[T:.*]] = zero.transfer group @flat %[[N]] to params phase boundary : tensor<4xf32> -> !zero.token
 // PARAM-NEXT: zero.wait %[[T]] phase boundary
 // PARAM-NEXT: zero.free %[[N]] phase boundary : tensor<4xf32>
 // BOTH-LABEL: zero.train_step @fp32
 // BOTH: zero.transfer group @flat grads[0, 8) to host_grads phase last_micro_step -> !zero.token
 // BOTH-NOT: zero.transfer
-// BOTH: zero.adam group @flat {{.*}} host phase boundary : tensor<2xf32>{{$}}
+// BOTH: zero.optimizer_step group @flat {{.*}} host phase boundary : tensor<2xf32>{{$}}
 // BOTH-NEXT: zero.return
 zero.train_step @fp32(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>

@@ -33,6 +33,8 @@ enum class MemoryCategory : unsigned {
 };
 constexpr unsigned kNumMemoryCategories = 12;
 StringRef stringifyMemoryCategory(MemoryCategory c);
+/// The category of a partition's persistent buffer of kind `k`.
+MemoryCategory persistentCategory(BufferKind k);
 
 /// One piece of a step-arena buffer: bytes [offset, offset + bytes) live from
 /// op index `start` to `end` (inclusive). A buffer freed slice by slice has

@@ -90,17 +90,17 @@ def ZeroVerifySchedulePass : Pass<"zero-verify-schedule", "::mlir::ModuleOp"> {
       (`zero-plan-memory`), when there is one;
     * a parameter's gradient is reduced zero or two times in a step (every
       element of every trainable partition exactly once);
-    * a shard is updated zero or two times (`zero.adam` once per trainable
+    * a shard is updated zero or two times (`zero.optimizer_step` once per trainable
       partition), or at stages 1-2 its parameters are not all-gathered
       exactly once after the update;
     * an op reduces, checks, copies, updates or (stages 1-2) gathers after
       the step a frozen partition, which has `params` only;
     * with an offloaded optimizer, a gradient element is not copied to the
       host exactly once, after its reduction completed and before its host
-      `zero.adam`, or an updated parameter is not copied back exactly once
+      `zero.optimizer_step`, or an updated parameter is not copied back exactly once
       after it (never with parameter shards in host memory); with offloaded
       parameters and the optimizer on the device, the new parameters are not
-      stored once from the `zero.adam`'s staged buffer;
+      stored once from the `zero.optimizer_step`'s staged buffer;
     * with hpZ, a gather of a group's secondary shards comes before every
       `zero.store_secondary` of that group in the step, or after the
       optimizer's place (it would read the previous step's parameters), or
@@ -110,7 +110,7 @@ def ZeroVerifySchedulePass : Pass<"zero-verify-schedule", "::mlir::ModuleOp"> {
       gradient shard is not summed over the replicas (`zero.all_reduce ...
       over replicas`) exactly once per step, element by element, after its
       shard group's reductions completed and before the overflow check and
-      its `zero.adam` read it; a replica sum without replicas;
+      its `zero.optimizer_step` read it; a replica sum without replicas;
     * a parameter swap buffer serves two transfers at once (one from its
       issue to its `zero.wait`), or the transfers disagree on the buffers;
     * the phases disagree with what the ops do (`StepPhaseOpInterface`): the

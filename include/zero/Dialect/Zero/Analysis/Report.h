@@ -67,7 +67,13 @@ struct StepReport {
   /// the most bytes they take in one rank's model states.
   int64_t vocabPaddingRows = 0, vocabPaddingElements = 0, vocabPaddingBytes = 0;
   /// Model states by buffer; params and grads are in the compute type.
-  int64_t params = 0, grads = 0, masterParams = 0, adamM = 0, adamV = 0;
+  int64_t params = 0, grads = 0, masterParams = 0;
+  /// The optimizer's states (optimizers.def), in its table's order.
+  struct OptimizerStateBytes {
+    std::string key, label, buffer;
+    int64_t bytes = 0;
+  };
+  std::vector<OptimizerStateBytes> optimizerStates;
   /// ZeRO++ hpZ: the persistent secondary shards (2 padded Psi / h bytes
   /// per rank with 16-bit compute), beside the model states.
   int64_t hpzSecondaryBytes = 0;

@@ -33,7 +33,7 @@ def Zero_Dialect : Dialect {
     (`zero.all_gather`, `zero.reduce_scatter`, `zero.reduce`,
     `zero.all_reduce`, `zero.prefetch` with `zero.wait`), buffer lifetimes
     (`zero.free`) and the optimizer step (`zero.check_overflow`,
-    `zero.update_loss_scale`, `zero.adam`, `zero.cast`).
+    `zero.update_loss_scale`, `zero.optimizer_step`, `zero.cast`).
 
     A step is one rank's view: every rank runs the same program, and the ops
     whose data depend on the rank (shards) name the partition they belong to;
@@ -100,6 +100,9 @@ def Zero_InitKind : I32EnumAttr<"InitKind", "parameter initializer", [
 }
 def Zero_InitKindAttr : EnumAttr<Zero_Dialect, Zero_InitKind, "init">;
 
+// The cases of runtime/include/zero_rt/optimizers.def's ZRT_OPTIMIZER rows,
+// in its order (checked by lib/Dialect/Zero/IR/Optimizers.cpp and
+// test/Docs/optimizers-table.test).
 def Zero_OptimizerKind : I32EnumAttr<"OptimizerKind", "optimizer", [
     I32EnumAttrCase<"adam", 0>, I32EnumAttrCase<"adamw", 1>]> {
   let cppNamespace = "::mlir::zero";
@@ -244,11 +247,13 @@ def Zero_LrScheduleAttr : Zero_Attr<"LrSchedule", "lr_schedule"> {
 }
 
 def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
-  let summary = "Adam/AdamW hyper-parameters of a train step";
+  let summary = "The optimizer of a train step and its hyper-parameters";
   let description = [{
     ```mlir
     #zero.optimizer<kind = adamw, lr = 6.000000e-04, beta1 = 9.000000e-01, beta2 = 9.500000e-01, eps = 1.000000e-08, weight_decay = 1.000000e-01>
     ```
+    `kind` is a row of runtime/include/zero_rt/optimizers.def, which names
+    its hyper-parameters, their defaults and its state buffers.
     `adam` adds `weight_decay * param` to the gradient (L2, as
     `torch.optim.Adam`); `adamw` decays the parameter directly (decoupled, as
     `torch.optim.AdamW`). Both use bias correction unless
@@ -924,6 +929,9 @@ def Zero_PartitionOp : Zero_Op<"partition", [
 // Collectives
 //===----------------------------------------------------------------------===//
 
+// The cases of runtime/include/zero_rt/manifest.def's buffers, the
+// optimizers' states among them from optimizers.def (checked as
+// OptimizerKind is).
 def Zero_BufferKind : I32EnumAttr<"BufferKind", "persistent buffer of a partition", [
     I32EnumAttrCase<"params", 0>, I32EnumAttrCase<"grads", 1>,
     I32EnumAttrCase<"master", 2>, I32EnumAttrCase<"exp_avg", 3>,
@@ -1605,7 +1613,7 @@ def Zero_TransferOp : Zero_Op<"transfer", [
     pinned host memory beside `host_grads` (the owned gradients in the
     compute type) and, with 16-bit compute, `host_params` (the updated
     16-bit parameters). At the step boundary the owned gradients go to the
-    host (`grads to host_grads`), the host Adam (`zero.adam ... host`)
+    host (`grads to host_grads`), the host Adam (`zero.optimizer_step ... host`)
     updates them, and the parameters come back (`host_params to params`, or
     `master to params` with fp32 compute). The copy moves the owned
     elements of the rank (the owned range of the full buffer at stages 0-1
@@ -1737,7 +1745,7 @@ def Zero_UpdateLossScaleOp : Zero_Op<"update_loss_scale",
 def Zero_NvmeSwapAttr : Zero_Attr<"NvmeSwap", "nvme_swap"> {
   let summary = "How a host Adam streams NVMe-resident optimizer states";
   let description = [{
-    On `zero.adam ... host` of an optimizer offloaded to `nvme`: the states
+    On `zero.optimizer_step ... host` of an optimizer offloaded to `nvme`: the states
     move through `buffers` swap buffers in host memory, each holding
     `chunk` elements (a multiple of 1024: 4096 bytes of fp32) of the
     master, `exp_avg` and `exp_avg_sq`, so a buffer is `12 * chunk` bytes
@@ -1756,10 +1764,15 @@ def Zero_NvmeSwapAttr : Zero_Attr<"NvmeSwap", "nvme_swap"> {
   }];
 }
 
-def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+def Zero_OptimizerStepOp : Zero_Op<"optimizer_step", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     Zero_StepPhaseOpInterface]> {
-  let summary = "Fused Adam/AdamW on this rank's shard of a partition";
+  let summary = "The optimizer's update of this rank's shard of a partition";
   let description = [{
+    The update of the train step's optimizer, its `#zero.optimizer`'s
+    `kind`: the state buffers it updates and the runtime entries it lowers
+    to are that kind's rows of runtime/include/zero_rt/optimizers.def
+    (Adam and AdamW: `exp_avg` and `exp_avg_sq`, `zrt_ctx_adam*`).
+
     Unless `skip` is true, updates this rank's owned part of partition
     `group`: reads the `grads` (in the compute type), unscales them by
     `loss_scale * divisor` and clips them by the global norm from `stats`
@@ -1798,9 +1811,9 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     offload, into the host `params` shard, which is then never a master).
 
     ```mlir
-    zero.adam group @flat stats %stats scale %s skip %skip divisor 4.0 : tensor<2xf32>
-    zero.adam group @flat stats %stats scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
-    zero.adam group @flat stats %stats scale %s skip %skip divisor 4.0 host swap <chunk = 1024, buffers = 4> phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %stats scale %s skip %skip divisor 4.0 : tensor<2xf32>
+    zero.optimizer_step group @flat stats %stats scale %s skip %skip divisor 4.0 host phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %stats scale %s skip %skip divisor 4.0 host swap <chunk = 1024, buffers = 4> phase boundary : tensor<2xf32>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, 1DTensorOf<[F32]>:$stats,
@@ -1820,6 +1833,9 @@ def Zero_AdamOp : Zero_Op<"adam", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     /// that owns `owned` elements: the three fp32 states, each chunk's
     /// reads rounded up to 4096 bytes (0 without `swap`).
     int64_t getNvmeBytes(int64_t owned);
+    /// The optimizer it runs: its train step's `#zero.optimizer` kind (the
+    /// module's train step's once split into functions; adam without one).
+    ::mlir::zero::OptimizerKind getOptimizerKind();
   }];
 }
 

@@ -396,7 +396,7 @@ def ZeroTokenMeanPass : Pass<"zero-token-mean", "::mlir::ModuleOp"> {
     becomes its sum over valid labels times `W * K / N`, the reductions sum
     the gradients of every micro step and rank, and the optimizer's
     division by `W * K` (world size times accumulation steps, the
-    `divisor` of `zero.check_overflow` and `zero.adam`) leaves exactly the
+    `divisor` of `zero.check_overflow` and `zero.optimizer_step`) leaves exactly the
     gradient of the sum of cross-entropies over the valid labels divided by
     `N`. The gradients keep the magnitude of a mean, so the fp16 loss scale
     and its overflow check see what they see without `ignore_index`; the
@@ -426,7 +426,7 @@ def ZeroTokenMeanPass : Pass<"zero-token-mean", "::mlir::ModuleOp"> {
 def ZeroParamGatherPass : Pass<"zero-param-gather", "::mlir::ModuleOp"> {
   let summary = "Parameter all-gathers: post-step (stages 1-2) or around uses (stage 3)";
   let description = [{
-    Stages 1-2: after the optimizer step (after the last `zero.adam`, or
+    Stages 1-2: after the optimizer step (after the last `zero.optimizer_step`, or
     before `zero.return` when the optimizer has not been emitted yet), the
     updated parameters (in the compute type) are gathered in place:
     `zero.all_gather group @flat in params [b, e)` in buckets of
@@ -588,7 +588,7 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     %stats = zero.check_overflow groups [@flat] scale %s divisor 4.0 phase boundary : tensor<2xf32>
     %g = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %g phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %g scale %s skip %skip divisor 4.0 phase boundary : tensor<2xf32>
     ```
 
     `zero.check_overflow` reads each rank's owned gradients once (inf/nan flag
@@ -603,7 +603,7 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     divisor stays the world's, and the stats all-reduce runs over the shard
     group, whose shards together are the model (so the norm is ZeRO-3's).
     `zero.update_loss_scale` applies DeepSpeed's DynamicLossScaler and yields
-    the skip flag; `zero.adam` (one per partition) skips on overflow, else
+    the skip flag; `zero.optimizer_step` (one per partition) skips on overflow, else
     unscales, clips, steps Adam/AdamW and writes the 16-bit parameters (fp32
     parameters are their own masters, updated in place). The
     divisor is `world_size * accumulation_steps`. Frozen partitions have
@@ -630,14 +630,14 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     at stages 2-3 (so the copies overlap the rest of the backward, and only
     the accumulated gradients move) and `boundary` at stage 1; a partition
     without reductions copies its whole owned part before the overflow
-    check. Each partition's Adam runs on the host (`zero.adam ... host`)
+    check. Each partition's Adam runs on the host (`zero.optimizer_step ... host`)
     after its own copies only, and its updated parameters are copied back
     (`host_params to params`, or `master to params` with fp32 compute)
     while the next partition's Adam runs, waited for before the post-step
     all-gathers. With parameter offload (`offload-param=cpu`,
     which zero-param-gather must have recorded: its gathers read staged
     shards) the host Adam updates the host shards in place and nothing is
-    copied back; with the optimizer on the device, `zero.adam ... ->
+    copied back; with the optimizer on the device, `zero.optimizer_step ... ->
     tensor<shard>` writes the new parameters into a staged buffer that
     `zero.transfer ... %new to params` copies to the host shard.
     `offload-optimizer=nvme` (ZeRO-Infinity) keeps the masters and moments

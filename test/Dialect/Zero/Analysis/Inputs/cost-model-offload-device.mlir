@@ -12,7 +12,7 @@ zero.train_step @step(%x: tensor<2x4xbf16>)
   %stats = zero.check_overflow groups [@flat] scale %scale divisor 1.0 phase boundary : tensor<2xf32>
   %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
-  zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 1.0 phase boundary : tensor<2xf32>
   zero.all_gather group @flat in params [0, 1048576) phase post_step
   zero.return %loss : tensor<f32>
 }

@@ -27,7 +27,7 @@ zero.train_step @step(%x: tensor<1x1024xbf16>)
   %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
   zero.wait %up phase boundary
-  zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 1.0 host phase boundary : tensor<2xf32>
   %up2 = zero.transfer group @flat host_params to params swap <buffer = 0, buffers = 5, buffer_bytes = 2097152> phase boundary -> !zero.token
   zero.wait %up2 phase boundary
   zero.return %loss : tensor<f32>

@@ -26,6 +26,6 @@ zero.train_step @step(%x: tensor<1x1024xbf16>)
   %norm = zero.all_reduce overflow_norm %stats group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %norm phase boundary : tensor<2xf32> -> i1
   zero.wait %up phase boundary
-  zero.adam group @flat stats %norm scale %scale skip %skip divisor 1.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %norm scale %scale skip %skip divisor 1.0 host phase boundary : tensor<2xf32>
   zero.return %loss : tensor<f32>
 }

@@ -26,7 +26,7 @@ zero.train_step @step(%x: tensor<2x4xbf16>)
   %gs = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
   %skip = zero.update_loss_scale %gs phase boundary : tensor<2xf32> -> i1
   zero.wait %d phase boundary
-  zero.adam group @flat stats %gs scale %s skip %skip divisor 1.0 host phase boundary : tensor<2xf32>
+  zero.optimizer_step group @flat stats %gs scale %s skip %skip divisor 1.0 host phase boundary : tensor<2xf32>
   %u = zero.transfer group @flat host_params to params phase boundary -> !zero.token
   zero.wait %u phase boundary
   zero.return %loss : tensor<f32>

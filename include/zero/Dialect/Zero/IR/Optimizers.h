@@ -1,0 +1,52 @@
+//===- Optimizers.h - The optimizers' table, in the compiler's terms -----===//
+//
+// Part of the zero-mlir project.
+//
+// What the compiler reads from runtime/include/zero_rt/optimizers.def: an
+// OptimizerKind's state buffers, their bytes per parameter and report keys,
+// and the runtime entries that update a shard. OptimizerKind and BufferKind
+// are ODS enums that cannot include the table; Optimizers.cpp checks them
+// against it when it compiles.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_DIALECT_ZERO_IR_OPTIMIZERS_H
+#define ZERO_DIALECT_ZERO_IR_OPTIMIZERS_H
+
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::zero {
+
+/// One state buffer of an optimizer.
+struct OptimizerState {
+  BufferKind buffer;
+  /// Bytes per parameter.
+  int64_t bytes;
+  /// Its key in the report's model_state_breakdown, and its row there.
+  llvm::StringRef reportKey, label;
+};
+
+/// The state buffers `kind` keeps, in the table's order.
+llvm::SmallVector<OptimizerState> getOptimizerStates(OptimizerKind kind);
+
+/// The bytes per parameter of `kind`'s states (fp32 masters not counted).
+int64_t getOptimizerStateBytes(OptimizerKind kind);
+
+/// Whether `buffer` is a state of some optimizer.
+bool isOptimizerState(BufferKind buffer);
+
+/// The runtime entries (abi.def) that update a shard with `kind`.
+struct OptimizerEntries {
+  llvm::StringRef device, staged, host, nvme;
+};
+OptimizerEntries getOptimizerEntries(OptimizerKind kind);
+
+/// The ds_config `optimizer.type` names, as DeepSpeed spells them.
+llvm::SmallVector<llvm::StringRef> getDeepSpeedOptimizerTypes();
+
+} // namespace mlir::zero
+
+#endif // ZERO_DIALECT_ZERO_IR_OPTIMIZERS_H

@@ -1,0 +1,67 @@
+//===- Optimizers.cpp - The optimizers' table, in the compiler's terms ----===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/Zero/IR/Optimizers.h"
+
+#include "zero_rt/optimizers.h"
+
+using namespace mlir;
+using namespace mlir::zero;
+
+namespace table = zrt::optimizers;
+
+// The ODS enums are the table's, case for case and in its order: a row
+// without its case (or a case without its row) fails to compile here.
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  static_assert(static_cast<int>(OptimizerKind::name) ==                       \
+                    static_cast<int>(table::Kind::id),                         \
+                "OptimizerKind::" #name " is not optimizers.def's " #id);
+#include "zero_rt/optimizers.def"
+static_assert(int(getMaxEnumValForOptimizerKind()) + 1 == table::kNumKinds,
+              "OptimizerKind has a case optimizers.def lacks");
+#define ZRT_OPTIMIZER_BUFFER(bufferId, key)                                    \
+  static_assert(static_cast<int>(BufferKind::key) == zrt::bufferId,            \
+                "BufferKind::" #key " is not optimizers.def's " #bufferId);
+#include "zero_rt/optimizers.def"
+static_assert(int(getMaxEnumValForBufferKind()) + 1 == zrt::kNumBufferKinds &&
+                  int(kNumBufferKinds) == zrt::kNumBufferKinds,
+              "BufferKind has a case manifest.def lacks");
+
+static table::Kind toTable(OptimizerKind kind) {
+  return static_cast<table::Kind>(kind);
+}
+
+SmallVector<OptimizerState> mlir::zero::getOptimizerStates(OptimizerKind kind) {
+  SmallVector<OptimizerState> states;
+  for (const table::State &s : table::kStates)
+    if (s.kind == toTable(kind))
+      states.push_back(
+          {static_cast<BufferKind>(s.buffer), s.bytes, s.reportKey, s.label});
+  return states;
+}
+
+int64_t mlir::zero::getOptimizerStateBytes(OptimizerKind kind) {
+  return table::bytesPerParam(toTable(kind));
+}
+
+bool mlir::zero::isOptimizerState(BufferKind buffer) {
+  return table::isStateBuffer(static_cast<zrt::BufferKind>(buffer));
+}
+
+OptimizerEntries mlir::zero::getOptimizerEntries(OptimizerKind kind) {
+  switch (toTable(kind)) {
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  case table::Kind::id:                                                        \
+    return {#update, #staged, #host, #nvme};
+#include "zero_rt/optimizers.def"
+  }
+  llvm_unreachable("an OptimizerKind without its optimizers.def row");
+}
+
+SmallVector<StringRef> mlir::zero::getDeepSpeedOptimizerTypes() {
+  return SmallVector<StringRef>(std::begin(table::kDsTypes),
+                                std::end(table::kDsTypes));
+}

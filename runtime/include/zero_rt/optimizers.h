@@ -1,0 +1,138 @@
+//===- optimizers.h - zero-mlir runtime: the optimizers' table --*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// What the compiler and the runtime derive from optimizers.def: an
+// optimizer's bytes per parameter, its state buffers, whether its weight
+// decay is decoupled, and how a ds_config names it. Plain C++17, with no
+// LLVM dependency; each row's figures are checked here at compile time.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_OPTIMIZERS_H
+#define ZERO_RT_OPTIMIZERS_H
+
+#include "zero_rt/manifest.h"
+#include "zero_rt/zrt.h"
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace zrt::optimizers {
+
+using Kind = manifest::OptimizerKind;
+
+/// The number of optimizer kinds.
+constexpr int kNumKinds = 0
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme) +1
+#include "zero_rt/optimizers.def"
+    ;
+
+/// The optimizers' state buffer kinds, each once, in the partition's order.
+inline constexpr BufferKind kStateBuffers[] = {
+#define ZRT_OPTIMIZER_BUFFER(bufferId, key) bufferId,
+#include "zero_rt/optimizers.def"
+};
+
+/// Whether `buffer` is an optimizer's state.
+constexpr bool isStateBuffer(BufferKind buffer) {
+  for (BufferKind k : kStateBuffers)
+    if (k == buffer)
+      return true;
+  return false;
+}
+
+/// One state buffer of an optimizer.
+struct State {
+  Kind kind;
+  BufferKind buffer;
+  int32_t dtype; // zrt_dtype
+  int64_t bytes; // per parameter
+  const char *reportKey;
+  const char *label;
+};
+
+/// Every optimizer's state buffers, in the table's order.
+inline constexpr State kStates[] = {
+#define ZRT_OPTIMIZER_STATE(id, bufferId, dtype, bytes, reportKey, label)      \
+  {Kind::id, bufferId, dtype, bytes, reportKey, label},
+#include "zero_rt/optimizers.def"
+};
+
+/// The bytes per parameter of `kind`'s states, as its row states them.
+constexpr int64_t bytesPerParam(Kind kind) {
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  if (kind == Kind::id)                                                        \
+    return bytes;
+#include "zero_rt/optimizers.def"
+  return 0;
+}
+
+/// The sum of `kind`'s state rows' bytes.
+constexpr int64_t stateBytes(Kind kind) {
+  int64_t sum = 0;
+  for (const State &s : kStates)
+    if (s.kind == kind)
+      sum += s.bytes;
+  return sum;
+}
+
+/// Whether `kind` decays the parameter itself rather than its gradient.
+constexpr bool isDecoupled(Kind kind) {
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  if (kind == Kind::id)                                                        \
+    return decoupled;
+#include "zero_rt/optimizers.def"
+  return false;
+}
+
+/// Whether `kind` keeps a state buffer of kind `buffer`.
+constexpr bool hasState(Kind kind, BufferKind buffer) {
+  for (const State &s : kStates)
+    if (s.kind == kind && s.buffer == buffer)
+      return true;
+  return false;
+}
+
+// A row's bytes are its states' bytes, and a state's bytes its dtype's.
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  static_assert(bytesPerParam(Kind::id) == stateBytes(Kind::id),               \
+                "optimizers.def: " #name "'s bytes are not its states' sum");
+#include "zero_rt/optimizers.def"
+#define ZRT_OPTIMIZER_STATE(id, bufferId, dtype, bytes, reportKey, label)      \
+  static_assert((dtype == ZRT_F32 ? 4 : 2) == bytes,                           \
+                "optimizers.def: a state's bytes are not its dtype's");
+#include "zero_rt/optimizers.def"
+
+/// DeepSpeed's `optimizer.type` names, as DeepSpeed spells them.
+inline constexpr std::string_view kDsTypes[] = {
+#define ZRT_OPTIMIZER_DS_TYPE(id, type) type,
+#include "zero_rt/optimizers.def"
+};
+
+/// The kind a ds_config `optimizer.type` names, matched without regard to
+/// case as DeepSpeed does, if any. (DeepSpeed's Adam is AdamW unless its
+/// adam_w_mode is false: the reader's rule, not the table's.)
+inline std::optional<Kind> kindOfDsType(std::string_view name) {
+  auto lower = [](char c) {
+    return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c;
+  };
+  auto equalNoCase = [&](std::string_view a, std::string_view b) {
+    if (a.size() != b.size())
+      return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (lower(a[i]) != lower(b[i]))
+        return false;
+    return true;
+  };
+#define ZRT_OPTIMIZER_DS_TYPE(id, type)                                        \
+  if (equalNoCase(name, type))                                                 \
+    return Kind::id;
+#include "zero_rt/optimizers.def"
+  return std::nullopt;
+}
+
+} // namespace zrt::optimizers
+
+#endif // ZERO_RT_OPTIMIZERS_H

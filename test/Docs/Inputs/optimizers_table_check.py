@@ -1,0 +1,113 @@
+"""Checks runtime/include/zero_rt/optimizers.def against what it cannot
+generate.
+
+ODS cannot include the table, so the compiler's enums and the
+#zero.optimizer parameters are spelled in ZeroOps.td as well; the compiler
+checks the cases when it compiles (lib/Dialect/Zero/IR/Optimizers.cpp),
+and this script checks the rest, on the sources alone:
+
+- OptimizerKind's cases are the ZRT_OPTIMIZER rows' names, numbered 0.. in
+  the table's order;
+- every ZRT_OPTIMIZER_BUFFER is a BufferKind case;
+- every ZRT_OPTIMIZER_PARAM is a #zero.optimizer parameter with the same
+  default ("" for one without);
+- every update entry is a ZRT_CTX row of abi.def;
+- a row's bytes are the sum of its ZRT_OPTIMIZER_STATE rows, and every
+  state names a ZRT_OPTIMIZER_BUFFER.
+
+Usage: optimizers_table_check.py OPTIMIZERS_DEF ZEROOPS_TD ABI_DEF
+"""
+
+import re
+import sys
+
+
+def rows(text, macro):
+    """The argument lists of `macro`'s rows (not its #define)."""
+    body = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    body = "\n".join(l for l in body.splitlines()
+                     if not l.lstrip().startswith("#"))
+    out = []
+    for m in re.finditer(r"\b" + macro + r"\(([^()]*)\)", body):
+        out.append([a.strip() for a in m.group(1).split(",")])
+    return out
+
+
+def enum_cases(td, name):
+    m = re.search(r'def \w+ : I32EnumAttr<"' + name + r'",[^\[]*\[(.*?)\]>',
+                  td, flags=re.S)
+    if not m:
+        return None
+    return [(c, int(v)) for c, v in
+            re.findall(r'I32EnumAttrCase<"(\w+)",\s*(\d+)>', m.group(1))]
+
+
+def optimizer_params(td):
+    m = re.search(r'def Zero_OptimizerAttr\b.*?let parameters = \(ins(.*?)\);',
+                  td, flags=re.S)
+    params = {}
+    if not m:
+        return params
+    for decl, name in re.findall(r'\s*(.*?):\$(\w+)', m.group(1)):
+        default = re.search(r'Default\w*<(?:"[^"]*",\s*)?"([^"]*)">', decl)
+        params[name] = default.group(1) if default else ""
+    return params
+
+
+def main(defPath, tdPath, abiPath):
+    table = open(defPath).read()
+    td = open(tdPath).read()
+    abi = open(abiPath).read()
+    problems = []
+    optimizers = rows(table, "ZRT_OPTIMIZER")
+    buffers = rows(table, "ZRT_OPTIMIZER_BUFFER")
+    params = rows(table, "ZRT_OPTIMIZER_PARAM")
+    states = rows(table, "ZRT_OPTIMIZER_STATE")
+
+    kinds = enum_cases(td, "OptimizerKind") or []
+    names = [r[1] for r in optimizers]
+    if kinds != [(n, i) for i, n in enumerate(names)]:
+        problems.append("OptimizerKind's cases %s are not the table's %s" %
+                        ([c for c, _ in kinds], names))
+    bufferCases = [c for c, _ in enum_cases(td, "BufferKind") or []]
+    for _, key in buffers:
+        if key not in bufferCases:
+            problems.append("buffer %s is not a BufferKind case" % key)
+    attr = optimizer_params(td)
+    ids = {r[0]: r[1] for r in optimizers}
+    for id, name, key, default in params:
+        default = default.strip('"')
+        if name not in attr:
+            problems.append("%s's parameter %s is not a #zero.optimizer "
+                            "parameter" % (ids.get(id, id), name))
+        elif attr[name] != default:
+            problems.append("%s's parameter %s defaults to '%s', "
+                            "#zero.optimizer's to '%s'" %
+                            (ids.get(id, id), name, default, attr[name]))
+    ctx = set(re.findall(r"ZRT_CTX\((\w+),", abi))
+    bufferIds = {r[0] for r in buffers}
+    for id, name, decoupled, bytes, *entries in optimizers:
+        for entry in entries:
+            if entry not in ctx:
+                problems.append("%s's entry %s is not a ZRT_CTX row of "
+                                "abi.def" % (name, entry))
+        mine = [s for s in states if s[0] == id]
+        if sum(int(s[3]) for s in mine) != int(bytes):
+            problems.append("%s has %s bytes per parameter, its states %d" %
+                            (name, bytes, sum(int(s[3]) for s in mine)))
+    for s in states:
+        if s[1] not in bufferIds:
+            problems.append("a state of %s is %s, not a ZRT_OPTIMIZER_BUFFER"
+                            % (ids.get(s[0], s[0]), s[1]))
+    for p in problems:
+        print("optimizers.def: " + p)
+    if problems:
+        return 1
+    print("optimizers.def: %d optimizers, %d state buffers, %d parameters, "
+          "all in ZeroOps.td and abi.def" %
+          (len(optimizers), len(buffers), len(params)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))
