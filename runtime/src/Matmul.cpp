@@ -189,8 +189,8 @@ void zrt::gemmF32(const float *a, const float *b, float *c, int64_t m,
     return;
   }
   parallelGemms(1, m, n, k, [&](int64_t) {
-    return Gemm{ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, c, n,
-                accumulate ? 1.0f : 0.0f};
+    return Gemm{ta,         tb, m,          n, k, a,
+                ta ? m : k, b,  tb ? k : n, c, n, accumulate ? 1.0f : 0.0f};
   });
 }
 

@@ -150,9 +150,9 @@ namespace {
 /// skipping ignored rows: the loss of zrt_softmax_cross_entropy before its
 /// mean, shared with the chunks of zrt_linear_cross_entropy.
 template <typename T, typename I>
-double crossEntropySum(const char *kernel, const T *x, const I *y,
-                       int64_t rows, int64_t classes, int64_t cols,
-                       int32_t ignore, int64_t ignoreIndex) {
+double crossEntropySum(const char *kernel, const T *x, const I *y, int64_t rows,
+                       int64_t classes, int64_t cols, int32_t ignore,
+                       int64_t ignoreIndex) {
   return deterministicSum<double>(
       rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
         alignas(64) float buf[kBlock];
@@ -187,8 +187,7 @@ void crossEntropyGradRows(const char *kernel, const T *x, const I *y, float g,
       }
       int64_t label = checkedIndex(y, r, classes, kernel, "label", "of row");
       RowStats st = rowStats(x + r * cols, classes, buf);
-      writeProbabilities(x + r * cols, dx + r * cols, classes, st, g, label,
-                         g);
+      writeProbabilities(x + r * cols, dx + r * cols, classes, st, g, label, g);
       std::fill(dx + r * cols + classes, dx + (r + 1) * cols,
                 fromFloat<T>(0.0f));
     }
@@ -211,9 +210,8 @@ extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
       using T = decltype(tag);
       using I = decltype(labelTag);
       const I *y = static_cast<const I *>(labels);
-      double total =
-          crossEntropySum(kernel, static_cast<const T *>(logits), y, rows,
-                          classes, cols, ignore, ignoreIndex);
+      double total = crossEntropySum(kernel, static_cast<const T *>(logits), y,
+                                     rows, classes, cols, ignore, ignoreIndex);
       *loss = lossMean(total, countedRows(y, rows, ignore, ignoreIndex));
     });
   });
@@ -324,8 +322,8 @@ extern "C" void zrt_linear_cross_entropy_grad(
           // dx rows = dlogits w; dw (+)= dlogits^T x rows.
           gemmF32(dlogits, wv, dxv + r0 * hidden, n, hidden, vocab, false,
                   false, false);
-          gemmF32(dlogits, xv + r0 * hidden, dwv, vocab, hidden, n, true,
-                  false, r0 > 0);
+          gemmF32(dlogits, xv + r0 * hidden, dwv, vocab, hidden, n, true, false,
+                  r0 > 0);
         }
       });
 }

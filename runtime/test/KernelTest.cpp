@@ -1080,9 +1080,9 @@ TEST(LinearCrossEntropy, MatchesMatmulThenLoss) {
     float want = 0, dloss = 1.3f;
     zrt_softmax_cross_entropy(ZRT_F32, logits.data(), ZRT_I64, used.data(),
                               &want, rows, vocab, vocab, ignore, -100);
-    zrt_softmax_cross_entropy_grad(ZRT_F32, logits.data(), ZRT_I64,
-                                   used.data(), &dloss, dlogits.data(), rows,
-                                   vocab, vocab, ignore, -100);
+    zrt_softmax_cross_entropy_grad(ZRT_F32, logits.data(), ZRT_I64, used.data(),
+                                   &dloss, dlogits.data(), rows, vocab, vocab,
+                                   ignore, -100);
     Buffer wantDx(ZRT_F32, rows * hidden), wantDw(ZRT_F32, vocab * hidden);
     zrt_matmul(ZRT_F32, dlogits.data(), w.data(), wantDx.data(), 1, rows,
                hidden, vocab, 0, 0, 0, vocab);
@@ -1091,13 +1091,12 @@ TEST(LinearCrossEntropy, MatchesMatmulThenLoss) {
     std::optional<int64_t> ignored;
     if (ignore)
       ignored = -100;
-    double ref = ref::crossEntropy(
-        ref::matmul(x.values(), w.values(), 1, rows, vocab, hidden, false,
-                    true, false),
-        used, vocab, ignored);
+    double ref =
+        ref::crossEntropy(ref::matmul(x.values(), w.values(), 1, rows, vocab,
+                                      hidden, false, true, false),
+                          used, vocab, ignored);
     EXPECT_NEAR(want, ref, 1e-5 * std::fabs(ref));
-    for (int64_t chunk : {int64_t(1), int64_t(4), int64_t(7), rows,
-                          rows + 5}) {
+    for (int64_t chunk : {int64_t(1), int64_t(4), int64_t(7), rows, rows + 5}) {
       float loss = 0;
       zrt_linear_cross_entropy(ZRT_F32, x.data(), w.data(), ZRT_I64,
                                used.data(), &loss, rows, hidden, vocab, chunk,

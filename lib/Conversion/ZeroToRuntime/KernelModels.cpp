@@ -393,8 +393,7 @@ LogicalResult buildCall(nn::LinearCrossEntropyOp op, KernelCallBuilder &b) {
                  b.i64(op.getChunk()), b.i32(op.getIgnoreIndex() ? 1 : 0),
                  b.i64(op.getIgnoreIndex().value_or(0))});
 }
-LogicalResult buildCall(nn::LinearCrossEntropyGradOp op,
-                        KernelCallBuilder &b) {
+LogicalResult buildCall(nn::LinearCrossEntropyGradOp op, KernelCallBuilder &b) {
   LinearLossShape s = getLinearLossShape(op);
   return b.call("zrt_linear_cross_entropy_grad",
                 {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
@@ -418,8 +417,7 @@ template <typename OpT>
 KernelCost linearLossCost(OpT op, int64_t products) {
   LinearLossShape s = getLinearLossShape(op);
   double flops = 2.0 * products * s.rows * s.vocab * s.hidden;
-  double bytes = getOperandAndResultBytes(op) +
-                  products * s.rows * s.vocab * 4;
+  double bytes = getOperandAndResultBytes(op) + products * s.rows * s.vocab * 4;
   return KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
                              elemType(op.getInput()));
 }

@@ -284,8 +284,8 @@ void zrt::cuda::matmul(int32_t dtype, const void *a, const void *b, void *c,
                        int64_t batch, int64_t m, int64_t n, int64_t k,
                        int32_t transposeA, int32_t transposeB,
                        int32_t bIsBatched, int64_t kSum) {
-  matmulInto(dtype, a, b, c, batch, m, n, k, transposeA, transposeB,
-             bIsBatched, kSum, /*accumulate=*/false);
+  matmulInto(dtype, a, b, c, batch, m, n, k, transposeA, transposeB, bIsBatched,
+             kSum, /*accumulate=*/false);
 }
 
 void zrt::cuda::matmulAccumulate(int32_t dtype, const void *a, const void *b,

@@ -13,8 +13,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernels.h"
-#include "DeviceUtil.cuh"
 #include "CudaSupport.h"
+#include "DeviceUtil.cuh"
 #include "Support.h"
 
 #include "zero_rt/scratch.h"
@@ -451,13 +451,12 @@ void dispatchLinearLoss(const char *kernel, int32_t dtype, int32_t labelType,
   if (dtype != ZRT_F32)
     fatal("%s: f32 only, got dtype %d", kernel, int(dtype));
   checkDims(kernel, rows, hidden);
-  dispatchLoss(kernel, dtype, labelType, rows, vocab, vocab,
-               [&](auto, auto labelTag) {
-                 if (chunk < 1)
-                   fatal("%s: chunk %lld is not positive", kernel,
-                         (long long)chunk);
-                 fn(labelTag);
-               });
+  dispatchLoss(
+      kernel, dtype, labelType, rows, vocab, vocab, [&](auto, auto labelTag) {
+        if (chunk < 1)
+          fatal("%s: chunk %lld is not positive", kernel, (long long)chunk);
+        fn(labelTag);
+      });
 }
 } // namespace
 
@@ -467,8 +466,8 @@ void dispatchLinearLoss(const char *kernel, int32_t dtype, int32_t labelType,
 void zrt::cuda::linearCrossEntropy(int32_t dtype, const void *x, const void *w,
                                    int32_t labelType, const void *labels,
                                    float *loss, int64_t rows, int64_t hidden,
-                                   int64_t vocab, int64_t chunk,
-                                   int32_t ignore, int64_t ignoreIndex) {
+                                   int64_t vocab, int64_t chunk, int32_t ignore,
+                                   int64_t ignoreIndex) {
   const char *kernel = "zrt_linear_cross_entropy";
   dispatchLinearLoss(
       kernel, dtype, labelType, rows, hidden, vocab, chunk, [&](auto labelTag) {
@@ -505,11 +504,13 @@ void zrt::cuda::linearCrossEntropy(int32_t dtype, const void *x, const void *w,
       });
 }
 
-void zrt::cuda::linearCrossEntropyGrad(
-    int32_t dtype, const void *x, const void *w, int32_t labelType,
-    const void *labels, const float *dloss, void *dx, void *dw, int64_t rows,
-    int64_t hidden, int64_t vocab, int64_t chunk, int32_t ignore,
-    int64_t ignoreIndex) {
+void zrt::cuda::linearCrossEntropyGrad(int32_t dtype, const void *x,
+                                       const void *w, int32_t labelType,
+                                       const void *labels, const float *dloss,
+                                       void *dx, void *dw, int64_t rows,
+                                       int64_t hidden, int64_t vocab,
+                                       int64_t chunk, int32_t ignore,
+                                       int64_t ignoreIndex) {
   const char *kernel = "zrt_linear_cross_entropy_grad";
   dispatchLinearLoss(
       kernel, dtype, labelType, rows, hidden, vocab, chunk, [&](auto labelTag) {

@@ -710,8 +710,7 @@ TEST(CudaLinearCrossEntropyTest, MatchesCpu) {
       used[r] = -100;
     auto dLabels = deviceCopy(used);
     for (int64_t chunk : {int64_t(1), int64_t(8), int64_t(37), int64_t(50)}) {
-      std::string what = "linear_cross_entropy chunk " +
-                         std::to_string(chunk) +
+      std::string what = "linear_cross_entropy chunk " + std::to_string(chunk) +
                          (ignore ? " ignore_index" : "");
       float wantLoss = 0;
       zrt_linear_cross_entropy(ZRT_F32, x.data(), w.data(), ZRT_I64,

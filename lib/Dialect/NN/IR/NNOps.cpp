@@ -597,9 +597,10 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
                           logits.getShape().back(), "logits' last dimension");
 }
 
-LogicalResult LinearCrossEntropyOp::inferReturnTypes(
-    MLIRContext *ctx, std::optional<Location>, Adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+LinearCrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
+                                       std::optional<Location>, Adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
   inferred.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
   return success();
 }
@@ -646,8 +647,7 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
                           getChunk(), getIgnoreIndex());
 }
 
-std::optional<int64_t>
-LinearCrossEntropyOp::getIndexBound(OpOperand &operand) {
+std::optional<int64_t> LinearCrossEntropyOp::getIndexBound(OpOperand &operand) {
   return &operand == &getLabelsMutable()
              ? std::optional<int64_t>(ranked(getWeight()).getDimSize(0))
              : std::nullopt;

@@ -101,8 +101,7 @@ LogicalResult rewriteLoss(TrainStepOp step, LossOp loss) {
   loss.getResult().replaceAllUsesExcept(scaled, scaled.getDefiningOp());
 
   b.setInsertionPoint(*grad);
-  Value seed =
-      nn::MulOp::create(b, grad->getLoc(), grad->getLossGrad(), share);
+  Value seed = nn::MulOp::create(b, grad->getLoc(), grad->getLossGrad(), share);
   grad->getLossGradMutable().assign(seed);
   return success();
 }
