@@ -1055,8 +1055,9 @@ TEST_P(KernelTest, SoftmaxCrossEntropyIgnoreIndex) {
 // The chunked output projection and loss: for chunks that divide the rows,
 // that do not, of one row and of more than all rows, the loss and both
 // gradients are those of zrt_matmul then the unchunked loss (f32; the
-// loss to rounding of the sums, the gradients to the order of dw's sum),
-// with ignored rows, and against the float64 reference.
+// loss to rounding of the sums, the gradients to the rounding of BLAS's
+// blocking of a chunk's products and of dw's sum over chunks), with
+// ignored rows, and against the float64 reference.
 TEST(LinearCrossEntropy, MatchesMatmulThenLoss) {
   std::mt19937 rng(7);
   int64_t rows = 23, hidden = 16, vocab = 300;
@@ -1109,7 +1110,9 @@ TEST(LinearCrossEntropy, MatchesMatmulThenLoss) {
       zrt_linear_cross_entropy_grad(ZRT_F32, x.data(), w.data(), ZRT_I64,
                                     used.data(), &dloss, dx.data(), dw.data(),
                                     rows, hidden, vocab, chunk, ignore, -100);
-      expectClose(dx, wantDx.values(), 1e-6, 1e-7 * maxAbs(wantDx.values()),
+      // A chunk's product may be blocked differently by BLAS: rounding of
+      // sums over the vocabulary.
+      expectClose(dx, wantDx.values(), 1e-5, 1e-6 * maxAbs(wantDx.values()),
                   "linear_cross_entropy_grad dx");
       expectClose(dw, wantDw.values(), 1e-5, 1e-6 * maxAbs(wantDw.values()),
                   "linear_cross_entropy_grad dw");
