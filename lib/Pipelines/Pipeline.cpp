@@ -78,14 +78,20 @@ static void addSchedulePasses(OpPassManager &pm, const ZeroPipelineOptions &o,
 }
 
 /// zero-pipeline's passes with the options `o` (a ds_config's, once
-/// resolved): zero-pad-vocab, autodiff, mixed precision, the bias fusion
-/// and the schedule.
+/// resolved): zero-pad-vocab, zero-loss-chunk, autodiff, mixed precision,
+/// the bias fusion and the schedule.
 static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
                       std::optional<int64_t> rematBlocks) {
   if (o.padVocab != 0) {
     ZeroPadVocabPassOptions pad;
     pad.multiple = o.padVocab;
     pm.addPass(createZeroPadVocabPass(pad));
+  }
+  // A negative chunk is refused by the pass.
+  if (o.lossChunk != 0) {
+    ZeroLossChunkPassOptions chunk;
+    chunk.chunk = o.lossChunk;
+    pm.addPass(createZeroLossChunkPass(chunk));
   }
   pm.addPass(createZeroAutodiffPass());
   pm.addPass(

@@ -752,8 +752,11 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
     return step.emitError("zero-tune: the global batch ")
            << result.globalBatch << " of train step @" << step.getSymName()
            << " is not divisible by the world size " << options.worldSize;
-  step.walk([&](nn::SoftmaxCrossEntropyOp loss) {
-    result.tokensPerStep += loss.getLabels().getType().getNumElements();
+  step.walk([&](Operation *op) {
+    if (auto loss = dyn_cast<nn::SoftmaxCrossEntropyOp>(op))
+      result.tokensPerStep += loss.getLabels().getType().getNumElements();
+    if (auto loss = dyn_cast<nn::LinearCrossEntropyOp>(op))
+      result.tokensPerStep += loss.getLabels().getType().getNumElements();
   });
   if (result.tokensPerStep == 0)
     result.tokensPerStep = result.globalBatch;

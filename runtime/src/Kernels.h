@@ -30,6 +30,12 @@ constexpr int64_t kGrain = int64_t(1) << 15;
 /// their own OpenMP regions.
 void useSingleThreadedBlas();
 
+/// c [m, n] = op(a) op(b), or c += op(a) op(b) with `accumulate`, in f32 with
+/// op(a) [m, k] and op(b) [k, n]: zrt_matmul's tiling, for kernels that sum
+/// products over pieces (Matmul.cpp).
+void gemmF32(const float *a, const float *b, float *c, int64_t m, int64_t n,
+             int64_t k, bool ta, bool tb, bool accumulate);
+
 /// Minimum rows per thread for row-wise kernels over rows of `cols`.
 inline int64_t rowGrain(int64_t cols) {
   return std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1));

@@ -35,6 +35,7 @@ struct Gemm {
   int64_t ldb;
   float *c;
   int64_t ldc;
+  float beta = 0.0f;
 };
 
 void runGemm(const Gemm &g, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
@@ -42,7 +43,7 @@ void runGemm(const Gemm &g, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   const float *b = g.tb ? g.b + c0 * g.ldb : g.b + c0;
   cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans,
               g.tb ? CblasTrans : CblasNoTrans, int(r1 - r0), int(c1 - c0),
-              int(g.k), 1.0f, a, int(g.lda), b, int(g.ldb), 0.0f,
+              int(g.k), 1.0f, a, int(g.lda), b, int(g.ldb), g.beta,
               g.c + r0 * g.ldc + c0, int(g.ldc));
 }
 
@@ -177,6 +178,21 @@ void matmul16(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
 }
 
 } // namespace
+
+void zrt::gemmF32(const float *a, const float *b, float *c, int64_t m,
+                  int64_t n, int64_t k, bool ta, bool tb, bool accumulate) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    if (!accumulate)
+      std::fill(c, c + m * n, 0.0f);
+    return;
+  }
+  parallelGemms(1, m, n, k, [&](int64_t) {
+    return Gemm{ta,         tb, m,          n, k, a,
+                ta ? m : k, b,  tb ? k : n, c, n, accumulate ? 1.0f : 0.0f};
+  });
+}
 
 void zrt::useSingleThreadedBlas() {
   static const bool once = [] {

@@ -4,12 +4,17 @@
 //
 // Row-wise kernels parallel over rows. Each row is streamed in fp32 blocks
 // (max, sum of exponentials, output), recomputing exp instead of keeping a
-// row buffer, so that no kernel here needs scratch.
+// row buffer, so that no row-wise kernel here needs scratch. The chunked
+// output projection and loss (zrt_linear_cross_entropy) keeps one chunk's
+// logits in scratch.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "Memory.h"
 #include "Trace.h"
+
+#include "zero_rt/scratch.h"
 
 #include <algorithm>
 #include <limits>
@@ -140,38 +145,73 @@ int64_t countedRows(const I *labels, int64_t rows, int32_t ignore,
 // `classes` leading entries, in the same blocks and with the same row grain
 // as an unpadded row: the loss and gradient are bitwise those of the
 // unpadded logits.
+namespace {
+/// The sum over rows of logsumexp(x[r, :classes]) - x[r, label], in double,
+/// skipping ignored rows: the loss of zrt_softmax_cross_entropy before its
+/// mean, shared with the chunks of zrt_linear_cross_entropy.
+template <typename T, typename I>
+double crossEntropySum(const char *kernel, const T *x, const I *y, int64_t rows,
+                       int64_t classes, int64_t cols, int32_t ignore,
+                       int64_t ignoreIndex) {
+  return deterministicSum<double>(
+      rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
+        alignas(64) float buf[kBlock];
+        double sum = 0.0;
+        for (int64_t r = begin; r < end; ++r) {
+          if (ignoredLabel(int64_t(y[r]), ignore, ignoreIndex))
+            continue;
+          int64_t label =
+              checkedIndex(y, r, classes, kernel, "label", "of row");
+          const T *row = x + r * cols;
+          RowStats st = rowStats(row, classes, buf);
+          sum += std::log(double(st.sum)) + double(st.max) -
+                 double(toFloat(row[label]));
+        }
+        return sum;
+      });
+}
+
+/// dx = (softmax(x) - onehot(y)) * g over rows, zero on ignored rows and
+/// padding columns: zrt_softmax_cross_entropy_grad once g = dloss / count.
+/// dx may be x (each row is read before it is written).
+template <typename T, typename I>
+void crossEntropyGradRows(const char *kernel, const T *x, const I *y, float g,
+                          T *dx, int64_t rows, int64_t classes, int64_t cols,
+                          int32_t ignore, int64_t ignoreIndex) {
+  parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+    alignas(64) float buf[kBlock];
+    for (int64_t r = begin; r < end; ++r) {
+      if (ignoredLabel(int64_t(y[r]), ignore, ignoreIndex)) {
+        std::fill(dx + r * cols, dx + (r + 1) * cols, fromFloat<T>(0.0f));
+        continue;
+      }
+      int64_t label = checkedIndex(y, r, classes, kernel, "label", "of row");
+      RowStats st = rowStats(x + r * cols, classes, buf);
+      writeProbabilities(x + r * cols, dx + r * cols, classes, st, g, label, g);
+      std::fill(dx + r * cols + classes, dx + (r + 1) * cols,
+                fromFloat<T>(0.0f));
+    }
+  });
+}
+} // namespace
+
 extern "C" void zrt_softmax_cross_entropy(int32_t dtype, const void *logits,
                                           int32_t labelType, const void *labels,
                                           float *loss, int64_t rows,
                                           int64_t classes, int64_t cols,
                                           int32_t ignore, int64_t ignoreIndex) {
-  KernelSpan span("zrt_softmax_cross_entropy");
-  checkLoss("zrt_softmax_cross_entropy", rows, classes, cols);
+  const char *kernel = "zrt_softmax_cross_entropy";
+  KernelSpan span(kernel);
+  checkLoss(kernel, rows, classes, cols);
   if (rows > 0 && classes == 0)
     fatal("zrt_softmax_cross_entropy: no classes");
   dispatchFloat(dtype, [&](auto tag) {
     dispatchIndex(labelType, [&](auto labelTag) {
       using T = decltype(tag);
       using I = decltype(labelTag);
-      const T *x = static_cast<const T *>(logits);
       const I *y = static_cast<const I *>(labels);
-      double total = deterministicSum<double>(
-          rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
-            alignas(64) float buf[kBlock];
-            double sum = 0.0;
-            for (int64_t r = begin; r < end; ++r) {
-              if (ignoredLabel(int64_t(y[r]), ignore, ignoreIndex))
-                continue;
-              int64_t label =
-                  checkedIndex(y, r, classes, "zrt_softmax_cross_entropy",
-                               "label", "of row");
-              const T *row = x + r * cols;
-              RowStats st = rowStats(row, classes, buf);
-              sum += std::log(double(st.sum)) + double(st.max) -
-                     double(toFloat(row[label]));
-            }
-            return sum;
-          });
+      double total = crossEntropySum(kernel, static_cast<const T *>(logits), y,
+                                     rows, classes, cols, ignore, ignoreIndex);
       *loss = lossMean(total, countedRows(y, rows, ignore, ignoreIndex));
     });
   });
@@ -181,35 +221,109 @@ extern "C" void zrt_softmax_cross_entropy_grad(
     int32_t dtype, const void *logits, int32_t labelType, const void *labels,
     const float *dloss, void *dlogits, int64_t rows, int64_t classes,
     int64_t cols, int32_t ignore, int64_t ignoreIndex) {
-  KernelSpan span("zrt_softmax_cross_entropy_grad");
-  checkLoss("zrt_softmax_cross_entropy_grad", rows, classes, cols);
+  const char *kernel = "zrt_softmax_cross_entropy_grad";
+  KernelSpan span(kernel);
+  checkLoss(kernel, rows, classes, cols);
   if (rows == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
     dispatchIndex(labelType, [&](auto labelTag) {
       using T = decltype(tag);
       using I = decltype(labelTag);
-      const T *x = static_cast<const T *>(logits);
       const I *y = static_cast<const I *>(labels);
-      T *dx = static_cast<T *>(dlogits);
       float g = lossRowGrad(*dloss, countedRows(y, rows, ignore, ignoreIndex));
-      parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
-        alignas(64) float buf[kBlock];
-        for (int64_t r = begin; r < end; ++r) {
-          if (ignoredLabel(int64_t(y[r]), ignore, ignoreIndex)) {
-            std::fill(dx + r * cols, dx + (r + 1) * cols, fromFloat<T>(0.0f));
-            continue;
-          }
-          int64_t label =
-              checkedIndex(y, r, classes, "zrt_softmax_cross_entropy_grad",
-                           "label", "of row");
-          RowStats st = rowStats(x + r * cols, classes, buf);
-          writeProbabilities(x + r * cols, dx + r * cols, classes, st, g, label,
-                             g);
-          std::fill(dx + r * cols + classes, dx + (r + 1) * cols,
-                    fromFloat<T>(0.0f));
-        }
-      });
+      crossEntropyGradRows(kernel, static_cast<const T *>(logits), y, g,
+                           static_cast<T *>(dlogits), rows, classes, cols,
+                           ignore, ignoreIndex);
     });
   });
+}
+
+namespace {
+/// Checks a chunked loss's shape and f32 dtype, then calls fn(I()) with the
+/// labels' type.
+template <typename Fn>
+void dispatchLinearLoss(const char *kernel, int32_t dtype, int32_t labelType,
+                        int64_t rows, int64_t hidden, int64_t vocab,
+                        int64_t chunk, const Fn &fn) {
+  if (dtype != ZRT_F32)
+    fatal("%s: f32 only, got dtype %d", kernel, int(dtype));
+  checkDims(kernel, rows, hidden);
+  checkLoss(kernel, rows, vocab, vocab);
+  if (rows > 0 && vocab == 0)
+    fatal("%s: no classes", kernel);
+  if (chunk < 1)
+    fatal("%s: chunk %lld is not positive", kernel, (long long)chunk);
+  dispatchIndex(labelType, fn);
+}
+} // namespace
+
+// The logits of one chunk of rows at a time, in the scratch the compiler
+// plans (zrt_scratch_linear_cross_entropy). The rows of a chunk are
+// reduced as the unchunked kernel reduces them; the sums over chunks are in
+// double, so the loss matches the unchunked one to fp32 rounding.
+extern "C" void zrt_linear_cross_entropy(int32_t dtype, const void *x,
+                                         const void *w, int32_t labelType,
+                                         const void *labels, float *loss,
+                                         int64_t rows, int64_t hidden,
+                                         int64_t vocab, int64_t chunk,
+                                         int32_t ignore, int64_t ignoreIndex) {
+  const char *kernel = "zrt_linear_cross_entropy";
+  KernelSpan span(kernel);
+  dispatchLinearLoss(
+      kernel, dtype, labelType, rows, hidden, vocab, chunk, [&](auto labelTag) {
+        using I = decltype(labelTag);
+        const float *xv = static_cast<const float *>(x);
+        const float *wv = static_cast<const float *>(w);
+        const I *y = static_cast<const I *>(labels);
+        Scratch scratch(zrt_scratch_linear_cross_entropy(rows, vocab, chunk));
+        float *logits = scratch.as<float>();
+        double total = 0.0;
+        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+          int64_t n = std::min(chunk, rows - r0);
+          gemmF32(xv + r0 * hidden, wv, logits, n, vocab, hidden, false, true,
+                  false);
+          total += crossEntropySum(kernel, logits, y + r0, n, vocab, vocab,
+                                   ignore, ignoreIndex);
+        }
+        *loss = lossMean(total, countedRows(y, rows, ignore, ignoreIndex));
+      });
+}
+
+extern "C" void zrt_linear_cross_entropy_grad(
+    int32_t dtype, const void *x, const void *w, int32_t labelType,
+    const void *labels, const float *dloss, void *dx, void *dw, int64_t rows,
+    int64_t hidden, int64_t vocab, int64_t chunk, int32_t ignore,
+    int64_t ignoreIndex) {
+  const char *kernel = "zrt_linear_cross_entropy_grad";
+  KernelSpan span(kernel);
+  dispatchLinearLoss(
+      kernel, dtype, labelType, rows, hidden, vocab, chunk, [&](auto labelTag) {
+        using I = decltype(labelTag);
+        const float *xv = static_cast<const float *>(x);
+        const float *wv = static_cast<const float *>(w);
+        const I *y = static_cast<const I *>(labels);
+        float *dxv = static_cast<float *>(dx);
+        float *dwv = static_cast<float *>(dw);
+        if (rows == 0) {
+          std::fill(dwv, dwv + vocab * hidden, 0.0f);
+          return;
+        }
+        float g =
+            lossRowGrad(*dloss, countedRows(y, rows, ignore, ignoreIndex));
+        Scratch scratch(zrt_scratch_linear_cross_entropy(rows, vocab, chunk));
+        float *dlogits = scratch.as<float>();
+        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+          int64_t n = std::min(chunk, rows - r0);
+          gemmF32(xv + r0 * hidden, wv, dlogits, n, vocab, hidden, false, true,
+                  false);
+          crossEntropyGradRows(kernel, dlogits, y + r0, g, dlogits, n, vocab,
+                               vocab, ignore, ignoreIndex);
+          // dx rows = dlogits w; dw (+)= dlogits^T x rows.
+          gemmF32(dlogits, wv, dxv + r0 * hidden, n, hidden, vocab, false,
+                  false, false);
+          gemmF32(dlogits, xv + r0 * hidden, dwv, vocab, hidden, n, true, false,
+                  r0 > 0);
+        }
+      });
 }

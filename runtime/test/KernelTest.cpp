@@ -14,10 +14,12 @@
 #include "Reference.h"
 #include "TestUtil.h"
 #include "zero_rt/quantize.h"
+#include "zero_rt/scratch.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <tuple>
 
 using namespace zrt_test;
@@ -1048,6 +1050,100 @@ TEST_P(KernelTest, SoftmaxCrossEntropyIgnoreIndex) {
                                  1, -100);
   for (int64_t i = 0; i < rows * classes; ++i)
     EXPECT_EQ(dlogits.get(i), 0.0) << i;
+}
+
+// The chunked output projection and loss: for chunks that divide the rows,
+// that do not, of one row and of more than all rows, the loss and both
+// gradients are those of zrt_matmul then the unchunked loss (f32; the
+// loss to rounding of the sums, the gradients to the rounding of BLAS's
+// blocking of a chunk's products and of dw's sum over chunks), with
+// ignored rows, and against the float64 reference.
+TEST(LinearCrossEntropy, MatchesMatmulThenLoss) {
+  std::mt19937 rng(7);
+  int64_t rows = 23, hidden = 16, vocab = 300;
+  Buffer x = randomBuffer(ZRT_F32, rng, rows * hidden, -1, 1);
+  Buffer w = randomBuffer(ZRT_F32, rng, vocab * hidden, -1, 1);
+  std::vector<int64_t> labels(rows);
+  std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
+  for (int64_t &l : labels)
+    l = pick(rng);
+  for (int64_t r = 0; r < rows; r += 4)
+    labels[r] = -100;
+  for (int32_t ignore : {0, 1}) {
+    std::vector<int64_t> used = labels;
+    if (!ignore)
+      for (int64_t &l : used)
+        l = l < 0 ? 5 : l;
+    // Unchunked: the logits whole, then the loss and its gradient.
+    Buffer logits(ZRT_F32, rows * vocab), dlogits(ZRT_F32, rows * vocab);
+    zrt_matmul(ZRT_F32, x.data(), w.data(), logits.data(), 1, rows, vocab,
+               hidden, 0, 1, 0, hidden);
+    float want = 0, dloss = 1.3f;
+    zrt_softmax_cross_entropy(ZRT_F32, logits.data(), ZRT_I64, used.data(),
+                              &want, rows, vocab, vocab, ignore, -100);
+    zrt_softmax_cross_entropy_grad(ZRT_F32, logits.data(), ZRT_I64, used.data(),
+                                   &dloss, dlogits.data(), rows, vocab, vocab,
+                                   ignore, -100);
+    Buffer wantDx(ZRT_F32, rows * hidden), wantDw(ZRT_F32, vocab * hidden);
+    zrt_matmul(ZRT_F32, dlogits.data(), w.data(), wantDx.data(), 1, rows,
+               hidden, vocab, 0, 0, 0, vocab);
+    zrt_matmul(ZRT_F32, dlogits.data(), x.data(), wantDw.data(), 1, vocab,
+               hidden, rows, 1, 0, 0, rows);
+    std::optional<int64_t> ignored;
+    if (ignore)
+      ignored = -100;
+    double ref =
+        ref::crossEntropy(ref::matmul(x.values(), w.values(), 1, rows, vocab,
+                                      hidden, false, true, false),
+                          used, vocab, ignored);
+    EXPECT_NEAR(want, ref, 1e-5 * std::fabs(ref));
+    for (int64_t chunk : {int64_t(1), int64_t(4), int64_t(7), rows, rows + 5}) {
+      float loss = 0;
+      zrt_linear_cross_entropy(ZRT_F32, x.data(), w.data(), ZRT_I64,
+                               used.data(), &loss, rows, hidden, vocab, chunk,
+                               ignore, -100);
+      EXPECT_NEAR(loss, want, 1e-6 * std::fabs(want))
+          << "chunk " << chunk << " ignore " << ignore;
+      Buffer dx(ZRT_F32, rows * hidden), dw(ZRT_F32, vocab * hidden);
+      for (int64_t i = 0; i < vocab * hidden; ++i)
+        dw.set(i, 123.0); // must be overwritten, not added to
+      zrt_linear_cross_entropy_grad(ZRT_F32, x.data(), w.data(), ZRT_I64,
+                                    used.data(), &dloss, dx.data(), dw.data(),
+                                    rows, hidden, vocab, chunk, ignore, -100);
+      // A chunk's product may be blocked differently by BLAS: rounding of
+      // sums over the vocabulary.
+      expectClose(dx, wantDx.values(), 1e-5, 1e-6 * maxAbs(wantDx.values()),
+                  "linear_cross_entropy_grad dx");
+      expectClose(dw, wantDw.values(), 1e-5, 1e-6 * maxAbs(wantDw.values()),
+                  "linear_cross_entropy_grad dw");
+    }
+  }
+}
+
+// The only scratch is one chunk of fp32 logits, as planned.
+TEST(LinearCrossEntropy, ScratchIsOneChunk) {
+  std::mt19937 rng(8);
+  int64_t rows = 50, hidden = 8, vocab = 1000;
+  Buffer x = randomBuffer(ZRT_F32, rng, rows * hidden, -1, 1);
+  Buffer w = randomBuffer(ZRT_F32, rng, vocab * hidden, -1, 1);
+  std::vector<int32_t> labels(rows, 3);
+  Buffer dx(ZRT_F32, rows * hidden), dw(ZRT_F32, vocab * hidden);
+  float loss = 0, dloss = 1.0f;
+  for (int64_t chunk : {int64_t(16), int64_t(64)}) {
+    int64_t want = zrt_scratch_linear_cross_entropy(rows, vocab, chunk);
+    EXPECT_EQ(want, std::min(chunk, rows) * vocab * 4);
+    zrt_memory_reset_peak();
+    zrt_linear_cross_entropy(ZRT_F32, x.data(), w.data(), ZRT_I32,
+                             labels.data(), &loss, rows, hidden, vocab, chunk,
+                             0, 0);
+    EXPECT_EQ(zrt_scratch_peak_bytes(), want);
+    zrt_memory_reset_peak();
+    zrt_linear_cross_entropy_grad(ZRT_F32, x.data(), w.data(), ZRT_I32,
+                                  labels.data(), &dloss, dx.data(), dw.data(),
+                                  rows, hidden, vocab, chunk, 0, 0);
+    EXPECT_EQ(zrt_scratch_peak_bytes(), want);
+    EXPECT_EQ(zrt_scratch_bytes_in_use(), 0);
+  }
 }
 
 // Logits padded to `cols` columns give the loss and gradient of the first

@@ -16,7 +16,8 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
                 "grad-sync, param-gather, prefetch at stage 3, optimizer), "
                 "optionally driven by a DeepSpeed ds_config file";
   let description = [{
-    Runs `zero-pad-vocab` (with `pad-vocab`), `zero-autodiff`,
+    Runs `zero-pad-vocab` (with `pad-vocab`), `zero-loss-chunk` (with
+    `loss-chunk`), `zero-autodiff`,
     `zero-mixed-precision`, `zero-fuse-bias-activation` (with
     `fuse-bias-activation`), `zero-remat` (with `remat`), `zero-partition`,
     `zero-grad-sync`, `zero-param-gather`, `zero-prefetch` (at stage 3),
@@ -60,6 +61,9 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
     Option<"padVocab", "pad-vocab", "int64_t", /*default=*/"0",
            "Pad the vocabulary table to a multiple of this many rows, masked "
            "out of the loss (zero-pad-vocab); 0: off">,
+    Option<"lossChunk", "loss-chunk", "int64_t", /*default=*/"0",
+           "Compute the output projection and the loss this many rows at a "
+           "time, so the logits never exist whole (zero-loss-chunk); 0: off">,
     Option<"fuseBiasActivation", "fuse-bias-activation", "bool",
            /*default=*/"false",
            "Fold bias adds into the GELUs that read them "

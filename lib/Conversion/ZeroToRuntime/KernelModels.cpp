@@ -374,6 +374,58 @@ LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
                  b.i64(op.getIgnoreIndex().value_or(0))});
 }
 
+/// The rows, hidden size and vocabulary of a chunked output projection.
+struct LinearLossShape {
+  int64_t rows, hidden, vocab;
+};
+template <typename OpT>
+LinearLossShape getLinearLossShape(OpT op) {
+  int64_t hidden = innerDim(op.getInput());
+  return {numel(op.getInput()) / hidden, hidden,
+          tensorType(op.getWeight()).getDimSize(0)};
+}
+LogicalResult buildCall(nn::LinearCrossEntropyOp op, KernelCallBuilder &b) {
+  LinearLossShape s = getLinearLossShape(op);
+  return b.call("zrt_linear_cross_entropy",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.dtype(elemType(op.getLabels())), b.operand(2), b.result(0),
+                 b.i64(s.rows), b.i64(s.hidden), b.i64(s.vocab),
+                 b.i64(op.getChunk()), b.i32(op.getIgnoreIndex() ? 1 : 0),
+                 b.i64(op.getIgnoreIndex().value_or(0))});
+}
+LogicalResult buildCall(nn::LinearCrossEntropyGradOp op, KernelCallBuilder &b) {
+  LinearLossShape s = getLinearLossShape(op);
+  return b.call("zrt_linear_cross_entropy_grad",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.dtype(elemType(op.getLabels())), b.operand(2), b.operand(3),
+                 b.result(0), b.result(1), b.i64(s.rows), b.i64(s.hidden),
+                 b.i64(s.vocab), b.i64(op.getChunk()),
+                 b.i32(op.getIgnoreIndex() ? 1 : 0),
+                 b.i64(op.getIgnoreIndex().value_or(0))});
+}
+int64_t scratchBytes(nn::LinearCrossEntropyOp op) {
+  LinearLossShape s = getLinearLossShape(op);
+  return zrt_scratch_linear_cross_entropy(s.rows, s.vocab, op.getChunk());
+}
+int64_t scratchBytes(nn::LinearCrossEntropyGradOp op) {
+  LinearLossShape s = getLinearLossShape(op);
+  return zrt_scratch_linear_cross_entropy(s.rows, s.vocab, op.getChunk());
+}
+/// The products of the logits (and, backward, of both gradients), plus
+/// the chunks' logits written and read as scratch.
+template <typename OpT>
+KernelCost linearLossCost(OpT op, int64_t products) {
+  LinearLossShape s = getLinearLossShape(op);
+  double flops = 2.0 * products * s.rows * s.vocab * s.hidden;
+  double bytes = getOperandAndResultBytes(op) + products * s.rows * s.vocab * 4;
+  return KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
+                             elemType(op.getInput()));
+}
+KernelCost cost(nn::LinearCrossEntropyOp op) { return linearLossCost(op, 1); }
+KernelCost cost(nn::LinearCrossEntropyGradOp op) {
+  return linearLossCost(op, 3);
+}
+
 LogicalResult buildCall(nn::ShiftLabelsOp op, KernelCallBuilder &b) {
   int64_t cols = innerDim(op.getLabels());
   return b.call("zrt_shift_labels",
@@ -490,7 +542,8 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::LayerNormOp, nn::LayerNormGradOp, nn::RmsNormOp,
            nn::RmsNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
            nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
-           nn::SoftmaxCrossEntropyGradOp, nn::ShiftLabelsOp, nn::ReduceSumOp,
+           nn::SoftmaxCrossEntropyGradOp, nn::LinearCrossEntropyOp,
+           nn::LinearCrossEntropyGradOp, nn::ShiftLabelsOp, nn::ReduceSumOp,
            nn::TransposeOp, nn::SplitOp, nn::ConcatOp>(context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,

@@ -32,6 +32,11 @@ namespace cuda {
 #define ZRT_KERNEL(name, impl, ret, params, args) ret impl params;
 #include "zero_rt/abi.def"
 
+/// c [m, n] += op(a) op(b), one product of zrt_matmul's layout (Matmul.cu).
+void matmulAccumulate(int32_t dtype, const void *a, const void *b, void *c,
+                      int64_t m, int64_t n, int64_t k, int32_t transposeA,
+                      int32_t transposeB);
+
 /// zrt_copy without its argument check (Elementwise.cu).
 void copy(void *dst, const void *src, int64_t bytes);
 

@@ -207,15 +207,19 @@ uint32_t alignment(const void *ptr, int64_t strideBytes) {
 
 } // namespace
 
-void zrt::cuda::matmul(int32_t dtype, const void *a, const void *b, void *c,
-                       int64_t batch, int64_t m, int64_t n, int64_t k,
-                       int32_t transposeA, int32_t transposeB,
-                       int32_t bIsBatched, int64_t kSum) {
+namespace {
+/// zrt_matmul, adding into c with `accumulate` (cuBLASLt's beta = 1).
+void matmulInto(int32_t dtype, const void *a, const void *b, void *c,
+                int64_t batch, int64_t m, int64_t n, int64_t k,
+                int32_t transposeA, int32_t transposeB, int32_t bIsBatched,
+                int64_t kSum, bool accumulate) {
   checkMatmul(batch, m, n, k, kSum);
   if (batch == 0 || m == 0 || n == 0)
     return;
   int64_t elem = 0;
   dispatch(dtype, "zrt_matmul", [&](auto tag) { elem = sizeof(tag); });
+  if (kSum == 0 && accumulate)
+    return;
   if (kSum == 0) {
     ZRT_CUDA_CHECK(
         cudaMemsetAsync(c, 0, size_t(batch * m * n * elem), computeStream()));
@@ -265,7 +269,7 @@ void zrt::cuda::matmul(int32_t dtype, const void *a, const void *b, void *c,
       it = cache.plans.emplace(key, makePlan(key, workspace.size())).first;
     }
     const Plan &plan = it->second;
-    float alpha = 1.0f, beta = 0.0f;
+    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     // Under the lock: another thread may clear the cache and destroy the
     // descriptors.
     ZRT_CUBLASLT_CHECK(
@@ -273,4 +277,20 @@ void zrt::cuda::matmul(int32_t dtype, const void *a, const void *b, void *c,
                        c, plan.c, c, plan.c, &plan.algo, workspace.as(),
                        size_t(workspace.size()), computeStream()));
   }
+}
+} // namespace
+
+void zrt::cuda::matmul(int32_t dtype, const void *a, const void *b, void *c,
+                       int64_t batch, int64_t m, int64_t n, int64_t k,
+                       int32_t transposeA, int32_t transposeB,
+                       int32_t bIsBatched, int64_t kSum) {
+  matmulInto(dtype, a, b, c, batch, m, n, k, transposeA, transposeB, bIsBatched,
+             kSum, /*accumulate=*/false);
+}
+
+void zrt::cuda::matmulAccumulate(int32_t dtype, const void *a, const void *b,
+                                 void *c, int64_t m, int64_t n, int64_t k,
+                                 int32_t transposeA, int32_t transposeB) {
+  matmulInto(dtype, a, b, c, 1, m, n, k, transposeA, transposeB, 0, k,
+             /*accumulate=*/true);
 }

@@ -6,13 +6,20 @@
 // rows up to kWarpCols elements take a warp each and stay in registers,
 // longer rows take a block each and are read again from cache for every
 // pass. No scratch: the cross-entropy mean is reduced through a fixed array
-// of per-block partial sums in device memory, in a fixed order.
+// of per-block partial sums in device memory, in a fixed order. The chunked
+// output projection and loss (zrt_linear_cross_entropy) keeps one chunk's
+// logits in the scratch zero_rt/scratch.h plans.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernels.h"
+#include "CudaSupport.h"
 #include "DeviceUtil.cuh"
 #include "Support.h"
+
+#include "zero_rt/scratch.h"
+
+#include <algorithm>
 
 using namespace zrt;
 using namespace zrt::cuda;
@@ -33,6 +40,10 @@ __device__ unsigned lossBlocksDone;
 /// The rows of the gradient's mean (countLabelsKernel), read by the
 /// gradient kernel that follows it on the stream.
 __device__ long long gradCountedRows;
+/// The loss and label count of the chunks of zrt_linear_cross_entropy so
+/// far, summed by crossEntropyKernel's last block in chunk order.
+__device__ double chunkedLossTotal;
+__device__ double chunkedLossCount;
 
 struct RowStats {
   float max;
@@ -174,7 +185,8 @@ template <typename T, typename I, bool kAligned>
 __global__ void __launch_bounds__(kRowBlockThreads)
     crossEntropyKernel(const T *logits, const I *labels, float *loss,
                        int64_t rows, int64_t classes, int64_t cols,
-                       int32_t ignore, int64_t ignoreIndex, int *error) {
+                       int32_t ignore, int64_t ignoreIndex, int *error,
+                       bool accumulate) {
   __shared__ float red[32];
   __shared__ double redTotal[32];
   __shared__ bool lastBlock;
@@ -215,9 +227,21 @@ __global__ void __launch_bounds__(kRowBlockThreads)
   // Whole numbers below 2^53: the sum is exact in any order.
   count = blockSum(count, redTotal);
   if (threadIdx.x == 0) {
-    *loss = lossMean(total, int64_t(count));
+    if (accumulate) {
+      chunkedLossTotal += total;
+      chunkedLossCount += count;
+    } else {
+      *loss = lossMean(total, int64_t(count));
+    }
     lossBlocksDone = 0;
   }
+}
+
+/// *loss = the mean of the chunks' loss; resets the sums for the next call.
+__global__ void finishChunkedLossKernel(float *loss) {
+  *loss = lossMean(chunkedLossTotal, int64_t(chunkedLossCount));
+  chunkedLossTotal = 0.0;
+  chunkedLossCount = 0.0;
 }
 
 /// gradCountedRows = the rows whose label is not ignored, on one block.
@@ -238,10 +262,12 @@ __global__ void __launch_bounds__(kRowBlockThreads)
     crossEntropyGradKernel(const T *logits, const I *labels, const float *dloss,
                            T *dlogits, int64_t rows, int64_t classes,
                            int64_t cols, int32_t ignore, int64_t ignoreIndex,
-                           int *error) {
+                           int *error, int64_t countRows) {
   constexpr int kVec = vecWidth<T>();
   __shared__ float red[32];
-  float g = lossRowGrad(*dloss, ignore ? int64_t(gradCountedRows) : rows);
+  // countRows: the rows of the mean without ignore_index, which a chunk's
+  // rows are only part of.
+  float g = lossRowGrad(*dloss, ignore ? int64_t(gradCountedRows) : countRows);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *row = logits + r * cols;
     T *out = dlogits + r * cols;
@@ -369,11 +395,11 @@ void zrt::cuda::softmaxCrossEntropy(int32_t dtype, const void *logits,
         if (rowsAligned<T>(cols, {x}))
           crossEntropyKernel<T, I, true><<<grid, threads, 0, stream>>>(
               x, l, loss, rows, classes, cols, ignore, ignoreIndex,
-              deviceErrorWord());
+              deviceErrorWord(), false);
         else
           crossEntropyKernel<T, I, false><<<grid, threads, 0, stream>>>(
               x, l, loss, rows, classes, cols, ignore, ignoreIndex,
-              deviceErrorWord());
+              deviceErrorWord(), false);
         checkLaunch(kernel);
       });
 }
@@ -406,11 +432,132 @@ void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
         if (rowsAligned<T>(cols, {x, out}))
           crossEntropyGradKernel<T, I, true><<<grid, threads, 0, stream>>>(
               x, l, dloss, out, rows, classes, cols, ignore, ignoreIndex,
-              deviceErrorWord());
+              deviceErrorWord(), rows);
         else
           crossEntropyGradKernel<T, I, false><<<grid, threads, 0, stream>>>(
               x, l, dloss, out, rows, classes, cols, ignore, ignoreIndex,
-              deviceErrorWord());
+              deviceErrorWord(), rows);
         checkLaunch(kernel);
+      });
+}
+
+namespace {
+/// Checks a chunked loss's shape and f32 dtype, then calls fn(I()) with the
+/// labels' type.
+template <typename Fn>
+void dispatchLinearLoss(const char *kernel, int32_t dtype, int32_t labelType,
+                        int64_t rows, int64_t hidden, int64_t vocab,
+                        int64_t chunk, const Fn &fn) {
+  if (dtype != ZRT_F32)
+    fatal("%s: f32 only, got dtype %d", kernel, int(dtype));
+  checkDims(kernel, rows, hidden);
+  dispatchLoss(
+      kernel, dtype, labelType, rows, vocab, vocab, [&](auto, auto labelTag) {
+        if (chunk < 1)
+          fatal("%s: chunk %lld is not positive", kernel, (long long)chunk);
+        fn(labelTag);
+      });
+}
+} // namespace
+
+// One chunk's logits at a time in the planned scratch
+// (zrt_scratch_linear_cross_entropy), through the same matmul and
+// row kernels as the unchunked loss.
+void zrt::cuda::linearCrossEntropy(int32_t dtype, const void *x, const void *w,
+                                   int32_t labelType, const void *labels,
+                                   float *loss, int64_t rows, int64_t hidden,
+                                   int64_t vocab, int64_t chunk, int32_t ignore,
+                                   int64_t ignoreIndex) {
+  const char *kernel = "zrt_linear_cross_entropy";
+  dispatchLinearLoss(
+      kernel, dtype, labelType, rows, hidden, vocab, chunk, [&](auto labelTag) {
+        using I = decltype(labelTag);
+        cudaStream_t stream = computeStream();
+        if (rows == 0) {
+          ZRT_CUDA_CHECK(cudaMemsetAsync(loss, 0, sizeof(float), stream));
+          return;
+        }
+        const float *xv = static_cast<const float *>(x);
+        const I *l = static_cast<const I *>(labels);
+        DeviceScratch scratch(
+            zrt_scratch_linear_cross_entropy(rows, vocab, chunk));
+        float *logits = scratch.as<float>();
+        int threads = blockThreadsFor<float>(vocab);
+        bool aligned = rowsAligned<float>(vocab, {logits});
+        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+          int64_t n = std::min(chunk, rows - r0);
+          matmul(ZRT_F32, xv + r0 * hidden, w, logits, 1, n, vocab, hidden, 0,
+                 1, 0, hidden);
+          unsigned grid = unsigned(n < kLossBlocks ? n : kLossBlocks);
+          if (aligned)
+            crossEntropyKernel<float, I, true><<<grid, threads, 0, stream>>>(
+                logits, l + r0, loss, n, vocab, vocab, ignore, ignoreIndex,
+                deviceErrorWord(), true);
+          else
+            crossEntropyKernel<float, I, false><<<grid, threads, 0, stream>>>(
+                logits, l + r0, loss, n, vocab, vocab, ignore, ignoreIndex,
+                deviceErrorWord(), true);
+          checkLaunch(kernel);
+        }
+        finishChunkedLossKernel<<<1, 1, 0, stream>>>(loss);
+        checkLaunch(kernel);
+      });
+}
+
+void zrt::cuda::linearCrossEntropyGrad(int32_t dtype, const void *x,
+                                       const void *w, int32_t labelType,
+                                       const void *labels, const float *dloss,
+                                       void *dx, void *dw, int64_t rows,
+                                       int64_t hidden, int64_t vocab,
+                                       int64_t chunk, int32_t ignore,
+                                       int64_t ignoreIndex) {
+  const char *kernel = "zrt_linear_cross_entropy_grad";
+  dispatchLinearLoss(
+      kernel, dtype, labelType, rows, hidden, vocab, chunk, [&](auto labelTag) {
+        using I = decltype(labelTag);
+        cudaStream_t stream = computeStream();
+        if (rows == 0) {
+          ZRT_CUDA_CHECK(cudaMemsetAsync(
+              dw, 0, size_t(vocab * hidden) * sizeof(float), stream));
+          return;
+        }
+        const float *xv = static_cast<const float *>(x);
+        const I *l = static_cast<const I *>(labels);
+        float *dxv = static_cast<float *>(dx);
+        DeviceScratch scratch(
+            zrt_scratch_linear_cross_entropy(rows, vocab, chunk));
+        float *logits = scratch.as<float>();
+        int threads = blockThreadsFor<float>(vocab);
+        bool aligned = rowsAligned<float>(vocab, {logits});
+        // The count of the mean is over every row, not a chunk's.
+        if (ignore)
+          countLabelsKernel<I>
+              <<<1, kRowBlockThreads, 0, stream>>>(l, rows, ignoreIndex);
+        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+          int64_t n = std::min(chunk, rows - r0);
+          matmul(ZRT_F32, xv + r0 * hidden, w, logits, 1, n, vocab, hidden, 0,
+                 1, 0, hidden);
+          unsigned grid = gridFor(n, 1);
+          // In place: each row is read before it is written.
+          if (aligned)
+            crossEntropyGradKernel<float, I, true>
+                <<<grid, threads, 0, stream>>>(
+                    logits, l + r0, dloss, logits, n, vocab, vocab, ignore,
+                    ignoreIndex, deviceErrorWord(), rows);
+          else
+            crossEntropyGradKernel<float, I, false>
+                <<<grid, threads, 0, stream>>>(
+                    logits, l + r0, dloss, logits, n, vocab, vocab, ignore,
+                    ignoreIndex, deviceErrorWord(), rows);
+          checkLaunch(kernel);
+          matmul(ZRT_F32, logits, w, dxv + r0 * hidden, 1, n, hidden, vocab, 0,
+                 0, 0, vocab);
+          if (r0 == 0)
+            matmul(ZRT_F32, logits, xv + r0 * hidden, dw, 1, vocab, hidden, n,
+                   1, 0, 0, n);
+          else
+            matmulAccumulate(ZRT_F32, logits, xv + r0 * hidden, dw, vocab,
+                             hidden, n, 1, 0);
+        }
       });
 }

@@ -68,6 +68,13 @@ static inline int64_t zrt_scratch_embedding_grad(int64_t num_ids,
   return (vocab + 1 + num_ids) * 8;
 }
 
+/* zrt_linear_cross_entropy and its gradient: one chunk of fp32 logits,
+ * min(chunk, rows) x vocab (the kernels are f32 only). */
+static inline int64_t
+zrt_scratch_linear_cross_entropy(int64_t rows, int64_t vocab, int64_t chunk) {
+  return zrt_scratch_min(chunk, rows) * vocab * 4;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -683,6 +683,59 @@ module @cross_entropy {
 
 // -----
 
+// The chunked output projection and loss: its operands' and results'
+// pointers (the weight a persistent parameter), the rows (4 x 3), hidden size,
+// vocabulary and chunk; forward and backward the same dimensions.
+
+// CHECK-LABEL: module @linear_cross_entropy
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[W:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[LABELS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[LOSS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[LABEL_TYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[HIDDEN:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[VOCAB:.*]] = llvm.mlir.constant(10 : i64) : i64
+// CHECK-NEXT: %[[CHUNK:.*]] = llvm.mlir.constant(5 : i64) : i64
+// CHECK-NEXT: %[[IGNORE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(-100 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_linear_cross_entropy(%[[DTYPE]], %[[X]], %[[W]], %[[LABEL_TYPE]], %[[LABELS]], %[[LOSS]], %[[ROWS]], %[[HIDDEN]], %[[VOCAB]], %[[CHUNK]], %[[IGNORE]], %[[IGNORE_INDEX]])
+// CHECK:      %[[DLOSS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DX:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DW:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[LABEL_TYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[HIDDEN:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[VOCAB:.*]] = llvm.mlir.constant(10 : i64) : i64
+// CHECK-NEXT: %[[CHUNK:.*]] = llvm.mlir.constant(5 : i64) : i64
+// CHECK-NEXT: %[[IGNORE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[IGNORE_INDEX:.*]] = llvm.mlir.constant(-100 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_linear_cross_entropy_grad(%[[DTYPE]], %[[X]], %[[W]], %[[LABEL_TYPE]], %[[LABELS]], %[[DLOSS]], %[[DX]], %[[DW]], %[[ROWS]], %[[HIDDEN]], %[[VOCAB]], %[[CHUNK]], %[[IGNORE]], %[[IGNORE_INDEX]])
+
+module @linear_cross_entropy {
+  zero.param @w : tensor<10x8xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 80 padded 80 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x3x8xf32>, %labels: tensor<4x3xi64>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %w = zero.get_param @w : tensor<10x8xf32>
+    %loss = nn.linear_cross_entropy %x, %w, %labels chunk 5 ignore_index -100 : tensor<4x3x8xf32>, tensor<10x8xf32>, tensor<4x3xi64> -> tensor<f32>
+    %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+    %dx, %dw = nn.linear_cross_entropy_grad %x, %w, %labels, %seed chunk 5 ignore_index -100 : tensor<4x3x8xf32>, tensor<10x8xf32>, tensor<4x3xi64>, tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // nn.reduce_sum sums the leading dimensions: 12 rows of 8 into 8.
 
 // CHECK-LABEL: module @reduce_sum

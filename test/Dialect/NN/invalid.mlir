@@ -1321,3 +1321,82 @@ func.func @bias_gelu_type(%x: tensor<2x8xf32>, %b: tensor<8xbf16>) {
   %0 = nn.bias_gelu %x, %b : tensor<2x8xf32>, tensor<8xbf16>
   return
 }
+
+// -----
+
+// Checks that linear_cross_entropy's weight is [vocab, hidden] with the
+// input's hidden size.
+func.func @linear_ce_hidden(%x: tensor<2x4x8xf32>, %w: tensor<16x6xf32>, %y: tensor<2x4xi64>) {
+  // expected-error @+1 {{'nn.linear_cross_entropy' op weight [16, 6] must have the input's hidden size 8 as its second dimension}}
+  %0 = nn.linear_cross_entropy %x, %w, %y chunk 2 : tensor<2x4x8xf32>, tensor<16x6xf32>, tensor<2x4xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @linear_ce_weight_rank(%x: tensor<2x4x8xf32>, %w: tensor<2x16x8xf32>, %y: tensor<2x4xi64>) {
+  // expected-error @+1 {{'nn.linear_cross_entropy' op weight must be a [vocab, hidden] matrix, got [2, 16, 8]}}
+  %0 = nn.linear_cross_entropy %x, %w, %y chunk 2 : tensor<2x4x8xf32>, tensor<2x16x8xf32>, tensor<2x4xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @linear_ce_input_rank(%x: tensor<8xf32>, %w: tensor<16x8xf32>, %y: tensor<i64>) {
+  // expected-error @+1 {{'nn.linear_cross_entropy' op input must have rank >= 2, got 1}}
+  %0 = nn.linear_cross_entropy %x, %w, %y chunk 2 : tensor<8xf32>, tensor<16x8xf32>, tensor<i64> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Checks that linear_cross_entropy's labels are the input's rows.
+func.func @linear_ce_labels(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: tensor<2x5xi64>) {
+  // expected-error @+1 {{'nn.linear_cross_entropy' op labels shape [2, 5] must be the input shape without its hidden dimension, [2, 4]}}
+  %0 = nn.linear_cross_entropy %x, %w, %y chunk 2 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x5xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Checks that linear_cross_entropy computes in f32 only.
+func.func @linear_ce_bf16(%x: tensor<2x4x8xbf16>, %w: tensor<16x8xbf16>, %y: tensor<2x4xi64>) {
+  // expected-error @+1 {{'nn.linear_cross_entropy' op computes in f32 only, got 'bf16' input and 'bf16' weight}}
+  %0 = nn.linear_cross_entropy %x, %w, %y chunk 2 : tensor<2x4x8xbf16>, tensor<16x8xbf16>, tensor<2x4xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Checks that a chunk holds at least one row.
+func.func @linear_ce_chunk(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: tensor<2x4xi64>) {
+  // expected-error @+1 {{'nn.linear_cross_entropy' op chunk must be at least 1, got 0}}
+  %0 = nn.linear_cross_entropy %x, %w, %y chunk 0 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @linear_ce_ignore(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: tensor<2x4xi32>) {
+  // expected-error @+1 {{'nn.linear_cross_entropy' op ignore_index 2147483648 does not fit the labels' i32}}
+  %0 = nn.linear_cross_entropy %x, %w, %y chunk 2 ignore_index 2147483648 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Checks that linear_cross_entropy_grad's gradients have their operands'
+// types.
+func.func @linear_ce_grad_types(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: tensor<2x4xi64>, %d: tensor<f32>) {
+  // expected-error @+1 {{'nn.linear_cross_entropy_grad' op failed to verify that all of {weight, weight_grad} have same type}}
+  %0:2 = "nn.linear_cross_entropy_grad"(%x, %w, %y, %d) {chunk = 2 : i64} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>, tensor<f32>) -> (tensor<2x4x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_ce_grad_chunk(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: tensor<2x4xi64>, %d: tensor<f32>) {
+  // expected-error @+1 {{'nn.linear_cross_entropy_grad' op chunk must be at least 1, got -1}}
+  %0:2 = nn.linear_cross_entropy_grad %x, %w, %y, %d chunk -1 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>, tensor<f32>
+  return
+}

@@ -148,6 +148,11 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %il = nn.softmax_cross_entropy %logits, %labels ignore_index -100 : tensor<2x4x16xf32>, tensor<2x4xi64> -> tensor<f32>
   // CHECK: nn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 10 ignore_index -100 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
   %id = nn.softmax_cross_entropy_grad %logits, %labels, %one classes 10 ignore_index -100 : tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>
+  // The output projection and loss in chunks of rows (zero-loss-chunk).
+  // CHECK: nn.linear_cross_entropy %{{.*}}, %{{.*}}, %{{.*}} chunk 3 ignore_index -100 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64> -> tensor<f32>
+  %lc = nn.linear_cross_entropy %x, %dt, %labels chunk 3 ignore_index -100 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64> -> tensor<f32>
+  // CHECK: nn.linear_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} chunk 3 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>, tensor<f32>
+  %lcx, %lcw = nn.linear_cross_entropy_grad %x, %dt, %labels, %one chunk 3 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>, tensor<f32>
   // The label shift inside a Hugging Face causal LM's loss.
   // CHECK: nn.shift_labels %{{.*}} fill -100 : tensor<2x4xi64>
   %sl = nn.shift_labels %labels fill -100 : tensor<2x4xi64>

@@ -254,6 +254,18 @@ LogicalResult SoftmaxCrossEntropyOp::buildDerivative(
   return success();
 }
 
+LogicalResult
+LinearCrossEntropyOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                      SmallVectorImpl<Value> &out) {
+  // The logits are recomputed chunk by chunk in the backward rather than
+  // kept: keeping them is what the op exists to avoid.
+  auto grad = LinearCrossEntropyGradOp::create(
+      b, getLoc(), getInput().getType(), getWeight().getType(), getInput(),
+      getWeight(), getLabels(), grads[0], getChunkAttr(), getIgnoreIndexAttr());
+  out.append({grad.getInputGrad(), grad.getWeightGrad(), Value()});
+  return success();
+}
+
 LogicalResult CastOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   out.push_back(CastOp::create(b, getLoc(), getInput().getType(), grads[0]));

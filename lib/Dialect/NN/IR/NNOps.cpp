@@ -597,6 +597,79 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
                           logits.getShape().back(), "logits' last dimension");
 }
 
+LogicalResult
+LinearCrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
+                                       std::optional<Location>, Adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+/// The operands of a chunked output projection and loss: input [..., H],
+/// weight [V, H], labels the input's shape without H, a positive chunk.
+static LogicalResult verifyLinearLoss(Operation *op, Value input, Value weight,
+                                      Value labels, int64_t chunk,
+                                      std::optional<int64_t> ignoreIndex) {
+  auto x = ranked(input), w = ranked(weight), l = ranked(labels);
+  if (x.getRank() < 2)
+    return op->emitOpError("input must have rank >= 2, got ") << x.getRank();
+  if (w.getRank() != 2)
+    return op->emitOpError("weight must be a [vocab, hidden] matrix, got ")
+           << shapeStr(w.getShape());
+  if (w.getDimSize(1) != x.getShape().back())
+    return op->emitOpError("weight ")
+           << shapeStr(w.getShape()) << " must have the input's hidden size "
+           << x.getShape().back() << " as its second dimension";
+  if (w.getDimSize(0) < 1)
+    return op->emitOpError("weight must have at least one row (class)");
+  if (l.getShape() != x.getShape().drop_back())
+    return op->emitOpError("labels shape ")
+           << shapeStr(l.getShape())
+           << " must be the input shape without its hidden dimension, "
+           << shapeStr(x.getShape().drop_back());
+  if (!x.getElementType().isF32() || !w.getElementType().isF32())
+    return op->emitOpError("computes in f32 only, got ")
+           << x.getElementType() << " input and " << w.getElementType()
+           << " weight (the 16-bit weight gradient would need an fp32 "
+              "accumulator of the weight's size)";
+  if (chunk < 1)
+    return op->emitOpError("chunk must be at least 1, got ") << chunk;
+  return checkIgnoreIndex(op, labels, ignoreIndex);
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  return verifyLinearLoss(*this, getInput(), getWeight(), getLabels(),
+                          getChunk(), getIgnoreIndex());
+}
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  return verifyLinearLoss(*this, getInput(), getWeight(), getLabels(),
+                          getChunk(), getIgnoreIndex());
+}
+
+std::optional<int64_t> LinearCrossEntropyOp::getIndexBound(OpOperand &operand) {
+  return &operand == &getLabelsMutable()
+             ? std::optional<int64_t>(ranked(getWeight()).getDimSize(0))
+             : std::nullopt;
+}
+
+std::optional<int64_t>
+LinearCrossEntropyGradOp::getIndexBound(OpOperand &operand) {
+  return &operand == &getLabelsMutable()
+             ? std::optional<int64_t>(ranked(getWeight()).getDimSize(0))
+             : std::nullopt;
+}
+
+std::optional<int64_t>
+LinearCrossEntropyOp::getIgnoredIndex(OpOperand &operand) {
+  return &operand == &getLabelsMutable() ? getIgnoreIndex() : std::nullopt;
+}
+
+std::optional<int64_t>
+LinearCrossEntropyGradOp::getIgnoredIndex(OpOperand &operand) {
+  return &operand == &getLabelsMutable() ? getIgnoreIndex() : std::nullopt;
+}
+
 /// The shift runs along the last dimension, so there must be one.
 LogicalResult ShiftLabelsOp::verify() {
   if (ranked(getLabels()).getRank() < 1)

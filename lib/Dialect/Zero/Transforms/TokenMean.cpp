@@ -20,37 +20,50 @@ using namespace mlir::zero;
 
 namespace {
 
-/// Scales the loss of `step` and its backward's seed by the micro batch's
-/// share of the global batch's valid labels, counted by a zero.count_labels.
-LogicalResult rewriteStep(TrainStepOp step) {
-  SmallVector<nn::SoftmaxCrossEntropyOp> ignoring;
-  step.walk([&](nn::SoftmaxCrossEntropyOp op) {
-    if (op.getIgnoreIndex())
-      ignoring.push_back(op);
-  });
-  if (ignoring.empty())
-    return success();
-  auto loss = step.getLoss().getDefiningOp<nn::SoftmaxCrossEntropyOp>();
-  for (nn::SoftmaxCrossEntropyOp op : ignoring)
-    if (op != loss)
-      return op.emitOpError(
-          "with ignore_index must be the train step's loss (zero.return's "
-          "operand): the step's loss is then the mean over the valid labels "
-          "of the global batch, which zero-token-mean computes from it");
-  if (!loss.getResult().hasOneUse())
-    return loss.emitOpError("with ignore_index is the step's loss and must "
-                            "be used by zero.return only");
+/// The one backward op of `loss` that reads its labels with its ignore
+/// index and the same forward operands, or an error counting them.
+FailureOr<nn::SoftmaxCrossEntropyGradOp>
+findGrad(nn::SoftmaxCrossEntropyOp loss) {
   SmallVector<nn::SoftmaxCrossEntropyGradOp> grads;
   for (Operation *user : loss.getLogits().getUsers())
     if (auto grad = dyn_cast<nn::SoftmaxCrossEntropyGradOp>(user);
         grad && grad.getLabels() == loss.getLabels() &&
         grad.getIgnoreIndex() == loss.getIgnoreIndex())
       grads.push_back(grad);
-  if (grads.size() != 1)
-    return loss.emitOpError("with ignore_index needs its one "
-                            "nn.softmax_cross_entropy_grad (zero-autodiff "
-                            "first), found ")
-           << grads.size();
+  if (grads.size() == 1)
+    return grads.front();
+  return loss.emitOpError("with ignore_index needs its one "
+                          "nn.softmax_cross_entropy_grad (zero-autodiff "
+                          "first), found ")
+         << grads.size();
+}
+FailureOr<nn::LinearCrossEntropyGradOp>
+findGrad(nn::LinearCrossEntropyOp loss) {
+  SmallVector<nn::LinearCrossEntropyGradOp> grads;
+  for (Operation *user : loss.getInput().getUsers())
+    if (auto grad = dyn_cast<nn::LinearCrossEntropyGradOp>(user);
+        grad && grad.getWeight() == loss.getWeight() &&
+        grad.getLabels() == loss.getLabels() &&
+        grad.getIgnoreIndex() == loss.getIgnoreIndex())
+      grads.push_back(grad);
+  if (grads.size() == 1)
+    return grads.front();
+  return loss.emitOpError("with ignore_index needs its one "
+                          "nn.linear_cross_entropy_grad (zero-autodiff "
+                          "first), found ")
+         << grads.size();
+}
+
+/// Scales the loss of `step` and its backward's seed by the micro batch's
+/// share of the global batch's valid labels, counted by a zero.count_labels.
+template <typename LossOp>
+LogicalResult rewriteLoss(TrainStepOp step, LossOp loss) {
+  if (!loss.getResult().hasOneUse())
+    return loss.emitOpError("with ignore_index is the step's loss and must "
+                            "be used by zero.return only");
+  auto grad = findGrad(loss);
+  if (failed(grad))
+    return failure();
   if (!step.getScheduleAttr())
     return step.emitOpError("zero-token-mean needs the step's "
                             "#zero.schedule (zero-partition and "
@@ -87,11 +100,34 @@ LogicalResult rewriteStep(TrainStepOp step) {
   Value scaled = nn::MulOp::create(b, loc, loss.getResult(), share);
   loss.getResult().replaceAllUsesExcept(scaled, scaled.getDefiningOp());
 
-  nn::SoftmaxCrossEntropyGradOp grad = grads.front();
-  b.setInsertionPoint(grad);
-  Value seed = nn::MulOp::create(b, grad.getLoc(), grad.getLossGrad(), share);
-  grad.getLossGradMutable().assign(seed);
+  b.setInsertionPoint(*grad);
+  Value seed = nn::MulOp::create(b, grad->getLoc(), grad->getLossGrad(), share);
+  grad->getLossGradMutable().assign(seed);
   return success();
+}
+
+LogicalResult rewriteStep(TrainStepOp step) {
+  SmallVector<Operation *> ignoring;
+  step.walk([&](Operation *op) {
+    if (auto ce = dyn_cast<nn::SoftmaxCrossEntropyOp>(op);
+        ce && ce.getIgnoreIndex())
+      ignoring.push_back(op);
+    if (auto ce = dyn_cast<nn::LinearCrossEntropyOp>(op);
+        ce && ce.getIgnoreIndex())
+      ignoring.push_back(op);
+  });
+  if (ignoring.empty())
+    return success();
+  Operation *loss = step.getLoss().getDefiningOp();
+  for (Operation *op : ignoring)
+    if (op != loss)
+      return op->emitOpError(
+          "with ignore_index must be the train step's loss (zero.return's "
+          "operand): the step's loss is then the mean over the valid labels "
+          "of the global batch, which zero-token-mean computes from it");
+  if (auto ce = dyn_cast<nn::SoftmaxCrossEntropyOp>(loss))
+    return rewriteLoss(step, ce);
+  return rewriteLoss(step, cast<nn::LinearCrossEntropyOp>(loss));
 }
 
 struct ZeroTokenMeanPass

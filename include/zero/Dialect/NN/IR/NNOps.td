@@ -568,6 +568,39 @@ def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [
   }];
 }
 
+def NN_LinearCrossEntropyOp : NN_Op<"linear_cross_entropy", [
+    InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Output projection and mean softmax cross-entropy, in chunks";
+  let description = [{
+    `nn.softmax_cross_entropy` of the logits `input x weight^T` (an
+    `nn.matmul %input, %weight transpose_rhs`), computed over `chunk` rows
+    of the input at a time, so that only a `[chunk, V]` block of logits
+    exists at once and the whole `[..., V]` logits never do (`zero-loss-chunk`
+    writes it). `input` is `[..., H]`, `weight` the shared `[V, H]` head,
+    `labels` the input's shape without `H`; the chunk need not divide the
+    rows (the last one is shorter). `ignore_index` is as in
+    `nn.softmax_cross_entropy`, and the mean is over the valid labels of all
+    rows, not of a chunk.
+
+    f32 only: the weight gradient of 16-bit operands would need an fp32
+    accumulator of the weight's size.
+
+    ```mlir
+    %loss = nn.linear_cross_entropy %h, %w, %labels chunk 256 ignore_index -100 : tensor<4x512x64xf32>, tensor<32000x64xf32>, tensor<4x512xi64> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       NN_IndexTensor:$labels, I64Attr:$chunk,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs NN_ScalarF32:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $labels `chunk` $chunk (`ignore_index` $ignore_index^)? attr-dict `:` type($input) `,` type($weight) `,` type($labels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def NN_ShiftLabelsOp : NN_Op<"shift_labels", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
   let summary = "Labels shifted left by one position, the last one a fill";
@@ -842,6 +875,32 @@ def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad", [
     /// The number of classes: `classes`, or the logits' last dimension.
     int64_t getNumClasses();
   }];
+}
+
+def NN_LinearCrossEntropyGradOp : NN_Op<"linear_cross_entropy_grad", [
+    AllTypesMatch<["input", "input_grad"]>,
+    AllTypesMatch<["weight", "weight_grad"]>,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
+  let summary = "Backward of `nn.linear_cross_entropy`";
+  let description = [{
+    The gradients of the input and of the weight, chunk by chunk: each
+    chunk's logits are recomputed, turned into their gradient in place (as
+    `nn.softmax_cross_entropy_grad`, the count being the valid labels of all
+    rows), and multiplied into the chunk's rows of `input_grad` and
+    accumulated into `weight_grad`.
+
+    ```mlir
+    %dh, %dw = nn.linear_cross_entropy_grad %h, %w, %labels, %dloss chunk 256 ignore_index -100 : tensor<4x512x64xf32>, tensor<32000x64xf32>, tensor<4x512xi64>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       NN_IndexTensor:$labels, NN_ScalarF32:$loss_grad,
+                       I64Attr:$chunk, OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $labels `,` $loss_grad `chunk` $chunk (`ignore_index` $ignore_index^)? attr-dict `:` type($input) `,` type($weight) `,` type($labels) `,` type($loss_grad)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // ZERO_DIALECT_NN_IR_NNOPS

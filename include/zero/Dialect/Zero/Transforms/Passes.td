@@ -56,6 +56,31 @@ def ZeroPadVocabPass : Pass<"zero-pad-vocab", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
 
+def ZeroLossChunkPass : Pass<"zero-loss-chunk", "::mlir::ModuleOp"> {
+  let summary = "The output projection and the loss fused, in chunks of rows, "
+                "so the logits never exist whole";
+  let description = [{
+    Rewrites the train step's loss, an `nn.softmax_cross_entropy` of the
+    logits of a bias-free output projection (`nn.matmul %h, %w
+    transpose_rhs` with the shared `[V, H]` head `%w`, the logits used by
+    the loss only), into one `nn.linear_cross_entropy %h, %w, %labels chunk
+    K`: forward and backward compute the logits `K` rows at a time, so the
+    memory plan holds one `[K, V]` chunk of logits as kernel scratch
+    instead of the whole `[rows, V]` logits and their gradient. The losses
+    are the unchunked ones to fp32 rounding. `K` need not divide the rows.
+
+    Runs on the forward, before `zero-autodiff`. What it cannot fuse is an
+    error naming the reason: a head with a bias, logits with another use,
+    a padded vocabulary (`zero-pad-vocab`), a head that is not `[V, H]`
+    applied with `transpose_rhs`.
+  }];
+  let options = [
+    Option<"chunk", "chunk", "int64_t", /*default=*/"1024",
+           "Rows of logits computed at a time (>= 1)">,
+  ];
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+}
+
 def ZeroAutodiffPass : Pass<"zero-autodiff", "::mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of each train step";
   let description = [{
@@ -385,7 +410,8 @@ def ZeroGradSyncPass : Pass<"zero-grad-sync", "::mlir::ModuleOp"> {
 def ZeroTokenMeanPass : Pass<"zero-token-mean", "::mlir::ModuleOp"> {
   let summary = "A loss with ignore_index: the mean over the valid labels of the global batch";
   let description = [{
-    A train step whose loss is an `nn.softmax_cross_entropy` with
+    A train step whose loss is an `nn.softmax_cross_entropy` (or an
+    `nn.linear_cross_entropy`, `zero-loss-chunk`) with
     `ignore_index` (Hugging Face's causal-LM loss, -100) means the mean over
     the labels other than `ignore_index` of the whole global batch, every
     micro step and every rank, as the Hugging Face Trainer's
