@@ -729,7 +729,7 @@ module @linear_cross_entropy {
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    zero.adam group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
     zero.return %loss : tensor<f32>
   }
 }
