@@ -124,9 +124,9 @@ KernelCost cost(nn::MatmulOp op) {
   k = op.getContract().value_or(k);
   // The result holds batch * M * N elements.
   double flops = 2.0 * numel(op.getResult()) * k;
-  KernelCost c = KernelCost::compute(KernelCost::Kind::Gemm,
-                                     getOperandAndResultBytes(op), flops,
-                                     lhs.getElementType());
+  KernelCost c =
+      KernelCost::compute(KernelCost::Kind::Gemm, getOperandAndResultBytes(op),
+                          flops, lhs.getElementType());
   MatmulShape s = getMatmulShape(op);
   c.batch = s.batch;
   c.m = s.m;

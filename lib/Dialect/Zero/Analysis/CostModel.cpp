@@ -432,11 +432,11 @@ static double getTileEfficiency(int64_t batch, int64_t m, int64_t n,
   static constexpr int64_t kTiles[][2] = {{256, 128}, {128, 256}, {128, 128}};
   double best = 0;
   for (auto [tileM, tileN] : kTiles) {
-    int64_t tiles = batch * llvm::divideCeil(m, tileM) *
-                    llvm::divideCeil(n, tileN);
+    int64_t tiles =
+        batch * llvm::divideCeil(m, tileM) * llvm::divideCeil(n, tileN);
     int64_t slots = llvm::divideCeil(tiles, sms) * sms;
-    best = std::max(best, double(batch) * m * n /
-                              (double(slots) * tileM * tileN));
+    best =
+        std::max(best, double(batch) * m * n / (double(slots) * tileM * tileN));
   }
   return best;
 }

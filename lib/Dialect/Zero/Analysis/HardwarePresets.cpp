@@ -77,17 +77,23 @@ static const double kFa2Backward64[] = {198, 238, 264, 279, 287, 291};
 static const double kFa2Backward128[] = {214, 260, 291, 310, 318, 322};
 constexpr double kH100Peak16 = 989e12;
 static const AttentionRates kFa2Hopper = {
-    kFaSeqLens,       kFa2Forward64,   kFa2Forward128, kFa2ForwardCausal128,
-    kFa2Backward64,   kFa2Backward128, kH100Peak16};
+    kFaSeqLens,     kFa2Forward64,   kFa2Forward128, kFa2ForwardCausal128,
+    kFa2Backward64, kFa2Backward128, kH100Peak16};
 // On A100, FlashAttention-2 (arXiv 2307.08691, section 4.1) reaches up to
 // 73% of the dense peak forward and 63% backward; on the H100 above its
 // best is 370 and 322 of 989 TFLOP/s. Other Ampere and Ada presets take
 // the A100's.
-static const AttentionRates kFa2Ampere = {
-    kFaSeqLens,     kFa2Forward64,   kFa2Forward128,
-    kFa2ForwardCausal128, kFa2Backward64, kFa2Backward128,
-    kH100Peak16,    /*forwardScale=*/0.73 / (370 / 989.0),
-    /*backwardScale=*/0.63 / (322 / 989.0)};
+constexpr double kFa2A100Forward = 0.73 / (370 / 989.0),
+                 kFa2A100Backward = 0.63 / (322 / 989.0);
+static const AttentionRates kFa2Ampere = {kFaSeqLens,
+                                          kFa2Forward64,
+                                          kFa2Forward128,
+                                          kFa2ForwardCausal128,
+                                          kFa2Backward64,
+                                          kFa2Backward128,
+                                          kH100Peak16,
+                                          /*forwardScale=*/kFa2A100Forward,
+                                          /*backwardScale=*/kFa2A100Backward};
 
 static const HardwarePreset kPresets[] = {
     {"a100-40gb",
