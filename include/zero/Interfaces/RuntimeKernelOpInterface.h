@@ -31,6 +31,14 @@ struct KernelCost {
   /// GEMM and attention: the element type (selects the FLOP rate).
   Type computeType;
   double activationElements = 0;
+  /// GEMM: the product's shape, `batch` products of M x K by K x N, which
+  /// decides how well its tiles fill the device (0: not known).
+  int64_t batch = 0, m = 0, n = 0, k = 0;
+  /// Attention: the head dimension and query length, and whether the mask
+  /// is causal (or a window) and the kernel the backward one, which decide
+  /// the rate a fused attention kernel reaches (0: not known).
+  int64_t headDim = 0, seqLen = 0;
+  bool causal = false, backward = false;
 
   static KernelCost memory(double bytes) {
     KernelCost c;

@@ -124,9 +124,15 @@ KernelCost cost(nn::MatmulOp op) {
   k = op.getContract().value_or(k);
   // The result holds batch * M * N elements.
   double flops = 2.0 * numel(op.getResult()) * k;
-  return KernelCost::compute(KernelCost::Kind::Gemm,
-                             getOperandAndResultBytes(op), flops,
-                             lhs.getElementType());
+  KernelCost c =
+      KernelCost::compute(KernelCost::Kind::Gemm, getOperandAndResultBytes(op),
+                          flops, lhs.getElementType());
+  MatmulShape s = getMatmulShape(op);
+  c.batch = s.batch;
+  c.m = s.m;
+  c.n = s.n;
+  c.k = s.k;
+  return c;
 }
 
 // Elementwise.
@@ -261,6 +267,21 @@ double attentionFlops(Value query, bool causal,
   }
   return causal ? flops / 2 : flops;
 }
+/// The cost of a fused attention kernel whose query is `query`.
+KernelCost attentionCost(Operation *op, Value query, bool causal,
+                         std::optional<uint64_t> window, bool backward) {
+  // Recomputing QK^T and computing dV, dP, dQ, dK is ~2.5x the forward.
+  double flops = attentionFlops(query, causal, window) * (backward ? 2.5 : 1);
+  KernelCost c =
+      KernelCost::compute(KernelCost::Kind::Attention,
+                          getOperandAndResultBytes(op), flops, elemType(query));
+  auto q = tensorType(query);
+  c.seqLen = q.getDimSize(2);
+  c.headDim = q.getDimSize(3);
+  c.causal = causal || (window && int64_t(*window) < c.seqLen);
+  c.backward = backward;
+  return c;
+}
 /// (batch, heads, kv_heads, seq, head_dim) of a query and key.
 SmallVector<Value> attentionDims(KernelCallBuilder &b, Value query, Value key) {
   ArrayRef<int64_t> q = tensorType(query).getShape();
@@ -282,10 +303,8 @@ LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
   return b.call("zrt_attention_ext", args);
 }
 KernelCost cost(nn::AttentionOp op) {
-  return KernelCost::compute(
-      KernelCost::Kind::Attention, getOperandAndResultBytes(op),
-      attentionFlops(op.getQuery(), op.getCausal(), op.getWindow()),
-      elemType(op.getQuery()));
+  return attentionCost(op, op.getQuery(), op.getCausal(), op.getWindow(),
+                       /*backward=*/false);
 }
 LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
   SmallVector<Value> args{b.dtype(elemType(op.getQuery())),
@@ -315,11 +334,8 @@ int64_t scratchBytes(nn::AttentionGradOp op) {
   return zrt_scratch_attention_grad(s[0], s[1], s[2], s[3]);
 }
 KernelCost cost(nn::AttentionGradOp op) {
-  // Recomputes QK^T and computes dV, dP, dQ, dK: ~2.5x the forward.
-  return KernelCost::compute(
-      KernelCost::Kind::Attention, getOperandAndResultBytes(op),
-      2.5 * attentionFlops(op.getQuery(), op.getCausal(), op.getWindow()),
-      elemType(op.getQuery()));
+  return attentionCost(op, op.getQuery(), op.getCausal(), op.getWindow(),
+                       /*backward=*/true);
 }
 
 // Embedding and loss.

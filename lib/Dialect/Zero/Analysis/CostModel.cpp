@@ -32,6 +32,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <cmath>
@@ -89,6 +90,9 @@ struct Work {
   double completionBytes = 0;
   /// Kernels: a fused attention (its own FLOP rate where the preset has one).
   bool attention = false;
+  /// Kernels: the GEMM's or attention's shape (KernelCost).
+  int64_t batch = 0, m = 0, n = 0, k = 0, headDim = 0, seqLen = 0;
+  bool causal = false, backward = false;
   /// Kernels: output elements of a compute-bound pointwise or normalization
   /// kernel (timed at the preset's activation rate where it has one).
   double activationElements = 0;
@@ -194,6 +198,14 @@ Work Simulator::getKernelWork(RuntimeKernelOpInterface op) {
                             : Type());
   w.attention = cost.kind == KernelCost::Kind::Attention;
   w.activationElements = cost.activationElements;
+  w.batch = cost.batch;
+  w.m = cost.m;
+  w.n = cost.n;
+  w.k = cost.k;
+  w.headDim = cost.headDim;
+  w.seqLen = cost.seqLen;
+  w.causal = cost.causal;
+  w.backward = cost.backward;
   return w;
 }
 
@@ -410,16 +422,50 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
   return Work::kernel(bytes);
 }
 
+/// The fraction of its full-tile rate a GEMM of `batch` M x N products keeps
+/// once its output tiles are spread over `sms` multiprocessors in waves:
+/// cuBLAS picks among tile shapes, a partial tile costs a whole one (tile
+/// quantization) and a partial last wave costs a whole wave (wave
+/// quantization); NVIDIA's Matrix Multiplication Background guide.
+static double getTileEfficiency(int64_t batch, int64_t m, int64_t n,
+                                int64_t sms) {
+  static constexpr int64_t kTiles[][2] = {{256, 128}, {128, 256}, {128, 128}};
+  double best = 0;
+  for (auto [tileM, tileN] : kTiles) {
+    int64_t tiles =
+        batch * llvm::divideCeil(m, tileM) * llvm::divideCeil(n, tileN);
+    int64_t slots = llvm::divideCeil(tiles, sms) * sms;
+    best =
+        std::max(best, double(batch) * m * n / (double(slots) * tileM * tileN));
+  }
+  return best;
+}
+
+/// Whether a 16-bit GEMM has a dimension that is not a multiple of 16 bytes,
+/// which leaves cuBLAS/CUTLASS only their unaligned (align1) kernels.
+static bool isMisaligned(const Work &w) {
+  return w.m % 8 || w.n % 8 || w.k % 8;
+}
+
 double Simulator::seconds(const Work &w) const {
   switch (w.kind) {
   case Work::Free:
     return 0;
   case Work::Kernel: {
     double rate = hw.gemmFlops32;
-    if (w.gemmType && w.gemmType.getIntOrFloatBitWidth() <= 16)
+    bool sixteenBit = w.gemmType && w.gemmType.getIntOrFloatBitWidth() <= 16;
+    if (sixteenBit)
       rate = hw.gemmFlops16;
+    if (!w.attention && w.gemmType && w.m > 0 && hw.multiprocessors > 0) {
+      if (sixteenBit && hw.misalignedGemmFraction > 0 && isMisaligned(w))
+        rate *= hw.misalignedGemmFraction;
+      rate *= getTileEfficiency(w.batch, w.m, w.n, hw.multiprocessors);
+    }
     if (w.attention && hw.attentionFlops > 0)
       rate = hw.attentionFlops;
+    if (w.attention && sixteenBit && hw.attention && w.seqLen > 0)
+      rate = hw.peakFlops16 * hw.attention->getPeakFraction(
+                                  w.headDim, w.seqLen, w.causal, w.backward);
     double compute = w.flops > 0 ? w.flops / rate : 0;
     if (w.activationElements > 0 && hw.activationElements > 0)
       compute = std::max(compute, w.activationElements / hw.activationElements);

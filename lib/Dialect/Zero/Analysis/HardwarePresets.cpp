@@ -9,6 +9,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -52,6 +54,47 @@ constexpr double kCpuNvmeRead = 1e9, kCpuNvmeWrite = 1.9e9;
 constexpr double kIbNdr = 400e9 / 8, kIb100 = 100e9 / 8;
 constexpr double kNetLatency = 9.6e-6;
 
+// Launch and gap: the GPU idles between two kernels of an eager step while
+// the host launches the next; PyTorch eager's GPT-2 step on one H100
+// (docs/benchmarks.md) took 52.26 ms of which its 1968 kernels ran 45.82:
+// 3.3 us a kernel.
+constexpr double kLaunch = 3.3e-6;
+// A 16-bit GEMM with a dimension that is not a multiple of 8 elements runs
+// on unaligned kernels: GPT-2's LM-head GEMMs over its 50257-word
+// vocabulary on that H100 moved 3 x 632 GFLOP in 15.5 ms, 122 TFLOP/s
+// against the 791 of the aligned rate.
+constexpr double kMisaligned = 122.0 / 791.0;
+
+// FlashAttention-2 (the kernel of PyTorch's scaled_dot_product_attention and
+// of the peers' training runs) on an H100 SXM5 in BF16, TFLOP/s by query
+// length: FlashAttention-3 (arXiv 2407.08608), Figure 5 (forward) and
+// Figure 6 (backward), its FlashAttention-2 bars.
+static const double kFaSeqLens[] = {512, 1024, 2048, 4096, 8192, 16384};
+static const double kFa2Forward64[] = {282, 306, 318, 321, 322, 324};
+static const double kFa2Forward128[] = {309, 350, 362, 368, 370, 370};
+static const double kFa2ForwardCausal128[] = {191, 260, 298, 319, 333, 335};
+static const double kFa2Backward64[] = {198, 238, 264, 279, 287, 291};
+static const double kFa2Backward128[] = {214, 260, 291, 310, 318, 322};
+constexpr double kH100Peak16 = 989e12;
+static const AttentionRates kFa2Hopper = {
+    kFaSeqLens,     kFa2Forward64,   kFa2Forward128, kFa2ForwardCausal128,
+    kFa2Backward64, kFa2Backward128, kH100Peak16};
+// On A100, FlashAttention-2 (arXiv 2307.08691, section 4.1) reaches up to
+// 73% of the dense peak forward and 63% backward; on the H100 above its
+// best is 370 and 322 of 989 TFLOP/s. Other Ampere and Ada presets take
+// the A100's.
+constexpr double kFa2A100Forward = 0.73 / (370 / 989.0),
+                 kFa2A100Backward = 0.63 / (322 / 989.0);
+static const AttentionRates kFa2Ampere = {kFaSeqLens,
+                                          kFa2Forward64,
+                                          kFa2Forward128,
+                                          kFa2ForwardCausal128,
+                                          kFa2Backward64,
+                                          kFa2Backward128,
+                                          kH100Peak16,
+                                          /*forwardScale=*/kFa2A100Forward,
+                                          /*backwardScale=*/kFa2A100Backward};
+
 static const HardwarePreset kPresets[] = {
     {"a100-40gb",
      "NVIDIA A100 SXM 40GB, 8 GPUs on NVLink3/NVSwitch (data sheet: 312 "
@@ -62,7 +105,7 @@ static const HardwarePreset kPresets[] = {
      /*memoryBandwidth=*/kStream * 1555e9,
      /*linkBandwidth=*/kBusbw * 300e9,
      /*collectiveLatency=*/1.8e-6,
-     /*kernelOverhead=*/3e-6,
+     /*kernelOverhead=*/kLaunch,
      /*interNodeLinks=*/4,
      /*interNodeLinkBandwidth=*/kIb100,
      /*interNodeLatency=*/kNetLatency,
@@ -77,7 +120,13 @@ static const HardwarePreset kPresets[] = {
      /*hostLinkBandwidth=*/kPcie * 32e9,
      /*hostMemoryBandwidth=*/kHostAdam,
      /*nvmeReadBandwidth=*/kNvmeRead,
-     /*nvmeWriteBandwidth=*/kNvmeWrite},
+     /*nvmeWriteBandwidth=*/kNvmeWrite,
+     /*copiesOnComputeStream=*/false,
+     /*nvmeSharedByRanks=*/false,
+     /*peakFlops16=*/312e12,
+     /*multiprocessors=*/108,
+     /*misalignedGemmFraction=*/kMisaligned,
+     /*attention=*/&kFa2Ampere},
     {"a100-80gb",
      "NVIDIA A100 SXM 80GB, 8 GPUs on NVLink3/NVSwitch (data sheet: 312 "
      "TFLOP/s dense bf16, 19.5 TFLOP/s fp32, 2039 GB/s HBM2e, 600 GB/s "
@@ -87,7 +136,7 @@ static const HardwarePreset kPresets[] = {
      /*memoryBandwidth=*/kStream * 2039e9,
      /*linkBandwidth=*/kBusbw * 300e9,
      /*collectiveLatency=*/1.8e-6,
-     /*kernelOverhead=*/3e-6,
+     /*kernelOverhead=*/kLaunch,
      /*interNodeLinks=*/4,
      /*interNodeLinkBandwidth=*/kIb100,
      /*interNodeLatency=*/kNetLatency,
@@ -102,7 +151,13 @@ static const HardwarePreset kPresets[] = {
      /*hostLinkBandwidth=*/kPcie * 32e9,
      /*hostMemoryBandwidth=*/kHostAdam,
      /*nvmeReadBandwidth=*/kNvmeRead,
-     /*nvmeWriteBandwidth=*/kNvmeWrite},
+     /*nvmeWriteBandwidth=*/kNvmeWrite,
+     /*copiesOnComputeStream=*/false,
+     /*nvmeSharedByRanks=*/false,
+     /*peakFlops16=*/312e12,
+     /*multiprocessors=*/108,
+     /*misalignedGemmFraction=*/kMisaligned,
+     /*attention=*/&kFa2Ampere},
     {"l4",
      "NVIDIA L4 24GB, 8 GPUs on PCIe Gen4 x16 (data sheet: 121 TFLOP/s dense "
      "bf16, 30.3 TFLOP/s fp32, 300 GB/s GDDR6, 64 GB/s PCIe)",
@@ -111,7 +166,7 @@ static const HardwarePreset kPresets[] = {
      /*memoryBandwidth=*/kStream * 300e9,
      /*linkBandwidth=*/kBusbw * 32e9,
      /*collectiveLatency=*/1.8e-6,
-     /*kernelOverhead=*/3e-6,
+     /*kernelOverhead=*/kLaunch,
      /*interNodeLinks=*/1,
      /*interNodeLinkBandwidth=*/kIb100,
      /*interNodeLatency=*/kNetLatency,
@@ -126,7 +181,13 @@ static const HardwarePreset kPresets[] = {
      /*hostLinkBandwidth=*/kPcie * 32e9,
      /*hostMemoryBandwidth=*/kHostAdam,
      /*nvmeReadBandwidth=*/kNvmeRead,
-     /*nvmeWriteBandwidth=*/kNvmeWrite},
+     /*nvmeWriteBandwidth=*/kNvmeWrite,
+     /*copiesOnComputeStream=*/false,
+     /*nvmeSharedByRanks=*/false,
+     /*peakFlops16=*/121e12,
+     /*multiprocessors=*/58,
+     /*misalignedGemmFraction=*/kMisaligned,
+     /*attention=*/&kFa2Ampere},
     {"rtx-4090",
      "NVIDIA GeForce RTX 4090 24GB, 8 GPUs on PCIe Gen4 x16 (Ada whitepaper: "
      "165.2 TFLOP/s dense bf16 with fp32 accumulate, 82.6 TFLOP/s fp32, "
@@ -136,7 +197,7 @@ static const HardwarePreset kPresets[] = {
      /*memoryBandwidth=*/kStream * 1008e9,
      /*linkBandwidth=*/kBusbw * 32e9,
      /*collectiveLatency=*/1.8e-6,
-     /*kernelOverhead=*/3e-6,
+     /*kernelOverhead=*/kLaunch,
      /*interNodeLinks=*/1,
      /*interNodeLinkBandwidth=*/kIb100,
      /*interNodeLatency=*/kNetLatency,
@@ -151,7 +212,13 @@ static const HardwarePreset kPresets[] = {
      /*hostLinkBandwidth=*/kPcie * 32e9,
      /*hostMemoryBandwidth=*/kHostAdam,
      /*nvmeReadBandwidth=*/kNvmeRead,
-     /*nvmeWriteBandwidth=*/kNvmeWrite},
+     /*nvmeWriteBandwidth=*/kNvmeWrite,
+     /*copiesOnComputeStream=*/false,
+     /*nvmeSharedByRanks=*/false,
+     /*peakFlops16=*/165.2e12,
+     /*multiprocessors=*/128,
+     /*misalignedGemmFraction=*/kMisaligned,
+     /*attention=*/&kFa2Ampere},
     {"h100-sxm",
      "NVIDIA H100 SXM 80GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
      "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3 bandwidth, "
@@ -161,7 +228,7 @@ static const HardwarePreset kPresets[] = {
      /*memoryBandwidth=*/2.97e12,
      /*linkBandwidth=*/365e9,
      /*collectiveLatency=*/1.8e-6,
-     /*kernelOverhead=*/3e-6,
+     /*kernelOverhead=*/kLaunch,
      /*interNodeLinks=*/8,
      /*interNodeLinkBandwidth=*/kIbNdr,
      /*interNodeLatency=*/kNetLatency,
@@ -176,7 +243,13 @@ static const HardwarePreset kPresets[] = {
      /*hostLinkBandwidth=*/kPcie * 64e9,
      /*hostMemoryBandwidth=*/kHostAdam,
      /*nvmeReadBandwidth=*/kNvmeRead,
-     /*nvmeWriteBandwidth=*/kNvmeWrite},
+     /*nvmeWriteBandwidth=*/kNvmeWrite,
+     /*copiesOnComputeStream=*/false,
+     /*nvmeSharedByRanks=*/false,
+     /*peakFlops16=*/989e12,
+     /*multiprocessors=*/132,
+     /*misalignedGemmFraction=*/kMisaligned,
+     /*attention=*/&kFa2Hopper},
     {"h100-sxm-96gb",
      "NVIDIA H100 SXM 96GB HBM2e at 500 W, 8 GPUs on NVLink4/NVSwitch (the "
      "torchtitan benchmark hosts: 2.4 TB/s HBM2e; GEMM and links as "
@@ -186,7 +259,7 @@ static const HardwarePreset kPresets[] = {
      /*memoryBandwidth=*/kStream * 2400e9,
      /*linkBandwidth=*/365e9,
      /*collectiveLatency=*/1.8e-6,
-     /*kernelOverhead=*/3e-6,
+     /*kernelOverhead=*/kLaunch,
      /*interNodeLinks=*/8,
      /*interNodeLinkBandwidth=*/kIbNdr,
      /*interNodeLatency=*/kNetLatency,
@@ -201,7 +274,13 @@ static const HardwarePreset kPresets[] = {
      /*hostLinkBandwidth=*/kPcie * 64e9,
      /*hostMemoryBandwidth=*/kHostAdam,
      /*nvmeReadBandwidth=*/kNvmeRead,
-     /*nvmeWriteBandwidth=*/kNvmeWrite},
+     /*nvmeWriteBandwidth=*/kNvmeWrite,
+     /*copiesOnComputeStream=*/false,
+     /*nvmeSharedByRanks=*/false,
+     /*peakFlops16=*/989e12,
+     /*multiprocessors=*/132,
+     /*misalignedGemmFraction=*/kMisaligned,
+     /*attention=*/&kFa2Hopper},
     {"h100-pcie",
      "NVIDIA H100 PCIe 80GB, 8 GPUs on PCIe Gen5 x16 (data sheet: 756 "
      "TFLOP/s dense bf16, 51 TFLOP/s fp32, 2000 GB/s HBM2e, 128 GB/s PCIe; "
@@ -211,7 +290,7 @@ static const HardwarePreset kPresets[] = {
      /*memoryBandwidth=*/kStream * 2000e9,
      /*linkBandwidth=*/kBusbw * 64e9,
      /*collectiveLatency=*/1.8e-6,
-     /*kernelOverhead=*/3e-6,
+     /*kernelOverhead=*/kLaunch,
      /*interNodeLinks=*/4,
      /*interNodeLinkBandwidth=*/kIb100,
      /*interNodeLatency=*/kNetLatency,
@@ -226,7 +305,13 @@ static const HardwarePreset kPresets[] = {
      /*hostLinkBandwidth=*/kPcie * 64e9,
      /*hostMemoryBandwidth=*/kHostAdam,
      /*nvmeReadBandwidth=*/kNvmeRead,
-     /*nvmeWriteBandwidth=*/kNvmeWrite},
+     /*nvmeWriteBandwidth=*/kNvmeWrite,
+     /*copiesOnComputeStream=*/false,
+     /*nvmeSharedByRanks=*/false,
+     /*peakFlops16=*/756e12,
+     /*multiprocessors=*/114,
+     /*misalignedGemmFraction=*/kMisaligned,
+     /*attention=*/&kFa2Hopper},
     {"h200-sxm",
      "NVIDIA H200 SXM 141GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
      "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3e bandwidth, "
@@ -236,7 +321,7 @@ static const HardwarePreset kPresets[] = {
      /*memoryBandwidth=*/4.15e12,
      /*linkBandwidth=*/362e9,
      /*collectiveLatency=*/2.1e-6,
-     /*kernelOverhead=*/3e-6,
+     /*kernelOverhead=*/kLaunch,
      /*interNodeLinks=*/8,
      /*interNodeLinkBandwidth=*/kIbNdr,
      /*interNodeLatency=*/kNetLatency,
@@ -251,7 +336,13 @@ static const HardwarePreset kPresets[] = {
      /*hostLinkBandwidth=*/kPcie * 64e9,
      /*hostMemoryBandwidth=*/kHostAdam,
      /*nvmeReadBandwidth=*/kNvmeRead,
-     /*nvmeWriteBandwidth=*/kNvmeWrite},
+     /*nvmeWriteBandwidth=*/kNvmeWrite,
+     /*copiesOnComputeStream=*/false,
+     /*nvmeSharedByRanks=*/false,
+     /*peakFlops16=*/989e12,
+     /*multiprocessors=*/132,
+     /*misalignedGemmFraction=*/kMisaligned,
+     /*attention=*/&kFa2Hopper},
     {"mi300x",
      "AMD Instinct MI300X 192GB, 8 GPUs on Infinity Fabric (data sheet: "
      "1307.4 TFLOP/s dense bf16, 163.4 TFLOP/s fp32, 5.3 TB/s HBM3, 7 links "
@@ -261,7 +352,7 @@ static const HardwarePreset kPresets[] = {
      /*memoryBandwidth=*/kStream * 5.3e12,
      /*linkBandwidth=*/kBusbw * 448e9,
      /*collectiveLatency=*/1.8e-6,
-     /*kernelOverhead=*/3e-6,
+     /*kernelOverhead=*/kLaunch,
      /*interNodeLinks=*/8,
      /*interNodeLinkBandwidth=*/kIbNdr,
      /*interNodeLatency=*/kNetLatency,
@@ -276,7 +367,13 @@ static const HardwarePreset kPresets[] = {
      /*hostLinkBandwidth=*/kPcie * 64e9,
      /*hostMemoryBandwidth=*/kHostAdam,
      /*nvmeReadBandwidth=*/kNvmeRead,
-     /*nvmeWriteBandwidth=*/kNvmeWrite},
+     /*nvmeWriteBandwidth=*/kNvmeWrite,
+     /*copiesOnComputeStream=*/false,
+     /*nvmeSharedByRanks=*/false,
+     /*peakFlops16=*/1307.4e12,
+     /*multiprocessors=*/304,
+     /*misalignedGemmFraction=*/kMisaligned,
+     /*attention=*/nullptr},
     {"cpu",
      "One rank of this 2-core development machine beside a second rank "
      "(measured by zrt-bench-calibrate): small-model zrt_matmul and "
@@ -310,6 +407,35 @@ static const HardwarePreset kPresets[] = {
 /// Other names of presets.
 static const std::pair<StringRef, StringRef> kAliases[] = {
     {"h200", "h200-sxm"}};
+
+/// `values` at query length `seqLen`, interpolated in log2 of the length
+/// between the measured ones and clamped to the first and last.
+static double interpolate(ArrayRef<double> seqLens, ArrayRef<double> values,
+                          double seqLen) {
+  if (seqLen <= seqLens.front())
+    return values.front();
+  for (size_t i = 1; i < seqLens.size(); ++i)
+    if (seqLen <= seqLens[i]) {
+      double t = std::log2(seqLen / seqLens[i - 1]) /
+                 std::log2(seqLens[i] / seqLens[i - 1]);
+      return values[i - 1] + t * (values[i] - values[i - 1]);
+    }
+  return values.back();
+}
+
+double AttentionRates::getPeakFraction(int64_t headDim, int64_t seqLen,
+                                       bool causal, bool backward) const {
+  double t = std::clamp((double(headDim) - 64) / 64, 0.0, 1.0);
+  ArrayRef<double> at64 = backward ? backward64 : forward64;
+  ArrayRef<double> at128 = backward ? backward128 : forward128;
+  double tflops = (1 - t) * interpolate(seqLens, at64, seqLen) +
+                  t * interpolate(seqLens, at128, seqLen);
+  if (causal)
+    tflops *= interpolate(seqLens, forwardCausal128, seqLen) /
+              interpolate(seqLens, forward128, seqLen);
+  return tflops * 1e12 / referencePeak *
+         (backward ? backwardScale : forwardScale);
+}
 
 HardwarePreset HardwarePreset::forWorldSize(int64_t worldSize) const {
   HardwarePreset hw = *this;

@@ -1,26 +1,26 @@
 // The cost model of gradients streamed to the host (phase last_micro_step),
-// worked out by hand from the h100-sxm preset (HBM 2.97 TB/s, 3 us per
+// worked out by hand from the h100-sxm preset (HBM 2.97 TB/s, 3.3 us per
 // kernel, pinned copies at 51.2 GB/s, the CPU Adam at 40 GB/s) for one bf16
 // partition of two 1 MiB gradients, @a [0, 524288) and @b [524288, 1048576),
 // at stage 2 on one rank (its reductions take no time), with a 128 MiB fill
 // standing for the backward between the two buckets:
-//   %loss (4 B):                      3.0000 us          ->   3.0000
-//   %gb, 1 MiB:   3 + 1048576 / 2.97e12 = 3.3531 us        ->   6.3531
-//   copy of [524288, 1048576), 1 MiB: 3 + 1048576 / 51.2e9 = 23.48 us on the
-//     copy stream, from 6.3531 to 29.8331, under the backward:
-//   %big, 128 MiB: 3 + 134217728 / 2.97e12 = 48.1912 us   ->  54.5442
-//   %ga, 1 MiB:                       3.3531 us            ->  57.8973
-//   copy of [0, 524288): 23.48 us, from 57.8973 to 81.3773
-//   check_overflow, reads 2 MiB:      3.7061 us            ->  61.6034
-//   update_loss_scale:                3.0000 us            ->  64.6034
-//   wait for the first copy: done at 29.8331, nothing exposed;
-//   wait for the second: 81.3773 - 64.6034 = 16.7739 us exposed;
-//   host Adam, 28 B a parameter: 3 + 29360128 / 40e9 = 737.0032 us;
-//   the parameters return (2 MiB, 43.96 us), waited for at once.
-// Exposed transfer: 16.7739 + 43.96 = 60.7339 us. Copied whole at the
+//   %loss (4 B):                      3.3000 us          ->   3.3000
+//   %gb, 1 MiB:   3.3 + 1048576 / 2.97e12 = 3.6531 us      ->   6.9531
+//   copy of [524288, 1048576), 1 MiB: 3.3 + 1048576 / 51.2e9 = 23.78 us on
+//     the copy stream, from 6.9531 to 30.7331, under the backward:
+//   %big, 128 MiB: 3.3 + 134217728 / 2.97e12 = 48.4912 us ->  55.4442
+//   %ga, 1 MiB:                       3.6531 us            ->  59.0973
+//   copy of [0, 524288): 23.78 us, from 59.0973 to 82.8773
+//   check_overflow, reads 2 MiB:      4.0061 us            ->  63.1034
+//   update_loss_scale:                3.3000 us            ->  66.4034
+//   wait for the first copy: done at 30.7331, nothing exposed;
+//   wait for the second: 82.8773 - 66.4034 = 16.4739 us exposed;
+//   host Adam, 28 B a parameter: 3.3 + 29360128 / 40e9 = 737.3032 us;
+//   the parameters return (2 MiB, 44.26 us), waited for at once.
+// Exposed transfer: 16.4739 + 44.26 = 60.7339 us. Copied whole at the
 // boundary as before streaming (Inputs/offload-copied-whole.mlir), the 2 MiB
-// of gradients (43.96 us) start at 57.8973 and expose 43.96 - 6.7061 =
-// 37.2539 us: 81.2139 us. Both schedules pass zero-verify-schedule. The
+// of gradients (44.26 us) start at 59.0973 and expose 44.26 - 7.3061 =
+// 36.9539 us: 81.2139 us. Both schedules pass zero-verify-schedule. The
 // step below is scheduled as zero-optimizer leaves it with the optimizer on
 // the host (the streamed copies in phase last_micro_step).
 // RUN: zero-opt %s --zero-verify-schedule --zero-report="hardware=h100-sxm trace=%t.trace.json" -o /dev/null | FileCheck %s
@@ -35,7 +35,7 @@
 // CHECK: "exposed_transfer_ms": 0.06073{{[0-9]*}},
 // WHOLE: "exposed_transfer_ms": 0.08121{{[0-9]*}},
 // ACC: copies in micro steps [1, 1, 1] fills 8
-// TRACE: copies 3 first copy 6.3531 23.48 backward 6.3531 54.5442 overlaps True
+// TRACE: copies 3 first copy 6.9531 23.78 backward 6.9531 55.4442 overlaps True
 
 zero.param @a : tensor<1024x512xf32> init zeros compute bf16
 zero.param @b : tensor<1024x512xf32> init zeros compute bf16

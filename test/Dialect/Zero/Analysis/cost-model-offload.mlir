@@ -1,16 +1,16 @@
 // The cost model of an offloaded optimizer, worked out by hand from the
-// h100-sxm preset (HBM 2.97 TB/s, 3 us per kernel, pinned copies at 0.8 x
+// h100-sxm preset (HBM 2.97 TB/s, 3.3 us per kernel, pinned copies at 0.8 x
 // 64 GB/s = 51.2 GB/s over PCIe Gen5, the host's CPU Adam at 40 GB/s), for
 // one bf16 partition of 1048576 elements on one rank (stage 1: the rank owns
 // everything):
-//   each copy, 1048576 bf16 = 2 MiB:    3 + 2097152 / 51.2e9   = 43.96 us
-//   check_overflow, reads 2 MiB:        3 + 2097152 / 2.97e12  =  3.7061 us
-//   update_loss_scale (8 B of stats):                          ~  3.0000 us
-//   host Adam, 28 B a parameter:        3 + 29360128 / 40e9    = 737.0032 us
-// The gradients start for the host before the overflow check, so 6.7061 us
-// of their copy is hidden: 43.96 - 6.7061 = 37.2539 us exposed; the
-// parameters return after the Adam and are waited for at once: 43.96 us.
-// Exposed transfer: 81.2139 us; the copy stream is busy 87.92 us. The step
+//   each copy, 1048576 bf16 = 2 MiB:    3.3 + 2097152 / 51.2e9 = 44.26 us
+//   check_overflow, reads 2 MiB:        3.3 + 2097152 / 2.97e12 = 4.0061 us
+//   update_loss_scale (8 B of stats):                          ~  3.3000 us
+//   host Adam, 28 B a parameter:        3.3 + 29360128 / 40e9  = 737.3032 us
+// The gradients start for the host before the overflow check, so 7.3061 us
+// of their copy is hidden: 44.26 - 7.3061 = 36.9539 us exposed; the
+// parameters return after the Adam and are waited for at once: 44.26 us.
+// Exposed transfer: 81.2139 us; the copy stream is busy 88.52 us. The step
 // is scheduled as zero-optimizer leaves it with the optimizer on the host;
 // Inputs/cost-model-offload-device.mlir with the optimizer on the device.
 // RUN: zero-opt %s --zero-report -o /dev/null | FileCheck %s
@@ -38,7 +38,7 @@
 // TEXT-NEXT: parameter copy 2097152
 // TEXT-NEXT: host peak 16777216
 // TEXT-NEXT: NVMe files 0
-// TEXT: 0.081 ms exposed device-host transfers (of 0.088 ms copying)
+// TEXT: 0.081 ms exposed device-host transfers (of 0.089 ms copying)
 // NONE: "exposed_transfer_ms": 0,
 // NONE: "host_peak_bytes": 0,
 

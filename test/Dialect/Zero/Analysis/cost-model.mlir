@@ -1,24 +1,30 @@
 // The cost model on hand-written schedules, with the times worked out by hand
-// from the h100-sxm preset (GEMM 791.2 TFLOP/s, HBM 2.97 TB/s, 3 us per
-// kernel, ring busbw 365 GB/s, 1.8 us per ring step):
-//   matmul 256x1024x1024 bf16: 3 + max(0.679, 3145728 B / 2.97 TB/s = 1.059)
-//                              = 4.0592 us (each of the two)
-//   nn.fill of a scalar:       3.0000 us
-//   nn.gelu of 256x1024 bf16:  3 + 1048576 B / 2.97 TB/s = 3.3531 us
+// from the h100-sxm preset (GEMM 791.2 TFLOP/s, HBM 2.97 TB/s, 3.3 us per
+// kernel, ring busbw 365 GB/s, 1.8 us per ring step). A GEMM's rate is the
+// GEMM rate times the share of its output tiles' slots on the 132 SMs it
+// fills (the best of 256x128, 128x256 and 128x128 tiles):
+//   matmul 256x1024 out, K 1024: 16 tiles of 128x128 in one wave of 132:
+//                              3.3 + max(0.6786 / (16/132) = 5.5981,
+//                              3145728 B / 2.97 TB/s = 1.0592) = 8.8981 us
+//   matmul 1024x1024 out, K 256: 64 tiles of 128x128 in one wave:
+//                              3.3 + max(0.6786 / (64/132) = 1.3995,
+//                              1.0592) = 4.6995 us
+//   nn.fill of a scalar:       3.3000 us
+//   nn.gelu of 256x1024 bf16:  3.3 + 1048576 B / 2.97 TB/s = 3.6531 us
 //   reduce_scatter of 2 MiB over 4 ranks: 3 x 1.8 + 3/4 x 2097152 / 365e9
 //                              = 9.7092 us
 //   its completion at stage 2, the add of the rank's quarter into its
-//   gradient shard: 3 + 3 x 524288 B / 2.97 TB/s = 3.5296 us
+//   gradient shard: 3.3 + 3 x 524288 B / 2.97 TB/s = 3.8296 us
 // RUN: zero-opt %s -split-input-file --zero-report -o /dev/null | FileCheck %s
 
 zero.param @w : tensor<1024x1024xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 4 alignment 2 numel 1048576 padded 1048576 params [@w] offsets [0]
 
 // Synchronous: the compute stream waits for the whole reduce-scatter and
-// then adds, so the step is the sum 4.0592 + 3.0000 + 4.0592 + 9.7092 +
-// 3.5296 + 3.3531 = 27.7102 us.
+// then adds, so the step is the sum 8.8981 + 3.3000 + 4.6995 + 9.7092 +
+// 3.8296 + 3.6531 = 34.0894 us.
 // CHECK: "exposed_comm_ms": 0.009709{{[0-9]*}},
-// CHECK: "predicted_step_ms": 0.027710{{[0-9]*}},
+// CHECK: "predicted_step_ms": 0.034089{{[0-9]*}},
 zero.train_step @sync(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
@@ -40,11 +46,11 @@ zero.param @w : tensor<1024x1024xf32> init zeros compute bf16
 zero.partition @flat stage 2 world_size 4 alignment 2 numel 1048576 padded 1048576 params [@w] offsets [0]
 
 // Asynchronous: the gelu runs while the reduce-scatter is in flight; the wait
-// blocks for 9.7092 - 3.3531 = 6.3561 us until the collective ends at
-// 11.1183 + 9.7092 = 20.8276 us, and the step ends with the add after it,
-// 20.8276 + 3.5296 = 24.3572 us.
-// CHECK: "exposed_comm_ms": 0.006356{{[0-9]*}},
-// CHECK: "predicted_step_ms": 0.024357{{[0-9]*}},
+// blocks for 9.7092 - 3.6531 = 6.0562 us until the collective ends at
+// 16.8976 + 9.7092 = 26.6068 us, and the step ends with the add after it,
+// 26.6068 + 3.8296 = 30.4364 us.
+// CHECK: "exposed_comm_ms": 0.006056{{[0-9]*}},
+// CHECK: "predicted_step_ms": 0.030436{{[0-9]*}},
 zero.train_step @async(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
@@ -68,9 +74,9 @@ zero.partition @flat stage 2 world_size 1 alignment 2 numel 1048576 padded 10485
 
 // One rank: collectives (and their completions) cost nothing; the step is
 // the compute alone,
-// 4.0592 + 3.0000 + 4.0592 + 3.3531 = 14.4714 us.
+// 8.8981 + 3.3000 + 4.6995 + 3.6531 = 20.5506 us.
 // CHECK: "exposed_comm_ms": 0,
-// CHECK: "predicted_step_ms": 0.014471{{[0-9]*}},
+// CHECK: "predicted_step_ms": 0.020550{{[0-9]*}},
 zero.train_step @single(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
@@ -93,18 +99,18 @@ zero.param @w : tensor<1024x1024xf32> init zeros compute bf16
 zero.partition @flat stage 1 world_size 4 alignment 2 numel 1048576 padded 1048576 params [@w] offsets [0]
 
 // Gradient accumulation over 2 micro steps: the unmarked ops run twice, the
-// boundary-phase ones once. Micro step: 4.0592 + 3.0000 + 4.0592 + (zero.grad
-// accumulating 2 MiB: 3 + 3 x 2097152 B / 2.97 TB/s = 5.1183) = 16.2367 us.
-// Boundary: reduce_scatter 9.7092 (synchronous), check_overflow over the
-// 262144-element shard (3 + 524288 B / 2.97 TB/s = 3.1765), the 8-byte
+// boundary-phase ones once. Micro step: 8.8981 + 3.3000 + 4.6995 + (zero.grad
+// accumulating 2 MiB: 3.3 + 3 x 2097152 B / 2.97 TB/s = 5.4183) = 22.3159
+// us. Boundary: reduce_scatter 9.7092 (synchronous), check_overflow over the
+// 262144-element shard (3.3 + 524288 B / 2.97 TB/s = 3.4765), the 8-byte
 // overflow_norm all_reduce (6 x 1.8 us + 1.5 x 8 B / 365 GB/s = 10.8000),
-// update_loss_scale (3.0000), Adam at 28 B per owned parameter and the
+// update_loss_scale (3.3000), Adam at 28 B per owned parameter and the
 // zeroing of the stage-1 rank's full gradient buffer after it
-// (3 + (7340032 + 2097152) B / 2.97 TB/s = 6.1775; no add completes a
-// stage-1 reduce-scatter): 2 x 16.2367 + 32.8632 = 65.3366 us, of which
+// (3.3 + (7340032 + 2097152) B / 2.97 TB/s = 6.4775; no add completes a
+// stage-1 reduce-scatter): 2 x 22.3159 + 33.7633 = 78.3951 us, of which
 // 9.7092 + 10.8000 = 20.5092 us exposed.
 // CHECK: "exposed_comm_ms": 0.020509{{[0-9]*}},
-// CHECK: "predicted_step_ms": 0.065336{{[0-9]*}},
+// CHECK: "predicted_step_ms": 0.078395{{[0-9]*}},
 zero.train_step @accumulate(%x: tensor<256x1024xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>

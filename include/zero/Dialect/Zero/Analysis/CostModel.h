@@ -49,6 +49,32 @@ struct RankShare {
   double allGatherBandwidth = 0;
 };
 
+/// The rates a fused attention kernel reaches, as published for one GPU, by
+/// direction, head dimension, causality and query length
+/// (docs/HardwarePresets.md): TFLOP/s on a reference GPU of dense 16-bit
+/// peak `referencePeak`, counted as the cost model counts attention FLOPs.
+struct AttentionRates {
+  /// Query lengths of the measurements, ascending.
+  ArrayRef<double> seqLens;
+  /// Forward without a mask at head dimension 64 and 128, forward with a
+  /// causal mask at 128, and backward without a mask at 64 and 128.
+  ArrayRef<double> forward64, forward128, forwardCausal128, backward64,
+      backward128;
+  double referencePeak = 0;
+  /// What a preset of another architecture reaches of its own peak, over
+  /// what the reference reaches of its peak, at their best (1: the same
+  /// architecture as the reference).
+  double forwardScale = 1, backwardScale = 1;
+
+  /// The fraction of the dense 16-bit peak a kernel of this shape reaches:
+  /// interpolated in log2 of the query length (clamped to the measured
+  /// ones) and linearly in the head dimension between 64 and 128 (clamped);
+  /// a causal mask scales the unmasked rate by the forward's causal over
+  /// unmasked ratio at head dimension 128 and that length.
+  double getPeakFraction(int64_t headDim, int64_t seqLen, bool causal,
+                         bool backward) const;
+};
+
 /// Machine parameters of the cost model.
 struct HardwarePreset {
   StringRef name;
@@ -119,6 +145,18 @@ struct HardwarePreset {
   /// then the ranks, which reach their swap-file I/O at the same points of
   /// the step, share its rates.
   bool nvmeSharedByRanks = false;
+  /// The data sheet's dense 16-bit tensor peak, FLOP/s (0: none; the rates
+  /// by kernel shape below are fractions of it).
+  double peakFlops16 = 0;
+  /// Streaming multiprocessors (compute units) that the tiles of a GEMM are
+  /// spread over in waves (0: no tile model; the `cpu` preset).
+  int64_t multiprocessors = 0;
+  /// The rate of a 16-bit GEMM with a dimension that is not a multiple of
+  /// 16 bytes, as a fraction of gemmFlops16 (0: no such penalty).
+  double misalignedGemmFraction = 0;
+  /// Fused attention rates by shape (null: attentionFlops, or the GEMM
+  /// rate).
+  const AttentionRates *attention = nullptr;
 
   /// The bandwidth each way, bytes/s, that a cross-node ring gets from all
   /// of a node's links together: the fraction of the line rate NCCL's ring
