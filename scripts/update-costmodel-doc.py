@@ -145,8 +145,9 @@ def render(data, predictions):
       "prediction is that of a well-tuned eager peer running our schedule: "
       "it is not corrected by any runtime's measured efficiency, ours "
       "included. The published runs are PyTorch eager (torchtitan, "
-      "llm-foundry's Composer) or `torch.compile` (IBM's fms-fsdp, the "
-      "torchtitan rows so marked), as the table says.")
+      "llm-foundry's Composer, TinyLlama's Lightning Fabric, the PyTorch "
+      "blog's FSDP runs) or `torch.compile` (IBM's fms-fsdp, OLMo-core, "
+      "the torchtitan rows so marked), as the table says.")
     w("")
     w("Our own runtime's efficiency is a separate question, measured only "
       "on one H100 so far (docs/benchmarks.md, the last table below).")
