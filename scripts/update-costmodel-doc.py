@@ -116,8 +116,8 @@ def render(data, predictions):
     w("`zero-opt --zero-report=\"hardware=NAME\"` predicts the time of a "
       "step (docs/Report.md, docs/HardwarePresets.md). This page sets that "
       "prediction beside published data-parallel training runs (FSDP, "
-      "FSDP2, HSDP: ZeRO-3 and MiCS in our terms; no tensor or pipeline "
-      "parallelism), each rebuilt from its published setup: the same "
+      "FSDP2, HSDP, DeepSpeed ZeRO-3: ZeRO-3 and MiCS in our terms; no "
+      "tensor or pipeline parallelism), each rebuilt from its published setup: the same "
       "model shapes, GPUs, GPUs per node, batch, sequence, precision, "
       "recomputation and sharding. `scripts/update-costmodel-doc.py` "
       "writes the page from `bench/published-runs.json` (each run's setup "
@@ -146,7 +146,8 @@ def render(data, predictions):
       "it is not corrected by any runtime's measured efficiency, ours "
       "included. The published runs are PyTorch eager (torchtitan, "
       "llm-foundry's Composer, TinyLlama's Lightning Fabric, the PyTorch "
-      "blog's FSDP runs) or `torch.compile` (IBM's fms-fsdp, OLMo-core, "
+      "blog's FSDP runs, XTuner's DeepSpeed) or `torch.compile` (IBM's "
+      "fms-fsdp, OLMo-core, "
       "the torchtitan rows so marked), as the table says.")
     w("")
     w("Our own runtime's efficiency is a separate question, measured only "
