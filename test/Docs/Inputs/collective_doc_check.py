@@ -13,25 +13,13 @@ import os
 import re
 import sys
 
+import doc_pages
+
 
 def main(root, page):
     text = open(page, encoding="utf-8").read()
     problems = []
-    paths = 0
-    for chunk in re.split(r"\n\n|\n- |\| ", text):
-        base = None
-        for word in re.findall(r"`([^`\s]+)`", chunk):
-            if "/" in word and re.search(r"(\.[A-Za-z]+|/)$", word):
-                paths += 1
-                if not os.path.exists(os.path.join(root, word)):
-                    problems.append("names " + word + ", which does not exist")
-                base = word.rstrip("/") if word.endswith("/") else \
-                    os.path.dirname(word)
-            elif re.fullmatch(r"[\w-]+\.(td|cpp|h|def|mlir|test|md|c)", word):
-                if base is not None and not os.path.exists(
-                        os.path.join(root, base, word)):
-                    problems.append("names " + word + ", which is not in " +
-                                    base + "/")
+    paths = doc_pages.check_paths(root, text, problems)
     abi = open(os.path.join(root, "runtime/include/zero_rt/abi.def")).read()
     variants = open(
         os.path.join(root, "runtime/include/zero_rt/variants.h")).read()
@@ -50,14 +38,9 @@ def main(root, page):
         if mnemonic != "zero.store_secondary" and "`" + mnemonic + "`" not in text:
             problems.append("does not name " + mnemonic +
                             ", which the lowering models")
-    for p in problems:
-        print(os.path.relpath(page, root) + ": " + p)
-    if problems:
-        return 1
-    print("%s: %d paths, %d modelled collectives, all there" %
-          (os.path.relpath(page, root), paths, len(ops)))
-    return 0
-
+    return doc_pages.report(
+        root, page, problems,
+        "%d paths, %d modelled collectives, all there" % (paths, len(ops)))
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1], sys.argv[2]))

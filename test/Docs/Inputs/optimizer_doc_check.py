@@ -12,16 +12,13 @@ import os
 import re
 import sys
 
+import doc_pages
+
 
 def main(root, page):
     text = open(page, encoding="utf-8").read()
     problems = []
-    paths = 0
-    for word in sorted(set(re.findall(r"`([^`\s]+)`", text))):
-        if "/" in word and re.search(r"(\.[A-Za-z]+|/)$", word):
-            paths += 1
-            if not os.path.exists(os.path.join(root, word)):
-                problems.append("names " + word + ", which does not exist")
+    paths = doc_pages.check_paths(root, text, problems)
     inc = os.path.join(root, "runtime/include/zero_rt")
     abi = open(os.path.join(inc, "abi.def")).read()
     table = open(os.path.join(inc, "optimizers.def")).read()
@@ -47,14 +44,9 @@ def main(root, page):
         if "`" + entry + "`" not in text:
             problems.append("does not name " + entry +
                             ", an update entry of optimizers.def")
-    for p in problems:
-        print(os.path.relpath(page, root) + ": " + p)
-    if problems:
-        return 1
-    print("%s: %d paths, %d update entries, all there" %
-          (os.path.relpath(page, root), paths, len(entries)))
-    return 0
-
+    return doc_pages.report(
+        root, page, problems,
+        "%d paths, %d update entries, all there" % (paths, len(entries)))
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1], sys.argv[2]))
