@@ -2,8 +2,8 @@
 writes with those of the old hand-written text writer. Three spellings differ
 between that writer and MLIR's printer, and only they are made canonical:
   - a float literal becomes the double it parses to (the old writer wrote %e
-    with 7 digits; MLIR writes the shortest form that round-trips, or 17
-    digits);
+    with 7 digits; MLIR writes 6 digits when they round-trip exactly and
+    17 otherwise);
   - #zero.optimizer and #zero.lr_schedule parameters get their defaults filled
     in and are sorted by name (the printer elides defaults and orders by
     declaration; the old writer wrote the schedule's keys in the order the
