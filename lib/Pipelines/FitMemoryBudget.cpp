@@ -117,7 +117,7 @@ struct FitMemoryBudgetPass
       else
         os << "blocks " << begin << "-" << end - 1;
     };
-    if (r.layerBlocks == 0 && r.selectiveBlocks == 0)
+    if (r.layerBlocks == 0 && r.selectiveBlocks == 0 && r.opBlocks == 0)
       os << "remat none";
     if (r.layerBlocks > 0) {
       os << "remat layer on ";
@@ -126,6 +126,11 @@ struct FitMemoryBudgetPass
     if (r.selectiveBlocks > 0) {
       os << (r.layerBlocks > 0 ? ", selective on " : "remat selective on ");
       range(r.layerBlocks, r.layerBlocks + r.selectiveBlocks);
+    }
+    if (r.opBlocks > 0) {
+      int64_t begin = r.layerBlocks + r.selectiveBlocks;
+      os << "remat op on ";
+      range(begin, begin + r.opBlocks);
     }
     if (c.divisor > 1)
       os << ", buckets, prefetch, live parameters and reuse distance / "
@@ -143,8 +148,9 @@ struct FitMemoryBudgetPass
     StringRef policy = options->remat, budgetText = options->memoryBudget,
               hardware = options->hardware;
     if (policy != "auto" && policy != "none" && policy != "layer" &&
-        policy != "selective") {
-      fail() << "remat must be none, layer, selective or auto, got '" << policy
+        policy != "selective" && policy != "op") {
+      fail() << "remat must be none, layer, selective, op or auto, got '"
+             << policy
              << "'";
       return signalPassFailure();
     }
@@ -195,6 +201,10 @@ struct FitMemoryBudgetPass
     for (int64_t k = 1; k <= numBlocks; ++k)
       if (search || (k == given && policy == "layer"))
         chain.push_back({{k, search ? numBlocks - k : 0}});
+    // The op policy is only tried when given: the search keeps Megatron's
+    // two granularities.
+    if (!search && policy == "op" && given > 0)
+      chain.push_back({{0, 0, given}});
 
     std::optional<Outcome> chosen, smallest;
     for (const Candidate &c : chain) {

@@ -47,6 +47,13 @@ static void addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
                           remat.layerBlocks + remat.selectiveBlocks);
     pm.addPass(createZeroRematPass(r));
   }
+  if (remat.opBlocks > 0) {
+    ZeroRematPassOptions r;
+    r.policy = "op";
+    int64_t begin = remat.layerBlocks + remat.selectiveBlocks;
+    r.blocks = blockRange(begin, begin + remat.opBlocks);
+    pm.addPass(createZeroRematPass(r));
+  }
   pm.addPass(createZeroPartitionPass(o.getZeroPartitionPassOptions()));
   pm.addPass(createZeroGradSyncPass(o.getZeroGradSyncPassOptions()));
   pm.addPass(createZeroTokenMeanPass());

@@ -34,10 +34,10 @@ copyOptions(const ZeroPipelineOptions &options) {
 }
 
 /// What zero-remat recomputes: `layer` on blocks [0, layerBlocks), then
-/// `selective` on the next `selectiveBlocks` (early blocks first: their
-/// activations live longest).
+/// `selective` on the next `selectiveBlocks`, then `op` on the next
+/// `opBlocks` (early blocks first: their activations live longest).
 struct RematChoice {
-  int64_t layerBlocks = 0, selectiveBlocks = 0;
+  int64_t layerBlocks = 0, selectiveBlocks = 0, opBlocks = 0;
 };
 
 /// Adds zero-remat as `remat` says, then partition to optimizer.

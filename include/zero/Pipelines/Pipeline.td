@@ -71,7 +71,8 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
            "memory, and a different memory plan">,
     Option<"remat", "remat", "std::string", /*default=*/"\"none\"",
            "Activation recomputation (zero-remat): none, layer, selective, "
-           "or auto (the cheapest that fits memory-budget)">,
+           "op (torchtitan's op-level policy), or auto (the cheapest of "
+           "none, selective and layer that fits memory-budget)">,
     Option<"memoryBudget", "memory-budget", "std::string", /*default=*/"",
            "Bytes per rank the plan's peak must fit (40GiB, 80GB): remat "
            "(auto unless remat is given), then smaller buckets and prefetch "

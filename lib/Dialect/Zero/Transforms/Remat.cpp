@@ -55,7 +55,7 @@ SmallVector<Segment> getSegments(Block &body, Operation *backwardStart) {
   return segments;
 }
 
-enum class Policy { none, layer, selective };
+enum class Policy { none, layer, selective, op };
 
 struct ZeroRematPass
     : public mlir::zero::impl::ZeroRematPassBase<ZeroRematPass> {
@@ -67,10 +67,11 @@ struct ZeroRematPass
                                   .Case("none", Policy::none)
                                   .Case("layer", Policy::layer)
                                   .Case("selective", Policy::selective)
+                                  .Case("op", Policy::op)
                                   .Default(std::nullopt);
     if (!p) {
       mlir::emitError(module.getLoc())
-          << "zero-remat: policy must be none, layer or selective, got '"
+          << "zero-remat: policy must be none, layer, selective or op, got '"
           << policy << "'"
           << (policy == "auto" ? " (auto is zero-pipeline's remat=auto, which "
                                  "needs a memory-budget)"
@@ -150,6 +151,18 @@ LogicalResult ZeroRematPass::runOnStep(TrainStepOp step, Policy p) {
 
   for (Segment *seg : chosen) {
     llvm::DenseSet<Operation *> inSegment(seg->ops.begin(), seg->ops.end());
+    // torchtitan's op-level policy counts the block's matrix products in
+    // forward order and saves the first, third, ... and attention's output:
+    // every second product is recomputed to drop its output.
+    llvm::DenseSet<Operation *> opKept;
+    if (p == Policy::op) {
+      int64_t matmuls = 0;
+      for (Operation *op : seg->ops) {
+        if (isa<nn::AttentionOp>(op) ||
+            (isa<nn::MatmulOp>(op) && matmuls++ % 2 == 0))
+          opKept.insert(op);
+      }
+    }
     // Values kept from the forward to the backward: parameters, the block's
     // outputs, what the policy keeps, and what cannot be cloned.
     auto isKept = [&](Operation *op) {
@@ -157,6 +170,8 @@ LogicalResult ZeroRematPass::runOnStep(TrainStepOp step, Policy p) {
           !isMemoryEffectFree(op))
         return true;
       if (p == Policy::selective && isa<nn::MatmulOp>(op))
+        return true;
+      if (opKept.contains(op))
         return true;
       for (Operation *user : op->getUsers())
         if (forward.contains(user) && !inSegment.contains(user))

@@ -6,8 +6,8 @@
 // RUN: not zero-opt %s -split-input-file --zero-remat="policy=layer blocks=0 first-blocks=1" 2>&1 | FileCheck %s --check-prefix=BOTH
 // RUN: not zero-opt %s -split-input-file --zero-remat="policy=layer first-blocks=-2" 2>&1 | FileCheck %s --check-prefix=FIRST
 
-// POLICY: error: zero-remat: policy must be none, layer or selective, got 'full'
-// AUTO: error: zero-remat: policy must be none, layer or selective, got 'auto' (auto is zero-pipeline's remat=auto, which needs a memory-budget)
+// POLICY: error: zero-remat: policy must be none, layer, selective or op, got 'full'
+// AUTO: error: zero-remat: policy must be none, layer, selective or op, got 'auto' (auto is zero-pipeline's remat=auto, which needs a memory-budget)
 
 // A step without a backward has nothing to recompute for.
 // CHECK: remat-invalid.mlir:[[# @LINE + 3]]:1: error: train step @forward: zero-remat needs a differentiated train step (run zero-autodiff first)

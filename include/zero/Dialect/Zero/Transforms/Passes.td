@@ -205,6 +205,13 @@ def ZeroRematPass : Pass<"zero-remat", "::mlir::ModuleOp"> {
     - `policy=selective`: also keep matmul outputs; recompute the cheap
       elementwise, normalization and attention work (Megatron's selective
       recompute).
+    - `policy=op`: torchtitan's op-level selective checkpointing (the
+      `_custom_policy` of its Llama `parallelize_llama.py`): keep each
+      attention output and every second matmul output, counting the block's
+      matmuls in forward order from the first (kept); recompute the other
+      matmuls and all elementwise and normalization work (in a Llama block
+      `k_proj`, `o_proj` and `up_proj` are recomputed). It keeps less than
+      `selective` and recomputes more.
 
     `blocks` restricts the policy to those blocks (0-based, in forward order;
     empty: all), `first-blocks=N` to the first N. Recomputing an early block saves more than a late one: the
@@ -215,7 +222,7 @@ def ZeroRematPass : Pass<"zero-remat", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"none\"",
-           "What to recompute: none, layer or selective">,
+           "What to recompute: none, layer, selective or op">,
     ListOption<"blocks", "blocks", "int64_t",
                "Blocks (0-based, forward order) the policy applies to; "
                "empty: every block">,
