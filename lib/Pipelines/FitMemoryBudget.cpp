@@ -150,8 +150,7 @@ struct FitMemoryBudgetPass
     if (policy != "auto" && policy != "none" && policy != "layer" &&
         policy != "selective" && policy != "op") {
       fail() << "remat must be none, layer, selective, op or auto, got '"
-             << policy
-             << "'";
+             << policy << "'";
       return signalPassFailure();
     }
     if (budgetText.empty()) {

@@ -715,6 +715,28 @@ LogicalResult Tuner::run() {
       result.closest = closest->candidate;
     return success();
   }
+  // The validation band of the preset's GPU: candidates whose expected
+  // steps overlap the fastest's cannot be told apart by the cost model, so
+  // the one with the smallest peak among them goes first.
+  if (options.preferSmallerPeakWithinBand)
+    result.band = lookupValidationBand(options.hardware->name);
+  if (result.band) {
+    double fastestMs = fitting.front()->candidate.predictedStepMs;
+    auto inBand = [&](const Evaluation *e) {
+      return e->candidate.predictedStepMs * result.band->minRatio <=
+             fastestMs * result.band->maxRatio;
+    };
+    auto smallest = fitting.begin();
+    for (auto it = fitting.begin(); it != fitting.end(); ++it) {
+      if (!inBand(*it))
+        continue;
+      ++result.withinBand;
+      if ((*it)->candidate.peakBytes < (*smallest)->candidate.peakBytes)
+        smallest = it;
+    }
+    result.fastestStepMs = fastestMs;
+    std::rotate(fitting.begin(), smallest, smallest + 1);
+  }
   // The winner is checked by the schedule verifier, as zero-compile will.
   const Evaluation &verified = evaluate(fitting.front()->candidate.config,
                                         /*verify=*/true);

@@ -96,6 +96,14 @@ static cl::opt<int64_t, true>
         cl::desc("How many (stage, accumulation, offload) groups to rank, "
                  "each by its best configuration (default 10)"),
         cl::location(tuneOptions.top), cl::init(10), cl::cat(tuneCat));
+static cl::opt<bool, true> withinBand(
+    "within-band",
+    cl::desc("Where the preset's GPU has a validation band "
+             "(docs/CostModel.md), pick the smallest peak among the ranked "
+             "candidates whose expected steps overlap the fastest's "
+             "(default true; false: the fastest)"),
+    cl::location(tuneOptions.preferSmallerPeakWithinBand), cl::init(true),
+    cl::cat(tuneCat));
 static cl::opt<std::string>
     outputFile("o",
                cl::desc("Write the best configuration as a DeepSpeed "
@@ -221,6 +229,28 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
     o["inter_node_bytes_per_rank"] = c.interNodeBytes;
   }
   return o;
+}
+
+/// What the validation band of the preset's GPU says of the ranking: how
+/// many of the top candidates it cannot tell apart from the fastest, and
+/// that the one with the smallest peak of them was picked.
+static std::string bandNote(const TuneResult &r) {
+  if (!r.band || r.withinBand < 2)
+    return "";
+  const TuneCandidate &best = r.ranked.front();
+  std::string s;
+  raw_string_ostream os(s);
+  os << formatv("within the validation band: {0} of the {1} ranked "
+                "candidates expect steps that overlap the fastest's (published "
+                "runs on {2} took {3:f2} to {4:f2} times their predicted step, "
+                "docs/CostModel.md); picked the one with the smallest peak",
+                r.withinBand, r.ranked.size(), r.band->gpu, r.band->minRatio,
+                r.band->maxRatio);
+  if (best.predictedStepMs > r.fastestStepMs)
+    os << formatv(" (the fastest predicts {0:f3} ms)", r.fastestStepMs);
+  else
+    os << ", the fastest";
+  return s;
 }
 
 /// One row per ranked group; with offload searched, the offload choice,
@@ -494,6 +524,8 @@ static void printText(const TuneResult &result, StringRef summary,
   if (!outputFile.empty())
     os << "; written to " << outputFile;
   os << "\n";
+  if (std::string note = bandNote(result); !note.empty())
+    os << note << "\n";
 }
 
 int main(int argc, char **argv) {
@@ -546,6 +578,9 @@ int main(int argc, char **argv) {
   // Beside a JSON array or an error, the summary goes to stderr.
   if (shared.isJson() || result->ranked.empty())
     errs() << "zero-tune: " << summary << "\n";
+  if (shared.isJson() && !result->ranked.empty())
+    if (std::string note = bandNote(*result); !note.empty())
+      errs() << "zero-tune: " << note << "\n";
   if (result->ranked.empty())
     return failNoFit(*result);
 

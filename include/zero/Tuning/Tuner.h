@@ -166,6 +166,9 @@ struct TuneOptions {
   /// Also search ZeRO++ and MiCS at stage 3 (getZeroPPChoices): each choice
   /// is a group of its own.
   bool zeropp = false;
+  /// With the preset's validation band, put first the candidate with the
+  /// smallest peak among those within the band of the fastest.
+  bool preferSmallerPeakWithinBand = true;
 };
 
 /// The model states one configuration keeps on the device and in pinned
@@ -182,8 +185,17 @@ struct TuneModelStates {
 struct TuneResult {
   /// The best fitting configuration of each (stage, accumulation, offload,
   /// ZeRO++ choice) group, whichever its remat policy, fastest first (ties:
-  /// smaller peak), at most `top` of them.
+  /// smaller peak), at most `top` of them; with a validation band, the one
+  /// with the smallest peak of those within the band of the fastest comes
+  /// first.
   std::vector<TuneCandidate> ranked;
+  /// The validation band of the hardware preset's GPU (docs/CostModel.md),
+  /// if it has one; then how many ranked candidates' expected steps
+  /// (predicted step times the band's ratios) overlap the fastest's, and
+  /// the fastest's predicted step.
+  std::optional<ValidationBand> band;
+  int64_t withinBand = 0;
+  double fastestStepMs = 0;
   /// When nothing fits: the configuration with the smallest peak found.
   std::optional<TuneCandidate> closest;
   int64_t globalBatch = 0;

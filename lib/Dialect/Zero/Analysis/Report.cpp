@@ -313,6 +313,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.exposedTransferMs = timeline->exposedTransferMs;
   r.recomputeMs = timeline->recomputeMs;
   r.timeline = std::move(*timeline);
+  r.band = lookupValidationBand(hw.name);
   return r;
 }
 
@@ -421,6 +422,15 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"exposed_comm_ms", r.exposedCommMs},
       {"exposed_transfer_ms", r.exposedTransferMs},
       {"recompute_ms", r.recomputeMs},
+      {"predicted_step_band",
+       r.band ? llvm::json::Value(llvm::json::Object{
+                    {"gpu", r.band->gpu},
+                    {"runs", r.band->runs},
+                    {"min_ratio", r.band->minRatio},
+                    {"max_ratio", r.band->maxRatio},
+                    {"low_ms", r.predictedStepMs * r.band->minRatio},
+                    {"high_ms", r.predictedStepMs * r.band->maxRatio}})
+              : llvm::json::Value(nullptr)},
       // Every key in every report, whatever the topology and options: the
       // values DeepSpeed's defaults mean where a feature is off (hpZ over 1
       // rank, no MiCS shard group, no vocabulary padding).
@@ -744,6 +754,14 @@ static void printPredictedStep(const StepReport &r, llvm::raw_ostream &os) {
       os << " (one disk shared by " << r.ranksPerDisk << " ranks)";
   }
   os << "\n";
+  if (r.band)
+    os << llvm::format("Validation band: published runs on %s took %.2f to "
+                       "%.2f times their predicted step (%lld runs, "
+                       "docs/CostModel.md): %.3f to %.3f ms\n",
+                       r.band->gpu.str().c_str(), r.band->minRatio,
+                       r.band->maxRatio, (long long)r.band->runs,
+                       r.predictedStepMs * r.band->minRatio,
+                       r.predictedStepMs * r.band->maxRatio);
 }
 
 void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {

@@ -177,6 +177,21 @@ const HardwarePreset *lookupHardwarePreset(StringRef name);
 /// The preset names, comma-separated, for diagnostics and help.
 std::string getHardwarePresetNames();
 
+/// How far the cost model's predictions on one GPU were from published
+/// training runs (docs/CostModel.md): each run's ratio of predicted to
+/// published throughput, which is also the published step over the
+/// predicted one. A measured step is expected between `minRatio` and
+/// `maxRatio` times the predicted step.
+struct ValidationBand {
+  /// The GPU the runs ran on (A100, H100) and how many there were.
+  StringRef gpu;
+  int64_t runs = 0;
+  double minRatio = 0, maxRatio = 0;
+};
+/// The band of the GPU of preset `name` (or an alias), or none where no
+/// published run was compared on one of its presets.
+std::optional<ValidationBand> lookupValidationBand(StringRef name);
+
 /// Applies `--inter-node-bandwidth` (`text`: Gb/s per link each way, a
 /// positive decimal number, optionally followed by `Gb/s` or `Gbps`) to
 /// `hw`, replacing its links' line rate; an empty `text` changes nothing.

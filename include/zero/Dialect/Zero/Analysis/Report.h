@@ -124,6 +124,9 @@ struct StepReport {
   StepTimeline timeline;
   /// Whether the peak fits the device memory (none: no device memory known).
   std::optional<FitVerdict> fit;
+  /// How far published runs on the preset's GPU were from their predictions
+  /// (none: no run was compared on it).
+  std::optional<ValidationBand> band;
 };
 
 FailureOr<StepReport> computeReport(const StepSchedule &schedule,
