@@ -47,6 +47,10 @@
 //     (getZeroPPChoices); each is a group of its own, skipped, bounded and
 //     descended like the others. hpZ's secondary partition only adds to
 //     the model states zero-partition gives, so those skip it soundly.
+//  7. Where the preset's GPU has a validation band (lookupValidationBand,
+//     docs/CostModel.md), the ranked candidates whose expected steps
+//     overlap the fastest's cannot be told apart, and the one of them with
+//     the smallest peak goes first.
 //
 //===----------------------------------------------------------------------===//
 

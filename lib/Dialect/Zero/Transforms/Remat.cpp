@@ -157,11 +157,10 @@ LogicalResult ZeroRematPass::runOnStep(TrainStepOp step, Policy p) {
     llvm::DenseSet<Operation *> opKept;
     if (p == Policy::op) {
       int64_t matmuls = 0;
-      for (Operation *op : seg->ops) {
+      for (Operation *op : seg->ops)
         if (isa<nn::AttentionOp>(op) ||
             (isa<nn::MatmulOp>(op) && matmuls++ % 2 == 0))
           opKept.insert(op);
-      }
     }
     // Values kept from the forward to the backward: parameters, the block's
     // outputs, what the policy keeps, and what cannot be cloned.
