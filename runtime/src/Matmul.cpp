@@ -274,11 +274,11 @@ extern "C" void zrt_tiled_mlp(int32_t dtype, const void *x, const void *wg,
 // activation's gradient written over it and turned, as zrt_swiglu_grad, into
 // the gate's and up's gradients over them; weight gradients summed over the
 // tiles in order.
-extern "C" void zrt_tiled_mlp_grad(int32_t dtype, const void *x,
-                                   const void *wg, const void *wu,
-                                   const void *wd, const void *dy, void *dx,
-                                   void *dwg, void *dwu, void *dwd,
-                                   int64_t rows, int64_t hidden, int64_t inter,
+extern "C" void zrt_tiled_mlp_grad(int32_t dtype, const void *x, const void *wg,
+                                   const void *wu, const void *wd,
+                                   const void *dy, void *dx, void *dwg,
+                                   void *dwu, void *dwd, int64_t rows,
+                                   int64_t hidden, int64_t inter,
                                    int64_t tiles) {
   const char *kernel = "zrt_tiled_mlp_grad";
   KernelSpan span(kernel);

@@ -1162,13 +1162,13 @@ TEST(TiledMlp, MatchesUntiledKernels) {
   // Untiled: the Hugging Face import's ops and their derivatives.
   Buffer g(ZRT_F32, rows * inter), u(ZRT_F32, rows * inter),
       a(ZRT_F32, rows * inter), y(ZRT_F32, rows * hidden);
-  zrt_matmul(ZRT_F32, x.data(), wg.data(), g.data(), 1, rows, inter, hidden,
-             0, 1, 0, hidden);
-  zrt_matmul(ZRT_F32, x.data(), wu.data(), u.data(), 1, rows, inter, hidden,
-             0, 1, 0, hidden);
+  zrt_matmul(ZRT_F32, x.data(), wg.data(), g.data(), 1, rows, inter, hidden, 0,
+             1, 0, hidden);
+  zrt_matmul(ZRT_F32, x.data(), wu.data(), u.data(), 1, rows, inter, hidden, 0,
+             1, 0, hidden);
   zrt_swiglu(ZRT_F32, g.data(), u.data(), a.data(), rows * inter);
-  zrt_matmul(ZRT_F32, a.data(), wd.data(), y.data(), 1, rows, hidden, inter,
-             0, 1, 0, inter);
+  zrt_matmul(ZRT_F32, a.data(), wd.data(), y.data(), 1, rows, hidden, inter, 0,
+             1, 0, inter);
   Buffer da(ZRT_F32, rows * inter), dg(ZRT_F32, rows * inter),
       du(ZRT_F32, rows * inter), wantDwd(ZRT_F32, hidden * inter),
       wantDwg(ZRT_F32, inter * hidden), wantDwu(ZRT_F32, inter * hidden),
@@ -1177,21 +1177,20 @@ TEST(TiledMlp, MatchesUntiledKernels) {
              0, 0, 0, hidden);
   zrt_matmul(ZRT_F32, dy.data(), a.data(), wantDwd.data(), 1, hidden, inter,
              rows, 1, 0, 0, rows);
-  zrt_swiglu_grad(ZRT_F32, g.data(), u.data(), da.data(), dg.data(),
-                  du.data(), rows * inter);
+  zrt_swiglu_grad(ZRT_F32, g.data(), u.data(), da.data(), dg.data(), du.data(),
+                  rows * inter);
   zrt_matmul(ZRT_F32, dg.data(), x.data(), wantDwg.data(), 1, inter, hidden,
              rows, 1, 0, 0, rows);
   zrt_matmul(ZRT_F32, du.data(), x.data(), wantDwu.data(), 1, inter, hidden,
              rows, 1, 0, 0, rows);
-  zrt_matmul(ZRT_F32, dg.data(), wg.data(), dx1.data(), 1, rows, hidden,
-             inter, 0, 0, 0, inter);
-  zrt_matmul(ZRT_F32, du.data(), wu.data(), dx2.data(), 1, rows, hidden,
-             inter, 0, 0, 0, inter);
+  zrt_matmul(ZRT_F32, dg.data(), wg.data(), dx1.data(), 1, rows, hidden, inter,
+             0, 0, 0, inter);
+  zrt_matmul(ZRT_F32, du.data(), wu.data(), dx2.data(), 1, rows, hidden, inter,
+             0, 0, 0, inter);
   std::vector<double> wantDx = dx1.values();
   for (size_t i = 0; i < wantDx.size(); ++i)
     wantDx[i] += dx2.values()[i];
-  for (int64_t tiles : {int64_t(1), int64_t(2), int64_t(5), rows,
-                        rows + 4}) {
+  for (int64_t tiles : {int64_t(1), int64_t(2), int64_t(5), rows, rows + 4}) {
     std::string what = "tiles " + std::to_string(tiles);
     Buffer got(ZRT_F32, rows * hidden);
     zrt_tiled_mlp(ZRT_F32, x.data(), wg.data(), wu.data(), wd.data(),
@@ -1204,8 +1203,8 @@ TEST(TiledMlp, MatchesUntiledKernels) {
       for (int64_t i = 0; i < inter * hidden; ++i)
         b->set(i, 123.0); // must be overwritten, not added to
     zrt_tiled_mlp_grad(ZRT_F32, x.data(), wg.data(), wu.data(), wd.data(),
-                       dy.data(), dx.data(), dwg.data(), dwu.data(),
-                       dwd.data(), rows, hidden, inter, tiles);
+                       dy.data(), dx.data(), dwg.data(), dwu.data(), dwd.data(),
+                       rows, hidden, inter, tiles);
     expectClose(dx, wantDx, 1e-5, 1e-6 * maxAbs(wantDx), "dx " + what);
     expectClose(dwg, wantDwg.values(), 1e-5, 1e-6 * maxAbs(wantDwg.values()),
                 "dwg " + what);

@@ -483,8 +483,7 @@ template <typename OpT>
 KernelCost tiledMlpCost(OpT op, int64_t products, int64_t passes) {
   TiledMlpShape s = getTiledMlpShape(op);
   double flops = 2.0 * products * s.rows * s.hidden * s.inter;
-  double bytes =
-      getOperandAndResultBytes(op) + passes * s.rows * s.inter * 4.0;
+  double bytes = getOperandAndResultBytes(op) + passes * s.rows * s.inter * 4.0;
   return KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
                              elemType(op.getInput()));
 }
@@ -609,8 +608,8 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
            nn::SoftmaxCrossEntropyGradOp, nn::LinearCrossEntropyOp,
            nn::LinearCrossEntropyGradOp, nn::TiledMlpOp, nn::TiledMlpGradOp,
-           nn::ShiftLabelsOp, nn::ReduceSumOp,
-           nn::TransposeOp, nn::SplitOp, nn::ConcatOp>(context);
+           nn::ShiftLabelsOp, nn::ReduceSumOp, nn::TransposeOp, nn::SplitOp,
+           nn::ConcatOp>(context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,
                     nn::SiluGradOp, nn::SwigluOp, nn::TanhOp, nn::TanhGradOp>(

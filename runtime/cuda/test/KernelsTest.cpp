@@ -760,9 +760,8 @@ TEST(CudaTiledMlpTest, MatchesCpu) {
     zrt_tiled_mlp(ZRT_F32, x.data(), wg.data(), wu.data(), wd.data(),
                   wantY.data(), rows, hidden, inter, tiles);
     zrt_tiled_mlp_grad(ZRT_F32, x.data(), wg.data(), wu.data(), wd.data(),
-                       dy.data(), wantDx.data(), wantDwg.data(),
-                       wantDwu.data(), wantDwd.data(), rows, hidden, inter,
-                       tiles);
+                       dy.data(), wantDx.data(), wantDwg.data(), wantDwu.data(),
+                       wantDwd.data(), rows, hidden, inter, tiles);
     DeviceArray gx(x, 0), gwg(wg, 0), gwu(wu, 0), gwd(wd, 0), gdy(dy, 0),
         y(ZRT_F32, rows * hidden, 0), dx(ZRT_F32, rows * hidden, 0),
         dwg(ZRT_F32, inter * hidden, 0), dwu(ZRT_F32, inter * hidden, 0),
@@ -770,8 +769,8 @@ TEST(CudaTiledMlpTest, MatchesCpu) {
     tiledMlp(ZRT_F32, gx.get(), gwg.get(), gwu.get(), gwd.get(), y.get(), rows,
              hidden, inter, tiles);
     tiledMlpGrad(ZRT_F32, gx.get(), gwg.get(), gwu.get(), gwd.get(), gdy.get(),
-                 dx.get(), dwg.get(), dwu.get(), dwd.get(), rows, hidden,
-                 inter, tiles);
+                 dx.get(), dwg.get(), dwu.get(), dwd.get(), rows, hidden, inter,
+                 tiles);
     expectNear(y.download(), wantY, 2e-4, 2e-5 * maxAbs(wantY), what + " y");
     expectNear(dx.download(), wantDx, 2e-4, 2e-5 * maxAbs(wantDx),
                what + " dx");

@@ -685,8 +685,8 @@ static LogicalResult verifyTiledMlp(Operation *op, Value input, Value gate,
   if (d.getRank() != 2 || d.getDimSize(0) != hidden ||
       d.getDimSize(1) != g.getDimSize(0))
     return op->emitOpError("down weight must be [")
-           << hidden << ", " << g.getDimSize(0) << "] (hidden, intermediate), got "
-           << shapeStr(d.getShape());
+           << hidden << ", " << g.getDimSize(0)
+           << "] (hidden, intermediate), got " << shapeStr(d.getShape());
   if (!x.getElementType().isF32() || !g.getElementType().isF32() ||
       !d.getElementType().isF32())
     return op->emitOpError("computes in f32 only, got ")

@@ -25,8 +25,8 @@ namespace {
 /// [out, in] weight, or null.
 nn::MatmulOp getProjection(Value v) {
   auto mm = v.getDefiningOp<nn::MatmulOp>();
-  if (!mm || mm.getTransposeLhs() || !mm.getTransposeRhs() ||
-      mm.getColumns() || mm.getContract() ||
+  if (!mm || mm.getTransposeLhs() || !mm.getTransposeRhs() || mm.getColumns() ||
+      mm.getContract() ||
       cast<RankedTensorType>(mm.getRhs().getType()).getRank() != 2)
     return {};
   return mm;
@@ -60,7 +60,7 @@ LogicalResult tileMlp(nn::SwigluOp act, int64_t tiles) {
     return down.emitOpError("projects back to a shape other than the MLP's "
                             "input; tiled-mlp tiles Llama's MLP only");
   for (Value v : SmallVector<Value, 4>{gate.getLhs(), gate.getRhs(),
-                                      up.getRhs(), down.getRhs()})
+                                       up.getRhs(), down.getRhs()})
     if (!cast<RankedTensorType>(v.getType()).getElementType().isF32())
       return act.emitOpError("is not f32; tiled-mlp computes in f32 only");
 
