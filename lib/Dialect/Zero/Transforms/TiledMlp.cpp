@@ -42,8 +42,8 @@ LogicalResult tileMlp(nn::SwigluOp act, int64_t tiles) {
                            "projection (nn.matmul with transpose_rhs); "
                            "tiled-mlp tiles Llama's MLP only");
   if (gate.getLhs() != up.getLhs())
-    return act.emitOpError("gates and ups projections of different inputs; "
-                           "tiled-mlp tiles Llama's MLP only");
+    return act.emitOpError("reads gate and up projections of different "
+                           "inputs; tiled-mlp tiles Llama's MLP only");
   if (!act.getGate().hasOneUse() || !act.getUp().hasOneUse())
     return act.emitOpError("reads a gate or up used beside the MLP; "
                            "tiled-mlp would need it whole");

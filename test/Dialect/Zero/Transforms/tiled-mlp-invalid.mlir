@@ -76,7 +76,7 @@ zero.train_step @two_inputs(%x: tensor<3x4xf32>, %z: tensor<3x4xf32>, %t: tensor
   %wd = zero.get_param @d : tensor<4x8xf32>
   %g = nn.matmul %x, %wg transpose_rhs : tensor<3x4xf32>, tensor<8x4xf32> -> tensor<3x8xf32>
   %u = nn.matmul %z, %wu transpose_rhs : tensor<3x4xf32>, tensor<8x4xf32> -> tensor<3x8xf32>
-  // expected-error @+1 {{'nn.swiglu' op gates and ups projections of different inputs; tiled-mlp tiles Llama's MLP only}}
+  // expected-error @+1 {{'nn.swiglu' op reads gate and up projections of different inputs; tiled-mlp tiles Llama's MLP only}}
   %a = nn.swiglu %g, %u : tensor<3x8xf32>
   %y = nn.matmul %a, %wd transpose_rhs : tensor<3x8xf32>, tensor<4x8xf32> -> tensor<3x4xf32>
   %loss = nn.softmax_cross_entropy %y, %t : tensor<3x4xf32>, tensor<3xi32> -> tensor<f32>
