@@ -85,8 +85,8 @@ static void addSchedulePasses(OpPassManager &pm, const ZeroPipelineOptions &o,
 }
 
 /// zero-pipeline's passes with the options `o` (a ds_config's, once
-/// resolved): zero-pad-vocab, zero-loss-chunk, autodiff, mixed precision,
-/// the bias fusion and the schedule.
+/// resolved): zero-pad-vocab, zero-loss-chunk, zero-tiled-mlp, autodiff,
+/// mixed precision, the bias fusion and the schedule.
 static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
                       std::optional<int64_t> rematBlocks) {
   if (o.padVocab != 0) {
@@ -99,6 +99,12 @@ static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
     ZeroLossChunkPassOptions chunk;
     chunk.chunk = o.lossChunk;
     pm.addPass(createZeroLossChunkPass(chunk));
+  }
+  // So is a negative tile count.
+  if (o.tiledMlp != 0) {
+    ZeroTiledMlpPassOptions tiled;
+    tiled.tiles = o.tiledMlp;
+    pm.addPass(createZeroTiledMlpPass(tiled));
   }
   pm.addPass(createZeroAutodiffPass());
   pm.addPass(

@@ -226,3 +226,107 @@ extern "C" void zrt_matmul(int32_t dtype, const void *a, const void *b, void *c,
                transposeB, bIsBatched);
   });
 }
+
+namespace {
+/// Checks a tiled MLP's sizes and its f32 dtype.
+void checkTiledMlp(const char *kernel, int32_t dtype, int64_t rows,
+                   int64_t hidden, int64_t inter, int64_t tiles) {
+  if (dtype != ZRT_F32)
+    fatal("%s: f32 only, got dtype %d", kernel, int(dtype));
+  checkDims(kernel, rows, hidden, inter);
+  if (tiles < 1)
+    fatal("%s: tiles %lld is not positive", kernel, (long long)tiles);
+}
+} // namespace
+
+// One tile's gate and up at a time in the scratch the compiler plans
+// (zrt_scratch_tiled_mlp); each row's products are those of the untiled
+// matmuls, with the activation of zrt_swiglu.
+extern "C" void zrt_tiled_mlp(int32_t dtype, const void *x, const void *wg,
+                              const void *wu, const void *wd, void *y,
+                              int64_t rows, int64_t hidden, int64_t inter,
+                              int64_t tiles) {
+  const char *kernel = "zrt_tiled_mlp";
+  KernelSpan span(kernel);
+  checkTiledMlp(kernel, dtype, rows, hidden, inter, tiles);
+  const float *xv = static_cast<const float *>(x);
+  float *yv = static_cast<float *>(y);
+  int64_t tile = zrt_tiled_mlp_tile_rows(rows, tiles);
+  Scratch scratch(zrt_scratch_tiled_mlp(rows, inter, tiles));
+  float *gate = scratch.as<float>(), *up = gate + tile * inter;
+  for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+    int64_t n = std::min(tile, rows - r0);
+    const float *xt = xv + r0 * hidden;
+    gemmF32(xt, static_cast<const float *>(wg), gate, n, inter, hidden, false,
+            true, false);
+    gemmF32(xt, static_cast<const float *>(wu), up, n, inter, hidden, false,
+            true, false);
+    parallelFor(n * inter, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        gate[i] = swiglu(gate[i], up[i]);
+    });
+    gemmF32(gate, static_cast<const float *>(wd), yv + r0 * hidden, n, hidden,
+            inter, false, true, false);
+  }
+}
+
+// Per tile: gate and up recomputed, the activation for dwd, then the
+// activation's gradient written over it and turned, as zrt_swiglu_grad, into
+// the gate's and up's gradients over them; weight gradients summed over the
+// tiles in order.
+extern "C" void zrt_tiled_mlp_grad(int32_t dtype, const void *x, const void *wg,
+                                   const void *wu, const void *wd,
+                                   const void *dy, void *dx, void *dwg,
+                                   void *dwu, void *dwd, int64_t rows,
+                                   int64_t hidden, int64_t inter,
+                                   int64_t tiles) {
+  const char *kernel = "zrt_tiled_mlp_grad";
+  KernelSpan span(kernel);
+  checkTiledMlp(kernel, dtype, rows, hidden, inter, tiles);
+  const float *xv = static_cast<const float *>(x);
+  const float *wgv = static_cast<const float *>(wg);
+  const float *wuv = static_cast<const float *>(wu);
+  const float *wdv = static_cast<const float *>(wd);
+  const float *dyv = static_cast<const float *>(dy);
+  float *dxv = static_cast<float *>(dx);
+  float *dwgv = static_cast<float *>(dwg), *dwuv = static_cast<float *>(dwu),
+        *dwdv = static_cast<float *>(dwd);
+  if (rows == 0) {
+    std::fill(dwgv, dwgv + inter * hidden, 0.0f);
+    std::fill(dwuv, dwuv + inter * hidden, 0.0f);
+    std::fill(dwdv, dwdv + hidden * inter, 0.0f);
+    return;
+  }
+  int64_t tile = zrt_tiled_mlp_tile_rows(rows, tiles);
+  Scratch scratch(zrt_scratch_tiled_mlp_grad(rows, inter, tiles));
+  float *gate = scratch.as<float>(), *up = gate + tile * inter,
+        *act = up + tile * inter;
+  for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+    int64_t n = std::min(tile, rows - r0);
+    bool accumulate = r0 > 0;
+    const float *xt = xv + r0 * hidden, *dyt = dyv + r0 * hidden;
+    gemmF32(xt, wgv, gate, n, inter, hidden, false, true, false);
+    gemmF32(xt, wuv, up, n, inter, hidden, false, true, false);
+    parallelFor(n * inter, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        act[i] = swiglu(gate[i], up[i]);
+    });
+    // dwd [hidden, inter] += dy_t^T act.
+    gemmF32(dyt, act, dwdv, hidden, inter, n, true, false, accumulate);
+    // The activation's gradient dy_t wd, over the activation.
+    gemmF32(dyt, wdv, act, n, inter, hidden, false, false, false);
+    parallelFor(n * inter, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        float dg, du;
+        swigluGrad(gate[i], up[i], act[i], dg, du);
+        gate[i] = dg;
+        up[i] = du;
+      }
+    });
+    gemmF32(gate, xt, dwgv, inter, hidden, n, true, false, accumulate);
+    gemmF32(up, xt, dwuv, inter, hidden, n, true, false, accumulate);
+    float *dxt = dxv + r0 * hidden;
+    gemmF32(gate, wgv, dxt, n, hidden, inter, false, false, false);
+    gemmF32(up, wuv, dxt, n, hidden, inter, false, false, true);
+  }
+}

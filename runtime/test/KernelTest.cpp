@@ -1146,6 +1146,104 @@ TEST(LinearCrossEntropy, ScratchIsOneChunk) {
   }
 }
 
+// The tiled SwiGLU MLP: for tile counts that divide the rows, that do not,
+// of one tile, of one row a tile and of more tiles than rows, the output
+// and all four gradients are those of the untiled kernels (zrt_matmul,
+// zrt_swiglu, their gradients; f32, the weight gradients to the order of
+// their sums over tiles).
+TEST(TiledMlp, MatchesUntiledKernels) {
+  std::mt19937 rng(9);
+  int64_t rows = 23, hidden = 12, inter = 20;
+  Buffer x = randomBuffer(ZRT_F32, rng, rows * hidden, -1, 1);
+  Buffer wg = randomBuffer(ZRT_F32, rng, inter * hidden, -1, 1);
+  Buffer wu = randomBuffer(ZRT_F32, rng, inter * hidden, -1, 1);
+  Buffer wd = randomBuffer(ZRT_F32, rng, hidden * inter, -1, 1);
+  Buffer dy = randomBuffer(ZRT_F32, rng, rows * hidden, -1, 1);
+  // Untiled: the Hugging Face import's ops and their derivatives.
+  Buffer g(ZRT_F32, rows * inter), u(ZRT_F32, rows * inter),
+      a(ZRT_F32, rows * inter), y(ZRT_F32, rows * hidden);
+  zrt_matmul(ZRT_F32, x.data(), wg.data(), g.data(), 1, rows, inter, hidden, 0,
+             1, 0, hidden);
+  zrt_matmul(ZRT_F32, x.data(), wu.data(), u.data(), 1, rows, inter, hidden, 0,
+             1, 0, hidden);
+  zrt_swiglu(ZRT_F32, g.data(), u.data(), a.data(), rows * inter);
+  zrt_matmul(ZRT_F32, a.data(), wd.data(), y.data(), 1, rows, hidden, inter, 0,
+             1, 0, inter);
+  Buffer da(ZRT_F32, rows * inter), dg(ZRT_F32, rows * inter),
+      du(ZRT_F32, rows * inter), wantDwd(ZRT_F32, hidden * inter),
+      wantDwg(ZRT_F32, inter * hidden), wantDwu(ZRT_F32, inter * hidden),
+      dx1(ZRT_F32, rows * hidden), dx2(ZRT_F32, rows * hidden);
+  zrt_matmul(ZRT_F32, dy.data(), wd.data(), da.data(), 1, rows, inter, hidden,
+             0, 0, 0, hidden);
+  zrt_matmul(ZRT_F32, dy.data(), a.data(), wantDwd.data(), 1, hidden, inter,
+             rows, 1, 0, 0, rows);
+  zrt_swiglu_grad(ZRT_F32, g.data(), u.data(), da.data(), dg.data(), du.data(),
+                  rows * inter);
+  zrt_matmul(ZRT_F32, dg.data(), x.data(), wantDwg.data(), 1, inter, hidden,
+             rows, 1, 0, 0, rows);
+  zrt_matmul(ZRT_F32, du.data(), x.data(), wantDwu.data(), 1, inter, hidden,
+             rows, 1, 0, 0, rows);
+  zrt_matmul(ZRT_F32, dg.data(), wg.data(), dx1.data(), 1, rows, hidden, inter,
+             0, 0, 0, inter);
+  zrt_matmul(ZRT_F32, du.data(), wu.data(), dx2.data(), 1, rows, hidden, inter,
+             0, 0, 0, inter);
+  std::vector<double> wantDx = dx1.values();
+  for (size_t i = 0; i < wantDx.size(); ++i)
+    wantDx[i] += dx2.values()[i];
+  for (int64_t tiles : {int64_t(1), int64_t(2), int64_t(5), rows, rows + 4}) {
+    std::string what = "tiles " + std::to_string(tiles);
+    Buffer got(ZRT_F32, rows * hidden);
+    zrt_tiled_mlp(ZRT_F32, x.data(), wg.data(), wu.data(), wd.data(),
+                  got.data(), rows, hidden, inter, tiles);
+    expectClose(got, y.values(), 1e-6, 1e-7 * maxAbs(y.values()),
+                "tiled_mlp y " + what);
+    Buffer dx(ZRT_F32, rows * hidden), dwg(ZRT_F32, inter * hidden),
+        dwu(ZRT_F32, inter * hidden), dwd(ZRT_F32, hidden * inter);
+    for (Buffer *b : {&dwg, &dwu, &dwd})
+      for (int64_t i = 0; i < inter * hidden; ++i)
+        b->set(i, 123.0); // must be overwritten, not added to
+    zrt_tiled_mlp_grad(ZRT_F32, x.data(), wg.data(), wu.data(), wd.data(),
+                       dy.data(), dx.data(), dwg.data(), dwu.data(), dwd.data(),
+                       rows, hidden, inter, tiles);
+    expectClose(dx, wantDx, 1e-5, 1e-6 * maxAbs(wantDx), "dx " + what);
+    expectClose(dwg, wantDwg.values(), 1e-5, 1e-6 * maxAbs(wantDwg.values()),
+                "dwg " + what);
+    expectClose(dwu, wantDwu.values(), 1e-5, 1e-6 * maxAbs(wantDwu.values()),
+                "dwu " + what);
+    expectClose(dwd, wantDwd.values(), 1e-5, 1e-6 * maxAbs(wantDwd.values()),
+                "dwd " + what);
+  }
+}
+
+// The only scratch is one tile's intermediates, as planned: two [tile,
+// inter] fp32 blocks forward, three backward.
+TEST(TiledMlp, ScratchIsOneTile) {
+  std::mt19937 rng(10);
+  int64_t rows = 50, hidden = 8, inter = 40;
+  Buffer x = randomBuffer(ZRT_F32, rng, rows * hidden, -1, 1);
+  Buffer w = randomBuffer(ZRT_F32, rng, inter * hidden, -1, 1);
+  Buffer y(ZRT_F32, rows * hidden), dx(ZRT_F32, rows * hidden),
+      dwg(ZRT_F32, inter * hidden), dwu(ZRT_F32, inter * hidden),
+      dwd(ZRT_F32, inter * hidden);
+  for (int64_t tiles : {int64_t(3), int64_t(7)}) {
+    int64_t tile = (rows + tiles - 1) / tiles;
+    int64_t want = zrt_scratch_tiled_mlp(rows, inter, tiles);
+    EXPECT_EQ(want, 2 * tile * inter * 4);
+    zrt_memory_reset_peak();
+    zrt_tiled_mlp(ZRT_F32, x.data(), w.data(), w.data(), w.data(), y.data(),
+                  rows, hidden, inter, tiles);
+    EXPECT_EQ(zrt_scratch_peak_bytes(), want);
+    int64_t wantGrad = zrt_scratch_tiled_mlp_grad(rows, inter, tiles);
+    EXPECT_EQ(wantGrad, 3 * tile * inter * 4);
+    zrt_memory_reset_peak();
+    zrt_tiled_mlp_grad(ZRT_F32, x.data(), w.data(), w.data(), w.data(),
+                       x.data(), dx.data(), dwg.data(), dwu.data(), dwd.data(),
+                       rows, hidden, inter, tiles);
+    EXPECT_EQ(zrt_scratch_peak_bytes(), wantGrad);
+    EXPECT_EQ(zrt_scratch_bytes_in_use(), 0);
+  }
+}
+
 // Logits padded to `cols` columns give the loss and gradient of the first
 // `classes` bit for bit, whatever the padding holds; its gradient is 0.
 TEST_P(KernelTest, SoftmaxCrossEntropyPadded) {

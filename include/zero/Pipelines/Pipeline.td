@@ -17,7 +17,7 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
                 "optionally driven by a DeepSpeed ds_config file";
   let description = [{
     Runs `zero-pad-vocab` (with `pad-vocab`), `zero-loss-chunk` (with
-    `loss-chunk`), `zero-autodiff`,
+    `loss-chunk`), `zero-tiled-mlp` (with `tiled-mlp`), `zero-autodiff`,
     `zero-mixed-precision`, `zero-fuse-bias-activation` (with
     `fuse-bias-activation`), `zero-remat` (with `remat`), `zero-partition`,
     `zero-grad-sync`, `zero-param-gather`, `zero-prefetch` (at stage 3),
@@ -64,6 +64,10 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
     Option<"lossChunk", "loss-chunk", "int64_t", /*default=*/"0",
            "Compute the output projection and the loss this many rows at a "
            "time, so the logits never exist whole (zero-loss-chunk); 0: off">,
+    Option<"tiledMlp", "tiled-mlp", "int64_t", /*default=*/"0",
+           "Compute each SwiGLU MLP in this many tiles of rows, forward and "
+           "backward, so its intermediates never exist whole "
+           "(zero-tiled-mlp); 0: off">,
     Option<"fuseBiasActivation", "fuse-bias-activation", "bool",
            /*default=*/"false",
            "Fold bias adds into the GELUs that read them "

@@ -442,6 +442,54 @@ KernelCost cost(nn::LinearCrossEntropyGradOp op) {
   return linearLossCost(op, 3);
 }
 
+/// The rows, hidden size and intermediate size of a tiled MLP.
+struct TiledMlpShape {
+  int64_t rows, hidden, inter;
+};
+template <typename OpT>
+TiledMlpShape getTiledMlpShape(OpT op) {
+  int64_t hidden = innerDim(op.getInput());
+  return {numel(op.getInput()) / hidden, hidden,
+          tensorType(op.getGateWeight()).getDimSize(0)};
+}
+LogicalResult buildCall(nn::TiledMlpOp op, KernelCallBuilder &b) {
+  TiledMlpShape s = getTiledMlpShape(op);
+  return b.call("zrt_tiled_mlp",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.operand(2), b.operand(3), b.result(0), b.i64(s.rows),
+                 b.i64(s.hidden), b.i64(s.inter), b.i64(op.getTiles())});
+}
+LogicalResult buildCall(nn::TiledMlpGradOp op, KernelCallBuilder &b) {
+  TiledMlpShape s = getTiledMlpShape(op);
+  return b.call("zrt_tiled_mlp_grad",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.operand(2), b.operand(3), b.operand(4), b.result(0),
+                 b.result(1), b.result(2), b.result(3), b.i64(s.rows),
+                 b.i64(s.hidden), b.i64(s.inter), b.i64(op.getTiles())});
+}
+int64_t scratchBytes(nn::TiledMlpOp op) {
+  TiledMlpShape s = getTiledMlpShape(op);
+  return zrt_scratch_tiled_mlp(s.rows, s.inter, op.getTiles());
+}
+int64_t scratchBytes(nn::TiledMlpGradOp op) {
+  TiledMlpShape s = getTiledMlpShape(op);
+  return zrt_scratch_tiled_mlp_grad(s.rows, s.inter, op.getTiles());
+}
+/// `products` [rows, hidden] x [hidden, inter] products (forward: gate, up,
+/// down; backward: gate and up recomputed, as ALST's TiledMLP does, then the
+/// activation's gradient, three weight gradients and two input gradients),
+/// plus `passes` passes over the tiles' [rows, inter] fp32 scratch.
+template <typename OpT>
+KernelCost tiledMlpCost(OpT op, int64_t products, int64_t passes) {
+  TiledMlpShape s = getTiledMlpShape(op);
+  double flops = 2.0 * products * s.rows * s.hidden * s.inter;
+  double bytes = getOperandAndResultBytes(op) + passes * s.rows * s.inter * 4.0;
+  return KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
+                             elemType(op.getInput()));
+}
+KernelCost cost(nn::TiledMlpOp op) { return tiledMlpCost(op, 3, 6); }
+KernelCost cost(nn::TiledMlpGradOp op) { return tiledMlpCost(op, 8, 16); }
+
 LogicalResult buildCall(nn::ShiftLabelsOp op, KernelCallBuilder &b) {
   int64_t cols = innerDim(op.getLabels());
   return b.call("zrt_shift_labels",
@@ -559,8 +607,9 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::RmsNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
            nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
            nn::SoftmaxCrossEntropyGradOp, nn::LinearCrossEntropyOp,
-           nn::LinearCrossEntropyGradOp, nn::ShiftLabelsOp, nn::ReduceSumOp,
-           nn::TransposeOp, nn::SplitOp, nn::ConcatOp>(context);
+           nn::LinearCrossEntropyGradOp, nn::TiledMlpOp, nn::TiledMlpGradOp,
+           nn::ShiftLabelsOp, nn::ReduceSumOp, nn::TransposeOp, nn::SplitOp,
+           nn::ConcatOp>(context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,
                     nn::SiluGradOp, nn::SwigluOp, nn::TanhOp, nn::TanhGradOp>(

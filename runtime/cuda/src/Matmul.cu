@@ -26,6 +26,7 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <mutex>
@@ -293,4 +294,88 @@ void zrt::cuda::matmulAccumulate(int32_t dtype, const void *a, const void *b,
                                  int32_t transposeA, int32_t transposeB) {
   matmulInto(dtype, a, b, c, 1, m, n, k, transposeA, transposeB, 0, k,
              /*accumulate=*/true);
+}
+
+namespace {
+void checkTiledMlp(const char *kernel, int32_t dtype, int64_t rows,
+                   int64_t hidden, int64_t inter, int64_t tiles) {
+  if (dtype != ZRT_F32)
+    fatal("%s: f32 only, got dtype %d", kernel, int(dtype));
+  checkDims(kernel, rows, hidden, inter);
+  if (tiles < 1)
+    fatal("%s: tiles %lld is not positive", kernel, (long long)tiles);
+}
+} // namespace
+
+// One tile's gate and up at a time in the planned scratch
+// (zrt_scratch_tiled_mlp), through the same products and activation kernels
+// as the untiled MLP.
+void zrt::cuda::tiledMlp(int32_t dtype, const void *x, const void *wg,
+                         const void *wu, const void *wd, void *y, int64_t rows,
+                         int64_t hidden, int64_t inter, int64_t tiles) {
+  checkTiledMlp("zrt_tiled_mlp", dtype, rows, hidden, inter, tiles);
+  if (rows == 0)
+    return;
+  const float *xv = static_cast<const float *>(x);
+  float *yv = static_cast<float *>(y);
+  int64_t tile = zrt_tiled_mlp_tile_rows(rows, tiles);
+  DeviceScratch scratch(zrt_scratch_tiled_mlp(rows, inter, tiles));
+  float *gate = scratch.as<float>(), *up = gate + tile * inter;
+  for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+    int64_t n = std::min(tile, rows - r0);
+    const float *xt = xv + r0 * hidden;
+    matmul(ZRT_F32, xt, wg, gate, 1, n, inter, hidden, 0, 1, 0, hidden);
+    matmul(ZRT_F32, xt, wu, up, 1, n, inter, hidden, 0, 1, 0, hidden);
+    swiglu(ZRT_F32, gate, up, gate, n * inter);
+    matmul(ZRT_F32, gate, wd, yv + r0 * hidden, 1, n, hidden, inter, 0, 1, 0,
+           inter);
+  }
+}
+
+// As the CPU kernel: per tile gate and up recomputed, the activation for
+// dwd, its gradient over it, then zrt_swiglu_grad in place; weight
+// gradients accumulated (beta 1) after the first tile.
+void zrt::cuda::tiledMlpGrad(int32_t dtype, const void *x, const void *wg,
+                             const void *wu, const void *wd, const void *dy,
+                             void *dx, void *dwg, void *dwu, void *dwd,
+                             int64_t rows, int64_t hidden, int64_t inter,
+                             int64_t tiles) {
+  checkTiledMlp("zrt_tiled_mlp_grad", dtype, rows, hidden, inter, tiles);
+  if (rows == 0) {
+    size_t bytes = size_t(inter * hidden) * sizeof(float);
+    for (void *dw : {dwg, dwu, dwd})
+      ZRT_CUDA_CHECK(cudaMemsetAsync(dw, 0, bytes, computeStream()));
+    return;
+  }
+  const float *xv = static_cast<const float *>(x);
+  const float *dyv = static_cast<const float *>(dy);
+  float *dxv = static_cast<float *>(dx);
+  int64_t tile = zrt_tiled_mlp_tile_rows(rows, tiles);
+  DeviceScratch scratch(zrt_scratch_tiled_mlp_grad(rows, inter, tiles));
+  float *gate = scratch.as<float>(), *up = gate + tile * inter,
+        *act = up + tile * inter;
+  for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+    int64_t n = std::min(tile, rows - r0);
+    const float *xt = xv + r0 * hidden, *dyt = dyv + r0 * hidden;
+    float *dxt = dxv + r0 * hidden;
+    matmul(ZRT_F32, xt, wg, gate, 1, n, inter, hidden, 0, 1, 0, hidden);
+    matmul(ZRT_F32, xt, wu, up, 1, n, inter, hidden, 0, 1, 0, hidden);
+    swiglu(ZRT_F32, gate, up, act, n * inter);
+    if (r0 == 0) {
+      matmul(ZRT_F32, dyt, act, dwd, 1, hidden, inter, n, 1, 0, 0, n);
+    } else {
+      matmulAccumulate(ZRT_F32, dyt, act, dwd, hidden, inter, n, 1, 0);
+    }
+    matmul(ZRT_F32, dyt, wd, act, 1, n, inter, hidden, 0, 0, 0, hidden);
+    swigluGrad(ZRT_F32, gate, up, act, gate, up, n * inter);
+    if (r0 == 0) {
+      matmul(ZRT_F32, gate, xt, dwg, 1, inter, hidden, n, 1, 0, 0, n);
+      matmul(ZRT_F32, up, xt, dwu, 1, inter, hidden, n, 1, 0, 0, n);
+    } else {
+      matmulAccumulate(ZRT_F32, gate, xt, dwg, inter, hidden, n, 1, 0);
+      matmulAccumulate(ZRT_F32, up, xt, dwu, inter, hidden, n, 1, 0);
+    }
+    matmul(ZRT_F32, gate, wg, dxt, 1, n, hidden, inter, 0, 0, 0, inter);
+    matmulAccumulate(ZRT_F32, up, wu, dxt, n, hidden, inter, 0, 0);
+  }
 }

@@ -741,6 +741,48 @@ TEST(CudaLinearCrossEntropyTest, MatchesCpu) {
   }
 }
 
+// The tiled SwiGLU MLP and its gradients against the CPU kernels, for tile
+// counts that divide the rows, that do not and that exceed them (f32 only).
+TEST(CudaTiledMlpTest, MatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(12);
+  int64_t rows = 37, hidden = 24, inter = 72;
+  Buffer x = randomBuffer(ZRT_F32, rng, rows * hidden, -1, 1);
+  Buffer wg = randomBuffer(ZRT_F32, rng, inter * hidden, -1, 1);
+  Buffer wu = randomBuffer(ZRT_F32, rng, inter * hidden, -1, 1);
+  Buffer wd = randomBuffer(ZRT_F32, rng, hidden * inter, -1, 1);
+  Buffer dy = randomBuffer(ZRT_F32, rng, rows * hidden, -1, 1);
+  for (int64_t tiles : {int64_t(1), int64_t(4), int64_t(37), int64_t(50)}) {
+    std::string what = "tiled_mlp tiles " + std::to_string(tiles);
+    Buffer wantY(ZRT_F32, rows * hidden), wantDx(ZRT_F32, rows * hidden),
+        wantDwg(ZRT_F32, inter * hidden), wantDwu(ZRT_F32, inter * hidden),
+        wantDwd(ZRT_F32, hidden * inter);
+    zrt_tiled_mlp(ZRT_F32, x.data(), wg.data(), wu.data(), wd.data(),
+                  wantY.data(), rows, hidden, inter, tiles);
+    zrt_tiled_mlp_grad(ZRT_F32, x.data(), wg.data(), wu.data(), wd.data(),
+                       dy.data(), wantDx.data(), wantDwg.data(), wantDwu.data(),
+                       wantDwd.data(), rows, hidden, inter, tiles);
+    DeviceArray gx(x, 0), gwg(wg, 0), gwu(wu, 0), gwd(wd, 0), gdy(dy, 0),
+        y(ZRT_F32, rows * hidden, 0), dx(ZRT_F32, rows * hidden, 0),
+        dwg(ZRT_F32, inter * hidden, 0), dwu(ZRT_F32, inter * hidden, 0),
+        dwd(ZRT_F32, hidden * inter, 0);
+    tiledMlp(ZRT_F32, gx.get(), gwg.get(), gwu.get(), gwd.get(), y.get(), rows,
+             hidden, inter, tiles);
+    tiledMlpGrad(ZRT_F32, gx.get(), gwg.get(), gwu.get(), gwd.get(), gdy.get(),
+                 dx.get(), dwg.get(), dwu.get(), dwd.get(), rows, hidden, inter,
+                 tiles);
+    expectNear(y.download(), wantY, 2e-4, 2e-5 * maxAbs(wantY), what + " y");
+    expectNear(dx.download(), wantDx, 2e-4, 2e-5 * maxAbs(wantDx),
+               what + " dx");
+    expectNear(dwg.download(), wantDwg, 2e-4, 2e-5 * maxAbs(wantDwg),
+               what + " dwg");
+    expectNear(dwu.download(), wantDwu, 2e-4, 2e-5 * maxAbs(wantDwu),
+               what + " dwu");
+    expectNear(dwd.download(), wantDwd, 2e-4, 2e-5 * maxAbs(wantDwd),
+               what + " dwd");
+  }
+}
+
 // Logits padded to `cols` columns (zero-pad-vocab) give the unpadded loss
 // and gradient bit for bit, whatever the padding holds; its gradient is 0.
 TEST_P(CudaKernelsTest, SoftmaxCrossEntropyPadded) {

@@ -75,6 +75,25 @@ zrt_scratch_linear_cross_entropy(int64_t rows, int64_t vocab, int64_t chunk) {
   return zrt_scratch_min(chunk, rows) * vocab * 4;
 }
 
+/* The rows of one tile of zrt_tiled_mlp: ceil(rows / tiles), at most rows. */
+static inline int64_t zrt_tiled_mlp_tile_rows(int64_t rows, int64_t tiles) {
+  return tiles < 1 ? rows : zrt_scratch_min((rows + tiles - 1) / tiles, rows);
+}
+
+/* zrt_tiled_mlp: one tile's fp32 gate and up (the activation is written
+ * over the gate), 2 x tile rows x inter (the kernel is f32 only). */
+static inline int64_t zrt_scratch_tiled_mlp(int64_t rows, int64_t inter,
+                                            int64_t tiles) {
+  return 2 * zrt_tiled_mlp_tile_rows(rows, tiles) * inter * 4;
+}
+
+/* zrt_tiled_mlp_grad: one tile's gate, up and activation (then the
+ * activation's gradient over it), 3 x tile rows x inter. */
+static inline int64_t zrt_scratch_tiled_mlp_grad(int64_t rows, int64_t inter,
+                                                 int64_t tiles) {
+  return 3 * zrt_tiled_mlp_tile_rows(rows, tiles) * inter * 4;
+}
+
 #ifdef __cplusplus
 }
 #endif

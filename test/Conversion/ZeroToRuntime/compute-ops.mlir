@@ -736,6 +736,52 @@ module @linear_cross_entropy {
 
 // -----
 
+// The tiled MLP: its operands' and results' pointers (the three weights
+// persistent parameters), the rows (4 x 3), hidden size, intermediate size
+// and tiles; the backward reads the same operands, with the same dimensions.
+
+// CHECK-LABEL: module @tiled_mlp
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[WG:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[WU:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[WD:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[Y:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[HIDDEN:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[INTER:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: %[[TILES:.*]] = llvm.mlir.constant(5 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_tiled_mlp(%[[DTYPE]], %[[X]], %[[WG]], %[[WU]], %[[WD]], %[[Y]], %[[ROWS]], %[[HIDDEN]], %[[INTER]], %[[TILES]])
+// CHECK:      llvm.call @zrt_tiled_mlp_grad(%{{[0-9]+}}, %[[X]], %[[WG]], %[[WU]], %[[WD]], %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}})
+
+module @tiled_mlp {
+  zero.param @wg : tensor<16x8xf32> init zeros
+  zero.param @wu : tensor<16x8xf32> init zeros
+  zero.param @wd : tensor<8x16xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 384 padded 384 params [@wg, @wu, @wd] offsets [0, 128, 256]
+  zero.train_step @train(%x: tensor<4x3x8xf32>, %labels: tensor<4x3xi64>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %wg = zero.get_param @wg : tensor<16x8xf32>
+    %wu = zero.get_param @wu : tensor<16x8xf32>
+    %wd = zero.get_param @wd : tensor<8x16xf32>
+    %y = nn.tiled_mlp %x, %wg, %wu, %wd tiles 5 : tensor<4x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>
+    %loss = nn.softmax_cross_entropy %y, %labels : tensor<4x3x8xf32>, tensor<4x3xi64> -> tensor<f32>
+    %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+    %dy = nn.softmax_cross_entropy_grad %y, %labels, %seed : tensor<4x3x8xf32>, tensor<4x3xi64>, tensor<f32>
+    %dx, %dwg, %dwu, %dwd = nn.tiled_mlp_grad %x, %wg, %wu, %wd, %dy tiles 5 : tensor<4x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // nn.reduce_sum sums the leading dimensions: 12 rows of 8 into 8.
 
 // CHECK-LABEL: module @reduce_sum

@@ -1400,3 +1400,39 @@ func.func @linear_ce_grad_chunk(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y:
   %0:2 = nn.linear_cross_entropy_grad %x, %w, %y, %d chunk -1 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>, tensor<f32>
   return
 }
+
+// -----
+
+// Checks that tiled_mlp's gate and up weights are [intermediate, hidden].
+func.func @tiled_mlp_gate(%x: tensor<2x4x8xf32>, %g: tensor<16x6xf32>, %d: tensor<8x16xf32>) {
+  // expected-error @+1 {{'nn.tiled_mlp' op gate and up weights must be [intermediate, 8] matrices (the input's hidden size last), got [16, 6]}}
+  %0 = nn.tiled_mlp %x, %g, %g, %d tiles 2 : tensor<2x4x8xf32>, tensor<16x6xf32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Checks that tiled_mlp's down weight is [hidden, intermediate].
+func.func @tiled_mlp_down(%x: tensor<2x4x8xf32>, %g: tensor<16x8xf32>, %d: tensor<16x8xf32>) {
+  // expected-error @+1 {{'nn.tiled_mlp' op down weight must be [8, 16] (hidden, intermediate), got [16, 8]}}
+  %0 = nn.tiled_mlp %x, %g, %g, %d tiles 2 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
+  return
+}
+
+// -----
+
+// Checks that tiled_mlp_grad computes in f32 only.
+func.func @tiled_mlp_bf16(%x: tensor<2x4x8xbf16>, %g: tensor<16x8xbf16>, %d: tensor<8x16xbf16>) {
+  // expected-error @+1 {{'nn.tiled_mlp_grad' op computes in f32 only, got 'bf16' input and 'bf16' weights}}
+  %0:4 = nn.tiled_mlp_grad %x, %g, %g, %d, %x tiles 2 : tensor<2x4x8xbf16>, tensor<16x8xbf16>, tensor<8x16xbf16>
+  return
+}
+
+// -----
+
+// Checks that tiled_mlp has at least one tile.
+func.func @tiled_mlp_tiles(%x: tensor<8x8xf32>, %g: tensor<16x8xf32>, %d: tensor<8x16xf32>) {
+  // expected-error @+1 {{'nn.tiled_mlp' op tiles must be at least 1, got 0}}
+  %0 = nn.tiled_mlp %x, %g, %g, %d tiles 0 : tensor<8x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>
+  return
+}

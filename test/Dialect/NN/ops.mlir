@@ -153,6 +153,12 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %lc = nn.linear_cross_entropy %x, %dt, %labels chunk 3 ignore_index -100 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64> -> tensor<f32>
   // CHECK: nn.linear_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} chunk 3 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>, tensor<f32>
   %lcx, %lcw = nn.linear_cross_entropy_grad %x, %dt, %labels, %one chunk 3 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>, tensor<f32>
+  // Llama's MLP in tiles of rows (zero-tiled-mlp).
+  %tdown = nn.fill 5.000000e-01 : tensor<8x16xf32>
+  // CHECK: nn.tiled_mlp %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} tiles 3 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>
+  %tm = nn.tiled_mlp %x, %dt, %dt, %tdown tiles 3 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>
+  // CHECK: nn.tiled_mlp_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} tiles 3 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>
+  %tmx, %tmg, %tmu, %tmd = nn.tiled_mlp_grad %x, %dt, %dt, %tdown, %tm tiles 3 : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>
   // The label shift inside a Hugging Face causal LM's loss.
   // CHECK: nn.shift_labels %{{.*}} fill -100 : tensor<2x4xi64>
   %sl = nn.shift_labels %labels fill -100 : tensor<2x4xi64>

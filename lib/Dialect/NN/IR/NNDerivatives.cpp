@@ -266,6 +266,20 @@ LinearCrossEntropyOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult TiledMlpOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                          SmallVectorImpl<Value> &out) {
+  // Each tile's gate and up are recomputed in the backward rather than
+  // kept: keeping them is what the op exists to avoid.
+  auto grad = TiledMlpGradOp::create(
+      b, getLoc(), getInput().getType(), getGateWeight().getType(),
+      getUpWeight().getType(), getDownWeight().getType(), getInput(),
+      getGateWeight(), getUpWeight(), getDownWeight(), grads[0],
+      getTilesAttr());
+  out.append({grad.getInputGrad(), grad.getGateWeightGrad(),
+              grad.getUpWeightGrad(), grad.getDownWeightGrad()});
+  return success();
+}
+
 LogicalResult CastOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   out.push_back(CastOp::create(b, getLoc(), getInput().getType(), grads[0]));

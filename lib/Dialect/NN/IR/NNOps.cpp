@@ -670,6 +670,44 @@ LinearCrossEntropyGradOp::getIgnoredIndex(OpOperand &operand) {
   return &operand == &getLabelsMutable() ? getIgnoreIndex() : std::nullopt;
 }
 
+/// The operands of a tiled SwiGLU MLP: input [..., H], gate and up weights
+/// [I, H], down weight [H, I], f32, a positive tile count.
+static LogicalResult verifyTiledMlp(Operation *op, Value input, Value gate,
+                                    Value down, int64_t tiles) {
+  auto x = ranked(input), g = ranked(gate), d = ranked(down);
+  if (x.getRank() < 2)
+    return op->emitOpError("input must have rank >= 2, got ") << x.getRank();
+  int64_t hidden = x.getShape().back();
+  if (g.getRank() != 2 || g.getDimSize(1) != hidden)
+    return op->emitOpError("gate and up weights must be [intermediate, ")
+           << hidden << "] matrices (the input's hidden size last), got "
+           << shapeStr(g.getShape());
+  if (d.getRank() != 2 || d.getDimSize(0) != hidden ||
+      d.getDimSize(1) != g.getDimSize(0))
+    return op->emitOpError("down weight must be [")
+           << hidden << ", " << g.getDimSize(0)
+           << "] (hidden, intermediate), got " << shapeStr(d.getShape());
+  if (!x.getElementType().isF32() || !g.getElementType().isF32() ||
+      !d.getElementType().isF32())
+    return op->emitOpError("computes in f32 only, got ")
+           << x.getElementType() << " input and " << g.getElementType()
+           << " weights (the 16-bit weight gradients would need fp32 "
+              "accumulators of the weights' size)";
+  if (tiles < 1)
+    return op->emitOpError("tiles must be at least 1, got ") << tiles;
+  return success();
+}
+
+LogicalResult TiledMlpOp::verify() {
+  return verifyTiledMlp(*this, getInput(), getGateWeight(), getDownWeight(),
+                        getTiles());
+}
+
+LogicalResult TiledMlpGradOp::verify() {
+  return verifyTiledMlp(*this, getInput(), getGateWeight(), getDownWeight(),
+                        getTiles());
+}
+
 /// The shift runs along the last dimension, so there must be one.
 LogicalResult ShiftLabelsOp::verify() {
   if (ranked(getLabels()).getRank() < 1)

@@ -168,7 +168,8 @@ LogicalResult ZeroRematPass::runOnStep(TrainStepOp step, Policy p) {
       if (!isa<nn::NNDialect>(op->getDialect()) || op->getNumRegions() != 0 ||
           !isMemoryEffectFree(op))
         return true;
-      if (p == Policy::selective && isa<nn::MatmulOp>(op))
+      // A tiled MLP is products too (and recomputes its tiles already).
+      if (p == Policy::selective && isa<nn::MatmulOp, nn::TiledMlpOp>(op))
         return true;
       if (opKept.contains(op))
         return true;

@@ -601,6 +601,37 @@ def NN_LinearCrossEntropyOp : NN_Op<"linear_cross_entropy", [
   let hasVerifier = 1;
 }
 
+def NN_TiledMlpOp : NN_Op<"tiled_mlp", [
+    AllTypesMatch<["input", "result"]>,
+    AllTypesMatch<["gate_weight", "up_weight"]>,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Llama's SwiGLU MLP, in tiles of rows";
+  let description = [{
+    `down(swiglu(gate(x), up(x)))` with bias-free projections written as
+    `nn.matmul ... transpose_rhs` (Hugging Face's `LlamaMLP`): `input` is
+    `[..., H]`, `gate_weight` and `up_weight` are `[I, H]`, `down_weight`
+    is `[H, I]`. The rows of the input are computed in `tiles` tiles of
+    `ceil(rows / tiles)` rows (the last one shorter), so that only one
+    tile's `[tile, I]` gate and up exist at once and the whole `[..., I]`
+    intermediates never do (`zero-tiled-mlp` writes it; ALST's TiledMLP).
+
+    f32 only: the weight gradients of 16-bit operands would need fp32
+    accumulators of the weights' size.
+
+    ```mlir
+    %y = nn.tiled_mlp %x, %wg, %wu, %wd tiles 4 : tensor<4x512x64xf32>, tensor<172x64xf32>, tensor<64x172xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$gate_weight,
+                       NN_FloatTensor:$up_weight, NN_FloatTensor:$down_weight,
+                       I64Attr:$tiles);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gate_weight `,` $up_weight `,` $down_weight `tiles` $tiles attr-dict `:` type($input) `,` type($gate_weight) `,` type($down_weight)
+  }];
+  let hasVerifier = 1;
+}
+
 def NN_ShiftLabelsOp : NN_Op<"shift_labels", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
   let summary = "Labels shifted left by one position, the last one a fill";
@@ -899,6 +930,36 @@ def NN_LinearCrossEntropyGradOp : NN_Op<"linear_cross_entropy_grad", [
   let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad);
   let assemblyFormat = [{
     $input `,` $weight `,` $labels `,` $loss_grad `chunk` $chunk (`ignore_index` $ignore_index^)? attr-dict `:` type($input) `,` type($weight) `,` type($labels) `,` type($loss_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_TiledMlpGradOp : NN_Op<"tiled_mlp_grad", [
+    AllTypesMatch<["input", "result_grad", "input_grad"]>,
+    AllTypesMatch<["gate_weight", "up_weight", "gate_weight_grad",
+                   "up_weight_grad"]>,
+    AllTypesMatch<["down_weight", "down_weight_grad"]>]> {
+  let summary = "Backward of `nn.tiled_mlp`";
+  let description = [{
+    The gradients of the input and of the three weights, tile by tile: each
+    tile's gate and up are recomputed from the input (the forward keeps
+    none of them, as ALST's TiledMLP), the tile's gradients computed, its
+    rows of `input_grad` written and its weight gradients accumulated over
+    the tiles.
+
+    ```mlir
+    %dx, %dwg, %dwu, %dwd = nn.tiled_mlp_grad %x, %wg, %wu, %wd, %dy tiles 4 : tensor<4x512x64xf32>, tensor<172x64xf32>, tensor<64x172xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$gate_weight,
+                       NN_FloatTensor:$up_weight, NN_FloatTensor:$down_weight,
+                       NN_FloatTensor:$result_grad, I64Attr:$tiles);
+  let results = (outs NN_FloatTensor:$input_grad,
+                      NN_FloatTensor:$gate_weight_grad,
+                      NN_FloatTensor:$up_weight_grad,
+                      NN_FloatTensor:$down_weight_grad);
+  let assemblyFormat = [{
+    $input `,` $gate_weight `,` $up_weight `,` $down_weight `,` $result_grad `tiles` $tiles attr-dict `:` type($input) `,` type($gate_weight) `,` type($down_weight)
   }];
   let hasVerifier = 1;
 }

@@ -81,6 +81,36 @@ def ZeroLossChunkPass : Pass<"zero-loss-chunk", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
 
+def ZeroTiledMlpPass : Pass<"zero-tiled-mlp", "::mlir::ModuleOp"> {
+  let summary = "Each SwiGLU MLP fused and computed in tiles of rows, so "
+                "its intermediates never exist whole";
+  let description = [{
+    Rewrites each MLP of the train step written as Llama's (Hugging Face's
+    `LlamaMLP`: `nn.matmul %x, %wg transpose_rhs` and `nn.matmul %x, %wu
+    transpose_rhs` into `nn.swiglu`, then `nn.matmul ..., %wd
+    transpose_rhs`, each intermediate used once) into one `nn.tiled_mlp
+    %x, %wg, %wu, %wd tiles K`: forward and backward compute `ceil(rows /
+    K)` rows at a time, the backward recomputing each tile's gate and up
+    (as ALST's TiledMLP), so the memory plan holds one tile's `[tile, I]`
+    intermediates as kernel scratch instead of the `[rows, I]` gate, up
+    and activation kept for the backward. The losses are the untiled ones
+    to fp32 rounding (the weight gradients are summed tile by tile). `K`
+    need not divide the rows.
+
+    Runs on the forward, before `zero-autodiff`. Matmuls outside such an
+    MLP are left alone. What it cannot tile is an error naming the reason:
+    an `nn.swiglu` whose gate or up is not such a projection of one input,
+    or is used elsewhere, or whose activation is not read by one down
+    projection only; a step without any SwiGLU MLP (GPT-2's MLP, a biased
+    fc with GELU, is not tiled); 16-bit operands.
+  }];
+  let options = [
+    Option<"tiles", "tiles", "int64_t", /*default=*/"4",
+           "Tiles of rows each MLP is computed in (>= 1)">,
+  ];
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+}
+
 def ZeroAutodiffPass : Pass<"zero-autodiff", "::mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of each train step";
   let description = [{
