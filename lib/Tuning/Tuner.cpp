@@ -42,7 +42,16 @@
 //     bound is faster than the group's best so far and the `top`-th; then
 //     its own bounds (its activations, its recompute) prune it or it
 //     descends like the others.
-//  6. With --zeropp, stage 3 is also partitioned over each MiCS shard size
+//  6. The fused output projection and loss (zero-loss-chunk), where it
+//     applies, is tried beside the whole logits in every group: a
+//     differentiated clone of the step with the chunk each micro batch's
+//     rows give (getTuneLossChunk), whose base is evaluated and bounded as
+//     the group's own (its backward recomputes the logits chunk by chunk,
+//     and its loss kernels differ, so the whole logits' bounds do not bound
+//     it); recomputation then follows each as in 5. The group's winner is
+//     the fastest that fits, so a chunk is chosen when the plan needs its
+//     lower peak to fit, or where it is faster.
+//  7. With --zeropp, stage 3 is also partitioned over each MiCS shard size
 //     and every stage-3 choice is repeated with each hpZ size, qwZ and qgZ
 //     (getZeroPPChoices); each is a group of its own, skipped, bounded and
 //     descended like the others. hpZ's secondary partition only adds to
@@ -66,6 +75,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <cmath>
@@ -98,6 +108,7 @@ std::optional<TuneRemat> mlir::zero::parseTuneRemat(StringRef name) {
 void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.stage = stage;
   o.remat = getTuneRematName(remat).str();
+  o.lossChunk = lossChunk;
   o.gradientAccumulationSteps = accumulationSteps;
   o.reduceBucketSize = reduceBucketSize;
   o.overlapComm = overlapComm;
@@ -116,6 +127,14 @@ void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.micsShardSize = micsShardSize;
   o.quantizedWeights = quantizedWeights;
   o.quantizedGradients = quantizedGradients;
+}
+
+int64_t mlir::zero::getTuneLossChunk(int64_t rows, int64_t vocab,
+                                     int64_t hidden) {
+  int64_t ratio = llvm::divideCeil(vocab, std::max<int64_t>(hidden, 1));
+  int64_t liger = static_cast<int64_t>(
+      llvm::PowerOf2Ceil(llvm::divideCeil(rows, std::max<int64_t>(ratio, 1))));
+  return std::max<int64_t>(liger, 128);
 }
 
 namespace {
@@ -206,11 +225,22 @@ struct Knob {
   std::function<void(TuneConfig &, int64_t)> set;
 };
 
+/// The step's [vocab, hidden] head where zero-loss-chunk fuses it into the
+/// loss.
+struct FusableHead {
+  int64_t vocab = 0, hidden = 0;
+};
+
 class Tuner {
 public:
-  Tuner(ModuleOp front, const TuneOptions &options, TuneResult &result)
-      : front(front), ctx(front.getContext()), options(options),
-        result(result) {}
+  /// `front` is `model` differentiated; `head` is set where zero-loss-chunk
+  /// applies to `model`.
+  Tuner(ModuleOp model, ModuleOp front, std::optional<FusableHead> head,
+        const TuneOptions &options, TuneResult &result)
+      : model(model), ctx(front.getContext()), head(head), options(options),
+        result(result) {
+    fronts[0] = front;
+  }
 
   LogicalResult run();
 
@@ -231,6 +261,12 @@ private:
   /// the padded parameter count, or the partition's error.
   FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
   partitionStage(int64_t stage, int64_t mics);
+  /// The step differentiated with the loss in chunks of `chunk` rows (0:
+  /// the whole logits), or null when the passes refuse it.
+  ModuleOp getFront(int64_t chunk);
+  /// The loss chunks a group of `accumulation` steps tries, the whole
+  /// logits (0) first.
+  SmallVector<int64_t> getLossChunks(int64_t accumulation);
   const Evaluation &evaluate(const TuneConfig &config, bool verify = false);
   /// The group's knobs, their ladders derived from the base evaluation.
   std::vector<Knob> getKnobs(const TuneConfig &base, const Evaluation &e) const;
@@ -241,8 +277,12 @@ private:
   /// group's fastest so far, and the `top`-th fastest group's.
   double getBoundMs(const TuneConfig &config) const;
 
-  ModuleOp front;
+  ModuleOp model;
   MLIRContext *ctx;
+  std::optional<FusableHead> head;
+  /// The differentiated steps by loss chunk; null where refused.
+  std::map<int64_t, ModuleOp> fronts;
+  SmallVector<OwningOpRef<ModuleOp>> ownedFronts;
   const TuneOptions &options;
   TuneResult &result;
   std::map<TuneConfig, Evaluation> memo;
@@ -341,7 +381,8 @@ OffloadAttr Tuner::getOffloadAttr(const TuneConfig &c) const {
 
 FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
 Tuner::partitionStage(int64_t stage, int64_t mics) {
-  OwningOpRef<ModuleOp> module = front.clone();
+  // The loss chunk changes no parameter.
+  OwningOpRef<ModuleOp> module = fronts[0].clone();
   PassManager pm(ctx);
   ZeroPartitionPassOptions part;
   part.stage = stage;
@@ -403,6 +444,11 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
   e = Evaluation();
   e.candidate.config = config;
 
+  ModuleOp front = getFront(config.lossChunk);
+  if (!front) {
+    e.error = "zero-loss-chunk refuses the step's loss";
+    return e;
+  }
   OwningOpRef<ModuleOp> module = front.clone();
   std::string error;
   {
@@ -479,6 +525,40 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
       slot->second = std::min(slot->second, e.candidate.predictedStepMs);
   }
   return e;
+}
+
+ModuleOp Tuner::getFront(int64_t chunk) {
+  auto [it, inserted] = fronts.try_emplace(chunk, nullptr);
+  if (!inserted)
+    return it->second;
+  OwningOpRef<ModuleOp> module = model.clone();
+  PassManager pm(ctx);
+  ZeroLossChunkPassOptions fuse;
+  fuse.chunk = chunk;
+  pm.addPass(createZeroLossChunkPass(fuse));
+  pm.addPass(createZeroAutodiffPass());
+  pm.addPass(createZeroMixedPrecisionPass());
+  // A refusal (a 16-bit step, say) leaves the chunk out of the search.
+  ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+  if (failed(pm.run(*module)))
+    return nullptr;
+  it->second = *module;
+  ownedFronts.push_back(std::move(module));
+  return it->second;
+}
+
+SmallVector<int64_t> Tuner::getLossChunks(int64_t accumulation) {
+  if (options.lossChunk)
+    return {*options.lossChunk};
+  SmallVector<int64_t> chunks = {0};
+  if (!head)
+    return chunks;
+  // One chunk as large as the micro batch's rows is the whole logits.
+  int64_t rows = result.tokensPerStep / (options.worldSize * accumulation);
+  int64_t chunk = getTuneLossChunk(rows, head->vocab, head->hidden);
+  if (chunk < rows && getFront(chunk))
+    chunks.push_back(chunk);
+  return chunks;
 }
 
 double Tuner::getPruneMs() const {
@@ -579,7 +659,7 @@ void Tuner::descend(const TuneConfig &base) {
 }
 
 LogicalResult Tuner::run() {
-  TrainStepOp step = *front.getOps<TrainStepOp>().begin();
+  TrainStepOp step = *fronts[0].getOps<TrainStepOp>().begin();
   int64_t perRank = result.globalBatch / options.worldSize;
   // Recomputation needs transformer blocks (an MLP has none).
   bool hasBlocks = !getRematBlocks(step).empty();
@@ -630,21 +710,30 @@ LogicalResult Tuner::run() {
              ++k) {
           if (perRank % k != 0)
             continue;
-          int64_t count = numRemats * int64_t(variants.size());
+          // Skipped groups build no chunked step.
+          SmallVector<int64_t> chunks = deviceFits && hostFits
+                                            ? getLossChunks(k)
+                                            : SmallVector<int64_t>{0};
+          int64_t count =
+              numRemats * int64_t(variants.size()) * int64_t(chunks.size());
           result.groups += count;
           if (!deviceFits || !hostFits) {
             result.prunedByModelStates += count;
             continue;
           }
+          result.lossChunkSearched |= chunks.size() > 1 || chunks[0] != 0;
           for (const TuneConfig &variant : variants) {
-            TuneConfig base = variant;
-            base.accumulationSteps = k;
-            base.remat = remats.front();
-            base.reduceBucketSize =
-                std::min(base.reduceBucketSize, roundUpNice(double(padded)));
-            if (stage == 1 || stage == 2)
-              base.allgatherBucketSize = base.reduceBucketSize;
-            groups.push_back({base, nullptr});
+            for (int64_t chunk : chunks) {
+              TuneConfig base = variant;
+              base.accumulationSteps = k;
+              base.remat = remats.front();
+              base.lossChunk = chunk;
+              base.reduceBucketSize =
+                  std::min(base.reduceBucketSize, roundUpNice(double(padded)));
+              if (stage == 1 || stage == 2)
+                base.allgatherBucketSize = base.reduceBucketSize;
+              groups.push_back({base, nullptr});
+            }
           }
         }
       }
@@ -769,7 +858,35 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
   if (failed(pm.run(*front)))
     return failure();
 
-  Tuner tuner(*front, options, result);
+  // The head zero-loss-chunk would fuse, when the search may chunk the loss;
+  // a chunk asked for must apply, and its refusal is the error.
+  std::optional<FusableHead> head;
+  if (options.lossChunk.value_or(1) != 0) {
+    OwningOpRef<ModuleOp> probe = module.clone();
+    PassManager fuse(module.getContext());
+    ZeroLossChunkPassOptions chunk;
+    chunk.chunk = options.lossChunk.value_or(1);
+    fuse.addPass(createZeroLossChunkPass(chunk));
+    fuse.addPass(createZeroAutodiffPass());
+    fuse.addPass(createZeroMixedPrecisionPass());
+    LogicalResult fused = success();
+    if (options.lossChunk) {
+      fused = fuse.run(*probe);
+    } else {
+      ScopedDiagnosticHandler quiet(module.getContext(),
+                                    [](Diagnostic &) { return success(); });
+      fused = fuse.run(*probe);
+    }
+    if (failed(fused) && options.lossChunk)
+      return failure();
+    if (succeeded(fused))
+      probe->walk([&](nn::LinearCrossEntropyOp op) {
+        auto w = cast<RankedTensorType>(op.getWeight().getType());
+        head = FusableHead{w.getDimSize(0), w.getDimSize(1)};
+      });
+  }
+
+  Tuner tuner(module, *front, head, options, result);
   if (failed(tuner.run()))
     return failure();
   return result;
@@ -787,6 +904,9 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
   };
   // DeepSpeed's section, every block (no number_checkpoints), with the
   // granularity Megatron-LM calls --recompute-granularity full|selective.
+  // This project's key, only when on.
+  if (c.lossChunk > 0)
+    config[kLossChunk] = c.lossChunk;
   if (c.remat != TuneRemat::none)
     config[kActivationCheckpointing] = llvm::json::Object{
         {kRecomputeGranularity, c.remat == TuneRemat::layer
