@@ -45,7 +45,7 @@
 //  6. The fused output projection and loss (zero-loss-chunk), where it
 //     applies, is tried beside the whole logits in every group: a
 //     differentiated clone of the step with the chunk each micro batch's
-//     rows give (getTuneLossChunk), whose base is evaluated and bounded as
+//     rows give (getDefaultLossChunk), whose base is evaluated and bounded as
 //     the group's own (its backward recomputes the logits chunk by chunk,
 //     and its loss kernels differ, so the whole logits' bounds do not bound
 //     it); recomputation then follows each as in 5. The group's winner is
@@ -65,6 +65,7 @@
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
+#include "zero/Dialect/Zero/Transforms/LossChunk.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 #include "zero/Dialect/Zero/Transforms/Remat.h"
 #include "zero/Pipelines/DeepSpeedKeys.h"
@@ -75,7 +76,6 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <cmath>
@@ -127,14 +127,6 @@ void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.micsShardSize = micsShardSize;
   o.quantizedWeights = quantizedWeights;
   o.quantizedGradients = quantizedGradients;
-}
-
-int64_t mlir::zero::getTuneLossChunk(int64_t rows, int64_t vocab,
-                                     int64_t hidden) {
-  int64_t ratio = llvm::divideCeil(vocab, std::max<int64_t>(hidden, 1));
-  int64_t liger = static_cast<int64_t>(
-      llvm::PowerOf2Ceil(llvm::divideCeil(rows, std::max<int64_t>(ratio, 1))));
-  return std::max<int64_t>(liger, 128);
 }
 
 namespace {
@@ -225,17 +217,11 @@ struct Knob {
   std::function<void(TuneConfig &, int64_t)> set;
 };
 
-/// The step's [vocab, hidden] head where zero-loss-chunk fuses it into the
-/// loss.
-struct FusableHead {
-  int64_t vocab = 0, hidden = 0;
-};
-
 class Tuner {
 public:
   /// `front` is `model` differentiated; `head` is set where zero-loss-chunk
   /// applies to `model`.
-  Tuner(ModuleOp model, ModuleOp front, std::optional<FusableHead> head,
+  Tuner(ModuleOp model, ModuleOp front, std::optional<LossHead> head,
         const TuneOptions &options, TuneResult &result)
       : model(model), ctx(front.getContext()), head(head), options(options),
         result(result) {
@@ -279,7 +265,7 @@ private:
 
   ModuleOp model;
   MLIRContext *ctx;
-  std::optional<FusableHead> head;
+  std::optional<LossHead> head;
   /// The differentiated steps by loss chunk; null where refused.
   std::map<int64_t, ModuleOp> fronts;
   SmallVector<OwningOpRef<ModuleOp>> ownedFronts;
@@ -554,8 +540,8 @@ SmallVector<int64_t> Tuner::getLossChunks(int64_t accumulation) {
   if (!head)
     return chunks;
   // One chunk as large as the micro batch's rows is the whole logits.
-  int64_t rows = result.tokensPerStep / (options.worldSize * accumulation);
-  int64_t chunk = getTuneLossChunk(rows, head->vocab, head->hidden);
+  int64_t rows = head->rows / (options.worldSize * accumulation);
+  int64_t chunk = getDefaultLossChunk(rows, *head);
   if (chunk < rows && getFront(chunk))
     chunks.push_back(chunk);
   return chunks;
@@ -860,30 +846,22 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
 
   // The head zero-loss-chunk would fuse, when the search may chunk the loss;
   // a chunk asked for must apply, and its refusal is the error.
-  std::optional<FusableHead> head;
-  if (options.lossChunk.value_or(1) != 0) {
+  std::optional<LossHead> head;
+  if (options.lossChunk) {
     OwningOpRef<ModuleOp> probe = module.clone();
     PassManager fuse(module.getContext());
     ZeroLossChunkPassOptions chunk;
-    chunk.chunk = options.lossChunk.value_or(1);
+    chunk.chunk = *options.lossChunk;
     fuse.addPass(createZeroLossChunkPass(chunk));
     fuse.addPass(createZeroAutodiffPass());
     fuse.addPass(createZeroMixedPrecisionPass());
-    LogicalResult fused = success();
-    if (options.lossChunk) {
-      fused = fuse.run(*probe);
-    } else {
-      ScopedDiagnosticHandler quiet(module.getContext(),
-                                    [](Diagnostic &) { return success(); });
-      fused = fuse.run(*probe);
-    }
-    if (failed(fused) && options.lossChunk)
+    if (*options.lossChunk != 0 && failed(fuse.run(*probe)))
       return failure();
-    if (succeeded(fused))
-      probe->walk([&](nn::LinearCrossEntropyOp op) {
-        auto w = cast<RankedTensorType>(op.getWeight().getType());
-        head = FusableHead{w.getDimSize(0), w.getDimSize(1)};
-      });
+  } else {
+    ScopedDiagnosticHandler quiet(module.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    if (FailureOr<LossHead> h = matchLossHead(step); succeeded(h))
+      head = *h;
   }
 
   Tuner tuner(module, *front, head, options, result);

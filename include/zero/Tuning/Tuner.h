@@ -37,14 +37,6 @@ namespace mlir::zero {
 /// search's, which a configuration of the tuner does not need).
 enum class TuneRemat { none, selective, layer };
 
-/// The loss chunk zero-tune tries for `rows` rows of a micro step over a
-/// [vocab, hidden] head: Liger-Kernel's fused linear cross-entropy choice,
-/// the power of two at or above rows / ceil(vocab / hidden), so that one
-/// chunk's logits are about the size of the hidden states they come from;
-/// but at least 128 rows, the height of a GEMM tile, so that the chunk's
-/// products fill whole tiles.
-int64_t getTuneLossChunk(int64_t rows, int64_t vocab, int64_t hidden);
-
 /// The zero-pipeline `remat` value of `r`.
 llvm::StringRef getTuneRematName(TuneRemat r);
 /// The policy named `name` (none, selective or layer), if any.
@@ -168,7 +160,7 @@ struct TuneOptions {
   std::optional<TuneRemat> remat;
   /// The one loss chunk to consider (0: the logits whole); unset: both the
   /// whole logits and, where zero-loss-chunk applies, the chunk
-  /// getTuneLossChunk gives each micro batch.
+  /// getDefaultLossChunk gives each micro batch.
   std::optional<int64_t> lossChunk;
   /// The deepest tier the search may offload to: none (no offload), cpu
   /// (the optimizer at stages 1-3, the parameter shards at stage 3, to
