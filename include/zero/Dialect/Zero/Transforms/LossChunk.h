@@ -1,4 +1,4 @@
-//===- LossChunk.h - The head zero-loss-chunk fuses ------------*- C++ -*-===//
+//===- LossChunk.h - The head zero-loss-chunk fuses -------------*- C++ -*-===//
 //
 // Part of the zero-mlir project.
 //
