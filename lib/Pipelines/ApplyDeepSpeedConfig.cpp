@@ -117,6 +117,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->hpzPartitionSize, cfg->hpzPartitionSize);
     takeFromFile(s->maxReuseDistance, cfg->maxReuseDistance);
     takeFromFile(s->frozenGather, cfg->frozenGather);
+    takeFromFile(s->lossChunk, cfg->lossChunk);
     takeFromFile(s->micsShardSize, cfg->micsShardSize);
     takeFromFile(s->quantizedWeights, cfg->quantizedWeights);
     takeFromFile(s->quantizedGradients, cfg->quantizedGradients);

@@ -642,6 +642,9 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
 
   top.section("elasticity", [&](Section &e) { readElasticity(e, cfg); });
 
+  // The output projection and the loss in chunks of this many rows (0: off).
+  cfg.lossChunk = top.integerIn(dskeys::kLossChunk, 0);
+
   cfg.stepsPerPrint = top.integerIn("steps_per_print", 1);
   cfg.wallClockBreakdown = top.boolean("wall_clock_breakdown");
   // Logging and debugging switches that are off, and a permission that

@@ -89,6 +89,12 @@ static void addSchedulePasses(OpPassManager &pm, const ZeroPipelineOptions &o,
 /// mixed precision, the bias fusion and the schedule.
 static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
                       std::optional<int64_t> rematBlocks) {
+  // Under a budget, the loss is chunked when no plan fits without it (the
+  // pass runs this function again with loss-chunk given).
+  if (!o.memoryBudget.empty() && !o.lossChunk.hasValue()) {
+    pm.addPass(createFitLossChunkPass(o, rematBlocks, addPasses));
+    return;
+  }
   if (o.padVocab != 0) {
     ZeroPadVocabPassOptions pad;
     pad.multiple = o.padVocab;

@@ -4,11 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Private to lib/Pipelines: the two passes that zero-pipeline (Pipeline.cpp)
+// Private to lib/Pipelines: the passes that zero-pipeline (Pipeline.cpp)
 // creates and that run some of its passes themselves, which Pipeline.cpp
-// hands them: the memory-budget search (FitMemoryBudget.cpp) and the
-// resolution of a ds_config against the train steps
-// (ApplyDeepSpeedConfig.cpp).
+// hands them: the memory-budget search (FitMemoryBudget.cpp), the loss in
+// chunks when the budget needs it (FitLossChunk.cpp) and the resolution of
+// a ds_config against the train steps (ApplyDeepSpeedConfig.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +57,13 @@ std::unique_ptr<Pass>
 createFitMemoryBudgetPass(const ZeroPipelineOptions &options,
                           std::optional<int64_t> rematBlocks,
                           AddZeroPasses addZeroPasses);
+
+/// With memory-budget and no loss-chunk given: `addPasses` with the logits
+/// whole on a copy of the module, and when no plan fits, with the loss in
+/// chunks (getDefaultLossChunk); the first that succeeds is the module.
+std::unique_ptr<Pass> createFitLossChunkPass(const ZeroPipelineOptions &options,
+                                             std::optional<int64_t> rematBlocks,
+                                             AddPipelinePasses addPasses);
 
 /// Reads the ds_config file of `options` when created (its diagnostics are
 /// reported when the pass runs), resolves it against the train steps and

@@ -42,7 +42,16 @@
 //     bound is faster than the group's best so far and the `top`-th; then
 //     its own bounds (its activations, its recompute) prune it or it
 //     descends like the others.
-//  6. With --zeropp, stage 3 is also partitioned over each MiCS shard size
+//  6. The fused output projection and loss (zero-loss-chunk), where it
+//     applies, is tried beside the whole logits in every group: a
+//     differentiated clone of the step with the chunk each micro batch's
+//     rows give (getDefaultLossChunk), whose base is evaluated and bounded as
+//     the group's own (its backward recomputes the logits chunk by chunk,
+//     and its loss kernels differ, so the whole logits' bounds do not bound
+//     it); recomputation then follows each as in 5. The group's winner is
+//     the fastest that fits, so a chunk is chosen when the plan needs its
+//     lower peak to fit, or where it is faster.
+//  7. With --zeropp, stage 3 is also partitioned over each MiCS shard size
 //     and every stage-3 choice is repeated with each hpZ size, qwZ and qgZ
 //     (getZeroPPChoices); each is a group of its own, skipped, bounded and
 //     descended like the others. hpZ's secondary partition only adds to
@@ -60,6 +69,7 @@
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
+#include "zero/Dialect/Zero/Transforms/LossChunk.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 #include "zero/Dialect/Zero/Transforms/Remat.h"
 #include "zero/Pipelines/DeepSpeedKeys.h"
@@ -102,6 +112,7 @@ std::optional<TuneRemat> mlir::zero::parseTuneRemat(StringRef name) {
 void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.stage = stage;
   o.remat = getTuneRematName(remat).str();
+  o.lossChunk = lossChunk;
   o.gradientAccumulationSteps = accumulationSteps;
   o.reduceBucketSize = reduceBucketSize;
   o.overlapComm = overlapComm;
@@ -212,9 +223,14 @@ struct Knob {
 
 class Tuner {
 public:
-  Tuner(ModuleOp front, const TuneOptions &options, TuneResult &result)
-      : front(front), ctx(front.getContext()), options(options),
-        result(result) {}
+  /// `front` is `model` differentiated; `head` is set where zero-loss-chunk
+  /// applies to `model`.
+  Tuner(ModuleOp model, ModuleOp front, std::optional<LossHead> head,
+        const TuneOptions &options, TuneResult &result)
+      : model(model), ctx(front.getContext()), head(head), options(options),
+        result(result) {
+    fronts[0] = front;
+  }
 
   LogicalResult run();
 
@@ -235,6 +251,12 @@ private:
   /// the padded parameter count, or the partition's error.
   FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
   partitionStage(int64_t stage, int64_t mics);
+  /// The step differentiated with the loss in chunks of `chunk` rows (0:
+  /// the whole logits), or null when the passes refuse it.
+  ModuleOp getFront(int64_t chunk);
+  /// The loss chunks a group of `accumulation` steps tries, the whole
+  /// logits (0) first.
+  SmallVector<int64_t> getLossChunks(int64_t accumulation);
   const Evaluation &evaluate(const TuneConfig &config, bool verify = false);
   /// The group's knobs, their ladders derived from the base evaluation.
   std::vector<Knob> getKnobs(const TuneConfig &base, const Evaluation &e) const;
@@ -245,8 +267,12 @@ private:
   /// group's fastest so far, and the `top`-th fastest group's.
   double getBoundMs(const TuneConfig &config) const;
 
-  ModuleOp front;
+  ModuleOp model;
   MLIRContext *ctx;
+  std::optional<LossHead> head;
+  /// The differentiated steps by loss chunk; null where refused.
+  std::map<int64_t, ModuleOp> fronts;
+  SmallVector<OwningOpRef<ModuleOp>> ownedFronts;
   const TuneOptions &options;
   TuneResult &result;
   std::map<TuneConfig, Evaluation> memo;
@@ -345,7 +371,8 @@ OffloadAttr Tuner::getOffloadAttr(const TuneConfig &c) const {
 
 FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
 Tuner::partitionStage(int64_t stage, int64_t mics) {
-  OwningOpRef<ModuleOp> module = front.clone();
+  // The loss chunk changes no parameter.
+  OwningOpRef<ModuleOp> module = fronts[0].clone();
   PassManager pm(ctx);
   ZeroPartitionPassOptions part;
   part.stage = stage;
@@ -407,6 +434,11 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
   e = Evaluation();
   e.candidate.config = config;
 
+  ModuleOp front = getFront(config.lossChunk);
+  if (!front) {
+    e.error = "zero-loss-chunk refuses the step's loss";
+    return e;
+  }
   OwningOpRef<ModuleOp> module = front.clone();
   std::string error;
   {
@@ -483,6 +515,40 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
       slot->second = std::min(slot->second, e.candidate.predictedStepMs);
   }
   return e;
+}
+
+ModuleOp Tuner::getFront(int64_t chunk) {
+  auto [it, inserted] = fronts.try_emplace(chunk, nullptr);
+  if (!inserted)
+    return it->second;
+  OwningOpRef<ModuleOp> module = model.clone();
+  PassManager pm(ctx);
+  ZeroLossChunkPassOptions fuse;
+  fuse.chunk = chunk;
+  pm.addPass(createZeroLossChunkPass(fuse));
+  pm.addPass(createZeroAutodiffPass());
+  pm.addPass(createZeroMixedPrecisionPass());
+  // A refusal (a 16-bit step, say) leaves the chunk out of the search.
+  ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+  if (failed(pm.run(*module)))
+    return nullptr;
+  it->second = *module;
+  ownedFronts.push_back(std::move(module));
+  return it->second;
+}
+
+SmallVector<int64_t> Tuner::getLossChunks(int64_t accumulation) {
+  if (options.lossChunk)
+    return {*options.lossChunk};
+  SmallVector<int64_t> chunks = {0};
+  if (!head)
+    return chunks;
+  // One chunk as large as the micro batch's rows is the whole logits.
+  int64_t rows = head->rows / (options.worldSize * accumulation);
+  int64_t chunk = getDefaultLossChunk(rows, *head);
+  if (chunk < rows && getFront(chunk))
+    chunks.push_back(chunk);
+  return chunks;
 }
 
 double Tuner::getPruneMs() const {
@@ -583,7 +649,7 @@ void Tuner::descend(const TuneConfig &base) {
 }
 
 LogicalResult Tuner::run() {
-  TrainStepOp step = *front.getOps<TrainStepOp>().begin();
+  TrainStepOp step = *fronts[0].getOps<TrainStepOp>().begin();
   int64_t perRank = result.globalBatch / options.worldSize;
   // Recomputation needs transformer blocks (an MLP has none).
   bool hasBlocks = !getRematBlocks(step).empty();
@@ -634,21 +700,30 @@ LogicalResult Tuner::run() {
              ++k) {
           if (perRank % k != 0)
             continue;
-          int64_t count = numRemats * int64_t(variants.size());
+          // Skipped groups build no chunked step.
+          SmallVector<int64_t> chunks = deviceFits && hostFits
+                                            ? getLossChunks(k)
+                                            : SmallVector<int64_t>{0};
+          int64_t count =
+              numRemats * int64_t(variants.size()) * int64_t(chunks.size());
           result.groups += count;
           if (!deviceFits || !hostFits) {
             result.prunedByModelStates += count;
             continue;
           }
+          result.lossChunkSearched |= chunks.size() > 1 || chunks[0] != 0;
           for (const TuneConfig &variant : variants) {
-            TuneConfig base = variant;
-            base.accumulationSteps = k;
-            base.remat = remats.front();
-            base.reduceBucketSize =
-                std::min(base.reduceBucketSize, roundUpNice(double(padded)));
-            if (stage == 1 || stage == 2)
-              base.allgatherBucketSize = base.reduceBucketSize;
-            groups.push_back({base, nullptr});
+            for (int64_t chunk : chunks) {
+              TuneConfig base = variant;
+              base.accumulationSteps = k;
+              base.remat = remats.front();
+              base.lossChunk = chunk;
+              base.reduceBucketSize =
+                  std::min(base.reduceBucketSize, roundUpNice(double(padded)));
+              if (stage == 1 || stage == 2)
+                base.allgatherBucketSize = base.reduceBucketSize;
+              groups.push_back({base, nullptr});
+            }
           }
         }
       }
@@ -795,7 +870,27 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
   if (failed(pm.run(*front)))
     return failure();
 
-  Tuner tuner(*front, options, result);
+  // The head zero-loss-chunk would fuse, when the search may chunk the loss;
+  // a chunk asked for must apply, and its refusal is the error.
+  std::optional<LossHead> head;
+  if (options.lossChunk) {
+    OwningOpRef<ModuleOp> probe = module.clone();
+    PassManager fuse(module.getContext());
+    ZeroLossChunkPassOptions chunk;
+    chunk.chunk = *options.lossChunk;
+    fuse.addPass(createZeroLossChunkPass(chunk));
+    fuse.addPass(createZeroAutodiffPass());
+    fuse.addPass(createZeroMixedPrecisionPass());
+    if (*options.lossChunk != 0 && failed(fuse.run(*probe)))
+      return failure();
+  } else {
+    ScopedDiagnosticHandler quiet(module.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    if (FailureOr<LossHead> h = matchLossHead(step); succeeded(h))
+      head = *h;
+  }
+
+  Tuner tuner(module, *front, head, options, result);
   if (failed(tuner.run()))
     return failure();
   return result;
@@ -813,6 +908,9 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
   };
   // DeepSpeed's section, every block (no number_checkpoints), with the
   // granularity Megatron-LM calls --recompute-granularity full|selective.
+  // This project's key, only when on.
+  if (c.lossChunk > 0)
+    config[kLossChunk] = c.lossChunk;
   if (c.remat != TuneRemat::none)
     config[kActivationCheckpointing] = llvm::json::Object{
         {kRecomputeGranularity, c.remat == TuneRemat::layer

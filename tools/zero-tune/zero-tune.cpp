@@ -71,6 +71,13 @@ static cl::opt<std::string>
                    "auto (default: none, selective and layer are searched), "
                    "or only none, selective or layer"),
           cl::init("auto"), cl::cat(tuneCat));
+static cl::opt<std::string> lossChunk(
+    "loss-chunk",
+    cl::desc("The output projection and the loss in chunks of rows "
+             "(zero-loss-chunk): auto (default: the whole logits and, where "
+             "the step's head can be fused, Liger-Kernel's chunk for each "
+             "micro batch are searched), 0 (never) or a number of rows"),
+    cl::init("auto"), cl::cat(tuneCat));
 static cl::opt<std::string>
     offload("offload",
             cl::desc("The deepest tier the search may offload to: none "
@@ -166,6 +173,8 @@ static std::string describe(const TuneConfig &c) {
               c.stage, c.accumulationSteps, c.accumulationSteps == 1 ? "" : "s",
               getTuneRematName(c.remat), c.reduceBucketSize, c.overlapComm)
           .str();
+  if (c.lossChunk > 0)
+    s += formatv(", loss chunk {0}", c.lossChunk).str();
   if (c.stage == 1 || c.stage == 2)
     s += formatv(", all-gather bucket {0}", c.allgatherBucketSize).str();
   if (c.stage == 3)
@@ -192,7 +201,7 @@ static std::string describe(const TuneConfig &c) {
 /// searched.
 static json::Value toJson(const TuneCandidate &c, int64_t rank,
                           int64_t globalBatch, bool offloadSearched,
-                          bool frozenSearched) {
+                          bool frozenSearched, bool chunkSearched) {
   json::Object o{
       {"rank", rank},
       {"stage", c.config.stage},
@@ -210,6 +219,8 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
       {"ds_config",
        toDeepSpeedConfig(c.config, globalBatch, tuneOptions.worldSize)},
   };
+  if (chunkSearched)
+    o["loss_chunk"] = c.config.lossChunk;
   if (frozenSearched)
     o["frozen_gather"] = c.config.stage != 3         ? "-"
                          : c.config.frozenGatherOnce ? "once"
@@ -262,6 +273,8 @@ static void printTable(const TuneResult &r, bool offloadSearched,
                "rank", "stage", "accum", "micro", "remat", "reduce_bkt",
                "overlap", "allgather", "prefetch", "max_live", "persistence",
                "peak_bytes", "peak", "step_ms", "tokens/s", "exposed_ms");
+  if (r.lossChunkSearched)
+    os << format(" %10s", "loss_chunk");
   if (r.frozenGatherSearched)
     os << format(" %13s", "frozen_gather");
   if (offloadSearched)
@@ -293,6 +306,8 @@ static void printTable(const TuneResult &r, bool offloadSearched,
                  static_cast<long long>(c.peakBytes),
                  formatByteSize(c.peakBytes).c_str(), c.predictedStepMs,
                  c.tokensPerSecond, c.exposedCommMs);
+    if (r.lossChunkSearched)
+      os << format(" %10s", knob(k.lossChunk > 0, k.lossChunk).c_str());
     if (r.frozenGatherSearched)
       os << format(" %13s", !stage3              ? "-"
                             : k.frozenGatherOnce ? "once"
@@ -398,6 +413,15 @@ static bool checkSearch() {
            "'");
       return false;
     }
+  }
+  if (lossChunk != "auto") {
+    int64_t rows = 0;
+    if (StringRef(lossChunk).getAsInteger(10, rows) || rows < 0) {
+      fail("--loss-chunk must be auto, 0 or a number of rows, got '" +
+           lossChunk + "'");
+      return false;
+    }
+    tuneOptions.lossChunk = rows;
   }
   std::optional<OffloadDevice> offloadTier = symbolizeOffloadDevice(offload);
   if (!offloadTier) {
@@ -537,6 +561,7 @@ int main(int argc, char **argv) {
       "fastest, by the memory planner and the cost model\n\n"
       "  zero-tune model.mlir --world-size N --hardware PRESET "
       "[--memory-budget B] [--remat auto|none|selective|layer] "
+      "[--loss-chunk auto|0|ROWS] "
       "[--offload none|cpu|nvme [--nvme-path DIR] [--host-budget B]] "
       "[--top K] [--format text|json] [-o best.json]\n");
   HardwarePreset rates;
@@ -568,12 +593,13 @@ int main(int argc, char **argv) {
 
   std::string summary =
       formatv("searched {0} configurations in {1} groups (stage x "
-              "accumulation x {5}{6}remat): {2} skipped by their model states, "
-              "{3} pruned by bounds; {4:f2} s",
+              "accumulation x {5}{6}remat{7}): {2} skipped by their model "
+              "states, {3} pruned by bounds; {4:f2} s",
               result->evaluated, result->groups, result->prunedByModelStates,
               result->prunedByBounds, seconds,
               offloadSearched ? "offload x " : "",
-              options.zeropp ? "ZeRO++ x " : "")
+              options.zeropp ? "ZeRO++ x " : "",
+              result->lossChunkSearched ? " x loss chunk" : "")
           .str();
   // Beside a JSON array or an error, the summary goes to stderr.
   if (shared.isJson() || result->ranked.empty())
@@ -602,7 +628,8 @@ int main(int argc, char **argv) {
     int64_t rank = 0;
     for (const TuneCandidate &c : result->ranked)
       array.push_back(toJson(c, ++rank, result->globalBatch, offloadSearched,
-                             result->frozenGatherSearched));
+                             result->frozenGatherSearched,
+                             result->lossChunkSearched));
     outs() << formatv("{0:2}", json::Value(std::move(array))) << "\n";
     return 0;
   }

@@ -39,6 +39,9 @@ struct KernelCost {
   /// the rate a fused attention kernel reaches (0: not known).
   int64_t headDim = 0, seqLen = 0;
   bool causal = false, backward = false;
+  /// The kernels the op launches, each paying the preset's launch and gap
+  /// (an op that works in chunks launches some per chunk).
+  int64_t launches = 1;
 
   static KernelCost memory(double bytes) {
     KernelCost c;

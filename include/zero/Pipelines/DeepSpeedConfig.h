@@ -100,6 +100,9 @@ struct DeepSpeedConfig {
   /// project's key for zero-param-gather's frozen-gather (DeepSpeed has
   /// none).
   DeepSpeedValue<std::string> frozenGather;
+  /// zero_mlir_loss_chunk: this project's key for the pipeline's
+  /// loss-chunk (DeepSpeed has none).
+  DeepSpeedValue<int64_t> lossChunk;
   /// zero_optimization.mics_shard_size (-1: no MiCS) and
   /// mics_hierarchical_params_gather.
   DeepSpeedValue<int64_t> micsShardSize;

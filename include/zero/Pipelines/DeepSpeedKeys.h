@@ -25,6 +25,9 @@ inline constexpr llvm::StringLiteral kGradientAccumulationSteps =
 inline constexpr llvm::StringLiteral kZeroOptimization = "zero_optimization";
 inline constexpr llvm::StringLiteral kActivationCheckpointing =
     "activation_checkpointing";
+/// This project's key (DeepSpeed has none): zero-loss-chunk's rows per
+/// chunk, 0 for off.
+inline constexpr llvm::StringLiteral kLossChunk = "zero_mlir_loss_chunk";
 
 // activation_checkpointing: Megatron-LM's granularity, "full" (zero-remat's
 // layer policy) or "selective".

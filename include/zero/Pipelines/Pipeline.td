@@ -80,7 +80,8 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
     Option<"memoryBudget", "memory-budget", "std::string", /*default=*/"",
            "Bytes per rank the plan's peak must fit (40GiB, 80GB): remat "
            "(auto unless remat is given), then smaller buckets and prefetch "
-           "windows, or an error">,
+           "windows; if none fits, the same with the loss in chunks (unless "
+           "loss-chunk is given); or an error">,
     Option<"elasticMicroBatch", "elastic-micro-batch", "int64_t",
            /*default=*/"0",
            "Keep the global batch on this world size (zero-run --elastic): "

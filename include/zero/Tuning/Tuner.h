@@ -65,6 +65,9 @@ struct TuneConfig {
   bool frozenGatherOnce = false;
   /// Activation recomputation on every block.
   TuneRemat remat = TuneRemat::none;
+  /// zero-loss-chunk's rows per chunk of the fused output projection and
+  /// loss (0: the logits whole).
+  int64_t lossChunk = 0;
   /// Where the optimizer states (stages 1-3) and the parameter shards
   /// (stage 3) live, and the directory of their NVMe swap files (set only
   /// with either on nvme; the two files' names differ).
@@ -101,11 +104,12 @@ struct TuneConfig {
   void applyTo(ZeroPipelineOptions &options) const;
 
   auto key() const {
-    return std::make_tuple(
-        stage, accumulationSteps, offloadOptimizer, offloadParam, remat,
-        reduceBucketSize, overlapComm, allgatherBucketSize, prefetchBucketSize,
-        maxLiveParameters, paramPersistenceThreshold, frozenGatherOnce,
-        hpzPartitionSize, micsShardSize, quantizedWeights, quantizedGradients);
+    return std::make_tuple(stage, accumulationSteps, offloadOptimizer,
+                           offloadParam, remat, lossChunk, reduceBucketSize,
+                           overlapComm, allgatherBucketSize, prefetchBucketSize,
+                           maxLiveParameters, paramPersistenceThreshold,
+                           frozenGatherOnce, hpzPartitionSize, micsShardSize,
+                           quantizedWeights, quantizedGradients);
   }
   bool operator<(const TuneConfig &o) const { return key() < o.key(); }
   bool operator==(const TuneConfig &o) const { return key() == o.key(); }
@@ -154,6 +158,10 @@ struct TuneOptions {
   int64_t top = 10;
   /// The one recomputation policy to consider; unset: every policy.
   std::optional<TuneRemat> remat;
+  /// The one loss chunk to consider (0: the logits whole); unset: both the
+  /// whole logits and, where zero-loss-chunk applies, the chunk
+  /// getDefaultLossChunk gives each micro batch.
+  std::optional<int64_t> lossChunk;
   /// The deepest tier the search may offload to: none (no offload), cpu
   /// (the optimizer at stages 1-3, the parameter shards at stage 3, to
   /// pinned host memory) or nvme (either also to NVMe swap files in
@@ -216,6 +224,9 @@ struct TuneResult {
   /// Whether a stage-3 configuration had frozen partitions, so that the
   /// frozen gather policy was searched.
   bool frozenGatherSearched = false;
+  /// Whether a configuration computed the loss in chunks
+  /// (zero-loss-chunk), so that the loss chunk was searched.
+  bool lossChunkSearched = false;
   int64_t prunedByModelStates = 0;
   int64_t prunedByBounds = 0;
 };

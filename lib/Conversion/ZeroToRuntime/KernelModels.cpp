@@ -427,19 +427,48 @@ int64_t scratchBytes(nn::LinearCrossEntropyGradOp op) {
   LinearLossShape s = getLinearLossShape(op);
   return zrt_scratch_linear_cross_entropy(s.rows, s.vocab, op.getChunk());
 }
-/// The products of the logits (and, backward, of both gradients), plus
-/// the chunks' logits written and read as scratch.
+/// The op's work chunk by chunk, as the kernels run it: `products` matrix
+/// products of each chunk (shaped as one chunk's logits), that chunk's
+/// logits written and read as scratch by each, the [vocab, hidden] weight
+/// or its gradient streamed `weightPasses(chunks)` times in all (of which
+/// the operands and results count `counted`), and `launches(chunks)`
+/// kernels.
 template <typename OpT>
-KernelCost linearLossCost(OpT op, int64_t products) {
+KernelCost linearLossCost(OpT op, int64_t products,
+                          function_ref<int64_t(int64_t)> weightPasses,
+                          int64_t counted,
+                          function_ref<int64_t(int64_t)> launches) {
   LinearLossShape s = getLinearLossShape(op);
+  int64_t rows = std::min(static_cast<int64_t>(op.getChunk()), s.rows);
+  int64_t chunks = rows > 0 ? llvm::divideCeil(s.rows, rows) : 0;
   double flops = 2.0 * products * s.rows * s.vocab * s.hidden;
-  double bytes = getOperandAndResultBytes(op) + products * s.rows * s.vocab * 4;
-  return KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
-                             elemType(op.getInput()));
+  double bytes = getOperandAndResultBytes(op) +
+                 products * s.rows * s.vocab * 4 +
+                 double(std::max<int64_t>(weightPasses(chunks) - counted, 0)) *
+                     getValueBytes(op.getWeight());
+  KernelCost c = KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
+                                     elemType(op.getInput()));
+  c.batch = chunks;
+  c.m = rows;
+  c.n = s.vocab;
+  c.k = s.hidden;
+  c.launches = std::max<int64_t>(launches(chunks), 1);
+  return c;
 }
-KernelCost cost(nn::LinearCrossEntropyOp op) { return linearLossCost(op, 1); }
+// Forward: each chunk's logits product reads the weight, then its loss
+// kernel; the sum at the end.
+KernelCost cost(nn::LinearCrossEntropyOp op) {
+  return linearLossCost(
+      op, /*products=*/1, [](int64_t chunks) { return chunks; },
+      /*counted=*/1, [](int64_t chunks) { return 2 * chunks + 1; });
+}
+// Backward, after the label count: each chunk's logits again and d hidden
+// read the weight, their gradient in place, and d weight is written by the
+// first chunk and read and written by the others.
 KernelCost cost(nn::LinearCrossEntropyGradOp op) {
-  return linearLossCost(op, 3);
+  return linearLossCost(
+      op, /*products=*/3, [](int64_t chunks) { return 4 * chunks - 1; },
+      /*counted=*/2, [](int64_t chunks) { return 4 * chunks + 1; });
 }
 
 /// The rows, hidden size and intermediate size of a tiled MLP.

@@ -93,6 +93,8 @@ struct Work {
   /// Kernels: the GEMM's or attention's shape (KernelCost).
   int64_t batch = 0, m = 0, n = 0, k = 0, headDim = 0, seqLen = 0;
   bool causal = false, backward = false;
+  /// Kernels: how many launches the op's work takes.
+  int64_t launches = 1;
   /// Kernels: output elements of a compute-bound pointwise or normalization
   /// kernel (timed at the preset's activation rate where it has one).
   double activationElements = 0;
@@ -199,6 +201,7 @@ Work Simulator::getKernelWork(RuntimeKernelOpInterface op) {
   w.attention = cost.kind == KernelCost::Kind::Attention;
   w.activationElements = cost.activationElements;
   w.batch = cost.batch;
+  w.launches = cost.launches;
   w.m = cost.m;
   w.n = cost.n;
   w.k = cost.k;
@@ -472,7 +475,8 @@ double Simulator::seconds(const Work &w) const {
     double bandwidth = w.onHost && hw.hostMemoryBandwidth > 0
                            ? hw.hostMemoryBandwidth
                            : hw.memoryBandwidth;
-    return hw.kernelOverhead + std::max(compute, w.bytes / bandwidth);
+    return hw.kernelOverhead * w.launches +
+           std::max(compute, w.bytes / bandwidth);
   }
   case Work::Transfer: {
     // Without a host link the copy is a memcpy: it reads and writes each

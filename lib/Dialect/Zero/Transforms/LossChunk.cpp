@@ -4,10 +4,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/Zero/Transforms/LossChunk.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+
+#include "llvm/Support/MathExtras.h"
 
 namespace mlir::zero {
 #define GEN_PASS_DEF_ZEROLOSSCHUNKPASS
@@ -19,9 +22,10 @@ using namespace mlir::zero;
 
 namespace {
 
-/// Replaces the loss of `step` and the head matmul feeding it by one
-/// nn.linear_cross_entropy, or reports at the op why it cannot.
-LogicalResult fuseLoss(TrainStepOp step, int64_t chunk) {
+/// The loss of `step` and the head matmul feeding it, or failure after
+/// reporting at the op why zero-loss-chunk cannot fuse them.
+FailureOr<std::pair<nn::SoftmaxCrossEntropyOp, nn::MatmulOp>>
+matchLoss(TrainStepOp step) {
   auto loss = step.getLoss().getDefiningOp<nn::SoftmaxCrossEntropyOp>();
   if (!loss)
     return step.emitOpError("zero-loss-chunk (loss-chunk) needs the step's "
@@ -51,7 +55,16 @@ LogicalResult fuseLoss(TrainStepOp step, int64_t chunk) {
   auto x = cast<RankedTensorType>(head.getLhs().getType());
   if (!x.getElementType().isF32() || !w.getElementType().isF32())
     return head.emitOpError("is not f32; loss-chunk computes in f32 only");
+  return std::make_pair(loss, head);
+}
 
+/// Replaces the loss of `step` and the head matmul feeding it by one
+/// nn.linear_cross_entropy, or reports at the op why it cannot.
+LogicalResult fuseLoss(TrainStepOp step, int64_t chunk) {
+  auto matched = matchLoss(step);
+  if (failed(matched))
+    return failure();
+  auto [loss, head] = *matched;
   OpBuilder b(loss);
   auto fused = nn::LinearCrossEntropyOp::create(
       b, loss.getLoc(), head.getLhs(), head.getRhs(), loss.getLabels(),
@@ -88,3 +101,20 @@ struct ZeroLossChunkPass
 };
 
 } // namespace
+
+FailureOr<LossHead> mlir::zero::matchLossHead(TrainStepOp step) {
+  auto matched = matchLoss(step);
+  if (failed(matched))
+    return failure();
+  auto w = cast<RankedTensorType>(matched->second.getRhs().getType());
+  auto labels = matched->first.getLabels().getType();
+  return LossHead{w.getDimSize(0), w.getDimSize(1), labels.getNumElements()};
+}
+
+int64_t mlir::zero::getDefaultLossChunk(int64_t rows, const LossHead &head) {
+  int64_t ratio =
+      llvm::divideCeil(head.vocab, std::max<int64_t>(head.hidden, 1));
+  int64_t liger = static_cast<int64_t>(
+      llvm::PowerOf2Ceil(llvm::divideCeil(rows, std::max<int64_t>(ratio, 1))));
+  return std::max<int64_t>(liger, 128);
+}
