@@ -366,19 +366,24 @@ def render(data, predictions):
       "of a GPU in the table above, the step the published runs on that "
       "GPU would lead one to expect: the prediction times the smallest and "
       "the largest of their ratios (ratio = published step / predicted "
-      "step). `zero-tune` calls its top candidates within the band of each "
-      "other when their bands overlap (the slower's predicted step times "
-      "the smallest ratio is at most the fastest's times the largest), "
-      "and then picks the one of them with the smallest peak. The script "
+      "step). `zero-tune` calls a top candidate and the fastest within the "
+      "band of each other when each one's predicted step lies within the "
+      "other's band (the slower's predicted step is at most the fastest's "
+      "times the largest ratio, and its predicted step times the smallest "
+      "ratio at most the fastest's: within the last column's factor of the "
+      "fastest), and then picks the one of them with the smallest peak. "
+      "The script "
       "writes the bands to `lib/Dialect/Zero/Analysis/ValidationBands.inc` "
       "with this page; presets of other GPUs have none.")
     w("")
-    w("| GPU | presets | runs | smallest ratio | largest ratio |")
-    w("|---|---|---:|---:|---:|")
+    w("| GPU | presets | runs | smallest ratio | largest ratio | "
+      "zero-tune's ties: within this factor of the fastest |")
+    w("|---|---|---:|---:|---:|---:|")
     for gpu, b in sorted(bands(data, predictions).items()):
-        w("| %s | %s | %d | %.2f | %.2f |" % (
+        lo, hi = min(b["ratios"]), max(b["ratios"])
+        w("| %s | %s | %d | %.2f | %.2f | %.2f |" % (
             gpu, ", ".join("`%s`" % p for p in sorted(b["presets"])),
-            len(b["ratios"]), min(b["ratios"]), max(b["ratios"])))
+            len(b["ratios"]), lo, hi, min(hi, 1 / lo) if lo > 0 else hi))
     w("")
     w("## Our own runtime")
     w("")

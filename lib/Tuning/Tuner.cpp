@@ -57,9 +57,9 @@
 //     descended like the others. hpZ's secondary partition only adds to
 //     the model states zero-partition gives, so those skip it soundly.
 //  7. Where the preset's GPU has a validation band (lookupValidationBand,
-//     docs/CostModel.md), the ranked candidates whose expected steps
-//     overlap the fastest's cannot be told apart, and the one of them with
-//     the smallest peak goes first.
+//     docs/CostModel.md), a ranked candidate and the fastest whose
+//     predicted steps lie each within the other's band cannot be told
+//     apart, and the one of those with the smallest peak goes first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -794,16 +794,20 @@ LogicalResult Tuner::run() {
       result.closest = closest->candidate;
     return success();
   }
-  // The validation band of the preset's GPU: candidates whose expected
-  // steps overlap the fastest's cannot be told apart by the cost model, so
-  // the one with the smallest peak among them goes first.
+  // The validation band of the preset's GPU: a candidate whose predicted
+  // step lies within the fastest's band, and the fastest's within its own,
+  // cannot be told apart from it by the cost model, so the one with the
+  // smallest peak among them goes first. The band around a step p is
+  // [minRatio p, maxRatio p]; for a slower candidate the two conditions
+  // are p <= maxRatio f and f >= minRatio p.
   if (options.preferSmallerPeakWithinBand)
     result.band = lookupValidationBand(options.hardware->name);
   if (result.band) {
     double fastestMs = fitting.front()->candidate.predictedStepMs;
     auto inBand = [&](const Evaluation *e) {
-      return e->candidate.predictedStepMs * result.band->minRatio <=
-             fastestMs * result.band->maxRatio;
+      double p = e->candidate.predictedStepMs;
+      return p <= fastestMs * result.band->maxRatio &&
+             p * result.band->minRatio <= fastestMs;
     };
     auto smallest = fitting.begin();
     for (auto it = fitting.begin(); it != fitting.end(); ++it) {

@@ -107,8 +107,8 @@ static cl::opt<bool, true> withinBand(
     "within-band",
     cl::desc("Where the preset's GPU has a validation band "
              "(docs/CostModel.md), pick the smallest peak among the ranked "
-             "candidates whose expected steps overlap the fastest's "
-             "(default true; false: the fastest)"),
+             "candidates within the band of the fastest, and it within "
+             "theirs (default true; false: the fastest)"),
     cl::location(tuneOptions.preferSmallerPeakWithinBand), cl::init(true),
     cl::cat(tuneCat));
 static cl::opt<std::string>
@@ -252,9 +252,10 @@ static std::string bandNote(const TuneResult &r) {
   std::string s;
   raw_string_ostream os(s);
   os << formatv("within the validation band: {0} of the {1} ranked "
-                "candidates expect steps that overlap the fastest's (published "
-                "runs on {2} took {3:f2} to {4:f2} times their predicted step, "
-                "docs/CostModel.md); picked the one with the smallest peak",
+                "candidates and the fastest predict steps within each other's "
+                "band (published runs on {2} took {3:f2} to {4:f2} times their "
+                "predicted step, docs/CostModel.md); picked the one with the "
+                "smallest peak",
                 r.withinBand, r.ranked.size(), r.band->gpu, r.band->minRatio,
                 r.band->maxRatio);
   if (best.predictedStepMs > r.fastestStepMs)

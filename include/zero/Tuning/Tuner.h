@@ -198,9 +198,9 @@ struct TuneResult {
   /// first.
   std::vector<TuneCandidate> ranked;
   /// The validation band of the hardware preset's GPU (docs/CostModel.md),
-  /// if it has one; then how many ranked candidates' expected steps
-  /// (predicted step times the band's ratios) overlap the fastest's, and
-  /// the fastest's predicted step.
+  /// if it has one; then how many ranked candidates' predicted steps lie
+  /// within the fastest's band (predicted step times the band's ratios),
+  /// and its within theirs, and the fastest's predicted step.
   std::optional<ValidationBand> band;
   int64_t withinBand = 0;
   double fastestStepMs = 0;

@@ -507,17 +507,51 @@ int64_t scratchBytes(nn::TiledMlpGradOp op) {
 /// `products` [rows, hidden] x [hidden, inter] products (forward: gate, up,
 /// down; backward: gate and up recomputed, as ALST's TiledMLP does, then the
 /// activation's gradient, three weight gradients and two input gradients),
-/// plus `passes` passes over the tiles' [rows, inter] fp32 scratch.
+/// tile by tile as the kernels run them: shaped as one tile's gate, plus
+/// `passes` passes over the tiles' [rows, inter] fp32 scratch, the three
+/// [hidden, inter] weights or their gradients streamed `weightPasses(tiles)`
+/// times in all (of which the operands and results count `counted`), and
+/// `launches(tiles)` kernels.
 template <typename OpT>
-KernelCost tiledMlpCost(OpT op, int64_t products, int64_t passes) {
+KernelCost tiledMlpCost(OpT op, int64_t products, int64_t passes,
+                        function_ref<int64_t(int64_t)> weightPasses,
+                        int64_t counted,
+                        function_ref<int64_t(int64_t)> launches) {
   TiledMlpShape s = getTiledMlpShape(op);
+  int64_t rows = llvm::divideCeil(s.rows, std::max<int64_t>(op.getTiles(), 1));
+  int64_t tiles = rows > 0 ? llvm::divideCeil(s.rows, rows) : 0;
   double flops = 2.0 * products * s.rows * s.hidden * s.inter;
-  double bytes = getOperandAndResultBytes(op) + passes * s.rows * s.inter * 4.0;
-  return KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
-                             elemType(op.getInput()));
+  double bytes = getOperandAndResultBytes(op) +
+                 passes * s.rows * s.inter * 4.0 +
+                 double(std::max<int64_t>(weightPasses(tiles) - counted, 0)) *
+                     getValueBytes(op.getGateWeight());
+  KernelCost c = KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
+                                     elemType(op.getInput()));
+  c.batch = tiles;
+  c.m = rows;
+  c.n = s.inter;
+  c.k = s.hidden;
+  c.launches = std::max<int64_t>(launches(tiles), 1);
+  return c;
 }
-KernelCost cost(nn::TiledMlpOp op) { return tiledMlpCost(op, 3, 6); }
-KernelCost cost(nn::TiledMlpGradOp op) { return tiledMlpCost(op, 8, 16); }
+// Forward, a tile: the gate, up and down products read their weights, and
+// the SwiGLU between them.
+KernelCost cost(nn::TiledMlpOp op) {
+  return tiledMlpCost(
+      op, /*products=*/3, /*passes=*/6, [](int64_t tiles) { return 3 * tiles; },
+      /*counted=*/3, [](int64_t tiles) { return 4 * tiles; });
+}
+// Backward, a tile: gate and up again, the SwiGLU, d down, d activation,
+// the SwiGLU's gradient, d gate, d up and the two halves of d input; the
+// gate and up weights are read twice and the down weight once, and each
+// weight gradient is written by the first tile and read and written by the
+// others.
+KernelCost cost(nn::TiledMlpGradOp op) {
+  return tiledMlpCost(
+      op, /*products=*/8, /*passes=*/16,
+      [](int64_t tiles) { return 5 * tiles + 6 * tiles - 3; }, /*counted=*/6,
+      [](int64_t tiles) { return 10 * tiles; });
+}
 
 LogicalResult buildCall(nn::ShiftLabelsOp op, KernelCallBuilder &b) {
   int64_t cols = innerDim(op.getLabels());
