@@ -152,8 +152,9 @@ def options(args):
                "beta1": 0.9 if args.beta1 is None else args.beta1,
                "beta2": 0.999 if args.beta2 is None else args.beta2,
                "eps": 1e-8 if args.eps is None else args.eps,
-               "weight_decay": 0.01 if args.weight_decay is None
-               else args.weight_decay}
+               # DeepSpeed's Lion decays nothing by default.
+               "weight_decay": (0.0 if args.optimizer == "lion" else 0.01)
+               if args.weight_decay is None else args.weight_decay}
         clip = args.clip or 0.0
         dtype = args.dtype or "f32"
     checks = (("lr", opt["lr"] > 0), ("beta1", 0 <= opt["beta1"] < 1),
