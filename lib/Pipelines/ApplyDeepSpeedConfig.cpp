@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Dialect/Zero/Transforms/LrSchedule.h"
 #include "zero/Pipelines/DeepSpeedConfig.h"
@@ -891,9 +892,16 @@ struct ApplyDeepSpeedConfigPass
     if (!ok)
       return failure();
 
-    if (cfg->adamW.value)
-      newOpt.kind =
-          *cfg->adamW.value ? OptimizerKind::adamw : OptimizerKind::adam;
+    if (cfg->optimizer.value)
+      if (std::optional<OptimizerKind> kind =
+              symbolizeOptimizerKind(*cfg->optimizer.value))
+        newOpt.kind = *kind;
+    // The train step's values of what the file's optimizer does not read
+    // (Lion's eps and bias_correction) go back to their defaults.
+    if (!hasOptimizerParam(newOpt.kind, "eps"))
+      newOpt.eps = APFloat(1e-8);
+    if (!hasOptimizerParam(newOpt.kind, "bias_correction"))
+      newOpt.biasCorrection = true;
     step.setOptimizerAttr(makeOpt(stepError, newOpt));
     step.setPrecisionAttr(makePrec(stepError, newPrec));
     if (cfg->stepsPerPrint.value || cfg->wallClockBreakdown.value)

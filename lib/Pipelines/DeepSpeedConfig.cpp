@@ -461,6 +461,69 @@ void readElasticity(Section &e, DeepSpeedConfig &cfg) {
               "(with model parallelism)");
 }
 
+/// The `optimizer` section: its type (optimizers.def's names) and params.
+void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
+  // optimizer.type, matched against optimizers.def's names.
+  std::optional<zrt::optimizers::Kind> type;
+  if (const json::Value *t = o.get("type")) {
+    std::optional<StringRef> s = t->getAsString();
+    if (s)
+      type = zrt::optimizers::kindOfDsType(*s);
+    if (!type)
+      o.error("type", "'" + (s ? s->str() : dump(*t)) +
+                          "' is not supported (supported: " +
+                          llvm::join(getDeepSpeedOptimizerTypes(), ", ") + ")");
+  }
+  DeepSpeedValue<bool> adamWMode;
+  o.section("params", [&](Section &p) {
+    // A key the optimizer's constructor does not take is DeepSpeed's
+    // TypeError (Lion has no eps, bias_correction or adam_w_mode).
+    if (type && *type != zrt::optimizers::Kind::Adam &&
+        *type != zrt::optimizers::Kind::AdamW)
+      for (StringRef key : {"eps", "betas", "weight_decay", "bias_correction",
+                            "adam_w_mode", "torch_adam", "amsgrad"})
+        if (p.has(key) && !zrt::optimizers::hasParamKey(*type, key.str()))
+          p.error(key, "is not a parameter of optimizer type '" +
+                           o.peek("type")->getAsString()->str() + "'");
+    cfg.lr = p.number("lr", true);
+    cfg.eps = p.number("eps", true);
+    cfg.weightDecay = p.number("weight_decay", true);
+    if (const json::Value *b = p.get("betas")) {
+      Position at = p.place("betas");
+      for (DeepSpeedValue<double> *v : {&cfg.beta1, &cfg.beta2}) {
+        v->line = at.line;
+        v->column = at.column;
+      }
+      const json::Array *a = b->getAsArray();
+      if (isAutoValue(*b)) {
+        cfg.beta1.isAuto = cfg.beta2.isAuto = true;
+      } else if (!a || a->size() != 2 || !(*a)[0].getAsNumber() ||
+                 !(*a)[1].getAsNumber()) {
+        p.error("betas", "expected [beta1, beta2], got " + dump(*b));
+      } else {
+        cfg.beta1.value = (*a)[0].getAsNumber();
+        cfg.beta2.value = (*a)[1].getAsNumber();
+      }
+    }
+    adamWMode = p.boolean("adam_w_mode");
+    // torch.optim.Adam(W) instead of DeepSpeed's fused kernel: the same
+    // update.
+    p.boolean("torch_adam");
+    cfg.biasCorrection = p.boolean("bias_correction");
+    p.acceptIfOff("amsgrad");
+  });
+  if (type) {
+    Position at = o.place("type");
+    cfg.optimizer.line = at.line;
+    cfg.optimizer.column = at.column;
+    // DeepSpeed's engine: `Adam` is AdamW unless adam_w_mode is false.
+    if (*type == zrt::optimizers::Kind::Adam && adamWMode.value.value_or(true))
+      type = zrt::optimizers::Kind::AdamW;
+    cfg.optimizer.value =
+        stringifyOptimizerKind(static_cast<OptimizerKind>(*type)).str();
+  }
+}
+
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
 /// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
@@ -533,57 +596,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   top.section(bf16Key,
               [&](Section &b) { cfg.bf16 = b.boolean("enabled", true); });
 
-  top.section("optimizer", [&](Section &o) {
-    // optimizer.type, matched against optimizers.def's names.
-    std::optional<zrt::optimizers::Kind> type;
-    if (const json::Value *t = o.get("type")) {
-      std::optional<StringRef> s = t->getAsString();
-      if (s)
-        type = zrt::optimizers::kindOfDsType(*s);
-      if (!type)
-        o.error("type", "'" + (s ? s->str() : dump(*t)) +
-                            "' is not supported (supported: " +
-                            llvm::join(getDeepSpeedOptimizerTypes(), ", ") +
-                            ")");
-    }
-    DeepSpeedValue<bool> adamWMode;
-    o.section("params", [&](Section &p) {
-      cfg.lr = p.number("lr", true);
-      cfg.eps = p.number("eps", true);
-      cfg.weightDecay = p.number("weight_decay", true);
-      if (const json::Value *b = p.get("betas")) {
-        Position at = p.place("betas");
-        for (DeepSpeedValue<double> *v : {&cfg.beta1, &cfg.beta2}) {
-          v->line = at.line;
-          v->column = at.column;
-        }
-        const json::Array *a = b->getAsArray();
-        if (isAutoValue(*b)) {
-          cfg.beta1.isAuto = cfg.beta2.isAuto = true;
-        } else if (!a || a->size() != 2 || !(*a)[0].getAsNumber() ||
-                   !(*a)[1].getAsNumber()) {
-          p.error("betas", "expected [beta1, beta2], got " + dump(*b));
-        } else {
-          cfg.beta1.value = (*a)[0].getAsNumber();
-          cfg.beta2.value = (*a)[1].getAsNumber();
-        }
-      }
-      adamWMode = p.boolean("adam_w_mode");
-      // torch.optim.Adam(W) instead of DeepSpeed's fused kernel: the same
-      // update.
-      p.boolean("torch_adam");
-      cfg.biasCorrection = p.boolean("bias_correction");
-      p.acceptIfOff("amsgrad");
-    });
-    if (type) {
-      Position at = o.place("type");
-      cfg.adamW.line = at.line;
-      cfg.adamW.column = at.column;
-      // DeepSpeed's engine: `AdamW`, or `Adam` unless adam_w_mode is false.
-      cfg.adamW.value = *type == zrt::optimizers::Kind::AdamW ||
-                        adamWMode.value.value_or(true);
-    }
-  });
+  top.section("optimizer", [&](Section &o) { readOptimizer(o, cfg); });
 
   // Checkpointing whole transformer layers is zero-remat's layer policy;
   // recompute_granularity (Megatron-LM's name; not a DeepSpeed key) "full"

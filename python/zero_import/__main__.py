@@ -48,7 +48,7 @@ def parser():
     p.add_argument("--loss-output", type=int, default=-1,
                    help="which element of forward()'s tuple is the loss "
                         "(default: the last)")
-    p.add_argument("--optimizer", choices=("adam", "adamw"),
+    p.add_argument("--optimizer", choices=("adam", "adamw", "lion"),
                    help="default adamw")
     p.add_argument("--lr", type=float, help="default 1e-3")
     p.add_argument("--beta1", type=float, help="default 0.9")
@@ -104,11 +104,19 @@ def read_ds_config(path):
            "eps": 1e-8, "weight_decay": 0.01}
     o = cfg.get("optimizer", {})
     kind = str(o.get("type", "AdamW")).lower()
-    if kind not in ("adam", "adamw"):
+    if kind not in ("adam", "adamw", "lion"):
         raise ImportFailure("%s: optimizer.type '%s' is not supported "
-                            "(expected Adam or AdamW)" % (path, o.get("type")))
+                            "(expected Adam, AdamW or Lion)" %
+                            (path, o.get("type")))
     opt["kind"] = kind
     p = o.get("params", {})
+    if kind == "lion":
+        # DeepSpeed's Lion: no eps, no bias correction, weight decay 0.
+        opt["weight_decay"] = 0.0
+        for key in ("eps", "bias_correction", "adam_w_mode"):
+            if key in p:
+                raise ImportFailure("%s: optimizer.params.%s is not a "
+                                    "parameter of Lion" % (path, key))
     for key in ("lr", "eps", "weight_decay"):
         if key in p:
             opt[key] = float(p[key])
@@ -144,8 +152,9 @@ def options(args):
                "beta1": 0.9 if args.beta1 is None else args.beta1,
                "beta2": 0.999 if args.beta2 is None else args.beta2,
                "eps": 1e-8 if args.eps is None else args.eps,
-               "weight_decay": 0.01 if args.weight_decay is None
-               else args.weight_decay}
+               # DeepSpeed's Lion decays nothing by default.
+               "weight_decay": (0.0 if args.optimizer == "lion" else 0.01)
+               if args.weight_decay is None else args.weight_decay}
         clip = args.clip or 0.0
         dtype = args.dtype or "f32"
     checks = (("lr", opt["lr"] > 0), ("beta1", 0 <= opt["beta1"] < 1),

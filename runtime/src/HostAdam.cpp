@@ -1,4 +1,4 @@
-//===- HostAdam.cpp - The fused Adam on host memory -----------------------===//
+//===- HostAdam.cpp - The fused Adam and Lion on host memory --------------===//
 //
 // Part of the zero-mlir project.
 //
@@ -7,7 +7,8 @@
 // optimizer on both backends (ZeRO-Offload), which is why it lives in the
 // runtime's shared core with the learning-rate schedule it applies
 // (zrt_lr_at). It streams 28 bytes per parameter with 16-bit gradients and
-// copies.
+// copies. DeepSpeed's Lion (DeepSpeedCPULion) is here for the same
+// reasons: the CPU backend's zrt_lion and the host Lion.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,6 +93,59 @@ void adamStep(const T *grad, float *master, float *m, float *v, T *param,
   });
 }
 
+/// A range of elements [begin, end) with its own Lion weight decay.
+struct LionRun {
+  int64_t begin, end;
+  LionConstants k;
+};
+
+struct LionScalars {
+  float gradScale;
+  LionConstants k;
+  std::vector<LionRun> runs;
+};
+
+template <typename T>
+void lionBlocks(const T *grad, float *master, float *m, T *param, int64_t begin,
+                int64_t end, float gradScale, const LionConstants &k) {
+  alignas(64) float bufG[kBlock], bufP[kBlock];
+  for (int64_t i = begin; i < end; i += kBlock) {
+    int64_t len = std::min(kBlock, end - i);
+    const float *g = loadF32(grad + i, len, bufG);
+    float *w = master + i, *mi = m + i;
+    float *p = outF32(param + i, bufP);
+#pragma omp simd
+    for (int64_t t = 0; t < len; ++t) {
+      float wt = w[t], mt = mi[t];
+      lionElement(g[t] * gradScale, wt, mt, k);
+      mi[t] = mt;
+      w[t] = wt;
+      p[t] = wt;
+    }
+    storeF32(p, param + i, len);
+  }
+}
+
+template <typename T>
+void lionStep(const T *grad, float *master, float *m, T *param, int64_t n,
+              const LionScalars &s) {
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    auto run = std::lower_bound(
+        s.runs.begin(), s.runs.end(), begin,
+        [](const LionRun &r, int64_t at) { return r.end <= at; });
+    int64_t at = begin;
+    for (; run != s.runs.end() && run->begin < end; ++run) {
+      int64_t lo = std::max(run->begin, at), hi = std::min(run->end, end);
+      if (at < lo)
+        lionBlocks(grad, master, m, param, at, lo, s.gradScale, s.k);
+      lionBlocks(grad, master, m, param, lo, hi, s.gradScale, run->k);
+      at = hi;
+    }
+    if (at < end)
+      lionBlocks(grad, master, m, param, at, end, s.gradScale, s.k);
+  });
+}
+
 } // namespace
 
 extern "C" double zrt_lr_at(const zrt_lr_schedule *schedule, double lr,
@@ -149,5 +203,43 @@ void zrt::hostAdam(int32_t dtype, const void *grad, float *master,
       adamStep<true>(g, master, expAvg, expAvgSq, p, n, s);
     else
       adamStep<false>(g, master, expAvg, expAvgSq, p, n, s);
+  });
+}
+
+void zrt::hostLion(int32_t dtype, const void *grad, float *master,
+                   float *expAvg, void *param, int64_t n, int64_t step,
+                   double lr, double beta1, double beta2, double weightDecay,
+                   const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+                   const double *rangeDecays, int32_t numDecayRanges,
+                   double maxGradNorm, const float *stats, float lossScale,
+                   int32_t skip) {
+  KernelSpan span("zrt_lion");
+  checkDims("zrt_lion", n);
+  if (!skip && step < 1)
+    fatal("zrt_lion: step %lld must be >= 1", (long long)step);
+  LionScalars s;
+  if (!skip) {
+    double clip = zrt_clip_coefficient(stats, maxGradNorm);
+    s.gradScale = float(clip / double(lossScale));
+    lr = zrt_lr_at(schedule, lr, &beta1, &beta2, step);
+    s.k = lionConstants(lr, beta1, beta2, weightDecay);
+    checkDecayRanges("zrt_lion", decayRanges, rangeDecays, numDecayRanges, n);
+    s.runs.reserve(size_t(std::max(numDecayRanges, 0)));
+    for (int32_t r = 0; r < numDecayRanges; ++r) {
+      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
+      if (b < e)
+        s.runs.push_back({b, e, withDecay(s.k, lr, rangeDecays[r])});
+    }
+  }
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *p = static_cast<T *>(param);
+    if (skip) {
+      parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+        fromFloat(master + begin, p + begin, end - begin);
+      });
+      return;
+    }
+    lionStep(static_cast<const T *>(grad), master, expAvg, p, n, s);
   });
 }

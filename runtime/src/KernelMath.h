@@ -12,8 +12,8 @@
 //
 // Formulas stay out of here where a backend computes differently on
 // purpose: the CUDA attention's exp2 on the SFU and pinned roundings
-// (__fmul_rn, fmaf), the Adam update (see below), reductions whose order is
-// backend-specific.
+// (__fmul_rn, fmaf), the Adam update (see below; Lion's is shared), reductions
+// whose order is backend-specific.
 //
 //===----------------------------------------------------------------------===//
 
@@ -469,6 +469,49 @@ inline AdamConstants withDecay(AdamConstants c, double lr, double weightDecay) {
   c.decay = float(1.0 - lr * weightDecay);
   c.weightDecay = float(weightDecay);
   return c;
+}
+
+/// The fp32 constants of one Lion step (host code), rounded once from the
+/// double hyper-parameters as DeepSpeed's CPU Lion rounds its floats.
+struct LionConstants {
+  float decay; // 1 - lr * weight_decay
+  float lr;
+  float beta1;
+  float oneMinusBeta1;
+  float beta2;
+  float oneMinusBeta2;
+};
+
+inline LionConstants lionConstants(double lr, double beta1, double beta2,
+                                   double weightDecay) {
+  LionConstants c;
+  c.decay = float(1.0 - lr * weightDecay);
+  c.lr = float(lr);
+  c.beta1 = float(beta1);
+  c.oneMinusBeta1 = float(1.0 - beta1);
+  c.beta2 = float(beta2);
+  c.oneMinusBeta2 = float(1.0 - beta2);
+  return c;
+}
+
+/// The same constants with another weight decay (a parameter's own).
+inline LionConstants withDecay(LionConstants c, double lr, double weightDecay) {
+  c.decay = float(1.0 - lr * weightDecay);
+  return c;
+}
+
+/// One element of DeepSpeed's Lion (cpu_lion and fused_lion): the update's
+/// sign is taken of beta1*m + (1-beta1)*g, the decay is decoupled, and the
+/// momentum moves with beta2 after the update. sign(0) is 0, as there.
+/// Unlike Adam's, one formula serves both backends: the sign hides the
+/// last-bit differences of contracted multiply-adds unless c is within a
+/// rounding of 0, and the momentum may differ in its last bit.
+ZRT_HOST_DEVICE inline void lionElement(float g, float &w, float &m,
+                                        const LionConstants &k) {
+  float c = m * k.beta1 + g * k.oneMinusBeta1;
+  float update = c > 0.0f ? -k.lr : (c < 0.0f ? k.lr : 0.0f);
+  w = w * k.decay + update;
+  m = m * k.beta2 + g * k.oneMinusBeta2;
 }
 
 } // namespace zrt

@@ -691,6 +691,8 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
   // The optimizers' states (optimizers.def), each placed as the masters.
   bool statesOff = true, statesOnHost = false, statesOnNvme = false;
   for (BufferKind k : optimizers::kStateBuffers) {
+    if (!optimizers::hasState(m.optimizer, k))
+      continue;
     statesOff &= stateOff(k);
     statesOnHost |= p.onHost[k];
     statesOnNvme |= p.onNvme[k];

@@ -232,3 +232,15 @@ extern "C" void zrt_adam(int32_t dtype, const void *grad, float *master,
            decayRanges, rangeDecays, numDecayRanges, maxGradNorm, stats,
            lossScale, skip);
 }
+
+extern "C" void zrt_lion(int32_t dtype, const void *grad, float *master,
+                         float *expAvg, void *param, int64_t n, int64_t step,
+                         double lr, double beta1, double beta2,
+                         double weightDecay, const zrt_lr_schedule *schedule,
+                         const int64_t *decayRanges, const double *rangeDecays,
+                         int32_t numDecayRanges, double maxGradNorm,
+                         const float *stats, float lossScale, int32_t skip) {
+  hostLion(dtype, grad, master, expAvg, param, n, step, lr, beta1, beta2,
+           weightDecay, schedule, decayRanges, rangeDecays, numDecayRanges,
+           maxGradNorm, stats, lossScale, skip);
+}

@@ -786,13 +786,22 @@ void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   // fp32 params are their own masters, updated in place (the kernels allow
   // the alias).
   DecayRanges decay = decayRanges(*ctx, p, part);
-  device::adam(part.computeDtype, grads, ownedMasters(*ctx, p),
-               ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
-               params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
-               m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
-               m.biasCorrection, lrSchedule(m), decay.ranges.data(),
-               decay.decays.data(), int32_t(decay.decays.size()),
-               m.gradientClipping, stats, lossScale, divisor, skip);
+  if (m.optimizer == zrt::optimizers::Kind::Lion)
+    device::lion(part.computeDtype, grads, ownedMasters(*ctx, p),
+                 ctx->buffer<float>(p, kExpAvg), params, n, ctx->adamSteps,
+                 m.lr, m.beta1, m.beta2, m.weightDecay, lrSchedule(m),
+                 decay.ranges.data(), decay.decays.data(),
+                 int32_t(decay.decays.size()), m.gradientClipping, stats,
+                 lossScale, divisor, skip);
+  else
+    device::adam(part.computeDtype, grads, ownedMasters(*ctx, p),
+                 ctx->buffer<float>(p, kExpAvg),
+                 ctx->buffer<float>(p, kExpAvgSq), params, n, ctx->adamSteps,
+                 m.lr, m.beta1, m.beta2, m.eps, m.weightDecay,
+                 zrt::optimizers::isDecoupled(m.optimizer), m.biasCorrection,
+                 lrSchedule(m), decay.ranges.data(), decay.decays.data(),
+                 int32_t(decay.decays.size()), m.gradientClipping, stats,
+                 lossScale, divisor, skip);
   // Stage 2-3 shards accumulate; stage 0-1 slots are overwritten by the
   // next step, but an unused parameter's slot must not keep stale values.
   zrt_fill(part.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
@@ -940,13 +949,22 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
   // owned elements (at offset 0 of the host copies).
   DecayRanges decay = decayRanges(*ctx, p, part);
   // The unscale factor exactly as device::adam forms it.
-  hostAdam(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
-           ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
-           params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
-           m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
-           m.biasCorrection, lrSchedule(m), decay.ranges.data(),
-           decay.decays.data(), int32_t(decay.decays.size()),
-           m.gradientClipping, hostStats, float(double(scale) * divisor), skip);
+  if (m.optimizer == zrt::optimizers::Kind::Lion)
+    hostLion(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
+             ctx->buffer<float>(p, kExpAvg), params, n, ctx->adamSteps, m.lr,
+             m.beta1, m.beta2, m.weightDecay, lrSchedule(m),
+             decay.ranges.data(), decay.decays.data(),
+             int32_t(decay.decays.size()), m.gradientClipping, hostStats,
+             float(double(scale) * divisor), skip);
+  else
+    hostAdam(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
+             ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
+             params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
+             m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
+             m.biasCorrection, lrSchedule(m), decay.ranges.data(),
+             decay.decays.data(), int32_t(decay.decays.size()),
+             m.gradientClipping, hostStats, float(double(scale) * divisor),
+             skip);
   zrt_fill(part.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }
 
@@ -960,8 +978,15 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   if (!part.offloaded() || !part.onNvme[kMaster] || !ctx->nvme)
     fatal("%s: partition '%s' keeps its optimizer states off NVMe", call,
           part.name.c_str());
+  // The fp32 masters, then the optimizer's states in the table's order.
+  std::vector<BufferKind> states{kMaster};
+  for (const zrt::optimizers::State &st : zrt::optimizers::kStates)
+    if (st.kind == m.optimizer)
+      states.push_back(st.buffer);
+  const int numStates = int(states.size());
+  const int64_t perElement = 4 * int64_t(numStates);
   if (chunk <= 0 || chunk % (kSwapAlignment / 4) || buffers < 1 ||
-      12 * chunk * int64_t(buffers) > ctx->swapBytes)
+      perElement * chunk * int64_t(buffers) > ctx->swapBytes)
     fatal("%s: %d swap buffers of %lld elements do not fit the plan's %lld "
           "bytes of swap buffers",
           call, int(buffers), (long long)chunk, (long long)ctx->swapBytes);
@@ -975,17 +1000,18 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   // into an offloaded parameter shard.
   char *params = ctx->buffer(p, part.paramsOnHost() ? kParams : kHostParams);
   int64_t cb = part.computeBytes;
-  const BufferKind states[3] = {kMaster, kExpAvg, kExpAvgSq};
   int64_t chunks = ceilDiv(n, chunk);
-  // Chunk c lives in buffer c % buffers: the master, exp_avg and exp_avg_sq
-  // of its elements one after another. Each read and write covers whole
+  // Chunk c lives in buffer c % buffers: the master and the states of its
+  // elements one after another. Each read and write covers whole
   // 4096-byte blocks: a partial last chunk moves the padding of its state,
   // which the plan made part of the file.
   size_t count = static_cast<size_t>(buffers);
-  std::vector<std::array<SwapIo, 3>> reads(count), writes(count);
+  std::vector<std::vector<SwapIo>> reads(
+      count, std::vector<SwapIo>(size_t(numStates))),
+      writes(count, std::vector<SwapIo>(size_t(numStates)));
   std::vector<bool> writing(count, false);
   auto region = [&](int64_t c, int s) {
-    return ctx->swap + (c % buffers) * 12 * chunk + s * 4 * chunk;
+    return ctx->swap + (c % buffers) * perElement * chunk + s * 4 * chunk;
   };
   auto ioFor = [&](SwapIo &io, int64_t c, int s, bool write) {
     int64_t len = std::min(chunk, n - c * chunk) * 4;
@@ -993,7 +1019,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
     io.write = write;
     io.buffer = region(c, s);
     io.bytes = ceilDiv(len, kSwapAlignment) * kSwapAlignment;
-    io.offset = part.offsets[states[s]] + c * chunk * 4;
+    io.offset = part.offsets[states[size_t(s)]] + c * chunk * 4;
   };
   auto finishWrites = [&](int64_t b) {
     if (!writing[size_t(b)])
@@ -1013,7 +1039,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
     for (; issued < chunks && issued <= c + ahead; ++issued) {
       int64_t b = issued % buffers;
       finishWrites(b);
-      for (int s = 0; s < 3; ++s) {
+      for (int s = 0; s < numStates; ++s) {
         ioFor(reads[size_t(b)][size_t(s)], issued, s, false);
         ctx->nvme->submit(reads[size_t(b)][size_t(s)]);
       }
@@ -1034,18 +1060,27 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
         decays.push_back(decay.decays[r]);
       }
     }
-    hostAdam(part.computeDtype, grads + begin * cb,
-             reinterpret_cast<float *>(region(c, 0)),
-             reinterpret_cast<float *>(region(c, 1)),
-             reinterpret_cast<float *>(region(c, 2)), params + begin * cb, len,
-             ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps, m.weightDecay,
-             zrt::optimizers::isDecoupled(m.optimizer), m.biasCorrection,
-             lrSchedule(m), ranges.data(), decays.data(),
-             int32_t(decays.size()), m.gradientClipping, hostStats,
-             float(double(scale) * divisor), skip);
+    if (m.optimizer == zrt::optimizers::Kind::Lion)
+      hostLion(part.computeDtype, grads + begin * cb,
+               reinterpret_cast<float *>(region(c, 0)),
+               reinterpret_cast<float *>(region(c, 1)), params + begin * cb,
+               len, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.weightDecay,
+               lrSchedule(m), ranges.data(), decays.data(),
+               int32_t(decays.size()), m.gradientClipping, hostStats,
+               float(double(scale) * divisor), skip);
+    else
+      hostAdam(part.computeDtype, grads + begin * cb,
+               reinterpret_cast<float *>(region(c, 0)),
+               reinterpret_cast<float *>(region(c, 1)),
+               reinterpret_cast<float *>(region(c, 2)), params + begin * cb,
+               len, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
+               m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
+               m.biasCorrection, lrSchedule(m), ranges.data(), decays.data(),
+               int32_t(decays.size()), m.gradientClipping, hostStats,
+               float(double(scale) * divisor), skip);
     // A skipped step changes no state: nothing to write back.
     if (!skip) {
-      for (int s = 0; s < 3; ++s) {
+      for (int s = 0; s < numStates; ++s) {
         ioFor(writes[size_t(b)][size_t(s)], c, s, true);
         ctx->nvme->submit(writes[size_t(b)][size_t(s)]);
       }
@@ -1055,6 +1090,34 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   for (int64_t b = 0; b < buffers; ++b)
     finishWrites(b);
   zrt_fill(part.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
+}
+
+// Lion's entries: Adam's, whose bodies call the manifest's optimizer's
+// kernel (hostLion, device::lion) over its states.
+
+extern "C" void zrt_ctx_lion(zrt_ctx *ctx, int32_t p, const float *stats,
+                             const float *lossScale, int32_t skip,
+                             double divisor) {
+  zrt_ctx_adam(ctx, p, stats, lossScale, skip, divisor);
+}
+
+extern "C" void zrt_ctx_lion_staged(zrt_ctx *ctx, int32_t p, const float *stats,
+                                    const float *lossScale, int32_t skip,
+                                    double divisor, void *newParams) {
+  zrt_ctx_adam_staged(ctx, p, stats, lossScale, skip, divisor, newParams);
+}
+
+extern "C" void zrt_ctx_lion_host(zrt_ctx *ctx, int32_t p, const float *stats,
+                                  const float *lossScale, int32_t skip,
+                                  double divisor) {
+  zrt_ctx_adam_host(ctx, p, stats, lossScale, skip, divisor);
+}
+
+extern "C" void zrt_ctx_lion_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
+                                  const float *lossScale, int32_t skip,
+                                  double divisor, int64_t chunk,
+                                  int32_t buffers) {
+  zrt_ctx_adam_nvme(ctx, p, stats, lossScale, skip, divisor, chunk, buffers);
 }
 
 // The memory of --trace: where the step is and which bytes of its arena are

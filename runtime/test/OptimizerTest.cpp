@@ -268,6 +268,121 @@ TEST(AdamTest, DecayRangesScheduleAndBiasCorrection) {
   }
 }
 
+/// DeepSpeed's Lion in double (cpu_lion's operation order): c = beta1*m +
+/// (1-beta1)*g, p = p*(1 - lr*wd) - lr*sign(c), m = beta2*m + (1-beta2)*g.
+struct RefLion {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.99, wd = 0.1;
+  std::vector<double> p, m;
+  void step(const std::vector<double> &grad, double gradScale) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      double g = grad[i] * gradScale;
+      double c = beta1 * m[i] + (1.0 - beta1) * g;
+      double sign = c > 0 ? 1.0 : c < 0 ? -1.0 : 0.0;
+      p[i] = p[i] * (1.0 - lr * wd) - lr * sign;
+      m[i] = beta2 * m[i] + (1.0 - beta2) * g;
+    }
+  }
+};
+
+TEST_P(OptimizerTest, LionMatchesDeepSpeed) {
+  int64_t n = 3001;
+  for (double maxNorm : {0.0, 1.0}) {
+    double lossScale = dtype() == ZRT_F16 ? 512.0 : 1.0;
+    RefLion ref;
+    ref.p = randomValues(rng, n);
+    ref.m.assign(static_cast<size_t>(n), 0.0);
+    std::vector<float> master(ref.p.begin(), ref.p.end()),
+        m(static_cast<size_t>(n), 0);
+    for (size_t i = 0; i < ref.p.size(); ++i)
+      ref.p[i] = master[i];
+    Buffer param(dtype(), n);
+    for (int64_t t = 1; t <= 5; ++t) {
+      std::vector<Buffer> grad;
+      grad.push_back(
+          randomBuffer(dtype(), rng, n, -0.1 * lossScale, 0.1 * lossScale));
+      std::vector<float> stats = check(dtype(), grad, float(lossScale));
+      double clip = zrt_clip_coefficient(stats.data(), maxNorm);
+      zrt_lion(dtype(), grad[0].data(), master.data(), m.data(), param.data(),
+               n, t, ref.lr, ref.beta1, ref.beta2, ref.wd, nullptr, nullptr,
+               nullptr, 0, maxNorm, stats.data(), float(lossScale), 0);
+      ref.step(grad[0].values(), float(clip / lossScale));
+    }
+    std::string what = "lion clip " + std::to_string(maxNorm);
+    // Each step moves every element by exactly lr (the sign), so a wrong
+    // sign anywhere is an error of 2 lr, far above this tolerance.
+    expectClose(std::vector<double>(master.begin(), master.end()), ref.p, 1e-6,
+                1e-6, what + " params");
+    expectClose(std::vector<double>(m.begin(), m.end()), ref.m, 1e-5,
+                1e-6 * maxAbs(ref.m), what + " exp_avg");
+    expectClose(
+        param,
+        Buffer(dtype(), std::vector<double>(master.begin(), master.end()))
+            .values(),
+        0, 0, what + " copy");
+  }
+}
+
+TEST_P(OptimizerTest, LionSkipWritesCopyOnly) {
+  int64_t n = 100;
+  std::vector<float> master(static_cast<size_t>(n), 0.3f),
+      m(static_cast<size_t>(n), 0.1f);
+  Buffer grad = randomBuffer(dtype(), rng, n), param(dtype(), n);
+  float stats[2] = {1.0f, 0.0f};
+  zrt_lion(dtype(), grad.data(), master.data(), m.data(), param.data(), n, 3,
+           1e-3, 0.9, 0.99, 0.0, nullptr, nullptr, nullptr, 0, 1.0, stats, 1.0f,
+           1);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(master[i], 0.3f);
+    EXPECT_EQ(m[i], 0.1f);
+    EXPECT_EQ(param.get(i), roundTo(dtype(), 0.3));
+  }
+}
+
+// Lion's weight-decay ranges and schedule, as Adam's: one call equals one
+// call per group, bitwise. A zero gradient on a zero momentum moves nothing
+// but the decay (DeepSpeed's sign(0) = 0).
+TEST(LionTest, DecayRangesScheduleAndZeroSign) {
+  const int64_t n = 70000;
+  std::vector<float> w(n), g(n), m(n);
+  for (int64_t i = 0; i < n; ++i) {
+    w[size_t(i)] = std::sin(0.37f * float(i));
+    g[size_t(i)] = std::cos(0.11f * float(i));
+    m[size_t(i)] = 0.01f * std::sin(0.5f * float(i));
+  }
+  g[3] = 0.0f;
+  m[3] = 0.0f;
+  zrt_lr_schedule sched{};
+  sched.kind = ZRT_LR_WARMUP_DECAY;
+  sched.warmup_type = 1;
+  sched.warmup_min_lr = 1e-4;
+  sched.warmup_max_lr = 1e-2;
+  sched.warmup_num_steps = 10;
+  sched.total_num_steps = 100;
+  const int64_t step = 7;
+  double b1 = 0.9, b2 = 0.99;
+  double lr = zrt_lr_at(&sched, 0.5, &b1, &b2, step);
+  float stats[2] = {0, 1.0f};
+  std::vector<float> w1 = w, m1 = m, w2 = w, m2 = m;
+  const int64_t ranges[] = {5, 40000, 50000, 69999};
+  const double decays[] = {0.0, 0.3};
+  zrt_lion(ZRT_F32, g.data(), w1.data(), m1.data(), w1.data(), n, step, 0.5,
+           0.9, 0.99, 0.1, &sched, ranges, decays, 2, 0.0, stats, 1.0f, 0);
+  const int64_t cuts[] = {0, 5, 40000, 50000, 69999, n};
+  const double pieceDecay[] = {0.1, 0.0, 0.1, 0.3, 0.1};
+  for (int k = 0; k < 5; ++k) {
+    int64_t b = cuts[k], len = cuts[k + 1] - cuts[k];
+    zrt_lion(ZRT_F32, g.data() + b, w2.data() + b, m2.data() + b, w2.data() + b,
+             len, step, lr, 0.9, 0.99, pieceDecay[k], nullptr, nullptr, nullptr,
+             0, 0.0, stats, 1.0f, 0);
+  }
+  EXPECT_EQ(w1, w2);
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(w1[3], w[3] * float(1.0 - lr * 0.1));
+  EXPECT_EQ(m1[3], 0.0f);
+  // Element 10 (decay 0.0) moved by exactly the schedule's lr.
+  EXPECT_NEAR(std::fabs(w1[10] - w[10]), lr, 1e-6);
+}
+
 /// Runs the scaler over `overflows` and checks the scale and hysteresis
 /// after each update.
 void expectSequence(zrt_loss_scaler &s, const std::vector<int> &overflows,

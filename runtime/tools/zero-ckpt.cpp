@@ -32,6 +32,7 @@
 #include "Checkpoint/Reader.h"
 #include "Files.h"
 #include "WeightFiles.h"
+#include "zero_rt/optimizers.h"
 
 #include <nlohmann/json.hpp>
 
@@ -234,6 +235,34 @@ int inspect(const std::string &path) {
   return 0;
 }
 
+/// The optimizer `ckpt` was saved with (optimizers.def).
+manifest::OptimizerKind savedOptimizer(const CheckpointReader &ckpt) {
+  std::string kind;
+  try {
+    kind = ckpt.manifest()
+               .at(checkpoint::ManifestFile::optimizer)
+               .at(checkpoint::Optimizer::kind)
+               .get<std::string>();
+  } catch (const json::exception &e) {
+    fail(ckpt.where() + ": malformed checkpoint metadata: " + e.what());
+  }
+  std::optional<manifest::OptimizerKind> optimizer =
+      manifest::enumOf<manifest::OptimizerKind>(kind);
+  if (!optimizer)
+    fail(ckpt.where() + " was saved with optimizer '" + kind +
+         "', which this runtime does not know");
+  return *optimizer;
+}
+
+/// The state buffers of `kind`, in the table's order.
+std::vector<BufferKind> stateBuffers(manifest::OptimizerKind kind) {
+  std::vector<BufferKind> states;
+  for (const optimizers::State &s : optimizers::kStates)
+    if (s.kind == kind)
+      states.push_back(s.buffer);
+  return states;
+}
+
 int consolidate(const std::string &path, const std::string &out,
                 const std::string &hfOut, const std::string &adaptersOut,
                 int64_t maxShardBytes, bool optimizerStates,
@@ -252,7 +281,8 @@ int consolidate(const std::string &path, const std::string &out,
   std::vector<Tensor> tensors;
   std::vector<BufferKind> kinds = {kMaster};
   if (optimizerStates)
-    kinds = {kMaster, kExpAvg, kExpAvgSq};
+    for (BufferKind k : stateBuffers(savedOptimizer(ckpt)))
+      kinds.push_back(k);
   for (BufferKind kind : kinds)
     for (size_t i = 0; i < ckpt.params.size(); ++i) {
       const SavedParam &p = ckpt.params[i];
@@ -380,10 +410,12 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
     part.paramsAreMasters = part.computeDtype == ZRT_F32;
     part.frozen = frozen[i];
     // A frozen group has only its params.
-    for (BufferKind k : {kParams, kGrads, kMaster, kExpAvg, kExpAvgSq})
+    for (BufferKind k : {kParams, kGrads, kMaster})
       part.present[k] =
           k == kParams ||
           (!part.frozen && (k != kMaster || !part.paramsAreMasters));
+    for (BufferKind k : stateBuffers(m.optimizer))
+      part.present[k] = !part.frozen;
     auto count = [&](bool full) { return full ? g.numel : part.shardNumel; };
     part.counts[kParams] = count(stage <= 2);
     part.counts[kGrads] = count(stage <= 1);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Dialect/Zero/Transforms/LrSchedule.h"
 
@@ -187,8 +188,9 @@ static cl::opt<std::string>
     dtype("dtype", cl::desc("Training precision: f32 (default), bf16 or f16"),
           cl::init("f32"), cl::cat(genCat));
 static cl::opt<std::string> optimizer("optimizer",
-                                      cl::desc("adam or adamw (default: adam "
-                                               "MLP, adamw GPT-2 and llama)"),
+                                      cl::desc("adam, adamw or lion (default: "
+                                               "adam MLP, adamw GPT-2 and "
+                                               "llama)"),
                                       cl::init(""), cl::cat(genCat));
 static cl::opt<double> lr("lr",
                           cl::desc("Learning rate (default: 1e-3 MLP, 6e-4 "
@@ -508,10 +510,15 @@ zero::OptimizerAttr optimizerAttr(MLIRContext *ctx, zero::OptimizerKind defKind,
     if (!schedule)
       return {};
   }
+  // What the optimizer does not read (Lion's eps, bias correction) keeps
+  // its default.
+  if (!zero::hasOptimizerParam(kind, "eps"))
+    eps = 1e-8;
+  bool bc = biasCorrection || !zero::hasOptimizerParam(kind, "bias_correction");
   return zero::OptimizerAttr::get(
       ctx, kind, APFloat(asWritten(l)), APFloat(asWritten(0.9)),
       APFloat(asWritten(beta2)), APFloat(asWritten(eps)),
-      APFloat(asWritten(wd)), biasCorrection, schedule);
+      APFloat(asWritten(wd)), bc, schedule);
 }
 
 /// The precision of a step: --dtype with DeepSpeed's loss-scaler defaults.
@@ -903,8 +910,8 @@ int main(int argc, char **argv) {
                        << " does not fit the i32 labels\n";
     return 1;
   }
-  if (!optimizer.empty() && optimizer != "adam" && optimizer != "adamw") {
-    WithColor::error() << "--optimizer must be adam or adamw\n";
+  if (!optimizer.empty() && !zero::symbolizeOptimizerKind(optimizer)) {
+    WithColor::error() << "--optimizer must be adam, adamw or lion\n";
     return 1;
   }
   if (batch <= 0) {

@@ -59,9 +59,10 @@ struct DeepSpeedConfig {
   DeepSpeedValue<int64_t> initialScalePower, lossScaleWindow, hysteresis;
   /// fp16.loss_scale: 0 is DeepSpeed's dynamic scaler, > 0 a static scale.
   DeepSpeedValue<double> minLossScale, lossScale;
-  /// Decoupled weight decay: DeepSpeed's `AdamW`, or `Adam` unless
-  /// `adam_w_mode` is false. At the place of optimizer.type.
-  DeepSpeedValue<bool> adamW;
+  /// The compiler's OptimizerKind name of optimizer.type (optimizers.def):
+  /// DeepSpeed's `Adam` is `adamw` unless `adam_w_mode` is false. At the
+  /// place of optimizer.type.
+  DeepSpeedValue<std::string> optimizer;
   /// betas is one value: both halves are "auto" or neither.
   DeepSpeedValue<double> lr, beta1, beta2, eps, weightDecay, gradientClipping;
   DeepSpeedValue<bool> biasCorrection;

@@ -1,4 +1,4 @@
-//===- Optimizer.cu - Overflow check and fused Adam on the GPU ------------===//
+//===- Optimizer.cu - Overflow check, fused Adam and Lion on the GPU ------===//
 //
 // Part of the zero-mlir project.
 //
@@ -514,6 +514,54 @@ void launchCopyMaster(const float *master, T *param, int64_t n, int64_t head) {
   checkLaunch("adam (skipped step)");
 }
 
+//===----------------------------------------------------------------------===//
+// Lion
+//===----------------------------------------------------------------------===//
+
+/// zrt_lion's step constants (rounded on the host as the CPU's) and the
+/// gradient factor's inputs, as AdamArgs.
+struct LionArgs : LionConstants {
+  double maxGradNorm;
+  double divisor;
+  const float *stats;
+  const float *lossScale;
+};
+
+/// A grid-stride loop of KernelMath.h's lionElement, the CPU's formula.
+/// param is null when it is the master (f32).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    lionKernel(const T *grad, float *master, float *m, T *param, int64_t n,
+               LionArgs a) {
+  AdamArgs scale;
+  scale.maxGradNorm = a.maxGradNorm;
+  scale.divisor = a.divisor;
+  scale.stats = a.stats;
+  scale.lossScale = a.lossScale;
+  const float gs = gradScale(scale);
+  const int64_t threads = int64_t(gridDim.x) * kThreads;
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += threads) {
+    float w = master[i], mi = m[i];
+    lionElement(__fmul_rn(toF32(grad[i]), gs), w, mi, a);
+    master[i] = w;
+    m[i] = mi;
+    if (param)
+      param[i] = fromF32<T>(w);
+  }
+}
+
+template <typename T>
+void launchLion(const T *grad, float *master, float *m, T *param, int64_t n,
+                const LionArgs &a) {
+  static const int perSM =
+      residentBlocks(reinterpret_cast<const void *>(&lionKernel<T>));
+  unsigned grid = residentGrid(perSM, ceilDiv(n, kThreads));
+  lionKernel<T><<<grid, kThreads, 0, computeStream()>>>(grad, master, m, param,
+                                                        n, a);
+  checkLaunch("lion");
+}
+
 } // namespace
 
 void zrt::cuda::checkOverflow(int32_t dtype, const void *grad, int64_t n,
@@ -611,6 +659,59 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
       launch(at, b, a);
       AdamArgs own = a;
       static_cast<AdamConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
+      launch(b, e, own);
+      at = e;
+    }
+    launch(at, n, a);
+  });
+}
+
+void zrt::cuda::lion(int32_t dtype, const void *grad, float *master,
+                     float *expAvg, void *param, int64_t n, int64_t step,
+                     double lr, double beta1, double beta2, double weightDecay,
+                     const zrt_lr_schedule *schedule,
+                     const int64_t *decayRanges, const double *rangeDecays,
+                     int32_t numDecayRanges, double maxGradNorm,
+                     const float *stats, const float *lossScale, double divisor,
+                     int32_t skip) {
+  checkDims("lion", n);
+  if (!skip && step < 1)
+    fatal("lion: step %lld must be >= 1", (long long)step);
+  if (!skip && maxGradNorm > 0 && !stats)
+    fatal("lion: gradient clipping needs the stats");
+  if (n == 0)
+    return;
+  dispatch(dtype, "lion", [&](auto tag) {
+    using T = decltype(tag);
+    T *p = static_cast<T *>(param);
+    if (std::is_same<T, float>::value && param == master)
+      p = nullptr;
+    if (skip) {
+      if (p)
+        launchCopyMaster<T, false>(master, p, n, 0);
+      return;
+    }
+    if (schedule)
+      lr = lrAt(*schedule, lr, beta1, beta2, step);
+    LionArgs a;
+    static_cast<LionConstants &>(a) =
+        lionConstants(lr, beta1, beta2, weightDecay);
+    a.maxGradNorm = maxGradNorm;
+    a.divisor = divisor;
+    a.stats = stats;
+    a.lossScale = lossScale;
+    auto launch = [&](int64_t b, int64_t e, const LionArgs &args) {
+      if (b < e)
+        launchLion<T>(static_cast<const T *>(grad) + b, master + b, expAvg + b,
+                      p ? p + b : nullptr, e - b, args);
+    };
+    checkDecayRanges("lion", decayRanges, rangeDecays, numDecayRanges, n);
+    int64_t at = 0;
+    for (int32_t r = 0; r < numDecayRanges; ++r) {
+      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
+      launch(at, b, a);
+      LionArgs own = a;
+      static_cast<LionConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
       launch(b, e, own);
       at = e;
     }

@@ -105,6 +105,33 @@ constexpr bool hasState(Kind kind, BufferKind buffer) {
                 "optimizers.def: a state's bytes are not its dtype's");
 #include "zero_rt/optimizers.def"
 
+/// One hyper-parameter of an optimizer.
+struct Param {
+  Kind kind;
+  const char *name;         // the #zero.optimizer parameter
+  std::string_view key;     // the ds_config optimizer.params key
+  const char *defaultValue; // "" when it has none
+};
+
+/// Every optimizer's hyper-parameters, in the table's order.
+inline constexpr Param kParams[] = {
+#define ZRT_OPTIMIZER_PARAM(id, name, key, default)                            \
+  {Kind::id, #name, key, default},
+#include "zero_rt/optimizers.def"
+};
+
+/// Whether `kind` takes the ds_config `optimizer.params` key `key` (a
+/// pair's key, "betas", stands for its halves "betas[0]", "betas[1]").
+constexpr bool hasParamKey(Kind kind, std::string_view key) {
+  for (const Param &p : kParams)
+    if (p.kind == kind &&
+        (p.key == key ||
+         (p.key.size() == key.size() + 3 &&
+          p.key.substr(0, key.size()) == key && p.key[key.size()] == '[')))
+      return true;
+  return false;
+}
+
 /// DeepSpeed's `optimizer.type` names, as DeepSpeed spells them.
 inline constexpr std::string_view kDsTypes[] = {
 #define ZRT_OPTIMIZER_DS_TYPE(id, type) type,

@@ -26,8 +26,9 @@ extern "C" {
  * 4: the manifest's token-label convention (labels), a schedule's
  *    total_num_steps "auto" (absent), which older runtimes would misread;
  *    count_labels, the label count of a mean over the global batch; each
- *    partition's own compute dtype (no program-wide compute_dtype). */
-#define ZRT_PROGRAM_VERSION 4
+ *    partition's own compute dtype (no program-wide compute_dtype).
+ * 5: the optimizer kind lion (optimizers.def) and its zrt_ctx_lion* calls. */
+#define ZRT_PROGRAM_VERSION 5
 
 typedef struct zrt_ctx zrt_ctx;
 

@@ -75,9 +75,10 @@ constexpr BufferKind kSavedBuffers[] = {
 #include "zero_rt/optimizers.def"
 };
 /// Whether a checkpoint holds buffer `kind` (of kSavedBuffers) of group
-/// `p`: every group's masters, and the moments of those that train.
+/// `p`: every group's masters, and the optimizer's states (those the
+/// partition has) of the groups that train.
 inline bool isSaved(const PartitionInfo &p, BufferKind kind) {
-  return kind == kMaster || !p.frozen;
+  return kind == kMaster || (!p.frozen && p.hasBuffer(kind));
 }
 
 /// DIR/step_N, the directory of step N's checkpoint under `root`.

@@ -198,3 +198,74 @@ module @staged_adam {
     zero.return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Lion (optimizers.def's lion row): the update calls the row's entries,
+// zrt_ctx_lion on the device and zrt_ctx_lion_host with the optimizer
+// offloaded, with Adam's operands; no Adam entry is called.
+
+// CHECK-LABEL: module @device_lion
+// CHECK-LABEL: llvm.func @zero_boundary
+// CHECK:      %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(%arg0, %[[SUM:[0-9]+]])
+// CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_ctx_lion(%arg0, %[[PARTITION]], %[[SUM]], %{{[0-9]+}}, %[[SKIP]], %[[DIVISOR]])
+// CHECK-NOT:  llvm.call @zrt_ctx_adam
+
+module @device_lion {
+  zero.param @w : tensor<4x2xf32> init zeros compute f16
+  zero.partition @first stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<2x4xf16>, %dy: tensor<2x2xf16>)
+      optimizer #zero.optimizer<kind = lion, lr = 1.0e-4, beta2 = 0.99>
+      precision #zero.precision<kind = fp16>
+      schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4> {
+    %loss = nn.fill 0.0 : tensor<f32>
+    %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xf16>, tensor<2x2xf16> -> tensor<4x2xf16>
+    zero.grad @w, %dw : tensor<4x2xf16>
+    zero.reduce_scatter group @first in grads [0, 8) phase boundary
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@first] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
+    %sum = zero.all_reduce overflow_norm %st group @first phase boundary : tensor<2xf32> -> tensor<2xf32>
+    %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @first stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.all_gather group @first in params [0, 8) phase post_step
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: module @host_lion
+// CHECK-LABEL: llvm.func @zero_boundary
+// CHECK:      llvm.call @zrt_ctx_wait(
+// CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_ctx_lion_host(%arg0, %[[PARTITION]], %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %[[DIVISOR]])
+// CHECK-NOT:  llvm.call @zrt_ctx_adam
+
+module @host_lion {
+  zero.param @w : tensor<4x2xf32> init zeros compute bf16
+  zero.partition @flat stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<2x4xbf16>, %dy: tensor<2x2xbf16>)
+      optimizer #zero.optimizer<kind = lion, lr = 1.0e-4>
+      precision #zero.precision<kind = bf16>
+      schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4>
+      offload #zero.offload<optimizer = cpu> {
+    %loss = nn.fill 0.0 : tensor<f32>
+    %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xbf16>, tensor<2x2xbf16> -> tensor<4x2xbf16>
+    zero.grad @w, %dw : tensor<4x2xbf16>
+    zero.reduce_scatter group @flat in grads [0, 8) phase boundary
+    %down = zero.transfer group @flat grads[0, 8) to host_grads phase boundary -> !zero.token
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
+    %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+    %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
+    zero.wait %down phase boundary
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+    %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
+    zero.wait %up phase boundary
+    zero.all_gather group @flat in params [0, 8) phase post_step
+    zero.return %loss : tensor<f32>
+  }
+}

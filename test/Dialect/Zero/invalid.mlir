@@ -117,6 +117,29 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // -----
 
+// Checks that Lion (no eps in optimizers.def) rejects an eps.
+// expected-error @+2 {{optimizer lion has no eps, got 1.000000e-06}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = lion, lr = 1.0e-4, eps = 1.0e-6>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that Lion (no bias correction in optimizers.def) rejects turning
+// it off.
+// expected-error @+2 {{optimizer lion has no bias_correction}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = lion, lr = 1.0e-4, bias_correction = false>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Checks that lr must be positive (negative).
 // expected-error @+2 {{optimizer lr must be positive, got -1.000000e-03}}
 zero.train_step @train(%x: tensor<8x4xf32>)
@@ -207,7 +230,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // Checks that unknown optimizers are rejected.
 zero.train_step @train(%x: tensor<8x4xf32>)
-    // expected-error @+2 {{expected one of [adam, adamw] for optimizer, got: sgd}}
+    // expected-error @+2 {{expected one of [adam, adamw, lion] for optimizer, got: sgd}}
     // expected-error @+1 {{failed to parse Zero_OptimizerAttr parameter 'kind'}}
     optimizer #zero.optimizer<kind = sgd, lr = 1.0e-3>
     precision #zero.precision<kind = fp32> {

@@ -68,6 +68,19 @@ zero.train_step @stage1(%x: tensor<4x1xf32>)
 
 // -----
 
+// Lion round-trips with the parameters optimizers.def gives it; its eps
+// and bias_correction stay at their defaults, which the printer omits.
+// CHECK-LABEL: zero.train_step @lion
+// CHECK-SAME: optimizer #zero.optimizer<kind = lion, lr = 1.000000e-04, beta2 = 0.98999{{[0-9]*}}, weight_decay = 1.000000e-02>
+zero.train_step @lion(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = lion, lr = 1.0e-4, beta1 = 0.9, beta2 = 0.99, weight_decay = 0.01>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // A frozen partition, with its one buffer.
 
 zero.param @e : tensor<10x10xf32> init ones frozen

@@ -14,8 +14,9 @@ attention) its losses and gradients are bitwise equal in fp32, and in bf16
 when the inv_freq buffer is kept in fp32 as nn.rope computes it.
 
   train ...   loads --export'ed weights strictly, trains them with
-              torch.optim.AdamW configured from the model's optimizer
-              attribute on the runtime's batches, and compares every step's
+              torch.optim.AdamW (or, for kind = lion, the NumPy Lion
+              below) configured from the model's optimizer attribute on
+              the runtime's batches, and compares every step's
               loss with a --log-json file (and the final weights with an
               --export file)
   write ...   weights with the names and shapes of a file, drawn larger
@@ -161,6 +162,42 @@ class LlamaForCausalLM(nn.Module):
                                targets.reshape(-1))
 
 
+# --- Lion -------------------------------------------------------------------
+
+
+class NumpyLion:
+    """DeepSpeed's Lion (deepspeed/ops/lion, cpu_lion) in NumPy fp32, in its
+    operation order, over the torch parameters' .grad:
+    c = beta1*m + (1-beta1)*g; p = p*(1 - lr*wd) - lr*sign(c);
+    m = beta2*m + (1-beta2)*g, with sign(0) = 0 and one fp32 state."""
+
+    def __init__(self, groups, lr, betas):
+        self.groups = groups
+        f = np.float32
+        self.lr = f(lr)
+        self.beta1, self.beta2 = f(betas[0]), f(betas[1])
+        self.one_minus = (f(1.0 - betas[0]), f(1.0 - betas[1]))
+        self.m = {}
+
+    def step(self):
+        with torch.no_grad():
+            for g in self.groups:
+                decay = np.float32(1.0 - float(self.lr) * g["weight_decay"])
+                for p in g["params"]:
+                    grad = p.grad.detach().numpy().astype(np.float32)
+                    m = self.m.setdefault(id(p), np.zeros_like(grad))
+                    w = p.detach().numpy()
+                    c = self.beta1 * m + self.one_minus[0] * grad
+                    w = w * decay - self.lr * np.sign(c).astype(np.float32)
+                    self.m[id(p)] = self.beta2 * m + self.one_minus[1] * grad
+                    p.copy_(torch.from_numpy(w.astype(np.float32)))
+
+    def zero_grad(self, set_to_none=True):
+        for g in self.groups:
+            for p in g["params"]:
+                p.grad = None
+
+
 # --- commands ---------------------------------------------------------------
 
 
@@ -210,8 +247,8 @@ def cmd_train(args):
     torch.manual_seed(0)
     B, T, (kind, lr, beta1, beta2, eps, wd) = model_config(
         open(args.model).read())
-    if kind != "adamw":
-        fail("the model's optimizer is %s, not adamw" % kind)
+    if kind not in ("adamw", "lion"):
+        fail("the model's optimizer is %s, not adamw or lion" % kind)
     master, count, tied = load_model(args.init, args)
     # Mixed precision as the runtime does it: fp32 masters and AdamW, the
     # forward and backward of a 16-bit copy.
@@ -226,10 +263,14 @@ def cmd_train(args):
     groups = {}
     for n, p in master.named_parameters():
         groups.setdefault(decays.get(n, wd), []).append(p)
-    opt = torch.optim.AdamW([{"params": ps, "weight_decay": d}
-                             for d, ps in groups.items()],
-                            lr=lr, betas=(beta1, beta2), eps=eps,
-                            foreach=False)
+    if kind == "lion":
+        opt = NumpyLion([{"params": ps, "weight_decay": d}
+                         for d, ps in groups.items()], lr, (beta1, beta2))
+    else:
+        opt = torch.optim.AdamW([{"params": ps, "weight_decay": d}
+                                 for d, ps in groups.items()],
+                                lr=lr, betas=(beta1, beta2), eps=eps,
+                                foreach=False)
     log = [json.loads(line) for line in open(args.log) if line.strip()]
     worst = 0.0
     for (x, y), entry in zip(batches(args.tokens, B, T, len(log)), log):
@@ -245,6 +286,11 @@ def cmd_train(args):
                 p.grad = w.grad.float()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if args.check_peak and entry["peak_bytes"] != entry[
+                "planned_peak_bytes"]:
+            fail("step %d: measured peak %d != planned %d" %
+                 (entry["step"], entry["peak_bytes"],
+                  entry["planned_peak_bytes"]))
         ref, got = loss.item(), entry["loss"]
         rel = abs(got - ref) / abs(ref)
         worst = max(worst, rel)
@@ -257,6 +303,8 @@ def cmd_train(args):
     print("%d tensors loaded (strict, head %s); %d steps: losses within %g "
           "relative" % (count, "tied" if tied else "untied", len(log),
                         args.rtol))
+    if args.check_peak:
+        print("measured peak %d == planned" % log[-1]["peak_bytes"])
     if decays:
         print("weight-decay groups: %s" % ", ".join(
             "%d tensors with %g" % (len(ps), d)
@@ -308,6 +356,8 @@ def main():
     s.add_argument("--rtol", type=float, default=1e-5)
     s.add_argument("--weight-atol", type=float, default=1e-5)
     s.add_argument("--verbose", action="store_true")
+    s.add_argument("--check-peak", action="store_true",
+                   help="every step's measured peak must be its plan's")
     s = sub.add_parser("write")
     s.add_argument("out")
     s.add_argument("--like", required=True,

@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Interfaces/RuntimeKernelOpInterface.h"
@@ -135,7 +136,7 @@ private:
   // The work of the ZeRO ops by family.
   FailureOr<Work> getCollectiveWork(CollectiveOpInterface collective) const;
   Work getTransferWork(TransferOpInterface transfer) const;
-  Work getAdamWork(AdamOp adam) const;
+  Work getOptimizerStepWork(OptimizerStepOp adam) const;
   static Work getKernelWork(RuntimeKernelOpInterface op);
   /// Element bytes of group `ref`'s compute type.
   int64_t getGroupElementBytes(SymbolRefAttr ref) const;
@@ -339,9 +340,13 @@ Work Simulator::getTransferWork(TransferOpInterface transfer) const {
   return w;
 }
 
-Work Simulator::getAdamWork(AdamOp adam) const {
+Work Simulator::getOptimizerStepWork(OptimizerStepOp adam) const {
+  // Each update reads and writes the fp32 master and the optimizer's states
+  // (optimizers.def): 24 B per element for Adam, 16 B for Lion.
+  const int64_t states =
+      2 * (4 + getOptimizerStateBytes(adam.getOptimizerKind()));
   if (adam.getHost()) {
-    // The CPU Adam streams the host masters, moments (24 B), the host
+    // The CPU update streams the host masters, states (`states`), the host
     // gradient copy and the 16-bit parameter copy it writes; the device
     // gradients are cleared by a device kernel, which this neglects.
     SymbolRefAttr group = adam.getGroupAttr();
@@ -354,11 +359,11 @@ Work Simulator::getAdamWork(AdamOp adam) const {
                        ? c
                        : 0;
     double owned = getOwnedElements(group);
-    Work w = Work::kernel(owned * (24 + c + copy));
+    Work w = Work::kernel(owned * (states + c + copy));
     w.onHost = true;
     if (NvmeSwapAttr swap = adam.getSwapAttr()) {
-      // It reads the three states from the swap file and writes them back,
-      // in whole 4096-byte blocks.
+      // It reads the masters and states from the swap file and writes them
+      // back, in whole 4096-byte blocks.
       w.nvmeRead = w.nvmeWrite =
           double(adam.getNvmeBytes(static_cast<int64_t>(owned)));
       w.chunks = std::max<int64_t>(
@@ -366,7 +371,8 @@ Work Simulator::getAdamWork(AdamOp adam) const {
     }
     return w;
   }
-  // Read and write the fp32 master, m and v (24 B) and read the gradient
+  // Read and write the fp32 master and states (Adam's m and v: 24 B) and
+  // read the gradient
   // in the compute type; a 16-bit parameter copy is written too (28 B/param
   // at 16 bits), while fp32 parameters are the masters themselves (28 B).
   // The runtime then zeroes the rank's gradient buffer for the next step.
@@ -375,7 +381,8 @@ Work Simulator::getAdamWork(AdamOp adam) const {
   const PartitionBuffers *p = schedule.lookupPartition(group);
   double grads = p ? p->numel[static_cast<unsigned>(BufferKind::grads)] : 0;
   int64_t copy = p && p->areParamsMasters() ? 0 : c;
-  return Work::kernel(getOwnedElements(group) * (24 + c + copy) + grads * c);
+  return Work::kernel(getOwnedElements(group) * (states + c + copy) +
+                      grads * c);
 }
 
 FailureOr<Work> Simulator::getWork(Operation *op) const {
@@ -415,8 +422,8 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
     return Work::kernel(2.0 * valueBytes(store.getFull()) /
                         double(schedule.getHpzPartitionSize()));
   }
-  if (auto adam = dyn_cast<AdamOp>(op))
-    return getAdamWork(adam);
+  if (auto update = dyn_cast<OptimizerStepOp>(op))
+    return getOptimizerStepWork(update);
   // zero.update_loss_scale and other zero ops: memory-bound;
   // an op without tensors is host-side scalar work.
   double bytes = sumBytes(op->getOperands()) + sumBytes(op->getResults());

@@ -14,6 +14,7 @@
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -233,6 +234,8 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.grads = cat(MemoryCategory::Grads);
   r.masterParams = cat(MemoryCategory::MasterParams);
   r.modelStateBytes = r.params + r.grads + r.masterParams;
+  r.optimizerBytesPerParam =
+      getOptimizerStateBytes(step.getOptimizer().getKind());
   for (const OptimizerState &state :
        getOptimizerStates(step.getOptimizer().getKind())) {
     int64_t bytes = cat(persistentCategory(state.buffer));
@@ -658,29 +661,46 @@ static void printModelStateNote(
     const std::optional<::zero::estimate::DeepSpeedEstimate> &deepspeed,
     llvm::raw_ostream &os) {
   int64_t S = r.paramCount, Sp = r.paddedParamCount;
-  // Bytes per parameter of params + grads (full or shard) + master, m, v.
-  static const char *mixedFormulas[] = {"16S", "4S + 12S'/n", "2S + 14S'/n",
-                                        "16S'/n"};
-  static const char *fp32Formulas[] = {"16S", "8S + 8S'/n", "4S + 12S'/n",
-                                       "16S'/n"};
+  // Bytes per parameter of params + grads (full or shard) + master and the
+  // optimizer's states (b: Adam's m and v, 8; Lion's m, 4); K = 4 + b.
+  const int64_t b = r.optimizerBytesPerParam, K = 4 + b;
+  const std::string mixedFormulas[] = {
+      llvm::formatv("{0}S", 4 + K).str(),
+      llvm::formatv("4S + {0}S'/n", K).str(),
+      llvm::formatv("2S + {0}S'/n", 2 + K).str(),
+      llvm::formatv("{0}S'/n", 4 + K).str()};
+  const std::string fp32Formulas[] = {
+      llvm::formatv("{0}S", 8 + b).str(),
+      llvm::formatv("8S + {0}S'/n", b).str(),
+      llvm::formatv("4S + {0}S'/n", 4 + b).str(),
+      llvm::formatv("{0}S'/n", 8 + b).str()};
   if (r.optimizerOffloaded || r.paramsOffloaded) {
     printOffloadNote(r, deepspeed, os);
   } else if (r.frozenParamCount > 0) {
     // Only the trainable parameters carry gradients and optimizer states.
-    static const char *mixedFrozen[] = {"2S + 2St + 12St", "2S + 2St + 12St'/n",
-                                        "2S + 14St'/n", "(2S' + 14St')/n"};
-    static const char *fp32Frozen[] = {"4S + 12St", "4S + 4St + 8St'/n",
-                                       "4S + 12St'/n", "(4S' + 12St')/n"};
+    const std::string mixedFrozen[] = {
+        llvm::formatv("2S + 2St + {0}St", K).str(),
+        llvm::formatv("2S + 2St + {0}St'/n", K).str(),
+        llvm::formatv("2S + {0}St'/n", 2 + K).str(),
+        llvm::formatv("(2S' + {0}St')/n", 2 + K).str()};
+    const std::string fp32Frozen[] = {
+        llvm::formatv("4S + {0}St", 4 + b).str(),
+        llvm::formatv("4S + 4St + {0}St'/n", b).str(),
+        llvm::formatv("4S + {0}St'/n", 4 + b).str(),
+        llvm::formatv("(4S' + {0}St')/n", 4 + b).str()};
     bool mixed = r.paramDtype.find('+') != std::string::npos;
     os << "\nModel states follow "
-       << (mixed ? std::string(mixedFrozen[r.stage]) + " for 16-bit groups, " +
+       << (mixed ? mixedFrozen[r.stage] + " for 16-bit groups, " +
                        fp32Frozen[r.stage] + " for fp32 ones"
                  : (r.paramsAreMasters ? fp32Frozen : mixedFrozen)[r.stage])
        << " (S = " << S << ", St = " << r.trainableParamCount
        << " trainable, S' = " << Sp << ", St' = " << r.paddedTrainableParamCount
        << ", n = " << modelStateRanks(r)
        << "): only the trainable parameters carry gradients and optimizer "
-          "states (8 bytes of fp32 Adam moments each, 12 with an fp32 "
+          "states ("
+       << b << " bytes of fp32 "
+       << (b == 8 ? "Adam moments" : "optimizer states") << " each, " << K
+       << " with an fp32 "
           "master), the frozen ones are held in their compute type alone. "
           "DeepSpeed's estimator counts every parameter as trainable; "
           "docs/Report.md gives the formulas with a frozen part.\n\n";

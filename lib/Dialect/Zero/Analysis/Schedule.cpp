@@ -115,6 +115,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
     buffers.partition = p;
     buffers.offloaded = s.optimizerOffloaded;
     buffers.optimizerDevice = s.optimizerDevice;
+    buffers.optimizer = step.getOptimizer().getKind();
     buffers.paramsOffloaded = s.paramsOffloaded;
     buffers.paramDevice = s.paramDevice;
     buffers.frozen = p.getFrozen();

@@ -51,6 +51,16 @@ bool mlir::zero::isOptimizerState(BufferKind buffer) {
   return table::isStateBuffer(static_cast<zrt::BufferKind>(buffer));
 }
 
+bool mlir::zero::hasOptimizerParam(OptimizerKind kind, StringRef name) {
+  return llvm::any_of(table::kParams, [&](const table::Param &p) {
+    return p.kind == toTable(kind) && name == p.name;
+  });
+}
+
+bool mlir::zero::hasOptimizerState(OptimizerKind kind, BufferKind buffer) {
+  return table::hasState(toTable(kind), static_cast<zrt::BufferKind>(buffer));
+}
+
 OptimizerEntries mlir::zero::getOptimizerEntries(OptimizerKind kind) {
   switch (toTable(kind)) {
 #define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \

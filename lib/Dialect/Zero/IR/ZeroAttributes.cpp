@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Support/UTF8.h"
 #include "zero_rt/variants.h"
@@ -215,6 +216,14 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!(weightDecay >= 0.0))
     return emitError() << "optimizer weight_decay must be >= 0, got "
                        << weightDecay;
+  // A parameter the optimizer does not read (optimizers.def) keeps its
+  // default, so that the attribute never says what does not happen.
+  if (!hasOptimizerParam(kind, "eps") && eps != 1e-8)
+    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
+                       << " has no eps, got " << eps;
+  if (!hasOptimizerParam(kind, "bias_correction") && !biasCorrection)
+    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
+                       << " has no bias_correction";
   return success();
 }
 

@@ -74,6 +74,9 @@ struct StepReport {
     int64_t bytes = 0;
   };
   std::vector<OptimizerStateBytes> optimizerStates;
+  /// The optimizer's state bytes per parameter (optimizers.def: 8 for Adam,
+  /// 4 for Lion), fp32 masters not counted.
+  int64_t optimizerBytesPerParam = 8;
   /// ZeRO++ hpZ: the persistent secondary shards (2 padded Psi / h bytes
   /// per rank with 16-bit compute), beside the model states.
   int64_t hpzSecondaryBytes = 0;

@@ -13,6 +13,7 @@
 #ifndef ZERO_DIALECT_ZERO_ANALYSIS_SCHEDULE_H
 #define ZERO_DIALECT_ZERO_ANALYSIS_SCHEDULE_H
 
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero_rt/topology.h"
 
@@ -46,6 +47,8 @@ struct PartitionBuffers {
   /// unless the parameter shards are in host memory too).
   bool offloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
+  /// The step's optimizer: which state buffers (optimizers.def) exist.
+  OptimizerKind optimizer = OptimizerKind::adam;
   /// Whether the step offloads its parameters (stage 3): the `params` shard
   /// lives in host memory or the rank's parameter swap file (paramDevice)
   /// and each gather reads a staged device copy.
@@ -87,8 +90,11 @@ struct PartitionBuffers {
       return offloaded && paramDevice != OffloadDevice::cpu &&
              (optimizerDevice == OffloadDevice::nvme ||
               !zero::areParamsMasters(computeType));
-    default:
+    case BufferKind::params:
+    case BufferKind::grads:
       return true;
+    default:
+      return hasOptimizerState(optimizer, kind);
     }
   }
   /// The memory buffer `kind` lives in.

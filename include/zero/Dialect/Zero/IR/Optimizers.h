@@ -38,6 +38,13 @@ int64_t getOptimizerStateBytes(OptimizerKind kind);
 /// Whether `buffer` is a state of some optimizer.
 bool isOptimizerState(BufferKind buffer);
 
+/// Whether `kind` reads the #zero.optimizer parameter `name` (its table
+/// rows' ZRT_OPTIMIZER_PARAM).
+bool hasOptimizerParam(OptimizerKind kind, llvm::StringRef name);
+
+/// Whether `kind` keeps a state buffer of kind `buffer`.
+bool hasOptimizerState(OptimizerKind kind, BufferKind buffer);
+
 /// The runtime entries (abi.def) that update a shard with `kind`.
 struct OptimizerEntries {
   llvm::StringRef device, staged, host, nvme;

@@ -56,8 +56,6 @@ constexpr int64_t kArenaAlignment = ZRT_ARENA_ALIGNMENT;
 #include "zero/Dialect/Zero/IR/ZeroOps.h.inc"
 
 namespace mlir::zero {
-/// The optimizer update's name before it served every optimizer.
-using AdamOp = OptimizerStepOp;
 
 /// The phase of an op of a train step; ops without one (compute ops) run in
 /// every micro step, before the optimizer.

@@ -104,7 +104,8 @@ def Zero_InitKindAttr : EnumAttr<Zero_Dialect, Zero_InitKind, "init">;
 // in its order (checked by lib/Dialect/Zero/IR/Optimizers.cpp and
 // test/Docs/optimizers-table.test).
 def Zero_OptimizerKind : I32EnumAttr<"OptimizerKind", "optimizer", [
-    I32EnumAttrCase<"adam", 0>, I32EnumAttrCase<"adamw", 1>]> {
+    I32EnumAttrCase<"adam", 0>, I32EnumAttrCase<"adamw", 1>,
+    I32EnumAttrCase<"lion", 2>]> {
   let cppNamespace = "::mlir::zero";
 }
 
@@ -258,7 +259,9 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     `torch.optim.Adam`); `adamw` decays the parameter directly (decoupled, as
     `torch.optim.AdamW`). Both use bias correction unless
     `bias_correction = false` (DeepSpeed's Adam option: the step is `lr`
-    and the denominator `sqrt(exp_avg_sq) + eps`). A `zero.param` with a
+    and the denominator `sqrt(exp_avg_sq) + eps`). `lion` (DeepSpeed's
+    Lion) reads `lr`, `beta1`, `beta2` and `weight_decay` (decoupled) and
+    ignores `eps` and `bias_correction`. A `zero.param` with a
     `weight_decay` of its own uses it instead of `weight_decay`.
     `schedule` (a `#zero.lr_schedule`) makes the learning rate a function
     of the optimizer step; without it `lr` is constant.
@@ -1771,7 +1774,8 @@ def Zero_OptimizerStepOp : Zero_Op<"optimizer_step", [DeclareOpInterfaceMethods<
     The update of the train step's optimizer, its `#zero.optimizer`'s
     `kind`: the state buffers it updates and the runtime entries it lowers
     to are that kind's rows of runtime/include/zero_rt/optimizers.def
-    (Adam and AdamW: `exp_avg` and `exp_avg_sq`, `zrt_ctx_adam*`).
+    (Adam and AdamW: `exp_avg` and `exp_avg_sq`, `zrt_ctx_adam*`; Lion:
+    `exp_avg`, `zrt_ctx_lion*`).
 
     Unless `skip` is true, updates this rank's owned part of partition
     `group`: reads the `grads` (in the compute type), unscales them by
