@@ -69,13 +69,26 @@ FIELDS = [
 NOT_RATES = {"shares", "attention", "copiesOnComputeStream",
              "nvmeSharedByRanks", "attentionFlops", "activationElements",
              "backToBackLatency", "skewCompute", "reduceScatterBandwidth",
-             "allGatherBandwidth"}
+             "allGatherBandwidth", "busbwCurve"}
 # The attention tables the presets point at.
 ATTENTION = {
     "kFa2Hopper": "FA2 [fa3]",
     "kFa2Ampere": "FA2 [fa3] x [fa2]",
     "nullptr": "GEMM rate",
 }
+# The bus bandwidth curves the presets point at.
+CURVES = {
+    "kBusbwH100": "ND H100 v5 [azure-nccl]",
+    "kBusbwH200": "ND H200 v5 [azure-nccl]",
+    "kBusbwA100": "ND A100 v4 [azure-nccl]",
+    "nullptr": "flat",
+}
+# The curves' arrays: the sizes, then each sweep and where it was read.
+SWEEPS = [
+    ("kNcclNdH100", "ND H100 v5"),
+    ("kNcclNdH200", "ND H200 v5"),
+    ("kNcclNdA100", "ND A100 v4"),
+]
 # The attention arrays and where they were read.
 ARRAYS = [
     ("kFaSeqLens", "query length", "[fa3]"),
@@ -134,7 +147,8 @@ def parse(path):
             # The last field closes the preset's braces.
             if expr.count("}") > expr.count("{"):
                 expr = expr[:-1]
-            fields[f.group(1)] = (expr if f.group(1) == "attention" else
+            fields[f.group(1)] = (expr if f.group(1) in ("attention",
+                                                         "busbwCurve") else
                                   evaluate(expr, names))
         presets.append((m.group(1), fields))
     if not presets:
@@ -191,6 +205,15 @@ def render(presets, arrays, defined):
         used.update(re.findall(r"\[[\w-]+\]", keys))
         cells.append(keys)
     out.append("| `attention` | | %s |" % " | ".join(cells))
+    cells = []
+    for name, fields in presets:
+        curve = (fields.get("busbwCurve") or "nullptr").lstrip("&")
+        keys = CURVES.get(curve)
+        if keys is None:
+            raise Failure("no source for the busbw curve " + curve)
+        used.update(re.findall(r"\[[\w-]+\]", keys))
+        cells.append(keys)
+    out.append("| `busbwCurve` | | %s |" % " | ".join(cells))
     out += ["", "FlashAttention-2 on an H100 SXM5 in BF16, TFLOP/s, as the "
             "cost model counts attention FLOPs: `kFa2Hopper` takes them as "
             "fractions of 989 TFLOP/s, `kFa2Ampere` multiplies those by "
@@ -205,6 +228,16 @@ def render(presets, arrays, defined):
         out.append("| %s | %s | %s |" % (
             label, " | ".join("%g" % v for v in arrays[name]), source))
         used.update(re.findall(r"\[[\w-]+\]", source))
+    out += ["", "NCCL's bus bandwidth on one node of 8 GPUs by message size, "
+            "GB/s: nccl-tests' all_reduce_perf, in place ([azure-nccl]). "
+            "The cost model reads it for all-gathers and reduce-scatters "
+            "within a node, at most the preset's `linkBandwidth`.", ""]
+    out.append("| bytes | " + " | ".join(l for _, l in SWEEPS) + " |")
+    out.append("|---:|" + "---:|" * len(SWEEPS))
+    for i, size in enumerate(arrays["kSweepBytes"]):
+        out.append("| %s | %s |" % ("{:,}".format(int(size)), " | ".join(
+            "%g" % arrays[a][i] for a, _ in SWEEPS)))
+    used.add("[azure-nccl]")
     undefined = sorted(used - defined)
     if undefined:
         raise Failure("source keys not defined under \"Sources of the "

@@ -17,8 +17,11 @@
 //   within the node  = p(q-1) alpha        + p(q-1)/q B / busbw
 //   across the nodes = p(N-1) alpha_inter  + p(N-1)/n B / (inter bw / ranks)
 // with p the passes (2 for all-reduce). On one node q = n and the second
-// term vanishes. One compute and one communication stream are simulated in
-// program order; see simulateStep.
+// term vanishes. On presets with a published busbw curve by message size
+// (HardwarePreset::busbwCurve), an all-gather's or reduce-scatter's ring
+// within a node takes p(q-1)/q B / busbw(B / q) instead, latency included.
+// One compute and one communication stream are simulated in program order;
+// see simulateStep.
 //
 //===----------------------------------------------------------------------===//
 
@@ -527,14 +530,23 @@ double Simulator::seconds(const Work &w) const {
       return within + interLatency +
              double(m - q) / m * w.bytes / interBandwidth;
     }
+    // The ring within a node: a published busbw curve for all-gathers and
+    // reduce-scatters holds its latency already (its small sizes are
+    // latency-bound), so it replaces latency and flat bandwidth both.
+    auto withinNode = [&](int64_t ranks) {
+      double bytes = passes * double(ranks - 1) / ranks * w.bytes;
+      if (hw.busbwCurve &&
+          (w.pattern == Work::AllGather || w.pattern == Work::ReduceScatter))
+        return bytes /
+               hw.busbwCurve->getBusBandwidth(w.bytes / ranks, bandwidth);
+      return passes * (ranks - 1) * latency + bytes / bandwidth;
+    };
     if (q >= m)
-      return passes * (m - 1) * latency +
-             passes * (m - 1) / m * w.bytes / bandwidth;
+      return withinNode(m);
     // Two levels: within each node, then across nodes, where every rank of
     // a node runs its own cross-node ring over the node's links at once.
     double nodes = double(m / q);
-    double within =
-        passes * (q - 1) * latency + passes * (q - 1) / q * w.bytes / bandwidth;
+    double within = withinNode(q);
     double interLatency = latency, interBandwidth = bandwidth;
     if (hw.interNodeLinks > 0) {
       interLatency = hw.interNodeLatency;

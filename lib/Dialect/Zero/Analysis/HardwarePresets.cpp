@@ -95,6 +95,34 @@ static const AttentionRates kFa2Ampere = {kFaSeqLens,
                                           /*forwardScale=*/kFa2A100Forward,
                                           /*backwardScale=*/kFa2A100Backward};
 
+// NCCL within one node of 8 GPUs by message size: the busbw of nccl-tests'
+// all_reduce_perf from 1 KiB to 8 GiB (Azure/AI-benchmarking-guide,
+// Azure_Results, "NCCL Bandwidth"). A ring all-reduce is a reduce-scatter
+// and an all-gather of the same array over the same ring, so its busbw at
+// a size is theirs; on Hopper NCCL takes NVLink SHARP from a few MiB up
+// only where it is the faster, so the ring's is capped at its own measured
+// plateau (linkBandwidth). A100 has no NVLink SHARP.
+static const double kSweepBytes[] = {
+    1024,      2048,      4096,       8192,       16384,      32768,
+    65536,     131072,    262144,     524288,     1048576,    2097152,
+    4194304,   8388608,   16777216,   33554432,   67108864,   134217728,
+    268435456, 536870912, 1073741824, 2147483648, 4294967296, 8589934592};
+static const double kNcclNdH100[] = {
+    0.07,   0.14,   0.27,   0.53,   0.95,   1.71,   2.72,   5.40,
+    10.86,  21.35,  43.70,  81.93,  128.73, 172.13, 234.45, 295.53,
+    361.78, 400.61, 423.38, 438.46, 466.35, 472.36, 475.54, 478.87};
+static const double kNcclNdH200[] = {
+    0.06,   0.12,   0.23,   0.47,   0.93,   1.84,   3.72,   7.39,
+    14.75,  29.38,  52.96,  88.78,  138.44, 181.94, 240.41, 300.91,
+    368.11, 412.45, 432.24, 442.72, 467.58, 472.57, 477.41, 479.98};
+static const double kNcclNdA100[] = {
+    0.04,   0.08,   0.17,   0.33,   0.67,   1.37,   2.70,   5.15,
+    10.11,  19.24,  36.22,  53.54,  71.43,  89.99,  109.22, 132.77,
+    166.63, 174.18, 213.87, 221.58, 228.10, 230.22, 230.48, 231.58};
+static const BusBandwidthCurve kBusbwH100 = {kSweepBytes, kNcclNdH100};
+static const BusBandwidthCurve kBusbwH200 = {kSweepBytes, kNcclNdH200};
+static const BusBandwidthCurve kBusbwA100 = {kSweepBytes, kNcclNdA100};
+
 static const HardwarePreset kPresets[] = {
     {"a100-40gb",
      "NVIDIA A100 SXM 40GB, 8 GPUs on NVLink3/NVSwitch (data sheet: 312 "
@@ -126,7 +154,8 @@ static const HardwarePreset kPresets[] = {
      /*peakFlops16=*/312e12,
      /*multiprocessors=*/108,
      /*misalignedGemmFraction=*/kMisaligned,
-     /*attention=*/&kFa2Ampere},
+     /*attention=*/&kFa2Ampere,
+     /*busbwCurve=*/&kBusbwA100},
     {"a100-80gb",
      "NVIDIA A100 SXM 80GB, 8 GPUs on NVLink3/NVSwitch (data sheet: 312 "
      "TFLOP/s dense bf16, 19.5 TFLOP/s fp32, 2039 GB/s HBM2e, 600 GB/s "
@@ -157,7 +186,8 @@ static const HardwarePreset kPresets[] = {
      /*peakFlops16=*/312e12,
      /*multiprocessors=*/108,
      /*misalignedGemmFraction=*/kMisaligned,
-     /*attention=*/&kFa2Ampere},
+     /*attention=*/&kFa2Ampere,
+     /*busbwCurve=*/&kBusbwA100},
     {"l4",
      "NVIDIA L4 24GB, 8 GPUs on PCIe Gen4 x16 (data sheet: 121 TFLOP/s dense "
      "bf16, 30.3 TFLOP/s fp32, 300 GB/s GDDR6, 64 GB/s PCIe)",
@@ -187,7 +217,8 @@ static const HardwarePreset kPresets[] = {
      /*peakFlops16=*/121e12,
      /*multiprocessors=*/58,
      /*misalignedGemmFraction=*/kMisaligned,
-     /*attention=*/&kFa2Ampere},
+     /*attention=*/&kFa2Ampere,
+     /*busbwCurve=*/nullptr},
     {"rtx-4090",
      "NVIDIA GeForce RTX 4090 24GB, 8 GPUs on PCIe Gen4 x16 (Ada whitepaper: "
      "165.2 TFLOP/s dense bf16 with fp32 accumulate, 82.6 TFLOP/s fp32, "
@@ -218,7 +249,8 @@ static const HardwarePreset kPresets[] = {
      /*peakFlops16=*/165.2e12,
      /*multiprocessors=*/128,
      /*misalignedGemmFraction=*/kMisaligned,
-     /*attention=*/&kFa2Ampere},
+     /*attention=*/&kFa2Ampere,
+     /*busbwCurve=*/nullptr},
     {"h100-sxm",
      "NVIDIA H100 SXM 80GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
      "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3 bandwidth, "
@@ -249,7 +281,8 @@ static const HardwarePreset kPresets[] = {
      /*peakFlops16=*/989e12,
      /*multiprocessors=*/132,
      /*misalignedGemmFraction=*/kMisaligned,
-     /*attention=*/&kFa2Hopper},
+     /*attention=*/&kFa2Hopper,
+     /*busbwCurve=*/&kBusbwH100},
     {"h100-sxm-96gb",
      "NVIDIA H100 SXM 96GB HBM2e at 500 W, 8 GPUs on NVLink4/NVSwitch (the "
      "torchtitan benchmark hosts: 2.4 TB/s HBM2e; GEMM and links as "
@@ -280,7 +313,8 @@ static const HardwarePreset kPresets[] = {
      /*peakFlops16=*/989e12,
      /*multiprocessors=*/132,
      /*misalignedGemmFraction=*/kMisaligned,
-     /*attention=*/&kFa2Hopper},
+     /*attention=*/&kFa2Hopper,
+     /*busbwCurve=*/&kBusbwH100},
     {"h100-pcie",
      "NVIDIA H100 PCIe 80GB, 8 GPUs on PCIe Gen5 x16 (data sheet: 756 "
      "TFLOP/s dense bf16, 51 TFLOP/s fp32, 2000 GB/s HBM2e, 128 GB/s PCIe; "
@@ -311,7 +345,8 @@ static const HardwarePreset kPresets[] = {
      /*peakFlops16=*/756e12,
      /*multiprocessors=*/114,
      /*misalignedGemmFraction=*/kMisaligned,
-     /*attention=*/&kFa2Hopper},
+     /*attention=*/&kFa2Hopper,
+     /*busbwCurve=*/nullptr},
     {"h200-sxm",
      "NVIDIA H200 SXM 141GB, 8 GPUs on NVLink4/NVSwitch: GEMM at 80% of the "
      "989 TFLOP/s bf16 peak (measured MAMF), STREAM-triad HBM3e bandwidth, "
@@ -342,7 +377,8 @@ static const HardwarePreset kPresets[] = {
      /*peakFlops16=*/989e12,
      /*multiprocessors=*/132,
      /*misalignedGemmFraction=*/kMisaligned,
-     /*attention=*/&kFa2Hopper},
+     /*attention=*/&kFa2Hopper,
+     /*busbwCurve=*/&kBusbwH200},
     {"mi300x",
      "AMD Instinct MI300X 192GB, 8 GPUs on Infinity Fabric (data sheet: "
      "1307.4 TFLOP/s dense bf16, 163.4 TFLOP/s fp32, 5.3 TB/s HBM3, 7 links "
@@ -373,7 +409,8 @@ static const HardwarePreset kPresets[] = {
      /*peakFlops16=*/1307.4e12,
      /*multiprocessors=*/304,
      /*misalignedGemmFraction=*/kMisaligned,
-     /*attention=*/nullptr},
+     /*attention=*/nullptr,
+     /*busbwCurve=*/nullptr},
     {"cpu",
      "One rank of this 2-core development machine beside a second rank "
      "(measured by zrt-bench-calibrate): small-model zrt_matmul and "
@@ -435,6 +472,17 @@ double AttentionRates::getPeakFraction(int64_t headDim, int64_t seqLen,
               interpolate(seqLens, forward128, seqLen);
   return tflops * 1e12 / referencePeak *
          (backward ? backwardScale : forwardScale);
+}
+
+double BusBandwidthCurve::getBusBandwidth(double chunkBytes,
+                                          double peak) const {
+  double size = chunkBytes * double(ranks);
+  double gbs;
+  if (size <= bytes.front())
+    gbs = gbps.front() * size / bytes.front();
+  else
+    gbs = interpolate(bytes, gbps, size);
+  return std::min(gbs * 1e9, peak);
 }
 
 HardwarePreset HardwarePreset::forWorldSize(int64_t worldSize) const {

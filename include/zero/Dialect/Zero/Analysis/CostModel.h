@@ -75,6 +75,26 @@ struct AttentionRates {
                          bool backward) const;
 };
 
+/// The bus bandwidth NCCL reaches on one node by message size, as a
+/// published nccl-tests sweep on `ranks` GPUs reports it
+/// (docs/HardwarePresets.md): the full array's bytes and the busbw at each.
+/// Small sizes are latency-bound, so the curve holds the collective's
+/// latency as well as its bandwidth.
+struct BusBandwidthCurve {
+  /// Full-array sizes of the sweep in bytes, ascending, and the bus
+  /// bandwidth at each in GB/s.
+  ArrayRef<double> bytes, gbps;
+  int64_t ranks = 8;
+
+  /// The bus bandwidth in bytes/s of a ring step that sends `chunkBytes`
+  /// (the full array over the ring's members): under the ring's alpha-beta
+  /// time, busbw depends on that chunk alone, so it reads the sweep at
+  /// `ranks` chunks, interpolated in log2 of the size between the sweep's
+  /// points. Below the smallest the time stays that point's (latency);
+  /// above the largest the busbw stays its last. At most `peak`.
+  double getBusBandwidth(double chunkBytes, double peak) const;
+};
+
 /// Machine parameters of the cost model.
 struct HardwarePreset {
   StringRef name;
@@ -157,6 +177,10 @@ struct HardwarePreset {
   /// Fused attention rates by shape (null: attentionFlops, or the GEMM
   /// rate).
   const AttentionRates *attention = nullptr;
+  /// All-gathers' and reduce-scatters' bus bandwidth within a node by
+  /// message size (null: the flat bandwidth above plus collectiveLatency
+  /// per ring step).
+  const BusBandwidthCurve *busbwCurve = nullptr;
 
   /// The bandwidth each way, bytes/s, that a cross-node ring gets from all
   /// of a node's links together: the fraction of the line rate NCCL's ring
