@@ -427,12 +427,33 @@ int64_t scratchBytes(nn::LinearCrossEntropyGradOp op) {
   LinearLossShape s = getLinearLossShape(op);
   return zrt_scratch_linear_cross_entropy(s.rows, s.vocab, op.getChunk());
 }
-/// The op's work chunk by chunk, as the kernels run it: `products` matrix
-/// products of each chunk (shaped as one chunk's logits), that chunk's
-/// logits written and read as scratch by each, the [vocab, hidden] weight
-/// or its gradient streamed `weightPasses(chunks)` times in all (of which
-/// the operands and results count `counted`), and `launches(chunks)`
-/// kernels.
+/// The work of an op that runs `flops` of matrix products over its `rows`
+/// rows in chunks of `chunkRows` (the chunked loss, the tiled MLP), as its
+/// kernels run them: the products shaped as one chunk's [chunkRows, k] x
+/// [k, n], `scratchPasses` passes over [rows, n] fp32 scratch, the weight
+/// (or a weight of the same size) streamed `weightPasses(chunks)` times in
+/// all, of which the op's operands and results count `counted`, and
+/// `launches(chunks)` kernels.
+KernelCost chunkedGemmCost(Operation *op, Value input, Value weight,
+                           int64_t rows, int64_t chunkRows, int64_t n,
+                           int64_t k, double flops, int64_t scratchPasses,
+                           function_ref<int64_t(int64_t)> weightPasses,
+                           int64_t counted,
+                           function_ref<int64_t(int64_t)> launches) {
+  int64_t chunks = chunkRows > 0 ? llvm::divideCeil(rows, chunkRows) : 0;
+  double bytes = getOperandAndResultBytes(op) + scratchPasses * rows * n * 4.0 +
+                 double(std::max<int64_t>(weightPasses(chunks) - counted, 0)) *
+                     getValueBytes(weight);
+  KernelCost c = KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
+                                     elemType(input));
+  c.batch = chunks;
+  c.m = chunkRows;
+  c.n = n;
+  c.k = k;
+  c.launches = std::max<int64_t>(launches(chunks), 1);
+  return c;
+}
+/// The chunked loss: each product's chunk of logits is its scratch.
 template <typename OpT>
 KernelCost linearLossCost(OpT op, int64_t products,
                           function_ref<int64_t(int64_t)> weightPasses,
@@ -440,20 +461,10 @@ KernelCost linearLossCost(OpT op, int64_t products,
                           function_ref<int64_t(int64_t)> launches) {
   LinearLossShape s = getLinearLossShape(op);
   int64_t rows = std::min(static_cast<int64_t>(op.getChunk()), s.rows);
-  int64_t chunks = rows > 0 ? llvm::divideCeil(s.rows, rows) : 0;
-  double flops = 2.0 * products * s.rows * s.vocab * s.hidden;
-  double bytes = getOperandAndResultBytes(op) +
-                 products * s.rows * s.vocab * 4 +
-                 double(std::max<int64_t>(weightPasses(chunks) - counted, 0)) *
-                     getValueBytes(op.getWeight());
-  KernelCost c = KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
-                                     elemType(op.getInput()));
-  c.batch = chunks;
-  c.m = rows;
-  c.n = s.vocab;
-  c.k = s.hidden;
-  c.launches = std::max<int64_t>(launches(chunks), 1);
-  return c;
+  return chunkedGemmCost(op, op.getInput(), op.getWeight(), s.rows, rows,
+                         s.vocab, s.hidden,
+                         2.0 * products * s.rows * s.vocab * s.hidden, products,
+                         weightPasses, counted, launches);
 }
 // Forward: each chunk's logits product reads the weight, then its loss
 // kernel; the sum at the end.
@@ -507,11 +518,9 @@ int64_t scratchBytes(nn::TiledMlpGradOp op) {
 /// `products` [rows, hidden] x [hidden, inter] products (forward: gate, up,
 /// down; backward: gate and up recomputed, as ALST's TiledMLP does, then the
 /// activation's gradient, three weight gradients and two input gradients),
-/// tile by tile as the kernels run them: shaped as one tile's gate, plus
-/// `passes` passes over the tiles' [rows, inter] fp32 scratch, the three
-/// [hidden, inter] weights or their gradients streamed `weightPasses(tiles)`
-/// times in all (of which the operands and results count `counted`), and
-/// `launches(tiles)` kernels.
+/// tile by tile, shaped as one tile's gate, with `passes` passes over the
+/// tiles' [rows, inter] fp32 scratch and the three [hidden, inter] weights
+/// or their gradients streamed (chunkedGemmCost).
 template <typename OpT>
 KernelCost tiledMlpCost(OpT op, int64_t products, int64_t passes,
                         function_ref<int64_t(int64_t)> weightPasses,
@@ -519,20 +528,10 @@ KernelCost tiledMlpCost(OpT op, int64_t products, int64_t passes,
                         function_ref<int64_t(int64_t)> launches) {
   TiledMlpShape s = getTiledMlpShape(op);
   int64_t rows = llvm::divideCeil(s.rows, std::max<int64_t>(op.getTiles(), 1));
-  int64_t tiles = rows > 0 ? llvm::divideCeil(s.rows, rows) : 0;
-  double flops = 2.0 * products * s.rows * s.hidden * s.inter;
-  double bytes = getOperandAndResultBytes(op) +
-                 passes * s.rows * s.inter * 4.0 +
-                 double(std::max<int64_t>(weightPasses(tiles) - counted, 0)) *
-                     getValueBytes(op.getGateWeight());
-  KernelCost c = KernelCost::compute(KernelCost::Kind::Gemm, bytes, flops,
-                                     elemType(op.getInput()));
-  c.batch = tiles;
-  c.m = rows;
-  c.n = s.inter;
-  c.k = s.hidden;
-  c.launches = std::max<int64_t>(launches(tiles), 1);
-  return c;
+  return chunkedGemmCost(op, op.getInput(), op.getGateWeight(), s.rows, rows,
+                         s.inter, s.hidden,
+                         2.0 * products * s.rows * s.hidden * s.inter, passes,
+                         weightPasses, counted, launches);
 }
 // Forward, a tile: the gate, up and down products read their weights, and
 // the SwiGLU between them.
