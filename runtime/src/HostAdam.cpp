@@ -23,17 +23,44 @@ using namespace zrt;
 
 namespace {
 
-/// A range of elements [begin, end) with its own weight decay.
+/// A range of elements [begin, end) with its own weight decay, in an
+/// optimizer's constants K.
+template <typename K>
 struct DecayRun {
   int64_t begin, end;
-  AdamConstants k;
+  K k;
 };
 
-struct AdamScalars {
-  float gradScale; // clip coefficient / loss scale
-  AdamConstants k; // elements outside every run
-  std::vector<DecayRun> runs;
+/// What an optimizer's host step applies to every element.
+template <typename K>
+struct OptimizerScalars {
+  float gradScale = 1; // clip coefficient / loss scale
+  K k;                 // elements outside every run
+  std::vector<DecayRun<K>> runs;
 };
+using AdamScalars = OptimizerScalars<AdamConstants>;
+using LionScalars = OptimizerScalars<LionConstants>;
+
+/// Runs `blocks(begin, end, k)` over n elements in parallel, each work
+/// item's range split where the weight-decay runs of `s` begin and end.
+template <typename K, typename Blocks>
+void stepOverRuns(int64_t n, const OptimizerScalars<K> &s, Blocks blocks) {
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    auto run = std::lower_bound(
+        s.runs.begin(), s.runs.end(), begin,
+        [](const DecayRun<K> &r, int64_t at) { return r.end <= at; });
+    int64_t at = begin;
+    for (; run != s.runs.end() && run->begin < end; ++run) {
+      int64_t lo = std::max(run->begin, at), hi = std::min(run->end, end);
+      if (at < lo)
+        blocks(at, lo, s.k);
+      blocks(lo, hi, run->k);
+      at = hi;
+    }
+    if (at < end)
+      blocks(at, end, s.k);
+  });
+}
 
 /// torch.optim.Adam/AdamW's single-tensor step, operation for operation,
 /// on elements [begin, end) with constants k.
@@ -68,42 +95,15 @@ void adamBlocks(const T *grad, float *master, float *m, float *v, T *param,
   }
 }
 
-/// adamBlocks over n elements, each work item's range split where the
-/// weight-decay runs begin and end.
+/// adamBlocks over n elements, split at the weight-decay runs.
 template <bool kDecoupled, typename T>
 void adamStep(const T *grad, float *master, float *m, float *v, T *param,
               int64_t n, const AdamScalars &s) {
-  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
-    auto run = std::lower_bound(
-        s.runs.begin(), s.runs.end(), begin,
-        [](const DecayRun &r, int64_t at) { return r.end <= at; });
-    int64_t at = begin;
-    for (; run != s.runs.end() && run->begin < end; ++run) {
-      int64_t lo = std::max(run->begin, at), hi = std::min(run->end, end);
-      if (at < lo)
-        adamBlocks<kDecoupled>(grad, master, m, v, param, at, lo, s.gradScale,
-                               s.k);
-      adamBlocks<kDecoupled>(grad, master, m, v, param, lo, hi, s.gradScale,
-                             run->k);
-      at = hi;
-    }
-    if (at < end)
-      adamBlocks<kDecoupled>(grad, master, m, v, param, at, end, s.gradScale,
-                             s.k);
+  stepOverRuns(n, s, [&](int64_t begin, int64_t end, const AdamConstants &k) {
+    adamBlocks<kDecoupled>(grad, master, m, v, param, begin, end, s.gradScale,
+                           k);
   });
 }
-
-/// A range of elements [begin, end) with its own Lion weight decay.
-struct LionRun {
-  int64_t begin, end;
-  LionConstants k;
-};
-
-struct LionScalars {
-  float gradScale;
-  LionConstants k;
-  std::vector<LionRun> runs;
-};
 
 template <typename T>
 void lionBlocks(const T *grad, float *master, float *m, T *param, int64_t begin,
@@ -126,24 +126,28 @@ void lionBlocks(const T *grad, float *master, float *m, T *param, int64_t begin,
   }
 }
 
+/// lionBlocks over n elements, split at the weight-decay runs.
 template <typename T>
 void lionStep(const T *grad, float *master, float *m, T *param, int64_t n,
               const LionScalars &s) {
-  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
-    auto run = std::lower_bound(
-        s.runs.begin(), s.runs.end(), begin,
-        [](const LionRun &r, int64_t at) { return r.end <= at; });
-    int64_t at = begin;
-    for (; run != s.runs.end() && run->begin < end; ++run) {
-      int64_t lo = std::max(run->begin, at), hi = std::min(run->end, end);
-      if (at < lo)
-        lionBlocks(grad, master, m, param, at, lo, s.gradScale, s.k);
-      lionBlocks(grad, master, m, param, lo, hi, s.gradScale, run->k);
-      at = hi;
-    }
-    if (at < end)
-      lionBlocks(grad, master, m, param, at, end, s.gradScale, s.k);
+  stepOverRuns(n, s, [&](int64_t begin, int64_t end, const LionConstants &k) {
+    lionBlocks(grad, master, m, param, begin, end, s.gradScale, k);
   });
+}
+
+/// The decay runs of a step: each range [decayRanges[2r], decayRanges[2r+1])
+/// with its weight decay rangeDecays[r], on the step's constants.
+template <typename K>
+void addDecayRuns(const char *kernel, OptimizerScalars<K> &s, double lr,
+                  const int64_t *decayRanges, const double *rangeDecays,
+                  int32_t numDecayRanges, int64_t n) {
+  checkDecayRanges(kernel, decayRanges, rangeDecays, numDecayRanges, n);
+  s.runs.reserve(size_t(std::max(numDecayRanges, 0)));
+  for (int32_t r = 0; r < numDecayRanges; ++r) {
+    int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
+    if (b < e)
+      s.runs.push_back({b, e, withDecay(s.k, lr, rangeDecays[r])});
+  }
 }
 
 } // namespace
@@ -180,13 +184,8 @@ void zrt::hostAdam(int32_t dtype, const void *grad, float *master,
     lr = zrt_lr_at(schedule, lr, &beta1, &beta2, step);
     s.k = adamConstants(lr, beta1, beta2, eps, weightDecay, step,
                         biasCorrection != 0);
-    checkDecayRanges("zrt_adam", decayRanges, rangeDecays, numDecayRanges, n);
-    s.runs.reserve(size_t(std::max(numDecayRanges, 0)));
-    for (int32_t r = 0; r < numDecayRanges; ++r) {
-      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
-      if (b < e)
-        s.runs.push_back({b, e, withDecay(s.k, lr, rangeDecays[r])});
-    }
+    addDecayRuns("zrt_adam", s, lr, decayRanges, rangeDecays, numDecayRanges,
+                 n);
   }
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -223,13 +222,8 @@ void zrt::hostLion(int32_t dtype, const void *grad, float *master,
     s.gradScale = float(clip / double(lossScale));
     lr = zrt_lr_at(schedule, lr, &beta1, &beta2, step);
     s.k = lionConstants(lr, beta1, beta2, weightDecay);
-    checkDecayRanges("zrt_lion", decayRanges, rangeDecays, numDecayRanges, n);
-    s.runs.reserve(size_t(std::max(numDecayRanges, 0)));
-    for (int32_t r = 0; r < numDecayRanges; ++r) {
-      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
-      if (b < e)
-        s.runs.push_back({b, e, withDecay(s.k, lr, rangeDecays[r])});
-    }
+    addDecayRuns("zrt_lion", s, lr, decayRanges, rangeDecays, numDecayRanges,
+                 n);
   }
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
