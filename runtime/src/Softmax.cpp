@@ -240,28 +240,46 @@ extern "C" void zrt_softmax_cross_entropy_grad(
 }
 
 namespace {
-/// Checks a chunked loss's shape and f32 dtype, then calls fn(I()) with the
-/// labels' type.
+/// Checks a chunked loss's shape, then calls fn(T(), I()) with its element
+/// and labels' types.
 template <typename Fn>
 void dispatchLinearLoss(const char *kernel, int32_t dtype, int32_t labelType,
                         int64_t rows, int64_t hidden, int64_t vocab,
                         int64_t chunk, const Fn &fn) {
-  if (dtype != ZRT_F32)
-    fatal("%s: f32 only, got dtype %d", kernel, int(dtype));
   checkDims(kernel, rows, hidden);
   checkLoss(kernel, rows, vocab, vocab);
   if (rows > 0 && vocab == 0)
     fatal("%s: no classes", kernel);
   if (chunk < 1)
     fatal("%s: chunk %lld is not positive", kernel, (long long)chunk);
-  dispatchIndex(labelType, fn);
+  dispatchFloat(dtype, [&](auto tag) {
+    dispatchIndex(labelType, [&](auto labelTag) { fn(tag, labelTag); });
+  });
+}
+
+/// dst[i] = src[i] in fp32 over n elements.
+template <typename T>
+void convertToFloat(const T *src, float *dst, int64_t n) {
+  parallelFor(n, kBlock, [&](int64_t begin, int64_t end) {
+    toFloat(src + begin, dst + begin, end - begin);
+  });
+}
+
+/// dst[i] = src[i] rounded to T over n elements.
+template <typename T>
+void convertFromFloat(const float *src, T *dst, int64_t n) {
+  parallelFor(n, kBlock, [&](int64_t begin, int64_t end) {
+    fromFloat(src + begin, dst + begin, end - begin);
+  });
 }
 } // namespace
 
 // The logits of one chunk of rows at a time, in the scratch the compiler
 // plans (zrt_scratch_linear_cross_entropy). The rows of a chunk are
 // reduced as the unchunked kernel reduces them; the sums over chunks are in
-// double, so the loss matches the unchunked one to fp32 rounding.
+// double, so the loss matches the unchunked one to fp32 rounding. 16-bit
+// logits are those of zrt_matmul (rounded to 16 bits, as the unchunked
+// matmul rounds them) and the loss is taken from them in fp32.
 extern "C" void zrt_linear_cross_entropy(int32_t dtype, const void *x,
                                          const void *w, int32_t labelType,
                                          const void *labels, float *loss,
@@ -271,18 +289,25 @@ extern "C" void zrt_linear_cross_entropy(int32_t dtype, const void *x,
   const char *kernel = "zrt_linear_cross_entropy";
   KernelSpan span(kernel);
   dispatchLinearLoss(
-      kernel, dtype, labelType, rows, hidden, vocab, chunk, [&](auto labelTag) {
+      kernel, dtype, labelType, rows, hidden, vocab, chunk,
+      [&](auto tag, auto labelTag) {
+        using T = decltype(tag);
         using I = decltype(labelTag);
-        const float *xv = static_cast<const float *>(x);
-        const float *wv = static_cast<const float *>(w);
+        const T *xv = static_cast<const T *>(x);
         const I *y = static_cast<const I *>(labels);
-        Scratch scratch(zrt_scratch_linear_cross_entropy(rows, vocab, chunk));
-        float *logits = scratch.as<float>();
+        // The 16-bit matmul's own scratch follows the chunk's logits.
+        int64_t n0 = std::min(chunk, rows);
+        Scratch scratch(n0 * vocab * int64_t(sizeof(T)));
+        T *logits = scratch.as<T>();
         double total = 0.0;
         for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
           int64_t n = std::min(chunk, rows - r0);
-          gemmF32(xv + r0 * hidden, wv, logits, n, vocab, hidden, false, true,
-                  false);
+          if constexpr (std::is_same_v<T, float>)
+            gemmF32(xv + r0 * hidden, static_cast<const float *>(w), logits,
+                    n, vocab, hidden, false, true, false);
+          else
+            zrt_matmul(dtype, xv + r0 * hidden, w, logits, 1, n, vocab,
+                       hidden, 0, 1, 0, hidden);
           total += crossEntropySum(kernel, logits, y + r0, n, vocab, vocab,
                                    ignore, ignoreIndex);
         }
@@ -290,6 +315,11 @@ extern "C" void zrt_linear_cross_entropy(int32_t dtype, const void *x,
       });
 }
 
+// f32: dw is summed over chunks by BLAS into the result. 16-bit: each
+// chunk's logits gradient is rounded to 16 bits as the unchunked loss's
+// gradient is, dx's rows are the 16-bit matmul of it, and dw is summed in
+// fp32 scratch and rounded once, as the unchunked 16-bit matmul sums over
+// all rows in fp32 before rounding.
 extern "C" void zrt_linear_cross_entropy_grad(
     int32_t dtype, const void *x, const void *w, int32_t labelType,
     const void *labels, const float *dloss, void *dx, void *dw, int64_t rows,
@@ -298,32 +328,63 @@ extern "C" void zrt_linear_cross_entropy_grad(
   const char *kernel = "zrt_linear_cross_entropy_grad";
   KernelSpan span(kernel);
   dispatchLinearLoss(
-      kernel, dtype, labelType, rows, hidden, vocab, chunk, [&](auto labelTag) {
+      kernel, dtype, labelType, rows, hidden, vocab, chunk,
+      [&](auto tag, auto labelTag) {
+        using T = decltype(tag);
         using I = decltype(labelTag);
-        const float *xv = static_cast<const float *>(x);
-        const float *wv = static_cast<const float *>(w);
+        const T *xv = static_cast<const T *>(x);
+        const T *wv = static_cast<const T *>(w);
         const I *y = static_cast<const I *>(labels);
-        float *dxv = static_cast<float *>(dx);
-        float *dwv = static_cast<float *>(dw);
+        T *dxv = static_cast<T *>(dx);
+        T *dwv = static_cast<T *>(dw);
         if (rows == 0) {
-          std::fill(dwv, dwv + vocab * hidden, 0.0f);
+          std::fill(dwv, dwv + vocab * hidden, fromFloat<T>(0.0f));
           return;
         }
         float g =
             lossRowGrad(*dloss, countedRows(y, rows, ignore, ignoreIndex));
-        Scratch scratch(zrt_scratch_linear_cross_entropy(rows, vocab, chunk));
-        float *dlogits = scratch.as<float>();
-        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-          int64_t n = std::min(chunk, rows - r0);
-          gemmF32(xv + r0 * hidden, wv, dlogits, n, vocab, hidden, false, true,
-                  false);
-          crossEntropyGradRows(kernel, dlogits, y + r0, g, dlogits, n, vocab,
-                               vocab, ignore, ignoreIndex);
-          // dx rows = dlogits w; dw (+)= dlogits^T x rows.
-          gemmF32(dlogits, wv, dxv + r0 * hidden, n, hidden, vocab, false,
-                  false, false);
-          gemmF32(dlogits, xv + r0 * hidden, dwv, vocab, hidden, n, true, false,
-                  r0 > 0);
+        if constexpr (std::is_same_v<T, float>) {
+          Scratch scratch(
+              zrt_scratch_linear_cross_entropy(dtype, rows, hidden, vocab,
+                                               chunk, /*grad=*/1));
+          float *dlogits = scratch.as<float>();
+          for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+            int64_t n = std::min(chunk, rows - r0);
+            gemmF32(xv + r0 * hidden, wv, dlogits, n, vocab, hidden, false,
+                    true, false);
+            crossEntropyGradRows(kernel, dlogits, y + r0, g, dlogits, n,
+                                 vocab, vocab, ignore, ignoreIndex);
+            // dx rows = dlogits w; dw (+)= dlogits^T x rows.
+            gemmF32(dlogits, wv, dxv + r0 * hidden, n, hidden, vocab, false,
+                    false, false);
+            gemmF32(dlogits, xv + r0 * hidden, dwv, vocab, hidden, n, true,
+                    false, r0 > 0);
+          }
+        } else {
+          int64_t n0 = std::min(chunk, rows);
+          // dw's fp32 sum, the chunk's logits gradient and input rows in
+          // fp32, then its 16-bit logits; the 16-bit matmuls' own scratch
+          // follows.
+          Scratch scratch((vocab * hidden + n0 * vocab + n0 * hidden) * 4 +
+                          n0 * vocab * int64_t(sizeof(T)));
+          float *acc = scratch.as<float>();
+          float *dlogits32 = acc + vocab * hidden;
+          float *x32 = dlogits32 + n0 * vocab;
+          T *dlogits = reinterpret_cast<T *>(x32 + n0 * hidden);
+          for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+            int64_t n = std::min(chunk, rows - r0);
+            zrt_matmul(dtype, xv + r0 * hidden, wv, dlogits, 1, n, vocab,
+                       hidden, 0, 1, 0, hidden);
+            crossEntropyGradRows(kernel, dlogits, y + r0, g, dlogits, n,
+                                 vocab, vocab, ignore, ignoreIndex);
+            zrt_matmul(dtype, dlogits, wv, dxv + r0 * hidden, 1, n, hidden,
+                       vocab, 0, 0, 0, vocab);
+            convertToFloat(dlogits, dlogits32, n * vocab);
+            convertToFloat(xv + r0 * hidden, x32, n * hidden);
+            gemmF32(dlogits32, x32, acc, vocab, hidden, n, true, false,
+                    r0 > 0);
+          }
+          convertFromFloat(acc, dwv, vocab * hidden);
         }
       });
 }

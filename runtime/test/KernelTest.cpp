@@ -1120,29 +1120,103 @@ TEST(LinearCrossEntropy, MatchesMatmulThenLoss) {
   }
 }
 
-// The only scratch is one chunk of fp32 logits, as planned.
-TEST(LinearCrossEntropy, ScratchIsOneChunk) {
+// The 16-bit chunked loss computes as the unchunked 16-bit program:
+// zrt_matmul's rounded logits, the loss in fp32 from them, the logits'
+// gradient rounded to 16 bits, dx the 16-bit matmul of it and dw one fp32
+// sum over all rows rounded once. The loss and dx agree to the rounding of
+// BLAS's blocking of a chunk's products (which can move a 16-bit logit or
+// dx element by one unit in the last place); dw to its fp32 sum's order
+// over chunks, then one rounding: a unit in the last place at most.
+TEST(LinearCrossEntropy, SixteenBitMatchesMatmulThenLoss) {
+  std::mt19937 rng(17);
+  int64_t rows = 23, hidden = 16, vocab = 300;
+  for (int32_t dtype : {ZRT_BF16, ZRT_F16}) {
+    double ulp = dtype == ZRT_BF16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10);
+    Buffer x = randomBuffer(dtype, rng, rows * hidden, -1, 1);
+    Buffer w = randomBuffer(dtype, rng, vocab * hidden, -1, 1);
+    std::vector<int64_t> labels(rows);
+    std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
+    for (int64_t &l : labels)
+      l = pick(rng);
+    for (int64_t r = 0; r < rows; r += 4)
+      labels[r] = -100;
+    Buffer logits(dtype, rows * vocab), dlogits(dtype, rows * vocab);
+    zrt_matmul(dtype, x.data(), w.data(), logits.data(), 1, rows, vocab,
+               hidden, 0, 1, 0, hidden);
+    float want = 0, dloss = 1.3f;
+    zrt_softmax_cross_entropy(dtype, logits.data(), ZRT_I64, labels.data(),
+                              &want, rows, vocab, vocab, 1, -100);
+    zrt_softmax_cross_entropy_grad(dtype, logits.data(), ZRT_I64,
+                                   labels.data(), &dloss, dlogits.data(), rows,
+                                   vocab, vocab, 1, -100);
+    Buffer wantDx(dtype, rows * hidden), wantDw(dtype, vocab * hidden);
+    zrt_matmul(dtype, dlogits.data(), w.data(), wantDx.data(), 1, rows, hidden,
+               vocab, 0, 0, 0, vocab);
+    zrt_matmul(dtype, dlogits.data(), x.data(), wantDw.data(), 1, vocab,
+               hidden, rows, 1, 0, 0, rows);
+    for (int64_t chunk : {int64_t(1), int64_t(4), int64_t(7), rows, rows + 5}) {
+      std::string what = "dtype " + std::to_string(dtype) + " chunk " +
+                         std::to_string(chunk);
+      float loss = 0;
+      zrt_linear_cross_entropy(dtype, x.data(), w.data(), ZRT_I64,
+                               labels.data(), &loss, rows, hidden, vocab, chunk,
+                               1, -100);
+      EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << what;
+      Buffer dx(dtype, rows * hidden), dw(dtype, vocab * hidden);
+      for (int64_t i = 0; i < vocab * hidden; ++i)
+        dw.set(i, 123.0); // must be overwritten, not added to
+      zrt_linear_cross_entropy_grad(dtype, x.data(), w.data(), ZRT_I64,
+                                    labels.data(), &dloss, dx.data(),
+                                    dw.data(), rows, hidden, vocab, chunk, 1,
+                                    -100);
+      expectClose(dx, wantDx.values(), ulp, 1e-3 * maxAbs(wantDx.values()),
+                  what + " dx");
+      expectClose(dw, wantDw.values(), ulp, 1e-3 * maxAbs(wantDw.values()),
+                  what + " dw");
+    }
+  }
+}
+
+// The scratch is what zero_rt/scratch.h plans: one chunk of fp32 logits at
+// f32; at 16 bits one chunk of 16-bit logits and a 16-bit matmul's panels,
+// and for the gradient also the chunk's gradient and rows in fp32 and the
+// fp32 sum of dw.
+TEST(LinearCrossEntropy, ScratchIsPlanned) {
   std::mt19937 rng(8);
   int64_t rows = 50, hidden = 8, vocab = 1000;
-  Buffer x = randomBuffer(ZRT_F32, rng, rows * hidden, -1, 1);
-  Buffer w = randomBuffer(ZRT_F32, rng, vocab * hidden, -1, 1);
   std::vector<int32_t> labels(rows, 3);
-  Buffer dx(ZRT_F32, rows * hidden), dw(ZRT_F32, vocab * hidden);
   float loss = 0, dloss = 1.0f;
-  for (int64_t chunk : {int64_t(16), int64_t(64)}) {
-    int64_t want = zrt_scratch_linear_cross_entropy(rows, vocab, chunk);
-    EXPECT_EQ(want, std::min(chunk, rows) * vocab * 4);
-    zrt_memory_reset_peak();
-    zrt_linear_cross_entropy(ZRT_F32, x.data(), w.data(), ZRT_I32,
-                             labels.data(), &loss, rows, hidden, vocab, chunk,
-                             0, 0);
-    EXPECT_EQ(zrt_scratch_peak_bytes(), want);
-    zrt_memory_reset_peak();
-    zrt_linear_cross_entropy_grad(ZRT_F32, x.data(), w.data(), ZRT_I32,
-                                  labels.data(), &dloss, dx.data(), dw.data(),
-                                  rows, hidden, vocab, chunk, 0, 0);
-    EXPECT_EQ(zrt_scratch_peak_bytes(), want);
-    EXPECT_EQ(zrt_scratch_bytes_in_use(), 0);
+  for (int32_t dtype : {ZRT_F32, ZRT_BF16}) {
+    Buffer x = randomBuffer(dtype, rng, rows * hidden, -1, 1);
+    Buffer w = randomBuffer(dtype, rng, vocab * hidden, -1, 1);
+    Buffer dx(dtype, rows * hidden), dw(dtype, vocab * hidden);
+    for (int64_t chunk : {int64_t(16), int64_t(64)}) {
+      int64_t n = std::min(chunk, rows);
+      int64_t fwd = zrt_scratch_linear_cross_entropy(dtype, rows, hidden,
+                                                     vocab, chunk, 0);
+      int64_t bwd = zrt_scratch_linear_cross_entropy(dtype, rows, hidden,
+                                                     vocab, chunk, 1);
+      if (dtype == ZRT_F32) {
+        EXPECT_EQ(fwd, n * vocab * 4);
+        EXPECT_EQ(bwd, n * vocab * 4);
+      } else {
+        EXPECT_EQ(fwd, n * vocab * 2 + zrt_scratch_matmul(dtype, 1, n, vocab,
+                                                          hidden, 0, 0));
+        EXPECT_GT(bwd, n * vocab * 6 + vocab * hidden * 4);
+      }
+      zrt_memory_reset_peak();
+      zrt_linear_cross_entropy(dtype, x.data(), w.data(), ZRT_I32,
+                               labels.data(), &loss, rows, hidden, vocab, chunk,
+                               0, 0);
+      EXPECT_EQ(zrt_scratch_peak_bytes(), fwd);
+      zrt_memory_reset_peak();
+      zrt_linear_cross_entropy_grad(dtype, x.data(), w.data(), ZRT_I32,
+                                    labels.data(), &dloss, dx.data(),
+                                    dw.data(), rows, hidden, vocab, chunk, 0,
+                                    0);
+      EXPECT_EQ(zrt_scratch_peak_bytes(), bwd);
+      EXPECT_EQ(zrt_scratch_bytes_in_use(), 0);
+    }
   }
 }
 

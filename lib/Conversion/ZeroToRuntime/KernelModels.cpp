@@ -421,11 +421,15 @@ LogicalResult buildCall(nn::LinearCrossEntropyGradOp op, KernelCallBuilder &b) {
 }
 int64_t scratchBytes(nn::LinearCrossEntropyOp op) {
   LinearLossShape s = getLinearLossShape(op);
-  return zrt_scratch_linear_cross_entropy(s.rows, s.vocab, op.getChunk());
+  return zrt_scratch_linear_cross_entropy(
+      dtypeCode(elemType(op.getInput())), s.rows, s.hidden, s.vocab,
+      op.getChunk(), /*grad=*/0);
 }
 int64_t scratchBytes(nn::LinearCrossEntropyGradOp op) {
   LinearLossShape s = getLinearLossShape(op);
-  return zrt_scratch_linear_cross_entropy(s.rows, s.vocab, op.getChunk());
+  return zrt_scratch_linear_cross_entropy(
+      dtypeCode(elemType(op.getInput())), s.rows, s.hidden, s.vocab,
+      op.getChunk(), /*grad=*/1);
 }
 /// The work of an op that runs `flops` of matrix products over its `rows`
 /// rows in chunks of `chunkRows` (the chunked loss, the tiled MLP), as its
@@ -467,19 +471,39 @@ KernelCost linearLossCost(OpT op, int64_t products,
                          weightPasses, counted, launches);
 }
 // Forward: each chunk's logits product reads the weight, then its loss
-// kernel; the sum at the end.
+// kernel; the sum at the end. 16-bit logits are half the fp32 scratch.
 KernelCost cost(nn::LinearCrossEntropyOp op) {
-  return linearLossCost(
+  KernelCost c = linearLossCost(
       op, /*products=*/1, [](int64_t chunks) { return chunks; },
       /*counted=*/1, [](int64_t chunks) { return 2 * chunks + 1; });
+  LinearLossShape s = getLinearLossShape(op);
+  if (!elemType(op.getInput()).isF32())
+    c.bytes -= 2.0 * s.rows * s.vocab;
+  return c;
 }
 // Backward, after the label count: each chunk's logits again and d hidden
 // read the weight, their gradient in place, and d weight is written by the
-// first chunk and read and written by the others.
+// first chunk and read and written by the others. 16-bit: the logits are
+// 16-bit; the chunk's gradient and rows are converted to fp32 (read 16-bit,
+// written and read again in fp32), d weight's sum is the fp32 scratch (the
+// result's passes counted at 4 bytes instead of 2), and one last pass
+// rounds it into the result (2 launches a chunk and 1 more).
 KernelCost cost(nn::LinearCrossEntropyGradOp op) {
-  return linearLossCost(
+  bool wide = elemType(op.getInput()).isF32();
+  KernelCost c = linearLossCost(
       op, /*products=*/3, [](int64_t chunks) { return 4 * chunks - 1; },
-      /*counted=*/2, [](int64_t chunks) { return 4 * chunks + 1; });
+      /*counted=*/2,
+      [wide](int64_t chunks) { return wide ? 4 * chunks + 1 : 6 * chunks + 2; });
+  if (wide)
+    return c;
+  LinearLossShape s = getLinearLossShape(op);
+  double weight = double(s.vocab) * s.hidden;
+  double chunks = double(c.batch);
+  c.bytes += -3.0 * 2.0 * s.rows * s.vocab                   // logits
+             + (2.0 + 4.0 + 4.0) * s.rows * (s.vocab + s.hidden) // to fp32
+             + (2.0 * chunks - 1.0) * 2.0 * weight           // fp32 sum
+             + (4.0 + 2.0) * weight;                         // rounding
+  return c;
 }
 
 /// The rows, hidden size and intermediate size of a tiled MLP.

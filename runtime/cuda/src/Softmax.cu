@@ -442,27 +442,27 @@ void zrt::cuda::softmaxCrossEntropyGrad(int32_t dtype, const void *logits,
 }
 
 namespace {
-/// Checks a chunked loss's shape and f32 dtype, then calls fn(I()) with the
-/// labels' type.
+/// Checks a chunked loss's shape, then calls fn(T(), I()) with its element
+/// and labels' types.
 template <typename Fn>
 void dispatchLinearLoss(const char *kernel, int32_t dtype, int32_t labelType,
                         int64_t rows, int64_t hidden, int64_t vocab,
                         int64_t chunk, const Fn &fn) {
-  if (dtype != ZRT_F32)
-    fatal("%s: f32 only, got dtype %d", kernel, int(dtype));
   checkDims(kernel, rows, hidden);
-  dispatchLoss(
-      kernel, dtype, labelType, rows, vocab, vocab, [&](auto, auto labelTag) {
-        if (chunk < 1)
-          fatal("%s: chunk %lld is not positive", kernel, (long long)chunk);
-        fn(labelTag);
-      });
+  dispatchLoss(kernel, dtype, labelType, rows, vocab, vocab,
+               [&](auto tag, auto labelTag) {
+                 if (chunk < 1)
+                   fatal("%s: chunk %lld is not positive", kernel,
+                         (long long)chunk);
+                 fn(tag, labelTag);
+               });
 }
 } // namespace
 
 // One chunk's logits at a time in the planned scratch
-// (zrt_scratch_linear_cross_entropy), through the same matmul and
-// row kernels as the unchunked loss.
+// (zrt_scratch_linear_cross_entropy), through the same matmul and row
+// kernels as the unchunked loss (16-bit logits rounded as its matmul rounds
+// them; the matmul's workspace is its own planned scratch).
 void zrt::cuda::linearCrossEntropy(int32_t dtype, const void *x, const void *w,
                                    int32_t labelType, const void *labels,
                                    float *loss, int64_t rows, int64_t hidden,
@@ -470,31 +470,33 @@ void zrt::cuda::linearCrossEntropy(int32_t dtype, const void *x, const void *w,
                                    int64_t ignoreIndex) {
   const char *kernel = "zrt_linear_cross_entropy";
   dispatchLinearLoss(
-      kernel, dtype, labelType, rows, hidden, vocab, chunk, [&](auto labelTag) {
+      kernel, dtype, labelType, rows, hidden, vocab, chunk,
+      [&](auto tag, auto labelTag) {
+        using T = decltype(tag);
         using I = decltype(labelTag);
         cudaStream_t stream = computeStream();
         if (rows == 0) {
           ZRT_CUDA_CHECK(cudaMemsetAsync(loss, 0, sizeof(float), stream));
           return;
         }
-        const float *xv = static_cast<const float *>(x);
+        const T *xv = static_cast<const T *>(x);
         const I *l = static_cast<const I *>(labels);
-        DeviceScratch scratch(
-            zrt_scratch_linear_cross_entropy(rows, vocab, chunk));
-        float *logits = scratch.as<float>();
-        int threads = blockThreadsFor<float>(vocab);
-        bool aligned = rowsAligned<float>(vocab, {logits});
+        DeviceScratch scratch(std::min(chunk, rows) * vocab *
+                              int64_t(sizeof(T)));
+        T *logits = scratch.as<T>();
+        int threads = blockThreadsFor<T>(vocab);
+        bool aligned = rowsAligned<T>(vocab, {logits});
         for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
           int64_t n = std::min(chunk, rows - r0);
-          matmul(ZRT_F32, xv + r0 * hidden, w, logits, 1, n, vocab, hidden, 0,
+          matmul(dtype, xv + r0 * hidden, w, logits, 1, n, vocab, hidden, 0,
                  1, 0, hidden);
           unsigned grid = unsigned(n < kLossBlocks ? n : kLossBlocks);
           if (aligned)
-            crossEntropyKernel<float, I, true><<<grid, threads, 0, stream>>>(
+            crossEntropyKernel<T, I, true><<<grid, threads, 0, stream>>>(
                 logits, l + r0, loss, n, vocab, vocab, ignore, ignoreIndex,
                 deviceErrorWord(), true);
           else
-            crossEntropyKernel<float, I, false><<<grid, threads, 0, stream>>>(
+            crossEntropyKernel<T, I, false><<<grid, threads, 0, stream>>>(
                 logits, l + r0, loss, n, vocab, vocab, ignore, ignoreIndex,
                 deviceErrorWord(), true);
           checkLaunch(kernel);
@@ -504,6 +506,10 @@ void zrt::cuda::linearCrossEntropy(int32_t dtype, const void *x, const void *w,
       });
 }
 
+// f32: dw is summed over chunks by cuBLASLt into the result. 16-bit, as the
+// CPU backend: the chunk's logits gradient is rounded to 16 bits, dx's rows
+// are the 16-bit matmul of it, and dw is summed in fp32 scratch from fp32
+// copies of the chunk's gradient and input rows, then rounded once.
 void zrt::cuda::linearCrossEntropyGrad(int32_t dtype, const void *x,
                                        const void *w, int32_t labelType,
                                        const void *labels, const float *dloss,
@@ -513,51 +519,67 @@ void zrt::cuda::linearCrossEntropyGrad(int32_t dtype, const void *x,
                                        int64_t ignoreIndex) {
   const char *kernel = "zrt_linear_cross_entropy_grad";
   dispatchLinearLoss(
-      kernel, dtype, labelType, rows, hidden, vocab, chunk, [&](auto labelTag) {
+      kernel, dtype, labelType, rows, hidden, vocab, chunk,
+      [&](auto tag, auto labelTag) {
+        using T = decltype(tag);
         using I = decltype(labelTag);
+        constexpr bool k16 = !std::is_same_v<T, float>;
         cudaStream_t stream = computeStream();
         if (rows == 0) {
           ZRT_CUDA_CHECK(cudaMemsetAsync(
-              dw, 0, size_t(vocab * hidden) * sizeof(float), stream));
+              dw, 0, size_t(vocab * hidden) * sizeof(T), stream));
           return;
         }
-        const float *xv = static_cast<const float *>(x);
+        const T *xv = static_cast<const T *>(x);
         const I *l = static_cast<const I *>(labels);
-        float *dxv = static_cast<float *>(dx);
-        DeviceScratch scratch(
-            zrt_scratch_linear_cross_entropy(rows, vocab, chunk));
-        float *logits = scratch.as<float>();
-        int threads = blockThreadsFor<float>(vocab);
-        bool aligned = rowsAligned<float>(vocab, {logits});
+        T *dxv = static_cast<T *>(dx);
+        int64_t n0 = std::min(chunk, rows);
+        // 16-bit: dw's fp32 sum, the chunk's gradient and input rows in
+        // fp32, then its 16-bit logits; f32: the chunk's logits only.
+        int64_t floats = k16 ? vocab * hidden + n0 * vocab + n0 * hidden : 0;
+        DeviceScratch scratch(floats * 4 + n0 * vocab * int64_t(sizeof(T)));
+        float *acc = scratch.as<float>();
+        float *dlogits32 = acc + vocab * hidden;
+        float *x32 = dlogits32 + n0 * vocab;
+        T *logits = reinterpret_cast<T *>(scratch.as<float>() + floats);
+        int threads = blockThreadsFor<T>(vocab);
+        bool aligned = rowsAligned<T>(vocab, {logits});
         // The count of the mean is over every row, not a chunk's.
         if (ignore)
           countLabelsKernel<I>
               <<<1, kRowBlockThreads, 0, stream>>>(l, rows, ignoreIndex);
         for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
           int64_t n = std::min(chunk, rows - r0);
-          matmul(ZRT_F32, xv + r0 * hidden, w, logits, 1, n, vocab, hidden, 0,
+          matmul(dtype, xv + r0 * hidden, w, logits, 1, n, vocab, hidden, 0,
                  1, 0, hidden);
           unsigned grid = gridFor(n, 1);
           // In place: each row is read before it is written.
           if (aligned)
-            crossEntropyGradKernel<float, I, true>
-                <<<grid, threads, 0, stream>>>(
-                    logits, l + r0, dloss, logits, n, vocab, vocab, ignore,
-                    ignoreIndex, deviceErrorWord(), rows);
+            crossEntropyGradKernel<T, I, true><<<grid, threads, 0, stream>>>(
+                logits, l + r0, dloss, logits, n, vocab, vocab, ignore,
+                ignoreIndex, deviceErrorWord(), rows);
           else
-            crossEntropyGradKernel<float, I, false>
-                <<<grid, threads, 0, stream>>>(
-                    logits, l + r0, dloss, logits, n, vocab, vocab, ignore,
-                    ignoreIndex, deviceErrorWord(), rows);
+            crossEntropyGradKernel<T, I, false><<<grid, threads, 0, stream>>>(
+                logits, l + r0, dloss, logits, n, vocab, vocab, ignore,
+                ignoreIndex, deviceErrorWord(), rows);
           checkLaunch(kernel);
-          matmul(ZRT_F32, logits, w, dxv + r0 * hidden, 1, n, hidden, vocab, 0,
+          matmul(dtype, logits, w, dxv + r0 * hidden, 1, n, hidden, vocab, 0,
                  0, 0, vocab);
+          const void *dl = logits, *xr = xv + r0 * hidden;
+          void *into = dw;
+          if constexpr (k16) {
+            cast(dtype, logits, ZRT_F32, dlogits32, n * vocab);
+            cast(dtype, xv + r0 * hidden, ZRT_F32, x32, n * hidden);
+            dl = dlogits32;
+            xr = x32;
+            into = acc;
+          }
           if (r0 == 0)
-            matmul(ZRT_F32, logits, xv + r0 * hidden, dw, 1, vocab, hidden, n,
-                   1, 0, 0, n);
+            matmul(ZRT_F32, dl, xr, into, 1, vocab, hidden, n, 1, 0, 0, n);
           else
-            matmulAccumulate(ZRT_F32, logits, xv + r0 * hidden, dw, vocab,
-                             hidden, n, 1, 0);
+            matmulAccumulate(ZRT_F32, dl, xr, into, vocab, hidden, n, 1, 0);
         }
+        if constexpr (k16)
+          cast(ZRT_F32, acc, dtype, dw, vocab * hidden);
       });
 }

@@ -690,53 +690,62 @@ TEST_P(CudaKernelsTest, SoftmaxCrossEntropyAndGrad) {
 
 // The chunked output projection and loss against the CPU kernels, for
 // chunks that divide the rows, that do not and that exceed them, with and
-// without ignored labels (f32 only).
+// without ignored labels, at f32 and bf16 (16-bit logits and gradients may
+// round one unit in the last place apart where cuBLASLt and the CPU's BLAS
+// sum a product in another order).
 TEST(CudaLinearCrossEntropyTest, MatchesCpu) {
   ZRT_REQUIRE_GPU();
   std::mt19937 rng(11);
   int64_t rows = 37, hidden = 24, vocab = 1500;
-  Buffer x = randomBuffer(ZRT_F32, rng, rows * hidden, -1, 1);
-  Buffer w = randomBuffer(ZRT_F32, rng, vocab * hidden, -1, 1);
-  std::vector<int64_t> labels(static_cast<size_t>(rows));
-  std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
-  for (int64_t &l : labels)
-    l = pick(rng);
-  auto dLoss = deviceCopy(std::vector<float>{5.0f});
-  auto dDloss = deviceCopy(std::vector<float>{1.7f});
-  float dloss = 1.7f;
-  for (int32_t ignore : {0, 1}) {
-    std::vector<int64_t> used = labels;
-    for (int64_t r = 0; ignore && r < rows; r += 3)
-      used[r] = -100;
-    auto dLabels = deviceCopy(used);
-    for (int64_t chunk : {int64_t(1), int64_t(8), int64_t(37), int64_t(50)}) {
-      std::string what = "linear_cross_entropy chunk " + std::to_string(chunk) +
-                         (ignore ? " ignore_index" : "");
-      float wantLoss = 0;
-      zrt_linear_cross_entropy(ZRT_F32, x.data(), w.data(), ZRT_I64,
-                               used.data(), &wantLoss, rows, hidden, vocab,
-                               chunk, ignore, -100);
-      Buffer wantDx(ZRT_F32, rows * hidden), wantDw(ZRT_F32, vocab * hidden);
-      zrt_linear_cross_entropy_grad(ZRT_F32, x.data(), w.data(), ZRT_I64,
-                                    used.data(), &dloss, wantDx.data(),
-                                    wantDw.data(), rows, hidden, vocab, chunk,
-                                    ignore, -100);
-      DeviceArray dx(x, 0), dw(w, 0), gx(ZRT_F32, rows * hidden, 0),
-          gw(ZRT_F32, vocab * hidden, 0);
-      linearCrossEntropy(ZRT_F32, dx.get(), dw.get(), ZRT_I64, dLabels->get(),
-                         dLoss->get<float>(), rows, hidden, vocab, chunk,
-                         ignore, -100);
-      EXPECT_NEAR(dLoss->download<float>()[0], wantLoss,
-                  2e-5 * std::fabs(wantLoss))
-          << what;
-      linearCrossEntropyGrad(ZRT_F32, dx.get(), dw.get(), ZRT_I64,
-                             dLabels->get(), dDloss->get<float>(), gx.get(),
-                             gw.get(), rows, hidden, vocab, chunk, ignore,
-                             -100);
-      expectNear(gx.download(), wantDx, 2e-4, 2e-5 * maxAbs(wantDx),
-                 what + " dx");
-      expectNear(gw.download(), wantDw, 2e-4, 2e-5 * maxAbs(wantDw),
-                 what + " dw");
+  for (int32_t dtype : {ZRT_F32, ZRT_BF16}) {
+    bool f32 = dtype == ZRT_F32;
+    Buffer x = randomBuffer(dtype, rng, rows * hidden, -1, 1);
+    Buffer w = randomBuffer(dtype, rng, vocab * hidden, -1, 1);
+    std::vector<int64_t> labels(static_cast<size_t>(rows));
+    std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
+    for (int64_t &l : labels)
+      l = pick(rng);
+    auto dLoss = deviceCopy(std::vector<float>{5.0f});
+    auto dDloss = deviceCopy(std::vector<float>{1.7f});
+    float dloss = 1.7f;
+    for (int32_t ignore : {0, 1}) {
+      std::vector<int64_t> used = labels;
+      for (int64_t r = 0; ignore && r < rows; r += 3)
+        used[r] = -100;
+      auto dLabels = deviceCopy(used);
+      for (int64_t chunk :
+           {int64_t(1), int64_t(8), int64_t(37), int64_t(50)}) {
+        std::string what = "linear_cross_entropy dtype " +
+                           std::to_string(dtype) + " chunk " +
+                           std::to_string(chunk) +
+                           (ignore ? " ignore_index" : "");
+        float wantLoss = 0;
+        zrt_linear_cross_entropy(dtype, x.data(), w.data(), ZRT_I64,
+                                 used.data(), &wantLoss, rows, hidden, vocab,
+                                 chunk, ignore, -100);
+        Buffer wantDx(dtype, rows * hidden), wantDw(dtype, vocab * hidden);
+        zrt_linear_cross_entropy_grad(dtype, x.data(), w.data(), ZRT_I64,
+                                      used.data(), &dloss, wantDx.data(),
+                                      wantDw.data(), rows, hidden, vocab,
+                                      chunk, ignore, -100);
+        DeviceArray dx(x, 0), dw(w, 0), gx(dtype, rows * hidden, 0),
+            gw(dtype, vocab * hidden, 0);
+        linearCrossEntropy(dtype, dx.get(), dw.get(), ZRT_I64,
+                           dLabels->get(), dLoss->get<float>(), rows, hidden,
+                           vocab, chunk, ignore, -100);
+        EXPECT_NEAR(dLoss->download<float>()[0], wantLoss,
+                    (f32 ? 2e-5 : 1e-3) * std::fabs(wantLoss))
+            << what;
+        linearCrossEntropyGrad(dtype, dx.get(), dw.get(), ZRT_I64,
+                               dLabels->get(), dDloss->get<float>(), gx.get(),
+                               gw.get(), rows, hidden, vocab, chunk, ignore,
+                               -100);
+        double atol = f32 ? 2e-5 : 2e-3;
+        expectNear(gx.download(), wantDx, 2e-4, atol * maxAbs(wantDx),
+                   what + " dx");
+        expectNear(gw.download(), wantDw, 2e-4, atol * maxAbs(wantDw),
+                   what + " dw");
+      }
     }
   }
 }

@@ -68,11 +68,30 @@ static inline int64_t zrt_scratch_embedding_grad(int64_t num_ids,
   return (vocab + 1 + num_ids) * 8;
 }
 
-/* zrt_linear_cross_entropy and its gradient: one chunk of fp32 logits,
- * min(chunk, rows) x vocab (the kernels are f32 only). */
-static inline int64_t
-zrt_scratch_linear_cross_entropy(int64_t rows, int64_t vocab, int64_t chunk) {
-  return zrt_scratch_min(chunk, rows) * vocab * 4;
+/* zrt_linear_cross_entropy (grad 0) and its gradient (grad 1) over rows x
+ * hidden inputs and a vocab x hidden weight, `chunk` rows at a time. f32:
+ * one chunk of fp32 logits, min(chunk, rows) x vocab. 16-bit (dtype 1 or
+ * 2), which computes as the unchunked 16-bit matmuls and loss do: one
+ * chunk of 16-bit logits and, at a time, one 16-bit matmul's scratch
+ * (zrt_scratch_matmul: the chunk's logits, and for the gradient its rows
+ * of dx); the gradient also the chunk's logits gradient and input rows in
+ * fp32 and the weight's gradient summed over chunks in fp32, vocab x hidden,
+ * rounded once at the end as the unchunked product rounds it. */
+static inline int64_t zrt_scratch_linear_cross_entropy(int32_t dtype,
+                                                       int64_t rows,
+                                                       int64_t hidden,
+                                                       int64_t vocab,
+                                                       int64_t chunk,
+                                                       int32_t grad) {
+  int64_t n = zrt_scratch_min(chunk, rows);
+  if (dtype == 0 || n == 0)
+    return n * vocab * 4;
+  int64_t matmul = zrt_scratch_matmul(dtype, 1, n, vocab, hidden, 0, 0);
+  if (!grad)
+    return n * vocab * 2 + matmul;
+  int64_t dx = zrt_scratch_matmul(dtype, 1, n, hidden, vocab, 0, 0);
+  return n * vocab * 2 + n * vocab * 4 + n * hidden * 4 + vocab * hidden * 4 +
+         (matmul > dx ? matmul : dx);
 }
 
 /* The rows of one tile of zrt_tiled_mlp: ceil(rows / tiles), at most rows. */

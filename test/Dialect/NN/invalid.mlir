@@ -1359,10 +1359,10 @@ func.func @linear_ce_labels(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: ten
 
 // -----
 
-// Checks that linear_cross_entropy computes in f32 only.
-func.func @linear_ce_bf16(%x: tensor<2x4x8xbf16>, %w: tensor<16x8xbf16>, %y: tensor<2x4xi64>) {
-  // expected-error @+1 {{'nn.linear_cross_entropy' op computes in f32 only, got 'bf16' input and 'bf16' weight}}
-  %0 = nn.linear_cross_entropy %x, %w, %y chunk 2 : tensor<2x4x8xbf16>, tensor<16x8xbf16>, tensor<2x4xi64> -> tensor<f32>
+// Checks that linear_cross_entropy's input and weight have one element type.
+func.func @linear_ce_mixed(%x: tensor<2x4x8xbf16>, %w: tensor<16x8xf32>, %y: tensor<2x4xi64>) {
+  // expected-error @+1 {{'nn.linear_cross_entropy' op input and weight must have one element type, got 'bf16' input and 'f32' weight}}
+  %0 = nn.linear_cross_entropy %x, %w, %y chunk 2 : tensor<2x4x8xbf16>, tensor<16x8xf32>, tensor<2x4xi64> -> tensor<f32>
   return
 }
 

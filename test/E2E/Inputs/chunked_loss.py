@@ -7,6 +7,10 @@ check: two --log-json logs of the same steps, unchunked then chunked: every
 step's loss within --rtol, each run's measured peak equal to its plan, and
 the chunked plan's peak below the unchunked one's by at least the logits'
 bytes less one chunk's ([rows, vocab] and [min(chunk, rows), vocab] fp32).
+With --dtype bf16 the logits are 16-bit and a chunk's bytes are those the
+16-bit gradient keeps besides its matmuls' panels (zero_rt/scratch.h): the
+chunk's 16-bit logits, its logits gradient and input rows in fp32 and the
+fp32 sum of the head's gradient, [vocab, hidden].
 """
 
 import argparse
@@ -55,8 +59,14 @@ def cmd_check(args):
         if last["peak_bytes"] != last["planned_peak_bytes"]:
             fail("%s: measured peak %d, planned %d" %
                  (name, last["peak_bytes"], last["planned_peak_bytes"]))
-    logits = args.rows * args.vocab * 4
-    chunk = min(args.chunk, args.rows) * args.vocab * 4
+    n = min(args.chunk, args.rows)
+    if args.dtype == "bf16":
+        logits = args.rows * args.vocab * 2
+        chunk = (n * args.vocab * (2 + 4) + n * args.hidden * 4 +
+                 args.vocab * args.hidden * 4)
+    else:
+        logits = args.rows * args.vocab * 4
+        chunk = n * args.vocab * 4
     drop = plain[-1]["planned_peak_bytes"] - chunked[-1]["planned_peak_bytes"]
     if drop < logits - chunk:
         fail("the planned peak falls by %d bytes, less than the logits' %d "
@@ -85,6 +95,9 @@ def main():
     c.add_argument("--vocab", type=int, required=True)
     c.add_argument("--chunk", type=int, required=True)
     c.add_argument("--rtol", type=float, default=1e-6)
+    c.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    c.add_argument("--hidden", type=int, default=0,
+                   help="the head's hidden size (bf16)")
     args = p.parse_args()
     {"data": cmd_data, "check": cmd_check}[args.cmd](args)
 

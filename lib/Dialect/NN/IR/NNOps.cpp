@@ -627,11 +627,10 @@ static LogicalResult verifyLinearLoss(Operation *op, Value input, Value weight,
            << shapeStr(l.getShape())
            << " must be the input shape without its hidden dimension, "
            << shapeStr(x.getShape().drop_back());
-  if (!x.getElementType().isF32() || !w.getElementType().isF32())
-    return op->emitOpError("computes in f32 only, got ")
+  if (x.getElementType() != w.getElementType())
+    return op->emitOpError("input and weight must have one element type, got ")
            << x.getElementType() << " input and " << w.getElementType()
-           << " weight (the 16-bit weight gradient would need an fp32 "
-              "accumulator of the weight's size)";
+           << " weight";
   if (chunk < 1)
     return op->emitOpError("chunk must be at least 1, got ") << chunk;
   return checkIgnoreIndex(op, labels, ignoreIndex);

@@ -53,8 +53,10 @@ matchLoss(TrainStepOp step) {
     return head.emitOpError("is not a [vocab, hidden] head applied with "
                             "transpose_rhs; loss-chunk fuses only that form");
   auto x = cast<RankedTensorType>(head.getLhs().getType());
-  if (!x.getElementType().isF32() || !w.getElementType().isF32())
-    return head.emitOpError("is not f32; loss-chunk computes in f32 only");
+  if (x.getElementType() != w.getElementType())
+    return head.emitOpError("multiplies ")
+           << x.getElementType() << " hidden states by a " << w.getElementType()
+           << " head; loss-chunk fuses a head of the hidden states' type";
   return std::make_pair(loss, head);
 }
 

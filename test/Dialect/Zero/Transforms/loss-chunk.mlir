@@ -55,3 +55,26 @@ zero.train_step @untied(%tokens: tensor<2x3xi64>, %targets: tensor<2x3xi64>)
   %loss = nn.softmax_cross_entropy %logits, %targets ignore_index -100 : tensor<2x3x10xf32>, tensor<2x3xi64> -> tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// A step written in mixed precision: the 16-bit head and hidden states fuse
+// as at fp32 (the kernels compute as the unchunked 16-bit program), and so
+// does the gradient.
+// CHECK-LABEL: zero.train_step @bf16
+// CHECK: nn.linear_cross_entropy %{{.*}}, %{{.*}}, %{{.*}} chunk 4 : tensor<2x3x4xbf16>, tensor<10x4xbf16>, tensor<2x3xi32> -> tensor<f32>
+// GRAD-LABEL: zero.train_step @bf16
+// GRAD: nn.linear_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} chunk 4 : tensor<2x3x4xbf16>, tensor<10x4xbf16>
+// GRAD: zero.grad @head16
+zero.param @embed16 : tensor<10x4xf32> init normal std 0.02 compute bf16
+zero.param @head16 : tensor<10x4xf32> init normal std 0.02 compute bf16
+zero.train_step @bf16(%tokens: tensor<2x3xi32>, %targets: tensor<2x3xi32>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16> {
+  %t = zero.get_param @embed16 : tensor<10x4xbf16>
+  %x = nn.embedding %t[%tokens] : tensor<10x4xbf16>, tensor<2x3xi32> -> tensor<2x3x4xbf16>
+  %w = zero.get_param @head16 : tensor<10x4xbf16>
+  %logits = nn.matmul %x, %w transpose_rhs : tensor<2x3x4xbf16>, tensor<10x4xbf16> -> tensor<2x3x10xbf16>
+  %loss = nn.softmax_cross_entropy %logits, %targets : tensor<2x3x10xbf16>, tensor<2x3xi32> -> tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -584,8 +584,12 @@ def NN_LinearCrossEntropyOp : NN_Op<"linear_cross_entropy", [
     `nn.softmax_cross_entropy`, and the mean is over the valid labels of all
     rows, not of a chunk.
 
-    f32 only: the weight gradient of 16-bit operands would need an fp32
-    accumulator of the weight's size.
+    `input` and `weight` have one element type. 16-bit operands compute as
+    the unchunked 16-bit program does: each chunk's logits are rounded to
+    16 bits and the loss is taken from them in fp32, the logits' gradient
+    is rounded to 16 bits, and the weight's gradient is summed over the
+    chunks in an fp32 accumulator of the weight's size (planned scratch)
+    and rounded once, as one 16-bit matmul over all rows sums in fp32.
 
     ```mlir
     %loss = nn.linear_cross_entropy %h, %w, %labels chunk 256 ignore_index -100 : tensor<4x512x64xf32>, tensor<32000x64xf32>, tensor<4x512xi64> -> tensor<f32>
