@@ -847,15 +847,40 @@ struct ApplyDeepSpeedConfigPass
       OptimizerKind kind;
       APFloat lr, beta1, beta2, eps, weightDecay;
       bool biasCorrection;
+      APFloat momentum, dampening;
+      bool nesterov;
       LrScheduleAttr schedule;
-    } o{opt.getKind(),           opt.getLr(),      opt.getBeta1(),
-        opt.getBeta2(),          opt.getEps(),     opt.getWeightDecay(),
-        opt.getBiasCorrection(), opt.getSchedule()};
+    } o{opt.getKind(),           opt.getLr(),       opt.getBeta1(),
+        opt.getBeta2(),          opt.getEps(),      opt.getWeightDecay(),
+        opt.getBiasCorrection(), opt.getMomentum(), opt.getDampening(),
+        opt.getNesterov(),       opt.getSchedule()};
     auto makeOpt = [&](auto emitError, const OptParams &p) {
-      return OptimizerAttr::getChecked(emitError, ctx, p.kind, p.lr, p.beta1,
-                                       p.beta2, p.eps, p.weightDecay,
-                                       p.biasCorrection, p.schedule);
+      return OptimizerAttr::getChecked(
+          emitError, ctx, p.kind, p.lr, p.beta1, p.beta2, p.eps, p.weightDecay,
+          p.biasCorrection, p.momentum, p.dampening, p.nesterov, p.schedule);
     };
+    // The file's optimizer, and the train step's values of what it does not
+    // read (Lion's eps and bias_correction, SGD's betas, Adam's momentum)
+    // back at their defaults, before each of the file's values is checked
+    // on it.
+    if (cfg->optimizer.value)
+      if (std::optional<OptimizerKind> kind =
+              symbolizeOptimizerKind(*cfg->optimizer.value))
+        o.kind = *kind;
+    if (!hasOptimizerParam(o.kind, "beta1"))
+      o.beta1 = APFloat(0.9);
+    if (!hasOptimizerParam(o.kind, "beta2"))
+      o.beta2 = APFloat(0.999);
+    if (!hasOptimizerParam(o.kind, "eps"))
+      o.eps = APFloat(1e-8);
+    if (!hasOptimizerParam(o.kind, "bias_correction"))
+      o.biasCorrection = true;
+    if (!hasOptimizerParam(o.kind, "momentum"))
+      o.momentum = APFloat(0.0);
+    if (!hasOptimizerParam(o.kind, "dampening"))
+      o.dampening = APFloat(0.0);
+    if (!hasOptimizerParam(o.kind, "nesterov"))
+      o.nesterov = false;
     OptParams newOpt = o;
     bool ok = take(cfg->lr, o, newOpt, &OptParams::lr, makeOpt);
     ok &= take(cfg->beta1, o, newOpt, &OptParams::beta1, makeOpt);
@@ -863,6 +888,12 @@ struct ApplyDeepSpeedConfigPass
     ok &= take(cfg->eps, o, newOpt, &OptParams::eps, makeOpt);
     ok &= take(cfg->weightDecay, o, newOpt, &OptParams::weightDecay, makeOpt);
     ok &= take(cfg->biasCorrection, o, newOpt, &OptParams::biasCorrection,
+               makeOpt);
+    ok &= take(cfg->momentum, o, newOpt, &OptParams::momentum, makeOpt);
+    ok &= take(cfg->dampening, o, newOpt, &OptParams::dampening, makeOpt);
+    // Nesterov is checked with the file's momentum and dampening (it needs
+    // a momentum and no dampening).
+    ok &= take(cfg->nesterov, OptParams(newOpt), newOpt, &OptParams::nesterov,
                makeOpt);
     if (schedule)
       newOpt.schedule = schedule;
@@ -892,16 +923,6 @@ struct ApplyDeepSpeedConfigPass
     if (!ok)
       return failure();
 
-    if (cfg->optimizer.value)
-      if (std::optional<OptimizerKind> kind =
-              symbolizeOptimizerKind(*cfg->optimizer.value))
-        newOpt.kind = *kind;
-    // The train step's values of what the file's optimizer does not read
-    // (Lion's eps and bias_correction) go back to their defaults.
-    if (!hasOptimizerParam(newOpt.kind, "eps"))
-      newOpt.eps = APFloat(1e-8);
-    if (!hasOptimizerParam(newOpt.kind, "bias_correction"))
-      newOpt.biasCorrection = true;
     step.setOptimizerAttr(makeOpt(stepError, newOpt));
     step.setPrecisionAttr(makePrec(stepError, newPrec));
     if (cfg->stepsPerPrint.value || cfg->wallClockBreakdown.value)

@@ -477,14 +477,32 @@ void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
   DeepSpeedValue<bool> adamWMode;
   o.section("params", [&](Section &p) {
     // A key the optimizer's constructor does not take is DeepSpeed's
-    // TypeError (Lion has no eps, bias_correction or adam_w_mode).
-    if (type && *type != zrt::optimizers::Kind::Adam &&
-        *type != zrt::optimizers::Kind::AdamW)
-      for (StringRef key : {"eps", "betas", "weight_decay", "bias_correction",
-                            "adam_w_mode", "torch_adam", "amsgrad"})
-        if (p.has(key) && !zrt::optimizers::hasParamKey(*type, key.str()))
+    // TypeError (Lion has no eps, bias_correction or adam_w_mode; Adam no
+    // momentum; SGD no betas).
+    bool adam = type && (*type == zrt::optimizers::Kind::Adam ||
+                         *type == zrt::optimizers::Kind::AdamW);
+    if (type)
+      for (StringRef key :
+           {"eps", "betas", "weight_decay", "bias_correction", "adam_w_mode",
+            "torch_adam", "amsgrad", "momentum", "dampening", "nesterov"})
+        if (p.has(key) && !zrt::optimizers::hasParamKey(*type, key.str()) &&
+            !(adam && (key == "adam_w_mode" || key == "torch_adam" ||
+                       key == "amsgrad")))
           p.error(key, "is not a parameter of optimizer type '" +
                            o.peek("type")->getAsString()->str() + "'");
+    if (type && zrt::optimizers::hasParamKey(*type, "momentum")) {
+      cfg.momentum = p.number("momentum");
+      cfg.dampening = p.number("dampening");
+      cfg.nesterov = p.boolean("nesterov");
+      // torch's implementation choices compute the same update; maximize
+      // is not supported.
+      p.boolean("foreach");
+      p.boolean("fused");
+      p.acceptIfOff("differentiable");
+      DeepSpeedValue<bool> maximize = p.boolean("maximize");
+      if (maximize.value && *maximize.value)
+        p.error("maximize", "true is not supported (the update descends)");
+    }
     cfg.lr = p.number("lr", true);
     cfg.eps = p.number("eps", true);
     cfg.weightDecay = p.number("weight_decay", true);
@@ -521,6 +539,8 @@ void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
       type = zrt::optimizers::Kind::AdamW;
     cfg.optimizer.value =
         stringifyOptimizerKind(static_cast<OptimizerKind>(*type)).str();
+    cfg.optimizerIsTorch = zrt::optimizers::isTorchFallback(*type);
+    cfg.optimizerType = o.peek("type")->getAsString()->str();
   }
 }
 
@@ -667,7 +687,34 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
         "comet", "flops_profiler", "comms_logger", "prescale_gradients",
         "sparse_gradients"})
     top.acceptIfOff(key);
-  top.get("zero_allow_untested_optimizer");
+  cfg.allowUntestedOptimizer = top.boolean("zero_allow_untested_optimizer");
+  // DeepSpeed's engine asserts that ZeRO (stages 1-3) runs one of its
+  // tested optimizers unless the file allows another (a torch.optim class).
+  if (cfg.optimizerIsTorch && cfg.stage.value.value_or(0) > 0 &&
+      !cfg.allowUntestedOptimizer.value.value_or(false)) {
+    Position at = top.place("optimizer");
+    cfg.errors.push_back(
+        {cfg.optimizer.line ? cfg.optimizer.line : at.line,
+         cfg.optimizer.line ? cfg.optimizer.column : at.column,
+         "optimizer.type: '" + cfg.optimizerType +
+             "' is a torch.optim optimizer, which DeepSpeed runs under ZeRO "
+             "stage " +
+             std::to_string(*cfg.stage.value) +
+             " only with \"zero_allow_untested_optimizer\": true (add it "
+             "at the top level)"});
+  }
+  // ZeRO-Offload runs DeepSpeed's CPU optimizers; a torch.optim one only
+  // when the file turns zero_force_ds_cpu_optimizer off.
+  DeepSpeedValue<bool> forceDsCpu = top.boolean("zero_force_ds_cpu_optimizer");
+  if (cfg.optimizerIsTorch && cfg.offloadOptimizer.value &&
+      *cfg.offloadOptimizer.value != "none" && forceDsCpu.value.value_or(true))
+    cfg.errors.push_back(
+        {cfg.offloadOptimizer.line, cfg.offloadOptimizer.column,
+         "offload_optimizer: DeepSpeed runs ZeRO-Offload with its own CPU "
+         "optimizers; '" +
+             cfg.optimizerType +
+             "' (torch.optim) needs \"zero_force_ds_cpu_optimizer\": false "
+             "at the top level"});
 }
 
 } // namespace

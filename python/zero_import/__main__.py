@@ -48,13 +48,18 @@ def parser():
     p.add_argument("--loss-output", type=int, default=-1,
                    help="which element of forward()'s tuple is the loss "
                         "(default: the last)")
-    p.add_argument("--optimizer", choices=("adam", "adamw", "lion"),
+    p.add_argument("--optimizer", choices=("adam", "adamw", "lion", "sgd"),
                    help="default adamw")
     p.add_argument("--lr", type=float, help="default 1e-3")
     p.add_argument("--beta1", type=float, help="default 0.9")
     p.add_argument("--beta2", type=float, help="default 0.999")
     p.add_argument("--eps", type=float, help="default 1e-8")
-    p.add_argument("--weight-decay", type=float, help="default 0.01")
+    p.add_argument("--weight-decay", type=float,
+                   help="default 0.01 (0 for lion and sgd)")
+    p.add_argument("--momentum", type=float, help="sgd: default 0")
+    p.add_argument("--dampening", type=float, help="sgd: default 0")
+    p.add_argument("--nesterov", action="store_true", default=None,
+                   help="sgd: Nesterov momentum")
     p.add_argument("--clip", type=float,
                    help="global gradient-norm clipping (default 0: off)")
     p.add_argument("--config", metavar="DS_CONFIG.json",
@@ -104,12 +109,29 @@ def read_ds_config(path):
            "eps": 1e-8, "weight_decay": 0.01}
     o = cfg.get("optimizer", {})
     kind = str(o.get("type", "AdamW")).lower()
-    if kind not in ("adam", "adamw", "lion"):
+    # torch.optim's classes, which DeepSpeed falls back to, by their exact
+    # names.
+    if o.get("type") == "SGD":
+        kind = "sgd"
+    elif kind not in ("adam", "adamw", "lion"):
         raise ImportFailure("%s: optimizer.type '%s' is not supported "
-                            "(expected Adam, AdamW or Lion)" %
+                            "(expected Adam, AdamW, Lion or SGD)" %
                             (path, o.get("type")))
     opt["kind"] = kind
     p = o.get("params", {})
+    if kind == "sgd":
+        # torch.optim.SGD's keywords and defaults.
+        opt["weight_decay"] = 0.0
+        for key in ("eps", "betas", "bias_correction", "adam_w_mode"):
+            if key in p:
+                raise ImportFailure("%s: optimizer.params.%s is not a "
+                                    "parameter of SGD" % (path, key))
+        if p.get("maximize"):
+            raise ImportFailure("%s: optimizer.params.maximize is not "
+                                "supported" % path)
+        for key in ("momentum", "dampening"):
+            opt[key] = float(p.get(key, 0.0))
+        opt["nesterov"] = bool(p.get("nesterov", False))
     if kind == "lion":
         # DeepSpeed's Lion: no eps, no bias correction, weight decay 0.
         opt["weight_decay"] = 0.0
@@ -138,7 +160,7 @@ def read_ds_config(path):
 def options(args):
     """(optimizer dict, clip, precision kind) from the command line."""
     flags = ("optimizer", "lr", "beta1", "beta2", "eps", "weight_decay",
-             "clip")
+             "clip", "momentum", "dampening", "nesterov")
     given = [f for f in flags if getattr(args, f) is not None]
     if args.config:
         if given:
@@ -152,14 +174,31 @@ def options(args):
                "beta1": 0.9 if args.beta1 is None else args.beta1,
                "beta2": 0.999 if args.beta2 is None else args.beta2,
                "eps": 1e-8 if args.eps is None else args.eps,
-               # DeepSpeed's Lion decays nothing by default.
-               "weight_decay": (0.0 if args.optimizer == "lion" else 0.01)
+               # DeepSpeed's Lion and torch's SGD decay nothing by
+               # default.
+               "weight_decay":
+               (0.0 if args.optimizer in ("lion", "sgd") else 0.01)
                if args.weight_decay is None else args.weight_decay}
+        sgd_flags = [f for f in ("momentum", "dampening", "nesterov")
+                     if getattr(args, f) is not None]
+        if opt["kind"] == "sgd":
+            opt["momentum"] = args.momentum or 0.0
+            opt["dampening"] = args.dampening or 0.0
+            opt["nesterov"] = bool(args.nesterov)
+        elif sgd_flags:
+            raise ImportFailure("--%s is a parameter of --optimizer sgd" %
+                                sgd_flags[0])
         clip = args.clip or 0.0
         dtype = args.dtype or "f32"
     checks = (("lr", opt["lr"] > 0), ("beta1", 0 <= opt["beta1"] < 1),
               ("beta2", 0 <= opt["beta2"] < 1), ("eps", opt["eps"] > 0),
               ("weight-decay", opt["weight_decay"] >= 0), ("clip", clip >= 0))
+    if opt["kind"] == "sgd":
+        checks += (("momentum", opt["momentum"] >= 0),
+                   ("dampening", True))
+        if opt["nesterov"] and (opt["momentum"] <= 0 or opt["dampening"]):
+            raise ImportFailure("--nesterov needs a momentum > 0 and zero "
+                                "dampening (torch.optim.SGD's rule)")
     for name, ok in checks:
         value = clip if name == "clip" else opt[name.replace("-", "_")]
         if not ok or not math.isfinite(value):

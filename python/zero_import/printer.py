@@ -362,11 +362,17 @@ def hf_model_attr(config, tied, buffers=None, unused=()):
 
 
 def optimizer_attr(opt):
-    return ("#zero.optimizer<kind = %s, lr = %s, beta1 = %s, beta2 = %s, "
-            "eps = %s, weight_decay = %s>" % (
+    text = ("#zero.optimizer<kind = %s, lr = %s, beta1 = %s, beta2 = %s, "
+            "eps = %s, weight_decay = %s" % (
                 opt["kind"], fmt_float(opt["lr"]), fmt_float(opt["beta1"]),
                 fmt_float(opt["beta2"]), fmt_float(opt["eps"]),
                 fmt_float(opt["weight_decay"])))
+    if opt["kind"] == "sgd":
+        text += ", momentum = %s, dampening = %s, nesterov = %s" % (
+            fmt_float(opt.get("momentum", 0.0)),
+            fmt_float(opt.get("dampening", 0.0)),
+            "true" if opt.get("nesterov") else "false")
+    return text + ">"
 
 
 def peft_attr(info):

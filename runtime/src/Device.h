@@ -73,7 +73,7 @@ void recordLoss(zrt_ctx &ctx, const float *loss);
 
 // The optimizer's kernels with the loss scale in tensor memory, as the
 // schedule computes it (the CPU reads it, the GPU keeps it on the device):
-// zrt_check_overflow, zrt_adam and zrt_lion unscaled by
+// zrt_check_overflow, zrt_adam, zrt_lion and zrt_sgd unscaled by
 // (*lossScale) * divisor.
 
 /// Accumulates grad's overflow flag (max) and squared norm (sum) into stats,
@@ -89,6 +89,13 @@ void adam(int32_t dtype, const void *grad, float *master, float *expAvg,
           const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
           const float *stats, const float *lossScale, double divisor,
           int32_t skip);
+void sgd(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
+         void *param, int64_t n, int64_t step, double lr, double momentum,
+         double dampening, double weightDecay, int32_t nesterov,
+         const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+         const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
+         const float *stats, const float *lossScale, double divisor,
+         int32_t skip);
 void lion(int32_t dtype, const void *grad, float *master, float *expAvg,
           void *param, int64_t n, int64_t step, double lr, double beta1,
           double beta2, double weightDecay, const zrt_lr_schedule *schedule,

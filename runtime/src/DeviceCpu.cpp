@@ -120,3 +120,17 @@ void device::lion(int32_t dtype, const void *grad, float *master, float *expAvg,
            weightDecay, schedule, decayRanges, rangeDecays, numDecayRanges,
            maxGradNorm, stats, float(double(*lossScale) * divisor), skip);
 }
+
+void device::sgd(int32_t dtype, const void *grad, float *master,
+                 float *momentumBuffer, void *param, int64_t n, int64_t step,
+                 double lr, double momentum, double dampening,
+                 double weightDecay, int32_t nesterov,
+                 const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+                 const double *rangeDecays, int32_t numDecayRanges,
+                 double maxGradNorm, const float *stats, const float *lossScale,
+                 double divisor, int32_t skip) {
+  zrt_sgd(dtype, grad, master, momentumBuffer, param, n, step, lr, momentum,
+          dampening, weightDecay, nesterov, schedule, decayRanges, rangeDecays,
+          numDecayRanges, maxGradNorm, stats,
+          float(double(*lossScale) * divisor), skip);
+}

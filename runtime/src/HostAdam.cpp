@@ -40,6 +40,7 @@ struct OptimizerScalars {
 };
 using AdamScalars = OptimizerScalars<AdamConstants>;
 using LionScalars = OptimizerScalars<LionConstants>;
+using SgdScalars = OptimizerScalars<SgdConstants>;
 
 /// Runs `blocks(begin, end, k)` over n elements in parallel, each work
 /// item's range split where the weight-decay runs of `s` begin and end.
@@ -135,6 +136,40 @@ void lionStep(const T *grad, float *master, float *m, T *param, int64_t n,
   });
 }
 
+/// torch.optim.SGD on elements [begin, end) with constants k; m is null
+/// without momentum.
+template <typename T>
+void sgdBlocks(const T *grad, float *master, float *m, T *param, int64_t begin,
+               int64_t end, float gradScale, const SgdConstants &k) {
+  alignas(64) float bufG[kBlock], bufP[kBlock];
+  for (int64_t i = begin; i < end; i += kBlock) {
+    int64_t len = std::min(kBlock, end - i);
+    const float *g = loadF32(grad + i, len, bufG);
+    float *w = master + i;
+    float *p = outF32(param + i, bufP);
+    if (m) {
+      float *mi = m + i;
+#pragma omp simd
+      for (int64_t t = 0; t < len; ++t) {
+        float wt = w[t], mt = mi[t];
+        sgdElement(g[t] * gradScale, wt, mt, k);
+        mi[t] = mt;
+        w[t] = wt;
+        p[t] = wt;
+      }
+    } else {
+#pragma omp simd
+      for (int64_t t = 0; t < len; ++t) {
+        float wt = w[t], mt = 0.0f;
+        sgdElement(g[t] * gradScale, wt, mt, k);
+        w[t] = wt;
+        p[t] = wt;
+      }
+    }
+    storeF32(p, param + i, len);
+  }
+}
+
 /// The decay runs of a step: each range [decayRanges[2r], decayRanges[2r+1])
 /// with its weight decay rangeDecays[r], on the step's constants.
 template <typename K>
@@ -202,6 +237,49 @@ void zrt::hostAdam(int32_t dtype, const void *grad, float *master,
       adamStep<true>(g, master, expAvg, expAvgSq, p, n, s);
     else
       adamStep<false>(g, master, expAvg, expAvgSq, p, n, s);
+  });
+}
+
+void zrt::hostSgd(int32_t dtype, const void *grad, float *master,
+                  float *momentumBuffer, void *param, int64_t n, int64_t step,
+                  double lr, double momentum, double dampening,
+                  double weightDecay, int32_t nesterov,
+                  const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+                  const double *rangeDecays, int32_t numDecayRanges,
+                  double maxGradNorm, const float *stats, float lossScale,
+                  int32_t skip) {
+  KernelSpan span("zrt_sgd");
+  checkDims("zrt_sgd", n);
+  if (!skip && step < 1)
+    fatal("zrt_sgd: step %lld must be >= 1", (long long)step);
+  if (momentum != 0.0 && !momentumBuffer && n > 0)
+    fatal("zrt_sgd: momentum %g without a momentum buffer", momentum);
+  SgdScalars s;
+  if (!skip) {
+    double clip = zrt_clip_coefficient(stats, maxGradNorm);
+    s.gradScale = float(clip / double(lossScale));
+    // A cycled momentum (OneCycle) is SGD's momentum, as DeepSpeed cycles
+    // a torch optimizer's `momentum` when it has no betas.
+    lr = zrt_lr_at(schedule, lr, momentum != 0.0 ? &momentum : nullptr, nullptr,
+                   step);
+    s.k =
+        sgdConstants(lr, momentum, dampening, weightDecay, nesterov != 0, step);
+    addDecayRuns("zrt_sgd", s, lr, decayRanges, rangeDecays, numDecayRanges, n);
+  }
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *p = static_cast<T *>(param);
+    if (skip) {
+      parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+        fromFloat(master + begin, p + begin, end - begin);
+      });
+      return;
+    }
+    const T *g = static_cast<const T *>(grad);
+    float *m = momentum != 0.0 ? momentumBuffer : nullptr;
+    stepOverRuns(n, s, [&](int64_t begin, int64_t end, const SgdConstants &k) {
+      sgdBlocks(g, master, m, p, begin, end, s.gradScale, k);
+    });
   });
 }
 

@@ -514,6 +514,53 @@ ZRT_HOST_DEVICE inline void lionElement(float g, float &w, float &m,
   m = m * k.beta2 + g * k.oneMinusBeta2;
 }
 
+/// The fp32 constants of one SGD step (host code), rounded once from the
+/// double hyper-parameters as torch rounds a Python float `alpha`.
+struct SgdConstants {
+  float negLr;             // -lr
+  float weightDecay;       // L2, added to the gradient
+  float momentum;          // 0: no momentum buffer
+  float oneMinusDampening; // 1 - dampening
+  bool first;              // the buffer's first step: it is the gradient
+  bool nesterov;
+};
+
+inline SgdConstants sgdConstants(double lr, double momentum, double dampening,
+                                 double weightDecay, bool nesterov,
+                                 int64_t step) {
+  SgdConstants c;
+  c.negLr = float(-lr);
+  c.weightDecay = float(weightDecay);
+  c.momentum = float(momentum);
+  c.oneMinusDampening = float(1.0 - dampening);
+  c.first = step == 1;
+  c.nesterov = nesterov;
+  return c;
+}
+
+/// The same constants with another weight decay (a parameter's own).
+inline SgdConstants withDecay(SgdConstants c, double /*lr*/,
+                              double weightDecay) {
+  c.weightDecay = float(weightDecay);
+  return c;
+}
+
+/// One element of torch.optim.SGD's single-tensor step, operation for
+/// operation: g += wd*w; with momentum, buf = g on its first step, else
+/// buf = buf*momentum + (1-dampening)*g, and g = g + momentum*buf
+/// (Nesterov) or buf; w += -lr*g. `m` is unused without momentum. One
+/// formula serves both backends.
+ZRT_HOST_DEVICE inline void sgdElement(float g, float &w, float &m,
+                                       const SgdConstants &k) {
+  if (k.weightDecay != 0.0f)
+    g = g + k.weightDecay * w;
+  if (k.momentum != 0.0f) {
+    m = k.first ? g : m * k.momentum + k.oneMinusDampening * g;
+    g = k.nesterov ? g + k.momentum * m : m;
+  }
+  w = w + k.negLr * g;
+}
+
 } // namespace zrt
 
 #endif // ZERO_RT_KERNEL_MATH_H

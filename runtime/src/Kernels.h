@@ -132,6 +132,16 @@ void hostAdam(int32_t dtype, const void *grad, float *master, float *expAvg,
               double maxGradNorm, const float *stats, float lossScale,
               int32_t skip);
 
+/// torch.optim.SGD on host memory (zrt_sgd's contract): the CPU backend's
+/// zrt_sgd and the host SGD of an offloaded optimizer.
+void hostSgd(int32_t dtype, const void *grad, float *master,
+             float *momentumBuffer, void *param, int64_t n, int64_t step,
+             double lr, double momentum, double dampening, double weightDecay,
+             int32_t nesterov, const zrt_lr_schedule *schedule,
+             const int64_t *decayRanges, const double *rangeDecays,
+             int32_t numDecayRanges, double maxGradNorm, const float *stats,
+             float lossScale, int32_t skip);
+
 /// DeepSpeed's Lion on host memory (zrt_lion's contract): the CPU backend's
 /// zrt_lion and the host Lion of an offloaded optimizer.
 void hostLion(int32_t dtype, const void *grad, float *master, float *expAvg,

@@ -386,6 +386,9 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
   m.eps = opt.eps;
   m.weightDecay = opt.weightDecay;
   m.biasCorrection = opt.biasCorrection;
+  m.momentum = opt.momentum;
+  m.dampening = opt.dampening;
+  m.nesterov = opt.nesterov;
   if (opt.schedule) {
     m.schedule = toSchedule(*opt.schedule);
     // Absent for "auto"; only these kinds read it.
@@ -691,7 +694,12 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
   // The optimizers' states (optimizers.def), each placed as the masters.
   bool statesOff = true, statesOnHost = false, statesOnNvme = false;
   for (BufferKind k : optimizers::kStateBuffers) {
-    if (!optimizers::hasState(m.optimizer, k))
+    if (!p.frozen && p.hasBuffer(k) != m.keepsState(k))
+      invalid("partition '" + p.name + "' " +
+              (p.hasBuffer(k) ? "has" : "lacks") + " the optimizer state " +
+              kBufferNames[k] + " (" + manifest::valueOf(m.optimizer) +
+              (p.hasBuffer(k) ? " does not keep it)" : " keeps it)"));
+    if (!m.keepsState(k))
       continue;
     statesOff &= stateOff(k);
     statesOnHost |= p.onHost[k];
@@ -829,6 +837,40 @@ void Manifest::resolveRunLength(int64_t steps) {
         std::to_string(schedule.warmup_num_steps) +
         ": pass a longer --steps or give total_num_steps");
   schedule.total_num_steps = steps;
+}
+
+std::optional<double> Manifest::optimizerParam(std::string_view name) const {
+  if (name == "lr")
+    return lr;
+  if (name == "beta1")
+    return beta1;
+  if (name == "beta2")
+    return beta2;
+  if (name == "eps")
+    return eps;
+  if (name == "weight_decay")
+    return weightDecay;
+  if (name == "bias_correction")
+    return biasCorrection ? 1.0 : 0.0;
+  if (name == "momentum")
+    return momentum;
+  if (name == "dampening")
+    return dampening;
+  if (name == "nesterov")
+    return nesterov ? 1.0 : 0.0;
+  return std::nullopt;
+}
+
+bool Manifest::keepsState(BufferKind kind) const {
+  if (!optimizers::hasState(optimizer, kind))
+    return false;
+  const char *gate = optimizers::stateGate(optimizer, kind);
+  if (!gate)
+    return true;
+  std::optional<double> value = optimizerParam(gate);
+  if (!value)
+    fatal("optimizers.def: gate '%s' is not a manifest optimizer field", gate);
+  return *value != 0.0;
 }
 
 Range Manifest::owned(const PartitionInfo &p, int rank) const {
@@ -1008,6 +1050,12 @@ float *zrt::ownedMasters(const zrt_ctx &ctx, int32_t p) {
   if (ctx.manifest->partitions[size_t(p)].paramsAreMasters)
     return reinterpret_cast<float *>(ownedParams(ctx, p));
   return ctx.buffer<float>(p, kMaster);
+}
+
+float *zrt::momentumBuffer(const zrt_ctx &ctx, int32_t p) {
+  if (!ctx.manifest->partitions[size_t(p)].hasBuffer(kMomentumBuffer))
+    return nullptr;
+  return ctx.buffer<float>(p, kMomentumBuffer);
 }
 
 std::pair<char *, int64_t> zrt::ownedGrads(zrt_ctx *ctx, int32_t p,

@@ -196,6 +196,8 @@ struct Manifest {
   manifest::OptimizerKind optimizer = manifest::OptimizerKind::Adam;
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool biasCorrection = true;
+  double momentum = 0, dampening = 0; // SGD's
+  bool nesterov = false;
   /// The learning-rate schedule (kind ZRT_LR_CONSTANT without one), and
   /// the manifest's text of it (empty without one) that checkpoints record.
   zrt_lr_schedule schedule{};
@@ -254,6 +256,14 @@ struct Manifest {
   /// Sets a total_num_steps of "auto" (scheduleRunLength) to the run's
   /// length `steps`; throws when the schedule cannot be that long.
   void resolveRunLength(int64_t steps);
+
+  /// The value of the optimizer's hyper-parameter `name` (a
+  /// ZRT_OPTIMIZER_PARAM name of optimizers.def; true is 1), none for
+  /// another name.
+  std::optional<double> optimizerParam(std::string_view name) const;
+  /// Whether the optimizer keeps state buffer `kind`: its row has it and
+  /// its gate (ZRT_OPTIMIZER_STATE_GATE), if any, is not 0.
+  bool keepsState(BufferKind kind) const;
 
   /// The layout range rank `rank` owns: everything at stage 0, else
   /// [i * shard, (i + 1) * shard) clipped to numel for its shard index i.
@@ -448,6 +458,9 @@ char *ownedParams(const zrt_ctx &ctx, int32_t p);
 /// This rank's fp32 masters (as many as it owns): the master buffer, or its
 /// owned params when those are the masters.
 float *ownedMasters(const zrt_ctx &ctx, int32_t p);
+/// SGD's momentum buffer of partition `p`, null when the partition has none
+/// (momentum 0).
+float *momentumBuffer(const zrt_ctx &ctx, int32_t p);
 /// The first gradient element this rank owns and how many: the owned range
 /// of the full buffer at stages 0-1, the front of the shard at 2-3.
 std::pair<char *, int64_t> ownedGrads(zrt_ctx *ctx, int32_t p,

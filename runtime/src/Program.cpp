@@ -786,7 +786,14 @@ void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   // fp32 params are their own masters, updated in place (the kernels allow
   // the alias).
   DecayRanges decay = decayRanges(*ctx, p, part);
-  if (m.optimizer == zrt::optimizers::Kind::Lion)
+  if (m.optimizer == zrt::optimizers::Kind::SGD)
+    device::sgd(part.computeDtype, grads, ownedMasters(*ctx, p),
+                momentumBuffer(*ctx, p), params, n, ctx->adamSteps, m.lr,
+                m.momentum, m.dampening, m.weightDecay, m.nesterov,
+                lrSchedule(m), decay.ranges.data(), decay.decays.data(),
+                int32_t(decay.decays.size()), m.gradientClipping, stats,
+                lossScale, divisor, skip);
+  else if (m.optimizer == zrt::optimizers::Kind::Lion)
     device::lion(part.computeDtype, grads, ownedMasters(*ctx, p),
                  ctx->buffer<float>(p, kExpAvg), params, n, ctx->adamSteps,
                  m.lr, m.beta1, m.beta2, m.weightDecay, lrSchedule(m),
@@ -949,7 +956,14 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
   // owned elements (at offset 0 of the host copies).
   DecayRanges decay = decayRanges(*ctx, p, part);
   // The unscale factor exactly as device::adam forms it.
-  if (m.optimizer == zrt::optimizers::Kind::Lion)
+  if (m.optimizer == zrt::optimizers::Kind::SGD)
+    hostSgd(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
+            momentumBuffer(*ctx, p), params, n, ctx->adamSteps, m.lr,
+            m.momentum, m.dampening, m.weightDecay, m.nesterov, lrSchedule(m),
+            decay.ranges.data(), decay.decays.data(),
+            int32_t(decay.decays.size()), m.gradientClipping, hostStats,
+            float(double(scale) * divisor), skip);
+  else if (m.optimizer == zrt::optimizers::Kind::Lion)
     hostLion(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
              ctx->buffer<float>(p, kExpAvg), params, n, ctx->adamSteps, m.lr,
              m.beta1, m.beta2, m.weightDecay, lrSchedule(m),
@@ -981,7 +995,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   // The fp32 masters, then the optimizer's states in the table's order.
   std::vector<BufferKind> states{kMaster};
   for (const zrt::optimizers::State &st : zrt::optimizers::kStates)
-    if (st.kind == m.optimizer)
+    if (st.kind == m.optimizer && m.keepsState(st.buffer))
       states.push_back(st.buffer);
   const int numStates = int(states.size());
   const int64_t perElement = 4 * int64_t(numStates);
@@ -1060,7 +1074,16 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
         decays.push_back(decay.decays[r]);
       }
     }
-    if (m.optimizer == zrt::optimizers::Kind::Lion)
+    if (m.optimizer == zrt::optimizers::Kind::SGD)
+      hostSgd(part.computeDtype, grads + begin * cb,
+              reinterpret_cast<float *>(region(c, 0)),
+              numStates > 1 ? reinterpret_cast<float *>(region(c, 1)) : nullptr,
+              params + begin * cb, len, ctx->adamSteps, m.lr, m.momentum,
+              m.dampening, m.weightDecay, m.nesterov, lrSchedule(m),
+              ranges.data(), decays.data(), int32_t(decays.size()),
+              m.gradientClipping, hostStats, float(double(scale) * divisor),
+              skip);
+    else if (m.optimizer == zrt::optimizers::Kind::Lion)
       hostLion(part.computeDtype, grads + begin * cb,
                reinterpret_cast<float *>(region(c, 0)),
                reinterpret_cast<float *>(region(c, 1)), params + begin * cb,
@@ -1118,6 +1141,22 @@ extern "C" void zrt_ctx_lion_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
                                   double divisor, int64_t chunk,
                                   int32_t buffers) {
   zrt_ctx_adam_nvme(ctx, p, stats, lossScale, skip, divisor, chunk, buffers);
+}
+
+// SGD's entries: Adam's, whose bodies call the manifest's optimizer's
+// kernel (device::sgd) over its states. An offloaded SGD runs Adam's host
+// and NVMe entries (hostSgd), which its row names.
+
+extern "C" void zrt_ctx_sgd(zrt_ctx *ctx, int32_t p, const float *stats,
+                            const float *lossScale, int32_t skip,
+                            double divisor) {
+  zrt_ctx_adam(ctx, p, stats, lossScale, skip, divisor);
+}
+
+extern "C" void zrt_ctx_sgd_staged(zrt_ctx *ctx, int32_t p, const float *stats,
+                                   const float *lossScale, int32_t skip,
+                                   double divisor, void *newParams) {
+  zrt_ctx_adam_staged(ctx, p, stats, lossScale, skip, divisor, newParams);
 }
 
 // The memory of --trace: where the step is and which bytes of its arena are

@@ -458,3 +458,123 @@ TEST(LossScalerTest, StaticScaleStaysAndOverflowSkips) {
 }
 
 } // namespace
+
+/// torch.optim.SGD in double (its single-tensor loop): g += wd*p; with
+/// momentum, buf = g on the first step, else momentum*buf + (1-dampening)*g,
+/// and g = g + momentum*buf (nesterov) or buf; p -= lr*g.
+struct RefSgd {
+  double lr = 0.05, momentum = 0.9, dampening = 0.0, wd = 0.01;
+  bool nesterov = true;
+  std::vector<double> p, buf;
+  void step(const std::vector<double> &grad, double gradScale, bool first) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      double g = grad[i] * gradScale + wd * p[i];
+      if (momentum != 0.0) {
+        buf[i] = first ? g : momentum * buf[i] + (1.0 - dampening) * g;
+        g = nesterov ? g + momentum * buf[i] : buf[i];
+      }
+      p[i] -= lr * g;
+    }
+  }
+};
+
+TEST_P(OptimizerTest, SgdMatchesTorch) {
+  int64_t n = 3001;
+  struct Case {
+    double momentum, dampening;
+    bool nesterov;
+  };
+  for (Case c :
+       {Case{0.9, 0.0, true}, Case{0.8, 0.25, false}, Case{0.0, 0.0, false}})
+    for (double maxNorm : {0.0, 1.0}) {
+      double lossScale = dtype() == ZRT_F16 ? 512.0 : 1.0;
+      RefSgd ref;
+      ref.momentum = c.momentum;
+      ref.dampening = c.dampening;
+      ref.nesterov = c.nesterov;
+      ref.p = randomValues(rng, n);
+      ref.buf.assign(static_cast<size_t>(n), 0.0);
+      std::vector<float> master(ref.p.begin(), ref.p.end()),
+          buf(static_cast<size_t>(n), 0);
+      for (size_t i = 0; i < ref.p.size(); ++i)
+        ref.p[i] = master[i];
+      Buffer param(dtype(), n);
+      for (int64_t t = 1; t <= 5; ++t) {
+        std::vector<Buffer> grad;
+        grad.push_back(
+            randomBuffer(dtype(), rng, n, -0.1 * lossScale, 0.1 * lossScale));
+        std::vector<float> stats = check(dtype(), grad, float(lossScale));
+        double clip = zrt_clip_coefficient(stats.data(), maxNorm);
+        // Without momentum there is no buffer.
+        zrt_sgd(dtype(), grad[0].data(), master.data(),
+                c.momentum != 0.0 ? buf.data() : nullptr, param.data(), n, t,
+                ref.lr, c.momentum, c.dampening, ref.wd, c.nesterov, nullptr,
+                nullptr, nullptr, 0, maxNorm, stats.data(), float(lossScale),
+                0);
+        ref.step(grad[0].values(), float(clip / lossScale), t == 1);
+      }
+      std::string what = "sgd momentum " + std::to_string(c.momentum) +
+                         " clip " + std::to_string(maxNorm);
+      expectClose(std::vector<double>(master.begin(), master.end()), ref.p,
+                  1e-5, 1e-6, what + " params");
+      if (c.momentum != 0.0)
+        expectClose(std::vector<double>(buf.begin(), buf.end()), ref.buf, 1e-5,
+                    1e-6 * maxAbs(ref.buf), what + " momentum_buffer");
+      expectClose(
+          param,
+          Buffer(dtype(), std::vector<double>(master.begin(), master.end()))
+              .values(),
+          0, 0, what + " copy");
+    }
+}
+
+TEST_P(OptimizerTest, SgdSkipWritesCopyOnly) {
+  int64_t n = 100;
+  std::vector<float> master(static_cast<size_t>(n), 0.3f),
+      buf(static_cast<size_t>(n), 0.1f);
+  Buffer grad = randomBuffer(dtype(), rng, n), param(dtype(), n);
+  float stats[2] = {1.0f, 0.0f};
+  zrt_sgd(dtype(), grad.data(), master.data(), buf.data(), param.data(), n, 3,
+          0.1, 0.9, 0.0, 0.0, 1, nullptr, nullptr, nullptr, 0, 1.0, stats, 1.0f,
+          1);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(master[i], 0.3f);
+    EXPECT_EQ(buf[i], 0.1f);
+    EXPECT_EQ(param.get(i), roundTo(dtype(), 0.3));
+  }
+}
+
+// SGD's weight-decay ranges: one call equals one call per group, bitwise,
+// and the first step sets the buffer to the gradient (no dampening).
+TEST(SgdTest, DecayRangesAndFirstStep) {
+  const int64_t n = 70000;
+  std::vector<float> w(n), g(n), m(n, 0.5f);
+  for (int64_t i = 0; i < n; ++i) {
+    w[size_t(i)] = std::sin(0.37f * float(i));
+    g[size_t(i)] = std::cos(0.11f * float(i));
+  }
+  float stats[2] = {0, 1.0f};
+  const int64_t ranges[] = {5, 40000, 50000, 69999};
+  const double decays[] = {0.0, 0.3};
+  for (int64_t step : {1, 2}) {
+    std::vector<float> w1 = w, m1 = m, w2 = w, m2 = m;
+    zrt_sgd(ZRT_F32, g.data(), w1.data(), m1.data(), w1.data(), n, step, 0.1,
+            0.9, 0.5, 0.1, 0, nullptr, ranges, decays, 2, 0.0, stats, 1.0f, 0);
+    const int64_t cuts[] = {0, 5, 40000, 50000, 69999, n};
+    const double pieceDecay[] = {0.1, 0.0, 0.1, 0.3, 0.1};
+    for (int k = 0; k < 5; ++k) {
+      int64_t b = cuts[k], len = cuts[k + 1] - cuts[k];
+      zrt_sgd(ZRT_F32, g.data() + b, w2.data() + b, m2.data() + b,
+              w2.data() + b, len, step, 0.1, 0.9, 0.5, pieceDecay[k], 0,
+              nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
+    }
+    EXPECT_EQ(w1, w2);
+    EXPECT_EQ(m1, m2);
+    // Element 10 has decay 0: its buffer is the gradient on step 1, and
+    // 0.9*0.5 + 0.5*g after.
+    if (step == 1)
+      EXPECT_EQ(m1[10], g[10]);
+    else
+      EXPECT_NEAR(m1[10], 0.5f * 0.9f + 0.5f * g[10], 1e-6);
+  }
+}

@@ -254,13 +254,33 @@ manifest::OptimizerKind savedOptimizer(const CheckpointReader &ckpt) {
   return *optimizer;
 }
 
-/// The state buffers of `kind`, in the table's order.
-std::vector<BufferKind> stateBuffers(manifest::OptimizerKind kind) {
+/// The state buffers of `kind` saved with the checkpoint's optimizer
+/// settings `opt`, in the table's order: a gated state (SGD's
+/// momentum_buffer) only when its hyper-parameter, saved under its name,
+/// is not 0 (absent: 0, the defaults of checkpoints from before it).
+std::vector<BufferKind> stateBuffers(manifest::OptimizerKind kind,
+                                     const json &opt) {
   std::vector<BufferKind> states;
-  for (const optimizers::State &s : optimizers::kStates)
-    if (s.kind == kind)
-      states.push_back(s.buffer);
+  for (const optimizers::State &s : optimizers::kStates) {
+    if (s.kind != kind)
+      continue;
+    if (const char *gate = optimizers::stateGate(kind, s.buffer)) {
+      const json *v = opt.contains(gate) ? &opt.at(gate) : nullptr;
+      if (!v || (v->is_boolean() ? !v->get<bool>() : v->get<double>() == 0))
+        continue;
+    }
+    states.push_back(s.buffer);
+  }
   return states;
+}
+
+/// The checkpoint's optimizer settings (its manifest's optimizer object).
+const json &savedOptimizerSettings(const CheckpointReader &ckpt) {
+  try {
+    return ckpt.manifest().at(checkpoint::ManifestFile::optimizer);
+  } catch (const json::exception &e) {
+    fail(ckpt.where() + ": malformed checkpoint metadata: " + e.what());
+  }
 }
 
 int consolidate(const std::string &path, const std::string &out,
@@ -281,7 +301,8 @@ int consolidate(const std::string &path, const std::string &out,
   std::vector<Tensor> tensors;
   std::vector<BufferKind> kinds = {kMaster};
   if (optimizerStates)
-    for (BufferKind k : stateBuffers(savedOptimizer(ckpt)))
+    for (BufferKind k :
+         stateBuffers(savedOptimizer(ckpt), savedOptimizerSettings(ckpt)))
       kinds.push_back(k);
   for (BufferKind kind : kinds)
     for (size_t i = 0; i < ckpt.params.size(); ++i) {
@@ -376,6 +397,9 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
     // As checkSameModel compares them; checkpoints from before schedules
     // have neither.
     m.biasCorrection = opt.value(Optimizer::biasCorrection, true);
+    m.momentum = opt.value(Optimizer::momentum, 0.0);
+    m.dampening = opt.value(Optimizer::dampening, 0.0);
+    m.nesterov = opt.value(Optimizer::nesterov, false);
     std::string schedule =
         opt.value(Optimizer::lrSchedule, std::string("none"));
     if (schedule != "none")
@@ -414,8 +438,8 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
       part.present[k] =
           k == kParams ||
           (!part.frozen && (k != kMaster || !part.paramsAreMasters));
-    for (BufferKind k : stateBuffers(m.optimizer))
-      part.present[k] = !part.frozen;
+    for (BufferKind k : optimizers::kStateBuffers)
+      part.present[k] = !part.frozen && m.keepsState(k);
     auto count = [&](bool full) { return full ? g.numel : part.shardNumel; };
     part.counts[kParams] = count(stage <= 2);
     part.counts[kGrads] = count(stage <= 1);

@@ -187,11 +187,12 @@ static cl::opt<bool> tied("tied",
 static cl::opt<std::string>
     dtype("dtype", cl::desc("Training precision: f32 (default), bf16 or f16"),
           cl::init("f32"), cl::cat(genCat));
-static cl::opt<std::string> optimizer("optimizer",
-                                      cl::desc("adam, adamw or lion (default: "
-                                               "adam MLP, adamw GPT-2 and "
-                                               "llama)"),
-                                      cl::init(""), cl::cat(genCat));
+static cl::opt<std::string>
+    optimizer("optimizer",
+              cl::desc("adam, adamw, lion or sgd (default: "
+                       "adam MLP, adamw GPT-2 and "
+                       "llama)"),
+              cl::init(""), cl::cat(genCat));
 static cl::opt<double> lr("lr",
                           cl::desc("Learning rate (default: 1e-3 MLP, 6e-4 "
                                    "GPT-2, 3e-4 llama)"),
@@ -213,6 +214,14 @@ static cl::opt<std::string>
 static cl::opt<bool> biasCorrection("bias-correction",
                                     cl::desc("Adam bias correction"),
                                     cl::init(true), cl::cat(genCat));
+static cl::opt<double> momentum("momentum",
+                                cl::desc("SGD momentum (default 0: no "
+                                         "momentum buffer)"),
+                                cl::init(0.0), cl::cat(genCat));
+static cl::opt<double> dampening("dampening", cl::desc("SGD dampening"),
+                                 cl::init(0.0), cl::cat(genCat));
+static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
+                              cl::init(false), cl::cat(genCat));
 static cl::opt<bool> noDecayBiasNorm(
     "no-decay-bias-norm",
     cl::desc("No weight decay for biases and norm weights (1-D parameters)"),
@@ -515,10 +524,15 @@ zero::OptimizerAttr optimizerAttr(MLIRContext *ctx, zero::OptimizerKind defKind,
   if (!zero::hasOptimizerParam(kind, "eps"))
     eps = 1e-8;
   bool bc = biasCorrection || !zero::hasOptimizerParam(kind, "bias_correction");
-  return zero::OptimizerAttr::get(
-      ctx, kind, APFloat(asWritten(l)), APFloat(asWritten(0.9)),
+  if (!zero::hasOptimizerParam(kind, "beta2"))
+    beta2 = 0.999;
+  bool sgd = zero::hasOptimizerParam(kind, "momentum");
+  return zero::OptimizerAttr::getChecked(
+      [&] { return emitError(UnknownLoc::get(ctx)) << "--optimizer: "; }, ctx,
+      kind, APFloat(asWritten(l)), APFloat(asWritten(0.9)),
       APFloat(asWritten(beta2)), APFloat(asWritten(eps)),
-      APFloat(asWritten(wd)), bc, schedule);
+      APFloat(asWritten(wd)), bc, APFloat(sgd ? asWritten(momentum) : 0.0),
+      APFloat(sgd ? asWritten(dampening) : 0.0), sgd && nesterov, schedule);
 }
 
 /// The precision of a step: --dtype with DeepSpeed's loss-scaler defaults.
@@ -911,7 +925,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (!optimizer.empty() && !zero::symbolizeOptimizerKind(optimizer)) {
-    WithColor::error() << "--optimizer must be adam, adamw or lion\n";
+    WithColor::error() << "--optimizer must be adam, adamw, lion or sgd\n";
     return 1;
   }
   if (batch <= 0) {

@@ -66,6 +66,17 @@ struct DeepSpeedConfig {
   /// betas is one value: both halves are "auto" or neither.
   DeepSpeedValue<double> lr, beta1, beta2, eps, weightDecay, gradientClipping;
   DeepSpeedValue<bool> biasCorrection;
+  /// SGD's (torch.optim.SGD's keywords).
+  DeepSpeedValue<double> momentum, dampening;
+  DeepSpeedValue<bool> nesterov;
+  /// zero_allow_untested_optimizer: DeepSpeed's leave for a torch.optim
+  /// optimizer (SGD) at stages 1-3.
+  DeepSpeedValue<bool> allowUntestedOptimizer;
+  /// Whether optimizer.type is a torch.optim class (optimizers.def's
+  /// ZRT_OPTIMIZER_TORCH_TYPE), not one of DeepSpeed's.
+  bool optimizerIsTorch = false;
+  /// optimizer.type as the file spells it.
+  std::string optimizerType;
   /// The `scheduler` section: its type, and each of its params as text (a
   /// number as DeepSpeed prints it, true/false or a word; "auto" is
   /// isAuto), with their places; resolved by the pipeline against the train

@@ -140,6 +140,9 @@ static manifest::Optimizer optimizerManifest(OptimizerAttr opt) {
   o.eps = d(opt.getEps());
   o.weightDecay = d(opt.getWeightDecay());
   o.biasCorrection = opt.getBiasCorrection();
+  o.momentum = d(opt.getMomentum());
+  o.dampening = d(opt.getDampening());
+  o.nesterov = opt.getNesterov();
   if (LrScheduleAttr s = opt.getSchedule()) {
     manifest::Schedule &m = o.schedule.emplace();
     m.kind = toManifest<manifest::LrScheduleKind>(

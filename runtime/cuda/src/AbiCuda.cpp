@@ -72,6 +72,20 @@ extern "C" void zrt_adam(int32_t dtype, const void *grad, float *master,
              nullptr, double(lossScale), skip);
 }
 
+extern "C" void zrt_sgd(int32_t dtype, const void *grad, float *master,
+                        float *momentumBuffer, void *param, int64_t n,
+                        int64_t step, double lr, double momentum,
+                        double dampening, double weightDecay, int32_t nesterov,
+                        const zrt_lr_schedule *schedule,
+                        const int64_t *decayRanges, const double *rangeDecays,
+                        int32_t numDecayRanges, double maxGradNorm,
+                        const float *stats, float lossScale, int32_t skip) {
+  cuda::sgd(dtype, grad, master, momentumBuffer, param, n, step, lr, momentum,
+            dampening, weightDecay, nesterov, schedule, decayRanges,
+            rangeDecays, numDecayRanges, maxGradNorm, stats, nullptr,
+            double(lossScale), skip);
+}
+
 extern "C" void zrt_lion(int32_t dtype, const void *grad, float *master,
                          float *expAvg, void *param, int64_t n, int64_t step,
                          double lr, double beta1, double beta2,

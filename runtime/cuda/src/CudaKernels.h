@@ -70,6 +70,15 @@ void adam(int32_t dtype, const void *grad, float *master, float *expAvg,
           const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
           const float *stats, const float *lossScale, double divisor,
           int32_t skip);
+/// zrt_sgd on the device, its gradient factor as adam's; one grid-stride
+/// launch per run of equal weight decay.
+void sgd(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
+         void *param, int64_t n, int64_t step, double lr, double momentum,
+         double dampening, double weightDecay, int32_t nesterov,
+         const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+         const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
+         const float *stats, const float *lossScale, double divisor,
+         int32_t skip);
 /// zrt_lion on the device, its gradient factor as adam's; one grid-stride
 /// launch per run of equal weight decay.
 void lion(int32_t dtype, const void *grad, float *master, float *expAvg,

@@ -562,6 +562,55 @@ void launchLion(const T *grad, float *master, float *m, T *param, int64_t n,
   checkLaunch("lion");
 }
 
+//===----------------------------------------------------------------------===//
+// SGD
+//===----------------------------------------------------------------------===//
+
+/// zrt_sgd's step constants (rounded on the host as the CPU's) and the
+/// gradient factor's inputs, as AdamArgs.
+struct SgdArgs : SgdConstants {
+  double maxGradNorm;
+  double divisor;
+  const float *stats;
+  const float *lossScale;
+};
+
+/// A grid-stride loop of KernelMath.h's sgdElement, the CPU's formula.
+/// param is null when it is the master (f32); m is null without momentum.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sgdKernel(const T *grad, float *master, float *m, T *param, int64_t n,
+              SgdArgs a) {
+  AdamArgs scale;
+  scale.maxGradNorm = a.maxGradNorm;
+  scale.divisor = a.divisor;
+  scale.stats = a.stats;
+  scale.lossScale = a.lossScale;
+  const float gs = gradScale(scale);
+  const int64_t threads = int64_t(gridDim.x) * kThreads;
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += threads) {
+    float w = master[i], mi = m ? m[i] : 0.0f;
+    sgdElement(__fmul_rn(toF32(grad[i]), gs), w, mi, a);
+    master[i] = w;
+    if (m)
+      m[i] = mi;
+    if (param)
+      param[i] = fromF32<T>(w);
+  }
+}
+
+template <typename T>
+void launchSgd(const T *grad, float *master, float *m, T *param, int64_t n,
+               const SgdArgs &a) {
+  static const int perSM =
+      residentBlocks(reinterpret_cast<const void *>(&sgdKernel<T>));
+  unsigned grid = residentGrid(perSM, ceilDiv(n, kThreads));
+  sgdKernel<T><<<grid, kThreads, 0, computeStream()>>>(grad, master, m, param,
+                                                       n, a);
+  checkLaunch("sgd");
+}
+
 } // namespace
 
 void zrt::cuda::checkOverflow(int32_t dtype, const void *grad, int64_t n,
@@ -712,6 +761,68 @@ void zrt::cuda::lion(int32_t dtype, const void *grad, float *master,
       launch(at, b, a);
       LionArgs own = a;
       static_cast<LionConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
+      launch(b, e, own);
+      at = e;
+    }
+    launch(at, n, a);
+  });
+}
+
+void zrt::cuda::sgd(int32_t dtype, const void *grad, float *master,
+                    float *momentumBuffer, void *param, int64_t n, int64_t step,
+                    double lr, double momentum, double dampening,
+                    double weightDecay, int32_t nesterov,
+                    const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+                    const double *rangeDecays, int32_t numDecayRanges,
+                    double maxGradNorm, const float *stats,
+                    const float *lossScale, double divisor, int32_t skip) {
+  checkDims("sgd", n);
+  if (!skip && step < 1)
+    fatal("sgd: step %lld must be >= 1", (long long)step);
+  if (!skip && maxGradNorm > 0 && !stats)
+    fatal("sgd: gradient clipping needs the stats");
+  if (momentum != 0.0 && !momentumBuffer && n > 0)
+    fatal("sgd: momentum %g without a momentum buffer", momentum);
+  if (n == 0)
+    return;
+  dispatch(dtype, "sgd", [&](auto tag) {
+    using T = decltype(tag);
+    T *p = static_cast<T *>(param);
+    if (std::is_same<T, float>::value && param == master)
+      p = nullptr;
+    if (skip) {
+      if (p)
+        launchCopyMaster<T, false>(master, p, n, 0);
+      return;
+    }
+    // A cycled momentum (OneCycle) is SGD's momentum, as on the CPU.
+    if (schedule && momentum != 0.0) {
+      double unused = 0.0;
+      lr = lrAt(*schedule, lr, momentum, unused, step);
+    } else if (schedule) {
+      double b1 = 0.0, b2 = 0.0;
+      lr = lrAt(*schedule, lr, b1, b2, step);
+    }
+    float *m = momentum != 0.0 ? momentumBuffer : nullptr;
+    SgdArgs a;
+    static_cast<SgdConstants &>(a) = sgdConstants(
+        lr, momentum, dampening, weightDecay, nesterov != 0, step);
+    a.maxGradNorm = maxGradNorm;
+    a.divisor = divisor;
+    a.stats = stats;
+    a.lossScale = lossScale;
+    auto launch = [&](int64_t b, int64_t e, const SgdArgs &args) {
+      if (b < e)
+        launchSgd<T>(static_cast<const T *>(grad) + b, master + b,
+                     m ? m + b : nullptr, p ? p + b : nullptr, e - b, args);
+    };
+    checkDecayRanges("sgd", decayRanges, rangeDecays, numDecayRanges, n);
+    int64_t at = 0;
+    for (int32_t r = 0; r < numDecayRanges; ++r) {
+      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
+      launch(at, b, a);
+      SgdArgs own = a;
+      static_cast<SgdConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
       launch(b, e, own);
       at = e;
     }

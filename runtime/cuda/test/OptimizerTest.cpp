@@ -2,11 +2,11 @@
 //
 // Part of the zero-mlir project.
 //
-// cuda::checkOverflow, cuda::adam and cuda::lion against
-// zrt_check_overflow, zrt_adam and zrt_lion on the same inputs, for every
-// dtype, Adam and AdamW, with and without clipping, loss scales other than 1,
-// sizes that leave a scalar tail, pointers off 16-byte alignment, skipped steps
-// and empty shards.
+// cuda::checkOverflow, cuda::adam, cuda::lion and cuda::sgd against
+// zrt_check_overflow, zrt_adam, zrt_lion and zrt_sgd on the same inputs, for
+// every dtype, Adam and AdamW, with and without clipping, loss scales other
+// than 1, sizes that leave a scalar tail, pointers off 16-byte alignment,
+// skipped steps and empty shards.
 //
 //===----------------------------------------------------------------------===//
 
@@ -609,6 +609,51 @@ TEST_P(CudaOptimizerTest, LionMatchesCpu) {
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_NEAR(gM.get(i), cM.get(i), 4 * FLT_EPSILON * std::fabs(cM.get(i)))
           << "exp_avg " << i;
+      ASSERT_NEAR(gMaster.get(i), cMaster.get(i), 4 * FLT_EPSILON)
+          << "master " << i;
+      ASSERT_TRUE(
+          sameBits(gParam.get(i), zrt_test::roundTo(dtype(), gMaster.get(i))))
+          << "param " << i;
+    }
+    master = gMaster;
+    m = gM;
+  }
+}
+
+// SGD: the same element formula (KernelMath.h's sgdElement) on both
+// backends, with Nesterov momentum and a decay range; step 1 sets the buffer
+// to the gradient.
+TEST_P(CudaOptimizerTest, SgdMatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  const int64_t n = 4099;
+  const double scale = dtype() == ZRT_F16 ? 256.0 : 1.0;
+  Buffer grad = randomGrads(dtype(), rng, n, scale), master(ZRT_F32, n),
+         m(ZRT_F32, n), param(dtype(), n);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < n; ++i) {
+    master.set(i, u(rng));
+    m.set(i, 0.0);
+  }
+  std::vector<float> stats = cpuStats(dtype(), {&grad}, float(scale));
+  const int64_t ranges[] = {7, n / 2};
+  const double decays[] = {0.0};
+  for (int64_t step = 1; step <= 3; ++step) {
+    DeviceArray dGrad(grad), dMaster(master), dM(m), dParam(param);
+    DeviceFloats dStats(stats), dScale({float(scale)});
+    sgd(dtype(), dGrad.get(), dMaster.as<float>(), dM.as<float>(), dParam.get(),
+        n, step, 0.05, 0.9, 0.0, 0.01, 1, nullptr, ranges, decays, 1, 1.0,
+        dStats.get(), dScale.get(), 1.0, 0);
+    Buffer gMaster = dMaster.download(), gM = dM.download(),
+           gParam = dParam.download();
+    Buffer cMaster = master, cM = m, cParam = param;
+    zrt_sgd(dtype(), grad.data(), static_cast<float *>(cMaster.data()),
+            static_cast<float *>(cM.data()), cParam.data(), n, step, 0.05, 0.9,
+            0.0, 0.01, 1, nullptr, ranges, decays, 1, 1.0, stats.data(),
+            float(scale), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(gM.get(i), cM.get(i),
+                  4 * FLT_EPSILON * std::max(1.0, std::fabs(cM.get(i))))
+          << "momentum_buffer " << i;
       ASSERT_NEAR(gMaster.get(i), cMaster.get(i), 4 * FLT_EPSILON)
           << "master " << i;
       ASSERT_TRUE(

@@ -95,6 +95,17 @@ constexpr bool hasState(Kind kind, BufferKind buffer) {
   return false;
 }
 
+/// The hyper-parameter that gates `kind`'s state `buffer` (its
+/// ZRT_OPTIMIZER_STATE_GATE): the state exists only when it is not 0. Null
+/// for a state that always exists.
+constexpr const char *stateGate(Kind kind, BufferKind buffer) {
+#define ZRT_OPTIMIZER_STATE_GATE(id, bufferId, param)                          \
+  if (kind == Kind::id && buffer == bufferId)                                  \
+    return #param;
+#include "zero_rt/optimizers.def"
+  return nullptr;
+}
+
 // A row's bytes are its states' bytes, and a state's bytes its dtype's.
 #define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
   static_assert(bytesPerParam(Kind::id) == stateBytes(Kind::id),               \
@@ -120,6 +131,15 @@ inline constexpr Param kParams[] = {
 #include "zero_rt/optimizers.def"
 };
 
+/// Whether `kind` has the hyper-parameter `name` (a #zero.optimizer
+/// parameter).
+constexpr bool hasParam(Kind kind, std::string_view name) {
+  for (const Param &p : kParams)
+    if (p.kind == kind && name == p.name)
+      return true;
+  return false;
+}
+
 /// Whether `kind` takes the ds_config `optimizer.params` key `key` (a
 /// pair's key, "betas", stands for its halves "betas[0]", "betas[1]").
 constexpr bool hasParamKey(Kind kind, std::string_view key) {
@@ -132,14 +152,27 @@ constexpr bool hasParamKey(Kind kind, std::string_view key) {
   return false;
 }
 
-/// DeepSpeed's `optimizer.type` names, as DeepSpeed spells them.
+/// The ds_config `optimizer.type` names, DeepSpeed's own then torch.optim's
+/// classes, as DeepSpeed and torch spell them.
 inline constexpr std::string_view kDsTypes[] = {
 #define ZRT_OPTIMIZER_DS_TYPE(id, type) type,
+#define ZRT_OPTIMIZER_TORCH_TYPE(id, type) type,
 #include "zero_rt/optimizers.def"
 };
 
-/// The kind a ds_config `optimizer.type` names, matched without regard to
-/// case as DeepSpeed does, if any. (DeepSpeed's Adam is AdamW unless its
+/// Whether `kind` is a torch.optim class to DeepSpeed (its
+/// ZRT_OPTIMIZER_TORCH_TYPE): untested under ZeRO at stages 1-3.
+constexpr bool isTorchFallback(Kind kind) {
+#define ZRT_OPTIMIZER_TORCH_TYPE(id, type)                                     \
+  if (kind == Kind::id)                                                        \
+    return true;
+#include "zero_rt/optimizers.def"
+  return false;
+}
+
+/// The kind a ds_config `optimizer.type` names, if any: DeepSpeed's own
+/// names matched without regard to case as DeepSpeed does, torch.optim's
+/// classes exactly. (DeepSpeed's Adam is AdamW unless its
 /// adam_w_mode is false: the reader's rule, not the table's.)
 inline std::optional<Kind> kindOfDsType(std::string_view name) {
   auto lower = [](char c) {
@@ -155,6 +188,9 @@ inline std::optional<Kind> kindOfDsType(std::string_view name) {
   };
 #define ZRT_OPTIMIZER_DS_TYPE(id, type)                                        \
   if (equalNoCase(name, type))                                                 \
+    return Kind::id;
+#define ZRT_OPTIMIZER_TORCH_TYPE(id, type)                                     \
+  if (name == type)                                                            \
     return Kind::id;
 #include "zero_rt/optimizers.def"
   return std::nullopt;

@@ -27,8 +27,10 @@ extern "C" {
  *    total_num_steps "auto" (absent), which older runtimes would misread;
  *    count_labels, the label count of a mean over the global batch; each
  *    partition's own compute dtype (no program-wide compute_dtype).
- * 5: the optimizer kind lion (optimizers.def) and its zrt_ctx_lion* calls. */
-#define ZRT_PROGRAM_VERSION 5
+ * 5: the optimizer kind lion (optimizers.def) and its zrt_ctx_lion* calls.
+ * 6: the optimizer kind sgd, its zrt_ctx_sgd* calls and hyper-parameters
+ *    (momentum, dampening, nesterov), and the buffer momentum_buffer. */
+#define ZRT_PROGRAM_VERSION 6
 
 typedef struct zrt_ctx zrt_ctx;
 

@@ -280,6 +280,9 @@ json zrt::optimizerJson(const Manifest &m) {
             {Optimizer::eps, m.eps},
             {Optimizer::weightDecay, m.weightDecay},
             {Optimizer::biasCorrection, m.biasCorrection},
+            {Optimizer::momentum, m.momentum},
+            {Optimizer::dampening, m.dampening},
+            {Optimizer::nesterov, m.nesterov},
             {Optimizer::lrSchedule,
              m.scheduleText.empty() ? "none" : m.scheduleText}};
   json groups = json::object();

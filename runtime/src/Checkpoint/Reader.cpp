@@ -509,6 +509,12 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
       saved[Optimizer::biasCorrection] = true;
     if (!saved.contains(Optimizer::lrSchedule))
       saved[Optimizer::lrSchedule] = "none";
+    if (!saved.contains(Optimizer::momentum))
+      saved[Optimizer::momentum] = 0.0;
+    if (!saved.contains(Optimizer::dampening))
+      saved[Optimizer::dampening] = 0.0;
+    if (!saved.contains(Optimizer::nesterov))
+      saved[Optimizer::nesterov] = false;
     for (json *o : {&saved, &mine})
       if (!o->contains(Optimizer::paramWeightDecay))
         (*o)[Optimizer::paramWeightDecay] = json::object();

@@ -23,7 +23,7 @@
 // CHECK:      llvm.call @zrt_ctx_wait(
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[FROM:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK-NEXT: %[[TO:.*]] = llvm.mlir.constant(5 : i32) : i32
+// CHECK-NEXT: %[[TO:.*]] = llvm.mlir.constant(6 : i32) : i32
 // CHECK-NEXT: %[[BEGIN:.*]] = llvm.mlir.constant(0 : i64) : i64
 // CHECK-NEXT: %[[END:.*]] = llvm.mlir.constant(10 : i64) : i64
 // CHECK-NEXT: %[[SLOT:.*]] = llvm.mlir.constant(1 : i32) : i32
@@ -214,7 +214,7 @@ module @params_on_nvme {
 // CHECK:      llvm.call @zrt_ctx_adam_host(
 // CHECK:      %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK-NEXT: %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-NEXT: %[[FROM:.*]] = llvm.mlir.constant(6 : i32) : i32
+// CHECK-NEXT: %[[FROM:.*]] = llvm.mlir.constant(7 : i32) : i32
 // CHECK-NEXT: %[[TO_FILE:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[BUFFER:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[BUFFER_BYTES:.*]] = llvm.mlir.constant(4096 : i64) : i64

@@ -269,3 +269,38 @@ module @host_lion {
     zero.return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// SGD (optimizers.def's sgd row): the update calls zrt_ctx_sgd with Adam's
+// operands; no Adam entry is called. Its partition's momentum_buffer exists
+// only with a momentum.
+
+// CHECK-LABEL: module @device_sgd
+// CHECK-LABEL: llvm.func @zero_boundary
+// CHECK:      %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(%arg0, %[[SUM:[0-9]+]])
+// CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_ctx_sgd(%arg0, %[[PARTITION]], %[[SUM]], %{{[0-9]+}}, %[[SKIP]], %[[DIVISOR]])
+// CHECK-NOT:  llvm.call @zrt_ctx_adam
+
+module @device_sgd {
+  zero.param @w : tensor<4x2xf32> init zeros compute f16
+  zero.partition @first stage 1 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<2x4xf16>, %dy: tensor<2x2xf16>)
+      optimizer #zero.optimizer<kind = sgd, lr = 1.0e-2, momentum = 0.9, nesterov = true>
+      precision #zero.precision<kind = fp16>
+      schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4> {
+    %loss = nn.fill 0.0 : tensor<f32>
+    %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xf16>, tensor<2x2xf16> -> tensor<4x2xf16>
+    zero.grad @w, %dw : tensor<4x2xf16>
+    zero.reduce_scatter group @first in grads [0, 8) phase boundary
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@first] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
+    %sum = zero.all_reduce overflow_norm %st group @first phase boundary : tensor<2xf32> -> tensor<2xf32>
+    %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @first stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.all_gather group @first in params [0, 8) phase post_step
+    zero.return %loss : tensor<f32>
+  }
+}

@@ -117,6 +117,51 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // -----
 
+// Checks that SGD (no betas in optimizers.def) rejects a beta1.
+// expected-error @+2 {{optimizer sgd has no beta1, got 8.000000e-01}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = sgd, lr = 1.0e-2, beta1 = 0.8>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that Adam (no momentum in optimizers.def) rejects a momentum.
+// expected-error @+2 {{optimizer adam has no momentum, got 9.000000e-01}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-2, momentum = 0.9>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks torch.optim.SGD's rule: Nesterov needs a momentum and no
+// dampening.
+// expected-error @+2 {{optimizer nesterov requires a momentum > 0 and zero dampening, got momentum 9.000000e-01 and dampening 1.000000e-01}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = sgd, lr = 1.0e-2, momentum = 0.9, dampening = 0.1, nesterov = true>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a negative momentum is rejected, as torch does.
+// expected-error @+2 {{optimizer momentum must be >= 0, got -1.000000e-01}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = sgd, lr = 1.0e-2, momentum = -0.1>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Checks that Lion (no eps in optimizers.def) rejects an eps.
 // expected-error @+2 {{optimizer lion has no eps, got 1.000000e-06}}
 zero.train_step @train(%x: tensor<8x4xf32>)
@@ -230,9 +275,9 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // Checks that unknown optimizers are rejected.
 zero.train_step @train(%x: tensor<8x4xf32>)
-    // expected-error @+2 {{expected one of [adam, adamw, lion] for optimizer, got: sgd}}
+    // expected-error @+2 {{expected one of [adam, adamw, lion, sgd] for optimizer, got: lamb}}
     // expected-error @+1 {{failed to parse Zero_OptimizerAttr parameter 'kind'}}
-    optimizer #zero.optimizer<kind = sgd, lr = 1.0e-3>
+    optimizer #zero.optimizer<kind = lamb, lr = 1.0e-3>
     precision #zero.precision<kind = fp32> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>

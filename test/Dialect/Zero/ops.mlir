@@ -68,6 +68,19 @@ zero.train_step @stage1(%x: tensor<4x1xf32>)
 
 // -----
 
+// SGD round-trips with torch.optim.SGD's parameters; the betas, eps and
+// bias_correction it does not read stay at their defaults.
+// CHECK-LABEL: zero.train_step @sgd
+// CHECK-SAME: optimizer #zero.optimizer<kind = sgd, lr = 1.000000e-02, weight_decay = {{[^,]+}}, momentum = 9.000000e-01, nesterov = true>
+zero.train_step @sgd(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = sgd, lr = 1.0e-2, weight_decay = 1.0e-4, momentum = 0.9, nesterov = true>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Lion round-trips with the parameters optimizers.def gives it; its eps
 // and bias_correction stay at their defaults, which the printer omits.
 // CHECK-LABEL: zero.train_step @lion

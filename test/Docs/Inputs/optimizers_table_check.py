@@ -13,7 +13,9 @@ and this script checks the rest, on the sources alone:
   default ("" for one without);
 - every update entry is a ZRT_CTX row of abi.def;
 - a row's bytes are the sum of its ZRT_OPTIMIZER_STATE rows, and every
-  state names a ZRT_OPTIMIZER_BUFFER.
+  state names a ZRT_OPTIMIZER_BUFFER;
+- every ZRT_OPTIMIZER_STATE_GATE gates a state of its optimizer by one of
+  its ZRT_OPTIMIZER_PARAM rows.
 
 Usage: optimizers_table_check.py OPTIMIZERS_DEF ZEROOPS_TD ABI_DEF
 """
@@ -63,6 +65,7 @@ def main(defPath, tdPath, abiPath):
     buffers = rows(table, "ZRT_OPTIMIZER_BUFFER")
     params = rows(table, "ZRT_OPTIMIZER_PARAM")
     states = rows(table, "ZRT_OPTIMIZER_STATE")
+    gates = rows(table, "ZRT_OPTIMIZER_STATE_GATE")
 
     kinds = enum_cases(td, "OptimizerKind") or []
     names = [r[1] for r in optimizers]
@@ -99,6 +102,13 @@ def main(defPath, tdPath, abiPath):
         if s[1] not in bufferIds:
             problems.append("a state of %s is %s, not a ZRT_OPTIMIZER_BUFFER"
                             % (ids.get(s[0], s[0]), s[1]))
+    for id, buffer, param in gates:
+        if not any(s[0] == id and s[1] == buffer for s in states):
+            problems.append("%s's gate of %s is not on one of its states" %
+                            (ids.get(id, id), buffer))
+        if not any(p[0] == id and p[1] == param for p in params):
+            problems.append("%s's state %s is gated by %s, not one of its "
+                            "parameters" % (ids.get(id, id), buffer, param))
     for p in problems:
         print("optimizers.def: " + p)
     if problems:

@@ -15,7 +15,7 @@ when the inv_freq buffer is kept in fp32 as nn.rope computes it.
 
   train ...   loads --export'ed weights strictly, trains them with
               torch.optim.AdamW (or, for kind = lion, the NumPy Lion
-              below) configured from the model's optimizer attribute on
+              below; for kind = sgd, torch.optim.SGD) configured from the model's optimizer attribute on
               the runtime's batches, and compares every step's
               loss with a --log-json file (and the final weights with an
               --export file)
@@ -209,7 +209,10 @@ def model_config(text):
     get = lambda k, d: float(values.get(k, d))
     opt = (values["kind"], get("lr", 1e-3), get("beta1", 0.9),
            get("beta2", 0.999), get("eps", 1e-8), get("weight_decay", 0.0))
-    return int(m.group(1)), int(m.group(2)), opt
+    sgd = {"momentum": get("momentum", 0.0),
+           "dampening": get("dampening", 0.0),
+           "nesterov": values.get("nesterov", "false") == "true"}
+    return int(m.group(1)), int(m.group(2)), opt, sgd
 
 
 def load_model(path, args, dtype=torch.float32):
@@ -245,10 +248,12 @@ def batches(path, B, T, steps):
 
 def cmd_train(args):
     torch.manual_seed(0)
-    B, T, (kind, lr, beta1, beta2, eps, wd) = model_config(
+    B, T, (kind, lr, beta1, beta2, eps, wd), sgd = model_config(
         open(args.model).read())
-    if kind not in ("adamw", "lion"):
-        fail("the model's optimizer is %s, not adamw or lion" % kind)
+    if kind not in ("adamw", "lion", "sgd"):
+        fail("the model's optimizer is %s, not adamw, lion or sgd" % kind)
+    if args.nesterov is not None:
+        sgd["nesterov"] = args.nesterov == "true"
     master, count, tied = load_model(args.init, args)
     # Mixed precision as the runtime does it: fp32 masters and AdamW, the
     # forward and backward of a 16-bit copy.
@@ -266,6 +271,11 @@ def cmd_train(args):
     if kind == "lion":
         opt = NumpyLion([{"params": ps, "weight_decay": d}
                          for d, ps in groups.items()], lr, (beta1, beta2))
+    elif kind == "sgd":
+        # PyTorch's own SGD, its single-tensor loop.
+        opt = torch.optim.SGD([{"params": ps, "weight_decay": d}
+                               for d, ps in groups.items()],
+                              lr=lr, foreach=False, **sgd)
     else:
         opt = torch.optim.AdamW([{"params": ps, "weight_decay": d}
                                  for d, ps in groups.items()],
@@ -356,6 +366,9 @@ def main():
     s.add_argument("--rtol", type=float, default=1e-5)
     s.add_argument("--weight-atol", type=float, default=1e-5)
     s.add_argument("--verbose", action="store_true")
+    s.add_argument("--nesterov", choices=["true", "false"],
+                   help="SGD: override the model's nesterov (a reference "
+                        "that must not match)")
     s.add_argument("--check-peak", action="store_true",
                    help="every step's measured peak must be its plan's")
     s = sub.add_parser("write")

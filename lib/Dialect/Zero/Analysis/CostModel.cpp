@@ -347,7 +347,9 @@ Work Simulator::getOptimizerStepWork(OptimizerStepOp adam) const {
   // Each update reads and writes the fp32 master and the optimizer's states
   // (optimizers.def): 24 B per element for Adam, 16 B for Lion.
   const int64_t states =
-      2 * (4 + getOptimizerStateBytes(adam.getOptimizerKind()));
+      2 * (4 + (adam.getOptimizer()
+                    ? getOptimizerStateBytes(adam.getOptimizer())
+                    : getOptimizerStateBytes(adam.getOptimizerKind())));
   if (adam.getHost()) {
     // The CPU update streams the host masters, states (`states`), the host
     // gradient copy and the 16-bit parameter copy it writes; the device

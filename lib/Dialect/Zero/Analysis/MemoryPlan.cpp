@@ -191,6 +191,8 @@ MemoryCategory mlir::zero::persistentCategory(BufferKind k) {
     return MemoryCategory::AdamM;
   case BufferKind::exp_avg_sq:
     return MemoryCategory::AdamV;
+  case BufferKind::momentum_buffer:
+    return MemoryCategory::AdamM;
   case BufferKind::host_grads:
     return MemoryCategory::Grads;
   case BufferKind::host_params:
@@ -635,7 +637,7 @@ void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
   for (auto &[op, o] : partitions)
     dialect->getBuffersAttrHelper().setAttr(
         op, BufferOffsetsAttr::get(ctx, *o[0], o[1], o[2], o[3], o[4], o[5],
-                                   o[6], o[7]));
+                                   o[6], o[7], o[8]));
   dialect->getPlanAttrHelper().setAttr(
       step, MemoryPlanAttr::get(ctx, plan.persistentBytes, plan.arenaBytes,
                                 plan.scratchBytes, plan.peakBytes,

@@ -234,10 +234,8 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.grads = cat(MemoryCategory::Grads);
   r.masterParams = cat(MemoryCategory::MasterParams);
   r.modelStateBytes = r.params + r.grads + r.masterParams;
-  r.optimizerBytesPerParam =
-      getOptimizerStateBytes(step.getOptimizer().getKind());
-  for (const OptimizerState &state :
-       getOptimizerStates(step.getOptimizer().getKind())) {
+  r.optimizerBytesPerParam = getOptimizerStateBytes(step.getOptimizer());
+  for (const OptimizerState &state : getOptimizerStates(step.getOptimizer())) {
     int64_t bytes = cat(persistentCategory(state.buffer));
     r.optimizerStates.push_back({state.reportKey.str(), state.label.str(),
                                  stringifyBufferKind(state.buffer).str(),

@@ -115,7 +115,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
     buffers.partition = p;
     buffers.offloaded = s.optimizerOffloaded;
     buffers.optimizerDevice = s.optimizerDevice;
-    buffers.optimizer = step.getOptimizer().getKind();
+    buffers.optimizer = step.getOptimizer();
     buffers.paramsOffloaded = s.paramsOffloaded;
     buffers.paramDevice = s.paramDevice;
     buffers.frozen = p.getFrozen();
@@ -147,6 +147,8 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
           k != BufferKind::params && k != BufferKind::grads &&
           k != BufferKind::secondary && buffers.hasBuffer(k))
         buffers.numel[i] = shard;
+    if (!buffers.frozen)
+      buffers.optimizerNumel = shard;
     if (buffers.secondary)
       buffers.numel[static_cast<unsigned>(BufferKind::secondary)] =
           p.getPaddedNumelValue() / s.hpzPartitionSize;

@@ -8,6 +8,8 @@
 
 #include "zero_rt/optimizers.h"
 
+#include "llvm/ADT/StringSwitch.h"
+
 using namespace mlir;
 using namespace mlir::zero;
 
@@ -32,6 +34,56 @@ static_assert(int(getMaxEnumValForBufferKind()) + 1 == zrt::kNumBufferKinds &&
 
 static table::Kind toTable(OptimizerKind kind) {
   return static_cast<table::Kind>(kind);
+}
+
+// A gate names a hyper-parameter of its own optimizer.
+#define ZRT_OPTIMIZER_STATE_GATE(id, bufferId, param)                          \
+  static_assert(table::hasParam(table::Kind::id, #param),                      \
+                "optimizers.def: " #id "'s gate " #param " is not its "        \
+                "hyper-parameter");
+#include "zero_rt/optimizers.def"
+
+std::optional<double> mlir::zero::getOptimizerParamValue(OptimizerAttr opt,
+                                                         StringRef name) {
+  auto d = [](const APFloat &v) { return v.convertToDouble(); };
+  return llvm::StringSwitch<std::optional<double>>(name)
+      .Case("lr", d(opt.getLr()))
+      .Case("beta1", d(opt.getBeta1()))
+      .Case("beta2", d(opt.getBeta2()))
+      .Case("eps", d(opt.getEps()))
+      .Case("weight_decay", d(opt.getWeightDecay()))
+      .Case("bias_correction", opt.getBiasCorrection() ? 1.0 : 0.0)
+      .Case("momentum", d(opt.getMomentum()))
+      .Case("dampening", d(opt.getDampening()))
+      .Case("nesterov", opt.getNesterov() ? 1.0 : 0.0)
+      .Default(std::nullopt);
+}
+
+bool mlir::zero::hasOptimizerState(OptimizerAttr opt, BufferKind buffer) {
+  auto b = static_cast<zrt::BufferKind>(buffer);
+  if (!table::hasState(toTable(opt.getKind()), b))
+    return false;
+  const char *gate = table::stateGate(toTable(opt.getKind()), b);
+  if (!gate)
+    return true;
+  std::optional<double> value = getOptimizerParamValue(opt, gate);
+  assert(value && "a gate that is not a #zero.optimizer parameter");
+  return *value != 0.0;
+}
+
+SmallVector<OptimizerState> mlir::zero::getOptimizerStates(OptimizerAttr opt) {
+  SmallVector<OptimizerState> states;
+  for (const OptimizerState &s : getOptimizerStates(opt.getKind()))
+    if (hasOptimizerState(opt, s.buffer))
+      states.push_back(s);
+  return states;
+}
+
+int64_t mlir::zero::getOptimizerStateBytes(OptimizerAttr opt) {
+  int64_t bytes = 0;
+  for (const OptimizerState &s : getOptimizerStates(opt))
+    bytes += s.bytes;
+  return bytes;
 }
 
 SmallVector<OptimizerState> mlir::zero::getOptimizerStates(OptimizerKind kind) {

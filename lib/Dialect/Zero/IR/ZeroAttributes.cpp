@@ -197,14 +197,16 @@ LogicalResult LrScheduleAttr::verify(
   return success();
 }
 
-LogicalResult
-OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                      OptimizerKind kind, APFloat lrF, APFloat beta1F,
-                      APFloat beta2F, APFloat epsF, APFloat weightDecayF,
-                      bool biasCorrection, LrScheduleAttr schedule) {
+LogicalResult OptimizerAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, OptimizerKind kind,
+    APFloat lrF, APFloat beta1F, APFloat beta2F, APFloat epsF,
+    APFloat weightDecayF, bool biasCorrection, APFloat momentumF,
+    APFloat dampeningF, bool nesterov, LrScheduleAttr schedule) {
   double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
          beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
-         weightDecay = weightDecayF.convertToDouble();
+         weightDecay = weightDecayF.convertToDouble(),
+         momentum = momentumF.convertToDouble(),
+         dampening = dampeningF.convertToDouble();
   if (!(lr > 0.0) || !std::isfinite(lr))
     return emitError() << "optimizer lr must be positive, got " << lr;
   if (!(beta1 >= 0.0 && beta1 < 1.0))
@@ -216,14 +218,35 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!(weightDecay >= 0.0))
     return emitError() << "optimizer weight_decay must be >= 0, got "
                        << weightDecay;
+  // torch.optim.SGD's checks.
+  if (!(momentum >= 0.0) || !std::isfinite(momentum))
+    return emitError() << "optimizer momentum must be >= 0, got " << momentum;
+  if (!std::isfinite(dampening))
+    return emitError() << "optimizer dampening must be finite, got "
+                       << dampening;
+  if (nesterov && (!(momentum > 0.0) || dampening != 0.0))
+    return emitError() << "optimizer nesterov requires a momentum > 0 and "
+                          "zero dampening, got momentum "
+                       << momentum << " and dampening " << dampening;
   // A parameter the optimizer does not read (optimizers.def) keeps its
   // default, so that the attribute never says what does not happen.
-  if (!hasOptimizerParam(kind, "eps") && eps != 1e-8)
-    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
-                       << " has no eps, got " << eps;
+  struct Unread {
+    StringLiteral name;
+    double value, defaultValue;
+  };
+  for (const Unread &u :
+       {Unread{"beta1", beta1, 0.9}, Unread{"beta2", beta2, 0.999},
+        Unread{"eps", eps, 1e-8}, Unread{"momentum", momentum, 0.0},
+        Unread{"dampening", dampening, 0.0}})
+    if (!hasOptimizerParam(kind, u.name) && u.value != u.defaultValue)
+      return emitError() << "optimizer " << stringifyOptimizerKind(kind)
+                         << " has no " << u.name << ", got " << u.value;
   if (!hasOptimizerParam(kind, "bias_correction") && !biasCorrection)
     return emitError() << "optimizer " << stringifyOptimizerKind(kind)
                        << " has no bias_correction";
+  if (!hasOptimizerParam(kind, "nesterov") && nesterov)
+    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
+                       << " has no nesterov";
   return success();
 }
 
@@ -569,11 +592,12 @@ LogicalResult BufferOffsetsAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t params,
     std::optional<int64_t> grads, std::optional<int64_t> master,
     std::optional<int64_t> expAvg, std::optional<int64_t> expAvgSq,
-    std::optional<int64_t> hostGrads, std::optional<int64_t> hostParams,
-    std::optional<int64_t> secondary) {
-  std::optional<int64_t> offsets[] = {params,     grads,    master,
-                                      expAvg,     expAvgSq, hostGrads,
-                                      hostParams, secondary};
+    std::optional<int64_t> momentumBuffer, std::optional<int64_t> hostGrads,
+    std::optional<int64_t> hostParams, std::optional<int64_t> secondary) {
+  // In BufferKind order.
+  std::optional<int64_t> offsets[] = {params,    grads,      master,
+                                      expAvg,    expAvgSq,   momentumBuffer,
+                                      hostGrads, hostParams, secondary};
   for (auto [kind, offset] : llvm::enumerate(offsets))
     if (offset && !isPlanOffset(*offset))
       return emitError() << "buffer_offsets "
@@ -595,6 +619,8 @@ std::optional<int64_t> BufferOffsetsAttr::getOffset(BufferKind kind) const {
     return getExpAvg();
   case BufferKind::exp_avg_sq:
     return getExpAvgSq();
+  case BufferKind::momentum_buffer:
+    return getMomentumBuffer();
   case BufferKind::host_grads:
     return getHostGrads();
   case BufferKind::host_params:

@@ -835,12 +835,13 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
       return success();
     }
     // The states of the module's optimizer (Adam's without a train step).
-    OptimizerKind optimizer = OptimizerKind::adam;
+    SmallVector<OptimizerState> states =
+        getOptimizerStates(OptimizerKind::adam);
     if (auto steps = module.getOps<TrainStepOp>(); !steps.empty())
-      optimizer = (*steps.begin()).getOptimizer().getKind();
+      states = getOptimizerStates((*steps.begin()).getOptimizer());
     SmallVector<BufferKind> required = {BufferKind::grads};
     SmallVector<BufferKind> swapped = {BufferKind::master};
-    for (const OptimizerState &state : getOptimizerStates(optimizer)) {
+    for (const OptimizerState &state : states) {
       required.push_back(state.buffer);
       swapped.push_back(state.buffer);
     }
@@ -1531,14 +1532,19 @@ LogicalResult OptimizerStepOp::verify() {
   return success();
 }
 
-OptimizerKind OptimizerStepOp::getOptimizerKind() {
+OptimizerAttr OptimizerStepOp::getOptimizer() {
   // Split into functions, the update is outside its step: the module's.
   auto step = (*this)->getParentOfType<TrainStepOp>();
   if (!step)
     if (auto module = (*this)->getParentOfType<ModuleOp>())
       if (auto steps = module.getOps<TrainStepOp>(); !steps.empty())
         step = *steps.begin();
-  return step ? step.getOptimizer().getKind() : OptimizerKind::adam;
+  return step ? step.getOptimizer() : OptimizerAttr();
+}
+
+OptimizerKind OptimizerStepOp::getOptimizerKind() {
+  OptimizerAttr opt = getOptimizer();
+  return opt ? opt.getKind() : OptimizerKind::adam;
 }
 
 int64_t OptimizerStepOp::getNvmeBytes(int64_t owned) {
@@ -1549,7 +1555,9 @@ int64_t OptimizerStepOp::getNvmeBytes(int64_t owned) {
   // chunk's read is whole 4096-byte blocks; only the last chunk can be
   // partial.
   SmallVector<int64_t> widths = {4};
-  for (const OptimizerState &state : getOptimizerStates(getOptimizerKind()))
+  OptimizerAttr opt = getOptimizer();
+  for (const OptimizerState &state :
+       opt ? getOptimizerStates(opt) : getOptimizerStates(getOptimizerKind()))
     widths.push_back(state.bytes);
   int64_t bytes = 0, chunk = swap.getChunk();
   for (int64_t width : widths)

@@ -130,7 +130,8 @@ struct ZeroOptimizerPass
     }
     step.setOptimizerAttr(OptimizerAttr::get(
         ctx, opt.getKind(), opt.getLr(), opt.getBeta1(), opt.getBeta2(),
-        opt.getEps(), opt.getWeightDecay(), bias, sched));
+        opt.getEps(), opt.getWeightDecay(), bias, opt.getMomentum(),
+        opt.getDampening(), opt.getNesterov(), sched));
 
     if (!noDecayBiasNorm && !noDecayEmbeddings)
       return success();

@@ -47,8 +47,9 @@ struct PartitionBuffers {
   /// unless the parameter shards are in host memory too).
   bool offloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
-  /// The step's optimizer: which state buffers (optimizers.def) exist.
-  OptimizerKind optimizer = OptimizerKind::adam;
+  /// The step's optimizer: which state buffers (optimizers.def) exist,
+  /// its hyper-parameters deciding the gated ones.
+  OptimizerAttr optimizer;
   /// Whether the step offloads its parameters (stage 3): the `params` shard
   /// lives in host memory or the rank's parameter swap file (paramDevice)
   /// and each gather reads a staged device copy.
@@ -94,18 +95,18 @@ struct PartitionBuffers {
     case BufferKind::grads:
       return true;
     default:
-      return hasOptimizerState(optimizer, kind);
+      return optimizer ? hasOptimizerState(optimizer, kind)
+                       : hasOptimizerState(OptimizerKind::adam, kind);
     }
   }
   /// The memory buffer `kind` lives in.
   MemoryKind getMemory(BufferKind kind) const {
     return getBufferMemory(kind, optimizerDevice, paramDevice);
   }
-  /// Elements of the owned shard that Adam updates (padded; the whole
-  /// group at stage 0).
-  int64_t getOptimizerNumel() const {
-    return numel[static_cast<unsigned>(BufferKind::exp_avg)];
-  }
+  /// Elements of the owned shard that the optimizer updates (padded; the
+  /// whole group at stage 0; 0 when frozen), whether or not it keeps states.
+  int64_t optimizerNumel = 0;
+  int64_t getOptimizerNumel() const { return optimizerNumel; }
 };
 
 /// Facts about a train step after zero-partition.

@@ -18,6 +18,8 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
+
 namespace mlir::zero {
 
 /// One state buffer of an optimizer.
@@ -29,11 +31,25 @@ struct OptimizerState {
   llvm::StringRef reportKey, label;
 };
 
-/// The state buffers `kind` keeps, in the table's order.
+/// The state buffers `kind` may keep, in the table's order: every state
+/// row, gated or not (ZRT_OPTIMIZER_STATE_GATE).
 llvm::SmallVector<OptimizerState> getOptimizerStates(OptimizerKind kind);
 
-/// The bytes per parameter of `kind`'s states (fp32 masters not counted).
+/// The state buffers `opt` keeps: its kind's, less those whose gate (a
+/// hyper-parameter of `opt`) is 0.
+llvm::SmallVector<OptimizerState> getOptimizerStates(OptimizerAttr opt);
+
+/// The bytes per parameter of `kind`'s states (fp32 masters not counted),
+/// the most it keeps.
 int64_t getOptimizerStateBytes(OptimizerKind kind);
+
+/// The bytes per parameter of the states `opt` keeps.
+int64_t getOptimizerStateBytes(OptimizerAttr opt);
+
+/// The value of `opt`'s numeric or boolean hyper-parameter `name` (a
+/// #zero.optimizer parameter; true is 1), none for another name.
+std::optional<double> getOptimizerParamValue(OptimizerAttr opt,
+                                             llvm::StringRef name);
 
 /// Whether `buffer` is a state of some optimizer.
 bool isOptimizerState(BufferKind buffer);
@@ -42,8 +58,12 @@ bool isOptimizerState(BufferKind buffer);
 /// rows' ZRT_OPTIMIZER_PARAM).
 bool hasOptimizerParam(OptimizerKind kind, llvm::StringRef name);
 
-/// Whether `kind` keeps a state buffer of kind `buffer`.
+/// Whether `kind` may keep a state buffer of kind `buffer`.
 bool hasOptimizerState(OptimizerKind kind, BufferKind buffer);
+
+/// Whether `opt` keeps a state buffer of kind `buffer` (its gate, if any,
+/// is not 0).
+bool hasOptimizerState(OptimizerAttr opt, BufferKind buffer);
 
 /// The runtime entries (abi.def) that update a shard with `kind`.
 struct OptimizerEntries {

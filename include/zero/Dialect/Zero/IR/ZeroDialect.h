@@ -143,6 +143,7 @@ inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer,
   case BufferKind::master:
   case BufferKind::exp_avg:
   case BufferKind::exp_avg_sq:
+  case BufferKind::momentum_buffer:
     return getOffloadMemory(optimizer);
   case BufferKind::host_grads:
   case BufferKind::host_params:
@@ -151,7 +152,7 @@ inline MemoryKind getBufferMemory(BufferKind kind, OffloadDevice optimizer,
   return MemoryKind::device;
 }
 /// Persistent buffer kinds, in BufferKind order.
-constexpr unsigned kNumBufferKinds = 8;
+constexpr unsigned kNumBufferKinds = 9;
 /// Whether ops of `phase` come after the optimizer.
 inline bool isAfterOptimizer(Phase phase) {
   return phase == Phase::step_end || phase == Phase::post_step;

@@ -105,7 +105,7 @@ def Zero_InitKindAttr : EnumAttr<Zero_Dialect, Zero_InitKind, "init">;
 // test/Docs/optimizers-table.test).
 def Zero_OptimizerKind : I32EnumAttr<"OptimizerKind", "optimizer", [
     I32EnumAttrCase<"adam", 0>, I32EnumAttrCase<"adamw", 1>,
-    I32EnumAttrCase<"lion", 2>]> {
+    I32EnumAttrCase<"lion", 2>, I32EnumAttrCase<"sgd", 3>]> {
   let cppNamespace = "::mlir::zero";
 }
 
@@ -261,7 +261,11 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     `bias_correction = false` (DeepSpeed's Adam option: the step is `lr`
     and the denominator `sqrt(exp_avg_sq) + eps`). `lion` (DeepSpeed's
     Lion) reads `lr`, `beta1`, `beta2` and `weight_decay` (decoupled) and
-    ignores `eps` and `bias_correction`. A `zero.param` with a
+    ignores `eps` and `bias_correction`. `sgd` (`torch.optim.SGD`) reads
+    `lr`, `momentum`, `dampening`, `weight_decay` (L2) and `nesterov`; it
+    keeps a `momentum_buffer` only when `momentum` is not 0, and, as torch,
+    `nesterov` needs a positive `momentum` and a zero `dampening`. A
+    `zero.param` with a
     `weight_decay` of its own uses it instead of `weight_decay`.
     `schedule` (a `#zero.lr_schedule`) makes the learning rate a function
     of the optimizer step; without it `lr` is constant.
@@ -274,6 +278,9 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     Zero_DefaultDouble<"1e-8">:$eps,
     Zero_DefaultDouble<"0.0">:$weight_decay,
     DefaultValuedParameter<"bool", "true">:$bias_correction,
+    Zero_DefaultDouble<"0.0">:$momentum,
+    Zero_DefaultDouble<"0.0">:$dampening,
+    DefaultValuedParameter<"bool", "false">:$nesterov,
     OptionalParameter<"::mlir::zero::LrScheduleAttr">:$schedule);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -282,6 +289,7 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
                      "::llvm::APFloat":$beta1, "::llvm::APFloat":$beta2,
                      "::llvm::APFloat":$eps, "::llvm::APFloat":$weight_decay), [{
       return $_get($_ctxt, kind, lr, beta1, beta2, eps, weight_decay, true,
+                   ::llvm::APFloat(0.0), ::llvm::APFloat(0.0), false,
                    ::mlir::zero::LrScheduleAttr());
     }]>
   ];
@@ -938,8 +946,9 @@ def Zero_PartitionOp : Zero_Op<"partition", [
 def Zero_BufferKind : I32EnumAttr<"BufferKind", "persistent buffer of a partition", [
     I32EnumAttrCase<"params", 0>, I32EnumAttrCase<"grads", 1>,
     I32EnumAttrCase<"master", 2>, I32EnumAttrCase<"exp_avg", 3>,
-    I32EnumAttrCase<"exp_avg_sq", 4>, I32EnumAttrCase<"host_grads", 5>,
-    I32EnumAttrCase<"host_params", 6>, I32EnumAttrCase<"secondary", 7>]> {
+    I32EnumAttrCase<"exp_avg_sq", 4>, I32EnumAttrCase<"momentum_buffer", 5>,
+    I32EnumAttrCase<"host_grads", 6>, I32EnumAttrCase<"host_params", 7>,
+    I32EnumAttrCase<"secondary", 8>]> {
   let cppNamespace = "::mlir::zero";
   let genSpecializedAttr = 0;
 }
@@ -1840,6 +1849,8 @@ def Zero_OptimizerStepOp : Zero_Op<"optimizer_step", [DeclareOpInterfaceMethods<
     /// The optimizer it runs: its train step's `#zero.optimizer` kind (the
     /// module's train step's once split into functions; adam without one).
     ::mlir::zero::OptimizerKind getOptimizerKind();
+    /// That `#zero.optimizer` (null without a train step).
+    ::mlir::zero::OptimizerAttr getOptimizer();
   }];
 }
 
@@ -1906,10 +1917,10 @@ def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
     when the partition's compute type is 16-bit; with fp32 compute the
     parameters are their own masters and the partition has no `master`
     buffer (the partition's verifier checks this). With optimizer offload
-    `host_grads` is present, `master`, `exp_avg` and `exp_avg_sq` (a
+    `host_grads` is present, `master` and the optimizer's states (a
     `master` with fp32 compute too) are offsets in the host arena beside
     `host_grads` and, with 16-bit compute, `host_params`. With the
-    optimizer on NVMe, `master`, `exp_avg` and `exp_avg_sq` are byte
+    optimizer on NVMe, `master` and the optimizer's states are byte
     offsets in the rank's swap file, multiples of 4096 (O_DIRECT), and
     `host_params` is present with fp32 compute too. A frozen partition has
     `params` only, and `secondary` under hpZ. `secondary` (ZeRO++ hpZ) is
@@ -1927,6 +1938,7 @@ def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
                         OptionalParameter<"std::optional<int64_t>">:$master,
                         OptionalParameter<"std::optional<int64_t>">:$exp_avg,
                         OptionalParameter<"std::optional<int64_t>">:$exp_avg_sq,
+                        OptionalParameter<"std::optional<int64_t>">:$momentum_buffer,
                         OptionalParameter<"std::optional<int64_t>">:$host_grads,
                         OptionalParameter<"std::optional<int64_t>">:$host_params,
                         OptionalParameter<"std::optional<int64_t>">:$secondary);
