@@ -17,11 +17,39 @@ using namespace mlir::nn;
 
 #include "zero/Dialect/NN/IR/NNOpsDialect.cpp.inc"
 
+namespace {
+/// The router's types cannot follow a divided batch yet: the step's passes
+/// that divide it (over ranks, over micro steps) re-infer each op's types,
+/// and the router's refusal names the MoE ops there, rather than leaving
+/// its results at the whole batch for a later op to trip over.
+struct WholeBatchRouterModel
+    : public InferTypeOpInterface::ExternalModel<WholeBatchRouterModel,
+                                                 MoeRouterOp> {
+  static LogicalResult inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc, ValueRange,
+                                        DictionaryAttr, OpaqueProperties,
+                                        RegionRange, SmallVectorImpl<Type> &) {
+    return emitOptionalError(
+        loc, "the mixture-of-experts ops take the step's whole batch for "
+             "now: one rank (world size 1) and no gradient accumulation");
+  }
+  static LogicalResult
+  refineReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                    ValueRange operands, DictionaryAttr attributes,
+                    OpaqueProperties properties, RegionRange regions,
+                    SmallVectorImpl<Type> &types) {
+    return inferReturnTypes(context, loc, operands, attributes, properties,
+                            regions, types);
+  }
+};
+} // namespace
+
 void NNDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "zero/Dialect/NN/IR/NNOps.cpp.inc"
       >();
+  MoeRouterOp::attachInterface<WholeBatchRouterModel>(*getContext());
 }
 
 //===----------------------------------------------------------------------===//
