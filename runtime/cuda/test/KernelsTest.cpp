@@ -1342,3 +1342,129 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, CudaKernelsTest,
                          });
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts (f32; scores without ties, whose order the backends
+// break differently)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::vector<float> normalFloats(std::mt19937 &rng, int64_t n) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<float> &want,
+                 double tol, const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i])))
+        << what << " at " << i;
+}
+
+} // namespace
+
+TEST(CudaMoeTest, RouteDispatchGroupedCombineAndGradients) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(7);
+  const int64_t tokens = 37, experts = 5, k = 2, dim = 24, inter = 10;
+  const int64_t pairs = tokens * k;
+  std::vector<float> logits = normalFloats(rng, tokens * experts);
+  std::vector<float> bias = normalFloats(rng, experts);
+  for (int32_t sigmoid : {0, 1}) {
+    // Router and its gradient.
+    std::vector<float> w(pairs), dl(tokens * experts);
+    std::vector<int32_t> idx(pairs);
+    zrt_moe_router(ZRT_F32, logits.data(), bias.data(), w.data(), ZRT_I32,
+                   idx.data(), tokens, experts, k, sigmoid, 1, 2.0);
+    std::vector<float> dw = normalFloats(rng, pairs);
+    zrt_moe_router_grad(ZRT_F32, logits.data(), ZRT_I32, idx.data(), dw.data(),
+                        dl.data(), tokens, experts, k, sigmoid, 1, 2.0);
+    DeviceBuffer dLogits(logits), dBias(bias), dW(w), dIdx(idx), dDw(dw),
+        dDl(dl);
+    zrt::cuda::moeRouter(ZRT_F32, dLogits.get(), dBias.get(), dW.get(), ZRT_I32,
+                         dIdx.get(), tokens, experts, k, sigmoid, 1, 2.0);
+    EXPECT_EQ(dIdx.download<int32_t>(), idx) << "sigmoid " << sigmoid;
+    expectClose(dW.download<float>(), w, 1e-6, "moe_router weights");
+    zrt::cuda::moeRouterGrad(ZRT_F32, dLogits.get(), ZRT_I32, dIdx.get(),
+                             dDw.get(), dDl.get(), tokens, experts, k, sigmoid,
+                             1, 2.0);
+    expectClose(dDl.download<float>(), dl, 1e-5, "moe_router_grad");
+  }
+  // Dispatch, the grouped products, combine and their gradients, on the
+  // CPU's routing.
+  std::vector<float> w(pairs);
+  std::vector<int32_t> idx(pairs);
+  zrt_moe_router(ZRT_F32, logits.data(), nullptr, w.data(), ZRT_I32, idx.data(),
+                 tokens, experts, k, 0, 1, 1.0);
+  std::vector<float> x = normalFloats(rng, tokens * dim);
+  std::vector<float> rows(pairs * dim), y(pairs * inter), out(tokens * dim);
+  std::vector<int32_t> pos(pairs), offs(experts);
+  std::vector<float> wt = normalFloats(rng, experts * inter * dim);
+  zrt_moe_dispatch(ZRT_F32, x.data(), ZRT_I32, idx.data(), rows.data(),
+                   pos.data(), offs.data(), tokens, dim, k, experts);
+  zrt_grouped_matmul(ZRT_F32, rows.data(), wt.data(), ZRT_I32, offs.data(),
+                     y.data(), pairs, dim, inter, experts, 1);
+  std::vector<float> dwt(experts * inter * dim);
+  zrt_grouped_matmul_weight_grad(ZRT_F32, rows.data(), y.data(), ZRT_I32,
+                                 offs.data(), dwt.data(), pairs, dim, inter,
+                                 experts, 1);
+  std::vector<float> back(pairs * dim);
+  zrt_grouped_matmul(ZRT_F32, y.data(), wt.data(), ZRT_I32, offs.data(),
+                     back.data(), pairs, inter, dim, experts, 0);
+  zrt_moe_combine(ZRT_F32, back.data(), ZRT_I32, pos.data(), w.data(),
+                  out.data(), tokens, dim, k);
+  std::vector<float> drows(pairs * dim), dweights(pairs), dx(tokens * dim);
+  zrt_moe_combine_grad(ZRT_F32, back.data(), ZRT_I32, pos.data(), w.data(),
+                       out.data(), drows.data(), dweights.data(), tokens, dim,
+                       k);
+  zrt_moe_dispatch_grad(ZRT_F32, drows.data(), ZRT_I32, pos.data(), dx.data(),
+                        tokens, dim, k);
+  float aux = 0, one = 1;
+  std::vector<float> daux(tokens * experts);
+  zrt_moe_aux_loss(ZRT_F32, logits.data(), &aux, tokens, experts, k);
+  zrt_moe_aux_loss_grad(ZRT_F32, logits.data(), &one, daux.data(), tokens,
+                        experts, k);
+
+  DeviceBuffer gX(x), gIdx(idx), gW(w), gWt(wt), gRows(rows), gPos(pos),
+      gOffs(offs), gY(y), gDwt(dwt), gBack(back), gOut(out), gDrows(drows),
+      gDweights(dweights), gDx(dx), gLogits(logits), gAux(sizeof(float)),
+      gOne(std::vector<float>{1.0f}), gDaux(daux);
+  zrt::cuda::moeDispatch(ZRT_F32, gX.get(), ZRT_I32, gIdx.get(), gRows.get(),
+                         gPos.get(), gOffs.get(), tokens, dim, k, experts);
+  EXPECT_EQ(gPos.download<int32_t>(), pos);
+  EXPECT_EQ(gOffs.download<int32_t>(), offs);
+  EXPECT_EQ(gRows.download<float>(), rows);
+  zrt::cuda::groupedMatmul(ZRT_F32, gRows.get(), gWt.get(), ZRT_I32,
+                           gOffs.get(), gY.get(), pairs, dim, inter, experts,
+                           1);
+  expectClose(gY.download<float>(), y, 1e-5, "grouped_matmul");
+  zrt::cuda::groupedMatmulWeightGrad(ZRT_F32, gRows.get(), gY.get(), ZRT_I32,
+                                     gOffs.get(), gDwt.get(), pairs, dim, inter,
+                                     experts, 1);
+  expectClose(gDwt.download<float>(), dwt, 1e-4, "grouped_matmul_weight_grad");
+  zrt::cuda::groupedMatmul(ZRT_F32, gY.get(), gWt.get(), ZRT_I32, gOffs.get(),
+                           gBack.get(), pairs, inter, dim, experts, 0);
+  zrt::cuda::moeCombine(ZRT_F32, gBack.get(), ZRT_I32, gPos.get(), gW.get(),
+                        gOut.get(), tokens, dim, k);
+  expectClose(gOut.download<float>(), out, 1e-4, "moe_combine");
+  zrt::cuda::moeCombineGrad(ZRT_F32, gBack.get(), ZRT_I32, gPos.get(), gW.get(),
+                            gOut.get(), gDrows.get(), gDweights.get(), tokens,
+                            dim, k);
+  expectClose(gDrows.download<float>(), drows, 1e-4, "moe_combine_grad rows");
+  expectClose(gDweights.download<float>(), dweights, 1e-4,
+              "moe_combine_grad weights");
+  zrt::cuda::moeDispatchGrad(ZRT_F32, gDrows.get(), ZRT_I32, gPos.get(),
+                             gDx.get(), tokens, dim, k);
+  expectClose(gDx.download<float>(), dx, 1e-4, "moe_dispatch_grad");
+  zrt::cuda::moeAuxLoss(ZRT_F32, gLogits.get(), gAux.get<float>(), tokens,
+                        experts, k);
+  expectClose(gAux.download<float>(), {aux}, 1e-6, "moe_aux_loss");
+  zrt::cuda::moeAuxLossGrad(ZRT_F32, gLogits.get(), gOne.get<float>(),
+                            gDaux.get(), tokens, experts, k);
+  expectClose(gDaux.download<float>(), daux, 1e-5, "moe_aux_loss_grad");
+}

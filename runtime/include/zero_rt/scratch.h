@@ -113,6 +113,18 @@ static inline int64_t zrt_scratch_tiled_mlp_grad(int64_t rows, int64_t inter,
   return 3 * zrt_tiled_mlp_tile_rows(rows, tiles) * inter * 4;
 }
 
+/* zrt_moe_router: a row's (score, expert) selection queue, 16 bytes an
+ * expert (torch.topk's pairs), and its fp32 scores. */
+static inline int64_t zrt_scratch_moe_router(int64_t experts) {
+  return experts * (16 + 4);
+}
+
+/* zrt_moe_aux_loss and its gradient: the router's row scratch, then the
+ * experts' counts and probability sums (double each). */
+static inline int64_t zrt_scratch_moe_aux_loss(int64_t experts) {
+  return zrt_scratch_moe_router(experts) + experts * 16;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -1060,3 +1060,86 @@ module @shift_labels {
     zero.return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// The mixture-of-experts ops (i64 experts, positions and offsets; ZRT_I64
+// 1): the router's logits (the split's first part), its correction bias
+// (the fill), weights and experts, with tokens, experts, top k, sigmoid,
+// normalize and scale; dispatch reads the tokens and the router's experts
+// and writes rows, positions and offsets, with tokens, hidden size, top k
+// and experts; the grouped product reads the rows, the weight (a
+// persistent parameter) and the offsets, with rows, in, out, experts and
+// the transposed layout.
+
+// CHECK-LABEL: module @moe
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[LOGITS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      llvm.call @zrt_split(
+// CHECK:      %[[BIAS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      llvm.call @zrt_fill(%{{.*}}, %[[BIAS]],
+// CHECK:      %[[W:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[IDX:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ITYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[TOKENS:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[EXPERTS:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[K:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK-NEXT: %[[SIGMOID:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[NORMALIZE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(2.500000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_moe_router(%[[DTYPE]], %[[LOGITS]], %[[BIAS]], %[[W]], %[[ITYPE]], %[[IDX]], %[[TOKENS]], %[[EXPERTS]], %[[K]], %[[SIGMOID]], %[[NORMALIZE]], %[[SCALE]])
+// CHECK:      %[[ROWS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[POS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[OFFS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE2:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ITYPE2:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[TOKENS2:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[DIM:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[K2:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK-NEXT: %[[EXPERTS2:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_moe_dispatch(%[[DTYPE2]], %[[X]], %[[ITYPE2]], %[[IDX]], %[[ROWS]], %[[POS]], %[[OFFS]], %[[TOKENS2]], %[[DIM]], %[[K2]], %[[EXPERTS2]])
+// CHECK:      %[[WGU:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK-NEXT: %{{.*}} = llvm.mlir.constant
+// CHECK-NEXT: %[[H:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %{{.*}} = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %{{.*}} = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[GROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[IN:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[OUT:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[GEXPERTS:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[TRANSPOSED:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: llvm.call @zrt_grouped_matmul(%{{.*}}, %[[ROWS]], %[[WGU]], %{{.*}}, %[[OFFS]], %[[H]], %[[GROWS]], %[[IN]], %[[OUT]], %[[GEXPERTS]], %[[TRANSPOSED]])
+// CHECK:      llvm.call @zrt_moe_combine(%{{.*}}, %[[H]], %{{.*}}, %[[POS]], %[[W]],
+// CHECK:      llvm.call @zrt_moe_combine_grad(%{{.*}}, %[[H]], %{{.*}}, %[[POS]], %[[W]],
+// CHECK:      llvm.call @zrt_grouped_matmul_weight_grad(%{{.*}}, %[[ROWS]],
+// CHECK:      llvm.call @zrt_moe_router_grad(%{{.*}}, %[[LOGITS]], %{{.*}}, %[[IDX]],
+
+module @moe {
+  zero.param @wgu : tensor<4x6x8xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 192 padded 192 params [@wgu] offsets [0]
+  zero.train_step @train(%x: tensor<6x8xf32>, %labels: tensor<6xi64>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 6> {
+    %wgu = zero.get_param @wgu : tensor<4x6x8xf32>
+    %logits, %rest = nn.split %x axis 1 : tensor<6x8xf32> -> tensor<6x4xf32>, tensor<6x4xf32>
+    %bias = nn.fill 1.0e-01 : tensor<4xf32>
+    %w, %idx = nn.moe_router %logits bias(%bias : tensor<4xf32>) top_k 2 sigmoid normalize scale 2.5 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi64>
+    %rows, %pos, %offs = nn.moe_dispatch %x[%idx] : tensor<6x8xf32>, tensor<6x2xi64> -> tensor<12x8xf32>, tensor<4xi64>
+    %h = nn.grouped_matmul %rows, %wgu, %offs transpose_rhs : tensor<12x8xf32>, tensor<4x6x8xf32>, tensor<4xi64> -> tensor<12x6xf32>
+    %y = nn.moe_combine %h[%pos], %w : tensor<12x6xf32>, tensor<6x2xi64>, tensor<6x2xf32> -> tensor<6x6xf32>
+    %loss = nn.softmax_cross_entropy %y, %labels : tensor<6x6xf32>, tensor<6xi64> -> tensor<f32>
+    %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+    %dy = nn.softmax_cross_entropy_grad %y, %labels, %seed : tensor<6x6xf32>, tensor<6xi64>, tensor<f32>
+    %dh, %dw = nn.moe_combine_grad %h[%pos], %w, %dy : tensor<12x6xf32>, tensor<6x2xi64>, tensor<6x2xf32>, tensor<6x6xf32>
+    %dwgu = nn.grouped_matmul_weight_grad %rows, %dh, %offs transpose_rhs : tensor<12x8xf32>, tensor<12x6xf32>, tensor<4xi64> -> tensor<4x6x8xf32>
+    %dl = nn.moe_router_grad %logits, %idx, %dw sigmoid normalize scale 2.5 : tensor<6x4xf32>, tensor<6x2xi64>, tensor<6x2xf32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}

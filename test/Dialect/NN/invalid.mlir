@@ -1436,3 +1436,138 @@ func.func @tiled_mlp_tiles(%x: tensor<8x8xf32>, %g: tensor<16x8xf32>, %d: tensor
   %0 = nn.tiled_mlp %x, %g, %g, %d tiles 0 : tensor<8x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>
   return
 }
+
+// -----
+
+// Checks that the router selects between 1 and E experts.
+func.func @moe_router_top_k(%l: tensor<6x4xf32>) {
+  // expected-error @+1 {{'nn.moe_router' op top_k must lie in [1, 4] (the experts), got 5}}
+  %w, %i = nn.moe_router %l top_k 5 : tensor<6x4xf32> -> tensor<6x5xf32>, tensor<6x5xi32>
+  return
+}
+
+// -----
+
+// Checks the router's result shapes.
+func.func @moe_router_shape(%l: tensor<6x4xf32>) {
+  // expected-error @+1 {{'nn.moe_router' op indices must have shape [6, 2], got [6, 3]}}
+  %w, %i = nn.moe_router %l top_k 2 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x3xi32>
+  return
+}
+
+// -----
+
+// Checks the correction bias: one per expert.
+func.func @moe_router_bias(%l: tensor<6x4xf32>, %b: tensor<6xf32>) {
+  // expected-error @+1 {{'nn.moe_router' op bias must have shape [4], got [6]}}
+  %w, %i = nn.moe_router %l bias(%b : tensor<6xf32>) top_k 2 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  return
+}
+
+// -----
+
+// Checks that the routed scaling factor is positive.
+func.func @moe_router_scale(%l: tensor<6x4xf32>) {
+  // expected-error @+1 {{'nn.moe_router' op scale must be finite and positive, got 0}}
+  %w, %i = nn.moe_router %l top_k 2 scale 0.0 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  return
+}
+
+// -----
+
+// Checks that dispatch makes a row per (token, expert) pair.
+func.func @moe_dispatch_rows(%x: tensor<6x8xf32>, %i: tensor<6x2xi32>) {
+  // expected-error @+1 {{'nn.moe_dispatch' op rows must have shape [12, 8], got [6, 8]}}
+  %r, %p, %o = nn.moe_dispatch %x[%i] : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<6x8xf32>, tensor<4xi32>
+  return
+}
+
+// -----
+
+// Checks that the offsets share the indices' integer type.
+func.func @moe_dispatch_offsets(%x: tensor<6x8xf32>, %i: tensor<6x2xi32>) {
+  // expected-error @+1 {{'nn.moe_dispatch' op offsets must have the indices' element type 'i32'}}
+  %r, %p, %o = nn.moe_dispatch %x[%i] : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi64>
+  return
+}
+
+// -----
+
+// Checks the grouped product's weight: [E, D, F], or [E, F, D] transposed.
+func.func @grouped_matmul_weight(%x: tensor<12x8xf32>, %w: tensor<4x8x16xf32>, %o: tensor<4xi32>) {
+  // expected-error @+1 {{'nn.grouped_matmul' op weight must have shape [4, 16, 8], got [4, 8, 16]}}
+  %y = nn.grouped_matmul %x, %w, %o transpose_rhs : tensor<12x8xf32>, tensor<4x8x16xf32>, tensor<4xi32> -> tensor<12x16xf32>
+  return
+}
+
+// -----
+
+// Checks that the grouped product has an end per expert of the weight.
+func.func @grouped_matmul_experts(%x: tensor<12x8xf32>, %w: tensor<4x8x16xf32>, %o: tensor<3xi32>) {
+  // expected-error @+1 {{'nn.grouped_matmul' op weight must have shape [3, 8, 16], got [4, 8, 16]}}
+  %y = nn.grouped_matmul %x, %w, %o : tensor<12x8xf32>, tensor<4x8x16xf32>, tensor<3xi32> -> tensor<12x16xf32>
+  return
+}
+
+// -----
+
+// Checks that the grouped product computes in f32 only.
+func.func @grouped_matmul_bf16(%x: tensor<12x8xbf16>, %w: tensor<4x8x16xbf16>, %o: tensor<4xi32>) {
+  // expected-error @+1 {{'nn.grouped_matmul' op computes in f32 only, got 'bf16'}}
+  %y = nn.grouped_matmul %x, %w, %o : tensor<12x8xbf16>, tensor<4x8x16xbf16>, tensor<4xi32> -> tensor<12x16xbf16>
+  return
+}
+
+// -----
+
+// Checks the weight gradient's layout.
+func.func @grouped_matmul_weight_grad(%x: tensor<12x8xf32>, %dy: tensor<12x16xf32>, %o: tensor<4xi32>) {
+  // expected-error @+1 {{'nn.grouped_matmul_weight_grad' op result must have shape [4, 8, 16], got [4, 16, 8]}}
+  %dw = nn.grouped_matmul_weight_grad %x, %dy, %o : tensor<12x8xf32>, tensor<12x16xf32>, tensor<4xi32> -> tensor<4x16x8xf32>
+  return
+}
+
+// -----
+
+// Checks that combine reads a row per pair.
+func.func @moe_combine_rows(%r: tensor<10x8xf32>, %p: tensor<6x2xi32>, %w: tensor<6x2xf32>) {
+  // expected-error @+1 {{'nn.moe_combine' op rows must have a row per pair (12), got 10}}
+  %y = nn.moe_combine %r[%p], %w : tensor<10x8xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+// Checks the combine weights' type.
+func.func @moe_combine_weights(%r: tensor<12x8xf32>, %p: tensor<6x2xi32>, %w: tensor<6x2xbf16>) {
+  // expected-error @+1 {{'nn.moe_combine' op element types of rows and weights differ: 'f32' vs 'bf16'}}
+  %y = nn.moe_combine %r[%p], %w : tensor<12x8xf32>, tensor<6x2xi32>, tensor<6x2xbf16> -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+// Checks that the dispatch gradient sums a row per pair.
+func.func @moe_dispatch_grad_rows(%d: tensor<10x8xf32>, %p: tensor<6x2xi32>) {
+  // expected-error @+1 {{'nn.moe_dispatch_grad' op rows_grad must have a row per pair (12), got 10}}
+  %dx = nn.moe_dispatch_grad %d[%p] : tensor<10x8xf32>, tensor<6x2xi32> -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+// Checks the auxiliary loss's top k.
+func.func @moe_aux_loss_top_k(%l: tensor<6x4xf32>) {
+  // expected-error @+1 {{'nn.moe_aux_loss' op top_k must lie in [1, 4] (the experts), got 0}}
+  %a = nn.moe_aux_loss %l top_k 0 : tensor<6x4xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Checks the router gradient's selection against the logits.
+func.func @moe_router_grad_rows(%l: tensor<6x4xf32>, %i: tensor<5x2xi32>, %d: tensor<5x2xf32>) {
+  // expected-error @+1 {{'nn.moe_router_grad' op indices must be [6, k <= 4], got [5, 2]}}
+  %g = nn.moe_router_grad %l, %i, %d : tensor<6x4xf32>, tensor<5x2xi32>, tensor<5x2xf32>
+  return
+}

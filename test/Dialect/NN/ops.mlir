@@ -201,3 +201,35 @@ func.func @sixteen_bit(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %h: tensor<4x
   %rms = nn.rms_norm %a, %bw eps 1.0e-5 : tensor<4x8xbf16>, tensor<8xbf16>
   return %0, %1, %2, %3 : tensor<4x2xbf16>, tensor<4x8xf16>, tensor<4x8xf16>, tensor<1x2x3x8xbf16>
 }
+
+// A mixture-of-experts block (Mixtral's, with the grouped experts) and its
+// backward ops.
+// CHECK-LABEL: func.func @moe
+func.func @moe(%x: tensor<6x8xf32>, %logits: tensor<6x4xf32>, %bias: tensor<4xf32>,
+               %wgu: tensor<4x16x8xf32>, %wd: tensor<4x8x8xf32>) {
+  // CHECK: nn.moe_router %{{.*}} top_k 2 normalize : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  %w, %idx = nn.moe_router %logits top_k 2 normalize : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  // CHECK: nn.moe_router %{{.*}} bias(%{{.*}} : tensor<4xf32>) top_k 3 sigmoid normalize scale 2.500000e+00 : tensor<6x4xf32> -> tensor<6x3xf32>, tensor<6x3xi64>
+  %w3, %idx3 = nn.moe_router %logits bias(%bias : tensor<4xf32>) top_k 3 sigmoid normalize scale 2.5 : tensor<6x4xf32> -> tensor<6x3xf32>, tensor<6x3xi64>
+  // CHECK: nn.moe_dispatch %{{.*}}[%{{.*}}] : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
+  %rows, %pos, %offs = nn.moe_dispatch %x[%idx] : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
+  // CHECK: nn.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs : tensor<12x8xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x16xf32>
+  %gu = nn.grouped_matmul %rows, %wgu, %offs transpose_rhs : tensor<12x8xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x16xf32>
+  // CHECK: nn.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} : tensor<12x16xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x8xf32>
+  %back = nn.grouped_matmul %gu, %wgu, %offs : tensor<12x16xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x8xf32>
+  // CHECK: nn.moe_combine %{{.*}}[%{{.*}}], %{{.*}} : tensor<12x8xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x8xf32>
+  %y = nn.moe_combine %back[%pos], %w : tensor<12x8xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x8xf32>
+  // CHECK: nn.moe_aux_loss %{{.*}} top_k 2 : tensor<6x4xf32> -> tensor<f32>
+  %aux = nn.moe_aux_loss %logits top_k 2 : tensor<6x4xf32> -> tensor<f32>
+  // CHECK: nn.moe_aux_loss_grad %{{.*}}, %{{.*}} top_k 2 : tensor<6x4xf32>, tensor<f32>
+  %dl = nn.moe_aux_loss_grad %logits, %aux top_k 2 : tensor<6x4xf32>, tensor<f32>
+  // CHECK: nn.moe_combine_grad %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : tensor<12x8xf32>, tensor<6x2xi32>, tensor<6x2xf32>, tensor<6x8xf32>
+  %drows, %dw = nn.moe_combine_grad %back[%pos], %w, %y : tensor<12x8xf32>, tensor<6x2xi32>, tensor<6x2xf32>, tensor<6x8xf32>
+  // CHECK: nn.grouped_matmul_weight_grad %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs : tensor<12x8xf32>, tensor<12x16xf32>, tensor<4xi32> -> tensor<4x16x8xf32>
+  %dwgu = nn.grouped_matmul_weight_grad %rows, %gu, %offs transpose_rhs : tensor<12x8xf32>, tensor<12x16xf32>, tensor<4xi32> -> tensor<4x16x8xf32>
+  // CHECK: nn.moe_dispatch_grad %{{.*}}[%{{.*}}] : tensor<12x8xf32>, tensor<6x2xi32> -> tensor<6x8xf32>
+  %dx = nn.moe_dispatch_grad %drows[%pos] : tensor<12x8xf32>, tensor<6x2xi32> -> tensor<6x8xf32>
+  // CHECK: nn.moe_router_grad %{{.*}}, %{{.*}}, %{{.*}} sigmoid normalize scale 2.500000e+00 : tensor<6x4xf32>, tensor<6x3xi64>, tensor<6x3xf32>
+  %dlog = nn.moe_router_grad %logits, %idx3, %w3 sigmoid normalize scale 2.5 : tensor<6x4xf32>, tensor<6x3xi64>, tensor<6x3xf32>
+  return
+}

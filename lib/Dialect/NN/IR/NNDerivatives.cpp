@@ -285,3 +285,60 @@ LogicalResult CastOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   out.push_back(CastOp::create(b, getLoc(), getInput().getType(), grads[0]));
   return success();
 }
+
+LogicalResult MoeRouterOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                           SmallVectorImpl<Value> &out) {
+  // Only the weights carry a gradient: the selection (indices) and the
+  // correction bias, which only selects, get none.
+  Value dlogits;
+  if (grads[0])
+    dlogits = MoeRouterGradOp::create(
+        b, getLoc(), getLogits().getType(), getLogits(), getIndices(), grads[0],
+        getSigmoidAttr(), getNormalizeAttr(), getScaleAttr());
+  out.push_back(dlogits);
+  if (getBias())
+    out.push_back(Value());
+  return success();
+}
+
+LogicalResult MoeDispatchOp::buildDerivative(OpBuilder &b,
+                                             ArrayRef<Value> grads,
+                                             SmallVectorImpl<Value> &out) {
+  Value dx;
+  if (grads[0])
+    dx = MoeDispatchGradOp::create(b, getLoc(), getInput().getType(), grads[0],
+                                   getPositions());
+  out.append({dx, Value()}); // the experts are not differentiable
+  return success();
+}
+
+LogicalResult GroupedMatmulOp::buildDerivative(OpBuilder &b,
+                                               ArrayRef<Value> grads,
+                                               SmallVectorImpl<Value> &out) {
+  // dx_e = dy_e op(W_e)^T: the grouped product with the other layout.
+  Location loc = getLoc();
+  Value dx =
+      GroupedMatmulOp::create(b, loc, getInput().getType(), grads[0],
+                              getWeight(), getOffsets(), !getTransposeRhs());
+  Value dw = GroupedMatmulWeightGradOp::create(b, loc, getWeight().getType(),
+                                               getInput(), grads[0],
+                                               getOffsets(), getTransposeRhs());
+  out.append({dx, dw, Value()});
+  return success();
+}
+
+LogicalResult MoeCombineOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                            SmallVectorImpl<Value> &out) {
+  auto grad = MoeCombineGradOp::create(b, getLoc(), getRows().getType(),
+                                       getWeights().getType(), getRows(),
+                                       getPositions(), getWeights(), grads[0]);
+  out.append({grad.getRowsGrad(), Value(), grad.getWeightsGrad()});
+  return success();
+}
+
+LogicalResult MoeAuxLossOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                            SmallVectorImpl<Value> &out) {
+  out.push_back(MoeAuxLossGradOp::create(b, getLoc(), getLogits().getType(),
+                                         getLogits(), grads[0], getTopKAttr()));
+  return success();
+}

@@ -17,11 +17,39 @@ using namespace mlir::nn;
 
 #include "zero/Dialect/NN/IR/NNOpsDialect.cpp.inc"
 
+namespace {
+/// The router's types cannot follow a divided batch yet: the step's passes
+/// that divide it (over ranks, over micro steps) re-infer each op's types,
+/// and the router's refusal names the MoE ops there, rather than leaving
+/// its results at the whole batch for a later op to trip over.
+struct WholeBatchRouterModel
+    : public InferTypeOpInterface::ExternalModel<WholeBatchRouterModel,
+                                                 MoeRouterOp> {
+  static LogicalResult inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc, ValueRange,
+                                        DictionaryAttr, OpaqueProperties,
+                                        RegionRange, SmallVectorImpl<Type> &) {
+    return emitOptionalError(
+        loc, "the mixture-of-experts ops take the step's whole batch for "
+             "now: one rank (world size 1) and no gradient accumulation");
+  }
+  static LogicalResult
+  refineReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                    ValueRange operands, DictionaryAttr attributes,
+                    OpaqueProperties properties, RegionRange regions,
+                    SmallVectorImpl<Type> &types) {
+    return inferReturnTypes(context, loc, operands, attributes, properties,
+                            regions, types);
+  }
+};
+} // namespace
+
 void NNDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "zero/Dialect/NN/IR/NNOps.cpp.inc"
       >();
+  MoeRouterOp::attachInterface<WholeBatchRouterModel>(*getContext());
 }
 
 //===----------------------------------------------------------------------===//
@@ -955,4 +983,221 @@ ValueRange GeluGradOp::buildWithBias(OpBuilder &b, OpOperand &, Value input,
                                      Value bias) {
   return BiasGeluGradOp::create(b, getLoc(), input, bias, getResultGrad())
       ->getResults();
+}
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+/// `v` has static shape `shape`; `what` names it in the error.
+static LogicalResult expectShape(Operation *op, Value v, StringRef what,
+                                 ArrayRef<int64_t> shape) {
+  auto t = ranked(v);
+  if (!t.hasStaticShape() || t.getShape() != shape)
+    return op->emitOpError() << what << " must have shape " << shapeStr(shape)
+                             << ", got " << shapeStr(t.getShape());
+  return success();
+}
+
+/// `v` is a static matrix: its [rows, cols].
+static FailureOr<std::pair<int64_t, int64_t>>
+matrixShape(Operation *op, Value v, StringRef what) {
+  auto t = ranked(v);
+  if (t.getRank() != 2 || !t.hasStaticShape())
+    return op->emitOpError() << what << " must be a static matrix, got "
+                             << shapeStr(t.getShape());
+  return std::make_pair(t.getDimSize(0), t.getDimSize(1));
+}
+
+static LogicalResult sameElementType(Operation *op, Value a, StringRef aName,
+                                     Value b, StringRef bName) {
+  if (ranked(a).getElementType() != ranked(b).getElementType())
+    return op->emitOpError() << "element types of " << aName << " and " << bName
+                             << " differ: " << ranked(a).getElementType()
+                             << " vs " << ranked(b).getElementType();
+  return success();
+}
+
+/// The routing attributes shared by the router and its gradient.
+static LogicalResult verifyRouting(Operation *op,
+                                   std::optional<APFloat> scale) {
+  if (!scale)
+    return success();
+  double s = scale->convertToDouble();
+  if (!(std::isfinite(s) && s > 0))
+    return op->emitOpError("scale must be finite and positive, got ") << s;
+  return success();
+}
+
+LogicalResult MoeRouterOp::verify() {
+  auto shape = matrixShape(*this, getLogits(), "logits");
+  if (failed(shape))
+    return failure();
+  auto [tokens, experts] = *shape;
+  int64_t k = getTopK();
+  if (k < 1 || k > experts)
+    return emitOpError("top_k must lie in [1, ")
+           << experts << "] (the experts), got " << k;
+  if (Value bias = getBias()) {
+    if (failed(expectShape(*this, bias, "bias", {experts})) ||
+        failed(sameElementType(*this, getLogits(), "logits", bias, "bias")))
+      return failure();
+  }
+  if (failed(expectShape(*this, getWeights(), "weights", {tokens, k})) ||
+      failed(expectShape(*this, getIndices(), "indices", {tokens, k})) ||
+      failed(sameElementType(*this, getLogits(), "logits", getWeights(),
+                             "weights")))
+    return failure();
+  return verifyRouting(*this, getScale());
+}
+
+LogicalResult MoeRouterGradOp::verify() {
+  auto shape = matrixShape(*this, getLogits(), "logits");
+  auto sel = matrixShape(*this, getIndices(), "indices");
+  if (failed(shape) || failed(sel))
+    return failure();
+  if (sel->first != shape->first || sel->second > shape->second)
+    return emitOpError("indices must be [")
+           << shape->first << ", k <= " << shape->second << "], got "
+           << shapeStr(ranked(getIndices()).getShape());
+  if (failed(expectShape(*this, getWeightsGrad(), "weights_grad",
+                         {sel->first, sel->second})) ||
+      failed(sameElementType(*this, getLogits(), "logits", getWeightsGrad(),
+                             "weights_grad")))
+    return failure();
+  return verifyRouting(*this, getScale());
+}
+
+LogicalResult MoeDispatchOp::verify() {
+  auto in = matrixShape(*this, getInput(), "input");
+  auto sel = matrixShape(*this, getIndices(), "indices");
+  if (failed(in) || failed(sel))
+    return failure();
+  if (sel->first != in->first)
+    return emitOpError("indices must have a row per input row (")
+           << in->first << "), got " << sel->first;
+  auto offs = ranked(getOffsets());
+  if (offs.getRank() != 1 || !offs.hasStaticShape() || offs.getDimSize(0) < 1)
+    return emitOpError("offsets must be a static vector of one end per "
+                       "expert, got ")
+           << shapeStr(offs.getShape());
+  if (offs.getElementType() != ranked(getIndices()).getElementType())
+    return emitOpError("offsets must have the indices' element type ")
+           << ranked(getIndices()).getElementType();
+  if (failed(expectShape(*this, getRows(), "rows",
+                         {in->first * sel->second, in->second})))
+    return failure();
+  return sameElementType(*this, getInput(), "input", getRows(), "rows");
+}
+
+std::optional<int64_t> MoeDispatchOp::getIndexBound(OpOperand &operand) {
+  return &operand == &getIndicesMutable() ? boundOfDim(getOffsets(), 0)
+                                          : std::nullopt;
+}
+
+LogicalResult MoeDispatchGradOp::verify() {
+  auto rows = matrixShape(*this, getRowsGrad(), "rows_grad");
+  auto pos = matrixShape(*this, getPositions(), "positions");
+  if (failed(rows) || failed(pos))
+    return failure();
+  if (rows->first != pos->first * pos->second)
+    return emitOpError("rows_grad must have a row per pair (")
+           << pos->first * pos->second << "), got " << rows->first;
+  if (failed(expectShape(*this, getResult(), "result",
+                         {pos->first, rows->second})))
+    return failure();
+  return sameElementType(*this, getRowsGrad(), "rows_grad", getResult(),
+                         "result");
+}
+
+/// The [S, D], [E, D, F] and [S, F] of a grouped product (`weight` in the
+/// op's layout) and the offsets [E].
+static LogicalResult verifyGroupedShapes(Operation *op, Value input,
+                                         Value weight, Value offsets,
+                                         Value output, bool transposeRhs,
+                                         StringRef weightName) {
+  auto in = matrixShape(op, input, "input");
+  auto out = matrixShape(op, output, "the product");
+  if (failed(in) || failed(out))
+    return failure();
+  auto offs = ranked(offsets);
+  if (offs.getRank() != 1 || !offs.hasStaticShape() || offs.getDimSize(0) < 1)
+    return op->emitOpError("offsets must be a static vector of one end per "
+                           "expert, got ")
+           << shapeStr(offs.getShape());
+  if (out->first != in->first)
+    return op->emitOpError("input and product rows differ: ")
+           << in->first << " vs " << out->first;
+  int64_t e = offs.getDimSize(0), d = in->second, f = out->second;
+  SmallVector<int64_t> w{e, d, f};
+  if (transposeRhs)
+    std::swap(w[1], w[2]);
+  if (failed(expectShape(op, weight, weightName, w)))
+    return failure();
+  if (failed(sameElementType(op, input, "input", weight, weightName)) ||
+      failed(sameElementType(op, input, "input", output, "the product")))
+    return failure();
+  // As nn.tiled_mlp: the kernels are f32 only.
+  if (!ranked(input).getElementType().isF32())
+    return op->emitOpError("computes in f32 only, got ")
+           << ranked(input).getElementType();
+  return success();
+}
+
+LogicalResult GroupedMatmulOp::verify() {
+  return verifyGroupedShapes(*this, getInput(), getWeight(), getOffsets(),
+                             getResult(), getTransposeRhs(), "weight");
+}
+
+LogicalResult GroupedMatmulWeightGradOp::verify() {
+  return verifyGroupedShapes(*this, getInput(), getResult(), getOffsets(),
+                             getResultGrad(), getTransposeRhs(), "result");
+}
+
+/// rows [T*k, D], positions and weights [T, k], per-token [T, D].
+static LogicalResult verifyCombineShapes(Operation *op, Value rows,
+                                         Value positions, Value weights,
+                                         Value perToken, StringRef tokenName) {
+  auto r = matrixShape(op, rows, "rows");
+  auto pos = matrixShape(op, positions, "positions");
+  if (failed(r) || failed(pos))
+    return failure();
+  auto [tokens, k] = *pos;
+  if (r->first != tokens * k)
+    return op->emitOpError("rows must have a row per pair (")
+           << tokens * k << "), got " << r->first;
+  if (failed(expectShape(op, weights, "weights", {tokens, k})) ||
+      failed(expectShape(op, perToken, tokenName, {tokens, r->second})) ||
+      failed(sameElementType(op, rows, "rows", weights, "weights")) ||
+      failed(sameElementType(op, rows, "rows", perToken, tokenName)))
+    return failure();
+  return success();
+}
+
+LogicalResult MoeCombineOp::verify() {
+  return verifyCombineShapes(*this, getRows(), getPositions(), getWeights(),
+                             getResult(), "result");
+}
+
+LogicalResult MoeCombineGradOp::verify() {
+  return verifyCombineShapes(*this, getRows(), getPositions(), getWeights(),
+                             getResultGrad(), "result_grad");
+}
+
+static LogicalResult verifyAuxLoss(Operation *op, Value logits, int64_t k) {
+  auto shape = matrixShape(op, logits, "logits");
+  if (failed(shape))
+    return failure();
+  if (k < 1 || k > shape->second)
+    return op->emitOpError("top_k must lie in [1, ")
+           << shape->second << "] (the experts), got " << k;
+  return success();
+}
+
+LogicalResult MoeAuxLossOp::verify() {
+  return verifyAuxLoss(*this, getLogits(), getTopK());
+}
+
+LogicalResult MoeAuxLossGradOp::verify() {
+  return verifyAuxLoss(*this, getLogits(), getTopK());
 }

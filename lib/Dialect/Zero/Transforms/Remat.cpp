@@ -168,8 +168,10 @@ LogicalResult ZeroRematPass::runOnStep(TrainStepOp step, Policy p) {
       if (!isa<nn::NNDialect>(op->getDialect()) || op->getNumRegions() != 0 ||
           !isMemoryEffectFree(op))
         return true;
-      // A tiled MLP is products too (and recomputes its tiles already).
-      if (p == Policy::selective && isa<nn::MatmulOp, nn::TiledMlpOp>(op))
+      // A tiled MLP is products too (and recomputes its tiles already), and
+      // so are an MoE block's grouped products.
+      if (p == Policy::selective &&
+          isa<nn::MatmulOp, nn::TiledMlpOp, nn::GroupedMatmulOp>(op))
         return true;
       if (opKept.contains(op))
         return true;

@@ -503,3 +503,43 @@ zero.train_step @ignored_labels(%x: tensor<2x3x4xf32>, %y: tensor<2x3xi64>)
   // CHECK-NEXT: zero.grad @w, %[[DW]] : tensor<4x16xf32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// A mixture-of-experts block with its auxiliary loss: the router's logits
+// get the auxiliary loss's gradient and the router's, summed; the experts'
+// weight gradient contracts the dispatched rows by expert; the routing
+// (indices, positions, offsets) carries no gradient, and the tokens' rows
+// none either, the input being data.
+zero.param @wr : tensor<4x8xf32> init normal std 0.1
+zero.param @wgu : tensor<4x12x8xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @moe
+zero.train_step @moe(%x: tensor<6x8xf32>, %y: tensor<6xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %wr = zero.get_param @wr : tensor<4x8xf32>
+  // CHECK: %[[LOGITS:.*]] = nn.matmul
+  %logits = nn.matmul %x, %wr transpose_rhs : tensor<6x8xf32>, tensor<4x8xf32> -> tensor<6x4xf32>
+  // CHECK: %[[W:.*]], %[[IDX:.*]] = nn.moe_router %[[LOGITS]] top_k 2 normalize
+  %w, %idx = nn.moe_router %logits top_k 2 normalize : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  // CHECK: %[[ROWS:.*]], %[[POS:.*]], %[[OFFS:.*]] = nn.moe_dispatch %{{.*}}[%[[IDX]]]
+  %rows, %pos, %offs = nn.moe_dispatch %x[%idx] : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
+  %wgu = zero.get_param @wgu : tensor<4x12x8xf32>
+  // CHECK: %[[H:.*]] = nn.grouped_matmul %[[ROWS]], %{{.*}}, %[[OFFS]] transpose_rhs
+  %h = nn.grouped_matmul %rows, %wgu, %offs transpose_rhs : tensor<12x8xf32>, tensor<4x12x8xf32>, tensor<4xi32> -> tensor<12x12xf32>
+  %z = nn.moe_combine %h[%pos], %w : tensor<12x12xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x12xf32>
+  %ce = nn.softmax_cross_entropy %z, %y : tensor<6x12xf32>, tensor<6xi32> -> tensor<f32>
+  %aux = nn.moe_aux_loss %logits top_k 2 : tensor<6x4xf32> -> tensor<f32>
+  %loss = nn.add %ce, %aux : tensor<f32>, tensor<f32>
+  // CHECK: %[[DAUX:.*]] = nn.moe_aux_loss_grad %[[LOGITS]], %{{.*}} top_k 2 : tensor<6x4xf32>, tensor<f32>
+  // CHECK: %[[DZ:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK: %[[DROWS:.*]], %[[DW:.*]] = nn.moe_combine_grad %[[H]][%[[POS]]], %[[W]], %[[DZ]]
+  // CHECK: %[[DWGU:.*]] = nn.grouped_matmul_weight_grad %[[ROWS]], %[[DROWS]], %[[OFFS]] transpose_rhs : tensor<12x8xf32>, tensor<12x12xf32>, tensor<4xi32> -> tensor<4x12x8xf32>
+  // CHECK: zero.grad @wgu, %[[DWGU]]
+  // CHECK-NOT: nn.moe_dispatch_grad
+  // CHECK: %[[DR:.*]] = nn.moe_router_grad %[[LOGITS]], %[[IDX]], %[[DW]] normalize
+  // CHECK: %[[DL:.*]] = nn.add %[[DAUX]], %[[DR]]
+  // CHECK: nn.matmul %[[DL]], %{{.*}} transpose_lhs
+  // CHECK: zero.grad @wr
+  zero.return %loss : tensor<f32>
+}

@@ -690,6 +690,152 @@ def NN_FillOp : NN_Op<"fill"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts
+//
+// A transformers 5.x MoE block (MixtralSparseMoeBlock with the default
+// `grouped_mm` experts) on T tokens of hidden size D, E experts, top k:
+//
+//   logits          = nn.matmul x[T, D], gate.weight[E, D] transpose_rhs
+//   weights, idx    = nn.moe_router logits top_k k normalize
+//   rows, pos, offs = nn.moe_dispatch x[idx]          (rows [T*k, D])
+//   gu              = nn.grouped_matmul rows, gate_up_proj[E, 2I, D], offs transpose_rhs
+//   g, u            = nn.split gu (last axis, I and I); a = nn.swiglu g, u
+//   h               = nn.grouped_matmul a, down_proj[E, D, I], offs transpose_rhs
+//   y               = nn.moe_combine h[pos], weights  (y [T, D])
+//   aux             = nn.moe_aux_loss (the layers' logits concatenated) top_k k
+//
+// Every shape is static whatever the routing: the pairs are always T*k rows;
+// only the values of `pos` and `offs` depend on it, so each buffer is
+// planned at its worst case (every token to one expert) by construction.
+//===----------------------------------------------------------------------===//
+
+def NN_MoeRouterOp : NN_Op<"moe_router", [
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Top-k expert selection of a mixture-of-experts router";
+  let description = [{
+    For each row of `logits` [T, E]: the fp32 scores `s = softmax(logits)`
+    (or `sigmoid(logits)` with `sigmoid`), the `top_k` experts of largest
+    `s + bias` (`bias` [E], a score-correction bias that only selects, as
+    DeepSeek-V3's `e_score_correction_bias`), and their weights `s[idx]`,
+    divided by their sum with `normalize` (transformers' `norm_topk_prob`)
+    and multiplied by `scale` (a routed scaling factor).
+
+    `indices` [T, top_k] holds the experts in decreasing order of score,
+    with ties in torch.topk's order on the CPU (its partial selection, not
+    the lower index first: equal scores of experts 0..7 give 6, 5 for
+    top 2). `weights` has the element type of `logits`.
+
+    ```mlir
+    %w, %i = nn.moe_router %logits top_k 2 normalize : tensor<64x8xf32> -> tensor<64x2xf32>, tensor<64x2xi32>
+    %w, %i = nn.moe_router %logits bias(%b : tensor<256xf32>) top_k 8 sigmoid normalize scale 2.500000e+00 : tensor<64x256xf32> -> tensor<64x8xf32>, tensor<64x8xi32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, Optional<NN_FloatTensor>:$bias,
+                       I64Attr:$top_k, UnitAttr:$sigmoid, UnitAttr:$normalize,
+                       OptionalAttr<F64Attr>:$scale);
+  let results = (outs NN_FloatTensor:$weights, NN_IndexTensor:$indices);
+  let assemblyFormat = [{
+    $logits (`bias` `(` $bias^ `:` type($bias) `)`)? `top_k` $top_k (`sigmoid` $sigmoid^)? (`normalize` $normalize^)? (`scale` $scale^)? attr-dict `:` type($logits) `->` type($weights) `,` type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_MoeDispatchOp : NN_Op<"moe_dispatch", [
+    AllTypesMatch<["indices", "positions"]>,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Token rows sorted by expert (the pairs of a top-k routing)";
+  let description = [{
+    The T*k (token, expert) pairs of `indices` [T, k] (pair `t*k + j` is
+    token t's j-th expert), stably sorted by expert: `rows[positions[t, j]]
+    = input[t]`, `offsets[e]` the end of expert e's rows (the cumulative
+    counts, torch's `offs` of grouped_mm; E is its length). Within an
+    expert, rows keep the pairs' order, as transformers' `torch.sort` of the
+    flattened indices. Experts must lie in [0, E).
+
+    ```mlir
+    %rows, %pos, %offs = nn.moe_dispatch %x[%idx] : tensor<64x32xf32>, tensor<64x2xi32> -> tensor<128x32xf32>, tensor<8xi32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_IndexTensor:$indices);
+  let results = (outs NN_FloatTensor:$rows, NN_IndexTensor:$positions,
+                      NN_IndexTensor:$offsets);
+  let assemblyFormat = [{
+    $input `[` $indices `]` attr-dict `:` type($input) `,` type($indices) `->` type($rows) `,` type($offsets)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_GroupedMatmulOp : NN_Op<"grouped_matmul", [
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "One matrix product per expert over its rows";
+  let description = [{
+    `result[s] = input[s] weight[e]` for the rows s of expert e, i.e.
+    `[offsets[e-1], offsets[e])` (from 0 for expert 0); rows from
+    `offsets[E-1]` on are zero. `input` [S, D], `weight` [E, D, F], result
+    [S, F]; with `transpose_rhs` the weight is [E, F, D] and each product
+    uses `weight[e]^T`: the layout transformers stores (`gate_up_proj`
+    [E, 2I, H], `down_proj` [E, H, I], `is_transposed = False`). Offsets are
+    non-decreasing and at most S. f32 only, as `nn.tiled_mlp`.
+
+    ```mlir
+    %gu = nn.grouped_matmul %rows, %w, %offs transpose_rhs : tensor<128x32xf32>, tensor<8x64x32xf32>, tensor<8xi32> -> tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       NN_IndexTensor:$offsets, UnitAttr:$transpose_rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $offsets (`transpose_rhs` $transpose_rhs^)? attr-dict `:` type($input) `,` type($weight) `,` type($offsets) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_MoeCombineOp : NN_Op<"moe_combine", [
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Weighted sum of each token's expert rows (the un-permute)";
+  let description = [{
+    `result[t] = sum_j weights[t, j] * rows[positions[t, j]]`, summed over
+    j in order in fp32: the inverse of `nn.moe_dispatch` weighted by the
+    router. `rows` [T*k, D], `positions` and `weights` [T, k], result [T, D].
+
+    ```mlir
+    %y = nn.moe_combine %h[%pos], %w : tensor<128x32xf32>, tensor<64x2xi32>, tensor<64x2xf32> -> tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$rows, NN_IndexTensor:$positions,
+                       NN_FloatTensor:$weights);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $rows `[` $positions `]` `,` $weights attr-dict `:` type($rows) `,` type($positions) `,` type($weights) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_MoeAuxLossOp : NN_Op<"moe_aux_loss", [
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Load-balancing loss of a router (transformers' formula)";
+  let description = [{
+    transformers' `load_balancing_loss_func` without an attention mask over
+    the N rows of `logits` [N, E] (one layer's router logits, or the
+    layers' concatenated): with `p = softmax(logits)` in fp32, `c[e]` the
+    number of rows whose top `top_k` (torch.topk's ties) include e,
+    `result = E * sum_e (c[e] / N) * (sum_n p[n, e] / N)`. Only the
+    probabilities carry a gradient.
+
+    ```mlir
+    %aux = nn.moe_aux_loss %logits top_k 2 : tensor<64x8xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, I64Attr:$top_k);
+  let results = (outs NN_ScalarF32:$result);
+  let assemblyFormat = [{
+    $logits `top_k` $top_k attr-dict `:` type($logits) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Backward ops (emitted by derivative rules)
 //===----------------------------------------------------------------------===//
 
@@ -964,6 +1110,109 @@ def NN_TiledMlpGradOp : NN_Op<"tiled_mlp_grad", [
                       NN_FloatTensor:$down_weight_grad);
   let assemblyFormat = [{
     $input `,` $gate_weight `,` $up_weight `,` $down_weight `,` $result_grad `tiles` $tiles attr-dict `:` type($input) `,` type($gate_weight) `,` type($down_weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_MoeRouterGradOp : NN_Op<"moe_router_grad", [
+    AllTypesMatch<["logits", "result"]>]> {
+  let summary = "Backward of `nn.moe_router` (the logits' gradient)";
+  let description = [{
+    The gradient of the router's logits from its `weights`' gradient, the
+    scores recomputed from `logits` and the selection read from `indices`
+    (the bias only selected, so it gets none).
+
+    ```mlir
+    %dl = nn.moe_router_grad %logits, %idx, %dw normalize : tensor<64x8xf32>, tensor<64x2xi32>, tensor<64x2xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$indices,
+                       NN_FloatTensor:$weights_grad, UnitAttr:$sigmoid,
+                       UnitAttr:$normalize, OptionalAttr<F64Attr>:$scale);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $indices `,` $weights_grad (`sigmoid` $sigmoid^)? (`normalize` $normalize^)? (`scale` $scale^)? attr-dict `:` type($logits) `,` type($indices) `,` type($weights_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_MoeDispatchGradOp : NN_Op<"moe_dispatch_grad"> {
+  let summary = "Backward of `nn.moe_dispatch` (each token's rows summed)";
+  let description = [{
+    `result[t] = sum_j rows_grad[positions[t, j]]`, over j in order in fp32.
+
+    ```mlir
+    %dx = nn.moe_dispatch_grad %drows[%pos] : tensor<128x32xf32>, tensor<64x2xi32> -> tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$rows_grad, NN_IndexTensor:$positions);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $rows_grad `[` $positions `]` attr-dict `:` type($rows_grad) `,` type($positions) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_GroupedMatmulWeightGradOp : NN_Op<"grouped_matmul_weight_grad"> {
+  let summary = "Backward of `nn.grouped_matmul` for its weight";
+  let description = [{
+    `result[e] = input_e^T result_grad_e` over expert e's rows (with
+    `transpose_rhs`, `result_grad_e^T input_e`, the [E, F, D] layout); an
+    expert without rows gets zeros. The input's gradient is the grouped
+    product of the result's gradient with the weight transposed.
+
+    ```mlir
+    %dw = nn.grouped_matmul_weight_grad %rows, %dgu, %offs transpose_rhs : tensor<128x32xf32>, tensor<128x64xf32>, tensor<8xi32> -> tensor<8x64x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$result_grad,
+                       NN_IndexTensor:$offsets, UnitAttr:$transpose_rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $result_grad `,` $offsets (`transpose_rhs` $transpose_rhs^)? attr-dict `:` type($input) `,` type($result_grad) `,` type($offsets) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_MoeCombineGradOp : NN_Op<"moe_combine_grad", [
+    AllTypesMatch<["rows", "rows_grad"]>,
+    AllTypesMatch<["weights", "weights_grad"]>]> {
+  let summary = "Backward of `nn.moe_combine`";
+  let description = [{
+    `rows_grad[positions[t, j]] = weights[t, j] * result_grad[t]` and
+    `weights_grad[t, j] = dot(result_grad[t], rows[positions[t, j]])` in
+    fp32.
+
+    ```mlir
+    %dh, %dw = nn.moe_combine_grad %h[%pos], %w, %dy : tensor<128x32xf32>, tensor<64x2xi32>, tensor<64x2xf32>, tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$rows, NN_IndexTensor:$positions,
+                       NN_FloatTensor:$weights, NN_FloatTensor:$result_grad);
+  let results = (outs NN_FloatTensor:$rows_grad,
+                      NN_FloatTensor:$weights_grad);
+  let assemblyFormat = [{
+    $rows `[` $positions `]` `,` $weights `,` $result_grad attr-dict `:` type($rows) `,` type($positions) `,` type($weights) `,` type($result_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_MoeAuxLossGradOp : NN_Op<"moe_aux_loss_grad", [
+    AllTypesMatch<["logits", "result"]>]> {
+  let summary = "Backward of `nn.moe_aux_loss`";
+  let description = [{
+    `dp[n, e] = loss_grad * E * c[e] / N^2` through the softmax (the counts
+    recomputed, as the forward).
+
+    ```mlir
+    %dl = nn.moe_aux_loss_grad %logits, %daux top_k 2 : tensor<64x8xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_ScalarF32:$loss_grad,
+                       I64Attr:$top_k);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $loss_grad `top_k` $top_k attr-dict `:` type($logits) `,` type($loss_grad)
   }];
   let hasVerifier = 1;
 }
