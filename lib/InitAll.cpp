@@ -24,6 +24,7 @@ void zero::registerAllDialects(mlir::DialectRegistry &registry) {
                   mlir::arith::ArithDialect>();
   mlir::zero::registerRuntimeKernelModels(registry);
   mlir::zero::registerRuntimeCollectiveModels(registry);
+  mlir::zero::registerAllToAllDerivativeModel(registry);
 }
 
 void zero::registerAllPasses() {

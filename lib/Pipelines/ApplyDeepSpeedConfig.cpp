@@ -120,6 +120,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->frozenGather, cfg->frozenGather);
     takeFromFile(s->lossChunk, cfg->lossChunk);
     takeFromFile(s->micsShardSize, cfg->micsShardSize);
+    takeFromFile(s->spSize, cfg->sequenceParallelSize);
     takeFromFile(s->quantizedWeights, cfg->quantizedWeights);
     takeFromFile(s->quantizedGradients, cfg->quantizedGradients);
     takeFromFile(s->prefetchBucketSize, cfg->prefetchBucketSize);
@@ -169,6 +170,8 @@ struct ApplyDeepSpeedConfigPass
     std::unique_ptr<ZeroPipelineOptions> options = withFile();
     ZeroPipelineOptions &s = *options;
     auto steps = llvm::to_vector(module.getOps<TrainStepOp>());
+    if (failed(checkSequenceParallel(s)))
+      return signalPassFailure();
     if (!steps.empty() &&
         (failed(resolveBatch(steps, s)) || failed(resolveSizes(module, s)) ||
          failed(resolvePrecision(steps.front(), s))))
@@ -235,6 +238,28 @@ struct ApplyDeepSpeedConfigPass
   // Resolution
   //===--------------------------------------------------------------------===//
 
+  /// DeepSpeed's batch arithmetic counts data-parallel ranks: the world
+  /// over the sequence-parallel groups (0 where they do not divide it, which
+  /// checkSequenceParallel reports).
+  int64_t dataParallelRanks(const ZeroPipelineOptions &s) {
+    int64_t sp = s.spSize.getValue(), world = s.worldSize.getValue();
+    if (sp < 1 || world % sp != 0)
+      return sp == 1 ? world : 0;
+    return world / sp;
+  }
+
+  /// sequence_parallel_size divides the world, at its place in the file.
+  LogicalResult checkSequenceParallel(const ZeroPipelineOptions &s) {
+    int64_t sp = s.spSize.getValue(), world = s.worldSize.getValue();
+    if (sp >= 1 && world >= 1 && world % sp == 0)
+      return success();
+    if (cfg->sequenceParallelSize.value)
+      return errorAt(cfg->sequenceParallelSize)
+             << "sequence_parallel_size " << s.spSize.getValue()
+             << " does not divide the world size " << s.worldSize.getValue();
+    return success(); // zero-partition says why.
+  }
+
   /// DeepSpeed's batch arithmetic (_set_batch_related_parameters and
   /// _batch_assertion) over train_batch_size, train_micro_batch_size_per_gpu,
   /// gradient_accumulation_steps and the world size, the "auto" values
@@ -245,7 +270,7 @@ struct ApplyDeepSpeedConfigPass
                              ZeroPipelineOptions &s) {
     TrainStepOp first = steps.front();
     int64_t batch = globalBatch(first);
-    int64_t world = s.worldSize;
+    int64_t world = dataParallelRanks(s);
     if (world < 1)
       return success(); // zero-partition says why.
     const DeepSpeedValue<int64_t> &cfgTrain = cfg->trainBatchSize;
@@ -404,7 +429,7 @@ struct ApplyDeepSpeedConfigPass
     FailureOr<int64_t> batch = sharedGlobalBatch(steps);
     if (failed(batch) || failed(checkTrainBatch(*batch, first)))
       return failure();
-    int64_t world = s.worldSize;
+    int64_t world = dataParallelRanks(s);
     std::optional<BatchSplit> split =
         splitGlobalBatch(*batch, world, s.elasticMicroBatch);
     if (!split)
@@ -457,7 +482,7 @@ struct ApplyDeepSpeedConfigPass
       return errorAt(micros) << "elasticity.micro_batch_sizes: their least "
                                 "common multiple is more than "
                              << kMaxLcm;
-    int64_t world = s.worldSize;
+    int64_t world = dataParallelRanks(s);
     auto list = [](ArrayRef<int64_t> v) {
       std::string text;
       llvm::raw_string_ostream os(text);

@@ -654,6 +654,9 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
                                        dump(*top.get("gradient_clipping")));
     cfg.gradientClipping.value.reset();
   }
+  cfg.sequenceParallelSize = top.integer(dskeys::kSequenceParallelSize);
+  checkPositive(top, dskeys::kSequenceParallelSize, cfg.sequenceParallelSize,
+                "Sequence parallel size");
   cfg.trainBatchSize = top.integer(dskeys::kTrainBatchSize, true);
   checkPositive(top, dskeys::kTrainBatchSize, cfg.trainBatchSize,
                 "Train batch size");

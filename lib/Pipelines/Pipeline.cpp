@@ -112,6 +112,12 @@ static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
     tiled.tiles = o.tiledMlp;
     pm.addPass(createZeroTiledMlpPass(tiled));
   }
+  // zero-partition reads the same option (the batch over world / sp-size).
+  if (o.spSize != 1) {
+    ZeroSequenceParallelPassOptions sp;
+    sp.spSize = o.spSize;
+    pm.addPass(createZeroSequenceParallelPass(sp));
+  }
   pm.addPass(createZeroAutodiffPass());
   pm.addPass(
       createZeroMixedPrecisionPass(o.getZeroMixedPrecisionPassOptions()));

@@ -283,8 +283,16 @@ public:
            " needs a model whose inputs are integer tokens and targets of "
            "the same shape [B, T]");
     rows = m.inputs[0].shape[0];
-    seq = m.inputs[0].shape[1];
+    // A window is a whole row; a rank of a sequence-parallel group takes
+    // its shard of `shard` tokens.
+    sp = m.sequenceParallel;
+    segment = m.inputs[0].shape[1];
+    seq = segment * sp;
     shift = m.sameTokenLabels ? 0 : 1;
+    if (m.shiftedLabels && !m.inputs[1].ignoredIndex)
+      fail(std::string(option) +
+           ": the model's labels are shifted over "
+           "whole rows, but no loss names their ignored index");
     const TokenType &rawType = kTokenTypes[raw.bytes == 4 ? 1 : 0];
     bool npyName =
         path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
@@ -324,12 +332,17 @@ public:
     const InputInfo &xi = m.inputs[0], &yi = m.inputs[1];
     x.resize(size_t(xi.numel() * xi.elementBytes()));
     y.resize(size_t(yi.numel() * yi.elementBytes()));
+    int64_t from = ctx.rank % sp * segment;
     for (int64_t r = 0; r < rows; ++r) {
       int64_t start = ((first + r) % length) * seq % length;
-      for (int64_t t = 0; t < seq; ++t) {
-        storeIndex(xi, x.data(), r * seq + t, token((start + t) % length));
-        storeIndex(yi, y.data(), r * seq + t,
-                   token((start + t + shift) % length));
+      for (int64_t t = 0; t < segment; ++t) {
+        int64_t pos = from + t;
+        storeIndex(xi, x.data(), r * segment + t,
+                   token((start + pos) % length));
+        int64_t label = !m.shiftedLabels ? token((start + pos + shift) % length)
+                        : pos + 1 < seq  ? token((start + pos + 1) % length)
+                                         : *yi.ignoredIndex;
+        storeIndex(yi, y.data(), r * segment + t, label);
       }
     }
     device::upload(ctx.step + xi.offset, x.data(), int64_t(x.size()));
@@ -443,7 +456,7 @@ private:
   }
 
   const Manifest &m;
-  int64_t rows = 0, seq = 0, length = 0;
+  int64_t rows = 0, seq = 0, length = 0, sp = 1, segment = 0;
   /// 1: labels are the next tokens; 0: the same tokens.
   int64_t shift = 1;
   std::unique_ptr<MappedFile> file;
@@ -459,7 +472,8 @@ class TokenArrayData : public DataSource {
 public:
   TokenArrayData(const Manifest &m, const std::string &xPath,
                  const std::string &yPath, int64_t rowsPerStep, DataShard shard)
-      : m(m), x(xPath, "data file", shard), y(yPath, "data file", shard) {
+      : m(m), x(xPath, "data file", shard), y(yPath, "data file", shard),
+        sp(m.sequenceParallel) {
     rows = m.inputs[0].shape[0];
     NpyHeader xh = parseNpyHeader(x.data(), x.size(), xPath);
     NpyHeader yh = parseNpyHeader(y.data(), y.size(), yPath);
@@ -475,8 +489,12 @@ public:
     checkSamples(m, xPath, samples, rowsPerStep);
     xs = x.data() + xh.dataOffset;
     ys = y.data() + yh.dataOffset;
-    xRow = m.inputs[0].numel() / rows;
-    yRow = m.inputs[1].numel() / rows;
+    xRow = m.inputs[0].numel() / rows * sp;
+    yRow = m.inputs[1].numel() / rows * sp;
+    if (m.shiftedLabels && !m.inputs[1].ignoredIndex)
+      fail("'" + yPath +
+           "': the model's labels are shifted over whole "
+           "rows, but no loss names their ignored index");
     auto [begin, end] = shareOf(samples, shard);
     check(x, xs, *xType, m.inputs[0], xRow, begin, end, "token", "token ids",
           "vocabulary");
@@ -485,8 +503,8 @@ public:
   }
 
   void load(zrt_ctx &ctx, int64_t first) override {
-    upload(ctx, first, m.inputs[0], xs, *xType, xRow, xStage);
-    upload(ctx, first, m.inputs[1], ys, *yType, yRow, yStage);
+    upload(ctx, first, m.inputs[0], xs, *xType, xRow, xStage, false);
+    upload(ctx, first, m.inputs[1], ys, *yType, yRow, yStage, m.shiftedLabels);
   }
   int64_t wholeRows() const override { return samples; }
   int64_t itemsPerRow() const override { return xRow; }
@@ -501,6 +519,9 @@ private:
   void checkShape(const NpyHeader &h, const InputInfo &in,
                   const std::string &path, const char *role) const {
     std::vector<int64_t> want(in.shape.begin() + 1, in.shape.end());
+    // Whole rows: a sequence-parallel rank holds 1/P of each.
+    if (!want.empty())
+      want[0] *= sp;
     if (h.shape.size() != in.shape.size() || h.shape[0] < 1 ||
         !std::equal(want.begin(), want.end(), h.shape.begin() + 1))
       fail("'" + path + "': expected " + role + " of shape [N" +
@@ -524,15 +545,23 @@ private:
     }
   }
 
+  /// This rank's shard of rows [first, first + rows) of the file, which
+  /// holds `rowSize` values a row; `shifted`: each value is the row's next
+  /// one, the last the input's ignored index.
   void upload(zrt_ctx &ctx, int64_t first, const InputInfo &in,
               const char *data, const TokenType &type, int64_t rowSize,
-              std::vector<char> &stage) {
+              std::vector<char> &stage, bool shifted) {
     stage.resize(size_t(in.numel() * in.elementBytes()));
+    int64_t segment = rowSize / sp, from = ctx.rank % sp * segment;
     for (int64_t r = 0; r < rows; ++r) {
       int64_t k = (first + r) % samples;
-      for (int64_t t = 0; t < rowSize; ++t)
-        storeIndex(in, stage.data(), r * rowSize + t,
-                   tokenAt(data + (k * rowSize + t) * type.bytes, type));
+      for (int64_t t = 0; t < segment; ++t) {
+        int64_t pos = from + t + (shifted ? 1 : 0);
+        storeIndex(in, stage.data(), r * segment + t,
+                   pos < rowSize
+                       ? tokenAt(data + (k * rowSize + pos) * type.bytes, type)
+                       : *in.ignoredIndex);
+      }
     }
     device::upload(ctx.step + in.offset, stage.data(), int64_t(stage.size()));
   }
@@ -541,7 +570,7 @@ private:
   MappedFile x, y;
   const TokenType *xType = nullptr, *yType = nullptr;
   const char *xs = nullptr, *ys = nullptr;
-  int64_t rows = 0, samples = 0, xRow = 0, yRow = 0;
+  int64_t rows = 0, samples = 0, xRow = 0, yRow = 0, sp = 1;
   /// Host staging of the inputs (the arena may be device memory).
   std::vector<char> xStage, yStage;
 };

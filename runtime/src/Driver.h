@@ -83,6 +83,8 @@ private:
   /// step, and every rank's per step.
   struct BatchRows {
     int64_t local, perMicro, perStep;
+    /// This rank's first row of a micro batch.
+    int64_t rankFirst;
   };
   BatchRows batchRows() const;
   bool train();

@@ -45,7 +45,11 @@ Driver::BatchRows Driver::batchRows() const {
   const Manifest &m = manifest;
   int64_t local =
       m.inputs.empty() || m.inputs[0].shape.empty() ? 0 : m.inputs[0].shape[0];
-  return {local, local * ctx.world, local * ctx.world * m.accumulationSteps};
+  // The ranks of a sequence-parallel group read the same rows.
+  int64_t dataParallel = ctx.world / m.sequenceParallel;
+  return {local, local * dataParallel,
+          local * dataParallel * m.accumulationSteps,
+          ctx.rank / m.sequenceParallel * local};
 }
 
 Driver::Evaluation Driver::evaluate() {
@@ -66,7 +70,7 @@ Driver::Evaluation Driver::evaluate() {
   for (int64_t batch = 0; batch < evalBatches; ++batch)
     for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
       evalData->load(ctx, batch * rows.perStep + micro * rows.perMicro +
-                              ctx.rank * rows.local);
+                              rows.rankFirst);
       if (program->count_labels) {
         ctx.micro = 0;
         program->count_labels(&ctx);
@@ -245,7 +249,7 @@ Driver::StepTimes Driver::runStep(int64_t step) {
     for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
       ctx.micro = micro;
       data->load(ctx, progress.dataPosition + micro * rows.perMicro +
-                          ctx.rank * rows.local);
+                          rows.rankFirst);
       program->count_labels(&ctx);
     }
   }
@@ -253,8 +257,8 @@ Driver::StepTimes Driver::runStep(int64_t step) {
     ctx.micro = micro;
     double microStart = ctx.tracing ? ctx.nowUs() : 0.0;
     traceMicroStep(inputBytes);
-    data->load(ctx, progress.dataPosition + micro * rows.perMicro +
-                        ctx.rank * rows.local);
+    data->load(ctx,
+               progress.dataPosition + micro * rows.perMicro + rows.rankFirst);
     program->micro_step(&ctx);
     if (ctx.tracing)
       ctx.trace.push_back({"micro step " + std::to_string(micro), microStart,

@@ -27,7 +27,7 @@ struct Groups {
   std::mutex mutex;
   int64_t ranksPerNode = 0, hpzPartitionSize = 1, micsShardSize = 0;
   /// By kind; null until created.
-  std::array<std::unique_ptr<Group>, 3> groups;
+  std::array<std::unique_ptr<Group>, ZRT_RANKS_WORLD + 1> groups;
   /// The communicators the Groups own (not the world).
   std::vector<zrt_comm *> owned;
   std::array<LinkBytes, kNumCommKinds> counters{};
@@ -199,7 +199,8 @@ void zrt::setTopology(zrt_comm *world, int64_t ranksPerNode,
   gs.hpzPartitionSize = hpzPartitionSize;
   gs.micsShardSize = micsShardSize;
   // Every kind, so that no collective creation happens during a step.
-  for (int32_t kind : {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS})
+  for (int32_t kind :
+       {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS, ZRT_RANKS_WORLD})
     gs.groups[size_t(kind)] = makeGroup(world, kind);
 }
 
@@ -207,7 +208,7 @@ int64_t zrt::topologyRanksPerNode() { return groups().ranksPerNode; }
 
 Group &zrt::groupOf(zrt_comm *world, int32_t kind) {
   Groups &gs = groups();
-  if (kind < ZRT_RANKS_GROUP || kind > ZRT_RANKS_REPLICAS)
+  if (kind < ZRT_RANKS_GROUP || kind > ZRT_RANKS_WORLD)
     fatal("groupOf: unknown rank set kind %d", int(kind));
   std::lock_guard<std::mutex> lock(gs.mutex);
   std::unique_ptr<Group> &g = gs.groups[size_t(kind)];

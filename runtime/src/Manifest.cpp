@@ -401,7 +401,9 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
                          .dump();
   }
   m.gradientClipping = w.gradientClipping;
-  m.sameTokenLabels = w.labels == manifest::LabelConvention::SameTokens;
+  m.shiftedLabels = w.labels == manifest::LabelConvention::Shifted;
+  m.sameTokenLabels =
+      w.labels == manifest::LabelConvention::SameTokens || m.shiftedLabels;
   m.stepsPerPrint = w.logging.stepsPerPrint;
   m.wallClockBreakdown = w.logging.wallClockBreakdown;
   if (m.stepsPerPrint < 1)
@@ -790,6 +792,10 @@ Manifest Manifest::parse(const std::string &text) {
   m.worldSize = w.worldSize;
   m.accumulationSteps = w.accumulationSteps;
   m.globalBatch = w.globalBatch;
+  m.sequenceParallel = w.sequenceParallel;
+  if (m.sequenceParallel < 1 || m.worldSize % m.sequenceParallel != 0)
+    invalid("sequence_parallel " + std::to_string(m.sequenceParallel) +
+            " does not divide the world size " + std::to_string(m.worldSize));
   readTraining(w, j, m);
   if (w.hfModel)
     m.hfModel = checkedHfModel(*w.hfModel, w.params);

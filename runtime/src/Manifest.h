@@ -208,6 +208,11 @@ struct Manifest {
   /// A token file's windows feed the labels the tokens after the inputs
   /// (false) or the inputs' own tokens (true).
   bool sameTokenLabels = false;
+  /// The loader shifts each whole row's labels left by one, the last one the
+  /// labels' ignored index (labels `shifted`; implies sameTokenLabels).
+  bool shiftedLabels = false;
+  /// Ranks per sequence-parallel group (1: none).
+  int64_t sequenceParallel = 1;
   double gradientClipping = 0;
   int64_t tokenSlots = 0;
   /// The schedule hash the compiler embedded, and its text ("0x...").

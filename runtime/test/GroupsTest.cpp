@@ -404,16 +404,18 @@ TEST_P(GroupsTest, OverlappingOperations) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (int32_t kind : {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS})
+  for (int32_t kind :
+       {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS, ZRT_RANKS_WORLD})
     for (int32_t dtype : {ZRT_F32, ZRT_BF16, ZRT_F16})
       out.push_back({dtype, kind});
   return out;
 }
 
 const char *kindName(int32_t kind) {
-  return kind == ZRT_RANKS_GROUP ? "group"
-         : kind == ZRT_RANKS_HPZ ? "hpz"
-                                 : "replicas";
+  return kind == ZRT_RANKS_GROUP   ? "group"
+         : kind == ZRT_RANKS_HPZ   ? "hpz"
+         : kind == ZRT_RANKS_WORLD ? "world"
+                                   : "replicas";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, GroupsTest, ::testing::ValuesIn(cases()),

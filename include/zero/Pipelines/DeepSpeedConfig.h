@@ -52,7 +52,7 @@ struct DeepSpeedConfig {
   DeepSpeedValue<int64_t> stage, reduceBucketSize, allgatherBucketSize,
       prefetchBucketSize, maxLiveParameters, maxReuseDistance,
       paramPersistenceThreshold, gradientAccumulationSteps, trainBatchSize,
-      trainMicroBatchSizePerGpu, hpzPartitionSize;
+      trainMicroBatchSizePerGpu, hpzPartitionSize, sequenceParallelSize;
   DeepSpeedValue<bool> reduceScatter, overlapComm, contiguousGradients;
   /// fp16.enabled and bf16.enabled (or the old section name bfloat16).
   DeepSpeedValue<bool> fp16, bf16;

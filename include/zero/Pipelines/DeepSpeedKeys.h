@@ -23,6 +23,10 @@ inline constexpr llvm::StringLiteral kTrainMicroBatchSizePerGpu =
 inline constexpr llvm::StringLiteral kGradientAccumulationSteps =
     "gradient_accumulation_steps";
 inline constexpr llvm::StringLiteral kZeroOptimization = "zero_optimization";
+/// Ulysses' sequence-parallel group size (DeepSpeed's engine reads it at the
+/// top level).
+inline constexpr llvm::StringLiteral kSequenceParallelSize =
+    "sequence_parallel_size";
 inline constexpr llvm::StringLiteral kActivationCheckpointing =
     "activation_checkpointing";
 /// This project's key (DeepSpeed has none): zero-loss-chunk's rows per

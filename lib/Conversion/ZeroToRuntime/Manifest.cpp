@@ -197,6 +197,7 @@ static void addStepSettings(const StepSchedule &s, manifest::Program &m) {
   m.accumulationSteps = s.getAccumulationSteps();
   if (ScheduleAttr schedule = step.getScheduleAttr()) {
     m.globalBatch = schedule.getGlobalBatch();
+    m.sequenceParallel = schedule.getSequenceParallel();
     // Only a topology other than one node without hpZ or MiCS, so
     // single-node programs keep their manifests and hashes.
     if (schedule.getRanksPerNode() != 0 ||

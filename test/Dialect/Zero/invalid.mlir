@@ -2154,12 +2154,12 @@ zero.train_step @train(%x: tensor<8x4xi32>)
 
 // -----
 
-// Checks that the convention is one of the two.
+// Checks that the convention is one of the three.
 zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x4xi32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    // expected-error @+1 {{expected a token-label convention (next_token or same_tokens), got 'shifted'}}
-    labels shifted {
+    // expected-error @+1 {{expected a token-label convention (next_token, same_tokens or shifted), got 'rotated'}}
+    labels rotated {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }

@@ -30,6 +30,8 @@ def config(kind):
                  num_key_value_heads=2, max_position_embeddings=128)
     if kind == "llama":
         return tf.LlamaConfig(**small)
+    if kind == "llama_mqa":
+        return tf.LlamaConfig(**dict(small, num_key_value_heads=1))
     if kind == "llama_tied":
         return tf.LlamaConfig(**small, tie_word_embeddings=True)
     if kind == "mistral":

@@ -46,7 +46,8 @@ LogicalResult
 ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                      int64_t stage, int64_t worldSize, int64_t globalBatch,
                      int64_t accumulationSteps, int64_t ranksPerNode,
-                     int64_t hpzPartitionSize, int64_t micsShardSize) {
+                     int64_t hpzPartitionSize, int64_t micsShardSize,
+                     int64_t sequenceParallel) {
   if (stage < 0 || stage > 3)
     return emitError() << "stage must be 0, 1, 2 or 3, got " << stage;
   if (worldSize < 1 || worldSize > kMaxWorldSize)
@@ -56,11 +57,18 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "accumulation_steps must be between 1 and "
                        << kMaxAccumulationSteps << ", got "
                        << accumulationSteps;
-  if (globalBatch < 1 || globalBatch % (worldSize * accumulationSteps) != 0)
+  if (sequenceParallel < 1 || worldSize % sequenceParallel != 0)
+    return emitError() << "sequence_parallel " << sequenceParallel
+                       << " must be a positive divisor of world_size "
+                       << worldSize;
+  // The ranks of a sequence-parallel group share their samples.
+  int64_t dataParallel = worldSize / sequenceParallel;
+  if (globalBatch < 1 || globalBatch % (dataParallel * accumulationSteps) != 0)
     return emitError() << "global_batch " << globalBatch
-                       << " must be a positive multiple of world_size x "
-                          "accumulation_steps = "
-                       << worldSize * accumulationSteps;
+                       << " must be a positive multiple of world_size"
+                       << (sequenceParallel > 1 ? " / sequence_parallel" : "")
+                       << " x accumulation_steps = "
+                       << dataParallel * accumulationSteps;
   if (ranksPerNode < 0 || (ranksPerNode > 0 && worldSize % ranksPerNode != 0))
     return emitError() << "ranks_per_node " << ranksPerNode
                        << " must divide world_size " << worldSize;

@@ -164,8 +164,9 @@ ParseResult TrainStepOp::parse(OpAsmParser &parser, OperationState &result) {
       return failure();
     std::optional<LabelConvention> labels = symbolizeLabelConvention(keyword);
     if (!labels)
-      return parser.emitError(loc, "expected a token-label convention "
-                                   "(next_token or same_tokens), got '")
+      return parser.emitError(loc,
+                              "expected a token-label convention "
+                              "(next_token, same_tokens or shifted), got '")
              << keyword << "'";
     result.addAttribute(getLabelsAttrName(result.name),
                         LabelConventionAttr::get(parser.getContext(), *labels));
@@ -336,8 +337,10 @@ LogicalResult TrainStepOp::verifyLabels() {
       cast<RankedTensorType>(args[0].getType()).getShape() !=
           cast<RankedTensorType>(args[1].getType()).getShape()) {
     InFlightDiagnostic diag =
-        emitOpError("labels same_tokens needs two inputs, token ids and "
-                    "labels of one shape [B, T] of i32 or i64, got ")
+        emitOpError("labels ")
+        << stringifyLabelConvention(getLabels())
+        << " needs two inputs, token ids and labels of one shape [B, T] of "
+           "i32 or i64, got "
         << args.size() << " input(s)";
     if (!args.empty()) {
       diag << ": ";

@@ -296,18 +296,21 @@ struct ZeroGradSyncPass
       int64_t k = gradientAccumulationSteps;
       ScheduleAttr attr = step.getScheduleAttr();
       int64_t global = attr.getGlobalBatch(), n = attr.getWorldSize();
-      if (global % (n * k) != 0) {
+      int64_t dp = attr.getDataParallelSize();
+      if (global % (dp * k) != 0) {
         mlir::emitError(step.getLoc())
             << "train step @" << step.getSymName() << " " << ("global batch ")
             << global << " is not divisible by world-size " << n
-            << " x gradient-accumulation-steps " << k << " = " << n * k;
+            << (dp != n ? " / sp-size " + std::to_string(n / dp) : "")
+            << " x gradient-accumulation-steps " << k << " = " << dp * k;
         return signalPassFailure();
       }
       if (failed(divideBatch(step, k)))
         return signalPassFailure();
       step.setScheduleAttr(ScheduleAttr::get(
           &getContext(), attr.getStage(), n, global, k, attr.getRanksPerNode(),
-          attr.getHpzPartitionSize(), attr.getMicsShardSize()));
+          attr.getHpzPartitionSize(), attr.getMicsShardSize(),
+          attr.getSequenceParallel()));
       FailureOr<StepSchedule> schedule = StepSchedule::get(step);
       if (failed(schedule))
         return signalPassFailure();

@@ -124,7 +124,8 @@ def Zero_WarmupType : I32EnumAttr<"WarmupType", "warmup curve", [
 // Which tokens of a token stream are a step's labels (the training driver's
 // --data and --eval-data follow it).
 def Zero_LabelConvention : I32EnumAttr<"LabelConvention", "token-label convention", [
-    I32EnumAttrCase<"next_token", 0>, I32EnumAttrCase<"same_tokens", 1>]> {
+    I32EnumAttrCase<"next_token", 0>, I32EnumAttrCase<"same_tokens", 1>,
+    I32EnumAttrCase<"shifted", 2>]> {
   let cppNamespace = "::mlir::zero";
   let genSpecializedAttr = 0;
 }
@@ -450,6 +451,9 @@ def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
     gathered group partitioned over h consecutive ranks for the backward
     gathers, and `mics_shard_size` m > 0 (MiCS) partitions every group over
     m consecutive ranks, replicated world_size / m times.
+    `sequence_parallel` P > 1 (Ulysses) groups P consecutive ranks that read
+    the same samples, each holding 1/P of every sequence: the data-parallel
+    ranks are world_size / P, while the partitions span the whole world.
 
     ```mlir
     #zero.schedule<stage = 3, world_size = 8, global_batch = 512, accumulation_steps = 2>
@@ -463,13 +467,20 @@ def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
     DefaultValuedParameter<"int64_t", "1">:$accumulation_steps,
     DefaultValuedParameter<"int64_t", "0">:$ranks_per_node,
     DefaultValuedParameter<"int64_t", "1">:$hpz_partition_size,
-    DefaultValuedParameter<"int64_t", "0">:$mics_shard_size);
+    DefaultValuedParameter<"int64_t", "0">:$mics_shard_size,
+    DefaultValuedParameter<"int64_t", "1">:$sequence_parallel);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// Samples of one micro step on one rank.
+    /// Data-parallel ranks: the world over the sequence-parallel groups.
+    int64_t getDataParallelSize() const {
+      return getWorldSize() / getSequenceParallel();
+    }
+    /// Samples of one micro step on one rank (the ranks of a
+    /// sequence-parallel group hold the same samples).
     int64_t getMicroBatch() const {
-      return getGlobalBatch() / (getWorldSize() * getAccumulationSteps());
+      return getGlobalBatch() /
+             (getDataParallelSize() * getAccumulationSteps());
     }
     /// Ranks per node, the whole world when the topology is one node.
     int64_t getNodeSize() const {
@@ -744,7 +755,11 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     both, for a step whose loss shifts them itself (Hugging Face's causal
     language models drop the last logit and the first label). A step with
     `same_tokens` has two inputs, token ids and labels of one shape
-    `[B, T]` with integer elements.
+    `[B, T]` with integer elements. `shifted` (written by
+    `zero-sequence-parallel`, whose shards cannot shift inside) feeds the
+    same two inputs with the labels already shifted over the whole row, as
+    Hugging Face's loss shifts them (`labels[t + 1]`, the last position the
+    loss's ignored index), before a rank takes its shard of the row.
 
     Every tensor of the step (inputs, results of the ops in the body, block
     arguments of nested regions) has a static shape with positive dimensions

@@ -17,6 +17,12 @@ namespace mlir::zero {
 #define GEN_PASS_DECL
 #include "zero/Dialect/Zero/Transforms/Passes.h.inc"
 
+/// Attaches the derivative of zero.all_to_all (the inverse exchange), which
+/// zero-sequence-parallel emits before zero-autodiff, as an external model
+/// (registerAllDialects attaches it): the zero dialect itself does not
+/// depend on the derivative interface.
+void registerAllToAllDerivativeModel(DialectRegistry &registry);
+
 #define GEN_PASS_REGISTRATION
 #include "zero/Dialect/Zero/Transforms/Passes.h.inc"
 

@@ -111,6 +111,47 @@ def ZeroTiledMlpPass : Pass<"zero-tiled-mlp", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
 
+def ZeroSequenceParallelPass
+    : Pass<"zero-sequence-parallel", "::mlir::ModuleOp"> {
+  let summary = "Ulysses sequence parallelism: each rank of a group of P "
+                "holds T / P tokens, and attention runs on H / P heads";
+  let description = [{
+    DeepSpeed Ulysses. The P ranks of a sequence-parallel group read the
+    same rows; rank s of the group holds tokens `[s * T / P, (s + 1) * T /
+    P)` of each. The pass divides the sequence dimension (dim 1) of every
+    train step input by P and re-infers the types derived from them: every
+    op but attention works per token. Around each `nn.attention` a
+    `zero.all_to_all` turns the `[B, H, T / P, D]`
+    sequence shards of the query, key and value into `[B, H / P, T, D]`
+    head shards, attention runs over the whole sequence on H / P heads (its
+    causal mask unchanged), and a second all-to-all turns its result back.
+    An `nn.rope` of the query or key moves after the first all-to-all, so it
+    rotates the whole sequence's positions on every rank. Key/value heads
+    fewer than P are replicated before the exchange, as DeepSpeed does; the
+    autodiff of an all-to-all is the inverse all-to-all, and the replicas'
+    gradients sum.
+
+    The label shift of a loss that shifts inside (`nn.shift_labels`, Hugging
+    Face's causal LMs) crosses shard boundaries: the next-token label of a
+    shard's last position lives on the next rank. The pass removes the
+    shift and marks the step `labels shifted`, by which the training driver
+    shifts each whole row before handing a rank its shard (DeepSpeed's
+    `shift_labels`).
+
+    Runs on the forward, before `zero-autodiff`; `zero-partition` takes the
+    same `sp-size`. The all-to-all runs over the world, so P is the world
+    size for now (no data parallelism beside it). Refused, naming the
+    option: heads or the sequence not divisible by P, key/value heads that
+    neither divide P nor are divisible by it, a step with no attention.
+  }];
+  let options = [
+    Option<"spSize", "sp-size", "int64_t", /*default=*/"1",
+           "Ranks per sequence-parallel group (1: off)">,
+  ];
+  let dependentDialects = ["::mlir::nn::NNDialect",
+                           "::mlir::zero::ZeroDialect"];
+}
+
 def ZeroAutodiffPass : Pass<"zero-autodiff", "::mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of each train step";
   let description = [{
@@ -324,6 +365,12 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     ZeRO-3 at world size m; the batch is still divided by the world size, and
     the schedule records `mics_shard_size = m`.
 
+    Sequence parallelism (`sp-size` P > 1, after `zero-sequence-parallel`):
+    the P consecutive ranks of a sequence-parallel group read the same rows,
+    so the batch is divided by the data-parallel ranks, `world-size / P`,
+    while every group is still partitioned over the whole world (DP x SP);
+    the schedule records `sequence_parallel = P`.
+
     ```mlir
     zero.partition @flat stage 2 world_size 4 alignment 2 numel 269322 padded 269328
         params [@fc1.weight, @fc1.bias, ...] offsets [0, 200704, ...]
@@ -334,6 +381,10 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
            "ZeRO stage 0-3 (DeepSpeed: zero_optimization.stage)">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "Number of data-parallel ranks">,
+    Option<"spSize", "sp-size", "int64_t", /*default=*/"1",
+           "Ulysses sequence parallelism: ranks per sequence-parallel group, "
+           "which read the same rows (zero-sequence-parallel; DeepSpeed: "
+           "sequence_parallel_size)">,
     Option<"micsShardSize", "mics-shard-size", "int64_t", /*default=*/"0",
            "MiCS: partition stage-3 groups over shard groups of this many "
            "consecutive ranks, replicated across them (0 or -1: off; "
