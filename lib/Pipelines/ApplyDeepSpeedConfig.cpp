@@ -142,6 +142,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->paramBufferSize, cfg->paramBufferSize);
     if (!s->remat.hasValue() && cfg->remat)
       s->remat = *cfg->remat;
+    takeFromFile(s->offloadActivations, cfg->offloadActivations);
     return s;
   }
 

@@ -621,8 +621,9 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   // Checkpointing whole transformer layers is zero-remat's layer policy;
   // recompute_granularity (Megatron-LM's name; not a DeepSpeed key) "full"
   // is that too, and "selective" the selective policy. DeepSpeed's
-  // partitioned or CPU checkpoints and its runtime knobs are listed as not
-  // implemented unless they are off.
+  // partitioned checkpoints (partition_activations) and CPU checkpoints
+  // (cpu_checkpointing) each without the other, and its runtime knobs, are
+  // listed as not implemented unless they are off.
   top.section(dskeys::kActivationCheckpointing, [&](Section &a) {
     cfg.remat = "layer";
     cfg.rematBlocks = a.integerIn("number_checkpoints", 1);
@@ -635,6 +636,19 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
                 "expected \"full\" (every checkpointed layer keeps only its "
                 "input) or \"selective\", got " +
                     dump(*g));
+    }
+    // cpu_checkpointing moves the checkpoints (each checkpointed layer's
+    // input) to host memory; DeepSpeed does so for partitioned activations
+    // only, over the model-parallel group, which is one rank here: both on
+    // are zero-offload-activations of what the recomputation keeps.
+    if (const json::Value *part = a.peek("partition_activations"),
+        *cpu = a.peek("cpu_checkpointing");
+        part && cpu && part->getAsBoolean() == std::optional<bool>(true) &&
+        cpu->getAsBoolean() == std::optional<bool>(true)) {
+      a.boolean("partition_activations");
+      DeepSpeedValue<bool> on = a.boolean("cpu_checkpointing");
+      cfg.offloadActivations = {std::string("cpu"), false, on.line,
+                                on.column};
     }
     for (StringRef key : {"partition_activations", "cpu_checkpointing",
                           "contiguous_memory_optimization",

@@ -258,9 +258,16 @@ struct FitMemoryBudgetPass
     body->clear();
     body->getOperations().splice(body->end(),
                                  (**chosen->module).getBody()->getOperations());
+    // offload-activations=auto offloaded what each candidate needed.
+    int64_t offloaded = 0;
+    module.walk([&](OffloadActivationOp) { ++offloaded; });
+    std::string offloads =
+        offloaded
+            ? llvm::formatv(", {0} activations offloaded", offloaded).str()
+            : std::string();
     mlir::emitRemark(module.getLoc())
         << "memory budget " << budgetText << ": "
-        << describe(chosen->candidate, numBlocks) << "; peak "
+        << describe(chosen->candidate, numBlocks) << offloads << "; peak "
         << chosen->peakBytes << " bytes per rank ("
         << budget - chosen->peakBytes << " bytes free), predicted step "
         << llvm::formatv("{0:F3}", chosen->stepMs).str() << " ms on "

@@ -61,6 +61,12 @@ static void addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
   if (o.stage == 3)
     pm.addPass(createZeroPrefetchPass(o.getZeroPrefetchPassOptions()));
   pm.addPass(createZeroOptimizerPass(o.getZeroOptimizerPassOptions()));
+  if (o.offloadActivations != "none") {
+    ZeroOffloadActivationsPassOptions a;
+    a.device = o.offloadActivations;
+    a.budget = o.memoryBudget;
+    pm.addPass(createZeroOffloadActivationsPass(a));
+  }
 }
 
 /// The passes after mixed precision, what the ZeRO options decide:

@@ -167,7 +167,8 @@ void Driver::printMemoryReport() {
                 (long long)host, (long long)manifest.hostBytes,
                 optimizer && params ? "optimizer and parameters"
                 : params            ? "parameters"
-                                    : "optimizer",
+                : optimizer         ? "optimizer"
+                                    : "activations",
                 host == manifest.hostBytes ? "" : ": MISMATCH");
   }
   if (swapFile || paramSwapFile) {

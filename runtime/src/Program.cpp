@@ -512,6 +512,29 @@ extern "C" void zrt_ctx_stage_params(zrt_ctx *ctx, int32_t p, void *staged,
   launch(ctx, slot, what, {}, std::move(done));
 }
 
+extern "C" void zrt_ctx_copy_activation(zrt_ctx *ctx, void *device,
+                                        int64_t hostOffset, int64_t bytes,
+                                        int32_t toHost, int32_t slot) {
+  const char *call = "zrt_ctx_copy_activation";
+  int64_t hostBytes = ctx->manifest->hostBytes;
+  if (!ctx->host || hostOffset < 0 || bytes < 0 ||
+      hostOffset > hostBytes - bytes)
+    fatal("%s: [%lld, %lld) is outside the host arena of %lld bytes", call,
+          (long long)hostOffset, (long long)(hostOffset + bytes),
+          (long long)hostBytes);
+  char *host = ctx->host + hostOffset;
+  const char *what =
+      toHost ? "copy activation to host" : "copy activation to device";
+  // Traced as zrt_ctx_transfer's copies are.
+  double start = ctx->tracing ? ctx->nowUs() : 0.0;
+  std::function<void()> done =
+      toHost ? device::transfer(host, device, bytes, true)
+             : device::transfer(device, host, bytes, false);
+  if (ctx->tracing)
+    ctx->trace.push_back({what, start, ctx->nowUs() - start});
+  launch(ctx, slot, what, {}, std::move(done));
+}
+
 extern "C" void zrt_ctx_swap_params(zrt_ctx *ctx, int32_t p, void *staged,
                                     int32_t from, int32_t toFile,
                                     int32_t buffer, int64_t bufferBytes,

@@ -96,6 +96,9 @@ struct DeepSpeedConfig {
   /// first N blocks.
   std::optional<std::string> remat;
   DeepSpeedValue<int64_t> rematBlocks;
+  /// activation_checkpointing: "cpu" when partition_activations and
+  /// cpu_checkpointing are both on (the checkpoints in host memory).
+  DeepSpeedValue<std::string> offloadActivations;
   /// zero_optimization.offload_optimizer.device and offload_param.device
   /// ("none", "cpu" or "nvme"; the older cpu_offload and cpu_offload_params
   /// booleans set "cpu") at the place of the key that chose them, and the

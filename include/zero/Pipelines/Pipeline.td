@@ -21,7 +21,8 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
     `zero-mixed-precision`, `zero-fuse-bias-activation` (with
     `fuse-bias-activation`), `zero-remat` (with `remat`), `zero-partition`,
     `zero-grad-sync`, `zero-param-gather`, `zero-prefetch` (at stage 3),
-    `zero-optimizer` and, with `verify`, `zero-verify-schedule`. The options
+    `zero-optimizer`, `zero-offload-activations` (with
+    `offload-activations`) and, with `verify`, `zero-verify-schedule`. The options
     of the passes from `zero-mixed-precision` to `zero-optimizer` are its
     own, under their names; one that several passes take (`offload-param`,
     `nvme-path`) sets it for all of them.
@@ -77,6 +78,12 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
            "Activation recomputation (zero-remat): none, layer, selective, "
            "op (torchtitan's op-level policy), or auto (the cheapest of "
            "none, selective and layer that fits memory-budget)">,
+    Option<"offloadActivations", "offload-activations", "std::string",
+           /*default=*/"\"none\"",
+           "Where saved activations wait between forward and backward "
+           "(zero-offload-activations): none, cpu (pinned host memory; "
+           "with remat, what it keeps), or auto (with memory-budget: the "
+           "fewest that fit, chosen with each recomputation)">,
     Option<"memoryBudget", "memory-budget", "std::string", /*default=*/"",
            "Bytes per rank the plan's peak must fit (40GiB, 80GB): remat "
            "(auto unless remat is given), then smaller buckets and prefetch "

@@ -269,6 +269,23 @@ LogicalResult Lowering::lowerTransfer(TransferOp o) {
   return success();
 }
 
+/// Copies of saved activations between the step arena and their places in
+/// the host arena (activation offload).
+LogicalResult Lowering::lowerActivationCopy(ActivationCopyOpInterface o) {
+  Value host = o.getHostValue();
+  auto place = plan.hostActivations.find(host.getDefiningOp());
+  if (place == plan.hostActivations.end())
+    return o->emitOpError("has no place in the host arena's plan");
+  Value device = ptrOrNull(o.getDeviceValue());
+  if (!device)
+    return failure();
+  callVoid("zrt_ctx_copy_activation",
+           {ctx, device, i64(place->second),
+            i64(getTensorBytes(host.getType())), i32(o.copiesToHost() ? 1 : 0),
+            i32(slotOf(o.getToken()))});
+  return success();
+}
+
 LogicalResult Lowering::lowerOp(Operation *op) {
   loc = op->getLoc();
   current = op;
@@ -293,6 +310,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<CheckOverflowOp, UpdateLossScaleOp, OptimizerStepOp>(
           [&](Operation *o) { return lowerOptimizerOp(o); })
       .Case([&](TransferOp o) { return lowerTransfer(o); })
+      .Case<OffloadActivationOp, ReloadActivationOp>([&](Operation *o) {
+        return lowerActivationCopy(cast<ActivationCopyOpInterface>(o));
+      })
       .Default([&](Operation *op) {
         return op->emitOpError("has no lowering to the runtime");
       });

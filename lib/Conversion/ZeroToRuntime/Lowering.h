@@ -111,6 +111,7 @@ private:
   LogicalResult lowerLossOp(Operation *op);
   LogicalResult lowerOptimizerOp(Operation *op);
   LogicalResult lowerTransfer(TransferOp o);
+  LogicalResult lowerActivationCopy(ActivationCopyOpInterface o);
   /// The memory-tracing calls around op `index` of the step: its position
   /// and the step-arena bytes that become live before it runs (`before`) or
   /// dead after it.

@@ -313,6 +313,50 @@ def cmd_remat(args):
     print("OK")
 
 
+def check_host_peak(log, what):
+    """Every step reports the host peak, measured equal to planned."""
+    for line in log:
+        if "host_peak_bytes" not in line:
+            fail("%s step %d: no host_peak_bytes in the log" %
+                 (what, line["step"]))
+        if line["host_peak_bytes"] != line["planned_host_peak_bytes"]:
+            fail("%s step %d: measured host peak %d != planned %d" %
+                 (what, line["step"], line["host_peak_bytes"],
+                  line["planned_host_peak_bytes"]))
+    return log[-1]["host_peak_bytes"]
+
+
+def cmd_activation_offload(args):
+    """Trains the model with each recomputation policy (none too), without
+    and with --offload-activations cpu, for each "stage:world": every step's
+    loss, gradient norm and loss scale must be bitwise those without
+    offload, every measured device and host peak must equal its plan, and
+    the device peak with offload must be below the one without."""
+    os.makedirs(args.work, exist_ok=True)
+    extra = shlex.split(args.compile_args)
+    for config in args.configs.split(","):
+        stage, world = (int(x) for x in config.split(":"))
+        for policy in args.policies.split(","):
+            what = "stage %d, world %d, remat %s" % (stage, world, policy)
+            compile_args = ["--stage", str(stage), "--remat", policy] + extra
+            prefix = os.path.join(args.work,
+                                  "s%d_w%d_%s" % (stage, world, policy))
+            base = train_once(args, prefix + "_device", world, compile_args)
+            base_peak = check_peak(base, what)
+            log = train_once(args, prefix + "_offload", world,
+                             compile_args + ["--offload-activations", "cpu"])
+            peak = check_peak(log, what + ", offloaded")
+            host = check_host_peak(log, what + ", offloaded")
+            check_bitwise(base, log, what, "without offload")
+            if peak >= base_peak:
+                fail("%s: peak %d with offload is not below %d without" %
+                     (what, peak, base_peak))
+            print("%s: %d steps bitwise equal to no offload; peak %d < %d, "
+                  "both == planned; host peak %d == planned" %
+                  (what, len(log), peak, base_peak, host))
+    print("OK")
+
+
 def cmd_pad_vocab(args):
     """Trains the model as it is and with --pad-vocab, for every stage and
     world size: every step's loss, loss scale and skip flag must be bitwise
@@ -1720,6 +1764,18 @@ def main():
     s.add_argument("--compile-args", default="")
     s.add_argument("--train-args", default="")
     s.set_defaults(fn=cmd_remat)
+    s = sub.add_parser("activation-offload")
+    s.add_argument("--compiler", required=True)
+    s.add_argument("--mpirun", required=True)
+    s.add_argument("--model", required=True)
+    s.add_argument("--work", required=True)
+    s.add_argument("--configs", default="0:1,3:2",
+                   help="stage:world pairs")
+    s.add_argument("--policies", default="none,layer")
+    s.add_argument("--steps", type=int, default=3)
+    s.add_argument("--compile-args", default="")
+    s.add_argument("--train-args", default="")
+    s.set_defaults(fn=cmd_activation_offload)
     s = sub.add_parser("variant")
     s.add_argument("--compiler", required=True)
     s.add_argument("--mpirun", required=True)

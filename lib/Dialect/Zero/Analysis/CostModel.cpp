@@ -422,6 +422,9 @@ FailureOr<Work> Simulator::getWork(Operation *op) const {
   }
   if (auto transfer = dyn_cast<TransferOpInterface>(op))
     return getTransferWork(transfer);
+  // An offloaded activation crosses the host link whole, either way.
+  if (auto copy = dyn_cast<ActivationCopyOpInterface>(op))
+    return Work::transfer(valueBytes(copy.getHostValue()));
   if (auto store = dyn_cast<StoreSecondaryOp>(op)) {
     // A copy of this rank's hpZ slice: read and write it.
     return Work::kernel(2.0 * valueBytes(store.getFull()) /
@@ -705,7 +708,9 @@ LogicalResult Simulator::step(Operation *op) {
   }
   if (work->kind == Work::Transfer) {
     timeline.transferMs += d * 1e3;
-    Value token = cast<TransferOpInterface>(op).getToken();
+    auto copy = dyn_cast<ActivationCopyOpInterface>(op);
+    Value token =
+        copy ? copy.getToken() : cast<TransferOpInterface>(op).getToken();
     if (hw.copiesOnComputeStream) {
       // The compute stream copies: all of it is exposed, and its token is
       // complete when the copy returns.

@@ -147,6 +147,7 @@ private:
   LogicalResult reserveSwap(OpRange ops, StringRef what, int64_t &at,
                             int64_t &size);
   LogicalResult planSwapBuffers();
+  LogicalResult planHostActivations();
   void indexOps();
   void collectExtraUses();
   void collectLastUses();
@@ -306,6 +307,25 @@ LogicalResult Planner::planSwapBuffers() {
   return success();
 }
 
+/// Offloaded activations after the swap buffers, one place each: their
+/// lifetimes span the forward's end, where they all are in host memory, so
+/// sharing places would lower the host peak little.
+LogicalResult Planner::planHostActivations() {
+  hostOffset = alignTo64(hostOffset);
+  plan.activationOffset = hostOffset;
+  for (auto copy : step.getOps<OffloadActivationOp>()) {
+    hostOffset = alignTo64(hostOffset);
+    plan.hostActivations[copy] = hostOffset;
+    if (__builtin_add_overflow(hostOffset, getTensorBytes(copy.getType(0)),
+                               &hostOffset) ||
+        hostOffset > kMaxBytes)
+      return tooLarge("the offloaded activations");
+  }
+  plan.activationBytes = alignTo64(hostOffset) - plan.activationOffset;
+  plan.hostBytes = alignTo64(hostOffset);
+  return success();
+}
+
 void Planner::indexOps() {
   for (Operation &op : body) {
     index[&op] = plan.ops.size();
@@ -329,6 +349,13 @@ void Planner::collectExtraUses() {
     } else if (auto t = dyn_cast<TransferOpInterface>(op)) {
       token = t.getToken();
       reads = t.getInFlightReads();
+    } else if (auto copy = dyn_cast<ActivationCopyOpInterface>(op)) {
+      // An offload reads its device buffer until its wait.
+      token = copy.getToken();
+      if (copy.copiesToHost()) {
+        Value device = copy.getDeviceValue();
+        reads.push_back({device, {0, getTensorBytes(device.getType())}});
+      }
     }
     Operation *wait = getWait(token);
     if (!wait)
@@ -428,8 +455,12 @@ void Planner::addBuffer(ArenaBuffer b, int64_t start, Value value) {
 }
 
 void Planner::addResultBuffers(Operation &op, int64_t i) {
+  auto copy = dyn_cast<ActivationCopyOpInterface>(op);
   for (OpResult r : op.getResults()) {
     if (!isa<RankedTensorType>(r.getType()) || isInPlaceGrad(r))
+      continue;
+    // An offloaded activation's host copy is in the host arena.
+    if (copy && r == copy.getHostValue())
       continue;
     ArenaBuffer b;
     b.op = &op;
@@ -444,6 +475,8 @@ void Planner::addResultBuffers(Operation &op, int64_t i) {
     else if (isa<LossScaleOp, CheckOverflowOp, AllReduceOp, OptimizerStepOp>(
                  op))
       b.category = MemoryCategory::Optimizer;
+    else if (copy)
+      b.category = MemoryCategory::Activations;
     else if (plan.backwardStart >= 0 && i >= plan.backwardStart)
       b.category = MemoryCategory::Gradients;
     else
@@ -581,7 +614,8 @@ void Planner::simulate() {
 }
 
 LogicalResult Planner::run() {
-  if (failed(planPersistent()) || failed(planSwapBuffers()))
+  if (failed(planPersistent()) || failed(planSwapBuffers()) ||
+      failed(planHostActivations()))
     return failure();
   indexOps();
   collectExtraUses();

@@ -42,6 +42,12 @@ static void printPlan(const MemoryPlan &plan, TrainStepOp step,
   DenseMap<Operation *, int64_t> index;
   for (auto [i, op] : llvm::enumerate(plan.ops))
     index[op] = i;
+  // The offloaded activations' host places, in program order.
+  for (auto [i, op] : llvm::enumerate(plan.ops))
+    if (auto it = plan.hostActivations.find(op);
+        it != plan.hostActivations.end())
+      os << "  host activation op " << i << " offset " << it->second
+         << " bytes " << getTensorBytes(op->getResult(0).getType()) << "\n";
   auto printRange = [&](int64_t offset, int64_t bytes, int64_t start,
                         int64_t end) {
     os << " offset " << offset << " bytes " << bytes << " live [" << start

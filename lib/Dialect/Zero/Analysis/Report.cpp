@@ -271,6 +271,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.optimizerOffloaded = s.isOptimizerOffloaded();
   r.paramsOffloaded = s.areParamsOffloaded();
   r.hostPeakBytes = plan.hostBytes;
+  r.offloadedActivationBytes = plan.activationBytes;
   r.nvmeBytes = plan.nvmeBytes;
   r.swapBytes = plan.swapBytes;
   r.paramsOnNvme = s.areParamsOnNvme();
@@ -406,6 +407,7 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
       {"nvme_swap_buffer_bytes", r.swapBytes},
       {"nvme_param_bytes", r.paramNvmeBytes},
       {"nvme_param_swap_buffer_bytes", r.paramSwapBytes},
+      {"offloaded_activation_bytes", r.offloadedActivationBytes},
       {"nvme_read_bytes_per_s", r.nvmeReadBandwidth},
       {"nvme_write_bytes_per_s", r.nvmeWriteBandwidth},
       // On one node every byte stays within it: the split is all intra-node.
@@ -597,6 +599,8 @@ static void printHostMemory(const StepReport &r, llvm::raw_ostream &os) {
     printRow(os, "NVMe swap buffers", r.swapBytes);
   if (r.paramSwapBytes > 0)
     printRow(os, "NVMe parameter swap buffers", r.paramSwapBytes);
+  if (r.offloadedActivationBytes > 0)
+    printRow(os, "offloaded activations", r.offloadedActivationBytes);
   printRow(os, "host peak", r.hostPeakBytes);
   // ZeRO-Infinity: the states and parameter shards in the rank's swap
   // files, each padded to 4096 bytes (the files' total is nvme_bytes).
@@ -790,7 +794,8 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
   std::optional<::zero::estimate::DeepSpeedEstimate> deepspeed =
       estimateDeepSpeedGpu(r);
   printDeviceMemory(r, deepspeed, os);
-  if (r.optimizerOffloaded || r.paramsOffloaded)
+  if (r.optimizerOffloaded || r.paramsOffloaded ||
+      r.offloadedActivationBytes > 0)
     printHostMemory(r, os);
   if (r.fit) {
     os << "\n";

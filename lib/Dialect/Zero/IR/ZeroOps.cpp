@@ -1467,6 +1467,44 @@ LogicalResult FreeOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Activation offload
+//===----------------------------------------------------------------------===//
+
+/// A token's users: at most one, a zero.wait.
+static LogicalResult verifyCopyToken(Operation *op, Value token) {
+  if (!token)
+    return success();
+  if (!token.hasOneUse() || !isa<WaitOp>(*token.getUsers().begin()))
+    return op->emitOpError("token must be waited by exactly one zero.wait");
+  return success();
+}
+
+LogicalResult OffloadActivationOp::verify() {
+  // Kernels read step-arena memory only: the host copy comes back first.
+  for (Operation *user : getHost().getUsers())
+    if (!isa<ReloadActivationOp>(user))
+      return emitOpError("host copy is read by '")
+             << user->getName()
+             << "'; only zero.reload_activation reads host memory";
+  return verifyCopyToken(*this, getToken());
+}
+
+Value OffloadActivationOp::getDeviceValue() { return getInput(); }
+Value OffloadActivationOp::getHostValue() { return getHost(); }
+bool OffloadActivationOp::copiesToHost() { return true; }
+
+LogicalResult ReloadActivationOp::verify() {
+  if (!getHost().getDefiningOp<OffloadActivationOp>())
+    return emitOpError("reads a value that zero.offload_activation did not "
+                       "write to host memory");
+  return verifyCopyToken(*this, getToken());
+}
+
+Value ReloadActivationOp::getDeviceValue() { return getResult(); }
+Value ReloadActivationOp::getHostValue() { return getHost(); }
+bool ReloadActivationOp::copiesToHost() { return false; }
+
+//===----------------------------------------------------------------------===//
 // Optimizer ops
 //===----------------------------------------------------------------------===//
 

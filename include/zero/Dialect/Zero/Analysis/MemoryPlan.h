@@ -9,6 +9,7 @@
 
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <array>
@@ -77,8 +78,9 @@ struct MemoryPlan {
   std::vector<PersistentBuffer> persistent;
   /// The device persistent arena.
   int64_t persistentBytes = 0;
-  /// The pinned host arena (optimizer offload; 0 otherwise): it holds only
-  /// persistent buffers, so this is the host peak.
+  /// The pinned host arena (optimizer, parameter or activation offload; 0
+  /// otherwise): every place in it is reserved for the whole step, so this
+  /// is the host peak.
   int64_t hostBytes = 0;
   /// The total of the rank's NVMe swap files (0 without NVMe offload): the
   /// optimizer's, with the states at 4096-byte aligned offsets, padded to
@@ -88,6 +90,11 @@ struct MemoryPlan {
   /// optimizer's and the parameters'.
   int64_t swapOffset = 0, swapBytes = 0;
   int64_t paramSwapOffset = 0, paramSwapBytes = 0;
+  /// The offloaded activations' region of the host arena (part of
+  /// hostBytes, after the swap buffers), and the offset in it of each
+  /// zero.offload_activation's host copy (each has its own place).
+  int64_t activationOffset = 0, activationBytes = 0;
+  llvm::DenseMap<Operation *, int64_t> hostActivations;
   std::vector<ArenaBuffer> buffers;
   /// High-water mark of the step arena.
   int64_t arenaBytes = 0;

@@ -98,6 +98,9 @@ struct StepReport {
   /// host swap buffers.
   bool paramsOnNvme = false;
   int64_t hostPeakBytes = 0, nvmeBytes = 0, swapBytes = 0;
+  /// Activation offload: the host copies of the saved activations (part of
+  /// hostPeakBytes).
+  int64_t offloadedActivationBytes = 0;
   int64_t paramNvmeBytes = 0, paramSwapBytes = 0;
   /// With swap files: the rates one rank's swap-file I/O is predicted at,
   /// bytes/s (the preset's, shared where its ranks share a disk), and how

@@ -1697,6 +1697,72 @@ def Zero_TransferOp : Zero_Op<"transfer", [
   let hasVerifier = 1;
 }
 
+def Zero_ActivationCopyOpInterface
+    : OpInterface<"ActivationCopyOpInterface"> {
+  let cppNamespace = "::mlir::zero";
+  let description = [{
+    A copy of a saved activation between the step arena and the pinned host
+    arena (activation offload): what the memory planner (which places the
+    host copy in the host arena), the cost model (which charges the host
+    link) and the lowering need, whichever direction the op copies.
+  }];
+  let methods = [
+    InterfaceMethod<"The value in the step arena (read or written).",
+      "::mlir::Value", "getDeviceValue">,
+    InterfaceMethod<"The value in the host arena (written or read).",
+      "::mlir::Value", "getHostValue">,
+    InterfaceMethod<"Whether it copies from the device to the host.",
+      "bool", "copiesToHost">,
+    InterfaceMethod<"Its completion token, or null when it is synchronous.",
+      "::mlir::Value", "getToken">,
+  ];
+}
+
+def Zero_OffloadActivationOp : Zero_Op<"offload_activation", [
+    DeclareOpInterfaceMethods<Zero_ActivationCopyOpInterface>,
+    AllTypesMatch<["input", "host"]>]> {
+  let summary = "Copy a saved activation to pinned host memory";
+  let description = [{
+    Activation offload (`zero-offload-activations`): `host` is a copy of
+    the forward value `input` in the pinned host arena, where the memory
+    plan gives it a place of its own. Only `zero.reload_activation` reads
+    it. With a `!zero.token` result the copy is asynchronous: `input` is
+    read until the `zero.wait` of the token, and its device buffer may be
+    released after it.
+
+    ```mlir
+    %h, %t = zero.offload_activation %x : tensor<8x64xf32> -> !zero.token
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$host, Optional<Zero_TokenType>:$token);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) (`->` type($token)^)?";
+  let hasVerifier = 1;
+}
+
+def Zero_ReloadActivationOp : Zero_Op<"reload_activation", [
+    DeclareOpInterfaceMethods<Zero_ActivationCopyOpInterface>,
+    AllTypesMatch<["host", "result"]>]> {
+  let summary = "Copy an offloaded activation back into the step arena";
+  let description = [{
+    The backward's copy of an offloaded activation: `result` is a new
+    step-arena buffer holding the host copy `host`, which a
+    `zero.offload_activation` wrote. With a `!zero.token` result the copy
+    is asynchronous and `result` may be read only after the `zero.wait` of
+    the token.
+
+    ```mlir
+    %x2, %t2 = zero.reload_activation %h : tensor<8x64xf32> -> !zero.token
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$host);
+  let results = (outs AnyRankedTensor:$result, Optional<Zero_TokenType>:$token);
+  let assemblyFormat =
+      "$host attr-dict `:` type($host) (`->` type($token)^)?";
+  let hasVerifier = 1;
+}
+
 def Zero_FreeOp : Zero_Op<"free", [Zero_StepPhaseOpInterface]> {
   let summary = "End of a buffer's (or a slice's) lifetime";
   let description = [{

@@ -305,6 +305,48 @@ def ZeroRematPass : Pass<"zero-remat", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
 
+def ZeroOffloadActivationsPass
+    : Pass<"zero-offload-activations", "::mlir::ModuleOp"> {
+  let summary = "Activation offload: saved activations wait in pinned host memory between forward and backward";
+  let description = [{
+    Runs on a scheduled train step (after `zero-optimizer`). A saved
+    activation is a value a forward compute op produces and a backward
+    compute op reads (with `zero-remat`, what it keeps). After its last
+    forward use it is copied into the pinned host arena
+    (`zero.offload_activation`, asynchronous: its `zero.wait` follows the
+    next forward op, so the copy overlaps it), and before its first backward
+    use it is copied back into a new step-arena buffer
+    (`zero.reload_activation`, issued one op before that use and waited
+    right before it), which every backward use reads. The device copy then
+    lives only in the forward and the reloaded one only in the backward,
+    which lowers the planned device peak; the host copies are planned in the
+    host arena. The copies are exact, so the losses are bitwise those
+    without offload.
+
+    Values read through views, step inputs, and values a non-compute op
+    reads in the backward (the loss, which `zero.return` reads) stay on the
+    device.
+
+    - `device=none`: nothing changes.
+    - `device=cpu`: every saved activation goes to pinned host memory.
+    - `device=auto`: the fewest saved activations, in forward order (the
+      earliest wait longest for their backward), whose offload brings the
+      memory plan's device peak within `budget`; all of them when none
+      does. Under `zero-pipeline`'s `memory-budget` search each
+      recomputation candidate offloads what it needs this way, and the
+      fastest plan that fits wins.
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"cpu\"",
+           "Where saved activations wait for the backward: none, cpu, or "
+           "auto (pinned host memory for the fewest that fit budget)">,
+    Option<"budget", "budget", "std::string", /*default=*/"",
+           "With device=auto: the bytes per rank the device peak must fit "
+           "(40GiB, 80GB)">,
+  ];
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // ZeRO schedule passes
 //===----------------------------------------------------------------------===//
