@@ -904,11 +904,12 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
       << error(j);
   j = tinyManifest(1, 4);
   j["partitions"][0]["host_buffers"] = {"moments"};
-  EXPECT_NE(error(j).find("key 'partitions[0].host_buffers[0]' has unknown "
-                          "value 'moments' (params, grads, master, exp_avg, "
-                          "exp_avg_sq, host_grads, host_params or "
-                          "secondary)"),
-            std::string::npos);
+  EXPECT_NE(
+      error(j).find("key 'partitions[0].host_buffers[0]' has unknown "
+                    "value 'moments' (params, grads, master, exp_avg, "
+                    "exp_avg_sq, momentum_buffer, host_grads, host_params or "
+                    "secondary)"),
+      std::string::npos);
   j = tinyManifest(1, 4);
   j["partitions"][0]["compute_dtype"] = "i64";
   EXPECT_NE(error(j).find("partition 'flat' has unknown compute dtype 'i64'"),
@@ -1228,6 +1229,9 @@ TEST(UniversalCheckpointTest, RemapsBetweenLayouts) {
   checkSameModel(ckpt, one);
   std::vector<float> values;
   for (BufferKind kind : kSavedBuffers) {
+    // Adam's states only (no SGD momentum_buffer).
+    if (kind != kMaster && !one.keepsState(kind))
+      continue;
     remapOwned(ckpt, one, 0, 0, kind, values);
     ASSERT_EQ(values.size(), 10u);
     for (int e = 0; e < 10; ++e)
@@ -1271,6 +1275,8 @@ TEST(UniversalCheckpointTest, RemapsBetweenLayouts) {
   EXPECT_EQ(back.stage, 3);
   checkSameModel(back, one);
   for (BufferKind kind : kSavedBuffers) {
+    if (kind != kMaster && !one.keepsState(kind))
+      continue;
     remapOwned(back, one, 0, 0, kind, values);
     for (int e = 0; e < 10; ++e)
       EXPECT_EQ(values[size_t(e)], float(1000 * kind + e));
