@@ -27,6 +27,61 @@ struct ZeroPartitionPass
     : public mlir::zero::impl::ZeroPartitionPassBase<ZeroPartitionPass> {
   using Base::Base;
 
+  /// Divides `step`'s batch over the data-parallel ranks and records its
+  /// #zero.schedule.
+  LogicalResult scheduleStep(TrainStepOp step, int64_t mics) {
+    if (step.getScheduleAttr()) {
+      mlir::emitError(step.getLoc()) << "train step @" << step.getSymName()
+                                     << " " << ("is already partitioned");
+      return failure();
+    }
+    int64_t batch = 0;
+    if (step.getBodyBlock().getNumArguments() != 0)
+      batch =
+          cast<RankedTensorType>(step.getBodyBlock().getArgument(0).getType())
+              .getDimSize(0);
+    // The ranks of a sequence-parallel group read the same rows.
+    int64_t sp = spSize.getValue(), world = worldSize.getValue();
+    if (sp < 1 || world % sp != 0) {
+      mlir::emitError(step.getLoc())
+          << "zero-partition: sp-size " << spSize.getValue()
+          << " does not divide world-size " << worldSize.getValue();
+      return failure();
+    }
+    // The all-to-alls run over the world (zero.all_to_all's rank set).
+    if (sp > 1 && sp != world) {
+      mlir::emitError(step.getLoc())
+          << "zero-partition: sp-size " << spSize.getValue()
+          << " below world-size " << worldSize.getValue()
+          << " (data parallelism beside sequence parallelism) is not "
+             "supported yet; use sp-size "
+          << worldSize.getValue();
+      return failure();
+    }
+    int64_t dataParallel = world / sp;
+    if (batch % dataParallel != 0) {
+      mlir::emitError(step.getLoc())
+          << "train step @" << step.getSymName() << " " << ("global batch ")
+          << batch << " is not divisible by world-size "
+          << worldSize.getValue()
+          << (sp > 1 ? " / sp-size " + std::to_string(sp) : "");
+      return failure();
+    }
+    if (failed(divideBatch(step, dataParallel)))
+      return failure();
+    // The schedule's verifier holds DeepSpeed's rules on hpZ (stage 3, a
+    // divisor of the world size).
+    auto attr = ScheduleAttr::getChecked(
+        [&] { return mlir::emitError(step.getLoc()) << "zero-partition: "; },
+        &getContext(), int64_t(stage), int64_t(worldSize), batch,
+        /*accumulation_steps=*/int64_t(1), int64_t(ranksPerNode),
+        int64_t(hpzPartitionSize), int64_t(mics), sp);
+    if (!attr)
+      return failure();
+    step.setScheduleAttr(attr);
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (stage < 0 || stage > 3) {
@@ -105,55 +160,8 @@ struct ZeroPartitionPass
 
     // Data parallelism: every rank runs the step on its slice of the batch.
     for (TrainStepOp step : module.getOps<TrainStepOp>()) {
-      if (step.getScheduleAttr()) {
-        mlir::emitError(step.getLoc()) << "train step @" << step.getSymName()
-                                       << " " << ("is already partitioned");
+      if (failed(scheduleStep(step, mics)))
         return signalPassFailure();
-      }
-      int64_t batch = 0;
-      if (step.getBodyBlock().getNumArguments() != 0)
-        batch =
-            cast<RankedTensorType>(step.getBodyBlock().getArgument(0).getType())
-                .getDimSize(0);
-      // The ranks of a sequence-parallel group read the same rows.
-      int64_t sp = spSize.getValue(), world = worldSize.getValue();
-      if (sp < 1 || world % sp != 0) {
-        mlir::emitError(step.getLoc())
-            << "zero-partition: sp-size " << spSize.getValue()
-            << " does not divide world-size " << worldSize.getValue();
-        return signalPassFailure();
-      }
-      // The all-to-alls run over the world (zero.all_to_all's rank set).
-      if (sp > 1 && sp != world) {
-        mlir::emitError(step.getLoc())
-            << "zero-partition: sp-size " << spSize.getValue()
-            << " below world-size " << worldSize.getValue()
-            << " (data parallelism beside sequence parallelism) is not "
-               "supported yet; use sp-size "
-            << worldSize.getValue();
-        return signalPassFailure();
-      }
-      int64_t dataParallel = world / sp;
-      if (batch % dataParallel != 0) {
-        mlir::emitError(step.getLoc())
-            << "train step @" << step.getSymName() << " " << ("global batch ")
-            << batch << " is not divisible by world-size "
-            << worldSize.getValue()
-            << (sp > 1 ? " / sp-size " + std::to_string(sp) : "");
-        return signalPassFailure();
-      }
-      if (failed(divideBatch(step, dataParallel)))
-        return signalPassFailure();
-      // The schedule's verifier holds DeepSpeed's rules on hpZ (stage 3, a
-      // divisor of the world size).
-      auto attr = ScheduleAttr::getChecked(
-          [&] { return mlir::emitError(step.getLoc()) << "zero-partition: "; },
-          &getContext(), int64_t(stage), int64_t(worldSize), batch,
-          /*accumulation_steps=*/int64_t(1), int64_t(ranksPerNode),
-          int64_t(hpzPartitionSize), int64_t(mics), sp);
-      if (!attr)
-        return signalPassFailure();
-      step.setScheduleAttr(attr);
     }
 
     // Groups: [first, last) ranges of `params` with their names.
