@@ -1,8 +1,8 @@
 // RUN: zero-opt %s --zero-verify-schedule -o /dev/null
 // RUN: zero-opt %s --zero-plan-memory --convert-zero-to-runtime | FileCheck %s
 
-// zero.all_to_all lowers to zrt_ctx_all_to_all (no pass emits it yet: issue
-// 51's sequence parallelism will). World 4 on 2 nodes of 2 ranks. The call
+// zero.all_to_all lowers to zrt_ctx_all_to_all (zero-sequence-parallel emits
+// it around attention). World 4 on 2 nodes of 2 ranks. The call
 // passes the dtype, the input and result buffers, the op's staging, the
 // input as (outer, P, inner) at the split dimension and the result at the
 // concat dimension, and the token slot.
