@@ -47,7 +47,7 @@ def main():
     args = p.parse_args()
     torch.manual_seed(0)
     import json
-    B, T, (kind, lr, beta1, beta2, eps, wd) = model_config(
+    B, T, (kind, lr, beta1, beta2, eps, wd), _ = model_config(
         open(args.model).read())
     _, init = read_safetensors(args.init)
     V, C = init["model.embed_tokens.weight"].shape
