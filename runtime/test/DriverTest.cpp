@@ -1738,6 +1738,8 @@ TEST(DataSourceTest, TokenLabelConventions) {
   nlohmann::json j = tinyManifest(0, 1);
   EXPECT_FALSE(Manifest::parse(j.dump()).sameTokenLabels);
   j["labels"] = "shifted";
+  EXPECT_TRUE(Manifest::parse(j.dump()).shiftedLabels);
+  j["labels"] = "previous_token";
   EXPECT_NE(errorOf([&] { Manifest::parse(j.dump()); }).find("labels"),
             std::string::npos);
   std::system(("rm -rf " + dir).c_str());
