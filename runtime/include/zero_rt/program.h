@@ -29,7 +29,9 @@ extern "C" {
  *    partition's own compute dtype (no program-wide compute_dtype).
  * 5: the optimizer kind lion (optimizers.def) and its zrt_ctx_lion* calls.
  * 6: the optimizer kind sgd, its zrt_ctx_sgd* calls and hyper-parameters
- *    (momentum, dampening, nesterov), and the buffer momentum_buffer. */
+ *    (momentum, dampening, nesterov), and the buffer momentum_buffer; the
+ *    manifest's sequence_parallel and its label convention shifted (Ulysses);
+ *    zrt_ctx_copy_activation (activation offload). */
 #define ZRT_PROGRAM_VERSION 6
 
 typedef struct zrt_ctx zrt_ctx;
