@@ -21,19 +21,21 @@
 #   ninja -C /tmp/old/build zrt-bench-bandwidth
 #
 # Other settings (environment): ONLY (a subset of "machine compile_time
-# kernels comm calibrate e2e tune offload nvme gather_once quant zeropp", the
-# default, and "peers", which runs only when named: it installs its own
-# Python environment from PyPI, bench/peers/venv.sh), BENCH_PARAMS
-# (elements per array of the kernel benchmark, 64M), BENCH_ROUNDS (15),
+# kernels comm calibrate e2e tune offload nvme gather_once quant zeropp
+# long_context", the default, and "peers", which runs only when named: it
+# installs its own Python environment from PyPI, bench/peers/venv.sh),
+# BENCH_PARAMS (elements per array of the kernel benchmark, 64M),
+# BENCH_ROUNDS (15),
 # COMM_COUNT (full-array elements of the collective benchmark, 8M),
 # COMM_ROUNDS (40), E2E_ROUNDS (5), E2E_STEPS (40), TUNE_ROUNDS (4),
 # OFFLOAD_ROUNDS (3), NVME_ROUNDS (5), GATHER_ONCE_ROUNDS (5), QUANT_MIB
 # (MiB of values of the quantization benchmark, 64), QUANT_ROUNDS (11),
-# ZEROPP_ROUNDS (5), ZEROPP_STEPS (20), NVME_DIR
+# ZEROPP_ROUNDS (5), ZEROPP_STEPS (20), LONG_CONTEXT_ROUNDS (3),
+# LONG_CONTEXT_STEPS (8), NVME_DIR
 # (the directory on the disk to measure; bench/results/nvme), MPIRUN
 # (mpirun --allow-run-as-root --oversubscribe), PEERS_ROUNDS (2),
 # PEERS_STEPS (20), PEERS_SIZES (tiny,small,large).
-# A full run takes about 8 minutes on the 2-core development machine.
+# A full run takes about 12 minutes on the 2-core development machine.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,7 +43,7 @@ root=$(cd "$here/.." && pwd)
 out=$here/results
 mkdir -p "$out"
 mpirun_cmd=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
-only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once quant zeropp}
+only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once quant zeropp long_context}
 want() { [[ " $only " == *" $1 "* ]]; }
 
 targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main)
@@ -207,6 +209,13 @@ if want zeropp; then
   python3 "$here/zeropp.py" --build "$build" --out "$out/zeropp.json" \
     --rounds "${ZEROPP_ROUNDS:-5}" --steps "${ZEROPP_STEPS:-20}" \
     --mpirun "$mpirun_cmd"
+fi
+
+if want long_context; then
+  echo "== long context: sequence parallelism and the chunked loss on 2 ranks"
+  python3 "$here/long_context.py" --build "$build" \
+    --out "$out/long_context.json" --rounds "${LONG_CONTEXT_ROUNDS:-3}" \
+    --steps "${LONG_CONTEXT_STEPS:-8}" --mpirun "$mpirun_cmd"
 fi
 
 if want peers; then

@@ -1040,6 +1040,45 @@ def sec_zeropp(r):
     return "\n".join(out)
 
 
+def sec_long_context(r):
+    """bench/long_context.py: sequence parallelism and the chunked loss on
+    2 CPU ranks."""
+    doc = load(r, "long_context.json")
+    if not doc:
+        return None
+    m = doc["machine"]
+    out = ["Machine: %d cores, `%s` (lscpu model name), CPU backend. Run of "
+           "%s UTC, load average (1/5/15 min) %s at the start, %s at the "
+           "end. `%s` with the model flags below, 2 ranks (`--threads 1`), "
+           "`--steps %d`: median `step_ms` (slowest rank) of steps %d-%d, "
+           "median over %d rounds, the executables in a rotating order "
+           "each round; the ratio is the median of each round's ratio to "
+           "the first row of its table. Peak bytes are rank 0's, planned "
+           "and measured." % (
+               m["nproc"], m["cpu"], doc["date"], "/".join(doc["loadavg"]),
+               "/".join(doc["loadavg_end"]), doc["model"], doc["steps"],
+               doc["warmup"] + 1, doc["steps"], doc["rounds"])]
+
+    def same(planned, measured):
+        return "%d" % planned if planned == measured else \
+            "%d (measured %d)" % (planned, measured)
+
+    titles = {"sp": "Ulysses SP 2 against DP 2 at the same global tokens",
+              "loss": "The chunked loss against the whole logits"}
+    for group, rows in doc["groups"].items():
+        out += ["", "%s:" % titles.get(group, group), "",
+                "| run | model flags | zero-compile flags | tokens a step | "
+                "step ms | ratio | peak bytes (planned = measured) | loss "
+                "after the last step |",
+                "|---|---|---|---:|---:|---:|---:|---:|"]
+        for e in rows:
+            out.append("| %s | `%s` | `%s` | %d | %.1f | %.3f | %s | %.6f |" % (
+                e["name"], e["model_flags"], e["flags"], e["tokens_per_step"],
+                e["step_ms"], e["ratio"],
+                same(e["planned_peak_bytes"], e["peak_bytes"]), e["loss"]))
+    return "\n".join(out)
+
+
 SECTIONS = {
     "machine": sec_machine,
     "compile_time": sec_compile_time,
@@ -1059,6 +1098,7 @@ SECTIONS = {
     "quant": sec_quant,
     "peers": sec_peers,
     "zeropp": sec_zeropp,
+    "long_context": sec_long_context,
 }
 
 
