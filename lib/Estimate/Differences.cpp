@@ -61,7 +61,8 @@ void explainOffload(Estimate &e, const Terms &t) {
         " of host memory per node); ours offloaded keeps the params, "
         "grads and buffers on the device (" +
         human(e.offloadDeviceBytes) +
-        ") and the fp32 masters, Adam's m and v and the copies of the "
+        ") and the fp32 masters, " + statesText(e) +
+        " and the copies of the "
         "owned gradient" +
         (c == 4 ? "" : " and parameter") + " shard in pinned host memory (" +
         human(e.offloadHostBytes) + " per rank, " +
@@ -146,13 +147,35 @@ void explainModelStates(Estimate &e, const Terms &t) {
   const std::string &cs = t.cs;
   auto &why = e.differences;
   bool fp32 = options.dtype == "fp32";
-  if (fp32)
+  if (!keepsAdamStates(e)) {
+    // DeepSpeed's estimators and the paper's 16 bytes per parameter count
+    // Adam's 8 bytes of states; ours counts the optimizer's own, on each of
+    // a rank's trainable parameters.
+    why.push_back(
+        "Optimizer: " + mlir::zero::stringifyOptimizerKind(e.optimizer).str() +
+        " keeps " + statesText(e) + " (" + std::to_string(t.stateBytes) +
+        " bytes per trainable parameter), where "
+        "DeepSpeed's estimators count Adam's m and v (8 bytes) and stay as "
+        "DeepSpeed computes them; the paper's K is 4 + " +
+        std::to_string(t.stateBytes) + " = " +
+        std::to_string(4 + t.stateBytes) + " here: " +
+        signedHuman((t.stateBytes - 8) * t.tshard) +
+        " for us against Adam's states.");
+  }
+  if (fp32 && keepsAdamStates(e))
     why.push_back("fp32: the parameters are the fp32 masters (no separate "
                   "copy): 4 (params) + 4 (grads) + 8 (Adam m, v) = 16 bytes "
                   "per parameter as in mixed precision (2 + 2 + 12), split "
                   "differently over the stages: 16S, 8S + 8S'/n, "
                   "4S + 12S'/n, 16S'/n (mixed precision: 16S, 4S + 12S'/n, "
                   "2S + 14S'/n, 16S'/n). DeepSpeed's estimators and the "
+                  "paper assume fp16/bf16 mixed precision; their figures are "
+                  "not comparable.");
+  else if (fp32)
+    why.push_back("fp32: the parameters are the fp32 masters (no separate "
+                  "copy): 4 (params) + 4 (grads) + " +
+                  std::to_string(t.stateBytes) + " (" + statesText(e) +
+                  ") bytes per parameter. DeepSpeed's estimators and the "
                   "paper assume fp16/bf16 mixed precision; their figures are "
                   "not comparable.");
   if (stage <= 1)
@@ -172,20 +195,27 @@ void explainModelStates(Estimate &e, const Terms &t) {
         "Frozen parameters: " + std::to_string(frozen) +
         " of the S parameters are frozen; DeepSpeed's estimators count "
         "every parameter as trainable, the paper's formula frozen apart and "
-        "ours give only the St trainable ones gradients, fp32 masters and "
-        "Adam moments (ours pads them as one run; the compiler's report "
+        "ours give only the St trainable ones gradients, fp32 masters and " +
+        (keepsAdamStates(e) ? std::string("Adam moments")
+                            : "the optimizer's states") +
+        " (ours pads them as one run; the compiler's report "
         "pads each run of them).");
   if (stage >= 2 && !fp32) {
-    // DeepSpeed's 18 bytes per sharded parameter against our c + 12 (stage
-    // 2) or 2c + 12 (stage 3).
-    int64_t shardBytes = modelStateSplit(stage, c).second;
+    // DeepSpeed's 18 bytes per sharded parameter against our c + 4 + the
+    // states (stage 2) or 2c + 4 + the states (stage 3).
+    int64_t shardBytes = modelStateSplit(stage, c, t.stateBytes).second;
     int64_t dsShard = 18 * s / n;
     int64_t ourShard = shardBytes * s / n;
     why.push_back(
         std::string("18 vs ") + std::to_string(shardBytes) +
         " bytes per sharded parameter: DeepSpeed counts an fp32 gradient "
         "copy (4 bytes) that we do not keep (the 16-bit gradient is unscaled "
-        "and clipped inside the fused Adam)" +
+        "and clipped inside the fused " +
+        (keepsAdamStates(e)
+             ? std::string("Adam")
+             : mlir::zero::stringifyOptimizerKind(e.optimizer).str() +
+                   " update") +
+        ")" +
         (stage == 3 ? ", and no 16-bit gradient shard, which we keep (2 bytes)"
                     : "") +
         ": " + signedHuman(ourShard - dsShard) + " for us.");
@@ -219,7 +249,8 @@ void explainModelStates(Estimate &e, const Terms &t) {
         " (S rounded up to a multiple "
         "of n * alignment = " +
         std::to_string(e.n * alignment) +
-        "): " + signedHuman(e.ourStates - modelStateBytes(stage, s, s, n, c)) +
+        "): " + signedHuman(e.ourStates -
+                    modelStateBytes(stage, s, s, n, c, t.stateBytes)) +
         (stage == 3 ? " (every layer's group is padded "
                       "separately, so a real model pads a little "
                       "more)."
@@ -288,6 +319,25 @@ void explainBuffers(Estimate &e, const Terms &t) {
 }
 
 } // namespace
+
+bool zero::estimate::detail::keepsAdamStates(const Estimate &e) {
+  return e.optimizerStates.size() == 2 &&
+         e.optimizerStates[0].buffer == mlir::zero::BufferKind::exp_avg &&
+         e.optimizerStates[1].buffer == mlir::zero::BufferKind::exp_avg_sq;
+}
+
+std::string zero::estimate::detail::statesText(const Estimate &e) {
+  if (keepsAdamStates(e))
+    return "Adam's m and v";
+  if (e.optimizerStates.empty())
+    return "no state of " +
+           mlir::zero::stringifyOptimizerKind(e.optimizer).str();
+  std::string text;
+  for (size_t i = 0; i < e.optimizerStates.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == e.optimizerStates.size() ? " and " : ", ") +
+            e.optimizerStates[i].label.str();
+  return text;
+}
 
 void zero::estimate::detail::explainDifferences(Estimate &e, const Terms &t) {
   explainOffload(e, t);

@@ -24,23 +24,26 @@ using namespace zero::estimate::detail;
 /// parameters themselves are the masters.
 static int64_t masterBytes(int64_t c) { return c == 4 ? 0 : 4; }
 
-/// The optimizer the estimates plan, DeepSpeed's default (its Adam in
-/// adam_w_mode): its states' bytes per parameter are optimizers.def's.
-static constexpr mlir::zero::OptimizerKind kOptimizer =
-    mlir::zero::OptimizerKind::adamw;
+int64_t zero::estimate::detail::stateBytes(
+    ArrayRef<mlir::zero::OptimizerState> states) {
+  int64_t bytes = 0;
+  for (const mlir::zero::OptimizerState &state : states)
+    bytes += state.bytes;
+  return bytes;
+}
 
 /// Whether `key` is one of the optimizer's state lines.
-static bool isStateKey(StringRef key) {
-  return llvm::any_of(mlir::zero::getOptimizerStates(kOptimizer),
+static bool isStateKey(const Estimate &e, StringRef key) {
+  return llvm::any_of(e.optimizerStates,
                       [&](const mlir::zero::OptimizerState &state) {
                         return state.reportKey == key;
                       });
 }
 
 std::pair<int64_t, int64_t>
-zero::estimate::detail::modelStateSplit(int64_t stage, int64_t c) {
-  int64_t optimizer =
-      masterBytes(c) + mlir::zero::getOptimizerStateBytes(kOptimizer);
+zero::estimate::detail::modelStateSplit(int64_t stage, int64_t c,
+                                        int64_t stateBytes) {
+  int64_t optimizer = masterBytes(c) + stateBytes;
   switch (stage) {
   case 0:
     return {2 * c + optimizer, 0};
@@ -55,8 +58,8 @@ zero::estimate::detail::modelStateSplit(int64_t stage, int64_t c) {
 
 int64_t zero::estimate::detail::modelStateBytes(int64_t stage, int64_t s,
                                                 int64_t sharded, int64_t n,
-                                                int64_t c) {
-  auto [full, shard] = modelStateSplit(stage, c);
+                                                int64_t c, int64_t stateBytes) {
+  auto [full, shard] = modelStateSplit(stage, c, stateBytes);
   return full * s + shard * sharded / n;
 }
 
@@ -175,6 +178,7 @@ static Terms getTerms(const Estimate &e) {
   t.s = e.s;
   t.n = e.n;
   t.c = e.c;
+  t.stateBytes = stateBytes(e.optimizerStates);
   t.sp = e.sPadded;
   // Stage 0 shards nothing, so it pads nothing.
   t.pad = e.n * e.options.alignment;
@@ -198,7 +202,7 @@ static Terms getTerms(const Estimate &e) {
 static void addPaper(Estimate &e, const Terms &t) {
   // 2 + 2 + K bytes per parameter, K the fp32 masters and the optimizer's
   // states (12 for Adam).
-  const int64_t k = 4 + mlir::zero::getOptimizerStateBytes(kOptimizer);
+  const int64_t k = 4 + t.stateBytes;
   const int64_t paperBytes[][2] = {
       {4 + k, 0}, {4, k}, {2, 2 + k}, {0, 4 + k}};
   auto [full, shard] = paperBytes[t.stage];
@@ -234,15 +238,15 @@ static void addOurs(Estimate &e, Terms &t) {
   e.ours.push_back({"master_params", "ours: master_params",
                     mst ? "4" + tshardName : "0 (fp32 params are the masters)",
                     mst * tshard});
-  auto states = mlir::zero::getOptimizerStates(kOptimizer);
+  ArrayRef<mlir::zero::OptimizerState> states = e.optimizerStates;
   for (const mlir::zero::OptimizerState &state : states)
     e.ours.push_back({state.reportKey.str(), "ours: " + state.reportKey.str(),
                       std::to_string(state.bytes) + tshardName,
                       state.bytes * tshard});
   std::string statesFormula;
   if (frozen == 0) {
-    e.ourStates = modelStateBytes(stage, s, sp, n, c);
-    auto [fullBytes, shardBytes] = modelStateSplit(stage, c);
+    e.ourStates = modelStateBytes(stage, s, sp, n, c, t.stateBytes);
+    auto [fullBytes, shardBytes] = modelStateSplit(stage, c, t.stateBytes);
     if (fullBytes)
       statesFormula = std::to_string(fullBytes) + "S";
     if (shardBytes)
@@ -318,8 +322,7 @@ static void addOffload(Estimate &e, Terms &t) {
       at = align(at) + bytes;
     };
     host("master_params", "master_params", 4);
-    for (const mlir::zero::OptimizerState &state :
-         mlir::zero::getOptimizerStates(kOptimizer))
+    for (const mlir::zero::OptimizerState &state : e.optimizerStates)
       host(state.reportKey, state.reportKey, state.bytes);
     host("host_grads", "grads copy", c);
     if (c != 4)
@@ -400,7 +403,7 @@ static Error addVerdict(Estimate &e, const Terms &t) {
           // Offloaded, the optimizer states are not on
           // the device.
           !(oursOffloaded &&
-            (line.key == "master_params" || isStateKey(line.key))) &&
+            (line.key == "master_params" || isStateKey(e, line.key))) &&
           // Nor the parameter shard with the parameters
           // offloaded.
           !(paramsOffloaded && line.key == "params") &&
@@ -424,6 +427,9 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   e.l = lParams;
   e.n = options.gpusPerNode * options.nodes;
   e.c = options.dtype == "fp32" ? 4 : 2;
+  e.optimizer = e.model ? e.model->optimizer : options.optimizer;
+  e.optimizerStates = e.model ? e.model->optimizerStates
+                              : mlir::zero::getOptimizerStates(e.optimizer);
   // Stage 0 shards nothing, so it pads nothing.
   int64_t pad = e.n * options.alignment;
   e.sPadded = options.stage == 0 ? e.s : roundUp(e.s, pad);

@@ -25,18 +25,24 @@ inline int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /// Our model-state bytes per parameter kept whole on every rank and per
 /// parameter sharded over the ranks: params and grads (c bytes each) are
-/// whole or sharded by stage, the master copy and Adam's m and v are sharded
-/// from stage 1 on.
-std::pair<int64_t, int64_t> modelStateSplit(int64_t stage, int64_t c);
+/// whole or sharded by stage, the master copy and the optimizer's
+/// `stateBytes` per parameter are sharded from stage 1 on.
+std::pair<int64_t, int64_t> modelStateSplit(int64_t stage, int64_t c,
+                                            int64_t stateBytes);
 
 /// Our model-state bytes per rank with `sharded` parameters split over the
 /// n ranks.
 int64_t modelStateBytes(int64_t stage, int64_t s, int64_t sharded, int64_t n,
-                        int64_t c);
+                        int64_t c, int64_t stateBytes);
+
+/// The bytes per parameter of `states`.
+int64_t stateBytes(llvm::ArrayRef<mlir::zero::OptimizerState> states);
 
 /// The estimate's inputs under the names its formulas use.
 struct Terms {
   int64_t stage = 0, s = 0, n = 0, c = 0;
+  /// The optimizer's state bytes per parameter (fp32 masters not counted).
+  int64_t stateBytes = 0;
   /// S', and the padding granule n * alignment.
   int64_t sp = 0, pad = 0;
   /// A rank's parameters (S at stage 0, else S'/n); the frozen and the St
@@ -53,6 +59,14 @@ struct Terms {
   /// parameters offloaded too.
   bool oursOffloaded = false, paramsOffloaded = false;
 };
+
+/// Whether the estimate's optimizer keeps Adam's states, which DeepSpeed's
+/// estimators and the ZeRO paper assume.
+bool keepsAdamStates(const Estimate &e);
+
+/// The estimate's optimizer states in words: "Adam's m and v", or the
+/// table's labels.
+std::string statesText(const Estimate &e);
 
 /// Fills `e.differences`: why ours and DeepSpeed's and the paper's numbers
 /// differ, line by line.

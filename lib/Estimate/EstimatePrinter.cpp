@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "zero/Estimate/Estimate.h"
+#include "EstimateDetail.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
@@ -14,6 +14,7 @@
 
 using namespace llvm;
 using namespace zero::estimate;
+using namespace zero::estimate::detail;
 
 namespace {
 
@@ -46,14 +47,17 @@ std::optional<OursForRow> oursForRow(const Estimate &e,
   return OursForRow{e.ourTotal, 0};
 }
 
-constexpr const char *kOursNote =
-    "ours: our exact total per GPU (model states + buffers) and pinned host "
-    "arena per rank, without offload, with offload_optimizer=cpu (the "
-    "fp32 masters, Adam's m and v and the gradient and parameter copies in "
-    "host memory, laid out as zero-plan-memory does) and at stage 3 with "
-    "offload_param=cpu too (the parameter shard in host memory in place of "
-    "its copy, a staged copy of the largest group's shard on the device); "
-    "zero_init changes neither.";
+std::string oursNote(const Estimate &e) {
+  return "ours: our exact total per GPU (model states + buffers) and pinned "
+         "host arena per rank, without offload, with offload_optimizer=cpu "
+         "(the fp32 masters, " +
+         statesText(e) +
+         " and the gradient and parameter copies in host memory, laid out as "
+         "zero-plan-memory does) and at stage 3 with offload_param=cpu too "
+         "(the parameter shard in host memory in place of its copy, a staged "
+         "copy of the largest group's shard on the device); zero_init "
+         "changes neither.";
+}
 
 /// DeepSpeed's *_all_cold output, each row with its exact bytes, its GPU
 /// formula and ours beside.
@@ -95,7 +99,7 @@ void printDeepSpeedTable(const Estimate &e, raw_ostream &os) {
        << " | " << (ours ? std::to_string(ours->host) : std::string("n/a"))
        << "\n";
   }
-  os << kOursNote << "\n";
+  os << oursNote(e) << "\n";
 }
 
 /// A Python number as JSON: an int stays an integer.
@@ -183,7 +187,9 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
     os << " (largest layer L = " << e.l << ")";
   os << ", " << options.nodes << " node(s) x " << options.gpusPerNode
      << " GPU(s) = n = " << e.n << " ranks, ZeRO stage " << stage << ", "
-     << options.dtype << "\n";
+     << options.dtype << ", optimizer "
+     << mlir::zero::stringifyOptimizerKind(e.optimizer) << " ("
+     << statesText(e) << ")\n";
   if (model)
     os << "read from " << model->file << ": S = the elements of its "
        << model->paramTensors << " zero.params, L = its largest stage-3 "
@@ -324,6 +330,15 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       j.attribute("world_size", e.n);
       j.attribute("stage", stage);
       j.attribute("dtype", options.dtype);
+      j.attribute("optimizer",
+                  mlir::zero::stringifyOptimizerKind(e.optimizer));
+      j.attributeArray("optimizer_states", [&] {
+        for (const mlir::zero::OptimizerState &state : e.optimizerStates)
+          j.object([&] {
+            j.attribute("key", state.reportKey);
+            j.attribute("bytes_per_param", state.bytes);
+          });
+      });
       j.attribute("alignment", options.alignment);
       j.attribute("reduce_bucket_size", options.reduceBucketSize);
       j.attribute("allgather_bucket_size", options.allgatherBucketSize);
@@ -420,7 +435,7 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
               j.attribute("line", row.line);
             });
         });
-        j.attribute("ours_note", kOursNote);
+        j.attribute("ours_note", oursNote(e));
       });
     if (e.fit)
       j.attributeObject("fit", [&] {

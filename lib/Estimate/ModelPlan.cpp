@@ -305,6 +305,13 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
       return std::nullopt;
     }
   }
+  // The states the step's optimizer keeps with its own hyper-parameters
+  // (DeepSpeed's AdamW for a module without a step).
+  counts.optimizerStates = mlir::zero::getOptimizerStates(counts.optimizer);
+  for (auto step : module.getOps<mlir::zero::TrainStepOp>()) {
+    counts.optimizer = step.getOptimizer().getKind();
+    counts.optimizerStates = mlir::zero::getOptimizerStates(step.getOptimizer());
+  }
   // Stage 3 on one rank forms the groups without padding them apart.
   mlir::PassManager pm(module.getContext());
   mlir::zero::ZeroPartitionPassOptions partition;

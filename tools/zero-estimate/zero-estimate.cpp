@@ -76,6 +76,13 @@ static cl::opt<std::string, true>
                    "fp32"),
           cl::location(estimateOptions.dtype), cl::init("bf16"),
           cl::cat(estimateCat));
+static cl::opt<std::string> optimizer(
+    "optimizer",
+    cl::desc("Without a model file: the optimizer whose states are counted, "
+             "a row of optimizers.def (adam, adamw, lion or sgd; default "
+             "adamw, DeepSpeed's), with every state it may keep (sgd: with "
+             "momentum); a model file's train step names its own"),
+    cl::init(""), cl::cat(estimateCat));
 static cl::opt<int64_t, true>
     alignment("alignment",
               cl::desc("Partition padding: S is rounded up to a multiple of "
@@ -172,6 +179,16 @@ static zero::SharedToolOptions shared(
 
 namespace {
 
+/// The optimizers.def rows' names, as --optimizer spells them.
+std::string optimizerNames() {
+  std::string names;
+  for (uint32_t i = 0; std::optional<mlir::zero::OptimizerKind> kind =
+                          mlir::zero::symbolizeOptimizerKind(i);
+       ++i)
+    names += (i ? ", " : "") + mlir::zero::stringifyOptimizerKind(*kind).str();
+  return names;
+}
+
 /// The first problem with the options, if any.
 std::optional<std::string> validate() {
   if (!inputFile.empty() &&
@@ -179,6 +196,12 @@ std::optional<std::string> validate() {
     return "--params and --largest-layer-params describe a hypothetical "
            "model; with a model file ('" +
            inputFile + "') S and L are read from it, so give one or the other";
+  if (!inputFile.empty() && optimizer.getNumOccurrences())
+    return "--optimizer is for a model given as numbers; the train step of '" +
+           inputFile + "' names its own optimizer";
+  if (!optimizer.empty() && !mlir::zero::symbolizeOptimizerKind(optimizer))
+    return "--optimizer must be one of " + optimizerNames() + " (got '" +
+           optimizer + "')";
   if (inputFile.empty() && params.getNumOccurrences() == 0)
     return std::string("--params or a model file is required (total "
                        "parameters S)");
@@ -312,6 +335,8 @@ EstimateOptions getOptions() {
   options.hardware = shared.hardware;
   options.interNodeBandwidth = shared.interNodeBandwidth;
   options.zeropp = shared.zeropp;
+  if (!optimizer.empty())
+    options.optimizer = *mlir::zero::symbolizeOptimizerKind(optimizer);
   return options;
 }
 

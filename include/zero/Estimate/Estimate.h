@@ -19,6 +19,7 @@
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -42,6 +43,10 @@ struct EstimateOptions {
   int64_t gpusPerNode = 0, nodes = 0;
   /// The training precision: "bf16", "fp16" or "fp32".
   std::string dtype;
+  /// The optimizer of a model given as numbers (--optimizer): every state
+  /// its optimizers.def row may keep. A model file's own train step names
+  /// its optimizer instead (ModelCounts::optimizer).
+  mlir::zero::OptimizerKind optimizer = mlir::zero::OptimizerKind::adamw;
   /// Partition padding: S is rounded up to a multiple of ranks * alignment.
   int64_t alignment = 0;
   /// DeepSpeed's reduce_bucket_size, allgather_bucket_size and (stage 3)
@@ -98,6 +103,10 @@ struct ModelCounts {
   int64_t params = 0, paramTensors = 0, largestParam = 0;
   /// The elements of its frozen parameters (Sf; St = params - Sf).
   int64_t frozenParams = 0;
+  /// The optimizer of its train step and the states it keeps with the
+  /// step's hyper-parameters (SGD without momentum keeps none).
+  mlir::zero::OptimizerKind optimizer = mlir::zero::OptimizerKind::adamw;
+  llvm::SmallVector<mlir::zero::OptimizerState> optimizerStates;
   /// The largest stage-3 gather group (zero-partition's per-layer groups) and
   /// its name.
   int64_t largestGroup = 0;
@@ -145,6 +154,10 @@ struct Estimate {
   /// S, L, the ranks n, the bytes c of a 16-bit or fp32 element, and S and L
   /// padded to multiples of n * alignment (S unpadded at stage 0).
   int64_t s, l, n, c, sPadded, lPadded;
+  /// The optimizer counted (the model file's, else --optimizer's) and the
+  /// states it keeps, each a line of ours.
+  mlir::zero::OptimizerKind optimizer;
+  llvm::SmallVector<mlir::zero::OptimizerState> optimizerStates;
   Line deepspeed, deepspeedDocs, paper;
   /// A model with frozen parameters: the paper's formula with only the
   /// trainable ones carrying gradients and optimizer states.
