@@ -60,8 +60,8 @@ void explainOffload(Estimate &e, const Terms &t) {
         human(*e.deepspeedCpu.bytes) +
         " of host memory per node); ours offloaded keeps the params, "
         "grads and buffers on the device (" +
-        human(e.offloadDeviceBytes) +
-        ") and the fp32 masters, " + statesText(e) +
+        human(e.offloadDeviceBytes) + ") and the fp32 masters, " +
+        statesText(e) +
         " and the copies of the "
         "owned gradient" +
         (c == 4 ? "" : " and parameter") + " shard in pinned host memory (" +
@@ -158,8 +158,8 @@ void explainModelStates(Estimate &e, const Terms &t) {
         "DeepSpeed's estimators count Adam's m and v (8 bytes) and stay as "
         "DeepSpeed computes them; the paper's K is 4 + " +
         std::to_string(t.stateBytes) + " = " +
-        std::to_string(4 + t.stateBytes) + " here: " +
-        signedHuman((t.stateBytes - 8) * t.tshard) +
+        std::to_string(4 + t.stateBytes) +
+        " here: " + signedHuman((t.stateBytes - 8) * t.tshard) +
         " for us against Adam's states.");
   }
   if (fp32 && keepsAdamStates(e))
@@ -248,8 +248,8 @@ void explainModelStates(Estimate &e, const Terms &t) {
         "Padding: each rank owns S'/n with S' = " + std::to_string(e.sPadded) +
         " (S rounded up to a multiple "
         "of n * alignment = " +
-        std::to_string(e.n * alignment) +
-        "): " + signedHuman(e.ourStates -
+        std::to_string(e.n * alignment) + "): " +
+        signedHuman(e.ourStates -
                     modelStateBytes(stage, s, s, n, c, t.stateBytes)) +
         (stage == 3 ? " (every layer's group is padded "
                       "separately, so a real model pads a little "
@@ -334,7 +334,9 @@ std::string zero::estimate::detail::statesText(const Estimate &e) {
            mlir::zero::stringifyOptimizerKind(e.optimizer).str();
   std::string text;
   for (size_t i = 0; i < e.optimizerStates.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == e.optimizerStates.size() ? " and " : ", ") +
+    text += (i == 0                              ? ""
+             : i + 1 == e.optimizerStates.size() ? " and "
+                                                 : ", ") +
             e.optimizerStates[i].label.str();
   return text;
 }

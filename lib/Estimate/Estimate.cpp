@@ -203,8 +203,7 @@ static void addPaper(Estimate &e, const Terms &t) {
   // 2 + 2 + K bytes per parameter, K the fp32 masters and the optimizer's
   // states (12 for Adam).
   const int64_t k = 4 + t.stateBytes;
-  const int64_t paperBytes[][2] = {
-      {4 + k, 0}, {4, k}, {2, 2 + k}, {0, 4 + k}};
+  const int64_t paperBytes[][2] = {{4 + k, 0}, {4, k}, {2, 2 + k}, {0, 4 + k}};
   auto [full, shard] = paperBytes[t.stage];
   std::string formula;
   if (full)

@@ -188,8 +188,8 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
   os << ", " << options.nodes << " node(s) x " << options.gpusPerNode
      << " GPU(s) = n = " << e.n << " ranks, ZeRO stage " << stage << ", "
      << options.dtype << ", optimizer "
-     << mlir::zero::stringifyOptimizerKind(e.optimizer) << " ("
-     << statesText(e) << ")\n";
+     << mlir::zero::stringifyOptimizerKind(e.optimizer) << " (" << statesText(e)
+     << ")\n";
   if (model)
     os << "read from " << model->file << ": S = the elements of its "
        << model->paramTensors << " zero.params, L = its largest stage-3 "
@@ -330,8 +330,7 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       j.attribute("world_size", e.n);
       j.attribute("stage", stage);
       j.attribute("dtype", options.dtype);
-      j.attribute("optimizer",
-                  mlir::zero::stringifyOptimizerKind(e.optimizer));
+      j.attribute("optimizer", mlir::zero::stringifyOptimizerKind(e.optimizer));
       j.attributeArray("optimizer_states", [&] {
         for (const mlir::zero::OptimizerState &state : e.optimizerStates)
           j.object([&] {

@@ -310,7 +310,8 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
   counts.optimizerStates = mlir::zero::getOptimizerStates(counts.optimizer);
   for (auto step : module.getOps<mlir::zero::TrainStepOp>()) {
     counts.optimizer = step.getOptimizer().getKind();
-    counts.optimizerStates = mlir::zero::getOptimizerStates(step.getOptimizer());
+    counts.optimizerStates =
+        mlir::zero::getOptimizerStates(step.getOptimizer());
   }
   // Stage 3 on one rank forms the groups without padding them apart.
   mlir::PassManager pm(module.getContext());

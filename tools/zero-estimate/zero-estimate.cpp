@@ -183,7 +183,7 @@ namespace {
 std::string optimizerNames() {
   std::string names;
   for (uint32_t i = 0; std::optional<mlir::zero::OptimizerKind> kind =
-                          mlir::zero::symbolizeOptimizerKind(i);
+                           mlir::zero::symbolizeOptimizerKind(i);
        ++i)
     names += (i ? ", " : "") + mlir::zero::stringifyOptimizerKind(*kind).str();
   return names;
