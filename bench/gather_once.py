@@ -39,6 +39,20 @@ def run(cmd, **kw):
                           stderr=subprocess.STDOUT, text=True, **kw).stdout
 
 
+def loadavg():
+    """The 1, 5 and 15 minute load averages, as /proc/loadavg writes them."""
+    with open("/proc/loadavg") as f:
+        return f.read().split()[:3]
+
+
+def cpu_model():
+    """lscpu's model name of this machine's CPU."""
+    for line in run(["lscpu"]).splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def tokens(path, vocab):
     data = b"".join(open(os.path.join(ROOT, "docs", f), "rb").read()
                     for f in sorted(os.listdir(os.path.join(ROOT, "docs")))

@@ -32,7 +32,7 @@ import statistics
 import tempfile
 import time
 
-from gather_once import run, tokens
+from gather_once import cpu_model, loadavg, run, tokens
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -65,11 +65,6 @@ GROUPS = {
 }
 
 
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return f.read().split()[:3]
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -97,10 +92,7 @@ def main():
                  "-o", base] + flags)
             runs.append((group, name, base, data[gen[gen.index("--vocab") +
                                                       1]]))
-    cpu = "unknown"
-    for line in run(["lscpu"]).splitlines():
-        if line.startswith("Model name:"):
-            cpu = line.split(":", 1)[1].strip()
+    cpu = cpu_model()
     start, date = loadavg(), time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     times = {(g, n): [] for g, n, _, _ in runs}
     ratios = {(g, n): [] for g, n, _, _ in runs}

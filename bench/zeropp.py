@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 import time
 
-from gather_once import run, tokens
+from gather_once import cpu_model, loadavg, run, tokens
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -47,11 +47,6 @@ OPTIONS = {
     "qwZ + qgZ": ["--quantized-weights=true", "--quantized-gradients=true"],
     "MiCS 2": ["--mics-shard-size", "2"],
 }
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return f.read().split()[:3]
 
 
 def main():
@@ -84,10 +79,7 @@ def main():
              "-o", os.devnull])
         with open(out) as f:
             report[name] = json.load(f)
-    cpu = "unknown"
-    for line in run(["lscpu"]).splitlines():
-        if line.startswith("Model name:"):
-            cpu = line.split(":", 1)[1].strip()
+    cpu = cpu_model()
     start, date = loadavg(), time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     times = {n: [] for n in names}
     ratios = {n: [] for n in names}
