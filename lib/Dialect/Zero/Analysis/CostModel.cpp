@@ -129,8 +129,10 @@ struct Work {
 
 class Simulator {
 public:
-  Simulator(const StepSchedule &schedule, const HardwarePreset &hw)
-      : schedule(schedule), hw(hw), n(schedule.getWorldSize()) {}
+  Simulator(const StepSchedule &schedule, const HardwarePreset &hw,
+            KernelRuntime runtime)
+      : schedule(schedule), hw(hw), runtime(runtime),
+        n(schedule.getWorldSize()) {}
 
   FailureOr<StepTimeline> run();
 
@@ -140,7 +142,7 @@ private:
   FailureOr<Work> getCollectiveWork(CollectiveOpInterface collective) const;
   Work getTransferWork(TransferOpInterface transfer) const;
   Work getOptimizerStepWork(OptimizerStepOp adam) const;
-  static Work getKernelWork(RuntimeKernelOpInterface op);
+  Work getKernelWork(RuntimeKernelOpInterface op) const;
   /// Element bytes of group `ref`'s compute type.
   int64_t getGroupElementBytes(SymbolRefAttr ref) const;
   /// Elements of group `ref` this rank owns (its gradients' owned range at
@@ -159,6 +161,7 @@ private:
 
   const StepSchedule &schedule;
   const HardwarePreset &hw;
+  KernelRuntime runtime;
   int64_t n;
   int64_t microStep = 0;
   /// diskFree: the swap files' disk (parameter shards on NVMe).
@@ -195,7 +198,7 @@ double Simulator::getOwnedElements(SymbolRefAttr ref) const {
   return p ? p->getOptimizerNumel() : 0;
 }
 
-Work Simulator::getKernelWork(RuntimeKernelOpInterface op) {
+Work Simulator::getKernelWork(RuntimeKernelOpInterface op) const {
   KernelCost cost = op.getKernelCost();
   Work w = Work::kernel(cost.bytes, cost.flops,
                         cost.kind == KernelCost::Kind::Gemm ||
@@ -206,6 +209,11 @@ Work Simulator::getKernelWork(RuntimeKernelOpInterface op) {
   w.activationElements = cost.activationElements;
   w.batch = cost.batch;
   w.launches = cost.launches;
+  // An eager peer's unfused kernels in place of the fused one.
+  if (runtime == KernelRuntime::Eager && cost.eagerLaunches > 0) {
+    w.bytes = cost.eagerBytes;
+    w.launches = cost.eagerLaunches;
+  }
   w.m = cost.m;
   w.n = cost.n;
   w.k = cost.k;
@@ -784,7 +792,16 @@ FailureOr<StepTimeline> Simulator::run() {
 }
 
 FailureOr<StepTimeline> mlir::zero::simulateStep(const StepSchedule &schedule,
-                                                 const HardwarePreset &hw) {
+                                                 const HardwarePreset &hw,
+                                                 KernelRuntime runtime) {
   HardwarePreset rates = hw.forWorldSize(schedule.getWorldSize());
-  return Simulator(schedule, rates).run();
+  return Simulator(schedule, rates, runtime).run();
+}
+
+std::optional<KernelRuntime> mlir::zero::parseKernelRuntime(StringRef name) {
+  if (name == "fused")
+    return KernelRuntime::Fused;
+  if (name == "eager")
+    return KernelRuntime::Eager;
+  return std::nullopt;
 }
