@@ -92,6 +92,9 @@ struct Work {
   /// collective is complete (a bucket reduction's add into the gradient
   /// shard), at its wait.
   double completionBytes = 0;
+  /// Collectives: bytes a copy on the communication stream reads and
+  /// writes before the collective (a runtime's staging of its input).
+  double copyInBytes = 0;
   /// Kernels: a fused attention (its own FLOP rate where the preset has one).
   bool attention = false;
   /// Kernels: the GEMM's or attention's shape (KernelCost).
@@ -313,6 +316,14 @@ Simulator::getCollectiveWork(CollectiveOpInterface collective) const {
       w.completionBytes = 3.0 * bytes / double(set.size);
     break;
   }
+  // FSDP2, the eager peer's runtime, gathers into a buffer of its own and
+  // copies the parameters out of it on the compute stream once gathered,
+  // and copies the gradients into a buffer to reduce on the communication
+  // stream: a pass over the full array each.
+  if (runtime == KernelRuntime::Eager && w.pattern == Work::AllGather)
+    w.completionBytes += 2.0 * bytes;
+  if (runtime == KernelRuntime::Eager && w.pattern == Work::ReduceScatter)
+    w.copyInBytes = 2.0 * bytes;
   w.members = set.size;
   w.membersPerNode = perNode;
   return w;
@@ -516,6 +527,9 @@ double Simulator::seconds(const Work &w) const {
     int64_t m = w.members, q = w.membersPerNode;
     if (m <= 1)
       return 0;
+    double copyIn = w.copyInBytes > 0
+                        ? hw.kernelOverhead + w.copyInBytes / hw.memoryBandwidth
+                        : 0;
     double passes = double(w.ringPasses);
     double latency = hw.collectiveLatency;
     if (hw.skewCompute > 0 && hw.collectiveLatency > hw.backToBackLatency)
@@ -533,14 +547,14 @@ double Simulator::seconds(const Work &w) const {
       double within =
           (std::min(q, m) - 1) * (latency + w.bytes / m / bandwidth);
       if (q >= m)
-        return within;
+        return copyIn + within;
       double interLatency = latency, interBandwidth = bandwidth;
       if (hw.interNodeLinks > 0) {
         interLatency = hw.interNodeLatency;
         interBandwidth =
             hw.getInterNodeBandwidth() / double(schedule.getNodeSize());
       }
-      return within + interLatency +
+      return copyIn + within + interLatency +
              double(m - q) / m * w.bytes / interBandwidth;
     }
     // The ring within a node: a published busbw curve for all-gathers and
@@ -555,7 +569,7 @@ double Simulator::seconds(const Work &w) const {
       return passes * (ranks - 1) * latency + bytes / bandwidth;
     };
     if (q >= m)
-      return withinNode(m);
+      return copyIn + withinNode(m);
     // Two levels: within each node, then across nodes, where every rank of
     // a node runs its own cross-node ring over the node's links at once.
     double nodes = double(m / q);
@@ -568,7 +582,7 @@ double Simulator::seconds(const Work &w) const {
     }
     double across = passes * (nodes - 1) * interLatency +
                     passes * (nodes - 1) / m * w.bytes / interBandwidth;
-    return within + across;
+    return copyIn + within + across;
   }
   }
   llvm_unreachable("unknown work kind");

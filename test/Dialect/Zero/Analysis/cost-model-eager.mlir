@@ -174,3 +174,55 @@ zero.train_step @add(%a: tensor<4x256x1024xbf16>, %b: tensor<4x256x1024xbf16>)
   %one = nn.fill 1.0 : tensor<f32>
   zero.return %one : tensor<f32>
 }
+
+// -----
+
+// FSDP2, the eager peer's runtime, copies the gradients into its
+// reduce-scatter buffer on the communication stream before the collective,
+// and each gathered array out of its all-gather buffer on the compute stream
+// after it: a pass over the full array (read and write) each.
+// cost-model.mlir's synchronous reduce-scatter of 2 MiB over 4 ranks at
+// stage 2: fused, matmul 8.8981, fill 3.3000, matmul 4.6995, the
+// reduce-scatter 12.2183 and its completion, the add of the rank's quarter
+// into its shard, 3.3 + 3 x 524288 B / 2.97 TB/s = 3.8296, and gelu 3.6531:
+// 36.5985 us. Eager: the copy-in, 3.3 + 2 x 2097152 B / 2.97 TB/s =
+// 4.7122 us, lengthens the collective the compute stream waits for to
+// 16.9305 us: 41.3107 us.
+// FUSED: "exposed_comm_ms": 0.012218{{[0-9]*}},
+// FUSED: "predicted_step_ms": 0.036598{{[0-9]*}},
+// EAGER: "exposed_comm_ms": 0.016930{{[0-9]*}},
+// EAGER: "predicted_step_ms": 0.041310{{[0-9]*}},
+zero.param @w : tensor<1024x1024xf32> init zeros compute bf16
+zero.partition @flat stage 2 world_size 4 alignment 2 numel 1048576 padded 1048576 params [@w] offsets [0]
+zero.train_step @reduce_scatter(%x: tensor<256x1024xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 4, global_batch = 1024> {
+  %w = zero.get_param @w : tensor<1024x1024xbf16>
+  %h = nn.matmul %x, %w : tensor<256x1024xbf16>, tensor<1024x1024xbf16> -> tensor<256x1024xbf16>
+  %loss = nn.fill 0.0 : tensor<f32>
+  %g = nn.matmul %x, %h transpose_lhs : tensor<256x1024xbf16>, tensor<256x1024xbf16> -> tensor<1024x1024xbf16>
+  zero.grad @w, %g : tensor<1024x1024xbf16>
+  zero.reduce_scatter group @flat [0, 1048576) from %g at [0] : tensor<1024x1024xbf16>
+  zero.free %g : tensor<1024x1024xbf16>
+  %y = nn.gelu %h : tensor<256x1024xbf16>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// cost-model-busbw.mlir's all-gather of 3 MiB over 8 ranks: fused, the fill
+// 3.3000 and the gather 25.1817: 28.4817 us. Eager: the copy out of the
+// gathered array, 3.3 + 2 x 3145728 B / 2.97 TB/s = 5.4183 us: 33.9000 us.
+// FUSED: "predicted_step_ms": 0.028481{{[0-9]*}},
+// EAGER: "predicted_step_ms": 0.0338999{{[0-9]*}},
+zero.param @w : tensor<1536x1024xf32> init zeros compute bf16
+zero.partition @flat stage 2 world_size 8 alignment 2 numel 1572864 padded 1572864 params [@w] offsets [0]
+zero.train_step @all_gather(%x: tensor<1x1024xbf16>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = bf16>
+    schedule #zero.schedule<stage = 2, world_size = 8, global_batch = 8> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.all_gather group @flat in params [0, 1572864)
+  zero.return %loss : tensor<f32>
+}
