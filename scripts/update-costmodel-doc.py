@@ -479,7 +479,11 @@ def render(data, predictions):
       "fastest), and then picks the one of them with the smallest peak. "
       "The script "
       "writes the bands to `lib/Dialect/Zero/Analysis/ValidationBands.inc` "
-      "with this page; presets of other GPUs have none.")
+      "with this page; presets of other GPUs have none. The bands are "
+      "those of the fused predictions, which a report prints by default: "
+      "for the rows priced eager they take the fused ratio (\"What the "
+      "eager profile changed\", below), not the table's, and a report "
+      "under `runtime=eager` prints no band.")
     w("")
     w("| GPU | presets | runs | smallest ratio | largest ratio | "
       "zero-tune's ties: within this factor of the fastest |")
