@@ -42,6 +42,15 @@ struct KernelCost {
   /// The kernels the op launches, each paying the preset's launch and gap
   /// (an op that works in chunks launches some per chunk).
   int64_t launches = 1;
+  /// What an eager PyTorch peer launches for the op where its decomposition
+  /// differs from this kernel (an fp32 copy and one kernel per elementwise
+  /// op, and autograd's backward of each): `eagerLaunches` memory-bound
+  /// kernels moving `eagerBytes` in all, in place of `bytes` and `launches`
+  /// (a GEMM's or attention's FLOPs, if any, stay). 0 launches: the peer
+  /// runs a kernel like this one. The cost model uses them under its eager
+  /// runtime profile only.
+  double eagerBytes = 0;
+  int64_t eagerLaunches = 0;
 
   static KernelCost memory(double bytes) {
     KernelCost c;

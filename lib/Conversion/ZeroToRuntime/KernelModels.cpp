@@ -82,6 +82,39 @@ LogicalResult rowwise(KernelCallBuilder &b, StringRef callee, Operation *op,
   return b.call(callee, args);
 }
 
+// Eager decompositions. An eager PyTorch peer (a reference Llama's modules
+// run without torch.compile) computes some ops as a chain of unfused kernels,
+// each reading and writing whole tensors, over fp32 copies of 16-bit
+// activations; autograd runs the backward of each. docs/CostModel.md names
+// the code each chain is read from.
+
+/// The kernels of one eager chain, added one at a time.
+struct EagerKernels {
+  double bytes = 0;
+  int64_t launches = 0;
+  /// One kernel reading `read` bytes and writing `written`.
+  void run(double read, double written) {
+    bytes += read + written;
+    ++launches;
+  }
+  /// A dtype conversion of `n` elements from `from` to `to` bytes each:
+  /// none when they are the same (`x.float()` of an fp32 tensor is itself).
+  void convert(double n, double from, double to) {
+    if (from != to)
+      run(n * from, n * to);
+  }
+  KernelCost into(KernelCost c) const {
+    c.eagerBytes = bytes;
+    c.eagerLaunches = launches;
+    return c;
+  }
+};
+/// The eager chains compute in fp32.
+constexpr double kEagerFloat = 4;
+double elemBytes(Value v) {
+  return llvm::divideCeil(elemType(v).getIntOrFloatBitWidth(), 8);
+}
+
 // Matmul.
 
 struct MatmulShape {
@@ -182,7 +215,27 @@ LogicalResult buildCall(nn::SwigluGradOp op, KernelCallBuilder &b) {
                  b.operand(2), b.result(0), b.result(1),
                  b.i64(numel(op.getGate()))});
 }
-KernelCost cost(nn::SwigluGradOp op) { return activationCost(op); }
+/// Eager: silu(gate), then * up.
+LogicalResult buildCall(nn::SwigluOp op, KernelCallBuilder &b) {
+  return pointwise(b, "zrt_swiglu", op.getGate(), /*numInputs=*/2);
+}
+KernelCost cost(nn::SwigluOp op) {
+  double n = numel(op.getGate()), e = elemBytes(op.getGate());
+  EagerKernels k;
+  k.run(n * e, n * e);
+  k.run(2 * n * e, n * e);
+  return k.into(activationCost(op));
+}
+/// Eager: the backward of silu(gate) * up: d silu = dy * up, d up =
+/// dy * silu(gate) (autograd saved the product's operands), and
+/// silu_backward(d silu, gate).
+KernelCost cost(nn::SwigluGradOp op) {
+  double n = numel(op.getGate()), e = elemBytes(op.getGate());
+  EagerKernels k;
+  for (int i = 0; i < 3; ++i)
+    k.run(2 * n * e, n * e);
+  return k.into(activationCost(op));
+}
 LogicalResult buildCall(nn::SoftmaxOp op, KernelCallBuilder &b) {
   return rowwise(b, "zrt_softmax", op);
 }
@@ -202,6 +255,20 @@ LogicalResult buildCall(nn::RopeOp op, KernelCallBuilder &b) {
                  b.i32(op.getInverse()), b.i32(op.getInterleaved()),
                  op.getInvFreq() ? b.f32Array(table) : b.nullPtr(),
                  b.f64(op.getScaleOrOne())});
+}
+/// Eager: the pairs as complex numbers of an fp32 copy times a table of
+/// T x D/2 complex64 rotations, and a copy back to the input's type. The
+/// backward (`inverse`) is the same three kernels: the gradient converted,
+/// times the conjugate rotations, converted back.
+KernelCost cost(nn::RopeOp op) {
+  auto type = tensorType(op.getInput());
+  double n = type.getNumElements(), e = elemBytes(op.getInput());
+  double table = double(type.getDimSize(2)) * type.getDimSize(3) * kEagerFloat;
+  EagerKernels k;
+  k.convert(n, e, kEagerFloat);
+  k.run(n * kEagerFloat + table, n * kEagerFloat);
+  k.convert(n, kEagerFloat, e);
+  return k.into(KernelCost::memory(getOperandAndResultBytes(op)));
 }
 
 // Casts and fills.
@@ -239,6 +306,23 @@ KernelCost cost(nn::LayerNormGradOp op) { return activationCost(op); }
 LogicalResult buildCall(nn::RmsNormOp op, KernelCallBuilder &b) {
   return rowwise(b, "zrt_rms_norm", op, op.getEps());
 }
+/// Eager: x.float(), pow(2), mean(-1), + eps, rsqrt, x * rsqrt, type_as(x)
+/// and * weight, the row statistics over [rows, 1].
+KernelCost cost(nn::RmsNormOp op) {
+  Value x = op.getInput();
+  double n = numel(x), d = innerDim(x), rows = n / d, e = elemBytes(x),
+         we = elemBytes(op.getWeight()), f = kEagerFloat;
+  EagerKernels k;
+  k.convert(n, e, f);
+  k.run(n * f, n * f);
+  k.run(n * f, rows * f);
+  k.run(rows * f, rows * f);
+  k.run(rows * f, rows * f);
+  k.run(n * f + rows * f, n * f);
+  k.convert(n, f, e);
+  k.run(n * e + d * we, n * e);
+  return k.into(KernelCost::memory(getOperandAndResultBytes(op)));
+}
 LogicalResult buildCall(nn::RmsNormGradOp op, KernelCallBuilder &b) {
   return rowwise(b, "zrt_rms_norm_grad", op, op.getEps());
 }
@@ -247,7 +331,37 @@ int64_t scratchBytes(nn::RmsNormGradOp op) {
   return zrt_scratch_rms_norm_grad(numel(op.getInput()) / cols, cols);
 }
 /// Like the layer-norm backward: a row pass for dx and a column pass for dw.
-KernelCost cost(nn::RmsNormGradOp op) { return activationCost(op); }
+/// Eager: autograd's backward of the forward's chain (see cost(RmsNormOp)),
+/// last op first.
+KernelCost cost(nn::RmsNormGradOp op) {
+  Value x = op.getInput();
+  double n = numel(x), d = innerDim(x), rows = n / d, e = elemBytes(x),
+         we = elemBytes(op.getWeight()), f = kEagerFloat;
+  EagerKernels k;
+  // * weight: dy * weight, and dy * normed summed over the rows for dw.
+  k.run(n * e + d * we, n * e);
+  k.run(2 * n * e, n * e);
+  k.run(n * e, d * we);
+  k.convert(n, e, f);
+  // x * rsqrt: g * rsqrt, and g * x summed over the row.
+  k.run(n * f + rows * f, n * f);
+  k.run(2 * n * f, n * f);
+  k.run(n * f, rows * f);
+  // rsqrt: -0.5 * g * result.pow(3).
+  k.run(rows * f, rows * f);
+  k.run(rows * f, rows * f);
+  k.run(2 * rows * f, rows * f);
+  // mean: g expanded over the row, / d.
+  k.run(rows * f, n * f);
+  // pow(2): g * (2 * x.pow(1)), pow(1) a copy.
+  k.run(n * f, n * f);
+  k.run(n * f, n * f);
+  k.run(2 * n * f, n * f);
+  // The two gradients of the fp32 copy summed, converted back.
+  k.run(2 * n * f, n * f);
+  k.convert(n, f, e);
+  return k.into(activationCost(op));
+}
 
 // Attention.
 
@@ -378,6 +492,18 @@ LogicalResult buildCall(nn::SoftmaxCrossEntropyOp op, KernelCallBuilder &b) {
                  b.i64(cols), b.i32(op.getIgnoreIndex() ? 1 : 0),
                  b.i64(op.getIgnoreIndex().value_or(0))});
 }
+/// Eager: cross_entropy(logits.float(), labels): the fp32 copy,
+/// log_softmax, and nll_loss reading one log-probability a row.
+KernelCost cost(nn::SoftmaxCrossEntropyOp op) {
+  Value logits = op.getLogits();
+  double n = numel(logits), rows = n / innerDim(logits), e = elemBytes(logits),
+         f = kEagerFloat;
+  EagerKernels k;
+  k.convert(n, e, f);
+  k.run(n * f, n * f);
+  k.run(rows * f + getValueBytes(op.getLabels()), f);
+  return k.into(KernelCost::memory(getOperandAndResultBytes(op)));
+}
 LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
                         KernelCallBuilder &b) {
   int64_t cols = innerDim(op.getLogits());
@@ -388,6 +514,21 @@ LogicalResult buildCall(nn::SoftmaxCrossEntropyGradOp op,
                  b.i64(op.getNumClasses()), b.i64(cols),
                  b.i32(op.getIgnoreIndex() ? 1 : 0),
                  b.i64(op.getIgnoreIndex().value_or(0))});
+}
+
+/// Eager: nll_loss's backward zeroes an fp32 gradient of the logits and
+/// scatters into it at the labels, log_softmax's backward reads it and the
+/// saved log-probabilities, and the fp32 copy's backward converts back.
+KernelCost cost(nn::SoftmaxCrossEntropyGradOp op) {
+  Value logits = op.getLogits();
+  double n = numel(logits), rows = n / innerDim(logits), e = elemBytes(logits),
+         f = kEagerFloat;
+  EagerKernels k;
+  k.run(0, n * f);
+  k.run(getValueBytes(op.getLabels()) + f, rows * f);
+  k.run(2 * n * f, n * f);
+  k.convert(n, f, e);
+  return k.into(KernelCost::memory(getOperandAndResultBytes(op)));
 }
 
 /// The rows, hidden size and vocabulary of a chunked output projection.
@@ -836,7 +977,7 @@ void attachPointwise(MLIRContext *context) {
 void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, nn::NNDialect *) {
     attach<nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::BiasGeluOp,
-           nn::BiasGeluGradOp, nn::SwigluGradOp, nn::SoftmaxOp,
+           nn::BiasGeluGradOp, nn::SwigluOp, nn::SwigluGradOp, nn::SoftmaxOp,
            nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp,
            nn::LayerNormOp, nn::LayerNormGradOp, nn::RmsNormOp,
            nn::RmsNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
@@ -851,7 +992,7 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
         context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,
-                    nn::SiluGradOp, nn::SwigluOp, nn::TanhOp, nn::TanhGradOp>(
+                    nn::SiluGradOp, nn::TanhOp, nn::TanhGradOp>(
         context);
     attachPointwise<PointwiseCost::Memory, nn::ReluOp, nn::ReluGradOp>(context);
   });

@@ -92,6 +92,9 @@ struct Work {
   /// collective is complete (a bucket reduction's add into the gradient
   /// shard), at its wait.
   double completionBytes = 0;
+  /// Collectives: bytes a copy on the communication stream reads and
+  /// writes before the collective (a runtime's staging of its input).
+  double copyInBytes = 0;
   /// Kernels: a fused attention (its own FLOP rate where the preset has one).
   bool attention = false;
   /// Kernels: the GEMM's or attention's shape (KernelCost).
@@ -129,8 +132,10 @@ struct Work {
 
 class Simulator {
 public:
-  Simulator(const StepSchedule &schedule, const HardwarePreset &hw)
-      : schedule(schedule), hw(hw), n(schedule.getWorldSize()) {}
+  Simulator(const StepSchedule &schedule, const HardwarePreset &hw,
+            KernelRuntime runtime)
+      : schedule(schedule), hw(hw), runtime(runtime),
+        n(schedule.getWorldSize()) {}
 
   FailureOr<StepTimeline> run();
 
@@ -140,7 +145,7 @@ private:
   FailureOr<Work> getCollectiveWork(CollectiveOpInterface collective) const;
   Work getTransferWork(TransferOpInterface transfer) const;
   Work getOptimizerStepWork(OptimizerStepOp adam) const;
-  static Work getKernelWork(RuntimeKernelOpInterface op);
+  Work getKernelWork(RuntimeKernelOpInterface op) const;
   /// Element bytes of group `ref`'s compute type.
   int64_t getGroupElementBytes(SymbolRefAttr ref) const;
   /// Elements of group `ref` this rank owns (its gradients' owned range at
@@ -159,6 +164,7 @@ private:
 
   const StepSchedule &schedule;
   const HardwarePreset &hw;
+  KernelRuntime runtime;
   int64_t n;
   int64_t microStep = 0;
   /// diskFree: the swap files' disk (parameter shards on NVMe).
@@ -195,7 +201,7 @@ double Simulator::getOwnedElements(SymbolRefAttr ref) const {
   return p ? p->getOptimizerNumel() : 0;
 }
 
-Work Simulator::getKernelWork(RuntimeKernelOpInterface op) {
+Work Simulator::getKernelWork(RuntimeKernelOpInterface op) const {
   KernelCost cost = op.getKernelCost();
   Work w = Work::kernel(cost.bytes, cost.flops,
                         cost.kind == KernelCost::Kind::Gemm ||
@@ -206,6 +212,11 @@ Work Simulator::getKernelWork(RuntimeKernelOpInterface op) {
   w.activationElements = cost.activationElements;
   w.batch = cost.batch;
   w.launches = cost.launches;
+  // An eager peer's unfused kernels in place of the fused one.
+  if (runtime == KernelRuntime::Eager && cost.eagerLaunches > 0) {
+    w.bytes = cost.eagerBytes;
+    w.launches = cost.eagerLaunches;
+  }
   w.m = cost.m;
   w.n = cost.n;
   w.k = cost.k;
@@ -305,6 +316,14 @@ Simulator::getCollectiveWork(CollectiveOpInterface collective) const {
       w.completionBytes = 3.0 * bytes / double(set.size);
     break;
   }
+  // FSDP2, the eager peer's runtime, gathers into a buffer of its own and
+  // copies the parameters out of it on the compute stream once gathered,
+  // and copies the gradients into a buffer to reduce on the communication
+  // stream: a pass over the full array each.
+  if (runtime == KernelRuntime::Eager && w.pattern == Work::AllGather)
+    w.completionBytes += 2.0 * bytes;
+  if (runtime == KernelRuntime::Eager && w.pattern == Work::ReduceScatter)
+    w.copyInBytes = 2.0 * bytes;
   w.members = set.size;
   w.membersPerNode = perNode;
   return w;
@@ -508,6 +527,9 @@ double Simulator::seconds(const Work &w) const {
     int64_t m = w.members, q = w.membersPerNode;
     if (m <= 1)
       return 0;
+    double copyIn = w.copyInBytes > 0
+                        ? hw.kernelOverhead + w.copyInBytes / hw.memoryBandwidth
+                        : 0;
     double passes = double(w.ringPasses);
     double latency = hw.collectiveLatency;
     if (hw.skewCompute > 0 && hw.collectiveLatency > hw.backToBackLatency)
@@ -525,14 +547,14 @@ double Simulator::seconds(const Work &w) const {
       double within =
           (std::min(q, m) - 1) * (latency + w.bytes / m / bandwidth);
       if (q >= m)
-        return within;
+        return copyIn + within;
       double interLatency = latency, interBandwidth = bandwidth;
       if (hw.interNodeLinks > 0) {
         interLatency = hw.interNodeLatency;
         interBandwidth =
             hw.getInterNodeBandwidth() / double(schedule.getNodeSize());
       }
-      return within + interLatency +
+      return copyIn + within + interLatency +
              double(m - q) / m * w.bytes / interBandwidth;
     }
     // The ring within a node: a published busbw curve for all-gathers and
@@ -547,7 +569,7 @@ double Simulator::seconds(const Work &w) const {
       return passes * (ranks - 1) * latency + bytes / bandwidth;
     };
     if (q >= m)
-      return withinNode(m);
+      return copyIn + withinNode(m);
     // Two levels: within each node, then across nodes, where every rank of
     // a node runs its own cross-node ring over the node's links at once.
     double nodes = double(m / q);
@@ -560,7 +582,7 @@ double Simulator::seconds(const Work &w) const {
     }
     double across = passes * (nodes - 1) * interLatency +
                     passes * (nodes - 1) / m * w.bytes / interBandwidth;
-    return within + across;
+    return copyIn + within + across;
   }
   }
   llvm_unreachable("unknown work kind");
@@ -784,7 +806,16 @@ FailureOr<StepTimeline> Simulator::run() {
 }
 
 FailureOr<StepTimeline> mlir::zero::simulateStep(const StepSchedule &schedule,
-                                                 const HardwarePreset &hw) {
+                                                 const HardwarePreset &hw,
+                                                 KernelRuntime runtime) {
   HardwarePreset rates = hw.forWorldSize(schedule.getWorldSize());
-  return Simulator(schedule, rates).run();
+  return Simulator(schedule, rates, runtime).run();
+}
+
+std::optional<KernelRuntime> mlir::zero::parseKernelRuntime(StringRef name) {
+  if (name == "fused")
+    return KernelRuntime::Fused;
+  if (name == "eager")
+    return KernelRuntime::Eager;
+  return std::nullopt;
 }

@@ -180,7 +180,8 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
 
 FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
                                                 const MemoryPlan &plan,
-                                                const HardwarePreset &hw) {
+                                                const HardwarePreset &hw,
+                                                KernelRuntime runtime) {
   StepReport r;
   TrainStepOp step = s.getStep();
   auto module = step->getParentOfType<ModuleOp>();
@@ -306,7 +307,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
     return step.emitOpError("report: parameter or communication counts "
                             "overflow int64");
 
-  FailureOr<StepTimeline> timeline = simulateStep(s, hw);
+  FailureOr<StepTimeline> timeline = simulateStep(s, hw, runtime);
   if (failed(timeline))
     return failure();
   r.hardware = hw.name.str();
@@ -315,7 +316,9 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.exposedTransferMs = timeline->exposedTransferMs;
   r.recomputeMs = timeline->recomputeMs;
   r.timeline = std::move(*timeline);
-  r.band = lookupValidationBand(hw.name);
+  r.runtime = runtime;
+  if (runtime == KernelRuntime::Fused)
+    r.band = lookupValidationBand(hw.name);
   return r;
 }
 
@@ -757,9 +760,13 @@ static void printCommunication(const StepReport &r, llvm::raw_ostream &os) {
 
 /// The predicted step time and what is exposed of it.
 static void printPredictedStep(const StepReport &r, llvm::raw_ostream &os) {
-  os << llvm::format("\nPredicted step on %s: %.3f ms, %.3f ms of it exposed "
-                     "communication",
-                     r.hardware.c_str(), r.predictedStepMs, r.exposedCommMs);
+  os << llvm::format("\nPredicted step on %s%s: %.3f ms, %.3f ms of it "
+                     "exposed communication",
+                     r.hardware.c_str(),
+                     r.runtime == KernelRuntime::Eager
+                         ? " with eager PyTorch's unfused kernels"
+                         : "",
+                     r.predictedStepMs, r.exposedCommMs);
   if (r.recomputeMs > 0)
     os << llvm::format(", %.3f ms recomputing activations (zero-remat)",
                        r.recomputeMs);
@@ -837,6 +844,12 @@ struct ZeroReportPass
       return signalPassFailure();
     }
     const HardwarePreset *hw = &rates;
+    std::optional<KernelRuntime> kernels = parseKernelRuntime(runtime);
+    if (!kernels) {
+      module.emitError("zero-report: unknown runtime '")
+          << runtime << "' (expected fused or eager)";
+      return signalPassFailure();
+    }
     int64_t deviceMemoryBytes = hw->deviceMemoryBytes;
     if (!deviceMemory.empty()) {
       std::optional<int64_t> bytes = parseByteSize(deviceMemory);
@@ -861,7 +874,8 @@ struct ZeroReportPass
       FailureOr<MemoryPlan> plan = computeMemoryPlan(*schedule);
       if (failed(plan))
         return signalPassFailure();
-      FailureOr<StepReport> report = computeReport(*schedule, *plan, *hw);
+      FailureOr<StepReport> report =
+          computeReport(*schedule, *plan, *hw, *kernels);
       if (failed(report))
         return signalPassFailure();
       if (deviceMemoryBytes > 0)

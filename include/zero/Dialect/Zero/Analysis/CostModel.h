@@ -292,9 +292,23 @@ struct StepTimeline {
   std::vector<TimelineEvent> events;
 };
 
-/// Predicts the step time of `schedule` on `hw`.
-FailureOr<StepTimeline> simulateStep(const StepSchedule &schedule,
-                                     const HardwarePreset &hw);
+/// Whose kernels the compute ops run as (docs/CostModel.md).
+enum class KernelRuntime {
+  /// Each op as one fused kernel: ours, or a well-tuned or compiled peer's.
+  Fused,
+  /// As an eager PyTorch peer runs the ops whose reference modules are
+  /// chains of unfused kernels (RMSNorm, RoPE, SwiGLU, the fp32 loss): the
+  /// ops' KernelCost::eagerBytes and eagerLaunches.
+  Eager,
+};
+/// `fused` or `eager`; none for another name.
+std::optional<KernelRuntime> parseKernelRuntime(StringRef name);
+
+/// Predicts the step time of `schedule` on `hw`, its kernels run as
+/// `runtime` runs them.
+FailureOr<StepTimeline>
+simulateStep(const StepSchedule &schedule, const HardwarePreset &hw,
+             KernelRuntime runtime = KernelRuntime::Fused);
 
 /// Chrome-trace JSON (opens in Perfetto): one process per rank, a compute and
 /// a communication thread each.

@@ -154,6 +154,13 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     line rate `inter-node-bandwidth` overrides. The JSON has the same keys
     whatever the topology and options (on one node every byte within it, a
     feature that is off at its neutral value; `docs/Report.md` lists them).
+
+    `runtime=eager` prices the ops whose eager PyTorch decomposition differs
+    from our fused kernel as the chain of unfused kernels an eager peer runs
+    (each op's `KernelCost::eagerBytes` and `eagerLaunches`), to compare
+    with published eager runs; the default, `fused`, prices one kernel an
+    op. The validation band is of fused predictions, so an eager report
+    prints none.
   }];
   let options = [
     Option<"out", "out", "std::string", /*default=*/"\"-\"",
@@ -166,6 +173,10 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
            "Device memory of one rank for the fit verdict, overriding the "
            "preset's: a count with a unit, B, KiB, MiB, GiB, TiB or decimal "
            "KB, MB, GB, TB (e.g. 24GiB)">,
+    Option<"runtime", "runtime", "std::string", /*default=*/"\"fused\"",
+           "Whose kernels the predicted step assumes: fused (one kernel an "
+           "op, ours or a compiled peer's) or eager (an eager PyTorch peer's "
+           "unfused RMSNorm, RoPE, SwiGLU and fp32 loss; docs/CostModel.md)">,
     Option<"trace", "trace", "std::string", /*default=*/"\"\"",
            "Also write the predicted timeline as Chrome-trace JSON (Perfetto)">,
     Option<"memorySvg", "memory-svg", "std::string", /*default=*/"\"\"",

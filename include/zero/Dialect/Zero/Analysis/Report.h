@@ -133,11 +133,15 @@ struct StepReport {
   /// How far published runs on the preset's GPU were from their predictions
   /// (none: no run was compared on it).
   std::optional<ValidationBand> band;
+  /// Whose kernels the prediction assumes; the band validates the fused
+  /// runtime's predictions only, so an eager report has none.
+  KernelRuntime runtime = KernelRuntime::Fused;
 };
 
-FailureOr<StepReport> computeReport(const StepSchedule &schedule,
-                                    const MemoryPlan &plan,
-                                    const HardwarePreset &hw);
+FailureOr<StepReport>
+computeReport(const StepSchedule &schedule, const MemoryPlan &plan,
+              const HardwarePreset &hw,
+              KernelRuntime runtime = KernelRuntime::Fused);
 /// The fit verdict of `plan` in `deviceMemoryBytes`: its largest item is
 /// the biggest of the persistent model states, the step-arena categories
 /// live at the moment the arena holds the most, and the kernel scratch.
