@@ -56,7 +56,16 @@
 //     (getZeroPPChoices); each is a group of its own, skipped, bounded and
 //     descended like the others. hpZ's secondary partition only adds to
 //     the model states zero-partition gives, so those skip it soundly.
-//  7. Where the preset's GPU has a validation band (lookupValidationBand,
+//  8. Where no configuration fits, the search is repeated with the
+//     long-context options (unless given): each sequence-parallel size
+//     that divides the world into whole rows per data-parallel rank, each
+//     MLP in ALST's tiles, and activation offload beside each remat policy
+//     (zero-offload-activations; its copies are not kernels, so the remat
+//     policy's time bound holds). Sequence parallelism and the tiles
+//     rewrite the forward, so each builds a differentiated step of its own,
+//     as the loss chunk does; a size or tiling the passes refuse is no
+//     choice. Plans that fit without them are never displaced.
+//  9. Where the preset's GPU has a validation band (lookupValidationBand,
 //     docs/CostModel.md), a ranked candidate and the fastest whose
 //     predicted steps lie each within the other's band cannot be told
 //     apart, and the one of those with the smallest peak goes first.
