@@ -104,6 +104,11 @@ class Obj(dict):
                                  (key, ", ".join(sorted(self))))
 
 
+# The longest sequences ALST (arXiv 2506.13996, Arctic Long Sequence
+# Training) reports training Llama-8B on, in tokens: one H100, one node of 8.
+ALST = Obj(one_h100=500_000, one_node=3_700_000)
+
+
 class Run:
     """One command's text output and, for a report, its JSON twin."""
 
@@ -312,7 +317,8 @@ def expand(text, runner):
     problems only the prose can fix."""
     env = {"__builtins__": {}, "n": n, "fixed": fixed, "gib": gib, "mib": mib,
            "size": size, "verdict": verdict, "zeropp": zeropp, "missed": missed, "all": all, "any": any, "min": min, "max": max,
-           "abs": abs, "round": round, "int": int, "len": len, "sum": sum}
+           "abs": abs, "round": round, "int": int, "len": len, "sum": sum,
+           "alst": ALST}
     runs, problems = [], []
     pieces, last = [], 0
     for m in BLOCK.finditer(text):

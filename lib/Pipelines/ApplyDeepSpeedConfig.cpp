@@ -119,6 +119,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->maxReuseDistance, cfg->maxReuseDistance);
     takeFromFile(s->frozenGather, cfg->frozenGather);
     takeFromFile(s->lossChunk, cfg->lossChunk);
+    takeFromFile(s->tiledMlp, cfg->tiledMlp);
     takeFromFile(s->micsShardSize, cfg->micsShardSize);
     takeFromFile(s->spSize, cfg->sequenceParallelSize);
     takeFromFile(s->quantizedWeights, cfg->quantizedWeights);

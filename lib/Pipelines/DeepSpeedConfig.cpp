@@ -641,14 +641,13 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
     // input) to host memory; DeepSpeed does so for partitioned activations
     // only, over the model-parallel group, which is one rank here: both on
     // are zero-offload-activations of what the recomputation keeps.
-    if (const json::Value *part = a.peek("partition_activations"),
-        *cpu = a.peek("cpu_checkpointing");
+    if (const json::Value *part = a.peek(dskeys::kPartitionActivations),
+        *cpu = a.peek(dskeys::kCpuCheckpointing);
         part && cpu && part->getAsBoolean() == std::optional<bool>(true) &&
         cpu->getAsBoolean() == std::optional<bool>(true)) {
-      a.boolean("partition_activations");
-      DeepSpeedValue<bool> on = a.boolean("cpu_checkpointing");
-      cfg.offloadActivations = {std::string("cpu"), false, on.line,
-                                on.column};
+      a.boolean(dskeys::kPartitionActivations);
+      DeepSpeedValue<bool> on = a.boolean(dskeys::kCpuCheckpointing);
+      cfg.offloadActivations = {std::string("cpu"), false, on.line, on.column};
     }
     for (StringRef key : {"partition_activations", "cpu_checkpointing",
                           "contiguous_memory_optimization",
@@ -694,6 +693,8 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
 
   // The output projection and the loss in chunks of this many rows (0: off).
   cfg.lossChunk = top.integerIn(dskeys::kLossChunk, 0);
+  // Each MLP in this many tiles of rows (0: off).
+  cfg.tiledMlp = top.integerIn(dskeys::kTiledMlp, 0);
 
   cfg.stepsPerPrint = top.integerIn("steps_per_print", 1);
   cfg.wallClockBreakdown = top.boolean("wall_clock_breakdown");

@@ -56,7 +56,16 @@
 //     (getZeroPPChoices); each is a group of its own, skipped, bounded and
 //     descended like the others. hpZ's secondary partition only adds to
 //     the model states zero-partition gives, so those skip it soundly.
-//  7. Where the preset's GPU has a validation band (lookupValidationBand,
+//  8. Where no configuration fits, the search is repeated with the
+//     long-context options (unless given): each sequence-parallel size
+//     that divides the world into whole rows per data-parallel rank, each
+//     MLP in ALST's tiles, and activation offload beside each remat policy
+//     (zero-offload-activations; its copies are not kernels, so the remat
+//     policy's time bound holds). Sequence parallelism and the tiles
+//     rewrite the forward, so each builds a differentiated step of its own,
+//     as the loss chunk does; a size or tiling the passes refuse is no
+//     choice. Plans that fit without them are never displaced.
+//  9. Where the preset's GPU has a validation band (lookupValidationBand,
 //     docs/CostModel.md), a ranked candidate and the fastest whose
 //     predicted steps lie each within the other's band cannot be told
 //     apart, and the one of those with the smallest peak goes first.
@@ -113,6 +122,9 @@ void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.stage = stage;
   o.remat = getTuneRematName(remat).str();
   o.lossChunk = lossChunk;
+  o.spSize = spSize;
+  o.tiledMlp = tiledMlp;
+  o.offloadActivations = offloadActivations ? "cpu" : "none";
   o.gradientAccumulationSteps = accumulationSteps;
   o.reduceBucketSize = reduceBucketSize;
   o.overlapComm = overlapComm;
@@ -224,12 +236,14 @@ struct Knob {
 class Tuner {
 public:
   /// `front` is `model` differentiated; `head` is set where zero-loss-chunk
-  /// applies to `model`.
+  /// applies to `model`, `hidden` and `seqLen` where the step has a hidden
+  /// size and a sequence (zero-tiled-mlp's tiles).
   Tuner(ModuleOp model, ModuleOp front, std::optional<LossHead> head,
-        const TuneOptions &options, TuneResult &result)
-      : model(model), ctx(front.getContext()), head(head), options(options),
-        result(result) {
-    fronts[0] = front;
+        int64_t hidden, int64_t seqLen, const TuneOptions &options,
+        TuneResult &result)
+      : model(model), ctx(front.getContext()), head(head), hidden(hidden),
+        seqLen(seqLen), options(options), result(result) {
+    fronts[{0, 0, 1}] = front;
   }
 
   LogicalResult run();
@@ -250,13 +264,29 @@ private:
   /// of `mics` ranks when positive) under each of its offload choices, and
   /// the padded parameter count, or the partition's error.
   FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
-  partitionStage(int64_t stage, int64_t mics);
+  partitionStage(int64_t stage, int64_t mics, int64_t sp);
   /// The step differentiated with the loss in chunks of `chunk` rows (0:
-  /// the whole logits), or null when the passes refuse it.
-  ModuleOp getFront(int64_t chunk);
+  /// the whole logits), its MLPs in `tiles` tiles (0: whole) and its
+  /// sequence over `sp` ranks, or null when the passes refuse it.
+  ModuleOp getFront(int64_t chunk, int64_t tiles = 0, int64_t sp = 1);
   /// The loss chunks a group of `accumulation` steps tries, the whole
   /// logits (0) first.
-  SmallVector<int64_t> getLossChunks(int64_t accumulation);
+  SmallVector<int64_t> getLossChunks(int64_t accumulation, int64_t tiles,
+                                     int64_t sp);
+  /// The sequence-parallel sizes that divide the world and leave whole rows
+  /// on each data-parallel rank, ascending.
+  SmallVector<int64_t> getSpSizes() const;
+  /// The MLP tiles ALST picks for a rank's share of one sequence over `sp`
+  /// ranks (its tokens over the hidden size, rounded up), or 0 when that is
+  /// one tile.
+  int64_t getDefaultTiles(int64_t sp) const;
+  /// Builds and searches the groups of every stage, offload and ZeRO++
+  /// choice with each sequence-parallel size in `sps`, MLP tiling in
+  /// `tiles` and activation offload in `offloads`.
+  LogicalResult search(ArrayRef<TuneRemat> remats, ArrayRef<int64_t> sps,
+                       ArrayRef<int64_t> tiles, ArrayRef<bool> offloads);
+  /// Whether any configuration evaluated so far fits.
+  bool anyFits() const;
   const Evaluation &evaluate(const TuneConfig &config, bool verify = false);
   /// The group's knobs, their ladders derived from the base evaluation.
   std::vector<Knob> getKnobs(const TuneConfig &base, const Evaluation &e) const;
@@ -270,14 +300,18 @@ private:
   ModuleOp model;
   MLIRContext *ctx;
   std::optional<LossHead> head;
-  /// The differentiated steps by loss chunk; null where refused.
-  std::map<int64_t, ModuleOp> fronts;
+  int64_t hidden, seqLen;
+  /// The differentiated steps by (loss chunk, MLP tiles, sequence-parallel
+  /// size); null where refused.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, ModuleOp> fronts;
   SmallVector<OwningOpRef<ModuleOp>> ownedFronts;
   const TuneOptions &options;
   TuneResult &result;
   std::map<TuneConfig, Evaluation> memo;
   /// The fastest fitting step of each group found so far.
   std::map<GroupKey, double> groupBestMs;
+  /// Whether any stage's model states were read.
+  bool anyStage = false;
 };
 
 } // namespace
@@ -370,13 +404,15 @@ OffloadAttr Tuner::getOffloadAttr(const TuneConfig &c) const {
 }
 
 FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
-Tuner::partitionStage(int64_t stage, int64_t mics) {
-  // The loss chunk changes no parameter.
-  OwningOpRef<ModuleOp> module = fronts[0].clone();
+Tuner::partitionStage(int64_t stage, int64_t mics, int64_t sp) {
+  // The loss chunk and the MLP tiles change no parameter; the
+  // sequence-parallel step divides its batch over fewer ranks.
+  OwningOpRef<ModuleOp> module = getFront(0, 0, sp).clone();
   PassManager pm(ctx);
   ZeroPartitionPassOptions part;
   part.stage = stage;
   part.worldSize = options.worldSize;
+  part.spSize = sp;
   part.ranksPerNode = options.ranksPerNode;
   part.micsShardSize = mics;
   pm.addPass(createZeroPartitionPass(part));
@@ -434,9 +470,10 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
   e = Evaluation();
   e.candidate.config = config;
 
-  ModuleOp front = getFront(config.lossChunk);
+  ModuleOp front = getFront(config.lossChunk, config.tiledMlp, config.spSize);
   if (!front) {
-    e.error = "zero-loss-chunk refuses the step's loss";
+    e.error = "zero-loss-chunk, zero-tiled-mlp or zero-sequence-parallel "
+              "refuses the step";
     return e;
   }
   OwningOpRef<ModuleOp> module = front.clone();
@@ -474,8 +511,8 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
     }
 
     TuneCandidate &c = e.candidate;
-    c.microBatch =
-        result.globalBatch / (options.worldSize * config.accumulationSteps);
+    c.microBatch = result.globalBatch / (options.worldSize / config.spSize *
+                                         config.accumulationSteps);
     c.peakBytes = plan->peakBytes;
     c.persistentBytes = plan->persistentBytes;
     c.hostPeakBytes = plan->hostBytes;
@@ -517,15 +554,28 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
   return e;
 }
 
-ModuleOp Tuner::getFront(int64_t chunk) {
-  auto [it, inserted] = fronts.try_emplace(chunk, nullptr);
+ModuleOp Tuner::getFront(int64_t chunk, int64_t tiles, int64_t sp) {
+  auto [it, inserted] = fronts.try_emplace({chunk, tiles, sp}, nullptr);
   if (!inserted)
     return it->second;
   OwningOpRef<ModuleOp> module = model.clone();
   PassManager pm(ctx);
-  ZeroLossChunkPassOptions fuse;
-  fuse.chunk = chunk;
-  pm.addPass(createZeroLossChunkPass(fuse));
+  // In zero-pipeline's order.
+  if (chunk != 0) {
+    ZeroLossChunkPassOptions fuse;
+    fuse.chunk = chunk;
+    pm.addPass(createZeroLossChunkPass(fuse));
+  }
+  if (tiles != 0) {
+    ZeroTiledMlpPassOptions tiled;
+    tiled.tiles = tiles;
+    pm.addPass(createZeroTiledMlpPass(tiled));
+  }
+  if (sp != 1) {
+    ZeroSequenceParallelPassOptions seq;
+    seq.spSize = sp;
+    pm.addPass(createZeroSequenceParallelPass(seq));
+  }
   pm.addPass(createZeroAutodiffPass());
   pm.addPass(createZeroMixedPrecisionPass());
   // A refusal (a 16-bit step, say) leaves the chunk out of the search.
@@ -537,18 +587,45 @@ ModuleOp Tuner::getFront(int64_t chunk) {
   return it->second;
 }
 
-SmallVector<int64_t> Tuner::getLossChunks(int64_t accumulation) {
+SmallVector<int64_t> Tuner::getLossChunks(int64_t accumulation, int64_t tiles,
+                                          int64_t sp) {
   if (options.lossChunk)
     return {*options.lossChunk};
   SmallVector<int64_t> chunks = {0};
   if (!head)
     return chunks;
-  // One chunk as large as the micro batch's rows is the whole logits.
+  // One chunk as large as the micro batch's rows is the whole logits. A
+  // rank holds as many rows with sequence parallelism as without: more
+  // sequences, each a part.
   int64_t rows = head->rows / (options.worldSize * accumulation);
   int64_t chunk = getDefaultLossChunk(rows, *head);
-  if (chunk < rows && getFront(chunk))
+  if (chunk < rows && getFront(chunk, tiles, sp))
     chunks.push_back(chunk);
   return chunks;
+}
+
+SmallVector<int64_t> Tuner::getSpSizes() const {
+  SmallVector<int64_t> sizes;
+  for (int64_t p = 1; p <= options.worldSize; ++p)
+    if (options.worldSize % p == 0 &&
+        result.globalBatch % (options.worldSize / p) == 0)
+      sizes.push_back(p);
+  return sizes;
+}
+
+int64_t Tuner::getDefaultTiles(int64_t sp) const {
+  if (hidden < 1 || seqLen < 1)
+    return 0;
+  int64_t tiles = llvm::divideCeil(seqLen / sp, hidden);
+  return tiles > 1 ? tiles : 0;
+}
+
+bool Tuner::anyFits() const {
+  return llvm::any_of(memo, [&](const auto &entry) {
+    return entry.second.ok() && entry.second.candidate.fits &&
+           (!options.offloadActivations ||
+            entry.first.offloadActivations == *options.offloadActivations);
+  });
 }
 
 double Tuner::getPruneMs() const {
@@ -648,23 +725,14 @@ void Tuner::descend(const TuneConfig &base) {
   }
 }
 
-LogicalResult Tuner::run() {
-  TrainStepOp step = *fronts[0].getOps<TrainStepOp>().begin();
-  int64_t perRank = result.globalBatch / options.worldSize;
-  // Recomputation needs transformer blocks (an MLP has none).
-  bool hasBlocks = !getRematBlocks(step).empty();
-  SmallVector<TuneRemat> remats = {TuneRemat::none};
-  if (options.remat)
-    remats = {*options.remat};
-  else if (hasBlocks)
-    remats.append({TuneRemat::selective, TuneRemat::layer});
-  if (remats.front() != TuneRemat::none && !hasBlocks)
-    return step.emitError("zero-tune: remat ")
-           << getTuneRematName(remats.front())
-           << " recomputes transformer blocks, and train step @"
-           << step.getSymName()
-           << " has none (no parameter group named like transformer.h.N)";
+LogicalResult Tuner::search(ArrayRef<TuneRemat> remats, ArrayRef<int64_t> sps,
+                            ArrayRef<int64_t> tiles, ArrayRef<bool> offloads) {
   int64_t numRemats = remats.size();
+  // The remat and activation offload pairs each group tries.
+  int64_t numTries = 0;
+  for (TuneRemat r : remats)
+    for (bool off : offloads)
+      numTries += !off || r != TuneRemat::none;
 
   // Stages whose model states fit; the padded parameter count caps the
   // buckets (one bucket holds the whole model).
@@ -673,56 +741,81 @@ LogicalResult Tuner::run() {
     const Evaluation *eval;
   };
   std::vector<Group> groups;
-  bool anyStage = false;
-  for (int64_t stage = 0; stage <= 3; ++stage) {
-    for (int64_t mics : getMicsChoices(stage)) {
-      auto states = partitionStage(stage, mics);
-      if (failed(states))
-        return failure();
-      auto &[choices, padded] = *states;
-      for (const TuneModelStates &s : choices) {
-        // MiCS only adds model states: the smallest are without it.
-        if (mics == 0 &&
-            (!anyStage || s.deviceBytes < result.minModelStates.deviceBytes))
-          result.minModelStates = s;
-        anyStage = true;
-        bool deviceFits = s.deviceBytes <= options.memoryBudget;
-        bool hostFits =
-            !options.hostBudget || s.hostBytes <= *options.hostBudget;
-        if (mics == 0 && deviceFits &&
-            (!result.minHostStates ||
-             s.hostBytes < result.minHostStates->hostBytes))
-          result.minHostStates = s;
-        // hpZ's secondary partition and qwZ's and qgZ's staging only add to
-        // these states, so the same bound skips them.
-        SmallVector<TuneConfig> variants = getZeroPPChoices(s.config);
-        for (int64_t k = 1; k <= std::min(perRank, kMaxAccumulationSteps);
-             ++k) {
-          if (perRank % k != 0)
-            continue;
-          // Skipped groups build no chunked step.
-          SmallVector<int64_t> chunks = deviceFits && hostFits
-                                            ? getLossChunks(k)
-                                            : SmallVector<int64_t>{0};
-          int64_t count =
-              numRemats * int64_t(variants.size()) * int64_t(chunks.size());
-          result.groups += count;
-          if (!deviceFits || !hostFits) {
-            result.prunedByModelStates += count;
-            continue;
-          }
-          result.lossChunkSearched |= chunks.size() > 1 || chunks[0] != 0;
-          for (const TuneConfig &variant : variants) {
-            for (int64_t chunk : chunks) {
-              TuneConfig base = variant;
-              base.accumulationSteps = k;
-              base.remat = remats.front();
-              base.lossChunk = chunk;
-              base.reduceBucketSize =
-                  std::min(base.reduceBucketSize, roundUpNice(double(padded)));
-              if (stage == 1 || stage == 2)
-                base.allgatherBucketSize = base.reduceBucketSize;
-              groups.push_back({base, nullptr});
+  for (int64_t sp : sps) {
+    if (options.worldSize % sp != 0 ||
+        result.globalBatch % (options.worldSize / sp) != 0)
+      continue;
+    // A sequence-parallel size the passes refuse (the step's heads or
+    // sequence, the world) is no choice; without one, a refusal is the
+    // error.
+    std::optional<ScopedDiagnosticHandler> quiet;
+    if (sp != 1 && !options.spSize)
+      quiet.emplace(ctx, [](Diagnostic &) { return success(); });
+    if (sp != 1 && !getFront(0, 0, sp))
+      continue;
+    int64_t perRank = result.globalBatch / (options.worldSize / sp);
+    bool refused = false;
+    for (int64_t stage = 0; stage <= 3 && !refused; ++stage) {
+      for (int64_t mics : getMicsChoices(stage)) {
+        auto states = partitionStage(stage, mics, sp);
+        if (failed(states)) {
+          if (sp == 1 || options.spSize)
+            return failure();
+          refused = true;
+          break;
+        }
+        auto &[choices, padded] = *states;
+        for (const TuneModelStates &s : choices) {
+          // MiCS only adds model states: the smallest are without it.
+          if (mics == 0 &&
+              (!anyStage || s.deviceBytes < result.minModelStates.deviceBytes))
+            result.minModelStates = s;
+          anyStage = true;
+          bool deviceFits = s.deviceBytes <= options.memoryBudget;
+          bool hostFits =
+              !options.hostBudget || s.hostBytes <= *options.hostBudget;
+          if (mics == 0 && deviceFits &&
+              (!result.minHostStates ||
+               s.hostBytes < result.minHostStates->hostBytes))
+            result.minHostStates = s;
+          // hpZ's secondary partition and qwZ's and qgZ's staging only add
+          // to these states, so the same bound skips them.
+          SmallVector<TuneConfig> variants = getZeroPPChoices(s.config);
+          for (int64_t k = 1; k <= std::min(perRank, kMaxAccumulationSteps);
+               ++k) {
+            if (perRank % k != 0)
+              continue;
+            for (int64_t tile : tiles) {
+              // Skipped groups build no chunked or tiled step.
+              if (tile != 0 &&
+                  (!deviceFits || !hostFits || !getFront(0, tile, sp)))
+                continue;
+              SmallVector<int64_t> chunks = deviceFits && hostFits
+                                                ? getLossChunks(k, tile, sp)
+                                                : SmallVector<int64_t>{0};
+              int64_t count =
+                  numTries * int64_t(variants.size()) * int64_t(chunks.size());
+              result.groups += count;
+              if (!deviceFits || !hostFits) {
+                result.prunedByModelStates += count;
+                continue;
+              }
+              result.lossChunkSearched |= chunks.size() > 1 || chunks[0] != 0;
+              for (const TuneConfig &variant : variants) {
+                for (int64_t chunk : chunks) {
+                  TuneConfig base = variant;
+                  base.accumulationSteps = k;
+                  base.remat = remats.front();
+                  base.lossChunk = chunk;
+                  base.spSize = sp;
+                  base.tiledMlp = tile;
+                  base.reduceBucketSize = std::min(base.reduceBucketSize,
+                                                   roundUpNice(double(padded)));
+                  if (stage == 1 || stage == 2)
+                    base.allgatherBucketSize = base.reduceBucketSize;
+                  groups.push_back({base, nullptr});
+                }
+              }
             }
           }
         }
@@ -733,10 +826,12 @@ LogicalResult Tuner::run() {
   for (Group &g : groups)
     g.eval = &evaluate(g.base);
   if (!groups.empty() &&
-      llvm::none_of(groups, [](const Group &g) { return g.eval->ok(); }))
+      llvm::none_of(groups, [](const Group &g) { return g.eval->ok(); })) {
+    TrainStepOp step = *model.getOps<TrainStepOp>().begin();
     return step.emitError("zero-tune: no configuration could be "
                           "scheduled; the first: ")
            << groups.front().eval->error;
+  }
   llvm::stable_sort(groups, [](const Group &a, const Group &b) {
     return a.eval->computeBoundMs < b.eval->computeBoundMs;
   });
@@ -759,20 +854,89 @@ LogicalResult Tuner::run() {
         if (!e->ok())
           continue;
       }
-      if (e->memoryBound > options.memoryBudget ||
-          e->computeBoundMs >= getBoundMs(base)) {
-        ++result.prunedByBounds;
-        continue;
+      // Activation offload adds copies, not kernels, beside the policy.
+      for (bool off : offloads) {
+        if (off && base.remat == TuneRemat::none)
+          continue;
+        TuneConfig c = base;
+        c.offloadActivations = off;
+        const Evaluation *ce = off ? &evaluate(c) : e;
+        if (!ce->ok())
+          continue;
+        if (ce->memoryBound > options.memoryBudget ||
+            ce->computeBoundMs >= getBoundMs(c)) {
+          ++result.prunedByBounds;
+          continue;
+        }
+        descend(c);
       }
-      descend(base);
     }
   }
+  return success();
+}
+
+LogicalResult Tuner::run() {
+  TrainStepOp step = *fronts[{0, 0, 1}].getOps<TrainStepOp>().begin();
+  // Recomputation needs transformer blocks (an MLP has none).
+  bool hasBlocks = !getRematBlocks(step).empty();
+  SmallVector<TuneRemat> remats = {TuneRemat::none};
+  if (options.remat)
+    remats = {*options.remat};
+  else if (hasBlocks)
+    remats.append({TuneRemat::selective, TuneRemat::layer});
+  if (remats.front() != TuneRemat::none && !hasBlocks)
+    return step.emitError("zero-tune: remat ")
+           << getTuneRematName(remats.front())
+           << " recomputes transformer blocks, and train step @"
+           << step.getSymName()
+           << " has none (no parameter group named like transformer.h.N)";
+  if (options.offloadActivations.value_or(false) &&
+      llvm::none_of(remats, [](TuneRemat r) { return r != TuneRemat::none; }))
+    return step.emitError("zero-tune: offload-activations cpu offloads what "
+                          "recomputation keeps, and remat is none");
+
+  // The long-context options, off unless given; where nothing fits without
+  // them, searched.
+  SmallVector<int64_t> sps = {options.spSize.value_or(1)};
+  SmallVector<int64_t> tiles = {options.tiledMlp.value_or(0)};
+  SmallVector<bool> offloads = {options.offloadActivations.value_or(false)};
+  result.longContextSearched = sps[0] != 1 || tiles[0] != 0 || offloads[0];
+  if (failed(search(remats, sps, tiles, offloads)))
+    return failure();
+  if (!anyFits()) {
+    if (!options.spSize)
+      sps = getSpSizes();
+    if (!options.tiledMlp) {
+      std::set<int64_t> counts = {0};
+      for (int64_t sp : sps)
+        counts.insert(getDefaultTiles(sp));
+      tiles.assign(counts.begin(), counts.end());
+    }
+    if (!options.offloadActivations && hasBlocks)
+      offloads = {false, true};
+    if (sps != ArrayRef<int64_t>{options.spSize.value_or(1)} ||
+        tiles.size() > 1 || offloads.size() > 1) {
+      result.longContextSearched = true;
+      result.groups = result.prunedByModelStates = result.prunedByBounds = 0;
+      if (failed(search(remats, sps, tiles, offloads)))
+        return failure();
+    }
+  }
+  if (!anyStage)
+    return step.emitError("zero-tune: the global batch ")
+           << result.globalBatch << " of train step @" << step.getSymName()
+           << " is not divisible by the world size " << options.worldSize
+           << ", and no sequence-parallel size that the step allows "
+              "divides it into whole rows per data-parallel rank";
 
   // The best configuration of each group, and the smallest peak.
   std::map<GroupKey, const Evaluation *> winners;
   const Evaluation *closest = nullptr;
   for (auto &[config, e] : memo) {
-    if (!e.ok())
+    // Activation offload asked for: the configurations without it only
+    // bounded those with it.
+    if (!e.ok() || (options.offloadActivations &&
+                    config.offloadActivations != *options.offloadActivations))
       continue;
     const Evaluation *&winner = winners[groupOf(config)];
     if (e.candidate.fits && (!winner || isBetter(e, *winner)))
@@ -853,10 +1017,19 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
     result.globalBatch =
         cast<RankedTensorType>(step.getBodyBlock().getArgument(0).getType())
             .getDimSize(0);
-  if (result.globalBatch < 1 || result.globalBatch % options.worldSize != 0)
+  // Sequence parallelism divides the batch over fewer ranks, the world
+  // over each group's; without attention there is none.
+  bool hasAttention = false;
+  step.walk([&](nn::AttentionOp) { hasAttention = true; });
+  int64_t dataParallel = options.worldSize / options.spSize.value_or(1);
+  if (result.globalBatch < 1 || (result.globalBatch % dataParallel != 0 &&
+                                 (options.spSize || !hasAttention)))
     return step.emitError("zero-tune: the global batch ")
            << result.globalBatch << " of train step @" << step.getSymName()
-           << " is not divisible by the world size " << options.worldSize;
+           << " is not divisible by the world size " << options.worldSize
+           << (options.spSize.value_or(1) > 1
+                   ? " / sp-size " + std::to_string(*options.spSize)
+                   : "");
   step.walk([&](Operation *op) {
     if (auto loss = dyn_cast<nn::SoftmaxCrossEntropyOp>(op))
       result.tokensPerStep += loss.getLabels().getType().getNumElements();
@@ -887,14 +1060,45 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
     fuse.addPass(createZeroMixedPrecisionPass());
     if (*options.lossChunk != 0 && failed(fuse.run(*probe)))
       return failure();
-  } else {
+  }
+  // The hidden size, which the MLP tiles are counted by, is the head's.
+  int64_t hidden = 0;
+  {
     ScopedDiagnosticHandler quiet(module.getContext(),
                                   [](Diagnostic &) { return success(); });
-    if (FailureOr<LossHead> h = matchLossHead(step); succeeded(h))
-      head = *h;
+    if (FailureOr<LossHead> h = matchLossHead(step); succeeded(h)) {
+      hidden = h->hidden;
+      if (!options.lossChunk)
+        head = *h;
+    }
+  }
+  // The tiles and the sequence-parallel size asked for must apply, and
+  // their refusal is the error.
+  if (options.tiledMlp.value_or(0) != 0 || options.spSize.value_or(1) != 1) {
+    OwningOpRef<ModuleOp> probe = module.clone();
+    PassManager passes(module.getContext());
+    if (options.tiledMlp.value_or(0) != 0) {
+      ZeroTiledMlpPassOptions tiled;
+      tiled.tiles = *options.tiledMlp;
+      passes.addPass(createZeroTiledMlpPass(tiled));
+    }
+    if (options.spSize.value_or(1) != 1) {
+      ZeroSequenceParallelPassOptions seq;
+      seq.spSize = *options.spSize;
+      passes.addPass(createZeroSequenceParallelPass(seq));
+    }
+    if (failed(passes.run(*probe)))
+      return failure();
+  }
+  int64_t seqLen = 0;
+  if (step.getBodyBlock().getNumArguments() != 0) {
+    auto type =
+        cast<RankedTensorType>(step.getBodyBlock().getArgument(0).getType());
+    if (type.getRank() >= 2)
+      seqLen = type.getDimSize(1);
   }
 
-  Tuner tuner(module, *front, head, options, result);
+  Tuner tuner(module, *front, head, hidden, seqLen, options, result);
   if (failed(tuner.run()))
     return failure();
   return result;
@@ -904,22 +1108,36 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
                                                 int64_t globalBatch,
                                                 int64_t worldSize) {
   using namespace dskeys;
+  // DeepSpeed's batch arithmetic counts data-parallel ranks.
   llvm::json::Object config{
       {kTrainBatchSize, globalBatch},
       {kTrainMicroBatchSizePerGpu,
-       globalBatch / (worldSize * c.accumulationSteps)},
+       globalBatch / (worldSize / c.spSize * c.accumulationSteps)},
       {kGradientAccumulationSteps, c.accumulationSteps},
   };
+  // DeepSpeed's key, only when on; the tiles are this project's.
+  if (c.spSize > 1)
+    config[kSequenceParallelSize] = c.spSize;
+  if (c.tiledMlp > 0)
+    config[kTiledMlp] = c.tiledMlp;
   // DeepSpeed's section, every block (no number_checkpoints), with the
   // granularity Megatron-LM calls --recompute-granularity full|selective.
   // This project's key, only when on.
   if (c.lossChunk > 0)
     config[kLossChunk] = c.lossChunk;
-  if (c.remat != TuneRemat::none)
-    config[kActivationCheckpointing] = llvm::json::Object{
+  if (c.remat != TuneRemat::none) {
+    llvm::json::Object checkpointing{
         {kRecomputeGranularity, c.remat == TuneRemat::layer
                                     ? kGranularityFull
                                     : kGranularitySelective}};
+    // DeepSpeed's checkpoints in host memory (over a model-parallel group
+    // of one rank here): zero-offload-activations of what remat keeps.
+    if (c.offloadActivations) {
+      checkpointing[kPartitionActivations] = true;
+      checkpointing[kCpuCheckpointing] = true;
+    }
+    config[kActivationCheckpointing] = std::move(checkpointing);
+  }
   llvm::json::Object zero{
       {kStage, c.stage},
       {kReduceBucketSize, c.reduceBucketSize},

@@ -78,6 +78,27 @@ static cl::opt<std::string> lossChunk(
              "the step's head can be fused, Liger-Kernel's chunk for each "
              "micro batch are searched), 0 (never) or a number of rows"),
     cl::init("auto"), cl::cat(tuneCat));
+static cl::opt<std::string> spSize(
+    "sp-size",
+    cl::desc("Ulysses sequence parallelism, ranks per group: auto (default: "
+             "1, and where nothing fits without, each divisor of "
+             "--world-size that leaves whole rows per data-parallel rank and "
+             "that the step allows) or a number"),
+    cl::init("auto"), cl::cat(tuneCat));
+static cl::opt<std::string> tiledMlp(
+    "tiled-mlp",
+    cl::desc("Each SwiGLU MLP in tiles of rows (zero-tiled-mlp): auto "
+             "(default: whole, and where nothing fits without, ALST's tiles, "
+             "a rank's tokens of one sequence over the hidden size), 0 "
+             "(never) or a number of tiles"),
+    cl::init("auto"), cl::cat(tuneCat));
+static cl::opt<std::string> offloadActivations(
+    "offload-activations",
+    cl::desc("What recomputation keeps waits in pinned host memory "
+             "(zero-offload-activations, DeepSpeed's cpu_checkpointing): "
+             "auto (default: not, and where nothing fits without, both), "
+             "none or cpu"),
+    cl::init("auto"), cl::cat(tuneCat));
 static cl::opt<std::string>
     offload("offload",
             cl::desc("The deepest tier the search may offload to: none "
@@ -175,6 +196,12 @@ static std::string describe(const TuneConfig &c) {
           .str();
   if (c.lossChunk > 0)
     s += formatv(", loss chunk {0}", c.lossChunk).str();
+  if (c.spSize > 1)
+    s += formatv(", sp size {0}", c.spSize).str();
+  if (c.tiledMlp > 0)
+    s += formatv(", MLP in {0} tiles", c.tiledMlp).str();
+  if (c.offloadActivations)
+    s += ", activations offloaded to cpu";
   if (c.stage == 1 || c.stage == 2)
     s += formatv(", all-gather bucket {0}", c.allgatherBucketSize).str();
   if (c.stage == 3)
@@ -201,7 +228,8 @@ static std::string describe(const TuneConfig &c) {
 /// searched.
 static json::Value toJson(const TuneCandidate &c, int64_t rank,
                           int64_t globalBatch, bool offloadSearched,
-                          bool frozenSearched, bool chunkSearched) {
+                          bool frozenSearched, bool chunkSearched,
+                          bool longContextSearched) {
   json::Object o{
       {"rank", rank},
       {"stage", c.config.stage},
@@ -221,6 +249,11 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
   };
   if (chunkSearched)
     o["loss_chunk"] = c.config.lossChunk;
+  if (longContextSearched) {
+    o["sp_size"] = c.config.spSize;
+    o["tiled_mlp"] = c.config.tiledMlp;
+    o["offload_activations"] = c.config.offloadActivations ? "cpu" : "none";
+  }
   if (frozenSearched)
     o["frozen_gather"] = c.config.stage != 3         ? "-"
                          : c.config.frozenGatherOnce ? "once"
@@ -228,6 +261,9 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
   if (offloadSearched) {
     o["offload_optimizer"] = stringifyOffloadDevice(c.config.offloadOptimizer);
     o["offload_param"] = stringifyOffloadDevice(c.config.offloadParam);
+  }
+  // Activation offload uses the host too.
+  if (offloadSearched || longContextSearched) {
     o["host_peak_bytes"] = c.hostPeakBytes;
     o["nvme_bytes"] = c.nvmeBytes;
     o["exposed_transfer_ms"] = c.exposedTransferMs;
@@ -276,6 +312,8 @@ static void printTable(const TuneResult &r, bool offloadSearched,
                "peak_bytes", "peak", "step_ms", "tokens/s", "exposed_ms");
   if (r.lossChunkSearched)
     os << format(" %10s", "loss_chunk");
+  if (r.longContextSearched)
+    os << format(" %7s %9s %11s", "sp_size", "tiled_mlp", "offload_act");
   if (r.frozenGatherSearched)
     os << format(" %13s", "frozen_gather");
   if (offloadSearched)
@@ -309,6 +347,10 @@ static void printTable(const TuneResult &r, bool offloadSearched,
                  c.tokensPerSecond, c.exposedCommMs);
     if (r.lossChunkSearched)
       os << format(" %10s", knob(k.lossChunk > 0, k.lossChunk).c_str());
+    if (r.longContextSearched)
+      os << format(" %7lld %9s %11s", static_cast<long long>(k.spSize),
+                   knob(k.tiledMlp > 0, k.tiledMlp).c_str(),
+                   k.offloadActivations ? "cpu" : "none");
     if (r.frozenGatherSearched)
       os << format(" %13s", !stage3              ? "-"
                             : k.frozenGatherOnce ? "once"
@@ -423,6 +465,33 @@ static bool checkSearch() {
       return false;
     }
     tuneOptions.lossChunk = rows;
+  }
+  if (spSize != "auto") {
+    int64_t p = 0;
+    if (StringRef(spSize).getAsInteger(10, p) || p < 1 ||
+        tuneOptions.worldSize % p != 0) {
+      fail("--sp-size must be auto or a divisor of --world-size " +
+           Twine(tuneOptions.worldSize) + ", got '" + spSize + "'");
+      return false;
+    }
+    tuneOptions.spSize = p;
+  }
+  if (tiledMlp != "auto") {
+    int64_t tiles = 0;
+    if (StringRef(tiledMlp).getAsInteger(10, tiles) || tiles < 0) {
+      fail("--tiled-mlp must be auto, 0 or a number of tiles, got '" +
+           tiledMlp + "'");
+      return false;
+    }
+    tuneOptions.tiledMlp = tiles;
+  }
+  if (offloadActivations != "auto") {
+    if (offloadActivations != "none" && offloadActivations != "cpu") {
+      fail("--offload-activations must be auto, none or cpu, got '" +
+           offloadActivations + "'");
+      return false;
+    }
+    tuneOptions.offloadActivations = offloadActivations == "cpu";
   }
   std::optional<OffloadDevice> offloadTier = symbolizeOffloadDevice(offload);
   if (!offloadTier) {
@@ -543,7 +612,7 @@ static void printText(const TuneResult &result, StringRef summary,
   os << "\nbest: " << describe(best.config) << "; peak "
      << bytesText(best.peakBytes)
      << formatv(", predicted step {0:f3} ms", best.predictedStepMs);
-  if (best.config.isOffloaded())
+  if (best.config.isOffloaded() || best.config.offloadActivations)
     os << "; host peak " << bytesText(best.hostPeakBytes)
        << (best.nvmeBytes ? ", NVMe " + bytesText(best.nvmeBytes) : "");
   if (!outputFile.empty())
@@ -562,7 +631,8 @@ int main(int argc, char **argv) {
       "fastest, by the memory planner and the cost model\n\n"
       "  zero-tune model.mlir --world-size N --hardware PRESET "
       "[--memory-budget B] [--remat auto|none|selective|layer] "
-      "[--loss-chunk auto|0|ROWS] "
+      "[--loss-chunk auto|0|ROWS] [--sp-size auto|P] "
+      "[--tiled-mlp auto|0|K] [--offload-activations auto|none|cpu] "
       "[--offload none|cpu|nvme [--nvme-path DIR] [--host-budget B]] "
       "[--top K] [--format text|json] [-o best.json]\n");
   HardwarePreset rates;
@@ -594,13 +664,16 @@ int main(int argc, char **argv) {
 
   std::string summary =
       formatv("searched {0} configurations in {1} groups (stage x "
-              "accumulation x {5}{6}remat{7}): {2} skipped by their model "
-              "states, {3} pruned by bounds; {4:f2} s",
+              "accumulation x {5}{6}remat{7}{8}): {2} skipped by their "
+              "model states, {3} pruned by bounds; {4:f2} s",
               result->evaluated, result->groups, result->prunedByModelStates,
               result->prunedByBounds, seconds,
               offloadSearched ? "offload x " : "",
               options.zeropp ? "ZeRO++ x " : "",
-              result->lossChunkSearched ? " x loss chunk" : "")
+              result->lossChunkSearched ? " x loss chunk" : "",
+              result->longContextSearched
+                  ? " x sp size x tiled MLP x activation offload"
+                  : "")
           .str();
   // Beside a JSON array or an error, the summary goes to stderr.
   if (shared.isJson() || result->ranked.empty())
@@ -630,7 +703,8 @@ int main(int argc, char **argv) {
     for (const TuneCandidate &c : result->ranked)
       array.push_back(toJson(c, ++rank, result->globalBatch, offloadSearched,
                              result->frozenGatherSearched,
-                             result->lossChunkSearched));
+                             result->lossChunkSearched,
+                             result->longContextSearched));
     outs() << formatv("{0:2}", json::Value(std::move(array))) << "\n";
     return 0;
   }

@@ -118,6 +118,9 @@ struct DeepSpeedConfig {
   /// zero_mlir_loss_chunk: this project's key for the pipeline's
   /// loss-chunk (DeepSpeed has none).
   DeepSpeedValue<int64_t> lossChunk;
+  /// zero_mlir_tiled_mlp: this project's key for the pipeline's tiled-mlp
+  /// (DeepSpeed has none).
+  DeepSpeedValue<int64_t> tiledMlp;
   /// zero_optimization.mics_shard_size (-1: no MiCS) and
   /// mics_hierarchical_params_gather.
   DeepSpeedValue<int64_t> micsShardSize;

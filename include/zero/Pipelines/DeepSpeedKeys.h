@@ -32,6 +32,9 @@ inline constexpr llvm::StringLiteral kActivationCheckpointing =
 /// This project's key (DeepSpeed has none): zero-loss-chunk's rows per
 /// chunk, 0 for off.
 inline constexpr llvm::StringLiteral kLossChunk = "zero_mlir_loss_chunk";
+/// This project's key (DeepSpeed has none): zero-tiled-mlp's tiles per MLP,
+/// 0 for off.
+inline constexpr llvm::StringLiteral kTiledMlp = "zero_mlir_tiled_mlp";
 
 // activation_checkpointing: Megatron-LM's granularity, "full" (zero-remat's
 // layer policy) or "selective".
@@ -39,6 +42,10 @@ inline constexpr llvm::StringLiteral kRecomputeGranularity =
     "recompute_granularity";
 inline constexpr llvm::StringLiteral kGranularityFull = "full";
 inline constexpr llvm::StringLiteral kGranularitySelective = "selective";
+/// Both true: the checkpoints wait in host memory.
+inline constexpr llvm::StringLiteral kPartitionActivations =
+    "partition_activations";
+inline constexpr llvm::StringLiteral kCpuCheckpointing = "cpu_checkpointing";
 
 // zero_optimization.
 inline constexpr llvm::StringLiteral kStage = "stage";

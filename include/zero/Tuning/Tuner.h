@@ -68,6 +68,15 @@ struct TuneConfig {
   /// zero-loss-chunk's rows per chunk of the fused output projection and
   /// loss (0: the logits whole).
   int64_t lossChunk = 0;
+  /// Ulysses sequence parallelism: the ranks of a sequence-parallel group,
+  /// which read the same rows (1: off).
+  int64_t spSize = 1;
+  /// zero-tiled-mlp's tiles of rows per MLP (0: off).
+  int64_t tiledMlp = 0;
+  /// What recomputation keeps waits in pinned host memory between forward
+  /// and backward (zero-offload-activations=cpu; only beside a remat
+  /// policy, as DeepSpeed's cpu_checkpointing).
+  bool offloadActivations = false;
   /// Where the optimizer states (stages 1-3) and the parameter shards
   /// (stage 3) live, and the directory of their NVMe swap files (set only
   /// with either on nvme; the two files' names differ).
@@ -104,12 +113,12 @@ struct TuneConfig {
   void applyTo(ZeroPipelineOptions &options) const;
 
   auto key() const {
-    return std::make_tuple(stage, accumulationSteps, offloadOptimizer,
-                           offloadParam, remat, lossChunk, reduceBucketSize,
-                           overlapComm, allgatherBucketSize, prefetchBucketSize,
-                           maxLiveParameters, paramPersistenceThreshold,
-                           frozenGatherOnce, hpzPartitionSize, micsShardSize,
-                           quantizedWeights, quantizedGradients);
+    return std::make_tuple(
+        stage, accumulationSteps, offloadOptimizer, offloadParam, remat,
+        lossChunk, spSize, tiledMlp, offloadActivations, reduceBucketSize,
+        overlapComm, allgatherBucketSize, prefetchBucketSize, maxLiveParameters,
+        paramPersistenceThreshold, frozenGatherOnce, hpzPartitionSize,
+        micsShardSize, quantizedWeights, quantizedGradients);
   }
   bool operator<(const TuneConfig &o) const { return key() < o.key(); }
   bool operator==(const TuneConfig &o) const { return key() == o.key(); }
@@ -162,6 +171,15 @@ struct TuneOptions {
   /// whole logits and, where zero-loss-chunk applies, the chunk
   /// getDefaultLossChunk gives each micro batch.
   std::optional<int64_t> lossChunk;
+  /// The long-context options. Each unset one is off in the search, and
+  /// where no configuration fits without them, the search is repeated with
+  /// them: the sequence-parallel sizes that divide the world and leave a
+  /// whole number of rows per data-parallel rank, the MLP in tiles of about
+  /// the hidden size's rows of one sequence (ALST's), and activation offload
+  /// beside each recomputation. A set one is the only value considered.
+  std::optional<int64_t> spSize;
+  std::optional<int64_t> tiledMlp;
+  std::optional<bool> offloadActivations;
   /// The deepest tier the search may offload to: none (no offload), cpu
   /// (the optimizer at stages 1-3, the parameter shards at stage 3, to
   /// pinned host memory) or nvme (either also to NVMe swap files in
@@ -227,6 +245,9 @@ struct TuneResult {
   /// Whether a configuration computed the loss in chunks
   /// (zero-loss-chunk), so that the loss chunk was searched.
   bool lossChunkSearched = false;
+  /// Whether the long-context options were searched (set, or since nothing
+  /// fit without them).
+  bool longContextSearched = false;
   int64_t prunedByModelStates = 0;
   int64_t prunedByBounds = 0;
 };
