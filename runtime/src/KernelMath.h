@@ -582,7 +582,6 @@ struct MuonConstants {
   float nesterovWeight; // momentum: grad.lerp(buf, momentum)
   float decay;          // 1 - lr * weight_decay
   float negAdjustedLr;  // -adjusted_lr
-  float gradScale;      // 1 in torch; the caller's unscale/clip factor
   bool nesterov;
   // Newton-Schulz: X = a X + (b G + c G G) X with G = X X^T.
   float a, b, c;
@@ -613,7 +612,6 @@ inline MuonConstants muonConstants(double lr, double momentum,
   k.nesterovWeight = float(momentum);
   k.decay = float(1.0 - lr * weightDecay);
   k.negAdjustedLr = float(-muonAdjustedLr(lr, fn, rows, cols));
-  k.gradScale = 1.0f;
   k.nesterov = nesterov;
   k.a = float(a);
   k.b = float(b);
@@ -648,7 +646,6 @@ ZRT_HOST_DEVICE inline float lerpTorch(float self, float end, float weight) {
 /// momentum) with Nesterov, else buf).
 ZRT_HOST_DEVICE inline float muonMomentum(float g, float &buf,
                                           const MuonConstants &k) {
-  g = g * k.gradScale;
   buf = lerpTorch(buf, g, k.lerpWeight);
   return roundBf16(k.nesterov ? lerpTorch(g, buf, k.nesterovWeight) : buf);
 }

@@ -51,6 +51,14 @@ void muonStep(int32_t dtype, const void *grad, float *master, float *momentum,
               void *param, int64_t rows, int64_t cols, const MuonConstants &k,
               int32_t nsSteps, void *scratch);
 
+namespace cuda {
+/// muonStep on the device (cuda/src/Muon.cu): every pointer is device
+/// memory, the scratch too.
+void muonStep(int32_t dtype, const void *grad, float *master, float *momentum,
+              void *param, int64_t rows, int64_t cols, const MuonConstants &k,
+              int32_t nsSteps, void *scratch);
+} // namespace cuda
+
 } // namespace zrt
 
 #endif // ZERO_RT_MUON_H
