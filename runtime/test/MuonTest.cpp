@@ -65,7 +65,14 @@ TEST(Muon, LerpIsTorchs) {
   // Weights below 0.5 start from `self`, the others from `end`.
   EXPECT_EQ(lerpTorch(1.0f, 3.0f, 0.25f), 1.5f);
   EXPECT_EQ(lerpTorch(1.0f, 3.0f, 0.75f), 2.5f);
-  EXPECT_EQ(lerpTorch(2.0f, 2.0f, 0.95f), 2.0f);
+  // One rounding, not two: torch's lerp_ gives these (the unfused forms
+  // self + w * (end - self) and end - (end - self) * (1 - w) give
+  // -0.053784750401973724 and 1.9047255516052246).
+  EXPECT_EQ(
+      lerpTorch(-0.12853465974330902f, 1.3664634227752686f, float(1.0 - 0.95)),
+      -0.05378475412726402f);
+  EXPECT_EQ(lerpTorch(0.04905461519956589f, 2.002392530441284f, 0.95f),
+            1.9047256708145142f);
 }
 
 TEST(Muon, MatchesTorch) {
