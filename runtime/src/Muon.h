@@ -15,6 +15,7 @@
 #define ZERO_RT_MUON_H
 
 #include "KernelMath.h"
+#include "zero_rt/scratch.h"
 
 #include <cstdint>
 
@@ -32,13 +33,12 @@ inline MuonShape muonShape(int64_t rows, int64_t cols) {
                      : MuonShape{rows, cols, false};
 }
 
-/// Scratch bytes of one step on a [rows, cols] matrix, on either backend:
-/// fp32 X and X's product sum [m, n], the Gram matrix and its update
-/// [m, m]. Every bf16 value torch holds is kept widened to fp32, where it is
-/// exact, so that the GEMMs are fp32 GEMMs with exact products.
+/// Scratch bytes of one step on a [rows, cols] matrix, on either backend
+/// (zero_rt/scratch.h, where the planner reads it). Every bf16 value torch
+/// holds is kept widened to fp32, where it is exact, so that the GEMMs are
+/// fp32 GEMMs with exact products.
 inline int64_t muonScratchBytes(int64_t rows, int64_t cols) {
-  MuonShape s = muonShape(rows, cols);
-  return int64_t(sizeof(float)) * (2 * s.m * s.n + 2 * s.m * s.m);
+  return zrt_scratch_muon(rows, cols);
 }
 
 /// One step of torch.optim.Muon's single-tensor update on a row-major
