@@ -20,6 +20,7 @@
 #ifndef ZERO_RT_KERNEL_MATH_H
 #define ZERO_RT_KERNEL_MATH_H
 
+#include "Half.h"
 #include "HostDevice.h"
 #include "zero_rt/zrt.h"
 
@@ -89,7 +90,7 @@ ZRT_HOST_DEVICE inline float geluGrad(float x, float dy) {
 /// GELU, exact form: 0.5 * x * (1 + erf(x / sqrt(2))), PyTorch's
 /// approximate='none'. erff is libm's on the host and CUDA's on the device
 /// (both within 2 ulp).
-constexpr float kSqrtHalf = 0.7071067811865476f;  // 1 / sqrt(2)
+constexpr float kSqrtHalf = 0.7071067811865476f;   // 1 / sqrt(2)
 constexpr float kInvSqrt2Pi = 0.3989422804014327f; // 1 / sqrt(2 * pi)
 
 ZRT_HOST_DEVICE inline float geluErf(float x) {
@@ -559,6 +560,109 @@ ZRT_HOST_DEVICE inline void sgdElement(float g, float &w, float &m,
     g = k.nesterov ? g + k.momentum * m : m;
   }
   w = w + k.negLr * g;
+}
+
+//===----------------------------------------------------------------------===//
+// Muon (torch.optim.Muon)
+//===----------------------------------------------------------------------===//
+
+/// How torch.optim.Muon scales the learning rate by the matrix's shape
+/// [rows, cols] (its `adjust_lr_fn`).
+enum class MuonAdjustLr : int32_t {
+  Original = 0,          // None or "original": sqrt(max(1, rows / cols))
+  MatchRmsAdamw = 1,     // 0.2 * sqrt(max(rows, cols))
+  SpectralUnclamped = 2, // sqrt(rows / cols)
+};
+
+/// The fp32 constants of one Muon step (host code), each rounded once from
+/// the double that torch computes in Python: the lerp weights, the decay
+/// factor of `mul_` and the `alpha` of `add_`.
+struct MuonConstants {
+  float lerpWeight;     // 1 - momentum: buf.lerp_(grad, 1 - momentum)
+  float nesterovWeight; // momentum: grad.lerp(buf, momentum)
+  float decay;          // 1 - lr * weight_decay
+  float negAdjustedLr;  // -adjusted_lr
+  bool nesterov;
+  // Newton-Schulz: X = a X + (b G + c G G) X with G = X X^T.
+  float a, b, c;
+  float eps;
+};
+
+inline double muonAdjustedLr(double lr, MuonAdjustLr fn, int64_t rows,
+                             int64_t cols) {
+  double ratio = double(rows) / double(cols);
+  switch (fn) {
+  case MuonAdjustLr::Original:
+    return lr * std::sqrt(std::max(1.0, ratio));
+  case MuonAdjustLr::MatchRmsAdamw:
+    return lr * (0.2 * std::sqrt(double(std::max(rows, cols))));
+  case MuonAdjustLr::SpectralUnclamped:
+    return lr * std::sqrt(ratio);
+  }
+  return lr;
+}
+
+inline MuonConstants muonConstants(double lr, double momentum,
+                                   double weightDecay, bool nesterov, double a,
+                                   double b, double c, double eps,
+                                   MuonAdjustLr fn, int64_t rows,
+                                   int64_t cols) {
+  MuonConstants k;
+  k.lerpWeight = float(1.0 - momentum);
+  k.nesterovWeight = float(momentum);
+  k.decay = float(1.0 - lr * weightDecay);
+  k.negAdjustedLr = float(-muonAdjustedLr(lr, fn, rows, cols));
+  k.nesterov = nesterov;
+  k.a = float(a);
+  k.b = float(b);
+  k.c = float(c);
+  k.eps = float(eps);
+  return k;
+}
+
+ZRT_HOST_DEVICE inline float fmaF32(float x, float y, float z) {
+#ifdef __CUDA_ARCH__
+  return fmaf(x, y, z);
+#else
+  return std::fma(x, y, z);
+#endif
+}
+
+/// fp32 rounded to bf16 (nearest even) and widened back: the value a bf16
+/// tensor holds.
+ZRT_HOST_DEVICE inline float roundBf16(float x) {
+  return bf16ToFloat(floatToBf16(x));
+}
+
+/// torch's CPU lerp (LerpKernel.cpp, vectorized and scalar alike): one fused
+/// multiply-add from the nearer end, with the weight and 1 - weight in fp32.
+ZRT_HOST_DEVICE inline float lerpTorch(float self, float end, float weight) {
+  bool small = weight < 0.5f && weight > -0.5f;
+  return fmaF32(small ? weight : weight - 1.0f, end - self, small ? self : end);
+}
+
+/// The momentum of one element: buf.lerp_(grad, 1 - momentum); returns the
+/// matrix Newton-Schulz starts from, rounded to bf16 (grad.lerp(buf,
+/// momentum) with Nesterov, else buf).
+ZRT_HOST_DEVICE inline float muonMomentum(float g, float &buf,
+                                          const MuonConstants &k) {
+  buf = lerpTorch(buf, g, k.lerpWeight);
+  return roundBf16(k.nesterov ? lerpTorch(g, buf, k.nesterovWeight) : buf);
+}
+
+/// The elements of torch.addmm(C, A, B, beta, alpha) on bf16 CPU tensors
+/// (oneDNN): the fp32 product sum scaled by alpha, then beta * C fused into
+/// it, rounded once to bf16. `acc` is the fp32 sum of A B's products.
+ZRT_HOST_DEVICE inline float addmmBf16(float beta, float cIn, float alpha,
+                                       float acc) {
+  return roundBf16(fmaF32(beta, cIn, alpha * acc));
+}
+
+/// The parameter's step: param.mul_(1 - lr*wd); param.add_(update,
+/// alpha=-adjusted_lr), the add one fused multiply-add as torch's CPU add.
+ZRT_HOST_DEVICE inline float muonApply(float w, float update,
+                                       const MuonConstants &k) {
+  return fmaF32(update, k.negAdjustedLr, w * k.decay);
 }
 
 } // namespace zrt

@@ -125,6 +125,17 @@ static inline int64_t zrt_scratch_moe_aux_loss(int64_t experts) {
   return zrt_scratch_moe_router(experts) + experts * 16;
 }
 
+/* Muon's step of one whole [rows, cols] matrix (src/Muon.h), on either
+ * backend: with m = min(rows, cols) and n = max, Newton-Schulz's X and its
+ * product sum [m, n] and the Gram matrix and its update [m, m], in fp32.
+ * The step takes it from its caller: the planner counts it as the update's
+ * workspace, that of the largest matrix the rank owns. */
+static inline int64_t zrt_scratch_muon(int64_t rows, int64_t cols) {
+  int64_t m = zrt_scratch_min(rows, cols);
+  int64_t n = rows < cols ? cols : rows;
+  return 4 * (2 * m * n + 2 * m * m);
+}
+
 #ifdef __cplusplus
 }
 #endif
