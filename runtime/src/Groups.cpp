@@ -26,8 +26,9 @@ namespace {
 struct Groups {
   std::mutex mutex;
   int64_t ranksPerNode = 0, hpzPartitionSize = 1, micsShardSize = 0;
+  int64_t sequenceParallel = 1;
   /// By kind; null until created.
-  std::array<std::unique_ptr<Group>, ZRT_RANKS_WORLD + 1> groups;
+  std::array<std::unique_ptr<Group>, ZRT_RANKS_SEQUENCE + 1> groups;
   /// The communicators the Groups own (not the world).
   std::vector<zrt_comm *> owned;
   std::array<LinkBytes, kNumCommKinds> counters{};
@@ -62,7 +63,7 @@ std::unique_ptr<Group> makeGroup(zrt_comm *world, int32_t kind) {
   Groups &gs = groups();
   auto setOf = [&](int64_t rank) {
     return zrt_rank_set_of(kind, rank, world->size, gs.hpzPartitionSize,
-                           gs.micsShardSize);
+                           gs.micsShardSize, gs.sequenceParallel);
   };
   // Every rank's verdict on every rank's set, so that all agree.
   for (int64_t r = 0; r < world->size; ++r)
@@ -190,7 +191,8 @@ int64_t zrt::runRanksPerNode(zrt_comm *world, int64_t override) {
 }
 
 void zrt::setTopology(zrt_comm *world, int64_t ranksPerNode,
-                      int64_t hpzPartitionSize, int64_t micsShardSize) {
+                      int64_t hpzPartitionSize, int64_t micsShardSize,
+                      int64_t sequenceParallel) {
   Groups &gs = groups();
   std::lock_guard<std::mutex> lock(gs.mutex);
   if (gs.groups[ZRT_RANKS_GROUP])
@@ -198,17 +200,22 @@ void zrt::setTopology(zrt_comm *world, int64_t ranksPerNode,
   gs.ranksPerNode = ranksPerNode;
   gs.hpzPartitionSize = hpzPartitionSize;
   gs.micsShardSize = micsShardSize;
-  // Every kind, so that no collective creation happens during a step.
+  gs.sequenceParallel = sequenceParallel;
+  // Every kind, so that no collective creation happens during a step (the
+  // sequence-parallel groups only where there are any: no all-to-all runs
+  // without them).
   for (int32_t kind :
        {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS, ZRT_RANKS_WORLD})
     gs.groups[size_t(kind)] = makeGroup(world, kind);
+  if (sequenceParallel > 1)
+    gs.groups[ZRT_RANKS_SEQUENCE] = makeGroup(world, ZRT_RANKS_SEQUENCE);
 }
 
 int64_t zrt::topologyRanksPerNode() { return groups().ranksPerNode; }
 
 Group &zrt::groupOf(zrt_comm *world, int32_t kind) {
   Groups &gs = groups();
-  if (kind < ZRT_RANKS_GROUP || kind > ZRT_RANKS_WORLD)
+  if (kind < ZRT_RANKS_GROUP || kind > ZRT_RANKS_SEQUENCE)
     fatal("groupOf: unknown rank set kind %d", int(kind));
   std::lock_guard<std::mutex> lock(gs.mutex);
   std::unique_ptr<Group> &g = gs.groups[size_t(kind)];
@@ -246,6 +253,7 @@ void zrt::freeGroups() {
   gs.ranksPerNode = 0;
   gs.hpzPartitionSize = 1;
   gs.micsShardSize = 0;
+  gs.sequenceParallel = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -71,9 +71,11 @@ int64_t runRanksPerNode(zrt_comm *world, int64_t override);
 /// Sets the topology the step's collectives run by and creates a Group for
 /// every rank set of this rank that it implies. `ranksPerNode` 0 runs every
 /// collective in one level, as a program without a topology always ran.
+/// `sequenceParallel` ranks form each sequence-parallel group.
 /// Collective over the world; called once, before the first step.
 void setTopology(zrt_comm *world, int64_t ranksPerNode,
-                 int64_t hpzPartitionSize, int64_t micsShardSize);
+                 int64_t hpzPartitionSize, int64_t micsShardSize,
+                 int64_t sequenceParallel = 1);
 
 /// The ranks per node the collectives run by (0: one node).
 int64_t topologyRanksPerNode();

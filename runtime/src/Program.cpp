@@ -725,11 +725,12 @@ AllToAllPlan planAllToAll(const char *call, int p, int32_t dtype,
 }
 } // namespace
 
-static void allToAllTensor(zrt_ctx *ctx, int32_t dtype, const void *in,
-                           void *out, void *staging, int64_t splitOuter,
-                           int64_t splitInner, int64_t concatOuter,
-                           int64_t concatInner, int32_t slot) {
-  Group &group = groupOf(ctx->comm, ZRT_RANKS_WORLD);
+static void allToAllTensor(zrt_ctx *ctx, int32_t ranks, int32_t dtype,
+                           const void *in, void *out, void *staging,
+                           int64_t splitOuter, int64_t splitInner,
+                           int64_t concatOuter, int64_t concatInner,
+                           int32_t slot) {
+  Group &group = groupOf(ctx->comm, ranks);
   AllToAllPlan plan =
       planAllToAll("zrt_ctx_all_to_all", group.size(), dtype, in, out, staging,
                    splitOuter, splitInner, concatOuter, concatInner);

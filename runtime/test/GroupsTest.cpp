@@ -30,7 +30,7 @@ namespace {
 
 zrt_comm *world() { return zrt_comm_world(); }
 
-int64_t topologyArgs[3] = {0, 1, 0};
+int64_t topologyArgs[4] = {0, 1, 0, 1};
 
 struct Case {
   int32_t dtype;
@@ -96,9 +96,9 @@ int total(const std::vector<int> &counts) {
 
 TEST_P(GroupsTest, KnowsItsMembers) {
   const Group &g = group();
-  zrt_rank_set want =
-      zrt_rank_set_of(GetParam().kind, zrt_comm_rank(world()),
-                      zrt_comm_size(world()), topologyArgs[1], topologyArgs[2]);
+  zrt_rank_set want = zrt_rank_set_of(GetParam().kind, zrt_comm_rank(world()),
+                                      zrt_comm_size(world()), topologyArgs[1],
+                                      topologyArgs[2], topologyArgs[3]);
   EXPECT_EQ(g.set.first, want.first);
   EXPECT_EQ(g.set.stride, want.stride);
   EXPECT_EQ(g.set.size, want.size);
@@ -404,18 +404,19 @@ TEST_P(GroupsTest, OverlappingOperations) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (int32_t kind :
-       {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS, ZRT_RANKS_WORLD})
+  for (int32_t kind : {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS,
+                       ZRT_RANKS_WORLD, ZRT_RANKS_SEQUENCE})
     for (int32_t dtype : {ZRT_F32, ZRT_BF16, ZRT_F16})
       out.push_back({dtype, kind});
   return out;
 }
 
 const char *kindName(int32_t kind) {
-  return kind == ZRT_RANKS_GROUP   ? "group"
-         : kind == ZRT_RANKS_HPZ   ? "hpz"
-         : kind == ZRT_RANKS_WORLD ? "world"
-                                   : "replicas";
+  return kind == ZRT_RANKS_GROUP      ? "group"
+         : kind == ZRT_RANKS_HPZ      ? "hpz"
+         : kind == ZRT_RANKS_WORLD    ? "world"
+         : kind == ZRT_RANKS_SEQUENCE ? "sequence"
+                                      : "replicas";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, GroupsTest, ::testing::ValuesIn(cases()),
@@ -428,15 +429,16 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, GroupsTest, ::testing::ValuesIn(cases()),
 
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s K H M\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: %s K H M [S]\n", argv[0]);
     return 2;
   }
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < argc - 1; ++i)
     topologyArgs[i] = std::atoll(argv[i + 1]);
   zrt_comm *comm = zrt_comm_world();
   try {
-    zrt::setTopology(comm, topologyArgs[0], topologyArgs[1], topologyArgs[2]);
+    zrt::setTopology(comm, topologyArgs[0], topologyArgs[1], topologyArgs[2],
+                     topologyArgs[3]);
   } catch (const std::exception &e) {
     // A topology whose sets do not split evenly by node: every rank says so.
     std::printf("zrt-groups-test: rank %d: %s\n", zrt_comm_rank(comm),

@@ -67,15 +67,25 @@ static void membersPerNode(void) {
 }
 
 static void rankSets(void) {
-  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0), 0, 1, 8, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 4), 4, 1, 4, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 2, 0), 4, 1, 2, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 1, 0), 5, 1, 1, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 4), 1, 4, 2, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 0), 5, 1, 1, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 2, 4), 0, 1, 8, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0), 0, 1, 8, __LINE__);
-  EXPECT(zrt_rank_set_of(7, 5, 8, 1, 0).size, 0);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1), 0, 1, 8, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 4, 1), 4, 1, 4, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 2, 0, 1), 4, 1, 2, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 1, 0, 1), 5, 1, 1, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 4, 1), 1, 4, 2,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 0, 1), 5, 1, 1,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 2, 4, 1), 0, 1, 8, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 1), 0, 1, 8, __LINE__);
+  /* Sequence-parallel groups of 4 consecutive ranks; 1: the rank alone. */
+  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 2, 0, 4), 4, 1, 4,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 2, 8, 1, 0, 2), 2, 1, 2,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 1, 0, 1), 5, 1, 1,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 4), 0, 1, 8, __LINE__);
+  EXPECT(zrt_rank_set_of(7, 5, 8, 1, 0, 1).size, 0);
   EXPECT(zrt_node_of(5, 2), 2);
   EXPECT(zrt_node_of(5, 0), 0);
 }

@@ -171,10 +171,10 @@ LogicalResult buildCall(AllToAllOp op, CollectiveCallBuilder &b) {
   if (!in || !out)
     return failure();
   return b.call("zrt_ctx_all_to_all",
-                {b.context(), b.dtype(elemType(op.getInput())), in, out,
-                 b.temporary(), b.i64(splitOuter), b.i64(splitInner),
-                 b.i64(concatOuter), b.i64(concatInner),
-                 b.i32(b.slotOf(op.getToken()))});
+                {b.context(), b.i32(static_cast<int32_t>(op.getRankSet())),
+                 b.dtype(elemType(op.getInput())), in, out, b.temporary(),
+                 b.i64(splitOuter), b.i64(splitInner), b.i64(concatOuter),
+                 b.i64(concatInner), b.i32(b.slotOf(op.getToken()))});
 }
 
 /// The label count function counts each micro batch's labels; the first

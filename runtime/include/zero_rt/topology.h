@@ -12,8 +12,9 @@
  * blocks; ranks_per_node 0 means one node holds every rank). A collective
  * runs over a rank set, the members {first + i * stride : 0 <= i < size}
  * in member order (the world, an hpZ group, a MiCS shard group or its
- * replicas). When the members span several nodes, each node holding the
- * same number q of consecutive members, it runs in two levels:
+ * replicas, a sequence-parallel group). When the members span several
+ * nodes, each node holding the same number q of consecutive members, it
+ * runs in two levels:
  *  - all-gather: across nodes first, among the members of the same local
  *    index (member i with i % q equal), then within each node, where every
  *    member contributes what its cross-node level gathered;
@@ -55,6 +56,7 @@ enum {
   ZRT_RANKS_HPZ = 1,      /* the rank's hpZ group */
   ZRT_RANKS_REPLICAS = 2, /* the ranks holding the rank's MiCS shard */
   ZRT_RANKS_WORLD = 3,    /* every rank */
+  ZRT_RANKS_SEQUENCE = 4, /* the rank's sequence-parallel group */
 };
 
 /* The members of `rank`'s set of `kind` in a world of `world_size` ranks
@@ -62,12 +64,14 @@ enum {
  * of `mics_shard_size` (0: none), both consecutive ranks. The group is the
  * MiCS shard group with MiCS, the world otherwise; an hpZ set without hpZ
  * is the rank alone, and so is a replica set without MiCS. The world set is
- * every rank, whatever the groups. A size of 0
- * means an unknown kind. */
+ * every rank, whatever the groups. The sequence set is the rank's group of
+ * `sequence_parallel` consecutive ranks (Ulysses; 1: the rank alone), which
+ * read the same rows. A size of 0 means an unknown kind. */
 static inline zrt_rank_set zrt_rank_set_of(int32_t kind, int64_t rank,
                                            int64_t world_size,
                                            int64_t hpz_partition_size,
-                                           int64_t mics_shard_size) {
+                                           int64_t mics_shard_size,
+                                           int64_t sequence_parallel) {
   zrt_rank_set s = {rank, 1, 1};
   switch (kind) {
   case ZRT_RANKS_GROUP:
@@ -95,6 +99,12 @@ static inline zrt_rank_set zrt_rank_set_of(int32_t kind, int64_t rank,
   case ZRT_RANKS_WORLD:
     s.first = 0;
     s.size = world_size;
+    return s;
+  case ZRT_RANKS_SEQUENCE:
+    if (sequence_parallel > 1) {
+      s.first = rank / sequence_parallel * sequence_parallel;
+      s.size = sequence_parallel;
+    }
     return s;
   }
   s.size = 0;

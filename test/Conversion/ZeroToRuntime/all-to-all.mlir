@@ -3,7 +3,9 @@
 
 // zero.all_to_all lowers to zrt_ctx_all_to_all (zero-sequence-parallel emits
 // it around attention). World 4 on 2 nodes of 2 ranks. The call
-// passes the dtype, the input and result buffers, the op's staging, the
+// passes the rank set (ZRT_RANKS_WORLD, 3; all-to-all-sequence.mlir has the
+// sequence-parallel group), the dtype, the input and result buffers, the
+// op's staging, the
 // input as (outer, P, inner) at the split dimension and the result at the
 // concat dimension, and the token slot.
 //
@@ -11,13 +13,14 @@
 // inner 1) and packed through the staging; the result's (8x1 at dimension
 // 0: outer 1, inner 2) are contiguous. Synchronous (slot -1).
 // CHECK-LABEL: llvm.func @zero_micro_step
-// CHECK:      %[[DT:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK:      %[[RS:.*]] = llvm.mlir.constant(3 : i32) : i32
+// CHECK-NEXT: %[[DT:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK:      %[[SO:.*]] = llvm.mlir.constant(2 : i64) : i64
 // CHECK-NEXT: %[[SI:.*]] = llvm.mlir.constant(1 : i64) : i64
 // CHECK-NEXT: %[[CO:.*]] = llvm.mlir.constant(1 : i64) : i64
 // CHECK-NEXT: %[[CI:.*]] = llvm.mlir.constant(2 : i64) : i64
 // CHECK-NEXT: %[[SL:.*]] = llvm.mlir.constant(-1 : i32) : i32
-// CHECK-NEXT: llvm.call @zrt_ctx_all_to_all(%arg0, %[[DT]], %{{.*}}, %{{.*}}, %{{.*}}, %[[SO]], %[[SI]], %[[CO]], %[[CI]], %[[SL]])
+// CHECK-NEXT: llvm.call @zrt_ctx_all_to_all(%arg0, %[[RS]], %[[DT]], %{{.*}}, %{{.*}}, %{{.*}}, %[[SO]], %[[SI]], %[[CO]], %[[CI]], %[[SL]])
 // %s (2x8x4 f32) split 2 concat 1 -> 2x32x1: scattered both ways (outer
 // 16, inner 1; outer 2, inner 8), asynchronous in slot 0 and waited.
 // CHECK:      %[[SO:.*]] = llvm.mlir.constant(16 : i64) : i64
@@ -25,7 +28,7 @@
 // CHECK-NEXT: %[[CO:.*]] = llvm.mlir.constant(2 : i64) : i64
 // CHECK-NEXT: %[[CI:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[SL:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-NEXT: llvm.call @zrt_ctx_all_to_all(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SO]], %[[SI]], %[[CO]], %[[CI]], %[[SL]])
+// CHECK-NEXT: llvm.call @zrt_ctx_all_to_all(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SO]], %[[SI]], %[[CO]], %[[CI]], %[[SL]])
 // Its result (unread) and staging stay planned until the wait: nothing
 // dies in between.
 // CHECK-NOT:  @zrt_ctx_trace_dead

@@ -75,9 +75,23 @@ zero.train_step @world(%x: tensor<4x8xf32>)
 
 // -----
 
-// Checks that it runs over the world only, for now.
+// Checks that it runs over the world or the sequence-parallel group.
 func.func @rank_set(%x: tensor<4x8xf32>) {
-  // expected-error @+1 {{'zero.all_to_all' op runs over the world only (the sequence-parallel group comes with sequence parallelism), not group}}
+  // expected-error @+1 {{'zero.all_to_all' op runs over the world or the sequence-parallel group, not group}}
   %r = zero.all_to_all %x split 1 concat 0 over group : tensor<4x8xf32> -> tensor<8x4xf32>
   return
+}
+
+// -----
+
+// Checks the result shape of one over the sequence-parallel group against
+// the step's sequence_parallel (2), not its world size (4): DP 2 x SP 2.
+zero.train_step @sequence(%x: tensor<4x8xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 4, global_batch = 8, sequence_parallel = 2> {
+  // expected-error @+1 {{'zero.all_to_all' op result type 'tensor<16x2xf32>' is not the input's shape with dimension 1 divided and dimension 0 multiplied by 2 members}}
+  %r = zero.all_to_all %x split 1 concat 0 over sequence : tensor<4x8xf32> -> tensor<16x2xf32>
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
 }

@@ -31,13 +31,16 @@ static_assert(static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
                   static_cast<int32_t>(RankSetKind::hpz) == ZRT_RANKS_HPZ &&
                   static_cast<int32_t>(RankSetKind::replicas) ==
                       ZRT_RANKS_REPLICAS &&
-                  static_cast<int32_t>(RankSetKind::world) == ZRT_RANKS_WORLD,
+                  static_cast<int32_t>(RankSetKind::world) == ZRT_RANKS_WORLD &&
+                  static_cast<int32_t>(RankSetKind::sequence) ==
+                      ZRT_RANKS_SEQUENCE,
               "RankSetKind follows zero_rt/topology.h's kinds");
 
 zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,
                                       int64_t rank) const {
   return zrt_rank_set_of(static_cast<int32_t>(collective.getRankSetKind()),
-                         rank, worldSize, hpzPartitionSize, micsShardSize);
+                         rank, worldSize, hpzPartitionSize, micsShardSize,
+                         sequenceParallel);
 }
 
 int64_t StepSchedule::getCollectiveElementBytes(
@@ -99,6 +102,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.ranksPerNode = schedule.getRanksPerNode();
   s.hpzPartitionSize = schedule.getHpzPartitionSize();
   s.micsShardSize = schedule.getMicsShardSize();
+  s.sequenceParallel = schedule.getSequenceParallel();
   // The groups whose hpZ secondary shard the step keeps.
   llvm::SmallDenseSet<StringRef, 8> secondary;
   if (s.hpzPartitionSize > 1)

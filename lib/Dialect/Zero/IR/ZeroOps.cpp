@@ -523,7 +523,8 @@ std::optional<int64_t> AllToAllOp::getKnownMembers() {
   ScheduleAttr schedule = step ? step.getScheduleAttr() : ScheduleAttr();
   if (!schedule)
     return std::nullopt;
-  return schedule.getWorldSize();
+  return getRankSet() == RankSetKind::sequence ? schedule.getSequenceParallel()
+                                               : schedule.getWorldSize();
 }
 
 std::pair<int64_t, int64_t> AllToAllOp::getChunkView(ArrayRef<int64_t> shape,
@@ -578,12 +579,14 @@ LogicalResult AllToAllOp::verify() {
       return emitOpError() << name << "_dim " << dim
                            << " is not a dimension of a rank-" << rank
                            << " tensor";
-  if (getRankSet() != RankSetKind::world)
-    return emitOpError("runs over the world only (the sequence-parallel "
-                       "group comes with sequence parallelism), not ")
+  if (getRankSet() != RankSetKind::world &&
+      getRankSet() != RankSetKind::sequence)
+    return emitOpError("runs over the world or the sequence-parallel group, "
+                       "not ")
            << stringifyRankSetKind(getRankSet());
-  // P is the step's world size when its schedule says, else what the shapes
-  // imply (the concat dimension's growth).
+  // P is the rank set's size when the step's schedule says (the world size,
+  // or its sequence_parallel), else what the shapes imply (the concat
+  // dimension's growth).
   std::optional<int64_t> known = getKnownMembers();
   ArrayRef<int64_t> is = in.getShape(), os = out.getShape();
   int64_t p;

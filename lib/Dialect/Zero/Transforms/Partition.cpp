@@ -48,16 +48,13 @@ struct ZeroPartitionPass
           << " does not divide world-size " << worldSize.getValue();
       return failure();
     }
-    // The all-to-alls run over the world (zero.all_to_all's rank set).
-    if (sp > 1 && sp != world) {
-      mlir::emitError(step.getLoc())
-          << "zero-partition: sp-size " << spSize.getValue()
-          << " below world-size " << worldSize.getValue()
-          << " (data parallelism beside sequence parallelism) is not "
-             "supported yet; use sp-size "
-          << worldSize.getValue();
-      return failure();
-    }
+    // DP x SP: world / sp groups are data parallel, the all-to-alls run
+    // within each (their `sequence` rank set) and every partition spans the
+    // whole world. The loss stays the token mean of the global batch for any
+    // sp: each rank's loss is scaled by its labels over the world's label
+    // count (zero.label_share) and the optimizer divides the world's
+    // gradient sum by world x accumulation steps, so sequence shards and
+    // data-parallel rows add up alike.
     int64_t dataParallel = world / sp;
     if (batch % dataParallel != 0) {
       mlir::emitError(step.getLoc())

@@ -89,7 +89,8 @@ inline Operation *getOptimizerInsertionPoint(Block &body) {
 /// and re-infers the type of every value derived from them. Ops with
 /// InferTypeOpInterface are re-inferred; for the others a result takes the
 /// new shape of an operand that had its old shape (elementwise ops, casts,
-/// gradient ops) and reshape/split results divide their dim 0. Values not
+/// gradient ops), reshape/split results divide their dim 0 and an
+/// all-to-all exchanges the new input's shape. Values not
 /// derived from the inputs (parameters, their gradients) are untouched. The
 /// caller has checked that the inputs' batch is divisible.
 inline LogicalResult divideBatch(TrainStepOp step, int64_t factor) {
@@ -126,6 +127,25 @@ inline LogicalResult divideBatch(TrainStepOp step, int64_t factor) {
               op.getRawDictionaryAttrs(), op.getPropertiesStorage(),
               op.getRegions(), newTypes)))
         return op.emitOpError("cannot re-infer its types for the local batch");
+    } else if (auto a2a = dyn_cast<AllToAllOp>(op)) {
+      // An exchange (sequence parallelism beside data parallelism) moves
+      // the same P chunks of the smaller input: its result is the new
+      // input's shape with the split and concat dimensions exchanged.
+      ArrayRef<int64_t> was = oldTypes[a2a.getInput()].getShape();
+      auto out = a2a.getResult().getType();
+      int64_t split = a2a.getSplitDim(), concat = a2a.getConcatDim();
+      SmallVector<int64_t> shape(a2a.getInput().getType().getShape());
+      if (split != concat && was[concat] != 0) {
+        int64_t p = out.getDimSize(concat) / was[concat];
+        if (p == 0 || shape[split] % p != 0)
+          return op.emitOpError("cannot exchange the local batch's ")
+                 << a2a.getInput().getType() << " over " << p << " ranks";
+        shape[split] /= p;
+        shape[concat] *= p;
+      }
+      newTypes.push_back(RankedTensorType::get(shape, out.getElementType()));
+      if (Value token = a2a.getToken())
+        newTypes.push_back(token.getType());
     } else {
       for (Value r : op.getResults()) {
         auto rt = dyn_cast<RankedTensorType>(r.getType());

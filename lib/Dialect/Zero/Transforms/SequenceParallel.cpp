@@ -155,8 +155,8 @@ LogicalResult divideSequence(TrainStepOp step, int64_t p) {
   return success();
 }
 
-/// `x` exchanged over the group: [B, H, T / P, D] sequence shards to
-/// [B, H / P, T, D] head shards (`toHeads`) or back.
+/// `x` exchanged over the sequence-parallel group: [B, H, T / P, D]
+/// sequence shards to [B, H / P, T, D] head shards (`toHeads`) or back.
 Value exchange(OpBuilder &b, Location loc, Value x, int64_t p, bool toHeads) {
   auto t = cast<RankedTensorType>(x.getType());
   SmallVector<int64_t> shape(t.getShape());
@@ -166,7 +166,7 @@ Value exchange(OpBuilder &b, Location loc, Value x, int64_t p, bool toHeads) {
   return AllToAllOp::create(
              b, loc, RankedTensorType::get(shape, t.getElementType()), Type(),
              x, b.getI64IntegerAttr(split), b.getI64IntegerAttr(concat),
-             RankSetKindAttr::get(b.getContext(), RankSetKind::world))
+             RankSetKindAttr::get(b.getContext(), RankSetKind::sequence))
       .getResult();
 }
 

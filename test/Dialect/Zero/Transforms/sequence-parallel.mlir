@@ -17,21 +17,21 @@
 // CHECK: %[[KT:.*]] = nn.transpose {{.*}} -> tensor<2x2x4x4xf32>
 // CHECK: %[[VT:.*]] = nn.transpose {{.*}} -> tensor<2x2x4x4xf32>
 // CHECK-NOT: nn.rope
-// CHECK: %[[QA:.*]] = zero.all_to_all %[[QT]] split 1 concat 2 over world : tensor<2x4x4x4xf32> -> tensor<2x2x8x4xf32>
+// CHECK: %[[QA:.*]] = zero.all_to_all %[[QT]] split 1 concat 2 over sequence : tensor<2x4x4x4xf32> -> tensor<2x2x8x4xf32>
 // CHECK: %[[Q:.*]] = nn.rope %[[QA]] theta 1.000000e+04 : tensor<2x2x8x4xf32>
-// CHECK: %[[KA:.*]] = zero.all_to_all %[[KT]] split 1 concat 2 over world : tensor<2x2x4x4xf32> -> tensor<2x1x8x4xf32>
+// CHECK: %[[KA:.*]] = zero.all_to_all %[[KT]] split 1 concat 2 over sequence : tensor<2x2x4x4xf32> -> tensor<2x1x8x4xf32>
 // CHECK: %[[K:.*]] = nn.rope %[[KA]] theta 1.000000e+04 : tensor<2x1x8x4xf32>
-// CHECK: %[[V:.*]] = zero.all_to_all %[[VT]] split 1 concat 2 over world : tensor<2x2x4x4xf32> -> tensor<2x1x8x4xf32>
+// CHECK: %[[V:.*]] = zero.all_to_all %[[VT]] split 1 concat 2 over sequence : tensor<2x2x4x4xf32> -> tensor<2x1x8x4xf32>
 // CHECK: %[[O:.*]] = nn.attention %[[Q]], %[[K]], %[[V]] causal : tensor<2x2x8x4xf32>, tensor<2x1x8x4xf32>
-// CHECK: zero.all_to_all %[[O]] split 2 concat 1 over world : tensor<2x2x8x4xf32> -> tensor<2x4x4x4xf32>
+// CHECK: zero.all_to_all %[[O]] split 2 concat 1 over sequence : tensor<2x2x8x4xf32> -> tensor<2x4x4x4xf32>
 // CHECK-NOT: nn.shift_labels
 // CHECK: nn.softmax_cross_entropy %{{.*}}, %[[L]] ignore_index -100 : tensor<2x4x10xf32>, tensor<2x4xi64> -> tensor<f32>
 // The derivative of each all-to-all is the inverse exchange.
 // GRAD-LABEL: zero.train_step @llama
 // GRAD: nn.attention_grad
 // GRAD-SAME: tensor<2x2x8x4xf32>, tensor<2x1x8x4xf32>
-// GRAD-DAG: zero.all_to_all %{{.*}} split 2 concat 1 over world : tensor<2x1x8x4xf32> -> tensor<2x2x4x4xf32>
-// GRAD-DAG: zero.all_to_all %{{.*}} split 2 concat 1 over world : tensor<2x2x8x4xf32> -> tensor<2x4x4x4xf32>
+// GRAD-DAG: zero.all_to_all %{{.*}} split 2 concat 1 over sequence : tensor<2x1x8x4xf32> -> tensor<2x2x4x4xf32>
+// GRAD-DAG: zero.all_to_all %{{.*}} split 2 concat 1 over sequence : tensor<2x2x8x4xf32> -> tensor<2x4x4x4xf32>
 zero.param @embed : tensor<10x8xf32> init normal std 0.02
 zero.param @q : tensor<16x8xf32> init normal std 0.02
 zero.param @k : tensor<8x8xf32> init normal std 0.02
@@ -78,7 +78,7 @@ zero.train_step @llama(%ids: tensor<2x8xi64>, %labels: tensor<2x8xi64>)
 // CHECK-LABEL: zero.train_step @mqa
 // CHECK: %[[KT:.*]] = nn.transpose {{.*}} -> tensor<1x1x2x4xf32>
 // CHECK: %[[KR:.*]] = nn.concat %[[KT]], %[[KT]] axis 1 : tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32> -> tensor<1x2x2x4xf32>
-// CHECK: zero.all_to_all %[[KR]] split 1 concat 2 over world : tensor<1x2x2x4xf32> -> tensor<1x1x4x4xf32>
+// CHECK: zero.all_to_all %[[KR]] split 1 concat 2 over sequence : tensor<1x2x2x4xf32> -> tensor<1x1x4x4xf32>
 // CHECK: nn.attention {{.*}} causal : tensor<1x1x4x4xf32>
 // GRAD-LABEL: zero.train_step @mqa
 // GRAD: nn.split %{{.*}} axis 1 : tensor<1x2x2x4xf32> -> tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>

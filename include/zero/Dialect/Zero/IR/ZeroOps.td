@@ -980,7 +980,8 @@ def Zero_CollectiveKind : I32EnumAttr<"CollectiveKind", "collective pattern", [
 def Zero_RankSetKind : I32EnumAttr<"RankSetKind",
     "the ranks a collective runs over", [
     I32EnumAttrCase<"group", 0>, I32EnumAttrCase<"hpz", 1>,
-    I32EnumAttrCase<"replicas", 2>, I32EnumAttrCase<"world", 3>]> {
+    I32EnumAttrCase<"replicas", 2>, I32EnumAttrCase<"world", 3>,
+    I32EnumAttrCase<"sequence", 4>]> {
   let cppNamespace = "::mlir::zero";
   let genSpecializedAttr = 0;
   let description = [{
@@ -989,7 +990,10 @@ def Zero_RankSetKind : I32EnumAttr<"RankSetKind",
     secondary partition); `replicas`: the ranks holding this rank's MiCS
     shard, one per shard group; `world`: every rank of the data-parallel
     world, whatever the groups (the step's label count, which MiCS's shard
-    groups do not split). `zrt_rank_set_of` (zero_rt/topology.h)
+    groups do not split); `sequence`: this rank's sequence-parallel group,
+    the P consecutive ranks that read the same rows (#zero.schedule's
+    sequence_parallel; the world when P is the world size).
+    `zrt_rank_set_of` (zero_rt/topology.h)
     gives the members of each.
   }];
 }
@@ -1436,9 +1440,9 @@ def Zero_AllToAllOp : Zero_Op<"all_to_all", [
     [B, T/P, H, D] into head shards [B, T, H/P, D] (`split 2 concat 1`)
     around attention and back (`split 1 concat 2`).
 
-    The rank set is `world` for now (P is the step's world size); the
-    sequence-parallel group comes with sequence parallelism (issue 51),
-    which also adds the pass that emits the op: no pass emits it yet.
+    The rank set is `sequence` (P is the step's sequence_parallel: the
+    all-to-alls of Ulysses run within each sequence-parallel group, beside
+    data parallelism over the groups) or `world` (P is the world size).
 
     The runtime (`zrt_ctx_all_to_all`) views the input as (outer, P, inner)
     at `split_dim` and the result as (outer, P, inner) at `concat_dim`;
@@ -1449,8 +1453,8 @@ def Zero_AllToAllOp : Zero_Op<"all_to_all", [
     at the `zero.wait` of its token, and its input is read until then.
 
     ```mlir
-    %h = zero.all_to_all %x split 2 concat 1 over world : tensor<1x8x4x16xbf16> -> tensor<1x16x2x16xbf16>
-    %s, %t = zero.all_to_all %h split 1 concat 2 over world : tensor<1x16x2x16xbf16> -> tensor<1x8x4x16xbf16>, !zero.token
+    %h = zero.all_to_all %x split 2 concat 1 over sequence : tensor<1x8x4x16xbf16> -> tensor<1x16x2x16xbf16>
+    %s, %t = zero.all_to_all %h split 1 concat 2 over sequence : tensor<1x16x2x16xbf16> -> tensor<1x8x4x16xbf16>, !zero.token
     ```
   }];
   let arguments = (ins Zero_FloatTensor:$input, I64Attr:$split_dim,
@@ -1463,7 +1467,7 @@ def Zero_AllToAllOp : Zero_Op<"all_to_all", [
   }];
   let extraClassDeclaration = [{
     /// The members of the rank set when the enclosing step's schedule says
-    /// (its world size), else none.
+    /// (its world size, or its sequence_parallel for `sequence`), else none.
     std::optional<int64_t> getKnownMembers();
     /// A tensor shape's (outer, inner) extents around dimension `dim` with
     /// the P chunks between: outer is the product of the dimensions before

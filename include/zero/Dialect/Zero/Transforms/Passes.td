@@ -139,8 +139,9 @@ def ZeroSequenceParallelPass
     `shift_labels`).
 
     Runs on the forward, before `zero-autodiff`; `zero-partition` takes the
-    same `sp-size`. The all-to-all runs over the world, so P is the world
-    size for now (no data parallelism beside it). Refused, naming the
+    same `sp-size`, which must divide its world size: the all-to-alls run
+    over the `sequence` rank set (the P ranks of this rank's group), and
+    world size / P groups are data parallel beside them. Refused, naming the
     option: heads or the sequence not divisible by P, key/value heads that
     neither divide P nor are divisible by it, a step with no attention.
   }];
@@ -411,7 +412,8 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     the P consecutive ranks of a sequence-parallel group read the same rows,
     so the batch is divided by the data-parallel ranks, `world-size / P`,
     while every group is still partitioned over the whole world (DP x SP);
-    the schedule records `sequence_parallel = P`.
+    the schedule records `sequence_parallel = P`. P must divide the world
+    size.
 
     ```mlir
     zero.partition @flat stage 2 world_size 4 alignment 2 numel 269322 padded 269328
