@@ -69,5 +69,6 @@ if config.zero_have_cuda.upper() in ("ON", "TRUE", "1", "YES"):
 tool_dirs = [config.zero_tools_dir, config.llvm_tools_dir]
 tools = ["zero-opt", "zero-model-gen", "zero-estimate", "zero-flight",
          "zero-compile", "zero-ckpt", "zero-run", "zero-tune", "zero-fuzz", "zero-import",
-         "zero-data", "zrt-quantize-dump"]
+         "zero-data", "zrt-quantize-dump",
+         "zrt-adam8bit-dump"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

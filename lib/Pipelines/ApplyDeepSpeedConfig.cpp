@@ -876,15 +876,17 @@ struct ApplyDeepSpeedConfigPass
       bool biasCorrection;
       APFloat momentum, dampening;
       bool nesterov;
+      StatePrecision states;
       LrScheduleAttr schedule;
     } o{opt.getKind(),           opt.getLr(),       opt.getBeta1(),
         opt.getBeta2(),          opt.getEps(),      opt.getWeightDecay(),
         opt.getBiasCorrection(), opt.getMomentum(), opt.getDampening(),
-        opt.getNesterov(),       opt.getSchedule()};
+        opt.getNesterov(),       opt.getStates(),   opt.getSchedule()};
     auto makeOpt = [&](auto emitError, const OptParams &p) {
       return OptimizerAttr::getChecked(
           emitError, ctx, p.kind, p.lr, p.beta1, p.beta2, p.eps, p.weightDecay,
-          p.biasCorrection, p.momentum, p.dampening, p.nesterov, p.schedule);
+          p.biasCorrection, p.momentum, p.dampening, p.nesterov, p.states,
+          p.schedule);
     };
     // The file's optimizer, and the train step's values of what it does not
     // read (Lion's eps and bias_correction, SGD's betas, Adam's momentum)

@@ -60,6 +60,9 @@ def parser():
     p.add_argument("--dampening", type=float, help="sgd: default 0")
     p.add_argument("--nesterov", action="store_true", default=None,
                    help="sgd: Nesterov momentum")
+    p.add_argument("--optimizer-states", choices=("f32", "int8"),
+                   help="precision of the optimizer's states (default f32; "
+                        "int8: 8-bit Adam/AdamW)")
     p.add_argument("--clip", type=float,
                    help="global gradient-norm clipping (default 0: off)")
     p.add_argument("--config", metavar="DS_CONFIG.json",
@@ -190,6 +193,13 @@ def options(args):
                                 sgd_flags[0])
         clip = args.clip or 0.0
         dtype = args.dtype or "f32"
+    if args.optimizer_states and args.optimizer_states != "f32":
+        # optimizers.def's ZRT_OPTIMIZER_PRECISION rows.
+        if opt["kind"] not in ("adam", "adamw"):
+            raise ImportFailure("--optimizer-states %s needs --optimizer adam "
+                                "or adamw, got %s" %
+                                (args.optimizer_states, opt["kind"]))
+        opt["states"] = args.optimizer_states
     checks = (("lr", opt["lr"] > 0), ("beta1", 0 <= opt["beta1"] < 1),
               ("beta2", 0 <= opt["beta2"] < 1), ("eps", opt["eps"] > 0),
               ("weight-decay", opt["weight_decay"] >= 0), ("clip", clip >= 0))

@@ -665,6 +665,130 @@ ZRT_HOST_DEVICE inline float muonApply(float w, float update,
   return fmaF32(update, k.negAdjustedLr, w * k.decay);
 }
 
+//===----------------------------------------------------------------------===//
+// 8-bit Adam states: bitsandbytes' block-wise dynamic quantisation
+//===----------------------------------------------------------------------===//
+
+/// The elements of a state that share one fp32 absmax (optimizers.def's
+/// ZRT_OPTIMIZER_PRECISION block of int8 states).
+constexpr int64_t kQuantBlock = 2048;
+/// The codes of a dynamic map.
+constexpr int kQuantCodes = 256;
+
+/// bitsandbytes' dynamic quantisation map (create_dynamic_map with 7
+/// exponent bits and 8 bits in all), in ascending order: for each decade
+/// i = 0..6, 2^i (signed, with their negatives) or 2^(i+1) (unsigned)
+/// midpoints of linspace(0.1, 1) scaled by 10^(i-6), then 0 and 1. Computed
+/// in double and rounded once; the tests' NumPy model computes the same.
+inline void dynamicQuantMap(bool isSigned, float *map) {
+  static const double kDecades[7] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
+  double values[kQuantCodes];
+  int count = 0;
+  for (int i = 0; i < 7; ++i) {
+    int64_t parts = isSigned ? int64_t(1) << i : int64_t(1) << (i + 1);
+    for (int64_t j = 0; j < parts; ++j) {
+      double lo = 0.1 + 0.9 * double(j) / double(parts);
+      double hi = 0.1 + 0.9 * double(j + 1) / double(parts);
+      double v = kDecades[i] * ((lo + hi) / 2.0);
+      values[count++] = v;
+      if (isSigned)
+        values[count++] = -v;
+    }
+  }
+  values[count++] = 0.0;
+  values[count++] = 1.0;
+  std::sort(values, values + count);
+  for (int c = 0; c < kQuantCodes; ++c)
+    map[c] = float(values[c]);
+}
+
+/// fp32 arithmetic rounded one operation at a time on both backends, so that
+/// a plain fp32 model (NumPy) gives the same bits: CUDA's _rn intrinsics are
+/// never contracted; the host files that use these are built with
+/// -ffp-contract=off.
+ZRT_HOST_DEVICE inline float mulRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+ZRT_HOST_DEVICE inline float addRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+ZRT_HOST_DEVICE inline float subRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+ZRT_HOST_DEVICE inline float divRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+ZRT_HOST_DEVICE inline float sqrtRn(float a) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+/// The code of `map` (ascending) nearest to x, the lower one of a tie: the
+/// first minimum of |map - x|, found between x's two neighbours.
+ZRT_HOST_DEVICE inline uint8_t quantizeNearest(const float *map, float x) {
+  if (!(x > map[0]))
+    return 0;
+  if (!(x < map[kQuantCodes - 1]))
+    return uint8_t(kQuantCodes - 1);
+  int lo = 0, hi = kQuantCodes - 1; // map[lo] < x < map[hi]
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    if (map[mid] < x)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return subRn(map[hi], x) < subRn(x, map[lo]) ? uint8_t(hi) : uint8_t(lo);
+}
+
+/// A state's value in a block: its code's map value times the absmax.
+ZRT_HOST_DEVICE inline float dequantizeState(const float *map, uint8_t code,
+                                             float absmax) {
+  return mulRn(map[code], absmax);
+}
+
+/// A state's code in a block of absmax `absmax` (0: every value is 0).
+ZRT_HOST_DEVICE inline uint8_t quantizeState(const float *map, float x,
+                                             float absmax) {
+  return quantizeNearest(map, absmax > 0.0f ? divRn(x, absmax) : 0.0f);
+}
+
+/// One element of the 8-bit Adam/AdamW update on the dequantised fp32
+/// moments m and v, torch's operation order (adamBlocks) rounded one
+/// operation at a time: the same bits on both backends and in a NumPy model.
+/// The block's new absmax and the codes follow from the updated m and v.
+ZRT_HOST_DEVICE inline void adam8bitElement(float g, float &w, float &m,
+                                            float &v, const AdamConstants &k,
+                                            bool decoupled) {
+  if (decoupled)
+    w = mulRn(w, k.decay);
+  else
+    g = addRn(g, mulRn(k.weightDecay, w));
+  m = addRn(m, mulRn(k.oneMinusBeta1, subRn(g, m)));
+  v = addRn(mulRn(v, k.beta2), mulRn(mulRn(k.oneMinusBeta2, g), g));
+  float denom = addRn(divRn(sqrtRn(v), k.bc2Sqrt), k.eps);
+  w = addRn(w, divRn(mulRn(k.negStepSize, m), denom));
+}
+
 } // namespace zrt
 
 #endif // ZERO_RT_KERNEL_MATH_H

@@ -151,6 +151,18 @@ void hostLion(int32_t dtype, const void *grad, float *master, float *expAvg,
               int32_t numDecayRanges, double maxGradNorm, const float *stats,
               float lossScale, int32_t skip);
 
+/// Adam/AdamW with bitsandbytes' block-wise 8-bit states on host memory
+/// (zrt_adam8bit's contract).
+void hostAdam8bit(int32_t dtype, const void *grad, float *master,
+                  uint8_t *expAvg, float *expAvgAbsmax, uint8_t *expAvgSq,
+                  float *expAvgSqAbsmax, void *param, int64_t n, int64_t step,
+                  double lr, double beta1, double beta2, double eps,
+                  double weightDecay, int32_t adamw, int32_t biasCorrection,
+                  const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+                  const double *rangeDecays, int32_t numDecayRanges,
+                  double maxGradNorm, const float *stats, float lossScale,
+                  int32_t skip);
+
 } // namespace zrt
 
 #endif // ZERO_RT_KERNELS_H

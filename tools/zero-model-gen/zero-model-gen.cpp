@@ -222,6 +222,11 @@ static cl::opt<double> dampening("dampening", cl::desc("SGD dampening"),
                                  cl::init(0.0), cl::cat(genCat));
 static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
                               cl::init(false), cl::cat(genCat));
+static cl::opt<std::string> optimizerStates(
+    "optimizer-states",
+    cl::desc("Precision of the optimizer's states: f32, or int8 (8-bit "
+             "Adam/AdamW)"),
+    cl::init("f32"), cl::cat(genCat));
 static cl::opt<bool> noDecayBiasNorm(
     "no-decay-bias-norm",
     cl::desc("No weight decay for biases and norm weights (1-D parameters)"),
@@ -527,12 +532,21 @@ zero::OptimizerAttr optimizerAttr(MLIRContext *ctx, zero::OptimizerKind defKind,
   if (!zero::hasOptimizerParam(kind, "beta2"))
     beta2 = 0.999;
   bool sgd = zero::hasOptimizerParam(kind, "momentum");
+  std::optional<zero::StatePrecision> states =
+      zero::symbolizeStatePrecision(optimizerStates);
+  if (!states) {
+    emitError(UnknownLoc::get(ctx))
+        << "--optimizer-states must be f32, bf16 or int8, got '"
+        << optimizerStates << "'";
+    return {};
+  }
   return zero::OptimizerAttr::getChecked(
       [&] { return emitError(UnknownLoc::get(ctx)) << "--optimizer: "; }, ctx,
       kind, APFloat(asWritten(l)), APFloat(asWritten(0.9)),
       APFloat(asWritten(beta2)), APFloat(asWritten(eps)),
       APFloat(asWritten(wd)), bc, APFloat(sgd ? asWritten(momentum) : 0.0),
-      APFloat(sgd ? asWritten(dampening) : 0.0), sgd && nesterov, schedule);
+      APFloat(sgd ? asWritten(dampening) : 0.0), sgd && nesterov, *states,
+      schedule);
 }
 
 /// The precision of a step: --dtype with DeepSpeed's loss-scaler defaults.

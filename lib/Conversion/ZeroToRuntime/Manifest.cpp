@@ -447,6 +447,14 @@ static FailureOr<std::string> writeManifest(TrainStepOp step,
 }
 
 FailureOr<std::string> Lowering::buildManifest() {
+  // The plan counts int8 states (optimizers.def) and the runtime has their
+  // kernel (zrt_adam8bit), but no context entry, manifest buffer or
+  // checkpoint keeps them yet.
+  if (OptimizerAttr opt = s.getStep().getOptimizer();
+      opt.getStates() != StatePrecision::f32)
+    return s.getStep().emitOpError()
+           << "optimizer states in " << stringifyStatePrecision(opt.getStates())
+           << " are planned and reported but not lowered to a program yet";
   manifest::Program m;
   addStepSettings(s, m);
   addModelOrigin(s.getStep(), m);

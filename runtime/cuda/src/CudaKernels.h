@@ -87,6 +87,16 @@ void lion(int32_t dtype, const void *grad, float *master, float *expAvg,
           const int64_t *decayRanges, const double *rangeDecays,
           int32_t numDecayRanges, double maxGradNorm, const float *stats,
           const float *lossScale, double divisor, int32_t skip);
+/// zrt_adam8bit on the device, its gradient factor as adam's; one block of
+/// threads per quantisation block.
+void adam8bit(int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
+              float *expAvgAbsmax, uint8_t *expAvgSq, float *expAvgSqAbsmax,
+              void *param, int64_t n, int64_t step, double lr, double beta1,
+              double beta2, double eps, double weightDecay, int32_t adamw,
+              int32_t biasCorrection, const zrt_lr_schedule *schedule,
+              const int64_t *decayRanges, const double *rangeDecays,
+              int32_t numDecayRanges, double maxGradNorm, const float *stats,
+              const float *lossScale, double divisor, int32_t skip);
 
 } // namespace cuda
 } // namespace zrt

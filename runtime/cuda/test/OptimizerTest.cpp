@@ -2,8 +2,9 @@
 //
 // Part of the zero-mlir project.
 //
-// cuda::checkOverflow, cuda::adam, cuda::lion and cuda::sgd against
-// zrt_check_overflow, zrt_adam, zrt_lion and zrt_sgd on the same inputs, for
+// cuda::checkOverflow, cuda::adam, cuda::lion, cuda::sgd and cuda::adam8bit
+// against zrt_check_overflow, zrt_adam, zrt_lion, zrt_sgd and zrt_adam8bit on
+// the same inputs, for
 // every dtype, Adam and AdamW, with and without clipping, loss scales other
 // than 1, sizes that leave a scalar tail, pointers off 16-byte alignment,
 // skipped steps and empty shards.
@@ -617,6 +618,56 @@ TEST_P(CudaOptimizerTest, LionMatchesCpu) {
     }
     master = gMaster;
     m = gM;
+  }
+}
+
+// The block-wise 8-bit Adam: every operation rounded once on both backends
+// (KernelMath.h's adam8bitElement and quantisation), so masters, codes and
+// absmaxes are equal bit for bit, over a short last block and a decay range
+// that crosses a block boundary, for Adam and AdamW.
+TEST_P(CudaOptimizerTest, Adam8bitMatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  const int64_t n = 2 * 2048 + 3, blocks = 3;
+  const double scale = dtype() == ZRT_F16 ? 256.0 : 1.0;
+  const int64_t ranges[] = {7, 2048 + 100};
+  const double decays[] = {0.0};
+  for (int32_t adamw = 0; adamw <= 1; ++adamw) {
+    Buffer master(ZRT_F32, n), param(dtype(), n);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (int64_t i = 0; i < n; ++i)
+      master.set(i, u(rng));
+    std::vector<uint8_t> qm(n, 0), qv(n, 0);
+    std::vector<float> am(blocks, 0.0f), av(blocks, 0.0f);
+    for (int64_t step = 1; step <= 3; ++step) {
+      Buffer grad = randomGrads(dtype(), rng, n, scale);
+      DeviceArray dGrad(grad), dMaster(master), dParam(param);
+      DeviceBuffer dQm(qm), dQv(qv), dAm(am), dAv(av);
+      DeviceFloats dScale({float(scale)});
+      adam8bit(dtype(), dGrad.get(), dMaster.as<float>(), dQm.get<uint8_t>(),
+               dAm.get<float>(), dQv.get<uint8_t>(), dAv.get<float>(),
+               dParam.get(), n, step, 1e-3, 0.9, 0.999, 1e-8, 0.1, adamw, 1,
+               nullptr, ranges, decays, 1, 0.0, nullptr, dScale.get(), 1.0, 0);
+      Buffer gMaster = dMaster.download(), gParam = dParam.download();
+      std::vector<uint8_t> gQm = dQm.download<uint8_t>(),
+                           gQv = dQv.download<uint8_t>();
+      std::vector<float> gAm = dAm.download<float>(),
+                         gAv = dAv.download<float>();
+      Buffer cParam = param;
+      zrt_adam8bit(dtype(), grad.data(), static_cast<float *>(master.data()),
+                   qm.data(), am.data(), qv.data(), av.data(), cParam.data(), n,
+                   step, 1e-3, 0.9, 0.999, 1e-8, 0.1, adamw, 1, nullptr, ranges,
+                   decays, 1, 0.0, nullptr, float(scale), 0);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(sameBits(gMaster.get(i), master.get(i))) << "master " << i;
+        ASSERT_TRUE(sameBits(gParam.get(i), cParam.get(i))) << "param " << i;
+        ASSERT_EQ(gQm[i], qm[i]) << "exp_avg code " << i;
+        ASSERT_EQ(gQv[i], qv[i]) << "exp_avg_sq code " << i;
+      }
+      for (int64_t b = 0; b < blocks; ++b) {
+        ASSERT_TRUE(sameBits(gAm[b], am[b])) << "exp_avg absmax " << b;
+        ASSERT_TRUE(sameBits(gAv[b], av[b])) << "exp_avg_sq absmax " << b;
+      }
+    }
   }
 }
 

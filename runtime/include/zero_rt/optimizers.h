@@ -116,6 +116,81 @@ constexpr const char *stateGate(Kind kind, BufferKind buffer) {
                 "optimizers.def: a state's bytes are not its dtype's");
 #include "zero_rt/optimizers.def"
 
+/// A precision the states may be kept in (ZRT_STATE_PRECISION).
+enum class StatePrecision : int32_t {
+#define ZRT_STATE_PRECISION(id, name) id,
+#include "zero_rt/optimizers.def"
+};
+
+/// The number of state precisions.
+constexpr int kNumStatePrecisions = 0
+#define ZRT_STATE_PRECISION(id, name) +1
+#include "zero_rt/optimizers.def"
+    ;
+
+/// The name of `precision` (#zero.optimizer's `states`, the manifest's and
+/// the checkpoint's spelling).
+constexpr const char *precisionName(StatePrecision precision) {
+#define ZRT_STATE_PRECISION(id, name)                                          \
+  if (precision == StatePrecision::id)                                         \
+    return #name;
+#include "zero_rt/optimizers.def"
+  return "";
+}
+
+/// Whether `kind` can keep its states in `precision`: f32 always, another
+/// when a ZRT_OPTIMIZER_PRECISION row says so.
+constexpr bool hasPrecision(Kind kind, StatePrecision precision) {
+  if (precision == StatePrecision::F32)
+    return true;
+#define ZRT_OPTIMIZER_PRECISION(id, prec, bytes, block)                        \
+  if (kind == Kind::id && precision == StatePrecision::prec)                   \
+    return true;
+#include "zero_rt/optimizers.def"
+  return false;
+}
+
+/// The bytes per element of each of `kind`'s states in `precision` (f32:
+/// the state's row), 0 when `kind` has no such precision or state.
+constexpr int64_t elementBytes(Kind kind, StatePrecision precision,
+                               BufferKind buffer) {
+  if (precision == StatePrecision::F32) {
+    for (const State &s : kStates)
+      if (s.kind == kind && s.buffer == buffer)
+        return s.bytes;
+    return 0;
+  }
+  if (!hasState(kind, buffer))
+    return 0;
+#define ZRT_OPTIMIZER_PRECISION(id, prec, bytes, block)                        \
+  if (kind == Kind::id && precision == StatePrecision::prec)                   \
+    return bytes;
+#include "zero_rt/optimizers.def"
+  return 0;
+}
+
+/// The elements of a state that share one fp32 absmax in `precision`, 0
+/// when it keeps none.
+constexpr int64_t absmaxBlock(Kind kind, StatePrecision precision) {
+#define ZRT_OPTIMIZER_PRECISION(id, prec, bytes, block)                        \
+  if (kind == Kind::id && precision == StatePrecision::prec)                   \
+    return block;
+#include "zero_rt/optimizers.def"
+  return 0;
+}
+
+/// The bytes of `kind`'s state `buffer` in `precision` over a shard of
+/// `numel` elements: the elements, and one fp32 absmax per block (the last
+/// one may be short).
+constexpr int64_t stateBufferBytes(Kind kind, StatePrecision precision,
+                                   BufferKind buffer, int64_t numel) {
+  int64_t block = absmaxBlock(kind, precision);
+  int64_t bytes = numel * elementBytes(kind, precision, buffer);
+  if (block > 0 && bytes > 0)
+    bytes += 4 * ((numel + block - 1) / block);
+  return bytes;
+}
+
 /// One hyper-parameter of an optimizer.
 struct Param {
   Kind kind;

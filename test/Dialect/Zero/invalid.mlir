@@ -128,6 +128,40 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // -----
 
+// Checks that SGD (no int8 row in optimizers.def) rejects 8-bit states.
+// expected-error @+2 {{optimizer sgd has no int8 states}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = sgd, lr = 1.0e-2, states = int8>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that no optimizer keeps bf16 states yet.
+// expected-error @+2 {{optimizer adamw has no bf16 states}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-2, states = bf16>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that an unknown state precision is refused by name.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    // expected-error @+2 {{expected one of [f32, bf16, int8] for optimizer state precision, got: fp8}}
+    // expected-error @+1 {{failed to parse Zero_OptimizerAttr parameter 'states'}}
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-2, states = fp8>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Checks that Adam (no momentum in optimizers.def) rejects a momentum.
 // expected-error @+2 {{optimizer adam has no momentum, got 9.000000e-01}}
 zero.train_step @train(%x: tensor<8x4xf32>)

@@ -81,6 +81,28 @@ zero.train_step @sgd(%x: tensor<4x1xf32>)
 
 // -----
 
+// 8-bit AdamW states (optimizers.def's ZRT_OPTIMIZER_PRECISION) round-trip;
+// f32, the default, is not printed.
+// CHECK-LABEL: zero.train_step @adamw_int8
+// CHECK-SAME: optimizer #zero.optimizer<kind = adamw, lr = 1.000000e-03, states = int8>
+zero.train_step @adamw_int8(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3, states = int8>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: zero.train_step @adam_f32
+// CHECK-SAME: optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
+zero.train_step @adam_f32(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, states = f32>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Lion round-trips with the parameters optimizers.def gives it; its eps
 // and bias_correction stay at their defaults, which the printer omits.
 // CHECK-LABEL: zero.train_step @lion

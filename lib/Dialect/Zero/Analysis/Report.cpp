@@ -236,6 +236,9 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.masterParams = cat(MemoryCategory::MasterParams);
   r.modelStateBytes = r.params + r.grads + r.masterParams;
   r.optimizerBytesPerParam = getOptimizerStateBytes(step.getOptimizer());
+  r.optimizerAbsmaxBlock = getOptimizerAbsmaxBlock(step.getOptimizer());
+  r.optimizerStatePrecision =
+      stringifyStatePrecision(step.getOptimizer().getStates()).str();
   for (const OptimizerState &state : getOptimizerStates(step.getOptimizer())) {
     int64_t bytes = cat(persistentCategory(state.buffer));
     r.optimizerStates.push_back({state.reportKey.str(), state.label.str(),
@@ -723,6 +726,10 @@ static void printModelStateNote(
        << (r.paramsAreMasters ? fp32Formulas : mixedFormulas)[r.stage]
        << " (S = " << S << ", S' = " << Sp << ", n = " << modelStateRanks(r)
        << (r.micsShardSize > 0 ? ", the MiCS shard group" : "") << ")";
+    if (r.optimizerAbsmaxBlock > 0)
+      os << ", each " << r.optimizerStatePrecision
+         << " optimizer state adding one fp32 absmax per "
+         << r.optimizerAbsmaxBlock << " elements of its shard";
     if (r.paramsAreMasters)
       os << ", the fp32 parameters being their own masters; DeepSpeed's "
             "estimator assumes mixed precision (16-bit parameters and "

@@ -166,6 +166,11 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
                      kind == BufferKind::secondary;
       overflow |= __builtin_mul_overflow(buffers.numel[k], compute ? cbytes : 4,
                                          &buffers.bytes[k]);
+      // An optimizer's state in its #zero.optimizer precision (the table's
+      // bytes per element and absmaxes; f32 is the 4 bytes above).
+      if (buffers.optimizer && isOptimizerState(kind) && buffers.numel[k] > 0)
+        buffers.bytes[k] = getOptimizerStateBufferBytes(buffers.optimizer, kind,
+                                                        buffers.numel[k]);
     }
     overflow |= __builtin_add_overflow(s.paramCount, numel, &s.paramCount);
     if (buffers.frozen)

@@ -32,6 +32,15 @@ static_assert(int(getMaxEnumValForBufferKind()) + 1 == zrt::kNumBufferKinds &&
                   int(kNumBufferKinds) == zrt::kNumBufferKinds,
               "BufferKind has a case manifest.def lacks");
 
+#define ZRT_STATE_PRECISION(id, name)                                          \
+  static_assert(static_cast<int>(StatePrecision::name) ==                      \
+                    static_cast<int>(table::StatePrecision::id),               \
+                "StatePrecision::" #name " is not optimizers.def's " #id);
+#include "zero_rt/optimizers.def"
+static_assert(int(getMaxEnumValForStatePrecision()) + 1 ==
+                  table::kNumStatePrecisions,
+              "StatePrecision has a case optimizers.def lacks");
+
 static table::Kind toTable(OptimizerKind kind) {
   return static_cast<table::Kind>(kind);
 }
@@ -82,7 +91,40 @@ SmallVector<OptimizerState> mlir::zero::getOptimizerStates(OptimizerAttr opt) {
 int64_t mlir::zero::getOptimizerStateBytes(OptimizerAttr opt) {
   int64_t bytes = 0;
   for (const OptimizerState &s : getOptimizerStates(opt))
-    bytes += s.bytes;
+    bytes +=
+        table::elementBytes(toTable(opt.getKind()),
+                            static_cast<table::StatePrecision>(opt.getStates()),
+                            static_cast<zrt::BufferKind>(s.buffer));
+  return bytes;
+}
+
+bool mlir::zero::hasOptimizerStatePrecision(OptimizerKind kind,
+                                            StatePrecision precision) {
+  return table::hasPrecision(toTable(kind),
+                             static_cast<table::StatePrecision>(precision));
+}
+
+int64_t mlir::zero::getOptimizerStateBufferBytes(OptimizerAttr opt,
+                                                 BufferKind buffer,
+                                                 int64_t numel) {
+  if (!hasOptimizerState(opt, buffer))
+    return 0;
+  return table::stateBufferBytes(
+      toTable(opt.getKind()),
+      static_cast<table::StatePrecision>(opt.getStates()),
+      static_cast<zrt::BufferKind>(buffer), numel);
+}
+
+int64_t mlir::zero::getOptimizerAbsmaxBlock(OptimizerAttr opt) {
+  return table::absmaxBlock(
+      toTable(opt.getKind()),
+      static_cast<table::StatePrecision>(opt.getStates()));
+}
+
+int64_t mlir::zero::getOptimizerStateBytes(OptimizerAttr opt, int64_t numel) {
+  int64_t bytes = 0;
+  for (const OptimizerState &s : getOptimizerStates(opt))
+    bytes += getOptimizerStateBufferBytes(opt, s.buffer, numel);
   return bytes;
 }
 

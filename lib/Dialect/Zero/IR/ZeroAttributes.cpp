@@ -205,11 +205,13 @@ LogicalResult LrScheduleAttr::verify(
   return success();
 }
 
-LogicalResult OptimizerAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, OptimizerKind kind,
-    APFloat lrF, APFloat beta1F, APFloat beta2F, APFloat epsF,
-    APFloat weightDecayF, bool biasCorrection, APFloat momentumF,
-    APFloat dampeningF, bool nesterov, LrScheduleAttr schedule) {
+LogicalResult
+OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      OptimizerKind kind, APFloat lrF, APFloat beta1F,
+                      APFloat beta2F, APFloat epsF, APFloat weightDecayF,
+                      bool biasCorrection, APFloat momentumF,
+                      APFloat dampeningF, bool nesterov, StatePrecision states,
+                      LrScheduleAttr schedule) {
   double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
          beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
          weightDecay = weightDecayF.convertToDouble(),
@@ -255,6 +257,10 @@ LogicalResult OptimizerAttr::verify(
   if (!hasOptimizerParam(kind, "nesterov") && nesterov)
     return emitError() << "optimizer " << stringifyOptimizerKind(kind)
                        << " has no nesterov";
+  if (!hasOptimizerStatePrecision(kind, states))
+    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
+                       << " has no " << stringifyStatePrecision(states)
+                       << " states";
   return success();
 }
 

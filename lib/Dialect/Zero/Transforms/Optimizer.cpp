@@ -102,11 +102,18 @@ struct ZeroOptimizerPass
             FloatAttr::get(Float64Type::get(&getContext()), gradientClipping));
       if (failed(applyOptimizerOptions(step)))
         return signalPassFailure();
+      // The states' bytes follow their precision.
+      if (!optimizerStates.empty()) {
+        schedule = StepSchedule::get(step);
+        if (failed(schedule))
+          return signalPassFailure();
+      }
       emit(step, *schedule, groups);
     }
   }
 
-  /// lr-schedule, bias-correction and the weight-decay groups.
+  /// lr-schedule, bias-correction, optimizer-states and the weight-decay
+  /// groups.
   LogicalResult applyOptimizerOptions(TrainStepOp step) {
     MLIRContext *ctx = &getContext();
     auto emitError = [&]() -> InFlightDiagnostic {
@@ -128,10 +135,24 @@ struct ZeroOptimizerPass
       if (!sched)
         return failure();
     }
-    step.setOptimizerAttr(OptimizerAttr::get(
-        ctx, opt.getKind(), opt.getLr(), opt.getBeta1(), opt.getBeta2(),
-        opt.getEps(), opt.getWeightDecay(), bias, opt.getMomentum(),
-        opt.getDampening(), opt.getNesterov(), sched));
+    StatePrecision states = opt.getStates();
+    if (!optimizerStates.empty()) {
+      std::optional<StatePrecision> p =
+          symbolizeStatePrecision(optimizerStates);
+      if (!p)
+        return emitError()
+               << "optimizer-states must be f32, bf16 or int8, got '"
+               << optimizerStates << "'";
+      states = *p;
+    }
+    OptimizerAttr updated = OptimizerAttr::getChecked(
+        emitError, ctx, opt.getKind(), opt.getLr(), opt.getBeta1(),
+        opt.getBeta2(), opt.getEps(), opt.getWeightDecay(), bias,
+        opt.getMomentum(), opt.getDampening(), opt.getNesterov(), states,
+        sched);
+    if (!updated)
+      return failure();
+    step.setOptimizerAttr(updated);
 
     if (!noDecayBiasNorm && !noDecayEmbeddings)
       return success();

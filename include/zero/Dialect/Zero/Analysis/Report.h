@@ -77,6 +77,11 @@ struct StepReport {
   /// The optimizer's state bytes per parameter (optimizers.def: 8 for Adam,
   /// 4 for Lion), fp32 masters not counted.
   int64_t optimizerBytesPerParam = 8;
+  /// The elements of each state that share one fp32 absmax (int8 states:
+  /// 2048), 0 without absmaxes; the states' precision (#zero.optimizer's
+  /// `states`).
+  int64_t optimizerAbsmaxBlock = 0;
+  std::string optimizerStatePrecision = "f32";
   /// ZeRO++ hpZ: the persistent secondary shards (2 padded Psi / h bytes
   /// per rank with 16-bit compute), beside the model states.
   int64_t hpzSecondaryBytes = 0;

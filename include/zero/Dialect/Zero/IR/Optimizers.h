@@ -43,8 +43,26 @@ llvm::SmallVector<OptimizerState> getOptimizerStates(OptimizerAttr opt);
 /// the most it keeps.
 int64_t getOptimizerStateBytes(OptimizerKind kind);
 
-/// The bytes per parameter of the states `opt` keeps.
+/// The bytes per parameter of the states `opt` keeps, in its state
+/// precision (absmaxes not counted).
 int64_t getOptimizerStateBytes(OptimizerAttr opt);
+
+/// Whether `kind` can keep its states in `precision` (f32 always; another
+/// when its row declares it, ZRT_OPTIMIZER_PRECISION).
+bool hasOptimizerStatePrecision(OptimizerKind kind, StatePrecision precision);
+
+/// The bytes of `opt`'s state `buffer` over a shard of `numel` elements in
+/// `opt`'s state precision: the elements at the precision's bytes each and
+/// its fp32 absmax per block, if any.
+int64_t getOptimizerStateBufferBytes(OptimizerAttr opt, BufferKind buffer,
+                                     int64_t numel);
+
+/// The elements of a state that share one fp32 absmax in `opt`'s state
+/// precision, 0 when it keeps none (f32).
+int64_t getOptimizerAbsmaxBlock(OptimizerAttr opt);
+
+/// The bytes of every state `opt` keeps over a shard of `numel` elements.
+int64_t getOptimizerStateBytes(OptimizerAttr opt, int64_t numel);
 
 /// The value of `opt`'s numeric or boolean hyper-parameter `name` (a
 /// #zero.optimizer parameter; true is 1), none for another name.

@@ -109,6 +109,15 @@ def Zero_OptimizerKind : I32EnumAttr<"OptimizerKind", "optimizer", [
   let cppNamespace = "::mlir::zero";
 }
 
+// The precisions of runtime/include/zero_rt/optimizers.def's
+// ZRT_STATE_PRECISION rows, in their order.
+def Zero_StatePrecision : I32EnumAttr<"StatePrecision",
+    "optimizer state precision", [
+    I32EnumAttrCase<"f32", 0>, I32EnumAttrCase<"bf16", 1>,
+    I32EnumAttrCase<"int8", 2>]> {
+  let cppNamespace = "::mlir::zero";
+}
+
 def Zero_LrScheduleKind : I32EnumAttr<"LrScheduleKind", "learning-rate schedule", [
     I32EnumAttrCase<"warmup_lr", 0>, I32EnumAttrCase<"warmup_decay_lr", 1>,
     I32EnumAttrCase<"warmup_cosine_lr", 2>, I32EnumAttrCase<"one_cycle", 3>,
@@ -268,6 +277,10 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     `nesterov` needs a positive `momentum` and a zero `dampening`. A
     `zero.param` with a
     `weight_decay` of its own uses it instead of `weight_decay`.
+    `states` is the precision the optimizer's state buffers are kept in:
+    `f32` (the default), or another that the row declares
+    (`ZRT_OPTIMIZER_PRECISION`): `int8` is bitsandbytes' block-wise 8-bit
+    states (one byte per element and one fp32 absmax per block).
     `schedule` (a `#zero.lr_schedule`) makes the learning rate a function
     of the optimizer step; without it `lr` is constant.
   }];
@@ -282,6 +295,8 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     Zero_DefaultDouble<"0.0">:$momentum,
     Zero_DefaultDouble<"0.0">:$dampening,
     DefaultValuedParameter<"bool", "false">:$nesterov,
+    DefaultValuedParameter<"::mlir::zero::StatePrecision",
+                           "::mlir::zero::StatePrecision::f32">:$states,
     OptionalParameter<"::mlir::zero::LrScheduleAttr">:$schedule);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -291,6 +306,7 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
                      "::llvm::APFloat":$eps, "::llvm::APFloat":$weight_decay), [{
       return $_get($_ctxt, kind, lr, beta1, beta2, eps, weight_decay, true,
                    ::llvm::APFloat(0.0), ::llvm::APFloat(0.0), false,
+                   ::mlir::zero::StatePrecision::f32,
                    ::mlir::zero::LrScheduleAttr());
     }]>
   ];

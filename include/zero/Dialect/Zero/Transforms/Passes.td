@@ -774,7 +774,10 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     ds_config: `lr-schedule=TYPE[:name=value,...]` with DeepSpeed's
     scheduler types and parameter names (`WarmupLR`, `WarmupDecayLR`,
     `WarmupCosineLR`, `OneCycle`, `LRRangeTest`; `none` removes the
-    schedule), `bias-correction=true|false`, and the weight-decay groups:
+    schedule), `bias-correction=true|false`, `optimizer-states=f32|bf16|int8`
+    (the states' precision, #zero.optimizer's `states`: `int8` is
+    bitsandbytes' block-wise 8-bit Adam, refused for an optimizer whose row
+    does not declare it), and the weight-decay groups:
     `no-decay-bias-norm` gives every 1-D parameter (biases and norm
     weights) `weight_decay 0.0`, `no-decay-embeddings` also every table an
     `nn.embedding` reads.
@@ -822,6 +825,11 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
            "Learning-rate schedule TYPE[:name=value,...] with DeepSpeed's "
            "names (scheduler.type and scheduler.params); none removes it; "
            "empty keeps the train step's">,
+    Option<"optimizerStates", "optimizer-states", "std::string",
+           /*default=*/"",
+           "Precision of the optimizer's states, f32, bf16 or int8 (a "
+           "precision the optimizer's optimizers.def row declares); empty "
+           "keeps the train step's">,
     Option<"biasCorrection", "bias-correction", "std::string",
            /*default=*/"",
            "Adam bias correction, true or false; empty keeps the train "
