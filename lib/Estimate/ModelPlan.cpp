@@ -309,6 +309,16 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
   // (DeepSpeed's AdamW for a module without a step).
   counts.optimizerStates = mlir::zero::getOptimizerStates(counts.optimizer);
   for (auto step : module.getOps<mlir::zero::TrainStepOp>()) {
+    // The estimate's formulas are bytes per parameter; block-quantized
+    // states also keep an absmax per block, which only the plan counts.
+    if (step.getOptimizer().getStates() != mlir::zero::StatePrecision::f32) {
+      step.emitError("zero-estimate counts fp32 optimizer states; this step "
+                     "keeps them in ")
+          << mlir::zero::stringifyStatePrecision(
+                 step.getOptimizer().getStates())
+          << ": `zero-opt --zero-report` gives its exact bytes";
+      return std::nullopt;
+    }
     counts.optimizer = step.getOptimizer().getKind();
     counts.optimizerStates =
         mlir::zero::getOptimizerStates(step.getOptimizer());
