@@ -27,7 +27,8 @@ transformers renames a checkpoint's key when it loads it (GPT-NeoX's
 (saved_names), which --init-from finds in the directory and --export-hf
 writes.
 
-Mixture-of-experts and encoder-decoder models are refused before tracing.
+Encoder-decoder models, and mixture-of-experts models whose sparse block
+moe.py does not know, are refused before tracing.
 """
 
 import contextlib
@@ -41,7 +42,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from . import lora
+from . import lora, moe
 from .errors import ImportFailure, source_of
 from .printer import fmt_float
 
@@ -223,15 +224,24 @@ _MOE_CLASS = re.compile(r"(MoE|Moe|MoA|Experts|TopKRouter|TopKGating)$")
 
 
 def _refuse_moe(model):
-    """Mixture-of-experts routing (a router choosing experts per token) has
-    no `nn` op: refused at the first block that has experts. The modules
-    built say so, not the config: a dense variant may keep the MoE keys
-    (Doge's num_experts_per_tok with is_moe false)."""
+    """Mixture-of-experts routing (a router choosing experts per token) is
+    imported for the sparse blocks moe.py knows (Mixtral's, Qwen3-MoE's,
+    OLMoE's); any other is refused at the first block that has experts,
+    naming the part we lack. The modules built say so, not the config: a
+    dense variant may keep the MoE keys (Doge's num_experts_per_tok with
+    is_moe false)."""
+    known = set()  # the routers and experts of the blocks imported
     for path, m in model.named_modules():
+        if id(m) in known:
+            continue
         if isinstance(getattr(m, "experts", None), nn.Module) or \
                 _MOE_CLASS.search(type(m).__name__):
+            why = moe.unsupported_part(m)
+            if why is None:
+                known.update((id(m.gate), id(m.experts)))
+                continue
             _fail("the MoE routing of %s (experts chosen per token) is not "
-                  "supported" % type(m).__name__, path=path,
+                  "supported: %s" % (type(m).__name__, why), path=path,
                   source=source_of(type(m).forward))
 
 
@@ -422,6 +432,50 @@ class FileTensor:
         return self.tensor().numpy()
 
 
+class FusedFileTensor:
+    """A fused experts tensor (`experts.gate_up_proj` [E, 2I, H],
+    `experts.down_proj` [E, H, I]) of a checkpoint that keeps one tensor
+    per expert and projection, as save_pretrained writes Mixtral's
+    (`experts.E.w1.weight`...) and Qwen-MoE's: each projection's experts
+    stacked, the projections (gate, up) concatenated on dimension 1, as
+    transformers' loader merges them (MergeModulelist, Concatenate)."""
+
+    def __init__(self, parts, shape):
+        self.parts, self.shape = parts, tuple(shape)  # [[FileTensor]]
+
+    def tensor(self):
+        return torch.cat([torch.stack([t.tensor() for t in experts])
+                          for experts in self.parts], dim=1)
+
+    def numpy(self):
+        return self.tensor().numpy()
+
+
+# The per-expert checkpoint names of a fused experts tensor: for each
+# family's naming, the projections concatenated in order.
+_EXPERT_PARTS = {"gate_up_proj": (("w1", "w3"), ("gate_proj", "up_proj")),
+                 "down_proj": (("w2",), ("down_proj",))}
+
+
+def _fused_experts(name, shape, candidates, files):
+    """The FusedFileTensor of parameter `name` (an experts tensor) from the
+    per-expert tensors of `files` under any of the candidate names, or
+    None."""
+    m = re.match(r"(.*)\.experts\.(gate_up_proj|down_proj)$", name)
+    if m is None or len(shape) != 3:
+        return None
+    for cand in candidates:
+        cm = re.match(r"(.*)\.experts\.(gate_up_proj|down_proj)$", cand)
+        if cm is None:
+            continue
+        for projs in _EXPERT_PARTS[cm.group(2)]:
+            keys = [["%s.experts.%d.%s.weight" % (cm.group(1), e, p)
+                     for e in range(shape[0])] for p in projs]
+            if all(k in files for ks in keys for k in ks):
+                return keys
+    return None
+
+
 def _renamer(model, saving):
     """transformers' renaming of state-dict keys for `model` (a
     PreTrainedModel): from a checkpoint's key to the model's, as
@@ -496,8 +550,15 @@ def read_weights(model, directory, files):
                                          if n.startswith(prefix)]
             key = next((n for n in candidates if n in files), None) or \
                 next((renamed[n] for n in candidates if n in renamed), None)
+            saved = _renamer(model, saving=True)(name)
+            fused = None if key is not None else _fused_experts(
+                name, list(p.shape), candidates + [saved] + [
+                    saved[len(prefix):]] if saved.startswith(prefix) else
+                candidates + [saved], files)
+            if fused is not None:
+                weights[name] = _read_fused(fused, files, handles, p)
+                continue
             if key is None:
-                saved = _renamer(model, saving=True)(name)
                 _fail("%s: no tensor '%s' (%s's parameter %sof shape %s, as "
                       "%s describes the model)" % (
                           source, saved, type(model).__name__,
@@ -521,6 +582,35 @@ def read_weights(model, directory, files):
         for f in handles.values():
             f.__exit__(None, None, None)
     return weights
+
+
+def _read_fused(keys, files, handles, p):
+    """The FusedFileTensor of parameter p from its per-expert keys, each
+    checked as read_weights checks a tensor."""
+    parts = []
+    for proj in keys:
+        tensors = []
+        for key in proj:
+            path = files[key]
+            if path not in handles:
+                handles[path] = _open(path).__enter__()
+            part = handles[path].get_slice(key)
+            shape = list(part.get_shape())
+            if part.get_dtype() not in _FLOAT_DTYPES:
+                _fail("%s: tensor '%s' is %s, not floating point" % (
+                    path, key, part.get_dtype()))
+            if len(shape) != 2 or shape[1] != p.shape[2]:
+                _fail("%s: tensor '%s' has shape %s; an expert of %s has "
+                      "[*, %d]" % (path, key, shape, list(p.shape),
+                                   p.shape[2]))
+            tensors.append(FileTensor(path, key, shape))
+        parts.append(tensors)
+    rows = sum(t[0].shape[0] for t in parts)
+    if rows != p.shape[1]:
+        _fail("%s: the experts' tensors (%s) make %d rows; the fused "
+              "parameter %s has %d" % (files[keys[0][0]], ", ".join(
+                  ks[0] for ks in keys), rows, list(p.shape), p.shape[1]))
+    return FusedFileTensor(parts, p.shape)
 
 
 def persistent_buffers(model):

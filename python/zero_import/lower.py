@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import moe
 from .fuse import mask_hidden, mask_window, unrepeat
 from .graph import Graph, Sym, Where
 from .nn_ops import OPS as NN_OPS
@@ -193,6 +194,11 @@ class Lowering:
     # -- dispatch ---------------------------------------------------------
 
     def lower_module(self, mod, args, kwargs, value, where):
+        if moe.is_leaf(mod):
+            where.op = type(mod).__name__
+            lower = moe.lower_router if moe.is_router(mod) else \
+                moe.lower_experts
+            return lower(self, Call(args, kwargs, value, where, module=mod))
         where.op = "nn." + type(mod).__name__
         for cls in type(mod).__mro__:
             if cls in MODULES:
@@ -201,6 +207,11 @@ class Lowering:
         where.fail("unsupported module %s" % where.op)
 
     def lower_function(self, fn, args, kwargs, value, where):
+        if moe.is_aux_function(fn):
+            c = Call(args, kwargs, value, where)
+            return moe.lower_aux(self, c.arg(0, "gate_logits"),
+                                 unwrap(c.arg(2, "top_k", 2)),
+                                 unwrap(c.arg(3, "attention_mask")), where)
         rule = FUNCTIONS.get(fn)
         if rule is None:
             where.fail("unsupported torch operation %s" % where.op)

@@ -33,6 +33,7 @@ import traceback
 import torch
 import torch.fx as fx
 
+from . import moe
 from .errors import ImportFailure
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -271,6 +272,10 @@ class ConcreteTracer(fx.Tracer):
                 return parameter_proxy_cache[name]
         return super().getattr(attr, attr_val, parameter_proxy_cache)
 
+    def is_leaf_module(self, m, module_qualified_name):
+        return moe.is_leaf(m) or super().is_leaf_module(
+            m, module_qualified_name)
+
     def call_module(self, m, forward, args, kwargs):
         if self.concrete_mode:
             return forward(*args, **kwargs)
@@ -280,7 +285,19 @@ class ConcreteTracer(fx.Tracer):
             return self._call_unowned(m, forward, args, kwargs)
         self.path_stack.append(path)
         try:
-            return super().call_module(m, forward, args, kwargs)
+            out = super().call_module(m, forward, args, kwargs)
+            if moe.is_leaf(m):
+                # A leaf's forward does not run, so neither do its forward
+                # hooks: transformers records the routers' logits by one
+                # (output_router_logits), on the traced output here, a
+                # tuple as the forward returns it.
+                if isinstance(out.concrete, tuple):
+                    out = tuple(out[i] for i in range(len(out.concrete)))
+                for hook in list(m._forward_hooks.values()):
+                    result = hook(m, args, out)
+                    if result is not None:
+                        out = result
+            return out
         except Exception:
             if self.failed_path is None:  # the innermost module
                 self.failed_path = self.path_stack[-1]
@@ -376,6 +393,12 @@ class ConcreteTracer(fx.Tracer):
         if kind == "call_method":
             return getattr(args[0], target)(*args[1:], **kwargs)
         if kind == "call_module":
+            if moe.is_leaf(module):
+                # Without its hooks, which the traced call runs
+                # (call_module).
+                value = moe.leaf_value(module, args, kwargs)
+                return module.forward(*args, **kwargs) if value is None \
+                    else value
             return module(*args, **kwargs)
         raise ImportFailure("unexpected fx node kind '%s'" % kind)
 
@@ -468,6 +491,31 @@ def _known_functions():
                 cls.apply = apply
 
 
+@contextlib.contextmanager
+def _moe_aux_calls(tracer):
+    """Each MoE family's load_balancing_loss_func, called on traced router
+    logits, is one call of the trace (moe.lower_aux lowers it); restored
+    afterwards."""
+    saved = []
+
+    def traced(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if any(isinstance(a, fx.Proxy) for a in _leaves((args, kwargs))):
+                return tracer.create_proxy("call_function", fn, args, kwargs)
+            return fn(*args, **kwargs)
+        return call
+
+    try:
+        for mod, fn in moe.aux_functions():
+            saved.append((mod, fn))
+            mod.load_balancing_loss_func = traced(fn)
+        yield
+    finally:
+        for mod, fn in saved:
+            mod.load_balancing_loss_func = fn
+
+
 def trace(module, example_args, step=None):
     """The fx graph of module(*example_args), or of step(module,
     *example_args), each node carrying its value (meta zi_value), module
@@ -482,7 +530,8 @@ def trace(module, example_args, step=None):
         module.__class__ = type(cls.__name__, (cls,), {
             "_zero_import_step": step, "__module__": cls.__module__})
     try:
-        with _no_kv_cache(module, tracer), _known_functions():
+        with _no_kv_cache(module, tracer), _known_functions(), \
+                _moe_aux_calls(tracer):
             graph = tracer.trace(module)
     except ImportFailure:
         raise

@@ -1478,7 +1478,7 @@ func.func @moe_router_scale(%l: tensor<6x4xf32>) {
 // Checks that dispatch makes a row per (token, expert) pair.
 func.func @moe_dispatch_rows(%x: tensor<6x8xf32>, %i: tensor<6x2xi32>) {
   // expected-error @+1 {{'nn.moe_dispatch' op rows must have shape [12, 8], got [6, 8]}}
-  %r, %p, %o = nn.moe_dispatch %x[%i] : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<6x8xf32>, tensor<4xi32>
+  %r, %p, %o = nn.moe_dispatch %x[%i] experts 4 : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<6x8xf32>, tensor<4xi32>
   return
 }
 
@@ -1487,7 +1487,7 @@ func.func @moe_dispatch_rows(%x: tensor<6x8xf32>, %i: tensor<6x2xi32>) {
 // Checks that the offsets share the indices' integer type.
 func.func @moe_dispatch_offsets(%x: tensor<6x8xf32>, %i: tensor<6x2xi32>) {
   // expected-error @+1 {{'nn.moe_dispatch' op offsets must have the indices' element type 'i32'}}
-  %r, %p, %o = nn.moe_dispatch %x[%i] : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi64>
+  %r, %p, %o = nn.moe_dispatch %x[%i] experts 4 : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi64>
   return
 }
 

@@ -209,10 +209,10 @@ func.func @moe(%x: tensor<6x8xf32>, %logits: tensor<6x4xf32>, %bias: tensor<4xf3
                %wgu: tensor<4x16x8xf32>, %wd: tensor<4x8x8xf32>) {
   // CHECK: nn.moe_router %{{.*}} top_k 2 normalize : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
   %w, %idx = nn.moe_router %logits top_k 2 normalize : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
-  // CHECK: nn.moe_router %{{.*}} bias(%{{.*}} : tensor<4xf32>) top_k 3 sigmoid normalize scale 2.500000e+00 : tensor<6x4xf32> -> tensor<6x3xf32>, tensor<6x3xi64>
-  %w3, %idx3 = nn.moe_router %logits bias(%bias : tensor<4xf32>) top_k 3 sigmoid normalize scale 2.5 : tensor<6x4xf32> -> tensor<6x3xf32>, tensor<6x3xi64>
-  // CHECK: nn.moe_dispatch %{{.*}}[%{{.*}}] : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
-  %rows, %pos, %offs = nn.moe_dispatch %x[%idx] : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
+  // CHECK: nn.moe_router %{{.*}} bias(%{{.*}} : tensor<4xf32>) top_k 3 sigmoid normalize scale 2.500000e+00 : tensor<6x4xf32> -> tensor<6x3xf32>, tensor<6x3xi32>
+  %w3, %idx3 = nn.moe_router %logits bias(%bias : tensor<4xf32>) top_k 3 sigmoid normalize scale 2.5 : tensor<6x4xf32> -> tensor<6x3xf32>, tensor<6x3xi32>
+  // CHECK: nn.moe_dispatch %{{.*}}[%{{.*}}] experts 4 : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
+  %rows, %pos, %offs = nn.moe_dispatch %x[%idx] experts 4 : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
   // CHECK: nn.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs : tensor<12x8xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x16xf32>
   %gu = nn.grouped_matmul %rows, %wgu, %offs transpose_rhs : tensor<12x8xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x16xf32>
   // CHECK: nn.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} : tensor<12x16xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x8xf32>
@@ -229,7 +229,7 @@ func.func @moe(%x: tensor<6x8xf32>, %logits: tensor<6x4xf32>, %bias: tensor<4xf3
   %dwgu = nn.grouped_matmul_weight_grad %rows, %gu, %offs transpose_rhs : tensor<12x8xf32>, tensor<12x16xf32>, tensor<4xi32> -> tensor<4x16x8xf32>
   // CHECK: nn.moe_dispatch_grad %{{.*}}[%{{.*}}] : tensor<12x8xf32>, tensor<6x2xi32> -> tensor<6x8xf32>
   %dx = nn.moe_dispatch_grad %drows[%pos] : tensor<12x8xf32>, tensor<6x2xi32> -> tensor<6x8xf32>
-  // CHECK: nn.moe_router_grad %{{.*}}, %{{.*}}, %{{.*}} sigmoid normalize scale 2.500000e+00 : tensor<6x4xf32>, tensor<6x3xi64>, tensor<6x3xf32>
-  %dlog = nn.moe_router_grad %logits, %idx3, %w3 sigmoid normalize scale 2.5 : tensor<6x4xf32>, tensor<6x3xi64>, tensor<6x3xf32>
+  // CHECK: nn.moe_router_grad %{{.*}}, %{{.*}}, %{{.*}} sigmoid normalize scale 2.500000e+00 : tensor<6x4xf32>, tensor<6x3xi32>, tensor<6x3xf32>
+  %dlog = nn.moe_router_grad %logits, %idx3, %w3 sigmoid normalize scale 2.5 : tensor<6x4xf32>, tensor<6x3xi32>, tensor<6x3xf32>
   return
 }

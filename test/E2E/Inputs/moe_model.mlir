@@ -17,7 +17,7 @@ zero.train_step @train(%x: tensor<16x8xf32>, %y: tensor<16xi32>)
   %wr = zero.get_param @gate.weight : tensor<4x8xf32>
   %logits = nn.matmul %hs, %wr transpose_rhs : tensor<16x8xf32>, tensor<4x8xf32> -> tensor<16x4xf32>
   %w, %idx = nn.moe_router %logits top_k 2 normalize : tensor<16x4xf32> -> tensor<16x2xf32>, tensor<16x2xi32>
-  %rows, %pos, %offs = nn.moe_dispatch %hs[%idx] : tensor<16x8xf32>, tensor<16x2xi32> -> tensor<32x8xf32>, tensor<4xi32>
+  %rows, %pos, %offs = nn.moe_dispatch %hs[%idx] experts 4 : tensor<16x8xf32>, tensor<16x2xi32> -> tensor<32x8xf32>, tensor<4xi32>
   %wgu = zero.get_param @experts.gate_up_proj : tensor<4x12x8xf32>
   %gu = nn.grouped_matmul %rows, %wgu, %offs transpose_rhs : tensor<32x8xf32>, tensor<4x12x8xf32>, tensor<4xi32> -> tensor<32x12xf32>
   %g, %u = nn.split %gu axis 1 : tensor<32x12xf32> -> tensor<32x6xf32>, tensor<32x6xf32>

@@ -4,7 +4,8 @@ transformers' MixtralSparseMoeBlock itself (router, experts, combine) on the mod
 tokens, then the output layer, the cross-entropy and transformers'
 load_balancing_loss_func times the model's coefficient, as
 MixtralForCausalLM adds it, trained with torch.optim.Adam on the
-executable's data order (torch_replay). Float64 parameters and the eager
+executable's data order (torch_replay), one step on the whole global
+batch whatever ranks and micro steps the executable divides it over. Float64 parameters and the eager
 experts (grouped_mm takes no float64); the router's softmax and top-k run
 in fp32, as transformers writes them. Reads the
 initial weights the executable exported and compares the losses of --log,
@@ -34,7 +35,9 @@ def main():
 
     text = open(args.model).read()
     top_k = int(re.search(r"nn\.moe_router .* top_k (\d+)", text).group(1))
-    coef = float(re.search(r"nn\.scale %aux by (\S+)", text).group(1))
+    # No load-balancing loss when the model has none (moe_model_divided).
+    aux_scale = re.search(r"nn\.scale %aux by (\S+)", text)
+    coef = float(aux_scale.group(1)) if aux_scale else None
     lr = float(re.search(r"lr = ([^,>]+)", text).group(1))
     batch = int(re.search(r"%x: tensor<(\d+)x", text).group(1))
     names = ["in.weight", "gate.weight", "experts.gate_up_proj", "experts.down_proj",
@@ -72,6 +75,8 @@ def main():
         h = block(x.unsqueeze(0)).squeeze(0)
         logits = h @ params["out.weight"].T
         ce = torch.nn.functional.cross_entropy(logits, y)
+        if coef is None:
+            return ce
         aux = load_balancing_loss_func((router_logits,), experts, top_k)
         return ce + coef * aux
 

@@ -4,7 +4,9 @@ save_pretrained (safetensors), or their config.json alone: Llama, Mistral,
 Qwen2, GPT-2, Gemma, with partial rotary embeddings GPT-NeoX, StableLM
 and Phi, with interleaved ones GPT-J and GLM, with sliding windows and
 soft-capping Mistral and Gemma 2, with ALiBi MPT and BLOOM, with masks
-that are causal in effect openai-gpt and CodeGen (and, to be refused, MoE
+that are causal in effect openai-gpt and CodeGen, the mixtures of experts
+Mixtral (with and without the load-balancing loss), Qwen3-MoE and OLMoE
+(and, to be refused, Qwen2-MoE's shared expert, Mixtral's router jitter
 and encoder-decoder ones), Gemma 4 with layer_scalar buffers other than 1,
 BigBird as a decoder (its pooler unused).
 
@@ -41,6 +43,25 @@ def config(kind):
     if kind == "mixtral":
         return tf.MixtralConfig(**small, num_local_experts=4,
                                 num_experts_per_tok=2)
+    if kind == "mixtral_aux":
+        # The load-balancing loss added to the step's (output_router_logits
+        # in config.json), with a coefficient that shows in the loss.
+        return tf.MixtralConfig(**small, num_local_experts=4,
+                                num_experts_per_tok=2,
+                                output_router_logits=True,
+                                router_aux_loss_coef=0.05)
+    if kind == "mixtral_jitter":
+        # Multiplicative noise on the router's input in training: random.
+        return tf.MixtralConfig(**small, num_local_experts=4,
+                                num_experts_per_tok=2,
+                                router_jitter_noise=0.1)
+    if kind == "qwen3_moe":
+        return tf.Qwen3MoeConfig(**small, moe_intermediate_size=32,
+                                 num_experts=4, num_experts_per_tok=2,
+                                 norm_topk_prob=True)
+    if kind == "olmoe":
+        return tf.OlmoeConfig(**small, num_experts=4, num_experts_per_tok=2,
+                              pad_token_id=1, eos_token_id=2)
     if kind == "qwen2_moe":
         return tf.Qwen2MoeConfig(**small, moe_intermediate_size=32,
                                  shared_expert_intermediate_size=64,

@@ -18,20 +18,23 @@ using namespace mlir::nn;
 #include "zero/Dialect/NN/IR/NNOpsDialect.cpp.inc"
 
 namespace {
-/// The router's types cannot follow a divided batch yet: the step's passes
-/// that divide it (over ranks, over micro steps) re-infer each op's types,
-/// and the router's refusal names the MoE ops there, rather than leaving
-/// its results at the whole batch for a later op to trip over.
-struct WholeBatchRouterModel
-    : public InferTypeOpInterface::ExternalModel<WholeBatchRouterModel,
-                                                 MoeRouterOp> {
+/// The load-balancing loss is a product of two means over the whole global
+/// batch (transformers computes it over every token of the call), not a sum
+/// of per-row terms: each part of a divided batch would train its own. The
+/// passes that divide the batch (over ranks, over micro steps) re-infer each
+/// op's types, so its refusal there names it rather than let each part
+/// compute a different loss.
+struct WholeBatchAuxLossModel
+    : public InferTypeOpInterface::ExternalModel<WholeBatchAuxLossModel,
+                                                 MoeAuxLossOp> {
   static LogicalResult inferReturnTypes(MLIRContext *,
                                         std::optional<Location> loc, ValueRange,
                                         DictionaryAttr, OpaqueProperties,
                                         RegionRange, SmallVectorImpl<Type> &) {
     return emitOptionalError(
-        loc, "the mixture-of-experts ops take the step's whole batch for "
-             "now: one rank (world size 1) and no gradient accumulation");
+        loc, "the load-balancing loss (nn.moe_aux_loss) takes the step's "
+             "whole batch for now: one rank (world size 1) and no gradient "
+             "accumulation");
   }
   static LogicalResult
   refineReturnTypes(MLIRContext *context, std::optional<Location> loc,
@@ -49,7 +52,7 @@ void NNDialect::initialize() {
 #define GET_OP_LIST
 #include "zero/Dialect/NN/IR/NNOps.cpp.inc"
       >();
-  MoeRouterOp::attachInterface<WholeBatchRouterModel>(*getContext());
+  MoeAuxLossOp::attachInterface<WholeBatchAuxLossModel>(*getContext());
 }
 
 //===----------------------------------------------------------------------===//
@@ -1026,6 +1029,105 @@ static LogicalResult verifyRouting(Operation *op,
   double s = scale->convertToDouble();
   if (!(std::isfinite(s) && s > 0))
     return op->emitOpError("scale must be finite and positive, got ") << s;
+  return success();
+}
+
+/// `v` is a static matrix: its [rows, cols] (type inference's form).
+static FailureOr<std::pair<int64_t, int64_t>>
+inferMatrix(std::optional<Location> loc, Value v, StringRef what) {
+  auto t = ranked(v);
+  if (t.getRank() != 2 || !t.hasStaticShape())
+    return emitOptionalError(loc, what, " must be a static matrix, got ",
+                             shapeStr(t.getShape()));
+  return std::make_pair(t.getDimSize(0), t.getDimSize(1));
+}
+
+// The MoE ops' results have a row per token or per (token, expert) pair, so
+// a divided batch (fewer tokens) re-infers them: S = tokens * k follows.
+
+LogicalResult MoeRouterOp::inferReturnTypes(MLIRContext *context,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto shape = inferMatrix(loc, adaptor.getLogits(), "logits");
+  if (failed(shape))
+    return failure();
+  auto [tokens, experts] = *shape;
+  int64_t k = adaptor.getTopK();
+  if (k < 1 || k > experts)
+    return emitOptionalError(loc, "top_k must lie in [1, ", experts,
+                             "] (the experts), got ", k);
+  inferred.push_back(RankedTensorType::get(
+      {tokens, k}, ranked(adaptor.getLogits()).getElementType()));
+  inferred.push_back(
+      RankedTensorType::get({tokens, k}, IntegerType::get(context, 32)));
+  return success();
+}
+
+LogicalResult MoeDispatchOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  auto in = inferMatrix(loc, adaptor.getInput(), "input");
+  auto sel = inferMatrix(loc, adaptor.getIndices(), "indices");
+  if (failed(in) || failed(sel))
+    return failure();
+  if (sel->first != in->first)
+    return emitOptionalError(loc, "indices must have a row per input row (",
+                             in->first, "), got ", sel->first);
+  int64_t experts = adaptor.getExperts();
+  if (experts < 1)
+    return emitOptionalError(loc, "experts must be positive, got ", experts);
+  auto idx = ranked(adaptor.getIndices());
+  inferred.push_back(
+      RankedTensorType::get({in->first * sel->second, in->second},
+                            ranked(adaptor.getInput()).getElementType()));
+  inferred.push_back(idx);
+  inferred.push_back(RankedTensorType::get({experts}, idx.getElementType()));
+  return success();
+}
+
+LogicalResult MoeDispatchGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto rows = inferMatrix(loc, adaptor.getRowsGrad(), "rows_grad");
+  auto pos = inferMatrix(loc, adaptor.getPositions(), "positions");
+  if (failed(rows) || failed(pos))
+    return failure();
+  inferred.push_back(
+      RankedTensorType::get({pos->first, rows->second},
+                            ranked(adaptor.getRowsGrad()).getElementType()));
+  return success();
+}
+
+LogicalResult GroupedMatmulOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto in = inferMatrix(loc, adaptor.getInput(), "input");
+  if (failed(in))
+    return failure();
+  auto w = ranked(adaptor.getWeight());
+  if (w.getRank() != 3 || !w.hasStaticShape())
+    return emitOptionalError(loc, "weight must be a static [E, D, F] tensor, "
+                                  "got ",
+                             shapeStr(w.getShape()));
+  int64_t f = w.getDimSize(adaptor.getTransposeRhs() ? 1 : 2);
+  inferred.push_back(RankedTensorType::get(
+      {in->first, f}, ranked(adaptor.getInput()).getElementType()));
+  return success();
+}
+
+LogicalResult MoeCombineOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  auto rows = inferMatrix(loc, adaptor.getRows(), "rows");
+  auto pos = inferMatrix(loc, adaptor.getPositions(), "positions");
+  if (failed(rows) || failed(pos))
+    return failure();
+  inferred.push_back(
+      RankedTensorType::get({pos->first, rows->second},
+                            ranked(adaptor.getRows()).getElementType()));
   return success();
 }
 

@@ -60,7 +60,8 @@ template <typename LossOp>
 LogicalResult rewriteLoss(TrainStepOp step, LossOp loss) {
   if (!loss.getResult().hasOneUse())
     return loss.emitOpError("with ignore_index is the step's loss and must "
-                            "be used by zero.return only");
+                            "be used by zero.return (or the nn.add of a "
+                            "term to it) only");
   auto grad = findGrad(loss);
   if (failed(grad))
     return failure();
@@ -119,6 +120,13 @@ LogicalResult rewriteStep(TrainStepOp step) {
   if (ignoring.empty())
     return success();
   Operation *loss = step.getLoss().getDefiningOp();
+  // A term added to the model's loss (a mixture of experts' load-balancing
+  // loss, `loss += coef * aux`): the cross entropy is the add's operand, and
+  // only it is scaled by the micro batch's share.
+  if (auto add = dyn_cast_or_null<nn::AddOp>(loss))
+    for (Value v : add->getOperands())
+      if (llvm::is_contained(ignoring, v.getDefiningOp()))
+        loss = v.getDefiningOp();
   for (Operation *op : ignoring)
     if (op != loss)
       return op->emitOpError(

@@ -523,7 +523,7 @@ zero.train_step @moe(%x: tensor<6x8xf32>, %y: tensor<6xi32>)
   // CHECK: %[[W:.*]], %[[IDX:.*]] = nn.moe_router %[[LOGITS]] top_k 2 normalize
   %w, %idx = nn.moe_router %logits top_k 2 normalize : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
   // CHECK: %[[ROWS:.*]], %[[POS:.*]], %[[OFFS:.*]] = nn.moe_dispatch %{{.*}}[%[[IDX]]]
-  %rows, %pos, %offs = nn.moe_dispatch %x[%idx] : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
+  %rows, %pos, %offs = nn.moe_dispatch %x[%idx] experts 4 : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
   %wgu = zero.get_param @wgu : tensor<4x12x8xf32>
   // CHECK: %[[H:.*]] = nn.grouped_matmul %[[ROWS]], %{{.*}}, %[[OFFS]] transpose_rhs
   %h = nn.grouped_matmul %rows, %wgu, %offs transpose_rhs : tensor<12x8xf32>, tensor<4x12x8xf32>, tensor<4xi32> -> tensor<12x12xf32>

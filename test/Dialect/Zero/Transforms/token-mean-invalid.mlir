@@ -29,7 +29,7 @@ zero.train_step @train(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
     schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
   %w = zero.get_param @w : tensor<4x3xf32>
   %z = nn.matmul %x, %w : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
-  // expected-error @+1 {{'nn.softmax_cross_entropy' op with ignore_index is the step's loss and must be used by zero.return only}}
+  // expected-error @+1 {{'nn.softmax_cross_entropy' op with ignore_index is the step's loss and must be used by zero.return (or the nn.add of a term to it) only}}
   %loss = nn.softmax_cross_entropy %z, %y ignore_index -100 : tensor<2x3xf32>, tensor<2xi64> -> tensor<f32>
   %dz = nn.softmax_cross_entropy_grad %z, %y, %loss ignore_index -100 : tensor<2x3xf32>, tensor<2xi64>, tensor<f32>
   zero.return %loss : tensor<f32>

@@ -106,3 +106,36 @@ zero.train_step @shifted(%x: tensor<10x4xf32>, %y: tensor<10xi64>)
   zero.grad @w, %dw : tensor<4x3xf32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// A term added to the loss (a mixture of experts' load-balancing loss,
+// `loss += coef * aux`): only the cross entropy, the add's operand, is
+// scaled by the share; the add then sums the scaled loss and the term.
+zero.param @w : tensor<4x3xf32> init zeros
+zero.partition @flat stage 0 world_size 1 alignment 2 numel 12 padded 12 params [@w] offsets [0]
+// CHECK-LABEL: zero.train_step @added
+zero.train_step @added(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 2> {
+  %w = zero.get_param @w : tensor<4x3xf32>
+  %z = nn.matmul %x, %w : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
+  // CHECK: %[[CE:.*]] = nn.softmax_cross_entropy %{{.*}}, %{{.*}} ignore_index -100
+  // CHECK-NEXT: %[[SHARE:.*]] = zero.label_share divisor 1.000000e+00 : tensor<f32>
+  // CHECK-NEXT: %[[MEAN:.*]] = nn.mul %[[CE]], %[[SHARE]] : tensor<f32>, tensor<f32>
+  %ce = nn.softmax_cross_entropy %z, %y ignore_index -100 : tensor<2x3xf32>, tensor<2xi64> -> tensor<f32>
+  %aux = nn.moe_aux_loss %z top_k 1 : tensor<2x3xf32> -> tensor<f32>
+  %term = nn.scale %aux by 5.000000e-02 : tensor<f32>
+  // CHECK: %[[LOSS:.*]] = nn.add %[[MEAN]], %{{.*}} : tensor<f32>, tensor<f32>
+  %loss = nn.add %ce, %term : tensor<f32>, tensor<f32>
+  // CHECK: %[[SEED:.*]] = nn.fill 1.000000e+00 {zero.loss_seed} : tensor<f32>
+  // CHECK-NEXT: %[[SCALED:.*]] = nn.mul %[[SEED]], %[[SHARE]] : tensor<f32>, tensor<f32>
+  // CHECK-NEXT: nn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %[[SCALED]] ignore_index -100
+  %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+  %dz = nn.softmax_cross_entropy_grad %z, %y, %seed ignore_index -100 : tensor<2x3xf32>, tensor<2xi64>, tensor<f32>
+  %dw = nn.matmul %x, %dz transpose_lhs : tensor<2x4xf32>, tensor<2x3xf32> -> tensor<4x3xf32>
+  zero.grad @w, %dw : tensor<4x3xf32>
+  // CHECK: zero.return %[[LOSS]] : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

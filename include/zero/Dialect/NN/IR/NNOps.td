@@ -697,7 +697,7 @@ def NN_FillOp : NN_Op<"fill"> {
 //
 //   logits          = nn.matmul x[T, D], gate.weight[E, D] transpose_rhs
 //   weights, idx    = nn.moe_router logits top_k k normalize
-//   rows, pos, offs = nn.moe_dispatch x[idx]          (rows [T*k, D])
+//   rows, pos, offs = nn.moe_dispatch x[idx] experts E (rows [T*k, D])
 //   gu              = nn.grouped_matmul rows, gate_up_proj[E, 2I, D], offs transpose_rhs
 //   g, u            = nn.split gu (last axis, I and I); a = nn.swiglu g, u
 //   h               = nn.grouped_matmul a, down_proj[E, D, I], offs transpose_rhs
@@ -710,6 +710,7 @@ def NN_FillOp : NN_Op<"fill"> {
 //===----------------------------------------------------------------------===//
 
 def NN_MoeRouterOp : NN_Op<"moe_router", [
+    InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Top-k expert selection of a mixture-of-experts router";
   let description = [{
@@ -723,7 +724,8 @@ def NN_MoeRouterOp : NN_Op<"moe_router", [
     `indices` [T, top_k] holds the experts in decreasing order of score,
     with ties in torch.topk's order on the CPU (its partial selection, not
     the lower index first: equal scores of experts 0..7 give 6, 5 for
-    top 2). `weights` has the element type of `logits`.
+    top 2), as i32. `weights` has the element type of `logits`. Every
+    result has a row per token, so a divided batch re-infers them.
 
     ```mlir
     %w, %i = nn.moe_router %logits top_k 2 normalize : tensor<64x8xf32> -> tensor<64x2xf32>, tensor<64x2xi32>
@@ -733,7 +735,7 @@ def NN_MoeRouterOp : NN_Op<"moe_router", [
   let arguments = (ins NN_FloatTensor:$logits, Optional<NN_FloatTensor>:$bias,
                        I64Attr:$top_k, UnitAttr:$sigmoid, UnitAttr:$normalize,
                        OptionalAttr<F64Attr>:$scale);
-  let results = (outs NN_FloatTensor:$weights, NN_IndexTensor:$indices);
+  let results = (outs NN_FloatTensor:$weights, RankedTensorOf<[I32]>:$indices);
   let assemblyFormat = [{
     $logits (`bias` `(` $bias^ `:` type($bias) `)`)? `top_k` $top_k (`sigmoid` $sigmoid^)? (`normalize` $normalize^)? (`scale` $scale^)? attr-dict `:` type($logits) `->` type($weights) `,` type($indices)
   }];
@@ -741,6 +743,7 @@ def NN_MoeRouterOp : NN_Op<"moe_router", [
 }
 
 def NN_MoeDispatchOp : NN_Op<"moe_dispatch", [
+    InferTypeOpAdaptor,
     AllTypesMatch<["indices", "positions"]>,
     DeclareOpInterfaceMethods<IndexOperandOpInterface>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
@@ -749,24 +752,28 @@ def NN_MoeDispatchOp : NN_Op<"moe_dispatch", [
     The T*k (token, expert) pairs of `indices` [T, k] (pair `t*k + j` is
     token t's j-th expert), stably sorted by expert: `rows[positions[t, j]]
     = input[t]`, `offsets[e]` the end of expert e's rows (the cumulative
-    counts, torch's `offs` of grouped_mm; E is its length). Within an
-    expert, rows keep the pairs' order, as transformers' `torch.sort` of the
-    flattened indices. Experts must lie in [0, E).
+    counts, torch's `offs` of grouped_mm; E is `experts`, its length).
+    Within an expert, rows keep the pairs' order, as transformers'
+    `torch.sort` of the flattened indices. Experts must lie in [0, E).
+    `experts` is an attribute so that the types follow from the operands
+    alone (a divided batch re-infers them).
 
     ```mlir
-    %rows, %pos, %offs = nn.moe_dispatch %x[%idx] : tensor<64x32xf32>, tensor<64x2xi32> -> tensor<128x32xf32>, tensor<8xi32>
+    %rows, %pos, %offs = nn.moe_dispatch %x[%idx] experts 8 : tensor<64x32xf32>, tensor<64x2xi32> -> tensor<128x32xf32>, tensor<8xi32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$input, NN_IndexTensor:$indices);
+  let arguments = (ins NN_FloatTensor:$input, NN_IndexTensor:$indices,
+                       I64Attr:$experts);
   let results = (outs NN_FloatTensor:$rows, NN_IndexTensor:$positions,
                       NN_IndexTensor:$offsets);
   let assemblyFormat = [{
-    $input `[` $indices `]` attr-dict `:` type($input) `,` type($indices) `->` type($rows) `,` type($offsets)
+    $input `[` $indices `]` `experts` $experts attr-dict `:` type($input) `,` type($indices) `->` type($rows) `,` type($offsets)
   }];
   let hasVerifier = 1;
 }
 
 def NN_GroupedMatmulOp : NN_Op<"grouped_matmul", [
+    InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "One matrix product per expert over its rows";
   let description = [{
@@ -792,6 +799,7 @@ def NN_GroupedMatmulOp : NN_Op<"grouped_matmul", [
 }
 
 def NN_MoeCombineOp : NN_Op<"moe_combine", [
+    InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Weighted sum of each token's expert rows (the un-permute)";
   let description = [{
@@ -821,7 +829,10 @@ def NN_MoeAuxLossOp : NN_Op<"moe_aux_loss", [
     layers' concatenated): with `p = softmax(logits)` in fp32, `c[e]` the
     number of rows whose top `top_k` (torch.topk's ties) include e,
     `result = E * sum_e (c[e] / N) * (sum_n p[n, e] / N)`. Only the
-    probabilities carry a gradient.
+    probabilities carry a gradient. Its counts and means are those of the
+    rows it sees: a step whose batch is divided over ranks or micro steps
+    refuses it (its type re-inference fails, naming it) rather than train
+    each part's own loss.
 
     ```mlir
     %aux = nn.moe_aux_loss %logits top_k 2 : tensor<64x8xf32> -> tensor<f32>
@@ -1136,7 +1147,7 @@ def NN_MoeRouterGradOp : NN_Op<"moe_router_grad", [
   let hasVerifier = 1;
 }
 
-def NN_MoeDispatchGradOp : NN_Op<"moe_dispatch_grad"> {
+def NN_MoeDispatchGradOp : NN_Op<"moe_dispatch_grad", [InferTypeOpAdaptor]> {
   let summary = "Backward of `nn.moe_dispatch` (each token's rows summed)";
   let description = [{
     `result[t] = sum_j rows_grad[positions[t, j]]`, over j in order in fp32.

@@ -575,9 +575,11 @@ def ZeroTokenMeanPass : Pass<"zero-token-mean", "::mlir::ModuleOp"> {
 
     Runs after `zero-grad-sync`, which fixes the world size and the
     accumulation steps. The loss must be the op's result itself, used by
-    nothing but `zero.return`, and differentiated (`zero-autodiff`); an
-    `nn.softmax_cross_entropy` with `ignore_index` elsewhere in the step is
-    an error. A step without one is unchanged.
+    nothing but `zero.return`, or an operand of the `nn.add` that is
+    (a term added to the model's loss, as a mixture of experts' load-
+    balancing loss: only the cross entropy is scaled), and differentiated
+    (`zero-autodiff`); an `nn.softmax_cross_entropy` with `ignore_index`
+    elsewhere in the step is an error. A step without one is unchanged.
   }];
 }
 
