@@ -83,7 +83,8 @@ TEST(Muon, MatchesTorch) {
       std::string("'") + python + "' '" ZRT_MUON_REFERENCE "' " + dir;
   int rc = std::system(cmd.c_str());
   if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77)
-    GTEST_SKIP() << "the Python's torch has no torch.optim.Muon";
+    GTEST_SKIP() << "the Python (" << python
+                 << ") has no torch, or its torch no torch.optim.Muon";
   ASSERT_EQ(rc, 0) << cmd;
 
   std::ifstream list(std::string(dir) + "/cases.txt");

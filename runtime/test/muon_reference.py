@@ -5,11 +5,15 @@ Writes DIR/cases.txt, one line per case:
 (adjust: 0 original, 1 match_rms_adamw, 2 spectral_unclamped) and DIR/name.bin,
 float32 little-endian: the initial parameter, the gradient of each step, the
 parameter and the momentum buffer after the last step. Exits 77 when the
-installed torch has no Muon (torch < 2.9).
+Python has no torch or its torch no Muon (torch < 2.9).
 """
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:
+    print(sys.executable, "has no torch")
+    sys.exit(77)
 
 if not hasattr(torch.optim, "Muon"):
     print("torch", torch.__version__, "has no torch.optim.Muon")
