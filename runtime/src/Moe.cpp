@@ -239,11 +239,13 @@ extern "C" void zrt_moe_dispatch(int32_t dtype, const void *x,
   });
 }
 
-extern "C" void zrt_moe_dispatch_grad(int32_t dtype, const void *drows,
-                                      int32_t indexType, const void *positions,
-                                      void *dx, int64_t tokens, int64_t dim,
-                                      int64_t k) {
-  const char *kernel = "zrt_moe_dispatch_grad";
+namespace {
+/// out[t] = sum over t's k pairs of weight * rows[position]: the combine,
+/// and with no weights (each 1, which changes no bit) the dispatch's
+/// gradient.
+void sumPairs(const char *kernel, int32_t dtype, const void *rows,
+              int32_t indexType, const void *positions, const void *weights,
+              void *out, int64_t tokens, int64_t dim, int64_t k) {
   KernelSpan span(kernel);
   checkDims(kernel, tokens, dim, k);
   int64_t pairs = tokens * k;
@@ -251,23 +253,34 @@ extern "C" void zrt_moe_dispatch_grad(int32_t dtype, const void *drows,
     using T = decltype(tag);
     dispatchIndex(indexType, [&](auto idTag) {
       using I = decltype(idTag);
-      const T *g = static_cast<const T *>(drows);
+      const T *r = static_cast<const T *>(rows);
       const I *pos = static_cast<const I *>(positions);
-      T *out = static_cast<T *>(dx);
+      const T *w = static_cast<const T *>(weights);
+      T *o = static_cast<T *>(out);
       parallelFor(tokens, rowGrain(dim * k), [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t)
           for (int64_t c = 0; c < dim; ++c) {
             float acc = 0.0f;
-            for (int64_t j = 0; j < k; ++j)
-              acc += toFloat(g[checkedIndex(pos, t * k + j, pairs, kernel,
-                                            "position", "at pair") *
-                                   dim +
-                               c]);
-            out[t * dim + c] = fromFloat<T>(acc);
+            for (int64_t j = 0; j < k; ++j) {
+              int64_t p = checkedIndex(pos, t * k + j, pairs, kernel,
+                                       "position", "at pair");
+              float v = toFloat(r[p * dim + c]);
+              acc += w ? toFloat(w[t * k + j]) * v : v;
+            }
+            o[t * dim + c] = fromFloat<T>(acc);
           }
       });
     });
   });
+}
+} // namespace
+
+extern "C" void zrt_moe_dispatch_grad(int32_t dtype, const void *drows,
+                                      int32_t indexType, const void *positions,
+                                      void *dx, int64_t tokens, int64_t dim,
+                                      int64_t k) {
+  sumPairs("zrt_moe_dispatch_grad", dtype, drows, indexType, positions,
+           /*weights=*/nullptr, dx, tokens, dim, k);
 }
 
 namespace {
@@ -350,32 +363,8 @@ extern "C" void zrt_moe_combine(int32_t dtype, const void *rows,
                                 int32_t indexType, const void *positions,
                                 const void *weights, void *out, int64_t tokens,
                                 int64_t dim, int64_t k) {
-  const char *kernel = "zrt_moe_combine";
-  KernelSpan span(kernel);
-  checkDims(kernel, tokens, dim, k);
-  int64_t pairs = tokens * k;
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    dispatchIndex(indexType, [&](auto idTag) {
-      using I = decltype(idTag);
-      const T *r = static_cast<const T *>(rows);
-      const I *pos = static_cast<const I *>(positions);
-      const T *w = static_cast<const T *>(weights);
-      T *o = static_cast<T *>(out);
-      parallelFor(tokens, rowGrain(dim * k), [&](int64_t begin, int64_t end) {
-        for (int64_t t = begin; t < end; ++t)
-          for (int64_t c = 0; c < dim; ++c) {
-            float acc = 0.0f;
-            for (int64_t j = 0; j < k; ++j) {
-              int64_t p = checkedIndex(pos, t * k + j, pairs, kernel,
-                                       "position", "at pair");
-              acc += toFloat(w[t * k + j]) * toFloat(r[p * dim + c]);
-            }
-            o[t * dim + c] = fromFloat<T>(acc);
-          }
-      });
-    });
-  });
+  sumPairs("zrt_moe_combine", dtype, rows, indexType, positions, weights, out,
+           tokens, dim, k);
 }
 
 extern "C" void zrt_moe_combine_grad(int32_t dtype, const void *rows,
