@@ -7,7 +7,7 @@
 #   scripts/gpu-bundle.sh [build-dir] OUT-DIR/    (the bundle's folder, as is)
 #
 # GPU_BUNDLE_PARTS picks what is compiled (default all: e2e offload wide
-# gpt2 capacity); GPU_BUNDLE_DTYPES the dtypes of the e2e and offload
+# models gpt2 capacity); GPU_BUNDLE_DTYPES the dtypes of the e2e and offload
 # steps (default f32 bf16); CAPACITY_ARGS are passed to
 # bench/gpu/offload_capacity.py plan (e.g. another GPU's --device-memory).
 # GPU_BUNDLE_TARGET=cpu compiles the offload part for the CPU backend
@@ -23,6 +23,10 @@
 #           (zero-compile links with mpicxx, which the GPU machine lacks),
 #           their tokens, and the CPU backend's reference logs run here;
 #           also GPT-2 124M's widths on a short batch (wide_*)
+#           models/: a tiny Llama (RoPE, GQA, RMSNorm, SwiGLU) with the
+#           chunked loss, the tiled MLP, Lion and SGD, and a tiny Mixtral
+#           imported from transformers (its MoE ops), each with the CPU
+#           backend's log of the same compile run here (cases.txt)
 #           off_*: the same steps with each offload mode (optimizer cpu or
 #           nvme at stages 1-3; parameters, or both, cpu or nvme at stage 3)
 #           and e2e/offload/off_*.plan.json their planned device peak,
@@ -54,7 +58,8 @@ for t in zero-model-gen zero-compile zero-opt; do
 done
 GPU_PROGRAMS=(runtime/cuda/test/zrt-cuda-kernels-test
               runtime/cuda/test/zrt-cuda-matmul-attention-test
-              runtime/cuda/test/zrt-cuda-optimizer-test)
+              runtime/cuda/test/zrt-cuda-optimizer-test
+              runtime/cuda/test/zrt-cuda-muon-test)
 for t in "${GPU_PROGRAMS[@]}"; do
   [ -x "$BUILD/$t" ] || { echo "gpu-bundle: $BUILD/$t is missing (CUDA" \
     "backend needed)" >&2; exit 1; }
@@ -77,7 +82,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 B=$stage/bundle
 mkdir -p "$B/bin" "$B/e2e" "$B/gpt2" "$B/lib"
-parts=${GPU_BUNDLE_PARTS:-e2e offload wide gpt2 capacity}
+parts=${GPU_BUNDLE_PARTS:-e2e offload wide models gpt2 capacity}
 want() { [[ " $parts " == *" $1 "* ]]; }
 dtypes=${GPU_BUNDLE_DTYPES:-f32 bf16}
 for t in "${GPU_PROGRAMS[@]}"; do
@@ -122,6 +127,66 @@ want wide && for dt in f32 bf16; do
   "$BIN/zero-compile" --target cuda "$stage/wide_$dt.mlir" --stage 3 \
     --world-size 1 -o "$B/e2e/wide_${dt}_s3"
 done
+
+# The ops and options that came after the steps above, each beside the CPU
+# backend's run of the same compile: cases.txt holds one line per program,
+# "NAME STEPS ARGS", with @M@ for the models folder wherever it is unpacked.
+M=$B/e2e/models
+want models && {
+  mkdir -p "$M"
+  cp "$B/e2e/tokens64.bin" "$M/"
+  : >"$M/cases.txt"
+  # model: compile and run one case on the CPU here, compile it for CUDA.
+  model() {
+    local name=$1 mlir=$2 steps=$3 run=$4; shift 4
+    "$BIN/zero-compile" "$mlir" --world-size 1 "$@" -o "$stage/cpu_$name"
+    # shellcheck disable=SC2086
+    (cd "$M" && "$stage/cpu_$name" --quiet --steps "$steps" \
+      ${run//@M@/$M} --log-json "$M/cpu_$name.json" >/dev/null)
+    "$BIN/zero-compile" --target cuda "$mlir" --world-size 1 "$@" \
+      -o "$M/$name"
+    echo "$name $steps $run" >>"$M/cases.txt"
+  }
+  llama() {
+    "$BIN/zero-model-gen" llama --layers 2 --hidden 64 --heads 4 \
+      --kv-heads 2 --ffn 172 --vocab 64 --seq 32 --batch 8 "$@"
+  }
+  tok="--data @M@/tokens64.bin"
+  for dt in f32 bf16; do
+    llama --dtype $dt -o "$stage/llama_$dt.mlir"
+    model llama_${dt}_s0 "$stage/llama_$dt.mlir" 10 "$tok" --stage 0
+    model llama_${dt}_s3 "$stage/llama_$dt.mlir" 10 "$tok" --stage 3
+    # 48 rows per chunk: 256 tokens leave a short last chunk.
+    model llama_${dt}_chunk_s3 "$stage/llama_$dt.mlir" 10 "$tok" --stage 3 \
+      --loss-chunk 48
+  done
+  model llama_f32_tiled_s3 "$stage/llama_f32.mlir" 10 "$tok" --stage 3 \
+    --tiled-mlp 2
+  llama --dtype f32 --optimizer lion --lr 1e-4 -o "$stage/llama_lion.mlir"
+  model llama_f32_lion_s2 "$stage/llama_lion.mlir" 10 "$tok" --stage 2
+  llama --dtype f32 --optimizer sgd --momentum 0.9 --nesterov --lr 0.05 \
+    -o "$stage/llama_sgd.mlir"
+  model llama_f32_sgd_s1 "$stage/llama_sgd.mlir" 10 "$tok" --stage 1
+  # A tiny Mixtral from transformers' own class (needs the project's venv:
+  # torch and transformers), its -100 labels and its initial weights.
+  py=${ZERO_PYTHON:-$ROOT/.venv/bin/python}
+  if "$py" -c "import torch, transformers" 2>/dev/null; then
+    H=$ROOT/test/Import/Inputs/hf_models.py
+    (cd "$stage" && "$py" "$H" batches "$M/ids.npy" "$M/labels.npy" \
+       --rows 24 --seq 32 >/dev/null &&
+     "$py" "$H" save mixtral mixtral >/dev/null &&
+     "$BIN/zero-import" --hf mixtral --batch 8 --seq 32 -o mixtral.mlir \
+       --lr 3e-3 >/dev/null)
+    cp "$stage/mixtral.safetensors" "$M/"
+    moe="--inputs @M@/ids.npy --labels @M@/labels.npy"
+    moe+=" --init-from @M@/mixtral.safetensors"
+    model mixtral_f32_s0 "$stage/mixtral.mlir" 5 "$moe" --stage 0
+    model mixtral_f32_s3 "$stage/mixtral.mlir" 5 "$moe" --stage 3
+  else
+    echo "gpu-bundle: no torch/transformers on $py: the bundle goes" \
+      "without the Mixtral steps" >&2
+  fi
+}
 
 # Offload (issue 19) on the same steps: each mode beside the same stage
 # without offload (e2e/${dt}_s$s above), NVMe swap files in ./nvme of the
@@ -225,7 +290,10 @@ if [ $to_dir = 1 ]; then
   exit 0
 fi
 mkdir -p "$(dirname "$OUTFILE")"
-# xz with a 64 MiB window: the programs share the same ~25 MB of CUDA
-# kernels, which it then stores once.
-(cd "$stage" && find bundle -type f | sort | XZ_OPT=-9 tar -cJf "$OUTFILE" -T -)
+# xz with a 192 MiB window and a fast match finder: every program carries
+# the same ~65 MB of CUDA kernels, which a window of two programs then
+# stores once (about 10 MB and a few seconds, where -9's 64 MiB window
+# stored them again in each program).
+(cd "$stage" && find bundle -type f | sort |
+  XZ_OPT="--lzma2=preset=1,dict=192MiB" tar -cJf "$OUTFILE" -T -)
 echo "gpu-bundle: $OUTFILE ($(du -h "$OUTFILE" | cut -f1))"

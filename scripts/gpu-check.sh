@@ -6,7 +6,9 @@
 #
 # parts (default all): unit (the GPU unit tests, gtest JSON), e2e (the steps
 # of test/E2E/cuda on the bundle's precompiled programs; the checks of their
-# logs run afterwards on the build machine: scripts/gpu-verify.py), offload
+# logs run afterwards on the build machine: scripts/gpu-verify.py), models
+# (the bundle's e2e/models cases: a Llama with the chunked loss, the tiled
+# MLP, Lion, SGD, and a Mixtral; checked the same way), offload
 # (every offload mode of those steps, 10 steps each, with its NVMe swap
 # files' sizes; needs the e2e part's logs to be verified), capacity (not
 # by default: bench/gpu/run.sh ONLY=offload, the largest GPT-2 per offload
@@ -20,7 +22,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ $# -lt 2 ]; then
   echo "usage: scripts/gpu-check.sh BUNDLE-DIR RESULTS-DIR" \
-    "[unit|e2e|offload|capacity|bench|profile ...]" >&2
+    "[unit|e2e|models|offload|capacity|bench|profile ...]" >&2
   exit 2
 fi
 BUNDLE=$(cd "$1" && pwd)
@@ -28,7 +30,7 @@ R=$2
 mkdir -p "$R"
 R=$(cd "$R" && pwd)
 shift 2
-parts=${*:-unit e2e offload bench profile}
+parts=${*:-unit e2e models offload bench profile}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 # The GPU machine's CUDA libraries: the toolkit's, else the ones pip installed
@@ -72,7 +74,7 @@ cat "$R/machine.txt"
 
 if want unit; then
   for t in zrt-cuda-kernels-test zrt-cuda-matmul-attention-test \
-           zrt-cuda-optimizer-test; do
+           zrt-cuda-optimizer-test zrt-cuda-muon-test; do
     if "$BUNDLE/bin/$t" --gtest_output="json:$R/$t.json" >"$R/$t.log" 2>&1; then
       note "PASS unit $t: $(grep -E '^\[  PASSED  \]' "$R/$t.log")" \
         "$(grep -E '^\[  SKIPPED \]' "$R/$t.log" | head -1)"
@@ -122,6 +124,26 @@ if want e2e; then
     note "FAIL e2e f16_same_state: $(tail -2 "$R/e2e/f16_same_state.out")"
   fi
   rm -rf "$work"
+fi
+
+# The models cases, each as cases.txt says, beside the CPU backend's logs.
+if want models; then
+  M=$BUNDLE/e2e/models
+  if [ -f "$M/cases.txt" ]; then
+    mkdir -p "$R/models"
+    cp "$M"/cpu_*.json "$M/cases.txt" "$R/models/"
+    while read -r name steps args; do
+      # shellcheck disable=SC2086
+      if "$M/$name" --quiet --steps "$steps" ${args//@M@/$M} \
+          --log-json "$R/models/$name.json" >"$R/models/$name.out" 2>&1; then
+        note "RAN models $name"
+      else
+        note "FAIL models $name (exit $?): $(tail -3 "$R/models/$name.out" | tr '\n' ' ')"
+      fi
+    done <"$M/cases.txt"
+  else
+    note "FAIL models: the bundle has no e2e/models/cases.txt"
+  fi
 fi
 
 # Offload: each off_* program of the bundle, and each same stage without

@@ -4,9 +4,9 @@ assertions and tolerances of test/E2E/cuda (which cannot run there: no
 zero-compile, mpirun or FileCheck), and prints one line per check and
 "N passed, N failed".
 
-    scripts/gpu-verify.py RESULTS-DIR [unit|e2e|fp16|offload ...]
+    scripts/gpu-verify.py RESULTS-DIR [unit|e2e|models|fp16|offload ...]
 
-(default: all four, as gpu-check.sh's default parts bring them back).
+(default: all five, as gpu-check.sh's default parts bring them back).
 """
 
 import json
@@ -29,7 +29,7 @@ def check(name, ok, detail=""):
 
 def unit(r):
     for t in ("zrt-cuda-kernels-test", "zrt-cuda-matmul-attention-test",
-              "zrt-cuda-optimizer-test"):
+              "zrt-cuda-optimizer-test", "zrt-cuda-muon-test"):
         path = os.path.join(r, t + ".json")
         if not os.path.exists(path):
             check("unit " + t, False, "no gtest JSON")
@@ -43,13 +43,13 @@ def unit(r):
               not failed and len(tests) > 0, ", ".join(failed)[:500])
 
 
-def losses(r, name, ref, rtol, steps):
-    path = os.path.join(r, "e2e", name + ".json")
+def losses(r, name, ref, rtol, steps, part="e2e"):
+    path = os.path.join(r, part, name + ".json")
     if not os.path.exists(path):
         check(name, False, "no log")
         return
     log = zrt_e2e.read_log(path)
-    ref = zrt_e2e.read_log(os.path.join(r, "e2e", ref + ".json"))
+    ref = zrt_e2e.read_log(os.path.join(r, part, ref + ".json"))
     if len(log) != steps or len(ref) != steps:
         check(name, False, "%d log lines, %d reference lines, %d steps" %
               (len(log), len(ref), steps))
@@ -61,6 +61,20 @@ def losses(r, name, ref, rtol, steps):
           (name, rtol, "the CPU backend", diff,
            log[-1]["peak_bytes"], "==" if peaks else "!="),
           diff <= rtol and peaks and not skipped)
+
+
+def models(r):
+    """The models cases (cases.txt: NAME STEPS ARGS) against the CPU
+    backend's run of the same compile, with test/E2E/cuda's tolerances:
+    2e-4 relative in fp32, 2e-2 in bf16."""
+    path = os.path.join(r, "models", "cases.txt")
+    if not os.path.exists(path):
+        check("models", False, "no models/cases.txt")
+        return
+    for line in open(path):
+        name, steps = line.split()[:2]
+        losses(r, name, "cpu_" + name, 2e-2 if "_bf16_" in name else 2e-4,
+               int(steps), "models")
 
 
 def fp16(r):
@@ -187,9 +201,9 @@ def offload(r):
 
 
 def main():
-    parts = sys.argv[2:] or ["unit", "e2e", "fp16", "offload"]
+    parts = sys.argv[2:] or ["unit", "e2e", "models", "fp16", "offload"]
     if len(sys.argv) < 2 or \
-            set(parts) - {"unit", "e2e", "fp16", "offload"}:
+            set(parts) - {"unit", "e2e", "models", "fp16", "offload"}:
         sys.exit(__doc__)
     r = sys.argv[1]
     if "unit" in parts:
@@ -201,6 +215,8 @@ def main():
             losses(r, "bf16_s%d" % s, "cpu_bf16", 2e-2, 10)
         losses(r, "wide_f32_s3", "cpu_wide_f32", 2e-4, 5)
         losses(r, "wide_bf16_s3", "cpu_wide_bf16", 2e-2, 5)
+    if "models" in parts:
+        models(r)
     if "fp16" in parts:
         fp16(r)
     if "offload" in parts:
