@@ -565,9 +565,12 @@ void SwapFile::submit(SwapIo &io) {
       io.offset < 0 || io.bytes < 0 || io.bytes > kMaxTransfer ||
       io.offset + io.bytes > fileBytes)
     fatal("nvme: unaligned or out-of-range %s of %lld bytes at offset %lld "
-          "of '%s' (%lld bytes)",
+          "of '%s' (%lld bytes; the buffer is %lld bytes past a %lld-byte "
+          "boundary)",
           io.write ? "write" : "read", (long long)io.bytes,
-          (long long)io.offset, filePath.c_str(), (long long)fileBytes);
+          (long long)io.offset, filePath.c_str(), (long long)fileBytes,
+          (long long)(reinterpret_cast<uintptr_t>(io.buffer) % kSwapAlignment),
+          (long long)kSwapAlignment);
   io.done = false;
   engine->submit(io);
 }
