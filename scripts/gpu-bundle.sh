@@ -7,11 +7,11 @@
 #   scripts/gpu-bundle.sh [build-dir] OUT-DIR/    (the bundle's folder, as is)
 #
 # GPU_BUNDLE_PARTS picks what is compiled (default all: e2e offload wide
-# models gpt2 capacity); GPU_BUNDLE_DTYPES the dtypes of the e2e and offload
-# steps (default f32 bf16); CAPACITY_ARGS are passed to
+# models gpt2 capacity); GPU_BUNDLE_DTYPES the dtypes of the e2e, models
+# and offload steps (default f32 bf16); CAPACITY_ARGS are passed to
 # bench/gpu/offload_capacity.py plan (e.g. another GPU's --device-memory).
-# GPU_BUNDLE_TARGET=cpu compiles the offload part for the CPU backend
-# instead, so that gpu-check.sh and gpu-verify.py run here on the same
+# GPU_BUNDLE_TARGET=cpu compiles the offload and models parts for the CPU
+# backend instead, so that gpu-check.sh and gpu-verify.py run here on the same
 # layout (test/Scripts/gpu-bundle.test).
 #
 # build-dir (default build/) must have the CUDA backend, and for the whole
@@ -85,6 +85,7 @@ mkdir -p "$B/bin" "$B/e2e" "$B/gpt2" "$B/lib"
 parts=${GPU_BUNDLE_PARTS:-e2e offload wide models gpt2 capacity}
 want() { [[ " $parts " == *" $1 "* ]]; }
 dtypes=${GPU_BUNDLE_DTYPES:-f32 bf16}
+target=${GPU_BUNDLE_TARGET:-cuda}
 for t in "${GPU_PROGRAMS[@]}"; do
   cp "$BUILD/$t" "$B/bin/"
 done
@@ -143,7 +144,7 @@ want models && {
     # shellcheck disable=SC2086
     (cd "$M" && "$stage/cpu_$name" --quiet --steps "$steps" \
       ${run//@M@/$M} --log-json "$M/cpu_$name.json" >/dev/null)
-    "$BIN/zero-compile" --target cuda "$mlir" --world-size 1 "$@" \
+    "$BIN/zero-compile" --target "$target" "$mlir" --world-size 1 "$@" \
       -o "$M/$name"
     echo "$name $steps $run" >>"$M/cases.txt"
   }
@@ -152,7 +153,7 @@ want models && {
       --kv-heads 2 --ffn 172 --vocab 64 --seq 32 --batch 8 "$@"
   }
   tok="--data @M@/tokens64.bin"
-  for dt in f32 bf16; do
+  for dt in $dtypes; do
     llama --dtype $dt -o "$stage/llama_$dt.mlir"
     model llama_${dt}_s0 "$stage/llama_$dt.mlir" 10 "$tok" --stage 0
     model llama_${dt}_s3 "$stage/llama_$dt.mlir" 10 "$tok" --stage 3
@@ -201,7 +202,6 @@ OFFLOAD_CASES=(
   "both_cpu:3:--offload-param cpu --offload-optimizer cpu:offload-param=cpu offload-optimizer=cpu"
   "both_nvme:3:--offload-param nvme --offload-optimizer nvme --nvme-path nvme:offload-param=nvme offload-optimizer=nvme nvme-path=nvme"
 )
-target=${GPU_BUNDLE_TARGET:-cuda}
 want offload && mkdir -p "$B/e2e/offload" && for dt in $dtypes; do
   # The same stages without offload, unless the e2e part compiled them.
   for s in 1 2 3; do
