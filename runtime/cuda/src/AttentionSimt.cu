@@ -392,7 +392,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 /// [blockIdx.y * kD, + kD), summed over the 32-query tiles that see it of
 /// each query head of its group, in order (kGrouped; else of its own
 /// query head).
-template <int kD, bool kGrouped, typename T>
+template <int kD, bool kGrouped, bool kExt, typename T>
 __global__ void __launch_bounds__(kThreads, 1)
     keyGradKernel(const T *__restrict__ q0, const T *__restrict__ k,
                   const T *__restrict__ v, const T *__restrict__ dO0,
@@ -431,10 +431,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     const T *__restrict__ dO = dO0 + headOffset;
     const float *__restrict__ lse = lse0 + head * s.seq;
     const float *__restrict__ delta = delta0 + head * s.seq;
-    const float slope2 = alibiSlope2(s, head);
+    const float slope2 = kExt ? alibiSlope2(s, head) : 0.0f;
     // Causal: queries before j0 see none of these keys (j0 is a multiple of
     // kColTile); a window hides them from the queries from iEnd on.
-    for (int64_t i0 = s.causal ? j0 : 0, iEnd = queryEnd(s, j0, kRowTile);
+    for (int64_t i0 = s.causal ? j0 : 0,
+                 iEnd = kExt ? queryEnd(s, j0, kRowTile) : s.seq;
          i0 < iEnd; i0 += kColTile) {
       float sc[4][2] = {}, dp[4][2] = {};
       gradScores<kD>(sc, dp, ks, k, vs, v, j0, qs, q, gs, dO, i0, resident, s,
@@ -446,12 +447,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         const float rowDelta = i < s.seq ? delta[i] : 0.0f;
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          bool ok = visible(s, i, j0 + 4 * ty + r);
-          float t, x = logit2(s, sc[r][c], slope2, i, j0 + 4 * ty + r, t);
+          bool ok = visibleIf<kExt>(s, i, j0 + 4 * ty + r);
+          float t,
+              x = logit2If<kExt>(s, sc[r][c], slope2, i, j0 + 4 * ty + r, t);
           float p = ok ? exp2f(x - rowLse) : 0.0f;
           float g = dp[r][c] - rowDelta;
           // dS in the scaled logit: through the cap's derivative.
-          if (s.softcap)
+          if (kExt && s.softcap)
             g *= softcapSlope(t);
           int at = (4 * ty + r) * scoreStride() + tx + 16 * c;
           pt[at] = p;
@@ -483,7 +485,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 /// dQ of one 64-query tile, output columns [blockIdx.y * kD, + kD), summed
 /// over the 32-key tiles it sees (of its key/value head when kGrouped).
-template <int kD, bool kGrouped, typename T>
+template <int kD, bool kGrouped, bool kExt, typename T>
 __global__ void __launch_bounds__(kThreads, 2)
     queryGradKernel(const T *__restrict__ q, const T *__restrict__ k,
                     const T *__restrict__ v, const T *__restrict__ dO,
@@ -512,7 +514,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   lse += head * s.seq;
   delta += head * s.seq;
 
-  const float slope2 = alibiSlope2(s, head);
+  const float slope2 = kExt ? alibiSlope2(s, head) : 0.0f;
   float rowLse[4], rowDelta[4];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -528,7 +530,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     loadTile<kRowTile, kD>(gs, dO, i0, s, 0);
   }
   const int64_t end = s.causal ? min(s.seq, i0 + kRowTile) : s.seq;
-  for (int64_t j0 = firstKeyStep(s, i0, kColTile); j0 < end; j0 += kColTile) {
+  for (int64_t j0 = kExt ? firstKeyStep(s, i0, kColTile) : 0; j0 < end;
+       j0 += kColTile) {
     float sc[4][2] = {}, dp[4][2] = {};
     gradScores<kD>(sc, dp, qs, q, gs, dO, i0, ks, k, vs, v, j0, resident, s, ty,
                    tx);
@@ -537,11 +540,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int64_t i = i0 + 4 * ty + r;
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        bool ok = visible(s, i, j0 + tx + 16 * c);
-        float t, x = logit2(s, sc[r][c], slope2, i, j0 + tx + 16 * c, t);
+        bool ok = visibleIf<kExt>(s, i, j0 + tx + 16 * c);
+        float t,
+            x = logit2If<kExt>(s, sc[r][c], slope2, i, j0 + tx + 16 * c, t);
         float p = ok ? exp2f(x - rowLse[r]) : 0.0f;
         float g = dp[r][c] - rowDelta[r];
-        if (s.softcap)
+        if (kExt && s.softcap)
           g *= softcapSlope(t);
         ds[(4 * ty + r) * scoreStride() + tx + 16 * c] = p * g;
       }
@@ -595,16 +599,29 @@ void attn::simtForward(const Attn &a, const Shape &s, const T *q, const T *k,
 
 namespace {
 
-template <int kD, bool kGrouped, typename T>
+template <int kD, bool kGrouped, bool kExt, typename T>
 void launchGradKernels(const Attn &a, const Shape &s, const T *q, const T *k,
                        const T *v, const T *dO, const float *lse,
                        const float *delta, T *dq, T *dk, T *dv) {
-  launch<keyGradKernel<kD, kGrouped, T>>(
+  launch<keyGradKernel<kD, kGrouped, kExt, T>>(
       "attention_grad (dk, dv)", gridOf(a.kvHeads(), s, kD, true),
       keyGradSmem(kD), q, k, v, dO, lse, delta, dk, dv, s);
-  launch<queryGradKernel<kD, kGrouped, T>>(
+  launch<queryGradKernel<kD, kGrouped, kExt, T>>(
       "attention_grad (dq)", gridOf(a.heads, s, kD, true), queryGradSmem(kD), q,
       k, v, dO, lse, delta, dq, s);
+}
+
+/// The plain instantiation (no window, soft-cap or ALiBi) or the general one.
+template <int kD, bool kGrouped, typename T>
+void launchGradsOf(const Attn &a, const Shape &s, const T *q, const T *k,
+                       const T *v, const T *dO, const float *lse,
+                       const float *delta, T *dq, T *dk, T *dv) {
+  if (s.window || s.softcap || s.alibiHeads)
+    launchGradKernels<kD, kGrouped, true>(a, s, q, k, v, dO, lse, delta, dq,
+                                          dk, dv);
+  else
+    launchGradKernels<kD, kGrouped, false>(a, s, q, k, v, dO, lse, delta, dq,
+                                           dk, dv);
 }
 
 /// The multi-head instantiation keeps the code multi-head attention had: a
@@ -615,9 +632,9 @@ void launchGrads(const Attn &a, const Shape &s, const T *q, const T *k,
                  const T *v, const T *dO, const float *lse, const float *delta,
                  T *dq, T *dk, T *dv) {
   if (s.group > 1)
-    launchGradKernels<kD, true>(a, s, q, k, v, dO, lse, delta, dq, dk, dv);
+    launchGradsOf<kD, true>(a, s, q, k, v, dO, lse, delta, dq, dk, dv);
   else
-    launchGradKernels<kD, false>(a, s, q, k, v, dO, lse, delta, dq, dk, dv);
+    launchGradsOf<kD, false>(a, s, q, k, v, dO, lse, delta, dq, dk, dv);
 }
 
 } // namespace
