@@ -1,0 +1,33 @@
+// The model of moe-one-expert.test: moe_model_divided.mlir with a top-1
+// router that starts at zeros. Every router logit is then 0, the top-1 tie
+// goes to the same expert for every token (torch.topk's order on four equal
+// values, which nn.moe_router follows: expert 2 with torch 2.15 on the
+// CPU), and the renormalised top-1 weight is 1 whatever the logits, so the
+// router's gradient is 0 and every token of every step goes to that expert:
+// the other three get no rows.
+zero.param @in.weight : tensor<8x8xf32> init normal std 0.3
+zero.param @gate.weight : tensor<4x8xf32> init zeros
+zero.param @experts.gate_up_proj : tensor<4x12x8xf32> init normal std 0.3
+zero.param @experts.down_proj : tensor<4x8x6xf32> init normal std 0.3
+zero.param @out.weight : tensor<5x8xf32> init normal std 0.3
+zero.train_step @train(%x: tensor<16x8xf32>, %y: tensor<16xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.000000e-02>
+    precision #zero.precision<kind = fp32> {
+  %wi = zero.get_param @in.weight : tensor<8x8xf32>
+  %hs = nn.matmul %x, %wi transpose_rhs : tensor<16x8xf32>, tensor<8x8xf32> -> tensor<16x8xf32>
+  %wr = zero.get_param @gate.weight : tensor<4x8xf32>
+  %logits = nn.matmul %hs, %wr transpose_rhs : tensor<16x8xf32>, tensor<4x8xf32> -> tensor<16x4xf32>
+  %w, %idx = nn.moe_router %logits top_k 1 normalize : tensor<16x4xf32> -> tensor<16x1xf32>, tensor<16x1xi32>
+  %rows, %pos, %offs = nn.moe_dispatch %hs[%idx] experts 4 : tensor<16x8xf32>, tensor<16x1xi32> -> tensor<16x8xf32>, tensor<4xi32>
+  %wgu = zero.get_param @experts.gate_up_proj : tensor<4x12x8xf32>
+  %gu = nn.grouped_matmul %rows, %wgu, %offs transpose_rhs : tensor<16x8xf32>, tensor<4x12x8xf32>, tensor<4xi32> -> tensor<16x12xf32>
+  %g, %u = nn.split %gu axis 1 : tensor<16x12xf32> -> tensor<16x6xf32>, tensor<16x6xf32>
+  %a = nn.swiglu %g, %u : tensor<16x6xf32>
+  %wd = zero.get_param @experts.down_proj : tensor<4x8x6xf32>
+  %h = nn.grouped_matmul %a, %wd, %offs transpose_rhs : tensor<16x6xf32>, tensor<4x8x6xf32>, tensor<4xi32> -> tensor<16x8xf32>
+  %moe = nn.moe_combine %h[%pos], %w : tensor<16x8xf32>, tensor<16x1xi32>, tensor<16x1xf32> -> tensor<16x8xf32>
+  %wo = zero.get_param @out.weight : tensor<5x8xf32>
+  %z = nn.matmul %moe, %wo transpose_rhs : tensor<16x8xf32>, tensor<5x8xf32> -> tensor<16x5xf32>
+  %loss = nn.softmax_cross_entropy %z, %y : tensor<16x5xf32>, tensor<16xi32> -> tensor<f32>
+  zero.return %loss : tensor<f32>
+}
