@@ -666,6 +666,15 @@ static int runMaxSeq(mlir::ModuleOp module, mlir::MLIRContext &context) {
   int64_t multiple =
       std::lcm(seqMultiple.getValue(),
                options.spSize ? *options.spSize : options.worldSize);
+  // The generator reports at no location: name the file and its spec.
+  mlir::ScopedDiagnosticHandler specErrors(
+      &context, [&](mlir::Diagnostic &diag) -> mlir::LogicalResult {
+        if (!isa<mlir::UnknownLoc>(diag.getLocation()))
+          return mlir::failure();
+        fail("--max-seq: building '" + file +
+             "' again from its model_gen.spec: " + diag.str());
+        return mlir::success();
+      });
   auto start = std::chrono::steady_clock::now();
   mlir::FailureOr<MaxSeqResult> found =
       findMaxSequence(&context, *spelled, options, multiple, kMaxSeqLimit);
