@@ -16,12 +16,13 @@
 #include "zero/Dialect/Zero/Analysis/Passes.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
+#include "zero/ModelGen/ModelGen.h"
 #include "zero/Pipelines/Pipeline.h"
 
 void zero::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::zero::ZeroDialect, mlir::nn::NNDialect,
-                  mlir::func::FuncDialect, mlir::scf::SCFDialect,
-                  mlir::arith::ArithDialect>();
+                  mlir::zero::ModelGenDialect, mlir::func::FuncDialect,
+                  mlir::scf::SCFDialect, mlir::arith::ArithDialect>();
   mlir::zero::registerRuntimeKernelModels(registry);
   mlir::zero::registerRuntimeCollectiveModels(registry);
   mlir::zero::registerAllToAllDerivativeModel(registry);

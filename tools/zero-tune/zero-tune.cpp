@@ -18,6 +18,7 @@
 #include "zero/Support/ModelFile.h"
 #include "zero/Support/ToolOptions.h"
 #include "zero/Support/UTF8.h"
+#include "zero/Tuning/MaxSeq.h"
 #include "zero/Tuning/Tuner.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -36,6 +37,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
+#include <numeric>
 #include <string>
 
 using namespace llvm;
@@ -137,6 +139,20 @@ static cl::opt<std::string>
                cl::desc("Write the best configuration as a DeepSpeed "
                         "ds_config.json"),
                cl::cat(tuneCat));
+static cl::opt<bool> maxSeq(
+    "max-seq",
+    cl::desc("Find the longest sequence at which a configuration fits: the "
+             "search at lengths the model is built again at from the options "
+             "zero-model-gen recorded on it (--record-spec), doubling from "
+             "its own length until nothing fits, then bisecting; prints each "
+             "length searched and the best configuration at the longest"),
+    cl::init(false), cl::cat(tuneCat));
+static cl::opt<int64_t> seqMultiple(
+    "seq-multiple",
+    cl::desc("With --max-seq, the lengths searched are multiples of this "
+             "and of the sequence-parallel sizes the search may pick "
+             "(--sp-size, else --world-size) (default 1024)"),
+    cl::init(1024), cl::cat(tuneCat));
 static zero::SharedToolOptions shared(
     tuneCat,
     {/*hardware=*/"Hardware preset of the cost model (a100-40gb, a100-80gb, "
@@ -622,6 +638,123 @@ static void printText(const TuneResult &result, StringRef summary,
     os << note << "\n";
 }
 
+/// Lengths --max-seq does not search past.
+static constexpr int64_t kMaxSeqLimit = int64_t(1) << 30;
+
+/// --max-seq: the longest sequence at which a configuration of the model
+/// `module` records fits, the lengths searched and the best configuration
+/// there.
+static int runMaxSeq(mlir::ModuleOp module, mlir::MLIRContext &context) {
+  const TuneOptions &options = tuneOptions;
+  StringRef file = inputFiles.front();
+  ModelSpecAttr spec = getModelSpec(module);
+  if (!spec)
+    return fail("--max-seq: '" + file +
+                "' has no model_gen.spec, the options zero-model-gen built "
+                "it from, with which it is built again at each length "
+                "(generate it with zero-model-gen --record-spec)");
+  if (spec.getKind() == ModelKind::mlp)
+    return fail("--max-seq: '" + file +
+                "' is an mlp (model_gen.spec), which has no sequence");
+  if (seqMultiple < 1)
+    return fail("--seq-multiple must be >= 1, got " + Twine(seqMultiple));
+  mlir::FailureOr<ModelGenOptions> spelled = getModelGenOptions(
+      spec, [&] { return mlir::emitError(module.getLoc()); });
+  if (failed(spelled))
+    return 1;
+  // Every sequence-parallel size the search may pick divides the length.
+  int64_t multiple =
+      std::lcm(seqMultiple.getValue(),
+               options.spSize ? *options.spSize : options.worldSize);
+  // The generator reports at no location: name the file and its spec.
+  mlir::ScopedDiagnosticHandler specErrors(
+      &context, [&](mlir::Diagnostic &diag) -> mlir::LogicalResult {
+        if (!isa<mlir::UnknownLoc>(diag.getLocation()))
+          return mlir::failure();
+        fail("--max-seq: building '" + file +
+             "' again from its model_gen.spec: " + diag.str());
+        return mlir::success();
+      });
+  auto start = std::chrono::steady_clock::now();
+  mlir::FailureOr<MaxSeqResult> found =
+      findMaxSequence(&context, *spelled, options, multiple, kMaxSeqLimit);
+  if (failed(found))
+    return 1;
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  std::string probes;
+  raw_string_ostream ps(probes);
+  ps << formatv("searched {0} lengths in multiples of {1} in {2:f2} s:",
+                found->probes.size(), multiple, seconds);
+  for (const MaxSeqProbe &p : found->probes) {
+    ps << formatv("\n  seq {0}: ", p.seq);
+    if (p.fits)
+      ps << "fits, peak " << bytesText(p.peakBytes);
+    else if (p.peakBytes)
+      ps << "nothing fits, smallest peak " << bytesText(p.peakBytes);
+    else
+      ps << "nothing fits, not even the model states";
+  }
+  if (!found->best) {
+    errs() << "zero-tune: " << probes << "\n";
+    fail(formatv("--max-seq: nothing fits at {0} tokens, the shortest "
+                 "length searched",
+                 found->firstMissSeq));
+    return failNoFit(*found->firstMiss);
+  }
+  const TuneResult &best = *found->best;
+  std::string verdict =
+      found->reachedLimit
+          ? formatv("every length up to {0} tokens fits, the limit searched",
+                    found->maxSeq)
+                .str()
+          : formatv("longest sequence that fits: {0} tokens ({1} does not)",
+                    found->maxSeq, found->firstMissSeq)
+                .str();
+  if (!outputFile.empty()) {
+    std::error_code ec;
+    ToolOutputFile out(outputFile, ec, sys::fs::OF_Text);
+    if (ec)
+      return fail("cannot write '" + outputFile + "': " + ec.message());
+    out.os() << formatv("{0:2}",
+                        toDeepSpeedConfig(best.ranked.front().config,
+                                          best.globalBatch, options.worldSize))
+             << "\n";
+    out.keep();
+  }
+  bool offloadSearched = options.offload != OffloadDevice::none;
+  if (shared.isJson()) {
+    errs() << "zero-tune: " << probes << "\nzero-tune: " << verdict << "\n";
+    json::Array probeArray, candidates;
+    for (const MaxSeqProbe &p : found->probes)
+      probeArray.push_back(json::Object{
+          {"seq", p.seq}, {"fits", p.fits}, {"peak_bytes", p.peakBytes}});
+    int64_t rank = 0;
+    for (const TuneCandidate &c : best.ranked)
+      candidates.push_back(toJson(c, ++rank, best.globalBatch, offloadSearched,
+                                  best.frozenGatherSearched,
+                                  best.lossChunkSearched,
+                                  best.longContextSearched));
+    json::Object o{{"max_seq", found->maxSeq},
+                   {"seq_multiple", multiple},
+                   {"reached_limit", found->reachedLimit},
+                   {"probes", std::move(probeArray)},
+                   {"candidates", std::move(candidates)}};
+    if (!found->reachedLimit)
+      o["first_miss_seq"] = found->firstMissSeq;
+    outs() << formatv("{0:2}", json::Value(std::move(o))) << "\n";
+    return 0;
+  }
+  outs() << "zero-tune --max-seq: " << probes << "\n" << verdict << "\n\n";
+  std::string summary =
+      formatv("at {0} tokens: searched {1} configurations in {2} groups",
+              found->maxSeq, best.evaluated, best.groups)
+          .str();
+  printText(best, summary, outs());
+  return 0;
+}
+
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
   cl::HideUnrelatedOptions(tuneCat);
@@ -634,7 +767,9 @@ int main(int argc, char **argv) {
       "[--loss-chunk auto|0|ROWS] [--sp-size auto|P] "
       "[--tiled-mlp auto|0|K] [--offload-activations auto|none|cpu] "
       "[--offload none|cpu|nvme [--nvme-path DIR] [--host-budget B]] "
-      "[--top K] [--format text|json] [-o best.json]\n");
+      "[--top K] [--format text|json] [-o best.json]\n"
+      "  zero-tune model.mlir --max-seq [--seq-multiple N] --world-size N "
+      "--hardware PRESET ...\n");
   HardwarePreset rates;
   if (!checkInputFiles() || !checkHardware(rates) || !checkSearch())
     return 1;
@@ -651,6 +786,9 @@ int main(int argc, char **argv) {
       zero::parseModelFile(inputFiles.front(), sourceMgr, context, error);
   if (!module)
     return error.empty() ? 1 : fail(error);
+
+  if (maxSeq)
+    return runMaxSeq(*module, context);
 
   const TuneOptions &options = tuneOptions;
   bool offloadSearched = options.offload != OffloadDevice::none;
