@@ -245,6 +245,31 @@ def _refuse_moe(model):
                   source=source_of(type(m).forward))
 
 
+# State-space layers: Mamba's selective scan (its A_log decay) and RWKV's
+# recurrence, whole or in a hybrid (Jamba, Zamba, Bamba, Falcon-H1,
+# Nemotron-H, Granite-4 hybrids).
+_STATE_SPACE_CLASS = re.compile(r"(Mamba\d*Mixer|^Rwkv(SelfAttention|FeedForward)$)")
+
+
+def _refuse_state_space(model):
+    """A state-space layer is refused at the first one, by its class, before
+    anything else in the model is looked at: the trace would otherwise stop
+    at some torch operation of its scan (or, in a hybrid, at another part),
+    which names no part a user could look for."""
+    def scans(m):
+        return isinstance(getattr(m, "A_log", None), nn.Parameter) or \
+            _STATE_SPACE_CLASS.search(type(m).__name__)
+
+    for path, m in model.named_modules():
+        # The innermost such module names the layer (MambaMixer, not the
+        # MambaForCausalLM or decoder layer around it).
+        if scans(m) and not any(scans(c) for c in m.modules() if c is not m):
+            _fail("the state-space layer %s (a recurrent scan over the "
+                  "sequence, as Mamba's or RWKV's) is not supported" %
+                  type(m).__name__, path=path,
+                  source=source_of(inspect.unwrap(type(m).forward)))
+
+
 def build(directory, no_weights=False, seed=0, attn=None):
     """(model, InitRecorder or None, {parameter name: float32 tensor or
     FileTensor} or None) of the directory's model: its own weights, else seeded
@@ -279,6 +304,7 @@ def build(directory, no_weights=False, seed=0, attn=None):
         _fail("%s: transformers built %s, not %s" % (
             os.path.join(directory, CONFIG), type(model).__name__,
             cls.__name__))
+    _refuse_state_space(model)
     _refuse_moe(model)
     weights = None
     if files is not None and not no_weights:
