@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace zrt {
 
@@ -787,6 +788,98 @@ ZRT_HOST_DEVICE inline void adam8bitElement(float g, float &w, float &m,
   v = addRn(mulRn(v, k.beta2), mulRn(mulRn(k.oneMinusBeta2, g), g));
   float denom = addRn(divRn(sqrtRn(v), k.bc2Sqrt), k.eps);
   w = addRn(w, divRn(mulRn(k.negStepSize, m), denom));
+}
+
+//===----------------------------------------------------------------------===//
+// Adafactor (torch.optim.Adafactor)
+//===----------------------------------------------------------------------===//
+
+/// The constants of one Adafactor step (host code), as torch's
+/// single-tensor step computes them in Python: the fp32 ones rounded once
+/// from its doubles (a Python float meets an fp32 tensor as fp32), the
+/// step size's ingredients kept in double.
+struct AdafactorConstants {
+  float beta2Weight; // 1 - beta2_t = step^beta2_decay, the lerp weight
+  float eps1;        // row_var's mean is clamped to it
+  float eps1Squared; // var_estimate is clamped to it
+  float decay;       // 1 - lr * weight_decay
+  bool decays;       // weight_decay != 0: torch skips the multiply
+  bool maximize;
+  double eps2;       // the least RMS the step size scales by
+  double rho;        // min(lr, 1 / sqrt(step))
+  double d;          // the update's RMS clipping threshold
+};
+
+/// `eps1` < 0 stands for torch's None: fp32's machine epsilon (the
+/// master's dtype). `lr` is the step's (after the schedule).
+inline AdafactorConstants adafactorConstants(double lr, double beta2Decay,
+                                             double eps1, double eps2,
+                                             double d, double weightDecay,
+                                             bool maximize, int64_t step) {
+  AdafactorConstants k;
+  double t = double(step);
+  if (eps1 < 0.0)
+    eps1 = double(std::numeric_limits<float>::epsilon());
+  k.beta2Weight = float(std::pow(t, beta2Decay));
+  k.eps1 = float(eps1);
+  k.eps1Squared = float(eps1 * eps1);
+  k.decay = float(1.0 - lr * weightDecay);
+  k.decays = weightDecay != 0.0;
+  k.maximize = maximize;
+  k.eps2 = eps2;
+  k.rho = std::min(lr, 1.0 / std::pow(t, 0.5));
+  k.d = d;
+  return k;
+}
+
+/// A row's (column's) mean of grad^2 from its sum of squares, as torch's
+/// vector_norm(grad, dim).square_().div_(n): the fp32 norm squared, divided.
+ZRT_HOST_DEVICE inline float adafactorMeanSquare(double sumSquares,
+                                                 int64_t n) {
+  float norm = sqrtRn(float(sumSquares));
+  return divRn(mulRn(norm, norm), float(n));
+}
+
+/// The update of one element from its variance estimate (factored:
+/// row_var * col_var / clamped mean of row_var), as torch:
+/// var.clamp_(min=eps1^2).rsqrt_().mul_(grad), rsqrt rounded as 1 / sqrt.
+ZRT_HOST_DEVICE inline float adafactorUpdate(float g, float variance,
+                                             const AdafactorConstants &k) {
+  float v = variance < k.eps1Squared ? k.eps1Squared : variance;
+  return mulRn(divRn(1.0f, sqrtRn(v)), g);
+}
+
+/// The factored variance estimate of element (i, j): row_var @ col_var
+/// divided by the clamped mean of row_var.
+ZRT_HOST_DEVICE inline float adafactorFactoredVariance(float row, float col,
+                                                       float rowMean) {
+  return divRn(mulRn(row, col), rowMean);
+}
+
+/// The step's signed scale of the update, -alpha / denom, from the whole
+/// tensor's sums of squares of the parameter (before the step) and of the
+/// update: alpha = max(eps2, RMS(param)) * rho and denom =
+/// max(1, RMS(update) / d), each norm fp32 as torch's `.norm(2).item()`.
+ZRT_HOST_DEVICE inline float adafactorStepScale(const AdafactorConstants &k,
+                                                double paramSquares,
+                                                double updateSquares,
+                                                int64_t numel) {
+  double root = sqrt(double(numel));
+  double rms = double(sqrtRn(float(paramSquares))) / root;
+  double alpha = (k.eps2 < rms ? rms : k.eps2) * k.rho;
+  double clip = double(sqrtRn(float(updateSquares))) / (root * k.d);
+  double denom = clip > 1.0 ? clip : 1.0;
+  return float(-alpha / denom);
+}
+
+/// The parameter's step: param.mul_(1 - lr*wd) when wd != 0, then
+/// param.add_(update, alpha=scale), one fused multiply-add as torch's CPU
+/// add.
+ZRT_HOST_DEVICE inline float adafactorApply(float w, float update, float scale,
+                                            const AdafactorConstants &k) {
+  if (k.decays)
+    w = mulRn(w, k.decay);
+  return fmaF32(update, scale, w);
 }
 
 } // namespace zrt
