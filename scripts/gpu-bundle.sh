@@ -56,13 +56,16 @@ BIN=$BUILD/bin
 for t in zero-model-gen zero-compile zero-opt; do
   [ -x "$BIN/$t" ] || { echo "gpu-bundle: $BIN/$t is missing" >&2; exit 1; }
 done
-GPU_PROGRAMS=(runtime/cuda/test/zrt-cuda-kernels-test
-              runtime/cuda/test/zrt-cuda-matmul-attention-test
-              runtime/cuda/test/zrt-cuda-optimizer-test
-              runtime/cuda/test/zrt-cuda-muon-test)
-for t in "${GPU_PROGRAMS[@]}"; do
-  [ -x "$BUILD/$t" ] || { echo "gpu-bundle: $BUILD/$t is missing (CUDA" \
-    "backend needed)" >&2; exit 1; }
+# Every GPU unit test program the build has (runtime/cuda/test), at least
+# the first three.
+for t in kernels matmul-attention optimizer; do
+  [ -x "$BUILD/runtime/cuda/test/zrt-cuda-$t-test" ] || { echo "gpu-bundle:" \
+    "$BUILD/runtime/cuda/test/zrt-cuda-$t-test is missing (CUDA backend" \
+    "needed)" >&2; exit 1; }
+done
+GPU_PROGRAMS=()
+for t in "$BUILD"/runtime/cuda/test/zrt-cuda-*-test; do
+  [ -x "$t" ] && GPU_PROGRAMS+=("runtime/cuda/test/$(basename "$t")")
 done
 # The kernel benchmark is only built with -DZRT_BUILD_BENCHMARKS=ON: the
 # whole bundle needs it, a partial one (GPU_BUNDLE_PARTS) goes without.

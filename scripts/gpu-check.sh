@@ -73,8 +73,8 @@ note() { echo "$*" | tee -a "$summary"; }
 cat "$R/machine.txt"
 
 if want unit; then
-  for t in zrt-cuda-kernels-test zrt-cuda-matmul-attention-test \
-           zrt-cuda-optimizer-test zrt-cuda-muon-test; do
+  for f in "$BUNDLE"/bin/zrt-cuda-*-test; do
+    t=$(basename "$f")
     if "$BUNDLE/bin/$t" --gtest_output="json:$R/$t.json" >"$R/$t.log" 2>&1; then
       note "PASS unit $t: $(grep -E '^\[  PASSED  \]' "$R/$t.log")" \
         "$(grep -E '^\[  SKIPPED \]' "$R/$t.log" | head -1)"
