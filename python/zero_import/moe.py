@@ -1,12 +1,13 @@
 """Mixture-of-experts blocks of transformers 5.x onto the `nn` MoE ops.
 
 transformers writes the sparse block of Mixtral, Qwen3-MoE, OLMoE,
-Qwen2-MoE and Granite-MoE the same way: a router module (`gate`, Granite's
-`router`, a `*TopKRouter`: a linear layer, an fp32 softmax, top-k and an
-optional renormalisation) returning (logits, weights, experts), and an
-experts module (`experts`, fused 3-D tensors
-`gate_up_proj` [E, 2I, H] and `down_proj` [E, H, I] run by the grouped
-products of `use_experts_implementation`). Their forwards compute with
+Qwen2-MoE and Granite-MoE (and of the families that copy one of them,
+Granite-MoE-Shared and Mellum) the same way: a router module (`gate`,
+Granite's `router`, a `*TopKRouter`: a linear layer, an fp32 softmax, top-k
+and an optional renormalisation) returning (logits, weights, experts), and
+an experts module (`experts`, fused 3-D tensors `gate_up_proj` [E, 2I, H]
+and `down_proj` [E, H, I] run by the grouped products of
+`use_experts_implementation`). Their forwards compute with
 data-dependent shapes (sorting, histograms, a loop over the experts hit),
 which tracing cannot follow, so both are traced as leaves: the router
 becomes `nn.matmul` + `nn.moe_router`, the experts `nn.moe_dispatch`, two
@@ -39,12 +40,16 @@ _ROUTERS = {
     # renormalised (the full softmax's denominator cancels), in the same
     # order (softmax is monotonic).
     "GraniteMoeTopKRouter": lambda m: True,
+    "GraniteMoeSharedTopKRouter": lambda m: True,
+    "GraniteMoeSWATopKRouter": lambda m: True,
+    "MellumTopKRouter": lambda m: bool(m.norm_topk_prob),
 }
 
 # The experts modules with transformers' default layout: concatenated
 # gate/up, [E, out, in], no bias, silu(gate) * up.
 _EXPERTS = ("MixtralExperts", "Qwen3MoeExperts", "OlmoeExperts",
-            "Qwen2MoeExperts", "GraniteMoeExperts")
+            "Qwen2MoeExperts", "GraniteMoeExperts", "GraniteMoeSharedExperts",
+            "GraniteMoeSWAExperts", "MellumExperts")
 
 # The sparse blocks made of one router (`gate`) and one experts module
 # (`experts`), whose forward is otherwise traceable: the routing attributes
@@ -55,6 +60,9 @@ _BLOCKS = {
     "OlmoeSparseMoeBlock": lambda m: True,
     "Qwen2MoeSparseMoeBlock": lambda m: True,
     "GraniteMoeMoE": lambda m: True,
+    "GraniteMoeSharedMoE": lambda m: True,
+    "GraniteMoeSWAMoE": lambda m: True,
+    "MellumSparseMoeBlock": lambda m: True,
 }
 
 # What the MoE ops lack for blocks of transformers' that otherwise look
@@ -66,7 +74,8 @@ _LACKING = {
 }
 
 # The blocks whose router is not their `gate`.
-_ROUTER_ATTR = {"GraniteMoeMoE": "router"}
+_ROUTER_ATTR = {"GraniteMoeMoE": "router", "GraniteMoeSharedMoE": "router",
+                "GraniteMoeSWAMoE": "router"}
 
 # The modeling modules whose load_balancing_loss_func the step traces as
 # one call.
@@ -74,7 +83,11 @@ _AUX_MODULES = ("transformers.models.mixtral.modeling_mixtral",
                 "transformers.models.qwen3_moe.modeling_qwen3_moe",
                 "transformers.models.olmoe.modeling_olmoe",
                 "transformers.models.qwen2_moe.modeling_qwen2_moe",
-                "transformers.models.granitemoe.modeling_granitemoe")
+                "transformers.models.granitemoe.modeling_granitemoe",
+                "transformers.models.granitemoeshared."
+                "modeling_granitemoeshared",
+                "transformers.models.granitemoe_swa.modeling_granitemoe_swa",
+                "transformers.models.mellum.modeling_mellum")
 
 
 def _transformers_module(m):
