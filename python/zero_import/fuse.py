@@ -905,6 +905,31 @@ def lower_add_scalar(g):
         op.attrs = {}
 
 
+def lower_column_products(g):
+    """x * c of a [.., 1] column c that no pattern took (a gate per row,
+    as Qwen2-MoE's shared expert's sigmoid): the column times a row of ones
+    (nn.matmul, exact) is the product it broadcasts, whose gradient then
+    sums each row."""
+    for op in [o for o in g.ops if o.kind == "mul_bcast"]:
+        out = op.results[0].shape
+        if len(out) < 2:
+            continue
+        for x, col in (op.operands, op.operands[::-1]):
+            if x.shape != out or col.shape != out[:-1] + (1,):
+                continue
+            ones = g.emit("fill", [], {"value": 1.0}, [((1, out[-1]), "f32")],
+                          op.where)
+            wide = g.emit("matmul", [col, ones.results[0]], {},
+                          [(out, "f32")], op.where)
+            for new in (ones, wide):
+                g.ops.remove(new)
+                g.ops.insert(g.ops.index(op), new)
+            op.kind = "mul"
+            op.operands = [x, wide.results[0]]
+            op.attrs = {}
+            break
+
+
 _WHAT = {
     "rsqrt": "rsqrt (recognised inside an RMS norm "
              "w * (x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps)))",
@@ -958,5 +983,6 @@ def fuse_all(g, roots, rotary=()):
     lower_uniform_tables(g)
     lower_square(g)
     lower_add_scalar(g)
+    lower_column_products(g)
     g.prune(roots)
     check_lowered(g)

@@ -226,10 +226,10 @@ _MOE_CLASS = re.compile(r"(MoE|Moe|MoA|Experts|TopKRouter|TopKGating)$")
 def _refuse_moe(model):
     """Mixture-of-experts routing (a router choosing experts per token) is
     imported for the sparse blocks moe.py knows (Mixtral's, Qwen3-MoE's,
-    OLMoE's); any other is refused at the first block that has experts,
-    naming the part we lack. The modules built say so, not the config: a
-    dense variant may keep the MoE keys (Doge's num_experts_per_tok with
-    is_moe false)."""
+    OLMoE's, Qwen2-MoE's, Granite-MoE's); any other is refused at the first
+    block that has experts, naming the part we lack. The modules built say
+    so, not the config: a dense variant may keep the MoE keys (Doge's
+    num_experts_per_tok with is_moe false)."""
     known = set()  # the routers and experts of the blocks imported
     for path, m in model.named_modules():
         if id(m) in known:
@@ -238,7 +238,7 @@ def _refuse_moe(model):
                 _MOE_CLASS.search(type(m).__name__):
             why = moe.unsupported_part(m)
             if why is None:
-                known.update((id(m.gate), id(m.experts)))
+                known.update((id(moe.router_of(m)), id(m.experts)))
                 continue
             _fail("the MoE routing of %s (experts chosen per token) is not "
                   "supported: %s" % (type(m).__name__, why), path=path,

@@ -232,6 +232,14 @@ class Lowering:
         x = self.float_sym(x, where)
         return self.emit(kind, [x], {}, [x.shape], where)
 
+    def sigmoid(self, x, where):
+        """sigmoid(x) as 0.5 * tanh(x / 2) + 0.5, the same function (and
+        derivative) from nn.tanh."""
+        x = self.float_sym(x, where)
+        t = self.emit("tanh", [self.scale(x, 0.5, where)], {}, [x.shape],
+                      where)
+        return self.add_scalar(self.scale(t, 0.5, where), 0.5, where)
+
     def scale(self, x, factor, where):
         return self.emit("scale", [x], {"factor": float(factor)}, [x.shape],
                          where)
@@ -918,6 +926,17 @@ def _div(low, c):
     if c.kw.get("rounding_mode") is not None:
         c.where.fail("division with rounding has no equivalent")
     return low.arith("div", c.a[0], c.a[1], c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.sigmoid, F.sigmoid)
+@_rule(METHODS, "sigmoid")
+def _sigmoid(low, c):
+    return low.sigmoid(c.a[0], c.where)
+
+
+@_rule(MODULES, nn.Sigmoid)
+def _sigmoid_module(low, c):
+    return low.sigmoid(c.x, c.where)
 
 
 @_rule(FUNCTIONS, operator.neg, torch.neg)

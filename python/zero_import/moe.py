@@ -1,11 +1,13 @@
 """Mixture-of-experts blocks of transformers 5.x onto the `nn` MoE ops.
 
-transformers writes the sparse block of Mixtral, Qwen3-MoE and OLMoE the
-same way: a router module (`gate`, a `*TopKRouter`: a linear layer, an
-fp32 softmax, top-k and an optional renormalisation) returning (logits,
-weights, experts), and an experts module (`experts`, fused 3-D tensors
-`gate_up_proj` [E, 2I, H] and `down_proj` [E, H, I] run by the grouped
-products of `use_experts_implementation`). Their forwards compute with
+transformers writes the sparse block of Mixtral, Qwen3-MoE, OLMoE,
+Qwen2-MoE and Granite-MoE (and of the families that copy one of them,
+Granite-MoE-Shared and Mellum) the same way: a router module (`gate`,
+Granite's `router`, a `*TopKRouter`: a linear layer, an fp32 softmax, top-k
+and an optional renormalisation) returning (logits, weights, experts), and
+an experts module (`experts`, fused 3-D tensors `gate_up_proj` [E, 2I, H]
+and `down_proj` [E, H, I] run by the grouped products of
+`use_experts_implementation`). Their forwards compute with
 data-dependent shapes (sorting, histograms, a loop over the experts hit),
 which tracing cannot follow, so both are traced as leaves: the router
 becomes `nn.matmul` + `nn.moe_router`, the experts `nn.moe_dispatch`, two
@@ -13,6 +15,11 @@ becomes `nn.matmul` + `nn.moe_router`, the experts `nn.moe_dispatch`, two
 routing. Each family's `load_balancing_loss_func` (the auxiliary loss that
 `output_router_logits` adds) is traced as one call too and becomes
 `nn.moe_aux_loss` over the layers' router logits concatenated.
+
+The rest of a block's forward is traced as any module's: Qwen2-MoE's
+shared expert (a dense SwiGLU MLP on every token, times the sigmoid of
+its `shared_expert_gate`) becomes the ops of its linear layers and
+activations, added to the experts' output.
 
 A block whose router or experts this module does not know keeps the
 standard refusal naming it (hf.py).
@@ -28,26 +35,59 @@ _ROUTERS = {
     "MixtralTopKRouter": lambda m: True,
     "Qwen3MoeTopKRouter": lambda m: bool(m.norm_topk_prob),
     "OlmoeTopKRouter": lambda m: bool(m.norm_topk_prob),
+    "Qwen2MoeTopKRouter": lambda m: bool(m.norm_topk_prob),
+    # Granite's softmax over the top-k logits is the top-k probabilities
+    # renormalised (the full softmax's denominator cancels), in the same
+    # order (softmax is monotonic).
+    "GraniteMoeTopKRouter": lambda m: True,
+    "GraniteMoeSharedTopKRouter": lambda m: True,
+    "GraniteMoeSWATopKRouter": lambda m: True,
+    "MellumTopKRouter": lambda m: bool(m.norm_topk_prob),
 }
 
 # The experts modules with transformers' default layout: concatenated
 # gate/up, [E, out, in], no bias, silu(gate) * up.
-_EXPERTS = ("MixtralExperts", "Qwen3MoeExperts", "OlmoeExperts")
+_EXPERTS = ("MixtralExperts", "Qwen3MoeExperts", "OlmoeExperts",
+            "Qwen2MoeExperts", "GraniteMoeExperts", "GraniteMoeSharedExperts",
+            "GraniteMoeSWAExperts", "MellumExperts")
 
 # The sparse blocks made of one router (`gate`) and one experts module
-# (`experts`) and nothing else in their forward: the routing attributes
+# (`experts`), whose forward is otherwise traceable: the routing attributes
 # each must have (Mixtral's jitter noise draws random numbers in training).
 _BLOCKS = {
     "MixtralSparseMoeBlock": lambda m: getattr(m, "jitter_noise", 0) == 0,
     "Qwen3MoeSparseMoeBlock": lambda m: True,
     "OlmoeSparseMoeBlock": lambda m: True,
+    "Qwen2MoeSparseMoeBlock": lambda m: True,
+    "GraniteMoeMoE": lambda m: True,
+    "GraniteMoeSharedMoE": lambda m: True,
+    "GraniteMoeSWAMoE": lambda m: True,
+    "MellumSparseMoeBlock": lambda m: True,
 }
+
+# What the MoE ops lack for blocks of transformers' that otherwise look
+# like the ones above, named in their refusal.
+_LACKING = {
+    "GptOssMLP": "its experts' clamped SwiGLU (swiglu_limit, alpha) over "
+                 "interleaved gate/up columns with biases, its router's "
+                 "bias, and its attention's sinks",
+}
+
+# The blocks whose router is not their `gate`.
+_ROUTER_ATTR = {"GraniteMoeMoE": "router", "GraniteMoeSharedMoE": "router",
+                "GraniteMoeSWAMoE": "router"}
 
 # The modeling modules whose load_balancing_loss_func the step traces as
 # one call.
 _AUX_MODULES = ("transformers.models.mixtral.modeling_mixtral",
                 "transformers.models.qwen3_moe.modeling_qwen3_moe",
-                "transformers.models.olmoe.modeling_olmoe")
+                "transformers.models.olmoe.modeling_olmoe",
+                "transformers.models.qwen2_moe.modeling_qwen2_moe",
+                "transformers.models.granitemoe.modeling_granitemoe",
+                "transformers.models.granitemoeshared."
+                "modeling_granitemoeshared",
+                "transformers.models.granitemoe_swa.modeling_granitemoe_swa",
+                "transformers.models.mellum.modeling_mellum")
 
 
 def _transformers_module(m):
@@ -67,9 +107,16 @@ def is_leaf(m):
     return is_router(m) or is_experts(m)
 
 
+def router_of(m):
+    """The router module of the sparse block m, or None."""
+    return getattr(m, _ROUTER_ATTR.get(type(m).__name__, "gate"), None)
+
+
 def unsupported_part(m):
     """Why the sparse block m cannot be imported, or None when it can."""
     name = type(m).__name__
+    if name in _LACKING and _transformers_module(m):
+        return _LACKING[name]
     if name not in _BLOCKS or not _transformers_module(m):
         if isinstance(getattr(m, "shared_expert", None), torch.nn.Module) \
                 or isinstance(getattr(m, "shared_experts", None),
@@ -78,7 +125,7 @@ def unsupported_part(m):
         return "its block"
     if not _BLOCKS[name](m):
         return "its router's jitter noise (random in training)"
-    gate, experts = getattr(m, "gate", None), getattr(m, "experts", None)
+    gate, experts = router_of(m), getattr(m, "experts", None)
     if gate is None or not is_router(gate):
         return "its router"
     if experts is None or not is_experts(experts):

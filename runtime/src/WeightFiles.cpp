@@ -307,6 +307,63 @@ void checkBuffer(const manifest::HfBuffer &b, const SafetensorsEntry &e,
   }
 }
 
+/// The per-expert names save_pretrained writes a fused experts tensor
+/// under, for each family's naming: the projections whose experts'
+/// tensors make it, in order (Mixtral's w1, w3 and w2; the Qwen-MoE
+/// families' gate_proj, up_proj and down_proj).
+const std::vector<std::vector<std::string>> &
+expertProjections(const std::string &fused) {
+  static const std::vector<std::vector<std::string>> kGateUp = {
+      {"w1", "w3"}, {"gate_proj", "up_proj"}};
+  static const std::vector<std::vector<std::string>> kDown = {{"w2"},
+                                                              {"down_proj"}};
+  static const std::vector<std::vector<std::string>> kNone;
+  return fused == "gate_up_proj" ? kGateUp
+         : fused == "down_proj"  ? kDown
+                                 : kNone;
+}
+
+/// The entries (indices into `entries`) that make the fused experts tensor
+/// `w` (`P.experts.gate_up_proj` [E, 2I, H] or `P.experts.down_proj`
+/// [E, H, I]) where the files keep one tensor per expert and projection, as
+/// save_pretrained writes them (`P.experts.e.w1.weight`, ...): expert by
+/// expert, its projections in order, which is the fused tensor's element
+/// order (transformers' loader stacks each projection's experts and
+/// concatenates the projections on dimension 1). Empty when the files have
+/// no such set; throws, naming `where`, for a part of another shape.
+std::vector<size_t> expertEntries(const WantedTensor &w,
+                                  const std::vector<SafetensorsEntry> &entries,
+                                  const std::map<std::string, size_t> &byName,
+                                  const std::string &where) {
+  static const std::string kExperts = ".experts.";
+  size_t at = w.name.rfind(kExperts);
+  if (at == std::string::npos || w.shape.size() != 3 || w.shape[0] <= 0)
+    return {};
+  std::string prefix = w.name.substr(0, at + kExperts.size());
+  for (const std::vector<std::string> &projs :
+       expertProjections(w.name.substr(at + kExperts.size()))) {
+    std::vector<size_t> parts;
+    for (int64_t e = 0; e < w.shape[0]; ++e)
+      for (const std::string &p : projs) {
+        auto it = byName.find(prefix + std::to_string(e) + "." + p + ".weight");
+        if (it != byName.end())
+          parts.push_back(it->second);
+      }
+    if (parts.size() != size_t(w.shape[0]) * projs.size())
+      continue;
+    int64_t n = int64_t(projs.size());
+    std::vector<int64_t> part = {w.shape[1] / n, w.shape[2]};
+    for (size_t i : parts)
+      if (entries[i].shape != part || part[0] * n != w.shape[1])
+        fail(where + ": tensor '" + entries[i].name + "' has shape " +
+             shapeText(entries[i].shape) + "; the program's parameter '" +
+             w.name + "' " + shapeText(w.shape) + " takes " +
+             std::to_string(n) + " of " + shapeText(part) + " per expert");
+    return parts;
+  }
+  return {};
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -397,6 +454,46 @@ WeightFiles::WeightFiles(const std::string &path,
     if (!found)
       fail(where + ": tensor '" + tensor + "' is not in '" + file + "'");
   }
+  // What each entry is read from: itself, but for a fused experts tensor
+  // that the files keep per expert and projection, which becomes one entry
+  // read from its parts.
+  std::vector<std::vector<Part>> partsOf;
+  {
+    std::map<std::string, size_t> byName;
+    for (size_t i = 0; i < entries.size(); ++i)
+      byName.emplace(entries[i].name, i);
+    std::vector<bool> fused(entries.size(), false);
+    std::vector<SafetensorsEntry> fusedEntries;
+    std::vector<std::vector<Part>> fusedParts;
+    for (const WantedTensor &w : wanted) {
+      if (byName.count(w.name))
+        continue;
+      std::vector<size_t> parts = expertEntries(w, entries, byName, where);
+      if (parts.empty())
+        continue;
+      SafetensorsEntry e;
+      e.name = w.name;
+      e.dtype = entries[parts[0]].dtype;
+      e.shape = w.shape;
+      fusedEntries.push_back(std::move(e));
+      fusedParts.emplace_back();
+      for (size_t i : parts) {
+        fused[i] = true;
+        fusedParts.back().push_back({fileOf[i], entries[i]});
+      }
+    }
+    std::vector<SafetensorsEntry> kept;
+    for (size_t i = 0; i < entries.size(); ++i)
+      if (!fused[i]) {
+        kept.push_back(std::move(entries[i]));
+        partsOf.push_back({{fileOf[i], kept.back()}});
+      }
+    for (size_t k = 0; k < fusedEntries.size(); ++k) {
+      kept.push_back(std::move(fusedEntries[k]));
+      partsOf.push_back(std::move(fusedParts[k]));
+    }
+    entries = std::move(kept);
+  }
   // The model's tensors that are no parameter may be left over too.
   std::set<std::string> others = tied;
   std::map<std::string, const manifest::HfBuffer *> buffers;
@@ -409,25 +506,27 @@ WeightFiles::WeightFiles(const std::string &path,
   for (const auto &[name, b] : buffers)
     others.insert(name);
   others.insert(unusedNames.begin(), unusedNames.end());
+  // Only an entry of the files (one part) can be an embedding, a buffer or
+  // an unused tensor: a fused one is a parameter's.
   std::vector<size_t> pick = matchEntries(
       entries, wanted, where, others, [&](size_t head, size_t wte) {
-        return readAll(fileOf[head], entries[head]) ==
-               readAll(fileOf[wte], entries[wte]);
+        const Part &h = partsOf[head][0], &t = partsOf[wte][0];
+        return readAll(h.file, h.entry) == readAll(t.file, t.entry);
       });
   std::vector<bool> picked(entries.size(), false);
   for (size_t w = 0; w < wanted.size(); ++w) {
-    sources.push_back({fileOf[pick[w]], entries[pick[w]]});
+    sources.push_back(partsOf[pick[w]]);
     wantedNames.push_back(wanted[w].name);
     picked[pick[w]] = true;
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     if (picked[i])
       continue;
-    const SafetensorsEntry &e = entries[i];
+    const auto &[f, e] = partsOf[i][0];
     if (auto it = buffers.find(e.name); it != buffers.end())
-      checkBuffer(*it->second, e, readAll(fileOf[i], e), files[fileOf[i]].path);
+      checkBuffer(*it->second, e, readAll(f, e), files[f].path);
     else if (unusedNames.count(e.name))
-      unused.push_back({fileOf[i], e});
+      unused.push_back({f, e});
   }
 }
 
@@ -475,9 +574,19 @@ std::vector<float> WeightFiles::readAll(size_t f, const SafetensorsEntry &e) {
 }
 
 void WeightFiles::read(size_t w, int64_t begin, int64_t end, float *dst) {
-  if (end <= begin)
-    return;
-  const auto &[f, e] = sources[w];
+  // The parts' elements, one after the other, are the tensor's.
+  int64_t first = 0;
+  for (const auto &[f, e] : sources[w]) {
+    int64_t n = e.numel();
+    int64_t lo = std::max(begin, first), hi = std::min(end, first + n);
+    if (lo < hi)
+      readPart(f, e, lo - first, hi - first, dst + (lo - begin));
+    first += n;
+  }
+}
+
+void WeightFiles::readPart(size_t f, const SafetensorsEntry &e, int64_t begin,
+                           int64_t end, float *dst) {
   uint64_t item = uint64_t(e.itemSize());
   std::string bytes(size_t(end - begin) * item, '\0');
   readBytes(files[f], files[f].dataStart + e.begin + uint64_t(begin) * item,

@@ -92,7 +92,9 @@ std::vector<std::string> appendUntrained(const manifest::HfModel &hf,
 /// the byte range of the elements asked for. A Hugging Face model's (`hf`,
 /// or null) tensors that are no parameter are accepted too: a buffer only
 /// with the values the step holds (checked when opened), an unused tensor
-/// as it is (readUnused).
+/// as it is (readUnused). A fused experts tensor (`P.experts.gate_up_proj`,
+/// `P.experts.down_proj`) is also read from the per-expert tensors that
+/// save_pretrained writes for it (`P.experts.e.w1.weight`, ...).
 class WeightFiles {
 public:
   WeightFiles(const std::string &path, const std::vector<WantedTensor> &wanted,
@@ -127,11 +129,22 @@ private:
   void readBytes(const File &f, uint64_t offset, uint64_t n, char *dst);
   /// The whole of entry `e` of file `f` in fp32.
   std::vector<float> readAll(size_t f, const SafetensorsEntry &e);
+  /// Elements [begin, end) of entry `e` of file `f` in fp32, each checked
+  /// to be finite.
+  void readPart(size_t f, const SafetensorsEntry &e, int64_t begin, int64_t end,
+                float *dst);
+
+  /// An entry of a file.
+  struct Part {
+    size_t file;
+    SafetensorsEntry entry;
+  };
 
   std::string path;
   std::vector<File> files;
-  /// Per wanted tensor: its file and header entry.
-  std::vector<std::pair<size_t, SafetensorsEntry>> sources;
+  /// Per wanted tensor: the entries it is read from, its elements in order
+  /// (one, or a fused experts tensor's per-expert parts).
+  std::vector<std::vector<Part>> sources;
   /// The model's unused tensors found in the files: file and entry.
   std::vector<std::pair<size_t, SafetensorsEntry>> unused;
   std::vector<std::string> wantedNames;

@@ -426,6 +426,59 @@ TEST(WeightFilesTest, ModelTensorsThatAreNoParameter) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+TEST(WeightFilesTest, FusedExpertsFromPerExpertTensors) {
+  // Two experts of gate [1, 2] and up [1, 2] (Mixtral's w1 and w3) make
+  // gate_up_proj [2, 2, 2], expert by expert; down_proj [2, 2, 1] from
+  // the Qwen-MoE families' down_proj, one in BF16.
+  std::string dir = tempDir();
+  std::string p = "m.layers.0.mlp.experts.";
+  std::vector<Tensor> tensors = {
+      {p + "1.w3.weight", {1, 2}, {7, 8}},
+      {p + "0.w1.weight", {1, 2}, {1, 2}},
+      {p + "0.w3.weight", {1, 2}, {3, 4}},
+      {p + "1.w1.weight", {1, 2}, {5, 6}},
+      {"other", {1}, {9}},
+      {p + "0.down_proj.weight", {2, 1}, {10, 11}},
+      {p + "1.down_proj.weight", {2, 1}, {12, 13}, ZRT_BF16}};
+  writeFileAtomic(dir + "/w.safetensors", writeSafetensors(tensors));
+  std::vector<WantedTensor> wanted = {{p + "down_proj", {2, 2, 1}},
+                                      {"other", {1}},
+                                      {p + "gate_up_proj", {2, 2, 2}}};
+  WeightFiles files(dir + "/w.safetensors", wanted, {});
+  std::vector<float> out(8);
+  files.read(2, 0, 8, out.data());
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+  // A range across parts reads only its elements.
+  uint64_t before = files.dataBytesRead();
+  files.read(2, 3, 6, out.data());
+  EXPECT_EQ(std::vector<float>(out.begin(), out.begin() + 3),
+            (std::vector<float>{4, 5, 6}));
+  EXPECT_EQ(files.dataBytesRead() - before, 3u * 4);
+  files.read(0, 1, 4, out.data());
+  EXPECT_EQ(std::vector<float>(out.begin(), out.begin() + 3),
+            (std::vector<float>{11, 12, 13}));
+  files.read(1, 0, 1, out.data());
+  EXPECT_EQ(out[0], 9.0f);
+  // An expert missing leaves the fused name missing; a part of another
+  // shape is named.
+  EXPECT_EQ(errorOf([&] {
+              WeightFiles(dir + "/w.safetensors",
+                          {{p + "gate_up_proj", {3, 2, 2}}}, {});
+            })
+                .rfind(dir + "/w.safetensors: the weights have no tensor '" +
+                           p + "gate_up_proj'",
+                       0),
+            0u);
+  EXPECT_EQ(errorOf([&] {
+              WeightFiles(dir + "/w.safetensors",
+                          {{p + "gate_up_proj", {2, 4, 1}}}, {});
+            }),
+            dir + "/w.safetensors: tensor '" + p +
+                "0.w1.weight' has shape [1, 2]; the program's parameter '" + p +
+                "gate_up_proj' [2, 4, 1] takes 2 of [2, 1] per expert");
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(WeightFilesTest, HuggingFaceDirectoryAsSavePretrained) {
   EXPECT_EQ(parseShardSize("50GB", "s"), 50000000000);
   EXPECT_EQ(parseShardSize("100KB", "s"), 100000);

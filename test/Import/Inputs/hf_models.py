@@ -5,9 +5,11 @@ Qwen2, GPT-2, Gemma, with partial rotary embeddings GPT-NeoX, StableLM
 and Phi, with interleaved ones GPT-J and GLM, with sliding windows and
 soft-capping Mistral and Gemma 2, with ALiBi MPT and BLOOM, with masks
 that are causal in effect openai-gpt and CodeGen, the mixtures of experts
-Mixtral (with and without the load-balancing loss), Qwen3-MoE and OLMoE
-(and, to be refused, Qwen2-MoE's shared expert, Mixtral's router jitter
-and encoder-decoder ones), Gemma 4 with layer_scalar buffers other than 1,
+Mixtral, Qwen3-MoE, OLMoE, Qwen2-MoE (a shared expert) and Granite-MoE
+(Mixtral, Qwen2-MoE and Granite-MoE also with the load-balancing loss; to
+be refused,
+DeepSeek-V3's shared expert, Mixtral's router jitter and encoder-decoder
+ones), Gemma 4 with layer_scalar buffers other than 1,
 BigBird as a decoder (its pooler unused).
 
   hf_models.py save KIND DIR [--shard-size N] [--config-only] [--tokenizer]
@@ -66,6 +68,33 @@ def config(kind):
         return tf.Qwen2MoeConfig(**small, moe_intermediate_size=32,
                                  shared_expert_intermediate_size=64,
                                  num_experts=4, num_experts_per_tok=2)
+    if kind == "deepseek_v3":
+        # A shared expert beside a sigmoid router with a correction bias
+        # and group-limited routing (its second layer sparse).
+        return tf.DeepseekV3Config(**dict(small, num_key_value_heads=4),
+                                   moe_intermediate_size=32,
+                                   n_routed_experts=4, num_experts_per_tok=2,
+                                   n_group=1, topk_group=1,
+                                   first_k_dense_replace=1,
+                                   q_lora_rank=None, kv_lora_rank=16,
+                                   qk_rope_head_dim=8, qk_nope_head_dim=8,
+                                   v_head_dim=16)
+    if kind == "granitemoe":
+        # Granite's multipliers other than 1 (as Granite 3.0's: the
+        # embeddings scaled up, the residual branches and the logits
+        # down, the attention's own scale instead of 1 / sqrt(head_dim)).
+        return tf.GraniteMoeConfig(**small, num_local_experts=4,
+                                   num_experts_per_tok=2,
+                                   embedding_multiplier=12.0,
+                                   residual_multiplier=0.22,
+                                   attention_multiplier=0.0625,
+                                   logits_scaling=6.0)
+    if kind in ("qwen2_moe_aux", "granitemoe_aux"):
+        # The load-balancing loss added to the step's.
+        cfg = config(kind[:-len("_aux")])
+        cfg.output_router_logits = True
+        cfg.router_aux_loss_coef = 0.05
+        return cfg
     if kind == "t5":
         return tf.T5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128,
                            num_layers=2, num_heads=4)
