@@ -463,8 +463,7 @@ extern "C" void zrt_moe_expert_counts(int32_t dtype, const void *logits,
   AuxScratch a(scratch, experts);
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
-    countSelections(static_cast<const T *>(logits), rows, experts, k, false,
-                    a);
+    countSelections(static_cast<const T *>(logits), rows, experts, k, false, a);
   });
   for (int64_t e = 0; e < experts; ++e)
     counts[e] = int64_t(a.counts[e]);
@@ -502,8 +501,8 @@ extern "C" void zrt_moe_aux_loss_counts_grad(int32_t dtype, const void *logits,
   Scratch scratch(zrt_scratch_moe_aux_loss(experts));
   AuxScratch a(scratch, experts);
   // d loss / d p[n, e] = E counts[e] / (G N), the same for every row.
-  double scale = double(*dloss) * double(experts) /
-                 (double(globalRows) * double(rows));
+  double scale =
+      double(*dloss) * double(experts) / (double(globalRows) * double(rows));
   for (int64_t e = 0; e < experts; ++e)
     a.sums[e] = scale * double(counts[e]);
   dispatchFloat(dtype, [&](auto tag) {

@@ -387,12 +387,12 @@ TEST(MoeAuxLoss, DividedBatchFromSummedCounts) {
   for (int64_t h = 0; h < 2; ++h) {
     float loss = 0;
     const float *at = logits.data() + h * half * experts;
-    zrt_moe_aux_loss_counts(ZRT_F32, at, counts.data(), &loss, half, experts,
-                            k, rows);
+    zrt_moe_aux_loss_counts(ZRT_F32, at, counts.data(), &loss, half, experts, k,
+                            rows);
     mean += loss / 2.0;
     zrt_moe_aux_loss_counts_grad(ZRT_F32, at, counts.data(), &dloss,
-                                 dh.data() + h * half * experts, half,
-                                 experts, k, rows);
+                                 dh.data() + h * half * experts, half, experts,
+                                 k, rows);
   }
   EXPECT_NEAR(mean, whole, 1e-6);
   for (int64_t i = 0; i < rows * experts; ++i)

@@ -101,9 +101,9 @@ LogicalResult buildCall(AllReduceOp op, CollectiveCallBuilder &b) {
     return failure();
   // A router's expert counts (int64, summed exactly).
   if (!op.reducesOptimizerStats())
-    return b.call("zrt_ctx_all_reduce_counts",
-                  {b.context(), in, out, b.i64(numel(op.getInput())),
-                   b.i32(slot)});
+    return b.call(
+        "zrt_ctx_all_reduce_counts",
+        {b.context(), in, out, b.i64(numel(op.getInput())), b.i32(slot)});
   if (op.getKind() != ReduceKind::overflow_norm)
     return op.emitOpError("only the overflow_norm value form lowers to "
                           "the runtime");

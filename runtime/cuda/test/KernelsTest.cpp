@@ -1495,8 +1495,7 @@ TEST(CudaMoeTest, RouteDispatchGroupedCombineAndGradients) {
   expectClose(gPart.download<float>(), {part}, 1e-6, "moe_aux_loss_counts");
   zrt::cuda::moeAuxLossCountsGrad(ZRT_F32, gLogits.get(),
                                   gGlobal.get<int64_t>(), gOne.get<float>(),
-                                  gDpart.get(), tokens, experts, k,
-                                  2 * tokens);
+                                  gDpart.get(), tokens, experts, k, 2 * tokens);
   expectClose(gDpart.download<float>(), dpart, 1e-5,
               "moe_aux_loss_counts_grad");
 }

@@ -1258,8 +1258,7 @@ LogicalResult MoeCombineGradOp::verify() {
 /// The logits, top k and, when given, the counts [E] and their rows G (at
 /// least the logits' rows: a divided batch's part is never larger).
 static LogicalResult verifyAuxLoss(Operation *op, Value logits, int64_t k,
-                                   Value counts,
-                                   std::optional<int64_t> rows) {
+                                   Value counts, std::optional<int64_t> rows) {
   auto shape = matrixShape(op, logits, "logits");
   if (failed(shape))
     return failure();
@@ -1282,8 +1281,7 @@ static LogicalResult verifyAuxLoss(Operation *op, Value logits, int64_t k,
 }
 
 LogicalResult MoeAuxLossOp::inferReturnTypes(MLIRContext *context,
-                                             std::optional<Location>,
-                                             Adaptor,
+                                             std::optional<Location>, Adaptor,
                                              SmallVectorImpl<Type> &inferred) {
   // A scalar whatever the rows: a divided batch re-infers it, and
   // zero-moe-aux-counts gives each part the global batch's counts.
@@ -1301,8 +1299,8 @@ LogicalResult MoeExpertCountsOp::inferReturnTypes(
   auto logits = inferMatrix(loc, adaptor.getLogits(), "logits");
   if (failed(logits))
     return failure();
-  inferred.push_back(RankedTensorType::get(
-      {logits->second}, IntegerType::get(context, 64)));
+  inferred.push_back(
+      RankedTensorType::get({logits->second}, IntegerType::get(context, 64)));
   return success();
 }
 

@@ -69,13 +69,13 @@ LogicalResult rewriteStep(TrainStepOp step) {
     Value logits = loss.getLogits();
     Location loc = loss.getLoc();
     b.setInsertionPoint(loss);
-    Value local = nn::MoeExpertCountsOp::create(b, loc, logits,
-                                                loss.getTopKAttr());
+    Value local =
+        nn::MoeExpertCountsOp::create(b, loc, logits, loss.getTopKAttr());
     Value global =
-        AllReduceOp::create(b, loc, local.getType(), Type(),
-                            ReduceKindAttr::get(b.getContext(), ReduceKind::sum),
-                            local, group, BufferKindAttr(), IntegerAttr(),
-                            IntegerAttr(), UnitAttr())
+        AllReduceOp::create(
+            b, loc, local.getType(), Type(),
+            ReduceKindAttr::get(b.getContext(), ReduceKind::sum), local, group,
+            BufferKindAttr(), IntegerAttr(), IntegerAttr(), UnitAttr())
             .getResult();
     int64_t rows =
         cast<RankedTensorType>(logits.getType()).getDimSize(0) * world;
