@@ -57,6 +57,7 @@ static void addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
   pm.addPass(createZeroPartitionPass(o.getZeroPartitionPassOptions()));
   pm.addPass(createZeroGradSyncPass(o.getZeroGradSyncPassOptions()));
   pm.addPass(createZeroTokenMeanPass());
+  pm.addPass(createZeroMoeAuxCountsPass());
   pm.addPass(createZeroParamGatherPass(o.getZeroParamGatherPassOptions()));
   if (o.stage == 3)
     pm.addPass(createZeroPrefetchPass(o.getZeroPrefetchPassOptions()));

@@ -452,3 +452,71 @@ extern "C" void zrt_moe_aux_loss_grad(int32_t dtype, const void *logits,
     }
   });
 }
+
+extern "C" void zrt_moe_expert_counts(int32_t dtype, const void *logits,
+                                      int64_t *counts, int64_t rows,
+                                      int64_t experts, int64_t k) {
+  const char *kernel = "zrt_moe_expert_counts";
+  KernelSpan span(kernel);
+  checkRouting(kernel, rows, experts, k);
+  Scratch scratch(zrt_scratch_moe_aux_loss(experts));
+  AuxScratch a(scratch, experts);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    countSelections(static_cast<const T *>(logits), rows, experts, k, false, a);
+  });
+  for (int64_t e = 0; e < experts; ++e)
+    counts[e] = int64_t(a.counts[e]);
+}
+
+extern "C" void zrt_moe_aux_loss_counts(int32_t dtype, const void *logits,
+                                        const int64_t *counts, float *loss,
+                                        int64_t rows, int64_t experts,
+                                        int64_t k, int64_t globalRows) {
+  const char *kernel = "zrt_moe_aux_loss_counts";
+  KernelSpan span(kernel);
+  checkRouting(kernel, rows, experts, k);
+  Scratch scratch(zrt_scratch_moe_aux_loss(experts));
+  AuxScratch a(scratch, experts);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    countSelections(static_cast<const T *>(logits), rows, experts, k, true, a);
+  });
+  double sum = 0.0, n = double(rows), g = double(globalRows);
+  for (int64_t e = 0; e < experts; ++e)
+    sum += (double(counts[e]) / g) * (a.sums[e] / n);
+  *loss = rows && globalRows ? float(sum * double(experts)) : 0.0f;
+}
+
+extern "C" void zrt_moe_aux_loss_counts_grad(int32_t dtype, const void *logits,
+                                             const int64_t *counts,
+                                             const float *dloss, void *dlogits,
+                                             int64_t rows, int64_t experts,
+                                             int64_t k, int64_t globalRows) {
+  const char *kernel = "zrt_moe_aux_loss_counts_grad";
+  KernelSpan span(kernel);
+  checkRouting(kernel, rows, experts, k);
+  if (rows == 0 || globalRows == 0)
+    return;
+  Scratch scratch(zrt_scratch_moe_aux_loss(experts));
+  AuxScratch a(scratch, experts);
+  // d loss / d p[n, e] = E counts[e] / (G N), the same for every row.
+  double scale =
+      double(*dloss) * double(experts) / (double(globalRows) * double(rows));
+  for (int64_t e = 0; e < experts; ++e)
+    a.sums[e] = scale * double(counts[e]);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *l = static_cast<const T *>(logits);
+    T *dl = static_cast<T *>(dlogits);
+    for (int64_t r = 0; r < rows; ++r) {
+      scoresOf(l + r * experts, experts, false, a.scores);
+      double dot = 0.0;
+      for (int64_t e = 0; e < experts; ++e)
+        dot += double(a.scores[e]) * a.sums[e];
+      for (int64_t e = 0; e < experts; ++e)
+        dl[r * experts + e] =
+            fromFloat<T>(float(double(a.scores[e]) * (a.sums[e] - dot)));
+    }
+  });
+}

@@ -892,6 +892,33 @@ static void allReduceLabels(zrt_ctx *ctx, int64_t *count) {
   device::upload(count, &ctx->stepLabels, sizeof(int64_t));
 }
 
+/// A few int64 values (a router's expert counts) summed over the world
+/// through the host, as the label count: exact, and small.
+static void allReduceCounts(zrt_ctx *ctx, const int64_t *in, int64_t *out,
+                            int64_t n, int32_t slot) {
+  if (n < 0 || slot >= 0)
+    fatal("zrt_ctx_all_reduce_counts: %lld values, slot %d", (long long)n,
+          int(slot));
+  std::vector<int64_t> local(static_cast<size_t>(n)),
+      total(static_cast<size_t>(n));
+  int64_t bytes = n * int64_t(sizeof(int64_t));
+  const char *what = "the expert count all-reduce";
+  {
+    WaitScope watched(ctx->waitState, "the expert counts");
+    device::download(local.data(), in, bytes);
+  }
+  {
+    int64_t seq = record(ctx, what, kAllReduce, ZRT_RANKS_WORLD,
+                         zrt_rank_set{0, 1, ctx->world}, bytes);
+    WaitScope watched(ctx->waitState, what);
+    ctx->flight.waited(seq);
+    MPI_Allreduce(local.data(), total.data(), int(n), MPI_INT64_T, MPI_SUM,
+                  MPI_COMM_WORLD);
+    ctx->flight.done(seq);
+  }
+  device::upload(out, total.data(), bytes);
+}
+
 extern "C" void zrt_ctx_label_share(zrt_ctx *ctx, double divisor, float *out) {
   float share = 1.0f;
   if (!ctx->evaluating) {

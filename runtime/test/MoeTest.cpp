@@ -353,6 +353,52 @@ TEST(MoeAuxLoss, LossAndGradientAgainstReference) {
   }
 }
 
+// A batch divided in two halves: each half's loss from the summed counts
+// over the 12 rows; the mean of the halves' losses is the whole batch's,
+// and the halves' gradients are twice its gradient (the optimizer divides
+// their sum by the 2 ranks).
+TEST(MoeAuxLoss, DividedBatchFromSummedCounts) {
+  const int64_t rows = 12, half = 6, experts = 5, k = 2;
+  std::vector<float> logits = randomFloats(rows * experts, 16);
+  std::fill(logits.begin(), logits.begin() + 2 * experts, 0.0f);
+  std::vector<int32_t> sel = routeIndices(logits, rows, experts, k);
+  std::vector<int64_t> counts(experts), part(experts);
+  zrt_moe_expert_counts(ZRT_F32, logits.data(), counts.data(), rows, experts,
+                        k);
+  std::vector<int64_t> expected(experts, 0);
+  for (int32_t e : sel)
+    ++expected[e];
+  EXPECT_EQ(counts, expected);
+  std::vector<int64_t> sum(experts, 0);
+  for (int64_t h = 0; h < 2; ++h) {
+    zrt_moe_expert_counts(ZRT_F32, logits.data() + h * half * experts,
+                          part.data(), half, experts, k);
+    for (int64_t e = 0; e < experts; ++e)
+      sum[e] += part[e];
+  }
+  EXPECT_EQ(sum, counts);
+
+  float whole = 0, dloss = 0.75f;
+  zrt_moe_aux_loss(ZRT_F32, logits.data(), &whole, rows, experts, k);
+  std::vector<float> dl(rows * experts), dh(rows * experts);
+  zrt_moe_aux_loss_grad(ZRT_F32, logits.data(), &dloss, dl.data(), rows,
+                        experts, k);
+  double mean = 0;
+  for (int64_t h = 0; h < 2; ++h) {
+    float loss = 0;
+    const float *at = logits.data() + h * half * experts;
+    zrt_moe_aux_loss_counts(ZRT_F32, at, counts.data(), &loss, half, experts, k,
+                            rows);
+    mean += loss / 2.0;
+    zrt_moe_aux_loss_counts_grad(ZRT_F32, at, counts.data(), &dloss,
+                                 dh.data() + h * half * experts, half, experts,
+                                 k, rows);
+  }
+  EXPECT_NEAR(mean, whole, 1e-6);
+  for (int64_t i = 0; i < rows * experts; ++i)
+    EXPECT_NEAR(dh[i] / 2.0, dl[i], 1e-8) << "at " << i;
+}
+
 TEST(MoeScratch, PlannedBytes) {
   // The queue of (score, expert) pairs and the scores; then the counts and
   // sums of the auxiliary loss.

@@ -88,7 +88,7 @@ LogicalResult buildCall(ReduceOp op, CollectiveCallBuilder &b) {
 }
 
 /// In place: the gradients of the group (stage 0) or, MiCS, of the shard
-/// over the replicas; else the optimizer's statistics.
+/// over the replicas; else the optimizer's statistics or a router's counts.
 LogicalResult buildCall(AllReduceOp op, CollectiveCallBuilder &b) {
   int32_t slot = b.slotOf(op.getToken());
   if (op.getBuffer())
@@ -96,12 +96,17 @@ LogicalResult buildCall(AllReduceOp op, CollectiveCallBuilder &b) {
                                        : "zrt_ctx_all_reduce_grads",
                   {b.context(), b.i32(b.partitionIndex(op.getGroupAttr())),
                    b.i64(*op.getBegin()), b.i64(*op.getEnd()), b.i32(slot)});
-  if (op.getKind() != ReduceKind::overflow_norm)
-    return op.emitOpError("only the overflow_norm value form lowers to "
-                          "the runtime");
   Value in = b.pointer(op.getInput()), out = b.pointer(op.getResult());
   if (!in || !out)
     return failure();
+  // A router's expert counts (int64, summed exactly).
+  if (!op.reducesOptimizerStats())
+    return b.call(
+        "zrt_ctx_all_reduce_counts",
+        {b.context(), in, out, b.i64(numel(op.getInput())), b.i32(slot)});
+  if (op.getKind() != ReduceKind::overflow_norm)
+    return op.emitOpError("only the overflow_norm value form lowers to "
+                          "the runtime");
   return b.call("zrt_ctx_all_reduce_stats",
                 {b.context(), in, out, b.i32(slot)});
 }

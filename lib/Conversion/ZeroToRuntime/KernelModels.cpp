@@ -849,8 +849,16 @@ LogicalResult buildCall(nn::MoeCombineGradOp op, KernelCallBuilder &b) {
                  b.operand(3), b.result(0), b.result(1), b.i64(dimOf(pos, 0)),
                  b.i64(innerDim(op.getResultGrad())), b.i64(dimOf(pos, 1))});
 }
+// With counts (zero-moe-aux-counts), a rank's part of the global batch's
+// loss: the given counts over `rows`.
 LogicalResult buildCall(nn::MoeAuxLossOp op, KernelCallBuilder &b) {
   Value logits = op.getLogits();
+  if (op.getCounts())
+    return b.call("zrt_moe_aux_loss_counts",
+                  {b.dtype(elemType(logits)), b.operand(0), b.operand(1),
+                   b.result(0), b.i64(dimOf(logits, 0)),
+                   b.i64(dimOf(logits, 1)), b.i64(op.getTopK()),
+                   b.i64(*op.getRows())});
   return b.call("zrt_moe_aux_loss",
                 {b.dtype(elemType(logits)), b.operand(0), b.result(0),
                  b.i64(dimOf(logits, 0)), b.i64(dimOf(logits, 1)),
@@ -862,6 +870,12 @@ int64_t scratchBytes(nn::MoeAuxLossOp op) {
 KernelCost cost(nn::MoeAuxLossOp op) { return scoreCost(op, op.getLogits()); }
 LogicalResult buildCall(nn::MoeAuxLossGradOp op, KernelCallBuilder &b) {
   Value logits = op.getLogits();
+  if (op.getCounts())
+    return b.call("zrt_moe_aux_loss_counts_grad",
+                  {b.dtype(elemType(logits)), b.operand(0), b.operand(2),
+                   b.operand(1), b.result(0), b.i64(dimOf(logits, 0)),
+                   b.i64(dimOf(logits, 1)), b.i64(op.getTopK()),
+                   b.i64(*op.getRows())});
   return b.call("zrt_moe_aux_loss_grad",
                 {b.dtype(elemType(logits)), b.operand(0), b.operand(1),
                  b.result(0), b.i64(dimOf(logits, 0)), b.i64(dimOf(logits, 1)),
@@ -871,6 +885,19 @@ int64_t scratchBytes(nn::MoeAuxLossGradOp op) {
   return zrt_scratch_moe_aux_loss(dimOf(op.getLogits(), 1));
 }
 KernelCost cost(nn::MoeAuxLossGradOp op) {
+  return scoreCost(op, op.getLogits());
+}
+LogicalResult buildCall(nn::MoeExpertCountsOp op, KernelCallBuilder &b) {
+  Value logits = op.getLogits();
+  return b.call("zrt_moe_expert_counts",
+                {b.dtype(elemType(logits)), b.operand(0), b.result(0),
+                 b.i64(dimOf(logits, 0)), b.i64(dimOf(logits, 1)),
+                 b.i64(op.getTopK())});
+}
+int64_t scratchBytes(nn::MoeExpertCountsOp op) {
+  return zrt_scratch_moe_aux_loss(dimOf(op.getLogits(), 1));
+}
+KernelCost cost(nn::MoeExpertCountsOp op) {
   return scoreCost(op, op.getLogits());
 }
 
@@ -988,7 +1015,8 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::ConcatOp, nn::MoeRouterOp, nn::MoeRouterGradOp,
            nn::MoeDispatchOp, nn::MoeDispatchGradOp, nn::GroupedMatmulOp,
            nn::GroupedMatmulWeightGradOp, nn::MoeCombineOp,
-           nn::MoeCombineGradOp, nn::MoeAuxLossOp, nn::MoeAuxLossGradOp>(
+           nn::MoeCombineGradOp, nn::MoeAuxLossOp, nn::MoeAuxLossGradOp,
+           nn::MoeExpertCountsOp>(
         context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,

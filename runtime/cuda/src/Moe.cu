@@ -330,6 +330,45 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+__global__ void countsToInt64Kernel(const double *counts, int64_t *out,
+                                    int64_t experts) {
+  for (int64_t e = globalThread(); e < experts; e += globalThreads())
+    out[e] = int64_t(counts[e]);
+}
+
+/// A rank's part of the loss of a divided batch: the given counts over
+/// globalRows, the local probability sums over rows.
+__global__ void auxLossCountsKernel(const int64_t *counts, const double *sums,
+                                    float *loss, int64_t rows,
+                                    int64_t globalRows, int64_t experts) {
+  double total = 0.0, n = double(rows), g = double(globalRows);
+  for (int64_t e = 0; e < experts; ++e)
+    total += (double(counts[e]) / g) * (sums[e] / n);
+  *loss = rows && globalRows ? float(total * double(experts)) : 0.0f;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    auxGradCountsKernel(const T *logits, const int64_t *counts,
+                        const float *dloss, T *dlogits, int64_t rows,
+                        int64_t globalRows, int64_t experts) {
+  double scale =
+      double(*dloss) * double(experts) / (double(globalRows) * double(rows));
+  for (int64_t n = globalThread(); n < rows; n += globalThreads()) {
+    const T *row = logits + n * experts;
+    float m, sum;
+    softmaxStats(row, experts, m, sum);
+    double dot = 0.0;
+    for (int64_t e = 0; e < experts; ++e)
+      dot += double(scoreOf(row, e, false, m, sum)) * scale * double(counts[e]);
+    for (int64_t e = 0; e < experts; ++e) {
+      double p = scoreOf(row, e, false, m, sum);
+      dlogits[n * experts + e] =
+          fromF32<T>(float(p * (scale * double(counts[e]) - dot)));
+    }
+  }
+}
+
 void checkRouting(const char *kernel, int64_t tokens, int64_t experts,
                   int64_t k) {
   checkDims(kernel, tokens, experts, k);
@@ -567,6 +606,65 @@ void zrt::cuda::moeAuxLossGrad(int32_t dtype, const void *logits,
     auxGradKernel<T><<<gridFor(rows, kThreads), kThreads, 0, stream>>>(
         static_cast<const T *>(logits), counts, dloss,
         static_cast<T *>(dlogits), rows, experts);
+    checkLaunch(kernel);
+  });
+}
+
+void zrt::cuda::moeExpertCounts(int32_t dtype, const void *logits,
+                                int64_t *counts, int64_t rows, int64_t experts,
+                                int64_t k) {
+  const char *kernel = "zrt_moe_expert_counts";
+  checkRouting(kernel, rows, experts, k);
+  DeviceScratch scratch(zrt_scratch_moe_aux_loss(experts));
+  double *c = scratch.as<double>(), *sums = c + experts;
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    cudaStream_t stream = computeStream();
+    auxCountsKernel<T><<<gridFor(experts, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T *>(logits), rows, experts, k, c, sums);
+    checkLaunch(kernel);
+    countsToInt64Kernel<<<gridFor(experts, kThreads), kThreads, 0, stream>>>(
+        c, counts, experts);
+    checkLaunch(kernel);
+  });
+}
+
+void zrt::cuda::moeAuxLossCounts(int32_t dtype, const void *logits,
+                                 const int64_t *counts, float *loss,
+                                 int64_t rows, int64_t experts, int64_t k,
+                                 int64_t globalRows) {
+  const char *kernel = "zrt_moe_aux_loss_counts";
+  checkRouting(kernel, rows, experts, k);
+  DeviceScratch scratch(zrt_scratch_moe_aux_loss(experts));
+  double *c = scratch.as<double>(), *sums = c + experts;
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    cudaStream_t stream = computeStream();
+    auxCountsKernel<T><<<gridFor(experts, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T *>(logits), rows, experts, k, c, sums);
+    checkLaunch(kernel);
+    auxLossCountsKernel<<<1, 1, 0, stream>>>(counts, sums, loss, rows,
+                                             globalRows, experts);
+    checkLaunch(kernel);
+  });
+}
+
+void zrt::cuda::moeAuxLossCountsGrad(int32_t dtype, const void *logits,
+                                     const int64_t *counts, const float *dloss,
+                                     void *dlogits, int64_t rows,
+                                     int64_t experts, int64_t k,
+                                     int64_t globalRows) {
+  const char *kernel = "zrt_moe_aux_loss_counts_grad";
+  checkRouting(kernel, rows, experts, k);
+  DeviceScratch scratch(zrt_scratch_moe_aux_loss(experts));
+  if (rows == 0 || globalRows == 0)
+    return;
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    auxGradCountsKernel<T>
+        <<<gridFor(rows, kThreads), kThreads, 0, computeStream()>>>(
+            static_cast<const T *>(logits), counts, dloss,
+            static_cast<T *>(dlogits), rows, globalRows, experts);
     checkLaunch(kernel);
   });
 }

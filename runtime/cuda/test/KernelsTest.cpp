@@ -1467,4 +1467,35 @@ TEST(CudaMoeTest, RouteDispatchGroupedCombineAndGradients) {
   zrt::cuda::moeAuxLossGrad(ZRT_F32, gLogits.get(), gOne.get<float>(),
                             gDaux.get(), tokens, experts, k);
   expectClose(gDaux.download<float>(), daux, 1e-5, "moe_aux_loss_grad");
+
+  // A rank's part of a batch divided over two ranks that hold the same rows:
+  // the counts summed over both, over twice the rows.
+  std::vector<int64_t> counts(experts);
+  zrt_moe_expert_counts(ZRT_F32, logits.data(), counts.data(), tokens, experts,
+                        k);
+  for (int64_t &c : counts)
+    c *= 2;
+  float part = 0;
+  std::vector<float> dpart(tokens * experts);
+  zrt_moe_aux_loss_counts(ZRT_F32, logits.data(), counts.data(), &part, tokens,
+                          experts, k, 2 * tokens);
+  zrt_moe_aux_loss_counts_grad(ZRT_F32, logits.data(), counts.data(), &one,
+                               dpart.data(), tokens, experts, k, 2 * tokens);
+  DeviceBuffer gCounts(experts * sizeof(int64_t)), gGlobal(counts),
+      gPart(sizeof(float)), gDpart(dpart);
+  zrt::cuda::moeExpertCounts(ZRT_F32, gLogits.get(), gCounts.get<int64_t>(),
+                             tokens, experts, k);
+  std::vector<int64_t> local = gCounts.download<int64_t>();
+  for (int64_t &c : local)
+    c *= 2;
+  EXPECT_EQ(local, counts);
+  zrt::cuda::moeAuxLossCounts(ZRT_F32, gLogits.get(), gGlobal.get<int64_t>(),
+                              gPart.get<float>(), tokens, experts, k,
+                              2 * tokens);
+  expectClose(gPart.download<float>(), {part}, 1e-6, "moe_aux_loss_counts");
+  zrt::cuda::moeAuxLossCountsGrad(ZRT_F32, gLogits.get(),
+                                  gGlobal.get<int64_t>(), gOne.get<float>(),
+                                  gDpart.get(), tokens, experts, k, 2 * tokens);
+  expectClose(gDpart.download<float>(), dpart, 1e-5,
+              "moe_aux_loss_counts_grad");
 }

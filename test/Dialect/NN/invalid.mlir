@@ -1565,6 +1565,51 @@ func.func @moe_aux_loss_top_k(%l: tensor<6x4xf32>) {
 
 // -----
 
+// Checks that given counts come with their rows.
+func.func @moe_aux_loss_counts_rows(%l: tensor<6x4xf32>, %c: tensor<4xi64>) {
+  // expected-error @+1 {{'nn.moe_aux_loss' op takes counts and their rows together, or neither}}
+  %a = nn.moe_aux_loss %l counts(%c : tensor<4xi64>) top_k 2 : tensor<6x4xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Checks the rows without counts.
+func.func @moe_aux_loss_rows_alone(%l: tensor<6x4xf32>) {
+  // expected-error @+1 {{'nn.moe_aux_loss' op takes counts and their rows together, or neither}}
+  %a = nn.moe_aux_loss %l rows 12 top_k 2 : tensor<6x4xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Checks a count per expert.
+func.func @moe_aux_loss_counts_experts(%l: tensor<6x4xf32>, %c: tensor<3xi64>) {
+  // expected-error @+1 {{'nn.moe_aux_loss' op counts must hold one count per expert (4), got 'tensor<3xi64>'}}
+  %a = nn.moe_aux_loss %l counts(%c : tensor<3xi64>) rows 12 top_k 2 : tensor<6x4xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Checks that the global batch is no smaller than the part.
+func.func @moe_aux_loss_grad_rows(%l: tensor<6x4xf32>, %c: tensor<4xi64>, %d: tensor<f32>) {
+  // expected-error @+1 {{'nn.moe_aux_loss_grad' op rows 5 (the global batch's) must be at least the logits' 6}}
+  %g = nn.moe_aux_loss_grad %l, %d counts(%c : tensor<4xi64>) rows 5 top_k 2 : tensor<6x4xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+// Checks the expert counts' top k.
+func.func @moe_expert_counts_top_k(%l: tensor<6x4xf32>) {
+  // expected-error @+1 {{'nn.moe_expert_counts' op top_k must lie in [1, 4] (the experts), got 5}}
+  %c = nn.moe_expert_counts %l top_k 5 : tensor<6x4xf32> -> tensor<4xi64>
+  return
+}
+
+// -----
+
 // Checks the router gradient's selection against the logits.
 func.func @moe_router_grad_rows(%l: tensor<6x4xf32>, %i: tensor<5x2xi32>, %d: tensor<5x2xf32>) {
   // expected-error @+1 {{'nn.moe_router_grad' op indices must be [6, k <= 4], got [5, 2]}}

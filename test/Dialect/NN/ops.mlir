@@ -223,6 +223,12 @@ func.func @moe(%x: tensor<6x8xf32>, %logits: tensor<6x4xf32>, %bias: tensor<4xf3
   %aux = nn.moe_aux_loss %logits top_k 2 : tensor<6x4xf32> -> tensor<f32>
   // CHECK: nn.moe_aux_loss_grad %{{.*}}, %{{.*}} top_k 2 : tensor<6x4xf32>, tensor<f32>
   %dl = nn.moe_aux_loss_grad %logits, %aux top_k 2 : tensor<6x4xf32>, tensor<f32>
+  // CHECK: %[[COUNTS:.*]] = nn.moe_expert_counts %{{.*}} top_k 2 : tensor<6x4xf32> -> tensor<4xi64>
+  %counts = nn.moe_expert_counts %logits top_k 2 : tensor<6x4xf32> -> tensor<4xi64>
+  // CHECK: nn.moe_aux_loss %{{.*}} counts(%[[COUNTS]] : tensor<4xi64>) rows 12 top_k 2 : tensor<6x4xf32> -> tensor<f32>
+  %auxg = nn.moe_aux_loss %logits counts(%counts : tensor<4xi64>) rows 12 top_k 2 : tensor<6x4xf32> -> tensor<f32>
+  // CHECK: nn.moe_aux_loss_grad %{{.*}}, %{{.*}} counts(%[[COUNTS]] : tensor<4xi64>) rows 12 top_k 2 : tensor<6x4xf32>, tensor<f32>
+  %dlg = nn.moe_aux_loss_grad %logits, %auxg counts(%counts : tensor<4xi64>) rows 12 top_k 2 : tensor<6x4xf32>, tensor<f32>
   // CHECK: nn.moe_combine_grad %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : tensor<12x8xf32>, tensor<6x2xi32>, tensor<6x2xf32>, tensor<6x8xf32>
   %drows, %dw = nn.moe_combine_grad %back[%pos], %w, %y : tensor<12x8xf32>, tensor<6x2xi32>, tensor<6x2xf32>, tensor<6x8xf32>
   // CHECK: nn.grouped_matmul_weight_grad %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs : tensor<12x8xf32>, tensor<12x16xf32>, tensor<4xi32> -> tensor<4x16x8xf32>

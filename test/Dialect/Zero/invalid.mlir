@@ -1447,6 +1447,28 @@ func.func @f(%ga: tensor<10x10xbf16>, %gc: tensor<21xbf16>, %stats: tensor<2xf32
 
 // -----
 
+// Checks that integer counts are summed, not reduced as statistics.
+zero.param @a : tensor<10x10xbf16> init zeros
+zero.partition @s0 stage 0 world_size 4 alignment 1 numel 100 padded 100 params [@a] offsets [0]
+func.func @f(%counts: tensor<2xi64>) {
+  // expected-error @+1 {{'zero.all_reduce' op an integer value (a router's expert counts) is reduced by 'sum', not 'overflow_norm'}}
+  %0 = zero.all_reduce overflow_norm %counts group @s0 : tensor<2xi64> -> tensor<2xi64>
+  return
+}
+
+// -----
+
+// Checks that integer counts are reduced synchronously.
+zero.param @a : tensor<10x10xbf16> init zeros
+zero.partition @s0 stage 0 world_size 4 alignment 1 numel 100 padded 100 params [@a] offsets [0]
+func.func @f(%counts: tensor<8xi64>) {
+  // expected-error @+1 {{'zero.all_reduce' op an integer value (a router's expert counts) is reduced synchronously: it has no token}}
+  %0, %t = zero.all_reduce sum %counts group @s0 : tensor<8xi64> -> tensor<8xi64> token !zero.token
+  return
+}
+
+// -----
+
 // Checks that a value all_reduce returns the input type.
 zero.param @a : tensor<10x10xbf16> init zeros
 zero.param @c : tensor<21xbf16> init ones

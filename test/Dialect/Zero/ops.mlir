@@ -176,6 +176,9 @@ zero.train_step @sched(%x: tensor<4x1xf32>)
   %stats = zero.check_overflow groups [@flat] scale %s divisor 4.0 : tensor<2xf32>
   // CHECK: zero.all_reduce overflow_norm %{{.*}} group @flat : tensor<2xf32> -> tensor<2xf32>
   %gstats = zero.all_reduce overflow_norm %stats group @flat : tensor<2xf32> -> tensor<2xf32>
+  // CHECK: zero.all_reduce sum %{{.*}} group @flat : tensor<1xi64> -> tensor<1xi64>
+  %counts = nn.moe_expert_counts %x top_k 1 : tensor<4x1xf32> -> tensor<1xi64>
+  %gcounts = zero.all_reduce sum %counts group @flat : tensor<1xi64> -> tensor<1xi64>
   // CHECK: zero.update_loss_scale %{{.*}} : tensor<2xf32> -> i1
   %skip = zero.update_loss_scale %gstats : tensor<2xf32> -> i1
   // CHECK: zero.optimizer_step group @flat stats %{{.*}} scale %{{.*}} skip %{{.*}} divisor 4.000000e+00 : tensor<2xf32>

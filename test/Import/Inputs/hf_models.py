@@ -64,6 +64,13 @@ def config(kind):
     if kind == "olmoe":
         return tf.OlmoeConfig(**small, num_experts=4, num_experts_per_tok=2,
                               pad_token_id=1, eos_token_id=2)
+    if kind in ("qwen3_moe_aux", "olmoe_aux"):
+        # The load-balancing loss of the family's own model (each passes
+        # the call's attention mask, None here, to load_balancing_loss_func).
+        cfg = config(kind[:-len("_aux")])
+        cfg.output_router_logits = True
+        cfg.router_aux_loss_coef = 0.05
+        return cfg
     if kind == "qwen2_moe":
         return tf.Qwen2MoeConfig(**small, moe_intermediate_size=32,
                                  shared_expert_intermediate_size=64,

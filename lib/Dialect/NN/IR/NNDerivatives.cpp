@@ -339,6 +339,10 @@ LogicalResult MoeCombineOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
 LogicalResult MoeAuxLossOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                             SmallVectorImpl<Value> &out) {
   out.push_back(MoeAuxLossGradOp::create(b, getLoc(), getLogits().getType(),
-                                         getLogits(), grads[0], getTopKAttr()));
+                                         getLogits(), grads[0], getCounts(),
+                                         getRowsAttr(), getTopKAttr()));
+  // The counts are a top k's, without a gradient.
+  if (getCounts())
+    out.push_back(Value());
   return success();
 }

@@ -17,42 +17,11 @@ using namespace mlir::nn;
 
 #include "zero/Dialect/NN/IR/NNOpsDialect.cpp.inc"
 
-namespace {
-/// The load-balancing loss is a product of two means over the whole global
-/// batch (transformers computes it over every token of the call), not a sum
-/// of per-row terms: each part of a divided batch would train its own. The
-/// passes that divide the batch (over ranks, over micro steps) re-infer each
-/// op's types, so its refusal there names it rather than let each part
-/// compute a different loss.
-struct WholeBatchAuxLossModel
-    : public InferTypeOpInterface::ExternalModel<WholeBatchAuxLossModel,
-                                                 MoeAuxLossOp> {
-  static LogicalResult inferReturnTypes(MLIRContext *,
-                                        std::optional<Location> loc, ValueRange,
-                                        DictionaryAttr, OpaqueProperties,
-                                        RegionRange, SmallVectorImpl<Type> &) {
-    return emitOptionalError(
-        loc, "the load-balancing loss (nn.moe_aux_loss) takes the step's "
-             "whole batch for now: one rank (world size 1) and no gradient "
-             "accumulation");
-  }
-  static LogicalResult
-  refineReturnTypes(MLIRContext *context, std::optional<Location> loc,
-                    ValueRange operands, DictionaryAttr attributes,
-                    OpaqueProperties properties, RegionRange regions,
-                    SmallVectorImpl<Type> &types) {
-    return inferReturnTypes(context, loc, operands, attributes, properties,
-                            regions, types);
-  }
-};
-} // namespace
-
 void NNDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "zero/Dialect/NN/IR/NNOps.cpp.inc"
       >();
-  MoeAuxLossOp::attachInterface<WholeBatchAuxLossModel>(*getContext());
 }
 
 //===----------------------------------------------------------------------===//
@@ -1286,20 +1255,59 @@ LogicalResult MoeCombineGradOp::verify() {
                              getResultGrad(), "result_grad");
 }
 
-static LogicalResult verifyAuxLoss(Operation *op, Value logits, int64_t k) {
+/// The logits, top k and, when given, the counts [E] and their rows G (at
+/// least the logits' rows: a divided batch's part is never larger).
+static LogicalResult verifyAuxLoss(Operation *op, Value logits, int64_t k,
+                                   Value counts, std::optional<int64_t> rows) {
   auto shape = matrixShape(op, logits, "logits");
   if (failed(shape))
     return failure();
   if (k < 1 || k > shape->second)
     return op->emitOpError("top_k must lie in [1, ")
            << shape->second << "] (the experts), got " << k;
+  if (static_cast<bool>(counts) != rows.has_value())
+    return op->emitOpError("takes counts and their rows together, or "
+                           "neither");
+  if (!counts)
+    return success();
+  if (ranked(counts).getDimSize(0) != shape->second)
+    return op->emitOpError("counts must hold one count per expert (")
+           << shape->second << "), got " << ranked(counts);
+  if (*rows < shape->first)
+    return op->emitOpError("rows ")
+           << *rows << " (the global batch's) must be at least the logits' "
+           << shape->first;
+  return success();
+}
+
+LogicalResult MoeAuxLossOp::inferReturnTypes(MLIRContext *context,
+                                             std::optional<Location>, Adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  // A scalar whatever the rows: a divided batch re-infers it, and
+  // zero-moe-aux-counts gives each part the global batch's counts.
+  inferred.push_back(RankedTensorType::get({}, Float32Type::get(context)));
   return success();
 }
 
 LogicalResult MoeAuxLossOp::verify() {
-  return verifyAuxLoss(*this, getLogits(), getTopK());
+  return verifyAuxLoss(*this, getLogits(), getTopK(), getCounts(), getRows());
+}
+
+LogicalResult MoeExpertCountsOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto logits = inferMatrix(loc, adaptor.getLogits(), "logits");
+  if (failed(logits))
+    return failure();
+  inferred.push_back(
+      RankedTensorType::get({logits->second}, IntegerType::get(context, 64)));
+  return success();
+}
+
+LogicalResult MoeExpertCountsOp::verify() {
+  return verifyAuxLoss(*this, getLogits(), getTopK(), Value(), std::nullopt);
 }
 
 LogicalResult MoeAuxLossGradOp::verify() {
-  return verifyAuxLoss(*this, getLogits(), getTopK());
+  return verifyAuxLoss(*this, getLogits(), getTopK(), getCounts(), getRows());
 }

@@ -472,8 +472,9 @@ void Planner::addResultBuffers(Operation &op, int64_t i) {
     if ((coll && coll.getCollectiveKind() == CollectiveKind::all_gather) ||
         isa<TransferOpInterface>(op))
       b.category = MemoryCategory::GatherBuffers;
-    else if (isa<LossScaleOp, CheckOverflowOp, AllReduceOp, OptimizerStepOp>(
-                 op))
+    else if (isa<LossScaleOp, CheckOverflowOp, OptimizerStepOp>(op) ||
+             (isa<AllReduceOp>(op) &&
+              cast<AllReduceOp>(op).reducesOptimizerStats()))
       b.category = MemoryCategory::Optimizer;
     else if (copy)
       b.category = MemoryCategory::Activations;

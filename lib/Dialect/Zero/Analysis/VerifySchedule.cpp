@@ -1119,7 +1119,7 @@ LogicalResult ScheduleVerifier::checkPhases() {
     auto transfer = dyn_cast<TransferOp>(op);
     bool optimizer =
         isa<CheckOverflowOp, UpdateLossScaleOp, OptimizerStepOp>(op) ||
-        (isa_and_nonnull<AllReduceOp>(&op) && collective.getMovedValue());
+        (isa<AllReduceOp>(op) && cast<AllReduceOp>(op).reducesOptimizerStats());
     if (optimizer && phase != Phase::boundary)
       return op.emitOpError("belongs to the optimizer, which runs once per "
                             "optimizer step: its phase must be boundary, not ")

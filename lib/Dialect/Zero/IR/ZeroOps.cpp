@@ -1321,6 +1321,13 @@ LogicalResult AllReduceOp::verify() {
       return emitOpError("'overflow_norm' reduces a tensor<2xf32> (flag, "
                          "squared norm), got ")
              << getInput().getType();
+    if (!reducesOptimizerStats() && getKind() != ReduceKind::sum)
+      return emitOpError("an integer value (a router's expert counts) is "
+                         "reduced by 'sum', not '")
+             << stringifyReduceKind(getKind()) << "'";
+    if (!reducesOptimizerStats() && getToken())
+      return emitOpError("an integer value (a router's expert counts) is "
+                         "reduced synchronously: it has no token");
   }
   return success();
 }

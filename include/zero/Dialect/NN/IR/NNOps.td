@@ -821,6 +821,7 @@ def NN_MoeCombineOp : NN_Op<"moe_combine", [
 }
 
 def NN_MoeAuxLossOp : NN_Op<"moe_aux_loss", [
+    InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Load-balancing loss of a router (transformers' formula)";
   let description = [{
@@ -829,17 +830,48 @@ def NN_MoeAuxLossOp : NN_Op<"moe_aux_loss", [
     layers' concatenated): with `p = softmax(logits)` in fp32, `c[e]` the
     number of rows whose top `top_k` (torch.topk's ties) include e,
     `result = E * sum_e (c[e] / N) * (sum_n p[n, e] / N)`. Only the
-    probabilities carry a gradient. Its counts and means are those of the
-    rows it sees: a step whose batch is divided over ranks or micro steps
-    refuses it (its type re-inference fails, naming it) rather than train
-    each part's own loss.
+    probabilities carry a gradient.
+
+    With `counts` [E] (i64) and `rows` G, the counts are given rather than
+    counted and are divided by G: `result = E * sum_e (counts[e] / G) *
+    (sum_n p[n, e] / N)`. A batch divided over W ranks of N rows each
+    gives each its part of the global loss this way (`zero-moe-aux-counts`):
+    with `counts` the global batch's counts (`nn.moe_expert_counts`
+    all-reduced) and G = W * N, the mean of the W results is exactly the
+    global batch's loss, and the gradients summed over the ranks and
+    divided by W are its gradient.
 
     ```mlir
     %aux = nn.moe_aux_loss %logits top_k 2 : tensor<64x8xf32> -> tensor<f32>
+    %aux = nn.moe_aux_loss %logits counts(%c : tensor<8xi64>) rows 128 top_k 2 : tensor<64x8xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits,
+                       Optional<1DTensorOf<[I64]>>:$counts,
+                       OptionalAttr<I64Attr>:$rows, I64Attr:$top_k);
+  let results = (outs NN_ScalarF32:$result);
+  let assemblyFormat = [{
+    $logits (`counts` `(` $counts^ `:` type($counts) `)`)? (`rows` $rows^)? `top_k` $top_k attr-dict `:` type($logits) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_MoeExpertCountsOp : NN_Op<"moe_expert_counts", [
+    InferTypeOpAdaptor]> {
+  let summary = "Each expert's rows in the top k of a router (i64 counts)";
+  let description = [{
+    `result[e]` is the number of rows of `logits` [N, E] whose top `top_k`
+    fp32 softmax scores (torch.topk's ties) include expert e: the counts
+    `nn.moe_aux_loss` computes, as exact integers that ranks can sum.
+    `zero-moe-aux-counts` all-reduces them so that every rank's
+    load-balancing loss uses the global batch's counts. Not differentiable.
+
+    ```mlir
+    %c = nn.moe_expert_counts %logits top_k 2 : tensor<64x8xf32> -> tensor<8xi64>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$logits, I64Attr:$top_k);
-  let results = (outs NN_ScalarF32:$result);
+  let results = (outs 1DTensorOf<[I64]>:$result);
   let assemblyFormat = [{
     $logits `top_k` $top_k attr-dict `:` type($logits) `->` type($result)
   }];
@@ -1213,17 +1245,20 @@ def NN_MoeAuxLossGradOp : NN_Op<"moe_aux_loss_grad", [
   let summary = "Backward of `nn.moe_aux_loss`";
   let description = [{
     `dp[n, e] = loss_grad * E * c[e] / N^2` through the softmax (the counts
-    recomputed, as the forward).
+    recomputed, as the forward); with `counts` and `rows` G,
+    `loss_grad * E * counts[e] / (G * N)`.
 
     ```mlir
     %dl = nn.moe_aux_loss_grad %logits, %daux top_k 2 : tensor<64x8xf32>, tensor<f32>
+    %dl = nn.moe_aux_loss_grad %logits, %daux counts(%c : tensor<8xi64>) rows 128 top_k 2 : tensor<64x8xf32>, tensor<f32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$logits, NN_ScalarF32:$loss_grad,
-                       I64Attr:$top_k);
+                       Optional<1DTensorOf<[I64]>>:$counts,
+                       OptionalAttr<I64Attr>:$rows, I64Attr:$top_k);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $logits `,` $loss_grad `top_k` $top_k attr-dict `:` type($logits) `,` type($loss_grad)
+    $logits `,` $loss_grad (`counts` `(` $counts^ `:` type($counts) `)`)? (`rows` $rows^)? `top_k` $top_k attr-dict `:` type($logits) `,` type($loss_grad)
   }];
   let hasVerifier = 1;
 }

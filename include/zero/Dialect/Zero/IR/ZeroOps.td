@@ -1410,20 +1410,24 @@ def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]
     squared norm (`overflow_norm`: element 0 by max, element 1 by sum),
     over the group's ranks (under MiCS the shard group, whose owned
     gradients together are the whole model's once the replicas agree).
+    A 1-D i64 value is summed exactly (`sum`): the experts' counts of a
+    router over the global batch (`zero-moe-aux-counts`).
 
     ```mlir
     %t = zero.all_reduce sum group @flat in grads [0, 4096) token !zero.token
     %r = zero.all_reduce sum group @h.0 in grads [0, 4096) over replicas phase boundary token !zero.token
     %g = zero.all_reduce overflow_norm %stats group @flat : tensor<2xf32> -> tensor<2xf32>
+    %c = zero.all_reduce sum %counts group @flat : tensor<8xi64> -> tensor<8xi64>
     ```
   }];
-  let arguments = (ins Zero_ReduceKindAttr:$kind, Optional<Zero_FlatTensor>:$input,
+  let arguments = (ins Zero_ReduceKindAttr:$kind,
+                       Optional<AnyTypeOf<[Zero_FlatTensor, 1DTensorOf<[I64]>]>>:$input,
                        FlatSymbolRefAttr:$group,
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
                        OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
                        UnitAttr:$over_replicas,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
-  let results = (outs Optional<Zero_FlatTensor>:$result,
+  let results = (outs Optional<AnyTypeOf<[Zero_FlatTensor, 1DTensorOf<[I64]>]>>:$result,
                       Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
     `` $kind ($input^)? `group` $group (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)?
@@ -1435,6 +1439,13 @@ def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]
     ::mlir::zero::RankSetKind getRankSetKind() {
       return getOverReplicas() ? ::mlir::zero::RankSetKind::replicas
                                : ::mlir::zero::RankSetKind::group;
+    }
+    /// The value form of the optimizer's fp32 statistics, which runs once
+    /// per optimizer step; not a forward value's (a router's int64 counts).
+    bool reducesOptimizerStats() {
+      return getInput() && ::llvm::isa<::mlir::FloatType>(
+          ::llvm::cast<::mlir::ShapedType>(getInput().getType())
+              .getElementType());
     }
   }];
 }

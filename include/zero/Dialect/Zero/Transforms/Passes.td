@@ -858,4 +858,32 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def ZeroMoeAuxCountsPass : Pass<"zero-moe-aux-counts", "::mlir::ModuleOp"> {
+  let summary = "A router's load-balancing loss over the global batch, its "
+                "expert counts summed over the ranks";
+  let description = [{
+    transformers' load-balancing loss (`nn.moe_aux_loss`) is a product of
+    two means over every token of the batch: the share of the (token, slot)
+    picks of each expert and each expert's mean router probability. On a
+    batch divided over W data-parallel ranks of N rows each, the pass
+    counts each rank's picks (`nn.moe_expert_counts`), sums the counts over
+    the ranks (`zero.all_reduce sum`, E int64 values: exact), and gives
+    them to the loss and its gradient with `rows` W * N: each rank's loss
+    is then `E * sum_e (C[e] / (W N)) * (sum_n p[n, e] / N)`, whose mean
+    over the ranks (the step's logged loss) is the global batch's loss,
+    and whose gradients, through the local probabilities only, summed over
+    the ranks and divided by W (as the optimizer does) are its gradient.
+    The counts are not differentiable, as in transformers (a one-hot of a
+    top-k).
+
+    Runs after `zero-grad-sync`, which records the world size and the
+    accumulation steps. One rank with one micro step is left unchanged.
+    Under gradient accumulation the loss cannot be exact in one pass over
+    the micro batches (a micro step's backward would need the later micro
+    steps' counts), so it is refused by name, as are sequence parallelism
+    and MiCS (whose ranks see parts of rows, or reduce over shard groups).
+  }];
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+}
+
 #endif // ZERO_DIALECT_ZERO_TRANSFORMS_PASSES
