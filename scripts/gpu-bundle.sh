@@ -24,8 +24,9 @@
 #           their tokens, and the CPU backend's reference logs run here;
 #           also GPT-2 124M's widths on a short batch (wide_*)
 #           models/: a tiny Llama (RoPE, GQA, RMSNorm, SwiGLU) with the
-#           chunked loss, the tiled MLP, Lion and SGD, and a tiny Mixtral
-#           imported from transformers (its MoE ops), each with the CPU
+#           chunked loss, the tiled MLP, Lion and SGD, and tiny Mixtral
+#           (with and without the load-balancing loss) and Qwen2-MoE
+#           imported from transformers (the MoE ops), each with the CPU
 #           backend's log of the same compile run here (cases.txt)
 #           off_*: the same steps with each offload mode (optimizer cpu or
 #           nvme at stages 1-3; parameters, or both, cpu or nvme at stage 3)
@@ -176,16 +177,23 @@ want models && {
   py=${ZERO_PYTHON:-$ROOT/.venv/bin/python}
   if "$py" -c "import torch, transformers" 2>/dev/null; then
     H=$ROOT/test/Import/Inputs/hf_models.py
+    # Mixtral, Mixtral with the load-balancing loss, and Qwen2-MoE (its
+    # shared expert), each from its initial weights as the import wrote them.
     (cd "$stage" && "$py" "$H" batches "$M/ids.npy" "$M/labels.npy" \
        --rows 24 --seq 32 >/dev/null &&
-     "$py" "$H" save mixtral mixtral >/dev/null &&
-     "$BIN/zero-import" --hf mixtral --batch 8 --seq 32 -o mixtral.mlir \
-       --lr 3e-3 >/dev/null)
-    cp "$stage/mixtral.safetensors" "$M/"
-    moe="--inputs @M@/ids.npy --labels @M@/labels.npy"
-    moe+=" --init-from @M@/mixtral.safetensors"
-    model mixtral_f32_s0 "$stage/mixtral.mlir" 5 "$moe" --stage 0
-    model mixtral_f32_s3 "$stage/mixtral.mlir" 5 "$moe" --stage 3
+     for kind in mixtral mixtral_aux qwen2_moe; do
+       "$py" "$H" save $kind $kind >/dev/null &&
+       "$BIN/zero-import" --hf $kind --batch 8 --seq 32 -o $kind.mlir \
+         --lr 3e-3 >/dev/null || exit 1
+     done)
+    data="--inputs @M@/ids.npy --labels @M@/labels.npy"
+    for kind in mixtral mixtral_aux qwen2_moe; do
+      cp "$stage/$kind.safetensors" "$M/"
+      init="$data --init-from @M@/$kind.safetensors"
+      model ${kind}_f32_s0 "$stage/$kind.mlir" 5 "$init" --stage 0
+      [ $kind = mixtral_aux ] ||
+        model ${kind}_f32_s3 "$stage/$kind.mlir" 5 "$init" --stage 3
+    done
   else
     echo "gpu-bundle: no torch/transformers on $py: the bundle goes" \
       "without the Mixtral steps" >&2
