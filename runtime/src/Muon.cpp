@@ -23,7 +23,8 @@ using namespace zrt;
 
 void zrt::muonStep(int32_t dtype, const void *grad, float *master,
                    float *momentum, void *param, int64_t rows, int64_t cols,
-                   const MuonConstants &k, int32_t nsSteps, void *scratch) {
+                   const MuonConstants &k, int32_t nsSteps, void *scratch,
+                   float gradScale) {
   KernelSpan span("zrt_muon");
   if (rows <= 0 || cols <= 0)
     fatal("zrt_muon: the matrix [%lld, %lld] is empty", (long long)rows,
@@ -45,7 +46,9 @@ void zrt::muonStep(int32_t dtype, const void *grad, float *master,
       for (int64_t i = begin; i < end; ++i)
         for (int64_t j = 0; j < cols; ++j) {
           int64_t at = i * cols + j;
-          float u = muonMomentum(toFloat(g[at]), momentum[at], k);
+          // One rounded multiply, never contracted into the lerp (this
+          // file is built with -ffp-contract=off).
+          float u = muonMomentum(toFloat(g[at]) * gradScale, momentum[at], k);
           x[s.transposed ? j * rows + i : at] = u;
         }
     });
@@ -97,4 +100,38 @@ void zrt::muonStep(int32_t dtype, const void *grad, float *master,
         }
     });
   });
+}
+
+extern "C" void
+zrt_muon(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
+         void *param, const int64_t *matrices, int32_t numMatrices,
+         int64_t step, double lr, double momentum, double weightDecay,
+         int32_t nesterov, double nsA, double nsB, double nsC, double eps,
+         int32_t nsSteps, int32_t adjustLrFn, const zrt_lr_schedule *schedule,
+         double maxGradNorm, const float *stats, float lossScale, int32_t skip,
+         void *scratch, int64_t scratchBytes) {
+  if (!skip && step < 1)
+    fatal("zrt_muon: step %lld must be >= 1", (long long)step);
+  float gradScale = 1.0f;
+  if (!skip) {
+    // As zrt_adam's: the clip coefficient over the loss scale, in double,
+    // rounded once.
+    gradScale =
+        float(zrt_clip_coefficient(stats, maxGradNorm) / double(lossScale));
+    lr = zrt_lr_at(schedule, lr, momentum != 0.0 ? &momentum : nullptr, nullptr,
+                   step);
+  }
+  muonSlot(
+      dtype, grad, master, momentumBuffer, param, matrices, numMatrices, lr,
+      momentum, weightDecay, nesterov != 0, nsA, nsB, nsC, eps, nsSteps,
+      adjustLrFn, gradScale, skip != 0, scratch, scratchBytes, dtypeSize(dtype),
+      [](int32_t dtype, const void *grad, float *master, float *momentum,
+         void *param, int64_t rows, int64_t cols, const MuonConstants &k,
+         int32_t nsSteps, void *scratch, float gradScale) {
+        muonStep(dtype, grad, master, momentum, param, rows, cols, k, nsSteps,
+                 scratch, gradScale);
+      },
+      [&](const float *w, void *p, int64_t n) {
+        zrt_cast(ZRT_F32, w, dtype, p, n);
+      });
 }

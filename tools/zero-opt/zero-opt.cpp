@@ -18,6 +18,7 @@
 // public header.
 namespace mlir::zero::test {
 void registerTestRuntimeABIPass();
+void registerTestMuonLayoutPass();
 } // namespace mlir::zero::test
 
 int main(int argc, char **argv) {
@@ -29,6 +30,7 @@ int main(int argc, char **argv) {
   registry.insert<mlir::LLVM::LLVMDialect>();
   zero::registerAllPasses();
   mlir::zero::test::registerTestRuntimeABIPass();
+  mlir::zero::test::registerTestMuonLayoutPass();
   // mlir::MlirOptMain(argc, argv, ...), except that the input is checked for
   // nesting that would overflow the parser's stack before it is parsed.
   auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(

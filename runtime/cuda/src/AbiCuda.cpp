@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernels.h"
+#include "Muon.h"
 #include "Support.h"
 #include "zero_rt/zrt.h"
 
@@ -84,6 +85,20 @@ extern "C" void zrt_sgd(int32_t dtype, const void *grad, float *master,
             dampening, weightDecay, nesterov, schedule, decayRanges,
             rangeDecays, numDecayRanges, maxGradNorm, stats, nullptr,
             double(lossScale), skip);
+}
+
+extern "C" void
+zrt_muon(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
+         void *param, const int64_t *matrices, int32_t numMatrices,
+         int64_t step, double lr, double momentum, double weightDecay,
+         int32_t nesterov, double nsA, double nsB, double nsC, double eps,
+         int32_t nsSteps, int32_t adjustLrFn, const zrt_lr_schedule *schedule,
+         double maxGradNorm, const float *stats, float lossScale, int32_t skip,
+         void *scratch, int64_t scratchBytes) {
+  cuda::muon(dtype, grad, master, momentumBuffer, param, matrices, numMatrices,
+             step, lr, momentum, weightDecay, nesterov, nsA, nsB, nsC, eps,
+             nsSteps, adjustLrFn, schedule, maxGradNorm, stats, lossScale, skip,
+             scratch, scratchBytes);
 }
 
 extern "C" void

@@ -41,10 +41,10 @@ unsigned gridOf(int64_t n) {
 template <typename T>
 __global__ void momentumKernel(const T *grad, float *momentum, float *x,
                                int64_t rows, int64_t cols, bool transposed,
-                               MuonConstants k) {
+                               MuonConstants k, float gradScale) {
   ZRT_GRID_STRIDE(at, rows * cols) {
     float buf = momentum[at];
-    float u = muonMomentum(toF32(grad[at]), buf, k);
+    float u = muonMomentum(__fmul_rn(toF32(grad[at]), gradScale), buf, k);
     momentum[at] = buf;
     int64_t i = at / cols, j = at % cols;
     x[transposed ? j * rows + i : at] = u;
@@ -111,7 +111,7 @@ __global__ void applyKernel(const float *x, float *master, T *param,
 void zrt::cuda::muonStep(int32_t dtype, const void *grad, float *master,
                          float *momentum, void *param, int64_t rows,
                          int64_t cols, const MuonConstants &k, int32_t nsSteps,
-                         void *scratch) {
+                         void *scratch, float gradScale) {
   if (rows <= 0 || cols <= 0)
     fatal("muon: the matrix [%lld, %lld] is empty", (long long)rows,
           (long long)cols);
@@ -128,7 +128,8 @@ void zrt::cuda::muonStep(int32_t dtype, const void *grad, float *master,
   dispatch(dtype, "muon", [&](auto tag) {
     using T = decltype(tag);
     momentumKernel<T><<<gridOf(total), kThreads, 0, stream>>>(
-        static_cast<const T *>(grad), momentum, x, rows, cols, s.transposed, k);
+        static_cast<const T *>(grad), momentum, x, rows, cols, s.transposed, k,
+        gradScale);
   });
   checkLaunch("muon");
   // The norm waits in `prod`, free until the first X update.
@@ -156,4 +157,48 @@ void zrt::cuda::muonStep(int32_t dtype, const void *grad, float *master,
         x, master, p, rows, cols, s.transposed, k);
   });
   checkLaunch("muon");
+}
+
+void zrt::cuda::muon(int32_t dtype, const void *grad, float *master,
+                     float *momentumBuffer, void *param,
+                     const int64_t *matrices, int32_t numMatrices, int64_t step,
+                     double lr, double momentum, double weightDecay,
+                     int32_t nesterov, double nsA, double nsB, double nsC,
+                     double eps, int32_t nsSteps, int32_t adjustLrFn,
+                     const zrt_lr_schedule *schedule, double maxGradNorm,
+                     const float *stats, float lossScale, int32_t skip,
+                     void *scratch, int64_t scratchBytes) {
+  if (!skip && step < 1)
+    fatal("zrt_muon: step %lld must be >= 1", (long long)step);
+  float gradScale = 1.0f;
+  if (!skip) {
+    // The factor is the CPU's, computed on the host from the device's
+    // stats: only clipping reads them, and waits for them.
+    float hostStats[2] = {0.0f, 0.0f};
+    if (maxGradNorm > 0) {
+      if (!stats)
+        fatal("zrt_muon: gradient clipping needs the stats");
+      ZRT_CUDA_CHECK(cudaMemcpyAsync(hostStats, stats, sizeof hostStats,
+                                     cudaMemcpyDeviceToHost, computeStream()));
+      ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+    }
+    gradScale =
+        float(zrt_clip_coefficient(hostStats, maxGradNorm) / double(lossScale));
+    lr = zrt_lr_at(schedule, lr, momentum != 0.0 ? &momentum : nullptr, nullptr,
+                   step);
+  }
+  muonSlot(
+      dtype, grad, master, momentumBuffer, param, matrices, numMatrices, lr,
+      momentum, weightDecay, nesterov != 0, nsA, nsB, nsC, eps, nsSteps,
+      adjustLrFn, gradScale, skip != 0, scratch, scratchBytes,
+      dtype == ZRT_F32 ? 4 : 2,
+      [](int32_t dtype, const void *grad, float *master, float *momentum,
+         void *param, int64_t rows, int64_t cols, const MuonConstants &k,
+         int32_t nsSteps, void *scratch, float gradScale) {
+        zrt::cuda::muonStep(dtype, grad, master, momentum, param, rows, cols, k,
+                            nsSteps, scratch, gradScale);
+      },
+      [&](const float *w, void *p, int64_t n) {
+        zrt::cuda::cast(ZRT_F32, w, dtype, p, n);
+      });
 }

@@ -1,0 +1,73 @@
+//===- Muon.h - Muon's matrices and their owners ----------------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// Muon orthogonalizes each matrix's momentum with Newton-Schulz over the
+// whole matrix, so under ZeRO each Muon matrix has one owner rank that holds
+// its whole reduced gradient and momentum and runs its step
+// (owner-computes). What is decided here, once: which parameters Muon
+// updates (the rest are AdamW's, as DeepSpeed tags them), which rank owns
+// each, and where each lies in the ranks' reduce-scatter slots.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_DIALECT_ZERO_ANALYSIS_MUON_H
+#define ZERO_DIALECT_ZERO_ANALYSIS_MUON_H
+
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace mlir::zero {
+
+/// Whether Muon updates `param`, the split of torch.optim.Muon plus AdamW
+/// that DeepSpeed tags (`use_muon`, 2-D hidden matrices), read from how the
+/// module's train steps use it rather than from its name: a trainable 2-D
+/// parameter that some `nn.matmul` or `nn.tiled_mlp` reads as a
+/// projection's weight and none reads as an embedding table
+/// (`nn.embedding`) or as the output head (`nn.linear_cross_entropy`'s
+/// weight, or an operand of the `nn.matmul` whose result
+/// `nn.softmax_cross_entropy` reads). Everything else is AdamW's: norms,
+/// biases, token and position embeddings (GPT-2's `wpe` is added, not
+/// projected), the head (tied or not), 3-D expert weights and the MoE
+/// router.
+bool isMuonMatrix(ParamOp param);
+
+/// The parameters of `module` that Muon updates, in declaration order.
+llvm::SmallVector<ParamOp> getMuonParams(ModuleOp module);
+
+/// The FLOPs of one Muon step's Newton-Schulz on a [rows, cols] matrix:
+/// `nsSteps` iterations of X X^T ([m, m] from [m, n]: 2 m m n), its square
+/// (2 m m m) and the product with X (2 m m n), m = min(rows, cols).
+int64_t getMuonStepFlops(int64_t rows, int64_t cols, int64_t nsSteps);
+
+/// Owner-computes over `ranks` ranks: each Muon matrix (its elements and its
+/// step's FLOPs) goes whole to one owner, the matrices largest first to the
+/// rank with the fewest FLOPs so far (the lower rank on a tie). Each rank's
+/// slot of the reduce-scatter holds its matrices whole and contiguous, in
+/// declaration order, then AdamW elements, split at any element, fill every
+/// slot to the same size. The slot is AdamW's (the elements over the ranks,
+/// rounded up to `alignment`) unless a rank's matrices exceed it: then it is
+/// that rank's matrices, rounded up, and `padding` counts the elements the
+/// slots hold beyond AdamW's layout.
+struct MuonSlotLayout {
+  /// Elements of one rank's slot.
+  int64_t slot = 0;
+  /// Per matrix, in the order given: its owner and its element offset in
+  /// the slots laid end to end (owner * slot + its place in the slot).
+  llvm::SmallVector<int64_t> owner, offset;
+  /// Per rank: Newton-Schulz FLOPs and Muon elements it owns.
+  llvm::SmallVector<int64_t> flops, muonElements;
+  /// slot * ranks less AdamW's padded layout of the same elements.
+  int64_t padding = 0;
+};
+MuonSlotLayout layoutMuonSlots(llvm::ArrayRef<int64_t> matrixElements,
+                               llvm::ArrayRef<int64_t> matrixFlops,
+                               int64_t adamwElements, int64_t ranks,
+                               int64_t alignment);
+
+} // namespace mlir::zero
+
+#endif // ZERO_DIALECT_ZERO_ANALYSIS_MUON_H
