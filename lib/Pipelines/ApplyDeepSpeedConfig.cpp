@@ -120,6 +120,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->frozenGather, cfg->frozenGather);
     takeFromFile(s->lossChunk, cfg->lossChunk);
     takeFromFile(s->tiledMlp, cfg->tiledMlp);
+    takeFromFile(s->optimizerStates, cfg->optimizerStates);
     takeFromFile(s->micsShardSize, cfg->micsShardSize);
     takeFromFile(s->spSize, cfg->sequenceParallelSize);
     takeFromFile(s->quantizedWeights, cfg->quantizedWeights);

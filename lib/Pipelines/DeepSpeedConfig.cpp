@@ -695,6 +695,8 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   cfg.lossChunk = top.integerIn(dskeys::kLossChunk, 0);
   // Each MLP in this many tiles of rows (0: off).
   cfg.tiledMlp = top.integerIn(dskeys::kTiledMlp, 0);
+  // The optimizer's states' precision (zero-optimizer checks the value).
+  cfg.optimizerStates = top.string(dskeys::kOptimizerStates);
 
   cfg.stepsPerPrint = top.integerIn("steps_per_print", 1);
   cfg.wallClockBreakdown = top.boolean("wall_clock_breakdown");

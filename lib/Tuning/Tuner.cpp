@@ -75,6 +75,7 @@
 #include "zero/Tuning/Tuner.h"
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
@@ -143,6 +144,8 @@ void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.micsShardSize = micsShardSize;
   o.quantizedWeights = quantizedWeights;
   o.quantizedGradients = quantizedGradients;
+  if (optimizerStates)
+    o.optimizerStates = stringifyStatePrecision(*optimizerStates).str();
 }
 
 namespace {
@@ -191,9 +194,10 @@ bool isBetter(const Evaluation &a, const Evaluation &b) {
 }
 
 /// A (stage, accumulation, optimizer offload, parameter offload, hpZ size,
-/// MiCS shard size, qwZ, qgZ) group.
-using GroupKey = std::tuple<int64_t, int64_t, OffloadDevice, OffloadDevice,
-                            int64_t, int64_t, bool, bool>;
+/// MiCS shard size, qwZ, qgZ, optimizer states) group.
+using GroupKey =
+    std::tuple<int64_t, int64_t, OffloadDevice, OffloadDevice, int64_t,
+               int64_t, bool, bool, std::optional<StatePrecision>>;
 
 /// The group of a configuration: what the knobs do not change.
 GroupKey groupOf(const TuneConfig &c) {
@@ -204,7 +208,17 @@ GroupKey groupOf(const TuneConfig &c) {
           c.hpzPartitionSize,
           c.micsShardSize,
           c.quantizedWeights,
-          c.quantizedGradients};
+          c.quantizedGradients,
+          c.optimizerStates};
+}
+
+/// `opt` with its states in `states`.
+OptimizerAttr withStates(OptimizerAttr opt, StatePrecision states) {
+  return OptimizerAttr::get(opt.getContext(), opt.getKind(), opt.getLr(),
+                            opt.getBeta1(), opt.getBeta2(), opt.getEps(),
+                            opt.getWeightDecay(), opt.getBiasCorrection(),
+                            opt.getMomentum(), opt.getDampening(),
+                            opt.getNesterov(), states, opt.getSchedule());
 }
 
 /// The divisors of `n` strictly between 1 and `n`, ascending.
@@ -312,6 +326,9 @@ private:
   std::map<GroupKey, double> groupBestMs;
   /// Whether any stage's model states were read.
   bool anyStage = false;
+  /// Whether the offload choices include options.optimizerStates: only
+  /// where nothing fits with the step's precision.
+  bool lowerStates = false;
 };
 
 } // namespace
@@ -323,6 +340,9 @@ SmallVector<TuneConfig> Tuner::getOffloadChoices(int64_t stage) const {
     if (d <= options.offload)
       devices.push_back(d);
   SmallVector<TuneConfig> choices;
+  ModuleOp module = model;
+  StatePrecision stepStates =
+      (*module.getOps<TrainStepOp>().begin()).getOptimizer().getStates();
   // DeepSpeed's rules of the stage, as zero-optimizer checks them; a
   // choice they reject is not one.
   ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
@@ -338,6 +358,14 @@ SmallVector<TuneConfig> Tuner::getOffloadChoices(int64_t stage) const {
               [&] { return mlir::emitError(UnknownLoc::get(ctx)); }, stage)))
         continue;
       choices.push_back(c);
+      // The lower precision, where the lowering takes it: int8 states are
+      // not swapped through NVMe.
+      if (lowerStates && *options.optimizerStates != stepStates &&
+          !(*options.optimizerStates == StatePrecision::int8 &&
+            optimizer == OffloadDevice::nvme)) {
+        c.optimizerStates = options.optimizerStates;
+        choices.push_back(c);
+      }
     }
   }
   return choices;
@@ -419,6 +447,7 @@ Tuner::partitionStage(int64_t stage, int64_t mics, int64_t sp) {
   if (failed(pm.run(*module)))
     return failure();
   TrainStepOp step = *module->getOps<TrainStepOp>().begin();
+  OptimizerAttr stepOptimizer = step.getOptimizer();
   SmallVector<TuneModelStates> states;
   int64_t padded = 0;
   for (TuneConfig choice : getOffloadChoices(stage)) {
@@ -432,6 +461,11 @@ Tuner::partitionStage(int64_t stage, int64_t mics, int64_t sp) {
       step.setOffloadAttr(getOffloadAttr(choice));
     else
       step.removeOffloadAttr();
+    // And the states' bytes their precision.
+    step.setOptimizerAttr(
+        choice.optimizerStates
+            ? withStates(stepOptimizer, *choice.optimizerStates)
+            : stepOptimizer);
     FailureOr<StepSchedule> schedule = StepSchedule::get(step);
     if (failed(schedule))
       return failure();
@@ -903,6 +937,14 @@ LogicalResult Tuner::run() {
   result.longContextSearched = sps[0] != 1 || tiles[0] != 0 || offloads[0];
   if (failed(search(remats, sps, tiles, offloads)))
     return failure();
+  // The states in the lower precision asked for, where nothing fits in the
+  // step's.
+  if (!anyFits() && options.optimizerStates) {
+    lowerStates = true;
+    result.groups = result.prunedByModelStates = result.prunedByBounds = 0;
+    if (failed(search(remats, sps, tiles, offloads)))
+      return failure();
+  }
   if (!anyFits()) {
     if (!options.spSize)
       sps = getSpSizes();
@@ -1011,6 +1053,15 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
                                "nvme-path ", options.nvmePath,
                                "it goes into ds_config.json's nvme_path")))
     return failure();
+
+  if (options.optimizerStates &&
+      !hasOptimizerStatePrecision(step.getOptimizer().getKind(),
+                                  *options.optimizerStates))
+    return step.emitError("zero-tune: --optimizer-states ")
+           << stringifyStatePrecision(*options.optimizerStates)
+           << ": optimizer "
+           << stringifyOptimizerKind(step.getOptimizer().getKind()) << " has no "
+           << stringifyStatePrecision(*options.optimizerStates) << " states";
 
   TuneResult result;
   if (step.getBodyBlock().getNumArguments() != 0)
@@ -1125,6 +1176,8 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
   // This project's key, only when on.
   if (c.lossChunk > 0)
     config[kLossChunk] = c.lossChunk;
+  if (c.optimizerStates)
+    config[kOptimizerStates] = stringifyStatePrecision(*c.optimizerStates);
   if (c.remat != TuneRemat::none) {
     llvm::json::Object checkpointing{
         {kRecomputeGranularity, c.remat == TuneRemat::layer

@@ -389,6 +389,14 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
   m.momentum = opt.momentum;
   m.dampening = opt.dampening;
   m.nesterov = opt.nesterov;
+  m.statePrecision = static_cast<optimizers::StatePrecision>(
+      opt.states.value_or(manifest::StatePrecision::F32));
+  if (!optimizers::hasPrecision(m.optimizer, m.statePrecision))
+    invalid(keyPath(manifest::Program::optimizerKey,
+                    manifest::Optimizer::statesKey) +
+            " " + optimizers::precisionName(m.statePrecision) + ": " +
+            manifest::valueOf(m.optimizer) +
+            " cannot keep its states in that precision");
   if (opt.schedule) {
     m.schedule = toSchedule(*opt.schedule);
     // Absent for "auto"; only these kinds read it.
@@ -645,7 +653,7 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
   for (int k = 0; k < kNumBufferKinds; ++k) {
     if (!p.hasBuffer(BufferKind(k)))
       continue;
-    int64_t bytes = p.counts[k] * p.elementBytes(BufferKind(k));
+    int64_t bytes = m.bufferBytes(p, BufferKind(k));
     int64_t limit = p.onNvme[k]
                         ? (k == kParams ? m.paramNvmeBytes : optimizerNvme)
                     : p.onHost[k] ? m.hostBytes
@@ -879,6 +887,14 @@ bool Manifest::keepsState(BufferKind kind) const {
   return *value != 0.0;
 }
 
+int64_t Manifest::bufferBytes(const PartitionInfo &p, BufferKind kind) const {
+  if (statePrecision != optimizers::StatePrecision::F32 &&
+      optimizers::hasState(optimizer, kind))
+    return optimizers::stateBufferBytes(optimizer, statePrecision, kind,
+                                        p.counts[kind]);
+  return p.counts[kind] * p.elementBytes(kind);
+}
+
 Range Manifest::owned(const PartitionInfo &p, int rank) const {
   if (stage == 0)
     return {0, p.numel};
@@ -1062,6 +1078,16 @@ float *zrt::momentumBuffer(const zrt_ctx &ctx, int32_t p) {
   if (!ctx.manifest->partitions[size_t(p)].hasBuffer(kMomentumBuffer))
     return nullptr;
   return ctx.buffer<float>(p, kMomentumBuffer);
+}
+
+Int8State zrt::int8State(const zrt_ctx &ctx, int32_t p, BufferKind kind) {
+  const Manifest &m = *ctx.manifest;
+  int64_t block = optimizers::absmaxBlock(m.optimizer, m.statePrecision);
+  int64_t count = m.partitions[size_t(p)].counts[kind];
+  char *at = ctx.buffer(p, kind);
+  int64_t blocks = block > 0 ? (count + block - 1) / block : 0;
+  return {reinterpret_cast<float *>(at),
+          reinterpret_cast<uint8_t *>(at + 4 * blocks)};
 }
 
 std::pair<char *, int64_t> zrt::ownedGrads(zrt_ctx *ctx, int32_t p,

@@ -15,6 +15,7 @@
 
 #include "Flight.h"
 #include "zero_rt/manifest.h"
+#include "zero_rt/optimizers.h"
 #include "zero_rt/program.h"
 
 #include <array>
@@ -194,6 +195,8 @@ struct Manifest {
   bool wallClockBreakdown = false;
   /// The optimizer (optimizers.def).
   manifest::OptimizerKind optimizer = manifest::OptimizerKind::Adam;
+  /// The precision its states are kept in (optimizers.def).
+  optimizers::StatePrecision statePrecision = optimizers::StatePrecision::F32;
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool biasCorrection = true;
   double momentum = 0, dampening = 0; // SGD's
@@ -269,6 +272,14 @@ struct Manifest {
   /// Whether the optimizer keeps state buffer `kind`: its row has it and
   /// its gate (ZRT_OPTIMIZER_STATE_GATE), if any, is not 0.
   bool keepsState(BufferKind kind) const;
+  /// The bytes of buffer `kind` of partition `p`: its elements times their
+  /// bytes, an optimizer state's in the states' precision (with its
+  /// absmaxes: optimizers::stateBufferBytes).
+  int64_t bufferBytes(const PartitionInfo &p, BufferKind kind) const;
+  /// Whether the states are block-wise 8-bit (zrt_adam8bit's).
+  bool int8States() const {
+    return statePrecision == optimizers::StatePrecision::Int8;
+  }
 
   /// The layout range rank `rank` owns: everything at stage 0, else
   /// [i * shard, (i + 1) * shard) clipped to numel for its shard index i.
@@ -466,6 +477,14 @@ float *ownedMasters(const zrt_ctx &ctx, int32_t p);
 /// SGD's momentum buffer of partition `p`, null when the partition has none
 /// (momentum 0).
 float *momentumBuffer(const zrt_ctx &ctx, int32_t p);
+/// A block-wise 8-bit state buffer (Manifest::int8States): its fp32
+/// absmaxes, one per block of its elements, first (so that they are as
+/// aligned as the buffer), then one code per element.
+struct Int8State {
+  float *absmax;
+  uint8_t *codes;
+};
+Int8State int8State(const zrt_ctx &ctx, int32_t p, BufferKind kind);
 /// The first gradient element this rank owns and how many: the owned range
 /// of the full buffer at stages 0-1, the front of the shard at 2-3.
 std::pair<char *, int64_t> ownedGrads(zrt_ctx *ctx, int32_t p,

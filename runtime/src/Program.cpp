@@ -810,7 +810,18 @@ void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   // fp32 params are their own masters, updated in place (the kernels allow
   // the alias).
   DecayRanges decay = decayRanges(*ctx, p, part);
-  if (m.optimizer == zrt::optimizers::Kind::SGD)
+  if (m.int8States()) {
+    Int8State expAvg = int8State(*ctx, p, kExpAvg),
+              expAvgSq = int8State(*ctx, p, kExpAvgSq);
+    device::adam8bit(part.computeDtype, grads, ownedMasters(*ctx, p),
+                     expAvg.codes, expAvg.absmax, expAvgSq.codes,
+                     expAvgSq.absmax, params, n, ctx->adamSteps, m.lr, m.beta1,
+                     m.beta2, m.eps, m.weightDecay,
+                     zrt::optimizers::isDecoupled(m.optimizer),
+                     m.biasCorrection, lrSchedule(m), decay.ranges.data(),
+                     decay.decays.data(), int32_t(decay.decays.size()),
+                     m.gradientClipping, stats, lossScale, divisor, skip);
+  } else if (m.optimizer == zrt::optimizers::Kind::SGD)
     device::sgd(part.computeDtype, grads, ownedMasters(*ctx, p),
                 momentumBuffer(*ctx, p), params, n, ctx->adamSteps, m.lr,
                 m.momentum, m.dampening, m.weightDecay, m.nesterov,
@@ -1007,7 +1018,18 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
   // owned elements (at offset 0 of the host copies).
   DecayRanges decay = decayRanges(*ctx, p, part);
   // The unscale factor exactly as device::adam forms it.
-  if (m.optimizer == zrt::optimizers::Kind::SGD)
+  if (m.int8States()) {
+    Int8State expAvg = int8State(*ctx, p, kExpAvg),
+              expAvgSq = int8State(*ctx, p, kExpAvgSq);
+    hostAdam8bit(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
+                 expAvg.codes, expAvg.absmax, expAvgSq.codes, expAvgSq.absmax,
+                 params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
+                 m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
+                 m.biasCorrection, lrSchedule(m), decay.ranges.data(),
+                 decay.decays.data(), int32_t(decay.decays.size()),
+                 m.gradientClipping, hostStats, float(double(scale) * divisor),
+                 skip);
+  } else if (m.optimizer == zrt::optimizers::Kind::SGD)
     hostSgd(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
             momentumBuffer(*ctx, p), params, n, ctx->adamSteps, m.lr,
             m.momentum, m.dampening, m.weightDecay, m.nesterov, lrSchedule(m),
@@ -1043,6 +1065,10 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   if (!part.offloaded() || !part.onNvme[kMaster] || !ctx->nvme)
     fatal("%s: partition '%s' keeps its optimizer states off NVMe", call,
           part.name.c_str());
+  // The swap buffers stream 4 bytes per element of each state.
+  if (m.int8States())
+    fatal("%s: partition '%s': int8 optimizer states are not swapped to NVMe",
+          call, part.name.c_str());
   // The fp32 masters, then the optimizer's states in the table's order.
   std::vector<BufferKind> states{kMaster};
   for (const zrt::optimizers::State &st : zrt::optimizers::kStates)

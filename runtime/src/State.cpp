@@ -32,7 +32,7 @@ void zrt::zeroBuffer(zrt_ctx &ctx, int32_t p, BufferKind kind) {
   const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
   if (!part.hasBuffer(kind))
     return;
-  int64_t bytes = part.counts[kind] * part.elementBytes(kind);
+  int64_t bytes = ctx.manifest->bufferBytes(part, kind);
   if (ctx.onNvme(p, kind))
     ctx.swapFileOf(kind)->zero(part.offsets[kind], bytes,
                                ctx.swapBufferOf(kind), ctx.swapBytesOf(kind));

@@ -115,6 +115,13 @@ static cl::opt<std::string, true>
                       "--offload=nvme (offload_optimizer.nvme_path and "
                       "offload_param.nvme_path)"),
              cl::location(tuneOptions.nvmePath), cl::cat(tuneCat));
+static cl::opt<std::string> optimizerStates(
+    "optimizer-states",
+    cl::desc("A lower precision the search may keep the optimizer's states "
+             "in beside the train step's: bf16 or int8 (bitsandbytes' "
+             "block-wise 8-bit Adam), where the optimizer has it; default: "
+             "the step's only"),
+    cl::cat(tuneCat));
 static cl::opt<std::string> hostBudget(
     "host-budget",
     cl::desc("Pinned host bytes one rank may use for offloaded states "
@@ -237,6 +244,10 @@ static std::string describe(const TuneConfig &c) {
     s += ", qwZ";
   if (c.quantizedGradients)
     s += ", qgZ";
+  if (c.optimizerStates)
+    s += formatv(", optimizer states {0}",
+                 stringifyStatePrecision(*c.optimizerStates))
+             .str();
   return s;
 }
 
@@ -284,6 +295,11 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
     o["nvme_bytes"] = c.nvmeBytes;
     o["exposed_transfer_ms"] = c.exposedTransferMs;
   }
+  if (tuneOptions.optimizerStates)
+    o["optimizer_states"] =
+        c.config.optimizerStates
+            ? stringifyStatePrecision(*c.config.optimizerStates)
+            : "step";
   if (shared.zeropp) {
     o["hpz_partition_size"] = c.config.hpzPartitionSize;
     o["mics_shard_size"] = c.config.micsShardSize;
@@ -515,6 +531,15 @@ static bool checkSearch() {
     return false;
   }
   tuneOptions.offload = *offloadTier;
+  if (optimizerStates.getNumOccurrences()) {
+    std::optional<StatePrecision> p = symbolizeStatePrecision(optimizerStates);
+    if (!p || *p == StatePrecision::f32) {
+      fail("--optimizer-states must be bf16 or int8, got '" + optimizerStates +
+           "'");
+      return false;
+    }
+    tuneOptions.optimizerStates = p;
+  }
   const std::string &path = tuneOptions.nvmePath;
   if (*offloadTier == OffloadDevice::nvme && path.empty()) {
     fail("--offload=nvme needs --nvme-path DIR, the directory of the "

@@ -121,6 +121,9 @@ struct DeepSpeedConfig {
   /// zero_mlir_tiled_mlp: this project's key for the pipeline's tiled-mlp
   /// (DeepSpeed has none).
   DeepSpeedValue<int64_t> tiledMlp;
+  /// zero_mlir_optimizer_states: this project's key for zero-optimizer's
+  /// optimizer-states (f32, bf16 or int8).
+  DeepSpeedValue<std::string> optimizerStates;
   /// zero_optimization.mics_shard_size (-1: no MiCS) and
   /// mics_hierarchical_params_gather.
   DeepSpeedValue<int64_t> micsShardSize;

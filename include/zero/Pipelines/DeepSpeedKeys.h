@@ -35,6 +35,10 @@ inline constexpr llvm::StringLiteral kLossChunk = "zero_mlir_loss_chunk";
 /// This project's key (DeepSpeed has none): zero-tiled-mlp's tiles per MLP,
 /// 0 for off.
 inline constexpr llvm::StringLiteral kTiledMlp = "zero_mlir_tiled_mlp";
+/// This project's key (DeepSpeed has none for 8-bit states): zero-optimizer's
+/// optimizer-states, the precision of the optimizer's states.
+inline constexpr llvm::StringLiteral kOptimizerStates =
+    "zero_mlir_optimizer_states";
 
 // activation_checkpointing: Megatron-LM's granularity, "full" (zero-remat's
 // layer policy) or "selective".

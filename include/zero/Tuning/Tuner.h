@@ -91,6 +91,9 @@ struct TuneConfig {
   int64_t micsShardSize = ZeroPartitionPassOptions().micsShardSize;
   bool quantizedWeights = ZeroParamGatherPassOptions().quantizedWeights;
   bool quantizedGradients = ZeroGradSyncPassOptions().quantizedGradients;
+  /// The precision of the optimizer's states (zero-optimizer's
+  /// optimizer-states; unset: the train step's).
+  std::optional<StatePrecision> optimizerStates;
 
   /// Whether the optimizer states or the parameter shards are on NVMe.
   bool isOnNvme() const {
@@ -118,7 +121,7 @@ struct TuneConfig {
         lossChunk, spSize, tiledMlp, offloadActivations, reduceBucketSize,
         overlapComm, allgatherBucketSize, prefetchBucketSize, maxLiveParameters,
         paramPersistenceThreshold, frozenGatherOnce, hpzPartitionSize,
-        micsShardSize, quantizedWeights, quantizedGradients);
+        micsShardSize, quantizedWeights, quantizedGradients, optimizerStates);
   }
   bool operator<(const TuneConfig &o) const { return key() < o.key(); }
   bool operator==(const TuneConfig &o) const { return key() == o.key(); }
@@ -195,6 +198,11 @@ struct TuneOptions {
   /// With the preset's validation band, put first the candidate with the
   /// smallest peak among those within the band of the fastest.
   bool preferSmallerPeakWithinBand = true;
+  /// A precision the search may also keep the optimizer's states in
+  /// (zero-tune --optimizer-states; one the optimizer's optimizers.def row
+  /// declares): each stage and offload choice is a group with the step's
+  /// precision and one with this. Unset: the step's only.
+  std::optional<StatePrecision> optimizerStates;
 };
 
 /// The model states one configuration keeps on the device and in pinned

@@ -267,6 +267,23 @@ void device::lion(int32_t dtype, const void *grad, float *master, float *expAvg,
              maxGradNorm, stats, lossScale, divisor, skip);
 }
 
+void device::adam8bit(int32_t dtype, const void *grad, float *master,
+                      uint8_t *expAvg, float *expAvgAbsmax, uint8_t *expAvgSq,
+                      float *expAvgSqAbsmax, void *param, int64_t n,
+                      int64_t step, double lr, double beta1, double beta2,
+                      double eps, double weightDecay, int32_t adamw,
+                      int32_t biasCorrection, const zrt_lr_schedule *schedule,
+                      const int64_t *decayRanges, const double *rangeDecays,
+                      int32_t numDecayRanges, double maxGradNorm,
+                      const float *stats, const float *lossScale,
+                      double divisor, int32_t skip) {
+  cuda::adam8bit(dtype, grad, master, expAvg, expAvgAbsmax, expAvgSq,
+                 expAvgSqAbsmax, param, n, step, lr, beta1, beta2, eps,
+                 weightDecay, adamw, biasCorrection, schedule, decayRanges,
+                 rangeDecays, numDecayRanges, maxGradNorm, stats, lossScale,
+                 divisor, skip);
+}
+
 void device::sgd(int32_t dtype, const void *grad, float *master,
                  float *momentumBuffer, void *param, int64_t n, int64_t step,
                  double lr, double momentum, double dampening,
