@@ -30,6 +30,21 @@ BANDS = os.path.join(ROOT, "lib", "Dialect", "Zero", "Analysis",
 # A prediction within this factor of the published throughput counts as
 # matching it (issue 52's bar).
 BAND = 0.20
+# Each row's ratio before the peer options, the foreach AdamW, the 500 W
+# preset and the A100's measured rates (the page as the eager profile left
+# it), for "What the peer options and the 500 W preset changed".
+BEFORE = {
+    "titan-8b-h100x8": 1.22, "titan-8b-h100x8-compile": 1.35,
+    "titan-8b-h100x128": 1.19, "titan-8b-h100x128-compile": 1.29,
+    "titan-8b-a100x64": 0.76, "titan-70b-a100x64": 0.77,
+    "foundry-mpt7b-h100x8": 1.23, "foundry-mpt7b-h100x128": 1.10,
+    "foundry-mpt13b-h100x8": 1.19, "foundry-mpt7b-a100x8": 1.06,
+    "fms-llama2-7b-a100x128": 0.75, "fms-llama2-7b-h100x96": 0.85,
+    "tinyllama-1.1b-a100-40gbx8": 1.13, "olmo-core-llama-8b-h100x8": 1.15,
+    "blog-llama2-7b-a100x128": 0.92, "blog-llama2-70b-h100x96": 0.84,
+    "blog-llama2-70b-a100x128": 0.74, "xtuner-llama2-7b-a100x8": 1.14,
+    "xtuner-llama2-70b-a100x32": 1.31,
+}
 
 
 class Failure(Exception):
@@ -144,17 +159,19 @@ def gpu_of(run):
     return "A100" if run["preset"].startswith("a100") else "H100"
 
 
-EAGER = "runtime=eager"
+PEER_RUNTIMES = ("runtime=eager", "runtime=compiled")
 
 
 def is_eager(run):
-    """Whether the run is priced with the eager runtime profile."""
-    return EAGER in (run.get("report") or "").split()
+    """Whether the run is priced with the eager runtime profile, whole or
+    outside its compiled blocks."""
+    return any(w in PEER_RUNTIMES for w in (run.get("report") or "").split())
 
 
 def fused(run):
     """The run priced with the default (fused) runtime."""
-    words = [w for w in (run.get("report") or "").split() if w != EAGER]
+    words = [w for w in (run.get("report") or "").split()
+             if w not in PEER_RUNTIMES]
     return dict(run, report=" ".join(words))
 
 
@@ -231,7 +248,8 @@ def render(data, predictions):
       "recomputation a `zero-compile` of it would run) on the preset's "
       "rates by kernel family (docs/HardwarePresets.md, \"Rates by kernel "
       "family\", where every rate names its source): matrix products at "
-      "the best measured matmul rate (0.8 of the dense peak) times the "
+      "the best measured matmul rate (0.8 of the dense peak; on A100 its "
+      "own measured 0.859) times the "
       "share of the device their output tiles fill in waves, 16-bit "
       "products with a dimension that is not a multiple of 8 at the rate "
       "measured for such products on an H100; fused attention at the rate "
@@ -250,7 +268,13 @@ def render(data, predictions):
       "`runtime=eager` prices instead the ops an eager PyTorch peer runs as "
       "chains of unfused kernels as those chains (below, \"The eager "
       "runtime profile\"); the rows whose peer's modules were read to run "
-      "so are priced with it, and say so. The published runs are PyTorch "
+      "so are priced with it, and say so, and `runtime=compiled` prices "
+      "a peer that compiles each transformer block and runs the rest "
+      "eager. `reduce-dtype=f32` prices the gradient reduce-scatters as a "
+      "peer that reduces in fp32 moves them, 4 bytes an element (FSDP2's "
+      "and Composer's `reduce_dtype`; our schedule reduces in the compute "
+      "type): a choice of the peer's schedule that moves no planned byte, "
+      "given where the row's source sets it. The published runs are PyTorch "
       "eager (torchtitan, "
       "llm-foundry's Composer, TinyLlama's Lightning Fabric, the PyTorch "
       "blog's FSDP runs, XTuner's DeepSpeed) or `torch.compile` (IBM's "
@@ -286,7 +310,28 @@ def render(data, predictions):
       "`torch/distributed/_composable/fsdp/_fsdp_collectives.py`): a pass "
       "over the full array each, read and written; the same test checks "
       "them. Our schedule gathers into and reduces from the flat "
-      "buffers the kernels use, with no copy.")
+      "buffers the kernels use, with no copy. Last, the profile has the "
+      "peer's optimizer: torchtitan's default AdamW is PyTorch's foreach "
+      "implementation (`torchtitan/optimizer.py`: `foreach` unless "
+      "`--optimizer.fused`) after foreach gradient clipping (`train.py`, "
+      "`max_norm = 1.0` in the train config), on fp32 sharded parameters, "
+      "gradients and moments: `_foreach_norm` and `_foreach_mul_` of the "
+      "clipping, then `_foreach_mul_` (weight decay), `_foreach_lerp_`, "
+      "`_foreach_mul_`, `_foreach_addcmul_`, `_foreach_sqrt`, "
+      "`_foreach_div_`, `_foreach_add_` and `_foreach_addcdiv_` "
+      "(`torch/optim/adamw.py`, `_multi_tensor_adamw`), each a pass over "
+      "the owned elements: 24 fp32 reads and writes an element, 96 bytes, "
+      "against the 30 of our fused Adam (a bf16 copy of the parameters "
+      "included), in 10 launches per 320 chunks of 65,536 elements "
+      "(`multi_tensor_apply`); an Adam or AdamW step under the profile is "
+      "priced so, and the same test checks it.\n\n"
+      "`runtime=compiled` is that peer with each transformer block "
+      "compiled, as torchtitan's `apply_compile` "
+      "(`torchtitan/parallelisms/parallelize_llama.py`) compiles them: the "
+      "ops in the blocks fused, the loss, which is outside them, FSDP2's "
+      "copies and the foreach AdamW eager. The final norm is outside the "
+      "blocks too but priced fused (at 8,192 tokens a sequence its chain "
+      "is about 4 ms of a 2 s step).")
     w("")
     w("| op | the peer's code | eager kernels | bytes an element | fused: kernels, bytes |")
     w("|---|---|---|---:|---|")
@@ -325,20 +370,27 @@ def render(data, predictions):
       "heads as query heads), coming out the same. They are left as our "
       "schedule prices them.")
     w("- torchtitan's fp32 gradient reduction (`mixed_precision_reduce` "
-      "defaults to `float32` in `torchtitan/config_manager.py`), which "
-      "would double the bytes of its reduce-scatters and of their copy-in: "
-      "a schedule's choice (ours reduces in bf16) that would change the "
-      "planned bytes, not a runtime's.")
-    w("- PyTorch's foreach AdamW (torchtitan's default, "
-      "`torchtitan/optimizer.py`) against our optimizer kernels.")
+      "defaults to `float32`, its only choice, in "
+      "`torchtitan/config_manager.py`): a choice of the peer's schedule, "
+      "not of its runtime, so it is an option of its own, "
+      "`reduce-dtype=f32`, which doubles the bytes of the reduce-scatters "
+      "and the completion's add, and under the profile makes the copy-in "
+      "read the bf16 gradients and write fp32; the rows whose source "
+      "reduces in fp32 take it, the torchtitan, llm-foundry and OLMo-core "
+      "rows.")
     w("")
+    compiled_runs = [r for r in runs
+                     if "runtime=compiled" in (r.get("report") or "")]
+    eager_runs_only = [r for r in eager_runs if r not in compiled_runs]
     w("Which rows use it: the torchtitan rows run without `torch.compile` "
-      "(%s). The other eager rows are priced fused: llm-foundry's MPT "
+      "(%s), and those with it under `runtime=compiled` (%s). The other "
+      "eager rows are priced fused: llm-foundry's MPT "
       "runs LayerNorm and GELU (one kernel each) and TinyLlama fused "
       "RMSNorm, RoPE, SwiGLU and loss kernels, and the Llama modules of "
       "the PyTorch blog's, fms-fsdp's and XTuner's runs (IBM's fms, "
-      "Hugging Face's) were not read for this page." % ", ".join(
-          "`%s`" % r["id"] for r in eager_runs))
+      "Hugging Face's) were not read for this page." % (
+          ", ".join("`%s`" % r["id"] for r in eager_runs_only),
+          ", ".join("`%s`" % r["id"] for r in compiled_runs)))
     w("")
     w("Our own runtime's efficiency is a separate question, measured only "
       "on one H100 so far (docs/benchmarks.md, the last table below).")
@@ -388,25 +440,29 @@ def render(data, predictions):
     w("")
     h100 = [r for r in runs if not r["preset"].startswith("a100")]
     a100 = [r for r in runs if r["preset"].startswith("a100")]
-    one_node = [r for r in h100 if r["gpus"] <= r["gpus_per_node"]]
-    fast = [r for r in one_node if ratios[r["id"]] > 1 + BAND]
-    w("- On H100, %d of the %d single-node runs are predicted faster than "
-      "the band allows (ratios %.2f to %.2f; the published H100 runs "
-      "report %s MFU). What the model does not have of the peers, each "
-      "with its source:" % (
-          len(fast), len(one_node),
-          min(ratios[r["id"]] for r in one_node),
-          max(ratios[r["id"]] for r in one_node), mfu_range(h100)))
+    titan = [r for r in runs if r["preset"] == "h100-sxm-96gb"]
+    w("- The torchtitan Llama 3.1 8B rows (ratios %.2f to %.2f, %d of %d "
+      "within the band) are priced as torchtitan runs them, each part "
+      "from its source: the op-level recomputation (`remat=op`), the "
+      "eager chains of the eager rows and the eager loss of the compiled "
+      "ones, FSDP2's copies, the foreach AdamW, the fp32 gradient "
+      "reduction (`reduce-dtype=f32`), and the 500 W part's peak "
+      "(`h100-sxm-96gb`). With the eager profile alone, before the "
+      "compiled profile, the foreach AdamW, the fp32 reduction and the "
+      "500 W peak, they were at 1.19-1.35 (\"What the peer options and "
+      "the 500 W preset changed\", below)." % (
+          min(ratios[r["id"]] for r in titan),
+          max(ratios[r["id"]] for r in titan),
+          sum(within(ratios[r["id"]]) for r in titan), len(titan)))
     op_runs = [r for r in runs if "remat=op" in r["pipeline"]]
-    w("  - Not the recomputation any more: the torchtitan rows run "
+    w("  - The recomputation: the torchtitan rows run "
       "torchtitan's own op-level policy, `remat=op` (its `_custom_policy` "
       "in `models/llama/parallelize_llama.py` saves the outputs of "
       "attention and of every second matrix product of a block and "
       "recomputes the rest; zero-remat's `policy=op` does the same). "
-      "Against Megatron's `remat=selective`, which these rows ran before, "
-      "it recomputes three of a Llama block's seven matrix products "
-      "instead of its attention, which at 8,192 tokens a sequence costs "
-      "about the same: %s." % "; ".join(
+      "Against Megatron's `remat=selective` it recomputes three of a "
+      "Llama block's seven matrix products instead of its attention, "
+      "which at 8,192 tokens a sequence costs about the same: %s." % "; ".join(
           "`%s` %.1f ms a step under `remat=op` against %.1f under "
           "`remat=selective` (peak %.2f against %.2f GiB)" % (
               r["id"], predictions[r["id"]]["step_ms"],
@@ -415,58 +471,42 @@ def render(data, predictions):
               predictions[r["id"] + "/selective"]["peak_gib"])
           for r in op_runs if r["gpus"] <= r["gpus_per_node"]
           and r["runtime"] == "eager"))
-    w("  - PyTorch eager runs the elementwise work of a block (RMSNorm, "
-      "RoPE, SwiGLU, casts) as many unfused kernels, each reading and "
-      "writing its activations: on the one GPT-2 step profiled on an H100 "
-      "(docs/benchmarks.md) its elementwise kernels took 12.10 ms against "
-      "our fused ones' 2.84, of a 45.8 ms step of kernels. The eager "
-      "torchtitan rows are priced with the eager runtime profile (above), "
-      "which prices those chains as torchtitan's modules run them; "
-      "`torch.compile` fuses them, and the `-compile` rows keep the fused "
-      "prices.")
     for rid in breakdown_ids(data):
         run = [r for r in runs if r["id"] == rid][0]
         p, k = predictions[rid], predictions[rid + "/kernels"]["kernels"]
+        f = predictions[rid + "/fused-kernels"]["kernels"]
         published_ms = (run["global_batch"] * run["seq"] / run["gpus"] /
                         run["published"]["tokens_per_s_per_gpu"] * 1e3)
-        gap = published_ms - p["step_ms"]
-        if is_eager(run):
-            f = predictions[rid + "/fused-kernels"]["kernels"]
-            need = ("priced with the eager profile, its other kernels take "
-                    "%.0f ms against %.0f fused (%.1f times); the gap left, "
-                    "%.0f ms, would take its matrix products and attention "
-                    "%.2f times as long to explain alone, of which the "
-                    "500 W cap (below) explains at most 989 / 835 = %.2f" % (
-                        k["other"], f["other"], k["other"] / f["other"],
-                        gap, 1 + gap / (k["matmul"] + k["attention"]),
-                        989 / 835))
-        else:
-            need = ("with those fused, its matrix products and attention "
-                    "would have to take %.2f times as long to explain the "
-                    "gap alone, of which the 500 W cap (below) explains at "
-                    "most 989 / 835 = %.2f; the rest is not established" % (
-                        1 + gap / (k["matmul"] + k["attention"]), 989 / 835))
-        w("  - The prediction of `%s` (%s) by kind of kernel (rank 0's "
-          "compute stream in its predicted timeline): matrix products %.0f ms, attention %.0f "
-          "ms, the other kernels %.0f ms of the %.0f ms step, against a "
-          "published step of %.0f ms: %s." % (
+        w("  - `%s` (%s) by kind of kernel (rank 0's compute stream in its "
+          "predicted timeline): matrix products %.0f ms, attention %.0f "
+          "ms, the other kernels %.0f ms (%.0f fused) of the %.0f ms step, "
+          "against a published step of %.0f ms." % (
               rid, run["runtime"], k["matmul"], k["attention"], k["other"],
-              p["step_ms"], published_ms, need))
-    w("  - The torchtitan H100s were 96 GB HBM2e parts capped at 500 W; "
-      "the `h100-sxm-96gb` preset has their memory and bandwidth but the "
-      "SXM's 989 TFLOP/s peak (torchtitan's footnote: the true peak lies "
-      "between the SXM's and the NVL's 835 and is not known), so its "
-      "compute may be up to 16% fast.")
-    w("- On A100 the GEMM rate of 0.8 of the peak is close to what the "
-      "published runs reach (%s MFU), and the runs across nodes come out "
-      "%s: their predicted step is dominated by communication exposed over "
-      "the preset's fabric (4 x 100 Gb/s a node unless the source names "
-      "another), which the sources do not always state." % (
-          mfu_range(a100),
-          "slower than published" if all(
-              ratios[r["id"]] < 1 for r in a100
-              if r["gpus"] > r["gpus_per_node"]) else
-          "on both sides of the published figure"))
+              f["other"], p["step_ms"], published_ms))
+    w("  - The torchtitan H100s were 96 GB HBM2e parts capped at 500 W. "
+      "No source gives their peak (torchtitan's footnote: between the "
+      "SXM's 989 and the NVL's 835 TFLOP/s); `h100-sxm-96gb` takes 886, "
+      "on the line between the SXM at 700 W and the NVL at 400 W "
+      "(docs/HardwarePresets.md, \"The torchtitan hosts\"), which errs "
+      "slow, and between the footnote's ends the rows' matrix products "
+      "and attention would move by at most 989 / 835 = 1.18.")
+    fast = [r for r in h100 if r not in titan and ratios[r["id"]] > 1]
+    w("- The other H100 rows come out at %.2f to %.2f (%d of %d within "
+      "the band; the published H100 runs report %s MFU)." % (
+          min(ratios[r["id"]] for r in h100 if r not in titan),
+          max(ratios[r["id"]] for r in h100 if r not in titan),
+          sum(within(ratios[r["id"]]) for r in h100 if r not in titan),
+          len([r for r in h100 if r not in titan]), mfu_range(h100)))
+    w("- On A100 the matrix products run at the A100's own measured rate, "
+      "267.9 of 312 TFLOP/s (before, the H100's 0.8 of the peak), and "
+      "streaming kernels at its measured STREAM triad. The rows across "
+      "nodes are dominated by communication exposed over the fabric: "
+      "where the source does not state it (the torchtitan A100 rows, "
+      "XTuner's 70B) the rows rerun the prediction at other rates, and "
+      "where it does (fms-fsdp and the PyTorch blog at 400 Gb/s a node) "
+      "the published step is close to the compute the prediction leaves, "
+      "so the peers hid communication our schedule exposes there; each "
+      "row's notes (\"Each run\", below) say which.")
     w("")
     w("## The band a report prints")
     w("")
@@ -484,9 +524,11 @@ def render(data, predictions):
       "writes the bands to `lib/Dialect/Zero/Analysis/ValidationBands.inc` "
       "with this page; presets of other GPUs have none. The bands are "
       "those of the fused predictions, which a report prints by default: "
-      "for the rows priced eager they take the fused ratio (\"What the "
-      "eager profile changed\", below), not the table's, and a report "
-      "under `runtime=eager` prints no band.")
+      "for the rows priced eager or compiled they take the fused ratio "
+      "(\"What the eager profile changed\", below), not the table's, and "
+      "a report under `runtime=eager` or `runtime=compiled` prints no "
+      "band. A row's `reduce-dtype=f32` stays in its fused prediction: it "
+      "is the peer's schedule, not its runtime.")
     w("")
     w("| GPU | presets | runs | smallest ratio | largest ratio | "
       "zero-tune's ties: within this factor of the fastest |")
@@ -590,53 +632,82 @@ def render(data, predictions):
     w("")
     w("## What the eager profile changed")
     w("")
-    w("The rows priced with `runtime=eager`, against their fused "
-      "prediction (the default, and what the band and `zero-tune` use):")
+    w("The rows priced with `runtime=eager` or `runtime=compiled`, against "
+      "their fused prediction (the default, and what the band and "
+      "`zero-tune` use; both with the row's `reduce-dtype`):")
     w("")
-    w("| run | fused step (ms) | eager step (ms) | eager / fused | ratio, fused | ratio, eager |")
-    w("|---|---:|---:|---:|---:|---:|")
+    w("| run | runtime | fused step (ms) | eager or compiled step (ms) | ratio of steps | ratio, fused | ratio, eager or compiled |")
+    w("|---|---|---:|---:|---:|---:|---:|")
     for run in eager_runs:
         p, q = predictions[run["id"]], predictions[run["id"] + "/fused"]
         pub = run["published"]["tokens_per_s_per_gpu"]
-        w("| `%s` | %s | %s | %.3f | %.2f%s | %.2f%s |" % (
-            run["id"], n(q["step_ms"]), n(p["step_ms"]),
+        w("| `%s` | %s | %s | %s | %.3f | %.2f%s | %.2f%s |" % (
+            run["id"], run["runtime"], n(q["step_ms"]), n(p["step_ms"]),
             p["step_ms"] / q["step_ms"], q["tps"] / pub,
             "" if within(q["tps"] / pub) else " (off)", p["tps"] / pub,
             "" if within(p["tps"] / pub) else " (off)"))
     w("")
-    def moved(gpu):
-        rs = [r for r in eager_runs if gpu_of(r) == gpu]
-        pub = [r["published"]["tokens_per_s_per_gpu"] for r in rs]
-        old = [predictions[r["id"] + "/fused"]["tps"] / x
-               for r, x in zip(rs, pub)]
-        new = [predictions[r["id"]]["tps"] / x for r, x in zip(rs, pub)]
-        return (min(old), max(old), min(new), max(new),
-                all(map(within, new)), sum(map(within, new)), len(new))
-    h, a = moved("H100"), moved("A100")
-    w("Each moved by the unfused chains of its blocks' two RMSNorms, two "
-      "RoPEs and SwiGLU, forward, backward and recomputed, of the final "
-      "norm and the fp32 loss over the 128,256-word vocabulary, and by "
-      "FSDP2's copies of each layer's parameters and gradients: "
-      "bandwidth-bound kernels, which weigh less beside the A100's "
-      "matrix products (a third of the H100's peak at 0.85 of its "
-      "bandwidth), so the A100 rows moved less. On the H100 the eager "
-      "rows' ratios went from %.2f-%.2f to %.2f-%.2f, %s. The A100 rows, "
-      "predicted slower than published already under the fused profile "
-      "(%.2f-%.2f), went to %.2f-%.2f%s: the eager kernels are the peer's, "
-      "so what is too slow there is elsewhere, the A100 preset's rates or "
-      "the fabric the sources do not state (not established). The exposed "
-      "communication and the recomputation of each row are in \"Each "
-      "run\" below. No byte, no memory peak and no CPU prediction moved; "
-      "the bands, computed from the fused predictions, and "
-      "docs/Report.md, whose reports are fused, did not move." % (
-          h[0], h[1], h[2], h[3],
-          "within the band" if h[4] else
-          "%d of %d within the band; what is left is what the misses above "
-          "name (the 500 W cap, unmeasured) and what the profile leaves "
-          "out (the fp32 gradient reduction, the foreach AdamW)" % (
-              h[5], h[6]),
-          a[0], a[1], a[2], a[3],
-          "" if a[4] else ", out of the band"))
+    w("Each eager row moved by the unfused chains of its blocks' two "
+      "RMSNorms, two RoPEs and SwiGLU, forward, backward and recomputed, "
+      "of the final norm and the fp32 loss over the 128,256-word "
+      "vocabulary, by FSDP2's copies of each layer's parameters and "
+      "gradients and by the foreach AdamW; each compiled row by the loss, "
+      "the copies and the AdamW alone. They are bandwidth-bound kernels, "
+      "which weigh less beside the A100's matrix products, so the A100 "
+      "rows moved less. The exposed communication and the recomputation "
+      "of each row are in \"Each run\" below. No byte, no memory peak and "
+      "no CPU prediction moved.")
+    w("")
+    w("## What the peer options and the 500 W preset changed")
+    w("")
+    w("Since the eager profile alone, four changes, each from its source "
+      "(docs/HardwarePresets.md and the rows' notes): the fp32 gradient "
+      "reduction of the torchtitan, llm-foundry and OLMo-core rows "
+      "(`reduce-dtype=f32`); the foreach AdamW and gradient clipping in "
+      "the eager profile, and `runtime=compiled` for the torchtitan "
+      "`torch.compile` rows, which before were priced fused whole; the "
+      "500 W part's peak for `h100-sxm-96gb` (886 TFLOP/s for the 989 of "
+      "the SXM); and the A100's own measured matmul rate and STREAM "
+      "triad for the A100 presets. Ratios before (the page as it was, "
+      "with the eager profile) and now:")
+    w("")
+    w("| run | ratio before | ratio now |")
+    w("|---|---:|---:|")
+    for run in runs:
+        before = BEFORE.get(run["id"])
+        w("| `%s` | %s | %.2f%s |" % (
+            run["id"], "%.2f%s" % (before, "" if within(before) else
+                                   " (off)") if before else "-",
+            ratios[run["id"]], "" if within(ratios[run["id"]]) else " (off)"))
+    w("")
+    w("%d of %d rows were within the band, %d are now. The torchtitan "
+      "Llama 3.1 8B rows on H100 moved most: the 500 W peak lengthens "
+      "their matrix products and attention by 989 / 886 = 1.116; the fp32 "
+      "reduction adds exposed communication (on `titan-8b-h100x8` 124 to "
+      "170 ms, the last reduce-scatters of the backward and their "
+      "copy-in, which nothing hides); the foreach AdamW 31 ms a step on 8 "
+      "ranks. The A100 rows moved the other way where communication "
+      "dominates: the fp32 reduction doubles their reduce-scatters over "
+      "the assumed 4 x 100 Gb/s a node, while the measured matmul rate "
+      "shortened every A100 compute step by up to 7%%. The bands moved "
+      "with the fused ratios (\"The band a report prints\"): H100 0.84 "
+      "to 1.57 before, A100 0.74 to 1.31." % (
+          sum(within(b) for b in BEFORE.values()), len(BEFORE),
+          sum(within(ratios[r["id"]]) for r in runs)))
+    w("")
+    hb = bands(data, predictions)["H100"]["ratios"]
+    w("In docs/Report.md, whose predicted steps are all on `h100-sxm` and "
+      "`l4` (no rate of either moved; its one `a100-40gb` report is read "
+      "for its fit verdict only), no predicted step, no byte and no "
+      "`zero-tune` pick changed; only the H100 band printed beside each "
+      "prediction "
+      "did, from 0.84-1.57 to %.2f-%.2f. `zero-tune`'s picks were "
+      "re-examined by regenerating the page: its ties are within the "
+      "smaller of the largest ratio and the inverse of the smallest, 1 / "
+      "0.84 = 1.19 before and %.2f now, since the smallest, that of "
+      "`blog-llama2-70b-h100x96` on `h100-sxm`, did not move, and the "
+      "largest, the fused prediction of `titan-8b-h100x8`, stayed above "
+      "it." % (min(hb), max(hb), min(max(hb), 1 / min(hb))))
     w("")
     w("## Each run")
     w("")

@@ -10,6 +10,8 @@ constants, its `static const double` arrays and each preset's
 every GPU and CPU preset with the source it comes from. A number whose
 field has no source below, or a source key the page does not define under
 "Sources of the rates", fails: every number on the page cites a source.
+The summary table at the top of the page is written by hand; a number of it
+that is not the code's (within its rounding) fails too.
 """
 
 import argparse
@@ -27,6 +29,10 @@ BEGIN, END = "<!-- presets:rates -->", "<!-- /presets:rates -->"
 
 HOPPER = ("h100-sxm", "h100-sxm-96gb", "h200-sxm")
 MEASURED = ("h100-sxm", "h200-sxm")
+# Presets of the A100, whose matmul rate has a measurement of its own.
+AMPERE = ("a100-40gb", "a100-80gb")
+# The power-capped H100 of the torchtitan hosts: its peak is [power]'s.
+CAPPED = ("h100-sxm-96gb",)
 
 # The fields the page lists, their unit and scale, and where each preset's
 # value comes from: a function of the preset's name giving source keys
@@ -34,17 +40,21 @@ MEASURED = ("h100-sxm", "h200-sxm")
 FIELDS = [
     ("gemmFlops16", "TFLOP/s", 1e12,
      lambda p: "[cal]" if p == "cpu" else
-     "[mamf]" if p in HOPPER else "[sheet] x [mamf]"),
+     "[power] x [mamf]" if p in CAPPED else
+     "[mamf]" if p in HOPPER + AMPERE else "[sheet] x [mamf]"),
     ("gemmFlops32", "TFLOP/s", 1e12,
      lambda p: "[cal]" if p == "cpu" else
+     "[hopper] x [power] x [mamf]" if p in CAPPED else
      "[hopper] x [mamf]" if p in HOPPER else "[sheet] x [mamf]"),
     ("peakFlops16", "TFLOP/s", 1e12,
-     lambda p: "[hopper]" if p in HOPPER else "[sheet]"),
+     lambda p: "[power]" if p in CAPPED else
+     "[hopper]" if p in HOPPER else "[sheet]"),
     ("multiprocessors", "", 1,
      lambda p: "[hopper]" if p in HOPPER else "[sheet]"),
     ("misalignedGemmFraction", "", 1, lambda p: "[h100-profile]"),
     ("memoryBandwidth", "GB/s", 1e9,
-     lambda p: "[cal]" if p == "cpu" else "[stream]" if p in MEASURED else
+     lambda p: "[cal]" if p == "cpu" else
+     "[stream]" if p in MEASURED + ("a100-80gb",) else
      "[titan]" if p == "h100-sxm-96gb" else "[sheet] x [stream]"),
     ("linkBandwidth", "GB/s", 1e9,
      lambda p: "[cal]" if p == "cpu" else "[nccl]" if p in HOPPER else
@@ -109,7 +119,7 @@ def strip_comments(text):
 
 
 def evaluate(expr, names):
-    expr = expr.strip().replace("'", "")
+    expr = " ".join(expr.split()).replace("'", "")
     if expr in ("true", "false"):
         return expr == "true"
     if expr.startswith("&") or expr in ("nullptr", "{}") or \
@@ -246,6 +256,65 @@ def render(presets, arrays, defined):
     return "\n".join(out)
 
 
+# The summary table at the top of the page: its columns after the device
+# and the field each holds, in the unit its cells are written in.
+SUMMARY = [("deviceMemoryBytes", 1), ("gemmFlops16", 1e12),
+           ("gemmFlops32", 1e12), ("memoryBandwidth", 1e9),
+           ("linkBandwidth", 1e9)]
+
+
+def cell_value(cell, scale):
+    """The number a summary cell states, in the field's unit: `0.8 x 312
+    TFLOP/s` is 249.6e12, `2.97 TB/s (measured)` 2.97e12, `40,000,000,000`
+    that many bytes; a parenthesis only comments. None for `none`."""
+    text = re.sub(r"\(.*?\)", "", cell).replace(",", "").strip()
+    if text == "none":
+        return None
+    unit = 1e12 if "TB/s" in text or "TFLOP/s" in text else \
+        1e9 if "GB/s" in text or "GFLOP/s" in text else 1
+    factors = re.findall(r"[0-9]+(?:\.[0-9]+)?", text)
+    if not factors:
+        raise Failure("summary cell '%s' states no number" % cell)
+    value = unit
+    for f in factors:
+        value *= float(f)
+    return value
+
+
+def check_summary(doc, presets):
+    """Every number of the summary table at the top of the page is the
+    code's (whose table below cites its source), within the rounding of
+    the cell: a cell that drifts from the code fails, naming it."""
+    values = dict(presets)
+    header = "| preset | device | memory (bytes) |"
+    if header not in doc:
+        raise Failure("no summary table at the top of the page")
+    table = doc.split(header, 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `([\w-]+)`(?: \(`[\w-]+`\))? \| [^|]+ \|(.*)\|$",
+                      table, re.M)
+    if not rows:
+        raise Failure("no summary table at the top of the page")
+    wrong = []
+    for name, cells in rows:
+        if name not in values:
+            raise Failure("summary row of unknown preset `%s`" % name)
+        cells = [c.strip() for c in cells.split("|")]
+        for (field, scale), cell in zip(SUMMARY, cells):
+            stated = cell_value(cell, scale)
+            code = values[name].get(field) or 0
+            if stated is None and code == 0:
+                continue
+            if stated is None or abs(stated - code) > 0.006 * code:
+                wrong.append("%s %s: the page says '%s', the code %s" % (
+                    name, field, cell, number(code, scale)))
+    if len(rows) != len(presets):
+        wrong.append("%d presets in the code, %d summary rows" % (
+            len(presets), len(rows)))
+    if wrong:
+        raise Failure("the summary table disagrees with the code: " +
+                      "; ".join(wrong))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true")
@@ -261,6 +330,7 @@ def main():
         # names where it was read.
         defined = set(re.findall(r"^- (\[[\w-]+\]) \S", doc, re.M))
         block = render(presets, arrays, defined)
+        check_summary(doc, presets)
         head, rest = doc.split(BEGIN, 1)
         new = head + block + rest.split(END, 1)[1]
     except Failure as e:

@@ -133,8 +133,9 @@ struct Work {
 class Simulator {
 public:
   Simulator(const StepSchedule &schedule, const HardwarePreset &hw,
-            KernelRuntime runtime)
-      : schedule(schedule), hw(hw), runtime(runtime),
+            const PeerOptions &peer)
+      : schedule(schedule), hw(hw), runtime(peer.runtime),
+        reduceElementBytes(peer.reduceElementBytes),
         n(schedule.getWorldSize()) {}
 
   FailureOr<StepTimeline> run();
@@ -165,6 +166,7 @@ private:
   const StepSchedule &schedule;
   const HardwarePreset &hw;
   KernelRuntime runtime;
+  int64_t reduceElementBytes;
   int64_t n;
   int64_t microStep = 0;
   /// diskFree: the swap files' disk (parameter shards on NVMe).
@@ -212,8 +214,13 @@ Work Simulator::getKernelWork(RuntimeKernelOpInterface op) const {
   w.activationElements = cost.activationElements;
   w.batch = cost.batch;
   w.launches = cost.launches;
-  // An eager peer's unfused kernels in place of the fused one.
-  if (runtime == KernelRuntime::Eager && cost.eagerLaunches > 0) {
+  // An eager peer's unfused kernels in place of the fused one; a peer that
+  // compiles each transformer block runs the loss, outside them, eager.
+  bool eager = runtime == KernelRuntime::Eager ||
+               (runtime == KernelRuntime::Compiled &&
+                isa<nn::SoftmaxCrossEntropyOp, nn::SoftmaxCrossEntropyGradOp>(
+                    op.getOperation()));
+  if (eager && cost.eagerLaunches > 0) {
     w.bytes = cost.eagerBytes;
     w.launches = cost.eagerLaunches;
   }
@@ -307,23 +314,31 @@ Simulator::getCollectiveWork(CollectiveOpInterface collective) const {
     w = Work::collective(bytes, 1, Work::AllToAll);
     break;
   case CollectiveKind::reduce_scatter:
-  case CollectiveKind::reduce:
+  case CollectiveKind::reduce: {
     // A reduce to each owner moves what a reduce-scatter does. A bucket
     // reduction of stages 2-3 ends with the add of this rank's sum into
-    // its gradient shard (read both, write one) once complete.
-    w = Work::collective(bytes, 1, Work::ReduceScatter);
+    // its gradient shard (read both, write one) once complete. A peer that
+    // reduces in a wider type (FSDP2's reduce_dtype) moves and adds its
+    // elements at that width.
+    double reduced = bytes;
+    if (reduceElementBytes > eb)
+      reduced = bytes / double(eb) * double(reduceElementBytes);
+    w = Work::collective(reduced, 1, Work::ReduceScatter);
     if (schedule.getStage() >= 2)
-      w.completionBytes = 3.0 * bytes / double(set.size);
+      w.completionBytes = 3.0 * reduced / double(set.size);
     break;
   }
-  // FSDP2, the eager peer's runtime, gathers into a buffer of its own and
-  // copies the parameters out of it on the compute stream once gathered,
-  // and copies the gradients into a buffer to reduce on the communication
-  // stream: a pass over the full array each.
-  if (runtime == KernelRuntime::Eager && w.pattern == Work::AllGather)
+  }
+  // FSDP2, the eager peer's runtime (also where it compiles the blocks),
+  // gathers into a buffer of its own and copies the parameters out of it
+  // on the compute stream once gathered, and copies the gradients into a
+  // buffer to reduce on the communication stream, converting them to the
+  // reduction's type: a pass over the full array each.
+  bool fsdp2 = runtime != KernelRuntime::Fused;
+  if (fsdp2 && w.pattern == Work::AllGather)
     w.completionBytes += 2.0 * bytes;
-  if (runtime == KernelRuntime::Eager && w.pattern == Work::ReduceScatter)
-    w.copyInBytes = 2.0 * bytes;
+  if (fsdp2 && w.pattern == Work::ReduceScatter)
+    w.copyInBytes = bytes + w.bytes;
   w.members = set.size;
   w.membersPerNode = perNode;
   return w;
@@ -362,6 +377,17 @@ Work Simulator::getTransferWork(TransferOpInterface transfer) const {
   return w;
 }
 
+/// PyTorch's foreach AdamW step after foreach gradient clipping
+/// (torch/optim/adamw.py `_multi_tensor_adamw`, torch/nn/utils/clip_grad.py
+/// `clip_grad_norm_`): the fp32 values each op reads and writes an element,
+/// and the ops. Clipping: `_foreach_norm` (g), `_foreach_mul_` (g, g).
+/// AdamW: `_foreach_mul_` (p, p), `_foreach_lerp_` (m, g, m), `_foreach_mul_`
+/// (v, v), `_foreach_addcmul_` (v, g, g, v), `_foreach_sqrt` (v, d),
+/// `_foreach_div_` (d, d), `_foreach_add_` (d, d), `_foreach_addcdiv_` (p, m,
+/// d, p).
+constexpr double kForeachAdamWFloats = 3 + 21;
+constexpr int64_t kForeachAdamWOps = 2 + 8;
+
 Work Simulator::getOptimizerStepWork(OptimizerStepOp adam) const {
   // Each update reads and writes the fp32 master and the optimizer's states
   // (optimizers.def): 24 B per element for Adam, 16 B for Lion.
@@ -395,12 +421,28 @@ Work Simulator::getOptimizerStepWork(OptimizerStepOp adam) const {
     }
     return w;
   }
+  // The eager peer's AdamW (torchtitan's default, PyTorch's foreach
+  // implementation) after its foreach gradient clipping, on the fp32
+  // sharded parameters, gradients and moments: one pass of each foreach op
+  // over the owned elements, each op launching once per 320 chunks of
+  // 65,536 elements (multi_tensor_apply). An Adam step is priced alike.
+  SymbolRefAttr group = adam.getGroupAttr();
+  OptimizerKind kind = adam.getOptimizerKind();
+  if (runtime != KernelRuntime::Fused &&
+      (kind == OptimizerKind::adam || kind == OptimizerKind::adamw)) {
+    double owned = getOwnedElements(group);
+    Work w = Work::kernel(owned * kForeachAdamWFloats * 4.0);
+    w.launches =
+        kForeachAdamWOps *
+        std::max<int64_t>(1, llvm::divideCeil(static_cast<int64_t>(owned),
+                                              int64_t(320) * 65536));
+    return w;
+  }
   // Read and write the fp32 master and states (Adam's m and v: 24 B) and
   // read the gradient
   // in the compute type; a 16-bit parameter copy is written too (28 B/param
   // at 16 bits), while fp32 parameters are the masters themselves (28 B).
   // The runtime then zeroes the rank's gradient buffer for the next step.
-  SymbolRefAttr group = adam.getGroupAttr();
   int64_t c = getGroupElementBytes(group);
   const PartitionBuffers *p = schedule.lookupPartition(group);
   double grads = p ? p->numel[static_cast<unsigned>(BufferKind::grads)] : 0;
@@ -807,9 +849,9 @@ FailureOr<StepTimeline> Simulator::run() {
 
 FailureOr<StepTimeline> mlir::zero::simulateStep(const StepSchedule &schedule,
                                                  const HardwarePreset &hw,
-                                                 KernelRuntime runtime) {
+                                                 const PeerOptions &peer) {
   HardwarePreset rates = hw.forWorldSize(schedule.getWorldSize());
-  return Simulator(schedule, rates, runtime).run();
+  return Simulator(schedule, rates, peer).run();
 }
 
 std::optional<KernelRuntime> mlir::zero::parseKernelRuntime(StringRef name) {
@@ -817,5 +859,7 @@ std::optional<KernelRuntime> mlir::zero::parseKernelRuntime(StringRef name) {
     return KernelRuntime::Fused;
   if (name == "eager")
     return KernelRuntime::Eager;
+  if (name == "compiled")
+    return KernelRuntime::Compiled;
   return std::nullopt;
 }

@@ -34,6 +34,19 @@ static const RankShare kCpuShares[] = {
 // GEMM at 0.8 of the dense peak, memory at 0.88 of the data-sheet bandwidth,
 // collectives at 0.81 of the per-direction link rate a ring can use.
 constexpr double kGemm = 0.8, kStream = 0.88, kBusbw = 0.81;
+// The A100 has a measured matmul rate of its own: 267.9 of its 312 TFLOP/s
+// (the same MAMF table as the H100's 0.8), taken for fp32 too as on H100;
+// and a measured STREAM triad of 1.70 TB/s on the 80GB part (Azure ND A100
+// v4), 0.83 of its data sheet's 2,039 GB/s.
+constexpr double kGemmA100 = 267.9 / 312, kStreamA100 = 1.70e12;
+// The torchtitan hosts' H100 SXM 96GB runs at a 500 W power limit, whose
+// tensor clock no source gives. The data sheets' dense BF16 peaks of the two
+// 132-SM Hopper parts are at the tensor clock each sustains at its power
+// limit: the SXM's 989 TFLOP/s at 700 W (1,830 MHz), the NVL's 835 at 400 W
+// (1,545 MHz). The 500 W part is taken on the line between them, which lies
+// below the clock a concave power curve gives: 886 TFLOP/s.
+constexpr double kH100Peak500W =
+    835e12 + (500.0 - 400) / (700 - 400) * (989e12 - 835e12);
 // Optimizer offload (assumed, not measured here): pinned copies at 0.8 of
 // the PCIe x16 rate in one direction, and the CPU Adam of the host at 40
 // GB/s through host memory.
@@ -128,8 +141,8 @@ static const HardwarePreset kPresets[] = {
      "NVIDIA A100 SXM 40GB, 8 GPUs on NVLink3/NVSwitch (data sheet: 312 "
      "TFLOP/s dense bf16, 19.5 TFLOP/s fp32, 1555 GB/s HBM2, 600 GB/s "
      "NVLink)",
-     /*gemmFlops16=*/kGemm * 312e12,
-     /*gemmFlops32=*/kGemm * 19.5e12,
+     /*gemmFlops16=*/kGemmA100 * 312e12,
+     /*gemmFlops32=*/kGemmA100 * 19.5e12,
      /*memoryBandwidth=*/kStream * 1555e9,
      /*linkBandwidth=*/kBusbw * 300e9,
      /*collectiveLatency=*/1.8e-6,
@@ -160,9 +173,9 @@ static const HardwarePreset kPresets[] = {
      "NVIDIA A100 SXM 80GB, 8 GPUs on NVLink3/NVSwitch (data sheet: 312 "
      "TFLOP/s dense bf16, 19.5 TFLOP/s fp32, 2039 GB/s HBM2e, 600 GB/s "
      "NVLink)",
-     /*gemmFlops16=*/kGemm * 312e12,
-     /*gemmFlops32=*/kGemm * 19.5e12,
-     /*memoryBandwidth=*/kStream * 2039e9,
+     /*gemmFlops16=*/kGemmA100 * 312e12,
+     /*gemmFlops32=*/kGemmA100 * 19.5e12,
+     /*memoryBandwidth=*/kStreamA100,
      /*linkBandwidth=*/kBusbw * 300e9,
      /*collectiveLatency=*/1.8e-6,
      /*kernelOverhead=*/kLaunch,
@@ -285,10 +298,10 @@ static const HardwarePreset kPresets[] = {
      /*busbwCurve=*/&kBusbwH100},
     {"h100-sxm-96gb",
      "NVIDIA H100 SXM 96GB HBM2e at 500 W, 8 GPUs on NVLink4/NVSwitch (the "
-     "torchtitan benchmark hosts: 2.4 TB/s HBM2e; GEMM and links as "
-     "h100-sxm, whose 989 TFLOP/s peak bounds the power-capped part's)",
-     /*gemmFlops16=*/0.8 * 989e12,
-     /*gemmFlops32=*/0.8 * 66.9e12,
+     "torchtitan benchmark hosts: 2.4 TB/s HBM2e; a 886 TFLOP/s dense bf16 "
+     "peak between the 700 W SXM's and the 400 W NVL's; links as h100-sxm)",
+     /*gemmFlops16=*/0.8 * kH100Peak500W,
+     /*gemmFlops32=*/0.8 * 66.9e12 * kH100Peak500W / 989e12,
      /*memoryBandwidth=*/kStream * 2400e9,
      /*linkBandwidth=*/365e9,
      /*collectiveLatency=*/1.8e-6,
@@ -310,7 +323,7 @@ static const HardwarePreset kPresets[] = {
      /*nvmeWriteBandwidth=*/kNvmeWrite,
      /*copiesOnComputeStream=*/false,
      /*nvmeSharedByRanks=*/false,
-     /*peakFlops16=*/989e12,
+     /*peakFlops16=*/kH100Peak500W,
      /*multiprocessors=*/132,
      /*misalignedGemmFraction=*/kMisaligned,
      /*attention=*/&kFa2Hopper,

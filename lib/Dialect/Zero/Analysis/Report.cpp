@@ -181,7 +181,7 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
 FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
                                                 const MemoryPlan &plan,
                                                 const HardwarePreset &hw,
-                                                KernelRuntime runtime) {
+                                                const PeerOptions &peer) {
   StepReport r;
   TrainStepOp step = s.getStep();
   auto module = step->getParentOfType<ModuleOp>();
@@ -310,7 +310,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
     return step.emitOpError("report: parameter or communication counts "
                             "overflow int64");
 
-  FailureOr<StepTimeline> timeline = simulateStep(s, hw, runtime);
+  FailureOr<StepTimeline> timeline = simulateStep(s, hw, peer);
   if (failed(timeline))
     return failure();
   r.hardware = hw.name.str();
@@ -319,8 +319,9 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.exposedTransferMs = timeline->exposedTransferMs;
   r.recomputeMs = timeline->recomputeMs;
   r.timeline = std::move(*timeline);
-  r.runtime = runtime;
-  if (runtime == KernelRuntime::Fused)
+  r.runtime = peer.runtime;
+  r.reduceElementBytes = peer.reduceElementBytes;
+  if (peer.runtime == KernelRuntime::Fused)
     r.band = lookupValidationBand(hw.name);
   return r;
 }
@@ -767,12 +768,16 @@ static void printCommunication(const StepReport &r, llvm::raw_ostream &os) {
 
 /// The predicted step time and what is exposed of it.
 static void printPredictedStep(const StepReport &r, llvm::raw_ostream &os) {
-  os << llvm::format("\nPredicted step on %s%s: %.3f ms, %.3f ms of it "
+  os << llvm::format("\nPredicted step on %s%s%s: %.3f ms, %.3f ms of it "
                      "exposed communication",
                      r.hardware.c_str(),
                      r.runtime == KernelRuntime::Eager
                          ? " with eager PyTorch's unfused kernels"
+                     : r.runtime == KernelRuntime::Compiled
+                         ? " with compiled blocks and eager PyTorch's loss"
                          : "",
+                     r.reduceElementBytes == 4 ? ", gradients reduced in f32"
+                                               : "",
                      r.predictedStepMs, r.exposedCommMs);
   if (r.recomputeMs > 0)
     os << llvm::format(", %.3f ms recomputing activations (zero-remat)",
@@ -854,7 +859,15 @@ struct ZeroReportPass
     std::optional<KernelRuntime> kernels = parseKernelRuntime(runtime);
     if (!kernels) {
       module.emitError("zero-report: unknown runtime '")
-          << runtime << "' (expected fused or eager)";
+          << runtime << "' (expected fused, eager or compiled)";
+      return signalPassFailure();
+    }
+    PeerOptions peer(*kernels);
+    if (reduceDtype == "f32")
+      peer.reduceElementBytes = 4;
+    else if (!reduceDtype.empty()) {
+      module.emitError("zero-report: unknown reduce-dtype '")
+          << reduceDtype << "' (expected f32)";
       return signalPassFailure();
     }
     int64_t deviceMemoryBytes = hw->deviceMemoryBytes;
@@ -881,8 +894,7 @@ struct ZeroReportPass
       FailureOr<MemoryPlan> plan = computeMemoryPlan(*schedule);
       if (failed(plan))
         return signalPassFailure();
-      FailureOr<StepReport> report =
-          computeReport(*schedule, *plan, *hw, *kernels);
+      FailureOr<StepReport> report = computeReport(*schedule, *plan, *hw, peer);
       if (failed(report))
         return signalPassFailure();
       if (deviceMemoryBytes > 0)

@@ -298,17 +298,34 @@ enum class KernelRuntime {
   Fused,
   /// As an eager PyTorch peer runs the ops whose reference modules are
   /// chains of unfused kernels (RMSNorm, RoPE, SwiGLU, the fp32 loss): the
-  /// ops' KernelCost::eagerBytes and eagerLaunches.
+  /// ops' KernelCost::eagerBytes and eagerLaunches; with FSDP2's copies
+  /// around its collectives and PyTorch's foreach AdamW.
   Eager,
+  /// As that eager peer with each transformer block compiled
+  /// (`torch.compile` of each block, torchtitan's `apply_compile`): the
+  /// blocks' ops fused, and what runs outside them eager (the loss, and the
+  /// FSDP2 copies and optimizer of the eager profile).
+  Compiled,
 };
-/// `fused` or `eager`; none for another name.
+/// `fused`, `eager` or `compiled`; none for another name.
 std::optional<KernelRuntime> parseKernelRuntime(StringRef name);
 
-/// Predicts the step time of `schedule` on `hw`, its kernels run as
-/// `runtime` runs them.
-FailureOr<StepTimeline>
-simulateStep(const StepSchedule &schedule, const HardwarePreset &hw,
-             KernelRuntime runtime = KernelRuntime::Fused);
+/// How a published peer runs the step where it differs from our schedule in
+/// the time it takes but not in what the plan holds (docs/CostModel.md): the
+/// options of a report that compares with its runs.
+struct PeerOptions {
+  PeerOptions(KernelRuntime runtime = KernelRuntime::Fused)
+      : runtime(runtime) {}
+  KernelRuntime runtime;
+  /// Element bytes of the gradients the peer's reduce-scatters move and its
+  /// copy-in writes (FSDP2's `reduce_dtype=float32`: 4), 0: the schedule's.
+  int64_t reduceElementBytes = 0;
+};
+
+/// Predicts the step time of `schedule` on `hw`, run as `peer` runs it.
+FailureOr<StepTimeline> simulateStep(const StepSchedule &schedule,
+                                     const HardwarePreset &hw,
+                                     const PeerOptions &peer = {});
 
 /// Chrome-trace JSON (opens in Perfetto): one process per rank, a compute and
 /// a communication thread each.

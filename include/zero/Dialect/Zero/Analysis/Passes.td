@@ -159,8 +159,14 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     from our fused kernel as the chain of unfused kernels an eager peer runs
     (each op's `KernelCost::eagerBytes` and `eagerLaunches`), to compare
     with published eager runs; the default, `fused`, prices one kernel an
-    op. The validation band is of fused predictions, so an eager report
-    prints none.
+    op. `runtime=compiled` prices the eager peer with each transformer
+    block compiled (torchtitan's `apply_compile`): the ops in the blocks
+    fused, the loss, FSDP2's copies and the foreach AdamW eager. The
+    validation band is of fused predictions, so an eager or compiled report
+    prints none. `reduce-dtype=f32` prices the gradient reduce-scatters (and
+    the eager peer's copy into them) at 4 bytes an element, as a peer that
+    reduces in fp32 moves them (FSDP2's `reduce_dtype`); the plan is
+    unchanged.
   }];
   let options = [
     Option<"out", "out", "std::string", /*default=*/"\"-\"",
@@ -176,7 +182,12 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     Option<"runtime", "runtime", "std::string", /*default=*/"\"fused\"",
            "Whose kernels the predicted step assumes: fused (one kernel an "
            "op, ours or a compiled peer's) or eager (an eager PyTorch peer's "
-           "unfused RMSNorm, RoPE, SwiGLU and fp32 loss; docs/CostModel.md)">,
+           "unfused RMSNorm, RoPE, SwiGLU and fp32 loss; docs/CostModel.md) "
+           "or compiled (that peer with each transformer block compiled)">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
+           "Price the gradient reduce-scatters as a peer that reduces in "
+           "this type does (f32: FSDP2's reduce_dtype=float32); the plan's "
+           "bytes do not change">,
     Option<"trace", "trace", "std::string", /*default=*/"\"\"",
            "Also write the predicted timeline as Chrome-trace JSON (Perfetto)">,
     Option<"memorySvg", "memory-svg", "std::string", /*default=*/"\"\"",

@@ -141,12 +141,14 @@ struct StepReport {
   /// Whose kernels the prediction assumes; the band validates the fused
   /// runtime's predictions only, so an eager report has none.
   KernelRuntime runtime = KernelRuntime::Fused;
+  /// The peer's gradient reduction width in bytes (0: the schedule's).
+  int64_t reduceElementBytes = 0;
 };
 
-FailureOr<StepReport>
-computeReport(const StepSchedule &schedule, const MemoryPlan &plan,
-              const HardwarePreset &hw,
-              KernelRuntime runtime = KernelRuntime::Fused);
+FailureOr<StepReport> computeReport(const StepSchedule &schedule,
+                                    const MemoryPlan &plan,
+                                    const HardwarePreset &hw,
+                                    const PeerOptions &peer = {});
 /// The fit verdict of `plan` in `deviceMemoryBytes`: its largest item is
 /// the biggest of the persistent model states, the step-arena categories
 /// live at the moment the arena holds the most, and the kernel scratch.
