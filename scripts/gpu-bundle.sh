@@ -24,7 +24,8 @@
 #           their tokens, and the CPU backend's reference logs run here;
 #           also GPT-2 124M's widths on a short batch (wide_*)
 #           models/: a tiny Llama (RoPE, GQA, RMSNorm, SwiGLU) with the
-#           chunked loss, the tiled MLP, Lion and SGD, and tiny Mixtral
+#           chunked loss, the tiled MLP, Lion, SGD and 8-bit Adam states,
+#           and tiny Mixtral
 #           (with and without the load-balancing loss) and Qwen2-MoE
 #           imported from transformers (the MoE ops), each with the CPU
 #           backend's log of the same compile run here (cases.txt)
@@ -172,6 +173,9 @@ want models && {
   llama --dtype f32 --optimizer sgd --momentum 0.9 --nesterov --lr 0.05 \
     -o "$stage/llama_sgd.mlir"
   model llama_f32_sgd_s1 "$stage/llama_sgd.mlir" 10 "$tok" --stage 1
+  # 8-bit Adam states (bitsandbytes' block-wise quantisation).
+  llama --dtype f32 --optimizer-states int8 -o "$stage/llama_int8.mlir"
+  model llama_f32_int8_s2 "$stage/llama_int8.mlir" 10 "$tok" --stage 2
   # A tiny Mixtral from transformers' own class (needs the project's venv:
   # torch and transformers), its -100 labels and its initial weights.
   py=${ZERO_PYTHON:-$ROOT/.venv/bin/python}
