@@ -80,6 +80,23 @@ struct AuxScratch {
         scores(reinterpret_cast<float *>(queue + experts)) {}
 };
 
+/// The load-balancing loss's gradient in the logits [rows, experts] when
+/// d loss / d p[n, e] is a.sums[e] for every row: through each row's
+/// softmax, dl = p * (a.sums - p . a.sums).
+template <typename T>
+void auxGradRows(const T *l, T *dl, int64_t rows, int64_t experts,
+                 const AuxScratch &a) {
+  for (int64_t r = 0; r < rows; ++r) {
+    scoresOf(l + r * experts, experts, false, a.scores);
+    double dot = 0.0;
+    for (int64_t e = 0; e < experts; ++e)
+      dot += double(a.scores[e]) * a.sums[e];
+    for (int64_t e = 0; e < experts; ++e)
+      dl[r * experts + e] =
+          fromFloat<T>(float(double(a.scores[e]) * (a.sums[e] - dot)));
+  }
+}
+
 /// Counts each expert's rows in the top k of logits [rows, experts] into
 /// a.counts, and, with `sums`, adds up the probabilities into a.sums.
 template <typename T>
@@ -441,15 +458,7 @@ extern "C" void zrt_moe_aux_loss_grad(int32_t dtype, const void *logits,
     double n = double(rows);
     for (int64_t e = 0; e < experts; ++e)
       a.sums[e] = double(*dloss) * double(experts) * a.counts[e] / (n * n);
-    for (int64_t r = 0; r < rows; ++r) {
-      scoresOf(l + r * experts, experts, false, a.scores);
-      double dot = 0.0;
-      for (int64_t e = 0; e < experts; ++e)
-        dot += double(a.scores[e]) * a.sums[e];
-      for (int64_t e = 0; e < experts; ++e)
-        dl[r * experts + e] =
-            fromFloat<T>(float(double(a.scores[e]) * (a.sums[e] - dot)));
-    }
+    auxGradRows(l, dl, rows, experts, a);
   });
 }
 
@@ -509,14 +518,6 @@ extern "C" void zrt_moe_aux_loss_counts_grad(int32_t dtype, const void *logits,
     using T = decltype(tag);
     const T *l = static_cast<const T *>(logits);
     T *dl = static_cast<T *>(dlogits);
-    for (int64_t r = 0; r < rows; ++r) {
-      scoresOf(l + r * experts, experts, false, a.scores);
-      double dot = 0.0;
-      for (int64_t e = 0; e < experts; ++e)
-        dot += double(a.scores[e]) * a.sums[e];
-      for (int64_t e = 0; e < experts; ++e)
-        dl[r * experts + e] =
-            fromFloat<T>(float(double(a.scores[e]) * (a.sums[e] - dot)));
-    }
+    auxGradRows(l, dl, rows, experts, a);
   });
 }
