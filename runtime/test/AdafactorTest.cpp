@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Adafactor.h"
+#include "TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -163,8 +164,9 @@ TEST(Adafactor, Constants) {
 
 TEST(Adafactor, MatchesTorch) {
   const char *python = ZRT_TEST_PYTHON;
-  char dir[] = "/tmp/zrt-adafactor-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
+  zrt_test::TempDir tmp("zrt-adafactor");
+  ASSERT_FALSE(tmp.path().empty()) << "cannot make a directory under /tmp";
+  const std::string &dir = tmp.path();
   std::string cmd =
       std::string("'") + python + "' '" ZRT_ADAFACTOR_REFERENCE "' " + dir;
   int rc = std::system(cmd.c_str());

@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Muon.h"
+#include "TestUtil.h"
 #include "zero_rt/zrt.h"
 
 #include <gtest/gtest.h>
@@ -218,8 +219,9 @@ TEST(Muon, SlotRefusesASmallScratch) {
 
 TEST(Muon, MatchesTorch) {
   const char *python = ZRT_TEST_PYTHON;
-  char dir[] = "/tmp/zrt-muon-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
+  zrt_test::TempDir tmp("zrt-muon");
+  ASSERT_FALSE(tmp.path().empty()) << "cannot make a directory under /tmp";
+  const std::string &dir = tmp.path();
   std::string cmd =
       std::string("'") + python + "' '" ZRT_MUON_REFERENCE "' " + dir;
   int rc = std::system(cmd.c_str());

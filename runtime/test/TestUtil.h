@@ -15,7 +15,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <string>
@@ -151,6 +153,32 @@ inline int runOnRanks(zrt_comm *comm, const std::string &banner) {
   zrt_finalize();
   return failed;
 }
+
+/// A fresh directory under /tmp for a test's files (a torch reference's
+/// output), removed with its contents when the test ends, however it ends.
+class TempDir {
+public:
+  explicit TempDir(const std::string &prefix) {
+    std::string templ = "/tmp/" + prefix + "-XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (mkdtemp(buf.data()))
+      path_ = buf.data();
+  }
+  ~TempDir() {
+    if (!path_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(path_, ignored);
+    }
+  }
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  /// Empty when the directory could not be made.
+  const std::string &path() const { return path_; }
+
+private:
+  std::string path_;
+};
 
 } // namespace zrt_test
 
