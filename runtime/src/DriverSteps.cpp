@@ -239,6 +239,8 @@ Driver::StepTimes Driver::runStep(int64_t step) {
   ctx.lossSum = 0.0;
   ctx.lossCount = 0;
   ctx.skipped = ctx.overflow = ctx.noLabels = false;
+  ctx.moeExchanged = false;
+  ctx.moeMaxExpertRows = ctx.moeDroppedRows = 0;
   auto start = std::chrono::steady_clock::now();
   double stepStart = ctx.nowUs();
   // A mean over the valid labels of the global batch: every micro batch's
@@ -305,6 +307,19 @@ StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
                     local.microMs, local.boundaryMs,
                     stopRequested() ? 1.0 : 0.0};
   double all[5];
+  // The MoE figures of the training step, before an evaluation's
+  // exchanges; every rank runs the same exchanges, so all agree on whether
+  // there are any.
+  r.moe = ctx.moeExchanged;
+  if (r.moe) {
+    WaitScope watched(ctx.waitState, "the step's MoE figures all-reduce");
+    r.moeMaxExpertRows = ctx.moeMaxExpertRows;
+    r.moeDroppedRows = ctx.moeDroppedRows;
+    MPI_Allreduce(MPI_IN_PLACE, &r.moeMaxExpertRows, 1, MPI_INT64_T, MPI_MAX,
+                  MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &r.moeDroppedRows, 1, MPI_INT64_T, MPI_SUM,
+                  MPI_COMM_WORLD);
+  }
   r.evaluated = evaluating;
   if (evaluating) {
     Evaluation e = evaluate();

@@ -24,7 +24,10 @@ static_assert(int(flight::RankSetKind::Group) == ZRT_RANKS_GROUP &&
                   int(flight::RankSetKind::Hpz) == ZRT_RANKS_HPZ &&
                   int(flight::RankSetKind::Replicas) == ZRT_RANKS_REPLICAS &&
                   int(flight::RankSetKind::World) == ZRT_RANKS_WORLD &&
-                  int(flight::RankSetKind::Sequence) == ZRT_RANKS_SEQUENCE,
+                  int(flight::RankSetKind::Sequence) == ZRT_RANKS_SEQUENCE &&
+                  int(flight::RankSetKind::Expert) == ZRT_RANKS_EXPERT &&
+                  int(flight::RankSetKind::ExpertReplicas) ==
+                      ZRT_RANKS_EXPERT_REPLICAS,
               "flight.def's rank set kinds follow zero_rt/topology.h's");
 
 /// The record's JSON, as zero_rt/flight.def lays it out.

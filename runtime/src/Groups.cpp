@@ -26,9 +26,9 @@ namespace {
 struct Groups {
   std::mutex mutex;
   int64_t ranksPerNode = 0, hpzPartitionSize = 1, micsShardSize = 0;
-  int64_t sequenceParallel = 1;
+  int64_t sequenceParallel = 1, expertParallel = 1;
   /// By kind; null until created.
-  std::array<std::unique_ptr<Group>, ZRT_RANKS_SEQUENCE + 1> groups;
+  std::array<std::unique_ptr<Group>, ZRT_RANKS_EXPERT_REPLICAS + 1> groups;
   /// The communicators the Groups own (not the world).
   std::vector<zrt_comm *> owned;
   std::array<LinkBytes, kNumCommKinds> counters{};
@@ -63,7 +63,8 @@ std::unique_ptr<Group> makeGroup(zrt_comm *world, int32_t kind) {
   Groups &gs = groups();
   auto setOf = [&](int64_t rank) {
     return zrt_rank_set_of(kind, rank, world->size, gs.hpzPartitionSize,
-                           gs.micsShardSize, gs.sequenceParallel);
+                           gs.micsShardSize, gs.sequenceParallel,
+                           gs.expertParallel);
   };
   // Every rank's verdict on every rank's set, so that all agree.
   for (int64_t r = 0; r < world->size; ++r)
@@ -192,7 +193,7 @@ int64_t zrt::runRanksPerNode(zrt_comm *world, int64_t override) {
 
 void zrt::setTopology(zrt_comm *world, int64_t ranksPerNode,
                       int64_t hpzPartitionSize, int64_t micsShardSize,
-                      int64_t sequenceParallel) {
+                      int64_t sequenceParallel, int64_t expertParallel) {
   Groups &gs = groups();
   std::lock_guard<std::mutex> lock(gs.mutex);
   if (gs.groups[ZRT_RANKS_GROUP])
@@ -201,21 +202,25 @@ void zrt::setTopology(zrt_comm *world, int64_t ranksPerNode,
   gs.hpzPartitionSize = hpzPartitionSize;
   gs.micsShardSize = micsShardSize;
   gs.sequenceParallel = sequenceParallel;
+  gs.expertParallel = expertParallel;
   // Every kind, so that no collective creation happens during a step (the
-  // sequence-parallel groups only where there are any: no all-to-all runs
-  // without them).
+  // sequence- and expert-parallel groups only where there are any: no
+  // all-to-all or MoE exchange runs without them).
   for (int32_t kind :
        {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS, ZRT_RANKS_WORLD})
     gs.groups[size_t(kind)] = makeGroup(world, kind);
   if (sequenceParallel > 1)
     gs.groups[ZRT_RANKS_SEQUENCE] = makeGroup(world, ZRT_RANKS_SEQUENCE);
+  if (expertParallel > 1)
+    for (int32_t kind : {ZRT_RANKS_EXPERT, ZRT_RANKS_EXPERT_REPLICAS})
+      gs.groups[size_t(kind)] = makeGroup(world, kind);
 }
 
 int64_t zrt::topologyRanksPerNode() { return groups().ranksPerNode; }
 
 Group &zrt::groupOf(zrt_comm *world, int32_t kind) {
   Groups &gs = groups();
-  if (kind < ZRT_RANKS_GROUP || kind > ZRT_RANKS_SEQUENCE)
+  if (kind < ZRT_RANKS_GROUP || kind > ZRT_RANKS_EXPERT_REPLICAS)
     fatal("groupOf: unknown rank set kind %d", int(kind));
   std::lock_guard<std::mutex> lock(gs.mutex);
   std::unique_ptr<Group> &g = gs.groups[size_t(kind)];
@@ -254,6 +259,7 @@ void zrt::freeGroups() {
   gs.hpzPartitionSize = 1;
   gs.micsShardSize = 0;
   gs.sequenceParallel = 1;
+  gs.expertParallel = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -467,6 +473,18 @@ Tokens zrt::allToAll(Group &g, CommKind kind, const void *send, void *recv,
   for (int m = 0; m < g.size(); ++m)
     displs.push_back(int64_t(m) * chunkBytes);
   return allToAllBytes(g.members, send, counts, displs, recv, counts, displs);
+}
+
+void zrt::countAllToAll(Group &g, CommKind kind,
+                        const std::vector<int64_t> &bytes) {
+  if (int(bytes.size()) != g.size())
+    fatal("countAllToAll: %zu counts for a group of %d ranks", bytes.size(),
+          g.size());
+  zrt_link_bytes b = zrt_all_to_all_v_link_bytes(bytes.data(), g.set.size,
+                                                 g.membersPerNode, g.me);
+  LinkBytes &c = groups().counters[size_t(kind)];
+  c.intraNode += b.intra_node;
+  c.interNode += b.inter_node;
 }
 
 Tokens zrt::allReduceStats(Group &g, const float *in, float *out) {

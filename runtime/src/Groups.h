@@ -71,11 +71,12 @@ int64_t runRanksPerNode(zrt_comm *world, int64_t override);
 /// Sets the topology the step's collectives run by and creates a Group for
 /// every rank set of this rank that it implies. `ranksPerNode` 0 runs every
 /// collective in one level, as a program without a topology always ran.
-/// `sequenceParallel` ranks form each sequence-parallel group.
+/// `sequenceParallel` ranks form each sequence-parallel group, and
+/// `expertParallel` ranks each expert-parallel group.
 /// Collective over the world; called once, before the first step.
 void setTopology(zrt_comm *world, int64_t ranksPerNode,
                  int64_t hpzPartitionSize, int64_t micsShardSize,
-                 int64_t sequenceParallel = 1);
+                 int64_t sequenceParallel = 1, int64_t expertParallel = 1);
 
 /// The ranks per node the collectives run by (0: one node).
 int64_t topologyRanksPerNode();
@@ -144,6 +145,10 @@ Tokens allReduceStats(Group &g, const float *in, float *out);
 /// once: topology.h's zrt_all_to_all_link_bytes).
 Tokens allToAll(Group &g, CommKind kind, const void *send, void *recv,
                 int64_t chunkBytes);
+/// Counts an all-to-all in which this member sends bytes[m] bytes to member
+/// m (zrt_all_to_all_v_link_bytes: every chunk but its own), run by its
+/// caller over g.members with allToAllBytes (an MoE exchange's rows).
+void countAllToAll(Group &g, CommKind kind, const std::vector<int64_t> &bytes);
 
 //===----------------------------------------------------------------------===//
 // The counters

@@ -804,6 +804,13 @@ Manifest Manifest::parse(const std::string &text) {
   if (m.sequenceParallel < 1 || m.worldSize % m.sequenceParallel != 0)
     invalid("sequence_parallel " + std::to_string(m.sequenceParallel) +
             " does not divide the world size " + std::to_string(m.worldSize));
+  m.expertParallel = w.expertParallel.value_or(1);
+  if (w.expertParallel &&
+      (m.expertParallel < 2 || m.worldSize % m.expertParallel != 0))
+    invalid("expert_parallel " + std::to_string(m.expertParallel) +
+            " is not a divisor of the world size " +
+            std::to_string(m.worldSize) +
+            " above 1 (absent without expert parallelism)");
   readTraining(w, j, m);
   if (w.hfModel)
     m.hfModel = checkedHfModel(*w.hfModel, w.params);

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -216,6 +217,8 @@ struct Manifest {
   bool shiftedLabels = false;
   /// Ranks per sequence-parallel group (1: none).
   int64_t sequenceParallel = 1;
+  /// Ranks per expert-parallel group (1: none).
+  int64_t expertParallel = 1;
   double gradientClipping = 0;
   int64_t tokenSlots = 0;
   /// The schedule hash the compiler embedded, and its text ("0x...").
@@ -377,6 +380,19 @@ struct zrt_ctx {
   int64_t stepLabels = 0;
   /// Whether the evaluation step runs (zero.label_share reads 1 then).
   bool evaluating = false;
+
+  /// The step's MoE figures (zrt_ctx_moe_exchange, counted by the forward
+  /// exchanges that learn the counts): whether any ran, the most rows
+  /// routed to one of this rank's experts in one layer, and the rows
+  /// dropped at this rank past a capacity.
+  bool moeExchanged = false;
+  int64_t moeMaxExpertRows = 0, moeDroppedRows = 0;
+  /// Where an exchange dropped rows of this rank: the rows each member kept
+  /// of each of its local experts (MoeRoute::sendKept), by the exchange's
+  /// `counts` tensor, for the return and the backward exchange that reuse
+  /// those counts (the counts say what this rank received, not what the
+  /// other members kept of its rows).
+  std::map<const void *, std::vector<int64_t>> moeSendKept;
 
   // Results of the current step, for the driver.
   double lossSum = 0.0;

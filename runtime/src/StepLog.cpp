@@ -156,6 +156,11 @@ void StepLog::write(const StepRecord &r) {
     }
     line["comm"] = comm;
   }
+  // Expert-parallel programs (others keep their lines).
+  if (r.moe) {
+    line["moe_max_expert_rows"] = r.moeMaxExpertRows;
+    line["moe_dropped_rows"] = r.moeDroppedRows;
+  }
   if (r.evaluated)
     line["eval_loss"] = r.evalLoss;
   if (r.evaluated && r.evalTokens >= 0)

@@ -55,6 +55,11 @@ struct StepRecord {
   bool evaluated = false;
   double evalLoss = 0.0;
   int64_t evalTokens = -1;
+  /// Whether the step exchanged MoE rows between expert-parallel ranks;
+  /// then the most rows routed to one expert in one layer, and the rows
+  /// dropped past a capacity, over every rank.
+  bool moe = false;
+  int64_t moeMaxExpertRows = 0, moeDroppedRows = 0;
   /// What this rank's collectives sent in the step, by kind and level.
   std::array<LinkBytes, kNumCommKinds> comm{};
 };

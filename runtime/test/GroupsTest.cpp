@@ -2,8 +2,9 @@
 //
 // Part of the zero-mlir project.
 //
-// Run under mpirun with a topology on the command line, `K H M` (ranks per
-// node, hpZ group size, MiCS shard size; setTopology's arguments), so that
+// Run under mpirun with a topology on the command line, `K H M [S [E]]`
+// (ranks per node, hpZ group size, MiCS shard size, sequence- and
+// expert-parallel sizes; setTopology's arguments), so that
 // the Groups of every kind run in one or two levels. Each collective runs
 // over every kind's Group with uneven per-member counts (the last members
 // own little or nothing) on small integers, whose sums are exact in every
@@ -30,7 +31,7 @@ namespace {
 
 zrt_comm *world() { return zrt_comm_world(); }
 
-int64_t topologyArgs[4] = {0, 1, 0, 1};
+int64_t topologyArgs[5] = {0, 1, 0, 1, 1};
 
 struct Case {
   int32_t dtype;
@@ -96,9 +97,9 @@ int total(const std::vector<int> &counts) {
 
 TEST_P(GroupsTest, KnowsItsMembers) {
   const Group &g = group();
-  zrt_rank_set want = zrt_rank_set_of(GetParam().kind, zrt_comm_rank(world()),
-                                      zrt_comm_size(world()), topologyArgs[1],
-                                      topologyArgs[2], topologyArgs[3]);
+  zrt_rank_set want = zrt_rank_set_of(
+      GetParam().kind, zrt_comm_rank(world()), zrt_comm_size(world()),
+      topologyArgs[1], topologyArgs[2], topologyArgs[3], topologyArgs[4]);
   EXPECT_EQ(g.set.first, want.first);
   EXPECT_EQ(g.set.stride, want.stride);
   EXPECT_EQ(g.set.size, want.size);
@@ -404,19 +405,22 @@ TEST_P(GroupsTest, OverlappingOperations) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (int32_t kind : {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS,
-                       ZRT_RANKS_WORLD, ZRT_RANKS_SEQUENCE})
+  for (int32_t kind :
+       {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS, ZRT_RANKS_WORLD,
+        ZRT_RANKS_SEQUENCE, ZRT_RANKS_EXPERT, ZRT_RANKS_EXPERT_REPLICAS})
     for (int32_t dtype : {ZRT_F32, ZRT_BF16, ZRT_F16})
       out.push_back({dtype, kind});
   return out;
 }
 
 const char *kindName(int32_t kind) {
-  return kind == ZRT_RANKS_GROUP      ? "group"
-         : kind == ZRT_RANKS_HPZ      ? "hpz"
-         : kind == ZRT_RANKS_WORLD    ? "world"
-         : kind == ZRT_RANKS_SEQUENCE ? "sequence"
-                                      : "replicas";
+  return kind == ZRT_RANKS_GROUP             ? "group"
+         : kind == ZRT_RANKS_HPZ             ? "hpz"
+         : kind == ZRT_RANKS_WORLD           ? "world"
+         : kind == ZRT_RANKS_SEQUENCE        ? "sequence"
+         : kind == ZRT_RANKS_EXPERT          ? "expert"
+         : kind == ZRT_RANKS_EXPERT_REPLICAS ? "expert_replicas"
+                                             : "replicas";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, GroupsTest, ::testing::ValuesIn(cases()),
@@ -429,8 +433,8 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, GroupsTest, ::testing::ValuesIn(cases()),
 
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 4 && argc != 5) {
-    std::fprintf(stderr, "usage: %s K H M [S]\n", argv[0]);
+  if (argc < 4 || argc > 6) {
+    std::fprintf(stderr, "usage: %s K H M [S [E]]\n", argv[0]);
     return 2;
   }
   for (int i = 0; i < argc - 1; ++i)
@@ -438,7 +442,7 @@ int main(int argc, char **argv) {
   zrt_comm *comm = zrt_comm_world();
   try {
     zrt::setTopology(comm, topologyArgs[0], topologyArgs[1], topologyArgs[2],
-                     topologyArgs[3]);
+                     topologyArgs[3], topologyArgs[4]);
   } catch (const std::exception &e) {
     // A topology whose sets do not split evenly by node: every rank says so.
     std::printf("zrt-groups-test: rank %d: %s\n", zrt_comm_rank(comm),

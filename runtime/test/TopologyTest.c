@@ -67,25 +67,50 @@ static void membersPerNode(void) {
 }
 
 static void rankSets(void) {
-  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1), 0, 1, 8, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 4, 1), 4, 1, 4, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 2, 0, 1), 4, 1, 2, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 1, 0, 1), 5, 1, 1, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 4, 1), 1, 4, 2,
+  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1, 1), 0, 1, 8,
             __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 0, 1), 5, 1, 1,
+  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 4, 1, 1), 4, 1, 4,
             __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 2, 4, 1), 0, 1, 8, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 1), 0, 1, 8, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 2, 0, 1, 1), 4, 1, 2,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 1, 0, 1, 1), 5, 1, 1,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 4, 1, 1), 1, 4, 2,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 0, 1, 1), 5, 1, 1,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 2, 4, 1, 1), 0, 1, 8,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 1, 1), 0, 1, 8,
+            __LINE__);
   /* Sequence-parallel groups of 4 consecutive ranks; 1: the rank alone. */
-  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 2, 0, 4), 4, 1, 4,
+  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 2, 0, 4, 1), 4, 1, 4,
             __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 2, 8, 1, 0, 2), 2, 1, 2,
+  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 2, 8, 1, 0, 2, 1), 2, 1, 2,
             __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 1, 0, 1), 5, 1, 1,
+  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 1, 0, 1, 1), 5, 1, 1,
             __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 4), 0, 1, 8, __LINE__);
-  EXPECT(zrt_rank_set_of(7, 5, 8, 1, 0, 1).size, 0);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 4, 1), 0, 1, 8,
+            __LINE__);
+  /* Expert-parallel groups of 2 consecutive ranks and the ranks holding the
+   * same experts (every second rank); without expert parallelism the rank
+   * alone and the world. */
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2), 4, 1, 2,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 4), 4, 1, 4,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 1), 5, 1, 1,
+            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 2), 1, 2,
+            4, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 6, 8, 1, 0, 1, 4), 2, 4,
+            2, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 1), 0, 1,
+            8, __LINE__);
+  /* The other kinds ignore the expert-parallel size. */
+  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1, 2), 0, 1, 8,
+            __LINE__);
+  EXPECT(zrt_rank_set_of(7, 5, 8, 1, 0, 1, 1).size, 0);
   EXPECT(zrt_node_of(5, 2), 2);
   EXPECT(zrt_node_of(5, 0), 0);
 }
@@ -185,10 +210,29 @@ static void quantizedReduceScatter(void) {
               __LINE__);
 }
 
+/* An all-to-all whose chunks differ by member: every chunk but the
+ * member's own, split by node. */
+static void allToAllVLinkBytes(void) {
+  const int64_t bytes[4] = {10, 20, 30, 40};
+  zrt_link_bytes b = zrt_all_to_all_v_link_bytes(bytes, 4, 4, 1);
+  EXPECT(b.intra_node, 80);
+  EXPECT(b.inter_node, 0);
+  b = zrt_all_to_all_v_link_bytes(bytes, 4, 2, 1);
+  EXPECT(b.intra_node, 10);
+  EXPECT(b.inter_node, 70);
+  b = zrt_all_to_all_v_link_bytes(bytes, 4, 2, 2);
+  EXPECT(b.intra_node, 40);
+  EXPECT(b.inter_node, 30);
+  b = zrt_all_to_all_v_link_bytes(bytes, 1, 1, 0);
+  EXPECT(b.intra_node, 0);
+  EXPECT(b.inter_node, 0);
+}
+
 int main(void) {
   membersPerNode();
   rankSets();
   linkBytes();
+  allToAllVLinkBytes();
   quantizedReduceScatter();
   if (failures)
     fprintf(stderr, "TopologyTest: %d failures\n", failures);

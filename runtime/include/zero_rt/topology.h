@@ -52,11 +52,13 @@ typedef struct zrt_rank_set {
 
 /* The kinds of rank set (the compiler's RankSetKind, in its order). */
 enum {
-  ZRT_RANKS_GROUP = 0,    /* the ranks a group is sharded over */
-  ZRT_RANKS_HPZ = 1,      /* the rank's hpZ group */
-  ZRT_RANKS_REPLICAS = 2, /* the ranks holding the rank's MiCS shard */
-  ZRT_RANKS_WORLD = 3,    /* every rank */
-  ZRT_RANKS_SEQUENCE = 4, /* the rank's sequence-parallel group */
+  ZRT_RANKS_GROUP = 0,           /* the ranks a group is sharded over */
+  ZRT_RANKS_HPZ = 1,             /* the rank's hpZ group */
+  ZRT_RANKS_REPLICAS = 2,        /* the ranks holding the rank's MiCS shard */
+  ZRT_RANKS_WORLD = 3,           /* every rank */
+  ZRT_RANKS_SEQUENCE = 4,        /* the rank's sequence-parallel group */
+  ZRT_RANKS_EXPERT = 5,          /* the rank's expert-parallel group */
+  ZRT_RANKS_EXPERT_REPLICAS = 6, /* the ranks holding the rank's experts */
 };
 
 /* The members of `rank`'s set of `kind` in a world of `world_size` ranks
@@ -66,12 +68,16 @@ enum {
  * is the rank alone, and so is a replica set without MiCS. The world set is
  * every rank, whatever the groups. The sequence set is the rank's group of
  * `sequence_parallel` consecutive ranks (Ulysses; 1: the rank alone), which
- * read the same rows. A size of 0 means an unknown kind. */
-static inline zrt_rank_set zrt_rank_set_of(int32_t kind, int64_t rank,
-                                           int64_t world_size,
-                                           int64_t hpz_partition_size,
-                                           int64_t mics_shard_size,
-                                           int64_t sequence_parallel) {
+ * read the same rows. The expert set is the rank's group of
+ * `expert_parallel` consecutive ranks (1: the rank alone), which split each
+ * MoE layer's experts; the expert replica set holds the ranks of the same
+ * member index in every expert set (first rank % expert_parallel, stride
+ * expert_parallel; the world without expert parallelism), which hold the
+ * same experts. A size of 0 means an unknown kind. */
+static inline zrt_rank_set
+zrt_rank_set_of(int32_t kind, int64_t rank, int64_t world_size,
+                int64_t hpz_partition_size, int64_t mics_shard_size,
+                int64_t sequence_parallel, int64_t expert_parallel) {
   zrt_rank_set s = {rank, 1, 1};
   switch (kind) {
   case ZRT_RANKS_GROUP:
@@ -104,6 +110,19 @@ static inline zrt_rank_set zrt_rank_set_of(int32_t kind, int64_t rank,
     if (sequence_parallel > 1) {
       s.first = rank / sequence_parallel * sequence_parallel;
       s.size = sequence_parallel;
+    }
+    return s;
+  case ZRT_RANKS_EXPERT:
+    if (expert_parallel > 1) {
+      s.first = rank / expert_parallel * expert_parallel;
+      s.size = expert_parallel;
+    }
+    return s;
+  case ZRT_RANKS_EXPERT_REPLICAS:
+    if (expert_parallel >= 1) {
+      s.first = rank % expert_parallel;
+      s.stride = expert_parallel;
+      s.size = world_size / expert_parallel;
     }
     return s;
   }
@@ -193,6 +212,28 @@ static inline zrt_link_bytes zrt_all_to_all_link_bytes(int64_t chunk,
   int64_t local = members_per_node < size ? members_per_node : size;
   out.intra_node = (local - 1) * chunk;
   out.inter_node = (size - local) * chunk;
+  return out;
+}
+
+/* The bytes member `me` of a rank set of `size` sends in an all-to-all of
+ * bytes[j] bytes to each member j (an MoE exchange's rows, which differ by
+ * member): every chunk but its own, those to the members of its node
+ * (members_per_node consecutive members) within the node, the rest across
+ * nodes. */
+static inline zrt_link_bytes
+zrt_all_to_all_v_link_bytes(const int64_t *bytes, int64_t size,
+                            int64_t members_per_node, int64_t me) {
+  zrt_link_bytes out = {0, 0};
+  if (size <= 1 || me < 0 || me >= size || members_per_node <= 0)
+    return out;
+  for (int64_t j = 0; j < size; ++j) {
+    if (j == me)
+      continue;
+    if (j / members_per_node == me / members_per_node)
+      out.intra_node += bytes[j];
+    else
+      out.inter_node += bytes[j];
+  }
   return out;
 }
 

@@ -40,7 +40,7 @@ zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,
                                       int64_t rank) const {
   return zrt_rank_set_of(static_cast<int32_t>(collective.getRankSetKind()),
                          rank, worldSize, hpzPartitionSize, micsShardSize,
-                         sequenceParallel);
+                         sequenceParallel, /*expert_parallel=*/1);
 }
 
 int64_t StepSchedule::getCollectiveElementBytes(
