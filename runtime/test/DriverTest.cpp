@@ -978,6 +978,26 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
 // Partitions of one program compute in their own dtypes: a bf16 group with
 // its fp32 masters beside an fp32 group that is its own. Each buffer's bytes
 // follow its partition's dtype.
+// Expert parallelism: absent is none; present, it is above 1 and divides
+// the world.
+TEST(ManifestTest, ReadsExpertParallel) {
+  auto error = [](nlohmann::json j) {
+    return errorOf([&] { Manifest::parse(j.dump()); });
+  };
+  nlohmann::json j = tinyManifest(1, 4);
+  EXPECT_EQ(Manifest::parse(j.dump()).expertParallel, 1);
+  j["expert_parallel"] = 2;
+  EXPECT_EQ(Manifest::parse(j.dump()).expertParallel, 2);
+  j["expert_parallel"] = 3;
+  EXPECT_NE(error(j).find("expert_parallel 3 is not a divisor of the world "
+                          "size 4 above 1"),
+            std::string::npos)
+      << error(j);
+  j["expert_parallel"] = 1;
+  EXPECT_NE(error(j).find("expert_parallel 1 is not a divisor"),
+            std::string::npos);
+}
+
 TEST(ManifestTest, MixedComputeDtypes) {
   nlohmann::json j = tinyManifest(1, 4);
   nlohmann::json bf16 = j["partitions"][0];
