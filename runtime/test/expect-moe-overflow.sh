@@ -1,8 +1,8 @@
 #!/bin/sh
 # Usage: expect-moe-overflow.sh RANKS COMMAND...
 # Runs COMMAND (zrt-moe-exchange-test's overflow case under mpirun) and
-# passes when it exits non-zero after every one of its RANKS ranks printed
-# the capacity overflow's message, and no rank went on past it.
+# passes when it exits non-zero with the capacity overflow's message, and no
+# rank went on past it.
 ranks=$1
 shift
 out=$("$@" 2>&1)
@@ -14,7 +14,9 @@ if [ "$rc" -eq 0 ]; then
 fi
 got=$(printf '%s\n' "$out" |
   grep -c "zrt: error: MoE layer 7, step 4: 24 rows would arrive at rank [0-9]* (member 0 of the expert-parallel ranks")
-if [ "$got" -ne "$ranks" ]; then
+# Every rank prints it, but MPI_Abort may end a rank before mpirun has
+# forwarded its output: at least one rank's, at most every rank's.
+if [ "$got" -lt 1 ] || [ "$got" -gt "$ranks" ]; then
   echo "expect-moe-overflow: the message from $got of $ranks ranks"
   exit 1
 fi
