@@ -760,6 +760,21 @@ extern "C" void zrt_all_to_all(zrt_comm *comm, int32_t dtype, const void *in,
     plan.unpack();
 }
 
+// Placeholders of the expert-parallel exchange until the runtime implements
+// it (the compiler emits the calls; a program using them stops here).
+static void moeExchange(zrt_ctx *, int32_t, const void *, int64_t, int64_t,
+                        const int32_t *, int64_t, void *, int64_t, int32_t *,
+                        int32_t *, int32_t, int32_t layer, int32_t, int32_t) {
+  fatal("zrt_ctx_moe_exchange (MoE layer %d): this runtime has no expert "
+        "parallelism",
+        int(layer));
+}
+static void moeReturn(zrt_ctx *, int32_t, const void *, int64_t, int64_t,
+                      const int32_t *, const int32_t *, const int32_t *,
+                      int64_t, void *, int64_t, int32_t) {
+  fatal("zrt_ctx_moe_return: this runtime has no expert parallelism");
+}
+
 extern "C" int32_t zrt_ctx_update_loss_scale(zrt_ctx *ctx, const float *stats) {
   float host[2];
   {

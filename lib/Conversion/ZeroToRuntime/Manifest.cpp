@@ -320,6 +320,7 @@ void Lowering::addParams(manifest::Program &m) {
     // Written only when set, so trainable steps keep their manifests.
     if (p.getFrozen())
       param.frozen = true;
+    param.expertParallel = p.getExpertParallel();
   }
 }
 
@@ -358,6 +359,8 @@ void Lowering::addPartitions(manifest::Program &m) {
       part.hostBuffers = std::move(host);
     if (!nvme.empty())
       part.nvmeBuffers = std::move(nvme);
+    if (p.getExpert())
+      part.expert = true;
   }
 }
 

@@ -38,9 +38,16 @@ static_assert(static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
 
 zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,
                                       int64_t rank) const {
-  return zrt_rank_set_of(static_cast<int32_t>(collective.getRankSetKind()),
-                         rank, worldSize, hpzPartitionSize, micsShardSize,
-                         sequenceParallel);
+  // The expert sets (zero-expert-parallel): P consecutive ranks split the
+  // experts, the ranks of one member index hold the same ones.
+  RankSetKind kind = collective.getRankSetKind();
+  if (kind == RankSetKind::expert)
+    return {rank / expertParallel * expertParallel, 1, expertParallel};
+  if (kind == RankSetKind::expert_replicas)
+    return {rank % expertParallel, expertParallel,
+            worldSize / expertParallel};
+  return zrt_rank_set_of(static_cast<int32_t>(kind), rank, worldSize,
+                         hpzPartitionSize, micsShardSize, sequenceParallel);
 }
 
 int64_t StepSchedule::getCollectiveElementBytes(
@@ -103,6 +110,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.hpzPartitionSize = schedule.getHpzPartitionSize();
   s.micsShardSize = schedule.getMicsShardSize();
   s.sequenceParallel = schedule.getSequenceParallel();
+  s.expertParallel = schedule.getExpertParallel();
   // The groups whose hpZ secondary shard the step keeps.
   llvm::SmallDenseSet<StringRef, 8> secondary;
   if (s.hpzPartitionSize > 1)
