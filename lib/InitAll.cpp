@@ -26,6 +26,7 @@ void zero::registerAllDialects(mlir::DialectRegistry &registry) {
   mlir::zero::registerRuntimeKernelModels(registry);
   mlir::zero::registerRuntimeCollectiveModels(registry);
   mlir::zero::registerAllToAllDerivativeModel(registry);
+  mlir::zero::registerMoeExchangeDerivativeModels(registry);
 }
 
 void zero::registerAllPasses() {

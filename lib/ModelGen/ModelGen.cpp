@@ -314,7 +314,8 @@ public:
     zero::ParamOp::create(mb, mb.getUnknownLoc(), name, type, init,
                           init == zero::InitKind::normal ? f64(std) : nullptr,
                           /*rows=*/nullptr, noDecay ? f64(0.0) : nullptr,
-                          /*compute=*/nullptr, frozen);
+                          /*compute=*/nullptr, frozen,
+                          /*expert_parallel=*/nullptr);
     paramTypes[name] = type;
   }
 

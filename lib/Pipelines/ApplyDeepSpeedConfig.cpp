@@ -123,6 +123,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->optimizerStates, cfg->optimizerStates);
     takeFromFile(s->micsShardSize, cfg->micsShardSize);
     takeFromFile(s->spSize, cfg->sequenceParallelSize);
+    takeFromFile(s->epSize, cfg->expertParallelSize);
     takeFromFile(s->quantizedWeights, cfg->quantizedWeights);
     takeFromFile(s->quantizedGradients, cfg->quantizedGradients);
     takeFromFile(s->prefetchBucketSize, cfg->prefetchBucketSize);

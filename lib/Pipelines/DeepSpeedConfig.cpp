@@ -670,6 +670,20 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   cfg.sequenceParallelSize = top.integer(dskeys::kSequenceParallelSize);
   checkPositive(top, dskeys::kSequenceParallelSize, cfg.sequenceParallelSize,
                 "Sequence parallel size");
+  top.section(dskeys::kExpertParallel, [&](Section &e) {
+    DeepSpeedValue<bool> on = e.boolean(dskeys::kExpertParallelEnabled);
+    DeepSpeedValue<int64_t> size = e.integer(dskeys::kAutoepSize);
+    checkPositive(e, dskeys::kAutoepSize, size, "AutoEP size");
+    if (!on.value || !*on.value)
+      return;
+    if (!size.value) {
+      e.error(dskeys::kExpertParallelEnabled,
+              "expert parallelism needs autoep_size, the ranks that split "
+              "each MoE layer's experts");
+      return;
+    }
+    cfg.expertParallelSize = size;
+  });
   cfg.trainBatchSize = top.integer(dskeys::kTrainBatchSize, true);
   checkPositive(top, dskeys::kTrainBatchSize, cfg.trainBatchSize,
                 "Train batch size");

@@ -125,6 +125,15 @@ static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
     sp.spSize = o.spSize;
     pm.addPass(createZeroSequenceParallelPass(sp));
   }
+  // zero-partition reads ep-size too (expert partitions over world /
+  // ep-size ranks); the pass refuses the MoE options without it.
+  if (o.epSize != 1 || o.moeCapacityFactor != 0.0 || o.moeDropTokens) {
+    ZeroExpertParallelPassOptions ep;
+    ep.epSize = o.epSize;
+    ep.capacityFactor = o.moeCapacityFactor;
+    ep.dropTokens = o.moeDropTokens;
+    pm.addPass(createZeroExpertParallelPass(ep));
+  }
   pm.addPass(createZeroAutodiffPass());
   pm.addPass(
       createZeroMixedPrecisionPass(o.getZeroMixedPrecisionPassOptions()));

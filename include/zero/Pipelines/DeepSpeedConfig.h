@@ -53,6 +53,8 @@ struct DeepSpeedConfig {
       prefetchBucketSize, maxLiveParameters, maxReuseDistance,
       paramPersistenceThreshold, gradientAccumulationSteps, trainBatchSize,
       trainMicroBatchSizePerGpu, hpzPartitionSize, sequenceParallelSize;
+  /// expert_parallel.autoep_size when expert_parallel.enabled is true.
+  DeepSpeedValue<int64_t> expertParallelSize;
   DeepSpeedValue<bool> reduceScatter, overlapComm, contiguousGradients;
   /// fp16.enabled and bf16.enabled (or the old section name bfloat16).
   DeepSpeedValue<bool> fp16, bf16;

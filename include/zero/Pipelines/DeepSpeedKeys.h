@@ -27,6 +27,11 @@ inline constexpr llvm::StringLiteral kZeroOptimization = "zero_optimization";
 /// top level).
 inline constexpr llvm::StringLiteral kSequenceParallelSize =
     "sequence_parallel_size";
+/// DeepSpeed AutoEP's section: `enabled` and `autoep_size`, the ranks that
+/// split each MoE layer's experts.
+inline constexpr llvm::StringLiteral kExpertParallel = "expert_parallel";
+inline constexpr llvm::StringLiteral kExpertParallelEnabled = "enabled";
+inline constexpr llvm::StringLiteral kAutoepSize = "autoep_size";
 inline constexpr llvm::StringLiteral kActivationCheckpointing =
     "activation_checkpointing";
 /// This project's key (DeepSpeed has none): zero-loss-chunk's rows per

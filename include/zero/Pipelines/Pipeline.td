@@ -99,6 +99,13 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
     ZeroInterNodeBandwidthOption,
     Option<"verify", "verify", "bool", /*default=*/"true",
            "Run zero-verify-schedule at the end of the pipeline">,
+    Option<"moeCapacityFactor", "moe-capacity-factor", "double",
+           /*default=*/"0.0",
+           "With ep-size: expert-parallel receive buffers of C times the "
+           "balanced load (zero-expert-parallel; 0: dropless)">,
+    Option<"moeDropTokens", "moe-drop-tokens", "bool", /*default=*/"false",
+           "With ep-size: drop the rows past the capacity instead of "
+           "stopping the step (DeepSpeed's capacity semantics)">,
   ];
 }
 

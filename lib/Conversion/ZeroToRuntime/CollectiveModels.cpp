@@ -199,6 +199,44 @@ LogicalResult buildCall(CountLabelsOp op, CollectiveCallBuilder &b) {
   return b.call("zrt_ctx_all_reduce_labels", {b.context(), out});
 }
 
+/// The rows of this rank's dispatch go to their experts' members over the
+/// `expert` set; the backward's exchange reads the forward's counts.
+LogicalResult buildCall(MoeExchangeOp op, CollectiveCallBuilder &b) {
+  auto rows = cast<RankedTensorType>(op.getRows().getType());
+  Value in = b.pointer(op.getRows()), offsets = b.pointer(op.getOffsets());
+  Value recv = b.pointer(op.getRecv());
+  Value counts = b.pointer(op.hasKnownCounts() ? op.getKnown()[0]
+                                               : op.getCounts());
+  Value local = b.pointer(op.hasKnownCounts() ? op.getKnown()[1]
+                                              : op.getLocalOffsets());
+  if (!in || !offsets || !recv || !counts || !local)
+    return failure();
+  return b.call(
+      "zrt_ctx_moe_exchange",
+      {b.context(), b.dtype(rows.getElementType()), in,
+       b.i64(rows.getDimSize(0)), b.i64(rows.getDimSize(1)), offsets,
+       b.i64(numel(op.getOffsets())), recv, b.i64(op.getCapacity()), counts,
+       local, b.i32(op.hasKnownCounts()), b.i32(int32_t(op.getLayer())),
+       b.i32(op.getDrop()), b.i32(-1)});
+}
+
+/// The received rows go back to their sources, in their dispatch order.
+LogicalResult buildCall(MoeReturnOp op, CollectiveCallBuilder &b) {
+  auto recvType = cast<RankedTensorType>(op.getRecv().getType());
+  Value recv = b.pointer(op.getRecv()), counts = b.pointer(op.getCounts());
+  Value local = b.pointer(op.getLocalOffsets());
+  Value offsets = b.pointer(op.getOffsets()), rows = b.pointer(op.getRows());
+  if (!recv || !counts || !local || !offsets || !rows)
+    return failure();
+  return b.call("zrt_ctx_moe_return",
+                {b.context(), b.dtype(recvType.getElementType()), recv,
+                 b.i64(recvType.getDimSize(0)), b.i64(recvType.getDimSize(1)),
+                 counts, local, offsets, b.i64(numel(op.getOffsets())), rows,
+                 b.i64(cast<RankedTensorType>(op.getRows().getType())
+                           .getDimSize(0)),
+                 b.i32(-1)});
+}
+
 template <typename OpT>
 struct CollectiveModel
     : public RuntimeCollectiveOpInterface::ExternalModel<CollectiveModel<OpT>,
@@ -219,6 +257,7 @@ void attach(MLIRContext *context) {
 void mlir::zero::registerRuntimeCollectiveModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, ZeroDialect *) {
     attach<AllGatherOp, PrefetchOp, ReduceScatterOp, ReduceOp, AllReduceOp,
-           AllToAllOp, CountLabelsOp, StoreSecondaryOp>(context);
+           AllToAllOp, CountLabelsOp, StoreSecondaryOp, MoeExchangeOp,
+           MoeReturnOp>(context);
   });
 }

@@ -202,6 +202,8 @@ static void addStepSettings(const StepSchedule &s, manifest::Program &m) {
   if (ScheduleAttr schedule = step.getScheduleAttr()) {
     m.globalBatch = schedule.getGlobalBatch();
     m.sequenceParallel = schedule.getSequenceParallel();
+    if (schedule.getExpertParallel() > 1)
+      m.expertParallel = schedule.getExpertParallel();
     // Only a topology other than one node without hpZ or MiCS, so
     // single-node programs keep their manifests and hashes.
     if (schedule.getRanksPerNode() != 0 ||
@@ -320,6 +322,7 @@ void Lowering::addParams(manifest::Program &m) {
     // Written only when set, so trainable steps keep their manifests.
     if (p.getFrozen())
       param.frozen = true;
+    param.expertParallel = p.getExpertParallel();
   }
 }
 
@@ -358,6 +361,8 @@ void Lowering::addPartitions(manifest::Program &m) {
       part.hostBuffers = std::move(host);
     if (!nvme.empty())
       part.nvmeBuffers = std::move(nvme);
+    if (p.getExpert())
+      part.expert = true;
   }
 }
 

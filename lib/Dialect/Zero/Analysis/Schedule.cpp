@@ -33,14 +33,18 @@ static_assert(static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
                       ZRT_RANKS_REPLICAS &&
                   static_cast<int32_t>(RankSetKind::world) == ZRT_RANKS_WORLD &&
                   static_cast<int32_t>(RankSetKind::sequence) ==
-                      ZRT_RANKS_SEQUENCE,
+                      ZRT_RANKS_SEQUENCE &&
+                  static_cast<int32_t>(RankSetKind::expert) ==
+                      ZRT_RANKS_EXPERT &&
+                  static_cast<int32_t>(RankSetKind::expert_replicas) ==
+                      ZRT_RANKS_EXPERT_REPLICAS,
               "RankSetKind follows zero_rt/topology.h's kinds");
 
 zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,
                                       int64_t rank) const {
   return zrt_rank_set_of(static_cast<int32_t>(collective.getRankSetKind()),
                          rank, worldSize, hpzPartitionSize, micsShardSize,
-                         sequenceParallel, /*expert_parallel=*/1);
+                         sequenceParallel, expertParallel);
 }
 
 int64_t StepSchedule::getCollectiveElementBytes(
@@ -103,6 +107,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.hpzPartitionSize = schedule.getHpzPartitionSize();
   s.micsShardSize = schedule.getMicsShardSize();
   s.sequenceParallel = schedule.getSequenceParallel();
+  s.expertParallel = schedule.getExpertParallel();
   // The groups whose hpZ secondary shard the step keeps.
   llvm::SmallDenseSet<StringRef, 8> secondary;
   if (s.hpzPartitionSize > 1)

@@ -47,7 +47,7 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                      int64_t stage, int64_t worldSize, int64_t globalBatch,
                      int64_t accumulationSteps, int64_t ranksPerNode,
                      int64_t hpzPartitionSize, int64_t micsShardSize,
-                     int64_t sequenceParallel) {
+                     int64_t sequenceParallel, int64_t expertParallel) {
   if (stage < 0 || stage > 3)
     return emitError() << "stage must be 0, 1, 2 or 3, got " << stage;
   if (worldSize < 1 || worldSize > kMaxWorldSize)
@@ -95,6 +95,18 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (breaks(ZRT_HPZ_EXCLUDES_MICS))
     return emitError() << "hpz_partition_size and mics_shard_size exclude "
                           "each other";
+  if (expertParallel < 1 || worldSize % expertParallel != 0)
+    return emitError() << "expert_parallel " << expertParallel
+                       << " must be a positive divisor of world_size "
+                       << worldSize;
+  // Expert partitions are sharded over the expert replicas; the other
+  // layouts of the world are not combined with them yet.
+  if (expertParallel > 1 &&
+      (sequenceParallel > 1 || micsShardSize > 0 || hpzPartitionSize > 1))
+    return emitError() << "expert_parallel excludes "
+                       << (sequenceParallel > 1 ? "sequence_parallel"
+                           : micsShardSize > 0  ? "mics_shard_size"
+                                                : "hpz_partition_size");
   return success();
 }
 

@@ -104,6 +104,14 @@ LogicalResult ParamOp::verify() {
       return emitOpError("rows must lie in [1, ")
              << all << "), the parameter's rows without padding; got " << *rows;
   }
+  if (std::optional<int64_t> ep = getExpertParallel()) {
+    if (*ep < 2 || type.getRank() < 2)
+      return emitOpError("expert_parallel must be at least 2 on a tensor of "
+                         "experts (dimension 0), got ")
+             << *ep << " on " << type;
+    if (getRows())
+      return emitOpError("holds a share of experts and padding rows");
+  }
   return success();
 }
 
@@ -362,9 +370,17 @@ LogicalResult TrainStepOp::verifySchedulePartitions() {
       return emitOpError("has no #zero.schedule, but the module has ")
              << "zero.partition @" << p.getSymName()
              << " (zero-partition records both)";
-    // Under MiCS a partition is sharded over the shard group.
+    // Under MiCS a partition is sharded over the shard group, an expert
+    // partition over the expert replicas.
+    if (p.getExpert() && schedule.getExpertParallel() == 1)
+      return emitOpError("schedule has no expert_parallel, but zero.partition "
+                         "@")
+             << p.getSymName() << " holds experts";
+    int64_t ranks = p.getExpert()
+                        ? schedule.getWorldSize() / schedule.getExpertParallel()
+                        : schedule.getShardGroupSize();
     if (p.getStageValue() != schedule.getStage() ||
-        p.getWorldSizeValue() != schedule.getShardGroupSize())
+        p.getWorldSizeValue() != ranks)
       return emitOpError("schedule has stage ")
              << schedule.getStage() << " and world size "
              << schedule.getWorldSize()
@@ -402,7 +418,8 @@ std::optional<BufferKind> AllGatherOp::getInPlaceBuffer() {
 }
 Value AllGatherOp::getMovedValue() { return getResult(); }
 RankSetKind AllGatherOp::getRankSetKind() {
-  return getSecondary() ? RankSetKind::hpz : RankSetKind::group;
+  return getSecondary() ? RankSetKind::hpz
+                        : getPartitionRankSet(getOperation(), getGroupAttr());
 }
 CoverageRole AllGatherOp::getCoverageRole() {
   return getBuffer() ? CoverageRole::param_gather : CoverageRole::none;
@@ -420,7 +437,8 @@ std::optional<BufferKind> PrefetchOp::getInPlaceBuffer() {
 }
 Value PrefetchOp::getMovedValue() { return getResult(); }
 RankSetKind PrefetchOp::getRankSetKind() {
-  return getSecondary() ? RankSetKind::hpz : RankSetKind::group;
+  return getSecondary() ? RankSetKind::hpz
+                        : getPartitionRankSet(getOperation(), getGroupAttr());
 }
 Value PrefetchOp::getStagedShard() { return getShard(); }
 
@@ -495,6 +513,20 @@ CoverageRole AllReduceOp::getCoverageRole() {
     return CoverageRole::none;
   return getOverReplicas() ? CoverageRole::replica_sum
                            : CoverageRole::grad_reduction;
+}
+
+RankSetKind mlir::zero::getPartitionRankSet(Operation *op,
+                                            FlatSymbolRefAttr group) {
+  // Only a step with expert parallelism has expert partitions: the common
+  // case looks up no symbol.
+  auto step = op->getParentOfType<TrainStepOp>();
+  ScheduleAttr schedule = step ? step.getScheduleAttr() : ScheduleAttr();
+  if (!group || !schedule || schedule.getExpertParallel() == 1)
+    return RankSetKind::group;
+  auto partition =
+      SymbolTable::lookupNearestSymbolFrom<PartitionOp>(op, group);
+  return partition && partition.getExpert() ? RankSetKind::expert_replicas
+                                            : RankSetKind::group;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1922,3 +1954,132 @@ LogicalResult CastOp::verify() {
 
 #define GET_OP_CLASSES
 #include "zero/Dialect/Zero/IR/ZeroOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// MoeExchangeOp, MoeReturnOp
+//===----------------------------------------------------------------------===//
+
+/// The step's expert-parallel size where its schedule says, else none.
+static std::optional<int64_t> knownExpertParallel(Operation *op) {
+  auto step = op->getParentOfType<TrainStepOp>();
+  if (ScheduleAttr schedule = step ? step.getScheduleAttr() : ScheduleAttr())
+    return schedule.getExpertParallel();
+  return std::nullopt;
+}
+
+/// The checks shared by an exchange and a return: `rows` [n, width] and
+/// `recv` [cap, width] of one element type, `offsets` [E], `counts` [P, E_l]
+/// and `local_offsets` [E_l] with P * E_l = E, and P the step's
+/// expert_parallel where its schedule says.
+static LogicalResult verifyMoeLayout(Operation *op, RankedTensorType rows,
+                                     RankedTensorType recv,
+                                     RankedTensorType offsets,
+                                     RankedTensorType counts,
+                                     RankedTensorType localOffsets,
+                                     int64_t layer) {
+  for (RankedTensorType t : {rows, recv, offsets, counts, localOffsets})
+    if (!t.hasStaticShape())
+      return op->emitOpError("needs static shapes");
+  if (rows.getRank() != 2 || recv.getRank() != 2)
+    return op->emitOpError("moves rows of rank-2 tensors, got ")
+           << rows << " and " << recv;
+  if (rows.getElementType() != recv.getElementType() ||
+      rows.getDimSize(1) != recv.getDimSize(1))
+    return op->emitOpError("dispatch rows ")
+           << rows << " and received rows " << recv
+           << " differ in width or element type";
+  int64_t p = counts.getDimSize(0), local = counts.getDimSize(1);
+  int64_t experts = offsets.getDimSize(0);
+  if (p < 1 || local < 1 || p * local != experts)
+    return op->emitOpError("counts ")
+           << counts << " are not [P, E / P] for " << experts << " experts";
+  if (localOffsets.getDimSize(0) != local)
+    return op->emitOpError("local offsets ")
+           << localOffsets << " are not one per local expert (" << local
+           << ")";
+  if (std::optional<int64_t> known = knownExpertParallel(op);
+      known && *known != p)
+    return op->emitOpError("runs over ")
+           << p << " members, but the step's expert_parallel is " << *known;
+  if (layer < 0)
+    return op->emitOpError("layer must be non-negative, got ") << layer;
+  return success();
+}
+
+CollectiveKind MoeExchangeOp::getCollectiveKind() {
+  return CollectiveKind::all_to_all;
+}
+std::optional<std::pair<int64_t, int64_t>> MoeExchangeOp::getElementRange() {
+  return std::nullopt;
+}
+std::optional<BufferKind> MoeExchangeOp::getInPlaceBuffer() {
+  return std::nullopt;
+}
+// The dispatch rows: at a balanced load each member sends (P - 1) / P of
+// them and receives as many, as an all-to-all of that tensor (the report's
+// and the cost model's pricing; the receive buffer is planned at `cap`).
+Value MoeExchangeOp::getMovedValue() { return getRows(); }
+Value MoeExchangeOp::getToken() { return Value(); }
+FlatSymbolRefAttr MoeExchangeOp::getGroupAttr() { return {}; }
+RankSetKind MoeExchangeOp::getRankSetKind() { return RankSetKind::expert; }
+
+int64_t MoeExchangeOp::getCapacityFor(int64_t n) {
+  if (std::optional<APFloat> c = getCapacityFactor())
+    return int64_t(std::ceil(c->convertToDouble() * double(n)));
+  return getMembers() * n;
+}
+
+LogicalResult MoeExchangeOp::verify() {
+  auto rows = cast<RankedTensorType>(getRows().getType());
+  auto recv = cast<RankedTensorType>(getRecv().getType());
+  auto counts = cast<RankedTensorType>(getCounts().getType());
+  auto localOffsets = cast<RankedTensorType>(getLocalOffsets().getType());
+  if (failed(verifyMoeLayout(*this, rows, recv,
+                             cast<RankedTensorType>(getOffsets().getType()),
+                             counts, localOffsets, getLayer())))
+    return failure();
+  if (!getKnown().empty()) {
+    if (getKnown().size() != 2 || getKnown()[0].getType() != counts ||
+        getKnown()[1].getType() != localOffsets)
+      return emitOpError("known counts must be the counts ")
+             << counts << " and local offsets " << localOffsets
+             << " of the forward exchange";
+  }
+  if (std::optional<APFloat> c = getCapacityFactor()) {
+    double f = c->convertToDouble();
+    if (!(f > 0.0) || !std::isfinite(f))
+      return emitOpError("capacity factor must be positive, got ") << f;
+  } else if (getDrop()) {
+    return emitOpError("drops rows past a capacity, but has none (the "
+                       "dropless bound never overflows)");
+  }
+  int64_t cap = getCapacityFor(rows.getDimSize(0));
+  if (recv.getDimSize(0) != cap)
+    return emitOpError("receives ")
+           << recv.getDimSize(0) << " rows, but its capacity for "
+           << rows.getDimSize(0) << " dispatch rows is " << cap;
+  return success();
+}
+
+CollectiveKind MoeReturnOp::getCollectiveKind() {
+  return CollectiveKind::all_to_all;
+}
+std::optional<std::pair<int64_t, int64_t>> MoeReturnOp::getElementRange() {
+  return std::nullopt;
+}
+std::optional<BufferKind> MoeReturnOp::getInPlaceBuffer() {
+  return std::nullopt;
+}
+Value MoeReturnOp::getMovedValue() { return getRows(); }
+Value MoeReturnOp::getToken() { return Value(); }
+FlatSymbolRefAttr MoeReturnOp::getGroupAttr() { return {}; }
+RankSetKind MoeReturnOp::getRankSetKind() { return RankSetKind::expert; }
+
+LogicalResult MoeReturnOp::verify() {
+  return verifyMoeLayout(*this, cast<RankedTensorType>(getRows().getType()),
+                         cast<RankedTensorType>(getRecv().getType()),
+                         cast<RankedTensorType>(getOffsets().getType()),
+                         cast<RankedTensorType>(getCounts().getType()),
+                         cast<RankedTensorType>(getLocalOffsets().getType()),
+                         getLayer());
+}

@@ -310,7 +310,7 @@ struct ZeroGradSyncPass
       step.setScheduleAttr(ScheduleAttr::get(
           &getContext(), attr.getStage(), n, global, k, attr.getRanksPerNode(),
           attr.getHpzPartitionSize(), attr.getMicsShardSize(),
-          attr.getSequenceParallel()));
+          attr.getSequenceParallel(), attr.getExpertParallel()));
       FailureOr<StepSchedule> schedule = StepSchedule::get(step);
       if (failed(schedule))
         return signalPassFailure();

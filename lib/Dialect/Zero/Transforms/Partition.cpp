@@ -72,7 +72,7 @@ struct ZeroPartitionPass
         [&] { return mlir::emitError(step.getLoc()) << "zero-partition: "; },
         &getContext(), int64_t(stage), int64_t(worldSize), batch,
         /*accumulation_steps=*/int64_t(1), int64_t(ranksPerNode),
-        int64_t(hpzPartitionSize), int64_t(mics), sp);
+        int64_t(hpzPartitionSize), int64_t(mics), sp, int64_t(epSize));
     if (!attr)
       return failure();
     step.setScheduleAttr(attr);
@@ -161,11 +161,40 @@ struct ZeroPartitionPass
         return signalPassFailure();
     }
 
+    // Expert parallelism: the expert parameters zero-expert-parallel
+    // sliced are partitioned over the world / ep ranks holding the same
+    // experts, the dense ones over the world.
+    int64_t ep = epSize.getValue();
+    if (ep < 1 || worldSize % ep != 0) {
+      mlir::emitError(module.getLoc(), "zero-partition: ep-size ")
+          << ep << " must divide world-size " << worldSize.getValue();
+      return signalPassFailure();
+    }
+    bool anyExperts = false;
+    for (ParamOp p : params) {
+      std::optional<int64_t> pe = p.getExpertParallel();
+      if (pe && *pe != ep) {
+        p.emitError("zero-partition: holds experts split over ")
+            << *pe << " ranks, but ep-size is " << ep;
+        return signalPassFailure();
+      }
+      anyExperts |= pe.has_value();
+    }
+    if (ep > 1 && !anyExperts) {
+      mlir::emitError(module.getLoc(), "zero-partition: ep-size ")
+          << ep << " but no parameter holds a share of experts (run "
+                   "zero-expert-parallel first)";
+      return signalPassFailure();
+    }
+    int64_t expertRanks = int64_t(worldSize) / ep;
+    int64_t expertUnit = expertRanks * alignment.getValue();
+
     // Groups: [first, last) ranges of `params` with their names.
     struct Group {
       std::string name;
       size_t begin, end;
       bool frozen;
+      bool expert;
     };
     // A group's buffers hold one compute type (a master buffer exists for
     // all of it or none of it), so a change of compute type starts a new
@@ -179,14 +208,17 @@ struct ZeroPartitionPass
     SmallVector<Group> groups;
     for (size_t i = 0; i < params.size(); ++i) {
       bool frozen = params[i].getFrozen();
+      bool expert = params[i].getExpertParallel().has_value();
       std::string key = stage < 3 ? "flat" : layerKey(params[i].getSymName());
       if (frozen)
         key = stage < 3 ? "frozen" : key + ".frozen";
+      if (expert)
+        key = stage < 3 ? "experts" : key + ".experts";
       if (!groups.empty() && groups.back().name == key &&
           computeType(groups.back().begin) == computeType(i))
         groups.back().end = i + 1;
       else
-        groups.push_back({key, i, i + 1, frozen});
+        groups.push_back({key, i, i + 1, frozen, expert});
     }
 
     // Symbols share the module's table with the parameters.
@@ -221,16 +253,17 @@ struct ZeroPartitionPass
         }
       }
       // roundUp(numel, unit) without overflow.
+      int64_t groupUnit = g.expert ? expertUnit : unit;
       if (stage == 0) {
         padded = numel;
-      } else if (__builtin_add_overflow(numel, unit - 1, &padded)) {
+      } else if (__builtin_add_overflow(numel, groupUnit - 1, &padded)) {
         params[g.begin].emitError("zero-partition: group '")
             << name << "' of " << numel
             << " elements padded to a multiple of world-size * alignment = "
-            << unit << " overflows int64";
+            << groupUnit << " overflows int64";
         return signalPassFailure();
       } else {
-        padded = padded / unit * unit;
+        padded = padded / groupUnit * groupUnit;
       }
       // Later passes and the plan sum the groups' sizes.
       if (__builtin_add_overflow(totalPadded, padded, &totalPadded)) {
@@ -240,8 +273,9 @@ struct ZeroPartitionPass
         return signalPassFailure();
       }
       PartitionOp::create(b, params.back().getLoc(), name, stage,
-                          partitionRanks, alignment, numel, padded,
-                          b.getArrayAttr(refs), offsets, g.frozen);
+                          g.expert ? expertRanks : partitionRanks, alignment,
+                          numel, padded, b.getArrayAttr(refs), offsets,
+                          g.frozen, g.expert);
     }
   }
 };

@@ -146,6 +146,22 @@ inline LogicalResult divideBatch(TrainStepOp step, int64_t factor) {
       newTypes.push_back(RankedTensorType::get(shape, out.getElementType()));
       if (Value token = a2a.getToken())
         newTypes.push_back(token.getType());
+    } else if (auto exchange = dyn_cast<MoeExchangeOp>(op)) {
+      // The receive buffer is planned from the local rows (its capacity);
+      // the counts are per expert.
+      auto rows = cast<RankedTensorType>(exchange.getRows().getType());
+      auto recv = cast<RankedTensorType>(exchange.getRecv().getType());
+      newTypes.push_back(RankedTensorType::get(
+          {exchange.getCapacityFor(rows.getDimSize(0)), recv.getDimSize(1)},
+          recv.getElementType()));
+      newTypes.push_back(exchange.getCounts().getType());
+      newTypes.push_back(exchange.getLocalOffsets().getType());
+    } else if (auto ret = dyn_cast<MoeReturnOp>(op)) {
+      // The rows return to the local dispatch's order.
+      auto d = divideDim0(&op, cast<RankedTensorType>(ret.getRows().getType()));
+      if (failed(d))
+        return failure();
+      newTypes.push_back(*d);
     } else {
       for (Value r : op.getResults()) {
         auto rt = dyn_cast<RankedTensorType>(r.getType());

@@ -126,6 +126,7 @@ public:
   int64_t getHpzPartitionSize() const { return hpzPartitionSize; }
   int64_t getMicsShardSize() const { return micsShardSize; }
   int64_t getSequenceParallel() const { return sequenceParallel; }
+  int64_t getExpertParallel() const { return expertParallel; }
   /// Ranks on one node: ranks per node, or the world on one node.
   int64_t getNodeSize() const {
     return ranksPerNode > 0 ? ranksPerNode : worldSize;
@@ -228,6 +229,7 @@ private:
   int64_t hpzPartitionSize = 1;
   int64_t micsShardSize = 0;
   int64_t sequenceParallel = 1;
+  int64_t expertParallel = 1;
   bool optimizerOffloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
   bool paramsOffloaded = false;

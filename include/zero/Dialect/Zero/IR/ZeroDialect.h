@@ -50,6 +50,12 @@ constexpr int64_t kArenaAlignment = ZRT_ARENA_ALIGNMENT;
 #define GET_TYPEDEF_CLASSES
 #include "zero/Dialect/Zero/IR/ZeroOpsTypes.h.inc"
 
+namespace mlir::zero {
+/// The ranks a collective of partition `group` runs over by default:
+/// `expert_replicas` for an `expert` partition, else `group`.
+RankSetKind getPartitionRankSet(Operation *op, FlatSymbolRefAttr group);
+} // namespace mlir::zero
+
 #include "zero/Dialect/Zero/IR/ZeroOpInterfaces.h.inc"
 
 #define GET_OP_CLASSES

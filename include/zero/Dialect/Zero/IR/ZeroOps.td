@@ -470,6 +470,11 @@ def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
     `sequence_parallel` P > 1 (Ulysses) groups P consecutive ranks that read
     the same samples, each holding 1/P of every sequence: the data-parallel
     ranks are world_size / P, while the partitions span the whole world.
+    `expert_parallel` P > 1 splits each MoE layer's experts over P
+    consecutive ranks (`zero-expert-parallel`): the ranks read different
+    samples (P does not change the data-parallel ranks), tokens travel to
+    their experts' rank by `zero.moe_exchange`, and expert parameters are
+    partitioned over the world_size / P ranks holding the same experts.
 
     ```mlir
     #zero.schedule<stage = 3, world_size = 8, global_batch = 512, accumulation_steps = 2>
@@ -484,7 +489,8 @@ def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
     DefaultValuedParameter<"int64_t", "0">:$ranks_per_node,
     DefaultValuedParameter<"int64_t", "1">:$hpz_partition_size,
     DefaultValuedParameter<"int64_t", "0">:$mics_shard_size,
-    DefaultValuedParameter<"int64_t", "1">:$sequence_parallel);
+    DefaultValuedParameter<"int64_t", "1">:$sequence_parallel,
+    DefaultValuedParameter<"int64_t", "1">:$expert_parallel);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -712,6 +718,13 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     padded shape; exported and imported weights (`--export`, `--init-from`,
     `zero-ckpt consolidate`) have `rows` rows.
 
+    `expert_parallel` P (set by `zero-expert-parallel`) marks a MoE layer's
+    expert tensor of which each rank holds E / P of the E experts (dimension
+    0): member q of the rank's `expert` set holds experts `[q * E / P, (q +
+    1) * E / P)` of the whole tensor, whose dimension 0 is P times the
+    type's. Its gradient is reduced, and its ZeRO partition sharded, over
+    the `expert_replicas` ranks that hold the same experts.
+
     ```mlir
     zero.param @transformer.wte.weight : tensor<50257x768xf32> init normal std 2.000000e-02
     zero.param @transformer.ln_f.bias : tensor<768xf32> init zeros weight_decay 0.000000e+00 compute bf16
@@ -726,10 +739,12 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
                        OptionalAttr<I64Attr>:$rows,
                        OptionalAttr<F64Attr>:$weight_decay,
                        OptionalAttr<TypeAttr>:$compute,
-                       UnitAttr:$frozen);
+                       UnitAttr:$frozen,
+                       OptionalAttr<I64Attr>:$expert_parallel);
   let assemblyFormat = [{
     $sym_name `:` $type `init` `` $init (`std` $std^)? (`rows` $rows^)?
     (`weight_decay` $weight_decay^)? (`compute` $compute^)? (`frozen` $frozen^)?
+    (`expert_parallel` $expert_parallel^)?
     attr-dict
   }];
   let hasVerifier = 1;
@@ -918,6 +933,13 @@ def Zero_PartitionOp : Zero_Op<"partition", [
     ranks of a shard group: rank `r` owns shard `r % m`, which the other
     shard groups replicate.
 
+    An `expert` partition holds expert parameters (`expert_parallel` P on
+    their `zero.param`s, `#zero.schedule<..., expert_parallel = P>`): its
+    `world_size` is the world / P ranks of this rank's `expert_replicas`
+    set, which hold the same experts; its shards, reductions and gathers
+    run over that set (member j of it owns shard j), while dense
+    partitions span the world.
+
     A `frozen` partition holds frozen parameters only (a partition holds
     only trainable or only frozen ones): its one persistent buffer is
     `params` (full at stages 0-2, the owned shard at stage 3), with no
@@ -934,11 +956,12 @@ def Zero_PartitionOp : Zero_Op<"partition", [
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$stage,
                        I64Attr:$world_size, I64Attr:$alignment, I64Attr:$numel,
                        I64Attr:$padded_numel, SymbolRefArrayAttr:$params,
-                       DenseI64ArrayAttr:$offsets, UnitAttr:$frozen);
+                       DenseI64ArrayAttr:$offsets, UnitAttr:$frozen,
+                       UnitAttr:$expert);
   let assemblyFormat = [{
     $sym_name `stage` $stage `world_size` $world_size `alignment` $alignment
     `numel` $numel `padded` $padded_numel `params` $params `offsets` $offsets
-    (`frozen` $frozen^)? attr-dict
+    (`frozen` $frozen^)? (`expert` $expert^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -997,7 +1020,8 @@ def Zero_RankSetKind : I32EnumAttr<"RankSetKind",
     "the ranks a collective runs over", [
     I32EnumAttrCase<"group", 0>, I32EnumAttrCase<"hpz", 1>,
     I32EnumAttrCase<"replicas", 2>, I32EnumAttrCase<"world", 3>,
-    I32EnumAttrCase<"sequence", 4>]> {
+    I32EnumAttrCase<"sequence", 4>, I32EnumAttrCase<"expert", 5>,
+    I32EnumAttrCase<"expert_replicas", 6>]> {
   let cppNamespace = "::mlir::zero";
   let genSpecializedAttr = 0;
   let description = [{
@@ -1008,7 +1032,11 @@ def Zero_RankSetKind : I32EnumAttr<"RankSetKind",
     world, whatever the groups (the step's label count, which MiCS's shard
     groups do not split); `sequence`: this rank's sequence-parallel group,
     the P consecutive ranks that read the same rows (#zero.schedule's
-    sequence_parallel; the world when P is the world size).
+    sequence_parallel; the world when P is the world size); `expert`: this
+    rank's expert-parallel set, the P consecutive ranks that split each MoE
+    layer's experts (#zero.schedule's expert_parallel; the rank alone when
+    P is 1); `expert_replicas`: the world / P ranks holding this rank's
+    experts (first r % P, stride P; the world when P is 1).
     `zrt_rank_set_of` (zero_rt/topology.h)
     gives the members of each.
   }];
@@ -1065,11 +1093,12 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
     InterfaceMethod<"Its completion token, or null when it is synchronous.",
       "::mlir::Value", "getToken">,
     InterfaceMethod<[{
-        The ranks it runs over; the partition's group unless the op says
-        otherwise.
+        The ranks it runs over; the partition's group (`expert_replicas`
+        for an `expert` partition) unless the op says otherwise.
       }],
       "::mlir::zero::RankSetKind", "getRankSetKind", (ins), [{}], [{
-        return ::mlir::zero::RankSetKind::group;
+        return ::mlir::zero::getPartitionRankSet($_op.getOperation(),
+                                                 $_op.getGroupAttr());
       }]>,
     InterfaceMethod<[{
         The width of the block-quantized values it moves instead of the
@@ -1437,8 +1466,10 @@ def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]
   let extraClassDeclaration = [{
     /// The MiCS replicas for the replica form, else the group.
     ::mlir::zero::RankSetKind getRankSetKind() {
-      return getOverReplicas() ? ::mlir::zero::RankSetKind::replicas
-                               : ::mlir::zero::RankSetKind::group;
+      return getOverReplicas()
+                 ? ::mlir::zero::RankSetKind::replicas
+                 : ::mlir::zero::getPartitionRankSet(getOperation(),
+                                                     getGroupAttr());
     }
     /// The value form of the optimizer's fp32 statistics, which runs once
     /// per optimizer step; not a forward value's (a router's int64 counts).
@@ -2062,6 +2093,116 @@ def Zero_BufferOffsetsAttr : Zero_Attr<"BufferOffsets", "buffer_offsets"> {
     /// a frozen partition).
     std::optional<int64_t> getOffset(::mlir::zero::BufferKind kind) const;
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Expert parallelism
+//===----------------------------------------------------------------------===//
+
+def Zero_MoeExchangeOp : Zero_Op<"moe_exchange", [
+    DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
+        ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
+         "getMovedValue", "getToken", "getRankSetKind"]>]> {
+  let summary = "Token rows to the ranks of their experts (expert parallelism)";
+  let description = [{
+    Over this rank's `expert` set of P members, which split a MoE layer's E
+    experts (member q owns experts `[q * E / P, (q + 1) * E / P)`, E_l = E
+    / P of them): `rows` [n, width] are this rank's rows sorted by global
+    expert, as `nn.moe_dispatch` writes them, `offsets` [E] (i32) their
+    cumulative ends; the rows of member q's experts (a contiguous range)
+    go to q. Without `known` counts, the per-expert counts are first
+    all-gathered over the set, so every member decides an overflow alike:
+    `counts` [P, E_l] (i32) are the rows this rank receives from each member
+    for each local expert, `local_offsets` [E_l] their cumulative ends.
+    With `known(%counts, %local_offsets)` (the backward, reusing the
+    forward's) they are inputs, and the results are the same values.
+
+    `recv` [cap, width] holds the received rows expert-major (local expert
+    l: from member 0, 1, ..., P-1, each in its dispatch order), rows after
+    the last zero. Its `cap` rows are planned whatever the routing: P * n
+    (dropless, every member sends every row to one member) or, with
+    `capacity` C, `ceil(C * n)` (C times the balanced load, n rows a
+    member). When more than `cap` rows would arrive, the step stops
+    on every rank with a message naming MoE layer `layer`, the step and the
+    counts, unless `drop`: then each member keeps the first rows in (local
+    expert, source) order up to `cap` and the rest come back as zero rows,
+    counted in the step's MoE statistics. It runs synchronously
+    (`zrt_ctx_moe_exchange`); its bytes count as all-to-all bytes.
+
+    ```mlir
+    %recv, %counts, %loffs = zero.moe_exchange %rows, %offs layer 0 : tensor<128x32xf32>, tensor<8xi32> -> tensor<256x32xf32>, tensor<2x4xi32>, tensor<4xi32>
+    %g, %c2, %l2 = zero.moe_exchange %drows, %offs known(%counts, %loffs : tensor<2x4xi32>, tensor<4xi32>) layer 0 capacity 1.250000e+00 drop : tensor<128x32xf32>, tensor<8xi32> -> tensor<160x32xf32>, tensor<2x4xi32>, tensor<4xi32>
+    ```
+  }];
+  let arguments = (ins Zero_FloatTensor:$rows, 1DTensorOf<[I32]>:$offsets,
+                       Variadic<RankedTensorOf<[I32]>>:$known,
+                       I64Attr:$layer, OptionalAttr<F64Attr>:$capacity_factor,
+                       UnitAttr:$drop);
+  let results = (outs Zero_FloatTensor:$recv,
+                      2DTensorOf<[I32]>:$counts,
+                      1DTensorOf<[I32]>:$local_offsets);
+  let assemblyFormat = [{
+    $rows `,` $offsets (`known` `(` $known^ `:` type($known) `)`)? `layer` $layer
+    (`capacity` $capacity_factor^)? (`drop` $drop^)? attr-dict `:` type($rows) `,` type($offsets) `->`
+    type($recv) `,` type($counts) `,` type($local_offsets)
+  }];
+  let extraClassDeclaration = [{
+    /// The members P of the `expert` set (the counts' rows).
+    int64_t getMembers() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getCounts().getType())
+          .getDimSize(0);
+    }
+    /// The receive rows planned for `n` dispatch rows a member: P * n, or
+    /// ceil(C * n) with a capacity factor C.
+    int64_t getCapacityFor(int64_t n);
+    /// The receive capacity in rows.
+    int64_t getCapacity() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getRecv().getType())
+          .getDimSize(0);
+    }
+    /// Whether the counts are inputs (the backward's exchange).
+    bool hasKnownCounts() { return !getKnown().empty(); }
+  }];
+  let hasVerifier = 1;
+}
+
+def Zero_MoeReturnOp : Zero_Op<"moe_return", [
+    DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
+        ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
+         "getMovedValue", "getToken", "getRankSetKind"]>]> {
+  let summary = "Expert outputs back to their tokens' ranks (expert parallelism)";
+  let description = [{
+    The inverse of `zero.moe_exchange` over the same `expert` set: the
+    rows of `recv` [cap, width], laid out as that exchange received them
+    (its `counts` [P, E_l] and `local_offsets` [E_l]), go back to the
+    members they came from and land in this rank's dispatch order in
+    `rows` [n, width] (the `offsets` [E] of this rank's dispatch); rows the
+    exchange dropped are zero. The backward of an exchange is the return of
+    its gradient rows; the backward of a return is an exchange of its
+    gradient rows with the counts known. Synchronous
+    (`zrt_ctx_moe_return`); its bytes count as all-to-all bytes.
+
+    ```mlir
+    %rows = zero.moe_return %recv, %counts, %loffs, %offs layer 0 : tensor<256x32xf32>, tensor<2x4xi32>, tensor<4xi32>, tensor<8xi32> -> tensor<128x32xf32>
+    ```
+  }];
+  let arguments = (ins Zero_FloatTensor:$recv, 2DTensorOf<[I32]>:$counts,
+                       1DTensorOf<[I32]>:$local_offsets,
+                       1DTensorOf<[I32]>:$offsets, I64Attr:$layer);
+  let results = (outs Zero_FloatTensor:$rows);
+  let assemblyFormat = [{
+    $recv `,` $counts `,` $local_offsets `,` $offsets `layer` $layer attr-dict
+    `:` type($recv) `,` type($counts) `,` type($local_offsets) `,`
+    type($offsets) `->` type($rows)
+  }];
+  let extraClassDeclaration = [{
+    /// The members P of the `expert` set.
+    int64_t getMembers() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getCounts().getType())
+          .getDimSize(0);
+    }
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // ZERO_DIALECT_ZERO_IR_ZEROOPS

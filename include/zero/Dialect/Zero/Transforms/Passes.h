@@ -23,6 +23,11 @@ namespace mlir::zero {
 /// depend on the derivative interface.
 void registerAllToAllDerivativeModel(DialectRegistry &registry);
 
+/// The derivatives of zero.moe_exchange and zero.moe_return, which
+/// zero-expert-parallel emits before zero-autodiff (an external model, as
+/// above).
+void registerMoeExchangeDerivativeModels(DialectRegistry &registry);
+
 #define GEN_PASS_REGISTRATION
 #include "zero/Dialect/Zero/Transforms/Passes.h.inc"
 

@@ -444,6 +444,11 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
            "ZeRO++ hpZ: ranks of a secondary parameter partition, 1 for none "
            "(DeepSpeed: zero_hpz_partition_size; stage 3, a divisor of the "
            "world size)">,
+    Option<"epSize", "ep-size", "int64_t", /*default=*/"1",
+           "Expert parallelism: ranks that split each MoE layer's experts "
+           "(zero-expert-parallel; expert parameters are partitioned over "
+           "world-size / ep-size ranks; DeepSpeed: expert_parallel."
+           "autoep_size)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
@@ -884,6 +889,48 @@ def ZeroMoeAuxCountsPass : Pass<"zero-moe-aux-counts", "::mlir::ModuleOp"> {
     and MiCS (whose ranks see parts of rows, or reduce over shard groups).
   }];
   let dependentDialects = ["::mlir::nn::NNDialect"];
+}
+
+def ZeroExpertParallelPass : Pass<"zero-expert-parallel", "::mlir::ModuleOp"> {
+  let summary = "Expert parallelism: each rank of a group of P holds E / P "
+                "of every MoE layer's experts, and tokens travel to them";
+  let description = [{
+    DeepSpeed-MoE's and torchtitan's expert parallelism. The P consecutive
+    ranks of an `expert` set read different samples and split each MoE
+    layer's E experts: member q holds experts `[q * E / P, (q + 1) * E /
+    P)`. Each expert parameter (the weight of an `nn.grouped_matmul` that
+    reads an `nn.moe_dispatch`'s offsets) keeps E / P of its experts
+    (dimension 0) and is marked `expert_parallel P`; between the dispatch
+    and the first grouped matmul a `zero.moe_exchange` sends each row to
+    its expert's member, the grouped matmuls run over the local experts
+    (with the exchange's local offsets), and a `zero.moe_return` before
+    the `nn.moe_combine` brings the results back to their tokens' rows.
+    The autodiff of an exchange is the return of its gradient, that of a
+    return the exchange of its gradient with the counts known.
+
+    The receive buffers are planned at the dropless bound, P times a
+    rank's rows; with `moe-capacity-factor` C > 0, at `ceil(C * n)` rows,
+    and an overflow stops the step naming the layer (or, with
+    `moe-drop-tokens`, drops the rows past the capacity, as DeepSpeed's
+    capacity does). Runs on the forward, before `zero-autodiff`;
+    `zero-partition` takes the same `ep-size`, which must divide its world
+    size. Refused by name: experts not divisible by P, a grouped matmul
+    whose rows do not come from a dispatch (or whose weights are not
+    parameters), and expert parallelism with sequence parallelism.
+  }];
+  let options = [
+    Option<"epSize", "ep-size", "int64_t", /*default=*/"1",
+           "Ranks that split each MoE layer's experts (1: off)">,
+    Option<"capacityFactor", "moe-capacity-factor", "double",
+           /*default=*/"0.0",
+           "Receive buffers of C times the balanced load (0: dropless, P "
+           "times a rank's rows)">,
+    Option<"dropTokens", "moe-drop-tokens", "bool", /*default=*/"false",
+           "Drop the rows past the capacity (counted in --log-json) instead "
+           "of stopping the step">,
+  ];
+  let dependentDialects = ["::mlir::nn::NNDialect",
+                           "::mlir::zero::ZeroDialect"];
 }
 
 #endif // ZERO_DIALECT_ZERO_TRANSFORMS_PASSES

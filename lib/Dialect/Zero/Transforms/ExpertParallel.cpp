@@ -1,0 +1,289 @@
+//===- ExpertParallel.cpp - Experts split over ranks ----------------------===//
+//
+// Part of the zero-mlir project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Dialect/Zero/Transforms/Passes.h"
+
+#include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Interfaces/DerivativeInterface.h"
+
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <cmath>
+
+namespace mlir::zero {
+#define GEN_PASS_DEF_ZEROEXPERTPARALLELPASS
+#include "zero/Dialect/Zero/Transforms/Passes.h.inc"
+} // namespace mlir::zero
+
+using namespace mlir;
+using namespace mlir::zero;
+
+namespace {
+
+/// The backward of an exchange returns the gradient of the received rows
+/// to their sources, over the layout the exchange decided.
+struct MoeExchangeDerivative
+    : public DerivativeOpInterface::ExternalModel<MoeExchangeDerivative,
+                                                  MoeExchangeOp> {
+  LogicalResult buildDerivative(Operation *op, OpBuilder &b,
+                                ArrayRef<Value> grads,
+                                SmallVectorImpl<Value> &out) const {
+    auto ex = cast<MoeExchangeOp>(op);
+    Value drows;
+    if (grads[0]) {
+      Value counts = ex.hasKnownCounts() ? ex.getKnown()[0] : ex.getCounts();
+      Value local =
+          ex.hasKnownCounts() ? ex.getKnown()[1] : ex.getLocalOffsets();
+      drows = MoeReturnOp::create(b, ex.getLoc(), ex.getRows().getType(),
+                                  grads[0], counts, local, ex.getOffsets(),
+                                  ex.getLayerAttr())
+                  .getResult();
+    }
+    out.push_back(drows);
+    // The offsets and counts are integers.
+    out.append(op->getNumOperands() - 1, Value());
+    return success();
+  }
+};
+
+/// The backward of a return sends the gradient of the returned rows to
+/// the experts again, reusing the forward exchange's counts (no second
+/// count exchange, and the same rows dropped).
+struct MoeReturnDerivative
+    : public DerivativeOpInterface::ExternalModel<MoeReturnDerivative,
+                                                  MoeReturnOp> {
+  LogicalResult buildDerivative(Operation *op, OpBuilder &b,
+                                ArrayRef<Value> grads,
+                                SmallVectorImpl<Value> &out) const {
+    auto ret = cast<MoeReturnOp>(op);
+    Value drecv;
+    if (grads[0]) {
+      auto forward = ret.getCounts().getDefiningOp<MoeExchangeOp>();
+      FloatAttr capacity = forward ? forward.getCapacityFactorAttr() : nullptr;
+      UnitAttr drop = forward ? forward.getDropAttr() : nullptr;
+      drecv = MoeExchangeOp::create(
+                  b, ret.getLoc(), ret.getRecv().getType(),
+                  ret.getCounts().getType(), ret.getLocalOffsets().getType(),
+                  grads[0], ret.getOffsets(),
+                  ValueRange{ret.getCounts(), ret.getLocalOffsets()},
+                  ret.getLayerAttr(), capacity, drop)
+                  .getRecv();
+    }
+    out.push_back(drecv);
+    out.append(op->getNumOperands() - 1, Value());
+    return success();
+  }
+};
+
+struct ZeroExpertParallelPass
+    : public zero::impl::ZeroExpertParallelPassBase<ZeroExpertParallelPass> {
+  using ZeroExpertParallelPassBase::ZeroExpertParallelPassBase;
+
+  /// Keeps E / P of the experts of the parameter read by `gm` (the rank's
+  /// share, dimension 0) and retypes every read of it.
+  LogicalResult sliceWeight(ModuleOp module, nn::GroupedMatmulOp gm,
+                            int64_t experts, int64_t p) {
+    auto get = gm.getWeight().getDefiningOp<GetParamOp>();
+    if (!get)
+      return gm.emitOpError("reads expert weights that are not a parameter; "
+                            "ep-size splits parameters of experts");
+    auto param = module.lookupSymbol<ParamOp>(get.getParamAttr());
+    if (!param)
+      return get.emitOpError("reads no zero.param");
+    if (param.getExpertParallel())
+      return success(); // another product of the layer sliced it
+    RankedTensorType t = param.getTensorType();
+    if (t.getRank() < 1 || t.getDimSize(0) != experts)
+      return gm.emitOpError("weights ")
+             << t << " do not hold the layer's " << experts << " experts";
+    if (param.getRows())
+      return param.emitOpError("has padding rows; ep-size splits experts");
+    SmallVector<int64_t> shape(t.getShape());
+    shape[0] /= p;
+    param.setType(RankedTensorType::get(shape, t.getElementType()));
+    param.setExpertParallel(p);
+    WalkResult walk = module.walk([&](GetParamOp read) {
+      if (read.getParam() != param.getSymName())
+        return WalkResult::advance();
+      for (Operation *user : read.getResult().getUsers())
+        if (!isa<nn::GroupedMatmulOp>(user) ||
+            user->getOperand(1) != read.getResult()) {
+          user->emitOpError("reads expert parameter @")
+              << param.getSymName()
+              << " other than as a grouped product's weights; ep-size "
+                 "splits its experts over the ranks";
+          return WalkResult::interrupt();
+        }
+      auto rt = cast<RankedTensorType>(read.getResult().getType());
+      SmallVector<int64_t> rs(rt.getShape());
+      rs[0] /= p;
+      read.getResult().setType(
+          RankedTensorType::get(rs, rt.getElementType()));
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
+  }
+
+  /// Rewrites one MoE layer: dispatch -> exchange -> the grouped products
+  /// over the local experts -> return -> combine.
+  LogicalResult parallelize(ModuleOp module, nn::MoeDispatchOp dispatch,
+                            int64_t layer, int64_t p) {
+    int64_t experts = dispatch.getExperts();
+    if (experts % p != 0)
+      return dispatch.emitOpError("has ")
+             << experts << " experts, not divisible by ep-size " << p;
+    Value rows = dispatch.getRows(), offsets = dispatch.getOffsets();
+    SmallVector<nn::GroupedMatmulOp> products;
+    for (Operation *user : offsets.getUsers()) {
+      auto gm = dyn_cast<nn::GroupedMatmulOp>(user);
+      if (!gm || gm.getOffsets() != offsets)
+        return user->emitOpError("reads a dispatch's offsets; ep-size "
+                                 "supports grouped products of the experts "
+                                 "only");
+      products.push_back(gm);
+    }
+    if (products.empty())
+      return dispatch.emitOpError("has no grouped product of experts for "
+                                  "ep-size to split");
+    auto rowsType = cast<RankedTensorType>(rows.getType());
+    int64_t n = rowsType.getDimSize(0), local = experts / p;
+    double factor = capacityFactor.getValue();
+    int64_t cap = factor > 0 ? int64_t(std::ceil(factor * double(n))) : p * n;
+
+    OpBuilder b(dispatch->getContext());
+    b.setInsertionPointAfter(dispatch);
+    Location loc = dispatch.getLoc();
+    Type i32 = b.getI32Type();
+    auto exchange = MoeExchangeOp::create(
+        b, loc,
+        RankedTensorType::get({cap, rowsType.getDimSize(1)},
+                              rowsType.getElementType()),
+        RankedTensorType::get({p, local}, i32),
+        RankedTensorType::get({local}, i32), rows, offsets, ValueRange{},
+        b.getI64IntegerAttr(layer),
+        factor > 0 ? b.getF64FloatAttr(factor) : FloatAttr(),
+        dropTokens ? b.getUnitAttr() : UnitAttr());
+    rows.replaceAllUsesExcept(exchange.getRecv(), exchange);
+    for (nn::GroupedMatmulOp gm : products) {
+      if (failed(sliceWeight(module, gm, experts, p)))
+        return failure();
+      gm.getOffsetsMutable().assign(exchange.getLocalOffsets());
+    }
+
+    // The values of the received rows' layout, in block order: each op
+    // that reads one is retyped from n rows to cap; the combine reads the
+    // rows returned to the dispatch's order.
+    llvm::DenseSet<Value> received{exchange.getRecv()};
+    for (Operation *op = exchange->getNextNode(); op; op = op->getNextNode()) {
+      if (!llvm::any_of(op->getOperands(),
+                        [&](Value v) { return received.contains(v); }))
+        continue;
+      if (auto combine = dyn_cast<nn::MoeCombineOp>(op)) {
+        Value h = combine.getRows();
+        if (!received.contains(h) || combine.getPositions() !=
+                                         dispatch.getPositions())
+          return combine.emitOpError("combines rows of another layout than "
+                                     "its layer's dispatch");
+        auto ht = cast<RankedTensorType>(h.getType());
+        b.setInsertionPoint(combine);
+        auto ret = MoeReturnOp::create(
+            b, combine.getLoc(),
+            RankedTensorType::get({n, ht.getDimSize(1)}, ht.getElementType()),
+            h, exchange.getCounts(), exchange.getLocalOffsets(), offsets,
+            b.getI64IntegerAttr(layer));
+        combine.getRowsMutable().assign(ret.getRows());
+        continue;
+      }
+      if (op->getNumResults() == 0 || isa<ReturnOp>(op))
+        return op->emitOpError("reads an expert's rows outside its layer; "
+                               "ep-size needs them combined (nn.moe_combine)");
+      SmallVector<Type> types;
+      if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+        if (failed(infer.inferReturnTypes(
+                op->getContext(), op->getLoc(), op->getOperands(),
+                op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                op->getRegions(), types)))
+          return op->emitOpError("cannot re-infer its types on the received "
+                                 "rows (expert parallelism)");
+      } else {
+        // Row-wise ops (a split of the last axis, an activation): a result
+        // of n rows has cap rows.
+        for (Value r : op->getResults()) {
+          auto rt = dyn_cast<RankedTensorType>(r.getType());
+          if (!rt || rt.getRank() < 1 || rt.getDimSize(0) != n)
+            return op->emitOpError("reads an expert's rows outside its "
+                                   "layer; ep-size needs them combined "
+                                   "(nn.moe_combine)");
+          SmallVector<int64_t> shape(rt.getShape());
+          shape[0] = cap;
+          types.push_back(RankedTensorType::get(shape, rt.getElementType()));
+        }
+      }
+      for (auto [r, t] : llvm::zip(op->getResults(), types)) {
+        r.setType(t);
+        received.insert(r);
+      }
+    }
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t p = epSize.getValue();
+    if (p < 1) {
+      mlir::emitError(module.getLoc())
+          << "zero-expert-parallel: ep-size must be at least 1, got " << p;
+      return signalPassFailure();
+    }
+    double factor = capacityFactor.getValue();
+    if (!(factor >= 0.0) || !std::isfinite(factor)) {
+      mlir::emitError(module.getLoc())
+          << "zero-expert-parallel: moe-capacity-factor must be positive (or "
+             "0: dropless), got "
+          << factor;
+      return signalPassFailure();
+    }
+    if (dropTokens && factor == 0.0) {
+      mlir::emitError(module.getLoc())
+          << "zero-expert-parallel: moe-drop-tokens needs a "
+             "moe-capacity-factor (the dropless bound never drops)";
+      return signalPassFailure();
+    }
+    if (p == 1) {
+      if (factor > 0.0)
+        mlir::emitError(module.getLoc())
+            << "zero-expert-parallel: moe-capacity-factor needs ep-size > 1 "
+               "(without expert parallelism nothing is exchanged)";
+      return factor > 0.0 ? signalPassFailure() : void();
+    }
+    for (TrainStepOp step : module.getOps<TrainStepOp>()) {
+      SmallVector<nn::MoeDispatchOp> dispatches(
+          step.getBodyBlock().getOps<nn::MoeDispatchOp>());
+      if (dispatches.empty()) {
+        mlir::emitError(step.getLoc())
+            << "train step @" << step.getSymName()
+            << " has no MoE layer (nn.moe_dispatch); ep-size " << p
+            << " splits experts";
+        return signalPassFailure();
+      }
+      for (auto [layer, dispatch] : llvm::enumerate(dispatches))
+        if (failed(parallelize(module, dispatch, int64_t(layer), p)))
+          return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+
+void mlir::zero::registerMoeExchangeDerivativeModels(
+    DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, ZeroDialect *) {
+    MoeExchangeOp::attachInterface<MoeExchangeDerivative>(*ctx);
+    MoeReturnOp::attachInterface<MoeReturnDerivative>(*ctx);
+  });
+}
