@@ -1208,10 +1208,8 @@ static LogicalResult verifyGroupedShapes(Operation *op, Value input,
   if (failed(sameElementType(op, input, "input", weight, weightName)) ||
       failed(sameElementType(op, input, "input", output, "the product")))
     return failure();
-  // As nn.tiled_mlp: the kernels are f32 only.
-  if (!ranked(input).getElementType().isF32())
-    return op->emitOpError("computes in f32 only, got ")
-           << ranked(input).getElementType();
+  // The op is defined in every float type, so that a 16-bit step plans;
+  // the runtime's kernels are f32 only and the lowering says so.
   return success();
 }
 
