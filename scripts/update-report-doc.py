@@ -23,6 +23,10 @@ Markdown does not render:
                                      hold (never rewritten; a false claim is
                                      an error only the prose can fix)
 
+  <!-- report:table NAME -->     a table the script builds from its list
+  ...                            TABLES[NAME] (the runs and the rows; each
+  <!-- /report:table -->         run is also named in EXPR, below)
+
 EXPR is a Python expression over the runs by NAME: `stage2_8.peak_bytes`
 reads the JSON report of the same command with format=json, `.row('Adam m')`
 a byte count from the text table, `.text` the whole output; a zero-tune run
@@ -33,11 +37,13 @@ of the page's zero-model-gen command, `runs` every zero-report run (a
 zero-estimate run with `--format json` is its own JSON document), and
 n(), size(), gib(), mib() and fixed() format numbers.
 
-Outputs of commands that write no file (no -o, or -o /dev/null) are kept in
-the work directory (.report-cache.json), keyed by the command, the tool's
-size and time and the contents of the files it names, as whole arguments
-or inside an option (config=ds.json), so that a second run over the same
-directory (test/Docs runs three) reruns only what changed.
+Outputs of commands are kept in the work directory (.report-cache.json),
+keyed by the command, the tool's size and time and the contents of the
+files it names, as whole arguments or inside an option (config=ds.json), or
+of the directories it names (zero-import --hf DIR), so that a second run
+over the same directory (test/Docs runs three) reruns only what changed; a
+command that writes a file (-o FILE) is rerun unless FILE is still what its
+last run wrote. A path under examples/ names the repository's.
 
 Beyond the rewrite, the check fails when a number in the prose is neither
 generated nor inside a claim, and when the page's table of JSON keys and the
@@ -67,6 +73,8 @@ BLOCK = re.compile(
     r"^<!-- report:(run|output)(?: ([A-Za-z_]\w*): (.*?))? -->\n(.*?)"
     r"^<!-- /report:\1 -->$", re.S | re.M)
 DATA = re.compile(r"^<!-- report:data ([A-Za-z_]\w*): (.*?) -->$", re.M)
+TABLE = re.compile(r"^<!-- report:table ([A-Za-z_]\w*) -->\n(.*?)"
+                   r"^<!-- /report:table -->$", re.S | re.M)
 INLINE = re.compile(r"<!--([=?])((?:(?!-->)[^\n])*)-->((?:(?!<!--).)*?)<!--/-->",
                     re.S)
 # The JSON keys whose objects map names to counts or bytes (one key per
@@ -74,12 +82,66 @@ INLINE = re.compile(r"<!--([=?])((?:(?!-->)[^\n])*)-->((?:(?!<!--).)*?)<!--/-->"
 MAP_KEYS = {"comm.collectives", "comm.bytes_by_kind"}
 # Words with digits that name things rather than state quantities.
 NAMES = re.compile(r"GPT-2(?: 124M| 1\.5B)?|Llama-3(?: 8B| 70B)?|\b(?:8B|70B)\b|H100|ZeRO-3|"
+                   r"Qwen3-30B-A3B|Mixtral-8x7B|gpt-oss-120b|\bep \d+\b|"
                    r"fp32|bf16|16-bit|32-bit|"
                    r"\b[Ss]tages?[- ]\d(?:-\d)?\b|\brank 0\b")
 
 
 class Failure(Exception):
     pass
+
+
+# The "Mixture of experts" table: each model (its Hugging Face config under
+# examples/moe, imported without weights at one sequence of MOE_SEQ tokens
+# per rank in bf16) on each number of ranks, 8 to a node, in each
+# configuration of MOE_CONFIGS. A configuration is one entry: its column
+# label, the name its runs take (moe_<model>_<name>_<ranks>) and the
+# zero-pipeline options beside `world-size=N ranks-per-node=8`. Expert
+# parallelism joins as
+#   ("ep 8", "ep8", "stage=3 ep-size=8"),
+# once zero-pipeline takes ep-size (and an entry for the expert groups
+# placed across nodes once a placement option says so).
+MOE_MODELS = [("Qwen3-30B-A3B", "qwen", "examples/moe/qwen3-30b-a3b"),
+              ("Mixtral-8x7B", "mixtral", "examples/moe/mixtral-8x7b")]
+MOE_RANKS = [8, 64]
+MOE_SEQ = 4096
+MOE_CONFIGS = [("ZeRO-3", "z3", "stage=3 overlap-comm=true remat=layer")]
+
+
+def moe_table(runner, env):
+    """The runs of the Mixture of experts table, by name, and its rows."""
+    rows = ["| model | ranks | schedule | model states | peak | on `h100-sxm` "
+            "| GB sent within the node | GB sent across nodes | step (ms) "
+            "| exposed comm (ms) |",
+            "|---|---:|---|---:|---:|---|---:|---:|---:|---:|"]
+    runs = []
+    for label, key, config in MOE_MODELS:
+        for ranks in MOE_RANKS:
+            model = "%s-%d.mlir" % (os.path.basename(config), ranks)
+            imp = ("zero-import --hf %s --batch %d --seq %d --dtype bf16 "
+                   "--no-weights -o %s" % (config, ranks, MOE_SEQ, model))
+            for column, name, options in MOE_CONFIGS:
+                cmd = ('%s && zero-opt %s --zero-pipeline="%s world-size=%d '
+                       'ranks-per-node=8" --zero-report="format=text '
+                       'hardware=h100-sxm" -o /dev/null' % (
+                           imp, model, options, ranks))
+                run_name = "moe_%s_%s_%d" % (key, name, ranks)
+                env["moe_seq"] = MOE_SEQ
+                r = runner.report(run_name, cmd)
+                env[run_name] = r
+                runs.append(r)
+                rows.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |"
+                            % (label, ranks, column,
+                               size(r.model_state_bytes), size(r.peak_bytes),
+                               verdict(r),
+                               fixed(r.comm.intra_node_bytes_per_rank / 1e9, 1),
+                               fixed(r.comm.inter_node_bytes_per_rank / 1e9, 1),
+                               fixed(r.predicted_step_ms),
+                               fixed(r.exposed_comm_ms)))
+    return runs, "\n".join(rows) + "\n"
+
+
+TABLES = {"moe": moe_table}
 
 
 def show(path):
@@ -171,14 +233,26 @@ class Runner:
         tool = os.path.join(self.tools, words[0])
         if "/" in words[0] or not os.access(tool, os.X_OK):
             raise Failure("'%s' is not a tool in %s" % (words[0], self.tools))
-        return [tool] + words[1:]
+        # The repository's examples (a model's config.json) by their path
+        # from its root, as the page shows them.
+        return [tool] + [os.path.join(ROOT, w) if w.startswith("examples/")
+                         and os.path.exists(os.path.join(ROOT, w)) else w
+                         for w in words[1:]]
+
+    def written(self, argv):
+        """The file a command writes (-o FILE), or None."""
+        if "-o" in argv and argv[argv.index("-o") + 1:][:1] != ["/dev/null"]:
+            return os.path.join(self.workdir, argv[argv.index("-o") + 1])
+        return None
+
+    @staticmethod
+    def digest(path):
+        with open(path, "rb") as f:
+            return hashlib.sha1(f.read()).hexdigest()
 
     def cache_key(self, argv):
         """The command, the tool's size and time and the contents of the
-        files it reads (rewritten by every run), or None for a command that
-        writes a file."""
-        if "-o" in argv and argv[argv.index("-o") + 1:][:1] != ["/dev/null"]:
-            return None
+        files and directories it reads."""
         st = os.stat(argv[0])
         stats = [st.st_size, st.st_mtime_ns]
         for w in argv[1:]:
@@ -186,10 +260,14 @@ class Runner:
             # `--zero-pipeline=...,config=ds.json`) is read as well.
             for name in [w] + re.split(r"[=,]", w)[1:]:
                 path = os.path.join(self.workdir, name)
-                if name and os.path.isfile(path):
-                    with open(path, "rb") as f:
-                        stats.append([name,
-                                      hashlib.sha1(f.read()).hexdigest()])
+                if name and os.path.isfile(path) and \
+                        path != self.written(argv):
+                    stats.append([name, self.digest(path)])
+                elif name and os.path.isdir(path) and name not in (".", ".."):
+                    stats.append([name] + [
+                        [f, self.digest(os.path.join(path, f))]
+                        for f in sorted(os.listdir(path))
+                        if os.path.isfile(os.path.join(path, f))])
         return json.dumps([argv, stats])
 
     def __call__(self, words):
@@ -199,8 +277,15 @@ class Runner:
             negate = words[0] == "not"
             argv = self.argv(words[1:] if negate else words)
             ckey = self.cache_key(argv)
-            if ckey is not None and ckey in self.cache:
-                self.done[key] = self.cache[ckey]
+            out = self.written(argv)
+            hit = self.cache.get(ckey)
+            # A command writing a file is cached with the file's digest.
+            if out and hit is not None and not (
+                    isinstance(hit, list) and os.path.isfile(out) and
+                    self.digest(out) == hit[1]):
+                hit = None
+            if hit is not None:
+                self.done[key] = hit[0] if out else hit
                 return self.done[key]
             p = subprocess.run(argv, cwd=self.workdir, capture_output=True,
                                text=True)
@@ -211,10 +296,12 @@ class Runner:
                 raise Failure("'%s' failed (exit %d):\n%s" % (
                     shlex.join(words), p.returncode, p.stderr))
             self.done[key] = p.stderr if negate else p.stdout
-            if ckey is not None:
-                self.cache[ckey] = self.done[key]
-                with open(self.cache_path, "w") as f:
-                    json.dump(self.cache, f)
+            if out and not os.path.isfile(out):
+                return self.done[key]
+            self.cache[ckey] = [self.done[key], self.digest(out)] if out \
+                else self.done[key]
+            with open(self.cache_path, "w") as f:
+                json.dump(self.cache, f)
         return self.done[key]
 
     def chain(self, cmd):
@@ -344,6 +431,17 @@ def expand(text, runner):
     for m in DATA.finditer(text):
         env[m.group(1)] = runner.report(m.group(1), m.group(2))
         runs.append(env[m.group(1)])
+    pieces, last = [], 0
+    for m in TABLE.finditer(text):
+        if m.group(1) not in TABLES:
+            raise Failure("%s: no table '%s' (the script has %s)" % (
+                where(text, m.start()), m.group(1), ", ".join(TABLES)))
+        table_runs, table = TABLES[m.group(1)](runner, env)
+        runs += table_runs
+        pieces += [text[last:m.start(2)], table]
+        last = m.end(2)
+    pieces.append(text[last:])
+    text = "".join(pieces)
     # The zero-report runs (zero-tune's are lists of candidates, and
     # zero-estimate's JSON is another document).
     env["runs"] = [r for r in runs if r.is_zero_report]
@@ -387,7 +485,8 @@ def expand(text, runner):
 def unchecked_numbers(text):
     """Numbers in the prose that no marker generates or checks."""
     problems = []
-    for pattern in (r"^<!--.*?-->$", r"^```.*?^```$", INLINE.pattern,
+    for pattern in (TABLE.pattern, r"^<!--.*?-->$", r"^```.*?^```$",
+                    INLINE.pattern,
                     r"`[^`\n]*`", NAMES.pattern):
         text = re.sub(pattern, lambda m: re.sub(r"[^\n]", " ", m.group(0)),
                       text, flags=re.S | re.M)

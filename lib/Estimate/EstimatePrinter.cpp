@@ -196,6 +196,17 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
        << "group '" << model->largestGroupName
        << "' (the unit stage 3 gathers; the largest single parameter has "
        << model->largestParam << " elements)\n";
+  if (model && model->experts) {
+    const mlir::zero::ExpertParamCounts &x = *model->experts;
+    os << "experts: " << x.expertParams << " of S in " << x.expertTensors
+       << " zero.params (top " << x.maxExpertsPerToken << " of "
+       << x.maxExperts << " experts a layer), dense: " << x.denseParams
+       << "; active per token: " << x.activeParams
+       << " (dense + k/E of the experts'). DeepSpeed's estimators know no "
+          "experts: S counts them all, as ZeRO without expert parallelism "
+          "keeps a shard of every expert on every rank, and so do the lines "
+          "below\n";
+  }
   if (model && model->frozenParams > 0)
     os << "trainable: St = " << e.s - model->frozenParams
        << ", frozen: Sf = " << model->frozenParams
@@ -353,6 +364,16 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       j.attribute("model_file", model ? json::Value(model->file) : nullptr);
       j.attribute("largest_layer_group",
                   model ? json::Value(model->largestGroupName) : nullptr);
+      if (model && model->experts)
+        j.attributeObject("moe", [&] {
+          const mlir::zero::ExpertParamCounts &x = *model->experts;
+          j.attribute("expert_params", x.expertParams);
+          j.attribute("expert_param_tensors", x.expertTensors);
+          j.attribute("dense_params", x.denseParams);
+          j.attribute("active_params", x.activeParams);
+          j.attribute("experts", x.maxExperts);
+          j.attribute("experts_per_token", x.maxExpertsPerToken);
+        });
       j.attribute("hardware", options.hardware.empty()
                                   ? json::Value(nullptr)
                                   : json::Value(options.hardware));

@@ -305,6 +305,7 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
       return std::nullopt;
     }
   }
+  counts.experts = mlir::zero::countExpertParams(module);
   // The states the step's optimizer keeps with its own hyper-parameters
   // (DeepSpeed's AdamW for a module without a step).
   counts.optimizerStates = mlir::zero::getOptimizerStates(counts.optimizer);

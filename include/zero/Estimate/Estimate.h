@@ -19,6 +19,7 @@
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
+#include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -103,6 +104,9 @@ struct ModelCounts {
   int64_t params = 0, paramTensors = 0, largestParam = 0;
   /// The elements of its frozen parameters (Sf; St = params - Sf).
   int64_t frozenParams = 0;
+  /// A mixture of experts' split of S: expert and dense parameters and the
+  /// active ones per token (none without experts).
+  std::optional<mlir::zero::ExpertParamCounts> experts;
   /// The optimizer of its train step and the states it keeps with the
   /// step's hyper-parameters (SGD without momentum keeps none).
   mlir::zero::OptimizerKind optimizer = mlir::zero::OptimizerKind::adamw;

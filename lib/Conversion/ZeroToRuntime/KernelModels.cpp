@@ -797,8 +797,20 @@ KernelCost groupedCost(Operation *op, Value typed, int64_t rows, int64_t in,
   c.k = in;
   return c;
 }
+/// The grouped kernels (CPU and CUDA) compute in f32 only; a 16-bit step
+/// with experts plans (zero-report, zero-estimate) but does not lower.
+LogicalResult checkGroupedF32(Operation *op, Value x) {
+  if (elemType(x).isF32())
+    return success();
+  return op->emitOpError("has no ")
+         << elemType(x)
+         << " kernel: the runtime's grouped products compute in f32 only "
+            "(the step plans at 16 bits, but compiles at fp32)";
+}
 LogicalResult buildCall(nn::GroupedMatmulOp op, KernelCallBuilder &b) {
   Value x = op.getInput(), offs = op.getOffsets();
+  if (failed(checkGroupedF32(op, x)))
+    return failure();
   return b.call("zrt_grouped_matmul",
                 {b.dtype(elemType(x)), b.operand(0), b.operand(1),
                  b.dtype(elemType(offs)), b.operand(2), b.result(0),
@@ -814,6 +826,8 @@ KernelCost cost(nn::GroupedMatmulOp op) {
 LogicalResult buildCall(nn::GroupedMatmulWeightGradOp op,
                         KernelCallBuilder &b) {
   Value x = op.getInput(), offs = op.getOffsets();
+  if (failed(checkGroupedF32(op, x)))
+    return failure();
   return b.call("zrt_grouped_matmul_weight_grad",
                 {b.dtype(elemType(x)), b.operand(0), b.operand(1),
                  b.dtype(elemType(offs)), b.operand(2), b.result(0),

@@ -215,6 +215,11 @@ func.func @moe(%x: tensor<6x8xf32>, %logits: tensor<6x4xf32>, %bias: tensor<4xf3
   %rows, %pos, %offs = nn.moe_dispatch %x[%idx] experts 4 : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
   // CHECK: nn.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs : tensor<12x8xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x16xf32>
   %gu = nn.grouped_matmul %rows, %wgu, %offs transpose_rhs : tensor<12x8xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x16xf32>
+  // A 16-bit step's grouped product verifies (the lowering refuses it).
+  // CHECK: nn.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} : tensor<12x16xbf16>, tensor<4x16x8xbf16>, tensor<4xi32> -> tensor<12x8xbf16>
+  %gu16 = nn.cast %gu : tensor<12x16xf32> to tensor<12x16xbf16>
+  %wgu16 = nn.cast %wgu : tensor<4x16x8xf32> to tensor<4x16x8xbf16>
+  %back16 = nn.grouped_matmul %gu16, %wgu16, %offs : tensor<12x16xbf16>, tensor<4x16x8xbf16>, tensor<4xi32> -> tensor<12x8xbf16>
   // CHECK: nn.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} : tensor<12x16xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x8xf32>
   %back = nn.grouped_matmul %gu, %wgu, %offs : tensor<12x16xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x8xf32>
   // CHECK: nn.moe_combine %{{.*}}[%{{.*}}], %{{.*}} : tensor<12x8xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x8xf32>

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Interfaces/ExpertOpInterface.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -17,11 +18,37 @@ using namespace mlir::nn;
 
 #include "zero/Dialect/NN/IR/NNOpsDialect.cpp.inc"
 
+namespace {
+/// The grouped product reads every expert's weights; its offsets come from
+/// the dispatch, whose positions [T, k] say how many experts a token
+/// reaches.
+struct GroupedMatmulExpertModel
+    : public zero::ExpertOpInterface::ExternalModel<GroupedMatmulExpertModel,
+                                                    GroupedMatmulOp> {
+  OpOperand &getExpertWeights(Operation *op) const {
+    return cast<GroupedMatmulOp>(op).getWeightMutable();
+  }
+  int64_t getNumExperts(Operation *op) const {
+    return cast<RankedTensorType>(cast<GroupedMatmulOp>(op).getOffsets().getType())
+        .getDimSize(0);
+  }
+  int64_t getExpertsPerToken(Operation *op) const {
+    auto dispatch =
+        cast<GroupedMatmulOp>(op).getOffsets().getDefiningOp<MoeDispatchOp>();
+    if (!dispatch)
+      return 0;
+    return cast<RankedTensorType>(dispatch.getPositions().getType())
+        .getDimSize(1);
+  }
+};
+} // namespace
+
 void NNDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "zero/Dialect/NN/IR/NNOps.cpp.inc"
       >();
+  GroupedMatmulOp::attachInterface<GroupedMatmulExpertModel>(*getContext());
 }
 
 //===----------------------------------------------------------------------===//
@@ -1208,10 +1235,8 @@ static LogicalResult verifyGroupedShapes(Operation *op, Value input,
   if (failed(sameElementType(op, input, "input", weight, weightName)) ||
       failed(sameElementType(op, input, "input", output, "the product")))
     return failure();
-  // As nn.tiled_mlp: the kernels are f32 only.
-  if (!ranked(input).getElementType().isF32())
-    return op->emitOpError("computes in f32 only, got ")
-           << ranked(input).getElementType();
+  // The op is defined in every float type, so that a 16-bit step plans;
+  // the runtime's kernels are f32 only and the lowering says so.
   return success();
 }
 

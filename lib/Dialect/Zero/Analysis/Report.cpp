@@ -9,9 +9,12 @@
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
+#include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
+#include "zero/Interfaces/ExpertOpInterface.h"
 #include "zero_rt/quantize.h"
 
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -178,6 +181,50 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
   return comm;
 }
 
+std::optional<ExpertParamCounts>
+mlir::zero::countExpertParams(ModuleOp module) {
+  // Each expert tensor once, with the k and E of the ops that read it (the
+  // forward product and the backward's product by its transpose agree).
+  llvm::MapVector<StringAttr, std::pair<int64_t, int64_t>> experts;
+  module.walk([&](ExpertOpInterface op) {
+    Value w = op.getExpertWeights().get();
+    while (auto cast = w.getDefiningOp<nn::CastOp>())
+      w = cast.getInput();
+    auto get = w.getDefiningOp<GetParamOp>();
+    if (!get)
+      return;
+    auto [it, inserted] = experts.try_emplace(
+        get.getParamAttr().getAttr(),
+        std::make_pair(op.getExpertsPerToken(), op.getNumExperts()));
+    if (!inserted && it->second.first != op.getExpertsPerToken())
+      it->second.first = 0;
+  });
+  if (experts.empty())
+    return std::nullopt;
+  ExpertParamCounts c;
+  bool first = true;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    int64_t numel = p.getNumElements();
+    auto it = experts.find(p.getSymNameAttr());
+    if (it == experts.end()) {
+      c.denseParams += numel;
+      c.activeParams += numel;
+      continue;
+    }
+    auto [k, e] = it->second;
+    ++c.expertTensors;
+    c.expertParams += numel;
+    // numel is E expert slices; a token computes with k of them.
+    c.activeParams += k > 0 && e > 0 && k <= e ? numel / e * k : numel;
+    c.minExpertsPerToken = first ? k : std::min(c.minExpertsPerToken, k);
+    c.maxExpertsPerToken = std::max(c.maxExpertsPerToken, k);
+    c.minExperts = first ? e : std::min(c.minExperts, e);
+    c.maxExperts = std::max(c.maxExperts, e);
+    first = false;
+  }
+  return c;
+}
+
 FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
                                                 const MemoryPlan &plan,
                                                 const HardwarePreset &hw,
@@ -198,6 +245,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
     r.largestParam = std::max(r.largestParam, p.getNumElements());
   }
   r.paddedParamCount = s.getPaddedParamCount();
+  r.experts = countExpertParams(module);
   r.frozenParamCount = s.getFrozenParamCount();
   r.trainableParamCount = s.getTrainableParamCount();
   for (const PartitionBuffers *p : s.getTrainablePartitions())
@@ -387,8 +435,18 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
                                {"master_params", r.masterParams}};
   for (const StepReport::OptimizerStateBytes &state : r.optimizerStates)
     breakdown[state.key] = state.bytes;
+  llvm::json::Value moe = nullptr;
+  if (r.experts)
+    moe = llvm::json::Object{
+        {"expert_param_count", r.experts->expertParams},
+        {"expert_param_tensors", r.experts->expertTensors},
+        {"dense_param_count", r.experts->denseParams},
+        {"active_param_count", r.experts->activeParams},
+        {"experts", r.experts->maxExperts},
+        {"experts_per_token", r.experts->maxExpertsPerToken}};
   llvm::json::Object json{
       {"fit", std::move(fit)},
+      {"moe", std::move(moe)},
       {"stage", r.stage},
       {"world_size", r.worldSize},
       {"gradient_accumulation_steps", r.accumulationSteps},
@@ -529,6 +587,19 @@ static void printReportHeader(const StepReport &r, llvm::raw_ostream &os) {
        << n / r.micsShardSize << " replicas)";
   os << ": " << S << " parameters in " << r.paramTensors << " tensors (largest "
      << r.largestParam << "), " << Sp << " after padding\n";
+  if (const std::optional<ExpertParamCounts> &e = r.experts) {
+    auto range = [&](int64_t lo, int64_t hi) {
+      return lo == hi ? std::to_string(hi)
+                      : std::to_string(lo) + "-" + std::to_string(hi);
+    };
+    os << "Experts: " << e->expertParams << " parameters in "
+       << e->expertTensors << " tensors, dense: " << e->denseParams
+       << "; active per token: " << e->activeParams << " (top "
+       << range(e->minExpertsPerToken, e->maxExpertsPerToken) << " of "
+       << range(e->minExperts, e->maxExperts)
+       << " experts a layer; the grouped products priced at a balanced "
+          "load)\n";
+  }
   if (r.frozenParamCount > 0)
     os << "Trainable: " << r.trainableParamCount
        << " parameters (St), frozen: " << r.frozenParamCount

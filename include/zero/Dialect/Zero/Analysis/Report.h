@@ -45,6 +45,21 @@ struct CommPlan {
 /// overflow int64.
 FailureOr<CommPlan> computeCommPlan(const StepSchedule &schedule);
 
+/// A mixture of experts' parameters: those the ops of ExpertOpInterface
+/// read (expert), the others (dense), and what one token computes with:
+/// the dense ones and k / E of each expert tensor (k of a layer's E experts).
+struct ExpertParamCounts {
+  int64_t expertParams = 0, expertTensors = 0, denseParams = 0;
+  int64_t activeParams = 0;
+  /// The smallest and largest k and E over the expert tensors.
+  int64_t minExpertsPerToken = 0, maxExpertsPerToken = 0;
+  int64_t minExperts = 0, maxExperts = 0;
+};
+
+/// The expert split of `module`'s parameters; none when no op reads experts.
+/// An expert tensor whose op cannot tell k counts as wholly active.
+std::optional<ExpertParamCounts> countExpertParams(ModuleOp module);
+
 /// Everything zero-report prints; byte and element counts are exact.
 struct StepReport {
   int64_t stage = 0, worldSize = 1, accumulationSteps = 1;
@@ -63,6 +78,9 @@ struct StepReport {
   int64_t trainableParamCount = 0, frozenParamCount = 0,
           paddedTrainableParamCount = 0;
   int64_t modelStateBytes = 0;
+  /// Expert and dense parameters, active ones per token (none without
+  /// experts).
+  std::optional<ExpertParamCounts> experts;
   /// The vocabulary padding (zero-pad-vocab): rows and elements added, and
   /// the most bytes they take in one rank's model states.
   int64_t vocabPaddingRows = 0, vocabPaddingElements = 0, vocabPaddingBytes = 0;
