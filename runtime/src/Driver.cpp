@@ -366,8 +366,12 @@ void Driver::loadState() {
     return;
   }
   std::vector<WantedTensor> wanted;
-  for (const ParamInfo &p : m.params)
-    wanted.push_back({p.name, p.exportShape()});
+  for (const ParamInfo &p : m.params) {
+    // The files hold every expert of an expert-parallel parameter.
+    std::vector<int64_t> shape = p.exportShape();
+    shape[0] *= p.expertParallel;
+    wanted.push_back({p.name, shape});
+  }
   std::set<std::string> tied;
   if (m.hfModel)
     for (const manifest::TiedName &t : m.hfModel->tied)

@@ -157,7 +157,9 @@ private:
   /// Rank 0's communication per step by kind: the last trained step's, and
   /// whether an earlier step's differed.
   std::array<LinkBytes, kNumCommKinds> stepComm{};
-  bool commMeasured = false, commVaried = false;
+  bool commMeasured = false;
+  /// By CommKind: whether its bytes differed between steps.
+  std::array<bool, kNumCommKinds> commVaried{};
   void printCommReport();
   /// Whether the program left collectives unwaited at the end of a step,
   /// and whether an overflow at the minimum loss scale was warned about.

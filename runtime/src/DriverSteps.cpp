@@ -142,7 +142,9 @@ bool Driver::trainSteps() {
     StepTimes times = runStep(step);
     // Before an evaluation's gathers.
     const std::array<LinkBytes, kNumCommKinds> &comm = commCounters();
-    commVaried |= commMeasured && comm != stepComm;
+    for (int k = 0; k < kNumCommKinds; ++k)
+      commVaried[size_t(k)] |=
+          commMeasured && !(comm[size_t(k)] == stepComm[size_t(k)]);
     stepComm = comm;
     commMeasured = true;
     // The count is all-reduced: every rank stops here together.

@@ -233,6 +233,15 @@ ParamInfo toParam(const manifest::Param &w) {
   info.offset = w.offset;
   info.weightDecay = w.weightDecay.value_or(-1.0);
   info.frozen = w.frozen.value_or(false);
+  info.expertParallel = w.expertParallel.value_or(1);
+  if (info.expertParallel < 1 ||
+      (info.expertParallel > 1 && info.shape.empty()))
+    invalid("parameter '" + info.name + "' has expert_parallel " +
+            std::to_string(info.expertParallel) +
+            " (a positive split of its dimension 0)");
+  if (info.expertParallel > 1 && w.rows)
+    invalid("parameter '" + info.name +
+            "' holds a share of experts and padding rows");
   if (w.rows) {
     info.rows = *w.rows;
     if (info.shape.empty() || info.rows < 1 || info.rows >= info.shape[0])
@@ -282,6 +291,7 @@ PartitionInfo toPartition(const manifest::Partition &w, size_t index) {
       on[k] = true;
     }
   };
+  info.expert = w.expert.value_or(false);
   place(w.hostBuffers, "host memory", info.onHost);
   place(w.nvmeBuffers, "the swap file", info.onNvme);
   return info;
@@ -488,6 +498,23 @@ manifest::HfModel checkedHfModel(const manifest::HfModel &hf,
   return hf;
 }
 
+/// Expert parallelism's parameters split by the program's expert-parallel
+/// size, and its partitions sharded over expert replica sets alone (not
+/// with MiCS's or hpZ's groups, which the runtime does not combine with
+/// them).
+void checkExperts(const Manifest &m) {
+  for (const ParamInfo &p : m.params)
+    if (p.expertParallel > 1 && p.expertParallel != m.expertParallel)
+      invalid("parameter '" + p.name + "' holds experts split over " +
+              std::to_string(p.expertParallel) +
+              " ranks, but expert_parallel is " +
+              std::to_string(m.expertParallel));
+  for (const PartitionInfo &part : m.partitions)
+    if (part.expert && (m.micsShardSize > 0 || m.hpzPartitionSize > 1))
+      invalid("expert partition '" + part.name +
+              "' with MiCS or hpZ groups (not supported)");
+}
+
 /// The inputs, parameters, partitions and plan of program `w`.
 void readLayout(const manifest::Program &w, Manifest &m) {
   for (const manifest::Input &in : w.inputs)
@@ -629,7 +656,7 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
   int64_t optimizerNvme = m.optimizerNvmeBytes();
   constexpr int64_t kBlock = ZRT_NVME_BLOCK_BYTES;
   if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
-      (m.stage > 0 && p.shardNumel * m.worldSize < p.numel))
+      (m.stage > 0 && p.shardNumel * m.shardGroupSize(p) < p.numel))
     invalid("partition '" + p.name + "' has an inconsistent layout");
   // The Adam kernels keep fp32 masters: an fp32 compute copy is one when
   // it lives where Adam runs (both on the device, or both in host memory;
@@ -826,6 +853,7 @@ Manifest Manifest::parse(const std::string &text) {
     invalid("malformed hash '" + m.hashText + "'");
 
   readLayout(w, m);
+  checkExperts(m);
   checkTopology(m);
   checkSwapFiles(m);
   for (const PartitionInfo &p : m.partitions)
@@ -905,7 +933,7 @@ int64_t Manifest::bufferBytes(const PartitionInfo &p, BufferKind kind) const {
 Range Manifest::owned(const PartitionInfo &p, int rank) const {
   if (stage == 0)
     return {0, p.numel};
-  int64_t shard = shardOf(rank);
+  int64_t shard = shardOf(p, rank);
   return {std::min(shard * p.shardNumel, p.numel),
           std::min((shard + 1) * p.shardNumel, p.numel)};
 }
@@ -1018,7 +1046,7 @@ int zrt::mpiInt(int64_t n, const char *call) {
 void zrt::splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
                        int64_t end, std::vector<int> &counts,
                        std::vector<int> &displs, const char *call) {
-  int members = ctx->manifest->shardGroupSize();
+  int members = ctx->manifest->shardGroupSize(p);
   counts.assign(size_t(members), 0);
   displs.assign(size_t(members), 0);
   for (int r = 0; r < members; ++r) {

@@ -67,6 +67,10 @@ struct ParamInfo {
   int64_t rows = -1;
   /// It does not train: no gradient, optimizer state or master copy.
   bool frozen = false;
+  /// Expert parallelism: it holds experts [q * E / P, (q + 1) * E / P) of a
+  /// tensor whose dimension 0 is P times shape[0] (1: the whole tensor), q
+  /// the rank's index in its expert set.
+  int64_t expertParallel = 1;
   /// The shape and element count of its weights in weights files.
   std::vector<int64_t> exportShape() const {
     return unpaddedShape(shape, rows);
@@ -109,6 +113,9 @@ struct PartitionInfo {
   /// fp32 params as the masters, 16-bit ones widened exactly (there are no
   /// fp32 masters to round them from).
   bool frozen = false;
+  /// Sharded over the rank's expert replica set (the ranks holding the
+  /// same experts) instead of the world.
+  bool expert = false;
   /// Which buffers the manifest lists, and which of them live in the host
   /// arena (an offloaded optimizer) or, at offsets[kind] of the rank's swap
   /// file, on NVMe.
@@ -287,16 +294,29 @@ struct Manifest {
   /// The layout range rank `rank` owns: everything at stage 0, else
   /// [i * shard, (i + 1) * shard) clipped to numel for its shard index i.
   Range owned(const PartitionInfo &p, int rank) const;
-  /// The ranks a partition is sharded over: a MiCS shard group, or the
-  /// world.
+  /// The ranks a partition is sharded over: a MiCS shard group, the world,
+  /// or an expert partition's expert replica set.
+  int shardGroupSize(const PartitionInfo &p) const {
+    return p.expert ? worldSize / int(expertParallel) : shardGroupSize();
+  }
+  /// The ranks the dense partitions are sharded over: a MiCS shard group,
+  /// or the world.
   int shardGroupSize() const {
     return micsShardSize > 0 ? int(micsShardSize) : worldSize;
   }
-  /// The shard rank `rank` owns: its index in its MiCS shard group (the
-  /// replicas of a shard are the ranks with the same index), or the rank.
+  /// The shard rank `rank` owns of partition `p`: its index in its MiCS
+  /// shard group (the replicas of a shard are the ranks with the same
+  /// index), its index in its expert replica set (zero_rt/topology.h:
+  /// rank / expert_parallel), or the rank.
+  int shardOf(const PartitionInfo &p, int rank) const {
+    return p.expert ? rank / int(expertParallel) : shardOf(rank);
+  }
   int shardOf(int rank) const {
     return micsShardSize > 0 ? rank % int(micsShardSize) : rank;
   }
+  /// Rank `rank`'s index in its expert set: the experts it holds of a
+  /// parameter split over the set.
+  int64_t expertMember(int rank) const { return rank % expertParallel; }
 };
 
 /// The deterministic initializer: element `element` of parameter `param`

@@ -93,6 +93,14 @@ DecayRanges decayRanges(const zrt_ctx &ctx, int32_t p,
 /// two (Groups.h).
 Group &worldGroup(zrt_ctx *ctx) { return groupOf(ctx->comm, ZRT_RANKS_GROUP); }
 
+/// The Group partition `part`'s collectives run over: an expert partition's
+/// over the rank's expert replica set (the ranks holding the same experts,
+/// member j owning shard j), the others over worldGroup.
+Group &partitionGroup(zrt_ctx *ctx, const PartitionInfo &part) {
+  return part.expert ? groupOf(ctx->comm, ZRT_RANKS_EXPERT_REPLICAS)
+                     : worldGroup(ctx);
+}
+
 /// Records a collective over `group` in the flight recorder before it is
 /// issued; returns its sequence number. The test hook ZRT_TEST_SKIP_COLLECTIVE
 /// stops this rank here instead, waiting (as the watchdog sees it) forever.
@@ -153,7 +161,7 @@ static void allReduceGrads(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_all_reduce_grads");
   checkRange(part, begin, end, part.counts[kGrads], "zrt_ctx_all_reduce_grads");
   char *g = element(ctx->buffer(p, kGrads), begin, part);
-  Group &group = worldGroup(ctx);
+  Group &group = partitionGroup(ctx, part);
   const char *what = "all_reduce grads";
   int64_t seq =
       record(ctx, what, kAllReduce, group, (end - begin) * part.computeBytes);
@@ -201,7 +209,7 @@ void reduceGradsInPlace(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
   char *g = ctx->buffer(p, kGrads);
   int64_t eb = part.computeBytes;
   int64_t sumAt;
-  Group &group = worldGroup(ctx);
+  Group &group = partitionGroup(ctx, part);
   const char *what = kind == kReduce ? "reduce grads" : "reduce_scatter grads";
   int64_t seq = record(ctx, what, kind, group, (end - begin) * eb);
   Tokens tokens = reduceScatter(group, kind, part.computeDtype,
@@ -259,7 +267,7 @@ static void reduceBucket(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
   splitByOwner(ctx, part, begin, end, counts, displs, call);
   Tokens tokens;
   int64_t sumAt; // where this rank's sum is once complete
-  Group &group = worldGroup(ctx);
+  Group &group = partitionGroup(ctx, part);
   const char *what = toOwners ? "reduce grads" : "reduce_scatter grads";
   int64_t seq = record(ctx, what, toOwners ? kReduce : kReduceScatter, group,
                        (end - begin) * part.computeBytes);
@@ -277,7 +285,7 @@ static void reduceBucket(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
   }
   if (toOwners) {
     tokens = reduceToOwners(group, kReduce, dt, bucket, counts, displs);
-    sumAt = displs[size_t(ctx->manifest->shardOf(ctx->rank))];
+    sumAt = displs[size_t(ctx->manifest->shardOf(part, ctx->rank))];
   } else {
     tokens =
         reduceScatter(group, kReduceScatter, dt, bucket, counts, displs, sumAt);
@@ -307,7 +315,7 @@ static void reduceBucketQuantized(zrt_ctx *ctx, int32_t p, int64_t begin,
   int32_t dt = part.computeDtype;
   std::vector<int> counts, displs;
   splitByOwner(ctx, part, begin, end, counts, displs, call);
-  Group &group = worldGroup(ctx);
+  Group &group = partitionGroup(ctx, part);
   const char *what = "reduce_scatter quantized grads";
   int64_t seq = record(ctx, what, kReduceScatter, group,
                        (end - begin) * part.computeBytes);
@@ -341,7 +349,7 @@ static void allGatherParams(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
   std::vector<int> counts, displs;
   splitByOwner(ctx, part, begin, end, counts, displs, call);
   char *params = element(ctx->buffer(p, kParams), begin, part);
-  Group &group = worldGroup(ctx);
+  Group &group = partitionGroup(ctx, part);
   const char *what = "all_gather params";
   int64_t seq =
       record(ctx, what, kAllGather, group, (end - begin) * part.computeBytes);
@@ -355,7 +363,7 @@ static void gatherPartition(zrt_ctx *ctx, int32_t p, void *out, int32_t slot) {
   const PartitionInfo &part = partition(ctx, p, "zrt_ctx_gather_partition");
   if (ctx->manifest->stage != 3)
     fatal("zrt_ctx_gather_partition: needs a stage-3 program");
-  Group &group = worldGroup(ctx);
+  Group &group = partitionGroup(ctx, part);
   int64_t seq = record(ctx, "gather params", kAllGather, group,
                        part.shardNumel * group.size() * part.computeBytes);
   launch(ctx, slot, "gather params",
@@ -395,7 +403,7 @@ static void gatherQuantized(zrt_ctx *ctx, int32_t p, void *staging, void *out,
   const int64_t shard = part.shardNumel;
   // Over the step's Group (the world or this rank's MiCS shard group), in
   // one level or two, its bytes counted as an all-gather's.
-  Group &group = worldGroup(ctx);
+  Group &group = partitionGroup(ctx, part);
   const std::vector<int64_t> *starts = &part.paramStarts;
   const int64_t members = group.size();
   const int64_t slotBytes = zrt_quant_slot_bytes(
@@ -445,7 +453,7 @@ static void gatherStaged(zrt_ctx *ctx, int32_t p, const void *shard, void *out,
   if (!part.paramsOffloaded())
     fatal("%s: partition '%s' keeps its params shard on the device", call,
           part.name.c_str());
-  Group &group = worldGroup(ctx);
+  Group &group = partitionGroup(ctx, part);
   int64_t seq = record(ctx, "gather params", kAllGather, group,
                        part.shardNumel * group.size() * part.computeBytes);
   launch(ctx, slot, "gather params",
@@ -657,8 +665,34 @@ extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
   auto [grads, n] = ownedGrads(ctx, p, part);
   // Each partition's gradients in its own dtype, into one set of stats: a
   // non-finite value anywhere skips the whole step.
-  device::checkOverflow(part.computeDtype, grads, n, lossScale, divisor, first,
-                        stats);
+  const Manifest &m = *ctx->manifest;
+  if (!(part.expert && m.stage == 0 && m.expertParallel > 1)) {
+    device::checkOverflow(part.computeDtype, grads, n, lossScale, divisor,
+                          first, stats);
+    return;
+  }
+  // At stage 0 the step reduces no stats (every rank holds all dense
+  // gradients), but a rank holds only its expert set member's experts:
+  // their flag and squared norm are reduced over the expert set here, so
+  // that every expert counts once and every rank decides alike.
+  float *tmp = static_cast<float *>(device::allocate(4 * sizeof(float)));
+  device::checkOverflow(part.computeDtype, grads, n, lossScale, divisor, 1,
+                        tmp);
+  {
+    WaitScope watched(ctx->waitState, "the expert gradients' stats");
+    for (int64_t t :
+         allReduceStats(groupOf(ctx->comm, ZRT_RANKS_EXPERT).members, tmp,
+                        tmp + 2))
+      zrt_wait(t);
+  }
+  float sum[2], acc[2] = {0.0f, 0.0f};
+  device::download(sum, tmp + 2, sizeof(sum));
+  device::release(tmp);
+  if (!first)
+    device::download(acc, stats, sizeof(acc));
+  acc[0] = std::max(acc[0], sum[0]);
+  acc[1] += sum[1];
+  device::upload(stats, acc, sizeof(acc));
 }
 
 static void allReduceOverflowNorm(zrt_ctx *ctx, const float *in, float *out,

@@ -184,13 +184,18 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
       // Padding rows (after the first exportNumel elements) stay zero.
       int64_t lo = std::max(need.begin, param.offset);
       int64_t hi = std::min(need.end, param.offset + param.exportNumel());
+      // An expert-parallel parameter is its expert set member's slice of
+      // the whole tensor (experts in dimension 0, so one contiguous range
+      // of it): the same values as that slice of the unsplit parameter.
+      int64_t at = -param.offset;
+      if (param.expertParallel > 1)
+        at += m.expertMember(ctx.rank) * param.exportNumel();
       if (weights)
-        weights->read(i, lo - param.offset, hi - param.offset,
-                      values.data() + (lo - need.begin));
+        weights->read(i, lo + at, hi + at, values.data() + (lo - need.begin));
       else
         for (int64_t e = lo; e < hi; ++e)
           values[size_t(e - need.begin)] =
-              initValue(param, seed, i, uint64_t(e - param.offset));
+              initValue(param, seed, i, uint64_t(e + at));
     }
     for (int kind = 0; kind < kNumBufferKinds; ++kind)
       zeroBuffer(ctx, p, BufferKind(kind));
@@ -225,9 +230,41 @@ void zrt::initializeParameters(zrt_ctx &ctx, uint64_t seed,
 std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
   const Manifest &m = *ctx.manifest;
   std::vector<std::vector<float>> layouts(m.partitions.size());
+  // An expert partition's layout on each member q of an expert set (its
+  // parameters' expert slices q), on rank 0.
+  std::vector<std::vector<std::vector<float>>> expertLayouts(
+      m.partitions.size());
   for (size_t p = 0; p < m.partitions.size(); ++p) {
     const PartitionInfo &part = m.partitions[p];
     std::vector<float> &full = layouts[p];
+    if (part.expert && m.expertParallel > 1) {
+      // Every rank's owned masters padded to a block; member q's layout is
+      // the blocks of the ranks j * P + q in order of j (its shards; at
+      // stage 0 rank q's whole partition).
+      int64_t block = m.stage == 0 ? part.numel : part.shardNumel;
+      if (block * ctx.world > std::numeric_limits<int>::max())
+        fatal("export: expert partition '%s' exceeds MPI's int counts",
+              part.name.c_str());
+      std::vector<float> mine(size_t(block), 0.0f);
+      loadOwnedMasters(ctx, int32_t(p), mine.data());
+      std::vector<float> all;
+      if (ctx.rank == 0)
+        all.resize(size_t(block) * size_t(ctx.world));
+      MPI_Gather(mine.data(), int(block), MPI_FLOAT, all.data(), int(block),
+                 MPI_FLOAT, 0, MPI_COMM_WORLD);
+      if (ctx.rank != 0)
+        continue;
+      int64_t ep = m.expertParallel, replicas = m.stage == 0 ? 1 : ctx.world / ep;
+      for (int64_t q = 0; q < ep; ++q) {
+        std::vector<float> layout;
+        for (int64_t j = 0; j < replicas; ++j) {
+          const float *at = all.data() + (j * ep + q) * block;
+          layout.insert(layout.end(), at, at + block);
+        }
+        expertLayouts[p].push_back(std::move(layout));
+      }
+      continue;
+    }
     if (m.stage == 0) {
       if (ctx.rank == 0) {
         full.resize(size_t(part.numel));
@@ -250,6 +287,18 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
   if (ctx.rank != 0)
     return tensors;
   for (const ParamInfo &param : m.params) {
+    const auto &members = expertLayouts[size_t(param.partition)];
+    if (!members.empty()) {
+      // The whole tensor: every member's slice of experts in order.
+      std::vector<int64_t> shape = param.exportShape();
+      shape[0] *= int64_t(members.size());
+      std::vector<float> values;
+      for (const std::vector<float> &layout : members)
+        values.insert(values.end(), layout.begin() + param.offset,
+                      layout.begin() + param.offset + param.exportNumel());
+      tensors.push_back({param.name, shape, std::move(values)});
+      continue;
+    }
     // Without its padding rows, which follow the rest. Their gradient is
     // exactly zero, so they must still hold the zeros they started with.
     const float *src = layouts[size_t(param.partition)].data() + param.offset;

@@ -377,7 +377,8 @@ std::string CheckpointReader::nonFinite(int rank) {
 }
 
 void CheckpointReader::read(size_t param, BufferKind kind, int64_t begin,
-                            int64_t end, float *out, int prefer) {
+                            int64_t end, float *out, int prefer, int first,
+                            int stride) {
   const SavedParam &p = params.at(param);
   const SavedGroup &g = groups[size_t(p.group)];
   int64_t pos = p.offset + begin, stop = p.offset + end;
@@ -386,8 +387,9 @@ void CheckpointReader::read(size_t param, BufferKind kind, int64_t begin,
     int rank = prefer >= 0 && prefer < world ? prefer : 0;
     int64_t base = 0, limit = stop;
     if (stage > 0) {
-      rank = int(pos / g.shardNumel);
-      base = rank * g.shardNumel;
+      int64_t shard = pos / g.shardNumel;
+      rank = first + int(shard) * stride;
+      base = shard * g.shardNumel;
       limit = std::min(stop, base + g.shardNumel);
     }
     RankFile &file = load(rank);
@@ -428,6 +430,18 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
     ckpt.setParams(savedParams(m));
     return;
   }
+  // Each rank's file holds its own experts under the same names: only the
+  // layout that saved them knows whose they are.
+  if (m.expertParallel > 1 &&
+      (ckpt.scheduleHash != m.hashText || ckpt.world != m.worldSize ||
+       ckpt.stage != m.stage))
+    fail(where + " was saved by a stage-" + std::to_string(ckpt.stage) +
+         " program on " + std::to_string(ckpt.world) + " rank(s), schedule " +
+         ckpt.scheduleHash + "; this program splits experts over " +
+         std::to_string(m.expertParallel) +
+         " ranks (expert_parallel), and resharding an expert-parallel "
+         "checkpoint is not supported: resume with the program and world "
+         "that saved it");
   const std::vector<SavedParam> &saved = ckpt.params;
   size_t n = std::min(saved.size(), m.params.size());
   for (size_t i = 0; i < n; ++i) {
@@ -569,7 +583,13 @@ void zrt::remapOwned(CheckpointReader &ckpt, const Manifest &m, int32_t p,
     int64_t src = ckpt.find(param.name);
     if (src < 0)
       fail(ckpt.where() + " has no parameter '" + param.name + "'");
+    // checkSameModel let only the saving layout resume expert partitions.
+    int first = 0, stride = 1;
+    if (part.expert) {
+      first = int(m.expertMember(rank));
+      stride = int(m.expertParallel);
+    }
     ckpt.read(size_t(src), kind, lo - param.offset, hi - param.offset,
-              out.data() + (lo - own.begin), rank);
+              out.data() + (lo - own.begin), rank, first, stride);
   }
 }

@@ -68,9 +68,10 @@ public:
   /// (master, exp_avg or exp_avg_sq) to `out`. Where several ranks hold them
   /// (stage 0), rank `prefer` is read if it exists, else rank 0. A NaN or
   /// infinite value is refused, naming the rank file, parameter and
-  /// element.
+  /// element. Saved shard i is read from rank file first + i * stride (an
+  /// expert partition's shards are its expert set member's ranks').
   void read(size_t param, BufferKind kind, int64_t begin, int64_t end,
-            float *out, int prefer = 0);
+            float *out, int prefer = 0, int first = 0, int stride = 1);
   /// Sets the parameter table (of a format-2 checkpoint, which has none).
   void setParams(std::vector<SavedParam> table);
   /// The index of the parameter named `name`, or -1.
