@@ -656,7 +656,9 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
   int64_t optimizerNvme = m.optimizerNvmeBytes();
   constexpr int64_t kBlock = ZRT_NVME_BLOCK_BYTES;
   if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
-      (m.stage > 0 && p.shardNumel * m.shardGroupSize(p) < p.numel))
+      (m.stage > 0 &&
+       p.shardNumel * (p.expert ? m.shardGroupSize(p) : m.worldSize) <
+           p.numel))
     invalid("partition '" + p.name + "' has an inconsistent layout");
   // The Adam kernels keep fp32 masters: an fp32 compute copy is one when
   // it lives where Adam runs (both on the device, or both in host memory;
@@ -930,12 +932,18 @@ int64_t Manifest::bufferBytes(const PartitionInfo &p, BufferKind kind) const {
   return p.counts[kind] * p.elementBytes(kind);
 }
 
-Range Manifest::owned(const PartitionInfo &p, int rank) const {
-  if (stage == 0)
+namespace {
+/// Shard `shard` of partition `p`: everything at stage 0.
+Range shardRange(const Manifest &m, const PartitionInfo &p, int64_t shard) {
+  if (m.stage == 0)
     return {0, p.numel};
-  int64_t shard = shardOf(p, rank);
   return {std::min(shard * p.shardNumel, p.numel),
           std::min((shard + 1) * p.shardNumel, p.numel)};
+}
+} // namespace
+
+Range Manifest::owned(const PartitionInfo &p, int rank) const {
+  return shardRange(*this, p, shardOf(p, rank));
 }
 
 //===----------------------------------------------------------------------===//
@@ -1050,7 +1058,8 @@ void zrt::splitByOwner(zrt_ctx *ctx, const PartitionInfo &p, int64_t begin,
   counts.assign(size_t(members), 0);
   displs.assign(size_t(members), 0);
   for (int r = 0; r < members; ++r) {
-    Range part = ownedPart(ctx, p, r, begin, end);
+    Range shard = shardRange(*ctx->manifest, p, r);
+    Range part{std::max(begin, shard.begin), std::min(end, shard.end)};
     if (part.size() > 0) {
       counts[size_t(r)] = mpiInt(part.size(), call);
       displs[size_t(r)] = mpiInt(part.begin - begin, call);

@@ -886,6 +886,49 @@ TEST(ManifestTest, ParsesAndSplitsUnevenly) {
   EXPECT_EQ(m0.owned(m0.partitions[0], 3).size(), 10);
 }
 
+/// tinyManifest(2, 4) with expert parallelism 2: its partition of experts
+/// sharded over the 2 ranks holding the same experts (shards of 5).
+nlohmann::json expertManifest() {
+  nlohmann::json j = tinyManifest(2, 4);
+  j["expert_parallel"] = 2;
+  for (nlohmann::json &param : j["params"])
+    param["expert_parallel"] = 2;
+  nlohmann::json &part = j["partitions"][0];
+  part["expert"] = true;
+  part["padded_numel"] = 10;
+  part["shard_numel"] = 5;
+  for (const char *kind : {"grads", "exp_avg", "exp_avg_sq"})
+    part["buffer_numel"][kind] = 5;
+  return j;
+}
+
+TEST(ManifestTest, ShardsExpertPartitionsOverExpertReplicas) {
+  Manifest m = Manifest::parse(expertManifest().dump());
+  const PartitionInfo &p = m.partitions[0];
+  ASSERT_TRUE(p.expert);
+  EXPECT_EQ(m.params[0].expertParallel, 2);
+  EXPECT_EQ(m.shardGroupSize(p), 2);
+  EXPECT_EQ(m.shardGroupSize(), 4);
+  // Ranks 0 and 1 hold experts of members 0 and 1 (their expert set);
+  // ranks 0 and 2 hold the same experts, shards 0 and 1 of them.
+  int64_t expect[4][2] = {{0, 5}, {0, 5}, {5, 10}, {5, 10}};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(m.owned(p, r).begin, expect[r][0]) << "rank " << r;
+    EXPECT_EQ(m.owned(p, r).end, expect[r][1]) << "rank " << r;
+    EXPECT_EQ(m.expertMember(r), r % 2);
+  }
+  auto error = [](nlohmann::json j) {
+    return errorOf([&] { Manifest::parse(j.dump()); });
+  };
+  nlohmann::json j = expertManifest();
+  j["params"][1]["expert_parallel"] = 4;
+  EXPECT_NE(error(j).find("holds experts split over 4 ranks"),
+            std::string::npos);
+  j = expertManifest();
+  j["topology"] = {{"ranks_per_node", 4}, {"mics_shard_size", 2}};
+  EXPECT_NE(error(j).find("with MiCS or hpZ"), std::string::npos);
+}
+
 TEST(ManifestTest, RejectsInconsistentManifests) {
   auto error = [](nlohmann::json j) {
     return errorOf([&] { Manifest::parse(j.dump()); });
