@@ -208,10 +208,10 @@ void Driver::printCommReport() {
                 (long long)measured.interNode,
                 routed ? " (MoE exchanges: by the routing, last step)" : "",
                 (long long)planned.intraNode, (long long)planned.interNode,
-                routed                       ? " (at capacity)"
-                : commVaried[size_t(k)]      ? ": MISMATCH (differs by step)"
-                : measured == planned        ? ""
-                                             : ": MISMATCH");
+                routed                  ? " (at capacity)"
+                : commVaried[size_t(k)] ? ": MISMATCH (differs by step)"
+                : measured == planned   ? ""
+                                        : ": MISMATCH");
   }
   std::fflush(stdout);
 }

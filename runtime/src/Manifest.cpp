@@ -657,8 +657,7 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
   constexpr int64_t kBlock = ZRT_NVME_BLOCK_BYTES;
   if (p.numel < 0 || p.paddedNumel < p.numel || p.shardNumel < 0 ||
       (m.stage > 0 &&
-       p.shardNumel * (p.expert ? m.shardGroupSize(p) : m.worldSize) <
-           p.numel))
+       p.shardNumel * (p.expert ? m.shardGroupSize(p) : m.worldSize) < p.numel))
     invalid("partition '" + p.name + "' has an inconsistent layout");
   // The Adam kernels keep fp32 masters: an fp32 compute copy is one when
   // it lives where Adam runs (both on the device, or both in host memory;

@@ -278,8 +278,7 @@ static void reduceBucket(zrt_ctx *ctx, int32_t p, int64_t begin, int64_t end,
   // shard (the bucket is not needed after it).
   if (!toOwners && slot < 0 &&
       reduceScatterAdd(group, kReduceScatter, dt, {{0, end - begin, bucket}},
-                       counts, displs, element(shard, shardAt, part),
-                       tokens)) {
+                       counts, displs, element(shard, shardAt, part), tokens)) {
     launch(ctx, slot, what, std::move(tokens), nullptr, seq);
     return;
   }
@@ -680,9 +679,8 @@ extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
                         tmp);
   {
     WaitScope watched(ctx->waitState, "the expert gradients' stats");
-    for (int64_t t :
-         allReduceStats(groupOf(ctx->comm, ZRT_RANKS_EXPERT).members, tmp,
-                        tmp + 2))
+    for (int64_t t : allReduceStats(
+             groupOf(ctx->comm, ZRT_RANKS_EXPERT).members, tmp, tmp + 2))
       zrt_wait(t);
   }
   float sum[2], acc[2] = {0.0f, 0.0f};

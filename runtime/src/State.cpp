@@ -254,7 +254,8 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
                  MPI_FLOAT, 0, MPI_COMM_WORLD);
       if (ctx.rank != 0)
         continue;
-      int64_t ep = m.expertParallel, replicas = m.stage == 0 ? 1 : ctx.world / ep;
+      int64_t ep = m.expertParallel,
+              replicas = m.stage == 0 ? 1 : ctx.world / ep;
       for (int64_t q = 0; q < ep; ++q) {
         std::vector<float> layout;
         for (int64_t j = 0; j < replicas; ++j) {
