@@ -544,6 +544,44 @@ void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
   }
 }
 
+/// The bf16 section. DeepSpeed's bf16_optimizer_states keeps the
+/// optimizer's states in bf16 and is valid only with
+/// bf16_master_weights_and_grads (precision_config.py). The states are
+/// #zero.optimizer's `states` (as zero_mlir_optimizer_states "bf16"); the
+/// masters stay fp32: bf16 master weights, when on, are listed as not
+/// implemented.
+void readBf16(Section &b, DeepSpeedConfig &cfg) {
+  cfg.bf16 = b.boolean("enabled", true);
+  const json::Value *masters = b.peek("bf16_master_weights_and_grads");
+  DeepSpeedValue<bool> states = b.boolean("bf16_optimizer_states");
+  if (states.value.value_or(false)) {
+    if (!masters || masters->getAsBoolean() != std::optional<bool>(true))
+      b.error("bf16_optimizer_states",
+              "DeepSpeed takes it only with bf16_master_weights_and_grads "
+              "true; zero_mlir_optimizer_states \"bf16\" keeps the states "
+              "in bf16 beside fp32 masters");
+    else
+      cfg.optimizerStates = {std::string("bf16"), false, states.line,
+                             states.column};
+  }
+  b.acceptIfOff("bf16_master_weights_and_grads");
+}
+
+/// The optimizer's states' precision, this project's key (zero-optimizer
+/// checks the value), after the bf16 section: bf16.bf16_optimizer_states
+/// says bf16.
+void readOptimizerStates(Section &top, DeepSpeedConfig &cfg) {
+  DeepSpeedValue<std::string> states = top.string(dskeys::kOptimizerStates);
+  if (!states.value)
+    return;
+  if (cfg.optimizerStates.value && *states.value != "bf16")
+    top.error(dskeys::kOptimizerStates,
+              "\"" + *states.value +
+                  "\" contradicts bf16.bf16_optimizer_states true");
+  else
+    cfg.optimizerStates = states;
+}
+
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
 /// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
@@ -613,8 +651,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
     top.warning("bfloat16", "ignored: the file has bf16, which DeepSpeed "
                             "reads instead of its old name bfloat16");
   }
-  top.section(bf16Key,
-              [&](Section &b) { cfg.bf16 = b.boolean("enabled", true); });
+  top.section(bf16Key, [&](Section &b) { readBf16(b, cfg); });
 
   top.section("optimizer", [&](Section &o) { readOptimizer(o, cfg); });
 
@@ -709,8 +746,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   cfg.lossChunk = top.integerIn(dskeys::kLossChunk, 0);
   // Each MLP in this many tiles of rows (0: off).
   cfg.tiledMlp = top.integerIn(dskeys::kTiledMlp, 0);
-  // The optimizer's states' precision (zero-optimizer checks the value).
-  cfg.optimizerStates = top.string(dskeys::kOptimizerStates);
+  readOptimizerStates(top, cfg);
 
   cfg.stepsPerPrint = top.integerIn("steps_per_print", 1);
   cfg.wallClockBreakdown = top.boolean("wall_clock_breakdown");

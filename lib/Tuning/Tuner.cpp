@@ -358,10 +358,10 @@ SmallVector<TuneConfig> Tuner::getOffloadChoices(int64_t stage) const {
               [&] { return mlir::emitError(UnknownLoc::get(ctx)); }, stage)))
         continue;
       choices.push_back(c);
-      // The lower precision, where the lowering takes it: int8 states are
-      // not swapped through NVMe.
+      // The lower precision, where the lowering takes it: int8 and bf16
+      // states are not swapped through NVMe.
       if (lowerStates && *options.optimizerStates != stepStates &&
-          !(*options.optimizerStates == StatePrecision::int8 &&
+          !(*options.optimizerStates != StatePrecision::f32 &&
             optimizer == OffloadDevice::nvme)) {
         c.optimizerStates = options.optimizerStates;
         choices.push_back(c);

@@ -60,9 +60,10 @@ def parser():
     p.add_argument("--dampening", type=float, help="sgd: default 0")
     p.add_argument("--nesterov", action="store_true", default=None,
                    help="sgd: Nesterov momentum")
-    p.add_argument("--optimizer-states", choices=("f32", "int8"),
+    p.add_argument("--optimizer-states", choices=("f32", "bf16", "int8"),
                    help="precision of the optimizer's states (default f32; "
-                        "int8: 8-bit Adam/AdamW)")
+                        "bf16 or int8: Adam/AdamW's moments in bf16 or "
+                        "8 bits)")
     p.add_argument("--clip", type=float,
                    help="global gradient-norm clipping (default 0: off)")
     p.add_argument("--config", metavar="DS_CONFIG.json",

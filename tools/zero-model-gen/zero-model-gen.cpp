@@ -159,8 +159,8 @@ static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
                               cl::init(false), cl::cat(genCat));
 static cl::opt<std::string> optimizerStates(
     "optimizer-states",
-    cl::desc("Precision of the optimizer's states: f32, or int8 (8-bit "
-             "Adam/AdamW)"),
+    cl::desc("Precision of the optimizer's states: f32, or bf16 or int8 "
+             "(Adam/AdamW's moments in bf16 or 8 bits)"),
     cl::init("f32"), cl::cat(genCat));
 static cl::opt<bool> noDecayBiasNorm(
     "no-decay-bias-norm",

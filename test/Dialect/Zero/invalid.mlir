@@ -139,10 +139,10 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // -----
 
-// Checks that no optimizer keeps bf16 states yet.
-// expected-error @+2 {{optimizer adamw has no bf16 states}}
+// Checks that Lion (no bf16 row in optimizers.def) rejects bf16 states.
+// expected-error @+2 {{optimizer lion has no bf16 states}}
 zero.train_step @train(%x: tensor<8x4xf32>)
-    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-2, states = bf16>
+    optimizer #zero.optimizer<kind = lion, lr = 1.0e-2, states = bf16>
     precision #zero.precision<kind = fp32> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>

@@ -92,6 +92,16 @@ zero.train_step @adamw_int8(%x: tensor<4x1xf32>)
   zero.return %loss : tensor<f32>
 }
 
+// bf16 Adam states (DeepSpeed's bf16_optimizer_states) round-trip too.
+// CHECK-LABEL: zero.train_step @adam_bf16
+// CHECK-SAME: optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03, states = bf16>
+zero.train_step @adam_bf16(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, states = bf16>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
 // CHECK-LABEL: zero.train_step @adam_f32
 // CHECK-SAME: optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
 zero.train_step @adam_f32(%x: tensor<4x1xf32>)
