@@ -490,7 +490,27 @@ void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
                        key == "amsgrad")))
           p.error(key, "is not a parameter of optimizer type '" +
                            o.peek("type")->getAsString()->str() + "'");
-    if (type && zrt::optimizers::hasParamKey(*type, "momentum")) {
+    bool muon = type && *type == zrt::optimizers::Kind::Muon;
+    if (muon) {
+      // DeepSpeed's Muon: the shared lr, each half's over it, Muon's
+      // momentum; only torch's Newton-Schulz ("standard") is implemented,
+      // and DeepSpeed's default is its "gram".
+      cfg.muonLr = p.number("muon_lr", true);
+      cfg.adamLr = p.number("adam_lr", true);
+      cfg.muonMomentum = p.number("momentum");
+      bool hasMethod = p.has("ns_method");
+      DeepSpeedValue<std::string> method = p.string("ns_method");
+      if (!hasMethod)
+        o.error("type", "Muon's ns_method defaults to DeepSpeed's \"gram\", "
+                        "which is not implemented: set optimizer.params."
+                        "ns_method to \"standard\" (torch.optim.Muon's "
+                        "Newton-Schulz)");
+      else if (method.value && *method.value != "standard")
+        p.error("ns_method", "'" + *method.value +
+                                 "' is not supported (only \"standard\", "
+                                 "torch.optim.Muon's Newton-Schulz)");
+    }
+    if (type && !muon && zrt::optimizers::hasParamKey(*type, "momentum")) {
       cfg.momentum = p.number("momentum");
       cfg.dampening = p.number("dampening");
       cfg.nesterov = p.boolean("nesterov");

@@ -218,7 +218,8 @@ OptimizerAttr withStates(OptimizerAttr opt, StatePrecision states) {
                             opt.getBeta1(), opt.getBeta2(), opt.getEps(),
                             opt.getWeightDecay(), opt.getBiasCorrection(),
                             opt.getMomentum(), opt.getDampening(),
-                            opt.getNesterov(), states, opt.getSchedule());
+                            opt.getNesterov(), states, opt.getSchedule(),
+                            opt.getMuonLr(), opt.getMuonMomentum(), opt.getMuonNesterov(), opt.getNsSteps(), opt.getNsA(), opt.getNsB(), opt.getNsC(), opt.getNsEps(), opt.getAdjustLrFn());
 }
 
 /// The divisors of `n` strictly between 1 and `n`, ascending.
