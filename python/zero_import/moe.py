@@ -314,7 +314,13 @@ def _expert_bias(low, rows, ones, bias, offs, where):
     exact, and its weight gradient sums each expert's rows)."""
     s, f = rows.shape
     experts = bias.shape[0]
-    b3 = low.emit("reshape", [bias], {}, [(experts, 1, f)], where)
+    # bias + 0, a copy: at stage 3 a parameter is freed after its last use,
+    # and a reshape of the parameter itself would be a view of it read
+    # after that.
+    zero = low.g.emit("fill", [], {"value": 0.0}, [((f,), "f32")],
+                      where).results[0]
+    copy = low.emit("add", [bias, zero], {}, [(experts, f)], where)
+    b3 = low.emit("reshape", [copy], {}, [(experts, 1, f)], where)
     b = low.emit("grouped_matmul", [ones, b3, offs], {}, [(s, f)], where)
     return low.emit("add", [rows, b], {}, [(s, f)], where)
 
