@@ -604,6 +604,24 @@ void readOptimizerStates(Section &top, DeepSpeedConfig &cfg) {
 
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
 /// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
+// DeepSpeed AutoEP's section: the ranks that split each MoE layer's experts.
+void readExpertParallel(Section &top, DeepSpeedConfig &cfg) {
+  top.section(dskeys::kExpertParallel, [&](Section &e) {
+    DeepSpeedValue<bool> on = e.boolean(dskeys::kExpertParallelEnabled);
+    DeepSpeedValue<int64_t> size = e.integer(dskeys::kAutoepSize);
+    checkPositive(e, dskeys::kAutoepSize, size, "AutoEP size");
+    if (!on.value || !*on.value)
+      return;
+    if (!size.value) {
+      e.error(dskeys::kExpertParallelEnabled,
+              "expert parallelism needs autoep_size, the ranks that split "
+              "each MoE layer's experts");
+      return;
+    }
+    cfg.expertParallelSize = size;
+  });
+}
+
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
   constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
   top.section(dskeys::kZeroOptimization, [&](Section &z) {
@@ -727,20 +745,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   cfg.sequenceParallelSize = top.integer(dskeys::kSequenceParallelSize);
   checkPositive(top, dskeys::kSequenceParallelSize, cfg.sequenceParallelSize,
                 "Sequence parallel size");
-  top.section(dskeys::kExpertParallel, [&](Section &e) {
-    DeepSpeedValue<bool> on = e.boolean(dskeys::kExpertParallelEnabled);
-    DeepSpeedValue<int64_t> size = e.integer(dskeys::kAutoepSize);
-    checkPositive(e, dskeys::kAutoepSize, size, "AutoEP size");
-    if (!on.value || !*on.value)
-      return;
-    if (!size.value) {
-      e.error(dskeys::kExpertParallelEnabled,
-              "expert parallelism needs autoep_size, the ranks that split "
-              "each MoE layer's experts");
-      return;
-    }
-    cfg.expertParallelSize = size;
-  });
+  readExpertParallel(top, cfg);
   cfg.trainBatchSize = top.integer(dskeys::kTrainBatchSize, true);
   checkPositive(top, dskeys::kTrainBatchSize, cfg.trainBatchSize,
                 "Train batch size");
