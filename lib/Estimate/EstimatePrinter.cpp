@@ -320,6 +320,19 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
     os << "  - " << d << "\n";
 }
 
+/// The inputs' `moe` object: a mixture of experts' parameter counts.
+static void writeMoeJson(json::OStream &j,
+                         const mlir::zero::ExpertParamCounts &x) {
+  j.attributeObject("moe", [&] {
+    j.attribute("expert_params", x.expertParams);
+    j.attribute("expert_param_tensors", x.expertTensors);
+    j.attribute("dense_params", x.denseParams);
+    j.attribute("active_params", x.activeParams);
+    j.attribute("experts", x.maxExperts);
+    j.attribute("experts_per_token", x.maxExpertsPerToken);
+  });
+}
+
 void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
   const EstimateOptions &options = e.options;
   const std::optional<ModelCounts> &model = e.model;
@@ -365,15 +378,7 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       j.attribute("largest_layer_group",
                   model ? json::Value(model->largestGroupName) : nullptr);
       if (model && model->experts)
-        j.attributeObject("moe", [&] {
-          const mlir::zero::ExpertParamCounts &x = *model->experts;
-          j.attribute("expert_params", x.expertParams);
-          j.attribute("expert_param_tensors", x.expertTensors);
-          j.attribute("dense_params", x.denseParams);
-          j.attribute("active_params", x.activeParams);
-          j.attribute("experts", x.maxExperts);
-          j.attribute("experts_per_token", x.maxExpertsPerToken);
-        });
+        writeMoeJson(j, *model->experts);
       j.attribute("hardware", options.hardware.empty()
                                   ? json::Value(nullptr)
                                   : json::Value(options.hardware));

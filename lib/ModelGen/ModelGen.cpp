@@ -418,7 +418,12 @@ zero::OptimizerAttr optimizerAttr(MLIRContext *ctx, const Gen &g,
       APFloat(asWritten(beta2)), APFloat(asWritten(eps)),
       APFloat(asWritten(wd)), bc, APFloat(sgd ? asWritten(g.momentum) : 0.0),
       APFloat(sgd ? asWritten(g.dampening) : 0.0), sgd && g.nesterov, *states,
-      schedule);
+      // --lr is both of Muon's halves' (DeepSpeed's shared lr).
+      schedule,
+      APFloat(kind == zero::OptimizerKind::muon ? asWritten(l) : 1e-3),
+      APFloat(0.95), true, int64_t(5), APFloat(3.4445),
+      APFloat(-4.775), APFloat(2.0315), APFloat(1e-7),
+      zero::MuonAdjustLr::original);
 }
 
 /// The precision of a step: --dtype with DeepSpeed's loss-scaler defaults.
@@ -497,7 +502,7 @@ public:
     Value att = nn::AttentionOp::create(
         s.b, s.fresh("att"), q.getType(), q, k, v, /*causal=*/true,
         /*scale=*/nullptr, /*window=*/nullptr, /*softcap=*/nullptr,
-        /*alibi=*/nullptr);
+        /*alibi=*/nullptr, /*sinks=*/Value());
     Value back = nn::TransposeOp::create(s.b, s.fresh("bthd"), att, kSwapTH);
     auto heads = cast<RankedTensorType>(back.getType()).getShape();
     return nn::ReshapeOp::create(s.b, s.fresh("merged"),
@@ -801,7 +806,7 @@ LogicalResult mlir::zero::checkModelGenOptions(MLIRContext *ctx,
     return error() << "--ignore-index " << *o.ignoreIndex
                    << " does not fit the i32 labels";
   if (!g.optimizer.empty() && !zero::symbolizeOptimizerKind(g.optimizer))
-    return error() << "--optimizer must be adam, adamw, lion or sgd";
+    return error() << "--optimizer must be adam, adamw, lion, sgd or muon";
   if (g.batch <= 0)
     return error() << "--batch must be positive";
   // lr and weight-decay use sentinels for "model default": reject explicit

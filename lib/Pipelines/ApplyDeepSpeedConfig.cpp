@@ -880,15 +880,25 @@ struct ApplyDeepSpeedConfigPass
       bool nesterov;
       StatePrecision states;
       LrScheduleAttr schedule;
+      APFloat muonLr, muonMomentum;
+      bool muonNesterov;
+      int64_t nsSteps;
+      APFloat nsA, nsB, nsC, nsEps;
+      MuonAdjustLr adjustLrFn;
     } o{opt.getKind(),           opt.getLr(),       opt.getBeta1(),
         opt.getBeta2(),          opt.getEps(),      opt.getWeightDecay(),
         opt.getBiasCorrection(), opt.getMomentum(), opt.getDampening(),
-        opt.getNesterov(),       opt.getStates(),   opt.getSchedule()};
+        opt.getNesterov(),       opt.getStates(),   opt.getSchedule(),
+        opt.getMuonLr(),         opt.getMuonMomentum(),
+        opt.getMuonNesterov(),   opt.getNsSteps(),  opt.getNsA(),
+        opt.getNsB(),            opt.getNsC(),      opt.getNsEps(),
+        opt.getAdjustLrFn()};
     auto makeOpt = [&](auto emitError, const OptParams &p) {
       return OptimizerAttr::getChecked(
           emitError, ctx, p.kind, p.lr, p.beta1, p.beta2, p.eps, p.weightDecay,
           p.biasCorrection, p.momentum, p.dampening, p.nesterov, p.states,
-          p.schedule);
+          p.schedule, p.muonLr, p.muonMomentum, p.muonNesterov, p.nsSteps,
+          p.nsA, p.nsB, p.nsC, p.nsEps, p.adjustLrFn);
     };
     // The file's optimizer, and the train step's values of what it does not
     // read (Lion's eps and bias_correction, SGD's betas, Adam's momentum)
@@ -912,8 +922,39 @@ struct ApplyDeepSpeedConfigPass
       o.dampening = APFloat(0.0);
     if (!hasOptimizerParam(o.kind, "nesterov"))
       o.nesterov = false;
+    if (!hasOptimizerParam(o.kind, "muon_lr")) {
+      o.muonLr = APFloat(1e-3);
+      o.muonMomentum = APFloat(0.95);
+      o.muonNesterov = true;
+      o.nsSteps = 5;
+      o.nsA = APFloat(3.4445);
+      o.nsB = APFloat(-4.775);
+      o.nsC = APFloat(2.0315);
+      o.nsEps = APFloat(1e-7);
+      o.adjustLrFn = MuonAdjustLr::original;
+    }
+    // The file's Muon is DeepSpeed's MuonWithAuxAdam: its defaults for what
+    // the file leaves out, not the train step's.
+    bool fileMuon = cfg->optimizer.value && o.kind == OptimizerKind::muon;
+    if (fileMuon) {
+      o.lr = APFloat(3e-4);
+      o.muonLr = APFloat(0.02);
+      o.muonMomentum = APFloat(0.95);
+      o.beta1 = APFloat(0.9);
+      o.beta2 = APFloat(0.95);
+      o.eps = APFloat(1e-10);
+      o.weightDecay = APFloat(0.0);
+    }
     OptParams newOpt = o;
     bool ok = take(cfg->lr, o, newOpt, &OptParams::lr, makeOpt);
+    if (fileMuon) {
+      // `lr` is both halves'; muon_lr and adam_lr override it for theirs.
+      ok &= take(cfg->lr, o, newOpt, &OptParams::muonLr, makeOpt);
+      ok &= take(cfg->muonLr, o, newOpt, &OptParams::muonLr, makeOpt);
+      ok &= take(cfg->adamLr, o, newOpt, &OptParams::lr, makeOpt);
+      ok &= take(cfg->muonMomentum, o, newOpt, &OptParams::muonMomentum,
+                 makeOpt);
+    }
     ok &= take(cfg->beta1, o, newOpt, &OptParams::beta1, makeOpt);
     ok &= take(cfg->beta2, o, newOpt, &OptParams::beta2, makeOpt);
     ok &= take(cfg->eps, o, newOpt, &OptParams::eps, makeOpt);

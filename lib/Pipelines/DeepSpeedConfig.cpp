@@ -490,7 +490,27 @@ void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
                        key == "amsgrad")))
           p.error(key, "is not a parameter of optimizer type '" +
                            o.peek("type")->getAsString()->str() + "'");
-    if (type && zrt::optimizers::hasParamKey(*type, "momentum")) {
+    bool muon = type && *type == zrt::optimizers::Kind::Muon;
+    if (muon) {
+      // DeepSpeed's Muon: the shared lr, each half's over it, Muon's
+      // momentum; only torch's Newton-Schulz ("standard") is implemented,
+      // and DeepSpeed's default is its "gram".
+      cfg.muonLr = p.number("muon_lr", true);
+      cfg.adamLr = p.number("adam_lr", true);
+      cfg.muonMomentum = p.number("momentum");
+      bool hasMethod = p.has("ns_method");
+      DeepSpeedValue<std::string> method = p.string("ns_method");
+      if (!hasMethod)
+        o.error("type", "Muon's ns_method defaults to DeepSpeed's \"gram\", "
+                        "which is not implemented: set optimizer.params."
+                        "ns_method to \"standard\" (torch.optim.Muon's "
+                        "Newton-Schulz)");
+      else if (method.value && *method.value != "standard")
+        p.error("ns_method", "'" + *method.value +
+                                 "' is not supported (only \"standard\", "
+                                 "torch.optim.Muon's Newton-Schulz)");
+    }
+    if (type && !muon && zrt::optimizers::hasParamKey(*type, "momentum")) {
       cfg.momentum = p.number("momentum");
       cfg.dampening = p.number("dampening");
       cfg.nesterov = p.boolean("nesterov");
@@ -544,8 +564,64 @@ void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
   }
 }
 
+/// The bf16 section. DeepSpeed's bf16_optimizer_states keeps the
+/// optimizer's states in bf16 and is valid only with
+/// bf16_master_weights_and_grads (precision_config.py). The states are
+/// #zero.optimizer's `states` (as zero_mlir_optimizer_states "bf16"); the
+/// masters stay fp32: bf16 master weights, when on, are listed as not
+/// implemented.
+void readBf16(Section &b, DeepSpeedConfig &cfg) {
+  cfg.bf16 = b.boolean("enabled", true);
+  const json::Value *masters = b.peek("bf16_master_weights_and_grads");
+  DeepSpeedValue<bool> states = b.boolean("bf16_optimizer_states");
+  if (states.value.value_or(false)) {
+    if (!masters || masters->getAsBoolean() != std::optional<bool>(true))
+      b.error("bf16_optimizer_states",
+              "DeepSpeed takes it only with bf16_master_weights_and_grads "
+              "true; zero_mlir_optimizer_states \"bf16\" keeps the states "
+              "in bf16 beside fp32 masters");
+    else
+      cfg.optimizerStates = {std::string("bf16"), false, states.line,
+                             states.column};
+  }
+  b.acceptIfOff("bf16_master_weights_and_grads");
+}
+
+/// The optimizer's states' precision, this project's key (zero-optimizer
+/// checks the value), after the bf16 section: bf16.bf16_optimizer_states
+/// says bf16.
+void readOptimizerStates(Section &top, DeepSpeedConfig &cfg) {
+  DeepSpeedValue<std::string> states = top.string(dskeys::kOptimizerStates);
+  if (!states.value)
+    return;
+  if (cfg.optimizerStates.value && *states.value != "bf16")
+    top.error(dskeys::kOptimizerStates,
+              "\"" + *states.value +
+                  "\" contradicts bf16.bf16_optimizer_states true");
+  else
+    cfg.optimizerStates = states;
+}
+
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
 /// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
+// DeepSpeed AutoEP's section: the ranks that split each MoE layer's experts.
+void readExpertParallel(Section &top, DeepSpeedConfig &cfg) {
+  top.section(dskeys::kExpertParallel, [&](Section &e) {
+    DeepSpeedValue<bool> on = e.boolean(dskeys::kExpertParallelEnabled);
+    DeepSpeedValue<int64_t> size = e.integer(dskeys::kAutoepSize);
+    checkPositive(e, dskeys::kAutoepSize, size, "AutoEP size");
+    if (!on.value || !*on.value)
+      return;
+    if (!size.value) {
+      e.error(dskeys::kExpertParallelEnabled,
+              "expert parallelism needs autoep_size, the ranks that split "
+              "each MoE layer's experts");
+      return;
+    }
+    cfg.expertParallelSize = size;
+  });
+}
+
 void readKeys(Section &top, DeepSpeedConfig &cfg) {
   constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
   top.section(dskeys::kZeroOptimization, [&](Section &z) {
@@ -613,8 +689,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
     top.warning("bfloat16", "ignored: the file has bf16, which DeepSpeed "
                             "reads instead of its old name bfloat16");
   }
-  top.section(bf16Key,
-              [&](Section &b) { cfg.bf16 = b.boolean("enabled", true); });
+  top.section(bf16Key, [&](Section &b) { readBf16(b, cfg); });
 
   top.section("optimizer", [&](Section &o) { readOptimizer(o, cfg); });
 
@@ -670,20 +745,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   cfg.sequenceParallelSize = top.integer(dskeys::kSequenceParallelSize);
   checkPositive(top, dskeys::kSequenceParallelSize, cfg.sequenceParallelSize,
                 "Sequence parallel size");
-  top.section(dskeys::kExpertParallel, [&](Section &e) {
-    DeepSpeedValue<bool> on = e.boolean(dskeys::kExpertParallelEnabled);
-    DeepSpeedValue<int64_t> size = e.integer(dskeys::kAutoepSize);
-    checkPositive(e, dskeys::kAutoepSize, size, "AutoEP size");
-    if (!on.value || !*on.value)
-      return;
-    if (!size.value) {
-      e.error(dskeys::kExpertParallelEnabled,
-              "expert parallelism needs autoep_size, the ranks that split "
-              "each MoE layer's experts");
-      return;
-    }
-    cfg.expertParallelSize = size;
-  });
+  readExpertParallel(top, cfg);
   cfg.trainBatchSize = top.integer(dskeys::kTrainBatchSize, true);
   checkPositive(top, dskeys::kTrainBatchSize, cfg.trainBatchSize,
                 "Train batch size");
@@ -709,8 +771,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   cfg.lossChunk = top.integerIn(dskeys::kLossChunk, 0);
   // Each MLP in this many tiles of rows (0: off).
   cfg.tiledMlp = top.integerIn(dskeys::kTiledMlp, 0);
-  // The optimizer's states' precision (zero-optimizer checks the value).
-  cfg.optimizerStates = top.string(dskeys::kOptimizerStates);
+  readOptimizerStates(top, cfg);
 
   cfg.stepsPerPrint = top.integerIn("steps_per_print", 1);
   cfg.wallClockBreakdown = top.boolean("wall_clock_breakdown");

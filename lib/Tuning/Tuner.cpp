@@ -218,7 +218,8 @@ OptimizerAttr withStates(OptimizerAttr opt, StatePrecision states) {
                             opt.getBeta1(), opt.getBeta2(), opt.getEps(),
                             opt.getWeightDecay(), opt.getBiasCorrection(),
                             opt.getMomentum(), opt.getDampening(),
-                            opt.getNesterov(), states, opt.getSchedule());
+                            opt.getNesterov(), states, opt.getSchedule(),
+                            opt.getMuonLr(), opt.getMuonMomentum(), opt.getMuonNesterov(), opt.getNsSteps(), opt.getNsA(), opt.getNsB(), opt.getNsC(), opt.getNsEps(), opt.getAdjustLrFn());
 }
 
 /// The divisors of `n` strictly between 1 and `n`, ascending.
@@ -358,10 +359,10 @@ SmallVector<TuneConfig> Tuner::getOffloadChoices(int64_t stage) const {
               [&] { return mlir::emitError(UnknownLoc::get(ctx)); }, stage)))
         continue;
       choices.push_back(c);
-      // The lower precision, where the lowering takes it: int8 states are
-      // not swapped through NVMe.
+      // The lower precision, where the lowering takes it: int8 and bf16
+      // states are not swapped through NVMe.
       if (lowerStates && *options.optimizerStates != stepStates &&
-          !(*options.optimizerStates == StatePrecision::int8 &&
+          !(*options.optimizerStates != StatePrecision::f32 &&
             optimizer == OffloadDevice::nvme)) {
         c.optimizerStates = options.optimizerStates;
         choices.push_back(c);

@@ -48,21 +48,24 @@ def parser():
     p.add_argument("--loss-output", type=int, default=-1,
                    help="which element of forward()'s tuple is the loss "
                         "(default: the last)")
-    p.add_argument("--optimizer", choices=("adam", "adamw", "lion", "sgd"),
-                   help="default adamw")
+    p.add_argument("--optimizer",
+                   choices=("adam", "adamw", "lion", "sgd", "muon"),
+                   help="default adamw (muon: torch.optim.Muon on the hidden "
+                        "matrices, AdamW on the rest, both at --lr)")
     p.add_argument("--lr", type=float, help="default 1e-3")
     p.add_argument("--beta1", type=float, help="default 0.9")
     p.add_argument("--beta2", type=float, help="default 0.999")
     p.add_argument("--eps", type=float, help="default 1e-8")
     p.add_argument("--weight-decay", type=float,
-                   help="default 0.01 (0 for lion and sgd)")
+                   help="default 0.01 (0 for lion, sgd and muon)")
     p.add_argument("--momentum", type=float, help="sgd: default 0")
     p.add_argument("--dampening", type=float, help="sgd: default 0")
     p.add_argument("--nesterov", action="store_true", default=None,
                    help="sgd: Nesterov momentum")
-    p.add_argument("--optimizer-states", choices=("f32", "int8"),
+    p.add_argument("--optimizer-states", choices=("f32", "bf16", "int8"),
                    help="precision of the optimizer's states (default f32; "
-                        "int8: 8-bit Adam/AdamW)")
+                        "bf16 or int8: Adam/AdamW's moments in bf16 or "
+                        "8 bits)")
     p.add_argument("--clip", type=float,
                    help="global gradient-norm clipping (default 0: off)")
     p.add_argument("--config", metavar="DS_CONFIG.json",
@@ -116,12 +119,14 @@ def read_ds_config(path):
     # names.
     if o.get("type") == "SGD":
         kind = "sgd"
-    elif kind not in ("adam", "adamw", "lion"):
+    elif kind not in ("adam", "adamw", "lion", "muon"):
         raise ImportFailure("%s: optimizer.type '%s' is not supported "
-                            "(expected Adam, AdamW, Lion or SGD)" %
+                            "(expected Adam, AdamW, Lion, SGD or Muon)" %
                             (path, o.get("type")))
     opt["kind"] = kind
     p = o.get("params", {})
+    if kind == "muon":
+        return read_ds_muon(path, p, opt), *read_ds_rest(cfg)
     if kind == "sgd":
         # torch.optim.SGD's keywords and defaults.
         opt["weight_decay"] = 0.0
@@ -145,19 +150,57 @@ def read_ds_config(path):
     for key in ("lr", "eps", "weight_decay"):
         if key in p:
             opt[key] = float(p[key])
+    read_betas(path, p, opt)
+    return (opt, *read_ds_rest(cfg))
+
+
+def read_betas(path, p, opt):
     if "betas" in p:
         b = p["betas"]
         if not (isinstance(b, list) and len(b) == 2):
             raise ImportFailure("%s: optimizer.params.betas: expected "
                                 "[beta1, beta2]" % path)
         opt["beta1"], opt["beta2"] = float(b[0]), float(b[1])
+
+
+def read_ds_muon(path, p, opt):
+    """DeepSpeed's Muon: `lr` shared, `muon_lr` and `adam_lr` each the lr
+    of its half, `momentum` Muon's, the betas and eps AdamW's, one
+    weight_decay; DeepSpeed's defaults for absent keys."""
+    for key in p:
+        if key not in ("lr", "muon_lr", "adam_lr", "momentum",
+                       "weight_decay", "betas", "eps", "ns_method"):
+            raise ImportFailure("%s: optimizer.params.%s is not a "
+                                "parameter of Muon" % (path, key))
+    # DeepSpeed 0.19 defaults to its "gram" Newton-Schulz; only torch's
+    # ("standard") is implemented.
+    method = p.get("ns_method", "gram")
+    if method != "standard":
+        raise ImportFailure("%s: optimizer.params.ns_method '%s' is not "
+                            "supported (only \"standard\", torch.optim.Muon's "
+                            "Newton-Schulz; DeepSpeed's default is \"gram\")" %
+                            (path, method))
+    shared = p.get("lr")
+    opt["muon_lr"] = float(p.get("muon_lr", 0.02 if shared is None
+                                 else shared))
+    opt["lr"] = float(p.get("adam_lr", 3e-4 if shared is None else shared))
+    opt["muon_momentum"] = float(p.get("momentum", 0.95))
+    opt["beta1"], opt["beta2"] = 0.9, 0.95
+    read_betas(path, p, opt)
+    opt["eps"] = float(p.get("eps", 1e-10))
+    opt["weight_decay"] = float(p.get("weight_decay", 0.0))
+    return opt
+
+
+def read_ds_rest(cfg):
+    """gradient_clipping and the precision of a ds_config."""
     clip = float(cfg.get("gradient_clipping", 0.0))
     dtype = None
     if cfg.get("bf16", {}).get("enabled"):
         dtype = "bf16"
     if cfg.get("fp16", {}).get("enabled"):
         dtype = "f16"
-    return opt, clip, dtype
+    return clip, dtype
 
 
 def options(args):
@@ -180,7 +223,7 @@ def options(args):
                # DeepSpeed's Lion and torch's SGD decay nothing by
                # default.
                "weight_decay":
-               (0.0 if args.optimizer in ("lion", "sgd") else 0.01)
+               (0.0 if args.optimizer in ("lion", "sgd", "muon") else 0.01)
                if args.weight_decay is None else args.weight_decay}
         sgd_flags = [f for f in ("momentum", "dampening", "nesterov")
                      if getattr(args, f) is not None]
@@ -191,6 +234,10 @@ def options(args):
         elif sgd_flags:
             raise ImportFailure("--%s is a parameter of --optimizer sgd" %
                                 sgd_flags[0])
+        if opt["kind"] == "muon":
+            # DeepSpeed's shared lr: both halves at --lr.
+            opt["muon_lr"] = opt["lr"]
+            opt["muon_momentum"] = 0.95
         clip = args.clip or 0.0
         dtype = args.dtype or "f32"
     if args.optimizer_states and args.optimizer_states != "f32":
@@ -209,6 +256,9 @@ def options(args):
         if opt["nesterov"] and (opt["momentum"] <= 0 or opt["dampening"]):
             raise ImportFailure("--nesterov needs a momentum > 0 and zero "
                                 "dampening (torch.optim.SGD's rule)")
+    if opt["kind"] == "muon":
+        checks += (("muon-lr", opt["muon_lr"] > 0),
+                   ("muon-momentum", 0 <= opt["muon_momentum"] < 1))
     for name, ok in checks:
         value = clip if name == "clip" else opt[name.replace("-", "_")]
         if not ok or not math.isfinite(value):

@@ -212,6 +212,12 @@ class Lowering:
             return moe.lower_aux(self, c.arg(0, "gate_logits"),
                                  unwrap(c.arg(2, "top_k", 2)),
                                  unwrap(c.arg(3, "attention_mask")), where)
+        if moe.is_sink_attention(fn):
+            return moe.lower_sink_attention(self, Call(args, kwargs, value,
+                                                       where))
+        if moe.is_gpt_oss_rope(fn):
+            return moe.lower_gpt_oss_rope(self, Call(args, kwargs, value,
+                                                     where))
         rule = FUNCTIONS.get(fn)
         if rule is None:
             where.fail("unsupported torch operation %s" % where.op)

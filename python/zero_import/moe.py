@@ -21,6 +21,14 @@ shared expert (a dense SwiGLU MLP on every token, times the sigmoid of
 its `shared_expert_gate`) becomes the ops of its linear layers and
 activations, added to the experts' output.
 
+gpt-oss's block (`GptOssMLP`) is the same router with a bias and a softmax
+over the top-k logits (the renormalised top k of the full softmax), and
+experts stored as [E, in, out] with biases, gate and up interleaved, and a
+clamped SwiGLU (`nn.clamped_swiglu`). Its attention adds a learned sink
+per head to each softmax's denominator: gpt-oss's eager attention
+function is traced as one call too and becomes `nn.attention` with
+`sinks`.
+
 A block whose router or experts this module does not know keeps the
 standard refusal naming it (hf.py).
 """
@@ -43,6 +51,8 @@ _ROUTERS = {
     "GraniteMoeSharedTopKRouter": lambda m: True,
     "GraniteMoeSWATopKRouter": lambda m: True,
     "MellumTopKRouter": lambda m: bool(m.norm_topk_prob),
+    # gpt-oss's softmax over its top-k logits, as Granite's.
+    "GptOssTopKRouter": lambda m: True,
 }
 
 # The experts modules with transformers' default layout: concatenated
@@ -63,19 +73,20 @@ _BLOCKS = {
     "GraniteMoeSharedMoE": lambda m: True,
     "GraniteMoeSWAMoE": lambda m: True,
     "MellumSparseMoeBlock": lambda m: True,
+    "GptOssMLP": lambda m: True,
 }
+
+# gpt-oss's experts: [E, in, out] weights with biases, gate and up
+# interleaved in gate_up_proj's columns, and its own clamped SwiGLU.
+_GPT_OSS_EXPERTS = "GptOssExperts"
 
 # What the MoE ops lack for blocks of transformers' that otherwise look
 # like the ones above, named in their refusal.
-_LACKING = {
-    "GptOssMLP": "its experts' clamped SwiGLU (swiglu_limit, alpha) over "
-                 "interleaved gate/up columns with biases, its router's "
-                 "bias, and its attention's sinks",
-}
+_LACKING = {}
 
 # The blocks whose router is not their `gate`.
 _ROUTER_ATTR = {"GraniteMoeMoE": "router", "GraniteMoeSharedMoE": "router",
-                "GraniteMoeSWAMoE": "router"}
+                "GraniteMoeSWAMoE": "router", "GptOssMLP": "router"}
 
 # The modeling modules whose load_balancing_loss_func the step traces as
 # one call.
@@ -87,7 +98,12 @@ _AUX_MODULES = ("transformers.models.mixtral.modeling_mixtral",
                 "transformers.models.granitemoeshared."
                 "modeling_granitemoeshared",
                 "transformers.models.granitemoe_swa.modeling_granitemoe_swa",
-                "transformers.models.mellum.modeling_mellum")
+                "transformers.models.mellum.modeling_mellum",
+                "transformers.models.gpt_oss.modeling_gpt_oss")
+
+# The modeling module whose eager attention (with sinks) the step traces as
+# one call.
+_SINK_ATTENTION_MODULE = "transformers.models.gpt_oss.modeling_gpt_oss"
 
 
 def _transformers_module(m):
@@ -99,7 +115,8 @@ def is_router(m):
 
 
 def is_experts(m):
-    return type(m).__name__ in _EXPERTS and _transformers_module(m)
+    return type(m).__name__ in _EXPERTS + (_GPT_OSS_EXPERTS,) and \
+        _transformers_module(m)
 
 
 def is_leaf(m):
@@ -135,6 +152,8 @@ def unsupported_part(m):
 
 def experts_unsupported(m):
     """Why the experts module m has no lowering, or None."""
+    if type(m).__name__ == _GPT_OSS_EXPERTS:
+        return _gpt_oss_experts_unsupported(m)
     from transformers.integrations import moe as tf_moe
     layout = (getattr(m, "has_gate", True), getattr(m, "has_bias", False),
               getattr(m, "is_transposed", False),
@@ -150,6 +169,19 @@ def experts_unsupported(m):
     if not isinstance(act, torch.nn.SiLU) and \
             type(act).__name__ not in ("SiLUActivation", "SiLU"):
         return "its experts' activation %s (silu only)" % type(act).__name__
+    return None
+
+
+def _gpt_oss_experts_unsupported(m):
+    layout = (getattr(m, "has_gate", True), getattr(m, "has_bias", False),
+              getattr(m, "is_transposed", False),
+              getattr(m, "is_concatenated", True),
+              getattr(m, "has_post_expert_norm", False))
+    if layout != (True, True, True, False, False):
+        return "its experts' layout"
+    gate = getattr(type(m), "_apply_gate", None)
+    if gate is None or gate.__module__ != _SINK_ATTENTION_MODULE:
+        return "its experts' gating"
     return None
 
 
@@ -189,7 +221,9 @@ def lower_router(low, c):
         x = low.emit("reshape", [x], {}, [(_rows(x.shape), x.shape[-1])],
                      where)
     w = low.param(m.weight, where)
-    logits = low.linear(x, w, None, where)
+    b = getattr(m, "bias", None)
+    logits = low.linear(x, w, None if b is None else low.param(b, where),
+                        where)
     tokens, experts = logits.shape
     k = int(m.top_k)
     attrs = {"top_k": k}
@@ -218,6 +252,8 @@ def lower_experts(low, c):
     if why:
         where.fail("the MoE routing of %s is not supported: %s" % (
             type(m).__name__, why))
+    if type(m).__name__ == _GPT_OSS_EXPERTS:
+        return _lower_gpt_oss_experts(low, m, x, idx, weights, where)
     gu_w = low.param(m.gate_up_proj, where)
     down_w = low.param(m.down_proj, where)
     tokens, hidden = x.shape
@@ -255,3 +291,198 @@ def lower_aux(low, logits, top_k, mask, where):
     cat = logits[0] if len(logits) == 1 else low.emit(
         "concat", logits, {"axis": 0}, [(rows, logits[0].shape[1])], where)
     return low.emit("moe_aux_loss", [cat], {"top_k": int(top_k)}, [()], where)
+
+
+def _ones_column(low, weights, where):
+    """[T * k, 1] ones, one per routed row, computed from the routing
+    weights (weights * 0 + 1, exact for finite weights) so that a batch
+    divided over ranks or micro steps re-infers their shape, as an
+    nn.fill's would not."""
+    tokens, k = weights.shape
+    col = low.emit("reshape", [weights], {}, [(tokens * k, 1)], where)
+    zero = low.g.emit("fill", [], {"value": 0.0}, [((1,), "f32")],
+                      where).results[0]
+    one = low.g.emit("fill", [], {"value": 1.0}, [((1,), "f32")],
+                     where).results[0]
+    z = low.emit("mul", [col, zero], {}, [(tokens * k, 1)], where)
+    return low.emit("add", [z, one], {}, [(tokens * k, 1)], where)
+
+
+def _expert_bias(low, rows, ones, bias, offs, where):
+    """rows + bias[e] on the rows of each expert e: the bias [E, F] is the
+    grouped product of a column of ones with its [E, 1, F] form (1 * b is
+    exact, and its weight gradient sums each expert's rows)."""
+    s, f = rows.shape
+    experts = bias.shape[0]
+    # bias + 0, a copy: at stage 3 a parameter is freed after its last use,
+    # and a reshape of the parameter itself would be a view of it read
+    # after that.
+    zero = low.g.emit("fill", [], {"value": 0.0}, [((f,), "f32")],
+                      where).results[0]
+    copy = low.emit("add", [bias, zero], {}, [(experts, f)], where)
+    b3 = low.emit("reshape", [copy], {}, [(experts, 1, f)], where)
+    b = low.emit("grouped_matmul", [ones, b3, offs], {}, [(s, f)], where)
+    return low.emit("add", [rows, b], {}, [(s, f)], where)
+
+
+def _lower_gpt_oss_experts(low, m, x, idx, weights, where):
+    """GptOssExperts: gate_up = x W[e] + b[e] ([E, H, 2I], gate and up
+    interleaved), the clamped SwiGLU, down = h Wd[e] + bd[e] ([E, I, H]),
+    each token's rows weighted and summed."""
+    gu_w = low.param(m.gate_up_proj, where)
+    gu_b = low.param(m.gate_up_proj_bias, where)
+    down_w = low.param(m.down_proj, where)
+    down_b = low.param(m.down_proj_bias, where)
+    tokens, hidden = x.shape
+    k = idx.shape[1]
+    experts, _, two_inter = gu_w.shape
+    inter = two_inter // 2
+    s = tokens * k
+    op = low.g.emit("moe_dispatch", [x, idx], {"experts": experts},
+                    [((s, hidden), "f32"), (tuple(idx.shape), idx.dtype),
+                     ((experts,), idx.dtype)], where)
+    rows, pos, offs = op.results
+    gu = low.emit("grouped_matmul", [rows, gu_w, offs], {}, [(s, two_inter)],
+                  where)
+    ones = _ones_column(low, weights, where)
+    gu = _expert_bias(low, gu, ones, gu_b, offs, where)
+    # Column 2i is gate i and 2i + 1 up i: [S, I, 2] split on its last axis.
+    pairs = low.emit("reshape", [gu], {}, [(s, inter, 2)], where)
+    gate, up = low.g.emit("split", [pairs], {"axis": 2},
+                          [((s, inter, 1), "f32"), ((s, inter, 1), "f32")],
+                          where).results
+    gate = low.emit("reshape", [gate], {}, [(s, inter)], where)
+    up = low.emit("reshape", [up], {}, [(s, inter)], where)
+    a = low.emit("clamped_swiglu", [gate, up],
+                 {"alpha": float(m.alpha), "limit": float(m.limit)},
+                 [(s, inter)], where)
+    h = low.emit("grouped_matmul", [a, down_w, offs], {}, [(s, hidden)],
+                 where)
+    h = _expert_bias(low, h, ones, down_b, offs, where)
+    return low.emit("moe_combine", [h, pos, weights], {}, [(tokens, hidden)],
+                    where)
+
+
+# -- gpt-oss's attention -------------------------------------------------------
+
+def sink_attention(query, key, value, sinks, mask, scaling, sliding_window,
+                   groups, dropout):
+    """gpt-oss's eager_attention_forward's output ([batch, seq, heads,
+    head_dim]) for the trace's values; lower_sink_attention lowers it."""
+    from transformers.models.gpt_oss import modeling_gpt_oss as mod
+
+    class _Attn:
+        pass
+    a = _Attn()
+    a.sinks, a.num_key_value_groups, a.training = sinks, groups, False
+    return _ORIGINAL_SINK_ATTENTION[0](a, query, key, value, mask,
+                                       scaling=scaling, dropout=0.0)[0]
+
+
+_ORIGINAL_SINK_ATTENTION = [None]
+
+
+def gpt_oss_calls(tracer, is_traced):
+    """[(module, name, original, replacement)] of gpt-oss's functions traced
+    as one call each when their tensors are traced: its eager attention
+    (with sinks) and its rotary embedding (halves rotated by [.., d / 2]
+    tables, which no pattern of fuse.py takes)."""
+    mod = sys.modules.get(_SINK_ATTENTION_MODULE)
+    if mod is None:
+        return []
+    out = []
+    attn = getattr(mod, "eager_attention_forward", None)
+    if attn is not None:
+        _ORIGINAL_SINK_ATTENTION[0] = attn
+
+        def call(module, query, key, value, attention_mask, scaling,
+                 dropout=0.0, **kwargs):
+            if not is_traced((query, key, value)):
+                return attn(module, query, key, value, attention_mask,
+                            scaling=scaling, dropout=dropout, **kwargs)
+            o = tracer.create_proxy(
+                "call_function", sink_attention,
+                (query, key, value, module.sinks, attention_mask, scaling,
+                 kwargs.get("sliding_window"), module.num_key_value_groups,
+                 dropout), {})
+            return o, None
+        out.append((mod, "eager_attention_forward", attn, call))
+    rope = getattr(mod, "_apply_rotary_emb", None)
+    if rope is not None:
+        _ORIGINAL_ROPE[0] = rope
+
+        def rotate(x, cos, sin):
+            if not is_traced((x,)):
+                return rope(x, cos, sin)
+            return tracer.create_proxy("call_function", gpt_oss_rope,
+                                       (x, cos, sin), {})
+        out.append((mod, "_apply_rotary_emb", rope, rotate))
+    return out
+
+
+_ORIGINAL_ROPE = [None]
+
+
+def gpt_oss_rope(x, cos, sin):
+    """gpt-oss's _apply_rotary_emb, for the trace's values."""
+    return _ORIGINAL_ROPE[0](x, cos, sin)
+
+
+def is_gpt_oss_rope(fn):
+    return fn is gpt_oss_rope
+
+
+def lower_gpt_oss_rope(low, c):
+    """nn.rope: gpt-oss rotates the halves x1, x2 of each head into x1 cos -
+    x2 sin and x2 cos + x1 sin, Hugging Face's x * cos + rotate_half(x) *
+    sin with its [.., d / 2] tables repeated (emb = cat(freqs, freqs))."""
+    from . import fuse
+    from .lower import unwrap
+    where = c.where
+    x = low.float_sym(c.a[0], where)
+    cos, sin = unwrap(c.a[1]), unwrap(c.a[2])
+    if not torch.is_tensor(cos) or not torch.is_tensor(sin):
+        where.fail("a rotary embedding whose cos and sin are not constants")
+    tables = getattr(low, "_gpt_oss_rotary", None)
+    if tables is None:
+        tables = low._gpt_oss_rotary = fuse.rotary_tables(low.module)
+    attrs = None
+    if len(x.shape) == 4:
+        attrs = fuse._rope_freqs(torch.cat((cos, cos), -1),
+                                 torch.cat((sin, sin), -1), x.shape, tables)
+    if attrs is None:
+        where.fail("a rotary embedding whose tables are not the model's "
+                   "own at positions 0..%d" % (x.shape[-2] - 1))
+    return low.emit("rope", [x], attrs, [x.shape], where)
+
+
+def is_sink_attention(fn):
+    return fn is sink_attention
+
+
+def lower_sink_attention(low, c):
+    """nn.attention with sinks, transposed to [batch, seq, heads, dim] as
+    the eager function returns it."""
+    where = c.where
+    q, k, v = (low.float_sym(t, where) for t in c.a[:3])
+    sinks = low.float_sym(c.a[3], where, "the attention sinks")
+    mask = c.a[4]
+    from .lower import unwrap
+    scaling, dropout = unwrap(c.a[5]), unwrap(c.a[8])
+    if dropout:
+        where.fail("gpt-oss's attention with dropout %g" % dropout)
+    window = 0
+    if mask is not None:
+        window = low.sdpa_window(mask, q, False, where)
+    attrs = {"causal": True}
+    if scaling is not None and float(scaling) != 1.0 / (q.shape[-1] ** 0.5):
+        attrs["scale"] = float(scaling)
+    if window:
+        attrs["window"] = window
+    if len(k.shape) != 4 or q.shape[1] % k.shape[1]:
+        where.fail("attention with queries %s and keys %s" % (
+            list(q.shape), list(k.shape)))
+    o = low.emit("attention", [q, k, v, sinks], attrs, [q.shape], where)
+    b, h, t, d = q.shape
+    return low.emit("transpose", [o], {"permutation": [0, 2, 1, 3]},
+                    [(b, t, h, d)], where)

@@ -372,6 +372,9 @@ def optimizer_attr(opt):
             fmt_float(opt.get("momentum", 0.0)),
             fmt_float(opt.get("dampening", 0.0)),
             "true" if opt.get("nesterov") else "false")
+    if opt["kind"] == "muon":
+        text += ", muon_lr = %s, muon_momentum = %s" % (
+            fmt_float(opt["muon_lr"]), fmt_float(opt["muon_momentum"]))
     if opt.get("states", "f32") != "f32":
         text += ", states = %s" % opt["states"]
     return text + ">"

@@ -494,8 +494,9 @@ def _known_functions():
 @contextlib.contextmanager
 def _moe_aux_calls(tracer):
     """Each MoE family's load_balancing_loss_func, called on traced router
-    logits, is one call of the trace (moe.lower_aux lowers it); restored
-    afterwards."""
+    logits, is one call of the trace (moe.lower_aux lowers it), and so are
+    gpt-oss's eager attention and rotary embedding (moe.gpt_oss_calls);
+    restored afterwards."""
     saved = []
 
     def traced(fn):
@@ -506,14 +507,21 @@ def _moe_aux_calls(tracer):
             return fn(*args, **kwargs)
         return call
 
+    def is_traced(x):
+        return any(isinstance(a, fx.Proxy) for a in _leaves(x))
+
     try:
         for mod, fn in moe.aux_functions():
-            saved.append((mod, fn))
+            saved.append((mod, "load_balancing_loss_func", fn))
             mod.load_balancing_loss_func = traced(fn)
+        # gpt-oss's attention with sinks, one call too.
+        for mod, name, fn, call in moe.gpt_oss_calls(tracer, is_traced):
+            saved.append((mod, name, fn))
+            setattr(mod, name, call)
         yield
     finally:
-        for mod, fn in saved:
-            mod.load_balancing_loss_func = fn
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
 
 
 def trace(module, example_args, step=None):

@@ -973,3 +973,188 @@ extern "C" void zrt_attention_ext_grad(
                     window, softcap, alibi, heads),
            dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
 }
+
+//===----------------------------------------------------------------------===//
+// Attention sinks (gpt-oss)
+//===----------------------------------------------------------------------===//
+//
+// One learned logit per query head joins each row's softmax denominator
+// without a value. Plain f32 loops without heap scratch: the scores are
+// recomputed rather than kept, which the tiny models that use them afford.
+
+namespace {
+
+struct SinkAttn {
+  Attn a;
+  int64_t heads; // query heads of one batch element
+  const float *q, *k, *v, *sinks;
+
+  const float *query(int64_t bh, int64_t i) const {
+    return q + (bh * a.seq + i) * a.dim;
+  }
+  const float *key(int64_t bh, int64_t j) const {
+    return k + ((bh / a.group) * a.seq + j) * a.dim;
+  }
+  const float *value(int64_t bh, int64_t j) const {
+    return v + ((bh / a.group) * a.seq + j) * a.dim;
+  }
+  float sink(int64_t bh) const { return sinks[bh % heads]; }
+  /// The keys query i sees: [first, last].
+  int64_t first(int64_t i) const {
+    return a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
+  }
+  int64_t last(int64_t i) const { return a.causal ? i : a.seq - 1; }
+  float score(int64_t bh, int64_t i, int64_t j) const {
+    const float *x = query(bh, i), *y = key(bh, j);
+    float s = 0;
+    for (int64_t d = 0; d < a.dim; ++d)
+      s += x[d] * y[d];
+    return s * a.scale;
+  }
+  /// The log of the row's denominator, the sink's term included.
+  float lse(int64_t bh, int64_t i) const {
+    float m = sink(bh);
+    for (int64_t j = first(i); j <= last(i); ++j)
+      m = std::max(m, score(bh, i, j));
+    float sum = std::exp(sink(bh) - m);
+    for (int64_t j = first(i); j <= last(i); ++j)
+      sum += std::exp(score(bh, i, j) - m);
+    return m + std::log(sum);
+  }
+};
+
+SinkAttn makeSinkAttn(const char *name, int32_t dtype, const void *q,
+                      const void *k, const void *v, const void *sinks,
+                      int64_t batch, int64_t heads, int64_t kvHeads,
+                      int64_t seq, int64_t headDim, int32_t causal,
+                      double scale, int64_t window) {
+  if (dtype != ZRT_F32)
+    fatal("%s: attention sinks need f32 tensors", name);
+  Attn a = withMask(
+      name, makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
+      window, 0.0, nullptr, heads);
+  return {a,
+          heads,
+          static_cast<const float *>(q),
+          static_cast<const float *>(k),
+          static_cast<const float *>(v),
+          static_cast<const float *>(sinks)};
+}
+
+/// dot(d_o, o) of row i of head bh.
+float rowDelta(const SinkAttn &s, const float *o, const float *dO, int64_t bh,
+               int64_t i) {
+  const float *x = o + (bh * s.a.seq + i) * s.a.dim;
+  const float *y = dO + (bh * s.a.seq + i) * s.a.dim;
+  float d = 0;
+  for (int64_t e = 0; e < s.a.dim; ++e)
+    d += x[e] * y[e];
+  return d;
+}
+
+} // namespace
+
+extern "C" void zrt_attention_sinks(int32_t dtype, const void *q, const void *k,
+                                    const void *v, const void *sinks, void *o,
+                                    int64_t batch, int64_t heads,
+                                    int64_t kvHeads, int64_t seq,
+                                    int64_t headDim, int32_t causal,
+                                    double scale, int64_t window) {
+  const char *name = "zrt_attention_sinks";
+  KernelSpan span(name);
+  SinkAttn s = makeSinkAttn(name, dtype, q, k, v, sinks, batch, heads, kvHeads,
+                            seq, headDim, causal, scale, window);
+  float *out = static_cast<float *>(o);
+  int64_t rows = s.a.heads * s.a.seq;
+  parallelFor(rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t bh = r / s.a.seq, i = r % s.a.seq;
+      float l = s.lse(bh, i);
+      float *y = out + r * s.a.dim;
+      std::fill(y, y + s.a.dim, 0.0f);
+      for (int64_t j = s.first(i); j <= s.last(i); ++j) {
+        float p = std::exp(s.score(bh, i, j) - l);
+        const float *x = s.value(bh, j);
+        for (int64_t d = 0; d < s.a.dim; ++d)
+          y[d] += p * x[d];
+      }
+    }
+  });
+}
+
+extern "C" void zrt_attention_sinks_grad(
+    int32_t dtype, const void *q, const void *k, const void *v,
+    const void *sinks, const void *o, const void *dO, void *dq, void *dk,
+    void *dv, int64_t batch, int64_t heads, int64_t kvHeads, int64_t seq,
+    int64_t headDim, int32_t causal, double scale, int64_t window) {
+  const char *name = "zrt_attention_sinks_grad";
+  KernelSpan span(name);
+  SinkAttn s = makeSinkAttn(name, dtype, q, k, v, sinks, batch, heads, kvHeads,
+                            seq, headDim, causal, scale, window);
+  const float *outs = static_cast<const float *>(o);
+  const float *dOut = static_cast<const float *>(dO);
+  float *dQ = static_cast<float *>(dq), *dK = static_cast<float *>(dk),
+        *dV = static_cast<float *>(dv);
+  int64_t dim = s.a.dim, t = s.a.seq;
+  // One key/value head (of one batch element) per task: it alone writes
+  // its dK and dV rows and the dQ rows of its query heads.
+  parallelFor(s.a.kvHeads(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t kv = begin; kv < end; ++kv) {
+      std::fill(dK + kv * t * dim, dK + (kv + 1) * t * dim, 0.0f);
+      std::fill(dV + kv * t * dim, dV + (kv + 1) * t * dim, 0.0f);
+      for (int64_t bh = kv * s.a.group; bh < (kv + 1) * s.a.group; ++bh) {
+        for (int64_t i = 0; i < t; ++i) {
+          float l = s.lse(bh, i);
+          float delta = rowDelta(s, outs, dOut, bh, i);
+          const float *g = dOut + (bh * t + i) * dim;
+          const float *x = s.query(bh, i);
+          float *gq = dQ + (bh * t + i) * dim;
+          std::fill(gq, gq + dim, 0.0f);
+          for (int64_t j = s.first(i); j <= s.last(i); ++j) {
+            float p = std::exp(s.score(bh, i, j) - l);
+            const float *y = s.key(bh, j), *z = s.value(bh, j);
+            float dp = 0;
+            for (int64_t d = 0; d < dim; ++d)
+              dp += g[d] * z[d];
+            float ds = p * (dp - delta) * s.a.scale;
+            float *gk = dK + (kv * t + j) * dim, *gv = dV + (kv * t + j) * dim;
+            for (int64_t d = 0; d < dim; ++d) {
+              gv[d] += p * g[d];
+              gq[d] += ds * y[d];
+              gk[d] += ds * x[d];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+extern "C" void
+zrt_attention_sinks_dsinks(int32_t dtype, const void *q, const void *k,
+                           const void *sinks, const void *o, const void *dO,
+                           void *dsinks, int64_t batch, int64_t heads,
+                           int64_t kvHeads, int64_t seq, int64_t headDim,
+                           int32_t causal, double scale, int64_t window) {
+  const char *name = "zrt_attention_sinks_dsinks";
+  KernelSpan span(name);
+  // The values are not read: the sink's probability needs only the scores.
+  SinkAttn s = makeSinkAttn(name, dtype, q, k, nullptr, sinks, batch, heads,
+                            kvHeads, seq, headDim, causal, scale, window);
+  const float *outs = static_cast<const float *>(o);
+  const float *dOut = static_cast<const float *>(dO);
+  float *out = static_cast<float *>(dsinks);
+  // Summed in a fixed order (batch, then rows) per head.
+  parallelFor(heads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t h = begin; h < end; ++h) {
+      float sum = 0;
+      for (int64_t b = 0; b < batch; ++b) {
+        int64_t bh = b * heads + h;
+        for (int64_t i = 0; i < seq; ++i)
+          sum += std::exp(s.sink(bh) - s.lse(bh, i)) *
+                 rowDelta(s, outs, dOut, bh, i);
+      }
+      out[h] = -sum;
+    }
+  });
+}

@@ -73,8 +73,8 @@ void recordLoss(zrt_ctx &ctx, const float *loss);
 
 // The optimizer's kernels with the loss scale in tensor memory, as the
 // schedule computes it (the CPU reads it, the GPU keeps it on the device):
-// zrt_check_overflow, zrt_adam, zrt_lion, zrt_sgd and zrt_adam8bit unscaled by
-// (*lossScale) * divisor.
+// zrt_check_overflow, zrt_adam, zrt_lion, zrt_sgd, zrt_adam8bit and
+// hostAdamBf16 unscaled by (*lossScale) * divisor.
 
 /// Accumulates grad's overflow flag (max) and squared norm (sum) into stats,
 /// starting from {0, 0} when `first`.
@@ -110,6 +110,14 @@ void adam8bit(int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
               const int64_t *decayRanges, const double *rangeDecays,
               int32_t numDecayRanges, double maxGradNorm, const float *stats,
               const float *lossScale, double divisor, int32_t skip);
+void adamBf16(int32_t dtype, const void *grad, float *master, uint16_t *expAvg,
+              uint16_t *expAvgSq, void *param, int64_t n, int64_t step,
+              double lr, double beta1, double beta2, double eps,
+              double weightDecay, int32_t adamw, int32_t biasCorrection,
+              const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+              const double *rangeDecays, int32_t numDecayRanges,
+              double maxGradNorm, const float *stats, const float *lossScale,
+              double divisor, int32_t skip);
 
 } // namespace device
 } // namespace zrt

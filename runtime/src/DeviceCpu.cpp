@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
+#include "Kernels.h"
 #include "Manifest.h"
 #include "Support.h"
 #include "Trace.h"
@@ -135,6 +136,22 @@ void device::adam8bit(int32_t dtype, const void *grad, float *master,
                expAvgSqAbsmax, param, n, step, lr, beta1, beta2, eps,
                weightDecay, adamw, biasCorrection, schedule, decayRanges,
                rangeDecays, numDecayRanges, maxGradNorm, stats,
+               float(double(*lossScale) * divisor), skip);
+}
+
+void device::adamBf16(int32_t dtype, const void *grad, float *master,
+                      uint16_t *expAvg, uint16_t *expAvgSq, void *param,
+                      int64_t n, int64_t step, double lr, double beta1,
+                      double beta2, double eps, double weightDecay,
+                      int32_t adamw, int32_t biasCorrection,
+                      const zrt_lr_schedule *schedule,
+                      const int64_t *decayRanges, const double *rangeDecays,
+                      int32_t numDecayRanges, double maxGradNorm,
+                      const float *stats, const float *lossScale,
+                      double divisor, int32_t skip) {
+  hostAdamBf16(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
+               beta2, eps, weightDecay, adamw, biasCorrection, schedule,
+               decayRanges, rangeDecays, numDecayRanges, maxGradNorm, stats,
                float(double(*lossScale) * divisor), skip);
 }
 

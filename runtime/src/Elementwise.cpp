@@ -282,6 +282,30 @@ extern "C" void zrt_swiglu_grad(int32_t dtype, const void *gate, const void *up,
   });
 }
 
+extern "C" void zrt_clamped_swiglu(int32_t dtype, const void *gate,
+                                   const void *up, void *y, int64_t n,
+                                   double alpha, double limit) {
+  float a = static_cast<float>(alpha), l = static_cast<float>(limit);
+  binaryKernel("zrt_clamped_swiglu", dtype, gate, up, y, n,
+               [a, l](float g, float u) { return clampedSwiglu(g, u, a, l); });
+}
+
+extern "C" void zrt_clamped_swiglu_grad(int32_t dtype, const void *gate,
+                                        const void *up, const void *dy,
+                                        void *dgate, void *dup, int64_t n,
+                                        double alpha, double limit) {
+  KernelSpan span("zrt_clamped_swiglu_grad");
+  checkDims("zrt_clamped_swiglu_grad", n);
+  float a = static_cast<float>(alpha), l = static_cast<float>(limit);
+  dispatchFloat(dtype, [&](auto tag) {
+    ternaryMap2<decltype(tag)>(
+        gate, up, dy, dgate, dup, n,
+        [a, l](float g, float u, float d, float &dg, float &du) {
+          clampedSwigluGrad(g, u, d, a, l, dg, du);
+        });
+  });
+}
+
 extern "C" void zrt_relu(int32_t dtype, const void *x, void *y, int64_t n) {
   unaryKernel("zrt_relu", dtype, x, y, n, [](float v) { return relu(v); });
 }

@@ -130,6 +130,28 @@ ZRT_HOST_DEVICE inline void swigluGrad(float gate, float up, float dy,
   dup = gate / d * dy;
 }
 
+/// gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit,
+/// limit), (u + 1) * g * sigmoid(alpha * g). The comparisons keep NaN (as
+/// torch's clamp).
+ZRT_HOST_DEVICE inline float clampedSwiglu(float gate, float up, float alpha,
+                                           float limit) {
+  float g = gate > limit ? limit : gate;
+  float u = up > limit ? limit : (up < -limit ? -limit : up);
+  return (u + 1.0f) * (g / (1.0f + expApprox(-alpha * g)));
+}
+/// Its gradients; zero where an input lies outside its limits, as torch's
+/// clamp (whose gradient passes at the limits themselves).
+ZRT_HOST_DEVICE inline void clampedSwigluGrad(float gate, float up, float dy,
+                                              float alpha, float limit,
+                                              float &dgate, float &dup) {
+  float g = gate > limit ? limit : gate;
+  float u = up > limit ? limit : (up < -limit ? -limit : up);
+  float s = 1.0f / (1.0f + expApprox(-alpha * g));
+  float dglu = s * (1.0f + alpha * g * (1.0f - s));
+  dgate = gate <= limit ? dy * (u + 1.0f) * dglu : 0.0f;
+  dup = up >= -limit && up <= limit ? dy * g * s : 0.0f;
+}
+
 // Written so that NaN propagates (as torch.relu) and overflow checks see it.
 ZRT_HOST_DEVICE inline float relu(float x) { return x < 0.0f ? 0.0f : x; }
 

@@ -163,6 +163,22 @@ void hostAdam8bit(int32_t dtype, const void *grad, float *master,
                   double maxGradNorm, const float *stats, float lossScale,
                   int32_t skip);
 
+/// Adam/AdamW with bf16 moments (DeepSpeed's bf16_optimizer_states) on host
+/// memory: each element's moments are widened to fp32, updated with
+/// KernelMath.h's adam8bitElement (each operation rounded once, as the CUDA
+/// kernel) and rounded back to bf16 to nearest even, as torch's
+/// .to(torch.bfloat16). The parameter moves with the fp32 moments. `master`
+/// null: the parameter (dtype) is its own master, widened and rounded back.
+/// The rest is zrt_adam's contract.
+void hostAdamBf16(int32_t dtype, const void *grad, float *master,
+                  uint16_t *expAvg, uint16_t *expAvgSq, void *param, int64_t n,
+                  int64_t step, double lr, double beta1, double beta2,
+                  double eps, double weightDecay, int32_t adamw,
+                  int32_t biasCorrection, const zrt_lr_schedule *schedule,
+                  const int64_t *decayRanges, const double *rangeDecays,
+                  int32_t numDecayRanges, double maxGradNorm,
+                  const float *stats, float lossScale, int32_t skip);
+
 } // namespace zrt
 
 #endif // ZERO_RT_KERNELS_H

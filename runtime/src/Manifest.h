@@ -290,6 +290,10 @@ struct Manifest {
   bool int8States() const {
     return statePrecision == optimizers::StatePrecision::Int8;
   }
+  /// Whether the states are bf16 (hostAdamBf16's).
+  bool bf16States() const {
+    return statePrecision == optimizers::StatePrecision::BF16;
+  }
 
   /// The layout range rank `rank` owns: everything at stage 0, else
   /// [i * shard, (i + 1) * shard) clipped to numel for its shard index i.

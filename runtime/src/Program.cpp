@@ -1119,7 +1119,16 @@ void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                      m.biasCorrection, lrSchedule(m), decay.ranges.data(),
                      decay.decays.data(), int32_t(decay.decays.size()),
                      m.gradientClipping, stats, lossScale, divisor, skip);
-  } else if (m.optimizer == zrt::optimizers::Kind::SGD)
+  } else if (m.bf16States())
+    device::adamBf16(part.computeDtype, grads, ownedMasters(*ctx, p),
+                     ctx->buffer<uint16_t>(p, kExpAvg),
+                     ctx->buffer<uint16_t>(p, kExpAvgSq), params, n,
+                     ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
+                     m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
+                     m.biasCorrection, lrSchedule(m), decay.ranges.data(),
+                     decay.decays.data(), int32_t(decay.decays.size()),
+                     m.gradientClipping, stats, lossScale, divisor, skip);
+  else if (m.optimizer == zrt::optimizers::Kind::SGD)
     device::sgd(part.computeDtype, grads, ownedMasters(*ctx, p),
                 momentumBuffer(*ctx, p), params, n, ctx->adamSteps, m.lr,
                 m.momentum, m.dampening, m.weightDecay, m.nesterov,
@@ -1327,7 +1336,16 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
                  decay.decays.data(), int32_t(decay.decays.size()),
                  m.gradientClipping, hostStats, float(double(scale) * divisor),
                  skip);
-  } else if (m.optimizer == zrt::optimizers::Kind::SGD)
+  } else if (m.bf16States())
+    hostAdamBf16(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
+                 ctx->buffer<uint16_t>(p, kExpAvg),
+                 ctx->buffer<uint16_t>(p, kExpAvgSq), params, n,
+                 ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps, m.weightDecay,
+                 zrt::optimizers::isDecoupled(m.optimizer), m.biasCorrection,
+                 lrSchedule(m), decay.ranges.data(), decay.decays.data(),
+                 int32_t(decay.decays.size()), m.gradientClipping, hostStats,
+                 float(double(scale) * divisor), skip);
+  else if (m.optimizer == zrt::optimizers::Kind::SGD)
     hostSgd(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
             momentumBuffer(*ctx, p), params, n, ctx->adamSteps, m.lr,
             m.momentum, m.dampening, m.weightDecay, m.nesterov, lrSchedule(m),
@@ -1364,9 +1382,10 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
     fatal("%s: partition '%s' keeps its optimizer states off NVMe", call,
           part.name.c_str());
   // The swap buffers stream 4 bytes per element of each state.
-  if (m.int8States())
-    fatal("%s: partition '%s': int8 optimizer states are not swapped to NVMe",
-          call, part.name.c_str());
+  if (m.statePrecision != zrt::optimizers::StatePrecision::F32)
+    fatal("%s: partition '%s': %s optimizer states are not swapped to NVMe",
+          call, part.name.c_str(),
+          zrt::optimizers::precisionName(m.statePrecision));
   // The fp32 masters, then the optimizer's states in the table's order.
   std::vector<BufferKind> states{kMaster};
   for (const zrt::optimizers::State &st : zrt::optimizers::kStates)

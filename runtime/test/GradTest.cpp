@@ -405,6 +405,88 @@ TEST_F(GradTest, Attention) {
   }
 }
 
+// gpt-oss's attention sinks: dq, dk, dv and the sinks' gradient, causal
+// with and without a window, grouped-query.
+TEST_F(GradTest, AttentionSinks) {
+  struct Case {
+    int64_t batch, heads, kvHeads, seq, dim, window;
+  };
+  for (Case c : {Case{1, 2, 2, 5, 4, 0}, Case{2, 4, 2, 6, 4, 3},
+                 Case{1, 3, 1, 7, 4, 2}}) {
+    int64_t n = c.batch * c.heads * c.seq * c.dim,
+            nkv = c.batch * c.kvHeads * c.seq * c.dim;
+    Floats q = randomFloats(rng, n), k = randomFloats(rng, nkv),
+           v = randomFloats(rng, nkv), sinks = randomFloats(rng, c.heads);
+    std::vector<double> w = weights(rng, n);
+    Floats dO = asFloats(w), dq(static_cast<size_t>(n)),
+           dk(static_cast<size_t>(nkv)), dv(static_cast<size_t>(nkv)),
+           ds(static_cast<size_t>(c.heads));
+    double scale = 1.0 / std::sqrt(double(c.dim));
+    auto attention = [&](const Floats &qs, const Floats &ks, const Floats &vs,
+                         const Floats &ss) {
+      Floats out(static_cast<size_t>(n));
+      zrt_attention_sinks(ZRT_F32, qs.data(), ks.data(), vs.data(), ss.data(),
+                          out.data(), c.batch, c.heads, c.kvHeads, c.seq, c.dim,
+                          1, scale, c.window);
+      return out;
+    };
+    Floats o = attention(q, k, v, sinks);
+    zrt_attention_sinks_grad(ZRT_F32, q.data(), k.data(), v.data(),
+                             sinks.data(), o.data(), dO.data(), dq.data(),
+                             dk.data(), dv.data(), c.batch, c.heads, c.kvHeads,
+                             c.seq, c.dim, 1, scale, c.window);
+    zrt_attention_sinks_dsinks(ZRT_F32, q.data(), k.data(), sinks.data(),
+                               o.data(), dO.data(), ds.data(), c.batch, c.heads,
+                               c.kvHeads, c.seq, c.dim, 1, scale, c.window);
+    std::string what = "attention sinks heads " + std::to_string(c.heads) +
+                       "/" + std::to_string(c.kvHeads) + " window " +
+                       std::to_string(c.window);
+    checkGradient(
+        what + " dq", q,
+        [&](const Floats &x) { return attention(x, k, v, sinks); }, w, dq, rng);
+    checkGradient(
+        what + " dk", k,
+        [&](const Floats &x) { return attention(q, x, v, sinks); }, w, dk, rng);
+    checkGradient(
+        what + " dv", v,
+        [&](const Floats &x) { return attention(q, k, x, sinks); }, w, dv, rng);
+    checkGradient(
+        what + " dsinks", sinks,
+        [&](const Floats &x) { return attention(q, k, v, x); }, w, ds, rng);
+  }
+}
+
+// The clamped SwiGLU's gradients, with inputs on both sides of the limits.
+TEST_F(GradTest, ClampedSwiglu) {
+  int64_t n = 200;
+  double alpha = 1.702, limit = 1.5;
+  Floats gate = randomFloats(rng, n, -4, 4), up = randomFloats(rng, n, -4, 4);
+  std::vector<double> w = weights(rng, n);
+  Floats dy = asFloats(w), dgate(static_cast<size_t>(n)),
+         dup(static_cast<size_t>(n));
+  zrt_clamped_swiglu_grad(ZRT_F32, gate.data(), up.data(), dy.data(),
+                          dgate.data(), dup.data(), n, alpha, limit);
+  auto forward = [&](const Floats &g, const Floats &u) {
+    Floats out(static_cast<size_t>(n));
+    zrt_clamped_swiglu(ZRT_F32, g.data(), u.data(), out.data(), n, alpha,
+                       limit);
+    return out;
+  };
+  checkGradient(
+      "clamped swiglu dgate", gate,
+      [&](const Floats &v) { return forward(v, up); }, w, dgate, rng, 1e-3);
+  checkGradient(
+      "clamped swiglu dup", up,
+      [&](const Floats &v) { return forward(gate, v); }, w, dup, rng, 1e-3);
+  // Clamped inputs get no gradient, as torch's clamp.
+  for (int64_t i = 0; i < n; ++i) {
+    if (gate[i] > limit)
+      EXPECT_EQ(dgate[i], 0.0f) << i;
+    if (up[i] > limit || up[i] < -limit)
+      EXPECT_EQ(dup[i], 0.0f) << i;
+  }
+}
+
 TEST_F(GradTest, Embedding) {
   int64_t vocab = 9, dim = 6, numIds = 14;
   Floats table = randomFloats(rng, vocab * dim);

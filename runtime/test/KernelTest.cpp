@@ -227,6 +227,84 @@ TEST_P(KernelTest, BiasGeluIsAddThenGelu) {
   }
 }
 
+// gpt-oss's clamped SwiGLU against its definition in double, with inputs
+// on both sides of the limits; the gradients are GradTest's.
+TEST_P(KernelTest, ClampedSwiglu) {
+  int64_t n = 5000;
+  double alpha = 1.702, limit = 3.0;
+  Buffer gate = randomBuffer(dtype(), rng, n, -6, 6);
+  Buffer up = randomBuffer(dtype(), rng, n, -6, 6);
+  ref::Vec g = gate.values(), uv = up.values();
+  Buffer y(dtype(), n);
+  ref::Vec want(g.size());
+  for (int64_t i = 0; i < n; ++i) {
+    double c = std::min(g[i], limit), d = std::clamp(uv[i], -limit, limit);
+    want[i] = (d + 1) * c / (1 + std::exp(-alpha * c));
+  }
+  zrt_clamped_swiglu(dtype(), gate.data(), up.data(), y.data(), n, alpha,
+                     limit);
+  expectClose(y, want, u() + 1e-6, 1e-6, "clamped_swiglu");
+  zrt_clamped_swiglu(dtype(), nullptr, nullptr, nullptr, 0, alpha, limit);
+}
+
+// Attention with sinks against softmax([scores, sink]) without the sink's
+// column in double; a sink far below the scores leaves plain attention.
+TEST(AttentionSinksTest, MatchesDefinition) {
+  std::mt19937 rng{7};
+  int64_t batch = 2, heads = 4, kvHeads = 2, t = 9, d = 8, window = 4;
+  int64_t n = batch * heads * t * d, nkv = batch * kvHeads * t * d;
+  std::uniform_real_distribution<float> dist{-1, 1};
+  std::vector<float> q(n), k(nkv), v(nkv), sinks(heads), o(n), plain(n);
+  for (auto *x : {&q, &k, &v, &sinks})
+    for (float &e : *x)
+      e = dist(rng);
+  double scale = 1.0 / std::sqrt(double(d));
+  for (int64_t w : {int64_t(0), window}) {
+    zrt_attention_sinks(ZRT_F32, q.data(), k.data(), v.data(), sinks.data(),
+                        o.data(), batch, heads, kvHeads, t, d, 1, scale, w);
+    std::vector<double> got(o.begin(), o.end()), want(n, 0.0);
+    for (int64_t bh = 0; bh < batch * heads; ++bh) {
+      int64_t kv = bh / (heads / kvHeads);
+      for (int64_t i = 0; i < t; ++i) {
+        int64_t j0 = w ? std::max<int64_t>(0, i - w + 1) : 0;
+        std::vector<double> s;
+        double m = sinks[bh % heads];
+        for (int64_t j = j0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < d; ++e)
+            dot += double(q[(bh * t + i) * d + e]) * k[(kv * t + j) * d + e];
+          s.push_back(dot * scale);
+          m = std::max(m, s.back());
+        }
+        double sum = std::exp(sinks[bh % heads] - m);
+        for (double x : s)
+          sum += std::exp(x - m);
+        for (int64_t j = j0; j <= i; ++j)
+          for (int64_t e = 0; e < d; ++e)
+            want[(bh * t + i) * d + e] +=
+                std::exp(s[j - j0] - m) / sum * v[(kv * t + j) * d + e];
+      }
+    }
+    expectClose(got, want, 1e-5, 1e-6,
+                "attention sinks window " + std::to_string(w));
+  }
+  // Sinks of -1e30 add nothing to the denominators.
+  std::vector<float> none(heads, -1e30f);
+  zrt_attention_sinks(ZRT_F32, q.data(), k.data(), v.data(), none.data(),
+                      o.data(), batch, heads, kvHeads, t, d, 1, scale, window);
+  zrt_attention_ext(ZRT_F32, q.data(), k.data(), v.data(), plain.data(), batch,
+                    heads, kvHeads, t, d, 1, scale, window, 0.0, nullptr);
+  expectClose(std::vector<double>(o.begin(), o.end()),
+              std::vector<double>(plain.begin(), plain.end()), 1e-5, 1e-6,
+              "attention sinks of -1e30");
+}
+
+TEST(AttentionSinksDeathTest, NeedsF32) {
+  EXPECT_DEATH(zrt_attention_sinks(ZRT_BF16, nullptr, nullptr, nullptr, nullptr,
+                                   nullptr, 1, 1, 1, 1, 1, 1, 0, 0),
+               "zrt_attention_sinks: attention sinks need f32 tensors");
+}
+
 TEST(BiasGeluDeathTest, BiasMustDivideTheInput) {
   Buffer x(ZRT_F32, 10), bias(ZRT_F32, 3), y(ZRT_F32, 10);
   EXPECT_DEATH(zrt_bias_gelu(ZRT_F32, x.data(), bias.data(), y.data(), 10, 3),

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Kernels.h"
 #include "TestUtil.h"
 
 #include <algorithm>
@@ -577,4 +578,118 @@ TEST(SgdTest, DecayRangesAndFirstStep) {
     else
       EXPECT_NEAR(m1[10], 0.5f * 0.9f + 0.5f * g[10], 1e-6);
   }
+}
+
+/// Adam/AdamW with bf16 moments, one element written out in plain fp32 (one
+/// rounding an operation: this file's x86-64 build forms no FMAs), the
+/// moments rounded to bf16 to nearest even as torch's .to(torch.bfloat16).
+struct RefAdamBf16 {
+  float decay, weightDecay, oneMinusBeta1, beta2, oneMinusBeta2, negStepSize,
+      bc2Sqrt, eps;
+  bool decoupled;
+  RefAdamBf16(double lr, double b1, double b2, double eps, double wd,
+              int64_t step, bool decoupled)
+      : decay(float(1.0 - lr * wd)), weightDecay(float(wd)),
+        oneMinusBeta1(float(1.0 - b1)), beta2(float(b2)),
+        oneMinusBeta2(float(1.0 - b2)),
+        negStepSize(float(-(lr / (1.0 - std::pow(b1, double(step)))))),
+        bc2Sqrt(float(std::sqrt(1.0 - std::pow(b2, double(step))))),
+        eps(float(eps)), decoupled(decoupled) {}
+  void step(float g, float &w, uint16_t &m16, uint16_t &v16) const {
+    float m = zrt_bf16_to_f32(m16), v = zrt_bf16_to_f32(v16);
+    if (decoupled)
+      w = w * decay;
+    else
+      g = g + weightDecay * w;
+    m = m + oneMinusBeta1 * (g - m);
+    v = v * beta2 + (oneMinusBeta2 * g) * g;
+    float denom = std::sqrt(v) / bc2Sqrt + eps;
+    w = w + (negStepSize * m) / denom;
+    m16 = zrt_f32_to_bf16(m);
+    v16 = zrt_f32_to_bf16(v);
+  }
+};
+
+// Three steps over more elements than one thread's grain, with bf16
+// parameters, fp32 masters, a loss scale and weight-decay ranges: every
+// master, moment and parameter bit is the scalar model's.
+TEST(AdamBf16Test, MatchesScalarModel) {
+  const int64_t n = 70000;
+  const int64_t ranges[] = {5, 40000, 50000, 69999};
+  const double decays[] = {0.0, 0.3};
+  for (int32_t adamw = 0; adamw <= 1; ++adamw) {
+    std::vector<float> master(n), refW(n);
+    std::vector<uint16_t> m(n, 0), v(n, 0), refM(n, 0), refV(n, 0),
+        param(n, 0);
+    for (int64_t i = 0; i < n; ++i)
+      master[size_t(i)] = refW[size_t(i)] = std::sin(0.37f * float(i));
+    float stats[2] = {0, 1.0f};
+    for (int64_t step = 1; step <= 3; ++step) {
+      std::vector<uint16_t> g(n);
+      for (int64_t i = 0; i < n; ++i)
+        g[size_t(i)] =
+            zrt_f32_to_bf16(4.0f * std::cos(0.11f * float(i) + float(step)));
+      zrt::hostAdamBf16(ZRT_BF16, g.data(), master.data(), m.data(), v.data(),
+                        param.data(), n, step, 1e-2, 0.9, 0.95, 1e-8, 0.1,
+                        adamw, 1, nullptr, ranges, decays, 2, 0.0, stats, 4.0f,
+                        0);
+      const int64_t cuts[] = {0, 5, 40000, 50000, 69999, n};
+      const double pieceDecay[] = {0.1, 0.0, 0.1, 0.3, 0.1};
+      for (int k = 0; k < 5; ++k) {
+        RefAdamBf16 ref(1e-2, 0.9, 0.95, 1e-8, pieceDecay[k], step, adamw);
+        for (int64_t i = cuts[k]; i < cuts[k + 1]; ++i)
+          ref.step(zrt_bf16_to_f32(g[size_t(i)]) * 0.25f, refW[size_t(i)],
+                   refM[size_t(i)], refV[size_t(i)]);
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(master[size_t(i)], refW[size_t(i)]) << "adamw " << adamw
+                                                    << " element " << i;
+      ASSERT_EQ(m[size_t(i)], refM[size_t(i)]) << "element " << i;
+      ASSERT_EQ(v[size_t(i)], refV[size_t(i)]) << "element " << i;
+      ASSERT_EQ(param[size_t(i)], zrt_f32_to_bf16(refW[size_t(i)]));
+    }
+  }
+}
+
+// Without masters (DeepSpeed's bf16_master_weights_and_grads) the bf16
+// parameter is widened, updated and rounded back; a skipped step writes
+// nothing (there is no master to copy from) and a step with masters copies
+// them into the parameters.
+TEST(AdamBf16Test, ParamsAsMastersAndSkip) {
+  const int64_t n = 3000;
+  std::vector<uint16_t> param(n), g(n), m(n, 0), v(n, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    param[size_t(i)] = zrt_f32_to_bf16(std::sin(0.37f * float(i)));
+    g[size_t(i)] = zrt_f32_to_bf16(std::cos(0.11f * float(i)));
+  }
+  std::vector<uint16_t> start = param, refM = m, refV = v;
+  float stats[2] = {0, 1.0f};
+  zrt::hostAdamBf16(ZRT_BF16, g.data(), nullptr, m.data(), v.data(),
+                    param.data(), n, 1, 1e-2, 0.9, 0.999, 1e-8, 0.0, 1, 1,
+                    nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
+  RefAdamBf16 ref(1e-2, 0.9, 0.999, 1e-8, 0.0, 1, true);
+  int64_t moved = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float w = zrt_bf16_to_f32(start[size_t(i)]);
+    ref.step(zrt_bf16_to_f32(g[size_t(i)]), w, refM[size_t(i)],
+             refV[size_t(i)]);
+    ASSERT_EQ(param[size_t(i)], zrt_f32_to_bf16(w)) << "element " << i;
+    ASSERT_EQ(m[size_t(i)], refM[size_t(i)]);
+    ASSERT_EQ(v[size_t(i)], refV[size_t(i)]);
+    moved += param[size_t(i)] != start[size_t(i)];
+  }
+  EXPECT_GT(moved, n / 2);
+  std::vector<uint16_t> before = param, mBefore = m;
+  zrt::hostAdamBf16(ZRT_BF16, g.data(), nullptr, m.data(), v.data(),
+                    param.data(), n, 2, 1e-2, 0.9, 0.999, 1e-8, 0.0, 1, 1,
+                    nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 1);
+  EXPECT_EQ(param, before);
+  EXPECT_EQ(m, mBefore);
+  std::vector<float> master(n, 0.5f);
+  zrt::hostAdamBf16(ZRT_BF16, g.data(), master.data(), m.data(), v.data(),
+                    param.data(), n, 2, 1e-2, 0.9, 0.999, 1e-8, 0.0, 1, 1,
+                    nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 1);
+  EXPECT_EQ(param, std::vector<uint16_t>(n, zrt_f32_to_bf16(0.5f)));
+  EXPECT_EQ(m, mBefore);
 }

@@ -79,7 +79,7 @@ static cl::opt<std::string, true>
 static cl::opt<std::string> optimizer(
     "optimizer",
     cl::desc("Without a model file: the optimizer whose states are counted, "
-             "a row of optimizers.def (adam, adamw, lion or sgd; default "
+             "a row of optimizers.def (adam, adamw, lion, sgd or muon; default "
              "adamw, DeepSpeed's), with every state it may keep (sgd: with "
              "momentum); a model file's train step names its own"),
     cl::init(""), cl::cat(estimateCat));

@@ -124,7 +124,7 @@ static cl::opt<std::string>
           cl::init("f32"), cl::cat(genCat));
 static cl::opt<std::string>
     optimizer("optimizer",
-              cl::desc("adam, adamw, lion or sgd (default: "
+              cl::desc("adam, adamw, lion, sgd or muon (default: "
                        "adam MLP, adamw GPT-2 and "
                        "llama)"),
               cl::init(""), cl::cat(genCat));
@@ -159,8 +159,8 @@ static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
                               cl::init(false), cl::cat(genCat));
 static cl::opt<std::string> optimizerStates(
     "optimizer-states",
-    cl::desc("Precision of the optimizer's states: f32, or int8 (8-bit "
-             "Adam/AdamW)"),
+    cl::desc("Precision of the optimizer's states: f32, or bf16 or int8 "
+             "(Adam/AdamW's moments in bf16 or 8 bits)"),
     cl::init("f32"), cl::cat(genCat));
 static cl::opt<bool> noDecayBiasNorm(
     "no-decay-bias-norm",

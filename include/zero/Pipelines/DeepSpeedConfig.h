@@ -71,6 +71,9 @@ struct DeepSpeedConfig {
   /// SGD's (torch.optim.SGD's keywords).
   DeepSpeedValue<double> momentum, dampening;
   DeepSpeedValue<bool> nesterov;
+  /// DeepSpeed's Muon: `muon_lr` and `adam_lr` (each its half's lr, over
+  /// the shared `lr`) and `momentum` (Muon's).
+  DeepSpeedValue<double> muonLr, adamLr, muonMomentum;
   /// zero_allow_untested_optimizer: DeepSpeed's leave for a torch.optim
   /// optimizer (SGD) at stages 1-3.
   DeepSpeedValue<bool> allowUntestedOptimizer;

@@ -236,6 +236,23 @@ KernelCost cost(nn::SwigluGradOp op) {
     k.run(2 * n * e, n * e);
   return k.into(activationCost(op));
 }
+LogicalResult buildCall(nn::ClampedSwigluOp op, KernelCallBuilder &b) {
+  return b.call("zrt_clamped_swiglu",
+                {b.dtype(elemType(op.getGate())), b.operand(0), b.operand(1),
+                 b.result(0), b.i64(numel(op.getGate())),
+                 b.f64(op.getAlpha().convertToDouble()),
+                 b.f64(op.getLimit().convertToDouble())});
+}
+KernelCost cost(nn::ClampedSwigluOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::ClampedSwigluGradOp op, KernelCallBuilder &b) {
+  return b.call("zrt_clamped_swiglu_grad",
+                {b.dtype(elemType(op.getGate())), b.operand(0), b.operand(1),
+                 b.operand(2), b.result(0), b.result(1),
+                 b.i64(numel(op.getGate())),
+                 b.f64(op.getAlpha().convertToDouble()),
+                 b.f64(op.getLimit().convertToDouble())});
+}
+KernelCost cost(nn::ClampedSwigluGradOp op) { return activationCost(op); }
 LogicalResult buildCall(nn::SoftmaxOp op, KernelCallBuilder &b) {
   return rowwise(b, "zrt_softmax", op);
 }
@@ -408,6 +425,12 @@ LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
   llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
   args.push_back(b.i32(op.getCausal()));
   args.push_back(b.f64(op.getScaleValue()));
+  if (op.getSinks()) {
+    // The sinks (operand 3) after the tensors, the window last.
+    args.insert(args.begin() + 4, b.operand(3));
+    args.push_back(b.i64(op.getWindow().value_or(0)));
+    return b.call("zrt_attention_sinks", args);
+  }
   if (!op.getWindow() && !op.getSoftcap() && !op.getAlibi())
     return b.call("zrt_attention", args);
   args.push_back(b.i64(op.getWindow().value_or(0)));
@@ -433,6 +456,12 @@ LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
   llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
   args.push_back(b.i32(op.getCausal()));
   args.push_back(b.f64(op.getScale().convertToDouble()));
+  if (op.getSinks()) {
+    // The sinks (operand 5) after the value, as zrt_attention_sinks.
+    args.insert(args.begin() + 4, b.operand(5));
+    args.push_back(b.i64(op.getWindow().value_or(0)));
+    return b.call("zrt_attention_sinks_grad", args);
+  }
   if (!op.getWindow() && !op.getSoftcap() && !op.getAlibi())
     return b.call("zrt_attention_grad", args);
   args.push_back(b.i64(op.getWindow().value_or(0)));
@@ -442,6 +471,9 @@ LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
   return b.call("zrt_attention_ext_grad", args);
 }
 int64_t scratchBytes(nn::AttentionGradOp op) {
+  // The sinks' kernels recompute the scores rather than keep any.
+  if (op.getSinks())
+    return 0;
   // One log-sum-exp and delta per query row; a group's dK and dV sums need
   // none (one block owns each key tile of a key/value head).
   ArrayRef<int64_t> s = tensorType(op.getQuery()).getShape();
@@ -450,6 +482,26 @@ int64_t scratchBytes(nn::AttentionGradOp op) {
 KernelCost cost(nn::AttentionGradOp op) {
   return attentionCost(op, op.getQuery(), op.getCausal(), op.getWindow(),
                        /*backward=*/true);
+}
+/// (dtype, q, k, sinks, o, do, dsinks, dims, causal, scale, window).
+LogicalResult buildCall(nn::AttentionSinksGradOp op, KernelCallBuilder &b) {
+  SmallVector<Value> args{b.dtype(elemType(op.getQuery())),
+                          b.operand(0),
+                          b.operand(1),
+                          b.operand(2),
+                          b.operand(3),
+                          b.operand(4),
+                          b.result(0)};
+  llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
+  args.push_back(b.i32(op.getCausal()));
+  args.push_back(b.f64(op.getScale().convertToDouble()));
+  args.push_back(b.i64(op.getWindow().value_or(0)));
+  return b.call("zrt_attention_sinks_dsinks", args);
+}
+KernelCost cost(nn::AttentionSinksGradOp op) {
+  // The scores again (QK^T, half the forward's products) and a dot per row.
+  return attentionCost(op, op.getQuery(), op.getCausal(), op.getWindow(),
+                       /*backward=*/false);
 }
 
 // Embedding and loss.
@@ -1032,6 +1084,9 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::MoeCombineGradOp, nn::MoeAuxLossOp, nn::MoeAuxLossGradOp,
            nn::MoeExpertCountsOp>(
         context);
+    // gpt-oss's.
+    attach<nn::ClampedSwigluOp, nn::ClampedSwigluGradOp,
+           nn::AttentionSinksGradOp>(context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,
                     nn::SiluGradOp, nn::TanhOp, nn::TanhGradOp>(

@@ -203,6 +203,11 @@ LogicalResult Lowering::lowerOptimizerOp(Operation *op) {
         SmallVector<Value> args = {
             ctx,          i32(partitionIndex(o.getGroupAttr())), stats, scale,
             skip->second, f64(o.getDivisor().convertToDouble())};
+        // Muon's matrices need zrt_muon on their owners' whole-matrix slots;
+        // its row's entries alone would run AdamW on every parameter.
+        if (o.getOptimizerKind() == OptimizerKind::muon)
+          return o.emitOpError("muon's update (zrt_muon on the matrices, "
+                               "AdamW on the rest) is not lowered yet");
         // The optimizer's entries (optimizers.def) take Adam's operands.
         OptimizerEntries entries = getOptimizerEntries(o.getOptimizerKind());
         if (o.getNewParams()) {

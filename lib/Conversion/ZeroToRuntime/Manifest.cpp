@@ -456,14 +456,16 @@ static FailureOr<std::string> writeManifest(TrainStepOp step,
 }
 
 FailureOr<std::string> Lowering::buildManifest() {
-  // int8 states run zrt_adam8bit from the entries of the optimizer's row.
-  // Its NVMe update streams 4 bytes per element of each state through the
-  // swap buffers, which the 8-bit states do not have.
+  // int8 and bf16 states run zrt_adam8bit and the bf16 Adam from the
+  // entries of the optimizer's row. Its NVMe update streams 4 bytes per
+  // element of each state through the swap buffers, which lower-precision
+  // states do not have.
   if (OptimizerAttr opt = s.getStep().getOptimizer();
-      opt.getStates() == StatePrecision::int8 && plan.swapBytes > 0)
+      opt.getStates() != StatePrecision::f32 && plan.swapBytes > 0)
     return s.getStep().emitOpError()
-           << "optimizer states in int8 are not swapped to NVMe: offload the "
-              "optimizer to the CPU or keep it on the device";
+           << "optimizer states in " << stringifyStatePrecision(opt.getStates())
+           << " are not swapped to NVMe: offload the optimizer to the CPU or "
+              "keep it on the device";
   manifest::Program m;
   addStepSettings(s, m);
   addModelOrigin(s.getStep(), m);

@@ -235,3 +235,210 @@ void zrt::cuda::attentionExtGrad(int32_t dtype, const void *q, const void *k,
                     window, softcap, alibi, heads),
            dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
 }
+
+//===----------------------------------------------------------------------===//
+// Attention sinks (gpt-oss)
+//===----------------------------------------------------------------------===//
+//
+// One learned logit per query head joins each row's softmax denominator
+// without a value. Plain f32 SIMT kernels, one thread per query row, that
+// recompute the scores rather than keep them (no scratch), as the CPU's.
+
+namespace {
+
+__device__ inline int64_t sinkThread() {
+  return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t sinkThreads() {
+  return int64_t(gridDim.x) * blockDim.x;
+}
+
+struct SinkRows {
+  const float *q, *k, *v, *sinks;
+  int64_t rows; // batch * heads * seq
+  int64_t heads, group, seq, dim, window;
+  bool causal;
+  float scale;
+
+  __device__ int64_t first(int64_t i) const {
+    return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+  }
+  __device__ int64_t last(int64_t i) const { return causal ? i : seq - 1; }
+  __device__ const float *key(const float *base, int64_t bh, int64_t j) const {
+    return base + ((bh / group) * seq + j) * dim;
+  }
+  __device__ float score(int64_t bh, int64_t i, int64_t j) const {
+    const float *x = q + (bh * seq + i) * dim, *y = key(k, bh, j);
+    float s = 0;
+    for (int64_t d = 0; d < dim; ++d)
+      s += x[d] * y[d];
+    return s * scale;
+  }
+  __device__ float sink(int64_t bh) const { return sinks[bh % heads]; }
+  __device__ float lse(int64_t bh, int64_t i) const {
+    float m = sink(bh);
+    for (int64_t j = first(i); j <= last(i); ++j)
+      m = fmaxf(m, score(bh, i, j));
+    float sum = expf(sink(bh) - m);
+    for (int64_t j = first(i); j <= last(i); ++j)
+      sum += expf(score(bh, i, j) - m);
+    return m + logf(sum);
+  }
+};
+
+__device__ float sinkRowDelta(const SinkRows &s, const float *o,
+                              const float *dO, int64_t r) {
+  float d = 0;
+  for (int64_t e = 0; e < s.dim; ++e)
+    d += o[r * s.dim + e] * dO[r * s.dim + e];
+  return d;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    sinkForwardKernel(SinkRows s, float *o) {
+  for (int64_t r = sinkThread(); r < s.rows; r += sinkThreads()) {
+    int64_t bh = r / s.seq, i = r % s.seq;
+    float l = s.lse(bh, i);
+    float *y = o + r * s.dim;
+    for (int64_t d = 0; d < s.dim; ++d)
+      y[d] = 0;
+    for (int64_t j = s.first(i); j <= s.last(i); ++j) {
+      float p = expf(s.score(bh, i, j) - l);
+      const float *x = s.key(s.v, bh, j);
+      for (int64_t d = 0; d < s.dim; ++d)
+        y[d] += p * x[d];
+    }
+  }
+}
+
+/// dQ per row; dK and dV summed over the rows by atomics (zeroed first).
+__global__ void __launch_bounds__(kThreads)
+    sinkGradKernel(SinkRows s, const float *o, const float *dO, float *dq,
+                   float *dk, float *dv) {
+  for (int64_t r = sinkThread(); r < s.rows; r += sinkThreads()) {
+    int64_t bh = r / s.seq, i = r % s.seq;
+    float l = s.lse(bh, i);
+    float delta = sinkRowDelta(s, o, dO, r);
+    const float *g = dO + r * s.dim, *x = s.q + r * s.dim;
+    float *gq = dq + r * s.dim;
+    for (int64_t d = 0; d < s.dim; ++d)
+      gq[d] = 0;
+    for (int64_t j = s.first(i); j <= s.last(i); ++j) {
+      float p = expf(s.score(bh, i, j) - l);
+      const float *y = s.key(s.k, bh, j), *z = s.key(s.v, bh, j);
+      float dp = 0;
+      for (int64_t d = 0; d < s.dim; ++d)
+        dp += g[d] * z[d];
+      float ds = p * (dp - delta) * s.scale;
+      int64_t kr = ((bh / s.group) * s.seq + j) * s.dim;
+      for (int64_t d = 0; d < s.dim; ++d) {
+        atomicAdd(dv + kr + d, p * g[d]);
+        atomicAdd(dk + kr + d, ds * x[d]);
+        gq[d] += ds * y[d];
+      }
+    }
+  }
+}
+
+/// One thread per head: the sum over its rows in a fixed order.
+__global__ void __launch_bounds__(kThreads)
+    sinkDsinksKernel(SinkRows s, const float *o, const float *dO, float *dsinks,
+                     int64_t batch) {
+  for (int64_t h = sinkThread(); h < s.heads; h += sinkThreads()) {
+    float sum = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t bh = b * s.heads + h;
+      for (int64_t i = 0; i < s.seq; ++i)
+        sum += expf(s.sink(bh) - s.lse(bh, i)) *
+               sinkRowDelta(s, o, dO, bh * s.seq + i);
+    }
+    dsinks[h] = -sum;
+  }
+}
+
+SinkRows makeSinkRows(const char *name, int32_t dtype, const void *q,
+                      const void *k, const void *v, const void *sinks,
+                      int64_t batch, int64_t heads, int64_t kvHeads,
+                      int64_t seq, int64_t headDim, int32_t causal,
+                      double scale, int64_t window) {
+  if (dtype != ZRT_F32)
+    fatal("%s: attention sinks need f32 tensors", name);
+  checkDims(name, batch, heads, seq, headDim);
+  if (kvHeads <= 0 ? heads != 0 : heads % kvHeads != 0)
+    fatal("%s: kv_heads %lld does not divide heads %lld", name,
+          (long long)kvHeads, (long long)heads);
+  if (window < 0 || (window > 0 && !causal))
+    fatal("%s: window %lld needs causal and must not be negative", name,
+          (long long)window);
+  float s = scale > 0 ? float(scale) : float(1.0 / std::sqrt(double(headDim)));
+  return {static_cast<const float *>(q),
+          static_cast<const float *>(k),
+          static_cast<const float *>(v),
+          static_cast<const float *>(sinks),
+          batch * heads * seq,
+          heads,
+          kvHeads > 0 ? heads / kvHeads : 1,
+          seq,
+          headDim,
+          window < seq ? window : 0,
+          causal != 0,
+          s};
+}
+
+} // namespace
+
+void zrt::cuda::attentionSinks(int32_t dtype, const void *q, const void *k,
+                               const void *v, const void *sinks, void *o,
+                               int64_t batch, int64_t heads, int64_t kvHeads,
+                               int64_t seq, int64_t headDim, int32_t causal,
+                               double scale, int64_t window) {
+  const char *name = "zrt_attention_sinks";
+  SinkRows s = makeSinkRows(name, dtype, q, k, v, sinks, batch, heads, kvHeads,
+                            seq, headDim, causal, scale, window);
+  if (s.rows * s.dim == 0)
+    return;
+  sinkForwardKernel<<<gridFor(s.rows, kThreads), kThreads, 0,
+                      computeStream()>>>(s, static_cast<float *>(o));
+  checkLaunch(name);
+}
+
+void zrt::cuda::attentionSinksGrad(int32_t dtype, const void *q, const void *k,
+                                   const void *v, const void *sinks,
+                                   const void *o, const void *dO, void *dq,
+                                   void *dk, void *dv, int64_t batch,
+                                   int64_t heads, int64_t kvHeads, int64_t seq,
+                                   int64_t headDim, int32_t causal,
+                                   double scale, int64_t window) {
+  const char *name = "zrt_attention_sinks_grad";
+  SinkRows s = makeSinkRows(name, dtype, q, k, v, sinks, batch, heads, kvHeads,
+                            seq, headDim, causal, scale, window);
+  if (s.rows * s.dim == 0)
+    return;
+  size_t kvBytes = size_t(batch * kvHeads * seq * headDim) * sizeof(float);
+  cudaStream_t stream = computeStream();
+  ZRT_CUDA_CHECK(cudaMemsetAsync(dk, 0, kvBytes, stream));
+  ZRT_CUDA_CHECK(cudaMemsetAsync(dv, 0, kvBytes, stream));
+  sinkGradKernel<<<gridFor(s.rows, kThreads), kThreads, 0, stream>>>(
+      s, static_cast<const float *>(o), static_cast<const float *>(dO),
+      static_cast<float *>(dq), static_cast<float *>(dk),
+      static_cast<float *>(dv));
+  checkLaunch(name);
+}
+
+void zrt::cuda::attentionSinksDsinks(int32_t dtype, const void *q,
+                                     const void *k, const void *sinks,
+                                     const void *o, const void *dO,
+                                     void *dsinks, int64_t batch, int64_t heads,
+                                     int64_t kvHeads, int64_t seq,
+                                     int64_t headDim, int32_t causal,
+                                     double scale, int64_t window) {
+  const char *name = "zrt_attention_sinks_dsinks";
+  SinkRows s = makeSinkRows(name, dtype, q, k, nullptr, sinks, batch, heads,
+                            kvHeads, seq, headDim, causal, scale, window);
+  if (heads == 0)
+    return;
+  sinkDsinksKernel<<<gridFor(heads, kThreads), kThreads, 0, computeStream()>>>(
+      s, static_cast<const float *>(o), static_cast<const float *>(dO),
+      static_cast<float *>(dsinks), batch);
+  checkLaunch(name);
+}

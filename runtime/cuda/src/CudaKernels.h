@@ -97,6 +97,17 @@ void adam8bit(int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
               const int64_t *decayRanges, const double *rangeDecays,
               int32_t numDecayRanges, double maxGradNorm, const float *stats,
               const float *lossScale, double divisor, int32_t skip);
+/// zrt_adam with bf16 moments (hostAdamBf16's contract) on the device, its
+/// gradient factor as adam's; one grid-stride launch per run of equal
+/// weight decay.
+void adamBf16(int32_t dtype, const void *grad, float *master,
+              uint16_t *expAvg, uint16_t *expAvgSq, void *param, int64_t n,
+              int64_t step, double lr, double beta1, double beta2, double eps,
+              double weightDecay, int32_t adamw, int32_t biasCorrection,
+              const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+              const double *rangeDecays, int32_t numDecayRanges,
+              double maxGradNorm, const float *stats, const float *lossScale,
+              double divisor, int32_t skip);
 
 } // namespace cuda
 } // namespace zrt

@@ -284,6 +284,22 @@ void device::adam8bit(int32_t dtype, const void *grad, float *master,
                  divisor, skip);
 }
 
+void device::adamBf16(int32_t dtype, const void *grad, float *master,
+                      uint16_t *expAvg, uint16_t *expAvgSq, void *param,
+                      int64_t n, int64_t step, double lr, double beta1,
+                      double beta2, double eps, double weightDecay,
+                      int32_t adamw, int32_t biasCorrection,
+                      const zrt_lr_schedule *schedule,
+                      const int64_t *decayRanges, const double *rangeDecays,
+                      int32_t numDecayRanges, double maxGradNorm,
+                      const float *stats, const float *lossScale,
+                      double divisor, int32_t skip) {
+  cuda::adamBf16(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
+               beta2, eps, weightDecay, adamw, biasCorrection, schedule,
+               decayRanges, rangeDecays, numDecayRanges, maxGradNorm, stats,
+               lossScale, divisor, skip);
+}
+
 void device::sgd(int32_t dtype, const void *grad, float *master,
                  float *momentumBuffer, void *param, int64_t n, int64_t step,
                  double lr, double momentum, double dampening,

@@ -63,6 +63,12 @@ struct SwigluOp {
     return zrt::swiglu(g, u);
   }
 };
+struct ClampedSwigluOp {
+  float alpha, limit;
+  __device__ float operator()(float g, float u) const {
+    return zrt::clampedSwiglu(g, u, alpha, limit);
+  }
+};
 struct ReluOp {
   __device__ float operator()(float x) const { return zrt::relu(x); }
 };
@@ -158,6 +164,21 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t i = packs * W + globalThread(); i < n; i += globalThreads()) {
     float dg, du;
     zrt::swigluGrad(toF32(gate[i]), toF32(up[i]), toF32(dy[i]), dg, du);
+    dgate[i] = fromF32<T>(dg);
+    dup[i] = fromF32<T>(du);
+  }
+}
+
+/// (dgate[i], dup[i]) = clampedSwigluGrad(gate[i], up[i], dy[i]); the
+/// outputs may alias the inputs of the same index.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    clampedSwigluGradKernel(const T *gate, const T *up, const T *dy, T *dgate,
+                            T *dup, int64_t n, float alpha, float limit) {
+  for (int64_t i = globalThread(); i < n; i += globalThreads()) {
+    float dg, du;
+    zrt::clampedSwigluGrad(toF32(gate[i]), toF32(up[i]), toF32(dy[i]), alpha,
+                           limit, dg, du);
     dgate[i] = fromF32<T>(dg);
     dup[i] = fromF32<T>(du);
   }
@@ -472,6 +493,30 @@ void zrt::cuda::swigluGrad(int32_t dtype, const void *gate, const void *up,
       swigluGradKernel<T, 1>
           <<<packGrid(n, 1), kThreads, 0, stream>>>(g, u, d, dg, du, n);
     checkLaunch("zrt_swiglu_grad");
+  });
+}
+
+void zrt::cuda::clampedSwiglu(int32_t dtype, const void *gate, const void *up,
+                              void *y, int64_t n, double alpha, double limit) {
+  binary<false>("zrt_clamped_swiglu", dtype, gate, up, y, n, n,
+                ClampedSwigluOp{float(alpha), float(limit)});
+}
+
+void zrt::cuda::clampedSwigluGrad(int32_t dtype, const void *gate,
+                                  const void *up, const void *dy, void *dgate,
+                                  void *dup, int64_t n, double alpha,
+                                  double limit) {
+  checkDims("zrt_clamped_swiglu_grad", n);
+  dispatch(dtype, "zrt_clamped_swiglu_grad", [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0)
+      return;
+    clampedSwigluGradKernel<T>
+        <<<packGrid(n, 1), kThreads, 0, computeStream()>>>(
+            static_cast<const T *>(gate), static_cast<const T *>(up),
+            static_cast<const T *>(dy), static_cast<T *>(dgate),
+            static_cast<T *>(dup), n, float(alpha), float(limit));
+    checkLaunch("zrt_clamped_swiglu_grad");
   });
 }
 

@@ -1015,3 +1015,107 @@ void zrt::cuda::adam8bit(
     }
   });
 }
+
+//===----------------------------------------------------------------------===//
+// Adam with bf16 states
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A grid-stride loop of hostAdamBf16's element: the bf16 moments widened,
+/// KernelMath.h's adam8bitElement (every operation rounded once, as the CPU
+/// file built without contractions), the moments rounded back to nearest
+/// even. param is null when it is the master (f32); master is null when the
+/// parameter is its own master.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    adamBf16Kernel(const T *grad, float *master, uint16_t *m, uint16_t *v,
+                   T *param, int64_t n, bool decoupled, AdamArgs a) {
+  const float gs = gradScale(a);
+  const AdamConstants &k = a;
+  const int64_t threads = int64_t(gridDim.x) * kThreads;
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += threads) {
+    float w = master ? master[i] : toF32(param[i]);
+    float mi = bf16ToFloat(m[i]), vi = bf16ToFloat(v[i]);
+    adam8bitElement(mulRn(toF32(grad[i]), gs), w, mi, vi, k, decoupled);
+    m[i] = floatToBf16(mi);
+    v[i] = floatToBf16(vi);
+    if (master)
+      master[i] = w;
+    if (param)
+      param[i] = fromF32<T>(w);
+  }
+}
+
+template <typename T>
+void launchAdamBf16(const T *grad, float *master, uint16_t *m, uint16_t *v,
+                    T *param, int64_t n, bool decoupled, const AdamArgs &a) {
+  static const int perSM =
+      residentBlocks(reinterpret_cast<const void *>(&adamBf16Kernel<T>));
+  unsigned grid = residentGrid(perSM, ceilDiv(n, kThreads));
+  adamBf16Kernel<T><<<grid, kThreads, 0, computeStream()>>>(
+      grad, master, m, v, param, n, decoupled, a);
+  checkLaunch("adam (bf16 states)");
+}
+
+} // namespace
+
+void zrt::cuda::adamBf16(int32_t dtype, const void *grad, float *master,
+                         uint16_t *expAvg, uint16_t *expAvgSq, void *param,
+                         int64_t n, int64_t step, double lr, double beta1,
+                         double beta2, double eps, double weightDecay,
+                         int32_t adamw, int32_t biasCorrection,
+                         const zrt_lr_schedule *schedule,
+                         const int64_t *decayRanges, const double *rangeDecays,
+                         int32_t numDecayRanges, double maxGradNorm,
+                         const float *stats, const float *lossScale,
+                         double divisor, int32_t skip) {
+  checkDims("adam (bf16 states)", n);
+  if (!skip && step < 1)
+    fatal("adam (bf16 states): step %lld must be >= 1", (long long)step);
+  if (!skip && maxGradNorm > 0 && !stats)
+    fatal("adam (bf16 states): gradient clipping needs the stats");
+  if (n == 0)
+    return;
+  dispatch(dtype, "adam (bf16 states)", [&](auto tag) {
+    using T = decltype(tag);
+    T *p = static_cast<T *>(param);
+    if (std::is_same<T, float>::value && param == master)
+      p = nullptr;
+    if (skip) {
+      // Without masters the parameters are already the step's.
+      if (p && master)
+        launchCopyMaster<T, false>(master, p, n, 0);
+      return;
+    }
+    if (schedule)
+      lr = lrAt(*schedule, lr, beta1, beta2, step);
+    AdamArgs a;
+    static_cast<AdamConstants &>(a) = adamConstants(
+        lr, beta1, beta2, eps, weightDecay, step, biasCorrection != 0);
+    a.maxGradNorm = maxGradNorm;
+    a.divisor = divisor;
+    a.stats = stats;
+    a.lossScale = lossScale;
+    auto launch = [&](int64_t b, int64_t e, const AdamArgs &args) {
+      if (b < e)
+        launchAdamBf16<T>(static_cast<const T *>(grad) + b,
+                          master ? master + b : nullptr, expAvg + b,
+                          expAvgSq + b, p ? p + b : nullptr, e - b, adamw != 0,
+                          args);
+    };
+    checkDecayRanges("adam (bf16 states)", decayRanges, rangeDecays,
+                     numDecayRanges, n);
+    int64_t at = 0;
+    for (int32_t r = 0; r < numDecayRanges; ++r) {
+      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
+      launch(at, b, a);
+      AdamArgs own = a;
+      static_cast<AdamConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
+      launch(b, e, own);
+      at = e;
+    }
+    launch(at, n, a);
+  });
+}

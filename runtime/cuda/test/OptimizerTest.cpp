@@ -2,9 +2,9 @@
 //
 // Part of the zero-mlir project.
 //
-// cuda::checkOverflow, cuda::adam, cuda::lion, cuda::sgd and cuda::adam8bit
-// against zrt_check_overflow, zrt_adam, zrt_lion, zrt_sgd and zrt_adam8bit on
-// the same inputs, for
+// cuda::checkOverflow, cuda::adam, cuda::lion, cuda::sgd, cuda::adam8bit and
+// cuda::adamBf16 against zrt_check_overflow, zrt_adam, zrt_lion, zrt_sgd,
+// zrt_adam8bit and zrt::hostAdamBf16 on the same inputs, for
 // every dtype, Adam and AdamW, with and without clipping, loss scales other
 // than 1, sizes that leave a scalar tail, pointers off 16-byte alignment,
 // skipped steps and empty shards.
@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaTestUtil.h"
+#include "Kernels.h"
 #include "TestUtil.h"
 
 #include <algorithm>
@@ -669,6 +670,51 @@ TEST_P(CudaOptimizerTest, Adam8bitMatchesCpu) {
       }
     }
   }
+}
+
+// bf16 moments: the same element formula (KernelMath.h's adam8bitElement)
+// and rounding on both backends, with and without fp32 masters.
+TEST_P(CudaOptimizerTest, AdamBf16MatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  const int64_t n = 4099;
+  const double scale = dtype() == ZRT_F16 ? 256.0 : 1.0;
+  const int64_t ranges[] = {7, 2048 + 100};
+  const double decays[] = {0.0};
+  for (int32_t masters = 0; masters <= 1; ++masters)
+    for (int32_t adamw = 0; adamw <= 1; ++adamw) {
+      Buffer master(ZRT_F32, n), param(dtype(), n);
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      for (int64_t i = 0; i < n; ++i) {
+        master.set(i, u(rng));
+        param.set(i, master.get(i));
+      }
+      std::vector<uint16_t> m(n, 0), v(n, 0);
+      for (int64_t step = 1; step <= 3; ++step) {
+        Buffer grad = randomGrads(dtype(), rng, n, scale);
+        DeviceArray dGrad(grad), dMaster(master), dParam(param);
+        DeviceBuffer dM(m), dV(v);
+        DeviceFloats dScale({float(scale)});
+        adamBf16(dtype(), dGrad.get(), masters ? dMaster.as<float>() : nullptr,
+                 dM.get<uint16_t>(), dV.get<uint16_t>(), dParam.get(), n, step,
+                 1e-3, 0.9, 0.999, 1e-8, 0.1, adamw, 1, nullptr, ranges,
+                 decays, 1, 0.0, nullptr, dScale.get(), 1.0, 0);
+        Buffer gMaster = dMaster.download(), gParam = dParam.download();
+        std::vector<uint16_t> gM = dM.download<uint16_t>(),
+                              gV = dV.download<uint16_t>();
+        zrt::hostAdamBf16(
+            dtype(), grad.data(),
+            masters ? static_cast<float *>(master.data()) : nullptr, m.data(),
+            v.data(), param.data(), n, step, 1e-3, 0.9, 0.999, 1e-8, 0.1,
+            adamw, 1, nullptr, ranges, decays, 1, 0.0, nullptr, float(scale),
+            0);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(sameBits(gMaster.get(i), master.get(i))) << "master " << i;
+          ASSERT_TRUE(sameBits(gParam.get(i), param.get(i))) << "param " << i;
+          ASSERT_EQ(gM[i], m[i]) << "exp_avg " << i;
+          ASSERT_EQ(gV[i], v[i]) << "exp_avg_sq " << i;
+        }
+      }
+    }
 }
 
 // SGD: the same element formula (KernelMath.h's sgdElement) on both

@@ -106,9 +106,52 @@ constexpr const char *stateGate(Kind kind, BufferKind buffer) {
   return nullptr;
 }
 
-// A row's bytes are its states' bytes, and a state's bytes its dtype's.
+/// The parameters a state is kept for (ZRT_OPTIMIZER_STATE_PART): all, or
+/// one of the two sets an optimizer such as Muon updates differently.
+enum class StatePart : int32_t { All, Matrices, Others };
+
+/// The part of `kind`'s parameters its state `buffer` is kept for.
+constexpr StatePart statePart(Kind kind, BufferKind buffer) {
+#define ZRT_OPTIMIZER_STATE_PART(id, bufferId, part)                           \
+  if (kind == Kind::id && buffer == bufferId)                                  \
+    return StatePart::part;
+#include "zero_rt/optimizers.def"
+  return StatePart::All;
+}
+
+/// Whether `kind` splits its states between matrices and others.
+constexpr bool hasStateParts(Kind kind) {
+  for (const State &s : kStates)
+    if (s.kind == kind && statePart(kind, s.buffer) != StatePart::All)
+      return true;
+  return false;
+}
+
+/// The bytes one parameter of `part` (Matrices or Others) keeps under
+/// `kind`: its states for that part and those for all.
+constexpr int64_t partBytes(Kind kind, StatePart part) {
+  int64_t sum = 0;
+  for (const State &s : kStates)
+    if (s.kind == kind && (statePart(kind, s.buffer) == StatePart::All ||
+                           statePart(kind, s.buffer) == part))
+      sum += s.bytes;
+  return sum;
+}
+
+/// The most one parameter keeps: the states' sum, or with parts the
+/// larger part's.
+constexpr int64_t maxParamBytes(Kind kind) {
+  if (!hasStateParts(kind))
+    return stateBytes(kind);
+  int64_t matrices = partBytes(kind, StatePart::Matrices),
+          others = partBytes(kind, StatePart::Others);
+  return matrices > others ? matrices : others;
+}
+
+// A row's bytes are its states' bytes (the larger part's with parts), and
+// a state's bytes its dtype's.
 #define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
-  static_assert(bytesPerParam(Kind::id) == stateBytes(Kind::id),               \
+  static_assert(bytesPerParam(Kind::id) == maxParamBytes(Kind::id),            \
                 "optimizers.def: " #name "'s bytes are not its states' sum");
 #include "zero_rt/optimizers.def"
 #define ZRT_OPTIMIZER_STATE(id, bufferId, dtype, bytes, reportKey, label)      \

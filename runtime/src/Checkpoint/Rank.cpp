@@ -9,13 +9,17 @@
 // section (padded to the shard with zeros, as a master buffer's padding
 // is) and restored in place. A frozen partition has no moments; its owned
 // params are saved as its "master" section, 16-bit ones widened exactly, and
-// restored bitwise.
+// restored bitwise. bf16 optimizer states are saved widened exactly to the
+// fp32 sections and rounded back on resume: bitwise the same states, under
+// any resharding (a checkpoint of fp32 states resumed with bf16 ones rounds
+// them to nearest even).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint/Rank.h"
 #include "Checkpoint/Reader.h"
 #include "Files.h"
+#include "Half.h"
 #include "State.h"
 
 #include <nlohmann/json.hpp>
@@ -47,6 +51,11 @@ float *savedBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind) {
   return kind == kMaster ? ownedMasters(ctx, p) : ctx.buffer<float>(p, kind);
 }
 
+/// Whether buffer `kind` holds bf16 optimizer states (saved as fp32).
+bool isBf16State(const Manifest &m, BufferKind kind) {
+  return m.bf16States() && optimizers::isStateBuffer(kind);
+}
+
 } // namespace
 
 SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
@@ -60,6 +69,15 @@ SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
         const PartitionInfo &part = m.partitions[size_t(p)];
         if (kind == kMaster && part.frozen) {
           loadOwnedMasters(ctx, p, reinterpret_cast<float *>(dst));
+          return;
+        }
+        if (isBf16State(m, kind)) {
+          int64_t n = size / 4;
+          std::vector<uint16_t> bits(static_cast<size_t>(n));
+          loadBuffer(ctx, p, kind, bits.data(), ctx.buffer(p, kind), n * 2);
+          float *out = reinterpret_cast<float *>(dst);
+          for (int64_t i = 0; i < n; ++i)
+            out[i] = bf16ToFloat(bits[size_t(i)]);
           return;
         }
         int64_t have = kind == kMaster && part.paramsAreMasters
@@ -103,9 +121,15 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
       if (!isSaved(part, kind))
         continue;
       remapOwned(ckpt, m, p, ctx.rank, kind, values);
-      if (kind == kMaster && part.frozen)
+      if (kind == kMaster && part.frozen) {
         storeOwnedMasters(ctx, p, values.data());
-      else
+      } else if (isBf16State(m, kind)) {
+        std::vector<uint16_t> bits(values.size());
+        for (size_t i = 0; i < values.size(); ++i)
+          bits[i] = floatToBf16(values[i]);
+        storeBuffer(ctx, p, kind, ctx.buffer(p, kind), bits.data(),
+                    int64_t(bits.size() * 2));
+      } else
         storeBuffer(ctx, p, kind == kMaster ? masterKind(ctx, p) : kind,
                     savedBuffer(ctx, p, kind), values.data(),
                     int64_t(values.size() * sizeof(float)));

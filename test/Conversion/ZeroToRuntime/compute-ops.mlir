@@ -1143,3 +1143,53 @@ module @moe {
     zero.return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// gpt-oss: attention with sinks calls zrt_attention_sinks(_grad) with the
+// sinks after the value and the window last, zrt_attention_sinks_dsinks
+// writes the sinks' gradient, and the clamped SwiGLU passes alpha and limit.
+
+// CHECK-LABEL: module @gpt_oss
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[Q:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[S:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[O:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[KV:.*]] = llvm.mlir.constant(6 : i64) : i64
+// CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(2.500000e-01 : f64) : f64
+// CHECK-NEXT: %[[WINDOW:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_attention_sinks(%[[DTYPE]], %[[Q]], %[[Q]], %[[Q]], %[[S]], %[[O]], %[[BATCH]], %[[HEADS]], %[[KV]], %[[SEQ]], %[[DIM]], %[[CAUSAL]], %[[SCALE]], %[[WINDOW]])
+// CHECK:      llvm.call @zrt_attention_sinks_grad(%{{.*}}, %[[Q]], %[[Q]], %[[Q]], %[[S]], %[[O]], %[[DY:[0-9]+]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK:      llvm.call @zrt_attention_sinks_dsinks(%{{.*}}, %[[Q]], %[[Q]], %[[S]], %[[O]], %[[DY]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK:      %[[ALPHA:.*]] = llvm.mlir.constant(1.702000e+00 : f64) : f64
+// CHECK-NEXT: %[[LIMIT:.*]] = llvm.mlir.constant(7.000000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_clamped_swiglu(%{{.*}}, %[[Q]], %[[DY]], %{{.*}}, %{{.*}}, %[[ALPHA]], %[[LIMIT]])
+// CHECK:      llvm.call @zrt_clamped_swiglu_grad(%{{.*}}, %[[Q]], %[[DY]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+
+module @gpt_oss {
+  zero.param @sinks : tensor<6xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 6 padded 6 params [@sinks] offsets [0]
+  zero.train_step @train(%q: tensor<4x6x8x16xf32>, %dy: tensor<4x6x8x16xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %s = zero.get_param @sinks : tensor<6xf32>
+    %o = nn.attention %q, %q, %q sinks(%s : tensor<6xf32>) causal window 3 : tensor<4x6x8x16xf32>
+    %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %o, %dy sinks(%s : tensor<6xf32>) causal scale 0.25 window 3 : tensor<4x6x8x16xf32>
+    %ds = nn.attention_sinks_grad %q, %q, %s, %o, %dy causal scale 0.25 window 3 : tensor<4x6x8x16xf32>, tensor<4x6x8x16xf32>, tensor<6xf32>
+    %a = nn.clamped_swiglu %q, %dy alpha 1.702 limit 7.0 : tensor<4x6x8x16xf32>
+    %dg, %du = nn.clamped_swiglu_grad %q, %dy, %a alpha 1.702 limit 7.0 : tensor<4x6x8x16xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}

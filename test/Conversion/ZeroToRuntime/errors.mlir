@@ -186,3 +186,26 @@ module @param_in_no_partition {
     zero.return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Muon's matrices need zrt_muon on their owners' slots, which is not
+// lowered yet: its row's AdamW entries alone would train AdamW silently.
+module @muon {
+  zero.param @w : tensor<4x2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<2x4xf32>, %dy: tensor<2x2xf32>)
+      optimizer #zero.optimizer<kind = muon, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 2> {
+    %loss = nn.fill 0.0 : tensor<f32>
+    %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xf32>, tensor<2x2xf32> -> tensor<4x2xf32>
+    zero.grad @w, %dw : tensor<4x2xf32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    // expected-error@+1 {{muon's update (zrt_muon on the matrices, AdamW on the rest) is not lowered yet}}
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}

@@ -1617,3 +1617,48 @@ func.func @moe_router_grad_rows(%l: tensor<6x4xf32>, %i: tensor<5x2xi32>, %d: te
   %g = nn.moe_router_grad %l, %i, %d : tensor<6x4xf32>, tensor<5x2xi32>, tensor<5x2xf32>
   return
 }
+
+// -----
+
+// Checks that attention sinks hold one logit per query head.
+func.func @attention_sinks_count(%q: tensor<1x2x4x8xf32>, %s: tensor<3xf32>) {
+  // expected-error @+1 {{'nn.attention' op sinks has 3 logits for the query's 2 heads}}
+  %0 = nn.attention %q, %q, %q sinks(%s : tensor<3xf32>) causal : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that attention sinks need f32 tensors.
+func.func @attention_sinks_bf16(%q: tensor<1x2x4x8xbf16>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.attention' op sinks need f32 tensors, got 'bf16'}}
+  %0 = nn.attention %q, %q, %q sinks(%s : tensor<2xf32>) causal : tensor<1x2x4x8xbf16>
+  return
+}
+
+// -----
+
+// Checks that sinks do not combine with a softcap.
+func.func @attention_sinks_softcap(%q: tensor<1x2x4x8xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op sinks with softcap or alibi are not supported}}
+  %0:3 = nn.attention_grad %q, %q, %q, %q, %q sinks(%s : tensor<2xf32>) causal scale 0.5 softcap 5.0 : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks the sinks' gradient against the query's heads.
+func.func @attention_sinks_grad_count(%q: tensor<1x2x4x8xf32>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.attention_sinks_grad' op sinks has 4 logits for the query's 2 heads}}
+  %0 = nn.attention_sinks_grad %q, %q, %s, %q, %q causal scale 0.5 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Checks that the clamped SwiGLU's limit is positive.
+func.func @clamped_swiglu_limit(%g: tensor<4x8xf32>) {
+  // expected-error @+1 {{'nn.clamped_swiglu' op limit must be positive, got 0}}
+  %0 = nn.clamped_swiglu %g, %g alpha 1.702 limit 0.0 : tensor<4x8xf32>
+  return
+}

@@ -244,3 +244,20 @@ func.func @moe(%x: tensor<6x8xf32>, %logits: tensor<6x4xf32>, %bias: tensor<4xf3
   %dlog = nn.moe_router_grad %logits, %idx3, %w3 sigmoid normalize scale 2.5 : tensor<6x4xf32>, tensor<6x3xi32>, tensor<6x3xf32>
   return
 }
+
+// gpt-oss: attention sinks and the clamped SwiGLU.
+// CHECK-LABEL: func.func @gpt_oss
+func.func @gpt_oss(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>,
+                   %sk: tensor<4xf32>, %g: tensor<6x8xf32>, %u: tensor<6x8xf32>) {
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} sinks(%{{.*}} : tensor<4xf32>) causal window 4 : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>
+  %o = nn.attention %q, %k, %k sinks(%sk : tensor<4xf32>) causal window 4 : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} sinks(%{{.*}} : tensor<4xf32>) causal scale 2.500000e-01 : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>
+  %dq, %dk, %dv = nn.attention_grad %q, %k, %k, %o, %q sinks(%sk : tensor<4xf32>) causal scale 0.25 : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>
+  // CHECK: nn.attention_sinks_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 2.500000e-01 window 4 : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<4xf32>
+  %ds = nn.attention_sinks_grad %q, %k, %sk, %o, %q causal scale 0.25 window 4 : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<4xf32>
+  // CHECK: nn.clamped_swiglu %{{.*}}, %{{.*}} alpha 1.702000e+00 limit 7.000000e+00 : tensor<6x8xf32>
+  %y = nn.clamped_swiglu %g, %u alpha 1.702 limit 7.0 : tensor<6x8xf32>
+  // CHECK: nn.clamped_swiglu_grad %{{.*}}, %{{.*}}, %{{.*}} alpha 1.702000e+00 limit 7.000000e+00 : tensor<6x8xf32>
+  %dg, %du = nn.clamped_swiglu_grad %g, %u, %y alpha 1.702 limit 7.0 : tensor<6x8xf32>
+  return
+}

@@ -139,10 +139,10 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // -----
 
-// Checks that no optimizer keeps bf16 states yet.
-// expected-error @+2 {{optimizer adamw has no bf16 states}}
+// Checks that Lion (no bf16 row in optimizers.def) rejects bf16 states.
+// expected-error @+2 {{optimizer lion has no bf16 states}}
 zero.train_step @train(%x: tensor<8x4xf32>)
-    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-2, states = bf16>
+    optimizer #zero.optimizer<kind = lion, lr = 1.0e-2, states = bf16>
     precision #zero.precision<kind = fp32> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
@@ -155,6 +155,84 @@ zero.train_step @train(%x: tensor<8x4xf32>)
     // expected-error @+2 {{expected one of [f32, bf16, int8] for optimizer state precision, got: fp8}}
     // expected-error @+1 {{failed to parse Zero_OptimizerAttr parameter 'states'}}
     optimizer #zero.optimizer<kind = adamw, lr = 1.0e-2, states = fp8>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that AdamW (no Muon half in optimizers.def) rejects Muon's lr.
+// expected-error @+2 {{optimizer adamw has no muon_lr, got 2.000000e-02}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-2, muon_lr = 2.0e-2>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that SGD rejects Muon's Nesterov switch (its own is `nesterov`).
+// expected-error @+2 {{optimizer sgd has no muon_nesterov}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = sgd, lr = 1.0e-2, muon_nesterov = false>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that Muon rejects SGD's momentum (its own is muon_momentum).
+// expected-error @+2 {{optimizer muon has no momentum, got 9.000000e-01}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = muon, lr = 1.0e-3, momentum = 0.9>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks torch.optim.Muon's bound on the Newton-Schulz steps.
+// expected-error @+2 {{optimizer ns_steps must be in [1, 100), got 100}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = muon, lr = 1.0e-3, ns_steps = 100>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that Muon's momentum is a lerp weight in [0, 1).
+// expected-error @+2 {{optimizer muon_momentum must be in [0, 1), got 1.000000e+00}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = muon, lr = 1.0e-3, muon_momentum = 1.0>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that Muon's Newton-Schulz eps must be positive.
+// expected-error @+2 {{optimizer ns_eps must be positive, got 0.000000e+00}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = muon, lr = 1.0e-3, ns_eps = 0.0>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that an adjust_lr_fn torch does not have is refused by name.
+zero.train_step @train(%x: tensor<8x4xf32>)
+    // expected-error @+2 {{expected one of [original, match_rms_adamw] for Muon learning-rate adjustment, got: spectral}}
+    // expected-error @+1 {{failed to parse Zero_OptimizerAttr parameter 'adjust_lr_fn'}}
+    optimizer #zero.optimizer<kind = muon, lr = 1.0e-3, adjust_lr_fn = spectral>
     precision #zero.precision<kind = fp32> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
@@ -309,7 +387,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // Checks that unknown optimizers are rejected.
 zero.train_step @train(%x: tensor<8x4xf32>)
-    // expected-error @+2 {{expected one of [adam, adamw, lion, sgd] for optimizer, got: lamb}}
+    // expected-error @+2 {{expected one of [adam, adamw, lion, sgd, muon] for optimizer, got: lamb}}
     // expected-error @+1 {{failed to parse Zero_OptimizerAttr parameter 'kind'}}
     optimizer #zero.optimizer<kind = lamb, lr = 1.0e-3>
     precision #zero.precision<kind = fp32> {

@@ -81,12 +81,36 @@ zero.train_step @sgd(%x: tensor<4x1xf32>)
 
 // -----
 
+// Muon round-trips with its own parameters beside the AdamW half's; those
+// at torch's defaults (muon_momentum 0.95, ns_a/b/c, ns_eps) are not
+// printed, and SGD's momentum and nesterov stay at theirs.
+// CHECK-LABEL: zero.train_step @muon
+// CHECK-SAME: optimizer #zero.optimizer<kind = muon, lr = 3.000000e-04, beta2 = 0.9499{{[0-9]*}}, weight_decay = 1.000000e-01, muon_lr = 2.000000e-02, muon_nesterov = false, ns_steps = 3, adjust_lr_fn = match_rms_adamw>
+zero.train_step @muon(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = muon, lr = 3.0e-4, beta2 = 0.95, weight_decay = 0.1, muon_lr = 2.0e-2, muon_momentum = 0.95, muon_nesterov = false, ns_steps = 3, ns_a = 3.4445, adjust_lr_fn = match_rms_adamw>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // 8-bit AdamW states (optimizers.def's ZRT_OPTIMIZER_PRECISION) round-trip;
 // f32, the default, is not printed.
 // CHECK-LABEL: zero.train_step @adamw_int8
 // CHECK-SAME: optimizer #zero.optimizer<kind = adamw, lr = 1.000000e-03, states = int8>
 zero.train_step @adamw_int8(%x: tensor<4x1xf32>)
     optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3, states = int8>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// bf16 Adam states (DeepSpeed's bf16_optimizer_states) round-trip too.
+// CHECK-LABEL: zero.train_step @adam_bf16
+// CHECK-SAME: optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03, states = bf16>
+zero.train_step @adam_bf16(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3, states = bf16>
     precision #zero.precision<kind = fp32> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>

@@ -12,8 +12,11 @@ and this script checks the rest, on the sources alone:
 - every ZRT_OPTIMIZER_PARAM is a #zero.optimizer parameter with the same
   default ("" for one without);
 - every update entry is a ZRT_CTX row of abi.def;
-- a row's bytes are the sum of its ZRT_OPTIMIZER_STATE rows, and every
-  state names a ZRT_OPTIMIZER_BUFFER;
+- a row's bytes are the sum of its ZRT_OPTIMIZER_STATE rows (with
+  ZRT_OPTIMIZER_STATE_PART rows, the larger part's sum), and every state
+  names a ZRT_OPTIMIZER_BUFFER;
+- every ZRT_OPTIMIZER_STATE_PART puts a state of its optimizer in
+  `Matrices` or `Others`;
 - every ZRT_OPTIMIZER_STATE_GATE gates a state of its optimizer by one of
   its ZRT_OPTIMIZER_PARAM rows.
 
@@ -50,9 +53,11 @@ def optimizer_params(td):
     params = {}
     if not m:
         return params
-    for decl, name in re.findall(r'\s*(.*?):\$(\w+)', m.group(1)):
+    for decl, name in re.findall(r'\s*(.*?):\$(\w+)', m.group(1),
+                                 flags=re.S):
         default = re.search(r'Default\w*<(?:"[^"]*",\s*)?"([^"]*)">', decl)
-        params[name] = default.group(1) if default else ""
+        # An enum's default is its case ("::mlir::zero::E::case").
+        params[name] = default.group(1).split("::")[-1] if default else ""
     return params
 
 
@@ -66,6 +71,7 @@ def main(defPath, tdPath, abiPath):
     params = rows(table, "ZRT_OPTIMIZER_PARAM")
     states = rows(table, "ZRT_OPTIMIZER_STATE")
     gates = rows(table, "ZRT_OPTIMIZER_STATE_GATE")
+    parts = rows(table, "ZRT_OPTIMIZER_STATE_PART")
 
     kinds = enum_cases(td, "OptimizerKind") or []
     names = [r[1] for r in optimizers]
@@ -95,9 +101,16 @@ def main(defPath, tdPath, abiPath):
                 problems.append("%s's entry %s is not a ZRT_CTX row of "
                                 "abi.def" % (name, entry))
         mine = [s for s in states if s[0] == id]
-        if sum(int(s[3]) for s in mine) != int(bytes):
+        part = {p[1]: p[2] for p in parts if p[0] == id}
+        if part:
+            expected = max(sum(int(s[3]) for s in mine
+                               if part.get(s[1], which) == which)
+                           for which in ("Matrices", "Others"))
+        else:
+            expected = sum(int(s[3]) for s in mine)
+        if expected != int(bytes):
             problems.append("%s has %s bytes per parameter, its states %d" %
-                            (name, bytes, sum(int(s[3]) for s in mine)))
+                            (name, bytes, expected))
     for s in states:
         if s[1] not in bufferIds:
             problems.append("a state of %s is %s, not a ZRT_OPTIMIZER_BUFFER"
@@ -109,6 +122,13 @@ def main(defPath, tdPath, abiPath):
         if not any(p[0] == id and p[1] == param for p in params):
             problems.append("%s's state %s is gated by %s, not one of its "
                             "parameters" % (ids.get(id, id), buffer, param))
+    for id, buffer, part in parts:
+        if not any(s[0] == id and s[1] == buffer for s in states):
+            problems.append("%s's part of %s is not on one of its states" %
+                            (ids.get(id, id), buffer))
+        if part not in ("Matrices", "Others"):
+            problems.append("%s's state %s is in part %s, not Matrices or "
+                            "Others" % (ids.get(id, id), buffer, part))
     for p in problems:
         print("optimizers.def: " + p)
     if problems:

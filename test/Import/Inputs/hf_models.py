@@ -102,6 +102,19 @@ def config(kind):
         cfg.output_router_logits = True
         cfg.router_aux_loss_coef = 0.05
         return cfg
+    if kind == "gpt_oss":
+        # Layer 0 slides a window of 8 keys (layer 1 is full), over YaRN's
+        # rope; a SwiGLU limit that clamps some of the tiny model's gate
+        # and up values.
+        return tf.GptOssConfig(**dict(small, max_position_embeddings=131072),
+                               head_dim=16, num_local_experts=4,
+                               num_experts_per_tok=2, sliding_window=8,
+                               swiglu_limit=0.2)
+    if kind == "gpt_oss_aux":
+        cfg = config("gpt_oss")
+        cfg.output_router_logits = True
+        cfg.router_aux_loss_coef = 0.05
+        return cfg
     if kind == "t5":
         return tf.T5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128,
                            num_layers=2, num_heads=4)

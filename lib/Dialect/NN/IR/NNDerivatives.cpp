@@ -137,6 +137,17 @@ LogicalResult SwigluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult ClampedSwigluOp::buildDerivative(OpBuilder &b,
+                                               ArrayRef<Value> grads,
+                                               SmallVectorImpl<Value> &out) {
+  auto g =
+      ClampedSwigluGradOp::create(b, getLoc(), getGate(), getUp(), grads[0],
+                                  getAlphaAttr(), getLimitAttr());
+  out.push_back(g.getGateGrad());
+  out.push_back(g.getUpGrad());
+  return success();
+}
+
 LogicalResult ReluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   // The mask comes from the result, so the input need not stay alive.
@@ -194,10 +205,14 @@ LogicalResult AttentionOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   auto g = AttentionGradOp::create(
       b, getLoc(), getQuery(), getKey(), getValue(), getResult(), grads[0],
       getCausalAttr(), b.getF64FloatAttr(getScaleValue()), getWindowAttr(),
-      getSoftcapAttr(), getAlibiAttr());
+      getSoftcapAttr(), getAlibiAttr(), getSinks());
   out.push_back(g.getQueryGrad());
   out.push_back(g.getKeyGrad());
   out.push_back(g.getValueGrad());
+  if (getSinks())
+    out.push_back(AttentionSinksGradOp::create(
+        b, getLoc(), getQuery(), getKey(), getSinks(), getResult(), grads[0],
+        getCausalAttr(), b.getF64FloatAttr(getScaleValue()), getWindowAttr()));
   return success();
 }
 

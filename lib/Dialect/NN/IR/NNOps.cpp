@@ -267,8 +267,8 @@ static void printAttentionTypes(OpAsmPrinter &printer, Operation *, Type query,
 static LogicalResult checkAttention(EmitErrorFn emitError, Value query,
                                     Value key, std::optional<double> scale,
                                     bool causal, IntegerAttr window,
-                                    FloatAttr softcap,
-                                    DenseF32ArrayAttr alibi) {
+                                    FloatAttr softcap, DenseF32ArrayAttr alibi,
+                                    Value sinks) {
   auto q = ranked(query);
   auto k = ranked(key);
   if (q.getRank() != 4)
@@ -321,6 +321,20 @@ static LogicalResult checkAttention(EmitErrorFn emitError, Value query,
       if (!std::isfinite(s))
         return emitError() << "alibi slope " << s << " is not finite";
   }
+  if (sinks) {
+    // The sinks' kernels are plain f32 loops without the softcap or ALiBi
+    // terms (gpt-oss uses neither).
+    int64_t n = ranked(sinks).getDimSize(0);
+    if (!ShapedType::isDynamic(heads) && !ShapedType::isDynamic(n) &&
+        n != heads)
+      return emitError() << "sinks has " << n << " logits for the query's "
+                         << heads << " heads";
+    if (!q.getElementType().isF32())
+      return emitError() << "sinks need f32 tensors, got "
+                         << q.getElementType();
+    if (softcap || alibi)
+      return emitError() << "sinks with softcap or alibi are not supported";
+  }
   return success();
 }
 
@@ -330,7 +344,7 @@ LogicalResult AttentionOp::verify() {
     scale = s.getValueAsDouble();
   return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
                         scale, getCausal(), getWindowAttr(), getSoftcapAttr(),
-                        getAlibiAttr());
+                        getAlibiAttr(), getSinks());
 }
 
 double AttentionOp::getScaleValue() {
@@ -343,7 +357,24 @@ double AttentionOp::getScaleValue() {
 LogicalResult AttentionGradOp::verify() {
   return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
                         getScale().convertToDouble(), getCausal(),
-                        getWindowAttr(), getSoftcapAttr(), getAlibiAttr());
+                        getWindowAttr(), getSoftcapAttr(), getAlibiAttr(),
+                        getSinks());
+}
+
+LogicalResult AttentionSinksGradOp::verify() {
+  return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
+                        getScale().convertToDouble(), getCausal(),
+                        getWindowAttr(), nullptr, nullptr, getSinks());
+}
+
+LogicalResult ClampedSwigluOp::verify() {
+  double limit = getLimit().convertToDouble();
+  double alpha = getAlpha().convertToDouble();
+  if (!(limit > 0.0) || !std::isfinite(limit))
+    return emitOpError("limit must be positive, got ") << limit;
+  if (!std::isfinite(alpha))
+    return emitOpError("alpha must be finite, got ") << alpha;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

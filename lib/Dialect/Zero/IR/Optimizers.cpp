@@ -65,6 +65,15 @@ std::optional<double> mlir::zero::getOptimizerParamValue(OptimizerAttr opt,
       .Case("momentum", d(opt.getMomentum()))
       .Case("dampening", d(opt.getDampening()))
       .Case("nesterov", opt.getNesterov() ? 1.0 : 0.0)
+      .Case("muon_lr", d(opt.getMuonLr()))
+      .Case("muon_momentum", d(opt.getMuonMomentum()))
+      .Case("muon_nesterov", opt.getMuonNesterov() ? 1.0 : 0.0)
+      .Case("ns_steps", double(opt.getNsSteps()))
+      .Case("ns_a", d(opt.getNsA()))
+      .Case("ns_b", d(opt.getNsB()))
+      .Case("ns_c", d(opt.getNsC()))
+      .Case("ns_eps", d(opt.getNsEps()))
+      .Case("adjust_lr_fn", double(static_cast<int>(opt.getAdjustLrFn())))
       .Default(std::nullopt);
 }
 

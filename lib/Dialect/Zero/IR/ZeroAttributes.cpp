@@ -223,12 +223,19 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       APFloat beta2F, APFloat epsF, APFloat weightDecayF,
                       bool biasCorrection, APFloat momentumF,
                       APFloat dampeningF, bool nesterov, StatePrecision states,
-                      LrScheduleAttr schedule) {
+                      LrScheduleAttr schedule, APFloat muonLrF,
+                      APFloat muonMomentumF, bool muonNesterov, int64_t nsSteps,
+                      APFloat nsAF, APFloat nsBF, APFloat nsCF, APFloat nsEpsF,
+                      MuonAdjustLr adjustLrFn) {
   double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
          beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
          weightDecay = weightDecayF.convertToDouble(),
          momentum = momentumF.convertToDouble(),
-         dampening = dampeningF.convertToDouble();
+         dampening = dampeningF.convertToDouble(),
+         muonLr = muonLrF.convertToDouble(),
+         muonMomentum = muonMomentumF.convertToDouble(),
+         nsA = nsAF.convertToDouble(), nsB = nsBF.convertToDouble(),
+         nsC = nsCF.convertToDouble(), nsEps = nsEpsF.convertToDouble();
   if (!(lr > 0.0) || !std::isfinite(lr))
     return emitError() << "optimizer lr must be positive, got " << lr;
   if (!(beta1 >= 0.0 && beta1 < 1.0))
@@ -250,6 +257,20 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "optimizer nesterov requires a momentum > 0 and "
                           "zero dampening, got momentum "
                        << momentum << " and dampening " << dampening;
+  // torch.optim.Muon's checks (its ns_steps below 100), and a positive
+  // muon_lr and ns_eps, which zrt_muon divides by or steps with.
+  if (!(muonLr > 0.0) || !std::isfinite(muonLr))
+    return emitError() << "optimizer muon_lr must be positive, got " << muonLr;
+  if (!(muonMomentum >= 0.0 && muonMomentum < 1.0))
+    return emitError() << "optimizer muon_momentum must be in [0, 1), got "
+                       << muonMomentum;
+  if (nsSteps < 1 || nsSteps >= 100)
+    return emitError() << "optimizer ns_steps must be in [1, 100), got "
+                       << nsSteps;
+  if (!std::isfinite(nsA) || !std::isfinite(nsB) || !std::isfinite(nsC))
+    return emitError() << "optimizer ns_a, ns_b and ns_c must be finite";
+  if (!(nsEps > 0.0) || !std::isfinite(nsEps))
+    return emitError() << "optimizer ns_eps must be positive, got " << nsEps;
   // A parameter the optimizer does not read (optimizers.def) keeps its
   // default, so that the attribute never says what does not happen.
   struct Unread {
@@ -259,7 +280,13 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   for (const Unread &u :
        {Unread{"beta1", beta1, 0.9}, Unread{"beta2", beta2, 0.999},
         Unread{"eps", eps, 1e-8}, Unread{"momentum", momentum, 0.0},
-        Unread{"dampening", dampening, 0.0}})
+        Unread{"dampening", dampening, 0.0},
+        Unread{"muon_lr", muonLr, 1e-3},
+        Unread{"muon_momentum", muonMomentum, 0.95},
+        Unread{"ns_steps", double(nsSteps), 5.0}, Unread{"ns_a", nsA, 3.4445},
+        Unread{"ns_b", nsB, -4.775}, Unread{"ns_c", nsC, 2.0315},
+        Unread{"ns_eps", nsEps, 1e-7},
+        Unread{"adjust_lr_fn", double(adjustLrFn), 0.0}})
     if (!hasOptimizerParam(kind, u.name) && u.value != u.defaultValue)
       return emitError() << "optimizer " << stringifyOptimizerKind(kind)
                          << " has no " << u.name << ", got " << u.value;
@@ -269,6 +296,9 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!hasOptimizerParam(kind, "nesterov") && nesterov)
     return emitError() << "optimizer " << stringifyOptimizerKind(kind)
                        << " has no nesterov";
+  if (!hasOptimizerParam(kind, "muon_nesterov") && !muonNesterov)
+    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
+                       << " has no muon_nesterov";
   if (!hasOptimizerStatePrecision(kind, states))
     return emitError() << "optimizer " << stringifyOptimizerKind(kind)
                        << " has no " << stringifyStatePrecision(states)

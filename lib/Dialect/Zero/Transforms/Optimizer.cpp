@@ -149,7 +149,7 @@ struct ZeroOptimizerPass
         emitError, ctx, opt.getKind(), opt.getLr(), opt.getBeta1(),
         opt.getBeta2(), opt.getEps(), opt.getWeightDecay(), bias,
         opt.getMomentum(), opt.getDampening(), opt.getNesterov(), states,
-        sched);
+        sched, opt.getMuonLr(), opt.getMuonMomentum(), opt.getMuonNesterov(), opt.getNsSteps(), opt.getNsA(), opt.getNsB(), opt.getNsC(), opt.getNsEps(), opt.getAdjustLrFn());
     if (!updated)
       return failure();
     step.setOptimizerAttr(updated);

@@ -215,6 +215,9 @@ LogicalResult parallelizeAttention(nn::AttentionOp att, int64_t p,
     return att.emitOpError("adds per-head ALiBi slopes, which sequence "
                            "parallelism (")
            << option << ") would give to other heads on each rank";
+  if (att.getSinks())
+    return att.emitOpError("has per-head sinks, which sequence parallelism (")
+           << option << ") would give to other heads on each rank";
   auto q = cast<RankedTensorType>(att.getQuery().getType());
   auto k = cast<RankedTensorType>(att.getKey().getType());
   int64_t heads = q.getDimSize(1), kv = k.getDimSize(1);

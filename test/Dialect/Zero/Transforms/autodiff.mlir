@@ -543,3 +543,27 @@ zero.train_step @moe(%x: tensor<6x8xf32>, %y: tensor<6xi32>)
   // CHECK: zero.grad @wr
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// gpt-oss: attention with sinks passes them to its gradient, and the sinks'
+// own gradient is nn.attention_sinks_grad's; the clamped SwiGLU's gradient
+// keeps its alpha and limit.
+zero.param @q : tensor<1x2x4x8xf32> init normal std 0.1
+zero.param @sinks : tensor<2xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @gpt_oss
+zero.train_step @gpt_oss(%y: tensor<1x2x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %q = zero.get_param @q : tensor<1x2x4x8xf32>
+  %s = zero.get_param @sinks : tensor<2xf32>
+  %o = nn.attention %q, %q, %q sinks(%s : tensor<2xf32>) causal window 2 : tensor<1x2x4x8xf32>
+  %a = nn.clamped_swiglu %o, %q alpha 1.702 limit 7.0 : tensor<1x2x4x8xf32>
+  %loss = nn.softmax_cross_entropy %a, %y : tensor<1x2x4x8xf32>, tensor<1x2x4xi32> -> tensor<f32>
+  // CHECK: %[[DA:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DO:.*]], %[[DU:.*]] = nn.clamped_swiglu_grad %{{.*}}, %{{.*}}, %[[DA]] alpha 1.702000e+00 limit 7.000000e+00 : tensor<1x2x4x8xf32>
+  // CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[DO]] sinks(%{{.*}} : tensor<2xf32>) causal scale 0.35355339059327373 window 2 : tensor<1x2x4x8xf32>
+  // CHECK-NEXT: %[[DS:.*]] = nn.attention_sinks_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[DO]] causal scale 0.35355339059327373 window 2 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<2xf32>
+  // CHECK: zero.grad @sinks, %[[DS]]
+  zero.return %loss : tensor<f32>
+}

@@ -392,9 +392,14 @@ def NN_AttentionOp : NN_Op<"attention", [
     logit of key `j` gains `slope * (j - i)` (ALiBi, as MPT and BLOOM add
     it: their biases differ from this by a constant per row, which the
     softmax does not see).
+    `sinks` [heads] (f32) holds one learned logit per query head that joins
+    each row's softmax denominator without a value (gpt-oss's attention
+    sinks): `p[i, j] = exp(s[i, j]) / (exp(sink) + sum_j' exp(s[i, j']))`.
+    With sinks the tensors are f32 and there is no softcap or ALiBi.
 
     ```mlir
     %o = nn.attention %q, %k, %v causal : tensor<8x12x64x64xf32>
+    %s = nn.attention %q, %k, %v sinks(%sk : tensor<4xf32>) causal window 8 : tensor<2x4x32x16xf32>
     %g = nn.attention %q, %k, %v causal : tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>
     %w = nn.attention %q, %k, %v causal window 8 softcap 5.000000e+01 : tensor<2x4x32x16xf32>
     %a = nn.attention %q, %k, %v causal alibi [5.000000e-01, 2.500000e-01] : tensor<2x2x32x16xf32>
@@ -405,10 +410,12 @@ def NN_AttentionOp : NN_Op<"attention", [
                        OptionalAttr<F64Attr>:$scale,
                        OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap,
-                       OptionalAttr<DenseF32ArrayAttr>:$alibi);
+                       OptionalAttr<DenseF32ArrayAttr>:$alibi,
+                       Optional<1DTensorOf<[F32]>>:$sinks);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` $causal^)? (`scale` $scale^)?
+    $query `,` $key `,` $value (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`causal` $causal^)? (`scale` $scale^)?
     (`window` $window^)? (`softcap` $softcap^)? (`alibi` $alibi^)? attr-dict
     `:` custom<AttentionTypes>(type($query), type($key))
   }];
@@ -1025,8 +1032,9 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
     the gradients of query, key and value, given the forward output and its
     gradient. With grouped-query attention the key and value gradients have
     the key's shape: each sums the gradients of the query heads that share
-    the key/value head. Types, `window`, `softcap` and `alibi` as for
-    `nn.attention`; the slopes are constants, without a gradient.
+    the key/value head. Types, `window`, `softcap`, `alibi` and `sinks` as
+    for `nn.attention`; the slopes are constants, without a gradient; the
+    sinks' gradient is `nn.attention_sinks_grad`'s.
 
     ```mlir
     %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal scale 1.250000e-01 : tensor<8x12x64x64xf32>
@@ -1037,12 +1045,13 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
                        NN_FloatTensor:$output_grad, UnitAttr:$causal,
                        F64Attr:$scale, OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap,
-                       OptionalAttr<DenseF32ArrayAttr>:$alibi);
+                       OptionalAttr<DenseF32ArrayAttr>:$alibi,
+                       Optional<1DTensorOf<[F32]>>:$sinks);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $output_grad
-    (`causal` $causal^)? `scale` $scale (`window` $window^)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)? (`causal` $causal^)? `scale` $scale (`window` $window^)?
     (`softcap` $softcap^)? (`alibi` $alibi^)? attr-dict `:`
     custom<AttentionTypes>(type($query), type($key))
   }];
@@ -1259,6 +1268,80 @@ def NN_MoeAuxLossGradOp : NN_Op<"moe_aux_loss_grad", [
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $loss_grad (`counts` `(` $counts^ `:` type($counts) `)`)? (`rows` $rows^)? `top_k` $top_k attr-dict `:` type($logits) `,` type($loss_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// gpt-oss
+//===----------------------------------------------------------------------===//
+
+def NN_ClampedSwigluOp : NN_Op<"clamped_swiglu", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "SwiGLU over clamped inputs, as gpt-oss's experts";
+  let description = [{
+    With `g = min(gate, limit)` and `u = clamp(up, -limit, limit)`:
+    `(u + 1) * g * sigmoid(alpha * g)` (transformers' `GptOssExperts`
+    `_apply_gate`, after its gate and up columns are taken apart), in fp32
+    and rounded once.
+
+    ```mlir
+    %y = nn.clamped_swiglu %gate, %up alpha 1.702000e+00 limit 7.000000e+00 : tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$gate, NN_FloatTensor:$up,
+                       F64Attr:$alpha, F64Attr:$limit);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $gate `,` $up `alpha` $alpha `limit` $limit attr-dict `:` type($gate)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_ClampedSwigluGradOp : NN_Op<"clamped_swiglu_grad", [
+    AllTypesMatch<["gate", "up", "result_grad", "gate_grad", "up_grad"]>]> {
+  let summary = "Backward of `nn.clamped_swiglu`";
+  let description = [{
+    The gradients of gate and up from the forward operands and the result's
+    gradient; as torch's clamp, zero where an input lies outside its limits
+    (the limits themselves pass the gradient).
+
+    ```mlir
+    %dg, %du = nn.clamped_swiglu_grad %gate, %up, %dy alpha 1.702000e+00 limit 7.000000e+00 : tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$gate, NN_FloatTensor:$up,
+                       NN_FloatTensor:$result_grad, F64Attr:$alpha,
+                       F64Attr:$limit);
+  let results = (outs NN_FloatTensor:$gate_grad, NN_FloatTensor:$up_grad);
+  let assemblyFormat = [{
+    $gate `,` $up `,` $result_grad `alpha` $alpha `limit` $limit attr-dict `:` type($gate)
+  }];
+}
+
+def NN_AttentionSinksGradOp : NN_Op<"attention_sinks_grad", [
+    AllTypesMatch<["query", "output", "output_grad"]>,
+    AllTypesMatch<["sinks", "result"]>]> {
+  let summary = "The sinks' gradient of `nn.attention`";
+  let description = [{
+    `result[h] = -sum_{b, i} p_sink[b, h, i] * dot(output_grad[b, h, i],
+    output[b, h, i])`, where `p_sink` is the sink's probability in query
+    row i (recomputed from `query`, `key` and `sinks`); types, `causal`,
+    `scale` and `window` as for `nn.attention_grad`.
+
+    ```mlir
+    %ds = nn.attention_sinks_grad %q, %k, %sk, %o, %do causal scale 2.500000e-01 : tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       1DTensorOf<[F32]>:$sinks, NN_FloatTensor:$output,
+                       NN_FloatTensor:$output_grad, UnitAttr:$causal,
+                       F64Attr:$scale, OptionalAttr<I64Attr>:$window);
+  let results = (outs 1DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $sinks `,` $output `,` $output_grad
+    (`causal` $causal^)? `scale` $scale (`window` $window^)? attr-dict `:`
+    type($query) `,` type($key) `,` type($sinks)
   }];
   let hasVerifier = 1;
 }

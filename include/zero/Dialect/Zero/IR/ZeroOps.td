@@ -105,7 +105,15 @@ def Zero_InitKindAttr : EnumAttr<Zero_Dialect, Zero_InitKind, "init">;
 // test/Docs/optimizers-table.test).
 def Zero_OptimizerKind : I32EnumAttr<"OptimizerKind", "optimizer", [
     I32EnumAttrCase<"adam", 0>, I32EnumAttrCase<"adamw", 1>,
-    I32EnumAttrCase<"lion", 2>, I32EnumAttrCase<"sgd", 3>]> {
+    I32EnumAttrCase<"lion", 2>, I32EnumAttrCase<"sgd", 3>,
+    I32EnumAttrCase<"muon", 4>]> {
+  let cppNamespace = "::mlir::zero";
+}
+
+// torch.optim.Muon's adjust_lr_fn (None is "original"), numbered as
+// zrt_muon's adjust_lr_fn.
+def Zero_MuonAdjustLr : I32EnumAttr<"MuonAdjustLr", "Muon learning-rate adjustment", [
+    I32EnumAttrCase<"original", 0>, I32EnumAttrCase<"match_rms_adamw", 1>]> {
   let cppNamespace = "::mlir::zero";
 }
 
@@ -274,8 +282,15 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     ignores `eps` and `bias_correction`. `sgd` (`torch.optim.SGD`) reads
     `lr`, `momentum`, `dampening`, `weight_decay` (L2) and `nesterov`; it
     keeps a `momentum_buffer` only when `momentum` is not 0, and, as torch,
-    `nesterov` needs a positive `momentum` and a zero `dampening`. A
-    `zero.param` with a
+    `nesterov` needs a positive `momentum` and a zero `dampening`. `muon`
+    is `torch.optim.Muon` on the 2-D hidden matrices and `torch.optim.AdamW`
+    on every other parameter (embeddings, output head, norms, biases), the
+    split of `Analysis/Muon.h`: the AdamW half reads `lr`, `beta1`,
+    `beta2`, `eps`, `weight_decay` and `bias_correction`; the Muon half
+    `muon_lr`, `muon_momentum`, `muon_nesterov`, `ns_steps`, `ns_a`,
+    `ns_b`, `ns_c`, `ns_eps` (the norm's eps of Newton-Schulz),
+    `adjust_lr_fn` and `weight_decay` (one decay for both halves, as
+    DeepSpeed's Muon). Their defaults are torch's. A `zero.param` with a
     `weight_decay` of its own uses it instead of `weight_decay`.
     `states` is the precision the optimizer's state buffers are kept in:
     `f32` (the default), or another that the row declares
@@ -297,7 +312,17 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     DefaultValuedParameter<"bool", "false">:$nesterov,
     DefaultValuedParameter<"::mlir::zero::StatePrecision",
                            "::mlir::zero::StatePrecision::f32">:$states,
-    OptionalParameter<"::mlir::zero::LrScheduleAttr">:$schedule);
+    OptionalParameter<"::mlir::zero::LrScheduleAttr">:$schedule,
+    Zero_DefaultDouble<"1e-3">:$muon_lr,
+    Zero_DefaultDouble<"0.95">:$muon_momentum,
+    DefaultValuedParameter<"bool", "true">:$muon_nesterov,
+    DefaultValuedParameter<"int64_t", "5">:$ns_steps,
+    Zero_DefaultDouble<"3.4445">:$ns_a,
+    Zero_DefaultDouble<"-4.775">:$ns_b,
+    Zero_DefaultDouble<"2.0315">:$ns_c,
+    Zero_DefaultDouble<"1e-7">:$ns_eps,
+    DefaultValuedParameter<"::mlir::zero::MuonAdjustLr",
+                           "::mlir::zero::MuonAdjustLr::original">:$adjust_lr_fn);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let builders = [
@@ -307,7 +332,11 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
       return $_get($_ctxt, kind, lr, beta1, beta2, eps, weight_decay, true,
                    ::llvm::APFloat(0.0), ::llvm::APFloat(0.0), false,
                    ::mlir::zero::StatePrecision::f32,
-                   ::mlir::zero::LrScheduleAttr());
+                   ::mlir::zero::LrScheduleAttr(), ::llvm::APFloat(1e-3),
+                   ::llvm::APFloat(0.95), true, 5, ::llvm::APFloat(3.4445),
+                   ::llvm::APFloat(-4.775), ::llvm::APFloat(2.0315),
+                   ::llvm::APFloat(1e-7),
+                   ::mlir::zero::MuonAdjustLr::original);
     }]>
   ];
 }
