@@ -362,7 +362,7 @@ def _transformers_tables(inv_freq, scale, seq, interleaved):
     return emb.cos() * scale, emb.sin() * scale
 
 
-def _rope_freqs(cos, sin, shape, tables, interleaved=False, seq_axis=2):
+def rope_freqs(cos, sin, shape, tables, interleaved=False, seq_axis=2):
     """The frequency attributes of nn.rope for the tables x of `shape` is
     rotated by: {"theta": theta} for Hugging Face's base^(-2i/d), else
     {"inv_freq": [...], "scale": s} for a rotary module's own table
@@ -416,8 +416,8 @@ def fuse_rope(g, tables=()):
             axis = _rope_seq_axis(cos, sin, x.shape)
             key = (_table_key(cos), _table_key(sin), x.shape, interleaved)
             if key not in freqs:
-                freqs[key] = _rope_freqs(cos, sin, x.shape, tables,
-                                         interleaved, axis)
+                freqs[key] = rope_freqs(cos, sin, x.shape, tables,
+                                        interleaved, axis)
             attrs = freqs[key]
             if attrs is None:
                 add.where.fail(

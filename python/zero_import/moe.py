@@ -368,7 +368,7 @@ def _lower_gpt_oss_experts(low, m, x, idx, weights, where):
 def sink_attention(query, key, value, sinks, mask, scaling, sliding_window,
                    groups, dropout):
     """gpt-oss's eager_attention_forward's output ([batch, seq, heads,
-    head_dim]) for the trace's values; lower_sink_attention lowers it."""
+    head_dim]) for the trace's values; lower.py lowers it."""
     from transformers.models.gpt_oss import modeling_gpt_oss as mod
 
     class _Attn:
@@ -432,57 +432,5 @@ def is_gpt_oss_rope(fn):
     return fn is gpt_oss_rope
 
 
-def lower_gpt_oss_rope(low, c):
-    """nn.rope: gpt-oss rotates the halves x1, x2 of each head into x1 cos -
-    x2 sin and x2 cos + x1 sin, Hugging Face's x * cos + rotate_half(x) *
-    sin with its [.., d / 2] tables repeated (emb = cat(freqs, freqs))."""
-    from . import fuse
-    from .lower import unwrap
-    where = c.where
-    x = low.float_sym(c.a[0], where)
-    cos, sin = unwrap(c.a[1]), unwrap(c.a[2])
-    if not torch.is_tensor(cos) or not torch.is_tensor(sin):
-        where.fail("a rotary embedding whose cos and sin are not constants")
-    tables = getattr(low, "_gpt_oss_rotary", None)
-    if tables is None:
-        tables = low._gpt_oss_rotary = fuse.rotary_tables(low.module)
-    attrs = None
-    if len(x.shape) == 4:
-        attrs = fuse._rope_freqs(torch.cat((cos, cos), -1),
-                                 torch.cat((sin, sin), -1), x.shape, tables)
-    if attrs is None:
-        where.fail("a rotary embedding whose tables are not the model's "
-                   "own at positions 0..%d" % (x.shape[-2] - 1))
-    return low.emit("rope", [x], attrs, [x.shape], where)
-
-
 def is_sink_attention(fn):
     return fn is sink_attention
-
-
-def lower_sink_attention(low, c):
-    """nn.attention with sinks, transposed to [batch, seq, heads, dim] as
-    the eager function returns it."""
-    where = c.where
-    q, k, v = (low.float_sym(t, where) for t in c.a[:3])
-    sinks = low.float_sym(c.a[3], where, "the attention sinks")
-    mask = c.a[4]
-    from .lower import unwrap
-    scaling, dropout = unwrap(c.a[5]), unwrap(c.a[8])
-    if dropout:
-        where.fail("gpt-oss's attention with dropout %g" % dropout)
-    window = 0
-    if mask is not None:
-        window = low.sdpa_window(mask, q, False, where)
-    attrs = {"causal": True}
-    if scaling is not None and float(scaling) != 1.0 / (q.shape[-1] ** 0.5):
-        attrs["scale"] = float(scaling)
-    if window:
-        attrs["window"] = window
-    if len(k.shape) != 4 or q.shape[1] % k.shape[1]:
-        where.fail("attention with queries %s and keys %s" % (
-            list(q.shape), list(k.shape)))
-    o = low.emit("attention", [q, k, v, sinks], attrs, [q.shape], where)
-    b, h, t, d = q.shape
-    return low.emit("transpose", [o], {"permutation": [0, 2, 1, 3]},
-                    [(b, t, h, d)], where)
