@@ -395,4 +395,33 @@ deepspeedTableRows(int64_t stage, int64_t totalParams,
   return rows;
 }
 
+DeepSpeedOptimizerCost
+estimateDeepSpeedZero3Optimizer(const DeepSpeedOptimizerInputs &in) {
+  assert(in.ranks >= 1 && in.matrixParams <= in.totalParams &&
+         "ranks and Muon's matrices within the parameters");
+  DeepSpeedOptimizerCost c;
+  int64_t s = in.totalParams, sm = in.matrixParams, n = in.ranks;
+  // Bytes per parameter besides the states: 16-bit parameter, gradient
+  // partition and master.
+  int64_t fixed = in.sixteenBitMasters ? 2 + 2 : 2 + 4 + 4;
+  int64_t k = fixed + in.stateBytes,
+          km = in.muon ? fixed + in.matrixStateBytes : k;
+  // S <= 2^58 and k <= 18: the products fit int64 (as truncatedShare's).
+  int64_t perParam = k * s - (k - km) * sm;
+  c.modelStateBytes =
+      4 * in.largestLayerParams +
+      static_cast<int64_t>(trueDiv(pyInt(perParam), pyInt(n)).getFloat());
+  c.modelStateFormula =
+      sm == 0 || k == km
+          ? "4L+" + std::to_string(k) + "S/n"
+          : "4L+(" + std::to_string(k) + "S" + (k > km ? "-" : "+") +
+                std::to_string(k > km ? k - km : km - k) + "Sm)/n";
+  // Elements-times-bytes of the arrays, then the (n-1)/n a ring sends.
+  __int128 arrayBytes = !in.muon ? __int128(3) * s * in.elementBytes
+                                 : __int128(4) * s * in.elementBytes +
+                                       __int128(sm) * (4 + in.elementBytes);
+  c.bytesPerRank = static_cast<int64_t>(arrayBytes * (n - 1) / n);
+  return c;
+}
+
 } // namespace zero::estimate

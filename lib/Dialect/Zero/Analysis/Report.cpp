@@ -8,10 +8,12 @@
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
+#include "zero/Dialect/Zero/Analysis/Muon.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Interfaces/ExpertOpInterface.h"
+#include "zero_rt/optimizers.h"
 #include "zero_rt/quantize.h"
 
 #include "llvm/ADT/MapVector.h"
@@ -225,6 +227,38 @@ mlir::zero::countExpertParams(ModuleOp module) {
   return c;
 }
 
+/// DeepSpeed's ZeRO-3 with the step's optimizer (DeepSpeedEstimators.h),
+/// where its accounting is of the same training: stage 3, 16-bit compute,
+/// every parameter trainable, no offload, MiCS or hpZ.
+static std::optional<StepReport::DeepSpeedOptimizerFigures>
+deepspeedWithOptimizer(const StepReport &r, OptimizerAttr opt) {
+  if (r.stage != 3 || (r.paramDtype != "bf16" && r.paramDtype != "fp16") ||
+      r.optimizerOffloaded || r.paramsOffloaded || r.micsShardSize > 0 ||
+      r.hpzPartitionSize > 1 || r.frozenParamCount > 0 ||
+      r.paramCount > (int64_t(1) << 58))
+    return std::nullopt;
+  namespace table = zrt::optimizers;
+  ::zero::estimate::DeepSpeedOptimizerInputs in;
+  in.totalParams = r.paramCount;
+  in.largestLayerParams = r.largestParam;
+  in.ranks = r.worldSize;
+  in.stateBytes = r.optimizerBytesPerParam;
+  // DeepSpeed keeps bf16 states only with bf16 masters and gradients.
+  in.sixteenBitMasters = opt.getStates() == StatePrecision::bf16;
+  in.elementBytes = 2;
+  if (opt.getKind() == OptimizerKind::muon) {
+    auto kind = static_cast<table::Kind>(opt.getKind());
+    in.muon = true;
+    in.matrixParams = r.muonMatrixParams;
+    in.stateBytes = table::partBytes(kind, table::StatePart::Others);
+    in.matrixStateBytes = table::partBytes(kind, table::StatePart::Matrices);
+  }
+  ::zero::estimate::DeepSpeedOptimizerCost cost =
+      ::zero::estimate::estimateDeepSpeedZero3Optimizer(in);
+  return StepReport::DeepSpeedOptimizerFigures{
+      cost.modelStateBytes, cost.bytesPerRank, cost.modelStateFormula};
+}
+
 FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
                                                 const MemoryPlan &plan,
                                                 const HardwarePreset &hw,
@@ -287,6 +321,10 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.optimizerAbsmaxBlock = getOptimizerAbsmaxBlock(step.getOptimizer());
   r.optimizerStatePrecision =
       stringifyStatePrecision(step.getOptimizer().getStates()).str();
+  r.optimizer = stringifyOptimizerKind(step.getOptimizer().getKind()).str();
+  if (step.getOptimizer().getKind() == OptimizerKind::muon)
+    for (ParamOp p : getMuonParams(module))
+      r.muonMatrixParams = c.add(r.muonMatrixParams, p.getNumElements());
   for (const OptimizerState &state : getOptimizerStates(step.getOptimizer())) {
     int64_t bytes = cat(persistentCategory(state.buffer));
     r.optimizerStates.push_back({state.reportKey.str(), state.label.str(),
@@ -371,6 +409,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.reduceElementBytes = peer.reduceElementBytes;
   if (peer.runtime == KernelRuntime::Fused)
     r.band = lookupValidationBand(hw.name);
+  r.deepspeed = deepspeedWithOptimizer(r, step.getOptimizer());
   return r;
 }
 
@@ -444,8 +483,16 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
         {"active_param_count", r.experts->activeParams},
         {"experts", r.experts->maxExperts},
         {"experts_per_token", r.experts->maxExpertsPerToken}};
+  llvm::json::Value deepspeed = nullptr;
+  if (r.deepspeed)
+    deepspeed =
+        llvm::json::Object{{"model_state_bytes", r.deepspeed->modelStateBytes},
+                           {"bytes_per_rank", r.deepspeed->bytesPerRank}};
   llvm::json::Object json{
       {"fit", std::move(fit)},
+      {"optimizer", r.optimizer},
+      {"optimizer_states", r.optimizerStatePrecision},
+      {"deepspeed", std::move(deepspeed)},
       {"moe", std::move(moe)},
       {"stage", r.stage},
       {"world_size", r.worldSize},
@@ -572,6 +619,21 @@ static std::string bytesStr(int64_t b) {
   return s;
 }
 
+/// Whether the report prints DeepSpeed's figures with the step's optimizer:
+/// where they are not its estimator's (Adam's fp32 moments), whose row the
+/// memory table has already.
+static bool printsDeepSpeedOptimizer(const StepReport &r) {
+  return r.deepspeed && !((r.optimizer == "adam" || r.optimizer == "adamw") &&
+                          r.optimizerStatePrecision == "f32");
+}
+
+/// "muon", "adamw int8": the optimizer and its states' precision.
+static std::string optimizerName(const StepReport &r) {
+  return r.optimizer + (r.optimizerStatePrecision == "f32"
+                            ? ""
+                            : " " + r.optimizerStatePrecision);
+}
+
 /// One row of the memory tables.
 static void printRow(llvm::raw_ostream &os, StringRef name, int64_t v) {
   os << llvm::format("  %-35s %16lld  %12s\n", name.str().c_str(),
@@ -644,6 +706,11 @@ static void printDeviceMemory(
              "DeepSpeed estimate (" + compactFormula(deepspeed->gpuFormula) +
                  ")",
              deepspeed->gpuBytes);
+  if (printsDeepSpeedOptimizer(r))
+    printRow(os,
+             "DeepSpeed " + optimizerName(r) + " (" +
+                 r.deepspeed->modelStateFormula + ")",
+             r.deepspeed->modelStateBytes);
   // Its formulas with only the trainable parameters carrying gradients and
   // optimizer states.
   if (r.frozenParamCount > 0) {
@@ -835,6 +902,13 @@ static void printCommunication(const StepReport &r, llvm::raw_ostream &os) {
          << it->second.interNode << " across)";
     os << "\n";
   }
+  if (printsDeepSpeedOptimizer(r))
+    os << "  DeepSpeed's ZeRO-3 with " << optimizerName(r) << ": "
+       << r.deepspeed->bytesPerRank << " bytes sent per rank"
+       << (r.optimizer == "muon"
+               ? " (reduce_scatter false: every gradient all-reduced, each "
+                 "matrix's fp32 momentum and update all-gathered)\n"
+               : "\n");
 }
 
 /// The predicted step time and what is exposed of it.

@@ -148,6 +148,39 @@ deepspeedTableRows(int64_t stage, int64_t totalParams,
 std::string deepspeedOptionsText(int64_t stage,
                                  const DeepSpeedOptions &options);
 
+/// What DeepSpeed's ZeRO-3 keeps and sends per rank with an optimizer other
+/// than its estimators' Adam, from the sizes of the states DeepSpeed
+/// allocates (its estimators know Adam only). The model states are the
+/// stage-3 estimator's 4L + int(18S/n) with Adam's 8 bytes of moments
+/// replaced by the optimizer's state bytes: per parameter a 16-bit
+/// parameter (2), the fp32 gradient partition (4), the fp32 master (4) and
+/// the states (`stateBytes`; Muon's matrices `matrixStateBytes`). With 16-bit
+/// masters and gradients (`bf16_master_weights_and_grads`, which DeepSpeed
+/// requires for bf16 states) there is no fp32 master and the gradient
+/// partition is 16-bit: 2 + 2 + the states. The bytes a rank sends per step
+/// are ring collectives' ((n-1)/n of each array, at `elementBytes` for the
+/// 16-bit parameters and gradients): every parameter all-gathered in the
+/// forward and again in the backward and every gradient reduce-scattered
+/// (3S); with Muon DeepSpeed refuses the reduce-scatter (`reduce_scatter`
+/// false), so every gradient is all-reduced (2S), and each matrix's fp32
+/// momentum (4 bytes) and its update (`elementBytes`) are all-gathered.
+struct DeepSpeedOptimizerInputs {
+  int64_t totalParams = 0, largestLayerParams = 0, ranks = 1;
+  int64_t stateBytes = 8;
+  /// Muon: its matrices and their state bytes.
+  bool muon = false;
+  int64_t matrixParams = 0, matrixStateBytes = 0;
+  bool sixteenBitMasters = false;
+  int64_t elementBytes = 2;
+};
+struct DeepSpeedOptimizerCost {
+  int64_t modelStateBytes = 0, bytesPerRank = 0;
+  /// "4L+18S/n", "4L+(18S-4Sm)/n" (Sm: Muon's matrices).
+  std::string modelStateFormula;
+};
+DeepSpeedOptimizerCost
+estimateDeepSpeedZero3Optimizer(const DeepSpeedOptimizerInputs &in);
+
 } // namespace zero::estimate
 
 #endif // ZERO_DIALECT_ZERO_ANALYSIS_DEEPSPEEDESTIMATORS_H

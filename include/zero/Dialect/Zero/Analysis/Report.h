@@ -100,6 +100,17 @@ struct StepReport {
   /// `states`).
   int64_t optimizerAbsmaxBlock = 0;
   std::string optimizerStatePrecision = "f32";
+  /// The optimizer (#zero.optimizer's kind), and the elements of the
+  /// parameters Muon updates (0 for another optimizer).
+  std::string optimizer;
+  int64_t muonMatrixParams = 0;
+  /// DeepSpeed's ZeRO-3 with the same optimizer (DeepSpeedEstimators.h):
+  /// at stage 3 with 16-bit compute and no offload, none otherwise.
+  struct DeepSpeedOptimizerFigures {
+    int64_t modelStateBytes = 0, bytesPerRank = 0;
+    std::string modelStateFormula;
+  };
+  std::optional<DeepSpeedOptimizerFigures> deepspeed;
   /// ZeRO++ hpZ: the persistent secondary shards (2 padded Psi / h bytes
   /// per rank with 16-bit compute), beside the model states.
   int64_t hpzSecondaryBytes = 0;
