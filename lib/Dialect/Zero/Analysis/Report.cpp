@@ -326,7 +326,12 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
     for (ParamOp p : getMuonParams(module))
       r.muonMatrixParams = c.add(r.muonMatrixParams, p.getNumElements());
   for (const OptimizerState &state : getOptimizerStates(step.getOptimizer())) {
-    int64_t bytes = cat(persistentCategory(state.buffer));
+    // By buffer, not by category: Muon's momentum_buffer shares Adam m's
+    // category with its AdamW half's exp_avg.
+    int64_t bytes = 0;
+    for (const PersistentBuffer &b : plan.persistent)
+      if (b.kind == state.buffer && b.memory == MemoryKind::device)
+        bytes = c.add(bytes, b.bytes);
     r.optimizerStates.push_back({state.reportKey.str(), state.label.str(),
                                  stringifyBufferKind(state.buffer).str(),
                                  bytes});
