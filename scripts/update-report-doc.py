@@ -144,7 +144,63 @@ def moe_table(runner, env):
     return runs, "\n".join(rows) + "\n"
 
 
-TABLES = {"moe": moe_table}
+# The "Optimizers" table: Llama-3 8B (zero-model-gen's preset, one sequence
+# of OPT_SEQ tokens per rank in bf16, the model of the Llama-3 section) at
+# ZeRO-3 on OPT_RANKS ranks of `h100-sxm`, one row per entry of OPT_CONFIGS:
+# its label, the name its run takes (opt_<name>) and zero-model-gen's
+# optimizer options (none: the default, AdamW, the Llama-3 section's file).
+# Beside each, DeepSpeed's ZeRO-3 with the same optimizer as the report's
+# JSON gives it (`deepspeed`, DeepSpeedEstimators.h).
+OPT_RANKS = 8
+OPT_SEQ = 8192
+OPT_CONFIGS = [("AdamW", "adamw", ""),
+               ("Muon", "muon", "--optimizer muon"),
+               ("Lion", "lion", "--optimizer lion"),
+               ("AdamW, int8 states", "int8", "--optimizer-states int8"),
+               ("AdamW, bf16 states", "bf16", "--optimizer-states bf16")]
+
+
+def optimizer_state_bytes(run):
+    """A report's optimizer states per rank: its model_state_breakdown less
+    the parameters, gradients and masters."""
+    return sum(v for k, v in run.model_state_breakdown.items()
+               if k not in ("params", "grads", "master_params"))
+
+
+def optimizer_table(runner, env):
+    """The runs of the Optimizers table, by name, and its rows."""
+    rows = ["| optimizer | states (`model_state_breakdown`) | optimizer states "
+            "| model states | DeepSpeed's model states | peak "
+            "| GB sent by rank 0 | DeepSpeed's GB sent | step (ms) "
+            "| exposed comm (ms) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    runs = []
+    env["opt_seq"], env["opt_ranks"] = OPT_SEQ, OPT_RANKS
+    for label, name, options in OPT_CONFIGS:
+        model = "llama-3-8b-%s.mlir" % (name if options else OPT_RANKS)
+        gen = ("zero-model-gen llama --preset llama-3-8b --seq %d --batch %d "
+               "--dtype bf16%s -o %s" % (OPT_SEQ, OPT_RANKS,
+                                         " " + options if options else "",
+                                         model))
+        cmd = ('%s && zero-opt %s --zero-pipeline="stage=3 world-size=%d" '
+               '--zero-report="format=text hardware=h100-sxm" -o /dev/null'
+               % (gen, model, OPT_RANKS))
+        r = runner.report("opt_" + name, cmd)
+        env["opt_" + name] = r
+        runs.append(r)
+        ds = r.deepspeed
+        states = ", ".join("`%s`" % k for k in r.model_state_breakdown
+                           if k not in ("params", "grads", "master_params"))
+        rows.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            label, states, size(optimizer_state_bytes(r)),
+            size(r.model_state_bytes), size(ds.model_state_bytes),
+            size(r.peak_bytes), fixed(r.comm.bytes_per_rank / 1e9, 1),
+            fixed(ds.bytes_per_rank / 1e9, 1), fixed(r.predicted_step_ms),
+            fixed(r.exposed_comm_ms)))
+    return runs, "\n".join(rows) + "\n"
+
+
+TABLES = {"moe": moe_table, "optimizers": optimizer_table}
 
 
 def show(path):
@@ -406,7 +462,8 @@ def expand(text, runner):
     """The page with its outputs and values regenerated, and the list of
     problems only the prose can fix."""
     env = {"__builtins__": {}, "n": n, "fixed": fixed, "gib": gib, "mib": mib,
-           "size": size, "verdict": verdict, "zeropp": zeropp, "missed": missed, "all": all, "any": any, "min": min, "max": max,
+           "size": size, "verdict": verdict,
+           "optimizer_state_bytes": optimizer_state_bytes, "zeropp": zeropp, "missed": missed, "all": all, "any": any, "min": min, "max": max,
            "abs": abs, "round": round, "int": int, "len": len, "sum": sum,
            "alst": ALST}
     runs, problems = [], []
