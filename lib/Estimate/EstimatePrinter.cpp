@@ -333,6 +333,24 @@ static void writeMoeJson(json::OStream &j,
   });
 }
 
+/// inputs.optimizer_states, and the states' precision and absmax block only
+/// when not f32 (so that f32 estimates keep their bytes).
+static void writeOptimizerStatesJson(json::OStream &j, const Estimate &e) {
+  j.attributeArray("optimizer_states", [&] {
+    for (const mlir::zero::OptimizerState &state : e.optimizerStates)
+      j.object([&] {
+        j.attribute("key", state.reportKey);
+        j.attribute("bytes_per_param", state.bytes);
+      });
+  });
+  if (e.statePrecision == mlir::zero::StatePrecision::f32)
+    return;
+  j.attribute("optimizer_state_precision",
+              mlir::zero::stringifyStatePrecision(e.statePrecision));
+  if (e.absmaxBlock > 0)
+    j.attribute("absmax_block", e.absmaxBlock);
+}
+
 void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
   const EstimateOptions &options = e.options;
   const std::optional<ModelCounts> &model = e.model;
@@ -355,13 +373,7 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       j.attribute("stage", stage);
       j.attribute("dtype", options.dtype);
       j.attribute("optimizer", mlir::zero::stringifyOptimizerKind(e.optimizer));
-      j.attributeArray("optimizer_states", [&] {
-        for (const mlir::zero::OptimizerState &state : e.optimizerStates)
-          j.object([&] {
-            j.attribute("key", state.reportKey);
-            j.attribute("bytes_per_param", state.bytes);
-          });
-      });
+      writeOptimizerStatesJson(j, e);
       j.attribute("alignment", options.alignment);
       j.attribute("reduce_bucket_size", options.reduceBucketSize);
       j.attribute("allgather_bucket_size", options.allgatherBucketSize);

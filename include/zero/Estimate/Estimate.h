@@ -111,6 +111,11 @@ struct ModelCounts {
   /// step's hyper-parameters (SGD without momentum keeps none).
   mlir::zero::OptimizerKind optimizer = mlir::zero::OptimizerKind::adamw;
   llvm::SmallVector<mlir::zero::OptimizerState> optimizerStates;
+  /// The step's state precision (#zero.optimizer's `states`): each state's
+  /// `bytes` above are an element's in it, and a block-quantized one also
+  /// keeps an fp32 absmax per `absmaxBlock` elements of each state (0: none).
+  mlir::zero::StatePrecision statePrecision = mlir::zero::StatePrecision::f32;
+  int64_t absmaxBlock = 0;
   /// The largest stage-3 gather group (zero-partition's per-layer groups) and
   /// its name.
   int64_t largestGroup = 0;
@@ -162,6 +167,10 @@ struct Estimate {
   /// states it keeps, each a line of ours.
   mlir::zero::OptimizerKind optimizer;
   llvm::SmallVector<mlir::zero::OptimizerState> optimizerStates;
+  /// The model file's state precision and absmax block (ModelCounts); f32
+  /// and none for numbers.
+  mlir::zero::StatePrecision statePrecision = mlir::zero::StatePrecision::f32;
+  int64_t absmaxBlock = 0;
   Line deepspeed, deepspeedDocs, paper;
   /// A model with frozen parameters: the paper's formula with only the
   /// trainable ones carrying gradients and optimizer states.
