@@ -236,10 +236,10 @@ struct TuneModelStates {
 
 struct TuneResult {
   /// The best fitting configuration of each (stage, accumulation, offload,
-  /// ZeRO++ choice) group, whichever its remat policy, fastest first (ties:
-  /// smaller peak), at most `top` of them; with a validation band, the one
-  /// with the smallest peak of those within the band of the fastest comes
-  /// first.
+  /// ZeRO++ choice, ep size) group, whichever its remat policy, fastest
+  /// first (ties: smaller peak), at most `top` of them; with a validation
+  /// band, the one with the smallest peak of those within the band of the
+  /// fastest comes first.
   std::vector<TuneCandidate> ranked;
   /// The validation band of the hardware preset's GPU (docs/CostModel.md),
   /// if it has one; then how many ranked candidates' predicted steps lie
