@@ -635,8 +635,11 @@ static int failNoFit(const TuneResult &result) {
   // Model states on the ranks, with the offload choice.
   auto states = [&](const TuneModelStates &s) {
     std::string offloaded = describeOffload(s.config);
-    return formatv("stage {0}'s on {1} ranks{2}{3}", s.config.stage,
-                   options.worldSize, offloaded.empty() ? "" : " with ",
+    std::string ep = s.config.epSize > 1
+                         ? formatv(" at ep size {0}", s.config.epSize).str()
+                         : "";
+    return formatv("stage {0}'s on {1} ranks{2}{3}{4}", s.config.stage,
+                   options.worldSize, ep, offloaded.empty() ? "" : " with ",
                    offloaded)
         .str();
   };
