@@ -469,6 +469,9 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   addPaper(e, t);
   addOurs(e, t);
   addOffload(e, t);
+  if (options.epSize != 1)
+    if (Error error = addExpertParallel(e, t))
+      return std::move(error);
   explainDifferences(e, t);
   if (Error error = addVerdict(e, t))
     return std::move(error);

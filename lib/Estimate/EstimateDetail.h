@@ -70,6 +70,11 @@ bool keepsAdamStates(const Estimate &e);
 /// table's labels.
 std::string statesText(const Estimate &e);
 
+/// With --ep-size: fills `e.expertParallel`, our model states with the
+/// expert parameters over the expert-parallel layout; an error where the
+/// model or the ranks do not allow the size.
+llvm::Error addExpertParallel(Estimate &e, const Terms &t);
+
 /// Fills `e.differences`: why ours and DeepSpeed's and the paper's numbers
 /// differ, line by line.
 void explainDifferences(Estimate &e, const Terms &t);
