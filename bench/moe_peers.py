@@ -9,6 +9,9 @@ save_pretrained. The same initial weights and the same token rows go to:
   ours       zero-import --hf DIR, zero-compile --stage 3 --world-size 2
              (--overlap-comm, as DeepSpeed's ZeRO-3 overlaps by default),
              mpirun -np 2 with one thread a rank
+  ours_ep    the same with --ep-size 2: each rank keeps 2 of a layer's 4
+             experts and the tokens go to them by all-to-all; the dense
+             parameters stay ZeRO-3 over both ranks
   deepspeed  the model loaded by from_pretrained, DeepSpeed ZeRO-3 with
              torch.optim.AdamW (the import's lr, betas, eps and weight
              decay), 2 ranks over gloo with one thread each (bench/peers'
@@ -22,6 +25,10 @@ the step's time after its collectives), and the largest relative
 difference of a step's loss from ours.
 
   bench/moe_peers.py --build build [--rounds 3] [--steps 10]
+                     [--systems ours,ours_ep,deepspeed]
+
+ours_ep against ours is the issue's "our ep 2 against our ZeRO-3": both in
+the same run, their losses compared too.
 
 Writes bench/results/moe_peers.json (or --out).
 """
@@ -128,11 +135,11 @@ def hyper(mlir):
                                           "weight_decay")}
 
 
-def run_ours(work, args, env):
+def run_ours(work, args, env, program="m3"):
     out = os.path.join(work, "ours.json")
     if os.path.exists(out):
         os.remove(out)
-    run(args.mpirun.split() + ["-np", str(WORLD), os.path.join(work, "m3"),
+    run(args.mpirun.split() + ["-np", str(WORLD), os.path.join(work, program),
         "--inputs", os.path.join(work, "hf", "ids.npy"),
         "--labels", os.path.join(work, "hf", "labels.npy"),
         "--init-from", os.path.join(work, "m.safetensors"),
@@ -194,7 +201,12 @@ def main():
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--out", default=os.path.join(HERE, "results",
                                                  "moe_peers.json"))
+    p.add_argument("--systems", default="ours,ours_ep,deepspeed",
+                   help="which of ours, ours_ep and deepspeed to run "
+                        "(ours always runs: the others are compared to it)")
     args = p.parse_args()
+    systems = ["ours"] + [s for s in args.systems.split(",")
+                          if s in ("ours_ep", "deepspeed")]
     bin_dir = os.path.join(os.path.abspath(args.build), "bin")
     work = tempfile.mkdtemp(prefix="moe-peers-")
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -209,38 +221,60 @@ def main():
         run([os.path.join(bin_dir, "zero-compile"), "m.mlir", "--stage", "3",
              "--world-size", str(WORLD), "--overlap-comm=true", "-o", "m3"],
             cwd=work)
+        if "ours_ep" in systems:
+            run([os.path.join(bin_dir, "zero-compile"), "m.mlir", "--stage",
+                 "3", "--world-size", str(WORLD), "--ep-size", str(WORLD),
+                 "--overlap-comm=true", "-o", "m3ep"], cwd=work)
         h = hyper(os.path.join(work, "m.mlir"))
-        runs = {"ours": [], "deepspeed": []}
+        runs = {s: [] for s in systems}
         losses = {}
         for rnd in range(args.rounds):
-            order = ["ours", "deepspeed"][::1 if rnd % 2 == 0 else -1]
+            # Each system in turn, the order rotated every round.
+            order = systems[rnd % len(systems):] + systems[:rnd % len(systems)]
             for system in order:
                 l, ms = (run_ours(work, args, env) if system == "ours" else
+                         run_ours(work, args, env, "m3ep")
+                         if system == "ours_ep" else
                          run_deepspeed(work, args, env, h))
                 losses[system] = l
                 runs[system].append(statistics.median(ms[args.warmup:]))
-        diff = max(abs(a - b) / abs(b) for a, b in
-                   zip(losses["deepspeed"], losses["ours"]))
         ours = statistics.median(runs["ours"])
-        ds = statistics.median(runs["deepspeed"])
         doc = {"model": dict(CONFIG, seq=SEQ, batch=BATCH, world=WORLD,
                              stage=3),
                "steps": args.steps, "warmup": args.warmup,
                "rounds": args.rounds, "hyper": h,
-               "ours_ms": runs["ours"], "deepspeed_ms": runs["deepspeed"],
-               "ours_median_ms": ours, "deepspeed_median_ms": ds,
-               "ratio": ours / ds, "losses_ours": losses["ours"],
-               "losses_deepspeed": losses["deepspeed"],
-               "max_loss_rel_diff": diff, "agree": diff <= args.rtol,
+               "ours_ms": runs["ours"], "ours_median_ms": ours,
+               "losses_ours": losses["ours"],
                "machine": {"nproc": os.cpu_count()}}
+        agree = True
+        for system, name in (("deepspeed", "DeepSpeed ZeRO-3"),
+                             ("ours_ep", "our ep 2 x ZeRO-3")):
+            if system not in systems:
+                continue
+            diff = max(abs(a - b) / abs(b) for a, b in
+                       zip(losses[system], losses["ours"]))
+            median = statistics.median(runs[system])
+            # ratio: ours / DeepSpeed's; ep_ratio: ep's / our ZeRO-3's.
+            ratio = (ours / median if system == "deepspeed" else
+                     median / ours)
+            key = "" if system == "deepspeed" else "ep_"
+            doc.update({system + "_ms": runs[system],
+                        system + "_median_ms": median,
+                        key + "ratio": ratio,
+                        "losses_" + system: losses[system],
+                        key + "max_loss_rel_diff": diff})
+            agree &= diff <= args.rtol
+            print("ours ZeRO-3 %.2f ms, %s %.2f ms a step (%s %.3f); losses "
+                  "within %.2g (%s)" % (
+                      ours, name, median,
+                      "ours / it" if system == "deepspeed" else
+                      "it / ours", ratio, diff,
+                      "agree" if diff <= args.rtol else "DISAGREE"))
+        doc["agree"] = agree
         os.makedirs(os.path.dirname(os.path.abspath(args.out)),
                     exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)
-        print("ours %.2f ms, DeepSpeed ZeRO-3 %.2f ms a step: %.3f; losses "
-              "within %.2g (%s)" % (ours, ds, ours / ds, diff,
-                                    "agree" if diff <= args.rtol else
-                                    "DISAGREE"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

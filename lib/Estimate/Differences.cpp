@@ -147,7 +147,27 @@ void explainModelStates(Estimate &e, const Terms &t) {
   const std::string &cs = t.cs;
   auto &why = e.differences;
   bool fp32 = options.dtype == "fp32";
-  if (!keepsAdamStates(e)) {
+  bool f32States = e.statePrecision == mlir::zero::StatePrecision::f32;
+  if (!f32States) {
+    // DeepSpeed's estimators count fp32 Adam states whatever the precision
+    // (bf16_optimizer_states does not reach them); ours counts an element's
+    // bytes in the step's precision and a block-quantized state's absmaxes.
+    int64_t absmaxes = int64_t(e.optimizerStates.size()) * t.absmaxBytes;
+    why.push_back(
+        "Optimizer: " + mlir::zero::stringifyOptimizerKind(e.optimizer).str() +
+        " keeps " + statesText(e) + " (" + std::to_string(t.stateBytes) +
+        " bytes per trainable parameter" +
+        (e.absmaxBlock > 0 ? ", and each state an fp32 absmax per " +
+                                 std::to_string(e.absmaxBlock) +
+                                 " elements: " + human(absmaxes) + " a rank"
+                           : std::string()) +
+        "), where DeepSpeed's estimators count fp32 Adam's m and v (8 "
+        "bytes) and stay as DeepSpeed computes them; the paper's K is 4 + " +
+        std::to_string(t.stateBytes) + " = " +
+        std::to_string(4 + t.stateBytes) +
+        " here: " + signedHuman((t.stateBytes - 8) * t.tshard + absmaxes) +
+        " for us against fp32 Adam states.");
+  } else if (!keepsAdamStates(e)) {
     // DeepSpeed's estimators and the paper's 16 bytes per parameter count
     // Adam's 8 bytes of states; ours counts the optimizer's own, on each of
     // a rank's trainable parameters.
@@ -162,7 +182,7 @@ void explainModelStates(Estimate &e, const Terms &t) {
         " here: " + signedHuman((t.stateBytes - 8) * t.tshard) +
         " for us against Adam's states.");
   }
-  if (fp32 && keepsAdamStates(e))
+  if (fp32 && keepsAdamStates(e) && f32States)
     why.push_back("fp32: the parameters are the fp32 masters (no separate "
                   "copy): 4 (params) + 4 (grads) + 8 (Adam m, v) = 16 bytes "
                   "per parameter as in mixed precision (2 + 2 + 12), split "
@@ -327,17 +347,21 @@ bool zero::estimate::detail::keepsAdamStates(const Estimate &e) {
 }
 
 std::string zero::estimate::detail::statesText(const Estimate &e) {
-  if (keepsAdamStates(e))
-    return "Adam's m and v";
   if (e.optimizerStates.empty())
     return "no state of " +
            mlir::zero::stringifyOptimizerKind(e.optimizer).str();
   std::string text;
-  for (size_t i = 0; i < e.optimizerStates.size(); ++i)
-    text += (i == 0                              ? ""
-             : i + 1 == e.optimizerStates.size() ? " and "
-                                                 : ", ") +
-            e.optimizerStates[i].label.str();
+  if (keepsAdamStates(e))
+    text = "Adam's m and v";
+  else
+    for (size_t i = 0; i < e.optimizerStates.size(); ++i)
+      text += (i == 0                              ? ""
+               : i + 1 == e.optimizerStates.size() ? " and "
+                                                   : ", ") +
+              e.optimizerStates[i].label.str();
+  if (e.statePrecision != mlir::zero::StatePrecision::f32)
+    text +=
+        " in " + mlir::zero::stringifyStatePrecision(e.statePrecision).str();
   return text;
 }
 

@@ -32,6 +32,17 @@ int64_t zero::estimate::detail::stateBytes(
   return bytes;
 }
 
+/// The fp32 absmaxes a block-quantized state adds to its elements over
+/// `shardName` (zrt_adam8bit's one per block; the compiler's plan counts
+/// them per partition shard, exactly): " + 4 x ceil(S'/n / 2048)", or
+/// nothing.
+static std::string absmaxFormula(const Estimate &e, StringRef shardName) {
+  if (e.absmaxBlock <= 0)
+    return "";
+  return (" + 4 x ceil(" + shardName + " / " + Twine(e.absmaxBlock) + ")")
+      .str();
+}
+
 /// Whether `key` is one of the optimizer's state lines.
 static bool isStateKey(const Estimate &e, StringRef key) {
   return llvm::any_of(e.optimizerStates,
@@ -194,6 +205,8 @@ static Terms getTerms(const Estimate &e) {
   t.tshard = t.stage == 0 ? t.st : roundUp(t.st, t.pad) / t.n;
   t.tName = t.frozen == 0 ? "S" : "St";
   t.tshardName = t.frozen == 0 ? t.shardName : t.stage == 0 ? "St" : "St'/n";
+  if (e.absmaxBlock > 0)
+    t.absmaxBytes = 4 * ((t.tshard + e.absmaxBlock - 1) / e.absmaxBlock);
   return t;
 }
 
@@ -240,8 +253,9 @@ static void addOurs(Estimate &e, Terms &t) {
   ArrayRef<mlir::zero::OptimizerState> states = e.optimizerStates;
   for (const mlir::zero::OptimizerState &state : states)
     e.ours.push_back({state.reportKey.str(), "ours: " + state.reportKey.str(),
-                      std::to_string(state.bytes) + tshardName,
-                      state.bytes * tshard});
+                      std::to_string(state.bytes) + tshardName +
+                          absmaxFormula(e, tshardName),
+                      state.bytes * tshard + t.absmaxBytes});
   std::string statesFormula;
   if (frozen == 0) {
     e.ourStates = modelStateBytes(stage, s, sp, n, c, t.stateBytes);
@@ -251,6 +265,11 @@ static void addOurs(Estimate &e, Terms &t) {
     if (shardBytes)
       statesFormula +=
           (fullBytes ? " + " : "") + std::to_string(shardBytes) + "S'/n";
+    if (t.absmaxBytes) {
+      e.ourStates += int64_t(states.size()) * t.absmaxBytes;
+      statesFormula += " + " + std::to_string(states.size()) + " x" +
+                       absmaxFormula(e, tshardName).substr(2);
+    }
   } else {
     e.ourStates = 0;
     size_t lines = 3 + states.size();
@@ -312,17 +331,20 @@ static void addOffload(Estimate &e, Terms &t) {
       return roundUp(x, mlir::zero::kArenaAlignment);
     };
     int64_t at = 0;
-    auto host = [&](StringRef key, StringRef what, int64_t bytesPerElement) {
-      int64_t bytes = bytesPerElement * tshard;
+    auto host = [&](StringRef key, StringRef what, int64_t bytesPerElement,
+                    bool state = false) {
+      std::string name = frozen == 0 ? "S'/n" : "St'/n";
+      int64_t bytes = bytesPerElement * tshard + (state ? t.absmaxBytes : 0);
       e.offloadHost.push_back(
           {key.str(), "ours offloaded: host " + what.str(),
-           std::to_string(bytesPerElement) + (frozen == 0 ? "S'/n" : "St'/n"),
+           std::to_string(bytesPerElement) + name +
+               (state ? absmaxFormula(e, name) : std::string()),
            bytes});
       at = align(at) + bytes;
     };
     host("master_params", "master_params", 4);
     for (const mlir::zero::OptimizerState &state : e.optimizerStates)
-      host(state.reportKey, state.reportKey, state.bytes);
+      host(state.reportKey, state.reportKey, state.bytes, /*state=*/true);
     host("host_grads", "grads copy", c);
     if (c != 4)
       host("host_params", "params copy", c);
@@ -429,6 +451,10 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   e.optimizer = e.model ? e.model->optimizer : options.optimizer;
   e.optimizerStates = e.model ? e.model->optimizerStates
                               : mlir::zero::getOptimizerStates(e.optimizer);
+  if (e.model) {
+    e.statePrecision = e.model->statePrecision;
+    e.absmaxBlock = e.model->absmaxBlock;
+  }
   // Stage 0 shards nothing, so it pads nothing.
   int64_t pad = e.n * options.alignment;
   e.sPadded = options.stage == 0 ? e.s : roundUp(e.s, pad);
@@ -443,6 +469,9 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   addPaper(e, t);
   addOurs(e, t);
   addOffload(e, t);
+  if (options.epSize != 1)
+    if (Error error = addExpertParallel(e, t))
+      return std::move(error);
   explainDifferences(e, t);
   if (Error error = addVerdict(e, t))
     return std::move(error);

@@ -41,8 +41,10 @@ int64_t stateBytes(llvm::ArrayRef<mlir::zero::OptimizerState> states);
 /// The estimate's inputs under the names its formulas use.
 struct Terms {
   int64_t stage = 0, s = 0, n = 0, c = 0;
-  /// The optimizer's state bytes per parameter (fp32 masters not counted).
-  int64_t stateBytes = 0;
+  /// The optimizer's state bytes per parameter (fp32 masters not counted),
+  /// and a block-quantized state's fp32 absmax bytes per rank (each state
+  /// keeps its own over the rank's tshard; 0 for other precisions).
+  int64_t stateBytes = 0, absmaxBytes = 0;
   /// S', and the padding granule n * alignment.
   int64_t sp = 0, pad = 0;
   /// A rank's parameters (S at stage 0, else S'/n); the frozen and the St
@@ -67,6 +69,11 @@ bool keepsAdamStates(const Estimate &e);
 /// The estimate's optimizer states in words: "Adam's m and v", or the
 /// table's labels.
 std::string statesText(const Estimate &e);
+
+/// With --ep-size: fills `e.expertParallel`, our model states with the
+/// expert parameters over the expert-parallel layout; an error where the
+/// model or the ranks do not allow the size.
+llvm::Error addExpertParallel(Estimate &e, const Terms &t);
 
 /// Fills `e.differences`: why ours and DeepSpeed's and the paper's numbers
 /// differ, line by line.

@@ -174,6 +174,43 @@ void printZeroPPText(const Estimate &e, raw_ostream &os) {
         "compare the x ZeRO-3 columns)\n";
 }
 
+/// With --ep-size: the expert-parallel layout and our model states under it,
+/// beside ours without it and DeepSpeed's (which counts every expert).
+void printExpertParallelText(const Estimate &e, raw_ostream &os) {
+  const ExpertParallelEstimate &ep = *e.expertParallel;
+  os << "\nexpert parallel P = " << ep.size
+     << ": each rank holds E/P = " << ep.expertsPerRank << " of the "
+     << ep.experts << " experts of a layer, X/P = " << ep.expertParamsPerRank
+     << " of the X = " << ep.expertParams
+     << " expert params, partitioned over the n/P = " << ep.replicas
+     << " ranks holding the same experts (expert data parallel); the D = "
+     << ep.denseParams << " dense params over all n = " << e.n;
+  if (e.options.stage > 0)
+    os << " (padded: D' = " << ep.densePadded
+       << ", (X/P)' = " << ep.expertPadded << ")";
+  os << ":\n";
+  size_t labelW = 0, formulaW = 0;
+  for (const Line &line : ep.lines) {
+    labelW = std::max(labelW, line.label.size());
+    formulaW = std::max(formulaW, line.formula.size());
+  }
+  for (const Line &line : ep.lines)
+    os << "  " << left_justify(line.label, labelW) << "  "
+       << left_justify(line.formula, formulaW) << "  "
+       << right_justify(std::to_string(*line.bytes), 15) << "  "
+       << format("%9.2f", double(*line.bytes) / double(int64_t(1) << 30))
+       << "\n";
+  os << "  (ours without expert parallelism: " << e.ourStates
+     << "; DeepSpeed's estimators know no experts nor expert parallelism "
+        "and print ";
+  if (e.deepspeed.bytes)
+    os << *e.deepspeed.bytes << " (" << e.deepspeed.formula
+       << ") for this model at any P";
+  else
+    os << "nothing at stage " << e.options.stage;
+  os << ")\n";
+}
+
 } // namespace
 
 void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
@@ -267,6 +304,8 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
        << format("%.2f",
                  double(*e.deepspeedCpu.bytes) / double(int64_t(1) << 30))
        << " GiB)\n";
+  if (e.expertParallel)
+    printExpertParallelText(e, os);
   if (!e.deepspeedTable.empty())
     printDeepSpeedTable(e, os);
   if (e.fit) {
@@ -333,6 +372,42 @@ static void writeMoeJson(json::OStream &j,
   });
 }
 
+/// inputs.optimizer_states, and the states' precision and absmax block only
+/// when not f32 (so that f32 estimates keep their bytes).
+static void writeOptimizerStatesJson(json::OStream &j, const Estimate &e) {
+  j.attributeArray("optimizer_states", [&] {
+    for (const mlir::zero::OptimizerState &state : e.optimizerStates)
+      j.object([&] {
+        j.attribute("key", state.reportKey);
+        j.attribute("bytes_per_param", state.bytes);
+      });
+  });
+  if (e.statePrecision == mlir::zero::StatePrecision::f32)
+    return;
+  j.attribute("optimizer_state_precision",
+              mlir::zero::stringifyStatePrecision(e.statePrecision));
+  if (e.absmaxBlock > 0)
+    j.attribute("absmax_block", e.absmaxBlock);
+}
+
+/// The `ours_expert_parallel` object: the layout and its lines.
+static void writeExpertParallelJson(json::OStream &j,
+                                    const ExpertParallelEstimate &ep) {
+  j.attributeObject("ours_expert_parallel", [&] {
+    j.attribute("ep_size", ep.size);
+    j.attribute("experts_per_rank", ep.expertsPerRank);
+    j.attribute("expert_params_per_rank", ep.expertParamsPerRank);
+    j.attribute("expert_replicas", ep.replicas);
+    j.attribute("padded_dense_params", ep.densePadded);
+    j.attribute("padded_expert_params_per_rank", ep.expertPadded);
+    for (const Line &l : ep.lines)
+      j.attributeObject(l.key, [&] {
+        j.attribute("formula", l.formula);
+        j.attribute("bytes", *l.bytes);
+      });
+  });
+}
+
 void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
   const EstimateOptions &options = e.options;
   const std::optional<ModelCounts> &model = e.model;
@@ -355,13 +430,7 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       j.attribute("stage", stage);
       j.attribute("dtype", options.dtype);
       j.attribute("optimizer", mlir::zero::stringifyOptimizerKind(e.optimizer));
-      j.attributeArray("optimizer_states", [&] {
-        for (const mlir::zero::OptimizerState &state : e.optimizerStates)
-          j.object([&] {
-            j.attribute("key", state.reportKey);
-            j.attribute("bytes_per_param", state.bytes);
-          });
-      });
+      writeOptimizerStatesJson(j, e);
       j.attribute("alignment", options.alignment);
       j.attribute("reduce_bucket_size", options.reduceBucketSize);
       j.attribute("allgather_bucket_size", options.allgatherBucketSize);
@@ -412,6 +481,9 @@ void zero::estimate::printEstimateJson(const Estimate &e, raw_ostream &os) {
       for (const Line &l : e.ours)
         line(l);
     });
+    // Only with --ep-size: the keys of other estimates stay as they were.
+    if (e.expertParallel)
+      writeExpertParallelJson(j, *e.expertParallel);
     if (e.offloadDevice)
       j.attributeObject("ours_offload_optimizer", [&] {
         line(*e.offloadDevice);

@@ -17,6 +17,7 @@
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Pipelines/Pipeline.h"
+#include "zero_rt/optimizers.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
@@ -310,19 +311,19 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
   // (DeepSpeed's AdamW for a module without a step).
   counts.optimizerStates = mlir::zero::getOptimizerStates(counts.optimizer);
   for (auto step : module.getOps<mlir::zero::TrainStepOp>()) {
-    // The estimate's formulas are bytes per parameter; block-quantized
-    // states also keep an absmax per block, which only the plan counts.
-    if (step.getOptimizer().getStates() != mlir::zero::StatePrecision::f32) {
-      step.emitError("zero-estimate counts fp32 optimizer states; this step "
-                     "keeps them in ")
-          << mlir::zero::stringifyStatePrecision(
-                 step.getOptimizer().getStates())
-          << ": `zero-opt --zero-report` gives its exact bytes";
-      return std::nullopt;
-    }
-    counts.optimizer = step.getOptimizer().getKind();
-    counts.optimizerStates =
-        mlir::zero::getOptimizerStates(step.getOptimizer());
+    mlir::zero::OptimizerAttr opt = step.getOptimizer();
+    counts.optimizer = opt.getKind();
+    counts.optimizerStates = mlir::zero::getOptimizerStates(opt);
+    // States in another precision (optimizers.def's ZRT_OPTIMIZER_PRECISION
+    // rows) count an element's bytes in it; a block-quantized one adds its
+    // fp32 absmaxes, which the estimate counts per state over a rank's run.
+    counts.statePrecision = opt.getStates();
+    counts.absmaxBlock = mlir::zero::getOptimizerAbsmaxBlock(opt);
+    for (mlir::zero::OptimizerState &state : counts.optimizerStates)
+      state.bytes = zrt::optimizers::elementBytes(
+          static_cast<zrt::optimizers::Kind>(opt.getKind()),
+          static_cast<zrt::optimizers::StatePrecision>(opt.getStates()),
+          static_cast<zrt::BufferKind>(state.buffer));
   }
   // Stage 3 on one rank forms the groups without padding them apart.
   mlir::PassManager pm(module.getContext());

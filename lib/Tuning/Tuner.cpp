@@ -65,7 +65,14 @@
 //     rewrite the forward, so each builds a differentiated step of its own,
 //     as the loss chunk does; a size or tiling the passes refuse is no
 //     choice. Plans that fit without them are never displaced.
-//  9. Where the preset's GPU has a validation band (lookupValidationBand,
+//  9. For a step with MoE layers, expert parallelism: each size that
+//     divides the world and every layer's experts is a dimension of the
+//     groups like the ZeRO++ choices (zero-expert-parallel before autodiff,
+//     so each size builds a differentiated step of its own; zero-partition
+//     with the same size), not beside sequence parallelism, MiCS or hpZ,
+//     which the schedule refuses with it. Its receive buffers are planned
+//     dropless; the result says which sizes fit.
+// 10. Where the preset's GPU has a validation band (lookupValidationBand,
 //     docs/CostModel.md), a ranked candidate and the fastest whose
 //     predicted steps lie each within the other's band cannot be told
 //     apart, and the one of those with the smallest peak goes first.
@@ -124,6 +131,7 @@ void TuneConfig::applyTo(ZeroPipelineOptions &o) const {
   o.remat = getTuneRematName(remat).str();
   o.lossChunk = lossChunk;
   o.spSize = spSize;
+  o.epSize = epSize;
   o.tiledMlp = tiledMlp;
   o.offloadActivations = offloadActivations ? "cpu" : "none";
   o.gradientAccumulationSteps = accumulationSteps;
@@ -194,10 +202,10 @@ bool isBetter(const Evaluation &a, const Evaluation &b) {
 }
 
 /// A (stage, accumulation, optimizer offload, parameter offload, hpZ size,
-/// MiCS shard size, qwZ, qgZ, optimizer states) group.
+/// MiCS shard size, qwZ, qgZ, optimizer states, ep size) group.
 using GroupKey =
-    std::tuple<int64_t, int64_t, OffloadDevice, OffloadDevice, int64_t,
-               int64_t, bool, bool, std::optional<StatePrecision>>;
+    std::tuple<int64_t, int64_t, OffloadDevice, OffloadDevice, int64_t, int64_t,
+               bool, bool, std::optional<StatePrecision>, int64_t>;
 
 /// The group of a configuration: what the knobs do not change.
 GroupKey groupOf(const TuneConfig &c) {
@@ -209,7 +217,8 @@ GroupKey groupOf(const TuneConfig &c) {
           c.micsShardSize,
           c.quantizedWeights,
           c.quantizedGradients,
-          c.optimizerStates};
+          c.optimizerStates,
+          c.epSize};
 }
 
 /// `opt` with its states in `states`.
@@ -258,7 +267,7 @@ public:
         TuneResult &result)
       : model(model), ctx(front.getContext()), head(head), hidden(hidden),
         seqLen(seqLen), options(options), result(result) {
-    fronts[{0, 0, 1}] = front;
+    fronts[{0, 0, 1, 1}] = front;
   }
 
   LogicalResult run();
@@ -279,15 +288,21 @@ private:
   /// of `mics` ranks when positive) under each of its offload choices, and
   /// the padded parameter count, or the partition's error.
   FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
-  partitionStage(int64_t stage, int64_t mics, int64_t sp);
+  partitionStage(int64_t stage, int64_t mics, int64_t sp, int64_t ep);
   /// The step differentiated with the loss in chunks of `chunk` rows (0:
-  /// the whole logits), its MLPs in `tiles` tiles (0: whole) and its
-  /// sequence over `sp` ranks, or null when the passes refuse it.
-  ModuleOp getFront(int64_t chunk, int64_t tiles = 0, int64_t sp = 1);
+  /// the whole logits), its MLPs in `tiles` tiles (0: whole), its
+  /// sequence over `sp` ranks and its experts over `ep`, or null when the
+  /// passes refuse it.
+  ModuleOp getFront(int64_t chunk, int64_t tiles = 0, int64_t sp = 1,
+                    int64_t ep = 1);
   /// The loss chunks a group of `accumulation` steps tries, the whole
   /// logits (0) first.
   SmallVector<int64_t> getLossChunks(int64_t accumulation, int64_t tiles,
-                                     int64_t sp);
+                                     int64_t sp, int64_t ep);
+  /// The expert-parallel sizes the search tries, 1 first: options.epSize,
+  /// or every divisor of the world size that divides each MoE layer's
+  /// experts.
+  SmallVector<int64_t> getEpSizes() const;
   /// The sequence-parallel sizes that divide the world and leave whole rows
   /// on each data-parallel rank, ascending.
   SmallVector<int64_t> getSpSizes() const;
@@ -296,8 +311,9 @@ private:
   /// one tile.
   int64_t getDefaultTiles(int64_t sp) const;
   /// Builds and searches the groups of every stage, offload and ZeRO++
-  /// choice with each sequence-parallel size in `sps`, MLP tiling in
-  /// `tiles` and activation offload in `offloads`.
+  /// choice with each sequence-parallel size in `sps`, expert-parallel
+  /// size of getEpSizes, MLP tiling in `tiles` and activation offload in
+  /// `offloads`.
   LogicalResult search(ArrayRef<TuneRemat> remats, ArrayRef<int64_t> sps,
                        ArrayRef<int64_t> tiles, ArrayRef<bool> offloads);
   /// Whether any configuration evaluated so far fits.
@@ -317,8 +333,8 @@ private:
   std::optional<LossHead> head;
   int64_t hidden, seqLen;
   /// The differentiated steps by (loss chunk, MLP tiles, sequence-parallel
-  /// size); null where refused.
-  std::map<std::tuple<int64_t, int64_t, int64_t>, ModuleOp> fronts;
+  /// size, expert-parallel size); null where refused.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, ModuleOp> fronts;
   SmallVector<OwningOpRef<ModuleOp>> ownedFronts;
   const TuneOptions &options;
   TuneResult &result;
@@ -433,15 +449,17 @@ OffloadAttr Tuner::getOffloadAttr(const TuneConfig &c) const {
 }
 
 FailureOr<std::pair<SmallVector<TuneModelStates>, int64_t>>
-Tuner::partitionStage(int64_t stage, int64_t mics, int64_t sp) {
+Tuner::partitionStage(int64_t stage, int64_t mics, int64_t sp, int64_t ep) {
   // The loss chunk and the MLP tiles change no parameter; the
-  // sequence-parallel step divides its batch over fewer ranks.
-  OwningOpRef<ModuleOp> module = getFront(0, 0, sp).clone();
+  // sequence-parallel step divides its batch over fewer ranks, the
+  // expert-parallel one keeps E / ep experts of each expert parameter.
+  OwningOpRef<ModuleOp> module = getFront(0, 0, sp, ep).clone();
   PassManager pm(ctx);
   ZeroPartitionPassOptions part;
   part.stage = stage;
   part.worldSize = options.worldSize;
   part.spSize = sp;
+  part.epSize = ep;
   part.ranksPerNode = options.ranksPerNode;
   part.micsShardSize = mics;
   pm.addPass(createZeroPartitionPass(part));
@@ -456,6 +474,7 @@ Tuner::partitionStage(int64_t stage, int64_t mics, int64_t sp) {
     if (mics > 0 && choice.isOffloaded())
       continue;
     choice.micsShardSize = mics;
+    choice.epSize = ep;
     // The buffers' memories follow the step's offload, as zero-optimizer
     // records it.
     if (choice.isOffloaded())
@@ -505,10 +524,11 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
   e = Evaluation();
   e.candidate.config = config;
 
-  ModuleOp front = getFront(config.lossChunk, config.tiledMlp, config.spSize);
+  ModuleOp front =
+      getFront(config.lossChunk, config.tiledMlp, config.spSize, config.epSize);
   if (!front) {
-    e.error = "zero-loss-chunk, zero-tiled-mlp or zero-sequence-parallel "
-              "refuses the step";
+    e.error = "zero-loss-chunk, zero-tiled-mlp, zero-sequence-parallel or "
+              "zero-expert-parallel refuses the step";
     return e;
   }
   OwningOpRef<ModuleOp> module = front.clone();
@@ -589,8 +609,8 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
   return e;
 }
 
-ModuleOp Tuner::getFront(int64_t chunk, int64_t tiles, int64_t sp) {
-  auto [it, inserted] = fronts.try_emplace({chunk, tiles, sp}, nullptr);
+ModuleOp Tuner::getFront(int64_t chunk, int64_t tiles, int64_t sp, int64_t ep) {
+  auto [it, inserted] = fronts.try_emplace({chunk, tiles, sp, ep}, nullptr);
   if (!inserted)
     return it->second;
   OwningOpRef<ModuleOp> module = model.clone();
@@ -611,6 +631,11 @@ ModuleOp Tuner::getFront(int64_t chunk, int64_t tiles, int64_t sp) {
     seq.spSize = sp;
     pm.addPass(createZeroSequenceParallelPass(seq));
   }
+  if (ep != 1) {
+    ZeroExpertParallelPassOptions experts;
+    experts.epSize = ep;
+    pm.addPass(createZeroExpertParallelPass(experts));
+  }
   pm.addPass(createZeroAutodiffPass());
   pm.addPass(createZeroMixedPrecisionPass());
   // A refusal (a 16-bit step, say) leaves the chunk out of the search.
@@ -623,7 +648,7 @@ ModuleOp Tuner::getFront(int64_t chunk, int64_t tiles, int64_t sp) {
 }
 
 SmallVector<int64_t> Tuner::getLossChunks(int64_t accumulation, int64_t tiles,
-                                          int64_t sp) {
+                                          int64_t sp, int64_t ep) {
   if (options.lossChunk)
     return {*options.lossChunk};
   SmallVector<int64_t> chunks = {0};
@@ -634,9 +659,25 @@ SmallVector<int64_t> Tuner::getLossChunks(int64_t accumulation, int64_t tiles,
   // sequences, each a part.
   int64_t rows = head->rows / (options.worldSize * accumulation);
   int64_t chunk = getDefaultLossChunk(rows, *head);
-  if (chunk < rows && getFront(chunk, tiles, sp))
+  if (chunk < rows && getFront(chunk, tiles, sp, ep))
     chunks.push_back(chunk);
   return chunks;
+}
+
+SmallVector<int64_t> Tuner::getEpSizes() const {
+  if (options.epSize)
+    return {*options.epSize};
+  SmallVector<int64_t> experts;
+  ModuleOp module = model;
+  module.walk([&](nn::MoeDispatchOp d) { experts.push_back(d.getExperts()); });
+  SmallVector<int64_t> sizes = {1};
+  if (experts.empty())
+    return sizes;
+  for (int64_t p = 2; p <= options.worldSize; ++p)
+    if (options.worldSize % p == 0 &&
+        llvm::all_of(experts, [&](int64_t e) { return e % p == 0; }))
+      sizes.push_back(p);
+  return sizes;
 }
 
 SmallVector<int64_t> Tuner::getSpSizes() const {
@@ -776,25 +817,37 @@ LogicalResult Tuner::search(ArrayRef<TuneRemat> remats, ArrayRef<int64_t> sps,
     const Evaluation *eval;
   };
   std::vector<Group> groups;
-  for (int64_t sp : sps) {
+  SmallVector<std::pair<int64_t, int64_t>> layouts;
+  for (int64_t sp : sps)
+    for (int64_t ep : getEpSizes())
+      // The schedule refuses expert parallelism beside sequence
+      // parallelism.
+      if (sp == 1 || ep == 1)
+        layouts.push_back({sp, ep});
+  for (auto [sp, ep] : layouts) {
     if (options.worldSize % sp != 0 ||
         result.globalBatch % (options.worldSize / sp) != 0)
       continue;
-    // A sequence-parallel size the passes refuse (the step's heads or
-    // sequence, the world) is no choice; without one, a refusal is the
-    // error.
+    // A sequence- or expert-parallel size the passes refuse (the step's
+    // heads or sequence, the world) is no choice; without one, a refusal
+    // is the error.
+    bool asked = (sp != 1 && options.spSize) || (ep != 1 && options.epSize);
+    bool optional = (sp != 1 || ep != 1) && !asked;
     std::optional<ScopedDiagnosticHandler> quiet;
-    if (sp != 1 && !options.spSize)
+    if (optional)
       quiet.emplace(ctx, [](Diagnostic &) { return success(); });
-    if (sp != 1 && !getFront(0, 0, sp))
+    if ((sp != 1 || ep != 1) && !getFront(0, 0, sp, ep))
       continue;
     int64_t perRank = result.globalBatch / (options.worldSize / sp);
     bool refused = false;
     for (int64_t stage = 0; stage <= 3 && !refused; ++stage) {
       for (int64_t mics : getMicsChoices(stage)) {
-        auto states = partitionStage(stage, mics, sp);
+        // Nor MiCS.
+        if (ep != 1 && mics > 0)
+          continue;
+        auto states = partitionStage(stage, mics, sp, ep);
         if (failed(states)) {
-          if (sp == 1 || options.spSize)
+          if (!optional)
             return failure();
           refused = true;
           break;
@@ -814,8 +867,14 @@ LogicalResult Tuner::search(ArrayRef<TuneRemat> remats, ArrayRef<int64_t> sps,
                s.hostBytes < result.minHostStates->hostBytes))
             result.minHostStates = s;
           // hpZ's secondary partition and qwZ's and qgZ's staging only add
-          // to these states, so the same bound skips them.
-          SmallVector<TuneConfig> variants = getZeroPPChoices(s.config);
+          // to these states, so the same bound skips them. The schedule
+          // refuses hpZ beside expert parallelism.
+          SmallVector<TuneConfig> variants;
+          for (TuneConfig v : getZeroPPChoices(s.config)) {
+            if (ep != 1 && v.hpzPartitionSize > 1)
+              continue;
+            variants.push_back(v);
+          }
           for (int64_t k = 1; k <= std::min(perRank, kMaxAccumulationSteps);
                ++k) {
             if (perRank % k != 0)
@@ -823,10 +882,10 @@ LogicalResult Tuner::search(ArrayRef<TuneRemat> remats, ArrayRef<int64_t> sps,
             for (int64_t tile : tiles) {
               // Skipped groups build no chunked or tiled step.
               if (tile != 0 &&
-                  (!deviceFits || !hostFits || !getFront(0, tile, sp)))
+                  (!deviceFits || !hostFits || !getFront(0, tile, sp, ep)))
                 continue;
               SmallVector<int64_t> chunks = deviceFits && hostFits
-                                                ? getLossChunks(k, tile, sp)
+                                                ? getLossChunks(k, tile, sp, ep)
                                                 : SmallVector<int64_t>{0};
               int64_t count =
                   numTries * int64_t(variants.size()) * int64_t(chunks.size());
@@ -911,7 +970,7 @@ LogicalResult Tuner::search(ArrayRef<TuneRemat> remats, ArrayRef<int64_t> sps,
 }
 
 LogicalResult Tuner::run() {
-  TrainStepOp step = *fronts[{0, 0, 1}].getOps<TrainStepOp>().begin();
+  TrainStepOp step = *fronts[{0, 0, 1, 1}].getOps<TrainStepOp>().begin();
   // Recomputation needs transformer blocks (an MLP has none).
   bool hasBlocks = !getRematBlocks(step).empty();
   SmallVector<TuneRemat> remats = {TuneRemat::none};
@@ -971,6 +1030,24 @@ LogicalResult Tuner::run() {
            << " is not divisible by the world size " << options.worldSize
            << ", and no sequence-parallel size that the step allows "
               "divides it into whole rows per data-parallel rank";
+
+  // What each expert-parallel size gave: the receive buffers are planned
+  // dropless, so a size none of whose configurations fits is reported.
+  if (SmallVector<int64_t> eps = getEpSizes(); eps != ArrayRef<int64_t>{1}) {
+    for (int64_t ep : eps) {
+      TuneEpSize t;
+      t.size = ep;
+      for (auto &[config, e] : memo) {
+        if (config.epSize != ep || !e.ok())
+          continue;
+        t.fits |= e.candidate.fits;
+        if (t.smallestPeakBytes == 0 ||
+            e.candidate.peakBytes < t.smallestPeakBytes)
+          t.smallestPeakBytes = e.candidate.peakBytes;
+      }
+      result.epSizes.push_back(t);
+    }
+  }
 
   // The best configuration of each group, and the smallest peak.
   std::map<GroupKey, const Evaluation *> winners;
@@ -1124,9 +1201,15 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
         head = *h;
     }
   }
-  // The tiles and the sequence-parallel size asked for must apply, and
-  // their refusal is the error.
-  if (options.tiledMlp.value_or(0) != 0 || options.spSize.value_or(1) != 1) {
+  if (options.spSize.value_or(1) > 1 && options.epSize.value_or(1) > 1)
+    return step.emitError("zero-tune: ep-size ")
+           << *options.epSize << " excludes sp-size " << *options.spSize
+           << " (the schedule does not combine expert and sequence "
+              "parallelism)";
+  // The tiles and the sequence- and expert-parallel sizes asked for must
+  // apply, and their refusal is the error.
+  if (options.tiledMlp.value_or(0) != 0 || options.spSize.value_or(1) != 1 ||
+      options.epSize.value_or(1) != 1) {
     OwningOpRef<ModuleOp> probe = module.clone();
     PassManager passes(module.getContext());
     if (options.tiledMlp.value_or(0) != 0) {
@@ -1138,6 +1221,11 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
       ZeroSequenceParallelPassOptions seq;
       seq.spSize = *options.spSize;
       passes.addPass(createZeroSequenceParallelPass(seq));
+    }
+    if (options.epSize.value_or(1) != 1) {
+      ZeroExpertParallelPassOptions experts;
+      experts.epSize = *options.epSize;
+      passes.addPass(createZeroExpertParallelPass(experts));
     }
     if (failed(passes.run(*probe)))
       return failure();
@@ -1170,6 +1258,10 @@ llvm::json::Value mlir::zero::toDeepSpeedConfig(const TuneConfig &c,
   // DeepSpeed's key, only when on; the tiles are this project's.
   if (c.spSize > 1)
     config[kSequenceParallelSize] = c.spSize;
+  // DeepSpeed AutoEP's section, only when on.
+  if (c.epSize > 1)
+    config[kExpertParallel] = llvm::json::Object{{kExpertParallelEnabled, true},
+                                                 {kAutoepSize, c.epSize}};
   if (c.tiledMlp > 0)
     config[kTiledMlp] = c.tiledMlp;
   // DeepSpeed's section, every block (no number_checkpoints), with the

@@ -462,12 +462,6 @@ bool Driver::announceRun() {
 }
 
 void Driver::checkOutputs() {
-  // A checkpoint holds fp32 state sections, resharded element by element
-  // (bf16 states are widened exactly); block-wise 8-bit states would need
-  // their blocks re-formed.
-  if (manifest.int8States() && (!opts.save.empty() || !opts.resume.empty()))
-    fail(std::string(opts.save.empty() ? "--resume" : "--save") +
-         ": checkpoints of int8 optimizer states are not supported yet");
   if (!opts.save.empty()) {
     checkWritableDir(opts.save, "--save");
     if (ctx.rank == 0)

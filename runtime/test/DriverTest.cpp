@@ -750,6 +750,21 @@ TEST(CheckpointFileTest, RoundTripAndCorruption) {
             std::string::npos);
 }
 
+TEST(CheckpointFileTest, Int8SectionAbsmaxBlocks) {
+  // An 8-bit state's section is its buffer: ceil(n / 2048) fp32 absmaxes,
+  // then n codes. The reader finds the absmaxes from the size alone.
+  for (int64_t n : {int64_t(1), int64_t(2047), int64_t(2048), int64_t(2049),
+                    int64_t(4096), int64_t(53760), int64_t(1) << 30}) {
+    int64_t blocks = (n + 2047) / 2048;
+    EXPECT_EQ(absmaxBlocks(n + 4 * blocks), blocks) << n << " elements";
+    EXPECT_EQ(optimizers::stateBufferBytes(optimizers::Kind::AdamW,
+                                           optimizers::StatePrecision::Int8,
+                                           kExpAvg, n),
+              n + 4 * blocks);
+  }
+  EXPECT_EQ(absmaxBlocks(0), 0);
+}
+
 //===----------------------------------------------------------------------===//
 // Initializer
 //===----------------------------------------------------------------------===//

@@ -165,6 +165,11 @@ int inspect(const std::string &path) {
     std::printf("  precision %s, optimizer %s\n",
                 m.value(ManifestFile::precision, std::string("?")).c_str(),
                 m.at(ManifestFile::optimizer).dump().c_str());
+  if (ckpt.int8States)
+    std::printf("  optimizer states: int8, each state's section its buffer's "
+                "own bytes (an fp32 absmax per 2048 elements, then a code per "
+                "element): resumed bitwise by the program and world that "
+                "saved it, never resharded\n");
   int64_t elements = 0;
   for (const SavedParam &p : ckpt.params)
     elements += p.numel;
@@ -300,6 +305,10 @@ int consolidate(const std::string &path, const std::string &out,
     peftOf(peft, "consolidate --adapters");
   std::vector<Tensor> tensors;
   std::vector<BufferKind> kinds = {kMaster};
+  if (optimizerStates && ckpt.int8States)
+    fail(ckpt.where() + " holds int8 optimizer states (codes and absmaxes), "
+                        "which --optimizer-states does not write as fp32 "
+                        "tensors; consolidate the masters without it");
   if (optimizerStates)
     for (BufferKind k :
          stateBuffers(savedOptimizer(ckpt), savedOptimizerSettings(ckpt)))
@@ -468,6 +477,13 @@ int reshard(const std::string &path,
             const std::function<Manifest(const CheckpointReader &)> &layout,
             const std::string &outRoot) {
   CheckpointReader ckpt(path);
+  // Each 8-bit state's blocks are its shard's: moving elements between
+  // ranks re-forms them, and re-quantising is not exact.
+  if (ckpt.int8States)
+    fail(ckpt.where() + " holds int8 optimizer states (codes and absmaxes "
+                        "per 2048 elements of each shard), which are not "
+                        "resharded: resume it with the program and world "
+                        "that saved it");
   Manifest target = layout(ckpt);
   checkSameModel(ckpt, target);
   std::string dir = checkpointDir(outRoot, ckpt.step);

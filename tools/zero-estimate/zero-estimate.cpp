@@ -160,6 +160,15 @@ static cl::opt<int64_t, true> micsShardSize(
     cl::location(estimateOptions.micsShardSize), cl::init(0),
     cl::cat(estimateCat));
 
+static cl::opt<int64_t, true> epSize(
+    "ep-size",
+    cl::desc("Expert parallelism (zero-compile --ep-size, DeepSpeed "
+             "expert_parallel.autoep_size), with a model file with MoE "
+             "layers: our model states with each layer's experts split over "
+             "this many ranks and partitioned over the ranks holding the "
+             "same experts, the dense parameters over all (default 1: off)"),
+    cl::location(estimateOptions.epSize), cl::init(1), cl::cat(estimateCat));
+
 static zero::SharedToolOptions shared(
     estimateCat,
     {/*hardware=*/"Hardware preset whose device memory the fit verdict uses: "
@@ -280,6 +289,11 @@ std::optional<std::string> validate() {
            additionalBufferFactor + "')";
   if (!shared.isValidFormat())
     return "--format must be text or json (got '" + shared.format + "')";
+  if (epSize < 1)
+    return "--ep-size must be at least 1 (got " + std::to_string(epSize) + ")";
+  if (epSize > 1 && inputFile.empty())
+    return std::string("--ep-size splits the experts of a model: give a "
+                       "model file with MoE layers, not --params");
   if ((hpzPartitionSize.getNumOccurrences() ||
        micsShardSize.getNumOccurrences()) &&
       !shared.zeropp)

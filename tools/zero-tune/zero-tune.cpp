@@ -87,6 +87,13 @@ static cl::opt<std::string> spSize(
              "--world-size that leaves whole rows per data-parallel rank and "
              "that the step allows) or a number"),
     cl::init("auto"), cl::cat(tuneCat));
+static cl::opt<std::string> epSize(
+    "ep-size",
+    cl::desc("Expert parallelism, ranks that split each MoE layer's experts: "
+             "auto (default: 1 and, for a model with MoE layers, each divisor "
+             "of --world-size that divides every layer's expert count) or a "
+             "number"),
+    cl::init("auto"), cl::cat(tuneCat));
 static cl::opt<std::string> tiledMlp(
     "tiled-mlp",
     cl::desc("Each SwiGLU MLP in tiles of rows (zero-tiled-mlp): auto "
@@ -221,6 +228,8 @@ static std::string describe(const TuneConfig &c) {
     s += formatv(", loss chunk {0}", c.lossChunk).str();
   if (c.spSize > 1)
     s += formatv(", sp size {0}", c.spSize).str();
+  if (c.epSize > 1)
+    s += formatv(", ep size {0}", c.epSize).str();
   if (c.tiledMlp > 0)
     s += formatv(", MLP in {0} tiles", c.tiledMlp).str();
   if (c.offloadActivations)
@@ -256,7 +265,7 @@ static std::string describe(const TuneConfig &c) {
 static json::Value toJson(const TuneCandidate &c, int64_t rank,
                           int64_t globalBatch, bool offloadSearched,
                           bool frozenSearched, bool chunkSearched,
-                          bool longContextSearched) {
+                          bool longContextSearched, bool epSearched) {
   json::Object o{
       {"rank", rank},
       {"stage", c.config.stage},
@@ -276,6 +285,8 @@ static json::Value toJson(const TuneCandidate &c, int64_t rank,
   };
   if (chunkSearched)
     o["loss_chunk"] = c.config.lossChunk;
+  if (epSearched)
+    o["ep_size"] = c.config.epSize;
   if (longContextSearched) {
     o["sp_size"] = c.config.spSize;
     o["tiled_mlp"] = c.config.tiledMlp;
@@ -333,6 +344,31 @@ static std::string bandNote(const TuneResult &r) {
   return s;
 }
 
+/// What the search found at each expert-parallel size (empty without MoE
+/// layers): the receive buffers are planned dropless, and a size at which
+/// nothing fits is said to be so.
+static std::string epNote(const TuneResult &r) {
+  if (r.epSizes.empty())
+    return "";
+  std::string s = "ep sizes searched (dropless receive buffers):";
+  raw_string_ostream os(s);
+  for (const TuneEpSize &t : r.epSizes) {
+    os << formatv("\n  ep {0}: ", t.size);
+    if (t.fits)
+      os << "fits, smallest peak " << bytesText(t.smallestPeakBytes);
+    else if (t.smallestPeakBytes && t.size == 1)
+      os << "nothing fits, smallest peak " << bytesText(t.smallestPeakBytes);
+    else if (t.smallestPeakBytes)
+      os << "nothing fits dropless, smallest peak "
+         << bytesText(t.smallestPeakBytes)
+         << " (zero-compile --moe-capacity-factor plans smaller receive "
+            "buffers)";
+    else
+      os << "nothing fits, not even the model states";
+  }
+  return s;
+}
+
 /// One row per ranked group; with offload searched, the offload choice,
 /// the host and NVMe bytes and the exposed transfer time too.
 static void printTable(const TuneResult &r, bool offloadSearched,
@@ -344,6 +380,8 @@ static void printTable(const TuneResult &r, bool offloadSearched,
                "peak_bytes", "peak", "step_ms", "tokens/s", "exposed_ms");
   if (r.lossChunkSearched)
     os << format(" %10s", "loss_chunk");
+  if (!r.epSizes.empty())
+    os << format(" %7s", "ep_size");
   if (r.longContextSearched)
     os << format(" %7s %9s %11s", "sp_size", "tiled_mlp", "offload_act");
   if (r.frozenGatherSearched)
@@ -379,6 +417,8 @@ static void printTable(const TuneResult &r, bool offloadSearched,
                  c.tokensPerSecond, c.exposedCommMs);
     if (r.lossChunkSearched)
       os << format(" %10s", knob(k.lossChunk > 0, k.lossChunk).c_str());
+    if (!r.epSizes.empty())
+      os << format(" %7lld", static_cast<long long>(k.epSize));
     if (r.longContextSearched)
       os << format(" %7lld %9s %11s", static_cast<long long>(k.spSize),
                    knob(k.tiledMlp > 0, k.tiledMlp).c_str(),
@@ -508,6 +548,16 @@ static bool checkSearch() {
     }
     tuneOptions.spSize = p;
   }
+  if (epSize != "auto") {
+    int64_t p = 0;
+    if (StringRef(epSize).getAsInteger(10, p) || p < 1 ||
+        tuneOptions.worldSize % p != 0) {
+      fail("--ep-size must be auto or a divisor of --world-size " +
+           Twine(tuneOptions.worldSize) + ", got '" + epSize + "'");
+      return false;
+    }
+    tuneOptions.epSize = p;
+  }
   if (tiledMlp != "auto") {
     int64_t tiles = 0;
     if (StringRef(tiledMlp).getAsInteger(10, tiles) || tiles < 0) {
@@ -585,8 +635,11 @@ static int failNoFit(const TuneResult &result) {
   // Model states on the ranks, with the offload choice.
   auto states = [&](const TuneModelStates &s) {
     std::string offloaded = describeOffload(s.config);
-    return formatv("stage {0}'s on {1} ranks{2}{3}", s.config.stage,
-                   options.worldSize, offloaded.empty() ? "" : " with ",
+    std::string ep = s.config.epSize > 1
+                         ? formatv(" at ep size {0}", s.config.epSize).str()
+                         : "";
+    return formatv("stage {0}'s on {1} ranks{2}{3}{4}", s.config.stage,
+                   options.worldSize, ep, offloaded.empty() ? "" : " with ",
                    offloaded)
         .str();
   };
@@ -647,7 +700,10 @@ static void printText(const TuneResult &result, StringRef summary,
     os << formatv("; offload up to {0}, host budget {1}", offload,
                   options.hostBudget ? bytesText(*options.hostBudget)
                                      : "unbounded");
-  os << "\n" << summary << "\n\n";
+  os << "\n" << summary << "\n";
+  if (std::string note = epNote(result); !note.empty())
+    os << note << "\n";
+  os << "\n";
   printTable(result, offloadSearched, os);
   const TuneCandidate &best = result.ranked.front();
   os << "\nbest: " << describe(best.config) << "; peak "
@@ -757,10 +813,10 @@ static int runMaxSeq(mlir::ModuleOp module, mlir::MLIRContext &context) {
           {"seq", p.seq}, {"fits", p.fits}, {"peak_bytes", p.peakBytes}});
     int64_t rank = 0;
     for (const TuneCandidate &c : best.ranked)
-      candidates.push_back(toJson(c, ++rank, best.globalBatch, offloadSearched,
-                                  best.frozenGatherSearched,
-                                  best.lossChunkSearched,
-                                  best.longContextSearched));
+      candidates.push_back(
+          toJson(c, ++rank, best.globalBatch, offloadSearched,
+                 best.frozenGatherSearched, best.lossChunkSearched,
+                 best.longContextSearched, !best.epSizes.empty()));
     json::Object o{{"max_seq", found->maxSeq},
                    {"seq_multiple", multiple},
                    {"reached_limit", found->reachedLimit},
@@ -789,7 +845,7 @@ int main(int argc, char **argv) {
       "fastest, by the memory planner and the cost model\n\n"
       "  zero-tune model.mlir --world-size N --hardware PRESET "
       "[--memory-budget B] [--remat auto|none|selective|layer] "
-      "[--loss-chunk auto|0|ROWS] [--sp-size auto|P] "
+      "[--loss-chunk auto|0|ROWS] [--sp-size auto|P] [--ep-size auto|P] "
       "[--tiled-mlp auto|0|K] [--offload-activations auto|none|cpu] "
       "[--offload none|cpu|nvme [--nvme-path DIR] [--host-budget B]] "
       "[--top K] [--format text|json] [-o best.json]\n"
@@ -827,7 +883,7 @@ int main(int argc, char **argv) {
 
   std::string summary =
       formatv("searched {0} configurations in {1} groups (stage x "
-              "accumulation x {5}{6}remat{7}{8}): {2} skipped by their "
+              "accumulation x {5}{6}remat{7}{8}{9}): {2} skipped by their "
               "model states, {3} pruned by bounds; {4:f2} s",
               result->evaluated, result->groups, result->prunedByModelStates,
               result->prunedByBounds, seconds,
@@ -836,11 +892,15 @@ int main(int argc, char **argv) {
               result->lossChunkSearched ? " x loss chunk" : "",
               result->longContextSearched
                   ? " x sp size x tiled MLP x activation offload"
-                  : "")
+                  : "",
+              result->epSizes.empty() ? "" : " x ep size")
           .str();
   // Beside a JSON array or an error, the summary goes to stderr.
-  if (shared.isJson() || result->ranked.empty())
+  if (shared.isJson() || result->ranked.empty()) {
     errs() << "zero-tune: " << summary << "\n";
+    if (std::string note = epNote(*result); !note.empty())
+      errs() << "zero-tune: " << note << "\n";
+  }
   if (shared.isJson() && !result->ranked.empty())
     if (std::string note = bandNote(*result); !note.empty())
       errs() << "zero-tune: " << note << "\n";
@@ -864,10 +924,10 @@ int main(int argc, char **argv) {
     json::Array array;
     int64_t rank = 0;
     for (const TuneCandidate &c : result->ranked)
-      array.push_back(toJson(c, ++rank, result->globalBatch, offloadSearched,
-                             result->frozenGatherSearched,
-                             result->lossChunkSearched,
-                             result->longContextSearched));
+      array.push_back(
+          toJson(c, ++rank, result->globalBatch, offloadSearched,
+                 result->frozenGatherSearched, result->lossChunkSearched,
+                 result->longContextSearched, !result->epSizes.empty()));
     outs() << formatv("{0:2}", json::Value(std::move(array))) << "\n";
     return 0;
   }

@@ -70,6 +70,9 @@ struct EstimateOptions {
   /// node).
   bool zeropp = false;
   int64_t hpzPartitionSize = 0, micsShardSize = 0;
+  /// Expert parallelism (zero-compile --ep-size): the ranks that split each
+  /// MoE layer's experts (1: off; a model file with experts otherwise).
+  int64_t epSize = 1;
 };
 
 /// One ZeRO++ or MiCS option of zero-estimate --zeropp: ours is the
@@ -111,6 +114,11 @@ struct ModelCounts {
   /// step's hyper-parameters (SGD without momentum keeps none).
   mlir::zero::OptimizerKind optimizer = mlir::zero::OptimizerKind::adamw;
   llvm::SmallVector<mlir::zero::OptimizerState> optimizerStates;
+  /// The step's state precision (#zero.optimizer's `states`): each state's
+  /// `bytes` above are an element's in it, and a block-quantized one also
+  /// keeps an fp32 absmax per `absmaxBlock` elements of each state (0: none).
+  mlir::zero::StatePrecision statePrecision = mlir::zero::StatePrecision::f32;
+  int64_t absmaxBlock = 0;
   /// The largest stage-3 gather group (zero-partition's per-layer groups) and
   /// its name.
   int64_t largestGroup = 0;
@@ -149,6 +157,25 @@ struct LinkTraffic {
   int64_t intraBytes = 0, interBytes = 0;
 };
 
+/// Our model states under expert parallelism P (zero-estimate --ep-size):
+/// each rank holds E/P experts of a layer, X/P of the X expert parameters,
+/// partitioned over the n/P ranks holding the same experts (expert data
+/// parallel), and the D dense parameters partitioned over all n, as
+/// zero-partition places them. DeepSpeed's estimators know no experts.
+struct ExpertParallelEstimate {
+  int64_t size = 1;
+  /// E and E/P (the largest layer's), X, X/P, n/P and D.
+  int64_t experts = 0, expertsPerRank = 0;
+  int64_t expertParams = 0, expertParamsPerRank = 0, replicas = 0;
+  int64_t denseParams = 0;
+  /// D' and (X/P)' padded to multiples of n and n/P times the alignment
+  /// (unpadded at stage 0).
+  int64_t densePadded = 0, expertPadded = 0;
+  /// The dense states, the expert states and their sum, per rank.
+  llvm::SmallVector<Line> lines;
+  int64_t modelStateBytes = 0;
+};
+
 /// An estimate: its inputs, DeepSpeed's figures and the paper's, ours, why
 /// they differ and the fit verdict.
 struct Estimate {
@@ -162,6 +189,10 @@ struct Estimate {
   /// states it keeps, each a line of ours.
   mlir::zero::OptimizerKind optimizer;
   llvm::SmallVector<mlir::zero::OptimizerState> optimizerStates;
+  /// The model file's state precision and absmax block (ModelCounts); f32
+  /// and none for numbers.
+  mlir::zero::StatePrecision statePrecision = mlir::zero::StatePrecision::f32;
+  int64_t absmaxBlock = 0;
   Line deepspeed, deepspeedDocs, paper;
   /// A model with frozen parameters: the paper's formula with only the
   /// trainable ones carrying gradients and optimizer states.
@@ -200,6 +231,8 @@ struct Estimate {
   /// across nodes one rank gets while the node's ranks all cross at once,
   /// and the seconds trafficInterBytes takes at that rate (0: no preset).
   double trafficInterBandwidth = 0, trafficInterSeconds = 0;
+  /// With --ep-size: our model states under expert parallelism.
+  std::optional<ExpertParallelEstimate> expertParallel;
   /// The verdict for the device memory of --hardware / --device-memory.
   std::optional<mlir::zero::FitVerdict> fit;
   std::string deviceMemorySource;

@@ -94,6 +94,9 @@ struct TuneConfig {
   /// The precision of the optimizer's states (zero-optimizer's
   /// optimizer-states; unset: the train step's).
   std::optional<StatePrecision> optimizerStates;
+  /// Expert parallelism: the ranks that split each MoE layer's experts
+  /// (zero-expert-parallel; 1: off). Its receive buffers are dropless.
+  int64_t epSize = 1;
 
   /// Whether the optimizer states or the parameter shards are on NVMe.
   bool isOnNvme() const {
@@ -121,7 +124,8 @@ struct TuneConfig {
         lossChunk, spSize, tiledMlp, offloadActivations, reduceBucketSize,
         overlapComm, allgatherBucketSize, prefetchBucketSize, maxLiveParameters,
         paramPersistenceThreshold, frozenGatherOnce, hpzPartitionSize,
-        micsShardSize, quantizedWeights, quantizedGradients, optimizerStates);
+        micsShardSize, quantizedWeights, quantizedGradients, optimizerStates,
+        epSize);
   }
   bool operator<(const TuneConfig &o) const { return key() < o.key(); }
   bool operator==(const TuneConfig &o) const { return key() == o.key(); }
@@ -203,6 +207,20 @@ struct TuneOptions {
   /// declares): each stage and offload choice is a group with the step's
   /// precision and one with this. Unset: the step's only.
   std::optional<StatePrecision> optimizerStates;
+  /// The one expert-parallel size to consider; unset: 1 and, for a step
+  /// with MoE layers, every size above 1 that divides the world size and
+  /// each layer's expert count (each a group of its own; none beside
+  /// sequence parallelism, MiCS or hpZ, which the schedule refuses with it).
+  std::optional<int64_t> epSize;
+};
+
+/// What the search found for one expert-parallel size.
+struct TuneEpSize {
+  int64_t size = 1;
+  /// Whether any configuration with it fits the budgets.
+  bool fits = false;
+  /// The smallest peak of its configurations (0 when none was planned).
+  int64_t smallestPeakBytes = 0;
 };
 
 /// The model states one configuration keeps on the device and in pinned
@@ -218,10 +236,10 @@ struct TuneModelStates {
 
 struct TuneResult {
   /// The best fitting configuration of each (stage, accumulation, offload,
-  /// ZeRO++ choice) group, whichever its remat policy, fastest first (ties:
-  /// smaller peak), at most `top` of them; with a validation band, the one
-  /// with the smallest peak of those within the band of the fastest comes
-  /// first.
+  /// ZeRO++ choice, ep size) group, whichever its remat policy, fastest
+  /// first (ties: smaller peak), at most `top` of them; with a validation
+  /// band, the one with the smallest peak of those within the band of the
+  /// fastest comes first.
   std::vector<TuneCandidate> ranked;
   /// The validation band of the hardware preset's GPU (docs/CostModel.md),
   /// if it has one; then how many ranked candidates' predicted steps lie
@@ -258,6 +276,9 @@ struct TuneResult {
   bool longContextSearched = false;
   int64_t prunedByModelStates = 0;
   int64_t prunedByBounds = 0;
+  /// The expert-parallel sizes searched, ascending (empty for a step
+  /// without MoE layers).
+  std::vector<TuneEpSize> epSizes;
 };
 
 /// Searches the configurations of the single train step of `module` (an

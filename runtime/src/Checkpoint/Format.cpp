@@ -34,8 +34,12 @@ uint64_t getLe(const std::string &in, size_t at, int bytes) {
 }
 
 /// The bytes of a saved buffer's section: masters are the padded shard (the
-/// whole group at stage 0), also when the params are the masters.
-int64_t sectionBytes(const PartitionInfo &p, BufferKind kind) {
+/// whole group at stage 0), also when the params are the masters; 8-bit
+/// states are the buffer's own bytes (absmaxes and codes).
+int64_t sectionBytes(const Manifest &m, const PartitionInfo &p,
+                     BufferKind kind) {
+  if (isRawState(m, kind))
+    return m.bufferBytes(p, kind);
   return (kind == kMaster ? p.shardNumel : p.counts[kind]) * 4;
 }
 
@@ -169,7 +173,7 @@ std::string zrt::packRankFile(
       const PartitionInfo &part = m.partitions[p];
       if (!isSaved(part, kind))
         continue;
-      int64_t bytes = sectionBytes(part, kind);
+      int64_t bytes = sectionBytes(m, part, kind);
       sections.push_back({{checkpoint::Section::partition, part.name},
                           {checkpoint::Section::buffer, kBufferNames[kind]},
                           {checkpoint::Section::offset, file.payload.size()},
@@ -291,6 +295,8 @@ json zrt::optimizerJson(const Manifest &m) {
       groups[p.name] = p.weightDecay;
   if (!groups.empty())
     o[Optimizer::paramWeightDecay] = std::move(groups);
+  if (m.int8States())
+    o[Optimizer::states] = optimizers::precisionName(m.statePrecision);
   return o;
 }
 

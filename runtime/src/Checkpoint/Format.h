@@ -81,6 +81,13 @@ inline bool isSaved(const PartitionInfo &p, BufferKind kind) {
   return kind == kMaster || (!p.frozen && p.hasBuffer(kind));
 }
 
+/// Whether a checkpoint of program `m` saves buffer `kind` as its own
+/// bytes: block-wise 8-bit states (their absmaxes and codes), which
+/// re-quantising would not reproduce.
+inline bool isRawState(const Manifest &m, BufferKind kind) {
+  return m.int8States() && optimizers::isStateBuffer(kind);
+}
+
 /// DIR/step_N, the directory of step N's checkpoint under `root`.
 std::string checkpointDir(const std::string &root, int64_t step);
 /// Whether `name` is a step directory's (step_N for N >= 0).

@@ -12,7 +12,9 @@
 // restored bitwise. bf16 optimizer states are saved widened exactly to the
 // fp32 sections and rounded back on resume: bitwise the same states, under
 // any resharding (a checkpoint of fp32 states resumed with bf16 ones rounds
-// them to nearest even).
+// them to nearest even). Block-wise 8-bit states are saved as their own
+// bytes (absmaxes and codes) and restored bitwise into the layout that
+// saved them; they are not resharded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,6 +73,10 @@ SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
           loadOwnedMasters(ctx, p, reinterpret_cast<float *>(dst));
           return;
         }
+        if (isRawState(m, kind)) {
+          loadBuffer(ctx, p, kind, dst, ctx.buffer(p, kind), size);
+          return;
+        }
         if (isBf16State(m, kind)) {
           int64_t n = size / 4;
           std::vector<uint16_t> bits(static_cast<size_t>(n));
@@ -120,6 +126,15 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
       const PartitionInfo &part = m.partitions[size_t(p)];
       if (!isSaved(part, kind))
         continue;
+      if (isRawState(m, kind)) {
+        // checkSameModel let only the saving layout resume them: this
+        // rank's own section is its buffer.
+        int64_t bytes = m.bufferBytes(part, kind);
+        std::string_view raw =
+            ckpt.rawSection(ctx.rank, part.name, kind, bytes);
+        storeBuffer(ctx, p, kind, ctx.buffer(p, kind), raw.data(), bytes);
+        continue;
+      }
       remapOwned(ckpt, m, p, ctx.rank, kind, values);
       if (kind == kMaster && part.frozen) {
         storeOwnedMasters(ctx, p, values.data());

@@ -139,6 +139,12 @@ CheckpointReader::CheckpointReader(const std::string &path) {
     world = json_.at(ManifestFile::worldSize).get<int>();
     stage = json_.at(ManifestFile::stage).get<int>();
     step = json_.at(ManifestFile::step).get<int64_t>();
+    // Format 2 may record no optimizer; only int8 states write `states`.
+    auto optimizer = json_.find(ManifestFile::optimizer);
+    int8States =
+        optimizer != json_.end() &&
+        optimizer->value(checkpoint::Optimizer::states, json()) ==
+            optimizers::precisionName(optimizers::StatePrecision::Int8);
     if (world < 1 || stage < 0 || stage > 3)
       fail(whereText + ": manifest.json has world size " +
            std::to_string(world) + " and stage " + std::to_string(stage));
@@ -357,6 +363,18 @@ std::string CheckpointReader::nonFinite(int rank) {
     const char *data = file.payload.data() + place.first;
     int64_t base = stage > 0 ? rank * g.shardNumel : 0;
     int64_t end = base + int64_t(place.second / 4);
+    // An 8-bit state's codes are bytes, not floats: only its absmaxes can
+    // be NaN or infinite.
+    if (int8States && optimizers::isStateBuffer(BufferKind(kind))) {
+      int64_t blocks = absmaxBlocks(int64_t(place.second));
+      int64_t bad = firstNonFinite(data, blocks);
+      if (bad >= 0)
+        return nonFiniteText(rankPath(rank),
+                             "the absmax of block " + std::to_string(bad) +
+                                 " of group '" + g.name + "'",
+                             BufferKind(kind), bad, data + 4 * bad);
+      continue;
+    }
     // The padding (elements no parameter covers) too: it is saved as zeros.
     int64_t bad = firstNonFinite(data, end - base);
     if (bad < 0)
@@ -412,8 +430,67 @@ void CheckpointReader::read(size_t param, BufferKind kind, int64_t begin,
   }
 }
 
+std::string_view CheckpointReader::rawSection(int rank,
+                                              const std::string &group,
+                                              BufferKind kind, int64_t bytes) {
+  RankFile &file = load(rank);
+  int32_t g = 0;
+  while (size_t(g) < groups.size() && groups[size_t(g)].name != group)
+    ++g;
+  auto it = file.sections.find({g, int(kind)});
+  if (it == file.sections.end())
+    fail(rankPath(rank) + " lacks buffer " + kBufferNames[kind] + " of '" +
+         group + "'");
+  auto [offset, size] = it->second;
+  if (size != uint64_t(bytes))
+    fail(rankPath(rank) + ": buffer " + kBufferNames[kind] + " of '" + group +
+         "' has " + std::to_string(size) + " bytes, this program's " +
+         std::to_string(bytes));
+  return std::string_view(file.payload.data() + offset, size_t(size));
+}
+
+int64_t zrt::absmaxBlocks(int64_t bytes) {
+  // bytes = numel + 4 * ceil(numel / block): the smallest block count whose
+  // elements fill the rest. Adam's and AdamW's are the table's only int8
+  // rows, with one block size.
+  static_assert(optimizers::absmaxBlock(optimizers::Kind::Adam,
+                                        optimizers::StatePrecision::Int8) ==
+                optimizers::absmaxBlock(optimizers::Kind::AdamW,
+                                        optimizers::StatePrecision::Int8));
+  const int64_t block = optimizers::absmaxBlock(
+      optimizers::Kind::Adam, optimizers::StatePrecision::Int8);
+  int64_t blocks = bytes / (block + 4);
+  while (bytes - 4 * blocks > blocks * block)
+    ++blocks;
+  return blocks;
+}
+
 void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
   const std::string &where = ckpt.where();
+  // 8-bit states are their codes and absmaxes, blocked over each shard:
+  // only the layout that saved them reads them back (re-quantising
+  // dequantized values is not exact), and fp32 states are not quantised
+  // into them.
+  if (ckpt.int8States != m.int8States())
+    fail(
+        where +
+        (ckpt.int8States
+             ? std::string(" holds int8 optimizer states (codes and "
+                           "absmaxes), which resume only into int8 states; "
+                           "this program keeps them in ") +
+                   optimizers::precisionName(m.statePrecision)
+             : std::string(" holds fp32 optimizer states; this program "
+                           "keeps them in int8, which are resumed only from "
+                           "an int8 checkpoint (quantising is not a resume)")));
+  if (m.int8States() &&
+      (ckpt.scheduleHash != m.hashText || ckpt.world != m.shardGroupSize() ||
+       ckpt.stage != m.stage))
+    fail(where + " was saved by a stage-" + std::to_string(ckpt.stage) +
+         " program on " + std::to_string(ckpt.world) + " rank(s), schedule " +
+         ckpt.scheduleHash +
+         ": int8 optimizer states are not resharded (each rank's shard "
+         "blocks its own 2048 elements, and re-quantising dequantized values "
+         "is not exact); resume with the program and world that saved it");
   if (ckpt.format < 3) {
     // No parameter table: only the very layout that saved it.
     if (ckpt.scheduleHash != m.hashText || ckpt.world != m.worldSize ||
@@ -533,6 +610,9 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
       if (!o->contains(Optimizer::paramWeightDecay))
         (*o)[Optimizer::paramWeightDecay] = json::object();
     for (auto [key, what] : checkpoint::Keys<Optimizer>::values) {
+      // Checked above.
+      if (std::string_view(key) == Optimizer::states)
+        continue;
       const json &a = saved.at(key);
       const json &b = mine.at(key);
       if (std::string_view(key) == Optimizer::lrSchedule) {

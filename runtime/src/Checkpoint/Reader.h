@@ -21,6 +21,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace zrt {
@@ -72,6 +73,14 @@ public:
   /// expert partition's shards are its expert set member's ranks').
   void read(size_t param, BufferKind kind, int64_t begin, int64_t end,
             float *out, int prefer = 0, int first = 0, int stride = 1);
+  /// The `bytes` of rank `rank`'s section of buffer `kind` of group
+  /// `group`, saved as the buffer's own bytes (8-bit states); fails naming
+  /// the file when it lacks it or its size differs.
+  std::string_view rawSection(int rank, const std::string &group,
+                              BufferKind kind, int64_t bytes);
+  /// Whether it holds int8 optimizer states (its optimizer's `states`):
+  /// their sections are the buffers' own bytes.
+  bool int8States = false;
   /// Sets the parameter table (of a format-2 checkpoint, which has none).
   void setParams(std::vector<SavedParam> table);
   /// The index of the parameter named `name`, or -1.
@@ -107,6 +116,10 @@ private:
 /// A format-2 checkpoint records no parameters: it takes `m`'s when `m` is
 /// the program that saved it.
 void checkSameModel(CheckpointReader &ckpt, const Manifest &m);
+
+/// The fp32 absmaxes at the start of an 8-bit state's section of `bytes`
+/// (one per block of its elements, the last one possibly short).
+int64_t absmaxBlocks(int64_t bytes);
 
 /// The host buffer `kind` of group `p` of program `m` holds on rank `rank`:
 /// its owned layout range read from `ckpt` by parameter name (elements that
