@@ -538,26 +538,23 @@ static bool checkSearch() {
     }
     tuneOptions.lossChunk = rows;
   }
-  if (spSize != "auto") {
+  // --sp-size and --ep-size: auto, or one divisor of the world size.
+  auto parseDivisor = [&](StringRef flag, StringRef text,
+                          std::optional<int64_t> &out) {
+    if (text == "auto")
+      return true;
     int64_t p = 0;
-    if (StringRef(spSize).getAsInteger(10, p) || p < 1 ||
-        tuneOptions.worldSize % p != 0) {
-      fail("--sp-size must be auto or a divisor of --world-size " +
-           Twine(tuneOptions.worldSize) + ", got '" + spSize + "'");
+    if (text.getAsInteger(10, p) || p < 1 || tuneOptions.worldSize % p != 0) {
+      fail("--" + flag + " must be auto or a divisor of --world-size " +
+           Twine(tuneOptions.worldSize) + ", got '" + text + "'");
       return false;
     }
-    tuneOptions.spSize = p;
-  }
-  if (epSize != "auto") {
-    int64_t p = 0;
-    if (StringRef(epSize).getAsInteger(10, p) || p < 1 ||
-        tuneOptions.worldSize % p != 0) {
-      fail("--ep-size must be auto or a divisor of --world-size " +
-           Twine(tuneOptions.worldSize) + ", got '" + epSize + "'");
-      return false;
-    }
-    tuneOptions.epSize = p;
-  }
+    out = p;
+    return true;
+  };
+  if (!parseDivisor("sp-size", spSize, tuneOptions.spSize) ||
+      !parseDivisor("ep-size", epSize, tuneOptions.epSize))
+    return false;
   if (tiledMlp != "auto") {
     int64_t tiles = 0;
     if (StringRef(tiledMlp).getAsInteger(10, tiles) || tiles < 0) {
