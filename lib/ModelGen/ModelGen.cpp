@@ -237,6 +237,7 @@ struct Gen {
         dampening(o.dampening.value_or(0.0)),
         nesterov(o.nesterov.value_or(false)),
         optimizerStates(o.optimizerStates.value_or("f32")),
+        bf16Masters(o.bf16Masters.value_or(false)),
         noDecayBiasNorm(o.noDecayBiasNorm.value_or(false)),
         noDecayEmbeddings(o.noDecayEmbeddings.value_or(false)),
         labelType(o.labelType.value_or("")), ignoreIndex(o.ignoreIndex) {}
@@ -252,6 +253,7 @@ struct Gen {
   double momentum, dampening;
   bool nesterov;
   std::string optimizerStates;
+  bool bf16Masters;
   bool noDecayBiasNorm, noDecayEmbeddings;
   std::string labelType;
   std::optional<int64_t> ignoreIndex;
@@ -421,9 +423,9 @@ zero::OptimizerAttr optimizerAttr(MLIRContext *ctx, const Gen &g,
       // --lr is both of Muon's halves' (DeepSpeed's shared lr).
       schedule,
       APFloat(kind == zero::OptimizerKind::muon ? asWritten(l) : 1e-3),
-      APFloat(0.95), true, int64_t(5), APFloat(3.4445),
-      APFloat(-4.775), APFloat(2.0315), APFloat(1e-7),
-      zero::MuonAdjustLr::original);
+      APFloat(0.95), true, int64_t(5), APFloat(3.4445), APFloat(-4.775),
+      APFloat(2.0315), APFloat(1e-7), zero::MuonAdjustLr::original,
+      g.bf16Masters);
 }
 
 /// The precision of a step: --dtype with DeepSpeed's loss-scaler defaults.
@@ -878,6 +880,7 @@ void forEachSpecOption(Options &o, Fn &&fn) {
   fn("dampening", o.dampening);
   fn("nesterov", o.nesterov);
   fn("optimizer-states", o.optimizerStates);
+  fn("bf16-masters", o.bf16Masters);
   fn("no-decay-bias-norm", o.noDecayBiasNorm);
   fn("no-decay-embeddings", o.noDecayEmbeddings);
   fn("label-type", o.labelType);

@@ -121,6 +121,9 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->lossChunk, cfg->lossChunk);
     takeFromFile(s->tiledMlp, cfg->tiledMlp);
     takeFromFile(s->optimizerStates, cfg->optimizerStates);
+    if (!s->bf16Masters.hasValue() && cfg->bf16Masters.value)
+      s->bf16Masters =
+          std::string(*cfg->bf16Masters.value ? "true" : "false");
     takeFromFile(s->micsShardSize, cfg->micsShardSize);
     takeFromFile(s->spSize, cfg->sequenceParallelSize);
     takeFromFile(s->epSize, cfg->expertParallelSize);
@@ -885,20 +888,35 @@ struct ApplyDeepSpeedConfigPass
       int64_t nsSteps;
       APFloat nsA, nsB, nsC, nsEps;
       MuonAdjustLr adjustLrFn;
-    } o{opt.getKind(),           opt.getLr(),       opt.getBeta1(),
-        opt.getBeta2(),          opt.getEps(),      opt.getWeightDecay(),
-        opt.getBiasCorrection(), opt.getMomentum(), opt.getDampening(),
-        opt.getNesterov(),       opt.getStates(),   opt.getSchedule(),
-        opt.getMuonLr(),         opt.getMuonMomentum(),
-        opt.getMuonNesterov(),   opt.getNsSteps(),  opt.getNsA(),
-        opt.getNsB(),            opt.getNsC(),      opt.getNsEps(),
-        opt.getAdjustLrFn()};
+      bool bf16Masters;
+    } o{opt.getKind(),
+        opt.getLr(),
+        opt.getBeta1(),
+        opt.getBeta2(),
+        opt.getEps(),
+        opt.getWeightDecay(),
+        opt.getBiasCorrection(),
+        opt.getMomentum(),
+        opt.getDampening(),
+        opt.getNesterov(),
+        opt.getStates(),
+        opt.getSchedule(),
+        opt.getMuonLr(),
+        opt.getMuonMomentum(),
+        opt.getMuonNesterov(),
+        opt.getNsSteps(),
+        opt.getNsA(),
+        opt.getNsB(),
+        opt.getNsC(),
+        opt.getNsEps(),
+        opt.getAdjustLrFn(),
+        opt.getBf16Masters()};
     auto makeOpt = [&](auto emitError, const OptParams &p) {
       return OptimizerAttr::getChecked(
           emitError, ctx, p.kind, p.lr, p.beta1, p.beta2, p.eps, p.weightDecay,
           p.biasCorrection, p.momentum, p.dampening, p.nesterov, p.states,
           p.schedule, p.muonLr, p.muonMomentum, p.muonNesterov, p.nsSteps,
-          p.nsA, p.nsB, p.nsC, p.nsEps, p.adjustLrFn);
+          p.nsA, p.nsB, p.nsC, p.nsEps, p.adjustLrFn, p.bf16Masters);
     };
     // The file's optimizer, and the train step's values of what it does not
     // read (Lion's eps and bias_correction, SGD's betas, Adam's momentum)

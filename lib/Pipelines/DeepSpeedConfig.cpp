@@ -564,27 +564,46 @@ void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
   }
 }
 
-/// The bf16 section. DeepSpeed's bf16_optimizer_states keeps the
-/// optimizer's states in bf16 and is valid only with
-/// bf16_master_weights_and_grads (precision_config.py). The states are
-/// #zero.optimizer's `states` (as zero_mlir_optimizer_states "bf16"); the
-/// masters stay fp32: bf16 master weights, when on, are listed as not
-/// implemented.
+/// The bf16 section. DeepSpeed's bf16_master_weights_and_grads makes bf16
+/// parameters their own masters (#zero.optimizer's `bf16_masters`);
+/// bf16_optimizer_states keeps the optimizer's states in bf16 and is valid
+/// only with it (precision_config.py). The states are #zero.optimizer's
+/// `states` (as zero_mlir_optimizer_states "bf16"). Both need ZeRO stage
+/// 1-3, checked once the stage is read (checkBf16Masters).
 void readBf16(Section &b, DeepSpeedConfig &cfg) {
   cfg.bf16 = b.boolean("enabled", true);
-  const json::Value *masters = b.peek("bf16_master_weights_and_grads");
+  DeepSpeedValue<bool> masters = b.boolean("bf16_master_weights_and_grads");
   DeepSpeedValue<bool> states = b.boolean("bf16_optimizer_states");
-  if (states.value.value_or(false)) {
-    if (!masters || masters->getAsBoolean() != std::optional<bool>(true))
-      b.error("bf16_optimizer_states",
-              "DeepSpeed takes it only with bf16_master_weights_and_grads "
-              "true; zero_mlir_optimizer_states \"bf16\" keeps the states "
-              "in bf16 beside fp32 masters");
-    else
-      cfg.optimizerStates = {std::string("bf16"), false, states.line,
-                             states.column};
-  }
-  b.acceptIfOff("bf16_master_weights_and_grads");
+  if (masters.value)
+    cfg.bf16Masters = masters;
+  if (!states.value.value_or(false))
+    return;
+  if (!masters.value.value_or(false))
+    b.error("bf16_optimizer_states",
+            "DeepSpeed takes it only with bf16_master_weights_and_grads "
+            "true; zero_mlir_optimizer_states \"bf16\" keeps the states "
+            "in bf16 beside fp32 masters");
+  else
+    cfg.optimizerStates = {std::string("bf16"), false, states.line,
+                           states.column};
+  cfg.bf16OptimizerStates = states;
+}
+
+/// DeepSpeed's engine asserts that bf16 masters and bf16 optimizer states
+/// run under ZeRO stage 1, 2 or 3 (the file's stage; absent: ZeRO off).
+void checkBf16Masters(DeepSpeedConfig &cfg) {
+  auto check = [&](const DeepSpeedValue<bool> &v, StringRef key) {
+    if (v.value.value_or(false) && cfg.stage.value.value_or(0) == 0)
+      cfg.errors.push_back(
+          {v.line, v.column,
+           ("bf16." + key +
+            ": DeepSpeed supports it only with ZeRO stage 1, 2 or 3, the "
+            "file's zero_optimization.stage is " +
+            std::to_string(cfg.stage.value.value_or(0)))
+               .str()});
+  };
+  check(cfg.bf16Masters, "bf16_master_weights_and_grads");
+  check(cfg.bf16OptimizerStates, "bf16_optimizer_states");
 }
 
 /// The optimizer's states' precision, this project's key (zero-optimizer
@@ -772,6 +791,7 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   // Each MLP in this many tiles of rows (0: off).
   cfg.tiledMlp = top.integerIn(dskeys::kTiledMlp, 0);
   readOptimizerStates(top, cfg);
+  checkBf16Masters(cfg);
 
   cfg.stepsPerPrint = top.integerIn("steps_per_print", 1);
   cfg.wallClockBreakdown = top.boolean("wall_clock_breakdown");

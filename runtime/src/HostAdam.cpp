@@ -73,12 +73,16 @@ void adamBlocks(const T *grad, float *master, float *m, float *v, T *param,
   for (int64_t i = begin; i < end; i += kBlock) {
     int64_t len = std::min(kBlock, end - i);
     const float *g = loadF32(grad + i, len, bufG);
-    float *w = master + i, *mi = m + i, *vi = v + i;
+    float *mi = m + i, *vi = v + i;
+    // Without masters (bf16 masters) the parameter, widened exactly, is the
+    // master; its block is then read and written in place.
+    const float *cur = master ? master + i : loadF32(param + i, len, bufP);
     float *p = outF32(param + i, bufP);
+    float *w = master ? master + i : p;
 #pragma omp simd
     for (int64_t t = 0; t < len; ++t) {
       float gt = g[t] * gradScale;
-      float wt = w[t];
+      float wt = cur[t];
       if constexpr (kDecoupled)
         wt *= k.decay;
       else
@@ -226,10 +230,12 @@ void zrt::hostAdam(int32_t dtype, const void *grad, float *master,
     using T = decltype(tag);
     T *p = static_cast<T *>(param);
     if (skip) {
-      // The step is skipped, but the parameter copy is still a result.
-      parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
-        fromFloat(master + begin, p + begin, end - begin);
-      });
+      // The step is skipped, but the parameter copy is still a result
+      // (without masters it is already the step's).
+      if (master)
+        parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+          fromFloat(master + begin, p + begin, end - begin);
+        });
       return;
     }
     const T *g = static_cast<const T *>(grad);

@@ -407,6 +407,16 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
             " " + optimizers::precisionName(m.statePrecision) + ": " +
             manifest::valueOf(m.optimizer) +
             " cannot keep its states in that precision");
+  m.bf16Masters = opt.bf16Masters.value_or(false);
+  if (m.bf16Masters && (!(m.optimizer == optimizers::Kind::Adam ||
+                          m.optimizer == optimizers::Kind::AdamW) ||
+                        m.int8States()))
+    invalid(keyPath(manifest::Program::optimizerKey,
+                    manifest::Optimizer::bf16MastersKey) +
+            ": the bf16-master update is Adam(W)'s with f32 or bf16 states, "
+            "not " +
+            manifest::valueOf(m.optimizer) + " with " +
+            optimizers::precisionName(m.statePrecision) + " states");
   if (opt.schedule) {
     m.schedule = toSchedule(*opt.schedule);
     // Absent for "auto"; only these kinds read it.
@@ -671,13 +681,20 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
                 " buffer (only params)");
     if (!p.hasBuffer(kParams))
       invalid("frozen partition '" + p.name + "' has no params buffer");
+  } else if (m.bf16Masters && p.computeDtype == ZRT_BF16) {
+    // The compiler refuses bf16 masters with offload.
+    if (!p.paramsAreMasters || p.offloaded() || p.paramsOffloaded())
+      invalid("partition '" + p.name +
+              "' computes in bf16 with bf16 masters, so it needs its params "
+              "on the device as its masters (no master buffer, no offload)");
   } else if (p.paramsAreMasters !=
              (p.computeDtype == ZRT_F32 && !nvme && !p.onNvme[kParams] &&
               p.offloaded() == p.paramsOnHost()))
     invalid("partition '" + p.name + "' " +
             (p.paramsAreMasters ? "has no" : "has a") +
             " master buffer with compute dtype " + p.computeDtypeName +
-            " (exactly f32 parameters are their own masters)");
+            " (exactly f32 parameters, and bf16 ones with bf16_masters, are "
+            "their own masters)");
   for (int k = 0; k < kNumBufferKinds; ++k) {
     if (!p.hasBuffer(BufferKind(k)))
       continue;
@@ -1112,7 +1129,11 @@ char *zrt::ownedParams(const zrt_ctx &ctx, int32_t p) {
 }
 
 float *zrt::ownedMasters(const zrt_ctx &ctx, int32_t p) {
-  if (ctx.manifest->partitions[size_t(p)].paramsAreMasters)
+  const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
+  // bf16 masters: the update reads and writes the params alone.
+  if (part.masters16())
+    return nullptr;
+  if (part.paramsAreMasters)
     return reinterpret_cast<float *>(ownedParams(ctx, p));
   return ctx.buffer<float>(p, kMaster);
 }

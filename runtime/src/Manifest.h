@@ -113,6 +113,11 @@ struct PartitionInfo {
   /// fp32 params as the masters, 16-bit ones widened exactly (there are no
   /// fp32 masters to round them from).
   bool frozen = false;
+  /// Whether its owned masters are the 16-bit params themselves (bf16
+  /// masters, #zero.optimizer's bf16_masters): there is no fp32 copy, so
+  /// exports and checkpoints read them widened exactly and write them
+  /// rounded to nearest even, as frozen 16-bit params.
+  bool masters16() const { return paramsAreMasters && computeDtype != ZRT_F32; }
   /// Sharded over the rank's expert replica set (the ranks holding the
   /// same experts) instead of the world.
   bool expert = false;
@@ -205,6 +210,8 @@ struct Manifest {
   manifest::OptimizerKind optimizer = manifest::OptimizerKind::Adam;
   /// The precision its states are kept in (optimizers.def).
   optimizers::StatePrecision statePrecision = optimizers::StatePrecision::F32;
+  /// bf16 params are their own masters (#zero.optimizer's bf16_masters).
+  bool bf16Masters = false;
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool biasCorrection = true;
   double momentum = 0, dampening = 0; // SGD's

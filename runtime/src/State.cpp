@@ -137,7 +137,7 @@ BufferKind zrt::masterKind(const zrt_ctx &ctx, int32_t p) {
 void zrt::loadOwnedMasters(const zrt_ctx &ctx, int32_t p, float *dst) {
   const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
   int64_t n = ctx.manifest->owned(part, ctx.rank).size();
-  if (!part.frozen || part.paramsAreMasters) {
+  if ((!part.frozen || part.paramsAreMasters) && !part.masters16()) {
     loadBuffer(ctx, p, masterKind(ctx, p), dst, ownedMasters(ctx, p), n * 4);
     return;
   }
@@ -152,7 +152,7 @@ void zrt::loadOwnedMasters(const zrt_ctx &ctx, int32_t p, float *dst) {
 void zrt::storeOwnedMasters(zrt_ctx &ctx, int32_t p, const float *src) {
   const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
   int64_t n = ctx.manifest->owned(part, ctx.rank).size();
-  if (!part.frozen || part.paramsAreMasters) {
+  if ((!part.frozen || part.paramsAreMasters) && !part.masters16()) {
     storeBuffer(ctx, p, masterKind(ctx, p), ownedMasters(ctx, p), src, n * 4);
     return;
   }

@@ -165,6 +165,57 @@ TEST_P(OptimizerTest, AdamSkipWritesCopyOnly) {
   }
 }
 
+// bf16 masters (DeepSpeed's bf16_master_weights_and_grads, no fp32 copy):
+// each step of zrt_adam widens the bf16 parameter, runs the fp32 update and
+// rounds it back to nearest even. Against RefAdam in double restarted from
+// the widened parameter each step and rounded: equal but where the fp32
+// update lands within its rounding error of a bf16 midpoint (rare; bounded
+// below), and never more than one bf16 ulp apart. A skipped step leaves
+// the parameters as they are.
+TEST(AdamTest, Bf16ParamsAsMasters) {
+  const int64_t n = 5001;
+  std::mt19937 rng{11};
+  for (int adamw = 0; adamw < 2; ++adamw) {
+    Buffer param(ZRT_BF16, randomValues(rng, n));
+    std::vector<float> m(n, 0.0f), v(n, 0.0f);
+    RefAdam ref;
+    ref.adamw = adamw;
+    ref.lr = 1e-2;
+    ref.m.assign(size_t(n), 0.0);
+    ref.v.assign(size_t(n), 0.0);
+    int64_t differ = 0, moved = 0;
+    for (int64_t t = 1; t <= 4; ++t) {
+      Buffer grad = randomBuffer(ZRT_BF16, rng, n, -0.1, 0.1);
+      std::vector<double> before = param.values();
+      float stats[2] = {0, 1.0f};
+      zrt_adam(ZRT_BF16, grad.data(), nullptr, m.data(), v.data(), param.data(),
+               n, t, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.wd, adamw, 1,
+               nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
+      ref.p = before;
+      ref.step(grad.values(), t, 1.0, 1.0);
+      std::vector<double> want = Buffer(ZRT_BF16, ref.p).values();
+      std::vector<double> got = param.values();
+      for (int64_t i = 0; i < n; ++i) {
+        double mag = std::max(std::fabs(want[size_t(i)]), 1e-30);
+        double ulp = std::ldexp(1.0, std::ilogb(mag) - 7);
+        ASSERT_LE(std::fabs(got[size_t(i)] - want[size_t(i)]), ulp)
+            << "step " << t << " element " << i;
+        differ += got[size_t(i)] != want[size_t(i)];
+        moved += got[size_t(i)] != before[size_t(i)];
+      }
+      float skip[2] = {1.0f, 0.0f};
+      zrt_adam(ZRT_BF16, grad.data(), nullptr, m.data(), v.data(), param.data(),
+               n, t + 1, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.wd, adamw,
+               1, nullptr, nullptr, nullptr, 0, 0.0, skip, 1.0f, 1);
+      EXPECT_EQ(param.values(), got);
+    }
+    // The fp32 update's error (about 1e-7 relative) rarely straddles a
+    // bf16 midpoint (2^-9 relative apart).
+    EXPECT_LE(differ, 4 * n / 1000);
+    EXPECT_GT(moved, 2 * n);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllDtypes, OptimizerTest,
                          ::testing::Values(ZRT_F32, ZRT_BF16, ZRT_F16),
                          [](const auto &info) {

@@ -162,6 +162,11 @@ static cl::opt<std::string> optimizerStates(
     cl::desc("Precision of the optimizer's states: f32, or bf16 or int8 "
              "(Adam/AdamW's moments in bf16 or 8 bits)"),
     cl::init("f32"), cl::cat(genCat));
+static cl::opt<bool> bf16Masters(
+    "bf16-masters",
+    cl::desc("bf16 parameters as their own masters, no fp32 copy (DeepSpeed's "
+             "bf16_master_weights_and_grads; Adam/AdamW with --dtype bf16)"),
+    cl::init(false), cl::cat(genCat));
 static cl::opt<bool> noDecayBiasNorm(
     "no-decay-bias-norm",
     cl::desc("No weight decay for biases and norm weights (1-D parameters)"),
@@ -248,6 +253,7 @@ static zero::ModelGenOptions getOptions() {
   o.dampening = given(dampening);
   o.nesterov = given(nesterov);
   o.optimizerStates = given(optimizerStates);
+  o.bf16Masters = given(bf16Masters);
   o.noDecayBiasNorm = given(noDecayBiasNorm);
   o.noDecayEmbeddings = given(noDecayEmbeddings);
   o.labelType = given(labelType);

@@ -65,6 +65,8 @@ struct ModelGenOptions {
   std::optional<double> momentum, dampening;
   std::optional<bool> nesterov;
   std::optional<std::string> optimizerStates;
+  /// bf16 parameters as their own masters (#zero.optimizer's bf16_masters).
+  std::optional<bool> bf16Masters;
   std::optional<bool> noDecayBiasNorm, noDecayEmbeddings;
   std::optional<std::string> labelType;
   std::optional<int64_t> ignoreIndex;

@@ -129,6 +129,10 @@ struct DeepSpeedConfig {
   /// zero_mlir_optimizer_states: this project's key for zero-optimizer's
   /// optimizer-states (f32, bf16 or int8).
   DeepSpeedValue<std::string> optimizerStates;
+  /// bf16.bf16_master_weights_and_grads: zero-optimizer's bf16-masters.
+  DeepSpeedValue<bool> bf16Masters;
+  /// bf16.bf16_optimizer_states as given (optimizerStates carries it).
+  DeepSpeedValue<bool> bf16OptimizerStates;
   /// zero_optimization.mics_shard_size (-1: no MiCS) and
   /// mics_hierarchical_params_gather.
   DeepSpeedValue<int64_t> micsShardSize;

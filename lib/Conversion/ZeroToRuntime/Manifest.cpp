@@ -147,6 +147,9 @@ static manifest::Optimizer optimizerManifest(OptimizerAttr opt) {
   if (opt.getStates() != StatePrecision::f32)
     o.states = toManifest<manifest::StatePrecision>(
         stringifyStatePrecision(opt.getStates()));
+  // Absent when off, as the states.
+  if (opt.getBf16Masters())
+    o.bf16Masters = true;
   if (LrScheduleAttr s = opt.getSchedule()) {
     manifest::Schedule &m = o.schedule.emplace();
     m.kind = toManifest<manifest::LrScheduleKind>(

@@ -383,9 +383,11 @@ template <typename T, bool kAdamW>
 __device__ inline void adamScalar(int64_t i, const T *grad, float *master,
                                   float *m, float *v, T *param, float gs,
                                   const AdamArgs &a) {
-  float w = master[i], mi = m[i], vi = v[i];
+  // master is null when the 16-bit parameter is its own (bf16 masters).
+  float w = master ? master[i] : toF32(param[i]), mi = m[i], vi = v[i];
   adamElement<kAdamW>(toF32(grad[i]), w, mi, vi, gs, a);
-  master[i] = w;
+  if (master)
+    master[i] = w;
   m[i] = mi;
   v[i] = vi;
   if (param)
@@ -658,8 +660,9 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
     if (std::is_same<T, float>::value && param == master)
       p = nullptr;
     if (skip) {
-      // The step is skipped, but the parameter copy is still a result.
-      if (!p)
+      // The step is skipped, but the parameter copy is still a result
+      // (without masters it is already the step's).
+      if (!p || !master)
         return;
       int64_t head = commonHead<T>(master, {}, {p});
       if (head >= 0 && head <= n)
@@ -684,11 +687,14 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
       if (b >= e)
         return;
       const T *g = static_cast<const T *>(grad) + b;
-      float *w = master + b, *m = expAvg + b, *v = expAvgSq + b;
+      float *w = master ? master + b : nullptr, *m = expAvg + b,
+            *v = expAvgSq + b;
       T *pp = p ? p + b : nullptr;
       int64_t len = e - b;
-      int64_t head = pp ? commonHead<T>(w, {m, v}, {g, pp})
-                        : commonHead<T>(w, {m, v}, {g});
+      // Without masters (bf16 masters) the scalar loop reads the params.
+      int64_t head = !w   ? -1
+                     : pp ? commonHead<T>(w, {m, v}, {g, pp})
+                          : commonHead<T>(w, {m, v}, {g});
       bool vector = head >= 0 && head <= len;
       if (adamw) {
         if (vector)

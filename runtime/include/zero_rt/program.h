@@ -32,7 +32,7 @@ extern "C" {
  *    (momentum, dampening, nesterov), and the buffer momentum_buffer; the
  *    manifest's sequence_parallel and its label convention shifted (Ulysses);
  *    zrt_ctx_copy_activation (activation offload). */
-#define ZRT_PROGRAM_VERSION 6
+#define ZRT_PROGRAM_VERSION 7
 
 typedef struct zrt_ctx zrt_ctx;
 

@@ -69,7 +69,7 @@ SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
       m, ctx.rank, m.shardGroupSize(), state,
       [&](int32_t p, BufferKind kind, char *dst, int64_t size) {
         const PartitionInfo &part = m.partitions[size_t(p)];
-        if (kind == kMaster && part.frozen) {
+        if (kind == kMaster && (part.frozen || part.masters16())) {
           loadOwnedMasters(ctx, p, reinterpret_cast<float *>(dst));
           return;
         }
@@ -136,7 +136,7 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
         continue;
       }
       remapOwned(ckpt, m, p, ctx.rank, kind, values);
-      if (kind == kMaster && part.frozen) {
+      if (kind == kMaster && (part.frozen || part.masters16())) {
         storeOwnedMasters(ctx, p, values.data());
       } else if (isBf16State(m, kind)) {
         std::vector<uint16_t> bits(values.size());

@@ -116,6 +116,17 @@ zero.train_step @adam_bf16(%x: tensor<4x1xf32>)
   zero.return %loss : tensor<f32>
 }
 
+// bf16 masters (DeepSpeed's bf16_master_weights_and_grads) round-trip, with
+// the states they pair with.
+// CHECK-LABEL: zero.train_step @adamw_bf16_masters
+// CHECK-SAME: optimizer #zero.optimizer<kind = adamw, lr = 1.000000e-03, states = bf16, bf16_masters = true>
+zero.train_step @adamw_bf16_masters(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3, states = bf16, bf16_masters = true>
+    precision #zero.precision<kind = bf16> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
 // CHECK-LABEL: zero.train_step @adam_f32
 // CHECK-SAME: optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03>
 zero.train_step @adam_f32(%x: tensor<4x1xf32>)

@@ -247,7 +247,8 @@ deepspeedWithOptimizer(const StepReport &r, OptimizerAttr opt) {
   in.ranks = r.worldSize;
   in.stateBytes = r.optimizerBytesPerParam;
   // DeepSpeed keeps bf16 states only with bf16 masters and gradients.
-  in.sixteenBitMasters = opt.getStates() == StatePrecision::bf16;
+  in.sixteenBitMasters =
+      opt.getBf16Masters() || opt.getStates() == StatePrecision::bf16;
   in.elementBytes = 2;
   if (opt.getKind() == OptimizerKind::muon) {
     auto kind = static_cast<table::Kind>(opt.getKind());
@@ -352,6 +353,7 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
              std::string::npos)
       r.paramDtype += "+" + name;
   }
+  r.bf16Masters = step.getOptimizer().getBf16Masters();
   r.paramsAreMasters =
       llvm::all_of(s.getPartitions(), [](const PartitionBuffers &p) {
         return p.areParamsMasters();
@@ -631,15 +633,18 @@ static std::string bytesStr(int64_t b) {
 /// where they are not its estimator's (Adam's fp32 moments), whose row the
 /// memory table has already.
 static bool printsDeepSpeedOptimizer(const StepReport &r) {
-  return r.deepspeed && !((r.optimizer == "adam" || r.optimizer == "adamw") &&
-                          r.optimizerStatePrecision == "f32");
+  return r.deepspeed && (r.bf16Masters ||
+                         !((r.optimizer == "adam" || r.optimizer == "adamw") &&
+                           r.optimizerStatePrecision == "f32"));
 }
 
 /// "muon", "adamw int8": the optimizer and its states' precision.
 static std::string optimizerName(const StepReport &r) {
-  return r.optimizer + (r.optimizerStatePrecision == "f32"
-                            ? ""
-                            : " " + r.optimizerStatePrecision);
+  return r.optimizer +
+         (r.optimizerStatePrecision == "f32"
+              ? ""
+              : " " + r.optimizerStatePrecision) +
+         (r.bf16Masters ? " bf16-masters" : "");
 }
 
 /// One row of the memory tables.
@@ -817,8 +822,11 @@ static void printModelStateNote(
     llvm::raw_ostream &os) {
   int64_t S = r.paramCount, Sp = r.paddedParamCount;
   // Bytes per parameter of params + grads (full or shard) + master and the
-  // optimizer's states (b: Adam's m and v, 8; Lion's m, 4); K = 4 + b.
-  const int64_t b = r.optimizerBytesPerParam, K = 4 + b;
+  // optimizer's states (b: Adam's m and v, 8; Lion's m, 4); K = 4 + b, or
+  // b with bf16 masters (the 16-bit parameters are the masters).
+  const int64_t b = r.optimizerBytesPerParam, K = (r.bf16Masters ? 0 : 4) + b;
+  // fp32 training's formulas: fp32 parameters that are their masters.
+  const bool fp32 = r.paramsAreMasters && !r.bf16Masters;
   const std::string mixedFormulas[] = {
       llvm::formatv("{0}S", 4 + K).str(),
       llvm::formatv("4S + {0}S'/n", K).str(),
@@ -847,7 +855,7 @@ static void printModelStateNote(
     os << "\nModel states follow "
        << (mixed ? mixedFrozen[r.stage] + " for 16-bit groups, " +
                        fp32Frozen[r.stage] + " for fp32 ones"
-                 : (r.paramsAreMasters ? fp32Frozen : mixedFrozen)[r.stage])
+                 : (fp32 ? fp32Frozen : mixedFrozen)[r.stage])
        << " (S = " << S << ", St = " << r.trainableParamCount
        << " trainable, S' = " << Sp << ", St' = " << r.paddedTrainableParamCount
        << ", n = " << modelStateRanks(r)
@@ -855,8 +863,9 @@ static void printModelStateNote(
           "states ("
        << b << " bytes of fp32 "
        << (b == 8 ? "Adam moments" : "optimizer states") << " each, " << K
-       << " with an fp32 "
-          "master), the frozen ones are held in their compute type alone. "
+       << (r.bf16Masters ? " with the bf16 parameter as its master"
+                         : " with an fp32 master")
+       << "), the frozen ones are held in their compute type alone. "
           "DeepSpeed's estimator counts every parameter as trainable; "
           "docs/Report.md gives the formulas with a frozen part.\n\n";
   } else if (r.paramDtype.find('+') != std::string::npos) {
@@ -870,14 +879,17 @@ static void printModelStateNote(
           "above.\n\n";
   } else {
     os << "\nModel states follow "
-       << (r.paramsAreMasters ? fp32Formulas : mixedFormulas)[r.stage]
-       << " (S = " << S << ", S' = " << Sp << ", n = " << modelStateRanks(r)
+       << (fp32 ? fp32Formulas : mixedFormulas)[r.stage] << " (S = " << S
+       << ", S' = " << Sp << ", n = " << modelStateRanks(r)
        << (r.micsShardSize > 0 ? ", the MiCS shard group" : "") << ")";
     if (r.optimizerAbsmaxBlock > 0)
       os << ", each " << r.optimizerStatePrecision
          << " optimizer state adding one fp32 absmax per "
          << r.optimizerAbsmaxBlock << " elements of its shard";
-    if (r.paramsAreMasters)
+    if (r.bf16Masters)
+      os << ", the bf16 parameters being their own masters and the "
+            "gradients bf16 (DeepSpeed's bf16_master_weights_and_grads);";
+    else if (r.paramsAreMasters)
       os << ", the fp32 parameters being their own masters; DeepSpeed's "
             "estimator assumes mixed precision (16-bit parameters and "
             "gradients, an fp32 gradient copy: 18 bytes per parameter) even "

@@ -217,16 +217,22 @@ LogicalResult LrScheduleAttr::verify(
   return success();
 }
 
-LogicalResult
-OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                      OptimizerKind kind, APFloat lrF, APFloat beta1F,
-                      APFloat beta2F, APFloat epsF, APFloat weightDecayF,
-                      bool biasCorrection, APFloat momentumF,
-                      APFloat dampeningF, bool nesterov, StatePrecision states,
-                      LrScheduleAttr schedule, APFloat muonLrF,
-                      APFloat muonMomentumF, bool muonNesterov, int64_t nsSteps,
-                      APFloat nsAF, APFloat nsBF, APFloat nsCF, APFloat nsEpsF,
-                      MuonAdjustLr adjustLrFn) {
+LogicalResult OptimizerAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, OptimizerKind kind,
+    APFloat lrF, APFloat beta1F, APFloat beta2F, APFloat epsF,
+    APFloat weightDecayF, bool biasCorrection, APFloat momentumF,
+    APFloat dampeningF, bool nesterov, StatePrecision states,
+    LrScheduleAttr schedule, APFloat muonLrF, APFloat muonMomentumF,
+    bool muonNesterov, int64_t nsSteps, APFloat nsAF, APFloat nsBF,
+    APFloat nsCF, APFloat nsEpsF, MuonAdjustLr adjustLrFn, bool bf16Masters) {
+  // The bf16-master update exists for Adam(W) with f32 or bf16 states.
+  if (bf16Masters &&
+      ((kind != OptimizerKind::adam && kind != OptimizerKind::adamw) ||
+       (states != StatePrecision::f32 && states != StatePrecision::bf16)))
+    return emitError() << "optimizer bf16_masters is implemented for adam "
+                          "and adamw with f32 or bf16 states, got "
+                       << stringifyOptimizerKind(kind) << " with "
+                       << stringifyStatePrecision(states) << " states";
   double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
          beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
          weightDecay = weightDecayF.convertToDouble(),

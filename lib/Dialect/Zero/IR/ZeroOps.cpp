@@ -278,6 +278,12 @@ LogicalResult TrainStepOp::verify() {
            << clip;
   if (failed(verifyOffload()) || failed(verifyLabels()))
     return failure();
+  // The bf16-master update runs on the device, over device parameters.
+  if (getOptimizer().getBf16Masters() && getOffloadAttr() &&
+      (getOffload().offloadsOptimizer() || getOffload().offloadsParams()))
+    return emitOpError("bf16_masters (bf16 parameters as their own masters) "
+                       "is not implemented with optimizer or parameter "
+                       "offload");
   for (BlockArgument arg : getBodyBlock().getArguments()) {
     auto t = dyn_cast<RankedTensorType>(arg.getType());
     if (!t || !t.hasStaticShape() || t.getRank() < 1)
@@ -875,8 +881,11 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
     // The states of the module's optimizer (Adam's without a train step).
     SmallVector<OptimizerState> states =
         getOptimizerStates(OptimizerKind::adam);
-    if (auto steps = module.getOps<TrainStepOp>(); !steps.empty())
-      states = getOptimizerStates((*steps.begin()).getOptimizer());
+    OptimizerAttr stepOptimizer;
+    if (auto steps = module.getOps<TrainStepOp>(); !steps.empty()) {
+      stepOptimizer = (*steps.begin()).getOptimizer();
+      states = getOptimizerStates(stepOptimizer);
+    }
     SmallVector<BufferKind> required = {BufferKind::grads};
     SmallVector<BufferKind> swapped = {BufferKind::master};
     for (const OptimizerState &state : states) {
@@ -916,7 +925,7 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
       auto param =
           tables.lookupSymbolIn<ParamOp>(module, cast<SymbolRefAttr>(ref));
       Type compute = param.getComputeTensorType().getElementType();
-      bool masters = areParamsMasters(compute);
+      bool masters = areParamsMasters(compute, stepOptimizer);
       // An offloaded optimizer (host_grads) keeps fp32 masters on the host
       // even for fp32 parameters.
       bool offloaded = buffers.getHostGrads().has_value();
@@ -941,8 +950,11 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
                << buffers << (masters ? " have" : " lack")
                << " a master buffer, but parameter " << ref << " computes in "
                << compute
-               << (masters ? " (fp32 parameters are their own masters)"
-                           : " (16-bit parameters need fp32 masters)");
+               << (!masters ? " (16-bit parameters need fp32 masters)"
+                   : compute.isF32()
+                       ? " (fp32 parameters are their own masters)"
+                       : " (bf16 parameters with bf16_masters are "
+                         "their own masters)");
       // States on NVMe: a master for every compute type, and host_params
       // unless the host Adam writes offloaded parameter shards in place.
       if (offloaded && nvme && !buffers.getMaster())

@@ -102,8 +102,9 @@ struct ZeroOptimizerPass
             FloatAttr::get(Float64Type::get(&getContext()), gradientClipping));
       if (failed(applyOptimizerOptions(step)))
         return signalPassFailure();
-      // The states' bytes follow their precision.
-      if (!optimizerStates.empty()) {
+      // The states' bytes follow their precision, the masters' presence
+      // bf16_masters.
+      if (!optimizerStates.empty() || !bf16Masters.empty()) {
         schedule = StepSchedule::get(step);
         if (failed(schedule))
           return signalPassFailure();
@@ -145,11 +146,20 @@ struct ZeroOptimizerPass
                << optimizerStates << "'";
       states = *p;
     }
+    bool bf16 = opt.getBf16Masters();
+    if (!bf16Masters.empty()) {
+      if (bf16Masters != "true" && bf16Masters != "false")
+        return emitError() << "bf16-masters must be true or false, got '"
+                           << bf16Masters << "'";
+      bf16 = bf16Masters == "true";
+    }
     OptimizerAttr updated = OptimizerAttr::getChecked(
         emitError, ctx, opt.getKind(), opt.getLr(), opt.getBeta1(),
         opt.getBeta2(), opt.getEps(), opt.getWeightDecay(), bias,
-        opt.getMomentum(), opt.getDampening(), opt.getNesterov(), states,
-        sched, opt.getMuonLr(), opt.getMuonMomentum(), opt.getMuonNesterov(), opt.getNsSteps(), opt.getNsA(), opt.getNsB(), opt.getNsC(), opt.getNsEps(), opt.getAdjustLrFn());
+        opt.getMomentum(), opt.getDampening(), opt.getNesterov(), states, sched,
+        opt.getMuonLr(), opt.getMuonMomentum(), opt.getMuonNesterov(),
+        opt.getNsSteps(), opt.getNsA(), opt.getNsB(), opt.getNsC(),
+        opt.getNsEps(), opt.getAdjustLrFn(), bf16);
     if (!updated)
       return failure();
     step.setOptimizerAttr(updated);

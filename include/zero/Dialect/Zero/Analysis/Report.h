@@ -118,8 +118,12 @@ struct StepReport {
   int64_t hpzSecondaryBytes = 0;
   /// The compute type of the parameters and gradients: fp32, bf16 or fp16.
   std::string paramDtype;
-  /// Whether the fp32 parameters are their own masters (no master buffer).
+  /// Whether the parameters are their own masters (no master buffer): fp32
+  /// ones, or bf16 ones with bf16Masters.
   bool paramsAreMasters = false;
+  /// #zero.optimizer's bf16_masters (DeepSpeed's
+  /// bf16_master_weights_and_grads).
+  bool bf16Masters = false;
   int64_t reduceBucketBytes = 0, gatherBufferBytes = 0, activationBytes = 0;
   int64_t persistentBytes = 0, arenaBytes = 0, scratchBytes = 0, peakBytes = 0;
   /// Optimizer offload: the pinned host arena (its peak: it holds only

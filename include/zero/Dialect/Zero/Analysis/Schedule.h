@@ -71,7 +71,7 @@ struct PartitionBuffers {
   bool areParamsMasters() const {
     return offloaded == paramsOffloaded && paramDevice != OffloadDevice::nvme &&
            optimizerDevice != OffloadDevice::nvme &&
-           zero::areParamsMasters(computeType);
+           zero::areParamsMasters(computeType, optimizer);
   }
   /// Whether the partition has a buffer of kind `kind`.
   bool hasBuffer(BufferKind kind) const {
@@ -90,7 +90,7 @@ struct PartitionBuffers {
       // through host_params.
       return offloaded && paramDevice != OffloadDevice::cpu &&
              (optimizerDevice == OffloadDevice::nvme ||
-              !zero::areParamsMasters(computeType));
+              !zero::areParamsMasters(computeType, optimizer));
     case BufferKind::params:
     case BufferKind::grads:
       return true;

@@ -88,9 +88,14 @@ inline bool isLossSeed(Operation *op) {
   return dialect && dialect->getLossSeedAttrHelper().isAttrPresent(op);
 }
 /// Whether parameters whose compute copy has element type `computeType` are
-/// their own fp32 masters: Adam then updates them in place and their
-/// partition has no `master` buffer.
-inline bool areParamsMasters(Type computeType) { return computeType.isF32(); }
+/// their own masters under optimizer `opt` (null: any): fp32 ones, and
+/// bf16 ones with `bf16_masters` (DeepSpeed's
+/// bf16_master_weights_and_grads). Adam then updates them in place and
+/// their partition has no `master` buffer.
+inline bool areParamsMasters(Type computeType, OptimizerAttr opt = {}) {
+  return computeType.isF32() ||
+         (computeType.isBF16() && opt && opt.getBf16Masters());
+}
 /// Where train step `step` keeps its optimizer states (its offload):
 /// device memory (none), pinned host memory (cpu) or swap files (nvme).
 inline OffloadDevice getOptimizerOffload(TrainStepOp step) {

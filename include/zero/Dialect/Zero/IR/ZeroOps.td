@@ -298,6 +298,12 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     states (one byte per element and one fp32 absmax per block).
     `schedule` (a `#zero.lr_schedule`) makes the learning rate a function
     of the optimizer step; without it `lr` is constant.
+    `bf16_masters` is DeepSpeed's `bf16.bf16_master_weights_and_grads`:
+    bf16 parameters are their own masters (no fp32 master buffer); the
+    update reads the bf16 parameter and gradient, computes in fp32 and
+    rounds the new parameter to nearest even. Gradients are bf16 either way.
+    Only `adam` and `adamw` (with `f32` or `bf16` states) update bf16
+    masters; parameters of any other compute type keep their masters.
   }];
   let parameters = (ins
     "::mlir::zero::OptimizerKind":$kind,
@@ -322,7 +328,8 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     Zero_DefaultDouble<"2.0315">:$ns_c,
     Zero_DefaultDouble<"1e-7">:$ns_eps,
     DefaultValuedParameter<"::mlir::zero::MuonAdjustLr",
-                           "::mlir::zero::MuonAdjustLr::original">:$adjust_lr_fn);
+                           "::mlir::zero::MuonAdjustLr::original">:$adjust_lr_fn,
+    DefaultValuedParameter<"bool", "false">:$bf16_masters);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let builders = [
@@ -336,7 +343,7 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
                    ::llvm::APFloat(0.95), true, 5, ::llvm::APFloat(3.4445),
                    ::llvm::APFloat(-4.775), ::llvm::APFloat(2.0315),
                    ::llvm::APFloat(1e-7),
-                   ::mlir::zero::MuonAdjustLr::original);
+                   ::mlir::zero::MuonAdjustLr::original, false);
     }]>
   ];
 }

@@ -784,7 +784,9 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
     schedule), `bias-correction=true|false`, `optimizer-states=f32|bf16|int8`
     (the states' precision, #zero.optimizer's `states`: `int8` is
     bitsandbytes' block-wise 8-bit Adam, refused for an optimizer whose row
-    does not declare it), and the weight-decay groups:
+    does not declare it), `bf16-masters=true|false` (#zero.optimizer's
+    `bf16_masters`, DeepSpeed's `bf16_master_weights_and_grads`: bf16
+    parameters are their own masters), and the weight-decay groups:
     `no-decay-bias-norm` gives every 1-D parameter (biases and norm
     weights) `weight_decay 0.0`, `no-decay-embeddings` also every table an
     `nn.embedding` reads.
@@ -837,6 +839,10 @@ def ZeroOptimizerPass : Pass<"zero-optimizer", "::mlir::ModuleOp"> {
            "Precision of the optimizer's states, f32, bf16 or int8 (a "
            "precision the optimizer's optimizers.def row declares); empty "
            "keeps the train step's">,
+    Option<"bf16Masters", "bf16-masters", "std::string", /*default=*/"",
+           "bf16 parameters as their own masters, true or false; empty "
+           "keeps the train step's (DeepSpeed: "
+           "bf16.bf16_master_weights_and_grads)">,
     Option<"biasCorrection", "bias-correction", "std::string",
            /*default=*/"",
            "Adam bias correction, true or false; empty keeps the train "
