@@ -148,6 +148,13 @@ void explainModelStates(Estimate &e, const Terms &t) {
   auto &why = e.differences;
   bool fp32 = options.dtype == "fp32";
   bool f32States = e.statePrecision == mlir::zero::StatePrecision::f32;
+  if (e.bf16Masters && !fp32)
+    why.push_back("Masters: the bf16 parameters are their own masters "
+                  "(bf16_master_weights_and_grads), so ours keeps no fp32 "
+                  "copy: " +
+                  signedHuman(-4 * t.tshard) +
+                  " a rank against 4 bytes per trainable parameter, which "
+                  "DeepSpeed's estimators and the paper's K still count.");
   if (!f32States) {
     // DeepSpeed's estimators count fp32 Adam states whatever the precision
     // (bf16_optimizer_states does not reach them); ours counts an element's
@@ -223,7 +230,7 @@ void explainModelStates(Estimate &e, const Terms &t) {
   if (stage >= 2 && !fp32) {
     // DeepSpeed's 18 bytes per sharded parameter against our c + 4 + the
     // states (stage 2) or 2c + 4 + the states (stage 3).
-    int64_t shardBytes = modelStateSplit(stage, c, t.stateBytes).second;
+    int64_t shardBytes = modelStateSplit(stage, c, t.optimizerBytes()).second;
     int64_t dsShard = 18 * s / n;
     int64_t ourShard = shardBytes * s / n;
     why.push_back(
@@ -270,7 +277,7 @@ void explainModelStates(Estimate &e, const Terms &t) {
         "of n * alignment = " +
         std::to_string(e.n * alignment) + "): " +
         signedHuman(e.ourStates -
-                    modelStateBytes(stage, s, s, n, c, t.stateBytes)) +
+                    modelStateBytes(stage, s, s, n, c, t.optimizerBytes())) +
         (stage == 3 ? " (every layer's group is padded "
                       "separately, so a real model pads a little "
                       "more)."

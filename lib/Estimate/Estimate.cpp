@@ -20,10 +20,6 @@ using namespace llvm;
 using namespace zero::estimate;
 using namespace zero::estimate::detail;
 
-/// Bytes per parameter of the fp32 master copy: none at fp32, where the
-/// parameters themselves are the masters.
-static int64_t masterBytes(int64_t c) { return c == 4 ? 0 : 4; }
-
 int64_t zero::estimate::detail::stateBytes(
     ArrayRef<mlir::zero::OptimizerState> states) {
   int64_t bytes = 0;
@@ -53,8 +49,7 @@ static bool isStateKey(const Estimate &e, StringRef key) {
 
 std::pair<int64_t, int64_t>
 zero::estimate::detail::modelStateSplit(int64_t stage, int64_t c,
-                                        int64_t stateBytes) {
-  int64_t optimizer = masterBytes(c) + stateBytes;
+                                        int64_t optimizer) {
   switch (stage) {
   case 0:
     return {2 * c + optimizer, 0};
@@ -69,8 +64,9 @@ zero::estimate::detail::modelStateSplit(int64_t stage, int64_t c,
 
 int64_t zero::estimate::detail::modelStateBytes(int64_t stage, int64_t s,
                                                 int64_t sharded, int64_t n,
-                                                int64_t c, int64_t stateBytes) {
-  auto [full, shard] = modelStateSplit(stage, c, stateBytes);
+                                                int64_t c,
+                                                int64_t optimizerBytes) {
+  auto [full, shard] = modelStateSplit(stage, c, optimizerBytes);
   return full * s + shard * sharded / n;
 }
 
@@ -190,6 +186,9 @@ static Terms getTerms(const Estimate &e) {
   t.n = e.n;
   t.c = e.c;
   t.stateBytes = stateBytes(e.optimizerStates);
+  // No fp32 copy where the parameters are the masters: at fp32, and bf16
+  // parameters with bf16_master_weights_and_grads.
+  t.masterBytes = t.c == 4 || e.bf16Masters ? 0 : 4;
   t.sp = e.sPadded;
   // Stage 0 shards nothing, so it pads nothing.
   t.pad = e.n * e.options.alignment;
@@ -246,9 +245,11 @@ static void addOurs(Estimate &e, Terms &t) {
                     c * (stage >= 2 ? tshard : st)});
   // At fp32 the parameters are the masters: no separate
   // copy.
-  int64_t mst = masterBytes(c);
+  int64_t mst = t.masterBytes;
   e.ours.push_back({"master_params", "ours: master_params",
-                    mst ? "4" + tshardName : "0 (fp32 params are the masters)",
+                    mst      ? "4" + tshardName
+                    : c == 4 ? "0 (fp32 params are the masters)"
+                             : "0 (bf16 params are the masters)",
                     mst * tshard});
   ArrayRef<mlir::zero::OptimizerState> states = e.optimizerStates;
   for (const mlir::zero::OptimizerState &state : states)
@@ -258,8 +259,9 @@ static void addOurs(Estimate &e, Terms &t) {
                       state.bytes * tshard + t.absmaxBytes});
   std::string statesFormula;
   if (frozen == 0) {
-    e.ourStates = modelStateBytes(stage, s, sp, n, c, t.stateBytes);
-    auto [fullBytes, shardBytes] = modelStateSplit(stage, c, t.stateBytes);
+    e.ourStates = modelStateBytes(stage, s, sp, n, c, t.optimizerBytes());
+    auto [fullBytes, shardBytes] =
+        modelStateSplit(stage, c, t.optimizerBytes());
     if (fullBytes)
       statesFormula = std::to_string(fullBytes) + "S";
     if (shardBytes)
@@ -469,10 +471,18 @@ zero::estimate::computeEstimate(int64_t sParams, int64_t lParams,
   e.optimizer = e.model ? e.model->optimizer : options.optimizer;
   e.optimizerStates = e.model ? e.model->optimizerStates
                               : mlir::zero::getOptimizerStates(e.optimizer);
+  e.bf16Masters = e.model ? e.model->bf16Masters : options.bf16Masters;
   if (e.model) {
     e.statePrecision = e.model->statePrecision;
     e.absmaxBlock = e.model->absmaxBlock;
   }
+  // The compiler refuses the pair (train_step's verifier): the host
+  // optimizer keeps fp32 masters.
+  if (e.bf16Masters && e.c == 2 && options.deepspeed.cpuOffload)
+    return createStringError(
+        "bf16 master weights (bf16_master_weights_and_grads) with "
+        "--cpu-offload: the offloaded optimizer keeps fp32 masters, so the "
+        "compiler refuses the pair");
   // Stage 0 shards nothing, so it pads nothing.
   int64_t pad = e.n * options.alignment;
   e.sPadded = options.stage == 0 ? e.s : roundUp(e.s, pad);

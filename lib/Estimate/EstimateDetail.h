@@ -25,15 +25,16 @@ inline int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /// Our model-state bytes per parameter kept whole on every rank and per
 /// parameter sharded over the ranks: params and grads (c bytes each) are
-/// whole or sharded by stage, the master copy and the optimizer's
-/// `stateBytes` per parameter are sharded from stage 1 on.
+/// whole or sharded by stage, the optimizer's `optimizerBytes` per
+/// parameter (the master copy and the states, Terms::optimizerBytes) are
+/// sharded from stage 1 on.
 std::pair<int64_t, int64_t> modelStateSplit(int64_t stage, int64_t c,
-                                            int64_t stateBytes);
+                                            int64_t optimizerBytes);
 
 /// Our model-state bytes per rank with `sharded` parameters split over the
 /// n ranks.
 int64_t modelStateBytes(int64_t stage, int64_t s, int64_t sharded, int64_t n,
-                        int64_t c, int64_t stateBytes);
+                        int64_t c, int64_t optimizerBytes);
 
 /// The bytes per parameter of `states`.
 int64_t stateBytes(llvm::ArrayRef<mlir::zero::OptimizerState> states);
@@ -45,6 +46,12 @@ struct Terms {
   /// and a block-quantized state's fp32 absmax bytes per rank (each state
   /// keeps its own over the rank's tshard; 0 for other precisions).
   int64_t stateBytes = 0, absmaxBytes = 0;
+  /// The master copy's bytes per parameter: 4 (fp32 masters of 16-bit
+  /// parameters), or 0 where the parameters are their own masters (fp32
+  /// training, and bf16 with bf16_master_weights_and_grads).
+  int64_t masterBytes = 0;
+  /// The bytes per trainable parameter the optimizer shards from stage 1 on.
+  int64_t optimizerBytes() const { return masterBytes + stateBytes; }
   /// S', and the padding granule n * alignment.
   int64_t sp = 0, pad = 0;
   /// A rank's parameters (S at stage 0, else S'/n); the frozen and the St

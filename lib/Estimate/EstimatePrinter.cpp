@@ -385,6 +385,8 @@ static void writeOptimizerStatesJson(json::OStream &j, const Estimate &e) {
         j.attribute("bytes_per_param", state.bytes);
       });
   });
+  if (e.bf16Masters)
+    j.attribute("bf16_masters", true);
   if (e.statePrecision == mlir::zero::StatePrecision::f32)
     return;
   j.attribute("optimizer_state_precision",

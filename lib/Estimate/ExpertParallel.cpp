@@ -59,7 +59,7 @@ Error zero::estimate::detail::addExpertParallel(Estimate &e, const Terms &t) {
                         ? ep.expertParamsPerRank
                         : roundUp(ep.expertParamsPerRank, ep.replicas * align);
 
-  auto [full, shard] = modelStateSplit(stage, t.c, t.stateBytes);
+  auto [full, shard] = modelStateSplit(stage, t.c, t.optimizerBytes());
   auto formula = [&](StringRef whole, StringRef sharded, StringRef ranks) {
     std::string f;
     if (full)

@@ -318,6 +318,7 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
     // rows) count an element's bytes in it; a block-quantized one adds its
     // fp32 absmaxes, which the estimate counts per state over a rank's run.
     counts.statePrecision = opt.getStates();
+    counts.bf16Masters = opt.getBf16Masters();
     counts.absmaxBlock = mlir::zero::getOptimizerAbsmaxBlock(opt);
     for (mlir::zero::OptimizerState &state : counts.optimizerStates)
       state.bytes = zrt::optimizers::elementBytes(

@@ -83,6 +83,13 @@ static cl::opt<std::string> optimizer(
              "adamw, DeepSpeed's), with every state it may keep (sgd: with "
              "momentum); a model file's train step names its own"),
     cl::init(""), cl::cat(estimateCat));
+static cl::opt<bool> bf16Masters(
+    "bf16-masters",
+    cl::desc("Without a model file: the bf16 parameters are their own "
+             "masters (DeepSpeed's bf16.bf16_master_weights_and_grads; no "
+             "fp32 master copy); a model file's train step says so itself "
+             "(#zero.optimizer's bf16_masters)"),
+    cl::init(false), cl::cat(estimateCat));
 static cl::opt<int64_t, true>
     alignment("alignment",
               cl::desc("Partition padding: S is rounded up to a multiple of "
@@ -208,6 +215,13 @@ std::optional<std::string> validate() {
   if (!inputFile.empty() && optimizer.getNumOccurrences())
     return "--optimizer is for a model given as numbers; the train step of '" +
            inputFile + "' names its own optimizer";
+  if (!inputFile.empty() && bf16Masters.getNumOccurrences())
+    return "--bf16-masters is for a model given as numbers; the train step "
+           "of '" +
+           inputFile + "' says whether its bf16 parameters are the masters";
+  if (bf16Masters && estimateOptions.dtype != "bf16")
+    return "--bf16-masters needs --dtype bf16 (got " + estimateOptions.dtype +
+           "), as DeepSpeed's bf16_master_weights_and_grads needs bf16";
   if (!optimizer.empty() && !mlir::zero::symbolizeOptimizerKind(optimizer))
     return "--optimizer must be one of " + optimizerNames() + " (got '" +
            optimizer + "')";
@@ -351,6 +365,7 @@ EstimateOptions getOptions() {
   options.zeropp = shared.zeropp;
   if (!optimizer.empty())
     options.optimizer = *mlir::zero::symbolizeOptimizerKind(optimizer);
+  options.bf16Masters = bf16Masters;
   return options;
 }
 

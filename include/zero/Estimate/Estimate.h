@@ -48,6 +48,10 @@ struct EstimateOptions {
   /// its optimizers.def row may keep. A model file's own train step names
   /// its optimizer instead (ModelCounts::optimizer).
   mlir::zero::OptimizerKind optimizer = mlir::zero::OptimizerKind::adamw;
+  /// The bf16 parameters of a model given as numbers are their own masters
+  /// (--bf16-masters, DeepSpeed's bf16_master_weights_and_grads); a model
+  /// file's train step says so itself (ModelCounts::bf16Masters).
+  bool bf16Masters = false;
   /// Partition padding: S is rounded up to a multiple of ranks * alignment.
   int64_t alignment = 0;
   /// DeepSpeed's reduce_bucket_size, allgather_bucket_size and (stage 3)
@@ -119,6 +123,9 @@ struct ModelCounts {
   /// keeps an fp32 absmax per `absmaxBlock` elements of each state (0: none).
   mlir::zero::StatePrecision statePrecision = mlir::zero::StatePrecision::f32;
   int64_t absmaxBlock = 0;
+  /// #zero.optimizer's bf16_masters: the bf16 parameters are their own
+  /// masters (no fp32 copy).
+  bool bf16Masters = false;
   /// The largest stage-3 gather group (zero-partition's per-layer groups) and
   /// its name.
   int64_t largestGroup = 0;
@@ -193,6 +200,9 @@ struct Estimate {
   /// and none for numbers.
   mlir::zero::StatePrecision statePrecision = mlir::zero::StatePrecision::f32;
   int64_t absmaxBlock = 0;
+  /// The bf16 parameters are their own masters (the model file's
+  /// bf16_masters, else --bf16-masters): no fp32 master copy.
+  bool bf16Masters = false;
   Line deepspeed, deepspeedDocs, paper;
   /// A model with frozen parameters: the paper's formula with only the
   /// trainable ones carrying gradients and optimizer states.
