@@ -197,7 +197,9 @@ void Driver::printCommReport() {
     if (measured == LinkBytes{} && planned == LinkBytes{})
       continue;
     // An MoE exchange sends the rows the router sent to other ranks'
-    // experts, which vary by step; the plan counts each at its capacity.
+    // experts, which vary by step; the plan counts a balanced routing (the
+    // report's all-to-all: a member keeps 1/P of its rows and sends the
+    // rest), which a skewed routing exceeds.
     // With expert parallelism the all-to-all bytes are reported, not
     // compared (sequence parallelism's, if any, with them); the other
     // kinds still compare exactly.
@@ -208,7 +210,7 @@ void Driver::printCommReport() {
                 (long long)measured.interNode,
                 routed ? " (MoE exchanges: by the routing, last step)" : "",
                 (long long)planned.intraNode, (long long)planned.interNode,
-                routed                  ? " (at capacity)"
+                routed                  ? " (a balanced routing)"
                 : commVaried[size_t(k)] ? ": MISMATCH (differs by step)"
                 : measured == planned   ? ""
                                         : ": MISMATCH");
