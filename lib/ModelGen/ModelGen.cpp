@@ -425,6 +425,7 @@ zero::OptimizerAttr optimizerAttr(MLIRContext *ctx, const Gen &g,
       APFloat(kind == zero::OptimizerKind::muon ? asWritten(l) : 1e-3),
       APFloat(0.95), true, int64_t(5), APFloat(3.4445), APFloat(-4.775),
       APFloat(2.0315), APFloat(1e-7), zero::MuonAdjustLr::original,
+      APFloat(-0.8), APFloat(-1.0), APFloat(1e-3), APFloat(1.0), false,
       g.bf16Masters);
 }
 
@@ -808,7 +809,8 @@ LogicalResult mlir::zero::checkModelGenOptions(MLIRContext *ctx,
     return error() << "--ignore-index " << *o.ignoreIndex
                    << " does not fit the i32 labels";
   if (!g.optimizer.empty() && !zero::symbolizeOptimizerKind(g.optimizer))
-    return error() << "--optimizer must be adam, adamw, lion, sgd or muon";
+    return error()
+           << "--optimizer must be adam, adamw, lion, sgd, muon or adafactor";
   if (g.batch <= 0)
     return error() << "--batch must be positive";
   // lr and weight-decay use sentinels for "model default": reject explicit

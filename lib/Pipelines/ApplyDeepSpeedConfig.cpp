@@ -888,6 +888,8 @@ struct ApplyDeepSpeedConfigPass
       int64_t nsSteps;
       APFloat nsA, nsB, nsC, nsEps;
       MuonAdjustLr adjustLrFn;
+      APFloat beta2Decay, eps1, eps2, d;
+      bool maximize;
       bool bf16Masters;
     } o{opt.getKind(),
         opt.getLr(),
@@ -910,13 +912,19 @@ struct ApplyDeepSpeedConfigPass
         opt.getNsC(),
         opt.getNsEps(),
         opt.getAdjustLrFn(),
+        opt.getBeta2Decay(),
+        opt.getEps1(),
+        opt.getEps2(),
+        opt.getD(),
+        opt.getMaximize(),
         opt.getBf16Masters()};
     auto makeOpt = [&](auto emitError, const OptParams &p) {
       return OptimizerAttr::getChecked(
           emitError, ctx, p.kind, p.lr, p.beta1, p.beta2, p.eps, p.weightDecay,
           p.biasCorrection, p.momentum, p.dampening, p.nesterov, p.states,
           p.schedule, p.muonLr, p.muonMomentum, p.muonNesterov, p.nsSteps,
-          p.nsA, p.nsB, p.nsC, p.nsEps, p.adjustLrFn, p.bf16Masters);
+          p.nsA, p.nsB, p.nsC, p.nsEps, p.adjustLrFn, p.beta2Decay, p.eps1,
+          p.eps2, p.d, p.maximize, p.bf16Masters);
     };
     // The file's optimizer, and the train step's values of what it does not
     // read (Lion's eps and bias_correction, SGD's betas, Adam's momentum)
@@ -951,6 +959,26 @@ struct ApplyDeepSpeedConfigPass
       o.nsEps = APFloat(1e-7);
       o.adjustLrFn = MuonAdjustLr::original;
     }
+    if (!hasOptimizerParam(o.kind, "beta2_decay")) {
+      o.beta2Decay = APFloat(-0.8);
+      o.eps1 = APFloat(-1.0);
+      o.eps2 = APFloat(1e-3);
+      o.d = APFloat(1.0);
+      o.maximize = false;
+    }
+    // The file's Adafactor is torch.optim.Adafactor: its defaults for what
+    // the file leaves out (lr and weight_decay 1e-2).
+    bool fileAdafactor =
+        cfg->optimizer.value && o.kind == OptimizerKind::adafactor;
+    if (fileAdafactor) {
+      o.lr = APFloat(1e-2);
+      o.weightDecay = APFloat(1e-2);
+      o.beta2Decay = APFloat(-0.8);
+      o.eps1 = APFloat(-1.0);
+      o.eps2 = APFloat(1e-3);
+      o.d = APFloat(1.0);
+      o.maximize = false;
+    }
     // The file's Muon is DeepSpeed's MuonWithAuxAdam: its defaults for what
     // the file leaves out, not the train step's.
     bool fileMuon = cfg->optimizer.value && o.kind == OptimizerKind::muon;
@@ -970,9 +998,14 @@ struct ApplyDeepSpeedConfigPass
       ok &= take(cfg->lr, o, newOpt, &OptParams::muonLr, makeOpt);
       ok &= take(cfg->muonLr, o, newOpt, &OptParams::muonLr, makeOpt);
       ok &= take(cfg->adamLr, o, newOpt, &OptParams::lr, makeOpt);
-      ok &= take(cfg->muonMomentum, o, newOpt, &OptParams::muonMomentum,
-                 makeOpt);
+      ok &=
+          take(cfg->muonMomentum, o, newOpt, &OptParams::muonMomentum, makeOpt);
     }
+    ok &= take(cfg->beta2Decay, o, newOpt, &OptParams::beta2Decay, makeOpt);
+    ok &= take(cfg->eps1, o, newOpt, &OptParams::eps1, makeOpt);
+    ok &= take(cfg->eps2, o, newOpt, &OptParams::eps2, makeOpt);
+    ok &= take(cfg->d, o, newOpt, &OptParams::d, makeOpt);
+    ok &= take(cfg->maximize, o, newOpt, &OptParams::maximize, makeOpt);
     ok &= take(cfg->beta1, o, newOpt, &OptParams::beta1, makeOpt);
     ok &= take(cfg->beta2, o, newOpt, &OptParams::beta2, makeOpt);
     ok &= take(cfg->eps, o, newOpt, &OptParams::eps, makeOpt);

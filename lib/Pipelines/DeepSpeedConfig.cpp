@@ -461,6 +461,36 @@ void readElasticity(Section &e, DeepSpeedConfig &cfg) {
               "(with model parallelism)");
 }
 
+/// torch.optim.Adafactor's keywords: `eps` is its pair (eps1, eps2), eps1
+/// null for torch's None; foreach picks an implementation of the same update.
+void readAdafactorParams(Section &p, DeepSpeedConfig &cfg) {
+  cfg.beta2Decay = p.number("beta2_decay");
+  cfg.d = p.number("d");
+  cfg.maximize = p.boolean("maximize");
+  p.boolean("foreach");
+  const json::Value *e = p.get("eps");
+  if (!e)
+    return;
+  Position at = p.place("eps");
+  for (DeepSpeedValue<double> *v : {&cfg.eps1, &cfg.eps2}) {
+    v->line = at.line;
+    v->column = at.column;
+  }
+  const json::Array *a = e->getAsArray();
+  if (!a || a->size() != 2 || !(*a)[1].getAsNumber() ||
+      !((*a)[0].getAsNumber() || (*a)[0].getAsNull())) {
+    p.error("eps", "expected [eps1 or null, eps2] (torch.optim.Adafactor's "
+                   "eps), got " +
+                       dump(*e));
+    return;
+  }
+  cfg.eps1.value = (*a)[0].getAsNull() ? -1.0 : *(*a)[0].getAsNumber();
+  cfg.eps2.value = (*a)[1].getAsNumber();
+  // -1 stands for null only.
+  if (!(*a)[0].getAsNull() && *cfg.eps1.value < 0.0)
+    p.error("eps", "eps1 must be >= 0 or null, got " + dump((*a)[0]));
+}
+
 /// The `optimizer` section: its type (optimizers.def's names) and params.
 void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
   // optimizer.type, matched against optimizers.def's names.
@@ -510,6 +540,9 @@ void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
                                  "' is not supported (only \"standard\", "
                                  "torch.optim.Muon's Newton-Schulz)");
     }
+    bool adafactor = type && *type == zrt::optimizers::Kind::Adafactor;
+    if (adafactor)
+      readAdafactorParams(p, cfg);
     if (type && !muon && zrt::optimizers::hasParamKey(*type, "momentum")) {
       cfg.momentum = p.number("momentum");
       cfg.dampening = p.number("dampening");
@@ -524,7 +557,8 @@ void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
         p.error("maximize", "true is not supported (the update descends)");
     }
     cfg.lr = p.number("lr", true);
-    cfg.eps = p.number("eps", true);
+    if (!adafactor)
+      cfg.eps = p.number("eps", true);
     cfg.weightDecay = p.number("weight_decay", true);
     if (const json::Value *b = p.get("betas")) {
       Position at = p.place("betas");

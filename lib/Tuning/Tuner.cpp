@@ -82,10 +82,10 @@
 #include "zero/Tuning/Tuner.h"
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
-#include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/Transforms/LossChunk.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 #include "zero/Dialect/Zero/Transforms/Remat.h"
@@ -230,7 +230,8 @@ OptimizerAttr withStates(OptimizerAttr opt, StatePrecision states) {
       opt.getNesterov(), states, opt.getSchedule(), opt.getMuonLr(),
       opt.getMuonMomentum(), opt.getMuonNesterov(), opt.getNsSteps(),
       opt.getNsA(), opt.getNsB(), opt.getNsC(), opt.getNsEps(),
-      opt.getAdjustLrFn(), opt.getBf16Masters());
+      opt.getAdjustLrFn(), opt.getBeta2Decay(), opt.getEps1(), opt.getEps2(),
+      opt.getD(), opt.getMaximize(), opt.getBf16Masters());
 }
 
 /// The divisors of `n` strictly between 1 and `n`, ascending.
@@ -1140,8 +1141,9 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
     return step.emitError("zero-tune: --optimizer-states ")
            << stringifyStatePrecision(*options.optimizerStates)
            << ": optimizer "
-           << stringifyOptimizerKind(step.getOptimizer().getKind()) << " has no "
-           << stringifyStatePrecision(*options.optimizerStates) << " states";
+           << stringifyOptimizerKind(step.getOptimizer().getKind())
+           << " has no " << stringifyStatePrecision(*options.optimizerStates)
+           << " states";
 
   TuneResult result;
   if (step.getBodyBlock().getNumArguments() != 0)

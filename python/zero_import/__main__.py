@@ -49,10 +49,13 @@ def parser():
                    help="which element of forward()'s tuple is the loss "
                         "(default: the last)")
     p.add_argument("--optimizer",
-                   choices=("adam", "adamw", "lion", "sgd", "muon"),
+                   choices=("adam", "adamw", "lion", "sgd", "muon",
+                            "adafactor"),
                    help="default adamw (muon: torch.optim.Muon on the hidden "
-                        "matrices, AdamW on the rest, both at --lr)")
-    p.add_argument("--lr", type=float, help="default 1e-3")
+                        "matrices, AdamW on the rest, both at --lr; "
+                        "adafactor: torch.optim.Adafactor with its defaults)")
+    p.add_argument("--lr", type=float,
+                   help="default 1e-3 (1e-2 for adafactor, torch's)")
     p.add_argument("--beta1", type=float, help="default 0.9")
     p.add_argument("--beta2", type=float, help="default 0.999")
     p.add_argument("--eps", type=float, help="default 1e-8")
@@ -117,14 +120,16 @@ def read_ds_config(path):
     kind = str(o.get("type", "AdamW")).lower()
     # torch.optim's classes, which DeepSpeed falls back to, by their exact
     # names.
-    if o.get("type") == "SGD":
-        kind = "sgd"
+    if o.get("type") in ("SGD", "Adafactor"):
+        kind = o["type"].lower()
     elif kind not in ("adam", "adamw", "lion", "muon"):
         raise ImportFailure("%s: optimizer.type '%s' is not supported "
-                            "(expected Adam, AdamW, Lion, SGD or Muon)" %
-                            (path, o.get("type")))
+                            "(expected Adam, AdamW, Lion, SGD, Muon or "
+                            "Adafactor)" % (path, o.get("type")))
     opt["kind"] = kind
     p = o.get("params", {})
+    if kind == "adafactor":
+        return read_ds_adafactor(path, p, opt), *read_ds_rest(cfg)
     if kind == "muon":
         return read_ds_muon(path, p, opt), *read_ds_rest(cfg)
     if kind == "sgd":
@@ -152,6 +157,36 @@ def read_ds_config(path):
             opt[key] = float(p[key])
     read_betas(path, p, opt)
     return (opt, *read_ds_rest(cfg))
+
+
+def read_ds_adafactor(path, p, opt):
+    """torch.optim.Adafactor's keywords and defaults: `eps` is its pair
+    (eps1 None, written -1, and eps2)."""
+    for key in p:
+        if key not in ("lr", "beta2_decay", "eps", "d", "weight_decay",
+                       "foreach", "maximize"):
+            raise ImportFailure("%s: optimizer.params.%s is not a "
+                                "parameter of Adafactor" % (path, key))
+    opt.update(adafactor_defaults())
+    opt["lr"] = float(p.get("lr", 1e-2))
+    opt["weight_decay"] = float(p.get("weight_decay", 1e-2))
+    opt["beta2_decay"] = float(p.get("beta2_decay", -0.8))
+    opt["d"] = float(p.get("d", 1.0))
+    opt["maximize"] = bool(p.get("maximize", False))
+    if "eps" in p:
+        e = p["eps"]
+        if not (isinstance(e, list) and len(e) == 2 and e[1] is not None):
+            raise ImportFailure("%s: optimizer.params.eps: expected "
+                                "[eps1 or null, eps2]" % path)
+        opt["eps1"] = -1.0 if e[0] is None else float(e[0])
+        opt["eps2"] = float(e[1])
+    return opt
+
+
+def adafactor_defaults():
+    """torch.optim.Adafactor's own hyper-parameters at its defaults."""
+    return {"beta2_decay": -0.8, "eps1": -1.0, "eps2": 1e-3, "d": 1.0,
+            "maximize": False}
 
 
 def read_betas(path, p, opt):
@@ -216,7 +251,8 @@ def options(args):
         dtype = args.dtype or dtype or "f32"
     else:
         opt = {"kind": args.optimizer or "adamw",
-               "lr": 1e-3 if args.lr is None else args.lr,
+               "lr": (1e-2 if args.optimizer == "adafactor" else 1e-3)
+               if args.lr is None else args.lr,
                "beta1": 0.9 if args.beta1 is None else args.beta1,
                "beta2": 0.999 if args.beta2 is None else args.beta2,
                "eps": 1e-8 if args.eps is None else args.eps,
@@ -238,6 +274,8 @@ def options(args):
             # DeepSpeed's shared lr: both halves at --lr.
             opt["muon_lr"] = opt["lr"]
             opt["muon_momentum"] = 0.95
+        if opt["kind"] == "adafactor":
+            opt.update(adafactor_defaults())
         clip = args.clip or 0.0
         dtype = args.dtype or "f32"
     if args.optimizer_states and args.optimizer_states != "f32":
@@ -259,6 +297,11 @@ def options(args):
     if opt["kind"] == "muon":
         checks += (("muon-lr", opt["muon_lr"] > 0),
                    ("muon-momentum", 0 <= opt["muon_momentum"] < 1))
+    if opt["kind"] == "adafactor":
+        # torch.optim.Adafactor's checks (eps1 -1 is its None).
+        checks += (("beta2-decay", opt["beta2_decay"] <= 0),
+                   ("eps1", opt["eps1"] >= 0 or opt["eps1"] == -1.0),
+                   ("eps2", opt["eps2"] >= 0), ("d", opt["d"] > 0))
     for name, ok in checks:
         value = clip if name == "clip" else opt[name.replace("-", "_")]
         if not ok or not math.isfinite(value):

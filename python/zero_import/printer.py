@@ -375,6 +375,12 @@ def optimizer_attr(opt):
     if opt["kind"] == "muon":
         text += ", muon_lr = %s, muon_momentum = %s" % (
             fmt_float(opt["muon_lr"]), fmt_float(opt["muon_momentum"]))
+    if opt["kind"] == "adafactor":
+        text += (", beta2_decay = %s, eps1 = %s, eps2 = %s, d = %s, "
+                 "maximize = %s" % (
+                     fmt_float(opt["beta2_decay"]), fmt_float(opt["eps1"]),
+                     fmt_float(opt["eps2"]), fmt_float(opt["d"]),
+                     "true" if opt["maximize"] else "false"))
     if opt.get("states", "f32") != "f32":
         text += ", states = %s" % opt["states"]
     return text + ">"

@@ -404,6 +404,14 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
   m.dampening = opt.dampening;
   m.nesterov = opt.nesterov;
   m.muon = opt.muon;
+  // The table's adafactor row borrows Adam's entries until its update (whole
+  // tensors' sums all-reduced between phases) is lowered: running such a
+  // program would train Adam under Adafactor's name.
+  if (m.optimizer == manifest::OptimizerKind::Adafactor)
+    invalid(keyPath(manifest::Program::optimizerKey,
+                    manifest::Optimizer::kindKey) +
+            " adafactor is not run by this runtime (its update is not "
+            "lowered yet)");
   if ((m.optimizer == manifest::OptimizerKind::Muon) != bool(m.muon))
     invalid(keyPath(manifest::Program::optimizerKey,
                     manifest::Optimizer::muonKey) +

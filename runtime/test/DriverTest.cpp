@@ -954,6 +954,13 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
   j = tinyManifest(1, 4);
   j["partitions"][0]["buffers"]["exp_avg_sq"] = 310;
   EXPECT_NE(error(j).find("outside the persistent arena"), std::string::npos);
+  // Adafactor's row borrows Adam's entries: its programs are refused, not
+  // trained as Adam.
+  j = tinyManifest(1, 4);
+  j["optimizer"]["kind"] = "adafactor";
+  EXPECT_NE(error(j).find("optimizer.kind adafactor is not run by this "
+                          "runtime"),
+            std::string::npos);
   j = tinyManifest(1, 4);
   j["partitions"][0]["buffer_numel"]["grads"] = 3; // stage 1 keeps full grads
   EXPECT_NE(error(j).find("stage 1 needs 10"), std::string::npos);

@@ -79,9 +79,10 @@ static cl::opt<std::string, true>
 static cl::opt<std::string> optimizer(
     "optimizer",
     cl::desc("Without a model file: the optimizer whose states are counted, "
-             "a row of optimizers.def (adam, adamw, lion, sgd or muon; default "
-             "adamw, DeepSpeed's), with every state it may keep (sgd: with "
-             "momentum); a model file's train step names its own"),
+             "a row of optimizers.def (adam, adamw, lion, sgd, muon or "
+             "adafactor; default adamw, DeepSpeed's), with every state it may "
+             "keep (sgd: with momentum; adafactor: an fp32 per parameter, its "
+             "unfactored variance); a model file's train step names its own"),
     cl::init(""), cl::cat(estimateCat));
 static cl::opt<bool> bf16Masters(
     "bf16-masters",

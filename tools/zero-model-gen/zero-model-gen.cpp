@@ -124,7 +124,7 @@ static cl::opt<std::string>
           cl::init("f32"), cl::cat(genCat));
 static cl::opt<std::string>
     optimizer("optimizer",
-              cl::desc("adam, adamw, lion, sgd or muon (default: "
+              cl::desc("adam, adamw, lion, sgd, muon or adafactor (default: "
                        "adam MLP, adamw GPT-2 and "
                        "llama)"),
               cl::init(""), cl::cat(genCat));

@@ -74,6 +74,10 @@ struct DeepSpeedConfig {
   /// DeepSpeed's Muon: `muon_lr` and `adam_lr` (each its half's lr, over
   /// the shared `lr`) and `momentum` (Muon's).
   DeepSpeedValue<double> muonLr, adamLr, muonMomentum;
+  /// torch.optim.Adafactor's keywords: `beta2_decay`, `eps` (a pair whose
+  /// first may be null, torch's None: -1 here), `d` and `maximize`.
+  DeepSpeedValue<double> beta2Decay, eps1, eps2, d;
+  DeepSpeedValue<bool> maximize;
   /// zero_allow_untested_optimizer: DeepSpeed's leave for a torch.optim
   /// optimizer (SGD) at stages 1-3.
   DeepSpeedValue<bool> allowUntestedOptimizer;

@@ -242,6 +242,13 @@ LogicalResult Lowering::lowerOptimizerOp(Operation *op) {
         if (o.getOptimizerKind() == OptimizerKind::muon &&
             failed(checkMuonStep(o)))
           return failure();
+        // Adafactor's update reads whole tensors (Adafactor.h's phases, with
+        // all-reduces of a tensor's sums across the ranks that share it);
+        // its row's entries are Adam's.
+        if (o.getOptimizerKind() == OptimizerKind::adafactor)
+          return o.emitOpError("adafactor's update (factored statistics over "
+                               "whole tensors, Adafactor.h) is not lowered "
+                               "yet");
         // The optimizer's entries (optimizers.def) take Adam's operands.
         OptimizerEntries entries = getOptimizerEntries(o.getOptimizerKind());
         if (o.getNewParams()) {

@@ -119,6 +119,17 @@ constexpr StatePart statePart(Kind kind, BufferKind buffer) {
   return StatePart::All;
 }
 
+/// Whether `kind` keeps its state `buffer` factored for tensors of two or
+/// more dims (ZRT_OPTIMIZER_STATE_FACTORED): a rank's elements of it follow
+/// the tensors' shapes, not the shard's size.
+constexpr bool isFactored(Kind kind, BufferKind buffer) {
+#define ZRT_OPTIMIZER_STATE_FACTORED(id, bufferId)                             \
+  if (kind == Kind::id && buffer == bufferId)                                  \
+    return true;
+#include "zero_rt/optimizers.def"
+  return false;
+}
+
 /// Whether `kind` splits its states between matrices and others.
 constexpr bool hasStateParts(Kind kind) {
   for (const State &s : kStates)

@@ -35,7 +35,8 @@ extern "C" {
  * 7: Muon runs (the manifest's optimizer.muon and its parameters' muon
  *    marks, which older runtimes would ignore and run AdamW on); bf16
  *    master weights (optimizer.bf16_masters: bf16 partitions without a
- *    master buffer). */
+ *    master buffer); the optimizer kind adafactor (which this runtime
+ *    refuses to run until its update is lowered). */
 #define ZRT_PROGRAM_VERSION 7
 
 typedef struct zrt_ctx zrt_ctx;

@@ -3398,3 +3398,82 @@ zero.train_step @train(%x: tensor<2x8xbf16>)
   %full, %t = zero.prefetch group @flat from %sh : tensor<4xbf16> quantized : tensor<8xbf16>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Checks torch.optim.Adafactor's bound on beta2_decay (the weight step^beta2_decay
+// must not grow).
+// expected-error @+2 {{optimizer beta2_decay must be <= 0, got 1.000000e-01}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adafactor, lr = 1.0e-2, beta2_decay = 0.1>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that eps1 is >= 0, or -1 for torch's None only.
+// expected-error @+2 {{optimizer eps1 must be >= 0, or -1 for torch's None, got -2.000000e+00}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adafactor, lr = 1.0e-2, eps1 = -2.0>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that eps2 is >= 0, as torch.optim.Adafactor.
+// expected-error @+2 {{optimizer eps2 must be >= 0, got -1.000000e-03}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adafactor, lr = 1.0e-2, eps2 = -1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the clipping threshold d, which the update's RMS is divided
+// by, is positive.
+// expected-error @+2 {{optimizer d must be positive, got 0.000000e+00}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adafactor, lr = 1.0e-2, d = 0.0>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that Adafactor (no betas in optimizers.def) rejects Adam's beta2.
+// expected-error @+2 {{optimizer adafactor has no beta2, got 9.000000e-01}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adafactor, lr = 1.0e-2, beta2 = 0.9>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that AdamW rejects Adafactor's parameters.
+// expected-error @+2 {{optimizer adamw has no beta2_decay, got -5.000000e-01}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-2, beta2_decay = -0.5>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that SGD rejects Adafactor's maximize (it has none).
+// expected-error @+2 {{optimizer sgd has no maximize}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = sgd, lr = 1.0e-2, maximize = true>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

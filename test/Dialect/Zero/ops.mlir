@@ -95,6 +95,20 @@ zero.train_step @muon(%x: tensor<4x1xf32>)
 
 // -----
 
+// Adafactor round-trips with torch.optim.Adafactor's keywords; those at
+// torch's defaults (beta2_decay -0.8, eps1 None as -1, eps2 1e-3, d 1,
+// maximize false) are not printed.
+// CHECK-LABEL: zero.train_step @adafactor
+// CHECK-SAME: optimizer #zero.optimizer<kind = adafactor, lr = 1.000000e-02, weight_decay = 1.000000e-02, beta2_decay = -5.000000e-01, eps1 = 1.000000e-30, d = 2.000000e+00, maximize = true>
+zero.train_step @adafactor(%x: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = adafactor, lr = 1.0e-2, weight_decay = 1.0e-2, beta2_decay = -0.5, eps1 = 1.0e-30, eps2 = 1.0e-3, d = 2.0, maximize = true>
+    precision #zero.precision<kind = fp32> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // 8-bit AdamW states (optimizers.def's ZRT_OPTIMIZER_PRECISION) round-trip;
 // f32, the default, is not printed.
 // CHECK-LABEL: zero.train_step @adamw_int8

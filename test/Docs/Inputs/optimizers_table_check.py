@@ -18,7 +18,8 @@ and this script checks the rest, on the sources alone:
 - every ZRT_OPTIMIZER_STATE_PART puts a state of its optimizer in
   `Matrices` or `Others`;
 - every ZRT_OPTIMIZER_STATE_GATE gates a state of its optimizer by one of
-  its ZRT_OPTIMIZER_PARAM rows.
+  its ZRT_OPTIMIZER_PARAM rows;
+- every ZRT_OPTIMIZER_STATE_FACTORED names a state of its optimizer.
 
 Usage: optimizers_table_check.py OPTIMIZERS_DEF ZEROOPS_TD ABI_DEF
 """
@@ -72,6 +73,7 @@ def main(defPath, tdPath, abiPath):
     states = rows(table, "ZRT_OPTIMIZER_STATE")
     gates = rows(table, "ZRT_OPTIMIZER_STATE_GATE")
     parts = rows(table, "ZRT_OPTIMIZER_STATE_PART")
+    factored = rows(table, "ZRT_OPTIMIZER_STATE_FACTORED")
 
     kinds = enum_cases(td, "OptimizerKind") or []
     names = [r[1] for r in optimizers]
@@ -129,6 +131,10 @@ def main(defPath, tdPath, abiPath):
         if part not in ("Matrices", "Others"):
             problems.append("%s's state %s is in part %s, not Matrices or "
                             "Others" % (ids.get(id, id), buffer, part))
+    for id, buffer in factored:
+        if not any(s[0] == id and s[1] == buffer for s in states):
+            problems.append("%s's factored %s is not one of its states" %
+                            (ids.get(id, id), buffer))
     for p in problems:
         print("optimizers.def: " + p)
     if problems:

@@ -74,6 +74,11 @@ std::optional<double> mlir::zero::getOptimizerParamValue(OptimizerAttr opt,
       .Case("ns_c", d(opt.getNsC()))
       .Case("ns_eps", d(opt.getNsEps()))
       .Case("adjust_lr_fn", double(static_cast<int>(opt.getAdjustLrFn())))
+      .Case("beta2_decay", d(opt.getBeta2Decay()))
+      .Case("eps1", d(opt.getEps1()))
+      .Case("eps2", d(opt.getEps2()))
+      .Case("d", d(opt.getD()))
+      .Case("maximize", opt.getMaximize() ? 1.0 : 0.0)
       .Default(std::nullopt);
 }
 

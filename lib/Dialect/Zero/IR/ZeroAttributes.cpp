@@ -217,6 +217,26 @@ LogicalResult LrScheduleAttr::verify(
   return success();
 }
 
+/// torch.optim.Adafactor's checks: beta2_decay <= 0, eps1 (unless None,
+/// negative here) and eps2 >= 0; and a positive d, which the update's RMS is
+/// divided by.
+static LogicalResult
+verifyAdafactorParams(function_ref<InFlightDiagnostic()> emitError,
+                      double beta2Decay, double eps1, double eps2, double d) {
+  if (!(beta2Decay <= 0.0) || !std::isfinite(beta2Decay))
+    return emitError() << "optimizer beta2_decay must be <= 0, got "
+                       << beta2Decay;
+  if (!std::isfinite(eps1) || (eps1 < 0.0 && eps1 != -1.0))
+    return emitError() << "optimizer eps1 must be >= 0, or -1 for torch's "
+                          "None, got "
+                       << eps1;
+  if (!(eps2 >= 0.0) || !std::isfinite(eps2))
+    return emitError() << "optimizer eps2 must be >= 0, got " << eps2;
+  if (!(d > 0.0) || !std::isfinite(d))
+    return emitError() << "optimizer d must be positive, got " << d;
+  return success();
+}
+
 LogicalResult OptimizerAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, OptimizerKind kind,
     APFloat lrF, APFloat beta1F, APFloat beta2F, APFloat epsF,
@@ -224,7 +244,13 @@ LogicalResult OptimizerAttr::verify(
     APFloat dampeningF, bool nesterov, StatePrecision states,
     LrScheduleAttr schedule, APFloat muonLrF, APFloat muonMomentumF,
     bool muonNesterov, int64_t nsSteps, APFloat nsAF, APFloat nsBF,
-    APFloat nsCF, APFloat nsEpsF, MuonAdjustLr adjustLrFn, bool bf16Masters) {
+    APFloat nsCF, APFloat nsEpsF, MuonAdjustLr adjustLrFn, APFloat beta2DecayF,
+    APFloat eps1F, APFloat eps2F, APFloat dF, bool maximize, bool bf16Masters) {
+  double beta2Decay = beta2DecayF.convertToDouble(),
+         eps1 = eps1F.convertToDouble(), eps2 = eps2F.convertToDouble(),
+         d = dF.convertToDouble();
+  if (failed(verifyAdafactorParams(emitError, beta2Decay, eps1, eps2, d)))
+    return failure();
   // The bf16-master update exists for Adam(W) with f32 or bf16 states.
   if (bf16Masters &&
       ((kind != OptimizerKind::adam && kind != OptimizerKind::adamw) ||
@@ -286,13 +312,14 @@ LogicalResult OptimizerAttr::verify(
   for (const Unread &u :
        {Unread{"beta1", beta1, 0.9}, Unread{"beta2", beta2, 0.999},
         Unread{"eps", eps, 1e-8}, Unread{"momentum", momentum, 0.0},
-        Unread{"dampening", dampening, 0.0},
-        Unread{"muon_lr", muonLr, 1e-3},
+        Unread{"dampening", dampening, 0.0}, Unread{"muon_lr", muonLr, 1e-3},
         Unread{"muon_momentum", muonMomentum, 0.95},
         Unread{"ns_steps", double(nsSteps), 5.0}, Unread{"ns_a", nsA, 3.4445},
         Unread{"ns_b", nsB, -4.775}, Unread{"ns_c", nsC, 2.0315},
         Unread{"ns_eps", nsEps, 1e-7},
-        Unread{"adjust_lr_fn", double(adjustLrFn), 0.0}})
+        Unread{"adjust_lr_fn", double(adjustLrFn), 0.0},
+        Unread{"beta2_decay", beta2Decay, -0.8}, Unread{"eps1", eps1, -1.0},
+        Unread{"eps2", eps2, 1e-3}, Unread{"d", d, 1.0}})
     if (!hasOptimizerParam(kind, u.name) && u.value != u.defaultValue)
       return emitError() << "optimizer " << stringifyOptimizerKind(kind)
                          << " has no " << u.name << ", got " << u.value;
@@ -302,6 +329,9 @@ LogicalResult OptimizerAttr::verify(
   if (!hasOptimizerParam(kind, "nesterov") && nesterov)
     return emitError() << "optimizer " << stringifyOptimizerKind(kind)
                        << " has no nesterov";
+  if (!hasOptimizerParam(kind, "maximize") && maximize)
+    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
+                       << " has no maximize";
   if (!hasOptimizerParam(kind, "muon_nesterov") && !muonNesterov)
     return emitError() << "optimizer " << stringifyOptimizerKind(kind)
                        << " has no muon_nesterov";

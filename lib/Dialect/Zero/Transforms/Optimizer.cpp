@@ -159,7 +159,8 @@ struct ZeroOptimizerPass
         opt.getMomentum(), opt.getDampening(), opt.getNesterov(), states, sched,
         opt.getMuonLr(), opt.getMuonMomentum(), opt.getMuonNesterov(),
         opt.getNsSteps(), opt.getNsA(), opt.getNsB(), opt.getNsC(),
-        opt.getNsEps(), opt.getAdjustLrFn(), bf16);
+        opt.getNsEps(), opt.getAdjustLrFn(), opt.getBeta2Decay(), opt.getEps1(),
+        opt.getEps2(), opt.getD(), opt.getMaximize(), bf16);
     if (!updated)
       return failure();
     step.setOptimizerAttr(updated);

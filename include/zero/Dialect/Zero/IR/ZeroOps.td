@@ -106,7 +106,7 @@ def Zero_InitKindAttr : EnumAttr<Zero_Dialect, Zero_InitKind, "init">;
 def Zero_OptimizerKind : I32EnumAttr<"OptimizerKind", "optimizer", [
     I32EnumAttrCase<"adam", 0>, I32EnumAttrCase<"adamw", 1>,
     I32EnumAttrCase<"lion", 2>, I32EnumAttrCase<"sgd", 3>,
-    I32EnumAttrCase<"muon", 4>]> {
+    I32EnumAttrCase<"muon", 4>, I32EnumAttrCase<"adafactor", 5>]> {
   let cppNamespace = "::mlir::zero";
 }
 
@@ -290,7 +290,13 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     `muon_lr`, `muon_momentum`, `muon_nesterov`, `ns_steps`, `ns_a`,
     `ns_b`, `ns_c`, `ns_eps` (the norm's eps of Newton-Schulz),
     `adjust_lr_fn` and `weight_decay` (one decay for both halves, as
-    DeepSpeed's Muon). Their defaults are torch's. A `zero.param` with a
+    DeepSpeed's Muon). Their defaults are torch's. `adafactor`
+    (`torch.optim.Adafactor`) reads `lr`, `weight_decay` (decoupled),
+    `beta2_decay`, `eps1` (a negative value is torch's None: fp32's machine
+    epsilon), `eps2`, `d` (the update's RMS clipping threshold) and
+    `maximize`; it keeps its second moments in `exp_avg_sq`, factored into
+    row and column statistics for tensors of two or more dims. A
+    `zero.param` with a
     `weight_decay` of its own uses it instead of `weight_decay`.
     `states` is the precision the optimizer's state buffers are kept in:
     `f32` (the default), or another that the row declares
@@ -329,6 +335,11 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     Zero_DefaultDouble<"1e-7">:$ns_eps,
     DefaultValuedParameter<"::mlir::zero::MuonAdjustLr",
                            "::mlir::zero::MuonAdjustLr::original">:$adjust_lr_fn,
+    Zero_DefaultDouble<"-0.8">:$beta2_decay,
+    Zero_DefaultDouble<"-1.0">:$eps1,
+    Zero_DefaultDouble<"1e-3">:$eps2,
+    Zero_DefaultDouble<"1.0">:$d,
+    DefaultValuedParameter<"bool", "false">:$maximize,
     DefaultValuedParameter<"bool", "false">:$bf16_masters);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -343,7 +354,10 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
                    ::llvm::APFloat(0.95), true, 5, ::llvm::APFloat(3.4445),
                    ::llvm::APFloat(-4.775), ::llvm::APFloat(2.0315),
                    ::llvm::APFloat(1e-7),
-                   ::mlir::zero::MuonAdjustLr::original, false);
+                   ::mlir::zero::MuonAdjustLr::original,
+                   ::llvm::APFloat(-0.8), ::llvm::APFloat(-1.0),
+                   ::llvm::APFloat(1e-3), ::llvm::APFloat(1.0), false,
+                   false);
     }]>
   ];
 }
