@@ -102,6 +102,17 @@ void lion(int32_t dtype, const void *grad, float *master, float *expAvg,
           const int64_t *decayRanges, const double *rangeDecays,
           int32_t numDecayRanges, double maxGradNorm, const float *stats,
           const float *lossScale, double divisor, int32_t skip);
+/// torch.optim.Muon's step of one whole row-major [matrix[1], matrix[2]]
+/// matrix at element matrix[0] of each buffer (zrt_muon's operands; its
+/// scratch, zrt_scratch_muon of the matrix, is the backend's accounted
+/// scratch). `lossScale` is device memory, as zrt_ctx_adam's.
+void muon(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
+          void *param, const int64_t matrix[3], int64_t step, double lr,
+          double momentum, double weightDecay, int32_t nesterov, double nsA,
+          double nsB, double nsC, double eps, int32_t nsSteps,
+          int32_t adjustLrFn, const zrt_lr_schedule *schedule,
+          double maxGradNorm, const float *stats, const float *lossScale,
+          double divisor, int32_t skip);
 void adam8bit(int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
               float *expAvgAbsmax, uint8_t *expAvgSq, float *expAvgSqAbsmax,
               void *param, int64_t n, int64_t step, double lr, double beta1,

@@ -8,8 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
+#include "zero_rt/scratch.h"
 #include "Kernels.h"
 #include "Manifest.h"
+#include "Memory.h"
 #include "Support.h"
 #include "Trace.h"
 
@@ -120,6 +122,23 @@ void device::lion(int32_t dtype, const void *grad, float *master, float *expAvg,
   zrt_lion(dtype, grad, master, expAvg, param, n, step, lr, beta1, beta2,
            weightDecay, schedule, decayRanges, rangeDecays, numDecayRanges,
            maxGradNorm, stats, float(double(*lossScale) * divisor), skip);
+}
+
+void device::muon(int32_t dtype, const void *grad, float *master,
+                  float *momentumBuffer, void *param, const int64_t matrix[3],
+                  int64_t step, double lr, double momentum, double weightDecay,
+                  int32_t nesterov, double nsA, double nsB, double nsC,
+                  double eps, int32_t nsSteps, int32_t adjustLrFn,
+                  const zrt_lr_schedule *schedule, double maxGradNorm,
+                  const float *stats, const float *lossScale, double divisor,
+                  int32_t skip) {
+  int64_t bytes = zrt_scratch_muon(matrix[1], matrix[2]);
+  Scratch scratch(skip ? 0 : bytes);
+  zrt_muon(dtype, grad, master, momentumBuffer, param, matrix, 1, step, lr,
+           momentum, weightDecay, nesterov, nsA, nsB, nsC, eps, nsSteps,
+           adjustLrFn, schedule, maxGradNorm, stats,
+           float(double(*lossScale) * divisor), skip, scratch.as<void>(),
+           skip ? 0 : bytes);
 }
 
 void device::adam8bit(int32_t dtype, const void *grad, float *master,

@@ -234,6 +234,10 @@ ParamInfo toParam(const manifest::Param &w) {
   info.weightDecay = w.weightDecay.value_or(-1.0);
   info.frozen = w.frozen.value_or(false);
   info.expertParallel = w.expertParallel.value_or(1);
+  info.muon = w.muon.value_or(false);
+  if (info.muon && (info.shape.size() < 2 || info.numel <= 0 || info.frozen))
+    invalid("parameter '" + info.name +
+            "' is marked muon but is no trainable matrix");
   if (info.expertParallel < 1 ||
       (info.expertParallel > 1 && info.shape.empty()))
     invalid("parameter '" + info.name + "' has expert_parallel " +
@@ -399,6 +403,13 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
   m.momentum = opt.momentum;
   m.dampening = opt.dampening;
   m.nesterov = opt.nesterov;
+  m.muon = opt.muon;
+  if ((m.optimizer == manifest::OptimizerKind::Muon) != bool(m.muon))
+    invalid(keyPath(manifest::Program::optimizerKey,
+                    manifest::Optimizer::muonKey) +
+            (m.muon ? " is set for " + std::string(manifest::valueOf(
+                                           m.optimizer))
+                    : std::string(" is missing for muon")));
   m.statePrecision = static_cast<optimizers::StatePrecision>(
       opt.states.value_or(manifest::StatePrecision::F32));
   if (!optimizers::hasPrecision(m.optimizer, m.statePrecision))

@@ -71,6 +71,8 @@ struct ParamInfo {
   /// tensor whose dimension 0 is P times shape[0] (1: the whole tensor), q
   /// the rank's index in its expert set.
   int64_t expertParallel = 1;
+  /// Muon updates it whole, as [shape[0], numel / shape[0]] (optimizer muon).
+  bool muon = false;
   /// The shape and element count of its weights in weights files.
   std::vector<int64_t> exportShape() const {
     return unpaddedShape(shape, rows);
@@ -209,6 +211,8 @@ struct Manifest {
   bool biasCorrection = true;
   double momentum = 0, dampening = 0; // SGD's
   bool nesterov = false;
+  /// Muon's half of a muon optimizer (manifest optimizer.muon).
+  std::optional<manifest::MuonParams> muon;
   /// The learning-rate schedule (kind ZRT_LR_CONSTANT without one), and
   /// the manifest's text of it (empty without one) that checkpoints record.
   zrt_lr_schedule schedule{};

@@ -1098,6 +1098,95 @@ extern "C" void zrt_ctx_adam_staged(zrt_ctx *ctx, int32_t p, const float *stats,
 }
 
 namespace {
+/// A Muon matrix of a rank's owned range: its place there and its param.
+struct OwnedMatrix {
+  Range range;
+  const ParamInfo *param;
+};
+
+/// The Muon matrices of partition p in the rank's owned range, in layout
+/// order. Each must lie whole in it: Newton-Schulz needs the whole matrix.
+std::vector<OwnedMatrix> ownedMatrices(const zrt_ctx &ctx, int32_t p,
+                                       const PartitionInfo &part) {
+  const Manifest &m = *ctx.manifest;
+  Range owned = m.owned(part, ctx.rank);
+  std::vector<OwnedMatrix> out;
+  for (const ParamInfo &info : m.params) {
+    if (info.partition != p || !info.muon)
+      continue;
+    int64_t lo = std::max(info.offset, owned.begin),
+            hi = std::min(info.offset + info.numel, owned.end);
+    if (lo >= hi)
+      continue;
+    if (lo != info.offset || hi != info.offset + info.numel)
+      fatal("zrt_ctx_adam: Muon matrix '%s' of partition '%s' crosses rank "
+            "%d's owned elements [%lld, %lld): its Newton-Schulz needs it "
+            "whole on one rank",
+            info.name.c_str(), part.name.c_str(), int(ctx.rank),
+            (long long)owned.begin, (long long)owned.end);
+    out.push_back({{lo - owned.begin, hi - owned.begin}, &info});
+  }
+  std::sort(out.begin(), out.end(), [](const auto &x, const auto &y) {
+    return x.range.begin < y.range.begin;
+  });
+  return out;
+}
+
+/// Muon's step of partition p: zrt_muon on each Muon matrix (whole in the
+/// owned range), AdamW on each run of other elements between them, with
+/// the same weight-decay runs, schedule and clipping as zrt_ctx_adam.
+void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
+                const float *stats, const float *lossScale, int32_t skip,
+                double divisor, void *params) {
+  const Manifest &m = *ctx->manifest;
+  const manifest::MuonParams &mu = *m.muon;
+  auto [grads, n] = ownedGrads(ctx, p, part);
+  int64_t cb = part.computeBytes;
+  float *masters = ownedMasters(*ctx, p);
+  float *expAvg = ctx->buffer<float>(p, kExpAvg),
+        *expAvgSq = ctx->buffer<float>(p, kExpAvgSq);
+  DecayRanges decay = decayRanges(*ctx, p, part);
+  auto at = [&](void *base, int64_t i) -> void * {
+    return base ? static_cast<char *>(base) + i * cb : nullptr;
+  };
+  auto adamw = [&](int64_t begin, int64_t end) {
+    if (begin >= end)
+      return;
+    std::vector<int64_t> ranges;
+    std::vector<double> decays;
+    for (size_t r = 0; r < decay.decays.size(); ++r) {
+      int64_t lo = std::max(decay.ranges[2 * r], begin),
+              hi = std::min(decay.ranges[2 * r + 1], end);
+      if (lo < hi) {
+        ranges.insert(ranges.end(), {lo - begin, hi - begin});
+        decays.push_back(decay.decays[r]);
+      }
+    }
+    device::adam(part.computeDtype, grads + begin * cb, masters + begin,
+                 expAvg + begin, expAvgSq + begin, at(params, begin),
+                 end - begin, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
+                 m.weightDecay, 1, m.biasCorrection, lrSchedule(m),
+                 ranges.data(), decays.data(), int32_t(decays.size()),
+                 m.gradientClipping, stats, lossScale, divisor, skip);
+  };
+  int64_t next = 0;
+  for (const OwnedMatrix &mat : ownedMatrices(*ctx, p, part)) {
+    adamw(next, mat.range.begin);
+    const ParamInfo &info = *mat.param;
+    int64_t begin = mat.range.begin, rows = info.shape[0];
+    int64_t matrix[3] = {0, rows, info.numel / rows};
+    double wd = info.weightDecay >= 0 ? info.weightDecay : m.weightDecay;
+    device::muon(part.computeDtype, grads + begin * cb, masters + begin,
+                 momentumBuffer(*ctx, p) + begin, at(params, begin), matrix,
+                 ctx->adamSteps, mu.lr, mu.momentum, wd, mu.nesterov, mu.nsA,
+                 mu.nsB, mu.nsC, mu.nsEps, int32_t(mu.nsSteps), mu.adjustLrFn,
+                 lrSchedule(m), m.gradientClipping, stats, lossScale, divisor,
+                 skip);
+    next = mat.range.end;
+  }
+  adamw(next, n);
+}
+
 void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                 const float *stats, const float *lossScale, int32_t skip,
                 double divisor, void *params) {
@@ -1135,6 +1224,8 @@ void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                 lrSchedule(m), decay.ranges.data(), decay.decays.data(),
                 int32_t(decay.decays.size()), m.gradientClipping, stats,
                 lossScale, divisor, skip);
+  else if (m.optimizer == zrt::optimizers::Kind::Muon)
+    deviceMuon(ctx, p, part, stats, lossScale, skip, divisor, params);
   else if (m.optimizer == zrt::optimizers::Kind::Lion)
     device::lion(part.computeDtype, grads, ownedMasters(*ctx, p),
                  ctx->buffer<float>(p, kExpAvg), params, n, ctx->adamSteps,
@@ -1303,6 +1394,9 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
                                   double divisor) {
   const char *call = "zrt_ctx_adam_host";
   const PartitionInfo &part = partition(ctx, p, call);
+  if (ctx->manifest->muon)
+    fatal("%s: partition '%s': Muon has no host update (optimizer offload)",
+          call, part.name.c_str());
   if (!part.offloaded())
     fatal("%s: partition '%s' keeps its optimizer on the device", call,
           part.name.c_str());
@@ -1378,6 +1472,9 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   const char *call = "zrt_ctx_adam_nvme";
   const PartitionInfo &part = partition(ctx, p, call);
   const Manifest &m = *ctx->manifest;
+  if (m.muon)
+    fatal("%s: partition '%s': Muon has no NVMe update (optimizer offload)",
+          call, part.name.c_str());
   if (!part.offloaded() || !part.onNvme[kMaster] || !ctx->nvme)
     fatal("%s: partition '%s' keeps its optimizer states off NVMe", call,
           part.name.c_str());

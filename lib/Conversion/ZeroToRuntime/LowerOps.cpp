@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Lowering.h"
+#include "zero/Dialect/Zero/Analysis/Muon.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 
 #include "llvm/ADT/TypeSwitch.h"
@@ -168,6 +169,39 @@ LogicalResult Lowering::lowerLossOp(Operation *op) {
       });
 }
 
+/// Muon runs on the device, on matrices each whole in one rank's owned
+/// elements: at stage 0 or on one rank every matrix is; owner-computes
+/// (each matrix placed whole in its owner's reduce-scatter slot) is not
+/// laid out by the partitioner yet, so a matrix across a slot boundary is
+/// refused, as are the offloaded updates, which have no Muon kernel.
+LogicalResult Lowering::checkMuonStep(OptimizerStepOp o) {
+  if (o.getHost() || o.getSwapAttr() || o.getNewParams())
+    return o.emitOpError("muon with offload (its ")
+           << (o.getNewParams() ? "staged parameter" : "host optimizer")
+           << " update) is not supported: Muon's Newton-Schulz runs on the "
+              "device only";
+  if (s.getStage() == 0 || s.getWorldSize() == 1)
+    return success();
+  for (ParamOp p : getMuonParams(module)) {
+    const ParamLocation *loc = s.lookupParam(p.getSymName());
+    if (!loc || loc->partition.getSymName() !=
+                    o.getGroupAttr().getRootReference().getValue())
+      continue;
+    int64_t slot = loc->partition.getShardNumel();
+    int64_t begin = loc->offset, end = loc->offset + p.getNumElements();
+    if (slot > 0 && begin / slot != (end - 1) / slot)
+      return o.emitOpError("muon at ZeRO stage ")
+             << s.getStage() << " on " << s.getWorldSize()
+             << " ranks: matrix @" << p.getSymName() << " (elements ["
+             << begin << ", " << end << ")) crosses the shard boundary at "
+             << (begin / slot + 1) * slot
+             << "; owner-computes (each Muon matrix whole in its owner's "
+                "slot, layoutMuonSlots) is not laid out by the partitioner "
+                "yet";
+  }
+  return success();
+}
+
 /// The overflow check, the loss scaler update and the Adam update.
 LogicalResult Lowering::lowerOptimizerOp(Operation *op) {
   return TypeSwitch<Operation *, LogicalResult>(op)
@@ -203,11 +237,11 @@ LogicalResult Lowering::lowerOptimizerOp(Operation *op) {
         SmallVector<Value> args = {
             ctx,          i32(partitionIndex(o.getGroupAttr())), stats, scale,
             skip->second, f64(o.getDivisor().convertToDouble())};
-        // Muon's matrices need zrt_muon on their owners' whole-matrix slots;
-        // its row's entries alone would run AdamW on every parameter.
-        if (o.getOptimizerKind() == OptimizerKind::muon)
-          return o.emitOpError("muon's update (zrt_muon on the matrices, "
-                               "AdamW on the rest) is not lowered yet");
+        // Muon's entries are AdamW's, whose device body runs zrt_muon on
+        // the manifest's Muon matrices (each whole on the rank).
+        if (o.getOptimizerKind() == OptimizerKind::muon &&
+            failed(checkMuonStep(o)))
+          return failure();
         // The optimizer's entries (optimizers.def) take Adam's operands.
         OptimizerEntries entries = getOptimizerEntries(o.getOptimizerKind());
         if (o.getNewParams()) {

@@ -110,6 +110,7 @@ private:
   LogicalResult lowerGrad(GradOp g);
   LogicalResult lowerLossOp(Operation *op);
   LogicalResult lowerOptimizerOp(Operation *op);
+  LogicalResult checkMuonStep(OptimizerStepOp o);
   LogicalResult lowerTransfer(TransferOp o);
   LogicalResult lowerActivationCopy(ActivationCopyOpInterface o);
   /// The memory-tracing calls around op `index` of the step: its position

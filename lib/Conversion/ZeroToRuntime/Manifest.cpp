@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Lowering.h"
+#include "zero/Dialect/Zero/Analysis/Muon.h"
 #include "zero/Dialect/Zero/Analysis/Report.h"
 
 #include "zero/Interfaces/IndexOperandOpInterface.h"
@@ -143,6 +144,18 @@ static manifest::Optimizer optimizerManifest(OptimizerAttr opt) {
   o.momentum = d(opt.getMomentum());
   o.dampening = d(opt.getDampening());
   o.nesterov = opt.getNesterov();
+  if (opt.getKind() == OptimizerKind::muon) {
+    manifest::MuonParams &mu = o.muon.emplace();
+    mu.lr = d(opt.getMuonLr());
+    mu.momentum = d(opt.getMuonMomentum());
+    mu.nesterov = opt.getMuonNesterov();
+    mu.nsSteps = opt.getNsSteps();
+    mu.nsA = d(opt.getNsA());
+    mu.nsB = d(opt.getNsB());
+    mu.nsC = d(opt.getNsC());
+    mu.nsEps = d(opt.getNsEps());
+    mu.adjustLrFn = static_cast<int32_t>(opt.getAdjustLrFn());
+  }
   // Absent for f32, so that programs with f32 states keep their manifest.
   if (opt.getStates() != StatePrecision::f32)
     o.states = toManifest<manifest::StatePrecision>(
@@ -305,6 +318,7 @@ void Lowering::addInputs(manifest::Program &m) {
 }
 
 void Lowering::addParams(manifest::Program &m) {
+  bool muon = s.getStep().getOptimizer().getKind() == OptimizerKind::muon;
   for (ParamOp p : module.getOps<ParamOp>()) {
     const ParamLocation *loc = s.lookupParam(p.getSymName());
     manifest::Param &param = m.params.emplace_back();
@@ -323,6 +337,9 @@ void Lowering::addParams(manifest::Program &m) {
     if (p.getFrozen())
       param.frozen = true;
     param.expertParallel = p.getExpertParallel();
+    // Written only for Muon's matrices, so other steps keep their manifests.
+    if (muon && isMuonMatrix(p))
+      param.muon = true;
   }
 }
 

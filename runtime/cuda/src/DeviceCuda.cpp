@@ -14,6 +14,7 @@
 #include "CudaSupport.h"
 #include "Device.h"
 #include "Manifest.h"
+#include "Muon.h"
 #include "Support.h"
 #include "Types.h"
 
@@ -265,6 +266,27 @@ void device::lion(int32_t dtype, const void *grad, float *master, float *expAvg,
   cuda::lion(dtype, grad, master, expAvg, param, n, step, lr, beta1, beta2,
              weightDecay, schedule, decayRanges, rangeDecays, numDecayRanges,
              maxGradNorm, stats, lossScale, divisor, skip);
+}
+
+void device::muon(int32_t dtype, const void *grad, float *master,
+                  float *momentumBuffer, void *param, const int64_t matrix[3],
+                  int64_t step, double lr, double momentum, double weightDecay,
+                  int32_t nesterov, double nsA, double nsB, double nsC,
+                  double eps, int32_t nsSteps, int32_t adjustLrFn,
+                  const zrt_lr_schedule *schedule, double maxGradNorm,
+                  const float *stats, const float *lossScale, double divisor,
+                  int32_t skip) {
+  float scale = 1.0f;
+  if (!skip) {
+    device::download(&scale, lossScale, sizeof(scale));
+    scale = float(double(scale) * divisor);
+  }
+  int64_t bytes = skip ? 0 : zrt_scratch_muon(matrix[1], matrix[2]);
+  DeviceScratch scratch(bytes);
+  cuda::muon(dtype, grad, master, momentumBuffer, param, matrix, 1, step, lr,
+             momentum, weightDecay, nesterov, nsA, nsB, nsC, eps, nsSteps,
+             adjustLrFn, schedule, maxGradNorm, stats, scale, skip,
+             scratch.as(), bytes);
 }
 
 void device::adam8bit(int32_t dtype, const void *grad, float *master,

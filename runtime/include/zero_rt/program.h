@@ -31,8 +31,10 @@ extern "C" {
  * 6: the optimizer kind sgd, its zrt_ctx_sgd* calls and hyper-parameters
  *    (momentum, dampening, nesterov), and the buffer momentum_buffer; the
  *    manifest's sequence_parallel and its label convention shifted (Ulysses);
- *    zrt_ctx_copy_activation (activation offload). */
-#define ZRT_PROGRAM_VERSION 6
+ *    zrt_ctx_copy_activation (activation offload).
+ * 7: Muon runs (the manifest's optimizer.muon and its parameters' muon
+ *    marks, which older runtimes would ignore and run AdamW on). */
+#define ZRT_PROGRAM_VERSION 7
 
 typedef struct zrt_ctx zrt_ctx;
 

@@ -189,23 +189,60 @@ module @param_in_no_partition {
 
 // -----
 
-// Muon's matrices need zrt_muon on their owners' slots, which is not
-// lowered yet: its row's AdamW entries alone would train AdamW silently.
-module @muon {
-  zero.param @w : tensor<4x2xf32> init zeros
-  zero.partition @flat stage 0 world_size 1 alignment 2 numel 8 padded 8 params [@w] offsets [0]
-  zero.train_step @train(%x: tensor<2x4xf32>, %dy: tensor<2x2xf32>)
+// Muon at stage 1 on two ranks: the matrix @w (16 elements) lies across
+// the two 8-element shards, so no rank holds it whole for its
+// Newton-Schulz; the owner-computes slots are not laid out yet.
+module @muon_across_shards {
+  zero.param @w : tensor<4x4xf32> init zeros
+  zero.partition @flat stage 1 world_size 2 alignment 2 numel 16 padded 16 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<2x4xf32>)
       optimizer #zero.optimizer<kind = muon, lr = 1.0e-3>
       precision #zero.precision<kind = fp32>
-      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 2> {
+      schedule #zero.schedule<stage = 1, world_size = 2, global_batch = 4> {
+    %w = zero.get_param @w : tensor<4x4xf32>
+    %h = nn.matmul %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+    %dw = nn.matmul %x, %h transpose_lhs : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
+    zero.grad @w, %dw : tensor<4x4xf32>
+    zero.reduce_scatter group @flat in grads [0, 16) phase boundary
     %loss = nn.fill 0.0 : tensor<f32>
-    %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xf32>, tensor<2x2xf32> -> tensor<4x2xf32>
-    zero.grad @w, %dw : tensor<4x2xf32>
     %ls = zero.loss_scale phase boundary : tensor<f32>
-    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
-    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
-    // expected-error@+1 {{muon's update (zrt_muon on the matrices, AdamW on the rest) is not lowered yet}}
-    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
+    %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+    %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
+    // expected-error@+1 {{muon at ZeRO stage 1 on 2 ranks: matrix @w (elements [0, 16)) crosses the shard boundary at 8; owner-computes (each Muon matrix whole in its owner's slot, layoutMuonSlots) is not laid out by the partitioner yet}}
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
+    zero.all_gather group @flat in params [0, 16) phase post_step
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Muon's Newton-Schulz has no host kernel: its offloaded update is refused.
+module @muon_offload {
+  zero.param @w : tensor<4x2xf32> init zeros compute bf16
+  zero.partition @flat stage 2 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<2x4xbf16>, %dy: tensor<2x2xbf16>)
+      optimizer #zero.optimizer<kind = muon, lr = 1.0e-3>
+      precision #zero.precision<kind = bf16>
+      schedule #zero.schedule<stage = 2, world_size = 2, global_batch = 4>
+      offload #zero.offload<optimizer = cpu> {
+    %dw = nn.matmul %x, %dy transpose_lhs : tensor<2x4xbf16>, tensor<2x2xbf16> -> tensor<4x2xbf16>
+    zero.grad @w, %dw : tensor<4x2xbf16>
+    zero.reduce_scatter group @flat [0, 8) from %dw at [0] : tensor<4x2xbf16>
+    %down = zero.transfer group @flat grads[0, 8) to host_grads phase last_micro_step -> !zero.token
+    zero.free %dw : tensor<4x2xbf16>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
+    %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
+    %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
+    zero.wait %down phase boundary
+    // expected-error@+1 {{muon with offload (its host optimizer update) is not supported: Muon's Newton-Schulz runs on the device only}}
+    zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 host phase boundary : tensor<2xf32>
+    %up = zero.transfer group @flat host_params to params phase boundary -> !zero.token
+    zero.wait %up phase boundary
+    zero.all_gather group @flat in params [0, 8) phase post_step
     zero.return %loss : tensor<f32>
   }
 }

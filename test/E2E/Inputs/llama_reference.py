@@ -15,7 +15,9 @@ when the inv_freq buffer is kept in fp32 as nn.rope computes it.
 
   train ...   loads --export'ed weights strictly, trains them with
               torch.optim.AdamW (or, for kind = lion, the NumPy Lion
-              below; for kind = sgd, torch.optim.SGD) configured from the model's optimizer attribute on
+              below; for kind = sgd, torch.optim.SGD; for kind = muon,
+              torch.optim.Muon on the 2-D hidden matrices and
+              torch.optim.AdamW on the rest) configured from the model's optimizer attribute on
               the runtime's batches, and compares every step's
               loss with a --log-json file (and the final weights with an
               --export file)
@@ -198,6 +200,37 @@ class NumpyLion:
                 p.grad = None
 
 
+class MuonWithAdamW:
+    """torch.optim.Muon on the 2-D hidden matrices (the projections of the
+    attention and the MLP) and torch.optim.AdamW on every other parameter
+    (embeddings, head, norms): DeepSpeed's split, chosen here by module
+    name, independently of the compiler's isMuonMatrix."""
+
+    def __init__(self, model, groups, muon, lr, betas, eps):
+        decay = {id(p): d for d, ps in groups.items() for p in ps}
+        matrices, others = {}, {}
+        for n, p in model.named_parameters():
+            hidden = p.dim() == 2 and ".layers." in n
+            (matrices if hidden else others).setdefault(
+                decay[id(p)], []).append(p)
+        self.opts = [torch.optim.Muon(
+            [{"params": ps, "weight_decay": d} for d, ps in matrices.items()],
+            **muon)]
+        if others:
+            self.opts.append(torch.optim.AdamW(
+                [{"params": ps, "weight_decay": d}
+                 for d, ps in others.items()],
+                lr=lr, betas=betas, eps=eps, foreach=False))
+
+    def step(self):
+        for o in self.opts:
+            o.step()
+
+    def zero_grad(self, set_to_none=True):
+        for o in self.opts:
+            o.zero_grad(set_to_none=set_to_none)
+
+
 # --- commands ---------------------------------------------------------------
 
 
@@ -212,6 +245,18 @@ def model_config(text):
     sgd = {"momentum": get("momentum", 0.0),
            "dampening": get("dampening", 0.0),
            "nesterov": values.get("nesterov", "false") == "true"}
+    if values["kind"] == "muon":
+        # torch.optim.Muon's keywords, its defaults where the attribute
+        # leaves them out.
+        adjust = values.get("adjust_lr_fn", "original")
+        sgd = {"lr": get("muon_lr", 1e-3),
+               "momentum": get("muon_momentum", 0.95),
+               "nesterov": values.get("muon_nesterov", "true") == "true",
+               "ns_coefficients": (get("ns_a", 3.4445), get("ns_b", -4.775),
+                                   get("ns_c", 2.0315)),
+               "eps": get("ns_eps", 1e-7),
+               "ns_steps": int(get("ns_steps", 5)),
+               "adjust_lr_fn": None if adjust == "original" else adjust}
     return int(m.group(1)), int(m.group(2)), opt, sgd
 
 
@@ -250,8 +295,9 @@ def cmd_train(args):
     torch.manual_seed(0)
     B, T, (kind, lr, beta1, beta2, eps, wd), sgd = model_config(
         open(args.model).read())
-    if kind not in ("adamw", "lion", "sgd"):
-        fail("the model's optimizer is %s, not adamw, lion or sgd" % kind)
+    if kind not in ("adamw", "lion", "sgd", "muon"):
+        fail("the model's optimizer is %s, not adamw, lion, sgd or muon" %
+             kind)
     if args.nesterov is not None:
         sgd["nesterov"] = args.nesterov == "true"
     master, count, tied = load_model(args.init, args)
@@ -276,6 +322,8 @@ def cmd_train(args):
         opt = torch.optim.SGD([{"params": ps, "weight_decay": d}
                                for d, ps in groups.items()],
                               lr=lr, foreach=False, **sgd)
+    elif kind == "muon":
+        opt = MuonWithAdamW(master, groups, sgd, lr, (beta1, beta2), eps)
     else:
         opt = torch.optim.AdamW([{"params": ps, "weight_decay": d}
                                  for d, ps in groups.items()],

@@ -15,7 +15,9 @@
 #include "zero/Dialect/NN/IR/NNDialect.h"
 
 #include "zero/Interfaces/RuntimeKernelOpInterface.h"
+#include "zero/Dialect/Zero/Analysis/Muon.h"
 #include "zero_rt/quantize.h"
+#include "zero_rt/scratch.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -554,6 +556,20 @@ LogicalResult Planner::planBuffers() {
   return success();
 }
 
+/// Muon's step runs its matrices one after another, each through
+/// zrt_scratch_muon of it: the largest is the step's scratch (any rank may
+/// own any matrix).
+static int64_t getMuonScratchBytes(OptimizerStepOp step) {
+  int64_t bytes = 0;
+  if (auto module = step->getParentOfType<ModuleOp>())
+    for (ParamOp p : getMuonParams(module)) {
+      int64_t rows = p.getTensorType().getDimSize(0);
+      bytes = std::max(bytes,
+                       zrt_scratch_muon(rows, p.getNumElements() / rows));
+    }
+  return bytes;
+}
+
 /// Every offset, live sum and the peak below are at most the persistent
 /// bytes plus the aligned sizes of all buffers plus the kernel scratch: if
 /// that fits, nothing in the simulation overflows.
@@ -562,6 +578,10 @@ LogicalResult Planner::planScratch() {
   for (auto [i, op] : llvm::enumerate(plan.ops)) {
     if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op)) {
       plan.scratchByOp[i] = kernel.getKernelScratchBytes();
+      plan.scratchBytes = std::max(plan.scratchBytes, plan.scratchByOp[i]);
+    } else if (auto step = dyn_cast<OptimizerStepOp>(op);
+               step && step.getOptimizerKind() == OptimizerKind::muon) {
+      plan.scratchByOp[i] = getMuonScratchBytes(step);
       plan.scratchBytes = std::max(plan.scratchBytes, plan.scratchByOp[i]);
     } else if (!isa<ZeroDialect>(op->getDialect()) && !isViewOp(op))
       return op->emitOpError(
