@@ -170,10 +170,12 @@ LogicalResult Lowering::lowerLossOp(Operation *op) {
 }
 
 /// Muon runs on the device, on matrices each whole in one rank's owned
-/// elements: at stage 0 or on one rank every matrix is; owner-computes
-/// (each matrix placed whole in its owner's reduce-scatter slot) is not
-/// laid out by the partitioner yet, so a matrix across a slot boundary is
-/// refused, as are the offloaded updates, which have no Muon kernel.
+/// elements: at stage 0 or on one rank every matrix is, and at stages 1-3
+/// the partitioner orders each group so that every matrix lies whole in its
+/// owner's shard (`owners`) when such an order exists without gaps. A
+/// matrix across a shard boundary (no such order) is refused with the
+/// padding whole-matrix slots would need, as are the offloaded updates,
+/// which have no Muon kernel.
 LogicalResult Lowering::checkMuonStep(OptimizerStepOp o) {
   if (o.getHost() || o.getSwapAttr() || o.getNewParams())
     return o.emitOpError("muon with offload (its ")
@@ -182,22 +184,44 @@ LogicalResult Lowering::checkMuonStep(OptimizerStepOp o) {
               "device only";
   if (s.getStage() == 0 || s.getWorldSize() == 1)
     return success();
-  for (ParamOp p : getMuonParams(module)) {
+  StringRef group = o.getGroupAttr().getRootReference().getValue();
+  SmallVector<ParamOp> muon = getMuonParams(module);
+  for (ParamOp p : muon) {
     const ParamLocation *loc = s.lookupParam(p.getSymName());
-    if (!loc || loc->partition.getSymName() !=
-                    o.getGroupAttr().getRootReference().getValue())
+    if (!loc || loc->partition.getSymName() != group)
       continue;
-    int64_t slot = loc->partition.getShardNumel();
+    PartitionOp part = loc->partition;
+    int64_t slot = part.getShardNumel();
     int64_t begin = loc->offset, end = loc->offset + p.getNumElements();
-    if (slot > 0 && begin / slot != (end - 1) / slot)
-      return o.emitOpError("muon at ZeRO stage ")
-             << s.getStage() << " on " << s.getWorldSize()
-             << " ranks: matrix @" << p.getSymName() << " (elements ["
-             << begin << ", " << end << ")) crosses the shard boundary at "
-             << (begin / slot + 1) * slot
-             << "; owner-computes (each Muon matrix whole in its owner's "
-                "slot, layoutMuonSlots) is not laid out by the partitioner "
-                "yet";
+    if (slot <= 0 || begin / slot == (end - 1) / slot)
+      continue;
+    // What owner-computes with gaps would pad: layoutMuonSlots over the
+    // group's matrices and the rest of its elements.
+    SmallVector<int64_t> elements, flops;
+    int64_t muonElements = 0;
+    for (ParamOp q : muon) {
+      const ParamLocation *ql = s.lookupParam(q.getSymName());
+      if (!ql || ql->partition.getSymName() != group)
+        continue;
+      ArrayRef<int64_t> shape = q.getComputeTensorType().getShape();
+      elements.push_back(q.getNumElements());
+      flops.push_back(
+          getMuonStepFlops(shape[0], shape[1], o.getOptimizer().getNsSteps()));
+      muonElements += q.getNumElements();
+    }
+    MuonSlotLayout slots =
+        layoutMuonSlots(elements, flops, part.getNumelValue() - muonElements,
+                        part.getWorldSizeValue(), int64_t(part.getAlignment()));
+    return o.emitOpError("muon at ZeRO stage ")
+           << s.getStage() << " on " << s.getWorldSize() << " ranks: matrix @"
+           << p.getSymName() << " (elements [" << begin << ", " << end
+           << ")) crosses the shard boundary at " << (begin / slot + 1) * slot
+           << " of group @" << group
+           << ": no order of the group's parameters puts each Muon matrix "
+              "whole in one rank's shard of "
+           << slot << " elements, and owner-computes with gaps (slots of "
+           << slots.slot << ", " << slots.padding
+           << " elements of padding) is not laid out";
   }
   return success();
 }

@@ -826,15 +826,56 @@ zero.partition @g stage 0 world_size 2 alignment 1 numel 15 padded 15 params [@w
 // Checks that parameters are contiguous.
 zero.param @w : tensor<4x3xf32> init zeros
 zero.param @b : tensor<3xf32> init zeros
-// expected-error @+1 {{'zero.partition' op parameter @b is at offset 13, expected 12 (parameters are contiguous in declaration order)}}
+// expected-error @+1 {{'zero.partition' op parameter @b is at offset 13, expected 12 (parameters are contiguous in the order listed)}}
 zero.partition @g stage 2 world_size 2 alignment 2 numel 15 padded 16 params [@w, @b] offsets [0, 13]
 
 // -----
 
 // Checks that the first parameter is at offset 0.
 zero.param @w : tensor<4x3xf32> init zeros
-// expected-error @+1 {{'zero.partition' op parameter @w is at offset 4, expected 0 (parameters are contiguous in declaration order)}}
+// expected-error @+1 {{'zero.partition' op parameter @w is at offset 4, expected 0 (parameters are contiguous in the order listed)}}
 zero.partition @g stage 2 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [4]
+
+// -----
+
+// Checks that Muon's owners (owner-computes) only shard: stage 0 keeps
+// every matrix on every rank.
+zero.param @w : tensor<4x3xf32> init zeros
+// expected-error @+1 {{'zero.partition' op owners need a sharded trainable partition (stage 1-3, not frozen)}}
+zero.partition @g stage 0 world_size 2 alignment 1 numel 12 padded 12 params [@w] offsets [0] owners [0]
+
+// -----
+
+// Checks that owners is one per parameter.
+zero.param @w : tensor<4x3xf32> init zeros
+zero.param @b : tensor<4xf32> init zeros
+// expected-error @+1 {{'zero.partition' op has 2 params but 1 owners}}
+zero.partition @g stage 1 world_size 2 alignment 1 numel 16 padded 16 params [@w, @b] offsets [0, 12] owners [0]
+
+// -----
+
+// Checks that an owner is a rank of the partition or -1 (AdamW's).
+zero.param @w : tensor<4x3xf32> init zeros
+zero.param @b : tensor<4xf32> init zeros
+// expected-error @+1 {{'zero.partition' op owner 2 is not a rank of 2 (or -1: AdamW's)}}
+zero.partition @g stage 1 world_size 2 alignment 1 numel 16 padded 16 params [@w, @b] offsets [0, 12] owners [2, -1]
+
+// -----
+
+// Checks that an owned parameter lies whole in its owner's shard: @w's 12
+// elements from 4 cross rank 0's shard [0, 8).
+zero.param @w : tensor<4x3xf32> init zeros
+zero.param @b : tensor<4xf32> init zeros
+// expected-error @+1 {{'zero.partition' op parameter @w (elements [4, 16)) is not whole in its owner rank 0's shard [0, 8)}}
+zero.partition @g stage 1 world_size 2 alignment 1 numel 16 padded 16 params [@b, @w] offsets [0, 4] owners [-1, 0]
+
+// -----
+
+// Checks that owners own matrices only (Muon's 2-D parameters).
+zero.param @w : tensor<4x3xf32> init zeros
+zero.param @b : tensor<4xf32> init zeros
+// expected-error @+1 {{'zero.partition' op owned parameter @b is not a matrix (Muon's owners own 2-D parameters)}}
+zero.partition @g stage 1 world_size 2 alignment 1 numel 16 padded 16 params [@w, @b] offsets [0, 12] owners [-1, 1]
 
 // -----
 

@@ -566,3 +566,15 @@ zero.train_step @topology(%x: tensor<2x1xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Muon's owner-computes: the parameters listed out of declaration order,
+// each owned matrix whole in its owner's shard of 8 elements.
+
+zero.param @m : tensor<2x4xf32> init zeros
+zero.param @n : tensor<4xf32> init ones
+zero.param @k : tensor<2x2xf32> init zeros
+
+// CHECK: zero.partition @owned stage 3 world_size 2 alignment 1 numel 16 padded 16 params [@n, @k, @m] offsets [0, 4, 8] owners [-1, 0, 1]
+zero.partition @owned stage 3 world_size 2 alignment 1 numel 16 padded 16 params [@n, @k, @m] offsets [0, 4, 8] owners [-1, 0, 1]

@@ -12,6 +12,8 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
+#include <limits>
+#include <map>
 #include <numeric>
 
 using namespace mlir;
@@ -156,4 +158,201 @@ MuonSlotLayout mlir::zero::layoutMuonSlots(ArrayRef<int64_t> matrixElements,
     filled[rank] += matrixElements[i];
   }
   return layout;
+}
+
+namespace {
+
+/// The search of layoutMuonGapFree: owners first (branch and bound on the
+/// busiest rank's FLOPs), then for each full assignment the AdamW
+/// parameters between the ranks' matrices, as counts of each distinct size.
+class GapFreeSearch {
+public:
+  GapFreeSearch(ArrayRef<int64_t> elements, ArrayRef<bool> muon,
+                ArrayRef<int64_t> flops, int64_t shard, int64_t ranks,
+                int64_t budget)
+      : elements(elements), flops(flops), shard(shard), ranks(ranks),
+        budget(budget), load(ranks, 0), rankFlops(ranks, 0) {
+    for (size_t i = 0; i < elements.size(); ++i)
+      if (muon[i])
+        matrices.push_back(i);
+      else if (elements[i] > 0)
+        adamw[elements[i]] += 1;
+    std::stable_sort(matrices.begin(), matrices.end(), [&](size_t a, size_t b) {
+      return std::make_pair(flops[a], elements[a]) >
+             std::make_pair(flops[b], elements[b]);
+    });
+    for (auto [size, count] : llvm::reverse(adamw)) {
+      sizes.push_back(size);
+      counts.push_back(count);
+    }
+    suffix.assign(matrices.size() + 1, 0);
+    for (size_t k = matrices.size(); k-- > 0;)
+      suffix[k] = suffix[k + 1] + elements[matrices[k]];
+    int64_t total = 0, most = 0;
+    for (size_t i : matrices) {
+      total += flops[i];
+      most = std::max(most, flops[i]);
+    }
+    lowerBound = std::max(most, (total + ranks - 1) / ranks);
+    assign.assign(matrices.size(), 0);
+  }
+
+  /// Owners of matrices[k...] after those before it.
+  void assignFrom(size_t k) {
+    nodes += ranks;
+    if (nodes > budget || bestMax == lowerBound)
+      return;
+    int64_t busiest = *std::max_element(rankFlops.begin(), rankFlops.end());
+    if (busiest >= bestMax)
+      return;
+    int64_t free = 0;
+    for (int64_t l : load)
+      free += shard - l;
+    if (free < suffix[k])
+      return;
+    if (k == matrices.size()) {
+      take.assign(ranks, SmallVector<int64_t>(sizes.size(), 0));
+      SmallVector<int64_t> left = counts;
+      before.assign(ranks + 1, 0);
+      for (int64_t r = 0; r < ranks; ++r)
+        before[r + 1] = before[r] + load[r];
+      if (placeAdamW(0, 0, left)) {
+        bestMax = busiest;
+        bestAssign = assign;
+        bestTake = take;
+      }
+      return;
+    }
+    size_t m = matrices[k];
+    // An equal matrix after an equal one goes to the same or a later rank.
+    int64_t first = 0;
+    if (k > 0 && elements[matrices[k - 1]] == elements[m] &&
+        flops[matrices[k - 1]] == flops[m])
+      first = assign[k - 1];
+    SmallVector<int64_t> order;
+    for (int64_t r = first; r < ranks; ++r)
+      if (load[r] + elements[m] <= shard)
+        order.push_back(r);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return rankFlops[a] < rankFlops[b];
+    });
+    for (int64_t r : order) {
+      assign[k] = r;
+      load[r] += elements[m];
+      rankFlops[r] += flops[m];
+      assignFrom(k + 1);
+      load[r] -= elements[m];
+      rankFlops[r] -= flops[m];
+    }
+  }
+
+  /// The AdamW elements before rank r's matrices bring the prefix from
+  /// `prefix` into the range that puts them whole in slot r.
+  bool placeAdamW(int64_t r, int64_t prefix, SmallVector<int64_t> &left) {
+    while (r < ranks && load[r] == 0)
+      ++r;
+    if (r == ranks)
+      return true;
+    if (++nodes > budget)
+      return false;
+    int64_t lo = r * shard - before[r] - prefix;
+    int64_t hi = (r + 1) * shard - before[r + 1] - prefix;
+    if (hi < 0)
+      return false;
+    return chooseSizes(r, 0, 0, std::max<int64_t>(lo, 0), hi, prefix, left);
+  }
+
+  /// Counts of sizes[i...] adding up to [lo, hi] with `sum` so far, fewest
+  /// first.
+  bool chooseSizes(int64_t r, size_t i, int64_t sum, int64_t lo, int64_t hi,
+                   int64_t prefix, SmallVector<int64_t> &left) {
+    if (++nodes > budget)
+      return false;
+    if (i == sizes.size())
+      return sum >= lo && placeAdamW(r + 1, prefix + sum, left);
+    int64_t rest = 0;
+    for (size_t j = i; j < sizes.size(); ++j)
+      rest += sizes[j] * left[j];
+    if (sum + rest < lo)
+      return false;
+    int64_t most = std::min(left[i], (hi - sum) / sizes[i]);
+    for (int64_t n = 0; n <= most; ++n) {
+      left[i] -= n;
+      take[r][i] += n;
+      if (chooseSizes(r, i + 1, sum + n * sizes[i], lo, hi, prefix, left))
+        return true;
+      left[i] += n;
+      take[r][i] -= n;
+    }
+    return false;
+  }
+
+  std::optional<MuonGapFreeLayout> run();
+
+private:
+  ArrayRef<int64_t> elements, flops;
+  int64_t shard, ranks, budget, nodes = 0, lowerBound = 0;
+  /// Muon's matrices, most FLOPs first; AdamW's sizes, largest first.
+  SmallVector<size_t> matrices;
+  std::map<int64_t, int64_t> adamw;
+  SmallVector<int64_t> sizes, counts, suffix;
+  /// The assignment being tried: per rank its elements, FLOPs and the
+  /// elements of the ranks before it; per matrix its rank; per rank the
+  /// AdamW sizes before its matrices.
+  SmallVector<int64_t> load, rankFlops, before, assign;
+  SmallVector<SmallVector<int64_t>> take;
+  int64_t bestMax = std::numeric_limits<int64_t>::max();
+  SmallVector<int64_t> bestAssign;
+  SmallVector<SmallVector<int64_t>> bestTake;
+};
+
+std::optional<MuonGapFreeLayout> GapFreeSearch::run() {
+  if (shard <= 0 || ranks < 1)
+    return std::nullopt;
+  assignFrom(0);
+  if (bestAssign.size() != matrices.size() || bestTake.empty())
+    return std::nullopt;
+  MuonGapFreeLayout layout;
+  layout.owner.assign(elements.size(), -1);
+  layout.flops.assign(ranks, 0);
+  for (auto [k, m] : llvm::enumerate(matrices)) {
+    layout.owner[m] = bestAssign[k];
+    layout.flops[bestAssign[k]] += flops[m];
+  }
+  // AdamW's parameters of each size in declaration order, taken in turn.
+  std::map<int64_t, SmallVector<size_t>> pool;
+  for (size_t i = 0; i < elements.size(); ++i)
+    if (layout.owner[i] < 0 && elements[i] > 0)
+      pool[elements[i]].push_back(i);
+  std::map<int64_t, size_t> used;
+  for (int64_t r = 0; r < ranks; ++r) {
+    SmallVector<size_t> run;
+    for (auto [i, size] : llvm::enumerate(sizes))
+      for (int64_t n = 0; n < bestTake[r][i]; ++n)
+        run.push_back(pool[size][used[size]++]);
+    llvm::sort(run);
+    llvm::append_range(layout.order, run);
+    for (size_t i = 0; i < elements.size(); ++i)
+      if (layout.owner[i] == r)
+        layout.order.push_back(i);
+  }
+  // The rest of AdamW's after the last matrices.
+  for (size_t i = 0; i < elements.size(); ++i)
+    if (layout.owner[i] < 0 &&
+        (elements[i] == 0 ||
+         llvm::find(pool[elements[i]], i) - pool[elements[i]].begin() >=
+             int64_t(used[elements[i]])))
+      layout.order.push_back(i);
+  return layout;
+}
+
+} // namespace
+
+std::optional<MuonGapFreeLayout>
+mlir::zero::layoutMuonGapFree(ArrayRef<int64_t> elements, ArrayRef<bool> muon,
+                              ArrayRef<int64_t> flops, int64_t shard,
+                              int64_t ranks, int64_t budget) {
+  assert(elements.size() == muon.size() && elements.size() == flops.size() &&
+         "one flag and one FLOP count per parameter");
+  return GapFreeSearch(elements, muon, flops, shard, ranks, budget).run();
 }

@@ -805,6 +805,19 @@ LogicalResult PartitionOp::verify() {
   if (__builtin_mul_overflow(ws, align, &unit))
     return emitOpError("world_size * alignment = ")
            << ws << " * " << align << " overflows int64";
+  if (std::optional<ArrayRef<int64_t>> owners = getOwners()) {
+    // Owner-computes shards Muon's matrices: nothing to own unsharded.
+    if (stage == 0 || getFrozen())
+      return emitOpError("owners need a sharded trainable partition (stage "
+                         "1-3, not frozen)");
+    if (owners->size() != getParams().size())
+      return emitOpError("has ") << getParams().size() << " params but "
+                                 << owners->size() << " owners";
+    for (int64_t owner : *owners)
+      if (owner < -1 || owner >= ws)
+        return emitOpError("owner ")
+               << owner << " is not a rank of " << ws << " (or -1: AdamW's)";
+  }
   if (stage == 0) {
     if (padded != numel)
       return emitOpError("a stage-0 partition is not sharded: padded size must "
@@ -829,6 +842,32 @@ int64_t PartitionOp::getQuantizedSlotBytes(int32_t bits) {
                               getShardNumel(), getWorldSizeValue(), bits);
 }
 
+/// Each owned parameter is a matrix whole in its owner's shard.
+LogicalResult PartitionOp::verifyOwners(SymbolTableCollection &tables) {
+  std::optional<ArrayRef<int64_t>> owners = getOwners();
+  if (!owners)
+    return success();
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  int64_t shard = getShardNumel();
+  for (auto [ref, offset, owner] :
+       llvm::zip(getParams(), getOffsets(), *owners)) {
+    if (owner < 0)
+      continue;
+    auto param =
+        tables.lookupSymbolIn<ParamOp>(module, cast<SymbolRefAttr>(ref));
+    if (param.getComputeTensorType().getRank() != 2)
+      return emitOpError("owned parameter ")
+             << ref << " is not a matrix (Muon's owners own 2-D parameters)";
+    int64_t end = offset + param.getNumElements();
+    if (offset < owner * shard || end > (owner + 1) * shard)
+      return emitOpError("parameter ")
+             << ref << " (elements [" << offset << ", " << end
+             << ")) is not whole in its owner rank " << owner << "'s shard ["
+             << owner * shard << ", " << (owner + 1) * shard << ")";
+  }
+  return success();
+}
+
 LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto module = (*this)->getParentOfType<ModuleOp>();
   int64_t next = 0;
@@ -851,7 +890,7 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
     if (offset != next)
       return emitOpError("parameter ")
              << sym << " is at offset " << offset << ", expected " << next
-             << " (parameters are contiguous in declaration order)";
+             << " (parameters are contiguous in the order listed)";
     if (__builtin_add_overflow(next, param.getNumElements(), &next))
       return emitOpError("parameters hold more than ")
              << std::numeric_limits<int64_t>::max()
@@ -860,6 +899,8 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (next != static_cast<int64_t>(getNumel()))
     return emitOpError("parameters hold ")
            << next << " elements but numel is " << getNumel();
+  if (failed(verifyOwners(tables)))
+    return failure();
   // The memory plan's buffers: a master copy exactly when the parameters
   // are not their own masters.
   auto *dialect = getContext()->getLoadedDialect<ZeroDialect>();

@@ -7,6 +7,7 @@
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 
 #include "ScheduleUtils.h"
+#include "zero/Dialect/Zero/Analysis/Muon.h"
 #include "zero_rt/variants.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -22,6 +23,14 @@ using namespace mlir::zero;
 using namespace mlir::zero::schedule;
 
 namespace {
+
+/// A parameter group: a [begin, end) range of the module's parameters.
+struct Group {
+  std::string name;
+  size_t begin, end;
+  bool frozen;
+  bool expert;
+};
 
 struct ZeroPartitionPass
     : public mlir::zero::impl::ZeroPartitionPassBase<ZeroPartitionPass> {
@@ -59,8 +68,7 @@ struct ZeroPartitionPass
     if (batch % dataParallel != 0) {
       mlir::emitError(step.getLoc())
           << "train step @" << step.getSymName() << " " << ("global batch ")
-          << batch << " is not divisible by world-size "
-          << worldSize.getValue()
+          << batch << " is not divisible by world-size " << worldSize.getValue()
           << (sp > 1 ? " / sp-size " + std::to_string(sp) : "");
       return failure();
     }
@@ -77,6 +85,101 @@ struct ZeroPartitionPass
       return failure();
     step.setScheduleAttr(attr);
     return success();
+  }
+
+  /// The optimizer of the module's train steps when it is Muon.
+  static std::optional<OptimizerAttr> getMuonOptimizer(ModuleOp module) {
+    for (TrainStepOp step : module.getOps<TrainStepOp>())
+      if (step.getOptimizer().getKind() == OptimizerKind::muon)
+        return step.getOptimizer();
+    return std::nullopt;
+  }
+
+  /// Emits group `g`'s zero.partition over `ranks` ranks, padded to
+  /// `groupUnit`, and adds its padded size to `totalPadded`.
+  LogicalResult createPartition(OpBuilder &b, ArrayRef<ParamOp> params,
+                                const Group &g, StringRef name, int64_t ranks,
+                                int64_t groupUnit,
+                                std::optional<OptimizerAttr> muon,
+                                const llvm::StringSet<> &muonParams,
+                                int64_t &totalPadded) {
+    SmallVector<ParamOp> members(params.begin() + g.begin,
+                                 params.begin() + g.end);
+    int64_t numel = 0;
+    for (ParamOp p : members) {
+      if (__builtin_add_overflow(numel, p.getNumElements(), &numel))
+        return p.emitError("zero-partition: the parameters of group '")
+               << name << "' up to @" << p.getSymName()
+               << " hold more elements than int64 can count";
+    }
+    // roundUp(numel, groupUnit) without overflow.
+    int64_t padded;
+    if (stage == 0) {
+      padded = numel;
+    } else if (__builtin_add_overflow(numel, groupUnit - 1, &padded)) {
+      return members.front().emitError("zero-partition: group '")
+             << name << "' of " << numel
+             << " elements padded to a multiple of world-size * alignment = "
+             << groupUnit << " overflows int64";
+    } else {
+      padded = padded / groupUnit * groupUnit;
+    }
+    // Later passes and the plan sum the groups' sizes.
+    if (__builtin_add_overflow(totalPadded, padded, &totalPadded))
+      return members.front().emitError("zero-partition: the padded layout up "
+                                       "to group '")
+             << name << "' holds more elements than int64 can count";
+    // Muon's owner-computes: each matrix whole in its owner's shard, in the
+    // same slots as AdamW's (no gap; without such a layout the declaration
+    // order stays and the lowering refuses the matrix that crosses a slot).
+    DenseI64ArrayAttr owners;
+    if (muon && stage > 0 && ranks > 1 && !g.frozen)
+      owners = layoutOwners(members, *muon, muonParams, padded / ranks, ranks);
+    SmallVector<Attribute> refs;
+    SmallVector<int64_t> offsets;
+    int64_t next = 0;
+    for (ParamOp p : members) {
+      refs.push_back(FlatSymbolRefAttr::get(p.getSymNameAttr()));
+      offsets.push_back(next);
+      next += p.getNumElements();
+    }
+    PartitionOp::create(b, members.back().getLoc(), name, stage, ranks,
+                        alignment, numel, padded, b.getArrayAttr(refs), offsets,
+                        g.frozen, g.expert, owners);
+    return success();
+  }
+
+  /// Reorders `members` into layoutMuonGapFree's order and returns their
+  /// owners, or null (the order unchanged) when no member is Muon's or no
+  /// gap-free layout exists.
+  static DenseI64ArrayAttr layoutOwners(SmallVectorImpl<ParamOp> &members,
+                                        OptimizerAttr muon,
+                                        const llvm::StringSet<> &muonParams,
+                                        int64_t shard, int64_t ranks) {
+    SmallVector<int64_t> elements, flops;
+    SmallVector<bool> isMuon;
+    for (ParamOp p : members) {
+      bool matrix = muonParams.contains(p.getSymName());
+      ArrayRef<int64_t> shape = p.getComputeTensorType().getShape();
+      elements.push_back(p.getNumElements());
+      isMuon.push_back(matrix);
+      flops.push_back(
+          matrix ? getMuonStepFlops(shape[0], shape[1], muon.getNsSteps()) : 0);
+    }
+    if (!llvm::is_contained(isMuon, true))
+      return {};
+    std::optional<MuonGapFreeLayout> layout =
+        layoutMuonGapFree(elements, isMuon, flops, shard, ranks);
+    if (!layout)
+      return {};
+    SmallVector<ParamOp> ordered;
+    SmallVector<int64_t> owners;
+    for (size_t i : layout->order) {
+      ordered.push_back(members[i]);
+      owners.push_back(layout->owner[i]);
+    }
+    members.assign(ordered.begin(), ordered.end());
+    return DenseI64ArrayAttr::get(muon.getContext(), owners);
   }
 
   void runOnOperation() override {
@@ -182,20 +285,14 @@ struct ZeroPartitionPass
     }
     if (ep > 1 && !anyExperts) {
       mlir::emitError(module.getLoc(), "zero-partition: ep-size ")
-          << ep << " but no parameter holds a share of experts (run "
-                   "zero-expert-parallel first)";
+          << ep
+          << " but no parameter holds a share of experts (run "
+             "zero-expert-parallel first)";
       return signalPassFailure();
     }
     int64_t expertRanks = int64_t(worldSize) / ep;
     int64_t expertUnit = expertRanks * alignment.getValue();
 
-    // Groups: [first, last) ranges of `params` with their names.
-    struct Group {
-      std::string name;
-      size_t begin, end;
-      bool frozen;
-      bool expert;
-    };
     // A group's buffers hold one compute type (a master buffer exists for
     // all of it or none of it), so a change of compute type starts a new
     // group; so does a run of frozen parameters, which have no gradients
@@ -233,49 +330,21 @@ struct ZeroPartitionPass
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(params.back());
     int64_t totalPadded = 0;
+    std::optional<OptimizerAttr> muon = getMuonOptimizer(module);
+    llvm::StringSet<> muonParams;
+    if (muon)
+      for (ParamOp p : getMuonParams(module))
+        muonParams.insert(p.getSymName());
     for (Group &g : groups) {
       std::string name = g.name;
       for (int n = 1; taken.contains(name); ++n)
         name = g.name + "_" + std::to_string(n);
       taken.insert(name);
-      SmallVector<Attribute> refs;
-      SmallVector<int64_t> offsets;
-      int64_t numel = 0;
-      int64_t padded;
-      for (size_t i = g.begin; i < g.end; ++i) {
-        refs.push_back(FlatSymbolRefAttr::get(params[i].getSymNameAttr()));
-        offsets.push_back(numel);
-        if (__builtin_add_overflow(numel, params[i].getNumElements(), &numel)) {
-          params[i].emitError("zero-partition: the parameters of group '")
-              << name << "' up to @" << params[i].getSymName()
-              << " hold more elements than int64 can count";
-          return signalPassFailure();
-        }
-      }
-      // roundUp(numel, unit) without overflow.
-      int64_t groupUnit = g.expert ? expertUnit : unit;
-      if (stage == 0) {
-        padded = numel;
-      } else if (__builtin_add_overflow(numel, groupUnit - 1, &padded)) {
-        params[g.begin].emitError("zero-partition: group '")
-            << name << "' of " << numel
-            << " elements padded to a multiple of world-size * alignment = "
-            << groupUnit << " overflows int64";
+      int64_t ranks = g.expert ? expertRanks : partitionRanks;
+      if (failed(createPartition(b, params, g, name, ranks,
+                                 g.expert ? expertUnit : unit, muon, muonParams,
+                                 totalPadded)))
         return signalPassFailure();
-      } else {
-        padded = padded / groupUnit * groupUnit;
-      }
-      // Later passes and the plan sum the groups' sizes.
-      if (__builtin_add_overflow(totalPadded, padded, &totalPadded)) {
-        params[g.begin].emitError("zero-partition: the padded layout up to "
-                                  "group '")
-            << name << "' holds more elements than int64 can count";
-        return signalPassFailure();
-      }
-      PartitionOp::create(b, params.back().getLoc(), name, stage,
-                          g.expert ? expertRanks : partitionRanks, alignment,
-                          numel, padded, b.getArrayAttr(refs), offsets,
-                          g.frozen, g.expert);
     }
   }
 };

@@ -20,6 +20,8 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
+
 namespace mlir::zero {
 
 /// Whether Muon updates `param`, the split of torch.optim.Muon plus AdamW
@@ -67,6 +69,30 @@ MuonSlotLayout layoutMuonSlots(llvm::ArrayRef<int64_t> matrixElements,
                                llvm::ArrayRef<int64_t> matrixFlops,
                                int64_t adamwElements, int64_t ranks,
                                int64_t alignment);
+
+/// Owner-computes in AdamW's own layout: an order of a group's parameters,
+/// laid out contiguously from element 0 in slots of `shard` elements over
+/// `ranks` ranks (the reduce-scatter's slots, padding only at the end),
+/// in which every Muon matrix lies whole in one slot, its owner's. Each
+/// rank's matrices are contiguous; AdamW's parameters fill the runs between
+/// them and may cross a slot boundary. Among the layouts it finds it keeps
+/// the one whose busiest rank has the fewest Newton-Schulz FLOPs (the
+/// owners tried largest matrix first, each to the rank with the fewest
+/// FLOPs so far first), searching at most `budget` steps; none when no
+/// layout is found: the matrices fit the slots only with gaps
+/// (`layoutMuonSlots`' padding).
+struct MuonGapFreeLayout {
+  /// The parameters in layout order, as indices into the lists given.
+  llvm::SmallVector<size_t> order;
+  /// Per parameter, in the order given: its owner, -1 for AdamW's.
+  llvm::SmallVector<int64_t> owner;
+  /// Per rank: the Newton-Schulz FLOPs it owns.
+  llvm::SmallVector<int64_t> flops;
+};
+std::optional<MuonGapFreeLayout>
+layoutMuonGapFree(llvm::ArrayRef<int64_t> elements, llvm::ArrayRef<bool> muon,
+                  llvm::ArrayRef<int64_t> flops, int64_t shard, int64_t ranks,
+                  int64_t budget = 1 << 22);
 
 } // namespace mlir::zero
 

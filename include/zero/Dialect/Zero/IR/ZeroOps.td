@@ -996,9 +996,19 @@ def Zero_PartitionOp : Zero_Op<"partition", [
     gradients, optimizer states or master copy, and no collective or
     optimizer op touches it except the stage-3 gathers of its shards.
 
+    Muon's owner-computes (`owners`, stages 1-3 on several ranks): per
+    parameter, the rank whose shard holds it whole and runs its Muon step
+    (Newton-Schulz needs the whole matrix), -1 for one AdamW updates, which
+    may cross a shard boundary. The partitioner orders `params` so that
+    every owned matrix lies whole in its owner's shard, with no gap and the
+    same minimal padding as without owners, so the reduce-scatter and the
+    gathers move the same bytes as AdamW's layout.
+
     ```mlir
     zero.partition @group0 stage 2 world_size 4 alignment 2 numel 1000 padded 1008
         params [@a, @b] offsets [0, 400]
+    zero.partition @layer stage 3 world_size 2 alignment 1 numel 1056 padded 1056
+        params [@q, @norm, @k] offsets [0, 512, 528] owners [0, -1, 1]
     zero.partition @frozen stage 2 world_size 4 alignment 2 numel 64 padded 64
         params [@emb] offsets [0] frozen
     ```
@@ -1007,11 +1017,12 @@ def Zero_PartitionOp : Zero_Op<"partition", [
                        I64Attr:$world_size, I64Attr:$alignment, I64Attr:$numel,
                        I64Attr:$padded_numel, SymbolRefArrayAttr:$params,
                        DenseI64ArrayAttr:$offsets, UnitAttr:$frozen,
-                       UnitAttr:$expert);
+                       UnitAttr:$expert,
+                       OptionalAttr<DenseI64ArrayAttr>:$owners);
   let assemblyFormat = [{
     $sym_name `stage` $stage `world_size` $world_size `alignment` $alignment
     `numel` $numel `padded` $padded_numel `params` $params `offsets` $offsets
-    (`frozen` $frozen^)? (`expert` $expert^)? attr-dict
+    (`owners` $owners^)? (`frozen` $frozen^)? (`expert` $expert^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -1037,6 +1048,8 @@ def Zero_PartitionOp : Zero_Op<"partition", [
     /// as a chunk of its own, so no block mixes parameters
     /// (zrt_quant_slot_bytes, zero_rt/quantize.h).
     int64_t getQuantizedSlotBytes(int32_t bits);
+    /// Each owner's parameters whole in its shard (`owners`).
+    ::mlir::LogicalResult verifyOwners(::mlir::SymbolTableCollection &tables);
   }];
 }
 

@@ -381,6 +381,15 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     parameter `@scale`, or the same key or `flat` further down), `_1`, `_2`,
     ... is appended.
 
+    Muon (the train step's `#zero.optimizer<kind = muon>`, stages 1-3 on
+    several ranks): Newton-Schulz needs each hidden matrix whole, so a
+    trainable group holding Muon matrices is ordered instead so that every
+    matrix lies whole in one rank's shard, its owner, with the same `numel`
+    and padding (the collectives move AdamW's bytes); the owners, balanced
+    by Newton-Schulz FLOPs, are recorded per parameter as `owners` (-1 for
+    AdamW's). A group with no such order keeps the declaration order, and
+    the lowering refuses its matrix that crosses a shard.
+
     Data parallelism: the batch dimension (dim 0) of every train step input
     is divided by `world-size`, and the types of every value that carries the
     batch are re-inferred; parameters, their gradients and the scalar loss
