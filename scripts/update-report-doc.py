@@ -105,7 +105,8 @@ class Failure(Exception):
 # once zero-pipeline takes ep-size (and an entry for the expert groups
 # placed across nodes once a placement option says so).
 MOE_MODELS = [("Qwen3-30B-A3B", "qwen", "examples/moe/qwen3-30b-a3b"),
-              ("Mixtral-8x7B", "mixtral", "examples/moe/mixtral-8x7b")]
+              ("Mixtral-8x7B", "mixtral", "examples/moe/mixtral-8x7b"),
+              ("gpt-oss-120b", "gptoss", "examples/moe/gpt-oss-120b")]
 MOE_RANKS = [8, 64]
 MOE_SEQ = 4096
 MOE_CONFIGS = [("ZeRO-3", "z3", "stage=3 overlap-comm=true remat=layer")]

@@ -337,7 +337,7 @@ def main(argv=None):
                   total - sum(math.prod(shape) for _, shape in frozen)))
     if g.compute:
         print("zero-import: %d of %d parameter tensors kept in float32 (the "
-              "model's _keep_in_fp32_modules), the others computing in %s" % (
+              "model's _keep_in_fp32_modules and attention sinks), the others computing in %s" % (
                   len(g.params) - len(g.compute), len(g.params),
                   next(iter(g.compute.values()))))
     return 0

@@ -549,15 +549,26 @@ def mask_hidden(table, shape, fill_where, factor=1.0):
     table."""
     t = table.detach().cpu()
     try:
-        t = torch.broadcast_to(t, shape)
+        torch.broadcast_to(t, shape)
     except RuntimeError:
         return None
+    # Tested on the table itself and broadcast as a view: a [seq, seq] mask
+    # broadcast to [batch, heads, seq, seq] in float64 is 64 GiB at seq 4096.
     if fill_where:
-        return t.bool()
+        return torch.broadcast_to(t.bool(), shape)
     t = t.double() * factor
     if not bool(((t == 0) | (t <= _MASKED)).all()):
         return None
-    return t <= _MASKED
+    return torch.broadcast_to(t <= _MASKED, shape)
+
+
+def _unbroadcast(t):
+    """`t` with each dimension a broadcast view repeats (stride 0) narrowed
+    to one element."""
+    for d in range(t.dim()):
+        if t.stride(d) == 0 and t.shape[d] > 1:
+            t = t.narrow(d, 0, 1)
+    return t
 
 
 def mask_window(hidden, shape):
@@ -574,7 +585,12 @@ def mask_window(hidden, shape):
         return None
     i = torch.arange(s)
     seen = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < window)
-    if not torch.equal(hidden, torch.broadcast_to(~seen, shape)):
+    # Compared where `hidden` holds distinct values: a broadcast view's
+    # repeated dimensions (stride 0) are one row, not batch x heads of them.
+    h = _unbroadcast(hidden)
+    both = torch.broadcast_shapes(h.shape, seen.shape)
+    if not torch.equal(torch.broadcast_to(h, both),
+                       torch.broadcast_to(~seen, both)):
         return None
     return 0 if window >= s else window
 
