@@ -392,6 +392,16 @@ static Error addVerdict(Estimate &e, const Terms &t) {
   int64_t oursDevice = paramsOffloaded ? e.offloadParamDeviceBytes
                        : oursOffloaded ? e.offloadDeviceBytes
                                        : e.ourTotal;
+  // With expert parallelism a rank keeps the ep model states, not the
+  // whole model's; its buffers are the same.
+  const ExpertParallelEstimate *ep =
+      e.expertParallel ? &*e.expertParallel : nullptr;
+  if (ep && oursOffloaded && (!hardware.empty() || !deviceMemory.empty()))
+    return createStringError("the fit verdict with --ep-size and "
+                             "offload_optimizer=cpu is not estimated (the "
+                             "offloaded lines count every expert)");
+  if (ep)
+    oursDevice = ep->modelStateBytes + t.bucketBytes + t.gatherBytes;
   const mlir::zero::HardwarePreset *hw =
       hardware.empty() ? nullptr : mlir::zero::lookupHardwarePreset(hardware);
   if (hw && nodes > 1) {
@@ -419,8 +429,16 @@ static Error addVerdict(Estimate &e, const Terms &t) {
     fit.deviceMemoryBytes = device;
     fit.freeBytes = device - oursDevice;
     fit.fits = fit.freeBytes >= 0;
+    // Under ep the largest item is a line of the ep states or a buffer.
+    SmallVector<Line> items;
     for (const Line &line : e.ours)
-      if (line.key != "model_states" && line.key != "total" && line.bytes &&
+      if (!ep || line.key == "reduce_buckets" || line.key == "gather_buffers")
+        items.push_back(line);
+    if (ep)
+      items.append(ep->lines.begin(), ep->lines.end());
+    for (const Line &line : items)
+      if (line.key != "model_states" && line.key != "ep_model_states" &&
+          line.key != "total" && line.bytes &&
           // Offloaded, the optimizer states are not on
           // the device.
           !(oursOffloaded &&

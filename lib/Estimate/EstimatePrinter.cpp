@@ -236,8 +236,8 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
   if (model && model->experts) {
     const mlir::zero::ExpertParamCounts &x = *model->experts;
     os << "experts: " << x.expertParams << " of S in " << x.expertTensors
-       << " zero.params (top " << x.maxExpertsPerToken << " of "
-       << x.maxExperts << " experts a layer), dense: " << x.denseParams
+       << " zero.params (top " << x.maxExpertsPerToken << " of " << x.maxExperts
+       << " experts a layer), dense: " << x.denseParams
        << "; active per token: " << x.activeParams
        << " (dense + k/E of the experts'). DeepSpeed's estimators know no "
           "experts: S counts them all, as ZeRO without expert parallelism "
@@ -312,6 +312,9 @@ void zero::estimate::printEstimateText(const Estimate &e, raw_ostream &os) {
     os << "\ndevice memory (" << e.deviceMemorySource
        << "): " << e.fit->deviceMemoryBytes
        << " bytes; the verdict counts our total"
+       << (e.expertParallel ? " under expert parallelism (ep model states "
+                              "+ buffers)"
+                            : "")
        << (cpuOffloadParams ? " offloaded (offload_optimizer=cpu, "
                               "offload_param=cpu)"
            : cpuOffload     ? " offloaded (offload_optimizer=cpu)"

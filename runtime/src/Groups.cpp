@@ -500,6 +500,13 @@ Tokens zrt::allReduceStats(Group &g, const float *in, float *out) {
   return twoLevelAllReduce(g, ZRT_F32, in, out, counts, displs, ops);
 }
 
+void zrt::countAllReduce(Group &g, int64_t n, int64_t elementBytes) {
+  std::vector<int64_t> chunks = evenChunks(n, g.size());
+  for (int64_t &c : chunks)
+    c *= elementBytes;
+  add(g, kAllReduce, chunks, 2);
+}
+
 //===----------------------------------------------------------------------===//
 // The counters
 //===----------------------------------------------------------------------===//

@@ -140,6 +140,11 @@ Tokens allReduce(Group &g, CommKind kind, int32_t dtype, int32_t op, void *buf,
 /// The overflow statistics (fp32 {flag, squared norm}): the flag by max,
 /// the norm by sum, counted as one all-reduce of two elements.
 Tokens allReduceStats(Group &g, const float *in, float *out);
+/// Counts an all-reduce of `n` elements of `elementBytes` over the members
+/// that the caller runs outside the group's communicators (a router's int64
+/// counts through the host), as the plan counts it: an even split, two
+/// passes.
+void countAllReduce(Group &g, int64_t n, int64_t elementBytes);
 /// `chunkBytes` bytes at chunk m of `send` to member m, whose chunk lands
 /// at chunk g.me of its `recv` (a direct exchange, every pair of members
 /// once: topology.h's zrt_all_to_all_link_bytes).

@@ -36,6 +36,14 @@ void useSingleThreadedBlas();
 void gemmF32(const float *a, const float *b, float *c, int64_t m, int64_t n,
              int64_t k, bool ta, bool tb, bool accumulate);
 
+/// c [m, n] = op(a) op(b) for 16-bit T as zrt_matmul computes it (fp32
+/// panels, fp32 sums, c rounded once), in caller-owned panels of at least
+/// zrt_scratch_matmul(1, 1, m, n, k, ta, 0) bytes: a caller running several
+/// products sizes them once for the largest m and k (Matmul.cpp).
+template <typename T>
+void gemm16(const T *a, const T *b, T *c, int64_t m, int64_t n, int64_t k,
+            bool ta, bool tb, float *panels);
+
 /// Minimum rows per thread for row-wise kernels over rows of `cols`.
 inline int64_t rowGrain(int64_t cols) {
   return std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1));

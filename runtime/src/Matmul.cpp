@@ -137,16 +137,18 @@ void matmulF32(const float *a, const float *b, float *c, int64_t batch,
   });
 }
 
+/// matmul16 in caller-owned fp32 panels, laid out densely from `panels`:
+/// any buffer of zrt_scratch_matmul bytes for a shape at least this large
+/// holds them.
 template <typename T>
-void matmul16(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
-              int64_t k, int64_t ks, bool ta, bool tb, bool bBatched) {
+void matmul16In(const T *a, const T *b, T *c, int64_t batch, int64_t m,
+                int64_t n, int64_t k, int64_t ks, bool ta, bool tb,
+                bool bBatched, float *panels) {
   bool fold = foldsBatch(ta, bBatched);
   int64_t rows = fold ? batch * m : m;
   int64_t batches = fold ? 1 : batch;
   PanelShape ps = panelShape(batch, m, n, ta, bBatched);
-  Scratch scratch(zrt_scratch_matmul(int32_t(sizeof(T) == 4 ? 0 : 1), batch,
-                                     m, n, k, ta, bBatched));
-  float *aPanel = scratch.as<float>();
+  float *aPanel = panels;
   float *bPanel = aPanel + ps.mb * k;
   float *cPanel = bPanel + k * ps.nb;
   for (int64_t j0 = 0; j0 < n; j0 += ps.nb) {
@@ -177,6 +179,15 @@ void matmul16(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
   }
 }
 
+template <typename T>
+void matmul16(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
+              int64_t k, int64_t ks, bool ta, bool tb, bool bBatched) {
+  Scratch scratch(zrt_scratch_matmul(int32_t(sizeof(T) == 4 ? 0 : 1), batch, m,
+                                     n, k, ta, bBatched));
+  matmul16In(a, b, c, batch, m, n, k, ks, ta, tb, bBatched,
+             scratch.as<float>());
+}
+
 } // namespace
 
 void zrt::gemmF32(const float *a, const float *b, float *c, int64_t m,
@@ -193,6 +204,22 @@ void zrt::gemmF32(const float *a, const float *b, float *c, int64_t m,
                 ta ? m : k, b,  tb ? k : n, c, n, accumulate ? 1.0f : 0.0f};
   });
 }
+
+template <typename T>
+void zrt::gemm16(const T *a, const T *b, T *c, int64_t m, int64_t n, int64_t k,
+                 bool ta, bool tb, float *panels) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    std::fill(c, c + m * n, fromFloat<T>(0.0f));
+    return;
+  }
+  matmul16In(a, b, c, 1, m, n, k, k, ta, tb, false, panels);
+}
+template void zrt::gemm16<BF16>(const BF16 *, const BF16 *, BF16 *, int64_t,
+                                int64_t, int64_t, bool, bool, float *);
+template void zrt::gemm16<F16>(const F16 *, const F16 *, F16 *, int64_t,
+                               int64_t, int64_t, bool, bool, float *);
 
 void zrt::useSingleThreadedBlas() {
   static const bool once = [] {

@@ -314,11 +314,19 @@ std::pair<int64_t, int64_t> expertRows(const char *kernel, const I *offs,
   return {start, end};
 }
 
-void checkGrouped(const char *kernel, int32_t dtype, int64_t rows, int64_t in,
-                  int64_t out, int64_t experts) {
-  if (dtype != ZRT_F32)
-    fatal("%s: f32 only, got dtype %d", kernel, int(dtype));
+void checkGrouped(const char *kernel, int64_t rows, int64_t in, int64_t out,
+                  int64_t experts) {
   checkDims(kernel, rows, in, out, experts);
+}
+
+/// c [m, n] = op(a) op(b): in place for f32, through `panels` for 16 bits.
+template <typename T>
+void gemmOf(const T *a, const T *b, T *c, int64_t m, int64_t n, int64_t k,
+            bool ta, bool tb, float *panels) {
+  if constexpr (std::is_same_v<T, float>)
+    gemmF32(a, b, c, m, n, k, ta, tb, false);
+  else
+    gemm16(a, b, c, m, n, k, ta, tb, panels);
 }
 } // namespace
 
@@ -329,23 +337,28 @@ extern "C" void zrt_grouped_matmul(int32_t dtype, const void *x, const void *w,
                                    int32_t transposeW) {
   const char *kernel = "zrt_grouped_matmul";
   KernelSpan span(kernel);
-  checkGrouped(kernel, dtype, rows, inDim, outDim, experts);
-  const float *xv = static_cast<const float *>(x);
-  const float *wv = static_cast<const float *>(w);
-  float *yv = static_cast<float *>(y);
-  dispatchIndex(indexType, [&](auto idTag) {
-    using I = decltype(idTag);
-    const I *offs = static_cast<const I *>(offsets);
-    int64_t done = 0;
-    for (int64_t e = 0; e < experts; ++e) {
-      auto [start, end] = expertRows(kernel, offs, e, rows);
-      if (end > start)
-        gemmF32(xv + start * inDim, wv + e * inDim * outDim,
-                yv + start * outDim, end - start, outDim, inDim, false,
-                transposeW, false);
-      done = end;
-    }
-    std::fill(yv + done * outDim, yv + rows * outDim, 0.0f);
+  checkGrouped(kernel, rows, inDim, outDim, experts);
+  // Sized for the worst expert up front: the plan cannot know the routing.
+  Scratch scratch(zrt_scratch_grouped_matmul(dtype, rows, inDim, outDim));
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *xv = static_cast<const T *>(x);
+    const T *wv = static_cast<const T *>(w);
+    T *yv = static_cast<T *>(y);
+    dispatchIndex(indexType, [&](auto idTag) {
+      using I = decltype(idTag);
+      const I *offs = static_cast<const I *>(offsets);
+      int64_t done = 0;
+      for (int64_t e = 0; e < experts; ++e) {
+        auto [start, end] = expertRows(kernel, offs, e, rows);
+        if (end > start)
+          gemmOf(xv + start * inDim, wv + e * inDim * outDim,
+                 yv + start * outDim, end - start, outDim, inDim, false,
+                 transposeW, scratch.as<float>());
+        done = end;
+      }
+      std::fill(yv + done * outDim, yv + rows * outDim, fromFloat<T>(0.0f));
+    });
   });
 }
 
@@ -356,23 +369,31 @@ zrt_grouped_matmul_weight_grad(int32_t dtype, const void *x, const void *dy,
                                int64_t experts, int32_t transposeW) {
   const char *kernel = "zrt_grouped_matmul_weight_grad";
   KernelSpan span(kernel);
-  checkGrouped(kernel, dtype, rows, inDim, outDim, experts);
-  const float *xv = static_cast<const float *>(x);
-  const float *gv = static_cast<const float *>(dy);
-  float *dwv = static_cast<float *>(dw);
-  dispatchIndex(indexType, [&](auto idTag) {
-    using I = decltype(idTag);
-    const I *offs = static_cast<const I *>(offsets);
-    for (int64_t e = 0; e < experts; ++e) {
-      auto [start, end] = expertRows(kernel, offs, e, rows);
-      float *dwe = dwv + e * inDim * outDim;
-      const float *xe = xv + start * inDim, *ge = gv + start * outDim;
-      // A contraction over no rows writes zeros.
-      if (transposeW)
-        gemmF32(ge, xe, dwe, outDim, inDim, end - start, true, false, false);
-      else
-        gemmF32(xe, ge, dwe, inDim, outDim, end - start, true, false, false);
-    }
+  checkGrouped(kernel, rows, inDim, outDim, experts);
+  Scratch scratch(
+      zrt_scratch_grouped_matmul_weight_grad(dtype, rows, inDim, outDim));
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *xv = static_cast<const T *>(x);
+    const T *gv = static_cast<const T *>(dy);
+    T *dwv = static_cast<T *>(dw);
+    dispatchIndex(indexType, [&](auto idTag) {
+      using I = decltype(idTag);
+      const I *offs = static_cast<const I *>(offsets);
+      for (int64_t e = 0; e < experts; ++e) {
+        auto [start, end] = expertRows(kernel, offs, e, rows);
+        T *dwe = dwv + e * inDim * outDim;
+        const T *xe = xv + start * inDim, *ge = gv + start * outDim;
+        // A contraction over no rows writes zeros; 16-bit sums stay fp32
+        // over all of the expert's rows and round once.
+        if (transposeW)
+          gemmOf(ge, xe, dwe, outDim, inDim, end - start, true, false,
+                 scratch.as<float>());
+        else
+          gemmOf(xe, ge, dwe, inDim, outDim, end - start, true, false,
+                 scratch.as<float>());
+      }
+    });
   });
 }
 

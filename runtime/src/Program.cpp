@@ -1228,6 +1228,9 @@ static void allReduceCounts(zrt_ctx *ctx, const int64_t *in, int64_t *out,
   {
     int64_t seq = record(ctx, what, kAllReduce, ZRT_RANKS_WORLD,
                          zrt_rank_set{0, 1, ctx->world}, bytes);
+    // Counted as the plan counts zero.all_reduce over the world.
+    countAllReduce(groupOf(ctx->comm, ZRT_RANKS_WORLD), n,
+                   int64_t(sizeof(int64_t)));
     WaitScope watched(ctx->waitState, what);
     ctx->flight.waited(seq);
     MPI_Allreduce(local.data(), total.data(), int(n), MPI_INT64_T, MPI_SUM,

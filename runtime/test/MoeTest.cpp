@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Types.h"
 #include "zero_rt/scratch.h"
 #include "zero_rt/zrt.h"
 
@@ -274,6 +275,99 @@ TEST(GroupedMatmul, WeightGradientBothLayouts) {
       start = offs[e];
     }
   }
+}
+
+/// Values of T widened back to f32, and the raw 16-bit storage.
+template <typename T>
+struct Rounded {
+  std::vector<T> stored;
+  std::vector<float> values;
+};
+template <typename T>
+Rounded<T> roundTo(const std::vector<float> &v) {
+  Rounded<T> r{std::vector<T>(v.size()), std::vector<float>(v.size())};
+  for (size_t i = 0; i < v.size(); ++i) {
+    r.stored[i] = zrt::fromFloat<T>(v[i]);
+    r.values[i] = zrt::toFloat(r.stored[i]);
+  }
+  return r;
+}
+
+/// The 16-bit kernels round fp32 sums once: against a double reference on
+/// the same (rounded) inputs, the error is half an ulp of T (2^-8 relative
+/// for bf16's 8 significant bits, 2^-11 for f16's 11) plus fp32 summation
+/// error, far below 1e-4 absolute at these sizes and magnitudes.
+double tolerance16(int32_t dtype, double ref) {
+  return std::fabs(ref) * (dtype == ZRT_BF16 ? 0x1p-8 : 0x1p-11) + 1e-4;
+}
+
+template <typename T>
+void checkGrouped16(int32_t dtype) {
+  // Wider than one 512-column panel and taller than one 512-row panel, so
+  // the panels' seams are crossed; expert 1 has no rows, the last 50 rows
+  // belong to none.
+  const int64_t rows = 700, in = 16, out = 530, experts = 3;
+  std::vector<int32_t> offs{300, 300, 650};
+  Rounded<T> x = roundTo<T>(randomFloats(rows * in, 21));
+  Rounded<T> w = roundTo<T>(randomFloats(experts * in * out, 22));
+  Rounded<T> dy = roundTo<T>(randomFloats(rows * out, 23));
+  for (int32_t t : {0, 1}) {
+    std::vector<T> y(rows * out, zrt::fromFloat<T>(42.0f));
+    zrt_memory_reset_peak();
+    zrt_grouped_matmul(dtype, x.stored.data(), w.stored.data(), ZRT_I32,
+                       offs.data(), y.data(), rows, in, out, experts, t);
+    EXPECT_EQ(zrt_scratch_peak_bytes(),
+              zrt_scratch_grouped_matmul(dtype, rows, in, out));
+    Vec ref = groupedReference(x.values, w.values, offs, rows, in, out, t);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < rows * out; ++i)
+      bad +=
+          std::fabs(zrt::toFloat(y[i]) - ref[i]) > tolerance16(dtype, ref[i]);
+    EXPECT_EQ(bad, 0) << "forward, transpose " << t;
+
+    std::vector<T> dw(experts * in * out, zrt::fromFloat<T>(42.0f));
+    zrt_memory_reset_peak();
+    zrt_grouped_matmul_weight_grad(dtype, x.stored.data(), dy.stored.data(),
+                                   ZRT_I32, offs.data(), dw.data(), rows, in,
+                                   out, experts, t);
+    EXPECT_EQ(zrt_scratch_peak_bytes(),
+              zrt_scratch_grouped_matmul_weight_grad(dtype, rows, in, out));
+    EXPECT_EQ(zrt_scratch_bytes_in_use(), 0);
+    int64_t start = 0;
+    bad = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      for (int64_t d = 0; d < in; ++d)
+        for (int64_t f = 0; f < out; ++f) {
+          double ref = 0;
+          for (int64_t s = start; s < offs[e]; ++s)
+            ref += double(x.values[s * in + d]) * dy.values[s * out + f];
+          int64_t at = e * in * out + (t ? f * in + d : d * out + f);
+          bad +=
+              std::fabs(zrt::toFloat(dw[at]) - ref) > tolerance16(dtype, ref);
+        }
+      start = offs[e];
+    }
+    EXPECT_EQ(bad, 0) << "weight gradient, transpose " << t;
+  }
+}
+
+TEST(GroupedMatmul, Bf16AgainstFp32Reference) {
+  checkGrouped16<zrt::BF16>(ZRT_BF16);
+}
+TEST(GroupedMatmul, F16AgainstFp32Reference) {
+  checkGrouped16<zrt::F16>(ZRT_F16);
+}
+
+TEST(GroupedMatmul, ScratchIsThePanelsOf16BitTypes) {
+  EXPECT_EQ(zrt_scratch_grouped_matmul(ZRT_F32, 700, 16, 530), 0);
+  EXPECT_EQ(zrt_scratch_grouped_matmul_weight_grad(ZRT_F32, 700, 16, 530), 0);
+  // fp32 panels: x [512, 16], w [16, 512], y [512, 512].
+  EXPECT_EQ(zrt_scratch_grouped_matmul(ZRT_BF16, 700, 16, 530),
+            4 * (512 * 16 + 16 * 512 + 512 * 512));
+  // x^T [16, 700], dy [700, 512], dw [16, 512]; the transposed layout's
+  // panels swap roles but not size.
+  EXPECT_EQ(zrt_scratch_grouped_matmul_weight_grad(ZRT_F16, 700, 16, 530),
+            4 * (16 * 700 + 700 * 512 + 16 * 512));
 }
 
 TEST(MoeCombine, WeightedSumAndGradients) {

@@ -849,26 +849,20 @@ KernelCost groupedCost(Operation *op, Value typed, int64_t rows, int64_t in,
   c.k = in;
   return c;
 }
-/// The grouped kernels (CPU and CUDA) compute in f32 only; a 16-bit step
-/// with experts plans (zero-report, zero-estimate) but does not lower.
-LogicalResult checkGroupedF32(Operation *op, Value x) {
-  if (elemType(x).isF32())
-    return success();
-  return op->emitOpError("has no ")
-         << elemType(x)
-         << " kernel: the runtime's grouped products compute in f32 only "
-            "(the step plans at 16 bits, but compiles at fp32)";
-}
 LogicalResult buildCall(nn::GroupedMatmulOp op, KernelCallBuilder &b) {
   Value x = op.getInput(), offs = op.getOffsets();
-  if (failed(checkGroupedF32(op, x)))
-    return failure();
   return b.call("zrt_grouped_matmul",
                 {b.dtype(elemType(x)), b.operand(0), b.operand(1),
                  b.dtype(elemType(offs)), b.operand(2), b.result(0),
                  b.i64(dimOf(x, 0)), b.i64(dimOf(x, 1)),
                  b.i64(innerDim(op.getResult())), b.i64(dimOf(offs, 0)),
                  b.i32(op.getTransposeRhs())});
+}
+/// 16-bit products convert fp32 panels sized for the worst expert.
+int64_t scratchBytes(nn::GroupedMatmulOp op) {
+  Value x = op.getInput();
+  return zrt_scratch_grouped_matmul(dtypeCode(elemType(x)), dimOf(x, 0),
+                                    dimOf(x, 1), innerDim(op.getResult()));
 }
 KernelCost cost(nn::GroupedMatmulOp op) {
   Value x = op.getInput();
@@ -878,14 +872,18 @@ KernelCost cost(nn::GroupedMatmulOp op) {
 LogicalResult buildCall(nn::GroupedMatmulWeightGradOp op,
                         KernelCallBuilder &b) {
   Value x = op.getInput(), offs = op.getOffsets();
-  if (failed(checkGroupedF32(op, x)))
-    return failure();
   return b.call("zrt_grouped_matmul_weight_grad",
                 {b.dtype(elemType(x)), b.operand(0), b.operand(1),
                  b.dtype(elemType(offs)), b.operand(2), b.result(0),
                  b.i64(dimOf(x, 0)), b.i64(dimOf(x, 1)),
                  b.i64(innerDim(op.getResultGrad())), b.i64(dimOf(offs, 0)),
                  b.i32(op.getTransposeRhs())});
+}
+int64_t scratchBytes(nn::GroupedMatmulWeightGradOp op) {
+  Value x = op.getInput();
+  return zrt_scratch_grouped_matmul_weight_grad(dtypeCode(elemType(x)),
+                                                dimOf(x, 0), dimOf(x, 1),
+                                                innerDim(op.getResultGrad()));
 }
 // The same products contracted over the rows: each expert's [in, out]
 // gradient from its share of the rows.

@@ -7,7 +7,9 @@
 // The top-k selection breaks ties by the lower expert, which is not
 // torch.topk's CPU order (that is the CPU backend's); scores are computed
 // on the fly, so the planned scratch of the router and the auxiliary loss
-// (sized for the CPU's queues) is held but only partly used.
+// (sized for the CPU's queues) is held but only partly used; the grouped
+// products sum in registers and hold the CPU's fp32 panels' scratch unused,
+// so a step's peak matches its one plan on either backend.
 //
 //===----------------------------------------------------------------------===//
 
@@ -244,28 +246,32 @@ __device__ int64_t expertOf(const I *offsets, int64_t experts, int64_t s) {
   return lo;
 }
 
-template <typename I>
+/// One output element per thread, summed in fp32 in a fixed order and
+/// rounded to T once (the CPU's 16-bit products do the same through fp32
+/// panels).
+template <typename T, typename I>
 __global__ void __launch_bounds__(kThreads)
-    groupedMatmulKernel(const float *x, const float *w, const I *offsets,
-                        float *y, int64_t rows, int64_t in, int64_t out,
-                        int64_t experts, bool transposeW) {
+    groupedMatmulKernel(const T *x, const T *w, const I *offsets, T *y,
+                        int64_t rows, int64_t in, int64_t out, int64_t experts,
+                        bool transposeW) {
   for (int64_t i = globalThread(); i < rows * out; i += globalThreads()) {
     int64_t s = i / out, f = i % out;
     int64_t e = expertOf(offsets, experts, s);
     float acc = 0.0f;
     if (e < experts) {
-      const float *we = w + e * in * out;
+      const T *we = w + e * in * out;
       for (int64_t d = 0; d < in; ++d)
-        acc += x[s * in + d] * (transposeW ? we[f * in + d] : we[d * out + f]);
+        acc += toF32(x[s * in + d]) *
+               toF32(transposeW ? we[f * in + d] : we[d * out + f]);
     }
-    y[i] = acc;
+    y[i] = fromF32<T>(acc);
   }
 }
 
-template <typename I>
+template <typename T, typename I>
 __global__ void __launch_bounds__(kThreads)
-    groupedWeightGradKernel(const float *x, const float *dy, const I *offsets,
-                            float *dw, int64_t in, int64_t out, int64_t experts,
+    groupedWeightGradKernel(const T *x, const T *dy, const I *offsets, T *dw,
+                            int64_t in, int64_t out, int64_t experts,
                             bool transposeW) {
   int64_t per = in * out;
   for (int64_t i = globalThread(); i < experts * per; i += globalThreads()) {
@@ -277,8 +283,8 @@ __global__ void __launch_bounds__(kThreads)
     int64_t end = int64_t(offsets[e]);
     float acc = 0.0f;
     for (int64_t s = start; s < end; ++s)
-      acc += x[s * in + d] * dy[s * out + f];
-    dw[i] = acc;
+      acc += toF32(x[s * in + d]) * toF32(dy[s * out + f]);
+    dw[i] = fromF32<T>(acc);
   }
 }
 
@@ -377,10 +383,8 @@ void checkRouting(const char *kernel, int64_t tokens, int64_t experts,
           (long long)k, (long long)experts);
 }
 
-void checkGrouped(const char *kernel, int32_t dtype, int64_t rows, int64_t in,
-                  int64_t out, int64_t experts) {
-  if (dtype != ZRT_F32)
-    fatal("%s: f32 only, got dtype %d", kernel, int(dtype));
+void checkGrouped(const char *kernel, int64_t rows, int64_t in, int64_t out,
+                  int64_t experts) {
   checkDims(kernel, rows, in, out, experts);
 }
 
@@ -491,17 +495,21 @@ void zrt::cuda::groupedMatmul(int32_t dtype, const void *x, const void *w,
                               int64_t rows, int64_t inDim, int64_t outDim,
                               int64_t experts, int32_t transposeW) {
   const char *kernel = "zrt_grouped_matmul";
-  checkGrouped(kernel, dtype, rows, inDim, outDim, experts);
+  checkGrouped(kernel, rows, inDim, outDim, experts);
+  DeviceScratch scratch(zrt_scratch_grouped_matmul(dtype, rows, inDim, outDim));
   if (rows * outDim == 0)
     return;
-  dispatchIndex(indexType, kernel, [&](auto idTag) {
-    using I = decltype(idTag);
-    groupedMatmulKernel<I>
-        <<<gridFor(rows * outDim, kThreads), kThreads, 0, computeStream()>>>(
-            static_cast<const float *>(x), static_cast<const float *>(w),
-            static_cast<const I *>(offsets), static_cast<float *>(y), rows,
-            inDim, outDim, experts, transposeW != 0);
-    checkLaunch(kernel);
+  dispatch(dtype, kernel, [&](auto tag) {
+    dispatchIndex(indexType, kernel, [&](auto idTag) {
+      using T = decltype(tag);
+      using I = decltype(idTag);
+      groupedMatmulKernel<T, I>
+          <<<gridFor(rows * outDim, kThreads), kThreads, 0, computeStream()>>>(
+              static_cast<const T *>(x), static_cast<const T *>(w),
+              static_cast<const I *>(offsets), static_cast<T *>(y), rows, inDim,
+              outDim, experts, transposeW != 0);
+      checkLaunch(kernel);
+    });
   });
 }
 
@@ -512,17 +520,23 @@ void zrt::cuda::groupedMatmulWeightGrad(int32_t dtype, const void *x,
                                         int64_t outDim, int64_t experts,
                                         int32_t transposeW) {
   const char *kernel = "zrt_grouped_matmul_weight_grad";
-  checkGrouped(kernel, dtype, rows, inDim, outDim, experts);
+  checkGrouped(kernel, rows, inDim, outDim, experts);
+  DeviceScratch scratch(
+      zrt_scratch_grouped_matmul_weight_grad(dtype, rows, inDim, outDim));
   if (experts * inDim * outDim == 0)
     return;
-  dispatchIndex(indexType, kernel, [&](auto idTag) {
-    using I = decltype(idTag);
-    groupedWeightGradKernel<I><<<gridFor(experts * inDim * outDim, kThreads),
-                                 kThreads, 0, computeStream()>>>(
-        static_cast<const float *>(x), static_cast<const float *>(dy),
-        static_cast<const I *>(offsets), static_cast<float *>(dw), inDim,
-        outDim, experts, transposeW != 0);
-    checkLaunch(kernel);
+  dispatch(dtype, kernel, [&](auto tag) {
+    dispatchIndex(indexType, kernel, [&](auto idTag) {
+      using T = decltype(tag);
+      using I = decltype(idTag);
+      groupedWeightGradKernel<T, I>
+          <<<gridFor(experts * inDim * outDim, kThreads), kThreads, 0,
+             computeStream()>>>(
+              static_cast<const T *>(x), static_cast<const T *>(dy),
+              static_cast<const I *>(offsets), static_cast<T *>(dw), inDim,
+              outDim, experts, transposeW != 0);
+      checkLaunch(kernel);
+    });
   });
 }
 

@@ -1283,6 +1283,45 @@ TEST(CudaKernelsDeathTest, InvalidArguments) {
 // The GPU's quantized buffers and dequantized values are the CPU's bit for
 // bit (test/E2E/quantize-numpy.test holds the CPU to a numpy model), NaNs
 // included: a non-finite block dequantizes to the type's one quiet NaN.
+// Both backends sum in fp32 and round once (in different orders): the CPU's
+// panels and the device's registers agree within fp32 summation error plus
+// expectNear's two 16-bit roundoffs for a rounding boundary between them.
+TEST_P(CudaKernelsTest, GroupedMatmulIsTheCpus) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  int32_t dt = dtype();
+  const int64_t rows = 70, in = 24, out = 530, experts = 4;
+  std::vector<int32_t> offs{20, 20, 45, 60}; // expert 1 empty, 10 rows none
+  DeviceBuffer gOffs(offs);
+  for (int32_t t : {0, 1}) {
+    Buffer x = randomBuffer(dt, rng, rows * in),
+           w = randomBuffer(dt, rng, experts * in * out),
+           dy = randomBuffer(dt, rng, rows * out);
+    Buffer y(dt, rows * out), dw(dt, experts * in * out);
+    zrt_grouped_matmul(dt, x.data(), w.data(), ZRT_I32, offs.data(), y.data(),
+                       rows, in, out, experts, t);
+    zrt_grouped_matmul_weight_grad(dt, x.data(), dy.data(), ZRT_I32,
+                                   offs.data(), dw.data(), rows, in, out,
+                                   experts, t);
+    DeviceArray gx(x), gw(w), gdy(dy), gy(dt, rows * out),
+        gdw(dt, experts * in * out);
+    EXPECT_EQ(scratchOf([&] {
+                groupedMatmul(dt, gx.get(), gw.get(), ZRT_I32, gOffs.get(),
+                              gy.get(), rows, in, out, experts, t);
+              }),
+              zrt_scratch_grouped_matmul(dt, rows, in, out));
+    EXPECT_EQ(scratchOf([&] {
+                groupedMatmulWeightGrad(dt, gx.get(), gdy.get(), ZRT_I32,
+                                        gOffs.get(), gdw.get(), rows, in, out,
+                                        experts, t);
+              }),
+              zrt_scratch_grouped_matmul_weight_grad(dt, rows, in, out));
+    expectNear(gy.download(), y, 1e-5, 1e-4, label("grouped_matmul", dt, t));
+    expectNear(gdw.download(), dw, 1e-5, 1e-4,
+               label("grouped_matmul_weight_grad", dt, t));
+  }
+}
+
 TEST_P(CudaKernelsTest, QuantizeIsTheCpus) {
   ZRT_REQUIRE_GPU();
   for (int32_t bits : {8, 4}) {

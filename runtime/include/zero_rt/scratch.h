@@ -125,6 +125,25 @@ static inline int64_t zrt_scratch_moe_aux_loss(int64_t experts) {
   return zrt_scratch_moe_router(experts) + experts * 16;
 }
 
+/* zrt_grouped_matmul: 0 for f32; 16-bit types run each expert's product
+ * through zrt_matmul's fp32 panels, sized once for the worst expert (all
+ * `rows` rows), so the scratch does not depend on the routing. */
+static inline int64_t zrt_scratch_grouped_matmul(int32_t dtype, int64_t rows,
+                                                 int64_t in_dim,
+                                                 int64_t out_dim) {
+  return zrt_scratch_matmul(dtype, 1, rows, out_dim, in_dim, 0, 0);
+}
+
+/* zrt_grouped_matmul_weight_grad: as above, each expert's [in, out] (or
+ * [out, in]) gradient contracting at most `rows` rows; the panels' size is
+ * the same for both layouts. */
+static inline int64_t zrt_scratch_grouped_matmul_weight_grad(int32_t dtype,
+                                                             int64_t rows,
+                                                             int64_t in_dim,
+                                                             int64_t out_dim) {
+  return zrt_scratch_matmul(dtype, 1, in_dim, out_dim, rows, 1, 0);
+}
+
 /* Muon's step of one whole [rows, cols] matrix (src/Muon.h), on either
  * backend: with m = min(rows, cols) and n = max, Newton-Schulz's X and its
  * product sum [m, n] and the Gram matrix and its update [m, m], in fp32.

@@ -69,27 +69,6 @@ module @no_kernel_model {
 
 // -----
 
-// A 16-bit grouped product verifies and plans, but the runtime's grouped
-// kernels compute in f32 only: the lowering names the op.
-module @grouped_bf16 {
-  zero.param @w : tensor<4x8x16xf32> init zeros
-  zero.partition @flat stage 0 world_size 1 alignment 2 numel 512 padded 512 params [@w] offsets [0]
-  zero.train_step @train(%x: tensor<6x8xbf16>, %idx: tensor<6x2xi32>)
-      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
-      precision #zero.precision<kind = fp32>
-      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 6> {
-    %w = zero.get_param @w : tensor<4x8x16xf32>
-    %w16 = nn.cast %w : tensor<4x8x16xf32> to tensor<4x8x16xbf16>
-    %rows, %pos, %o = nn.moe_dispatch %x[%idx] experts 4 : tensor<6x8xbf16>, tensor<6x2xi32> -> tensor<12x8xbf16>, tensor<4xi32>
-    // expected-error@+1 {{'nn.grouped_matmul' op has no 'bf16' kernel: the runtime's grouped products compute in f32 only (the step plans at 16 bits, but compiles at fp32)}}
-    %y = nn.grouped_matmul %rows, %w16, %o : tensor<12x8xbf16>, tensor<4x8x16xbf16>, tensor<4xi32> -> tensor<12x16xbf16>
-    %loss = nn.fill 0.0 : tensor<f32>
-    zero.return %loss : tensor<f32>
-  }
-}
-
-// -----
-
 // Of the value forms of zero.all_reduce the runtime has only the optimizer's
 // statistics (overflow_norm).
 module @sum_value_form {

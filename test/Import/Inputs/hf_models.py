@@ -310,6 +310,9 @@ def save(args):
         with torch.no_grad():
             for i, layer in enumerate(model.model.layers):
                 layer.layer_scalar.fill_(0.5 + 0.25 * i)
+    if args.dtype:
+        # As the hub ships most checkpoints: the tensors saved in bf16.
+        model = model.to(getattr(torch, args.dtype))
     kwargs = {}
     if args.shard_size:
         kwargs["max_shard_size"] = args.shard_size
@@ -408,6 +411,8 @@ def main():
     s.add_argument("kind")
     s.add_argument("dir")
     s.add_argument("--shard-size")
+    s.add_argument("--dtype", choices=["bfloat16"],
+                   help="save the weights in this dtype")
     s.add_argument("--config-only", action="store_true")
     s.add_argument("--tokenizer", action="store_true",
                    help="also a byte-level tokenizer (256 tokens)")

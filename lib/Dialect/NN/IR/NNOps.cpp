@@ -21,7 +21,21 @@ using namespace mlir::nn;
 namespace {
 /// The grouped product reads every expert's weights; its offsets come from
 /// the dispatch, whose positions [T, k] say how many experts a token
-/// reaches.
+/// reaches. Under expert parallelism they are the local offsets of an
+/// exchange of the dispatch's offsets: the layer is still the dispatch's.
+static MoeDispatchOp getLayerDispatch(GroupedMatmulOp op) {
+  Operation *def = op.getOffsets().getDefiningOp();
+  if (!def)
+    return nullptr;
+  if (auto dispatch = dyn_cast<MoeDispatchOp>(def))
+    return dispatch;
+  for (Value operand : def->getOperands())
+    if (auto dispatch = operand.getDefiningOp<MoeDispatchOp>())
+      if (operand == dispatch.getOffsets())
+        return dispatch;
+  return nullptr;
+}
+
 struct GroupedMatmulExpertModel
     : public zero::ExpertOpInterface::ExternalModel<GroupedMatmulExpertModel,
                                                     GroupedMatmulOp> {
@@ -29,12 +43,13 @@ struct GroupedMatmulExpertModel
     return cast<GroupedMatmulOp>(op).getWeightMutable();
   }
   int64_t getNumExperts(Operation *op) const {
-    return cast<RankedTensorType>(cast<GroupedMatmulOp>(op).getOffsets().getType())
-        .getDimSize(0);
+    auto gm = cast<GroupedMatmulOp>(op);
+    if (MoeDispatchOp dispatch = getLayerDispatch(gm))
+      return dispatch.getExperts();
+    return cast<RankedTensorType>(gm.getOffsets().getType()).getDimSize(0);
   }
   int64_t getExpertsPerToken(Operation *op) const {
-    auto dispatch =
-        cast<GroupedMatmulOp>(op).getOffsets().getDefiningOp<MoeDispatchOp>();
+    MoeDispatchOp dispatch = getLayerDispatch(cast<GroupedMatmulOp>(op));
     if (!dispatch)
       return 0;
     return cast<RankedTensorType>(dispatch.getPositions().getType())

@@ -214,6 +214,9 @@ mlir::zero::countExpertParams(ModuleOp module) {
       continue;
     }
     auto [k, e] = it->second;
+    // Under expert parallelism the rank declares E / P of the experts; the
+    // counts are of the whole model.
+    numel *= p.getExpertParallel().value_or(1);
     ++c.expertTensors;
     c.expertParams += numel;
     // numel is E expert slices; a token computes with k of them.

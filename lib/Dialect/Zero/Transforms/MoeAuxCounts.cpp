@@ -58,11 +58,17 @@ LogicalResult rewriteStep(TrainStepOp step) {
                "counts are summed over the ranks, which is not supported "
                "with ")
            << why;
-  if (schedule->getPartitions().empty())
-    return step.emitOpError("zero-moe-aux-counts needs a partition, whose "
-                            "data-parallel world sums the counts");
-  auto group = FlatSymbolRefAttr::get(
-      schedule->getPartitions().front().partition.getSymNameAttr());
+  // The counts are summed over every rank (the runtime's world): the group
+  // of a dense partition, not an expert partition's replicas.
+  const PartitionBuffers *dense =
+      llvm::find_if(schedule->getPartitions(), [](const PartitionBuffers &p) {
+        return !p.partition.getExpert();
+      });
+  if (dense == schedule->getPartitions().end())
+    return step.emitOpError("zero-moe-aux-counts needs a dense (non-expert) "
+                            "partition, whose data-parallel world sums the "
+                            "counts");
+  auto group = FlatSymbolRefAttr::get(dense->partition.getSymNameAttr());
 
   OpBuilder b(step.getContext());
   for (nn::MoeAuxLossOp loss : losses) {

@@ -68,3 +68,26 @@ zero.train_step @stage3(%x: tensor<2x3xf32>)
   %aux = nn.moe_aux_loss %l top_k 1 : tensor<2x4xf32> -> tensor<f32>
   zero.return %aux : tensor<f32>
 }
+
+// -----
+
+// Expert parallelism (4 ranks, ep 2) with the experts' partition first:
+// the counts are summed over the world, so the all-reduce names the dense
+// partition, not the expert partition (whose rank set is the 2 ranks that
+// hold the same experts).
+zero.param @e.w : tensor<2x3x4xf32> init zeros
+zero.param @d.w : tensor<3x4xf32> init zeros
+zero.partition @e stage 3 world_size 2 alignment 2 numel 24 padded 24 params [@e.w] offsets [0] expert
+zero.partition @d stage 3 world_size 4 alignment 2 numel 12 padded 16 params [@d.w] offsets [0]
+// CHECK-LABEL: zero.train_step @experts_first
+// CHECK: %[[G:.*]] = zero.all_reduce sum %{{.*}} group @d : tensor<4xi64> -> tensor<4xi64>
+// CHECK-NEXT: nn.moe_aux_loss %{{.*}} counts(%[[G]] : tensor<4xi64>) rows 8 top_k 1
+zero.train_step @experts_first(%x: tensor<2x3xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, expert_parallel = 2> {
+  %w = nn.fill 1.0 : tensor<3x4xf32>
+  %l = nn.matmul %x, %w : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
+  %aux = nn.moe_aux_loss %l top_k 1 : tensor<2x4xf32> -> tensor<f32>
+  zero.return %aux : tensor<f32>
+}

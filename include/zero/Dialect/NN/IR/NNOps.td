@@ -790,7 +790,9 @@ def NN_GroupedMatmulOp : NN_Op<"grouped_matmul", [
     [S, F]; with `transpose_rhs` the weight is [E, F, D] and each product
     uses `weight[e]^T`: the layout transformers stores (`gate_up_proj`
     [E, 2I, H], `down_proj` [E, H, I], `is_transposed = False`). Offsets are
-    non-decreasing and at most S. f32 only, as `nn.tiled_mlp`.
+    non-decreasing and at most S. f32, bf16 or f16 (input and weight of one
+    type): 16-bit products sum in fp32 and round each result once, as
+    `nn.matmul`.
 
     ```mlir
     %gu = nn.grouped_matmul %rows, %w, %offs transpose_rhs : tensor<128x32xf32>, tensor<8x64x32xf32>, tensor<8xi32> -> tensor<128x64xf32>
@@ -1211,7 +1213,8 @@ def NN_GroupedMatmulWeightGradOp : NN_Op<"grouped_matmul_weight_grad"> {
     `result[e] = input_e^T result_grad_e` over expert e's rows (with
     `transpose_rhs`, `result_grad_e^T input_e`, the [E, F, D] layout); an
     expert without rows gets zeros. The input's gradient is the grouped
-    product of the result's gradient with the weight transposed.
+    product of the result's gradient with the weight transposed. 16-bit
+    gradients sum over all of an expert's rows in fp32 and round once.
 
     ```mlir
     %dw = nn.grouped_matmul_weight_grad %rows, %dgu, %offs transpose_rhs : tensor<128x32xf32>, tensor<128x64xf32>, tensor<8xi32> -> tensor<8x64x32xf32>

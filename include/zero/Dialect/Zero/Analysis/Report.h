@@ -57,6 +57,8 @@ struct ExpertParamCounts {
 };
 
 /// The expert split of `module`'s parameters; none when no op reads experts.
+/// The counts are of the whole model: under expert parallelism a rank's
+/// E / P slice of an expert tensor counts P times.
 /// An expert tensor whose op cannot tell k counts as wholly active.
 std::optional<ExpertParamCounts> countExpertParams(ModuleOp module);
 
