@@ -99,7 +99,10 @@ def keep_in_fp32(g, module, precision):
     kept = KeptInFp32(module, precision)
     names = [name for name, _, _ in g.params]
     fp32 = {n for n in names if kept.rules and kept.matches(n)}
-    fp32 |= _sink_params(g)
+    sinks = _sink_params(g)
+    g.fp32_reasons = (["the model's _keep_in_fp32_modules"] if fp32 else []) \
+        + (["attention sinks"] if sinks else [])
+    fp32 |= sinks
     if not fp32:
         return []
     for n in names:
