@@ -379,9 +379,10 @@ def main(argv=None):
                   sum(math.prod(shape) for _, shape in frozen), len(frozen),
                   total - sum(math.prod(shape) for _, shape in frozen)))
     if g.compute:
-        print("zero-import: %d of %d parameter tensors kept in float32 (the "
-              "model's _keep_in_fp32_modules), the others computing in %s" % (
+        print("zero-import: %d of %d parameter tensors kept in float32 (%s), "
+              "the others computing in %s" % (
                   len(g.params) - len(g.compute), len(g.params),
+                  " and ".join(g.fp32_reasons),
                   next(iter(g.compute.values()))))
     return 0
 

@@ -390,7 +390,7 @@ def rope_freqs(cos, sin, shape, tables, interleaved=False, seq_axis=2):
     return None
 
 
-def _table_key(t):
+def table_key(t):
     """What identifies a constant table's values while the graph holds it
     (every layer's view of one rotary table has the same key)."""
     return (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()),
@@ -414,7 +414,7 @@ def fuse_rope(g, tables=()):
                 continue
             cos, sin = mc.attrs["table"], ms.attrs["table"]
             axis = _rope_seq_axis(cos, sin, x.shape)
-            key = (_table_key(cos), _table_key(sin), x.shape, interleaved)
+            key = (table_key(cos), table_key(sin), x.shape, interleaved)
             if key not in freqs:
                 freqs[key] = rope_freqs(cos, sin, x.shape, tables,
                                         interleaved, axis)
@@ -549,15 +549,40 @@ def mask_hidden(table, shape, fill_where, factor=1.0):
     table."""
     t = table.detach().cpu()
     try:
-        t = torch.broadcast_to(t, shape)
+        torch.broadcast_to(t, shape)
     except RuntimeError:
         return None
+    # Tested on the table itself and broadcast as a view: a [seq, seq] mask
+    # broadcast to [batch, heads, seq, seq] in float64 is 64 GiB at seq 4096.
+    # transformers' masks repeat one [seq, seq] table over the batch
+    # (materialised by the float conversion): tested once.
+    t = _repeats_dropped(t)
     if fill_where:
-        return t.bool()
+        return torch.broadcast_to(t.bool(), shape)
     t = t.double() * factor
     if not bool(((t == 0) | (t <= _MASKED)).all()):
         return None
-    return t <= _MASKED
+    return torch.broadcast_to(t <= _MASKED, shape)
+
+
+def _repeats_dropped(t):
+    """`t` narrowed to one element along each leading dimension (all but
+    the last two) whose slices all equal the first."""
+    for d in range(t.dim() - 2):
+        if t.shape[d] > 1:
+            first = t.narrow(d, 0, 1)
+            if torch.equal(first.expand_as(t), t):
+                t = first
+    return t
+
+
+def _unbroadcast(t):
+    """`t` with each dimension a broadcast view repeats (stride 0) narrowed
+    to one element."""
+    for d in range(t.dim()):
+        if t.stride(d) == 0 and t.shape[d] > 1:
+            t = t.narrow(d, 0, 1)
+    return t
 
 
 def mask_window(hidden, shape):
@@ -574,7 +599,12 @@ def mask_window(hidden, shape):
         return None
     i = torch.arange(s)
     seen = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < window)
-    if not torch.equal(hidden, torch.broadcast_to(~seen, shape)):
+    # Compared where `hidden` holds distinct values: a broadcast view's
+    # repeated dimensions (stride 0) are one row, not batch x heads of them.
+    h = _unbroadcast(hidden)
+    both = torch.broadcast_shapes(h.shape, seen.shape)
+    if not torch.equal(torch.broadcast_to(h, both),
+                       torch.broadcast_to(~seen, both)):
         return None
     return 0 if window >= s else window
 

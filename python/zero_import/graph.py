@@ -57,6 +57,9 @@ class Graph:
         self.params = []  # (name, shape, init text), declaration order
         self.compute = {}  # parameter name -> the dtype it computes in
         self.frozen = set()  # names of the parameters that do not train
+        # Why the parameters without a compute type stay float32, for the
+        # summary (precision.keep_in_fp32).
+        self.fp32_reasons = []
         # (config.json text, {tied name: parameter}, {buffer: float32
         # tensor}, {unused tensor: parameter}) of a Hugging Face model,
         # which the module's zero.hf_model records; None otherwise.

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from . import moe
 from .fuse import (mask_hidden, mask_window, rope_freqs, rotary_tables,
-                   unrepeat)
+                   table_key, unrepeat)
 from .graph import Graph, Sym, Where
 from .nn_ops import OPS as NN_OPS
 
@@ -74,10 +74,18 @@ def _lower_gpt_oss_rope(low, c):
     tables = getattr(low, "_gpt_oss_rotary", None)
     if tables is None:
         tables = low._gpt_oss_rotary = rotary_tables(low.module)
-    attrs = None
-    if len(x.shape) == 4:
-        attrs = rope_freqs(torch.cat((cos, cos), -1),
-                           torch.cat((sin, sin), -1), x.shape, tables)
+    # Every layer's query and key read the model's one pair of tables:
+    # matched once (the entry holds them, so their keys stay theirs).
+    key = ("rope", table_key(cos), table_key(sin), tuple(x.shape))
+    hit = low.table_facts.get(key)
+    if hit is not None:
+        attrs = hit[1]
+    else:
+        attrs = None
+        if len(x.shape) == 4:
+            attrs = rope_freqs(torch.cat((cos, cos), -1),
+                               torch.cat((sin, sin), -1), x.shape, tables)
+        low.table_facts[key] = ((cos, sin), attrs)
     if attrs is None:
         where.fail("a rotary embedding whose tables are not the model's "
                    "own at positions 0..%d" % (x.shape[-2] - 1))
@@ -134,6 +142,10 @@ class Lowering:
         for name, p in module.named_parameters():
             self.param_names[id(p)] = name
         self.used_params = []
+        # What a constant table was found to be (a mask's window, a rotary
+        # table's frequencies) by table_key and use: the layers of a model
+        # share their tables, each [seq, seq] mask tested once.
+        self.table_facts = {}
 
     # -- values ---------------------------------------------------------
 
@@ -835,6 +847,12 @@ class Lowering:
         causal one."""
         table = mask.value if isinstance(mask, Const) else mask
         window = None
+        key = None
+        if torch.is_tensor(table):
+            key = ("window", table_key(table), tuple(q.shape), bool(causal))
+            hit = self.table_facts.get(key)
+            if hit is not None:
+                return hit[1]
         if not causal and torch.is_tensor(table):
             shape = tuple(q.shape[:-1]) + (q.shape[-2],)
             if table.dtype == torch.bool:
@@ -846,6 +864,7 @@ class Lowering:
             where.fail("scaled_dot_product_attention with an attn_mask "
                        "that is neither the causal mask nor a sliding window "
                        "of it (use is_causal=True)")
+        self.table_facts[key] = (table, window)
         return window
 
 

@@ -15,6 +15,12 @@ pattern) or that read a kept parameter, which compute in float32. A value
 crossing between the two is converted by an `nn.cast` where it is used;
 the scalar loss stays float32. Without a kept parameter the step is left
 in float32 for `zero-mixed-precision` to convert, as for any model.
+
+An attention's sinks (gpt-oss's per-head logits, `nn.attention`'s `sinks`)
+are kept too: nn.attention computes with sinks in float32 only, so that
+attention reads its bf16 query, key and value through casts and computes
+in float32, as the other attention kernels accumulate a 16-bit one; the
+sinks differ from transformers' bf16 copy by its rounding alone.
 """
 
 import re
@@ -91,10 +97,12 @@ def keep_in_fp32(g, module, precision):
     if compute is None:
         return []
     kept = KeptInFp32(module, precision)
-    if not kept.rules:
-        return []
     names = [name for name, _, _ in g.params]
-    fp32 = {n for n in names if kept.matches(n)}
+    fp32 = {n for n in names if kept.rules and kept.matches(n)}
+    sinks = _sink_params(g)
+    g.fp32_reasons = (["the model's _keep_in_fp32_modules"] if fp32 else []) \
+        + (["attention sinks"] if sinks else [])
+    fp32 |= sinks
     if not fp32:
         return []
     for n in names:
@@ -123,6 +131,13 @@ def keep_in_fp32(g, module, precision):
         ops.append(op)
     g.ops = ops
     return sorted(fp32)
+
+
+def _sink_params(g):
+    """The parameters read as an attention's sinks (operand 3)."""
+    return {op.operands[3].param for op in g.ops
+            if op.kind == "attention" and len(op.operands) > 3 and
+            op.operands[3].param is not None}
 
 
 def _cast(value, dtype, where):

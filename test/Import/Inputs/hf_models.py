@@ -110,6 +110,12 @@ def config(kind):
                                head_dim=16, num_local_experts=4,
                                num_experts_per_tok=2, sliding_window=8,
                                swiglu_limit=0.2)
+    if kind == "gpt_oss_bf16":
+        # transformers' bf16 grouped_mm takes rows of a multiple of 16
+        # bytes: an intermediate size of 176 bf16, not 172.
+        cfg = config("gpt_oss")
+        cfg.intermediate_size = 176
+        return cfg
     if kind == "gpt_oss_aux":
         cfg = config("gpt_oss")
         cfg.output_router_logits = True
