@@ -19,26 +19,13 @@ import re
 import struct
 import sys
 
+# The report's nested key lookup, shared with the 8-bit Adam check.
+from adam8bit_check import find_key
+
 
 def fail(msg):
     print("bf16-masters-check: error: " + msg)
     sys.exit(1)
-
-
-def find_key(j, key):
-    if isinstance(j, dict):
-        if key in j:
-            return j[key]
-        for v in j.values():
-            r = find_key(v, key)
-            if r is not None:
-                return r
-    elif isinstance(j, list):
-        for v in j:
-            r = find_key(v, key)
-            if r is not None:
-                return r
-    return None
 
 
 def trainable_shards(ir):
