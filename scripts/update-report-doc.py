@@ -103,14 +103,10 @@ class Failure(Exception):
 # parallelism's entry caps the exchange at 1.25 times the balanced load:
 # the dropless bound (P times a rank's rows) makes Qwen3-30B-A3B's
 # activations too large at ep 8. An entry for the expert groups placed
-# across nodes joins once a placement option says so. A model's fourth
-# field names the configurations it is not planned under: gpt-oss's experts
-# add a bias each, whose grouped product zero-expert-parallel refuses ("reads
-# expert weights that are not a parameter"), so its ep rows wait for that.
-MOE_MODELS = [("Qwen3-30B-A3B", "qwen", "examples/moe/qwen3-30b-a3b", ()),
-              ("Mixtral-8x7B", "mixtral", "examples/moe/mixtral-8x7b", ()),
-              ("gpt-oss-120b", "gptoss", "examples/moe/gpt-oss-120b",
-               ("ep8",))]
+# across nodes joins once a placement option says so.
+MOE_MODELS = [("Qwen3-30B-A3B", "qwen", "examples/moe/qwen3-30b-a3b"),
+              ("Mixtral-8x7B", "mixtral", "examples/moe/mixtral-8x7b"),
+              ("gpt-oss-120b", "gptoss", "examples/moe/gpt-oss-120b")]
 MOE_RANKS = [8, 64]
 MOE_SEQ = 4096
 MOE_CONFIGS = [("ZeRO-3", "z3", "stage=3 overlap-comm=true remat=layer"),
@@ -124,14 +120,12 @@ def moe_table(runner, env):
             "| exposed comm (ms) |",
             "|---|---:|---|---:|---:|---|---:|---:|---:|---:|"]
     runs = []
-    for label, key, config, unplanned in MOE_MODELS:
+    for label, key, config in MOE_MODELS:
         for ranks in MOE_RANKS:
             model = "%s-%d.mlir" % (os.path.basename(config), ranks)
             imp = ("zero-import --hf %s --batch %d --seq %d --dtype bf16 "
                    "--no-weights -o %s" % (config, ranks, MOE_SEQ, model))
             for column, name, options in MOE_CONFIGS:
-                if name in unplanned:
-                    continue
                 cmd = ('%s && zero-opt %s --zero-pipeline="%s world-size=%d '
                        'ranks-per-node=8" --zero-report="format=text '
                        'hardware=h100-sxm" -o /dev/null' % (

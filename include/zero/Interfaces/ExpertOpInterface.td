@@ -23,7 +23,10 @@ def ExpertOpInterface : OpInterface<"ExpertOpInterface"> {
   }];
   let methods = [
     InterfaceMethod<
-      "The operand holding every expert's weights, [E, ...].",
+      "The operand holding the experts' weights, [E, ...] ([E / P, ...] on "
+      "a rank under expert parallelism, the `expert_parallel` P of its "
+      "zero.param): the parameter or a view of it that keeps dimension 0 "
+      "(getExpertParam in Report.h finds the parameter).",
       "::mlir::OpOperand &", "getExpertWeights">,
     InterfaceMethod<
       "E, the experts of the layer.",

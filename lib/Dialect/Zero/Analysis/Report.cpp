@@ -183,16 +183,46 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
   return comm;
 }
 
+Value mlir::zero::getExpertViewSource(Operation *op) {
+  if (auto cast = dyn_cast<nn::CastOp>(op))
+    return cast.getInput();
+  if (auto reshape = dyn_cast<nn::ReshapeOp>(op)) {
+    auto in = cast<RankedTensorType>(reshape.getInput().getType());
+    auto out = cast<RankedTensorType>(reshape.getResult().getType());
+    if (in.getRank() >= 1 && out.getRank() >= 1 &&
+        in.getDimSize(0) == out.getDimSize(0))
+      return reshape.getInput();
+    return Value();
+  }
+  if (isa<nn::AddOp, nn::MulOp>(op)) {
+    // rhs is a suffix of lhs's shape; shorter, it is the same for every
+    // expert.
+    Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+    if (cast<RankedTensorType>(rhs.getType()).getRank() <
+        cast<RankedTensorType>(lhs.getType()).getRank())
+      return lhs;
+  }
+  return Value();
+}
+
+GetParamOp mlir::zero::getExpertParam(Value w) {
+  while (Operation *def = w.getDefiningOp()) {
+    if (auto get = dyn_cast<GetParamOp>(def))
+      return get;
+    w = getExpertViewSource(def);
+    if (!w)
+      break;
+  }
+  return nullptr;
+}
+
 std::optional<ExpertParamCounts>
 mlir::zero::countExpertParams(ModuleOp module) {
   // Each expert tensor once, with the k and E of the ops that read it (the
   // forward product and the backward's product by its transpose agree).
   llvm::MapVector<StringAttr, std::pair<int64_t, int64_t>> experts;
   module.walk([&](ExpertOpInterface op) {
-    Value w = op.getExpertWeights().get();
-    while (auto cast = w.getDefiningOp<nn::CastOp>())
-      w = cast.getInput();
-    auto get = w.getDefiningOp<GetParamOp>();
+    GetParamOp get = getExpertParam(op.getExpertWeights().get());
     if (!get)
       return;
     auto [it, inserted] = experts.try_emplace(

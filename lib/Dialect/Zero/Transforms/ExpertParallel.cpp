@@ -7,9 +7,11 @@
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Interfaces/DerivativeInterface.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -84,11 +86,11 @@ struct ZeroExpertParallelPass
     : public zero::impl::ZeroExpertParallelPassBase<ZeroExpertParallelPass> {
   using ZeroExpertParallelPassBase::ZeroExpertParallelPassBase;
 
-  /// Keeps E / P of the experts of the parameter read by `gm` (the rank's
-  /// share, dimension 0) and retypes every read of it.
+  /// Keeps E / P of the experts of the parameter whose view `gm` reads
+  /// (the rank's share, dimension 0) and retypes every read of it.
   LogicalResult sliceWeight(ModuleOp module, nn::GroupedMatmulOp gm,
                             int64_t experts, int64_t p) {
-    auto get = gm.getWeight().getDefiningOp<GetParamOp>();
+    GetParamOp get = getExpertParam(gm.getWeight());
     if (!get)
       return gm.emitOpError("reads expert weights that are not a parameter; "
                             "ep-size splits parameters of experts");
@@ -107,26 +109,93 @@ struct ZeroExpertParallelPass
     shape[0] /= p;
     param.setType(RankedTensorType::get(shape, t.getElementType()));
     param.setExpertParallel(p);
+    // Every read is a grouped product's weights or a view of them (a bias
+    // copied and reshaped to [E, 1, F]), each sliced with the parameter
+    // once all are found (a view is recognised by its unsliced types).
+    SmallVector<Value> views;
+    std::function<LogicalResult(Value)> collect =
+        [&](Value v) -> LogicalResult {
+      views.push_back(v);
+      for (OpOperand &use : v.getUses()) {
+        Operation *user = use.getOwner();
+        if (isa<nn::GroupedMatmulOp>(user) && use.getOperandNumber() == 1)
+          continue;
+        if (getExpertViewSource(user) == v && user->getNumResults() == 1) {
+          if (failed(collect(user->getResult(0))))
+            return failure();
+          continue;
+        }
+        return user->emitOpError("reads expert parameter @")
+               << param.getSymName()
+               << " other than as a grouped product's weights; ep-size "
+                  "splits its experts over the ranks";
+      }
+      return success();
+    };
     WalkResult walk = module.walk([&](GetParamOp read) {
       if (read.getParam() != param.getSymName())
         return WalkResult::advance();
-      for (Operation *user : read.getResult().getUsers())
-        if (!isa<nn::GroupedMatmulOp>(user) ||
-            user->getOperand(1) != read.getResult()) {
-          user->emitOpError("reads expert parameter @")
-              << param.getSymName()
-              << " other than as a grouped product's weights; ep-size "
-                 "splits its experts over the ranks";
-          return WalkResult::interrupt();
-        }
-      auto rt = cast<RankedTensorType>(read.getResult().getType());
-      SmallVector<int64_t> rs(rt.getShape());
-      rs[0] /= p;
-      read.getResult().setType(
-          RankedTensorType::get(rs, rt.getElementType()));
-      return WalkResult::advance();
+      return failed(collect(read.getResult())) ? WalkResult::interrupt()
+                                               : WalkResult::advance();
     });
-    return failure(walk.wasInterrupted());
+    if (walk.wasInterrupted())
+      return failure();
+    for (Value v : views) {
+      auto vt = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> vs(vt.getShape());
+      vs[0] /= p;
+      v.setType(RankedTensorType::get(vs, vt.getElementType()));
+    }
+    return success();
+  }
+
+  /// A grouped product's rows that do not come from the dispatched rows
+  /// (gpt-oss's column of ones, whose product with [E, 1, F] adds each
+  /// expert's bias) are in the dispatch's order too: they travel to the
+  /// experts by an exchange of their own, with the layer's counts (no
+  /// second count exchange), one per value.
+  LogicalResult exchangeOtherRows(MoeExchangeOp exchange,
+                                  ArrayRef<nn::GroupedMatmulOp> products,
+                                  int64_t n, llvm::DenseSet<Value> &received) {
+    SetVector<Operation *> onRows;
+    getForwardSlice(exchange.getRecv(), &onRows);
+    llvm::DenseMap<Value, Value> sent;
+    for (nn::GroupedMatmulOp gm : products) {
+      Value in = gm.getInput();
+      if (in == exchange.getRecv() ||
+          (in.getDefiningOp() && onRows.contains(in.getDefiningOp())))
+        continue;
+      auto it = sent.find(in);
+      if (it == sent.end()) {
+        auto t = cast<RankedTensorType>(in.getType());
+        if (t.getRank() != 2 || t.getDimSize(0) != n)
+          return gm.emitOpError("reads rows ")
+                 << t << " that are neither the dispatched rows nor " << n
+                 << " rows in their order; ep-size sends a product's rows "
+                    "to its experts";
+        OpBuilder b(gm);
+        Operation *def = in.getDefiningOp();
+        if (def && def->getBlock() == exchange->getBlock() &&
+            exchange->isBeforeInBlock(def))
+          b.setInsertionPointAfter(def);
+        else
+          b.setInsertionPointAfter(exchange);
+        auto recvType = cast<RankedTensorType>(exchange.getRecv().getType());
+        auto other = MoeExchangeOp::create(
+            b, gm.getLoc(),
+            RankedTensorType::get({recvType.getDimSize(0), t.getDimSize(1)},
+                                  t.getElementType()),
+            exchange.getCounts().getType(),
+            exchange.getLocalOffsets().getType(), in, exchange.getOffsets(),
+            ValueRange{exchange.getCounts(), exchange.getLocalOffsets()},
+            exchange.getLayerAttr(), exchange.getCapacityFactorAttr(),
+            exchange.getDropAttr());
+        it = sent.try_emplace(in, other.getRecv()).first;
+        received.insert(other.getRecv());
+      }
+      gm.getInputMutable().assign(it->second);
+    }
+    return success();
   }
 
   /// Rewrites one MoE layer: dispatch -> exchange -> the grouped products
@@ -169,6 +238,9 @@ struct ZeroExpertParallelPass
         factor > 0 ? b.getF64FloatAttr(factor) : FloatAttr(),
         dropTokens ? b.getUnitAttr() : UnitAttr());
     rows.replaceAllUsesExcept(exchange.getRecv(), exchange);
+    llvm::DenseSet<Value> received{exchange.getRecv()};
+    if (failed(exchangeOtherRows(exchange, products, n, received)))
+      return failure();
     for (nn::GroupedMatmulOp gm : products) {
       if (failed(sliceWeight(module, gm, experts, p)))
         return failure();
@@ -178,7 +250,6 @@ struct ZeroExpertParallelPass
     // The values of the received rows' layout, in block order: each op
     // that reads one is retyped from n rows to cap; the combine reads the
     // rows returned to the dispatch's order.
-    llvm::DenseSet<Value> received{exchange.getRecv()};
     for (Operation *op = exchange->getNextNode(); op; op = op->getNextNode()) {
       if (!llvm::any_of(op->getOperands(),
                         [&](Value v) { return received.contains(v); }))

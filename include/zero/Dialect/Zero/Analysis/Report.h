@@ -45,6 +45,18 @@ struct CommPlan {
 /// overflow int64.
 FailureOr<CommPlan> computeCommPlan(const StepSchedule &schedule);
 
+/// The source of `op` when it is a view of expert weights that keeps
+/// dimension 0 the experts': a cast, a reshape keeping dimension 0, or an
+/// nn.add / nn.mul of a tensor broadcast over it (a bias [E, F] copied and
+/// reshaped to [E, 1, F] for a grouped product); null otherwise. Slicing
+/// the experts of its source slices its result the same way.
+Value getExpertViewSource(Operation *op);
+
+/// The zero.get_param that the expert weights `w` (an ExpertOpInterface
+/// op's operand) are a view of, through getExpertViewSource; null when
+/// they are not one.
+GetParamOp getExpertParam(Value w);
+
 /// A mixture of experts' parameters: those the ops of ExpertOpInterface
 /// read (expert), the others (dense), and what one token computes with:
 /// the dense ones and k / E of each expert tensor (k of a layer's E experts).

@@ -915,11 +915,16 @@ def ZeroExpertParallelPass : Pass<"zero-expert-parallel", "::mlir::ModuleOp"> {
     layer's E experts: member q holds experts `[q * E / P, (q + 1) * E /
     P)`. Each expert parameter (the weight of an `nn.grouped_matmul` that
     reads an `nn.moe_dispatch`'s offsets) keeps E / P of its experts
-    (dimension 0) and is marked `expert_parallel P`; between the dispatch
-    and the first grouped matmul a `zero.moe_exchange` sends each row to
-    its expert's member, the grouped matmuls run over the local experts
-    (with the exchange's local offsets), and a `zero.moe_return` before
-    the `nn.moe_combine` brings the results back to their tokens' rows.
+    (dimension 0) and is marked `expert_parallel P`, with the views of it
+    the products read (a cast, or a bias [E, out] copied and reshaped to
+    [E, 1, out]: dimension 0 kept); between the dispatch and the first
+    grouped matmul a `zero.moe_exchange` sends each row to its expert's
+    member, the grouped matmuls run over the local experts (with the
+    exchange's local offsets), and a `zero.moe_return` before the
+    `nn.moe_combine` brings the results back to their tokens' rows. A
+    product's rows that are in the dispatch's order without coming from
+    its rows (gpt-oss's column of ones, whose product adds each expert's
+    bias) travel by a second exchange with the first's counts.
     The autodiff of an exchange is the return of its gradient, that of a
     return the exchange of its gradient with the counts known.
 
@@ -930,8 +935,9 @@ def ZeroExpertParallelPass : Pass<"zero-expert-parallel", "::mlir::ModuleOp"> {
     capacity does). Runs on the forward, before `zero-autodiff`;
     `zero-partition` takes the same `ep-size`, which must divide its world
     size. Refused by name: experts not divisible by P, a grouped matmul
-    whose rows do not come from a dispatch (or whose weights are not
-    parameters), and expert parallelism with sequence parallelism.
+    whose rows are neither a dispatch's rows nor rows in their order (or
+    whose weights are not a parameter or such a view of one), and expert
+    parallelism with sequence parallelism.
   }];
   let options = [
     Option<"epSize", "ep-size", "int64_t", /*default=*/"1",
