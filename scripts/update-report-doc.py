@@ -159,7 +159,9 @@ OPT_CONFIGS = [("AdamW", "adamw", ""),
                ("Muon", "muon", "--optimizer muon"),
                ("Lion", "lion", "--optimizer lion"),
                ("AdamW, int8 states", "int8", "--optimizer-states int8"),
-               ("AdamW, bf16 states", "bf16", "--optimizer-states bf16")]
+               ("AdamW, bf16 states", "bf16", "--optimizer-states bf16"),
+               ("AdamW, bf16 masters and states", "bf16m",
+                "--optimizer-states bf16 --bf16-masters")]
 
 
 def optimizer_state_bytes(run):

@@ -6,6 +6,8 @@
 
 #include "EstimateDetail.h"
 
+#include "zero_rt/optimizers.h"
+
 #include "llvm/Support/Format.h"
 
 #include <string>
@@ -174,6 +176,26 @@ void explainModelStates(Estimate &e, const Terms &t) {
         std::to_string(4 + t.stateBytes) +
         " here: " + signedHuman((t.stateBytes - 8) * t.tshard + absmaxes) +
         " for us against fp32 Adam states.");
+  } else if (zrt::optimizers::hasStateParts(
+                 static_cast<zrt::optimizers::Kind>(e.optimizer))) {
+    // Muon keeps its momentum on its matrices and AdamW's moments on the
+    // rest: which elements are which needs the layout, which a formula
+    // does not have.
+    auto kind = static_cast<zrt::optimizers::Kind>(e.optimizer);
+    why.push_back(
+        "Optimizer: " + mlir::zero::stringifyOptimizerKind(e.optimizer).str() +
+        " keeps each state on its part of the parameters only (" +
+        std::to_string(zrt::optimizers::partBytes(
+            kind, zrt::optimizers::StatePart::Matrices)) +
+        " bytes per element of its matrices, " +
+        std::to_string(zrt::optimizers::partBytes(
+            kind, zrt::optimizers::StatePart::Others)) +
+        " per other element); the lines above count every state on every "
+        "parameter (" +
+        std::to_string(t.stateBytes) +
+        " bytes), an upper bound: `zero-opt --zero-report` counts each part "
+        "on the elements a rank owns. DeepSpeed's estimators count Adam's m "
+        "and v (8 bytes) and stay as DeepSpeed computes them.");
   } else if (!keepsAdamStates(e)) {
     // DeepSpeed's estimators and the paper's 16 bytes per parameter count
     // Adam's 8 bytes of states; ours counts the optimizer's own, on each of

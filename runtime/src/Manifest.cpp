@@ -745,9 +745,42 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
   need(kParams, fullParams);
   if (!p.frozen)
     need(kGrads, fullGrads);
-  for (int k = kMaster; k < kNumBufferKinds; ++k)
-    if (k != kSecondary && p.hasBuffer(BufferKind(k)))
+  // A state kept for one part of the parameters (optimizers.def's parts:
+  // Muon's momentum for its matrices, AdamW's moments for the rest) holds
+  // that part's owned elements, packed: the most any shard has.
+  auto partNeed = [&](optimizers::StatePart part) {
+    int32_t index = int32_t(&p - m.partitions.data());
+    int64_t shards = m.stage == 0 ? 1 : m.shardGroupSize(p), most = 0;
+    for (int64_t s = 0; s < shards; ++s) {
+      int64_t begin = m.stage == 0 ? 0 : std::min(s * p.shardNumel, p.numel);
+      int64_t end =
+          m.stage == 0 ? p.numel : std::min((s + 1) * p.shardNumel, p.numel);
+      int64_t matrices = 0;
+      for (const ParamInfo &info : m.params)
+        if (info.partition == index && info.muon)
+          matrices +=
+              std::max<int64_t>(0, std::min(info.offset + info.numel, end) -
+                                       std::max(info.offset, begin));
+      most = std::max(most, part == optimizers::StatePart::Matrices
+                                ? matrices
+                                : end - begin - matrices);
+    }
+    return most;
+  };
+  for (int k = kMaster; k < kNumBufferKinds; ++k) {
+    if (k == kSecondary || !p.hasBuffer(BufferKind(k)))
+      continue;
+    optimizers::StatePart part =
+        optimizers::statePart(m.optimizer, BufferKind(k));
+    if (part == optimizers::StatePart::All) {
       need(BufferKind(k), fullMaster);
+    } else if (int64_t want = partNeed(part); p.counts[k] < want) {
+      invalid("buffer " + std::string(kBufferNames[k]) + " of partition '" +
+              p.name + "' has " + std::to_string(p.counts[k]) +
+              " elements, its part of the owned parameters needs " +
+              std::to_string(want));
+    }
+  }
   // hpZ: a secondary shard is this rank's slice of the padded group over
   // its hpZ group, on the device.
   if (p.hasBuffer(kSecondary) &&

@@ -1134,7 +1134,9 @@ std::vector<OwnedMatrix> ownedMatrices(const zrt_ctx &ctx, int32_t p,
 
 /// Muon's step of partition p: zrt_muon on each Muon matrix (whole in the
 /// owned range), AdamW on each run of other elements between them, with
-/// the same weight-decay runs, schedule and clipping as zrt_ctx_adam.
+/// the same weight-decay runs, schedule and clipping as zrt_ctx_adam. The
+/// momentum holds the matrices' elements and Adam's moments the others',
+/// each packed in layout order (the plan sizes them so, by part).
 void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                 const float *stats, const float *lossScale, int32_t skip,
                 double divisor, void *params) {
@@ -1149,6 +1151,8 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   auto at = [&](void *base, int64_t i) -> void * {
     return base ? static_cast<char *>(base) + i * cb : nullptr;
   };
+  // The next packed element of Adam's moments and of the momentum.
+  int64_t adamAt = 0, momentumAt = 0;
   auto adamw = [&](int64_t begin, int64_t end) {
     if (begin >= end)
       return;
@@ -1163,11 +1167,12 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
       }
     }
     device::adam(part.computeDtype, grads + begin * cb, masters + begin,
-                 expAvg + begin, expAvgSq + begin, at(params, begin),
+                 expAvg + adamAt, expAvgSq + adamAt, at(params, begin),
                  end - begin, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
                  m.weightDecay, 1, m.biasCorrection, lrSchedule(m),
                  ranges.data(), decays.data(), int32_t(decays.size()),
                  m.gradientClipping, stats, lossScale, divisor, skip);
+    adamAt += end - begin;
   };
   int64_t next = 0;
   for (const OwnedMatrix &mat : ownedMatrices(*ctx, p, part)) {
@@ -1177,11 +1182,12 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
     int64_t matrix[3] = {0, rows, info.numel / rows};
     double wd = info.weightDecay >= 0 ? info.weightDecay : m.weightDecay;
     device::muon(part.computeDtype, grads + begin * cb, masters + begin,
-                 momentumBuffer(*ctx, p) + begin, at(params, begin), matrix,
-                 ctx->adamSteps, mu.lr, mu.momentum, wd, mu.nesterov, mu.nsA,
-                 mu.nsB, mu.nsC, mu.nsEps, int32_t(mu.nsSteps), mu.adjustLrFn,
-                 lrSchedule(m), m.gradientClipping, stats, lossScale, divisor,
-                 skip);
+                 momentumBuffer(*ctx, p) + momentumAt, at(params, begin),
+                 matrix, ctx->adamSteps, mu.lr, mu.momentum, wd, mu.nesterov,
+                 mu.nsA, mu.nsB, mu.nsC, mu.nsEps, int32_t(mu.nsSteps),
+                 mu.adjustLrFn, lrSchedule(m), m.gradientClipping, stats,
+                 lossScale, divisor, skip);
+    momentumAt += info.numel;
     next = mat.range.end;
   }
   adamw(next, n);

@@ -359,6 +359,33 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   if (step.getOptimizer().getKind() == OptimizerKind::muon)
     for (ParamOp p : getMuonParams(module))
       r.muonMatrixParams = c.add(r.muonMatrixParams, p.getNumElements());
+  {
+    namespace table = zrt::optimizers;
+    auto kind = static_cast<table::Kind>(step.getOptimizer().getKind());
+    if (table::hasStateParts(kind)) {
+      r.matrixStateBytes = table::partBytes(kind, table::StatePart::Matrices);
+      r.otherStateBytes = table::partBytes(kind, table::StatePart::Others);
+    }
+    // Each part's states hold the same elements (Adam's m and v): a
+    // partition's part is its largest buffer of it.
+    for (const PartitionBuffers &pb : s.getPartitions()) {
+      if (!table::hasStateParts(kind))
+        break;
+      int64_t matrices = 0, others = 0;
+      for (const OptimizerState &state :
+           getOptimizerStates(step.getOptimizer())) {
+        int64_t numel = pb.numel[static_cast<unsigned>(state.buffer)];
+        auto part =
+            table::statePart(kind, static_cast<zrt::BufferKind>(state.buffer));
+        if (part == table::StatePart::Matrices)
+          matrices = std::max(matrices, numel);
+        else if (part == table::StatePart::Others)
+          others = std::max(others, numel);
+      }
+      r.matrixStateElements = c.add(r.matrixStateElements, matrices);
+      r.otherStateElements = c.add(r.otherStateElements, others);
+    }
+  }
   for (const OptimizerState &state : getOptimizerStates(step.getOptimizer())) {
     // By buffer, not by category: Muon's momentum_buffer shares Adam m's
     // category with its AdamW half's exp_avg.
@@ -907,6 +934,23 @@ static void printModelStateNote(
           "gradient copy throughout (18 bytes per parameter), and ignores "
           "buckets, gathered parameters and activations, which are counted "
           "above.\n\n";
+  } else if (r.matrixStateBytes > 0) {
+    // States by part (Muon): not a number of bytes per parameter.
+    // Parameters, gradients and masters: 16-bit ones with fp32 masters,
+    // or fp32 ones that are their own.
+    const char *mixed[] = {"8S", "4S + 4S'/n", "2S + 6S'/n", "8S'/n"};
+    const char *full[] = {"8S", "8S", "4S + 4S'/n", "8S'/n"};
+    os << "\nModel states follow " << (fp32 ? full : mixed)[r.stage] << " + "
+       << r.matrixStateBytes << "M + " << r.otherStateBytes << "O (S = " << S
+       << ", S' = " << Sp << ", n = " << modelStateRanks(r)
+       << "; M = " << r.matrixStateElements
+       << " and O = " << r.otherStateElements << ", the most elements of "
+       << r.optimizer
+       << "'s matrices and of the other parameters a rank owns, summed over "
+          "the partitions: each part keeps its own states); DeepSpeed's "
+          "estimator counts Adam's states on every parameter and an fp32 "
+          "gradient copy (18 bytes per parameter), and ignores buckets, "
+          "gathered parameters and activations, which are counted above.\n\n";
   } else {
     os << "\nModel states follow "
        << (fp32 ? fp32Formulas : mixedFormulas)[r.stage] << " (S = " << S
@@ -918,7 +962,9 @@ static void printModelStateNote(
          << r.optimizerAbsmaxBlock << " elements of its shard";
     if (r.bf16Masters)
       os << ", the bf16 parameters being their own masters and the "
-            "gradients bf16 (DeepSpeed's bf16_master_weights_and_grads);";
+            "gradients bf16 (DeepSpeed's bf16_master_weights_and_grads); "
+            "DeepSpeed's estimator assumes fp32 masters and an fp32 gradient "
+            "copy (18 bytes per parameter),";
     else if (r.paramsAreMasters)
       os << ", the fp32 parameters being their own masters; DeepSpeed's "
             "estimator assumes mixed precision (16-bit parameters and "

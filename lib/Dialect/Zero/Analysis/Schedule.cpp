@@ -7,6 +7,8 @@
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/Analysis/Muon.h"
+#include "zero_rt/optimizers.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -16,6 +18,51 @@
 
 using namespace mlir;
 using namespace mlir::zero;
+
+/// An optimizer whose states differ between matrices and the other
+/// parameters (optimizers.def's state parts: Muon's momentum for its
+/// matrices, AdamW's moments for the rest) keeps each part's states for
+/// that part's owned elements only, packed in layout order: a buffer holds
+/// the most elements of its part that any rank owns.
+static void setStatePartNumel(PartitionBuffers &buffers, PartitionOp p,
+                              SymbolTable &symbols) {
+  namespace table = zrt::optimizers;
+  auto kind = static_cast<table::Kind>(buffers.optimizer.getKind());
+  if (!table::hasStateParts(kind))
+    return;
+  int64_t ranks = p.getStageValue() == 0 ? 1 : p.getWorldSizeValue();
+  int64_t matrices = 0, others = 0;
+  for (int64_t r = 0; r < ranks; ++r) {
+    auto [begin, end] = p.getOwnedRange(r);
+    int64_t mine = 0;
+    for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {
+      auto param =
+          symbols.lookup<ParamOp>(cast<SymbolRefAttr>(ref).getLeafReference());
+      if (!param || !isMuonMatrix(param))
+        continue;
+      int64_t lo = std::max<int64_t>(offset, begin),
+              hi = std::min<int64_t>(offset + param.getNumElements(), end);
+      mine += std::max<int64_t>(0, hi - lo);
+    }
+    matrices = std::max(matrices, mine);
+    others = std::max(others, end - begin - mine);
+  }
+  for (unsigned i = 0; i <= getMaxEnumValForBufferKind(); ++i) {
+    auto k = static_cast<BufferKind>(i);
+    if (!isOptimizerState(k) || !buffers.hasBuffer(k))
+      continue;
+    switch (table::statePart(kind, static_cast<zrt::BufferKind>(k))) {
+    case table::StatePart::Matrices:
+      buffers.numel[i] = matrices;
+      break;
+    case table::StatePart::Others:
+      buffers.numel[i] = others;
+      break;
+    case table::StatePart::All:
+      break;
+    }
+  }
+}
 
 int64_t mlir::zero::getElementBytes(Type elementType) {
   unsigned bits = elementType.getIntOrFloatBitWidth();
@@ -158,6 +205,8 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
         buffers.numel[i] = shard;
     if (!buffers.frozen)
       buffers.optimizerNumel = shard;
+    if (buffers.optimizer && !buffers.frozen)
+      setStatePartNumel(buffers, p, symbols);
     if (buffers.secondary)
       buffers.numel[static_cast<unsigned>(BufferKind::secondary)] =
           p.getPaddedNumelValue() / s.hpzPartitionSize;

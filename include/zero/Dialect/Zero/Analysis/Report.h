@@ -118,6 +118,12 @@ struct StepReport {
   /// parameters Muon updates (0 for another optimizer).
   std::string optimizer;
   int64_t muonMatrixParams = 0;
+  /// An optimizer with state parts (Muon): the elements its states keep for
+  /// each part on a rank, summed over the partitions (each partition's
+  /// buffers hold the most of the part any rank owns), 0 otherwise.
+  int64_t matrixStateElements = 0, otherStateElements = 0;
+  /// Their bytes per element (optimizers.def's parts: Muon's 4 and 8).
+  int64_t matrixStateBytes = 0, otherStateBytes = 0;
   /// DeepSpeed's ZeRO-3 with the same optimizer (DeepSpeedEstimators.h):
   /// at stage 3 with 16-bit compute and no offload, none otherwise.
   struct DeepSpeedOptimizerFigures {
