@@ -462,11 +462,6 @@ bool Driver::announceRun() {
 }
 
 void Driver::checkOutputs() {
-  // A checkpoint would write Muon's momentum as any state; reading it back
-  // (resharding included) is not implemented for Muon's split.
-  if (manifest.muon && (!opts.save.empty() || !opts.resume.empty()))
-    fail(std::string(!opts.save.empty() ? "--save" : "--resume") +
-         ": checkpoints of a Muon run are not supported");
   if (!opts.save.empty()) {
     checkWritableDir(opts.save, "--save");
     if (ctx.rank == 0)

@@ -85,7 +85,8 @@ inline bool isSaved(const PartitionInfo &p, BufferKind kind) {
 /// bytes: block-wise 8-bit states (their absmaxes and codes), which
 /// re-quantising would not reproduce.
 inline bool isRawState(const Manifest &m, BufferKind kind) {
-  return m.int8States() && optimizers::isStateBuffer(kind);
+  return (m.int8States() || optimizers::hasStateParts(m.optimizer)) &&
+         optimizers::isStateBuffer(kind);
 }
 
 /// DIR/step_N, the directory of step N's checkpoint under `root`.
