@@ -12,6 +12,7 @@
 #ifndef ZERO_RT_DEVICE_H
 #define ZERO_RT_DEVICE_H
 
+#include "zero_rt/adafactor.h"
 #include "zero_rt/zrt.h"
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 struct zrt_ctx;
 
 namespace zrt {
+struct AdafactorConstants;
 namespace device {
 
 /// "cpu" or "cuda".
@@ -102,6 +104,27 @@ void lion(int32_t dtype, const void *grad, float *master, float *expAvg,
           const int64_t *decayRanges, const double *rangeDecays,
           int32_t numDecayRanges, double maxGradNorm, const float *stats,
           const float *lossScale, double divisor, int32_t skip);
+/// Tensor memory counted as kernel scratch while it lives (an update's
+/// workspace): releaseScratch takes the same bytes.
+void *allocateScratch(int64_t bytes);
+void releaseScratch(void *ptr, int64_t bytes);
+/// Adafactor's phases (Adafactor.h) on elements [begin, end) of one tensor
+/// of shape `s`: every pointer is tensor memory, `sums` included.
+void adafactorSums(int32_t dtype, const void *grad, const float *master,
+                   const AdafactorShape &s, int64_t begin, int64_t end,
+                   float gradScale, double *sums);
+void adafactorFactors(const AdafactorShape &s, const AdafactorConstants &k,
+                      float *rowVar, float *colVar, double *sums);
+void adafactorUpdateSums(int32_t dtype, const void *grad,
+                         const AdafactorShape &s, int64_t begin, int64_t end,
+                         float gradScale, const AdafactorConstants &k,
+                         const float *rowVar, const float *colVar,
+                         float *variance, double *sums);
+void adafactorApply(int32_t dtype, const void *grad, float *master, void *param,
+                    const AdafactorShape &s, int64_t begin, int64_t end,
+                    float gradScale, const AdafactorConstants &k,
+                    const float *rowVar, const float *colVar,
+                    const float *variance, const double *sums);
 /// torch.optim.Muon's step of one whole row-major [matrix[1], matrix[2]]
 /// matrix at element matrix[0] of each buffer (zrt_muon's operands; its
 /// scratch, zrt_scratch_muon of the matrix, is the backend's accounted

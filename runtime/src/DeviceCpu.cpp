@@ -7,13 +7,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Adafactor.h"
 #include "Device.h"
-#include "zero_rt/scratch.h"
 #include "Kernels.h"
 #include "Manifest.h"
 #include "Memory.h"
 #include "Support.h"
 #include "Trace.h"
+#include "zero_rt/scratch.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -122,6 +123,53 @@ void device::lion(int32_t dtype, const void *grad, float *master, float *expAvg,
   zrt_lion(dtype, grad, master, expAvg, param, n, step, lr, beta1, beta2,
            weightDecay, schedule, decayRanges, rangeDecays, numDecayRanges,
            maxGradNorm, stats, float(double(*lossScale) * divisor), skip);
+}
+
+void *device::allocateScratch(int64_t bytes) {
+  if (bytes <= 0)
+    return nullptr;
+  void *ptr = alignedAlloc(bytes);
+  accountScratch(bytes);
+  return ptr;
+}
+
+void device::releaseScratch(void *ptr, int64_t bytes) {
+  if (!ptr)
+    return;
+  std::free(ptr);
+  accountScratch(-bytes);
+}
+
+void device::adafactorSums(int32_t dtype, const void *grad, const float *master,
+                           const AdafactorShape &s, int64_t begin, int64_t end,
+                           float gradScale, double *sums) {
+  zrt::adafactorSums(dtype, grad, master, s, begin, end, gradScale, sums);
+}
+
+void device::adafactorFactors(const AdafactorShape &s,
+                              const AdafactorConstants &k, float *rowVar,
+                              float *colVar, double *sums) {
+  zrt::adafactorFactors(s, k, rowVar, colVar, sums);
+}
+
+void device::adafactorUpdateSums(int32_t dtype, const void *grad,
+                                 const AdafactorShape &s, int64_t begin,
+                                 int64_t end, float gradScale,
+                                 const AdafactorConstants &k,
+                                 const float *rowVar, const float *colVar,
+                                 float *variance, double *sums) {
+  zrt::adafactorUpdateSums(dtype, grad, s, begin, end, gradScale, k, rowVar,
+                           colVar, variance, sums);
+}
+
+void device::adafactorApply(int32_t dtype, const void *grad, float *master,
+                            void *param, const AdafactorShape &s, int64_t begin,
+                            int64_t end, float gradScale,
+                            const AdafactorConstants &k, const float *rowVar,
+                            const float *colVar, const float *variance,
+                            const double *sums) {
+  zrt::adafactorApply(dtype, grad, master, param, s, begin, end, gradScale, k,
+                      rowVar, colVar, variance, sums);
 }
 
 void device::muon(int32_t dtype, const void *grad, float *master,

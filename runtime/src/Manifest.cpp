@@ -404,20 +404,20 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
   m.dampening = opt.dampening;
   m.nesterov = opt.nesterov;
   m.muon = opt.muon;
-  // The table's adafactor row borrows Adam's entries until its update (whole
-  // tensors' sums all-reduced between phases) is lowered: running such a
+  m.adafactor = opt.adafactor;
+  // Adafactor's row borrows Adam's entries: without its parameters the
   // program would train Adam under Adafactor's name.
-  if (m.optimizer == manifest::OptimizerKind::Adafactor)
+  if ((m.optimizer == manifest::OptimizerKind::Adafactor) != bool(m.adafactor))
     invalid(keyPath(manifest::Program::optimizerKey,
-                    manifest::Optimizer::kindKey) +
-            " adafactor is not run by this runtime (its update is not "
-            "lowered yet)");
+                    manifest::Optimizer::adafactorKey) +
+            (m.adafactor
+                 ? " is set for " + std::string(manifest::valueOf(m.optimizer))
+                 : std::string(" is missing for adafactor")));
   if ((m.optimizer == manifest::OptimizerKind::Muon) != bool(m.muon))
-    invalid(keyPath(manifest::Program::optimizerKey,
-                    manifest::Optimizer::muonKey) +
-            (m.muon ? " is set for " + std::string(manifest::valueOf(
-                                           m.optimizer))
-                    : std::string(" is missing for muon")));
+    invalid(
+        keyPath(manifest::Program::optimizerKey, manifest::Optimizer::muonKey) +
+        (m.muon ? " is set for " + std::string(manifest::valueOf(m.optimizer))
+                : std::string(" is missing for muon")));
   m.statePrecision = static_cast<optimizers::StatePrecision>(
       opt.states.value_or(manifest::StatePrecision::F32));
   if (!optimizers::hasPrecision(m.optimizer, m.statePrecision))
@@ -768,7 +768,10 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
     return most;
   };
   for (int k = kMaster; k < kNumBufferKinds; ++k) {
-    if (k == kSecondary || !p.hasBuffer(BufferKind(k)))
+    // A factored state holds statistics, not an element per parameter:
+    // the update checks it against zero_rt/adafactor.h's count.
+    if (k == kSecondary || !p.hasBuffer(BufferKind(k)) ||
+        optimizers::isFactored(m.optimizer, BufferKind(k)))
       continue;
     optimizers::StatePart part =
         optimizers::statePart(m.optimizer, BufferKind(k));

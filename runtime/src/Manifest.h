@@ -220,6 +220,8 @@ struct Manifest {
   bool nesterov = false;
   /// Muon's half of a muon optimizer (manifest optimizer.muon).
   std::optional<manifest::MuonParams> muon;
+  /// Adafactor's parameters (manifest optimizer.adafactor).
+  std::optional<manifest::AdafactorParams> adafactor;
   /// The learning-rate schedule (kind ZRT_LR_CONSTANT without one), and
   /// the manifest's text of it (empty without one) that checkpoints record.
   zrt_lr_schedule schedule{};

@@ -24,6 +24,7 @@
 #include "zero_rt/optimizers.h"
 #include "zero_rt/quantize.h"
 
+#include "Adafactor.h"
 #include "Collectives.h"
 #include "Device.h"
 #include "Groups.h"
@@ -1193,6 +1194,166 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   adamw(next, n);
 }
 
+/// The trainable tensors of partition p, by offset, as Adafactor sees
+/// them (every rank lists all of them: the sums' layout is the same on
+/// each), and each one's weight decay.
+std::vector<AdafactorTensor> adafactorTensors(const zrt_ctx &ctx, int32_t p,
+                                              const PartitionInfo &part,
+                                              std::vector<double> &decays) {
+  const Manifest &m = *ctx.manifest;
+  std::vector<const ParamInfo *> infos;
+  for (const ParamInfo &info : m.params)
+    if (info.partition == p && !info.frozen)
+      infos.push_back(&info);
+  std::sort(infos.begin(), infos.end(),
+            [](const auto *x, const auto *y) { return x->offset < y->offset; });
+  std::vector<AdafactorTensor> tensors;
+  decays.clear();
+  for (const ParamInfo *info : infos) {
+    // Padding rows would count in the means of the columns and the RMS.
+    if (info->rows >= 0 && !info->shape.empty() && info->rows != info->shape[0])
+      fatal("zrt_ctx_adam: Adafactor's statistics of parameter '%s' of "
+            "partition '%s' would count its %lld padding rows",
+            info->name.c_str(), part.name.c_str(),
+            (long long)(info->shape[0] - info->rows));
+    tensors.push_back(
+        {info->offset,
+         adafactorShape(info->shape.data(), int32_t(info->shape.size()))});
+    decays.push_back(info->weightDecay >= 0 ? info->weightDecay
+                                            : m.weightDecay);
+  }
+  return tensors;
+}
+
+/// Sums `n` doubles of host memory in place over the ranks that share
+/// partition `part`, counted as the plan counts the step's all-reduces of
+/// Adafactor's sums (an even split, two passes).
+void allReduceSums(zrt_ctx *ctx, const PartitionInfo &part, double *sums,
+                   int64_t n, const char *what) {
+  Group &group = partitionGroup(ctx, part);
+  int64_t seq =
+      record(ctx, what, kAllReduce, group, n * int64_t(sizeof(double)));
+  countAllReduce(group, n, int64_t(sizeof(double)));
+  WaitScope watched(ctx->waitState, what);
+  ctx->flight.waited(seq);
+  MPI_Allreduce(MPI_IN_PLACE, sums, mpiInt(n, "zrt_ctx_adam"), MPI_DOUBLE,
+                MPI_SUM, group.members->comm);
+  ctx->flight.done(seq);
+}
+
+/// torch.optim.Adafactor's step of the rank's owned elements of partition
+/// p: Adafactor.h's phases on each tensor it holds a piece of, with the
+/// sums of the pieces all-reduced among the ranks sharing the partition
+/// (stages 1-3; at stage 0 every rank holds every tensor whole). The state
+/// buffer holds, tensor by tensor, the factors or the held variance
+/// (zero_rt/adafactor.h); the sums live in accounted scratch.
+void deviceAdafactor(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
+                     const float *stats, const float *lossScale, int32_t skip,
+                     double divisor, void *params) {
+  const Manifest &m = *ctx->manifest;
+  auto [grads, n] = ownedGrads(ctx, p, part);
+  float *masters = ownedMasters(*ctx, p);
+  if (skip) {
+    // The skipped step of every update: the params get the masters back.
+    device::sgd(part.computeDtype, grads, masters, nullptr, params, n,
+                ctx->adamSteps, m.lr, 0.0, 0.0, 0.0, 0, nullptr, nullptr,
+                nullptr, 0, m.gradientClipping, stats, lossScale, divisor, 1);
+    return;
+  }
+  if (part.expert || m.micsShardSize > 0)
+    fatal("zrt_ctx_adam: partition '%s': Adafactor reduces its sums over the "
+          "world, not over %s",
+          part.name.c_str(),
+          part.expert ? "an expert replica set" : "a MiCS shard group");
+  const manifest::AdafactorParams &af = *m.adafactor;
+  std::vector<double> decays;
+  std::vector<AdafactorTensor> tensors =
+      adafactorTensors(*ctx, p, part, decays);
+  int32_t num = int32_t(tensors.size());
+  Range owned = m.owned(part, ctx->rank);
+  float hostStats[2], scale;
+  device::download(hostStats, stats, sizeof(hostStats));
+  device::download(&scale, lossScale, sizeof(scale));
+  float gradScale =
+      float(double(zrt_clip_coefficient(hostStats, m.gradientClipping)) /
+            double(float(double(scale) * divisor)));
+  double lr = zrt_lr_at(lrSchedule(m), m.lr, nullptr, nullptr, ctx->adamSteps);
+  int64_t total = adafactorShardSumsCount(tensors.data(), num),
+          first = adafactorFirstReduceCount(tensors.data(), num);
+  if (adafactorStateCount(tensors.data(), num, owned.begin, owned.end) >
+      part.counts[kExpAvgSq])
+    fatal("zrt_ctx_adam: partition '%s': Adafactor's state of rank %d's "
+          "shard exceeds its exp_avg_sq buffer of %lld elements",
+          part.name.c_str(), int(ctx->rank), (long long)part.counts[kExpAvgSq]);
+  bool shared = m.stage > 0 && m.shardGroupSize(part) > 1;
+  int64_t bytes = total * int64_t(sizeof(double));
+  auto *sums = static_cast<double *>(device::allocateScratch(bytes));
+  device::zero(sums, bytes);
+  std::vector<double> host(static_cast<size_t>(total));
+  int64_t cb = part.computeBytes;
+  // Calls fn(i, lo, hi, at, state, k) for each tensor the shard holds a
+  // piece [lo, hi) of: `at` its place in the owned range, `state` its
+  // state, k its constants; sums + offsets[i] its sums.
+  std::vector<int64_t> offsets(size_t(num) + 1, 0);
+  for (int32_t i = 0; i < num; ++i)
+    offsets[size_t(i) + 1] =
+        offsets[size_t(i)] + adafactorSumsCount(tensors[size_t(i)].shape);
+  auto forPieces = [&](const auto &fn) {
+    float *state = ctx->buffer<float>(p, kExpAvgSq);
+    for (int32_t i = 0; i < num; ++i) {
+      int64_t lo, hi;
+      const AdafactorTensor &t = tensors[size_t(i)];
+      adafactorPiece(t, owned.begin, owned.end, lo, hi);
+      if (lo == hi)
+        continue;
+      AdafactorConstants k =
+          adafactorConstants(lr, af.beta2Decay, af.eps1, af.eps2, af.d,
+                             decays[size_t(i)], af.maximize, ctx->adamSteps);
+      fn(i, lo, hi, t.offset + lo - owned.begin, state, k);
+      state += t.shape.factored ? t.shape.factorCount() : hi - lo;
+    }
+  };
+  auto reduce = [&](int64_t begin, int64_t count, const char *what) {
+    if (!shared || count == 0)
+      return;
+    device::download(host.data(), sums + begin, count * 8);
+    allReduceSums(ctx, part, host.data(), count, what);
+    device::upload(sums + begin, host.data(), count * 8);
+  };
+  auto at = [&](void *base, int64_t i) -> char * {
+    return base ? static_cast<char *>(base) + i * cb : nullptr;
+  };
+  forPieces([&](int32_t i, int64_t lo, int64_t hi, int64_t off, float *,
+                const AdafactorConstants &) {
+    device::adafactorSums(part.computeDtype, at(grads, off), masters + off,
+                          tensors[size_t(i)].shape, lo, hi, gradScale,
+                          sums + offsets[size_t(i)]);
+  });
+  reduce(0, first, "all_reduce adafactor sums");
+  forPieces([&](int32_t i, int64_t lo, int64_t hi, int64_t off, float *state,
+                const AdafactorConstants &k) {
+    const AdafactorShape &sh = tensors[size_t(i)].shape;
+    double *s = sums + offsets[size_t(i)];
+    float *colVar = state + (sh.factored ? sh.batch * sh.rows : 0);
+    device::adafactorFactors(sh, k, state, colVar, s);
+    device::adafactorUpdateSums(part.computeDtype, at(grads, off), sh, lo, hi,
+                                gradScale, k, state, colVar, state, s);
+    device::move(sums + first + i, s + 1, sizeof(double));
+  });
+  reduce(first, num, "all_reduce adafactor update sums");
+  forPieces([&](int32_t i, int64_t lo, int64_t hi, int64_t off, float *state,
+                const AdafactorConstants &k) {
+    const AdafactorShape &sh = tensors[size_t(i)].shape;
+    double *s = sums + offsets[size_t(i)];
+    float *colVar = state + (sh.factored ? sh.batch * sh.rows : 0);
+    device::move(s + 1, sums + first + i, sizeof(double));
+    device::adafactorApply(part.computeDtype, at(grads, off), masters + off,
+                           at(params, off), sh, lo, hi, gradScale, k, state,
+                           colVar, state, s);
+  });
+  device::releaseScratch(sums, bytes);
+}
+
 void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                 const float *stats, const float *lossScale, int32_t skip,
                 double divisor, void *params) {
@@ -1232,6 +1393,8 @@ void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                 lossScale, divisor, skip);
   else if (m.optimizer == zrt::optimizers::Kind::Muon)
     deviceMuon(ctx, p, part, stats, lossScale, skip, divisor, params);
+  else if (m.optimizer == zrt::optimizers::Kind::Adafactor)
+    deviceAdafactor(ctx, p, part, stats, lossScale, skip, divisor, params);
   else if (m.optimizer == zrt::optimizers::Kind::Lion)
     device::lion(part.computeDtype, grads, ownedMasters(*ctx, p),
                  ctx->buffer<float>(p, kExpAvg), params, n, ctx->adamSteps,
@@ -1442,8 +1605,8 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
   } else if (m.bf16States())
     hostAdamBf16(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
                  ctx->buffer<uint16_t>(p, kExpAvg),
-                 ctx->buffer<uint16_t>(p, kExpAvgSq), params, n,
-                 ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps, m.weightDecay,
+                 ctx->buffer<uint16_t>(p, kExpAvgSq), params, n, ctx->adamSteps,
+                 m.lr, m.beta1, m.beta2, m.eps, m.weightDecay,
                  zrt::optimizers::isDecoupled(m.optimizer), m.biasCorrection,
                  lrSchedule(m), decay.ranges.data(), decay.decays.data(),
                  int32_t(decay.decays.size()), m.gradientClipping, hostStats,

@@ -954,12 +954,17 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
   j = tinyManifest(1, 4);
   j["partitions"][0]["buffers"]["exp_avg_sq"] = 310;
   EXPECT_NE(error(j).find("outside the persistent arena"), std::string::npos);
-  // Adafactor's row borrows Adam's entries: its programs are refused, not
-  // trained as Adam.
+  // Adafactor's row borrows Adam's entries: without its parameters a
+  // program would train Adam under its name, so it is refused.
   j = tinyManifest(1, 4);
   j["optimizer"]["kind"] = "adafactor";
-  EXPECT_NE(error(j).find("optimizer.kind adafactor is not run by this "
-                          "runtime"),
+  EXPECT_NE(error(j).find("optimizer.adafactor is missing for adafactor"),
+            std::string::npos);
+  j = tinyManifest(1, 4);
+  j["optimizer"]["adafactor"] = {{"beta2_decay", -0.8}, {"eps1", -1.0},
+                                 {"eps2", 1e-3},        {"d", 1.0},
+                                 {"maximize", false}};
+  EXPECT_NE(error(j).find("optimizer.adafactor is set for adamw"),
             std::string::npos);
   j = tinyManifest(1, 4);
   j["partitions"][0]["buffer_numel"]["grads"] = 3; // stage 1 keeps full grads

@@ -226,6 +226,39 @@ LogicalResult Lowering::checkMuonStep(OptimizerStepOp o) {
   return success();
 }
 
+/// Adafactor runs on the device over each rank's owned elements, its sums
+/// all-reduced over the world: the offloaded updates (no host or NVMe
+/// kernel), MiCS shard groups and expert partitions (other rank sets), and
+/// padded parameters (their padding rows would count in the statistics)
+/// are refused.
+LogicalResult Lowering::checkAdafactorStep(OptimizerStepOp o) {
+  if (o.getHost() || o.getSwapAttr() || o.getNewParams())
+    return o.emitOpError("adafactor with offload (its ")
+           << (o.getNewParams()  ? "staged parameter"
+               : o.getSwapAttr() ? "NVMe optimizer"
+                                 : "host optimizer")
+           << " update) is not supported: Adafactor's phases run on the "
+              "device only";
+  if (s.getMicsShardSize() > 0 || s.getExpertParallel() > 1)
+    return o.emitOpError("adafactor with ")
+           << (s.getMicsShardSize() > 0 ? "MiCS shard groups"
+                                        : "expert parallelism")
+           << " is not supported: its sums are all-reduced over the world";
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    const ParamLocation *loc = s.lookupParam(p.getSymName());
+    if (!loc || p.getFrozen() ||
+        loc->partition.getSymName() !=
+            o.getGroupAttr().getRootReference().getValue())
+      continue;
+    if (p.getRows())
+      return o.emitOpError("adafactor: parameter @")
+             << p.getSymName()
+             << " is padded; its padding rows would count in Adafactor's "
+                "row and column statistics";
+  }
+  return success();
+}
+
 /// The overflow check, the loss scaler update and the Adam update.
 LogicalResult Lowering::lowerOptimizerOp(Operation *op) {
   return TypeSwitch<Operation *, LogicalResult>(op)
@@ -266,13 +299,11 @@ LogicalResult Lowering::lowerOptimizerOp(Operation *op) {
         if (o.getOptimizerKind() == OptimizerKind::muon &&
             failed(checkMuonStep(o)))
           return failure();
-        // Adafactor's update reads whole tensors (Adafactor.h's phases, with
-        // all-reduces of a tensor's sums across the ranks that share it);
-        // its row's entries are Adam's.
-        if (o.getOptimizerKind() == OptimizerKind::adafactor)
-          return o.emitOpError("adafactor's update (factored statistics over "
-                               "whole tensors, Adafactor.h) is not lowered "
-                               "yet");
+        // Adafactor's entries are Adam's, whose device body runs
+        // Adafactor.h's phases on the manifest's tensors.
+        if (o.getOptimizerKind() == OptimizerKind::adafactor &&
+            failed(checkAdafactorStep(o)))
+          return failure();
         // The optimizer's entries (optimizers.def) take Adam's operands.
         OptimizerEntries entries = getOptimizerEntries(o.getOptimizerKind());
         if (o.getNewParams()) {

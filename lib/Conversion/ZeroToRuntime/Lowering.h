@@ -111,6 +111,7 @@ private:
   LogicalResult lowerLossOp(Operation *op);
   LogicalResult lowerOptimizerOp(Operation *op);
   LogicalResult checkMuonStep(OptimizerStepOp o);
+  LogicalResult checkAdafactorStep(OptimizerStepOp o);
   LogicalResult lowerTransfer(TransferOp o);
   LogicalResult lowerActivationCopy(ActivationCopyOpInterface o);
   /// The memory-tracing calls around op `index` of the step: its position

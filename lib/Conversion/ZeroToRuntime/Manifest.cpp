@@ -156,6 +156,14 @@ static manifest::Optimizer optimizerManifest(OptimizerAttr opt) {
     mu.nsEps = d(opt.getNsEps());
     mu.adjustLrFn = static_cast<int32_t>(opt.getAdjustLrFn());
   }
+  if (opt.getKind() == OptimizerKind::adafactor) {
+    manifest::AdafactorParams &af = o.adafactor.emplace();
+    af.beta2Decay = d(opt.getBeta2Decay());
+    af.eps1 = d(opt.getEps1());
+    af.eps2 = d(opt.getEps2());
+    af.d = d(opt.getD());
+    af.maximize = opt.getMaximize();
+  }
   // Absent for f32, so that programs with f32 states keep their manifest.
   if (opt.getStates() != StatePrecision::f32)
     o.states = toManifest<manifest::StatePrecision>(

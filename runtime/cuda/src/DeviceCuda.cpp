@@ -9,11 +9,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Adafactor.h"
 #include "CommCuda.h"
 #include "CudaKernels.h"
 #include "CudaSupport.h"
 #include "Device.h"
 #include "Manifest.h"
+#include "Memory.h"
 #include "Muon.h"
 #include "Support.h"
 #include "Types.h"
@@ -67,9 +69,8 @@ void device::release(void *ptr) {
 // the CPU backend's, and then pinned.
 void *device::allocateHost(int64_t bytes) {
   void *ptr = alignedAlloc(bytes > 0 ? bytes : 1, ZRT_NVME_BLOCK_BYTES);
-  cudaError_t err =
-      cudaHostRegister(ptr, size_t(bytes > 0 ? bytes : 1),
-                       cudaHostRegisterDefault);
+  cudaError_t err = cudaHostRegister(ptr, size_t(bytes > 0 ? bytes : 1),
+                                     cudaHostRegisterDefault);
   if (err != cudaSuccess) {
     std::free(ptr);
     fatal("cannot pin %lld bytes of host memory: %s", (long long)bytes,
@@ -268,6 +269,55 @@ void device::lion(int32_t dtype, const void *grad, float *master, float *expAvg,
              maxGradNorm, stats, lossScale, divisor, skip);
 }
 
+void *device::allocateScratch(int64_t bytes) {
+  if (bytes <= 0)
+    return nullptr;
+  void *ptr = nullptr;
+  ZRT_CUDA_CHECK(cudaMallocAsync(&ptr, size_t(bytes), computeStream()));
+  accountScratch(bytes);
+  return ptr;
+}
+
+void device::releaseScratch(void *ptr, int64_t bytes) {
+  if (!ptr)
+    return;
+  // Stream order keeps the memory alive until the kernels that use it ran.
+  cudaFreeAsync(ptr, computeStream());
+  accountScratch(-bytes);
+}
+
+void device::adafactorSums(int32_t dtype, const void *grad, const float *master,
+                           const AdafactorShape &s, int64_t begin, int64_t end,
+                           float gradScale, double *sums) {
+  cuda::adafactorSums(dtype, grad, master, s, begin, end, gradScale, sums);
+}
+
+void device::adafactorFactors(const AdafactorShape &s,
+                              const AdafactorConstants &k, float *rowVar,
+                              float *colVar, double *sums) {
+  cuda::adafactorFactors(s, k, rowVar, colVar, sums);
+}
+
+void device::adafactorUpdateSums(int32_t dtype, const void *grad,
+                                 const AdafactorShape &s, int64_t begin,
+                                 int64_t end, float gradScale,
+                                 const AdafactorConstants &k,
+                                 const float *rowVar, const float *colVar,
+                                 float *variance, double *sums) {
+  cuda::adafactorUpdateSums(dtype, grad, s, begin, end, gradScale, k, rowVar,
+                            colVar, variance, sums);
+}
+
+void device::adafactorApply(int32_t dtype, const void *grad, float *master,
+                            void *param, const AdafactorShape &s, int64_t begin,
+                            int64_t end, float gradScale,
+                            const AdafactorConstants &k, const float *rowVar,
+                            const float *colVar, const float *variance,
+                            const double *sums) {
+  cuda::adafactorApply(dtype, grad, master, param, s, begin, end, gradScale, k,
+                       rowVar, colVar, variance, sums);
+}
+
 void device::muon(int32_t dtype, const void *grad, float *master,
                   float *momentumBuffer, void *param, const int64_t matrix[3],
                   int64_t step, double lr, double momentum, double weightDecay,
@@ -316,10 +366,10 @@ void device::adamBf16(int32_t dtype, const void *grad, float *master,
                       int32_t numDecayRanges, double maxGradNorm,
                       const float *stats, const float *lossScale,
                       double divisor, int32_t skip) {
-  cuda::adamBf16(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
-               beta2, eps, weightDecay, adamw, biasCorrection, schedule,
-               decayRanges, rangeDecays, numDecayRanges, maxGradNorm, stats,
-               lossScale, divisor, skip);
+  cuda::adamBf16(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr,
+                 beta1, beta2, eps, weightDecay, adamw, biasCorrection,
+                 schedule, decayRanges, rangeDecays, numDecayRanges,
+                 maxGradNorm, stats, lossScale, divisor, skip);
 }
 
 void device::sgd(int32_t dtype, const void *grad, float *master,

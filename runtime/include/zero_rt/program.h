@@ -36,8 +36,11 @@ extern "C" {
  *    marks, which older runtimes would ignore and run AdamW on); bf16
  *    master weights (optimizer.bf16_masters: bf16 partitions without a
  *    master buffer); the optimizer kind adafactor (which this runtime
- *    refuses to run until its update is lowered). */
-#define ZRT_PROGRAM_VERSION 7
+ *    refuses to run until its update is lowered).
+ * 8: Adafactor runs (the manifest's optimizer.adafactor; its exp_avg_sq
+ *    holds the factored statistics of the rank's shard, sized by
+ *    zero_rt/adafactor.h). */
+#define ZRT_PROGRAM_VERSION 8
 
 typedef struct zrt_ctx zrt_ctx;
 

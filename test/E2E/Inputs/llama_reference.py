@@ -17,7 +17,8 @@ when the inv_freq buffer is kept in fp32 as nn.rope computes it.
               torch.optim.AdamW (or, for kind = lion, the NumPy Lion
               below; for kind = sgd, torch.optim.SGD; for kind = muon,
               torch.optim.Muon on the 2-D hidden matrices and
-              torch.optim.AdamW on the rest) configured from the model's optimizer attribute on
+              torch.optim.AdamW on the rest; for kind = adafactor,
+              torch.optim.Adafactor) configured from the model's optimizer attribute on
               the runtime's batches, and compares every step's
               loss with a --log-json file (and the final weights with an
               --export file)
@@ -257,6 +258,13 @@ def model_config(text):
                "eps": get("ns_eps", 1e-7),
                "ns_steps": int(get("ns_steps", 5)),
                "adjust_lr_fn": None if adjust == "original" else adjust}
+    if values["kind"] == "adafactor":
+        # torch.optim.Adafactor's keywords; eps1 < 0 is its None.
+        eps1 = get("eps1", -1.0)
+        sgd = {"beta2_decay": get("beta2_decay", -0.8),
+               "eps": (None if eps1 < 0 else eps1, get("eps2", 1e-3)),
+               "d": get("d", 1.0),
+               "maximize": values.get("maximize", "false") == "true"}
     return int(m.group(1)), int(m.group(2)), opt, sgd
 
 
@@ -295,9 +303,9 @@ def cmd_train(args):
     torch.manual_seed(0)
     B, T, (kind, lr, beta1, beta2, eps, wd), sgd = model_config(
         open(args.model).read())
-    if kind not in ("adamw", "lion", "sgd", "muon"):
-        fail("the model's optimizer is %s, not adamw, lion, sgd or muon" %
-             kind)
+    if kind not in ("adamw", "lion", "sgd", "muon", "adafactor"):
+        fail("the model's optimizer is %s, not adamw, lion, sgd, muon or "
+             "adafactor" % kind)
     if args.nesterov is not None:
         sgd["nesterov"] = args.nesterov == "true"
     master, count, tied = load_model(args.init, args)
@@ -324,6 +332,11 @@ def cmd_train(args):
                               lr=lr, foreach=False, **sgd)
     elif kind == "muon":
         opt = MuonWithAdamW(master, groups, sgd, lr, (beta1, beta2), eps)
+    elif kind == "adafactor":
+        # PyTorch's own Adafactor, its single-tensor loop.
+        opt = torch.optim.Adafactor([{"params": ps, "weight_decay": d}
+                                     for d, ps in groups.items()],
+                                    lr=lr, foreach=False, **sgd)
     else:
         opt = torch.optim.AdamW([{"params": ps, "weight_decay": d}
                                  for d, ps in groups.items()],

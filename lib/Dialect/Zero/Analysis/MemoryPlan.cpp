@@ -14,8 +14,8 @@
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 
-#include "zero/Interfaces/RuntimeKernelOpInterface.h"
 #include "zero/Dialect/Zero/Analysis/Muon.h"
+#include "zero/Interfaces/RuntimeKernelOpInterface.h"
 #include "zero_rt/quantize.h"
 #include "zero_rt/scratch.h"
 
@@ -564,8 +564,8 @@ static int64_t getMuonScratchBytes(OptimizerStepOp step) {
   if (auto module = step->getParentOfType<ModuleOp>())
     for (ParamOp p : getMuonParams(module)) {
       int64_t rows = p.getTensorType().getDimSize(0);
-      bytes = std::max(bytes,
-                       zrt_scratch_muon(rows, p.getNumElements() / rows));
+      bytes =
+          std::max(bytes, zrt_scratch_muon(rows, p.getNumElements() / rows));
     }
   return bytes;
 }
@@ -582,6 +582,12 @@ LogicalResult Planner::planScratch() {
     } else if (auto step = dyn_cast<OptimizerStepOp>(op);
                step && step.getOptimizerKind() == OptimizerKind::muon) {
       plan.scratchByOp[i] = getMuonScratchBytes(step);
+      plan.scratchBytes = std::max(plan.scratchBytes, plan.scratchByOp[i]);
+    } else if (step && step.getOptimizerKind() == OptimizerKind::adafactor) {
+      // Adafactor's sums of its group's tensors, doubles.
+      const PartitionBuffers *group =
+          schedule.lookupPartition(step.getGroupAttr());
+      plan.scratchByOp[i] = group ? 8 * group->adafactorSums : 0;
       plan.scratchBytes = std::max(plan.scratchBytes, plan.scratchByOp[i]);
     } else if (!isa<ZeroDialect>(op->getDialect()) && !isViewOp(op))
       return op->emitOpError(

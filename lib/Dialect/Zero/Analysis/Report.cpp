@@ -5,12 +5,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/Analysis/Report.h"
+#include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Muon.h"
 #include "zero/Dialect/Zero/Analysis/Passes.h"
-#include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Interfaces/ExpertOpInterface.h"
 #include "zero_rt/optimizers.h"
@@ -64,6 +64,46 @@ static SmallVector<int64_t> evenChunks(int64_t n, int64_t ranks) {
   for (int64_t r = 0; r < ranks; ++r)
     chunks.push_back(n / ranks + (r < n % ranks ? 1 : 0));
   return chunks;
+}
+
+/// Adafactor's update all-reduces its sums twice among the ranks that share
+/// a group (stages 1-3; zero_rt/adafactor.h's counts, doubles): inside its
+/// zero.optimizer_step, so counted here, as the runtime counts them (an
+/// even split, two passes): in the bytes and the collectives, not in the
+/// volume, which counts the model's elements.
+static LogicalResult addAdafactorReductions(const StepSchedule &s,
+                                            CommPlan &comm, CheckedInt &c) {
+  if (s.getStage() == 0 || s.getWorldSize() == 1)
+    return success();
+  for (auto o : s.getStep().getBodyBlock().getOps<OptimizerStepOp>()) {
+    const PartitionBuffers *group = s.lookupPartition(o.getGroupAttr());
+    if (o.getOptimizerKind() != OptimizerKind::adafactor || !group)
+      continue;
+    zrt_rank_set set{0, 1, s.getWorldSize()};
+    int64_t members = set.size, perNode = s.getMembersPerNode(set);
+    if (perNode == 0)
+      return o.emitOpError("report: its ")
+             << members << " ranks do not split evenly over nodes of "
+             << s.getNodeSize() << " ranks";
+    for (int64_t count : {group->adafactorFirstReduce,
+                          group->adafactorSums - group->adafactorFirstReduce}) {
+      SmallVector<int64_t> chunks = evenChunks(count, members);
+      zrt_link_bytes link = zrt_collective_link_bytes(
+          chunks.data(), members, perNode, /*me=*/0, /*passes=*/2);
+      int64_t intra = c.mul(link.intra_node, 8),
+              inter = c.mul(link.inter_node, 8);
+      comm.intraNodeBytes = c.add(comm.intraNodeBytes, intra);
+      comm.interNodeBytes = c.add(comm.interNodeBytes, inter);
+      comm.bytesPerRank = c.add(comm.bytesPerRank, c.add(intra, inter));
+      std::string name =
+          stringifyCollectiveKind(CollectiveKind::all_reduce).str();
+      comm.collectives[name] = c.add(comm.collectives[name], 1);
+      LinkBytes &byKind = comm.bytesByKind[name];
+      byKind.intraNode = c.add(byKind.intraNode, intra);
+      byKind.interNode = c.add(byKind.interNode, inter);
+    }
+  }
+  return success();
 }
 
 FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
@@ -177,6 +217,8 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
     byKind.intraNode = c.add(byKind.intraNode, intra);
     byKind.interNode = c.add(byKind.interNode, inter);
   }
+  if (failed(addAdafactorReductions(s, comm, c)))
+    return failure();
   if (c.overflow)
     return step.emitOpError("report: parameter or communication counts "
                             "overflow int64");

@@ -8,6 +8,7 @@
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/Analysis/Muon.h"
+#include "zero_rt/adafactor.h"
 #include "zero_rt/optimizers.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -74,18 +75,16 @@ int64_t mlir::zero::getTensorBytes(Type tensorType) {
   return t.getNumElements() * getElementBytes(t.getElementType());
 }
 
-static_assert(static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
-                  static_cast<int32_t>(RankSetKind::hpz) == ZRT_RANKS_HPZ &&
-                  static_cast<int32_t>(RankSetKind::replicas) ==
-                      ZRT_RANKS_REPLICAS &&
-                  static_cast<int32_t>(RankSetKind::world) == ZRT_RANKS_WORLD &&
-                  static_cast<int32_t>(RankSetKind::sequence) ==
-                      ZRT_RANKS_SEQUENCE &&
-                  static_cast<int32_t>(RankSetKind::expert) ==
-                      ZRT_RANKS_EXPERT &&
-                  static_cast<int32_t>(RankSetKind::expert_replicas) ==
-                      ZRT_RANKS_EXPERT_REPLICAS,
-              "RankSetKind follows zero_rt/topology.h's kinds");
+static_assert(
+    static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
+        static_cast<int32_t>(RankSetKind::hpz) == ZRT_RANKS_HPZ &&
+        static_cast<int32_t>(RankSetKind::replicas) == ZRT_RANKS_REPLICAS &&
+        static_cast<int32_t>(RankSetKind::world) == ZRT_RANKS_WORLD &&
+        static_cast<int32_t>(RankSetKind::sequence) == ZRT_RANKS_SEQUENCE &&
+        static_cast<int32_t>(RankSetKind::expert) == ZRT_RANKS_EXPERT &&
+        static_cast<int32_t>(RankSetKind::expert_replicas) ==
+            ZRT_RANKS_EXPERT_REPLICAS,
+    "RankSetKind follows zero_rt/topology.h's kinds");
 
 zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,
                                       int64_t rank) const {
@@ -188,6 +187,11 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
     }
     if (!buffers.computeType)
       return p.emitOpError("has no parameters");
+    SmallVector<zrt::AdafactorTensor> adafactor;
+    if (buffers.optimizer &&
+        buffers.optimizer.getKind() == OptimizerKind::adafactor &&
+        !buffers.frozen)
+      adafactor = getAdafactorTensors(p, symbols);
     int64_t numel = p.getNumelValue(), shard = p.getShardNumel();
     bool shardedParams = s.stage == 3, shardedGrads = s.stage >= 2;
     buffers.numel[static_cast<unsigned>(BufferKind::params)] =
@@ -207,6 +211,22 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
       buffers.optimizerNumel = shard;
     if (buffers.optimizer && !buffers.frozen)
       setStatePartNumel(buffers, p, symbols);
+    // Adafactor's state is its factors, not a float per element: the
+    // largest rank's (every rank plans the same buffers).
+    if (!adafactor.empty()) {
+      auto n = static_cast<int32_t>(adafactor.size());
+      int64_t state = 0;
+      for (int64_t r = 0; r < (s.stage == 0 ? 1 : p.getWorldSizeValue()); ++r) {
+        auto [ob, oe] = p.getOwnedRange(r);
+        state = std::max(state,
+                         zrt::adafactorStateCount(adafactor.data(), n, ob, oe));
+      }
+      buffers.numel[static_cast<unsigned>(BufferKind::exp_avg_sq)] = state;
+      buffers.adafactorTensors = n;
+      buffers.adafactorSums = zrt::adafactorShardSumsCount(adafactor.data(), n);
+      buffers.adafactorFirstReduce =
+          zrt::adafactorFirstReduceCount(adafactor.data(), n);
+    }
     if (buffers.secondary)
       buffers.numel[static_cast<unsigned>(BufferKind::secondary)] =
           p.getPaddedNumelValue() / s.hpzPartitionSize;
@@ -241,6 +261,26 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   if (s.partitions.empty())
     return step.emitOpError("has no partitions: run zero-partition first");
   return s;
+}
+
+SmallVector<zrt::AdafactorTensor>
+mlir::zero::getAdafactorTensors(PartitionOp partition, SymbolTable &symbols) {
+  SmallVector<zrt::AdafactorTensor> tensors;
+  for (auto [ref, offset] :
+       llvm::zip(partition.getParams(), partition.getOffsets())) {
+    auto param =
+        symbols.lookup<ParamOp>(cast<SymbolRefAttr>(ref).getLeafReference());
+    if (!param || param.getFrozen())
+      continue;
+    // The manifest's shape, the runtime's view of the tensor.
+    ArrayRef<int64_t> shape = param.getTensorType().getShape();
+    tensors.push_back(
+        {offset, zrt::adafactorShape(shape.data(),
+                                     static_cast<int32_t>(shape.size()))});
+  }
+  llvm::sort(tensors,
+             [](const auto &a, const auto &b) { return a.offset < b.offset; });
+  return tensors;
 }
 
 const PartitionBuffers *StepSchedule::lookupPartition(StringRef name) const {

@@ -15,7 +15,10 @@
 
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero_rt/adafactor.h"
 #include "zero_rt/topology.h"
+
+#include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -107,7 +110,18 @@ struct PartitionBuffers {
   /// whole group at stage 0; 0 when frozen), whether or not it keeps states.
   int64_t optimizerNumel = 0;
   int64_t getOptimizerNumel() const { return optimizerNumel; }
+  /// Adafactor (zero_rt/adafactor.h): the partition's trainable tensors, and
+  /// the doubles of its step's sums (the accounted scratch of its update)
+  /// and of their two all-reduces (0 for other optimizers).
+  int64_t adafactorTensors = 0;
+  int64_t adafactorSums = 0;
+  int64_t adafactorFirstReduce = 0;
 };
+
+/// The trainable parameters of `partition` as Adafactor's runtime step sees
+/// them (the manifest's shapes and offsets), by offset.
+SmallVector<zrt::AdafactorTensor> getAdafactorTensors(PartitionOp partition,
+                                                      SymbolTable &symbols);
 
 /// Facts about a train step after zero-partition.
 class StepSchedule {
