@@ -182,48 +182,39 @@ LogicalResult Lowering::checkMuonStep(OptimizerStepOp o) {
            << (o.getNewParams() ? "staged parameter" : "host optimizer")
            << " update) is not supported: Muon's Newton-Schulz runs on the "
               "device only";
-  if (s.getStage() == 0 || s.getWorldSize() == 1)
-    return success();
   StringRef group = o.getGroupAttr().getRootReference().getValue();
-  SmallVector<ParamOp> muon = getMuonParams(module);
-  for (ParamOp p : muon) {
-    const ParamLocation *loc = s.lookupParam(p.getSymName());
-    if (!loc || loc->partition.getSymName() != group)
+  std::optional<MuonCrossing> crossing = findMuonCrossing(s, module, group);
+  if (!crossing)
+    return success();
+  // What owner-computes with gaps would pad: layoutMuonSlots over the
+  // group's matrices and the rest of its elements.
+  PartitionOp part = crossing->group;
+  SmallVector<int64_t> elements, flops;
+  int64_t muonElements = 0;
+  for (ParamOp q : getMuonParams(module)) {
+    const ParamLocation *ql = s.lookupParam(q.getSymName());
+    if (!ql || ql->partition.getSymName() != group)
       continue;
-    PartitionOp part = loc->partition;
-    int64_t slot = part.getShardNumel();
-    int64_t begin = loc->offset, end = loc->offset + p.getNumElements();
-    if (slot <= 0 || begin / slot == (end - 1) / slot)
-      continue;
-    // What owner-computes with gaps would pad: layoutMuonSlots over the
-    // group's matrices and the rest of its elements.
-    SmallVector<int64_t> elements, flops;
-    int64_t muonElements = 0;
-    for (ParamOp q : muon) {
-      const ParamLocation *ql = s.lookupParam(q.getSymName());
-      if (!ql || ql->partition.getSymName() != group)
-        continue;
-      ArrayRef<int64_t> shape = q.getComputeTensorType().getShape();
-      elements.push_back(q.getNumElements());
-      flops.push_back(
-          getMuonStepFlops(shape[0], shape[1], o.getOptimizer().getNsSteps()));
-      muonElements += q.getNumElements();
-    }
-    MuonSlotLayout slots =
-        layoutMuonSlots(elements, flops, part.getNumelValue() - muonElements,
-                        part.getWorldSizeValue(), int64_t(part.getAlignment()));
-    return o.emitOpError("muon at ZeRO stage ")
-           << s.getStage() << " on " << s.getWorldSize() << " ranks: matrix @"
-           << p.getSymName() << " (elements [" << begin << ", " << end
-           << ")) crosses the shard boundary at " << (begin / slot + 1) * slot
-           << " of group @" << group
-           << ": no order of the group's parameters puts each Muon matrix "
-              "whole in one rank's shard of "
-           << slot << " elements, and owner-computes with gaps (slots of "
-           << slots.slot << ", " << slots.padding
-           << " elements of padding) is not laid out";
+    ArrayRef<int64_t> shape = q.getComputeTensorType().getShape();
+    elements.push_back(q.getNumElements());
+    flops.push_back(
+        getMuonStepFlops(shape[0], shape[1], o.getOptimizer().getNsSteps()));
+    muonElements += q.getNumElements();
   }
-  return success();
+  MuonSlotLayout slots =
+      layoutMuonSlots(elements, flops, part.getNumelValue() - muonElements,
+                      part.getWorldSizeValue(), int64_t(part.getAlignment()));
+  int64_t slot = crossing->slot, begin = crossing->begin;
+  return o.emitOpError("muon at ZeRO stage ")
+         << s.getStage() << " on " << s.getWorldSize() << " ranks: matrix @"
+         << crossing->param.getSymName() << " (elements [" << begin << ", "
+         << crossing->end << ")) crosses the shard boundary at "
+         << (begin / slot + 1) * slot << " of group @" << group
+         << ": no order of the group's parameters puts each Muon matrix "
+            "whole in one rank's shard of "
+         << slot << " elements, and owner-computes with gaps (slots of "
+         << slots.slot << ", " << slots.padding
+         << " elements of padding) is not laid out";
 }
 
 /// Adafactor runs on the device over each rank's owned elements, its sums

@@ -7,6 +7,7 @@
 #include "zero/Dialect/Zero/Analysis/Muon.h"
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/Analysis/Schedule.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -355,4 +356,22 @@ mlir::zero::layoutMuonGapFree(ArrayRef<int64_t> elements, ArrayRef<bool> muon,
   assert(elements.size() == muon.size() && elements.size() == flops.size() &&
          "one flag and one FLOP count per parameter");
   return GapFreeSearch(elements, muon, flops, shard, ranks, budget).run();
+}
+
+std::optional<MuonCrossing>
+mlir::zero::findMuonCrossing(const StepSchedule &s, ModuleOp module,
+                             StringRef group) {
+  if (s.getStage() == 0 || s.getWorldSize() == 1)
+    return std::nullopt;
+  for (ParamOp p : getMuonParams(module)) {
+    const ParamLocation *loc = s.lookupParam(p.getSymName());
+    if (!loc || (!group.empty() && loc->partition.getSymName() != group))
+      continue;
+    PartitionOp part = loc->partition;
+    int64_t slot = part.getShardNumel();
+    int64_t begin = loc->offset, end = loc->offset + p.getNumElements();
+    if (slot > 0 && begin / slot != (end - 1) / slot)
+      return MuonCrossing{p, part, begin, end, slot};
+  }
+  return std::nullopt;
 }

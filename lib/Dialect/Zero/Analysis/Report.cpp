@@ -398,9 +398,16 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.optimizerStatePrecision =
       stringifyStatePrecision(step.getOptimizer().getStates()).str();
   r.optimizer = stringifyOptimizerKind(step.getOptimizer().getKind()).str();
-  if (step.getOptimizer().getKind() == OptimizerKind::muon)
+  if (step.getOptimizer().getKind() == OptimizerKind::muon) {
     for (ParamOp p : getMuonParams(module))
       r.muonMatrixParams = c.add(r.muonMatrixParams, p.getNumElements());
+    if (std::optional<MuonCrossing> x = findMuonCrossing(s, module))
+      r.muonRefusal = llvm::formatv(
+          "matrix @{0} (elements [{1}, {2})) crosses the shard boundary at "
+          "{3} of group @{4}",
+          x->param.getSymName(), x->begin, x->end,
+          (x->begin / x->slot + 1) * x->slot, x->group.getSymName());
+  }
   {
     namespace table = zrt::optimizers;
     auto kind = static_cast<table::Kind>(step.getOptimizer().getKind());
@@ -1104,6 +1111,12 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     printFitVerdict(*r.fit, os);
   }
   printModelStateNote(r, deepspeed, os);
+  if (!r.muonRefusal.empty())
+    os << "Muon's owner-computes needs each matrix whole in one rank's "
+          "shard, and here "
+       << r.muonRefusal
+       << ": zero-compile refuses this step (no layout without gaps), so "
+          "these figures are of a schedule that does not run yet.\n\n";
   printCommunication(r, os);
   printPredictedStep(r, os);
 }

@@ -94,6 +94,26 @@ layoutMuonGapFree(llvm::ArrayRef<int64_t> elements, llvm::ArrayRef<bool> muon,
                   llvm::ArrayRef<int64_t> flops, int64_t shard, int64_t ranks,
                   int64_t budget = 1 << 22);
 
+class StepSchedule;
+
+/// A Muon matrix that crosses a rank's shard boundary of its group: its
+/// elements [begin, end) in the group's layout and the shard's `slot`
+/// elements. Owner-computes needs each matrix whole in one rank's shard
+/// (zero-partition orders a group so where it can), so the lowering refuses
+/// such a step and the report says so.
+struct MuonCrossing {
+  ParamOp param;
+  PartitionOp group;
+  int64_t begin = 0, end = 0, slot = 0;
+};
+
+/// The first Muon matrix, in declaration order, that crosses a shard
+/// boundary of its group (of `group` only, when given) in a schedule at
+/// stages 1-3 on several ranks; none otherwise.
+std::optional<MuonCrossing> findMuonCrossing(const StepSchedule &s,
+                                             ModuleOp module,
+                                             llvm::StringRef group = {});
+
 } // namespace mlir::zero
 
 #endif // ZERO_DIALECT_ZERO_ANALYSIS_MUON_H
