@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "EstimateDetail.h"
+#include "zero_rt/optimizers.h"
 
 #include "zero_rt/optimizers.h"
 
@@ -210,6 +211,26 @@ void explainModelStates(Estimate &e, const Terms &t) {
         std::to_string(4 + t.stateBytes) +
         " here: " + signedHuman((t.stateBytes - 8) * t.tshard) +
         " for us against Adam's states.");
+    // A factored state (Adafactor's) keeps each matrix's row and column
+    // statistics: the plan counts them by shape, numbers alone cannot.
+    bool factored = llvm::any_of(e.optimizerStates, [&](const auto &state) {
+      return zrt::optimizers::isFactored(
+          static_cast<zrt::optimizers::Kind>(e.optimizer),
+          static_cast<zrt::BufferKind>(state.buffer));
+    });
+    if (factored && model && model->planFactoredStateBytes)
+      why.back() += " Its factored statistics (each matrix's row and column "
+                    "means, each vector's elements) are " +
+                    human(*model->planFactoredStateBytes) +
+                    " a rank in this model's plan, " +
+                    signedHuman(*model->planFactoredStateBytes -
+                                t.stateBytes * t.tshard) +
+                    " against those bytes per parameter; ours counts the "
+                    "plan's.";
+    else if (factored)
+      why.back() += " Those bytes per parameter bound its factored "
+                    "statistics (each matrix's row and column means), which "
+                    "only a model file's plan counts by the tensors' shapes.";
   }
   if (fp32 && keepsAdamStates(e) && f32States)
     why.push_back("fp32: the parameters are the fp32 masters (no separate "

@@ -13,6 +13,7 @@
 
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
+#include "zero_rt/optimizers.h"
 
 #include <algorithm>
 
@@ -252,11 +253,28 @@ static void addOurs(Estimate &e, Terms &t) {
                              : "0 (bf16 params are the masters)",
                     mst * tshard});
   ArrayRef<mlir::zero::OptimizerState> states = e.optimizerStates;
-  for (const mlir::zero::OptimizerState &state : states)
+  // A factored state (Adafactor's) is the plan's where the model's plan
+  // was formed: the statistics of the tensors a rank's shard touches.
+  // Otherwise the table's bytes per parameter bound it.
+  int64_t factoredDelta = 0;
+  for (const mlir::zero::OptimizerState &state : states) {
+    bool factored = zrt::optimizers::isFactored(
+        static_cast<zrt::optimizers::Kind>(e.optimizer),
+        static_cast<zrt::BufferKind>(state.buffer));
+    int64_t bytes = state.bytes * tshard + t.absmaxBytes;
+    std::string formula =
+        std::to_string(state.bytes) + tshardName + absmaxFormula(e, tshardName);
+    if (factored && e.model && e.model->planFactoredStateBytes) {
+      factoredDelta = *e.model->planFactoredStateBytes - bytes;
+      bytes = *e.model->planFactoredStateBytes;
+      formula = "factored (this model's plan: each matrix's row and column "
+                "statistics, each vector's elements)";
+    } else if (factored) {
+      formula += " (a bound: the factored statistics are fewer)";
+    }
     e.ours.push_back({state.reportKey.str(), "ours: " + state.reportKey.str(),
-                      std::to_string(state.bytes) + tshardName +
-                          absmaxFormula(e, tshardName),
-                      state.bytes * tshard + t.absmaxBytes});
+                      formula, bytes});
+  }
   std::string statesFormula;
   if (frozen == 0) {
     e.ourStates = modelStateBytes(stage, s, sp, n, c, t.optimizerBytes());
@@ -271,6 +289,10 @@ static void addOurs(Estimate &e, Terms &t) {
       e.ourStates += int64_t(states.size()) * t.absmaxBytes;
       statesFormula += " + " + std::to_string(states.size()) + " x" +
                        absmaxFormula(e, tshardName).substr(2);
+    }
+    if (factoredDelta) {
+      e.ourStates += factoredDelta;
+      statesFormula += ", the factored state the plan's";
     }
   } else {
     e.ourStates = 0;

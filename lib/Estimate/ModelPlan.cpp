@@ -118,6 +118,21 @@ void planBuckets(mlir::ModuleOp module, ModelCounts &counts,
     if (failed(plan))
       return;
     counts.planHostBytes = std::max(counts.planHostBytes, plan->hostBytes);
+    int64_t factored = 0;
+    bool anyFactored = false;
+    for (const mlir::zero::PartitionBuffers &p : schedule->getPartitions())
+      for (unsigned k = 0; k < mlir::zero::kNumBufferKinds; ++k)
+        if (p.optimizer &&
+            p.hasBuffer(static_cast<mlir::zero::BufferKind>(k)) &&
+            zrt::optimizers::isFactored(
+                static_cast<zrt::optimizers::Kind>(p.optimizer.getKind()),
+                static_cast<zrt::BufferKind>(k))) {
+          factored += p.bytes[k];
+          anyFactored = true;
+        }
+    if (anyFactored)
+      counts.planFactoredStateBytes =
+          std::max(counts.planFactoredStateBytes.value_or(0), factored);
     counts.planBucketPeakBytes =
         std::max(counts.planBucketPeakBytes,
                  plan->peakByCategory[static_cast<unsigned>(
@@ -345,7 +360,9 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
               ? cast<mlir::FlatSymbolRefAttr>(refs[0]).getValue().str()
               : group.getSymName().str();
     }
-  if (options.stage >= 2)
+  // Adafactor's state follows the tensors' shapes: the plan sizes it.
+  if (options.stage >= 2 ||
+      counts.optimizer == mlir::zero::OptimizerKind::adafactor)
     planBuckets(*planned, counts, options);
   if (options.zeropp)
     compileZeroPP(*pristine, counts, options);

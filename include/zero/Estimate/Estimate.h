@@ -138,6 +138,11 @@ struct ModelCounts {
   /// With --cpu-offload, the plan's pinned host arena (offload-optimizer=cpu,
   /// and offload-param=cpu with --cpu-offload-params).
   int64_t planHostBytes = 0;
+  /// A factored optimizer state (Adafactor's): the bytes per rank of its
+  /// buffers in the plan, which sizes them by the tensors' shapes (absent
+  /// when the plan could not be formed: the estimate keeps the table's
+  /// bytes per parameter, a bound).
+  std::optional<int64_t> planFactoredStateBytes;
   std::string planPipeline, planError;
   /// With --zeropp: each option compiled.
   llvm::SmallVector<ZeroPPOption> zeropp;

@@ -971,6 +971,10 @@ static void printModelStateNote(
        << (b == 8 ? "Adam moments" : "optimizer states") << " each, " << K
        << (r.bf16Masters ? " with the bf16 parameter as its master"
                          : " with an fp32 master")
+       << (r.optimizer == "adafactor"
+               ? "; Adafactor's counted at its bound, the breakdown above "
+                 "holding its factored statistics"
+               : "")
        << "), the frozen ones are held in their compute type alone. "
           "DeepSpeed's estimator counts every parameter as trainable; "
           "docs/Report.md gives the formulas with a frozen part.\n\n";
@@ -1005,6 +1009,10 @@ static void printModelStateNote(
        << (fp32 ? fp32Formulas : mixedFormulas)[r.stage] << " (S = " << S
        << ", S' = " << Sp << ", n = " << modelStateRanks(r)
        << (r.micsShardSize > 0 ? ", the MiCS shard group" : "") << ")";
+    if (r.optimizer == "adafactor")
+      os << ", with Adafactor's state at its bound of 4 bytes per parameter "
+            "(the breakdown above holds each matrix's factored row and "
+            "column statistics instead, fewer)";
     if (r.optimizerAbsmaxBlock > 0)
       os << ", each " << r.optimizerStatePrecision
          << " optimizer state adding one fp32 absmax per "
