@@ -191,12 +191,17 @@ void explainModelStates(Estimate &e, const Terms &t) {
         " bytes per element of its matrices, " +
         std::to_string(zrt::optimizers::partBytes(
             kind, zrt::optimizers::StatePart::Others)) +
-        " per other element); the lines above count every state on every "
-        "parameter (" +
-        std::to_string(t.stateBytes) +
-        " bytes), an upper bound: `zero-opt --zero-report` counts each part "
-        "on the elements a rank owns. DeepSpeed's estimators count Adam's m "
-        "and v (8 bytes) and stay as DeepSpeed computes them.");
+        " per other element); " +
+        (e.model && !e.model->planPartStateBytes.empty()
+             ? std::string("the lines above count each part on the elements "
+                           "a rank owns in this model's plan, as the "
+                           "compiler's report does.")
+             : "the lines above count every state on every parameter (" +
+                   std::to_string(t.stateBytes) +
+                   " bytes), an upper bound: `zero-opt --zero-report` counts "
+                   "each part on the elements a rank owns.") +
+        " DeepSpeed's estimators count Adam's m and v (8 bytes) and stay as "
+        "DeepSpeed computes them.");
   } else if (!keepsAdamStates(e)) {
     // DeepSpeed's estimators and the paper's 16 bytes per parameter count
     // Adam's 8 bytes of states; ours counts the optimizer's own, on each of

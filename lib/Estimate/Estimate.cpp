@@ -256,7 +256,15 @@ static void addOurs(Estimate &e, Terms &t) {
   // A factored state (Adafactor's) is the plan's where the model's plan
   // was formed: the statistics of the tensors a rank's shard touches.
   // Otherwise the table's bytes per parameter bound it.
-  int64_t factoredDelta = 0;
+  int64_t factoredDelta = 0, partDelta = 0;
+  auto planPart = [&](mlir::zero::BufferKind buffer) -> std::optional<int64_t> {
+    if (!e.model)
+      return std::nullopt;
+    auto it = e.model->planPartStateBytes.find(static_cast<unsigned>(buffer));
+    if (it == e.model->planPartStateBytes.end())
+      return std::nullopt;
+    return it->second;
+  };
   for (const mlir::zero::OptimizerState &state : states) {
     bool factored = zrt::optimizers::isFactored(
         static_cast<zrt::optimizers::Kind>(e.optimizer),
@@ -271,6 +279,17 @@ static void addOurs(Estimate &e, Terms &t) {
                 "statistics, each vector's elements)";
     } else if (factored) {
       formula += " (a bound: the factored statistics are fewer)";
+    } else if (std::optional<int64_t> part = planPart(state.buffer)) {
+      // A state kept by part (Muon's): the plan's packed buffer.
+      partDelta += *part - bytes;
+      bytes = *part;
+      formula = std::to_string(state.bytes) +
+                (zrt::optimizers::statePart(
+                     static_cast<zrt::optimizers::Kind>(e.optimizer),
+                     static_cast<zrt::BufferKind>(state.buffer)) ==
+                         zrt::optimizers::StatePart::Matrices
+                     ? " x its matrices' elements a rank owns (the plan's)"
+                     : " x the other elements a rank owns (the plan's)");
     }
     e.ours.push_back({state.reportKey.str(), "ours: " + state.reportKey.str(),
                       formula, bytes});
@@ -293,6 +312,10 @@ static void addOurs(Estimate &e, Terms &t) {
     if (factoredDelta) {
       e.ourStates += factoredDelta;
       statesFormula += ", the factored state the plan's";
+    }
+    if (partDelta) {
+      e.ourStates += partDelta;
+      statesFormula += ", the states by part the plan's";
     }
   } else {
     e.ourStates = 0;

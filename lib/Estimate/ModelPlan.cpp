@@ -133,6 +133,19 @@ void planBuckets(mlir::ModuleOp module, ModelCounts &counts,
     if (anyFactored)
       counts.planFactoredStateBytes =
           std::max(counts.planFactoredStateBytes.value_or(0), factored);
+    std::map<unsigned, int64_t> parts;
+    for (const mlir::zero::PartitionBuffers &p : schedule->getPartitions())
+      for (unsigned k = 0; k < mlir::zero::kNumBufferKinds; ++k)
+        if (p.optimizer &&
+            p.hasBuffer(static_cast<mlir::zero::BufferKind>(k)) &&
+            zrt::optimizers::statePart(
+                static_cast<zrt::optimizers::Kind>(p.optimizer.getKind()),
+                static_cast<zrt::BufferKind>(k)) !=
+                zrt::optimizers::StatePart::All)
+          parts[k] += p.bytes[k];
+    for (auto [k, bytes] : parts)
+      counts.planPartStateBytes[k] =
+          std::max(counts.planPartStateBytes[k], bytes);
     counts.planBucketPeakBytes =
         std::max(counts.planBucketPeakBytes,
                  plan->peakByCategory[static_cast<unsigned>(

@@ -29,6 +29,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -143,6 +144,10 @@ struct ModelCounts {
   /// when the plan could not be formed: the estimate keeps the table's
   /// bytes per parameter, a bound).
   std::optional<int64_t> planFactoredStateBytes;
+  /// The states an optimizer keeps by part (Muon's momentum on its
+  /// matrices, AdamW's moments on the rest): each buffer's bytes per rank
+  /// in the plan, by BufferKind (empty when the plan could not be formed).
+  std::map<unsigned, int64_t> planPartStateBytes;
   std::string planPipeline, planError;
   /// With --zeropp: each option compiled.
   llvm::SmallVector<ZeroPPOption> zeropp;
