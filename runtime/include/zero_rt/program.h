@@ -36,8 +36,10 @@ extern "C" {
  *    marks, which older runtimes would ignore and run AdamW on); bf16
  *    master weights (optimizer.bf16_masters: bf16 partitions without a
  *    master buffer); the optimizer kind adafactor (which this runtime
- *    refuses to run until its update is lowered). */
-#define ZRT_PROGRAM_VERSION 7
+ *    refuses to run until its update is lowered).
+ * 8: strided expert-parallel sets (the manifest's expert_placement, which
+ *    older runtimes would ignore and run with consecutive sets). */
+#define ZRT_PROGRAM_VERSION 8
 
 typedef struct zrt_ctx zrt_ctx;
 

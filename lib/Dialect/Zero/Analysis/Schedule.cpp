@@ -39,12 +39,18 @@ static_assert(static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
                   static_cast<int32_t>(RankSetKind::expert_replicas) ==
                       ZRT_RANKS_EXPERT_REPLICAS,
               "RankSetKind follows zero_rt/topology.h's kinds");
+static_assert(static_cast<int32_t>(ExpertPlacement::contiguous) ==
+                      ZRT_EXPERT_CONTIGUOUS &&
+                  static_cast<int32_t>(ExpertPlacement::strided) ==
+                      ZRT_EXPERT_STRIDED,
+              "ExpertPlacement follows zero_rt/topology.h's placements");
 
 zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,
                                       int64_t rank) const {
   return zrt_rank_set_of(static_cast<int32_t>(collective.getRankSetKind()),
                          rank, worldSize, hpzPartitionSize, micsShardSize,
-                         sequenceParallel, expertParallel);
+                         sequenceParallel, expertParallel,
+                         static_cast<int32_t>(expertPlacement));
 }
 
 int64_t StepSchedule::getCollectiveElementBytes(
@@ -108,6 +114,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.micsShardSize = schedule.getMicsShardSize();
   s.sequenceParallel = schedule.getSequenceParallel();
   s.expertParallel = schedule.getExpertParallel();
+  s.expertPlacement = schedule.getExpertPlacement();
   // The groups whose hpZ secondary shard the step keeps.
   llvm::SmallDenseSet<StringRef, 8> secondary;
   if (s.hpzPartitionSize > 1)
