@@ -98,19 +98,25 @@ class Failure(Exception):
 # examples/moe, imported without weights at one sequence of MOE_SEQ tokens
 # per rank in bf16) on each number of ranks, 8 to a node, in each
 # configuration of MOE_CONFIGS. A configuration is one entry: its column
-# label, the name its runs take (moe_<model>_<name>_<ranks>) and the
-# zero-pipeline options beside `world-size=N ranks-per-node=8`. Expert
-# parallelism's entry caps the exchange at 1.25 times the balanced load:
-# the dropless bound (P times a rank's rows) makes Qwen3-30B-A3B's
-# activations too large at ep 8. An entry for the expert groups placed
-# across nodes joins once a placement option says so.
+# label, the name its runs take (moe_<model>_<name>_<ranks>), the
+# zero-pipeline options beside `world-size=N ranks-per-node=8` and the
+# numbers of ranks it is planned on. Expert parallelism's entries cap the
+# exchange at 1.25 times the balanced load: the dropless bound (P times a
+# rank's rows) makes Qwen3-30B-A3B's activations too large at ep 8. "ep 8
+# across nodes" places each expert group one rank a node (strided) and is
+# planned on 64 ranks only: on one node of 8 both placements are the same
+# ranks.
 MOE_MODELS = [("Qwen3-30B-A3B", "qwen", "examples/moe/qwen3-30b-a3b"),
               ("Mixtral-8x7B", "mixtral", "examples/moe/mixtral-8x7b"),
               ("gpt-oss-120b", "gptoss", "examples/moe/gpt-oss-120b")]
 MOE_RANKS = [8, 64]
 MOE_SEQ = 4096
-MOE_CONFIGS = [("ZeRO-3", "z3", "stage=3 overlap-comm=true remat=layer"),
-               ("ep 8", "ep8", "stage=3 ep-size=8 moe-capacity-factor=1.25")]
+MOE_CONFIGS = [("ZeRO-3", "z3", "stage=3 overlap-comm=true remat=layer",
+                MOE_RANKS),
+               ("ep 8", "ep8", "stage=3 ep-size=8 moe-capacity-factor=1.25",
+                MOE_RANKS),
+               ("ep 8 across nodes", "ep8x", "stage=3 ep-size=8 "
+                "ep-placement=strided moe-capacity-factor=1.25", [64])]
 
 
 def moe_table(runner, env):
@@ -125,7 +131,9 @@ def moe_table(runner, env):
             model = "%s-%d.mlir" % (os.path.basename(config), ranks)
             imp = ("zero-import --hf %s --batch %d --seq %d --dtype bf16 "
                    "--no-weights -o %s" % (config, ranks, MOE_SEQ, model))
-            for column, name, options in MOE_CONFIGS:
+            for column, name, options, planned_on in MOE_CONFIGS:
+                if ranks not in planned_on:
+                    continue
                 cmd = ('%s && zero-opt %s --zero-pipeline="%s world-size=%d '
                        'ranks-per-node=8" --zero-report="format=text '
                        'hardware=h100-sxm" -o /dev/null' % (

@@ -127,6 +127,7 @@ struct ApplyDeepSpeedConfigPass
     takeFromFile(s->micsShardSize, cfg->micsShardSize);
     takeFromFile(s->spSize, cfg->sequenceParallelSize);
     takeFromFile(s->epSize, cfg->expertParallelSize);
+    takeFromFile(s->epPlacement, cfg->expertPlacement);
     takeFromFile(s->quantizedWeights, cfg->quantizedWeights);
     takeFromFile(s->quantizedGradients, cfg->quantizedGradients);
     takeFromFile(s->prefetchBucketSize, cfg->prefetchBucketSize);

@@ -657,14 +657,40 @@ void readOptimizerStates(Section &top, DeepSpeedConfig &cfg) {
 
 /// Every supported key and the DeepSpeedConfig field it sets; each field is
 /// one zero-pipeline option or a train-step attribute (see Pipeline.cpp).
-// DeepSpeed AutoEP's section: the ranks that split each MoE layer's experts.
+// DeepSpeed AutoEP's section: the ranks that split each MoE layer's
+// experts, and where they lie (this project's placement, or DeepSpeed's
+// top-level use_data_before_expert_parallel_).
 void readExpertParallel(Section &top, DeepSpeedConfig &cfg) {
+  DeepSpeedValue<bool> dataFirst =
+      top.boolean(dskeys::kUseDataBeforeExpertParallel);
   top.section(dskeys::kExpertParallel, [&](Section &e) {
     DeepSpeedValue<bool> on = e.boolean(dskeys::kExpertParallelEnabled);
     DeepSpeedValue<int64_t> size = e.integer(dskeys::kAutoepSize);
     checkPositive(e, dskeys::kAutoepSize, size, "AutoEP size");
+    DeepSpeedValue<std::string> placement = e.string(dskeys::kExpertPlacement);
+    if (placement.value && *placement.value != "contiguous" &&
+        *placement.value != "strided") {
+      e.error(dskeys::kExpertPlacement,
+              "expected \"contiguous\" or \"strided\", got \"" +
+                  *placement.value + "\"");
+      placement.value.reset();
+    }
+    if (placement.value && dataFirst.value &&
+        (*placement.value == "strided") != *dataFirst.value) {
+      e.error(dskeys::kExpertPlacement,
+              "\"" + *placement.value + "\" contradicts " +
+                  dskeys::kUseDataBeforeExpertParallel + " " +
+                  (*dataFirst.value ? "true" : "false"));
+      placement.value.reset();
+    }
+    if (!placement.value && dataFirst.value) {
+      placement.value = *dataFirst.value ? "strided" : "contiguous";
+      placement.line = dataFirst.line;
+      placement.column = dataFirst.column;
+    }
     if (!on.value || !*on.value)
       return;
+    cfg.expertPlacement = placement;
     if (!size.value) {
       e.error(dskeys::kExpertParallelEnabled,
               "expert parallelism needs autoep_size, the ranks that split "

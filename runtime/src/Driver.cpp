@@ -133,7 +133,7 @@ void Driver::startTopology() {
   // must still be its one node.
   if (m.ranksPerNode == 0 && opts.ranksPerNode == 0) {
     setTopology(ctx.comm, 0, m.hpzPartitionSize, m.micsShardSize,
-                m.sequenceParallel, m.expertParallel);
+                m.sequenceParallel, m.expertParallel, m.expertPlacement);
     return;
   }
   int64_t run = runRanksPerNode(ctx.comm, opts.ranksPerNode);
@@ -154,7 +154,7 @@ void Driver::startTopology() {
         std::to_string(run));
   }
   setTopology(ctx.comm, m.ranksPerNode, m.hpzPartitionSize, m.micsShardSize,
-              m.sequenceParallel, m.expertParallel);
+              m.sequenceParallel, m.expertParallel, m.expertPlacement);
 }
 
 void Driver::chooseThreads() {

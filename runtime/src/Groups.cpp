@@ -27,6 +27,7 @@ struct Groups {
   std::mutex mutex;
   int64_t ranksPerNode = 0, hpzPartitionSize = 1, micsShardSize = 0;
   int64_t sequenceParallel = 1, expertParallel = 1;
+  int32_t expertPlacement = ZRT_EXPERT_CONTIGUOUS;
   /// By kind; null until created.
   std::array<std::unique_ptr<Group>, ZRT_RANKS_EXPERT_REPLICAS + 1> groups;
   /// The communicators the Groups own (not the world).
@@ -64,7 +65,7 @@ std::unique_ptr<Group> makeGroup(zrt_comm *world, int32_t kind) {
   auto setOf = [&](int64_t rank) {
     return zrt_rank_set_of(kind, rank, world->size, gs.hpzPartitionSize,
                            gs.micsShardSize, gs.sequenceParallel,
-                           gs.expertParallel);
+                           gs.expertParallel, gs.expertPlacement);
   };
   // Every rank's verdict on every rank's set, so that all agree.
   for (int64_t r = 0; r < world->size; ++r)
@@ -193,7 +194,8 @@ int64_t zrt::runRanksPerNode(zrt_comm *world, int64_t override) {
 
 void zrt::setTopology(zrt_comm *world, int64_t ranksPerNode,
                       int64_t hpzPartitionSize, int64_t micsShardSize,
-                      int64_t sequenceParallel, int64_t expertParallel) {
+                      int64_t sequenceParallel, int64_t expertParallel,
+                      int32_t expertPlacement) {
   Groups &gs = groups();
   std::lock_guard<std::mutex> lock(gs.mutex);
   if (gs.groups[ZRT_RANKS_GROUP])
@@ -203,6 +205,7 @@ void zrt::setTopology(zrt_comm *world, int64_t ranksPerNode,
   gs.micsShardSize = micsShardSize;
   gs.sequenceParallel = sequenceParallel;
   gs.expertParallel = expertParallel;
+  gs.expertPlacement = expertPlacement;
   // Every kind, so that no collective creation happens during a step (the
   // sequence- and expert-parallel groups only where there are any: no
   // all-to-all or MoE exchange runs without them).
@@ -260,6 +263,7 @@ void zrt::freeGroups() {
   gs.micsShardSize = 0;
   gs.sequenceParallel = 1;
   gs.expertParallel = 1;
+  gs.expertPlacement = ZRT_EXPERT_CONTIGUOUS;
 }
 
 //===----------------------------------------------------------------------===//

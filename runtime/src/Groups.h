@@ -72,11 +72,13 @@ int64_t runRanksPerNode(zrt_comm *world, int64_t override);
 /// every rank set of this rank that it implies. `ranksPerNode` 0 runs every
 /// collective in one level, as a program without a topology always ran.
 /// `sequenceParallel` ranks form each sequence-parallel group, and
-/// `expertParallel` ranks each expert-parallel group.
+/// `expertParallel` ranks each expert-parallel group, placed by
+/// `expertPlacement` (zero_rt/topology.h's ZRT_EXPERT_*).
 /// Collective over the world; called once, before the first step.
 void setTopology(zrt_comm *world, int64_t ranksPerNode,
                  int64_t hpzPartitionSize, int64_t micsShardSize,
-                 int64_t sequenceParallel = 1, int64_t expertParallel = 1);
+                 int64_t sequenceParallel = 1, int64_t expertParallel = 1,
+                 int32_t expertPlacement = ZRT_EXPERT_CONTIGUOUS);
 
 /// The ranks per node the collectives run by (0: one node).
 int64_t topologyRanksPerNode();

@@ -911,6 +911,11 @@ Manifest Manifest::parse(const std::string &text) {
             " is not a divisor of the world size " +
             std::to_string(m.worldSize) +
             " above 1 (absent without expert parallelism)");
+  if (w.expertPlacement && !w.expertParallel)
+    invalid("expert_placement without expert_parallel");
+  m.expertPlacement = w.expertPlacement == manifest::ExpertPlacement::Strided
+                          ? ZRT_EXPERT_STRIDED
+                          : ZRT_EXPERT_CONTIGUOUS;
   readTraining(w, j, m);
   if (w.hfModel)
     m.hfModel = checkedHfModel(*w.hfModel, w.params);

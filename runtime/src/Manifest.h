@@ -17,6 +17,7 @@
 #include "zero_rt/manifest.h"
 #include "zero_rt/optimizers.h"
 #include "zero_rt/program.h"
+#include "zero_rt/topology.h"
 
 #include <array>
 #include <atomic>
@@ -237,8 +238,10 @@ struct Manifest {
   bool shiftedLabels = false;
   /// Ranks per sequence-parallel group (1: none).
   int64_t sequenceParallel = 1;
-  /// Ranks per expert-parallel group (1: none).
+  /// Ranks per expert-parallel group (1: none) and where the groups lie
+  /// (zero_rt/topology.h's ZRT_EXPERT_*).
   int64_t expertParallel = 1;
+  int32_t expertPlacement = ZRT_EXPERT_CONTIGUOUS;
   double gradientClipping = 0;
   int64_t tokenSlots = 0;
   /// The schedule hash the compiler embedded, and its text ("0x...").
@@ -323,17 +326,25 @@ struct Manifest {
   }
   /// The shard rank `rank` owns of partition `p`: its index in its MiCS
   /// shard group (the replicas of a shard are the ranks with the same
-  /// index), its index in its expert replica set (zero_rt/topology.h:
-  /// rank / expert_parallel), or the rank.
+  /// index), its index in its expert replica set, or the rank.
   int shardOf(const PartitionInfo &p, int rank) const {
-    return p.expert ? rank / int(expertParallel) : shardOf(rank);
+    return p.expert ? int(zrt_expert_replica_index(
+                          rank, worldSize, expertParallel, expertPlacement))
+                    : shardOf(rank);
   }
   int shardOf(int rank) const {
     return micsShardSize > 0 ? rank % int(micsShardSize) : rank;
   }
   /// Rank `rank`'s index in its expert set: the experts it holds of a
   /// parameter split over the set.
-  int64_t expertMember(int rank) const { return rank % expertParallel; }
+  int64_t expertMember(int rank) const {
+    return zrt_expert_member(rank, worldSize, expertParallel, expertPlacement);
+  }
+  /// The ranks holding the same experts as `rank`, member j owning shard j.
+  zrt_rank_set expertReplicas(int rank) const {
+    return zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, rank, worldSize, 1, 0, 1,
+                           expertParallel, expertPlacement);
+  }
 };
 
 /// The deterministic initializer: element `element` of parameter `param`

@@ -239,8 +239,8 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
     std::vector<float> &full = layouts[p];
     if (part.expert && m.expertParallel > 1) {
       // Every rank's owned masters padded to a block; member q's layout is
-      // the blocks of the ranks j * P + q in order of j (its shards; at
-      // stage 0 rank q's whole partition).
+      // the blocks of its expert replica set in order (its shards; at stage
+      // 0 one member's whole partition).
       int64_t block = m.stage == 0 ? part.numel : part.shardNumel;
       if (block * ctx.world > std::numeric_limits<int>::max())
         fatal("export: expert partition '%s' exceeds MPI's int counts",
@@ -256,10 +256,15 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
         continue;
       int64_t ep = m.expertParallel,
               replicas = m.stage == 0 ? 1 : ctx.world / ep;
+      zrt_rank_set members = zrt_rank_set_of(ZRT_RANKS_EXPERT, 0, ctx.world, 1,
+                                             0, 1, ep, m.expertPlacement);
       for (int64_t q = 0; q < ep; ++q) {
         std::vector<float> layout;
+        zrt_rank_set holders =
+            m.expertReplicas(int(members.first + q * members.stride));
         for (int64_t j = 0; j < replicas; ++j) {
-          const float *at = all.data() + (j * ep + q) * block;
+          const float *at =
+              all.data() + (holders.first + j * holders.stride) * block;
           layout.insert(layout.end(), at, at + block);
         }
         expertLayouts[p].push_back(std::move(layout));

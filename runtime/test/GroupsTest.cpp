@@ -2,9 +2,10 @@
 //
 // Part of the zero-mlir project.
 //
-// Run under mpirun with a topology on the command line, `K H M [S [E]]`
+// Run under mpirun with a topology on the command line, `K H M [S [E [X]]]`
 // (ranks per node, hpZ group size, MiCS shard size, sequence- and
-// expert-parallel sizes; setTopology's arguments), so that
+// expert-parallel sizes, the expert placement: 0 contiguous, 1 strided;
+// setTopology's arguments), so that
 // the Groups of every kind run in one or two levels. Each collective runs
 // over every kind's Group with uneven per-member counts (the last members
 // own little or nothing) on small integers, whose sums are exact in every
@@ -31,7 +32,7 @@ namespace {
 
 zrt_comm *world() { return zrt_comm_world(); }
 
-int64_t topologyArgs[5] = {0, 1, 0, 1, 1};
+int64_t topologyArgs[6] = {0, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS};
 
 struct Case {
   int32_t dtype;
@@ -99,7 +100,8 @@ TEST_P(GroupsTest, KnowsItsMembers) {
   const Group &g = group();
   zrt_rank_set want = zrt_rank_set_of(
       GetParam().kind, zrt_comm_rank(world()), zrt_comm_size(world()),
-      topologyArgs[1], topologyArgs[2], topologyArgs[3], topologyArgs[4]);
+      topologyArgs[1], topologyArgs[2], topologyArgs[3], topologyArgs[4],
+      int32_t(topologyArgs[5]));
   EXPECT_EQ(g.set.first, want.first);
   EXPECT_EQ(g.set.stride, want.stride);
   EXPECT_EQ(g.set.size, want.size);
@@ -433,8 +435,8 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, GroupsTest, ::testing::ValuesIn(cases()),
 
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (argc < 4 || argc > 6) {
-    std::fprintf(stderr, "usage: %s K H M [S [E]]\n", argv[0]);
+  if (argc < 4 || argc > 7) {
+    std::fprintf(stderr, "usage: %s K H M [S [E [X]]]\n", argv[0]);
     return 2;
   }
   for (int i = 0; i < argc - 1; ++i)
@@ -442,7 +444,8 @@ int main(int argc, char **argv) {
   zrt_comm *comm = zrt_comm_world();
   try {
     zrt::setTopology(comm, topologyArgs[0], topologyArgs[1], topologyArgs[2],
-                     topologyArgs[3], topologyArgs[4]);
+                     topologyArgs[3], topologyArgs[4],
+                     int32_t(topologyArgs[5]));
   } catch (const std::exception &e) {
     // A topology whose sets do not split evenly by node: every rank says so.
     std::printf("zrt-groups-test: rank %d: %s\n", zrt_comm_rank(comm),

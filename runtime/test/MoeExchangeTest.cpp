@@ -2,9 +2,10 @@
 //
 // Part of the zero-mlir project.
 //
-// Run under mpirun as `K P [overflow]` (ranks per node, expert-parallel
-// size): zrt_ctx_moe_exchange and zrt_ctx_moe_return over the expert sets
-// of the world, on routings every rank can rebuild for every rank (seeded
+// Run under mpirun as `K P [strided|overflow]` (ranks per node,
+// expert-parallel size, strided expert sets rather than consecutive ones):
+// zrt_ctx_moe_exchange and zrt_ctx_moe_return over the expert sets of the
+// world, on routings every rank can rebuild for every rank (seeded
 // by rank), so each rank computes what it must receive directly, with no
 // communication, and compares. Rows hold small integers, exact in bf16.
 // `overflow` routes every row to expert 0 with a capacity of one rank's
@@ -32,6 +33,7 @@ using namespace zrt_test;
 namespace {
 
 int64_t ranksPerNode = 0, expertParallel = 1;
+int32_t expertPlacement = ZRT_EXPERT_CONTIGUOUS;
 
 zrt_comm *world() { return zrt_comm_world(); }
 
@@ -157,14 +159,19 @@ TEST_P(MoeExchangeTest, MovesTheRowsTheCountsSay) {
   const Case &c = GetParam();
   int64_t p = expertParallel, experts = 2 * p, el = 2;
   int64_t rank = zrt_comm_rank(world());
-  int64_t first = rank / p * p, me = rank - first;
+  zrt_rank_set members =
+      zrt_rank_set_of(ZRT_RANKS_EXPERT, rank, zrt_comm_size(world()), 1, 0, 1,
+                      p, expertPlacement);
+  int64_t first = members.first, stride = members.stride;
+  int64_t me = (rank - first) / stride;
   int64_t cap = c.cap ? c.cap : p * kRows;
   int64_t rowBytes = c.width * zrt_dtype_size(c.dtype);
   for (unsigned seed = 1; seed <= 3; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::vector<Dispatch> set;
     for (int64_t s = 0; s < p; ++s)
-      set.push_back(dispatchOf(first + s, experts, c.width, c.routing, seed));
+      set.push_back(
+          dispatchOf(first + s * stride, experts, c.width, c.routing, seed));
     const Dispatch &mine = set[size_t(me)];
     std::vector<char> rows = toBytes(mine.rows, c.dtype);
 
@@ -226,7 +233,8 @@ TEST_P(MoeExchangeTest, MovesTheRowsTheCountsSay) {
         continue;
       std::vector<std::vector<int64_t>> at = keptAt(set, q, el, cap, c.drop);
       for (int64_t l = 0; l < el; ++l)
-        (nodeOf(first + q) == nodeOf(rank) ? sent.intraNode : sent.interNode) +=
+        (nodeOf(first + q * stride) == nodeOf(rank) ? sent.intraNode
+                                                    : sent.interNode) +=
             at[size_t(l)][size_t(me)] * rowBytes;
     }
     const zrt::LinkBytes &counted = zrt::commCounters()[zrt::kAllToAll];
@@ -350,14 +358,18 @@ int overflow() {
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s K P [overflow]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s K P [strided|overflow]\n", argv[0]);
     return 2;
   }
   ranksPerNode = std::atoll(argv[1]);
   expertParallel = std::atoll(argv[2]);
+  bool strided = argc == 4 && std::string(argv[3]) == "strided";
+  if (strided)
+    expertPlacement = ZRT_EXPERT_STRIDED;
   zrt_comm *comm = zrt_comm_world();
-  zrt::setTopology(comm, ranksPerNode, 1, 0, 1, expertParallel);
-  if (argc == 4) {
+  zrt::setTopology(comm, ranksPerNode, 1, 0, 1, expertParallel,
+                   expertPlacement);
+  if (argc == 4 && !strided) {
     int code = overflow();
     zrt_finalize();
     return code;

@@ -67,50 +67,111 @@ static void membersPerNode(void) {
 }
 
 static void rankSets(void) {
-  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1, 1), 0, 1, 8,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 4, 1, 1), 4, 1, 4,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 2, 0, 1, 1), 4, 1, 2,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 1, 0, 1, 1), 5, 1, 1,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 4, 1, 1), 1, 4, 2,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 0, 1, 1), 5, 1, 1,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 2, 4, 1, 1), 0, 1, 8,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 1, 1), 0, 1, 8,
-            __LINE__);
+  expectSet(
+      zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
+      0, 1, 8, __LINE__);
+  expectSet(
+      zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 4, 1, 1, ZRT_EXPERT_CONTIGUOUS),
+      4, 1, 4, __LINE__);
+  expectSet(
+      zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 2, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
+      4, 1, 2, __LINE__);
+  expectSet(
+      zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
+      5, 1, 1, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 4, 1, 1,
+                            ZRT_EXPERT_CONTIGUOUS),
+            1, 4, 2, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 0, 1, 1,
+                            ZRT_EXPERT_CONTIGUOUS),
+            5, 1, 1, __LINE__);
+  expectSet(
+      zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 2, 4, 1, 1, ZRT_EXPERT_CONTIGUOUS),
+      0, 1, 8, __LINE__);
+  expectSet(
+      zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
+      0, 1, 8, __LINE__);
   /* Sequence-parallel groups of 4 consecutive ranks; 1: the rank alone. */
-  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 2, 0, 4, 1), 4, 1, 4,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 2, 8, 1, 0, 2, 1), 2, 1, 2,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 1, 0, 1, 1), 5, 1, 1,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 4, 1), 0, 1, 8,
-            __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 2, 0, 4, 1,
+                            ZRT_EXPERT_CONTIGUOUS),
+            4, 1, 4, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 2, 8, 1, 0, 2, 1,
+                            ZRT_EXPERT_CONTIGUOUS),
+            2, 1, 2, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 1, 0, 1, 1,
+                            ZRT_EXPERT_CONTIGUOUS),
+            5, 1, 1, __LINE__);
+  expectSet(
+      zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 4, 1, ZRT_EXPERT_CONTIGUOUS),
+      0, 1, 8, __LINE__);
   /* Expert-parallel groups of 2 consecutive ranks and the ranks holding the
    * same experts (every second rank); without expert parallelism the rank
    * alone and the world. */
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2), 4, 1, 2,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 4), 4, 1, 4,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 1), 5, 1, 1,
-            __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 2), 1, 2,
-            4, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 6, 8, 1, 0, 1, 4), 2, 4,
-            2, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 1), 0, 1,
-            8, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2,
+                            ZRT_EXPERT_CONTIGUOUS),
+            4, 1, 2, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 4,
+                            ZRT_EXPERT_CONTIGUOUS),
+            4, 1, 4, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 1,
+                            ZRT_EXPERT_CONTIGUOUS),
+            5, 1, 1, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 2,
+                            ZRT_EXPERT_CONTIGUOUS),
+            1, 2, 4, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 6, 8, 1, 0, 1, 4,
+                            ZRT_EXPERT_CONTIGUOUS),
+            2, 4, 2, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 1,
+                            ZRT_EXPERT_CONTIGUOUS),
+            0, 1, 8, __LINE__);
   /* The other kinds ignore the expert-parallel size. */
-  expectSet(zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1, 2), 0, 1, 8,
-            __LINE__);
-  EXPECT(zrt_rank_set_of(7, 5, 8, 1, 0, 1, 1).size, 0);
+  expectSet(
+      zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1, 2, ZRT_EXPERT_CONTIGUOUS),
+      0, 1, 8, __LINE__);
+  EXPECT(zrt_rank_set_of(7, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS).size, 0);
+  /* Strided expert sets of 2 on 8 ranks: {r % 4, r % 4 + 4}, the replicas
+   * the 4 consecutive ranks of r's half; ep 4: stride 2, replicas pairs. */
+  expectSet(
+      zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2, ZRT_EXPERT_STRIDED),
+      1, 4, 2, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 2,
+                            ZRT_EXPERT_STRIDED),
+            4, 1, 4, __LINE__);
+  expectSet(
+      zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 4, ZRT_EXPERT_STRIDED),
+      1, 2, 4, __LINE__);
+  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 4,
+                            ZRT_EXPERT_STRIDED),
+            4, 1, 2, __LINE__);
+  /* ep 8 of 64 ranks, 8 per node: contiguous sets are one node each and
+   * their replicas one rank per node; strided sets one rank per node and
+   * their replicas one node. */
+  EXPECT(zrt_members_per_node(zrt_rank_set_of(ZRT_RANKS_EXPERT, 13, 64, 1, 0, 1,
+                                              8, ZRT_EXPERT_CONTIGUOUS),
+                              8),
+         8);
+  EXPECT(
+      zrt_members_per_node(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 13, 64, 1,
+                                           0, 1, 8, ZRT_EXPERT_CONTIGUOUS),
+                           8),
+      1);
+  EXPECT(zrt_members_per_node(zrt_rank_set_of(ZRT_RANKS_EXPERT, 13, 64, 1, 0, 1,
+                                              8, ZRT_EXPERT_STRIDED),
+                              8),
+         1);
+  EXPECT(zrt_members_per_node(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 13, 64,
+                                              1, 0, 1, 8, ZRT_EXPERT_STRIDED),
+                              8),
+         8);
+  /* Member and shard indices follow the sets: rank 5 is member 1 of {1, 5}
+   * and index 1 of {4..7}; contiguous, member 1 of {4, 5} and index 2 of
+   * {1, 3, 5, 7}. An unknown placement is an empty set. */
+  EXPECT(zrt_expert_member(5, 8, 2, ZRT_EXPERT_STRIDED), 1);
+  EXPECT(zrt_expert_replica_index(5, 8, 2, ZRT_EXPERT_STRIDED), 1);
+  EXPECT(zrt_expert_member(5, 8, 2, ZRT_EXPERT_CONTIGUOUS), 1);
+  EXPECT(zrt_expert_replica_index(5, 8, 2, ZRT_EXPERT_CONTIGUOUS), 2);
+  EXPECT(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2, 7).size, 0);
   EXPECT(zrt_node_of(5, 2), 2);
   EXPECT(zrt_node_of(5, 0), 0);
 }

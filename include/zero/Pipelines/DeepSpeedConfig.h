@@ -55,6 +55,9 @@ struct DeepSpeedConfig {
       trainMicroBatchSizePerGpu, hpzPartitionSize, sequenceParallelSize;
   /// expert_parallel.autoep_size when expert_parallel.enabled is true.
   DeepSpeedValue<int64_t> expertParallelSize;
+  /// expert_parallel.placement (or use_data_before_expert_parallel_ true:
+  /// "strided") when expert_parallel.enabled is true.
+  DeepSpeedValue<std::string> expertPlacement;
   DeepSpeedValue<bool> reduceScatter, overlapComm, contiguousGradients;
   /// fp16.enabled and bf16.enabled (or the old section name bfloat16).
   DeepSpeedValue<bool> fp16, bf16;

@@ -32,6 +32,13 @@ inline constexpr llvm::StringLiteral kSequenceParallelSize =
 inline constexpr llvm::StringLiteral kExpertParallel = "expert_parallel";
 inline constexpr llvm::StringLiteral kExpertParallelEnabled = "enabled";
 inline constexpr llvm::StringLiteral kAutoepSize = "autoep_size";
+/// This project's key in that section: where the expert sets lie,
+/// "contiguous" (P consecutive ranks, DeepSpeed's default E + D) or
+/// "strided" (world / P apart, DeepSpeed's D + E).
+inline constexpr llvm::StringLiteral kExpertPlacement = "placement";
+/// DeepSpeed's top-level switch to the D + E topology: true is "strided".
+inline constexpr llvm::StringLiteral kUseDataBeforeExpertParallel =
+    "use_data_before_expert_parallel_";
 inline constexpr llvm::StringLiteral kActivationCheckpointing =
     "activation_checkpointing";
 /// This project's key (DeepSpeed has none): zero-loss-chunk's rows per

@@ -228,6 +228,9 @@ static void addStepSettings(const StepSchedule &s, manifest::Program &m) {
     m.sequenceParallel = schedule.getSequenceParallel();
     if (schedule.getExpertParallel() > 1)
       m.expertParallel = schedule.getExpertParallel();
+    // Only strided sets, so contiguous programs keep their hashes.
+    if (schedule.getExpertPlacement() == ExpertPlacement::strided)
+      m.expertPlacement = manifest::ExpertPlacement::Strided;
     // Only a topology other than one node without hpZ or MiCS, so
     // single-node programs keep their manifests and hashes.
     if (schedule.getRanksPerNode() != 0 ||

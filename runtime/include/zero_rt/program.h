@@ -39,8 +39,10 @@ extern "C" {
  *    refuses to run until its update is lowered).
  * 8: Adafactor runs (the manifest's optimizer.adafactor; its exp_avg_sq
  *    holds the factored statistics of the rank's shard, sized by
- *    zero_rt/adafactor.h). */
-#define ZRT_PROGRAM_VERSION 8
+ *    zero_rt/adafactor.h).
+ * 9: strided expert-parallel sets (the manifest's expert_placement, which
+ *    older runtimes would ignore and run with consecutive sets). */
+#define ZRT_PROGRAM_VERSION 9
 
 typedef struct zrt_ctx zrt_ctx;
 

@@ -61,6 +61,14 @@ enum {
   ZRT_RANKS_EXPERT_REPLICAS = 6, /* the ranks holding the rank's experts */
 };
 
+/* Where expert-parallel sets lie (the compiler's ExpertPlacement, in its
+ * order): P consecutive ranks whose replicas stride P (DeepSpeed's E + D),
+ * or ranks striding world / P whose replicas are consecutive (D + E). */
+enum {
+  ZRT_EXPERT_CONTIGUOUS = 0,
+  ZRT_EXPERT_STRIDED = 1,
+};
+
 /* The members of `rank`'s set of `kind` in a world of `world_size` ranks
  * with hpZ groups of `hpz_partition_size` (1: none) and MiCS shard groups
  * of `mics_shard_size` (0: none), both consecutive ranks. The group is the
@@ -68,16 +76,20 @@ enum {
  * is the rank alone, and so is a replica set without MiCS. The world set is
  * every rank, whatever the groups. The sequence set is the rank's group of
  * `sequence_parallel` consecutive ranks (Ulysses; 1: the rank alone), which
- * read the same rows. The expert set is the rank's group of
- * `expert_parallel` consecutive ranks (1: the rank alone), which split each
- * MoE layer's experts; the expert replica set holds the ranks of the same
- * member index in every expert set (first rank % expert_parallel, stride
- * expert_parallel; the world without expert parallelism), which hold the
- * same experts. A size of 0 means an unknown kind. */
+ * read the same rows. The expert set holds the `expert_parallel` ranks
+ * (1: the rank alone) that split each MoE layer's experts, the expert
+ * replica set the ranks of the same member index in every expert set (the
+ * world without expert parallelism), which hold the same experts. With
+ * `expert_placement` ZRT_EXPERT_CONTIGUOUS an expert set is consecutive
+ * ranks and the replicas stride expert_parallel (first rank %
+ * expert_parallel); with ZRT_EXPERT_STRIDED an expert set strides
+ * world_size / expert_parallel (first rank % that) and the replicas are
+ * consecutive. A size of 0 means an unknown kind or placement. */
 static inline zrt_rank_set
 zrt_rank_set_of(int32_t kind, int64_t rank, int64_t world_size,
                 int64_t hpz_partition_size, int64_t mics_shard_size,
-                int64_t sequence_parallel, int64_t expert_parallel) {
+                int64_t sequence_parallel, int64_t expert_parallel,
+                int32_t expert_placement) {
   zrt_rank_set s = {rank, 1, 1};
   switch (kind) {
   case ZRT_RANKS_GROUP:
@@ -113,21 +125,54 @@ zrt_rank_set_of(int32_t kind, int64_t rank, int64_t world_size,
     }
     return s;
   case ZRT_RANKS_EXPERT:
-    if (expert_parallel > 1) {
-      s.first = rank / expert_parallel * expert_parallel;
-      s.size = expert_parallel;
-    }
-    return s;
-  case ZRT_RANKS_EXPERT_REPLICAS:
-    if (expert_parallel >= 1) {
-      s.first = rank % expert_parallel;
-      s.stride = expert_parallel;
-      s.size = world_size / expert_parallel;
+  case ZRT_RANKS_EXPERT_REPLICAS: {
+    if (expert_placement != ZRT_EXPERT_CONTIGUOUS &&
+        expert_placement != ZRT_EXPERT_STRIDED)
+      break;
+    if (expert_parallel < 1)
+      return s;
+    /* The expert sets are the columns of a [replicas, P] grid of the ranks
+     * in row-major order (contiguous) or of its transpose (strided). */
+    int64_t replicas = world_size / expert_parallel;
+    int64_t inner =
+        expert_placement == ZRT_EXPERT_CONTIGUOUS ? expert_parallel : replicas;
+    int64_t outer = world_size / inner;
+    int expert_inner = expert_placement == ZRT_EXPERT_CONTIGUOUS;
+    if ((kind == ZRT_RANKS_EXPERT) == expert_inner) {
+      s.first = rank / inner * inner;
+      s.size = inner;
+    } else {
+      s.first = rank % inner;
+      s.stride = inner;
+      s.size = outer;
     }
     return s;
   }
+  }
   s.size = 0;
   return s;
+}
+
+/* `rank`'s member index in its expert set (the experts it holds of a
+ * parameter split over the set) and in its expert replica set (the shard
+ * it owns of an expert partition), for zrt_rank_set_of's placements. */
+static inline int64_t zrt_expert_member(int64_t rank, int64_t world_size,
+                                        int64_t expert_parallel,
+                                        int32_t expert_placement) {
+  if (expert_parallel <= 1)
+    return 0;
+  return expert_placement == ZRT_EXPERT_STRIDED
+             ? rank / (world_size / expert_parallel)
+             : rank % expert_parallel;
+}
+static inline int64_t zrt_expert_replica_index(int64_t rank, int64_t world_size,
+                                               int64_t expert_parallel,
+                                               int32_t expert_placement) {
+  if (expert_parallel <= 1)
+    return rank;
+  return expert_placement == ZRT_EXPERT_STRIDED
+             ? rank % (world_size / expert_parallel)
+             : rank / expert_parallel;
 }
 
 /* The node of `rank` (0 for every rank when ranks_per_node is 0). */

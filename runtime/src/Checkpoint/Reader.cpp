@@ -684,8 +684,9 @@ void zrt::remapOwned(CheckpointReader &ckpt, const Manifest &m, int32_t p,
     // checkSameModel let only the saving layout resume expert partitions.
     int first = 0, stride = 1;
     if (part.expert) {
-      first = int(m.expertMember(rank));
-      stride = int(m.expertParallel);
+      zrt_rank_set replicas = m.expertReplicas(rank);
+      first = int(replicas.first);
+      stride = int(replicas.stride);
     }
     ckpt.read(size_t(src), kind, lo - param.offset, hi - param.offset,
               out.data() + (lo - own.begin), rank, first, stride);

@@ -155,3 +155,28 @@ zero.train_step @ep_mics(%x: tensor<4x2xf32>)
 // Checks a parameter's share of experts.
 // expected-error @+1 {{'zero.param' op expert_parallel must be at least 2 on a tensor of experts (dimension 0), got 1 on 'tensor<4x8x6xf32>'}}
 zero.param @experts.down_proj : tensor<4x8x6xf32> init normal std 0.3 expert_parallel 1
+
+// -----
+
+// Checks the schedule: a strided placement needs expert sets to place.
+zero.train_step @strided_no_ep(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+1 {{expert_placement strided needs expert_parallel > 1}}
+    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 8, expert_placement = strided> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks the schedule: the placement is one of the two.
+zero.train_step @bad_placement(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+2 {{expected one of [contiguous, strided] for where the ranks of an expert-parallel set lie, got: diagonal}}
+    // expected-error @+1 {{failed to parse Zero_ScheduleAttr parameter 'expert_placement'}}
+    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 8, expert_parallel = 2, expert_placement = diagonal> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}

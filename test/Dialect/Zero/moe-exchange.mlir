@@ -23,3 +23,29 @@ func.func @capacity(%rows: tensor<128x32xbf16>, %offs: tensor<8xi32>, %c: tensor
   %recv, %counts, %loffs = zero.moe_exchange %rows, %offs known(%c, %l : tensor<2x4xi32>, tensor<4xi32>) layer 0 capacity 1.25 drop : tensor<128x32xbf16>, tensor<8xi32> -> tensor<160x32xbf16>, tensor<2x4xi32>, tensor<4xi32>
   return %recv : tensor<160x32xbf16>
 }
+
+// -----
+
+// The schedule's expert placement round-trips; contiguous, the default,
+// is not printed.
+// CHECK-LABEL: zero.train_step @strided
+// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, expert_parallel = 2, expert_placement = strided>
+zero.train_step @strided(%x: tensor<1x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, expert_parallel = 2, expert_placement = strided> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: zero.train_step @contiguous
+// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, expert_parallel = 2>
+zero.train_step @contiguous(%x: tensor<1x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, expert_parallel = 2, expert_placement = contiguous> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}

@@ -75,22 +75,30 @@ int64_t mlir::zero::getTensorBytes(Type tensorType) {
   return t.getNumElements() * getElementBytes(t.getElementType());
 }
 
-static_assert(
-    static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
-        static_cast<int32_t>(RankSetKind::hpz) == ZRT_RANKS_HPZ &&
-        static_cast<int32_t>(RankSetKind::replicas) == ZRT_RANKS_REPLICAS &&
-        static_cast<int32_t>(RankSetKind::world) == ZRT_RANKS_WORLD &&
-        static_cast<int32_t>(RankSetKind::sequence) == ZRT_RANKS_SEQUENCE &&
-        static_cast<int32_t>(RankSetKind::expert) == ZRT_RANKS_EXPERT &&
-        static_cast<int32_t>(RankSetKind::expert_replicas) ==
-            ZRT_RANKS_EXPERT_REPLICAS,
-    "RankSetKind follows zero_rt/topology.h's kinds");
+static_assert(static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
+                  static_cast<int32_t>(RankSetKind::hpz) == ZRT_RANKS_HPZ &&
+                  static_cast<int32_t>(RankSetKind::replicas) ==
+                      ZRT_RANKS_REPLICAS &&
+                  static_cast<int32_t>(RankSetKind::world) == ZRT_RANKS_WORLD &&
+                  static_cast<int32_t>(RankSetKind::sequence) ==
+                      ZRT_RANKS_SEQUENCE &&
+                  static_cast<int32_t>(RankSetKind::expert) ==
+                      ZRT_RANKS_EXPERT &&
+                  static_cast<int32_t>(RankSetKind::expert_replicas) ==
+                      ZRT_RANKS_EXPERT_REPLICAS,
+              "RankSetKind follows zero_rt/topology.h's kinds");
+static_assert(static_cast<int32_t>(ExpertPlacement::contiguous) ==
+                      ZRT_EXPERT_CONTIGUOUS &&
+                  static_cast<int32_t>(ExpertPlacement::strided) ==
+                      ZRT_EXPERT_STRIDED,
+              "ExpertPlacement follows zero_rt/topology.h's placements");
 
 zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,
                                       int64_t rank) const {
   return zrt_rank_set_of(static_cast<int32_t>(collective.getRankSetKind()),
                          rank, worldSize, hpzPartitionSize, micsShardSize,
-                         sequenceParallel, expertParallel);
+                         sequenceParallel, expertParallel,
+                         static_cast<int32_t>(expertPlacement));
 }
 
 int64_t StepSchedule::getCollectiveElementBytes(
@@ -154,6 +162,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.micsShardSize = schedule.getMicsShardSize();
   s.sequenceParallel = schedule.getSequenceParallel();
   s.expertParallel = schedule.getExpertParallel();
+  s.expertPlacement = schedule.getExpertPlacement();
   // The groups whose hpZ secondary shard the step keeps.
   llvm::SmallDenseSet<StringRef, 8> secondary;
   if (s.hpzPartitionSize > 1)

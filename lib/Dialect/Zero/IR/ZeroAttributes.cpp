@@ -47,7 +47,8 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                      int64_t stage, int64_t worldSize, int64_t globalBatch,
                      int64_t accumulationSteps, int64_t ranksPerNode,
                      int64_t hpzPartitionSize, int64_t micsShardSize,
-                     int64_t sequenceParallel, int64_t expertParallel) {
+                     int64_t sequenceParallel, int64_t expertParallel,
+                     ExpertPlacement expertPlacement) {
   if (stage < 0 || stage > 3)
     return emitError() << "stage must be 0, 1, 2 or 3, got " << stage;
   if (worldSize < 1 || worldSize > kMaxWorldSize)
@@ -99,6 +100,10 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "expert_parallel " << expertParallel
                        << " must be a positive divisor of world_size "
                        << worldSize;
+  // Without expert sets there is nothing to place.
+  if (expertPlacement == ExpertPlacement::strided && expertParallel == 1)
+    return emitError() << "expert_placement strided needs expert_parallel "
+                          "> 1";
   // Expert partitions are sharded over the expert replicas; the other
   // layouts of the world are not combined with them yet.
   if (expertParallel > 1 &&

@@ -310,7 +310,8 @@ struct ZeroGradSyncPass
       step.setScheduleAttr(ScheduleAttr::get(
           &getContext(), attr.getStage(), n, global, k, attr.getRanksPerNode(),
           attr.getHpzPartitionSize(), attr.getMicsShardSize(),
-          attr.getSequenceParallel(), attr.getExpertParallel()));
+          attr.getSequenceParallel(), attr.getExpertParallel(),
+          attr.getExpertPlacement()));
       FailureOr<StepSchedule> schedule = StepSchedule::get(step);
       if (failed(schedule))
         return signalPassFailure();

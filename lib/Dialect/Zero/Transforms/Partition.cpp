@@ -74,13 +74,28 @@ struct ZeroPartitionPass
     }
     if (failed(divideBatch(step, dataParallel)))
       return failure();
+    std::optional<ExpertPlacement> placement =
+        symbolizeExpertPlacement(epPlacement.getValue());
+    if (!placement) {
+      mlir::emitError(step.getLoc())
+          << "zero-partition: ep-placement '" << epPlacement.getValue()
+          << "' is not contiguous or strided";
+      return failure();
+    }
+    if (*placement == ExpertPlacement::strided && epSize == 1) {
+      mlir::emitError(step.getLoc())
+          << "zero-partition: ep-placement strided places expert-parallel "
+             "sets, but ep-size is 1";
+      return failure();
+    }
     // The schedule's verifier holds DeepSpeed's rules on hpZ (stage 3, a
     // divisor of the world size).
     auto attr = ScheduleAttr::getChecked(
         [&] { return mlir::emitError(step.getLoc()) << "zero-partition: "; },
         &getContext(), int64_t(stage), int64_t(worldSize), batch,
         /*accumulation_steps=*/int64_t(1), int64_t(ranksPerNode),
-        int64_t(hpzPartitionSize), int64_t(mics), sp, int64_t(epSize));
+        int64_t(hpzPartitionSize), int64_t(mics), sp, int64_t(epSize),
+        *placement);
     if (!attr)
       return failure();
     step.setScheduleAttr(attr);

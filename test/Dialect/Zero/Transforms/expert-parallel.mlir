@@ -2,6 +2,9 @@
 // RUN: zero-opt %s -split-input-file --zero-expert-parallel="ep-size=2 moe-capacity-factor=1.5 moe-drop-tokens" | FileCheck %s --check-prefix=CAP
 // RUN: zero-opt %s -split-input-file --zero-expert-parallel="ep-size=2" --zero-autodiff | FileCheck %s --check-prefix=GRAD
 // RUN: zero-opt %s -split-input-file --zero-expert-parallel="ep-size=2" --zero-partition="stage=3 world-size=4 ep-size=2" | FileCheck %s --check-prefix=PART
+// RUN: zero-opt %s -split-input-file --zero-expert-parallel="ep-size=2" --zero-partition="stage=3 world-size=4 ep-size=2 ep-placement=strided" | FileCheck %s --check-prefix=STRIDED
+// RUN: not zero-opt %s -split-input-file --zero-expert-parallel="ep-size=2" --zero-partition="stage=3 world-size=4 ep-size=2 ep-placement=diagonal" 2>&1 | FileCheck %s --check-prefix=BADPLACE
+// RUN: not zero-opt %s -split-input-file --zero-partition="stage=3 world-size=4 ep-placement=strided" 2>&1 | FileCheck %s --check-prefix=NOEP
 
 // A Mixtral MoE block (4 experts, top 2, 16 tokens: 32 dispatch rows) on 2
 // expert-parallel ranks: each keeps experts [2q, 2q + 2) of the fused
@@ -47,6 +50,15 @@
 // PART: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 16, expert_parallel = 2>
 // PART: zero.moe_exchange %{{.*}}, %{{.*}} layer 0 : tensor<8x8xf32>, tensor<4xi32> -> tensor<16x8xf32>, tensor<2x2xi32>, tensor<2xi32>
 // PART: zero.moe_return %{{.*}} layer 0 : tensor<16x8xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<4xi32> -> tensor<8x8xf32>
+// With ep-placement=strided the same partitions (the expert one over the 2
+// ranks that hold the same experts, now consecutive) and the placement in
+// the schedule; a placement that is neither, or strided without ep-size,
+// is refused by name.
+// STRIDED: zero.partition @experts.experts stage 3 world_size 2 alignment 2 numel 288 padded 288 params [@experts.gate_up_proj, @experts.down_proj] offsets [0, 192] expert
+// STRIDED-LABEL: zero.train_step @train
+// STRIDED-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 16, expert_parallel = 2, expert_placement = strided>
+// BADPLACE: error: zero-partition: ep-placement 'diagonal' is not contiguous or strided
+// NOEP: error: zero-partition: ep-placement strided places expert-parallel sets, but ep-size is 1
 zero.param @in.weight : tensor<8x8xf32> init normal std 0.3
 zero.param @gate.weight : tensor<4x8xf32> init zeros
 zero.param @experts.gate_up_proj : tensor<4x12x8xf32> init normal std 0.3

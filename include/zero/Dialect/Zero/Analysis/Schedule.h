@@ -141,6 +141,7 @@ public:
   int64_t getMicsShardSize() const { return micsShardSize; }
   int64_t getSequenceParallel() const { return sequenceParallel; }
   int64_t getExpertParallel() const { return expertParallel; }
+  ExpertPlacement getExpertPlacement() const { return expertPlacement; }
   /// Ranks on one node: ranks per node, or the world on one node.
   int64_t getNodeSize() const {
     return ranksPerNode > 0 ? ranksPerNode : worldSize;
@@ -244,6 +245,7 @@ private:
   int64_t micsShardSize = 0;
   int64_t sequenceParallel = 1;
   int64_t expertParallel = 1;
+  ExpertPlacement expertPlacement = ExpertPlacement::contiguous;
   bool optimizerOffloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
   bool paramsOffloaded = false;

@@ -414,6 +414,12 @@ def Zero_LoggingAttr : Zero_Attr<"Logging", "logging"> {
   let genVerifyDecl = 1;
 }
 
+def Zero_ExpertPlacement : I32EnumAttr<"ExpertPlacement",
+    "where the ranks of an expert-parallel set lie", [
+    I32EnumAttrCase<"contiguous", 0>, I32EnumAttrCase<"strided", 1>]> {
+  let cppNamespace = "::mlir::zero";
+}
+
 def Zero_OffloadDevice : I32EnumAttr<"OffloadDevice",
     "where offloaded model states live", [
     I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"cpu", 1>,
@@ -520,11 +526,19 @@ def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
     `sequence_parallel` P > 1 (Ulysses) groups P consecutive ranks that read
     the same samples, each holding 1/P of every sequence: the data-parallel
     ranks are world_size / P, while the partitions span the whole world.
-    `expert_parallel` P > 1 splits each MoE layer's experts over P
-    consecutive ranks (`zero-expert-parallel`): the ranks read different
-    samples (P does not change the data-parallel ranks), tokens travel to
-    their experts' rank by `zero.moe_exchange`, and expert parameters are
-    partitioned over the world_size / P ranks holding the same experts.
+    `expert_parallel` P > 1 splits each MoE layer's experts over the P
+    ranks of an `expert` set (`zero-expert-parallel`): the ranks read
+    different samples (P does not change the data-parallel ranks), tokens
+    travel to their experts' rank by `zero.moe_exchange`, and expert
+    parameters are partitioned over the world_size / P ranks holding the
+    same experts (`expert_replicas`). `expert_placement` says where those
+    sets lie: `contiguous` (the default; DeepSpeed's "E + D") makes each
+    expert set P consecutive ranks and the replicas stride P, so the
+    all-to-alls stay within a node when P divides ranks_per_node;
+    `strided` (DeepSpeed's `use_data_before_expert_parallel_`, "D + E")
+    makes each expert set stride world_size / P and the replicas
+    consecutive, so the expert parameters' ZeRO collectives stay within a
+    node and the all-to-alls cross nodes. `strided` needs P > 1.
 
     ```mlir
     #zero.schedule<stage = 3, world_size = 8, global_batch = 512, accumulation_steps = 2>
@@ -540,7 +554,10 @@ def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
     DefaultValuedParameter<"int64_t", "1">:$hpz_partition_size,
     DefaultValuedParameter<"int64_t", "0">:$mics_shard_size,
     DefaultValuedParameter<"int64_t", "1">:$sequence_parallel,
-    DefaultValuedParameter<"int64_t", "1">:$expert_parallel);
+    DefaultValuedParameter<"int64_t", "1">:$expert_parallel,
+    DefaultValuedParameter<"::mlir::zero::ExpertPlacement",
+                           "::mlir::zero::ExpertPlacement::contiguous">:
+        $expert_placement);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -770,8 +787,9 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
 
     `expert_parallel` P (set by `zero-expert-parallel`) marks a MoE layer's
     expert tensor of which each rank holds E / P of the E experts (dimension
-    0): member q of the rank's `expert` set holds experts `[q * E / P, (q +
-    1) * E / P)` of the whole tensor, whose dimension 0 is P times the
+    0): member q of the rank's `expert` set (its q-th rank in rank order,
+    whatever #zero.schedule's expert_placement) holds experts `[q * E / P,
+    (q + 1) * E / P)` of the whole tensor, whose dimension 0 is P times the
     type's. Its gradient is reduced, and its ZeRO partition sharded, over
     the `expert_replicas` ranks that hold the same experts.
 
@@ -1096,10 +1114,13 @@ def Zero_RankSetKind : I32EnumAttr<"RankSetKind",
     groups do not split); `sequence`: this rank's sequence-parallel group,
     the P consecutive ranks that read the same rows (#zero.schedule's
     sequence_parallel; the world when P is the world size); `expert`: this
-    rank's expert-parallel set, the P consecutive ranks that split each MoE
-    layer's experts (#zero.schedule's expert_parallel; the rank alone when
-    P is 1); `expert_replicas`: the world / P ranks holding this rank's
-    experts (first r % P, stride P; the world when P is 1).
+    rank's expert-parallel set, the P ranks that split each MoE layer's
+    experts (#zero.schedule's expert_parallel; the rank alone when P is 1);
+    `expert_replicas`: the world / P ranks holding this rank's experts (the
+    world when P is 1). With #zero.schedule's expert_placement `contiguous`
+    an expert set is P consecutive ranks and the replicas stride P (first
+    r % P); with `strided` an expert set strides world / P (first r %
+    (world / P)) and the replicas are world / P consecutive ranks.
     `zrt_rank_set_of` (zero_rt/topology.h)
     gives the members of each.
   }];
@@ -2168,8 +2189,9 @@ def Zero_MoeExchangeOp : Zero_Op<"moe_exchange", [
          "getMovedValue", "getToken", "getRankSetKind"]>]> {
   let summary = "Token rows to the ranks of their experts (expert parallelism)";
   let description = [{
-    Over this rank's `expert` set of P members, which split a MoE layer's E
-    experts (member q owns experts `[q * E / P, (q + 1) * E / P)`, E_l = E
+    Over this rank's `expert` set of P members (in rank order, consecutive
+    or strided by #zero.schedule's expert_placement), which split a MoE
+    layer's E experts (member q owns experts `[q * E / P, (q + 1) * E / P)`, E_l = E
     / P of them): `rows` [n, width] are this rank's rows sorted by global
     expert, as `nn.moe_dispatch` writes them, `offsets` [E] (i32) their
     cumulative ends; the rows of member q's experts (a contiguous range)

@@ -458,6 +458,12 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
            "(zero-expert-parallel; expert parameters are partitioned over "
            "world-size / ep-size ranks; DeepSpeed: expert_parallel."
            "autoep_size)">,
+    Option<"epPlacement", "ep-placement", "std::string",
+           /*default=*/"\"contiguous\"",
+           "Where an expert-parallel set's ranks lie: contiguous (ep-size "
+           "consecutive ranks; the expert replicas stride ep-size) or "
+           "strided (stride world-size / ep-size; the expert replicas "
+           "consecutive. DeepSpeed: use_data_before_expert_parallel_)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
@@ -910,9 +916,10 @@ def ZeroExpertParallelPass : Pass<"zero-expert-parallel", "::mlir::ModuleOp"> {
   let summary = "Expert parallelism: each rank of a group of P holds E / P "
                 "of every MoE layer's experts, and tokens travel to them";
   let description = [{
-    DeepSpeed-MoE's and torchtitan's expert parallelism. The P consecutive
-    ranks of an `expert` set read different samples and split each MoE
-    layer's E experts: member q holds experts `[q * E / P, (q + 1) * E /
+    DeepSpeed-MoE's and torchtitan's expert parallelism. The P ranks of an
+    `expert` set (consecutive, or strided with `zero-partition`'s
+    `ep-placement`) read different samples and split each MoE layer's E
+    experts: member q (in rank order) holds experts `[q * E / P, (q + 1) * E /
     P)`. Each expert parameter (the weight of an `nn.grouped_matmul` that
     reads an `nn.moe_dispatch`'s offsets) keeps E / P of its experts
     (dimension 0) and is marked `expert_parallel P`, with the views of it
