@@ -118,31 +118,28 @@ void planBuckets(mlir::ModuleOp module, ModelCounts &counts,
     if (failed(plan))
       return;
     counts.planHostBytes = std::max(counts.planHostBytes, plan->hostBytes);
+    // The states the layout sizes (factored, or kept by part): the plan's
+    // bytes, not the table's per parameter.
     int64_t factored = 0;
     bool anyFactored = false;
+    std::map<unsigned, int64_t> parts;
     for (const mlir::zero::PartitionBuffers &p : schedule->getPartitions())
-      for (unsigned k = 0; k < mlir::zero::kNumBufferKinds; ++k)
-        if (p.optimizer &&
-            p.hasBuffer(static_cast<mlir::zero::BufferKind>(k)) &&
-            zrt::optimizers::isFactored(
-                static_cast<zrt::optimizers::Kind>(p.optimizer.getKind()),
-                static_cast<zrt::BufferKind>(k))) {
+      for (unsigned k = 0; k < mlir::zero::kNumBufferKinds; ++k) {
+        if (!p.optimizer || !p.hasBuffer(static_cast<mlir::zero::BufferKind>(k)))
+          continue;
+        auto kind = static_cast<zrt::optimizers::Kind>(p.optimizer.getKind());
+        auto buffer = static_cast<zrt::BufferKind>(k);
+        if (zrt::optimizers::isFactored(kind, buffer)) {
           factored += p.bytes[k];
           anyFactored = true;
+        } else if (zrt::optimizers::statePart(kind, buffer) !=
+                   zrt::optimizers::StatePart::All) {
+          parts[k] += p.bytes[k];
         }
+      }
     if (anyFactored)
       counts.planFactoredStateBytes =
           std::max(counts.planFactoredStateBytes.value_or(0), factored);
-    std::map<unsigned, int64_t> parts;
-    for (const mlir::zero::PartitionBuffers &p : schedule->getPartitions())
-      for (unsigned k = 0; k < mlir::zero::kNumBufferKinds; ++k)
-        if (p.optimizer &&
-            p.hasBuffer(static_cast<mlir::zero::BufferKind>(k)) &&
-            zrt::optimizers::statePart(
-                static_cast<zrt::optimizers::Kind>(p.optimizer.getKind()),
-                static_cast<zrt::BufferKind>(k)) !=
-                zrt::optimizers::StatePart::All)
-          parts[k] += p.bytes[k];
     for (auto [k, bytes] : parts)
       counts.planPartStateBytes[k] =
           std::max(counts.planPartStateBytes[k], bytes);
