@@ -415,6 +415,13 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
       r.matrixStateBytes = table::partBytes(kind, table::StatePart::Matrices);
       r.otherStateBytes = table::partBytes(kind, table::StatePart::Others);
     }
+    for (const PartitionBuffers &pb : s.getPartitions())
+      for (const OptimizerState &state :
+           getOptimizerStates(step.getOptimizer()))
+        if (table::isFactored(kind, static_cast<zrt::BufferKind>(state.buffer)))
+          r.factoredStateBytes =
+              c.add(r.factoredStateBytes,
+                    pb.bytes[static_cast<unsigned>(state.buffer)]);
     // Each part's states hold the same elements (Adam's m and v): a
     // partition's part is its largest buffer of it.
     for (const PartitionBuffers &pb : s.getPartitions()) {
@@ -943,6 +950,12 @@ static void printModelStateNote(
       llvm::formatv("8S + {0}S'/n", b).str(),
       llvm::formatv("4S + {0}S'/n", 4 + b).str(),
       llvm::formatv("{0}S'/n", 8 + b).str()};
+  // Parameters, gradients and masters without the optimizer's states:
+  // 16-bit ones with fp32 masters, or fp32 ones that are their own.
+  const struct {
+    const char *mixed[4], *full[4];
+  } stateless = {{"8S", "4S + 4S'/n", "2S + 6S'/n", "8S'/n"},
+                 {"8S", "8S", "4S + 4S'/n", "8S'/n"}};
   if (r.optimizerOffloaded || r.paramsOffloaded) {
     printOffloadNote(r, deepspeed, os);
   } else if (r.frozenParamCount > 0) {
@@ -987,13 +1000,22 @@ static void printModelStateNote(
           "gradient copy throughout (18 bytes per parameter), and ignores "
           "buckets, gathered parameters and activations, which are counted "
           "above.\n\n";
+  } else if (r.factoredStateBytes > 0) {
+    // A factored state (Adafactor's): its bytes follow the tensors' shapes.
+    os << "\nModel states follow "
+       << (fp32 ? stateless.full : stateless.mixed)[r.stage]
+       << " + F (S = " << S << ", S' = " << Sp << ", n = " << modelStateRanks(r)
+       << "; F = " << r.factoredStateBytes << " bytes, " << r.optimizer
+       << "'s factored statistics of the tensors a rank's shards touch, each "
+          "matrix's row and column means and each vector's elements, the "
+          "most any rank keeps, summed over the partitions); DeepSpeed's "
+          "estimator counts Adam's states on every parameter and an fp32 "
+          "gradient copy (18 bytes per parameter), and ignores buckets, "
+          "gathered parameters and activations, which are counted above.\n\n";
   } else if (r.matrixStateBytes > 0) {
     // States by part (Muon): not a number of bytes per parameter.
-    // Parameters, gradients and masters: 16-bit ones with fp32 masters,
-    // or fp32 ones that are their own.
-    const char *mixed[] = {"8S", "4S + 4S'/n", "2S + 6S'/n", "8S'/n"};
-    const char *full[] = {"8S", "8S", "4S + 4S'/n", "8S'/n"};
-    os << "\nModel states follow " << (fp32 ? full : mixed)[r.stage] << " + "
+    os << "\nModel states follow "
+       << (fp32 ? stateless.full : stateless.mixed)[r.stage] << " + "
        << r.matrixStateBytes << "M + " << r.otherStateBytes << "O (S = " << S
        << ", S' = " << Sp << ", n = " << modelStateRanks(r)
        << "; M = " << r.matrixStateElements
@@ -1009,10 +1031,6 @@ static void printModelStateNote(
        << (fp32 ? fp32Formulas : mixedFormulas)[r.stage] << " (S = " << S
        << ", S' = " << Sp << ", n = " << modelStateRanks(r)
        << (r.micsShardSize > 0 ? ", the MiCS shard group" : "") << ")";
-    if (r.optimizer == "adafactor")
-      os << ", with Adafactor's state at its bound of 4 bytes per parameter "
-            "(the breakdown above holds each matrix's factored row and "
-            "column statistics instead, fewer)";
     if (r.optimizerAbsmaxBlock > 0)
       os << ", each " << r.optimizerStatePrecision
          << " optimizer state adding one fp32 absmax per "

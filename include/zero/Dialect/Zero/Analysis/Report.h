@@ -124,6 +124,9 @@ struct StepReport {
   int64_t matrixStateElements = 0, otherStateElements = 0;
   /// Their bytes per element (optimizers.def's parts: Muon's 4 and 8).
   int64_t matrixStateBytes = 0, otherStateBytes = 0;
+  /// A factored state's bytes on a rank (Adafactor's: the largest rank's
+  /// per partition, summed), 0 without one.
+  int64_t factoredStateBytes = 0;
   /// Muon: why zero-compile refuses the step (a matrix across a shard
   /// boundary, findMuonCrossing), empty when it lowers.
   std::string muonRefusal;
