@@ -1254,7 +1254,9 @@ void deviceAdafactor(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   auto [grads, n] = ownedGrads(ctx, p, part);
   float *masters = ownedMasters(*ctx, p);
   if (skip) {
-    // The skipped step of every update: the params get the masters back.
+    // A skipped step (fp16 overflow) changes nothing but gives the params
+    // their masters back; every update kernel's skip path does only that,
+    // and SGD's takes no state, so its call with skip set is that copy.
     device::sgd(part.computeDtype, grads, masters, nullptr, params, n,
                 ctx->adamSteps, m.lr, 0.0, 0.0, 0.0, 0, nullptr, nullptr,
                 nullptr, 0, m.gradientClipping, stats, lossScale, divisor, 1);
