@@ -176,6 +176,29 @@ want models && {
   # 8-bit Adam states (bitsandbytes' block-wise quantisation).
   llama --dtype f32 --optimizer-states int8 -o "$stage/llama_int8.mlir"
   model llama_f32_int8_s2 "$stage/llama_int8.mlir" 10 "$tok" --stage 2
+  # Muon (Newton-Schulz on the hidden matrices, AdamW on the rest; at stage
+  # 3 its states packed by part) and Adafactor (factored second moments).
+  llama --dtype f32 --optimizer muon --lr 1e-3 --weight-decay 0.01 \
+    -o "$stage/llama_muon.mlir"
+  model llama_f32_muon_s0 "$stage/llama_muon.mlir" 10 "$tok" --stage 0
+  model llama_f32_muon_s3 "$stage/llama_muon.mlir" 10 "$tok" --stage 3
+  for dt in $dtypes; do
+    llama --dtype $dt --optimizer adafactor --lr 1e-2 --weight-decay 0.01 \
+      -o "$stage/llama_adafactor_$dt.mlir"
+    model llama_${dt}_adafactor_s3 "$stage/llama_adafactor_$dt.mlir" 10 \
+      "$tok" --stage 3
+  done
+  model llama_f32_adafactor_s0 "$stage/llama_adafactor_f32.mlir" 10 "$tok" \
+    --stage 0
+  # bf16 parameters as their own masters, with fp32 and with bf16 moments.
+  if [[ " $dtypes " == *" bf16 "* ]]; then
+    llama --dtype bf16 --bf16-masters -o "$stage/llama_bf16m.mlir"
+    model llama_bf16_masters_s2 "$stage/llama_bf16m.mlir" 10 "$tok" --stage 2
+    llama --dtype bf16 --bf16-masters --optimizer-states bf16 \
+      -o "$stage/llama_bf16ms.mlir"
+    model llama_bf16_masters_states_s3 "$stage/llama_bf16ms.mlir" 10 "$tok" \
+      --stage 3
+  fi
   # A tiny Mixtral from transformers' own class (needs the project's venv:
   # torch and transformers), its -100 labels and its initial weights.
   py=${ZERO_PYTHON:-$ROOT/.venv/bin/python}
@@ -198,6 +221,23 @@ want models && {
       [ $kind = mixtral_aux ] ||
         model ${kind}_f32_s3 "$stage/$kind.mlir" 5 "$init" --stage 3
     done
+    # gpt-oss (attention sinks, a sliding window, YaRN, expert biases, the
+    # clamped SwiGLU) in fp32, and saved and imported in bf16: the bf16
+    # grouped products.
+    if [[ " $dtypes " == *" bf16 "* ]]; then
+      (cd "$stage" &&
+       "$py" "$H" save gpt_oss gpt_oss >/dev/null &&
+       "$BIN/zero-import" --hf gpt_oss --batch 8 --seq 32 -o gpt_oss.mlir \
+         --lr 3e-3 >/dev/null &&
+       "$py" "$H" save gpt_oss_bf16 gpt_oss_bf16 --dtype bfloat16 >/dev/null &&
+       "$BIN/zero-import" --hf gpt_oss_bf16 --batch 8 --seq 32 --dtype bf16 \
+         -o gpt_oss_bf16.mlir --lr 3e-3 >/dev/null) || exit 1
+      cp -r "$stage/gpt_oss" "$stage/gpt_oss_bf16" "$M/"
+      model gpt_oss_f32_s0 "$stage/gpt_oss.mlir" 5 \
+        "$data --init-from @M@/gpt_oss" --stage 0
+      model gpt_oss_bf16_s3 "$stage/gpt_oss_bf16.mlir" 5 \
+        "$data --init-from @M@/gpt_oss_bf16" --stage 3
+    fi
   else
     echo "gpu-bundle: no torch/transformers on $py: the bundle goes" \
       "without the Mixtral steps" >&2
