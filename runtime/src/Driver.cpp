@@ -462,12 +462,6 @@ bool Driver::announceRun() {
 }
 
 void Driver::checkOutputs() {
-  // Adafactor's state is each rank's factors of the tensors its shard
-  // touches, not a shard of an element-wise buffer: the checkpoint format
-  // (and its reshard) does not describe it.
-  if (manifest.adafactor && (!opts.save.empty() || !opts.resume.empty()))
-    fail(std::string(!opts.save.empty() ? "--save" : "--resume") +
-         ": checkpoints of an Adafactor run are not supported");
   if (!opts.save.empty()) {
     checkWritableDir(opts.save, "--save");
     if (ctx.rank == 0)

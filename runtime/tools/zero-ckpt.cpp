@@ -165,11 +165,11 @@ int inspect(const std::string &path) {
     std::printf("  precision %s, optimizer %s\n",
                 m.value(ManifestFile::precision, std::string("?")).c_str(),
                 m.at(ManifestFile::optimizer).dump().c_str());
-  if (ckpt.partStates)
-    std::printf("  optimizer states: by part (Muon's momentum on its "
-                "matrices, AdamW's moments on the others), each section its "
-                "buffer's own bytes: resumed bitwise by the program and world "
-                "that saved it, never resharded\n");
+  if (ckpt.layoutStates)
+    std::printf("  optimizer states: %s, each section its buffer's own "
+                "bytes: resumed bitwise by the program and world that saved "
+                "it, never resharded\n",
+                ckpt.layoutStates);
   if (ckpt.int8States)
     std::printf("  optimizer states: int8, each state's section its buffer's "
                 "own bytes (an fp32 absmax per 2048 elements, then a code per "
@@ -314,11 +314,10 @@ int consolidate(const std::string &path, const std::string &out,
     fail(ckpt.where() + " holds int8 optimizer states (codes and absmaxes), "
                         "which --optimizer-states does not write as fp32 "
                         "tensors; consolidate the masters without it");
-  if (optimizerStates && ckpt.partStates)
-    fail(ckpt.where() + " holds Muon's states packed by part in each rank's "
-                        "layout order, which --optimizer-states does not "
-                        "write per parameter; consolidate the masters "
-                        "without it");
+  if (optimizerStates && ckpt.layoutStates)
+    fail(ckpt.where() + " holds " + ckpt.layoutStates +
+         ", which --optimizer-states does not write per parameter; "
+         "consolidate the masters without it");
   if (optimizerStates)
     for (BufferKind k :
          stateBuffers(savedOptimizer(ckpt), savedOptimizerSettings(ckpt)))
@@ -494,11 +493,10 @@ int reshard(const std::string &path,
                         "per 2048 elements of each shard), which are not "
                         "resharded: resume it with the program and world "
                         "that saved it");
-  if (ckpt.partStates)
-    fail(ckpt.where() + " holds Muon's states packed by part in each rank's "
-                        "layout order (the momentum of its matrices, AdamW's "
-                        "moments of the others), which are not resharded: "
-                        "resume it with the program and world that saved it");
+  if (ckpt.layoutStates)
+    fail(ckpt.where() + " holds " + ckpt.layoutStates +
+         ", which are not resharded: resume it with the program and world "
+         "that saved it");
   Manifest target = layout(ckpt);
   checkSameModel(ckpt, target);
   std::string dir = checkpointDir(outRoot, ckpt.step);

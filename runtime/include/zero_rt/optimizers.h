@@ -138,6 +138,26 @@ constexpr bool hasStateParts(Kind kind) {
   return false;
 }
 
+/// Whether `kind` keeps any state factored (ZRT_OPTIMIZER_STATE_FACTORED).
+constexpr bool hasFactoredStates(Kind kind) {
+  for (const State &s : kStates)
+    if (s.kind == kind && isFactored(kind, s.buffer))
+      return true;
+  return false;
+}
+
+/// How `kind` lays its states out by each rank's layout
+/// (ZRT_OPTIMIZER_LAYOUT_STATES), or nullptr when they are one element per
+/// element of the shard: a checkpoint then saves them as their bytes,
+/// resumed only by the program and world that saved them.
+constexpr const char *layoutStatesText(Kind kind) {
+#define ZRT_OPTIMIZER_LAYOUT_STATES(id, description)                           \
+  if (kind == Kind::id)                                                        \
+    return description;
+#include "zero_rt/optimizers.def"
+  return nullptr;
+}
+
 /// The bytes one parameter of `part` (Matrices or Others) keeps under
 /// `kind`: its states for that part and those for all.
 constexpr int64_t partBytes(Kind kind, StatePart part) {
@@ -158,6 +178,16 @@ constexpr int64_t maxParamBytes(Kind kind) {
           others = partBytes(kind, StatePart::Others);
   return matrices > others ? matrices : others;
 }
+
+// States by part or factored follow each rank's layout, which the
+// checkpoint must know.
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  static_assert(!(hasStateParts(Kind::id) || hasFactoredStates(Kind::id)) ||   \
+                    layoutStatesText(Kind::id) != nullptr,                     \
+                "optimizers.def: " #name                                       \
+                " needs a ZRT_OPTIMIZER_LAYOUT_STATES "                        \
+                "row");
+#include "zero_rt/optimizers.def"
 
 // A row's bytes are its states' bytes (the larger part's with parts), and
 // a state's bytes its dtype's.

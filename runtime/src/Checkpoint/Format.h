@@ -83,9 +83,11 @@ inline bool isSaved(const PartitionInfo &p, BufferKind kind) {
 
 /// Whether a checkpoint of program `m` saves buffer `kind` as its own
 /// bytes: block-wise 8-bit states (their absmaxes and codes), which
-/// re-quantising would not reproduce.
+/// re-quantising would not reproduce, and states laid out by each rank's
+/// layout (optimizers.def's ZRT_OPTIMIZER_LAYOUT_STATES).
 inline bool isRawState(const Manifest &m, BufferKind kind) {
-  return (m.int8States() || optimizers::hasStateParts(m.optimizer)) &&
+  return (m.int8States() ||
+          optimizers::layoutStatesText(m.optimizer) != nullptr) &&
          optimizers::isStateBuffer(kind);
 }
 

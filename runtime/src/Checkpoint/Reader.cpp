@@ -149,8 +149,8 @@ CheckpointReader::CheckpointReader(const std::string &path) {
       if (std::optional<manifest::OptimizerKind> kind =
               manifest::enumOf<manifest::OptimizerKind>(optimizer->value(
                   checkpoint::Optimizer::kind, std::string())))
-        partStates = optimizers::hasStateParts(
-            static_cast<optimizers::Kind>(*kind));
+        layoutStates =
+            optimizers::layoutStatesText(static_cast<optimizers::Kind>(*kind));
     if (world < 1 || stage < 0 || stage > 3)
       fail(whereText + ": manifest.json has world size " +
            std::to_string(world) + " and stage " + std::to_string(stage));
@@ -497,18 +497,17 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
          ": int8 optimizer states are not resharded (each rank's shard "
          "blocks its own 2048 elements, and re-quantising dequantized values "
          "is not exact); resume with the program and world that saved it");
-  // Muon's states are packed by part in each rank's layout order.
-  if (optimizers::hasStateParts(m.optimizer) &&
+  // Muon's states are packed by part in each rank's layout order,
+  // Adafactor's factored over the tensors each rank's shard touches.
+  if (const char *layoutStates = optimizers::layoutStatesText(m.optimizer);
+      layoutStates &&
       (ckpt.scheduleHash != m.hashText || ckpt.world != m.shardGroupSize() ||
        ckpt.stage != m.stage))
     fail(where + " was saved by a stage-" + std::to_string(ckpt.stage) +
          " program on " + std::to_string(ckpt.world) + " rank(s), schedule " +
-         ckpt.scheduleHash + ": " +
-         std::string(manifest::valueOf(
-             static_cast<manifest::OptimizerKind>(m.optimizer))) +
-         "'s states are packed by part in each rank's layout order (the "
-         "momentum of its matrices, AdamW's moments of the others) and are "
-         "not resharded; resume with the program and world that saved it");
+         ckpt.scheduleHash + ": " + layoutStates +
+         " are not resharded; resume with the program and world that saved "
+         "it");
   if (ckpt.format < 3) {
     // No parameter table: only the very layout that saved it.
     if (ckpt.scheduleHash != m.hashText || ckpt.world != m.worldSize ||

@@ -81,11 +81,11 @@ public:
   /// Whether it holds int8 optimizer states (its optimizer's `states`):
   /// their sections are the buffers' own bytes.
   bool int8States = false;
-  /// Whether its optimizer keeps its states by part (optimizers.def's
-  /// parts: Muon's momentum on its matrices, AdamW's moments on the rest),
-  /// each packed in the saving rank's layout order: their sections are the
-  /// buffers' own bytes too.
-  bool partStates = false;
+  /// How its optimizer lays its states out by each rank's layout
+  /// (optimizers::layoutStatesText: Muon's packed by part, Adafactor's
+  /// factored), nullptr when it does not: their sections are the buffers'
+  /// own bytes too.
+  const char *layoutStates = nullptr;
   /// Sets the parameter table (of a format-2 checkpoint, which has none).
   void setParams(std::vector<SavedParam> table);
   /// The index of the parameter named `name`, or -1.

@@ -19,7 +19,10 @@ and this script checks the rest, on the sources alone:
   `Matrices` or `Others`;
 - every ZRT_OPTIMIZER_STATE_GATE gates a state of its optimizer by one of
   its ZRT_OPTIMIZER_PARAM rows;
-- every ZRT_OPTIMIZER_STATE_FACTORED names a state of its optimizer.
+- every ZRT_OPTIMIZER_STATE_FACTORED names a state of its optimizer;
+- an optimizer with ZRT_OPTIMIZER_STATE_PART or ZRT_OPTIMIZER_STATE_FACTORED
+  rows has a ZRT_OPTIMIZER_LAYOUT_STATES row (how its checkpoints name
+  them).
 
 Usage: optimizers_table_check.py OPTIMIZERS_DEF ZEROOPS_TD ABI_DEF
 """
@@ -135,6 +138,14 @@ def main(defPath, tdPath, abiPath):
         if not any(s[0] == id and s[1] == buffer for s in states):
             problems.append("%s's factored %s is not one of its states" %
                             (ids.get(id, id), buffer))
+    body = "\n".join(l for l in re.sub(r"/\*.*?\*/", "", table,
+                                        flags=re.S).splitlines()
+                     if not l.lstrip().startswith("#"))
+    layout = set(re.findall(r"\bZRT_OPTIMIZER_LAYOUT_STATES\(\s*(\w+)\s*,",
+                            body))
+    for id in sorted({r[0] for r in parts + factored} - layout):
+        problems.append("%s keeps states by part or factored but has no "
+                        "ZRT_OPTIMIZER_LAYOUT_STATES row" % ids.get(id, id))
     for p in problems:
         print("optimizers.def: " + p)
     if problems:
