@@ -166,6 +166,8 @@ OPT_SEQ = 8192
 OPT_CONFIGS = [("AdamW", "adamw", ""),
                ("Muon", "muon", "--optimizer muon"),
                ("Lion", "lion", "--optimizer lion"),
+               ("Adafactor", "adafactor", "--optimizer adafactor"),
+               ("SGD, momentum 0.9", "sgd", "--optimizer sgd --momentum 0.9"),
                ("AdamW, int8 states", "int8", "--optimizer-states int8"),
                ("AdamW, bf16 states", "bf16", "--optimizer-states bf16"),
                ("AdamW, bf16 masters and states", "bf16m",

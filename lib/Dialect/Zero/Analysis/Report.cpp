@@ -317,6 +317,9 @@ deepspeedWithOptimizer(const StepReport &r, OptimizerAttr opt) {
   in.totalParams = r.paramCount;
   in.largestLayerParams = r.largestParam;
   in.ranks = r.worldSize;
+  // The table's bytes per parameter: also Adafactor's 4, since DeepSpeed
+  // hands a client optimizer each group's flat fp32 partition, a 1-D
+  // tensor, which torch's Adafactor does not factor.
   in.stateBytes = r.optimizerBytesPerParam;
   // DeepSpeed keeps bf16 states only with bf16 masters and gradients.
   in.sixteenBitMasters =
