@@ -168,7 +168,7 @@ int inspect(const std::string &path) {
   if (ckpt.layoutStates)
     std::printf("  optimizer states: %s, each section its buffer's own "
                 "bytes: resumed bitwise by the program and world that saved "
-                "it, never resharded\n",
+                "it, by parameter into another layout\n",
                 ckpt.layoutStates);
   if (ckpt.int8States)
     std::printf("  optimizer states: int8, each state's section its buffer's "
@@ -284,6 +284,47 @@ std::vector<BufferKind> stateBuffers(manifest::OptimizerKind kind,
   return states;
 }
 
+/// Parameter `i`'s values of layout state `kind` as tensors: the
+/// element-wise ones in its (unpadded) shape, named as the other states
+/// (`NAME.momentum_buffer`, `NAME.exp_avg`); a factored tensor's row and
+/// column statistics as torch.optim.Adafactor keeps them (`NAME.row_var`
+/// [..., rows, 1], `NAME.col_var` [..., 1, cols]) and a vector's
+/// `NAME.variance`. A parameter that keeps none (the other part's) adds
+/// nothing.
+void addLayoutState(CheckpointReader &ckpt, size_t i, BufferKind kind,
+                    const std::vector<int64_t> &shape,
+                    std::vector<Tensor> &tensors) {
+  const SavedParam &p = ckpt.params[i];
+  int64_t values = layoutStateValues(ckpt.optimizer, kind, p);
+  if (values == 0)
+    return;
+  bool factored = optimizers::isFactored(ckpt.optimizer, kind);
+  if (!factored || p.shape.size() < 2) {
+    int64_t numel = numelOf(shape);
+    Tensor t{p.name + "." +
+                 (factored ? std::string("variance")
+                           : std::string(kBufferNames[kind])),
+             shape, std::vector<float>(size_t(numel))};
+    ckpt.readState(i, kind, 0, numel, t.data.data());
+    tensors.push_back(std::move(t));
+    return;
+  }
+  std::vector<int64_t> lead(p.shape.begin(), p.shape.end() - 2);
+  int64_t rows = p.shape[p.shape.size() - 2], cols = p.shape.back();
+  int64_t batch = numelOf(lead);
+  std::vector<int64_t> rowShape = lead, colShape = lead;
+  rowShape.insert(rowShape.end(), {rows, 1});
+  colShape.insert(colShape.end(), {1, cols});
+  Tensor row{p.name + ".row_var", rowShape,
+             std::vector<float>(size_t(batch * rows))};
+  Tensor col{p.name + ".col_var", colShape,
+             std::vector<float>(size_t(batch * cols))};
+  ckpt.readState(i, kind, 0, batch * rows, row.data.data());
+  ckpt.readState(i, kind, batch * rows, values, col.data.data());
+  tensors.push_back(std::move(row));
+  tensors.push_back(std::move(col));
+}
+
 /// The checkpoint's optimizer settings (its manifest's optimizer object).
 const json &savedOptimizerSettings(const CheckpointReader &ckpt) {
   try {
@@ -314,10 +355,6 @@ int consolidate(const std::string &path, const std::string &out,
     fail(ckpt.where() + " holds int8 optimizer states (codes and absmaxes), "
                         "which --optimizer-states does not write as fp32 "
                         "tensors; consolidate the masters without it");
-  if (optimizerStates && ckpt.layoutStates)
-    fail(ckpt.where() + " holds " + ckpt.layoutStates +
-         ", which --optimizer-states does not write per parameter; "
-         "consolidate the masters without it");
   if (optimizerStates)
     for (BufferKind k :
          stateBuffers(savedOptimizer(ckpt), savedOptimizerSettings(ckpt)))
@@ -331,6 +368,10 @@ int consolidate(const std::string &path, const std::string &out,
       // As --export: without the padding rows, which follow the rest.
       std::vector<int64_t> shape = unpaddedShape(p.shape, p.rows);
       int64_t numel = numelOf(shape);
+      if (kind != kMaster && ckpt.layoutStates) {
+        addLayoutState(ckpt, i, kind, shape, tensors);
+        continue;
+      }
       Tensor t{p.name, shape, std::vector<float>(size_t(numel))};
       if (kind != kMaster)
         t.name += std::string(".") + kBufferNames[kind];
@@ -476,8 +517,27 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
       info.weightDecay = groups.at(p.name).get<double>();
     info.rows = p.rows;
     info.frozen = p.frozen;
+    info.muon = p.muon;
     m.partitions[size_t(p.group)].params.push_back(p.name);
     m.params.push_back(info);
+  }
+  // A layout state holds, on every rank, the values of the rank that packs
+  // the most (layoutStateRuns).
+  std::vector<SavedParam> table = savedParams(m);
+  for (int32_t g = 0; g < int32_t(m.partitions.size()); ++g) {
+    PartitionInfo &part = m.partitions[size_t(g)];
+    for (BufferKind k : optimizers::kStateBuffers) {
+      if (!part.hasBuffer(k) || !isRawState(m, k))
+        continue;
+      int64_t most = 0;
+      for (int r = 0; r < (stage == 0 ? 1 : world); ++r) {
+        Range own = m.owned(part, r);
+        for (const StateRun &run :
+             layoutStateRuns(m.optimizer, k, table, g, own.begin, own.end))
+          most = std::max(most, run.at + run.count);
+      }
+      part.counts[k] = most;
+    }
   }
   return m;
 }
@@ -493,10 +553,6 @@ int reshard(const std::string &path,
                         "per 2048 elements of each shard), which are not "
                         "resharded: resume it with the program and world "
                         "that saved it");
-  if (ckpt.layoutStates)
-    fail(ckpt.where() + " holds " + ckpt.layoutStates +
-         ", which are not resharded: resume it with the program and world "
-         "that saved it");
   Manifest target = layout(ckpt);
   checkSameModel(ckpt, target);
   std::string dir = checkpointDir(outRoot, ckpt.step);
@@ -512,6 +568,12 @@ int reshard(const std::string &path,
     std::string bytes = packRankFile(
         target, r, world, state,
         [&](int32_t p, BufferKind kind, char *dst, int64_t size) {
+          if (isRawState(target, kind)) {
+            std::vector<float> state =
+                loadLayoutState(ckpt, target, p, r, kind);
+            std::memcpy(dst, state.data(), size_t(size));
+            return;
+          }
           remapOwned(ckpt, target, p, r, kind, values);
           if (int64_t(values.size() * sizeof(float)) > size)
             fail("group '" + target.partitions[size_t(p)].name +

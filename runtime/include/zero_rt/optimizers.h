@@ -148,8 +148,8 @@ constexpr bool hasFactoredStates(Kind kind) {
 
 /// How `kind` lays its states out by each rank's layout
 /// (ZRT_OPTIMIZER_LAYOUT_STATES), or nullptr when they are one element per
-/// element of the shard: a checkpoint then saves them as their bytes,
-/// resumed only by the program and world that saved them.
+/// element of the shard: a checkpoint then saves them as their bytes, which
+/// another layout reads by parameter (layoutStateRuns).
 constexpr const char *layoutStatesText(Kind kind) {
 #define ZRT_OPTIMIZER_LAYOUT_STATES(id, description)                           \
   if (kind == Kind::id)                                                        \

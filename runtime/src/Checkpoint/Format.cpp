@@ -6,8 +6,10 @@
 
 #include "Checkpoint/Format.h"
 #include "Files.h"
+#include "zero_rt/adafactor.h"
 #include "zero_rt/optimizers.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -252,8 +254,79 @@ std::vector<SavedParam> zrt::savedParams(const Manifest &m) {
   for (const ParamInfo &p : m.params)
     params.push_back({p.name, p.shape, p.numel, p.partition, p.offset, p.rows,
                       m.partitions[size_t(p.partition)].computeDtypeName,
-                      p.frozen});
+                      p.frozen, p.muon});
   return params;
+}
+
+static AdafactorShape adafactorShapeOf(const SavedParam &p) {
+  return adafactorShape(p.shape.data(), int32_t(p.shape.size()));
+}
+
+int64_t zrt::layoutStateValues(optimizers::Kind optimizer, BufferKind kind,
+                               const SavedParam &p) {
+  if (p.frozen)
+    return 0;
+  if (optimizers::isFactored(optimizer, kind)) {
+    AdafactorShape shape = adafactorShapeOf(p);
+    return shape.factored ? shape.factorCount() : p.numel;
+  }
+  switch (optimizers::statePart(optimizer, kind)) {
+  case optimizers::StatePart::Matrices:
+    return p.muon ? p.numel : 0;
+  case optimizers::StatePart::Others:
+    return p.muon ? 0 : p.numel;
+  case optimizers::StatePart::All:
+    break;
+  }
+  return p.numel;
+}
+
+std::vector<StateRun>
+zrt::layoutStateRuns(optimizers::Kind optimizer, BufferKind kind,
+                     const std::vector<SavedParam> &params, int32_t group,
+                     int64_t begin, int64_t end) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].group == group && !params[i].frozen)
+      order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return params[a].offset < params[b].offset;
+  });
+  bool factored = optimizers::isFactored(optimizer, kind);
+  optimizers::StatePart part = optimizers::statePart(optimizer, kind);
+  std::vector<StateRun> runs;
+  // Adafactor: each tensor the range touches, in order, its statistics
+  // whole or its held elements. Muon's matrices: their held elements, in
+  // order. The others: every owned element that is not a matrix's, padding
+  // and gaps included, in order (deviceMuon's AdamW runs between matrices).
+  int64_t at = 0, matricesBefore = 0;
+  for (size_t i : order) {
+    const SavedParam &p = params[i];
+    int64_t lo = std::max(begin, p.offset),
+            hi = std::min(end, p.offset + p.numel);
+    if (lo >= hi)
+      continue;
+    if (factored) {
+      AdafactorShape shape = adafactorShapeOf(p);
+      if (shape.factored) {
+        runs.push_back({i, 0, shape.factorCount(), at});
+        at += shape.factorCount();
+      } else {
+        runs.push_back({i, lo - p.offset, hi - lo, at});
+        at += hi - lo;
+      }
+    } else if (part == optimizers::StatePart::Matrices) {
+      if (p.muon) {
+        runs.push_back({i, lo - p.offset, hi - lo, at});
+        at += hi - lo;
+      }
+    } else if (p.muon) {
+      matricesBefore += hi - lo;
+    } else {
+      runs.push_back({i, lo - p.offset, hi - lo, lo - begin - matricesBefore});
+    }
+  }
+  return runs;
 }
 
 json zrt::layoutJson(const Manifest &m) {
@@ -320,6 +393,8 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
       param[Param::rows] = p.rows;
     if (p.frozen)
       param[Param::frozen] = true;
+    if (p.muon)
+      param[Param::muon] = true;
     params.push_back(std::move(param));
   }
   using checkpoint::ManifestFile;

@@ -176,7 +176,38 @@ struct SavedParam {
   /// exactly), it has no moments, and a program that trains it does not
   /// resume it (nor the reverse).
   bool frozen = false;
+  /// Muon updates it whole: its momentum is packed apart from AdamW's
+  /// moments (a layout state's part).
+  bool muon = false;
 };
+
+/// `count` values of a layout state (optimizers.def's
+/// ZRT_OPTIMIZER_LAYOUT_STATES) of parameter `param`, an index into the
+/// table the runs were made from, from its value `begin` on, at value `at`
+/// of a rank's section. A parameter's values are its elements for a state
+/// kept element by element (a part's, or a vector's under a factored
+/// state), and a factored tensor's row then column statistics
+/// (zero_rt/adafactor.h's factorCount) otherwise.
+struct StateRun {
+  size_t param;
+  int64_t begin, count, at;
+};
+
+/// The runs of one rank's section of layout state `kind` of optimizer
+/// `optimizer` in group `group`, whose elements [begin, end) the rank owns,
+/// in section order: the order in which the runtime's update packs them
+/// (deviceMuon's parts, Adafactor's tensors by offset). Values of the
+/// section outside every run (gaps, padding, the rest of the largest
+/// rank's size) hold nothing.
+std::vector<StateRun> layoutStateRuns(optimizers::Kind optimizer,
+                                      BufferKind kind,
+                                      const std::vector<SavedParam> &params,
+                                      int32_t group, int64_t begin,
+                                      int64_t end);
+/// The values parameter `p` keeps of layout state `kind` (0 when it keeps
+/// none: the other part's parameters, a frozen one).
+int64_t layoutStateValues(optimizers::Kind optimizer, BufferKind kind,
+                          const SavedParam &p);
 
 /// The parameters of program `m` as a checkpoint records them.
 std::vector<SavedParam> savedParams(const Manifest &m);

@@ -127,12 +127,20 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
       if (!isSaved(part, kind))
         continue;
       if (isRawState(m, kind)) {
-        // checkSameModel let only the saving layout resume them: this
-        // rank's own section is its buffer.
         int64_t bytes = m.bufferBytes(part, kind);
-        std::string_view raw =
-            ckpt.rawSection(ctx.rank, part.name, kind, bytes);
-        storeBuffer(ctx, p, kind, ctx.buffer(p, kind), raw.data(), bytes);
+        // The saving program and world: this rank's own section is its
+        // buffer (the only resume of 8-bit states, checkSameModel).
+        if (ckpt.scheduleHash == m.hashText &&
+            ckpt.world == m.shardGroupSize() && ckpt.stage == m.stage) {
+          std::string_view raw =
+              ckpt.rawSection(ctx.rank, part.name, kind, bytes);
+          storeBuffer(ctx, p, kind, ctx.buffer(p, kind), raw.data(), bytes);
+          continue;
+        }
+        // Another layout: each parameter's values by name, packed as this
+        // rank's update walks them.
+        std::vector<float> state = loadLayoutState(ckpt, m, p, ctx.rank, kind);
+        storeBuffer(ctx, p, kind, ctx.buffer(p, kind), state.data(), bytes);
         continue;
       }
       remapOwned(ckpt, m, p, ctx.rank, kind, values);

@@ -148,9 +148,10 @@ CheckpointReader::CheckpointReader(const std::string &path) {
     if (optimizer != json_.end())
       if (std::optional<manifest::OptimizerKind> kind =
               manifest::enumOf<manifest::OptimizerKind>(optimizer->value(
-                  checkpoint::Optimizer::kind, std::string())))
-        layoutStates =
-            optimizers::layoutStatesText(static_cast<optimizers::Kind>(*kind));
+                  checkpoint::Optimizer::kind, std::string()))) {
+        this->optimizer = static_cast<optimizers::Kind>(*kind);
+        layoutStates = optimizers::layoutStatesText(this->optimizer);
+      }
     if (world < 1 || stage < 0 || stage > 3)
       fail(whereText + ": manifest.json has world size " +
            std::to_string(world) + " and stage " + std::to_string(stage));
@@ -190,7 +191,8 @@ CheckpointReader::CheckpointReader(const std::string &path) {
                          p.at(Param::offset).get<int64_t>(),
                          p.value(Param::rows, int64_t(-1)),
                          dtypeOf(p),
-                         p.value(Param::frozen, false)};
+                         p.value(Param::frozen, false),
+                         p.value(Param::muon, false)};
         for (int64_t d : param.shape)
           param.numel *= d;
         if (param.group < 0 || param.group >= int32_t(groups.size()) ||
@@ -385,6 +387,13 @@ std::string CheckpointReader::nonFinite(int rank) {
     int64_t bad = firstNonFinite(data, end - base);
     if (bad < 0)
       continue;
+    // A layout state's values are packed: its runs name the parameter.
+    if (layoutStates && optimizers::isStateBuffer(BufferKind(kind)))
+      for (const StateRun &r : stateRuns(rank, group, BufferKind(kind)))
+        if (bad >= r.at && bad < r.at + r.count)
+          return nonFiniteText(
+              rankPath(rank), "parameter '" + params[r.param].name + "'",
+              BufferKind(kind), r.begin + bad - r.at, data + 4 * bad);
     int64_t at = base + bad;
     for (const SavedParam &p : params)
       if (p.group == group && at >= p.offset && at < p.offset + p.numel)
@@ -433,6 +442,61 @@ void CheckpointReader::read(size_t param, BufferKind kind, int64_t begin,
     std::memcpy(out, src, size_t(limit - pos) * 4);
     out += limit - pos;
     pos = limit;
+  }
+}
+
+const std::vector<StateRun> &
+CheckpointReader::stateRuns(int rank, int32_t group, BufferKind kind) {
+  auto key = std::make_tuple(rank, group, int(kind));
+  auto it = runs.find(key);
+  if (it != runs.end())
+    return it->second;
+  const SavedGroup &g = groups[size_t(group)];
+  int64_t begin = stage > 0 ? rank * g.shardNumel : 0;
+  int64_t end = stage > 0 ? begin + g.shardNumel : g.numel;
+  return runs[key] =
+             layoutStateRuns(optimizer, kind, params, group, begin, end);
+}
+
+void CheckpointReader::readState(size_t param, BufferKind kind, int64_t begin,
+                                 int64_t end, float *out) {
+  const SavedParam &p = params.at(param);
+  const SavedGroup &g = groups[size_t(p.group)];
+  // A factored tensor's statistics are whole on every rank that holds any
+  // of its elements: the first element's owner is one.
+  bool whole = optimizers::isFactored(optimizer, kind) && p.shape.size() >= 2;
+  int64_t pos = begin;
+  while (pos < end) {
+    int rank =
+        stage > 0 ? int((p.offset + (whole ? 0 : pos)) / g.shardNumel) : 0;
+    const StateRun *run = nullptr;
+    for (const StateRun &r : stateRuns(rank, p.group, kind))
+      if (r.param == param && r.begin <= pos && pos < r.begin + r.count)
+        run = &r;
+    if (!run)
+      fail(rankPath(rank) + " holds no " + kBufferNames[kind] +
+           " of parameter '" + p.name + "' at its value " +
+           std::to_string(pos) + " (" + (layoutStates ? layoutStates : "") +
+           ")");
+    RankFile &file = load(rank);
+    auto it = file.sections.find({p.group, int(kind)});
+    if (it == file.sections.end())
+      fail(rankPath(rank) + " lacks buffer " + kBufferNames[kind] + " of '" +
+           g.name + "'");
+    auto [offset, bytes] = it->second;
+    if (uint64_t(run->at + run->count) * 4 > bytes)
+      fail(rankPath(rank) + ": buffer " + kBufferNames[kind] + " of '" +
+           g.name + "' has the wrong size");
+    int64_t n = std::min(end, run->begin + run->count) - pos;
+    const char *src =
+        file.payload.data() + offset + (run->at + pos - run->begin) * 4;
+    int64_t bad = firstNonFinite(src, n);
+    if (bad >= 0)
+      fail(nonFiniteText(rankPath(rank), "parameter '" + p.name + "'", kind,
+                         pos + bad, src + 4 * bad));
+    std::memcpy(out, src, size_t(n) * 4);
+    out += n;
+    pos += n;
   }
 }
 
@@ -497,16 +561,15 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
          ": int8 optimizer states are not resharded (each rank's shard "
          "blocks its own 2048 elements, and re-quantising dequantized values "
          "is not exact); resume with the program and world that saved it");
-  // Muon's states are packed by part in each rank's layout order,
-  // Adafactor's factored over the tensors each rank's shard touches.
+  // Layout states (Muon's packed by part, Adafactor's factored) move
+  // between layouts by parameter (loadLayoutState) from a checkpoint that
+  // records which parameters are Muon's.
   if (const char *layoutStates = optimizers::layoutStatesText(m.optimizer);
-      layoutStates &&
+      layoutStates && ckpt.format < 3 &&
       (ckpt.scheduleHash != m.hashText || ckpt.world != m.shardGroupSize() ||
        ckpt.stage != m.stage))
-    fail(where + " was saved by a stage-" + std::to_string(ckpt.stage) +
-         " program on " + std::to_string(ckpt.world) + " rank(s), schedule " +
-         ckpt.scheduleHash + ": " + layoutStates +
-         " are not resharded; resume with the program and world that saved "
+    fail(where + " has format 2, which records no parameters: " + layoutStates +
+         " resume only with the program and world that saved "
          "it");
   if (ckpt.format < 3) {
     // No parameter table: only the very layout that saved it.
@@ -663,6 +726,29 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
   } catch (const json::exception &e) {
     fail(where + ": malformed checkpoint metadata: " + e.what());
   }
+}
+
+std::vector<float> zrt::loadLayoutState(CheckpointReader &ckpt,
+                                        const Manifest &m, int32_t p, int rank,
+                                        BufferKind kind) {
+  const PartitionInfo &part = m.partitions[size_t(p)];
+  Range own = m.owned(part, rank);
+  std::vector<float> state(size_t(m.bufferBytes(part, kind) / 4), 0.0f);
+  std::vector<SavedParam> mine = savedParams(m);
+  for (const StateRun &r :
+       layoutStateRuns(m.optimizer, kind, mine, p, own.begin, own.end)) {
+    const std::string &name = mine[r.param].name;
+    int64_t src = ckpt.find(name);
+    if (src < 0)
+      fail(ckpt.where() + " has no parameter '" + name + "'");
+    if (r.at + r.count > int64_t(state.size()))
+      fail("group '" + part.name + "': parameter '" + name + "''s " +
+           kBufferNames[kind] + " exceeds the buffer's " +
+           std::to_string(state.size()) + " values");
+    ckpt.readState(size_t(src), kind, r.begin, r.begin + r.count,
+                   state.data() + r.at);
+  }
+  return state;
 }
 
 void zrt::remapOwned(CheckpointReader &ckpt, const Manifest &m, int32_t p,

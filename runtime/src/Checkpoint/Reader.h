@@ -22,6 +22,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace zrt {
@@ -73,6 +74,16 @@ public:
   /// expert partition's shards are its expert set member's ranks').
   void read(size_t param, BufferKind kind, int64_t begin, int64_t end,
             float *out, int prefer = 0, int first = 0, int stride = 1);
+  /// Copies values [begin, end) of parameter `param`'s layout state `kind`
+  /// (`layoutStates`: its elements, or a factored tensor's statistics; see
+  /// StateRun) to `out`, from the rank files whose sections hold them, as
+  /// read() does for element-wise buffers.
+  void readState(size_t param, BufferKind kind, int64_t begin, int64_t end,
+                 float *out);
+  /// The runs of rank `rank`'s section of layout state `kind` of group
+  /// `group` in this checkpoint's layout.
+  const std::vector<StateRun> &stateRuns(int rank, int32_t group,
+                                         BufferKind kind);
   /// The `bytes` of rank `rank`'s section of buffer `kind` of group
   /// `group`, saved as the buffer's own bytes (8-bit states); fails naming
   /// the file when it lacks it or its size differs.
@@ -86,6 +97,8 @@ public:
   /// factored), nullptr when it does not: their sections are the buffers'
   /// own bytes too.
   const char *layoutStates = nullptr;
+  /// Its optimizer (Adam when it records none).
+  optimizers::Kind optimizer = optimizers::Kind::Adam;
   /// Sets the parameter table (of a format-2 checkpoint, which has none).
   void setParams(std::vector<SavedParam> table);
   /// The index of the parameter named `name`, or -1.
@@ -112,6 +125,7 @@ private:
   nlohmann::json json_;
   std::map<std::string, size_t> byName;
   std::map<int, RankFile> ranks;
+  std::map<std::tuple<int, int32_t, int>, std::vector<StateRun>> runs;
 };
 
 /// Throws, naming the checkpoint, unless program `m` can load it: the same
@@ -130,6 +144,11 @@ int64_t absmaxBlocks(int64_t bytes);
 /// its owned layout range read from `ckpt` by parameter name (elements that
 /// no parameter covers, the padding, are zero). `out` gets the owned range's
 /// size.
+/// Layout state `kind` of group `p` as rank `rank` of program `m` keeps
+/// it (layoutStateRuns over its owned elements, the buffer's size), each
+/// parameter's values read by name from `ckpt` (readState).
+std::vector<float> loadLayoutState(CheckpointReader &ckpt, const Manifest &m,
+                                   int32_t p, int rank, BufferKind kind);
 void remapOwned(CheckpointReader &ckpt, const Manifest &m, int32_t p, int rank,
                 BufferKind kind, std::vector<float> &out);
 
