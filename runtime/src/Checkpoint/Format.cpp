@@ -296,34 +296,23 @@ zrt::layoutStateRuns(optimizers::Kind optimizer, BufferKind kind,
   optimizers::StatePart part = optimizers::statePart(optimizer, kind);
   std::vector<StateRun> runs;
   // Adafactor: each tensor the range touches, in order, its statistics
-  // whole or its held elements. Muon's matrices: their held elements, in
-  // order. The others: every owned element that is not a matrix's, padding
-  // and gaps included, in order (deviceMuon's AdamW runs between matrices).
-  int64_t at = 0, matricesBefore = 0;
+  // whole or its held elements. Muon: each part's held elements (its
+  // matrices', or AdamW's parameters'), in order.
+  int64_t at = 0;
   for (size_t i : order) {
     const SavedParam &p = params[i];
     int64_t lo = std::max(begin, p.offset),
             hi = std::min(end, p.offset + p.numel);
     if (lo >= hi)
       continue;
-    if (factored) {
-      AdafactorShape shape = adafactorShapeOf(p);
-      if (shape.factored) {
-        runs.push_back({i, 0, shape.factorCount(), at});
-        at += shape.factorCount();
-      } else {
-        runs.push_back({i, lo - p.offset, hi - lo, at});
-        at += hi - lo;
-      }
-    } else if (part == optimizers::StatePart::Matrices) {
-      if (p.muon) {
-        runs.push_back({i, lo - p.offset, hi - lo, at});
-        at += hi - lo;
-      }
-    } else if (p.muon) {
-      matricesBefore += hi - lo;
-    } else {
-      runs.push_back({i, lo - p.offset, hi - lo, lo - begin - matricesBefore});
+    if (factored && adafactorShapeOf(p).factored) {
+      int64_t count = adafactorShapeOf(p).factorCount();
+      runs.push_back({i, 0, count, at});
+      at += count;
+    } else if (factored ||
+               p.muon == (part == optimizers::StatePart::Matrices)) {
+      runs.push_back({i, lo - p.offset, hi - lo, at});
+      at += hi - lo;
     }
   }
   return runs;
