@@ -665,38 +665,15 @@ extern "C" void zrt_ctx_check_overflow(zrt_ctx *ctx, int32_t p, int32_t first,
   auto [grads, n] = ownedGrads(ctx, p, part);
   // Each partition's gradients in its own dtype, into one set of stats: a
   // non-finite value anywhere skips the whole step.
-  const Manifest &m = *ctx->manifest;
-  if (!(part.expert && m.stage == 0 && m.expertParallel > 1)) {
-    device::checkOverflow(part.computeDtype, grads, n, lossScale, divisor,
-                          first, stats);
-    return;
-  }
-  // At stage 0 the step reduces no stats (every rank holds all dense
-  // gradients), but a rank holds only its expert set member's experts:
-  // their flag and squared norm are reduced over the expert set here, so
-  // that every expert counts once and every rank decides alike.
-  float *tmp = static_cast<float *>(device::allocate(4 * sizeof(float)));
-  device::checkOverflow(part.computeDtype, grads, n, lossScale, divisor, 1,
-                        tmp);
-  {
-    WaitScope watched(ctx->waitState, "the expert gradients' stats");
-    for (int64_t t : allReduceStats(
-             groupOf(ctx->comm, ZRT_RANKS_EXPERT).members, tmp, tmp + 2))
-      zrt_wait(t);
-  }
-  float sum[2], acc[2] = {0.0f, 0.0f};
-  device::download(sum, tmp + 2, sizeof(sum));
-  device::release(tmp);
-  if (!first)
-    device::download(acc, stats, sizeof(acc));
-  acc[0] = std::max(acc[0], sum[0]);
-  acc[1] += sum[1];
-  device::upload(stats, acc, sizeof(acc));
+  device::checkOverflow(part.computeDtype, grads, n, lossScale, divisor, first,
+                        stats);
 }
 
-static void allReduceOverflowNorm(zrt_ctx *ctx, const float *in, float *out,
-                                  int32_t slot) {
-  Group &group = worldGroup(ctx);
+static void allReduceOverflowNorm(zrt_ctx *ctx, int32_t ranks, const float *in,
+                                  float *out, int32_t slot) {
+  // The group, or the set the program names: the expert-parallel set for
+  // the expert partitions' stats at stage 0 under expert parallelism.
+  Group &group = groupOf(ctx->comm, ranks);
   int64_t seq = record(ctx, "all_reduce stats", kAllReduce, group,
                        2 * int64_t(sizeof(float)));
   launch(ctx, slot, "all_reduce stats", allReduceStats(group, in, out), nullptr,

@@ -108,7 +108,8 @@ LogicalResult buildCall(AllReduceOp op, CollectiveCallBuilder &b) {
     return op.emitOpError("only the overflow_norm value form lowers to "
                           "the runtime");
   return b.call("zrt_ctx_all_reduce_stats",
-                {b.context(), in, out, b.i32(slot)});
+                {b.context(), b.i32(static_cast<int32_t>(op.getRankSetKind())),
+                 in, out, b.i32(slot)});
 }
 
 /// A stage-3 gather of a whole group into its result: hpZ's of the

@@ -258,11 +258,21 @@ LogicalResult Lowering::lowerOptimizerOp(Operation *op) {
               out = ptrOrNull(o.getResult());
         if (!scale || !out)
           return failure();
+        // Combined statistics: the partial ones first, then each
+        // partition's accumulated onto them (flag by max, norm by sum).
+        bool combined = o.getPartial() != nullptr;
+        if (combined) {
+          Value partial = ptrOrNull(o.getPartial());
+          if (!partial)
+            return failure();
+          Type f32 = Float32Type::get(o.getContext());
+          callVoid("zrt_cast", {dtype(f32), partial, dtype(f32), out, i64(2)});
+        }
         for (auto [i, g] : llvm::enumerate(o.getGroups()))
           callVoid("zrt_ctx_check_overflow",
                    {ctx, i32(partitionIndex(cast<SymbolRefAttr>(g))),
-                    i32(i == 0), scale, f64(o.getDivisor().convertToDouble()),
-                    out});
+                    i32(i == 0 && !combined), scale,
+                    f64(o.getDivisor().convertToDouble()), out});
         return success();
       })
       .Case([&](UpdateLossScaleOp o) -> LogicalResult {

@@ -29,8 +29,9 @@
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
 // CHECK-NEXT: llvm.call @zrt_ctx_check_overflow(%arg0, %[[PARTITION]], %[[FIRST]], %[[LS]], %[[DIVISOR]], %[[ST]])
 // CHECK:      %[[SUM:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[RANKS:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[SLOT:.*]] = llvm.mlir.constant(-1 : i32) : i32
-// CHECK-NEXT: llvm.call @zrt_ctx_all_reduce_stats(%arg0, %[[ST]], %[[SUM]], %[[SLOT]])
+// CHECK-NEXT: llvm.call @zrt_ctx_all_reduce_stats(%arg0, %[[RANKS]], %[[ST]], %[[SUM]], %[[SLOT]])
 // CHECK:      %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(%arg0, %[[SUM]])
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
@@ -77,7 +78,7 @@ module @device_adam {
 // CHECK-LABEL: llvm.func @zero_boundary
 // CHECK:      %[[LS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: llvm.call @zrt_ctx_loss_scale(%arg0, %[[LS]])
-// CHECK:      llvm.call @zrt_ctx_all_reduce_stats(%arg0, %{{[0-9]+}}, %[[SUM:[0-9]+]], %{{[0-9]+}})
+// CHECK:      llvm.call @zrt_ctx_all_reduce_stats(%arg0, %{{[0-9]+}}, %{{[0-9]+}}, %[[SUM:[0-9]+]], %{{[0-9]+}})
 // CHECK:      %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(%arg0, %[[SUM]])
 // CHECK:      llvm.call @zrt_ctx_wait(
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
@@ -120,7 +121,7 @@ module @host_adam {
 // CHECK-LABEL: llvm.func @zero_boundary
 // CHECK:      %[[LS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: llvm.call @zrt_ctx_loss_scale(%arg0, %[[LS]])
-// CHECK:      llvm.call @zrt_ctx_all_reduce_stats(%arg0, %{{[0-9]+}}, %[[SUM:[0-9]+]], %{{[0-9]+}})
+// CHECK:      llvm.call @zrt_ctx_all_reduce_stats(%arg0, %{{[0-9]+}}, %{{[0-9]+}}, %[[SUM:[0-9]+]], %{{[0-9]+}})
 // CHECK:      %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(%arg0, %[[SUM]])
 // CHECK:      llvm.call @zrt_ctx_wait(
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
@@ -165,7 +166,7 @@ module @nvme_adam {
 // CHECK-LABEL: llvm.func @zero_boundary
 // CHECK:      %[[LS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: llvm.call @zrt_ctx_loss_scale(%arg0, %[[LS]])
-// CHECK:      llvm.call @zrt_ctx_all_reduce_stats(%arg0, %{{[0-9]+}}, %[[SUM:[0-9]+]], %{{[0-9]+}})
+// CHECK:      llvm.call @zrt_ctx_all_reduce_stats(%arg0, %{{[0-9]+}}, %{{[0-9]+}}, %[[SUM:[0-9]+]], %{{[0-9]+}})
 // CHECK:      %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(%arg0, %[[SUM]])
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64

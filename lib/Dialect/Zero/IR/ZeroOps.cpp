@@ -1414,6 +1414,28 @@ LogicalResult AllReduceOp::verify() {
       return emitOpError("an integer value (a router's expert counts) is "
                          "reduced synchronously: it has no token");
   }
+  return verifyNamedRankSet();
+}
+
+/// `across expert`: only the expert partitions' statistics at stage 0 under
+/// expert parallelism name their rank set.
+LogicalResult AllReduceOp::verifyNamedRankSet() {
+  std::optional<RankSetKind> set = getRankSet();
+  if (!set)
+    return success();
+  if (*set != RankSetKind::expert)
+    return emitOpError("names only the 'expert' rank set (the expert "
+                       "partitions' statistics), not '")
+           << stringifyRankSetKind(*set) << "'";
+  if (getBuffer() || getKind() != ReduceKind::overflow_norm)
+    return emitOpError("reduces over the expert-parallel set only the "
+                       "'overflow_norm' value form (the expert partitions' "
+                       "statistics)");
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (ScheduleAttr schedule = step ? step.getScheduleAttr() : ScheduleAttr();
+      schedule && schedule.getExpertParallel() == 1)
+    return emitOpError("reduces over the expert-parallel set, but the "
+                       "schedule's expert_parallel is 1");
   return success();
 }
 
@@ -1421,6 +1443,15 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto group = lookupGroup(*this, tables, getGroupAttr());
   if (failed(group))
     return failure();
+  if (getRankSet() && !group->getExpert())
+    return emitOpError("reduces over the expert-parallel set the statistics "
+                       "of an expert partition, but @")
+           << group->getSymName() << " is not one";
+  if (getRankSet() && group->getStageValue() != 0)
+    return emitOpError("reduces the expert statistics over the "
+                       "expert-parallel set only at stage 0 (each rank holds "
+                       "its experts whole), @")
+           << group->getSymName() << " is stage " << group->getStageValue();
   if (!getBuffer())
     return success();
   // In place: the full buffer at stage 0, or a stage-3 shard over its MiCS
@@ -1613,6 +1644,10 @@ LogicalResult CheckOverflowOp::verify() {
   double divisor = getDivisor().convertToDouble();
   if (!(divisor >= 1.0) || !std::isfinite(divisor))
     return emitOpError("divisor must be finite and >= 1, got ") << divisor;
+  if (getPartial() && getPartial().getType() != getResult().getType())
+    return emitOpError("combines statistics of type ")
+           << getPartial().getType() << " into a result of type "
+           << getResult().getType() << ": they must be equal";
   return success();
 }
 

@@ -124,7 +124,7 @@ void StepSync::issue(PartitionOp group, int64_t lo, int64_t hi,
     op = AllReduceOp::create(
         b, loc, Type(), tokenType,
         ReduceKindAttr::get(b.getContext(), ReduceKind::sum), Value(), groupRef,
-        grads, begin, end);
+        grads, begin, end, UnitAttr(), RankSetKindAttr());
   } else {
     SmallVector<Value> sources;
     SmallVector<int64_t> offsets;

@@ -77,12 +77,12 @@ LogicalResult rewriteStep(TrainStepOp step) {
     b.setInsertionPoint(loss);
     Value local =
         nn::MoeExpertCountsOp::create(b, loc, logits, loss.getTopKAttr());
-    Value global =
-        AllReduceOp::create(
-            b, loc, local.getType(), Type(),
-            ReduceKindAttr::get(b.getContext(), ReduceKind::sum), local, group,
-            BufferKindAttr(), IntegerAttr(), IntegerAttr(), UnitAttr())
-            .getResult();
+    Value global = AllReduceOp::create(
+                       b, loc, local.getType(), Type(),
+                       ReduceKindAttr::get(b.getContext(), ReduceKind::sum),
+                       local, group, BufferKindAttr(), IntegerAttr(),
+                       IntegerAttr(), UnitAttr(), RankSetKindAttr())
+                       .getResult();
     int64_t rows =
         cast<RankedTensorType>(logits.getType()).getDimSize(0) * world;
     IntegerAttr rowsAttr = b.getI64IntegerAttr(rows);

@@ -236,6 +236,51 @@ struct ZeroOptimizerPass
     return attr;
   }
 
+  /// The step's overflow flag and squared norm, the same on every rank.
+  /// At stages 1-3 each rank owns a shard of every partition: the stats are
+  /// summed over the group, which a dense partition names (an expert
+  /// partition's rank set is its replicas). At stage 0 every rank already
+  /// holds the fully reduced gradients and owns them all: summing the dense
+  /// stats over ranks would be wrong. Under expert parallelism a rank holds
+  /// only its expert-parallel member's experts, so their stats are reduced
+  /// over the expert-parallel set (DeepSpeed's expert-parallel group) and
+  /// combined with the dense ones, every expert counted once.
+  Value emitStats(OpBuilder &b, Location loc, const StepSchedule &schedule,
+                  ArrayRef<Attribute> groups,
+                  ArrayRef<const PartitionBuffers *> trainable, Value scale,
+                  FloatAttr divisor, SmallVectorImpl<Operation *> &created) {
+    auto stats = RankedTensorType::get({2}, b.getF32Type());
+    auto overflowNorm =
+        ReduceKindAttr::get(b.getContext(), ReduceKind::overflow_norm);
+    SmallVector<Attribute> dense, experts;
+    for (auto [group, pb] : llvm::zip(groups, trainable))
+      (pb->partition.getExpert() ? experts : dense).push_back(group);
+    auto check = [&](ArrayRef<Attribute> checked, Value partial) {
+      auto op = CheckOverflowOp::create(b, loc, stats, b.getArrayAttr(checked),
+                                        scale, partial, divisor);
+      created.push_back(op);
+      return op.getResult();
+    };
+    auto reduce = [&](Value value, Attribute group, RankSetKindAttr set) {
+      auto op =
+          AllReduceOp::create(b, loc, stats, Type(), overflowNorm, value,
+                              cast<FlatSymbolRefAttr>(group), BufferKindAttr(),
+                              IntegerAttr(), IntegerAttr(), UnitAttr(), set);
+      created.push_back(op);
+      return op.getResult();
+    };
+    if (schedule.getStage() != 0)
+      return reduce(check(groups, Value()),
+                    dense.empty() ? groups.front() : dense.front(),
+                    RankSetKindAttr());
+    if (schedule.getExpertParallel() == 1 || experts.empty())
+      return check(groups, Value());
+    Value reduced =
+        reduce(check(experts, Value()), experts.front(),
+               RankSetKindAttr::get(b.getContext(), RankSetKind::expert));
+    return dense.empty() ? reduced : check(dense, reduced);
+  }
+
   void emit(TrainStepOp step, const StepSchedule &schedule,
             ArrayRef<Attribute> groups) {
     Block &body = step.getBodyBlock();
@@ -317,7 +362,7 @@ struct ZeroOptimizerPass
             FlatSymbolRefAttr::get(part.getSymNameAttr()),
             BufferKindAttr::get(b.getContext(), BufferKind::grads),
             b.getI64IntegerAttr(0), b.getI64IntegerAttr(part.getNumelValue()),
-            b.getUnitAttr());
+            b.getUnitAttr(), RankSetKindAttr());
         created.push_back(sum);
         replicaSums.push_back(sum.getToken());
       }
@@ -325,21 +370,9 @@ struct ZeroOptimizerPass
         wait(token);
     }
     auto scale = LossScaleOp::create(b, loc, RankedTensorType::get({}, f32));
-    auto check = CheckOverflowOp::create(b, loc, stats, b.getArrayAttr(groups),
-                                         scale, divisor);
-    Value global = check.getResult();
-    created.append({scale, check});
-    // At stage 0 every rank already holds the fully reduced gradients (and
-    // owns all of them): summing the norms over ranks would be wrong.
-    if (schedule.getStage() != 0) {
-      auto reduce = AllReduceOp::create(
-          b, loc, stats, Type(),
-          ReduceKindAttr::get(b.getContext(), ReduceKind::overflow_norm),
-          global, cast<FlatSymbolRefAttr>(groups.front()), BufferKindAttr(),
-          IntegerAttr(), IntegerAttr(), UnitAttr());
-      global = reduce.getResult();
-      created.push_back(reduce);
-    }
+    created.push_back(scale);
+    Value global =
+        emitStats(b, loc, schedule, groups, trainable, scale, divisor, created);
     auto skip = UpdateLossScaleOp::create(b, loc, b.getI1Type(), global);
     created.push_back(skip);
     for (auto [i, group] : llvm::enumerate(groups)) {

@@ -1526,10 +1526,19 @@ def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]
     A 1-D i64 value is summed exactly (`sum`): the experts' counts of a
     router over the global batch (`zero-moe-aux-counts`).
 
+    `across expert` names the rank set of a value form explicitly: the
+    statistics of the expert partitions at stage 0 under expert parallelism
+    (#zero.schedule's expert_parallel > 1), where each rank holds only its
+    expert-parallel member's experts, whole and reduced over their replicas,
+    and their flag and squared norm are reduced over the rank's
+    expert-parallel set (DeepSpeed's expert-parallel group) so that every
+    expert counts once. `group` then names an expert partition.
+
     ```mlir
     %t = zero.all_reduce sum group @flat in grads [0, 4096) token !zero.token
     %r = zero.all_reduce sum group @h.0 in grads [0, 4096) over replicas phase boundary token !zero.token
     %g = zero.all_reduce overflow_norm %stats group @flat : tensor<2xf32> -> tensor<2xf32>
+    %e = zero.all_reduce overflow_norm %stats group @experts across expert : tensor<2xf32> -> tensor<2xf32>
     %c = zero.all_reduce sum %counts group @flat : tensor<8xi64> -> tensor<8xi64>
     ```
   }];
@@ -1539,22 +1548,29 @@ def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]
                        OptionalAttr<Zero_BufferKindAttr>:$buffer,
                        OptionalAttr<I64Attr>:$begin, OptionalAttr<I64Attr>:$end,
                        UnitAttr:$over_replicas,
+                       OptionalAttr<Zero_RankSetKindAttr>:$rank_set,
                        DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs Optional<AnyTypeOf<[Zero_FlatTensor, 1DTensorOf<[I64]>]>>:$result,
                       Optional<Zero_TokenType>:$token);
   let assemblyFormat = [{
     `` $kind ($input^)? `group` $group (`in` `` $buffer^ ` ` `[` $begin `,` $end `)`)?
-    (`over` `replicas` $over_replicas^)? (`phase` $phase^)? attr-dict
+    (`over` `replicas` $over_replicas^)? (`across` `` $rank_set^)?
+    (`phase` $phase^)? attr-dict
     (`:` type($input)^ `->` type($result))? (`token` type($token)^)?
   }];
   let extraClassDeclaration = [{
-    /// The MiCS replicas for the replica form, else the group.
+    /// The named rank set (`across`), the MiCS replicas for the replica
+    /// form, else the group's.
     ::mlir::zero::RankSetKind getRankSetKind() {
+      if (auto set = getRankSet())
+        return *set;
       return getOverReplicas()
                  ? ::mlir::zero::RankSetKind::replicas
                  : ::mlir::zero::getPartitionRankSet(getOperation(),
                                                      getGroupAttr());
     }
+    /// The named rank set's checks (`across`).
+    ::mlir::LogicalResult verifyNamedRankSet();
     /// The value form of the optimizer's fp32 statistics, which runs once
     /// per optimizer step; not a forward value's (a router's int64 counts).
     bool reducesOptimizerStats() {
@@ -1932,6 +1948,12 @@ def Zero_FreeOp : Zero_Op<"free", [Zero_StepPhaseOpInterface]> {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
+// The optimizer's statistics (overflow flag, squared norm) where the
+// assembly format states no type.
+def Zero_OverflowStats : 1DTensorOf<[F32]> {
+  let builderCall = "::mlir::RankedTensorType::get({2}, $_builder.getF32Type())";
+}
+
 def Zero_CheckOverflowOp : Zero_Op<"check_overflow", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     Zero_StepPhaseOpInterface]> {
@@ -1945,16 +1967,23 @@ def Zero_CheckOverflowOp : Zero_Op<"check_overflow", [
     world size times accumulation steps: reductions sum, the optimizer
     averages). `zero-optimizer` all-reduces it across ranks (`overflow_norm`).
 
+    `combine %partial` adds statistics computed elsewhere (the expert
+    partitions' at stage 0 under expert parallelism, already reduced over
+    the expert-parallel set): the result's flag is the larger of the two
+    flags, its squared norm their sum.
+
     ```mlir
     %stats = zero.check_overflow groups [@flat] scale %s divisor 4.0 : tensor<2xf32>
+    %all = zero.check_overflow groups [@dense] scale %s divisor 2.0 combine %experts : tensor<2xf32>
     ```
   }];
   let arguments = (ins SymbolRefArrayAttr:$groups, Zero_ScalarF32:$loss_scale,
+                       Optional<Zero_OverflowStats>:$partial,
                        F64Attr:$divisor, DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::micro_step">:$phase);
   let results = (outs 1DTensorOf<[F32]>:$result);
   let assemblyFormat = [{
-    `groups` $groups `scale` $loss_scale `divisor` $divisor (`phase` $phase^)?
-    attr-dict `:` type($result)
+    `groups` $groups `scale` $loss_scale `divisor` $divisor
+    (`combine` $partial^)? (`phase` $phase^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }
