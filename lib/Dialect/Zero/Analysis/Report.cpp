@@ -17,6 +17,7 @@
 #include "zero_rt/quantize.h"
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -335,6 +336,86 @@ deepspeedWithOptimizer(const StepReport &r, OptimizerAttr opt) {
       cost.modelStateBytes, cost.bytesPerRank, cost.modelStateFormula};
 }
 
+static void addMuonGaps(const StepSchedule &s, ModuleOp module, StepReport &r,
+                        CheckedInt &c);
+
+/// Muon's figures: its matrices' elements, a refusal (a matrix across a
+/// shard boundary) and its gaps' padding.
+static void addMuonFigures(const StepSchedule &s, ModuleOp module,
+                           StepReport &r, CheckedInt &c) {
+  for (ParamOp p : getMuonParams(module))
+    r.muonMatrixParams = c.add(r.muonMatrixParams, p.getNumElements());
+  if (std::optional<MuonCrossing> x = findMuonCrossing(s, module))
+    r.muonRefusal = llvm::formatv(
+        "matrix @{0} (elements [{1}, {2})) crosses the shard boundary at "
+        "{3} of group @{4}",
+        x->param.getSymName(), x->begin, x->end,
+        (x->begin / x->slot + 1) * x->slot, x->group.getSymName());
+  addMuonGaps(s, module, r, c);
+}
+
+/// What Muon's owner-computes gaps add to the layout (StepReport's
+/// muonGap*): per gapped group its padding over the ranks and, per rank,
+/// the bytes of the buffers sized by the layout (a whole buffer holds the
+/// gaps inside numel, a shard its share of the enlarged slots) and of
+/// AdamW's moments, which deviceMuon runs over each owned run between the
+/// matrices, gaps included (their zeros stay zero).
+static void addMuonGaps(const StepSchedule &s, ModuleOp module, StepReport &r,
+                        CheckedInt &c) {
+  llvm::StringSet<> matrices;
+  for (ParamOp p : getMuonParams(module))
+    matrices.insert(p.getSymName());
+  for (const PartitionBuffers &pb : s.getPartitions()) {
+    PartitionOp part = pb.partition;
+    int64_t gap = getMuonGapPadding(part);
+    if (gap == 0)
+      continue;
+    // Per rank: its owned elements of Muon's matrices and of AdamW's
+    // parameters; the moments hold the rest of the owned range.
+    int64_t elements = 0, withGaps = 0, without = 0;
+    for (int64_t rank = 0; rank < part.getWorldSizeValue(); ++rank) {
+      auto [begin, end] = part.getOwnedRange(rank);
+      int64_t mine = 0, adamw = 0;
+      for (auto [ref, offset] :
+           llvm::zip(part.getParams(), part.getOffsets())) {
+        StringRef name = cast<FlatSymbolRefAttr>(ref).getValue();
+        const ParamLocation *loc = s.lookupParam(name);
+        if (!loc)
+          continue;
+        if (rank == 0)
+          elements += loc->numel;
+        int64_t in = std::max<int64_t>(0, std::min(offset + loc->numel, end) -
+                                              std::max(offset, begin));
+        (matrices.contains(name) ? mine : adamw) += in;
+      }
+      withGaps = std::max(withGaps, end - begin - mine);
+      without = std::max(without, adamw);
+    }
+    int64_t inside = part.getNumelValue() - elements;
+    int64_t perRank = gap / part.getWorldSizeValue();
+    ++r.muonGapGroups;
+    r.muonGapElements = c.add(r.muonGapElements, gap);
+    r.muonGapRankElements = c.add(r.muonGapRankElements, perRank);
+    for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
+      auto kind = static_cast<BufferKind>(k);
+      if (!pb.hasBuffer(kind) || pb.numel[k] == 0)
+        continue;
+      int64_t added = 0;
+      if (isOptimizerState(kind))
+        added = zrt::optimizers::statePart(
+                    static_cast<zrt::optimizers::Kind>(pb.optimizer.getKind()),
+                    static_cast<zrt::BufferKind>(kind)) ==
+                        zrt::optimizers::StatePart::Others
+                    ? withGaps - without
+                    : 0;
+      else
+        added = pb.numel[k] >= part.getNumelValue() ? inside : perRank;
+      r.muonGapBytes =
+          c.add(r.muonGapBytes, c.mul(added, pb.bytes[k] / pb.numel[k]));
+    }
+  }
+}
+
 FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
                                                 const MemoryPlan &plan,
                                                 const HardwarePreset &hw,
@@ -398,16 +479,8 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.optimizerStatePrecision =
       stringifyStatePrecision(step.getOptimizer().getStates()).str();
   r.optimizer = stringifyOptimizerKind(step.getOptimizer().getKind()).str();
-  if (step.getOptimizer().getKind() == OptimizerKind::muon) {
-    for (ParamOp p : getMuonParams(module))
-      r.muonMatrixParams = c.add(r.muonMatrixParams, p.getNumElements());
-    if (std::optional<MuonCrossing> x = findMuonCrossing(s, module))
-      r.muonRefusal = llvm::formatv(
-          "matrix @{0} (elements [{1}, {2})) crosses the shard boundary at "
-          "{3} of group @{4}",
-          x->param.getSymName(), x->begin, x->end,
-          (x->begin / x->slot + 1) * x->slot, x->group.getSymName());
-  }
+  if (step.getOptimizer().getKind() == OptimizerKind::muon)
+    addMuonFigures(s, module, r, c);
   {
     namespace table = zrt::optimizers;
     auto kind = static_cast<table::Kind>(step.getOptimizer().getKind());
@@ -1141,8 +1214,19 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     os << "Muon's owner-computes needs each matrix whole in one rank's "
           "shard, and here "
        << r.muonRefusal
-       << ": zero-compile refuses this step (no layout without gaps), so "
-          "these figures are of a schedule that does not run yet.\n\n";
+       << ": zero-compile refuses this step (its partition has no owners), "
+          "so these figures are of a schedule that does not run yet.\n\n";
+  if (r.muonGapGroups > 0)
+    os << "Muon's owner-computes lays out " << r.muonGapGroups
+       << " group(s) with gaps (no order of their parameters puts each "
+          "matrix whole in one rank's shard of AdamW's layout): "
+       << r.muonGapElements << " elements of padding beyond AdamW's layout ("
+       << r.muonGapRankElements << " a rank's shard), " << r.muonGapBytes
+       << " bytes a rank of parameters, gradients, masters and AdamW's "
+          "moments; the reduce-scatter and gathers move the enlarged slots "
+          "(each rank its owned part up to the last parameter), so the "
+          "bytes below are not AdamW's at this stage: the fullest slot sends "
+          "more, a slot ending in padding less.\n\n";
   printCommunication(r, os);
   printPredictedStep(r, os);
 }
