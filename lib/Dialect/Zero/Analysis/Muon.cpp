@@ -399,7 +399,11 @@ bool placeGapped(ArrayRef<int64_t> elements, ArrayRef<int64_t> owner,
   for (size_t i = 0; i < num; ++i)
     if (owner[i] < 0 && !placed[i])
       left += elements[i];
-  layout.end = cursor;
+  // The end of the last parameter (a last rank without matrices or AdamW
+  // parameters moves the cursor, not the end).
+  layout.end = 0;
+  for (size_t i : layout.order)
+    layout.end = std::max(layout.end, layout.offsets[i] + elements[i]);
   return left == 0;
 }
 

@@ -17,7 +17,6 @@
 #include "zero_rt/quantize.h"
 
 #include "llvm/ADT/MapVector.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -336,8 +335,7 @@ deepspeedWithOptimizer(const StepReport &r, OptimizerAttr opt) {
       cost.modelStateBytes, cost.bytesPerRank, cost.modelStateFormula};
 }
 
-static void addMuonGaps(const StepSchedule &s, ModuleOp module, StepReport &r,
-                        CheckedInt &c);
+static void addMuonGaps(const StepSchedule &s, StepReport &r, CheckedInt &c);
 
 /// Muon's figures: its matrices' elements, a refusal (a matrix across a
 /// shard boundary) and its gaps' padding.
@@ -351,46 +349,25 @@ static void addMuonFigures(const StepSchedule &s, ModuleOp module,
         "{3} of group @{4}",
         x->param.getSymName(), x->begin, x->end,
         (x->begin / x->slot + 1) * x->slot, x->group.getSymName());
-  addMuonGaps(s, module, r, c);
+  addMuonGaps(s, r, c);
 }
 
 /// What Muon's owner-computes gaps add to the layout (StepReport's
 /// muonGap*): per gapped group its padding over the ranks and, per rank,
 /// the bytes of the buffers sized by the layout (a whole buffer holds the
-/// gaps inside numel, a shard its share of the enlarged slots) and of
-/// AdamW's moments, which deviceMuon runs over each owned run between the
-/// matrices, gaps included (their zeros stay zero).
-static void addMuonGaps(const StepSchedule &s, ModuleOp module, StepReport &r,
-                        CheckedInt &c) {
-  llvm::StringSet<> matrices;
-  for (ParamOp p : getMuonParams(module))
-    matrices.insert(p.getSymName());
+/// gaps inside numel, a shard its share of the enlarged slots). Muon's
+/// states are packed by part, which no gap is in.
+static void addMuonGaps(const StepSchedule &s, StepReport &r, CheckedInt &c) {
   for (const PartitionBuffers &pb : s.getPartitions()) {
     PartitionOp part = pb.partition;
     int64_t gap = getMuonGapPadding(part);
     if (gap == 0)
       continue;
-    // Per rank: its owned elements of Muon's matrices and of AdamW's
-    // parameters; the moments hold the rest of the owned range.
-    int64_t elements = 0, withGaps = 0, without = 0;
-    for (int64_t rank = 0; rank < part.getWorldSizeValue(); ++rank) {
-      auto [begin, end] = part.getOwnedRange(rank);
-      int64_t mine = 0, adamw = 0;
-      for (auto [ref, offset] :
-           llvm::zip(part.getParams(), part.getOffsets())) {
-        StringRef name = cast<FlatSymbolRefAttr>(ref).getValue();
-        const ParamLocation *loc = s.lookupParam(name);
-        if (!loc)
-          continue;
-        if (rank == 0)
-          elements += loc->numel;
-        int64_t in = std::max<int64_t>(0, std::min(offset + loc->numel, end) -
-                                              std::max(offset, begin));
-        (matrices.contains(name) ? mine : adamw) += in;
-      }
-      withGaps = std::max(withGaps, end - begin - mine);
-      without = std::max(without, adamw);
-    }
+    int64_t elements = 0;
+    for (Attribute ref : part.getParams())
+      if (const ParamLocation *loc =
+              s.lookupParam(cast<FlatSymbolRefAttr>(ref).getValue()))
+        elements += loc->numel;
     int64_t inside = part.getNumelValue() - elements;
     int64_t perRank = gap / part.getWorldSizeValue();
     ++r.muonGapGroups;
@@ -398,18 +375,9 @@ static void addMuonGaps(const StepSchedule &s, ModuleOp module, StepReport &r,
     r.muonGapRankElements = c.add(r.muonGapRankElements, perRank);
     for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
       auto kind = static_cast<BufferKind>(k);
-      if (!pb.hasBuffer(kind) || pb.numel[k] == 0)
+      if (!pb.hasBuffer(kind) || pb.numel[k] == 0 || isOptimizerState(kind))
         continue;
-      int64_t added = 0;
-      if (isOptimizerState(kind))
-        added = zrt::optimizers::statePart(
-                    static_cast<zrt::optimizers::Kind>(pb.optimizer.getKind()),
-                    static_cast<zrt::BufferKind>(kind)) ==
-                        zrt::optimizers::StatePart::Others
-                    ? withGaps - without
-                    : 0;
-      else
-        added = pb.numel[k] >= part.getNumelValue() ? inside : perRank;
+      int64_t added = pb.numel[k] >= part.getNumelValue() ? inside : perRank;
       r.muonGapBytes =
           c.add(r.muonGapBytes, c.mul(added, pb.bytes[k] / pb.numel[k]));
     }
@@ -1222,8 +1190,9 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
           "matrix whole in one rank's shard of AdamW's layout): "
        << r.muonGapElements << " elements of padding beyond AdamW's layout ("
        << r.muonGapRankElements << " a rank's shard), " << r.muonGapBytes
-       << " bytes a rank of parameters, gradients, masters and AdamW's "
-          "moments; the reduce-scatter and gathers move the enlarged slots "
+       << " bytes a rank of parameters, gradients and masters (Muon's "
+          "states hold no gap); the reduce-scatter and gathers move the "
+          "enlarged slots "
           "(each rank its owned part up to the last parameter), so the "
           "bytes below are not AdamW's at this stage: the fullest slot sends "
           "more, a slot ending in padding less.\n\n";
