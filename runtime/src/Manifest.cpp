@@ -747,7 +747,8 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
     need(kGrads, fullGrads);
   // A state kept for one part of the parameters (optimizers.def's parts:
   // Muon's momentum for its matrices, AdamW's moments for the rest) holds
-  // that part's owned elements, packed: the most any shard has.
+  // that part's owned elements, packed: the most any shard has (the gaps
+  // of owner-computes' enlarged slots are in neither part).
   auto partNeed = [&](optimizers::StatePart part) {
     int32_t index = int32_t(&p - m.partitions.data());
     int64_t shards = m.stage == 0 ? 1 : m.shardGroupSize(p), most = 0;
@@ -755,15 +756,14 @@ void checkPartition(const Manifest &m, const PartitionInfo &p) {
       int64_t begin = m.stage == 0 ? 0 : std::min(s * p.shardNumel, p.numel);
       int64_t end =
           m.stage == 0 ? p.numel : std::min((s + 1) * p.shardNumel, p.numel);
-      int64_t matrices = 0;
+      int64_t mine[2] = {0, 0};
       for (const ParamInfo &info : m.params)
-        if (info.partition == index && info.muon)
-          matrices +=
+        if (info.partition == index)
+          mine[info.muon] +=
               std::max<int64_t>(0, std::min(info.offset + info.numel, end) -
                                        std::max(info.offset, begin));
-      most = std::max(most, part == optimizers::StatePart::Matrices
-                                ? matrices
-                                : end - begin - matrices);
+      most =
+          std::max(most, mine[part == optimizers::StatePart::Matrices ? 1 : 0]);
     }
     return most;
   };

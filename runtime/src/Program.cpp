@@ -1082,20 +1082,27 @@ struct OwnedMatrix {
   const ParamInfo *param;
 };
 
-/// The Muon matrices of partition p in the rank's owned range, in layout
-/// order. Each must lie whole in it: Newton-Schulz needs the whole matrix.
+/// The parameters of partition p in the rank's owned range, in layout
+/// order: each Muon matrix (`param` set), which must lie whole in it
+/// (Newton-Schulz needs the whole matrix), and each run of AdamW's
+/// parameters (`param` null; adjacent ones merged). Elements of no
+/// parameter (owner-computes' gaps) are in neither.
 std::vector<OwnedMatrix> ownedMatrices(const zrt_ctx &ctx, int32_t p,
                                        const PartitionInfo &part) {
   const Manifest &m = *ctx.manifest;
   Range owned = m.owned(part, ctx.rank);
   std::vector<OwnedMatrix> out;
   for (const ParamInfo &info : m.params) {
-    if (info.partition != p || !info.muon)
+    if (info.partition != p)
       continue;
     int64_t lo = std::max(info.offset, owned.begin),
             hi = std::min(info.offset + info.numel, owned.end);
     if (lo >= hi)
       continue;
+    if (!info.muon) {
+      out.push_back({{lo - owned.begin, hi - owned.begin}, nullptr});
+      continue;
+    }
     if (lo != info.offset || hi != info.offset + info.numel)
       fatal("zrt_ctx_adam: Muon matrix '%s' of partition '%s' crosses rank "
             "%d's owned elements [%lld, %lld): its Newton-Schulz needs it "
@@ -1107,20 +1114,28 @@ std::vector<OwnedMatrix> ownedMatrices(const zrt_ctx &ctx, int32_t p,
   std::sort(out.begin(), out.end(), [](const auto &x, const auto &y) {
     return x.range.begin < y.range.begin;
   });
-  return out;
+  std::vector<OwnedMatrix> merged;
+  for (const OwnedMatrix &x : out)
+    if (!x.param && !merged.empty() && !merged.back().param &&
+        merged.back().range.end == x.range.begin)
+      merged.back().range.end = x.range.end;
+    else
+      merged.push_back(x);
+  return merged;
 }
 
 /// Muon's step of partition p: zrt_muon on each Muon matrix (whole in the
-/// owned range), AdamW on each run of other elements between them, with
-/// the same weight-decay runs, schedule and clipping as zrt_ctx_adam. The
-/// momentum holds the matrices' elements and Adam's moments the others',
-/// each packed in layout order (the plan sizes them so, by part).
+/// owned range), AdamW on each run of AdamW's parameters, with the same
+/// weight-decay runs, schedule and clipping as zrt_ctx_adam. The momentum
+/// holds the matrices' elements and Adam's moments the AdamW parameters',
+/// each packed in layout order (the plan sizes them so, by part); the
+/// gaps of owner-computes' enlarged slots have neither and stay zero.
 void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                 const float *stats, const float *lossScale, int32_t skip,
                 double divisor, void *params) {
   const Manifest &m = *ctx->manifest;
   const manifest::MuonParams &mu = *m.muon;
-  auto [grads, n] = ownedGrads(ctx, p, part);
+  auto grads = ownedGrads(ctx, p, part).first;
   int64_t cb = part.computeBytes;
   float *masters = ownedMasters(*ctx, p);
   float *expAvg = ctx->buffer<float>(p, kExpAvg),
@@ -1152,9 +1167,11 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                  m.gradientClipping, stats, lossScale, divisor, skip);
     adamAt += end - begin;
   };
-  int64_t next = 0;
   for (const OwnedMatrix &mat : ownedMatrices(*ctx, p, part)) {
-    adamw(next, mat.range.begin);
+    if (!mat.param) {
+      adamw(mat.range.begin, mat.range.end);
+      continue;
+    }
     const ParamInfo &info = *mat.param;
     int64_t begin = mat.range.begin, rows = info.shape[0];
     int64_t matrix[3] = {0, rows, info.numel / rows};
@@ -1166,9 +1183,7 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                  mu.adjustLrFn, lrSchedule(m), m.gradientClipping, stats,
                  lossScale, divisor, skip);
     momentumAt += info.numel;
-    next = mat.range.end;
   }
-  adamw(next, n);
 }
 
 /// The trainable tensors of partition p, by offset, as Adafactor sees

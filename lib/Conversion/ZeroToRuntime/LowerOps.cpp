@@ -171,11 +171,11 @@ LogicalResult Lowering::lowerLossOp(Operation *op) {
 
 /// Muon runs on the device, on matrices each whole in one rank's owned
 /// elements: at stage 0 or on one rank every matrix is, and at stages 1-3
-/// the partitioner orders each group so that every matrix lies whole in its
-/// owner's shard (`owners`) when such an order exists without gaps. A
-/// matrix across a shard boundary (no such order) is refused with the
-/// padding whole-matrix slots would need, as are the offloaded updates,
-/// which have no Muon kernel.
+/// the partitioner lays each group out so that every matrix lies whole in
+/// its owner's shard (`owners`), without gaps when it can and in enlarged
+/// slots with gaps otherwise. A matrix across a shard boundary (a partition
+/// laid out without owners) is refused with the padding whole-matrix slots
+/// would need, as are the offloaded updates, which have no Muon kernel.
 LogicalResult Lowering::checkMuonStep(OptimizerStepOp o) {
   if (o.getHost() || o.getSwapAttr() || o.getNewParams())
     return o.emitOpError("muon with offload (its ")
@@ -210,11 +210,12 @@ LogicalResult Lowering::checkMuonStep(OptimizerStepOp o) {
          << crossing->param.getSymName() << " (elements [" << begin << ", "
          << crossing->end << ")) crosses the shard boundary at "
          << (begin / slot + 1) * slot << " of group @" << group
-         << ": no order of the group's parameters puts each Muon matrix "
-            "whole in one rank's shard of "
-         << slot << " elements, and owner-computes with gaps (slots of "
-         << slots.slot << ", " << slots.padding
-         << " elements of padding) is not laid out";
+         << ": its order does not put each Muon matrix whole in one rank's "
+            "shard of "
+         << slot
+         << " elements, and it has no owners (zero-partition lays "
+            "such a group out with gaps: slots of "
+         << slots.slot << ", " << slots.padding << " elements of padding)";
 }
 
 /// Adafactor runs on the device over each rank's owned elements, its sums

@@ -170,9 +170,9 @@ module @param_in_no_partition {
 
 // Muon at stage 1 on two ranks: the matrix @w (16 elements) lies across
 // the two 8-element shards, so no rank holds it whole for its
-// Newton-Schulz. A 16-element matrix fits no 8-element shard, so no order
-// of the group places it whole: owner-computes would need slots of 16 with
-// 16 elements of padding, which is not laid out.
+// Newton-Schulz. The partition, written by hand, has no owners:
+// zero-partition would lay the group out with gaps in slots of 16 (16
+// elements of padding), and the lowering refuses this layout by name.
 module @muon_across_shards {
   zero.param @w : tensor<4x4xf32> init zeros
   zero.partition @flat stage 1 world_size 2 alignment 2 numel 16 padded 16 params [@w] offsets [0]
@@ -190,7 +190,7 @@ module @muon_across_shards {
     %st = zero.check_overflow groups [@flat] scale %ls divisor 2.0 phase boundary : tensor<2xf32>
     %sum = zero.all_reduce overflow_norm %st group @flat phase boundary : tensor<2xf32> -> tensor<2xf32>
     %skip = zero.update_loss_scale %sum phase boundary : tensor<2xf32> -> i1
-    // expected-error@+1 {{muon at ZeRO stage 1 on 2 ranks: matrix @w (elements [0, 16)) crosses the shard boundary at 8 of group @flat: no order of the group's parameters puts each Muon matrix whole in one rank's shard of 8 elements, and owner-computes with gaps (slots of 16, 16 elements of padding) is not laid out}}
+    // expected-error@+1 {{muon at ZeRO stage 1 on 2 ranks: matrix @w (elements [0, 16)) crosses the shard boundary at 8 of group @flat: its order does not put each Muon matrix whole in one rank's shard of 8 elements, and it has no owners (zero-partition lays such a group out with gaps: slots of 16, 16 elements of padding)}}
     zero.optimizer_step group @flat stats %sum scale %ls skip %skip divisor 2.0 phase boundary : tensor<2xf32>
     zero.all_gather group @flat in params [0, 16) phase post_step
     zero.return %loss : tensor<f32>

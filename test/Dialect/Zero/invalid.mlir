@@ -826,14 +826,14 @@ zero.partition @g stage 0 world_size 2 alignment 1 numel 15 padded 15 params [@w
 // Checks that parameters are contiguous.
 zero.param @w : tensor<4x3xf32> init zeros
 zero.param @b : tensor<3xf32> init zeros
-// expected-error @+1 {{'zero.partition' op parameter @b is at offset 13, expected 12 (parameters are contiguous in the order listed)}}
+// expected-error @+1 {{'zero.partition' op parameter @b is at offset 13, expected 12 (parameters are contiguous in the order listed; only Muon's owner-computes, with owners, leaves gaps)}}
 zero.partition @g stage 2 world_size 2 alignment 2 numel 15 padded 16 params [@w, @b] offsets [0, 13]
 
 // -----
 
 // Checks that the first parameter is at offset 0.
 zero.param @w : tensor<4x3xf32> init zeros
-// expected-error @+1 {{'zero.partition' op parameter @w is at offset 4, expected 0 (parameters are contiguous in the order listed)}}
+// expected-error @+1 {{'zero.partition' op parameter @w is at offset 4, expected 0 (parameters are contiguous in the order listed; only Muon's owner-computes, with owners, leaves gaps)}}
 zero.partition @g stage 2 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [4]
 
 // -----
@@ -859,6 +859,23 @@ zero.param @w : tensor<4x3xf32> init zeros
 zero.param @b : tensor<4xf32> init zeros
 // expected-error @+1 {{'zero.partition' op owner 2 is not a rank of 2 (or -1: AdamW's)}}
 zero.partition @g stage 1 world_size 2 alignment 1 numel 16 padded 16 params [@w, @b] offsets [0, 12] owners [2, -1]
+
+// -----
+
+// Checks that owners' gaps do not let parameters overlap: @b from 10
+// overlaps @w's [0, 12).
+zero.param @w : tensor<4x3xf32> init zeros
+zero.param @b : tensor<4xf32> init zeros
+// expected-error @+1 {{'zero.partition' op parameter @b is at offset 10, which overlaps the parameter before it (ending at 12)}}
+zero.partition @g stage 1 world_size 2 alignment 1 numel 14 padded 24 params [@w, @b] offsets [0, 10] owners [0, -1]
+
+// -----
+
+// Checks that numel is the end of the last parameter with gaps too.
+zero.param @w : tensor<4x3xf32> init zeros
+zero.param @b : tensor<4xf32> init zeros
+// expected-error @+1 {{'zero.partition' op parameters end at element 20 but numel is 16}}
+zero.partition @g stage 1 world_size 2 alignment 1 numel 16 padded 24 params [@w, @b] offsets [0, 16] owners [0, -1]
 
 // -----
 
@@ -895,7 +912,7 @@ zero.partition @g stage 2 world_size 2 alignment 2 numel 24 padded 24 params [@w
 
 // Checks that numel is the parameters' total element count.
 zero.param @w : tensor<4x3xf32> init zeros
-// expected-error @+1 {{'zero.partition' op parameters hold 12 elements but numel is 16}}
+// expected-error @+1 {{'zero.partition' op parameters end at element 12 but numel is 16}}
 zero.partition @g stage 2 world_size 2 alignment 2 numel 16 padded 16 params [@w] offsets [0]
 
 // -----

@@ -557,6 +557,19 @@ module attributes {zero.hf_model = #zero.hf_model<config = "{\22model_type\22: \
 // -----
 
 // The topology parameters round-trip; the defaults are not printed.
+
+// -----
+
+// Owner-computes with gaps: @k and @n in rank 0's enlarged slot of 12, a
+// gap [8, 12) before rank 1's @m, padding past the minimal.
+zero.param @m : tensor<2x4xf32> init zeros
+zero.param @n : tensor<4xf32> init ones
+zero.param @k : tensor<2x2xf32> init zeros
+// CHECK: zero.partition @gapped stage 3 world_size 2 alignment 1 numel 20 padded 24 params [@k, @n, @m] offsets [0, 4, 12] owners [0, -1, 1]
+zero.partition @gapped stage 3 world_size 2 alignment 1 numel 20 padded 24 params [@k, @n, @m] offsets [0, 4, 12] owners [0, -1, 1]
+
+// -----
+
 // CHECK-LABEL: zero.train_step @topology
 // CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, ranks_per_node = 2, hpz_partition_size = 2>
 zero.train_step @topology(%x: tensor<2x1xf32>)

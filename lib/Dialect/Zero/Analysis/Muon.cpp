@@ -358,9 +358,110 @@ mlir::zero::layoutMuonGapFree(ArrayRef<int64_t> elements, ArrayRef<bool> muon,
   return GapFreeSearch(elements, muon, flops, shard, ranks, budget).run();
 }
 
-std::optional<MuonCrossing>
-mlir::zero::findMuonCrossing(const StepSchedule &s, ModuleOp module,
-                             StringRef group) {
+namespace {
+
+/// layoutMuonGapped's placement in slots of `slot` elements; false when
+/// some AdamW parameter finds no room, with `left` its elements.
+bool placeGapped(ArrayRef<int64_t> elements, ArrayRef<int64_t> owner,
+                 ArrayRef<int64_t> load, int64_t ranks, int64_t slot,
+                 MuonGappedLayout &layout, int64_t &left) {
+  size_t num = elements.size();
+  layout.order.clear();
+  layout.offsets.assign(num, 0);
+  SmallVector<bool> placed(num, false);
+  // [begin, end) leaves each later slot it reaches room for its matrices.
+  auto fits = [&](int64_t begin, int64_t end) {
+    if (end > ranks * slot)
+      return false;
+    for (int64_t q = begin / slot + 1; q < ranks && q * slot < end; ++q)
+      if (end + load[q] > (q + 1) * slot)
+        return false;
+    return true;
+  };
+  int64_t cursor = 0;
+  for (int64_t r = 0; r < ranks; ++r) {
+    cursor = std::max(cursor, r * slot);
+    for (size_t i = 0; i < num; ++i)
+      if (owner[i] == r) {
+        layout.offsets[i] = cursor;
+        layout.order.push_back(i);
+        cursor += elements[i];
+      }
+    for (size_t i = 0; i < num && cursor < (r + 1) * slot; ++i)
+      if (owner[i] < 0 && !placed[i] && fits(cursor, cursor + elements[i])) {
+        placed[i] = true;
+        layout.offsets[i] = cursor;
+        layout.order.push_back(i);
+        cursor += elements[i];
+      }
+  }
+  left = 0;
+  for (size_t i = 0; i < num; ++i)
+    if (owner[i] < 0 && !placed[i])
+      left += elements[i];
+  // The end of the last parameter (a last rank without matrices or AdamW
+  // parameters moves the cursor, not the end).
+  layout.end = 0;
+  for (size_t i : layout.order)
+    layout.end = std::max(layout.end, layout.offsets[i] + elements[i]);
+  return left == 0;
+}
+
+} // namespace
+
+MuonGappedLayout mlir::zero::layoutMuonGapped(ArrayRef<int64_t> elements,
+                                              ArrayRef<bool> muon,
+                                              ArrayRef<int64_t> flops,
+                                              int64_t ranks,
+                                              int64_t alignment) {
+  assert(elements.size() == muon.size() && elements.size() == flops.size() &&
+         ranks >= 1 && alignment >= 1 &&
+         "one flag and one FLOP count per parameter, and some ranks");
+  SmallVector<int64_t> matrixElements, matrixFlops;
+  int64_t adamw = 0;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    if (muon[i]) {
+      matrixElements.push_back(elements[i]);
+      matrixFlops.push_back(flops[i]);
+    } else {
+      adamw += elements[i];
+    }
+  }
+  MuonSlotLayout slots =
+      layoutMuonSlots(matrixElements, matrixFlops, adamw, ranks, alignment);
+  MuonGappedLayout layout;
+  layout.owner.assign(elements.size(), -1);
+  for (size_t i = 0, k = 0; i < elements.size(); ++i)
+    if (muon[i])
+      layout.owner[i] = slots.owner[k++];
+  // Each grown slot adds `ranks` elements of room; grow by what did not
+  // fit over the ranks, in whole alignment units.
+  int64_t slot = slots.slot, left = 0;
+  while (!placeGapped(elements, layout.owner, slots.muonElements, ranks, slot,
+                      layout, left)) {
+    int64_t grow = (left + ranks - 1) / ranks;
+    slot += (grow + alignment - 1) / alignment * alignment;
+  }
+  layout.slot = slot;
+  return layout;
+}
+
+int64_t mlir::zero::getMuonGapPadding(PartitionOp part) {
+  if (!part.getOwners() || part.getStageValue() == 0)
+    return 0;
+  int64_t elements = 0;
+  for (Attribute ref : part.getParams())
+    if (auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+            part, cast<SymbolRefAttr>(ref)))
+      elements += param.getNumElements();
+  int64_t unit = part.getWorldSizeValue() * int64_t(part.getAlignment());
+  int64_t minimal = (elements + unit - 1) / unit * unit;
+  return part.getPaddedNumelValue() - minimal;
+}
+
+std::optional<MuonCrossing> mlir::zero::findMuonCrossing(const StepSchedule &s,
+                                                         ModuleOp module,
+                                                         StringRef group) {
   if (s.getStage() == 0 || s.getWorldSize() == 1)
     return std::nullopt;
   for (ParamOp p : getMuonParams(module)) {

@@ -338,6 +338,55 @@ deepspeedWithOptimizer(const StepReport &r, OptimizerAttr opt) {
       cost.modelStateBytes, cost.bytesPerRank, cost.modelStateFormula};
 }
 
+static void addMuonGaps(const StepSchedule &s, StepReport &r, CheckedInt &c);
+
+/// Muon's figures: its matrices' elements, a refusal (a matrix across a
+/// shard boundary) and its gaps' padding.
+static void addMuonFigures(const StepSchedule &s, ModuleOp module,
+                           StepReport &r, CheckedInt &c) {
+  for (ParamOp p : getMuonParams(module))
+    r.muonMatrixParams = c.add(r.muonMatrixParams, p.getNumElements());
+  if (std::optional<MuonCrossing> x = findMuonCrossing(s, module))
+    r.muonRefusal = llvm::formatv(
+        "matrix @{0} (elements [{1}, {2})) crosses the shard boundary at "
+        "{3} of group @{4}",
+        x->param.getSymName(), x->begin, x->end,
+        (x->begin / x->slot + 1) * x->slot, x->group.getSymName());
+  addMuonGaps(s, r, c);
+}
+
+/// What Muon's owner-computes gaps add to the layout (StepReport's
+/// muonGap*): per gapped group its padding over the ranks and, per rank,
+/// the bytes of the buffers sized by the layout (a whole buffer holds the
+/// gaps inside numel, a shard its share of the enlarged slots). Muon's
+/// states are packed by part, which no gap is in.
+static void addMuonGaps(const StepSchedule &s, StepReport &r, CheckedInt &c) {
+  for (const PartitionBuffers &pb : s.getPartitions()) {
+    PartitionOp part = pb.partition;
+    int64_t gap = getMuonGapPadding(part);
+    if (gap == 0)
+      continue;
+    int64_t elements = 0;
+    for (Attribute ref : part.getParams())
+      if (const ParamLocation *loc =
+              s.lookupParam(cast<FlatSymbolRefAttr>(ref).getValue()))
+        elements += loc->numel;
+    int64_t inside = part.getNumelValue() - elements;
+    int64_t perRank = gap / part.getWorldSizeValue();
+    ++r.muonGapGroups;
+    r.muonGapElements = c.add(r.muonGapElements, gap);
+    r.muonGapRankElements = c.add(r.muonGapRankElements, perRank);
+    for (unsigned k = 0; k <= getMaxEnumValForBufferKind(); ++k) {
+      auto kind = static_cast<BufferKind>(k);
+      if (!pb.hasBuffer(kind) || pb.numel[k] == 0 || isOptimizerState(kind))
+        continue;
+      int64_t added = pb.numel[k] >= part.getNumelValue() ? inside : perRank;
+      r.muonGapBytes =
+          c.add(r.muonGapBytes, c.mul(added, pb.bytes[k] / pb.numel[k]));
+    }
+  }
+}
+
 FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
                                                 const MemoryPlan &plan,
                                                 const HardwarePreset &hw,
@@ -401,16 +450,8 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
   r.optimizerStatePrecision =
       stringifyStatePrecision(step.getOptimizer().getStates()).str();
   r.optimizer = stringifyOptimizerKind(step.getOptimizer().getKind()).str();
-  if (step.getOptimizer().getKind() == OptimizerKind::muon) {
-    for (ParamOp p : getMuonParams(module))
-      r.muonMatrixParams = c.add(r.muonMatrixParams, p.getNumElements());
-    if (std::optional<MuonCrossing> x = findMuonCrossing(s, module))
-      r.muonRefusal = llvm::formatv(
-          "matrix @{0} (elements [{1}, {2})) crosses the shard boundary at "
-          "{3} of group @{4}",
-          x->param.getSymName(), x->begin, x->end,
-          (x->begin / x->slot + 1) * x->slot, x->group.getSymName());
-  }
+  if (step.getOptimizer().getKind() == OptimizerKind::muon)
+    addMuonFigures(s, module, r, c);
   {
     namespace table = zrt::optimizers;
     auto kind = static_cast<table::Kind>(step.getOptimizer().getKind());
@@ -1144,8 +1185,20 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
     os << "Muon's owner-computes needs each matrix whole in one rank's "
           "shard, and here "
        << r.muonRefusal
-       << ": zero-compile refuses this step (no layout without gaps), so "
-          "these figures are of a schedule that does not run yet.\n\n";
+       << ": zero-compile refuses this step (its partition has no owners), "
+          "so these figures are of a schedule that does not run yet.\n\n";
+  if (r.muonGapGroups > 0)
+    os << "Muon's owner-computes lays out " << r.muonGapGroups
+       << " group(s) with gaps (no order of their parameters puts each "
+          "matrix whole in one rank's shard of AdamW's layout): "
+       << r.muonGapElements << " elements of padding beyond AdamW's layout ("
+       << r.muonGapRankElements << " a rank's shard), " << r.muonGapBytes
+       << " bytes a rank of parameters, gradients and masters (Muon's "
+          "states hold no gap); the reduce-scatter and gathers move the "
+          "enlarged slots "
+          "(each rank its owned part up to the last parameter), so the "
+          "bytes below are not AdamW's at this stage: the fullest slot sends "
+          "more, a slot ending in padding less.\n\n";
   printCommunication(r, os);
   printPredictedStep(r, os);
 }

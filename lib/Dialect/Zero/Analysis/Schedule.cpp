@@ -35,18 +35,19 @@ static void setStatePartNumel(PartitionBuffers &buffers, PartitionOp p,
   int64_t matrices = 0, others = 0;
   for (int64_t r = 0; r < ranks; ++r) {
     auto [begin, end] = p.getOwnedRange(r);
-    int64_t mine = 0;
+    // Owner-computes' gaps are in neither part.
+    int64_t mine = 0, adamw = 0;
     for (auto [ref, offset] : llvm::zip(p.getParams(), p.getOffsets())) {
       auto param =
           symbols.lookup<ParamOp>(cast<SymbolRefAttr>(ref).getLeafReference());
-      if (!param || !isMuonMatrix(param))
+      if (!param)
         continue;
       int64_t lo = std::max<int64_t>(offset, begin),
               hi = std::min<int64_t>(offset + param.getNumElements(), end);
-      mine += std::max<int64_t>(0, hi - lo);
+      (isMuonMatrix(param) ? mine : adamw) += std::max<int64_t>(0, hi - lo);
     }
     matrices = std::max(matrices, mine);
-    others = std::max(others, end - begin - mine);
+    others = std::max(others, adamw);
   }
   for (unsigned i = 0; i <= getMaxEnumValForBufferKind(); ++i) {
     auto k = static_cast<BufferKind>(i);
@@ -75,18 +76,16 @@ int64_t mlir::zero::getTensorBytes(Type tensorType) {
   return t.getNumElements() * getElementBytes(t.getElementType());
 }
 
-static_assert(static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
-                  static_cast<int32_t>(RankSetKind::hpz) == ZRT_RANKS_HPZ &&
-                  static_cast<int32_t>(RankSetKind::replicas) ==
-                      ZRT_RANKS_REPLICAS &&
-                  static_cast<int32_t>(RankSetKind::world) == ZRT_RANKS_WORLD &&
-                  static_cast<int32_t>(RankSetKind::sequence) ==
-                      ZRT_RANKS_SEQUENCE &&
-                  static_cast<int32_t>(RankSetKind::expert) ==
-                      ZRT_RANKS_EXPERT &&
-                  static_cast<int32_t>(RankSetKind::expert_replicas) ==
-                      ZRT_RANKS_EXPERT_REPLICAS,
-              "RankSetKind follows zero_rt/topology.h's kinds");
+static_assert(
+    static_cast<int32_t>(RankSetKind::group) == ZRT_RANKS_GROUP &&
+        static_cast<int32_t>(RankSetKind::hpz) == ZRT_RANKS_HPZ &&
+        static_cast<int32_t>(RankSetKind::replicas) == ZRT_RANKS_REPLICAS &&
+        static_cast<int32_t>(RankSetKind::world) == ZRT_RANKS_WORLD &&
+        static_cast<int32_t>(RankSetKind::sequence) == ZRT_RANKS_SEQUENCE &&
+        static_cast<int32_t>(RankSetKind::expert) == ZRT_RANKS_EXPERT &&
+        static_cast<int32_t>(RankSetKind::expert_replicas) ==
+            ZRT_RANKS_EXPERT_REPLICAS,
+    "RankSetKind follows zero_rt/topology.h's kinds");
 static_assert(static_cast<int32_t>(ExpertPlacement::contiguous) ==
                       ZRT_EXPERT_CONTIGUOUS &&
                   static_cast<int32_t>(ExpertPlacement::strided) ==

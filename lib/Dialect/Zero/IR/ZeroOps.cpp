@@ -529,8 +529,7 @@ RankSetKind mlir::zero::getPartitionRankSet(Operation *op,
   ScheduleAttr schedule = step ? step.getScheduleAttr() : ScheduleAttr();
   if (!group || !schedule || schedule.getExpertParallel() == 1)
     return RankSetKind::group;
-  auto partition =
-      SymbolTable::lookupNearestSymbolFrom<PartitionOp>(op, group);
+  auto partition = SymbolTable::lookupNearestSymbolFrom<PartitionOp>(op, group);
   return partition && partition.getExpert() ? RankSetKind::expert_replicas
                                             : RankSetKind::group;
 }
@@ -829,7 +828,8 @@ LogicalResult PartitionOp::verify() {
     return emitOpError("padded size ")
            << padded
            << " is not a multiple of world_size * alignment = " << unit;
-  if (padded - numel >= unit)
+  // Owner-computes may enlarge the slots past the minimal padding (gaps).
+  if (!getOwners() && padded - numel >= unit)
     return emitOpError("padding ")
            << padded - numel
            << " is not minimal (world_size * alignment = " << unit << ")";
@@ -887,18 +887,26 @@ LogicalResult PartitionOp::verifySymbolUses(SymbolTableCollection &tables) {
              << (getFrozen() ? "frozen" : "trainable")
              << " (a partition holds only trainable or only frozen "
                 "parameters)";
-    if (offset != next)
+    // Owner-computes' enlarged slots leave gaps between parameters.
+    if (offset < next)
+      return emitOpError("parameter ")
+             << sym << " is at offset " << offset
+             << ", which overlaps the parameter before it (ending at " << next
+             << ")";
+    if (offset != next && !getOwners())
       return emitOpError("parameter ")
              << sym << " is at offset " << offset << ", expected " << next
-             << " (parameters are contiguous in the order listed)";
+             << " (parameters are contiguous in the order listed; only "
+                "Muon's owner-computes, with owners, leaves gaps)";
+    next = offset;
     if (__builtin_add_overflow(next, param.getNumElements(), &next))
       return emitOpError("parameters hold more than ")
              << std::numeric_limits<int64_t>::max()
              << " elements (int64 overflows)";
   }
   if (next != static_cast<int64_t>(getNumel()))
-    return emitOpError("parameters hold ")
-           << next << " elements but numel is " << getNumel();
+    return emitOpError("parameters end at element ")
+           << next << " but numel is " << getNumel();
   if (failed(verifyOwners(tables)))
     return failure();
   // The memory plan's buffers: a master copy exactly when the parameters
@@ -2059,12 +2067,10 @@ static std::optional<int64_t> knownExpertParallel(Operation *op) {
 /// `recv` [cap, width] of one element type, `offsets` [E], `counts` [P, E_l]
 /// and `local_offsets` [E_l] with P * E_l = E, and P the step's
 /// expert_parallel where its schedule says.
-static LogicalResult verifyMoeLayout(Operation *op, RankedTensorType rows,
-                                     RankedTensorType recv,
-                                     RankedTensorType offsets,
-                                     RankedTensorType counts,
-                                     RankedTensorType localOffsets,
-                                     int64_t layer) {
+static LogicalResult
+verifyMoeLayout(Operation *op, RankedTensorType rows, RankedTensorType recv,
+                RankedTensorType offsets, RankedTensorType counts,
+                RankedTensorType localOffsets, int64_t layer) {
   for (RankedTensorType t : {rows, recv, offsets, counts, localOffsets})
     if (!t.hasStaticShape())
       return op->emitOpError("needs static shapes");
@@ -2083,8 +2089,7 @@ static LogicalResult verifyMoeLayout(Operation *op, RankedTensorType rows,
            << counts << " are not [P, E / P] for " << experts << " experts";
   if (localOffsets.getDimSize(0) != local)
     return op->emitOpError("local offsets ")
-           << localOffsets << " are not one per local expert (" << local
-           << ")";
+           << localOffsets << " are not one per local expert (" << local << ")";
   if (std::optional<int64_t> known = knownExpertParallel(op);
       known && *known != p)
     return op->emitOpError("runs over ")

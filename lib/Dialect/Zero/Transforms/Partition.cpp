@@ -139,38 +139,43 @@ struct ZeroPartitionPass
     } else {
       padded = padded / groupUnit * groupUnit;
     }
+    // Muon's owner-computes: each matrix whole in its owner's shard, in the
+    // same slots as AdamW's when an order without gaps exists, else in
+    // slots enlarged as its owner's matrices need, with gaps.
+    SmallVector<int64_t> offsets;
+    int64_t next = 0;
+    for (ParamOp p : members) {
+      offsets.push_back(next);
+      next += p.getNumElements();
+    }
+    DenseI64ArrayAttr owners;
+    if (muon && stage > 0 && ranks > 1 && !g.frozen)
+      owners = layoutOwners(members, *muon, muonParams, ranks, offsets, numel,
+                            padded);
     // Later passes and the plan sum the groups' sizes.
     if (__builtin_add_overflow(totalPadded, padded, &totalPadded))
       return members.front().emitError("zero-partition: the padded layout up "
                                        "to group '")
              << name << "' holds more elements than int64 can count";
-    // Muon's owner-computes: each matrix whole in its owner's shard, in the
-    // same slots as AdamW's (no gap; without such a layout the declaration
-    // order stays and the lowering refuses the matrix that crosses a slot).
-    DenseI64ArrayAttr owners;
-    if (muon && stage > 0 && ranks > 1 && !g.frozen)
-      owners = layoutOwners(members, *muon, muonParams, padded / ranks, ranks);
     SmallVector<Attribute> refs;
-    SmallVector<int64_t> offsets;
-    int64_t next = 0;
-    for (ParamOp p : members) {
+    for (ParamOp p : members)
       refs.push_back(FlatSymbolRefAttr::get(p.getSymNameAttr()));
-      offsets.push_back(next);
-      next += p.getNumElements();
-    }
     PartitionOp::create(b, members.back().getLoc(), name, stage, ranks,
                         alignment, numel, padded, b.getArrayAttr(refs), offsets,
                         g.frozen, g.expert, owners);
     return success();
   }
 
-  /// Reorders `members` into layoutMuonGapFree's order and returns their
-  /// owners, or null (the order unchanged) when no member is Muon's or no
-  /// gap-free layout exists.
-  static DenseI64ArrayAttr layoutOwners(SmallVectorImpl<ParamOp> &members,
-                                        OptimizerAttr muon,
-                                        const llvm::StringSet<> &muonParams,
-                                        int64_t shard, int64_t ranks) {
+  /// Reorders `members` into layoutMuonGapFree's order (or, when none
+  /// exists, layoutMuonGapped's, with its `offsets`, `numel` the end of its
+  /// last parameter and `padded` its slots) and returns their owners, or
+  /// null (the order unchanged) when no member is Muon's.
+  DenseI64ArrayAttr layoutOwners(SmallVectorImpl<ParamOp> &members,
+                                 OptimizerAttr muon,
+                                 const llvm::StringSet<> &muonParams,
+                                 int64_t ranks,
+                                 SmallVectorImpl<int64_t> &offsets,
+                                 int64_t &numel, int64_t &padded) {
     SmallVector<int64_t> elements, flops;
     SmallVector<bool> isMuon;
     for (ParamOp p : members) {
@@ -183,15 +188,29 @@ struct ZeroPartitionPass
     }
     if (!llvm::is_contained(isMuon, true))
       return {};
-    std::optional<MuonGapFreeLayout> layout =
-        layoutMuonGapFree(elements, isMuon, flops, shard, ranks);
-    if (!layout)
-      return {};
     SmallVector<ParamOp> ordered;
     SmallVector<int64_t> owners;
-    for (size_t i : layout->order) {
-      ordered.push_back(members[i]);
-      owners.push_back(layout->owner[i]);
+    if (std::optional<MuonGapFreeLayout> layout =
+            layoutMuonGapFree(elements, isMuon, flops, padded / ranks, ranks)) {
+      for (size_t i : layout->order) {
+        ordered.push_back(members[i]);
+        owners.push_back(layout->owner[i]);
+      }
+      int64_t next = 0;
+      for (auto [k, p] : llvm::enumerate(ordered)) {
+        offsets[k] = next;
+        next += p.getNumElements();
+      }
+    } else {
+      MuonGappedLayout gapped =
+          layoutMuonGapped(elements, isMuon, flops, ranks, alignment);
+      for (auto [k, i] : llvm::enumerate(gapped.order)) {
+        ordered.push_back(members[i]);
+        owners.push_back(gapped.owner[i]);
+        offsets[k] = gapped.offsets[i];
+      }
+      numel = gapped.end;
+      padded = gapped.slot * ranks;
     }
     members.assign(ordered.begin(), ordered.end());
     return DenseI64ArrayAttr::get(muon.getContext(), owners);

@@ -51,12 +51,13 @@ zero.train_step @train(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
 
 // No gap-free layout at stage 3: the layer's 84 elements give shards of 42,
 // and no split of w1 (32), w2 (32) and w3 (16) keeps every rank's matrices
-// within 42. The declaration order stays, without owners (the lowering
-// refuses the matrix that crosses a shard; owner-computes with gaps would
-// pad the slots). At stage 1 the head fills the shards instead: {w1, w3}
-// fill rank 0's 48 exactly.
+// within 42. Owner-computes with gaps: w1 to rank 0, w2 to rank 1, w3 (a
+// tie of FLOPs) to rank 0, whose 48 elements set the slots; the bias
+// follows rank 1's matrices, and padded 96 exceeds numel 84 by more than
+// world-size * alignment (the enlarged slots). At stage 1 the head fills
+// the shards instead: {w1, w3} fill rank 0's 48 exactly, without gaps.
 // S1: zero.partition @flat stage 1 world_size 2 alignment 2 numel 96 padded 96 params [@h.0.w1, @h.0.w3, @h.0.w2, @h.0.b, @head] offsets [0, 32, 48, 80, 84] owners [0, 0, 1, -1, -1]
-// S3: zero.partition @h.0 stage 3 world_size 2 alignment 2 numel 84 padded 84 params [@h.0.w1, @h.0.w2, @h.0.w3, @h.0.b] offsets [0, 32, 64, 80]{{$}}
+// S3: zero.partition @h.0 stage 3 world_size 2 alignment 2 numel 84 padded 96 params [@h.0.w1, @h.0.w3, @h.0.w2, @h.0.b] offsets [0, 32, 48, 80] owners [0, 0, 1, -1]{{$}}
 // S0: zero.partition @flat stage 0 world_size 2 alignment 2 numel 96 padded 96 params [@h.0.w1, @h.0.w2, @h.0.w3, @h.0.b, @head] offsets [0, 32, 64, 80, 84]{{$}}
 // CHECK-LABEL: zero.train_step @gaps
 zero.param @h.0.w1 : tensor<4x8xf32> init normal std 0.5
@@ -79,6 +80,45 @@ zero.train_step @gaps(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
   %4 = nn.matmul %3, %head : tensor<8x4xf32>, tensor<4x3xf32> -> tensor<8x3xf32>
   %5 = nn.softmax_cross_entropy %4, %y : tensor<8x3xf32>, tensor<8xi64> -> tensor<f32>
   zero.return %5 : tensor<f32>
+}
+
+// -----
+
+// A gap inside the layout. Newton-Schulz FLOPs (5 steps): a [8, 8] 15360,
+// f [8, 4] 3200, b [4, 16] and c [16, 4] 5760 each, 64 elements each but
+// f's 32. Largest first to the rank with the fewest FLOPs: a to rank 0,
+// then b, c and f to rank 1 (14720 < 15360), whose 160 elements set the
+// slots (AdamW's would be 114 at stage 3, 120 at stage 1). Rank 0's slot
+// holds a, then the AdamW parameters that fit (the bias, and at stage 1
+// the head), then a gap up to 160, where rank 1's f, b, c start.
+// S1: zero.partition @flat stage 1 world_size 2 alignment 2 numel 320 padded 320 params [@h.0.a, @h.0.bias, @head, @h.0.f, @h.0.b, @h.0.c] offsets [0, 64, 68, 160, 192, 256] owners [0, -1, -1, 1, 1, 1]
+// S3: zero.partition @h.0 stage 3 world_size 2 alignment 2 numel 320 padded 320 params [@h.0.a, @h.0.bias, @h.0.f, @h.0.b, @h.0.c] offsets [0, 64, 160, 192, 256] owners [0, -1, 1, 1, 1]
+// S3-NEXT: zero.partition @head_1 stage 3 world_size 2 alignment 2 numel 12 padded 12 params [@head] offsets [0]{{$}}
+// S0: zero.partition @flat stage 0 world_size 2 alignment 2 numel 240 padded 240 params [@h.0.a, @h.0.f, @h.0.b, @h.0.c, @h.0.bias, @head] offsets [0, 64, 96, 160, 224, 228]{{$}}
+// CHECK-LABEL: zero.train_step @inner_gap
+zero.param @h.0.a : tensor<8x8xf32> init normal std 0.5
+zero.param @h.0.f : tensor<8x4xf32> init normal std 0.5
+zero.param @h.0.b : tensor<4x16xf32> init normal std 0.5
+zero.param @h.0.c : tensor<16x4xf32> init normal std 0.5
+zero.param @h.0.bias : tensor<4xf32> init zeros
+zero.param @head : tensor<4x3xf32> init normal std 0.5
+zero.train_step @inner_gap(%x: tensor<8x8xf32>, %y: tensor<8xi64>)
+    optimizer #zero.optimizer<kind = muon, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %a = zero.get_param @h.0.a : tensor<8x8xf32>
+  %0 = nn.matmul %x, %a : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  %f = zero.get_param @h.0.f : tensor<8x4xf32>
+  %1 = nn.matmul %0, %f : tensor<8x8xf32>, tensor<8x4xf32> -> tensor<8x4xf32>
+  %b = zero.get_param @h.0.b : tensor<4x16xf32>
+  %2 = nn.matmul %1, %b : tensor<8x4xf32>, tensor<4x16xf32> -> tensor<8x16xf32>
+  %c = zero.get_param @h.0.c : tensor<16x4xf32>
+  %3 = nn.matmul %2, %c : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
+  %bias = zero.get_param @h.0.bias : tensor<4xf32>
+  %4 = nn.add %3, %bias : tensor<8x4xf32>, tensor<4xf32>
+  %head = zero.get_param @head : tensor<4x3xf32>
+  %5 = nn.matmul %4, %head : tensor<8x4xf32>, tensor<4x3xf32> -> tensor<8x3xf32>
+  %6 = nn.softmax_cross_entropy %5, %y : tensor<8x3xf32>, tensor<8xi64> -> tensor<f32>
+  zero.return %6 : tensor<f32>
 }
 
 // -----

@@ -94,6 +94,33 @@ layoutMuonGapFree(llvm::ArrayRef<int64_t> elements, llvm::ArrayRef<bool> muon,
                   llvm::ArrayRef<int64_t> flops, int64_t shard, int64_t ranks,
                   int64_t budget = 1 << 22);
 
+/// Owner-computes with gaps, where layoutMuonGapFree finds no layout: the
+/// owners of layoutMuonSlots, slots of equal size (its slot first, grown
+/// by `alignment` units until everything fits), each rank's matrices
+/// whole and contiguous in its slot, and AdamW's parameters (whole, in
+/// declaration order, first fit) after them and into the next slots as far
+/// as those slots' matrices leave room. What they do not fill is a gap:
+/// elements of no parameter, zero in every buffer.
+struct MuonGappedLayout {
+  /// The parameters in layout order (increasing offsets), as indices into
+  /// the lists given.
+  llvm::SmallVector<size_t> order;
+  /// Per parameter, in the order given: its owner (-1 for AdamW's) and its
+  /// element offset.
+  llvm::SmallVector<int64_t> owner, offsets;
+  /// Elements of one rank's slot, and the end of the last parameter.
+  int64_t slot = 0, end = 0;
+};
+MuonGappedLayout layoutMuonGapped(llvm::ArrayRef<int64_t> elements,
+                                  llvm::ArrayRef<bool> muon,
+                                  llvm::ArrayRef<int64_t> flops, int64_t ranks,
+                                  int64_t alignment);
+
+/// The elements owner-computes' gaps add to `part` beyond AdamW's layout
+/// of the same parameters (contiguous, padded to a multiple of world_size
+/// * alignment): 0 without owners or gaps.
+int64_t getMuonGapPadding(PartitionOp part);
+
 class StepSchedule;
 
 /// A Muon matrix that crosses a rank's shard boundary of its group: its

@@ -130,6 +130,13 @@ struct StepReport {
   /// Muon: why zero-compile refuses the step (a matrix across a shard
   /// boundary, findMuonCrossing), empty when it lowers.
   std::string muonRefusal;
+  /// Muon's owner-computes with gaps: the groups laid out with them, the
+  /// elements their gaps add over the ranks (getMuonGapPadding) and to
+  /// each rank's shard, the
+  /// device bytes they add on a rank (parameters, gradients and masters:
+  /// Muon's states are packed by part, which no gap is in).
+  int64_t muonGapGroups = 0, muonGapElements = 0, muonGapRankElements = 0,
+          muonGapBytes = 0;
   /// DeepSpeed's ZeRO-3 with the same optimizer (DeepSpeedEstimators.h):
   /// at stage 3 with 16-bit compute and no offload, none otherwise.
   struct DeepSpeedOptimizerFigures {

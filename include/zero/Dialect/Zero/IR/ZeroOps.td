@@ -986,8 +986,9 @@ def Zero_PartitionOp : Zero_Op<"partition", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Flat layout of a parameter group and each rank's slice";
   let description = [{
-    Parameters `params` are laid out contiguously, in this order, at element
-    `offsets` of one flat buffer of `numel` elements, padded to
+    Parameters `params` are laid out contiguously (gaps only with `owners`,
+    below), in this order, at element `offsets` of one flat buffer of
+    `numel` elements (the end of the last parameter), padded to
     `padded_numel`, a multiple of `world_size * alignment` (`world_size` is
     at most 2^20). Rank `r` owns
     elements `[r * shard, (r + 1) * shard)` with
@@ -1019,14 +1020,22 @@ def Zero_PartitionOp : Zero_Op<"partition", [
     (Newton-Schulz needs the whole matrix), -1 for one AdamW updates, which
     may cross a shard boundary. The partitioner orders `params` so that
     every owned matrix lies whole in its owner's shard, with no gap and the
-    same minimal padding as without owners, so the reduce-scatter and the
-    gathers move the same bytes as AdamW's layout.
+    same minimal padding as without owners when such an order exists (the
+    reduce-scatter and the gathers move the same bytes as AdamW's layout).
+    Otherwise the shards are enlarged to what the busiest owner's matrices
+    need and the offsets leave gaps: increasing, not overlapping, elements
+    of no parameter that stay zero in every buffer (parameters, gradients,
+    masters and states), and `padded_numel` (still a multiple of
+    `world_size * alignment`) may exceed `numel` by more than that unit;
+    the collectives move the enlarged shards.
 
     ```mlir
     zero.partition @group0 stage 2 world_size 4 alignment 2 numel 1000 padded 1008
         params [@a, @b] offsets [0, 400]
     zero.partition @layer stage 3 world_size 2 alignment 1 numel 1056 padded 1056
         params [@q, @norm, @k] offsets [0, 512, 528] owners [0, -1, 1]
+    zero.partition @gapped stage 3 world_size 2 alignment 1 numel 1552 padded 2048
+        params [@up, @norm, @q] offsets [0, 1024, 1040] owners [0, -1, 1]
     zero.partition @frozen stage 2 world_size 4 alignment 2 numel 64 padded 64
         params [@emb] offsets [0] frozen
     ```
