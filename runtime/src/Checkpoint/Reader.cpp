@@ -409,6 +409,21 @@ std::string CheckpointReader::nonFinite(int rank) {
   return "";
 }
 
+const char *CheckpointReader::section(int rank, int32_t group,
+                                     BufferKind kind, int64_t values) {
+  RankFile &file = load(rank);
+  const SavedGroup &g = groups[size_t(group)];
+  auto it = file.sections.find({group, int(kind)});
+  if (it == file.sections.end())
+    fail(rankPath(rank) + " lacks buffer " + kBufferNames[kind] + " of '" +
+         g.name + "'");
+  auto [offset, bytes] = it->second;
+  if (uint64_t(values) * 4 > bytes)
+    fail(rankPath(rank) + ": buffer " + kBufferNames[kind] + " of '" + g.name +
+         "' has the wrong size");
+  return file.payload.data() + offset;
+}
+
 void CheckpointReader::read(size_t param, BufferKind kind, int64_t begin,
                             int64_t end, float *out, int prefer, int first,
                             int stride) {
@@ -425,16 +440,8 @@ void CheckpointReader::read(size_t param, BufferKind kind, int64_t begin,
       base = shard * g.shardNumel;
       limit = std::min(stop, base + g.shardNumel);
     }
-    RankFile &file = load(rank);
-    auto it = file.sections.find({p.group, int(kind)});
-    if (it == file.sections.end())
-      fail(rankPath(rank) + " lacks buffer " + kBufferNames[kind] + " of '" +
-           g.name + "'");
-    auto [offset, bytes] = it->second;
-    if (uint64_t(limit - base) * 4 > bytes)
-      fail(rankPath(rank) + ": buffer " + kBufferNames[kind] + " of '" +
-           g.name + "' has the wrong size");
-    const char *src = file.payload.data() + offset + (pos - base) * 4;
+    const char *src =
+        section(rank, p.group, kind, limit - base) + (pos - base) * 4;
     int64_t bad = firstNonFinite(src, limit - pos);
     if (bad >= 0)
       fail(nonFiniteText(rankPath(rank), "parameter '" + p.name + "'", kind,
@@ -478,18 +485,9 @@ void CheckpointReader::readState(size_t param, BufferKind kind, int64_t begin,
            " of parameter '" + p.name + "' at its value " +
            std::to_string(pos) + " (" + (layoutStates ? layoutStates : "") +
            ")");
-    RankFile &file = load(rank);
-    auto it = file.sections.find({p.group, int(kind)});
-    if (it == file.sections.end())
-      fail(rankPath(rank) + " lacks buffer " + kBufferNames[kind] + " of '" +
-           g.name + "'");
-    auto [offset, bytes] = it->second;
-    if (uint64_t(run->at + run->count) * 4 > bytes)
-      fail(rankPath(rank) + ": buffer " + kBufferNames[kind] + " of '" +
-           g.name + "' has the wrong size");
     int64_t n = std::min(end, run->begin + run->count) - pos;
-    const char *src =
-        file.payload.data() + offset + (run->at + pos - run->begin) * 4;
+    const char *src = section(rank, p.group, kind, run->at + run->count) +
+                      (run->at + pos - run->begin) * 4;
     int64_t bad = firstNonFinite(src, n);
     if (bad >= 0)
       fail(nonFiniteText(rankPath(rank), "parameter '" + p.name + "'", kind,

@@ -118,6 +118,10 @@ private:
     std::map<std::pair<int32_t, int>, std::pair<uint64_t, uint64_t>> sections;
   };
   RankFile &load(int rank);
+  /// The start of rank `rank`'s section of buffer `kind` of group `group`,
+  /// which must hold at least `values` fp32 values (fails naming the file).
+  const char *section(int rank, int32_t group, BufferKind kind,
+                      int64_t values);
   /// check(), keeping the file it read (when sound) in `file`.
   std::string verify(int rank, CheckpointFile &file) const;
 
