@@ -237,6 +237,14 @@ public:
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
       return rankFlops[a] < rankFlops[b];
     });
+    // Packing: an equal matrix tries its predecessor's rank first, so that
+    // many equal matrices (layers grouped) fill ranks in turn, as the
+    // symmetry rule above wants them, instead of spreading and backtracking.
+    if (pack && k > 0 && first == assign[k - 1] && !order.empty() &&
+        llvm::is_contained(order, first)) {
+      llvm::erase(order, first);
+      order.insert(order.begin(), first);
+    }
     for (int64_t r : order) {
       assign[k] = r;
       load[r] += elements[m];
@@ -290,6 +298,13 @@ public:
 
   std::optional<MuonGapFreeLayout> run();
 
+  /// Whether the matrices may fit the slots at all: no more than j * ranks
+  /// of them larger than shard / (j + 1), since a slot holds at most j such.
+  bool mayFit() const;
+
+  /// Tries equal matrices on their predecessor's rank first (see assignFrom).
+  bool pack = false;
+
 private:
   ArrayRef<int64_t> elements, flops;
   int64_t shard, ranks, budget, nodes = 0, lowerBound = 0;
@@ -307,8 +322,23 @@ private:
   SmallVector<SmallVector<int64_t>> bestTake;
 };
 
+bool GapFreeSearch::mayFit() const {
+  SmallVector<int64_t> sizes;
+  for (size_t i : matrices)
+    sizes.push_back(elements[i]);
+  llvm::sort(sizes, std::greater<int64_t>());
+  // sizes[n - 1] > shard / (j + 1) for the n largest: a slot holds at most
+  // j of them (j = shard / sizes[n - 1], rounded down).
+  for (size_t n = 1; n <= sizes.size(); ++n) {
+    int64_t perSlot = shard / sizes[n - 1];
+    if (perSlot == 0 || int64_t(n) > perSlot * ranks)
+      return false;
+  }
+  return true;
+}
+
 std::optional<MuonGapFreeLayout> GapFreeSearch::run() {
-  if (shard <= 0 || ranks < 1)
+  if (shard <= 0 || ranks < 1 || !mayFit())
     return std::nullopt;
   assignFrom(0);
   if (bestAssign.size() != matrices.size() || bestTake.empty())
@@ -355,7 +385,14 @@ mlir::zero::layoutMuonGapFree(ArrayRef<int64_t> elements, ArrayRef<bool> muon,
                               int64_t ranks, int64_t budget) {
   assert(elements.size() == muon.size() && elements.size() == flops.size() &&
          "one flag and one FLOP count per parameter");
-  return GapFreeSearch(elements, muon, flops, shard, ranks, budget).run();
+  if (std::optional<MuonGapFreeLayout> layout =
+          GapFreeSearch(elements, muon, flops, shard, ranks, budget).run())
+    return layout;
+  // Many equal matrices (groups of layers) defeat the balancing order's
+  // first descent; packing them finds such layouts at once.
+  GapFreeSearch packed(elements, muon, flops, shard, ranks, budget);
+  packed.pack = true;
+  return packed.run();
 }
 
 namespace {

@@ -13,6 +13,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <limits>
+
 namespace mlir::zero {
 #define GEN_PASS_DEF_ZEROPARTITIONPASS
 #include "zero/Dialect/Zero/Transforms/Passes.h.inc"
@@ -30,6 +32,25 @@ struct Group {
   size_t begin, end;
   bool frozen;
   bool expert;
+};
+
+/// What owner-computes reads of a group's parameters: per parameter its
+/// elements, whether Muon updates it and its Newton-Schulz FLOPs.
+struct MuonMembers {
+  SmallVector<int64_t> elements, flops;
+  SmallVector<bool> isMuon;
+
+  MuonMembers(ArrayRef<ParamOp> members, OptimizerAttr muon,
+              const llvm::StringSet<> &muonParams) {
+    for (ParamOp p : members) {
+      bool matrix = muonParams.contains(p.getSymName());
+      ArrayRef<int64_t> shape = p.getComputeTensorType().getShape();
+      elements.push_back(p.getNumElements());
+      isMuon.push_back(matrix);
+      flops.push_back(
+          matrix ? getMuonStepFlops(shape[0], shape[1], muon.getNsSteps()) : 0);
+    }
+  }
 };
 
 struct ZeroPartitionPass
@@ -176,22 +197,13 @@ struct ZeroPartitionPass
                                  int64_t ranks,
                                  SmallVectorImpl<int64_t> &offsets,
                                  int64_t &numel, int64_t &padded) {
-    SmallVector<int64_t> elements, flops;
-    SmallVector<bool> isMuon;
-    for (ParamOp p : members) {
-      bool matrix = muonParams.contains(p.getSymName());
-      ArrayRef<int64_t> shape = p.getComputeTensorType().getShape();
-      elements.push_back(p.getNumElements());
-      isMuon.push_back(matrix);
-      flops.push_back(
-          matrix ? getMuonStepFlops(shape[0], shape[1], muon.getNsSteps()) : 0);
-    }
-    if (!llvm::is_contained(isMuon, true))
+    MuonMembers m(members, muon, muonParams);
+    if (!llvm::is_contained(m.isMuon, true))
       return {};
     SmallVector<ParamOp> ordered;
     SmallVector<int64_t> owners;
-    if (std::optional<MuonGapFreeLayout> layout =
-            layoutMuonGapFree(elements, isMuon, flops, padded / ranks, ranks)) {
+    if (std::optional<MuonGapFreeLayout> layout = layoutMuonGapFree(
+            m.elements, m.isMuon, m.flops, padded / ranks, ranks)) {
       for (size_t i : layout->order) {
         ordered.push_back(members[i]);
         owners.push_back(layout->owner[i]);
@@ -203,7 +215,7 @@ struct ZeroPartitionPass
       }
     } else {
       MuonGappedLayout gapped =
-          layoutMuonGapped(elements, isMuon, flops, ranks, alignment);
+          layoutMuonGapped(m.elements, m.isMuon, m.flops, ranks, alignment);
       for (auto [k, i] : llvm::enumerate(gapped.order)) {
         ordered.push_back(members[i]);
         owners.push_back(gapped.owner[i]);
@@ -214,6 +226,72 @@ struct ZeroPartitionPass
     }
     members.assign(ordered.begin(), ordered.end());
     return DenseI64ArrayAttr::get(muon.getContext(), owners);
+  }
+
+  /// Whether the parameters [begin, end) of `params`, one group over
+  /// `ranks` ranks padded to `unit`, have an owner-computes layout without
+  /// gaps.
+  static bool hasGapFreeLayout(ArrayRef<ParamOp> params, size_t begin,
+                               size_t end, OptimizerAttr muon,
+                               const llvm::StringSet<> &muonParams,
+                               int64_t ranks, int64_t unit) {
+    MuonMembers m(params.slice(begin, end - begin), muon, muonParams);
+    if (!llvm::is_contained(m.isMuon, true))
+      return true;
+    int64_t numel = 0;
+    for (int64_t e : m.elements)
+      if (__builtin_add_overflow(numel, e, &numel) ||
+          numel > std::numeric_limits<int64_t>::max() - unit)
+        return false;
+    int64_t padded = (numel + unit - 1) / unit * unit;
+    return layoutMuonGapFree(m.elements, m.isMuon, m.flops, padded / ranks,
+                             ranks)
+        .has_value();
+  }
+
+  /// Muon at stage 3: a layer whose group has no layout without gaps (an
+  /// MLP matrix larger than a rank's shard of its layer) is grouped with the
+  /// layers after it, as few as make one (at most `muon-group-layers`, 0: as
+  /// many as the ranks), so that the collectives move AdamW's bytes; the
+  /// price is gathering those layers at once. A layer that no such run
+  /// fixes keeps its own group, with gaps.
+  template <typename ComputeType>
+  SmallVector<Group>
+  groupMuonLayers(ArrayRef<Group> groups, ArrayRef<ParamOp> params,
+                  OptimizerAttr muon, const llvm::StringSet<> &muonParams,
+                  int64_t ranks, int64_t unit, ComputeType computeType) {
+    auto isLayer = [&](const Group &g) {
+      return !g.frozen && !g.expert && isBlockKey(g.name);
+    };
+    size_t most = muonGroupLayers == 0 ? size_t(ranks)
+                                       : size_t(muonGroupLayers.getValue());
+    SmallVector<Group> merged;
+    for (size_t i = 0; i < groups.size();) {
+      const Group &g = groups[i];
+      size_t last = i;
+      if (isLayer(g) && !hasGapFreeLayout(params, g.begin, g.end, muon,
+                                          muonParams, ranks, unit)) {
+        for (size_t k = i + 1;
+             k < groups.size() && k - i < most && isLayer(groups[k]) &&
+             computeType(groups[k].begin) == computeType(g.begin);
+             ++k) {
+          if (hasGapFreeLayout(params, g.begin, groups[k].end, muon, muonParams,
+                               ranks, unit)) {
+            last = k;
+            break;
+          }
+        }
+      }
+      Group run = g;
+      if (last != i) {
+        run.end = groups[last].end;
+        run.name = g.name + "-" +
+                   groups[last].name.substr(groups[last].name.rfind('.') + 1);
+      }
+      merged.push_back(run);
+      i = last + 1;
+    }
+    return merged;
   }
 
   void runOnOperation() override {
@@ -247,6 +325,12 @@ struct ZeroPartitionPass
       mlir::emitError(module.getLoc(),
                       "zero-partition: alignment must be >= 1, got ")
           << alignment.getValue();
+      return signalPassFailure();
+    }
+    if (muonGroupLayers < 0) {
+      mlir::emitError(module.getLoc(),
+                      "zero-partition: muon-group-layers must be >= 0, got ")
+          << muonGroupLayers.getValue();
       return signalPassFailure();
     }
     // MiCS: the groups are partitioned over the shard group; DeepSpeed's -1
@@ -352,6 +436,15 @@ struct ZeroPartitionPass
         groups.push_back({key, i, i + 1, frozen, expert});
     }
 
+    std::optional<OptimizerAttr> muon = getMuonOptimizer(module);
+    llvm::StringSet<> muonParams;
+    if (muon)
+      for (ParamOp p : getMuonParams(module))
+        muonParams.insert(p.getSymName());
+    if (muon && stage == 3 && partitionRanks > 1 && muonGroupLayers != 1)
+      groups = groupMuonLayers(groups, params, *muon, muonParams,
+                               partitionRanks, unit, computeType);
+
     // Symbols share the module's table with the parameters.
     llvm::StringSet<> taken;
     for (ParamOp p : params)
@@ -364,11 +457,6 @@ struct ZeroPartitionPass
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(params.back());
     int64_t totalPadded = 0;
-    std::optional<OptimizerAttr> muon = getMuonOptimizer(module);
-    llvm::StringSet<> muonParams;
-    if (muon)
-      for (ParamOp p : getMuonParams(module))
-        muonParams.insert(p.getSymName());
     for (Group &g : groups) {
       std::string name = g.name;
       for (int n = 1; taken.contains(name); ++n)

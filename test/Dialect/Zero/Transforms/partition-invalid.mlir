@@ -5,10 +5,12 @@
 // RUN: not zero-opt %s -split-input-file --zero-partition="stage=1 alignment=0" 2>&1 | FileCheck %s --check-prefix=ALIGN
 // RUN: not zero-opt %s -split-input-file --zero-partition="stage=1 world-size=4 ranks-per-node=3" 2>&1 | FileCheck %s --check-prefix=RPN
 // RUN: not zero-opt %s -split-input-file --zero-partition="stage=1 world-size=4 ranks-per-node=-2" 2>&1 | FileCheck %s --check-prefix=RPN-NEG
+// RUN: not zero-opt %s -split-input-file --zero-partition="stage=3 world-size=2 muon-group-layers=-1" 2>&1 | FileCheck %s --check-prefix=MGL
 
 // STAGE: error: zero-partition: stage must be 0, 1, 2 or 3, got 4
 // WS: error: zero-partition: world-size must be >= 1, got 0
 // ALIGN: error: zero-partition: alignment must be >= 1, got 0
+// MGL: error: zero-partition: muon-group-layers must be >= 0, got -1
 // RPN: error: zero-partition: ranks-per-node 3 must divide world-size 4 (0: every rank on one node)
 // RPN-NEG: error: zero-partition: ranks-per-node -2 must divide world-size 4 (0: every rank on one node)
 

@@ -1,6 +1,7 @@
 // RUN: zero-opt %s -split-input-file --zero-partition="stage=1 world-size=2" | FileCheck %s --check-prefixes=CHECK,S1
 // RUN: zero-opt %s -split-input-file --zero-partition="stage=3 world-size=2" | FileCheck %s --check-prefixes=CHECK,S3
 // RUN: zero-opt %s -split-input-file --zero-partition="stage=0 world-size=2" | FileCheck %s --check-prefixes=CHECK,S0
+// RUN: zero-opt %s -split-input-file --zero-partition="stage=3 world-size=2 muon-group-layers=1" | FileCheck %s --check-prefixes=CHECK,L1
 
 // Muon's owner-computes: the hidden matrices w1-w4 (projections) are
 // Muon's, each owned by one rank and whole in its shard; the bias and the
@@ -151,4 +152,53 @@ zero.train_step @adamw(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
   %5 = nn.matmul %4, %head : tensor<8x4xf32>, tensor<4x3xf32> -> tensor<8x3xf32>
   %6 = nn.softmax_cross_entropy %5, %y : tensor<8x3xf32>, tensor<8xi64> -> tensor<f32>
   zero.return %6 : tensor<f32>
+}
+
+// -----
+
+// Stage 3 groups layers for Muon: each layer alone is @gaps' layer (84
+// elements, no layout without gaps), but the two layers together give
+// shards of 84 that hold one layer's w1, w2 and w3 (80, 8320 FLOPs each)
+// and its bias: one group @"h.0-1" with AdamW's numel and padding, gathered
+// as one. muon-group-layers=1 keeps a group per layer, each with gaps.
+// S3: zero.partition @"h.0-1" stage 3 world_size 2 alignment 2 numel 168 padded 168 params [@h.0.w1, @h.0.w2, @h.0.w3, @h.0.b, @h.1.w1, @h.1.w2, @h.1.w3, @h.1.b] offsets [0, 32, 64, 80, 84, 116, 148, 164] owners [0, 0, 0, -1, 1, 1, 1, -1]
+// S3-NEXT: zero.partition @head_1 stage 3 world_size 2 alignment 2 numel 12 padded 12 params [@head] offsets [0]{{$}}
+// L1: zero.partition @h.0 stage 3 world_size 2 alignment 2 numel 84 padded 96 params [@h.0.w1, @h.0.w3, @h.0.w2, @h.0.b] offsets [0, 32, 48, 80] owners [0, 0, 1, -1]
+// L1-NEXT: zero.partition @h.1 stage 3 world_size 2 alignment 2 numel 84 padded 96 params [@h.1.w1, @h.1.w3, @h.1.w2, @h.1.b] offsets [0, 32, 48, 80] owners [0, 0, 1, -1]
+// L1-NEXT: zero.partition @head_1 stage 3 world_size 2 alignment 2 numel 12 padded 12 params [@head] offsets [0]{{$}}
+// S1: zero.partition @flat stage 1 world_size 2 alignment 2 numel 180 padded 180 params [@h.0.w1, @h.0.w2, @h.0.w3, @head, @h.1.w1, @h.1.w2, @h.1.w3, @h.0.b, @h.1.b] offsets [0, 32, 64, 80, 92, 124, 156, 172, 176] owners [0, 0, 0, -1, 1, 1, 1, -1, -1]
+// S0: zero.partition @flat stage 0 world_size 2 alignment 2 numel 180 padded 180 params [@h.0.w1, @h.0.w2, @h.0.w3, @h.0.b, @h.1.w1, @h.1.w2, @h.1.w3, @h.1.b, @head] offsets [0, 32, 64, 80, 84, 116, 148, 164, 168]{{$}}
+// CHECK-LABEL: zero.train_step @layers
+zero.param @h.0.w1 : tensor<4x8xf32> init normal std 0.5
+zero.param @h.0.w2 : tensor<8x4xf32> init normal std 0.5
+zero.param @h.0.w3 : tensor<4x4xf32> init normal std 0.5
+zero.param @h.0.b : tensor<4xf32> init zeros
+zero.param @h.1.w1 : tensor<4x8xf32> init normal std 0.5
+zero.param @h.1.w2 : tensor<8x4xf32> init normal std 0.5
+zero.param @h.1.w3 : tensor<4x4xf32> init normal std 0.5
+zero.param @h.1.b : tensor<4xf32> init zeros
+zero.param @head : tensor<4x3xf32> init normal std 0.5
+zero.train_step @layers(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
+    optimizer #zero.optimizer<kind = muon, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %a1 = zero.get_param @h.0.w1 : tensor<4x8xf32>
+  %0 = nn.matmul %x, %a1 : tensor<8x4xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+  %a2 = zero.get_param @h.0.w2 : tensor<8x4xf32>
+  %1 = nn.matmul %0, %a2 : tensor<8x8xf32>, tensor<8x4xf32> -> tensor<8x4xf32>
+  %a3 = zero.get_param @h.0.w3 : tensor<4x4xf32>
+  %2 = nn.matmul %1, %a3 : tensor<8x4xf32>, tensor<4x4xf32> -> tensor<8x4xf32>
+  %ab = zero.get_param @h.0.b : tensor<4xf32>
+  %3 = nn.add %2, %ab : tensor<8x4xf32>, tensor<4xf32>
+  %b1 = zero.get_param @h.1.w1 : tensor<4x8xf32>
+  %4 = nn.matmul %3, %b1 : tensor<8x4xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+  %b2 = zero.get_param @h.1.w2 : tensor<8x4xf32>
+  %5 = nn.matmul %4, %b2 : tensor<8x8xf32>, tensor<8x4xf32> -> tensor<8x4xf32>
+  %b3 = zero.get_param @h.1.w3 : tensor<4x4xf32>
+  %6 = nn.matmul %5, %b3 : tensor<8x4xf32>, tensor<4x4xf32> -> tensor<8x4xf32>
+  %bb = zero.get_param @h.1.b : tensor<4xf32>
+  %7 = nn.add %6, %bb : tensor<8x4xf32>, tensor<4xf32>
+  %head = zero.get_param @head : tensor<4x3xf32>
+  %8 = nn.matmul %7, %head : tensor<8x4xf32>, tensor<4x3xf32> -> tensor<8x3xf32>
+  %9 = nn.softmax_cross_entropy %8, %y : tensor<8x3xf32>, tensor<8xi64> -> tensor<f32>
+  zero.return %9 : tensor<f32>
 }

@@ -387,8 +387,16 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     matrix lies whole in one rank's shard, its owner, with the same `numel`
     and padding (the collectives move AdamW's bytes); the owners, balanced
     by Newton-Schulz FLOPs, are recorded per parameter as `owners` (-1 for
-    AdamW's). A group with no such order keeps the declaration order, and
-    the lowering refuses its matrix that crosses a shard.
+    AdamW's). At stage 3 a layer whose group has no such order (an MLP
+    matrix larger than a rank's shard of its layer) is grouped with the
+    layers after it, as few as give one (`muon-group-layers` at most; 0: up
+    to as many layers as the group has ranks), named by the first layer's
+    key and the last layer's number (`model.layers.0-7`): its layers are
+    then gathered together. Where no such run exists (or with
+    `muon-group-layers=1`) the group is laid out with gaps: each rank's
+    slot enlarged to hold its owner's matrices whole, the rest of the
+    slots elements of no parameter (`padded` beyond a multiple of
+    `world-size * alignment`).
 
     Data parallelism: the batch dimension (dim 0) of every train step input
     is divided by `world-size`, and the types of every value that carries the
@@ -453,6 +461,12 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
            "ZeRO++ hpZ: ranks of a secondary parameter partition, 1 for none "
            "(DeepSpeed: zero_hpz_partition_size; stage 3, a divisor of the "
            "world size)">,
+    Option<"muonGroupLayers", "muon-group-layers", "int64_t",
+           /*default=*/"0",
+           "Muon at stage 3: the most consecutive layers one group may hold "
+           "to lay out every Muon matrix whole in one rank's shard without "
+           "gaps (0: as many as the ranks; 1: a group per layer, with gaps "
+           "where needed)">,
     Option<"epSize", "ep-size", "int64_t", /*default=*/"1",
            "Expert parallelism: ranks that split each MoE layer's experts "
            "(zero-expert-parallel; expert parameters are partitioned over "
