@@ -17,6 +17,7 @@
 #include "zero_rt/quantize.h"
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -339,6 +340,8 @@ deepspeedWithOptimizer(const StepReport &r, OptimizerAttr opt) {
 }
 
 static void addMuonGaps(const StepSchedule &s, StepReport &r, CheckedInt &c);
+static void addMuonLayerGroups(const StepSchedule &s, StepReport &r,
+                               CheckedInt &c);
 
 /// Muon's figures: its matrices' elements, a refusal (a matrix across a
 /// shard boundary) and its gaps' padding.
@@ -353,6 +356,34 @@ static void addMuonFigures(const StepSchedule &s, ModuleOp module,
         x->param.getSymName(), x->begin, x->end,
         (x->begin / x->slot + 1) * x->slot, x->group.getSymName());
   addMuonGaps(s, r, c);
+  addMuonLayerGroups(s, r, c);
+}
+
+/// The stage-3 groups with owners that hold several layers (StepReport's
+/// muonLayerGroups...), the layers told apart by their keys.
+static void addMuonLayerGroups(const StepSchedule &s, StepReport &r,
+                               CheckedInt &c) {
+  for (const PartitionBuffers &pb : s.getPartitions()) {
+    PartitionOp part = pb.partition;
+    if (!part.getOwners() || part.getStageValue() != 3)
+      continue;
+    llvm::StringSet<> layers;
+    for (Attribute ref : part.getParams()) {
+      std::string key = layerKey(cast<FlatSymbolRefAttr>(ref).getValue());
+      if (isBlockKey(key))
+        layers.insert(key);
+    }
+    int64_t count = layers.size();
+    if (count < 2)
+      continue;
+    ++r.muonLayerGroups;
+    r.muonGroupedLayers = c.add(r.muonGroupedLayers, count);
+    if (count > r.muonGroupMostLayers) {
+      r.muonGroupMostLayers = count;
+      r.muonGroupMostName = part.getSymName().str();
+      r.muonGroupMostElements = part.getNumelValue();
+    }
+  }
 }
 
 /// What Muon's owner-computes gaps add to the layout (StepReport's
@@ -1187,6 +1218,15 @@ void mlir::zero::printTextReport(const StepReport &r, llvm::raw_ostream &os) {
        << r.muonRefusal
        << ": zero-compile refuses this step (its partition has no owners), "
           "so these figures are of a schedule that does not run yet.\n\n";
+  if (r.muonLayerGroups > 0)
+    os << "Muon's owner-computes groups " << r.muonGroupedLayers
+       << " layers into " << r.muonLayerGroups << " stage-3 group(s) of up to "
+       << r.muonGroupMostLayers << " layers (@" << r.muonGroupMostName << ": "
+       << r.muonGroupMostElements
+       << " elements): no layer alone puts each matrix whole in one rank's "
+          "shard without gaps, so each group is gathered and reduce-scattered "
+          "as one, with AdamW's padding (zero-partition's "
+          "muon-group-layers; 1 keeps a group per layer, with gaps).\n\n";
   if (r.muonGapGroups > 0)
     os << "Muon's owner-computes lays out " << r.muonGapGroups
        << " group(s) with gaps (no order of their parameters puts each "

@@ -137,6 +137,12 @@ struct StepReport {
   /// Muon's states are packed by part, which no gap is in).
   int64_t muonGapGroups = 0, muonGapElements = 0, muonGapRankElements = 0,
           muonGapBytes = 0;
+  /// Muon at stage 3, groups of several layers (zero-partition's
+  /// muon-group-layers): how many such groups, the layers they hold, the
+  /// most layers one holds and the name and elements of the first of those.
+  int64_t muonLayerGroups = 0, muonGroupedLayers = 0, muonGroupMostLayers = 0,
+          muonGroupMostElements = 0;
+  std::string muonGroupMostName;
   /// DeepSpeed's ZeRO-3 with the same optimizer (DeepSpeedEstimators.h):
   /// at stage 3 with 16-bit compute and no offload, none otherwise.
   struct DeepSpeedOptimizerFigures {

@@ -21,9 +21,32 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::zero {
+
+/// The stage-3 group of a parameter: up to and including the first all-digit
+/// component (`transformer.h.3.attn.c_attn.weight` -> `transformer.h.3`),
+/// else all but the last component (`transformer.ln_f.weight` ->
+/// `transformer.ln_f`), else the whole name (`scale`).
+inline std::string layerKey(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (!parts[i].empty() && llvm::all_of(parts[i], llvm::isDigit))
+      return llvm::join(ArrayRef(parts).take_front(i + 1), ".");
+  if (parts.size() == 1)
+    return name.str();
+  return llvm::join(ArrayRef(parts).drop_back(), ".");
+}
+
+/// Whether a layer key names a transformer block (`transformer.h.3`,
+/// `model.layers.3`): its last component is a number.
+inline bool isBlockKey(llvm::StringRef key) {
+  llvm::StringRef last = key.contains('.') ? key.rsplit('.').second : key;
+  return !last.empty() && llvm::all_of(last, llvm::isDigit);
+}
 
 /// Bytes of one element of a float or integer type.
 int64_t getElementBytes(Type elementType);
