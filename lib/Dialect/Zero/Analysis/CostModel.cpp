@@ -102,6 +102,9 @@ struct Work {
   bool causal = false, backward = false;
   /// Kernels: how many launches the op's work takes.
   int64_t launches = 1;
+  /// Kernels: the bytes of the all-reduces the kernel waits on between
+  /// its passes (Adafactor's sums), over `members` ranks.
+  SmallVector<double, 2> blockingAllReduceBytes;
   /// Kernels: output elements of a compute-bound pointwise or normalization
   /// kernel (timed at the preset's activation rate where it has one).
   double activationElements = 0;
@@ -146,6 +149,9 @@ private:
   FailureOr<Work> getCollectiveWork(CollectiveOpInterface collective) const;
   Work getTransferWork(TransferOpInterface transfer) const;
   Work getOptimizerStepWork(OptimizerStepOp adam) const;
+  /// The update's own passes over memory (getOptimizerStepWork adds what
+  /// it waits on).
+  Work getOptimizerUpdateWork(OptimizerStepOp adam) const;
   Work getKernelWork(RuntimeKernelOpInterface op) const;
   /// Element bytes of group `ref`'s compute type.
   int64_t getGroupElementBytes(SymbolRefAttr ref) const;
@@ -389,6 +395,27 @@ constexpr double kForeachAdamWFloats = 3 + 21;
 constexpr int64_t kForeachAdamWOps = 2 + 8;
 
 Work Simulator::getOptimizerStepWork(OptimizerStepOp adam) const {
+  Work w = getOptimizerUpdateWork(adam);
+  // Adafactor's update all-reduces its sums twice among the group's ranks
+  // (stages 1-3; zero_rt/adafactor.h's counts, doubles) and waits on each:
+  // small, so mostly their latency.
+  const PartitionBuffers *p = schedule.lookupPartition(adam.getGroupAttr());
+  if (adam.getOptimizerKind() == OptimizerKind::adafactor && p &&
+      schedule.getStage() > 0 && schedule.getWorldSize() > 1) {
+    zrt_rank_set set{0, 1, schedule.getWorldSize()};
+    w.members = set.size;
+    w.membersPerNode = schedule.getMembersPerNode(set);
+    // Ranks that do not split evenly over nodes: the report refuses them.
+    if (w.membersPerNode > 0)
+      for (int64_t count : {p->adafactorFirstReduce,
+                            p->adafactorSums - p->adafactorFirstReduce})
+        if (count > 0)
+          w.blockingAllReduceBytes.push_back(8.0 * double(count));
+  }
+  return w;
+}
+
+Work Simulator::getOptimizerUpdateWork(OptimizerStepOp adam) const {
   // Each update reads and writes the fp32 master and the optimizer's states
   // (optimizers.def): 24 B per element for Adam, 16 B for Lion.
   const int64_t states =
@@ -551,8 +578,15 @@ double Simulator::seconds(const Work &w) const {
     double bandwidth = w.onHost && hw.hostMemoryBandwidth > 0
                            ? hw.hostMemoryBandwidth
                            : hw.memoryBandwidth;
+    double reductions = 0;
+    for (double bytes : w.blockingAllReduceBytes) {
+      Work reduce = Work::collective(bytes, 2, Work::AllReduce);
+      reduce.members = w.members;
+      reduce.membersPerNode = w.membersPerNode;
+      reductions += seconds(reduce);
+    }
     return hw.kernelOverhead * w.launches +
-           std::max(compute, w.bytes / bandwidth);
+           std::max(compute, w.bytes / bandwidth) + reductions;
   }
   case Work::Transfer: {
     // Without a host link the copy is a memcpy: it reads and writes each
