@@ -226,10 +226,9 @@ public:
     }
     size_t m = matrices[k];
     // An equal matrix after an equal one goes to the same or a later rank.
-    int64_t first = 0;
-    if (k > 0 && elements[matrices[k - 1]] == elements[m] &&
-        flops[matrices[k - 1]] == flops[m])
-      first = assign[k - 1];
+    bool equal = k > 0 && elements[matrices[k - 1]] == elements[m] &&
+                 flops[matrices[k - 1]] == flops[m];
+    int64_t first = equal ? assign[k - 1] : 0;
     SmallVector<int64_t> order;
     for (int64_t r = first; r < ranks; ++r)
       if (load[r] + elements[m] <= shard)
@@ -240,8 +239,7 @@ public:
     // Packing: an equal matrix tries its predecessor's rank first, so that
     // many equal matrices (layers grouped) fill ranks in turn, as the
     // symmetry rule above wants them, instead of spreading and backtracking.
-    if (pack && k > 0 && first == assign[k - 1] && !order.empty() &&
-        llvm::is_contained(order, first)) {
+    if (pack && equal && llvm::is_contained(order, first)) {
       llvm::erase(order, first);
       order.insert(order.begin(), first);
     }
