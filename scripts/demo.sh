@@ -4,7 +4,12 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${ZERO_BUILD_DIR:-$ROOT/build}"
-"$ROOT/scripts/setup.sh"
+# The demo builds what it runs (the zero-demo target: zero-model-gen,
+# zero-opt, zero-compile and the CPU runtime), not the unit tests or the CUDA
+# kernels, which scripts/test.sh builds and checks.
+build_start=$SECONDS
+"$ROOT/scripts/setup.sh" zero-demo
+echo "== setup and build of the demo's tools and CPU runtime: $((SECONDS - build_start)) s"
 BIN="$BUILD/bin"
 OUT="${ZERO_DEMO_DIR:-$BUILD/demo}"
 mkdir -p "$OUT"

@@ -90,11 +90,12 @@ lit() { # name, ASAN_OPTIONS, lit arguments...
   if [ $rc -ne 0 ] && [ ! -f "$xml" ]; then failed=$((failed + 1)); fi
 }
 
-# Tests that train under mpirun (E2E/, and the tutorial's) need the slow
-# unwinder for the Open MPI leak suppressions.
-lit compiler "$ASAN_COMMON" --filter-out 'E2E/|Tutorial/' "$BUILD/test"
-lit e2e "$ASAN_COMMON:fast_unwind_on_malloc=0" --allow-empty-runs \
-  "$BUILD/test/E2E" "$BUILD/test/Tutorial"
+# The integration tier (tests that train under mpirun) needs the slow
+# unwinder for the Open MPI leak suppressions; the compiler tier runs no
+# mpirun.
+lit compiler "$ASAN_COMMON" -D tier=compiler "$BUILD/test"
+lit integration "$ASAN_COMMON:fast_unwind_on_malloc=0" -D tier=integration \
+  "$BUILD/test"
 if [ -f "$BUILD/runtime/CTestTestfile.cmake" ]; then
   log="$BUILD/runtime/ctest-sanitize.log"
   (cd "$BUILD/runtime" &&

@@ -4,13 +4,18 @@
 # PyPI, pinned in scripts/requirements.txt; ZERO_VENV=DIR puts it elsewhere),
 # then configures and builds into build/. Idempotent; quick when nothing
 # changed.
+#   scripts/setup.sh             # builds everything
+#   scripts/setup.sh TARGET...   # builds those targets only (scripts/demo.sh:
+#                                # zero-demo, the tools and the CPU runtime)
+# ccache caches the compiles when it is installed (it is one of the packages
+# below; CCACHE_DIR chooses its cache).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${ZERO_BUILD_DIR:-$ROOT/build}"
 
 PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 clang-22
-  cmake ninja-build g++ python3 python3-venv python3-numpy
+  cmake ninja-build ccache g++ python3 python3-venv python3-numpy
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev
   libbenchmark-dev libgtest-dev liburing-dev pkg-config
   # test/Cluster starts a private Slurm (about 3 MB to download).
@@ -57,11 +62,19 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     linker_flags=(-DLLVM_USE_LINKER=lld "-DCMAKE_EXE_LINKER_FLAGS=-B$LLVM_BIN"
                   "-DCMAKE_SHARED_LINKER_FLAGS=-B$LLVM_BIN")
   fi
+  launcher_flags=()
+  if command -v ccache > /dev/null; then
+    launcher_flags=(-DCMAKE_C_COMPILER_LAUNCHER=ccache
+                    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+                    -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  fi
   cmake -G Ninja -S "$ROOT" -B "$BUILD" \
     -DCMAKE_BUILD_TYPE="${ZERO_BUILD_TYPE:-Release}" \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT="$LLVM_BIN/lit" \
     "-DZERO_PYTHON=$PY" \
-    "${linker_flags[@]}" ${ZERO_CMAKE_ARGS:-}
+    "${linker_flags[@]}" "${launcher_flags[@]}" ${ZERO_CMAKE_ARGS:-}
 fi
-cmake --build "$BUILD"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build "$BUILD" "${targets[@]}"

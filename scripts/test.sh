@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
 # Builds zero-mlir and runs every test suite. Exits non-zero on any failure and
 # ends with a line "N passed, N failed".
+#   scripts/test.sh           # everything: the docs build, the demo, both lit
+#                             # tiers (check-zero, check-zero-integration), ctest
+#   scripts/test.sh --quick   # the compiler tier only (check-zero: no mpirun,
+#                             # no torch); ZERO_TEST_QUICK=1 does the same
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${ZERO_BUILD_DIR:-$ROOT/build}"
+quick="${ZERO_TEST_QUICK:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    *) echo "scripts/test.sh: unknown argument '$arg' (expected --quick)" >&2
+       exit 2 ;;
+  esac
+done
 
 if ! "$ROOT/scripts/setup.sh"; then
   echo "setup or build failed"
@@ -14,6 +26,38 @@ fi
 passed=0
 failed=0
 skipped=0
+
+# One lit tier (test/lit.cfg.py): adds its counts to the totals.
+run_lit() {
+  local tier=$1
+  local xml="$BUILD/test/lit-results-$tier.xml"
+  rm -f "$xml"
+  echo "== lit: the $tier tier"
+  /usr/lib/llvm-22/bin/lit -sv -D "tier=$tier" --xunit-xml-output="$xml" \
+    "$BUILD/test"
+  local rc=$? t f s
+  if [ -f "$xml" ]; then
+    read -r t f s < <(python3 "$ROOT/scripts/lit-count.py" "$xml")
+    passed=$((passed + t - f - s))
+    failed=$((failed + f))
+    skipped=$((skipped + s))
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then failed=$((failed + 1)); fi
+  elif [ $rc -ne 0 ]; then
+    failed=$((failed + 1))
+  fi
+}
+
+if [ "$quick" = 1 ]; then
+  run_lit compiler
+  echo
+  if [ $skipped -gt 0 ]; then
+    echo "check-zero: $passed passed, $failed failed, $skipped skipped"
+  else
+    echo "check-zero: $passed passed, $failed failed"
+  fi
+  [ $failed -eq 0 ]
+  exit
+fi
 
 # The dialect and pass reference generated from ODS must keep building.
 if cmake --build "$BUILD" --target zero-doc > "$BUILD/zero-doc.log" 2>&1; then
@@ -35,24 +79,13 @@ else
   failed=$((failed + 1))
   echo "FAIL: scripts/demo.sh (exit status $?, output in $demo_log)"
 fi
-grep -E "^(parameters tensors|tokens|step +(1|200) |mean loss|the model)" "$demo_log" \
+grep -E "^(== setup and build|parameters tensors|tokens|step +(1|200) |mean loss|the model)" "$demo_log" \
   | sed 's/^/  demo: /'
 if ! grep -q "^the model learned" "$demo_log"; then tail -20 "$demo_log"; fi
 
-# lit + FileCheck suite (compiler, tools, end-to-end).
-xml="$BUILD/test/lit-results.xml"
-rm -f "$xml"
-/usr/lib/llvm-22/bin/lit -sv --xunit-xml-output="$xml" "$BUILD/test"
-lit_rc=$?
-if [ -f "$xml" ]; then
-  read -r t f s < <(python3 "$ROOT/scripts/lit-count.py" "$xml")
-  passed=$((passed + t - f - s))
-  failed=$((failed + f))
-  skipped=$((skipped + s))
-elif [ $lit_rc -ne 0 ]; then
-  failed=$((failed + 1))
-fi
-if [ $lit_rc -ne 0 ] && [ $failed -eq 0 ]; then failed=1; fi
+# lit + FileCheck: the compiler tier, then the training tests.
+run_lit compiler
+run_lit integration
 
 # Runtime unit tests (ctest; no LLVM dependency).
 if [ -f "$BUILD/runtime/CTestTestfile.cmake" ]; then

@@ -10,6 +10,26 @@ from lit.llvm import llvm_config
 config.name = "ZERO"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
+
+# Two tiers: "compiler" (the dialects, passes, tools, diagnostics and docs:
+# no mpirun, no torch) and "integration" (tests that train or import with
+# torch). A folder declares the integration tier in its lit.local.cfg:
+#     config.suffixes = config.zero_tier_suffixes["integration"]
+#     if not config.suffixes:
+#         raise SystemExit
+# and its subfolders inherit it; every other folder is the compiler's.
+# `lit -D tier=compiler` (check-zero, `scripts/test.sh --quick`) or
+# `-D tier=integration` (check-zero-integration) runs one tier; without the
+# parameter both run. A folder of the tier not run has no suffixes, so it
+# discovers no test.
+zero_selected_tier = lit_config.params.get("tier", "all")
+if zero_selected_tier not in ("compiler", "integration", "all"):
+    lit_config.fatal("-D tier=%s: expected one of compiler, integration or "
+                     "all" % zero_selected_tier)
+config.zero_tier_suffixes = {
+    tier: list(config.suffixes) if zero_selected_tier in ("all", tier) else []
+    for tier in ("compiler", "integration")}
+config.suffixes = config.zero_tier_suffixes["compiler"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.zero_obj_root, "test")
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
@@ -33,6 +53,10 @@ config.python_executable = config.python_executable or sys.executable
 config.substitutions = [(k, v) for k, v in config.substitutions
                         if k != "%python"]
 config.substitutions.append(("%python", config.python_executable))
+# The tests' torch references, computed once for every RUN line and test
+# that compares with the same one (test/Inputs/ref_cache.py).
+config.environment["ZERO_REF_CACHE"] = os.path.join(config.test_exec_root,
+                                                    "ref-cache")
 
 # Multi-rank runs of compiled executables (test/E2E): `%mpirun -np 4 ...`.
 mpirun = shutil.which("mpirun")

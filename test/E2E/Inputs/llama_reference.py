@@ -38,6 +38,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "Inputs"))
+import ref_cache  # noqa: E402
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_gpt2 import read_safetensors, write_safetensors  # noqa: E402
 
@@ -299,7 +303,10 @@ def batches(path, B, T, steps):
         yield torch.from_numpy(x), torch.from_numpy(y)
 
 
-def cmd_train(args):
+def reference(args, steps):
+    """The reference run of `steps` steps: its losses, the number of tensors
+    loaded, whether the head is tied, the weight-decay groups (decay, number
+    of tensors) and the final fp32 weights."""
     torch.manual_seed(0)
     B, T, (kind, lr, beta1, beta2, eps, wd), sgd = model_config(
         open(args.model).read())
@@ -342,9 +349,8 @@ def cmd_train(args):
                                  for d, ps in groups.items()],
                                 lr=lr, betas=(beta1, beta2), eps=eps,
                                 foreach=False)
-    log = [json.loads(line) for line in open(args.log) if line.strip()]
-    worst = 0.0
-    for (x, y), entry in zip(batches(args.tokens, B, T, len(log)), log):
+    losses = []
+    for x, y in batches(args.tokens, B, T, steps):
         if work is not master:
             with torch.no_grad():
                 for w, p in zip(work.parameters(), master.parameters()):
@@ -357,38 +363,59 @@ def cmd_train(args):
                 p.grad = w.grad.float()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    state = master.state_dict()
+    if tied:
+        del state["lm_head.weight"]
+    return {"losses": losses, "count": count, "tied": tied,
+            "groups": sorted((d, len(ps)) for d, ps in groups.items())
+            if decays else [],
+            "state": {n: t.detach().numpy().copy() for n, t in state.items()}}
+
+
+def cmd_train(args):
+    log = [json.loads(line) for line in open(args.log) if line.strip()]
+    # The reference reads the model, its weights and the tokens; the log
+    # and the tolerances are what it is compared with.
+    key = ref_cache.key(__file__, (args.heads, args.kv_heads, args.rope_theta,
+                                   args.norm_eps, args.compute, args.nesterov,
+                                   len(log)),
+                        [args.model, args.init, args.tokens])
+    ref = ref_cache.get(key)
+    if ref is None:
+        ref = reference(args, len(log))
+        ref_cache.put(key, ref)
+    worst = 0.0
+    for entry, ref_loss in zip(log, ref["losses"]):
         if args.check_peak and entry["peak_bytes"] != entry[
                 "planned_peak_bytes"]:
             fail("step %d: measured peak %d != planned %d" %
                  (entry["step"], entry["peak_bytes"],
                   entry["planned_peak_bytes"]))
-        ref, got = loss.item(), entry["loss"]
-        rel = abs(got - ref) / abs(ref)
+        got = entry["loss"]
+        rel = abs(got - ref_loss) / abs(ref_loss)
         worst = max(worst, rel)
         if args.verbose:
             print("step %d: loss %.8f, reference %.8f, relative %.3g" %
-                  (entry["step"], got, ref, rel))
+                  (entry["step"], got, ref_loss, rel))
         if rel > args.rtol:
             fail("step %d: loss %.8f, reference %.8f: relative difference "
-                 "%.3g > %g" % (entry["step"], got, ref, rel, args.rtol))
+                 "%.3g > %g" % (entry["step"], got, ref_loss, rel, args.rtol))
     print("%d tensors loaded (strict, head %s); %d steps: losses within %g "
-          "relative" % (count, "tied" if tied else "untied", len(log),
-                        args.rtol))
+          "relative" % (ref["count"], "tied" if ref["tied"] else "untied",
+                        len(log), args.rtol))
     if args.check_peak:
         print("measured peak %d == planned" % log[-1]["peak_bytes"])
-    if decays:
+    if ref["groups"]:
         print("weight-decay groups: %s" % ", ".join(
-            "%d tensors with %g" % (len(ps), d)
-            for d, ps in sorted(groups.items())))
+            "%d tensors with %g" % (n, d) for d, n in ref["groups"]))
     if args.final:
         _, final = read_safetensors(args.final)
-        state = master.state_dict()
-        if tied:
-            del state["lm_head.weight"]
+        state = ref["state"]
         if set(final) != set(state):
             fail("the final file has other tensors: %s" %
                  sorted(set(final) ^ set(state)))
-        diff = max(np.abs(final[n] - state[n].numpy()).max() for n in final)
+        diff = max(np.abs(final[n] - state[n]).max() for n in final)
         if diff > args.weight_atol:
             fail("final weights differ by %.3g > %g" % (diff,
                                                         args.weight_atol))

@@ -59,6 +59,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "E2E", "Inputs"))
 import llama_reference  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "Inputs"))
+import ref_cache  # noqa: E402
+
 
 def fail(msg):
     print("FAIL: " + msg)
@@ -278,6 +282,45 @@ def main():
 
     torch.set_num_threads(1)
     text = open(args.model).read()
+    log = [json.loads(line) for line in open(args.log) if line.strip()]
+    # The reference reads the module (make()'s file or the Hugging Face
+    # directory), the imported model's settings and the batches; the log
+    # and the tolerance are what it is compared with. PEFT's adapters are
+    # written by the run itself, so --save-adapters always computes.
+    make_file = args.make.rpartition(":")[0] if args.make else None
+    key = ref_cache.key(__file__, (args.make, args.attn, args.seed,
+                                   args.loss_output, args.micro, args.mixed,
+                                   args.lora, len(log)),
+                        [args.model, make_file, args.hf, args.tokens,
+                         args.inputs, args.labels])
+    ref = None if args.save_adapters else ref_cache.get(key)
+    if ref is None:
+        ref = reference(args, text, len(log))
+        ref_cache.put(key, ref)
+    if ref["kept"] is not None:
+        print("kept in float32: " + ", ".join(ref["kept"]))
+    worst = 0.0
+    for entry, ref_loss in zip(log, ref["losses"]):
+        got = entry["loss"]
+        rel = abs(got - ref_loss) / abs(ref_loss)
+        worst = max(worst, rel)
+        if args.verbose:
+            print("step %d: loss %.8f, reference %.8f, relative %.3g" % (
+                entry["step"], got, ref_loss, rel))
+        if rel > args.rtol:
+            fail("step %d: loss %.8f, PyTorch's %.8f: relative difference "
+                 "%.3g > %g" % (entry["step"], got, ref_loss, rel, args.rtol))
+    if args.save_state:
+        torch.save(ref["state"], args.save_state)
+    print("%d steps: losses within %g relative of PyTorch's" % (len(log),
+                                                                 args.rtol))
+    print("worst relative difference %.2g" % worst)
+
+
+def reference(args, text, steps):
+    """PyTorch's run of `steps` steps: its losses, the parameters kept in
+    float32 under --mixed (else None) and the final state dict; with
+    --save-adapters it writes the trained adapters too."""
     if args.hf:
         module, example = hf_make(args, text)
     else:
@@ -288,7 +331,6 @@ def main():
     mixed = Mixed(module, args.mixed) if args.mixed else None
     if mixed:
         mixed.compute.train()
-        print("kept in float32: " + ", ".join(mixed.kept))
     values, clip = model_settings(text)
     opt_cls = {"adamw": torch.optim.AdamW,
                "adam": torch.optim.Adam}[values["kind"]]
@@ -297,7 +339,6 @@ def main():
                   betas=(float(values["beta1"]), float(values["beta2"])),
                   eps=float(values["eps"]),
                   weight_decay=float(values["weight_decay"]), foreach=False)
-    log = [json.loads(line) for line in open(args.log) if line.strip()]
     B = example[0].shape[0]
     if args.micro < 1 or (args.micro > 1 and not args.hf) or \
             B % args.micro:
@@ -305,17 +346,17 @@ def main():
             args.micro, B))
     if args.tokens and re.search(r"\blabels same_tokens\b", text):
         batches = same_token_batches(args.tokens, B, example[0].shape[1],
-                                     len(log))
+                                     steps)
     elif args.tokens:
         batches = token_batches(args.tokens, B, example[0].shape[1],
-                                example[0].dtype, len(log))
+                                example[0].dtype, steps)
     else:
         batches = npy_batches(args.inputs, args.labels, B, example[0].dtype,
-                              example[1].dtype, len(log))
+                              example[1].dtype, steps)
     if args.micro > 1 and mixed:
         fail("--micro and --mixed together are not a reference here")
-    worst = 0.0
-    for (x, y), entry in zip(batches, log):
+    losses = []
+    for x, y in batches:
         opt.zero_grad(set_to_none=True)
         if args.micro > 1:
             ref = accumulate(module, x, y, args.micro)
@@ -331,24 +372,13 @@ def main():
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(trainable, clip)
         opt.step()
-        got = entry["loss"]
-        rel = abs(got - ref) / abs(ref)
-        worst = max(worst, rel)
-        if args.verbose:
-            print("step %d: loss %.8f, reference %.8f, relative %.3g" % (
-                entry["step"], got, ref, rel))
-        if rel > args.rtol:
-            fail("step %d: loss %.8f, PyTorch's %.8f: relative difference "
-                 "%.3g > %g" % (entry["step"], got, ref, rel, args.rtol))
+        losses.append(ref)
     if args.save_adapters:
         module.model.save_pretrained(args.save_adapters)
-    if args.save_state:
-        model = module.model if isinstance(module, HFStep) else module
-        torch.save({k: v.detach().clone() for k, v in
-                    model.state_dict().items()}, args.save_state)
-    print("%d steps: losses within %g relative of PyTorch's" % (len(log),
-                                                                 args.rtol))
-    print("worst relative difference %.2g" % worst)
+    model = module.model if isinstance(module, HFStep) else module
+    return {"losses": losses, "kept": mixed.kept if mixed else None,
+            "state": {k: v.detach().clone() for k, v in
+                      model.state_dict().items()}}
 
 
 if __name__ == "__main__":
