@@ -4,14 +4,15 @@
 Checks docs/Tools.md against the tools, as tools-options.test says. Each
 tool's --help (and its subcommands') is run and every option it lists is
 extracted: the options of a usage block (from `usage:` to the next blank
-line; on each line, up to a gap of three spaces) and of each line at most six spaces in whose first word is an option
-(the option column only, up to the description). zero-opt lists every MLIR
-pass of LLVM: of it, the zero passes (a name with `zero`) and their options
+line; on each line, up to a gap of three spaces) and of each line indented
+at most six spaces whose first word is an option (the option column only,
+up to the description). zero-opt lists every pass of MLIR and LLVM: of it, the zero passes (a name with `zero`) and their options
 count, not zero-pipeline's, which are zero-compile's; a pass's options are
 written bare (`policy`), as inside its quotes. Each option must be named,
 backquoted (`--name`, `--name VALUE`, `--name=...`), in the tool's
-section: from the heading `## \\`tool\\`` to the next `## `. With --train, the
-compiled program's --help is checked against the section of `train`.
+section: from its heading (the tool's name in backquotes after `## `) to the
+next `## `. With --train, the compiled program's --help is checked against
+the section of `train`.
 
 With --docs, no table cell of any page in DIR runs over 80 words.
 Prints one line a tool, or each problem and exits 1.
@@ -87,7 +88,8 @@ def zero_opt_options(text):
 
 
 def sections(doc):
-    """Each `## \\`tool\\`` heading's text, to the next `## `."""
+    """The text under each heading that is a backquoted name, to the next
+    `## `."""
     result = {}
     name = None
     for line in doc.splitlines():
