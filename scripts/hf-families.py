@@ -652,7 +652,10 @@ def outcome_text(row, verdict):
                                                      row["window"]))
         return text
     if o == "refused":
-        return "refused: " + row["detail"]
+        # A message quoting a tensor's values (whisper's index) would fill
+        # the cell with numbers: the table says "a tensor" instead.
+        return "refused: " + re.sub(r"tensor\(\[[\d\s,.\[\]-]*\]?\)?",
+                                    "a tensor", row["detail"])
     if o == "crash":
         return "**crash** (a bug of the importer): " + row["detail"]
     if o == "not built":
