@@ -4,9 +4,10 @@ transformers once instead of once per case.
 
   in_process.py NAME: [not] COMMAND ARGS... [:: NAME: [not] COMMAND ...]...
 
-COMMAND is zero-import (python -m zero_import, by name or path) or a Python script run as
-its __main__. Each command's standard output and error go, in order, to the
-file NAME.out in the current directory, for FileCheck. A command must exit
+COMMAND is zero-import (python -m zero_import, by name or path), zero-data
+(python -m zero_import.data) or a Python script run as its __main__. Each
+command's standard output and error go, in order, to the file NAME.out in
+the current directory, for FileCheck. A command must exit
 0, or with `not` non-zero (as lit's `not`): any that does otherwise is
 named on standard error and makes this script exit 1 after the others ran.
 The cases share one interpreter: one that changes a module's state
@@ -50,6 +51,9 @@ def run(words):
         # lit names the tool by its path in the build.
         if os.path.basename(words[0]) == "zero-import":
             from zero_import.__main__ import main
+            return main(words[1:]) or 0
+        if os.path.basename(words[0]) == "zero-data":
+            from zero_import.data import main
             return main(words[1:]) or 0
         old = sys.argv
         sys.argv = list(words)
