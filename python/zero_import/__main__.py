@@ -7,6 +7,7 @@ import os
 import sys
 import traceback
 
+from .checks import output_conflict
 from .environment import check_torch
 from .errors import ImportFailure
 
@@ -327,6 +328,26 @@ def check_source(p, args):
             p.error("--no-weights writes no weights (--weights)")
 
 
+def check_outputs(args, weights_path):
+    """-o and the weights are written at exactly their paths: neither may be
+    a directory, the other, or a file the import reads."""
+    from .hf import input_files
+    outputs = [("-o", args.output)]
+    if not args.no_weights:
+        outputs.append(("--weights" if args.weights else
+                        "--weights (by default -o's name with "
+                        ".safetensors)", weights_path))
+    inputs = [("a file --hf reads", path) for path in input_files(args.hf)] \
+        if args.hf is not None else \
+        [("the model's source",
+          args.model.rpartition(":")[0] or args.model)]
+    if args.config:
+        inputs.append(("--config", args.config))
+    problem = output_conflict(outputs, inputs)
+    if problem:
+        raise ImportFailure(problem)
+
+
 def main(argv=None):
     # Paths are bytes; those that are not UTF-8 (os.fsdecode's surrogates)
     # print as they are, whatever the locale's error handler.
@@ -342,6 +363,9 @@ def main(argv=None):
         # The importer's modules import PyTorch: loaded once check_torch has
         # found it, so that --help and a Python without it need none.
         from .importer import import_hf, import_model, write_outputs
+        weights_path = args.weights or os.path.splitext(args.output)[0] + \
+            ".safetensors"
+        check_outputs(args, weights_path)
         if args.hf is not None:
             g, loss, weights = import_hf(args.hf, args.batch, args.seq,
                                          args.no_weights, args.seed,
@@ -351,8 +375,6 @@ def main(argv=None):
             g, loss, weights = import_model(args.model, args.loss_output,
                                             precision)
             source = os.path.basename(args.model)
-        weights_path = args.weights or os.path.splitext(args.output)[0] + \
-            ".safetensors"
         write_outputs(g, loss, weights, args.output, weights_path, opt,
                       precision, clip, source)
     except ImportFailure as e:

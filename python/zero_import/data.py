@@ -19,6 +19,8 @@ import json
 import os
 import sys
 
+from .checks import output_conflict, too_big
+
 # transformers, numpy and jinja2 are imported in the functions that use
 # them, so that --help and the argument checks need none of them.
 
@@ -58,15 +60,15 @@ def parser():
         q.add_argument("--tokenizer", metavar="DIR", required=True,
                        help="the model's Hugging Face tokenizer directory")
     t.add_argument("-o", dest="output", required=True,
-                   help="the token .npy to write")
+                   help="the token .npy to write (its name ends in .npy)")
     t.add_argument("--text-field", default="text",
                    help="the text of a jsonl row (default: text)")
     s.add_argument("--seq", type=int, required=True, metavar="T",
                    help="the tokens of each row")
     s.add_argument("--ids", default="ids.npy",
-                   help="the ids to write (default: ids.npy)")
+                   help="the ids .npy to write (default: ids.npy)")
     s.add_argument("--labels", default="labels.npy",
-                   help="the labels to write (default: labels.npy)")
+                   help="the labels .npy to write (default: labels.npy)")
     s.add_argument("--prompt-field", default="prompt",
                    help="the prompt of a jsonl row (default: prompt)")
     s.add_argument("--response-field", default="response",
@@ -166,7 +168,7 @@ def make_tokens(args, tok):
         raise DataFailure("no text in %s" % ", ".join(args.inputs))
     vocab = max(len(tok), tok.vocab_size)
     dtype = np.uint16 if vocab <= 1 << 16 else np.uint32
-    np.save(args.output, np.asarray(stream, dtype=dtype))
+    save(args.output, np.asarray(stream, dtype=dtype))
     print("zero-data: %s: %d documents, %d tokens (%s, vocabulary %d%s)" % (
         args.output, docs, len(stream), np.dtype(dtype).name, vocab,
         ", eos %d after each document" % eos if eos is not None else
@@ -218,8 +220,18 @@ def pair_sample(tok, prompt, response):
     return encode(tok, prompt, True), ids
 
 
-def make_sft(args, tok):
-    import numpy as np
+def check_args(args):
+    """The command line's problems that need no input read: the outputs
+    (exactly the .npy files named, none an input or the other output), and
+    sft's --pack and --seq."""
+    inputs = [("an input", path) for path in args.inputs]
+    outputs = [("-o", args.output)] if args.mode == "tokens" else \
+        [("--ids", args.ids), ("--labels", args.labels)]
+    problem = output_conflict(outputs, inputs, ".npy")
+    if problem:
+        raise DataFailure(problem)
+    if args.mode != "sft":
+        return
     if args.pack:
         raise DataFailure(
             "--pack is not supported: attention here does not read segment "
@@ -228,6 +240,22 @@ def make_sft(args, tok):
     if args.seq < 1:
         raise DataFailure("--seq %d: the rows need at least one token" %
                           args.seq)
+    problem = too_big("--seq %d: the ids and labels (int64) of one row" %
+                      args.seq, 2 * 8 * args.seq)
+    if problem:
+        raise DataFailure(problem)
+
+
+def save(path, array):
+    """The .npy file at exactly `path` (np.save of a name adds .npy to a
+    name without it; check_args saw that it has it)."""
+    import numpy as np
+    with open(path, "wb") as f:
+        np.save(f, array)
+
+
+def make_sft(args, tok):
+    import numpy as np
     T = args.seq
     pad = next((t for t in (tok.pad_token_id, tok.eos_token_id)
                 if t is not None), 0)
@@ -264,13 +292,17 @@ def make_sft(args, tok):
     if not rows:
         raise DataFailure("all %d samples dropped: none has a response token "
                           "within --seq %d" % (samples, T))
+    problem = too_big("--seq %d: the ids and labels [%d, %d] (int64)" % (
+        T, len(rows), T), 2 * 8 * len(rows) * T)
+    if problem:
+        raise DataFailure(problem)
     ids = np.full((len(rows), T), pad, dtype=np.int64)
     labels = np.full((len(rows), T), IGNORE, dtype=np.int64)
     for i, (r, l) in enumerate(rows):
         ids[i, :len(r)] = r
         labels[i, :len(l)] = l
-    np.save(args.ids, ids)
-    np.save(args.labels, labels)
+    save(args.ids, ids)
+    save(args.labels, labels)
     tokens = sum(len(r) for r, _ in rows)
     print("zero-data: %s, %s: %d samples, %d rows [%d, %d], %d tokens "
           "(%d labelled), %d truncated, %d dropped; padding %d" % (
@@ -282,6 +314,7 @@ def make_sft(args, tok):
 def main(argv=None):
     args = parser().parse_args(argv)
     try:
+        check_args(args)
         tok = load_tokenizer(args.tokenizer)
         (make_tokens if args.mode == "tokens" else make_sft)(args, tok)
     except DataFailure as e:

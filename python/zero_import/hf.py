@@ -43,6 +43,7 @@ import torch
 import torch.nn as nn
 
 from . import lora, moe
+from .checks import too_big
 from .errors import ImportFailure, source_of
 from .printer import fmt_float
 
@@ -81,11 +82,95 @@ def read_config(directory):
     if model_type not in CONFIG_MAPPING_NAMES:
         _fail("%s: model_type '%s' is not a model this transformers (%s) "
               "knows" % (path, model_type, _transformers_version()))
+    check_sizes(raw, CONFIG_MAPPING_NAMES[model_type], path)
     from transformers import AutoConfig
     try:
-        return AutoConfig.from_pretrained(directory)
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # a huggingface_hub without typed configs
+        StrictDataclassError = ()
+    try:
+        config = AutoConfig.from_pretrained(directory)
+    except StrictDataclassError as e:
+        # transformers' typed configs: "Validation error for field 'K':
+        # TypeError: Field 'K' expected int, got str (value: '2')".
+        m = re.match(r"Validation error for field '([^']+)':\s*\w+: "
+                     r"(?:Field '[^']+' )?(.*?)(?: \(value: .*\))?$",
+                     str(e).strip(), re.S)
+        if m and m.group(1) in raw:
+            _fail("%s: \"%s\": %s: %s" % (path, m.group(1), json.dumps(
+                raw[m.group(1)]), m.group(2)))
+        _fail("%s: transformers refuses it: %s" % (path, " ".join(
+            str(e).split())))
     except (ValueError, TypeError, KeyError) as e:
         _fail("%s: transformers cannot read it: %s" % (path, e))
+    check_relations(config, path)
+    return config
+
+
+# The config.json keys that size a model (by transformers' common names; a
+# family's own name for one, such as GPT-2's n_embd, through its config
+# class's attribute_map): each, where config.json sets it, a positive
+# integer (or a list of them, per layer). A zero or negative size would
+# build a model with empty or impossible tensors.
+_SIZES = ("vocab_size", "hidden_size", "intermediate_size",
+          "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+          "head_dim", "max_position_embeddings", "moe_intermediate_size",
+          "num_local_experts", "num_experts", "n_routed_experts",
+          "num_experts_per_tok")
+
+# The names of the number of routed experts, in the order looked up.
+_EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+def _json_key(config_class, name):
+    """config.json's key of transformers' common attribute `name`."""
+    return getattr(config_class, "attribute_map", {}).get(name, name)
+
+
+def check_sizes(raw, class_name, path):
+    """Each size config.json sets (_SIZES) is a positive integer, or null
+    where transformers derives it."""
+    import transformers
+    cls = getattr(transformers, class_name, None)
+    for name in _SIZES:
+        key = _json_key(cls, name)
+        if key not in raw or raw[key] is None:
+            continue
+        value = raw[key]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                   for v in (value if isinstance(value, list) else [value])):
+            _fail("%s: \"%s\": %s: expected a positive integer" % (
+                path, key, json.dumps(value)))
+
+
+def check_relations(config, path):
+    """The sizes that bound one another: a token's top-k experts among the
+    routed experts, query heads in whole groups per key/value head."""
+    def get(name):
+        try:
+            value = getattr(config, name, None)
+        except Exception:  # a per-layer attribute read as one value
+            return None
+        return value if isinstance(value, int) and \
+            not isinstance(value, bool) else None
+
+    def key(name):
+        return _json_key(type(config), name)
+
+    top_k = get("num_experts_per_tok")
+    experts = next(((n, get(n)) for n in _EXPERT_COUNTS if get(n)),
+                   (None, None))
+    if top_k and experts[1] and top_k > experts[1]:
+        _fail("%s: \"%s\": %d: expected at most \"%s\" (%d): a token is "
+              "routed to its top %d among the experts" % (
+                  path, key("num_experts_per_tok"), top_k, key(experts[0]),
+                  experts[1], top_k))
+    heads, kv = get("num_attention_heads"), get("num_key_value_heads")
+    if heads and kv and heads % kv:
+        _fail("%s: \"%s\": %d: expected a divisor of \"%s\" (%d): each "
+              "key/value head serves a whole group of query heads" % (
+                  path, key("num_key_value_heads"), kv,
+                  key("num_attention_heads"), heads))
 
 
 def _transformers_version():
@@ -319,15 +404,20 @@ def build(directory, no_weights=False, seed=0, attn=None):
 
 def _from_config(config, kwargs, directory):
     """transformers' model of the config; an attention implementation it
-    refuses for this model (--attn sdpa for Gemma 2) is the user's error."""
+    refuses for this model (--attn sdpa for Gemma 2) is the user's error,
+    and so is a value of config.json that read_config let through and
+    transformers' model code fails on (a rope_theta that is a string)."""
     from transformers import AutoModelForCausalLM
+    path = os.path.join(directory, CONFIG)
     try:
         return AutoModelForCausalLM.from_config(config, **kwargs)
     except ValueError as e:
         if "attn_implementation" not in kwargs:
-            raise
-        _fail("%s: --attn %s: %s" % (os.path.join(directory, CONFIG),
-                                     kwargs["attn_implementation"], e))
+            _fail("%s: transformers cannot build the model: %s" % (path, e))
+        _fail("%s: --attn %s: %s" % (path, kwargs["attn_implementation"], e))
+    except (TypeError, RuntimeError, ArithmeticError) as e:
+        _fail("%s: transformers cannot build the model: %s: %s" % (
+            path, type(e).__name__, e))
 
 
 def with_lora(model, recorder, weights, spec, seed):
@@ -423,6 +513,21 @@ def weight_files(directory):
               "save_pretrained(safe_serialization=True)" % (
                   directory, WEIGHTS, INDEX))
     return None
+
+
+def input_files(directory):
+    """The files of `directory` that an import may read, those there:
+    config.json, the weights and their index, and the shards the index
+    names (read leniently: weight_files reports a broken index)."""
+    files = [os.path.join(directory, n) for n in (CONFIG, WEIGHTS, INDEX)]
+    try:
+        with open(files[-1]) as f:
+            shards = json.load(f)["weight_map"].values()
+        files += sorted({os.path.join(directory, n) for n in shards
+                         if isinstance(n, str)})
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass
+    return [f for f in files if os.path.isfile(f)]
 
 
 def _open(path):
@@ -780,5 +885,15 @@ def example_args(batch, seq):
     if batch <= 0 or seq <= 0:
         _fail("--batch and --seq must be positive (got %d and %d)" % (batch,
                                                                      seq))
-    ids = torch.zeros(batch, seq, dtype=torch.long)
-    return ids, ids.clone()
+    # The trace runs on real token tensors (the parameters are on the meta
+    # device).
+    what = "--batch %d --seq %d: the step's token ids and labels [%d, %d] " \
+        "(int64)" % (batch, seq, batch, seq)
+    problem = too_big(what, 2 * 8 * batch * seq)
+    if problem:
+        _fail(problem)
+    try:
+        ids = torch.zeros(batch, seq, dtype=torch.long)
+        return ids, ids.clone()
+    except RuntimeError as e:  # the allocator's "can't allocate memory"
+        _fail("%s cannot be allocated: %s" % (what, str(e).splitlines()[0]))
