@@ -14,8 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
-#include <functional>
 #include <fcntl.h>
+#include <functional>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -90,9 +90,8 @@ entriesOf(const std::string &dir,
 void removeCheckpointDir(const std::string &path) {
   if (!isDirectory(path))
     return;
-  for (const std::string &f : entriesOf(path, [](const std::string &) {
-         return true;
-       }))
+  for (const std::string &f :
+       entriesOf(path, [](const std::string &) { return true; }))
     if (::unlink((path + "/" + f).c_str()) != 0)
       fail("cannot remove '" + path + "/" + f + "': " + std::strerror(errno));
   if (::rmdir(path.c_str()) != 0)
@@ -116,8 +115,7 @@ void linkOrCopy(const std::string &from, const std::string &to) {
     return;
   if (errno != EPERM && errno != EXDEV && errno != EOPNOTSUPP &&
       errno != EMLINK)
-    fail("cannot link '" + from + "' as '" + to + "': " +
-         std::strerror(errno));
+    fail("cannot link '" + from + "' as '" + to + "': " + std::strerror(errno));
   writeFileAtomic(to, readFile(from));
 }
 
@@ -223,8 +221,7 @@ Replaced zrt::claimSaveDirectory(DirectoryLock &lock, const std::string &dir,
   }
   if (!overwrite)
     fail("'" + dir + "' holds the checkpoints of another run" +
-         (replaced.latest.empty() ? ""
-                                  : " (latest: " + replaced.latest + ")") +
+         (replaced.latest.empty() ? "" : " (latest: " + replaced.latest + ")") +
          ": --resume " + dir +
          " continues that run, --overwrite replaces its checkpoints, "
          "or --save another directory");
@@ -263,10 +260,8 @@ std::string zrt::finishReplacing(const std::string &dir,
   std::string named = checkpointDir(dir, step);
   makeDirs(named);
   // The manifest last: a directory without it is no checkpoint.
-  std::vector<std::string> files =
-      entriesOf(staged, [](const std::string &name) {
-        return name != "manifest.json";
-      });
+  std::vector<std::string> files = entriesOf(
+      staged, [](const std::string &name) { return name != "manifest.json"; });
   files.push_back("manifest.json");
   for (const std::string &f : files)
     linkOrCopy(staged + "/" + f, named + "/" + f);

@@ -73,8 +73,7 @@ Replaced claimSaveDirectory(DirectoryLock &lock, const std::string &dir,
 /// run replacing `replaced.staging`'s run is written into: DIR/step_N.new,
 /// or DIR/step_N.new2 beside a `latest` that names the first. Rank 0
 /// removes what a replacing run that crashed left under that name.
-std::string stagingDirectory(const std::string &dir, int64_t step,
-                             int staging);
+std::string stagingDirectory(const std::string &dir, int64_t step, int staging);
 void clearStagingDirectory(const std::string &staged);
 
 /// Rank 0, once the staging directory `staged` holds a complete checkpoint
