@@ -91,7 +91,7 @@ bool Driver::save(const Progress &at) {
         // then on this run's checkpoint is the one a --resume loads.
         writeCheckpointManifest(ctx, opts.save, dir, at, files);
         if (replacing)
-          dir = finishReplacing(opts.save, dir, at.step, replaced);
+          finishReplacing(opts.save, dir, at.step, replaced);
       }))
     return false;
   if (replacing) {

@@ -240,9 +240,8 @@ void zrt::clearStagingDirectory(const std::string &staged) {
   removeCheckpointDir(staged);
 }
 
-std::string zrt::finishReplacing(const std::string &dir,
-                                 const std::string &staged, int64_t step,
-                                 const Replaced &replaced) {
+void zrt::finishReplacing(const std::string &dir, const std::string &staged,
+                          int64_t step, const Replaced &replaced) {
   std::string stagedName = staged.substr(staged.find_last_of('/') + 1);
   // `latest` names `staged`: the earlier run's directories are no longer
   // what a --resume of DIR loads.
@@ -278,5 +277,4 @@ std::string zrt::finishReplacing(const std::string &dir,
                    ? ""
                    : (" (latest: " + replaced.latest + ")").c_str(),
                name.c_str());
-  return named;
 }

@@ -42,7 +42,7 @@ private:
 /// The checkpoints of an earlier run that a new run saving into the same
 /// directory replaces (--overwrite). Nothing of them is touched until this
 /// run's first checkpoint is complete: it is written beside them, under a
-/// name that is no step directory (stagingName), and `latest` then names
+/// name that is no step directory (stagingDirectory), and `latest` then names
 /// it (the one atomic switch from their set to this run's); only then are
 /// they removed (finishReplacing). At every moment `latest` names a
 /// complete checkpoint, theirs or this run's, and a run that fails before
@@ -69,11 +69,12 @@ struct Replaced {
 Replaced claimSaveDirectory(DirectoryLock &lock, const std::string &dir,
                             const std::string &resume, bool overwrite);
 
-/// The directory in `dir` that the first checkpoint (of step `step`) of a
-/// run replacing `replaced.staging`'s run is written into: DIR/step_N.new,
-/// or DIR/step_N.new2 beside a `latest` that names the first. Rank 0
-/// removes what a replacing run that crashed left under that name.
+/// The directory that the first checkpoint (of step `step`) of a run
+/// replacing an earlier run's is written into: DIR/step_N.new (`staging`
+/// 0) or DIR/step_N.new2 (1).
 std::string stagingDirectory(const std::string &dir, int64_t step, int staging);
+/// Rank 0, before any rank writes into the staging directory `staged`:
+/// removes what a replacing run that crashed left there.
 void clearStagingDirectory(const std::string &staged);
 
 /// Rank 0, once the staging directory `staged` holds a complete checkpoint
@@ -81,9 +82,9 @@ void clearStagingDirectory(const std::string &staged);
 /// directories (and what crashed replacing runs left), gives the checkpoint
 /// its name DIR/step_N (its files hard-linked, or copied where the file
 /// system has no hard links), points `latest` at that and removes
-/// `staged`; says on stderr what it replaced. Returns DIR/step_N.
-std::string finishReplacing(const std::string &dir, const std::string &staged,
-                            int64_t step, const Replaced &replaced);
+/// `staged`; says on stderr what it replaced.
+void finishReplacing(const std::string &dir, const std::string &staged,
+                     int64_t step, const Replaced &replaced);
 
 /// The step directory DIR/latest names, without its line end (throws when it
 /// cannot be read).
