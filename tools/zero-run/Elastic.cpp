@@ -204,10 +204,26 @@ int zero::run::runElastic(const JobOptions &options,
     return error(toString(env.takeError()));
   std::string save = trainOption(options.trainArgs, "--save");
   std::string logJson = trainOption(options.trainArgs, "--log-json");
+  SmallString<256> latestPath(save);
+  sys::path::append(latestPath, "latest");
+  auto latestFile =
+      [&]() -> std::optional<std::pair<sys::fs::UniqueID, sys::TimePoint<>>> {
+    sys::fs::file_status st;
+    if (sys::fs::status(latestPath, st))
+      return std::nullopt;
+    return std::make_pair(st.getUniqueID(), st.getLastModificationTime());
+  };
+  // With --overwrite the save directory keeps an earlier run's checkpoints
+  // until the job's first checkpoint replaces them (a new `latest` renamed
+  // into place): until then a restart starts over as the first launch did,
+  // instead of resuming the earlier run.
+  auto earlierLatest = is_contained(options.trainArgs, "--overwrite")
+                           ? latestFile()
+                           : std::nullopt;
   auto latestCheckpoint = [&] {
-    SmallString<256> path(save);
-    sys::path::append(path, "latest");
-    return StringRef(readText(path)).trim().str();
+    if (earlierLatest && latestFile() == earlierLatest)
+      return std::string();
+    return StringRef(readText(latestPath)).trim().str();
   };
   // What the stop leaves behind, for the messages that end the job.
   auto leftBehind = [&] {
