@@ -186,6 +186,12 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
   // written does not lose the training (rank 0 also locks --save).
   if (!everywhere([&] { checkOutputs(); }))
     return false;
+  // Whether the first save replaces an earlier run's checkpoints, which
+  // only rank 0 looked at.
+  int replacing[2] = {replaced.pending, replaced.staging};
+  MPI_Bcast(replacing, 2, MPI_INT, 0, MPI_COMM_WORLD);
+  replaced.pending = replacing[0];
+  replaced.staging = replacing[1];
   if (ctx.rank == 0 && !saveLock.takenOver().empty())
     std::fprintf(stderr,
                  "zrt: warning: took over the lock of '%s' from %s, which "
@@ -465,7 +471,8 @@ void Driver::checkOutputs() {
   if (!opts.save.empty()) {
     checkWritableDir(opts.save, "--save");
     if (ctx.rank == 0)
-      claimSaveDirectory(saveLock, opts.save, opts.resume, opts.overwrite);
+      replaced =
+          claimSaveDirectory(saveLock, opts.save, opts.resume, opts.overwrite);
   }
   if (!opts.exportPath.empty() && ctx.rank == 0)
     checkWritableFile(opts.exportPath, "--export");

@@ -129,6 +129,9 @@ private:
   /// once the step and its checkpoint are complete.
   void killAfter(int64_t step);
   bool save(const Progress &progress);
+  /// The first save of a run replacing an earlier run's checkpoints: the
+  /// staging directory `dir` that every rank writes into (collective).
+  bool stageReplacement(int64_t step, std::string &dir);
   bool exportWeights();
   bool writeTrace();
   /// The measured peaks of a run that trained against the plan (rank 0).
@@ -172,6 +175,10 @@ private:
   int64_t savingStep = 0;
   /// Rank 0's lock of the --save directory.
   DirectoryLock saveLock;
+  /// The earlier run's checkpoints in --save that this run's first
+  /// checkpoint replaces (--overwrite); every rank knows `pending` and
+  /// `staging`, rank 0 `latest`.
+  Replaced replaced;
   /// The last checkpoint this run saved or resumed from (empty: none).
   std::string lastCheckpoint;
 };

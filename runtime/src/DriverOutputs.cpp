@@ -30,13 +30,18 @@ using namespace zrt;
 void Driver::installSaveHook() {
   if (opts.injectKillDuringSave <= 0 || ctx.rank != opts.injectKillRank)
     return;
-  std::string suffix = opts.injectKillAt == "latest"
-                           ? "/latest"
-                           : "/rank_" + std::to_string(ctx.rank) + ".bin";
-  setBeforeRenameHook([this, suffix](const std::string &path) {
+  std::string suffix = opts.injectKillAt == "rank-file"
+                           ? "/rank_" + std::to_string(ctx.rank) + ".bin"
+                           : "/latest";
+  // relink: the second rename of latest in the save, the first having
+  // named the staging directory of --overwrite's first checkpoint.
+  int skip = opts.injectKillAt == "relink" ? 1 : 0;
+  setBeforeRenameHook([this, suffix, skip](const std::string &path) mutable {
     if (savingStep != opts.injectKillDuringSave ||
         path.size() < suffix.size() ||
         path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+      return;
+    if (skip-- > 0)
       return;
     // The temporary is written and fsynced; the rename never happens.
     std::fflush(stdout);
@@ -52,6 +57,9 @@ bool Driver::save(const Progress &at) {
     ~Reset() { v = 0; }
   } reset{savingStep};
   std::string dir = checkpointDir(opts.save, at.step);
+  bool replacing = replaced.pending;
+  if (replacing && !stageReplacement(at.step, dir))
+    return false;
   // Under MiCS the first shard group holds every shard once: its ranks
   // write the checkpoint, as the same stage on that many ranks would.
   int savers = manifest.shardGroupSize();
@@ -60,8 +68,15 @@ bool Driver::save(const Progress &at) {
         makeDirs(dir);
         if (ctx.rank < savers)
           file = writeRankCheckpoint(ctx, dir, at);
-      }))
+      })) {
+    // The earlier run's checkpoints stay as they were, `latest` with them.
+    if (replacing && ctx.rank == 0)
+      try {
+        clearStagingDirectory(dir);
+      } catch (const std::exception &) {
+      }
     return false;
+  }
   std::vector<SavedFile> files(static_cast<size_t>(savers));
   uint64_t mine[2] = {file.crc, file.bytes};
   std::vector<uint64_t> all(size_t(2 * ctx.world));
@@ -70,13 +85,32 @@ bool Driver::save(const Progress &at) {
   for (int r = 0; r < savers; ++r)
     files[size_t(r)] = {uint32_t(all[size_t(2 * r)]), all[size_t(2 * r + 1)]};
   if (!everywhere([&] {
-        if (ctx.rank == 0)
-          writeCheckpointManifest(ctx, opts.save, dir, at, files);
+        if (ctx.rank != 0)
+          return;
+        // `latest` names the staging directory once it is complete: from
+        // then on this run's checkpoint is the one a --resume loads.
+        writeCheckpointManifest(ctx, opts.save, dir, at, files);
+        if (replacing)
+          finishReplacing(opts.save, dir, at.step, replaced);
       }))
     return false;
+  if (replacing) {
+    replaced.pending = false;
+    dir = checkpointDir(opts.save, at.step);
+  }
   info("saved checkpoint %s\n", dir.c_str());
   lastCheckpoint = dir;
   return true;
+}
+
+bool Driver::stageReplacement(int64_t step, std::string &dir) {
+  dir = stagingDirectory(opts.save, step, replaced.staging);
+  // What a replacing run that crashed left there goes before any rank
+  // writes into it.
+  return everywhere([&] {
+    if (ctx.rank == 0)
+      clearStagingDirectory(dir);
+  });
 }
 
 bool Driver::exportWeights() {

@@ -70,7 +70,9 @@ const char *const zrt::kUsage =
     "                          stops after the step, writing its checkpoint\n"
     "  --overwrite             let a new run (no --resume of it) save into\n"
     "                          a directory holding another run's\n"
-    "                          checkpoints, removing them (refused without)\n"
+    "                          checkpoints (refused without): they are\n"
+    "                          removed once this run's first checkpoint is\n"
+    "                          complete, and kept if it fails before\n"
     "  --resume DIR            continue from DIR/latest or a step directory\n"
     "                          (of the same model, dtype and optimizer; any\n"
     "                          world size, stage or grouping: resharded)\n"
@@ -112,12 +114,16 @@ const char *const zrt::kUsage =
     "                          rank R kills itself (SIGKILL) at the start\n"
     "                          of step K\n"
     "  --inject-kill-during-save K [--inject-kill-rank R]\n"
-    "      [--inject-kill-at rank-file|latest]\n"
+    "      [--inject-kill-at rank-file|latest|relink]\n"
     "                          rank R (default 0) kills itself while saving\n"
     "                          step K's checkpoint: with its rank file\n"
     "                          written but not renamed (rank-file, the\n"
     "                          default), or (rank 0) with manifest.json in\n"
-    "                          place but latest not updated (latest)\n"
+    "                          place but latest not updated (latest), or\n"
+    "                          (rank 0, --overwrite's first checkpoint)\n"
+    "                          with latest naming step_K.new, the earlier\n"
+    "                          run's checkpoints removed and step_K linked,\n"
+    "                          but latest not yet moved to it (relink)\n"
     "  --inject-hang-rank R --inject-hang-step K\n"
     "                          rank R stops making progress (sleeps\n"
     "                          forever) at the start of step K\n";
@@ -270,8 +276,10 @@ Options zrt::parseOptions(int argc, char **argv) {
       o.injectKillDuringSave = parseCount(name, next());
     else if (name == "--inject-kill-at") {
       o.injectKillAt = next();
-      if (o.injectKillAt != "rank-file" && o.injectKillAt != "latest")
-        fail("option --inject-kill-at needs rank-file or latest, got '" +
+      if (o.injectKillAt != "rank-file" && o.injectKillAt != "latest" &&
+          o.injectKillAt != "relink")
+        fail("option --inject-kill-at needs rank-file, latest or relink, "
+             "got '" +
              o.injectKillAt + "'");
     } else if (name == "--inject-hang-rank")
       o.injectHangRank = parseCount(name, next());
@@ -384,11 +392,11 @@ Options zrt::parseOptions(int argc, char **argv) {
     fail("--inject-kill-during-save needs --save DIR");
   if (o.injectKillDuringSave > 0 && o.injectKillRank < 0)
     o.injectKillRank = 0;
-  if (o.injectKillAt == "latest" && o.injectKillDuringSave == 0)
+  if (o.injectKillAt != "rank-file" && o.injectKillDuringSave == 0)
     fail("--inject-kill-at needs --inject-kill-during-save K");
-  if (o.injectKillAt == "latest" && o.injectKillRank != 0)
-    fail("--inject-kill-at latest needs --inject-kill-rank 0 (rank 0 writes "
-         "latest)");
+  if (o.injectKillAt != "rank-file" && o.injectKillRank != 0)
+    fail("--inject-kill-at " + o.injectKillAt +
+         " needs --inject-kill-rank 0 (rank 0 writes latest)");
   if ((o.injectHangRank >= 0) != (o.injectHangStep > 0))
     fail("--inject-hang-rank and --inject-hang-step go together");
   if (o.collectiveTimeoutS > 1000000000)

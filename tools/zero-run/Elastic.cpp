@@ -189,6 +189,38 @@ std::string readText(StringRef path) {
   return buffer ? (*buffer)->getBuffer().str() : std::string();
 }
 
+/// The step directory the save directory's `latest` names, as a restart
+/// resumes it (empty: none). With --overwrite the directory keeps an
+/// earlier run's checkpoints until the job's first checkpoint replaces
+/// them (a new `latest` renamed into place): until then it names none, so
+/// that a restart starts over as the first launch did instead of resuming
+/// the earlier run.
+class LatestCheckpoint {
+public:
+  LatestCheckpoint(StringRef save, bool overwrite) : path(save) {
+    sys::path::append(path, "latest");
+    if (overwrite)
+      earlier = file();
+  }
+  std::string operator()() const {
+    if (earlier && file() == earlier)
+      return "";
+    return StringRef(readText(path)).trim().str();
+  }
+
+private:
+  using FileId = std::pair<sys::fs::UniqueID, sys::TimePoint<>>;
+  std::optional<FileId> file() const {
+    sys::fs::file_status st;
+    if (sys::fs::status(path, st))
+      return std::nullopt;
+    return FileId(st.getUniqueID(), st.getLastModificationTime());
+  }
+  SmallString<256> path;
+  /// The earlier run's `latest` when the job started (--overwrite).
+  std::optional<FileId> earlier;
+};
+
 } // namespace
 
 int zero::run::runElastic(const JobOptions &options,
@@ -204,11 +236,8 @@ int zero::run::runElastic(const JobOptions &options,
     return error(toString(env.takeError()));
   std::string save = trainOption(options.trainArgs, "--save");
   std::string logJson = trainOption(options.trainArgs, "--log-json");
-  auto latestCheckpoint = [&] {
-    SmallString<256> path(save);
-    sys::path::append(path, "latest");
-    return StringRef(readText(path)).trim().str();
-  };
+  LatestCheckpoint latestCheckpoint(
+      save, is_contained(options.trainArgs, "--overwrite"));
   // What the stop leaves behind, for the messages that end the job.
   auto leftBehind = [&] {
     std::string latest = latestCheckpoint();

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <functional>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,31 +51,72 @@ bool hasCheckpoints(const std::string &dir) {
          !stepDirectories(dir).empty();
 }
 
-/// Removes the checkpoints of `dir` (its `latest` and step_N directories
-/// with what they hold); returns how many step directories it removed.
-int removeCheckpoints(const std::string &dir) {
-  std::vector<std::string> steps = stepDirectories(dir);
-  for (const std::string &step : steps) {
-    std::string path = dir + "/" + step;
-    // A step directory holds files only (manifest, rank files, temporaries).
-    DIR *d = ::opendir(path.c_str());
-    if (!d)
-      fail("cannot remove '" + path + "': " + std::strerror(errno));
-    std::vector<std::string> files;
-    while (dirent *e = ::readdir(d))
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-        files.push_back(path + "/" + e->d_name);
-    ::closedir(d);
-    for (const std::string &f : files)
-      if (::unlink(f.c_str()) != 0)
-        fail("cannot remove '" + f + "': " + std::strerror(errno));
-    if (::rmdir(path.c_str()) != 0)
-      fail("cannot remove '" + path + "': " + std::strerror(errno));
+/// The suffixes of the two staging names (step_N.new, step_N.new2).
+const char *const kStagingSuffix[2] = {".new", ".new2"};
+
+bool endsWith(const std::string &name, const std::string &suffix) {
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// Whether `name` is a staging directory's name (step_N.new or step_N.new2).
+bool isStagingName(const std::string &name) {
+  for (const std::string suffix : kStagingSuffix)
+    if (endsWith(name, suffix) &&
+        isStepName(name.substr(0, name.size() - suffix.size()).c_str()))
+      return true;
+  return false;
+}
+
+/// The names in `dir` that `keep` accepts, "." and ".." left out.
+std::vector<std::string>
+entriesOf(const std::string &dir,
+          const std::function<bool(const std::string &)> &keep) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    fail("cannot read the directory '" + dir + "': " + std::strerror(errno));
+  std::vector<std::string> names;
+  while (dirent *e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0 &&
+        keep(e->d_name))
+      names.push_back(e->d_name);
+  ::closedir(d);
+  return names;
+}
+
+/// Removes the checkpoint directory `path` with the files it holds (a step
+/// directory holds files only: manifest, rank files, temporaries); one that
+/// does not exist is none to remove.
+void removeCheckpointDir(const std::string &path) {
+  if (!isDirectory(path))
+    return;
+  for (const std::string &f :
+       entriesOf(path, [](const std::string &) { return true; }))
+    if (::unlink((path + "/" + f).c_str()) != 0)
+      fail("cannot remove '" + path + "/" + f + "': " + std::strerror(errno));
+  if (::rmdir(path.c_str()) != 0)
+    fail("cannot remove '" + path + "': " + std::strerror(errno));
+}
+
+/// fsync of the directory `dir`, which makes the links and renames in it
+/// durable.
+void syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
   }
-  std::string latest = dir + "/latest";
-  if (::unlink(latest.c_str()) != 0 && errno != ENOENT)
-    fail("cannot remove '" + latest + "': " + std::strerror(errno));
-  return int(steps.size());
+}
+
+/// The file `from` as `to` too: a hard link, or a copy (written atomically)
+/// where the file system has none.
+void linkOrCopy(const std::string &from, const std::string &to) {
+  if (::link(from.c_str(), to.c_str()) == 0)
+    return;
+  if (errno != EPERM && errno != EXDEV && errno != EOPNOTSUPP &&
+      errno != EMLINK)
+    fail("cannot link '" + from + "' as '" + to + "': " + std::strerror(errno));
+  writeFileAtomic(to, readFile(from));
 }
 
 /// Whether `--resume resume` continues the run that saves into `save`:
@@ -167,25 +209,72 @@ std::string zrt::readLatest(const std::string &dir) {
   return trimEnd(readFile(dir + "/latest"));
 }
 
-void zrt::claimSaveDirectory(DirectoryLock &lock, const std::string &dir,
-                             const std::string &resume, bool overwrite) {
+Replaced zrt::claimSaveDirectory(DirectoryLock &lock, const std::string &dir,
+                                 const std::string &resume, bool overwrite) {
   lock.acquire(dir);
+  Replaced replaced;
   if (resumesFrom(resume, dir) || !hasCheckpoints(dir))
-    return;
-  std::string latest;
+    return replaced;
   try {
-    latest = readLatest(dir);
+    replaced.latest = readLatest(dir);
   } catch (const std::exception &) {
   }
-  std::string which = latest.empty() ? "" : " (latest: " + latest + ")";
   if (!overwrite)
-    fail("'" + dir + "' holds the checkpoints of another run" + which +
+    fail("'" + dir + "' holds the checkpoints of another run" +
+         (replaced.latest.empty() ? "" : " (latest: " + replaced.latest + ")") +
          ": --resume " + dir +
          " continues that run, --overwrite replaces its checkpoints, "
          "or --save another directory");
-  int removed = removeCheckpoints(dir);
+  replaced.pending = true;
+  replaced.staging = isStagingName(replaced.latest) &&
+                     endsWith(replaced.latest, kStagingSuffix[0]);
+  return replaced;
+}
+
+std::string zrt::stagingDirectory(const std::string &dir, int64_t step,
+                                  int staging) {
+  return checkpointDir(dir, step) + kStagingSuffix[staging];
+}
+
+void zrt::clearStagingDirectory(const std::string &staged) {
+  removeCheckpointDir(staged);
+}
+
+void zrt::finishReplacing(const std::string &dir, const std::string &staged,
+                          int64_t step, const Replaced &replaced) {
+  std::string stagedName = staged.substr(staged.find_last_of('/') + 1);
+  // `latest` names `staged`: the earlier run's directories are no longer
+  // what a --resume of DIR loads.
+  std::vector<std::string> earlier =
+      entriesOf(dir, [&](const std::string &name) {
+        return name != stagedName &&
+               (isStepName(name.c_str()) || isStagingName(name)) &&
+               isDirectory(dir + "/" + name);
+      });
+  int steps = 0;
+  for (const std::string &name : earlier) {
+    removeCheckpointDir(dir + "/" + name);
+    steps += isStepName(name.c_str());
+  }
+  std::string named = checkpointDir(dir, step);
+  makeDirs(named);
+  // The manifest last: a directory without it is no checkpoint.
+  std::vector<std::string> files = entriesOf(
+      staged, [](const std::string &name) { return name != "manifest.json"; });
+  files.push_back("manifest.json");
+  for (const std::string &f : files)
+    linkOrCopy(staged + "/" + f, named + "/" + f);
+  syncDirectory(named);
+  std::string name = named.substr(named.find_last_of('/') + 1);
+  writeFileAtomic(dir + "/latest", name + "\n");
+  removeCheckpointDir(staged);
+  syncDirectory(dir);
   std::fprintf(stderr,
-               "zrt: --overwrite: removed %d checkpoint(s) of an "
-               "earlier run from '%s'%s\n",
-               removed, dir.c_str(), which.c_str());
+               "zrt: --overwrite: replaced %d checkpoint(s) of an earlier "
+               "run in '%s'%s with this run's first, %s\n",
+               steps, dir.c_str(),
+               replaced.latest.empty()
+                   ? ""
+                   : (" (latest: " + replaced.latest + ")").c_str(),
+               name.c_str());
 }

@@ -857,6 +857,38 @@ def cmd_payloads(args):
                if compare else "(not compared: another CPU)"))
 
 
+def cmd_checksums(args):
+    """sha256sum of every file under DIR but those named in --skip, one line
+    each, sorted by path: what a directory holds, byte for byte. With
+    --against SUMS (an earlier output), how many of those files are
+    unchanged, then each one changed or missing and each file added."""
+    lines = []
+    for root, _, files in os.walk(args.dir):
+        for f in files:
+            if f in args.skip:
+                continue
+            path = os.path.join(root, f)
+            with open(path, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+            lines.append((os.path.relpath(path, args.dir), digest))
+    if not args.against:
+        for path, digest in sorted(lines):
+            print("%s  %s" % (digest, path))
+        return
+    earlier = dict(reversed(l.split(None, 1)) for l in
+                   open(args.against).read().splitlines())
+    now = dict(lines)
+    same = [p for p in earlier if now.get(p) == earlier[p]]
+    print("unchanged %d of %d" % (len(same), len(earlier)))
+    for p in sorted(earlier):
+        if p not in now:
+            print("missing %s" % p)
+        elif now[p] != earlier[p]:
+            print("changed %s" % p)
+    for p in sorted(set(now) - set(earlier)):
+        print("added %s" % p)
+
+
 def cmd_corrupt(args):
     """Damages a file: inverts the byte at --offset (default), truncates it
     to --truncate bytes, or flips the lowest bit of the last digit of the
@@ -1679,6 +1711,11 @@ def main():
     s.add_argument("--if-bitwise")
     s.set_defaults(fn=cmd_payloads)
 
+    s = sub.add_parser("checksums")
+    s.add_argument("dir")
+    s.add_argument("--skip", action="append", default=[])
+    s.add_argument("--against")
+    s.set_defaults(fn=cmd_checksums)
     s = sub.add_parser("corrupt")
     s.add_argument("file")
     s.add_argument("--offset", type=int, default=100)
