@@ -10,6 +10,10 @@
       (NAME.exp_avg, NAME.exp_avg_sq) have its shape, and each expert
       tensor's states differ between the halves of its experts (two expert
       set members, not one member's twice).
+  ckpt_experts.py close A B [--rtol R]
+      two safetensors files hold the same tensors (names and shapes), each
+      element within R relative (of the larger magnitude, at least 1e-6):
+      the same step trained in two layouts.
   ckpt_experts.py unrecord STEP_DIR
       removes what a checkpoint records of expert parallelism from its
       manifest.json and re-seals it: a checkpoint as the runtime saved it
@@ -82,6 +86,26 @@ def cmd_states(args):
               checked, len(experts), experts[0][0], experts[0][1]))
 
 
+def cmd_close(args):
+    _, ha, da = read_safetensors(args.a)
+    _, hb, db = read_safetensors(args.b)
+    shapes = {k: v["shape"] for k, v in ha.items()}
+    if shapes != {k: v["shape"] for k, v in hb.items()}:
+        sys.exit("the tensors differ: %s, %s" % (
+            sorted(shapes.items()),
+            sorted((k, v["shape"]) for k, v in hb.items())))
+    worst, name = 0.0, None
+    for k in sorted(ha):
+        for x, y in zip(tensor(ha, da, k), tensor(hb, db, k)):
+            d = abs(x - y) / max(abs(x), abs(y), 1e-6)
+            if d > worst:
+                worst, name = d, k
+    if worst > args.rtol:
+        sys.exit("%s: %.3g relative > %g" % (name, worst, args.rtol))
+    print("%d tensors of the same shapes, each element within %g relative"
+          % (len(ha), args.rtol))
+
+
 def cmd_unrecord(args):
     path = os.path.join(args.dir, "manifest.json")
     m = json.load(open(path))
@@ -104,11 +128,15 @@ def main():
     h.add_argument("exported")
     s = sub.add_parser("states")
     s.add_argument("file")
+    c = sub.add_parser("close")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.add_argument("--rtol", type=float, default=1e-4)
     u = sub.add_parser("unrecord")
     u.add_argument("dir")
     args = p.parse_args()
-    {"hf": cmd_hf, "states": cmd_states, "unrecord": cmd_unrecord}[args.cmd](
-        args)
+    {"hf": cmd_hf, "states": cmd_states, "close": cmd_close,
+     "unrecord": cmd_unrecord}[args.cmd](args)
 
 
 if __name__ == "__main__":
