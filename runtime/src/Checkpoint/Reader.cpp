@@ -93,6 +93,51 @@ std::string nonFiniteText(const std::string &file, const std::string &what,
          "; a checkpoint's masters and Adam moments must be finite";
 }
 
+/// Each rank's file holds its own experts under the same names: only the
+/// layout that saved them resumes them. Which side splits experts is
+/// named: the checkpoint's record, or a parameter that holds every expert
+/// of one that program `m` splits.
+void checkExpertLayout(const CheckpointReader &ckpt, const Manifest &m) {
+  if ((m.expertParallel == 1 && ckpt.expertParallel == 1) ||
+      (ckpt.scheduleHash == m.hashText && ckpt.world == m.worldSize &&
+       ckpt.stage == m.stage))
+    return;
+  std::string saved = ckpt.where() + " was saved by a stage-" +
+                      std::to_string(ckpt.stage) + " program on " +
+                      std::to_string(ckpt.world) + " rank(s), schedule " +
+                      ckpt.scheduleHash;
+  const char *move = ": resume with the program and world that saved it, "
+                     "or consolidate it (zero-ckpt consolidate -o) and "
+                     "start this program from the weights with --init-from";
+  if (ckpt.expertParallel > 1 && m.expertParallel == 1)
+    fail(saved + ", its " + ckpt.expertText() +
+         "; this program has no expert parallelism, and resharding an "
+         "expert-parallel checkpoint is not supported" +
+         move);
+  for (const ParamInfo &p : m.params) {
+    int64_t src = ckpt.find(p.name);
+    if (ckpt.expertParallel > 1 || p.expertParallel == 1 || src < 0)
+      continue;
+    const std::vector<int64_t> &shape = ckpt.params[size_t(src)].shape;
+    if (!p.shape.empty() && shape.size() == p.shape.size() &&
+        shape[0] == p.shape[0] * p.expertParallel)
+      fail(saved + " without expert parallelism (its parameter '" + p.name +
+           "' " + shapeText(shape) +
+           " holds every expert); this program splits experts over " +
+           std::to_string(m.expertParallel) + " ranks (expert_parallel, " +
+           shapeText(p.shape) +
+           " a rank), and moving a checkpoint into expert parallelism is "
+           "not supported" +
+           move);
+  }
+  fail(saved + (ckpt.expertParallel > 1 ? ", its " + ckpt.expertText() : "") +
+       "; this program splits experts over " +
+       std::to_string(m.expertParallel) +
+       " ranks (expert_parallel), and resharding an expert-parallel "
+       "checkpoint is not supported" +
+       move);
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -698,48 +743,7 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
     ckpt.setParams(savedParams(m));
     return;
   }
-  // Each rank's file holds its own experts under the same names: only the
-  // layout that saved them resumes them. Which side splits experts is
-  // named: the checkpoint's record, or a parameter that holds every expert
-  // of one that this program splits.
-  if ((m.expertParallel > 1 || ckpt.expertParallel > 1) &&
-      (ckpt.scheduleHash != m.hashText || ckpt.world != m.worldSize ||
-       ckpt.stage != m.stage)) {
-    std::string saved = where + " was saved by a stage-" +
-                        std::to_string(ckpt.stage) + " program on " +
-                        std::to_string(ckpt.world) + " rank(s), schedule " +
-                        ckpt.scheduleHash;
-    const char *move = ": resume with the program and world that saved it, "
-                       "or consolidate it (zero-ckpt consolidate -o) and "
-                       "start this program from the weights with "
-                       "--init-from";
-    if (ckpt.expertParallel > 1 && m.expertParallel == 1)
-      fail(saved + ", its " + ckpt.expertText() +
-           "; this program has no expert parallelism, and resharding an "
-           "expert-parallel checkpoint is not supported" +
-           move);
-    for (const ParamInfo &p : m.params) {
-      int64_t src = ckpt.find(p.name);
-      if (ckpt.expertParallel == 1 && p.expertParallel > 1 && src >= 0 &&
-          !p.shape.empty() &&
-          ckpt.params[size_t(src)].shape.size() == p.shape.size() &&
-          ckpt.params[size_t(src)].shape[0] == p.shape[0] * p.expertParallel)
-        fail(saved + " without expert parallelism (its parameter '" + p.name +
-             "' " + shapeText(ckpt.params[size_t(src)].shape) +
-             " holds every expert); this program splits experts over " +
-             std::to_string(m.expertParallel) + " ranks (expert_parallel, " +
-             shapeText(p.shape) +
-             " a rank), and moving a checkpoint into expert parallelism is "
-             "not supported" +
-             move);
-    }
-    fail(saved + (ckpt.expertParallel > 1 ? ", its " + ckpt.expertText() : "") +
-         "; this program splits experts over " +
-         std::to_string(m.expertParallel) +
-         " ranks (expert_parallel), and resharding an expert-parallel "
-         "checkpoint is not supported" +
-         move);
-  }
+  checkExpertLayout(ckpt, m);
   const std::vector<SavedParam> &saved = ckpt.params;
   size_t n = std::min(saved.size(), m.params.size());
   for (size_t i = 0; i < n; ++i) {
