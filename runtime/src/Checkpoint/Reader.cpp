@@ -227,9 +227,12 @@ CheckpointReader::CheckpointReader(const std::string &path) {
       using checkpoint::Partition;
       SavedGroup group{g.at(Partition::name).get<std::string>(),
                        g.at(Partition::numel).get<int64_t>(),
-                       g.at(Partition::shardNumel).get<int64_t>(),
-                       g.at(Partition::paddedNumel).get<int64_t>(),
+                       g.at(Partition::shardNumel).get<int64_t>(), 0,
                        g.value(Partition::expert, false)};
+      // Only checkExpertsRecorded reads it; a checkpoint without it tells
+      // nothing.
+      group.paddedNumel =
+          g.value(Partition::paddedNumel, group.shardNumel * world);
       if (group.expert && expertParallel < 2)
         fail(whereText + ": group '" + group.name +
              "' is an expert partition, but manifest.json records no "
