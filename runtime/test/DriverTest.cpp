@@ -1427,6 +1427,137 @@ TEST(UniversalCheckpointTest, RemapsBetweenLayouts) {
   std::system(("rm -rf " + root + " " + root2).c_str());
 }
 
+/// tinyManifest's model at stage 2 on 4 ranks with w [2, 4] two of the
+/// four experts of [4, 4] (expert_parallel 2, placed by `placement`) in the
+/// expert group "experts" (sharded over the 2 ranks holding the same
+/// experts: shards of 4), b in the dense group "dense" (shards of 1).
+Manifest expertParallel(int32_t placement) {
+  Manifest m = Manifest::parse(tinyManifest(2, 4).dump());
+  m.expertParallel = 2;
+  m.expertPlacement = placement;
+  PartitionInfo experts = m.partitions[0], dense = m.partitions[0];
+  experts.name = "experts";
+  experts.expert = true;
+  experts.numel = experts.paddedNumel = 8;
+  experts.shardNumel = 4;
+  experts.counts[kParams] = experts.counts[kGrads] = 8;
+  experts.counts[kExpAvg] = experts.counts[kExpAvgSq] = 4;
+  dense.name = "dense";
+  dense.numel = 2;
+  dense.paddedNumel = 4;
+  dense.shardNumel = 1;
+  dense.counts[kParams] = dense.counts[kGrads] = 2;
+  dense.counts[kExpAvg] = dense.counts[kExpAvgSq] = 1;
+  m.partitions = {experts, dense};
+  m.params[0].expertParallel = 2;
+  m.params[1].partition = 1;
+  m.params[1].offset = 0;
+  return m;
+}
+
+TEST(UniversalCheckpointTest, GathersEveryExpert) {
+  for (int32_t placement : {ZRT_EXPERT_CONTIGUOUS, ZRT_EXPERT_STRIDED}) {
+    std::string root = tempDir();
+    Manifest m = expertParallel(placement);
+    // Element e of a rank's group layout holds 1000 * kind + e, plus 100 *
+    // its expert set member in the expert group.
+    std::string dir = checkpointDir(root, 1);
+    makeDirs(dir);
+    std::vector<SavedFile> files;
+    for (int r = 0; r < 4; ++r) {
+      std::string bytes = packRankFile(
+          m, r, 4, {1, 8, 1, {{"cur_scale", 1.0}}},
+          [&](int32_t p, BufferKind kind, char *dst, int64_t size) {
+            const PartitionInfo &part = m.partitions[size_t(p)];
+            Range own = m.owned(part, r);
+            ASSERT_LE(own.size() * 4, size);
+            for (int64_t e = own.begin; e < own.end; ++e) {
+              float v = float(1000 * kind + e +
+                              (part.expert ? 100 * m.expertMember(r) : 0));
+              std::memcpy(dst + (e - own.begin) * 4, &v, 4);
+            }
+          });
+      writeFileAtomic(dir + "/" + rankFileName(r), bytes);
+      files.push_back({rankFileCrc(bytes), bytes.size()});
+    }
+    writeFileAtomic(dir + "/manifest.json", checkpointManifest(m, 4, 1, files));
+    CheckpointReader ckpt(dir);
+    EXPECT_EQ(ckpt.expertParallel, 2);
+    EXPECT_EQ(ckpt.expertPlacement, placement);
+    EXPECT_TRUE(ckpt.groups[0].expert);
+    EXPECT_FALSE(ckpt.groups[1].expert);
+    EXPECT_EQ(ckpt.wholeShape(0), (std::vector<int64_t>{4, 4}));
+    EXPECT_EQ(ckpt.wholeShape(1), (std::vector<int64_t>{2}));
+    EXPECT_EQ(errorOf([&] { ckpt.checkExpertsRecorded("consolidate"); }), "");
+    for (BufferKind kind : {kMaster, kExpAvg, kExpAvgSq}) {
+      // Member q's experts are elements [8q, 8q + 8), each from the two
+      // ranks holding its shards.
+      std::vector<float> whole(16), want(16);
+      for (int q = 0; q < 2; ++q)
+        for (int e = 0; e < 8; ++e)
+          want[size_t(8 * q + e)] = float(1000 * kind + 100 * q + e);
+      ckpt.readWhole(0, kind, 0, 16, whole.data());
+      EXPECT_EQ(whole, want)
+          << kBufferNames[kind] << " placement " << placement;
+      // A range across the members' boundary.
+      std::vector<float> part(6);
+      ckpt.readWhole(0, kind, 5, 11, part.data());
+      EXPECT_EQ(part, std::vector<float>(want.begin() + 5, want.begin() + 11));
+      std::vector<float> b(2);
+      ckpt.readWhole(1, kind, 0, 2, b.data());
+      EXPECT_EQ(
+          b, (std::vector<float>{float(1000 * kind), float(1000 * kind + 1)}));
+    }
+    // The program that saved it resumes it; a dense one is refused naming
+    // the expert layout, and so is an expert-parallel program of another
+    // layout.
+    EXPECT_EQ(errorOf([&] { checkSameModel(ckpt, m); }), "");
+    std::vector<float> values;
+    // Rank 3 is member 1 and owns shard 1 (elements 4-7) of its experts.
+    remapOwned(ckpt, m, 0, 3, kExpAvg, values);
+    float base = float(1000 * kExpAvg + 100);
+    EXPECT_EQ(values,
+              (std::vector<float>{base + 4, base + 5, base + 6, base + 7}));
+    // The same model without expert parallelism: w [4, 4] whole.
+    Manifest dense = Manifest::parse(tinyManifest(0, 1).dump());
+    dense.params[0].shape = {4, 4};
+    dense.params[0].numel = 16;
+    dense.params[1].offset = 16;
+    PartitionInfo &flat = dense.partitions[0];
+    flat.numel = flat.paddedNumel = flat.shardNumel = 18;
+    for (BufferKind k : {kParams, kGrads, kExpAvg, kExpAvgSq})
+      flat.counts[k] = 18;
+    std::string error = errorOf([&] { checkSameModel(ckpt, dense); });
+    EXPECT_NE(error.find(
+                  std::string("its experts split over 2 ranks "
+                              "(expert_parallel, ") +
+                  (placement == ZRT_EXPERT_STRIDED ? "strided" : "contiguous") +
+                  " sets); this program has no expert parallelism"),
+              std::string::npos)
+        << error;
+    Manifest other = expertParallel(placement);
+    other.stage = 3;
+    error = errorOf([&] { checkSameModel(ckpt, other); });
+    EXPECT_NE(error.find("this program splits experts over 2 ranks "
+                         "(expert_parallel), and resharding an "
+                         "expert-parallel checkpoint is not supported"),
+              std::string::npos)
+        << error;
+    // A checkpoint of the dense program into the expert-parallel one.
+    std::string root2 = tempDir();
+    saveSynthetic(dense, root2, 2);
+    CheckpointReader whole(root2);
+    EXPECT_EQ(whole.expertParallel, 1);
+    error = errorOf([&] { checkSameModel(whole, m); });
+    EXPECT_NE(error.find("without expert parallelism (its parameter 'w' [4, "
+                         "4] holds every expert); this program splits experts "
+                         "over 2 ranks (expert_parallel, [2, 4] a rank)"),
+              std::string::npos)
+        << error;
+    std::system(("rm -rf " + root + " " + root2).c_str());
+  }
+}
+
 TEST(UniversalCheckpointTest, RefusesAnotherModelNamingWhatDiffers) {
   std::string root = tempDir();
   saveSynthetic(Manifest::parse(tinyManifest(2, 4).dump()), root, 3);

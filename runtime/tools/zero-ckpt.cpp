@@ -24,7 +24,10 @@
 //       grouping), which `PROGRAM --resume NEWDIR` continues, or in the
 //       checkpoint's own groups split for M ranks.
 //
-// DIR is a step directory or a save directory (its `latest`).
+// DIR is a step directory or a save directory (its `latest`). An
+// expert-parallel checkpoint's rank files hold their own experts under the
+// same names: consolidate gathers them by the expert layout the checkpoint
+// records, and reshard moves them only into the layout that saved them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,7 +89,11 @@ const char *const kUsage =
     "                position, Adam step count and loss scaler carry over.\n"
     "                --world-size M [--stage S] keeps the checkpoint's groups\n"
     "                and splits each into M even shards at stage S (default\n"
-    "                the saved one); any program of the model resumes it\n";
+    "                the saved one); any program of the model resumes it\n"
+    "\n"
+    "An expert-parallel checkpoint (zero-compile --ep-size) is consolidated\n"
+    "with every expert, gathered from the ranks that hold them; reshard\n"
+    "refuses it for any layout but the one that saved it.\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -160,6 +167,10 @@ int inspect(const std::string &path) {
               "schedule %s\n",
               ckpt.stage, ckpt.world, ckpt.computeDtypes().c_str(),
               ckpt.scheduleHash.c_str());
+  if (ckpt.expertParallel > 1)
+    std::printf("  %s: each rank file holds its expert set member's experts "
+                "of them\n",
+                ckpt.expertText().c_str());
   using checkpoint::ManifestFile;
   if (m.contains(ManifestFile::optimizer))
     std::printf("  precision %s, optimizer %s\n",
@@ -298,29 +309,48 @@ void addLayoutState(CheckpointReader &ckpt, size_t i, BufferKind kind,
   int64_t values = layoutStateValues(ckpt.optimizer, kind, p);
   if (values == 0)
     return;
+  // An expert-parallel parameter's values are each expert set member's,
+  // of its experts: the whole tensor's are theirs in member order.
+  int64_t members = p.expertParallel;
   bool factored = optimizers::isFactored(ckpt.optimizer, kind);
   if (!factored || p.shape.size() < 2) {
-    int64_t numel = numelOf(shape);
     Tensor t{p.name + "." +
                  (factored ? std::string("variance")
                            : std::string(kBufferNames[kind])),
-             shape, std::vector<float>(size_t(numel))};
-    ckpt.readState(i, kind, 0, numel, t.data.data());
+             shape, std::vector<float>(size_t(numelOf(shape)))};
+    for (int64_t q = 0; q < members; ++q)
+      ckpt.readState(i, kind, 0, values, t.data.data() + q * values, q);
     tensors.push_back(std::move(t));
     return;
   }
+  // A matrix of experts is factored over them as a whole: each member's
+  // column statistics sum its own experts only.
+  if (members > 1 && p.shape.size() == 2)
+    fail("consolidate --optimizer-states: " + ckpt.where() + ": parameter '" +
+         p.name + "' " + shapeText(p.shape) + " holds " + kBufferNames[kind] +
+         " statistics of each expert set member's " +
+         std::to_string(p.shape[0]) + " experts (its " + ckpt.expertText() +
+         "), which are not those of the whole " + shapeText(shape) +
+         " tensor; consolidate without --optimizer-states");
   std::vector<int64_t> lead(p.shape.begin(), p.shape.end() - 2);
   int64_t rows = p.shape[p.shape.size() - 2], cols = p.shape.back();
+  // A member's statistics: its batch of [rows, 1] then of [1, cols].
   int64_t batch = numelOf(lead);
+  if (members > 1)
+    lead[0] *= members;
   std::vector<int64_t> rowShape = lead, colShape = lead;
   rowShape.insert(rowShape.end(), {rows, 1});
   colShape.insert(colShape.end(), {1, cols});
   Tensor row{p.name + ".row_var", rowShape,
-             std::vector<float>(size_t(batch * rows))};
+             std::vector<float>(size_t(members * batch * rows))};
   Tensor col{p.name + ".col_var", colShape,
-             std::vector<float>(size_t(batch * cols))};
-  ckpt.readState(i, kind, 0, batch * rows, row.data.data());
-  ckpt.readState(i, kind, batch * rows, values, col.data.data());
+             std::vector<float>(size_t(members * batch * cols))};
+  for (int64_t q = 0; q < members; ++q) {
+    ckpt.readState(i, kind, 0, batch * rows, row.data.data() + q * batch * rows,
+                   q);
+    ckpt.readState(i, kind, batch * rows, values,
+                   col.data.data() + q * batch * cols, q);
+  }
   tensors.push_back(std::move(row));
   tensors.push_back(std::move(col));
 }
@@ -342,6 +372,7 @@ int consolidate(const std::string &path, const std::string &out,
   if (ckpt.format < 3)
     fail(ckpt.where() + " has format 2, which records no parameter names; "
                         "resume it and --export instead");
+  ckpt.checkExpertsRecorded("consolidate");
   std::optional<manifest::HfModel> hf =
       savedHfModel(ckpt.manifest(), ckpt.where());
   if (!hfOut.empty())
@@ -365,8 +396,9 @@ int consolidate(const std::string &path, const std::string &out,
       // A frozen parameter has no moments.
       if (kind != kMaster && p.frozen)
         continue;
-      // As --export: without the padding rows, which follow the rest.
-      std::vector<int64_t> shape = unpaddedShape(p.shape, p.rows);
+      // As --export: without the padding rows, which follow the rest, and
+      // with every expert.
+      std::vector<int64_t> shape = ckpt.wholeShape(i);
       int64_t numel = numelOf(shape);
       if (kind != kMaster && ckpt.layoutStates) {
         addLayoutState(ckpt, i, kind, shape, tensors);
@@ -377,7 +409,7 @@ int consolidate(const std::string &path, const std::string &out,
         t.name += std::string(".") + kBufferNames[kind];
       else if (computeDtype)
         t.dtype = computeDtypeOf(p.computeDtype);
-      ckpt.read(i, kind, 0, numel, t.data.data());
+      ckpt.readWhole(i, kind, 0, numel, t.data.data());
       tensors.push_back(std::move(t));
     }
   // The metadata --export writes, so that the files are equal byte for byte.
@@ -553,7 +585,17 @@ int reshard(const std::string &path,
                         "per 2048 elements of each shard), which are not "
                         "resharded: resume it with the program and world "
                         "that saved it");
+  ckpt.checkExpertsRecorded("reshard");
   Manifest target = layout(ckpt);
+  // Its rank files hold each member's experts under the same names, which
+  // only the layout that saved them resumes (checkSameModel); the split
+  // layout would hold one member's as the whole model.
+  if (ckpt.expertParallel > 1 && target.expertParallel == 1)
+    fail("reshard: " + ckpt.where() + " has its " + ckpt.expertText() +
+         "; resharding an expert-parallel checkpoint is not supported (the "
+         "programs resume it only in the layout that saved it): "
+         "consolidate it (zero-ckpt consolidate -o) and start the other "
+         "layout with --init-from");
   checkSameModel(ckpt, target);
   std::string dir = checkpointDir(outRoot, ckpt.step);
   struct stat st;

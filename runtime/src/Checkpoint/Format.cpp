@@ -254,7 +254,7 @@ std::vector<SavedParam> zrt::savedParams(const Manifest &m) {
   for (const ParamInfo &p : m.params)
     params.push_back({p.name, p.shape, p.numel, p.partition, p.offset, p.rows,
                       m.partitions[size_t(p.partition)].computeDtypeName,
-                      p.frozen, p.muon});
+                      p.frozen, p.muon, p.expertParallel});
   return params;
 }
 
@@ -333,6 +333,8 @@ json zrt::layoutJson(const Manifest &m) {
                      {Partition::paddedNumel, p.paddedNumel},
                      {Partition::shardNumel, p.shardNumel},
                      {Partition::bufferNumel, counts}});
+    if (p.expert && m.expertParallel > 1)
+      parts.back()[Partition::expert] = true;
   }
   return parts;
 }
@@ -384,6 +386,8 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
       param[Param::frozen] = true;
     if (p.muon)
       param[Param::muon] = true;
+    if (p.expertParallel > 1)
+      param[Param::expertParallel] = p.expertParallel;
     params.push_back(std::move(param));
   }
   using checkpoint::ManifestFile;
@@ -401,6 +405,15 @@ std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,
     manifest[ManifestFile::hfModel] = toJson(*m.hfModel);
   if (m.peft)
     manifest[ManifestFile::peft] = toJson(*m.peft);
+  // Each rank file holds its expert set member's experts under the shared
+  // names: without these, a reader would take rank 0's for all of them.
+  if (m.expertParallel > 1) {
+    manifest[ManifestFile::expertParallel] = m.expertParallel;
+    manifest[ManifestFile::expertPlacement] =
+        manifest::valueOf(m.expertPlacement == ZRT_EXPERT_STRIDED
+                              ? manifest::ExpertPlacement::Strided
+                              : manifest::ExpertPlacement::Contiguous);
+  }
   return sealManifest(manifest);
 }
 

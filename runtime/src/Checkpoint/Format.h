@@ -179,6 +179,9 @@ struct SavedParam {
   /// Muon updates it whole: its momentum is packed apart from AdamW's
   /// moments (a layout state's part).
   bool muon = false;
+  /// Split over the expert sets of this many ranks (1: not): `shape` is one
+  /// member's experts, dimension 0 of the whole tensor this times its.
+  int64_t expertParallel = 1;
 };
 
 /// `count` values of a layout state (optimizers.def's

@@ -93,6 +93,51 @@ std::string nonFiniteText(const std::string &file, const std::string &what,
          "; a checkpoint's masters and Adam moments must be finite";
 }
 
+/// Each rank's file holds its own experts under the same names: only the
+/// layout that saved them resumes them. Which side splits experts is
+/// named: the checkpoint's record, or a parameter that holds every expert
+/// of one that program `m` splits.
+void checkExpertLayout(const CheckpointReader &ckpt, const Manifest &m) {
+  if ((m.expertParallel == 1 && ckpt.expertParallel == 1) ||
+      (ckpt.scheduleHash == m.hashText && ckpt.world == m.worldSize &&
+       ckpt.stage == m.stage))
+    return;
+  std::string saved = ckpt.where() + " was saved by a stage-" +
+                      std::to_string(ckpt.stage) + " program on " +
+                      std::to_string(ckpt.world) + " rank(s), schedule " +
+                      ckpt.scheduleHash;
+  const char *move = ": resume with the program and world that saved it, "
+                     "or consolidate it (zero-ckpt consolidate -o) and "
+                     "start this program from the weights with --init-from";
+  if (ckpt.expertParallel > 1 && m.expertParallel == 1)
+    fail(saved + ", its " + ckpt.expertText() +
+         "; this program has no expert parallelism, and resharding an "
+         "expert-parallel checkpoint is not supported" +
+         move);
+  for (const ParamInfo &p : m.params) {
+    int64_t src = ckpt.find(p.name);
+    if (ckpt.expertParallel > 1 || p.expertParallel == 1 || src < 0)
+      continue;
+    const std::vector<int64_t> &shape = ckpt.params[size_t(src)].shape;
+    if (!p.shape.empty() && shape.size() == p.shape.size() &&
+        shape[0] == p.shape[0] * p.expertParallel)
+      fail(saved + " without expert parallelism (its parameter '" + p.name +
+           "' " + shapeText(shape) +
+           " holds every expert); this program splits experts over " +
+           std::to_string(m.expertParallel) + " ranks (expert_parallel, " +
+           shapeText(p.shape) +
+           " a rank), and moving a checkpoint into expert parallelism is "
+           "not supported" +
+           move);
+  }
+  fail(saved + (ckpt.expertParallel > 1 ? ", its " + ckpt.expertText() : "") +
+       "; this program splits experts over " +
+       std::to_string(m.expertParallel) +
+       " ranks (expert_parallel), and resharding an expert-parallel "
+       "checkpoint is not supported" +
+       move);
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -159,13 +204,43 @@ CheckpointReader::CheckpointReader(const std::string &path) {
     if (!files.is_array() || files.size() != size_t(world))
       fail(whereText + ": manifest.json lists " + std::to_string(files.size()) +
            " rank files for " + std::to_string(world) + " ranks");
+    expertParallel = json_.value(ManifestFile::expertParallel, int64_t(1));
+    if (json_.contains(ManifestFile::expertParallel) &&
+        (expertParallel < 2 || world % expertParallel != 0))
+      fail(whereText + ": manifest.json has expert_parallel " +
+           std::to_string(expertParallel) + " on " + std::to_string(world) +
+           " ranks (a divisor of the world size above 1)");
+    if (json_.contains(ManifestFile::expertPlacement)) {
+      std::string text =
+          json_.at(ManifestFile::expertPlacement).get<std::string>();
+      std::optional<manifest::ExpertPlacement> placement =
+          manifest::enumOf<manifest::ExpertPlacement>(text);
+      if (!placement || expertParallel < 2)
+        fail(whereText + ": manifest.json has expert_placement '" + text + "'" +
+             (placement ? " without expert_parallel"
+                        : " (contiguous or strided)"));
+      expertPlacement = *placement == manifest::ExpertPlacement::Strided
+                            ? ZRT_EXPERT_STRIDED
+                            : ZRT_EXPERT_CONTIGUOUS;
+    }
     for (const json &g : json_.at(ManifestFile::partitions)) {
       using checkpoint::Partition;
       SavedGroup group{g.at(Partition::name).get<std::string>(),
                        g.at(Partition::numel).get<int64_t>(),
-                       g.at(Partition::shardNumel).get<int64_t>()};
+                       g.at(Partition::shardNumel).get<int64_t>(), 0,
+                       g.value(Partition::expert, false)};
+      // Only checkExpertsRecorded reads it; a checkpoint without it tells
+      // nothing.
+      group.paddedNumel =
+          g.value(Partition::paddedNumel, group.shardNumel * world);
+      if (group.expert && expertParallel < 2)
+        fail(whereText + ": group '" + group.name +
+             "' is an expert partition, but manifest.json records no "
+             "expert_parallel above 1");
+      // An expert group is sharded over each expert replica set.
+      int64_t ranks = group.expert ? world / expertParallel : world;
       if (group.numel < 0 || group.shardNumel < 0 ||
-          (stage > 0 && group.shardNumel * world < group.numel))
+          (stage > 0 && group.shardNumel * ranks < group.numel))
         fail(whereText + ": group '" + group.name +
              "' has an inconsistent layout");
       groups.push_back(group);
@@ -192,9 +267,23 @@ CheckpointReader::CheckpointReader(const std::string &path) {
                          p.value(Param::rows, int64_t(-1)),
                          dtypeOf(p),
                          p.value(Param::frozen, false),
-                         p.value(Param::muon, false)};
+                         p.value(Param::muon, false),
+                         p.value(Param::expertParallel, int64_t(1))};
         for (int64_t d : param.shape)
           param.numel *= d;
+        // Its experts are split as the expert groups' sets.
+        if (param.expertParallel != 1 &&
+            (param.expertParallel != expertParallel || param.shape.empty() ||
+             param.rows >= 0 || param.group < 0 ||
+             param.group >= int32_t(groups.size()) ||
+             !groups[size_t(param.group)].expert))
+          fail(whereText + ": parameter '" + param.name +
+               "' has expert_parallel " + std::to_string(param.expertParallel) +
+               ", which needs expert_parallel " +
+               std::to_string(param.expertParallel) +
+               " in manifest.json, a shape without padding rows and an "
+               "expert partition (expert_parallel here: " +
+               std::to_string(expertParallel) + ")");
         if (param.group < 0 || param.group >= int32_t(groups.size()) ||
             param.offset < 0 ||
             param.offset + param.numel > groups[size_t(param.group)].numel ||
@@ -369,7 +458,7 @@ std::string CheckpointReader::nonFinite(int rank) {
     auto [group, kind] = section;
     const SavedGroup &g = groups[size_t(group)];
     const char *data = file.payload.data() + place.first;
-    int64_t base = stage > 0 ? rank * g.shardNumel : 0;
+    int64_t base = stage > 0 ? shardIndex(group, rank) * g.shardNumel : 0;
     int64_t end = base + int64_t(place.second / 4);
     // An 8-bit state's codes are bytes, not floats: only its absmaxes can
     // be NaN or infinite.
@@ -407,6 +496,74 @@ std::string CheckpointReader::nonFinite(int rank) {
                          BufferKind(kind), at, data + 4 * bad);
   }
   return "";
+}
+
+int64_t CheckpointReader::shardIndex(int32_t group, int rank) const {
+  return groups[size_t(group)].expert
+             ? zrt_expert_replica_index(rank, world, expertParallel,
+                                        expertPlacement)
+             : rank;
+}
+
+zrt_rank_set CheckpointReader::expertHolders(int64_t member) const {
+  zrt_rank_set set = zrt_rank_set_of(ZRT_RANKS_EXPERT, 0, world, 1, 0, 1,
+                                     expertParallel, expertPlacement);
+  return zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS,
+                         set.first + member * set.stride, world, 1, 0, 1,
+                         expertParallel, expertPlacement);
+}
+
+std::string CheckpointReader::expertText() const {
+  if (expertParallel < 2)
+    return "";
+  return "experts split over " + std::to_string(expertParallel) +
+         " ranks (expert_parallel, " +
+         (expertPlacement == ZRT_EXPERT_STRIDED ? "strided" : "contiguous") +
+         " sets)";
+}
+
+void CheckpointReader::checkExpertsRecorded(const std::string &command) const {
+  if (expertParallel > 1 || stage == 0)
+    return;
+  // A dense group's padded layout is its shards on every rank.
+  for (const SavedGroup &g : groups)
+    if (g.paddedNumel < g.shardNumel * world)
+      fail(command + ": " + whereText + ": group '" + g.name + "' pads to " +
+           std::to_string(g.paddedNumel) + " elements in shards of " +
+           std::to_string(g.shardNumel) + ", sharded over fewer than its " +
+           std::to_string(world) +
+           " ranks: an expert partition of a checkpoint saved before "
+           "checkpoints recorded expert parallelism, whose rank files hold "
+           "their own experts under the same names; resume it with the "
+           "program that saved it and save again");
+}
+
+std::vector<int64_t> CheckpointReader::wholeShape(size_t param) const {
+  const SavedParam &p = params.at(param);
+  std::vector<int64_t> shape = unpaddedShape(p.shape, p.rows);
+  if (p.expertParallel > 1)
+    shape[0] *= p.expertParallel;
+  return shape;
+}
+
+void CheckpointReader::readWhole(size_t param, BufferKind kind, int64_t begin,
+                                 int64_t end, float *out) {
+  const SavedParam &p = params.at(param);
+  if (p.expertParallel <= 1) {
+    read(param, kind, begin, end, out);
+    return;
+  }
+  // Member q's experts are elements [q * numel, (q + 1) * numel) of the
+  // whole tensor (experts are its dimension 0).
+  while (begin < end) {
+    int64_t q = begin / p.numel;
+    int64_t lo = begin - q * p.numel, hi = std::min(end - q * p.numel, p.numel);
+    zrt_rank_set holders = expertHolders(q);
+    read(param, kind, lo, hi, out, int(holders.first), int(holders.first),
+         int(holders.stride));
+    out += hi - lo;
+    begin += hi - lo;
+  }
 }
 
 const char *CheckpointReader::section(int rank, int32_t group,
@@ -459,23 +616,27 @@ CheckpointReader::stateRuns(int rank, int32_t group, BufferKind kind) {
   if (it != runs.end())
     return it->second;
   const SavedGroup &g = groups[size_t(group)];
-  int64_t begin = stage > 0 ? rank * g.shardNumel : 0;
+  int64_t begin = stage > 0 ? shardIndex(group, rank) * g.shardNumel : 0;
   int64_t end = stage > 0 ? begin + g.shardNumel : g.numel;
   return runs[key] =
              layoutStateRuns(optimizer, kind, params, group, begin, end);
 }
 
 void CheckpointReader::readState(size_t param, BufferKind kind, int64_t begin,
-                                 int64_t end, float *out) {
+                                 int64_t end, float *out, int64_t member) {
   const SavedParam &p = params.at(param);
   const SavedGroup &g = groups[size_t(p.group)];
   // A factored tensor's statistics are whole on every rank that holds any
   // of its elements: the first element's owner is one.
   bool whole = optimizers::isFactored(optimizer, kind) && p.shape.size() >= 2;
+  zrt_rank_set holders =
+      g.expert ? expertHolders(member) : zrt_rank_set{0, 1, 1};
   int64_t pos = begin;
   while (pos < end) {
     int rank =
-        stage > 0 ? int((p.offset + (whole ? 0 : pos)) / g.shardNumel) : 0;
+        int(holders.first +
+            (stage > 0 ? (p.offset + (whole ? 0 : pos)) / g.shardNumel : 0) *
+                holders.stride);
     const StateRun *run = nullptr;
     for (const StateRun &r : stateRuns(rank, p.group, kind))
       if (r.param == param && r.begin <= pos && pos < r.begin + r.count)
@@ -585,18 +746,7 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
     ckpt.setParams(savedParams(m));
     return;
   }
-  // Each rank's file holds its own experts under the same names: only the
-  // layout that saved them knows whose they are.
-  if (m.expertParallel > 1 &&
-      (ckpt.scheduleHash != m.hashText || ckpt.world != m.worldSize ||
-       ckpt.stage != m.stage))
-    fail(where + " was saved by a stage-" + std::to_string(ckpt.stage) +
-         " program on " + std::to_string(ckpt.world) + " rank(s), schedule " +
-         ckpt.scheduleHash + "; this program splits experts over " +
-         std::to_string(m.expertParallel) +
-         " ranks (expert_parallel), and resharding an expert-parallel "
-         "checkpoint is not supported: resume with the program and world "
-         "that saved it");
+  checkExpertLayout(ckpt, m);
   const std::vector<SavedParam> &saved = ckpt.params;
   size_t n = std::min(saved.size(), m.params.size());
   for (size_t i = 0; i < n; ++i) {

@@ -30,7 +30,9 @@ namespace zrt {
 /// One group (partition) as a checkpoint records it.
 struct SavedGroup {
   std::string name;
-  int64_t numel = 0, shardNumel = 0;
+  int64_t numel = 0, shardNumel = 0, paddedNumel = 0;
+  /// Sharded over each expert replica set instead of the world.
+  bool expert = false;
 };
 
 /// An opened checkpoint: the verified manifest.json of a step directory and
@@ -53,6 +55,33 @@ public:
   std::string scheduleHash;
   std::vector<SavedParam> params;
   std::vector<SavedGroup> groups;
+  /// Expert parallelism as the checkpoint records it (1: none, or a
+  /// checkpoint from before it recorded it; see checkExpertsRecorded) and
+  /// where its expert sets lie (zero_rt/topology.h's ZRT_EXPERT_*).
+  int64_t expertParallel = 1;
+  int32_t expertPlacement = ZRT_EXPERT_CONTIGUOUS;
+  /// "experts split over P ranks (expert_parallel, PLACEMENT sets)" for
+  /// messages; empty without expert parallelism.
+  std::string expertText() const;
+  /// Fails, naming `command`, when the checkpoint holds expert partitions
+  /// it does not record: one from before checkpoints recorded expert
+  /// parallelism, at stages 1-3 (a group sharded over fewer ranks than the
+  /// world). Its rank files hold their own experts under the same names,
+  /// which only the program that saved it can tell apart.
+  void checkExpertsRecorded(const std::string &command) const;
+  /// Parameter `param`'s shape as --export writes it: without padding rows,
+  /// and of an expert-parallel one every expert (dimension 0 times
+  /// expert_parallel).
+  std::vector<int64_t> wholeShape(size_t param) const;
+  /// Copies elements [begin, end) of parameter `param`'s whole tensor
+  /// (wholeShape; an expert-parallel one's experts gathered from each
+  /// expert set member in order) of buffer `kind` to `out`, as read().
+  void readWhole(size_t param, BufferKind kind, int64_t begin, int64_t end,
+                 float *out);
+  /// The ranks whose files hold expert set member `member`'s experts, the
+  /// j-th its shard j of an expert group (each one the whole group at
+  /// stage 0).
+  zrt_rank_set expertHolders(int64_t member) const;
 
   /// The path of rank `rank`'s file.
   std::string rankPath(int rank) const;
@@ -77,9 +106,10 @@ public:
   /// Copies values [begin, end) of parameter `param`'s layout state `kind`
   /// (`layoutStates`: its elements, or a factored tensor's statistics; see
   /// StateRun) to `out`, from the rank files whose sections hold them, as
-  /// read() does for element-wise buffers.
+  /// read() does for element-wise buffers; of an expert-parallel parameter
+  /// expert set member `member`'s experts.
   void readState(size_t param, BufferKind kind, int64_t begin, int64_t end,
-                 float *out);
+                 float *out, int64_t member = 0);
   /// The runs of rank `rank`'s section of layout state `kind` of group
   /// `group` in this checkpoint's layout.
   const std::vector<StateRun> &stateRuns(int rank, int32_t group,
@@ -118,6 +148,9 @@ private:
     std::map<std::pair<int32_t, int>, std::pair<uint64_t, uint64_t>> sections;
   };
   RankFile &load(int rank);
+  /// The shard of group `group` that rank `rank`'s file holds: its index in
+  /// its expert replica set for an expert group, else its rank.
+  int64_t shardIndex(int32_t group, int rank) const;
   /// The start of rank `rank`'s section of buffer `kind` of group `group`,
   /// which must hold at least `values` fp32 values (fails naming the file).
   const char *section(int rank, int32_t group, BufferKind kind,
