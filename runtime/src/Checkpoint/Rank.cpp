@@ -26,8 +26,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-
 using namespace zrt;
 using nlohmann::json;
 
@@ -58,67 +56,6 @@ float *savedBuffer(const zrt_ctx &ctx, int32_t p, BufferKind kind) {
 /// Whether buffer `kind` holds bf16 optimizer states (saved as fp32).
 bool isBf16State(const Manifest &m, BufferKind kind) {
   return m.bf16States() && optimizers::isStateBuffer(kind);
-}
-
-/// The partition (group) `group` of the checkpoint's layout, by name.
-std::string savedGroupName(const CheckpointReader &ckpt, int32_t group) {
-  const json &parts = ckpt.manifest().at(checkpoint::ManifestFile::partitions);
-  if (group < 0 || size_t(group) >= parts.size())
-    return "";
-  return parts[size_t(group)].value(checkpoint::Partition::name, "");
-}
-
-/// A checkpoint of a program without expert parallelism resumed by one
-/// with it, or the other way round: refused naming that difference (the
-/// layout check would blame resharding an expert-parallel checkpoint, or
-/// call it another model for the shape of its experts). An expert-parallel
-/// program saves each expert parameter as its rank's experts (dimension 0
-/// divided by expert_parallel) in a group named `experts` (stage 3:
-/// `<layer>.experts`); a dense one saves every expert.
-void checkExpertLayout(const CheckpointReader &ckpt, const Manifest &m) {
-  for (const SavedParam &s : ckpt.params)
-    for (const ParamInfo &p : m.params) {
-      if (s.name != p.name || s.shape.empty() ||
-          s.shape.size() != p.shape.size() ||
-          !std::equal(s.shape.begin() + 1, s.shape.end(), p.shape.begin() + 1))
-        continue;
-      std::vector<int64_t> whole = p.shape;
-      whole[0] *= p.expertParallel;
-      if (p.expertParallel > 1 && s.shape == whole)
-        fail(ckpt.where() + " holds every expert of '" + s.name + "' (" +
-             shapeText(s.shape) +
-             "): it was saved by a program without expert parallelism, and "
-             "this program splits the experts over " +
-             std::to_string(m.expertParallel) + " ranks (expert_parallel " +
-             std::to_string(m.expertParallel) + ", " + shapeText(p.shape) +
-             " a rank), which resumes only its own checkpoints: resume it "
-             "with a program compiled without --ep-size, or start this one "
-             "from its weights (zero-ckpt consolidate " +
-             ckpt.dir() +
-             " -o W.safetensors, then --init-from W.safetensors; the "
-             "optimizer states start afresh)");
-      std::string group = savedGroupName(ckpt, s.group);
-      bool expertGroup = group == "experts" ||
-                         (group.size() > 8 &&
-                          group.compare(group.size() - 8, 8, ".experts") == 0);
-      if (p.expertParallel == 1 && expertGroup && s.shape[0] > 0 &&
-          p.shape[0] > s.shape[0] && p.shape[0] % s.shape[0] == 0) {
-        int64_t split = p.shape[0] / s.shape[0];
-        fail(ckpt.where() +
-             " was saved by an expert-parallel program: its "
-             "parameter '" +
-             s.name + "' (group '" + group + "') is " + shapeText(s.shape) +
-             " in each rank file, " + std::to_string(s.shape[0]) + " of the " +
-             std::to_string(p.shape[0]) + " experts of this program's " +
-             shapeText(p.shape) + " (expert_parallel " + std::to_string(split) +
-             "), and this program has no expert parallelism; an "
-             "expert-parallel checkpoint is not resharded: resume it with "
-             "the program that saved it (stage " +
-             std::to_string(ckpt.stage) + " on " + std::to_string(ckpt.world) +
-             " rank(s), compiled with --ep-size " + std::to_string(split) +
-             ")");
-      }
-    }
 }
 
 } // namespace
@@ -174,7 +111,6 @@ void zrt::writeCheckpointManifest(const zrt_ctx &ctx, const std::string &root,
 Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
   const Manifest &m = *ctx.manifest;
   CheckpointReader ckpt(path);
-  checkExpertLayout(ckpt, m);
   checkSameModel(ckpt, m);
 
   // The params are re-derived from the masters (or restored in place as
