@@ -43,6 +43,7 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,18 +76,27 @@ static int fail(const Twine &msg) {
   return 1;
 }
 
-int main(int argc, char **argv) {
-  InitLLVM y(argc, argv);
-  // Split the command line: zero-compile's options and the input go to
-  // cl::ParseCommandLineOptions, the rest becomes the pipeline's options,
-  // each parsed as --help shows it: a flag (a bool) takes no value after a
-  // space, except a literal true or false; any other option takes one.
-  std::vector<const char *> own = {argv[0]};
+/// zero-compile's command line, split: its own options and the input go to
+/// cl::ParseCommandLineOptions, the rest becomes the pipeline's options.
+struct CommandLine {
+  std::vector<const char *> own;
+  std::string pipelineOptions;
+  bool help = false;
+};
+
+/// Splits the command line, each option parsed as --help shows it: a flag
+/// (a bool) takes no value after a space, except a literal true or false;
+/// any other option takes one. None after reporting what is wrong.
+static std::optional<CommandLine> splitCommandLine(int argc, char **argv) {
+  auto bad = [](const Twine &msg) -> std::optional<CommandLine> {
+    fail(msg);
+    return std::nullopt;
+  };
+  CommandLine c;
+  c.own.push_back(argv[0]);
   std::vector<StringRef> positional;
   // The flag given just before each positional argument, if any.
   std::vector<StringRef> flagBefore;
-  std::string pipelineOptions;
-  bool help = false;
   llvm::StringSet<> ownSet, ownFlagSet;
   for (const char *f : ownOptions)
     ownSet.insert(f);
@@ -98,7 +108,7 @@ int main(int argc, char **argv) {
     StringRef previousFlag = lastFlag;
     lastFlag = "";
     if (!arg.starts_with("-") || arg == "-") {
-      own.push_back(argv[i]);
+      c.own.push_back(argv[i]);
       positional.push_back(arg);
       flagBefore.push_back(previousFlag);
       continue;
@@ -109,34 +119,34 @@ int main(int argc, char **argv) {
     StringRef spelled = arg.split('=').first;
     if (name == "help") {
       // Printed below, with the zero-pipeline options.
-      help = true;
+      c.help = true;
       continue;
     }
     // A value-taking option followed by another option has no value.
-    auto needsValue = [&]() -> int {
+    auto needsValue = [&]() -> std::optional<CommandLine> {
       if (i + 1 >= argc)
-        return fail("option " + spelled + " needs a value");
-      return fail("option " + spelled + " needs a value, got the option '" +
-                  argv[i + 1] + "' (write " + spelled +
-                  "=VALUE for a value that starts with '-')");
+        return bad("option " + spelled + " needs a value");
+      return bad("option " + spelled + " needs a value, got the option '" +
+                 argv[i + 1] + "' (write " + spelled +
+                 "=VALUE for a value that starts with '-')");
     };
     if (ownSet.contains(name)) {
-      own.push_back(argv[i]);
+      c.own.push_back(argv[i]);
       if (!hasValue && !ownFlagSet.contains(name)) {
         if (i + 1 >= argc || ::zero::looksLikeOption(argv[i + 1]))
           return needsValue();
-        own.push_back(argv[++i]);
+        c.own.push_back(argv[++i]);
       }
       continue;
     }
     if (!mlir::zero::isZeroPipelineOption(name))
-      return fail("unknown option '" + spelled +
-                  "' (zero-compile --help lists the options)");
+      return bad("unknown option '" + spelled +
+                 "' (zero-compile --help lists the options)");
     if (mlir::zero::isZeroPipelineFlag(name)) {
       if (hasValue && !::zero::parseFlagValue(value))
-        return fail("option " + spelled + " is a flag: " + spelled +
-                    " sets it, " + spelled + "=false clears it; got '" + value +
-                    "'");
+        return bad("option " + spelled + " is a flag: " + spelled +
+                   " sets it, " + spelled + "=false clears it; got '" + value +
+                   "'");
       if (!hasValue) {
         value = "true";
         if (i + 1 < argc && ::zero::parseFlagValue(argv[i + 1]))
@@ -154,8 +164,8 @@ int main(int argc, char **argv) {
     std::string quoted = value.str();
     if (value.find_first_of(" \t") != StringRef::npos)
       quoted = value.contains('\'') ? "\"" + quoted + "\"" : "'" + quoted + "'";
-    pipelineOptions +=
-        (pipelineOptions.empty() ? "" : " ") + name.str() + "=" + quoted;
+    c.pipelineOptions +=
+        (c.pipelineOptions.empty() ? "" : " ") + name.str() + "=" + quoted;
   }
   if (positional.size() > 1) {
     // `--memory-budget 40 GB` leaves the unit behind as an argument.
@@ -169,9 +179,19 @@ int main(int argc, char **argv) {
       hint = (" (" + flag + " is a flag and takes no value: " + flag +
               " sets it, " + flag + "=false clears it)")
                  .str();
-    return fail("one input file expected, got '" + positional[0] + "' and '" +
-                positional[1] + "'" + hint);
+    return bad("one input file expected, got '" + positional[0] + "' and '" +
+               positional[1] + "'" + hint);
   }
+  return c;
+}
+
+int main(int argc, char **argv) {
+  InitLLVM y(argc, argv);
+  std::optional<CommandLine> line = splitCommandLine(argc, argv);
+  if (!line)
+    return 1;
+  std::vector<const char *> &own = line->own;
+  const std::string &pipelineOptions = line->pipelineOptions;
   cl::HideUnrelatedOptions(compileCat);
   cl::ParseCommandLineOptions(
       static_cast<int>(own.size()), own.data(),
@@ -179,7 +199,7 @@ int main(int argc, char **argv) {
       "  zero-compile model.mlir --stage 2 --world-size 4 [--config "
       "ds_config.json] [--target cpu|cuda] [--<zero-pipeline option> value] "
       "-o train\n");
-  if (help) {
+  if (line->help) {
     cl::PrintHelpMessage();
     outs() << "\nzero-pipeline options (--name value, or --name=value; a "
               "flag, shown without a value, is --name, --name=false or "
