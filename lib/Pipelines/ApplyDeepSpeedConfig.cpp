@@ -13,10 +13,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/NN/IR/NNDialect.h"
+#include "zero/Dialect/Zero/IR/OptimizerRules.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Dialect/Zero/Transforms/LrSchedule.h"
 #include "zero/Pipelines/DeepSpeedConfig.h"
+#include "zero/Pipelines/DeepSpeedKeys.h"
 #include "zero/Pipelines/Elasticity.h"
 
 #include "DeepSpeedJson.h"
@@ -186,6 +188,11 @@ struct ApplyDeepSpeedConfigPass
       return signalPassFailure();
     if (failed(checkOffload(s)) || failed(checkHpz(s)) ||
         failed(checkMics(s)) || failed(checkQuantizedGradients(s)))
+      return signalPassFailure();
+    for (TrainStepOp step : steps)
+      if (failed(checkOptimizerKeys(step, s)))
+        return signalPassFailure();
+    if (failed(checkMuonGroupLayers(module, s)))
       return signalPassFailure();
     if (!steps.empty()) {
       resolveOptimizer(steps.front(), s);
@@ -653,6 +660,125 @@ struct ApplyDeepSpeedConfigPass
       return errorAt(cfg->offloadOptimizer)
              << "zero_optimization.offload_optimizer: device nvme needs an "
                 "nvme_path (or the option nvme-path)";
+    return success();
+  }
+
+  /// muon-group-layers groups the layers of Muon's matrices at stage 3:
+  /// given anywhere else it would change nothing, and is refused, as
+  /// ep-size is on a step without experts.
+  LogicalResult checkMuonGroupLayers(ModuleOp module,
+                                     const ZeroPipelineOptions &s) {
+    if (!given->muonGroupLayers.hasValue())
+      return success();
+    std::optional<OptimizerKind> fileKind;
+    if (cfg->optimizer.value)
+      fileKind = symbolizeOptimizerKind(*cfg->optimizer.value);
+    std::optional<OptimizerKind> other;
+    bool anyStep = false;
+    for (TrainStepOp step : module.getOps<TrainStepOp>()) {
+      anyStep = true;
+      OptimizerKind kind = fileKind.value_or(step.getOptimizer().getKind());
+      if (kind != OptimizerKind::muon)
+        other = kind;
+    }
+    if (s.stage == 3 && anyStep && !other)
+      return success();
+    InFlightDiagnostic d = mlir::emitError(module.getLoc());
+    d << "muon-group-layers " << s.muonGroupLayers.getValue()
+      << " groups the layers of Muon's matrices at stage 3; ";
+    if (s.stage != 3)
+      d << "the stage is " << s.stage.getValue();
+    else if (!anyStep)
+      d << "the module has no train step";
+    else
+      d << "the train step's optimizer is " << stringifyOptimizerKind(*other);
+    return d << " (leave the option out)";
+  }
+
+  /// What the optimizer cannot do with the precision and offload the file
+  /// asks for, at the place of the file's key that asks (the passes and the
+  /// lowering check the same rules, at the train step, when only options
+  /// and the step decide): bf16 masters need the bf16-master update, a
+  /// state precision the optimizer's row, and NVMe swaps fp32 states only.
+  LogicalResult checkOptimizerKeys(TrainStepOp step,
+                                   const ZeroPipelineOptions &s) {
+    OptimizerAttr opt = step.getOptimizer();
+    std::optional<OptimizerKind> fileKind;
+    if (cfg->optimizer.value)
+      fileKind = symbolizeOptimizerKind(*cfg->optimizer.value);
+    OptimizerKind kind = fileKind.value_or(opt.getKind());
+    std::optional<StatePrecision> states =
+        s.optimizerStates.empty() ? opt.getStates()
+                                  : symbolizeStatePrecision(s.optimizerStates);
+    if (!states)
+      return success(); // zero-optimizer names the bad option
+    bool fileStates =
+        cfg->optimizerStates.value &&
+        s.optimizerStates.getValue() == *cfg->optimizerStates.value;
+    // The state precision's key: bf16.bf16_optimizer_states sets it too.
+    std::string statesKey =
+        cfg->bf16OptimizerStates.value &&
+                cfg->bf16OptimizerStates.line == cfg->optimizerStates.line &&
+                cfg->bf16OptimizerStates.column == cfg->optimizerStates.column
+            ? "bf16.bf16_optimizer_states"
+            : dskeys::kOptimizerStates.str();
+    std::string kindName = stringifyOptimizerKind(kind).str();
+    std::string statesName = stringifyStatePrecision(*states).str();
+    // Where the optimizer comes from, when the file does not say it.
+    std::string kindSource =
+        fileKind ? " (optimizer.type '" + cfg->optimizerType + "')"
+                 : std::string(" (the train step's optimizer)");
+    if (!hasOptimizerStatePrecision(kind, *states)) {
+      if (fileStates)
+        return errorAt(cfg->optimizerStates)
+               << statesKey << ": " << kindName << " has no " << statesName
+               << " states" << kindSource;
+      if (fileKind)
+        return errorAt(cfg->optimizer)
+               << "optimizer.type: " << kindName << " has no " << statesName
+               << " states (the option optimizer-states or the train "
+                  "step's)";
+    }
+    bool masters = s.bf16Masters.empty() ? opt.getBf16Masters()
+                                         : s.bf16Masters.getValue() == "true";
+    if (masters && !hasBf16MasterUpdate(kind, *states)) {
+      bool fileMasters = cfg->bf16Masters.value.value_or(false) &&
+                         !given->bf16Masters.hasValue();
+      // As #zero.optimizer's verifier says it.
+      std::string why = "optimizer bf16_masters is implemented for adam and "
+                        "adamw with f32 or bf16 states, got " +
+                        kindName + " with " + statesName + " states";
+      if (fileMasters)
+        return errorAt(cfg->bf16Masters)
+               << "bf16.bf16_master_weights_and_grads: " << why << kindSource;
+      if (fileKind)
+        return errorAt(cfg->optimizer)
+               << "optimizer.type: " << why
+               << " (bf16 masters: the option bf16-masters or the train "
+                  "step's)";
+      if (fileStates)
+        return errorAt(cfg->optimizerStates) << statesKey << ": " << why;
+    }
+    bool nvme = s.offloadOptimizer.getValue() == "nvme";
+    if (nvme && !canSwapOptimizerStates(*states)) {
+      bool fileNvme =
+          cfg->offloadOptimizer.value == std::optional<std::string>("nvme") &&
+          !given->offloadOptimizer.hasValue();
+      std::string why = "NVMe swaps the optimizer states in f32 only";
+      if (fileNvme)
+        return errorAt(cfg->offloadOptimizer)
+               << "zero_optimization.offload_optimizer: device nvme: " << why
+               << ", the states are in " << statesName
+               << (fileStates ? " (" + statesKey + ")"
+                              : std::string(" (the option optimizer-states "
+                                            "or the train step's)"))
+               << "; offload them to the cpu or keep them on the device";
+      if (fileStates)
+        return errorAt(cfg->optimizerStates)
+               << statesKey << ": " << why
+               << ", and the optimizer is offloaded to nvme (the option "
+                  "offload-optimizer)";
+    }
     return success();
   }
 

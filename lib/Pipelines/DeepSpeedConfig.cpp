@@ -100,11 +100,46 @@ public:
     return obj.get(key);
   }
 
-  /// Reads a key that only steers what is logged, or that turns off a
-  /// feature (isOff): quietly. Any other value is listed as not implemented.
+  /// Reads a boolean key that turns off a feature when false: quietly
+  /// (null is absent). True is listed as not implemented, and a value of
+  /// another type is an error, as a boolean key's.
   void acceptIfOff(StringRef key) {
-    if (const json::Value *v = obj.get(key); v && isOff(*v))
-      seen.insert(key);
+    const json::Value *v = obj.get(key);
+    if (!v || v->getAsBoolean() == std::optional<bool>(true))
+      return;
+    seen.insert(key);
+    if (v->kind() != json::Value::Null && !v->getAsBoolean())
+      error(key, "expected true or false, got " + dump(*v) + autoHint(*v));
+  }
+
+  /// Reads a section key (a logger, a profiler) that is off as false or as
+  /// an object whose "enabled" is false: quietly. One that is on is listed
+  /// as not implemented; another type, or an "enabled" that is not a
+  /// boolean, is an error at its place.
+  void acceptSectionIfOff(StringRef key) {
+    const json::Value *v = obj.get(key);
+    if (!v || v->getAsBoolean() == std::optional<bool>(true))
+      return;
+    if (const json::Object *o = v->getAsObject()) {
+      const json::Value *enabled = o->get("enabled");
+      if (enabled && enabled->kind() != json::Value::Null &&
+          !enabled->getAsBoolean()) {
+        seen.insert(key);
+        Position p = positions.lookup(path + kPathSeparator + key.str() +
+                                      kPathSeparator + "enabled");
+        cfg.errors.push_back(
+            {p.line, p.column,
+             (Twine(prefix) + key + ".enabled: expected true or false, got " +
+              dump(*enabled))
+                 .str()});
+      } else if (isOff(*v)) {
+        seen.insert(key);
+      }
+      return;
+    }
+    seen.insert(key);
+    if (v->kind() != json::Value::Null && !v->getAsBoolean())
+      error(key, "expected an object or false, got " + dump(*v));
   }
 
   /// Reads the object at `key`, if there is one, with `body`.
@@ -857,11 +892,12 @@ void readKeys(Section &top, DeepSpeedConfig &cfg) {
   cfg.wallClockBreakdown = top.boolean("wall_clock_breakdown");
   // Logging and debugging switches that are off, and a permission that
   // changes nothing here (other optimizers are rejected anyway).
-  for (StringRef key :
-       {"memory_breakdown", "dump_state", "tensorboard", "wandb", "csv_monitor",
-        "comet", "flops_profiler", "comms_logger", "prescale_gradients",
-        "sparse_gradients"})
+  for (StringRef key : {"memory_breakdown", "dump_state", "prescale_gradients",
+                        "sparse_gradients"})
     top.acceptIfOff(key);
+  for (StringRef key : {"tensorboard", "wandb", "csv_monitor", "comet",
+                        "flops_profiler", "comms_logger"})
+    top.acceptSectionIfOff(key);
   cfg.allowUntestedOptimizer = top.boolean("zero_allow_untested_optimizer");
   // DeepSpeed's engine asserts that ZeRO (stages 1-3) runs one of its
   // tested optimizers unless the file allows another (a torch.optim class).

@@ -144,9 +144,11 @@ static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
 
 void mlir::zero::buildZeroPipeline(OpPassManager &pm,
                                    const ZeroPipelineOptions &o) {
-  // Keeping the global batch needs the train step's batch: the config's
-  // pass resolves it, with an empty config when none is given.
-  if (o.config.empty() && o.elasticMicroBatch == 0)
+  // Keeping the global batch needs the train step's batch, and
+  // muon-group-layers the step's optimizer: the config's pass resolves
+  // them, with an empty config when none is given.
+  if (o.config.empty() && o.elasticMicroBatch == 0 &&
+      !o.muonGroupLayers.hasValue())
     return addPasses(pm, o, /*rematBlocks=*/std::nullopt);
   pm.addPass(createApplyDeepSpeedConfigPass(o, addPasses));
 }

@@ -19,8 +19,10 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
-#include "zero/Pipelines/Pipeline.h"
 #include "zero/InitAll.h"
+#include "zero/Pipelines/Pipeline.h"
+#include "zero/Pipelines/PipelineFlags.h"
+#include "zero/Support/CommandLine.h"
 #include "zero/Support/ModelFile.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -41,6 +43,7 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,52 +64,99 @@ static cl::opt<std::string> target("target",
                                    cl::desc("Runtime backend: cpu or cuda"),
                                    cl::init("cpu"), cl::cat(compileCat));
 
-/// zero-compile's own flags; every other `--name value` is a zero-pipeline
+/// zero-compile's own options; every other `--name value` is a zero-pipeline
 /// option.
-static const char *const ownFlags[] = {"o", "emit", "target", "help",
-                                       "help-hidden", "version"};
+static const char *const ownOptions[] = {"o",    "emit",        "target",
+                                         "help", "help-hidden", "version"};
+/// Those of them that take no value.
+static const char *const ownFlags[] = {"help", "help-hidden", "version"};
 
 static int fail(const Twine &msg) {
   WithColor::error(errs(), "zero-compile") << msg << "\n";
   return 1;
 }
 
-int main(int argc, char **argv) {
-  InitLLVM y(argc, argv);
-  // Split the command line: zero-compile's flags and the input go to
-  // cl::ParseCommandLineOptions, the rest becomes the pipeline's options.
-  std::vector<const char *> own = {argv[0]};
-  std::vector<StringRef> positional;
+/// zero-compile's command line, split: its own options and the input go to
+/// cl::ParseCommandLineOptions, the rest becomes the pipeline's options.
+struct CommandLine {
+  std::vector<const char *> own;
   std::string pipelineOptions;
   bool help = false;
-  llvm::StringSet<> ownSet;
-  for (const char *f : ownFlags)
+};
+
+/// Splits the command line, each option parsed as --help shows it: a flag
+/// (a bool) takes no value after a space, except a literal true or false;
+/// any other option takes one. None after reporting what is wrong.
+static std::optional<CommandLine> splitCommandLine(int argc, char **argv) {
+  auto bad = [](const Twine &msg) -> std::optional<CommandLine> {
+    fail(msg);
+    return std::nullopt;
+  };
+  CommandLine c;
+  c.own.push_back(argv[0]);
+  std::vector<StringRef> positional;
+  // The flag given just before each positional argument, if any.
+  std::vector<StringRef> flagBefore;
+  llvm::StringSet<> ownSet, ownFlagSet;
+  for (const char *f : ownOptions)
     ownSet.insert(f);
+  for (const char *f : ownFlags)
+    ownFlagSet.insert(f);
+  StringRef lastFlag;
   for (int i = 1; i < argc; ++i) {
     StringRef arg = argv[i];
+    StringRef previousFlag = lastFlag;
+    lastFlag = "";
     if (!arg.starts_with("-") || arg == "-") {
-      own.push_back(argv[i]);
+      c.own.push_back(argv[i]);
       positional.push_back(arg);
+      flagBefore.push_back(previousFlag);
       continue;
     }
     StringRef body = arg.ltrim('-');
     auto [name, value] = body.split('=');
     bool hasValue = body.contains('=');
+    StringRef spelled = arg.split('=').first;
     if (name == "help") {
       // Printed below, with the zero-pipeline options.
-      help = true;
+      c.help = true;
       continue;
     }
-    if (ownSet.contains(name)) {
-      own.push_back(argv[i]);
-      if (!hasValue && name != "help" && name != "help-hidden" &&
-          name != "version" && i + 1 < argc)
-        own.push_back(argv[++i]);
-      continue;
-    }
-    if (!hasValue) {
+    // A value-taking option followed by another option has no value.
+    auto needsValue = [&]() -> std::optional<CommandLine> {
       if (i + 1 >= argc)
-        return fail("option --" + name + " needs a value");
+        return bad("option " + spelled + " needs a value");
+      return bad("option " + spelled + " needs a value, got the option '" +
+                 argv[i + 1] + "' (write " + spelled +
+                 "=VALUE for a value that starts with '-')");
+    };
+    if (ownSet.contains(name)) {
+      c.own.push_back(argv[i]);
+      if (!hasValue && !ownFlagSet.contains(name)) {
+        if (i + 1 >= argc || ::zero::looksLikeOption(argv[i + 1]))
+          return needsValue();
+        c.own.push_back(argv[++i]);
+      }
+      continue;
+    }
+    if (!mlir::zero::isZeroPipelineOption(name))
+      return bad("unknown option '" + spelled +
+                 "' (zero-compile --help lists the options)");
+    if (mlir::zero::isZeroPipelineFlag(name)) {
+      if (hasValue && !::zero::parseFlagValue(value))
+        return bad("option " + spelled + " is a flag: " + spelled +
+                   " sets it, " + spelled + "=false clears it; got '" + value +
+                   "'");
+      if (!hasValue) {
+        value = "true";
+        if (i + 1 < argc && ::zero::parseFlagValue(argv[i + 1]))
+          value = argv[++i];
+        else
+          lastFlag = spelled;
+      }
+    } else if (!hasValue) {
+      if (i + 1 >= argc || ::zero::looksLikeOption(argv[i + 1]))
+        return needsValue();
       value = argv[++i];
     }
     // A value with a space is quoted, so that the pipeline's own check
@@ -114,17 +164,34 @@ int main(int argc, char **argv) {
     std::string quoted = value.str();
     if (value.find_first_of(" \t") != StringRef::npos)
       quoted = value.contains('\'') ? "\"" + quoted + "\"" : "'" + quoted + "'";
-    pipelineOptions +=
-        (pipelineOptions.empty() ? "" : " ") + name.str() + "=" + quoted;
+    c.pipelineOptions +=
+        (c.pipelineOptions.empty() ? "" : " ") + name.str() + "=" + quoted;
   }
   if (positional.size() > 1) {
     // `--memory-budget 40 GB` leaves the unit behind as an argument.
     std::string hint;
     if (mlir::zero::isStrayByteUnit(positional[1]))
       hint = " (a memory budget is written without a space, as in 40GB)";
-    return fail("one input file expected, got '" + positional[0] + "' and '" +
-                positional[1] + "'" + hint);
+    // `--overlap-comm 2` leaves the 2 behind: a flag takes no value.
+    else if (StringRef flag =
+                 flagBefore[1].empty() ? flagBefore[0] : flagBefore[1];
+             !flag.empty())
+      hint = (" (" + flag + " is a flag and takes no value: " + flag +
+              " sets it, " + flag + "=false clears it)")
+                 .str();
+    return bad("one input file expected, got '" + positional[0] + "' and '" +
+               positional[1] + "'" + hint);
   }
+  return c;
+}
+
+int main(int argc, char **argv) {
+  InitLLVM y(argc, argv);
+  std::optional<CommandLine> line = splitCommandLine(argc, argv);
+  if (!line)
+    return 1;
+  std::vector<const char *> &own = line->own;
+  const std::string &pipelineOptions = line->pipelineOptions;
   cl::HideUnrelatedOptions(compileCat);
   cl::ParseCommandLineOptions(
       static_cast<int>(own.size()), own.data(),
@@ -132,9 +199,11 @@ int main(int argc, char **argv) {
       "  zero-compile model.mlir --stage 2 --world-size 4 [--config "
       "ds_config.json] [--target cpu|cuda] [--<zero-pipeline option> value] "
       "-o train\n");
-  if (help) {
+  if (line->help) {
     cl::PrintHelpMessage();
-    outs() << "\nzero-pipeline options (--name value, or --name=value):\n\n";
+    outs() << "\nzero-pipeline options (--name value, or --name=value; a "
+              "flag, shown without a value, is --name, --name=false or "
+              "--name false):\n\n";
     mlir::zero::ZeroPipelineOptions options;
     // The descriptions start past the longest option name.
     options.printHelp(2, options.getOptionWidth() + 4);

@@ -11,8 +11,10 @@
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/Dialect/Zero/Analysis/DeepSpeedEstimators.h"
+#include "zero/Dialect/Zero/IR/OptimizerRules.h"
 #include "zero/Estimate/Estimate.h"
 #include "zero/InitAll.h"
+#include "zero/Support/CommandLine.h"
 #include "zero/Support/ModelFile.h"
 #include "zero/Support/ToolOptions.h"
 #include "zero/Support/UTF8.h"
@@ -196,13 +198,17 @@ static zero::SharedToolOptions shared(
 
 namespace {
 
-/// The optimizers.def rows' names, as --optimizer spells them.
-std::string optimizerNames() {
+/// The optimizers.def rows' names, as --optimizer spells them (those that
+/// can keep bf16 parameters as their own masters, with `bf16MastersOnly`).
+std::string optimizerNames(bool bf16MastersOnly = false) {
   std::string names;
   for (uint32_t i = 0; std::optional<mlir::zero::OptimizerKind> kind =
                            mlir::zero::symbolizeOptimizerKind(i);
        ++i)
-    names += (i ? ", " : "") + mlir::zero::stringifyOptimizerKind(*kind).str();
+    if (!bf16MastersOnly ||
+        mlir::zero::hasBf16MasterUpdate(*kind, mlir::zero::StatePrecision::f32))
+      names += (names.empty() ? "" : ", ") +
+               mlir::zero::stringifyOptimizerKind(*kind).str();
   return names;
 }
 
@@ -226,6 +232,19 @@ std::optional<std::string> validate() {
   if (!optimizer.empty() && !mlir::zero::symbolizeOptimizerKind(optimizer))
     return "--optimizer must be one of " + optimizerNames() + " (got '" +
            optimizer + "')";
+  // The compiler's rule (#zero.optimizer's verifier), for the states a
+  // model given as numbers keeps: f32.
+  if (bf16Masters) {
+    mlir::zero::OptimizerKind kind =
+        optimizer.empty() ? mlir::zero::OptimizerKind::adamw
+                          : *mlir::zero::symbolizeOptimizerKind(optimizer);
+    if (!mlir::zero::hasBf16MasterUpdate(kind, mlir::zero::StatePrecision::f32))
+      return "--bf16-masters: " +
+             mlir::zero::stringifyOptimizerKind(kind).str() +
+             " keeps fp32 masters, as the compiler and zero-model-gen do "
+             "(bf16 parameters are their own masters only with " +
+             optimizerNames(/*bf16MastersOnly=*/true) + ")";
+  }
   if (inputFile.empty() && params.getNumOccurrences() == 0)
     return std::string("--params or a model file is required (total "
                        "parameters S)");
@@ -395,8 +414,10 @@ std::optional<ModelCounts> readModel(StringRef path,
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
   cl::HideUnrelatedOptions(estimateCat);
+  // `--zeropp false` as --help shows a flag with its value.
+  ::zero::FlagArgs args(argc, argv);
   cl::ParseCommandLineOptions(
-      argc, argv,
+      args.argc(), args.argv(),
       "DeepSpeed's model-state memory estimates, byte for byte, at its "
       "offload options (--cpu-offload, --cpu-offload-params, --no-zero-init, "
       "--additional-buffer-factor) and as its all_cold table over them, "

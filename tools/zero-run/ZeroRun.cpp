@@ -18,6 +18,8 @@
 #include "Job.h"
 
 #include "zero/Flight/FlightAnalysis.h"
+#include "zero/Pipelines/PipelineFlags.h"
+#include "zero/Support/CommandLine.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/StringSet.h"
@@ -77,7 +79,8 @@ int main(int argc, char **argv) {
   JobOptions options;
   std::string analyze;
   std::vector<std::string> positional;
-  // zero-run's own options take a value, except --dry-run and --help.
+  // zero-run's own options take a value, except --dry-run, --elastic and
+  // --help.
   llvm::StringSet<> valued = {"hostfile",  "np",          "include",
                               "exclude",   "env",         "cache-dir",
                               "mpirun",    "launcher",    "analyze",
@@ -104,21 +107,48 @@ int main(int argc, char **argv) {
       outs() << kUsage;
       return 0;
     }
-    if (name == "dry-run") {
-      options.dryRun = true;
-      continue;
-    }
-    if (name == "elastic") {
-      elastic.enabled = true;
-      continue;
-    }
+    // zero-run's flags and zero-pipeline's (bools) take no value after a
+    // space, except a literal true or false (--overlap-comm false).
+    bool flag = name == "dry-run" || name == "elastic" ||
+                mlir::zero::isZeroPipelineFlag(name);
+    if (!flag && !valued.contains(name) && !worldFlags.contains(name) &&
+        name != "target" && !mlir::zero::isZeroPipelineOption(name))
+      return usageError("unknown option '" + arg.split('=').first +
+                        "' (zero-run's are listed below, zero-compile's "
+                        "in zero-compile --help)");
     std::string value = inlineValue.str();
-    if (valued.contains(name) || worldFlags.contains(name) || !hasValue) {
+    if (flag) {
+      std::optional<bool> on = ::zero::parseFlagValue(value);
       if (!hasValue) {
-        if (i + 1 >= argc)
-          return usageError("option --" + name + " needs a value");
-        value = argv[++i];
+        on = true;
+        if (i + 1 < argc)
+          if (std::optional<bool> given = ::zero::parseFlagValue(argv[i + 1])) {
+            on = given;
+            ++i;
+          }
       }
+      if (!on)
+        return usageError("option --" + name + " is a flag: --" + name +
+                          " sets it, --" + name + "=false clears it; got '" +
+                          value + "'");
+      if (name == "dry-run")
+        options.dryRun = *on;
+      else if (name == "elastic")
+        elastic.enabled = *on;
+      else
+        options.compileOptions.push_back("--" + name.str() + "=" +
+                                         (*on ? "true" : "false"));
+      continue;
+    }
+    if (!hasValue) {
+      if (i + 1 >= argc)
+        return usageError("option --" + name + " needs a value");
+      if (::zero::looksLikeOption(argv[i + 1]))
+        return usageError("option --" + name +
+                          " needs a value, got the option '" + argv[i + 1] +
+                          "' (write --" + name +
+                          "=VALUE for a value that starts with '-')");
+      value = argv[++i];
     }
     if (name == "world-size" || name == "ranks-per-node")
       return usageError("--" + name +

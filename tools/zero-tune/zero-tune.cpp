@@ -15,6 +15,7 @@
 
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
 #include "zero/InitAll.h"
+#include "zero/Support/CommandLine.h"
 #include "zero/Support/ModelFile.h"
 #include "zero/Support/ToolOptions.h"
 #include "zero/Support/UTF8.h"
@@ -616,6 +617,16 @@ static bool checkSearch() {
     fail("--top must be >= 1, got " + Twine(tuneOptions.top));
     return false;
   }
+  if (seqMultiple.getNumOccurrences() && !maxSeq) {
+    fail("--seq-multiple " + Twine(seqMultiple) +
+         " sets the lengths --max-seq searches; without --max-seq nothing "
+         "is searched by length (give --max-seq, or leave it out)");
+    return false;
+  }
+  if (seqMultiple < 1) {
+    fail("--seq-multiple must be >= 1, got " + Twine(seqMultiple));
+    return false;
+  }
   if (!shared.isValidFormat()) {
     fail("--format must be text or json, got '" + shared.format + "'");
     return false;
@@ -716,6 +727,65 @@ static void printText(const TuneResult &result, StringRef summary,
     os << note << "\n";
 }
 
+/// How the parameters and train step inputs of `file` differ from those of
+/// `built`, the model its model_gen.spec builds at the same length; empty
+/// where they agree.
+static std::string describeSpecMismatch(mlir::ModuleOp file,
+                                        mlir::ModuleOp built) {
+  struct Model {
+    SmallVector<std::pair<StringRef, mlir::Type>> params;
+    int64_t elements = 0;
+    SmallVector<mlir::Type> inputs;
+  };
+  auto read = [](mlir::ModuleOp m) {
+    Model model;
+    for (ParamOp p : m.getOps<ParamOp>()) {
+      model.params.push_back({p.getSymName(), p.getTensorType()});
+      model.elements += p.getTensorType().getNumElements();
+    }
+    for (TrainStepOp step : m.getOps<TrainStepOp>())
+      llvm::append_range(model.inputs, step.getBodyBlock().getArgumentTypes());
+    return model;
+  };
+  Model have = read(file), spec = read(built);
+  if (have.params == spec.params && have.inputs == spec.inputs)
+    return "";
+  auto typeText = [](mlir::Type t) {
+    std::string text;
+    raw_string_ostream os(text);
+    t.print(os);
+    return text;
+  };
+  std::string first;
+  for (size_t i = 0; first.empty(); ++i) {
+    if (i >= have.params.size() || i >= spec.params.size()) {
+      if (have.params.size() != spec.params.size()) {
+        bool fileLonger = have.params.size() > spec.params.size();
+        first = formatv("parameter '{0}' is the {1}'s only",
+                        (fileLonger ? have : spec).params[i].first,
+                        fileLonger ? "file" : "spec")
+                    .str();
+      } else {
+        first = "the train step's inputs are " +
+                llvm::join(llvm::map_range(have.inputs, typeText), ", ") +
+                ", the spec's " +
+                llvm::join(llvm::map_range(spec.inputs, typeText), ", ");
+      }
+    } else if (have.params[i] != spec.params[i]) {
+      first = formatv("parameter {0} is '{1}' {2} in the file, '{3}' {4} in "
+                      "the spec's model",
+                      i, have.params[i].first, typeText(have.params[i].second),
+                      spec.params[i].first, typeText(spec.params[i].second))
+                  .str();
+    }
+  }
+  return formatv("its spec builds {0} parameters of {1} elements, its train "
+                 "step has {2} parameters of {3} elements; {4}",
+                 spec.params.size(), spec.elements, have.params.size(),
+                 have.elements, first)
+      .str();
+}
+
 /// Lengths --max-seq does not search past.
 static constexpr int64_t kMaxSeqLimit = int64_t(1) << 30;
 
@@ -734,8 +804,6 @@ static int runMaxSeq(mlir::ModuleOp module, mlir::MLIRContext &context) {
   if (spec.getKind() == ModelKind::mlp)
     return fail("--max-seq: '" + file +
                 "' is an mlp (model_gen.spec), which has no sequence");
-  if (seqMultiple < 1)
-    return fail("--seq-multiple must be >= 1, got " + Twine(seqMultiple));
   mlir::FailureOr<ModelGenOptions> spelled = getModelGenOptions(
       spec, [&] { return mlir::emitError(module.getLoc()); });
   if (failed(spelled))
@@ -753,6 +821,20 @@ static int runMaxSeq(mlir::ModuleOp module, mlir::MLIRContext &context) {
              "' again from its model_gen.spec: " + diag.str());
         return mlir::success();
       });
+  // The search builds the spec's model: the file must be that model (a spec
+  // left on another model would answer for the spec's).
+  ModelGenOptions own = *spelled;
+  own.recordSpec = false;
+  mlir::OwningOpRef<mlir::ModuleOp> built = generateModel(&context, own);
+  if (!built)
+    return 1;
+  if (std::string mismatch = describeSpecMismatch(module, *built);
+      !mismatch.empty())
+    return fail("--max-seq: '" + file +
+                "' is not the model its model_gen.spec builds: " + mismatch +
+                " (the lengths would be searched for the spec's model; "
+                "generate the file and its spec together with zero-model-gen "
+                "--record-spec)");
   auto start = std::chrono::steady_clock::now();
   mlir::FailureOr<MaxSeqResult> found =
       findMaxSequence(&context, *spelled, options, multiple, kMaxSeqLimit);
@@ -836,8 +918,10 @@ static int runMaxSeq(mlir::ModuleOp module, mlir::MLIRContext &context) {
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
   cl::HideUnrelatedOptions(tuneCat);
+  // `--zeropp false` as --help shows a flag with its value.
+  ::zero::FlagArgs args(argc, argv);
   cl::ParseCommandLineOptions(
-      argc, argv,
+      args.argc(), args.argv(),
       "zero-tune: the ZeRO configuration that fits a memory budget and runs "
       "fastest, by the memory planner and the cost model\n\n"
       "  zero-tune model.mlir --world-size N --hardware PRESET "

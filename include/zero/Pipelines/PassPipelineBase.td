@@ -16,7 +16,9 @@ include "mlir/Pass/PassBase.td"
 // `get<Pass>Options()`, the pass's generated options struct filled from
 // them; GEN_PASS_PIPELINE_DECL) and `register<Name>()`, which registers
 // `build<Name>` (GEN_PASS_PIPELINE_REGISTRATION);
-// `-gen-pass-pipeline-doc` its documentation. An option that several passes
+// `-gen-pass-pipeline-flags` `is<Name>Option(name)` and `is<Name>Flag(name)`
+// (its options as a command line spells them, and which are bools, flags
+// there); `-gen-pass-pipeline-doc` its documentation. An option that several passes
 // take is one Option def that each of them lists: two Option records with
 // one name are an error.
 class PassPipeline<string pipelineArg> {

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zero/Dialect/Zero/IR/Optimizers.h"
+#include "zero/Dialect/Zero/IR/OptimizerRules.h"
 
 #include "zero_rt/optimizers.h"
 
@@ -116,6 +117,17 @@ bool mlir::zero::hasOptimizerStatePrecision(OptimizerKind kind,
                                             StatePrecision precision) {
   return table::hasPrecision(toTable(kind),
                              static_cast<table::StatePrecision>(precision));
+}
+
+bool mlir::zero::hasBf16MasterUpdate(OptimizerKind kind,
+                                     StatePrecision precision) {
+  return (kind == OptimizerKind::adam || kind == OptimizerKind::adamw) &&
+         (precision == StatePrecision::f32 ||
+          precision == StatePrecision::bf16);
+}
+
+bool mlir::zero::canSwapOptimizerStates(StatePrecision precision) {
+  return precision == StatePrecision::f32;
 }
 
 int64_t mlir::zero::getOptimizerStateBufferBytes(OptimizerAttr opt,

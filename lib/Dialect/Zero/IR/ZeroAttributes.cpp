@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/Zero/IR/OptimizerRules.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Support/UTF8.h"
@@ -256,10 +257,7 @@ LogicalResult OptimizerAttr::verify(
          d = dF.convertToDouble();
   if (failed(verifyAdafactorParams(emitError, beta2Decay, eps1, eps2, d)))
     return failure();
-  // The bf16-master update exists for Adam(W) with f32 or bf16 states.
-  if (bf16Masters &&
-      ((kind != OptimizerKind::adam && kind != OptimizerKind::adamw) ||
-       (states != StatePrecision::f32 && states != StatePrecision::bf16)))
+  if (bf16Masters && !hasBf16MasterUpdate(kind, states))
     return emitError() << "optimizer bf16_masters is implemented for adam "
                           "and adamw with f32 or bf16 states, got "
                        << stringifyOptimizerKind(kind) << " with "
