@@ -121,7 +121,7 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %q, %q causal scale 0.5 : tensor<2x2x4x4xf32>
   // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 5.000000e-01 window 3 softcap 2.000000e+01 : tensor<2x2x4x4xf32>
   %wq, %wk, %wv = nn.attention_grad %q, %q, %q, %q, %q causal scale 0.5 window 3 softcap 20.0 : tensor<2x2x4x4xf32>
-  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 5.000000e-01 alibi [5.000000e-01, 7.071068e-01] : tensor<2x2x4x4xf32>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale 5.000000e-01 alibi [5.000000e-01, 0.707106769] : tensor<2x2x4x4xf32>
   %aq, %ak, %av = nn.attention_grad %q, %q, %q, %q, %q causal scale 0.5 alibi [0.5, 0.70710677] : tensor<2x2x4x4xf32>
   // CHECK: nn.embedding_grad %{{.*}}[%{{.*}}] : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
   %dt = nn.embedding_grad %dy[%ids] : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>

@@ -180,3 +180,29 @@ zero.train_step @bad_placement(%x: tensor<4x2xf32>)
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
+
+// -----
+
+// Checks that a schedule's expert_parallel names experts split over ranks.
+zero.param @w : tensor<2x4xf32> init zeros
+// expected-error @+1 {{'zero.train_step' op schedule has expert_parallel 2, but the step has no experts split over ranks}}
+zero.train_step @dense(%x: tensor<1x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 2, expert_parallel = 2> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that the parameters' share of experts is the schedule's.
+zero.param @e : tensor<2x4xf32> init zeros expert_parallel 4
+// expected-error @+1 {{'zero.train_step' op schedule has expert_parallel 2, but zero.param @e holds experts split over 4 ranks}}
+zero.train_step @other(%x: tensor<1x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 4, global_batch = 4, expert_parallel = 2> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}

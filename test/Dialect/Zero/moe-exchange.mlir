@@ -27,7 +27,9 @@ func.func @capacity(%rows: tensor<128x32xbf16>, %offs: tensor<8xi32>, %c: tensor
 // -----
 
 // The schedule's expert placement round-trips; contiguous, the default,
-// is not printed.
+// is not printed. A schedule with expert_parallel needs experts split over
+// ranks (here a parameter's share).
+zero.param @experts : tensor<2x4xf32> init zeros expert_parallel 2
 // CHECK-LABEL: zero.train_step @strided
 // CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, expert_parallel = 2, expert_placement = strided>
 zero.train_step @strided(%x: tensor<1x2xf32>)
@@ -40,6 +42,7 @@ zero.train_step @strided(%x: tensor<1x2xf32>)
 
 // -----
 
+zero.param @experts : tensor<2x4xf32> init zeros expert_parallel 2
 // CHECK-LABEL: zero.train_step @contiguous
 // CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, expert_parallel = 2>
 zero.train_step @contiguous(%x: tensor<1x2xf32>)

@@ -276,6 +276,33 @@ static void printAttentionTypes(OpAsmPrinter &printer, Operation *, Type query,
     printer << ", " << key;
 }
 
+/// `[s0, s1, ...]`: the ALiBi slopes as f32, each read by the parser's float
+/// rule, which takes a hexadecimal integer as the bit pattern (0x7FC00000
+/// is a NaN, which the verifier refuses); the dense array's own parser reads
+/// such a literal as 0.0.
+static ParseResult parseSlopes(OpAsmParser &parser, DenseF32ArrayAttr &alibi) {
+  SmallVector<float> slopes;
+  if (parser.parseCommaSeparatedList(
+          OpAsmParser::Delimiter::Square, [&]() -> ParseResult {
+            APFloat slope(0.0f);
+            if (parser.parseFloat(APFloat::IEEEsingle(), slope))
+              return failure();
+            slopes.push_back(slope.convertToFloat());
+            return success();
+          }))
+    return failure();
+  alibi = DenseF32ArrayAttr::get(parser.getContext(), slopes);
+  return success();
+}
+
+static void printSlopes(OpAsmPrinter &printer, Operation *,
+                        DenseF32ArrayAttr alibi) {
+  printer << "[";
+  llvm::interleaveComma(alibi.asArrayRef(), printer,
+                        [&](float s) { printer.printFloat(APFloat(s)); });
+  printer << "]";
+}
+
 /// Key/value against query: rank 4, one element type, equal batch, seq and
 /// head_dim, and kv_heads dividing heads. Key against value and query
 /// against result (and the gradients) are checked by AllTypesMatch.

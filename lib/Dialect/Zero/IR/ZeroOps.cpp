@@ -371,6 +371,32 @@ LogicalResult TrainStepOp::verifySchedulePartitions() {
   auto module = (*this)->getParentOfType<ModuleOp>();
   if (!module)
     return success();
+  // expert_parallel splits the experts zero-expert-parallel sliced (a share
+  // on each expert zero.param, their partitions, the exchanges): a step
+  // without any would ignore it.
+  if (schedule && schedule.getExpertParallel() > 1) {
+    int64_t p = schedule.getExpertParallel();
+    bool experts = false;
+    for (ParamOp param : module.getOps<ParamOp>()) {
+      std::optional<int64_t> share = param.getExpertParallel();
+      if (share && *share != p)
+        return emitOpError("schedule has expert_parallel ")
+               << p << ", but zero.param @" << param.getSymName()
+               << " holds experts split over " << *share << " ranks";
+      experts |= share.has_value();
+    }
+    experts |= llvm::any_of(module.getOps<PartitionOp>(),
+                            [](PartitionOp part) { return part.getExpert(); });
+    experts |= !getBodyBlock().getOps<MoeExchangeOp>().empty();
+    if (!experts)
+      return emitOpError("schedule has expert_parallel ")
+             << p
+             << ", but the step has no experts split over ranks (no "
+                "zero.param with expert_parallel, expert zero.partition or "
+                "zero.moe_exchange; zero-expert-parallel's ep-size splits a "
+                "MoE layer's experts): a step without them has "
+                "expert_parallel 1";
+  }
   for (PartitionOp p : module.getOps<PartitionOp>()) {
     if (!schedule)
       return emitOpError("has no #zero.schedule, but the module has ")
@@ -2117,9 +2143,15 @@ FlatSymbolRefAttr MoeExchangeOp::getGroupAttr() { return {}; }
 RankSetKind MoeExchangeOp::getRankSetKind() { return RankSetKind::expert; }
 
 int64_t MoeExchangeOp::getCapacityFor(int64_t n) {
-  if (std::optional<APFloat> c = getCapacityFactor())
-    return int64_t(std::ceil(c->convertToDouble() * double(n)));
-  return getMembers() * n;
+  // More rows than P * n can never arrive: a larger capacity is the
+  // dropless bound (compared in double, as a huge factor's rows overflow
+  // int64).
+  int64_t dropless = getMembers() * n;
+  std::optional<APFloat> c = getCapacityFactor();
+  if (!c)
+    return dropless;
+  double rows = std::ceil(c->convertToDouble() * double(n));
+  return rows < double(dropless) ? int64_t(rows) : dropless;
 }
 
 LogicalResult MoeExchangeOp::verify() {

@@ -222,7 +222,6 @@ struct ZeroExpertParallelPass
     auto rowsType = cast<RankedTensorType>(rows.getType());
     int64_t n = rowsType.getDimSize(0), local = experts / p;
     double factor = capacityFactor.getValue();
-    int64_t cap = factor > 0 ? int64_t(std::ceil(factor * double(n))) : p * n;
 
     OpBuilder b(dispatch->getContext());
     b.setInsertionPointAfter(dispatch);
@@ -230,13 +229,17 @@ struct ZeroExpertParallelPass
     Type i32 = b.getI32Type();
     auto exchange = MoeExchangeOp::create(
         b, loc,
-        RankedTensorType::get({cap, rowsType.getDimSize(1)},
+        RankedTensorType::get({p * n, rowsType.getDimSize(1)},
                               rowsType.getElementType()),
         RankedTensorType::get({p, local}, i32),
         RankedTensorType::get({local}, i32), rows, offsets, ValueRange{},
         b.getI64IntegerAttr(layer),
         factor > 0 ? b.getF64FloatAttr(factor) : FloatAttr(),
         dropTokens ? b.getUnitAttr() : UnitAttr());
+    // The receive rows the exchange plans for its rows and members.
+    int64_t cap = exchange.getCapacityFor(n);
+    exchange.getRecv().setType(RankedTensorType::get(
+        {cap, rowsType.getDimSize(1)}, rowsType.getElementType()));
     rows.replaceAllUsesExcept(exchange.getRecv(), exchange);
     llvm::DenseSet<Value> received{exchange.getRecv()};
     if (failed(exchangeOtherRows(exchange, products, n, received)))

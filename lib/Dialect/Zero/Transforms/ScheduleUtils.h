@@ -157,17 +157,37 @@ inline LogicalResult divideBatch(TrainStepOp step, int64_t factor) {
             break;
           }
           if (!matched && isa<nn::ReshapeOp, nn::SplitOp>(op)) {
-            auto d = divideDim0(&op, rt);
-            if (failed(d))
-              return failure();
-            nt = *d;
+            // A result that keeps its operand's rows (dim 0, as a split of
+            // the last axis does) keeps their new count: an expert
+            // exchange's received rows are its capacity for the local rows,
+            // not the global capacity divided.
+            auto kept = llvm::find_if(op.getOperands(), [&](Value o) {
+              auto it = oldTypes.find(o);
+              return it != oldTypes.end() && it->second.getRank() > 0 &&
+                     it->second.getDimSize(0) == rt.getDimSize(0);
+            });
+            if (kept != op.getOperands().end()) {
+              SmallVector<int64_t> shape(rt.getShape());
+              shape[0] =
+                  cast<RankedTensorType>((*kept).getType()).getDimSize(0);
+              nt = RankedTensorType::get(shape, rt.getElementType());
+            } else {
+              auto d = divideDim0(&op, rt);
+              if (failed(d))
+                return failure();
+              nt = *d;
+            }
           }
         }
         newTypes.push_back(nt);
       }
     }
+    // An exchange's results stay derived from the batch when a small
+    // capacity keeps its received rows (ceil(C n) of 1 row): its return
+    // brings back the local rows all the same.
+    bool derived = isa<MoeExchangeOp>(op);
     for (auto [r, t] : llvm::zip(op.getResults(), newTypes)) {
-      if (r.getType() == t)
+      if (r.getType() == t && !derived)
         continue;
       oldTypes[r] = cast<RankedTensorType>(r.getType());
       r.setType(t);

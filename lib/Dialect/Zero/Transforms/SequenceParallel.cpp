@@ -295,6 +295,18 @@ struct ZeroSequenceParallelPass
             << option << " shards the sequence around attention";
         return signalPassFailure();
       }
+      // A MoE block routes the flattened tokens [B * T, H] of the whole
+      // sequence; its rows carry no sequence dimension to shard.
+      auto moe = body.getOps<nn::MoeDispatchOp>();
+      if (!moe.empty()) {
+        (*moe.begin())
+                .emitOpError("routes the tokens of a MoE block, which "
+                             "sequence parallelism (")
+            << option << " " << p
+            << ") does not split; train a MoE model without " << option
+            << " (ep-size splits its experts instead)";
+        return signalPassFailure();
+      }
       // A loss that shifts its labels inside would shift each shard alone:
       // the driver shifts whole rows instead.
       for (auto shift :

@@ -416,7 +416,8 @@ def NN_AttentionOp : NN_Op<"attention", [
   let assemblyFormat = [{
     $query `,` $key `,` $value (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`causal` $causal^)? (`scale` $scale^)?
-    (`window` $window^)? (`softcap` $softcap^)? (`alibi` $alibi^)? attr-dict
+    (`window` $window^)? (`softcap` $softcap^)?
+    (`alibi` custom<Slopes>($alibi)^)? attr-dict
     `:` custom<AttentionTypes>(type($query), type($key))
   }];
   let hasVerifier = 1;
@@ -1054,7 +1055,7 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $output_grad
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)? (`causal` $causal^)? `scale` $scale (`window` $window^)?
-    (`softcap` $softcap^)? (`alibi` $alibi^)? attr-dict `:`
+    (`softcap` $softcap^)? (`alibi` custom<Slopes>($alibi)^)? attr-dict `:`
     custom<AttentionTypes>(type($query), type($key))
   }];
   let hasVerifier = 1;

@@ -2245,11 +2245,12 @@ def Zero_MoeExchangeOp : Zero_Op<"moe_exchange", [
     the last zero. Its `cap` rows are planned whatever the routing: P * n
     (dropless, every member sends every row to one member) or, with
     `capacity` C, `ceil(C * n)` (C times the balanced load, n rows a
-    member). When more than `cap` rows would arrive, the step stops
-    on every rank with a message naming MoE layer `layer`, the step and the
-    counts, unless `drop`: then each member keeps the first rows in (local
-    expert, source) order up to `cap` and the rest come back as zero rows,
-    counted in the step's MoE statistics. It runs synchronously
+    member) up to P * n (more can never arrive). When more than `cap` rows
+    would arrive, the step stops on every rank with a message naming MoE
+    layer `layer`, the step and the counts, unless `drop`: then each
+    member keeps the first rows in (local expert, source) order up to `cap`
+    and the rest come back as zero rows, counted in the step's MoE
+    statistics. It runs synchronously
     (`zrt_ctx_moe_exchange`); its bytes count as all-to-all bytes.
 
     ```mlir
@@ -2276,7 +2277,7 @@ def Zero_MoeExchangeOp : Zero_Op<"moe_exchange", [
           .getDimSize(0);
     }
     /// The receive rows planned for `n` dispatch rows a member: P * n, or
-    /// ceil(C * n) with a capacity factor C.
+    /// ceil(C * n) with a capacity factor C, at most P * n.
     int64_t getCapacityFor(int64_t n);
     /// The receive capacity in rows.
     int64_t getCapacity() {

@@ -143,7 +143,9 @@ def ZeroSequenceParallelPass
     over the `sequence` rank set (the P ranks of this rank's group), and
     world size / P groups are data parallel beside them. Refused, naming the
     option: heads or the sequence not divisible by P, key/value heads that
-    neither divide P nor are divisible by it, a step with no attention.
+    neither divide P nor are divisible by it, a step with no attention, a
+    MoE block (`nn.moe_dispatch`: it routes the flattened tokens of the
+    whole sequence).
   }];
   let options = [
     Option<"spSize", "sp-size", "int64_t", /*default=*/"1",
@@ -950,10 +952,11 @@ def ZeroExpertParallelPass : Pass<"zero-expert-parallel", "::mlir::ModuleOp"> {
     return the exchange of its gradient with the counts known.
 
     The receive buffers are planned at the dropless bound, P times a
-    rank's rows; with `moe-capacity-factor` C > 0, at `ceil(C * n)` rows,
-    and an overflow stops the step naming the layer (or, with
-    `moe-drop-tokens`, drops the rows past the capacity, as DeepSpeed's
-    capacity does). Runs on the forward, before `zero-autodiff`;
+    rank's rows; with `moe-capacity-factor` C > 0, at `ceil(C * n)` rows
+    for a rank's n rows (after zero-partition divides the batch), at most
+    the dropless bound, and an overflow stops the step naming the layer
+    (or, with `moe-drop-tokens`, drops the rows past the capacity, as
+    DeepSpeed's capacity does). Runs on the forward, before `zero-autodiff`;
     `zero-partition` takes the same `ep-size`, which must divide its world
     size. Refused by name: experts not divisible by P, a grouped matmul
     whose rows are neither a dispatch's rows nor rows in their order (or
