@@ -67,6 +67,8 @@ CUSTOM_DIRECTIVES = {
     # printAttentionTypes: the key's type only where it is not the query's.
     "AttentionTypes": lambda query, key: query if key == query else
     query + ", " + key,
+    # printSlopes: the slopes as a bracketed list of f32 literals.
+    "Slopes": lambda slopes: slopes,
 }
 
 # Attribute values as the declarative format prints them (the type of a
@@ -165,12 +167,14 @@ class _FormatPrinter:
             return ", ".join(self.operand_types[name])
         return ", ".join(self.result_types[name])
 
-    def argument(self, element):
+    def argument(self, element, specs):
         """The text of a custom directive's argument."""
         if element[0] == "type":
             return self.types(element[1])
         if element[0] == "operand":
             return ", ".join(self.operands[element[1]])
+        if element[0] == "attribute":
+            return _ATTR_TEXT[specs[element[1]][0]](self.attrs[element[1]])
         raise OpFormatError("a custom directive argument %r" % (element,))
 
     def element(self, e, specs):
@@ -195,7 +199,7 @@ class _FormatPrinter:
         elif what == "type":
             self.value(self.types(e[1]))
         elif what == "custom":
-            args = [self.argument(a) for a in e[2]]
+            args = [self.argument(a, specs) for a in e[2]]
             self.value(CUSTOM_DIRECTIVES[e[1]](*args))
         elif what == "optional":
             anchor, elements = e[1], e[2]

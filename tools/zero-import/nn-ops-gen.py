@@ -184,7 +184,8 @@ class FormatParser:
             e = self.element()
             if self.peek() == "^":
                 self.take("^")
-                anchor = e[1]
+                # A custom directive anchors its group by its first argument.
+                anchor = e[2][0][1] if e[0] == "custom" else e[1]
             elements.append(e)
         self.take(")")
         self.take("?")
