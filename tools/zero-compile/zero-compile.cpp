@@ -313,6 +313,11 @@ int main(int argc, char **argv) {
     return fail("mpicxx not found on PATH (install openmpi-bin)");
   std::vector<std::string> args = {*linker, objPath,
                                    libDir + "/libzero_runtime_main.a"};
+  // LLVM's lld, where it was installed beside LLVM, links the runtime
+  // archive about three times faster than the system's ld.bfd.
+  std::string lldDir = ZERO_LLVM_TOOLS_DIR;
+  if (sys::fs::can_execute(lldDir + "/ld.lld"))
+    args.insert(args.begin() + 1, {"-B" + lldDir, "-fuse-ld=lld"});
   if (target == "cuda") {
     auto linkLine = MemoryBuffer::getFile(cudaLinkFile);
     if (!linkLine)
