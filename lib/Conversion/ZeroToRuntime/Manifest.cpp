@@ -14,7 +14,6 @@
 #include "Lowering.h"
 #include "zero/Dialect/Zero/Analysis/Muon.h"
 #include "zero/Dialect/Zero/Analysis/Report.h"
-#include "zero/Dialect/Zero/IR/OptimizerRules.h"
 
 #include "zero/Interfaces/IndexOperandOpInterface.h"
 #include "zero/Support/UTF8.h"
@@ -488,14 +487,6 @@ static FailureOr<std::string> writeManifest(TrainStepOp step,
 }
 
 FailureOr<std::string> Lowering::buildManifest() {
-  // int8 and bf16 states run zrt_adam8bit and the bf16 Adam from the
-  // entries of the optimizer's row; NVMe swaps f32 states only.
-  if (OptimizerAttr opt = s.getStep().getOptimizer();
-      !canSwapOptimizerStates(opt.getStates()) && plan.swapBytes > 0)
-    return s.getStep().emitOpError()
-           << "optimizer states in " << stringifyStatePrecision(opt.getStates())
-           << " are not swapped to NVMe: offload the optimizer to the CPU or "
-              "keep it on the device";
   manifest::Program m;
   addStepSettings(s, m);
   addModelOrigin(s.getStep(), m);

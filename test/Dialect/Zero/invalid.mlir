@@ -3535,3 +3535,16 @@ zero.train_step @train(%x: tensor<8x4xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Checks that int8 optimizer states are not offloaded to NVMe, whose swap
+// streams f32 states (refused before any lowering, so --emit mlir too).
+// expected-error @+1 {{'zero.train_step' op optimizer states in int8 are not swapped to NVMe: offload the optimizer to the CPU or keep it on the device}}
+zero.train_step @train(%x: tensor<8x4xf32>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3, states = int8>
+    precision #zero.precision<kind = fp32>
+    offload #zero.offload<optimizer = nvme, nvme_path = "/nvme"> {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

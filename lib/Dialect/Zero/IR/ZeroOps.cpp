@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zero/Dialect/Zero/IR/OptimizerRules.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Support/UTF8.h"
@@ -284,6 +285,13 @@ LogicalResult TrainStepOp::verify() {
     return emitOpError("bf16_masters (bf16 parameters as their own masters) "
                        "is not implemented with optimizer or parameter "
                        "offload");
+  // The NVMe swap streams f32 states (zero/Dialect/Zero/IR/OptimizerRules.h).
+  if (getOffloadAttr() && getOffload().getOptimizer() == OffloadDevice::nvme &&
+      !canSwapOptimizerStates(getOptimizer().getStates()))
+    return emitOpError("optimizer states in ")
+           << stringifyStatePrecision(getOptimizer().getStates())
+           << " are not swapped to NVMe: offload the optimizer to the CPU or "
+              "keep it on the device";
   for (BlockArgument arg : getBodyBlock().getArguments()) {
     auto t = dyn_cast<RankedTensorType>(arg.getType());
     if (!t || !t.hasStaticShape() || t.getRank() < 1)
