@@ -9,7 +9,8 @@
 # The project's code is compiled with clang-22 and
 # -fsanitize=fuzzer-no-link,address,undefined (MLIR itself is Debian's static
 # libraries, not instrumented). Seeds are every .mlir file under test/ and
-# examples/, split at `// -----` lines. The corpus grows in
+# examples/, split at `// -----` lines, the tests' ds_configs and their
+# --zero-pipeline option lines (scripts/fuzz-seeds.py). The corpus grows in
 # build-fuzz/fuzz/corpus across runs; findings land in build-fuzz/fuzz/findings.
 # Exits non-zero on any finding (crash, assertion, sanitizer report, leak,
 # timeout of -timeout=10 s per input, out-of-memory).
