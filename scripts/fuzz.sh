@@ -81,3 +81,34 @@ if [ $rc -ne 0 ]; then
   exit $rc
 fi
 echo "fuzz: no finding in ${SECONDS_BUDGET}s"
+
+# Then the tools' command lines and input files (scripts/fuzz-cli.py):
+# zero-compile, zero-tune and zero-estimate with their ds_configs, and,
+# where the venv has torch and transformers, zero-data and zero-import
+# --hf's config.json. They run from the regular build (build-fuzz builds
+# only zero-fuzz and zero-opt); the seeds replay first. A finding is saved
+# as a case under $WORK/cli/findings; replay one with
+#   scripts/fuzz-cli.py --replay FILE
+CLI_SECONDS="${FUZZ_CLI_SECONDS:-$SECONDS_BUDGET}"
+CLI_BUILD="${FUZZ_CLI_BUILD_DIR:-$ROOT/build}"
+CLI_PYTHON="${ZERO_PYTHON:-$ROOT/.venv/bin/python}"
+[ -x "$CLI_PYTHON" ] || CLI_PYTHON=python3
+CLI_SURFACES=compile,tune,estimate
+CLI_SEEDS=("$ROOT/test/Fuzz/Inputs/cli-seeds")
+if "$CLI_PYTHON" -c "import torch, transformers, tokenizers" 2>/dev/null; then
+  CLI_SURFACES+=,data,import
+  CLI_SEEDS+=("$ROOT/test/Import/Inputs/config-seeds")
+fi
+CLI_SEED="${FUZZ_CLI_SEED:-$RANDOM}"
+echo "fuzz: scripts/fuzz-cli.py on $CLI_SURFACES for ${CLI_SECONDS}s, seed $CLI_SEED (tools of $CLI_BUILD)"
+set +e
+"$CLI_PYTHON" "$ROOT/scripts/fuzz-cli.py" --build "$CLI_BUILD" \
+  --work "$WORK/cli" --surfaces "$CLI_SURFACES" --seed "$CLI_SEED" \
+  --seconds "$CLI_SECONDS" --replay "${CLI_SEEDS[@]}"
+rc=$?
+set -e
+if [ $rc -ne 0 ]; then
+  echo "fuzz: fuzz-cli FINDING (exit $rc); cases in $WORK/cli/findings"
+  exit $rc
+fi
+echo "fuzz: no command-line finding in ${CLI_SECONDS}s"

@@ -248,7 +248,15 @@ def options(args):
         if given:
             raise ImportFailure("--config and --%s both set the optimizer" %
                                 given[0].replace("_", "-"))
-        opt, clip, dtype = read_ds_config(args.config)
+        try:
+            opt, clip, dtype = read_ds_config(args.config)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError,
+                OverflowError, RecursionError) as e:
+            # A value of another type than the key's (a section that is
+            # not an object, an "auto" where a number goes, bytes that are
+            # not UTF-8): the user's file, not a bug here.
+            raise ImportFailure("%s: cannot read it: %s: %s" % (
+                args.config, type(e).__name__, e))
         dtype = args.dtype or dtype or "f32"
     else:
         opt = {"kind": args.optimizer or "adamw",

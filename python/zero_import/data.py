@@ -90,7 +90,8 @@ def load_tokenizer(path):
     from transformers import AutoTokenizer
     try:
         return AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as e:
+    # transformers' own code on the directory's files, whatever they hold.
+    except Exception as e:  # noqa: BLE001
         raise DataFailure("cannot load a tokenizer from %s: %s" % (
             path, str(e).splitlines()[0] if str(e) else type(e).__name__))
 
@@ -129,6 +130,9 @@ def read_rows(path):
             except json.JSONDecodeError as e:
                 raise DataFailure("%s:%d:%d: malformed JSON: %s" % (
                     path, n, e.colno, e.msg))
+            except RecursionError:
+                raise DataFailure("%s:%d: JSON nested too deeply to read" % (
+                    path, n))
             if not isinstance(row, dict):
                 raise DataFailure("%s:%d: expected a JSON object, not %s" % (
                     path, n, type(row).__name__))
@@ -141,11 +145,31 @@ def field(row, name, where):
     value = row[name]
     if not isinstance(value, str):
         raise DataFailure("%s: field \"%s\" is not a string" % (where, name))
+    return unicode_text(value, where, "field \"%s\"" % name)
+
+
+def unicode_text(value, where, what):
+    """`value`, a string JSON's \\u escapes may have given lone surrogates
+    that no tokenizer encodes."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise DataFailure("%s: %s holds \\u%04x, half of a surrogate pair, "
+                          "not a character" % (where, what,
+                                               ord(value[e.start])))
     return value
 
 
 def encode(tok, text, special):
-    return list(tok(text, add_special_tokens=special)["input_ids"])
+    try:
+        return list(tok(text, add_special_tokens=special)["input_ids"])
+    # A tokenizer directory whose files transformers loads but then fails
+    # on (a tokenizer_config.json "model_max_length" that is a list).
+    except (TypeError, ValueError, AttributeError, KeyError,
+            IndexError) as e:
+        raise DataFailure("the tokenizer %s fails to encode a text: %s: %s"
+                          % (getattr(tok, "name_or_path", ""),
+                             type(e).__name__, e))
 
 
 def make_tokens(args, tok):
@@ -187,6 +211,7 @@ def chat_sample(tok, messages, where, name):
                 where, i, name, m["role"], "has no \"content\""
                 if "content" not in m else "has a \"content\" that is not "
                 "a string"))
+        unicode_text(m["content"], where, "message %d of \"%s\"" % (i, name))
     last = max((i for i, m in enumerate(messages)
                 if m["role"] == "assistant"), default=None)
     if last is None:
@@ -200,7 +225,9 @@ def chat_sample(tok, messages, where, name):
         prompt = tok.apply_chat_template(messages[:last], tokenize=False,
                                          add_generation_prompt=True)
         full = tok.apply_chat_template(messages[:last + 1], tokenize=False)
-    except TemplateError as e:
+    # transformers' own ValueError: a conversation whose only assistant
+    # turn comes first leaves an empty prompt.
+    except (TemplateError, ValueError, TypeError) as e:
         raise DataFailure("%s: the tokenizer's chat template fails on "
                           "\"%s\": %s" % (where, name, e))
     prompt, full = encode(tok, prompt, False), encode(tok, full, False)

@@ -67,11 +67,20 @@ def read_config(directory):
     if not os.path.isfile(path):
         _fail("%s: no %s (a Hugging Face model directory has one)" % (
             directory, CONFIG))
+    with open(path, "rb") as f:
+        data = f.read()
     try:
-        raw = json.load(open(path))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        _fail("%s: not UTF-8 text (byte 0x%02x at offset %d)" % (
+            path, data[e.start], e.start))
+    try:
+        raw = json.loads(text)
     except json.JSONDecodeError as e:
         _fail("%s:%d:%d: is not valid JSON: %s" % (path, e.lineno, e.colno,
                                                     e.msg))
+    except RecursionError:
+        _fail("%s: is nested too deeply to read" % path)
     if not isinstance(raw, dict):
         _fail("%s: the top level must be a JSON object" % path)
     from transformers.models.auto.configuration_auto import \
@@ -79,6 +88,9 @@ def read_config(directory):
     model_type = raw.get("model_type")
     if model_type is None:
         _fail("%s: no model_type" % path)
+    if not isinstance(model_type, str):
+        _fail("%s: \"model_type\": %s: expected a string" % (
+            path, json.dumps(model_type)))
     if model_type not in CONFIG_MAPPING_NAMES:
         _fail("%s: model_type '%s' is not a model this transformers (%s) "
               "knows" % (path, model_type, _transformers_version()))
@@ -101,8 +113,11 @@ def read_config(directory):
                 raw[m.group(1)]), m.group(2)))
         _fail("%s: transformers refuses it: %s" % (path, " ".join(
             str(e).split())))
-    except (ValueError, TypeError, KeyError) as e:
-        _fail("%s: transformers cannot read it: %s" % (path, e))
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError,
+            OverflowError, RecursionError) as e:
+        # transformers' own code on a value of another type.
+        _fail("%s: transformers cannot read it: %s: %s" % (
+            path, type(e).__name__, e))
     check_relations(config, path)
     return config
 
@@ -127,9 +142,18 @@ def _json_key(config_class, name):
     return getattr(config_class, "attribute_map", {}).get(name, name)
 
 
+# Counts the importer builds and traces one module at a time, so that its
+# time grows with them: a bound far past every published decoder (under 200
+# layers, under 400 routed experts) keeps a typo or a hostile 2^64 from
+# running until killed.
+_COUNT_LIMITS = {"num_hidden_layers": 4096, "num_local_experts": 65536,
+                 "num_experts": 65536, "n_routed_experts": 65536}
+
+
 def check_sizes(raw, class_name, path):
     """Each size config.json sets (_SIZES) is a positive integer, or null
-    where transformers derives it."""
+    where transformers derives it; the counts of _COUNT_LIMITS are at most
+    their bound."""
     import transformers
     cls = getattr(transformers, class_name, None)
     for name in _SIZES:
@@ -141,6 +165,10 @@ def check_sizes(raw, class_name, path):
                    for v in (value if isinstance(value, list) else [value])):
             _fail("%s: \"%s\": %s: expected a positive integer" % (
                 path, key, json.dumps(value)))
+        limit = _COUNT_LIMITS.get(name)
+        if limit and not isinstance(value, list) and value > limit:
+            _fail("%s: \"%s\": %d: expected at most %d (zero-import builds "
+                  "and traces each one)" % (path, key, value, limit))
 
 
 def check_relations(config, path):
@@ -185,6 +213,10 @@ def model_class(config, directory):
     from transformers.models.auto.modeling_auto import \
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     archs = getattr(config, "architectures", None) or []
+    if not isinstance(archs, list) or not all(isinstance(a, str)
+                                              for a in archs):
+        _fail("%s: \"architectures\": %s: expected a list of class names" %
+              (os.path.join(directory, CONFIG), json.dumps(archs)))
     arch = archs[0] if archs else None
     cls = getattr(transformers, arch, None) if arch else None
     path = os.path.join(directory, CONFIG)
@@ -415,7 +447,8 @@ def _from_config(config, kwargs, directory):
         if "attn_implementation" not in kwargs:
             _fail("%s: transformers cannot build the model: %s" % (path, e))
         _fail("%s: --attn %s: %s" % (path, kwargs["attn_implementation"], e))
-    except (TypeError, RuntimeError, ArithmeticError) as e:
+    except (TypeError, RuntimeError, ArithmeticError, KeyError,
+            AttributeError, IndexError, AssertionError) as e:
         _fail("%s: transformers cannot build the model: %s: %s" % (
             path, type(e).__name__, e))
 
