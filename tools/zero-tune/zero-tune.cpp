@@ -468,6 +468,11 @@ static bool checkInputFiles() {
          inputFiles[1] + "'" + hint);
     return false;
   }
+  // `-o ''` would otherwise write nothing and say nothing.
+  if (outputFile.getNumOccurrences() && outputFile.empty()) {
+    fail("-o: expected a file name, got an empty one");
+    return false;
+  }
   return true;
 }
 
