@@ -196,25 +196,15 @@ def tiny_configs():
 
 
 def tiny_tokenizer(path):
-    """A word-level tokenizer with BOS, eos, pad and a chat template (as
-    test/Data/Inputs/tiny_tokenizer.py)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-    special = ["<unk>", "<s>", "</s>", "<pad>", "<user>", "<assistant>"]
-    words = "the a cat dog sat on mat hi hello how are you fine".split()
-    vocab = {w: i for i, w in enumerate(special + words)}
-    t = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    t.post_processor = processors.TemplateProcessing(
-        single="<s> $A", special_tokens=[("<s>", 1)])
-    f = PreTrainedTokenizerFast(
-        tokenizer_object=t, bos_token="<s>", eos_token="</s>",
-        unk_token="<unk>", pad_token="<pad>",
-        additional_special_tokens=special[4:])
-    f.chat_template = ("{{ bos_token }}{% for m in messages %}"
-                       "<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
-                       "{% if add_generation_prompt %}<assistant> {% endif %}")
-    f.save_pretrained(path)
+    """The zero-data tests' word-level tokenizer (BOS, EOS, pad and a chat
+    template), written by test/Data/Inputs/tiny_tokenizer.py."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "tiny_tokenizer", os.path.join(ROOT, "test", "Data", "Inputs",
+                                       "tiny_tokenizer.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.save(path)
 
 
 def named_outputs(surface, argv):
