@@ -1330,6 +1330,68 @@ def _chunk(low, c):
                      c.where)
 
 
+# Softplus and the reductions over the last dimension, whose arguments other
+# than the tensor become attributes or a reshape.
+
+def _softplus_op(low, x, beta, threshold, where):
+    x = low.float_sym(x, where)
+    beta, threshold = unwrap(beta), unwrap(threshold)
+    for name, v in (("beta", beta), ("threshold", threshold)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+                not math.isfinite(v):
+            where.fail("softplus with %s = %r has no equivalent (nn.softplus "
+                       "takes a finite number)" % (name, v))
+    if beta <= 0:
+        where.fail("softplus with beta = %r has no equivalent (nn.softplus "
+                   "divides by a positive beta)" % (beta,))
+    return low.emit("softplus", [x], {"beta": float(beta),
+                                      "threshold": float(threshold)},
+                    [x.shape], where)
+
+
+@_rule(FUNCTIONS, F.softplus, getattr(torch, "softplus", None))
+def _softplus(low, c):
+    return _softplus_op(low, c.a[0], c.arg(1, "beta", 1.0),
+                        c.arg(2, "threshold", 20.0), c.where)
+
+
+@_rule(MODULES, nn.Softplus)
+def _softplus_module(low, c):
+    return _softplus_op(low, c.x, c.module.beta, c.module.threshold, c.where)
+
+
+def _last_axis_reduction(low, kind, x, dim, keepdim, where):
+    """nn.<kind> of x [..., N] over its last dimension, [...], reshaped to
+    [..., 1] with keepdim."""
+    x = low.float_sym(x, where)
+    dim = unwrap(dim)
+    if isinstance(dim, (tuple, list)) and len(dim) == 1:
+        dim = dim[0]
+    if isinstance(dim, (tuple, list)) or dim is None or \
+            _norm_axis(dim, len(x.shape), where) != len(x.shape) - 1:
+        where.fail("%s over dimension %s has no equivalent (nn.%s reduces "
+                   "the last dimension only)" % (where.op, dim, kind))
+    y = low.emit(kind, [x], {}, [x.shape[:-1]], where)
+    if unwrap(keepdim):
+        y = low.emit("reshape", [y], {}, [x.shape[:-1] + (1,)], where)
+    return y
+
+
+@_rule(FUNCTIONS, torch.logsumexp)
+@_rule(METHODS, "logsumexp")
+def _logsumexp(low, c):
+    return _last_axis_reduction(low, "logsumexp", c.a[0], c.arg(1, "dim"),
+                                c.arg(2, "keepdim", False), c.where)
+
+
+@_rule(FUNCTIONS, torch.amax)
+@_rule(METHODS, "amax")
+def _amax(low, c):
+    return _last_axis_reduction(low, "reduce_max", c.a[0],
+                                c.arg(1, "dim", ()),
+                                c.arg(2, "keepdim", False), c.where)
+
+
 # Ops of NNOps.td that name their PyTorch operations (torchOps).
 
 def _elementwise_rule(kind, arity):

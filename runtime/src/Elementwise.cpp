@@ -326,6 +326,42 @@ extern "C" void zrt_tanh_grad(int32_t dtype, const void *y, const void *dy,
                [](float v, float g) { return tanhGrad(v, g); });
 }
 
+extern "C" void zrt_exp(int32_t dtype, const void *x, void *y, int64_t n) {
+  unaryKernel("zrt_exp", dtype, x, y, n, [](float v) { return zrt::exp(v); });
+}
+
+extern "C" void zrt_exp_grad(int32_t dtype, const void *y, const void *dy,
+                             void *dx, int64_t n) {
+  binaryKernel("zrt_exp_grad", dtype, y, dy, dx, n,
+               [](float v, float g) { return expGrad(v, g); });
+}
+
+extern "C" void zrt_log(int32_t dtype, const void *x, void *y, int64_t n) {
+  unaryKernel("zrt_log", dtype, x, y, n, [](float v) { return zrt::log(v); });
+}
+
+extern "C" void zrt_log_grad(int32_t dtype, const void *x, const void *dy,
+                             void *dx, int64_t n) {
+  binaryKernel("zrt_log_grad", dtype, x, dy, dx, n,
+               [](float v, float g) { return logGrad(v, g); });
+}
+
+extern "C" void zrt_softplus(int32_t dtype, const void *x, void *y, int64_t n,
+                             double beta, double threshold) {
+  // PyTorch converts both to the tensor's fp32 computation type.
+  float b = float(beta), t = float(threshold);
+  unaryKernel("zrt_softplus", dtype, x, y, n,
+              [b, t](float v) { return softplus(v, b, t); });
+}
+
+extern "C" void zrt_softplus_grad(int32_t dtype, const void *x, const void *dy,
+                                  void *dx, int64_t n, double beta,
+                                  double threshold) {
+  float b = float(beta), t = float(threshold);
+  binaryKernel("zrt_softplus_grad", dtype, x, dy, dx, n,
+               [b, t](float v, float g) { return softplusGrad(v, g, b, t); });
+}
+
 extern "C" void zrt_reduce_sum(int32_t dtype, const void *in, void *out,
                                int64_t rows, int64_t cols) {
   KernelSpan span("zrt_reduce_sum");

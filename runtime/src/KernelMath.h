@@ -183,6 +183,63 @@ ZRT_HOST_DEVICE inline float tanhGrad(float y, float dy) {
   return (1.0f - y * y) * dy;
 }
 
+/// exp(x) as expApprox (about 2 ulp, so that `omp simd` loops vectorize it).
+ZRT_HOST_DEVICE inline float exp(float x) { return expApprox(x); }
+/// From the forward result y, as PyTorch's exp backward: dy * y.
+ZRT_HOST_DEVICE inline float expGrad(float y, float dy) { return dy * y; }
+
+/// log(x): libm's logf on the host, CUDA's on the device (both within 1 ulp).
+ZRT_HOST_DEVICE inline float log(float x) { return logf(x); }
+/// From the forward input x, as PyTorch's log backward: dy / x.
+ZRT_HOST_DEVICE inline float logGrad(float x, float dy) { return dy / x; }
+
+/// PyTorch's softplus in its operation order: x where x * beta > threshold,
+/// else log1p(exp(x * beta)) / beta (log1pf as logf above).
+ZRT_HOST_DEVICE inline float softplus(float x, float beta, float threshold) {
+  float bx = x * beta;
+  return bx > threshold ? x : log1pf(expApprox(bx)) / beta;
+}
+/// From the forward input x, as PyTorch's softplus_backward: z = exp(x *
+/// beta), dy where x * beta > threshold, else dy * z / (z + 1).
+ZRT_HOST_DEVICE inline float softplusGrad(float x, float dy, float beta,
+                                          float threshold) {
+  float bx = x * beta;
+  float z = expApprox(bx);
+  return bx > threshold ? dy : dy * z / (z + 1.0f);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions over the last dimension: the per-row and per-element steps
+//===----------------------------------------------------------------------===//
+
+/// What logsumexp subtracts from a row of maximum m before the
+/// exponentials: m, or 0 when m is infinite (as torch.logsumexp), so that a
+/// row of -inf gives -inf and a row holding +inf gives inf, not NaN.
+ZRT_HOST_DEVICE inline float logsumexpShift(float m) {
+  return m == INFINITY || m == -INFINITY ? 0.0f : m;
+}
+/// A row's logsumexp from its sum of exp(x - shift).
+ZRT_HOST_DEVICE inline float logsumexp(float sum, float shift) {
+  return logf(sum) + shift;
+}
+/// From the forward input x and result y, as PyTorch's logsumexp_backward:
+/// dy * exp(x - y).
+ZRT_HOST_DEVICE inline float logsumexpGrad(float x, float y, float dy) {
+  return dy * expApprox(x - y);
+}
+
+/// The larger of a running maximum m and x, NaN once either is (torch.amax
+/// propagates NaN).
+ZRT_HOST_DEVICE inline float maxNaN(float m, float x) {
+  return m > x || m != m ? m : x;
+}
+/// From the forward input x, its row's maximum y and the row's dy divided by
+/// the count of elements equal to y, as torch.amax's backward
+/// (scale_grad_by_count): (dy / count) * (x == y).
+ZRT_HOST_DEVICE inline float reduceMaxGrad(float x, float y, float dyPerTie) {
+  return dyPerTie * (x == y ? 1.0f : 0.0f);
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

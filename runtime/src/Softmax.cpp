@@ -1,4 +1,4 @@
-//===- Softmax.cpp - Softmax and softmax cross-entropy --------------------===//
+//===- Softmax.cpp - Softmax, cross-entropy and row reductions ------------===//
 //
 // Part of the zero-mlir project.
 //
@@ -28,26 +28,39 @@ struct RowStats {
   float sum; // sum of exp(x - max)
 };
 
+/// The maximum of a row, -inf for none. NaNs are skipped here and propagate
+/// through the sum of exponentials instead.
 template <typename T>
-RowStats rowStats(const T *row, int64_t n, float *buf) {
+float rowMax(const T *row, int64_t n, float *buf) {
   float m = -std::numeric_limits<float>::infinity();
   forBlocks(row, n, buf, [&](const float *x, int64_t, int64_t len) {
     // A local accumulator and a plain select: GCC 12 does not vectorize a
-    // std::max reduction on a captured reference. NaNs are skipped here and
-    // propagate through the sum instead.
+    // std::max reduction on a captured reference.
     float mx = m;
 #pragma omp simd reduction(max : mx)
     for (int64_t t = 0; t < len; ++t)
       mx = x[t] > mx ? x[t] : mx;
     m = mx;
   });
+  return m;
+}
+
+/// The sum of exp(x - shift) over a row.
+template <typename T>
+float rowExpSum(const T *row, int64_t n, float shift, float *buf) {
   float s = 0.0f;
   forBlocks(row, n, buf, [&](const float *x, int64_t, int64_t len) {
 #pragma omp simd reduction(+ : s)
     for (int64_t t = 0; t < len; ++t)
-      s += expApprox(x[t] - m);
+      s += expApprox(x[t] - shift);
   });
-  return {m, s};
+  return s;
+}
+
+template <typename T>
+RowStats rowStats(const T *row, int64_t n, float *buf) {
+  float m = rowMax(row, n, buf);
+  return {m, rowExpSum(row, n, m, buf)};
 }
 
 /// out[t] = (exp(x[t] - max) / sum + shift at `hot`) * factor over a row;
@@ -118,6 +131,116 @@ extern "C" void zrt_softmax_grad(int32_t dtype, const void *y, const void *dy,
 #pragma omp simd
                     for (int64_t t = 0; t < len; ++t)
                       o[t] = p[t] * (g[t] - dot);
+                    storeF32(o, outr + off, len);
+                  });
+      }
+    });
+  });
+}
+
+extern "C" void zrt_logsumexp(int32_t dtype, const void *x, void *y,
+                              int64_t rows, int64_t cols) {
+  KernelSpan span("zrt_logsumexp");
+  checkDims("zrt_logsumexp", rows, cols);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = static_cast<const T *>(x);
+    T *out = static_cast<T *>(y);
+    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+      alignas(64) float buf[kBlock];
+      for (int64_t r = begin; r < end; ++r) {
+        const T *row = in + r * cols;
+        float shift = logsumexpShift(rowMax(row, cols, buf));
+        out[r] =
+            fromFloat<T>(logsumexp(rowExpSum(row, cols, shift, buf), shift));
+      }
+    });
+  });
+}
+
+extern "C" void zrt_logsumexp_grad(int32_t dtype, const void *x, const void *y,
+                                   const void *dy, void *dx, int64_t rows,
+                                   int64_t cols) {
+  KernelSpan span("zrt_logsumexp_grad");
+  checkDims("zrt_logsumexp_grad", rows, cols);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *xv = static_cast<const T *>(x);
+    const T *yv = static_cast<const T *>(y);
+    const T *dyv = static_cast<const T *>(dy);
+    T *dxv = static_cast<T *>(dx);
+    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+      alignas(64) float bufX[kBlock], bufOut[kBlock];
+      for (int64_t r = begin; r < end; ++r) {
+        float yr = toFloat(yv[r]), g = toFloat(dyv[r]);
+        T *outr = dxv + r * cols;
+        forBlocks(xv + r * cols, cols, bufX,
+                  [&](const float *p, int64_t off, int64_t len) {
+                    float *o = outF32(outr + off, bufOut);
+#pragma omp simd
+                    for (int64_t t = 0; t < len; ++t)
+                      o[t] = logsumexpGrad(p[t], yr, g);
+                    storeF32(o, outr + off, len);
+                  });
+      }
+    });
+  });
+}
+
+extern "C" void zrt_reduce_max(int32_t dtype, const void *x, void *y,
+                               int64_t rows, int64_t cols) {
+  KernelSpan span("zrt_reduce_max");
+  checkDims("zrt_reduce_max", rows, cols);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = static_cast<const T *>(x);
+    T *out = static_cast<T *>(y);
+    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+      alignas(64) float buf[kBlock];
+      for (int64_t r = begin; r < end; ++r) {
+        // Exact in any order: the maximum is one of the values.
+        float m = -std::numeric_limits<float>::infinity();
+        forBlocks(in + r * cols, cols, buf,
+                  [&](const float *p, int64_t, int64_t len) {
+                    for (int64_t t = 0; t < len; ++t)
+                      m = maxNaN(m, p[t]);
+                  });
+        out[r] = fromFloat<T>(m);
+      }
+    });
+  });
+}
+
+extern "C" void zrt_reduce_max_grad(int32_t dtype, const void *x, const void *y,
+                                    const void *dy, void *dx, int64_t rows,
+                                    int64_t cols) {
+  KernelSpan span("zrt_reduce_max_grad");
+  checkDims("zrt_reduce_max_grad", rows, cols);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *xv = static_cast<const T *>(x);
+    const T *yv = static_cast<const T *>(y);
+    const T *dyv = static_cast<const T *>(dy);
+    T *dxv = static_cast<T *>(dx);
+    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+      alignas(64) float bufX[kBlock], bufOut[kBlock];
+      for (int64_t r = begin; r < end; ++r) {
+        const T *xr = xv + r * cols;
+        T *outr = dxv + r * cols;
+        float yr = toFloat(yv[r]);
+        float ties = 0.0f;
+        forBlocks(xr, cols, bufX, [&](const float *p, int64_t, int64_t len) {
+#pragma omp simd reduction(+ : ties)
+          for (int64_t t = 0; t < len; ++t)
+            ties += p[t] == yr ? 1.0f : 0.0f;
+        });
+        float g = toFloat(dyv[r]) / ties;
+        forBlocks(xr, cols, bufX,
+                  [&](const float *p, int64_t off, int64_t len) {
+                    float *o = outF32(outr + off, bufOut);
+#pragma omp simd
+                    for (int64_t t = 0; t < len; ++t)
+                      o[t] = reduceMaxGrad(p[t], yr, g);
                     storeF32(o, outr + off, len);
                   });
       }

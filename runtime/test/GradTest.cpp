@@ -237,6 +237,38 @@ TEST_F(GradTest, GeluSiluReluTanh) {
   checkGradient("relu", x, unary(zrt_relu), w, dx, rng, 1e-3);
 }
 
+TEST_F(GradTest, ExpLogSoftplus) {
+  int64_t n = 200;
+  Floats x = randomFloats(rng, n, -4, 4), pos = randomFloats(rng, n, 0.2, 4);
+  std::vector<double> w = weights(rng, n);
+  Floats dy = asFloats(w), dx(static_cast<size_t>(n)),
+         y(static_cast<size_t>(n));
+  auto unary = [&](auto fn) {
+    return [&, fn](const Floats &v) {
+      Floats out(static_cast<size_t>(n));
+      fn(ZRT_F32, v.data(), out.data(), n);
+      return out;
+    };
+  };
+  zrt_exp(ZRT_F32, x.data(), y.data(), n);
+  zrt_exp_grad(ZRT_F32, y.data(), dy.data(), dx.data(), n);
+  checkGradient("exp", x, unary(zrt_exp), w, dx, rng, 1e-3);
+  zrt_log_grad(ZRT_F32, pos.data(), dy.data(), dx.data(), n);
+  checkGradient("log", pos, unary(zrt_log), w, dx, rng, 1e-3);
+  // beta 2, threshold 3: inputs on both sides of the threshold (x = 1.5),
+  // kept away from it by more than the step.
+  for (float &v : x)
+    if (std::fabs(v - 1.5f) < 0.05f)
+      v += 0.1f;
+  auto softplus = [&](const Floats &v) {
+    Floats out(static_cast<size_t>(n));
+    zrt_softplus(ZRT_F32, v.data(), out.data(), n, 2.0, 3.0);
+    return out;
+  };
+  zrt_softplus_grad(ZRT_F32, x.data(), dy.data(), dx.data(), n, 2.0, 3.0);
+  checkGradient("softplus", x, softplus, w, dx, rng, 1e-3);
+}
+
 TEST_F(GradTest, Swiglu) {
   int64_t n = 200;
   Floats gate = randomFloats(rng, n, -4, 4), up = randomFloats(rng, n, -2, 2);
@@ -301,6 +333,40 @@ TEST_F(GradTest, Softmax) {
     y = softmax(x);
     zrt_softmax_grad(ZRT_F32, y.data(), dy.data(), dx.data(), rows, cols);
     checkGradient("softmax", x, softmax, w, dx, rng);
+  }
+}
+
+TEST_F(GradTest, LogsumexpReduceMax) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6, 9}, {2, 1100}}) {
+    int64_t n = rows * cols;
+    Floats x = randomFloats(rng, n, -3, 3);
+    std::vector<double> w = weights(rng, rows);
+    Floats dy = asFloats(w), y(static_cast<size_t>(rows)),
+           dx(static_cast<size_t>(n));
+    auto reduce = [&](auto fn) {
+      return [&, fn](const Floats &v) {
+        Floats out(static_cast<size_t>(rows));
+        fn(ZRT_F32, v.data(), out.data(), rows, cols);
+        return out;
+      };
+    };
+    zrt_logsumexp(ZRT_F32, x.data(), y.data(), rows, cols);
+    zrt_logsumexp_grad(ZRT_F32, x.data(), y.data(), dy.data(), dx.data(), rows,
+                       cols);
+    // A larger step: the result (about 3 + log(cols)) rounds to an fp32 ulp
+    // near 1e-6, which a step of 1e-2 would magnify past the gradients of
+    // a long row (about 1 / cols).
+    checkGradient("logsumexp", x, reduce(zrt_logsumexp), w, dx, rng, 1e-1);
+    // Away from ties (the maximum is not differentiable there): each row's
+    // largest value leads the others by more than the step.
+    for (int64_t r = 0; r < rows; ++r) {
+      float *row = x.data() + r * cols;
+      *std::max_element(row, row + cols) += 0.5f;
+    }
+    zrt_reduce_max(ZRT_F32, x.data(), y.data(), rows, cols);
+    zrt_reduce_max_grad(ZRT_F32, x.data(), y.data(), dy.data(), dx.data(), rows,
+                        cols);
+    checkGradient("reduce_max", x, reduce(zrt_reduce_max), w, dx, rng);
   }
 }
 

@@ -380,6 +380,57 @@ TEST_P(KernelTest, PointwiseForwardAndGrad) {
 
 // SwiGLU: the SiLU terms above times up (in [-2, 2], hence twice the
 // absolute terms); the outputs may alias the inputs.
+TEST_P(KernelTest, ExpLogSoftplusAndGrad) {
+  int64_t n = 5000;
+  Buffer x = randomBuffer(dtype(), rng, n, -15, 15);
+  Buffer pos = randomBuffer(dtype(), rng, n, 1e-3, 20);
+  Buffer dy = randomBuffer(dtype(), rng, n);
+  ref::Vec xv = x.values(), pv = pos.values(), dyv = dy.values();
+  Buffer y(dtype(), n), dx(dtype(), n);
+  ref::Vec want(xv.size());
+
+  // exp: expApprox, a few fp32 ulp, up to e^10 (f16's range ends at e^11);
+  // its gradient from the result is one product.
+  Buffer e = randomBuffer(dtype(), rng, n, -10, 10);
+  ref::Vec ev = e.values();
+  zrt_exp(dtype(), e.data(), y.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    want[i] = std::exp(ev[i]);
+  expectClose(y, want, u() + 1e-6, 0, "exp");
+  ref::Vec yv = y.values();
+  zrt_exp_grad(dtype(), y.data(), dy.data(), dx.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    want[i] = yv[i] * dyv[i];
+  expectClose(dx, want, u(), 0, "exp_grad");
+
+  // log: libm's logf, which crosses zero at 1; its gradient from the input
+  // is one quotient.
+  zrt_log(dtype(), pos.data(), y.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    want[i] = std::log(pv[i]);
+  expectClose(y, want, u() + 1e-6, 1e-7, "log");
+  zrt_log_grad(dtype(), pos.data(), dy.data(), dx.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    want[i] = dyv[i] / pv[i];
+  expectClose(dx, want, u(), 0, "log_grad");
+
+  // softplus at PyTorch's defaults and at beta 2, threshold 5, so that
+  // inputs fall on both sides of the threshold.
+  for (auto [beta, threshold] :
+       {std::pair<double, double>{1.0, 20.0}, {2.0, 5.0}}) {
+    std::string at = " beta " + std::to_string(beta);
+    zrt_softplus(dtype(), x.data(), y.data(), n, beta, threshold);
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = ref::softplus(xv[i], beta, threshold);
+    expectClose(y, want, u() + 1e-6, 1e-7, "softplus" + at);
+    zrt_softplus_grad(dtype(), x.data(), dy.data(), dx.data(), n, beta,
+                      threshold);
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = ref::softplusGrad(xv[i], beta, threshold) * dyv[i];
+    expectClose(dx, want, u() + 1e-6, 1e-7, "softplus_grad" + at);
+  }
+}
+
 TEST_P(KernelTest, SwigluAndGrad) {
   int64_t n = 5000;
   Buffer gate = randomBuffer(dtype(), rng, n, -6, 6);
@@ -568,6 +619,46 @@ TEST_P(KernelTest, SoftmaxAndGrad) {
     ref::Vec want = ref::softmaxGrad(y.values(), dy.values(), rows, cols);
     expectClose(dx, want, u() + 1e-5, 1e-6 * maxAbs(want), "softmax_grad");
   }
+}
+
+TEST_P(KernelTest, LogsumexpReduceMaxAndGrad) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 1500}, {64, 10}}) {
+    int64_t n = rows * cols;
+    Buffer x = randomBuffer(dtype(), rng, n, -8, 8);
+    Buffer y(dtype(), rows), dy = randomBuffer(dtype(), rng, rows),
+                             dx(dtype(), n);
+    ref::Vec xv = x.values(), dyv = dy.values();
+    // The sum of exponentials in fp32, its log then added to the maximum.
+    zrt_logsumexp(dtype(), x.data(), y.data(), rows, cols);
+    expectClose(y, ref::logsumexp(xv, rows, cols), u() + 1e-6, cols * kF32 * 4,
+                "logsumexp");
+    ref::Vec yv = y.values(), want(xv.size());
+    zrt_logsumexp_grad(dtype(), x.data(), y.data(), dy.data(), dx.data(), rows,
+                       cols);
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = dyv[i / cols] * std::exp(xv[i] - yv[i / cols]);
+    expectClose(dx, want, u() + 1e-6, 1e-7, "logsumexp_grad");
+
+    zrt_reduce_max(dtype(), x.data(), y.data(), rows, cols);
+    expectClose(y, ref::reduceMax(xv, rows, cols), 0, 0, "reduce_max");
+    // Integers from -3 to 3: rows whose maximum is tied, the gradient split
+    // among the ties.
+    ref::Vec ints(xv.size());
+    for (int64_t i = 0; i < n; ++i)
+      ints[i] = std::round(xv[i] * 0.375);
+    Buffer xi(dtype(), ints);
+    zrt_reduce_max(dtype(), xi.data(), y.data(), rows, cols);
+    zrt_reduce_max_grad(dtype(), xi.data(), y.data(), dy.data(), dx.data(),
+                        rows, cols);
+    expectClose(dx, ref::reduceMaxGrad(ints, dyv, rows, cols), u(), 0,
+                "reduce_max_grad");
+  }
+  // A row holding NaN has a NaN maximum, as torch.amax's.
+  Buffer x = randomBuffer(dtype(), rng, 8), y(dtype(), 2);
+  x.set(5, std::nan(""));
+  zrt_reduce_max(dtype(), x.data(), y.data(), 2, 4);
+  EXPECT_FALSE(std::isnan(y.get(0)));
+  EXPECT_TRUE(std::isnan(y.get(1)));
 }
 
 TEST_P(KernelTest, LayerNormAndGrad) {

@@ -90,6 +90,16 @@ inline double tanh(double x) { return std::tanh(x); }
 /// From the forward result y.
 inline double tanhGrad(double y) { return 1.0 - y * y; }
 
+/// PyTorch's softplus: x past the threshold, else log(1 + e^(beta x)) / beta.
+inline double softplus(double x, double beta, double threshold) {
+  return x * beta > threshold ? x : std::log1p(std::exp(x * beta)) / beta;
+}
+
+/// Its derivative: sigmoid(beta x), 1 past the threshold.
+inline double softplusGrad(double x, double beta, double threshold) {
+  return x * beta > threshold ? 1.0 : 1.0 / (1.0 + std::exp(-x * beta));
+}
+
 /// Rotary embedding of [rows, seq, dim] x (rows = batch * heads) in exact
 /// arithmetic: angle pos / theta^(2i / dim), or pos * invFreq[i] when given,
 /// for pair (i, i + dim / 2), or for pair (2i, 2i + 1) when interleaved;
@@ -115,6 +125,41 @@ inline Vec rope(const Vec &x, int64_t rows, int64_t seq, int64_t dim,
         y[to] = x2 * c + x1 * s;
       }
   return y;
+}
+
+/// log(sum(exp(x))) of each row of [rows, cols].
+inline Vec logsumexp(const Vec &x, int64_t rows, int64_t cols) {
+  Vec y(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *xr = x.data() + r * cols;
+    double mx = *std::max_element(xr, xr + cols), s = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      s += std::exp(xr[c] - mx);
+    y[r] = mx + std::log(s);
+  }
+  return y;
+}
+
+/// The maximum of each row of [rows, cols].
+inline Vec reduceMax(const Vec &x, int64_t rows, int64_t cols) {
+  Vec y(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    y[r] = *std::max_element(x.data() + r * cols, x.data() + (r + 1) * cols);
+  return y;
+}
+
+/// torch.amax's gradient: each row's dy split evenly among its maxima.
+inline Vec reduceMaxGrad(const Vec &x, const Vec &dy, int64_t rows,
+                         int64_t cols) {
+  Vec dx(x.size(), 0.0), y = reduceMax(x, rows, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t ties =
+        std::count(x.data() + r * cols, x.data() + (r + 1) * cols, y[r]);
+    for (int64_t c = 0; c < cols; ++c)
+      if (x[r * cols + c] == y[r])
+        dx[r * cols + c] = dy[r] / double(ties);
+  }
+  return dx;
 }
 
 inline Vec softmax(const Vec &x, int64_t rows, int64_t cols) {

@@ -259,6 +259,41 @@ LogicalResult buildCall(nn::SoftmaxOp op, KernelCallBuilder &b) {
 LogicalResult buildCall(nn::SoftmaxGradOp op, KernelCallBuilder &b) {
   return rowwise(b, "zrt_softmax_grad", op);
 }
+LogicalResult buildCall(nn::SoftplusOp op, KernelCallBuilder &b) {
+  return b.call("zrt_softplus", {b.dtype(elemType(op.getInput())), b.operand(0),
+                                 b.result(0), b.i64(numel(op.getInput())),
+                                 b.f64(op.getBeta().convertToDouble()),
+                                 b.f64(op.getThreshold().convertToDouble())});
+}
+KernelCost cost(nn::SoftplusOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::SoftplusGradOp op, KernelCallBuilder &b) {
+  return b.call("zrt_softplus_grad",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.result(0), b.i64(numel(op.getInput())),
+                 b.f64(op.getBeta().convertToDouble()),
+                 b.f64(op.getThreshold().convertToDouble())});
+}
+KernelCost cost(nn::SoftplusGradOp op) { return activationCost(op); }
+// The reductions over the last dimension: (dtype, operands..., result, rows,
+// cols) over the rows of the input.
+LogicalResult buildCall(nn::LogsumexpOp op, KernelCallBuilder &b) {
+  return rowwise(b, "zrt_logsumexp", op);
+}
+/// An exponential per input element, forward and backward.
+KernelCost cost(nn::LogsumexpOp op) {
+  return KernelCost::activation(getOperandAndResultBytes(op),
+                                numel(op.getInput()));
+}
+LogicalResult buildCall(nn::LogsumexpGradOp op, KernelCallBuilder &b) {
+  return rowwise(b, "zrt_logsumexp_grad", op);
+}
+KernelCost cost(nn::LogsumexpGradOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::ReduceMaxOp op, KernelCallBuilder &b) {
+  return rowwise(b, "zrt_reduce_max", op);
+}
+LogicalResult buildCall(nn::ReduceMaxGradOp op, KernelCallBuilder &b) {
+  return rowwise(b, "zrt_reduce_max_grad", op);
+}
 /// The default cost, one pass over the input and the result, holds: the
 /// kernel computes the cosines and sines once per position and pair, not per
 /// element. A table of frequencies is a constant of the program.
@@ -1085,11 +1120,15 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
     // gpt-oss's.
     attach<nn::ClampedSwigluOp, nn::ClampedSwigluGradOp,
            nn::AttentionSinksGradOp>(context);
+    attach<nn::SoftplusOp, nn::SoftplusGradOp, nn::LogsumexpOp,
+           nn::LogsumexpGradOp, nn::ReduceMaxOp, nn::ReduceMaxGradOp>(context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,
-                    nn::SiluGradOp, nn::TanhOp, nn::TanhGradOp>(
-        context);
-    attachPointwise<PointwiseCost::Memory, nn::ReluOp, nn::ReluGradOp>(context);
+                    nn::SiluGradOp, nn::TanhOp, nn::TanhGradOp, nn::ExpOp,
+                    nn::LogOp>(context);
+    // The gradients of exp and log are a product and a quotient.
+    attachPointwise<PointwiseCost::Memory, nn::ReluOp, nn::ReluGradOp,
+                    nn::ExpGradOp, nn::LogGradOp>(context);
   });
   registry.addExtension(
       +[](MLIRContext *context, ZeroDialect *) { attach<CastOp>(context); });

@@ -5,7 +5,8 @@
 // Grid-stride loops over 16-byte packs when every pointer allows it (scalar
 // otherwise, and for the tail), fp32 arithmetic with the CPU backend's
 // formulas: the results equal the CPU's except for FMA contraction in GELU
-// and the SiLU gradients.
+// and the SiLU gradients, and where CUDA's logf and log1pf (log, softplus)
+// round otherwise than libm's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,6 +84,34 @@ struct TanhOp {
 struct TanhGradOp {
   __device__ float operator()(float y, float g) const {
     return zrt::tanhGrad(y, g);
+  }
+};
+struct ExpOp {
+  __device__ float operator()(float x) const { return zrt::exp(x); }
+};
+struct ExpGradOp {
+  __device__ float operator()(float y, float g) const {
+    return zrt::expGrad(y, g);
+  }
+};
+struct LogOp {
+  __device__ float operator()(float x) const { return zrt::log(x); }
+};
+struct LogGradOp {
+  __device__ float operator()(float x, float g) const {
+    return zrt::logGrad(x, g);
+  }
+};
+struct SoftplusOp {
+  float beta, threshold;
+  __device__ float operator()(float x) const {
+    return zrt::softplus(x, beta, threshold);
+  }
+};
+struct SoftplusGradOp {
+  float beta, threshold;
+  __device__ float operator()(float x, float g) const {
+    return zrt::softplusGrad(x, g, beta, threshold);
   }
 };
 
@@ -536,6 +565,37 @@ void zrt::cuda::tanh(int32_t dtype, const void *x, void *y, int64_t n) {
 void zrt::cuda::tanhGrad(int32_t dtype, const void *y, const void *dy, void *dx,
                          int64_t n) {
   binary<false>("zrt_tanh_grad", dtype, y, dy, dx, n, n, TanhGradOp{});
+}
+
+void zrt::cuda::exp(int32_t dtype, const void *x, void *y, int64_t n) {
+  unary("zrt_exp", dtype, x, y, n, ExpOp{});
+}
+
+void zrt::cuda::expGrad(int32_t dtype, const void *y, const void *dy, void *dx,
+                        int64_t n) {
+  binary<false>("zrt_exp_grad", dtype, y, dy, dx, n, n, ExpGradOp{});
+}
+
+void zrt::cuda::log(int32_t dtype, const void *x, void *y, int64_t n) {
+  unary("zrt_log", dtype, x, y, n, LogOp{});
+}
+
+void zrt::cuda::logGrad(int32_t dtype, const void *x, const void *dy, void *dx,
+                        int64_t n) {
+  binary<false>("zrt_log_grad", dtype, x, dy, dx, n, n, LogGradOp{});
+}
+
+void zrt::cuda::softplus(int32_t dtype, const void *x, void *y, int64_t n,
+                         double beta, double threshold) {
+  unary("zrt_softplus", dtype, x, y, n,
+        SoftplusOp{float(beta), float(threshold)});
+}
+
+void zrt::cuda::softplusGrad(int32_t dtype, const void *x, const void *dy,
+                             void *dx, int64_t n, double beta,
+                             double threshold) {
+  binary<false>("zrt_softplus_grad", dtype, x, dy, dx, n, n,
+                SoftplusGradOp{float(beta), float(threshold)});
 }
 
 void zrt::cuda::reduceSum(int32_t dtype, const void *in, void *out,

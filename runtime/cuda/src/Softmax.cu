@@ -1,4 +1,4 @@
-//===- Softmax.cu - Softmax and softmax cross-entropy ---------------------===//
+//===- Softmax.cu - Softmax, cross-entropy and row reductions -------------===//
 //
 // Part of the zero-mlir project.
 //
@@ -53,7 +53,7 @@ struct RowStats {
 /// The maximum (a select that skips NaN, as the CPU backend) and the sum of
 /// exponentials of a row, on a whole block.
 template <bool kAligned, typename T>
-__device__ RowStats blockRowStats(const T *row, int64_t cols, float *red) {
+__device__ float blockRowMax(const T *row, int64_t cols, float *red) {
   constexpr int kVec = vecWidth<T>();
   float m = -INFINITY;
   forBlockRow<kAligned>(row, cols, [&](int64_t c, const float *v) {
@@ -62,15 +62,28 @@ __device__ RowStats blockRowStats(const T *row, int64_t cols, float *red) {
       if (c + e < cols)
         m = v[e] > m ? v[e] : m;
   });
-  m = blockMax(m, red);
+  return blockMax(m, red);
+}
+
+/// The sum of exp(x - shift) over a row, on a whole block.
+template <bool kAligned, typename T>
+__device__ float blockRowExpSum(const T *row, int64_t cols, float shift,
+                                float *red) {
+  constexpr int kVec = vecWidth<T>();
   float s = 0.0f;
   forBlockRow<kAligned>(row, cols, [&](int64_t c, const float *v) {
 #pragma unroll
     for (int e = 0; e < kVec; ++e)
       if (c + e < cols)
-        s += expApprox(v[e] - m);
+        s += expApprox(v[e] - shift);
   });
-  return {m, blockSum(s, red)};
+  return blockSum(s, red);
+}
+
+template <bool kAligned, typename T>
+__device__ RowStats blockRowStats(const T *row, int64_t cols, float *red) {
+  float m = blockRowMax<kAligned>(row, cols, red);
+  return {m, blockRowExpSum<kAligned>(row, cols, m, red)};
 }
 
 template <typename T, int kIters, bool kAligned>
@@ -173,6 +186,106 @@ __global__ void __launch_bounds__(kRowBlockThreads)
 #pragma unroll
       for (int e = 0; e < kVec; ++e)
         o[e] = p[e] * (g[e] - dot);
+      storeSpan<kVec, kAligned>(dxr, c, cols, o);
+    });
+  }
+}
+
+// The reductions over the last dimension: a block per row, with
+// KernelMath.h's per-row and per-element steps.
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kRowBlockThreads)
+    logsumexpKernel(const T *x, T *y, int64_t rows, int64_t cols) {
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols;
+    float shift = zrt::logsumexpShift(blockRowMax<kAligned>(xr, cols, red));
+    float s = blockRowExpSum<kAligned>(xr, cols, shift, red);
+    if (threadIdx.x == 0)
+      y[r] = fromF32<T>(zrt::logsumexp(s, shift));
+  }
+}
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kRowBlockThreads)
+    logsumexpGradKernel(const T *x, const T *y, const T *dy, T *dx,
+                        int64_t rows, int64_t cols) {
+  constexpr int kVec = vecWidth<T>();
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float yr = toF32(y[r]), g = toF32(dy[r]);
+    T *dxr = dx + r * cols;
+    forBlockRow<kAligned>(x + r * cols, cols, [&](int64_t c, const float *v) {
+      float o[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        o[e] = zrt::logsumexpGrad(v[e], yr, g);
+      storeSpan<kVec, kAligned>(dxr, c, cols, o);
+    });
+  }
+}
+
+/// The maximum over a block that keeps NaN, as zrt::maxNaN.
+__device__ float blockMaxNaN(float v, float *shared) {
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int warps = blockDim.x / 32;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = zrt::maxNaN(v, __shfl_xor_sync(kFullMask, v, o));
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : -INFINITY;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = zrt::maxNaN(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kRowBlockThreads)
+    reduceMaxKernel(const T *x, T *y, int64_t rows, int64_t cols) {
+  constexpr int kVec = vecWidth<T>();
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float m = -INFINITY;
+    forBlockRow<kAligned>(x + r * cols, cols, [&](int64_t c, const float *v) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        if (c + e < cols)
+          m = zrt::maxNaN(m, v[e]);
+    });
+    m = blockMaxNaN(m, red);
+    if (threadIdx.x == 0)
+      y[r] = fromF32<T>(m);
+  }
+}
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kRowBlockThreads)
+    reduceMaxGradKernel(const T *x, const T *y, const T *dy, T *dx,
+                        int64_t rows, int64_t cols) {
+  constexpr int kVec = vecWidth<T>();
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols;
+    T *dxr = dx + r * cols;
+    float yr = toF32(y[r]);
+    float ties = 0.0f;
+    forBlockRow<kAligned>(xr, cols, [&](int64_t c, const float *v) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        if (c + e < cols && v[e] == yr)
+          ties += 1.0f;
+    });
+    // Whole numbers below 2^24: the sum is exact in any order.
+    float g = toF32(dy[r]) / blockSum(ties, red);
+    forBlockRow<kAligned>(xr, cols, [&](int64_t c, const float *v) {
+      float o[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        o[e] = zrt::reduceMaxGrad(v[e], yr, g);
       storeSpan<kVec, kAligned>(dxr, c, cols, o);
     });
   }
@@ -368,6 +481,98 @@ void zrt::cuda::softmaxGrad(int32_t dtype, const void *y, const void *dy,
                 <<<grid, threads, 0, stream>>>(yv, gv, out, rows, cols);
         });
     checkLaunch("zrt_softmax_grad");
+  });
+}
+
+namespace {
+/// Launches a block-per-row reduction kernel over `rows` rows of `cols`
+/// elements of T: launch(kAligned, grid, threads).
+template <typename T, typename Launch>
+void launchRowReduction(const char *kernel, int64_t rows, int64_t cols,
+                        bool aligned, const Launch &launch) {
+  if (rows == 0 || cols == 0)
+    return;
+  unsigned grid = gridFor(rows, 1);
+  int threads = blockThreadsFor<T>(cols);
+  if (aligned)
+    launch(std::true_type(), grid, threads);
+  else
+    launch(std::false_type(), grid, threads);
+  checkLaunch(kernel);
+}
+} // namespace
+
+void zrt::cuda::logsumexp(int32_t dtype, const void *x, void *y, int64_t rows,
+                          int64_t cols) {
+  const char *kernel = "zrt_logsumexp";
+  checkDims(kernel, rows, cols);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = static_cast<const T *>(x);
+    T *out = static_cast<T *>(y);
+    launchRowReduction<T>(kernel, rows, cols, rowsAligned<T>(cols, {in}),
+                          [&](auto aligned, unsigned grid, int threads) {
+                            logsumexpKernel<T, decltype(aligned)::value>
+                                <<<grid, threads, 0, computeStream()>>>(
+                                    in, out, rows, cols);
+                          });
+  });
+}
+
+void zrt::cuda::logsumexpGrad(int32_t dtype, const void *x, const void *y,
+                              const void *dy, void *dx, int64_t rows,
+                              int64_t cols) {
+  const char *kernel = "zrt_logsumexp_grad";
+  checkDims(kernel, rows, cols);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *xv = static_cast<const T *>(x);
+    const T *yv = static_cast<const T *>(y);
+    const T *gv = static_cast<const T *>(dy);
+    T *out = static_cast<T *>(dx);
+    launchRowReduction<T>(kernel, rows, cols, rowsAligned<T>(cols, {xv, out}),
+                          [&](auto aligned, unsigned grid, int threads) {
+                            logsumexpGradKernel<T, decltype(aligned)::value>
+                                <<<grid, threads, 0, computeStream()>>>(
+                                    xv, yv, gv, out, rows, cols);
+                          });
+  });
+}
+
+void zrt::cuda::reduceMax(int32_t dtype, const void *x, void *y, int64_t rows,
+                          int64_t cols) {
+  const char *kernel = "zrt_reduce_max";
+  checkDims(kernel, rows, cols);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = static_cast<const T *>(x);
+    T *out = static_cast<T *>(y);
+    launchRowReduction<T>(kernel, rows, cols, rowsAligned<T>(cols, {in}),
+                          [&](auto aligned, unsigned grid, int threads) {
+                            reduceMaxKernel<T, decltype(aligned)::value>
+                                <<<grid, threads, 0, computeStream()>>>(
+                                    in, out, rows, cols);
+                          });
+  });
+}
+
+void zrt::cuda::reduceMaxGrad(int32_t dtype, const void *x, const void *y,
+                              const void *dy, void *dx, int64_t rows,
+                              int64_t cols) {
+  const char *kernel = "zrt_reduce_max_grad";
+  checkDims(kernel, rows, cols);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *xv = static_cast<const T *>(x);
+    const T *yv = static_cast<const T *>(y);
+    const T *gv = static_cast<const T *>(dy);
+    T *out = static_cast<T *>(dx);
+    launchRowReduction<T>(kernel, rows, cols, rowsAligned<T>(cols, {xv, out}),
+                          [&](auto aligned, unsigned grid, int threads) {
+                            reduceMaxGradKernel<T, decltype(aligned)::value>
+                                <<<grid, threads, 0, computeStream()>>>(
+                                    xv, yv, gv, out, rows, cols);
+                          });
   });
 }
 

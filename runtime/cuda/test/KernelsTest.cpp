@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -316,6 +317,71 @@ TEST_P(CudaKernelsTest, ActivationsAndGrads) {
   }
 }
 
+// exp, log and softplus: the same fp32 formulas (KernelMath.h: expApprox,
+// then CUDA's logf and log1pf against libm's, within an ulp each), so the
+// GELU tolerances above; exp up to e^10 (f16's range ends at e^11), log of
+// positive inputs, softplus at PyTorch's defaults and at beta 2, threshold
+// 5 (inputs on both sides of it).
+TEST_P(CudaKernelsTest, ExpLogSoftplusAndGrads) {
+  ZRT_REQUIRE_GPU();
+  using Kernel = std::function<void(int32_t, const void *, void *, int64_t)>;
+  using GradKernel =
+      std::function<void(int32_t, const void *, const void *, void *, int64_t)>;
+  struct Case {
+    std::string name;
+    double lo, hi;
+    Kernel cpu, gpu;
+    GradKernel cpuGrad, gpuGrad;
+    bool gradFromResult;
+  };
+  auto softplusCase = [](double beta, double threshold) {
+    return Case{
+        "softplus beta " + std::to_string(beta),
+        -15,
+        15,
+        [=](int32_t d, const void *x, void *y, int64_t n) {
+          zrt_softplus(d, x, y, n, beta, threshold);
+        },
+        [=](int32_t d, const void *x, void *y, int64_t n) {
+          softplus(d, x, y, n, beta, threshold);
+        },
+        [=](int32_t d, const void *x, const void *g, void *dx, int64_t n) {
+          zrt_softplus_grad(d, x, g, dx, n, beta, threshold);
+        },
+        [=](int32_t d, const void *x, const void *g, void *dx, int64_t n) {
+          softplusGrad(d, x, g, dx, n, beta, threshold);
+        },
+        false};
+  };
+  const Case cases[] = {
+      {"exp", -10, 10, zrt_exp, zrt::cuda::exp, zrt_exp_grad, expGrad, true},
+      {"log", 1e-3, 20, zrt_log, zrt::cuda::log, zrt_log_grad, logGrad, false},
+      softplusCase(1.0, 20.0),
+      softplusCase(2.0, 5.0),
+  };
+  for (const Case &c : cases) {
+    for (int64_t n : {1, 7, 5003}) {
+      Buffer x = randomBuffer(dtype(), rng, n, c.lo, c.hi);
+      Buffer dy = randomBuffer(dtype(), rng, n);
+      Buffer wantY(dtype(), n), wantDx(dtype(), n);
+      c.cpu(dtype(), x.data(), wantY.data(), n);
+      // exp's gradient reads its result, the others their input.
+      const Buffer &fwd = c.gradFromResult ? wantY : x;
+      c.cpuGrad(dtype(), fwd.data(), dy.data(), wantDx.data(), n);
+      for (int64_t offset : {0, 1}) {
+        DeviceArray dx(x, offset), df(fwd, offset), dg(dy, offset),
+            dout(dtype(), n, offset);
+        c.gpu(dtype(), dx.get(), dout.get(), n);
+        expectNear(dout.download(), wantY, 4e-6, 2e-7,
+                   label(c.name.c_str(), dtype(), n, -1, offset));
+        c.gpuGrad(dtype(), df.get(), dg.get(), dout.get(), n);
+        expectNear(dout.download(), wantDx, 4e-6, 2e-7,
+                   label((c.name + " grad").c_str(), dtype(), n, -1, offset));
+      }
+    }
+  }
+}
+
 // The bias-fused GELU and its gradient against the CPU's, which equal
 // zrt_add then zrt_gelu bit for bit: GELU's tolerances above, for a bias of
 // one element, one that is not a multiple of the pack, and a long one;
@@ -552,6 +618,59 @@ TEST_P(CudaKernelsTest, SoftmaxAndGrad) {
         expectBitwise(dyv.download(), got, what + " misaligned");
         expectBitwise(out.download(), gotGrad, what + " grad misaligned");
       }
+    }
+  }
+}
+
+// logsumexp: the CPU test allows u + 1e-6 relative and 4 cols 2^-24
+// absolute (the sum of exponentials), twice here; its gradient is one
+// expApprox per element (the GELU tolerances). reduce_max and its gradient
+// (the ties' share, one quotient) must match bitwise, on integer inputs
+// whose maxima tie. Each must be reproducible on misaligned rows.
+TEST_P(CudaKernelsTest, LogsumexpReduceMaxAndGrad) {
+  ZRT_REQUIRE_GPU();
+  for (auto [rows, cols] : kRowShapes) {
+    int64_t n = rows * cols;
+    Buffer x = randomBuffer(dtype(), rng, n, -8, 8);
+    if (n > 2)
+      x.set(1, -INFINITY);
+    Buffer ints(dtype(), n);
+    for (int64_t i = 0; i < n; ++i)
+      ints.set(i, std::round(x.get(i) * 0.375));
+    Buffer dy = randomBuffer(dtype(), rng, rows);
+    Buffer lse(dtype(), rows), dlse(dtype(), n), mx(dtype(), rows),
+        dmx(dtype(), n);
+    zrt_logsumexp(dtype(), x.data(), lse.data(), rows, cols);
+    zrt_logsumexp_grad(dtype(), x.data(), lse.data(), dy.data(), dlse.data(),
+                       rows, cols);
+    zrt_reduce_max(dtype(), ints.data(), mx.data(), rows, cols);
+    zrt_reduce_max_grad(dtype(), ints.data(), mx.data(), dy.data(), dmx.data(),
+                        rows, cols);
+
+    std::string what = label("logsumexp", dtype(), rows, cols);
+    std::string whatMax = label("reduce_max", dtype(), rows, cols);
+    Buffer got(dtype(), 0), gotGrad(dtype(), 0);
+    for (int64_t offset : {0, 1}) {
+      DeviceArray dx(x, offset), di(ints, offset), dl(lse, offset),
+          dm(mx, offset), dg(dy, offset), out(dtype(), rows, offset),
+          outGrad(dtype(), n, offset);
+      logsumexp(dtype(), dx.get(), out.get(), rows, cols);
+      logsumexpGrad(dtype(), dx.get(), dl.get(), dg.get(), outGrad.get(), rows,
+                    cols);
+      if (offset == 0) {
+        got = out.download();
+        gotGrad = outGrad.download();
+        expectNear(got, lse, 2e-6, 8 * cols * kF32, what);
+        expectNear(gotGrad, dlse, 4e-6, 2e-7, what + " grad");
+      } else {
+        expectBitwise(out.download(), got, what + " misaligned");
+        expectBitwise(outGrad.download(), gotGrad, what + " grad misaligned");
+      }
+      reduceMax(dtype(), di.get(), out.get(), rows, cols);
+      expectSame(out.download(), mx, whatMax);
+      reduceMaxGrad(dtype(), di.get(), dm.get(), dg.get(), outGrad.get(), rows,
+                    cols);
+      expectSame(outGrad.download(), dmx, whatMax + " grad");
     }
   }
 }

@@ -396,6 +396,118 @@ module @softmax {
 
 // -----
 
+// exp, log and softplus (bf16) and their gradients: exp_grad reads exp's
+// result, log_grad and softplus_grad their op's input; softplus passes its
+// beta and threshold as doubles.
+
+// CHECK-LABEL: module @exp_log_softplus
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[E:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_exp(%[[DTYPE]], %[[X]], %[[E]], %[[N]])
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DE:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_exp_grad(%[[DTYPE]], %[[E]], %[[DY]], %[[DE]], %[[N]])
+// CHECK:      %[[L:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_log(%[[DTYPE]], %[[X]], %[[L]], %[[N]])
+// CHECK:      %[[DL:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_log_grad(%[[DTYPE]], %[[X]], %[[DY]], %[[DL]], %[[N]])
+// CHECK:      %[[S:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[BETA:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
+// CHECK-NEXT: %[[THRESHOLD:.*]] = llvm.mlir.constant(1.500000e+01 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_softplus(%[[DTYPE]], %[[X]], %[[S]], %[[N]], %[[BETA]], %[[THRESHOLD]])
+// CHECK:      %[[DS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[BETA:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
+// CHECK-NEXT: %[[THRESHOLD:.*]] = llvm.mlir.constant(1.500000e+01 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_softplus_grad(%[[DTYPE]], %[[X]], %[[DY]], %[[DS]], %[[N]], %[[BETA]], %[[THRESHOLD]])
+
+module @exp_log_softplus {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x8xbf16>, %dy: tensor<4x8xbf16>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %e = nn.exp %x : tensor<4x8xbf16>
+    %de = nn.exp_grad %e, %dy : tensor<4x8xbf16>
+    %l = nn.log %x : tensor<4x8xbf16>
+    %dl = nn.log_grad %x, %dy : tensor<4x8xbf16>
+    %s = nn.softplus %x beta 2.0 threshold 15.0 : tensor<4x8xbf16>
+    %ds = nn.softplus_grad %x, %dy beta 2.0 threshold 15.0 : tensor<4x8xbf16>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// The reductions over the last dimension and their gradients, over the rows
+// of the input: 12 rows of 8 into 12 values; the gradients read the forward
+// input and result and the result's gradient.
+
+// CHECK-LABEL: module @row_reductions
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[Y:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_logsumexp(%[[DTYPE]], %[[X]], %[[Y]], %[[ROWS]], %[[COLS]])
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DX:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_logsumexp_grad(%[[DTYPE]], %[[X]], %[[Y]], %[[DY]], %[[DX]], %[[ROWS]], %[[COLS]])
+// CHECK:      %[[M:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_reduce_max(%[[DTYPE]], %[[X]], %[[M]], %[[ROWS]], %[[COLS]])
+// CHECK:      %[[DM:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_reduce_max_grad(%[[DTYPE]], %[[X]], %[[M]], %[[DY]], %[[DM]], %[[ROWS]], %[[COLS]])
+
+module @row_reductions {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x3x8xf32>, %dy: tensor<4x3xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %y = nn.logsumexp %x : tensor<4x3x8xf32> -> tensor<4x3xf32>
+    %dx = nn.logsumexp_grad %x, %y, %dy : tensor<4x3x8xf32> -> tensor<4x3xf32>
+    %m = nn.reduce_max %x : tensor<4x3x8xf32> -> tensor<4x3xf32>
+    %dm = nn.reduce_max_grad %x, %m, %dy : tensor<4x3x8xf32> -> tensor<4x3xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // Attention passes (batch, heads, kv_heads, seq, head_dim), the causal flag
 // and the scale: 6 query heads over 3 key/value heads (grouped), causal, the
 // default scale 1/sqrt(16); the gradient reads q, k, v, the output and its

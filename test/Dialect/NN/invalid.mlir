@@ -816,6 +816,81 @@ func.func @tanh_grad_types(%y: tensor<2x4xf32>, %dy: tensor<2x4xbf16>) {
 
 // -----
 
+// Checks that softplus divides by a positive beta.
+func.func @softplus_beta(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'nn.softplus' op beta must be positive and finite, got 0}}
+  %0 = nn.softplus %x beta 0.0 threshold 20.0 : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Checks softplus_grad's beta as the forward's.
+func.func @softplus_grad_beta(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'nn.softplus_grad' op beta must be positive and finite, got -1}}
+  %0 = nn.softplus_grad %x, %x beta -1.0 threshold 20.0 : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Checks that softplus's threshold is finite.
+func.func @softplus_threshold(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'nn.softplus' op threshold must be finite, got INF}}
+  %0 = nn.softplus %x beta 1.0 threshold 0x7FF0000000000000 : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Checks that logsumexp reduces a last dimension.
+func.func @logsumexp_rank(%x: tensor<f32>) {
+  // expected-error @+2 {{input must have rank >= 1 (the reduction is over the last dimension)}}
+  // expected-error @+1 {{'nn.logsumexp' op failed to infer returned types}}
+  %0 = nn.logsumexp %x : tensor<f32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Checks that reduce_max's result drops the last dimension.
+func.func @reduce_max_result(%x: tensor<2x4xf32>) {
+  // expected-error @+2 {{'nn.reduce_max' op inferred type(s) 'tensor<2xf32>' are incompatible with return type(s) of operation 'tensor<4xf32>'}}
+  // expected-error @+1 {{'nn.reduce_max' op failed to infer returned types}}
+  %0 = nn.reduce_max %x : tensor<2x4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Checks that reduce_max refuses an empty last dimension (torch.amax does).
+func.func @reduce_max_empty(%x: tensor<2x0xf32>) {
+  // expected-error @+2 {{the last dimension must not be empty}}
+  // expected-error @+1 {{'nn.reduce_max' op failed to infer returned types}}
+  %0 = nn.reduce_max %x : tensor<2x0xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Checks logsumexp_grad's forward result against its input.
+func.func @logsumexp_grad_output(%x: tensor<2x4xf32>, %y: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.logsumexp_grad' op output type 'tensor<4xf32>' must be the input's without its last dimension, 'tensor<2xf32>'}}
+  %0 = nn.logsumexp_grad %x, %y, %y : tensor<2x4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Checks that reduce_max_grad's gradient has its forward result's type.
+func.func @reduce_max_grad_types(%x: tensor<2x4xf32>, %y: tensor<2xf32>, %dy: tensor<2xbf16>) {
+  // expected-error @+1 {{'nn.reduce_max_grad' op failed to verify that all of {output, output_grad} have same type}}
+  %0 = "nn.reduce_max_grad"(%x, %y, %dy) : (tensor<2x4xf32>, tensor<2xf32>, tensor<2xbf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 // Checks that swiglu takes gate and up of one type.
 func.func @swiglu_operand_types(%g: tensor<2x4xf32>, %u: tensor<2x4xbf16>) {
   // expected-error @+1 {{'nn.swiglu' op requires the same type for all operands and results}}

@@ -76,6 +76,19 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %r = nn.relu %sw : tensor<2x4x8xf32>
   // CHECK: nn.tanh %{{.*}} : tensor<2x4x8xf32>
   %th = nn.tanh %r : tensor<2x4x8xf32>
+  // CHECK: nn.exp %{{.*}} : tensor<2x4x8xf32>
+  %ex = nn.exp %th : tensor<2x4x8xf32>
+  // CHECK: nn.log %{{.*}} : tensor<2x4x8xf32>
+  %lg = nn.log %ex : tensor<2x4x8xf32>
+  // CHECK: nn.softplus %{{.*}} beta 1.000000e+00 threshold 2.000000e+01 : tensor<2x4x8xf32>
+  %sp = nn.softplus %lg beta 1.0 threshold 20.0 : tensor<2x4x8xf32>
+  // CHECK: nn.logsumexp %{{.*}} : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  %lse = nn.logsumexp %sp : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  // CHECK: nn.reduce_max %{{.*}} : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  %mx = nn.reduce_max %sp : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  // A vector reduces to a scalar.
+  // CHECK: nn.reduce_max %{{.*}} : tensor<8xf32> -> tensor<f32>
+  %gmx = nn.reduce_max %g : tensor<8xf32> -> tensor<f32>
   // CHECK: nn.concat %{{.*}}, %{{.*}} axis 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x16xf32>
   %cat = nn.concat %th, %h axis 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x16xf32>
   // CHECK: nn.cast %{{.*}} : tensor<2x4x16xf32> to tensor<2x4x16xbf16>
@@ -113,6 +126,18 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %tg = nn.tanh_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.softmax_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %s = nn.softmax_grad %x, %dy : tensor<2x4x8xf32>
+  // CHECK: nn.exp_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
+  %eg = nn.exp_grad %x, %dy : tensor<2x4x8xf32>
+  // CHECK: nn.log_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
+  %lgg = nn.log_grad %x, %dy : tensor<2x4x8xf32>
+  // CHECK: nn.softplus_grad %{{.*}}, %{{.*}} beta 2.000000e+00 threshold 1.000000e+01 : tensor<2x4x8xf32>
+  %spg = nn.softplus_grad %x, %dy beta 2.0 threshold 10.0 : tensor<2x4x8xf32>
+  %lse = nn.logsumexp %x : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  // CHECK: nn.logsumexp_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  %lseg = nn.logsumexp_grad %x, %lse, %lse : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  %mx = nn.reduce_max %x : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  // CHECK: nn.reduce_max_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  %mxg = nn.reduce_max_grad %x, %mx, %mx : tensor<2x4x8xf32> -> tensor<2x4xf32>
   // CHECK: nn.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x4x8xf32>, tensor<8xf32>
   %dx, %dw, %dbb = nn.layer_norm_grad %x, %w, %dy eps 1.0e-5 : tensor<2x4x8xf32>, tensor<8xf32>
   // CHECK: nn.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 1.250000e-01 : tensor<2x4x8xf32>, tensor<8xf32>

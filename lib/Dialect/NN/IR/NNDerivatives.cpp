@@ -162,6 +162,43 @@ LogicalResult TanhOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult ExpOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                     SmallVectorImpl<Value> &out) {
+  // dy * exp(x) from the result, as PyTorch's exp backward.
+  out.push_back(ExpGradOp::create(b, getLoc(), getResult(), grads[0]));
+  return success();
+}
+
+LogicalResult LogOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                     SmallVectorImpl<Value> &out) {
+  out.push_back(LogGradOp::create(b, getLoc(), getInput(), grads[0]));
+  return success();
+}
+
+LogicalResult SoftplusOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                          SmallVectorImpl<Value> &out) {
+  // From the input, as PyTorch's softplus_backward.
+  out.push_back(SoftplusGradOp::create(b, getLoc(), getInput(), grads[0],
+                                       getBetaAttr(), getThresholdAttr()));
+  return success();
+}
+
+LogicalResult LogsumexpOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                           SmallVectorImpl<Value> &out) {
+  // dy * exp(x - y): the input and the result stay alive for the backward.
+  out.push_back(
+      LogsumexpGradOp::create(b, getLoc(), getInput(), getResult(), grads[0]));
+  return success();
+}
+
+LogicalResult ReduceMaxOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                           SmallVectorImpl<Value> &out) {
+  // The ties with the maximum are found again from the input and result.
+  out.push_back(
+      ReduceMaxGradOp::create(b, getLoc(), getInput(), getResult(), grads[0]));
+  return success();
+}
+
 LogicalResult SoftmaxOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value> &out) {
   out.push_back(SoftmaxGradOp::create(b, getLoc(), getResult(), grads[0]));

@@ -915,6 +915,86 @@ LogicalResult ReduceSumOp::verify() {
   return success();
 }
 
+/// beta divides the softplus, so it must be positive; both are finite.
+static LogicalResult checkSoftplus(Operation *op, APFloat beta,
+                                   APFloat threshold) {
+  double b = beta.convertToDouble(), t = threshold.convertToDouble();
+  if (!(b > 0.0) || !std::isfinite(b))
+    return op->emitOpError("beta must be positive and finite, got ") << b;
+  if (!std::isfinite(t))
+    return op->emitOpError("threshold must be finite, got ") << t;
+  return success();
+}
+
+LogicalResult SoftplusOp::verify() {
+  return checkSoftplus(*this, getBeta(), getThreshold());
+}
+
+LogicalResult SoftplusGradOp::verify() {
+  return checkSoftplus(*this, getBeta(), getThreshold());
+}
+
+/// A reduction over the last dimension: [..., N] -> [...], N >= 1 (torch's
+/// amax refuses an empty one).
+static FailureOr<RankedTensorType>
+inferLastAxisReduction(std::optional<Location> loc, Value input) {
+  auto in = ranked(input);
+  if (in.getRank() < 1)
+    return emitOptionalError(loc, "input must have rank >= 1 (the reduction "
+                                  "is over the last dimension)");
+  if (in.getShape().back() == 0)
+    return emitOptionalError(loc, "the last dimension must not be empty");
+  return RankedTensorType::get(in.getShape().drop_back(), in.getElementType());
+}
+
+LogicalResult LogsumexpOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto type = inferLastAxisReduction(loc, adaptor.getInput());
+  if (failed(type))
+    return failure();
+  inferred.push_back(*type);
+  return success();
+}
+
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto type = inferLastAxisReduction(loc, adaptor.getInput());
+  if (failed(type))
+    return failure();
+  inferred.push_back(*type);
+  return success();
+}
+
+/// The backward of a reduction over the last dimension: its forward result
+/// (and that result's gradient) is the reduction of its input.
+static LogicalResult verifyLastAxisReductionGrad(Operation *op, Value input,
+                                                 Value output) {
+  auto in = ranked(input);
+  if (in.getRank() < 1 || in.getShape().back() == 0)
+    return op->emitOpError("input must have a non-empty last dimension (the "
+                           "reduction is over it), got ")
+           << in;
+  auto want =
+      RankedTensorType::get(in.getShape().drop_back(), in.getElementType());
+  if (ranked(output) != want)
+    return op->emitOpError("output type ")
+           << output.getType() << " must be the input's without its last "
+           << "dimension, " << want;
+  return success();
+}
+
+LogicalResult LogsumexpGradOp::verify() {
+  return verifyLastAxisReductionGrad(*this, getInput(), getOutput());
+}
+
+LogicalResult ReduceMaxGradOp::verify() {
+  return verifyLastAxisReductionGrad(*this, getInput(), getOutput());
+}
+
 //===----------------------------------------------------------------------===//
 // Split verification (results are explicit)
 //===----------------------------------------------------------------------===//

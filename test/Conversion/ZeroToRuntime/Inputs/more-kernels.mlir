@@ -1,7 +1,9 @@
-// Compute ops GPT-2 does not use: relu, erf GELU, silu, swiglu, tanh,
-// elementwise multiplication, scaling, a rotary embedding, an RMS norm and a
-// row softmax (their derivatives add relu_grad, gelu_erf_grad, silu_grad,
-// swiglu_grad, tanh_grad, mul, scale, the inverse rope, rms_norm_grad and
+// Compute ops GPT-2 does not use: relu, erf GELU, silu, swiglu, tanh, exp,
+// softplus, log, elementwise multiplication, scaling, a rotary embedding, an
+// RMS norm, logsumexp and reduce_max over the last dimension and a row
+// softmax (their derivatives add relu_grad, gelu_erf_grad, silu_grad,
+// swiglu_grad, tanh_grad, exp_grad, softplus_grad, log_grad, mul, scale, the
+// inverse rope, rms_norm_grad, logsumexp_grad, reduce_max_grad and
 // softmax_grad), and labels shifted inside the loss.
 zero.param @w : tensor<4x6xf32> init normal std 0.1
 zero.param @g : tensor<6xf32> init ones
@@ -16,13 +18,20 @@ zero.train_step @step(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
   %q = nn.silu %ge : tensor<8x6xf32>
   %sw = nn.swiglu %q, %h : tensor<8x6xf32>
   %th = nn.tanh %sw : tensor<8x6xf32>
-  %m = nn.mul %th, %g : tensor<8x6xf32>, tensor<6xf32>
+  %ex = nn.exp %th : tensor<8x6xf32>
+  %sp = nn.softplus %ex beta 1.0 threshold 20.0 : tensor<8x6xf32>
+  %lg = nn.log %sp : tensor<8x6xf32>
+  %m = nn.mul %lg, %g : tensor<8x6xf32>, tensor<6xf32>
   %s = nn.scale %m by 0.5 : tensor<8x6xf32>
   %s4 = nn.reshape %s : tensor<8x6xf32> -> tensor<4x1x2x6xf32>
   %ro = nn.rope %s4 theta 1.000000e+04 : tensor<4x1x2x6xf32>
   %s2 = nn.reshape %ro : tensor<4x1x2x6xf32> -> tensor<8x6xf32>
   %rn = nn.rms_norm %s2, %g eps 1.0e-5 : tensor<8x6xf32>, tensor<6xf32>
-  %p = nn.softmax %rn : tensor<8x6xf32>
+  %rn3 = nn.reshape %rn : tensor<8x6xf32> -> tensor<8x3x2xf32>
+  %lse = nn.logsumexp %rn3 : tensor<8x3x2xf32> -> tensor<8x3xf32>
+  %mx = nn.reduce_max %rn3 : tensor<8x3x2xf32> -> tensor<8x3xf32>
+  %cat = nn.concat %lse, %mx axis 1 : tensor<8x3xf32>, tensor<8x3xf32> -> tensor<8x6xf32>
+  %p = nn.softmax %cat : tensor<8x6xf32>
   %ys = nn.shift_labels %y fill -100 : tensor<8xi64>
   %loss = nn.softmax_cross_entropy %p, %ys ignore_index -100 : tensor<8x6xf32>, tensor<8xi64> -> tensor<f32>
   zero.return %loss : tensor<f32>

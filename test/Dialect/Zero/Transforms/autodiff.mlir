@@ -118,6 +118,41 @@ zero.train_step @pointwise(%y: tensor<4xi64>)
 
 // -----
 
+// exp, log, softplus and the reductions over the last dimension: exp's
+// derivative reads its result, log's and softplus's their input, and
+// logsumexp's and reduce_max's both their input and their result.
+zero.param @a : tensor<4x6x8xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @exp_log_reductions
+zero.train_step @exp_log_reductions(%y: tensor<4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %a = zero.get_param @a : tensor<4x6x8xf32>
+  %e = nn.exp %a : tensor<4x6x8xf32>
+  %l = nn.log %e : tensor<4x6x8xf32>
+  %s = nn.softplus %l beta 2.0 threshold 15.0 : tensor<4x6x8xf32>
+  %m = nn.logsumexp %s : tensor<4x6x8xf32> -> tensor<4x6xf32>
+  %r = nn.reduce_max %s : tensor<4x6x8xf32> -> tensor<4x6xf32>
+  %sum = nn.add %m, %r : tensor<4x6xf32>, tensor<4x6xf32>
+  %loss = nn.softmax_cross_entropy %sum, %y : tensor<4x6xf32>, tensor<4xi64> -> tensor<f32>
+  // CHECK: %[[E:.*]] = nn.exp %{{.*}} : tensor<4x6x8xf32>
+  // CHECK-NEXT: %[[L:.*]] = nn.log %[[E]] : tensor<4x6x8xf32>
+  // CHECK-NEXT: %[[S:.*]] = nn.softplus %[[L]] beta 2.000000e+00 threshold 1.500000e+01 : tensor<4x6x8xf32>
+  // CHECK-NEXT: %[[M:.*]] = nn.logsumexp %[[S]] : tensor<4x6x8xf32> -> tensor<4x6xf32>
+  // CHECK-NEXT: %[[R:.*]] = nn.reduce_max %[[S]] : tensor<4x6x8xf32> -> tensor<4x6xf32>
+  // CHECK: %[[D0:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DR:.*]] = nn.reduce_max_grad %[[S]], %[[R]], %[[D0]] : tensor<4x6x8xf32> -> tensor<4x6xf32>
+  // CHECK-NEXT: %[[DM:.*]] = nn.logsumexp_grad %[[S]], %[[M]], %[[D0]] : tensor<4x6x8xf32> -> tensor<4x6xf32>
+  // CHECK-NEXT: %[[DS:.*]] = nn.add %[[DR]], %[[DM]] : tensor<4x6x8xf32>, tensor<4x6x8xf32>
+  // The softplus gradient keeps the forward's beta and threshold.
+  // CHECK-NEXT: %[[DL:.*]] = nn.softplus_grad %[[L]], %[[DS]] beta 2.000000e+00 threshold 1.500000e+01 : tensor<4x6x8xf32>
+  // CHECK-NEXT: %[[DE:.*]] = nn.log_grad %[[E]], %[[DL]] : tensor<4x6x8xf32>
+  // CHECK-NEXT: %[[DA:.*]] = nn.exp_grad %[[E]], %[[DE]] : tensor<4x6x8xf32>
+  // CHECK-NEXT: zero.grad @a, %[[DA]] : tensor<4x6x8xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // The bias-fused GELU: its gradient from the unbiased input and the bias,
 // and the bias's gradient summed over the leading dimensions as nn.add's.
 zero.param @a : tensor<4x6xf32> init normal std 0.1

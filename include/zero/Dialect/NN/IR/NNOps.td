@@ -236,6 +236,46 @@ def NN_TanhOp : NN_UnaryOp<"tanh", "Hyperbolic tangent"> {
   }];
   let torchOps = ["torch.tanh", "Tensor.tanh", "nn.Tanh"];
 }
+def NN_ExpOp : NN_UnaryOp<"exp", "Exponential"> {
+  let description = [{
+    `exp(x)`, computed in fp32.
+
+    ```mlir
+    %y = nn.exp %x : tensor<64x256xf32>
+    ```
+  }];
+  let torchOps = ["torch.exp", "Tensor.exp"];
+}
+def NN_LogOp : NN_UnaryOp<"log", "Natural logarithm"> {
+  let description = [{
+    `log(x)`, computed in fp32: NaN below 0, -inf at 0.
+
+    ```mlir
+    %y = nn.log %x : tensor<64x256xf32>
+    ```
+  }];
+  let torchOps = ["torch.log", "Tensor.log"];
+}
+def NN_SoftplusOp : NN_Op<"softplus", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Softplus, as PyTorch's (beta and threshold)";
+  let description = [{
+    PyTorch's `F.softplus(x, beta, threshold)` in fp32: `x` where
+    `x * beta > threshold`, else `log1p(exp(x * beta)) / beta`. PyTorch's
+    defaults are `beta 1.0 threshold 20.0`; beta is positive.
+
+    ```mlir
+    %y = nn.softplus %x beta 1.000000e+00 threshold 2.000000e+01 : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, F64Attr:$beta,
+                       F64Attr:$threshold);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `beta` $beta `threshold` $threshold attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
 def NN_SoftmaxOp : NN_UnaryOp<"softmax", "Softmax over the last dimension"> {
   let description = [{
     Numerically stable softmax over the innermost dimension, computed in fp32.
@@ -246,6 +286,40 @@ def NN_SoftmaxOp : NN_UnaryOp<"softmax", "Softmax over the last dimension"> {
     ```
   }];
   let hasVerifier = 1;
+}
+
+def NN_LogsumexpOp : NN_Op<"logsumexp", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Log of the sum of exponentials over the last dimension";
+  let description = [{
+    `log(sum(exp(x)))` over the innermost dimension, [..., N] -> [...]
+    (N >= 1), computed stably in fp32 as PyTorch's `torch.logsumexp`: the
+    row's maximum m is subtracted before the exponentials and added back,
+    `m + log(sum(exp(x - m)))` (m taken as 0 when infinite).
+
+    ```mlir
+    %y = nn.logsumexp %x : tensor<8x64x256xf32> -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+def NN_ReduceMaxOp : NN_Op<"reduce_max", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Maximum over the last dimension";
+  let description = [{
+    The maximum over the innermost dimension, [..., N] -> [...] (N >= 1),
+    as PyTorch's `torch.amax(x, -1)`: NaN when the row holds one. Its
+    gradient is split evenly among the elements equal to the maximum.
+
+    ```mlir
+    %y = nn.reduce_max %x : tensor<8x64x256xf32> -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
 def NN_RopeOp : NN_Op<"rope", [SameOperandsAndResultType,
@@ -976,6 +1050,72 @@ def NN_SwigluGradOp : NN_Op<"swiglu_grad", [
 def NN_ReluGradOp : NN_PointwiseGradOp<"relu_grad", "relu", "result">;
 def NN_TanhGradOp : NN_PointwiseGradOp<"tanh_grad", "tanh", "result">;
 def NN_SoftmaxGradOp : NN_PointwiseGradOp<"softmax_grad", "softmax", "result"> {
+  let hasVerifier = 1;
+}
+def NN_ExpGradOp : NN_PointwiseGradOp<"exp_grad", "exp", "result">;
+def NN_LogGradOp : NN_PointwiseGradOp<"log_grad", "log", "input">;
+def NN_SoftplusGradOp : NN_Op<"softplus_grad", [
+    AllTypesMatch<["input", "result_grad", "result"]>]> {
+  let summary = "Backward of `nn.softplus`";
+  let description = [{
+    From the forward input and the gradient of the result, as PyTorch's
+    softplus_backward: with `z = exp(x * beta)`, `dy` where
+    `x * beta > threshold`, else `dy * z / (z + 1)`.
+
+    ```mlir
+    %dx = nn.softplus_grad %x, %dy beta 1.000000e+00 threshold 2.000000e+01 : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$result_grad,
+                       F64Attr:$beta, F64Attr:$threshold);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $result_grad `beta` $beta `threshold` $threshold attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_LogsumexpGradOp : NN_Op<"logsumexp_grad", [
+    AllTypesMatch<["input", "result"]>,
+    AllTypesMatch<["output", "output_grad"]>]> {
+  let summary = "Backward of `nn.logsumexp`";
+  let description = [{
+    From the forward input x [..., N], its result y [...] and the result's
+    gradient dy [...], as PyTorch's logsumexp_backward:
+    `dx = dy * exp(x - y)` (the softmax of each row times its gradient).
+
+    ```mlir
+    %dx = nn.logsumexp_grad %x, %y, %dy : tensor<8x64x256xf32> -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$output,
+                       NN_FloatTensor:$output_grad);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $output `,` $output_grad attr-dict `:` type($input) `->` type($output)
+  }];
+  let hasVerifier = 1;
+}
+def NN_ReduceMaxGradOp : NN_Op<"reduce_max_grad", [
+    AllTypesMatch<["input", "result"]>,
+    AllTypesMatch<["output", "output_grad"]>]> {
+  let summary = "Backward of `nn.reduce_max`";
+  let description = [{
+    From the forward input x [..., N], its maximum y [...] and the result's
+    gradient dy [...], as PyTorch's amax backward: each row's gradient is
+    divided by the count c of elements equal to the maximum and given to
+    each of them, `dx = (dy / c) * (x == y)`.
+
+    ```mlir
+    %dx = nn.reduce_max_grad %x, %y, %dy : tensor<8x64x256xf32> -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$output,
+                       NN_FloatTensor:$output_grad);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $output `,` $output_grad attr-dict `:` type($input) `->` type($output)
+  }];
   let hasVerifier = 1;
 }
 
