@@ -100,6 +100,11 @@ WINDOW = ({"sliding_window": 8}, "a sliding window shorter than the "
 # default 512 gives those layers 8 times the width of the rest.
 GEMMA4 = ({"global_head_dim": 32}, "the full-attention layers' head tiny "
           "too (default 512)")
+# Granite-SWA: its full-attention layer without rotary embedding (NoPE,
+# rope_theta 0), its sliding one windowed within the sequence.
+GRANITE_SWA = ({"sliding_window": 8, "layer_rope_theta": [0.0, 10000.0]},
+               "a NoPE layer and a sliding window shorter than the "
+               "sequence, which its default lacks")
 OVERRIDES = {
     "cohere_compass_text": (
         {"rope_parameters": {"full_attention": ROPE}},
@@ -131,6 +136,8 @@ OVERRIDES = {
                 "window shorter than the sequence"),
     "gptj": ({"rotary_dim": 4}, "rotary on a quarter of each head, as its "
              "default 64 of 256"),
+    "granite_swa": GRANITE_SWA,
+    "granitemoe_swa": GRANITE_SWA,
     "lfm2": ({"layer_types": ["conv", "full_attention"]},
              "its default config has attention layers only; LFM2 checkpoints "
              "mix short-convolution and attention layers"),
@@ -230,12 +237,23 @@ def tiny_config(model_type, window=None):
             if name in fields:
                 kw[name] = value
     # Multi-head latent attention: its head sizes are its own, and it has
-    # as many key/value heads as query heads.
+    # as many key/value heads as query heads. Its default ranks and heads
+    # are full-size (Youtu's query rank 1536, heads of 192), where float32
+    # itself moves the third step's loss by 5e-5 (PyTorch's in float32
+    # against float64): tiny ones, values narrower than queries and keys
+    # (16 against 16 + 8) as in the real models; its rotary embedding's
+    # head_dim is the rotated part's.
     if "kv_lora_rank" in fields:
         kw.pop("head_dim", None)
+        if "head_dim" in fields:
+            kw["head_dim"] = 8
         for name in ("num_key_value_heads", "num_kv_heads"):
             if name in kw:
                 kw[name] = 4
+        kw.update(kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                  v_head_dim=16)
+        if fields.get("q_lora_rank") and fields["q_lora_rank"].default:
+            kw["q_lora_rank"] = 48
     # The default windows are longer than the sequence, where a sliding
     # window's mask is the causal one; `window` makes them bite.
     if window is not None:

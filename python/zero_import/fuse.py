@@ -26,21 +26,30 @@ die and are pruned. What no pattern takes stays a pseudo op, and
              interleaved (GPT-J, Cohere, GLM): rotate_every_two(x) =
              stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2) with
              tables by repeat_interleave, on [batch, heads, seq, head_dim]
-             or (GPT-J) [batch, seq, heads, head_dim]
+             or (GPT-J) [batch, seq, heads, head_dim];
+             DeepSeek's pairs, cat(e * cos - o * sin, o * cos + e * sin)
+             of e = x[..., 0::2], o = x[..., 1::2]: nn.rope of x
+             de-interleaved (fuse_rope_pairs)
   attention  softmax(q @ k^T * s [masked causally]) @ v, the mask a
              masked_fill with -inf above the diagonal or an added table
              with -inf (or the dtype's min, or -1e4 and less) there, or
              openai-gpt's w * b + -1e4 * (1 - b), before or (CodeGen)
              after the scale; an added ALiBi table (MPT's position_bias,
              BLOOM's alibi by torch.baddbmm on [batch * heads, seq, seq]);
-             k and v repeated per query head group (repeat_kv,
-             repeat_interleave) are read once
+             XGLM's max(masked scores, float32's lowest) and its softmax
+             on [batch * heads, seq, seq]; k and v repeated per query
+             head group (repeat_kv, repeat_interleave) are read once;
+             values of another head dim than q and k (multi-head latent
+             attention) padded with zeros (attention)
   SwiGLU     silu(gate) * up
   GELU       0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))
              (GPT-2's gelu_new), the tanh approximation nn.gelu computes
 
-A square no pattern took (squared ReLU's relu(x) ** 2) is nn.mul(x, x); a
-product with a constant table of one value throughout is nn.scale by it.
+A square no pattern took (squared ReLU's relu(x) ** 2) is nn.mul(x, x); an
+expand no pattern took is nn.concat of copies; a product with a constant
+table of one value throughout is nn.scale by it; a
+sum with a constant sinusoidal position table (XGLM's, CTRL's) adds that
+table as nn.rope ... inverse of a constant row computes it.
 """
 
 import functools
@@ -458,6 +467,108 @@ def _emit_rope(g, add, x, attrs, interleaved, seq_first, inverse=False):
     g.replace_uses(add.results[0], ops[-1].results[0])
 
 
+def _products(sym):
+    """[(x, table, negated)] of the two products x * table whose sum is sym
+    (negated: that product subtracted), or None."""
+    add = _producer(sym, "add")
+    if not add:
+        return None
+    out = []
+    for operand in add.operands:
+        neg = _producer(operand, "scale")
+        if neg and neg.attrs["factor"] == -1.0:
+            operand = neg.operands[0]
+        else:
+            neg = None
+        mc = _producer(operand, "mul_const")
+        if not mc:
+            return None
+        out.append((mc.operands[0], mc.attrs["table"], neg is not None))
+    return out
+
+
+def _pairs_of(sym):
+    """(x, cos, sin) when sym is DeepSeek's rotary embedding of the pairs
+    (x[2i], x[2i + 1]) written out (apply_rotary_pos_emb_interleave):
+    cat(e * cos - o * sin, o * cos + e * sin) along the last axis, e =
+    x[..., 0::2], o = x[..., 1::2]; None otherwise."""
+    cat = _producer(sym, "concat")
+    if not cat or len(cat.operands) != 2 or \
+            cat.attrs["axis"] != len(sym.shape) - 1:
+        return None
+    halves = [_products(s) for s in cat.operands]
+    if None in halves:
+        return None
+    sources, terms = set(), []
+    for products in halves:
+        # {(0 for e, 1 for o, negated): table}
+        t = {}
+        for y, table, negated in products:
+            ev = _producer(y, "slice_every")
+            if not ev or ev.attrs["step"] != 2 or \
+                    ev.attrs["axis"] != len(y.shape) - 1:
+                return None
+            sources.add(ev.operands[0])
+            t[(ev.attrs["start"], negated)] = table
+        terms.append(t)
+    if len(sources) != 1:
+        return None
+    x = sources.pop()
+    first, second = terms
+    if x.shape != sym.shape or set(first) != {(0, False), (1, True)} or \
+            set(second) != {(1, False), (0, False)}:
+        return None
+    cos, sin = first[(0, False)], first[(1, True)]
+    if table_key(cos) != table_key(second[(1, False)]) or \
+            table_key(sin) != table_key(second[(0, False)]):
+        return None
+    return x, cos, sin
+
+
+def fuse_rope_pairs(g, tables=()):
+    """DeepSeek's rotary embedding of the pairs (x[2i], x[2i + 1]) (_pairs_of)
+    as nn.rope: it is the rotate_half embedding of x with its features
+    de-interleaved (the even ones, then the odd ones), by the tables
+    cat(cos, cos) and cat(sin, sin); the de-interleaving is a reshape to
+    [.., d / 2, 2], a transpose of the last two axes and a reshape back."""
+    freqs = {}
+    for cat in [op for op in g.ops if op.kind == "concat"]:
+        found = _pairs_of(cat.results[0])
+        if found is None:
+            continue
+        x, cos, sin = found
+        key = (table_key(cos), table_key(sin), x.shape)
+        if key not in freqs:
+            freqs[key] = None
+            if len(x.shape) == 4:
+                freqs[key] = rope_freqs(torch.cat((cos, cos), -1),
+                                        torch.cat((sin, sin), -1), x.shape,
+                                        tables)
+        if freqs[key] is None:
+            cat.where.fail(
+                "the rotary embedding of pairs cat(x[..., 0::2] * cos - "
+                "x[..., 1::2] * sin, x[..., 1::2] * cos + x[..., 0::2] * "
+                "sin) with tables that are not Hugging Face's at positions "
+                "0..%d of a [batch, heads, seq, head_dim] tensor" % (
+                    x.shape[-2] - 1))
+        *lead, d = x.shape
+        lead = tuple(lead)
+        ops = [g.emit("reshape", [x], {}, [(lead + (d // 2, 2), "f32")],
+                      cat.where)]
+        ops.append(g.emit("transpose", [ops[-1].results[0]],
+                          {"permutation": list(range(len(lead))) +
+                           [len(lead) + 1, len(lead)]},
+                          [(lead + (2, d // 2), "f32")], cat.where))
+        ops.append(g.emit("reshape", [ops[-1].results[0]], {},
+                          [(x.shape, "f32")], cat.where))
+        ops.append(g.emit("rope", [ops[-1].results[0]], dict(freqs[key]),
+                          [(x.shape, "f32")], cat.where))
+        for op in ops:
+            g.ops.remove(op)
+            g.ops.insert(g.ops.index(cat), op)
+        g.replace_uses(cat.results[0], ops[-1].results[0])
+
+
 # -- slices ------------------------------------------------------------------
 
 
@@ -530,16 +641,75 @@ def unrepeat(g, k, v, q, where):
     if len(q.shape) != 4 or len(k0.shape) != 4:
         where.fail("attention on tensors of rank %d; nn.attention takes "
                    "[batch, heads, seq, head_dim]" % len(q.shape))
-    if k0.shape != v0.shape:
+    # The values' head dim may differ from the keys' (attention pads it).
+    if k0.shape[:-1] != v0.shape[:-1] or len(v0.shape) != 4:
         if nk == 1 and nv == 1:
             where.fail("attention with keys %s and values %s" % (
                 list(k.shape), list(v.shape)))
         k0, v0 = k, v  # repeated differently: keep the repeated forms
     if k0.shape[0] != q.shape[0] or k0.shape[2:] != q.shape[2:] or \
-            q.shape[1] % k0.shape[1]:
-        where.fail("attention with queries %s and keys %s" % (
-            list(q.shape), list(k0.shape)))
+            q.shape[1] % k0.shape[1] or k0.shape[:-1] != v0.shape[:-1]:
+        where.fail("attention with queries %s, keys %s and values %s" % (
+            list(q.shape), list(k0.shape), list(v0.shape)))
     return k0, v0
+
+
+def _zeros(g, like, width, where):
+    """Zeros of like's shape with `width` in its last dimension: like @ 0,
+    a [width, d] nn.fill of zeros, so that they follow like's rows where
+    the ranks divide the batch (an nn.fill itself keeps the global
+    batch's shape)."""
+    w = g.emit("fill", [], {"value": 0.0}, [((width, like.shape[-1]), "f32")],
+               where).results[0]
+    return g.emit("matmul", [like, w], {"transpose_rhs": True},
+                  [(like.shape[:-1] + (width,), "f32")], where).results[0]
+
+
+def _pad_last(g, x, width, where):
+    """x with `width` zeros after its last dimension."""
+    z = _zeros(g, x, width, where)
+    return g.emit("concat", [x, z], {"axis": len(x.shape) - 1},
+                  [(x.shape[:-1] + (x.shape[-1] + width,), "f32")],
+                  where).results[0]
+
+
+def attention(g, q, k, v, attrs, where, before=None):
+    """nn.attention of q [batch, heads, seq, d], k [batch, kv_heads, seq, d]
+    and v [batch, kv_heads, seq, dv] (k and v read once per query head
+    group, unrepeat), placed before op `before` (else last). The op takes
+    one head dim: where dv differs (multi-head latent attention, whose
+    values are narrower than its queries and keys), the narrower side is
+    padded with zeros, which adds nothing to the scores q . k and leaves
+    the output's columns of v as they are, and the output is cut to dv."""
+    first = len(g.ops)
+    attrs = dict(attrs)
+    d, dv = q.shape[-1], v.shape[-1]
+    if dv < d:
+        v = _pad_last(g, v, d - dv, where)
+    elif dv > d:
+        if attrs.get("scale") is None:
+            attrs["scale"] = 1.0 / math.sqrt(d)
+        q = _pad_last(g, q, dv - d, where)
+        k = _pad_last(g, k, dv - d, where)
+    out = g.emit("attention", [q, k, v], attrs, [(q.shape, "f32")],
+                 where).results[0]
+    if dv < d:
+        # The padded columns (zeros) are read too, as + pad @ 0: the
+        # derivative of nn.split fills an unread part's gradient with an
+        # nn.fill, which keeps the global batch's shape where the ranks
+        # divide the batch.
+        out, pad = g.emit("split", [out], {"axis": 3},
+                          [(out.shape[:-1] + (dv,), "f32"),
+                           (out.shape[:-1] + (d - dv,), "f32")],
+                          where).results
+        out = g.emit("add", [out, _zeros(g, pad, dv, where)], {},
+                     [(out.shape, "f32")], where).results[0]
+    if before is not None:
+        ops = g.ops[first:]
+        del g.ops[first:]
+        at = g.ops.index(before)
+        g.ops[at:at] = ops
+    return out
 
 
 def mask_hidden(table, shape, fill_where, factor=1.0):
@@ -684,9 +854,23 @@ def fuse_attention(g):
                 continue
             flat, p, v = p.shape, p4, v4
         sm = _producer(p, "softmax")
-        if not sm or not _single_use(g, p):
+        if not _single_use(g, p):
             continue
-        s = sm.operands[0]
+        if sm:
+            s = sm.operands[0]
+        elif flat:
+            # XGLM's softmax on [batch * heads, seq, seq] scores viewed
+            # from [batch, heads, seq, seq], its result viewed back: the
+            # softmax of those (the last axis is the same).
+            r = _producer(p, "reshape")
+            sm = r and _producer(r.operands[0], "softmax")
+            if not sm or not _single_use(g, r.operands[0]):
+                continue
+            s = _flat_heads(sm.operands[0], sm.operands[0].shape)
+            if s is None or s.shape != p.shape:
+                continue
+        else:
+            continue
         # The masks before the softmax (GPT-Neo's where and its added
         # attention mask are two), whose union is the causal mask or a
         # sliding window, and an ALiBi table added before or among them.
@@ -697,6 +881,14 @@ def fuse_attention(g):
         # scaled as the attention's scale does.
         factor = 1.0
         while failed is None:
+            # XGLM's max(scores + mask, float32's lowest): a masked score
+            # (-inf) becomes the lowest, which the softmax zeroes alike.
+            cl = _producer(s, "clamp_lowest")
+            if cl and hidden is None and _single_use(g, s) and (
+                    _producer(cl.operands[0], "add_const") or
+                    _producer(cl.operands[0], "masked_fill")):
+                s = cl.operands[0]
+                continue
             mf = _producer(s, "masked_fill")
             ac = _producer(s, "add_const")
             sc = _producer(s, "scale")
@@ -812,11 +1004,7 @@ def fuse_attention(g):
             attrs["softcap"] = softcap
         if alibi and any(alibi):
             attrs["alibi"] = alibi
-        op = g.emit("attention", [q, k0, v0], attrs, [(q.shape, "f32")],
-                    out.where)
-        g.ops.remove(op)
-        g.ops.insert(g.ops.index(out), op)
-        result = op.results[0]
+        result = attention(g, q, k0, v0, attrs, out.where, before=out)
         if flat:
             r = g.emit("reshape", [result], {}, [(out.results[0].shape,
                                                   "f32")], out.where)
@@ -897,6 +1085,30 @@ def lower_square(g):
         op.operands = [op.operands[0], op.operands[0]]
 
 
+def lower_expand(g):
+    """An expand no pattern took (MLA's rotated key of one head, read by
+    every head) as copies concatenated along each axis it broadcasts: the
+    same values, and the backward sums the copies' gradients as expand's
+    does. Not along dimension 0, the batch of a step's tensors: copies of
+    a tensor without one would not follow the ranks' share of it."""
+    for op in [o for o in g.ops if o.kind == "expand"]:
+        x, out = op.operands[0], op.results[0].shape
+        if len(x.shape) != len(out) or not out or x.shape[0] != out[0] or \
+                any(s not in (1, n) for s, n in zip(x.shape, out)):
+            continue
+        ops = []
+        for axis, n in enumerate(out):
+            if x.shape[axis] != n:
+                shape = x.shape[:axis] + (n,) + x.shape[axis + 1:]
+                ops.append(g.emit("concat", [x] * n, {"axis": axis},
+                                  [(shape, "f32")], op.where))
+                x = ops[-1].results[0]
+        for new in ops:
+            g.ops.remove(new)
+            g.ops.insert(g.ops.index(op), new)
+        g.replace_uses(op.results[0], x)
+
+
 def lower_uniform_tables(g):
     """A product with a constant table that holds one value throughout and
     leaves x's shape as it is, as nn.scale of x by that value: Ministral
@@ -918,6 +1130,93 @@ def lower_uniform_tables(g):
             continue
         op.kind = "scale"
         op.attrs = {"factor": v}
+
+
+def _sinusoid_freqs(d):
+    """The inverse frequencies (float32, one per sine) of the sinusoidal
+    position tables transformers builds for width d: tensor2tensor's
+    exp(-i * ln(10000) / (d / 2 - 1)) (XGLM's), the Transformer paper's
+    1 / 10000^(2i / d) as CTRL computes it, and as rotary tables do."""
+    h = d // 2
+    i = torch.arange(h, dtype=torch.int64).float()
+    out = [1.0 / torch.pow(10000, (2 * (torch.arange(d, dtype=torch.int64)
+                                        .float() // 2)) / d)[0::2],
+           1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.int64)
+                              .float() / d))]
+    if h > 1:
+        out.insert(0, torch.exp(i * -(math.log(10000) / (h - 1))))
+    return out
+
+
+def sinusoid_table(t):
+    """(inv_freq, first position) when the [T, d] float32 table t is
+    cat(sin(p * f), cos(p * f), -1) at positions p = o..o+T-1 for one of
+    _sinusoid_freqs, as float32 computes it; None otherwise."""
+    if t.dtype != torch.float32 or t.dim() != 2 or t.shape[1] % 2 or \
+            t.shape[1] < 2 or not torch.isfinite(t).all():
+        return None
+    seq, d = t.shape
+    h = d // 2
+    for f in _sinusoid_freqs(d):
+        # The first position from the slowest pair, whose angle is small.
+        o = math.atan2(float(t[0, h - 1]), float(t[0, d - 1])) / float(f[-1])
+        if not (-0.5 < o < 1e6) or abs(o - round(o)) > 0.01:
+            continue
+        o = round(o)
+        p = torch.arange(o, o + seq, dtype=torch.int64).float()
+        a = p[:, None] * f[None, :]
+        want = torch.cat([a.sin(), a.cos()], -1)
+        # A few ulps: sin and cos differ by as much between libraries.
+        if float((want - t).abs().max()) <= 1e-6:
+            return f, o
+    return None
+
+
+def lower_sinusoidal_tables(g):
+    """x + a constant sinusoidal position table [.., T, d], the same for
+    every leading index (XGLM's and CTRL's buffers at positions o..o+T-1):
+    nn.rope ... inverse of a row of d / 2 zeros and d / 2 ones at positions
+    0..o+T-1 is [sin, cos] of each position's angles, the rows from o on
+    nn.add broadcasts over the leading dimensions."""
+    for op in [o for o in g.ops if o.kind == "add_const"]:
+        x = op.operands[0]
+        shape = op.results[0].shape
+        if x.shape != shape or len(shape) < 2:
+            continue
+        try:
+            t = torch.broadcast_to(op.attrs["table"].detach().cpu(), shape)
+        except RuntimeError:
+            continue
+        t = t.reshape((-1,) + tuple(shape[-2:]))
+        if not torch.equal(t, t[:1].expand_as(t)):
+            continue
+        found = sinusoid_table(t[0])
+        if found is None:
+            continue
+        f, o = found
+        seq, d = shape[-2:]
+        rows = (1, 1, o + seq, d // 2)
+        new = [g.emit("fill", [], {"value": v}, [(rows, "f32")], op.where)
+               for v in (0.0, 1.0)]
+        new.append(g.emit("concat", [n.results[0] for n in new], {"axis": 3},
+                          [((1, 1, o + seq, d), "f32")], op.where))
+        new.append(g.emit("rope", [new[-1].results[0]],
+                          {"inv_freq": f.tolist(), "inverse": True},
+                          [((1, 1, o + seq, d), "f32")], op.where))
+        table = new[-1].results[0]
+        if o:
+            new.append(g.emit("split", [table], {"axis": 2},
+                              [((1, 1, o, d), "f32"), ((1, 1, seq, d),
+                                                       "f32")], op.where))
+            table = new[-1].results[1]
+        new.append(g.emit("reshape", [table], {}, [((seq, d), "f32")],
+                          op.where))
+        for n in new:
+            g.ops.remove(n)
+            g.ops.insert(g.ops.index(op), n)
+        op.kind = "add"
+        op.operands = [x, new[-1].results[0]]
+        op.attrs = {}
 
 
 def lower_add_scalar(g):
@@ -976,7 +1275,11 @@ _WHAT = {
              "embedding)",
     "masked_fill": "masked_fill (recognised as the causal mask of an "
                    "attention)",
-    "expand": "expand (recognised in repeat_kv before an attention)",
+    "clamp_lowest": "torch.max(x, float32's lowest) (recognised between "
+                    "an attention's causal mask and its softmax)",
+    "expand": "expand along dimension 0 or to more dimensions (recognised "
+              "in repeat_kv before an attention; an expand of other axes "
+              "is nn.concat of copies)",
     "repeat_heads": "repeat_interleave (recognised before an attention)",
     "mul_bcast": "a product broadcasting both operands (nn.mul broadcasts "
                  "its right operand over leading dimensions)",
@@ -1003,14 +1306,17 @@ def fuse_all(g, roots, rotary=()):
     fuse_layer_norm(g)
     fuse_rms_norm(g)
     fuse_rope(g, rotary)
+    fuse_rope_pairs(g, rotary)
     g.prune(roots)
     lower_slices(g)
     g.prune(roots)
     fuse_attention(g)
     g.prune(roots)
+    lower_expand(g)
     fuse_swiglu(g)
     fuse_gelu_tanh(g)
     lower_uniform_tables(g)
+    lower_sinusoidal_tables(g)
     lower_square(g)
     lower_add_scalar(g)
     lower_column_products(g)

@@ -387,6 +387,50 @@ def _refuse_state_space(model):
                   source=source_of(inspect.unwrap(type(m).forward)))
 
 
+def _has(m, name, kind=nn.Module):
+    return isinstance(getattr(m, name, None), kind)
+
+
+# Blocks of dense decoders that no nn op computes: (whether a module is one,
+# by its structure, what the block is; %s its class).
+_UNSUPPORTED_BLOCKS = (
+    (lambda m: _has(m, "A", nn.Parameter) and _has(m, "dt_proj") and
+     _has(m, "q_proj"),
+     "the dynamic-mask attention %s (Doge's: a bias per key computed from "
+     "the values, exp(A * softplus(dt_proj(v))), added to the attention "
+     "scores)"),
+    (lambda m: _has(m, "prediction_coefs") and _has(m, "correction_coefs"),
+     "the AltUp block %s (Gemma 3n's alternating updates: several copies "
+     "of the hidden state, predicted before each layer and corrected after "
+     "it by coefficients a learned router picks, beside per-layer "
+     "inputs)"),
+    (lambda m: _has(m, "relative_attention_bias", (nn.Parameter, nn.Module)),
+     "the relative position bias %s (a learned bias per bucket of relative "
+     "positions, added to the attention scores, as T5's or CPM-Ant's)"),
+    (lambda m: callable(getattr(type(m), "backward_pass", None)),
+     "the reversible residual layer %s (Reformer's: run without gradients "
+     "inside a custom autograd function whose backward recomputes its "
+     "activations, around its LSH or chunked local attention)"),
+    (lambda m: _has(m, "H_module") and _has(m, "L_module"),
+     "the hierarchical recurrence of %s (HRM's: its H_module and L_module "
+     "stacks of layers applied in nested cycles over the same hidden "
+     "states, the earlier cycles without gradients)"),
+)
+
+
+def _refuse_blocks(model):
+    """A block of _UNSUPPORTED_BLOCKS is refused at the first one, by name,
+    before the model is traced: the trace would stop at some torch
+    operation inside it (or at a weight it never reads), which names no
+    part a user could look for."""
+    for path, m in model.named_modules():
+        for test, what in _UNSUPPORTED_BLOCKS:
+            if test(m):
+                _fail("%s is not supported" % (what % type(m).__name__),
+                      path=path or None,
+                      source=source_of(inspect.unwrap(type(m).forward)))
+
+
 def build(directory, no_weights=False, seed=0, attn=None):
     """(model, InitRecorder or None, {parameter name: float32 tensor or
     FileTensor} or None) of the directory's model: its own weights, else seeded
@@ -422,6 +466,7 @@ def build(directory, no_weights=False, seed=0, attn=None):
             os.path.join(directory, CONFIG), type(model).__name__,
             cls.__name__))
     _refuse_state_space(model)
+    _refuse_blocks(model)
     _refuse_moe(model)
     weights = None
     if files is not None and not no_weights:

@@ -21,8 +21,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import moe
-from .fuse import (mask_hidden, mask_window, rope_freqs, rotary_tables,
-                   table_key, unrepeat)
+from .fuse import (attention, mask_hidden, mask_window, rope_freqs,
+                   rotary_tables, table_key, unrepeat)
 from .graph import Graph, Sym, Where
 from .nn_ops import OPS as NN_OPS
 
@@ -101,7 +101,7 @@ def _lower_sink_attention(low, c):
     mask = c.a[4]
     scaling, dropout = unwrap(c.a[5]), unwrap(c.a[8])
     if dropout:
-        where.fail("gpt-oss's attention with dropout %g" % dropout)
+        where.fail("an attention with sinks with dropout %g" % dropout)
     window = 0
     if mask is not None:
         window = low.sdpa_window(mask, q, False, where)
@@ -839,7 +839,7 @@ class Lowering:
         attrs = {"causal": bool(causal), "scale": scale}
         if window:
             attrs["window"] = window
-        return self.emit("attention", [q, k, v], attrs, [q.shape], where)
+        return attention(self.g, q, k, v, attrs, where)
 
     def sdpa_window(self, mask, q, causal, where):
         """The window of an attn_mask that is transformers' causal or
@@ -1233,6 +1233,39 @@ def _repeat(low, c):
     return x
 
 
+@_rule(FUNCTIONS, torch.sum)
+@_rule(METHODS, "sum")
+def _sum(low, c):
+    """x.sum(-1) of x [..., N] as the product x @ ones [N, 1] (DiffLlama's
+    lambda = exp(sum(lambda_q * lambda_k, -1)) over a head's features): no
+    nn op sums the last dimension with a gradient, nn.matmul's is the
+    broadcast back."""
+    where = c.where
+    x = low.float_sym(c.a[0], where)
+    dim = unwrap(c.arg(1, "dim"))
+    keepdim = unwrap(c.arg(2, "keepdim", False))
+    dtype = unwrap(c.kw.get("dtype"))
+    if isinstance(dim, (tuple, list)) and len(dim) == 1:
+        dim = dim[0]
+    if dim is None and len(x.shape) == 1:
+        dim = 0
+    if isinstance(dim, (tuple, list)) or dim is None or \
+            _norm_axis(dim, len(x.shape), where) != len(x.shape) - 1:
+        where.fail("%s over dimension %s has no equivalent (a sum over the "
+                   "last dimension only)" % (where.op, dim))
+    if dtype not in (None, torch.float32):
+        where.fail("%s in %s has no equivalent (the step sums in float32)"
+                   % (where.op, dtype))
+    n = x.shape[-1]
+    rows = x if len(x.shape) >= 2 else \
+        low.emit("reshape", [x], {}, [(1, n)], where)
+    y = low.emit("matmul", [rows, low.fill(1.0, (1, n), where)],
+                 {"transpose_rhs": True}, [rows.shape[:-1] + (1,)], where)
+    shape = x.shape[:-1] + ((1,) if keepdim else ())
+    return y if y.shape == shape else \
+        low.emit("reshape", [y], {}, [shape], where)
+
+
 @_rule(METHODS, "masked_fill")
 def _masked_fill(low, c):
     mask, fill = c.a[1], unwrap(c.a[2])
@@ -1244,10 +1277,26 @@ def _masked_fill(low, c):
                       c.where)
 
 
-@_rule(METHODS, "expand")
+@_rule(METHODS, "expand", "expand_as")
 def _expand(low, c):
     return low.pseudo("expand", [low.float_sym(c.x, c.where)], {}, c.value,
                       c.where)
+
+
+@_rule(FUNCTIONS, torch.max, torch.maximum)
+def _max_lowest(low, c):
+    """torch.max(x, lowest), lowest one constant, float32's least finite
+    value (XGLM's clamp after adding its mask): x wherever x is finite,
+    which fuse.py recognises between an attention's mask and softmax."""
+    lowest = unwrap(c.a[1]) if len(c.a) == 2 and not c.kw else None
+    if not is_sym(c.x) or not torch.is_tensor(lowest) or \
+            lowest.numel() != 1 or \
+            float(lowest) != torch.finfo(torch.float32).min:
+        c.where.fail("%s other than the clamp max(x, torch.finfo(float32)."
+                     "min) before an attention's softmax has no equivalent"
+                     % c.where.op)
+    return low.pseudo("clamp_lowest", [low.float_sym(c.x, c.where)], {},
+                      c.value, c.where)
 
 
 # Views, layout and indexing.

@@ -101,9 +101,17 @@ _AUX_MODULES = ("transformers.models.mixtral.modeling_mixtral",
                 "transformers.models.mellum.modeling_mellum",
                 "transformers.models.gpt_oss.modeling_gpt_oss")
 
-# The modeling module whose eager attention (with sinks) the step traces as
-# one call.
+# gpt-oss's modeling module (its experts' gating, its rotary embedding).
 _SINK_ATTENTION_MODULE = "transformers.models.gpt_oss.modeling_gpt_oss"
+# The modeling modules whose eager attention (with sinks) the step traces as
+# one call. gpt-oss's appends the head's sink to each row of logits before
+# the softmax; Granite-SWA's (and its MoE sibling's) scales the softmax by
+# sigmoid(logsumexp(logits) - sink): both are exp(s_j) / (sum_i exp(s_i) +
+# exp(sink)), nn.attention's sinks.
+_SINK_ATTENTION_MODULES = (
+    _SINK_ATTENTION_MODULE,
+    "transformers.models.granite_swa.modeling_granite_swa",
+    "transformers.models.granitemoe_swa.modeling_granitemoe_swa")
 
 
 def _transformers_module(m):
@@ -363,50 +371,39 @@ def _lower_gpt_oss_experts(low, m, x, idx, weights, where):
                     where)
 
 
-# -- gpt-oss's attention -------------------------------------------------------
+# -- attentions with sinks -----------------------------------------------------
 
 def sink_attention(query, key, value, sinks, mask, scaling, sliding_window,
-                   groups, dropout):
-    """gpt-oss's eager_attention_forward's output ([batch, seq, heads,
-    head_dim]) for the trace's values; lower.py lowers it."""
-    from transformers.models.gpt_oss import modeling_gpt_oss as mod
-
+                   groups, dropout, origin=_SINK_ATTENTION_MODULE):
+    """The eager attention with sinks of modeling module `origin`: its
+    output ([batch, seq, heads, head_dim]) for the trace's values; lower.py
+    lowers it."""
     class _Attn:
         pass
     a = _Attn()
     a.sinks, a.num_key_value_groups, a.training = sinks, groups, False
-    return _ORIGINAL_SINK_ATTENTION[0](a, query, key, value, mask,
-                                       scaling=scaling, dropout=0.0)[0]
+    return _ORIGINAL_SINK_ATTENTION[origin](a, query, key, value, mask,
+                                            scaling=scaling, dropout=0.0)[0]
 
 
-_ORIGINAL_SINK_ATTENTION = [None]
+# {modeling module name: its eager_attention_forward}
+_ORIGINAL_SINK_ATTENTION = {}
 
 
-def gpt_oss_calls(tracer, is_traced):
-    """[(module, name, original, replacement)] of gpt-oss's functions traced
-    as one call each when their tensors are traced: its eager attention
-    (with sinks) and its rotary embedding (halves rotated by [.., d / 2]
-    tables, which no pattern of fuse.py takes)."""
-    mod = sys.modules.get(_SINK_ATTENTION_MODULE)
-    if mod is None:
-        return []
+def attention_calls(tracer, is_traced):
+    """[(module, name, original, replacement)] of the functions traced as
+    one call each when their tensors are traced: the eager attentions with
+    sinks (_SINK_ATTENTION_MODULES) and gpt-oss's rotary embedding (halves
+    rotated by [.., d / 2] tables, which no pattern of fuse.py takes)."""
     out = []
-    attn = getattr(mod, "eager_attention_forward", None)
-    if attn is not None:
-        _ORIGINAL_SINK_ATTENTION[0] = attn
-
-        def call(module, query, key, value, attention_mask, scaling,
-                 dropout=0.0, **kwargs):
-            if not is_traced((query, key, value)):
-                return attn(module, query, key, value, attention_mask,
-                            scaling=scaling, dropout=dropout, **kwargs)
-            o = tracer.create_proxy(
-                "call_function", sink_attention,
-                (query, key, value, module.sinks, attention_mask, scaling,
-                 kwargs.get("sliding_window"), module.num_key_value_groups,
-                 dropout), {})
-            return o, None
-        out.append((mod, "eager_attention_forward", attn, call))
+    for name in _SINK_ATTENTION_MODULES:
+        mod = sys.modules.get(name)
+        attn = getattr(mod, "eager_attention_forward", None)
+        if attn is not None:
+            _ORIGINAL_SINK_ATTENTION[name] = attn
+            out.append((mod, "eager_attention_forward", attn,
+                        _sink_call(tracer, is_traced, attn, name)))
+    mod = sys.modules.get(_SINK_ATTENTION_MODULE)
     rope = getattr(mod, "_apply_rotary_emb", None)
     if rope is not None:
         _ORIGINAL_ROPE[0] = rope
@@ -418,6 +415,21 @@ def gpt_oss_calls(tracer, is_traced):
                                        (x, cos, sin), {})
         out.append((mod, "_apply_rotary_emb", rope, rotate))
     return out
+
+
+def _sink_call(tracer, is_traced, attn, origin):
+    def call(module, query, key, value, attention_mask, scaling,
+             dropout=0.0, **kwargs):
+        if not is_traced((query, key, value)):
+            return attn(module, query, key, value, attention_mask,
+                        scaling=scaling, dropout=dropout, **kwargs)
+        o = tracer.create_proxy(
+            "call_function", sink_attention,
+            (query, key, value, module.sinks, attention_mask, scaling,
+             kwargs.get("sliding_window"), module.num_key_value_groups,
+             dropout, origin), {})
+        return o, None
+    return call
 
 
 _ORIGINAL_ROPE = [None]

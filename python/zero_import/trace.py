@@ -495,8 +495,8 @@ def _known_functions():
 def _moe_aux_calls(tracer):
     """Each MoE family's load_balancing_loss_func, called on traced router
     logits, is one call of the trace (moe.lower_aux lowers it), and so are
-    gpt-oss's eager attention and rotary embedding (moe.gpt_oss_calls);
-    restored afterwards."""
+    the eager attentions with sinks and gpt-oss's rotary embedding
+    (moe.attention_calls); restored afterwards."""
     saved = []
 
     def traced(fn):
@@ -514,14 +514,159 @@ def _moe_aux_calls(tracer):
         for mod, fn in moe.aux_functions():
             saved.append((mod, "load_balancing_loss_func", fn))
             mod.load_balancing_loss_func = traced(fn)
-        # gpt-oss's attention with sinks, one call too.
-        for mod, name, fn, call in moe.gpt_oss_calls(tracer, is_traced):
+        # Attentions with sinks, one call too.
+        for mod, name, fn, call in moe.attention_calls(tracer, is_traced):
             saved.append((mod, name, fn))
             setattr(mod, name, call)
         yield
     finally:
         for mod, name, fn in saved:
             setattr(mod, name, fn)
+
+
+# Calls that make an uninitialized tensor, which the model then fills.
+_EMPTY = (("call_method", "new_empty"), ("call_function", torch.empty_like))
+
+
+def _fail_at(node, message):
+    raise ImportFailure(message, op=node.meta.get("zi_op"),
+                        path=node.meta.get("zi_path"),
+                        source=node.meta.get("zi_source"))
+
+
+def _written_slice(buf, idx):
+    """(axis, start, stop) of buf[idx], a slice of step 1 along one axis
+    (None: the whole tensor), or a string saying why it is not."""
+    shape = buf.meta["zi_value"].shape
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if sum(1 for i in idx if i is Ellipsis) > 1 or \
+            any(not isinstance(i, slice) and i is not Ellipsis for i in idx):
+        return "indexed by %r (only slices)" % (idx,)
+    explicit = sum(1 for i in idx if i is not Ellipsis)
+    if explicit > len(shape):
+        return "indexed by %r, more indices than its rank" % (idx,)
+    found, axis = None, 0
+    for i in idx:
+        if i is Ellipsis:
+            axis += len(shape) - explicit
+            continue
+        if any(isinstance(b, fx.Node) for b in (i.start, i.stop, i.step)):
+            return "sliced at bounds computed from tensors"
+        start, stop, step = i.indices(shape[axis])
+        if step != 1:
+            return "sliced with step %d" % step
+        if (start, stop) != (0, shape[axis]):
+            if found is not None:
+                return "sliced along two axes"
+            found = (axis, start, max(start, stop))
+        axis += 1
+    return found
+
+
+def _filled_buffers(graph):
+    """A tensor made empty (Tensor.new_empty, torch.empty_like) and written
+    by copy_ into slices of one axis that cover it once, before anything
+    reads it, is the concatenation of what was copied (MiniCPM3's and
+    DeepSeek's keys: the part without a rotary embedding beside the rotated
+    one); its reads read that torch.cat instead. One written otherwise
+    (in part, twice, through a strided view, read between its copies) is
+    refused at a copy; one no copy_ writes stays as it is (and is refused
+    as an unsupported operation)."""
+    for buf in list(graph.nodes):
+        if (buf.op, buf.target) not in _EMPTY:
+            continue
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        writes, reads = [], []
+        for u in buf.users:
+            copy = next(iter(u.users)) if len(u.users) == 1 else None
+            if u.op == "call_function" and u.target is operator.getitem \
+                    and u.args[0] is buf and copy is not None and \
+                    copy.op == "call_method" and copy.target == "copy_" and \
+                    copy.args[0] is u and len(copy.args) > 1:
+                writes.append((u, copy))
+            else:
+                reads.append(u)
+        if not writes:
+            continue
+        shape = tuple(buf.meta["zi_value"].shape)
+        what = "a tensor from %s of shape %s" % (buf.meta.get("zi_op"),
+                                                 list(shape))
+        parts = []
+        for view, copy in writes:
+            where = _written_slice(buf, view.args[1])
+            if isinstance(where, str):
+                _fail_at(copy, "%s written by copy_ into a view %s; only "
+                         "copies into slices of one axis are a "
+                         "concatenation" % (what, where))
+            if copy.users or any(order[r] < order[copy] for r in reads):
+                _fail_at(copy, "%s read before copy_ has written all of it"
+                         % what)
+            parts.append((where, view, copy))
+        axes = {w[0] for w, _, _ in parts if w is not None}
+        whole = [p for p in parts if p[0] is None]
+        if whole and len(parts) > 1 or len(axes) > 1:
+            _fail_at(parts[-1][2], "%s written by copy_ into overlapping "
+                     "slices or slices of several axes" % what)
+        axis = axes.pop() if axes else 0
+        if not whole:
+            parts.sort(key=lambda p: p[0][1])
+            at = 0
+            for (_, start, stop), _, copy in parts:
+                if start > at:
+                    _fail_at(copy, "%s written by copy_ only in part: "
+                             "elements %d..%d of axis %d are never written"
+                             % (what, at, start - 1, axis))
+                if start < at:
+                    _fail_at(copy, "%s written twice by copy_: elements "
+                             "%d..%d of axis %d" % (what, start, at - 1,
+                                                    axis))
+                at = stop
+            if at != shape[axis]:
+                _fail_at(parts[-1][2], "%s written by copy_ only in part: "
+                         "elements %d..%d of axis %d are never written" % (
+                             what, at, shape[axis] - 1, axis))
+        last = max((copy for _, _, copy in parts), key=order.__getitem__)
+        # Each copied tensor broadcast to its slice and cast to the
+        # buffer's dtype, as copy_ does.
+        srcs = []
+        for w, view, copy in parts:
+            src = copy.args[1]
+            want = tuple(view.meta["zi_value"].shape)
+            value = src.meta["zi_value"] if isinstance(src, fx.Node) \
+                else src
+            if not torch.is_tensor(value):
+                _fail_at(copy, "%s written by copy_ of a %s" % (
+                    what, type(value).__name__))
+            for method, args, ok in (
+                    ("to", (buf.meta["zi_value"].dtype,),
+                     value.dtype == buf.meta["zi_value"].dtype),
+                    ("expand", want, tuple(value.shape) == want)):
+                if ok:
+                    continue
+                with graph.inserting_before(copy):
+                    src = graph.call_method(method, (src,) + args)
+                src.meta.update({k: copy.meta.get(k) for k in
+                                 ("zi_path", "zi_source")})
+                src.meta["zi_op"] = "Tensor." + method
+                value = getattr(value, method)(*args)
+                src.meta["zi_value"] = value
+            srcs.append(src)
+        with graph.inserting_after(last):
+            cat = graph.call_function(torch.cat, (tuple(srcs), axis))
+        values = [s.meta["zi_value"] if isinstance(s, fx.Node) else s
+                  for s in srcs]
+        if any(v.is_meta for v in values):
+            values = [v.to("meta") for v in values]
+        with torch.no_grad():
+            cat.meta["zi_value"] = torch.cat(values, axis)
+        for k in ("zi_op", "zi_path", "zi_source"):
+            cat.meta[k] = buf.meta.get(k)
+        for r in reads:
+            r.replace_input_with(buf, cat)
+        for _, view, copy in parts:
+            graph.erase_node(copy)
+            graph.erase_node(view)
+        graph.erase_node(buf)
 
 
 def trace(module, example_args, step=None):
@@ -557,6 +702,7 @@ def trace(module, example_args, step=None):
         if node.op == "get_attr" and "zi_value" not in node.meta:
             node.meta["zi_value"] = resolve_attr(module, node.target)
             node.meta.setdefault("zi_op", None)
+    _filled_buffers(graph)
     if tracer.placeholders < len(example_args):
         raise ImportFailure(
             "make() gave %d example arguments; forward() takes %d" % (

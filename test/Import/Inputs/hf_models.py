@@ -9,7 +9,8 @@ Mixtral, Qwen3-MoE, OLMoE, Qwen2-MoE (a shared expert) and Granite-MoE
 (Mixtral, Qwen2-MoE and Granite-MoE also with the load-balancing loss; to
 be refused,
 DeepSeek-V3's shared expert, Mixtral's router jitter and encoder-decoder
-ones), Gemma 4 with layer_scalar buffers other than 1,
+ones), DeepSeek-V3 with dense layers only (its multi-head latent
+attention), Gemma 4 with layer_scalar buffers other than 1,
 BigBird as a decoder (its pooler unused).
 
   hf_models.py save KIND DIR [--shard-size N] [--config-only] [--tokenizer]
@@ -86,6 +87,14 @@ def config(kind):
                                    q_lora_rank=None, kv_lora_rank=16,
                                    qk_rope_head_dim=8, qk_nope_head_dim=8,
                                    v_head_dim=16)
+    if kind == "deepseek_v3_dense":
+        # Its multi-head latent attention alone: every layer dense, the
+        # query through its low-rank projection, the values narrower than
+        # the queries and keys (16 against 16 + 8).
+        return tf.DeepseekV3Config(**dict(small, num_key_value_heads=4),
+                                   first_k_dense_replace=2, q_lora_rank=24,
+                                   kv_lora_rank=16, qk_rope_head_dim=8,
+                                   qk_nope_head_dim=16, v_head_dim=16)
     if kind == "granitemoe":
         # Granite's multipliers other than 1 (as Granite 3.0's: the
         # embeddings scaled up, the residual branches and the logits

@@ -86,6 +86,16 @@ def make_index_and_repeat():
     return _make(lambda self, h: h.view(4, 2, 4)[:, 1, :].repeat(1, 2))
 
 
+def make_sum_last():
+    """h.view(4, 2, 4).sum(-1), tiled back to 8 features: a sum over the
+    last dimension imports."""
+    return _make(lambda self, h: h.view(4, 2, 4).sum(-1).repeat(1, 4))
+
+
+def make_sum_dim0():
+    return _make(lambda self, h: h.sum(0, keepdim=True).expand(4, 8))
+
+
 def make_gather_index():
     """h[:, [0, 2, ...]]: a list of indices that are not consecutive (a
     gather, not a slice)."""
