@@ -17,11 +17,21 @@ for arg in "$@"; do
   esac
 done
 
+# Each phase prints its time ("== ... N s"), so that a CI log shows where a
+# run's minutes went.
+phase_start=$SECONDS
+phase_done() {
+  echo "== $1: $((SECONDS - phase_start)) s"
+  phase_start=$SECONDS
+}
+
 if ! "$ROOT/scripts/setup.sh"; then
   echo "setup or build failed"
   echo "0 passed, 1 failed"
   exit 1
 fi
+
+phase_done "setup and build"
 
 passed=0
 failed=0
@@ -45,6 +55,7 @@ run_lit() {
   elif [ $rc -ne 0 ]; then
     failed=$((failed + 1))
   fi
+  phase_done "lit: the $tier tier"
 }
 
 if [ "$quick" = 1 ]; then
@@ -82,6 +93,7 @@ fi
 grep -E "^(== setup and build|parameters tensors|tokens|step +(1|200) |mean loss|the model)" "$demo_log" \
   | sed 's/^/  demo: /'
 if ! grep -q "^the model learned" "$demo_log"; then tail -20 "$demo_log"; fi
+phase_done "zero-doc and the demo"
 
 # lit + FileCheck: the compiler tier, then the training tests.
 run_lit compiler
@@ -104,6 +116,7 @@ if [ -f "$BUILD/runtime/CTestTestfile.cmake" ]; then
   elif [ $ctest_rc -ne 0 ]; then
     failed=$((failed + 1))
   fi
+  phase_done "ctest"
 fi
 
 echo
