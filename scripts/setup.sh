@@ -64,9 +64,12 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   fi
   launcher_flags=()
   if command -v ccache > /dev/null; then
-    launcher_flags=(-DCMAKE_C_COMPILER_LAUNCHER=ccache
-                    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
-                    -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+    # ccache caches a compile that uses the precompiled header
+    # (ZERO_PRECOMPILED_HEADERS) only with these sloppinesses.
+    ccache="/usr/bin/env;CCACHE_SLOPPINESS=pch_defines,time_macros;ccache"
+    launcher_flags=("-DCMAKE_C_COMPILER_LAUNCHER=$ccache"
+                    "-DCMAKE_CXX_COMPILER_LAUNCHER=$ccache"
+                    "-DCMAKE_CUDA_COMPILER_LAUNCHER=$ccache")
   fi
   cmake -G Ninja -S "$ROOT" -B "$BUILD" \
     -DCMAKE_BUILD_TYPE="${ZERO_BUILD_TYPE:-Release}" \
