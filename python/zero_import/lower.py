@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import moe
+from . import activations, moe
 from .fuse import (attention, mask_hidden, mask_window, rope_freqs,
                    rotary_tables, table_key, unrepeat)
 from .graph import Graph, Sym, Where
@@ -256,6 +256,10 @@ class Lowering:
     # -- dispatch ---------------------------------------------------------
 
     def lower_module(self, mod, args, kwargs, value, where):
+        if activations.is_xielu(mod):
+            where.op = type(mod).__name__
+            return _xielu_module(self, Call(args, kwargs, value, where,
+                                            module=mod))
         if moe.is_leaf(mod):
             where.op = type(mod).__name__
             lower = moe.lower_router if moe.is_router(mod) else \
@@ -1407,6 +1411,31 @@ def _softplus(low, c):
 @_rule(MODULES, nn.Softplus)
 def _softplus_module(low, c):
     return _softplus_op(low, c.x, c.module.beta, c.module.threshold, c.where)
+
+
+def _xielu_module(low, c):
+    """transformers' XIELUActivation (its Python path): nn.xielu of
+    softplus(alpha_p) and beta + softplus(alpha_n), with the module's beta
+    and eps buffers (as loaded, in the module's dtype) as attributes."""
+    m, where = c.module, c.where
+    x = low.float_sym(c.x, where)
+    for name in ("alpha_p", "alpha_n"):
+        p = getattr(m, name, None)
+        if not isinstance(p, nn.Parameter) or tuple(p.shape) != (1,):
+            where.fail("xIELU whose %s is not a parameter of one element "
+                       "has no equivalent" % name)
+    consts = {}
+    for name in ("beta", "eps"):
+        t = getattr(m, name, None)
+        if not torch.is_tensor(t) or t.numel() != 1 or \
+                not math.isfinite(float(t)):
+            where.fail("xIELU whose %s is not a finite number has no "
+                       "equivalent" % name)
+        consts[name] = float(t)
+    ap = _softplus_op(low, low.param(m.alpha_p, where), 1.0, 20.0, where)
+    an = low.add_scalar(_softplus_op(low, low.param(m.alpha_n, where), 1.0,
+                                     20.0, where), consts["beta"], where)
+    return low.emit("xielu", [x, ap, an], consts, [x.shape], where)
 
 
 def _last_axis_reduction(low, kind, x, dim, keepdim, where):

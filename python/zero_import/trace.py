@@ -33,7 +33,7 @@ import traceback
 import torch
 import torch.fx as fx
 
-from . import moe
+from . import activations, moe
 from .errors import ImportFailure
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -273,8 +273,8 @@ class ConcreteTracer(fx.Tracer):
         return super().getattr(attr, attr_val, parameter_proxy_cache)
 
     def is_leaf_module(self, m, module_qualified_name):
-        return moe.is_leaf(m) or super().is_leaf_module(
-            m, module_qualified_name)
+        return (moe.is_leaf(m) or activations.is_leaf(m)
+                or super().is_leaf_module(m, module_qualified_name))
 
     def call_module(self, m, forward, args, kwargs):
         if self.concrete_mode:

@@ -163,6 +163,36 @@ void ternaryMap2(const void *aPtr, const void *bPtr, const void *cPtr,
   });
 }
 
+/// (outA[i], outB[i], outC[i]) = op(a[i], b[i]); each output may alias an
+/// input (every index is read before it is written).
+template <typename T, typename Op>
+void binaryMap3(const void *aPtr, const void *bPtr, void *outAPtr,
+                void *outBPtr, void *outCPtr, int64_t n, const Op &op) {
+  const T *a = static_cast<const T *>(aPtr);
+  const T *b = static_cast<const T *>(bPtr);
+  T *outA = static_cast<T *>(outAPtr);
+  T *outB = static_cast<T *>(outBPtr);
+  T *outC = static_cast<T *>(outCPtr);
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    alignas(64) float bufA[kBlock], bufB[kBlock], bufOutA[kBlock],
+        bufOutB[kBlock], bufOutC[kBlock];
+    for (int64_t i = begin; i < end; i += kBlock) {
+      int64_t len = std::min(kBlock, end - i);
+      const float *x = loadF32(a + i, len, bufA);
+      const float *y = loadF32(b + i, len, bufB);
+      float *u = outF32(outA + i, bufOutA);
+      float *v = outF32(outB + i, bufOutB);
+      float *w = outF32(outC + i, bufOutC);
+#pragma omp simd
+      for (int64_t t = 0; t < len; ++t)
+        op(x[t], y[t], u[t], v[t], w[t]);
+      storeF32(u, outA + i, len);
+      storeF32(v, outB + i, len);
+      storeF32(w, outC + i, len);
+    }
+  });
+}
+
 /// The kernel `name`: y[i] = op(x[i]).
 template <typename Op>
 void unaryKernel(const char *name, int32_t dtype, const void *x, void *y,
@@ -344,6 +374,43 @@ extern "C" void zrt_log_grad(int32_t dtype, const void *x, const void *dy,
                              void *dx, int64_t n) {
   binaryKernel("zrt_log_grad", dtype, x, dy, dx, n,
                [](float v, float g) { return logGrad(v, g); });
+}
+
+extern "C" void zrt_xielu(int32_t dtype, const void *x, const void *alpha_p,
+                          const void *alpha_n, void *y, int64_t n, double beta,
+                          double eps) {
+  KernelSpan span("zrt_xielu");
+  checkDims("zrt_xielu", n);
+  // torch holds beta and eps as fp32 buffers.
+  float b = float(beta), e = float(eps);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0)
+      return;
+    float ap = toFloat(*static_cast<const T *>(alpha_p));
+    float an = toFloat(*static_cast<const T *>(alpha_n));
+    unaryMap<T>(x, y, n, [=](float v) { return xielu(v, ap, an, b, e); });
+  });
+}
+
+extern "C" void zrt_xielu_grad(int32_t dtype, const void *x,
+                               const void *alpha_p, const void *alpha_n,
+                               const void *dy, void *dx, void *pp, void *pn,
+                               int64_t n, double beta, double eps) {
+  KernelSpan span("zrt_xielu_grad");
+  checkDims("zrt_xielu_grad", n);
+  float b = float(beta), e = float(eps);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0)
+      return;
+    float ap = toFloat(*static_cast<const T *>(alpha_p));
+    float an = toFloat(*static_cast<const T *>(alpha_n));
+    binaryMap3<T>(x, dy, dx, pp, pn, n,
+                  [=](float v, float g, float &d, float &p, float &q) {
+                    xieluGrad(v, ap, an, b, e, g, d, p, q);
+                  });
+  });
 }
 
 extern "C" void zrt_softplus(int32_t dtype, const void *x, void *y, int64_t n,

@@ -183,6 +183,41 @@ ZRT_HOST_DEVICE inline float tanhGrad(float y, float dy) {
   return (1.0f - y * y) * dy;
 }
 
+/// min(x, eps) as torch.minimum: NaN propagates.
+ZRT_HOST_DEVICE inline float xieluMin(float x, float eps) {
+  return x != x ? x : (x < eps ? x : eps);
+}
+/// Apertus's xIELU in torch's operation order (transformers'
+/// XIELUActivation, Python path) with the effective coefficients ap =
+/// softplus(alpha_p) and an = beta + softplus(alpha_n). Both branches are
+/// computed, as torch.where's; expm1f is exact, as torch's.
+ZRT_HOST_DEVICE inline float xielu(float x, float ap, float an, float beta,
+                                   float eps) {
+  float pos = ap * x * x + beta * x;
+  float neg = (expm1f(xieluMin(x, eps)) - x) * an + beta * x;
+  return x > 0.0f ? pos : neg;
+}
+/// Its gradients as autograd computes them: where's backward masks dy into
+/// each branch (so NaN or inf in the branch not taken still poisons the
+/// coefficients' terms, as in torch), expm1's is dy * (result + 1), and
+/// minimum's gives x all of it below eps, half at a tie, none above.
+/// pp and pn are the per-element terms of ap's and an's gradients.
+ZRT_HOST_DEVICE inline void xieluGrad(float x, float ap, float an, float beta,
+                                      float eps, float dy, float &dx, float &pp,
+                                      float &pn) {
+  float gp = x > 0.0f ? dy : 0.0f;
+  float gn = x > 0.0f ? 0.0f : dy;
+  float e = expm1f(xieluMin(x, eps));
+  float ga = gn * an;
+  float dm = ga * (e + 1.0f);
+  float dmx = x > eps ? 0.0f : (x == eps ? dm * 0.5f : dm);
+  float dxPos = gp * (ap * x) + (gp * x) * ap + gp * beta;
+  float dxNeg = (dmx - ga) + gn * beta;
+  dx = dxPos + dxNeg;
+  pp = (gp * x) * x;
+  pn = gn * (e - x);
+}
+
 /// exp(x) as expApprox (about 2 ulp, so that `omp simd` loops vectorize it).
 ZRT_HOST_DEVICE inline float exp(float x) { return expApprox(x); }
 /// From the forward result y, as PyTorch's exp backward: dy * y.

@@ -116,20 +116,42 @@ void countSelections(const T *logits, int64_t rows, int64_t experts, int64_t k,
   }
 }
 
+/// Group-limited routing: groups of at least 2 experts (the group score
+/// sums 2), at most 64 groups (CUDA's mask), enough experts in the kept
+/// groups for the top k. groups 0 is none.
+void checkGroups(const char *kernel, int64_t experts, int64_t k, int64_t groups,
+                 int64_t topGroups) {
+  if (groups == 0)
+    return;
+  if (groups < 0 || groups > 64 || experts % groups != 0 ||
+      experts / groups < 2 || topGroups < 1 || topGroups > groups ||
+      k > topGroups * (experts / groups))
+    fatal("%s: %lld groups, top %lld, of %lld experts cannot choose %lld",
+          kernel, (long long)groups, (long long)topGroups, (long long)experts,
+          (long long)k);
+}
+
 } // namespace
 
 extern "C" void zrt_moe_router(int32_t dtype, const void *logits,
                                const void *bias, void *weights,
                                int32_t indexType, void *indices, int64_t tokens,
                                int64_t experts, int64_t k, int32_t sigmoid,
-                               int32_t normalize, double scale) {
+                               int32_t normalize, double scale, int64_t groups,
+                               int64_t topk_group, double eps) {
   const char *kernel = "zrt_moe_router";
   KernelSpan span(kernel);
   checkRouting(kernel, tokens, experts, k);
-  Scratch scratch(zrt_scratch_moe_router(experts));
+  checkGroups(kernel, experts, k, groups, topk_group);
+  Scratch scratch(groups > 0 ? zrt_scratch_moe_router_grouped(experts, groups)
+                             : zrt_scratch_moe_router(experts));
+  // The experts' queue, the groups' queue, the scores, the kept groups.
   ScoreIndex *queue = scratch.as<ScoreIndex>();
-  float *s = reinterpret_cast<float *>(queue + experts);
-  float factor = float(scale);
+  ScoreIndex *groupQueue = queue + experts;
+  float *s = reinterpret_cast<float *>(groupQueue + groups);
+  bool *kept = reinterpret_cast<bool *>(s + experts);
+  int64_t size = groups > 0 ? experts / groups : experts;
+  float factor = float(scale), epsilon = float(eps);
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
     dispatchIndex(indexType, [&](auto idTag) {
@@ -142,10 +164,38 @@ extern "C" void zrt_moe_router(int32_t dtype, const void *logits,
         scoresOf(l + t * experts, experts, sigmoid, s);
         for (int64_t e = 0; e < experts; ++e)
           queue[e] = {b ? s[e] + toFloat(b[e]) : s[e], e};
+        if (groups > 0) {
+          // As transformers' DeepSeek-V3 router: a group's score is the sum
+          // of its 2 largest keys, the best topk_group groups by the same
+          // selection as torch.topk's, every other expert's key -inf in
+          // the full queue (its length decides nth_element's tie order).
+          for (int64_t g = 0; g < groups; ++g) {
+            float first = -std::numeric_limits<float>::infinity();
+            float second = first;
+            for (int64_t e = g * size; e < (g + 1) * size; ++e) {
+              float v = queue[e].first;
+              if (v > first) {
+                second = first;
+                first = v;
+              } else if (v > second) {
+                second = v;
+              }
+            }
+            groupQueue[g] = {first + second, g};
+            kept[g] = false;
+          }
+          topk(groupQueue, groups, topk_group);
+          for (int64_t j = 0; j < topk_group; ++j)
+            kept[groupQueue[j].second] = true;
+          for (int64_t e = 0; e < experts; ++e)
+            if (!kept[e / size])
+              queue[e].first = -std::numeric_limits<float>::infinity();
+        }
         topk(queue, experts, k);
         float sum = 0.0f;
         for (int64_t j = 0; j < k; ++j)
           sum += s[queue[j].second];
+        sum += epsilon;
         for (int64_t j = 0; j < k; ++j) {
           int64_t e = queue[j].second;
           float v = normalize ? s[e] / sum : s[e];
@@ -162,7 +212,7 @@ extern "C" void zrt_moe_router_grad(int32_t dtype, const void *logits,
                                     const void *dweights, void *dlogits,
                                     int64_t tokens, int64_t experts, int64_t k,
                                     int32_t sigmoid, int32_t normalize,
-                                    double scale) {
+                                    double scale, double eps) {
   const char *kernel = "zrt_moe_router_grad";
   KernelSpan span(kernel);
   checkRouting(kernel, tokens, experts, k);
@@ -189,6 +239,7 @@ extern "C" void zrt_moe_router_grad(int32_t dtype, const void *logits,
           sum += s[e];
           dot += toFloat(dw[t * k + j]) * factor * s[e];
         }
+        sum += float(eps);
         auto dscore = [&](int64_t j) {
           float g = toFloat(dw[t * k + j]) * factor;
           return normalize ? (g - dot / sum) / sum : g;

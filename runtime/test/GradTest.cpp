@@ -553,6 +553,55 @@ TEST_F(GradTest, ClampedSwiglu) {
   }
 }
 
+// xIELU's input gradient and its coefficients' (the sums of the per-element
+// terms) by finite differences away from 0 and eps, where it has kinks;
+// there, the values autograd gives (half of minimum's gradient at x == eps,
+// beta - an up to 0).
+TEST_F(GradTest, Xielu) {
+  int64_t n = 200;
+  const double beta = 0.5, eps = -1e-6;
+  Floats x = randomFloats(rng, n, 0.05, 4);
+  for (int64_t i = 0; i < n; i += 2)
+    x[i] = -x[i];
+  std::vector<double> w = weights(rng, n);
+  Floats dy = asFloats(w), dx(n), pp(n), pn(n), ap{0.8f}, an{1.3f};
+  zrt_xielu_grad(ZRT_F32, x.data(), ap.data(), an.data(), dy.data(), dx.data(),
+                 pp.data(), pn.data(), n, beta, eps);
+  auto forward = [&](const Floats &v, const Floats &p, const Floats &q) {
+    Floats out(static_cast<size_t>(n));
+    zrt_xielu(ZRT_F32, v.data(), p.data(), q.data(), out.data(), n, beta, eps);
+    return out;
+  };
+  auto sum = [](const Floats &v) {
+    return Floats{float(std::accumulate(v.begin(), v.end(), 0.0))};
+  };
+  checkGradient(
+      "xielu dx", x, [&](const Floats &v) { return forward(v, ap, an); }, w, dx,
+      rng, 1e-3);
+  checkGradient(
+      "xielu dalpha_p", ap, [&](const Floats &v) { return forward(x, v, an); },
+      w, sum(pp), rng, 1e-3);
+  checkGradient(
+      "xielu dalpha_n", an, [&](const Floats &v) { return forward(x, ap, v); },
+      w, sum(pn), rng, 1e-3);
+
+  // At the kinks, with an = 0.8: x == eps (fp32's eps), between eps and 0,
+  // and both zeros, which take the negative branch.
+  float e = float(eps);
+  Floats xs{e, e / 2, 0.0f, -0.0f}, ones(4, 1.0f), an8{0.8f};
+  Floats dk(4), pk(4), nk(4);
+  zrt_xielu_grad(ZRT_F32, xs.data(), ap.data(), an8.data(), ones.data(),
+                 dk.data(), pk.data(), nk.data(), 4, beta, eps);
+  double anv = 0.8f;
+  EXPECT_NEAR(dk[0], anv * (0.5 * std::exp(double(e)) - 1) + beta, 1e-7);
+  EXPECT_NEAR(dk[0], 0.0999996, 1e-6);
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_NEAR(dk[i], beta - anv, 1e-7) << i;
+    EXPECT_EQ(pk[i], 0.0f) << i;
+  }
+  EXPECT_NEAR(nk[2], std::expm1(double(e)), 1e-12);
+}
+
 TEST_F(GradTest, Embedding) {
   int64_t vocab = 9, dim = 6, numIds = 14;
   Floats table = randomFloats(rng, vocab * dim);

@@ -431,6 +431,52 @@ TEST_P(KernelTest, ExpLogSoftplusAndGrad) {
   }
 }
 
+// xIELU and its gradient against double references, at random inputs and
+// at the branches' edges: x == eps (eps representable in every dtype),
+// between eps and 0, both zeros, tiny and NaN inputs.
+TEST_P(KernelTest, Xielu) {
+  const double beta = 0.5, eps = -0x1p-20;
+  ref::Vec xs = randomValues(rng, 2000, -6, 6);
+  for (double v :
+       {-3.0, 2 * eps, eps, eps / 2, 0.0, -0.0, 1e-8, 1.5, std::nan("")})
+    xs.push_back(v);
+  int64_t n = xs.size();
+  Buffer x(dtype(), xs), dy = randomBuffer(dtype(), rng, n);
+  Buffer ap(dtype(), ref::Vec{0.8}), an(dtype(), ref::Vec{1.3});
+  double apv = ap.values()[0], anv = an.values()[0];
+  ref::Vec xv = x.values(), dyv = dy.values();
+  Buffer y(dtype(), n), dx(dtype(), n), pp(dtype(), n), pn(dtype(), n);
+  zrt_xielu(dtype(), x.data(), ap.data(), an.data(), y.data(), n, beta, eps);
+  zrt_xielu_grad(dtype(), x.data(), ap.data(), an.data(), dy.data(), dx.data(),
+                 pp.data(), pn.data(), n, beta, eps);
+  ref::Vec want(n), wantDx(n), wantPp(n), wantPn(n);
+  for (int64_t i = 0; i < n; ++i) {
+    double d, p, q;
+    want[i] = ref::xielu(xv[i], apv, anv, beta, eps);
+    ref::xieluGrad(xv[i], apv, anv, beta, eps, d, p, q);
+    wantDx[i] = d * dyv[i];
+    wantPp[i] = p * dyv[i];
+    wantPn[i] = q * dyv[i];
+  }
+  // NaN in, NaN out everywhere (as torch, whose where() backward multiplies
+  // the NaN input by the other branch's zero gradient).
+  ref::Vec got = y.values(), gotDx = dx.values(), gotPp = pp.values(),
+           gotPn = pn.values();
+  for (ref::Vec *v : {&got, &gotDx, &gotPp, &gotPn}) {
+    EXPECT_TRUE(std::isnan(v->back()));
+    v->pop_back();
+  }
+  for (ref::Vec *v : {&want, &wantDx, &wantPp, &wantPn})
+    v->pop_back();
+  // The sums round in fp32 before the result's dtype; dx's cancels where
+  // an * expm1(x) meets -beta.
+  expectClose(got, want, u() + 1e-6, 1e-7, "xielu");
+  expectClose(gotDx, wantDx, u() + 1e-6, 1e-6, "xielu_grad dx");
+  expectClose(gotPp, wantPp, u() + 1e-6, 1e-7, "xielu_grad pp");
+  expectClose(gotPn, wantPn, u() + 1e-6, 1e-7, "xielu_grad pn");
+  zrt_xielu(dtype(), nullptr, nullptr, nullptr, nullptr, 0, beta, eps);
+}
+
 TEST_P(KernelTest, SwigluAndGrad) {
   int64_t n = 5000;
   Buffer gate = randomBuffer(dtype(), rng, n, -6, 6);

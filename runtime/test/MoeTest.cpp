@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -55,9 +56,10 @@ Vec scores(const double *row, int64_t experts, bool sigmoid) {
 
 /// The router's weights of one row for a fixed selection.
 Vec routerWeights(const double *row, int64_t experts, const int32_t *sel,
-                  int64_t k, bool sigmoid, bool normalize, double scale) {
+                  int64_t k, bool sigmoid, bool normalize, double scale,
+                  double eps = 0) {
   Vec s = scores(row, experts, sigmoid), w(k);
-  double sum = 0;
+  double sum = eps;
   for (int64_t j = 0; j < k; ++j)
     sum += s[sel[j]];
   for (int64_t j = 0; j < k; ++j)
@@ -68,11 +70,12 @@ Vec routerWeights(const double *row, int64_t experts, const int32_t *sel,
 std::vector<int32_t> routeIndices(const std::vector<float> &logits,
                                   int64_t tokens, int64_t experts, int64_t k,
                                   const float *bias = nullptr,
-                                  int32_t sigmoid = 0) {
+                                  int32_t sigmoid = 0, int64_t groups = 0,
+                                  int64_t topGroups = 0) {
   std::vector<float> w(tokens * k);
   std::vector<int32_t> idx(tokens * k);
   zrt_moe_router(ZRT_F32, logits.data(), bias, w.data(), ZRT_I32, idx.data(),
-                 tokens, experts, k, sigmoid, 1, 1.0);
+                 tokens, experts, k, sigmoid, 1, 1.0, groups, topGroups, 0.0);
   return idx;
 }
 
@@ -107,7 +110,8 @@ TEST(MoeRouter, WeightsAgainstReference) {
         std::vector<float> w(tokens * k);
         std::vector<int64_t> idx(tokens * k);
         zrt_moe_router(ZRT_F32, logits.data(), b, w.data(), ZRT_I64, idx.data(),
-                       tokens, experts, k, sigmoid, normalize, scale);
+                       tokens, experts, k, sigmoid, normalize, scale, 0, 0,
+                       0.0);
         for (int64_t t = 0; t < tokens; ++t) {
           Vec row(logits.begin() + t * experts,
                   logits.begin() + (t + 1) * experts);
@@ -128,42 +132,169 @@ TEST(MoeRouter, WeightsAgainstReference) {
       }
 }
 
+// With eps 0.5 (not DeepSeek-V3's 1e-20, which no difference could see)
+// the normalization's denominator is visibly sum + eps.
 TEST(MoeRouter, GradientAgainstFiniteDifferences) {
   const int64_t tokens = 5, experts = 6, k = 2;
   std::vector<float> logits = randomFloats(tokens * experts, 3);
   std::vector<float> dw = randomFloats(tokens * k, 4);
-  for (int32_t sigmoid : {0, 1})
-    for (int32_t normalize : {0, 1}) {
-      double scale = 1.5;
-      std::vector<float> w(tokens * k), dl(tokens * experts);
-      std::vector<int32_t> idx(tokens * k);
-      zrt_moe_router(ZRT_F32, logits.data(), nullptr, w.data(), ZRT_I32,
-                     idx.data(), tokens, experts, k, sigmoid, normalize, scale);
-      zrt_moe_router_grad(ZRT_F32, logits.data(), ZRT_I32, idx.data(),
-                          dw.data(), dl.data(), tokens, experts, k, sigmoid,
-                          normalize, scale);
-      for (int64_t t = 0; t < tokens; ++t) {
-        Vec row(logits.begin() + t * experts,
-                logits.begin() + (t + 1) * experts);
-        auto f = [&](const Vec &r) {
-          Vec wr = routerWeights(r.data(), experts, idx.data() + t * k, k,
-                                 sigmoid, normalize, scale);
-          double v = 0;
-          for (int64_t j = 0; j < k; ++j)
-            v += wr[j] * dw[t * k + j];
-          return v;
-        };
-        for (int64_t e = 0; e < experts; ++e) {
-          Vec hi = row, lo = row;
-          hi[e] += 1e-6;
-          lo[e] -= 1e-6;
-          double fd = (f(hi) - f(lo)) / 2e-6;
-          EXPECT_NEAR(dl[t * experts + e], fd, 1e-5)
-              << "sigmoid " << sigmoid << " normalize " << normalize
-              << " token " << t << " expert " << e;
+  for (double eps : {0.0, 0.5})
+    for (int32_t sigmoid : {0, 1})
+      for (int32_t normalize : {0, 1}) {
+        double scale = 1.5;
+        std::vector<float> w(tokens * k), dl(tokens * experts);
+        std::vector<int32_t> idx(tokens * k);
+        zrt_moe_router(ZRT_F32, logits.data(), nullptr, w.data(), ZRT_I32,
+                       idx.data(), tokens, experts, k, sigmoid, normalize,
+                       scale, 0, 0, eps);
+        zrt_moe_router_grad(ZRT_F32, logits.data(), ZRT_I32, idx.data(),
+                            dw.data(), dl.data(), tokens, experts, k, sigmoid,
+                            normalize, scale, eps);
+        for (int64_t t = 0; t < tokens; ++t) {
+          Vec row(logits.begin() + t * experts,
+                  logits.begin() + (t + 1) * experts);
+          auto f = [&](const Vec &r) {
+            Vec wr = routerWeights(r.data(), experts, idx.data() + t * k, k,
+                                   sigmoid, normalize, scale, eps);
+            double v = 0;
+            for (int64_t j = 0; j < k; ++j)
+              v += wr[j] * dw[t * k + j];
+            return v;
+          };
+          for (int64_t e = 0; e < experts; ++e) {
+            Vec hi = row, lo = row;
+            hi[e] += 1e-6;
+            lo[e] -= 1e-6;
+            double fd = (f(hi) - f(lo)) / 2e-6;
+            EXPECT_NEAR(dl[t * experts + e], fd, 1e-5)
+                << "eps " << eps << " sigmoid " << sigmoid << " normalize "
+                << normalize << " token " << t << " expert " << e;
+          }
         }
       }
+}
+
+/// DeepSeek-V3's group-limited selection of one row in float64, step by
+/// step as transformers' DeepseekV3TopkRouter: keys s + bias, a group's
+/// score the sum of its 2 largest keys, the topGroups best groups, the
+/// top k keys of their experts in decreasing order (no ties here).
+std::vector<int32_t> groupLimitedReference(const Vec &s, const float *bias,
+                                           int64_t groups, int64_t topGroups,
+                                           int64_t k) {
+  int64_t experts = s.size(), size = experts / groups;
+  Vec key(experts);
+  for (int64_t e = 0; e < experts; ++e)
+    key[e] = s[e] + bias[e];
+  std::vector<std::pair<double, int64_t>> group(groups);
+  for (int64_t g = 0; g < groups; ++g) {
+    Vec part(key.begin() + g * size, key.begin() + (g + 1) * size);
+    std::sort(part.rbegin(), part.rend());
+    group[g] = {part[0] + part[1], g};
+  }
+  std::sort(group.begin(), group.end(),
+            [](auto a, auto b) { return a.first > b.first; });
+  std::vector<bool> kept(groups, false);
+  for (int64_t j = 0; j < topGroups; ++j)
+    kept[group[j].second] = true;
+  std::vector<int32_t> order(experts);
+  std::iota(order.begin(), order.end(), 0);
+  auto masked = [&](int e) {
+    return kept[e / size] ? key[e] : -std::numeric_limits<double>::infinity();
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return masked(a) > masked(b); });
+  order.resize(k);
+  return order;
+}
+
+TEST(MoeRouter, GroupLimitedAgainstReference) {
+  const int64_t tokens = 9, experts = 16, groups = 4, topGroups = 2, k = 4;
+  const double scale = 2.5, eps = 1e-20;
+  std::vector<float> logits = randomFloats(tokens * experts, 11);
+  std::vector<float> bias = randomFloats(experts, 12, 0.3f);
+  std::vector<float> w(tokens * k);
+  std::vector<int32_t> idx(tokens * k);
+  zrt_moe_router(ZRT_F32, logits.data(), bias.data(), w.data(), ZRT_I32,
+                 idx.data(), tokens, experts, k, 1, 1, scale, groups, topGroups,
+                 eps);
+  int64_t differs = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    Vec row(logits.begin() + t * experts, logits.begin() + (t + 1) * experts);
+    Vec s = scores(row.data(), experts, true);
+    std::vector<int32_t> want =
+        groupLimitedReference(s, bias.data(), groups, topGroups, k);
+    std::vector<int32_t> got(idx.begin() + t * k, idx.begin() + (t + 1) * k);
+    EXPECT_EQ(got, want) << "token " << t;
+    // The groups change the choice of some tokens (else this tests nothing).
+    std::vector<int32_t> plain =
+        groupLimitedReference(s, bias.data(), groups, groups, k);
+    differs += plain != want;
+    Vec ref = routerWeights(row.data(), experts, want.data(), k, true, true,
+                            scale, eps);
+    for (int64_t j = 0; j < k; ++j)
+      EXPECT_NEAR(w[t * k + j], ref[j], 1e-6 * scale) << "token " << t;
+  }
+  EXPECT_GT(differs, 0);
+}
+
+// Equal group scores: the kept groups, and then the experts, are those of
+// torch.topk's selection. The expected indices were printed by torch 2.15
+// on the CPU for transformers' DeepseekV3TopkRouter steps on sigmoid scores
+// without bias.
+TEST(MoeRouter, GroupTiesInTorchTopkOrder) {
+  struct Case {
+    std::vector<float> row;
+    int64_t groups, topGroups, k;
+    std::vector<int32_t> expected;
+  };
+  std::vector<float> partial{2, 2, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0};
+  for (const Case &c : {
+           Case{std::vector<float>(16, 0.0f), 4, 2, 4, {10, 11, 12, 9}},
+           Case{std::vector<float>(16, 0.0f), 8, 3, 2, {9, 11}},
+           Case{std::vector<float>(12, 0.0f), 6, 4, 5, {9, 7, 8, 6, 10}},
+           Case{std::vector<float>(64, 0.0f),
+                32,
+                5,
+                6,
+                {44, 41, 42, 43, 46, 47}},
+           // Group 0 first, then one of the three tied groups (2).
+           Case{partial, 4, 2, 3, {1, 0, 9}},
+       }) {
+    int64_t experts = c.row.size();
+    EXPECT_EQ(
+        routeIndices(c.row, 1, experts, c.k, nullptr, 1, c.groups, c.topGroups),
+        c.expected)
+        << experts << " experts, " << c.groups << " groups, top "
+        << c.topGroups;
+  }
+}
+
+// Logits near -40: the chosen sigmoid scores sum to about 1e-17, where
+// DeepSeek-V3's + 1e-20 in the denominator is a relative 1e-3.
+TEST(MoeRouter, NormEpsAgainstReference) {
+  const int64_t tokens = 3, experts = 8, k = 2;
+  const double eps = 1e-20;
+  std::vector<float> logits = randomFloats(tokens * experts, 13);
+  for (float &l : logits)
+    l -= 40.0f;
+  std::vector<float> w(tokens * k), plain(tokens * k);
+  std::vector<int32_t> idx(tokens * k);
+  zrt_moe_router(ZRT_F32, logits.data(), nullptr, w.data(), ZRT_I32, idx.data(),
+                 tokens, experts, k, 1, 1, 1.0, 0, 0, eps);
+  zrt_moe_router(ZRT_F32, logits.data(), nullptr, plain.data(), ZRT_I32,
+                 idx.data(), tokens, experts, k, 1, 1, 1.0, 0, 0, 0.0);
+  for (int64_t t = 0; t < tokens; ++t) {
+    Vec row(logits.begin() + t * experts, logits.begin() + (t + 1) * experts);
+    Vec ref = routerWeights(row.data(), experts, idx.data() + t * k, k, true,
+                            true, 1.0, eps);
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      EXPECT_NEAR(w[t * k + j], ref[j], 1e-6 * ref[j]) << "token " << t;
+      sum += w[t * k + j];
     }
+    EXPECT_LT(sum, 1.0 - 1e-4) << "token " << t;
+    EXPECT_NEAR(plain[t * k] + plain[t * k + 1], 1.0, 1e-6) << "token " << t;
+  }
 }
 
 TEST(MoeDispatch, StableSortCountsAndRows) {
@@ -497,6 +628,8 @@ TEST(MoeScratch, PlannedBytes) {
   // The queue of (score, expert) pairs and the scores; then the counts and
   // sums of the auxiliary loss.
   EXPECT_EQ(zrt_scratch_moe_router(8), 8 * 20);
+  // Grouped: the groups' (score, group) queue and a kept flag each.
+  EXPECT_EQ(zrt_scratch_moe_router_grouped(16, 4), 16 * 20 + 4 * 17);
   EXPECT_EQ(zrt_scratch_moe_aux_loss(8), 8 * 36);
 }
 

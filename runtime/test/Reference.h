@@ -100,6 +100,29 @@ inline double softplusGrad(double x, double beta, double threshold) {
   return x * beta > threshold ? 1.0 : 1.0 / (1.0 + std::exp(-x * beta));
 }
 
+/// Apertus's xIELU with the effective coefficients ap and an.
+inline double xielu(double x, double ap, double an, double beta, double eps) {
+  return x > 0 ? ap * x * x + beta * x
+               : (std::expm1(std::min(x, eps)) - x) * an + beta * x;
+}
+
+/// Its derivative as autograd's (x == eps takes half of minimum's gradient;
+/// eps < x <= 0 none of it), and the per-element terms of ap's and an's.
+inline void xieluGrad(double x, double ap, double an, double beta, double eps,
+                      double &dx, double &pp, double &pn) {
+  if (x > 0) {
+    dx = 2 * ap * x + beta;
+    pp = x * x;
+    pn = 0;
+    return;
+  }
+  dx = x < eps    ? an * std::expm1(x) + beta
+       : x == eps ? an * (0.5 * std::exp(eps) - 1) + beta
+                  : beta - an;
+  pp = 0;
+  pn = std::expm1(std::min(x, eps)) - x;
+}
+
 /// Rotary embedding of [rows, seq, dim] x (rows = batch * heads) in exact
 /// arithmetic: angle pos / theta^(2i / dim), or pos * invFreq[i] when given,
 /// for pair (i, i + dim / 2), or for pair (2i, 2i + 1) when interleaved;

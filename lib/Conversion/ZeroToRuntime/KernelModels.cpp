@@ -274,6 +274,23 @@ LogicalResult buildCall(nn::SoftplusGradOp op, KernelCallBuilder &b) {
                  b.f64(op.getThreshold().convertToDouble())});
 }
 KernelCost cost(nn::SoftplusGradOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::XieluOp op, KernelCallBuilder &b) {
+  return b.call("zrt_xielu",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.operand(2), b.result(0), b.i64(numel(op.getInput())),
+                 b.f64(op.getBeta().convertToDouble()),
+                 b.f64(op.getEps().convertToDouble())});
+}
+KernelCost cost(nn::XieluOp op) { return activationCost(op); }
+LogicalResult buildCall(nn::XieluGradOp op, KernelCallBuilder &b) {
+  return b.call("zrt_xielu_grad",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.operand(2), b.operand(3), b.result(0), b.result(1),
+                 b.result(2), b.i64(numel(op.getInput())),
+                 b.f64(op.getBeta().convertToDouble()),
+                 b.f64(op.getEps().convertToDouble())});
+}
+KernelCost cost(nn::XieluGradOp op) { return activationCost(op); }
 // The reductions over the last dimension: (dtype, operands..., result, rows,
 // cols) over the rows of the input.
 LogicalResult buildCall(nn::LogsumexpOp op, KernelCallBuilder &b) {
@@ -819,6 +836,9 @@ int64_t dimOf(Value v, int64_t i) { return tensorType(v).getDimSize(i); }
 double scaleOf(std::optional<APFloat> scale) {
   return scale ? scale->convertToDouble() : 1.0;
 }
+double epsOf(std::optional<APFloat> eps) {
+  return eps ? eps->convertToDouble() : 0.0;
+}
 /// A score (an exponential) per logit, and one pass over the operands and
 /// results.
 KernelCost scoreCost(Operation *op, Value logits) {
@@ -827,16 +847,21 @@ KernelCost scoreCost(Operation *op, Value logits) {
 
 LogicalResult buildCall(nn::MoeRouterOp op, KernelCallBuilder &b) {
   Value logits = op.getLogits();
-  return b.call("zrt_moe_router",
-                {b.dtype(elemType(logits)), b.operand(0),
-                 op.getBias() ? b.operand(1) : b.nullPtr(), b.result(0),
-                 b.dtype(elemType(op.getIndices())), b.result(1),
-                 b.i64(dimOf(logits, 0)), b.i64(dimOf(logits, 1)),
-                 b.i64(op.getTopK()), b.i32(op.getSigmoid()),
-                 b.i32(op.getNormalize()), b.f64(scaleOf(op.getScale()))});
+  return b.call(
+      "zrt_moe_router",
+      {b.dtype(elemType(logits)), b.operand(0),
+       op.getBias() ? b.operand(1) : b.nullPtr(), b.result(0),
+       b.dtype(elemType(op.getIndices())), b.result(1), b.i64(dimOf(logits, 0)),
+       b.i64(dimOf(logits, 1)), b.i64(op.getTopK()), b.i32(op.getSigmoid()),
+       b.i32(op.getNormalize()), b.f64(scaleOf(op.getScale())),
+       b.i64(op.getNGroup().value_or(0)), b.i64(op.getTopkGroup().value_or(0)),
+       b.f64(epsOf(op.getNormEps()))});
 }
 int64_t scratchBytes(nn::MoeRouterOp op) {
-  return zrt_scratch_moe_router(dimOf(op.getLogits(), 1));
+  int64_t experts = dimOf(op.getLogits(), 1);
+  if (std::optional<int64_t> groups = op.getNGroup())
+    return zrt_scratch_moe_router_grouped(experts, *groups);
+  return zrt_scratch_moe_router(experts);
 }
 KernelCost cost(nn::MoeRouterOp op) { return scoreCost(op, op.getLogits()); }
 LogicalResult buildCall(nn::MoeRouterGradOp op, KernelCallBuilder &b) {
@@ -846,7 +871,8 @@ LogicalResult buildCall(nn::MoeRouterGradOp op, KernelCallBuilder &b) {
                  b.dtype(elemType(op.getIndices())), b.operand(1), b.operand(2),
                  b.result(0), b.i64(dimOf(logits, 0)), b.i64(dimOf(logits, 1)),
                  b.i64(dimOf(op.getIndices(), 1)), b.i32(op.getSigmoid()),
-                 b.i32(op.getNormalize()), b.f64(scaleOf(op.getScale()))});
+                 b.i32(op.getNormalize()), b.f64(scaleOf(op.getScale())),
+                 b.f64(epsOf(op.getNormEps()))});
 }
 int64_t scratchBytes(nn::MoeRouterGradOp op) {
   return zrt_scratch_moe_router(dimOf(op.getLogits(), 1));
@@ -1122,6 +1148,8 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::AttentionSinksGradOp>(context);
     attach<nn::SoftplusOp, nn::SoftplusGradOp, nn::LogsumexpOp,
            nn::LogsumexpGradOp, nn::ReduceMaxOp, nn::ReduceMaxGradOp>(context);
+    // Apertus's.
+    attach<nn::XieluOp, nn::XieluGradOp>(context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,
                     nn::SiluGradOp, nn::TanhOp, nn::TanhGradOp, nn::ExpOp,

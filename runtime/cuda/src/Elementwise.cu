@@ -198,6 +198,32 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// y[i] = xielu(x[i]) with the coefficients read from device memory.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    xieluKernel(const T *x, const T *alphaP, const T *alphaN, T *y, int64_t n,
+                float beta, float eps) {
+  float ap = toF32(alphaP[0]), an = toF32(alphaN[0]);
+  for (int64_t i = globalThread(); i < n; i += globalThreads())
+    y[i] = fromF32<T>(zrt::xielu(toF32(x[i]), ap, an, beta, eps));
+}
+
+/// (dx[i], pp[i], pn[i]) = xieluGrad(x[i], dy[i]); the outputs may alias
+/// the inputs of the same index.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    xieluGradKernel(const T *x, const T *alphaP, const T *alphaN, const T *dy,
+                    T *dx, T *pp, T *pn, int64_t n, float beta, float eps) {
+  float ap = toF32(alphaP[0]), an = toF32(alphaN[0]);
+  for (int64_t i = globalThread(); i < n; i += globalThreads()) {
+    float d, p, q;
+    zrt::xieluGrad(toF32(x[i]), ap, an, beta, eps, toF32(dy[i]), d, p, q);
+    dx[i] = fromF32<T>(d);
+    pp[i] = fromF32<T>(p);
+    pn[i] = fromF32<T>(q);
+  }
+}
+
 /// (dgate[i], dup[i]) = clampedSwigluGrad(gate[i], up[i], dy[i]); the
 /// outputs may alias the inputs of the same index.
 template <typename T>
@@ -546,6 +572,40 @@ void zrt::cuda::clampedSwigluGrad(int32_t dtype, const void *gate,
             static_cast<const T *>(dy), static_cast<T *>(dgate),
             static_cast<T *>(dup), n, float(alpha), float(limit));
     checkLaunch("zrt_clamped_swiglu_grad");
+  });
+}
+
+void zrt::cuda::xielu(int32_t dtype, const void *x, const void *alpha_p,
+                      const void *alpha_n, void *y, int64_t n, double beta,
+                      double eps) {
+  checkDims("zrt_xielu", n);
+  dispatch(dtype, "zrt_xielu", [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0)
+      return;
+    xieluKernel<T><<<packGrid(n, 1), kThreads, 0, computeStream()>>>(
+        static_cast<const T *>(x), static_cast<const T *>(alpha_p),
+        static_cast<const T *>(alpha_n), static_cast<T *>(y), n, float(beta),
+        float(eps));
+    checkLaunch("zrt_xielu");
+  });
+}
+
+void zrt::cuda::xieluGrad(int32_t dtype, const void *x, const void *alpha_p,
+                          const void *alpha_n, const void *dy, void *dx,
+                          void *pp, void *pn, int64_t n, double beta,
+                          double eps) {
+  checkDims("zrt_xielu_grad", n);
+  dispatch(dtype, "zrt_xielu_grad", [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0)
+      return;
+    xieluGradKernel<T><<<packGrid(n, 1), kThreads, 0, computeStream()>>>(
+        static_cast<const T *>(x), static_cast<const T *>(alpha_p),
+        static_cast<const T *>(alpha_n), static_cast<const T *>(dy),
+        static_cast<T *>(dx), static_cast<T *>(pp), static_cast<T *>(pn), n,
+        float(beta), float(eps));
+    checkLaunch("zrt_xielu_grad");
   });
 }
 

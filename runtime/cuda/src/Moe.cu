@@ -62,15 +62,51 @@ template <typename T, typename I>
 __global__ void __launch_bounds__(kThreads)
     routerKernel(const T *logits, const T *bias, T *weights, I *indices,
                  int64_t tokens, int64_t experts, int64_t k, bool sigmoid,
-                 bool normalize, float scale) {
+                 bool normalize, float scale, int64_t groups, int64_t topGroups,
+                 float eps) {
+  int64_t size = groups > 0 ? experts / groups : experts;
   for (int64_t t = globalThread(); t < tokens; t += globalThreads()) {
     const T *row = logits + t * experts;
     float m = 0.0f, sum = 1.0f;
     if (!sigmoid)
       softmaxStats(row, experts, m, sum);
-    auto key = [&](int64_t e) {
+    auto score = [&](int64_t e) {
       float s = scoreOf(row, e, sigmoid, m, sum);
       return bias ? s + toF32(bias[e]) : s;
+    };
+    // With groups, bit g of `keep` marks a group among the topGroups best
+    // (the sum of its 2 largest keys; ties to the lower group); the other
+    // groups' experts get -inf keys.
+    uint64_t keep = ~uint64_t(0);
+    if (groups > 0) {
+      auto groupScore = [&](int64_t g) {
+        float a = -INFINITY, b = -INFINITY;
+        for (int64_t e = g * size; e < (g + 1) * size; ++e) {
+          float v = score(e);
+          if (v > a) {
+            b = a;
+            a = v;
+          } else if (v > b) {
+            b = v;
+          }
+        }
+        return a + b;
+      };
+      keep = 0;
+      for (int64_t g = 0; g < groups; ++g) {
+        float v = groupScore(g);
+        int64_t rank = 0;
+        for (int64_t o = 0; o < groups && rank < topGroups; ++o) {
+          float u = groupScore(o);
+          if (u > v || (u == v && o < g))
+            ++rank;
+        }
+        if (rank < topGroups)
+          keep |= uint64_t(1) << g;
+      }
+    }
+    auto key = [&](int64_t e) {
+      return (keep >> (e / size)) & 1 ? score(e) : -INFINITY;
     };
     // The expert with j larger keys (or equal ones of lower experts) is the
     // j-th.
@@ -88,6 +124,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     for (int64_t i = 0; i < k; ++i)
       total += scoreOf(row, int64_t(indices[t * k + i]), sigmoid, m, sum);
+    total += eps;
     for (int64_t i = 0; i < k; ++i) {
       float s = scoreOf(row, int64_t(indices[t * k + i]), sigmoid, m, sum);
       weights[t * k + i] = fromF32<T>((normalize ? s / total : s) * scale);
@@ -99,7 +136,8 @@ template <typename T, typename I>
 __global__ void __launch_bounds__(kThreads)
     routerGradKernel(const T *logits, const I *indices, const T *dweights,
                      T *dlogits, int64_t tokens, int64_t experts, int64_t k,
-                     bool sigmoid, bool normalize, float scale, int *error) {
+                     bool sigmoid, bool normalize, float scale, float eps,
+                     int *error) {
   for (int64_t t = globalThread(); t < tokens; t += globalThreads()) {
     const T *row = logits + t * experts;
     const I *sel = indices + t * k;
@@ -122,6 +160,7 @@ __global__ void __launch_bounds__(kThreads)
       reportDeviceError(error, kIdOutOfRange);
       continue;
     }
+    total += eps;
     auto dscore = [&](int64_t j) {
       float g = toF32(dweights[t * k + j]) * scale;
       return normalize ? (g - dot / total) / total : g;
@@ -383,6 +422,21 @@ void checkRouting(const char *kernel, int64_t tokens, int64_t experts,
           (long long)k, (long long)experts);
 }
 
+/// Group-limited routing: groups of at least 2 experts (the group score
+/// sums 2), at most 64 groups (CUDA's mask), enough experts in the kept
+/// groups for the top k. groups 0 is none.
+void checkGroups(const char *kernel, int64_t experts, int64_t k, int64_t groups,
+                 int64_t topGroups) {
+  if (groups == 0)
+    return;
+  if (groups < 0 || groups > 64 || experts % groups != 0 ||
+      experts / groups < 2 || topGroups < 1 || topGroups > groups ||
+      k > topGroups * (experts / groups))
+    fatal("%s: %lld groups, top %lld, of %lld experts cannot choose %lld",
+          kernel, (long long)groups, (long long)topGroups, (long long)experts,
+          (long long)k);
+}
+
 void checkGrouped(const char *kernel, int64_t rows, int64_t in, int64_t out,
                   int64_t experts) {
   checkDims(kernel, rows, in, out, experts);
@@ -393,10 +447,14 @@ void checkGrouped(const char *kernel, int64_t rows, int64_t in, int64_t out,
 void zrt::cuda::moeRouter(int32_t dtype, const void *logits, const void *bias,
                           void *weights, int32_t indexType, void *indices,
                           int64_t tokens, int64_t experts, int64_t k,
-                          int32_t sigmoid, int32_t normalize, double scale) {
+                          int32_t sigmoid, int32_t normalize, double scale,
+                          int64_t groups, int64_t topkGroup, double eps) {
   const char *kernel = "zrt_moe_router";
   checkRouting(kernel, tokens, experts, k);
-  DeviceScratch scratch(zrt_scratch_moe_router(experts));
+  checkGroups(kernel, experts, k, groups, topkGroup);
+  DeviceScratch scratch(groups > 0
+                            ? zrt_scratch_moe_router_grouped(experts, groups)
+                            : zrt_scratch_moe_router(experts));
   if (tokens == 0)
     return;
   dispatch(dtype, kernel, [&](auto tag) {
@@ -407,7 +465,8 @@ void zrt::cuda::moeRouter(int32_t dtype, const void *logits, const void *bias,
           <<<gridFor(tokens, kThreads), kThreads, 0, computeStream()>>>(
               static_cast<const T *>(logits), static_cast<const T *>(bias),
               static_cast<T *>(weights), static_cast<I *>(indices), tokens,
-              experts, k, sigmoid != 0, normalize != 0, float(scale));
+              experts, k, sigmoid != 0, normalize != 0, float(scale), groups,
+              topkGroup, float(eps));
       checkLaunch(kernel);
     });
   });
@@ -417,8 +476,8 @@ void zrt::cuda::moeRouterGrad(int32_t dtype, const void *logits,
                               int32_t indexType, const void *indices,
                               const void *dweights, void *dlogits,
                               int64_t tokens, int64_t experts, int64_t k,
-                              int32_t sigmoid, int32_t normalize,
-                              double scale) {
+                              int32_t sigmoid, int32_t normalize, double scale,
+                              double eps) {
   const char *kernel = "zrt_moe_router_grad";
   checkRouting(kernel, tokens, experts, k);
   DeviceScratch scratch(zrt_scratch_moe_router(experts));
@@ -433,7 +492,7 @@ void zrt::cuda::moeRouterGrad(int32_t dtype, const void *logits,
               static_cast<const T *>(logits), static_cast<const I *>(indices),
               static_cast<const T *>(dweights), static_cast<T *>(dlogits),
               tokens, experts, k, sigmoid != 0, normalize != 0, float(scale),
-              deviceErrorWord());
+              float(eps), deviceErrorWord());
       checkLaunch(kernel);
     });
   });

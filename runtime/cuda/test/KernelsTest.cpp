@@ -382,6 +382,45 @@ TEST_P(CudaKernelsTest, ExpLogSoftplusAndGrads) {
   }
 }
 
+// xIELU and its gradient: the same fp32 formulas (KernelMath.h, CUDA's
+// expm1f against libm's within an ulp), with the coefficients read from
+// device memory; inputs on both branches and at x == eps, both zeros.
+TEST_P(CudaKernelsTest, XieluAndGrad) {
+  ZRT_REQUIRE_GPU();
+  const double beta = 0.5, eps = -0x1p-20;
+  Buffer ap(dtype(), std::vector<double>{0.8}),
+      an(dtype(), std::vector<double>{1.3});
+  DeviceArray dap(ap), dan(an);
+  for (int64_t n : {1, 7, 5003}) {
+    Buffer x = randomBuffer(dtype(), rng, n, -6, 6);
+    const double edges[] = {eps, 0.0, -0.0, eps / 2};
+    for (int64_t i = 0; i < n && i < 4; ++i)
+      x.set(n - 1 - i, edges[i]);
+    Buffer dy = randomBuffer(dtype(), rng, n);
+    Buffer wantY(dtype(), n), wantDx(dtype(), n), wantPp(dtype(), n),
+        wantPn(dtype(), n);
+    zrt_xielu(dtype(), x.data(), ap.data(), an.data(), wantY.data(), n, beta,
+              eps);
+    zrt_xielu_grad(dtype(), x.data(), ap.data(), an.data(), dy.data(),
+                   wantDx.data(), wantPp.data(), wantPn.data(), n, beta, eps);
+    for (int64_t offset : {0, 1}) {
+      DeviceArray dx(x, offset), dg(dy, offset), dout(dtype(), n, offset),
+          dp(dtype(), n, offset), dq(dtype(), n, offset);
+      xielu(dtype(), dx.get(), dap.get(), dan.get(), dout.get(), n, beta, eps);
+      expectNear(dout.download(), wantY, 4e-6, 2e-7,
+                 label("xielu", dtype(), n, -1, offset));
+      xieluGrad(dtype(), dx.get(), dap.get(), dan.get(), dg.get(), dout.get(),
+                dp.get(), dq.get(), n, beta, eps);
+      expectNear(dout.download(), wantDx, 4e-6, 2e-6,
+                 label("xielu_grad dx", dtype(), n, -1, offset));
+      expectNear(dp.download(), wantPp, 4e-6, 2e-7,
+                 label("xielu_grad pp", dtype(), n, -1, offset));
+      expectNear(dq.download(), wantPn, 4e-6, 2e-7,
+                 label("xielu_grad pn", dtype(), n, -1, offset));
+    }
+  }
+}
+
 // The bias-fused GELU and its gradient against the CPU's, which equal
 // zrt_add then zrt_gelu bit for bit: GELU's tolerances above, for a bias of
 // one element, one that is not a multiple of the pack, and a long one;
@@ -1526,6 +1565,36 @@ void expectClose(const std::vector<float> &got, const std::vector<float> &want,
 
 } // namespace
 
+// DeepSeek-V3's group-limited sigmoid router with a correction bias and
+// eps, and its gradient, against the CPU's on random logits (no ties, where
+// the backends' orders differ).
+TEST(CudaMoeTest, GroupLimitedRouter) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(9);
+  const int64_t tokens = 41, experts = 16, groups = 4, topGroups = 2, k = 4;
+  const int64_t pairs = tokens * k;
+  std::vector<float> logits = normalFloats(rng, tokens * experts);
+  std::vector<float> bias = normalFloats(rng, experts);
+  std::vector<float> w(pairs), dl(tokens * experts);
+  std::vector<int32_t> idx(pairs);
+  zrt_moe_router(ZRT_F32, logits.data(), bias.data(), w.data(), ZRT_I32,
+                 idx.data(), tokens, experts, k, 1, 1, 2.5, groups, topGroups,
+                 1e-20);
+  std::vector<float> dw = normalFloats(rng, pairs);
+  zrt_moe_router_grad(ZRT_F32, logits.data(), ZRT_I32, idx.data(), dw.data(),
+                      dl.data(), tokens, experts, k, 1, 1, 2.5, 1e-20);
+  DeviceBuffer dLogits(logits), dBias(bias), dW(w), dIdx(idx), dDw(dw), dDl(dl);
+  zrt::cuda::moeRouter(ZRT_F32, dLogits.get(), dBias.get(), dW.get(), ZRT_I32,
+                       dIdx.get(), tokens, experts, k, 1, 1, 2.5, groups,
+                       topGroups, 1e-20);
+  EXPECT_EQ(dIdx.download<int32_t>(), idx);
+  expectClose(dW.download<float>(), w, 1e-6, "grouped moe_router weights");
+  zrt::cuda::moeRouterGrad(ZRT_F32, dLogits.get(), ZRT_I32, dIdx.get(),
+                           dDw.get(), dDl.get(), tokens, experts, k, 1, 1, 2.5,
+                           1e-20);
+  expectClose(dDl.download<float>(), dl, 1e-5, "grouped moe_router_grad");
+}
+
 TEST(CudaMoeTest, RouteDispatchGroupedCombineAndGradients) {
   ZRT_REQUIRE_GPU();
   std::mt19937 rng(7);
@@ -1538,19 +1607,20 @@ TEST(CudaMoeTest, RouteDispatchGroupedCombineAndGradients) {
     std::vector<float> w(pairs), dl(tokens * experts);
     std::vector<int32_t> idx(pairs);
     zrt_moe_router(ZRT_F32, logits.data(), bias.data(), w.data(), ZRT_I32,
-                   idx.data(), tokens, experts, k, sigmoid, 1, 2.0);
+                   idx.data(), tokens, experts, k, sigmoid, 1, 2.0, 0, 0, 0.0);
     std::vector<float> dw = normalFloats(rng, pairs);
     zrt_moe_router_grad(ZRT_F32, logits.data(), ZRT_I32, idx.data(), dw.data(),
-                        dl.data(), tokens, experts, k, sigmoid, 1, 2.0);
+                        dl.data(), tokens, experts, k, sigmoid, 1, 2.0, 0.0);
     DeviceBuffer dLogits(logits), dBias(bias), dW(w), dIdx(idx), dDw(dw),
         dDl(dl);
     zrt::cuda::moeRouter(ZRT_F32, dLogits.get(), dBias.get(), dW.get(), ZRT_I32,
-                         dIdx.get(), tokens, experts, k, sigmoid, 1, 2.0);
+                         dIdx.get(), tokens, experts, k, sigmoid, 1, 2.0, 0, 0,
+                         0.0);
     EXPECT_EQ(dIdx.download<int32_t>(), idx) << "sigmoid " << sigmoid;
     expectClose(dW.download<float>(), w, 1e-6, "moe_router weights");
     zrt::cuda::moeRouterGrad(ZRT_F32, dLogits.get(), ZRT_I32, dIdx.get(),
                              dDw.get(), dDl.get(), tokens, experts, k, sigmoid,
-                             1, 2.0);
+                             1, 2.0, 0.0);
     expectClose(dDl.download<float>(), dl, 1e-5, "moe_router_grad");
   }
   // Dispatch, the grouped products, combine and their gradients, on the
@@ -1558,7 +1628,7 @@ TEST(CudaMoeTest, RouteDispatchGroupedCombineAndGradients) {
   std::vector<float> w(pairs);
   std::vector<int32_t> idx(pairs);
   zrt_moe_router(ZRT_F32, logits.data(), nullptr, w.data(), ZRT_I32, idx.data(),
-                 tokens, experts, k, 0, 1, 1.0);
+                 tokens, experts, k, 0, 1, 1.0, 0, 0, 0.0);
   std::vector<float> x = normalFloats(rng, tokens * dim);
   std::vector<float> rows(pairs * dim), y(pairs * inter), out(tokens * dim);
   std::vector<int32_t> pos(pairs), offs(experts);

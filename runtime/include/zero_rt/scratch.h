@@ -119,6 +119,13 @@ static inline int64_t zrt_scratch_moe_router(int64_t experts) {
   return experts * (16 + 4);
 }
 
+/* zrt_moe_router with groups: the row's scratch, then the groups' (score,
+ * group) queue and a kept flag per group. */
+static inline int64_t zrt_scratch_moe_router_grouped(int64_t experts,
+                                                     int64_t groups) {
+  return zrt_scratch_moe_router(experts) + groups * (16 + 1);
+}
+
 /* zrt_moe_aux_loss and its gradient: the router's row scratch, then the
  * experts' counts and probability sums (double each). */
 static inline int64_t zrt_scratch_moe_aux_loss(int64_t experts) {

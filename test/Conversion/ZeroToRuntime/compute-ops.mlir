@@ -457,6 +457,54 @@ module @exp_log_softplus {
 
 // -----
 
+// xIELU and its gradient: the coefficients are [1] parameters passed as
+// pointers, beta and eps as doubles; the gradient writes dx and the two
+// per-element terms.
+
+// CHECK-LABEL: module @xielu
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[X:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[AP:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[AN:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
+// CHECK:      %[[Y:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[BETA:.*]] = llvm.mlir.constant(5.000000e-01 : f64) : f64
+// CHECK-NEXT: %[[EPS:.*]] = llvm.mlir.constant(-9.9999999999999995E-7 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_xielu(%[[DTYPE]], %[[X]], %[[AP]], %[[AN]], %[[Y]], %[[N]], %[[BETA]], %[[EPS]])
+// CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DX:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[PP:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[PN:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK-NEXT: %[[BETA:.*]] = llvm.mlir.constant(5.000000e-01 : f64) : f64
+// CHECK-NEXT: %[[EPS:.*]] = llvm.mlir.constant(-9.9999999999999995E-7 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_xielu_grad(%[[DTYPE]], %[[X]], %[[AP]], %[[AN]], %[[DY]], %[[DX]], %[[PP]], %[[PN]], %[[N]], %[[BETA]], %[[EPS]])
+
+module @xielu {
+  zero.param @ap : tensor<1xf32> init zeros
+  zero.param @an : tensor<1xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@ap, @an] offsets [0, 1]
+  zero.train_step @train(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %ap = zero.get_param @ap : tensor<1xf32>
+    %an = zero.get_param @an : tensor<1xf32>
+    %y = nn.xielu %x, %ap, %an beta 0.5 eps -1.0e-6 : tensor<4x8xf32>, tensor<1xf32>
+    %dx, %pp, %pn = nn.xielu_grad %x, %ap, %an, %dy beta 0.5 eps -1.0e-6 : tensor<4x8xf32>, tensor<1xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // The reductions over the last dimension and their gradients, over the rows
 // of the input: 12 rows of 8 into 12 values; the gradients read the forward
 // input and result and the result's gradient.
@@ -1201,7 +1249,10 @@ module @shift_labels {
 // CHECK-NEXT: %[[SIGMOID:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[NORMALIZE:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(2.500000e+00 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_moe_router(%[[DTYPE]], %[[LOGITS]], %[[BIAS]], %[[W]], %[[ITYPE]], %[[IDX]], %[[TOKENS]], %[[EXPERTS]], %[[K]], %[[SIGMOID]], %[[NORMALIZE]], %[[SCALE]])
+// CHECK-NEXT: %[[GROUPS:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK-NEXT: %[[TOPGROUPS:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-NEXT: %[[EPS:.*]] = llvm.mlir.constant(9.9999999999999995E-21 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_moe_router(%[[DTYPE]], %[[LOGITS]], %[[BIAS]], %[[W]], %[[ITYPE]], %[[IDX]], %[[TOKENS]], %[[EXPERTS]], %[[K]], %[[SIGMOID]], %[[NORMALIZE]], %[[SCALE]], %[[GROUPS]], %[[TOPGROUPS]], %[[EPS]])
 // CHECK:      %[[ROWS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[POS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[OFFS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
@@ -1226,7 +1277,8 @@ module @shift_labels {
 // CHECK:      llvm.call @zrt_moe_combine(%{{.*}}, %[[H]], %{{.*}}, %[[POS]], %[[W]],
 // CHECK:      llvm.call @zrt_moe_combine_grad(%{{.*}}, %[[H]], %{{.*}}, %[[POS]], %[[W]],
 // CHECK:      llvm.call @zrt_grouped_matmul_weight_grad(%{{.*}}, %[[ROWS]],
-// CHECK:      llvm.call @zrt_moe_router_grad(%{{.*}}, %[[LOGITS]], %{{.*}}, %[[IDX]],
+// CHECK:      %[[GEPS:.*]] = llvm.mlir.constant(9.9999999999999995E-21 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_moe_router_grad(%{{.*}}, %[[LOGITS]], %{{.*}}, %[[IDX]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[GEPS]])
 
 module @moe {
   zero.param @wgu : tensor<4x6x8xf32> init zeros
@@ -1238,7 +1290,7 @@ module @moe {
     %wgu = zero.get_param @wgu : tensor<4x6x8xf32>
     %logits, %rest = nn.split %x axis 1 : tensor<6x8xf32> -> tensor<6x4xf32>, tensor<6x4xf32>
     %bias = nn.fill 1.0e-01 : tensor<4xf32>
-    %w, %idx = nn.moe_router %logits bias(%bias : tensor<4xf32>) top_k 2 sigmoid normalize scale 2.5 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+    %w, %idx = nn.moe_router %logits bias(%bias : tensor<4xf32>) top_k 2 sigmoid normalize eps 1.0e-20 scale 2.5 groups 2 top 1 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
     %rows, %pos, %offs = nn.moe_dispatch %x[%idx] experts 4 : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
     %h = nn.grouped_matmul %rows, %wgu, %offs transpose_rhs : tensor<12x8xf32>, tensor<4x6x8xf32>, tensor<4xi32> -> tensor<12x6xf32>
     %y = nn.moe_combine %h[%pos], %w : tensor<12x6xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x6xf32>
@@ -1247,7 +1299,7 @@ module @moe {
     %dy = nn.softmax_cross_entropy_grad %y, %labels, %seed : tensor<6x6xf32>, tensor<6xi64>, tensor<f32>
     %dh, %dw = nn.moe_combine_grad %h[%pos], %w, %dy : tensor<12x6xf32>, tensor<6x2xi32>, tensor<6x2xf32>, tensor<6x6xf32>
     %dwgu = nn.grouped_matmul_weight_grad %rows, %dh, %offs transpose_rhs : tensor<12x8xf32>, tensor<12x6xf32>, tensor<4xi32> -> tensor<4x6x8xf32>
-    %dl = nn.moe_router_grad %logits, %idx, %dw sigmoid normalize scale 2.5 : tensor<6x4xf32>, tensor<6x2xi32>, tensor<6x2xf32>
+    %dl = nn.moe_router_grad %logits, %idx, %dw sigmoid normalize eps 1.0e-20 scale 2.5 : tensor<6x4xf32>, tensor<6x2xi32>, tensor<6x2xf32>
     %ls = zero.loss_scale phase boundary : tensor<f32>
     %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
     %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1

@@ -1550,6 +1550,61 @@ func.func @moe_router_scale(%l: tensor<6x4xf32>) {
 
 // -----
 
+// Checks that the groups divide the experts.
+func.func @moe_router_groups_divide(%l: tensor<6x8xf32>) {
+  // expected-error @+1 {{'nn.moe_router' op groups must divide the 8 experts and lie in [1, 64], got 3}}
+  %w, %i = nn.moe_router %l top_k 2 sigmoid groups 3 top 2 : tensor<6x8xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  return
+}
+
+// -----
+
+// Checks that a group holds the 2 experts its score sums.
+func.func @moe_router_group_size(%l: tensor<6x8xf32>) {
+  // expected-error @+1 {{'nn.moe_router' op groups must hold at least 2 experts each, got 1}}
+  %w, %i = nn.moe_router %l top_k 2 sigmoid groups 8 top 4 : tensor<6x8xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  return
+}
+
+// -----
+
+// Checks that the kept groups are among the groups.
+func.func @moe_router_topk_group(%l: tensor<6x8xf32>) {
+  // expected-error @+1 {{'nn.moe_router' op top must lie in [1, 4] (the groups), got 5}}
+  %w, %i = nn.moe_router %l top_k 2 sigmoid groups 4 top 5 : tensor<6x8xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  return
+}
+
+// -----
+
+// Checks that the kept groups hold the top k experts.
+func.func @moe_router_groups_too_few_experts(%l: tensor<6x8xf32>) {
+  // expected-error @+1 {{'nn.moe_router' op top_k 3 exceeds the 2 experts of the top groups}}
+  %w, %i = nn.moe_router %l top_k 3 sigmoid groups 4 top 1 : tensor<6x8xf32> -> tensor<6x3xf32>, tensor<6x3xi32>
+  return
+}
+
+// -----
+
+// Checks that groups come with top (written generically: the assembly
+// cannot spell one without the other).
+func.func @moe_router_groups_pair(%l: tensor<6x8xf32>) {
+  // expected-error @+1 {{'nn.moe_router' op groups and top go together}}
+  %w, %i = "nn.moe_router"(%l) <{n_group = 4 : i64, top_k = 2 : i64, operandSegmentSizes = array<i32: 1, 0>}> : (tensor<6x8xf32>) -> (tensor<6x2xf32>, tensor<6x2xi32>)
+  return
+}
+
+// -----
+
+// Checks that the normalization's eps is not negative.
+func.func @moe_router_grad_eps(%l: tensor<6x4xf32>, %i: tensor<6x2xi32>, %d: tensor<6x2xf32>) {
+  // expected-error @+1 {{'nn.moe_router_grad' op eps must be finite and non-negative, got -1}}
+  %g = nn.moe_router_grad %l, %i, %d normalize eps -1.0 : tensor<6x4xf32>, tensor<6x2xi32>, tensor<6x2xf32>
+  return
+}
+
+// -----
+
 // Checks that dispatch makes a row per (token, expert) pair.
 func.func @moe_dispatch_rows(%x: tensor<6x8xf32>, %i: tensor<6x2xi32>) {
   // expected-error @+1 {{'nn.moe_dispatch' op rows must have shape [12, 8], got [6, 8]}}
@@ -1735,5 +1790,41 @@ func.func @attention_sinks_grad_count(%q: tensor<1x2x4x8xf32>, %s: tensor<4xf32>
 func.func @clamped_swiglu_limit(%g: tensor<4x8xf32>) {
   // expected-error @+1 {{'nn.clamped_swiglu' op limit must be positive, got 0}}
   %0 = nn.clamped_swiglu %g, %g alpha 1.702 limit 0.0 : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that xIELU's coefficients hold one element each.
+func.func @xielu_alpha_shape(%x: tensor<4x8xf32>, %a: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.xielu' op alpha_p and alpha_n must have shape [1], got 'tensor<2xf32>'}}
+  %0 = nn.xielu %x, %a, %a beta 0.5 eps -1.0e-6 : tensor<4x8xf32>, tensor<2xf32>
+  return
+}
+
+// -----
+
+// Checks that xIELU's coefficients have the input's element type.
+func.func @xielu_alpha_type(%x: tensor<4x8xbf16>, %a: tensor<1xf32>) {
+  // expected-error @+1 {{'nn.xielu' op alpha_p and alpha_n must have the input's element type, got 'f32'}}
+  %0 = nn.xielu %x, %a, %a beta 0.5 eps -1.0e-6 : tensor<4x8xbf16>, tensor<1xf32>
+  return
+}
+
+// -----
+
+// Checks that xIELU's eps is finite.
+func.func @xielu_eps_nan(%x: tensor<4x8xf32>, %a: tensor<1xf32>) {
+  // expected-error @+1 {{'nn.xielu' op eps must be finite, got nan}}
+  %0 = nn.xielu %x, %a, %a beta 0.5 eps 0x7FF8000000000000 : tensor<4x8xf32>, tensor<1xf32>
+  return
+}
+
+// -----
+
+// Checks xielu_grad's beta as the forward's.
+func.func @xielu_grad_beta(%x: tensor<4x8xf32>, %a: tensor<1xf32>) {
+  // expected-error @+1 {{'nn.xielu_grad' op beta must be finite, got INF}}
+  %0:3 = nn.xielu_grad %x, %a, %a, %x beta 0x7FF0000000000000 eps -1.0e-6 : tensor<4x8xf32>, tensor<1xf32>
   return
 }

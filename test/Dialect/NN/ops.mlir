@@ -236,6 +236,8 @@ func.func @moe(%x: tensor<6x8xf32>, %logits: tensor<6x4xf32>, %bias: tensor<4xf3
   %w, %idx = nn.moe_router %logits top_k 2 normalize : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
   // CHECK: nn.moe_router %{{.*}} bias(%{{.*}} : tensor<4xf32>) top_k 3 sigmoid normalize scale 2.500000e+00 : tensor<6x4xf32> -> tensor<6x3xf32>, tensor<6x3xi32>
   %w3, %idx3 = nn.moe_router %logits bias(%bias : tensor<4xf32>) top_k 3 sigmoid normalize scale 2.5 : tensor<6x4xf32> -> tensor<6x3xf32>, tensor<6x3xi32>
+  // CHECK: nn.moe_router %{{.*}} bias(%{{.*}} : tensor<4xf32>) top_k 2 sigmoid normalize eps 9.9999999999999995E-21 scale 2.500000e+00 groups 2 top 1 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  %wg, %idxg = nn.moe_router %logits bias(%bias : tensor<4xf32>) top_k 2 sigmoid normalize eps 1.0e-20 scale 2.5 groups 2 top 1 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
   // CHECK: nn.moe_dispatch %{{.*}}[%{{.*}}] experts 4 : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
   %rows, %pos, %offs = nn.moe_dispatch %x[%idx] experts 4 : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
   // CHECK: nn.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs : tensor<12x8xf32>, tensor<4x16x8xf32>, tensor<4xi32> -> tensor<12x16xf32>
@@ -267,6 +269,8 @@ func.func @moe(%x: tensor<6x8xf32>, %logits: tensor<6x4xf32>, %bias: tensor<4xf3
   %dx = nn.moe_dispatch_grad %drows[%pos] : tensor<12x8xf32>, tensor<6x2xi32> -> tensor<6x8xf32>
   // CHECK: nn.moe_router_grad %{{.*}}, %{{.*}}, %{{.*}} sigmoid normalize scale 2.500000e+00 : tensor<6x4xf32>, tensor<6x3xi32>, tensor<6x3xf32>
   %dlog = nn.moe_router_grad %logits, %idx3, %w3 sigmoid normalize scale 2.5 : tensor<6x4xf32>, tensor<6x3xi32>, tensor<6x3xf32>
+  // CHECK: nn.moe_router_grad %{{.*}}, %{{.*}}, %{{.*}} sigmoid normalize eps 9.9999999999999995E-21 scale 2.500000e+00 : tensor<6x4xf32>, tensor<6x2xi32>, tensor<6x2xf32>
+  %dlogg = nn.moe_router_grad %logits, %idxg, %wg sigmoid normalize eps 1.0e-20 scale 2.5 : tensor<6x4xf32>, tensor<6x2xi32>, tensor<6x2xf32>
   return
 }
 
@@ -284,5 +288,15 @@ func.func @gpt_oss(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>,
   %y = nn.clamped_swiglu %g, %u alpha 1.702 limit 7.0 : tensor<6x8xf32>
   // CHECK: nn.clamped_swiglu_grad %{{.*}}, %{{.*}}, %{{.*}} alpha 1.702000e+00 limit 7.000000e+00 : tensor<6x8xf32>
   %dg, %du = nn.clamped_swiglu_grad %g, %u, %y alpha 1.702 limit 7.0 : tensor<6x8xf32>
+  return
+}
+
+// Apertus: xIELU with [1] coefficients.
+// CHECK-LABEL: func.func @apertus
+func.func @apertus(%x: tensor<2x4x8xf32>, %ap: tensor<1xf32>, %an: tensor<1xf32>) {
+  // CHECK: nn.xielu %{{.*}}, %{{.*}}, %{{.*}} beta 5.000000e-01 eps -9.9999999999999995E-7 : tensor<2x4x8xf32>, tensor<1xf32>
+  %y = nn.xielu %x, %ap, %an beta 0.5 eps -1.0e-6 : tensor<2x4x8xf32>, tensor<1xf32>
+  // CHECK: nn.xielu_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} beta 5.000000e-01 eps -9.9999999747524271E-7 : tensor<2x4x8xf32>, tensor<1xf32>
+  %dx, %pp, %pn = nn.xielu_grad %x, %ap, %an, %y beta 0.5 eps -9.9999999747524271E-7 : tensor<2x4x8xf32>, tensor<1xf32>
   return
 }

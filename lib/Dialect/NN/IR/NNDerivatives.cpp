@@ -148,6 +148,36 @@ LogicalResult ClampedSwigluOp::buildDerivative(OpBuilder &b,
   return success();
 }
 
+/// Sums a per-element term to the type of its [1] `coefficient`: over the
+/// leading dimensions, then over the last (reduce_sum sums leading
+/// dimensions only), both in fp32 and in a fixed order.
+static Value sumToCoefficient(OpBuilder &b, Location loc, Value term,
+                              Value coefficient) {
+  auto t = ranked(term);
+  Type elem = t.getElementType();
+  int64_t last = t.getShape().back();
+  if (t.getRank() > 1)
+    term =
+        ReduceSumOp::create(b, loc, RankedTensorType::get({last}, elem), term);
+  if (last != 1)
+    term = ReduceSumOp::create(
+        b, loc, coefficient.getType(),
+        ReshapeOp::create(b, loc, RankedTensorType::get({last, 1}, elem),
+                          term));
+  return term;
+}
+
+LogicalResult XieluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                       SmallVectorImpl<Value> &out) {
+  auto g =
+      XieluGradOp::create(b, getLoc(), getInput(), getAlphaP(), getAlphaN(),
+                          grads[0], getBetaAttr(), getEpsAttr());
+  out.push_back(g.getInputGrad());
+  out.push_back(sumToCoefficient(b, getLoc(), g.getAlphaPPart(), getAlphaP()));
+  out.push_back(sumToCoefficient(b, getLoc(), g.getAlphaNPart(), getAlphaN()));
+  return success();
+}
+
 LogicalResult ReluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   // The mask comes from the result, so the input need not stay alive.
@@ -346,7 +376,7 @@ LogicalResult MoeRouterOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   if (grads[0])
     dlogits = MoeRouterGradOp::create(
         b, getLoc(), getLogits().getType(), getLogits(), getIndices(), grads[0],
-        getSigmoidAttr(), getNormalizeAttr(), getScaleAttr());
+        getSigmoidAttr(), getNormalizeAttr(), getNormEpsAttr(), getScaleAttr());
   out.push_back(dlogits);
   if (getBias())
     out.push_back(Value());

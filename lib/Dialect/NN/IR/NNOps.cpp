@@ -419,6 +419,34 @@ LogicalResult ClampedSwigluOp::verify() {
   return success();
 }
 
+/// xIELU's coefficients are one element each of the input's type (the
+/// kernels read alpha[0]); beta and eps are finite.
+static LogicalResult checkXielu(Operation *op, Value input, Value alpha,
+                                APFloat beta, APFloat eps) {
+  auto a = ranked(alpha);
+  if (a.getShape() != ArrayRef<int64_t>{1})
+    return op->emitOpError("alpha_p and alpha_n must have shape [1], got ")
+           << a;
+  if (a.getElementType() != ranked(input).getElementType())
+    return op->emitOpError("alpha_p and alpha_n must have the input's "
+                           "element type, got ")
+           << a.getElementType();
+  if (!beta.isFinite())
+    return op->emitOpError("beta must be finite, got ")
+           << beta.convertToDouble();
+  if (!eps.isFinite())
+    return op->emitOpError("eps must be finite, got ") << eps.convertToDouble();
+  return success();
+}
+
+LogicalResult XieluOp::verify() {
+  return checkXielu(*this, getInput(), getAlphaP(), getBeta(), getEps());
+}
+
+LogicalResult XieluGradOp::verify() {
+  return checkXielu(*this, getInput(), getAlphaP(), getBeta(), getEps());
+}
+
 //===----------------------------------------------------------------------===//
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
@@ -1171,8 +1199,13 @@ static LogicalResult sameElementType(Operation *op, Value a, StringRef aName,
 }
 
 /// The routing attributes shared by the router and its gradient.
-static LogicalResult verifyRouting(Operation *op,
-                                   std::optional<APFloat> scale) {
+static LogicalResult verifyRouting(Operation *op, std::optional<APFloat> scale,
+                                   std::optional<APFloat> eps) {
+  if (eps) {
+    double e = eps->convertToDouble();
+    if (!(std::isfinite(e) && e >= 0))
+      return op->emitOpError("eps must be finite and non-negative, got ") << e;
+  }
   if (!scale)
     return success();
   double s = scale->convertToDouble();
@@ -1299,7 +1332,28 @@ LogicalResult MoeRouterOp::verify() {
       failed(sameElementType(*this, getLogits(), "logits", getWeights(),
                              "weights")))
     return failure();
-  return verifyRouting(*this, getScale());
+  std::optional<int64_t> groups = getNGroup(), top = getTopkGroup();
+  if (groups.has_value() != top.has_value())
+    return emitOpError("groups and top go together");
+  if (groups) {
+    // The CUDA kernel keeps the groups in a 64-bit mask; torch's group
+    // score sums each group's 2 largest; past top * E / G choices torch
+    // would pick -inf experts in an unspecified order.
+    if (*groups < 1 || *groups > 64 || experts % *groups != 0)
+      return emitOpError("groups must divide the ")
+             << experts << " experts and lie in [1, 64], got " << *groups;
+    int64_t size = experts / *groups;
+    if (size < 2)
+      return emitOpError("groups must hold at least 2 experts each, got ")
+             << size;
+    if (*top < 1 || *top > *groups)
+      return emitOpError("top must lie in [1, ")
+             << *groups << "] (the groups), got " << *top;
+    if (k > *top * size)
+      return emitOpError("top_k ") << k << " exceeds the " << *top * size
+                                   << " experts of the top groups";
+  }
+  return verifyRouting(*this, getScale(), getNormEps());
 }
 
 LogicalResult MoeRouterGradOp::verify() {
@@ -1316,7 +1370,7 @@ LogicalResult MoeRouterGradOp::verify() {
       failed(sameElementType(*this, getLogits(), "logits", getWeightsGrad(),
                              "weights_grad")))
     return failure();
-  return verifyRouting(*this, getScale());
+  return verifyRouting(*this, getScale(), getNormEps());
 }
 
 LogicalResult MoeDispatchOp::verify() {

@@ -1,17 +1,21 @@
 // Compute ops GPT-2 does not use: relu, erf GELU, silu, swiglu, tanh, exp,
-// softplus, log, elementwise multiplication, scaling, a rotary embedding, an
-// RMS norm, logsumexp and reduce_max over the last dimension and a row
-// softmax (their derivatives add relu_grad, gelu_erf_grad, silu_grad,
-// swiglu_grad, tanh_grad, exp_grad, softplus_grad, log_grad, mul, scale, the
-// inverse rope, rms_norm_grad, logsumexp_grad, reduce_max_grad and
-// softmax_grad), and labels shifted inside the loss.
+// softplus, log, xielu, elementwise multiplication, scaling, a rotary
+// embedding, an RMS norm, logsumexp and reduce_max over the last dimension
+// and a row softmax (their derivatives add relu_grad, gelu_erf_grad,
+// silu_grad, swiglu_grad, tanh_grad, exp_grad, softplus_grad, log_grad,
+// xielu_grad, mul, scale, the inverse rope, rms_norm_grad, logsumexp_grad,
+// reduce_max_grad and softmax_grad), and labels shifted inside the loss.
 zero.param @w : tensor<4x6xf32> init normal std 0.1
 zero.param @g : tensor<6xf32> init ones
+zero.param @ap : tensor<1xf32> init ones
+zero.param @an : tensor<1xf32> init ones
 zero.train_step @step(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32> {
   %w = zero.get_param @w : tensor<4x6xf32>
   %g = zero.get_param @g : tensor<6xf32>
+  %ap = zero.get_param @ap : tensor<1xf32>
+  %an = zero.get_param @an : tensor<1xf32>
   %h = nn.matmul %x, %w : tensor<8x4xf32>, tensor<4x6xf32> -> tensor<8x6xf32>
   %r = nn.relu %h : tensor<8x6xf32>
   %ge = nn.gelu_erf %r : tensor<8x6xf32>
@@ -21,7 +25,8 @@ zero.train_step @step(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
   %ex = nn.exp %th : tensor<8x6xf32>
   %sp = nn.softplus %ex beta 1.0 threshold 20.0 : tensor<8x6xf32>
   %lg = nn.log %sp : tensor<8x6xf32>
-  %m = nn.mul %lg, %g : tensor<8x6xf32>, tensor<6xf32>
+  %xi = nn.xielu %lg, %ap, %an beta 0.5 eps -1.0e-6 : tensor<8x6xf32>, tensor<1xf32>
+  %m = nn.mul %xi, %g : tensor<8x6xf32>, tensor<6xf32>
   %s = nn.scale %m by 0.5 : tensor<8x6xf32>
   %s4 = nn.reshape %s : tensor<8x6xf32> -> tensor<4x1x2x6xf32>
   %ro = nn.rope %s4 theta 1.000000e+04 : tensor<4x1x2x6xf32>

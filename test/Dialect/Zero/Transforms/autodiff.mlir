@@ -555,8 +555,8 @@ zero.train_step @moe(%x: tensor<6x8xf32>, %y: tensor<6xi32>)
   %wr = zero.get_param @wr : tensor<4x8xf32>
   // CHECK: %[[LOGITS:.*]] = nn.matmul
   %logits = nn.matmul %x, %wr transpose_rhs : tensor<6x8xf32>, tensor<4x8xf32> -> tensor<6x4xf32>
-  // CHECK: %[[W:.*]], %[[IDX:.*]] = nn.moe_router %[[LOGITS]] top_k 2 normalize
-  %w, %idx = nn.moe_router %logits top_k 2 normalize : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  // CHECK: %[[W:.*]], %[[IDX:.*]] = nn.moe_router %[[LOGITS]] top_k 2 normalize eps 9.9999999999999995E-21
+  %w, %idx = nn.moe_router %logits top_k 2 normalize eps 1.0e-20 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
   // CHECK: %[[ROWS:.*]], %[[POS:.*]], %[[OFFS:.*]] = nn.moe_dispatch %{{.*}}[%[[IDX]]]
   %rows, %pos, %offs = nn.moe_dispatch %x[%idx] experts 4 : tensor<6x8xf32>, tensor<6x2xi32> -> tensor<12x8xf32>, tensor<4xi32>
   %wgu = zero.get_param @wgu : tensor<4x12x8xf32>
@@ -572,7 +572,8 @@ zero.train_step @moe(%x: tensor<6x8xf32>, %y: tensor<6xi32>)
   // CHECK: %[[DWGU:.*]] = nn.grouped_matmul_weight_grad %[[ROWS]], %[[DROWS]], %[[OFFS]] transpose_rhs : tensor<12x8xf32>, tensor<12x12xf32>, tensor<4xi32> -> tensor<4x12x8xf32>
   // CHECK: zero.grad @wgu, %[[DWGU]]
   // CHECK-NOT: nn.moe_dispatch_grad
-  // CHECK: %[[DR:.*]] = nn.moe_router_grad %[[LOGITS]], %[[IDX]], %[[DW]] normalize
+  // The normalization's eps carries to the gradient.
+  // CHECK: %[[DR:.*]] = nn.moe_router_grad %[[LOGITS]], %[[IDX]], %[[DW]] normalize eps 9.9999999999999995E-21 :
   // CHECK: %[[DL:.*]] = nn.add %[[DAUX]], %[[DR]]
   // CHECK: nn.matmul %[[DL]], %{{.*}} transpose_lhs
   // CHECK: zero.grad @wr
@@ -600,5 +601,39 @@ zero.train_step @gpt_oss(%y: tensor<1x2x4xi32>)
   // CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[DO]] sinks(%{{.*}} : tensor<2xf32>) causal scale 0.35355339059327373 window 2 : tensor<1x2x4x8xf32>
   // CHECK-NEXT: %[[DS:.*]] = nn.attention_sinks_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[DO]] causal scale 0.35355339059327373 window 2 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<2xf32>
   // CHECK: zero.grad @sinks, %[[DS]]
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// xIELU: its gradient gives dx and the per-element terms of the two
+// coefficients, each summed to [1] (over the leading dimensions, then over
+// the last); alpha_p's then goes through its softplus.
+zero.param @a : tensor<4x6x8xf32> init normal std 0.1
+zero.param @p : tensor<1xf32> init zeros
+zero.param @n : tensor<1xf32> init zeros
+// CHECK-LABEL: zero.train_step @xielu
+zero.train_step @xielu(%y: tensor<4x6xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %a = zero.get_param @a : tensor<4x6x8xf32>
+  %p = zero.get_param @p : tensor<1xf32>
+  %n = zero.get_param @n : tensor<1xf32>
+  %ap = nn.softplus %p beta 1.0 threshold 20.0 : tensor<1xf32>
+  %x = nn.xielu %a, %ap, %n beta 0.5 eps -1.0e-6 : tensor<4x6x8xf32>, tensor<1xf32>
+  %loss = nn.softmax_cross_entropy %x, %y : tensor<4x6x8xf32>, tensor<4x6xi64> -> tensor<f32>
+  // CHECK: %[[AP:.*]] = nn.softplus %[[P:.*]] beta
+  // CHECK: %[[D:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DX:.*]], %[[PP:.*]], %[[PN:.*]] = nn.xielu_grad %{{.*}}, %[[AP]], %{{.*}}, %[[D]] beta 5.000000e-01 eps -9.9999999999999995E-7 : tensor<4x6x8xf32>, tensor<1xf32>
+  // CHECK-NEXT: %[[SP:.*]] = nn.reduce_sum %[[PP]] : tensor<4x6x8xf32> -> tensor<8xf32>
+  // CHECK-NEXT: %[[SP2:.*]] = nn.reshape %[[SP]] : tensor<8xf32> -> tensor<8x1xf32>
+  // CHECK-NEXT: %[[DAP:.*]] = nn.reduce_sum %[[SP2]] : tensor<8x1xf32> -> tensor<1xf32>
+  // CHECK-NEXT: %[[SN:.*]] = nn.reduce_sum %[[PN]] : tensor<4x6x8xf32> -> tensor<8xf32>
+  // CHECK-NEXT: %[[SN2:.*]] = nn.reshape %[[SN]] : tensor<8xf32> -> tensor<8x1xf32>
+  // CHECK-NEXT: %[[DAN:.*]] = nn.reduce_sum %[[SN2]] : tensor<8x1xf32> -> tensor<1xf32>
+  // CHECK-DAG: zero.grad @a, %[[DX]] : tensor<4x6x8xf32>
+  // CHECK-DAG: zero.grad @n, %[[DAN]] : tensor<1xf32>
+  // CHECK-DAG: %[[DP:.*]] = nn.softplus_grad %[[P]], %[[DAP]] beta 1.000000e+00 threshold 2.000000e+01 : tensor<1xf32>
+  // CHECK-DAG: zero.grad @p, %[[DP]] : tensor<1xf32>
   zero.return %loss : tensor<f32>
 }

@@ -800,8 +800,16 @@ def NN_MoeRouterOp : NN_Op<"moe_router", [
     (or `sigmoid(logits)` with `sigmoid`), the `top_k` experts of largest
     `s + bias` (`bias` [E], a score-correction bias that only selects, as
     DeepSeek-V3's `e_score_correction_bias`), and their weights `s[idx]`,
-    divided by their sum with `normalize` (transformers' `norm_topk_prob`)
-    and multiplied by `scale` (a routed scaling factor).
+    divided by their sum (plus `eps`, DeepSeek-V3's 1e-20, when given) with
+    `normalize` (transformers' `norm_topk_prob`) and multiplied by `scale`
+    (a routed scaling factor).
+
+    `groups G top M` limits the choice to groups of experts, as DeepSeek-V3's
+    `n_group` and `topk_group`: with E / G experts a group, a group's score
+    is the sum of its 2 largest `s + bias`; only the experts of the M best
+    groups (torch.topk's order on the CPU, the lower group first on CUDA)
+    can be chosen, every other expert's key being -inf. E / G >= 2,
+    M <= G <= 64 and `top_k <= M * E / G`.
 
     `indices` [T, top_k] holds the experts in decreasing order of score,
     with ties in torch.topk's order on the CPU (its partial selection, not
@@ -811,15 +819,18 @@ def NN_MoeRouterOp : NN_Op<"moe_router", [
 
     ```mlir
     %w, %i = nn.moe_router %logits top_k 2 normalize : tensor<64x8xf32> -> tensor<64x2xf32>, tensor<64x2xi32>
-    %w, %i = nn.moe_router %logits bias(%b : tensor<256xf32>) top_k 8 sigmoid normalize scale 2.500000e+00 : tensor<64x256xf32> -> tensor<64x8xf32>, tensor<64x8xi32>
+    %w, %i = nn.moe_router %logits bias(%b : tensor<256xf32>) top_k 8 sigmoid normalize eps 1.000000e-20 scale 2.500000e+00 groups 8 top 4 : tensor<64x256xf32> -> tensor<64x8xf32>, tensor<64x8xi32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$logits, Optional<NN_FloatTensor>:$bias,
                        I64Attr:$top_k, UnitAttr:$sigmoid, UnitAttr:$normalize,
-                       OptionalAttr<F64Attr>:$scale);
+                       OptionalAttr<F64Attr>:$norm_eps,
+                       OptionalAttr<F64Attr>:$scale,
+                       OptionalAttr<I64Attr>:$n_group,
+                       OptionalAttr<I64Attr>:$topk_group);
   let results = (outs NN_FloatTensor:$weights, RankedTensorOf<[I32]>:$indices);
   let assemblyFormat = [{
-    $logits (`bias` `(` $bias^ `:` type($bias) `)`)? `top_k` $top_k (`sigmoid` $sigmoid^)? (`normalize` $normalize^)? (`scale` $scale^)? attr-dict `:` type($logits) `->` type($weights) `,` type($indices)
+    $logits (`bias` `(` $bias^ `:` type($bias) `)`)? `top_k` $top_k (`sigmoid` $sigmoid^)? (`normalize` $normalize^)? (`eps` $norm_eps^)? (`scale` $scale^)? (`groups` $n_group^ `top` $topk_group)? attr-dict `:` type($logits) `->` type($weights) `,` type($indices)
   }];
   let hasVerifier = 1;
 }
@@ -1315,7 +1326,8 @@ def NN_MoeRouterGradOp : NN_Op<"moe_router_grad", [
   let description = [{
     The gradient of the router's logits from its `weights`' gradient, the
     scores recomputed from `logits` and the selection read from `indices`
-    (the bias only selected, so it gets none).
+    (the bias only selected, so it gets none; neither do the groups, which
+    only select). `eps` as the forward's.
 
     ```mlir
     %dl = nn.moe_router_grad %logits, %idx, %dw normalize : tensor<64x8xf32>, tensor<64x2xi32>, tensor<64x2xf32>
@@ -1323,10 +1335,11 @@ def NN_MoeRouterGradOp : NN_Op<"moe_router_grad", [
   }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$indices,
                        NN_FloatTensor:$weights_grad, UnitAttr:$sigmoid,
-                       UnitAttr:$normalize, OptionalAttr<F64Attr>:$scale);
+                       UnitAttr:$normalize, OptionalAttr<F64Attr>:$norm_eps,
+                       OptionalAttr<F64Attr>:$scale);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $logits `,` $indices `,` $weights_grad (`sigmoid` $sigmoid^)? (`normalize` $normalize^)? (`scale` $scale^)? attr-dict `:` type($logits) `,` type($indices) `,` type($weights_grad)
+    $logits `,` $indices `,` $weights_grad (`sigmoid` $sigmoid^)? (`normalize` $normalize^)? (`eps` $norm_eps^)? (`scale` $scale^)? attr-dict `:` type($logits) `,` type($indices) `,` type($weights_grad)
   }];
   let hasVerifier = 1;
 }
@@ -1486,6 +1499,66 @@ def NN_AttentionSinksGradOp : NN_Op<"attention_sinks_grad", [
     $query `,` $key `,` $sinks `,` $output `,` $output_grad
     (`causal` $causal^)? `scale` $scale (`window` $window^)? attr-dict `:`
     type($query) `,` type($key) `,` type($sinks)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Apertus
+//===----------------------------------------------------------------------===//
+
+def NN_XieluOp : NN_Op<"xielu", [AllTypesMatch<["input", "result"]>,
+    AllTypesMatch<["alpha_p", "alpha_n"]>,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "xIELU, as Apertus's activation";
+  let description = [{
+    transformers' `XIELUActivation` (its Python path) in fp32, with the
+    effective coefficients as [1] operands of the input's element type
+    (`alpha_p = softplus(a_p)`, `alpha_n = beta + softplus(a_n)`, built by
+    the importer from its parameters):
+    `x > 0 ? (alpha_p * x) * x + beta * x
+           : (expm1(min(x, eps)) - x) * alpha_n + beta * x`.
+    NaN propagates through `min`, as torch's.
+
+    ```mlir
+    %y = nn.xielu %x, %ap, %an beta 5.000000e-01 eps -9.9999999747524271E-7 : tensor<8x64x256xf32>, tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$alpha_p,
+                       NN_FloatTensor:$alpha_n, F64Attr:$beta, F64Attr:$eps);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $alpha_p `,` $alpha_n `beta` $beta `eps` $eps attr-dict `:`
+    type($input) `,` type($alpha_p)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_XieluGradOp : NN_Op<"xielu_grad", [
+    AllTypesMatch<["input", "result_grad", "input_grad", "alpha_p_part",
+                   "alpha_n_part"]>,
+    AllTypesMatch<["alpha_p", "alpha_n"]>]> {
+  let summary = "Backward of `nn.xielu`";
+  let description = [{
+    The input's gradient as autograd computes it (at `x == eps`, `min`'s
+    backward gives each side half; for `eps < x <= 0` it is
+    `dy * (beta - alpha_n)`), and the per-element terms whose sums are the
+    coefficients' gradients: `alpha_p_part = x > 0 ? dy * x * x : 0` and
+    `alpha_n_part = x > 0 ? 0 : dy * (expm1(min(x, eps)) - x)`.
+
+    ```mlir
+    %dx, %pp, %pn = nn.xielu_grad %x, %ap, %an, %dy beta 5.000000e-01 eps -9.9999999747524271E-7 : tensor<8x64x256xf32>, tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$alpha_p,
+                       NN_FloatTensor:$alpha_n, NN_FloatTensor:$result_grad,
+                       F64Attr:$beta, F64Attr:$eps);
+  let results = (outs NN_FloatTensor:$input_grad,
+                      NN_FloatTensor:$alpha_p_part,
+                      NN_FloatTensor:$alpha_n_part);
+  let assemblyFormat = [{
+    $input `,` $alpha_p `,` $alpha_n `,` $result_grad `beta` $beta `eps` $eps
+    attr-dict `:` type($input) `,` type($alpha_p)
   }];
   let hasVerifier = 1;
 }
