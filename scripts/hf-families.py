@@ -83,8 +83,7 @@ SIZES = [
 ]
 WINDOWS = ("sliding_window", "window_size", "attention_window_size",
            "sliding_window_size")
-# Mixture-of-experts sizes, so that MoE families build in a moment (they
-# are refused either way).
+# Mixture-of-experts sizes, so that MoE families build in a moment.
 EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts",
            "moe_num_experts")
 EXPERTS_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "moe_k",
@@ -281,10 +280,11 @@ def tiny_config(model_type, window=None):
                 kw[name] = 4
             elif name in EXPERTS_PER_TOKEN:
                 kw[name] = 2
-    # Expert groups (the router picks groups, then experts in them): one.
+    # Expert groups (DeepSeek-V3's router picks groups, then experts in
+    # them): two of two experts, one kept, so that the choice is limited.
     for name in ("n_group", "num_group", "topk_group"):
         if name in fields:
-            kw[name] = 1
+            kw[name] = 1 if name == "topk_group" else 2
     # The first layers of some MoE families are dense: one of two here.
     if "first_k_dense_replace" in fields:
         kw["first_k_dense_replace"] = 1

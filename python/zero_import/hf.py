@@ -343,9 +343,10 @@ _MOE_CLASS = re.compile(r"(MoE|Moe|MoA|Experts|TopKRouter|TopKGating)$")
 def _refuse_moe(model):
     """Mixture-of-experts routing (a router choosing experts per token) is
     imported for the sparse blocks moe.py knows (Mixtral's, Qwen3-MoE's,
-    OLMoE's, Qwen2-MoE's, Granite-MoE's); any other is refused at the first
-    block that has experts, naming the part we lack. The modules built say
-    so, not the config: a dense variant may keep the MoE keys (Doge's
+    OLMoE's, Qwen2-MoE's, Granite-MoE's, DeepSeek-V3's...); any other is
+    refused at the first block that has experts, naming the part we lack
+    (of DeepSeek-V3's, a nonzero correction bias: called again once the
+    buffers are read). The modules built say so, not the config: a dense variant may keep the MoE keys (Doge's
     num_experts_per_tok with is_moe false)."""
     known = set()  # the routers and experts of the blocks imported
     for path, m in model.named_modules():
@@ -472,6 +473,8 @@ def build(directory, no_weights=False, seed=0, attn=None):
     if files is not None and not no_weights:
         weights = read_weights(model, directory, files)
         load_buffers(model, files)
+        # Again with the buffers read: a router's nonzero correction bias.
+        _refuse_moe(model)
     elif not no_weights:
         weights = {name: p.detach() for name, p in model.named_parameters()}
         _parameters_to_meta(model)

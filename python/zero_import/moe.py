@@ -21,6 +21,15 @@ shared expert (a dense SwiGLU MLP on every token, times the sigmoid of
 its `shared_expert_gate`) becomes the ops of its linear layers and
 activations, added to the experts' output.
 
+DeepSeek-V3's block (`DeepseekV3MoE`, and the families that copy it:
+GLM-4-MoE, dots.llm1, Solar-Open, EXAONE-MoE, ...) routes with a sigmoid:
+the top k of sigmoid(logits) plus a correction bias (a buffer that only
+chooses), within the best `topk_group` of `n_group` groups of experts, the
+chosen sigmoids renormalised (+ 1e-20) and times `routed_scaling_factor`
+(`nn.moe_router`'s sigmoid, normalize, eps, scale and groups), and adds
+ungated shared experts, a dense SwiGLU MLP traced as any module. Laguna's,
+Flint's and DeepSeek-V2's routers are the same op with other attributes.
+
 gpt-oss's block (`GptOssMLP`) is the same router with a bias and a softmax
 over the top-k logits (the renormalised top k of the full softmax), and
 experts stored as [E, in, out] with biases, gate and up interleaved, and a
@@ -55,11 +64,50 @@ _ROUTERS = {
     "GptOssTopKRouter": lambda m: True,
 }
 
+# The routers whose forward is DeepSeek-V3's (DeepseekV3TopkRouter):
+# linear in fp32 -> sigmoid -> top k of the sigmoids plus
+# e_score_correction_bias within the best topk_group of n_group groups ->
+# the chosen sigmoids (renormalised with + 1e-20) times
+# routed_scaling_factor.
+_DEEPSEEK_ROUTERS = ("DeepseekV3TopkRouter", "DeepseekV32TopkRouter",
+                     "Glm4MoeTopkRouter", "Glm4MoeLiteTopkRouter",
+                     "GlmMoeDsaTopkRouter", "Dots1TopkRouter",
+                     "Dots3NoteTextTopkRouter", "SolarOpenTopkRouter",
+                     "ExaoneMoeTopkRouter", "AXK1TopkRouter",
+                     "MiMoV2FlashTopkRouter", "HYV4TopkRouter",
+                     "AXK2TopkRouter")
+
+# Other routers: {class name: (nn.moe_router's attributes besides top_k,
+# None) of the module, or (None, why it has none)}. Flint's and Laguna's:
+# linear in fp32 -> top k of the sigmoids (sorted: the same set) ->
+# renormalised by their plain sum; Flint's has no bias and renormalises
+# when norm_topk_prob; Laguna's always renormalises and chooses by the
+# sigmoids plus e_score_correction_bias, a frozen parameter (the op's bias
+# operand). DeepSeek-V2's "greedy" one: the top k of the softmax, not
+# renormalised, times routed_scaling_factor.
+_OTHER_ROUTERS = {
+    "FlintTopKRouter": lambda m: (
+        {"sigmoid": True, "normalize": bool(m.norm_topk_prob)}, None),
+    "LagunaTopKRouter": lambda m: (
+        ({"sigmoid": True, "normalize": True}, None)
+        if float(m.router_logit_softcapping) <= 0.0 else
+        (None, "its router's logit soft-capping")),
+    "DeepseekV2TopkRouter": lambda m: (
+        (_scale(m), None) if m.topk_method == "greedy" else
+        (None, "its router's %s top-k" % m.topk_method)),
+}
+_ROUTER_BIAS = {"LagunaTopKRouter": "e_score_correction_bias"}
+
 # The experts modules with transformers' default layout: concatenated
 # gate/up, [E, out, in], no bias, silu(gate) * up.
 _EXPERTS = ("MixtralExperts", "Qwen3MoeExperts", "OlmoeExperts",
             "Qwen2MoeExperts", "GraniteMoeExperts", "GraniteMoeSharedExperts",
-            "GraniteMoeSWAExperts", "MellumExperts")
+            "GraniteMoeSWAExperts", "MellumExperts", "DeepseekV3Experts",
+            "DeepseekV32Experts", "Glm4MoeExperts", "Glm4MoeLiteExperts",
+            "GlmMoeDsaExperts", "Dots1Experts", "Dots3NoteExperts",
+            "SolarOpenExperts", "ExaoneMoeExperts", "AXK1Experts",
+            "MiMoV2FlashExperts", "HYV4Experts", "FlintExperts",
+            "LagunaExperts", "AXK2Experts", "DeepseekV2Experts")
 
 # The sparse blocks made of one router (`gate`) and one experts module
 # (`experts`), whose forward is otherwise traceable: the routing attributes
@@ -74,6 +122,25 @@ _BLOCKS = {
     "GraniteMoeSWAMoE": lambda m: True,
     "MellumSparseMoeBlock": lambda m: True,
     "GptOssMLP": lambda m: True,
+    # DeepSeek-V3's forward: the routed experts plus the shared experts
+    # (A.X-K1's then RMS-normalised, MiMo-V2-Flash's without them).
+    "DeepseekV3MoE": lambda m: True,
+    "DeepseekV32MoE": lambda m: True,
+    "Glm4MoeMoE": lambda m: True,
+    "Glm4MoeLiteMoE": lambda m: True,
+    "GlmMoeDsaMoE": lambda m: True,
+    "Dots1MoE": lambda m: True,
+    "Dots3NoteTextMoE": lambda m: True,
+    "SolarOpenMoE": lambda m: True,
+    "ExaoneMoeSparseMoEBlock": lambda m: True,
+    "AXK1MoE": lambda m: True,
+    "MiMoV2FlashMoE": lambda m: True,
+    "HYV4MoE": lambda m: True,
+    "AXK2MoE": lambda m: True,
+    "DeepseekV2Moe": lambda m: True,
+    # Ungated shared experts; Laguna's routed experts' sum scaled.
+    "FlintSparseMoeBlock": lambda m: True,
+    "LagunaSparseMoeBlock": lambda m: True,
 }
 
 # gpt-oss's experts: [E, in, out] weights with biases, gate and up
@@ -119,7 +186,56 @@ def _transformers_module(m):
 
 
 def is_router(m):
-    return type(m).__name__ in _ROUTERS and _transformers_module(m)
+    name = type(m).__name__
+    return (name in _ROUTERS or name in _DEEPSEEK_ROUTERS or
+            name in _OTHER_ROUTERS) and _transformers_module(m)
+
+
+def _deepseek_router(m):
+    """(nn.moe_router's attributes, None) of a DeepSeek-V3 router, or
+    (None, why it has none)."""
+    bias = getattr(m, "e_score_correction_bias", None)
+    if bias is not None and (bias.is_meta or bool((bias != 0).any())):
+        # Zero adds nothing to the sigmoids; another would be a constant
+        # tensor operand, which the importer cannot pass yet.
+        return None, "its router's nonzero e_score_correction_bias " \
+            "(a constant tensor operand)"
+    attrs = {"sigmoid": True}
+    if m.norm_topk_prob:
+        attrs["normalize"], attrs["norm_eps"] = True, 1e-20
+    attrs.update(_scale(m))
+    # Keeping all n_group groups (or the one, or A.X-K2's None) chooses from
+    # every expert.
+    if m.num_group is None:
+        return attrs, None
+    groups, top = int(m.num_group), int(m.topk_group)
+    if 1 < groups and top < groups:
+        if type(m).__name__ == "AXK2TopkRouter":
+            return None, "its router's group-limited top-k scoring the " \
+                "other groups' experts 0, not -inf"
+        attrs["n_group"], attrs["topk_group"] = groups, top
+    return attrs, None
+
+
+def _scale(m):
+    f = float(m.routed_scaling_factor)
+    return {} if f == 1.0 else {"scale": f}
+
+
+def _router_attrs(m):
+    """(nn.moe_router's attributes besides top_k, None) of the router m, or
+    (None, why it has none)."""
+    name = type(m).__name__
+    if name in _DEEPSEEK_ROUTERS:
+        return _deepseek_router(m)
+    if name in _OTHER_ROUTERS:
+        return _OTHER_ROUTERS[name](m)
+    return ({"normalize": True} if _ROUTERS[name](m) else {}), None
+
+
+def router_unsupported(m):
+    """Why the router m has no lowering, or None."""
+    return _router_attrs(m)[1]
 
 
 def is_experts(m):
@@ -153,6 +269,9 @@ def unsupported_part(m):
     gate, experts = router_of(m), getattr(m, "experts", None)
     if gate is None or not is_router(gate):
         return "its router"
+    why = router_unsupported(gate)
+    if why:
+        return why
     if experts is None or not is_experts(experts):
         return "its experts"
     return experts_unsupported(experts)
@@ -195,11 +314,18 @@ def _gpt_oss_experts_unsupported(m):
 
 def leaf_value(m, args, kwargs):
     """The value of leaf m's call for the trace: the experts' output has
-    the shape of their input (their forward cannot run on shapes alone);
-    None to run the module."""
+    the shape of their input (their forward cannot run on shapes alone),
+    a DeepSeek-V3 router's outputs their shapes; None to run the module."""
     if is_experts(m):
         x = args[0] if args else kwargs["hidden_states"]
         return torch.empty_like(x)
+    if type(m).__name__ in _DEEPSEEK_ROUTERS:
+        # Its correction bias is a buffer off the meta device.
+        x = args[0] if args else kwargs["hidden_states"]
+        rows, k = x.numel() // x.shape[-1], int(m.top_k)
+        return (x.new_empty(rows, int(m.num_experts), dtype=torch.float32),
+                x.new_empty(rows, k, dtype=torch.float32),
+                x.new_empty(rows, k, dtype=torch.long))
     return None
 
 
@@ -235,9 +361,17 @@ def lower_router(low, c):
     tokens, experts = logits.shape
     k = int(m.top_k)
     attrs = {"top_k": k}
-    if _ROUTERS[type(m).__name__](m):
-        attrs["normalize"] = True
-    op = low.g.emit("moe_router", [logits], attrs,
+    more, why = _router_attrs(m)
+    if why:
+        # hf.py refuses these before tracing; a make() module's, here.
+        where.fail("the MoE routing of %s is not supported: %s" % (
+            type(m).__name__, why))
+    attrs.update(more)
+    operands = [logits]
+    if type(m).__name__ in _ROUTER_BIAS:
+        operands.append(low.param(
+            getattr(m, _ROUTER_BIAS[type(m).__name__]), where))
+    op = low.g.emit("moe_router", operands, attrs,
                     [((tokens, k), "f32"), ((tokens, k), "i32")], where)
     return (logits,) + tuple(op.results)
 

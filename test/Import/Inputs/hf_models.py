@@ -5,10 +5,10 @@ Qwen2, GPT-2, Gemma, with partial rotary embeddings GPT-NeoX, StableLM
 and Phi, with interleaved ones GPT-J and GLM, with sliding windows and
 soft-capping Mistral and Gemma 2, with ALiBi MPT and BLOOM, with masks
 that are causal in effect openai-gpt and CodeGen, the mixtures of experts
-Mixtral, Qwen3-MoE, OLMoE, Qwen2-MoE (a shared expert) and Granite-MoE
-(Mixtral, Qwen2-MoE and Granite-MoE also with the load-balancing loss; to
-be refused,
-DeepSeek-V3's shared expert, Mixtral's router jitter and encoder-decoder
+Mixtral, Qwen3-MoE, OLMoE, Qwen2-MoE (a shared expert), Granite-MoE and
+DeepSeek-V3 (Mixtral, Qwen2-MoE and Granite-MoE also with the
+load-balancing loss; to be refused, DeepSeek-V3's nonzero correction
+bias, Llama 4's block, Mixtral's router jitter and encoder-decoder
 ones), DeepSeek-V3 with dense layers only (its multi-head latent
 attention), Gemma 4 with layer_scalar buffers other than 1,
 BigBird as a decoder (its pooler unused).
@@ -76,17 +76,26 @@ def config(kind):
         return tf.Qwen2MoeConfig(**small, moe_intermediate_size=32,
                                  shared_expert_intermediate_size=64,
                                  num_experts=4, num_experts_per_tok=2)
-    if kind == "deepseek_v3":
-        # A shared expert beside a sigmoid router with a correction bias
-        # and group-limited routing (its second layer sparse).
+    if kind in ("deepseek_v3", "deepseek_v3_bias"):
+        # Its second layer sparse: a shared expert beside a sigmoid router
+        # (top 2 of 8 experts in the best 2 of 4 groups, renormalised,
+        # times 2.5) with a correction bias (zero, or nonzero as trained
+        # checkpoints have it: saved by save()).
         return tf.DeepseekV3Config(**dict(small, num_key_value_heads=4),
                                    moe_intermediate_size=32,
-                                   n_routed_experts=4, num_experts_per_tok=2,
-                                   n_group=1, topk_group=1,
+                                   n_routed_experts=8, num_experts_per_tok=2,
+                                   n_group=4, topk_group=2,
+                                   routed_scaling_factor=2.5,
                                    first_k_dense_replace=1,
                                    q_lora_rank=None, kv_lora_rank=16,
                                    qk_rope_head_dim=8, qk_nope_head_dim=8,
                                    v_head_dim=16)
+    if kind == "llama4_text":
+        # Llama 4's block: a sigmoid of the top logit scales each expert's
+        # input, beside a shared expert (refused).
+        return tf.Llama4TextConfig(**dict(small, intermediate_size=32),
+                                   intermediate_size_mlp=128, head_dim=16,
+                                   num_local_experts=4)
     if kind == "deepseek_v3_dense":
         # Its multi-head latent attention alone: every layer dense, the
         # query through its low-rank projection, the values narrower than
@@ -325,6 +334,10 @@ def save(args):
         with torch.no_grad():
             for i, layer in enumerate(model.model.layers):
                 layer.layer_scalar.fill_(0.5 + 0.25 * i)
+    if args.kind == "deepseek_v3_bias":
+        with torch.no_grad():
+            model.model.layers[1].mlp.gate.e_score_correction_bias.copy_(
+                torch.linspace(-0.01, 0.01, 8))
     if args.dtype:
         # As the hub ships most checkpoints: the tensors saved in bf16.
         model = model.to(getattr(torch, args.dtype))
