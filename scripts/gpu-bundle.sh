@@ -218,9 +218,9 @@ want models && {
     cases=(batches: "$H" batches "$M/ids.npy" "$M/labels.npy" --rows 24
            --seq 32)
     for kind in mixtral mixtral_aux qwen2_moe; do
-      cases+=(:: save_$kind: "$H" save $kind $kind
-              :: import_$kind: zero-import --hf $kind --batch 8 --seq 32
-                 -o $kind.mlir --lr 3e-3)
+      cases+=(:: "save_$kind:" "$H" save "$kind" "$kind"
+              :: "import_$kind:" zero-import --hf "$kind" --batch 8 --seq 32
+                 -o "$kind.mlir" --lr 3e-3)
     done
     # gpt-oss (attention sinks, a sliding window, YaRN, expert biases, the
     # clamped SwiGLU) in fp32, and saved and imported in bf16: the bf16
