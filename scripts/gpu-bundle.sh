@@ -149,8 +149,14 @@ want models && {
     # shellcheck disable=SC2086
     (cd "$M" && "$stage/cpu_$name" --quiet --steps "$steps" \
       ${run//@M@/$M} --log-json "$M/cpu_$name.json" >/dev/null)
-    "$BIN/zero-compile" --target "$target" "$mlir" --world-size 1 "$@" \
-      -o "$M/$name"
+    # For the CPU backend (GPU_BUNDLE_TARGET=cpu) the bundle's program is
+    # the compile above: zero-compile --target cpu writes the same bytes.
+    if [ "$target" = cpu ]; then
+      cp "$stage/cpu_$name" "$M/$name"
+    else
+      "$BIN/zero-compile" --target "$target" "$mlir" --world-size 1 "$@" \
+        -o "$M/$name"
+    fi
     echo "$name $steps $run" >>"$M/cases.txt"
   }
   llama() {
@@ -206,13 +212,30 @@ want models && {
     H=$ROOT/test/Import/Inputs/hf_models.py
     # Mixtral, Mixtral with the load-balancing loss, and Qwen2-MoE (its
     # shared expert), each from its initial weights as the import wrote them.
-    (cd "$stage" && "$py" "$H" batches "$M/ids.npy" "$M/labels.npy" \
-       --rows 24 --seq 32 >/dev/null &&
-     for kind in mixtral mixtral_aux qwen2_moe; do
-       "$py" "$H" save $kind $kind >/dev/null &&
-       "$BIN/zero-import" --hf $kind --batch 8 --seq 32 -o $kind.mlir \
-         --lr 3e-3 >/dev/null || exit 1
-     done)
+    # One Python process (test/Import/Inputs/in_process.py: each case's
+    # output in $stage/NAME.out) saves and imports them all, and gpt-oss
+    # below: torch and transformers are imported once, not once a command.
+    cases=(batches: "$H" batches "$M/ids.npy" "$M/labels.npy" --rows 24
+           --seq 32)
+    for kind in mixtral mixtral_aux qwen2_moe; do
+      cases+=(:: "save_$kind:" "$H" save "$kind" "$kind"
+              :: "import_$kind:" zero-import --hf "$kind" --batch 8 --seq 32
+                 -o "$kind.mlir" --lr 3e-3)
+    done
+    # gpt-oss (attention sinks, a sliding window, YaRN, expert biases, the
+    # clamped SwiGLU) in fp32, and saved and imported in bf16: the bf16
+    # grouped products.
+    if [[ " $dtypes " == *" bf16 "* ]]; then
+      cases+=(:: save_gpt_oss: "$H" save gpt_oss gpt_oss
+              :: import_gpt_oss: zero-import --hf gpt_oss --batch 8 --seq 32
+                 -o gpt_oss.mlir --lr 3e-3
+              :: save_gpt_oss_bf16: "$H" save gpt_oss_bf16 gpt_oss_bf16
+                 --dtype bfloat16
+              :: import_gpt_oss_bf16: zero-import --hf gpt_oss_bf16 --batch 8
+                 --seq 32 --dtype bf16 -o gpt_oss_bf16.mlir --lr 3e-3)
+    fi
+    (cd "$stage" &&
+     "$py" "$ROOT/test/Import/Inputs/in_process.py" "${cases[@]}") || exit 1
     data="--inputs @M@/ids.npy --labels @M@/labels.npy"
     for kind in mixtral mixtral_aux qwen2_moe; do
       cp "$stage/$kind.safetensors" "$M/"
@@ -221,17 +244,8 @@ want models && {
       [ $kind = mixtral_aux ] ||
         model ${kind}_f32_s3 "$stage/$kind.mlir" 5 "$init" --stage 3
     done
-    # gpt-oss (attention sinks, a sliding window, YaRN, expert biases, the
-    # clamped SwiGLU) in fp32, and saved and imported in bf16: the bf16
-    # grouped products.
+    # gpt-oss, saved and imported above.
     if [[ " $dtypes " == *" bf16 "* ]]; then
-      (cd "$stage" &&
-       "$py" "$H" save gpt_oss gpt_oss >/dev/null &&
-       "$BIN/zero-import" --hf gpt_oss --batch 8 --seq 32 -o gpt_oss.mlir \
-         --lr 3e-3 >/dev/null &&
-       "$py" "$H" save gpt_oss_bf16 gpt_oss_bf16 --dtype bfloat16 >/dev/null &&
-       "$BIN/zero-import" --hf gpt_oss_bf16 --batch 8 --seq 32 --dtype bf16 \
-         -o gpt_oss_bf16.mlir --lr 3e-3 >/dev/null) || exit 1
       cp -r "$stage/gpt_oss" "$stage/gpt_oss_bf16" "$M/"
       model gpt_oss_f32_s0 "$stage/gpt_oss.mlir" 5 \
         "$data --init-from @M@/gpt_oss" --stage 0
