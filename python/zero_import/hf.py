@@ -344,10 +344,9 @@ def _refuse_moe(model):
     """Mixture-of-experts routing (a router choosing experts per token) is
     imported for the sparse blocks moe.py knows (Mixtral's, Qwen3-MoE's,
     OLMoE's, Qwen2-MoE's, Granite-MoE's, DeepSeek-V3's...); any other is
-    refused at the first block that has experts, naming the part we lack
-    (of DeepSeek-V3's, a nonzero correction bias: called again once the
-    buffers are read). The modules built say so, not the config: a dense variant may keep the MoE keys (Doge's
-    num_experts_per_tok with is_moe false)."""
+    refused at the first block that has experts, naming the part we lack.
+    The modules built say so, not the config: a dense variant may keep the
+    MoE keys (Doge's num_experts_per_tok with is_moe false)."""
     known = set()  # the routers and experts of the blocks imported
     for path, m in model.named_modules():
         if id(m) in known:
@@ -473,11 +472,15 @@ def build(directory, no_weights=False, seed=0, attn=None):
     if files is not None and not no_weights:
         weights = read_weights(model, directory, files)
         load_buffers(model, files)
-        # Again with the buffers read: a router's nonzero correction bias.
-        _refuse_moe(model)
     elif not no_weights:
         weights = {name: p.detach() for name, p in model.named_parameters()}
         _parameters_to_meta(model)
+    if weights is not None:
+        # The buffers a step reads as frozen parameters (a DeepSeek-V3
+        # router's nonzero correction bias, Lowering.buffer), as read.
+        weights.update((name, buf.detach()) for name, buf in
+                       persistent_buffers(model)
+                       if buf.is_floating_point())
     model.train()
     return model, recorder, weights
 
@@ -549,6 +552,8 @@ def with_lora(model, recorder, weights, spec, seed):
             else:
                 _fail("parameter '%s' of the PEFT model is neither the "
                       "base model's nor a LoRA adapter's" % name)
+        for k, b in m.named_buffers(recurse=False):
+            out[path + "." + k if path else k] = b.detach()
     return pm, out
 
 
@@ -733,6 +738,11 @@ def saved_names(model):
             new = prefix + saved(name[len(prefix):])
             if new != name:
                 out[name] = new
+    # The buffers a step reads as frozen parameters too.
+    for name, _ in persistent_buffers(base):
+        new = prefix + saved(name)
+        if new != prefix + name:
+            out[prefix + name] = new
     return out
 
 
@@ -907,7 +917,7 @@ def untrained_tensors(model, params):
     saved = _renamer(model, saving=True)
     buffers = {saved(name): buf.detach().to(torch.float32).cpu().clone()
                for name, buf in persistent_buffers(model)
-               if buf.is_floating_point()}
+               if buf.is_floating_point() and name not in params}
     names = {}
     for name, p in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), []).append(name)

@@ -73,8 +73,8 @@ def import_model(spec, loss_output=-1, precision="fp32"):
     module, args = call_make(load_make(spec), spec)
     lora.check(module)
     # The weights as make() left them, whatever the trace runs.
-    state = {name: p.detach().cpu().clone()
-             for name, p in module.named_parameters()}
+    state = {name: p.detach().cpu().clone() for name, p in
+             list(module.named_parameters()) + list(module.named_buffers())}
     # A PeftModel itself is a causal LM's adapters: traced as its loss with
     # labels=, as --hf traces a model, so that its names are PEFT's.
     peft_root = [m for p, m in lora.peft_roots(module) if p == ""]
@@ -163,7 +163,9 @@ def lower_step(module, g_fx, loss_output, weight_of, init_of=None):
             if o.param is not None:
                 used.add(o.param)
     weights = [] if weight_of is not None else None
-    for name, p in module.named_parameters():
+    # The buffers the step reads (Lowering.buffer), frozen parameters.
+    read = [(name, b) for name, b in module.named_buffers() if name in used]
+    for name, p in list(module.named_parameters()) + read:
         if name not in used:
             print("zero-import: warning: parameter '%s' does not reach the "
                   "loss; it is left out" % name, file=sys.stderr)

@@ -165,6 +165,24 @@ class Lowering:
                 self.g.frozen.add(name)
         return self.param_syms[id(p)]
 
+    def buffer(self, buf, where):
+        """A frozen zero.param of the module's buffer `buf` (a router's
+        correction bias), under the buffer's name: read from the weights
+        as a parameter is, never trained, exported unchanged."""
+        if id(buf) not in self.param_syms:
+            name = next((n for n, b in self.module.named_buffers()
+                         if b is buf), None)
+            if name is None:
+                where.fail("a buffer that is not one of the module's")
+            if buf.dtype != torch.float32:
+                where.fail("buffer '%s' is %s; the importer takes float32 "
+                           "modules (train in bf16 or f16 with --dtype)" % (
+                               name, buf.dtype))
+            self.param_syms[id(buf)] = Sym(buf.shape, "f32", param=name)
+            self.used_params.append(name)
+            self.g.frozen.add(name)
+        return self.param_syms[id(buf)]
+
     def emit(self, kind, operands, attrs, shapes, where, dtype="f32"):
         op = self.g.emit(kind, operands, attrs,
                          [(s, dtype) for s in shapes], where)

@@ -24,8 +24,10 @@ activations, added to the experts' output.
 DeepSeek-V3's block (`DeepseekV3MoE`, and the families that copy it:
 GLM-4-MoE, dots.llm1, Solar-Open, EXAONE-MoE, ...) routes with a sigmoid:
 the top k of sigmoid(logits) plus a correction bias (a buffer that only
-chooses), within the best `topk_group` of `n_group` groups of experts, the
-chosen sigmoids renormalised (+ 1e-20) and times `routed_scaling_factor`
+chooses; a checkpoint's nonzero one is the op's bias operand, a frozen
+parameter read from the weights and exported unchanged), within the best
+`topk_group` of `n_group` groups of experts, the chosen sigmoids
+renormalised (+ 1e-20) and times `routed_scaling_factor`
 (`nn.moe_router`'s sigmoid, normalize, eps, scale and groups), and adds
 ungated shared experts, a dense SwiGLU MLP traced as any module. Laguna's,
 Flint's and DeepSeek-V2's routers are the same op with other attributes.
@@ -195,11 +197,9 @@ def _deepseek_router(m):
     """(nn.moe_router's attributes, None) of a DeepSeek-V3 router, or
     (None, why it has none)."""
     bias = getattr(m, "e_score_correction_bias", None)
-    if bias is not None and (bias.is_meta or bool((bias != 0).any())):
-        # Zero adds nothing to the sigmoids; another would be a constant
-        # tensor operand, which the importer cannot pass yet.
-        return None, "its router's nonzero e_score_correction_bias " \
-            "(a constant tensor operand)"
+    if bias is not None and bias.is_meta:
+        return None, "its router's e_score_correction_bias on the meta " \
+            "device"
     attrs = {"sigmoid": True}
     if m.norm_topk_prob:
         attrs["normalize"], attrs["norm_eps"] = True, 1e-20
@@ -215,6 +215,19 @@ def _deepseek_router(m):
                 "other groups' experts 0, not -inf"
         attrs["n_group"], attrs["topk_group"] = groups, top
     return attrs, None
+
+
+def _deepseek_bias(m):
+    """The nonzero e_score_correction_bias buffer of a DeepSeek-V3 router
+    (a checkpoint's), the op's bias operand as a frozen parameter; None
+    when it has none or it is zero (it then adds nothing to the sigmoids,
+    and the step has no bias, as from_config's models)."""
+    if type(m).__name__ not in _DEEPSEEK_ROUTERS:
+        return None
+    bias = getattr(m, "e_score_correction_bias", None)
+    if bias is None or not bool((bias != 0).any()):
+        return None
+    return bias
 
 
 def _scale(m):
@@ -371,6 +384,8 @@ def lower_router(low, c):
     if type(m).__name__ in _ROUTER_BIAS:
         operands.append(low.param(
             getattr(m, _ROUTER_BIAS[type(m).__name__]), where))
+    elif _deepseek_bias(m) is not None:
+        operands.append(low.buffer(_deepseek_bias(m), where))
     op = low.g.emit("moe_router", operands, attrs,
                     [((tokens, k), "f32"), ((tokens, k), "i32")], where)
     return (logits,) + tuple(op.results)
