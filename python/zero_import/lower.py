@@ -150,38 +150,33 @@ class Lowering:
     # -- values ---------------------------------------------------------
 
     def param(self, p, where):
-        name = self.param_names.get(id(p))
-        if name is None:
-            where.fail("a parameter that is not one of the module's")
-        if p.dtype != torch.float32:
-            where.fail("parameter '%s' is %s; the importer takes float32 "
-                       "modules (train in bf16 or f16 with --dtype)" % (
-                           name, p.dtype))
-        if id(p) not in self.param_syms:
-            self.param_syms[id(p)] = Sym(p.shape, "f32", param=name)
-            self.used_params.append(name)
-            # requires_grad=False: a zero.param that does not train.
-            if not p.requires_grad:
-                self.g.frozen.add(name)
-        return self.param_syms[id(p)]
+        # requires_grad=False: a zero.param that does not train.
+        return self._param_sym(p, self.param_names.get(id(p)), "parameter",
+                               not p.requires_grad, where)
 
     def buffer(self, buf, where):
         """A frozen zero.param of the module's buffer `buf` (a router's
         correction bias), under the buffer's name: read from the weights
         as a parameter is, never trained, exported unchanged."""
-        if id(buf) not in self.param_syms:
-            name = next((n for n, b in self.module.named_buffers()
-                         if b is buf), None)
-            if name is None:
-                where.fail("a buffer that is not one of the module's")
-            if buf.dtype != torch.float32:
-                where.fail("buffer '%s' is %s; the importer takes float32 "
-                           "modules (train in bf16 or f16 with --dtype)" % (
-                               name, buf.dtype))
-            self.param_syms[id(buf)] = Sym(buf.shape, "f32", param=name)
+        name = next((n for n, b in self.module.named_buffers()
+                     if b is buf), None)
+        return self._param_sym(buf, name, "buffer", True, where)
+
+    def _param_sym(self, t, name, kind, frozen, where):
+        """The zero.param of the module's parameter or buffer `t`, declared
+        at its first use."""
+        if name is None:
+            where.fail("a %s that is not one of the module's" % kind)
+        if t.dtype != torch.float32:
+            where.fail("%s '%s' is %s; the importer takes float32 "
+                       "modules (train in bf16 or f16 with --dtype)" % (
+                           kind, name, t.dtype))
+        if id(t) not in self.param_syms:
+            self.param_syms[id(t)] = Sym(t.shape, "f32", param=name)
             self.used_params.append(name)
-            self.g.frozen.add(name)
-        return self.param_syms[id(buf)]
+            if frozen:
+                self.g.frozen.add(name)
+        return self.param_syms[id(t)]
 
     def emit(self, kind, operands, attrs, shapes, where, dtype="f32"):
         op = self.g.emit(kind, operands, attrs,

@@ -60,14 +60,6 @@ void scoresOf(const T *row, int64_t experts, bool sigmoid, float *s) {
     s[e] /= sum;
 }
 
-void checkRouting(const char *kernel, int64_t tokens, int64_t experts,
-                  int64_t k) {
-  checkDims(kernel, tokens, experts, k);
-  if (k < 1 || k > experts)
-    fatal("%s: top k %lld outside [1, %lld] (the experts)", kernel,
-          (long long)k, (long long)experts);
-}
-
 /// The scratch of zrt_moe_aux_loss: counts and probability sums (double),
 /// the selection queue and one row's scores.
 struct AuxScratch {
@@ -114,21 +106,6 @@ void countSelections(const T *logits, int64_t rows, int64_t experts, int64_t k,
     for (int64_t j = 0; j < k; ++j)
       a.counts[a.queue[j].second] += 1.0;
   }
-}
-
-/// Group-limited routing: groups of at least 2 experts (the group score
-/// sums 2), at most 64 groups (CUDA's mask), enough experts in the kept
-/// groups for the top k. groups 0 is none.
-void checkGroups(const char *kernel, int64_t experts, int64_t k, int64_t groups,
-                 int64_t topGroups) {
-  if (groups == 0)
-    return;
-  if (groups < 0 || groups > 64 || experts % groups != 0 ||
-      experts / groups < 2 || topGroups < 1 || topGroups > groups ||
-      k > topGroups * (experts / groups))
-    fatal("%s: %lld groups, top %lld, of %lld experts cannot choose %lld",
-          kernel, (long long)groups, (long long)topGroups, (long long)experts,
-          (long long)k);
 }
 
 } // namespace

@@ -49,6 +49,31 @@ inline void checkMatmul(int64_t batch, int64_t m, int64_t n, int64_t k,
           (long long)k);
 }
 
+/// Aborts unless a router's top k lies in [1, experts] (both backends).
+inline void checkRouting(const char *kernel, int64_t tokens, int64_t experts,
+                         int64_t k) {
+  checkDims(kernel, tokens, experts, k);
+  if (k < 1 || k > experts)
+    fatal("%s: top k %lld outside [1, %lld] (the experts)", kernel,
+          (long long)k, (long long)experts);
+}
+
+/// Aborts unless a router's group-limited routing can choose: groups of
+/// at least 2 experts (the group score sums 2), at most 64 groups
+/// (CUDA's mask), enough experts in the kept groups for the top k.
+/// groups 0 is none.
+inline void checkGroups(const char *kernel, int64_t experts, int64_t k,
+                        int64_t groups, int64_t topGroups) {
+  if (groups == 0)
+    return;
+  if (groups < 0 || groups > 64 || experts % groups != 0 ||
+      experts / groups < 2 || topGroups < 1 || topGroups > groups ||
+      k > topGroups * (experts / groups))
+    fatal("%s: %lld groups, top %lld, of %lld experts cannot choose %lld",
+          kernel, (long long)groups, (long long)topGroups, (long long)experts,
+          (long long)k);
+}
+
 /// Aborts unless zrt_rope's frequencies are valid: theta positive and
 /// finite, or the head_dim / 2 entries of `invFreq` finite; `scale`
 /// positive and finite.

@@ -414,29 +414,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-void checkRouting(const char *kernel, int64_t tokens, int64_t experts,
-                  int64_t k) {
-  checkDims(kernel, tokens, experts, k);
-  if (k < 1 || k > experts)
-    fatal("%s: top k %lld outside [1, %lld] (the experts)", kernel,
-          (long long)k, (long long)experts);
-}
-
-/// Group-limited routing: groups of at least 2 experts (the group score
-/// sums 2), at most 64 groups (CUDA's mask), enough experts in the kept
-/// groups for the top k. groups 0 is none.
-void checkGroups(const char *kernel, int64_t experts, int64_t k, int64_t groups,
-                 int64_t topGroups) {
-  if (groups == 0)
-    return;
-  if (groups < 0 || groups > 64 || experts % groups != 0 ||
-      experts / groups < 2 || topGroups < 1 || topGroups > groups ||
-      k > topGroups * (experts / groups))
-    fatal("%s: %lld groups, top %lld, of %lld experts cannot choose %lld",
-          kernel, (long long)groups, (long long)topGroups, (long long)experts,
-          (long long)k);
-}
-
 void checkGrouped(const char *kernel, int64_t rows, int64_t in, int64_t out,
                   int64_t experts) {
   checkDims(kernel, rows, in, out, experts);
