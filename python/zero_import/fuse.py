@@ -673,10 +673,11 @@ def _pad_last(g, x, width, where):
                   where).results[0]
 
 
-def attention(g, q, k, v, attrs, where, before=None):
+def attention(g, q, k, v, attrs, where, before=None, sinks=None):
     """nn.attention of q [batch, heads, seq, d], k [batch, kv_heads, seq, d]
     and v [batch, kv_heads, seq, dv] (k and v read once per query head
-    group, unrepeat), placed before op `before` (else last). The op takes
+    group, unrepeat), with per-head `sinks` [heads] where given, placed
+    before op `before` (else last). The op takes
     one head dim: where dv differs (multi-head latent attention, whose
     values are narrower than its queries and keys), the narrower side is
     padded with zeros, which adds nothing to the scores q . k and leaves
@@ -691,7 +692,8 @@ def attention(g, q, k, v, attrs, where, before=None):
             attrs["scale"] = 1.0 / math.sqrt(d)
         q = _pad_last(g, q, dv - d, where)
         k = _pad_last(g, k, dv - d, where)
-    out = g.emit("attention", [q, k, v], attrs, [(q.shape, "f32")],
+    operands = [q, k, v] + ([sinks] if sinks is not None else [])
+    out = g.emit("attention", operands, attrs, [(q.shape, "f32")],
                  where).results[0]
     if dv < d:
         # The padded columns (zeros) are read too, as + pad @ 0: the

@@ -93,11 +93,14 @@ def _lower_gpt_oss_rope(low, c):
 
 
 def _lower_sink_attention(low, c):
-    """nn.attention with sinks, transposed to [batch, seq, heads, dim] as
-    the eager function returns it."""
+    """nn.attention with sinks (none where the layer has none:
+    MiMo-V2-Flash's full-attention layers), transposed to [batch, seq,
+    heads, dim] as the eager function returns it."""
     where = c.where
     q, k, v = (low.float_sym(t, where) for t in c.a[:3])
-    sinks = low.float_sym(c.a[3], where, "the attention sinks")
+    sinks = None
+    if unwrap(c.a[3]) is not None:
+        sinks = low.float_sym(c.a[3], where, "the attention sinks")
     mask = c.a[4]
     scaling, dropout = unwrap(c.a[5]), unwrap(c.a[8])
     if dropout:
@@ -110,11 +113,14 @@ def _lower_sink_attention(low, c):
         attrs["scale"] = float(scaling)
     if window:
         attrs["window"] = window
-    if len(k.shape) != 4 or q.shape[1] % k.shape[1]:
-        where.fail("attention with queries %s and keys %s" % (
-            list(q.shape), list(k.shape)))
-    o = low.emit("attention", [q, k, v, sinks], attrs, [q.shape], where)
-    b, h, t, d = q.shape
+    if len(k.shape) != 4 or q.shape[1] % k.shape[1] or \
+            len(v.shape) != 4 or v.shape[:-1] != k.shape[:-1]:
+        where.fail("attention with queries %s, keys %s and values %s" % (
+            list(q.shape), list(k.shape), list(v.shape)))
+    # fuse.attention pads the narrower of the values' and the keys' head
+    # dims (MiMo-V2-Flash's differ).
+    o = attention(low.g, q, k, v, attrs, where, sinks=sinks)
+    b, h, t, d = o.shape
     return low.emit("transpose", [o], {"permutation": [0, 2, 1, 3]},
                     [(b, t, h, d)], where)
 

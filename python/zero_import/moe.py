@@ -38,7 +38,8 @@ experts stored as [E, in, out] with biases, gate and up interleaved, and a
 clamped SwiGLU (`nn.clamped_swiglu`). Its attention adds a learned sink
 per head to each softmax's denominator: gpt-oss's eager attention
 function is traced as one call too and becomes `nn.attention` with
-`sinks`.
+`sinks` (so are Granite-SWA's and MiMo-V2-Flash's, which compute the
+same).
 
 A block whose router or experts this module does not know keeps the
 standard refusal naming it (hf.py).
@@ -176,11 +177,14 @@ _SINK_ATTENTION_MODULE = "transformers.models.gpt_oss.modeling_gpt_oss"
 # one call. gpt-oss's appends the head's sink to each row of logits before
 # the softmax; Granite-SWA's (and its MoE sibling's) scales the softmax by
 # sigmoid(logsumexp(logits) - sink): both are exp(s_j) / (sum_i exp(s_i) +
-# exp(sink)), nn.attention's sinks.
+# exp(sink)), nn.attention's sinks. MiMo-V2-Flash's is gpt-oss's on its
+# sliding layers and a plain softmax on its full ones (sinks None); its
+# values' head dim is not its queries' and keys' (lower.py pads one).
 _SINK_ATTENTION_MODULES = (
     _SINK_ATTENTION_MODULE,
     "transformers.models.granite_swa.modeling_granite_swa",
-    "transformers.models.granitemoe_swa.modeling_granitemoe_swa")
+    "transformers.models.granitemoe_swa.modeling_granitemoe_swa",
+    "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash")
 
 
 def _transformers_module(m):
@@ -524,9 +528,9 @@ def _lower_gpt_oss_experts(low, m, x, idx, weights, where):
 
 def sink_attention(query, key, value, sinks, mask, scaling, sliding_window,
                    groups, dropout, origin=_SINK_ATTENTION_MODULE):
-    """The eager attention with sinks of modeling module `origin`: its
-    output ([batch, seq, heads, head_dim]) for the trace's values; lower.py
-    lowers it."""
+    """The eager attention with sinks (or None) of modeling module
+    `origin`: its output ([batch, seq, heads, value head_dim]) for the
+    trace's values; lower.py lowers it."""
     class _Attn:
         pass
     a = _Attn()
