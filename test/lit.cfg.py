@@ -68,6 +68,11 @@ if mpirun:
     config.substitutions.append(
         ("%mpirun", mpirun + " --allow-run-as-root --oversubscribe"
          " --mca orte_tmpdir_base %t.ompi"))
+    # Open MPI 4.1's mpirun can see a rank's exit before the finalize that
+    # preceded it when the machine is loaded, and then fails the job
+    # ("exiting improperly", "PID 0") though every rank finished. A rank
+    # that exits non-zero or by a signal still fails it.
+    config.environment["OMPI_MCA_orte_allowed_exit_without_sync"] = "1"
 
 # The CUDA backend: `cuda-backend` when it was built (zero-compile --target
 # cuda links), `cuda-gpu` when a GPU is usable here too, `cuda-gpus-2` with
@@ -96,3 +101,47 @@ tools = ["zero-opt", "zero-model-gen", "zero-estimate", "zero-flight",
          "zero-data", "zrt-quantize-dump",
          "zrt-adam8bit-dump"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# The integration tier's Python (%python, and zero-import and zero-data
+# through ZERO_IMPORT_PYTHON): a client of one server per lit run that has
+# torch and transformers imported and forks a child per command
+# (Inputs/warm_python.py), which saves each command the 2-3 CPU-seconds of
+# importing them. The child runs as a fresh interpreter would; the client
+# runs the real interpreter wherever that could differ. `-D warm_python=0`
+# runs the real interpreter everywhere.
+if zero_selected_tier in ("integration", "all") and \
+        lit_config.params.get("warm_python", "1") != "0":
+    import atexit
+    import uuid
+
+    warm_script = os.path.join(config.zero_src_root, "test", "Inputs",
+                               "warm_python.py")
+    warm_name = "zero-warm-python-%d-%s" % (os.getpid(), uuid.uuid4().hex[:8])
+    warm_launcher = os.path.join(config.test_exec_root, "warm-python")
+    os.makedirs(config.test_exec_root, exist_ok=True)
+    with open(warm_launcher, "w") as f:
+        f.write("#!/bin/sh\nexec %s -S -E %s client \"$@\"\n" % (
+            config.python_executable, warm_script))
+    os.chmod(warm_launcher, 0o755)
+    # The integration folders' lit.local.cfg set these for every test; a
+    # command whose load-time variables differ runs the real interpreter.
+    warm_env = dict(config.environment, OMP_NUM_THREADS="1",
+                    HF_HUB_OFFLINE="1", HF_HUB_DISABLE_PROGRESS_BARS="1")
+    try:
+        # EOF on its standard input (lit exiting) stops the server.
+        warm_server = subprocess.Popen(
+            [config.python_executable, warm_script, "serve", warm_name,
+             "numpy", "torch", "safetensors", "transformers",
+             "transformers.modeling_utils", "torch.fx"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=warm_env)
+        atexit.register(warm_server.stdin.close)
+    except OSError as e:
+        lit_config.warning("warm_python.py: %s; running the real interpreter"
+                           % e)
+    else:
+        config.environment["ZERO_WARM_PYTHON"] = warm_name
+        config.environment["ZERO_WARM_PYTHON_REAL"] = config.python_executable
+        config.environment["ZERO_IMPORT_PYTHON"] = warm_launcher
+        config.substitutions = [(k, v) for k, v in config.substitutions
+                                if k != "%python"]
+        config.substitutions.append(("%python", warm_launcher))
