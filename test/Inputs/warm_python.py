@@ -273,11 +273,15 @@ def _attend(conn, listener, base_path, added):
     for fd in fds:
         os.close(fd)
     _send(conn, {"pid": pid})
-    pidfd = os.pidfd_open(pid)
-    while True:
-        ready, _, _ = select.select([pidfd, conn], [], [])
-        if pidfd in ready:
-            break
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # Linux before 5.3: poll instead
+        pidfd = None
+    status = None
+    while status is None:
+        watch = [conn] if pidfd is None else [conn, pidfd]
+        ready, _, _ = select.select(watch, [], [],
+                                    0.05 if pidfd is None else None)
         if conn in ready and not conn.recv(1, socket.MSG_PEEK):
             try:
                 os.killpg(pid, signal.SIGKILL)
@@ -285,7 +289,9 @@ def _attend(conn, listener, base_path, added):
                 pass
             os.waitpid(pid, 0)
             os._exit(0)
-    _, status = os.waitpid(pid, 0)
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = st
     if os.WIFSIGNALED(status):
         _send(conn, {"signal": os.WTERMSIG(status)})
     else:
