@@ -38,13 +38,21 @@ failed=0
 skipped=0
 
 # One lit tier (test/lit.cfg.py): adds its counts to the totals.
+# The integration tier's tests wait (process starts, mpirun's launches, file
+# I/O) for part of their time, so it runs half as many workers again as
+# there are cores (3 on 2 cores ended E2E in 456 s against 581 s with 2).
+# ZERO_LIT_JOBS overrides both tiers' count.
 run_lit() {
-  local tier=$1
+  local tier=$1 cores jobs
   local xml="$BUILD/test/lit-results-$tier.xml"
+  cores=$(nproc)
+  jobs=$cores
+  if [ "$tier" = integration ]; then jobs=$((cores + (cores + 1) / 2)); fi
+  jobs=${ZERO_LIT_JOBS:-$jobs}
   rm -f "$xml"
-  echo "== lit: the $tier tier"
-  /usr/lib/llvm-22/bin/lit -sv -D "tier=$tier" --xunit-xml-output="$xml" \
-    "$BUILD/test"
+  echo "== lit: the $tier tier ($jobs workers)"
+  /usr/lib/llvm-22/bin/lit -sv -j "$jobs" -D "tier=$tier" \
+    --xunit-xml-output="$xml" "$BUILD/test"
   local rc=$? t f s
   if [ -f "$xml" ]; then
     read -r t f s < <(python3 "$ROOT/scripts/lit-count.py" "$xml")
