@@ -19,7 +19,6 @@ modules load (OMP_*, LD_*, PYTHON* but PYTHONPATH, ...) that differs from
 the server's, or no server.
 """
 
-import array
 import json
 import os
 import select
@@ -77,8 +76,9 @@ def _recv(sock, nfds=0):
 # -- client ------------------------------------------------------------------
 
 def _command(args):
-    """(mode, value, argv) of `python ARGS` where a child can run it:
-    mode "script", "-c" or "-m"; None where only the real interpreter can."""
+    """(mode, value, argv, unbuffered) of `python ARGS` where a child can
+    run it: mode "script", "-c" or "-m"; None where only the real
+    interpreter can."""
     unbuffered = False
     i = 0
     while i < len(args):
@@ -190,8 +190,10 @@ def _run_child(req, base_path, added):
         os.environ.update(added)
         os.environ.update(req["env"])
         mode, value, argv = req["mode"], req["value"], req["argv"]
-        first = (os.path.dirname(os.path.abspath(value))
-                 if mode == "script" else "")
+        # sys.path[0] as the interpreter sets it: the script's directory
+        # (links resolved), the working directory for -m, "" for -c.
+        first = {"script": os.path.dirname(os.path.realpath(value)),
+                 "-m": os.getcwd()}.get(mode, "")
         extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                  if p]
         sys.path[:] = [first] + extra + base_path
