@@ -186,7 +186,7 @@ def sec_kernels(r):
                 if n in b and n in k]
         if rows:
             out += ["", "Before/after the optimization of "
-                    "`runtime/src/Optimizer.cpp`: the same benchmark linked "
+                    "`runtime/src/Optimizer/Optimizer.cpp`: the same benchmark linked "
                     "with the previous runtime (`BASELINE_BUILD`), its "
                     "processes alternated with the ones above (medians of "
                     "%d processes each):" % before.get("runs", 1), "",

@@ -60,7 +60,7 @@ built=$(date +%s)
 # The slow unwinder makes MLIR-heavy tools ~10x slower, so the compiler's
 # tests run with the fast one; the training programs that some of them run
 # (Import/, zero-tune/) choose the slow one themselves
-# (__asan_default_options in runtime/src/Main.cpp).
+# (__asan_default_options in runtime/src/Driver/Main.cpp).
 ASAN_COMMON="detect_leaks=1:allow_user_poisoning=0:abort_on_error=1"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:abort_on_error=1}"

@@ -118,7 +118,7 @@ trap 'rm -rf "$data"' EXIT
 python3 - "$data/tokens.bin" "$root" <<'PY' || exit 1
 import pathlib, struct, sys
 root = pathlib.Path(sys.argv[2])
-text = b"".join(p.read_bytes() for pat in ("docs/*.md", "runtime/src/*.cpp")
+text = b"".join(p.read_bytes() for pat in ("docs/*.md", "runtime/src/**/*.cpp")
                 for p in sorted(root.glob(pat)))
 with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<%dH" % len(text), *text))

@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
   MPI_Op_create(plainBf16Sum, 1, &plainOp);
 
   auto nb = [](MPI_Request r) { MPI_Wait(&r, MPI_STATUS_IGNORE); };
-  // The runtime's wait (runtime/src/Comm.cpp, waitRequest).
+  // The runtime's wait (runtime/src/Collectives/Comm.cpp, waitRequest).
   auto nbYield = [](MPI_Request r) {
     int done = 0;
     double start = MPI_Wtime();

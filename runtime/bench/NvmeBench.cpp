@@ -2,8 +2,8 @@
 //
 // Part of the zero-mlir project.
 //
-// The bandwidth of the runtime's swap-file I/O (runtime/src/Nvme.h: the
-// file of an optimizer offloaded to NVMe, O_DIRECT where the file system
+// The bandwidth of the runtime's swap-file I/O (runtime/src/Optimizer/Nvme.h:
+// the file of an optimizer offloaded to NVMe, O_DIRECT where the file system
 // allows it, io_uring or the thread pool) as the host Adam drives it: the
 // file is written, then read, sequentially in transfers of --chunk bytes
 // with --buffers transfers in flight. bench/nvme.py compares it with dd
@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Nvme.h"
+#include "Optimizer/Nvme.h"
 
 #include <chrono>
 #include <cstdio>

@@ -21,7 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "BenchSupport.h"
-#include "Device.h"
+#include "Device/Device.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Adafactor.h"
+#include "Optimizer/Adafactor.h"
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>

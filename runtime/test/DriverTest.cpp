@@ -13,12 +13,12 @@
 #include "Checkpoint/Format.h"
 #include "Checkpoint/Rank.h"
 #include "Checkpoint/Reader.h"
-#include "DataSource.h"
-#include "Files.h"
-#include "Manifest.h"
-#include "State.h"
-#include "Types.h"
-#include "WeightFiles.h"
+#include "Data/DataSource.h"
+#include "Data/Files.h"
+#include "Data/WeightFiles.h"
+#include "Driver/State.h"
+#include "Program/Manifest.h"
+#include "Support/Types.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Groups.h"
+#include "Collectives/Groups.h"
 #include "TestUtil.h"
 
 #include <sys/uio.h>

@@ -4,10 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Memory.h"
-#include "Manifest.h"
+#include "Device/Memory.h"
+#include "Driver/Trace.h"
+#include "Program/Manifest.h"
 #include "TestUtil.h"
-#include "Trace.h"
 #include "zero_rt/scratch.h"
 
 #include <cstring>

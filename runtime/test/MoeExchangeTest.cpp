@@ -14,9 +14,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "MoeExchange.h"
-#include "Groups.h"
-#include "Manifest.h"
+#include "Collectives/MoeExchange.h"
+#include "Collectives/Groups.h"
+#include "Program/Manifest.h"
 #include "TestUtil.h"
 
 #include "zero_rt/program.h"

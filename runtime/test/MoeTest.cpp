@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Types.h"
+#include "Support/Types.h"
 #include "zero_rt/scratch.h"
 #include "zero_rt/zrt.h"
 

@@ -23,7 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Muon.h"
+#include "Optimizer/Muon.h"
 #include "TestUtil.h"
 #include "zero_rt/zrt.h"
 

@@ -2,9 +2,9 @@
 //
 // Part of the zero-mlir project.
 //
-// SwapFile (runtime/src/Nvme.h) on a temporary directory: asynchronous
-// writes and reads round-trip with both engines (io_uring and the thread
-// pool), several in flight; the synchronous transfers pad partial blocks
+// SwapFile (runtime/src/Optimizer/Nvme.h) on a temporary directory:
+// asynchronous writes and reads round-trip with both engines (io_uring and the
+// thread pool), several in flight; the synchronous transfers pad partial blocks
 // with zeros; the file has exactly the requested size; and a missing
 // directory, a regular file and a file another SwapFile holds are refused
 // with the path in the message. I/O faults, with each engine: an error at
@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Nvme.h"
+#include "Optimizer/Nvme.h"
 
 #include <gtest/gtest.h>
 

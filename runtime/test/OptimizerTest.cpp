@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Kernels.h"
+#include "Kernels/Kernels.h"
 #include "TestUtil.h"
 
 #include <algorithm>

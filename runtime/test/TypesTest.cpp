@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Types.h"
+#include "Support/Types.h"
 #include "TestUtil.h"
 
 #include <limits>

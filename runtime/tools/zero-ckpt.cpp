@@ -33,8 +33,8 @@
 
 #include "Checkpoint/Format.h"
 #include "Checkpoint/Reader.h"
-#include "Files.h"
-#include "WeightFiles.h"
+#include "Data/Files.h"
+#include "Data/WeightFiles.h"
 #include "zero_rt/optimizers.h"
 
 #include <nlohmann/json.hpp>

@@ -3,11 +3,12 @@
 // Part of the zero-mlir project.
 //
 // The ranks of a run write their last collectives to flight-rank<R>.json
-// when the collective watchdog fires or on SIGUSR1 (runtime/src/Flight.cpp;
-// their keys are runtime/include/zero_rt/flight.def's).
-// This library reads those records back and reports which ranks stopped at
-// which sequence number, the collective where they diverge and which
-// collective the others wait in. zero-flight and zero-run share it.
+// when the collective watchdog fires or on SIGUSR1
+// (runtime/src/Collectives/Flight.cpp; their keys are
+// runtime/include/zero_rt/flight.def's). This library reads those records back
+// and reports which ranks stopped at which sequence number, the collective
+// where they diverge and which collective the others wait in. zero-flight and
+// zero-run share it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -7,7 +7,7 @@
 // inputs, the optimizer and loss scaler, the plan's arena sizes and its
 // memory over the step, and a hash of the schedule. Its keys and types are
 // runtime/include/zero_rt/manifest.def's, from which the writer here and the
-// runtime's reader (runtime/src/Manifest.cpp) are generated.
+// runtime's reader (runtime/src/Program/Manifest.cpp) are generated.
 //
 //===----------------------------------------------------------------------===//
 

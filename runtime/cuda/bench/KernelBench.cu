@@ -20,8 +20,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaKernels.h"
-#include "CudaSupport.h"
+#include "Kernels/CudaKernels.h"
+#include "Support/CudaSupport.h"
 
 #include <algorithm>
 #include <cmath>

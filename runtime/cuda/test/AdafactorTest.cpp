@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Adafactor.h"
+#include "Optimizer/Adafactor.h"
 #include "CudaTestUtil.h"
 
 #include <cmath>

@@ -10,8 +10,8 @@
 #ifndef ZERO_RT_CUDA_TEST_UTIL_H
 #define ZERO_RT_CUDA_TEST_UTIL_H
 
-#include "CudaKernels.h"
-#include "CudaSupport.h"
+#include "Kernels/CudaKernels.h"
+#include "Support/CudaSupport.h"
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>

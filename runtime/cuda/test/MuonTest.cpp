@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Muon.h"
+#include "Optimizer/Muon.h"
 #include "CudaTestUtil.h"
 #include "zero_rt/zrt.h"
 

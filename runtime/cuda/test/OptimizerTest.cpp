@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaTestUtil.h"
-#include "Kernels.h"
+#include "Kernels/Kernels.h"
 #include "TestUtil.h"
 
 #include <algorithm>

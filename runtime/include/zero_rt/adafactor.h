@@ -4,8 +4,8 @@
  *
  * How many fp32 state elements and double sums Adafactor keeps for a rank's
  * shard of a partition, as inline functions with no dependency: the one
- * home of the formulas. The runtime's step (runtime/src/Adafactor.h) lays
- * out its state and sums by them, and the compiler's planner sizes the
+ * home of the formulas. The runtime's step (runtime/src/Optimizer/Adafactor.h)
+ *lays out its state and sums by them, and the compiler's planner sizes the
  * state buffer, the sums' scratch and the sums' all-reduces by them, so
  * that the planned bytes are the run's.
  *

@@ -151,9 +151,9 @@ static inline int64_t zrt_scratch_grouped_matmul_weight_grad(int32_t dtype,
   return zrt_scratch_matmul(dtype, 1, in_dim, out_dim, rows, 1, 0);
 }
 
-/* Muon's step of one whole [rows, cols] matrix (src/Muon.h), on either
- * backend: with m = min(rows, cols) and n = max, Newton-Schulz's X and its
- * product sum [m, n] and the Gram matrix and its update [m, m], in fp32.
+/* Muon's step of one whole [rows, cols] matrix (src/Optimizer/Muon.h), on
+ * either backend: with m = min(rows, cols) and n = max, Newton-Schulz's X and
+ * its product sum [m, n] and the Gram matrix and its update [m, m], in fp32.
  * The step takes it from its caller: the planner counts it as the update's
  * workspace, that of the largest matrix the rank owns. */
 static inline int64_t zrt_scratch_muon(int64_t rows, int64_t cols) {

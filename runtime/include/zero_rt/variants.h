@@ -10,7 +10,7 @@
  * input: the ds_config reader (lib/Pipelines, at the key of the file), the
  * passes' option checks (zero-partition, zero-grad-sync, zero-param-gather),
  * the verifier of #zero.schedule (lib/Dialect/Zero/IR) and the runtime's
- * manifest guard (runtime/src/Manifest.cpp).
+ * manifest guard (runtime/src/Program/Manifest.cpp).
  *
  * A new variant adds its fields to zrt_variant_config, its rules to
  * zrt_variant_rule and zrt_variant_breaks, and asks them where it is read.

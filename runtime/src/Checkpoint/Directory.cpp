@@ -6,7 +6,7 @@
 
 #include "Checkpoint/Directory.h"
 #include "Checkpoint/Format.h"
-#include "Files.h"
+#include "Data/Files.h"
 
 #include <cctype>
 #include <cerrno>

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint/Format.h"
-#include "Files.h"
+#include "Data/Files.h"
 #include "zero_rt/adafactor.h"
 #include "zero_rt/optimizers.h"
 

@@ -19,7 +19,7 @@
 #ifndef ZERO_RT_CHECKPOINT_FORMAT_H
 #define ZERO_RT_CHECKPOINT_FORMAT_H
 
-#include "Manifest.h"
+#include "Program/Manifest.h"
 
 #include <nlohmann/json.hpp>
 

@@ -20,9 +20,9 @@
 
 #include "Checkpoint/Rank.h"
 #include "Checkpoint/Reader.h"
-#include "Files.h"
-#include "Half.h"
-#include "State.h"
+#include "Data/Files.h"
+#include "Driver/State.h"
+#include "Support/Half.h"
 
 #include <nlohmann/json.hpp>
 

@@ -13,7 +13,7 @@
 #define ZERO_RT_CHECKPOINT_RANK_H
 
 #include "Checkpoint/Format.h"
-#include "Manifest.h"
+#include "Program/Manifest.h"
 
 #include <string>
 #include <vector>

@@ -6,7 +6,7 @@
 
 #include "Checkpoint/Reader.h"
 #include "Checkpoint/Directory.h"
-#include "Files.h"
+#include "Data/Files.h"
 
 #include <algorithm>
 #include <cmath>

@@ -15,7 +15,7 @@
 #define ZERO_RT_CHECKPOINT_READER_H
 
 #include "Checkpoint/Format.h"
-#include "Manifest.h"
+#include "Program/Manifest.h"
 
 #include <nlohmann/json.hpp>
 
