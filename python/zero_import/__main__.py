@@ -10,6 +10,7 @@ import traceback
 from .checks import output_conflict
 from .environment import check_torch
 from .errors import ImportFailure
+from .optimizers import Kind, OPTIMIZERS, PARAMS, STATE_PRECISIONS
 
 USAGE_EXAMPLE = """example:
   zero-import model.py:make -o model.mlir --optimizer adamw --lr 6e-4 \\
@@ -32,6 +33,183 @@ With LoRA adapters (PEFT), the model's own weights frozen:
 """
 
 
+# -- the optimizers ----------------------------------------------------------
+#
+# Their names, ds_config types, parameters, keys and defaults are
+# optimizers.def's (optimizers.py, generated from it); what follows is what
+# the table does not say, keyed by it.
+
+# The optimizer when neither --optimizer nor a ds_config names one.
+DEFAULT_KIND = Kind.AdamW
+
+# Not in optimizers.def, whose defaults are #zero.optimizer's: the values
+# zero-import takes for a hyper-parameter that the command line or a
+# ds_config leaves out, where they are not the table's (the key None: every
+# optimizer's). torch.optim.AdamW's weight decay (for Adam as well) and
+# torch.optim.Adafactor's lr and weight decay.
+OWN_DEFAULTS = {
+    None: {"lr": 1e-3},
+    Kind.Adam: {"weight_decay": 0.01},
+    Kind.AdamW: {"weight_decay": 0.01},
+    Kind.Adafactor: {"lr": 1e-2, "weight_decay": 1e-2},
+}
+# Not in optimizers.def either: DeepSpeed's Muon (MuonWithAuxAdam) defaults
+# for the keys a ds_config leaves out where they are not the table's (its
+# muon_lr and adam_lr are the shared `lr` when that is set); the command
+# line's Muon keeps the table's.
+DS_MUON_DEFAULTS = {"muon_lr": 0.02, "lr": 3e-4, "beta2": 0.95,
+                    "eps": 1e-10}
+# ds_config keys that are no parameter of the table: DeepSpeed's Muon's
+# adam_lr (the AdamW half's lr) and ns_method, torch.optim.Adafactor's
+# foreach (an implementation of the same update), accepted where the
+# optimizer's own keys are the only ones allowed.
+EXTRA_DS_KEYS = {Kind.Muon: ("adam_lr", "ns_method"),
+                 Kind.Adafactor: ("foreach",)}
+# The keys of DeepSpeed's Adam that are refused for an optimizer whose
+# constructor does not take them (DeepSpeed's TypeError), in this order;
+# adam_w_mode (AdamW unless false) is no parameter of the table but Adam's
+# and AdamW's.
+DS_ADAM_KEYS = ("eps", "betas", "bias_correction", "adam_w_mode")
+ADAM_W_MODE_KINDS = (Kind.Adam, Kind.AdamW)
+# DeepSpeed's bias_correction: zero-import neither reads nor writes it
+# (#zero.optimizer's default).
+NOT_READ = ("bias_correction",)
+# The parameters of every #zero.optimizer that zero-import writes (another
+# kind's at their defaults), each with its flag (--lr, ..., --weight-decay):
+# the default optimizer's.
+BASE = tuple(name for name, _, _ in OPTIMIZERS[DEFAULT_KIND]["params"]
+             if name not in NOT_READ)
+# The flags of an optimizer's own parameters (those of the kinds that have
+# them), the help of a switch.
+OWN_FLAGS = {"momentum": None, "dampening": None,
+             "nesterov": "Nesterov momentum"}
+
+
+def ds_keys(kind):
+    """{parameter: ds_config key} of `kind`'s parameters that have one."""
+    return {name: key for name, key, _ in OPTIMIZERS[kind]["params"] if key}
+
+
+def ds_pairs(kind):
+    """{ds_config key: (parameter, ...)} of `kind`'s keys that are lists
+    (betas[0], betas[1])."""
+    pairs = {}
+    for name, key in ds_keys(kind).items():
+        if "[" in key:
+            top, index = key[:-1].split("[")
+            pairs.setdefault(top, {})[int(index)] = name
+    return {top: tuple(names[i] for i in sorted(names))
+            for top, names in pairs.items()}
+
+
+def ds_top_keys(kind):
+    """The keys of `optimizer.params` that set `kind`'s parameters."""
+    return [key.split("[")[0] for key in ds_keys(kind).values()]
+
+
+def type_name(kind):
+    """How the ds_config names `kind`, in messages."""
+    row = OPTIMIZERS[kind]
+    return (row["ds_types"] + row["torch_types"])[0]
+
+
+def imported(kind):
+    """The parameters zero-import sets for `kind`: BASE, then the kind's
+    own that a ds_config can set (a parameter without a key stays at
+    #zero.optimizer's default)."""
+    return BASE + tuple(name for name, key, _ in OPTIMIZERS[kind]["params"]
+                        if key and name not in BASE and name not in NOT_READ)
+
+
+def default(kind, name):
+    """zero-import's value for parameter `name` of `kind` when nothing
+    sets it: its own (OWN_DEFAULTS), else the table's."""
+    own = OWN_DEFAULTS.get(kind, {})
+    if name in own:
+        return own[name]
+    row = {n: d for n, _, d in OPTIMIZERS[kind]["params"]}
+    for value in (row.get(name), OWN_DEFAULTS[None].get(name),
+                  PARAMS.get(name)):
+        if value is not None:
+            return value
+    raise LookupError("optimizers.def gives %s's parameter %s no default" %
+                      (kind, name))
+
+
+def default_options(kind):
+    """The options dict of `kind` at zero-import's defaults."""
+    opt = {"kind": kind}
+    for name in imported(kind):
+        opt[name] = default(kind, name)
+    return opt
+
+
+def either(items, word="or"):
+    """'a, b or c'."""
+    items = list(items)
+    return ", ".join(items[:-1]) + (" %s " % word if len(items) > 1
+                                    else "") + items[-1]
+
+
+def shown(value):
+    """A default as the help shows it (1e-8, 0.9, 0)."""
+    text = "%g" % value
+    mantissa, e, exponent = text.partition("e")
+    return mantissa + e + (str(int(exponent)) if e else "")
+
+
+def default_help(name):
+    """'default X', with the kinds whose default differs."""
+    by_value = {}
+    for kind in OPTIMIZERS:
+        by_value.setdefault(default(kind, name), []).append(kind)
+    base = default(DEFAULT_KIND, name)
+    others = ["%s for %s" % (shown(v), either(kinds, "and"))
+              for v, kinds in by_value.items() if v != base]
+    return "default %s%s" % (shown(base), " (%s)" % "; ".join(others)
+                             if others else "")
+
+
+def owners(name):
+    """The kinds whose parameter `name` zero-import sets."""
+    return either(kind for kind in OPTIMIZERS if name in imported(kind))
+
+
+def states_help():
+    by_kinds = {}
+    for precision in STATE_PRECISIONS[1:]:
+        kinds = tuple(k for k, row in OPTIMIZERS.items()
+                      if precision in row["precisions"])
+        by_kinds.setdefault(kinds, []).append(precision)
+    return "precision of the optimizer's states (default %s; %s)" % (
+        STATE_PRECISIONS[0], "; ".join(
+            "%s with --optimizer %s" % (either(precisions), either(kinds))
+            for kinds, precisions in by_kinds.items()))
+
+
+def add_optimizer_flags(p):
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS),
+                   help="default %s (%s: torch.optim.Muon on the hidden "
+                        "matrices, AdamW on the rest, both at --lr; "
+                        "%s: torch.optim.Adafactor with its defaults)" % (
+                            DEFAULT_KIND, Kind.Muon, Kind.Adafactor))
+    for name in BASE:
+        p.add_argument("--" + name.replace("_", "-"), type=float,
+                       help=default_help(name))
+    for name, switch in OWN_FLAGS.items():
+        if switch is None:
+            kind = next(k for k in OPTIMIZERS if name in imported(k))
+            p.add_argument("--" + name.replace("_", "-"), type=float,
+                           help="%s: default %s" % (
+                               owners(name), shown(default(kind, name))))
+        else:
+            p.add_argument("--" + name.replace("_", "-"),
+                           action="store_true", default=None,
+                           help="%s: %s" % (owners(name), switch))
+    p.add_argument("--optimizer-states", choices=STATE_PRECISIONS,
+                   help=states_help())
+
+
 def parser():
     p = argparse.ArgumentParser(
         prog="zero-import", epilog=USAGE_EXAMPLE,
@@ -49,27 +227,7 @@ def parser():
     p.add_argument("--loss-output", type=int, default=-1,
                    help="which element of forward()'s tuple is the loss "
                         "(default: the last)")
-    p.add_argument("--optimizer",
-                   choices=("adam", "adamw", "lion", "sgd", "muon",
-                            "adafactor"),
-                   help="default adamw (muon: torch.optim.Muon on the hidden "
-                        "matrices, AdamW on the rest, both at --lr; "
-                        "adafactor: torch.optim.Adafactor with its defaults)")
-    p.add_argument("--lr", type=float,
-                   help="default 1e-3 (1e-2 for adafactor, torch's)")
-    p.add_argument("--beta1", type=float, help="default 0.9")
-    p.add_argument("--beta2", type=float, help="default 0.999")
-    p.add_argument("--eps", type=float, help="default 1e-8")
-    p.add_argument("--weight-decay", type=float,
-                   help="default 0.01 (0 for lion, sgd and muon)")
-    p.add_argument("--momentum", type=float, help="sgd: default 0")
-    p.add_argument("--dampening", type=float, help="sgd: default 0")
-    p.add_argument("--nesterov", action="store_true", default=None,
-                   help="sgd: Nesterov momentum")
-    p.add_argument("--optimizer-states", choices=("f32", "bf16", "int8"),
-                   help="precision of the optimizer's states (default f32; "
-                        "bf16 or int8: Adam/AdamW's moments in bf16 or "
-                        "8 bits)")
+    add_optimizer_flags(p)
     p.add_argument("--clip", type=float,
                    help="global gradient-norm clipping (default 0: off)")
     p.add_argument("--config", metavar="DS_CONFIG.json",
@@ -102,6 +260,25 @@ def parser():
     return p
 
 
+def ds_kind(t):
+    """The kind a ds_config's optimizer.type selects, or None: torch.optim's
+    classes, which DeepSpeed falls back to, by their exact names, and
+    DeepSpeed's own without regard to case."""
+    for kind, row in OPTIMIZERS.items():
+        if t in row["torch_types"]:
+            return kind
+    t = str(t).lower()
+    for kind, row in OPTIMIZERS.items():
+        if t in [d.lower() for d in row["ds_types"]]:
+            return kind
+    return None
+
+
+def not_a_parameter(path, key, kind):
+    return ImportFailure("%s: optimizer.params.%s is not a parameter of %s" %
+                         (path, key, type_name(kind)))
+
+
 def read_ds_config(path):
     """Optimizer, clipping and precision of a DeepSpeed ds_config.json."""
     try:
@@ -115,99 +292,90 @@ def read_ds_config(path):
             path, e.lineno, e.colno, e.msg))
     if not isinstance(cfg, dict):
         raise ImportFailure("%s: the top level must be a JSON object" % path)
-    opt = {"kind": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
-           "eps": 1e-8, "weight_decay": 0.01}
     o = cfg.get("optimizer", {})
-    kind = str(o.get("type", "AdamW")).lower()
-    # torch.optim's classes, which DeepSpeed falls back to, by their exact
-    # names.
-    if o.get("type") in ("SGD", "Adafactor"):
-        kind = o["type"].lower()
-    elif kind not in ("adam", "adamw", "lion", "muon"):
+    kind = ds_kind(o.get("type", type_name(DEFAULT_KIND)))
+    if kind is None:
         raise ImportFailure("%s: optimizer.type '%s' is not supported "
-                            "(expected Adam, AdamW, Lion, SGD, Muon or "
-                            "Adafactor)" % (path, o.get("type")))
-    opt["kind"] = kind
+                            "(expected %s)" % (path, o.get("type"), either(
+                                t for row in OPTIMIZERS.values()
+                                for t in row["ds_types"] +
+                                row["torch_types"])))
+    opt = default_options(kind)
     p = o.get("params", {})
-    if kind == "adafactor":
+    if kind == Kind.Adafactor:
         return read_ds_adafactor(path, p, opt), *read_ds_rest(cfg)
-    if kind == "muon":
+    if kind == Kind.Muon:
         return read_ds_muon(path, p, opt), *read_ds_rest(cfg)
-    if kind == "sgd":
-        # torch.optim.SGD's keywords and defaults.
-        opt["weight_decay"] = 0.0
-        for key in ("eps", "betas", "bias_correction", "adam_w_mode"):
-            if key in p:
-                raise ImportFailure("%s: optimizer.params.%s is not a "
-                                    "parameter of SGD" % (path, key))
-        if p.get("maximize"):
-            raise ImportFailure("%s: optimizer.params.maximize is not "
-                                "supported" % path)
-        for key in ("momentum", "dampening"):
-            opt[key] = float(p.get(key, 0.0))
-        opt["nesterov"] = bool(p.get("nesterov", False))
-    if kind == "lion":
-        # DeepSpeed's Lion: no eps, no bias correction, weight decay 0.
-        opt["weight_decay"] = 0.0
-        for key in ("eps", "bias_correction", "adam_w_mode"):
-            if key in p:
-                raise ImportFailure("%s: optimizer.params.%s is not a "
-                                    "parameter of Lion" % (path, key))
-    for key in ("lr", "eps", "weight_decay"):
-        if key in p:
-            opt[key] = float(p[key])
-    read_betas(path, p, opt)
+    keys = ds_top_keys(kind)
+    for key in DS_ADAM_KEYS:
+        takes = key in keys or (key == "adam_w_mode" and
+                                kind in ADAM_W_MODE_KINDS)
+        if key in p and not takes:
+            raise not_a_parameter(path, key, kind)
+    if kind == Kind.SGD and p.get("maximize"):
+        # torch.optim.SGD's maximize.
+        raise ImportFailure("%s: optimizer.params.maximize is not "
+                            "supported" % path)
+    # The optimizer's own keys, then BASE's, then the lists (betas).
+    names = imported(kind)
+    for name in [n for n in names if n not in BASE] + list(BASE):
+        key = ds_keys(kind).get(name, "")
+        if key and "[" not in key and key in p:
+            opt[name] = bool(p[key]) if isinstance(opt[name], bool) \
+                else float(p[key])
+    read_lists(path, p, opt, kind)
     return (opt, *read_ds_rest(cfg))
+
+
+def read_lists(path, p, opt, kind):
+    """The keys of `kind` that are lists of its parameters (betas)."""
+    for key, names in ds_pairs(kind).items():
+        if key in p:
+            b = p[key]
+            if not (isinstance(b, list) and len(b) == len(names)):
+                raise ImportFailure("%s: optimizer.params.%s: expected "
+                                    "[%s]" % (path, key, ", ".join(names)))
+            for name, value in zip(names, b):
+                opt[name] = float(value)
 
 
 def read_ds_adafactor(path, p, opt):
     """torch.optim.Adafactor's keywords and defaults: `eps` is its pair
-    (eps1 None, written -1, and eps2)."""
+    (eps1 None, written as eps1's default -1, and eps2)."""
+    kind = Kind.Adafactor
+    allowed = ds_top_keys(kind) + list(EXTRA_DS_KEYS[kind])
     for key in p:
-        if key not in ("lr", "beta2_decay", "eps", "d", "weight_decay",
-                       "foreach", "maximize"):
-            raise ImportFailure("%s: optimizer.params.%s is not a "
-                                "parameter of Adafactor" % (path, key))
-    opt.update(adafactor_defaults())
-    opt["lr"] = float(p.get("lr", 1e-2))
-    opt["weight_decay"] = float(p.get("weight_decay", 1e-2))
-    opt["beta2_decay"] = float(p.get("beta2_decay", -0.8))
-    opt["d"] = float(p.get("d", 1.0))
-    opt["maximize"] = bool(p.get("maximize", False))
-    if "eps" in p:
-        e = p["eps"]
-        if not (isinstance(e, list) and len(e) == 2 and e[1] is not None):
-            raise ImportFailure("%s: optimizer.params.eps: expected "
-                                "[eps1 or null, eps2]" % path)
-        opt["eps1"] = -1.0 if e[0] is None else float(e[0])
-        opt["eps2"] = float(e[1])
+        if key not in allowed:
+            raise not_a_parameter(path, key, kind)
+    for name, key in ds_keys(kind).items():
+        if "[" not in key:
+            d = default(kind, name)
+            opt[name] = bool(p.get(key, d)) if isinstance(d, bool) \
+                else float(p.get(key, d))
+    for key, (first, second) in ds_pairs(kind).items():
+        if key in p:
+            e = p[key]
+            if not (isinstance(e, list) and len(e) == 2 and
+                    e[1] is not None):
+                raise ImportFailure("%s: optimizer.params.%s: expected "
+                                    "[%s or null, %s]" % (path, key, first,
+                                                          second))
+            opt[first] = default(kind, first) if e[0] is None \
+                else float(e[0])
+            opt[second] = float(e[1])
     return opt
-
-
-def adafactor_defaults():
-    """torch.optim.Adafactor's own hyper-parameters at its defaults."""
-    return {"beta2_decay": -0.8, "eps1": -1.0, "eps2": 1e-3, "d": 1.0,
-            "maximize": False}
-
-
-def read_betas(path, p, opt):
-    if "betas" in p:
-        b = p["betas"]
-        if not (isinstance(b, list) and len(b) == 2):
-            raise ImportFailure("%s: optimizer.params.betas: expected "
-                                "[beta1, beta2]" % path)
-        opt["beta1"], opt["beta2"] = float(b[0]), float(b[1])
 
 
 def read_ds_muon(path, p, opt):
     """DeepSpeed's Muon: `lr` shared, `muon_lr` and `adam_lr` each the lr
     of its half, `momentum` Muon's, the betas and eps AdamW's, one
     weight_decay; DeepSpeed's defaults for absent keys."""
+    kind = Kind.Muon
+    keys = ds_keys(kind)
+    allowed = ds_top_keys(kind) + list(EXTRA_DS_KEYS[kind])
     for key in p:
-        if key not in ("lr", "muon_lr", "adam_lr", "momentum",
-                       "weight_decay", "betas", "eps", "ns_method"):
-            raise ImportFailure("%s: optimizer.params.%s is not a "
-                                "parameter of Muon" % (path, key))
+        if key not in allowed:
+            raise not_a_parameter(path, key, kind)
     # DeepSpeed 0.19 defaults to its "gram" Newton-Schulz; only torch's
     # ("standard") is implemented.
     method = p.get("ns_method", "gram")
@@ -216,15 +384,22 @@ def read_ds_muon(path, p, opt):
                             "supported (only \"standard\", torch.optim.Muon's "
                             "Newton-Schulz; DeepSpeed's default is \"gram\")" %
                             (path, method))
-    shared = p.get("lr")
-    opt["muon_lr"] = float(p.get("muon_lr", 0.02 if shared is None
-                                 else shared))
-    opt["lr"] = float(p.get("adam_lr", 3e-4 if shared is None else shared))
-    opt["muon_momentum"] = float(p.get("momentum", 0.95))
-    opt["beta1"], opt["beta2"] = 0.9, 0.95
-    read_betas(path, p, opt)
-    opt["eps"] = float(p.get("eps", 1e-10))
-    opt["weight_decay"] = float(p.get("weight_decay", 0.0))
+
+    def ds_default(name):
+        return DS_MUON_DEFAULTS.get(name, default(kind, name))
+
+    shared = p.get(keys["lr"])
+    opt["muon_lr"] = float(p.get(keys["muon_lr"], ds_default("muon_lr")
+                                 if shared is None else shared))
+    opt["lr"] = float(p.get("adam_lr", ds_default("lr") if shared is None
+                            else shared))
+    opt["muon_momentum"] = float(p.get(keys["muon_momentum"],
+                                       ds_default("muon_momentum")))
+    opt["beta1"], opt["beta2"] = ds_default("beta1"), ds_default("beta2")
+    read_lists(path, p, opt, kind)
+    opt["eps"] = float(p.get(keys["eps"], ds_default("eps")))
+    opt["weight_decay"] = float(p.get(keys["weight_decay"],
+                                      ds_default("weight_decay")))
     return opt
 
 
@@ -241,8 +416,7 @@ def read_ds_rest(cfg):
 
 def options(args):
     """(optimizer dict, clip, precision kind) from the command line."""
-    flags = ("optimizer", "lr", "beta1", "beta2", "eps", "weight_decay",
-             "clip", "momentum", "dampening", "nesterov")
+    flags = ("optimizer",) + BASE + ("clip",) + tuple(OWN_FLAGS)
     given = [f for f in flags if getattr(args, f) is not None]
     if args.config:
         if given:
@@ -259,57 +433,51 @@ def options(args):
                 args.config, type(e).__name__, e))
         dtype = args.dtype or dtype or "f32"
     else:
-        opt = {"kind": args.optimizer or "adamw",
-               "lr": (1e-2 if args.optimizer == "adafactor" else 1e-3)
-               if args.lr is None else args.lr,
-               "beta1": 0.9 if args.beta1 is None else args.beta1,
-               "beta2": 0.999 if args.beta2 is None else args.beta2,
-               "eps": 1e-8 if args.eps is None else args.eps,
-               # DeepSpeed's Lion and torch's SGD decay nothing by
-               # default.
-               "weight_decay":
-               (0.0 if args.optimizer in ("lion", "sgd", "muon") else 0.01)
-               if args.weight_decay is None else args.weight_decay}
-        sgd_flags = [f for f in ("momentum", "dampening", "nesterov")
-                     if getattr(args, f) is not None]
-        if opt["kind"] == "sgd":
-            opt["momentum"] = args.momentum or 0.0
-            opt["dampening"] = args.dampening or 0.0
-            opt["nesterov"] = bool(args.nesterov)
-        elif sgd_flags:
-            raise ImportFailure("--%s is a parameter of --optimizer sgd" %
-                                sgd_flags[0])
-        if opt["kind"] == "muon":
+        opt = default_options(args.optimizer or DEFAULT_KIND)
+        for name in BASE:
+            if getattr(args, name) is not None:
+                opt[name] = getattr(args, name)
+        for name in OWN_FLAGS:
+            value = getattr(args, name)
+            if name in opt:
+                opt[name] = value or opt[name]
+            elif value is not None:
+                raise ImportFailure("--%s is a parameter of --optimizer %s" %
+                                    (name.replace("_", "-"), owners(name)))
+        if opt["kind"] == Kind.Muon:
             # DeepSpeed's shared lr: both halves at --lr.
             opt["muon_lr"] = opt["lr"]
-            opt["muon_momentum"] = 0.95
-        if opt["kind"] == "adafactor":
-            opt.update(adafactor_defaults())
         clip = args.clip or 0.0
         dtype = args.dtype or "f32"
-    if args.optimizer_states and args.optimizer_states != "f32":
+    if args.optimizer_states and \
+            args.optimizer_states != STATE_PRECISIONS[0]:
         # optimizers.def's ZRT_OPTIMIZER_PRECISION rows.
-        if opt["kind"] not in ("adam", "adamw"):
-            raise ImportFailure("--optimizer-states %s needs --optimizer adam "
-                                "or adamw, got %s" %
-                                (args.optimizer_states, opt["kind"]))
+        if args.optimizer_states not in OPTIMIZERS[opt["kind"]]["precisions"]:
+            raise ImportFailure("--optimizer-states %s needs --optimizer %s, "
+                                "got %s" % (args.optimizer_states, either(
+                                    k for k, row in OPTIMIZERS.items()
+                                    if args.optimizer_states in
+                                    row["precisions"]), opt["kind"]))
         opt["states"] = args.optimizer_states
     checks = (("lr", opt["lr"] > 0), ("beta1", 0 <= opt["beta1"] < 1),
               ("beta2", 0 <= opt["beta2"] < 1), ("eps", opt["eps"] > 0),
               ("weight-decay", opt["weight_decay"] >= 0), ("clip", clip >= 0))
-    if opt["kind"] == "sgd":
+    # torch's and DeepSpeed's range checks of the optimizers' own
+    # parameters.
+    if opt["kind"] == Kind.SGD:
         checks += (("momentum", opt["momentum"] >= 0),
                    ("dampening", True))
         if opt["nesterov"] and (opt["momentum"] <= 0 or opt["dampening"]):
             raise ImportFailure("--nesterov needs a momentum > 0 and zero "
                                 "dampening (torch.optim.SGD's rule)")
-    if opt["kind"] == "muon":
+    if opt["kind"] == Kind.Muon:
         checks += (("muon-lr", opt["muon_lr"] > 0),
                    ("muon-momentum", 0 <= opt["muon_momentum"] < 1))
-    if opt["kind"] == "adafactor":
-        # torch.optim.Adafactor's checks (eps1 -1 is its None).
+    if opt["kind"] == Kind.Adafactor:
+        # torch.optim.Adafactor's checks (eps1's default, -1, is its None).
         checks += (("beta2-decay", opt["beta2_decay"] <= 0),
-                   ("eps1", opt["eps1"] >= 0 or opt["eps1"] == -1.0),
+                   ("eps1", opt["eps1"] >= 0 or
+                    opt["eps1"] == default(Kind.Adafactor, "eps1")),
                    ("eps2", opt["eps2"] >= 0), ("d", opt["d"] > 0))
     for name, ok in checks:
         value = clip if name == "clip" else opt[name.replace("-", "_")]

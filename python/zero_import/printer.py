@@ -6,9 +6,10 @@ NNOps.td (nn_ops.py), following the spacing rules of MLIR's declarative
 format printer, so that model.mlir reads as `zero-opt` prints it; an op
 whose syntax C++ code defines (no declarative format, or a custom directive
 without a counterpart in CUSTOM_DIRECTIVES) is printed in MLIR's generic
-form, which every tool parses as well. Of the package it imports only the
-table and errors.py, and no PyTorch: the printer runs without it
-(test/Import/nn-printer.test).
+form, which every tool parses as well. #zero.optimizer's parameters are
+printed in the order of the table generated from optimizers.def
+(optimizers.py). Of the package it imports only the tables and errors.py,
+and no PyTorch: the printer runs without it (test/Import/nn-printer.test).
 """
 
 import math
@@ -17,6 +18,7 @@ import struct
 
 from .errors import ImportFailure
 from .nn_ops import OPS as NN_OPS
+from .optimizers import PARAMS, STATE_PRECISIONS
 
 
 def tensor_type(shape, dtype):
@@ -366,26 +368,17 @@ def hf_model_attr(config, tied, buffers=None, unused=()):
 
 
 def optimizer_attr(opt):
-    text = ("#zero.optimizer<kind = %s, lr = %s, beta1 = %s, beta2 = %s, "
-            "eps = %s, weight_decay = %s" % (
-                opt["kind"], fmt_float(opt["lr"]), fmt_float(opt["beta1"]),
-                fmt_float(opt["beta2"]), fmt_float(opt["eps"]),
-                fmt_float(opt["weight_decay"])))
-    if opt["kind"] == "sgd":
-        text += ", momentum = %s, dampening = %s, nesterov = %s" % (
-            fmt_float(opt.get("momentum", 0.0)),
-            fmt_float(opt.get("dampening", 0.0)),
-            "true" if opt.get("nesterov") else "false")
-    if opt["kind"] == "muon":
-        text += ", muon_lr = %s, muon_momentum = %s" % (
-            fmt_float(opt["muon_lr"]), fmt_float(opt["muon_momentum"]))
-    if opt["kind"] == "adafactor":
-        text += (", beta2_decay = %s, eps1 = %s, eps2 = %s, d = %s, "
-                 "maximize = %s" % (
-                     fmt_float(opt["beta2_decay"]), fmt_float(opt["eps1"]),
-                     fmt_float(opt["eps2"]), fmt_float(opt["d"]),
-                     "true" if opt["maximize"] else "false"))
-    if opt.get("states", "f32") != "f32":
+    """#zero.optimizer of an options dict: its kind, then each parameter
+    it holds in the order of optimizers.def's rows (optimizers.PARAMS), and
+    its states when they are not the first precision."""
+    text = "#zero.optimizer<kind = %s" % opt["kind"]
+    for name in PARAMS:
+        if name in opt:
+            value = opt[name]
+            text += ", %s = %s" % (name, ("true" if value else "false")
+                                   if isinstance(value, bool)
+                                   else fmt_float(value))
+    if opt.get("states", STATE_PRECISIONS[0]) != STATE_PRECISIONS[0]:
         text += ", states = %s" % opt["states"]
     return text + ">"
 
