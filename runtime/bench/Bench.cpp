@@ -124,16 +124,16 @@ void BM_Attention(benchmark::State &state) {
        v = randomBytes(dtype, nkv), o = randomBytes(dtype, n),
        g = randomBytes(dtype, n), dq = randomBytes(dtype, n),
        dk = randomBytes(dtype, nkv), dv = randomBytes(dtype, nkv);
-  zrt_attention(dtype, q.data(), k.data(), v.data(), o.data(), b, h, kvh, t, d,
-                1, 0);
+  // Causal, the default scale, no window, softcap, ALiBi, sinks or segments.
+  zrt_attention_desc desc = {dtype, 1, b,   h,       kvh,     t,      d,
+                             0.0,   0, 0.0, nullptr, nullptr, nullptr};
+  zrt_attention_forward(&desc, q.data(), k.data(), v.data(), o.data());
   for (auto _ : state) {
     if (backward)
-      zrt_attention_grad(dtype, q.data(), k.data(), v.data(), o.data(),
-                         g.data(), dq.data(), dk.data(), dv.data(), b, h, kvh,
-                         t, d, 1, 0);
+      zrt_attention_backward(&desc, q.data(), k.data(), v.data(), o.data(),
+                             g.data(), dq.data(), dk.data(), dv.data());
     else
-      zrt_attention(dtype, q.data(), k.data(), v.data(), o.data(), b, h, kvh, t,
-                    d, 1, 0);
+      zrt_attention_forward(&desc, q.data(), k.data(), v.data(), o.data());
   }
   // Causal: half of the 2 (forward) or 5 (backward) t x t x d products.
   state.SetItemsProcessed(state.iterations() * (backward ? 5 : 2) * b * h * t *

@@ -17,7 +17,7 @@
 //               FLOPs / total time.
 //   fma peak    independent vector FMAs on registers only: the core's
 //               arithmetic ceiling, which no GEMM exceeds (best round).
-//   attention   zrt_attention and zrt_attention_grad at gpt2-tiny's
+//   attention   zrt_attention_forward and _backward at gpt2-tiny's
 //               per-rank shapes, FLOPs as the cost model counts them.
 //   activation  output elements per second of GELU, its gradient and the
 //               layer-norm backward (compute-bound on one core).
@@ -297,15 +297,17 @@ int main(int argc, char **argv) {
        vv = filled(aelems, 0.5f), o = filled(aelems), dO = filled(aelems),
        dq = filled(aelems), dk = filled(aelems), dv = filled(aelems);
   const double attFlops = 4.0 * double(aelems) * double(at) / 2;
+  // Causal, the default scale, no window, softcap, ALiBi, sinks or segments.
+  const zrt_attention_desc desc = {
+      ZRT_F32, 1, ab, ah, ah, at, ad, 0.0, 0, 0.0, nullptr, nullptr, nullptr};
   attention.push_back({attFlops, [&] {
-                         zrt_attention(ZRT_F32, q.data(), kk.data(), vv.data(),
-                                       o.data(), ab, ah, ah, at, ad, 1, 0.0);
+                         zrt_attention_forward(&desc, q.data(), kk.data(),
+                                               vv.data(), o.data());
                        }});
   attention.push_back({2.5 * attFlops, [&] {
-                         zrt_attention_grad(ZRT_F32, q.data(), kk.data(),
-                                            vv.data(), o.data(), dO.data(),
-                                            dq.data(), dk.data(), dv.data(), ab,
-                                            ah, ah, at, ad, 1, 0.0);
+                         zrt_attention_backward(
+                             &desc, q.data(), kk.data(), vv.data(), o.data(),
+                             dO.data(), dq.data(), dk.data(), dv.data());
                        }});
   double attentionFlops = measureRate(attention, rounds, 20);
 
@@ -468,9 +470,10 @@ int main(int argc, char **argv) {
                                    : "the --gemm-shapes products");
     std::printf("  fmaPeak         %8.1f GFLOP/s (register-only vector FMAs)\n",
                 fmaPeakFlops / 1e9);
-    std::printf("  attentionFlops  %8.1f GFLOP/s (zrt_attention and its "
-                "gradient f32, gpt2-tiny shapes)\n",
-                attentionFlops / 1e9);
+    std::printf(
+        "  attentionFlops  %8.1f GFLOP/s (zrt_attention_forward and its "
+        "gradient f32, gpt2-tiny shapes)\n",
+        attentionFlops / 1e9);
     std::printf("  activation      %8.1f M elements/s (gelu, gelu_grad, "
                 "layer_norm_grad)\n",
                 activationElements / 1e6);

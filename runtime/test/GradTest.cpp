@@ -445,15 +445,17 @@ TEST_F(GradTest, Attention) {
       auto attention = [&](const Floats &qs, const Floats &ks,
                            const Floats &vs) {
         Floats out(static_cast<size_t>(n));
-        zrt_attention(ZRT_F32, qs.data(), ks.data(), vs.data(), out.data(),
-                      c.batch, c.heads, c.kvHeads, c.seq, c.dim, causal, 0);
+        zrt_attention_forward(AttentionDesc(ZRT_F32, c.batch, c.heads,
+                                            c.kvHeads, c.seq, c.dim, causal, 0),
+                              qs.data(), ks.data(), vs.data(), out.data());
         return out;
       };
       o = attention(q, k, v);
-      zrt_attention_grad(ZRT_F32, q.data(), k.data(), v.data(), o.data(),
-                         dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
-                         c.heads, c.kvHeads, c.seq, c.dim, causal,
-                         1.0 / std::sqrt(double(c.dim)));
+      zrt_attention_backward(AttentionDesc(ZRT_F32, c.batch, c.heads, c.kvHeads,
+                                           c.seq, c.dim, causal,
+                                           1.0 / std::sqrt(double(c.dim))),
+                             q.data(), k.data(), v.data(), o.data(), dO.data(),
+                             dq.data(), dk.data(), dv.data());
       std::string what = "attention heads " + std::to_string(c.heads) + "/" +
                          std::to_string(c.kvHeads) + " seq " +
                          std::to_string(c.seq) + " causal " +
@@ -491,19 +493,22 @@ TEST_F(GradTest, AttentionSinks) {
     auto attention = [&](const Floats &qs, const Floats &ks, const Floats &vs,
                          const Floats &ss) {
       Floats out(static_cast<size_t>(n));
-      zrt_attention_sinks(ZRT_F32, qs.data(), ks.data(), vs.data(), ss.data(),
-                          out.data(), c.batch, c.heads, c.kvHeads, c.seq, c.dim,
-                          1, scale, c.window);
+      zrt_attention_forward(AttentionDesc(ZRT_F32, c.batch, c.heads, c.kvHeads,
+                                          c.seq, c.dim, 1, scale, c.window, 0,
+                                          nullptr, ss.data()),
+                            qs.data(), ks.data(), vs.data(), out.data());
       return out;
     };
     Floats o = attention(q, k, v, sinks);
-    zrt_attention_sinks_grad(ZRT_F32, q.data(), k.data(), v.data(),
-                             sinks.data(), o.data(), dO.data(), dq.data(),
-                             dk.data(), dv.data(), c.batch, c.heads, c.kvHeads,
-                             c.seq, c.dim, 1, scale, c.window);
-    zrt_attention_sinks_dsinks(ZRT_F32, q.data(), k.data(), sinks.data(),
-                               o.data(), dO.data(), ds.data(), c.batch, c.heads,
-                               c.kvHeads, c.seq, c.dim, 1, scale, c.window);
+    zrt_attention_backward(AttentionDesc(ZRT_F32, c.batch, c.heads, c.kvHeads,
+                                         c.seq, c.dim, 1, scale, c.window, 0,
+                                         nullptr, sinks.data()),
+                           q.data(), k.data(), v.data(), o.data(), dO.data(),
+                           dq.data(), dk.data(), dv.data());
+    zrt_attention_dsinks(AttentionDesc(ZRT_F32, c.batch, c.heads, c.kvHeads,
+                                       c.seq, c.dim, 1, scale, c.window, 0,
+                                       nullptr, sinks.data()),
+                         q.data(), k.data(), o.data(), dO.data(), ds.data());
     std::string what = "attention sinks heads " + std::to_string(c.heads) +
                        "/" + std::to_string(c.kvHeads) + " window " +
                        std::to_string(c.window);

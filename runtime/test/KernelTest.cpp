@@ -260,8 +260,9 @@ TEST(AttentionSinksTest, MatchesDefinition) {
       e = dist(rng);
   double scale = 1.0 / std::sqrt(double(d));
   for (int64_t w : {int64_t(0), window}) {
-    zrt_attention_sinks(ZRT_F32, q.data(), k.data(), v.data(), sinks.data(),
-                        o.data(), batch, heads, kvHeads, t, d, 1, scale, w);
+    zrt_attention_forward(AttentionDesc(ZRT_F32, batch, heads, kvHeads, t, d, 1,
+                                        scale, w, 0, nullptr, sinks.data()),
+                          q.data(), k.data(), v.data(), o.data());
     std::vector<double> got(o.begin(), o.end()), want(n, 0.0);
     for (int64_t bh = 0; bh < batch * heads; ++bh) {
       int64_t kv = bh / (heads / kvHeads);
@@ -290,19 +291,46 @@ TEST(AttentionSinksTest, MatchesDefinition) {
   }
   // Sinks of -1e30 add nothing to the denominators.
   std::vector<float> none(heads, -1e30f);
-  zrt_attention_sinks(ZRT_F32, q.data(), k.data(), v.data(), none.data(),
-                      o.data(), batch, heads, kvHeads, t, d, 1, scale, window);
-  zrt_attention_ext(ZRT_F32, q.data(), k.data(), v.data(), plain.data(), batch,
-                    heads, kvHeads, t, d, 1, scale, window, 0.0, nullptr);
+  zrt_attention_forward(AttentionDesc(ZRT_F32, batch, heads, kvHeads, t, d, 1,
+                                      scale, window, 0, nullptr, none.data()),
+                        q.data(), k.data(), v.data(), o.data());
+  zrt_attention_forward(AttentionDesc(ZRT_F32, batch, heads, kvHeads, t, d, 1,
+                                      scale, window, 0.0, nullptr),
+                        q.data(), k.data(), v.data(), plain.data());
   expectClose(std::vector<double>(o.begin(), o.end()),
               std::vector<double>(plain.begin(), plain.end()), 1e-5, 1e-6,
               "attention sinks of -1e30");
 }
 
-TEST(AttentionSinksDeathTest, NeedsF32) {
-  EXPECT_DEATH(zrt_attention_sinks(ZRT_BF16, nullptr, nullptr, nullptr, nullptr,
-                                   nullptr, 1, 1, 1, 1, 1, 1, 0, 0),
-               "zrt_attention_sinks: attention sinks need f32 tensors");
+TEST(AttentionSinksDeathTest, NeedsF32AndNoOtherKnob) {
+  float sink = 0;
+  EXPECT_DEATH(zrt_attention_forward(AttentionDesc(ZRT_BF16, 1, 1, 1, 1, 1, 1,
+                                                   0, 0, 0, nullptr, &sink),
+                                     nullptr, nullptr, nullptr, nullptr),
+               "zrt_attention_forward: attention sinks need f32 tensors");
+  EXPECT_DEATH(zrt_attention_backward(AttentionDesc(ZRT_F32, 1, 1, 1, 1, 1, 1,
+                                                    0, 0, 30.0, nullptr, &sink),
+                                      nullptr, nullptr, nullptr, nullptr,
+                                      nullptr, nullptr, nullptr, nullptr),
+               "zrt_attention_backward: attention sinks take no softcap or "
+               "ALiBi");
+  EXPECT_DEATH(zrt_attention_dsinks(AttentionDesc(ZRT_F32, 1, 1, 1, 1, 1, 1, 0),
+                                    nullptr, nullptr, nullptr, nullptr,
+                                    nullptr),
+               "zrt_attention_dsinks: the descriptor has no sinks");
+}
+
+TEST(AttentionDeathTest, DescriptorChecks) {
+  EXPECT_DEATH(
+      zrt_attention_forward(nullptr, nullptr, nullptr, nullptr, nullptr),
+      "zrt_attention_forward: null descriptor");
+  int32_t segments[1] = {0};
+  zrt_attention_desc desc = *AttentionDesc(ZRT_F32, 1, 1, 1, 1, 1, 1, 0);
+  desc.segments = segments;
+  EXPECT_DEATH(zrt_attention_backward(&desc, nullptr, nullptr, nullptr, nullptr,
+                                      nullptr, nullptr, nullptr, nullptr),
+               "zrt_attention_backward: per-token segment ids are not "
+               "supported yet");
 }
 
 TEST(BiasGeluDeathTest, BiasMustDivideTheInput) {
@@ -871,8 +899,9 @@ TEST_P(KernelTest, AttentionAndGrad) {
              v = randomBuffer(dtype(), rng, nkv),
              dO = randomBuffer(dtype(), rng, n);
       Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
-      zrt_attention(dtype(), q.data(), k.data(), v.data(), o.data(), c.batch,
-                    c.heads, c.kvHeads, c.seq, c.dim, causal, c.scale);
+      zrt_attention_forward(AttentionDesc(dtype(), c.batch, c.heads, c.kvHeads,
+                                          c.seq, c.dim, causal, c.scale),
+                            q.data(), k.data(), v.data(), o.data());
       std::string what =
           std::string("attention ") + dtypeName(dtype()) + " heads " +
           std::to_string(c.heads) + "/" + std::to_string(c.kvHeads) + " seq " +
@@ -882,9 +911,10 @@ TEST_P(KernelTest, AttentionAndGrad) {
                                  c.heads, c.kvHeads, c.seq, c.dim, causal,
                                  scale),
                   u(), 1e-5, what);
-      zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
-                         dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
-                         c.heads, c.kvHeads, c.seq, c.dim, causal, c.scale);
+      zrt_attention_backward(AttentionDesc(dtype(), c.batch, c.heads, c.kvHeads,
+                                           c.seq, c.dim, causal, c.scale),
+                             q.data(), k.data(), v.data(), o.data(), dO.data(),
+                             dq.data(), dk.data(), dv.data());
       ref::Vec wantQ, wantK, wantV, ov = o.values();
       ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(),
                          c.batch, c.heads, c.kvHeads, c.seq, c.dim, causal,
@@ -905,11 +935,13 @@ TEST_P(KernelTest, AttentionGradPathsAgree) {
       batch, heads, kvHeads, dim,
       [&](int64_t seq, const Buffer &q, const Buffer &k, const Buffer &v,
           Buffer &o, const Buffer &dO, Buffer &dq, Buffer &dk, Buffer &dv) {
-        zrt_attention(dtype(), q.data(), k.data(), v.data(), o.data(), batch,
-                      heads, kvHeads, seq, dim, 1, 0);
-        zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
-                           dO.data(), dq.data(), dk.data(), dv.data(), batch,
-                           heads, kvHeads, seq, dim, 1, 0);
+        zrt_attention_forward(
+            AttentionDesc(dtype(), batch, heads, kvHeads, seq, dim, 1, 0),
+            q.data(), k.data(), v.data(), o.data());
+        zrt_attention_backward(
+            AttentionDesc(dtype(), batch, heads, kvHeads, seq, dim, 1, 0),
+            q.data(), k.data(), v.data(), o.data(), dO.data(), dq.data(),
+            dk.data(), dv.data());
       });
 }
 
@@ -937,17 +969,21 @@ TEST_P(KernelTest, GroupedAttentionIsRepeatedHeads) {
                        " causal " + std::to_string(causal);
     Buffer o(dtype(), n), or_(dtype(), n), dq(dtype(), n), dqr(dtype(), n),
         dk(dtype(), nkv), dv(dtype(), nkv), dkr(dtype(), n), dvr(dtype(), n);
-    zrt_attention(dtype(), q.data(), k.data(), v.data(), o.data(), batch, heads,
-                  kvHeads, seq, dim, causal, 0);
-    zrt_attention(dtype(), q.data(), kr.data(), vr.data(), or_.data(), batch,
-                  heads, heads, seq, dim, causal, 0);
+    zrt_attention_forward(
+        AttentionDesc(dtype(), batch, heads, kvHeads, seq, dim, causal, 0),
+        q.data(), k.data(), v.data(), o.data());
+    zrt_attention_forward(
+        AttentionDesc(dtype(), batch, heads, heads, seq, dim, causal, 0),
+        q.data(), kr.data(), vr.data(), or_.data());
     EXPECT_EQ(o.values(), or_.values()) << what << " o";
-    zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
-                       dO.data(), dq.data(), dk.data(), dv.data(), batch, heads,
-                       kvHeads, seq, dim, causal, 0);
-    zrt_attention_grad(dtype(), q.data(), kr.data(), vr.data(), o.data(),
-                       dO.data(), dqr.data(), dkr.data(), dvr.data(), batch,
-                       heads, heads, seq, dim, causal, 0);
+    zrt_attention_backward(
+        AttentionDesc(dtype(), batch, heads, kvHeads, seq, dim, causal, 0),
+        q.data(), k.data(), v.data(), o.data(), dO.data(), dq.data(), dk.data(),
+        dv.data());
+    zrt_attention_backward(
+        AttentionDesc(dtype(), batch, heads, heads, seq, dim, causal, 0),
+        q.data(), kr.data(), vr.data(), o.data(), dO.data(), dqr.data(),
+        dkr.data(), dvr.data());
     EXPECT_EQ(dq.values(), dqr.values()) << what << " dq";
     ref::Vec sumK(static_cast<size_t>(nkv), 0.0),
         sumV(static_cast<size_t>(nkv), 0.0);
@@ -967,9 +1003,10 @@ TEST_P(KernelTest, GroupedAttentionIsRepeatedHeads) {
     expectClose(dk, sumK, u(), tolK, what + " dk");
     expectClose(dv, sumV, u(), tolV, what + " dv");
     Buffer dq2(dtype(), n), dk2(dtype(), nkv), dv2(dtype(), nkv);
-    zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
-                       dO.data(), dq2.data(), dk2.data(), dv2.data(), batch,
-                       heads, kvHeads, seq, dim, causal, 0);
+    zrt_attention_backward(
+        AttentionDesc(dtype(), batch, heads, kvHeads, seq, dim, causal, 0),
+        q.data(), k.data(), v.data(), o.data(), dO.data(), dq2.data(),
+        dk2.data(), dv2.data());
     EXPECT_EQ(dq2.values(), dq.values()) << what << " dq rerun";
     EXPECT_EQ(dk2.values(), dk.values()) << what << " dk rerun";
     EXPECT_EQ(dv2.values(), dv.values()) << what << " dv rerun";
@@ -997,9 +1034,10 @@ TEST_P(KernelTest, AttentionWindowAndSoftcap) {
            v = randomBuffer(dtype(), rng, nkv),
            dO = randomBuffer(dtype(), rng, n);
     Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
-    zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(), c.batch,
-                      c.heads, c.kvHeads, c.seq, c.dim, 1, 0, c.window,
-                      c.softcap, nullptr);
+    zrt_attention_forward(AttentionDesc(dtype(), c.batch, c.heads, c.kvHeads,
+                                        c.seq, c.dim, 1, 0, c.window, c.softcap,
+                                        nullptr),
+                          q.data(), k.data(), v.data(), o.data());
     std::string what = std::string("attention ") + dtypeName(dtype()) +
                        " seq " + std::to_string(c.seq) + " window " +
                        std::to_string(c.window) + " softcap " +
@@ -1009,10 +1047,11 @@ TEST_P(KernelTest, AttentionWindowAndSoftcap) {
                                c.heads, c.kvHeads, c.seq, c.dim, true, scale,
                                c.window, c.softcap),
                 u(), 1e-5, what);
-    zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
-                           dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
-                           c.heads, c.kvHeads, c.seq, c.dim, 1, 0, c.window,
-                           c.softcap, nullptr);
+    zrt_attention_backward(AttentionDesc(dtype(), c.batch, c.heads, c.kvHeads,
+                                         c.seq, c.dim, 1, 0, c.window,
+                                         c.softcap, nullptr),
+                           q.data(), k.data(), v.data(), o.data(), dO.data(),
+                           dq.data(), dk.data(), dv.data());
     ref::Vec wantQ, wantK, wantV, ov = o.values();
     ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(), c.batch,
                        c.heads, c.kvHeads, c.seq, c.dim, true, scale, wantQ,
@@ -1026,11 +1065,13 @@ TEST_P(KernelTest, AttentionWindowAndSoftcap) {
         continue;
       Buffer o2(dtype(), n), dq2(dtype(), n), dk2(dtype(), nkv),
           dv2(dtype(), nkv);
-      zrt_attention(dtype(), q.data(), k.data(), v.data(), o2.data(), c.batch,
-                    c.heads, c.kvHeads, c.seq, c.dim, 1, 0);
-      zrt_attention_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
-                         dO.data(), dq2.data(), dk2.data(), dv2.data(), c.batch,
-                         c.heads, c.kvHeads, c.seq, c.dim, 1, 0);
+      zrt_attention_forward(AttentionDesc(dtype(), c.batch, c.heads, c.kvHeads,
+                                          c.seq, c.dim, 1, 0),
+                            q.data(), k.data(), v.data(), o2.data());
+      zrt_attention_backward(AttentionDesc(dtype(), c.batch, c.heads, c.kvHeads,
+                                           c.seq, c.dim, 1, 0),
+                             q.data(), k.data(), v.data(), o.data(), dO.data(),
+                             dq2.data(), dk2.data(), dv2.data());
       EXPECT_EQ(o2.values(), o.values()) << what << " o";
       EXPECT_EQ(dq2.values(), dq.values()) << what << " dq";
       EXPECT_EQ(dk2.values(), dk.values()) << what << " dk";
@@ -1049,13 +1090,14 @@ TEST_P(KernelTest, AttentionWindowGradPathsAgree) {
         batch, heads, kvHeads, dim,
         [&](int64_t seq, const Buffer &q, const Buffer &k, const Buffer &v,
             Buffer &o, const Buffer &dO, Buffer &dq, Buffer &dk, Buffer &dv) {
-          zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(),
-                            batch, heads, kvHeads, seq, dim, 1, 0, window, 0,
-                            alibi);
-          zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(),
-                                 o.data(), dO.data(), dq.data(), dk.data(),
-                                 dv.data(), batch, heads, kvHeads, seq, dim, 1,
-                                 0, window, 0, alibi);
+          zrt_attention_forward(AttentionDesc(dtype(), batch, heads, kvHeads,
+                                              seq, dim, 1, 0, window, 0, alibi),
+                                q.data(), k.data(), v.data(), o.data());
+          zrt_attention_backward(AttentionDesc(dtype(), batch, heads, kvHeads,
+                                               seq, dim, 1, 0, window, 0,
+                                               alibi),
+                                 q.data(), k.data(), v.data(), o.data(),
+                                 dO.data(), dq.data(), dk.data(), dv.data());
         });
 }
 
@@ -1085,9 +1127,10 @@ TEST_P(KernelTest, AttentionAlibi) {
            v = randomBuffer(dtype(), rng, nkv),
            dO = randomBuffer(dtype(), rng, n);
     Buffer o(dtype(), n), dq(dtype(), n), dk(dtype(), nkv), dv(dtype(), nkv);
-    zrt_attention_ext(dtype(), q.data(), k.data(), v.data(), o.data(), c.batch,
-                      c.heads, c.kvHeads, c.seq, c.dim, c.causal, 0, c.window,
-                      c.softcap, slopes.data());
+    zrt_attention_forward(AttentionDesc(dtype(), c.batch, c.heads, c.kvHeads,
+                                        c.seq, c.dim, c.causal, 0, c.window,
+                                        c.softcap, slopes.data()),
+                          q.data(), k.data(), v.data(), o.data());
     std::string what = std::string("alibi ") + dtypeName(dtype()) + " seq " +
                        std::to_string(c.seq) + " heads " +
                        std::to_string(c.heads) + " causal " +
@@ -1099,10 +1142,11 @@ TEST_P(KernelTest, AttentionAlibi) {
                                c.heads, c.kvHeads, c.seq, c.dim, c.causal,
                                scale, c.window, c.softcap, slopes.data()),
                 u(), 1e-5, what);
-    zrt_attention_ext_grad(dtype(), q.data(), k.data(), v.data(), o.data(),
-                           dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
-                           c.heads, c.kvHeads, c.seq, c.dim, c.causal, 0,
-                           c.window, c.softcap, slopes.data());
+    zrt_attention_backward(AttentionDesc(dtype(), c.batch, c.heads, c.kvHeads,
+                                         c.seq, c.dim, c.causal, 0, c.window,
+                                         c.softcap, slopes.data()),
+                           q.data(), k.data(), v.data(), o.data(), dO.data(),
+                           dq.data(), dk.data(), dv.data());
     ref::Vec wantQ, wantK, wantV, ov = o.values();
     ref::attentionGrad(q.values(), k.values(), v.values(), dO.values(), c.batch,
                        c.heads, c.kvHeads, c.seq, c.dim, c.causal, scale, wantQ,
@@ -1115,31 +1159,36 @@ TEST_P(KernelTest, AttentionAlibi) {
 
 TEST(AttentionDeathTest, WindowAndSoftcapAreChecked) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(zrt_attention_ext(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1,
-                                 2, 2, 8, 16, 0, 0, 4, 0, nullptr),
-               "zrt_attention_ext: a window requires causal");
-  EXPECT_DEATH(zrt_attention_ext_grad(ZRT_F32, nullptr, nullptr, nullptr,
-                                      nullptr, nullptr, nullptr, nullptr,
-                                      nullptr, 1, 2, 2, 8, 16, 1, 0, -1, 0,
-                                      nullptr),
-               "zrt_attention_ext_grad: negative window -1");
-  EXPECT_DEATH(zrt_attention_ext(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1,
-                                 2, 2, 8, 16, 1, 0, 0, -2.0, nullptr),
-               "zrt_attention_ext: softcap -2 is not a positive number");
+  EXPECT_DEATH(zrt_attention_forward(
+                   AttentionDesc(ZRT_F32, 1, 2, 2, 8, 16, 0, 0, 4, 0, nullptr),
+                   nullptr, nullptr, nullptr, nullptr),
+               "zrt_attention_forward: a window requires causal");
+  EXPECT_DEATH(zrt_attention_backward(
+                   AttentionDesc(ZRT_F32, 1, 2, 2, 8, 16, 1, 0, -1, 0, nullptr),
+                   nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                   nullptr, nullptr),
+               "zrt_attention_backward: negative window -1");
+  EXPECT_DEATH(zrt_attention_forward(AttentionDesc(ZRT_F32, 1, 2, 2, 8, 16, 1,
+                                                   0, 0, -2.0, nullptr),
+                                     nullptr, nullptr, nullptr, nullptr),
+               "zrt_attention_forward: softcap -2 is not a positive number");
 }
 
 TEST(AttentionDeathTest, KvHeadsMustDivideHeads) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(zrt_attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 4,
-                             3, 8, 16, 1, 0),
-               "zrt_attention: kv_heads 3 does not divide heads 4");
-  EXPECT_DEATH(zrt_attention_grad(ZRT_BF16, nullptr, nullptr, nullptr, nullptr,
-                                  nullptr, nullptr, nullptr, nullptr, 2, 2, 4,
-                                  8, 16, 0, 0),
-               "zrt_attention_grad: kv_heads 4 does not divide heads 2");
-  EXPECT_DEATH(zrt_attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 4,
-                             0, 8, 16, 1, 0),
-               "zrt_attention: kv_heads 0 does not divide heads 4");
+  EXPECT_DEATH(
+      zrt_attention_forward(AttentionDesc(ZRT_F32, 1, 4, 3, 8, 16, 1, 0),
+                            nullptr, nullptr, nullptr, nullptr),
+      "zrt_attention_forward: kv_heads 3 does not divide heads 4");
+  EXPECT_DEATH(
+      zrt_attention_backward(AttentionDesc(ZRT_BF16, 2, 2, 4, 8, 16, 0, 0),
+                             nullptr, nullptr, nullptr, nullptr, nullptr,
+                             nullptr, nullptr, nullptr),
+      "zrt_attention_backward: kv_heads 4 does not divide heads 2");
+  EXPECT_DEATH(
+      zrt_attention_forward(AttentionDesc(ZRT_F32, 1, 4, 0, 8, 16, 1, 0),
+                            nullptr, nullptr, nullptr, nullptr),
+      "zrt_attention_forward: kv_heads 0 does not divide heads 4");
 }
 
 TEST_P(KernelTest, EmbeddingAndGrad) {

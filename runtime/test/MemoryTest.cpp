@@ -102,10 +102,10 @@ TEST_P(ScratchTest, ReportedScratchIsExact) {
           n = batch * heads * seq * dim;
   Buffer q = randomBuffer(dtype(), rng, n), o(dtype(), n), g(dtype(), n);
   EXPECT_EQ(scratchOf([&] {
-              zrt_attention_grad(dtype(), q.data(), q.data(), q.data(),
-                                 q.data(), q.data(), o.data(), g.data(),
-                                 dx.data(), batch, heads, heads, seq, dim, 1,
-                                 0);
+              zrt_attention_backward(
+                  AttentionDesc(dtype(), batch, heads, heads, seq, dim, 1, 0),
+                  q.data(), q.data(), q.data(), q.data(), q.data(), o.data(),
+                  g.data(), dx.data());
             }),
             zrt_scratch_attention_grad(batch, heads, seq, dim));
 
@@ -149,8 +149,8 @@ TEST_P(ScratchTest, OtherKernelsUseNoScratch) {
         zrt_layer_norm(dtype(), x.data(), w.data(), b.data(), z.data(), rows,
                        cols, 1e-5);
         zrt_rms_norm(dtype(), x.data(), w.data(), z.data(), rows, cols, 1e-5);
-        zrt_attention(dtype(), x.data(), y.data(), x.data(), z.data(), 2, 2, 2,
-                      110, 100, 1, 0);
+        zrt_attention_forward(AttentionDesc(dtype(), 2, 2, 2, 110, 100, 1, 0),
+                              x.data(), y.data(), x.data(), z.data());
         zrt_embedding(dtype(), x.data(), ZRT_I64, labels.data(), z.data(), rows,
                       rows, cols);
         zrt_softmax_cross_entropy(dtype(), x.data(), ZRT_I64, labels.data(),

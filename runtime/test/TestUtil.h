@@ -25,6 +25,20 @@
 
 namespace zrt_test {
 
+/// A zrt_attention_desc of positional arguments (zero_rt/attention.def's
+/// order), for a call in one expression:
+/// `zrt_attention_forward(AttentionDesc(dtype, ...), q, k, v, o)`.
+struct AttentionDesc {
+  zrt_attention_desc desc;
+  AttentionDesc(int32_t dtype, int64_t batch, int64_t heads, int64_t kvHeads,
+                int64_t seq, int64_t headDim, int32_t causal, double scale,
+                int64_t window = 0, double softcap = 0,
+                const float *alibi = nullptr, const float *sinks = nullptr)
+      : desc{dtype, causal, batch,   heads, kvHeads, seq,    headDim,
+             scale, window, softcap, alibi, sinks,   nullptr} {}
+  operator const zrt_attention_desc *() const { return &desc; }
+};
+
 inline const char *dtypeName(int32_t dtype) {
   return dtype == ZRT_F32 ? "f32" : dtype == ZRT_BF16 ? "bf16" : "f16";
 }

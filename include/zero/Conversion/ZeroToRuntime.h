@@ -28,6 +28,11 @@ void registerRuntimeCollectiveModels(DialectRegistry &registry);
 LLVM::LLVMFunctionType getRuntimeFunctionType(MLIRContext *context,
                                               StringRef name);
 
+/// The LLVM struct of runtime struct `name`, derived from its table
+/// (`zrt_attention_desc`: `zero_rt/attention.def`) field by field; null
+/// unless `name` is a struct generated code passes.
+LLVM::LLVMStructType getRuntimeStructType(MLIRContext *context, StringRef name);
+
 /// Builds the calls of runtime functions in a module: each function is
 /// declared once, with the type of the runtime's ABI table, and a call the
 /// table does not allow (an unlisted function, another number or type of

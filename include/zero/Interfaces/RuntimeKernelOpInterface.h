@@ -109,6 +109,10 @@ public:
   virtual Value f32Array(ArrayRef<float> values) = 0;
   virtual Value ptrArray(ArrayRef<Value> pointers) = 0;
   virtual Value nullPtr() = 0;
+  /// A struct of the runtime's tables (`zrt_attention_desc`) holding
+  /// `fields` in its order, in stack memory, passed by address; fails when
+  /// their number or a type differs from the table's.
+  virtual FailureOr<Value> record(StringRef name, ArrayRef<Value> fields) = 0;
 
   /// Calls runtime function `callee` (returning void) with `args`.
   virtual LogicalResult call(StringRef callee, ArrayRef<Value> args) = 0;

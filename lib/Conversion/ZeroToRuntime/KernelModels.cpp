@@ -465,62 +465,49 @@ KernelCost attentionCost(Operation *op, Value query, bool causal,
   c.backward = backward;
   return c;
 }
-/// (batch, heads, kv_heads, seq, head_dim) of a query and key.
-SmallVector<Value> attentionDims(KernelCallBuilder &b, Value query, Value key) {
+/// The zrt_attention_desc of an attention with query `query` and key `key`
+/// (zero_rt/attention.def, field by field): its shape, knobs and the sinks
+/// (null without them).
+FailureOr<Value> attentionDesc(KernelCallBuilder &b, Value query, Value key,
+                               bool causal, double scale,
+                               std::optional<uint64_t> window,
+                               std::optional<APFloat> softcap,
+                               std::optional<ArrayRef<float>> alibi,
+                               Value sinks) {
   ArrayRef<int64_t> q = tensorType(query).getShape();
-  return {b.i64(q[0]), b.i64(q[1]), b.i64(tensorType(key).getDimSize(1)),
-          b.i64(q[2]), b.i64(q[3])};
+  return b.record("zrt_attention_desc",
+                  {b.dtype(elemType(query)), b.i32(causal), b.i64(q[0]),
+                   b.i64(q[1]), b.i64(tensorType(key).getDimSize(1)),
+                   b.i64(q[2]), b.i64(q[3]), b.f64(scale),
+                   b.i64(window.value_or(0)),
+                   b.f64(softcap ? softcap->convertToDouble() : 0.0),
+                   b.f32Array(alibi.value_or(ArrayRef<float>())),
+                   sinks ? sinks : b.nullPtr(), /*segments=*/b.nullPtr()});
 }
 LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
-  SmallVector<Value> args{b.dtype(elemType(op.getQuery())), b.operand(0),
-                          b.operand(1), b.operand(2), b.result(0)};
-  llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
-  args.push_back(b.i32(op.getCausal()));
-  args.push_back(b.f64(op.getScaleValue()));
-  if (op.getSinks()) {
-    // The sinks (operand 3) after the tensors, the window last.
-    args.insert(args.begin() + 4, b.operand(3));
-    args.push_back(b.i64(op.getWindow().value_or(0)));
-    return b.call("zrt_attention_sinks", args);
-  }
-  if (!op.getWindow() && !op.getSoftcap() && !op.getAlibi())
-    return b.call("zrt_attention", args);
-  args.push_back(b.i64(op.getWindow().value_or(0)));
-  args.push_back(
-      b.f64(op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0));
-  args.push_back(b.f32Array(op.getAlibi().value_or(ArrayRef<float>())));
-  return b.call("zrt_attention_ext", args);
+  FailureOr<Value> desc =
+      attentionDesc(b, op.getQuery(), op.getKey(), op.getCausal(),
+                    op.getScaleValue(), op.getWindow(), op.getSoftcap(),
+                    op.getAlibi(), op.getSinks() ? b.operand(3) : Value());
+  if (failed(desc))
+    return failure();
+  return b.call("zrt_attention_forward",
+                {*desc, b.operand(0), b.operand(1), b.operand(2), b.result(0)});
 }
 KernelCost cost(nn::AttentionOp op) {
   return attentionCost(op, op.getQuery(), op.getCausal(), op.getWindow(),
                        /*backward=*/false);
 }
 LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
-  SmallVector<Value> args{b.dtype(elemType(op.getQuery())),
-                          b.operand(0),
-                          b.operand(1),
-                          b.operand(2),
-                          b.operand(3),
-                          b.operand(4),
-                          b.result(0),
-                          b.result(1),
-                          b.result(2)};
-  llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
-  args.push_back(b.i32(op.getCausal()));
-  args.push_back(b.f64(op.getScale().convertToDouble()));
-  if (op.getSinks()) {
-    // The sinks (operand 5) after the value, as zrt_attention_sinks.
-    args.insert(args.begin() + 4, b.operand(5));
-    args.push_back(b.i64(op.getWindow().value_or(0)));
-    return b.call("zrt_attention_sinks_grad", args);
-  }
-  if (!op.getWindow() && !op.getSoftcap() && !op.getAlibi())
-    return b.call("zrt_attention_grad", args);
-  args.push_back(b.i64(op.getWindow().value_or(0)));
-  args.push_back(
-      b.f64(op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0));
-  args.push_back(b.f32Array(op.getAlibi().value_or(ArrayRef<float>())));
-  return b.call("zrt_attention_ext_grad", args);
+  FailureOr<Value> desc = attentionDesc(
+      b, op.getQuery(), op.getKey(), op.getCausal(),
+      op.getScale().convertToDouble(), op.getWindow(), op.getSoftcap(),
+      op.getAlibi(), op.getSinks() ? b.operand(5) : Value());
+  if (failed(desc))
+    return failure();
+  return b.call("zrt_attention_backward",
+                {*desc, b.operand(0), b.operand(1), b.operand(2), b.operand(3),
+                 b.operand(4), b.result(0), b.result(1), b.result(2)});
 }
 int64_t scratchBytes(nn::AttentionGradOp op) {
   // The sinks' kernels recompute the scores rather than keep any.
@@ -535,20 +522,17 @@ KernelCost cost(nn::AttentionGradOp op) {
   return attentionCost(op, op.getQuery(), op.getCausal(), op.getWindow(),
                        /*backward=*/true);
 }
-/// (dtype, q, k, sinks, o, do, dsinks, dims, causal, scale, window).
+/// (desc, q, k, o, do, dsinks); the sinks (operand 2) in the descriptor.
 LogicalResult buildCall(nn::AttentionSinksGradOp op, KernelCallBuilder &b) {
-  SmallVector<Value> args{b.dtype(elemType(op.getQuery())),
-                          b.operand(0),
-                          b.operand(1),
-                          b.operand(2),
-                          b.operand(3),
-                          b.operand(4),
-                          b.result(0)};
-  llvm::append_range(args, attentionDims(b, op.getQuery(), op.getKey()));
-  args.push_back(b.i32(op.getCausal()));
-  args.push_back(b.f64(op.getScale().convertToDouble()));
-  args.push_back(b.i64(op.getWindow().value_or(0)));
-  return b.call("zrt_attention_sinks_dsinks", args);
+  FailureOr<Value> desc =
+      attentionDesc(b, op.getQuery(), op.getKey(), op.getCausal(),
+                    op.getScale().convertToDouble(), op.getWindow(),
+                    std::nullopt, std::nullopt, b.operand(2));
+  if (failed(desc))
+    return failure();
+  return b.call("zrt_attention_dsinks",
+                {*desc, b.operand(0), b.operand(1), b.operand(3), b.operand(4),
+                 b.result(0)});
 }
 KernelCost cost(nn::AttentionSinksGradOp op) {
   // The scores again (QK^T, half the forward's products) and a dot per row.

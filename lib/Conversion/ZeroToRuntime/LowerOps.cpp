@@ -48,6 +48,9 @@ public:
   Value nullPtr() override {
     return LLVM::ZeroOp::create(l.b, l.loc, l.ptrType());
   }
+  FailureOr<Value> record(StringRef name, ArrayRef<Value> fields) override {
+    return l.record(name, fields);
+  }
   LogicalResult call(StringRef callee, ArrayRef<Value> args) override {
     return l.call(callee, args);
   }

@@ -80,6 +80,39 @@ Value Lowering::ptrArray(ArrayRef<Value> ptrs) {
   return array;
 }
 
+FailureOr<Value> Lowering::record(StringRef name, ArrayRef<Value> fields) {
+  auto fail = [&]() -> InFlightDiagnostic {
+    callFailed = true;
+    InFlightDiagnostic d =
+        current ? current->emitOpError() : emitError(loc) << "the lowering ";
+    d << "builds '" << name << "'";
+    return d;
+  };
+  LLVM::LLVMStructType type = getRuntimeStructType(b.getContext(), name);
+  if (!type) {
+    fail() << ", which is no struct of the runtime's tables";
+    return failure();
+  }
+  ArrayRef<Type> body = type.getBody();
+  if (body.size() != fields.size()) {
+    fail() << " with " << fields.size() << " fields; the runtime's table has "
+           << body.size();
+    return failure();
+  }
+  Value value = LLVM::UndefOp::create(b, loc, type);
+  for (auto [i, field] : llvm::enumerate(fields)) {
+    if (field.getType() != body[i]) {
+      fail() << " with " << field.getType() << " as field " << i
+             << "; the runtime's table has " << body[i];
+      return failure();
+    }
+    value = LLVM::InsertValueOp::create(b, loc, value, field, i);
+  }
+  Value ptr = LLVM::AllocaOp::create(b, loc, ptrType(), type, i64(1));
+  LLVM::StoreOp::create(b, loc, value, ptr);
+  return ptr;
+}
+
 //===----------------------------------------------------------------------===//
 // Token slots
 //===----------------------------------------------------------------------===//

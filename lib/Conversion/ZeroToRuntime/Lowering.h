@@ -96,6 +96,8 @@ private:
   /// The address of a new internal constant global holding `values`.
   Value constantArray(DenseElementsAttr values);
   Value ptrArray(ArrayRef<Value> ptrs);
+  /// KernelCallBuilder::record: the struct in stack memory, stored whole.
+  FailureOr<Value> record(StringRef name, ArrayRef<Value> fields);
   Type ptrType() { return LLVM::LLVMPointerType::get(b.getContext()); }
 
   // Storage of values.

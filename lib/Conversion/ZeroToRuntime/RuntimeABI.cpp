@@ -76,6 +76,16 @@ LLVM::LLVMFunctionType mlir::zero::getRuntimeFunctionType(MLIRContext *context,
   return it->second(context);
 }
 
+LLVM::LLVMStructType mlir::zero::getRuntimeStructType(MLIRContext *context,
+                                                      StringRef name) {
+  if (name != "zrt_attention_desc")
+    return {};
+  return LLVM::LLVMStructType::getLiteral(context, {
+#define ZRT_ATTENTION_FIELD(type, field) CType<type>::get(context),
+#include "zero_rt/attention.def"
+                                                   });
+}
+
 FailureOr<Value> mlir::zero::RuntimeCallBuilder::call(
     OpBuilder &b, Location loc, StringRef name, ValueRange args,
     llvm::function_ref<InFlightDiagnostic()> emitError) {

@@ -2,18 +2,18 @@
 //
 // Part of the zero-mlir project.
 //
-// cuda::matmul, cuda::attention and cuda::attentionGrad against zrt_matmul,
-// zrt_attention and zrt_attention_grad on the same inputs: every dtype, all
-// transpose combinations, batches with shared and batched rhs, odd sizes,
-// k = 0 and empty products, causal and full attention with head dims that
-// take each kernel path (64, 128, padded 40 and 72, unaligned 37, chunked
-// 200 and 260), GPT-2's sequence length, a dS beyond f16's range, pointers
-// off alignment (which must not change a bit), determinism, and the scratch
-// the compiler plans for both. Grouped-query and multi-query attention on
-// every path: against the CPU, and against multi-head attention on the
-// key/value heads repeated over their groups (the same bits for o and dQ).
-// zrt_attention_ext's sliding window (cutting, and at least seq),
-// soft-capping and ALiBi against the CPU's on the same paths.
+// cuda::matmul, cuda::attentionForward and cuda::attentionBackward against
+// zrt_matmul, zrt_attention_forward and _backward on the same inputs: every
+// dtype, all transpose combinations, batches with shared and batched rhs, odd
+// sizes, k = 0 and empty products, causal and full attention with head dims
+// that take each kernel path (64, 128, padded 40 and 72, unaligned 37, chunked
+// 200 and 260), GPT-2's sequence length, a dS beyond f16's range, pointers off
+// alignment (which must not change a bit), determinism, and the scratch the
+// compiler plans for both. Grouped-query and multi-query attention on every
+// path: against the CPU, and against multi-head attention on the key/value
+// heads repeated over their groups (the same bits for o and dQ). The
+// descriptor's sliding window (cutting, and at least seq), soft-capping and
+// ALiBi against the CPU's on the same paths.
 //
 // Tolerances. Both backends compute in fp32 from the same stored inputs;
 // only the summation order (and the exponential) differ.
@@ -59,6 +59,7 @@
 using namespace zrt::cuda;
 using zrt::cuda::test::DeviceArray;
 using zrt::cuda::test::DeviceBuffer;
+using zrt_test::AttentionDesc;
 using zrt_test::Buffer;
 using zrt_test::dtypeName;
 using zrt_test::randomBuffer;
@@ -275,8 +276,8 @@ struct AttnData {
   Buffer q, k, v, dO;
 };
 
-/// zrt_attention_ext's sliding window, soft-capping and ALiBi slopes (one
-/// per head); none by default (then zrt_attention runs).
+/// The descriptor's sliding window, soft-capping and ALiBi slopes (one per
+/// head); none by default (the plain path).
 struct AttnMask {
   int64_t window = 0;
   double softcap = 0;
@@ -335,19 +336,23 @@ void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
   std::string what = describe(dtype, c, causal, mask);
   Buffer o(dtype, n), dq(dtype, n), dk(dtype, nkv), dv(dtype, nkv);
   if (mask.any()) {
-    zrt_attention_ext(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
-                      c.batch, c.heads, c.kv(), c.seq, c.dim, causal, c.scale,
-                      mask.window, mask.softcap, mask.alibi);
-    zrt_attention_ext_grad(
-        dtype, in.q.data(), in.k.data(), in.v.data(), o.data(), in.dO.data(),
-        dq.data(), dk.data(), dv.data(), c.batch, c.heads, c.kv(), c.seq, c.dim,
-        causal, c.scale, mask.window, mask.softcap, mask.alibi);
+    zrt_attention_forward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                        c.dim, causal, c.scale, mask.window,
+                                        mask.softcap, mask.alibi),
+                          in.q.data(), in.k.data(), in.v.data(), o.data());
+    zrt_attention_backward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                         c.dim, causal, c.scale, mask.window,
+                                         mask.softcap, mask.alibi),
+                           in.q.data(), in.k.data(), in.v.data(), o.data(),
+                           in.dO.data(), dq.data(), dk.data(), dv.data());
   } else {
-    zrt_attention(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
-                  c.batch, c.heads, c.kv(), c.seq, c.dim, causal, c.scale);
-    zrt_attention_grad(dtype, in.q.data(), in.k.data(), in.v.data(), o.data(),
-                       in.dO.data(), dq.data(), dk.data(), dv.data(), c.batch,
-                       c.heads, c.kv(), c.seq, c.dim, causal, c.scale);
+    zrt_attention_forward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                        c.dim, causal, c.scale),
+                          in.q.data(), in.k.data(), in.v.data(), o.data());
+    zrt_attention_backward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                         c.dim, causal, c.scale),
+                           in.q.data(), in.k.data(), in.v.data(), o.data(),
+                           in.dO.data(), dq.data(), dk.data(), dv.data());
   }
 
   DeviceArray gq(in.q, offset), gk(in.k, offset), gv(in.v, offset),
@@ -356,19 +361,23 @@ void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
   DeviceArray gout(junk, offset), gdq(junk, offset), gdk(kvJunk, offset),
       gdv(kvJunk, offset);
   if (mask.any()) {
-    attentionExt(dtype, gq.get(), gk.get(), gv.get(), gout.get(), c.batch,
-                 c.heads, c.kv(), c.seq, c.dim, causal, c.scale, mask.window,
-                 mask.softcap, mask.alibi);
-    attentionExtGrad(dtype, gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
-                     gdq.get(), gdk.get(), gdv.get(), c.batch, c.heads, c.kv(),
-                     c.seq, c.dim, causal, c.scale, mask.window, mask.softcap,
-                     mask.alibi);
+    attentionForward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                   c.dim, causal, c.scale, mask.window,
+                                   mask.softcap, mask.alibi),
+                     gq.get(), gk.get(), gv.get(), gout.get());
+    attentionBackward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                    c.dim, causal, c.scale, mask.window,
+                                    mask.softcap, mask.alibi),
+                      gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
+                      gdq.get(), gdk.get(), gdv.get());
   } else {
-    attention(dtype, gq.get(), gk.get(), gv.get(), gout.get(), c.batch, c.heads,
-              c.kv(), c.seq, c.dim, causal, c.scale);
-    attentionGrad(dtype, gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
-                  gdq.get(), gdk.get(), gdv.get(), c.batch, c.heads, c.kv(),
-                  c.seq, c.dim, causal, c.scale);
+    attentionForward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                   c.dim, causal, c.scale),
+                     gq.get(), gk.get(), gv.get(), gout.get());
+    attentionBackward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                    c.dim, causal, c.scale),
+                      gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
+                      gdq.get(), gdk.get(), gdv.get());
   }
   expectAttnClose(gout.download(), o, c, what + " o");
   double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.dim));
@@ -466,16 +475,20 @@ TEST(CudaAttention, GroupedQueryIsRepeatedHeads) {
             dq(Buffer(dtype, n)), dqrep(Buffer(dtype, n)),
             dk(Buffer(dtype, nkv)), dv(Buffer(dtype, nkv)),
             dkrep(Buffer(dtype, n)), dvrep(Buffer(dtype, n));
-        attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
-                  c.kv(), c.seq, c.dim, causal, c.scale);
-        attention(dtype, q.get(), krd.get(), vrd.get(), orep.get(), c.batch,
-                  c.heads, c.heads, c.seq, c.dim, causal, c.scale);
-        attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
-                      dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
-                      c.seq, c.dim, causal, c.scale);
-        attentionGrad(dtype, q.get(), krd.get(), vrd.get(), o.get(), dO.get(),
-                      dqrep.get(), dkrep.get(), dvrep.get(), c.batch, c.heads,
-                      c.heads, c.seq, c.dim, causal, c.scale);
+        attentionForward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                       c.dim, causal, c.scale),
+                         q.get(), k.get(), v.get(), o.get());
+        attentionForward(AttentionDesc(dtype, c.batch, c.heads, c.heads, c.seq,
+                                       c.dim, causal, c.scale),
+                         q.get(), krd.get(), vrd.get(), orep.get());
+        attentionBackward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                        c.dim, causal, c.scale),
+                          q.get(), k.get(), v.get(), o.get(), dO.get(),
+                          dq.get(), dk.get(), dv.get());
+        attentionBackward(AttentionDesc(dtype, c.batch, c.heads, c.heads, c.seq,
+                                        c.dim, causal, c.scale),
+                          q.get(), krd.get(), vrd.get(), o.get(), dO.get(),
+                          dqrep.get(), dkrep.get(), dvrep.get());
         EXPECT_EQ(o.download().values(), orep.download().values())
             << what << " o";
         EXPECT_EQ(dq.download().values(), dqrep.download().values())
@@ -573,13 +586,15 @@ TEST(CudaAttention, WindowAndSoftcapUnalignedAndDeterministic) {
           dO(in.dO, offset), o(Buffer(dtype, n), offset),
           dq(Buffer(dtype, n), offset), dk(Buffer(dtype, nkv), offset),
           dv(Buffer(dtype, nkv), offset);
-      attentionExt(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
-                   c.kv(), c.seq, c.dim, 1, c.scale, mask.window, mask.softcap,
-                   mask.alibi);
-      attentionExtGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
-                       dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
-                       c.seq, c.dim, 1, c.scale, mask.window, mask.softcap,
-                       mask.alibi);
+      attentionForward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                     c.dim, 1, c.scale, mask.window,
+                                     mask.softcap, mask.alibi),
+                       q.get(), k.get(), v.get(), o.get());
+      attentionBackward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                      c.dim, 1, c.scale, mask.window,
+                                      mask.softcap, mask.alibi),
+                        q.get(), k.get(), v.get(), o.get(), dO.get(), dq.get(),
+                        dk.get(), dv.get());
       out[run][0] = o.download().values();
       out[run][1] = dq.download().values();
       out[run][2] = dk.download().values();
@@ -642,11 +657,13 @@ TEST(CudaAttention, AlignmentKeepsBits) {
               dO(in.dO, offset), o(Buffer(dtype, n), offset),
               dq(Buffer(dtype, n), offset), dk(Buffer(dtype, nkv), offset),
               dv(Buffer(dtype, nkv), offset);
-          attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
-                    c.kv(), c.seq, c.dim, causal, c.scale);
-          attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
-                        dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
-                        c.seq, c.dim, causal, c.scale);
+          attentionForward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                         c.dim, causal, c.scale),
+                           q.get(), k.get(), v.get(), o.get());
+          attentionBackward(AttentionDesc(dtype, c.batch, c.heads, c.kv(),
+                                          c.seq, c.dim, causal, c.scale),
+                            q.get(), k.get(), v.get(), o.get(), dO.get(),
+                            dq.get(), dk.get(), dv.get());
           out[offset][0] = o.download().values();
           out[offset][1] = dq.download().values();
           out[offset][2] = dk.download().values();
@@ -671,15 +688,17 @@ TEST(CudaAttention, Deterministic) {
       AttnData in = randomAttn(dtype, c, rng);
       DeviceArray q(in.q), k(in.k), v(in.v), dO(in.dO);
       DeviceArray o(Buffer(dtype, n));
-      attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
-                c.kv(), c.seq, c.dim, 1, c.scale);
+      attentionForward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                     c.dim, 1, c.scale),
+                       q.get(), k.get(), v.get(), o.get());
       std::vector<double> first[3];
       for (int run = 0; run < 2; ++run) {
         DeviceArray dq(Buffer(dtype, n)), dk(Buffer(dtype, nkv)),
             dv(Buffer(dtype, nkv));
-        attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
-                      dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
-                      c.seq, c.dim, 1, c.scale);
+        attentionBackward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                        c.dim, 1, c.scale),
+                          q.get(), k.get(), v.get(), o.get(), dO.get(),
+                          dq.get(), dk.get(), dv.get());
         std::vector<double> now[3] = {dq.download().values(),
                                       dk.download().values(),
                                       dv.download().values()};
@@ -708,12 +727,14 @@ TEST(CudaAttention, ScratchIsThePlannedRowTerms) {
       ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
       ASSERT_EQ(zrt_scratch_bytes_in_use(), 0);
       zrt_memory_reset_peak();
-      attention(dtype, q.get(), k.get(), v.get(), o.get(), c.batch, c.heads,
-                c.kv(), c.seq, c.dim, 0, c.scale);
+      attentionForward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                     c.dim, 0, c.scale),
+                       q.get(), k.get(), v.get(), o.get());
       EXPECT_EQ(zrt_scratch_peak_bytes(), 0) << describe(dtype, c, 0);
-      attentionGrad(dtype, q.get(), k.get(), v.get(), o.get(), dO.get(),
-                    dq.get(), dk.get(), dv.get(), c.batch, c.heads, c.kv(),
-                    c.seq, c.dim, 0, c.scale);
+      attentionBackward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
+                                      c.dim, 0, c.scale),
+                        q.get(), k.get(), v.get(), o.get(), dO.get(), dq.get(),
+                        dk.get(), dv.get());
       ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
       EXPECT_EQ(zrt_scratch_peak_bytes(),
                 zrt_scratch_attention_grad(c.batch, c.heads, c.seq, c.dim))
@@ -730,32 +751,37 @@ TEST(CudaMatmulAttentionDeathTest, InvalidArguments) {
       "negative dimension");
   EXPECT_DEATH(matmul(7, nullptr, nullptr, nullptr, 1, 1, 1, 1, 0, 0, 0, 1),
                "unknown dtype");
-  EXPECT_DEATH(attention(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 1, 1,
-                         -2, 8, 0, 0),
+  EXPECT_DEATH(attentionForward(AttentionDesc(ZRT_F32, 1, 1, 1, -2, 8, 0, 0),
+                                nullptr, nullptr, nullptr, nullptr),
                "negative dimension");
-  EXPECT_DEATH(attentionGrad(ZRT_BF16, nullptr, nullptr, nullptr, nullptr,
-                             nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 4,
-                             5462, 1, 0),
-               "head_dim 5462 exceeds");
-  EXPECT_DEATH(attention(ZRT_BF16, nullptr, nullptr, nullptr, nullptr, 1, 4, 3,
-                         8, 64, 1, 0),
-               "zrt_attention: kv_heads 3 does not divide heads 4");
-  EXPECT_DEATH(attentionGrad(ZRT_F32, nullptr, nullptr, nullptr, nullptr,
-                             nullptr, nullptr, nullptr, nullptr, 1, 4, 0, 8, 64,
-                             1, 0),
-               "zrt_attention_grad: kv_heads 0 does not divide heads 4");
-  EXPECT_DEATH(attentionExt(ZRT_BF16, nullptr, nullptr, nullptr, nullptr, 1, 1,
-                            1, 8, 64, 0, 0, 4, 0, nullptr),
-               "zrt_attention_ext: a window requires causal");
-  EXPECT_DEATH(attentionExtGrad(ZRT_F32, nullptr, nullptr, nullptr, nullptr,
-                                nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 8,
-                                64, 1, 0, 0, -1.0, nullptr),
-               "zrt_attention_ext_grad: softcap -1 is not a positive number");
+  EXPECT_DEATH(
+      attentionBackward(AttentionDesc(ZRT_BF16, 1, 1, 1, 4, 5462, 1, 0),
+                        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                        nullptr, nullptr),
+      "head_dim 5462 exceeds");
+  EXPECT_DEATH(attentionForward(AttentionDesc(ZRT_BF16, 1, 4, 3, 8, 64, 1, 0),
+                                nullptr, nullptr, nullptr, nullptr),
+               "zrt_attention_forward: kv_heads 3 does not divide heads 4");
+  EXPECT_DEATH(attentionBackward(AttentionDesc(ZRT_F32, 1, 4, 0, 8, 64, 1, 0),
+                                 nullptr, nullptr, nullptr, nullptr, nullptr,
+                                 nullptr, nullptr, nullptr),
+               "zrt_attention_backward: kv_heads 0 does not divide heads 4");
+  EXPECT_DEATH(attentionForward(
+                   AttentionDesc(ZRT_BF16, 1, 1, 1, 8, 64, 0, 0, 4, 0, nullptr),
+                   nullptr, nullptr, nullptr, nullptr),
+               "zrt_attention_forward: a window requires causal");
+  EXPECT_DEATH(attentionBackward(AttentionDesc(ZRT_F32, 1, 1, 1, 8, 64, 1, 0, 0,
+                                               -1.0, nullptr),
+                                 nullptr, nullptr, nullptr, nullptr, nullptr,
+                                 nullptr, nullptr, nullptr),
+               "zrt_attention_backward: softcap -1 is not a positive number");
   std::vector<float> slopes(257, 0.5f);
-  EXPECT_DEATH(attentionExt(ZRT_F32, nullptr, nullptr, nullptr, nullptr, 1, 257,
-                            257, 8, 64, 1, 0, 0, 0, slopes.data()),
-               "zrt_attention_ext: ALiBi over 257 heads exceeds the supported "
-               "256");
+  EXPECT_DEATH(
+      attentionForward(
+          AttentionDesc(ZRT_F32, 1, 257, 257, 8, 64, 1, 0, 0, 0, slopes.data()),
+          nullptr, nullptr, nullptr, nullptr),
+      "zrt_attention_forward: ALiBi over 257 heads exceeds the supported "
+      "256");
 }
 
 } // namespace

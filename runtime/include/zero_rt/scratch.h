@@ -53,7 +53,8 @@ static inline int64_t zrt_scratch_rms_norm_grad(int64_t rows, int64_t cols) {
   return cols > 0 ? rows * 4 : 0;
 }
 
-/* zrt_attention_grad: log-sum-exp and delta, one float each per query row. */
+/* zrt_attention_backward without sinks: log-sum-exp and delta, one float
+ * each per query row. */
 static inline int64_t zrt_scratch_attention_grad(int64_t batch, int64_t heads,
                                                  int64_t seq,
                                                  int64_t head_dim) {

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define ZRT_ABI_VERSION 22
+#define ZRT_ABI_VERSION 23
 
 typedef enum zrt_dtype { ZRT_F32 = 0, ZRT_BF16 = 1, ZRT_F16 = 2 } zrt_dtype;
 typedef enum zrt_index_type { ZRT_I32 = 0, ZRT_I64 = 1 } zrt_index_type;
@@ -85,6 +85,13 @@ typedef struct zrt_lr_schedule {
   int64_t lr_range_test_step_size;
   double lr_range_test_step_rate;
 } zrt_lr_schedule;
+
+/* One attention problem: its shape, knobs and optional operands, the fields
+ * of attention.def in its order (zrt_attention_forward and its gradients). */
+typedef struct zrt_attention_desc {
+#define ZRT_ATTENTION_FIELD(type, name) type name;
+#include "zero_rt/attention.def"
+} zrt_attention_desc;
 
 /* Every function, documented in abi.def. */
 #define ZRT_ENTRY(name, ret, params) ret name params;

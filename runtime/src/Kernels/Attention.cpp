@@ -924,57 +924,6 @@ void runGrads(const Attn &a, int32_t dtype, const void *q, const void *k,
 
 } // namespace
 
-extern "C" void zrt_attention(int32_t dtype, const void *q, const void *k,
-                              const void *v, void *o, int64_t batch,
-                              int64_t heads, int64_t kvHeads, int64_t seq,
-                              int64_t headDim, int32_t causal, double scale) {
-  KernelSpan span("zrt_attention");
-  runForward(makeAttn("zrt_attention", batch, heads, kvHeads, seq, headDim,
-                      causal, scale),
-             dtype, q, k, v, o);
-}
-
-extern "C" void zrt_attention_grad(int32_t dtype, const void *q, const void *k,
-                                   const void *v, const void *o, const void *dO,
-                                   void *dq, void *dk, void *dv, int64_t batch,
-                                   int64_t heads, int64_t kvHeads, int64_t seq,
-                                   int64_t headDim, int32_t causal,
-                                   double scale) {
-  KernelSpan span("zrt_attention_grad");
-  runGrads(makeAttn("zrt_attention_grad", batch, heads, kvHeads, seq, headDim,
-                    causal, scale),
-           dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
-}
-
-extern "C" void zrt_attention_ext(int32_t dtype, const void *q, const void *k,
-                                  const void *v, void *o, int64_t batch,
-                                  int64_t heads, int64_t kvHeads, int64_t seq,
-                                  int64_t headDim, int32_t causal, double scale,
-                                  int64_t window, double softcap,
-                                  const float *alibi) {
-  KernelSpan span("zrt_attention_ext");
-  const char *name = "zrt_attention_ext";
-  runForward(withMask(name,
-                      makeAttn(name, batch, heads, kvHeads, seq, headDim,
-                               causal, scale),
-                      window, softcap, alibi, heads),
-             dtype, q, k, v, o);
-}
-
-extern "C" void zrt_attention_ext_grad(
-    int32_t dtype, const void *q, const void *k, const void *v, const void *o,
-    const void *dO, void *dq, void *dk, void *dv, int64_t batch, int64_t heads,
-    int64_t kvHeads, int64_t seq, int64_t headDim, int32_t causal, double scale,
-    int64_t window, double softcap, const float *alibi) {
-  KernelSpan span("zrt_attention_ext_grad");
-  const char *name = "zrt_attention_ext_grad";
-  runGrads(withMask(name,
-                    makeAttn(name, batch, heads, kvHeads, seq, headDim, causal,
-                             scale),
-                    window, softcap, alibi, heads),
-           dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
-}
-
 //===----------------------------------------------------------------------===//
 // Attention sinks (gpt-oss)
 //===----------------------------------------------------------------------===//
@@ -1024,22 +973,15 @@ struct SinkAttn {
   }
 };
 
-SinkAttn makeSinkAttn(const char *name, int32_t dtype, const void *q,
-                      const void *k, const void *v, const void *sinks,
-                      int64_t batch, int64_t heads, int64_t kvHeads,
-                      int64_t seq, int64_t headDim, int32_t causal,
-                      double scale, int64_t window) {
-  if (dtype != ZRT_F32)
+SinkAttn makeSinkAttn(const char *name, const zrt_attention_desc *d,
+                      const void *q, const void *k, const void *v) {
+  if (d->dtype != ZRT_F32)
     fatal("%s: attention sinks need f32 tensors", name);
-  Attn a = withMask(
-      name, makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
-      window, 0.0, nullptr, heads);
-  return {a,
-          heads,
-          static_cast<const float *>(q),
-          static_cast<const float *>(k),
-          static_cast<const float *>(v),
-          static_cast<const float *>(sinks)};
+  if (d->softcap != 0.0 || d->alibi)
+    fatal("%s: attention sinks take no softcap or ALiBi", name);
+  return {attentionProblem(name, d),     d->heads,
+          static_cast<const float *>(q), static_cast<const float *>(k),
+          static_cast<const float *>(v), d->sinks};
 }
 
 /// dot(d_o, o) of row i of head bh.
@@ -1053,18 +995,9 @@ float rowDelta(const SinkAttn &s, const float *o, const float *dO, int64_t bh,
   return d;
 }
 
-} // namespace
-
-extern "C" void zrt_attention_sinks(int32_t dtype, const void *q, const void *k,
-                                    const void *v, const void *sinks, void *o,
-                                    int64_t batch, int64_t heads,
-                                    int64_t kvHeads, int64_t seq,
-                                    int64_t headDim, int32_t causal,
-                                    double scale, int64_t window) {
-  const char *name = "zrt_attention_sinks";
-  KernelSpan span(name);
-  SinkAttn s = makeSinkAttn(name, dtype, q, k, v, sinks, batch, heads, kvHeads,
-                            seq, headDim, causal, scale, window);
+void sinksForward(const char *name, const zrt_attention_desc *d, const void *q,
+                  const void *k, const void *v, void *o) {
+  SinkAttn s = makeSinkAttn(name, d, q, k, v);
   float *out = static_cast<float *>(o);
   int64_t rows = s.a.heads * s.a.seq;
   parallelFor(rows, 1, [&](int64_t begin, int64_t end) {
@@ -1083,15 +1016,10 @@ extern "C" void zrt_attention_sinks(int32_t dtype, const void *q, const void *k,
   });
 }
 
-extern "C" void zrt_attention_sinks_grad(
-    int32_t dtype, const void *q, const void *k, const void *v,
-    const void *sinks, const void *o, const void *dO, void *dq, void *dk,
-    void *dv, int64_t batch, int64_t heads, int64_t kvHeads, int64_t seq,
-    int64_t headDim, int32_t causal, double scale, int64_t window) {
-  const char *name = "zrt_attention_sinks_grad";
-  KernelSpan span(name);
-  SinkAttn s = makeSinkAttn(name, dtype, q, k, v, sinks, batch, heads, kvHeads,
-                            seq, headDim, causal, scale, window);
+void sinksBackward(const char *name, const zrt_attention_desc *d, const void *q,
+                   const void *k, const void *v, const void *o, const void *dO,
+                   void *dq, void *dk, void *dv) {
+  SinkAttn s = makeSinkAttn(name, d, q, k, v);
   const float *outs = static_cast<const float *>(o);
   const float *dOut = static_cast<const float *>(dO);
   float *dQ = static_cast<float *>(dq), *dK = static_cast<float *>(dk),
@@ -1131,20 +1059,48 @@ extern "C" void zrt_attention_sinks_grad(
   });
 }
 
-extern "C" void
-zrt_attention_sinks_dsinks(int32_t dtype, const void *q, const void *k,
-                           const void *sinks, const void *o, const void *dO,
-                           void *dsinks, int64_t batch, int64_t heads,
-                           int64_t kvHeads, int64_t seq, int64_t headDim,
-                           int32_t causal, double scale, int64_t window) {
-  const char *name = "zrt_attention_sinks_dsinks";
+} // namespace
+
+extern "C" void zrt_attention_forward(const zrt_attention_desc *desc,
+                                      const void *q, const void *k,
+                                      const void *v, void *o) {
+  const char *name = "zrt_attention_forward";
   KernelSpan span(name);
+  Attn a = attentionProblem(name, desc);
+  if (desc->sinks)
+    return sinksForward(name, desc, q, k, v, o);
+  runForward(a, desc->dtype, q, k, v, o);
+}
+
+extern "C" void zrt_attention_backward(const zrt_attention_desc *desc,
+                                       const void *q, const void *k,
+                                       const void *v, const void *o,
+                                       const void *dO, void *dq, void *dk,
+                                       void *dv) {
+  const char *name = "zrt_attention_backward";
+  KernelSpan span(name);
+  Attn a = attentionProblem(name, desc);
+  if (desc->sinks)
+    return sinksBackward(name, desc, q, k, v, o, dO, dq, dk, dv);
+  runGrads(a, desc->dtype, q, k, v, o, dO, dq, dk, dv, desc->batch, desc->heads,
+           desc->seq, desc->head_dim);
+}
+
+extern "C" void zrt_attention_dsinks(const zrt_attention_desc *desc,
+                                     const void *q, const void *k,
+                                     const void *o, const void *dO,
+                                     void *dsinks) {
+  const char *name = "zrt_attention_dsinks";
+  KernelSpan span(name);
+  attentionProblem(name, desc);
+  if (!desc->sinks)
+    fatal("%s: the descriptor has no sinks", name);
   // The values are not read: the sink's probability needs only the scores.
-  SinkAttn s = makeSinkAttn(name, dtype, q, k, nullptr, sinks, batch, heads,
-                            kvHeads, seq, headDim, causal, scale, window);
+  SinkAttn s = makeSinkAttn(name, desc, q, k, nullptr);
   const float *outs = static_cast<const float *>(o);
   const float *dOut = static_cast<const float *>(dO);
   float *out = static_cast<float *>(dsinks);
+  int64_t batch = desc->batch, heads = desc->heads, seq = desc->seq;
   // Summed in a fixed order (batch, then rows) per head.
   parallelFor(heads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t h = begin; h < end; ++h) {

@@ -1,11 +1,11 @@
-//===- AttentionShape.h - zrt_attention's problem ---------------*- C++ -*-===//
+//===- AttentionShape.h - An attention problem ------------------*- C++ -*-===//
 //
 // Part of the zero-mlir project.
 //
-// The arguments of zrt_attention and zrt_attention_grad, checked and
+// The descriptor of zrt_attention_forward and its gradients, checked and
 // described once for the CPU and CUDA kernels, so that both accept the same
-// problems, and the per-score formulas of zrt_attention_ext's mask,
-// soft-capping and ALiBi, which both compile.
+// problems, and the per-score formulas of its mask, soft-capping and ALiBi,
+// which both compile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 
 #include "Kernels/HostDevice.h"
 #include "Support/Support.h"
+#include "zero_rt/zrt.h"
 
 #include <cmath>
 #include <cstdint>
@@ -65,7 +66,7 @@ inline Attn makeAttn(const char *kernel, int64_t batch, int64_t heads,
   return {batch * heads, group, seq, dim, causal != 0, s};
 }
 
-/// Adds zrt_attention_ext's window, softcap and ALiBi slopes (`heads` of
+/// Adds a descriptor's window, softcap and ALiBi slopes (`heads` of
 /// them, or null) to `a` (aborting with a message that names `kernel` on a
 /// negative window, a window without causal, or a softcap that is negative
 /// or not finite).
@@ -82,6 +83,19 @@ inline Attn withMask(const char *kernel, Attn a, int64_t window, double softcap,
   a.alibi = alibi;
   a.alibiHeads = heads > 0 ? heads : 1;
   return a;
+}
+
+/// The checked problem of descriptor `d` (zero_rt/attention.def), its mask
+/// included, for entry `kernel`: both backends read a descriptor so.
+inline Attn attentionProblem(const char *kernel, const zrt_attention_desc *d) {
+  if (!d)
+    fatal("%s: null descriptor", kernel);
+  if (d->segments)
+    fatal("%s: per-token segment ids are not supported yet", kernel);
+  return withMask(kernel,
+                  makeAttn(kernel, d->batch, d->heads, d->kv_heads, d->seq,
+                           d->head_dim, d->causal, d->scale),
+                  d->window, d->softcap, d->alibi, d->heads);
 }
 
 /// Whether query i sees key j: the causal mask, then the sliding window

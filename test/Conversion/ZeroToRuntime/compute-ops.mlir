@@ -556,10 +556,12 @@ module @row_reductions {
 
 // -----
 
-// Attention passes (batch, heads, kv_heads, seq, head_dim), the causal flag
-// and the scale: 6 query heads over 3 key/value heads (grouped), causal, the
-// default scale 1/sqrt(16); the gradient reads q, k, v, the output and its
-// gradient; a non-causal self-attention with scale 0.5.
+// Attention fills zrt_attention_desc (zero_rt/attention.def) field by field
+// on the stack and passes its address before the tensors: 6 query heads
+// over 3 key/value heads (grouped), causal, the default scale
+// 1/sqrt(16), no window, softcap, ALiBi, sinks or segments; the gradient
+// reads q, k, v, the output and its gradient; a non-causal self-attention
+// with scale 0.5.
 
 // CHECK-LABEL: module @attention
 // CHECK-LABEL: llvm.func @zero_micro_step
@@ -568,37 +570,103 @@ module @row_reductions {
 // CHECK:      %[[V:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[O:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
 // CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
 // CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(3 : i64) : i64
 // CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
-// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(2.500000e-01 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_attention(%[[DTYPE]], %[[Q]], %[[K]], %[[V]], %[[O]], %[[BATCH]], %[[HEADS]], %[[KV_HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[CAUSAL]], %[[SCALE]])
+// CHECK-NEXT: %[[WINDOW:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: %[[SOFTCAP:.*]] = llvm.mlir.constant(0.000000e+00 : f64) : f64
+// CHECK-NEXT: %[[ALIBI:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[SINKS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[SEGMENTS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[D0:.*]] = llvm.mlir.undef : !llvm.struct<(i32, i32, i64, i64, i64, i64, i64, f64, i64, f64, ptr, ptr, ptr)>
+// CHECK-NEXT: %[[D1:.*]] = llvm.insertvalue %[[DTYPE]], %[[D0]][0]
+// CHECK-NEXT: %[[D2:.*]] = llvm.insertvalue %[[CAUSAL]], %[[D1]][1]
+// CHECK-NEXT: %[[D3:.*]] = llvm.insertvalue %[[BATCH]], %[[D2]][2]
+// CHECK-NEXT: %[[D4:.*]] = llvm.insertvalue %[[HEADS]], %[[D3]][3]
+// CHECK-NEXT: %[[D5:.*]] = llvm.insertvalue %[[KV_HEADS]], %[[D4]][4]
+// CHECK-NEXT: %[[D6:.*]] = llvm.insertvalue %[[SEQ]], %[[D5]][5]
+// CHECK-NEXT: %[[D7:.*]] = llvm.insertvalue %[[HEAD_DIM]], %[[D6]][6]
+// CHECK-NEXT: %[[D8:.*]] = llvm.insertvalue %[[SCALE]], %[[D7]][7]
+// CHECK-NEXT: %[[D9:.*]] = llvm.insertvalue %[[WINDOW]], %[[D8]][8]
+// CHECK-NEXT: %[[D10:.*]] = llvm.insertvalue %[[SOFTCAP]], %[[D9]][9]
+// CHECK-NEXT: %[[D11:.*]] = llvm.insertvalue %[[ALIBI]], %[[D10]][10]
+// CHECK-NEXT: %[[D12:.*]] = llvm.insertvalue %[[SINKS]], %[[D11]][11]
+// CHECK-NEXT: %[[D13:.*]] = llvm.insertvalue %[[SEGMENTS]], %[[D12]][12]
+// CHECK-NEXT: %[[ONE:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-NEXT: %[[DESC:.*]] = llvm.alloca %[[ONE]] x !llvm.struct<(i32, i32, i64, i64, i64, i64, i64, f64, i64, f64, ptr, ptr, ptr)>
+// CHECK-NEXT: llvm.store %[[D13]], %[[DESC]]
+// CHECK-NEXT: llvm.call @zrt_attention_forward(%[[DESC]], %[[Q]], %[[K]], %[[V]], %[[O]])
 // CHECK:      %[[DY:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[DQ:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[DK:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[DV:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
 // CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
 // CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(3 : i64) : i64
 // CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
-// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(2.500000e-01 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_attention_grad(%[[DTYPE]], %[[Q]], %[[K]], %[[V]], %[[O]], %[[DY]], %[[DQ]], %[[DK]], %[[DV]], %[[BATCH]], %[[HEADS]], %[[KV_HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[CAUSAL]], %[[SCALE]])
+// CHECK-NEXT: %[[WINDOW:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: %[[SOFTCAP:.*]] = llvm.mlir.constant(0.000000e+00 : f64) : f64
+// CHECK-NEXT: %[[ALIBI:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[SINKS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[SEGMENTS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[D0:.*]] = llvm.mlir.undef : !llvm.struct<(i32, i32, i64, i64, i64, i64, i64, f64, i64, f64, ptr, ptr, ptr)>
+// CHECK-NEXT: %[[D1:.*]] = llvm.insertvalue %[[DTYPE]], %[[D0]][0]
+// CHECK-NEXT: %[[D2:.*]] = llvm.insertvalue %[[CAUSAL]], %[[D1]][1]
+// CHECK-NEXT: %[[D3:.*]] = llvm.insertvalue %[[BATCH]], %[[D2]][2]
+// CHECK-NEXT: %[[D4:.*]] = llvm.insertvalue %[[HEADS]], %[[D3]][3]
+// CHECK-NEXT: %[[D5:.*]] = llvm.insertvalue %[[KV_HEADS]], %[[D4]][4]
+// CHECK-NEXT: %[[D6:.*]] = llvm.insertvalue %[[SEQ]], %[[D5]][5]
+// CHECK-NEXT: %[[D7:.*]] = llvm.insertvalue %[[HEAD_DIM]], %[[D6]][6]
+// CHECK-NEXT: %[[D8:.*]] = llvm.insertvalue %[[SCALE]], %[[D7]][7]
+// CHECK-NEXT: %[[D9:.*]] = llvm.insertvalue %[[WINDOW]], %[[D8]][8]
+// CHECK-NEXT: %[[D10:.*]] = llvm.insertvalue %[[SOFTCAP]], %[[D9]][9]
+// CHECK-NEXT: %[[D11:.*]] = llvm.insertvalue %[[ALIBI]], %[[D10]][10]
+// CHECK-NEXT: %[[D12:.*]] = llvm.insertvalue %[[SINKS]], %[[D11]][11]
+// CHECK-NEXT: %[[D13:.*]] = llvm.insertvalue %[[SEGMENTS]], %[[D12]][12]
+// CHECK-NEXT: %[[ONE:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-NEXT: %[[DESC:.*]] = llvm.alloca %[[ONE]] x !llvm.struct<(i32, i32, i64, i64, i64, i64, i64, f64, i64, f64, ptr, ptr, ptr)>
+// CHECK-NEXT: llvm.store %[[D13]], %[[DESC]]
+// CHECK-NEXT: llvm.call @zrt_attention_backward(%[[DESC]], %[[Q]], %[[K]], %[[V]], %[[O]], %[[DY]], %[[DQ]], %[[DK]], %[[DV]])
 // CHECK:      %[[M:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
 // CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
 // CHECK-NEXT: %[[KV_HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
 // CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
 // CHECK-NEXT: %[[HEAD_DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
-// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(5.000000e-01 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_attention(%[[DTYPE]], %[[Q]], %[[Q]], %[[Q]], %[[M]], %[[BATCH]], %[[HEADS]], %[[KV_HEADS]], %[[SEQ]], %[[HEAD_DIM]], %[[CAUSAL]], %[[SCALE]])
+// CHECK-NEXT: %[[WINDOW:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: %[[SOFTCAP:.*]] = llvm.mlir.constant(0.000000e+00 : f64) : f64
+// CHECK-NEXT: %[[ALIBI:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[SINKS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[SEGMENTS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[D0:.*]] = llvm.mlir.undef : !llvm.struct<(i32, i32, i64, i64, i64, i64, i64, f64, i64, f64, ptr, ptr, ptr)>
+// CHECK-NEXT: %[[D1:.*]] = llvm.insertvalue %[[DTYPE]], %[[D0]][0]
+// CHECK-NEXT: %[[D2:.*]] = llvm.insertvalue %[[CAUSAL]], %[[D1]][1]
+// CHECK-NEXT: %[[D3:.*]] = llvm.insertvalue %[[BATCH]], %[[D2]][2]
+// CHECK-NEXT: %[[D4:.*]] = llvm.insertvalue %[[HEADS]], %[[D3]][3]
+// CHECK-NEXT: %[[D5:.*]] = llvm.insertvalue %[[KV_HEADS]], %[[D4]][4]
+// CHECK-NEXT: %[[D6:.*]] = llvm.insertvalue %[[SEQ]], %[[D5]][5]
+// CHECK-NEXT: %[[D7:.*]] = llvm.insertvalue %[[HEAD_DIM]], %[[D6]][6]
+// CHECK-NEXT: %[[D8:.*]] = llvm.insertvalue %[[SCALE]], %[[D7]][7]
+// CHECK-NEXT: %[[D9:.*]] = llvm.insertvalue %[[WINDOW]], %[[D8]][8]
+// CHECK-NEXT: %[[D10:.*]] = llvm.insertvalue %[[SOFTCAP]], %[[D9]][9]
+// CHECK-NEXT: %[[D11:.*]] = llvm.insertvalue %[[ALIBI]], %[[D10]][10]
+// CHECK-NEXT: %[[D12:.*]] = llvm.insertvalue %[[SINKS]], %[[D11]][11]
+// CHECK-NEXT: %[[D13:.*]] = llvm.insertvalue %[[SEGMENTS]], %[[D12]][12]
+// CHECK-NEXT: %[[ONE:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-NEXT: %[[DESC:.*]] = llvm.alloca %[[ONE]] x !llvm.struct<(i32, i32, i64, i64, i64, i64, i64, f64, i64, f64, ptr, ptr, ptr)>
+// CHECK-NEXT: llvm.store %[[D13]], %[[DESC]]
+// CHECK-NEXT: llvm.call @zrt_attention_forward(%[[DESC]], %[[Q]], %[[Q]], %[[Q]], %[[M]])
 
 module @attention {
   zero.param @w : tensor<2xf32> init zeros
@@ -621,9 +689,8 @@ module @attention {
 
 // -----
 
-// A sliding window, soft-capping or ALiBi calls zrt_attention_ext(_grad):
-// the arguments of zrt_attention, then the window and the softcap (0: none)
-// and the address of the slopes (null: none).
+// A sliding window, soft-capping or ALiBi are fields of the same descriptor
+// (0 or null: none); the slopes are a constant global, passed by address.
 
 // CHECK-LABEL: module @attention_ext
 // CHECK: llvm.mlir.global internal constant @[[GLOBAL:zero_const_[0-9]+]](dense<[5.000000e-01, 2.500000e-01, 1.250000e-01, 6.250000e-02, 3.125000e-02, 1.562500e-02]> : tensor<6xf32>)
@@ -631,13 +698,20 @@ module @attention {
 // CHECK:      %[[WINDOW:.*]] = llvm.mlir.constant(3 : i64) : i64
 // CHECK-NEXT: %[[CAP:.*]] = llvm.mlir.constant(0.000000e+00 : f64) : f64
 // CHECK-NEXT: %[[NONE:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK-NEXT: llvm.call @zrt_attention_ext(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[WINDOW]], %[[CAP]], %[[NONE]])
+// CHECK:      llvm.insertvalue %[[WINDOW]], %{{.*}}[8]
+// CHECK-NEXT: llvm.insertvalue %[[CAP]], %{{.*}}[9]
+// CHECK-NEXT: llvm.insertvalue %[[NONE]], %{{.*}}[10]
+// CHECK:      llvm.call @zrt_attention_forward(
 // CHECK:      %[[WINDOW:.*]] = llvm.mlir.constant(0 : i64) : i64
 // CHECK-NEXT: %[[CAP:.*]] = llvm.mlir.constant(5.000000e+01 : f64) : f64
 // CHECK-NEXT: %[[NONE:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK-NEXT: llvm.call @zrt_attention_ext_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[WINDOW]], %[[CAP]], %[[NONE]])
+// CHECK:      llvm.insertvalue %[[WINDOW]], %{{.*}}[8]
+// CHECK-NEXT: llvm.insertvalue %[[CAP]], %{{.*}}[9]
+// CHECK-NEXT: llvm.insertvalue %[[NONE]], %{{.*}}[10]
+// CHECK:      llvm.call @zrt_attention_backward(
 // CHECK:      %[[SLOPES:.*]] = llvm.mlir.addressof @[[GLOBAL]] : !llvm.ptr
-// CHECK-NEXT: llvm.call @zrt_attention_ext(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SLOPES]])
+// CHECK:      llvm.insertvalue %[[SLOPES]], %{{.*}}[10]
+// CHECK:      llvm.call @zrt_attention_forward(
 
 module @attention_ext {
   zero.param @w : tensor<2xf32> init zeros
@@ -1310,27 +1384,29 @@ module @moe {
 
 // -----
 
-// gpt-oss: attention with sinks calls zrt_attention_sinks(_grad) with the
-// sinks after the value and the window last, zrt_attention_sinks_dsinks
-// writes the sinks' gradient, and the clamped SwiGLU passes alpha and limit.
+// gpt-oss: attention with sinks puts the sinks' address in the descriptor
+// (field 11) beside its window, zrt_attention_dsinks writes the sinks'
+// gradient from the same descriptor, and the clamped SwiGLU passes alpha and
+// limit.
 
 // CHECK-LABEL: module @gpt_oss
 // CHECK-LABEL: llvm.func @zero_micro_step
 // CHECK:      %[[Q:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
 // CHECK:      %[[S:.*]] = llvm.call @zrt_ctx_persistent(%arg0, %{{.*}})
 // CHECK:      %[[O:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
-// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-NEXT: %[[BATCH:.*]] = llvm.mlir.constant(4 : i64) : i64
-// CHECK-NEXT: %[[HEADS:.*]] = llvm.mlir.constant(6 : i64) : i64
-// CHECK-NEXT: %[[KV:.*]] = llvm.mlir.constant(6 : i64) : i64
-// CHECK-NEXT: %[[SEQ:.*]] = llvm.mlir.constant(8 : i64) : i64
-// CHECK-NEXT: %[[DIM:.*]] = llvm.mlir.constant(16 : i64) : i64
-// CHECK-NEXT: %[[CAUSAL:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK-NEXT: %[[SCALE:.*]] = llvm.mlir.constant(2.500000e-01 : f64) : f64
-// CHECK-NEXT: %[[WINDOW:.*]] = llvm.mlir.constant(3 : i64) : i64
-// CHECK-NEXT: llvm.call @zrt_attention_sinks(%[[DTYPE]], %[[Q]], %[[Q]], %[[Q]], %[[S]], %[[O]], %[[BATCH]], %[[HEADS]], %[[KV]], %[[SEQ]], %[[DIM]], %[[CAUSAL]], %[[SCALE]], %[[WINDOW]])
-// CHECK:      llvm.call @zrt_attention_sinks_grad(%{{.*}}, %[[Q]], %[[Q]], %[[Q]], %[[S]], %[[O]], %[[DY:[0-9]+]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
-// CHECK:      llvm.call @zrt_attention_sinks_dsinks(%{{.*}}, %[[Q]], %[[Q]], %[[S]], %[[O]], %[[DY]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-NEXT: llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: llvm.mlir.constant(1 : i32) : i32
+// CHECK:      %[[WINDOW:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK:      llvm.insertvalue %[[WINDOW]], %{{.*}}[8]
+// CHECK:      llvm.insertvalue %[[S]], %{{.*}}[11]
+// CHECK:      %[[DESC:.*]] = llvm.alloca
+// CHECK:      llvm.call @zrt_attention_forward(%[[DESC]], %[[Q]], %[[Q]], %[[Q]], %[[O]])
+// CHECK:      llvm.insertvalue %[[S]], %{{.*}}[11]
+// CHECK:      %[[DESC:.*]] = llvm.alloca
+// CHECK:      llvm.call @zrt_attention_backward(%[[DESC]], %[[Q]], %[[Q]], %[[Q]], %[[O]], %[[DY:[0-9]+]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK:      llvm.insertvalue %[[S]], %{{.*}}[11]
+// CHECK:      %[[DESC:.*]] = llvm.alloca
+// CHECK:      llvm.call @zrt_attention_dsinks(%[[DESC]], %[[Q]], %[[Q]], %[[O]], %[[DY]], %{{.*}})
 // CHECK:      %[[ALPHA:.*]] = llvm.mlir.constant(1.702000e+00 : f64) : f64
 // CHECK-NEXT: %[[LIMIT:.*]] = llvm.mlir.constant(7.000000e+00 : f64) : f64
 // CHECK-NEXT: llvm.call @zrt_clamped_swiglu(%{{.*}}, %[[Q]], %[[DY]], %{{.*}}, %{{.*}}, %[[ALPHA]], %[[LIMIT]])

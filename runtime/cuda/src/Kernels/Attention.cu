@@ -19,7 +19,7 @@
 // output element has one owner, so there are no atomics and results are
 // deterministic. The forward allocates nothing.
 //
-// zrt_attention_ext's sliding window, soft-capping and ALiBi run on CUDA
+// A descriptor's sliding window, soft-capping and ALiBi run on CUDA
 // cores only (AttentionSimt.cu): the tensor-core kernels take none of them.
 //
 // Grouped-query attention: query head h (of batch * heads) reads key/value
@@ -184,58 +184,6 @@ int attn::maxSharedPerBlock() {
   return bytes;
 }
 
-void zrt::cuda::attention(int32_t dtype, const void *q, const void *k,
-                          const void *v, void *o, int64_t batch, int64_t heads,
-                          int64_t kvHeads, int64_t seq, int64_t headDim,
-                          int32_t causal, double scale) {
-  const char *name = "zrt_attention";
-  runForward(name,
-             makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
-             dtype, q, k, v, o);
-}
-
-void zrt::cuda::attentionGrad(int32_t dtype, const void *q, const void *k,
-                              const void *v, const void *o, const void *dO,
-                              void *dq, void *dk, void *dv, int64_t batch,
-                              int64_t heads, int64_t kvHeads, int64_t seq,
-                              int64_t headDim, int32_t causal, double scale) {
-  const char *name = "zrt_attention_grad";
-  runGrads(name,
-           makeAttn(name, batch, heads, kvHeads, seq, headDim, causal, scale),
-           dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
-}
-
-void zrt::cuda::attentionExt(int32_t dtype, const void *q, const void *k,
-                             const void *v, void *o, int64_t batch,
-                             int64_t heads, int64_t kvHeads, int64_t seq,
-                             int64_t headDim, int32_t causal, double scale,
-                             int64_t window, double softcap,
-                             const float *alibi) {
-  const char *name = "zrt_attention_ext";
-  runForward(name,
-             withMask(name,
-                      makeAttn(name, batch, heads, kvHeads, seq, headDim,
-                               causal, scale),
-                      window, softcap, alibi, heads),
-             dtype, q, k, v, o);
-}
-
-void zrt::cuda::attentionExtGrad(int32_t dtype, const void *q, const void *k,
-                                 const void *v, const void *o, const void *dO,
-                                 void *dq, void *dk, void *dv, int64_t batch,
-                                 int64_t heads, int64_t kvHeads, int64_t seq,
-                                 int64_t headDim, int32_t causal, double scale,
-                                 int64_t window, double softcap,
-                                 const float *alibi) {
-  const char *name = "zrt_attention_ext_grad";
-  runGrads(name,
-           withMask(name,
-                    makeAttn(name, batch, heads, kvHeads, seq, headDim, causal,
-                             scale),
-                    window, softcap, alibi, heads),
-           dtype, q, k, v, o, dO, dq, dk, dv, batch, heads, seq, headDim);
-}
-
 //===----------------------------------------------------------------------===//
 // Attention sinks (gpt-oss)
 //===----------------------------------------------------------------------===//
@@ -387,14 +335,21 @@ SinkRows makeSinkRows(const char *name, int32_t dtype, const void *q,
 
 } // namespace
 
-void zrt::cuda::attentionSinks(int32_t dtype, const void *q, const void *k,
-                               const void *v, const void *sinks, void *o,
-                               int64_t batch, int64_t heads, int64_t kvHeads,
-                               int64_t seq, int64_t headDim, int32_t causal,
-                               double scale, int64_t window) {
-  const char *name = "zrt_attention_sinks";
-  SinkRows s = makeSinkRows(name, dtype, q, k, v, sinks, batch, heads, kvHeads,
-                            seq, headDim, causal, scale, window);
+namespace {
+
+/// makeSinkRows of descriptor `d`: its sinks, none of the other knobs.
+SinkRows sinkRowsOf(const char *name, const zrt_attention_desc *d,
+                    const void *q, const void *k, const void *v) {
+  if (d->softcap != 0.0 || d->alibi)
+    fatal("%s: attention sinks take no softcap or ALiBi", name);
+  return makeSinkRows(name, d->dtype, q, k, v, d->sinks, d->batch, d->heads,
+                      d->kv_heads, d->seq, d->head_dim, d->causal, d->scale,
+                      d->window);
+}
+
+void sinksForward(const char *name, const zrt_attention_desc *d, const void *q,
+                  const void *k, const void *v, void *o) {
+  SinkRows s = sinkRowsOf(name, d, q, k, v);
   if (s.rows * s.dim == 0)
     return;
   sinkForwardKernel<<<gridFor(s.rows, kThreads), kThreads, 0,
@@ -402,19 +357,14 @@ void zrt::cuda::attentionSinks(int32_t dtype, const void *q, const void *k,
   checkLaunch(name);
 }
 
-void zrt::cuda::attentionSinksGrad(int32_t dtype, const void *q, const void *k,
-                                   const void *v, const void *sinks,
-                                   const void *o, const void *dO, void *dq,
-                                   void *dk, void *dv, int64_t batch,
-                                   int64_t heads, int64_t kvHeads, int64_t seq,
-                                   int64_t headDim, int32_t causal,
-                                   double scale, int64_t window) {
-  const char *name = "zrt_attention_sinks_grad";
-  SinkRows s = makeSinkRows(name, dtype, q, k, v, sinks, batch, heads, kvHeads,
-                            seq, headDim, causal, scale, window);
+void sinksBackward(const char *name, const zrt_attention_desc *d, const void *q,
+                   const void *k, const void *v, const void *o, const void *dO,
+                   void *dq, void *dk, void *dv) {
+  SinkRows s = sinkRowsOf(name, d, q, k, v);
   if (s.rows * s.dim == 0)
     return;
-  size_t kvBytes = size_t(batch * kvHeads * seq * headDim) * sizeof(float);
+  size_t kvBytes =
+      size_t(d->batch * d->kv_heads * d->seq * d->head_dim) * sizeof(float);
   cudaStream_t stream = computeStream();
   ZRT_CUDA_CHECK(cudaMemsetAsync(dk, 0, kvBytes, stream));
   ZRT_CUDA_CHECK(cudaMemsetAsync(dv, 0, kvBytes, stream));
@@ -425,20 +375,42 @@ void zrt::cuda::attentionSinksGrad(int32_t dtype, const void *q, const void *k,
   checkLaunch(name);
 }
 
-void zrt::cuda::attentionSinksDsinks(int32_t dtype, const void *q,
-                                     const void *k, const void *sinks,
-                                     const void *o, const void *dO,
-                                     void *dsinks, int64_t batch, int64_t heads,
-                                     int64_t kvHeads, int64_t seq,
-                                     int64_t headDim, int32_t causal,
-                                     double scale, int64_t window) {
-  const char *name = "zrt_attention_sinks_dsinks";
-  SinkRows s = makeSinkRows(name, dtype, q, k, nullptr, sinks, batch, heads,
-                            kvHeads, seq, headDim, causal, scale, window);
-  if (heads == 0)
+} // namespace
+
+void zrt::cuda::attentionForward(const zrt_attention_desc *desc, const void *q,
+                                 const void *k, const void *v, void *o) {
+  const char *name = "zrt_attention_forward";
+  Attn a = attentionProblem(name, desc);
+  if (desc->sinks)
+    return sinksForward(name, desc, q, k, v, o);
+  runForward(name, a, desc->dtype, q, k, v, o);
+}
+
+void zrt::cuda::attentionBackward(const zrt_attention_desc *desc, const void *q,
+                                  const void *k, const void *v, const void *o,
+                                  const void *dO, void *dq, void *dk,
+                                  void *dv) {
+  const char *name = "zrt_attention_backward";
+  Attn a = attentionProblem(name, desc);
+  if (desc->sinks)
+    return sinksBackward(name, desc, q, k, v, o, dO, dq, dk, dv);
+  runGrads(name, a, desc->dtype, q, k, v, o, dO, dq, dk, dv, desc->batch,
+           desc->heads, desc->seq, desc->head_dim);
+}
+
+void zrt::cuda::attentionDsinks(const zrt_attention_desc *desc, const void *q,
+                                const void *k, const void *o, const void *dO,
+                                void *dsinks) {
+  const char *name = "zrt_attention_dsinks";
+  attentionProblem(name, desc);
+  if (!desc->sinks)
+    fatal("%s: the descriptor has no sinks", name);
+  SinkRows s = sinkRowsOf(name, desc, q, k, nullptr);
+  if (desc->heads == 0)
     return;
-  sinkDsinksKernel<<<gridFor(heads, kThreads), kThreads, 0, computeStream()>>>(
+  sinkDsinksKernel<<<gridFor(desc->heads, kThreads), kThreads, 0,
+                     computeStream()>>>(
       s, static_cast<const float *>(o), static_cast<const float *>(dO),
-      static_cast<float *>(dsinks), batch);
+      static_cast<float *>(dsinks), desc->batch);
   checkLaunch(name);
 }

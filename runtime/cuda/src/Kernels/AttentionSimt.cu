@@ -17,7 +17,7 @@
 // recomputing the scores for each: correct for any head_dim up to the CPU
 // backend's limit, fast up to 128.
 //
-// These kernels also run zrt_attention_ext's sliding window (the steps a
+// These kernels also run the descriptor's sliding window (the steps a
 // window hides wholly are skipped) and soft-capping: the scores become
 // softcap * tanh(scale q . k / softcap), and dS gets the cap's derivative
 // 1 - tanh^2, with AttentionShape.h's formulas as the CPU; and ALiBi, whose
