@@ -56,12 +56,14 @@ int64_t globalBatch(TrainStepOp step) {
 std::optional<std::pair<int64_t, Operation *>> hiddenSize(ModuleOp module) {
   std::optional<std::pair<int64_t, Operation *>> embedding, norm;
   module.walk([&](Operation *op) {
-    if (isa<nn::LayerNormOp, nn::RmsNormOp>(op)) {
-      norm = {cast<ShapedType>(op->getOperand(1).getType()).getDimSize(0), op};
+    if (auto n = dyn_cast<NormOpInterface>(op)) {
+      norm = {n.getWeight().getType().getDimSize(0), op};
       return WalkResult::interrupt();
     }
-    if (auto e = dyn_cast<nn::EmbeddingOp>(op); e && !embedding)
-      embedding = {e.getTable().getType().getDimSize(1), op};
+    if (auto e = dyn_cast<EmbeddingOpInterface>(op); e && !embedding)
+      embedding = {
+          cast<ShapedType>(e.getTableMutable().get().getType()).getDimSize(1),
+          op};
     return WalkResult::advance();
   });
   return norm ? norm : embedding;

@@ -1153,7 +1153,9 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
   // Sequence parallelism divides the batch over fewer ranks, the world
   // over each group's; without attention there is none.
   bool hasAttention = false;
-  step.walk([&](nn::AttentionOp) { hasAttention = true; });
+  step.walk([&](Operation *op) {
+    hasAttention |= op->hasTrait<nn::OpTrait::Attention>();
+  });
   int64_t dataParallel = options.worldSize / options.spSize.value_or(1);
   if (result.globalBatch < 1 || (result.globalBatch % dataParallel != 0 &&
                                  (options.spSize || !hasAttention)))
@@ -1163,11 +1165,8 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
            << (options.spSize.value_or(1) > 1
                    ? " / sp-size " + std::to_string(*options.spSize)
                    : "");
-  step.walk([&](Operation *op) {
-    if (auto loss = dyn_cast<nn::SoftmaxCrossEntropyOp>(op))
-      result.tokensPerStep += loss.getLabels().getType().getNumElements();
-    if (auto loss = dyn_cast<nn::LinearCrossEntropyOp>(op))
-      result.tokensPerStep += loss.getLabels().getType().getNumElements();
+  step.walk([&](LossOpInterface loss) {
+    result.tokensPerStep += loss.getLabels().getType().getNumElements();
   });
   if (result.tokensPerStep == 0)
     result.tokensPerStep = result.globalBatch;

@@ -35,6 +35,14 @@ def ExpertOpInterface : OpInterface<"ExpertOpInterface"> {
       "k, the experts each token's rows go to, or 0 when the op cannot tell "
       "(then every expert counts as active).",
       "int64_t", "getExpertsPerToken">,
+    InterfaceMethod<
+      "The operand holding the rows the experts compute with, in the "
+      "dispatch's order (grouped by expert).",
+      "::mlir::OpOperand &", "getExpertRows">,
+    InterfaceMethod<
+      "The operand holding the experts' end offsets into those rows, [E] "
+      "(the local experts' under expert parallelism).",
+      "::mlir::OpOperand &", "getExpertOffsets">,
   ];
 }
 

@@ -55,6 +55,12 @@ struct GroupedMatmulExpertModel
     return cast<RankedTensorType>(dispatch.getPositions().getType())
         .getDimSize(1);
   }
+  OpOperand &getExpertRows(Operation *op) const {
+    return cast<GroupedMatmulOp>(op).getInputMutable();
+  }
+  OpOperand &getExpertOffsets(Operation *op) const {
+    return cast<GroupedMatmulOp>(op).getOffsetsMutable();
+  }
 };
 } // namespace
 
@@ -1542,4 +1548,90 @@ LogicalResult MoeExpertCountsOp::verify() {
 
 LogicalResult MoeAuxLossGradOp::verify() {
   return verifyAuxLoss(*this, getLogits(), getTopK(), getCounts(), getRows());
+}
+
+//===----------------------------------------------------------------------===//
+// Roles (NNInterfaces.td)
+//===----------------------------------------------------------------------===//
+
+bool mlir::nn::isNNOp(Operation *op) {
+  return isa<NNDialect>(op->getDialect());
+}
+
+SmallVector<Value> MatmulOp::getWeightOperands() {
+  return {getLhs(), getRhs()};
+}
+
+SmallVector<Value> TiledMlpOp::getWeightOperands() {
+  return {getGateWeight(), getUpWeight(), getDownWeight()};
+}
+
+Value CastOp::getLeadingDimSource() { return getInput(); }
+
+Value ReshapeOp::getLeadingDimSource() {
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  if (in.getRank() >= 1 && out.getRank() >= 1 &&
+      in.getDimSize(0) == out.getDimSize(0))
+    return getInput();
+  return Value();
+}
+
+/// rhs is a suffix of lhs's shape; shorter, it is the same for every slice
+/// of lhs's dimension 0.
+static Value getBroadcastLeadingDimSource(Value lhs, Value rhs) {
+  if (ranked(rhs).getRank() < ranked(lhs).getRank())
+    return lhs;
+  return Value();
+}
+
+Value AddOp::getLeadingDimSource() {
+  return getBroadcastLeadingDimSource(getLhs(), getRhs());
+}
+
+Value MulOp::getLeadingDimSource() {
+  return getBroadcastLeadingDimSource(getLhs(), getRhs());
+}
+
+SmallVector<OpOperand *> SoftmaxCrossEntropyOp::getGradSeeds() {
+  SmallVector<OpOperand *> seeds;
+  for (Operation *user : getLogits().getUsers())
+    if (auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(user);
+        grad && grad.getLabels() == getLabels() &&
+        grad.getIgnoreIndex() == getIgnoreIndex())
+      seeds.push_back(&grad.getLossGradMutable());
+  return seeds;
+}
+
+SmallVector<Value> SoftmaxCrossEntropyOp::getHeadOperands() {
+  // The logits' projection, through the views before the loss.
+  Value logits = getLogits();
+  while (auto reshape = logits.getDefiningOp<ReshapeOp>())
+    logits = reshape.getInput();
+  if (auto matmul = logits.getDefiningOp<MatmulOp>())
+    return {matmul.getLhs(), matmul.getRhs()};
+  return {};
+}
+
+SmallVector<OpOperand *> LinearCrossEntropyOp::getGradSeeds() {
+  SmallVector<OpOperand *> seeds;
+  for (Operation *user : getInput().getUsers())
+    if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(user);
+        grad && grad.getWeight() == getWeight() &&
+        grad.getLabels() == getLabels() &&
+        grad.getIgnoreIndex() == getIgnoreIndex())
+      seeds.push_back(&grad.getLossGradMutable());
+  return seeds;
+}
+
+SmallVector<Value> LinearCrossEntropyOp::getHeadOperands() {
+  return {getWeight()};
+}
+
+SmallVector<MoeAuxLossGradOp> MoeAuxLossOp::getGrads() {
+  SmallVector<MoeAuxLossGradOp> grads;
+  for (Operation *user : getLogits().getUsers())
+    if (auto grad = dyn_cast<MoeAuxLossGradOp>(user);
+        grad && grad.getTopK() == getTopK())
+      grads.push_back(grad);
+  return grads;
 }

@@ -224,8 +224,7 @@ Work Simulator::getKernelWork(RuntimeKernelOpInterface op) const {
   // compiles each transformer block runs the loss, outside them, eager.
   bool eager = runtime == KernelRuntime::Eager ||
                (runtime == KernelRuntime::Compiled &&
-                isa<nn::SoftmaxCrossEntropyOp, nn::SoftmaxCrossEntropyGradOp>(
-                    op.getOperation()));
+                op->hasTrait<nn::OpTrait::LossKernel>());
   if (eager && cost.eagerLaunches > 0) {
     w.bytes = cost.eagerBytes;
     w.launches = cost.eagerLaunches;

@@ -28,7 +28,7 @@ StringRef tracedParam(Value value) {
   while (Operation *op = value.getDefiningOp()) {
     if (auto get = dyn_cast<GetParamOp>(op))
       return get.getParam();
-    if (isa<nn::CastOp, nn::ReshapeOp, nn::TransposeOp>(op)) {
+    if (op->hasTrait<nn::OpTrait::TensorView>()) {
       value = op->getOperand(0);
       continue;
     }
@@ -39,10 +39,10 @@ StringRef tracedParam(Value value) {
 
 /// What the train steps of a module read each parameter as.
 struct ParamUses {
-  /// Read as a projection's weight (`nn.matmul`, `nn.tiled_mlp`).
+  /// Read as a projection's weight (ProjectionOpInterface).
   llvm::StringSet<> projections;
-  /// Read as an embedding table (`nn.embedding`) or as the output head (the
-  /// projection into the loss's logits).
+  /// Read as an embedding table (EmbeddingOpInterface) or as the output
+  /// head (the projection into the loss's logits).
   llvm::StringSet<> embeddingsAndHeads;
 };
 
@@ -55,26 +55,14 @@ ParamUses getParamUses(ModuleOp module) {
   };
   for (TrainStepOp step : module.getOps<TrainStepOp>()) {
     step.walk([&](Operation *op) {
-      if (auto matmul = dyn_cast<nn::MatmulOp>(op)) {
-        add(uses.projections, matmul.getLhs());
-        add(uses.projections, matmul.getRhs());
-      } else if (auto mlp = dyn_cast<nn::TiledMlpOp>(op)) {
-        add(uses.projections, mlp.getGateWeight());
-        add(uses.projections, mlp.getUpWeight());
-        add(uses.projections, mlp.getDownWeight());
-      } else if (auto embedding = dyn_cast<nn::EmbeddingOp>(op)) {
-        add(uses.embeddingsAndHeads, embedding.getTable());
-      } else if (auto fused = dyn_cast<nn::LinearCrossEntropyOp>(op)) {
-        add(uses.embeddingsAndHeads, fused.getWeight());
-      } else if (auto loss = dyn_cast<nn::SoftmaxCrossEntropyOp>(op)) {
-        // The logits' projection, through the views before the loss.
-        Value logits = loss.getLogits();
-        while (auto reshape = logits.getDefiningOp<nn::ReshapeOp>())
-          logits = reshape.getInput();
-        if (auto matmul = logits.getDefiningOp<nn::MatmulOp>()) {
-          add(uses.embeddingsAndHeads, matmul.getLhs());
-          add(uses.embeddingsAndHeads, matmul.getRhs());
-        }
+      if (auto projection = dyn_cast<ProjectionOpInterface>(op)) {
+        for (Value w : projection.getWeightOperands())
+          add(uses.projections, w);
+      } else if (auto embedding = dyn_cast<EmbeddingOpInterface>(op)) {
+        add(uses.embeddingsAndHeads, embedding.getTableMutable().get());
+      } else if (auto loss = dyn_cast<LossOpInterface>(op)) {
+        for (Value w : loss.getHeadOperands())
+          add(uses.embeddingsAndHeads, w);
       }
     });
   }

@@ -227,24 +227,8 @@ FailureOr<CommPlan> mlir::zero::computeCommPlan(const StepSchedule &s) {
 }
 
 Value mlir::zero::getExpertViewSource(Operation *op) {
-  if (auto cast = dyn_cast<nn::CastOp>(op))
-    return cast.getInput();
-  if (auto reshape = dyn_cast<nn::ReshapeOp>(op)) {
-    auto in = cast<RankedTensorType>(reshape.getInput().getType());
-    auto out = cast<RankedTensorType>(reshape.getResult().getType());
-    if (in.getRank() >= 1 && out.getRank() >= 1 &&
-        in.getDimSize(0) == out.getDimSize(0))
-      return reshape.getInput();
-    return Value();
-  }
-  if (isa<nn::AddOp, nn::MulOp>(op)) {
-    // rhs is a suffix of lhs's shape; shorter, it is the same for every
-    // expert.
-    Value lhs = op->getOperand(0), rhs = op->getOperand(1);
-    if (cast<RankedTensorType>(rhs.getType()).getRank() <
-        cast<RankedTensorType>(lhs.getType()).getRank())
-      return lhs;
-  }
+  if (auto view = dyn_cast<LeadingDimOpInterface>(op))
+    return view.getLeadingDimSource();
   return Value();
 }
 

@@ -10,6 +10,7 @@
 #include "zero/Dialect/Zero/Analysis/Report.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Interfaces/DerivativeInterface.h"
+#include "zero/Interfaces/ExpertOpInterface.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
@@ -88,9 +89,9 @@ struct ZeroExpertParallelPass
 
   /// Keeps E / P of the experts of the parameter whose view `gm` reads
   /// (the rank's share, dimension 0) and retypes every read of it.
-  LogicalResult sliceWeight(ModuleOp module, nn::GroupedMatmulOp gm,
+  LogicalResult sliceWeight(ModuleOp module, ExpertOpInterface gm,
                             int64_t experts, int64_t p) {
-    GetParamOp get = getExpertParam(gm.getWeight());
+    GetParamOp get = getExpertParam(gm.getExpertWeights().get());
     if (!get)
       return gm.emitOpError("reads expert weights that are not a parameter; "
                             "ep-size splits parameters of experts");
@@ -118,7 +119,8 @@ struct ZeroExpertParallelPass
       views.push_back(v);
       for (OpOperand &use : v.getUses()) {
         Operation *user = use.getOwner();
-        if (isa<nn::GroupedMatmulOp>(user) && use.getOperandNumber() == 1)
+        if (auto expert = dyn_cast<ExpertOpInterface>(user);
+            expert && &expert.getExpertWeights() == &use)
           continue;
         if (getExpertViewSource(user) == v && user->getNumResults() == 1) {
           if (failed(collect(user->getResult(0))))
@@ -155,13 +157,13 @@ struct ZeroExpertParallelPass
   /// experts by an exchange of their own, with the layer's counts (no
   /// second count exchange), one per value.
   LogicalResult exchangeOtherRows(MoeExchangeOp exchange,
-                                  ArrayRef<nn::GroupedMatmulOp> products,
+                                  ArrayRef<ExpertOpInterface> products,
                                   int64_t n, llvm::DenseSet<Value> &received) {
     SetVector<Operation *> onRows;
     getForwardSlice(exchange.getRecv(), &onRows);
     llvm::DenseMap<Value, Value> sent;
-    for (nn::GroupedMatmulOp gm : products) {
-      Value in = gm.getInput();
+    for (ExpertOpInterface gm : products) {
+      Value in = gm.getExpertRows().get();
       if (in == exchange.getRecv() ||
           (in.getDefiningOp() && onRows.contains(in.getDefiningOp())))
         continue;
@@ -193,7 +195,7 @@ struct ZeroExpertParallelPass
         it = sent.try_emplace(in, other.getRecv()).first;
         received.insert(other.getRecv());
       }
-      gm.getInputMutable().assign(it->second);
+      gm.getExpertRows().assign(it->second);
     }
     return success();
   }
@@ -207,10 +209,10 @@ struct ZeroExpertParallelPass
       return dispatch.emitOpError("has ")
              << experts << " experts, not divisible by ep-size " << p;
     Value rows = dispatch.getRows(), offsets = dispatch.getOffsets();
-    SmallVector<nn::GroupedMatmulOp> products;
+    SmallVector<ExpertOpInterface> products;
     for (Operation *user : offsets.getUsers()) {
-      auto gm = dyn_cast<nn::GroupedMatmulOp>(user);
-      if (!gm || gm.getOffsets() != offsets)
+      auto gm = dyn_cast<ExpertOpInterface>(user);
+      if (!gm || gm.getExpertOffsets().get() != offsets)
         return user->emitOpError("reads a dispatch's offsets; ep-size "
                                  "supports grouped products of the experts "
                                  "only");
@@ -244,10 +246,10 @@ struct ZeroExpertParallelPass
     llvm::DenseSet<Value> received{exchange.getRecv()};
     if (failed(exchangeOtherRows(exchange, products, n, received)))
       return failure();
-    for (nn::GroupedMatmulOp gm : products) {
+    for (ExpertOpInterface gm : products) {
       if (failed(sliceWeight(module, gm, experts, p)))
         return failure();
-      gm.getOffsetsMutable().assign(exchange.getLocalOffsets());
+      gm.getExpertOffsets().assign(exchange.getLocalOffsets());
     }
 
     // The values of the received rows' layout, in block order: each op
@@ -257,8 +259,8 @@ struct ZeroExpertParallelPass
       if (!llvm::any_of(op->getOperands(),
                         [&](Value v) { return received.contains(v); }))
         continue;
-      if (auto combine = dyn_cast<nn::MoeCombineOp>(op)) {
-        Value h = combine.getRows();
+      if (auto combine = dyn_cast<ExpertCombineOpInterface>(op)) {
+        Value h = combine.getRowsMutable().get();
         if (!received.contains(h) || combine.getPositions() !=
                                          dispatch.getPositions())
           return combine.emitOpError("combines rows of another layout than "

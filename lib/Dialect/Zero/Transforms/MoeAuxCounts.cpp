@@ -89,9 +89,8 @@ LogicalResult rewriteStep(TrainStepOp step) {
     loss.getCountsMutable().assign(global);
     loss.setRowsAttr(rowsAttr);
     // Its gradients (zero-autodiff's) take the same counts.
-    for (Operation *user : logits.getUsers())
-      if (auto grad = dyn_cast<nn::MoeAuxLossGradOp>(user);
-          grad && !grad.getCounts() && grad.getTopK() == loss.getTopK()) {
+    for (nn::MoeAuxLossGradOp grad : loss.getGrads())
+      if (!grad.getCounts()) {
         if (!global.getDefiningOp()->isBeforeInBlock(grad))
           return grad.emitOpError("comes before the expert counts of its "
                                   "forward");

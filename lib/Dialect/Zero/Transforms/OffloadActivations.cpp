@@ -39,7 +39,7 @@ SmallVector<Saved> collectSaved(Block &body, ArrayRef<Operation *> ops,
   SmallVector<Saved> saved;
   for (int64_t i = 0; i < backwardStart; ++i) {
     Operation *def = ops[i];
-    if (!isa<nn::NNDialect>(def->getDialect()) || isViewOp(def))
+    if (!nn::isNNOp(def) || isViewOp(def))
       continue;
     for (Value r : def->getResults()) {
       if (!isa<RankedTensorType>(r.getType()))

@@ -172,8 +172,8 @@ struct ZeroOptimizerPass
     if (noDecayEmbeddings)
       step.walk([&](GetParamOp get) {
         for (OpOperand &use : get->getUses())
-          if (isa<nn::EmbeddingOp>(use.getOwner()) &&
-              use.getOperandNumber() == 0)
+          if (auto e = dyn_cast<EmbeddingOpInterface>(use.getOwner());
+              e && &e.getTableMutable() == &use)
             tables.insert(get.getParam());
       });
     Builder b(ctx);

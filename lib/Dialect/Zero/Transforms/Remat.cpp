@@ -158,20 +158,21 @@ LogicalResult ZeroRematPass::runOnStep(TrainStepOp step, Policy p) {
     if (p == Policy::op) {
       int64_t matmuls = 0;
       for (Operation *op : seg->ops)
-        if (isa<nn::AttentionOp>(op) ||
-            (isa<nn::MatmulOp>(op) && matmuls++ % 2 == 0))
+        if (op->hasTrait<nn::OpTrait::Attention>() ||
+            (op->hasTrait<nn::OpTrait::MatrixProduct>() && matmuls++ % 2 == 0))
           opKept.insert(op);
     }
     // Values kept from the forward to the backward: parameters, the block's
     // outputs, what the policy keeps, and what cannot be cloned.
     auto isKept = [&](Operation *op) {
-      if (!isa<nn::NNDialect>(op->getDialect()) || op->getNumRegions() != 0 ||
+      if (!nn::isNNOp(op) || op->getNumRegions() != 0 ||
           !isMemoryEffectFree(op))
         return true;
       // A tiled MLP is products too (and recomputes its tiles already), and
       // so are an MoE block's grouped products.
       if (p == Policy::selective &&
-          isa<nn::MatmulOp, nn::TiledMlpOp, nn::GroupedMatmulOp>(op))
+          (op->hasTrait<nn::OpTrait::MatrixProduct>() ||
+           op->hasTrait<nn::OpTrait::GroupedMatrixProducts>()))
         return true;
       if (opKept.contains(op))
         return true;

@@ -156,7 +156,7 @@ inline LogicalResult divideBatch(TrainStepOp step, int64_t factor) {
             matched = true;
             break;
           }
-          if (!matched && isa<nn::ReshapeOp, nn::SplitOp>(op)) {
+          if (!matched && op.hasTrait<nn::OpTrait::KeepsLeadingRows>()) {
             // A result that keeps its operand's rows (dim 0, as a split of
             // the last axis does) keeps their new count: an expert
             // exchange's received rows are its capacity for the local rows,

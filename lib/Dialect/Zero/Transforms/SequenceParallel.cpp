@@ -13,6 +13,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
 
 namespace mlir::zero {
@@ -56,14 +57,21 @@ int64_t productFrom(ArrayRef<int64_t> shape, size_t d) {
   return n;
 }
 
-/// A reshape's result type once one dimension of its input shrank by
+/// A reshape: a view (no kernel) of its source's elements in another
+/// shape, which its result type gives rather than inference.
+bool isReshape(Operation *op) {
+  return isa<ViewLikeOpInterface>(op) &&
+         op->hasTrait<nn::OpTrait::TensorView>();
+}
+
+/// A reshape's result type once one dimension of its source shrank by
 /// `factor`: the result dimension that holds the same span of elements
 /// (the same product after it and up to it) shrinks by it.
 FailureOr<RankedTensorType>
-reshapeResult(nn::ReshapeOp op, RankedTensorType oldIn, int64_t factor) {
+reshapeResult(ViewLikeOpInterface op, RankedTensorType oldIn, int64_t factor) {
   ArrayRef<int64_t> in = oldIn.getShape();
-  auto newIn = cast<RankedTensorType>(op.getInput().getType()).getShape();
-  auto out = cast<RankedTensorType>(op.getResult().getType());
+  auto newIn = cast<RankedTensorType>(op.getViewSource().getType()).getShape();
+  auto out = cast<RankedTensorType>(op->getResult(0).getType());
   size_t d = 0;
   while (d < in.size() && in[d] == newIn[d])
     ++d;
@@ -109,8 +117,9 @@ LogicalResult divideSequence(TrainStepOp step, int64_t p) {
               op.getRegions(), newTypes)))
         return op.emitOpError("cannot re-infer its types for the sequence "
                               "shard");
-    } else if (auto reshape = dyn_cast<nn::ReshapeOp>(op)) {
-      auto t = reshapeResult(reshape, oldTypes[reshape.getInput()], p);
+    } else if (isReshape(&op)) {
+      auto reshape = cast<ViewLikeOpInterface>(op);
+      auto t = reshapeResult(reshape, oldTypes[reshape.getViewSource()], p);
       if (failed(t))
         return failure();
       newTypes.push_back(*t);

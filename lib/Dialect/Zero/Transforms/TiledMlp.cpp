@@ -50,9 +50,11 @@ LogicalResult tileMlp(nn::SwigluOp act, int64_t tiles) {
   if (!act.getResult().hasOneUse())
     return act.emitOpError("computes an activation used beside the down "
                            "projection; tiled-mlp would need it whole");
-  auto down = dyn_cast<nn::MatmulOp>(*act.getResult().getUsers().begin());
-  if (!down || down.getLhs() != act.getResult() ||
-      getProjection(down.getResult()) != down)
+  Operation *user = *act.getResult().getUsers().begin();
+  nn::MatmulOp down = user->getNumResults() == 1
+                          ? getProjection(user->getResult(0))
+                          : nn::MatmulOp();
+  if (!down || down.getLhs() != act.getResult())
     return act.emitOpError("is not read by a bias-free down projection "
                            "(nn.matmul with transpose_rhs); tiled-mlp tiles "
                            "Llama's MLP only");

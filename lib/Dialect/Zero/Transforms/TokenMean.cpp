@@ -20,50 +20,28 @@ using namespace mlir::zero;
 
 namespace {
 
-/// The one backward op of `loss` that reads its labels with its ignore
-/// index and the same forward operands, or an error counting them.
-FailureOr<nn::SoftmaxCrossEntropyGradOp>
-findGrad(nn::SoftmaxCrossEntropyOp loss) {
-  SmallVector<nn::SoftmaxCrossEntropyGradOp> grads;
-  for (Operation *user : loss.getLogits().getUsers())
-    if (auto grad = dyn_cast<nn::SoftmaxCrossEntropyGradOp>(user);
-        grad && grad.getLabels() == loss.getLabels() &&
-        grad.getIgnoreIndex() == loss.getIgnoreIndex())
-      grads.push_back(grad);
-  if (grads.size() == 1)
-    return grads.front();
-  return loss.emitOpError("with ignore_index needs its one "
-                          "nn.softmax_cross_entropy_grad (zero-autodiff "
-                          "first), found ")
-         << grads.size();
-}
-FailureOr<nn::LinearCrossEntropyGradOp>
-findGrad(nn::LinearCrossEntropyOp loss) {
-  SmallVector<nn::LinearCrossEntropyGradOp> grads;
-  for (Operation *user : loss.getInput().getUsers())
-    if (auto grad = dyn_cast<nn::LinearCrossEntropyGradOp>(user);
-        grad && grad.getWeight() == loss.getWeight() &&
-        grad.getLabels() == loss.getLabels() &&
-        grad.getIgnoreIndex() == loss.getIgnoreIndex())
-      grads.push_back(grad);
-  if (grads.size() == 1)
-    return grads.front();
-  return loss.emitOpError("with ignore_index needs its one "
-                          "nn.linear_cross_entropy_grad (zero-autodiff "
-                          "first), found ")
-         << grads.size();
+/// The loss-gradient operand of the one backward op of `loss` that reads
+/// its labels with its ignore index and the same forward operands, or an
+/// error counting them.
+FailureOr<OpOperand *> findGradSeed(LossOpInterface loss) {
+  SmallVector<OpOperand *> seeds = loss.getGradSeeds();
+  if (seeds.size() == 1)
+    return seeds.front();
+  return loss.emitOpError("with ignore_index needs its one ")
+         << loss->getName().getStringRef()
+         << "_grad (zero-autodiff first), found " << seeds.size();
 }
 
 /// Scales the loss of `step` and its backward's seed by the micro batch's
 /// share of the global batch's valid labels, counted by a zero.count_labels.
-template <typename LossOp>
-LogicalResult rewriteLoss(TrainStepOp step, LossOp loss) {
-  if (!loss.getResult().hasOneUse())
+LogicalResult rewriteLoss(TrainStepOp step, LossOpInterface loss) {
+  Value result = loss->getResult(0);
+  if (!result.hasOneUse())
     return loss.emitOpError("with ignore_index is the step's loss and must "
                             "be used by zero.return (or the nn.add of a "
                             "term to it) only");
-  auto grad = findGrad(loss);
-  if (failed(grad))
+  FailureOr<OpOperand *> seed = findGradSeed(loss);
+  if (failed(seed))
     return failure();
   if (!step.getScheduleAttr())
     return step.emitOpError("zero-token-mean needs the step's "
@@ -96,26 +74,22 @@ LogicalResult rewriteLoss(TrainStepOp step, LossOp loss) {
   b.setInsertionPointAfter(loss);
   double divisor = static_cast<double>(schedule->getWorldSize() *
                                        schedule->getAccumulationSteps());
-  Value share =
-      LabelShareOp::create(b, loc, loss.getType(), b.getF64FloatAttr(divisor));
-  Value scaled = nn::MulOp::create(b, loc, loss.getResult(), share);
-  loss.getResult().replaceAllUsesExcept(scaled, scaled.getDefiningOp());
+  Value share = LabelShareOp::create(b, loc, result.getType(),
+                                     b.getF64FloatAttr(divisor));
+  Value scaled = nn::MulOp::create(b, loc, result, share);
+  result.replaceAllUsesExcept(scaled, scaled.getDefiningOp());
 
-  b.setInsertionPoint(*grad);
-  Value seed = nn::MulOp::create(b, grad->getLoc(), grad->getLossGrad(), share);
-  grad->getLossGradMutable().assign(seed);
+  Operation *grad = (*seed)->getOwner();
+  b.setInsertionPoint(grad);
+  (*seed)->set(nn::MulOp::create(b, grad->getLoc(), (*seed)->get(), share));
   return success();
 }
 
 LogicalResult rewriteStep(TrainStepOp step) {
   SmallVector<Operation *> ignoring;
-  step.walk([&](Operation *op) {
-    if (auto ce = dyn_cast<nn::SoftmaxCrossEntropyOp>(op);
-        ce && ce.getIgnoreIndex())
-      ignoring.push_back(op);
-    if (auto ce = dyn_cast<nn::LinearCrossEntropyOp>(op);
-        ce && ce.getIgnoreIndex())
-      ignoring.push_back(op);
+  step.walk([&](LossOpInterface loss) {
+    if (loss.getIgnoreIndex())
+      ignoring.push_back(loss);
   });
   if (ignoring.empty())
     return success();
@@ -133,9 +107,7 @@ LogicalResult rewriteStep(TrainStepOp step) {
           "with ignore_index must be the train step's loss (zero.return's "
           "operand): the step's loss is then the mean over the valid labels "
           "of the global batch, which zero-token-mean computes from it");
-  if (auto ce = dyn_cast<nn::SoftmaxCrossEntropyOp>(loss))
-    return rewriteLoss(step, ce);
-  return rewriteLoss(step, cast<nn::LinearCrossEntropyOp>(loss));
+  return rewriteLoss(step, cast<LossOpInterface>(loss));
 }
 
 struct ZeroTokenMeanPass

@@ -16,6 +16,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "zero/Dialect/NN/IR/NNInterfaces.h"
 #include "zero/Interfaces/BiasFusionOpInterface.h"
 #include "zero/Interfaces/DerivativeInterface.h"
 #include "zero/Interfaces/IndexOperandOpInterface.h"
@@ -25,5 +26,10 @@
 
 #define GET_OP_CLASSES
 #include "zero/Dialect/NN/IR/NNOps.h.inc"
+
+namespace mlir::nn {
+/// Whether `op` is a compute op of this dialect.
+bool isNNOp(Operation *op);
+} // namespace mlir::nn
 
 #endif // ZERO_DIALECT_NN_IR_NNDIALECT_H

@@ -16,6 +16,7 @@ include "zero/Interfaces/BiasFusionOpInterface.td"
 include "zero/Interfaces/DerivativeInterface.td"
 include "zero/Interfaces/IndexOperandOpInterface.td"
 include "zero/Interfaces/PaddingOpInterface.td"
+include "zero/Dialect/NN/IR/NNInterfaces.td"
 
 def NN_Dialect : Dialect {
   let name = "nn";
@@ -54,7 +55,8 @@ def NN_ScalarF32 : 0DTensorOf<[F32]>;
 // Forward ops
 //===----------------------------------------------------------------------===//
 
-def NN_MatmulOp : NN_Op<"matmul", [
+def NN_MatmulOp : NN_Op<"matmul", [NN_MatrixProduct,
+    DeclareOpInterfaceMethods<NN_ProjectionOpInterface>,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>,
     DeclareOpInterfaceMethods<PaddingOpInterface>]> {
@@ -101,6 +103,7 @@ def NN_MatmulOp : NN_Op<"matmul", [
 }
 
 class NN_BroadcastBinaryOp<string mnemonic, string what> : NN_Op<mnemonic, [
+    DeclareOpInterfaceMethods<NN_LeadingDimOpInterface>,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Elementwise " # what # " with trailing broadcast";
@@ -393,7 +396,7 @@ def NN_RopeOp : NN_Op<"rope", [SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
-def NN_LayerNormOp : NN_Op<"layer_norm", [
+def NN_LayerNormOp : NN_Op<"layer_norm", [NN_NormOpInterface,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Layer normalization over the last dimension";
@@ -414,7 +417,7 @@ def NN_LayerNormOp : NN_Op<"layer_norm", [
   }];
 }
 
-def NN_RmsNormOp : NN_Op<"rms_norm", [
+def NN_RmsNormOp : NN_Op<"rms_norm", [NN_NormOpInterface,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "RMS normalization over the last dimension (Llama)";
@@ -439,7 +442,7 @@ def NN_RmsNormOp : NN_Op<"rms_norm", [
   }];
 }
 
-def NN_AttentionOp : NN_Op<"attention", [
+def NN_AttentionOp : NN_Op<"attention", [NN_Attention,
     AllTypesMatch<["query", "result"]>, AllTypesMatch<["key", "value"]>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Scaled dot-product attention (causal for GPT)";
@@ -501,7 +504,7 @@ def NN_AttentionOp : NN_Op<"attention", [
   }];
 }
 
-def NN_EmbeddingOp : NN_Op<"embedding", [
+def NN_EmbeddingOp : NN_Op<"embedding", [NN_EmbeddingOpInterface,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<IndexOperandOpInterface>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>,
@@ -535,7 +538,9 @@ def NN_EmbeddingOp : NN_Op<"embedding", [
   let hasVerifier = 1;
 }
 
-def NN_ReshapeOp : NN_Op<"reshape", [DeclareOpInterfaceMethods<DerivativeOpInterface>,
+def NN_ReshapeOp : NN_Op<"reshape", [NN_TensorView, NN_KeepsLeadingRows,
+    DeclareOpInterfaceMethods<NN_LeadingDimOpInterface>,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>,
     DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
   let summary = "Change of shape keeping the element count and order";
   let description = [{
@@ -551,7 +556,7 @@ def NN_ReshapeOp : NN_Op<"reshape", [DeclareOpInterfaceMethods<DerivativeOpInter
   let hasVerifier = 1;
 }
 
-def NN_TransposeOp : NN_Op<"transpose", [
+def NN_TransposeOp : NN_Op<"transpose", [NN_TensorView,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Permutation of dimensions";
@@ -569,7 +574,7 @@ def NN_TransposeOp : NN_Op<"transpose", [
   }];
 }
 
-def NN_SplitOp : NN_Op<"split", [
+def NN_SplitOp : NN_Op<"split", [NN_KeepsLeadingRows,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Split into consecutive parts along an axis";
   let description = [{
@@ -606,7 +611,8 @@ def NN_ConcatOp : NN_Op<"concat", [
   }];
 }
 
-def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [
+def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [NN_LossKernel,
+    DeclareOpInterfaceMethods<NN_LossOpInterface, ["getGradSeeds", "getHeadOperands"]>,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>,
@@ -650,7 +656,8 @@ def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [
   }];
 }
 
-def NN_LinearCrossEntropyOp : NN_Op<"linear_cross_entropy", [
+def NN_LinearCrossEntropyOp : NN_Op<"linear_cross_entropy", [NN_LossKernel,
+    DeclareOpInterfaceMethods<NN_LossOpInterface, ["getGradSeeds", "getHeadOperands"]>,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
@@ -687,7 +694,8 @@ def NN_LinearCrossEntropyOp : NN_Op<"linear_cross_entropy", [
   let hasVerifier = 1;
 }
 
-def NN_TiledMlpOp : NN_Op<"tiled_mlp", [
+def NN_TiledMlpOp : NN_Op<"tiled_mlp", [NN_GroupedMatrixProducts,
+    DeclareOpInterfaceMethods<NN_ProjectionOpInterface>,
     AllTypesMatch<["input", "result"]>,
     AllTypesMatch<["gate_weight", "up_weight"]>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
@@ -743,7 +751,9 @@ def NN_ShiftLabelsOp : NN_Op<"shift_labels", [SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
-def NN_CastOp : NN_Op<"cast", [DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+def NN_CastOp : NN_Op<"cast", [NN_TensorView,
+    DeclareOpInterfaceMethods<NN_LeadingDimOpInterface>,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Element type conversion between f32, f16 and bf16";
   let description = [{
     Round-to-nearest-even conversion; the shape is unchanged.
@@ -865,7 +875,7 @@ def NN_MoeDispatchOp : NN_Op<"moe_dispatch", [
   let hasVerifier = 1;
 }
 
-def NN_GroupedMatmulOp : NN_Op<"grouped_matmul", [
+def NN_GroupedMatmulOp : NN_Op<"grouped_matmul", [NN_GroupedMatrixProducts,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "One matrix product per expert over its rows";
@@ -893,7 +903,7 @@ def NN_GroupedMatmulOp : NN_Op<"grouped_matmul", [
   let hasVerifier = 1;
 }
 
-def NN_MoeCombineOp : NN_Op<"moe_combine", [
+def NN_MoeCombineOp : NN_Op<"moe_combine", [NN_ExpertCombineOpInterface,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Weighted sum of each token's expert rows (the un-permute)";
@@ -949,6 +959,11 @@ def NN_MoeAuxLossOp : NN_Op<"moe_aux_loss", [
     $logits (`counts` `(` $counts^ `:` type($counts) `)`)? (`rows` $rows^)? `top_k` $top_k attr-dict `:` type($logits) `->` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// zero-autodiff's gradients of this loss: the moe_aux_loss_grad users
+    /// of its logits with its top_k.
+    ::llvm::SmallVector<MoeAuxLossGradOp> getGrads();
+  }];
 }
 
 def NN_MoeExpertCountsOp : NN_Op<"moe_expert_counts", [
@@ -1233,7 +1248,7 @@ def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [
   let hasVerifier = 1;
 }
 
-def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad", [
+def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad", [NN_LossKernel,
     AllTypesMatch<["logits", "result"]>,
     DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
   let summary = "Backward of `nn.softmax_cross_entropy`";
@@ -1264,7 +1279,7 @@ def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad", [
   }];
 }
 
-def NN_LinearCrossEntropyGradOp : NN_Op<"linear_cross_entropy_grad", [
+def NN_LinearCrossEntropyGradOp : NN_Op<"linear_cross_entropy_grad", [NN_LossKernel,
     AllTypesMatch<["input", "input_grad"]>,
     AllTypesMatch<["weight", "weight_grad"]>,
     DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
