@@ -2,7 +2,7 @@
 //
 // Part of the zero-mlir project.
 //
-// Both backends apply KernelMath.h's fp32 formulas; only the order of the
+// Both backends apply OptimizerMath.h's fp32 formulas; only the order of the
 // double sums of squares differs, which moves an fp32 value only when a sum
 // lies within a double rounding of an fp32 tie. Each shape runs 5 steps on
 // two slices cut inside a row, the sums added on the host between the

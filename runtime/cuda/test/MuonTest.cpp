@@ -2,7 +2,7 @@
 //
 // Part of the zero-mlir project.
 //
-// Both backends apply KernelMath.h's formulas, so the momentum agrees to
+// Both backends apply OptimizerMath.h's formulas, so the momentum agrees to
 // the bit. The parameter goes through Newton-Schulz in bf16 whose fp32
 // sums run in cuBLASLt's order on the GPU and OpenBLAS's on the CPU: it
 // agrees within the bound the CPU meets against torch (runtime/test/

@@ -577,7 +577,7 @@ TEST(CudaOptimizerF32Test, AdamParamIsMaster) {
   }
 }
 
-// Lion: the same element formula (KernelMath.h's lionElement) on both
+// Lion: the same element formula (OptimizerMath.h's lionElement) on both
 // backends, so the momentum agrees within the contractions' last bits and
 // every master moved by the same +-lr, decayed, except where the sign's
 // argument is within a rounding of 0 (none in these draws: |g| >= 0.5).
@@ -623,7 +623,7 @@ TEST_P(CudaOptimizerTest, LionMatchesCpu) {
 }
 
 // The block-wise 8-bit Adam: every operation rounded once on both backends
-// (KernelMath.h's adam8bitElement and quantisation), so masters, codes and
+// (OptimizerMath.h's adam8bitElement and quantisation), so masters, codes and
 // absmaxes are equal bit for bit, over a short last block and a decay range
 // that crosses a block boundary, for Adam and AdamW.
 TEST_P(CudaOptimizerTest, Adam8bitMatchesCpu) {
@@ -672,7 +672,7 @@ TEST_P(CudaOptimizerTest, Adam8bitMatchesCpu) {
   }
 }
 
-// bf16 moments: the same element formula (KernelMath.h's adam8bitElement)
+// bf16 moments: the same element formula (OptimizerMath.h's adam8bitElement)
 // and rounding on both backends, with and without fp32 masters.
 TEST_P(CudaOptimizerTest, AdamBf16MatchesCpu) {
   ZRT_REQUIRE_GPU();
@@ -717,7 +717,7 @@ TEST_P(CudaOptimizerTest, AdamBf16MatchesCpu) {
     }
 }
 
-// SGD: the same element formula (KernelMath.h's sgdElement) on both
+// SGD: the same element formula (OptimizerMath.h's sgdElement) on both
 // backends, with Nesterov momentum and a decay range; step 1 sets the buffer
 // to the gradient.
 TEST_P(CudaOptimizerTest, SgdMatchesCpu) {

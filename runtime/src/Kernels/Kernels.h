@@ -173,7 +173,7 @@ void hostAdam8bit(int32_t dtype, const void *grad, float *master,
 
 /// Adam/AdamW with bf16 moments (DeepSpeed's bf16_optimizer_states) on host
 /// memory: each element's moments are widened to fp32, updated with
-/// KernelMath.h's adam8bitElement (each operation rounded once, as the CUDA
+/// OptimizerMath.h's adam8bitElement (each operation rounded once, as the CUDA
 /// kernel) and rounded back to bf16 to nearest even, as torch's
 /// .to(torch.bfloat16). The parameter moves with the fp32 moments. `master`
 /// null: the parameter (dtype) is its own master, widened and rounded back.

@@ -36,7 +36,7 @@
 #ifndef ZERO_RT_ADAFACTOR_H
 #define ZERO_RT_ADAFACTOR_H
 
-#include "Kernels/KernelMath.h"
+#include "Optimizer/OptimizerMath.h"
 #include "zero_rt/adafactor.h"
 
 #include <algorithm>

@@ -15,6 +15,7 @@
 #include "Driver/Trace.h"
 #include "Kernels/Kernels.h"
 #include "Optimizer/DecayRanges.h"
+#include "Optimizer/OptimizerMath.h"
 
 #include <algorithm>
 #include <vector>

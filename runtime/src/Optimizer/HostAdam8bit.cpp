@@ -5,7 +5,7 @@
 // bitsandbytes' block-wise 8-bit Adam (Dettmers et al., 8-bit Optimizers via
 // Block-wise Quantization): each moment is kept as one code of a dynamic map
 // per element and one fp32 absmax per block of kQuantBlock elements. A
-// block is dequantised, updated in fp32 (KernelMath.h's adam8bitElement),
+// block is dequantised, updated in fp32 (OptimizerMath.h's adam8bitElement),
 // given its new absmax and quantised to the nearest codes; the parameter
 // moves with the fp32 moments. This file is built with -ffp-contract=off:
 // the formula's products and sums are rounded one at a time, as in the
@@ -14,9 +14,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver/Trace.h"
-#include "Kernels/KernelMath.h"
 #include "Kernels/Kernels.h"
 #include "Optimizer/DecayRanges.h"
+#include "Optimizer/OptimizerMath.h"
 
 #include <algorithm>
 #include <cmath>

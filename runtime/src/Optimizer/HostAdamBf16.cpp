@@ -4,7 +4,7 @@
 //
 // Adam/AdamW whose moments are kept in bf16, as DeepSpeed's
 // bf16_optimizer_states: each element's moments are widened to fp32,
-// updated with KernelMath.h's adam8bitElement and rounded back to bf16 to
+// updated with OptimizerMath.h's adam8bitElement and rounded back to bf16 to
 // nearest even (torch's .to(torch.bfloat16)); the parameter moves with the
 // fp32 moments. This file is built with -ffp-contract=off, so each product
 // and sum is rounded once, as in the CUDA kernel (Optimizer.cu's
@@ -13,9 +13,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver/Trace.h"
-#include "Kernels/KernelMath.h"
 #include "Kernels/Kernels.h"
 #include "Optimizer/DecayRanges.h"
+#include "Optimizer/OptimizerMath.h"
 
 #include <algorithm>
 #include <type_traits>

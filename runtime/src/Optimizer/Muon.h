@@ -14,7 +14,7 @@
 #ifndef ZERO_RT_MUON_H
 #define ZERO_RT_MUON_H
 
-#include "Kernels/KernelMath.h"
+#include "Optimizer/OptimizerMath.h"
 #include "Support/Support.h"
 #include "zero_rt/scratch.h"
 #include "zero_rt/zrt.h"

@@ -22,8 +22,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels/CudaKernels.h"
-#include "Kernels/KernelMath.h"
 #include "Optimizer/DecayRanges.h"
+#include "Optimizer/OptimizerMath.h"
 #include "Support/CudaSupport.h"
 #include "Support/Support.h"
 
@@ -530,7 +530,7 @@ struct LionArgs : LionConstants {
   const float *lossScale;
 };
 
-/// A grid-stride loop of KernelMath.h's lionElement, the CPU's formula.
+/// A grid-stride loop of OptimizerMath.h's lionElement, the CPU's formula.
 /// param is null when it is the master (f32).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -578,7 +578,7 @@ struct SgdArgs : SgdConstants {
   const float *lossScale;
 };
 
-/// A grid-stride loop of KernelMath.h's sgdElement, the CPU's formula.
+/// A grid-stride loop of OptimizerMath.h's sgdElement, the CPU's formula.
 /// param is null when it is the master (f32); m is null without momentum.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -863,7 +863,7 @@ struct Adam8bitArgs : AdamArgs {
 };
 
 /// One block of threads per quantisation block [b*2048, min(n, (b+1)*2048)),
-/// b = firstBlock + blockIdx.x: KernelMath.h's formulas, as the CPU's
+/// b = firstBlock + blockIdx.x: OptimizerMath.h's formulas, as the CPU's
 /// adam8bitBlock. param is null when it is the master (f32).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -1029,7 +1029,7 @@ void zrt::cuda::adam8bit(
 namespace {
 
 /// A grid-stride loop of hostAdamBf16's element: the bf16 moments widened,
-/// KernelMath.h's adam8bitElement (every operation rounded once, as the CPU
+/// OptimizerMath.h's adam8bitElement (every operation rounded once, as the CPU
 /// file built without contractions), the moments rounded back to nearest
 /// even. param is null when it is the master (f32); master is null when the
 /// parameter is its own master.
