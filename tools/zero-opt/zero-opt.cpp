@@ -11,6 +11,7 @@
 #include "zero/InitAll.h"
 #include "zero/Support/Nesting.h"
 
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -39,6 +40,14 @@ int main(int argc, char **argv) {
       registry);
   mlir::MlirOptMainConfig config =
       mlir::MlirOptMainConfig::createFromCLOptions();
+  // The parser verifies the input and the pass manager each pass's output,
+  // so the printer need not verify the result again (a tenth of the time of
+  // a large step) unless the command line says otherwise.
+  if (config.shouldVerifyPasses())
+    if (llvm::cl::Option *assume = llvm::cl::getRegisteredOptions().lookup(
+            "mlir-print-assume-verified");
+        assume && assume->getNumOccurrences() == 0)
+      assume->addOccurrence(0, assume->ArgStr, "true");
   if (config.shouldShowDialects() || config.shouldListPasses())
     return mlir::asMainReturnCode(
         mlir::MlirOptMain(argc, argv, inputFilename, outputFilename, registry));

@@ -1332,6 +1332,8 @@ struct ZeroVerifySchedulePass
       if (failed(schedule) || failed(ScheduleVerifier(*schedule).run()))
         return signalPassFailure();
     }
+    // An analysis: the IR needs no verification after it.
+    markAllAnalysesPreserved();
   }
 };
 } // namespace

@@ -33,7 +33,8 @@ std::string unsupported(const StepSchedule &schedule) {
   return "";
 }
 
-LogicalResult rewriteStep(TrainStepOp step) {
+/// `changed` is set when the step is rewritten.
+LogicalResult rewriteStep(TrainStepOp step, bool &changed) {
   SmallVector<nn::MoeAuxLossOp> losses;
   step.walk([&](nn::MoeAuxLossOp op) {
     if (!op.getCounts())
@@ -51,6 +52,7 @@ LogicalResult rewriteStep(TrainStepOp step) {
   int64_t world = schedule->getWorldSize();
   if (world == 1 && schedule->getAccumulationSteps() == 1)
     return success();
+  changed = true;
   std::string why = unsupported(*schedule);
   if (!why.empty())
     return losses.front().emitOpError(
@@ -105,9 +107,13 @@ struct ZeroMoeAuxCountsPass
     : public zero::impl::ZeroMoeAuxCountsPassBase<ZeroMoeAuxCountsPass> {
   using Base::Base;
   void runOnOperation() override {
+    bool changed = false;
     for (TrainStepOp step : getOperation().getOps<TrainStepOp>())
-      if (failed(rewriteStep(step)))
+      if (failed(rewriteStep(step, changed)))
         return signalPassFailure();
+    // Unchanged IR needs no verification after the pass.
+    if (!changed)
+      markAllAnalysesPreserved();
   }
 };
 

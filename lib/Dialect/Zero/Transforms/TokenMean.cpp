@@ -85,7 +85,8 @@ LogicalResult rewriteLoss(TrainStepOp step, LossOpInterface loss) {
   return success();
 }
 
-LogicalResult rewriteStep(TrainStepOp step) {
+/// `changed` is set when the step is rewritten.
+LogicalResult rewriteStep(TrainStepOp step, bool &changed) {
   SmallVector<Operation *> ignoring;
   step.walk([&](LossOpInterface loss) {
     if (loss.getIgnoreIndex())
@@ -93,6 +94,7 @@ LogicalResult rewriteStep(TrainStepOp step) {
   });
   if (ignoring.empty())
     return success();
+  changed = true;
   Operation *loss = step.getLoss().getDefiningOp();
   // A term added to the model's loss (a mixture of experts' load-balancing
   // loss, `loss += coef * aux`): the cross entropy is the add's operand, and
@@ -114,9 +116,13 @@ struct ZeroTokenMeanPass
     : public zero::impl::ZeroTokenMeanPassBase<ZeroTokenMeanPass> {
   using Base::Base;
   void runOnOperation() override {
+    bool changed = false;
     for (TrainStepOp step : getOperation().getOps<TrainStepOp>())
-      if (failed(rewriteStep(step)))
+      if (failed(rewriteStep(step, changed)))
         return signalPassFailure();
+    // Unchanged IR needs no verification after the pass.
+    if (!changed)
+      markAllAnalysesPreserved();
   }
 };
 
