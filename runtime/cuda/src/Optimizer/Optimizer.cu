@@ -1,4 +1,4 @@
-//===- Optimizer.cu - Overflow check, fused Adam and Lion on the GPU ------===//
+//===- Optimizer.cu - Overflow check, fused Adam, Lion and SGD on the GPU -===//
 //
 // Part of the zero-mlir project.
 //
@@ -23,6 +23,7 @@
 
 #include "Kernels/CudaKernels.h"
 #include "Optimizer/DecayRanges.h"
+#include "Optimizer/OptimizerLaunch.cuh"
 #include "Optimizer/OptimizerMath.h"
 #include "Support/CudaSupport.h"
 #include "Support/Support.h"
@@ -35,33 +36,9 @@
 
 using namespace zrt;
 using namespace zrt::cuda;
+using namespace zrt::cuda::optimizer;
 
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-
-/// Blocks of kThreads of `kernel` one multiprocessor holds at once.
-int residentBlocks(const void *kernel) {
-  int blocks = 0;
-  ZRT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel,
-                                                               kThreads, 0));
-  return blocks < 1 ? 1 : blocks;
-}
-
-/// Blocks for a kernel of which each multiprocessor holds `perSM`: enough
-/// to fill the device once, at most `want` (and at most `cap` when
-/// positive).
-unsigned residentGrid(int perSM, int64_t want, int64_t cap = 0) {
-  int64_t sms = multiprocessorCount();
-  int64_t perDevice = sms * perSM;
-  // A multiple of the multiprocessor count under the cap, so that every
-  // multiprocessor gets the same number of blocks.
-  if (cap > 0 && perDevice > cap)
-    perDevice = cap >= sms ? cap / sms * sms : cap;
-  int64_t blocks = want < perDevice ? want : perDevice;
-  return unsigned(blocks < 1 ? 1 : blocks);
-}
 
 bool aligned(const void *p, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
@@ -334,32 +311,6 @@ void launchOverflow(const T *grad, int64_t n, const float *lossScale,
 /// bytes of loads per thread with 16-bit gradients).
 constexpr int kAdamIlp = 2;
 
-/// zrt_adam's step constants, rounded to fp32 on the host as the CPU does;
-/// the gradient's factor is computed on the device from stats and
-/// lossScale.
-struct AdamArgs : AdamConstants {
-  double maxGradNorm;
-  double divisor;
-  const float *stats;
-  const float *lossScale;
-};
-
-/// zrt_clip_coefficient(stats, maxGradNorm) / ((*lossScale) * divisor),
-/// in fp64 as the CPU (device fp64 division and sqrt round correctly).
-__device__ inline float gradScale(const AdamArgs &a) {
-  double clip = 1.0;
-  if (a.maxGradNorm > 0) {
-    double coef = a.maxGradNorm / (sqrt(double(a.stats[1])) + 1e-6);
-    // As torch's clamp(max=1): a NaN norm stays NaN.
-    clip = coef >= 1.0 ? 1.0 : double(float(coef));
-  }
-  // Rounded to fp32 first, as the CPU's zrt_ctx_adam passes
-  // float(loss scale * divisor) to zrt_adam.
-  double scale =
-      double(float((a.lossScale ? double(*a.lossScale) : 1.0) * a.divisor));
-  return float(clip / scale);
-}
-
 /// One element of torch.optim.Adam/AdamW in fp32, in the CPU's exact
 /// operations: the intrinsics forbid contractions other than the FMAs that
 /// GCC forms in runtime/src/Optimizer/Optimizer.cpp (seen in its disassembly),
@@ -506,17 +457,6 @@ void launchAdam(const T *grad, float *master, float *m, float *v, T *param,
   checkLaunch("adam");
 }
 
-template <typename T, bool kVector>
-void launchCopyMaster(const float *master, T *param, int64_t n, int64_t head) {
-  int64_t units = kVector ? (n - head) / 4 : 0;
-  static const int perSM = residentBlocks(
-      reinterpret_cast<const void *>(&copyMasterKernel<T, kVector>));
-  unsigned grid = residentGrid(perSM, ceilDiv(kVector ? units : n, kThreads));
-  copyMasterKernel<T, kVector>
-      <<<grid, kThreads, 0, computeStream()>>>(master, param, n, head, units);
-  checkLaunch("adam (skipped step)");
-}
-
 //===----------------------------------------------------------------------===//
 // Lion
 //===----------------------------------------------------------------------===//
@@ -615,6 +555,29 @@ void launchSgd(const T *grad, float *master, float *m, T *param, int64_t n,
 }
 
 } // namespace
+
+template <typename T, bool kVector>
+void optimizer::launchCopyMaster(const float *master, T *param, int64_t n,
+                                 int64_t head) {
+  int64_t units = kVector ? (n - head) / 4 : 0;
+  static const int perSM = residentBlocks(
+      reinterpret_cast<const void *>(&copyMasterKernel<T, kVector>));
+  unsigned grid = residentGrid(perSM, ceilDiv(kVector ? units : n, kThreads));
+  copyMasterKernel<T, kVector>
+      <<<grid, kThreads, 0, computeStream()>>>(master, param, n, head, units);
+  checkLaunch("adam (skipped step)");
+}
+
+// The instances AdamStates.cu calls besides this file's.
+template void optimizer::launchCopyMaster<float, false>(const float *, float *,
+                                                        int64_t, int64_t);
+template void optimizer::launchCopyMaster<__nv_bfloat16, false>(const float *,
+                                                                __nv_bfloat16 *,
+                                                                int64_t,
+                                                                int64_t);
+template void optimizer::launchCopyMaster<__half, false>(const float *,
+                                                         __half *, int64_t,
+                                                         int64_t);
 
 void zrt::cuda::checkOverflow(int32_t dtype, const void *grad, int64_t n,
                               const float *lossScale, double divisor,
@@ -830,295 +793,6 @@ void zrt::cuda::sgd(int32_t dtype, const void *grad, float *master,
       launch(at, b, a);
       SgdArgs own = a;
       static_cast<SgdConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
-      launch(b, e, own);
-      at = e;
-    }
-    launch(at, n, a);
-  });
-}
-
-//===----------------------------------------------------------------------===//
-// Adam with block-wise 8-bit states
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-/// Decay ranges one launch of adam8bitKernel can see: a launch covers the
-/// quantisation blocks that meet at most this many.
-constexpr int kMaxAdam8bitSpans = 8;
-/// Elements of a quantisation block each thread updates.
-constexpr int kAdam8bitPerThread = int(kQuantBlock) / kThreads;
-static_assert(kAdam8bitPerThread * kThreads == kQuantBlock,
-              "a block of threads covers one quantisation block");
-
-/// zrt_adam8bit's step constants, the gradient factor's inputs (as
-/// AdamArgs), the two maps and the decay ranges that meet the launch's
-/// blocks (their decay and L2 coefficients replace the step's).
-struct Adam8bitArgs : AdamArgs {
-  float signedMap[kQuantCodes];
-  float unsignedMap[kQuantCodes];
-  int32_t numSpans;
-  int64_t spanBegin[kMaxAdam8bitSpans], spanEnd[kMaxAdam8bitSpans];
-  float spanDecay[kMaxAdam8bitSpans], spanWeightDecay[kMaxAdam8bitSpans];
-};
-
-/// One block of threads per quantisation block [b*2048, min(n, (b+1)*2048)),
-/// b = firstBlock + blockIdx.x: OptimizerMath.h's formulas, as the CPU's
-/// adam8bitBlock. param is null when it is the master (f32).
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    adam8bitKernel(const T *grad, float *master, uint8_t *qm, float *absmaxM,
-                   uint8_t *qv, float *absmaxV, T *param, int64_t n,
-                   int64_t firstBlock, bool decoupled, Adam8bitArgs a) {
-  __shared__ float smap[kQuantCodes], umap[kQuantCodes];
-  __shared__ float warpM[kWarps], warpV[kWarps];
-  for (int c = threadIdx.x; c < kQuantCodes; c += kThreads) {
-    smap[c] = a.signedMap[c];
-    umap[c] = a.unsignedMap[c];
-  }
-  __syncthreads();
-  const int64_t block = firstBlock + blockIdx.x;
-  const int64_t begin = block * kQuantBlock;
-  const int64_t end = begin + kQuantBlock < n ? begin + kQuantBlock : n;
-  const float am = absmaxM[block], av = absmaxV[block];
-  const float gs = gradScale(a);
-  float m[kAdam8bitPerThread], v[kAdam8bitPerThread];
-  float maxM = 0.0f, maxV = 0.0f;
-  for (int r = 0; r < kAdam8bitPerThread; ++r) {
-    int64_t i = begin + threadIdx.x + int64_t(r) * kThreads;
-    if (i >= end)
-      continue;
-    AdamConstants k = a;
-    for (int s = 0; s < a.numSpans; ++s)
-      if (a.spanBegin[s] <= i && i < a.spanEnd[s]) {
-        k.decay = a.spanDecay[s];
-        k.weightDecay = a.spanWeightDecay[s];
-      }
-    float w = master[i];
-    float mt = dequantizeState(smap, qm[i], am);
-    float vt = dequantizeState(umap, qv[i], av);
-    adam8bitElement(mulRn(toF32(grad[i]), gs), w, mt, vt, k, decoupled);
-    master[i] = w;
-    if (param)
-      param[i] = fromF32<T>(w);
-    m[r] = mt;
-    v[r] = vt;
-    maxM = fmaxf(maxM, fabsf(mt));
-    maxV = fmaxf(maxV, vt);
-  }
-  // The block's new absmax: max is exact, so its order does not matter.
-  for (int off = 16; off > 0; off /= 2) {
-    maxM = fmaxf(maxM, __shfl_xor_sync(0xffffffffu, maxM, off));
-    maxV = fmaxf(maxV, __shfl_xor_sync(0xffffffffu, maxV, off));
-  }
-  if (threadIdx.x % 32 == 0) {
-    warpM[threadIdx.x / 32] = maxM;
-    warpV[threadIdx.x / 32] = maxV;
-  }
-  __syncthreads();
-  float newM = 0.0f, newV = 0.0f;
-  for (int w = 0; w < kWarps; ++w) {
-    newM = fmaxf(newM, warpM[w]);
-    newV = fmaxf(newV, warpV[w]);
-  }
-  if (threadIdx.x == 0) {
-    absmaxM[block] = newM;
-    absmaxV[block] = newV;
-  }
-  for (int r = 0; r < kAdam8bitPerThread; ++r) {
-    int64_t i = begin + threadIdx.x + int64_t(r) * kThreads;
-    if (i >= end)
-      continue;
-    qm[i] = quantizeState(smap, m[r], newM);
-    qv[i] = quantizeState(umap, v[r], newV);
-  }
-}
-
-} // namespace
-
-void zrt::cuda::adam8bit(
-    int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
-    float *expAvgAbsmax, uint8_t *expAvgSq, float *expAvgSqAbsmax, void *param,
-    int64_t n, int64_t step, double lr, double beta1, double beta2, double eps,
-    double weightDecay, int32_t adamw, int32_t biasCorrection,
-    const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-    const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
-    const float *stats, const float *lossScale, double divisor, int32_t skip) {
-  checkDims("adam8bit", n);
-  if (!skip && step < 1)
-    fatal("adam8bit: step %lld must be >= 1", (long long)step);
-  if (!skip && maxGradNorm > 0 && !stats)
-    fatal("adam8bit: gradient clipping needs the stats");
-  if (n == 0)
-    return;
-  dispatch(dtype, "adam8bit", [&](auto tag) {
-    using T = decltype(tag);
-    T *p = static_cast<T *>(param);
-    if (std::is_same<T, float>::value && param == master)
-      p = nullptr;
-    if (skip) {
-      if (p)
-        launchCopyMaster<T, false>(master, p, n, 0);
-      return;
-    }
-    if (schedule)
-      lr = lrAt(*schedule, lr, beta1, beta2, step);
-    Adam8bitArgs a;
-    static_cast<AdamConstants &>(a) = adamConstants(
-        lr, beta1, beta2, eps, weightDecay, step, biasCorrection != 0);
-    a.maxGradNorm = maxGradNorm;
-    a.divisor = divisor;
-    a.stats = stats;
-    a.lossScale = lossScale;
-    dynamicQuantMap(true, a.signedMap);
-    dynamicQuantMap(false, a.unsignedMap);
-    checkDecayRanges("adam8bit", decayRanges, rangeDecays, numDecayRanges, n);
-    // Launches over runs of whole blocks (a block's absmax needs all its
-    // elements), each run meeting at most kMaxAdam8bitSpans decay ranges; a
-    // single block that meets more is refused.
-    const int64_t blocks = ceilDiv(n, kQuantBlock);
-    int32_t r = 0;
-    int64_t first = 0;
-    while (first < blocks) {
-      a.numSpans = 0;
-      int64_t last = first; // exclusive
-      int32_t rr = r;
-      while (last < blocks) {
-        int64_t bEnd = std::min(n, (last + 1) * kQuantBlock);
-        // The ranges that begin before this block's end.
-        int32_t take = rr;
-        while (take < numDecayRanges && decayRanges[2 * take] < bEnd)
-          ++take;
-        if (take - r > kMaxAdam8bitSpans) {
-          if (last == first)
-            fatal("adam8bit: more than %d decay ranges meet one block of %lld "
-                  "elements",
-                  kMaxAdam8bitSpans, (long long)kQuantBlock);
-          break;
-        }
-        rr = take;
-        ++last;
-      }
-      for (int32_t s = r; s < rr; ++s) {
-        AdamConstants own = withDecay(a, lr, rangeDecays[s]);
-        a.spanBegin[a.numSpans] = decayRanges[2 * s];
-        a.spanEnd[a.numSpans] = decayRanges[2 * s + 1];
-        a.spanDecay[a.numSpans] = own.decay;
-        a.spanWeightDecay[a.numSpans] = own.weightDecay;
-        ++a.numSpans;
-      }
-      adam8bitKernel<T>
-          <<<unsigned(last - first), kThreads, 0, computeStream()>>>(
-              static_cast<const T *>(grad), master, expAvg, expAvgAbsmax,
-              expAvgSq, expAvgSqAbsmax, p, n, first, adamw != 0, a);
-      checkLaunch("adam8bit");
-      // The next launch starts with the ranges that reach past its first
-      // block.
-      int64_t nextBegin = last * kQuantBlock;
-      while (r < rr && decayRanges[2 * r + 1] <= nextBegin)
-        ++r;
-      first = last;
-    }
-  });
-}
-
-//===----------------------------------------------------------------------===//
-// Adam with bf16 states
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-/// A grid-stride loop of hostAdamBf16's element: the bf16 moments widened,
-/// OptimizerMath.h's adam8bitElement (every operation rounded once, as the CPU
-/// file built without contractions), the moments rounded back to nearest
-/// even. param is null when it is the master (f32); master is null when the
-/// parameter is its own master.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    adamBf16Kernel(const T *grad, float *master, uint16_t *m, uint16_t *v,
-                   T *param, int64_t n, bool decoupled, AdamArgs a) {
-  const float gs = gradScale(a);
-  const AdamConstants &k = a;
-  const int64_t threads = int64_t(gridDim.x) * kThreads;
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n;
-       i += threads) {
-    float w = master ? master[i] : toF32(param[i]);
-    float mi = bf16ToFloat(m[i]), vi = bf16ToFloat(v[i]);
-    adam8bitElement(mulRn(toF32(grad[i]), gs), w, mi, vi, k, decoupled);
-    m[i] = floatToBf16(mi);
-    v[i] = floatToBf16(vi);
-    if (master)
-      master[i] = w;
-    if (param)
-      param[i] = fromF32<T>(w);
-  }
-}
-
-template <typename T>
-void launchAdamBf16(const T *grad, float *master, uint16_t *m, uint16_t *v,
-                    T *param, int64_t n, bool decoupled, const AdamArgs &a) {
-  static const int perSM =
-      residentBlocks(reinterpret_cast<const void *>(&adamBf16Kernel<T>));
-  unsigned grid = residentGrid(perSM, ceilDiv(n, kThreads));
-  adamBf16Kernel<T><<<grid, kThreads, 0, computeStream()>>>(
-      grad, master, m, v, param, n, decoupled, a);
-  checkLaunch("adam (bf16 states)");
-}
-
-} // namespace
-
-void zrt::cuda::adamBf16(int32_t dtype, const void *grad, float *master,
-                         uint16_t *expAvg, uint16_t *expAvgSq, void *param,
-                         int64_t n, int64_t step, double lr, double beta1,
-                         double beta2, double eps, double weightDecay,
-                         int32_t adamw, int32_t biasCorrection,
-                         const zrt_lr_schedule *schedule,
-                         const int64_t *decayRanges, const double *rangeDecays,
-                         int32_t numDecayRanges, double maxGradNorm,
-                         const float *stats, const float *lossScale,
-                         double divisor, int32_t skip) {
-  checkDims("adam (bf16 states)", n);
-  if (!skip && step < 1)
-    fatal("adam (bf16 states): step %lld must be >= 1", (long long)step);
-  if (!skip && maxGradNorm > 0 && !stats)
-    fatal("adam (bf16 states): gradient clipping needs the stats");
-  if (n == 0)
-    return;
-  dispatch(dtype, "adam (bf16 states)", [&](auto tag) {
-    using T = decltype(tag);
-    T *p = static_cast<T *>(param);
-    if (std::is_same<T, float>::value && param == master)
-      p = nullptr;
-    if (skip) {
-      // Without masters the parameters are already the step's.
-      if (p && master)
-        launchCopyMaster<T, false>(master, p, n, 0);
-      return;
-    }
-    if (schedule)
-      lr = lrAt(*schedule, lr, beta1, beta2, step);
-    AdamArgs a;
-    static_cast<AdamConstants &>(a) = adamConstants(
-        lr, beta1, beta2, eps, weightDecay, step, biasCorrection != 0);
-    a.maxGradNorm = maxGradNorm;
-    a.divisor = divisor;
-    a.stats = stats;
-    a.lossScale = lossScale;
-    auto launch = [&](int64_t b, int64_t e, const AdamArgs &args) {
-      if (b < e)
-        launchAdamBf16<T>(static_cast<const T *>(grad) + b,
-                          master ? master + b : nullptr, expAvg + b,
-                          expAvgSq + b, p ? p + b : nullptr, e - b, adamw != 0,
-                          args);
-    };
-    checkDecayRanges("adam (bf16 states)", decayRanges, rangeDecays,
-                     numDecayRanges, n);
-    int64_t at = 0;
-    for (int32_t r = 0; r < numDecayRanges; ++r) {
-      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
-      launch(at, b, a);
-      AdamArgs own = a;
-      static_cast<AdamConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
       launch(b, e, own);
       at = e;
     }
