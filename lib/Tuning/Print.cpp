@@ -1,0 +1,391 @@
+//===- Print.cpp - zero-tune's results in words, tables and JSON ----------===//
+//
+// Part of the zero-mlir project.
+//
+// What zero-tune prints of a search: the configurations in words, the
+// ranked table, the JSON candidates, the notes on the validation band and
+// the expert-parallel sizes, and why nothing fits. A column or field of an
+// axis is shown only when the search searched it, so that a search without
+// it prints as before the axis existed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero/Tuning/Print.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace llvm;
+using namespace mlir::zero;
+
+/// `bytes` exactly and in a readable unit.
+std::string mlir::zero::formatTuneBytes(int64_t bytes) {
+  return formatv("{0} bytes ({1})", bytes, formatByteSize(bytes)).str();
+}
+
+namespace {
+
+/// The offload choice in words (empty when nothing is offloaded).
+std::string describeOffload(const TuneConfig &c) {
+  if (!c.isOffloaded())
+    return "";
+  return formatv("offload_optimizer {0}, offload_param {1}",
+                 stringifyOffloadDevice(c.offloadOptimizer),
+                 stringifyOffloadDevice(c.offloadParam))
+      .str();
+}
+
+/// The ZeRO++ and MiCS choice in short ("-" for none), for the table.
+std::string zeroppText(const TuneConfig &c) {
+  SmallVector<std::string> parts;
+  if (c.hpzPartitionSize > 1)
+    parts.push_back("hpz" + std::to_string(c.hpzPartitionSize));
+  if (c.micsShardSize > 0)
+    parts.push_back("mics" + std::to_string(c.micsShardSize));
+  if (c.quantizedWeights)
+    parts.push_back("qwz");
+  if (c.quantizedGradients)
+    parts.push_back("qgz");
+  return parts.empty() ? "-" : join(parts, "+");
+}
+
+/// One row per ranked group; with offload searched, the offload choice,
+/// the host and NVMe bytes and the exposed transfer time too.
+void printTable(const TuneResult &r, const TuneOptions &options,
+                raw_ostream &os) {
+  bool offloadSearched = options.offload != OffloadDevice::none;
+  os << format("%4s %5s %5s %5s %9s %12s %7s %12s %12s %12s %11s %16s %10s "
+               "%11s %12s %11s",
+               "rank", "stage", "accum", "micro", "remat", "reduce_bkt",
+               "overlap", "allgather", "prefetch", "max_live", "persistence",
+               "peak_bytes", "peak", "step_ms", "tokens/s", "exposed_ms");
+  if (r.lossChunkSearched)
+    os << format(" %10s", "loss_chunk");
+  if (!r.epSizes.empty())
+    os << format(" %7s", "ep_size");
+  if (r.longContextSearched)
+    os << format(" %7s %9s %11s", "sp_size", "tiled_mlp", "offload_act");
+  if (r.frozenGatherSearched)
+    os << format(" %13s", "frozen_gather");
+  if (offloadSearched)
+    os << format(" %9s %9s %16s %16s %11s", "opt_off", "param_off",
+                 "host_peak_bytes", "nvme_bytes", "transfer_ms");
+  if (options.zeropp)
+    os << format(" %14s %16s", "zeropp", "inter_node_bytes");
+  os << "\n";
+  auto knob = [](bool used, int64_t v) {
+    return used ? std::to_string(v) : std::string("-");
+  };
+  int64_t rank = 0;
+  for (const TuneCandidate &c : r.ranked) {
+    const TuneConfig &k = c.config;
+    bool gathers = k.stage == 1 || k.stage == 2, stage3 = k.stage == 3;
+    os << format("%4lld %5lld %5lld %5lld %9s %12lld %7s %12s %12s %12s %11s "
+                 "%16lld %10s %11.3f %12.0f %11.3f",
+                 static_cast<long long>(++rank),
+                 static_cast<long long>(k.stage),
+                 static_cast<long long>(k.accumulationSteps),
+                 static_cast<long long>(c.microBatch),
+                 getTuneRematName(k.remat).str().c_str(),
+                 static_cast<long long>(k.reduceBucketSize),
+                 k.overlapComm ? "yes" : "no",
+                 knob(gathers, k.allgatherBucketSize).c_str(),
+                 knob(stage3, k.prefetchBucketSize).c_str(),
+                 knob(stage3, k.maxLiveParameters).c_str(),
+                 knob(stage3, k.paramPersistenceThreshold).c_str(),
+                 static_cast<long long>(c.peakBytes),
+                 formatByteSize(c.peakBytes).c_str(), c.predictedStepMs,
+                 c.tokensPerSecond, c.exposedCommMs);
+    if (r.lossChunkSearched)
+      os << format(" %10s", knob(k.lossChunk > 0, k.lossChunk).c_str());
+    if (!r.epSizes.empty())
+      os << format(" %7lld", static_cast<long long>(k.epSize));
+    if (r.longContextSearched)
+      os << format(" %7lld %9s %11s", static_cast<long long>(k.spSize),
+                   knob(k.tiledMlp > 0, k.tiledMlp).c_str(),
+                   k.offloadActivations ? "cpu" : "none");
+    if (r.frozenGatherSearched)
+      os << format(" %13s", !stage3              ? "-"
+                            : k.frozenGatherOnce ? "once"
+                                                 : "per-use");
+    if (offloadSearched)
+      os << format(" %9s %9s %16lld %16lld %11.3f",
+                   stringifyOffloadDevice(k.offloadOptimizer).str().c_str(),
+                   stringifyOffloadDevice(k.offloadParam).str().c_str(),
+                   static_cast<long long>(c.hostPeakBytes),
+                   static_cast<long long>(c.nvmeBytes), c.exposedTransferMs);
+    if (options.zeropp)
+      os << format(" %14s %16lld", zeroppText(k).c_str(),
+                   static_cast<long long>(c.interNodeBytes));
+    os << "\n";
+  }
+}
+
+} // namespace
+
+/// The configuration in words, for messages.
+std::string mlir::zero::describeTuneConfig(const TuneConfig &c) {
+  std::string s =
+      formatv("stage {0}, {1} accumulation step{2}, remat {3}, reduce "
+              "bucket {4}, overlap_comm {5}",
+              c.stage, c.accumulationSteps, c.accumulationSteps == 1 ? "" : "s",
+              getTuneRematName(c.remat), c.reduceBucketSize, c.overlapComm)
+          .str();
+  if (c.lossChunk > 0)
+    s += formatv(", loss chunk {0}", c.lossChunk).str();
+  if (c.spSize > 1)
+    s += formatv(", sp size {0}", c.spSize).str();
+  if (c.epSize > 1)
+    s += formatv(", ep size {0}", c.epSize).str();
+  if (c.tiledMlp > 0)
+    s += formatv(", MLP in {0} tiles", c.tiledMlp).str();
+  if (c.offloadActivations)
+    s += ", activations offloaded to cpu";
+  if (c.stage == 1 || c.stage == 2)
+    s += formatv(", all-gather bucket {0}", c.allgatherBucketSize).str();
+  if (c.stage == 3)
+    s += formatv(", prefetch {0}, max live {1}, persistence {2}",
+                 c.prefetchBucketSize, c.maxLiveParameters,
+                 c.paramPersistenceThreshold)
+             .str();
+  if (c.stage == 3 && c.frozenGatherOnce)
+    s += ", frozen partitions gathered once per step";
+  if (c.isOffloaded())
+    s += ", " + describeOffload(c);
+  if (c.hpzPartitionSize > 1)
+    s += formatv(", hpZ partition size {0}", c.hpzPartitionSize).str();
+  if (c.micsShardSize > 0)
+    s += formatv(", MiCS shard size {0}", c.micsShardSize).str();
+  if (c.quantizedWeights)
+    s += ", qwZ";
+  if (c.quantizedGradients)
+    s += ", qgZ";
+  if (c.optimizerStates)
+    s += formatv(", optimizer states {0}",
+                 stringifyStatePrecision(*c.optimizerStates))
+             .str();
+  return s;
+}
+
+json::Value mlir::zero::tuneCandidateToJson(const TuneCandidate &c,
+                                            int64_t rank, const TuneResult &r,
+                                            const TuneOptions &options) {
+  int64_t globalBatch = r.globalBatch;
+  bool offloadSearched = options.offload != OffloadDevice::none;
+  bool frozenSearched = r.frozenGatherSearched;
+  bool chunkSearched = r.lossChunkSearched;
+  bool longContextSearched = r.longContextSearched;
+  bool epSearched = !r.epSizes.empty();
+  json::Object o{
+      {"rank", rank},
+      {"stage", c.config.stage},
+      {"gradient_accumulation_steps", c.config.accumulationSteps},
+      {"micro_batch_per_rank", c.microBatch},
+      {"peak_bytes", c.peakBytes},
+      {"persistent_bytes", c.persistentBytes},
+      {"predicted_step_ms", c.predictedStepMs},
+      {"exposed_comm_ms", c.exposedCommMs},
+      {"remat", getTuneRematName(c.config.remat)},
+      {"recompute_ms", c.recomputeMs},
+      {"tokens_per_second", c.tokensPerSecond},
+      {"largest_item", json::Object{{"name", c.fit.largestItem},
+                                    {"bytes", c.fit.largestItemBytes}}},
+      {"ds_config",
+       toDeepSpeedConfig(c.config, globalBatch, options.worldSize)},
+  };
+  if (chunkSearched)
+    o["loss_chunk"] = c.config.lossChunk;
+  if (epSearched)
+    o["ep_size"] = c.config.epSize;
+  if (longContextSearched) {
+    o["sp_size"] = c.config.spSize;
+    o["tiled_mlp"] = c.config.tiledMlp;
+    o["offload_activations"] = c.config.offloadActivations ? "cpu" : "none";
+  }
+  if (frozenSearched)
+    o["frozen_gather"] = c.config.stage != 3         ? "-"
+                         : c.config.frozenGatherOnce ? "once"
+                                                     : "per-use";
+  if (offloadSearched) {
+    o["offload_optimizer"] = stringifyOffloadDevice(c.config.offloadOptimizer);
+    o["offload_param"] = stringifyOffloadDevice(c.config.offloadParam);
+  }
+  // Activation offload uses the host too.
+  if (offloadSearched || longContextSearched) {
+    o["host_peak_bytes"] = c.hostPeakBytes;
+    o["nvme_bytes"] = c.nvmeBytes;
+    o["exposed_transfer_ms"] = c.exposedTransferMs;
+  }
+  if (options.optimizerStates)
+    o["optimizer_states"] =
+        c.config.optimizerStates
+            ? stringifyStatePrecision(*c.config.optimizerStates)
+            : "step";
+  if (options.zeropp) {
+    o["hpz_partition_size"] = c.config.hpzPartitionSize;
+    o["mics_shard_size"] = c.config.micsShardSize;
+    o["quantized_weights"] = c.config.quantizedWeights;
+    o["quantized_gradients"] = c.config.quantizedGradients;
+    o["inter_node_bytes_per_rank"] = c.interNodeBytes;
+  }
+  return o;
+}
+
+std::string mlir::zero::getTuneBandNote(const TuneResult &r) {
+  if (!r.band || r.withinBand < 2)
+    return "";
+  const TuneCandidate &best = r.ranked.front();
+  std::string s;
+  raw_string_ostream os(s);
+  os << formatv("within the validation band: {0} of the {1} ranked "
+                "candidates and the fastest predict steps within each other's "
+                "band (published runs on {2} took {3:f2} to {4:f2} times their "
+                "predicted step, docs/CostModel.md); picked the one with the "
+                "smallest peak",
+                r.withinBand, r.ranked.size(), r.band->gpu, r.band->minRatio,
+                r.band->maxRatio);
+  if (best.predictedStepMs > r.fastestStepMs)
+    os << formatv(" (the fastest predicts {0:f3} ms)", r.fastestStepMs);
+  else
+    os << ", the fastest";
+  return s;
+}
+
+std::string mlir::zero::getTuneEpNote(const TuneResult &r) {
+  if (r.epSizes.empty())
+    return "";
+  std::string s = "ep sizes searched (dropless receive buffers):";
+  raw_string_ostream os(s);
+  for (const TuneEpSize &t : r.epSizes) {
+    os << formatv("\n  ep {0}: ", t.size);
+    if (t.fits)
+      os << "fits, smallest peak " << formatTuneBytes(t.smallestPeakBytes);
+    else if (t.smallestPeakBytes && t.size == 1)
+      os << "nothing fits, smallest peak "
+         << formatTuneBytes(t.smallestPeakBytes);
+    else if (t.smallestPeakBytes)
+      os << "nothing fits dropless, smallest peak "
+         << formatTuneBytes(t.smallestPeakBytes)
+         << " (zero-compile --moe-capacity-factor plans smaller receive "
+            "buffers)";
+    else
+      os << "nothing fits, not even the model states";
+  }
+  return s;
+}
+
+std::string mlir::zero::describeTuneNoFit(const TuneResult &result,
+                                          const TuneOptions &options) {
+  bool offloadSearched = options.offload != OffloadDevice::none;
+  // Model states on the ranks, with the offload choice.
+  auto states = [&](const TuneModelStates &s) {
+    std::string offloaded = describeOffload(s.config);
+    std::string ep = s.config.epSize > 1
+                         ? formatv(" at ep size {0}", s.config.epSize).str()
+                         : "";
+    return formatv("stage {0}'s on {1} ranks{2}{3}{4}", s.config.stage,
+                   options.worldSize, ep, offloaded.empty() ? "" : " with ",
+                   offloaded)
+        .str();
+  };
+  if (!result.closest) {
+    if (options.memoryBudget < result.minModelStates.deviceBytes)
+      return formatv("the memory budget {0} is below the model states "
+                     "of every stage{1}: "
+                     "the smallest, {2}, take {3}",
+                     formatTuneBytes(options.memoryBudget),
+                     offloadSearched ? " and offload" : "",
+                     states(result.minModelStates),
+                     formatTuneBytes(result.minModelStates.deviceBytes))
+          .str();
+    return formatv("the host budget {0} is below the host model states "
+                   "of every configuration whose device states fit: "
+                   "the smallest, {1}, take {2}",
+                   formatTuneBytes(*options.hostBudget),
+                   states(*result.minHostStates),
+                   formatTuneBytes(result.minHostStates->hostBytes))
+        .str();
+  }
+  const TuneCandidate &c = *result.closest;
+  if (!c.hostFits)
+    return formatv("no configuration fits the host budget {0}: the "
+                   "smallest host peak found, {1}, is {2}, {3} over",
+                   formatTuneBytes(*options.hostBudget),
+                   describeTuneConfig(c.config),
+                   formatTuneBytes(c.hostPeakBytes),
+                   formatTuneBytes(c.hostPeakBytes - *options.hostBudget))
+        .str();
+  return formatv("no configuration fits the memory budget {0}: the "
+                 "smallest peak found, {1}, is {2}, {3} over; its "
+                 "largest item is {4}: {5}",
+                 formatTuneBytes(options.memoryBudget),
+                 describeTuneConfig(c.config), formatTuneBytes(c.peakBytes),
+                 formatTuneBytes(c.peakBytes - options.memoryBudget),
+                 c.fit.largestItem, formatTuneBytes(c.fit.largestItemBytes))
+      .str();
+}
+
+void mlir::zero::printTuneText(const TuneResult &result,
+                               const TuneOptions &options, StringRef summary,
+                               StringRef outputFile, raw_ostream &os) {
+  const HardwarePreset *hw = options.hardware;
+  bool offloadSearched = options.offload != OffloadDevice::none;
+  int64_t perNode = options.ranksPerNode;
+  os << formatv("zero-tune: {0} ranks on {1}, memory budget {2}, global "
+                "batch {3} ({4} tokens per step)",
+                options.worldSize, hw->name,
+                formatTuneBytes(options.memoryBudget), result.globalBatch,
+                result.tokensPerStep);
+  // Only across nodes, so one-node output is unchanged.
+  if (perNode > 0 && perNode < options.worldSize) {
+    os << formatv("; {0} nodes of {1} ranks", options.worldSize / perNode,
+                  perNode);
+    if (hw->interNodeLinks > 0)
+      os << formatv(", each node's network at {0:f2} GB/s each way",
+                    hw->getInterNodeBandwidth() / 1e9);
+    else
+      os << ", the nodes sharing memory";
+  }
+  if (offloadSearched)
+    os << formatv("; offload up to {0}, host budget {1}",
+                  stringifyOffloadDevice(options.offload),
+                  options.hostBudget ? formatTuneBytes(*options.hostBudget)
+                                     : "unbounded");
+  os << "\n" << summary << "\n";
+  if (std::string note = getTuneEpNote(result); !note.empty())
+    os << note << "\n";
+  os << "\n";
+  printTable(result, options, os);
+  const TuneCandidate &best = result.ranked.front();
+  os << "\nbest: " << describeTuneConfig(best.config) << "; peak "
+     << formatTuneBytes(best.peakBytes)
+     << formatv(", predicted step {0:f3} ms", best.predictedStepMs);
+  if (best.config.isOffloaded() || best.config.offloadActivations)
+    os << "; host peak " << formatTuneBytes(best.hostPeakBytes)
+       << (best.nvmeBytes ? ", NVMe " + formatTuneBytes(best.nvmeBytes) : "");
+  if (!outputFile.empty())
+    os << "; written to " << outputFile;
+  os << "\n";
+  if (std::string note = getTuneBandNote(result); !note.empty())
+    os << note << "\n";
+}
+
+std::string mlir::zero::describeTuneSearch(const TuneResult &result,
+                                           const TuneOptions &options,
+                                           double seconds) {
+  bool offloadSearched = options.offload != OffloadDevice::none;
+  return formatv("searched {0} configurations in {1} groups (stage x "
+                 "accumulation x {5}{6}remat{7}{8}{9}): {2} skipped by their "
+                 "model states, {3} pruned by bounds; {4:f2} s",
+                 result.evaluated, result.groups, result.prunedByModelStates,
+                 result.prunedByBounds, seconds,
+                 offloadSearched ? "offload x " : "",
+                 options.zeropp ? "ZeRO++ x " : "",
+                 result.lossChunkSearched ? " x loss chunk" : "",
+                 result.longContextSearched
+                     ? " x sp size x tiled MLP x activation offload"
+                     : "",
+                 result.epSizes.empty() ? "" : " x ep size")
+      .str();
+}
