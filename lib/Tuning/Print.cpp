@@ -50,74 +50,145 @@ std::string zeroppText(const TuneConfig &c) {
   return parts.empty() ? "-" : join(parts, "+");
 }
 
-/// One row per ranked group; with offload searched, the offload choice,
-/// the host and NVMe bytes and the exposed transfer time too.
+/// A number, a knob a stage does not use ("-"), or a fixed-point value.
+std::string num(int64_t v) { return std::to_string(v); }
+std::string knob(bool used, int64_t v) { return used ? num(v) : "-"; }
+std::string fixed(double v, int digits) {
+  std::string s;
+  raw_string_ostream(s) << format("%.*f", digits, v);
+  return s;
+}
+bool gathers(const TuneConfig &k) { return k.stage == 1 || k.stage == 2; }
+bool isStage3(const TuneConfig &k) { return k.stage == 3; }
+
+/// One column of the table, right-aligned to `width`: shown in every table
+/// (`shown` null) or only where the search searched its axis.
+struct Column {
+  const char *header;
+  int width;
+  bool (*shown)(const TuneResult &, const TuneOptions &);
+  std::string (*cell)(const TuneCandidate &);
+};
+
+bool chunkShown(const TuneResult &r, const TuneOptions &) {
+  return r.lossChunkSearched;
+}
+bool epShown(const TuneResult &r, const TuneOptions &) {
+  return !r.epSizes.empty();
+}
+bool longContextShown(const TuneResult &r, const TuneOptions &) {
+  return r.longContextSearched;
+}
+bool frozenShown(const TuneResult &r, const TuneOptions &) {
+  return r.frozenGatherSearched;
+}
+bool offloadShown(const TuneResult &, const TuneOptions &o) {
+  return o.offload != OffloadDevice::none;
+}
+bool zeroppShown(const TuneResult &, const TuneOptions &o) { return o.zeropp; }
+
+/// The table's columns after the rank, in order.
+const Column kColumns[] = {
+    {"stage", 5, nullptr,
+     [](const TuneCandidate &c) { return num(c.config.stage); }},
+    {"accum", 5, nullptr,
+     [](const TuneCandidate &c) { return num(c.config.accumulationSteps); }},
+    {"micro", 5, nullptr,
+     [](const TuneCandidate &c) { return num(c.microBatch); }},
+    {"remat", 9, nullptr,
+     [](const TuneCandidate &c) {
+       return getTuneRematName(c.config.remat).str();
+     }},
+    {"reduce_bkt", 12, nullptr,
+     [](const TuneCandidate &c) { return num(c.config.reduceBucketSize); }},
+    {"overlap", 7, nullptr,
+     [](const TuneCandidate &c) {
+       return std::string(c.config.overlapComm ? "yes" : "no");
+     }},
+    {"allgather", 12, nullptr,
+     [](const TuneCandidate &c) {
+       return knob(gathers(c.config), c.config.allgatherBucketSize);
+     }},
+    {"prefetch", 12, nullptr,
+     [](const TuneCandidate &c) {
+       return knob(isStage3(c.config), c.config.prefetchBucketSize);
+     }},
+    {"max_live", 12, nullptr,
+     [](const TuneCandidate &c) {
+       return knob(isStage3(c.config), c.config.maxLiveParameters);
+     }},
+    {"persistence", 11, nullptr,
+     [](const TuneCandidate &c) {
+       return knob(isStage3(c.config), c.config.paramPersistenceThreshold);
+     }},
+    {"peak_bytes", 16, nullptr,
+     [](const TuneCandidate &c) { return num(c.peakBytes); }},
+    {"peak", 10, nullptr,
+     [](const TuneCandidate &c) { return formatByteSize(c.peakBytes); }},
+    {"step_ms", 11, nullptr,
+     [](const TuneCandidate &c) { return fixed(c.predictedStepMs, 3); }},
+    {"tokens/s", 12, nullptr,
+     [](const TuneCandidate &c) { return fixed(c.tokensPerSecond, 0); }},
+    {"exposed_ms", 11, nullptr,
+     [](const TuneCandidate &c) { return fixed(c.exposedCommMs, 3); }},
+    {"loss_chunk", 10, chunkShown,
+     [](const TuneCandidate &c) {
+       return knob(c.config.lossChunk > 0, c.config.lossChunk);
+     }},
+    {"ep_size", 7, epShown,
+     [](const TuneCandidate &c) { return num(c.config.epSize); }},
+    {"sp_size", 7, longContextShown,
+     [](const TuneCandidate &c) { return num(c.config.spSize); }},
+    {"tiled_mlp", 9, longContextShown,
+     [](const TuneCandidate &c) {
+       return knob(c.config.tiledMlp > 0, c.config.tiledMlp);
+     }},
+    {"offload_act", 11, longContextShown,
+     [](const TuneCandidate &c) {
+       return std::string(c.config.offloadActivations ? "cpu" : "none");
+     }},
+    {"frozen_gather", 13, frozenShown,
+     [](const TuneCandidate &c) {
+       return std::string(!isStage3(c.config)         ? "-"
+                          : c.config.frozenGatherOnce ? "once"
+                                                      : "per-use");
+     }},
+    {"opt_off", 9, offloadShown,
+     [](const TuneCandidate &c) {
+       return stringifyOffloadDevice(c.config.offloadOptimizer).str();
+     }},
+    {"param_off", 9, offloadShown,
+     [](const TuneCandidate &c) {
+       return stringifyOffloadDevice(c.config.offloadParam).str();
+     }},
+    {"host_peak_bytes", 16, offloadShown,
+     [](const TuneCandidate &c) { return num(c.hostPeakBytes); }},
+    {"nvme_bytes", 16, offloadShown,
+     [](const TuneCandidate &c) { return num(c.nvmeBytes); }},
+    {"transfer_ms", 11, offloadShown,
+     [](const TuneCandidate &c) { return fixed(c.exposedTransferMs, 3); }},
+    {"zeropp", 14, zeroppShown,
+     [](const TuneCandidate &c) { return zeroppText(c.config); }},
+    {"inter_node_bytes", 16, zeroppShown,
+     [](const TuneCandidate &c) { return num(c.interNodeBytes); }},
+};
+
+/// One row per ranked group, in the columns the search shows.
 void printTable(const TuneResult &r, const TuneOptions &options,
                 raw_ostream &os) {
-  bool offloadSearched = options.offload != OffloadDevice::none;
-  os << format("%4s %5s %5s %5s %9s %12s %7s %12s %12s %12s %11s %16s %10s "
-               "%11s %12s %11s",
-               "rank", "stage", "accum", "micro", "remat", "reduce_bkt",
-               "overlap", "allgather", "prefetch", "max_live", "persistence",
-               "peak_bytes", "peak", "step_ms", "tokens/s", "exposed_ms");
-  if (r.lossChunkSearched)
-    os << format(" %10s", "loss_chunk");
-  if (!r.epSizes.empty())
-    os << format(" %7s", "ep_size");
-  if (r.longContextSearched)
-    os << format(" %7s %9s %11s", "sp_size", "tiled_mlp", "offload_act");
-  if (r.frozenGatherSearched)
-    os << format(" %13s", "frozen_gather");
-  if (offloadSearched)
-    os << format(" %9s %9s %16s %16s %11s", "opt_off", "param_off",
-                 "host_peak_bytes", "nvme_bytes", "transfer_ms");
-  if (options.zeropp)
-    os << format(" %14s %16s", "zeropp", "inter_node_bytes");
+  SmallVector<const Column *> columns;
+  for (const Column &column : kColumns)
+    if (!column.shown || column.shown(r, options))
+      columns.push_back(&column);
+  os << right_justify("rank", 4);
+  for (const Column *column : columns)
+    os << ' ' << right_justify(column->header, column->width);
   os << "\n";
-  auto knob = [](bool used, int64_t v) {
-    return used ? std::to_string(v) : std::string("-");
-  };
   int64_t rank = 0;
   for (const TuneCandidate &c : r.ranked) {
-    const TuneConfig &k = c.config;
-    bool gathers = k.stage == 1 || k.stage == 2, stage3 = k.stage == 3;
-    os << format("%4lld %5lld %5lld %5lld %9s %12lld %7s %12s %12s %12s %11s "
-                 "%16lld %10s %11.3f %12.0f %11.3f",
-                 static_cast<long long>(++rank),
-                 static_cast<long long>(k.stage),
-                 static_cast<long long>(k.accumulationSteps),
-                 static_cast<long long>(c.microBatch),
-                 getTuneRematName(k.remat).str().c_str(),
-                 static_cast<long long>(k.reduceBucketSize),
-                 k.overlapComm ? "yes" : "no",
-                 knob(gathers, k.allgatherBucketSize).c_str(),
-                 knob(stage3, k.prefetchBucketSize).c_str(),
-                 knob(stage3, k.maxLiveParameters).c_str(),
-                 knob(stage3, k.paramPersistenceThreshold).c_str(),
-                 static_cast<long long>(c.peakBytes),
-                 formatByteSize(c.peakBytes).c_str(), c.predictedStepMs,
-                 c.tokensPerSecond, c.exposedCommMs);
-    if (r.lossChunkSearched)
-      os << format(" %10s", knob(k.lossChunk > 0, k.lossChunk).c_str());
-    if (!r.epSizes.empty())
-      os << format(" %7lld", static_cast<long long>(k.epSize));
-    if (r.longContextSearched)
-      os << format(" %7lld %9s %11s", static_cast<long long>(k.spSize),
-                   knob(k.tiledMlp > 0, k.tiledMlp).c_str(),
-                   k.offloadActivations ? "cpu" : "none");
-    if (r.frozenGatherSearched)
-      os << format(" %13s", !stage3              ? "-"
-                            : k.frozenGatherOnce ? "once"
-                                                 : "per-use");
-    if (offloadSearched)
-      os << format(" %9s %9s %16lld %16lld %11.3f",
-                   stringifyOffloadDevice(k.offloadOptimizer).str().c_str(),
-                   stringifyOffloadDevice(k.offloadParam).str().c_str(),
-                   static_cast<long long>(c.hostPeakBytes),
-                   static_cast<long long>(c.nvmeBytes), c.exposedTransferMs);
-    if (options.zeropp)
-      os << format(" %14s %16lld", zeroppText(k).c_str(),
-                   static_cast<long long>(c.interNodeBytes));
+    os << right_justify(num(++rank), 4);
+    for (const Column *column : columns)
+      os << ' ' << right_justify(column->cell(c), column->width);
     os << "\n";
   }
 }
