@@ -60,6 +60,10 @@ std::string fixed(double v, int digits) {
 }
 bool gathers(const TuneConfig &k) { return k.stage == 1 || k.stage == 2; }
 bool isStage3(const TuneConfig &k) { return k.stage == 3; }
+/// The frozen gather policy of a stage-3 configuration.
+const char *frozenGatherText(const TuneConfig &k) {
+  return !isStage3(k) ? "-" : k.frozenGatherOnce ? "once" : "per-use";
+}
 
 /// One column of the table, right-aligned to `width`: shown in every table
 /// (`shown` null) or only where the search searched its axis.
@@ -149,9 +153,7 @@ const Column kColumns[] = {
      }},
     {"frozen_gather", 13, frozenShown,
      [](const TuneCandidate &c) {
-       return std::string(!isStage3(c.config)         ? "-"
-                          : c.config.frozenGatherOnce ? "once"
-                                                      : "per-use");
+       return std::string(frozenGatherText(c.config));
      }},
     {"opt_off", 9, offloadShown,
      [](const TuneCandidate &c) {
@@ -192,6 +194,110 @@ void printTable(const TuneResult &r, const TuneOptions &options,
     os << "\n";
   }
 }
+
+/// One field of a JSON candidate: in every candidate (`shown` null) or only
+/// where the search searched its axis.
+struct Field {
+  const char *key;
+  bool (*shown)(const TuneResult &, const TuneOptions &);
+  json::Value (*value)(const TuneCandidate &);
+};
+
+bool hostShown(const TuneResult &r, const TuneOptions &o) {
+  // Activation offload uses the host too.
+  return offloadShown(r, o) || longContextShown(r, o);
+}
+bool statesShown(const TuneResult &, const TuneOptions &o) {
+  return o.optimizerStates.has_value();
+}
+
+/// The fields of a JSON candidate besides its rank and ds_config (the
+/// printer sorts the keys).
+const Field kFields[] = {
+    {"stage", nullptr,
+     [](const TuneCandidate &c) -> json::Value { return c.config.stage; }},
+    {"gradient_accumulation_steps", nullptr,
+     [](const TuneCandidate &c) -> json::Value {
+       return c.config.accumulationSteps;
+     }},
+    {"micro_batch_per_rank", nullptr,
+     [](const TuneCandidate &c) -> json::Value { return c.microBatch; }},
+    {"peak_bytes", nullptr,
+     [](const TuneCandidate &c) -> json::Value { return c.peakBytes; }},
+    {"persistent_bytes", nullptr,
+     [](const TuneCandidate &c) -> json::Value { return c.persistentBytes; }},
+    {"predicted_step_ms", nullptr,
+     [](const TuneCandidate &c) -> json::Value { return c.predictedStepMs; }},
+    {"exposed_comm_ms", nullptr,
+     [](const TuneCandidate &c) -> json::Value { return c.exposedCommMs; }},
+    {"remat", nullptr,
+     [](const TuneCandidate &c) -> json::Value {
+       return getTuneRematName(c.config.remat);
+     }},
+    {"recompute_ms", nullptr,
+     [](const TuneCandidate &c) -> json::Value { return c.recomputeMs; }},
+    {"tokens_per_second", nullptr,
+     [](const TuneCandidate &c) -> json::Value { return c.tokensPerSecond; }},
+    {"largest_item", nullptr,
+     [](const TuneCandidate &c) -> json::Value {
+       return json::Object{{"name", c.fit.largestItem},
+                           {"bytes", c.fit.largestItemBytes}};
+     }},
+    {"loss_chunk", chunkShown,
+     [](const TuneCandidate &c) -> json::Value { return c.config.lossChunk; }},
+    {"ep_size", epShown,
+     [](const TuneCandidate &c) -> json::Value { return c.config.epSize; }},
+    {"sp_size", longContextShown,
+     [](const TuneCandidate &c) -> json::Value { return c.config.spSize; }},
+    {"tiled_mlp", longContextShown,
+     [](const TuneCandidate &c) -> json::Value { return c.config.tiledMlp; }},
+    {"offload_activations", longContextShown,
+     [](const TuneCandidate &c) -> json::Value {
+       return c.config.offloadActivations ? "cpu" : "none";
+     }},
+    {"frozen_gather", frozenShown,
+     [](const TuneCandidate &c) -> json::Value {
+       return frozenGatherText(c.config);
+     }},
+    {"offload_optimizer", offloadShown,
+     [](const TuneCandidate &c) -> json::Value {
+       return stringifyOffloadDevice(c.config.offloadOptimizer);
+     }},
+    {"offload_param", offloadShown,
+     [](const TuneCandidate &c) -> json::Value {
+       return stringifyOffloadDevice(c.config.offloadParam);
+     }},
+    {"host_peak_bytes", hostShown,
+     [](const TuneCandidate &c) -> json::Value { return c.hostPeakBytes; }},
+    {"nvme_bytes", hostShown,
+     [](const TuneCandidate &c) -> json::Value { return c.nvmeBytes; }},
+    {"exposed_transfer_ms", hostShown,
+     [](const TuneCandidate &c) -> json::Value { return c.exposedTransferMs; }},
+    {"optimizer_states", statesShown,
+     [](const TuneCandidate &c) -> json::Value {
+       return c.config.optimizerStates
+                  ? stringifyStatePrecision(*c.config.optimizerStates)
+                  : "step";
+     }},
+    {"hpz_partition_size", zeroppShown,
+     [](const TuneCandidate &c) -> json::Value {
+       return c.config.hpzPartitionSize;
+     }},
+    {"mics_shard_size", zeroppShown,
+     [](const TuneCandidate &c) -> json::Value {
+       return c.config.micsShardSize;
+     }},
+    {"quantized_weights", zeroppShown,
+     [](const TuneCandidate &c) -> json::Value {
+       return c.config.quantizedWeights;
+     }},
+    {"quantized_gradients", zeroppShown,
+     [](const TuneCandidate &c) -> json::Value {
+       return c.config.quantizedGradients;
+     }},
+    {"inter_node_bytes_per_rank", zeroppShown,
+     [](const TuneCandidate &c) -> json::Value { return c.interNodeBytes; }},
+};
 
 } // namespace
 
@@ -239,67 +345,18 @@ std::string mlir::zero::describeTuneConfig(const TuneConfig &c) {
   return s;
 }
 
+/// The candidate as JSON; the fields of an axis only when it was searched.
 json::Value mlir::zero::tuneCandidateToJson(const TuneCandidate &c,
                                             int64_t rank, const TuneResult &r,
                                             const TuneOptions &options) {
-  int64_t globalBatch = r.globalBatch;
-  bool offloadSearched = options.offload != OffloadDevice::none;
-  bool frozenSearched = r.frozenGatherSearched;
-  bool chunkSearched = r.lossChunkSearched;
-  bool longContextSearched = r.longContextSearched;
-  bool epSearched = !r.epSizes.empty();
   json::Object o{
       {"rank", rank},
-      {"stage", c.config.stage},
-      {"gradient_accumulation_steps", c.config.accumulationSteps},
-      {"micro_batch_per_rank", c.microBatch},
-      {"peak_bytes", c.peakBytes},
-      {"persistent_bytes", c.persistentBytes},
-      {"predicted_step_ms", c.predictedStepMs},
-      {"exposed_comm_ms", c.exposedCommMs},
-      {"remat", getTuneRematName(c.config.remat)},
-      {"recompute_ms", c.recomputeMs},
-      {"tokens_per_second", c.tokensPerSecond},
-      {"largest_item", json::Object{{"name", c.fit.largestItem},
-                                    {"bytes", c.fit.largestItemBytes}}},
       {"ds_config",
-       toDeepSpeedConfig(c.config, globalBatch, options.worldSize)},
+       toDeepSpeedConfig(c.config, r.globalBatch, options.worldSize)},
   };
-  if (chunkSearched)
-    o["loss_chunk"] = c.config.lossChunk;
-  if (epSearched)
-    o["ep_size"] = c.config.epSize;
-  if (longContextSearched) {
-    o["sp_size"] = c.config.spSize;
-    o["tiled_mlp"] = c.config.tiledMlp;
-    o["offload_activations"] = c.config.offloadActivations ? "cpu" : "none";
-  }
-  if (frozenSearched)
-    o["frozen_gather"] = c.config.stage != 3         ? "-"
-                         : c.config.frozenGatherOnce ? "once"
-                                                     : "per-use";
-  if (offloadSearched) {
-    o["offload_optimizer"] = stringifyOffloadDevice(c.config.offloadOptimizer);
-    o["offload_param"] = stringifyOffloadDevice(c.config.offloadParam);
-  }
-  // Activation offload uses the host too.
-  if (offloadSearched || longContextSearched) {
-    o["host_peak_bytes"] = c.hostPeakBytes;
-    o["nvme_bytes"] = c.nvmeBytes;
-    o["exposed_transfer_ms"] = c.exposedTransferMs;
-  }
-  if (options.optimizerStates)
-    o["optimizer_states"] =
-        c.config.optimizerStates
-            ? stringifyStatePrecision(*c.config.optimizerStates)
-            : "step";
-  if (options.zeropp) {
-    o["hpz_partition_size"] = c.config.hpzPartitionSize;
-    o["mics_shard_size"] = c.config.micsShardSize;
-    o["quantized_weights"] = c.config.quantizedWeights;
-    o["quantized_gradients"] = c.config.quantizedGradients;
-    o["inter_node_bytes_per_rank"] = c.interNodeBytes;
-  }
+  for (const Field &field : kFields)
+    if (!field.shown || field.shown(r, options))
+      o[field.key] = field.value(c);
   return o;
 }
 
@@ -459,4 +516,52 @@ std::string mlir::zero::describeTuneSearch(const TuneResult &result,
                      : "",
                  result.epSizes.empty() ? "" : " x ep size")
       .str();
+}
+
+std::string mlir::zero::describeMaxSeqProbes(const MaxSeqResult &found,
+                                             double seconds) {
+  std::string s;
+  raw_string_ostream os(s);
+  os << formatv("searched {0} lengths in multiples of {1} in {2:f2} s:",
+                found.probes.size(), found.multiple, seconds);
+  for (const MaxSeqProbe &p : found.probes) {
+    os << formatv("\n  seq {0}: ", p.seq);
+    if (p.fits)
+      os << "fits, peak " << formatTuneBytes(p.peakBytes);
+    else if (p.peakBytes)
+      os << "nothing fits, smallest peak " << formatTuneBytes(p.peakBytes);
+    else
+      os << "nothing fits, not even the model states";
+  }
+  return s;
+}
+
+std::string mlir::zero::describeMaxSeqVerdict(const MaxSeqResult &found) {
+  if (found.reachedLimit)
+    return formatv("every length up to {0} tokens fits, the limit searched",
+                   found.maxSeq)
+        .str();
+  return formatv("longest sequence that fits: {0} tokens ({1} does not)",
+                 found.maxSeq, found.firstMissSeq)
+      .str();
+}
+
+json::Value mlir::zero::maxSeqToJson(const MaxSeqResult &found,
+                                     const TuneOptions &options) {
+  const TuneResult &best = *found.best;
+  json::Array probes, candidates;
+  for (const MaxSeqProbe &p : found.probes)
+    probes.push_back(json::Object{
+        {"seq", p.seq}, {"fits", p.fits}, {"peak_bytes", p.peakBytes}});
+  int64_t rank = 0;
+  for (const TuneCandidate &c : best.ranked)
+    candidates.push_back(tuneCandidateToJson(c, ++rank, best, options));
+  json::Object o{{"max_seq", found.maxSeq},
+                 {"seq_multiple", found.multiple},
+                 {"reached_limit", found.reachedLimit},
+                 {"probes", std::move(probes)},
+                 {"candidates", std::move(candidates)}};
+  if (!found.reachedLimit)
+    o["first_miss_seq"] = found.firstMissSeq;
+  return o;
 }

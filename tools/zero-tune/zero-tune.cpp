@@ -299,6 +299,25 @@ static bool checkSearch() {
   return true;
 }
 
+/// Writes the best configuration of `result` to -o, if given, as a
+/// ds_config.json; false after reporting why it could not.
+static bool writeBest(const TuneResult &result) {
+  if (outputFile.empty())
+    return true;
+  std::error_code ec;
+  ToolOutputFile out(outputFile, ec, sys::fs::OF_Text);
+  if (ec) {
+    fail("cannot write '" + outputFile + "': " + ec.message());
+    return false;
+  }
+  out.os() << formatv("{0:2}", toDeepSpeedConfig(result.ranked.front().config,
+                                                 result.globalBatch,
+                                                 tuneOptions.worldSize))
+           << "\n";
+  out.keep();
+  return true;
+}
+
 /// Lengths --max-seq does not search past.
 static constexpr int64_t kMaxSeqLimit = int64_t(1) << 30;
 
@@ -356,19 +375,7 @@ static int runMaxSeq(mlir::ModuleOp module, mlir::MLIRContext &context) {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  std::string probes;
-  raw_string_ostream ps(probes);
-  ps << formatv("searched {0} lengths in multiples of {1} in {2:f2} s:",
-                found->probes.size(), multiple, seconds);
-  for (const MaxSeqProbe &p : found->probes) {
-    ps << formatv("\n  seq {0}: ", p.seq);
-    if (p.fits)
-      ps << "fits, peak " << formatTuneBytes(p.peakBytes);
-    else if (p.peakBytes)
-      ps << "nothing fits, smallest peak " << formatTuneBytes(p.peakBytes);
-    else
-      ps << "nothing fits, not even the model states";
-  }
+  std::string probes = describeMaxSeqProbes(*found, seconds);
   if (!found->best) {
     errs() << "zero-tune: " << probes << "\n";
     fail(formatv("--max-seq: nothing fits at {0} tokens, the shortest "
@@ -377,42 +384,12 @@ static int runMaxSeq(mlir::ModuleOp module, mlir::MLIRContext &context) {
     return fail(describeTuneNoFit(*found->firstMiss, options));
   }
   const TuneResult &best = *found->best;
-  std::string verdict =
-      found->reachedLimit
-          ? formatv("every length up to {0} tokens fits, the limit searched",
-                    found->maxSeq)
-                .str()
-          : formatv("longest sequence that fits: {0} tokens ({1} does not)",
-                    found->maxSeq, found->firstMissSeq)
-                .str();
-  if (!outputFile.empty()) {
-    std::error_code ec;
-    ToolOutputFile out(outputFile, ec, sys::fs::OF_Text);
-    if (ec)
-      return fail("cannot write '" + outputFile + "': " + ec.message());
-    out.os() << formatv("{0:2}",
-                        toDeepSpeedConfig(best.ranked.front().config,
-                                          best.globalBatch, options.worldSize))
-             << "\n";
-    out.keep();
-  }
+  std::string verdict = describeMaxSeqVerdict(*found);
+  if (!writeBest(best))
+    return 1;
   if (shared.isJson()) {
     errs() << "zero-tune: " << probes << "\nzero-tune: " << verdict << "\n";
-    json::Array probeArray, candidates;
-    for (const MaxSeqProbe &p : found->probes)
-      probeArray.push_back(json::Object{
-          {"seq", p.seq}, {"fits", p.fits}, {"peak_bytes", p.peakBytes}});
-    int64_t rank = 0;
-    for (const TuneCandidate &c : best.ranked)
-      candidates.push_back(tuneCandidateToJson(c, ++rank, best, options));
-    json::Object o{{"max_seq", found->maxSeq},
-                   {"seq_multiple", multiple},
-                   {"reached_limit", found->reachedLimit},
-                   {"probes", std::move(probeArray)},
-                   {"candidates", std::move(candidates)}};
-    if (!found->reachedLimit)
-      o["first_miss_seq"] = found->firstMissSeq;
-    outs() << formatv("{0:2}", json::Value(std::move(o))) << "\n";
+    outs() << formatv("{0:2}", maxSeqToJson(*found, options)) << "\n";
     return 0;
   }
   outs() << "zero-tune --max-seq: " << probes << "\n" << verdict << "\n\n";
@@ -483,18 +460,8 @@ int main(int argc, char **argv) {
   if (result->ranked.empty())
     return fail(describeTuneNoFit(*result, options));
 
-  const TuneCandidate &best = result->ranked.front();
-  if (!outputFile.empty()) {
-    std::error_code ec;
-    ToolOutputFile out(outputFile, ec, sys::fs::OF_Text);
-    if (ec)
-      return fail("cannot write '" + outputFile + "': " + ec.message());
-    out.os() << formatv("{0:2}",
-                        toDeepSpeedConfig(best.config, result->globalBatch,
-                                          options.worldSize))
-             << "\n";
-    out.keep();
-  }
+  if (!writeBest(*result))
+    return 1;
 
   if (shared.isJson()) {
     json::Array array;

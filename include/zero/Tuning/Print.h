@@ -9,6 +9,7 @@
 #ifndef ZERO_TUNING_PRINT_H
 #define ZERO_TUNING_PRINT_H
 
+#include "zero/Tuning/MaxSeq.h"
 #include "zero/Tuning/Tuner.h"
 
 #include "llvm/Support/JSON.h"
@@ -55,6 +56,18 @@ std::string describeTuneSearch(const TuneResult &result,
 void printTuneText(const TuneResult &result, const TuneOptions &options,
                    llvm::StringRef summary, llvm::StringRef outputFile,
                    llvm::raw_ostream &os);
+
+/// --max-seq: each length searched and whether it fits, and the time the
+/// search took.
+std::string describeMaxSeqProbes(const MaxSeqResult &found, double seconds);
+
+/// --max-seq: the longest length that fits, and the shortest that does not.
+std::string describeMaxSeqVerdict(const MaxSeqResult &found);
+
+/// --max-seq as JSON: the lengths searched and the candidates at the
+/// longest (`found` has one that fits).
+llvm::json::Value maxSeqToJson(const MaxSeqResult &found,
+                               const TuneOptions &options);
 
 } // namespace mlir::zero
 
