@@ -11,6 +11,9 @@
 
 #include "zero/Tuning/MaxSeq.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
 using namespace mlir;
 using namespace mlir::zero;
 
@@ -92,4 +95,61 @@ FailureOr<MaxSeqResult> mlir::zero::findMaxSequence(MLIRContext *ctx,
     (*f ? lo : hi) = mid;
   }
   return result;
+}
+
+std::string mlir::zero::describeSpecMismatch(ModuleOp file, ModuleOp built) {
+  struct Model {
+    SmallVector<std::pair<StringRef, Type>> params;
+    int64_t elements = 0;
+    SmallVector<Type> inputs;
+  };
+  auto read = [](ModuleOp m) {
+    Model model;
+    for (ParamOp p : m.getOps<ParamOp>()) {
+      model.params.push_back({p.getSymName(), p.getTensorType()});
+      model.elements += p.getTensorType().getNumElements();
+    }
+    for (TrainStepOp step : m.getOps<TrainStepOp>())
+      llvm::append_range(model.inputs, step.getBodyBlock().getArgumentTypes());
+    return model;
+  };
+  Model have = read(file), spec = read(built);
+  if (have.params == spec.params && have.inputs == spec.inputs)
+    return "";
+  auto typeText = [](Type t) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    t.print(os);
+    return text;
+  };
+  std::string first;
+  for (size_t i = 0; first.empty(); ++i) {
+    if (i >= have.params.size() || i >= spec.params.size()) {
+      if (have.params.size() != spec.params.size()) {
+        bool fileLonger = have.params.size() > spec.params.size();
+        first = llvm::formatv("parameter '{0}' is the {1}'s only",
+                              (fileLonger ? have : spec).params[i].first,
+                              fileLonger ? "file" : "spec")
+                    .str();
+      } else {
+        first = "the train step's inputs are " +
+                llvm::join(llvm::map_range(have.inputs, typeText), ", ") +
+                ", the spec's " +
+                llvm::join(llvm::map_range(spec.inputs, typeText), ", ");
+      }
+    } else if (have.params[i] != spec.params[i]) {
+      first = llvm::formatv(
+                  "parameter {0} is '{1}' {2} in the file, '{3}' {4} in "
+                  "the spec's model",
+                  i, have.params[i].first, typeText(have.params[i].second),
+                  spec.params[i].first, typeText(spec.params[i].second))
+                  .str();
+    }
+  }
+  return llvm::formatv(
+             "its spec builds {0} parameters of {1} elements, its train "
+             "step has {2} parameters of {3} elements; {4}",
+             spec.params.size(), spec.elements, have.params.size(),
+             have.elements, first)
+      .str();
 }

@@ -16,6 +16,7 @@
 #include "zero/Tuning/Tuner.h"
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace mlir::zero {
@@ -54,6 +55,11 @@ FailureOr<MaxSeqResult> findMaxSequence(MLIRContext *ctx,
                                         const ModelGenOptions &spec,
                                         const TuneOptions &options,
                                         int64_t multiple, int64_t limit);
+
+/// How the parameters and train step inputs of `file` differ from those of
+/// `built`, the model its model_gen.spec builds at the same length; empty
+/// where they agree.
+std::string describeSpecMismatch(ModuleOp file, ModuleOp built);
 
 } // namespace mlir::zero
 
