@@ -5,7 +5,7 @@
 // Muon orthogonalizes each 2-D parameter's momentum with Newton-Schulz, so
 // its update needs the whole matrix: under ZeRO one owner rank holds each
 // Muon matrix's reduced gradient and momentum and runs this step on it
-// (owner-computes; docs/AddingAnOptimizer.md). Both backends take their
+// (owner-computes; docs/MatrixOptimizers.md). Both backends take their
 // scratch from the caller, muonScratchBytes(rows, cols) of it, so that the
 // planner counts it as any other workspace.
 //
