@@ -42,8 +42,9 @@ int main(int argc, char **argv) {
       mlir::MlirOptMainConfig::createFromCLOptions();
   // The parser verifies the input and the pass manager each pass's output,
   // so the printer need not verify the result again (a tenth of the time of
-  // a large step) unless the command line says otherwise.
-  if (config.shouldVerifyPasses())
+  // a large step) unless the command line says otherwise or turns either
+  // verification off.
+  if (config.shouldVerifyPasses() && config.shouldVerifyOnParsing())
     if (llvm::cl::Option *assume = llvm::cl::getRegisteredOptions().lookup(
             "mlir-print-assume-verified");
         assume && assume->getNumOccurrences() == 0)
