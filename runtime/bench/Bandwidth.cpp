@@ -2,10 +2,10 @@
 //
 // Part of the zero-mlir project.
 //
-// Achieved bandwidth of the bandwidth-bound optimizer kernels (zrt_adam,
-// zrt_check_overflow), elementwise kernels (zrt_swiglu, zrt_swiglu_grad,
-// zrt_rope) and row normalizations (zrt_rms_norm and its gradient) divided
-// by that of a STREAM triad measured in the same
+// Achieved bandwidth of the bandwidth-bound optimizer kernels
+// (zrt_optimizer_step's AdamW, zrt_check_overflow), elementwise kernels
+// (zrt_swiglu, zrt_swiglu_grad, zrt_rope) and row normalizations (zrt_rms_norm
+// and its gradient) divided by that of a STREAM triad measured in the same
 // process, on the same threads, interleaved with it: each round times every
 // kernel once (in alternating order), the ratio of a round is the kernel's
 // bytes/s over the triad's bytes/s of that round, and the reported ratio is
@@ -166,18 +166,15 @@ int main(int argc, char **argv) {
   kernels.push_back(
       {"copy", 8.0 * double(n), [&] { zrt_copy(ta.data, tb.data, n * 4); }});
   kernels.push_back({"adam_bf16", 28.0 * double(n), [&] {
-                       zrt_adam(ZRT_BF16, gradBf16->data, master.data, m.data,
-                                v.data, paramBf16->data, n,
-                                ++adamStep % 1000 + 1, 1e-3, 0.9, 0.95, 1e-8,
-                                0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
-                                stats, 1.0f, 0);
+                       adamwStep(ZRT_BF16, gradBf16->data, master.data, m.data,
+                                 v.data, paramBf16->data, n,
+                                 ++adamStep % 1000 + 1, stats);
                      }});
   // f32: the parameter copy is the master itself (as the compiler emits).
   kernels.push_back({"adam_f32", 28.0 * double(n), [&] {
-                       zrt_adam(ZRT_F32, gradF32->data, master.data, m.data,
-                                v.data, master.data, n, ++adamStep % 1000 + 1,
-                                1e-3, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr,
-                                nullptr, nullptr, 0, 1.0, stats, 1.0f, 0);
+                       adamwStep(ZRT_F32, gradF32->data, master.data, m.data,
+                                 v.data, master.data, n, ++adamStep % 1000 + 1,
+                                 stats);
                      }});
   auto overflow = [&](const char *name, int32_t dtype, const uint8_t *data) {
     kernels.push_back(

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
 #include "zero_rt/zrt.h"
 
 #include <benchmark/benchmark.h>
@@ -74,9 +75,8 @@ void BM_Adam(benchmark::State &state) {
       v(master.size());
   float stats[2] = {0, 1};
   for (auto _ : state)
-    zrt_adam(dtype, grad.data(), master.data(), m.data(), v.data(),
-             param.data(), n, 1, 1e-3, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr,
-             nullptr, nullptr, 0, 1.0, stats, 1.0f, 0);
+    zrt::bench::adamwStep(dtype, grad.data(), master.data(), m.data(), v.data(),
+                          param.data(), n, 1, stats);
   int64_t es = zrt_dtype_size(dtype);
   state.SetBytesProcessed(state.iterations() * n * (2 * es + 24));
 }

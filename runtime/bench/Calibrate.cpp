@@ -343,10 +343,8 @@ int main(int argc, char **argv) {
        v = filled(params, 0);
   float stats[2] = {0, 1};
   streams.push_back({32.0 * params, [&] {
-                       zrt_adam(ZRT_F32, g.data(), w.data(), m.data(), v.data(),
-                                w.data(), params, 1, 1e-3, 0.9, 0.95, 1e-8, 0.1,
-                                1, 1, nullptr, nullptr, nullptr, 0, 1.0, stats,
-                                1.0f, 0);
+                       adamwStep(ZRT_F32, g.data(), w.data(), m.data(),
+                                 v.data(), w.data(), params, 1, stats);
                      }});
   double memoryBandwidth = measureRate(streams, rounds, 20);
 

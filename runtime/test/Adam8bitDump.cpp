@@ -7,11 +7,11 @@
 //                   RANGE_END RANGE_DECAY IN OUT
 //
 // Reads N fp32 masters and STEPS gradients of N fp32 elements from IN and
-// runs STEPS steps of zrt_adam8bit from zero states (with the decay range
-// [RANGE_BEGIN, RANGE_END) at RANGE_DECAY unless it is empty). Writes to
-// OUT zrt_adam8bit_map's signed and unsigned maps, then after each step the
-// masters, exp_avg's codes and absmaxes and exp_avg_sq's codes and
-// absmaxes: the raw buffers a test's independent model of the block-wise
+// runs STEPS steps of zrt_optimizer_step with int8 states from zero states
+// (with the decay range [RANGE_BEGIN, RANGE_END) at RANGE_DECAY unless it is
+// empty). Writes to OUT zrt_adam8bit_map's signed and unsigned maps, then after
+// each step the masters, exp_avg's codes and absmaxes and exp_avg_sq's codes
+// and absmaxes: the raw buffers a test's independent model of the block-wise
 // 8-bit Adam compares bit for bit.
 //
 //===----------------------------------------------------------------------===//
@@ -77,14 +77,40 @@ int main(int argc, char **argv) {
     fail("cannot write ", argv[13]);
   put(out, signedMap);
   put(out, unsignedMap);
+  // Adam (kind 0) or AdamW (1) with int8 states (precision 2).
+  zrt_optimizer opt{};
+  opt.kind = adamw ? 1 : 0;
+  opt.states = 2;
+  auto set = [&](auto &p) {
+    p.lr = lr;
+    p.beta1 = beta1;
+    p.beta2 = beta2;
+    p.eps = eps;
+    p.weight_decay = wd;
+    p.bias_correction = 1;
+  };
+  if (adamw)
+    set(opt.params.adamw);
+  else
+    set(opt.params.adam);
   for (int64_t s = 0; s < steps; ++s) {
     // The master is its own parameter copy (f32).
-    zrt_adam8bit(ZRT_F32, grads.data() + s * n, master.data(), qm.data(),
-                 am.data(), qv.data(), av.data(), master.data(), n, s + 1, lr,
-                 beta1, beta2, eps, wd, adamw, /*bias_correction=*/1,
-                 /*schedule=*/nullptr, range, &rangeDecay, numRanges,
-                 /*max_grad_norm=*/0.0, /*stats=*/nullptr,
-                 /*loss_scale=*/1.0f, /*skip=*/0);
+    zrt_update u{};
+    u.dtype = ZRT_F32;
+    u.grad = grads.data() + s * n;
+    u.master = master.data();
+    u.param = master.data();
+    u.states[0] = qm.data();
+    u.absmax[0] = am.data();
+    u.states[1] = qv.data();
+    u.absmax[1] = av.data();
+    u.n = n;
+    u.step = s + 1;
+    u.decay_ranges = range;
+    u.range_decays = &rangeDecay;
+    u.num_decay_ranges = numRanges;
+    u.loss_scale = 1.0f;
+    zrt_optimizer_step(&opt, &u);
     put(out, master);
     put(out, qm);
     put(out, am);

@@ -165,9 +165,9 @@ TEST_P(ScratchTest, OtherKernelsUseNoScratch) {
         zrt_cast(dtype(), x.data(), ZRT_F32, master.data(), n);
         zrt_fill(dtype(), z.data(), n, 1.0);
         zrt_check_overflow(dtype(), grads, &n, 1, 1.0f, stats);
-        zrt_adam(dtype(), x.data(), master.data(), m.data(), v.data(), z.data(),
-                 n, 1, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, 1, nullptr, nullptr,
-                 nullptr, 0, 1.0, stats, 1.0f, 0);
+        zrt_test::adamStep(dtype(), x.data(), master.data(), m.data(), v.data(),
+                           z.data(), n, 1, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, 1,
+                           nullptr, nullptr, nullptr, 0, 1.0, stats, 1.0f, 0);
       }),
       0);
   EXPECT_EQ(scratchOf([&] {

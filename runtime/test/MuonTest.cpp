@@ -167,7 +167,7 @@ TEST(Muon, SlotIsEachMatrixAlone) {
 
 TEST(Muon, SlotClipsAndSkips) {
   // Clipping: the factor is zrt_clip_coefficient over the loss scale,
-  // rounded once, as zrt_adam's.
+  // rounded once, as zrt_optimizer_step's.
   Slot s, want;
   float stats[2] = {0.0f, 9.0f};
   runSlot(s, s.grad, 2, 1.5, stats, 2.0f, 0, 0);

@@ -122,10 +122,11 @@ TEST_P(OptimizerTest, AdamMatchesTorchSemantics) {
                           : 1.0;
         EXPECT_FLOAT_EQ(zrt_clip_coefficient(stats.data(), maxNorm),
                         float(clip));
-        zrt_adam(dtype(), grad[0].data(), master.data(), m.data(), v.data(),
-                 param.data(), n, t, ref.lr, ref.beta1, ref.beta2, ref.eps,
-                 ref.wd, adamw, 1, nullptr, nullptr, nullptr, 0, maxNorm,
-                 stats.data(), float(lossScale), 0);
+        zrt_test::adamStep(dtype(), grad[0].data(), master.data(), m.data(),
+                           v.data(), param.data(), n, t, ref.lr, ref.beta1,
+                           ref.beta2, ref.eps, ref.wd, adamw, 1, nullptr,
+                           nullptr, nullptr, 0, maxNorm, stats.data(),
+                           float(lossScale), 0);
         ref.step(grad[0].values(), t, lossScale, clip);
       }
       std::string what = std::string(adamw ? "adamw" : "adam") + " clip " +
@@ -154,9 +155,9 @@ TEST_P(OptimizerTest, AdamSkipWritesCopyOnly) {
       m(static_cast<size_t>(n), 0.1f), v(static_cast<size_t>(n), 0.2f);
   Buffer grad = randomBuffer(dtype(), rng, n), param(dtype(), n);
   float stats[2] = {1.0f, 0.0f};
-  zrt_adam(dtype(), grad.data(), master.data(), m.data(), v.data(),
-           param.data(), n, 3, 1e-3, 0.9, 0.999, 1e-8, 0.0, 1, 1, nullptr,
-           nullptr, nullptr, 0, 1.0, stats, 1.0f, 1);
+  zrt_test::adamStep(dtype(), grad.data(), master.data(), m.data(), v.data(),
+                     param.data(), n, 3, 1e-3, 0.9, 0.999, 1e-8, 0.0, 1, 1,
+                     nullptr, nullptr, nullptr, 0, 1.0, stats, 1.0f, 1);
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(master[i], 0.3f);
     EXPECT_EQ(m[i], 0.1f);
@@ -166,11 +167,11 @@ TEST_P(OptimizerTest, AdamSkipWritesCopyOnly) {
 }
 
 // bf16 masters (DeepSpeed's bf16_master_weights_and_grads, no fp32 copy):
-// each step of zrt_adam widens the bf16 parameter, runs the fp32 update and
-// rounds it back to nearest even. Against RefAdam in double restarted from
-// the widened parameter each step and rounded: equal but where the fp32
-// update lands within its rounding error of a bf16 midpoint (rare; bounded
-// below), and never more than one bf16 ulp apart. A skipped step leaves
+// each step of zrt_optimizer_step widens the bf16 parameter, runs the fp32
+// update and rounds it back to nearest even. Against RefAdam in double
+// restarted from the widened parameter each step and rounded: equal but where
+// the fp32 update lands within its rounding error of a bf16 midpoint (rare;
+// bounded below), and never more than one bf16 ulp apart. A skipped step leaves
 // the parameters as they are.
 TEST(AdamTest, Bf16ParamsAsMasters) {
   const int64_t n = 5001;
@@ -188,9 +189,10 @@ TEST(AdamTest, Bf16ParamsAsMasters) {
       Buffer grad = randomBuffer(ZRT_BF16, rng, n, -0.1, 0.1);
       std::vector<double> before = param.values();
       float stats[2] = {0, 1.0f};
-      zrt_adam(ZRT_BF16, grad.data(), nullptr, m.data(), v.data(), param.data(),
-               n, t, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.wd, adamw, 1,
-               nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
+      zrt_test::adamStep(ZRT_BF16, grad.data(), nullptr, m.data(), v.data(),
+                         param.data(), n, t, ref.lr, ref.beta1, ref.beta2,
+                         ref.eps, ref.wd, adamw, 1, nullptr, nullptr, nullptr,
+                         0, 0.0, stats, 1.0f, 0);
       ref.p = before;
       ref.step(grad.values(), t, 1.0, 1.0);
       std::vector<double> want = Buffer(ZRT_BF16, ref.p).values();
@@ -204,9 +206,10 @@ TEST(AdamTest, Bf16ParamsAsMasters) {
         moved += got[size_t(i)] != before[size_t(i)];
       }
       float skip[2] = {1.0f, 0.0f};
-      zrt_adam(ZRT_BF16, grad.data(), nullptr, m.data(), v.data(), param.data(),
-               n, t + 1, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.wd, adamw,
-               1, nullptr, nullptr, nullptr, 0, 0.0, skip, 1.0f, 1);
+      zrt_test::adamStep(ZRT_BF16, grad.data(), nullptr, m.data(), v.data(),
+                         param.data(), n, t + 1, ref.lr, ref.beta1, ref.beta2,
+                         ref.eps, ref.wd, adamw, 1, nullptr, nullptr, nullptr,
+                         0, 0.0, skip, 1.0f, 1);
       EXPECT_EQ(param.values(), got);
     }
     // The fp32 update's error (about 1e-7 relative) rarely straddles a
@@ -227,12 +230,12 @@ TEST(AdamTest, F32ParamMayAliasMaster) {
                      grad = {0.5f, 0.25f};
   std::vector<float> copy = master, mc(2, 0), vc(2, 0), param(2);
   float stats[2] = {0, 0.3125f};
-  zrt_adam(ZRT_F32, grad.data(), master.data(), m.data(), v.data(),
-           master.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 1, nullptr,
-           nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
-  zrt_adam(ZRT_F32, grad.data(), copy.data(), mc.data(), vc.data(),
-           param.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 1, nullptr,
-           nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
+  zrt_test::adamStep(ZRT_F32, grad.data(), master.data(), m.data(), v.data(),
+                     master.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 1,
+                     nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
+  zrt_test::adamStep(ZRT_F32, grad.data(), copy.data(), mc.data(), vc.data(),
+                     param.data(), 2, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, 0, 1,
+                     nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
   EXPECT_EQ(master, copy);
   EXPECT_EQ(master, param);
 
@@ -247,20 +250,20 @@ TEST(AdamTest, F32ParamMayAliasMaster) {
   }
   std::vector<float> w2 = w, m2 = m1, v2 = v1, p2(n);
   float big[2] = {0, 1e4f};
-  zrt_adam(ZRT_F32, g.data(), w.data(), m1.data(), v1.data(), w.data(), n, 1,
-           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
-           big, 1.0f, 0);
-  zrt_adam(ZRT_F32, g.data(), w2.data(), m2.data(), v2.data(), p2.data(), n, 1,
-           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
-           big, 1.0f, 0);
+  zrt_test::adamStep(ZRT_F32, g.data(), w.data(), m1.data(), v1.data(),
+                     w.data(), n, 1, 0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr,
+                     nullptr, nullptr, 0, 1.0, big, 1.0f, 0);
+  zrt_test::adamStep(ZRT_F32, g.data(), w2.data(), m2.data(), v2.data(),
+                     p2.data(), n, 1, 0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr,
+                     nullptr, nullptr, 0, 1.0, big, 1.0f, 0);
   EXPECT_EQ(w, w2);
   EXPECT_EQ(w, p2);
   EXPECT_EQ(m1, m2);
   EXPECT_EQ(v1, v2);
   std::vector<float> before = w;
-  zrt_adam(ZRT_F32, g.data(), w.data(), m1.data(), v1.data(), w.data(), n, 2,
-           0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0,
-           big, 1.0f, 1);
+  zrt_test::adamStep(ZRT_F32, g.data(), w.data(), m1.data(), v1.data(),
+                     w.data(), n, 2, 0.01, 0.9, 0.95, 1e-8, 0.1, 1, 1, nullptr,
+                     nullptr, nullptr, 0, 1.0, big, 1.0f, 1);
   EXPECT_EQ(w, before);
 }
 
@@ -293,18 +296,18 @@ TEST(AdamTest, DecayRangesScheduleAndBiasCorrection) {
     std::vector<float> w1 = w, m1 = m, v1 = v, w2 = w, m2 = m, v2 = v;
     const int64_t ranges[] = {5, 40000, 50000, 69999};
     const double decays[] = {0.0, 0.3};
-    zrt_adam(ZRT_F32, g.data(), w1.data(), m1.data(), v1.data(), w1.data(), n,
-             step, 0.5, 0.9, 0.95, 1e-8, 0.1, 1, bc, &sched, ranges, decays, 2,
-             0.0, stats, 1.0f, 0);
+    zrt_test::adamStep(ZRT_F32, g.data(), w1.data(), m1.data(), v1.data(),
+                       w1.data(), n, step, 0.5, 0.9, 0.95, 1e-8, 0.1, 1, bc,
+                       &sched, ranges, decays, 2, 0.0, stats, 1.0f, 0);
     // The same in pieces, each with its decay and the schedule's lr.
     const int64_t cuts[] = {0, 5, 40000, 50000, 69999, n};
     const double pieceDecay[] = {0.1, 0.0, 0.1, 0.3, 0.1};
     for (int k = 0; k < 5; ++k) {
       int64_t b = cuts[k], len = cuts[k + 1] - cuts[k];
-      zrt_adam(ZRT_F32, g.data() + b, w2.data() + b, m2.data() + b,
-               v2.data() + b, w2.data() + b, len, step, lr, 0.9, 0.95, 1e-8,
-               pieceDecay[k], 1, bc, nullptr, nullptr, nullptr, 0, 0.0, stats,
-               1.0f, 0);
+      zrt_test::adamStep(ZRT_F32, g.data() + b, w2.data() + b, m2.data() + b,
+                         v2.data() + b, w2.data() + b, len, step, lr, 0.9, 0.95,
+                         1e-8, pieceDecay[k], 1, bc, nullptr, nullptr, nullptr,
+                         0, 0.0, stats, 1.0f, 0);
     }
     EXPECT_EQ(w1, w2) << "bias_correction " << bc;
     EXPECT_EQ(m1, m2);
@@ -354,9 +357,10 @@ TEST_P(OptimizerTest, LionMatchesDeepSpeed) {
           randomBuffer(dtype(), rng, n, -0.1 * lossScale, 0.1 * lossScale));
       std::vector<float> stats = check(dtype(), grad, float(lossScale));
       double clip = zrt_clip_coefficient(stats.data(), maxNorm);
-      zrt_lion(dtype(), grad[0].data(), master.data(), m.data(), param.data(),
-               n, t, ref.lr, ref.beta1, ref.beta2, ref.wd, nullptr, nullptr,
-               nullptr, 0, maxNorm, stats.data(), float(lossScale), 0);
+      zrt_test::lionStep(dtype(), grad[0].data(), master.data(), m.data(),
+                         param.data(), n, t, ref.lr, ref.beta1, ref.beta2,
+                         ref.wd, nullptr, nullptr, nullptr, 0, maxNorm,
+                         stats.data(), float(lossScale), 0);
       ref.step(grad[0].values(), float(clip / lossScale));
     }
     std::string what = "lion clip " + std::to_string(maxNorm);
@@ -380,9 +384,9 @@ TEST_P(OptimizerTest, LionSkipWritesCopyOnly) {
       m(static_cast<size_t>(n), 0.1f);
   Buffer grad = randomBuffer(dtype(), rng, n), param(dtype(), n);
   float stats[2] = {1.0f, 0.0f};
-  zrt_lion(dtype(), grad.data(), master.data(), m.data(), param.data(), n, 3,
-           1e-3, 0.9, 0.99, 0.0, nullptr, nullptr, nullptr, 0, 1.0, stats, 1.0f,
-           1);
+  zrt_test::lionStep(dtype(), grad.data(), master.data(), m.data(),
+                     param.data(), n, 3, 1e-3, 0.9, 0.99, 0.0, nullptr, nullptr,
+                     nullptr, 0, 1.0, stats, 1.0f, 1);
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(master[i], 0.3f);
     EXPECT_EQ(m[i], 0.1f);
@@ -417,15 +421,16 @@ TEST(LionTest, DecayRangesScheduleAndZeroSign) {
   std::vector<float> w1 = w, m1 = m, w2 = w, m2 = m;
   const int64_t ranges[] = {5, 40000, 50000, 69999};
   const double decays[] = {0.0, 0.3};
-  zrt_lion(ZRT_F32, g.data(), w1.data(), m1.data(), w1.data(), n, step, 0.5,
-           0.9, 0.99, 0.1, &sched, ranges, decays, 2, 0.0, stats, 1.0f, 0);
+  zrt_test::lionStep(ZRT_F32, g.data(), w1.data(), m1.data(), w1.data(), n,
+                     step, 0.5, 0.9, 0.99, 0.1, &sched, ranges, decays, 2, 0.0,
+                     stats, 1.0f, 0);
   const int64_t cuts[] = {0, 5, 40000, 50000, 69999, n};
   const double pieceDecay[] = {0.1, 0.0, 0.1, 0.3, 0.1};
   for (int k = 0; k < 5; ++k) {
     int64_t b = cuts[k], len = cuts[k + 1] - cuts[k];
-    zrt_lion(ZRT_F32, g.data() + b, w2.data() + b, m2.data() + b, w2.data() + b,
-             len, step, lr, 0.9, 0.99, pieceDecay[k], nullptr, nullptr, nullptr,
-             0, 0.0, stats, 1.0f, 0);
+    zrt_test::lionStep(ZRT_F32, g.data() + b, w2.data() + b, m2.data() + b,
+                       w2.data() + b, len, step, lr, 0.9, 0.99, pieceDecay[k],
+                       nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
   }
   EXPECT_EQ(w1, w2);
   EXPECT_EQ(m1, m2);
@@ -558,11 +563,11 @@ TEST_P(OptimizerTest, SgdMatchesTorch) {
         std::vector<float> stats = check(dtype(), grad, float(lossScale));
         double clip = zrt_clip_coefficient(stats.data(), maxNorm);
         // Without momentum there is no buffer.
-        zrt_sgd(dtype(), grad[0].data(), master.data(),
-                c.momentum != 0.0 ? buf.data() : nullptr, param.data(), n, t,
-                ref.lr, c.momentum, c.dampening, ref.wd, c.nesterov, nullptr,
-                nullptr, nullptr, 0, maxNorm, stats.data(), float(lossScale),
-                0);
+        zrt_test::sgdStep(dtype(), grad[0].data(), master.data(),
+                          c.momentum != 0.0 ? buf.data() : nullptr,
+                          param.data(), n, t, ref.lr, c.momentum, c.dampening,
+                          ref.wd, c.nesterov, nullptr, nullptr, nullptr, 0,
+                          maxNorm, stats.data(), float(lossScale), 0);
         ref.step(grad[0].values(), float(clip / lossScale), t == 1);
       }
       std::string what = "sgd momentum " + std::to_string(c.momentum) +
@@ -586,9 +591,9 @@ TEST_P(OptimizerTest, SgdSkipWritesCopyOnly) {
       buf(static_cast<size_t>(n), 0.1f);
   Buffer grad = randomBuffer(dtype(), rng, n), param(dtype(), n);
   float stats[2] = {1.0f, 0.0f};
-  zrt_sgd(dtype(), grad.data(), master.data(), buf.data(), param.data(), n, 3,
-          0.1, 0.9, 0.0, 0.0, 1, nullptr, nullptr, nullptr, 0, 1.0, stats, 1.0f,
-          1);
+  zrt_test::sgdStep(dtype(), grad.data(), master.data(), buf.data(),
+                    param.data(), n, 3, 0.1, 0.9, 0.0, 0.0, 1, nullptr, nullptr,
+                    nullptr, 0, 1.0, stats, 1.0f, 1);
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(master[i], 0.3f);
     EXPECT_EQ(buf[i], 0.1f);
@@ -610,15 +615,16 @@ TEST(SgdTest, DecayRangesAndFirstStep) {
   const double decays[] = {0.0, 0.3};
   for (int64_t step : {1, 2}) {
     std::vector<float> w1 = w, m1 = m, w2 = w, m2 = m;
-    zrt_sgd(ZRT_F32, g.data(), w1.data(), m1.data(), w1.data(), n, step, 0.1,
-            0.9, 0.5, 0.1, 0, nullptr, ranges, decays, 2, 0.0, stats, 1.0f, 0);
+    zrt_test::sgdStep(ZRT_F32, g.data(), w1.data(), m1.data(), w1.data(), n,
+                      step, 0.1, 0.9, 0.5, 0.1, 0, nullptr, ranges, decays, 2,
+                      0.0, stats, 1.0f, 0);
     const int64_t cuts[] = {0, 5, 40000, 50000, 69999, n};
     const double pieceDecay[] = {0.1, 0.0, 0.1, 0.3, 0.1};
     for (int k = 0; k < 5; ++k) {
       int64_t b = cuts[k], len = cuts[k + 1] - cuts[k];
-      zrt_sgd(ZRT_F32, g.data() + b, w2.data() + b, m2.data() + b,
-              w2.data() + b, len, step, 0.1, 0.9, 0.5, pieceDecay[k], 0,
-              nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
+      zrt_test::sgdStep(ZRT_F32, g.data() + b, w2.data() + b, m2.data() + b,
+                        w2.data() + b, len, step, 0.1, 0.9, 0.5, pieceDecay[k],
+                        0, nullptr, nullptr, nullptr, 0, 0.0, stats, 1.0f, 0);
     }
     EXPECT_EQ(w1, w2);
     EXPECT_EQ(m1, m2);

@@ -25,6 +25,151 @@
 
 namespace zrt_test {
 
+/// The operands of a zrt_optimizer_step (zrt_update) from positional
+/// arguments, with up to two states.
+inline zrt_update makeUpdate(int32_t dtype, const void *grad, float *master,
+                             void *s0, void *s1, void *param, int64_t n,
+                             int64_t step, const zrt_lr_schedule *schedule,
+                             const int64_t *ranges, const double *decays,
+                             int32_t numRanges, double maxGradNorm,
+                             const float *stats, float lossScale,
+                             int32_t skip) {
+  zrt_update u{};
+  u.dtype = dtype;
+  u.grad = grad;
+  u.master = master;
+  u.states[0] = s0;
+  u.states[1] = s1;
+  u.param = param;
+  u.n = n;
+  u.step = step;
+  u.schedule = schedule;
+  u.decay_ranges = ranges;
+  u.range_decays = decays;
+  u.num_decay_ranges = numRanges;
+  u.max_grad_norm = maxGradNorm;
+  u.stats = stats;
+  u.loss_scale = lossScale;
+  u.skip = skip;
+  return u;
+}
+
+/// Adam (adamw 0) or AdamW (1), with states of precision `states`
+/// (optimizers.def's ZRT_STATE_PRECISION order: 0 f32, 1 bf16, 2 int8).
+inline zrt_optimizer adamOptimizer(double lr, double beta1, double beta2,
+                                   double eps, double weightDecay,
+                                   int32_t adamw, int32_t biasCorrection,
+                                   int32_t states = 0) {
+  zrt_optimizer o{};
+  o.kind = adamw ? 1 : 0;
+  o.states = states;
+  auto set = [&](auto &p) {
+    p.lr = lr;
+    p.beta1 = beta1;
+    p.beta2 = beta2;
+    p.eps = eps;
+    p.weight_decay = weightDecay;
+    p.bias_correction = biasCorrection;
+  };
+  if (adamw)
+    set(o.params.adamw);
+  else
+    set(o.params.adam);
+  return o;
+}
+
+inline zrt_optimizer lionOptimizer(double lr, double beta1, double beta2,
+                                   double weightDecay) {
+  zrt_optimizer o{};
+  o.kind = 2;
+  o.params.lion.lr = lr;
+  o.params.lion.beta1 = beta1;
+  o.params.lion.beta2 = beta2;
+  o.params.lion.weight_decay = weightDecay;
+  return o;
+}
+
+inline zrt_optimizer sgdOptimizer(double lr, double momentum, double dampening,
+                                  double weightDecay, int32_t nesterov) {
+  zrt_optimizer o{};
+  o.kind = 3;
+  o.params.sgd.lr = lr;
+  o.params.sgd.momentum = momentum;
+  o.params.sgd.dampening = dampening;
+  o.params.sgd.weight_decay = weightDecay;
+  o.params.sgd.nesterov = nesterov;
+  return o;
+}
+
+/// zrt_optimizer_step of Adam or AdamW, its operands positional.
+inline void adamStep(int32_t dtype, const void *grad, float *master,
+                     float *expAvg, float *expAvgSq, void *param, int64_t n,
+                     int64_t step, double lr, double beta1, double beta2,
+                     double eps, double weightDecay, int32_t adamw,
+                     int32_t biasCorrection, const zrt_lr_schedule *schedule,
+                     const int64_t *ranges, const double *decays,
+                     int32_t numRanges, double maxGradNorm, const float *stats,
+                     float lossScale, int32_t skip) {
+  zrt_optimizer o =
+      adamOptimizer(lr, beta1, beta2, eps, weightDecay, adamw, biasCorrection);
+  zrt_update u = makeUpdate(dtype, grad, master, expAvg, expAvgSq, param, n,
+                            step, schedule, ranges, decays, numRanges,
+                            maxGradNorm, stats, lossScale, skip);
+  zrt_optimizer_step(&o, &u);
+}
+
+/// zrt_optimizer_step of Lion, its operands positional.
+inline void lionStep(int32_t dtype, const void *grad, float *master,
+                     float *expAvg, void *param, int64_t n, int64_t step,
+                     double lr, double beta1, double beta2, double weightDecay,
+                     const zrt_lr_schedule *schedule, const int64_t *ranges,
+                     const double *decays, int32_t numRanges,
+                     double maxGradNorm, const float *stats, float lossScale,
+                     int32_t skip) {
+  zrt_optimizer o = lionOptimizer(lr, beta1, beta2, weightDecay);
+  zrt_update u = makeUpdate(dtype, grad, master, expAvg, nullptr, param, n,
+                            step, schedule, ranges, decays, numRanges,
+                            maxGradNorm, stats, lossScale, skip);
+  zrt_optimizer_step(&o, &u);
+}
+
+/// zrt_optimizer_step of SGD, its operands positional.
+inline void sgdStep(int32_t dtype, const void *grad, float *master,
+                    float *momentumBuffer, void *param, int64_t n, int64_t step,
+                    double lr, double momentum, double dampening,
+                    double weightDecay, int32_t nesterov,
+                    const zrt_lr_schedule *schedule, const int64_t *ranges,
+                    const double *decays, int32_t numRanges, double maxGradNorm,
+                    const float *stats, float lossScale, int32_t skip) {
+  zrt_optimizer o =
+      sgdOptimizer(lr, momentum, dampening, weightDecay, nesterov);
+  zrt_update u = makeUpdate(dtype, grad, master, momentumBuffer, nullptr, param,
+                            n, step, schedule, ranges, decays, numRanges,
+                            maxGradNorm, stats, lossScale, skip);
+  zrt_optimizer_step(&o, &u);
+}
+
+/// zrt_optimizer_step of Adam or AdamW with int8 states, positional.
+inline void adam8bitStep(int32_t dtype, const void *grad, float *master,
+                         uint8_t *expAvg, float *expAvgAbsmax,
+                         uint8_t *expAvgSq, float *expAvgSqAbsmax, void *param,
+                         int64_t n, int64_t step, double lr, double beta1,
+                         double beta2, double eps, double weightDecay,
+                         int32_t adamw, int32_t biasCorrection,
+                         const zrt_lr_schedule *schedule, const int64_t *ranges,
+                         const double *decays, int32_t numRanges,
+                         double maxGradNorm, const float *stats,
+                         float lossScale, int32_t skip) {
+  zrt_optimizer o = adamOptimizer(lr, beta1, beta2, eps, weightDecay, adamw,
+                                  biasCorrection, 2);
+  zrt_update u = makeUpdate(dtype, grad, master, expAvg, expAvgSq, param, n,
+                            step, schedule, ranges, decays, numRanges,
+                            maxGradNorm, stats, lossScale, skip);
+  u.absmax[0] = expAvgAbsmax;
+  u.absmax[1] = expAvgSqAbsmax;
+  zrt_optimizer_step(&o, &u);
+}
+
 /// A zrt_attention_desc of positional arguments (zero_rt/attention.def's
 /// order), for a call in one expression:
 /// `zrt_attention_forward(AttentionDesc(dtype, ...), q, k, v, o)`.

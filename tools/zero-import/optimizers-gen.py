@@ -61,6 +61,7 @@ HEADER = """\
 # still expanded and checked.
 MACROS = {
     "ZRT_OPTIMIZER": ("id", "id", "int", "int", "id", "id", "id", "id"),
+    "ZRT_OPTIMIZER_END": ("id", "id"),
     "ZRT_OPTIMIZER_DS_TYPE": ("id", "str"),
     "ZRT_OPTIMIZER_TORCH_TYPE": ("id", "str"),
     "ZRT_OPTIMIZER_PARAM": ("id", "id", "str", "str"),

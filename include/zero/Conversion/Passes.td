@@ -19,7 +19,7 @@ def ConvertZeroToRuntimePass : Pass<"convert-zero-to-runtime", "::mlir::ModuleOp
     * `zero_micro_step(ctx)`, `zero_boundary(ctx)` and `zero_eval_step(ctx)`:
       LLVM-dialect functions that run the step's ops in program order as
       calls of the runtime's kernels (`zrt_matmul`, `zrt_layer_norm`, ...)
-      and context functions (`zrt_ctx_reduce_bucket`, `zrt_ctx_adam`, ...),
+      and context functions (`zrt_ctx_reduce_bucket`, `zrt_ctx_optimizer_step`, ...),
       each call's types checked against the runtime's ABI table (`abi.def`),
       with every buffer addressed by the offsets of the memory plan
       (`computeMemoryPlan`, recomputed here). Each op's phase

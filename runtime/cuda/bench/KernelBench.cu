@@ -7,10 +7,10 @@
 //
 // Measures, in one process on one GPU, a device-to-device copy
 // (cudaMemcpyAsync, read + write bytes counted) as the reference bandwidth,
-// then cuda::adam and cuda::checkOverflow over flat shards of 2^k
-// parameters, and prints one JSON object (stdout, and FILE): the device, the
-// copy's GB/s, and per kernel its bytes per parameter, median time, params/s,
-// GB/s and ratio over the copy. Times are CUDA events on the compute
+// then cuda::optimizerStep's AdamW and cuda::checkOverflow over flat shards of
+// 2^k parameters, and prints one JSON object (stdout, and FILE): the device,
+// the copy's GB/s, and per kernel its bytes per parameter, median time,
+// params/s, GB/s and ratio over the copy. Times are CUDA events on the compute
 // stream around runs of back-to-back launches of about 2 ms (per-launch
 // overheads amortized), the median of --reps runs after --warmup launches
 // and at least 50 ms of warm-up work. Inputs
@@ -252,11 +252,27 @@ struct Bench {
     ZRT_CUDA_CHECK(
         cudaMemcpy(scalars.get(), host, sizeof(host), cudaMemcpyHostToDevice));
     const float *stats = scalars.get<float>(), *lossScale = stats + 2;
+    // AdamW, optimizers.def's second row, with clipping at 1.
+    zrt_optimizer opt{};
+    opt.kind = 1;
+    opt.params.adamw = {1e-4, 0.9, 0.95, 1e-8, 0.1, 1.0};
+    auto update = [&](const Set &b, int64_t step, const float *st) {
+      zrt_update u{};
+      u.dtype = dtype;
+      u.grad = b.grad;
+      u.master = b.master;
+      u.param = b.param;
+      u.states[0] = b.m;
+      u.states[1] = b.v;
+      u.n = n;
+      u.step = step;
+      u.max_grad_norm = 1.0;
+      u.stats = st;
+      return u;
+    };
     double ms = medianMs(opts, [&](int rep) {
       const Set &b = bufs[size_t(rep % sets)];
-      adam(dtype, b.grad, b.master, b.m, b.v, b.param, n, 10 + rep, 1e-4, 0.9,
-           0.95, 1e-8, 0.1, 1, 1, nullptr, nullptr, nullptr, 0, 1.0, stats,
-           lossScale, 1.0, 0);
+      optimizerStep(opt, update(b, 10 + rep, stats), lossScale, 1.0);
     });
     results.push_back({name, k, n, bytesPerParam, sets, ms, ""});
   }

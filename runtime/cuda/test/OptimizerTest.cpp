@@ -2,9 +2,9 @@
 //
 // Part of the zero-mlir project.
 //
-// cuda::checkOverflow, cuda::adam, cuda::lion, cuda::sgd, cuda::adam8bit and
-// cuda::adamBf16 against zrt_check_overflow, zrt_adam, zrt_lion, zrt_sgd,
-// zrt_adam8bit and zrt::hostAdamBf16 on the same inputs, for
+// cuda::checkOverflow and cuda::optimizerStep (Adam, Lion, SGD, Adam with
+// 8-bit and bf16 states) against zrt_check_overflow, zrt_optimizer_step and
+// zrt::hostAdamBf16 on the same inputs, for
 // every dtype, Adam and AdamW, with and without clipping, loss scales other
 // than 1, sizes that leave a scalar tail, pointers off 16-byte alignment,
 // skipped steps and empty shards.
@@ -29,6 +29,86 @@ using zrt_test::Buffer;
 using zrt_test::dtypeName;
 
 namespace {
+
+// The device's optimizer steps with their operands positional, as the
+// tests spell them: cuda::optimizerStep of the kind's zrt_optimizer.
+void adam(int32_t dtype, const void *grad, float *master, float *expAvg,
+          float *expAvgSq, void *param, int64_t n, int64_t step, double lr,
+          double beta1, double beta2, double eps, double weightDecay,
+          int32_t adamw, int32_t biasCorrection,
+          const zrt_lr_schedule *schedule, const int64_t *ranges,
+          const double *decays, int32_t numRanges, double maxGradNorm,
+          const float *stats, const float *lossScale, double divisor,
+          int32_t skip) {
+  optimizerStep(zrt_test::adamOptimizer(lr, beta1, beta2, eps, weightDecay,
+                                        adamw, biasCorrection),
+                zrt_test::makeUpdate(dtype, grad, master, expAvg, expAvgSq,
+                                     param, n, step, schedule, ranges, decays,
+                                     numRanges, maxGradNorm, stats, 1.0f, skip),
+                lossScale, divisor);
+}
+
+void lion(int32_t dtype, const void *grad, float *master, float *expAvg,
+          void *param, int64_t n, int64_t step, double lr, double beta1,
+          double beta2, double weightDecay, const zrt_lr_schedule *schedule,
+          const int64_t *ranges, const double *decays, int32_t numRanges,
+          double maxGradNorm, const float *stats, const float *lossScale,
+          double divisor, int32_t skip) {
+  optimizerStep(zrt_test::lionOptimizer(lr, beta1, beta2, weightDecay),
+                zrt_test::makeUpdate(dtype, grad, master, expAvg, nullptr,
+                                     param, n, step, schedule, ranges, decays,
+                                     numRanges, maxGradNorm, stats, 1.0f, skip),
+                lossScale, divisor);
+}
+
+void sgd(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
+         void *param, int64_t n, int64_t step, double lr, double momentum,
+         double dampening, double weightDecay, int32_t nesterov,
+         const zrt_lr_schedule *schedule, const int64_t *ranges,
+         const double *decays, int32_t numRanges, double maxGradNorm,
+         const float *stats, const float *lossScale, double divisor,
+         int32_t skip) {
+  optimizerStep(
+      zrt_test::sgdOptimizer(lr, momentum, dampening, weightDecay, nesterov),
+      zrt_test::makeUpdate(dtype, grad, master, momentumBuffer, nullptr, param,
+                           n, step, schedule, ranges, decays, numRanges,
+                           maxGradNorm, stats, 1.0f, skip),
+      lossScale, divisor);
+}
+
+void adam8bit(int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
+              float *expAvgAbsmax, uint8_t *expAvgSq, float *expAvgSqAbsmax,
+              void *param, int64_t n, int64_t step, double lr, double beta1,
+              double beta2, double eps, double weightDecay, int32_t adamw,
+              int32_t biasCorrection, const zrt_lr_schedule *schedule,
+              const int64_t *ranges, const double *decays, int32_t numRanges,
+              double maxGradNorm, const float *stats, const float *lossScale,
+              double divisor, int32_t skip) {
+  zrt_update u = zrt_test::makeUpdate(
+      dtype, grad, master, expAvg, expAvgSq, param, n, step, schedule, ranges,
+      decays, numRanges, maxGradNorm, stats, 1.0f, skip);
+  u.absmax[0] = expAvgAbsmax;
+  u.absmax[1] = expAvgSqAbsmax;
+  optimizerStep(zrt_test::adamOptimizer(lr, beta1, beta2, eps, weightDecay,
+                                        adamw, biasCorrection, 2),
+                u, lossScale, divisor);
+}
+
+void adamBf16(int32_t dtype, const void *grad, float *master, uint16_t *expAvg,
+              uint16_t *expAvgSq, void *param, int64_t n, int64_t step,
+              double lr, double beta1, double beta2, double eps,
+              double weightDecay, int32_t adamw, int32_t biasCorrection,
+              const zrt_lr_schedule *schedule, const int64_t *ranges,
+              const double *decays, int32_t numRanges, double maxGradNorm,
+              const float *stats, const float *lossScale, double divisor,
+              int32_t skip) {
+  optimizerStep(zrt_test::adamOptimizer(lr, beta1, beta2, eps, weightDecay,
+                                        adamw, biasCorrection, 1),
+                zrt_test::makeUpdate(dtype, grad, master, expAvg, expAvgSq,
+                                     param, n, step, schedule, ranges, decays,
+                                     numRanges, maxGradNorm, stats, 1.0f, skip),
+                lossScale, divisor);
+}
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -285,8 +365,8 @@ TEST_P(CudaOptimizerTest, OverflowOfNothing) {
 // Adam
 //===----------------------------------------------------------------------===//
 
-// Tolerances of Adam. The kernel replays zrt_adam's fp32 operations one
-// for one, fused multiply-adds where GCC contracts the CPU's loop and
+// Tolerances of Adam. The kernel replays zrt_optimizer_step's fp32 operations
+// one for one, fused multiply-adds where GCC contracts the CPU's loop and
 // correctly rounded division and sqrt elsewhere, so with the GCC-built CPU
 // backend the results are bitwise equal. A CPU compiled with other
 // contractions differs by at most one rounding per operation, i.e. 2^-23
@@ -414,12 +494,12 @@ void runAdam(const AdamRun &r, std::mt19937 &rng) {
 
   // CPU.
   Buffer cMaster = master, cM = m, cV = v, cParam = param;
-  zrt_adam(r.dtype, grad.data(), static_cast<float *>(cMaster.data()),
-           static_cast<float *>(cM.data()), static_cast<float *>(cV.data()),
-           r.paramIsMaster ? cMaster.data() : cParam.data(), n, kStep, kLr,
-           kBeta1, kBeta2, kEps, kWeightDecay, r.adamw, r.biasCorrection,
-           schedule, ranges, decays, numRanges, maxNorm, stats.data(),
-           float(scale), r.skip);
+  zrt_test::adamStep(
+      r.dtype, grad.data(), static_cast<float *>(cMaster.data()),
+      static_cast<float *>(cM.data()), static_cast<float *>(cV.data()),
+      r.paramIsMaster ? cMaster.data() : cParam.data(), n, kStep, kLr, kBeta1,
+      kBeta2, kEps, kWeightDecay, r.adamw, r.biasCorrection, schedule, ranges,
+      decays, numRanges, maxNorm, stats.data(), float(scale), r.skip);
   if (r.paramIsMaster)
     cParam = cMaster;
 
@@ -604,10 +684,11 @@ TEST_P(CudaOptimizerTest, LionMatchesCpu) {
     Buffer gMaster = dMaster.download(), gM = dM.download(),
            gParam = dParam.download();
     Buffer cMaster = master, cM = m, cParam = param;
-    zrt_lion(dtype(), grad.data(), static_cast<float *>(cMaster.data()),
-             static_cast<float *>(cM.data()), cParam.data(), n, step, 1e-3, 0.9,
-             0.99, 0.1, nullptr, ranges, decays, 1, 1.0, stats.data(),
-             float(scale), 0);
+    zrt_test::lionStep(dtype(), grad.data(),
+                       static_cast<float *>(cMaster.data()),
+                       static_cast<float *>(cM.data()), cParam.data(), n, step,
+                       1e-3, 0.9, 0.99, 0.1, nullptr, ranges, decays, 1, 1.0,
+                       stats.data(), float(scale), 0);
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_NEAR(gM.get(i), cM.get(i), 4 * FLT_EPSILON * std::fabs(cM.get(i)))
           << "exp_avg " << i;
@@ -654,10 +735,11 @@ TEST_P(CudaOptimizerTest, Adam8bitMatchesCpu) {
       std::vector<float> gAm = dAm.download<float>(),
                          gAv = dAv.download<float>();
       Buffer cParam = param;
-      zrt_adam8bit(dtype(), grad.data(), static_cast<float *>(master.data()),
-                   qm.data(), am.data(), qv.data(), av.data(), cParam.data(), n,
-                   step, 1e-3, 0.9, 0.999, 1e-8, 0.1, adamw, 1, nullptr, ranges,
-                   decays, 1, 0.0, nullptr, float(scale), 0);
+      zrt_test::adam8bitStep(
+          dtype(), grad.data(), static_cast<float *>(master.data()), qm.data(),
+          am.data(), qv.data(), av.data(), cParam.data(), n, step, 1e-3, 0.9,
+          0.999, 1e-8, 0.1, adamw, 1, nullptr, ranges, decays, 1, 0.0, nullptr,
+          float(scale), 0);
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_TRUE(sameBits(gMaster.get(i), master.get(i))) << "master " << i;
         ASSERT_TRUE(sameBits(gParam.get(i), cParam.get(i))) << "param " << i;
@@ -743,10 +825,11 @@ TEST_P(CudaOptimizerTest, SgdMatchesCpu) {
     Buffer gMaster = dMaster.download(), gM = dM.download(),
            gParam = dParam.download();
     Buffer cMaster = master, cM = m, cParam = param;
-    zrt_sgd(dtype(), grad.data(), static_cast<float *>(cMaster.data()),
-            static_cast<float *>(cM.data()), cParam.data(), n, step, 0.05, 0.9,
-            0.0, 0.01, 1, nullptr, ranges, decays, 1, 1.0, stats.data(),
-            float(scale), 0);
+    zrt_test::sgdStep(dtype(), grad.data(),
+                      static_cast<float *>(cMaster.data()),
+                      static_cast<float *>(cM.data()), cParam.data(), n, step,
+                      0.05, 0.9, 0.0, 0.01, 1, nullptr, ranges, decays, 1, 1.0,
+                      stats.data(), float(scale), 0);
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_NEAR(gM.get(i), cM.get(i),
                   4 * FLT_EPSILON * std::max(1.0, std::fabs(cM.get(i))))

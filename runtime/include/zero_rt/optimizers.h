@@ -87,6 +87,29 @@ constexpr bool isDecoupled(Kind kind) {
   return false;
 }
 
+/// The number of `kind`'s state rows: the state operands of its update
+/// (zrt_update's `states`, in the rows' order).
+constexpr int numStates(Kind kind) {
+  int count = 0;
+  for (const State &s : kStates)
+    count += s.kind == kind;
+  return count;
+}
+
+/// The place of `kind`'s state `buffer` among its states (zrt_update's
+/// `states`), -1 when it keeps none.
+constexpr int stateIndex(Kind kind, BufferKind buffer) {
+  int index = 0;
+  for (const State &s : kStates) {
+    if (s.kind != kind)
+      continue;
+    if (s.buffer == buffer)
+      return index;
+    ++index;
+  }
+  return -1;
+}
+
 /// Whether `kind` keeps a state buffer of kind `buffer`.
 constexpr bool hasState(Kind kind, BufferKind buffer) {
   for (const State &s : kStates)
@@ -187,6 +210,13 @@ constexpr int64_t maxParamBytes(Kind kind) {
                 "optimizers.def: " #name                                       \
                 " needs a ZRT_OPTIMIZER_LAYOUT_STATES "                        \
                 "row");
+#include "zero_rt/optimizers.def"
+
+// zrt_update holds every row's states.
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  static_assert(numStates(Kind::id) <= ZRT_MAX_OPTIMIZER_STATES,               \
+                "optimizers.def: " #name " keeps more states than "            \
+                "ZRT_MAX_OPTIMIZER_STATES (zrt.h)");
 #include "zero_rt/optimizers.def"
 
 // A row's bytes are its states' bytes (the larger part's with parts), and

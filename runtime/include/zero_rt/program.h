@@ -41,8 +41,11 @@ extern "C" {
  *    holds the factored statistics of the rank's shard, sized by
  *    zero_rt/adafactor.h).
  * 9: strided expert-parallel sets (the manifest's expert_placement, which
- *    older runtimes would ignore and run with consecutive sets). */
-#define ZRT_PROGRAM_VERSION 9
+ *    older runtimes would ignore and run with consecutive sets).
+ * 10: every optimizer's update is zrt_ctx_optimizer_step and its _staged,
+ *    _host and _nvme variants (the zrt_ctx_adam*, zrt_ctx_lion* and
+ *    zrt_ctx_sgd* calls are gone). */
+#define ZRT_PROGRAM_VERSION 10
 
 typedef struct zrt_ctx zrt_ctx;
 

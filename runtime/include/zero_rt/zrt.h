@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define ZRT_ABI_VERSION 23
+#define ZRT_ABI_VERSION 24
 
 typedef enum zrt_dtype { ZRT_F32 = 0, ZRT_BF16 = 1, ZRT_F16 = 2 } zrt_dtype;
 typedef enum zrt_index_type { ZRT_I32 = 0, ZRT_I64 = 1 } zrt_index_type;
@@ -92,6 +92,64 @@ typedef struct zrt_attention_desc {
 #define ZRT_ATTENTION_FIELD(type, name) type name;
 #include "zero_rt/attention.def"
 } zrt_attention_desc;
+
+/* The most state buffers one optimizer keeps (optimizers.h checks every
+ * row). */
+#define ZRT_MAX_OPTIMIZER_STATES 3
+
+/* Each optimizer's hyper-parameters, zrt_<name>_params: its
+ * ZRT_OPTIMIZER_PARAM rows of optimizers.def in order, each a double (a flag
+ * 0 or 1, a count or an enumerator exactly). */
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  typedef struct zrt_##name##_params {
+#define ZRT_OPTIMIZER_PARAM(id, name, key, default) double name;
+#define ZRT_OPTIMIZER_END(id, name)                                            \
+  }                                                                            \
+  zrt_##name##_params;
+#include "zero_rt/optimizers.def"
+
+/* An optimizer: its kind (optimizers.def's ZRT_OPTIMIZER rows in order),
+ * the precision of its states (the ZRT_STATE_PRECISION rows in order) and
+ * the hyper-parameters of its kind. */
+typedef struct zrt_optimizer {
+  int32_t kind;
+  int32_t states;
+  union {
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  zrt_##name##_params name;
+#include "zero_rt/optimizers.def"
+  } params;
+} zrt_optimizer;
+
+/* The operands of one optimizer step over n elements of a flat shard
+ * (zrt_optimizer_step): the gradient and the parameter copy of zrt_dtype
+ * `dtype`, the fp32 masters (null: the parameter, widened, is its own
+ * master), the optimizer's state buffers in its ZRT_OPTIMIZER_STATE order
+ * (fp32, or its precision's elements with one fp32 absmax per block in
+ * `absmax`; a gated state that is not kept is null), the optimizer step
+ * (1-based) and its learning-rate schedule (null: constant), the elements
+ * with a weight decay of their own ([decay_ranges[2k], decay_ranges[2k+1])
+ * with range_decays[k], sorted, host memory), and the gradient's unscale:
+ * zrt_clip_coefficient(stats, max_grad_norm) / loss_scale. With skip != 0
+ * only the parameter copy is written, from the unchanged master. */
+typedef struct zrt_update {
+  int32_t dtype;
+  const void *grad;
+  float *master;
+  void *param;
+  void *states[ZRT_MAX_OPTIMIZER_STATES];
+  float *absmax[ZRT_MAX_OPTIMIZER_STATES];
+  int64_t n;
+  int64_t step;
+  const zrt_lr_schedule *schedule;
+  const int64_t *decay_ranges;
+  const double *range_decays;
+  int32_t num_decay_ranges;
+  double max_grad_norm;
+  const float *stats;
+  float loss_scale;
+  int32_t skip;
+} zrt_update;
 
 /* Every function, documented in abi.def. */
 #define ZRT_ENTRY(name, ret, params) ret name params;

@@ -63,7 +63,7 @@ bool isBf16State(const Manifest &m, BufferKind kind) {
 SavedFile zrt::writeRankCheckpoint(const zrt_ctx &ctx, const std::string &dir,
                                    const Progress &progress) {
   const Manifest &m = *ctx.manifest;
-  TrainingState state{progress.step, progress.dataPosition, ctx.adamSteps,
+  TrainingState state{progress.step, progress.dataPosition, ctx.optimizerSteps,
                       scalerJson(ctx.scaler)};
   std::string bytes = packRankFile(
       m, ctx.rank, m.shardGroupSize(), state,
@@ -164,7 +164,7 @@ Progress zrt::readCheckpoint(zrt_ctx &ctx, const std::string &path) {
   } catch (const json::exception &e) {
     fail(ckpt.where() + ": malformed loss scaler state: " + e.what());
   }
-  ctx.adamSteps = state.adamSteps;
+  ctx.optimizerSteps = state.adamSteps;
   Progress progress;
   progress.step = state.step;
   progress.dataPosition = state.dataPosition;

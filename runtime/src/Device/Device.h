@@ -75,35 +75,17 @@ void recordLoss(zrt_ctx &ctx, const float *loss);
 
 // The optimizer's kernels with the loss scale in tensor memory, as the
 // schedule computes it (the CPU reads it, the GPU keeps it on the device):
-// zrt_check_overflow, zrt_adam, zrt_lion, zrt_sgd, zrt_adam8bit and
-// hostAdamBf16 unscaled by (*lossScale) * divisor.
+// zrt_check_overflow and zrt_optimizer_step unscaled by (*lossScale) *
+// divisor.
 
 /// Accumulates grad's overflow flag (max) and squared norm (sum) into stats,
 /// starting from {0, 0} when `first`.
 void checkOverflow(int32_t dtype, const void *grad, int64_t n,
                    const float *lossScale, double divisor, int32_t first,
                    float *stats);
-void adam(int32_t dtype, const void *grad, float *master, float *expAvg,
-          float *expAvgSq, void *param, int64_t n, int64_t step, double lr,
-          double beta1, double beta2, double eps, double weightDecay,
-          int32_t adamw, int32_t biasCorrection,
-          const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-          const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
-          const float *stats, const float *lossScale, double divisor,
-          int32_t skip);
-void sgd(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
-         void *param, int64_t n, int64_t step, double lr, double momentum,
-         double dampening, double weightDecay, int32_t nesterov,
-         const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-         const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
-         const float *stats, const float *lossScale, double divisor,
-         int32_t skip);
-void lion(int32_t dtype, const void *grad, float *master, float *expAvg,
-          void *param, int64_t n, int64_t step, double lr, double beta1,
-          double beta2, double weightDecay, const zrt_lr_schedule *schedule,
-          const int64_t *decayRanges, const double *rangeDecays,
-          int32_t numDecayRanges, double maxGradNorm, const float *stats,
-          const float *lossScale, double divisor, int32_t skip);
+/// zrt_optimizer_step on tensor memory; `update`'s loss_scale is unused.
+void optimizerStep(const zrt_optimizer &optimizer, const zrt_update &update,
+                   const float *lossScale, double divisor);
 /// Tensor memory counted as kernel scratch while it lives (an update's
 /// workspace): releaseScratch takes the same bytes.
 void *allocateScratch(int64_t bytes);
@@ -128,7 +110,7 @@ void adafactorApply(int32_t dtype, const void *grad, float *master, void *param,
 /// torch.optim.Muon's step of one whole row-major [matrix[1], matrix[2]]
 /// matrix at element matrix[0] of each buffer (zrt_muon's operands; its
 /// scratch, zrt_scratch_muon of the matrix, is the backend's accounted
-/// scratch). `lossScale` is device memory, as zrt_ctx_adam's.
+/// scratch). `lossScale` is device memory, as optimizerStep's.
 void muon(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
           void *param, const int64_t matrix[3], int64_t step, double lr,
           double momentum, double weightDecay, int32_t nesterov, double nsA,
@@ -136,22 +118,6 @@ void muon(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
           int32_t adjustLrFn, const zrt_lr_schedule *schedule,
           double maxGradNorm, const float *stats, const float *lossScale,
           double divisor, int32_t skip);
-void adam8bit(int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
-              float *expAvgAbsmax, uint8_t *expAvgSq, float *expAvgSqAbsmax,
-              void *param, int64_t n, int64_t step, double lr, double beta1,
-              double beta2, double eps, double weightDecay, int32_t adamw,
-              int32_t biasCorrection, const zrt_lr_schedule *schedule,
-              const int64_t *decayRanges, const double *rangeDecays,
-              int32_t numDecayRanges, double maxGradNorm, const float *stats,
-              const float *lossScale, double divisor, int32_t skip);
-void adamBf16(int32_t dtype, const void *grad, float *master, uint16_t *expAvg,
-              uint16_t *expAvgSq, void *param, int64_t n, int64_t step,
-              double lr, double beta1, double beta2, double eps,
-              double weightDecay, int32_t adamw, int32_t biasCorrection,
-              const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-              const double *rangeDecays, int32_t numDecayRanges,
-              double maxGradNorm, const float *stats, const float *lossScale,
-              double divisor, int32_t skip);
 
 } // namespace device
 } // namespace zrt

@@ -99,30 +99,12 @@ void device::checkOverflow(int32_t dtype, const void *grad, int64_t n,
   stats[1] += local[1];
 }
 
-void device::adam(int32_t dtype, const void *grad, float *master, float *expAvg,
-                  float *expAvgSq, void *param, int64_t n, int64_t step,
-                  double lr, double beta1, double beta2, double eps,
-                  double weightDecay, int32_t adamw, int32_t biasCorrection,
-                  const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-                  const double *rangeDecays, int32_t numDecayRanges,
-                  double maxGradNorm, const float *stats,
-                  const float *lossScale, double divisor, int32_t skip) {
-  zrt_adam(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
-           beta2, eps, weightDecay, adamw, biasCorrection, schedule,
-           decayRanges, rangeDecays, numDecayRanges, maxGradNorm, stats,
-           float(double(*lossScale) * divisor), skip);
-}
-
-void device::lion(int32_t dtype, const void *grad, float *master, float *expAvg,
-                  void *param, int64_t n, int64_t step, double lr, double beta1,
-                  double beta2, double weightDecay,
-                  const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-                  const double *rangeDecays, int32_t numDecayRanges,
-                  double maxGradNorm, const float *stats,
-                  const float *lossScale, double divisor, int32_t skip) {
-  zrt_lion(dtype, grad, master, expAvg, param, n, step, lr, beta1, beta2,
-           weightDecay, schedule, decayRanges, rangeDecays, numDecayRanges,
-           maxGradNorm, stats, float(double(*lossScale) * divisor), skip);
+void device::optimizerStep(const zrt_optimizer &optimizer,
+                           const zrt_update &update, const float *lossScale,
+                           double divisor) {
+  zrt_update u = update;
+  u.loss_scale = float(double(*lossScale) * divisor);
+  zrt_optimizer_step(&optimizer, &u);
 }
 
 void *device::allocateScratch(int64_t bytes) {
@@ -187,51 +169,4 @@ void device::muon(int32_t dtype, const void *grad, float *master,
            adjustLrFn, schedule, maxGradNorm, stats,
            float(double(*lossScale) * divisor), skip, scratch.as<void>(),
            skip ? 0 : bytes);
-}
-
-void device::adam8bit(int32_t dtype, const void *grad, float *master,
-                      uint8_t *expAvg, float *expAvgAbsmax, uint8_t *expAvgSq,
-                      float *expAvgSqAbsmax, void *param, int64_t n,
-                      int64_t step, double lr, double beta1, double beta2,
-                      double eps, double weightDecay, int32_t adamw,
-                      int32_t biasCorrection, const zrt_lr_schedule *schedule,
-                      const int64_t *decayRanges, const double *rangeDecays,
-                      int32_t numDecayRanges, double maxGradNorm,
-                      const float *stats, const float *lossScale,
-                      double divisor, int32_t skip) {
-  zrt_adam8bit(dtype, grad, master, expAvg, expAvgAbsmax, expAvgSq,
-               expAvgSqAbsmax, param, n, step, lr, beta1, beta2, eps,
-               weightDecay, adamw, biasCorrection, schedule, decayRanges,
-               rangeDecays, numDecayRanges, maxGradNorm, stats,
-               float(double(*lossScale) * divisor), skip);
-}
-
-void device::adamBf16(int32_t dtype, const void *grad, float *master,
-                      uint16_t *expAvg, uint16_t *expAvgSq, void *param,
-                      int64_t n, int64_t step, double lr, double beta1,
-                      double beta2, double eps, double weightDecay,
-                      int32_t adamw, int32_t biasCorrection,
-                      const zrt_lr_schedule *schedule,
-                      const int64_t *decayRanges, const double *rangeDecays,
-                      int32_t numDecayRanges, double maxGradNorm,
-                      const float *stats, const float *lossScale,
-                      double divisor, int32_t skip) {
-  hostAdamBf16(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
-               beta2, eps, weightDecay, adamw, biasCorrection, schedule,
-               decayRanges, rangeDecays, numDecayRanges, maxGradNorm, stats,
-               float(double(*lossScale) * divisor), skip);
-}
-
-void device::sgd(int32_t dtype, const void *grad, float *master,
-                 float *momentumBuffer, void *param, int64_t n, int64_t step,
-                 double lr, double momentum, double dampening,
-                 double weightDecay, int32_t nesterov,
-                 const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-                 const double *rangeDecays, int32_t numDecayRanges,
-                 double maxGradNorm, const float *stats, const float *lossScale,
-                 double divisor, int32_t skip) {
-  zrt_sgd(dtype, grad, master, momentumBuffer, param, n, step, lr, momentum,
-          dampening, weightDecay, nesterov, schedule, decayRanges, rangeDecays,
-          numDecayRanges, maxGradNorm, stats,
-          float(double(*lossScale) * divisor), skip);
 }

@@ -128,39 +128,14 @@ void columnReduce(int64_t rows, int64_t cols, const RowsBody &rowsBody,
   }
 }
 
-/// The fused Adam/AdamW step on host memory (zrt_adam's contract): the CPU
-/// backend's zrt_adam and, on both backends, the host Adam of an offloaded
-/// optimizer (HostAdam.cpp, in the shared core).
-void hostAdam(int32_t dtype, const void *grad, float *master, float *expAvg,
-              float *expAvgSq, void *param, int64_t n, int64_t step, double lr,
-              double beta1, double beta2, double eps, double weightDecay,
-              int32_t adamw, int32_t biasCorrection,
-              const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-              const double *rangeDecays, int32_t numDecayRanges,
-              double maxGradNorm, const float *stats, float lossScale,
-              int32_t skip);
-
-/// torch.optim.SGD on host memory (zrt_sgd's contract): the CPU backend's
-/// zrt_sgd and the host SGD of an offloaded optimizer.
-void hostSgd(int32_t dtype, const void *grad, float *master,
-             float *momentumBuffer, void *param, int64_t n, int64_t step,
-             double lr, double momentum, double dampening, double weightDecay,
-             int32_t nesterov, const zrt_lr_schedule *schedule,
-             const int64_t *decayRanges, const double *rangeDecays,
-             int32_t numDecayRanges, double maxGradNorm, const float *stats,
-             float lossScale, int32_t skip);
-
-/// DeepSpeed's Lion on host memory (zrt_lion's contract): the CPU backend's
-/// zrt_lion and the host Lion of an offloaded optimizer.
-void hostLion(int32_t dtype, const void *grad, float *master, float *expAvg,
-              void *param, int64_t n, int64_t step, double lr, double beta1,
-              double beta2, double weightDecay, const zrt_lr_schedule *schedule,
-              const int64_t *decayRanges, const double *rangeDecays,
-              int32_t numDecayRanges, double maxGradNorm, const float *stats,
-              float lossScale, int32_t skip);
+/// One optimizer step on host memory (zrt_optimizer_step's contract): the
+/// CPU backend's zrt_optimizer_step and, on both backends, the host update
+/// of an offloaded optimizer (HostStep.cpp, in the shared core).
+void hostOptimizerStep(const zrt_optimizer &optimizer,
+                       const zrt_update &update);
 
 /// Adam/AdamW with bitsandbytes' block-wise 8-bit states on host memory
-/// (zrt_adam8bit's contract).
+/// (zrt_optimizer_step's int8 states).
 void hostAdam8bit(int32_t dtype, const void *grad, float *master,
                   uint8_t *expAvg, float *expAvgAbsmax, uint8_t *expAvgSq,
                   float *expAvgSqAbsmax, void *param, int64_t n, int64_t step,
@@ -177,7 +152,7 @@ void hostAdam8bit(int32_t dtype, const void *grad, float *master,
 /// kernel) and rounded back to bf16 to nearest even, as torch's
 /// .to(torch.bfloat16). The parameter moves with the fp32 moments. `master`
 /// null: the parameter (dtype) is its own master, widened and rounded back.
-/// The rest is zrt_adam's contract.
+/// The rest is zrt_optimizer_step's contract.
 void hostAdamBf16(int32_t dtype, const void *grad, float *master,
                   uint16_t *expAvg, uint16_t *expAvgSq, void *param, int64_t n,
                   int64_t step, double lr, double beta1, double beta2,

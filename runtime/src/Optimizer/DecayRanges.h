@@ -1,4 +1,4 @@
-//===- DecayRanges.h - zrt_adam's weight-decay ranges -----------*- C++ -*-===//
+//===- DecayRanges.h - The update's weight-decay ranges --------*- C++ -*-===//
 //
 // Part of the zero-mlir project.
 //
@@ -16,7 +16,7 @@
 
 namespace zrt {
 
-/// Aborts unless zrt_adam's weight-decay ranges ([ranges[2k],
+/// Aborts unless zrt_update's weight-decay ranges ([ranges[2k],
 /// ranges[2k+1]) with decays[k]) are sorted, disjoint, within n elements
 /// and decay by >= 0.
 inline void checkDecayRanges(const char *kernel, const int64_t *ranges,

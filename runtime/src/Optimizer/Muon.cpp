@@ -114,8 +114,8 @@ zrt_muon(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
     fatal("zrt_muon: step %lld must be >= 1", (long long)step);
   float gradScale = 1.0f;
   if (!skip) {
-    // As zrt_adam's: the clip coefficient over the loss scale, in double,
-    // rounded once.
+    // As zrt_optimizer_step's: the clip coefficient over the loss scale, in
+    // double, rounded once.
     gradScale =
         float(zrt_clip_coefficient(stats, maxGradNorm) / double(lossScale));
     lr = zrt_lr_at(schedule, lr, momentum != 0.0 ? &momentum : nullptr, nullptr,

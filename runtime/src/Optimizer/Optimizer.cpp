@@ -1,10 +1,10 @@
-//===- Optimizer.cpp - Overflow check and fused Adam ----------------------===//
+//===- Optimizer.cpp - Overflow check and the optimizer's step ------------===//
 //
 // Part of the zero-mlir project.
 //
 // The optimizer kernels are bandwidth bound: each streams its buffers once
 // in fp32 blocks with the arithmetic in vector registers (check_overflow
-// reads 2 bytes per 16-bit gradient; adam moves 28 bytes per parameter with
+// reads 2 bytes per 16-bit gradient; Adam moves 28 bytes per parameter with
 // 16-bit gradients and copies).
 //
 //===----------------------------------------------------------------------===//
@@ -216,60 +216,11 @@ extern "C" void zrt_check_overflow(int32_t dtype, const void *const *grads,
   stats[1] = float(st.sumSquares / (scale * scale));
 }
 
-extern "C" void zrt_adam(int32_t dtype, const void *grad, float *master,
-                         float *expAvg, float *expAvgSq, void *param, int64_t n,
-                         int64_t step, double lr, double beta1, double beta2,
-                         double eps, double weightDecay, int32_t adamw,
-                         int32_t biasCorrection,
-                         const zrt_lr_schedule *schedule,
-                         const int64_t *decayRanges, const double *rangeDecays,
-                         int32_t numDecayRanges, double maxGradNorm,
-                         const float *stats, float lossScale, int32_t skip) {
-  // The same code as the offloaded optimizer's host Adam, so that both give
+extern "C" void zrt_optimizer_step(const zrt_optimizer *optimizer,
+                                   const zrt_update *update) {
+  if (!optimizer || !update)
+    fatal("zrt_optimizer_step: a null %s", optimizer ? "update" : "optimizer");
+  // The same code as the offloaded optimizer's host step, so that both give
   // the same bits.
-  hostAdam(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
-           beta2, eps, weightDecay, adamw, biasCorrection, schedule,
-           decayRanges, rangeDecays, numDecayRanges, maxGradNorm, stats,
-           lossScale, skip);
-}
-
-extern "C" void zrt_sgd(int32_t dtype, const void *grad, float *master,
-                        float *momentumBuffer, void *param, int64_t n,
-                        int64_t step, double lr, double momentum,
-                        double dampening, double weightDecay, int32_t nesterov,
-                        const zrt_lr_schedule *schedule,
-                        const int64_t *decayRanges, const double *rangeDecays,
-                        int32_t numDecayRanges, double maxGradNorm,
-                        const float *stats, float lossScale, int32_t skip) {
-  hostSgd(dtype, grad, master, momentumBuffer, param, n, step, lr, momentum,
-          dampening, weightDecay, nesterov, schedule, decayRanges, rangeDecays,
-          numDecayRanges, maxGradNorm, stats, lossScale, skip);
-}
-
-extern "C" void zrt_lion(int32_t dtype, const void *grad, float *master,
-                         float *expAvg, void *param, int64_t n, int64_t step,
-                         double lr, double beta1, double beta2,
-                         double weightDecay, const zrt_lr_schedule *schedule,
-                         const int64_t *decayRanges, const double *rangeDecays,
-                         int32_t numDecayRanges, double maxGradNorm,
-                         const float *stats, float lossScale, int32_t skip) {
-  hostLion(dtype, grad, master, expAvg, param, n, step, lr, beta1, beta2,
-           weightDecay, schedule, decayRanges, rangeDecays, numDecayRanges,
-           maxGradNorm, stats, lossScale, skip);
-}
-
-extern "C" void
-zrt_adam8bit(int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
-             float *expAvgAbsmax, uint8_t *expAvgSq, float *expAvgSqAbsmax,
-             void *param, int64_t n, int64_t step, double lr, double beta1,
-             double beta2, double eps, double weightDecay, int32_t adamw,
-             int32_t biasCorrection, const zrt_lr_schedule *schedule,
-             const int64_t *decayRanges, const double *rangeDecays,
-             int32_t numDecayRanges, double maxGradNorm, const float *stats,
-             float lossScale, int32_t skip) {
-  hostAdam8bit(dtype, grad, master, expAvg, expAvgAbsmax, expAvgSq,
-               expAvgSqAbsmax, param, n, step, lr, beta1, beta2, eps,
-               weightDecay, adamw, biasCorrection, schedule, decayRanges,
-               rangeDecays, numDecayRanges, maxGradNorm, stats, lossScale,
-               skip);
+  hostOptimizerStep(*optimizer, *update);
 }

@@ -35,8 +35,8 @@ inline char *element(char *base, int64_t n, const PartitionInfo &part) {
 }
 
 /// The parameters of partition p with a weight decay of their own, as
-/// zrt_adam's ranges of this rank's owned elements (parameters are laid out
-/// in offset order).
+/// zrt_update's decay ranges of this rank's owned elements (parameters are laid
+/// out in offset order).
 struct DecayRanges {
   std::vector<int64_t> ranges;
   std::vector<double> decays;
@@ -70,10 +70,25 @@ inline int64_t record(zrt_ctx *ctx, const char *what, CommKind kind,
   return record(ctx, what, kind, group.kind, group.set, bytes);
 }
 
-/// zrt_adam's schedule argument: null for a constant learning rate.
+/// zrt_update's schedule: null for a constant learning rate.
 inline const zrt_lr_schedule *lrSchedule(const Manifest &m) {
   return m.schedule.kind == ZRT_LR_CONSTANT ? nullptr : &m.schedule;
 }
+
+/// The manifest's optimizer: its kind, state precision and the
+/// hyper-parameters of its rows.
+zrt_optimizer optimizerOf(const Manifest &m);
+
+/// The update of partition p's owned elements: its compute dtype, the
+/// context's optimizer step, schedule and clipping, `stats`, `skip` and the
+/// decay ranges `decay` (which must outlive it). Each body sets the
+/// gradient, masters, parameters, states and count it updates.
+zrt_update updateOf(const zrt_ctx &ctx, const PartitionInfo &part,
+                    const float *stats, int32_t skip, const DecayRanges &decay);
+
+/// Sets `u`'s states to partition p's state buffers of the manifest's
+/// optimizer, in its rows' order (null where the partition has none).
+void setStates(const zrt_ctx &ctx, int32_t p, zrt_update &u);
 
 // The implementations of abi.def's collectives, one per row, with the
 // parameters of its C entry.

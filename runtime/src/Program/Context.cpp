@@ -248,6 +248,6 @@ int32_t zrt::updateLossScale(zrt_ctx *ctx, const float *stats) {
   int32_t skip = ctx->noLabels ? 1 : zrt_update_loss_scale(&ctx->scaler, seen);
   ctx->skipped = skip != 0;
   if (!skip)
-    ++ctx->adamSteps;
+    ++ctx->optimizerSteps;
   return skip;
 }

@@ -410,8 +410,9 @@ struct zrt_ctx {
   int64_t paramSwapBytes = 0;
 
   zrt_loss_scaler scaler{};
-  /// Optimizer steps taken (skipped steps do not count), Adam's `t`.
-  int64_t adamSteps = 0;
+  /// Optimizer steps taken (skipped steps do not count), Adam's `t`
+  /// (checkpoints and logs call it adam_steps).
+  int64_t optimizerSteps = 0;
   /// The current step (1-based) and micro step (0-based).
   int64_t stepIndex = 0;
   int32_t micro = 0;

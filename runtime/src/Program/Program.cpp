@@ -101,13 +101,17 @@ extern "C" void zrt_ctx_trace_dead(zrt_ctx *ctx, int64_t offset,
   extern "C" ret name params { return impl args; }
 #include "zero_rt/abi.def"
 
-// Each optimizer's update entries are abi.def's, called as Adam's are: the
-// lowering emits them with zrt_ctx_adam's operands.
+// Each optimizer's update entries are abi.def's, called with the operands of
+// zrt_ctx_optimizer_step and its variants, as the lowering emits them.
 #define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
   static_assert(                                                               \
-      std::is_same_v<decltype(&update), decltype(&zrt_ctx_adam)> &&            \
-          std::is_same_v<decltype(&staged), decltype(&zrt_ctx_adam_staged)> && \
-          std::is_same_v<decltype(&host), decltype(&zrt_ctx_adam_host)> &&     \
-          std::is_same_v<decltype(&nvme), decltype(&zrt_ctx_adam_nvme)>,       \
-      "optimizers.def: " #name "'s entries do not take Adam's operands");
+      std::is_same_v<decltype(&update), decltype(&zrt_ctx_optimizer_step)> &&  \
+          std::is_same_v<decltype(&staged),                                    \
+                         decltype(&zrt_ctx_optimizer_step_staged)> &&          \
+          std::is_same_v<decltype(&host),                                      \
+                         decltype(&zrt_ctx_optimizer_step_host)> &&            \
+          std::is_same_v<decltype(&nvme),                                      \
+                         decltype(&zrt_ctx_optimizer_step_nvme)>,              \
+      "optimizers.def: " #name "'s entries do not take the update's "          \
+      "operands");
 #include "zero_rt/optimizers.def"

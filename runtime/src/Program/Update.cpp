@@ -2,18 +2,20 @@
 //
 // Part of the zero-mlir project.
 //
-// The overflow check and the loss scale, and each optimizer's update of a
-// partition whose optimizer runs on the device: Adam (and AdamW, Lion,
-// SGD by the manifest's kind), Muon and Adafactor.
+// The overflow check and the loss scale, and the update of a partition
+// whose optimizer runs on the device: an element-wise optimizer's
+// (zrt_optimizer_step by the manifest's kind), Muon's and Adafactor's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "zero_rt/optimizers.h"
 
 #include "Optimizer/Adafactor.h"
+#include "Optimizer/ElementRules.h"
 #include "Program/Calls.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 using namespace zrt;
@@ -50,34 +52,99 @@ extern "C" int32_t zrt_ctx_update_loss_scale(zrt_ctx *ctx, const float *stats) {
   return updateLossScale(ctx, host);
 }
 
+zrt_optimizer program::optimizerOf(const Manifest &m) {
+  using optimizers::Kind;
+  zrt_optimizer o{};
+  o.kind = int32_t(m.optimizer);
+  o.states = int32_t(m.statePrecision);
+  // An element-wise rule reads every hyper-parameter of its rows; Muon's
+  // and Adafactor's bodies read theirs from the manifest's own objects.
+  auto value = [&](const char *name, bool needed) {
+    std::optional<double> v = m.optimizerParam(name);
+    if (!v && needed)
+      fatal("the manifest's optimizer has no '%s'", name);
+    return v.value_or(0.0);
+  };
+#define ZRT_OPTIMIZER_PARAM(id, name, key, default)                            \
+  if (m.optimizer == Kind::id)                                                 \
+    optimizers::ParamsOf<Kind::id>::get(o).name =                              \
+        value(#name, optimizers::ElementRule<Kind::id>::kDefined);
+#include "zero_rt/optimizers.def"
+  return o;
+}
+
+zrt_update program::updateOf(const zrt_ctx &ctx, const PartitionInfo &part,
+                             const float *stats, int32_t skip,
+                             const DecayRanges &decay) {
+  const Manifest &m = *ctx.manifest;
+  zrt_update u{};
+  u.dtype = part.computeDtype;
+  u.step = ctx.optimizerSteps;
+  u.schedule = lrSchedule(m);
+  u.decay_ranges = decay.ranges.data();
+  u.range_decays = decay.decays.data();
+  u.num_decay_ranges = int32_t(decay.decays.size());
+  u.max_grad_norm = m.gradientClipping;
+  u.stats = stats;
+  u.loss_scale = 1.0f;
+  u.skip = skip;
+  return u;
+}
+
+void program::setStates(const zrt_ctx &ctx, int32_t p, zrt_update &u) {
+  const Manifest &m = *ctx.manifest;
+  const PartitionInfo &part = m.partitions[size_t(p)];
+  int j = 0;
+  for (const optimizers::State &st : optimizers::kStates) {
+    if (st.kind != m.optimizer)
+      continue;
+    if (!part.hasBuffer(st.buffer)) {
+      u.states[j] = nullptr;
+    } else if (m.int8States()) {
+      Int8State q = int8State(ctx, p, st.buffer);
+      u.states[j] = q.codes;
+      u.absmax[j] = q.absmax;
+    } else {
+      u.states[j] = ctx.buffer(p, st.buffer);
+    }
+    ++j;
+  }
+}
+
 namespace {
-/// The device Adam of partition p, writing the new parameters to `params`.
-void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
+/// The device update of partition p, writing the new parameters to
+/// `params`.
+void deviceStep(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                 const float *stats, const float *lossScale, int32_t skip,
                 double divisor, void *params);
 } // namespace
 
-extern "C" void zrt_ctx_adam(zrt_ctx *ctx, int32_t p, const float *stats,
-                             const float *lossScale, int32_t skip,
-                             double divisor) {
-  const PartitionInfo &part = partition(ctx, p, "zrt_ctx_adam");
+extern "C" void zrt_ctx_optimizer_step(zrt_ctx *ctx, int32_t p,
+                                       const float *stats,
+                                       const float *lossScale, int32_t skip,
+                                       double divisor) {
+  const PartitionInfo &part = partition(ctx, p, "zrt_ctx_optimizer_step");
   if (part.paramsOffloaded())
-    fatal("zrt_ctx_adam: partition '%s' keeps its params shard on the host: "
-          "its device Adam writes a staged buffer (zrt_ctx_adam_staged)",
+    fatal("zrt_ctx_optimizer_step: partition '%s' keeps its params shard on "
+          "the host: its device update writes a staged buffer "
+          "(zrt_ctx_optimizer_step_staged)",
           part.name.c_str());
-  deviceAdam(ctx, p, part, stats, lossScale, skip, divisor,
+  deviceStep(ctx, p, part, stats, lossScale, skip, divisor,
              ownedParams(*ctx, p));
 }
 
-extern "C" void zrt_ctx_adam_staged(zrt_ctx *ctx, int32_t p, const float *stats,
-                                    const float *lossScale, int32_t skip,
-                                    double divisor, void *newParams) {
-  const PartitionInfo &part = partition(ctx, p, "zrt_ctx_adam_staged");
+extern "C" void zrt_ctx_optimizer_step_staged(zrt_ctx *ctx, int32_t p,
+                                              const float *stats,
+                                              const float *lossScale,
+                                              int32_t skip, double divisor,
+                                              void *newParams) {
+  const PartitionInfo &part =
+      partition(ctx, p, "zrt_ctx_optimizer_step_staged");
   if (!part.paramsOffloaded() || part.offloaded())
-    fatal("zrt_ctx_adam_staged: partition '%s' needs offloaded parameters "
-          "and a device optimizer",
+    fatal("zrt_ctx_optimizer_step_staged: partition '%s' needs offloaded "
+          "parameters and a device optimizer",
           part.name.c_str());
-  deviceAdam(ctx, p, part, stats, lossScale, skip, divisor, newParams);
+  deviceStep(ctx, p, part, stats, lossScale, skip, divisor, newParams);
 }
 
 namespace {
@@ -109,7 +176,8 @@ std::vector<OwnedMatrix> ownedMatrices(const zrt_ctx &ctx, int32_t p,
       continue;
     }
     if (lo != info.offset || hi != info.offset + info.numel)
-      fatal("zrt_ctx_adam: Muon matrix '%s' of partition '%s' crosses rank "
+      fatal("zrt_ctx_optimizer_step: Muon matrix '%s' of partition '%s' "
+            "crosses rank "
             "%d's owned elements [%lld, %lld): its Newton-Schulz needs it "
             "whole on one rank",
             info.name.c_str(), part.name.c_str(), int(ctx.rank),
@@ -131,10 +199,10 @@ std::vector<OwnedMatrix> ownedMatrices(const zrt_ctx &ctx, int32_t p,
 
 /// Muon's step of partition p: zrt_muon on each Muon matrix (whole in the
 /// owned range), AdamW on each run of AdamW's parameters, with the same
-/// weight-decay runs, schedule and clipping as zrt_ctx_adam. The momentum
-/// holds the matrices' elements and Adam's moments the AdamW parameters',
-/// each packed in layout order (the plan sizes them so, by part); the
-/// gaps of owner-computes' enlarged slots have neither and stay zero.
+/// weight-decay runs, schedule and clipping as zrt_ctx_optimizer_step. The
+/// momentum holds the matrices' elements and Adam's moments the AdamW
+/// parameters', each packed in layout order (the plan sizes them so, by part);
+/// the gaps of owner-computes' enlarged slots have neither and stay zero.
 void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                 const float *stats, const float *lossScale, int32_t skip,
                 double divisor, void *params) {
@@ -149,27 +217,37 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   auto at = [&](void *base, int64_t i) -> void * {
     return base ? static_cast<char *>(base) + i * cb : nullptr;
   };
+  // The other parameters' AdamW: Muon's rows' hyper-parameters.
+  zrt_optimizer others{};
+  others.kind = int32_t(optimizers::Kind::AdamW);
+  others.params.adamw.lr = m.lr;
+  others.params.adamw.beta1 = m.beta1;
+  others.params.adamw.beta2 = m.beta2;
+  others.params.adamw.eps = m.eps;
+  others.params.adamw.weight_decay = m.weightDecay;
+  others.params.adamw.bias_correction = m.biasCorrection ? 1.0 : 0.0;
   // The next packed element of Adam's moments and of the momentum.
   int64_t adamAt = 0, momentumAt = 0;
   auto adamw = [&](int64_t begin, int64_t end) {
     if (begin >= end)
       return;
-    std::vector<int64_t> ranges;
-    std::vector<double> decays;
+    DecayRanges own;
     for (size_t r = 0; r < decay.decays.size(); ++r) {
       int64_t lo = std::max(decay.ranges[2 * r], begin),
               hi = std::min(decay.ranges[2 * r + 1], end);
       if (lo < hi) {
-        ranges.insert(ranges.end(), {lo - begin, hi - begin});
-        decays.push_back(decay.decays[r]);
+        own.ranges.insert(own.ranges.end(), {lo - begin, hi - begin});
+        own.decays.push_back(decay.decays[r]);
       }
     }
-    device::adam(part.computeDtype, grads + begin * cb, masters + begin,
-                 expAvg + adamAt, expAvgSq + adamAt, at(params, begin),
-                 end - begin, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
-                 m.weightDecay, 1, m.biasCorrection, lrSchedule(m),
-                 ranges.data(), decays.data(), int32_t(decays.size()),
-                 m.gradientClipping, stats, lossScale, divisor, skip);
+    zrt_update u = updateOf(*ctx, part, stats, skip, own);
+    u.grad = grads + begin * cb;
+    u.master = masters + begin;
+    u.param = at(params, begin);
+    u.n = end - begin;
+    u.states[0] = expAvg + adamAt;
+    u.states[1] = expAvgSq + adamAt;
+    device::optimizerStep(others, u, lossScale, divisor);
     adamAt += end - begin;
   };
   for (const OwnedMatrix &mat : ownedMatrices(*ctx, p, part)) {
@@ -183,10 +261,10 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
     double wd = info.weightDecay >= 0 ? info.weightDecay : m.weightDecay;
     device::muon(part.computeDtype, grads + begin * cb, masters + begin,
                  momentumBuffer(*ctx, p) + momentumAt, at(params, begin),
-                 matrix, ctx->adamSteps, mu.lr, mu.momentum, wd, mu.nesterov,
-                 mu.nsA, mu.nsB, mu.nsC, mu.nsEps, int32_t(mu.nsSteps),
-                 mu.adjustLrFn, lrSchedule(m), m.gradientClipping, stats,
-                 lossScale, divisor, skip);
+                 matrix, ctx->optimizerSteps, mu.lr, mu.momentum, wd,
+                 mu.nesterov, mu.nsA, mu.nsB, mu.nsC, mu.nsEps,
+                 int32_t(mu.nsSteps), mu.adjustLrFn, lrSchedule(m),
+                 m.gradientClipping, stats, lossScale, divisor, skip);
     momentumAt += info.numel;
   }
 }
@@ -209,10 +287,11 @@ std::vector<AdafactorTensor> adafactorTensors(const zrt_ctx &ctx, int32_t p,
   for (const ParamInfo *info : infos) {
     // Padding rows would count in the means of the columns and the RMS.
     if (info->rows >= 0 && !info->shape.empty() && info->rows != info->shape[0])
-      fatal("zrt_ctx_adam: Adafactor's statistics of parameter '%s' of "
-            "partition '%s' would count its %lld padding rows",
-            info->name.c_str(), part.name.c_str(),
-            (long long)(info->shape[0] - info->rows));
+      fatal(
+          "zrt_ctx_optimizer_step: Adafactor's statistics of parameter '%s' of "
+          "partition '%s' would count its %lld padding rows",
+          info->name.c_str(), part.name.c_str(),
+          (long long)(info->shape[0] - info->rows));
     tensors.push_back(
         {info->offset,
          adafactorShape(info->shape.data(), int32_t(info->shape.size()))});
@@ -233,8 +312,8 @@ void allReduceSums(zrt_ctx *ctx, const PartitionInfo &part, double *sums,
   countAllReduce(group, n, int64_t(sizeof(double)));
   WaitScope watched(ctx->waitState, what);
   ctx->flight.waited(seq);
-  MPI_Allreduce(MPI_IN_PLACE, sums, mpiInt(n, "zrt_ctx_adam"), MPI_DOUBLE,
-                MPI_SUM, group.members->comm);
+  MPI_Allreduce(MPI_IN_PLACE, sums, mpiInt(n, "zrt_ctx_optimizer_step"),
+                MPI_DOUBLE, MPI_SUM, group.members->comm);
   ctx->flight.done(seq);
 }
 
@@ -252,15 +331,21 @@ void deviceAdafactor(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   float *masters = ownedMasters(*ctx, p);
   if (skip) {
     // A skipped step (fp16 overflow) changes nothing but gives the params
-    // their masters back; every update kernel's skip path does only that,
-    // and SGD's takes no state, so its call with skip set is that copy.
-    device::sgd(part.computeDtype, grads, masters, nullptr, params, n,
-                ctx->adamSteps, m.lr, 0.0, 0.0, 0.0, 0, nullptr, nullptr,
-                nullptr, 0, m.gradientClipping, stats, lossScale, divisor, 1);
+    // their masters back; every element-wise step's skip path does only
+    // that, so SGD's with no state is that copy.
+    zrt_optimizer copy{};
+    copy.kind = int32_t(optimizers::Kind::SGD);
+    zrt_update u = updateOf(*ctx, part, stats, 1, DecayRanges());
+    u.grad = grads;
+    u.master = masters;
+    u.param = params;
+    u.n = n;
+    device::optimizerStep(copy, u, lossScale, divisor);
     return;
   }
   if (part.expert || m.micsShardSize > 0)
-    fatal("zrt_ctx_adam: partition '%s': Adafactor reduces its sums over the "
+    fatal("zrt_ctx_optimizer_step: partition '%s': Adafactor reduces its sums "
+          "over the "
           "world, not over %s",
           part.name.c_str(),
           part.expert ? "an expert replica set" : "a MiCS shard group");
@@ -276,12 +361,14 @@ void deviceAdafactor(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   float gradScale =
       float(double(zrt_clip_coefficient(hostStats, m.gradientClipping)) /
             double(float(double(scale) * divisor)));
-  double lr = zrt_lr_at(lrSchedule(m), m.lr, nullptr, nullptr, ctx->adamSteps);
+  double lr =
+      zrt_lr_at(lrSchedule(m), m.lr, nullptr, nullptr, ctx->optimizerSteps);
   int64_t total = adafactorShardSumsCount(tensors.data(), num),
           first = adafactorFirstReduceCount(tensors.data(), num);
   if (adafactorStateCount(tensors.data(), num, owned.begin, owned.end) >
       part.counts[kExpAvgSq])
-    fatal("zrt_ctx_adam: partition '%s': Adafactor's state of rank %d's "
+    fatal("zrt_ctx_optimizer_step: partition '%s': Adafactor's state of rank "
+          "%d's "
           "shard exceeds its exp_avg_sq buffer of %lld elements",
           part.name.c_str(), int(ctx->rank), (long long)part.counts[kExpAvgSq]);
   bool shared = m.stage > 0 && m.shardGroupSize(part) > 1;
@@ -305,9 +392,9 @@ void deviceAdafactor(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
       adafactorPiece(t, owned.begin, owned.end, lo, hi);
       if (lo == hi)
         continue;
-      AdafactorConstants k =
-          adafactorConstants(lr, af.beta2Decay, af.eps1, af.eps2, af.d,
-                             decays[size_t(i)], af.maximize, ctx->adamSteps);
+      AdafactorConstants k = adafactorConstants(
+          lr, af.beta2Decay, af.eps1, af.eps2, af.d, decays[size_t(i)],
+          af.maximize, ctx->optimizerSteps);
       fn(i, lo, hi, t.offset + lo - owned.begin, state, k);
       state += t.shape.factored ? t.shape.factorCount() : hi - lo;
     }
@@ -353,109 +440,31 @@ void deviceAdafactor(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   device::releaseScratch(sums, bytes);
 }
 
-void deviceAdam(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
+void deviceStep(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                 const float *stats, const float *lossScale, int32_t skip,
                 double divisor, void *params) {
   const Manifest &m = *ctx->manifest;
-  auto [grads, n] = ownedGrads(ctx, p, part);
-  // Masters and moments hold the owned range: at offset 0 of the full
-  // buffers at stage 0 (everything is owned) and of the shards otherwise.
-  // fp32 params are their own masters, updated in place (the kernels allow
-  // the alias).
-  DecayRanges decay = decayRanges(*ctx, p, part);
-  if (m.int8States()) {
-    Int8State expAvg = int8State(*ctx, p, kExpAvg),
-              expAvgSq = int8State(*ctx, p, kExpAvgSq);
-    device::adam8bit(part.computeDtype, grads, ownedMasters(*ctx, p),
-                     expAvg.codes, expAvg.absmax, expAvgSq.codes,
-                     expAvgSq.absmax, params, n, ctx->adamSteps, m.lr, m.beta1,
-                     m.beta2, m.eps, m.weightDecay,
-                     zrt::optimizers::isDecoupled(m.optimizer),
-                     m.biasCorrection, lrSchedule(m), decay.ranges.data(),
-                     decay.decays.data(), int32_t(decay.decays.size()),
-                     m.gradientClipping, stats, lossScale, divisor, skip);
-  } else if (m.bf16States())
-    device::adamBf16(part.computeDtype, grads, ownedMasters(*ctx, p),
-                     ctx->buffer<uint16_t>(p, kExpAvg),
-                     ctx->buffer<uint16_t>(p, kExpAvgSq), params, n,
-                     ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
-                     m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
-                     m.biasCorrection, lrSchedule(m), decay.ranges.data(),
-                     decay.decays.data(), int32_t(decay.decays.size()),
-                     m.gradientClipping, stats, lossScale, divisor, skip);
-  else if (m.optimizer == zrt::optimizers::Kind::SGD)
-    device::sgd(part.computeDtype, grads, ownedMasters(*ctx, p),
-                momentumBuffer(*ctx, p), params, n, ctx->adamSteps, m.lr,
-                m.momentum, m.dampening, m.weightDecay, m.nesterov,
-                lrSchedule(m), decay.ranges.data(), decay.decays.data(),
-                int32_t(decay.decays.size()), m.gradientClipping, stats,
-                lossScale, divisor, skip);
-  else if (m.optimizer == zrt::optimizers::Kind::Muon)
+  if (m.optimizer == optimizers::Kind::Muon) {
     deviceMuon(ctx, p, part, stats, lossScale, skip, divisor, params);
-  else if (m.optimizer == zrt::optimizers::Kind::Adafactor)
+  } else if (m.optimizer == optimizers::Kind::Adafactor) {
     deviceAdafactor(ctx, p, part, stats, lossScale, skip, divisor, params);
-  else if (m.optimizer == zrt::optimizers::Kind::Lion)
-    device::lion(part.computeDtype, grads, ownedMasters(*ctx, p),
-                 ctx->buffer<float>(p, kExpAvg), params, n, ctx->adamSteps,
-                 m.lr, m.beta1, m.beta2, m.weightDecay, lrSchedule(m),
-                 decay.ranges.data(), decay.decays.data(),
-                 int32_t(decay.decays.size()), m.gradientClipping, stats,
-                 lossScale, divisor, skip);
-  else
-    device::adam(part.computeDtype, grads, ownedMasters(*ctx, p),
-                 ctx->buffer<float>(p, kExpAvg),
-                 ctx->buffer<float>(p, kExpAvgSq), params, n, ctx->adamSteps,
-                 m.lr, m.beta1, m.beta2, m.eps, m.weightDecay,
-                 zrt::optimizers::isDecoupled(m.optimizer), m.biasCorrection,
-                 lrSchedule(m), decay.ranges.data(), decay.decays.data(),
-                 int32_t(decay.decays.size()), m.gradientClipping, stats,
-                 lossScale, divisor, skip);
+  } else {
+    // Masters and states hold the owned range: at offset 0 of the full
+    // buffers at stage 0 (everything is owned) and of the shards
+    // otherwise. fp32 params are their own masters, updated in place (the
+    // kernels allow the alias).
+    auto [grads, n] = ownedGrads(ctx, p, part);
+    DecayRanges decay = decayRanges(*ctx, p, part);
+    zrt_update u = updateOf(*ctx, part, stats, skip, decay);
+    u.grad = grads;
+    u.master = ownedMasters(*ctx, p);
+    u.param = params;
+    u.n = n;
+    setStates(*ctx, p, u);
+    device::optimizerStep(optimizerOf(m), u, lossScale, divisor);
+  }
   // Stage 2-3 shards accumulate; stage 0-1 slots are overwritten by the
   // next step, but an unused parameter's slot must not keep stale values.
   zrt_fill(part.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }
 } // namespace
-
-// Lion's entries: Adam's, whose bodies call the manifest's optimizer's
-// kernel (hostLion, device::lion) over its states.
-
-extern "C" void zrt_ctx_lion(zrt_ctx *ctx, int32_t p, const float *stats,
-                             const float *lossScale, int32_t skip,
-                             double divisor) {
-  zrt_ctx_adam(ctx, p, stats, lossScale, skip, divisor);
-}
-
-extern "C" void zrt_ctx_lion_staged(zrt_ctx *ctx, int32_t p, const float *stats,
-                                    const float *lossScale, int32_t skip,
-                                    double divisor, void *newParams) {
-  zrt_ctx_adam_staged(ctx, p, stats, lossScale, skip, divisor, newParams);
-}
-
-extern "C" void zrt_ctx_lion_host(zrt_ctx *ctx, int32_t p, const float *stats,
-                                  const float *lossScale, int32_t skip,
-                                  double divisor) {
-  zrt_ctx_adam_host(ctx, p, stats, lossScale, skip, divisor);
-}
-
-extern "C" void zrt_ctx_lion_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
-                                  const float *lossScale, int32_t skip,
-                                  double divisor, int64_t chunk,
-                                  int32_t buffers) {
-  zrt_ctx_adam_nvme(ctx, p, stats, lossScale, skip, divisor, chunk, buffers);
-}
-
-// SGD's entries: Adam's, whose bodies call the manifest's optimizer's
-// kernel (device::sgd) over its states. An offloaded SGD runs Adam's host
-// and NVMe entries (hostSgd), which its row names.
-
-extern "C" void zrt_ctx_sgd(zrt_ctx *ctx, int32_t p, const float *stats,
-                            const float *lossScale, int32_t skip,
-                            double divisor) {
-  zrt_ctx_adam(ctx, p, stats, lossScale, skip, divisor);
-}
-
-extern "C" void zrt_ctx_sgd_staged(zrt_ctx *ctx, int32_t p, const float *stats,
-                                   const float *lossScale, int32_t skip,
-                                   double divisor, void *newParams) {
-  zrt_ctx_adam_staged(ctx, p, stats, lossScale, skip, divisor, newParams);
-}

@@ -3,7 +3,8 @@
 // Part of the zero-mlir project.
 //
 // The update of a partition whose optimizer is offloaded: on the host
-// (zrt_ctx_adam_host) and over its NVMe swap file (zrt_ctx_adam_nvme).
+// (zrt_ctx_optimizer_step_host) and over its NVMe swap file
+// (zrt_ctx_optimizer_step_nvme).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,10 +20,11 @@
 using namespace zrt;
 using namespace zrt::program;
 
-extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
-                                  const float *lossScale, int32_t skip,
-                                  double divisor) {
-  const char *call = "zrt_ctx_adam_host";
+extern "C" void zrt_ctx_optimizer_step_host(zrt_ctx *ctx, int32_t p,
+                                            const float *stats,
+                                            const float *lossScale,
+                                            int32_t skip, double divisor) {
+  const char *call = "zrt_ctx_optimizer_step_host";
   const PartitionInfo &part = partition(ctx, p, call);
   if (ctx->manifest->muon)
     fatal("%s: partition '%s': Muon has no host update (optimizer offload)",
@@ -45,61 +47,27 @@ extern "C" void zrt_ctx_adam_host(zrt_ctx *ctx, int32_t p, const float *stats,
                                                : ctx->buffer(p, kMaster);
   float *masters = part.paramsAreMasters ? ctx->buffer<float>(p, kParams)
                                          : ctx->buffer<float>(p, kMaster);
-  // The same weight-decay runs and schedule as zrt_ctx_adam, over the same
-  // owned elements (at offset 0 of the host copies).
+  // The same weight-decay runs and schedule as the device update, over the
+  // same owned elements (at offset 0 of the host copies), and the unscale
+  // factor exactly as device::optimizerStep forms it.
   DecayRanges decay = decayRanges(*ctx, p, part);
-  // The unscale factor exactly as device::adam forms it.
-  if (m.int8States()) {
-    Int8State expAvg = int8State(*ctx, p, kExpAvg),
-              expAvgSq = int8State(*ctx, p, kExpAvgSq);
-    hostAdam8bit(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
-                 expAvg.codes, expAvg.absmax, expAvgSq.codes, expAvgSq.absmax,
-                 params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
-                 m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
-                 m.biasCorrection, lrSchedule(m), decay.ranges.data(),
-                 decay.decays.data(), int32_t(decay.decays.size()),
-                 m.gradientClipping, hostStats, float(double(scale) * divisor),
-                 skip);
-  } else if (m.bf16States())
-    hostAdamBf16(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
-                 ctx->buffer<uint16_t>(p, kExpAvg),
-                 ctx->buffer<uint16_t>(p, kExpAvgSq), params, n, ctx->adamSteps,
-                 m.lr, m.beta1, m.beta2, m.eps, m.weightDecay,
-                 zrt::optimizers::isDecoupled(m.optimizer), m.biasCorrection,
-                 lrSchedule(m), decay.ranges.data(), decay.decays.data(),
-                 int32_t(decay.decays.size()), m.gradientClipping, hostStats,
-                 float(double(scale) * divisor), skip);
-  else if (m.optimizer == zrt::optimizers::Kind::SGD)
-    hostSgd(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
-            momentumBuffer(*ctx, p), params, n, ctx->adamSteps, m.lr,
-            m.momentum, m.dampening, m.weightDecay, m.nesterov, lrSchedule(m),
-            decay.ranges.data(), decay.decays.data(),
-            int32_t(decay.decays.size()), m.gradientClipping, hostStats,
-            float(double(scale) * divisor), skip);
-  else if (m.optimizer == zrt::optimizers::Kind::Lion)
-    hostLion(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
-             ctx->buffer<float>(p, kExpAvg), params, n, ctx->adamSteps, m.lr,
-             m.beta1, m.beta2, m.weightDecay, lrSchedule(m),
-             decay.ranges.data(), decay.decays.data(),
-             int32_t(decay.decays.size()), m.gradientClipping, hostStats,
-             float(double(scale) * divisor), skip);
-  else
-    hostAdam(part.computeDtype, ctx->buffer(p, kHostGrads), masters,
-             ctx->buffer<float>(p, kExpAvg), ctx->buffer<float>(p, kExpAvgSq),
-             params, n, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
-             m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
-             m.biasCorrection, lrSchedule(m), decay.ranges.data(),
-             decay.decays.data(), int32_t(decay.decays.size()),
-             m.gradientClipping, hostStats, float(double(scale) * divisor),
-             skip);
+  zrt_update u = updateOf(*ctx, part, hostStats, skip, decay);
+  u.grad = ctx->buffer(p, kHostGrads);
+  u.master = masters;
+  u.param = params;
+  u.n = n;
+  u.loss_scale = float(double(scale) * divisor);
+  setStates(*ctx, p, u);
+  hostOptimizerStep(optimizerOf(m), u);
   zrt_fill(part.computeDtype, ctx->buffer(p, kGrads), part.counts[kGrads], 0.0);
 }
 
-extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
-                                  const float *lossScale, int32_t skip,
-                                  double divisor, int64_t chunk,
-                                  int32_t buffers) {
-  const char *call = "zrt_ctx_adam_nvme";
+extern "C" void zrt_ctx_optimizer_step_nvme(zrt_ctx *ctx, int32_t p,
+                                            const float *stats,
+                                            const float *lossScale,
+                                            int32_t skip, double divisor,
+                                            int64_t chunk, int32_t buffers) {
+  const char *call = "zrt_ctx_optimizer_step_nvme";
   const PartitionInfo &part = partition(ctx, p, call);
   const Manifest &m = *ctx->manifest;
   if (m.muon)
@@ -130,6 +98,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
   device::download(hostStats, stats, sizeof(hostStats));
   device::download(&scale, lossScale, sizeof(scale));
   DecayRanges decay = decayRanges(*ctx, p, part);
+  const zrt_optimizer optimizer = optimizerOf(m);
   const char *grads = ctx->buffer(p, kHostGrads);
   // The new parameters go to the host copy that is uploaded, or straight
   // into an offloaded parameter shard.
@@ -164,7 +133,7 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
     writing[size_t(b)] = false;
   };
   // With three or more buffers, reads run up to buffers - 2 chunks ahead
-  // so that a chunk's write and the next chunk's read overlap its Adam.
+  // so that a chunk's write and the next chunk's read overlap its update.
   int64_t ahead = buffers >= 3 ? buffers - 2 : buffers - 1;
   ctx->nvme->setKillOnWrite(nvmeKillStep() > 0 &&
                             ctx->stepIndex == nvmeKillStep());
@@ -184,44 +153,27 @@ extern "C" void zrt_ctx_adam_nvme(zrt_ctx *ctx, int32_t p, const float *stats,
       ctx->nvme->wait(io);
     int64_t begin = c * chunk, len = std::min(chunk, n - begin);
     // The weight-decay runs of this chunk, relative to it.
-    std::vector<int64_t> ranges;
-    std::vector<double> decays;
+    DecayRanges own;
     for (size_t r = 0; r < decay.decays.size(); ++r) {
       int64_t lo = std::max(decay.ranges[2 * r], begin);
       int64_t hi = std::min(decay.ranges[2 * r + 1], begin + len);
       if (lo < hi) {
-        ranges.push_back(lo - begin);
-        ranges.push_back(hi - begin);
-        decays.push_back(decay.decays[r]);
+        own.ranges.push_back(lo - begin);
+        own.ranges.push_back(hi - begin);
+        own.decays.push_back(decay.decays[r]);
       }
     }
-    if (m.optimizer == zrt::optimizers::Kind::SGD)
-      hostSgd(part.computeDtype, grads + begin * cb,
-              reinterpret_cast<float *>(region(c, 0)),
-              numStates > 1 ? reinterpret_cast<float *>(region(c, 1)) : nullptr,
-              params + begin * cb, len, ctx->adamSteps, m.lr, m.momentum,
-              m.dampening, m.weightDecay, m.nesterov, lrSchedule(m),
-              ranges.data(), decays.data(), int32_t(decays.size()),
-              m.gradientClipping, hostStats, float(double(scale) * divisor),
-              skip);
-    else if (m.optimizer == zrt::optimizers::Kind::Lion)
-      hostLion(part.computeDtype, grads + begin * cb,
-               reinterpret_cast<float *>(region(c, 0)),
-               reinterpret_cast<float *>(region(c, 1)), params + begin * cb,
-               len, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.weightDecay,
-               lrSchedule(m), ranges.data(), decays.data(),
-               int32_t(decays.size()), m.gradientClipping, hostStats,
-               float(double(scale) * divisor), skip);
-    else
-      hostAdam(part.computeDtype, grads + begin * cb,
-               reinterpret_cast<float *>(region(c, 0)),
-               reinterpret_cast<float *>(region(c, 1)),
-               reinterpret_cast<float *>(region(c, 2)), params + begin * cb,
-               len, ctx->adamSteps, m.lr, m.beta1, m.beta2, m.eps,
-               m.weightDecay, zrt::optimizers::isDecoupled(m.optimizer),
-               m.biasCorrection, lrSchedule(m), ranges.data(), decays.data(),
-               int32_t(decays.size()), m.gradientClipping, hostStats,
-               float(double(scale) * divisor), skip);
+    // The chunk's master, then its states in their swap regions.
+    zrt_update u = updateOf(*ctx, part, hostStats, skip, own);
+    u.grad = grads + begin * cb;
+    u.master = reinterpret_cast<float *>(region(c, 0));
+    u.param = params + begin * cb;
+    u.n = len;
+    u.loss_scale = float(double(scale) * divisor);
+    for (int s = 1; s < numStates; ++s)
+      u.states[zrt::optimizers::stateIndex(m.optimizer, states[size_t(s)])] =
+          region(c, s);
+    hostOptimizerStep(optimizer, u);
     // A skipped step changes no state: nothing to write back.
     if (!skip) {
       for (int s = 0; s < numStates; ++s) {

@@ -156,8 +156,8 @@ module @bucket_reduce {
 // CHECK-NEXT: %[[END:.*]] = llvm.mlir.constant(2 : i64) : i64
 // CHECK-NEXT: %[[SLOT:.*]] = llvm.mlir.constant(-1 : i32) : i32
 // CHECK-NEXT: llvm.call @zrt_ctx_reduce_scatter_grads(%arg0, %[[PARTITION]], %[[BEGIN]], %[[END]], %[[SLOT]])
-// CHECK:      llvm.call @zrt_ctx_adam(
-// CHECK:      llvm.call @zrt_ctx_adam(
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[BEGIN:.*]] = llvm.mlir.constant(0 : i64) : i64
 // CHECK-NEXT: %[[END:.*]] = llvm.mlir.constant(8 : i64) : i64
@@ -217,7 +217,7 @@ module @in_place_stage1 {
 // CHECK-NEXT: %[[SLOT:.*]] = llvm.mlir.constant(-1 : i32) : i32
 // CHECK-NEXT: llvm.call @zrt_ctx_reduce_grads(%arg0, %[[PARTITION]], %[[BEGIN]], %[[END]], %[[SLOT]])
 // CHECK-NOT:  llvm.call @zrt_ctx_reduce_scatter_grads
-// CHECK:      llvm.call @zrt_ctx_adam(
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(
 
 module @in_place_reduce_stage1 {
   zero.param @w : tensor<4x2xf32> init zeros

@@ -30,8 +30,8 @@
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
 // CHECK-NEXT: llvm.call @zrt_ctx_check_overflow(%arg0, %[[PARTITION]], %[[FIRST]], %[[LS]], %[[DIVISOR]], %[[G]])
 // CHECK:      %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(%arg0, %[[G]])
-// CHECK:      llvm.call @zrt_ctx_adam(%arg0, %{{.*}}, %[[G]], %[[LS]], %[[SKIP]], %{{.*}})
-// CHECK:      llvm.call @zrt_ctx_adam(%arg0, %{{.*}}, %[[G]], %[[LS]], %[[SKIP]], %{{.*}})
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(%arg0, %{{.*}}, %[[G]], %[[LS]], %[[SKIP]], %{{.*}})
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(%arg0, %{{.*}}, %[[G]], %[[LS]], %[[SKIP]], %{{.*}})
 // CHECK-NOT:  llvm.call @zrt_ctx_all_reduce_stats
 // CHECK-LABEL: llvm.func @zero_eval_step
 

@@ -61,7 +61,7 @@
 // CHECK:      llvm.return
 // CHECK-LABEL: llvm.func internal @zero_boundary_1(%arg0: !llvm.ptr, %arg1: !llvm.ptr)
 // CHECK:      llvm.call @zrt_ctx_update_loss_scale(
-// CHECK:      llvm.call @zrt_ctx_adam(
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(
 // CHECK:      llvm.call @zrt_ctx_all_gather_params(
 // CHECK:      llvm.return
 
@@ -118,16 +118,16 @@ module @split_micro_step {
 // CHECK-LABEL: llvm.func internal @zero_boundary_1(%arg0: !llvm.ptr, %arg1: !llvm.ptr)
 // CHECK-NEXT: %[[SLOT:.*]] = llvm.getelementptr %arg1[0] : (!llvm.ptr) -> !llvm.ptr, i64
 // CHECK-NEXT: %[[SKIP:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> i32
-// CHECK:      llvm.call @zrt_ctx_adam(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %[[SKIP]], %{{.*}})
-// CHECK:      llvm.call @zrt_ctx_adam(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %[[SKIP]], %{{.*}})
-// CHECK:      llvm.call @zrt_ctx_adam(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %[[SKIP]], %{{.*}})
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %[[SKIP]], %{{.*}})
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %[[SKIP]], %{{.*}})
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %[[SKIP]], %{{.*}})
 // CHECK:      llvm.return
 
 // UNSPLIT-LABEL: module @carry
 // UNSPLIT-NOT:   llvm.func internal
 // UNSPLIT:     %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(
 // UNSPLIT-NOT:   llvm.store
-// UNSPLIT:     llvm.call @zrt_ctx_adam(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %[[SKIP]], %{{.*}})
+// UNSPLIT:     llvm.call @zrt_ctx_optimizer_step(%arg0, %{{.*}}, %{{.*}}, %{{.*}}, %[[SKIP]], %{{.*}})
 
 module @carry {
   zero.param @a : tensor<4xf32> init zeros

@@ -28,7 +28,7 @@
 // CHECK-NEXT: %[[END:.*]] = llvm.mlir.constant(10 : i64) : i64
 // CHECK-NEXT: %[[SLOT:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: llvm.call @zrt_ctx_transfer(%arg0, %[[PARTITION]], %[[FROM]], %[[TO]], %[[BEGIN]], %[[END]], %[[SLOT]])
-// CHECK:      llvm.call @zrt_ctx_adam_host(
+// CHECK:      llvm.call @zrt_ctx_optimizer_step_host(
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[FROM:.*]] = llvm.mlir.constant(2 : i32) : i32
 // CHECK-NEXT: %[[TO:.*]] = llvm.mlir.constant(0 : i32) : i32
@@ -96,7 +96,7 @@ module @optimizer_on_host {
 // CHECK-NEXT: %[[SLOT:.*]] = llvm.mlir.constant(-1 : i32) : i32
 // CHECK-NEXT: llvm.call @zrt_ctx_gather_staged(%arg0, %[[PARTITION]], %[[STAGED2]], %[[AGAIN]], %[[SLOT]])
 // CHECK-LABEL: llvm.func @zero_boundary
-// CHECK:      llvm.call @zrt_ctx_adam_staged({{.*}}, %[[NEW:[0-9]+]])
+// CHECK:      llvm.call @zrt_ctx_optimizer_step_staged({{.*}}, %[[NEW:[0-9]+]])
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[TO_HOST:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[SLOT:.*]] = llvm.mlir.constant(3 : i32) : i32
@@ -161,7 +161,7 @@ module @params_on_host {
 // CHECK-NEXT: llvm.call @zrt_ctx_swap_params(%arg0, %[[PARTITION]], %[[STAGED]], %[[FROM]], %[[TO_FILE]], %[[BUFFER]], %[[BUFFER_BYTES]], %[[SLOT]])
 // CHECK:      llvm.call @zrt_ctx_gather_staged(%arg0, %{{.*}}, %[[STAGED]],
 // CHECK-LABEL: llvm.func @zero_boundary
-// CHECK:      llvm.call @zrt_ctx_adam_staged({{.*}}, %[[NEW:[0-9]+]])
+// CHECK:      llvm.call @zrt_ctx_optimizer_step_staged({{.*}}, %[[NEW:[0-9]+]])
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[FROM:.*]] = llvm.mlir.constant(-1 : i32) : i32
 // CHECK-NEXT: %[[TO_FILE:.*]] = llvm.mlir.constant(1 : i32) : i32
@@ -211,7 +211,7 @@ module @params_on_nvme {
 
 // CHECK-LABEL: module @both_offloaded_to_nvme
 // CHECK-LABEL: llvm.func @zero_boundary
-// CHECK:      llvm.call @zrt_ctx_adam_host(
+// CHECK:      llvm.call @zrt_ctx_optimizer_step_host(
 // CHECK:      %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK-NEXT: %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[FROM:.*]] = llvm.mlir.constant(7 : i32) : i32

@@ -35,12 +35,12 @@
 // CHECK:      %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(%arg0, %[[SUM]])
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_ctx_adam(%arg0, %[[PARTITION]], %[[SUM]], %[[LS]], %[[SKIP]], %[[DIVISOR]])
+// CHECK-NEXT: llvm.call @zrt_ctx_optimizer_step(%arg0, %[[PARTITION]], %[[SUM]], %[[LS]], %[[SKIP]], %[[DIVISOR]])
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_ctx_adam(%arg0, %[[PARTITION]], %[[SUM]], %[[LS]], %[[SKIP]], %[[DIVISOR]])
+// CHECK-NEXT: llvm.call @zrt_ctx_optimizer_step(%arg0, %[[PARTITION]], %[[SUM]], %[[LS]], %[[SKIP]], %[[DIVISOR]])
 // CHECK-LABEL: llvm.func @zero_eval_step
-// CHECK-NOT:  llvm.call @zrt_ctx_adam
+// CHECK-NOT:  llvm.call @zrt_ctx_optimizer_step
 
 module @device_adam {
   zero.param @w : tensor<4x2xf32> init zeros compute f16
@@ -83,8 +83,8 @@ module @device_adam {
 // CHECK:      llvm.call @zrt_ctx_wait(
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_ctx_adam_host(%arg0, %[[PARTITION]], %[[SUM]], %[[LS]], %[[SKIP]], %[[DIVISOR]])
-// CHECK-NOT:  llvm.call @zrt_ctx_adam(
+// CHECK-NEXT: llvm.call @zrt_ctx_optimizer_step_host(%arg0, %[[PARTITION]], %[[SUM]], %[[LS]], %[[SKIP]], %[[DIVISOR]])
+// CHECK-NOT:  llvm.call @zrt_ctx_optimizer_step(
 
 module @host_adam {
   zero.param @w : tensor<4x2xf32> init zeros compute bf16
@@ -128,7 +128,7 @@ module @host_adam {
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
 // CHECK-NEXT: %[[CHUNK:.*]] = llvm.mlir.constant(1024 : i64) : i64
 // CHECK-NEXT: %[[BUFFERS:.*]] = llvm.mlir.constant(3 : i32) : i32
-// CHECK-NEXT: llvm.call @zrt_ctx_adam_nvme(%arg0, %[[PARTITION]], %[[SUM]], %[[LS]], %[[SKIP]], %[[DIVISOR]], %[[CHUNK]], %[[BUFFERS]])
+// CHECK-NEXT: llvm.call @zrt_ctx_optimizer_step_nvme(%arg0, %[[PARTITION]], %[[SUM]], %[[LS]], %[[SKIP]], %[[DIVISOR]], %[[CHUNK]], %[[BUFFERS]])
 
 module @nvme_adam {
   zero.param @w : tensor<4x2xf32> init zeros compute bf16
@@ -171,7 +171,7 @@ module @nvme_adam {
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
 // CHECK:      %[[NEW:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
-// CHECK-NEXT: llvm.call @zrt_ctx_adam_staged(%arg0, %[[PARTITION]], %[[SUM]], %[[LS]], %[[SKIP]], %[[DIVISOR]], %[[NEW]])
+// CHECK-NEXT: llvm.call @zrt_ctx_optimizer_step_staged(%arg0, %[[PARTITION]], %[[SUM]], %[[LS]], %[[SKIP]], %[[DIVISOR]], %[[NEW]])
 // CHECK:      llvm.call @zrt_ctx_stage_params(
 // CHECK-SAME: %[[NEW]]
 
@@ -203,7 +203,7 @@ module @staged_adam {
 // -----
 
 // Lion (optimizers.def's lion row): the update calls the row's entries,
-// zrt_ctx_lion on the device and zrt_ctx_lion_host with the optimizer
+// zrt_ctx_optimizer_step on the device and zrt_ctx_optimizer_step_host with the optimizer
 // offloaded, with Adam's operands; no Adam entry is called.
 
 // CHECK-LABEL: module @device_lion
@@ -211,8 +211,8 @@ module @staged_adam {
 // CHECK:      %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(%arg0, %[[SUM:[0-9]+]])
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_ctx_lion(%arg0, %[[PARTITION]], %[[SUM]], %{{[0-9]+}}, %[[SKIP]], %[[DIVISOR]])
-// CHECK-NOT:  llvm.call @zrt_ctx_adam
+// CHECK-NEXT: llvm.call @zrt_ctx_optimizer_step(%arg0, %[[PARTITION]], %[[SUM]], %{{[0-9]+}}, %[[SKIP]], %[[DIVISOR]])
+// CHECK-NOT:  llvm.call @zrt_ctx_optimizer_step
 
 module @device_lion {
   zero.param @w : tensor<4x2xf32> init zeros compute f16
@@ -242,8 +242,8 @@ module @device_lion {
 // CHECK:      llvm.call @zrt_ctx_wait(
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_ctx_lion_host(%arg0, %[[PARTITION]], %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %[[DIVISOR]])
-// CHECK-NOT:  llvm.call @zrt_ctx_adam
+// CHECK-NEXT: llvm.call @zrt_ctx_optimizer_step_host(%arg0, %[[PARTITION]], %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %[[DIVISOR]])
+// CHECK-NOT:  llvm.call @zrt_ctx_optimizer_step
 
 module @host_lion {
   zero.param @w : tensor<4x2xf32> init zeros compute bf16
@@ -273,7 +273,7 @@ module @host_lion {
 
 // -----
 
-// SGD (optimizers.def's sgd row): the update calls zrt_ctx_sgd with Adam's
+// SGD (optimizers.def's sgd row): the update calls zrt_ctx_optimizer_step with Adam's
 // operands; no Adam entry is called. Its partition's momentum_buffer exists
 // only with a momentum.
 
@@ -282,8 +282,8 @@ module @host_lion {
 // CHECK:      %[[SKIP:.*]] = llvm.call @zrt_ctx_update_loss_scale(%arg0, %[[SUM:[0-9]+]])
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT: %[[DIVISOR:.*]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
-// CHECK-NEXT: llvm.call @zrt_ctx_sgd(%arg0, %[[PARTITION]], %[[SUM]], %{{[0-9]+}}, %[[SKIP]], %[[DIVISOR]])
-// CHECK-NOT:  llvm.call @zrt_ctx_adam
+// CHECK-NEXT: llvm.call @zrt_ctx_optimizer_step(%arg0, %[[PARTITION]], %[[SUM]], %{{[0-9]+}}, %[[SKIP]], %[[DIVISOR]])
+// CHECK-NOT:  llvm.call @zrt_ctx_optimizer_step
 
 module @device_sgd {
   zero.param @w : tensor<4x2xf32> init zeros compute f16

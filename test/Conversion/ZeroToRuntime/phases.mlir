@@ -33,7 +33,7 @@
 // CHECK:      llvm.call @zrt_ctx_check_overflow(
 // CHECK:      llvm.call @zrt_ctx_all_reduce_stats(
 // CHECK:      llvm.call @zrt_ctx_update_loss_scale(
-// CHECK:      llvm.call @zrt_ctx_adam(
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(
 // CHECK:      llvm.call @zrt_ctx_all_gather_params(
 // CHECK:      llvm.return
 // CHECK-LABEL: llvm.func @zero_eval_step
@@ -105,7 +105,7 @@ module @phases {
 // CHECK-NOT:  zrt_ctx_last_micro_step
 // CHECK:      llvm.call @zrt_ctx_wait(
 // CHECK:      llvm.call @zrt_ctx_wait(
-// CHECK:      llvm.call @zrt_ctx_adam_host(
+// CHECK:      llvm.call @zrt_ctx_optimizer_step_host(
 // CHECK:      llvm.call @zrt_ctx_transfer(
 // CHECK-LABEL: llvm.func @zero_eval_step
 // CHECK-NOT:  llvm.call @zrt_ctx_transfer
@@ -278,7 +278,7 @@ module @eval_step {
 // CHECK-NEXT: llvm.call @zrt_ctx_update_loss_scale(
 // CHECK-NEXT: %[[I:.*]] = llvm.mlir.constant(7 : i64) : i64
 // CHECK-NEXT: llvm.call @zrt_ctx_trace_op(%arg0, %[[I]])
-// CHECK:      llvm.call @zrt_ctx_adam(
+// CHECK:      llvm.call @zrt_ctx_optimizer_step(
 // CHECK-LABEL: llvm.func @zero_eval_step
 // CHECK-NOT:  llvm.call @zrt_ctx_trace
 // CHECK:      llvm.return

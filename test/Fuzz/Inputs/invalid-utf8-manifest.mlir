@@ -19,7 +19,7 @@
 // CHECK-NEXT: llvm.call @zrt_ctx_swap_params(%arg0, %[[PARTITION]], %[[STAGED]], %[[FROM]], %[[TO_FILE]], %[[BUFFER]], %[[BUFFER_BYTES]], %[[SLOT]])
 // CHECK:      llvm.call @zrt_ctx_gather_staged(%arg0, %{{.*}}, %[[STAGED]],
 // CHECK-LABEL: llvm.func @zero_boundary
-// CHECK:      llvm.call @zrt_ctx_adam_staged({{.*}}, %[[NEW:[0-9]+]])
+// CHECK:      llvm.call @zrt_ctx_optimizer_step_staged({{.*}}, %[[NEW:[0-9]+]])
 // CHECK:      %[[PARTITION:.*]] = llvm.mlir.constant(5 : i32) : i32
 // CHECK-NEXT: %[[FROM:.*]] = llvm.mlir.constant(-1 : i32) : i32
 // CHECK-NEXT: %[[TO_FILE:.*]] = llvm.mlir.constant(1 : i32) : i32

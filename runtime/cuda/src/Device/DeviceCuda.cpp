@@ -243,30 +243,10 @@ void device::checkOverflow(int32_t dtype, const void *grad, int64_t n,
   cuda::checkOverflow(dtype, grad, n, lossScale, divisor, first, stats);
 }
 
-void device::adam(int32_t dtype, const void *grad, float *master, float *expAvg,
-                  float *expAvgSq, void *param, int64_t n, int64_t step,
-                  double lr, double beta1, double beta2, double eps,
-                  double weightDecay, int32_t adamw, int32_t biasCorrection,
-                  const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-                  const double *rangeDecays, int32_t numDecayRanges,
-                  double maxGradNorm, const float *stats,
-                  const float *lossScale, double divisor, int32_t skip) {
-  cuda::adam(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
-             beta2, eps, weightDecay, adamw, biasCorrection, schedule,
-             decayRanges, rangeDecays, numDecayRanges, maxGradNorm, stats,
-             lossScale, divisor, skip);
-}
-
-void device::lion(int32_t dtype, const void *grad, float *master, float *expAvg,
-                  void *param, int64_t n, int64_t step, double lr, double beta1,
-                  double beta2, double weightDecay,
-                  const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-                  const double *rangeDecays, int32_t numDecayRanges,
-                  double maxGradNorm, const float *stats,
-                  const float *lossScale, double divisor, int32_t skip) {
-  cuda::lion(dtype, grad, master, expAvg, param, n, step, lr, beta1, beta2,
-             weightDecay, schedule, decayRanges, rangeDecays, numDecayRanges,
-             maxGradNorm, stats, lossScale, divisor, skip);
+void device::optimizerStep(const zrt_optimizer &optimizer,
+                           const zrt_update &update, const float *lossScale,
+                           double divisor) {
+  cuda::optimizerStep(optimizer, update, lossScale, divisor);
 }
 
 void *device::allocateScratch(int64_t bytes) {
@@ -337,51 +317,4 @@ void device::muon(int32_t dtype, const void *grad, float *master,
              momentum, weightDecay, nesterov, nsA, nsB, nsC, eps, nsSteps,
              adjustLrFn, schedule, maxGradNorm, stats, scale, skip,
              scratch.as(), bytes);
-}
-
-void device::adam8bit(int32_t dtype, const void *grad, float *master,
-                      uint8_t *expAvg, float *expAvgAbsmax, uint8_t *expAvgSq,
-                      float *expAvgSqAbsmax, void *param, int64_t n,
-                      int64_t step, double lr, double beta1, double beta2,
-                      double eps, double weightDecay, int32_t adamw,
-                      int32_t biasCorrection, const zrt_lr_schedule *schedule,
-                      const int64_t *decayRanges, const double *rangeDecays,
-                      int32_t numDecayRanges, double maxGradNorm,
-                      const float *stats, const float *lossScale,
-                      double divisor, int32_t skip) {
-  cuda::adam8bit(dtype, grad, master, expAvg, expAvgAbsmax, expAvgSq,
-                 expAvgSqAbsmax, param, n, step, lr, beta1, beta2, eps,
-                 weightDecay, adamw, biasCorrection, schedule, decayRanges,
-                 rangeDecays, numDecayRanges, maxGradNorm, stats, lossScale,
-                 divisor, skip);
-}
-
-void device::adamBf16(int32_t dtype, const void *grad, float *master,
-                      uint16_t *expAvg, uint16_t *expAvgSq, void *param,
-                      int64_t n, int64_t step, double lr, double beta1,
-                      double beta2, double eps, double weightDecay,
-                      int32_t adamw, int32_t biasCorrection,
-                      const zrt_lr_schedule *schedule,
-                      const int64_t *decayRanges, const double *rangeDecays,
-                      int32_t numDecayRanges, double maxGradNorm,
-                      const float *stats, const float *lossScale,
-                      double divisor, int32_t skip) {
-  cuda::adamBf16(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr,
-                 beta1, beta2, eps, weightDecay, adamw, biasCorrection,
-                 schedule, decayRanges, rangeDecays, numDecayRanges,
-                 maxGradNorm, stats, lossScale, divisor, skip);
-}
-
-void device::sgd(int32_t dtype, const void *grad, float *master,
-                 float *momentumBuffer, void *param, int64_t n, int64_t step,
-                 double lr, double momentum, double dampening,
-                 double weightDecay, int32_t nesterov,
-                 const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-                 const double *rangeDecays, int32_t numDecayRanges,
-                 double maxGradNorm, const float *stats, const float *lossScale,
-                 double divisor, int32_t skip) {
-  cuda::sgd(dtype, grad, master, momentumBuffer, param, n, step, lr, momentum,
-            dampening, weightDecay, nesterov, schedule, decayRanges,
-            rangeDecays, numDecayRanges, maxGradNorm, stats, lossScale, divisor,
-            skip);
 }

@@ -58,33 +58,11 @@ extern "C" void zrt_check_overflow(int32_t dtype, const void *const *grads,
                         i == 0, stats);
 }
 
-extern "C" void zrt_adam(int32_t dtype, const void *grad, float *master,
-                         float *expAvg, float *expAvgSq, void *param, int64_t n,
-                         int64_t step, double lr, double beta1, double beta2,
-                         double eps, double weightDecay, int32_t adamw,
-                         int32_t biasCorrection,
-                         const zrt_lr_schedule *schedule,
-                         const int64_t *decayRanges, const double *rangeDecays,
-                         int32_t numDecayRanges, double maxGradNorm,
-                         const float *stats, float lossScale, int32_t skip) {
-  cuda::adam(dtype, grad, master, expAvg, expAvgSq, param, n, step, lr, beta1,
-             beta2, eps, weightDecay, adamw, biasCorrection, schedule,
-             decayRanges, rangeDecays, numDecayRanges, maxGradNorm, stats,
-             nullptr, double(lossScale), skip);
-}
-
-extern "C" void zrt_sgd(int32_t dtype, const void *grad, float *master,
-                        float *momentumBuffer, void *param, int64_t n,
-                        int64_t step, double lr, double momentum,
-                        double dampening, double weightDecay, int32_t nesterov,
-                        const zrt_lr_schedule *schedule,
-                        const int64_t *decayRanges, const double *rangeDecays,
-                        int32_t numDecayRanges, double maxGradNorm,
-                        const float *stats, float lossScale, int32_t skip) {
-  cuda::sgd(dtype, grad, master, momentumBuffer, param, n, step, lr, momentum,
-            dampening, weightDecay, nesterov, schedule, decayRanges,
-            rangeDecays, numDecayRanges, maxGradNorm, stats, nullptr,
-            double(lossScale), skip);
+extern "C" void zrt_optimizer_step(const zrt_optimizer *optimizer,
+                                   const zrt_update *update) {
+  if (!optimizer || !update)
+    fatal("zrt_optimizer_step: a null %s", optimizer ? "update" : "optimizer");
+  cuda::optimizerStep(*optimizer, *update, nullptr, double(update->loss_scale));
 }
 
 extern "C" void
@@ -99,32 +77,4 @@ zrt_muon(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
              step, lr, momentum, weightDecay, nesterov, nsA, nsB, nsC, eps,
              nsSteps, adjustLrFn, schedule, maxGradNorm, stats, lossScale, skip,
              scratch, scratchBytes);
-}
-
-extern "C" void
-zrt_adam8bit(int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
-             float *expAvgAbsmax, uint8_t *expAvgSq, float *expAvgSqAbsmax,
-             void *param, int64_t n, int64_t step, double lr, double beta1,
-             double beta2, double eps, double weightDecay, int32_t adamw,
-             int32_t biasCorrection, const zrt_lr_schedule *schedule,
-             const int64_t *decayRanges, const double *rangeDecays,
-             int32_t numDecayRanges, double maxGradNorm, const float *stats,
-             float lossScale, int32_t skip) {
-  cuda::adam8bit(dtype, grad, master, expAvg, expAvgAbsmax, expAvgSq,
-                 expAvgSqAbsmax, param, n, step, lr, beta1, beta2, eps,
-                 weightDecay, adamw, biasCorrection, schedule, decayRanges,
-                 rangeDecays, numDecayRanges, maxGradNorm, stats, nullptr,
-                 double(lossScale), skip);
-}
-
-extern "C" void zrt_lion(int32_t dtype, const void *grad, float *master,
-                         float *expAvg, void *param, int64_t n, int64_t step,
-                         double lr, double beta1, double beta2,
-                         double weightDecay, const zrt_lr_schedule *schedule,
-                         const int64_t *decayRanges, const double *rangeDecays,
-                         int32_t numDecayRanges, double maxGradNorm,
-                         const float *stats, float lossScale, int32_t skip) {
-  cuda::lion(dtype, grad, master, expAvg, param, n, step, lr, beta1, beta2,
-             weightDecay, schedule, decayRanges, rangeDecays, numDecayRanges,
-             maxGradNorm, stats, nullptr, double(lossScale), skip);
 }

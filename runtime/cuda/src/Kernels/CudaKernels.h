@@ -57,57 +57,15 @@ void dequantizeAdd(const void *src, int64_t n, int32_t bits, float *acc);
 void checkOverflow(int32_t dtype, const void *grad, int64_t n,
                    const float *lossScale, double divisor, int32_t first,
                    float *stats);
-/// zrt_adam on the device: stats (device, {flag, squared norm}) gives the
-/// clip coefficient, the gradient is multiplied by it and divided by
-/// (*lossScale) * divisor (lossScale device, null: 1). One launch per run
-/// of equal weight decay (one without decay ranges, which are host memory),
-/// 16-byte accesses where the pointers allow; the gradient is only read.
-void adam(int32_t dtype, const void *grad, float *master, float *expAvg,
-          float *expAvgSq, void *param, int64_t n, int64_t step, double lr,
-          double beta1, double beta2, double eps, double weightDecay,
-          int32_t adamw, int32_t biasCorrection,
-          const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-          const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
-          const float *stats, const float *lossScale, double divisor,
-          int32_t skip);
-/// zrt_sgd on the device, its gradient factor as adam's; one grid-stride
-/// launch per run of equal weight decay.
-void sgd(int32_t dtype, const void *grad, float *master, float *momentumBuffer,
-         void *param, int64_t n, int64_t step, double lr, double momentum,
-         double dampening, double weightDecay, int32_t nesterov,
-         const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-         const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
-         const float *stats, const float *lossScale, double divisor,
-         int32_t skip);
-/// zrt_lion on the device, its gradient factor as adam's; one grid-stride
-/// launch per run of equal weight decay.
-void lion(int32_t dtype, const void *grad, float *master, float *expAvg,
-          void *param, int64_t n, int64_t step, double lr, double beta1,
-          double beta2, double weightDecay, const zrt_lr_schedule *schedule,
-          const int64_t *decayRanges, const double *rangeDecays,
-          int32_t numDecayRanges, double maxGradNorm, const float *stats,
-          const float *lossScale, double divisor, int32_t skip);
-/// zrt_adam8bit on the device, its gradient factor as adam's; one block of
-/// threads per quantisation block.
-void adam8bit(int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
-              float *expAvgAbsmax, uint8_t *expAvgSq, float *expAvgSqAbsmax,
-              void *param, int64_t n, int64_t step, double lr, double beta1,
-              double beta2, double eps, double weightDecay, int32_t adamw,
-              int32_t biasCorrection, const zrt_lr_schedule *schedule,
-              const int64_t *decayRanges, const double *rangeDecays,
-              int32_t numDecayRanges, double maxGradNorm, const float *stats,
-              const float *lossScale, double divisor, int32_t skip);
-/// zrt_adam with bf16 moments (hostAdamBf16's contract) on the device, its
-/// gradient factor as adam's; one grid-stride launch per run of equal
-/// weight decay.
-void adamBf16(int32_t dtype, const void *grad, float *master, uint16_t *expAvg,
-              uint16_t *expAvgSq, void *param, int64_t n, int64_t step,
-              double lr, double beta1, double beta2, double eps,
-              double weightDecay, int32_t adamw, int32_t biasCorrection,
-              const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-              const double *rangeDecays, int32_t numDecayRanges,
-              double maxGradNorm, const float *stats, const float *lossScale,
-              double divisor, int32_t skip);
+/// zrt_optimizer_step on the device: stats (device, {flag, squared norm})
+/// gives the clip coefficient, the gradient is multiplied by it and divided
+/// by (*lossScale) * divisor (lossScale device, null: 1; `update`'s
+/// loss_scale is unused). One launch per run of equal weight decay (the
+/// decay ranges are host memory); Adam's with 16-byte accesses where the
+/// pointers allow, 8-bit states' one block of threads per quantisation
+/// block, the other rules' a grid-stride loop; the gradient is only read.
+void optimizerStep(const zrt_optimizer &optimizer, const zrt_update &update,
+                   const float *lossScale, double divisor);
 
 } // namespace cuda
 } // namespace zrt

@@ -1,4 +1,4 @@
-//===- Optimizer.cu - Overflow check, fused Adam, Lion and SGD on the GPU -===//
+//===- Optimizer.cu - Overflow check and the optimizer's step on the GPU --===//
 //
 // Part of the zero-mlir project.
 //
@@ -23,6 +23,7 @@
 
 #include "Kernels/CudaKernels.h"
 #include "Optimizer/DecayRanges.h"
+#include "Optimizer/ElementRules.h"
 #include "Optimizer/OptimizerLaunch.cuh"
 #include "Optimizer/OptimizerMath.h"
 #include "Support/CudaSupport.h"
@@ -458,100 +459,144 @@ void launchAdam(const T *grad, float *master, float *m, float *v, T *param,
 }
 
 //===----------------------------------------------------------------------===//
-// Lion
+// The element-wise rules (ElementRules.h) whose formula both backends share
 //===----------------------------------------------------------------------===//
 
-/// zrt_lion's step constants (rounded on the host as the CPU's) and the
-/// gradient factor's inputs, as AdamArgs.
-struct LionArgs : LionConstants {
-  double maxGradNorm;
-  double divisor;
-  const float *stats;
-  const float *lossScale;
+/// The live states of a launch, shifted to its first element.
+struct ElementStates {
+  float *s[ZRT_MAX_OPTIMIZER_STATES];
 };
 
-/// A grid-stride loop of OptimizerMath.h's lionElement, the CPU's formula.
-/// param is null when it is the master (f32).
-template <typename T>
+/// A grid-stride loop of rule R's element, the CPU's formula, over N live
+/// states. master is null when the parameter is its own master (bf16
+/// masters); param is null when it is the master (f32).
+template <class R, int N, typename T>
 __global__ void __launch_bounds__(kThreads)
-    lionKernel(const T *grad, float *master, float *m, T *param, int64_t n,
-               LionArgs a) {
-  AdamArgs scale;
-  scale.maxGradNorm = a.maxGradNorm;
-  scale.divisor = a.divisor;
-  scale.stats = a.stats;
-  scale.lossScale = a.lossScale;
-  const float gs = gradScale(scale);
+    elementKernel(const T *grad, float *master, ElementStates states, T *param,
+                  int64_t n, StepArgs<typename R::Constants> a) {
+  constexpr int kSlots = N > 0 ? N : 1;
+  const float gs = gradScale(a);
   const int64_t threads = int64_t(gridDim.x) * kThreads;
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n;
        i += threads) {
-    float w = master[i], mi = m[i];
-    lionElement(__fmul_rn(toF32(grad[i]), gs), w, mi, a);
-    master[i] = w;
-    m[i] = mi;
+    float w = master ? master[i] : toF32(param[i]);
+    float st[kSlots] = {};
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      st[j] = states.s[j][i];
+    R::element(__fmul_rn(toF32(grad[i]), gs), w, st, a);
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      states.s[j][i] = st[j];
+    if (master)
+      master[i] = w;
     if (param)
       param[i] = fromF32<T>(w);
   }
 }
 
-template <typename T>
-void launchLion(const T *grad, float *master, float *m, T *param, int64_t n,
-                const LionArgs &a) {
+template <class R, int N, typename T>
+void launchElement(const T *grad, float *master, const ElementStates &states,
+                   T *param, int64_t n,
+                   const StepArgs<typename R::Constants> &a) {
   static const int perSM =
-      residentBlocks(reinterpret_cast<const void *>(&lionKernel<T>));
+      residentBlocks(reinterpret_cast<const void *>(&elementKernel<R, N, T>));
   unsigned grid = residentGrid(perSM, ceilDiv(n, kThreads));
-  lionKernel<T>
-      <<<grid, kThreads, 0, computeStream()>>>(grad, master, m, param, n, a);
-  checkLaunch("lion");
+  elementKernel<R, N, T><<<grid, kThreads, 0, computeStream()>>>(
+      grad, master, states, param, n, a);
+  checkLaunch(R::kSpan);
 }
 
-//===----------------------------------------------------------------------===//
-// SGD
-//===----------------------------------------------------------------------===//
+/// Rule R's step of `u` on the device, one launch per run of equal weight
+/// decay.
+template <class R>
+void elementStep(const zrt_optimizer &o, const zrt_update &u,
+                 const float *lossScale, double divisor) {
+  using K = typename R::Constants;
+  const char *name = R::kSpan;
+  checkDims(name, u.n);
+  if (!u.skip && u.step < 1)
+    fatal("%s: step %lld must be >= 1", name, (long long)u.step);
+  if (!u.skip && u.max_grad_norm > 0 && !u.stats)
+    fatal("%s: gradient clipping needs the stats", name);
+  const int live = R::liveStates(o);
+  for (int j = 0; j < live; ++j)
+    if (!u.states[j] && u.n > 0)
+      fatal("%s: its state %d is null", name, j);
+  if (u.n == 0)
+    return;
+  dispatch(u.dtype, name, [&](auto tag) {
+    using T = decltype(tag);
+    T *p = static_cast<T *>(u.param);
+    if (std::is_same<T, float>::value && u.param == u.master)
+      p = nullptr;
+    if (u.skip) {
+      if (p && u.master)
+        launchCopyMaster<T, false>(u.master, p, u.n, 0);
+      return;
+    }
+    double lr = 0.0;
+    StepArgs<K> a;
+    static_cast<K &>(a) = R::constants(o, u.schedule, u.step, lr);
+    a.maxGradNorm = u.max_grad_norm;
+    a.divisor = divisor;
+    a.stats = u.stats;
+    a.lossScale = lossScale;
+    auto launch = [&](int64_t b, int64_t e, const StepArgs<K> &args) {
+      if (b >= e)
+        return;
+      const T *g = static_cast<const T *>(u.grad) + b;
+      float *w = u.master ? u.master + b : nullptr;
+      T *pp = p ? p + b : nullptr;
+      ElementStates st{};
+      for (int j = 0; j < live; ++j)
+        st.s[j] = static_cast<float *>(u.states[j]) + b;
+      if (live == 3)
+        launchElement<R, 3>(g, w, st, pp, e - b, args);
+      else if (live == 2)
+        launchElement<R, 2>(g, w, st, pp, e - b, args);
+      else if (live == 1)
+        launchElement<R, 1>(g, w, st, pp, e - b, args);
+      else
+        launchElement<R, 0>(g, w, st, pp, e - b, args);
+    };
+    checkDecayRanges(name, u.decay_ranges, u.range_decays, u.num_decay_ranges,
+                     u.n);
+    int64_t at = 0;
+    for (int32_t r = 0; r < u.num_decay_ranges; ++r) {
+      int64_t b = u.decay_ranges[2 * r], e = u.decay_ranges[2 * r + 1];
+      launch(at, b, a);
+      StepArgs<K> own = a;
+      static_cast<K &>(own) = R::withDecay(a, lr, u.range_decays[r]);
+      launch(b, e, own);
+      at = e;
+    }
+    launch(at, u.n, a);
+  });
+}
 
-/// zrt_sgd's step constants (rounded on the host as the CPU's) and the
-/// gradient factor's inputs, as AdamArgs.
-struct SgdArgs : SgdConstants {
-  double maxGradNorm;
-  double divisor;
-  const float *stats;
-  const float *lossScale;
-};
-
-/// A grid-stride loop of OptimizerMath.h's sgdElement, the CPU's formula.
-/// param is null when it is the master (f32); m is null without momentum.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    sgdKernel(const T *grad, float *master, float *m, T *param, int64_t n,
-              SgdArgs a) {
-  AdamArgs scale;
-  scale.maxGradNorm = a.maxGradNorm;
-  scale.divisor = a.divisor;
-  scale.stats = a.stats;
-  scale.lossScale = a.lossScale;
-  const float gs = gradScale(scale);
-  const int64_t threads = int64_t(gridDim.x) * kThreads;
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n;
-       i += threads) {
-    float w = master[i], mi = m ? m[i] : 0.0f;
-    sgdElement(__fmul_rn(toF32(grad[i]), gs), w, mi, a);
-    master[i] = w;
-    if (m)
-      m[i] = mi;
-    if (param)
-      param[i] = fromF32<T>(w);
+/// Kind K's step: Adam's own kernels for Adam and AdamW, the shared
+/// formula's launcher for the other rules.
+template <optimizers::Kind K>
+void kindStep(const zrt_optimizer &o, const zrt_update &u,
+              const float *lossScale, double divisor) {
+  using Rule = optimizers::ElementRule<K>;
+  if constexpr (!Rule::kDefined) {
+    fatal("zrt_optimizer_step: %s updates whole tensors, not elements",
+          optimizers::kindName(o.kind));
+  } else if constexpr (!Rule::kSharedElement) {
+    static_assert(K == optimizers::Kind::Adam || K == optimizers::Kind::AdamW,
+                  "a rule without a shared element formula needs a kernel");
+    optimizers::AdamHyper h = optimizers::adamHyper(o);
+    cuda::adam(u.dtype, u.grad, u.master, static_cast<float *>(u.states[0]),
+               static_cast<float *>(u.states[1]), u.param, u.n, u.step, h.lr,
+               h.beta1, h.beta2, h.eps, h.weightDecay, h.decoupled,
+               h.biasCorrection, u.schedule, u.decay_ranges, u.range_decays,
+               u.num_decay_ranges, u.max_grad_norm, u.stats, lossScale, divisor,
+               u.skip);
+  } else {
+    elementStep<Rule>(o, u, lossScale, divisor);
   }
-}
-
-template <typename T>
-void launchSgd(const T *grad, float *master, float *m, T *param, int64_t n,
-               const SgdArgs &a) {
-  static const int perSM =
-      residentBlocks(reinterpret_cast<const void *>(&sgdKernel<T>));
-  unsigned grid = residentGrid(perSM, ceilDiv(n, kThreads));
-  sgdKernel<T>
-      <<<grid, kThreads, 0, computeStream()>>>(grad, master, m, param, n, a);
-  checkLaunch("sgd");
 }
 
 } // namespace
@@ -635,7 +680,7 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
       return;
     }
     // The same learning rate and fp32 rounding of the step's constants as
-    // zrt_adam (the step counter is the host's).
+    // zrt_optimizer_step (the step counter is the host's).
     if (schedule)
       lr = lrAt(*schedule, lr, beta1, beta2, step);
     AdamArgs a;
@@ -685,117 +730,39 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
   });
 }
 
-void zrt::cuda::lion(int32_t dtype, const void *grad, float *master,
-                     float *expAvg, void *param, int64_t n, int64_t step,
-                     double lr, double beta1, double beta2, double weightDecay,
-                     const zrt_lr_schedule *schedule,
-                     const int64_t *decayRanges, const double *rangeDecays,
-                     int32_t numDecayRanges, double maxGradNorm,
-                     const float *stats, const float *lossScale, double divisor,
-                     int32_t skip) {
-  checkDims("lion", n);
-  if (!skip && step < 1)
-    fatal("lion: step %lld must be >= 1", (long long)step);
-  if (!skip && maxGradNorm > 0 && !stats)
-    fatal("lion: gradient clipping needs the stats");
-  if (n == 0)
+void zrt::cuda::optimizerStep(const zrt_optimizer &o, const zrt_update &u,
+                              const float *lossScale, double divisor) {
+  using optimizers::Kind;
+  using optimizers::StatePrecision;
+  if (o.kind < 0 || o.kind >= optimizers::kNumKinds)
+    fatal("zrt_optimizer_step: unknown optimizer kind %d", int(o.kind));
+  auto precision = StatePrecision(o.states);
+  if (o.states < 0 || o.states >= optimizers::kNumStatePrecisions ||
+      !optimizers::hasPrecision(Kind(o.kind), precision))
+    fatal("zrt_optimizer_step: %s keeps no states of precision %d",
+          optimizers::kindName(o.kind), int(o.states));
+  if (precision != StatePrecision::F32) {
+    optimizers::AdamHyper h = optimizers::adamHyper(o);
+    if (precision == StatePrecision::Int8)
+      adam8bit(u.dtype, u.grad, u.master, static_cast<uint8_t *>(u.states[0]),
+               u.absmax[0], static_cast<uint8_t *>(u.states[1]), u.absmax[1],
+               u.param, u.n, u.step, h.lr, h.beta1, h.beta2, h.eps,
+               h.weightDecay, h.decoupled, h.biasCorrection, u.schedule,
+               u.decay_ranges, u.range_decays, u.num_decay_ranges,
+               u.max_grad_norm, u.stats, lossScale, divisor, u.skip);
+    else
+      adamBf16(u.dtype, u.grad, u.master, static_cast<uint16_t *>(u.states[0]),
+               static_cast<uint16_t *>(u.states[1]), u.param, u.n, u.step, h.lr,
+               h.beta1, h.beta2, h.eps, h.weightDecay, h.decoupled,
+               h.biasCorrection, u.schedule, u.decay_ranges, u.range_decays,
+               u.num_decay_ranges, u.max_grad_norm, u.stats, lossScale, divisor,
+               u.skip);
     return;
-  dispatch(dtype, "lion", [&](auto tag) {
-    using T = decltype(tag);
-    T *p = static_cast<T *>(param);
-    if (std::is_same<T, float>::value && param == master)
-      p = nullptr;
-    if (skip) {
-      if (p)
-        launchCopyMaster<T, false>(master, p, n, 0);
-      return;
-    }
-    if (schedule)
-      lr = lrAt(*schedule, lr, beta1, beta2, step);
-    LionArgs a;
-    static_cast<LionConstants &>(a) =
-        lionConstants(lr, beta1, beta2, weightDecay);
-    a.maxGradNorm = maxGradNorm;
-    a.divisor = divisor;
-    a.stats = stats;
-    a.lossScale = lossScale;
-    auto launch = [&](int64_t b, int64_t e, const LionArgs &args) {
-      if (b < e)
-        launchLion<T>(static_cast<const T *>(grad) + b, master + b, expAvg + b,
-                      p ? p + b : nullptr, e - b, args);
-    };
-    checkDecayRanges("lion", decayRanges, rangeDecays, numDecayRanges, n);
-    int64_t at = 0;
-    for (int32_t r = 0; r < numDecayRanges; ++r) {
-      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
-      launch(at, b, a);
-      LionArgs own = a;
-      static_cast<LionConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
-      launch(b, e, own);
-      at = e;
-    }
-    launch(at, n, a);
-  });
-}
-
-void zrt::cuda::sgd(int32_t dtype, const void *grad, float *master,
-                    float *momentumBuffer, void *param, int64_t n, int64_t step,
-                    double lr, double momentum, double dampening,
-                    double weightDecay, int32_t nesterov,
-                    const zrt_lr_schedule *schedule, const int64_t *decayRanges,
-                    const double *rangeDecays, int32_t numDecayRanges,
-                    double maxGradNorm, const float *stats,
-                    const float *lossScale, double divisor, int32_t skip) {
-  checkDims("sgd", n);
-  if (!skip && step < 1)
-    fatal("sgd: step %lld must be >= 1", (long long)step);
-  if (!skip && maxGradNorm > 0 && !stats)
-    fatal("sgd: gradient clipping needs the stats");
-  if (momentum != 0.0 && !momentumBuffer && n > 0)
-    fatal("sgd: momentum %g without a momentum buffer", momentum);
-  if (n == 0)
-    return;
-  dispatch(dtype, "sgd", [&](auto tag) {
-    using T = decltype(tag);
-    T *p = static_cast<T *>(param);
-    if (std::is_same<T, float>::value && param == master)
-      p = nullptr;
-    if (skip) {
-      if (p)
-        launchCopyMaster<T, false>(master, p, n, 0);
-      return;
-    }
-    // A cycled momentum (OneCycle) is SGD's momentum, as on the CPU.
-    if (schedule && momentum != 0.0) {
-      double unused = 0.0;
-      lr = lrAt(*schedule, lr, momentum, unused, step);
-    } else if (schedule) {
-      double b1 = 0.0, b2 = 0.0;
-      lr = lrAt(*schedule, lr, b1, b2, step);
-    }
-    float *m = momentum != 0.0 ? momentumBuffer : nullptr;
-    SgdArgs a;
-    static_cast<SgdConstants &>(a) =
-        sgdConstants(lr, momentum, dampening, weightDecay, nesterov != 0, step);
-    a.maxGradNorm = maxGradNorm;
-    a.divisor = divisor;
-    a.stats = stats;
-    a.lossScale = lossScale;
-    auto launch = [&](int64_t b, int64_t e, const SgdArgs &args) {
-      if (b < e)
-        launchSgd<T>(static_cast<const T *>(grad) + b, master + b,
-                     m ? m + b : nullptr, p ? p + b : nullptr, e - b, args);
-    };
-    checkDecayRanges("sgd", decayRanges, rangeDecays, numDecayRanges, n);
-    int64_t at = 0;
-    for (int32_t r = 0; r < numDecayRanges; ++r) {
-      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
-      launch(at, b, a);
-      SgdArgs own = a;
-      static_cast<SgdConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
-      launch(b, e, own);
-      at = e;
-    }
-    launch(at, n, a);
-  });
+  }
+  switch (Kind(o.kind)) {
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  case Kind::id:                                                               \
+    return kindStep<Kind::id>(o, u, lossScale, divisor);
+#include "zero_rt/optimizers.def"
+  }
 }

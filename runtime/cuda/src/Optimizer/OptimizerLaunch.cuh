@@ -2,8 +2,8 @@
 //
 // Part of the zero-mlir project.
 //
-// The launch shape and Adam's step arguments of the optimizer kernels,
-// shared by Optimizer.cu (overflow, Adam, Lion, SGD) and AdamStates.cu
+// The launch shape and the step arguments of the optimizer kernels, shared
+// by Optimizer.cu (overflow, Adam, the element-wise rules) and AdamStates.cu
 // (Adam with 8-bit and bf16 states); Optimizer.cu says why the kernels are
 // launched as they are.
 //
@@ -44,27 +44,35 @@ inline unsigned residentGrid(int perSM, int64_t want, int64_t cap = 0) {
   return unsigned(blocks < 1 ? 1 : blocks);
 }
 
-/// zrt_adam's step constants, rounded to fp32 on the host as the CPU does;
-/// the gradient's factor is computed on the device from stats and
-/// lossScale.
-struct AdamArgs : AdamConstants {
+/// What the gradient's factor is computed from on the device: the clipping
+/// norm and stats, and the loss scale (device memory, null: 1) times the
+/// divisor.
+struct GradScaleArgs {
   double maxGradNorm;
   double divisor;
   const float *stats;
   const float *lossScale;
 };
 
+/// A step's constants K, rounded to fp32 on the host as the CPU does, with
+/// the gradient factor's inputs.
+template <typename K>
+struct StepArgs : K, GradScaleArgs {};
+
+/// Adam's step arguments.
+using AdamArgs = StepArgs<AdamConstants>;
+
 /// zrt_clip_coefficient(stats, maxGradNorm) / ((*lossScale) * divisor),
 /// in fp64 as the CPU (device fp64 division and sqrt round correctly).
-__device__ inline float gradScale(const AdamArgs &a) {
+__device__ inline float gradScale(const GradScaleArgs &a) {
   double clip = 1.0;
   if (a.maxGradNorm > 0) {
     double coef = a.maxGradNorm / (sqrt(double(a.stats[1])) + 1e-6);
     // As torch's clamp(max=1): a NaN norm stays NaN.
     clip = coef >= 1.0 ? 1.0 : double(float(coef));
   }
-  // Rounded to fp32 first, as the CPU's zrt_ctx_adam passes
-  // float(loss scale * divisor) to zrt_adam.
+  // Rounded to fp32 first, as the CPU's device::optimizerStep passes
+  // float(loss scale * divisor) to zrt_optimizer_step.
   double scale =
       double(float((a.lossScale ? double(*a.lossScale) : 1.0) * a.divisor));
   return float(clip / scale);
@@ -77,5 +85,38 @@ template <typename T, bool kVector>
 void launchCopyMaster(const float *master, T *param, int64_t n, int64_t head);
 
 } // namespace zrt::cuda::optimizer
+
+namespace zrt::cuda {
+
+// Adam's kernels, which optimizerStep runs for Adam and AdamW: the fp32
+// states' (Optimizer.cu), and the 8-bit and bf16 states' (AdamStates.cu).
+// The gradient factor is zrt_optimizer_step's, with the loss scale in
+// device memory (null: 1) times `divisor`.
+void adam(int32_t dtype, const void *grad, float *master, float *expAvg,
+          float *expAvgSq, void *param, int64_t n, int64_t step, double lr,
+          double beta1, double beta2, double eps, double weightDecay,
+          int32_t adamw, int32_t biasCorrection,
+          const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+          const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
+          const float *stats, const float *lossScale, double divisor,
+          int32_t skip);
+void adam8bit(int32_t dtype, const void *grad, float *master, uint8_t *expAvg,
+              float *expAvgAbsmax, uint8_t *expAvgSq, float *expAvgSqAbsmax,
+              void *param, int64_t n, int64_t step, double lr, double beta1,
+              double beta2, double eps, double weightDecay, int32_t adamw,
+              int32_t biasCorrection, const zrt_lr_schedule *schedule,
+              const int64_t *decayRanges, const double *rangeDecays,
+              int32_t numDecayRanges, double maxGradNorm, const float *stats,
+              const float *lossScale, double divisor, int32_t skip);
+void adamBf16(int32_t dtype, const void *grad, float *master, uint16_t *expAvg,
+              uint16_t *expAvgSq, void *param, int64_t n, int64_t step,
+              double lr, double beta1, double beta2, double eps,
+              double weightDecay, int32_t adamw, int32_t biasCorrection,
+              const zrt_lr_schedule *schedule, const int64_t *decayRanges,
+              const double *rangeDecays, int32_t numDecayRanges,
+              double maxGradNorm, const float *stats, const float *lossScale,
+              double divisor, int32_t skip);
+
+} // namespace zrt::cuda
 
 #endif // ZRT_CUDA_OPTIMIZER_LAUNCH_CUH

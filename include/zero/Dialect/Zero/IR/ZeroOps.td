@@ -2048,8 +2048,8 @@ def Zero_OptimizerStepOp : Zero_Op<"optimizer_step", [DeclareOpInterfaceMethods<
     The update of the train step's optimizer, its `#zero.optimizer`'s
     `kind`: the state buffers it updates and the runtime entries it lowers
     to are that kind's rows of runtime/include/zero_rt/optimizers.def
-    (Adam and AdamW: `exp_avg` and `exp_avg_sq`, `zrt_ctx_adam*`; Lion:
-    `exp_avg`, `zrt_ctx_lion*`).
+    (Adam and AdamW: `exp_avg` and `exp_avg_sq`; Lion: `exp_avg`; every
+    kind: `zrt_ctx_optimizer_step*`).
 
     Unless `skip` is true, updates this rank's owned part of partition
     `group`: reads the `grads` (in the compute type), unscales them by

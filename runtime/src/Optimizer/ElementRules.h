@@ -1,0 +1,190 @@
+//===- ElementRules.h - Element-wise optimizers as rules --------*- C++ -*-===//
+//
+// Part of the zero-mlir project.
+//
+// An optimizer that updates each element of a flat shard on its own (Adam,
+// AdamW, Lion, SGD) is an ElementRule: its step's fp32 constants, computed
+// once on the host from its hyper-parameters (zrt_optimizer), and its
+// per-element formula (OptimizerMath.h). One launcher per backend runs every
+// rule (HostStep.cpp on the CPU and for host updates, Optimizer.cu on CUDA),
+// so a new element-wise optimizer is its optimizers.def rows and a rule
+// here. Muon and Adafactor read whole tensors and keep their own bodies.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_RT_ELEMENT_RULES_H
+#define ZERO_RT_ELEMENT_RULES_H
+
+#include "zero_rt/optimizers.h"
+#include "zero_rt/zrt.h"
+
+#include "Optimizer/OptimizerMath.h"
+
+namespace zrt::optimizers {
+
+/// The hyper-parameters of kind K in an optimizer: its zrt_<name>_params.
+template <Kind K>
+struct ParamsOf;
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  template <>                                                                  \
+  struct ParamsOf<Kind::id> {                                                  \
+    using Type = zrt_##name##_params;                                          \
+    static const Type &get(const zrt_optimizer &o) { return o.params.name; }   \
+    static Type &get(zrt_optimizer &o) { return o.params.name; }               \
+  };
+#include "zero_rt/optimizers.def"
+
+/// The rule of kind K; kDefined is false for an optimizer that is not
+/// element-wise. A rule has:
+///  - kSpan: the kernel's name in traces and messages;
+///  - Constants, its step's fp32 constants, from constants(optimizer,
+///    schedule, step, lr), which applies the schedule (zrt_lr_at) and
+///    returns the step's learning rate in `lr`, and withDecay(constants,
+///    lr, weightDecay) for a parameter with a weight decay of its own;
+///  - liveStates(optimizer): how many of its states (zrt_update's, in its
+///    rows' order) the step reads and writes, fewer than its rows when a
+///    gate is 0;
+///  - element(g, w, s, k): one element, g the unscaled gradient, w the
+///    master, s its live states;
+///  - kSharedElement: whether element() is also the device's formula (CUDA
+///    runs it in the generic launcher); Adam's is spelled per backend.
+template <Kind K>
+struct ElementRule {
+  static constexpr bool kDefined = false;
+};
+
+/// torch.optim.Adam (L2 added to the gradient) or AdamW (decoupled decay),
+/// with optional bias correction (DeepSpeed's bias_correction).
+template <Kind K, bool kDecoupled>
+struct AdamRule {
+  static constexpr bool kDefined = true;
+  static constexpr bool kSharedElement = false;
+  static constexpr const char *kSpan = "zrt_adam";
+  using Constants = AdamConstants;
+
+  static Constants constants(const zrt_optimizer &o,
+                             const zrt_lr_schedule *schedule, int64_t step,
+                             double &lr) {
+    const auto &p = ParamsOf<K>::get(o);
+    double beta1 = p.beta1, beta2 = p.beta2;
+    lr = zrt_lr_at(schedule, p.lr, &beta1, &beta2, step);
+    return adamConstants(lr, beta1, beta2, p.eps, p.weight_decay, step,
+                         p.bias_correction != 0.0);
+  }
+  static Constants withDecay(const Constants &k, double lr, double wd) {
+    return zrt::withDecay(k, lr, wd);
+  }
+  static int liveStates(const zrt_optimizer &) { return 2; }
+
+  /// torch's single-tensor step, operation for operation (the CPU's
+  /// contractions; the CUDA kernel pins the same roundings with intrinsics).
+  static inline void element(float g, float &w, float *s, const Constants &k) {
+    if constexpr (kDecoupled)
+      w *= k.decay;
+    else
+      g = g + k.weightDecay * w;
+    float m = s[0] + k.oneMinusBeta1 * (g - s[0]); // lerp_
+    float v = s[1] * k.beta2 + k.oneMinusBeta2 * g * g;
+    float denom = std::sqrt(v) / k.bc2Sqrt + k.eps;
+    w = w + k.negStepSize * m / denom; // addcdiv_
+    s[0] = m;
+    s[1] = v;
+  }
+};
+
+template <>
+struct ElementRule<Kind::Adam> : AdamRule<Kind::Adam, false> {};
+template <>
+struct ElementRule<Kind::AdamW> : AdamRule<Kind::AdamW, true> {};
+
+/// DeepSpeed's Lion.
+template <>
+struct ElementRule<Kind::Lion> {
+  static constexpr bool kDefined = true;
+  static constexpr bool kSharedElement = true;
+  static constexpr const char *kSpan = "zrt_lion";
+  using Constants = LionConstants;
+
+  static Constants constants(const zrt_optimizer &o,
+                             const zrt_lr_schedule *schedule, int64_t step,
+                             double &lr) {
+    const zrt_lion_params &p = o.params.lion;
+    double beta1 = p.beta1, beta2 = p.beta2;
+    lr = zrt_lr_at(schedule, p.lr, &beta1, &beta2, step);
+    return lionConstants(lr, beta1, beta2, p.weight_decay);
+  }
+  static Constants withDecay(const Constants &k, double lr, double wd) {
+    return zrt::withDecay(k, lr, wd);
+  }
+  static int liveStates(const zrt_optimizer &) { return 1; }
+  ZRT_HOST_DEVICE static inline void element(float g, float &w, float *s,
+                                             const Constants &k) {
+    lionElement(g, w, s[0], k);
+  }
+};
+
+/// torch.optim.SGD; its momentum_buffer lives only with a momentum.
+template <>
+struct ElementRule<Kind::SGD> {
+  static constexpr bool kDefined = true;
+  static constexpr bool kSharedElement = true;
+  static constexpr const char *kSpan = "zrt_sgd";
+  using Constants = SgdConstants;
+
+  static Constants constants(const zrt_optimizer &o,
+                             const zrt_lr_schedule *schedule, int64_t step,
+                             double &lr) {
+    const zrt_sgd_params &p = o.params.sgd;
+    // A cycled momentum (OneCycle) is SGD's momentum, as DeepSpeed cycles
+    // a torch optimizer's `momentum` when it has no betas.
+    double momentum = p.momentum;
+    lr = zrt_lr_at(schedule, p.lr, momentum != 0.0 ? &momentum : nullptr,
+                   nullptr, step);
+    return sgdConstants(lr, momentum, p.dampening, p.weight_decay,
+                        p.nesterov != 0.0, step);
+  }
+  static Constants withDecay(const Constants &k, double lr, double wd) {
+    return zrt::withDecay(k, lr, wd);
+  }
+  static int liveStates(const zrt_optimizer &o) {
+    return o.params.sgd.momentum != 0.0 ? 1 : 0;
+  }
+  ZRT_HOST_DEVICE static inline void element(float g, float &w, float *s,
+                                             const Constants &k) {
+    sgdElement(g, w, s[0], k);
+  }
+};
+
+/// Adam's and AdamW's hyper-parameters, whichever of the two `o` is (their
+/// 8-bit and bf16 states' kernels take them as arguments).
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weightDecay;
+  int32_t decoupled, biasCorrection;
+};
+
+inline AdamHyper adamHyper(const zrt_optimizer &o) {
+  auto from = [](const auto &p, bool decoupled) {
+    return AdamHyper{p.lr,
+                     p.beta1,
+                     p.beta2,
+                     p.eps,
+                     p.weight_decay,
+                     int32_t(decoupled),
+                     int32_t(p.bias_correction != 0.0)};
+  };
+  return Kind(o.kind) == Kind::AdamW ? from(o.params.adamw, true)
+                                     : from(o.params.adam, false);
+}
+
+/// The name of kind `kind` (its optimizers.def `name`), or "unknown".
+inline const char *kindName(int32_t kind) {
+#define ZRT_OPTIMIZER(id, name, decoupled, bytes, update, staged, host, nvme)  \
+  if (kind == int32_t(Kind::id))                                               \
+    return #name;
+#include "zero_rt/optimizers.def"
+  return "unknown";
+}
+
+} // namespace zrt::optimizers
+
+#endif // ZERO_RT_ELEMENT_RULES_H
