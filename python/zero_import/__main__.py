@@ -42,23 +42,6 @@ With LoRA adapters (PEFT), the model's own weights frozen:
 # The optimizer when neither --optimizer nor a ds_config names one.
 DEFAULT_KIND = Kind.AdamW
 
-# Not in optimizers.def, whose defaults are #zero.optimizer's: the values
-# zero-import takes for a hyper-parameter that the command line or a
-# ds_config leaves out, where they are not the table's (the key None: every
-# optimizer's). torch.optim.AdamW's weight decay (for Adam as well) and
-# torch.optim.Adafactor's lr and weight decay.
-OWN_DEFAULTS = {
-    None: {"lr": 1e-3},
-    Kind.Adam: {"weight_decay": 0.01},
-    Kind.AdamW: {"weight_decay": 0.01},
-    Kind.Adafactor: {"lr": 1e-2, "weight_decay": 1e-2},
-}
-# Not in optimizers.def either: DeepSpeed's Muon (MuonWithAuxAdam) defaults
-# for the keys a ds_config leaves out where they are not the table's (its
-# muon_lr and adam_lr are the shared `lr` when that is set); the command
-# line's Muon keeps the table's.
-DS_MUON_DEFAULTS = {"muon_lr": 0.02, "lr": 3e-4, "beta2": 0.95,
-                    "eps": 1e-10}
 # ds_config keys that are no parameter of the table: DeepSpeed's Muon's
 # adam_lr (the AdamW half's lr) and ns_method, torch.optim.Adafactor's
 # foreach (an implementation of the same update), accepted where the
@@ -123,13 +106,13 @@ def imported(kind):
 
 def default(kind, name):
     """zero-import's value for parameter `name` of `kind` when nothing
-    sets it: its own (OWN_DEFAULTS), else the table's."""
-    own = OWN_DEFAULTS.get(kind, {})
+    sets it: the table's ZRT_OPTIMIZER_IMPORT_DEFAULT, else the
+    parameter's."""
+    own = OPTIMIZERS[kind]["import_defaults"]
     if name in own:
         return own[name]
     row = {n: d for n, _, d in OPTIMIZERS[kind]["params"]}
-    for value in (row.get(name), OWN_DEFAULTS[None].get(name),
-                  PARAMS.get(name)):
+    for value in (row.get(name), PARAMS.get(name)):
         if value is not None:
             return value
     raise LookupError("optimizers.def gives %s's parameter %s no default" %
@@ -386,7 +369,7 @@ def read_ds_muon(path, p, opt):
                             (path, method))
 
     def ds_default(name):
-        return DS_MUON_DEFAULTS.get(name, default(kind, name))
+        return OPTIMIZERS[kind]["ds_defaults"].get(name, default(kind, name))
 
     shared = p.get(keys["lr"])
     opt["muon_lr"] = float(p.get(keys["muon_lr"], ds_default("muon_lr")

@@ -29,7 +29,10 @@ The module defines
       DeepSpeed falls back to, matched exactly; with
       zero_allow_untested_optimizer at ZeRO stages 1-3), 'params': ((name,
       ds_config key or '', default), ...), 'precisions': (state precisions
-      besides the first, in the rows' order)}}, in the table's order;
+      besides the first, in the rows' order), 'import_defaults': {name:
+      zero-import's default where it is not the parameter's},
+      'ds_defaults': {name: a ds_config's default where it is not the
+      parameter's}}}, in the table's order;
   PARAMS: {name: default} of every parameter of a row, in the order of its
       first row (#zero.optimizer has one default per parameter: rows that
       disagree fail this script);
@@ -65,6 +68,8 @@ MACROS = {
     "ZRT_OPTIMIZER_DS_TYPE": ("id", "str"),
     "ZRT_OPTIMIZER_TORCH_TYPE": ("id", "str"),
     "ZRT_OPTIMIZER_PARAM": ("id", "id", "str", "str"),
+    "ZRT_OPTIMIZER_IMPORT_DEFAULT": ("id", "id", "str"),
+    "ZRT_OPTIMIZER_DS_DEFAULT": ("id", "id", "str"),
     "ZRT_OPTIMIZER_BUFFER": ("id", "id"),
     "ZRT_OPTIMIZER_STATE": ("id", "id", "id", "int", "str", "str"),
     "ZRT_OPTIMIZER_STATE_GATE": ("id", "id", "id"),
@@ -204,7 +209,8 @@ def collect(text, rows):
                 raise GenError("%s: a second optimizer %s" % (where, name))
             kinds[oid] = name
             optimizers[name] = {"id": oid, "ds_types": (), "torch_types": (),
-                                "params": (), "precisions": ()}
+                                "params": (), "precisions": (),
+                                "import_defaults": {}, "ds_defaults": {}}
             continue
         if macro == "ZRT_OPTIMIZER_BUFFER":
             continue
@@ -245,6 +251,17 @@ def collect(text, rows):
                                    where, name, params[name]))
             params.setdefault(name, default)
             opt["params"] += ((name, key, default),)
+        elif macro in ("ZRT_OPTIMIZER_IMPORT_DEFAULT",
+                       "ZRT_OPTIMIZER_DS_DEFAULT"):
+            name, text_default = values[1], values[2]
+            field = ("import_defaults" if macro.endswith("IMPORT_DEFAULT")
+                     else "ds_defaults")
+            if not any(p[0] == name for p in opt["params"]):
+                raise GenError("%s: %s is no ZRT_OPTIMIZER_PARAM of %s "
+                               "before it" % (where, name, opt["id"]))
+            if name in opt[field]:
+                raise GenError("%s: a second default of %s" % (where, name))
+            opt[field][name] = default_value(text_default, where)
         elif macro == "ZRT_OPTIMIZER_PRECISION":
             pid = values[1]
             if pid not in precisions:
@@ -274,7 +291,8 @@ def write(kinds, optimizers, params, precisions):
     lines += ["}", "", "OPTIMIZERS = {"]
     for name, opt in optimizers.items():
         fields = ", ".join("%r: %r" % (key, opt[key]) for key in (
-            "id", "ds_types", "torch_types", "params", "precisions"))
+            "id", "ds_types", "torch_types", "params", "precisions",
+            "import_defaults", "ds_defaults"))
         lines.append("    %r: {%s}," % (name, fields))
     lines.append("}")
     return "\n".join(lines) + "\n"

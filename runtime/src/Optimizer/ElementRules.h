@@ -19,6 +19,7 @@
 #include "zero_rt/zrt.h"
 
 #include "Optimizer/OptimizerMath.h"
+#include "Support/Support.h"
 
 namespace zrt::optimizers {
 
@@ -39,8 +40,9 @@ struct ParamsOf;
 ///  - kSpan: the kernel's name in traces and messages;
 ///  - Constants, its step's fp32 constants, from constants(optimizer,
 ///    schedule, step, lr), which applies the schedule (zrt_lr_at) and
-///    returns the step's learning rate in `lr`, and withDecay(constants,
-///    lr, weightDecay) for a parameter with a weight decay of its own;
+///    returns the step's learning rate in `lr`; OptimizerMath.h's
+///    withDecay(constants, lr, weightDecay) gives those of a parameter with
+///    a weight decay of its own;
 ///  - liveStates(optimizer): how many of its states (zrt_update's, in its
 ///    rows' order) the step reads and writes, fewer than its rows when a
 ///    gate is 0;
@@ -70,9 +72,6 @@ struct AdamRule {
     lr = zrt_lr_at(schedule, p.lr, &beta1, &beta2, step);
     return adamConstants(lr, beta1, beta2, p.eps, p.weight_decay, step,
                          p.bias_correction != 0.0);
-  }
-  static Constants withDecay(const Constants &k, double lr, double wd) {
-    return zrt::withDecay(k, lr, wd);
   }
   static int liveStates(const zrt_optimizer &) { return 2; }
 
@@ -113,9 +112,6 @@ struct ElementRule<Kind::Lion> {
     lr = zrt_lr_at(schedule, p.lr, &beta1, &beta2, step);
     return lionConstants(lr, beta1, beta2, p.weight_decay);
   }
-  static Constants withDecay(const Constants &k, double lr, double wd) {
-    return zrt::withDecay(k, lr, wd);
-  }
   static int liveStates(const zrt_optimizer &) { return 1; }
   ZRT_HOST_DEVICE static inline void element(float g, float &w, float *s,
                                              const Constants &k) {
@@ -142,9 +138,6 @@ struct ElementRule<Kind::SGD> {
                    nullptr, step);
     return sgdConstants(lr, momentum, p.dampening, p.weight_decay,
                         p.nesterov != 0.0, step);
-  }
-  static Constants withDecay(const Constants &k, double lr, double wd) {
-    return zrt::withDecay(k, lr, wd);
   }
   static int liveStates(const zrt_optimizer &o) {
     return o.params.sgd.momentum != 0.0 ? 1 : 0;
@@ -183,6 +176,20 @@ inline const char *kindName(int32_t kind) {
     return #name;
 #include "zero_rt/optimizers.def"
   return "unknown";
+}
+
+/// The precision of `o`'s states, after checking that its kind is a row
+/// and keeps its states in that precision (zrt_optimizer_step's checks on
+/// both backends).
+inline StatePrecision checkedPrecision(const zrt_optimizer &o) {
+  if (o.kind < 0 || o.kind >= kNumKinds)
+    fatal("zrt_optimizer_step: unknown optimizer kind %d", int(o.kind));
+  auto precision = StatePrecision(o.states);
+  if (o.states < 0 || o.states >= kNumStatePrecisions ||
+      !hasPrecision(Kind(o.kind), precision))
+    fatal("zrt_optimizer_step: %s keeps no states of precision %d",
+          kindName(o.kind), int(o.states));
+  return precision;
 }
 
 } // namespace zrt::optimizers

@@ -96,7 +96,7 @@ void elementBlocks(const T *grad, float *master, float *const *states, T *param,
 
 /// The decay runs of a step: each range [decayRanges[2r], decayRanges[2r+1])
 /// with its weight decay rangeDecays[r], on the step's constants.
-template <class R, typename K>
+template <typename K>
 void addDecayRuns(const char *kernel, OptimizerScalars<K> &s, double lr,
                   const int64_t *decayRanges, const double *rangeDecays,
                   int32_t numDecayRanges, int64_t n) {
@@ -105,7 +105,7 @@ void addDecayRuns(const char *kernel, OptimizerScalars<K> &s, double lr,
   for (int32_t r = 0; r < numDecayRanges; ++r) {
     int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
     if (b < e)
-      s.runs.push_back({b, e, R::withDecay(s.k, lr, rangeDecays[r])});
+      s.runs.push_back({b, e, withDecay(s.k, lr, rangeDecays[r])});
   }
 }
 
@@ -129,8 +129,8 @@ void elementStep(const zrt_optimizer &o, const zrt_update &u) {
     s.gradScale = float(clip / double(u.loss_scale));
     double lr = 0.0;
     s.k = R::constants(o, u.schedule, u.step, lr);
-    addDecayRuns<R>(R::kSpan, s, lr, u.decay_ranges, u.range_decays,
-                    u.num_decay_ranges, u.n);
+    addDecayRuns(R::kSpan, s, lr, u.decay_ranges, u.range_decays,
+                 u.num_decay_ranges, u.n);
   }
   dispatchFloat(u.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -194,13 +194,7 @@ extern "C" double zrt_lr_at(const zrt_lr_schedule *schedule, double lr,
 void zrt::hostOptimizerStep(const zrt_optimizer &o, const zrt_update &u) {
   using optimizers::Kind;
   using optimizers::StatePrecision;
-  if (o.kind < 0 || o.kind >= optimizers::kNumKinds)
-    fatal("zrt_optimizer_step: unknown optimizer kind %d", int(o.kind));
-  auto precision = StatePrecision(o.states);
-  if (o.states < 0 || o.states >= optimizers::kNumStatePrecisions ||
-      !optimizers::hasPrecision(Kind(o.kind), precision))
-    fatal("zrt_optimizer_step: %s keeps no states of precision %d",
-          optimizers::kindName(o.kind), int(o.states));
+  StatePrecision precision = optimizers::checkedPrecision(o);
   if (precision != StatePrecision::F32) {
     // Adam's and AdamW's 8-bit and bf16 states (the only rows that declare
     // another precision) have kernels of their own.

@@ -131,12 +131,7 @@ void zrt::cuda::adam8bit(
     const zrt_lr_schedule *schedule, const int64_t *decayRanges,
     const double *rangeDecays, int32_t numDecayRanges, double maxGradNorm,
     const float *stats, const float *lossScale, double divisor, int32_t skip) {
-  checkDims("adam8bit", n);
-  if (!skip && step < 1)
-    fatal("adam8bit: step %lld must be >= 1", (long long)step);
-  if (!skip && maxGradNorm > 0 && !stats)
-    fatal("adam8bit: gradient clipping needs the stats");
-  if (n == 0)
+  if (!checkUpdate("adam8bit", n, step, skip, maxGradNorm, stats))
     return;
   dispatch(dtype, "adam8bit", [&](auto tag) {
     using T = decltype(tag);
@@ -264,12 +259,7 @@ void zrt::cuda::adamBf16(int32_t dtype, const void *grad, float *master,
                          int32_t numDecayRanges, double maxGradNorm,
                          const float *stats, const float *lossScale,
                          double divisor, int32_t skip) {
-  checkDims("adam (bf16 states)", n);
-  if (!skip && step < 1)
-    fatal("adam (bf16 states): step %lld must be >= 1", (long long)step);
-  if (!skip && maxGradNorm > 0 && !stats)
-    fatal("adam (bf16 states): gradient clipping needs the stats");
-  if (n == 0)
+  if (!checkUpdate("adam (bf16 states)", n, step, skip, maxGradNorm, stats))
     return;
   dispatch(dtype, "adam (bf16 states)", [&](auto tag) {
     using T = decltype(tag);
@@ -298,17 +288,7 @@ void zrt::cuda::adamBf16(int32_t dtype, const void *grad, float *master,
                           expAvgSq + b, p ? p + b : nullptr, e - b, adamw != 0,
                           args);
     };
-    checkDecayRanges("adam (bf16 states)", decayRanges, rangeDecays,
-                     numDecayRanges, n);
-    int64_t at = 0;
-    for (int32_t r = 0; r < numDecayRanges; ++r) {
-      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
-      launch(at, b, a);
-      AdamArgs own = a;
-      static_cast<AdamConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
-      launch(b, e, own);
-      at = e;
-    }
-    launch(at, n, a);
+    forDecayRuns("adam (bf16 states)", decayRanges, rangeDecays, numDecayRanges,
+                 n, lr, a, launch);
   });
 }

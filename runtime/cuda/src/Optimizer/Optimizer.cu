@@ -514,17 +514,12 @@ void elementStep(const zrt_optimizer &o, const zrt_update &u,
                  const float *lossScale, double divisor) {
   using K = typename R::Constants;
   const char *name = R::kSpan;
-  checkDims(name, u.n);
-  if (!u.skip && u.step < 1)
-    fatal("%s: step %lld must be >= 1", name, (long long)u.step);
-  if (!u.skip && u.max_grad_norm > 0 && !u.stats)
-    fatal("%s: gradient clipping needs the stats", name);
+  if (!checkUpdate(name, u.n, u.step, u.skip, u.max_grad_norm, u.stats))
+    return;
   const int live = R::liveStates(o);
   for (int j = 0; j < live; ++j)
-    if (!u.states[j] && u.n > 0)
+    if (!u.states[j])
       fatal("%s: its state %d is null", name, j);
-  if (u.n == 0)
-    return;
   dispatch(u.dtype, name, [&](auto tag) {
     using T = decltype(tag);
     T *p = static_cast<T *>(u.param);
@@ -560,18 +555,8 @@ void elementStep(const zrt_optimizer &o, const zrt_update &u,
       else
         launchElement<R, 0>(g, w, st, pp, e - b, args);
     };
-    checkDecayRanges(name, u.decay_ranges, u.range_decays, u.num_decay_ranges,
-                     u.n);
-    int64_t at = 0;
-    for (int32_t r = 0; r < u.num_decay_ranges; ++r) {
-      int64_t b = u.decay_ranges[2 * r], e = u.decay_ranges[2 * r + 1];
-      launch(at, b, a);
-      StepArgs<K> own = a;
-      static_cast<K &>(own) = R::withDecay(a, lr, u.range_decays[r]);
-      launch(b, e, own);
-      at = e;
-    }
-    launch(at, u.n, a);
+    forDecayRuns(name, u.decay_ranges, u.range_decays, u.num_decay_ranges, u.n,
+                 lr, a, launch);
   });
 }
 
@@ -654,12 +639,7 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
                      int32_t numDecayRanges, double maxGradNorm,
                      const float *stats, const float *lossScale, double divisor,
                      int32_t skip) {
-  checkDims("adam", n);
-  if (!skip && step < 1)
-    fatal("adam: step %lld must be >= 1", (long long)step);
-  if (!skip && maxGradNorm > 0 && !stats)
-    fatal("adam: gradient clipping needs the stats");
-  if (n == 0)
+  if (!checkUpdate("adam", n, step, skip, maxGradNorm, stats))
     return;
   dispatch(dtype, "adam", [&](auto tag) {
     using T = decltype(tag);
@@ -716,17 +696,8 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
           launchAdam<T, false, false>(g, w, m, v, pp, len, 0, args);
       }
     };
-    checkDecayRanges("adam", decayRanges, rangeDecays, numDecayRanges, n);
-    int64_t at = 0;
-    for (int32_t r = 0; r < numDecayRanges; ++r) {
-      int64_t b = decayRanges[2 * r], e = decayRanges[2 * r + 1];
-      launch(at, b, a);
-      AdamArgs own = a;
-      static_cast<AdamConstants &>(own) = withDecay(a, lr, rangeDecays[r]);
-      launch(b, e, own);
-      at = e;
-    }
-    launch(at, n, a);
+    forDecayRuns("adam", decayRanges, rangeDecays, numDecayRanges, n, lr, a,
+                 launch);
   });
 }
 
@@ -734,13 +705,7 @@ void zrt::cuda::optimizerStep(const zrt_optimizer &o, const zrt_update &u,
                               const float *lossScale, double divisor) {
   using optimizers::Kind;
   using optimizers::StatePrecision;
-  if (o.kind < 0 || o.kind >= optimizers::kNumKinds)
-    fatal("zrt_optimizer_step: unknown optimizer kind %d", int(o.kind));
-  auto precision = StatePrecision(o.states);
-  if (o.states < 0 || o.states >= optimizers::kNumStatePrecisions ||
-      !optimizers::hasPrecision(Kind(o.kind), precision))
-    fatal("zrt_optimizer_step: %s keeps no states of precision %d",
-          optimizers::kindName(o.kind), int(o.states));
+  StatePrecision precision = optimizers::checkedPrecision(o);
   if (precision != StatePrecision::F32) {
     optimizers::AdamHyper h = optimizers::adamHyper(o);
     if (precision == StatePrecision::Int8)

@@ -12,8 +12,10 @@
 #ifndef ZRT_CUDA_OPTIMIZER_LAUNCH_CUH
 #define ZRT_CUDA_OPTIMIZER_LAUNCH_CUH
 
+#include "Optimizer/DecayRanges.h"
 #include "Optimizer/OptimizerMath.h"
 #include "Support/CudaSupport.h"
+#include "Support/Support.h"
 
 #include <cstdint>
 
@@ -76,6 +78,38 @@ __device__ inline float gradScale(const GradScaleArgs &a) {
   double scale =
       double(float((a.lossScale ? double(*a.lossScale) : 1.0) * a.divisor));
   return float(clip / scale);
+}
+
+/// The checks every update makes before it runs: false when there is
+/// nothing to update (n == 0).
+inline bool checkUpdate(const char *name, int64_t n, int64_t step, int32_t skip,
+                        double maxGradNorm, const float *stats) {
+  checkDims(name, n);
+  if (!skip && step < 1)
+    fatal("%s: step %lld must be >= 1", name, (long long)step);
+  if (!skip && maxGradNorm > 0 && !stats)
+    fatal("%s: gradient clipping needs the stats", name);
+  return n > 0;
+}
+
+/// Calls launch(begin, end, args) over n elements: `a` between the decay
+/// ranges (host memory) and, in range r, `a` with the constants
+/// withDecay(a, lr, decays[r]), one launch per run.
+template <typename K, typename Launch>
+void forDecayRuns(const char *name, const int64_t *ranges, const double *decays,
+                  int32_t num, int64_t n, double lr, const StepArgs<K> &a,
+                  Launch launch) {
+  checkDecayRanges(name, ranges, decays, num, n);
+  int64_t at = 0;
+  for (int32_t r = 0; r < num; ++r) {
+    int64_t b = ranges[2 * r], e = ranges[2 * r + 1];
+    launch(at, b, a);
+    StepArgs<K> own = a;
+    static_cast<K &>(own) = withDecay(static_cast<const K &>(a), lr, decays[r]);
+    launch(b, e, own);
+    at = e;
+  }
+  launch(at, n, a);
 }
 
 /// A skipped step's copy of the fp32 masters into the parameters: the
