@@ -245,29 +245,32 @@ LogicalResult ApplyDeepSpeedConfigPass::apply(TrainStepOp step) {
     o.d = APFloat(1.0);
     o.maximize = false;
   }
-  // The file's Adafactor is torch.optim.Adafactor: its defaults for what
-  // the file leaves out (lr and weight_decay 1e-2).
+  // The class the file names defaults otherwise than the train step for
+  // what the file leaves out (the table's ZRT_OPTIMIZER_DS_DEFAULT rows):
+  // torch.optim.Adafactor, and DeepSpeed's MuonWithAuxAdam. Their other
+  // parameters start at #zero.optimizer's defaults.
+  auto dsDefault = [&](StringRef name) {
+    return APFloat(*getDeepSpeedOptimizerDefault(o.kind, name));
+  };
   bool fileAdafactor =
       cfg->optimizer.value && o.kind == OptimizerKind::adafactor;
   if (fileAdafactor) {
-    o.lr = APFloat(1e-2);
-    o.weightDecay = APFloat(1e-2);
+    o.lr = dsDefault("lr");
+    o.weightDecay = dsDefault("weight_decay");
     o.beta2Decay = APFloat(-0.8);
     o.eps1 = APFloat(-1.0);
     o.eps2 = APFloat(1e-3);
     o.d = APFloat(1.0);
     o.maximize = false;
   }
-  // The file's Muon is DeepSpeed's MuonWithAuxAdam: its defaults for what
-  // the file leaves out, not the train step's.
   bool fileMuon = cfg->optimizer.value && o.kind == OptimizerKind::muon;
   if (fileMuon) {
-    o.lr = APFloat(3e-4);
-    o.muonLr = APFloat(0.02);
+    o.lr = dsDefault("lr");
+    o.muonLr = dsDefault("muon_lr");
     o.muonMomentum = APFloat(0.95);
     o.beta1 = APFloat(0.9);
-    o.beta2 = APFloat(0.95);
-    o.eps = APFloat(1e-10);
+    o.beta2 = dsDefault("beta2");
+    o.eps = dsDefault("eps");
     o.weightDecay = APFloat(0.0);
   }
   OptParams newOpt = o;

@@ -11,6 +11,8 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <string>
+
 using namespace mlir;
 using namespace mlir::zero;
 
@@ -189,6 +191,18 @@ OptimizerEntries mlir::zero::getOptimizerEntries(OptimizerKind kind) {
 #include "zero_rt/optimizers.def"
   }
   llvm_unreachable("an OptimizerKind without its optimizers.def row");
+}
+
+std::optional<double>
+mlir::zero::getDeepSpeedOptimizerDefault(OptimizerKind kind, StringRef name) {
+#define ZRT_OPTIMIZER_DS_DEFAULT(id, param, value)                             \
+  static_assert(table::hasParam(table::Kind::id, #param),                      \
+                "optimizers.def: " #id "'s ds_config default " #param          \
+                " is not its hyper-parameter");                                \
+  if (toTable(kind) == table::Kind::id && name == #param)                      \
+    return std::stod(value);
+#include "zero_rt/optimizers.def"
+  return std::nullopt;
 }
 
 SmallVector<StringRef> mlir::zero::getDeepSpeedOptimizerTypes() {

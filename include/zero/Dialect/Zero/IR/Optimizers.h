@@ -92,6 +92,13 @@ OptimizerEntries getOptimizerEntries(OptimizerKind kind);
 /// The ds_config `optimizer.type` names, as DeepSpeed spells them.
 llvm::SmallVector<llvm::StringRef> getDeepSpeedOptimizerTypes();
 
+/// The value of `kind`'s hyper-parameter `name` when a ds_config's
+/// `optimizer.params` leave it out, where the class the ds_config names
+/// defaults otherwise than #zero.optimizer (the table's
+/// ZRT_OPTIMIZER_DS_DEFAULT rows); none where it does not.
+std::optional<double> getDeepSpeedOptimizerDefault(OptimizerKind kind,
+                                                   llvm::StringRef name);
+
 } // namespace mlir::zero
 
 #endif // ZERO_DIALECT_ZERO_IR_OPTIMIZERS_H
