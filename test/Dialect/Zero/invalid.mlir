@@ -3388,6 +3388,19 @@ zero.train_step @bad_mics_stage(%x: tensor<4x2xf32>)
 
 // -----
 
+// Checks that a mesh holds at most kMaxWorldSize ranks.
+zero.train_step @huge_mesh(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+2 {{a mesh has at most 1048576 ranks}}
+    // expected-error @+1 {{failed to parse Zero_ScheduleAttr parameter 'mesh'}}
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 1048576, hpz = 1048576, sequence = 1048576]>> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
 // Checks that a mesh names each axis once.
 zero.train_step @bad_mics_size(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>

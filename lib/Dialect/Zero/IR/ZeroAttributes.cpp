@@ -92,6 +92,7 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (axes.size() != sizes.size() || axes.size() > ZRT_MESH_MAX_AXES)
     return emitError() << "a mesh has at most " << int(ZRT_MESH_MAX_AXES)
                        << " axes, each with a size";
+  int64_t ranks = 1;
   for (auto [i, axis] : llvm::enumerate(axes)) {
     if (llvm::count(axes, axis) > 1)
       return emitError() << "mesh axis " << stringifyMeshAxis(axis)
@@ -100,6 +101,10 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "mesh axis " << stringifyMeshAxis(axis)
                          << " has size " << sizes[i] << ", not 1 to "
                          << kMaxWorldSize;
+    // Checked axis by axis, so that the product cannot overflow.
+    ranks *= sizes[i];
+    if (ranks > kMaxWorldSize)
+      return emitError() << "a mesh has at most " << kMaxWorldSize << " ranks";
   }
   if (!llvm::is_contained(axes, MeshAxis::data))
     return emitError() << "a mesh has a data axis";
